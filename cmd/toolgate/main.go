@@ -1,0 +1,80 @@
+// Command toolgate is a human-in-the-loop approval gateway for MCP tool calls.
+//
+//	toolgate serve --config FILE [--dev] [--stdio] [--ready-file F]
+//	toolgate policy check FILE
+//	toolgate approvals list|show|approve|deny ...
+//
+// Exit codes: 0 ok, 1 failure, 2 usage or invalid config.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"toolgate/internal/cli"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// errUsage marks errors that exit with status 2.
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "serve":
+		err = serve(ctx, args[1:], stdin, stdout, stderr)
+	case "policy":
+		return policyCmd(args[1:], stdout, stderr)
+	case "approvals":
+		return cli.Run(ctx, args[1:], stdout, stderr, os.Getenv)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "toolgate", version)
+		return 0
+	case "help", "-h", "--help":
+		usage(stdout)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "toolgate: unknown command %q\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "toolgate:", err)
+		if errors.Is(err, errUsage) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `toolgate — a human-in-the-loop approval gateway for MCP tool calls
+
+Usage:
+  toolgate serve --config FILE [flags]     run the gateway (see "toolgate serve -h")
+  toolgate policy check FILE               validate a config; prints every problem, exits 2 if any
+  toolgate approvals list|show|approve|deny   decide held calls through the admin API
+  toolgate version
+
+Exit codes: 0 ok, 1 failure, 2 usage or invalid config.
+`)
+}

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"toolgate/internal/config"
+)
+
+// policyCmd runs "toolgate policy check FILE": it prints every problem in the
+// config at once and exits 2 when there is any.
+func policyCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 2 || args[0] != "check" {
+		fmt.Fprintln(stderr, "usage: toolgate policy check FILE")
+		return 2
+	}
+	problems, warnings := config.Check(args[1], os.LookupEnv)
+	for _, w := range warnings {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintln(stderr, p)
+		}
+		fmt.Fprintf(stderr, "%s: %d problem(s)\n", args[1], len(problems))
+		return 2
+	}
+	fmt.Fprintf(stdout, "%s: ok\n", args[1])
+	return 0
+}

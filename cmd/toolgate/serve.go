@@ -1,0 +1,356 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"toolgate/internal/api"
+	"toolgate/internal/approval"
+	"toolgate/internal/config"
+	"toolgate/internal/gate"
+	"toolgate/internal/gateway"
+	"toolgate/internal/store/sqlite"
+)
+
+type serveFlags struct {
+	config         string
+	dev            bool
+	stdio          bool
+	insecureNoAuth bool
+	readyFile      string
+	logLevel       string
+}
+
+func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	var f serveFlags
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.config, "config", "", "path to the YAML config (required)")
+	fs.BoolVar(&f.dev, "dev", false, "mint throwaway agent and approver tokens and print them to stderr")
+	fs.BoolVar(&f.stdio, "stdio", false, "serve one agent over stdin/stdout instead of HTTP; stdout carries only the protocol")
+	fs.BoolVar(&f.insecureNoAuth, "insecure-no-auth", false, "accept agents on /mcp without a token (loopback listeners only)")
+	fs.StringVar(&f.readyFile, "ready-file", "", "write the bound addresses as JSON to this file once listening")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug|info|warn|error")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if f.config == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("%w: serve needs --config FILE and no positional arguments", errUsage)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return fmt.Errorf("%w: --log-level: %v", errUsage, err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	cfg, err := config.LoadFile(f.config, os.LookupEnv)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", errUsage, f.config, err)
+	}
+	for _, w := range cfg.Warnings() {
+		log.Warn(w)
+	}
+	creds, err := cfg.Tokens(os.LookupEnv, os.ReadFile)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	adminAddr := cfg.Listen.Admin
+	if f.stdio && !cfg.Listen.AdminSet {
+		adminAddr = "" // stdio mode opens no admin port unless configured
+	}
+	mcpAddr := cfg.Listen.MCP
+	if f.stdio {
+		mcpAddr = ""
+	}
+	var devLines []string
+	if f.dev {
+		devLines, err = mintDevTokens(creds, mcpAddr != "", adminAddr != "")
+		if err != nil {
+			return err
+		}
+	}
+	if mcpAddr != "" && !f.insecureNoAuth && !hasKind(creds, "agent") {
+		return fmt.Errorf("%w: no agent tokens configured: add agents: with token_env/token_file/token_sha256, or run with --dev", errUsage)
+	}
+	if adminAddr != "" && !hasKind(creds, "human") {
+		return fmt.Errorf("%w: no approver tokens configured: add approvers: with token_env/token_file/token_sha256, or run with --dev", errUsage)
+	}
+	if f.insecureNoAuth && mcpAddr != "" && !isLoopback(mcpAddr) {
+		return fmt.Errorf("%w: --insecure-no-auth needs a loopback listen.mcp address, got %q", errUsage, mcpAddr)
+	}
+
+	if cfg.Storage.Driver != "sqlite" {
+		return fmt.Errorf("storage.driver %q is not supported yet", cfg.Storage.Driver)
+	}
+	db, err := sqlite.Open(ctx, cfg.Storage.Path, &sqlite.Options{Logger: log})
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer db.Close()
+
+	redaction, err := cfg.Redaction()
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	cat := &lazyCatalog{}
+	g := gate.New(db, &cfg.Policy, &gate.Options{
+		Logger:                 log,
+		KeepAlive:              cfg.Approvals.KeepAlive,
+		SweepInterval:          cfg.Approvals.SweepInterval,
+		MaxPendingPerPrincipal: cfg.Approvals.MaxPendingPerPrincipal,
+		MaxPending:             cfg.Approvals.MaxPending,
+		Redaction:              redaction,
+		Catalog:                cat,
+	})
+
+	gw, err := gateway.New(ctx, gatewayServers(cfg), g, &gateway.Options{Logger: log, Version: version})
+	if err != nil {
+		return fmt.Errorf("start upstreams: %w", err)
+	}
+	defer gw.Close()
+	cat.gw = gw
+
+	eg, ctx := errgroup.WithContext(ctx)
+	ready := map[string]string{}
+	if mcpAddr != "" {
+		ln, err := net.Listen("tcp", mcpAddr)
+		if err != nil {
+			return fmt.Errorf("listen.mcp: %w", err)
+		}
+		var auth gateway.Authenticator
+		if !f.insecureNoAuth {
+			auth = agentAuth(creds)
+		}
+		h := gw.Handler(auth, &gateway.HTTPOptions{InsecureNoAuth: f.insecureNoAuth})
+		ready["mcp"] = "http://" + ln.Addr().String() + "/mcp"
+		eg.Go(func() error { return serveHTTP(ctx, ln, h, g) })
+	}
+	if adminAddr != "" {
+		ln, url, err := listenAdmin(adminAddr)
+		if err != nil {
+			return fmt.Errorf("listen.admin: %w", err)
+		}
+		h := api.New(g, approverAuth(creds), &api.Options{Logger: log, Ready: func(ctx context.Context) error {
+			if err := g.Ready(ctx); err != nil {
+				return err
+			}
+			return gw.Ready()
+		}})
+		ready["admin"] = url
+		eg.Go(func() error { return serveHTTP(ctx, ln, h, g) })
+	}
+	eg.Go(func() error { return g.Run(ctx) })
+	eg.Go(func() error { db.Watch(ctx, 250*time.Millisecond, g.WakeAll); return nil })
+
+	for _, k := range []string{"mcp", "admin"} {
+		if v, ok := ready[k]; ok {
+			log.Info("listening", "listener", k, "url", v)
+		}
+	}
+	for _, l := range devLines {
+		fmt.Fprintln(stderr, l)
+	}
+	if f.readyFile != "" {
+		if err := writeReadyFile(f.readyFile, ready); err != nil {
+			return err
+		}
+	}
+	if f.stdio {
+		p := cfg.StdioPrincipal()
+		eg.Go(func() error {
+			err := gw.ServeStdio(ctx, io.NopCloser(stdin), nopWriteCloser{stdout}, p)
+			g.Stop()
+			if err != nil && ctx.Err() == nil {
+				return fmt.Errorf("stdio: %w", err)
+			}
+			return errStdioDone
+		})
+	}
+	err = eg.Wait()
+	if errors.Is(err, errStdioDone) {
+		err = nil
+	}
+	return err
+}
+
+var errStdioDone = errors.New("stdio client closed")
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// serveHTTP serves h on ln until ctx ends, then shuts down gracefully. There
+// is no WriteTimeout: held calls stream for as long as a person takes.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, g *gate.Gate) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	g.Stop()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	return nil
+}
+
+func listenAdmin(addr string) (net.Listener, string, error) {
+	if path, ok := strings.CutPrefix(addr, "unix://"); ok {
+		_ = os.Remove(path)
+		ln, err := net.Listen("unix", path)
+		if err != nil {
+			return nil, "", err
+		}
+		_ = os.Chmod(path, 0o600)
+		return ln, addr, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", err
+	}
+	return ln, "http://" + ln.Addr().String(), nil
+}
+
+func writeReadyFile(path string, ready map[string]string) error {
+	b, err := json.Marshal(ready)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("ready file: %w", err)
+	}
+	return os.Rename(tmp, path)
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func hasKind(creds map[string]config.Credential, kind string) bool {
+	for _, c := range creds {
+		if c.Principal.Kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// mintDevTokens adds throwaway tokens for the listeners that need them and
+// returns the lines to print.
+func mintDevTokens(creds map[string]config.Credential, agent, admin bool) ([]string, error) {
+	var lines []string
+	add := func(c config.Credential) (string, error) {
+		tok := "tg_dev_" + rand.Text()
+		sum := sha256.Sum256([]byte(tok))
+		creds[hex.EncodeToString(sum[:])] = c
+		return tok, nil
+	}
+	lines = append(lines, "toolgate --dev: throwaway tokens, valid until this process exits:")
+	if agent {
+		tok, err := add(config.Credential{Principal: approval.Principal{ID: "dev-agent", Kind: "agent"}})
+		if err != nil {
+			return nil, err
+		}
+		lines = append(lines, "  agent token (Authorization: Bearer on /mcp):  "+tok)
+	}
+	if admin {
+		tok, err := add(config.Credential{Principal: approval.Principal{ID: "dev-approver", Kind: "human"}, Roles: []string{"admin"}})
+		if err != nil {
+			return nil, err
+		}
+		lines = append(lines, "  approver token (TOOLGATE_TOKEN for the CLI):  "+tok)
+	}
+	return lines, nil
+}
+
+func lookup(creds map[string]config.Credential, token string) (config.Credential, bool) {
+	if token == "" {
+		return config.Credential{}, false
+	}
+	sum := sha256.Sum256([]byte(token))
+	c, ok := creds[hex.EncodeToString(sum[:])]
+	return c, ok
+}
+
+func agentAuth(creds map[string]config.Credential) gateway.Authenticator {
+	return func(token string) (approval.Principal, bool) {
+		c, ok := lookup(creds, token)
+		if !ok || c.Principal.Kind != "agent" {
+			return approval.Principal{}, false
+		}
+		return c.Principal, true
+	}
+}
+
+func approverAuth(creds map[string]config.Credential) api.Authenticator {
+	return func(token string) (approval.Principal, []string, bool) {
+		c, ok := lookup(creds, token)
+		if !ok || c.Principal.Kind != "human" {
+			return approval.Principal{}, nil, false
+		}
+		return c.Principal, slices.Clone(c.Roles), true
+	}
+}
+
+func gatewayServers(cfg config.Config) []gateway.ServerConfig {
+	names := make([]string, 0, len(cfg.Servers))
+	for n := range cfg.Servers {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	out := make([]gateway.ServerConfig, 0, len(names))
+	for _, n := range names {
+		s := cfg.Servers[n]
+		dir := s.Dir
+		out = append(out, gateway.ServerConfig{
+			Name: n, Command: s.Command, Args: s.Args, Env: s.Env, Dir: dir,
+			URL: s.URL, Headers: s.Headers, CallTimeout: s.CallTimeout,
+		})
+	}
+	return out
+}
+
+// lazyCatalog lets the gate look up tool digests in the gateway, which is
+// built after the gate.
+type lazyCatalog struct{ gw *gateway.Gateway }
+
+func (c *lazyCatalog) ToolDigest(server, tool string) (string, bool) {
+	if c.gw == nil {
+		return "", false
+	}
+	return c.gw.ToolDigest(server, tool)
+}

@@ -1,0 +1,266 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/store"
+)
+
+// Limits on input.
+const (
+	maxBody      = 64 << 10 // bytes of a POST body
+	maxLimit     = 1000     // ?limit=
+	maxCursor    = 512      // bytes of ?cursor=
+	maxReason    = 2000     // bytes of a review reason
+	idLen        = 36       // canonical UUID text
+	hashPrefix   = "sha256:"
+	hashHexchars = 64
+)
+
+var states = []approval.State{
+	approval.StatePending, approval.StateApproved, approval.StateDenied, approval.StateExpired,
+	approval.StateCancelled, approval.StateConsumed, approval.StateInvalidated,
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request, c caller) error {
+	q := r.URL.Query()
+	f := store.Filter{Tenant: c.principal.Tenant}
+	switch st := q.Get("state"); st {
+	case "", "all":
+	default:
+		if !isState(st) {
+			return invalid("state %q: want all or one of %s", st, stateNames())
+		}
+		f.State = approval.State(st)
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxLimit {
+			return invalid("limit %q: want a number from 1 to %d", v, maxLimit)
+		}
+		f.Limit = n
+	}
+	f.Cursor = q.Get("cursor")
+	if len(f.Cursor) > maxCursor {
+		return invalid("cursor longer than %d bytes", maxCursor)
+	}
+	f.IDPrefix = strings.ToLower(q.Get("id_prefix"))
+	if len(f.IDPrefix) > idLen || strings.Trim(f.IDPrefix, "0123456789abcdef-") != "" {
+		return invalid("id_prefix %q: want at most %d hex digits and dashes", f.IDPrefix, idLen)
+	}
+	rs, next, err := s.approvals.List(r.Context(), f)
+	if err != nil {
+		return fmt.Errorf("list approvals: %w", err)
+	}
+	out := List{Approvals: make([]Approval, 0, len(rs)), NextCursor: next}
+	for _, a := range rs {
+		if visible(c, a) { // the filter already scopes by tenant; this is a second lock
+			out.Approvals = append(out.Approvals, fromRequest(a))
+		}
+	}
+	s.writeJSON(w, r, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request, c caller) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	a, err := s.lookup(r, c, id)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, fromRequest(a))
+	return nil
+}
+
+func (s *Server) approve(w http.ResponseWriter, r *http.Request, c caller) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	var body ApproveBody
+	if err := decodeBody(w, r, &body); err != nil {
+		return err
+	}
+	if h := body.ArgumentsHash; h != "" && !isHash(h) {
+		return invalid("arguments_hash %q: want %q and %d lower-case hex digits", h, hashPrefix, hashHexchars)
+	}
+	return s.review(w, r, c, id, approval.VerdictApprove, body.Reason, body.ArgumentsHash)
+}
+
+func (s *Server) deny(w http.ResponseWriter, r *http.Request, c caller) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	var body DenyBody
+	if err := decodeBody(w, r, &body); err != nil {
+		return err
+	}
+	return s.review(w, r, c, id, approval.VerdictDeny, body.Reason, "")
+}
+
+// review records verdict v by the caller. A repeated identical verdict is a
+// success that returns the current request.
+func (s *Server) review(w http.ResponseWriter, r *http.Request, c caller, id approval.ID, v approval.Verdict, reason, pinnedHash string) error {
+	if len(reason) > maxReason {
+		return invalid("reason longer than %d bytes", maxReason)
+	}
+	// Another tenant's request is 404 before anything else is revealed.
+	if _, err := s.lookup(r, c, id); err != nil {
+		return err
+	}
+	got, err := s.approvals.Review(r.Context(), id, c.principal, v, reason, pinnedHash)
+	if errors.Is(err, approval.ErrDuplicate) {
+		if got.ID == "" {
+			if got, err = s.lookup(r, c, id); err != nil {
+				return err
+			}
+		}
+		err = nil
+	}
+	if err != nil {
+		e := toAPIError(fmt.Errorf("review %s: %w", id, err))
+		if e.Status == http.StatusConflict {
+			s.describeConflict(r, id, e)
+		}
+		return e
+	}
+	s.writeJSON(w, r, http.StatusOK, fromRequest(got))
+	return nil
+}
+
+// describeConflict adds the request's current state (and, for a hash
+// mismatch, its hash) to e's public message; best effort.
+func (s *Server) describeConflict(r *http.Request, id approval.ID, e *apiError) {
+	cur, err := s.approvals.Get(r.Context(), id)
+	if err != nil {
+		return
+	}
+	if e.Code == CodeHashMismatch {
+		e.Msg += fmt.Sprintf(" (the request's hash is %s)", cur.ArgumentsHash)
+		return
+	}
+	e.Msg += fmt.Sprintf(" (state: %s)", cur.State)
+}
+
+// lookup gets id, hiding other tenants' requests as not found.
+func (s *Server) lookup(r *http.Request, c caller, id approval.ID) (approval.Request, error) {
+	a, err := s.approvals.Get(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return approval.Request{}, &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Msg: fmt.Sprintf("no approval %s", id), Err: err}
+	}
+	if err != nil {
+		return approval.Request{}, fmt.Errorf("get approval %s: %w", id, err)
+	}
+	if !visible(c, a) {
+		return approval.Request{}, notFound(string(id))
+	}
+	return a, nil
+}
+
+// visible reports whether c may see a: a principal with a tenant sees only
+// its tenant's requests.
+func visible(c caller, a approval.Request) bool {
+	return c.principal.Tenant == "" || c.principal.Tenant == a.Tenant
+}
+
+// pathID returns the {id} path value, which must be a canonical UUID (upper
+// case is lower-cased); anything else is 404.
+func pathID(r *http.Request) (approval.ID, error) {
+	raw := r.PathValue("id")
+	id := strings.ToLower(raw)
+	if !isUUID(id) {
+		return "", notFound(raw)
+	}
+	return approval.ID(id), nil
+}
+
+// isUUID reports whether s is lower-case 8-4-4-4-12 hex.
+func isUUID(s string) bool {
+	if len(s) != idLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !isHex(c) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func isHash(h string) bool {
+	hex, ok := strings.CutPrefix(h, hashPrefix)
+	if !ok || len(hex) != hashHexchars {
+		return false
+	}
+	for i := 0; i < len(hex); i++ {
+		if !isHex(hex[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' }
+
+func isState(s string) bool {
+	for _, st := range states {
+		if string(st) == s {
+			return true
+		}
+	}
+	return false
+}
+
+func stateNames() string {
+	names := make([]string, len(states))
+	for i, st := range states {
+		names[i] = string(st)
+	}
+	return strings.Join(names, ", ")
+}
+
+// decodeBody decodes the request body strictly into v: at most maxBody
+// bytes (413), one JSON object with known fields and nothing after it (422).
+// An empty body leaves v unchanged.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return err
+		}
+		return &apiError{Status: http.StatusBadRequest, Code: CodeInvalid, Msg: "cannot read the body", Err: err}
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return invalid("invalid body: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return invalid("invalid body: data after the JSON object")
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+// Package api is the approver side of toolgate: the admin HTTP API that
+// lists approval requests and records reviews, plus /healthz, /readyz and
+// /metrics. It never imports the agent side (internal/gateway); both meet in
+// the gate, which implements [Approvals].
+//
+// # Routes
+//
+//	GET  /healthz                       no auth; always 200 {"status":"ok"}
+//	GET  /readyz                        no auth; 200 {"status":"ok"}, or 503 with the
+//	                                    error envelope carrying Options.Ready's message
+//	GET  /metrics                       no auth; Options.Metrics, when set
+//	GET  /v1/approvals                  viewer, approver, admin → [List]
+//	GET  /v1/approvals/{id}             viewer, approver, admin → [Approval]
+//	POST /v1/approvals/{id}/approve     approver, admin; body [ApproveBody] → [Approval]
+//	POST /v1/approvals/{id}/deny        approver, admin; body [DenyBody] → [Approval]
+//
+// /metrics needs no token: the admin listener is loopback or a Unix socket by
+// default, and metrics carry no arguments, ids or reasons. Put it behind a
+// proxy if the listener is exposed.
+//
+// The list takes the query parameters state (a state name, or "all"; absent
+// means all states), limit (1–1000; absent means the store's default of 100),
+// cursor (the next_cursor of the previous page) and id_prefix (lower-case hex
+// and dashes, at most 36 characters; this is toolgate's extension for CLI
+// short ids). A bad value is 422.
+//
+// # Authentication and roles
+//
+// Every /v1 route needs "Authorization: Bearer <token>"; a missing or unknown
+// token is 401 with "WWW-Authenticate: Bearer". The roles come from the
+// [Authenticator] (DESIGN "Roles"): viewer reads, approver reads and reviews,
+// admin does everything; any other role (e.g. host) gets 403 here. Whether an
+// approver may review a particular request (the rule's approvers, self-review)
+// is decided by [Approvals.Review]. A principal with a tenant sees only its
+// tenant's requests; another tenant's request is 404, as if it did not exist.
+//
+// # Ids
+//
+// {id} must be a full UUID in canonical text form (upper case is accepted and
+// lower-cased). Anything else is 404, the same as an unknown id: ids are not
+// secrets, but one answer for "no such approval" keeps clients simple. Short
+// ids are resolved by clients through id_prefix.
+//
+// # Bodies
+//
+// Bodies are JSON objects, decoded strictly: an unknown field, a wrong type or
+// trailing data is 422; more than 64 KiB is 413. An empty body is the same as
+// {}. The deny reason is optional here (the CLI asks for one): it is what the
+// agent reads, so a reason is recommended. A reason is at most 2000 bytes.
+// arguments_hash, when given on approve, must be "sha256:" and 64 lower-case
+// hex digits (422 otherwise); if it differs from the request's hash the
+// answer is 409 hash_mismatch and nothing is recorded.
+//
+// # Errors
+//
+// Every error is {"error":{"code","message"}} with a status from one mapping
+// ([ErrorBody]): 401 unauthorized; 403 forbidden (role), self_review,
+// not_eligible; 404 not_found; 409 resolved, expired, conflict,
+// hash_mismatch; 413 too_large; 422 invalid_request; 503 unavailable; 500
+// internal. The message is safe to show; the underlying cause is only
+// logged. Repeating one's own verdict is not an error: it answers 200 with the
+// current request.
+//
+// # Output
+//
+// Responses are application/json. Characters that can hide or reorder text
+// (controls, bidi, zero-width, see [IsHidden]) are written as \u escapes in
+// every response, so a terminal or browser never renders them raw (case C15).
+// Times are RFC 3339 in UTC. The Date header comes from Options.Now, so
+// clients can compute "expires in" against the server's clock.
+package api

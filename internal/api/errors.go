@@ -1,0 +1,71 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/store"
+)
+
+// apiError is an error with its HTTP answer. Msg is public; Err is the cause,
+// which is only logged.
+type apiError struct {
+	Status int
+	Code   string
+	Msg    string
+	Err    error
+}
+
+func (e *apiError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%d %s: %s: %v", e.Status, e.Code, e.Msg, e.Err)
+	}
+	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Msg)
+}
+
+func (e *apiError) Unwrap() error { return e.Err }
+
+func invalid(format string, args ...any) *apiError {
+	return &apiError{Status: http.StatusUnprocessableEntity, Code: CodeInvalid, Msg: fmt.Sprintf(format, args...)}
+}
+
+func notFound(id string) *apiError {
+	return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Msg: fmt.Sprintf("no approval %q", id)}
+}
+
+// toAPIError maps any handler error to its answer. This is the one place
+// where errors become statuses; see the package doc for the table.
+func toAPIError(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var tooLarge *http.MaxBytesError
+	e := &apiError{Err: err}
+	switch {
+	case errors.As(err, &tooLarge):
+		e.Status, e.Code, e.Msg = http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("body larger than %d bytes", tooLarge.Limit)
+	case errors.Is(err, store.ErrNotFound):
+		e.Status, e.Code, e.Msg = http.StatusNotFound, CodeNotFound, "no such approval"
+	case errors.Is(err, approval.ErrSelfReview):
+		e.Status, e.Code, e.Msg = http.StatusForbidden, CodeSelfReview, "you cannot review a call you requested or that acts for you"
+	case errors.Is(err, approval.ErrNotEligible):
+		e.Status, e.Code, e.Msg = http.StatusForbidden, CodeNotEligible, "you are not among the approvers of this request's rule"
+	case errors.Is(err, approval.ErrHashMismatch):
+		e.Status, e.Code, e.Msg = http.StatusConflict, CodeHashMismatch, "arguments_hash does not match the request's arguments"
+	case errors.Is(err, approval.ErrExpired):
+		e.Status, e.Code, e.Msg = http.StatusConflict, CodeExpired, "the request has expired"
+	case errors.Is(err, approval.ErrResolved):
+		e.Status, e.Code, e.Msg = http.StatusConflict, CodeResolved, "the request is no longer pending"
+	case errors.Is(err, approval.ErrConflict):
+		e.Status, e.Code, e.Msg = http.StatusConflict, CodeConflict, "a conflicting decision was recorded first"
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		e.Status, e.Code, e.Msg = http.StatusServiceUnavailable, CodeUnavailable, "the approval store is unavailable; try again"
+	default:
+		e.Status, e.Code, e.Msg = http.StatusInternalServerError, CodeInternal, "internal error"
+	}
+	return e
+}

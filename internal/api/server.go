@@ -1,0 +1,243 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/store"
+)
+
+// Approvals is what the API needs from the gate. Implementations must be
+// safe for concurrent use.
+type Approvals interface {
+	// Get returns the request, or an error wrapping store.ErrNotFound.
+	Get(ctx context.Context, id approval.ID) (approval.Request, error)
+	// List returns one page of requests and the cursor of the next page
+	// ("" at the end).
+	List(ctx context.Context, f store.Filter) ([]approval.Request, string, error)
+	// Review records verdict v by the authenticated reviewer and returns the
+	// request after the change. Errors (errors.Is): store.ErrNotFound;
+	// approval.ErrDuplicate when the reviewer repeats the same verdict, in
+	// which case the returned request is the current one and is valid;
+	// approval.ErrResolved, ErrExpired, ErrConflict, ErrHashMismatch;
+	// approval.ErrSelfReview, ErrNotEligible. pinnedHash is "" or the
+	// arguments hash the reviewer saw.
+	Review(ctx context.Context, id approval.ID, reviewer approval.Principal, v approval.Verdict, reason, pinnedHash string) (approval.Request, error)
+}
+
+// An Authenticator maps a bearer token to its principal and roles. ok is
+// false for an unknown token. It must be safe for concurrent use and should
+// compare tokens in constant time.
+type Authenticator func(token string) (p approval.Principal, roles []string, ok bool)
+
+// Roles an [Authenticator] may return (DESIGN "Roles").
+const (
+	RoleViewer   = "viewer"   // reads approvals
+	RoleApprover = "approver" // reads and reviews approvals
+	RoleAdmin    = "admin"    // everything
+	RoleHost     = "host"     // creates root sessions (later); nothing here
+)
+
+var (
+	readRoles   = []string{RoleViewer, RoleApprover, RoleAdmin}
+	reviewRoles = []string{RoleApprover, RoleAdmin}
+)
+
+// Options configures a Server. A nil *Options gives the defaults.
+type Options struct {
+	// Logger receives request errors; default discard. Tokens and arguments
+	// are never logged.
+	Logger *slog.Logger
+	// Ready reports whether the server can do its work (e.g. the store
+	// answers); /readyz answers 503 with its error's text, which is public.
+	// Default: always ready.
+	Ready func(ctx context.Context) error
+	// Metrics, when not nil, is served at GET /metrics without auth.
+	Metrics http.Handler
+	// Now is the clock for the Date header; default time.Now.
+	Now func() time.Time
+}
+
+// Server is the admin HTTP API. It implements http.Handler and is safe for
+// concurrent use.
+type Server struct {
+	approvals Approvals
+	auth      Authenticator
+	log       *slog.Logger
+	ready     func(ctx context.Context) error
+	now       func() time.Time
+	mux       *http.ServeMux
+}
+
+// New returns a Server over a, authenticating with auth. A nil auth rejects
+// every token (fail closed).
+func New(a Approvals, auth Authenticator, opts *Options) *Server {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if auth == nil {
+		auth = func(string) (approval.Principal, []string, bool) { return approval.Principal{}, nil, false }
+	}
+	s := &Server{approvals: a, auth: auth, log: o.Logger, ready: o.Ready, now: o.Now, mux: http.NewServeMux()}
+	s.mux.Handle("GET /healthz", s.handle(s.healthz))
+	s.mux.Handle("GET /readyz", s.handle(s.readyz))
+	if o.Metrics != nil {
+		s.mux.Handle("GET /metrics", o.Metrics)
+	}
+	s.mux.Handle("GET /v1/approvals", s.handle(s.require(readRoles, s.list)))
+	s.mux.Handle("GET /v1/approvals/{id}", s.handle(s.require(readRoles, s.get)))
+	s.mux.Handle("POST /v1/approvals/{id}/approve", s.handle(s.require(reviewRoles, s.approve)))
+	s.mux.Handle("POST /v1/approvals/{id}/deny", s.handle(s.require(reviewRoles, s.deny)))
+	return s
+}
+
+// ServeHTTP routes r. Unknown paths and methods get the JSON error envelope
+// too (404 not_found, 405 method_not_allowed with an Allow header).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Date", s.now().UTC().Format(http.TimeFormat))
+	if h, pattern := s.mux.Handler(r); pattern == "" {
+		// The mux has no route: learn whether it would say 404 or 405 and
+		// answer in our format instead of its plain text.
+		rec := &statusRecorder{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		e := &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Msg: "no such route"}
+		if rec.status == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", rec.header.Get("Allow"))
+			e = &apiError{Status: http.StatusMethodNotAllowed, Code: CodeMethod, Msg: "method not allowed"}
+		}
+		s.writeError(w, r, e)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// statusRecorder captures the status and headers of the mux's own 404/405.
+type statusRecorder struct {
+	header http.Header
+	status int
+}
+
+func (s *statusRecorder) Header() http.Header         { return s.header }
+func (s *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (s *statusRecorder) WriteHeader(status int)      { s.status = status }
+
+// caller is the authenticated principal of a request.
+type caller struct {
+	principal approval.Principal
+	roles     []string
+}
+
+// handle adapts an error-returning handler; it is the one writer of errors.
+func (s *Server) handle(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, toAPIError(err))
+		}
+	})
+}
+
+// require authenticates the request and checks that the caller has one of
+// roles before calling h.
+func (s *Server) require(roles []string, h func(w http.ResponseWriter, r *http.Request, c caller) error) func(w http.ResponseWriter, r *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		token, ok := bearer(r.Header.Get("Authorization"))
+		if !ok {
+			return &apiError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Msg: "missing bearer token"}
+		}
+		p, have, ok := s.auth(token)
+		if !ok {
+			return &apiError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Msg: "unknown token"}
+		}
+		if !slices.ContainsFunc(have, func(role string) bool { return slices.Contains(roles, role) }) {
+			return &apiError{Status: http.StatusForbidden, Code: CodeForbidden, Msg: "this needs one of the roles " + strings.Join(roles, ", ")}
+		}
+		return h(w, r, caller{principal: p, roles: have})
+	}
+}
+
+// bearer returns the token of an "Authorization: Bearer <token>" header; the
+// scheme is case-insensitive.
+func bearer(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// Log keys.
+const (
+	keyMethod    = "method"
+	keyPath      = "path"
+	keyStatus    = "status"
+	keyCode      = "code"
+	keyErr       = "err"
+	keyApproval  = "approval"
+	keyPrincipal = "principal"
+)
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, e *apiError) {
+	level := slog.LevelDebug
+	switch {
+	case e.Status >= 500:
+		level = slog.LevelError
+	case e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden:
+		level = slog.LevelWarn
+	}
+	attrs := []any{keyMethod, r.Method, keyPath, r.URL.Path, keyStatus, e.Status, keyCode, e.Code}
+	if e.Err != nil {
+		attrs = append(attrs, keyErr, e.Err)
+	}
+	s.log.Log(r.Context(), level, "admin request failed", attrs...)
+	if e.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="toolgate"`)
+	}
+	s.writeJSON(w, r, e.Status, ErrorBody{Error: ErrorDetail{Code: e.Code, Message: e.Msg}})
+}
+
+// writeJSON writes v with status, with hidden characters escaped.
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(v); err != nil {
+		s.log.ErrorContext(r.Context(), "encode response", keyPath, r.URL.Path, keyErr, err)
+		status = http.StatusInternalServerError
+		buf.Reset()
+		buf.WriteString(`{"error":{"code":"internal","message":"internal error"}}` + "\n")
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(EscapeJSON(buf.Bytes()))
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
+	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
+	if s.ready != nil {
+		if err := s.ready(r.Context()); err != nil {
+			return &apiError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Msg: "not ready: " + err.Error(), Err: err}
+		}
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}

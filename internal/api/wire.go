@@ -1,0 +1,156 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	"toolgate/internal/approval"
+)
+
+// Approval is the JSON form of one approval request (DESIGN "Approval
+// JSON"), as GET /v1/approvals/{id} and the review routes return it. Times
+// are RFC 3339 in UTC. Fields marked "omitted when empty" are absent until
+// they apply; the others are always present (lists as [] when empty).
+type Approval struct {
+	ID    string `json:"id"`    // UUIDv7, canonical lower-case text
+	State string `json:"state"` // pending, approved, denied, expired, cancelled, consumed, invalidated
+	// Server and Tool name the real upstream and tool (not the exposed
+	// "<server>__<tool>" name).
+	Server string `json:"server"`
+	Tool   string `json:"tool"`
+	// Arguments is the redacted display copy of the arguments, never the raw
+	// ones: secrets are replaced by markers and hidden characters escaped.
+	Arguments json.RawMessage `json:"arguments"`
+	// ArgumentsHash is "sha256:" + hex of the canonical raw arguments; pin it
+	// on approve to make sure you approve what you saw.
+	ArgumentsHash string `json:"arguments_hash"`
+	// DisplayWarnings says why the display copy differs from the raw
+	// arguments (hidden characters, redacted values). Show it prominently.
+	DisplayWarnings   []string  `json:"display_warnings"`
+	Rule              string    `json:"rule"`
+	Mode              string    `json:"mode"` // hold | retry
+	RequestedBy       string    `json:"requested_by"`
+	OnBehalfOf        string    `json:"on_behalf_of,omitempty"` // omitted when empty
+	Tenant            string    `json:"tenant"`
+	CreatedAt         time.Time `json:"created_at"`
+	ExpiresAt         time.Time `json:"expires_at"`
+	RequiredApprovals int       `json:"required_approvals"`
+	// Approvers lists who may review: principal ids and "group:<name>"
+	// entries; empty means anyone with the approver role.
+	Approvers       []string  `json:"approvers"`
+	Reviews         []Review  `json:"reviews"`
+	DecidedBy       string    `json:"decided_by,omitempty"`       // omitted when empty
+	DecidedAt       time.Time `json:"decided_at,omitzero"`        // omitted when empty
+	Reason          string    `json:"reason,omitempty"`           // omitted when empty
+	ConsumedAt      time.Time `json:"consumed_at,omitzero"`       // omitted when empty
+	DispatchOutcome string    `json:"dispatch_outcome,omitempty"` // ok, tool_error, transport_error, unknown; omitted when empty
+}
+
+// Review is one reviewer's vote in [Approval.Reviews].
+type Review struct {
+	By      string    `json:"by"`
+	Verdict string    `json:"verdict"` // approve | deny
+	Reason  string    `json:"reason,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+// List is the body of GET /v1/approvals. NextCursor is "" on the last page;
+// otherwise pass it as ?cursor= to get the next one.
+type List struct {
+	Approvals  []Approval `json:"approvals"`
+	NextCursor string     `json:"next_cursor"`
+}
+
+// ApproveBody is the body of POST /v1/approvals/{id}/approve; both fields
+// are optional. ArgumentsHash, when set, must equal the request's hash or
+// the review is refused with 409 hash_mismatch.
+type ApproveBody struct {
+	Reason        string `json:"reason,omitempty"`
+	ArgumentsHash string `json:"arguments_hash,omitempty"`
+}
+
+// DenyBody is the body of POST /v1/approvals/{id}/deny. Reason is optional
+// but recommended: the agent gets it in its error result.
+type DenyBody struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// ErrorBody is the body of every error response.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is a machine-readable code (see the Code constants) and a
+// message that is safe to show to the user.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Error codes in [ErrorDetail.Code].
+const (
+	CodeUnauthorized = "unauthorized"       // 401
+	CodeForbidden    = "forbidden"          // 403: the role does not allow it
+	CodeSelfReview   = "self_review"        // 403: the requester (or whom it acts for) reviewing
+	CodeNotEligible  = "not_eligible"       // 403: not among the rule's approvers
+	CodeNotFound     = "not_found"          // 404
+	CodeMethod       = "method_not_allowed" // 405
+	CodeResolved     = "resolved"           // 409: no longer pending
+	CodeExpired      = "expired"            // 409
+	CodeConflict     = "conflict"           // 409: a conflicting decision won
+	CodeHashMismatch = "hash_mismatch"      // 409
+	CodeTooLarge     = "too_large"          // 413
+	CodeInvalid      = "invalid_request"    // 422 (400 for an unreadable body)
+	CodeUnavailable  = "unavailable"        // 503
+	CodeInternal     = "internal"           // 500
+)
+
+// fromRequest builds the wire form of r.
+func fromRequest(r approval.Request) Approval {
+	a := Approval{
+		ID:                string(r.ID),
+		State:             string(r.State),
+		Server:            r.Server,
+		Tool:              r.Tool,
+		Arguments:         r.Arguments,
+		ArgumentsHash:     r.ArgumentsHash,
+		DisplayWarnings:   nonNil(r.DisplayWarnings),
+		Rule:              r.Rule,
+		Mode:              r.Mode,
+		RequestedBy:       r.RequestedBy,
+		OnBehalfOf:        r.OnBehalfOf,
+		Tenant:            r.Tenant,
+		CreatedAt:         utc(r.CreatedAt),
+		ExpiresAt:         utc(r.ExpiresAt),
+		RequiredApprovals: r.RequiredApprovals,
+		Approvers:         nonNil(r.Approvers),
+		Reviews:           make([]Review, 0, len(r.Reviews)),
+		DecidedBy:         r.DecidedBy,
+		DecidedAt:         utc(r.DecidedAt),
+		Reason:            r.Reason,
+		ConsumedAt:        utc(r.ConsumedAt),
+		DispatchOutcome:   string(r.DispatchOutcome),
+	}
+	if len(a.Arguments) == 0 {
+		a.Arguments = json.RawMessage("null")
+	}
+	for _, rv := range r.Reviews {
+		a.Reviews = append(a.Reviews, Review{By: rv.By, Verdict: string(rv.Verdict), Reason: rv.Reason, At: utc(rv.At)})
+	}
+	return a
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// utc returns t in UTC, keeping the zero time zero (so omitzero omits it).
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC()
+}

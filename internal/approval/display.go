@@ -1,0 +1,418 @@
+package approval
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Redaction says what the display copy of tool arguments hides or shortens.
+// The zero value hides nothing and never truncates. See DefaultRedaction.
+//
+// A key is compared after normalizing it: lowercased, with every rune that is
+// not a letter or a digit removed (so "X-Api-Key", "x_api_key" and
+// "x\u200bapikey" all read "xapikey").
+type Redaction struct {
+	// Keys are normalized substrings: a member whose normalized key contains
+	// one has its whole value (any type, the whole subtree) redacted.
+	Keys []string
+	// ExactKeys are normalized keys that are secret only when the whole key
+	// equals them: short words that would over-match as substrings ("auth"
+	// is in "author", "pin" in "spinner").
+	ExactKeys []string
+	// ExceptKeys are normalized keys never redacted by key name, for common
+	// harmless keys that a substring would otherwise catch ("max_tokens").
+	// String values under them are still checked against Patterns.
+	ExceptKeys []string
+	// Patterns match secret-shaped text inside any string value; each match
+	// is replaced by the redaction marker. The reason shown is taken from the
+	// pattern's first named group with underscores read as spaces, so
+	// (?P<a_JWT>…) gives "looks like a JWT"; an unnamed pattern gives "looks
+	// like a secret".
+	Patterns []*regexp.Regexp
+	// MaxString is the most characters (runes) of a string value shown;
+	// longer ones are cut with a visible marker. 0 or less means no limit.
+	MaxString int
+}
+
+// DefaultRedaction returns the redaction used unless configured otherwise.
+//
+// Keys (substring of the normalized key): password, passwd, passphrase,
+// secret, token, apikey, accesskey, authkey, privatekey, signingkey,
+// encryptionkey, authorization, cookie, credential, sessionid, sessionkey.
+// ExactKeys: auth, pass, pwd, pin, otp, cvv, cvc. ExceptKeys: the usual
+// LLM token-count parameters (maxtokens, maxnewtokens, maxoutputtokens,
+// maxcompletiontokens, maxinputtokens, numtokens, tokencount, tokenlimit).
+//
+// Patterns: "Bearer <token>" (8+ token characters, any case), JWTs
+// (eyJ….….…), PEM private key blocks (to the END line, or to the end of the
+// string when it is cut), AWS access key ids (AKIA/ASIA + 16), GitHub tokens
+// (ghp_/gho_/ghu_/ghs_/ghr_, github_pat_), Slack tokens (xox?-), API keys
+// shaped like sk-…/sk_live_… (OpenAI, Anthropic, Stripe), Google API keys
+// (AIza…), and the user:password part of URLs.
+//
+// MaxString is 4096.
+func DefaultRedaction() Redaction {
+	return Redaction{
+		Keys: []string{
+			"password", "passwd", "passphrase", "secret", "token", "apikey",
+			"accesskey", "authkey", "privatekey", "signingkey", "encryptionkey",
+			"authorization", "cookie", "credential", "sessionid", "sessionkey",
+		},
+		ExactKeys: []string{"auth", "pass", "pwd", "pin", "otp", "cvv", "cvc"},
+		ExceptKeys: []string{
+			"maxtokens", "maxnewtokens", "maxoutputtokens", "maxcompletiontokens",
+			"maxinputtokens", "numtokens", "tokencount", "tokenlimit",
+		},
+		Patterns: []*regexp.Regexp{
+			regexp.MustCompile(`(?i)(?P<a_bearer_token>\bbearer[ \t]+[A-Za-z0-9\-._~+/]{8,}=*)`),
+			regexp.MustCompile(`(?P<a_JWT>\beyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*)`),
+			regexp.MustCompile(`(?P<a_private_key>-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|[\s\S]*$))`),
+			regexp.MustCompile(`(?P<an_AWS_access_key_id>\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)`),
+			regexp.MustCompile(`(?P<a_GitHub_token>\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}))`),
+			regexp.MustCompile(`(?P<a_Slack_token>\bxox[abposr]-[A-Za-z0-9-]{10,})`),
+			regexp.MustCompile(`(?P<an_API_key>\b(?:sk|rk)(?:-|_live_|_test_)[A-Za-z0-9_-]{20,})`),
+			regexp.MustCompile(`(?P<a_Google_API_key>\bAIza[0-9A-Za-z_-]{35})`),
+			regexp.MustCompile(`(?P<a_URL_with_a_password>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*:[^\s/@]+@)`),
+		},
+		MaxString: 4096,
+	}
+}
+
+// Display returns the display copy of the tool arguments raw: the copy shown
+// to approvers and stored, while the hash (see Hash) always covers the real
+// arguments. The copy is compact JSON with the same structure, key order
+// and number literals as raw, except that:
+//
+//   - the value of a member whose key looks secret (see Redaction) is
+//     replaced, whole subtree and all, by the string `[redacted: key "<k>"]`,
+//     where <k> is the matching entry of the Redaction lists;
+//   - text inside a string that matches a Redaction pattern is replaced by
+//     `[redacted: looks like <what>]` (a string that is only a secret becomes
+//     just the marker);
+//   - a string longer than MaxString runes is cut, with a marker saying how
+//     long it was, and a warning that the cut is for display only;
+//   - control characters (C0, DEL, C1), format characters (Unicode
+//     category Cf: bidi controls, zero-width and invisible characters, tag
+//     characters, U+FEFF…), line and paragraph separators and a few blank
+//     letters (U+034F, U+115F, U+1160, U+17B4, U+17B5, U+3164, U+FFA0) are
+//     written as \uXXXX escapes with uppercase hex (\t, \n and \r keep their
+//     short escapes) in strings and keys, so decoding the copy gives back
+//     the original text while the JSON text shows them. Each string (or key)
+//     that has one gets a warning per distinct character, such as
+//     `$.to: contains U+200B ZERO WIDTH SPACE`.
+//
+// Locations are JSONPath-like: $ is the root, .name or ["name"] a member and
+// [i] an array element. Warnings are in document order, without repeats,
+// and never nil. Empty or nil raw displays as {}. Errors wrap ErrInvalidJSON
+// or ErrDuplicateKey, as for Canonicalize.
+func Display(raw json.RawMessage, rd Redaction) (json.RawMessage, []string, error) {
+	if len(raw) == 0 {
+		raw = json.RawMessage(`{}`)
+	}
+	n, err := parse(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	d := displayer{rd: &rd, seen: make(map[string]bool), warnings: []string{}}
+	d.buf.Grow(len(raw))
+	d.value(&n, "$")
+	return json.RawMessage(d.buf.Bytes()), d.warnings, nil
+}
+
+type displayer struct {
+	rd       *Redaction
+	buf      bytes.Buffer
+	warnings []string
+	seen     map[string]bool
+}
+
+func (d *displayer) warn(w string) {
+	if !d.seen[w] {
+		d.seen[w] = true
+		d.warnings = append(d.warnings, w)
+	}
+}
+
+func (d *displayer) value(n *node, path string) {
+	switch n.kind {
+	case kindLiteral, kindNumber:
+		d.buf.WriteString(n.text)
+	case kindString:
+		d.str(n.text, path)
+	case kindArray:
+		d.buf.WriteByte('[')
+		for i := range n.elems {
+			if i > 0 {
+				d.buf.WriteByte(',')
+			}
+			d.value(&n.elems[i], path+"["+strconv.Itoa(i)+"]")
+		}
+		d.buf.WriteByte(']')
+	case kindObject:
+		d.buf.WriteByte('{')
+		for i := range n.members {
+			m := &n.members[i]
+			if i > 0 {
+				d.buf.WriteByte(',')
+			}
+			p := memberPath(path, m.key)
+			d.warnInvisible(m.key, p, "key contains")
+			writeDisplayString(&d.buf, m.key)
+			d.buf.WriteByte(':')
+			if why, ok := d.rd.secretKey(m.key); ok {
+				writeDisplayString(&d.buf, "[redacted: key "+strconv.Quote(why)+"]")
+				continue
+			}
+			d.value(&m.val, p)
+		}
+		d.buf.WriteByte('}')
+	}
+}
+
+func (d *displayer) str(s, path string) {
+	for _, re := range d.rd.Patterns {
+		if re.MatchString(s) {
+			s = re.ReplaceAllLiteralString(s, "[redacted: looks like "+patternWhat(re)+"]")
+		}
+	}
+	d.warnInvisible(s, path, "contains")
+	if limit := d.rd.MaxString; limit > 0 && len(s) > limit { // bytes ≥ runes: a cheap first test
+		if count := utf8.RuneCountInString(s); count > limit {
+			cut := 0
+			for range limit {
+				_, size := utf8.DecodeRuneInString(s[cut:])
+				cut += size
+			}
+			s = s[:cut] + fmt.Sprintf("…[truncated for display: %d of %d characters shown]", limit, count)
+			d.warn(fmt.Sprintf("%s: string of %d characters truncated to %d for display only; the hash covers the full value", path, count, limit))
+		}
+	}
+	writeDisplayString(&d.buf, s)
+}
+
+// warnInvisible adds one warning per distinct flagged rune in s, in order of
+// first appearance.
+func (d *displayer) warnInvisible(s, path, verb string) {
+	var done []rune
+	for _, r := range s {
+		if !flagged(r) {
+			continue
+		}
+		if !containsRune(done, r) {
+			done = append(done, r)
+			d.warn(fmt.Sprintf("%s: %s U+%04X %s", path, verb, r, runeName(r)))
+		}
+	}
+}
+
+func containsRune(rs []rune, r rune) bool {
+	for _, x := range rs {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
+// secretKey reports whether the member key k must be redacted, and the
+// Redaction entry that matched.
+func (rd *Redaction) secretKey(k string) (string, bool) {
+	if len(rd.Keys) == 0 && len(rd.ExactKeys) == 0 {
+		return "", false
+	}
+	nk := normalizeKey(k)
+	for _, e := range rd.ExceptKeys {
+		if nk == e {
+			return "", false
+		}
+	}
+	for _, e := range rd.ExactKeys {
+		if nk == e {
+			return e, true
+		}
+	}
+	for _, e := range rd.Keys {
+		if e != "" && strings.Contains(nk, e) {
+			return e, true
+		}
+	}
+	return "", false
+}
+
+// normalizeKey lowercases k and drops every rune that is not a letter or digit.
+func normalizeKey(k string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			return unicode.ToLower(r)
+		}
+		return -1
+	}, k)
+}
+
+// patternWhat names what a Redaction pattern finds, from its first named group.
+func patternWhat(re *regexp.Regexp) string {
+	for _, name := range re.SubexpNames() {
+		if name != "" {
+			return strings.ReplaceAll(name, "_", " ")
+		}
+	}
+	return "a secret"
+}
+
+// memberPath extends path with the member key k: .k for identifier-like
+// keys, ["k"] (with the display escaping) otherwise.
+func memberPath(path, k string) string {
+	if isIdent(k) {
+		return path + "." + k
+	}
+	var b bytes.Buffer
+	b.WriteString(path)
+	b.WriteByte('[')
+	writeDisplayString(&b, k)
+	b.WriteByte(']')
+	return b.String()
+}
+
+// isIdent reports whether k matches [A-Za-z_][A-Za-z0-9_]*.
+func isIdent(k string) bool {
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9' {
+			continue
+		}
+		return false
+	}
+	return k != ""
+}
+
+const upperHex = "0123456789ABCDEF"
+
+// writeDisplayString writes s as a JSON string in which every flagged rune
+// is a \uXXXX escape (a surrogate pair above U+FFFF).
+func writeDisplayString(b *bytes.Buffer, s string) {
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(byte(r))
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case flagged(r):
+			if r > 0xFFFF {
+				hi, lo := utf16Units(r)
+				writeU(b, hi)
+				writeU(b, lo)
+			} else {
+				writeU(b, r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+}
+
+func writeU(b *bytes.Buffer, r rune) {
+	b.WriteString(`\u`)
+	b.WriteByte(upperHex[r>>12&0xF])
+	b.WriteByte(upperHex[r>>8&0xF])
+	b.WriteByte(upperHex[r>>4&0xF])
+	b.WriteByte(upperHex[r&0xF])
+}
+
+// flagged reports whether r is shown escaped and warned about: controls,
+// format characters, line/paragraph separators and blank letters.
+func flagged(r rune) bool {
+	switch {
+	case r < 0x20, r >= 0x7F && r <= 0x9F:
+		return true
+	case r < 0xAD:
+		return false
+	case r == 0x2028, r == 0x2029:
+		return true
+	case r == 0x034F, r == 0x115F, r == 0x1160, r == 0x17B4, r == 0x17B5, r == 0x3164, r == 0xFFA0:
+		return true
+	}
+	return unicode.Is(unicode.Cf, r)
+}
+
+// runeName names a flagged rune for warnings: the Unicode name (or the
+// control's usual alias) for the characters people meet, a category
+// otherwise.
+func runeName(r rune) string {
+	if r < 0x20 {
+		return c0Names[r]
+	}
+	if n, ok := invisibleNames[r]; ok {
+		return n
+	}
+	switch {
+	case r >= 0x80 && r <= 0x9F:
+		return "C1 CONTROL"
+	case r >= 0xE0020 && r <= 0xE007F:
+		return "TAG CHARACTER"
+	}
+	return "FORMAT CHARACTER"
+}
+
+var c0Names = [0x20]string{
+	"NULL", "START OF HEADING", "START OF TEXT", "END OF TEXT",
+	"END OF TRANSMISSION", "ENQUIRY", "ACKNOWLEDGE", "BELL",
+	"BACKSPACE", "CHARACTER TABULATION", "LINE FEED", "LINE TABULATION",
+	"FORM FEED", "CARRIAGE RETURN", "SHIFT OUT", "SHIFT IN",
+	"DATA LINK ESCAPE", "DEVICE CONTROL ONE", "DEVICE CONTROL TWO", "DEVICE CONTROL THREE",
+	"DEVICE CONTROL FOUR", "NEGATIVE ACKNOWLEDGE", "SYNCHRONOUS IDLE", "END OF TRANSMISSION BLOCK",
+	"CANCEL", "END OF MEDIUM", "SUBSTITUTE", "ESCAPE",
+	"INFORMATION SEPARATOR FOUR", "INFORMATION SEPARATOR THREE", "INFORMATION SEPARATOR TWO", "INFORMATION SEPARATOR ONE",
+}
+
+var invisibleNames = map[rune]string{
+	0x007F: "DELETE",
+	0x0085: "NEXT LINE",
+	0x00AD: "SOFT HYPHEN",
+	0x034F: "COMBINING GRAPHEME JOINER",
+	0x061C: "ARABIC LETTER MARK",
+	0x115F: "HANGUL CHOSEONG FILLER",
+	0x1160: "HANGUL JUNGSEONG FILLER",
+	0x17B4: "KHMER VOWEL INHERENT AQ",
+	0x17B5: "KHMER VOWEL INHERENT AA",
+	0x180E: "MONGOLIAN VOWEL SEPARATOR",
+	0x200B: "ZERO WIDTH SPACE",
+	0x200C: "ZERO WIDTH NON-JOINER",
+	0x200D: "ZERO WIDTH JOINER",
+	0x200E: "LEFT-TO-RIGHT MARK",
+	0x200F: "RIGHT-TO-LEFT MARK",
+	0x2028: "LINE SEPARATOR",
+	0x2029: "PARAGRAPH SEPARATOR",
+	0x202A: "LEFT-TO-RIGHT EMBEDDING",
+	0x202B: "RIGHT-TO-LEFT EMBEDDING",
+	0x202C: "POP DIRECTIONAL FORMATTING",
+	0x202D: "LEFT-TO-RIGHT OVERRIDE",
+	0x202E: "RIGHT-TO-LEFT OVERRIDE",
+	0x2060: "WORD JOINER",
+	0x2061: "FUNCTION APPLICATION",
+	0x2062: "INVISIBLE TIMES",
+	0x2063: "INVISIBLE SEPARATOR",
+	0x2064: "INVISIBLE PLUS",
+	0x2066: "LEFT-TO-RIGHT ISOLATE",
+	0x2067: "RIGHT-TO-LEFT ISOLATE",
+	0x2068: "FIRST STRONG ISOLATE",
+	0x2069: "POP DIRECTIONAL ISOLATE",
+	0x3164: "HANGUL FILLER",
+	0xFEFF: "ZERO WIDTH NO-BREAK SPACE",
+	0xFFA0: "HALFWIDTH HANGUL FILLER",
+	0xFFF9: "INTERLINEAR ANNOTATION ANCHOR",
+	0xFFFA: "INTERLINEAR ANNOTATION SEPARATOR",
+	0xFFFB: "INTERLINEAR ANNOTATION TERMINATOR",
+}

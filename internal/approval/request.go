@@ -1,0 +1,149 @@
+package approval
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// ID identifies a Request. It is a UUIDv7 in its canonical text form
+// (RFC 9562), so ids sort by creation time.
+type ID string
+
+// State is the lifecycle state of a Request. See DESIGN's state machine:
+//
+//	pending → approved | denied | expired | cancelled
+//	approved → consumed | expired | invalidated
+type State string
+
+const (
+	StatePending     State = "pending"
+	StateApproved    State = "approved"
+	StateDenied      State = "denied"
+	StateExpired     State = "expired"
+	StateCancelled   State = "cancelled"
+	StateConsumed    State = "consumed"
+	StateInvalidated State = "invalidated"
+)
+
+// Terminal reports whether s can never change again.
+func (s State) Terminal() bool {
+	return s != StatePending && s != StateApproved
+}
+
+// Verdict is one reviewer's vote.
+type Verdict string
+
+const (
+	VerdictApprove Verdict = "approve"
+	VerdictDeny    Verdict = "deny"
+)
+
+// Outcome records what happened when a consumed request was dispatched upstream.
+type Outcome string
+
+const (
+	OutcomeNone           Outcome = ""
+	OutcomeOK             Outcome = "ok"
+	OutcomeToolError      Outcome = "tool_error"
+	OutcomeTransportError Outcome = "transport_error"
+	// OutcomeUnknown marks a request consumed by a process that died before
+	// the upstream answered: the call may or may not have run.
+	OutcomeUnknown Outcome = "unknown"
+)
+
+// Principal is an authenticated identity: an agent calling tools or a human
+// reviewing approvals.
+type Principal struct {
+	ID         string   `json:"id"`
+	Kind       string   `json:"kind"` // "agent" | "human"
+	Tenant     string   `json:"tenant,omitempty"`
+	Groups     []string `json:"groups,omitempty"`
+	OnBehalfOf string   `json:"on_behalf_of,omitempty"`
+}
+
+// Review is one reviewer's vote on a Request.
+type Review struct {
+	By      string    `json:"by"`
+	Verdict Verdict   `json:"verdict"`
+	Reason  string    `json:"reason,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+// Request is the durable record of one gated tool call. Arguments holds only
+// the redacted display copy; the raw arguments are never stored, and
+// ArgumentsHash binds the request to them (see Hash).
+type Request struct {
+	ID                ID              `json:"id"`
+	State             State           `json:"state"`
+	Server            string          `json:"server"`
+	Tool              string          `json:"tool"`
+	Arguments         json.RawMessage `json:"arguments"`
+	ArgumentsHash     string          `json:"arguments_hash"`
+	DisplayWarnings   []string        `json:"display_warnings"`
+	ToolDigest        string          `json:"tool_digest"`
+	Rule              string          `json:"rule"`
+	Mode              string          `json:"mode"` // "hold" | "retry"
+	RequestedBy       string          `json:"requested_by"`
+	OnBehalfOf        string          `json:"on_behalf_of,omitempty"`
+	Tenant            string          `json:"tenant"`
+	CreatedAt         time.Time       `json:"created_at"`
+	ExpiresAt         time.Time       `json:"expires_at"`
+	RequiredApprovals int             `json:"required_approvals"`
+	// Approvers lists who may review: principal ids and "group:<name>"
+	// entries. Empty means any principal with the approver role.
+	Approvers []string `json:"approvers,omitempty"`
+	// ValidFor is how long an approved, not yet consumed request stays valid
+	// after its decision.
+	ValidFor        time.Duration `json:"-"`
+	Reviews         []Review      `json:"reviews"`
+	DecidedBy       string        `json:"decided_by,omitempty"`
+	DecidedAt       time.Time     `json:"decided_at,omitzero"`
+	Reason          string        `json:"reason,omitempty"`
+	ConsumedAt      time.Time     `json:"consumed_at,omitzero"`
+	DispatchOutcome Outcome       `json:"dispatch_outcome,omitempty"`
+	// HeldBy names the gateway instance whose caller waits on the request;
+	// LeaseUntil is when that hold lapses unless renewed.
+	HeldBy     string    `json:"held_by,omitempty"`
+	LeaseUntil time.Time `json:"lease_until,omitzero"`
+}
+
+// Binding is what an approval is bound to; consume compares it with the call
+// about to be dispatched.
+type Binding struct {
+	Principal     string
+	Server        string
+	Tool          string
+	ArgumentsHash string
+	ToolDigest    string
+}
+
+// Binding returns the binding recorded on r.
+func (r *Request) Binding() Binding {
+	return Binding{Principal: r.RequestedBy, Server: r.Server, Tool: r.Tool, ArgumentsHash: r.ArgumentsHash, ToolDigest: r.ToolDigest}
+}
+
+// EventType names a transition recorded in the event log.
+type EventType string
+
+const (
+	EventRequested   EventType = "requested"
+	EventReviewed    EventType = "reviewed"
+	EventApproved    EventType = "approved"
+	EventDenied      EventType = "denied"
+	EventExpired     EventType = "expired"
+	EventCancelled   EventType = "cancelled"
+	EventConsumed    EventType = "consumed"
+	EventInvalidated EventType = "invalidated"
+	EventDispatched  EventType = "dispatched" // dispatch outcome recorded
+)
+
+// Event is one row of the event log, written in the same transaction as the
+// state change it records.
+type Event struct {
+	Seq       int64     `json:"seq"`
+	RequestID ID        `json:"request_id"`
+	Type      EventType `json:"type"`
+	State     State     `json:"state"`
+	Actor     string    `json:"actor,omitempty"`
+	At        time.Time `json:"at"`
+}

@@ -1,0 +1,303 @@
+// Package cli implements `toolgate approvals list|show|approve|deny`: thin
+// clients of the admin REST API (internal/api). They never open the store.
+package cli
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Exit codes of Run (DESIGN "CLI").
+const (
+	ExitOK      = 0
+	ExitFailure = 1
+	ExitUsage   = 2
+)
+
+// Defaults and environment variables for the connection flags.
+const (
+	DefaultAddr = "http://127.0.0.1:7071"
+	EnvAddr     = "TOOLGATE_ADDR"
+	EnvToken    = "TOOLGATE_TOKEN"
+)
+
+const usageText = `Usage: toolgate approvals <command> [flags]
+
+Commands:
+  list [--state S] [--limit N] [--cursor C]
+        List approvals: id, state, server, tool, requester, time left.
+        --state is pending (default), all, approved, denied, expired,
+        cancelled, consumed or invalidated.
+  show <id>
+        Show one approval in full, with any display warnings first.
+  approve <id> [--reason R] [--hash sha256:...]
+        Approve. --hash pins the arguments hash you reviewed (from show);
+        the approval is refused if the request's hash differs.
+  deny <id> --reason R
+        Deny. The reason is required: the agent reads it.
+
+Flags for every command (before or after the arguments):
+  --addr A    admin API address: http://host:port, https://host:port,
+              host:port or unix:///abs/path.sock
+              (default $TOOLGATE_ADDR, else ` + DefaultAddr + `)
+  --token T   bearer token (default $TOOLGATE_TOKEN; required)
+  --json      print the server's JSON instead of text
+
+<id> is a full approval id, or a prefix of at least 6 characters that
+matches exactly one approval.
+
+Exit status: 0 ok, 1 failure (including errors from the server), 2 usage.
+`
+
+// Usage writes the help text of `toolgate approvals` to w.
+func Usage(w io.Writer) { _, _ = io.WriteString(w, usageText) }
+
+// options holds every flag; each command registers the ones it takes.
+type options struct {
+	addr, token string
+	json        bool
+	state       string
+	limit       int
+	cursor      string
+	reason      string
+	hash        string
+}
+
+// command is one subcommand.
+type command struct {
+	synopsis string
+	args     int // positional arguments
+	flags    func(fs *flag.FlagSet, o *options)
+	run      func(ctx context.Context, c *client, o *options, args []string, out io.Writer) error
+}
+
+var commands = map[string]command{
+	"list": {
+		synopsis: "list [--state S] [--limit N] [--cursor C]",
+		flags: func(fs *flag.FlagSet, o *options) {
+			fs.StringVar(&o.state, "state", "pending", "state to list, or all")
+			fs.IntVar(&o.limit, "limit", 50, "page size, 1 to 1000")
+			fs.StringVar(&o.cursor, "cursor", "", "next_cursor of the previous page")
+		},
+		run: runList,
+	},
+	"show": {synopsis: "show <id>", args: 1, run: runShow},
+	"approve": {
+		synopsis: "approve <id> [--reason R] [--hash sha256:...]",
+		args:     1,
+		flags: func(fs *flag.FlagSet, o *options) {
+			fs.StringVar(&o.reason, "reason", "", "why you approve")
+			fs.StringVar(&o.hash, "hash", "", "arguments hash you reviewed (sha256:...)")
+		},
+		run: runApprove,
+	},
+	"deny": {
+		synopsis: "deny <id> --reason R",
+		args:     1,
+		flags: func(fs *flag.FlagSet, o *options) {
+			fs.StringVar(&o.reason, "reason", "", "why you deny (the agent reads it; required)")
+		},
+		run: runDeny,
+	},
+}
+
+// usageError is a mistake in the command line: exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// Run runs `toolgate approvals` with args (the words after "approvals"),
+// writing results to stdout and errors to stderr as "toolgate: ...". env
+// looks up TOOLGATE_ADDR and TOOLGATE_TOKEN (os.Getenv in main). Flags may
+// come before or after the positional arguments. It returns ExitOK,
+// ExitFailure (a request failed; the server's error code and message are
+// printed) or ExitUsage.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) string) int {
+	if env == nil {
+		env = func(string) string { return "" }
+	}
+	err := run(ctx, args, stdout, env)
+	var ue *usageError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, flag.ErrHelp):
+		return ExitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "toolgate: %s\nRun 'toolgate approvals --help' for usage.\n", cleanLines(ue.msg))
+		return ExitUsage
+	default:
+		fmt.Fprintf(stderr, "toolgate: %s\n", cleanLines(err.Error()))
+		return ExitFailure
+	}
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer, env func(string) string) error {
+	cmd, o, pos, err := parse(args, stdout, env)
+	if err != nil {
+		return err
+	}
+	c, err := newClient(o.addr, o.token)
+	if err != nil {
+		return err
+	}
+	return cmd.run(ctx, c, o, pos, stdout)
+}
+
+// parse finds the command in args and parses its flags, filling defaults
+// from env. Help goes to stdout and returns flag.ErrHelp; mistakes are
+// usage errors.
+func parse(args []string, stdout io.Writer, env func(string) string) (command, *options, []string, error) {
+	i := firstPositional(args, commandFlagSets()...)
+	if i < 0 {
+		if wantsHelp(args) {
+			Usage(stdout)
+			return command{}, nil, nil, flag.ErrHelp
+		}
+		return command{}, nil, nil, usagef("missing command: want list, show, approve or deny")
+	}
+	name := args[i]
+	if name == "help" {
+		Usage(stdout)
+		return command{}, nil, nil, flag.ErrHelp
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		return command{}, nil, nil, usagef("unknown command %q: want list, show, approve or deny", name)
+	}
+	rest := append(append([]string{}, args[:i]...), args[i+1:]...)
+
+	o := new(options)
+	fs := cmd.flagSet(name, o)
+	flags, pos := splitArgs(rest, fs)
+	if err := fs.Parse(append(append(flags, "--"), pos...)); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stdout, "Usage: toolgate approvals %s\n\n", cmd.synopsis)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return command{}, nil, nil, err
+		}
+		return command{}, nil, nil, usagef("%s: %v", name, err)
+	}
+	if fs.NArg() != cmd.args {
+		return command{}, nil, nil, usagef("usage: toolgate approvals %s", cmd.synopsis)
+	}
+	if name == "deny" && strings.TrimSpace(o.reason) == "" {
+		return command{}, nil, nil, usagef("deny needs --reason: the agent reads it")
+	}
+	o.addr = cmp.Or(o.addr, env(EnvAddr), DefaultAddr)
+	o.token = cmp.Or(o.token, env(EnvToken))
+	if o.token == "" {
+		return command{}, nil, nil, usagef("no token: pass --token or set %s", EnvToken)
+	}
+	return cmd, o, fs.Args(), nil
+}
+
+// flagSet returns the flags of c, bound to o; it prints nothing itself.
+func (c command) flagSet(name string, o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("approvals "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.addr, "addr", "", "admin API address (default $"+EnvAddr+", else "+DefaultAddr+")")
+	fs.StringVar(&o.token, "token", "", "bearer token (default $"+EnvToken+")")
+	fs.BoolVar(&o.json, "json", false, "print the server's JSON")
+	if c.flags != nil {
+		c.flags(fs, o)
+	}
+	return fs
+}
+
+// commandFlagSets returns the flag sets of every command, to find the
+// command word among flags that may take values.
+func commandFlagSets() []*flag.FlagSet {
+	var sets []*flag.FlagSet
+	for name, c := range commands {
+		sets = append(sets, c.flagSet(name, new(options)))
+	}
+	return sets
+}
+
+// wantsHelp reports whether args ask for help.
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+// splitArgs separates args into flags (with their values) and positional
+// arguments, so that flags may follow positionals: Go's flag package stops
+// at the first positional. A flag that takes a value consumes the next word
+// unless written --name=value; everything after "--" is positional. Unknown
+// flags are kept as flags, for fs.Parse to report.
+func splitArgs(args []string, fs *flag.FlagSet) (flags, pos []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return flags, append(pos, args[i+1:]...)
+		}
+		if len(a) < 2 || a[0] != '-' {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		if takesValue(a, fs) && i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	return flags, pos
+}
+
+// firstPositional returns the index of the first positional argument of
+// args, skipping flags and their values (a flag takes a value if it does in
+// any of sets), or -1.
+func firstPositional(args []string, sets ...*flag.FlagSet) int {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			if i+1 < len(args) {
+				return i + 1
+			}
+			return -1
+		}
+		if len(a) < 2 || a[0] != '-' {
+			return i
+		}
+		if takesValue(a, sets...) {
+			i++
+		}
+	}
+	return -1
+}
+
+// takesValue reports whether the flag word a (like "--reason" or "-limit=5")
+// names a flag of one of sets that needs a separate value word.
+func takesValue(a string, sets ...*flag.FlagSet) bool {
+	name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+	if strings.Contains(name, "=") {
+		return false
+	}
+	for _, fs := range sets {
+		f := fs.Lookup(name)
+		if f == nil {
+			continue
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			return false
+		}
+		return true
+	}
+	return false
+}

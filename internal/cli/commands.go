@@ -1,0 +1,187 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"toolgate/internal/api"
+)
+
+// minPrefix is the shortest id prefix accepted (DESIGN "CLI").
+const minPrefix = 6
+
+// maxMatches is how many matches of an ambiguous prefix are listed.
+const maxMatches = 10
+
+func runList(ctx context.Context, c *client, o *options, _ []string, out io.Writer) error {
+	q := url.Values{}
+	q.Set("state", o.state)
+	q.Set("limit", strconv.Itoa(o.limit))
+	if o.cursor != "" {
+		q.Set("cursor", o.cursor)
+	}
+	var l api.List
+	resp, err := c.get(ctx, "/v1/approvals?"+q.Encode(), &l)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(out, resp.body)
+	}
+	if len(l.Approvals) == 0 {
+		_, err := fmt.Fprintf(out, "no approvals (state: %s)\n", clean(o.state))
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tSERVER\tTOOL\tREQUESTED BY\tEXPIRES IN")
+	for _, a := range l.Approvals {
+		by := a.RequestedBy
+		if a.OnBehalfOf != "" {
+			by += " for " + a.OnBehalfOf
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(a.ID), clean(a.State), clean(a.Server), clean(a.Tool), clean(by), expiresIn(a, resp.now))
+	}
+	if l.NextCursor != "" {
+		fmt.Fprintf(tw, "\nmore: toolgate approvals list --state %s --limit %d --cursor %s\n", clean(o.state), o.limit, clean(l.NextCursor))
+	}
+	return tw.Flush()
+}
+
+// expiresIn is the time left before a pending request expires, as seen by
+// the server's clock; "-" for other states.
+func expiresIn(a api.Approval, now time.Time) string {
+	if a.State != "pending" {
+		return "-"
+	}
+	left := a.ExpiresAt.Sub(now)
+	if left <= 0 {
+		return "overdue"
+	}
+	return left.Round(time.Second).String()
+}
+
+func runShow(ctx context.Context, c *client, o *options, args []string, out io.Writer) error {
+	id, err := resolveID(ctx, c, args[0])
+	if err != nil {
+		return err
+	}
+	var a api.Approval
+	resp, err := c.get(ctx, "/v1/approvals/"+id, &a)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(out, resp.body)
+	}
+	return printApproval(out, a, resp.now)
+}
+
+func runApprove(ctx context.Context, c *client, o *options, args []string, out io.Writer) error {
+	return review(ctx, c, o, args[0], "approve", api.ApproveBody{Reason: o.reason, ArgumentsHash: o.hash}, out)
+}
+
+func runDeny(ctx context.Context, c *client, o *options, args []string, out io.Writer) error {
+	return review(ctx, c, o, args[0], "deny", api.DenyBody{Reason: o.reason}, out)
+}
+
+func review(ctx context.Context, c *client, o *options, arg, verb string, body any, out io.Writer) error {
+	id, err := resolveID(ctx, c, arg)
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(ctx, http.MethodPost, "/v1/approvals/"+id+"/"+verb, body)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(out, resp.body)
+	}
+	var a api.Approval
+	if err := decodeJSON(resp.body, &a); err != nil {
+		return fmt.Errorf("%s %s: %w", verb, id, err)
+	}
+	_, err = fmt.Fprintf(out, "%s: %s recorded; %s\n", clean(a.ID), verb, stateSummary(a))
+	return err
+}
+
+// stateSummary says where a request stands after a review.
+func stateSummary(a api.Approval) string {
+	switch a.State {
+	case "pending":
+		return fmt.Sprintf("still pending, %d of %d approvals", approvals(a), max(a.RequiredApprovals, 1))
+	case "approved", "denied":
+		return fmt.Sprintf("now %s (decided by %s)", a.State, clean(a.DecidedBy))
+	}
+	return "state " + clean(a.State)
+}
+
+func approvals(a api.Approval) int {
+	n := 0
+	for _, rv := range a.Reviews {
+		if rv.Verdict == "approve" {
+			n++
+		}
+	}
+	return n
+}
+
+// resolveID turns a full id or a unique prefix of at least minPrefix
+// characters into a full id. A too short or malformed id is a usage error;
+// no match or several matches are failures, the latter listing the matches.
+func resolveID(ctx context.Context, c *client, arg string) (string, error) {
+	id := strings.ToLower(arg)
+	if strings.Trim(id, "0123456789abcdef-") != "" || len(id) > 36 {
+		return "", usagef("invalid approval id %q: want a full id or a prefix of it", arg)
+	}
+	if isUUID(id) {
+		return id, nil
+	}
+	if len(id) < minPrefix {
+		return "", usagef("approval id prefix %q is too short: give at least %d characters", arg, minPrefix)
+	}
+	q := url.Values{"state": {"all"}, "id_prefix": {id}, "limit": {strconv.Itoa(maxMatches)}}
+	var l api.List
+	if _, err := c.get(ctx, "/v1/approvals?"+q.Encode(), &l); err != nil {
+		return "", err
+	}
+	switch len(l.Approvals) {
+	case 0:
+		return "", fmt.Errorf("no approval id starts with %q", id)
+	case 1:
+		return l.Approvals[0].ID, nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "approval id prefix %q is ambiguous; it matches:", id)
+	for _, a := range l.Approvals {
+		fmt.Fprintf(&b, "\n  %s  %s  %s__%s", a.ID, a.State, a.Server, a.Tool)
+	}
+	if l.NextCursor != "" {
+		b.WriteString("\n  ...and more")
+	}
+	return "", fmt.Errorf("%s", b.String())
+}
+
+// isUUID reports whether s is lower-case 8-4-4-4-12 hex.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			if c != '-' {
+				return false
+			}
+		} else if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

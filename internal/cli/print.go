@@ -1,0 +1,184 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"toolgate/internal/api"
+)
+
+// clean returns s with every character that could hide or reorder text on a
+// terminal (see api.IsHidden: controls including newlines, bidi and
+// zero-width characters) written as a visible escape: \u202E, or \U000E0041
+// above U+FFFF; invalid UTF-8 bytes as \xFF. Everything the server sends
+// passes through it (or through api.EscapeJSON) before it is printed
+// (case C15).
+func clean(s string) string {
+	s, _ = cleanCount(s)
+	return s
+}
+
+// cleanCount is clean that also reports how many characters it escaped.
+func cleanCount(s string) (string, int) {
+	n := 0
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, w := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && w == 1:
+			fmt.Fprintf(&b, `\x%02X`, s[i])
+			n++
+		case !api.IsHidden(r):
+			b.WriteString(s[i : i+w])
+		case r > 0xffff:
+			fmt.Fprintf(&b, `\U%08X`, r)
+			n++
+		default:
+			fmt.Fprintf(&b, `\u%04X`, r)
+			n++
+		}
+		i += w
+	}
+	if n == 0 {
+		return s, 0
+	}
+	return b.String(), n
+}
+
+// cleanLines is clean applied to each line of s, keeping the line breaks.
+func cleanLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = clean(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// writeJSON prints a JSON body as received, with hidden characters escaped.
+func writeJSON(out io.Writer, body []byte) error {
+	body = api.EscapeJSON(bytes.TrimRight(body, "\n"))
+	_, err := fmt.Fprintf(out, "%s\n", body)
+	return err
+}
+
+func decodeJSON(b []byte, v any) error {
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decode response: %w", err)
+	}
+	return nil
+}
+
+// printApproval prints a in full for a reviewer. Display warnings come first,
+// in a WARNING block, as does a notice when the CLI itself had to escape
+// characters the server sent raw. now is the server's clock.
+func printApproval(out io.Writer, a api.Approval, now time.Time) error {
+	var body bytes.Buffer
+	escaped := 0
+	field := func(label, value string) {
+		v, n := cleanCount(value)
+		escaped += n
+		fmt.Fprintf(&body, "%-20s%s\n", label+":", v)
+	}
+	field("Approval", a.ID)
+	field("State", a.State)
+	field("Server", a.Server)
+	field("Tool", a.Tool)
+	field("Rule", a.Rule)
+	field("Requested by", a.RequestedBy)
+	if a.OnBehalfOf != "" {
+		field("On behalf of", a.OnBehalfOf)
+	}
+	if a.Tenant != "" {
+		field("Tenant", a.Tenant)
+	}
+	field("Mode", a.Mode)
+	field("Created", stamp(a.CreatedAt))
+	expires := stamp(a.ExpiresAt)
+	if a.State == "pending" {
+		if left := expiresIn(a, now); left == "overdue" {
+			expires += " (overdue)"
+		} else {
+			expires += " (in " + left + ")"
+		}
+	}
+	field("Expires", expires)
+	field("Required approvals", fmt.Sprintf("%d (%d so far)", max(a.RequiredApprovals, 1), approvals(a)))
+	approvers := "anyone with the approver role"
+	if len(a.Approvers) > 0 {
+		approvers = strings.Join(a.Approvers, ", ")
+	}
+	field("Approvers", approvers)
+	field("Arguments hash", a.ArgumentsHash)
+	body.WriteString("Arguments:\n")
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, a.Arguments, "  ", "  "); err != nil {
+		pretty.Reset()
+		pretty.Write(a.Arguments)
+	}
+	args := api.EscapeJSON(pretty.Bytes())
+	if !bytes.Equal(args, pretty.Bytes()) {
+		escaped++
+	}
+	fmt.Fprintf(&body, "  %s\n", args)
+	if len(a.Reviews) == 0 {
+		field("Reviews", "none")
+	} else {
+		body.WriteString("Reviews:\n")
+		for _, rv := range a.Reviews {
+			line := fmt.Sprintf("%s %s at %s", rv.By, rv.Verdict, stamp(rv.At))
+			if rv.Reason != "" {
+				line += ": " + rv.Reason
+			}
+			v, n := cleanCount(line)
+			escaped += n
+			fmt.Fprintf(&body, "  - %s\n", v)
+		}
+	}
+	if a.DecidedBy != "" {
+		// Only a review decides; a later expiry or consume keeps the decision.
+		verdict := "approved"
+		if a.State == "denied" {
+			verdict = "denied"
+		}
+		field("Decision", fmt.Sprintf("%s by %s at %s", verdict, a.DecidedBy, stamp(a.DecidedAt)))
+	}
+	if a.Reason != "" {
+		field("Reason", a.Reason)
+	}
+	if !a.ConsumedAt.IsZero() {
+		field("Dispatched", stamp(a.ConsumedAt))
+	}
+	if a.DispatchOutcome != "" {
+		field("Outcome", a.DispatchOutcome)
+	}
+
+	var head bytes.Buffer
+	if len(a.DisplayWarnings) > 0 || escaped > 0 {
+		head.WriteString("WARNING: the arguments are not shown exactly as a terminal would render them:\n")
+		for _, w := range a.DisplayWarnings {
+			fmt.Fprintf(&head, "  ! %s\n", clean(w))
+		}
+		if escaped > 0 {
+			head.WriteString("  ! the response contained hidden or control characters; they are shown as \\u escapes\n")
+		}
+		head.WriteString("Hidden characters appear below as \\u escapes and secrets as [redacted: ...].\nCheck the arguments carefully before you approve.\n\n")
+	}
+	if _, err := out.Write(head.Bytes()); err != nil {
+		return err
+	}
+	_, err := out.Write(body.Bytes())
+	return err
+}
+
+// stamp formats t as RFC 3339 in UTC, or "-" for the zero time.
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}

@@ -1,0 +1,56 @@
+package config
+
+import (
+	"os"
+	"strings"
+)
+
+// Check loads and validates the config file at path, as `toolgate policy
+// check FILE` does, and returns every problem and warning as one line each,
+// prefixed with path: YAML syntax errors, unknown keys, type errors and
+// unset ${VAR}s (all with line numbers), then validation errors. Token
+// sources are not resolved: a token_env that is unset now is no problem,
+// since tokens are read at serve time. The file is valid when problems is
+// empty.
+func Check(path string, env Env) (problems, warnings []string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return []string{err.Error()}, nil
+	}
+	defer f.Close()
+	cfg, err := parse(f, env)
+	if err == nil {
+		err = cfg.Validate()
+		for _, w := range cfg.Warnings() {
+			warnings = append(warnings, path+": warning: "+w)
+		}
+	}
+	for _, line := range Lines(err) {
+		problems = append(problems, path+": "+line)
+	}
+	return problems, warnings
+}
+
+// Lines flattens err, as returned by Load or Validate, into one line per
+// problem: a joined error is listed one by one, and multi-line messages
+// are split (LoadFile's error gives a "load config PATH:" line first). It returns nil for a nil error.
+func Lines(err error) []string {
+	if err == nil {
+		return nil
+	}
+	var out []string
+	// Only a join at the top is split: a wrapped one keeps its prefix, and
+	// its lines are split below.
+	if j, ok := err.(interface{ Unwrap() []error }); ok { //nolint:errorlint // see above
+		for _, e := range j.Unwrap() {
+			out = append(out, Lines(e)...)
+		}
+		return out
+	}
+	for _, l := range strings.Split(err.Error(), "\n") {
+		if strings.TrimSpace(l) != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}

@@ -1,0 +1,294 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"toolgate/internal/policy"
+)
+
+// Env looks up an environment variable, like os.LookupEnv. cmd passes
+// os.LookupEnv; tests pass a map's lookup. A nil Env has no variables.
+type Env func(name string) (string, bool)
+
+// MapEnv returns an Env that looks names up in m.
+func MapEnv(m map[string]string) Env {
+	return func(name string) (string, bool) {
+		v, ok := m[name]
+		return v, ok
+	}
+}
+
+// Config is the whole toolgate configuration file. Field names are the
+// YAML keys listed in DESIGN "Config keys". Relative paths (storage.path,
+// token_file, a server's dir) are relative to the working directory of the
+// process, not to the config file.
+type Config struct {
+	Listen  Listen  `yaml:"listen"`
+	Storage Storage `yaml:"storage"`
+	// Servers maps a server name to how to reach it. Names match
+	// ^[a-z0-9][a-z0-9-]*$, are at most MaxServerNameLen long, and
+	// "toolgate" is reserved.
+	Servers   map[string]Server `yaml:"servers,omitempty"`
+	Agents    []Agent           `yaml:"agents,omitempty"`
+	Approvers []Approver        `yaml:"approvers,omitempty"`
+	Approvals Approvals         `yaml:"approvals"`
+	Stdio     Stdio             `yaml:"stdio"`
+	Policy    policy.Policy     `yaml:"policy"`
+}
+
+// Listen holds the listener addresses.
+type Listen struct {
+	// MCP is the host:port of the agent-side Streamable HTTP listener
+	// (path /mcp). Port 0 picks a free port.
+	MCP string `yaml:"mcp"`
+	// Admin is the host:port of the approver-side listener (admin API,
+	// /metrics), or unix:///absolute/path.sock, or "" for none.
+	Admin string `yaml:"admin"`
+	// AdminSet is true when the file sets listen.admin explicitly; a
+	// --stdio gateway opens the admin listener only then.
+	AdminSet bool `yaml:"-"`
+}
+
+// Storage selects and configures the store backend.
+type Storage struct {
+	// Driver is "sqlite" or "postgres".
+	Driver string `yaml:"driver"`
+	// Path is the SQLite database file (sqlite only).
+	Path string `yaml:"path"`
+	// DSN is the Postgres connection string (postgres only); write it as
+	// ${DATABASE_URL} rather than inline.
+	DSN string `yaml:"dsn,omitempty"`
+	// MaxConns caps the connection pool; at least 1.
+	MaxConns int `yaml:"max_conns"`
+}
+
+// Server is one upstream MCP server: exactly one of Command (stdio) or URL
+// (Streamable HTTP).
+type Server struct {
+	// Command, Args, Env and Dir start a stdio server. Env adds to the
+	// gateway's own environment.
+	Command string            `yaml:"command,omitempty"`
+	Args    []string          `yaml:"args,omitempty"`
+	Env     map[string]string `yaml:"env,omitempty"`
+	Dir     string            `yaml:"dir,omitempty"`
+	// URL and Headers reach a Streamable HTTP server (http or https).
+	URL     string            `yaml:"url,omitempty"`
+	Headers map[string]string `yaml:"headers,omitempty"`
+	// CallTimeout bounds one dispatched call upstream (not the time it is
+	// held for approval); 0 means no limit.
+	CallTimeout time.Duration `yaml:"call_timeout,omitempty"`
+}
+
+// Token names where a principal's bearer token comes from: exactly one of
+// an environment variable, a file (its contents, whitespace trimmed), or
+// the token's SHA-256 as 64 hex digits.
+type Token struct {
+	TokenEnv    string `yaml:"token_env,omitempty"`
+	TokenFile   string `yaml:"token_file,omitempty"`
+	TokenSHA256 string `yaml:"token_sha256,omitempty"`
+}
+
+// Agent is a principal that calls tools.
+type Agent struct {
+	ID    string `yaml:"id"`
+	Token `yaml:",inline"`
+	// OnBehalfOf names the person the agent acts for; that person can never
+	// review the agent's calls.
+	OnBehalfOf string   `yaml:"on_behalf_of,omitempty"`
+	Tenant     string   `yaml:"tenant,omitempty"`
+	Groups     []string `yaml:"groups,omitempty"`
+}
+
+// Roles of an approver; see DESIGN "Roles".
+const (
+	RoleViewer   = "viewer"
+	RoleApprover = "approver"
+	RoleAdmin    = "admin"
+	RoleHost     = "host"
+)
+
+// Approver is a human principal that reads and reviews approvals.
+type Approver struct {
+	ID    string `yaml:"id"`
+	Token `yaml:",inline"`
+	// Roles are viewer, approver, admin and host; at least one.
+	Roles  []string `yaml:"roles"`
+	Groups []string `yaml:"groups,omitempty"`
+	Tenant string   `yaml:"tenant,omitempty"`
+}
+
+// Approvals tunes the gate.
+type Approvals struct {
+	// KeepAlive is the interval of progress keep-alives while a call is held.
+	KeepAlive time.Duration `yaml:"keepalive"`
+	// MaxPendingPerPrincipal and MaxPending cap pending requests, per
+	// calling principal and in total.
+	MaxPendingPerPrincipal int `yaml:"max_pending_per_principal"`
+	MaxPending             int `yaml:"max_pending"`
+	// RetryWait is how long a call in retry mode may wait for a decision
+	// before it returns "approval required"; 0 returns at once.
+	RetryWait time.Duration `yaml:"retry_wait"`
+	// AllowNoApprovers, when false (the default), refuses at once a call
+	// whose policy decision leaves no eligible approver
+	// (policy.Decision.NoEligibleApprovers). The gate defines what true does.
+	AllowNoApprovers bool `yaml:"allow_no_approvers"`
+	// SweepInterval is how often overdue pending requests are expired.
+	SweepInterval time.Duration `yaml:"sweep_interval"`
+	Redact        Redact        `yaml:"redact"`
+}
+
+// Redact adds to the built-in redaction of argument display copies.
+type Redact struct {
+	// Keys are argument key names (at any depth) whose values are secret.
+	Keys []string `yaml:"keys,omitempty"`
+	// Patterns are Go regular expressions (regexp/syntax) matching secret
+	// string values.
+	Patterns []string `yaml:"patterns,omitempty"`
+}
+
+// Stdio configures --stdio mode.
+type Stdio struct {
+	// Agent is the id of the configured agent used as the principal of
+	// --stdio; empty means the first agent, or a built-in "stdio" agent when
+	// none is configured (see Config.StdioPrincipal).
+	Agent string `yaml:"agent,omitempty"`
+}
+
+// Default returns the configuration used for every key the file leaves
+// out: listeners on 127.0.0.1:7070 (MCP) and 127.0.0.1:7071 (admin), SQLite
+// at ./data/toolgate.db, the approval limits of DESIGN, and a policy whose
+// default is approve with {timeout: 5m, mode: hold, approvals: 1,
+// valid_for: 10m}.
+func Default() Config {
+	return Config{
+		Listen:  Listen{MCP: "127.0.0.1:7070", Admin: "127.0.0.1:7071"},
+		Storage: Storage{Driver: "sqlite", Path: "./data/toolgate.db", MaxConns: 10},
+		Approvals: Approvals{
+			KeepAlive:              15 * time.Second,
+			MaxPendingPerPrincipal: 32,
+			MaxPending:             10000,
+			RetryWait:              20 * time.Second,
+			SweepInterval:          time.Second,
+		},
+		Policy: policy.Policy{
+			Default: policy.Approve,
+			Approval: policy.Approval{
+				Timeout:   5 * time.Minute,
+				Mode:      policy.ModeHold,
+				Approvals: 1,
+				ValidFor:  10 * time.Minute,
+			},
+		},
+	}
+}
+
+// Load reads one YAML document from r over Default(), expands ${VAR} and
+// ${VAR:-default} in scalar values with env (see expand), and validates the
+// result. Keys absent from the file keep their default; a key written with
+// an empty value (e.g. "approvals:") also keeps the defaults of a section.
+//
+// The error joins every problem found (use errors.Join's Unwrap() []error
+// to list them): YAML syntax errors, unknown keys, type errors and unset
+// variables, each with its line ("line 12: ..."); if parsing succeeds, the
+// errors of Validate. On a validation error Load still returns the decoded
+// Config; on a parse error it returns the zero Config.
+func Load(r io.Reader, env Env) (Config, error) {
+	cfg, err := parse(r, env)
+	if err != nil {
+		return Config{}, err
+	}
+	return cfg, cfg.Validate()
+}
+
+// LoadFile is Load on the file at path; errors are prefixed with the path.
+func LoadFile(path string, env Env) (Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("load config: %w", err)
+	}
+	defer f.Close()
+	cfg, err := Load(f, env)
+	if err != nil {
+		return cfg, fmt.Errorf("load config %s:\n%w", path, err)
+	}
+	return cfg, nil
+}
+
+func parse(r io.Reader, env Env) (Config, error) {
+	if env == nil {
+		env = func(string) (string, bool) { return "", false }
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return Config{}, fmt.Errorf("read config: %w", err)
+	}
+	cfg := Default()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return cfg, nil // an empty file is all defaults
+		}
+		return Config{}, syntaxError(err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return Config{}, syntaxError(err)
+		}
+		return Config{}, fmt.Errorf("line %d: a config file holds one YAML document", extra.Line)
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return cfg, nil // a file of comments only
+	}
+	if root.Kind != yaml.MappingNode {
+		return Config{}, fmt.Errorf("line %d: the config must be a mapping of keys to values", root.Line)
+	}
+	var errs []error
+	errs = append(errs, expandTree(root, env)...)
+	errs = append(errs, checkKeys(root, cfgType, "")...)
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	const unset = "\x00unset"
+	cfg.Listen.Admin = unset
+	err = root.Decode(&cfg)
+	if cfg.Listen.Admin == unset {
+		cfg.Listen.Admin = Default().Listen.Admin
+	} else {
+		cfg.Listen.AdminSet = true
+	}
+	if err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			for _, e := range te.Errors {
+				errs = append(errs, errors.New(e))
+			}
+			return Config{}, errors.Join(errs...)
+		}
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// syntaxError drops the "yaml: " prefix of go-yaml's syntax errors, which
+// already name the line.
+func syntaxError(err error) error {
+	msg := err.Error()
+	if rest, ok := strings.CutPrefix(msg, "yaml: "); ok {
+		return fmt.Errorf("%s", rest)
+	}
+	return err
+}

