@@ -66,22 +66,25 @@ step_end() {
 pg_dir=""
 pg_bin=""
 pg_pid=""
+# pg_user prefixes commands that must run as the postgres OS user. setpriv (util-linux) execs in
+# place, so a postgres started in the background through it is this script's own child: its pid
+# is $! and this script reaps it (no orphan left to init).
+pg_user=()
+if ((EUID == 0)); then
+	pg_user=(setpriv --reuid=postgres --regid=postgres --init-groups --reset-env)
+fi
 
 # as_postgres runs a command as the postgres OS user when root (Postgres refuses to run as root),
-# else as the current user, from the throwaway directory. setpriv execs the command in place, so
-# a background postgres started through it is this script's own child and is reaped here.
+# else as the current user, from the throwaway directory.
 as_postgres() {
-	if ((EUID == 0)); then
-		(cd "$pg_dir" && exec setpriv --reuid=postgres --regid=postgres --init-groups --reset-env "$@")
-	else
-		(cd "$pg_dir" && exec "$@")
-	fi
+	(cd "$pg_dir" && exec "${pg_user[@]}" "$@")
 }
 
 pg_find_bin() {
 	local d
-	d="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1 || true)"
-	if [[ -n "$d" && -x "$d/initdb" && -x "$d/postgres" ]]; then
+	# The newest version's directory; an unmatched glob stays literal and fails the -x tests.
+	d="$(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V | tail -n1)"
+	if [[ -x "$d/initdb" && -x "$d/postgres" ]]; then
 		printf '%s\n' "$d"
 	fi
 }
@@ -122,7 +125,8 @@ pg_start() {
 	local attempt port i
 	for attempt in 1 2 3 4 5; do
 		port="$(tg_free_port)"
-		as_postgres "$pg_bin/postgres" -D "$pg_dir/data" -k "$pg_dir" -p "$port" \
+		# A simple command, so that $! is postgres itself (a function would add a subshell).
+		"${pg_user[@]}" "$pg_bin/postgres" -D "$pg_dir/data" -k "$pg_dir" -p "$port" \
 			-c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off \
 			-c full_page_writes=off >"$pg_dir/server.log" 2>&1 &
 		pg_pid=$!

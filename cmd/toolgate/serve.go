@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -141,12 +140,16 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		if !f.insecureNoAuth {
 			auth = agentAuth(creds)
 		}
-		h := gw.Handler(auth, &gateway.HTTPOptions{InsecureNoAuth: f.insecureNoAuth})
+		h, err := gw.Handler(auth, &gateway.HTTPOptions{InsecureNoAuth: f.insecureNoAuth, ListenAddr: ln.Addr().String()})
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
 		ready["mcp"] = "http://" + ln.Addr().String() + "/mcp"
 		eg.Go(func() error { return serveHTTP(ctx, ln, h, g) })
 	}
 	if adminAddr != "" {
-		ln, url, err := listenAdmin(adminAddr)
+		ln, err := api.Listen(ctx, adminAddr)
 		if err != nil {
 			return fmt.Errorf("listen.admin: %w", err)
 		}
@@ -156,7 +159,10 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			}
 			return gw.Ready()
 		}})
-		ready["admin"] = url
+		ready["admin"] = adminAddr
+		if ln.Addr().Network() == "tcp" {
+			ready["admin"] = "http://" + ln.Addr().String()
+		}
 		eg.Go(func() error { return serveHTTP(ctx, ln, h, g) })
 	}
 	eg.Go(func() error { return g.Run(ctx) })
@@ -217,23 +223,6 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, g *gate.Gat
 		srv.Close()
 	}
 	return nil
-}
-
-func listenAdmin(addr string) (net.Listener, string, error) {
-	if path, ok := strings.CutPrefix(addr, "unix://"); ok {
-		_ = os.Remove(path)
-		ln, err := net.Listen("unix", path)
-		if err != nil {
-			return nil, "", err
-		}
-		_ = os.Chmod(path, 0o600)
-		return ln, addr, nil
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, "", err
-	}
-	return ln, "http://" + ln.Addr().String(), nil
 }
 
 func writeReadyFile(path string, ready map[string]string) error {

@@ -131,7 +131,7 @@ toolgate)
 	cat >"$work/toolgate.yaml" <<-EOF
 		listen:
 		  mcp: 127.0.0.1:0
-		  admin: 127.0.0.1:0
+		  admin: ""
 		storage:
 		  driver: sqlite
 		  path: "$work/toolgate.db"

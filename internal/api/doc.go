@@ -54,10 +54,12 @@
 // # Errors
 //
 // Every error is {"error":{"code","message"}} with a status from one mapping
-// ([ErrorBody]): 401 unauthorized; 403 forbidden (role), self_review,
-// not_eligible; 404 not_found; 409 resolved, expired, conflict,
-// hash_mismatch; 413 too_large; 422 invalid_request; 503 unavailable; 500
-// internal. The message is safe to show; the underlying cause is only
+// ([ErrorBody]): 400 invalid_request (unreadable body); 401 unauthorized;
+// 403 forbidden (role), self_review, not_eligible; 404 not_found (also
+// unknown routes); 405 method_not_allowed; 409 resolved, expired, conflict,
+// hash_mismatch (the message names the current state, or the request's
+// hash); 413 too_large; 422 invalid_request; 503 unavailable (store
+// unreachable, or /readyz failing); 500 internal. The message is safe to show; the underlying cause is only
 // logged. Repeating one's own verdict is not an error: it answers 200 with the
 // current request.
 //

@@ -296,30 +296,31 @@ func (p *parser) str() (string, error) {
 		p.pos++
 	}
 	var b strings.Builder
-	b.Write(d[start:p.pos])
+	run := start // start of the bytes copied as they are
 	for p.pos < len(d) {
 		c := d[p.pos]
 		switch {
 		case c == '"':
+			b.Write(d[run:p.pos])
 			p.pos++
 			return b.String(), nil
 		case c < 0x20:
 			return "", p.errorf("control character U+%04X in string", c)
 		case c == '\\':
+			b.Write(d[run:p.pos])
 			r, err := p.escape()
 			if err != nil {
 				return "", err
 			}
 			b.WriteRune(r)
+			run = p.pos
 		case c < utf8.RuneSelf:
-			b.WriteByte(c)
 			p.pos++
 		default:
 			r, size := utf8.DecodeRune(d[p.pos:])
 			if r == utf8.RuneError && size <= 1 {
 				return "", p.errorf("invalid UTF-8")
 			}
-			b.Write(d[p.pos : p.pos+size])
 			p.pos += size
 		}
 	}

@@ -1,5 +1,11 @@
 // Package cli implements `toolgate approvals list|show|approve|deny`: thin
 // clients of the admin REST API (internal/api). They never open the store.
+//
+// Everything the server sends is printed with hidden characters (controls,
+// bidi, zero-width; see api.IsHidden) as visible \u escapes, and show puts
+// the request's display warnings in a WARNING block first (case C15). Short
+// ids are resolved through ?id_prefix=. deny requires --reason, because the
+// agent reads it; the API itself accepts a deny without one.
 package cli
 
 import (

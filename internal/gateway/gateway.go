@@ -3,6 +3,7 @@ package gateway
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -269,6 +270,8 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 		if f.err != nil {
 			g.log.WarnContext(ctx, "upstream not connected; retrying in the background", "server", f.u.name, "err", f.err)
 			f.u.setDown(f.err, true)
+		} else {
+			f.u.setUp(f.conn)
 		}
 		g.wg.Go(func() { f.u.run(root, f.conn) })
 	}
@@ -277,10 +280,11 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 
 func cmpString(a, b string) int { return cmp.Compare(a, b) }
 
-// Close stops the upstream sessions and stdio children, cancelling calls
-// still in flight to them, and waits for the gateway's goroutines. Agent
-// sessions are not closed here: shut the HTTP server down, and cancel the
-// ctx given to ServeStdio. Close is idempotent.
+// Close cancels every agent call in flight (held or dispatched) with cause
+// ErrShutdown, refuses new ones, stops the upstream sessions and stdio
+// children, and waits for the gateway's goroutines. Call it before shutting
+// the HTTP server down, so held calls do not keep it waiting. Close is
+// idempotent.
 func (g *Gateway) Close() error {
 	g.closeMux.Lock()
 	if g.closed {
@@ -290,6 +294,7 @@ func (g *Gateway) Close() error {
 	g.closed = true
 	g.closeMux.Unlock()
 	g.stop()
+	g.calls.cancelAll(ErrShutdown)
 	g.wg.Wait()
 	g.routes.close()
 	return nil
@@ -333,7 +338,17 @@ func (g *Gateway) ToolDigest(server, tool string) (digest string, ok bool) {
 	return e.Digest, true
 }
 
-type principalKey struct{}
+// principalKey and stdioSessionKey are the context keys of a stdio
+// session's principal and its session id in the call registry.
+type (
+	principalKey    struct{}
+	stdioSessionKey struct{}
+)
+
+// ErrShutdown is the cancellation cause of calls cut short because the
+// gateway is closing or ServeStdio's ctx ended. Like ErrClientGone, and
+// unlike context.Canceled, it is not the caller cancelling.
+var ErrShutdown = errors.New("gateway shutting down")
 
 // ServeStdio serves one agent over newline-delimited JSON-RPC on in and out
 // until the agent closes in, ctx is cancelled (then it returns ctx's error),
@@ -341,11 +356,17 @@ type principalKey struct{}
 // Only protocol messages are written to out.
 func (g *Gateway) ServeStdio(ctx context.Context, in io.ReadCloser, out io.WriteCloser, p approval.Principal) error {
 	t := &mcp.IOTransport{Reader: in, Writer: out, MaxLineLength: g.opts.MaxMessageSize}
-	ss, err := g.server.Connect(context.WithValue(ctx, principalKey{}, p), t, nil)
+	sid := "stdio-" + rand.Text()
+	sctx := context.WithValue(context.WithValue(ctx, principalKey{}, p), stdioSessionKey{}, sid)
+	ss, err := g.server.Connect(sctx, t, nil)
 	if err != nil {
 		return fmt.Errorf("serve stdio: %w", err)
 	}
-	stop := context.AfterFunc(ctx, func() { _ = ss.Close() })
+	stop := context.AfterFunc(ctx, func() {
+		// Close waits for the calls in flight; end them first.
+		g.calls.cancelSession(sid, ErrShutdown)
+		_ = ss.Close()
+	})
 	defer stop()
 	err = ss.Wait()
 	if ctx.Err() != nil {

@@ -23,6 +23,10 @@ type heartbeatWriter struct {
 	w            http.ResponseWriter
 	first, every time.Duration
 
+	// armOnWrite arms the heartbeat at the first write (used for the
+	// standalone GET stream, whose headers are set before it).
+	armOnWrite bool
+
 	mu          sync.Mutex
 	wroteHeader bool        // guarded by mu
 	stopped     bool        // guarded by mu
@@ -50,8 +54,12 @@ func (h *heartbeatWriter) Write(p []byte) (int, error) {
 	defer h.mu.Unlock()
 	h.wroteHeader = true
 	n, err := h.w.Write(p)
-	if h.timer != nil && !h.stopped {
+	switch {
+	case h.stopped:
+	case h.timer != nil:
 		h.timer.Reset(h.every)
+	case h.armOnWrite:
+		h.timer = time.AfterFunc(h.every, h.beat)
 	}
 	return n, err
 }

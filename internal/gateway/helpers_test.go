@@ -22,6 +22,9 @@ import (
 	"toolgate/internal/gate"
 )
 
+// testWait bounds how long a test waits for an event before failing.
+const testWait = 30 * time.Second
+
 // envUpstream switches the test binary into a stdio upstream server
 // (see TestMain): the stdio tests run the test binary itself as the child.
 const envUpstream = "TOOLGATE_GATEWAY_TEST_UPSTREAM"
@@ -85,8 +88,11 @@ var objectSchema = map[string]any{"type": "object"}
 
 // numbersStructured and numbersMeta are what the numbers tool returns, as
 // raw JSON; the SDK's float64 decoding would change every one of them.
+// With {"huge":true} the tool returns numbersHuge, which a go-sdk client
+// cannot decode at all (1e400 overflows float64).
 const (
-	numbersStructured = `{"max":9223372036854775807,"u64":18446744073709551615,"huge":1e400,"dec":0.1000000000000000055511151231257827}`
+	numbersStructured = `{"max":9223372036854775807,"u64":18446744073709551615,"dec":0.1000000000000000055511151231257827}`
+	numbersHuge       = `{"max":9223372036854775807,"huge":1e400}`
 	numbersMeta       = `12345678901234567890`
 )
 
@@ -106,9 +112,15 @@ func addUpstreamTools(s *mcp.Server, h *hooks) {
 	s.AddTool(&mcp.Tool{Name: "numbers", InputSchema: objectSchema},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			h.record("numbers")
+			var a struct{ Huge bool }
+			_ = json.Unmarshal(req.Params.Arguments, &a)
+			sc := numbersStructured
+			if a.Huge {
+				sc = numbersHuge
+			}
 			return &mcp.CallToolResult{
 				Content:           []mcp.Content{&mcp.TextContent{Text: "numbers"}},
-				StructuredContent: json.RawMessage(numbersStructured),
+				StructuredContent: json.RawMessage(sc),
 				Meta: mcp.Meta{
 					"big":                 json.RawMessage(numbersMeta),
 					mcp.MetaKeyServerInfo: map[string]any{"name": "test-upstream"},
@@ -126,6 +138,9 @@ func addUpstreamTools(s *mcp.Server, h *hooks) {
 			h.record("sleep")
 			if h != nil {
 				h.started <- "sleep"
+			}
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Message: "sleeping"})
 			}
 			<-ctx.Done()
 			if h != nil {
@@ -206,14 +221,41 @@ func allowAll() Gatekeeper {
 
 // logBuffer collects log output for assertions.
 type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{} // closed and replaced on every write
 }
 
 func (l *logBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = nil
+	}
 	return l.buf.Write(p)
+}
+
+// waitFor waits until the log contains s.
+func (l *logBuffer) waitFor(t *testing.T, s string) {
+	t.Helper()
+	for {
+		l.mu.Lock()
+		if strings.Contains(l.buf.String(), s) {
+			l.mu.Unlock()
+			return
+		}
+		if l.changed == nil {
+			l.changed = make(chan struct{})
+		}
+		ch := l.changed
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-time.After(testWait):
+			t.Fatalf("log never contained %q", s)
+		}
+	}
 }
 
 func (l *logBuffer) String() string {
@@ -373,7 +415,7 @@ func textOf(t *testing.T, r *mcp.CallToolResult) string {
 func waitUpstream(t *testing.T, g *Gateway, name string, not *upConn) *upConn {
 	t.Helper()
 	u := g.ups[name]
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), testWait)
 	defer cancel()
 	for {
 		u.mu.Lock()

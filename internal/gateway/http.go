@@ -168,6 +168,12 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
 			f.g.calls.cancel(sid, p.ID, fmt.Errorf("%w: the client deleted its session", ErrClientGone))
 		}
+	case http.MethodGet:
+		// The standalone stream: keep idle intermediaries from closing it.
+		hb := newHeartbeatWriter(w, f.opts.HeartbeatFirst, f.opts.Heartbeat)
+		hb.armOnWrite = true
+		defer hb.stop()
+		w = hb
 	case http.MethodPost:
 		id := rand.Text()
 		r.Header.Set(carrierHeader, id)
@@ -232,7 +238,8 @@ func (c *carriers) get(id string) *carrier {
 }
 
 // sessionCalls tracks the calls in flight per agent session, so a DELETE of
-// the session cancels them (the SDK would wait for them; notes §3).
+// the session, the end of ServeStdio or Close cancels them (the SDK would
+// wait for them; notes §3).
 type sessionCalls struct {
 	mu sync.Mutex
 	m  map[string]map[*trackedCall]struct{} // guarded by mu; by session id
@@ -272,6 +279,26 @@ func (s *sessionCalls) cancel(sid, principal string, cause error) {
 	defer s.mu.Unlock()
 	for tc := range s.m[sid] {
 		if tc.principal == principal {
+			tc.cancel(cause)
+		}
+	}
+}
+
+// cancelSession cancels, with cause, every call on session sid.
+func (s *sessionCalls) cancelSession(sid string, cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for tc := range s.m[sid] {
+		tc.cancel(cause)
+	}
+}
+
+// cancelAll cancels, with cause, every call in flight.
+func (s *sessionCalls) cancelAll(cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, calls := range s.m {
+		for tc := range calls {
 			tc.cancel(cause)
 		}
 	}

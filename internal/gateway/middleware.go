@@ -35,6 +35,9 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if method != "tools/call" || !ok {
 			return next(ctx, method, req)
 		}
+		if creq.Params == nil {
+			return errorResult("tools/call without params"), nil
+		}
 		ctx, p, release, err := g.bindCall(ctx, creq)
 		if err != nil {
 			return errorResult(err.Error()), nil
@@ -113,48 +116,59 @@ func refusalResult(adm gate.Admission) *mcp.CallToolResult {
 // happen through Handler or ServeStdio.
 var errUnauthenticated = errors.New("unauthenticated: no principal for this call")
 
-// bindCall finds the principal of a call and, for HTTP, ties the call to its
-// POST (the carrier watch, notes §3) and to its session (cancelled on
-// DELETE), and arms the SSE heartbeat of the POST. release undoes it.
+// bindCall finds the principal of a call, ties the call to its session (so
+// a DELETE, the end of ServeStdio or Close cancels it) and, for HTTP, to its
+// POST (the carrier watch, notes §3), and arms the SSE heartbeat of the
+// POST. release undoes it.
 //
 // The principal comes from the gateway's own registry entry for the POST,
 // keyed by a header the HTTP front sets (any client value is overwritten),
 // or, for stdio, from the session's context. A client can never name it.
 func (g *Gateway) bindCall(ctx context.Context, req *mcp.CallToolRequest) (_ context.Context, _ approval.Principal, release func(), _ error) {
+	if g.root.Err() != nil {
+		return nil, approval.Principal{}, nil, ErrShutdown
+	}
+	var (
+		p    approval.Principal
+		sid  string
+		post *carrier
+	)
 	if req.Extra != nil && req.Extra.Header != nil {
-		id := req.Extra.Header.Get(carrierHeader)
-		c := g.carriers.get(id)
-		if c == nil {
+		post = g.carriers.get(req.Extra.Header.Get(carrierHeader))
+		if post == nil {
 			return nil, approval.Principal{}, nil, errUnauthenticated
 		}
-		ctx, cancel := context.WithCancelCause(ctx)
-		// A POST that ends before its call means the client went away. A go-sdk
-		// client that cancels also aborts the POST, and its
+		p, sid = post.principal, sessionID(req)
+	} else {
+		var ok bool
+		if p, ok = ctx.Value(principalKey{}).(approval.Principal); !ok {
+			return nil, approval.Principal{}, nil, errUnauthenticated
+		}
+		sid, _ = ctx.Value(stdioSessionKey{}).(string)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	untrack := g.calls.add(sid, p.ID, cancel)
+	if g.root.Err() != nil { // Close ran between the check above and add
+		cancel(ErrShutdown)
+	}
+	stop := func() bool { return false }
+	if post != nil {
+		// A POST that ends before its call means the client went away. A
+		// go-sdk client that cancels also aborts the POST, and its
 		// notifications/cancelled arrives within the grace, so an explicit
 		// cancel keeps its cause context.Canceled.
-		stop := context.AfterFunc(c.ctx, func() {
-			time.AfterFunc(c.grace, func() { cancel(ErrClientGone) })
+		stop = context.AfterFunc(post.ctx, func() {
+			time.AfterFunc(post.grace, func() { cancel(ErrClientGone) })
 		})
-		var untrack func()
-		if sid := sessionID(req); sid != "" {
-			untrack = g.calls.add(sid, c.principal.ID, cancel)
+		if post.hb != nil {
+			post.hb.arm()
 		}
-		if c.hb != nil {
-			c.hb.arm()
-		}
-		return ctx, c.principal, func() {
-			stop()
-			if untrack != nil {
-				untrack()
-			}
-			cancel(nil)
-		}, nil
 	}
-	p, ok := ctx.Value(principalKey{}).(approval.Principal)
-	if !ok {
-		return nil, approval.Principal{}, nil, errUnauthenticated
-	}
-	return ctx, p, func() {}, nil
+	return ctx, p, func() {
+		stop()
+		untrack()
+		cancel(nil)
+	}, nil
 }
 
 func sessionID(req *mcp.CallToolRequest) string {

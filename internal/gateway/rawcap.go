@@ -214,9 +214,9 @@ func (t *jsonTee) Read(p []byte) (int, error) {
 // line passes, before the SDK, which reads the same bytes, can act on it.
 type sseTee struct {
 	io.ReadCloser
-	s    *slot
-	id   json.RawMessage
-	max  int
+	s        *slot
+	id       json.RawMessage
+	max      int
 	line     []byte // the current partial line
 	lineOver bool   // the current line is too long to capture
 	data     []byte // the data of the current event

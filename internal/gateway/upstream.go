@@ -32,10 +32,7 @@ const (
 	CodeUpstreamTimeout = -32001
 )
 
-var (
-	errCallTimeout   = errors.New("call_timeout reached")
-	errGatewayClosed = errors.New("gateway closed")
-)
+var errCallTimeout = errors.New("call_timeout reached")
 
 // stableAfter is how long a session must have lived for the reconnect
 // backoff to start over at RestartMin.
@@ -167,7 +164,7 @@ func (u *upstream) run(ctx context.Context, first *upConn) {
 				if c != nil {
 					c.close()
 				}
-				u.setDown(errGatewayClosed, false)
+				u.setDown(ErrShutdown, false)
 				return
 			}
 			if err != nil {
@@ -180,14 +177,14 @@ func (u *upstream) run(ctx context.Context, first *upConn) {
 				continue
 			}
 			u.log.InfoContext(ctx, "upstream connected")
+			u.setUp(c)
 			u.requestRefresh() // its tools may have changed while it was down
 		}
 		u.setLogging(ctx, c)
-		u.setUp(c)
 		start := time.Now()
 		err, reset := u.waitDown(ctx, c)
 		if ctx.Err() != nil {
-			u.setDown(errGatewayClosed, false)
+			u.setDown(ErrShutdown, false)
 			return
 		}
 		c = nil
@@ -227,6 +224,7 @@ func (u *upstream) waitDown(ctx context.Context, c *upConn) (err error, reset bo
 	for {
 		select {
 		case err := <-ended:
+			c.close() // make sure a child that only closed its stdout is gone
 			return err, false
 		case <-ctx.Done():
 			c.close()
@@ -450,7 +448,7 @@ func (u *upstream) callOnce(ctx context.Context, c *upConn, tool string, args js
 	}
 	cctx, cancel := context.WithCancelCause(cctx)
 	defer cancel(nil)
-	stop := context.AfterFunc(u.g.root, func() { cancel(errGatewayClosed) })
+	stop := context.AfterFunc(u.g.root, func() { cancel(ErrShutdown) })
 	defer stop()
 	cctx, s := withSlot(cctx)
 
@@ -487,7 +485,7 @@ func (u *upstream) callError(ctx, cctx context.Context, c *upConn, tool string, 
 	switch cause := context.Cause(cctx); {
 	case errors.Is(cause, errCallTimeout):
 		return &jsonrpc.Error{Code: CodeUpstreamTimeout, Message: fmt.Sprintf("upstream %q: tool %q: no result within call_timeout %s; the call was cancelled upstream", u.name, tool, u.cfg.CallTimeout)}
-	case errors.Is(cause, errGatewayClosed):
+	case errors.Is(cause, ErrShutdown):
 		return &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q: the gateway is shutting down", u.name)}
 	}
 	var wire *jsonrpc.Error

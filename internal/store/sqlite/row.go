@@ -15,28 +15,28 @@ const columns = `id, state, server, tool, arguments, arguments_hash, display_war
 	required_approvals, approvers, valid_for_ms, reviews, decided_by, decided_at, reason,
 	consumed_at, dispatch_outcome, held_by, lease_until`
 
-// row is one requests row as stored: times as unix milliseconds UTC (NULL
-// for the zero time), lists as JSON text. It is comparable, so an unchanged
+// row is one requests row as stored: times as unix milliseconds UTC (the
+// optional ones NULL when zero), lists as JSON text. It is comparable, so an unchanged
 // request can be detected with ==.
 type row struct {
-	id, state, server, tool     string
-	arguments                   sql.NullString
-	argumentsHash               string
-	displayWarnings             string
-	toolDigest, rule, mode      string
-	requestedBy, onBehalfOf     string
-	tenant                      string
-	createdAt, expiresAt        int64
-	requiredApprovals           int64
-	approvers                   string
-	validForMS                  int64
-	reviews                     string
-	decidedBy                   string
-	decidedAt                   sql.NullInt64
-	reason                      string
-	consumedAt                  sql.NullInt64
-	dispatchOutcome, heldBy     string
-	leaseUntil                  sql.NullInt64
+	id, state, server, tool string
+	arguments               sql.NullString
+	argumentsHash           string
+	displayWarnings         string
+	toolDigest, rule, mode  string
+	requestedBy, onBehalfOf string
+	tenant                  string
+	createdAt, expiresAt    int64
+	requiredApprovals       int64
+	approvers               string
+	validForMS              int64
+	reviews                 string
+	decidedBy               string
+	decidedAt               sql.NullInt64
+	reason                  string
+	consumedAt              sql.NullInt64
+	dispatchOutcome, heldBy string
+	leaseUntil              sql.NullInt64
 }
 
 // storedReview is the JSON form of an approval.Review inside the reviews

@@ -1,5 +1,5 @@
--- Initial schema. Times are INTEGER unix milliseconds UTC (NULL for the zero
--- time); durations are INTEGER milliseconds; lists are TEXT JSON ("null" for
+-- Initial schema. Times are INTEGER unix milliseconds UTC (optional ones NULL
+-- when unset); durations are INTEGER milliseconds; lists are TEXT JSON ("null" for
 -- a nil list). arguments is the redacted display copy, kept byte for byte.
 CREATE TABLE requests (
 	id                 TEXT PRIMARY KEY,

@@ -1,0 +1,209 @@
+// Command testupstream is a small, controllable MCP server used by toolgate's
+// end-to-end tests as an upstream. It serves over stdio by default, or over
+// Streamable HTTP with -http ADDR.
+//
+//	testupstream [-record FILE] [-http 127.0.0.1:0] [-ready-file F]
+//
+// Every execution of a tool appends one line to the record file (-record,
+// else $TESTUPSTREAM_RECORD; no file means no record), written with O_APPEND
+// and fsynced, so tests in another process can count executions. A line is
+// "<tool> <compact arguments>", plus "slow started …" and "slow cancelled …"
+// for the slow tool.
+//
+// Tools (all take a JSON object):
+//
+//   - echo_raw: returns the raw argument bytes, untouched, as text content.
+//   - big_result: returns structuredContent
+//     {"max":9223372036854775807,"u64":18446744073709551615} written as raw
+//     JSON, so the number literals are exact on the wire.
+//   - slow {"seconds": N}: blocks until its context ends (recording
+//     "cancelled") or, when N > 0, for N seconds.
+//   - progress {"n": N}: sends N progress notifications (1..N of N) under the
+//     request's progress token, then returns "done".
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// bigResult is the structuredContent of big_result: both values are past
+// 2^53, so any float64 round trip changes their digits.
+const bigResult = `{"max":9223372036854775807,"u64":18446744073709551615}`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx)
+	stop()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, "testupstream:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	record := flag.String("record", os.Getenv("TESTUPSTREAM_RECORD"), "append one line per tool execution to this file")
+	addr := flag.String("http", "", "serve Streamable HTTP at this address (path /mcp) instead of stdio")
+	ready := flag.String("ready-file", "", "with -http: write the endpoint URL to this file once listening")
+	flag.Parse()
+
+	rec := &recorder{path: *record}
+	s := mcp.NewServer(&mcp.Implementation{Name: "testupstream", Version: "1"}, nil)
+	addTools(s, rec)
+
+	if *addr == "" {
+		return s.Run(ctx, &mcp.StdioTransport{})
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	url := "http://" + ln.Addr().String() + "/mcp"
+	if *ready != "" {
+		if err := os.WriteFile(*ready+".tmp", []byte(url), 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(*ready+".tmp", *ready); err != nil {
+			return err
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// recorder appends lines to the record file. Its methods are safe for
+// concurrent use.
+type recorder struct {
+	path string
+	mu   sync.Mutex
+}
+
+// add appends "tool detail\n" and fsyncs it. Errors go to stderr: the test
+// then sees a missing line.
+func (r *recorder) add(tool, detail string) {
+	if r.path == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f, err := os.OpenFile(r.path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testupstream: record:", err)
+		return
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintf(f, "%s %s\n", tool, detail); err != nil {
+		fmt.Fprintln(os.Stderr, "testupstream: record:", err)
+		return
+	}
+	if err := f.Sync(); err != nil {
+		fmt.Fprintln(os.Stderr, "testupstream: record:", err)
+	}
+}
+
+// compact returns raw without insignificant whitespace (one line), or raw
+// itself if it is not valid JSON.
+func compact(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+var objectSchema = json.RawMessage(`{"type":"object"}`)
+
+func text(s string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
+
+func addTools(s *mcp.Server, rec *recorder) {
+	// Raw handlers (Server.AddTool) see req.Params.Arguments exactly as
+	// received: no schema validation, no decoding.
+	s.AddTool(&mcp.Tool{Name: "echo_raw", Description: "returns its raw argument bytes", InputSchema: objectSchema},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			rec.add("echo_raw", compact(req.Params.Arguments))
+			return text(string(req.Params.Arguments)), nil
+		})
+
+	s.AddTool(&mcp.Tool{Name: "big_result", Description: "returns integers past 2^53 in structuredContent", InputSchema: objectSchema},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			rec.add("big_result", compact(req.Params.Arguments))
+			res := text(bigResult)
+			res.StructuredContent = json.RawMessage(bigResult)
+			return res, nil
+		})
+
+	s.AddTool(&mcp.Tool{Name: "slow", Description: "blocks until cancelled or for seconds", InputSchema: objectSchema},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a struct {
+				Seconds float64 `json:"seconds"`
+			}
+			if len(req.Params.Arguments) > 0 {
+				if err := json.Unmarshal(req.Params.Arguments, &a); err != nil {
+					return nil, fmt.Errorf("slow: arguments: %w", err)
+				}
+			}
+			args := compact(req.Params.Arguments)
+			rec.add("slow", "started "+args)
+			var done <-chan time.Time
+			if a.Seconds > 0 {
+				t := time.NewTimer(time.Duration(a.Seconds * float64(time.Second)))
+				defer t.Stop()
+				done = t.C
+			}
+			select {
+			case <-ctx.Done():
+				rec.add("slow", "cancelled "+args)
+				return nil, context.Cause(ctx)
+			case <-done:
+				rec.add("slow", "finished "+args)
+				return text("slept"), nil
+			}
+		})
+
+	s.AddTool(&mcp.Tool{Name: "progress", Description: "sends n progress notifications", InputSchema: objectSchema},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a struct {
+				N int `json:"n"`
+			}
+			if len(req.Params.Arguments) > 0 {
+				if err := json.Unmarshal(req.Params.Arguments, &a); err != nil {
+					return nil, fmt.Errorf("progress: arguments: %w", err)
+				}
+			}
+			rec.add("progress", compact(req.Params.Arguments))
+			tok := req.Params.GetProgressToken()
+			for i := 1; i <= a.N && tok != nil; i++ {
+				err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+					ProgressToken: tok, Progress: float64(i), Total: float64(a.N), Message: fmt.Sprintf("step %d", i),
+				})
+				if err != nil {
+					return nil, fmt.Errorf("progress: notify: %w", err)
+				}
+			}
+			return text("done"), nil
+		})
+}

@@ -1,0 +1,136 @@
+package gateway
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/gate"
+)
+
+type progressSeen struct {
+	Token    any
+	Progress float64
+	Total    float64
+	Message  string
+}
+
+func receive(t *testing.T, ch <-chan *mcp.ProgressNotificationParams, n int) []progressSeen {
+	t.Helper()
+	var got []progressSeen
+	for range n {
+		select {
+		case p := <-ch:
+			got = append(got, progressSeen{Token: p.ProgressToken, Progress: p.Progress, Total: p.Total, Message: p.Message})
+		case <-time.After(testWait):
+			t.Fatalf("got %d progress notifications, want %d", len(got), n)
+		}
+	}
+	return got
+}
+
+func TestProgressRelay(t *testing.T) {
+	// Upstream progress reaches the agent under the agent's own token.
+	h := newHooks()
+	g := newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}}, allowAll(), nil)
+	ev := newClientEvents()
+	cs := connectHTTP(t, serveHTTP(t, g, nil), aliceToken, ev, nil)
+
+	params := &mcp.CallToolParams{Name: "up__progress"}
+	params.SetProgressToken("agent-tok")
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := cs.CallTool(t.Context(), params)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	got := receive(t, ev.progress, 2)
+	close(h.release)
+	res := <-done
+	want := []progressSeen{
+		{Token: "agent-tok", Progress: 0, Total: 2, Message: "working"},
+		{Token: "agent-tok", Progress: 1, Total: 2, Message: "working"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("progress (-want +got):\n%s", diff)
+	}
+	// The upstream saw the gateway's token, not the agent's.
+	if txt := textOf(t, res); txt == "token agent-tok" || txt == "token <nil>" {
+		t.Errorf("upstream got progress token %q, want a gateway token", txt)
+	}
+}
+
+func TestKeepAlives(t *testing.T) {
+	// A held call with a progress token gets keep-alives 1, 2; upstream
+	// progress then continues past them.
+	h := newHooks()
+	gk := gatekeeperFunc(func(ctx context.Context, c gate.Call) gate.Admission {
+		if c.KeepAlive == nil {
+			return gate.Admission{Message: "no KeepAlive"}
+		}
+		c.KeepAlive(ctx)
+		c.KeepAlive(ctx)
+		return gate.Admission{Allowed: true}
+	})
+	g := newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}}, gk, nil)
+	ev := newClientEvents()
+	cs := connectHTTP(t, serveHTTP(t, g, nil), aliceToken, ev, nil)
+
+	params := &mcp.CallToolParams{Name: "up__progress"}
+	params.SetProgressToken(7)
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := cs.CallTool(t.Context(), params)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	got := receive(t, ev.progress, 4)
+	close(h.release)
+	if res := <-done; res.IsError {
+		t.Fatalf("call refused: %s", textOf(t, res))
+	}
+	want := []progressSeen{
+		{Token: float64(7), Progress: 1, Message: keepAliveMessage},
+		{Token: float64(7), Progress: 2, Message: keepAliveMessage},
+		{Token: float64(7), Progress: 3, Total: 5, Message: "working"},
+		{Token: float64(7), Progress: 4, Total: 5, Message: "working"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("progress (-want +got):\n%s", diff)
+	}
+}
+
+func TestNoProgressWithoutToken(t *testing.T) {
+	keepAlive := make(chan bool, 1)
+	gk := gatekeeperFunc(func(ctx context.Context, c gate.Call) gate.Admission {
+		keepAlive <- c.KeepAlive != nil
+		return gate.Admission{Allowed: true}
+	})
+	h := newHooks()
+	close(h.release)
+	g := newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}}, gk, nil)
+	ev := newClientEvents()
+	cs := connectHTTP(t, serveHTTP(t, g, nil), aliceToken, ev, nil)
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__progress"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if <-keepAlive {
+		t.Error("KeepAlive set for a call without a progress token")
+	}
+	if txt := textOf(t, res); txt != "token <nil>" {
+		t.Errorf("upstream got a progress token: %q", txt)
+	}
+	select {
+	case p := <-ev.progress:
+		t.Errorf("progress without a token: %+v", p)
+	default:
+	}
+}

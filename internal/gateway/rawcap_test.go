@@ -1,0 +1,203 @@
+package gateway
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func TestSSETee(t *testing.T) {
+	const result = `{"content":[],"structuredContent":{"n":12345678901234567890}}`
+	tests := []struct {
+		name   string
+		stream string
+		max    int
+		want   string
+	}{
+		{
+			name:   "one event",
+			stream: "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":" + result + "}\n\n",
+			want:   result,
+		},
+		{
+			name:   "crlf and progress first",
+			stream: "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\r\n\r\n: comment\r\nid: 1\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":" + result + "}\r\n\r\n",
+			want:   result,
+		},
+		{
+			name:   "data split over lines",
+			stream: "data: {\"jsonrpc\":\"2.0\",\"id\":5,\n" + "data: \"result\":" + result + "}\n\n",
+			want:   result,
+		},
+		{
+			name:   "another id",
+			stream: "data: {\"jsonrpc\":\"2.0\",\"id\":6,\"result\":" + result + "}\n\n",
+		},
+		{
+			name:   "too large",
+			stream: "data: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":" + result + "}\n\n",
+			max:    16,
+		},
+		{
+			name:   "too large, then the answer",
+			stream: "data: " + strings.Repeat("x", 150) + "\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":" + result + "}\n\n",
+			max:    120,
+			want:   result,
+		},
+		{
+			name:   "unterminated",
+			stream: "data: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":" + result + "}\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			max := tt.max
+			if max == 0 {
+				max = 1 << 20
+			}
+			s := &slot{}
+			// One byte per Read, so every boundary falls mid-line somewhere.
+			r := &sseTee{ReadCloser: io.NopCloser(iotest.OneByteReader(strings.NewReader(tt.stream))), s: s, id: json.RawMessage("5"), max: max}
+			passed, err := io.ReadAll(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(passed) != tt.stream {
+				t.Errorf("the stream was altered")
+			}
+			if got := string(s.result()); got != tt.want {
+				t.Errorf("captured %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestJSONTee(t *testing.T) {
+	body := `{"jsonrpc":"2.0","id":"a","result":{"structuredContent":1e400}}`
+	s := &slot{}
+	r := &jsonTee{ReadCloser: io.NopCloser(iotest.HalfReader(strings.NewReader(body))), s: s, id: json.RawMessage(`"a"`), max: 1 << 20}
+	if _, err := io.ReadAll(r); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(s.result()); got != `{"structuredContent":1e400}` {
+		t.Errorf("captured %q", got)
+	}
+}
+
+func TestDecodeResult(t *testing.T) {
+	raw := `{"content":[{"type":"text","text":"hi"}],"isError":true,` +
+		`"structuredContent":{"a":1e400,"b":[9007199254740993]},` +
+		`"_meta":{"big":12345678901234567890,"io.modelcontextprotocol/serverInfo":{"name":"up"}}}`
+	res, err := decodeResult(json.RawMessage(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"_meta":{"big":12345678901234567890},"content":[{"type":"text","text":"hi"}],"structuredContent":{"a":1e400,"b":[9007199254740993]},"isError":true}`
+	if diff := cmp.Diff(want, string(out)); diff != "" {
+		t.Errorf("re-encoded result (-want +got):\n%s", diff)
+	}
+
+	for _, bad := range []string{`[]`, `{"content":7}`, `{"_meta":[]}`} {
+		if _, err := decodeResult(json.RawMessage(bad)); err == nil {
+			t.Errorf("decodeResult(%s): no error", bad)
+		}
+	}
+	if res, err := decodeResult(json.RawMessage(`{"content":[],"structuredContent":null}`)); err != nil || res.StructuredContent != nil {
+		t.Errorf("null structuredContent: %v, %v", res, err)
+	}
+}
+
+func TestStderrLines(t *testing.T) {
+	long := strings.Repeat("L", maxStderrLine+10)
+	tests := []struct {
+		name   string
+		writes []string
+		want   []stderrLine
+	}{
+		{name: "lines", writes: []string{"a\nb\n"}, want: []stderrLine{{text: "a"}, {text: "b"}}},
+		{name: "split writes", writes: []string{"he", "llo\r\nwor", "ld\n"}, want: []stderrLine{{text: "hello"}, {text: "world"}}},
+		{name: "partial line kept", writes: []string{"x\npartial"}, want: []stderrLine{{text: "x"}}},
+		{name: "too long", writes: []string{long[:100], long[100:] + "\nnext\n"}, want: []stderrLine{{text: long[:maxStderrLine], truncated: true}, {text: "next"}}},
+		{name: "empty line", writes: []string{"\n"}, want: []stderrLine{{text: ""}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newStderrLog("up", slog.New(slog.DiscardHandler))
+			for _, w := range tt.writes {
+				if n, err := s.Write([]byte(w)); n != len(w) || err != nil {
+					t.Fatalf("Write = %d, %v", n, err)
+				}
+			}
+			var got []stderrLine
+			for len(s.lines) > 0 {
+				got = append(got, <-s.lines)
+			}
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(stderrLine{})); diff != "" {
+				t.Errorf("lines (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestStderrNeverBlocks(t *testing.T) {
+	s := newStderrLog("up", slog.New(slog.DiscardHandler)) // nobody drains it
+	for range stderrQueue + 10 {
+		_, _ = s.Write([]byte("line\n"))
+	}
+	if got := s.dropped.Load(); got != 10 {
+		t.Errorf("dropped %d lines, want 10", got)
+	}
+}
+
+func TestIsObjectSchema(t *testing.T) {
+	tests := []struct {
+		schema any
+		want   bool
+	}{
+		{map[string]any{"type": "object"}, true},
+		{json.RawMessage(`{"type":"object","properties":{}}`), true},
+		{map[string]any{"type": "string"}, false},
+		{map[string]any{}, false},
+		{nil, false},
+		{json.RawMessage(`true`), false},
+	}
+	for _, tt := range tests {
+		if got := isObjectSchema(tt.schema); got != tt.want {
+			t.Errorf("isObjectSchema(%v) = %v, want %v", tt.schema, got, tt.want)
+		}
+	}
+}
+
+func TestWeirdInputSchemaSubstituted(t *testing.T) {
+	// The SDK panics on a non-object input schema; the gateway exposes the
+	// tool with {"type":"object"} and warns.
+	var logs logBuffer
+	g := newGateway(t, nil, allowAll(), &Options{Logger: logs.logger()})
+	if err := g.applyTools("up", []*mcp.Tool{{Name: "odd", InputSchema: map[string]any{"type": "string"}}}, true); err != nil {
+		t.Fatal(err)
+	}
+	cs := connectHTTP(t, serveHTTP(t, g, nil), aliceToken, nil, nil)
+	res, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Tools) != 1 || res.Tools[0].Name != "up__odd" {
+		t.Fatalf("tools %v", res.Tools)
+	}
+	if diff := cmp.Diff(map[string]any{"type": "object"}, res.Tools[0].InputSchema); diff != "" {
+		t.Errorf("schema (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("no warning:\n%s", logs.String())
+	}
+}
