@@ -15,8 +15,10 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"toolgate/internal/api"
@@ -25,6 +27,7 @@ import (
 	"toolgate/internal/gate"
 	"toolgate/internal/gateway"
 	"toolgate/internal/store/sqlite"
+	"toolgate/internal/telemetry"
 )
 
 type serveFlags struct {
@@ -67,6 +70,9 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		return fmt.Errorf("%w: %s: %v", errUsage, f.config, err)
 	}
 	for _, w := range cfg.Warnings() {
+		if f.dev && strings.HasPrefix(w, "no approver has role") {
+			continue // --dev mints an admin token below
+		}
 		log.Warn(w)
 	}
 	creds, err := cfg.Tokens(os.LookupEnv, os.ReadFile)
@@ -111,6 +117,8 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	reg := prometheus.NewRegistry()
+	metrics := telemetry.NewMetrics(reg)
 	cat := &lazyCatalog{}
 	g := gate.New(db, &cfg.Policy, &gate.Options{
 		Logger:                 log,
@@ -120,6 +128,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		MaxPending:             cfg.Approvals.MaxPending,
 		Redaction:              redaction,
 		Catalog:                cat,
+		Metrics:                metrics,
 	})
 
 	gw, err := gateway.New(ctx, gatewayServers(cfg), g, &gateway.Options{Logger: log, Version: version})
@@ -153,7 +162,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		if err != nil {
 			return fmt.Errorf("listen.admin: %w", err)
 		}
-		h := api.New(g, approverAuth(creds), &api.Options{Logger: log, Ready: func(ctx context.Context) error {
+		h := api.New(g, approverAuth(creds), &api.Options{Logger: log, Metrics: telemetry.Handler(reg), Ready: func(ctx context.Context) error {
 			if err := g.Ready(ctx); err != nil {
 				return err
 			}

@@ -15,6 +15,7 @@ import (
 	"toolgate/internal/approval"
 	"toolgate/internal/policy"
 	"toolgate/internal/store"
+	"toolgate/internal/telemetry"
 )
 
 // An Evaluator decides the effect of a call. *policy.Policy implements it.
@@ -52,6 +53,8 @@ type Options struct {
 	Redaction *approval.Redaction
 	// Catalog, when set, is consulted at consume for the tool's current digest.
 	Catalog Catalog
+	// Metrics records the gate's metrics; nil records nothing.
+	Metrics *telemetry.Metrics
 }
 
 // A Gate decides tool calls. Its methods are safe for concurrent use.
@@ -64,6 +67,7 @@ type Gate struct {
 	opts     Options
 	redact   approval.Redaction
 	hub      *hub
+	metrics  *telemetry.Metrics
 	stopping atomic.Bool
 }
 
@@ -102,7 +106,7 @@ func New(s store.Store, p Evaluator, opts *Options) *Gate {
 	if o.Redaction != nil {
 		rd = *o.Redaction
 	}
-	return &Gate{store: s, policy: p, log: o.Logger, now: o.Now, instance: o.Instance, opts: o, redact: rd, hub: newHub()}
+	return &Gate{store: s, policy: p, log: o.Logger, now: o.Now, instance: o.Instance, opts: o, redact: rd, hub: newHub(), metrics: o.Metrics}
 }
 
 // Admit decides c. It returns at once for allowed and denied calls; for a
@@ -113,8 +117,10 @@ func (g *Gate) Admit(ctx context.Context, c Call) Admission {
 	dec, err := g.policy.Evaluate(policy.Call{Server: c.Server, Tool: c.Tool, Principal: c.Principal.ID})
 	if err != nil {
 		g.log.ErrorContext(ctx, "policy evaluation failed; denying", "server", c.Server, "tool", c.Tool, "err", err)
+		g.metrics.ToolCall(c.Server, string(policy.Deny))
 		return refuse("denied: policy evaluation failed")
 	}
+	g.metrics.ToolCall(c.Server, string(dec.Effect))
 	switch dec.Effect {
 	case policy.Allow:
 		return Admission{Allowed: true}
@@ -176,10 +182,12 @@ func (g *Gate) hold(ctx context.Context, c Call, dec policy.Decision) Admission 
 		g.log.ErrorContext(ctx, "cannot record approval request; denying", "server", c.Server, "tool", c.Tool, "err", err)
 		return refuse("denied: the approval store is unavailable, so the call cannot be held for approval")
 	}
+	g.metrics.ApprovalRequested()
 	g.log.InfoContext(ctx, "approval requested", "approval", id, "server", c.Server, "tool", c.Tool,
 		"principal", c.Principal.ID, "rule", dec.Rule, "expires_at", r.ExpiresAt, "arguments_hash", hash)
 
 	got, err := g.wait(ctx, id, r.ExpiresAt, c.KeepAlive)
+	g.metrics.ApprovalWaited(g.now().Sub(now).Seconds())
 	if err != nil {
 		return g.abandon(ctx, id, err)
 	}
@@ -266,13 +274,18 @@ func (g *Gate) abandon(ctx context.Context, id approval.ID, cause error) Admissi
 			if err != nil {
 				return refuse("timed out waiting for approval")
 			}
+		} else {
+			g.metrics.ApprovalDecided(string(approval.StateExpired))
 		}
 		g.hub.wake(string(id))
 		return g.settle(ctx, Call{}, r)
 	case errors.Is(cause, context.Canceled) && !g.stopping.Load():
 		// An explicit notifications/cancelled from the caller.
 		_, err := g.store.UpdateRequest(bg, id, "toolgate", func(r *approval.Request) error { return r.Cancel(g.now()) })
-		if err != nil && !errors.Is(err, approval.ErrResolved) {
+		switch {
+		case err == nil:
+			g.metrics.ApprovalDecided(string(approval.StateCancelled))
+		case !errors.Is(err, approval.ErrResolved):
 			g.log.ErrorContext(ctx, "cannot cancel approval", "approval", id, "err", err)
 		}
 		g.hub.wake(string(id))
@@ -352,14 +365,17 @@ func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
 	if err != nil {
 		if errors.Is(err, approval.ErrNotApproved) {
 			if cur, gerr := g.store.GetRequest(bg, id); gerr == nil && cur.State != approval.StateApproved {
+				g.metrics.DispatchRefused("not_approved")
 				return g.settle(ctx, Call{}, cur)
 			}
 		}
+		g.metrics.DispatchRefused("store_error")
 		g.log.ErrorContext(ctx, "cannot consume approval; refusing", "approval", id, "err", err)
 		return Admission{ApprovalID: id, Message: "refused: the approval could not be consumed: " + err.Error()}
 	}
 	g.hub.wake(string(id))
 	if r.State != approval.StateConsumed {
+		g.metrics.DispatchRefused("invalidated")
 		g.log.WarnContext(ctx, "approval invalidated at dispatch", "approval", id, "reason", r.Reason)
 		return Admission{ApprovalID: id, Message: "approval invalidated: " + r.Reason + "; nothing was run"}
 	}

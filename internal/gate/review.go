@@ -44,6 +44,9 @@ func (g *Gate) Review(ctx context.Context, id approval.ID, reviewer approval.Pri
 		return approval.Request{}, err
 	}
 	g.hub.wake(string(id))
+	if r.State == approval.StateApproved || r.State == approval.StateDenied {
+		g.metrics.ApprovalDecided(string(r.State))
+	}
 	g.log.InfoContext(ctx, "approval reviewed", "approval", id, "by", reviewer.ID, "verdict", v, "state", r.State)
 	return r, nil
 }
@@ -74,6 +77,9 @@ func (g *Gate) Run(ctx context.Context) error {
 
 func (g *Gate) sweep(ctx context.Context) {
 	now := g.now()
+	if n, err := g.store.CountPending(ctx, ""); err == nil {
+		g.metrics.PendingApprovals(n)
+	}
 	ids, err := g.store.Due(ctx, now, 100)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -85,6 +91,7 @@ func (g *Gate) sweep(ctx context.Context) {
 		_, err := g.store.UpdateRequest(ctx, id, "toolgate", func(r *approval.Request) error { return r.Expire(now) })
 		switch {
 		case err == nil:
+			g.metrics.ApprovalDecided(string(approval.StateExpired))
 			g.log.InfoContext(ctx, "approval expired", "approval", id)
 			g.hub.wake(string(id))
 		case errors.Is(err, approval.ErrNotDue), errors.Is(err, approval.ErrResolved):

@@ -1,0 +1,551 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// waitFor bounds every wait on another process: startup, a held call
+// appearing, a record line. Reaching it fails the test; it is never used to
+// assert how long something took.
+const waitFor = 30 * time.Second
+
+// pollEvery is the interval of the bounded polls across processes.
+const pollEvery = 20 * time.Millisecond
+
+// Tokens of the principals every test config declares (through token_env,
+// set in the gateway's environment by startGateway).
+const (
+	agentID       = "agent-1"
+	agentToken    = "e2e-agent-token-4f1c"
+	approverID    = "bob"
+	approverToken = "e2e-approver-token-9a7d"
+)
+
+// tokenEnv is the environment that gives the config's token_env entries
+// their values.
+var tokenEnv = map[string]string{
+	"E2E_AGENT_TOKEN":    agentToken,
+	"E2E_APPROVER_TOKEN": approverToken,
+}
+
+// principalsYAML declares one agent and one approver. The agent acts for
+// nobody, so bob may review its calls.
+const principalsYAML = `
+agents:
+  - id: ` + agentID + `
+    token_env: E2E_AGENT_TOKEN
+approvers:
+  - id: ` + approverID + `
+    token_env: E2E_APPROVER_TOKEN
+    roles: [approver]
+`
+
+// q quotes s as a YAML (JSON) double-quoted scalar, for paths in configs.
+func q(s string) string { return strconv.Quote(s) }
+
+// gatewayConfig returns a config with HTTP listeners on free loopback
+// ports, SQLite at db, the standard principals, and body (servers,
+// approvals, policy) appended.
+func gatewayConfig(db, body string) string {
+	return `
+listen:
+  mcp: 127.0.0.1:0
+  admin: 127.0.0.1:0
+storage:
+  driver: sqlite
+  path: ` + q(db) + `
+` + principalsYAML + body
+}
+
+// upstreamServer returns a servers: section with the testupstream program
+// as server "t", recording its executions in record.
+func upstreamServer(record string) string {
+	return `
+servers:
+  t:
+    command: ` + q(bins.upstream) + `
+    args: ["-record", ` + q(record) + `]
+    call_timeout: 60s
+`
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use: a child process
+// writes it while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// gw is one running `toolgate serve` process.
+type gw struct {
+	MCP   string // agent endpoint, http://127.0.0.1:PORT/mcp
+	Admin string // admin API base URL, http://127.0.0.1:PORT
+	Dir   string // its working directory (holds the config)
+
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	exited chan struct{} // closed when the process has exited
+}
+
+// gatewayCommand writes cfgYAML into a fresh temporary directory and returns
+// the (unstarted) `toolgate serve` command for it, with env added to this
+// process's environment, the token variables set, and stderr captured.
+func gatewayCommand(t *testing.T, cfgYAML string, env map[string]string, extraArgs ...string) (*exec.Cmd, *syncBuffer, string) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "toolgate.yaml")
+	if err := os.WriteFile(cfg, []byte(cfgYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bins.toolgate, append([]string{"serve", "--config", cfg, "--log-level", "debug"}, extraArgs...)...)
+	cmd.Dir = dir
+	cmd.Env = os.Environ()
+	for k, v := range tokenEnv {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	stderr := new(syncBuffer)
+	cmd.Stderr = stderr
+	return cmd, stderr, dir
+}
+
+// startGateway starts `toolgate serve` with cfgYAML and waits until its
+// ready file names its listeners. On cleanup it stops the process (SIGTERM,
+// then SIGKILL), waits for it, fails the test on a data race report, and
+// prints its stderr if the test failed.
+func startGateway(t *testing.T, cfgYAML string, env map[string]string, extraArgs ...string) *gw {
+	t.Helper()
+	start := time.Now()
+	cmd, stderr, dir := gatewayCommand(t, cfgYAML, env, extraArgs...)
+	ready := filepath.Join(dir, "ready.json")
+	cmd.Args = append(cmd.Args, "--ready-file", ready)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start toolgate: %v", err)
+	}
+	g := &gw{Dir: dir, cmd: cmd, stderr: stderr, exited: make(chan struct{})}
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		close(g.exited)
+	}()
+	t.Cleanup(func() {
+		stopProcess(t, cmd.Process, g.exited)
+		checkChildLog(t, "toolgate serve", stderr)
+	})
+
+	deadline := time.NewTimer(waitFor)
+	defer deadline.Stop()
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		b, err := os.ReadFile(ready)
+		if err == nil {
+			var addrs struct{ MCP, Admin string }
+			if err := json.Unmarshal(b, &addrs); err != nil {
+				t.Fatalf("ready file %s: %v\n%s", ready, err, b)
+			}
+			g.MCP, g.Admin = addrs.MCP, addrs.Admin
+			t.Logf("toolgate ready in %v: mcp %s, admin %s", time.Since(start).Round(time.Millisecond), g.MCP, g.Admin)
+			return g
+		}
+		select {
+		case <-g.exited:
+			t.Fatalf("toolgate exited before it was ready: %v\nstderr:\n%s", waitErr, stderr)
+		case <-deadline.C:
+			t.Fatalf("toolgate not ready after %v\nstderr:\n%s", waitFor, stderr)
+		case <-tick.C:
+		}
+	}
+}
+
+// stopProcess sends SIGTERM, then SIGKILL if the process has not exited
+// (exited closed) within a few seconds, and waits for it.
+func stopProcess(t *testing.T, p *os.Process, exited <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-exited:
+		return
+	default:
+	}
+	_ = p.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		return
+	case <-time.After(10 * time.Second):
+	}
+	t.Errorf("process %d did not exit within 10s of SIGTERM; killing it", p.Pid)
+	_ = p.Kill()
+	<-exited
+}
+
+// checkChildLog fails the test if a child built with -race reported a data
+// race, and prints the child's stderr if the test failed.
+func checkChildLog(t *testing.T, name string, stderr *syncBuffer) {
+	t.Helper()
+	log := stderr.String()
+	if strings.Contains(log, "WARNING: DATA RACE") {
+		t.Errorf("%s reported a data race", name)
+	}
+	if t.Failed() {
+		t.Logf("%s stderr:\n%s", name, log)
+	}
+}
+
+// bearer is an http.RoundTripper that adds "Authorization: Bearer token"
+// and, when capture is set, copies every response body it reads into it.
+type bearer struct {
+	token   string
+	capture *syncBuffer
+}
+
+func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil || b.capture == nil {
+		return resp, err
+	}
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.TeeReader(resp.Body, b.capture), resp.Body}
+	return resp, nil
+}
+
+// connect opens an MCP client session to g as the test agent. opts may be
+// nil. capture, when not nil, receives the raw bytes of every response.
+// The session is closed on cleanup.
+func (g *gw) connect(t *testing.T, opts *mcp.ClientOptions, capture *syncBuffer) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e-agent", Version: "1"}, opts)
+	tr := &mcp.StreamableClientTransport{
+		Endpoint:   g.MCP,
+		HTTPClient: &http.Client{Transport: &bearer{token: agentToken, capture: capture}},
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	defer cancel()
+	cs, err := c.Connect(ctx, tr, nil)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", g.MCP, err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// cliResult is what one run of the toolgate CLI printed and returned.
+type cliResult struct {
+	Stdout, Stderr string
+	Code           int
+}
+
+// cli runs `toolgate approvals args...` as a separate process against the
+// admin API at addr, with the approver token in TOOLGATE_TOKEN.
+func cli(t *testing.T, addr string, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bins.toolgate, append([]string{"approvals"}, args...)...)
+	cmd.Env = append(os.Environ(), "TOOLGATE_ADDR="+addr, "TOOLGATE_TOKEN="+approverToken)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	res := cliResult{Stdout: stdout.String(), Stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		res.Code = ee.ExitCode()
+	default:
+		t.Fatalf("run toolgate approvals %v: %v", args, err)
+	}
+	if strings.Contains(res.Stderr, "WARNING: DATA RACE") {
+		t.Errorf("toolgate approvals %v reported a data race:\n%s", args, res.Stderr)
+	}
+	return res
+}
+
+// mustCLI is cli that fails the test unless the command exits 0.
+func mustCLI(t *testing.T, addr string, args ...string) string {
+	t.Helper()
+	r := cli(t, addr, args...)
+	if r.Code != 0 {
+		t.Fatalf("toolgate approvals %v: exit %d\nstdout:\n%s\nstderr:\n%s", args, r.Code, r.Stdout, r.Stderr)
+	}
+	return r.Stdout
+}
+
+// apiApproval is the part of the admin API's approval JSON the tests read.
+type apiApproval struct {
+	ID              string          `json:"id"`
+	State           string          `json:"state"`
+	Server          string          `json:"server"`
+	Tool            string          `json:"tool"`
+	Arguments       json.RawMessage `json:"arguments"`
+	ArgumentsHash   string          `json:"arguments_hash"`
+	Rule            string          `json:"rule"`
+	RequestedBy     string          `json:"requested_by"`
+	DecidedBy       string          `json:"decided_by"`
+	Reason          string          `json:"reason"`
+	DispatchOutcome string          `json:"dispatch_outcome"`
+}
+
+// approvals lists the approvals in state ("all" for every state) through
+// the admin API at admin.
+func approvals(t *testing.T, admin, state string) []apiApproval {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	defer cancel()
+	u := admin + "/v1/approvals?" + url.Values{"state": {state}, "limit": {"1000"}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+approverToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s\n%s", u, resp.Status, body)
+	}
+	var l struct {
+		Approvals []apiApproval `json:"approvals"`
+	}
+	if err := json.Unmarshal(body, &l); err != nil {
+		t.Fatalf("GET %s: %v\n%s", u, err, body)
+	}
+	return l.Approvals
+}
+
+// waitPending polls the admin API until exactly n approvals are pending
+// and returns them. More than n pending fails at once.
+func waitPending(t *testing.T, admin string, n int) []apiApproval {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for {
+		got := approvals(t, admin, "pending")
+		switch {
+		case len(got) == n:
+			return got
+		case len(got) > n:
+			t.Fatalf("%d approvals pending, want %d: %+v", len(got), n, got)
+		case time.Now().After(deadline):
+			t.Fatalf("%d approvals pending after %v, want %d", len(got), waitFor, n)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// showJSON runs `toolgate approvals show id --json` and decodes it.
+func showJSON(t *testing.T, admin, id string) apiApproval {
+	t.Helper()
+	out := mustCLI(t, admin, "show", id, "--json")
+	var a apiApproval
+	if err := json.Unmarshal([]byte(out), &a); err != nil {
+		t.Fatalf("approvals show %s --json: %v\n%s", id, err, out)
+	}
+	return a
+}
+
+// readRecord returns the lines of an upstream record file; a missing file
+// has none.
+func readRecord(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	return lines
+}
+
+// waitRecord polls the record file until a line equals want, and returns
+// all lines.
+func waitRecord(t *testing.T, path, want string) []string {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for {
+		lines := readRecord(t, path)
+		for _, l := range lines {
+			if l == want {
+				return lines
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("record %s has no line %q after %v; lines: %q", path, want, waitFor, lines)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// callResult is the outcome of a tools/call made in the background.
+type callResult struct {
+	res *mcp.CallToolResult
+	err error
+}
+
+// callAsync calls a tool in a goroutine and delivers the outcome on the
+// returned channel (buffered, so the goroutine never leaks).
+func callAsync(ctx context.Context, cs *mcp.ClientSession, p *mcp.CallToolParams) <-chan callResult {
+	ch := make(chan callResult, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, p)
+		ch <- callResult{res, err}
+	}()
+	return ch
+}
+
+// await waits for a background call's outcome.
+func await(t *testing.T, ch <-chan callResult) callResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(waitFor):
+		t.Fatalf("call did not return within %v", waitFor)
+		return callResult{}
+	}
+}
+
+// text joins the text content of res.
+func text(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// mustOK fails unless the call succeeded without isError, and returns its text.
+func mustOK(t *testing.T, r callResult) string {
+	t.Helper()
+	if r.err != nil {
+		t.Fatalf("call: %v", r.err)
+	}
+	if r.res.IsError {
+		t.Fatalf("call returned isError: %s", text(r.res))
+	}
+	return text(r.res)
+}
+
+// mustIsError fails unless the call returned an isError result (not a
+// JSON-RPC error), and returns its text.
+func mustIsError(t *testing.T, r callResult) string {
+	t.Helper()
+	if r.err != nil {
+		t.Fatalf("call: JSON-RPC error %v, want an isError result", r.err)
+	}
+	if !r.res.IsError {
+		t.Fatalf("call succeeded with %q, want isError", text(r.res))
+	}
+	return text(r.res)
+}
+
+// npm locates the e2e npm packages: node_modules from
+// $TOOLGATE_E2E_NODE_MODULES or ./node_modules, and a node binary (PATH,
+// else node_modules/.bin/node). Missing pieces skip the test, or fail it
+// when TOOLGATE_REQUIRE_E2E=1.
+type npm struct {
+	node    string // node binary
+	modules string // absolute node_modules directory
+}
+
+func findNPM(t *testing.T) npm {
+	t.Helper()
+	missing := func(format string, args ...any) {
+		t.Helper()
+		msg := fmt.Sprintf(format, args...) + " (run `npm ci` in e2e/, or set TOOLGATE_E2E_NODE_MODULES)"
+		if os.Getenv("TOOLGATE_REQUIRE_E2E") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	dir := os.Getenv("TOOLGATE_E2E_NODE_MODULES")
+	if dir == "" {
+		dir = "node_modules"
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		missing("npm modules not found: %v", err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		node = filepath.Join(dir, ".bin", "node")
+		if _, err := os.Stat(node); err != nil {
+			missing("no node binary on PATH or in %s", filepath.Dir(node))
+		}
+	}
+	return npm{node: node, modules: dir}
+}
+
+// script returns the entry point of the npm package bin (e.g.
+// "mcp-server-filesystem"), skipping or failing like findNPM if absent.
+func (n npm) script(t *testing.T, bin string) string {
+	t.Helper()
+	p, err := filepath.EvalSymlinks(filepath.Join(n.modules, ".bin", bin))
+	if err != nil {
+		msg := fmt.Sprintf("npm binary %s not found: %v (run `npm ci` in e2e/)", bin, err)
+		if os.Getenv("TOOLGATE_REQUIRE_E2E") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return p
+}
+
+// elapsed logs how long a scenario took (the lead reports these; nothing
+// asserts on them).
+func elapsed(t *testing.T, scenario string, start time.Time) {
+	t.Helper()
+	t.Logf("timing: %s took %v", scenario, time.Since(start).Round(time.Millisecond))
+}

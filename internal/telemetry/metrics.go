@@ -1,0 +1,105 @@
+// Package telemetry builds toolgate's Prometheus metrics. It holds no
+// globals: cmd creates one registry and passes the Metrics to the parts
+// that record them.
+package telemetry
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are the gate's instruments. A nil *Metrics records nothing; every
+// method is safe on nil.
+type Metrics struct {
+	toolCalls         *prometheus.CounterVec
+	approvalRequests  prometheus.Counter
+	approvalDecisions *prometheus.CounterVec
+	approvalWait      prometheus.Histogram
+	approvalsPending  prometheus.Gauge
+	dispatchRefusals  *prometheus.CounterVec
+}
+
+// NewMetrics creates the metrics and registers them (and the Go and process
+// collectors) on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolgate_tool_calls_total",
+			Help: "tools/call requests by upstream server and policy effect (allow, deny, approve).",
+		}, []string{"server", "effect"}),
+		approvalRequests: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "toolgate_approval_requests_total",
+			Help: "Approval requests created.",
+		}),
+		approvalDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolgate_approval_decisions_total",
+			Help: "Approval requests settled by this instance, by decision (approved, denied, expired, cancelled).",
+		}, []string{"decision"}),
+		approvalWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "toolgate_approval_wait_seconds",
+			Help:    "Seconds a held call waited for its decision.",
+			Buckets: []float64{0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600},
+		}),
+		approvalsPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "toolgate_approvals_pending",
+			Help: "Pending approval requests in the store, as of the last sweep.",
+		}),
+		dispatchRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolgate_dispatch_refusals_total",
+			Help: "Approved calls refused at dispatch, by reason (invalidated, not_approved, store_error).",
+		}, []string{"reason"}),
+	}
+	reg.MustRegister(m.toolCalls, m.approvalRequests, m.approvalDecisions, m.approvalWait, m.approvalsPending, m.dispatchRefusals,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the metrics of g in the Prometheus text format.
+func Handler(g prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+}
+
+// ToolCall counts one tools/call decided with effect.
+func (m *Metrics) ToolCall(server, effect string) {
+	if m != nil {
+		m.toolCalls.WithLabelValues(server, effect).Inc()
+	}
+}
+
+// ApprovalRequested counts one created request.
+func (m *Metrics) ApprovalRequested() {
+	if m != nil {
+		m.approvalRequests.Inc()
+	}
+}
+
+// ApprovalDecided counts one request settled as decision.
+func (m *Metrics) ApprovalDecided(decision string) {
+	if m != nil {
+		m.approvalDecisions.WithLabelValues(decision).Inc()
+	}
+}
+
+// ApprovalWaited observes how long a held call waited, in seconds.
+func (m *Metrics) ApprovalWaited(seconds float64) {
+	if m != nil {
+		m.approvalWait.Observe(seconds)
+	}
+}
+
+// PendingApprovals sets the pending gauge.
+func (m *Metrics) PendingApprovals(n int) {
+	if m != nil {
+		m.approvalsPending.Set(float64(n))
+	}
+}
+
+// DispatchRefused counts one approved call refused at dispatch.
+func (m *Metrics) DispatchRefused(reason string) {
+	if m != nil {
+		m.dispatchRefusals.WithLabelValues(reason).Inc()
+	}
+}
