@@ -162,7 +162,9 @@ func startGateway(t *testing.T, cfgYAML string, env map[string]string, extraArgs
 		close(g.exited)
 	}()
 	t.Cleanup(func() {
+		stopStart := time.Now()
 		stopProcess(t, cmd.Process, g.exited)
+		t.Logf("DEBUG stop took %v", time.Since(stopStart))
 		checkChildLog(t, "toolgate serve", stderr)
 	})
 
@@ -261,7 +263,7 @@ func (g *gw) connect(t *testing.T, opts *mcp.ClientOptions, capture *syncBuffer)
 	if err != nil {
 		t.Fatalf("connect to %s: %v", g.MCP, err)
 	}
-	t.Cleanup(func() { _ = cs.Close() })
+	t.Cleanup(func() { s := time.Now(); _ = cs.Close(); t.Logf("DEBUG close took %v", time.Since(s)) })
 	return cs
 }
 
@@ -326,9 +328,39 @@ type apiApproval struct {
 // the admin API at admin.
 func approvals(t *testing.T, admin, state string) []apiApproval {
 	t.Helper()
+	var l struct {
+		Approvals []apiApproval `json:"approvals"`
+	}
+	adminGet(t, admin+"/v1/approvals?"+url.Values{"state": {state}, "limit": {"1000"}}.Encode(), &l)
+	return l.Approvals
+}
+
+// waitState polls the admin API until approval id is in state want. Any
+// state other than want and pending fails at once.
+func waitState(t *testing.T, admin, id, want string) apiApproval {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for {
+		var a apiApproval
+		adminGet(t, admin+"/v1/approvals/"+id, &a)
+		switch {
+		case a.State == want:
+			return a
+		case a.State != "pending":
+			t.Fatalf("approval %s is %s, want %s", id, a.State, want)
+		case time.Now().After(deadline):
+			t.Fatalf("approval %s still pending after %v, want %s", id, waitFor, want)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// adminGet GETs u with the approver token and decodes the 200 response
+// into v.
+func adminGet(t *testing.T, u string, v any) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
 	defer cancel()
-	u := admin + "/v1/approvals?" + url.Values{"state": {state}, "limit": {"1000"}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -346,13 +378,9 @@ func approvals(t *testing.T, admin, state string) []apiApproval {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: %s\n%s", u, resp.Status, body)
 	}
-	var l struct {
-		Approvals []apiApproval `json:"approvals"`
-	}
-	if err := json.Unmarshal(body, &l); err != nil {
+	if err := json.Unmarshal(body, v); err != nil {
 		t.Fatalf("GET %s: %v\n%s", u, err, body)
 	}
-	return l.Approvals
 }
 
 // waitPending polls the admin API until exactly n approvals are pending

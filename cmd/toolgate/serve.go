@@ -174,6 +174,13 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		}
 		eg.Go(func() error { return serveHTTP(ctx, ln, h, g) })
 	}
+	eg.Go(func() error {
+		// On shutdown, end held calls first (their requests stay pending and
+		// expire at their stored deadline), so the listeners drain quickly.
+		<-ctx.Done()
+		g.Stop()
+		return gw.Close()
+	})
 	eg.Go(func() error { return g.Run(ctx) })
 	eg.Go(func() error { db.Watch(ctx, 250*time.Millisecond, g.WakeAll); return nil })
 

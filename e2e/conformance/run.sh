@@ -125,7 +125,9 @@ toolgate)
 	toolgate="${TOOLGATE_BIN:-}"
 	if [[ -z "$toolgate" ]]; then
 		tg_log "building toolgate"
-		CGO_ENABLED=0 go build -o "$work/toolgate" ./cmd/toolgate
+		# Default build settings (not the release CGO_ENABLED=0), to share the build cache
+		# with go vet and go test.
+		go build -o "$work/toolgate" ./cmd/toolgate
 		toolgate="$work/toolgate"
 	fi
 	cat >"$work/toolgate.yaml" <<-EOF

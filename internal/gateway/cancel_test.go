@@ -89,7 +89,8 @@ func TestCancelWhileHeld(t *testing.T) {
 	// ErrClientGone, although the go-sdk client also aborts the POST.
 	hg := newHoldingGatekeeper()
 	g := newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(nil))}}, hg, nil)
-	cs := connectHTTP(t, serveHTTP(t, g, nil), aliceToken, nil, nil)
+	// A generous grace: the notification must win even on a loaded machine.
+	cs := connectHTTP(t, serveHTTP(t, g, &HTTPOptions{DropGrace: time.Minute}), aliceToken, nil, nil)
 
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() { _, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__echo"}) }()

@@ -18,7 +18,8 @@ import (
 func TestStdioExitFailsCallsAndRestarts(t *testing.T) {
 	// Case C08 "die": every call in flight fails when the child exits, and
 	// the child is restarted.
-	g := newGateway(t, []ServerConfig{stdioServer("up")}, allowAll(), &Options{RestartMin: 10 * time.Millisecond})
+	// A long grace, so the exit status is known even on a loaded machine.
+	g := newGateway(t, []ServerConfig{stdioServer("up")}, allowAll(), &Options{RestartMin: 10 * time.Millisecond, TerminateGrace: 10 * time.Second})
 	ev := newClientEvents()
 	cs := connectHTTP(t, serveHTTP(t, g, nil), aliceToken, ev, nil)
 	first := waitUpstream(t, g, "up", nil)

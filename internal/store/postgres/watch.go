@@ -1,0 +1,139 @@
+package postgres
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"toolgate/internal/approval"
+)
+
+// WatchApplicationName is the application_name of Watch's dedicated
+// connection, as pg_stat_activity shows it.
+const WatchApplicationName = "toolgate-watch"
+
+// Reconnect backoff of Watch: the first retry waits minBackoff, each failed
+// one doubles the wait, up to maxBackoff.
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 5 * time.Second
+)
+
+// Watch calls changed when a request may have changed, in this instance or
+// another, until ctx is done or the DB is closed; then it returns.
+//
+//   - changed(id) for each notification on [Channel], sent by the
+//     transaction that changed request id (any instance's CreateRequest, or
+//     UpdateRequest when it wrote events), after that transaction committed.
+//   - changed("") after each (re)connection of its listening connection and
+//     every Options.Poll (default 5 s): anything may have changed, so the
+//     caller re-reads everything it holds. Changes made while the connection
+//     was down are noticed this way.
+//
+// Watch LISTENs on one dedicated connection of its own, opened with
+// pgx.Connect outside the pool (application_name [WatchApplicationName]),
+// so it never holds a pool connection while a person decides. When that
+// connection fails it reconnects with a backoff from 100 ms doubling to
+// 5 s, logging a warning. changed is called from one goroutine at a time,
+// should return quickly, and must tolerate spurious calls. Each call of
+// Watch uses its own connection, so run one per process.
+func (db *DB) Watch(ctx context.Context, changed func(id approval.ID)) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu sync.Mutex // serializes changed
+		wg sync.WaitGroup
+	)
+	call := func(id approval.ID) {
+		mu.Lock()
+		defer mu.Unlock()
+		changed(id)
+	}
+	wg.Go(func() {
+		select {
+		case <-db.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	})
+	wg.Go(func() {
+		tick := time.NewTicker(db.poll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				call("")
+			}
+		}
+	})
+	db.listenLoop(ctx, call)
+	cancel()
+	wg.Wait()
+}
+
+// listenLoop runs listenOnce until ctx is done, waiting with backoff
+// between attempts.
+func (db *DB) listenLoop(ctx context.Context, call func(approval.ID)) {
+	backoff := minBackoff
+	failing := false // the last connection attempt failed and was logged
+	for {
+		connected, err := db.listenOnce(ctx, call)
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case connected:
+			backoff = minBackoff
+			failing = false
+			db.log.WarnContext(ctx, "postgres listen connection lost; reconnecting", "err", err)
+		case !failing:
+			failing = true
+			db.log.WarnContext(ctx, "postgres listen connection failed; retrying", "err", err, "backoff", backoff)
+		default:
+			db.log.DebugContext(ctx, "postgres listen connection failed; retrying", "err", err, "backoff", backoff)
+		}
+		wait := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return
+		case <-wait.C:
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// listenOnce connects, LISTENs on Channel, calls call("") and then call(id)
+// for each notification until the connection fails or ctx is done. It
+// reports whether it got as far as listening.
+func (db *DB) listenOnce(ctx context.Context, call func(approval.ID)) (connected bool, err error) {
+	conn, err := pgx.ConnectConfig(ctx, db.listen.Copy())
+	if err != nil {
+		return false, db.wrap("watch: connect", err)
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = conn.Close(closeCtx)
+	}()
+	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{Channel}.Sanitize()); err != nil {
+		return false, db.wrap("watch: listen", err)
+	}
+	call("")
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return true, db.wrap("watch: wait for notification", err)
+		}
+		if n.Channel != Channel {
+			continue
+		}
+		id, _, _ := strings.Cut(n.Payload, " ")
+		call(approval.ID(id))
+	}
+}

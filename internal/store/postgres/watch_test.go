@@ -1,0 +1,306 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"toolgate/internal/approval"
+)
+
+// watcher runs db.Watch until the test ends and hands its calls over a
+// channel.
+type watcher struct {
+	calls chan approval.ID
+	done  chan struct{} // closed when Watch returned
+}
+
+func startWatch(t *testing.T, db *DB) *watcher {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	w := &watcher{calls: make(chan approval.ID, 64), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		db.Watch(ctx, func(id approval.ID) {
+			select {
+			case w.calls <- id:
+			case <-ctx.Done():
+			}
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-w.done })
+	return w
+}
+
+// next returns the next changed() argument.
+func (w *watcher) next(t *testing.T, what string) approval.ID {
+	t.Helper()
+	select {
+	case id := <-w.calls:
+		return id
+	case <-time.After(30 * time.Second): // a hang guard, not a timing assertion
+		t.Fatalf("no changed() call %s", what)
+		return ""
+	}
+}
+
+func (w *watcher) expect(t *testing.T, what string, want approval.ID) {
+	t.Helper()
+	if got := w.next(t, what); got != want {
+		t.Fatalf("changed(%q) %s, want changed(%q)", got, what, want)
+	}
+}
+
+// noPoll is a Poll long enough that the safety poll never fires in a test,
+// so every changed("") seen comes from a (re)connection.
+var noPoll = &Options{Poll: time.Hour}
+
+// TestWatchSeesOtherInstance uses two *DB on one database, as two
+// instances: commits through B wake A's watcher with the request's id.
+func TestWatchSeesOtherInstance(t *testing.T) {
+	dsn := freshDatabase(t)
+	a, b := openTest(t, dsn, noPoll), openTest(t, dsn, noPoll)
+	w := startWatch(t, a)
+	w.expect(t, "after connecting", "")
+
+	id := testID(1)
+	steps := []struct {
+		name string
+		do   func(context.Context) error
+	}{
+		{"create through B", func(ctx context.Context) error { return b.CreateRequest(ctx, pendingRequest(id)) }},
+		{"approve through B", func(ctx context.Context) error {
+			_, err := b.UpdateRequest(ctx, id, "bob", func(r *approval.Request) error {
+				return r.Review(approval.Reviewer{ID: "bob"}, approval.VerdictApprove, "", "", t0.Add(time.Minute))
+			})
+			return err
+		}},
+		{"consume through B", func(ctx context.Context) error {
+			_, err := b.UpdateRequest(ctx, id, "gw-b", func(r *approval.Request) error {
+				return r.Consume(r.Binding(), "", t0.Add(2*time.Minute))
+			})
+			return err
+		}},
+	}
+	for _, s := range steps {
+		// Nothing else commits, so the next call is caused by this step.
+		if err := s.do(t.Context()); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		w.expect(t, "after "+s.name, id)
+	}
+}
+
+// TestWatchNotifiesOnlyCommits checks that a rolled-back change and a
+// change that writes no event (a lease renewal) send nothing: the next
+// call is the one caused by a later committed decision.
+func TestWatchNotifiesOnlyCommits(t *testing.T) {
+	dsn := freshDatabase(t)
+	a, b := openTest(t, dsn, noPoll), openTest(t, dsn, noPoll)
+	quiet, loud := testID(1), testID(2)
+	for _, id := range []approval.ID{quiet, loud} {
+		if err := b.CreateRequest(t.Context(), pendingRequest(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := startWatch(t, a)
+	w.expect(t, "after connecting", "")
+
+	errBoom := errors.New("boom")
+	if _, err := b.UpdateRequest(t.Context(), quiet, "bob", func(r *approval.Request) error {
+		if err := r.Review(approval.Reviewer{ID: "bob"}, approval.VerdictApprove, "", "", t0.Add(time.Minute)); err != nil {
+			return err
+		}
+		return errBoom
+	}); !errors.Is(err, errBoom) {
+		t.Fatalf("failing update = %v, want errBoom", err)
+	}
+	if _, err := b.UpdateRequest(t.Context(), quiet, "gw-b", func(r *approval.Request) error {
+		r.Renew("gw-b", t0.Add(time.Minute))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.UpdateRequest(t.Context(), loud, "bob", func(r *approval.Request) error {
+		return r.Review(approval.Reviewer{ID: "bob"}, approval.VerdictDeny, "no", "", t0.Add(time.Minute))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	w.expect(t, "after the first committed decision", loud)
+}
+
+// TestWatchReconnects kills Watch's listening backend: Watch reconnects,
+// calls changed("") and then hears notifications again.
+func TestWatchReconnects(t *testing.T) {
+	dsn := freshDatabase(t)
+	a, b := openTest(t, dsn, noPoll), openTest(t, dsn, noPoll)
+	w := startWatch(t, a)
+	w.expect(t, "after connecting", "")
+
+	listener := func() uint32 {
+		t.Helper()
+		var pids []uint32
+		rows, err := b.pool.Query(t.Context(), `SELECT pid FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = $1`, WatchApplicationName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var pid uint32
+			if err := rows.Scan(&pid); err != nil {
+				t.Fatal(err)
+			}
+			pids = append(pids, pid)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if len(pids) != 1 {
+			t.Fatalf("listening backends = %v, want one", pids)
+		}
+		return pids[0]
+	}
+
+	for round := range 2 {
+		old := listener()
+		var ok bool
+		if err := b.pool.QueryRow(t.Context(), `SELECT pg_terminate_backend($1)`, old).Scan(&ok); err != nil || !ok {
+			t.Fatalf("pg_terminate_backend(%d) = %v, %v", old, ok, err)
+		}
+		w.expect(t, fmt.Sprintf("after reconnecting (round %d)", round), "")
+		if now := listener(); now == old {
+			t.Fatalf("still listening on backend %d after it was terminated", old)
+		}
+		id := testID(round)
+		if err := b.CreateRequest(t.Context(), pendingRequest(id)); err != nil {
+			t.Fatal(err)
+		}
+		w.expect(t, fmt.Sprintf("after a create (round %d)", round), id)
+	}
+}
+
+// TestWatchPolls checks the safety poll: with nothing committing, changed("")
+// still comes every Poll.
+func TestWatchPolls(t *testing.T) {
+	db := openTest(t, freshDatabase(t), &Options{Poll: 5 * time.Millisecond})
+	w := startWatch(t, db)
+	for i := range 4 { // the connection's call and at least three polls
+		w.expect(t, fmt.Sprint("number ", i+1), "")
+	}
+}
+
+// TestWatchStopsOnClose checks that Close ends Watch even though its
+// context is still live.
+func TestWatchStopsOnClose(t *testing.T) {
+	db, err := Open(t.Context(), freshDatabase(t), noPoll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startWatch(t, db)
+	w.expect(t, "after connecting", "")
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.done:
+	case <-time.After(30 * time.Second): // a hang guard
+		t.Fatal("Watch still running after Close")
+	}
+}
+
+// TestWatchRetriesUnreachable points Watch at a server that drops every
+// connection: Watch keeps trying, never calls changed (the poll is off),
+// and returns when its context ends.
+func TestWatchRetriesUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	attempts := make(chan struct{}, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+			select {
+			case attempts <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	cfg, err := pgx.ParseConfig("postgres://u@" + ln.Addr().String() + "/db?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := &DB{listen: cfg, log: slog.New(slog.DiscardHandler), poll: time.Hour, done: make(chan struct{})}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	calls := make(chan approval.ID, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		db.Watch(ctx, func(id approval.ID) {
+			select {
+			case calls <- id:
+			default:
+			}
+		})
+	}()
+	for i := range 3 {
+		select {
+		case <-attempts:
+		case <-time.After(30 * time.Second): // a hang guard
+			t.Fatalf("Watch made %d connection attempts, want 3", i)
+		}
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Watch still running after its context ended")
+	}
+	select {
+	case id := <-calls:
+		t.Errorf("changed(%q) called without a connection", id)
+	default:
+	}
+}
+
+func TestIsUnavailable(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"admin shutdown", &pgconn.PgError{Code: "57P01"}, true},
+		{"too many connections", &pgconn.PgError{Code: "53300"}, true},
+		{"connection failure", &pgconn.PgError{Code: "08006"}, true},
+		{"read-only standby", &pgconn.PgError{Code: "25006"}, true},
+		{"unique violation", &pgconn.PgError{Code: "23505"}, false},
+		{"syntax error", &pgconn.PgError{Code: "42601"}, false},
+		{"unexpected EOF", fmt.Errorf("receive: %w", io.ErrUnexpectedEOF), true},
+		{"connection reset", &net.OpError{Op: "read", Err: errors.New("connection reset by peer")}, true},
+		{"closed connection", net.ErrClosed, true},
+		{"plain error", errors.New("decode reviews: bad json"), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := isUnavailable(tc.err); got != tc.want {
+				t.Errorf("isUnavailable(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}
