@@ -118,6 +118,18 @@ type gw struct {
 	exited chan struct{} // closed when the process has exited
 }
 
+// childEnv returns the environment for child processes: this process's,
+// plus, unless GORACE is set, a short race-detector exit delay (the default
+// 1s sleep at exit of a -race binary would add a second to every CLI run
+// and gateway stop, and the upstream child's second to that).
+func childEnv() []string {
+	env := os.Environ()
+	if os.Getenv("GORACE") == "" {
+		env = append(env, "GORACE=atexit_sleep_ms=50")
+	}
+	return env
+}
+
 // gatewayCommand writes cfgYAML into a fresh temporary directory and returns
 // the (unstarted) `toolgate serve` command for it, with env added to this
 // process's environment, the token variables set, and stderr captured.
@@ -130,7 +142,7 @@ func gatewayCommand(t *testing.T, cfgYAML string, env map[string]string, extraAr
 	}
 	cmd := exec.Command(bins.toolgate, append([]string{"serve", "--config", cfg, "--log-level", "debug"}, extraArgs...)...)
 	cmd.Dir = dir
-	cmd.Env = os.Environ()
+	cmd.Env = childEnv()
 	for k, v := range tokenEnv {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
@@ -162,9 +174,7 @@ func startGateway(t *testing.T, cfgYAML string, env map[string]string, extraArgs
 		close(g.exited)
 	}()
 	t.Cleanup(func() {
-		stopStart := time.Now()
 		stopProcess(t, cmd.Process, g.exited)
-		t.Logf("DEBUG stop took %v", time.Since(stopStart))
 		checkChildLog(t, "toolgate serve", stderr)
 	})
 
@@ -263,7 +273,7 @@ func (g *gw) connect(t *testing.T, opts *mcp.ClientOptions, capture *syncBuffer)
 	if err != nil {
 		t.Fatalf("connect to %s: %v", g.MCP, err)
 	}
-	t.Cleanup(func() { s := time.Now(); _ = cs.Close(); t.Logf("DEBUG close took %v", time.Since(s)) })
+	t.Cleanup(func() { _ = cs.Close() })
 	return cs
 }
 
@@ -280,7 +290,7 @@ func cli(t *testing.T, addr string, args ...string) cliResult {
 	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bins.toolgate, append([]string{"approvals"}, args...)...)
-	cmd.Env = append(os.Environ(), "TOOLGATE_ADDR="+addr, "TOOLGATE_TOKEN="+approverToken)
+	cmd.Env = append(childEnv(), "TOOLGATE_ADDR="+addr, "TOOLGATE_TOKEN="+approverToken)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

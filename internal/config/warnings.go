@@ -120,3 +120,50 @@ func (c Config) Warnings() []string {
 	}
 	return warns
 }
+
+// Unreviewable lists the approvals of the policy (the default, when it is
+// approve, and each approve rule) that no configured approver could review:
+// no approver with role approver or admin is named by the approvers list, or
+// none exists. extra adds approvers that are not in the file (serve --dev
+// mints one). serve refuses to start when the list is not empty, unless
+// approvals.allow_no_approvers is true.
+func (c Config) Unreviewable(extra ...Approver) []string {
+	p := &c.Policy
+	var reviewers []Approver
+	for _, a := range append(slices.Clone(c.Approvers), extra...) {
+		if slices.Contains(a.Roles, RoleApprover) || slices.Contains(a.Roles, RoleAdmin) {
+			reviewers = append(reviewers, a)
+		}
+	}
+	admits := func(list []string) bool {
+		for _, r := range reviewers {
+			if len(list) == 0 {
+				return true
+			}
+			for _, entry := range list {
+				g, isGroup := strings.CutPrefix(entry, policy.GroupPrefix)
+				if (isGroup && slices.Contains(r.Groups, g)) || (!isGroup && r.ID == entry) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	var out []string
+	if p.Default == policy.Approve && !admits(p.Approval.Approvers) {
+		out = append(out, "policy.default (approve)")
+	}
+	for i, r := range p.Rules {
+		if r.Effect != policy.Approve {
+			continue
+		}
+		list := p.Approval.Approvers
+		if r.Approval != nil && len(r.Approval.Approvers) > 0 {
+			list = r.Approval.Approvers
+		}
+		if !admits(list) {
+			out = append(out, "policy."+ruleLabel(p, i))
+		}
+	}
+	return out
+}
