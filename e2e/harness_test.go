@@ -174,7 +174,9 @@ func startGateway(t *testing.T, cfgYAML string, env map[string]string, extraArgs
 		close(g.exited)
 	}()
 	t.Cleanup(func() {
+		s := time.Now()
 		stopProcess(t, cmd.Process, g.exited)
+		t.Logf("DEBUG stop %v", time.Since(s))
 		checkChildLog(t, "toolgate serve", stderr)
 	})
 

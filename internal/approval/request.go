@@ -105,6 +105,10 @@ type Request struct {
 	// LeaseUntil is when that hold lapses unless renewed.
 	HeldBy     string    `json:"held_by,omitempty"`
 	LeaseUntil time.Time `json:"lease_until,omitzero"`
+	// AnsweredAt is when a denial was delivered to an identical re-send of
+	// the call (see Answer); an unanswered denial is answered once, after
+	// which an identical call starts a new request.
+	AnsweredAt time.Time `json:"answered_at,omitzero"`
 }
 
 // Binding is what an approval is bound to; consume compares it with the call

@@ -288,3 +288,36 @@ func (r *Request) Release(holder string, now time.Time) {
 func (r *Request) LeaseLapsed(now time.Time) bool {
 	return r.HeldBy == "" || !now.Before(r.LeaseUntil)
 }
+
+// Answer records at now that r's denial was delivered to the caller (the
+// holder, or an identical re-send). It returns ErrResolved unless r is
+// denied and not answered yet, so a denial is answered exactly once.
+func (r *Request) Answer(now time.Time) error {
+	if r.State != StateDenied || !r.AnsweredAt.IsZero() {
+		return fmt.Errorf("%w: state %s, answered %v", ErrResolved, r.State, !r.AnsweredAt.IsZero())
+	}
+	r.AnsweredAt = now
+	return nil
+}
+
+// Sweep applies whichever timed transition is due as of now: Expire for a
+// pending or approved request, or, for a consumed request whose dispatcher
+// held a lease that lapsed before an outcome was recorded (its process
+// died between consume and result), the outcome OutcomeUnknown. It returns
+// ErrNotDue when nothing is due and ErrResolved for other terminal states.
+func (r *Request) Sweep(now time.Time) error {
+	switch r.State {
+	case StatePending, StateApproved:
+		return r.Expire(now)
+	case StateConsumed:
+		if r.DispatchOutcome != OutcomeNone {
+			return fmt.Errorf("%w: outcome already recorded", ErrResolved)
+		}
+		if r.HeldBy == "" || now.Before(r.LeaseUntil) {
+			return ErrNotDue
+		}
+		r.DispatchOutcome = OutcomeUnknown
+		return nil
+	}
+	return fmt.Errorf("%w: state is %s", ErrResolved, r.State)
+}

@@ -24,6 +24,10 @@ var _ store.Store = (*DB)(nil)
 // events is announced, with the payload "<id> <state>".
 const Channel = "toolgate_requests"
 
+// PoolApplicationName is the application_name of the pool's connections,
+// as pg_stat_activity shows it, unless the DSN sets one.
+const PoolApplicationName = "toolgate"
+
 // DefaultPoll is the safety poll interval of Watch when Options.Poll is 0.
 const DefaultPoll = 5 * time.Second
 
@@ -69,6 +73,8 @@ type DB struct {
 
 // Open connects to the database named by dsn (a libpq URL or key=value
 // string, as pgxpool.ParseConfig accepts) and applies pending migrations.
+// The pool's connections get application_name [PoolApplicationName] unless
+// the dsn sets one; Watch's connection always gets [WatchApplicationName].
 // A malformed dsn is an error that does not wrap store.ErrUnavailable;
 // failing to reach or use the database does. The dsn is never logged or put
 // in errors.
@@ -100,6 +106,9 @@ func Open(ctx context.Context, dsn string, opts *Options) (*DB, error) {
 		if opts.Poll > 0 {
 			db.poll = opts.Poll
 		}
+	}
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = PoolApplicationName
 	}
 	db.listen = cfg.ConnConfig.Copy()
 	db.listen.RuntimeParams["application_name"] = WatchApplicationName
