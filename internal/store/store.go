@@ -60,12 +60,20 @@ type Store interface {
 	// stored (see [Normalize]).
 	UpdateRequest(ctx context.Context, id approval.ID, actor string, fn func(*approval.Request) error) (approval.Request, error)
 	// Due lists requests that a sweeper must look at as of now: pending ones
-	// with ExpiresAt <= now, and approved ones whose validity has passed:
+	// with ExpiresAt <= now; approved ones whose validity has passed:
 	// ValidFor > 0 and DecidedAt+ValidFor <= now, as in
-	// approval.Request.ValidUntil (ValidFor 0 means no limit). At most
-	// limit ids (0 means 100), in no particular order. The sweeper then
-	// moves each through UpdateRequest, so expiry is a compare-and-set too.
+	// approval.Request.ValidUntil (ValidFor 0 means no limit); and consumed
+	// ones with no dispatch outcome whose holder's lease ended
+	// (HeldBy != "" and LeaseUntil <= now: the dispatching process died).
+	// At most limit ids (0 means 100), in no particular order. The sweeper
+	// then moves each through UpdateRequest (approval.Request.Sweep), so
+	// every timed transition is a compare-and-set too.
 	Due(ctx context.Context, now time.Time, limit int) ([]approval.ID, error)
+	// OpenIdentical returns the requests an identical call (same principal,
+	// server, tool and arguments hash) may still attach to: pending and
+	// approved ones, and denied ones whose denial was not answered yet
+	// (AnsweredAt zero). Oldest first, at most 100.
+	OpenIdentical(ctx context.Context, principal, server, tool, argumentsHash string) ([]approval.Request, error)
 	// CountPending counts pending requests, of one principal when
 	// requestedBy is not empty.
 	CountPending(ctx context.Context, requestedBy string) (int, error)
@@ -88,6 +96,7 @@ func Normalize(r approval.Request) approval.Request {
 	r.DecidedAt = Millis(r.DecidedAt)
 	r.ConsumedAt = Millis(r.ConsumedAt)
 	r.LeaseUntil = Millis(r.LeaseUntil)
+	r.AnsweredAt = Millis(r.AnsweredAt)
 	r.ValidFor = r.ValidFor.Truncate(time.Millisecond)
 	if r.Reviews != nil {
 		rs := make([]approval.Review, len(r.Reviews))

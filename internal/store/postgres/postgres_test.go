@@ -435,3 +435,40 @@ func TestClosedIsUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// TestAnsweredAtRoundTrip answers a denial through UpdateRequest and reads
+// AnsweredAt back in UTC, truncated to the millisecond; a second answer is
+// refused and writes nothing.
+func TestAnsweredAtRoundTrip(t *testing.T) {
+	db := openTest(t, freshDatabase(t), nil)
+	r := pendingRequest(testID(1))
+	if err := db.CreateRequest(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.UpdateRequest(t.Context(), r.ID, "bob", func(cur *approval.Request) error {
+		return cur.Review(approval.Reviewer{ID: "bob"}, approval.VerdictDeny, "no", "", t0.Add(time.Minute))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 3, 1, 17, 32, 0, 123456789, time.FixedZone("IST", 5*3600+30*60))
+	want := time.Date(2026, 3, 1, 12, 2, 0, 123000000, time.UTC)
+	updated, err := db.UpdateRequest(t.Context(), r.ID, "gw-1", func(cur *approval.Request) error { return cur.Answer(at) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.UpdateRequest(t.Context(), r.ID, "gw-2", func(cur *approval.Request) error { return cur.Answer(at) }); !errors.Is(err, approval.ErrResolved) {
+		t.Errorf("second Answer = %v, want ErrResolved", err)
+	}
+	got, err := db.GetRequest(t.Context(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what string
+		at   time.Time
+	}{{"UpdateRequest result", updated.AnsweredAt}, {"GetRequest", got.AnsweredAt}} {
+		if !c.at.Equal(want) || c.at.Location() != time.UTC {
+			t.Errorf("%s AnsweredAt = %v, want %v in UTC", c.what, c.at, want)
+		}
+	}
+}

@@ -257,6 +257,9 @@ func (db *DB) Due(ctx context.Context, now time.Time, limit int) ([]approval.ID,
 			UNION ALL
 			SELECT id, decided_at + valid_for_ms AS due FROM requests
 			WHERE state = 'approved' AND valid_for_ms > 0 AND decided_at + valid_for_ms <= $1
+			UNION ALL
+			SELECT id, lease_until AS due FROM requests
+			WHERE state = 'consumed' AND dispatch_outcome = '' AND held_by <> '' AND lease_until <= $1
 		) AS d ORDER BY due, id LIMIT $2`, now.UnixMilli(), limit)
 	if err != nil {
 		return nil, db.wrap("list due requests", err)
@@ -322,4 +325,33 @@ func (db *DB) Events(ctx context.Context, after int64, limit int) ([]approval.Ev
 		return nil, db.wrap("list events", err)
 	}
 	return evs, nil
+}
+
+// OpenIdentical returns the pending, approved and unanswered denied requests
+// of principal for (server, tool, argumentsHash), oldest first, at most 100.
+func (db *DB) OpenIdentical(ctx context.Context, principal, server, tool, argumentsHash string) ([]approval.Request, error) {
+	rows, err := db.pool.Query(ctx, `SELECT `+columns+` FROM requests
+		WHERE requested_by = $1 AND arguments_hash = $2 AND server = $3 AND tool = $4
+		AND (state IN ('pending', 'approved') OR (state = 'denied' AND answered_at IS NULL))
+		ORDER BY id LIMIT 100`, principal, argumentsHash, server, tool)
+	if err != nil {
+		return nil, db.wrap("find identical requests", err)
+	}
+	defer rows.Close()
+	var rs []approval.Request
+	for rows.Next() {
+		var w row
+		if err := rows.Scan(w.dest()...); err != nil {
+			return nil, db.wrap("find identical requests", err)
+		}
+		r, err := w.request()
+		if err != nil {
+			return nil, fmt.Errorf("find identical requests: %w", err)
+		}
+		rs = append(rs, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, db.wrap("find identical requests", err)
+	}
+	return rs, nil
 }

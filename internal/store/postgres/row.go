@@ -16,10 +16,10 @@ import (
 const columns = `id, state, server, tool, arguments, arguments_hash, display_warnings,
 	tool_digest, rule, mode, requested_by, on_behalf_of, tenant, created_at, expires_at,
 	required_approvals, approvers, valid_for_ms, reviews, decided_by, decided_at, reason,
-	consumed_at, dispatch_outcome, held_by, lease_until`
+	consumed_at, dispatch_outcome, held_by, lease_until, answered_at`
 
 // numColumns is the number of names in columns.
-const numColumns = 26
+const numColumns = 27
 
 // row is one requests row as stored: times as unix milliseconds UTC (the
 // optional ones NULL when zero), lists as JSON text. It is comparable, so
@@ -43,6 +43,7 @@ type row struct {
 	consumedAt              pgtype.Int8
 	dispatchOutcome, heldBy string
 	leaseUntil              pgtype.Int8
+	answeredAt              pgtype.Int8
 }
 
 // storedReview is the JSON form of an approval.Review inside the reviews
@@ -60,7 +61,7 @@ func (w *row) args() []any {
 	return []any{w.id, w.state, w.server, w.tool, w.arguments, w.argumentsHash, w.displayWarnings,
 		w.toolDigest, w.rule, w.mode, w.requestedBy, w.onBehalfOf, w.tenant, w.createdAt, w.expiresAt,
 		w.requiredApprovals, w.approvers, w.validForMS, w.reviews, w.decidedBy, w.decidedAt, w.reason,
-		w.consumedAt, w.dispatchOutcome, w.heldBy, w.leaseUntil}
+		w.consumedAt, w.dispatchOutcome, w.heldBy, w.leaseUntil, w.answeredAt}
 }
 
 // dest returns pointers to the fields of the row in column order, for Scan.
@@ -68,7 +69,7 @@ func (w *row) dest() []any {
 	return []any{&w.id, &w.state, &w.server, &w.tool, &w.arguments, &w.argumentsHash, &w.displayWarnings,
 		&w.toolDigest, &w.rule, &w.mode, &w.requestedBy, &w.onBehalfOf, &w.tenant, &w.createdAt, &w.expiresAt,
 		&w.requiredApprovals, &w.approvers, &w.validForMS, &w.reviews, &w.decidedBy, &w.decidedAt, &w.reason,
-		&w.consumedAt, &w.dispatchOutcome, &w.heldBy, &w.leaseUntil}
+		&w.consumedAt, &w.dispatchOutcome, &w.heldBy, &w.leaseUntil, &w.answeredAt}
 }
 
 // toRow encodes r for storage, truncating times and ValidFor to milliseconds.
@@ -81,7 +82,7 @@ func toRow(r approval.Request) (row, error) {
 		requiredApprovals: int64(r.RequiredApprovals), validForMS: r.ValidFor.Milliseconds(),
 		decidedBy: r.DecidedBy, decidedAt: nullMillis(r.DecidedAt), reason: r.Reason,
 		consumedAt: nullMillis(r.ConsumedAt), dispatchOutcome: string(r.DispatchOutcome),
-		heldBy: r.HeldBy, leaseUntil: nullMillis(r.LeaseUntil),
+		heldBy: r.HeldBy, leaseUntil: nullMillis(r.LeaseUntil), answeredAt: nullMillis(r.AnsweredAt),
 	}
 	if r.Arguments != nil {
 		w.arguments = pgtype.Text{String: string(r.Arguments), Valid: true}
@@ -116,7 +117,7 @@ func (w *row) request() (approval.Request, error) {
 		RequiredApprovals: int(w.requiredApprovals), ValidFor: time.Duration(w.validForMS) * time.Millisecond,
 		DecidedBy: w.decidedBy, DecidedAt: fromNullMillis(w.decidedAt), Reason: w.reason,
 		ConsumedAt: fromNullMillis(w.consumedAt), DispatchOutcome: approval.Outcome(w.dispatchOutcome),
-		HeldBy: w.heldBy, LeaseUntil: fromNullMillis(w.leaseUntil),
+		HeldBy: w.heldBy, LeaseUntil: fromNullMillis(w.leaseUntil), AnsweredAt: fromNullMillis(w.answeredAt),
 	}
 	if w.arguments.Valid {
 		r.Arguments = json.RawMessage(w.arguments.String)

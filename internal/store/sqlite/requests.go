@@ -41,7 +41,7 @@ func (db *DB) CreateRequest(ctx context.Context, r approval.Request) error {
 		return fmt.Errorf("create request %s: %w", r.ID, err)
 	}
 	err = db.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO requests (`+columns+`) VALUES (`+placeholders(26)+`)
+		res, err := tx.ExecContext(ctx, `INSERT INTO requests (`+columns+`) VALUES (`+placeholders(numColumns)+`)
 			ON CONFLICT (id) DO NOTHING`, w.args()...)
 		if err != nil {
 			return err
@@ -199,7 +199,7 @@ func (db *DB) UpdateRequest(ctx context.Context, id approval.ID, actor string, f
 		if w == old {
 			return nil
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE requests SET (`+columns+`) = (`+placeholders(26)+`)
+		res, err := tx.ExecContext(ctx, `UPDATE requests SET (`+columns+`) = (`+placeholders(numColumns)+`)
 			WHERE id = ? AND state = ?`, append(w.args(), old.id, old.state)...)
 		if err != nil {
 			return err
@@ -247,7 +247,10 @@ func (db *DB) Due(ctx context.Context, now time.Time, limit int) ([]approval.ID,
 			UNION ALL
 			SELECT id, decided_at + valid_for_ms AS due FROM requests
 			WHERE state = 'approved' AND valid_for_ms > 0 AND decided_at + valid_for_ms <= ?
-		) ORDER BY due, id LIMIT ?`, ms, ms, limit)
+			UNION ALL
+			SELECT id, lease_until AS due FROM requests
+			WHERE state = 'consumed' AND dispatch_outcome = '' AND held_by != '' AND lease_until <= ?
+		) ORDER BY due, id LIMIT ?`, ms, ms, ms, limit)
 	if err != nil {
 		return nil, db.wrap("list due requests", err)
 	}
@@ -314,4 +317,33 @@ func (db *DB) Events(ctx context.Context, after int64, limit int) ([]approval.Ev
 // placeholders returns "?, ?, …" with n marks.
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// OpenIdentical returns the pending, approved and unanswered denied requests
+// of principal for (server, tool, argumentsHash), oldest first, at most 100.
+func (db *DB) OpenIdentical(ctx context.Context, principal, server, tool, argumentsHash string) ([]approval.Request, error) {
+	rows, err := db.sql.QueryContext(ctx, `SELECT `+columns+` FROM requests
+		WHERE requested_by = ? AND arguments_hash = ? AND server = ? AND tool = ?
+		AND (state IN ('pending', 'approved') OR (state = 'denied' AND answered_at IS NULL))
+		ORDER BY id LIMIT 100`, principal, argumentsHash, server, tool)
+	if err != nil {
+		return nil, db.wrap("find identical requests", err)
+	}
+	defer rows.Close()
+	var rs []approval.Request
+	for rows.Next() {
+		var w row
+		if err := rows.Scan(w.dest()...); err != nil {
+			return nil, db.wrap("find identical requests", err)
+		}
+		r, err := w.request()
+		if err != nil {
+			return nil, fmt.Errorf("find identical requests: %w", err)
+		}
+		rs = append(rs, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, db.wrap("find identical requests", err)
+	}
+	return rs, nil
 }

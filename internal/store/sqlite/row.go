@@ -13,7 +13,10 @@ import (
 const columns = `id, state, server, tool, arguments, arguments_hash, display_warnings,
 	tool_digest, rule, mode, requested_by, on_behalf_of, tenant, created_at, expires_at,
 	required_approvals, approvers, valid_for_ms, reviews, decided_by, decided_at, reason,
-	consumed_at, dispatch_outcome, held_by, lease_until`
+	consumed_at, dispatch_outcome, held_by, lease_until, answered_at`
+
+// numColumns is the number of columns in columns.
+const numColumns = 27
 
 // row is one requests row as stored: times as unix milliseconds UTC (the
 // optional ones NULL when zero), lists as JSON text. It is comparable, so an unchanged
@@ -37,6 +40,7 @@ type row struct {
 	consumedAt              sql.NullInt64
 	dispatchOutcome, heldBy string
 	leaseUntil              sql.NullInt64
+	answeredAt              sql.NullInt64
 }
 
 // storedReview is the JSON form of an approval.Review inside the reviews
@@ -53,7 +57,7 @@ func (w *row) args() []any {
 	return []any{w.id, w.state, w.server, w.tool, w.arguments, w.argumentsHash, w.displayWarnings,
 		w.toolDigest, w.rule, w.mode, w.requestedBy, w.onBehalfOf, w.tenant, w.createdAt, w.expiresAt,
 		w.requiredApprovals, w.approvers, w.validForMS, w.reviews, w.decidedBy, w.decidedAt, w.reason,
-		w.consumedAt, w.dispatchOutcome, w.heldBy, w.leaseUntil}
+		w.consumedAt, w.dispatchOutcome, w.heldBy, w.leaseUntil, w.answeredAt}
 }
 
 // dest returns pointers to the fields of the row in column order, for Scan.
@@ -61,7 +65,7 @@ func (w *row) dest() []any {
 	return []any{&w.id, &w.state, &w.server, &w.tool, &w.arguments, &w.argumentsHash, &w.displayWarnings,
 		&w.toolDigest, &w.rule, &w.mode, &w.requestedBy, &w.onBehalfOf, &w.tenant, &w.createdAt, &w.expiresAt,
 		&w.requiredApprovals, &w.approvers, &w.validForMS, &w.reviews, &w.decidedBy, &w.decidedAt, &w.reason,
-		&w.consumedAt, &w.dispatchOutcome, &w.heldBy, &w.leaseUntil}
+		&w.consumedAt, &w.dispatchOutcome, &w.heldBy, &w.leaseUntil, &w.answeredAt}
 }
 
 // toRow encodes r for storage, truncating times and ValidFor to milliseconds.
@@ -74,7 +78,7 @@ func toRow(r approval.Request) (row, error) {
 		requiredApprovals: int64(r.RequiredApprovals), validForMS: r.ValidFor.Milliseconds(),
 		decidedBy: r.DecidedBy, decidedAt: nullMillis(r.DecidedAt), reason: r.Reason,
 		consumedAt: nullMillis(r.ConsumedAt), dispatchOutcome: string(r.DispatchOutcome),
-		heldBy: r.HeldBy, leaseUntil: nullMillis(r.LeaseUntil),
+		heldBy: r.HeldBy, leaseUntil: nullMillis(r.LeaseUntil), answeredAt: nullMillis(r.AnsweredAt),
 	}
 	if r.Arguments != nil {
 		w.arguments = sql.NullString{String: string(r.Arguments), Valid: true}
@@ -109,7 +113,7 @@ func (w *row) request() (approval.Request, error) {
 		RequiredApprovals: int(w.requiredApprovals), ValidFor: time.Duration(w.validForMS) * time.Millisecond,
 		DecidedBy: w.decidedBy, DecidedAt: fromNullMillis(w.decidedAt), Reason: w.reason,
 		ConsumedAt: fromNullMillis(w.consumedAt), DispatchOutcome: approval.Outcome(w.dispatchOutcome),
-		HeldBy: w.heldBy, LeaseUntil: fromNullMillis(w.leaseUntil),
+		HeldBy: w.heldBy, LeaseUntil: fromNullMillis(w.leaseUntil), AnsweredAt: fromNullMillis(w.answeredAt),
 	}
 	if w.arguments.Valid {
 		r.Arguments = json.RawMessage(w.arguments.String)

@@ -276,6 +276,14 @@ func testDue(t *testing.T, s store.Store) {
 			return r.Consume(r.Binding(), "", t0.Add(2*time.Minute))
 		}, false},
 		{"expired", 5 * time.Minute, 10 * time.Minute, func(r *approval.Request) error { return r.Expire(t0.Add(5 * time.Minute)) }, false},
+		{"consumed, dispatcher's lease lapsed", 5 * time.Minute, 10 * time.Minute, consumedHeld(t0.Add(10 * time.Minute)), true},
+		{"consumed, dispatcher's lease live", 5 * time.Minute, 10 * time.Minute, consumedHeld(t0.Add(10*time.Minute + time.Millisecond)), false},
+		{"consumed with an outcome", 5 * time.Minute, 10 * time.Minute, func(r *approval.Request) error {
+			if err := consumedHeld(t0.Add(time.Minute))(r); err != nil {
+				return err
+			}
+			return r.RecordOutcome(approval.OutcomeOK)
+		}, false},
 		{"cancelled", 5 * time.Minute, 10 * time.Minute, func(r *approval.Request) error { return r.Cancel(t0.Add(time.Minute)) }, false},
 	}
 	var want []approval.ID
@@ -367,5 +375,77 @@ func testEvents(t *testing.T, s store.Store) {
 	}
 	if page, err := s.Events(t.Context(), got[len(got)-1].Seq, 0); err != nil || len(page) != 0 {
 		t.Errorf("Events(after the last) = %v, %v; want none", page, err)
+	}
+}
+
+// consumedHeld approves and consumes a request whose dispatcher holds a
+// lease until the given time.
+func consumedHeld(until time.Time) func(*approval.Request) error {
+	return func(r *approval.Request) error {
+		if err := r.Review(reviewer("bob"), approval.VerdictApprove, "", "", t0.Add(time.Minute)); err != nil {
+			return err
+		}
+		if err := r.Consume(r.Binding(), "", t0.Add(2*time.Minute)); err != nil {
+			return err
+		}
+		r.Renew("gw-1", until)
+		return nil
+	}
+}
+
+func testOpenIdentical(t *testing.T, s store.Store) {
+	const hash = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+	mk := func(n int, mutate func(*approval.Request), update func(*approval.Request) error) approval.ID {
+		r := pending(id(1, n))
+		r.ArgumentsHash = hash
+		if mutate != nil {
+			mutate(&r)
+		}
+		mustCreate(t, s, r)
+		if update != nil {
+			mustUpdate(t, s, r.ID, "bob", update)
+		}
+		return r.ID
+	}
+	deny := func(r *approval.Request) error {
+		return r.Review(reviewer("bob"), approval.VerdictDeny, "no", "", t0.Add(time.Minute))
+	}
+	approve := func(r *approval.Request) error {
+		return r.Review(reviewer("bob"), approval.VerdictApprove, "", "", t0.Add(time.Minute))
+	}
+	want := []approval.ID{
+		mk(1, nil, nil),     // pending
+		mk(2, nil, approve), // approved
+		mk(3, nil, deny),    // denied, not answered
+	}
+	mk(4, nil, func(r *approval.Request) error { // denied and answered
+		if err := deny(r); err != nil {
+			return err
+		}
+		return r.Answer(t0.Add(2 * time.Minute))
+	})
+	mk(5, nil, func(r *approval.Request) error { return r.Cancel(t0) })
+	mk(6, nil, consumedHeld(t0.Add(time.Hour)))
+	mk(7, nil, func(r *approval.Request) error { return r.Expire(t0.Add(time.Hour)) })
+	mk(8, func(r *approval.Request) { r.RequestedBy = "other" }, nil)
+	mk(9, func(r *approval.Request) { r.Tool = "refund" }, nil)
+	mk(10, func(r *approval.Request) { r.Server = "bank" }, nil)
+	mk(11, func(r *approval.Request) {
+		r.ArgumentsHash = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	}, nil)
+
+	got, err := s.OpenIdentical(t.Context(), "desktop", "pay", "transfer", hash)
+	if err != nil {
+		t.Fatalf("OpenIdentical = %v", err)
+	}
+	var ids []approval.ID
+	for _, r := range got {
+		ids = append(ids, r.ID)
+	}
+	if diff := cmp.Diff(want, ids); diff != "" {
+		t.Errorf("OpenIdentical ids (-want +got):\n%s", diff)
+	}
+	if len(got) == 3 && (got[0].State != approval.StatePending || got[1].State != approval.StateApproved || got[2].State != approval.StateDenied) {
+		t.Errorf("states %s %s %s", got[0].State, got[1].State, got[2].State)
 	}
 }

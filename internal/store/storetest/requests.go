@@ -41,6 +41,7 @@ func testCreateGet(t *testing.T, s store.Store) {
 	want.DispatchOutcome = approval.OutcomeToolError
 	want.HeldBy = "gw-2"
 	want.LeaseUntil = t0.Add(45 * time.Second)
+	want.AnsweredAt = t0.Add(50 * time.Second)
 	requireAllSet(t, want)
 	got := mustUpdate(t, s, r.ID, "alice", func(cur *approval.Request) error {
 		*cur = want

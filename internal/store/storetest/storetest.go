@@ -52,6 +52,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Events", testEvents},
 		{"CountPending", testCountPending},
 		{"Ping", testPing},
+		{"OpenIdentical", testOpenIdentical},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
