@@ -131,6 +131,8 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		Logger:                 log,
 		KeepAlive:              cfg.Approvals.KeepAlive,
 		SweepInterval:          cfg.Approvals.SweepInterval,
+		Lease:                  cfg.Approvals.Lease,
+		RetryWait:              max(cfg.Approvals.RetryWait, time.Nanosecond), // 0 answers at once
 		MaxPendingPerPrincipal: cfg.Approvals.MaxPendingPerPrincipal,
 		MaxPending:             cfg.Approvals.MaxPending,
 		Redaction:              redaction,

@@ -142,6 +142,10 @@ type Approvals struct {
 	AllowNoApprovers bool `yaml:"allow_no_approvers"`
 	// SweepInterval is how often overdue pending requests are expired.
 	SweepInterval time.Duration `yaml:"sweep_interval"`
+	// Lease is how long a held call's claim on its request lasts unless
+	// renewed (every Lease/3). After a caller drops or a process dies, an
+	// identical re-send takes the request over once the lease lapses.
+	Lease time.Duration `yaml:"lease"`
 	Redact        Redact        `yaml:"redact"`
 }
 
@@ -177,6 +181,7 @@ func Default() Config {
 			MaxPending:             10000,
 			RetryWait:              20 * time.Second,
 			SweepInterval:          time.Second,
+			Lease:                  15 * time.Second,
 		},
 		Policy: policy.Policy{
 			Default: policy.Approve,

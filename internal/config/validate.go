@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"toolgate/internal/policy"
 )
@@ -142,6 +143,9 @@ func (c Config) Validate() error {
 	}
 	if ap.RetryWait < 0 {
 		add("approvals.retry_wait %s: must be >= 0", ap.RetryWait)
+	}
+	if ap.Lease < 30*time.Millisecond {
+		add("approvals.lease %s: must be at least 30ms", ap.Lease)
 	}
 	if ap.SweepInterval <= 0 {
 		add("approvals.sweep_interval %s: must be > 0", ap.SweepInterval)

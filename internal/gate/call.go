@@ -23,6 +23,12 @@ type Call struct {
 	// call is held. The gateway sets it only when the caller sent a progress
 	// token, and sends notifications/progress from it.
 	KeepAlive func(ctx context.Context)
+	// Outgoing, when not nil, returns the exact bytes the gateway will send
+	// upstream if the call is admitted through an approval. The gate calls it
+	// once, immediately before consuming the approval, hashes its result
+	// against the approved hash, and returns it in Admission.Arguments. nil
+	// means Arguments are sent.
+	Outgoing func() json.RawMessage
 }
 
 // Admission is the gate's answer to a Call. When Allowed is false the call
@@ -35,6 +41,9 @@ type Admission struct {
 	ApprovalID approval.ID // set when the call runs (or was refused) through an approval
 	// Timeout is true when the refusal is a hold that timed out.
 	Timeout bool
+	// Arguments, when not nil, are the bytes to dispatch: what Call.Outgoing
+	// returned and the gate checked against the approval.
+	Arguments json.RawMessage
 
 	finish func(ctx context.Context, o approval.Outcome)
 }

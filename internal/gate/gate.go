@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +44,14 @@ type Options struct {
 	// Poll is the fallback interval at which a held call re-reads its request
 	// even without a wake-up; default 2s.
 	Poll time.Duration
+	// Lease is how long a holder's claim on a request lasts unless renewed;
+	// holders renew it every Lease/3. When it lapses (the caller dropped or
+	// the process died), an identical re-send from the same principal takes
+	// the request over. Default 15s.
+	Lease time.Duration
+	// RetryWait is how long an identical re-send of a call in retry mode
+	// waits for the decision before it answers "still pending"; default 20s.
+	RetryWait time.Duration
 	// SweepInterval is how often Run expires overdue requests; default 1s.
 	SweepInterval time.Duration
 	// MaxPendingPerPrincipal and MaxPending cap pending approvals; 0 means 32
@@ -69,6 +78,9 @@ type Gate struct {
 	hub      *hub
 	metrics  *telemetry.Metrics
 	stopping atomic.Bool
+
+	mu      sync.Mutex
+	holding map[approval.ID]bool // guarded by mu: requests a call in this process holds
 }
 
 // New returns a Gate over s and p.
@@ -93,6 +105,12 @@ func New(s store.Store, p Evaluator, opts *Options) *Gate {
 	if o.Poll <= 0 {
 		o.Poll = 2 * time.Second
 	}
+	if o.Lease <= 0 {
+		o.Lease = 15 * time.Second
+	}
+	if o.RetryWait <= 0 {
+		o.RetryWait = 20 * time.Second
+	}
 	if o.SweepInterval <= 0 {
 		o.SweepInterval = time.Second
 	}
@@ -106,7 +124,7 @@ func New(s store.Store, p Evaluator, opts *Options) *Gate {
 	if o.Redaction != nil {
 		rd = *o.Redaction
 	}
-	return &Gate{store: s, policy: p, log: o.Logger, now: o.Now, instance: o.Instance, opts: o, redact: rd, hub: newHub(), metrics: o.Metrics}
+	return &Gate{store: s, policy: p, log: o.Logger, now: o.Now, instance: o.Instance, opts: o, redact: rd, hub: newHub(), metrics: o.Metrics, holding: map[approval.ID]bool{}}
 }
 
 // Admit decides c. It returns at once for allowed and denied calls; for a
@@ -144,6 +162,9 @@ func (g *Gate) hold(ctx context.Context, c Call, dec policy.Decision) Admission 
 	if err != nil {
 		return refuse(fmt.Sprintf("invalid arguments: %v", err))
 	}
+	if adm, ok := g.attach(ctx, c, hash); ok {
+		return adm
+	}
 	display, warnings, err := approval.Display(c.Arguments, g.redact)
 	if err != nil {
 		return refuse(fmt.Sprintf("invalid arguments: %v", err))
@@ -176,7 +197,11 @@ func (g *Gate) hold(ctx context.Context, c Call, dec policy.Decision) Admission 
 		RequiredApprovals: max(ap.Approvals, 1),
 		Approvers:         ap.Approvers,
 		ValidFor:          ap.ValidFor,
-		HeldBy:            g.instance,
+	}
+	if r.Mode != policy.ModeRetry {
+		r.Renew(g.instance, now.Add(g.opts.Lease))
+		g.setHolding(id, true) // before the row exists, so no identical call can think it abandoned
+		defer g.setHolding(id, false)
 	}
 	if err := g.store.CreateRequest(ctx, r); err != nil {
 		g.log.ErrorContext(ctx, "cannot record approval request; denying", "server", c.Server, "tool", c.Tool, "err", err)
@@ -184,14 +209,49 @@ func (g *Gate) hold(ctx context.Context, c Call, dec policy.Decision) Admission 
 	}
 	g.metrics.ApprovalRequested()
 	g.log.InfoContext(ctx, "approval requested", "approval", id, "server", c.Server, "tool", c.Tool,
-		"principal", c.Principal.ID, "rule", dec.Rule, "expires_at", r.ExpiresAt, "arguments_hash", hash)
-
-	got, err := g.wait(ctx, id, r.ExpiresAt, c.KeepAlive)
-	g.metrics.ApprovalWaited(g.now().Sub(now).Seconds())
-	if err != nil {
-		return g.abandon(ctx, id, err)
+		"principal", c.Principal.ID, "rule", dec.Rule, "mode", r.Mode, "expires_at", r.ExpiresAt, "arguments_hash", hash)
+	if r.Mode == policy.ModeRetry {
+		return approvalRequired(r, "approval required")
 	}
-	return g.settle(ctx, c, got)
+	return g.holdOn(ctx, c, r)
+}
+
+// approvalRequired is the answer of a call in retry mode whose request is
+// still pending.
+func approvalRequired(r approval.Request, what string) Admission {
+	return Admission{
+		ApprovalID: r.ID,
+		Message: fmt.Sprintf("%s: this call needs a human approval (approval %s, rule %q); nothing was run. "+
+			"Re-send the identical call to wait for the decision; the request expires at %s.",
+			what, r.ID, r.Rule, r.ExpiresAt.UTC().Format(time.RFC3339)),
+		Meta: approvalMeta(r),
+	}
+}
+
+// approvalMeta is the _meta["toolgate/approval"] entry of answers about r.
+func approvalMeta(r approval.Request) map[string]any {
+	return map[string]any{"toolgate/approval": map[string]any{
+		"id":         string(r.ID),
+		"state":      string(r.State),
+		"mode":       r.Mode,
+		"expires_at": r.ExpiresAt.UTC().Format(time.RFC3339),
+	}}
+}
+
+func (g *Gate) setHolding(id approval.ID, on bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if on {
+		g.holding[id] = true
+	} else {
+		delete(g.holding, id)
+	}
+}
+
+func (g *Gate) isHolding(id approval.ID) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.holding[id]
 }
 
 // overCap returns a refusal message when a pending cap is reached.
@@ -213,96 +273,11 @@ func (g *Gate) overCap(ctx context.Context, principal string) string {
 	return ""
 }
 
-// errDeadline marks a hold that reached the request's expiry.
-var errDeadline = errors.New("approval deadline reached")
-
-// wait blocks until the request leaves pending, its expiry passes, or ctx
-// ends. It waits until the stored expiry, never a fresh timeout.
-func (g *Gate) wait(ctx context.Context, id approval.ID, expiresAt time.Time, keepAlive func(context.Context)) (approval.Request, error) {
-	var kaC <-chan time.Time
-	if keepAlive != nil {
-		t := time.NewTicker(g.opts.KeepAlive)
-		defer t.Stop()
-		kaC = t.C
-	}
-	poll := time.NewTicker(g.opts.Poll)
-	defer poll.Stop()
-	deadline := time.NewTimer(expiresAt.Sub(g.now()))
-	defer deadline.Stop()
-	for {
-		woke, unsub := g.hub.subscribe(string(id))
-		r, err := g.store.GetRequest(ctx, id)
-		switch {
-		case err == nil && r.State != approval.StatePending:
-			unsub()
-			return r, nil
-		case err == nil && !g.now().Before(r.ExpiresAt):
-			unsub()
-			return r, errDeadline
-		case err != nil && ctx.Err() == nil:
-			// The store is unreachable: keep holding, re-read on the next tick.
-			g.log.WarnContext(ctx, "cannot read held approval; retrying", "approval", id, "err", err)
-		}
-		select {
-		case <-woke:
-		case <-poll.C:
-		case <-kaC:
-			keepAlive(ctx)
-		case <-deadline.C:
-			// Re-read once more: a decision may have landed at the deadline.
-		case <-ctx.Done():
-			unsub()
-			return approval.Request{}, context.Cause(ctx)
-		}
-		unsub()
-	}
-}
-
-// abandon handles a hold that ended without a decision.
-func (g *Gate) abandon(ctx context.Context, id approval.ID, cause error) Admission {
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	switch {
-	case errors.Is(cause, errDeadline):
-		r, err := g.store.UpdateRequest(bg, id, "toolgate", func(r *approval.Request) error { return r.Expire(g.now()) })
-		if err != nil && !errors.Is(err, approval.ErrResolved) && !errors.Is(err, approval.ErrNotDue) {
-			g.log.ErrorContext(ctx, "cannot expire approval", "approval", id, "err", err)
-			return refuse("timed out waiting for approval")
-		}
-		if err != nil { // someone else settled it first; act on what is stored
-			r, err = g.store.GetRequest(bg, id)
-			if err != nil {
-				return refuse("timed out waiting for approval")
-			}
-		} else {
-			g.metrics.ApprovalDecided(string(approval.StateExpired))
-		}
-		g.hub.wake(string(id))
-		return g.settle(ctx, Call{}, r)
-	case errors.Is(cause, context.Canceled) && !g.stopping.Load():
-		// An explicit notifications/cancelled from the caller.
-		_, err := g.store.UpdateRequest(bg, id, "toolgate", func(r *approval.Request) error { return r.Cancel(g.now()) })
-		switch {
-		case err == nil:
-			g.metrics.ApprovalDecided(string(approval.StateCancelled))
-		case !errors.Is(err, approval.ErrResolved):
-			g.log.ErrorContext(ctx, "cannot cancel approval", "approval", id, "err", err)
-		}
-		g.hub.wake(string(id))
-		g.log.InfoContext(ctx, "held call cancelled by the caller", "approval", id)
-		return Admission{Message: "cancelled by the caller", ApprovalID: id}
-	default:
-		// The caller went away or the gateway is stopping: leave it pending.
-		g.log.InfoContext(ctx, "caller gone while held; approval stays pending", "approval", id, "cause", cause)
-		return Admission{Message: "the caller went away while the call was held", ApprovalID: id}
-	}
-}
-
 // settle turns a decided request into an admission; for an approved request
 // it consumes the approval against c first. c is zero when the caller is gone
 // (no dispatch can follow).
 func (g *Gate) settle(ctx context.Context, c Call, r approval.Request) Admission {
-	a := Admission{ApprovalID: r.ID}
+	a := Admission{ApprovalID: r.ID, Meta: approvalMeta(r)}
 	switch r.State {
 	case approval.StateApproved:
 		if c.Server == "" {
@@ -311,20 +286,35 @@ func (g *Gate) settle(ctx context.Context, c Call, r approval.Request) Admission
 		}
 		return g.consume(ctx, c, r.ID)
 	case approval.StateDenied:
-		a.Message = fmt.Sprintf("denied by %s: %s", r.DecidedBy, orNone(r.Reason))
+		g.answer(ctx, r.ID)
+		a.Message = fmt.Sprintf("denied by %s: %s; nothing was run", r.DecidedBy, orNone(r.Reason))
 	case approval.StateExpired:
 		a.Timeout = true
-		a.Message = fmt.Sprintf("timed out: no decision on approval %s before %s; nothing was run", r.ID, r.ExpiresAt.Format(time.RFC3339))
+		a.Message = fmt.Sprintf("timed out: no decision on approval %s before %s; nothing was run", r.ID, r.ExpiresAt.UTC().Format(time.RFC3339))
+		if r.Reason == approval.ReasonUnusedApproval {
+			a.Message = fmt.Sprintf("timed out: approval %s was approved but not used within its validity; nothing was run", r.ID)
+		}
 	case approval.StateCancelled:
 		a.Message = "cancelled; nothing was run"
 	case approval.StateInvalidated:
-		a.Message = "approval invalidated: " + r.Reason
+		a.Message = "approval invalidated: " + r.Reason + "; nothing was run"
 	case approval.StateConsumed:
-		a.Message = "approval already used; nothing was run"
+		a.Message = "approval already used by an identical call; nothing was run. Re-send to request a new approval."
 	default:
 		a.Message = fmt.Sprintf("approval is %s; nothing was run", r.State)
 	}
 	return a
+}
+
+// answer records that a denial was delivered, so identical re-sends start a
+// new request instead of getting it again.
+func (g *Gate) answer(ctx context.Context, id approval.ID) {
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, err := g.store.UpdateRequest(bg, id, "toolgate", func(r *approval.Request) error { return r.Answer(g.now()) })
+	if err != nil && !errors.Is(err, approval.ErrResolved) {
+		g.log.WarnContext(ctx, "cannot record that a denial was answered", "approval", id, "err", err)
+	}
 }
 
 func orNone(s string) string {
@@ -335,12 +325,19 @@ func orNone(s string) string {
 }
 
 // consume moves an approved request to consumed in one compare-and-set that
-// also revalidates the binding and the current policy; any failure records
-// invalidated with a reason and refuses the call.
+// also revalidates the binding against the bytes about to be sent and the
+// current policy; any failure records invalidated with a reason and refuses
+// the call. The consumer takes a lease for the dispatch, renewed until
+// Finish, so a process that dies mid-dispatch leaves a visible "unknown"
+// outcome (see approval.Request.Sweep).
 func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
-	hash, err := approval.Hash(c.Arguments)
+	out := c.Arguments
+	if c.Outgoing != nil {
+		out = c.Outgoing()
+	}
+	hash, err := approval.Hash(out)
 	if err != nil {
-		return refuse(fmt.Sprintf("invalid arguments: %v", err))
+		hash = "invalid: " + err.Error() // cannot match the approved hash
 	}
 	digest := c.ToolDigest
 	if g.opts.Catalog != nil {
@@ -361,7 +358,16 @@ func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
 	b := approval.Binding{Principal: c.Principal.ID, Server: c.Server, Tool: c.Tool, ArgumentsHash: hash, ToolDigest: digest}
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	r, err := g.store.UpdateRequest(bg, id, "toolgate", func(r *approval.Request) error { return r.Consume(b, deniedBy, g.now()) })
+	r, err := g.store.UpdateRequest(bg, id, "toolgate", func(r *approval.Request) error {
+		now := g.now()
+		if err := r.Consume(b, deniedBy, now); err != nil {
+			return err
+		}
+		if r.State == approval.StateConsumed {
+			r.Renew(g.instance, now.Add(g.opts.Lease))
+		}
+		return nil
+	})
 	if err != nil {
 		if errors.Is(err, approval.ErrNotApproved) {
 			if cur, gerr := g.store.GetRequest(bg, id); gerr == nil && cur.State != approval.StateApproved {
@@ -371,17 +377,50 @@ func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
 		}
 		g.metrics.DispatchRefused("store_error")
 		g.log.ErrorContext(ctx, "cannot consume approval; refusing", "approval", id, "err", err)
-		return Admission{ApprovalID: id, Message: "refused: the approval could not be consumed: " + err.Error()}
+		return Admission{ApprovalID: id, Message: "refused: the approval could not be consumed (" + err.Error() + "); nothing was run"}
 	}
 	g.hub.wake(string(id))
 	if r.State != approval.StateConsumed {
 		g.metrics.DispatchRefused("invalidated")
 		g.log.WarnContext(ctx, "approval invalidated at dispatch", "approval", id, "reason", r.Reason)
-		return Admission{ApprovalID: id, Message: "approval invalidated: " + r.Reason + "; nothing was run"}
+		return Admission{ApprovalID: id, Meta: approvalMeta(r), Message: "approval invalidated: " + r.Reason + "; nothing was run. Re-send to request a new approval."}
 	}
 	g.log.InfoContext(ctx, "approval consumed; dispatching", "approval", id, "server", c.Server, "tool", c.Tool)
-	return Admission{Allowed: true, ApprovalID: id, finish: func(ctx context.Context, o approval.Outcome) { g.recordOutcome(ctx, id, o) }}
+	stop := g.renewWhileDispatching(id)
+	return Admission{Allowed: true, ApprovalID: id, Arguments: out, finish: func(ctx context.Context, o approval.Outcome) {
+		stop()
+		g.recordOutcome(ctx, id, o)
+	}}
 }
+
+// renewWhileDispatching renews the dispatch lease of id until stop is called.
+func (g *Gate) renewWhileDispatching(id approval.ID) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(g.opts.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_, _ = g.store.UpdateRequest(ctx, id, "toolgate", func(r *approval.Request) error {
+					if r.State != approval.StateConsumed || r.DispatchOutcome != approval.OutcomeNone || r.HeldBy != g.instance {
+						return errNoChange
+					}
+					r.Renew(g.instance, g.now().Add(g.opts.Lease))
+					return nil
+				})
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// errNoChange aborts an UpdateRequest that has nothing to write.
+var errNoChange = errors.New("gate: nothing to change")
 
 func (g *Gate) recordOutcome(ctx context.Context, id approval.ID, o approval.Outcome) {
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

@@ -88,8 +88,10 @@ func (g *Gate) sweep(ctx context.Context) {
 		return
 	}
 	for _, id := range ids {
-		_, err := g.store.UpdateRequest(ctx, id, "toolgate", func(r *approval.Request) error { return r.Expire(now) })
+		r, err := g.store.UpdateRequest(ctx, id, "toolgate", func(r *approval.Request) error { return r.Sweep(now) })
 		switch {
+		case err == nil && r.State == approval.StateConsumed:
+			g.log.WarnContext(ctx, "dispatch outcome unknown: the dispatching process stopped before the upstream answered", "approval", id)
 		case err == nil:
 			g.metrics.ApprovalDecided(string(approval.StateExpired))
 			g.log.InfoContext(ctx, "approval expired", "approval", id)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -103,6 +104,13 @@ type Options struct {
 	// ProgressLinger is how long an upstream progress token stays known after
 	// its call returned, so late progress is dropped quietly. Default 5s.
 	ProgressLinger time.Duration
+	// Rewrite, when set, transforms a call's arguments before the gate sees
+	// them (so approvers see, and the hash covers, the rewritten bytes), and
+	// again immediately before an approved call is dispatched; if the second
+	// result differs from what was approved, the gate invalidates the
+	// approval (case C11). It is a hook for embedders and tests; it must not
+	// retain or modify its input.
+	Rewrite func(server, tool string, args json.RawMessage) json.RawMessage
 }
 
 func (o *Options) withDefaults() Options {

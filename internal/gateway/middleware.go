@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -19,6 +20,7 @@ const finishTimeout = 5 * time.Second
 type dispatch struct {
 	tool     Tool
 	progress *callProgress
+	args     json.RawMessage // the exact bytes to send upstream
 }
 
 type dispatchKey struct{}
@@ -50,12 +52,21 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			return errorResult("unknown tool " + name), nil
 		}
 		prog := newCallProgress(ctx, creq, g.log)
+		args := creq.Params.Arguments
+		if g.opts.Rewrite != nil {
+			args = g.opts.Rewrite(t.Server, t.Tool, creq.Params.Arguments)
+		}
 		call := gate.Call{
 			Principal:  p,
 			Server:     t.Server,
 			Tool:       t.Tool,
-			Arguments:  creq.Params.Arguments,
+			Arguments:  args,
 			ToolDigest: t.Digest,
+		}
+		if g.opts.Rewrite != nil {
+			// Rewrite again at dispatch: the gate checks these bytes against
+			// the approved hash (case C11).
+			call.Outgoing = func() json.RawMessage { return g.opts.Rewrite(t.Server, t.Tool, creq.Params.Arguments) }
 		}
 		if prog != nil {
 			call.KeepAlive = prog.keepAlive
@@ -64,7 +75,10 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if !adm.Allowed {
 			return refusalResult(adm), nil
 		}
-		res, err := next(context.WithValue(ctx, dispatchKey{}, &dispatch{tool: t, progress: prog}), method, req)
+		if adm.Arguments != nil {
+			args = adm.Arguments
+		}
+		res, err := next(context.WithValue(ctx, dispatchKey{}, &dispatch{tool: t, progress: prog, args: args}), method, req)
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 		defer cancel()
 		adm.Finish(fctx, outcome(res, err))
@@ -87,7 +101,7 @@ func (g *Gateway) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		g.routes.start(d.progress)
 		defer g.routes.finish(d.progress)
 	}
-	return u.call(ctx, d.tool.Tool, req.Params.Arguments, d.progress)
+	return u.call(ctx, d.tool.Tool, d.args, d.progress)
 }
 
 func outcome(res mcp.Result, err error) approval.Outcome {
