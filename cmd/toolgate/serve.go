@@ -26,6 +26,8 @@ import (
 	"toolgate/internal/config"
 	"toolgate/internal/gate"
 	"toolgate/internal/gateway"
+	"toolgate/internal/store"
+	"toolgate/internal/store/postgres"
 	"toolgate/internal/store/sqlite"
 	"toolgate/internal/telemetry"
 )
@@ -111,10 +113,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		return fmt.Errorf("%w: --insecure-no-auth needs a loopback listen.mcp address, got %q", errUsage, mcpAddr)
 	}
 
-	if cfg.Storage.Driver != "sqlite" {
-		return fmt.Errorf("storage.driver %q is not supported yet", cfg.Storage.Driver)
-	}
-	db, err := sqlite.Open(ctx, cfg.Storage.Path, &sqlite.Options{Logger: log})
+	db, watch, err := openStore(ctx, cfg.Storage, log)
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -191,7 +190,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		return gw.Close()
 	})
 	eg.Go(func() error { return g.Run(ctx) })
-	eg.Go(func() error { db.Watch(ctx, 250*time.Millisecond, g.WakeAll); return nil })
+	eg.Go(func() error { watch(ctx, g); return nil })
 
 	for _, k := range []string{"mcp", "admin"} {
 		if v, ok := ready[k]; ok {
@@ -367,4 +366,35 @@ func (c *lazyCatalog) ToolDigest(server, tool string) (string, bool) {
 		return "", false
 	}
 	return c.gw.ToolDigest(server, tool)
+}
+
+// openStore opens the configured backend and returns how to watch it for
+// changes made by other processes or instances.
+func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (store.Store, func(context.Context, *gate.Gate), error) {
+	switch cfg.Driver {
+	case "sqlite":
+		db, err := sqlite.Open(ctx, cfg.Path, &sqlite.Options{Logger: log})
+		if err != nil {
+			return nil, nil, err
+		}
+		// Other processes sharing the file: a cheap PRAGMA data_version poll.
+		return db, func(ctx context.Context, g *gate.Gate) { db.Watch(ctx, 250*time.Millisecond, g.WakeAll) }, nil
+	case "postgres":
+		db, err := postgres.Open(ctx, cfg.DSN, &postgres.Options{Logger: log, MaxConns: int32(cfg.MaxConns), Poll: cfg.Poll})
+		if err != nil {
+			return nil, nil, err
+		}
+		// Other instances: LISTEN/NOTIFY, with a safety poll and a re-read
+		// after every reconnect (id "").
+		return db, func(ctx context.Context, g *gate.Gate) {
+			db.Watch(ctx, func(id approval.ID) {
+				if id == "" {
+					g.WakeAll()
+				} else {
+					g.Wake(id)
+				}
+			})
+		}, nil
+	}
+	return nil, nil, fmt.Errorf("storage.driver %q: want sqlite or postgres", cfg.Driver)
 }

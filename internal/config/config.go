@@ -68,6 +68,10 @@ type Storage struct {
 	DSN string `yaml:"dsn,omitempty"`
 	// MaxConns caps the connection pool; at least 1.
 	MaxConns int `yaml:"max_conns"`
+	// Poll is the safety poll of cross-instance wake-ups (postgres): held
+	// calls re-read their requests at least this often, so a missed
+	// notification costs at most this long.
+	Poll time.Duration `yaml:"poll"`
 }
 
 // Server is one upstream MCP server: exactly one of Command (stdio) or URL
@@ -174,7 +178,7 @@ type Stdio struct {
 func Default() Config {
 	return Config{
 		Listen:  Listen{MCP: "127.0.0.1:7070", Admin: "127.0.0.1:7071"},
-		Storage: Storage{Driver: "sqlite", Path: "./data/toolgate.db", MaxConns: 10},
+		Storage: Storage{Driver: "sqlite", Path: "./data/toolgate.db", MaxConns: 10, Poll: 5 * time.Second},
 		Approvals: Approvals{
 			KeepAlive:              15 * time.Second,
 			MaxPendingPerPrincipal: 32,

@@ -85,6 +85,9 @@ func (c Config) Validate() error {
 	if s.MaxConns < 1 {
 		add("storage.max_conns %d: must be >= 1", s.MaxConns)
 	}
+	if s.Poll <= 0 {
+		add("storage.poll %s: must be > 0", s.Poll)
+	}
 
 	// servers
 	for _, name := range slices.Sorted(maps.Keys(c.Servers)) {

@@ -51,6 +51,10 @@ func (g *Gate) Review(ctx context.Context, id approval.ID, reviewer approval.Pri
 	return r, nil
 }
 
+// Wake makes the calls held on id re-read it. The Postgres watcher calls it
+// for each notification from another instance.
+func (g *Gate) Wake(id approval.ID) { g.hub.wake(string(id)) }
+
 // WakeAll makes every held call re-read its request. The SQLite watcher calls
 // it when another process committed.
 func (g *Gate) WakeAll() { g.hub.wakeAll() }
