@@ -115,7 +115,8 @@ type gw struct {
 
 	cmd    *exec.Cmd
 	stderr *syncBuffer
-	exited chan struct{} // closed when the process has exited
+	exited chan struct{}   // closed when the process has exited
+	tr     *http.Transport // the agent clients' connections to it
 }
 
 // childEnv returns the environment for child processes: this process's,
@@ -156,8 +157,8 @@ func gatewayCommand(t *testing.T, cfgYAML string, env map[string]string, extraAr
 
 // startGateway starts `toolgate serve` with cfgYAML and waits until its
 // ready file names its listeners. On cleanup it stops the process (SIGTERM,
-// then SIGKILL), waits for it, fails the test on a data race report, and
-// prints its stderr if the test failed.
+// then SIGKILL), waits for it, fails the test unless it exited with status
+// 0 or if it reported a data race, and prints its stderr if the test failed.
 func startGateway(t *testing.T, cfgYAML string, env map[string]string, extraArgs ...string) *gw {
 	t.Helper()
 	start := time.Now()
@@ -167,16 +168,20 @@ func startGateway(t *testing.T, cfgYAML string, env map[string]string, extraArgs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start toolgate: %v", err)
 	}
-	g := &gw{Dir: dir, cmd: cmd, stderr: stderr, exited: make(chan struct{})}
+	g := &gw{Dir: dir, cmd: cmd, stderr: stderr, exited: make(chan struct{}), tr: http.DefaultTransport.(*http.Transport).Clone()}
 	var waitErr error
 	go func() {
 		waitErr = cmd.Wait()
 		close(g.exited)
 	}()
 	t.Cleanup(func() {
-		s := time.Now()
+		// Connections the clients dialed but never used would hold up the
+		// server's graceful shutdown (net/http waits for new connections).
+		g.tr.CloseIdleConnections()
 		stopProcess(t, cmd.Process, g.exited)
-		t.Logf("DEBUG stop %v", time.Since(s))
+		if waitErr != nil {
+			t.Errorf("toolgate serve did not exit cleanly on SIGTERM: %v", waitErr)
+		}
 		checkChildLog(t, "toolgate serve", stderr)
 	})
 
@@ -243,12 +248,13 @@ func checkChildLog(t *testing.T, name string, stderr *syncBuffer) {
 type bearer struct {
 	token   string
 	capture *syncBuffer
+	base    http.RoundTripper
 }
 
 func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
-	resp, err := http.DefaultTransport.RoundTrip(r)
+	resp, err := b.base.RoundTrip(r)
 	if err != nil || b.capture == nil {
 		return resp, err
 	}
@@ -267,7 +273,7 @@ func (g *gw) connect(t *testing.T, opts *mcp.ClientOptions, capture *syncBuffer)
 	c := mcp.NewClient(&mcp.Implementation{Name: "e2e-agent", Version: "1"}, opts)
 	tr := &mcp.StreamableClientTransport{
 		Endpoint:   g.MCP,
-		HTTPClient: &http.Client{Transport: &bearer{token: agentToken, capture: capture}},
+		HTTPClient: &http.Client{Transport: &bearer{token: agentToken, capture: capture, base: g.tr}},
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
 	defer cancel()
@@ -378,6 +384,7 @@ func adminGet(t *testing.T, u string, v any) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+approverToken)
+	req.Close = true // leave no idle connection to hold up the gateway's shutdown
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", u, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -22,12 +21,6 @@ policy:
       effect: approve
       approval: { timeout: 1m }
 `
-
-// countProgress counts notifications/progress messages in raw Streamable
-// HTTP response bytes.
-func countProgress(raw string) int {
-	return strings.Count(raw, `"method":"notifications/progress"`)
-}
 
 // TestKeepAlives holds two calls with keepalive 200ms: the one that carries
 // a progress token gets increasing keep-alives under its token while held;
@@ -89,10 +82,10 @@ approvals:
 	}
 	// Everything sent before the result precedes it on the call's SSE
 	// stream, so the captured bytes are complete up to the result.
-	if n := countProgress(tokRaw.String()); n < len(held) {
+	if n := len(wireProgress(t, tokRaw.String())); n < len(held) {
 		t.Errorf("counted %d progress notifications on the wire of the call with a token, want at least %d", n, len(held))
 	}
-	if n := countProgress(noTokRaw.String()); n != 0 {
+	if n := len(wireProgress(t, noTokRaw.String())); n != 0 {
 		t.Errorf("the call without a progress token got %d progress notifications on the wire, want 0", n)
 	}
 	if got := noTok.list(); len(got) != 0 {
