@@ -123,6 +123,15 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	tp, shutdownTracing, err := telemetry.NewTracerProvider(ctx, os.Getenv, version)
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+		defer cancel()
+		_ = shutdownTracing(sctx)
+	}()
 	reg := prometheus.NewRegistry()
 	metrics := telemetry.NewMetrics(reg)
 	cat := &lazyCatalog{}
@@ -137,6 +146,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		Redaction:              redaction,
 		Catalog:                cat,
 		Metrics:                metrics,
+		Tracer:                 tp.Tracer("toolgate"),
 	})
 
 	gw, err := gateway.New(ctx, gatewayServers(cfg), g, &gateway.Options{Logger: log, Version: version})

@@ -149,8 +149,8 @@ type Approvals struct {
 	// Lease is how long a held call's claim on its request lasts unless
 	// renewed (every Lease/3). After a caller drops or a process dies, an
 	// identical re-send takes the request over once the lease lapses.
-	Lease time.Duration `yaml:"lease"`
-	Redact        Redact        `yaml:"redact"`
+	Lease  time.Duration `yaml:"lease"`
+	Redact Redact        `yaml:"redact"`
 }
 
 // Redact adds to the built-in redaction of argument display copies.

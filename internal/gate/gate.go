@@ -17,6 +17,10 @@ import (
 	"toolgate/internal/policy"
 	"toolgate/internal/store"
 	"toolgate/internal/telemetry"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // An Evaluator decides the effect of a call. *policy.Policy implements it.
@@ -64,6 +68,8 @@ type Options struct {
 	Catalog Catalog
 	// Metrics records the gate's metrics; nil records nothing.
 	Metrics *telemetry.Metrics
+	// Tracer starts the spans of calls and approval waits; nil means no-op.
+	Tracer trace.Tracer
 }
 
 // A Gate decides tool calls. Its methods are safe for concurrent use.
@@ -114,6 +120,9 @@ func New(s store.Store, p Evaluator, opts *Options) *Gate {
 	if o.SweepInterval <= 0 {
 		o.SweepInterval = time.Second
 	}
+	if o.Tracer == nil {
+		o.Tracer = noop.NewTracerProvider().Tracer("toolgate/gate")
+	}
 	if o.MaxPendingPerPrincipal <= 0 {
 		o.MaxPendingPerPrincipal = 32
 	}
@@ -131,7 +140,38 @@ func New(s store.Store, p Evaluator, opts *Options) *Gate {
 // call that needs approval it persists a pending request and blocks until the
 // request is decided, expires, or ctx ends. Any error on the way refuses the
 // call (fail closed).
+//
+// Admit starts the call's span (attributes mcp.method.name, gen_ai.tool.name,
+// toolgate.server, approval.id); it ends with a refusal, or at
+// Admission.Finish for an admitted call.
 func (g *Gate) Admit(ctx context.Context, c Call) Admission {
+	ctx, span := g.opts.Tracer.Start(ctx, "tools/call "+c.Server+"__"+c.Tool, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(
+			attribute.String("mcp.method.name", "tools/call"),
+			attribute.String("gen_ai.tool.name", c.Tool),
+			attribute.String("toolgate.server", c.Server),
+		))
+	adm := g.admit(ctx, c)
+	span.SetAttributes(attribute.Bool("toolgate.allowed", adm.Allowed))
+	if adm.ApprovalID != "" {
+		span.SetAttributes(attribute.String("approval.id", string(adm.ApprovalID)))
+	}
+	if !adm.Allowed {
+		span.End()
+		return adm
+	}
+	inner := adm.finish
+	adm.finish = func(ctx context.Context, o approval.Outcome) {
+		if inner != nil {
+			inner(ctx, o)
+		}
+		span.SetAttributes(attribute.String("toolgate.dispatch_outcome", string(o)))
+		span.End()
+	}
+	return adm
+}
+
+func (g *Gate) admit(ctx context.Context, c Call) Admission {
 	dec, err := g.policy.Evaluate(policy.Call{Server: c.Server, Tool: c.Tool, Principal: c.Principal.ID})
 	if err != nil {
 		g.log.ErrorContext(ctx, "policy evaluation failed; denying", "server", c.Server, "tool", c.Tool, "err", err)

@@ -8,6 +8,9 @@ import (
 
 	"toolgate/internal/approval"
 	"toolgate/internal/policy"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // errDeadline marks a wait that reached its deadline (the request's expiry,
@@ -96,12 +99,29 @@ func (g *Gate) takeOver(ctx context.Context, r approval.Request) (approval.Reque
 // decided, expires, or the caller goes away.
 func (g *Gate) holdOn(ctx context.Context, c Call, r approval.Request) Admission {
 	start := g.now()
-	got, err := g.wait(ctx, r.ID, r.ExpiresAt, c.KeepAlive, true)
+	wctx, span := g.opts.Tracer.Start(ctx, "approval wait", trace.WithAttributes(attribute.String("approval.id", string(r.ID))))
+	got, err := g.wait(wctx, r.ID, r.ExpiresAt, c.KeepAlive, true)
 	g.metrics.ApprovalWaited(g.now().Sub(start).Seconds())
+	endWait(span, got, err)
 	if err != nil {
 		return g.abandon(ctx, r.ID, err)
 	}
 	return g.settle(ctx, c, got)
+}
+
+// endWait ends an approval wait span; approval.decision is the state the
+// wait ended on (approved, denied, cancelled…), "timeout" at the deadline,
+// or "abandoned" when the caller went away.
+func endWait(span trace.Span, r approval.Request, err error) {
+	decision := string(r.State)
+	switch {
+	case errors.Is(err, errDeadline):
+		decision = "timeout"
+	case err != nil:
+		decision = "abandoned"
+	}
+	span.SetAttributes(attribute.String("approval.decision", decision))
+	span.End()
 }
 
 // resend answers an identical re-send of a retry-mode call: it waits up to
@@ -111,7 +131,9 @@ func (g *Gate) resend(ctx context.Context, c Call, r approval.Request) Admission
 	if r.ExpiresAt.Before(deadline) {
 		deadline = r.ExpiresAt
 	}
-	got, err := g.wait(ctx, r.ID, deadline, c.KeepAlive, false)
+	wctx, span := g.opts.Tracer.Start(ctx, "approval wait", trace.WithAttributes(attribute.String("approval.id", string(r.ID))))
+	got, err := g.wait(wctx, r.ID, deadline, c.KeepAlive, false)
+	endWait(span, got, err)
 	switch {
 	case errors.Is(err, errDeadline) && g.now().Before(r.ExpiresAt):
 		return approvalRequired(got, "approval still pending")

@@ -165,6 +165,19 @@ func addUpstreamTools(s *mcp.Server, h *hooks) {
 			}
 			return text(fmt.Sprintf("token %v", tok)), nil
 		})
+	s.AddTool(&mcp.Tool{Name: "burst", Description: "sends n progress notifications, then returns at once", InputSchema: objectSchema},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a struct{ N int }
+			_ = json.Unmarshal(req.Params.Arguments, &a)
+			tok := req.Params.GetProgressToken()
+			for i := 1; i <= a.N && tok != nil; i++ {
+				err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: float64(a.N), Message: fmt.Sprintf("step %d", i)})
+				if err != nil {
+					return nil, err
+				}
+			}
+			return text("done"), nil
+		})
 	// stdio-only behaviours of the child process.
 	s.AddTool(&mcp.Tool{Name: "noisy", InputSchema: objectSchema},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -2,6 +2,10 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,5 +136,81 @@ func TestNoProgressWithoutToken(t *testing.T) {
 	case p := <-ev.progress:
 		t.Errorf("progress without a token: %+v", p)
 	default:
+	}
+}
+
+// wireProgress returns the notifications/progress messages in raw
+// Streamable HTTP response bytes, in wire order.
+func wireProgress(t *testing.T, raw string) []progressSeen {
+	t.Helper()
+	var out []progressSeen
+	for line := range strings.Lines(raw) {
+		line = strings.TrimSpace(strings.TrimPrefix(line, "data:"))
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var msg struct {
+			Method string                         `json:"method"`
+			Params mcp.ProgressNotificationParams `json:"params"`
+		}
+		if err := json.Unmarshal([]byte(line), &msg); err != nil {
+			t.Fatalf("captured message %s: %v", line, err)
+		}
+		if msg.Method == "notifications/progress" {
+			p := msg.Params
+			out = append(out, progressSeen{Token: p.ProgressToken, Progress: p.Progress, Total: p.Total, Message: p.Message})
+		}
+	}
+	return out
+}
+
+func TestProgressBurstBeforeResult(t *testing.T) {
+	// An upstream that sends n progress notifications and returns at once:
+	// every one of them reaches the agent, in order, before the result. The
+	// SDK delivers the upstream's result before it runs the handlers of the
+	// notifications that preceded it, so this fails unless the gateway takes
+	// progress from the wire in order and drains it before returning.
+	const n = 20
+	tests := []struct {
+		name string
+		up   func(t *testing.T) ServerConfig
+	}{
+		{name: "http", up: func(t *testing.T) ServerConfig {
+			return ServerConfig{Name: "up", URL: httpUpstream(t, newUpstreamServer(nil))}
+		}},
+		{name: "stdio", up: func(*testing.T) ServerConfig { return stdioServer("up") }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := newGateway(t, []ServerConfig{tt.up(t)}, allowAll(), nil)
+			waitUpstream(t, g, "up", nil)
+			capture := &tee{}
+			cs := connectHTTP(t, serveHTTP(t, g, nil), aliceToken, nil, func(rt http.RoundTripper) http.RoundTripper {
+				capture.next = rt
+				return capture
+			})
+			var want []progressSeen
+			for i := 1; i <= n; i++ {
+				want = append(want, progressSeen{Token: "agent-tok", Progress: float64(i), Total: n, Message: fmt.Sprintf("step %d", i)})
+			}
+			for call := range 3 {
+				before := len(capture.String())
+				params := &mcp.CallToolParams{Name: "up__burst", Arguments: map[string]any{"n": n}}
+				params.SetProgressToken("agent-tok")
+				res, err := cs.CallTool(t.Context(), params)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if txt := textOf(t, res); txt != "done" {
+					t.Fatalf("result %q", txt)
+				}
+				// The client has read the result, so everything sent before
+				// it is in the capture.
+				got := wireProgress(t, capture.String()[before:])
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("call %d: progress before the result (-want +got):\n%s", call, diff)
+				}
+			}
+		})
 	}
 }

@@ -1,0 +1,46 @@
+package gate
+
+import (
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"toolgate/internal/approval"
+)
+
+func TestSpans(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	f := newFixture(t, time.Minute, &Options{Tracer: tp.Tracer("test")})
+	ch := admitAsync(t.Context(), f.gate, writeCall("/s"))
+	r := waitPending(t, f.db, 1)[0]
+	f.gate.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "", "")
+	a := recv(t, ch)
+	if !a.Allowed {
+		t.Fatalf("%+v", a)
+	}
+	a.Finish(t.Context(), approval.OutcomeOK)
+
+	attrs := map[string]map[string]string{}
+	for _, s := range rec.Ended() {
+		m := map[string]string{}
+		for _, kv := range s.Attributes() {
+			m[string(kv.Key)] = kv.Value.Emit()
+		}
+		attrs[s.Name()] = m
+	}
+	call, wait := attrs["tools/call fs__write_file"], attrs["approval wait"]
+	if call == nil || wait == nil {
+		t.Fatalf("spans %v, want the call and the wait", attrs)
+	}
+	for k, want := range map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "write_file", "approval.id": string(r.ID), "toolgate.dispatch_outcome": "ok"} {
+		if call[k] != want {
+			t.Errorf("call span %s = %q, want %q", k, call[k], want)
+		}
+	}
+	if wait["approval.id"] != string(r.ID) || wait["approval.decision"] != "approved" {
+		t.Errorf("wait span %v", wait)
+	}
+}
