@@ -362,6 +362,7 @@ func gatewayServers(cfg config.Config) []gateway.ServerConfig {
 		out = append(out, gateway.ServerConfig{
 			Name: n, Command: s.Command, Args: s.Args, Env: s.Env, Dir: dir,
 			URL: s.URL, Headers: s.Headers, CallTimeout: s.CallTimeout,
+			Unprefixed: s.ToolPrefix != nil && !*s.ToolPrefix,
 		})
 	}
 	return out

@@ -140,6 +140,8 @@ toolgate)
 		servers:
 		  everything:
 		    command: "$work/everything-server"
+		    # The suite calls fixed tool names (test_simple_text, ...): expose them unprefixed.
+		    tool_prefix: false
 		policy:
 		  default: allow
 	EOF

@@ -89,6 +89,10 @@ type Server struct {
 	// CallTimeout bounds one dispatched call upstream (not the time it is
 	// held for approval); 0 means no limit.
 	CallTimeout time.Duration `yaml:"call_timeout,omitempty"`
+	// ToolPrefix, when false, exposes the server's tools under their own
+	// names instead of "<server>__<tool>"; a name another server already
+	// exposes is a startup error. Default true.
+	ToolPrefix *bool `yaml:"tool_prefix,omitempty"`
 }
 
 // Token names where a principal's bearer token comes from: exactly one of

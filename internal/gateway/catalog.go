@@ -62,13 +62,16 @@ func ToolDigestOf(t *mcp.Tool) (string, error) {
 // longer than MaxExposedNameLength are skipped with a warning. An exposed
 // name that occurs twice is reported in dups and left out of the result:
 // nothing is silently overwritten (case C05).
-func buildTools(server string, defs []*mcp.Tool, log *slog.Logger) (tools []Tool, dups []string) {
+func buildTools(server string, unprefixed bool, defs []*mcp.Tool, log *slog.Logger) (tools []Tool, dups []string) {
 	count := map[string]int{}
 	for _, d := range defs {
 		count[d.Name]++
 	}
 	for _, d := range defs {
 		name := ExposedName(server, d.Name)
+		if unprefixed {
+			name = d.Name
+		}
 		if count[d.Name] > 1 {
 			if !slices.Contains(dups, name) {
 				dups = append(dups, name)
@@ -92,12 +95,15 @@ func buildTools(server string, defs []*mcp.Tool, log *slog.Logger) (tools []Tool
 // A catalog maps exposed names to tools. Its methods are safe for concurrent use.
 type catalog struct {
 	mu     sync.RWMutex
-	byName map[string]Tool // guarded by mu
+	byName map[string]Tool   // guarded by mu
+	byPair map[string]string // guarded by mu: server+"\x00"+tool → exposed name
 }
 
 func newCatalog() *catalog {
-	return &catalog{byName: map[string]Tool{}}
+	return &catalog{byName: map[string]Tool{}, byPair: map[string]string{}}
 }
+
+func pairKey(server, tool string) string { return server + "\x00" + tool }
 
 func (c *catalog) lookup(name string) (Tool, bool) {
 	c.mu.RLock()
@@ -107,7 +113,9 @@ func (c *catalog) lookup(name string) (Tool, bool) {
 }
 
 func (c *catalog) byReal(server, tool string) (Tool, bool) {
-	t, ok := c.lookup(ExposedName(server, tool))
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	t, ok := c.byName[c.byPair[pairKey(server, tool)]]
 	if !ok || t.Server != server || t.Tool != tool {
 		return Tool{}, false
 	}
@@ -117,7 +125,24 @@ func (c *catalog) byReal(server, tool string) (Tool, bool) {
 func (c *catalog) remove(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if t, ok := c.byName[name]; ok {
+		delete(c.byPair, pairKey(t.Server, t.Tool))
+	}
 	delete(c.byName, name)
+}
+
+// taken returns the exposed names in tools that another server's tool
+// already has.
+func (c *catalog) taken(server string, tools []Tool) []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []string
+	for _, t := range tools {
+		if old, ok := c.byName[t.Name]; ok && old.Server != server {
+			out = append(out, t.Name)
+		}
+	}
+	return out
 }
 
 func (c *catalog) list() []Tool {
@@ -139,11 +164,13 @@ func (c *catalog) replace(server string, tools []Tool) (upserted []Tool, removed
 			upserted = append(upserted, t)
 		}
 		c.byName[t.Name] = t
+		c.byPair[pairKey(t.Server, t.Tool)] = t.Name
 	}
 	for name, t := range c.byName {
 		if t.Server == server && !keep[name] {
 			removed = append(removed, name)
 			delete(c.byName, name)
+			delete(c.byPair, pairKey(t.Server, t.Tool))
 		}
 	}
 	slices.Sort(removed)
@@ -155,7 +182,8 @@ func (c *catalog) replace(server string, tools []Tool) (upserted []Tool, removed
 // duplicate exposed name is an error when startup is set (nothing is
 // applied); later it is logged and the duplicated tools are left out.
 func (g *Gateway) applyTools(server string, defs []*mcp.Tool, startup bool) error {
-	tools, dups := buildTools(server, defs, g.log)
+	unprefixed := g.ups[server] != nil && g.ups[server].cfg.Unprefixed
+	tools, dups := buildTools(server, unprefixed, defs, g.log)
 	if len(dups) > 0 {
 		if startup {
 			return fmt.Errorf("server %q: duplicate exposed tool names %q", server, dups)
@@ -164,6 +192,14 @@ func (g *Gateway) applyTools(server string, defs []*mcp.Tool, startup bool) erro
 	}
 	g.toolsMu.Lock()
 	defer g.toolsMu.Unlock()
+	if taken := g.catalog.taken(server, tools); len(taken) > 0 {
+		// Only unprefixed servers can collide with another server's names.
+		if startup {
+			return fmt.Errorf("server %q: tool names %q are already exposed by another server", server, taken)
+		}
+		g.log.Error("tool names already exposed by another server: not exposed", "server", server, "names", taken)
+		tools = slices.DeleteFunc(tools, func(t Tool) bool { return slices.Contains(taken, t.Name) })
+	}
 	upserted, removed := g.catalog.replace(server, tools)
 	if len(removed) > 0 {
 		g.server.RemoveTools(removed...)

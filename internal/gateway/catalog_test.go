@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -112,7 +113,7 @@ func TestBuildTools(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tools, dups := buildTools("s", tt.defs, slog.New(slog.DiscardHandler))
+			tools, dups := buildTools("s", false, tt.defs, slog.New(slog.DiscardHandler))
 			var got []string
 			for _, tl := range tools {
 				got = append(got, tl.Name)
@@ -167,5 +168,39 @@ func TestNewRejectsBadConfig(t *testing.T) {
 				t.Fatal("New succeeded")
 			}
 		})
+	}
+}
+
+func TestUnprefixedServer(t *testing.T) {
+	mk := func(tools ...string) string {
+		srv := mcp.NewServer(&mcp.Implementation{Name: "u"}, nil)
+		for _, name := range tools {
+			srv.AddTool(&mcp.Tool{Name: name, InputSchema: objectSchema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{}, nil
+			})
+		}
+		return httpUpstream(t, srv)
+	}
+	g := newGateway(t, []ServerConfig{
+		{Name: "gmail", URL: mk("send_email"), Unprefixed: true},
+		{Name: "outlook", URL: mk("send_email")},
+	}, allowAll(), nil)
+	var names []string
+	for _, tl := range g.Catalog() {
+		names = append(names, tl.Name+"="+tl.Server+"/"+tl.Tool)
+	}
+	if want := []string{"outlook__send_email=outlook/send_email", "send_email=gmail/send_email"}; !slices.Equal(names, want) {
+		t.Fatalf("catalog %v, want %v", names, want)
+	}
+	if _, ok := g.ToolDigest("gmail", "send_email"); !ok {
+		t.Error("ToolDigest(gmail, send_email) not found")
+	}
+	// Two unprefixed servers with one name: a startup error, never an overwrite (C05).
+	_, err := New(t.Context(), []ServerConfig{
+		{Name: "gmail", URL: mk("send_email"), Unprefixed: true},
+		{Name: "outlook", URL: mk("send_email"), Unprefixed: true},
+	}, allowAll(), nil)
+	if err == nil || !strings.Contains(err.Error(), "send_email") {
+		t.Fatalf("New = %v, want an error naming send_email", err)
 	}
 }

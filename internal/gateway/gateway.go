@@ -49,6 +49,11 @@ type ServerConfig struct {
 	// bound. When it fires, the call fails with a JSON-RPC error naming the
 	// timeout and notifications/cancelled is sent upstream.
 	CallTimeout time.Duration
+	// Unprefixed exposes the server's tools under their own names instead
+	// of "<server>__<tool>". A name that another server's tool already has
+	// is a startup error (later: logged and not exposed), never an
+	// overwrite (case C05). Policy still matches the real (server, tool).
+	Unprefixed bool
 }
 
 func (c ServerConfig) validate() error {
