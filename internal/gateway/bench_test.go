@@ -1,0 +1,92 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/gate"
+	"toolgate/internal/policy"
+)
+
+// The benchmarks compare a tools/call sent straight to an upstream with the
+// same call through the gateway (allowed by policy), both over Streamable
+// HTTP on loopback with one client session and sequential calls:
+//
+//	go test -run '^$' -bench 'Call' -benchtime 2000x ./internal/gateway/
+//
+// The difference is what the gateway adds to a call that needs no approval.
+
+var benchArgs = json.RawMessage(`{"to":"acct-1","amount":5}`)
+
+func benchUpstream(b *testing.B) string {
+	s := newUpstreamServer(nil)
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	b.Cleanup(ts.Close)
+	return ts.URL
+}
+
+func benchConnect(b *testing.B, endpoint, token string) *mcp.ClientSession {
+	var rt http.RoundTripper = http.DefaultTransport
+	if token != "" {
+		rt = bearer{token: token, next: rt}
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	cs, err := c.Connect(b.Context(), &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: rt}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func benchCalls(b *testing.B, cs *mcp.ClientSession, name string) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		res, err := cs.CallTool(b.Context(), &mcp.CallToolParams{Name: name, Arguments: benchArgs})
+		if err != nil || res.IsError {
+			b.Fatalf("call: %v %+v", err, res)
+		}
+	}
+}
+
+func BenchmarkCallDirect(b *testing.B) {
+	benchCalls(b, benchConnect(b, benchUpstream(b), ""), "echo")
+}
+
+func BenchmarkCallThroughGateway(b *testing.B) {
+	// The real gate with a policy that allows the call: the store is never
+	// touched on this path, so none is given.
+	p := &policy.Policy{Default: policy.Deny, Rules: []policy.Rule{{Name: "all", Server: "up", Effect: policy.Allow}}}
+	g, err := New(b.Context(), []ServerConfig{{Name: "up", URL: benchUpstream(b)}}, gate.New(nil, p, nil), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = g.Close() })
+	h, err := g.Handler(testAuth, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts := httptest.NewServer(h)
+	b.Cleanup(ts.Close)
+	benchCalls(b, benchConnect(b, ts.URL+"/mcp", aliceToken), "up__echo")
+}
+
+// BenchmarkCallThroughPlainProxy is the yardstick: a minimal Go SDK proxy
+// (one tool whose handler forwards the raw arguments over one upstream
+// client session), with no policy, catalog, raw result capture or auth.
+func BenchmarkCallThroughPlainProxy(b *testing.B) {
+	up := benchConnect(b, benchUpstream(b), "")
+	s := mcp.NewServer(&mcp.Implementation{Name: "plain-proxy", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "echo", InputSchema: objectSchema}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return up.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: req.Params.Arguments})
+	})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	b.Cleanup(ts.Close)
+	benchCalls(b, benchConnect(b, ts.URL, ""), "echo")
+}
