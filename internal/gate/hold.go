@@ -104,7 +104,7 @@ func (g *Gate) holdOn(ctx context.Context, c Call, r approval.Request) Admission
 	g.metrics.ApprovalWaited(g.now().Sub(start).Seconds())
 	endWait(span, got, err)
 	if err != nil {
-		return g.abandon(ctx, r.ID, err)
+		return g.abandon(ctx, c, r.ID, err)
 	}
 	return g.settle(ctx, c, got)
 }
@@ -138,7 +138,7 @@ func (g *Gate) resend(ctx context.Context, c Call, r approval.Request) Admission
 	case errors.Is(err, errDeadline) && g.now().Before(r.ExpiresAt):
 		return approvalRequired(got, "approval still pending")
 	case errors.Is(err, errDeadline):
-		return g.abandon(ctx, r.ID, err)
+		return g.abandon(ctx, c, r.ID, err)
 	case err != nil:
 		// The caller went away; a retry-mode request has no holder to release.
 		return Admission{ApprovalID: r.ID, Message: "the caller went away while waiting"}
@@ -223,8 +223,12 @@ func (g *Gate) renew(ctx context.Context, id approval.ID) {
 	}
 }
 
-// abandon handles a hold that ended without a usable decision.
-func (g *Gate) abandon(ctx context.Context, id approval.ID, cause error) Admission {
+// abandon handles a hold that ended without a usable decision. At the
+// deadline it expires the request; if a decision landed first (the holder
+// read "pending" just before an approval committed), it settles that
+// decision for c, so an approval that was answered 200 is consumed by the
+// call that is still waiting for it.
+func (g *Gate) abandon(ctx context.Context, c Call, id approval.ID, cause error) Admission {
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	switch {
@@ -242,7 +246,10 @@ func (g *Gate) abandon(ctx context.Context, id approval.ID, cause error) Admissi
 			g.metrics.ApprovalDecided(string(approval.StateExpired))
 		}
 		g.hub.wake(string(id))
-		return g.settle(ctx, Call{}, r)
+		if ctx.Err() != nil {
+			c = Call{} // the caller is gone: nothing can be dispatched
+		}
+		return g.settle(ctx, c, r)
 	case errors.Is(cause, errLeaseLost):
 		return Admission{ApprovalID: id, Message: "refused: " + errLeaseLost.Error() + "; nothing was run here"}
 	case errors.Is(cause, context.Canceled) && !g.stopping.Load():

@@ -26,12 +26,13 @@ func (g *Gate) List(ctx context.Context, f store.Filter) ([]approval.Request, st
 // Other errors: store.ErrNotFound, approval.ErrResolved, ErrExpired,
 // ErrConflict, ErrHashMismatch, ErrSelfReview, ErrNotEligible.
 func (g *Gate) Review(ctx context.Context, id approval.ID, reviewer approval.Principal, v approval.Verdict, reason, pinnedHash string) (approval.Request, error) {
-	now := g.now()
 	r, err := g.store.UpdateRequest(ctx, id, reviewer.ID, func(r *approval.Request) error {
 		if reviewer.Tenant != "" && r.Tenant != reviewer.Tenant {
 			return store.ErrNotFound
 		}
-		return r.Review(approval.Reviewer{ID: reviewer.ID, Groups: reviewer.Groups}, v, reason, pinnedHash, now)
+		// The time is taken inside the transaction, so a review that waited
+		// for the row lock cannot be recorded before a deadline it missed.
+		return r.Review(approval.Reviewer{ID: reviewer.ID, Groups: reviewer.Groups}, v, reason, pinnedHash, g.now())
 	})
 	if errors.Is(err, approval.ErrDuplicate) {
 		cur, gerr := g.store.GetRequest(ctx, id)
