@@ -64,14 +64,10 @@ policy:
 			t.Errorf("notification %d: progress %v past total %v", i, p.Progress, p.Total)
 		}
 	}
-	// Steps are 250ms apart, so all but the last are relayed long before
-	// the result. The last one races the result inside the gateway (see
-	// TestProgressBeforeResultIsRelayed, which checks it strictly).
-	if len(wire) < steps-1 {
-		t.Fatalf("%d progress notifications reached the client, want at least %d of the upstream's %d: %+v", len(wire), steps-1, steps, wire)
-	}
-	if len(wire) < steps {
-		t.Logf("only %d of %d progress notifications were relayed: the last one was lost racing the result", len(wire), steps)
+	// Every step the upstream reported before its result reaches the client
+	// before the result, the last one included.
+	if len(wire) != steps {
+		t.Fatalf("%d progress notifications reached the client before the result, want all %d of the upstream's: %+v", len(wire), steps, wire)
 	}
 	// The client's handler sees the same notifications, under its token.
 	checkProgress(t, prog.waitCount(t, len(wire)), "my-token")

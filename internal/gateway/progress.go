@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -15,8 +16,9 @@ import (
 const keepAliveMessage = "waiting for approval"
 
 // relayQueue bounds the upstream progress notifications waiting to be
-// forwarded for one call; more are dropped (progress is advisory).
-const relayQueue = 32
+// forwarded for one call. Past it they are dropped (progress is advisory),
+// counted, and the count is logged when the call ends.
+const relayQueue = 256
 
 // A callProgress is the progress channel back to one caller that sent a
 // progress token: keep-alives while the call is held, then the upstream's
@@ -36,7 +38,16 @@ type callProgress struct {
 	// empty until relay starts.
 	upstreamToken string
 	queue         chan *mcp.ProgressNotificationParams
-	done          chan struct{}
+	drain         chan struct{} // closed by finish: forward what is queued, then stop
+	stopped       chan struct{} // closed when the forwarding goroutine has stopped
+
+	// qmu guards the queueing side. It is never held while sending, so the
+	// upstream's read loop, which queues, never waits for the caller.
+	qmu        sync.Mutex
+	queued     bool    // guarded by qmu: a notification was queued
+	lastQueued float64 // guarded by qmu: the upstream value last queued
+	dropped    int     // guarded by qmu: notifications dropped, the queue full
+	closed     bool    // guarded by qmu: finish ran; later ones are late
 
 	mu         sync.Mutex // held while sending, so values go out in order
 	keepAlives int        // guarded by mu
@@ -82,6 +93,25 @@ func (p *callProgress) send(value, total float64, msg string) {
 	}
 }
 
+// enqueue queues an upstream progress notification for forwarding without
+// blocking. The same notification may come twice, first from the wire (see
+// progressRoutes.relayWire), then from the SDK's handler; the second copy,
+// and any value that does not increase, is not queued. A full queue drops
+// it (counted); after finish it is late and dropped quietly.
+func (p *callProgress) enqueue(n *mcp.ProgressNotificationParams) {
+	p.qmu.Lock()
+	defer p.qmu.Unlock()
+	if p.closed || (p.queued && n.Progress <= p.lastQueued) {
+		return
+	}
+	p.queued, p.lastQueued = true, n.Progress
+	select {
+	case p.queue <- n:
+	default:
+		p.dropped++
+	}
+}
+
 // forward sends one upstream progress notification to the caller, its value
 // offset past the keep-alives. A value that would not increase is dropped.
 func (p *callProgress) forward(n *mcp.ProgressNotificationParams) {
@@ -119,7 +149,8 @@ func newProgressRoutes(linger time.Duration, log *slog.Logger) *progressRoutes {
 }
 
 // start begins relaying upstream progress for p: it assigns p a fresh
-// upstream token and starts the goroutine that forwards. finish ends it.
+// upstream token and starts the goroutine that forwards, in queue order.
+// finish ends it.
 func (r *progressRoutes) start(p *callProgress) {
 	p.mu.Lock()
 	p.relaying = true
@@ -128,7 +159,8 @@ func (r *progressRoutes) start(p *callProgress) {
 	}
 	p.mu.Unlock()
 	p.queue = make(chan *mcp.ProgressNotificationParams, relayQueue)
-	p.done = make(chan struct{})
+	p.drain = make(chan struct{})
+	p.stopped = make(chan struct{})
 
 	r.mu.Lock()
 	r.next++
@@ -139,24 +171,46 @@ func (r *progressRoutes) start(p *callProgress) {
 	r.mu.Unlock()
 
 	go func() {
+		defer close(p.stopped)
 		for {
 			select {
 			case n := <-p.queue:
 				p.forward(n)
-			case <-p.done:
-				return
+			case <-p.drain:
+				for {
+					select {
+					case n := <-p.queue:
+						p.forward(n)
+					default:
+						return
+					}
+				}
 			}
 		}
 	}()
 }
 
-// finish stops relaying for p. The route stays known for the linger time,
-// so progress that arrives after the result is dropped quietly.
+// finish stops relaying for p once the upstream call returned. Everything
+// queued by then is forwarded first, in order: it is all the upstream sent
+// before its result, since relayWire queues each notification before the
+// SDK can see the response behind it. finish therefore returns only after
+// those sends, before the handler returns the result. The route stays known
+// for the linger time, so progress that arrives after the result is dropped
+// quietly.
 func (r *progressRoutes) finish(p *callProgress) {
+	p.qmu.Lock()
+	p.closed = true
+	dropped := p.dropped
+	p.qmu.Unlock()
+	close(p.drain)
+	<-p.stopped
 	p.mu.Lock()
 	p.finished = true
 	p.mu.Unlock()
-	close(p.done)
+	if dropped > 0 {
+		p.log.WarnContext(p.ctx, "upstream progress dropped: relay queue full", "dropped", dropped, "queue", relayQueue)
+	}
+
 	tok := p.upstreamToken
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -172,23 +226,47 @@ func (r *progressRoutes) finish(p *callProgress) {
 	})
 }
 
-// relay hands an upstream progress notification to its caller without
-// blocking; unknown tokens and a full queue drop it.
+// route returns the caller of upstream progress token tok, or nil.
+func (r *progressRoutes) route(tok any) *callProgress {
+	s, ok := tok.(string)
+	if !ok {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.routes[s]
+}
+
+// relay queues an upstream progress notification the SDK's client handler
+// delivered, without blocking; unknown tokens are dropped. That handler may
+// run after the call's result was delivered (go-sdk internal/jsonrpc2
+// conn.go: readIncoming retires responses itself but queues notifications
+// for handleAsync), so relayWire is what keeps order; this path only adds
+// what the wire taps did not see, such as progress an HTTP upstream sent on
+// its standalone GET stream.
 func (r *progressRoutes) relay(n *mcp.ProgressNotificationParams) {
 	if n == nil {
 		return
 	}
-	tok, _ := n.ProgressToken.(string)
-	r.mu.Lock()
-	p := r.routes[tok]
-	r.mu.Unlock()
+	p := r.route(n.ProgressToken)
 	if p == nil {
 		r.log.Debug("upstream progress for an unknown token dropped")
 		return
 	}
-	select {
-	case p.queue <- n:
-	default:
+	p.enqueue(n)
+}
+
+// relayWire queues the params of a notifications/progress message as read
+// off an upstream connection, in wire order, before the SDK sees it or any
+// message after it. It never blocks; params it cannot decode and unknown
+// tokens are left to the SDK's handler (relay).
+func (r *progressRoutes) relayWire(params json.RawMessage) {
+	var n mcp.ProgressNotificationParams
+	if json.Unmarshal(params, &n) != nil {
+		return
+	}
+	if p := r.route(n.ProgressToken); p != nil {
+		p.enqueue(&n)
 	}
 }
 

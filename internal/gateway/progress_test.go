@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -212,5 +215,66 @@ func TestProgressBurstBeforeResult(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// queuedRoute registers a route for token with a queue but no forwarding
+// goroutine, so a test can inspect what was queued.
+func queuedRoute(r *progressRoutes, token string) *callProgress {
+	p := &callProgress{upstreamToken: token, queue: make(chan *mcp.ProgressNotificationParams, relayQueue)}
+	r.routes[token] = p
+	return p
+}
+
+func queuedValues(p *callProgress) []float64 {
+	var out []float64
+	for len(p.queue) > 0 {
+		out = append(out, (<-p.queue).Progress)
+	}
+	return out
+}
+
+func TestSSETeeRelaysProgress(t *testing.T) {
+	// Progress on a tools/call's event stream is queued as its events pass,
+	// in order, up to the result; the SDK handler's copies of the same
+	// notifications are not queued again, what the tap missed is.
+	r := newProgressRoutes(time.Minute, slog.New(slog.DiscardHandler))
+	p := queuedRoute(r, "toolgate-1")
+	prog := func(tok string, v int) string {
+		return fmt.Sprintf("data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":%q,\"progress\":%d}}\n\n", tok, v)
+	}
+	stream := prog("toolgate-1", 1) + prog("other", 7) + prog("toolgate-1", 2) +
+		"data: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"content\":[]}}\n\n" + prog("toolgate-1", 3)
+	s := &slot{}
+	tee := &sseTee{ReadCloser: io.NopCloser(iotest.OneByteReader(strings.NewReader(stream))), s: s, id: json.RawMessage("5"), max: 1 << 20, routes: r}
+	if _, err := io.ReadAll(tee); err != nil {
+		t.Fatal(err)
+	}
+	if s.result() == nil {
+		t.Error("result not captured")
+	}
+	if diff := cmp.Diff([]float64{1, 2}, queuedValues(p)); diff != "" {
+		t.Errorf("queued from the wire (-want +got):\n%s", diff)
+	}
+	for _, v := range []float64{1, 2, 4} { // the SDK handler's view
+		r.relay(&mcp.ProgressNotificationParams{ProgressToken: "toolgate-1", Progress: v})
+	}
+	if diff := cmp.Diff([]float64{4}, queuedValues(p)); diff != "" {
+		t.Errorf("queued from the SDK handler (-want +got):\n%s", diff)
+	}
+}
+
+func TestProgressQueueFull(t *testing.T) {
+	// Nothing is dropped within the bound; past it the drops are counted.
+	r := newProgressRoutes(time.Minute, slog.New(slog.DiscardHandler))
+	p := queuedRoute(r, "toolgate-1")
+	for i := range relayQueue + 5 {
+		r.relayWire(json.RawMessage(fmt.Sprintf(`{"progressToken":"toolgate-1","progress":%d}`, i+1)))
+	}
+	if got := len(p.queue); got != relayQueue {
+		t.Errorf("queued %d, want %d", got, relayQueue)
+	}
+	if p.dropped != 5 {
+		t.Errorf("dropped %d, want 5", p.dropped)
 	}
 }

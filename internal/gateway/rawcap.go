@@ -20,6 +20,12 @@ import (
 // tools/call result on the way in, keyed by a slot in the call's context:
 // a Connection wrapper for stdio, an http.RoundTripper for Streamable HTTP
 // (wrapping that Connection would hide the SDK's unexported session hook).
+//
+// The same two taps hand notifications/progress to the progress routes in
+// wire order. The SDK delivers a response straight from its read loop but
+// runs notification handlers on a separate queue, so a CallTool can return
+// before the handlers of the progress that preceded its result have run;
+// queued here, that progress is known to the call before its result is.
 
 // A slot receives the raw result of one tools/call.
 type slot struct {
@@ -65,9 +71,10 @@ func (s *slot) wasSessionMissing() bool {
 }
 
 // captureTransport wraps a stdio transport so that its connection fills
-// slots.
+// slots and relays progress.
 type captureTransport struct {
 	mcp.Transport
+	routes *progressRoutes
 }
 
 func (t captureTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -75,14 +82,16 @@ func (t captureTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &captureConn{Connection: c}, nil
+	return &captureConn{Connection: c, routes: t.routes}, nil
 }
 
 // captureConn records the id of each outgoing tools/call whose context has
 // a slot, and fills the slot with the raw result before the SDK sees the
-// response.
+// response. It queues each notifications/progress it reads for its route
+// before returning it to the SDK.
 type captureConn struct {
 	mcp.Connection
+	routes  *progressRoutes
 	pending sync.Map // jsonrpc.ID → *slot
 }
 
@@ -99,21 +108,33 @@ func (c *captureConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 
 func (c *captureConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	m, err := c.Connection.Read(ctx)
-	if r, ok := m.(*jsonrpc.Response); ok && r.Error == nil {
-		if s, ok := c.pending.LoadAndDelete(r.ID); ok {
-			s.(*slot).set(r.Result)
+	switch r := m.(type) {
+	case *jsonrpc.Response:
+		if r.Error == nil {
+			if s, ok := c.pending.LoadAndDelete(r.ID); ok {
+				s.(*slot).set(r.Result)
+			}
+		}
+	case *jsonrpc.Request:
+		if !r.IsCall() && r.Method == methodProgress && c.routes != nil {
+			c.routes.relayWire(r.Params)
 		}
 	}
 	return m, err
 }
 
+// methodProgress is the method of a progress notification.
+const methodProgress = "notifications/progress"
+
 // captureRoundTripper adds the configured headers to every request to an
-// HTTP upstream, fills slots from tools/call responses (JSON or SSE), and
-// marks a slot when the upstream answered 404 to our session id.
+// HTTP upstream, fills slots from tools/call responses (JSON or SSE),
+// relays the progress on a tools/call's event stream, and marks a slot when
+// the upstream answered 404 to our session id.
 type captureRoundTripper struct {
 	base    http.RoundTripper
 	headers map[string]string
-	max     int // bytes; the longest response or event captured
+	max     int             // bytes; the longest response or event captured
+	routes  *progressRoutes // nil: progress is left to the SDK's handler
 }
 
 func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -149,7 +170,7 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	case "application/json":
 		resp.Body = &jsonTee{ReadCloser: resp.Body, s: s, id: id, max: t.max}
 	case "text/event-stream":
-		resp.Body = &sseTee{ReadCloser: resp.Body, s: s, id: id, max: t.max}
+		resp.Body = &sseTee{ReadCloser: resp.Body, s: s, id: id, max: t.max, routes: t.routes}
 	}
 	return resp, nil
 }
@@ -166,13 +187,26 @@ func toolsCallID(body []byte) json.RawMessage {
 	return m.ID
 }
 
-// captureMessage fills s from data if data is the response with id.
-func captureMessage(s *slot, id json.RawMessage, data []byte) bool {
+// captureMessage fills s from data if data is the response with id, and
+// reports whether it was. A progress notification in data goes to routes
+// (if not nil).
+func captureMessage(s *slot, id json.RawMessage, data []byte, routes *progressRoutes) bool {
 	var m struct {
 		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
 		Result json.RawMessage `json:"result"`
 	}
-	if json.Unmarshal(data, &m) != nil || !bytes.Equal(bytes.TrimSpace(m.ID), bytes.TrimSpace(id)) {
+	if json.Unmarshal(data, &m) != nil {
+		return false
+	}
+	if len(m.ID) == 0 {
+		if m.Method == methodProgress && routes != nil {
+			routes.relayWire(m.Params)
+		}
+		return false
+	}
+	if !bytes.Equal(bytes.TrimSpace(m.ID), bytes.TrimSpace(id)) {
 		return false
 	}
 	if len(m.Result) > 0 {
@@ -203,24 +237,26 @@ func (t *jsonTee) Read(p []byte) (int, error) {
 	}
 	if errors.Is(err, io.EOF) && !t.over && !t.done {
 		t.done = true
-		captureMessage(t.s, t.id, t.buf)
+		captureMessage(t.s, t.id, t.buf, nil)
 		t.buf = nil
 	}
 	return n, err
 }
 
-// sseTee parses the server-sent events passing through it and captures the
-// data of the event that answers id. Each event is handled when its blank
-// line passes, before the SDK, which reads the same bytes, can act on it.
+// sseTee parses the server-sent events passing through it, relays the
+// progress notifications among them and captures the data of the event
+// that answers id. Each event is handled when its blank line passes, before
+// the SDK, which reads the same bytes, can act on it.
 type sseTee struct {
 	io.ReadCloser
 	s        *slot
 	id       json.RawMessage
 	max      int
-	line     []byte // the current partial line
-	lineOver bool   // the current line is too long to capture
-	data     []byte // the data of the current event
-	over     bool   // the current event is too large to capture
+	routes   *progressRoutes // nil: progress is not relayed
+	line     []byte          // the current partial line
+	lineOver bool            // the current line is too long to capture
+	data     []byte          // the data of the current event
+	over     bool            // the current event is too large to capture
 	done     bool
 }
 
@@ -256,7 +292,7 @@ func (t *sseTee) feed(b []byte) {
 
 func (t *sseTee) endLine(line []byte) {
 	if len(line) == 0 { // end of event
-		if !t.over && len(t.data) > 0 && captureMessage(t.s, t.id, t.data) {
+		if !t.over && len(t.data) > 0 && captureMessage(t.s, t.id, t.data, t.routes) {
 			t.done = true
 		}
 		t.data, t.over = t.data[:0], false

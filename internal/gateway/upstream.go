@@ -92,7 +92,9 @@ func newUpstream(sc ServerConfig, g *Gateway) *upstream {
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			u.requestRefresh()
 		},
-		// Notification handlers run one at a time per session: these two never block.
+		// Notification handlers run one at a time per session: these two never
+		// block. Progress is mostly relayed from the wire, in order (rawcap.go);
+		// relay adds only what that did not see.
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			g.routes.relay(req.Params)
 		},
@@ -103,7 +105,7 @@ func newUpstream(sc ServerConfig, g *Gateway) *upstream {
 	})
 	if sc.URL != "" {
 		base := http.DefaultTransport.(*http.Transport).Clone()
-		u.http = &http.Client{Transport: &captureRoundTripper{base: base, headers: sc.Headers, max: g.opts.MaxMessageSize}}
+		u.http = &http.Client{Transport: &captureRoundTripper{base: base, headers: sc.Headers, max: g.opts.MaxMessageSize, routes: g.routes}}
 	} else {
 		u.stderr = newStderrLog(sc.Name, g.log)
 	}
@@ -126,7 +128,7 @@ func (u *upstream) connect(ctx context.Context) (*upConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := captureTransport{&mcp.IOTransport{Reader: io.NopCloser(p.stdout), Writer: p, MaxLineLength: u.g.opts.MaxMessageSize}}
+	t := captureTransport{Transport: &mcp.IOTransport{Reader: io.NopCloser(p.stdout), Writer: p, MaxLineLength: u.g.opts.MaxMessageSize}, routes: u.g.routes}
 	cs, err := u.client.Connect(ctx, t, opts)
 	if err != nil {
 		_ = p.Close()
