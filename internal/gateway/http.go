@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -175,6 +178,21 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer hb.stop()
 		w = hb
 	case http.MethodPost:
+		if r.Header.Get("Mcp-Session-Id") == "" {
+			// Only initialize may open a session. The SDK would open (and at
+			// once drop) a session for any POST and answer 200 with an error;
+			// MCP says 400 (case C04).
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, f.opts.MaxBody))
+			if err != nil {
+				http.Error(w, "cannot read the request body: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			if !isInitialize(body) {
+				http.Error(w, "Bad Request: missing Mcp-Session-Id header (only initialize may be sent without one)", http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
 		id := rand.Text()
 		r.Header.Set(carrierHeader, id)
 		hb := newHeartbeatWriter(w, f.opts.HeartbeatFirst, f.opts.Heartbeat)
@@ -302,4 +320,28 @@ func (s *sessionCalls) cancelAll(cause error) {
 			tc.cancel(cause)
 		}
 	}
+}
+
+// isInitialize reports whether a JSON-RPC message (or batch) is an
+// initialize request. Anything unparsable is passed on to the SDK, which
+// answers it with a JSON-RPC parse error.
+func isInitialize(body []byte) bool {
+	var one struct {
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(body, &one) == nil {
+		return one.Method == "initialize"
+	}
+	var batch []struct {
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(body, &batch) == nil {
+		for _, m := range batch {
+			if m.Method == "initialize" {
+				return true
+			}
+		}
+		return false
+	}
+	return true
 }

@@ -227,7 +227,10 @@ func (u *upstream) waitDown(ctx context.Context, c *upConn) (err error, reset bo
 		select {
 		case err := <-ended:
 			c.close() // make sure a child that only closed its stdout is gone
-			return err, false
+			// The SDK may close the session itself when the upstream answers
+			// 404 to its id (the server restarted): re-initialise at once,
+			// as for a reset, instead of backing off (case C03).
+			return err, errors.Is(err, mcp.ErrSessionMissing)
 		case <-ctx.Done():
 			c.close()
 			<-ended

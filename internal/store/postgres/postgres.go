@@ -34,9 +34,10 @@ const DefaultPoll = 5 * time.Second
 // Advisory lock keys (one 64-bit key space per database). They spell
 // "toolgate" in ASCII, plus a small offset per purpose.
 const (
-	lockKeyBase   int64 = 0x746f6f6c67617465
-	migrateLockID       = lockKeyBase     // held by the migrating transaction
-	eventsLockID        = lockKeyBase + 1 // held by each transaction that writes events
+	lockKeyBase    int64 = 0x746f6f6c67617465
+	migrateLockID        = lockKeyBase     // held by the migrating transaction
+	eventsLockID         = lockKeyBase + 1 // held by each transaction that writes events
+	sessionsLockID       = lockKeyBase + 2 // held by child creations and revocations
 )
 
 // txRetries is how many more times a transaction that failed with a
@@ -107,6 +108,11 @@ func Open(ctx context.Context, dsn string, opts *Options) (*DB, error) {
 			db.poll = opts.Poll
 		}
 	}
+	// Ping every connection before handing it out (one round trip). pgxpool
+	// pings only connections idle for over a second by default, so right
+	// after a restart or failover a dead connection used a moment ago would
+	// fail the next gated call or decision although the server is back.
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return true }
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = PoolApplicationName
 	}
