@@ -147,9 +147,14 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		Catalog:                cat,
 		Metrics:                metrics,
 		Tracer:                 tp.Tracer("toolgate"),
+		ServerExists: func(name string) bool {
+			_, ok := cfg.Servers[name]
+			return ok
+		},
+		SessionApproval: cfg.Policy.Approval,
 	})
 
-	gw, err := gateway.New(ctx, gatewayServers(cfg), g, &gateway.Options{Logger: log, Version: version})
+	gw, err := gateway.New(ctx, gatewayServers(cfg), g, &gateway.Options{Logger: log, Version: version, Sessions: g})
 	if err != nil {
 		return fmt.Errorf("start upstreams: %w", err)
 	}
@@ -165,13 +170,19 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		}
 		var auth gateway.Authenticator
 		if !f.insecureNoAuth {
-			auth = agentAuth(creds)
+			auth = agentAuth(ctx, creds, db)
 		}
-		h, err := gw.Handler(auth, &gateway.HTTPOptions{InsecureNoAuth: f.insecureNoAuth, ListenAddr: ln.Addr().String()})
+		mcpH, err := gw.Handler(auth, &gateway.HTTPOptions{InsecureNoAuth: f.insecureNoAuth, ListenAddr: ln.Addr().String()})
 		if err != nil {
 			ln.Close()
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
+		// Next to /mcp: the agents' own session API (child sessions,
+		// authenticated by a session token).
+		mux := http.NewServeMux()
+		mux.Handle("/", mcpH)
+		mux.Handle("/v1/", api.NewAgentSessions(g, api.AgentAuthenticator(auth), &api.Options{Logger: log}))
+		h := http.Handler(mux)
 		ready["mcp"] = "http://" + ln.Addr().String() + "/mcp"
 		eg.Go(func() error { return serveHTTP(ctx, ln, h, g) })
 	}
@@ -180,7 +191,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		if err != nil {
 			return fmt.Errorf("listen.admin: %w", err)
 		}
-		h := api.New(g, approverAuth(creds), &api.Options{Logger: log, Metrics: telemetry.Handler(reg), Ready: func(ctx context.Context) error {
+		h := api.New(g, approverAuth(creds), &api.Options{Logger: log, Metrics: telemetry.Handler(reg), Sessions: g, SessionsChanged: gw.SessionsChanged, Ready: func(ctx context.Context) error {
 			if err := g.Ready(ctx); err != nil {
 				return err
 			}
@@ -329,13 +340,31 @@ func lookup(creds map[string]config.Credential, token string) (config.Credential
 	return c, ok
 }
 
-func agentAuth(creds map[string]config.Credential) gateway.Authenticator {
+// sessionLookupTimeout bounds the store lookup of a session token.
+const sessionLookupTimeout = 5 * time.Second
+
+// agentAuth authenticates agents by their configured tokens and agent
+// sessions by their session tokens (looked up by hash in the store on every
+// request, so a revocation anywhere is seen at once). A store error
+// rejects the token (fail closed).
+func agentAuth(ctx context.Context, creds map[string]config.Credential, sessions store.SessionStore) gateway.Authenticator {
 	return func(token string) (approval.Principal, bool) {
-		c, ok := lookup(creds, token)
-		if !ok || c.Principal.Kind != "agent" {
+		if c, ok := lookup(creds, token); ok {
+			if c.Principal.Kind != "agent" {
+				return approval.Principal{}, false
+			}
+			return c.Principal, true
+		}
+		if sessions == nil || !strings.HasPrefix(token, gate.TokenPrefix) {
 			return approval.Principal{}, false
 		}
-		return c.Principal, true
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sessionLookupTimeout)
+		defer cancel()
+		s, err := sessions.SessionByToken(lctx, gate.HashToken(token))
+		if err != nil {
+			return approval.Principal{}, false
+		}
+		return approval.Principal{ID: s.Principal, Kind: "agent", Tenant: s.Tenant, OnBehalfOf: s.OnBehalfOf, SessionID: string(s.ID)}, true
 	}
 }
 

@@ -13,6 +13,15 @@
 //	GET  /v1/approvals/{id}             viewer, approver, admin → [Approval]
 //	POST /v1/approvals/{id}/approve     approver, admin; body [ApproveBody] → [Approval]
 //	POST /v1/approvals/{id}/deny        approver, admin; body [DenyBody] → [Approval]
+//	POST /v1/sessions                   host, admin; body [CreateSessionBody] → 201 [CreatedSession]
+//	GET  /v1/sessions/{id}              host, admin, viewer, approver → [Session] (ETag: revision)
+//	PUT  /v1/sessions/{id}/servers/{server}/require-approval
+//	                                    host, admin; If-Match: revision; body true|false|[tools]
+//	                                    → [RequirementChange]
+//	DELETE /v1/sessions/{id}            host, admin → [Revoked]
+//
+// The session routes exist when Options.Sessions is set. [AgentSessions] serves
+// POST /v1/sessions on the agent listener for session tokens (child sessions).
 //
 // /metrics needs no token: the admin listener is loopback or a Unix socket by
 // default, and metrics carry no arguments, ids or reasons. Put it behind a
@@ -29,7 +38,7 @@
 // Every /v1 route needs "Authorization: Bearer <token>"; a missing or unknown
 // token is 401 with "WWW-Authenticate: Bearer". The roles come from the
 // [Authenticator] (DESIGN "Roles"): viewer reads, approver reads and reviews,
-// admin does everything; any other role (e.g. host) gets 403 here. Whether an
+// admin does everything; host manages sessions only (403 on approvals). Whether an
 // approver may review a particular request (the rule's approvers, self-review)
 // is decided by [Approvals.Review]. A principal with a tenant sees only its
 // tenant's requests; another tenant's request is 404, as if it did not exist.
@@ -55,10 +64,13 @@
 //
 // Every error is {"error":{"code","message"}} with a status from one mapping
 // ([ErrorBody]): 400 invalid_request (unreadable body); 401 unauthorized;
-// 403 forbidden (role), self_review, not_eligible; 404 not_found (also
-// unknown routes); 405 method_not_allowed; 409 resolved, expired, conflict,
-// hash_mismatch (the message names the current state, or the request's
-// hash); 413 too_large; 422 invalid_request; 503 unavailable (store
+// 403 forbidden (role), self_review, not_eligible, widen (a child session
+// asking for more than its parent; the message names the ref); 404 not_found
+// (also unknown routes, unknown or revoked sessions); 405 method_not_allowed;
+// 409 resolved, expired, conflict, hash_mismatch (the message names the
+// current state, or the request's hash), stale_revision (If-Match);
+// 413 too_large; 422 invalid_request (also unknown servers and bad refs);
+// 428 precondition_required (If-Match missing); 503 unavailable (store
 // unreachable, or /readyz failing); 500 internal. The message is safe to show; the underlying cause is only
 // logged. Repeating one's own verdict is not an error: it answers 200 with the
 // current request.

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/session"
 	"toolgate/internal/store"
 )
 
@@ -66,6 +68,37 @@ func toAPIError(err error) *apiError {
 		e.Status, e.Code, e.Msg = http.StatusServiceUnavailable, CodeUnavailable, "the approval store is unavailable; try again"
 	default:
 		e.Status, e.Code, e.Msg = http.StatusInternalServerError, CodeInternal, "internal error"
+	}
+	return e
+}
+
+// sessionError maps the errors of session operations: an unknown session
+// is "no such session", and the session sentinels get their statuses; the
+// rest goes through toAPIError.
+func sessionError(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var widen *session.WidenError
+	e := &apiError{Err: err}
+	switch {
+	case errors.As(err, &widen):
+		e.Status, e.Code, e.Msg = http.StatusForbidden, CodeWiden, widen.Error()
+	case errors.Is(err, session.ErrWiden):
+		e.Status, e.Code, e.Msg = http.StatusForbidden, CodeWiden, "child tools may only narrow the parent session tool policy"
+	case errors.Is(err, session.ErrUnknownServer), errors.Is(err, session.ErrBadRef):
+		e.Status, e.Code, e.Msg = http.StatusUnprocessableEntity, CodeInvalid, strings.TrimPrefix(err.Error(), "session: ")
+	case errors.Is(err, session.ErrStaleRevision):
+		e.Status, e.Code, e.Msg = http.StatusConflict, CodeStale, "If-Match is not the session's current revision; read it again"
+	case errors.Is(err, session.ErrRevoked):
+		e.Status, e.Code, e.Msg = http.StatusNotFound, CodeNotFound, "the session was revoked"
+	case errors.Is(err, store.ErrNotFound):
+		e.Status, e.Code, e.Msg = http.StatusNotFound, CodeNotFound, "no such session"
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		e.Status, e.Code, e.Msg = http.StatusServiceUnavailable, CodeUnavailable, "the session store is unavailable; try again"
+	default:
+		return toAPIError(err)
 	}
 	return e
 }

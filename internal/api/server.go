@@ -42,7 +42,7 @@ const (
 	RoleViewer   = "viewer"   // reads approvals
 	RoleApprover = "approver" // reads and reviews approvals
 	RoleAdmin    = "admin"    // everything
-	RoleHost     = "host"     // creates root sessions (later); nothing here
+	RoleHost     = "host"     // creates, reads, changes and revokes sessions
 )
 
 var (
@@ -63,12 +63,21 @@ type Options struct {
 	Metrics http.Handler
 	// Now is the clock for the Date header; default time.Now.
 	Now func() time.Time
+	// Sessions, when set, serves the session routes (/v1/sessions...);
+	// without it they are 404.
+	Sessions Sessions
+	// SessionsChanged, when set, is called after a request changed what
+	// some sessions may see (a revocation), so the agent side can notify
+	// their MCP clients.
+	SessionsChanged func()
 }
 
 // Server is the admin HTTP API. It implements http.Handler and is safe for
 // concurrent use.
 type Server struct {
 	approvals Approvals
+	sessions  Sessions
+	changed   func()
 	auth      Authenticator
 	log       *slog.Logger
 	ready     func(ctx context.Context) error
@@ -79,6 +88,24 @@ type Server struct {
 // New returns a Server over a, authenticating with auth. A nil auth rejects
 // every token (fail closed).
 func New(a Approvals, auth Authenticator, opts *Options) *Server {
+	s := newBare(a, auth, opts)
+	s.mux.Handle("GET /healthz", s.handle(s.healthz))
+	s.mux.Handle("GET /readyz", s.handle(s.readyz))
+	if opts != nil && opts.Metrics != nil {
+		s.mux.Handle("GET /metrics", opts.Metrics)
+	}
+	s.mux.Handle("GET /v1/approvals", s.handle(s.require(readRoles, s.list)))
+	s.mux.Handle("GET /v1/approvals/{id}", s.handle(s.require(readRoles, s.get)))
+	s.mux.Handle("POST /v1/approvals/{id}/approve", s.handle(s.require(reviewRoles, s.approve)))
+	s.mux.Handle("POST /v1/approvals/{id}/deny", s.handle(s.require(reviewRoles, s.deny)))
+	if s.sessions != nil {
+		s.routeSessions()
+	}
+	return s
+}
+
+// newBare returns a Server with its options applied and no routes.
+func newBare(a Approvals, auth Authenticator, opts *Options) *Server {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -92,24 +119,28 @@ func New(a Approvals, auth Authenticator, opts *Options) *Server {
 	if auth == nil {
 		auth = func(string) (approval.Principal, []string, bool) { return approval.Principal{}, nil, false }
 	}
-	s := &Server{approvals: a, auth: auth, log: o.Logger, ready: o.Ready, now: o.Now, mux: http.NewServeMux()}
-	s.mux.Handle("GET /healthz", s.handle(s.healthz))
-	s.mux.Handle("GET /readyz", s.handle(s.readyz))
-	if o.Metrics != nil {
-		s.mux.Handle("GET /metrics", o.Metrics)
+	return &Server{approvals: a, sessions: o.Sessions, changed: o.SessionsChanged, auth: auth, log: o.Logger,
+		ready: o.Ready, now: o.Now, mux: http.NewServeMux()}
+}
+
+// afterSessions runs Options.SessionsChanged, if set.
+func (s *Server) afterSessions() {
+	if s.changed != nil {
+		s.changed()
 	}
-	s.mux.Handle("GET /v1/approvals", s.handle(s.require(readRoles, s.list)))
-	s.mux.Handle("GET /v1/approvals/{id}", s.handle(s.require(readRoles, s.get)))
-	s.mux.Handle("POST /v1/approvals/{id}/approve", s.handle(s.require(reviewRoles, s.approve)))
-	s.mux.Handle("POST /v1/approvals/{id}/deny", s.handle(s.require(reviewRoles, s.deny)))
-	return s
 }
 
 // ServeHTTP routes r. Unknown paths and methods get the JSON error envelope
 // too (404 not_found, 405 method_not_allowed with an Allow header).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.serveMux(s.mux, w, r)
+}
+
+// serveMux serves r through mux, answering unknown routes in the JSON
+// error format.
+func (s *Server) serveMux(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Date", s.now().UTC().Format(http.TimeFormat))
-	if h, pattern := s.mux.Handler(r); pattern == "" {
+	if h, pattern := mux.Handler(r); pattern == "" {
 		// The mux has no route: learn whether it would say 404 or 405 and
 		// answer in our format instead of its plain text.
 		rec := &statusRecorder{header: http.Header{}}
@@ -122,7 +153,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, e)
 		return
 	}
-	s.mux.ServeHTTP(w, r)
+	mux.ServeHTTP(w, r)
 }
 
 // statusRecorder captures the status and headers of the mux's own 404/405.

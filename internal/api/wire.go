@@ -89,20 +89,23 @@ type ErrorDetail struct {
 
 // Error codes in [ErrorDetail.Code].
 const (
-	CodeUnauthorized = "unauthorized"       // 401
-	CodeForbidden    = "forbidden"          // 403: the role does not allow it
-	CodeSelfReview   = "self_review"        // 403: the requester (or whom it acts for) reviewing
-	CodeNotEligible  = "not_eligible"       // 403: not among the rule's approvers
-	CodeNotFound     = "not_found"          // 404
-	CodeMethod       = "method_not_allowed" // 405
-	CodeResolved     = "resolved"           // 409: no longer pending
-	CodeExpired      = "expired"            // 409
-	CodeConflict     = "conflict"           // 409: a conflicting decision won
-	CodeHashMismatch = "hash_mismatch"      // 409
-	CodeTooLarge     = "too_large"          // 413
-	CodeInvalid      = "invalid_request"    // 422 (400 for an unreadable body)
-	CodeUnavailable  = "unavailable"        // 503
-	CodeInternal     = "internal"           // 500
+	CodeUnauthorized = "unauthorized"          // 401
+	CodeForbidden    = "forbidden"             // 403: the role does not allow it
+	CodeSelfReview   = "self_review"           // 403: the requester (or whom it acts for) reviewing
+	CodeNotEligible  = "not_eligible"          // 403: not among the rule's approvers
+	CodeNotFound     = "not_found"             // 404
+	CodeMethod       = "method_not_allowed"    // 405
+	CodeWiden        = "widen"                 // 403: a child session asked for more than its parent has
+	CodeResolved     = "resolved"              // 409: no longer pending
+	CodeStale        = "stale_revision"        // 409: If-Match is not the session's revision
+	CodePrecondition = "precondition_required" // 428: If-Match missing
+	CodeExpired      = "expired"               // 409
+	CodeConflict     = "conflict"              // 409: a conflicting decision won
+	CodeHashMismatch = "hash_mismatch"         // 409
+	CodeTooLarge     = "too_large"             // 413
+	CodeInvalid      = "invalid_request"       // 422 (400 for an unreadable body)
+	CodeUnavailable  = "unavailable"           // 503
+	CodeInternal     = "internal"              // 500
 )
 
 // fromRequest builds the wire form of r.

@@ -59,6 +59,9 @@ type Principal struct {
 	Tenant     string   `json:"tenant,omitempty"`
 	Groups     []string `json:"groups,omitempty"`
 	OnBehalfOf string   `json:"on_behalf_of,omitempty"`
+	// SessionID is set when the principal is an agent session (see package
+	// session): its calls are evaluated under the session's tool policy.
+	SessionID string `json:"session_id,omitempty"`
 }
 
 // Review is one reviewer's vote on a Request.
@@ -139,13 +142,21 @@ const (
 	EventConsumed    EventType = "consumed"
 	EventInvalidated EventType = "invalidated"
 	EventDispatched  EventType = "dispatched" // dispatch outcome recorded
+
+	// Session events carry SessionID and no RequestID (issue 5).
+	EventSessionCreated       EventType = "session_created"        // a root session
+	EventChildCreated         EventType = "child_created"          // a child session
+	EventSessionPolicyChanged EventType = "session_policy_changed" // a session's policy was written
+	EventSessionRevoked       EventType = "session_revoked"        // one event per revoked session
 )
 
 // Event is one row of the event log, written in the same transaction as the
-// state change it records.
+// state change it records. Approval events have a RequestID; session events
+// have a SessionID instead (and an empty State).
 type Event struct {
 	Seq       int64     `json:"seq"`
-	RequestID ID        `json:"request_id"`
+	RequestID ID        `json:"request_id,omitempty"`
+	SessionID string    `json:"session_id,omitempty"`
 	Type      EventType `json:"type"`
 	State     State     `json:"state"`
 	Actor     string    `json:"actor,omitempty"`

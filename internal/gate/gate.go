@@ -15,6 +15,7 @@ import (
 
 	"toolgate/internal/approval"
 	"toolgate/internal/policy"
+	"toolgate/internal/session"
 	"toolgate/internal/store"
 	"toolgate/internal/telemetry"
 
@@ -70,6 +71,15 @@ type Options struct {
 	Metrics *telemetry.Metrics
 	// Tracer starts the spans of calls and approval waits; nil means no-op.
 	Tracer trace.Tracer
+	// ServerExists reports whether the deployment configures a server; it
+	// decides which session refs and require_approval keys are unknown
+	// (session.ErrUnknownServer). nil accepts every valid server name.
+	ServerExists func(server string) bool
+	// SessionApproval holds the approval parameters of calls that a
+	// session's require_approval holds while the deployment policy allows
+	// them (normally policy.approval); zero fields mean a 5m timeout, hold
+	// mode and one approval.
+	SessionApproval policy.Approval
 }
 
 // A Gate decides tool calls. Its methods are safe for concurrent use.
@@ -172,6 +182,18 @@ func (g *Gate) Admit(ctx context.Context, c Call) Admission {
 }
 
 func (g *Gate) admit(ctx context.Context, c Call) Admission {
+	// A session's call is first checked against the session's policy
+	// (revocation, tool exclusion: no approval overrides these); the effect
+	// is then the strictest of the deployment's and the session's
+	// require_approval, decided once, here (issue 5).
+	var chain session.Chain
+	if c.Principal.SessionID != "" {
+		ch, refusal, ok := g.sessionChain(ctx, c)
+		if !ok {
+			return refusal
+		}
+		chain = ch
+	}
 	dec, err := g.policy.Evaluate(policy.Call{Server: c.Server, Tool: c.Tool, Principal: c.Principal.ID})
 	if err != nil {
 		g.log.ErrorContext(ctx, "policy evaluation failed; denying", "server", c.Server, "tool", c.Tool, "err", err)
@@ -181,6 +203,9 @@ func (g *Gate) admit(ctx context.Context, c Call) Admission {
 	g.metrics.ToolCall(c.Server, string(dec.Effect))
 	switch dec.Effect {
 	case policy.Allow:
+		if chain.RequiresApproval(c.Server, c.Tool) {
+			return g.hold(ctx, c, g.sessionApproval())
+		}
 		return Admission{Allowed: true}
 	case policy.Deny:
 		return refuse(fmt.Sprintf("denied by policy rule %q: %s__%s is not allowed", dec.Rule, c.Server, c.Tool))
@@ -394,6 +419,11 @@ func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
 		deniedBy = "policy evaluation failed"
 	case dec.Effect == policy.Deny:
 		deniedBy = dec.Rule
+	}
+	if deniedBy == "" {
+		// Sessions: only revocation and exclusion are re-checked; a changed
+		// require_approval does not touch a call already evaluated.
+		deniedBy = g.sessionDeniedAtDispatch(ctx, c)
 	}
 	b := approval.Binding{Principal: c.Principal.ID, Server: c.Server, Tool: c.Tool, ArgumentsHash: hash, ToolDigest: digest}
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

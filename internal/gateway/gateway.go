@@ -116,6 +116,10 @@ type Options struct {
 	// approval (case C11). It is a hook for embedders and tests; it must not
 	// retain or modify its input.
 	Rewrite func(server, tool string, args json.RawMessage) json.RawMessage
+	// Sessions, when set, limits what agent sessions see in tools/list to
+	// their effective tools (the gate enforces calls either way). nil shows
+	// every principal every tool.
+	Sessions SessionPolicy
 }
 
 func (o *Options) withDefaults() Options {
@@ -165,6 +169,7 @@ type Gateway struct {
 	routes   *progressRoutes
 	carriers *carriers
 	calls    *sessionCalls
+	views    *views
 
 	// toolsMu serializes catalog updates with the matching changes of the
 	// downstream server's tool set.
@@ -216,14 +221,18 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 		routes:   newProgressRoutes(o.ProgressLinger, o.Logger),
 		carriers: &carriers{},
 		calls:    newSessionCalls(),
+		views:    newViews(),
 		root:     root,
 		stop:     stop,
 	}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "toolgate", Version: o.Version}, &mcp.ServerOptions{
 		Logger:       o.Logger,
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		// Tool lists differ per principal (agent sessions).
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = "private" },
 	})
 	g.server.AddReceivingMiddleware(g.middleware)
+	g.server.AddSendingMiddleware(g.sendingMiddleware)
 
 	for _, sc := range servers {
 		g.ups[sc.Name] = newUpstream(sc, g)

@@ -25,7 +25,8 @@ type dispatch struct {
 
 type dispatchKey struct{}
 
-// middleware is the one receiving middleware of the downstream server. For
+// middleware is the one receiving middleware of the downstream server. It
+// filters tools/list to what the caller may see (see listTools). For
 // tools/call it resolves the exposed name in the catalog, asks the
 // Gatekeeper with the real (server, tool) pair and the raw argument bytes,
 // and either returns the refusal as an isError result (never a JSON-RPC
@@ -33,6 +34,9 @@ type dispatchKey struct{}
 // upstream, and then records the outcome with Admission.Finish.
 func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "tools/list" {
+			return g.listTools(ctx, method, req, next)
+		}
 		creq, ok := req.(*mcp.CallToolRequest)
 		if method != "tools/call" || !ok {
 			return next(ctx, method, req)

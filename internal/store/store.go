@@ -6,9 +6,12 @@ package store
 import (
 	"context"
 	"errors"
+	"reflect"
+	"slices"
 	"time"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/session"
 )
 
 // Sentinel errors. Backends wrap them with %w; callers use errors.Is.
@@ -83,6 +86,8 @@ type Store interface {
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
 	Close() error
+
+	SessionStore
 }
 
 // Normalize returns r with every time in UTC truncated to the millisecond and
@@ -164,4 +169,93 @@ func ChangeEvents(before, after approval.Request, actor string, now time.Time) [
 		ev(approval.EventDispatched, now)
 	}
 	return evs
+}
+
+// SessionStore persists agent sessions (package session) and writes their
+// events to the same event log as approvals, in the same transaction as the
+// change. Every backend implements it as part of Store. Methods are safe for
+// concurrent use; times come from the caller and are stored in UTC with
+// millisecond precision.
+type SessionStore interface {
+	// CreateSession inserts s (which must have an id, a token hash and
+	// CreatedAt, and Revision 1) and writes one event: "session_created"
+	// for a root, "child_created" for a child (ParentID set), with
+	// SessionID s.ID, actor and at s.CreatedAt. A child whose parent (or
+	// any ancestor) is revoked is refused with session.ErrRevoked; an
+	// unknown parent gives ErrNotFound. ErrAlreadyExists if the id or the
+	// token hash is taken.
+	CreateSession(ctx context.Context, s session.Session, actor string) error
+	// GetSession returns the session (revoked ones too), or ErrNotFound.
+	GetSession(ctx context.Context, id session.ID) (session.Session, error)
+	// SessionByToken returns the session whose TokenHash is tokenHash
+	// (lowercase hex SHA-256), or ErrNotFound.
+	SessionByToken(ctx context.Context, tokenHash string) (session.Session, error)
+	// Chain returns the session and its ancestors, the session first and
+	// the root last (session.Chain), read in one snapshot; ErrNotFound for
+	// an unknown id.
+	Chain(ctx context.Context, id session.ID) (session.Chain, error)
+	// UpdateSession runs fn on the current session inside one transaction
+	// that holds its row, like UpdateRequest. If fn returns an error nothing
+	// is written and that error is returned. If the policy (Tools, Mode,
+	// RequireApproval) is unchanged nothing is written and changed is
+	// false; otherwise Revision is increased by one and one
+	// "session_policy_changed" event is written with actor at now. Only the
+	// policy fields may change. A revoked session gives session.ErrRevoked
+	// without calling fn. fn may run more than once.
+	UpdateSession(ctx context.Context, id session.ID, actor string, now time.Time, fn func(*session.Session) error) (s session.Session, changed bool, err error)
+	// RevokeSession revokes the session and all its descendants in one
+	// transaction, at now: one "session_revoked" event each (actor), and
+	// every pending approval request of their principals
+	// (session.PrincipalID) moves to cancelled with a "cancelled" event.
+	// Sessions already revoked are left as they are. It returns what it
+	// changed; ErrNotFound for an unknown id.
+	RevokeSession(ctx context.Context, id session.ID, actor string, now time.Time) (Revocation, error)
+}
+
+// Revocation is what RevokeSession changed: the sessions it revoked (the
+// given one first when it was live) and the approval requests it
+// cancelled.
+type Revocation struct {
+	Sessions  []session.Session
+	Cancelled []approval.ID
+}
+
+// ReasonSessionRevoked is the Reason of an approval request cancelled
+// because its session was revoked.
+const ReasonSessionRevoked = "cancelled: the session was revoked"
+
+// NormalizeSession returns s with its times in UTC truncated to the
+// millisecond, its Tools normalized (nil only when not explicit) and its
+// requirements normalized: what every backend returns.
+func NormalizeSession(s session.Session) session.Session {
+	s.CreatedAt = Millis(s.CreatedAt)
+	s.RevokedAt = Millis(s.RevokedAt)
+	if s.Mode == session.ModeExplicit {
+		if s.Tools == nil {
+			s.Tools = []string{}
+		}
+		s.Tools = slices.Clone(s.Tools)
+		slices.Sort(s.Tools)
+		s.Tools = slices.Compact(s.Tools)
+	} else {
+		s.Tools = nil
+	}
+	if rs, err := session.NormalizeRequirements(s.RequireApproval, nil); err == nil {
+		s.RequireApproval = rs
+	}
+	return s
+}
+
+// SessionEvent returns a session event of type typ for s, by actor at at.
+// Seq is left for the backend to assign.
+func SessionEvent(s session.Session, typ approval.EventType, actor string, at time.Time) approval.Event {
+	return approval.Event{SessionID: string(s.ID), Type: typ, Actor: actor, At: Millis(at)}
+}
+
+// SamePolicyOnly reports whether a and b are equal but for their policy
+// fields (Mode, Tools, RequireApproval): what UpdateSession may change.
+func SamePolicyOnly(a, b session.Session) bool {
+	a.Mode, a.Tools, a.RequireApproval = "", nil, nil
+	b.Mode, b.Tools, b.RequireApproval = "", nil, nil
+	return reflect.DeepEqual(a, b)
 }

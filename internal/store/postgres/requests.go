@@ -222,7 +222,7 @@ func (db *DB) UpdateRequest(ctx context.Context, id approval.ID, actor string, f
 }
 
 // writeEvents inserts evs and, if there are any, notifies Channel with
-// "<id> <state>", inside tx. It first takes the events advisory lock, held
+// "<id> <state>" (unless id is "", as for session events), inside tx. It first takes the events advisory lock, held
 // until tx ends, so sequence numbers are assigned in commit order.
 func writeEvents(ctx context.Context, tx pgx.Tx, id approval.ID, state approval.State, evs []approval.Event) error {
 	if len(evs) == 0 {
@@ -232,10 +232,13 @@ func writeEvents(ctx context.Context, tx pgx.Tx, id approval.ID, state approval.
 		return fmt.Errorf("lock events: %w", err)
 	}
 	for _, ev := range evs {
-		if _, err := tx.Exec(ctx, `INSERT INTO events (request_id, type, state, actor, at) VALUES ($1, $2, $3, $4, $5)`,
-			string(ev.RequestID), string(ev.Type), string(ev.State), ev.Actor, ev.At.UnixMilli()); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO events (request_id, session_id, type, state, actor, at) VALUES ($1, $2, $3, $4, $5, $6)`,
+			nullText(string(ev.RequestID)), nullText(ev.SessionID), string(ev.Type), string(ev.State), ev.Actor, ev.At.UnixMilli()); err != nil {
 			return fmt.Errorf("insert %s event: %w", ev.Type, err)
 		}
+	}
+	if id == "" {
+		return nil // session events: no request changed, so no holder to wake
 	}
 	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, Channel, string(id)+" "+string(state)); err != nil {
 		return fmt.Errorf("notify: %w", err)
@@ -301,7 +304,7 @@ func (db *DB) Events(ctx context.Context, after int64, limit int) ([]approval.Ev
 	if limit <= 0 {
 		limit = defaultLimit
 	}
-	rows, err := db.pool.Query(ctx, `SELECT seq, request_id, type, state, actor, at FROM events
+	rows, err := db.pool.Query(ctx, `SELECT seq, COALESCE(request_id, ''), COALESCE(session_id, ''), type, state, actor, at FROM events
 		WHERE seq > $1 ORDER BY seq LIMIT $2`, after, limit)
 	if err != nil {
 		return nil, db.wrap("list events", err)
@@ -310,14 +313,14 @@ func (db *DB) Events(ctx context.Context, after int64, limit int) ([]approval.Ev
 	var evs []approval.Event
 	for rows.Next() {
 		var (
-			ev                   approval.Event
-			reqID, typ, st, actr string
-			at                   int64
+			ev                        approval.Event
+			reqID, sid, typ, st, actr string
+			at                        int64
 		)
-		if err := rows.Scan(&ev.Seq, &reqID, &typ, &st, &actr, &at); err != nil {
+		if err := rows.Scan(&ev.Seq, &reqID, &sid, &typ, &st, &actr, &at); err != nil {
 			return nil, db.wrap("list events", err)
 		}
-		ev.RequestID, ev.Type, ev.State, ev.Actor = approval.ID(reqID), approval.EventType(typ), approval.State(st), actr
+		ev.RequestID, ev.SessionID, ev.Type, ev.State, ev.Actor = approval.ID(reqID), sid, approval.EventType(typ), approval.State(st), actr
 		ev.At = time.UnixMilli(at).UTC()
 		evs = append(evs, ev)
 	}

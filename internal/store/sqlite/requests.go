@@ -224,8 +224,8 @@ func (db *DB) UpdateRequest(ctx context.Context, id approval.ID, actor string, f
 
 func insertEvents(ctx context.Context, tx *sql.Tx, evs []approval.Event) error {
 	for _, ev := range evs {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO events (request_id, type, state, actor, at) VALUES (?, ?, ?, ?, ?)`,
-			string(ev.RequestID), string(ev.Type), string(ev.State), ev.Actor, ev.At.UnixMilli()); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO events (request_id, session_id, type, state, actor, at) VALUES (?, ?, ?, ?, ?, ?)`,
+			nullString(string(ev.RequestID)), nullString(ev.SessionID), string(ev.Type), string(ev.State), ev.Actor, ev.At.UnixMilli()); err != nil {
 			return fmt.Errorf("insert %s event: %w", ev.Type, err)
 		}
 	}
@@ -290,7 +290,7 @@ func (db *DB) Events(ctx context.Context, after int64, limit int) ([]approval.Ev
 	if limit <= 0 {
 		limit = defaultLimit
 	}
-	rows, err := db.sql.QueryContext(ctx, `SELECT seq, request_id, type, state, actor, at FROM events
+	rows, err := db.sql.QueryContext(ctx, `SELECT seq, COALESCE(request_id, ''), COALESCE(session_id, ''), type, state, actor, at FROM events
 		WHERE seq > ? ORDER BY seq LIMIT ?`, after, limit)
 	if err != nil {
 		return nil, db.wrap("list events", err)
@@ -302,7 +302,7 @@ func (db *DB) Events(ctx context.Context, after int64, limit int) ([]approval.Ev
 			ev approval.Event
 			at int64
 		)
-		if err := rows.Scan(&ev.Seq, &ev.RequestID, &ev.Type, &ev.State, &ev.Actor, &at); err != nil {
+		if err := rows.Scan(&ev.Seq, &ev.RequestID, &ev.SessionID, &ev.Type, &ev.State, &ev.Actor, &at); err != nil {
 			return nil, db.wrap("list events", err)
 		}
 		ev.At = time.UnixMilli(at).UTC()

@@ -54,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Ping", testPing},
 		{"OpenIdentical", testOpenIdentical},
 	}
+	tests = append(tests, sessionTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

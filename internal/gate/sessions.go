@@ -1,0 +1,238 @@
+package gate
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/policy"
+	"toolgate/internal/session"
+	"toolgate/internal/store"
+)
+
+// SessionRule is the rule name recorded on approvals that a session's
+// require_approval asked for (the deployment policy allowed the call).
+const SessionRule = "session require_approval"
+
+// TokenPrefix starts every session token, so a leaked one is recognisable.
+const TokenPrefix = "tgs_"
+
+// HashToken returns the lowercase hex SHA-256 of a session token: the only
+// form in which tokens are stored.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// serverExists reports whether the deployment configures server; with no
+// Options.ServerExists every valid name counts as known.
+func (g *Gate) serverExists(server string) bool {
+	if g.opts.ServerExists == nil {
+		return true
+	}
+	return g.opts.ServerExists(server)
+}
+
+// CreateSession creates a session for actor and returns it with its token,
+// which is shown once: only its hash is stored. When actor is itself a
+// session (actor.SessionID set) the new session is its child: every
+// explicit ref must lie within the parent's effective set (else an error
+// wrapping session.ErrWiden whose text names the ref, see
+// session.WidenError), and the child's tenant and on_behalf_of are the
+// parent's. Otherwise it is a root session in actor's tenant. Other errors:
+// session.ErrBadRef, session.ErrUnknownServer, session.ErrRevoked (the
+// parent is revoked), store errors.
+func (g *Gate) CreateSession(ctx context.Context, actor approval.Principal, req session.NewSession) (session.Session, string, error) {
+	reqs, err := session.NormalizeRequirements(req.RequireApproval, g.serverExists)
+	if err != nil {
+		return session.Session{}, "", err
+	}
+	id, err := approval.NewID()
+	if err != nil {
+		return session.Session{}, "", fmt.Errorf("create session: %w", err)
+	}
+	token := TokenPrefix + rand.Text() + rand.Text()
+	s := session.Session{
+		ID:              session.ID(id),
+		Principal:       session.PrincipalID(session.ID(id)),
+		OnBehalfOf:      req.OnBehalfOf,
+		Tenant:          actor.Tenant,
+		TokenHash:       HashToken(token),
+		RequireApproval: reqs,
+		Revision:        1,
+		CreatedAt:       g.now().UTC(),
+		CreatedBy:       actor.ID,
+	}
+	if s.OnBehalfOf == "" {
+		s.OnBehalfOf = actor.OnBehalfOf
+	}
+	if actor.SessionID == "" {
+		if s.Tools, err = session.NormalizeRefs(req.Tools, g.serverExists); err != nil {
+			return session.Session{}, "", err
+		}
+		s.Mode = session.ModeDefault
+		if s.Tools != nil {
+			s.Mode = session.ModeExplicit
+		}
+	} else {
+		parent, err := g.store.Chain(ctx, session.ID(actor.SessionID))
+		if err != nil {
+			return session.Session{}, "", fmt.Errorf("create child of %s: %w", actor.SessionID, err)
+		}
+		if parent.Revoked() {
+			return session.Session{}, "", fmt.Errorf("create child of %s: %w", actor.SessionID, session.ErrRevoked)
+		}
+		if s.Tools, err = parent.CheckNarrow(req.Tools, g.serverExists); err != nil {
+			return session.Session{}, "", err
+		}
+		s.Mode = parent.ChildMode(s.Tools)
+		s.ParentID = parent[0].ID
+		s.Tenant, s.OnBehalfOf = parent[0].Tenant, parent[0].OnBehalfOf
+	}
+	if err := g.store.CreateSession(ctx, s, actor.ID); err != nil {
+		return session.Session{}, "", err
+	}
+	g.log.InfoContext(ctx, "session created", "session", s.ID, "parent", s.ParentID, "mode", s.Mode, "by", actor.ID)
+	return store.NormalizeSession(s), token, nil
+}
+
+// SessionChain returns the session id and its ancestors (session first),
+// or an error wrapping store.ErrNotFound.
+func (g *Gate) SessionChain(ctx context.Context, id session.ID) (session.Chain, error) {
+	return g.store.Chain(ctx, id)
+}
+
+// SetSessionRequirement sets session id's approval requirement for server
+// to r (the zero Requirement removes it), if the session's revision is
+// ifMatch. It returns the session after the write and whether anything
+// changed; an unchanged value writes nothing and records no event. The new
+// value applies from the session's next call: calls already evaluated keep
+// theirs. Errors: session.ErrStaleRevision, session.ErrUnknownServer,
+// session.ErrBadRef, session.ErrRevoked, store.ErrNotFound.
+func (g *Gate) SetSessionRequirement(ctx context.Context, actor approval.Principal, id session.ID, server string, r session.Requirement, ifMatch int64) (session.Session, bool, error) {
+	if !session.ValidServerName(server) {
+		return session.Session{}, false, fmt.Errorf("%w: server %q", session.ErrBadRef, server)
+	}
+	if !g.serverExists(server) {
+		return session.Session{}, false, fmt.Errorf("%w: %q", session.ErrUnknownServer, server)
+	}
+	r = session.NormalizeRequirement(r)
+	s, changed, err := g.store.UpdateSession(ctx, id, actor.ID, g.now(), func(s *session.Session) error {
+		if s.Revision != ifMatch {
+			return fmt.Errorf("%w: revision is %d, If-Match %d", session.ErrStaleRevision, s.Revision, ifMatch)
+		}
+		if r.IsZero() {
+			delete(s.RequireApproval, server)
+			return nil
+		}
+		if s.RequireApproval == nil {
+			s.RequireApproval = map[string]session.Requirement{}
+		}
+		s.RequireApproval[server] = r
+		return nil
+	})
+	if err != nil {
+		return session.Session{}, false, err
+	}
+	if changed {
+		g.log.InfoContext(ctx, "session policy changed", "session", id, "server", server, "by", actor.ID, "revision", s.Revision)
+	}
+	return s, changed, nil
+}
+
+// RevokeSession revokes session id and all its descendants at once, cancels
+// their pending approvals and wakes the calls held on them (which end
+// cancelled). It returns what changed; store.ErrNotFound for an unknown id.
+func (g *Gate) RevokeSession(ctx context.Context, actor approval.Principal, id session.ID) (store.Revocation, error) {
+	rev, err := g.store.RevokeSession(ctx, id, actor.ID, g.now())
+	if err != nil {
+		return store.Revocation{}, err
+	}
+	for _, rid := range rev.Cancelled {
+		g.hub.wake(string(rid))
+	}
+	g.log.InfoContext(ctx, "session revoked", "session", id, "by", actor.ID, "sessions", len(rev.Sessions), "cancelled", len(rev.Cancelled))
+	return rev, nil
+}
+
+// SessionTools returns which tools principal p may see and call: all of
+// them for a principal that is not a session, else those its session's
+// effective policy allows (none once revoked). Errors reading the session
+// are returned; callers fail closed.
+func (g *Gate) SessionTools(ctx context.Context, p approval.Principal) (func(server, tool string) bool, error) {
+	if p.SessionID == "" {
+		return func(string, string) bool { return true }, nil
+	}
+	c, err := g.store.Chain(ctx, session.ID(p.SessionID))
+	if err != nil {
+		return nil, err
+	}
+	if c.Revoked() {
+		return func(string, string) bool { return false }, nil
+	}
+	return c.Allows, nil
+}
+
+// sessionChain loads the chain of a session principal's call and refuses
+// the call when the session is unknown, revoked, or excludes the tool (no
+// approval can override that). ok is false with the refusal.
+func (g *Gate) sessionChain(ctx context.Context, c Call) (session.Chain, Admission, bool) {
+	ch, err := g.store.Chain(ctx, session.ID(c.Principal.SessionID))
+	if why := sessionRefusal(ch, err, c.Server, c.Tool); why != "" {
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			g.log.ErrorContext(ctx, "cannot read the session policy; refusing", "session", c.Principal.SessionID, "err", err)
+		}
+		g.metrics.ToolCall(c.Server, string(policy.Deny))
+		return nil, refuse(fmt.Sprintf("refused: %s; nothing was run", why)), false
+	}
+	return ch, Admission{}, true
+}
+
+// sessionRefusal says why a session's call of (server, tool) may not run,
+// or "" when it may. It is checked at admission and again at dispatch.
+func sessionRefusal(ch session.Chain, err error, server, tool string) string {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "unknown session"
+	case err != nil:
+		return "the session store is unavailable, so the session's policy cannot be checked"
+	case ch.Revoked():
+		return fmt.Sprintf("session %s was revoked", ch[0].ID)
+	case !ch.Allows(server, tool):
+		return fmt.Sprintf("%s__%s is outside the session's policy (session %s); no approval can allow it", server, tool, ch[0].ID)
+	}
+	return ""
+}
+
+// sessionApproval is the decision for a call the deployment allows but the
+// session requires approval for: the policy's default approval parameters
+// (Options.SessionApproval).
+func (g *Gate) sessionApproval() policy.Decision {
+	ap := g.opts.SessionApproval
+	if ap.Timeout <= 0 {
+		ap.Timeout = 5 * time.Minute
+	}
+	if ap.Mode == "" {
+		ap.Mode = policy.ModeHold
+	}
+	if ap.Approvals < 1 {
+		ap.Approvals = 1
+	}
+	return policy.Decision{Effect: policy.Approve, Rule: SessionRule, Matched: []string{SessionRule}, Approval: ap}
+}
+
+// sessionDeniedAtDispatch re-checks, immediately before an approved call of
+// a session is consumed, that the session is not revoked and still allows
+// the tool; it returns the reason for invalidating the approval, or "".
+func (g *Gate) sessionDeniedAtDispatch(ctx context.Context, c Call) string {
+	if c.Principal.SessionID == "" {
+		return ""
+	}
+	ch, err := g.store.Chain(ctx, session.ID(c.Principal.SessionID))
+	return sessionRefusal(ch, err, c.Server, c.Tool)
+}

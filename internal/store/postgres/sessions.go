@@ -1,0 +1,451 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/session"
+	"toolgate/internal/store"
+)
+
+// sessionColumns lists the sessions columns in the order of sessionRow.args
+// and sessionRow.dest.
+const sessionColumns = `id, parent_id, principal, on_behalf_of, tenant, token_hash, mode, tools,
+	require_approval, revision, created_at, created_by, revoked_at`
+
+const numSessionColumns = 13
+
+// sessionRow is one sessions row as stored; it is comparable.
+type sessionRow struct {
+	id              string
+	parentID        pgtype.Text
+	principal       string
+	onBehalfOf      string
+	tenant          string
+	tokenHash       string
+	mode            string
+	tools           string
+	requireApproval string
+	revision        int64
+	createdAt       int64
+	createdBy       string
+	revokedAt       pgtype.Int8
+}
+
+func (w *sessionRow) args() []any {
+	return []any{w.id, w.parentID, w.principal, w.onBehalfOf, w.tenant, w.tokenHash, w.mode, w.tools,
+		w.requireApproval, w.revision, w.createdAt, w.createdBy, w.revokedAt}
+}
+
+func (w *sessionRow) dest() []any {
+	return []any{&w.id, &w.parentID, &w.principal, &w.onBehalfOf, &w.tenant, &w.tokenHash, &w.mode, &w.tools,
+		&w.requireApproval, &w.revision, &w.createdAt, &w.createdBy, &w.revokedAt}
+}
+
+func toSessionRow(s session.Session) (sessionRow, error) {
+	s = store.NormalizeSession(s)
+	tools, err := jsonText(s.Tools)
+	if err != nil {
+		return sessionRow{}, err
+	}
+	ra, err := jsonText(s.RequireApproval)
+	if err != nil {
+		return sessionRow{}, err
+	}
+	return sessionRow{
+		id: string(s.ID), parentID: nullText(string(s.ParentID)), principal: s.Principal,
+		onBehalfOf: s.OnBehalfOf, tenant: s.Tenant, tokenHash: s.TokenHash, mode: string(s.Mode),
+		tools: tools, requireApproval: ra, revision: s.Revision, createdAt: millis(s.CreatedAt),
+		createdBy: s.CreatedBy, revokedAt: nullMillis(s.RevokedAt),
+	}, nil
+}
+
+func (w *sessionRow) session() (session.Session, error) {
+	s := session.Session{
+		ID: session.ID(w.id), ParentID: session.ID(w.parentID.String), Principal: w.principal,
+		OnBehalfOf: w.onBehalfOf, Tenant: w.tenant, TokenHash: w.tokenHash, Mode: session.Mode(w.mode),
+		Revision: w.revision, CreatedAt: fromMillis(w.createdAt), CreatedBy: w.createdBy,
+		RevokedAt: fromNullMillis(w.revokedAt),
+	}
+	if err := json.Unmarshal([]byte(w.tools), &s.Tools); err != nil {
+		return session.Session{}, fmt.Errorf("session %s: decode tools: %w", w.id, err)
+	}
+	if err := json.Unmarshal([]byte(w.requireApproval), &s.RequireApproval); err != nil {
+		return session.Session{}, fmt.Errorf("session %s: decode require_approval: %w", w.id, err)
+	}
+	return store.NormalizeSession(s), nil
+}
+
+func nullText(s string) pgtype.Text {
+	return pgtype.Text{String: s, Valid: s != ""}
+}
+
+func getSessionWhere(ctx context.Context, q querier, where string, arg any) (sessionRow, error) {
+	var w sessionRow
+	err := q.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE `+where, arg).Scan(w.dest()...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sessionRow{}, store.ErrNotFound
+	}
+	return w, err
+}
+
+// chainQuery selects a session and its ancestors, nearest first.
+const chainQuery = `WITH RECURSIVE up(id, depth) AS (
+		SELECT id, 0 FROM sessions WHERE id = $1
+		UNION ALL
+		SELECT s.parent_id, up.depth + 1 FROM sessions s JOIN up ON s.id = up.id WHERE s.parent_id IS NOT NULL
+	) SELECT ` + sessionColumnsS + ` FROM sessions s JOIN up ON s.id = up.id ORDER BY up.depth`
+
+// sessionColumnsS is sessionColumns qualified with the alias s.
+const sessionColumnsS = `s.id, s.parent_id, s.principal, s.on_behalf_of, s.tenant, s.token_hash, s.mode, s.tools,
+	s.require_approval, s.revision, s.created_at, s.created_by, s.revoked_at`
+
+// rowsQuerier is what *pgxpool.Pool and pgx.Tx have in common for queries.
+type rowsQuerier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+func readChain(ctx context.Context, q rowsQuerier, id session.ID) (session.Chain, error) {
+	rows, err := q.Query(ctx, chainQuery, string(id))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var c session.Chain
+	for rows.Next() {
+		var w sessionRow
+		if err := rows.Scan(w.dest()...); err != nil {
+			return nil, err
+		}
+		s, err := w.session()
+		if err != nil {
+			return nil, err
+		}
+		c = append(c, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(c) == 0 {
+		return nil, store.ErrNotFound
+	}
+	return c, nil
+}
+
+// CreateSession inserts s and writes its session_created (root) or
+// child_created event in one transaction. See store.SessionStore.
+func (db *DB) CreateSession(ctx context.Context, s session.Session, actor string) error {
+	switch {
+	case s.ID == "" || s.TokenHash == "" || s.CreatedAt.IsZero():
+		return fmt.Errorf("create session %s: id, token hash and created_at are required", s.ID)
+	case s.Revision != 1:
+		return fmt.Errorf("create session %s: revision %d, want 1", s.ID, s.Revision)
+	}
+	w, err := toSessionRow(s)
+	if err != nil {
+		return fmt.Errorf("create session %s: %w", s.ID, err)
+	}
+	typ := approval.EventSessionCreated
+	err = db.inTx(ctx, func(tx pgx.Tx) error {
+		if s.ParentID != "" {
+			// Serialize with revocations, so a child is never created
+			// under a subtree being revoked without being revoked too.
+			if err := lockSessions(ctx, tx); err != nil {
+				return err
+			}
+			typ = approval.EventChildCreated
+			c, err := readChain(ctx, tx, s.ParentID)
+			if err != nil {
+				return err
+			}
+			if c.Revoked() {
+				return session.ErrRevoked
+			}
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES (`+params(1, numSessionColumns)+`)
+			ON CONFLICT DO NOTHING`, w.args()...)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return store.ErrAlreadyExists
+		}
+		return writeEvents(ctx, tx, "", "", []approval.Event{store.SessionEvent(s, typ, actor, s.CreatedAt)})
+	})
+	switch {
+	case errors.Is(err, store.ErrAlreadyExists), errors.Is(err, store.ErrNotFound), errors.Is(err, session.ErrRevoked):
+		return fmt.Errorf("create session %s: %w", s.ID, err)
+	case err != nil:
+		return db.wrap("create session "+string(s.ID), err)
+	}
+	return nil
+}
+
+// GetSession returns the session with id, or an error wrapping
+// store.ErrNotFound.
+func (db *DB) GetSession(ctx context.Context, id session.ID) (session.Session, error) {
+	return db.sessionWhere(ctx, "get session "+string(id), `id = $1`, string(id))
+}
+
+// SessionByToken returns the session whose token hash is tokenHash, or an
+// error wrapping store.ErrNotFound.
+func (db *DB) SessionByToken(ctx context.Context, tokenHash string) (session.Session, error) {
+	return db.sessionWhere(ctx, "find session by token", `token_hash = $1`, tokenHash)
+}
+
+func (db *DB) sessionWhere(ctx context.Context, op, where string, arg any) (session.Session, error) {
+	w, err := getSessionWhere(ctx, db.pool, where, arg)
+	if errors.Is(err, store.ErrNotFound) {
+		return session.Session{}, fmt.Errorf("%s: %w", op, err)
+	}
+	if err != nil {
+		return session.Session{}, db.wrap(op, err)
+	}
+	s, err := w.session()
+	if err != nil {
+		return session.Session{}, fmt.Errorf("%s: %w", op, err)
+	}
+	return s, nil
+}
+
+// Chain returns the session with id and its ancestors, nearest first, read
+// by one query; an error wrapping store.ErrNotFound for an unknown id.
+func (db *DB) Chain(ctx context.Context, id session.ID) (session.Chain, error) {
+	c, err := readChain(ctx, db.pool, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("session chain %s: %w", id, err)
+	}
+	if err != nil {
+		return nil, db.wrap("session chain "+string(id), err)
+	}
+	return c, nil
+}
+
+// UpdateSession runs fn on the stored session in one IMMEDIATE transaction
+// and stores a changed policy with the next revision and a
+// session_policy_changed event. See store.SessionStore.
+func (db *DB) UpdateSession(ctx context.Context, id session.ID, actor string, now time.Time, fn func(*session.Session) error) (session.Session, bool, error) {
+	var (
+		out     session.Session
+		changed bool
+		fnErr   error
+	)
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		fnErr, changed = nil, false
+		old, err := getSessionWhere(ctx, tx, `id = $1 FOR UPDATE`, string(id))
+		if err != nil {
+			return err
+		}
+		cur, err := old.session()
+		if err != nil {
+			return err
+		}
+		if cur.Revoked() {
+			return session.ErrRevoked
+		}
+		next := cur
+		next.Tools = append([]string(nil), cur.Tools...)
+		if cur.Tools != nil && next.Tools == nil {
+			next.Tools = []string{}
+		}
+		next.RequireApproval = cloneRequirements(cur.RequireApproval)
+		if err := fn(&next); err != nil {
+			fnErr = err
+			return err
+		}
+		next = store.NormalizeSession(next)
+		if !store.SamePolicyOnly(cur, next) {
+			return fmt.Errorf("update changed more than the session's policy")
+		}
+		w, err := toSessionRow(next)
+		if err != nil {
+			return err
+		}
+		if w.mode == old.mode && w.tools == old.tools && w.requireApproval == old.requireApproval {
+			out = cur
+			return nil
+		}
+		w.revision = old.revision + 1
+		if _, err := tx.Exec(ctx, `UPDATE sessions SET mode = $1, tools = $2, require_approval = $3, revision = $4
+			WHERE id = $5 AND revision = $6`, w.mode, w.tools, w.requireApproval, w.revision, w.id, old.revision); err != nil {
+			return err
+		}
+		if out, err = w.session(); err != nil {
+			return err
+		}
+		changed = true
+		return writeEvents(ctx, tx, "", "", []approval.Event{store.SessionEvent(out, approval.EventSessionPolicyChanged, actor, now)})
+	})
+	switch {
+	case fnErr != nil:
+		return session.Session{}, false, fnErr
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, session.ErrRevoked):
+		return session.Session{}, false, fmt.Errorf("update session %s: %w", id, err)
+	case err != nil:
+		return session.Session{}, false, db.wrap("update session "+string(id), err)
+	}
+	return out, changed, nil
+}
+
+func cloneRequirements(m map[string]session.Requirement) map[string]session.Requirement {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]session.Requirement, len(m))
+	for k, v := range m {
+		v.Tools = append([]string(nil), v.Tools...)
+		out[k] = v
+	}
+	return out
+}
+
+// descendantsQuery selects the live sessions in the subtree of a session,
+// itself included, nearest first.
+const descendantsQuery = `WITH RECURSIVE down(id, depth) AS (
+		SELECT id, 0 FROM sessions WHERE id = $1
+		UNION ALL
+		SELECT s.id, down.depth + 1 FROM sessions s JOIN down ON s.parent_id = down.id
+	) SELECT ` + sessionColumnsS + ` FROM sessions s JOIN down ON s.id = down.id
+	WHERE s.revoked_at IS NULL ORDER BY down.depth, s.id`
+
+// RevokeSession revokes the session with id and its live descendants and
+// cancels their pending approval requests, in one transaction. See
+// store.SessionStore.
+func (db *DB) RevokeSession(ctx context.Context, id session.ID, actor string, now time.Time) (store.Revocation, error) {
+	var out store.Revocation
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		out = store.Revocation{}
+		if err := lockSessions(ctx, tx); err != nil {
+			return err
+		}
+		if _, err := getSessionWhere(ctx, tx, `id = $1`, string(id)); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, descendantsQuery, string(id))
+		if err != nil {
+			return err
+		}
+		var live []sessionRow
+		for rows.Next() {
+			var w sessionRow
+			if err := rows.Scan(w.dest()...); err != nil {
+				rows.Close()
+				return err
+			}
+			live = append(live, w)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		// Requests first: their rows are locked before the event log is, as
+		// UpdateRequest does, so the two never deadlock.
+		principals := make([]string, len(live))
+		for i, w := range live {
+			principals[i] = w.principal
+		}
+		if out.Cancelled, err = cancelPendingOf(ctx, tx, principals, actor, now); err != nil {
+			return err
+		}
+		at := millis(now)
+		var evs []approval.Event
+		for _, w := range live {
+			if _, err := tx.Exec(ctx, `UPDATE sessions SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL`, at, w.id); err != nil {
+				return err
+			}
+			w.revokedAt = pgtype.Int8{Int64: at, Valid: true}
+			s, err := w.session()
+			if err != nil {
+				return err
+			}
+			out.Sessions = append(out.Sessions, s)
+			evs = append(evs, store.SessionEvent(s, approval.EventSessionRevoked, actor, now))
+		}
+		if err := writeEvents(ctx, tx, "", "", evs); err != nil {
+			return err
+		}
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Revocation{}, fmt.Errorf("revoke session %s: %w", id, err)
+	}
+	if err != nil {
+		return store.Revocation{}, db.wrap("revoke session "+string(id), err)
+	}
+	return out, nil
+}
+
+// cancelPendingOf moves every pending request of principals to cancelled
+// with its event, inside tx, and returns their ids. All their rows are read
+// (and in Postgres locked) before any event is written.
+func cancelPendingOf(ctx context.Context, tx pgx.Tx, principals []string, actor string, now time.Time) ([]approval.ID, error) {
+	if len(principals) == 0 {
+		return nil, nil
+	}
+	rows, err := tx.Query(ctx, `SELECT `+columns+` FROM requests WHERE requested_by = ANY($1) AND state = 'pending' ORDER BY id FOR UPDATE`, principals)
+	if err != nil {
+		return nil, err
+	}
+	var olds []row
+	for rows.Next() {
+		var w row
+		if err := rows.Scan(w.dest()...); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		olds = append(olds, w)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var ids []approval.ID
+	for _, old := range olds {
+		before, err := old.request()
+		if err != nil {
+			return nil, err
+		}
+		cur, err := old.request()
+		if err != nil {
+			return nil, err
+		}
+		if err := cur.Cancel(now); err != nil {
+			return nil, err
+		}
+		cur.Reason = store.ReasonSessionRevoked
+		w, err := toRow(cur)
+		if err != nil {
+			return nil, err
+		}
+		after, err := w.request()
+		if err != nil {
+			return nil, err
+		}
+		n := numColumns
+		if _, err := tx.Exec(ctx, `UPDATE requests SET (`+columns+`) = (`+params(1, n)+`)
+			WHERE id = $`+strconv.Itoa(n+1)+` AND state = $`+strconv.Itoa(n+2), append(w.args(), old.id, old.state)...); err != nil {
+			return nil, err
+		}
+		if err := writeEvents(ctx, tx, after.ID, after.State, store.ChangeEvents(before, after, actor, now)); err != nil {
+			return nil, err
+		}
+		ids = append(ids, cur.ID)
+	}
+	return ids, nil
+}
+
+// lockSessions takes the sessions advisory lock until tx ends.
+func lockSessions(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, sessionsLockID); err != nil {
+		return fmt.Errorf("lock sessions: %w", err)
+	}
+	return nil
+}
