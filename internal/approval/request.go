@@ -72,6 +72,16 @@ type Review struct {
 	At      time.Time `json:"at"`
 }
 
+// Kinds of approval requests.
+const (
+	// KindToolCall is a gated tools/call. The empty kind means the same.
+	KindToolCall = "tool_call"
+	// KindSessionPolicy is a session's request to change its own policy.
+	KindSessionPolicy = "session_policy"
+	// KindPolicyChange is a proposed change of the deployment policy.
+	KindPolicyChange = "policy_change"
+)
+
 // Request is the durable record of one gated tool call. Arguments holds only
 // the redacted display copy; the raw arguments are never stored, and
 // ArgumentsHash binds the request to them (see Hash).
@@ -112,6 +122,17 @@ type Request struct {
 	// the call (see Answer); an unanswered denial is answered once, after
 	// which an identical call starts a new request.
 	AnsweredAt time.Time `json:"answered_at,omitzero"`
+	// Kind is what is to be approved: KindToolCall (or ""),
+	// KindSessionPolicy or KindPolicyChange. For the policy kinds, Server and
+	// Tool are empty, Arguments is the display copy of the proposed change
+	// and ArgumentsHash its digest.
+	Kind string `json:"kind,omitempty"`
+	// Target names what a policy approval changes: the session id for
+	// session_policy, "deployment" for policy_change.
+	Target string `json:"target,omitempty"`
+	// BaseRevision is the revision a proposed change was made against; the
+	// approval is void once the revision moved.
+	BaseRevision int64 `json:"base_revision,omitempty"`
 }
 
 // Binding is what an approval is bound to; consume compares it with the call

@@ -30,6 +30,10 @@ type Filter struct {
 	Tenant      string
 	// IDPrefix matches ids starting with this text (CLI short ids).
 	IDPrefix string
+	// Kind and Target select policy approvals (approval.Request.Kind and
+	// Target); Kind approval.KindToolCall also matches the empty kind.
+	Kind   string
+	Target string
 	// Limit caps the page size; 0 means 100. Cursor is the NextCursor of the
 	// previous page ("" for the first). Pages are ordered by id ascending,
 	// which is creation order for UUIDv7 ids.
@@ -77,8 +81,9 @@ type Store interface {
 	// approved ones, and denied ones whose denial was not answered yet
 	// (AnsweredAt zero). Oldest first, at most 100.
 	OpenIdentical(ctx context.Context, principal, server, tool, argumentsHash string) ([]approval.Request, error)
-	// CountPending counts pending requests, of one principal when
-	// requestedBy is not empty.
+	// CountPending counts pending tool-call requests (kind "" or
+	// tool_call), of one principal when requestedBy is not empty. Policy
+	// approvals have their own limits (count them with ListRequests).
 	CountPending(ctx context.Context, requestedBy string) (int, error)
 	// Events returns events with Seq > after, in Seq order, at most limit
 	// (0 means 100).

@@ -112,6 +112,16 @@ func (db *DB) ListRequests(ctx context.Context, f store.Filter) ([]approval.Requ
 	if f.Tenant != "" {
 		add(`tenant = $?::text`, f.Tenant)
 	}
+	switch f.Kind {
+	case "":
+	case approval.KindToolCall:
+		where = append(where, `kind IN ('', 'tool_call')`)
+	default:
+		add(`kind = $?`, f.Kind)
+	}
+	if f.Target != "" {
+		add(`target = $?`, f.Target)
+	}
 	if f.IDPrefix != "" {
 		// The range lets the primary key index narrow the scan; starts_with
 		// makes the match exact.
@@ -282,10 +292,10 @@ func (db *DB) Due(ctx context.Context, now time.Time, limit int) ([]approval.ID,
 	return ids, nil
 }
 
-// CountPending counts pending requests, only those of requestedBy when it is
-// not empty.
+// CountPending counts pending tool-call requests, only those of requestedBy
+// when it is not empty.
 func (db *DB) CountPending(ctx context.Context, requestedBy string) (int, error) {
-	q, args := `SELECT COUNT(*) FROM requests WHERE state = 'pending'`, []any{}
+	q, args := `SELECT COUNT(*) FROM requests WHERE state = 'pending' AND kind IN ('', 'tool_call')`, []any{}
 	if requestedBy != "" {
 		q += ` AND requested_by = $1`
 		args = append(args, requestedBy)

@@ -13,10 +13,10 @@ import (
 const columns = `id, state, server, tool, arguments, arguments_hash, display_warnings,
 	tool_digest, rule, mode, requested_by, on_behalf_of, tenant, created_at, expires_at,
 	required_approvals, approvers, valid_for_ms, reviews, decided_by, decided_at, reason,
-	consumed_at, dispatch_outcome, held_by, lease_until, answered_at`
+	consumed_at, dispatch_outcome, held_by, lease_until, answered_at, kind, target, base_revision`
 
 // numColumns is the number of columns in columns.
-const numColumns = 27
+const numColumns = 30
 
 // row is one requests row as stored: times as unix milliseconds UTC (the
 // optional ones NULL when zero), lists as JSON text. It is comparable, so an unchanged
@@ -41,6 +41,8 @@ type row struct {
 	dispatchOutcome, heldBy string
 	leaseUntil              sql.NullInt64
 	answeredAt              sql.NullInt64
+	kind, target            string
+	baseRevision            int64
 }
 
 // storedReview is the JSON form of an approval.Review inside the reviews
@@ -57,7 +59,7 @@ func (w *row) args() []any {
 	return []any{w.id, w.state, w.server, w.tool, w.arguments, w.argumentsHash, w.displayWarnings,
 		w.toolDigest, w.rule, w.mode, w.requestedBy, w.onBehalfOf, w.tenant, w.createdAt, w.expiresAt,
 		w.requiredApprovals, w.approvers, w.validForMS, w.reviews, w.decidedBy, w.decidedAt, w.reason,
-		w.consumedAt, w.dispatchOutcome, w.heldBy, w.leaseUntil, w.answeredAt}
+		w.consumedAt, w.dispatchOutcome, w.heldBy, w.leaseUntil, w.answeredAt, w.kind, w.target, w.baseRevision}
 }
 
 // dest returns pointers to the fields of the row in column order, for Scan.
@@ -65,7 +67,7 @@ func (w *row) dest() []any {
 	return []any{&w.id, &w.state, &w.server, &w.tool, &w.arguments, &w.argumentsHash, &w.displayWarnings,
 		&w.toolDigest, &w.rule, &w.mode, &w.requestedBy, &w.onBehalfOf, &w.tenant, &w.createdAt, &w.expiresAt,
 		&w.requiredApprovals, &w.approvers, &w.validForMS, &w.reviews, &w.decidedBy, &w.decidedAt, &w.reason,
-		&w.consumedAt, &w.dispatchOutcome, &w.heldBy, &w.leaseUntil, &w.answeredAt}
+		&w.consumedAt, &w.dispatchOutcome, &w.heldBy, &w.leaseUntil, &w.answeredAt, &w.kind, &w.target, &w.baseRevision}
 }
 
 // toRow encodes r for storage, truncating times and ValidFor to milliseconds.
@@ -79,6 +81,7 @@ func toRow(r approval.Request) (row, error) {
 		decidedBy: r.DecidedBy, decidedAt: nullMillis(r.DecidedAt), reason: r.Reason,
 		consumedAt: nullMillis(r.ConsumedAt), dispatchOutcome: string(r.DispatchOutcome),
 		heldBy: r.HeldBy, leaseUntil: nullMillis(r.LeaseUntil), answeredAt: nullMillis(r.AnsweredAt),
+		kind: r.Kind, target: r.Target, baseRevision: r.BaseRevision,
 	}
 	if r.Arguments != nil {
 		w.arguments = sql.NullString{String: string(r.Arguments), Valid: true}
@@ -114,6 +117,7 @@ func (w *row) request() (approval.Request, error) {
 		DecidedBy: w.decidedBy, DecidedAt: fromNullMillis(w.decidedAt), Reason: w.reason,
 		ConsumedAt: fromNullMillis(w.consumedAt), DispatchOutcome: approval.Outcome(w.dispatchOutcome),
 		HeldBy: w.heldBy, LeaseUntil: fromNullMillis(w.leaseUntil), AnsweredAt: fromNullMillis(w.answeredAt),
+		Kind: w.kind, Target: w.target, BaseRevision: w.baseRevision,
 	}
 	if w.arguments.Valid {
 		r.Arguments = json.RawMessage(w.arguments.String)

@@ -42,6 +42,9 @@ func testCreateGet(t *testing.T, s store.Store) {
 	want.HeldBy = "gw-2"
 	want.LeaseUntil = t0.Add(45 * time.Second)
 	want.AnsweredAt = t0.Add(50 * time.Second)
+	want.Kind = approval.KindSessionPolicy
+	want.Target = "0190aaaa-0000-7000-8000-000000000001"
+	want.BaseRevision = 7
 	requireAllSet(t, want)
 	got := mustUpdate(t, s, r.ID, "alice", func(cur *approval.Request) error {
 		*cur = want
@@ -312,5 +315,37 @@ func testCountPending(t *testing.T, s store.Store) {
 func testPing(t *testing.T, s store.Store) {
 	if err := s.Ping(t.Context()); err != nil {
 		t.Fatalf("Ping = %v", err)
+	}
+}
+
+func testListByKind(t *testing.T, s store.Store) {
+	tool := pending(id(1, 1))
+	tool.Kind = ""
+	mustCreate(t, s, tool)
+	sp := pending(id(1, 2))
+	sp.Kind, sp.Target = approval.KindSessionPolicy, "sess-1"
+	mustCreate(t, s, sp)
+	sp2 := pending(id(1, 3))
+	sp2.Kind, sp2.Target = approval.KindSessionPolicy, "sess-2"
+	mustCreate(t, s, sp2)
+	ids := func(f store.Filter) []approval.ID {
+		rs, _, err := s.ListRequests(t.Context(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []approval.ID
+		for _, r := range rs {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	if got := ids(store.Filter{Kind: approval.KindToolCall}); len(got) != 1 || got[0] != tool.ID {
+		t.Errorf("kind tool_call: %v, want [%s]", got, tool.ID)
+	}
+	if got := ids(store.Filter{Kind: approval.KindSessionPolicy, Target: "sess-2"}); len(got) != 1 || got[0] != sp2.ID {
+		t.Errorf("kind session_policy, target sess-2: %v, want [%s]", got, sp2.ID)
+	}
+	if n, err := s.CountPending(t.Context(), ""); err != nil || n != 1 {
+		t.Errorf("CountPending = %d, %v; want 1 (tool calls only)", n, err)
 	}
 }

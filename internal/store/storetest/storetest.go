@@ -53,6 +53,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"CountPending", testCountPending},
 		{"Ping", testPing},
 		{"OpenIdentical", testOpenIdentical},
+		{"ListByKind", testListByKind},
 	}
 	tests = append(tests, sessionTests...)
 	for _, tc := range tests {
