@@ -42,7 +42,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "serve":
 		err = serve(ctx, args[1:], stdin, stdout, stderr)
 	case "policy":
-		return policyCmd(args[1:], stdout, stderr)
+		return policyCmd(ctx, args[1:], stdout, stderr)
 	case "approvals":
 		return cli.Run(ctx, args[1:], stdout, stderr, os.Getenv)
 	case "version", "--version":
@@ -72,6 +72,7 @@ func usage(w io.Writer) {
 Usage:
   toolgate serve --config FILE [flags]     run the gateway (see "toolgate serve -h")
   toolgate policy check FILE               validate a config; prints every problem, exits 2 if any
+  toolgate policy propose|show|diff|apply  store-backed policy revisions (see "toolgate policy help")
   toolgate approvals list|show|approve|deny   decide held calls through the admin API
   toolgate version
 

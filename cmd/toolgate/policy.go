@@ -1,17 +1,24 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 
+	"toolgate/internal/cli"
 	"toolgate/internal/config"
 )
 
-// policyCmd runs "toolgate policy check FILE": it prints every problem in the
-// config at once and exits 2 when there is any.
-func policyCmd(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 2 || args[0] != "check" {
+// policyCmd runs "toolgate policy check FILE", which prints every problem
+// in the config at once and exits 2 when there is any, and hands the admin
+// API commands (propose, show, diff, apply; policy.source: store) to
+// cli.RunPolicy.
+func policyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "check" {
+		return cli.RunPolicy(ctx, args, stdout, stderr, os.Getenv)
+	}
+	if len(args) != 2 {
 		fmt.Fprintln(stderr, "usage: toolgate policy check FILE")
 		return 2
 	}

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"toolgate/internal/config"
 	"toolgate/internal/gate"
 	"toolgate/internal/gateway"
+	"toolgate/internal/policy"
 	"toolgate/internal/store"
 	"toolgate/internal/store/postgres"
 	"toolgate/internal/store/sqlite"
@@ -39,6 +41,7 @@ type serveFlags struct {
 	insecureNoAuth bool
 	readyFile      string
 	logLevel       string
+	watch          bool
 }
 
 func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -51,6 +54,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	fs.BoolVar(&f.insecureNoAuth, "insecure-no-auth", false, "accept agents on /mcp without a token (loopback listeners only)")
 	fs.StringVar(&f.readyFile, "ready-file", "", "write the bound addresses as JSON to this file once listening")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug|info|warn|error")
+	fs.BoolVar(&f.watch, "watch", false, "reload the policy when the config file changes (checked every second), as on SIGHUP")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -71,11 +75,17 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v", errUsage, f.config, err)
 	}
+	// SIGHUP reloads the policy (reload.go) and must not end the process.
+	hup := notifyHUP()
+	defer signal.Stop(hup)
 	for _, w := range cfg.Warnings() {
 		if f.dev && strings.HasPrefix(w, "no approver has role") {
 			continue // --dev mints an admin token below
 		}
 		log.Warn(w)
+	}
+	if err := cfg.CheckTokenFiles(os.Geteuid()); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	creds, err := cfg.Tokens(os.LookupEnv, os.ReadFile)
 	if err != nil {
@@ -84,6 +94,11 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	adminAddr := cfg.Listen.Admin
 	if f.stdio && !cfg.Listen.AdminSet {
 		adminAddr = "" // stdio mode opens no admin port unless configured
+	}
+	// A Unix admin socket's directory is checked now and on every connection.
+	adminListen := &api.ListenConfig{Logger: log}
+	if err := adminListen.Check(adminAddr); err != nil {
+		return fmt.Errorf("%w: listen.admin: %v", errUsage, err)
 	}
 	mcpAddr := cfg.Listen.MCP
 	if f.stdio {
@@ -135,7 +150,14 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	reg := prometheus.NewRegistry()
 	metrics := telemetry.NewMetrics(reg)
 	cat := &lazyCatalog{}
-	g := gate.New(db, &cfg.Policy, &gate.Options{
+	startPolicy := cfg.Policy
+	holder := policy.NewHolder(&startPolicy) // swapped by reloadPolicy
+	// With policy.source: store, the store's current revision replaces it.
+	policies, err := startPolicyStore(ctx, db, cfg, holder, f.dev, log)
+	if err != nil {
+		return err
+	}
+	g := gate.New(db, holder, &gate.Options{
 		Logger:                 log,
 		KeepAlive:              cfg.Approvals.KeepAlive,
 		SweepInterval:          cfg.Approvals.SweepInterval,
@@ -151,10 +173,17 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			_, ok := cfg.Servers[name]
 			return ok
 		},
-		SessionApproval: cfg.Policy.Approval,
+		SessionApproval:      cfg.Policy.Approval,
+		SessionApprovalFunc:  func() policy.Approval { return holder.Load().Approval },
+		PolicyRequestTimeout: cfg.Sessions.PolicyRequestTimeout,
+		MaxPolicyRequests:    cfg.Sessions.MaxPendingPolicyRequests,
 	})
 
-	gw, err := gateway.New(ctx, gatewayServers(cfg), g, &gateway.Options{Logger: log, Version: version, Sessions: g})
+	gwOpts := &gateway.Options{Logger: log, Version: version, Sessions: g}
+	if cfg.Sessions.RequestTool {
+		gwOpts.PolicyRequests = g
+	}
+	gw, err := gateway.New(ctx, gatewayServers(cfg), g, gwOpts)
 	if err != nil {
 		return fmt.Errorf("start upstreams: %w", err)
 	}
@@ -181,17 +210,19 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		// authenticated by a session token).
 		mux := http.NewServeMux()
 		mux.Handle("/", mcpH)
-		mux.Handle("/v1/", api.NewAgentSessions(g, api.AgentAuthenticator(auth), &api.Options{Logger: log}))
+		mux.Handle("/v1/", api.NewAgentSessions(g, api.AgentAuthenticator(auth), &api.Options{Logger: log, SessionsChanged: gw.SessionsChanged}))
 		h := http.Handler(mux)
 		ready["mcp"] = "http://" + ln.Addr().String() + "/mcp"
 		eg.Go(func() error { return serveHTTP(ctx, ln, h, g) })
 	}
 	if adminAddr != "" {
-		ln, err := api.Listen(ctx, adminAddr)
-		if err != nil {
+		ln, err := adminListen.Listen(ctx, adminAddr)
+		if errors.Is(err, api.ErrUnsafeSocketDir) {
+			return fmt.Errorf("%w: listen.admin: %v", errUsage, err)
+		} else if err != nil {
 			return fmt.Errorf("listen.admin: %w", err)
 		}
-		h := api.New(g, approverAuth(creds), &api.Options{Logger: log, Metrics: telemetry.Handler(reg), Sessions: g, SessionsChanged: gw.SessionsChanged, Ready: func(ctx context.Context) error {
+		h := api.New(g, approverAuth(creds), &api.Options{Logger: log, Metrics: telemetry.Handler(reg), Sessions: g, SessionsChanged: gw.SessionsChanged, Policies: policiesAPI(policies), Ready: func(ctx context.Context) error {
 			if err := g.Ready(ctx); err != nil {
 				return err
 			}
@@ -211,7 +242,13 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		return gw.Close()
 	})
 	eg.Go(func() error { return g.Run(ctx) })
+	eg.Go(func() error {
+		return reloadPolicy(ctx, f.config, cfg, holder, hup, f.watch, f.dev, log, metrics)
+	})
 	eg.Go(func() error { watch(ctx, g); return nil })
+	if policies != nil {
+		eg.Go(func() error { policies.Follow(ctx); return nil })
+	}
 
 	for _, k := range []string{"mcp", "admin"} {
 		if v, ok := ready[k]; ok {

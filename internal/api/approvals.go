@@ -136,6 +136,7 @@ func (s *Server) review(w http.ResponseWriter, r *http.Request, c caller, id app
 		}
 		return e
 	}
+	got = s.applyApprovedPolicy(r, c, got)
 	s.writeJSON(w, r, http.StatusOK, fromRequest(got))
 	return nil
 }

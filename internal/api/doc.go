@@ -19,8 +19,18 @@
 //	                                    host, admin; If-Match: revision; body true|false|[tools]
 //	                                    → [RequirementChange]
 //	DELETE /v1/sessions/{id}            host, admin → [Revoked]
+//	POST /v1/policy/proposals           admin; body [ProposeBody] → 201 [ProposeResult] (applied)
+//	                                    or 202 [ProposeResult] (a policy_change approval)
+//	POST /v1/policy/proposals/{id}/apply
+//	                                    admin → store.PolicyRevision (applies an approved proposal)
+//	GET  /v1/policy?revision=N          viewer, approver, admin → store.PolicyRevision
+//	GET  /v1/policy/diff?from=A&to=B    viewer, approver, admin → [PolicyDiff]
 //
-// The session routes exist when Options.Sessions is set. [AgentSessions] serves
+// The session routes exist when Options.Sessions is set, the policy routes
+// (policy.source: store; docs/policy.md) when Options.Policies is set.
+// Approving a policy_change approval applies it in the same request (see
+// [Policies]); the answer shows it consumed, or invalidated when the
+// policy moved past its base revision. [AgentSessions] serves
 // POST /v1/sessions on the agent listener for session tokens (child sessions).
 //
 // /metrics needs no token: the admin listener is loopback or a Unix socket by
@@ -68,7 +78,9 @@
 // asking for more than its parent; the message names the ref); 404 not_found
 // (also unknown routes, unknown or revoked sessions); 405 method_not_allowed;
 // 409 resolved, expired, conflict, hash_mismatch (the message names the
-// current state, or the request's hash), stale_revision (If-Match);
+// current state, or the request's hash), stale_revision (If-Match),
+// policy_moved (a proposal's base is no longer the current revision),
+// not_approved (applying a proposal that is not approved);
 // 413 too_large; 422 invalid_request (also unknown servers and bad refs);
 // 428 precondition_required (If-Match missing); 503 unavailable (store
 // unreachable, or /readyz failing); 500 internal. The message is safe to show; the underlying cause is only

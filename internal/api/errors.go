@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/policystore"
 	"toolgate/internal/session"
 	"toolgate/internal/store"
 )
@@ -97,6 +98,29 @@ func sessionError(err error) *apiError {
 		e.Status, e.Code, e.Msg = http.StatusNotFound, CodeNotFound, "no such session"
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		e.Status, e.Code, e.Msg = http.StatusServiceUnavailable, CodeUnavailable, "the session store is unavailable; try again"
+	default:
+		return toAPIError(err)
+	}
+	return e
+}
+
+// policyError maps the errors of the policy routes; the rest goes through
+// toAPIError.
+func policyError(err error) error {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	e := &apiError{Err: err}
+	switch {
+	case errors.Is(err, policystore.ErrInvalid):
+		e.Status, e.Code, e.Msg = http.StatusUnprocessableEntity, CodeInvalid, fmt.Sprint(err)
+	case errors.Is(err, store.ErrConflict):
+		e.Status, e.Code, e.Msg = http.StatusConflict, CodePolicyMoved, "the deployment policy is no longer at the base revision; read it again (a pending proposal on it is invalidated)"
+	case errors.Is(err, approval.ErrNotApproved):
+		e.Status, e.Code, e.Msg = http.StatusConflict, CodeNotApproved, "the proposal is not an approved policy change (pending, denied, expired, already applied or invalidated)"
+	case errors.Is(err, store.ErrNotFound):
+		e.Status, e.Code, e.Msg = http.StatusNotFound, CodeNotFound, "no such policy revision or proposal"
 	default:
 		return toAPIError(err)
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 func TestServeUnixSocket(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "admin.sock")
+	path := filepath.Join(privateDir(t), "admin.sock")
 	ln, err := api.Listen(t.Context(), "unix://"+path)
 	if err != nil {
 		t.Fatal(err)
@@ -60,14 +60,18 @@ func TestServeUnixSocket(t *testing.T) {
 }
 
 func TestListenRemovesStaleSocket(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "admin.sock")
-	ln, err := api.Listen(t.Context(), "unix://"+path)
+	path := filepath.Join(privateDir(t), "admin.sock")
+	var lc net.ListenConfig
+	ln, err := lc.Listen(t.Context(), "unix", path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Simulate a crash: close without unlinking.
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	ln.Close()
+	if _, err := os.Lstat(path); err != nil {
+		t.Fatalf("stale socket file: %v", err)
+	}
 	ln, err = api.Listen(t.Context(), "unix://"+path)
 	if err != nil {
 		t.Fatalf("Listen over a stale socket: %v", err)

@@ -70,6 +70,9 @@ type Options struct {
 	// some sessions may see (a revocation), so the agent side can notify
 	// their MCP clients.
 	SessionsChanged func()
+	// Policies, when set, serves the deployment policy routes
+	// (/v1/policy...; policy.source: store); without it they are 404.
+	Policies Policies
 }
 
 // Server is the admin HTTP API. It implements http.Handler and is safe for
@@ -77,6 +80,7 @@ type Options struct {
 type Server struct {
 	approvals Approvals
 	sessions  Sessions
+	policies  Policies
 	changed   func()
 	auth      Authenticator
 	log       *slog.Logger
@@ -101,6 +105,9 @@ func New(a Approvals, auth Authenticator, opts *Options) *Server {
 	if s.sessions != nil {
 		s.routeSessions()
 	}
+	if s.policies != nil {
+		s.routePolicy()
+	}
 	return s
 }
 
@@ -119,7 +126,7 @@ func newBare(a Approvals, auth Authenticator, opts *Options) *Server {
 	if auth == nil {
 		auth = func(string) (approval.Principal, []string, bool) { return approval.Principal{}, nil, false }
 	}
-	return &Server{approvals: a, sessions: o.Sessions, changed: o.SessionsChanged, auth: auth, log: o.Logger,
+	return &Server{approvals: a, sessions: o.Sessions, policies: o.Policies, changed: o.SessionsChanged, auth: auth, log: o.Logger,
 		ready: o.Ready, now: o.Now, mux: http.NewServeMux()}
 }
 

@@ -44,6 +44,14 @@ type Approval struct {
 	Reason          string    `json:"reason,omitempty"`           // omitted when empty
 	ConsumedAt      time.Time `json:"consumed_at,omitzero"`       // omitted when empty
 	DispatchOutcome string    `json:"dispatch_outcome,omitempty"` // ok, tool_error, transport_error, unknown; omitted when empty
+	// Kind is what is to be approved: omitted for a tool call,
+	// "session_policy" for a session's request to change its own policy
+	// (Target is the session id, Arguments the proposed change, BaseRevision
+	// the session revision it was made against), "policy_change" for a
+	// deployment policy proposal.
+	Kind         string `json:"kind,omitempty"`
+	Target       string `json:"target,omitempty"`
+	BaseRevision int64  `json:"base_revision,omitempty"`
 }
 
 // Review is one reviewer's vote in [Approval.Reviews].
@@ -133,6 +141,9 @@ func fromRequest(r approval.Request) Approval {
 		Reason:            r.Reason,
 		ConsumedAt:        utc(r.ConsumedAt),
 		DispatchOutcome:   string(r.DispatchOutcome),
+		Kind:              r.Kind,
+		Target:            r.Target,
+		BaseRevision:      r.BaseRevision,
 	}
 	if len(a.Arguments) == 0 {
 		a.Arguments = json.RawMessage("null")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -477,7 +478,11 @@ func TestUnixSocket(t *testing.T) {
 	for _, r := range fixtures() {
 		fake.Add(r)
 	}
-	path := filepath.Join(t.TempDir(), "admin.sock")
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil { // the admin socket's directory must be private
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "admin.sock")
 	ln, err := api.Listen(t.Context(), "unix://"+path)
 	if err != nil {
 		t.Fatal(err)

@@ -42,6 +42,7 @@ type Config struct {
 	Approvals Approvals         `yaml:"approvals"`
 	Stdio     Stdio             `yaml:"stdio"`
 	Policy    policy.Policy     `yaml:"policy"`
+	Sessions  Sessions          `yaml:"sessions"`
 }
 
 // Listen holds the listener addresses.
@@ -176,9 +177,9 @@ type Stdio struct {
 
 // Default returns the configuration used for every key the file leaves
 // out: listeners on 127.0.0.1:7070 (MCP) and 127.0.0.1:7071 (admin), SQLite
-// at ./data/toolgate.db, the approval limits of DESIGN, and a policy whose
-// default is approve with {timeout: 5m, mode: hold, approvals: 1,
-// valid_for: 10m}.
+// at ./data/toolgate.db, the approval limits of DESIGN, and a policy read
+// from the file (source: file) whose default is approve with {timeout: 5m,
+// mode: hold, approvals: 1, valid_for: 10m}.
 func Default() Config {
 	return Config{
 		Listen:  Listen{MCP: "127.0.0.1:7070", Admin: "127.0.0.1:7071"},
@@ -191,7 +192,9 @@ func Default() Config {
 			SweepInterval:          time.Second,
 			Lease:                  15 * time.Second,
 		},
+		Sessions: defaultSessions(),
 		Policy: policy.Policy{
+			Source:  policy.SourceFile,
 			Default: policy.Approve,
 			Approval: policy.Approval{
 				Timeout:   5 * time.Minute,

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
+	"syscall"
 
 	"toolgate/internal/approval"
 )
@@ -43,7 +45,8 @@ func TokenHash(token string) string {
 // (lowercased). The error joins every problem, each naming the principal and
 // the variable or file, never a token: unset variables, unreadable or
 // empty files, a principal with no or several token sources, and two
-// principals sharing one token. Call it at serve time, after Validate.
+// principals sharing one token. Call it at serve time, after Validate and
+// CheckTokenFiles.
 func (c Config) Tokens(env Env, readFile func(string) ([]byte, error)) (map[string]Credential, error) {
 	if env == nil {
 		env = func(string) (string, bool) { return "", false }
@@ -124,4 +127,55 @@ func (c Config) StdioPrincipal() approval.Principal {
 		}
 	}
 	return approval.Principal{ID: "stdio", Kind: KindAgent}
+}
+
+// CheckTokenFiles reports every approver token_file that is not private to
+// the service user, uid euid (the process's effective uid at serve time),
+// joined into one error, or nil. Each problem names the approver and the
+// file: it is a symlink (checked with os.Lstat on the file itself; its
+// parent directories are not checked), is not a regular file, cannot be
+// examined, is owned by another uid, or has any group or other permission
+// bit (want 0600 or stricter). The rule comes from issue 6 ("Out of the
+// agent's reach"): an approver's token must not be readable by an agent
+// running as another user. Agents' token files are not checked: an agent
+// may own its own token file. Unix only (it reads syscall.Stat_t).
+func (c Config) CheckTokenFiles(euid int) error {
+	var errs []error
+	for i, a := range c.Approvers {
+		if a.Token.TokenFile == "" {
+			continue
+		}
+		if err := checkPrivateFile(a.Token.TokenFile, euid); err != nil {
+			errs = append(errs, fmt.Errorf("approvers[%d] %q: %w", i, a.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkPrivateFile reports why path is not a regular file owned by euid
+// without group or other permission bits, naming path as a token_file.
+func checkPrivateFile(path string, euid int) error {
+	fi, err := os.Lstat(path)
+	if pe := (*os.PathError)(nil); errors.As(err, &pe) {
+		return fmt.Errorf("token_file %s: %w", path, pe.Err)
+	} else if err != nil {
+		return fmt.Errorf("token_file %s: %w", path, err)
+	}
+	switch {
+	case fi.Mode()&os.ModeSymlink != 0:
+		return fmt.Errorf("token_file %s is a symlink; want a regular file", path)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("token_file %s is not a regular file", path)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("token_file %s: owner unknown on this system", path)
+	}
+	if int64(st.Uid) != int64(euid) {
+		return fmt.Errorf("token_file %s is owned by uid %d; want %d (the service user)", path, st.Uid, euid)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("token_file %s has mode %04o; want 0600 (no group or other bits)", path, perm)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -100,6 +101,84 @@ func TestTokensErrors(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("errors leak a token: %v", err)
+	}
+}
+
+func TestCheckTokenFiles(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := writeFile(p, "secret\n"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	private := file("private", 0o600)
+	readOnly := file("read-only", 0o400)
+	groupRead := file("group-read", 0o640)
+	worldRead := file("world-read", 0o604)
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(private, link); err != nil {
+		t.Fatal(err)
+	}
+	euid := os.Geteuid()
+	tests := []struct {
+		name string
+		file string
+		euid int
+		want string // the error; "" for nil
+	}{
+		{name: "0600", file: private, euid: euid},
+		{name: "0400", file: readOnly, euid: euid},
+		{name: "group bits", file: groupRead, euid: euid, want: `approvers[0] "bob": token_file ` + groupRead + ` has mode 0640; want 0600 (no group or other bits)`},
+		{name: "other bits", file: worldRead, euid: euid, want: `approvers[0] "bob": token_file ` + worldRead + ` has mode 0604; want 0600 (no group or other bits)`},
+		{name: "symlink to a private file", file: link, euid: euid, want: `approvers[0] "bob": token_file ` + link + ` is a symlink; want a regular file`},
+		{name: "directory", file: dir, euid: euid, want: `approvers[0] "bob": token_file ` + dir + ` is not a regular file`},
+		{name: "missing", file: filepath.Join(dir, "missing"), euid: euid, want: `approvers[0] "bob": token_file ` + filepath.Join(dir, "missing") + `: no such file or directory`},
+		{name: "other owner", file: private, euid: euid + 1, want: fmt.Sprintf(`approvers[0] "bob": token_file %s is owned by uid %d; want %d (the service user)`, private, euid, euid+1)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := Config{Approvers: []Approver{{ID: "bob", Token: Token{TokenFile: tt.file}}}}
+			err := cfg.CheckTokenFiles(tt.euid)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tt.want {
+				t.Errorf("CheckTokenFiles = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCheckTokenFilesApproversOnly(t *testing.T) {
+	dir := t.TempDir()
+	shared := filepath.Join(dir, "agent.token")
+	if err := os.WriteFile(shared, []byte("agent\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad1 := filepath.Join(dir, "h1.token")
+	if err := os.WriteFile(bad1, []byte("h1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		Agents: []Agent{{ID: "a1", Token: Token{TokenFile: shared}}},
+		Approvers: []Approver{
+			{ID: "h0", Token: Token{TokenSHA256: sha}},
+			{ID: "h1", Token: Token{TokenFile: bad1}},
+			{ID: "h2", Token: Token{TokenFile: filepath.Join(dir, "absent")}},
+		},
+	}
+	want := []string{
+		`approvers[1] "h1": token_file ` + bad1 + ` has mode 0644; want 0600 (no group or other bits)`,
+		`approvers[2] "h2": token_file ` + filepath.Join(dir, "absent") + `: no such file or directory`,
+	}
+	if diff := cmp.Diff(want, Lines(cfg.CheckTokenFiles(os.Geteuid()))); diff != "" {
+		t.Errorf("CheckTokenFiles (-want +got):\n%s", diff)
 	}
 }
 

@@ -58,7 +58,10 @@ func (c Config) Validate() error {
 	}
 	if a := c.Listen.Admin; a != "" {
 		if p, ok := strings.CutPrefix(a, "unix://"); ok {
-			if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+			switch {
+			case !filepath.IsAbs(p):
+				add("listen.admin %q: socket path %q is relative; want unix:///absolute/dir/name.sock", a, p)
+			case filepath.Clean(p) != p:
 				add("listen.admin %q: want unix:///absolute/clean/path.sock", a)
 			}
 		} else if err := checkHostPort(a); err != nil {
@@ -171,7 +174,12 @@ func (c Config) Validate() error {
 		add("stdio.agent %q: no agent has this id", id)
 	}
 
+	errs = append(errs, c.Sessions.validate()...)
+
 	// policy
+	if src := c.Policy.Source; src != "" && src != policy.SourceFile && src != policy.SourceStore {
+		add("policy.source %q: want file or store", src)
+	}
 	for _, err := range c.Policy.Validate() {
 		errs = append(errs, fmt.Errorf("policy.%w", err))
 	}

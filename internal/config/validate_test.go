@@ -58,7 +58,7 @@ func TestValidate(t *testing.T) {
 		{name: "mcp address", old: `mcp: "127.0.0.1:0"`, new: `mcp: "localhost"`, want: []string{`listen.mcp "localhost"`}},
 		{name: "mcp port", old: `mcp: "127.0.0.1:0"`, new: `mcp: "127.0.0.1:http"`, want: []string{`listen.mcp`}},
 		{name: "mcp empty", old: `mcp: "127.0.0.1:0"`, new: `mcp: ""`, want: []string{`listen.mcp: required`}},
-		{name: "admin relative socket", old: `unix:///run/toolgate/admin.sock`, new: `unix://run/admin.sock`, want: []string{`listen.admin`}},
+		{name: "admin relative socket", old: `unix:///run/toolgate/admin.sock`, new: `unix://run/admin.sock`, want: []string{`listen.admin "unix://run/admin.sock": socket path "run/admin.sock" is relative`}},
 		{name: "admin unclean socket", old: `unix:///run/toolgate/admin.sock`, new: `unix:///run/../admin.sock`, want: []string{`listen.admin`}},
 		{name: "admin tcp", old: `unix:///run/toolgate/admin.sock`, new: `127.0.0.1:7071`},
 		{name: "admin off", old: `unix:///run/toolgate/admin.sock`, new: ``},
@@ -106,6 +106,9 @@ func TestValidate(t *testing.T) {
 		{name: "stdio agent unknown", old: `agent: desktop`, new: `agent: alice`, want: []string{`stdio.agent "alice": no agent has this id`}},
 		{name: "policy errors are prefixed", old: `effect: allow`, new: `effect: permit`, want: []string{`policy.rules[0] "reads": effect "permit"`}},
 		{name: "policy default", old: "policy:\n", new: "policy:\n  default: maybe\n", want: []string{`policy.default "maybe"`}},
+		{name: "policy source store", old: "policy:\n", new: "policy:\n  source: store\n"},
+		{name: "policy source file", old: "policy:\n", new: "policy:\n  source: file\n"},
+		{name: "policy source unknown", old: "policy:\n", new: "policy:\n  source: etcd\n", want: []string{`policy.source "etcd": want file or store`}},
 		{name: "policy bad glob", old: `tools: ["read_*"]`, new: `tools: ["read_["]`, want: []string{`policy.rules[0] "reads": tools[0]: glob "read_["`}},
 		{name: "rule for an unconfigured server", old: `server: fs, tools`, new: `server: fs2, tools`, want: []string{`policy.rules[0] "reads": server "fs2" is not configured`}},
 	}

@@ -24,7 +24,8 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
-// An Evaluator decides the effect of a call. *policy.Policy implements it.
+// An Evaluator decides the effect of a call. *policy.Policy implements it,
+// and so does *policy.Holder, whose policy can be swapped at run time.
 type Evaluator interface {
 	Evaluate(c policy.Call) (policy.Decision, error)
 }
@@ -80,6 +81,17 @@ type Options struct {
 	// them (normally policy.approval); zero fields mean a 5m timeout, hold
 	// mode and one approval.
 	SessionApproval policy.Approval
+	// SessionApprovalFunc, when set, is called for each such call instead
+	// of reading SessionApproval, so the parameters follow a deployment
+	// policy reloaded at run time (cmd passes the policy.Holder's
+	// Load().Approval). Zero fields get the same defaults.
+	SessionApprovalFunc func() policy.Approval
+	// PolicyRequestTimeout is how long a session's pending policy request
+	// waits for a decision (config sessions.policy_request_timeout);
+	// default 300s. MaxPolicyRequests caps a session's pending policy
+	// requests, apart from its tool-call approvals; default 32.
+	PolicyRequestTimeout time.Duration
+	MaxPolicyRequests    int
 }
 
 // A Gate decides tool calls. Its methods are safe for concurrent use.

@@ -141,6 +141,7 @@ func (g *Gate) SetSessionRequirement(ctx context.Context, actor approval.Princip
 	}
 	if changed {
 		g.log.InfoContext(ctx, "session policy changed", "session", id, "server", server, "by", actor.ID, "revision", s.Revision)
+		g.voidStalePolicyRequests(ctx, s) // they were made against the old revision
 	}
 	return s, changed, nil
 }
@@ -211,9 +212,12 @@ func sessionRefusal(ch session.Chain, err error, server, tool string) string {
 
 // sessionApproval is the decision for a call the deployment allows but the
 // session requires approval for: the policy's default approval parameters
-// (Options.SessionApproval).
+// (Options.SessionApprovalFunc, else Options.SessionApproval).
 func (g *Gate) sessionApproval() policy.Decision {
 	ap := g.opts.SessionApproval
+	if f := g.opts.SessionApprovalFunc; f != nil {
+		ap = f()
+	}
 	if ap.Timeout <= 0 {
 		ap.Timeout = 5 * time.Minute
 	}

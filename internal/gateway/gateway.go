@@ -120,6 +120,11 @@ type Options struct {
 	// their effective tools (the gate enforces calls either way). nil shows
 	// every principal every tool.
 	Sessions SessionPolicy
+	// PolicyRequests, when set, exposes the built-in tool PolicyToolName
+	// to agent sessions (listed only to them), through which a session
+	// asks to change its own policy. nil: no built-in tool
+	// (sessions.request_tool: false).
+	PolicyRequests PolicyRequester
 }
 
 func (o *Options) withDefaults() Options {
@@ -233,6 +238,12 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 	})
 	g.server.AddReceivingMiddleware(g.middleware)
 	g.server.AddSendingMiddleware(g.sendingMiddleware)
+	if o.PolicyRequests != nil {
+		// The middleware answers its calls; this handler never runs.
+		g.server.AddTool(policyTool(), func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return errorResult("unknown tool " + PolicyToolName), nil
+		})
+	}
 
 	for _, sc := range servers {
 		g.ups[sc.Name] = newUpstream(sc, g)

@@ -51,6 +51,12 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		defer release()
 
 		name := creq.Params.Name
+		if name == PolicyToolName {
+			if !g.policyToolOn(p) {
+				return errorResult("unknown tool " + name), nil
+			}
+			return g.callPolicyTool(ctx, p, creq.Params.Arguments), nil
+		}
 		t, ok := g.catalog.lookup(name)
 		if !ok {
 			return errorResult("unknown tool " + name), nil

@@ -115,6 +115,7 @@ func (g *Gateway) listTools(ctx context.Context, method string, req mcp.Request,
 	for _, t := range visible {
 		names[t.Name] = true
 	}
+	names[PolicyToolName] = err == nil && g.policyToolOn(p)
 	lr.Tools = slices.DeleteFunc(slices.Clone(lr.Tools), func(t *mcp.Tool) bool { return !names[t.Name] })
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && err == nil {
 		if g.views.record(ss, p, fingerprint(visible)) {

@@ -7,6 +7,11 @@
 // "<server>__<tool>" alias, so a rule written for one server cannot leak to
 // another whose name differs only by punctuation (case C06).
 //
+// [Revision] identifies a policy's content, [Diff] summarises a change and
+// [Narrows] decides whether a change can only make decisions stricter (the
+// rules are in docs/policy.md). A [Holder] holds the policy in force so it
+// can be swapped at run time.
+//
 // Globs (see [Match]) are path.Match patterns in which '/' is an ordinary
 // character. Typical use:
 //

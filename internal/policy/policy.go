@@ -70,12 +70,25 @@ type Rule struct {
 	Approval *Approval `yaml:"approval,omitempty"`
 }
 
+// Where the deployment policy comes from (Policy.Source); see issue 6.
+const (
+	// SourceFile: the config file; SIGHUP (and serve --watch) reloads it.
+	SourceFile = "file"
+	// SourceStore: policy revisions kept in the database.
+	SourceStore = "store"
+)
+
 // Policy is an ordered list of rules, a default effect, and default
 // approval parameters.
 type Policy struct {
 	Default  Effect   `yaml:"default"`
 	Approval Approval `yaml:"approval"`
 	Rules    []Rule   `yaml:"rules,omitempty"`
+	// Source says where the deployment policy comes from: SourceFile
+	// (the default; "" means the same) or SourceStore. It is deployment
+	// configuration, not policy content: Evaluate, Narrows, Diff and
+	// Revision ignore it, and the config package validates it.
+	Source string `yaml:"source,omitempty"`
 }
 
 // Call is what a policy decides about: the real server and tool names, and

@@ -93,6 +93,7 @@ type Store interface {
 	Close() error
 
 	SessionStore
+	PolicyStore
 }
 
 // Normalize returns r with every time in UTC truncated to the millisecond and

@@ -20,6 +20,8 @@ type Metrics struct {
 	approvalWait      prometheus.Histogram
 	approvalsPending  prometheus.Gauge
 	dispatchRefusals  *prometheus.CounterVec
+	policyReloads     prometheus.Counter
+	policyReloadFails prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them (and the Go and process
@@ -51,8 +53,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "toolgate_dispatch_refusals_total",
 			Help: "Approved calls refused at dispatch, by reason (invalidated, not_approved, store_error).",
 		}, []string{"reason"}),
+		policyReloads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "toolgate_policy_reloads_total",
+			Help: "Reloads of the deployment policy from the config file (SIGHUP or --watch) that succeeded, changed or not.",
+		}),
+		policyReloadFails: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "toolgate_policy_reload_failures_total",
+			Help: "Reloads of the deployment policy refused because the config file was unreadable or invalid; the previous policy stayed in force.",
+		}),
 	}
 	reg.MustRegister(m.toolCalls, m.approvalRequests, m.approvalDecisions, m.approvalWait, m.approvalsPending, m.dispatchRefusals,
+		m.policyReloads, m.policyReloadFails,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -101,5 +112,19 @@ func (m *Metrics) PendingApprovals(n int) {
 func (m *Metrics) DispatchRefused(reason string) {
 	if m != nil {
 		m.dispatchRefusals.WithLabelValues(reason).Inc()
+	}
+}
+
+// PolicyReloaded counts one successful reload of the deployment policy.
+func (m *Metrics) PolicyReloaded() {
+	if m != nil {
+		m.policyReloads.Inc()
+	}
+}
+
+// PolicyReloadFailed counts one refused reload of the deployment policy.
+func (m *Metrics) PolicyReloadFailed() {
+	if m != nil {
+		m.policyReloadFails.Inc()
 	}
 }

@@ -38,6 +38,7 @@ const (
 	migrateLockID        = lockKeyBase     // held by the migrating transaction
 	eventsLockID         = lockKeyBase + 1 // held by each transaction that writes events
 	sessionsLockID       = lockKeyBase + 2 // held by child creations and revocations
+	policyLockID         = lockKeyBase + 3 // held by each transaction that appends a policy revision
 )
 
 // txRetries is how many more times a transaction that failed with a

@@ -56,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListByKind", testListByKind},
 	}
 	tests = append(tests, sessionTests...)
+	tests = append(tests, policyTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

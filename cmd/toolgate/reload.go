@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"toolgate/internal/config"
+	"toolgate/internal/policy"
+	"toolgate/internal/policyfile"
+	"toolgate/internal/telemetry"
+)
+
+// watchInterval is how often serve --watch looks at the config file.
+const watchInterval = time.Second
+
+// notifyHUP relays SIGHUP (whose default action would end the process) to
+// the returned channel; call signal.Stop on it when done.
+func notifyHUP() chan os.Signal {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	return hup
+}
+
+// reloadPolicy runs until ctx ends: with policy.source file it reloads the
+// policy section of the config file at path into h on every SIGHUP (and,
+// with watch, when the file changes), refusing a policy that nobody could
+// review unless approvals.allow_no_approvers is set, as at start. With
+// policy.source store a SIGHUP is only logged.
+func reloadPolicy(ctx context.Context, path string, cfg config.Config, h *policy.Holder, hup <-chan os.Signal, watch, dev bool, log *slog.Logger, metrics *telemetry.Metrics) error {
+	log.Info("policy in force", "source", policySource(cfg), "revision", policy.Revision(h.Load()))
+	if policySource(cfg) != policy.SourceFile {
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-hup:
+				log.Info("SIGHUP ignored: policy.source is store, so the policy follows the database")
+			}
+		}
+	}
+	var devApprovers []config.Approver
+	if dev {
+		devApprovers = append(devApprovers, config.Approver{ID: "dev-approver", Roles: []string{config.RoleAdmin}})
+	}
+	check := func(c config.Config) error {
+		for _, w := range c.Warnings() {
+			if dev && strings.HasPrefix(w, "no approver has role") {
+				continue
+			}
+			log.Warn(w)
+		}
+		if bad := c.Unreviewable(devApprovers...); len(bad) > 0 && !c.Approvals.AllowNoApprovers {
+			return fmt.Errorf("no configured approver could review %s", strings.Join(bad, ", "))
+		}
+		return nil
+	}
+	r := policyfile.New(path, cfg, h, &policyfile.Options{Logger: log, Metrics: metrics, Env: os.LookupEnv, Check: check})
+	var every time.Duration
+	if watch {
+		every = watchInterval
+	}
+	return r.Run(ctx, hup, every)
+}
+
+func policySource(cfg config.Config) string {
+	if cfg.Policy.Source == "" {
+		return policy.SourceFile
+	}
+	return cfg.Policy.Source
+}

@@ -1,0 +1,211 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/store"
+)
+
+// PolicyChannel is the LISTEN/NOTIFY channel on which each new deployment
+// policy revision is announced, with the revision number as payload.
+const PolicyChannel = "toolgate_policy"
+
+const policyColumns = `revision, policy, digest, created_at, created_by, approval_id, diff`
+
+func scanPolicy(sc pgx.Row) (store.PolicyRevision, error) {
+	var (
+		p          store.PolicyRevision
+		at         int64
+		approvalID pgtype.Text
+		diff       string
+	)
+	if err := sc.Scan(&p.Revision, &p.Policy, &p.Digest, &at, &p.CreatedBy, &approvalID, &diff); err != nil {
+		return store.PolicyRevision{}, err
+	}
+	p.CreatedAt = fromMillis(at)
+	p.ApprovalID = approval.ID(approvalID.String)
+	if err := json.Unmarshal([]byte(diff), &p.Diff); err != nil {
+		return store.PolicyRevision{}, fmt.Errorf("policy revision %d: decode diff: %w", p.Revision, err)
+	}
+	return store.NormalizePolicyRevision(p), nil
+}
+
+func getPolicy(ctx context.Context, q querier, where string, args ...any) (store.PolicyRevision, error) {
+	p, err := scanPolicy(q.QueryRow(ctx, `SELECT `+policyColumns+` FROM policy_revisions `+where, args...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.PolicyRevision{}, store.ErrNotFound
+	}
+	return p, err
+}
+
+// lockedRevision takes the policy advisory lock, held until tx ends, and
+// returns the newest revision number (0 when there is none).
+func lockedRevision(ctx context.Context, tx pgx.Tx) (int64, error) {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, policyLockID); err != nil {
+		return 0, fmt.Errorf("lock policy: %w", err)
+	}
+	var n int64
+	err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(revision), 0) FROM policy_revisions`).Scan(&n)
+	return n, err
+}
+
+// CurrentPolicy returns the newest policy revision or store.ErrNotFound.
+func (db *DB) CurrentPolicy(ctx context.Context) (store.PolicyRevision, error) {
+	p, err := getPolicy(ctx, db.pool, `ORDER BY revision DESC LIMIT 1`)
+	if err != nil {
+		return store.PolicyRevision{}, db.wrapPolicy("current policy", err)
+	}
+	return p, nil
+}
+
+// GetPolicy returns policy revision n or store.ErrNotFound.
+func (db *DB) GetPolicy(ctx context.Context, n int64) (store.PolicyRevision, error) {
+	p, err := getPolicy(ctx, db.pool, `WHERE revision = $1`, n)
+	if err != nil {
+		return store.PolicyRevision{}, db.wrapPolicy(fmt.Sprintf("policy revision %d", n), err)
+	}
+	return p, nil
+}
+
+func (db *DB) wrapPolicy(op string, err error) error {
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return db.wrap(op, err)
+}
+
+// insertPolicy stores rev as revision n with its policy_changed event and
+// notifies PolicyChannel. The caller holds the policy lock.
+func insertPolicy(ctx context.Context, tx pgx.Tx, n int64, rev store.PolicyRevision, actor string, at time.Time) (store.PolicyRevision, error) {
+	rev.Revision = n
+	rev.CreatedAt = store.Millis(rev.CreatedAt)
+	diff, err := jsonText(rev.Diff)
+	if err != nil {
+		return store.PolicyRevision{}, err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO policy_revisions (`+policyColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		n, rev.Policy, rev.Digest, millis(rev.CreatedAt), rev.CreatedBy, nullText(string(rev.ApprovalID)), diff); err != nil {
+		return store.PolicyRevision{}, fmt.Errorf("insert policy revision %d: %w", n, err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, eventsLockID); err != nil {
+		return store.PolicyRevision{}, fmt.Errorf("lock events: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO events (policy_revision, type, state, actor, at) VALUES ($1, $2, '', $3, $4)`,
+		n, string(store.EventPolicyChanged), actor, store.Millis(at).UnixMilli()); err != nil {
+		return store.PolicyRevision{}, fmt.Errorf("insert %s event: %w", store.EventPolicyChanged, err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, PolicyChannel, strconv.FormatInt(n, 10)); err != nil {
+		return store.PolicyRevision{}, fmt.Errorf("notify: %w", err)
+	}
+	return store.NormalizePolicyRevision(rev), nil
+}
+
+func checkRevision(rev store.PolicyRevision) error {
+	if rev.Policy == "" || rev.Digest == "" || rev.CreatedAt.IsZero() {
+		return errors.New("policy, digest and created_at are required")
+	}
+	return nil
+}
+
+// AppendPolicy stores rev as revision base+1 if base is still the current
+// revision, with its policy_changed event, in one transaction holding the
+// policy advisory lock. See store.PolicyStore.
+func (db *DB) AppendPolicy(ctx context.Context, base int64, rev store.PolicyRevision, actor string) (store.PolicyRevision, error) {
+	if err := checkRevision(rev); err != nil {
+		return store.PolicyRevision{}, fmt.Errorf("append policy: %w", err)
+	}
+	var out store.PolicyRevision
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		cur, err := lockedRevision(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if cur != base {
+			return fmt.Errorf("base revision %d is not the current revision %d: %w", base, cur, store.ErrConflict)
+		}
+		out, err = insertPolicy(ctx, tx, base+1, rev, actor, rev.CreatedAt)
+		return err
+	})
+	if err != nil {
+		return store.PolicyRevision{}, db.wrapPolicy("append policy", err)
+	}
+	return out, nil
+}
+
+// ApplyPolicyApproval applies an approved policy_change approval once, in
+// one transaction that holds the approval's row (FOR UPDATE) and the policy
+// advisory lock. See store.PolicyStore.
+func (db *DB) ApplyPolicyApproval(ctx context.Context, id approval.ID, rev store.PolicyRevision, actor string, now time.Time) (store.PolicyRevision, approval.Request, error) {
+	if err := checkRevision(rev); err != nil {
+		return store.PolicyRevision{}, approval.Request{}, fmt.Errorf("apply policy approval %s: %w", id, err)
+	}
+	var (
+		out    store.PolicyRevision
+		req    approval.Request
+		decErr error
+	)
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		out, req, decErr = store.PolicyRevision{}, approval.Request{}, nil
+		old, err := getRow(ctx, tx, id, ` FOR UPDATE`)
+		if err != nil {
+			return err
+		}
+		before, err := old.request()
+		if err != nil {
+			return err
+		}
+		cur, err := old.request()
+		if err != nil {
+			return err
+		}
+		current, err := lockedRevision(ctx, tx)
+		if err != nil {
+			return err
+		}
+		decErr = store.DecidePolicyApproval(&cur, current, rev.Digest, now)
+		if cur.State == before.State {
+			req = before
+			return decErr // nothing changed: roll back
+		}
+		w, err := toRow(cur)
+		if err != nil {
+			return err
+		}
+		if req, err = w.request(); err != nil {
+			return err
+		}
+		n := numColumns
+		if _, err := tx.Exec(ctx, `UPDATE requests SET (`+columns+`) = (`+params(1, n)+`)
+			WHERE id = $`+strconv.Itoa(n+1)+` AND state = $`+strconv.Itoa(n+2),
+			append(w.args(), old.id, old.state)...); err != nil {
+			return err
+		}
+		if err := writeEvents(ctx, tx, req.ID, req.State, store.ChangeEvents(before, req, actor, now)); err != nil {
+			return err
+		}
+		if decErr != nil {
+			return nil // the invalidation is committed; decErr is returned below
+		}
+		rev.ApprovalID = id
+		out, err = insertPolicy(ctx, tx, current+1, rev, actor, now)
+		return err
+	})
+	switch {
+	case err != nil && errors.Is(err, decErr):
+		return store.PolicyRevision{}, req, decErr
+	case err != nil:
+		return store.PolicyRevision{}, req, db.wrapPolicy("apply policy approval "+string(id), err)
+	case decErr != nil:
+		return store.PolicyRevision{}, req, decErr
+	}
+	return out, req, nil
+}
