@@ -13,6 +13,7 @@ import (
 
 	"toolgate/internal/approval"
 	"toolgate/internal/store"
+	"toolgate/internal/store/sqlrow"
 )
 
 // PolicyChannel is the LISTEN/NOTIFY channel on which each new deployment
@@ -31,7 +32,7 @@ func scanPolicy(sc pgx.Row) (store.PolicyRevision, error) {
 	if err := sc.Scan(&p.Revision, &p.Policy, &p.Digest, &at, &p.CreatedBy, &approvalID, &diff); err != nil {
 		return store.PolicyRevision{}, err
 	}
-	p.CreatedAt = fromMillis(at)
+	p.CreatedAt = sqlrow.FromMillis(at)
 	p.ApprovalID = approval.ID(approvalID.String)
 	if err := json.Unmarshal([]byte(diff), &p.Diff); err != nil {
 		return store.PolicyRevision{}, fmt.Errorf("policy revision %d: decode diff: %w", p.Revision, err)
@@ -88,12 +89,12 @@ func (db *DB) wrapPolicy(op string, err error) error {
 func insertPolicy(ctx context.Context, tx pgx.Tx, n int64, rev store.PolicyRevision, actor string, at time.Time) (store.PolicyRevision, error) {
 	rev.Revision = n
 	rev.CreatedAt = store.Millis(rev.CreatedAt)
-	diff, err := jsonText(rev.Diff)
+	diff, err := sqlrow.JSONText(rev.Diff)
 	if err != nil {
 		return store.PolicyRevision{}, err
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO policy_revisions (`+policyColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		n, rev.Policy, rev.Digest, millis(rev.CreatedAt), rev.CreatedBy, nullText(string(rev.ApprovalID)), diff); err != nil {
+		n, rev.Policy, rev.Digest, sqlrow.Millis(rev.CreatedAt), rev.CreatedBy, nullText(string(rev.ApprovalID)), diff); err != nil {
 		return store.PolicyRevision{}, fmt.Errorf("insert policy revision %d: %w", n, err)
 	}
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, eventsLockID); err != nil {
@@ -159,11 +160,11 @@ func (db *DB) ApplyPolicyApproval(ctx context.Context, id approval.ID, rev store
 		if err != nil {
 			return err
 		}
-		before, err := old.request()
+		before, err := old.Decode()
 		if err != nil {
 			return err
 		}
-		cur, err := old.request()
+		cur, err := old.Decode()
 		if err != nil {
 			return err
 		}
@@ -180,13 +181,13 @@ func (db *DB) ApplyPolicyApproval(ctx context.Context, id approval.ID, rev store
 		if err != nil {
 			return err
 		}
-		if req, err = w.request(); err != nil {
+		if req, err = w.Decode(); err != nil {
 			return err
 		}
 		n := numColumns
 		if _, err := tx.Exec(ctx, `UPDATE requests SET (`+columns+`) = (`+params(1, n)+`)
 			WHERE id = $`+strconv.Itoa(n+1)+` AND state = $`+strconv.Itoa(n+2),
-			append(w.args(), old.id, old.state)...); err != nil {
+			append(w.Args(), old.ID(), old.State())...); err != nil {
 			return err
 		}
 		if err := writeEvents(ctx, tx, req.ID, req.State, store.ChangeEvents(before, req, actor, now)); err != nil {

@@ -37,7 +37,7 @@ func (db *DB) CreateRequest(ctx context.Context, r approval.Request) error {
 	}
 	err = db.inTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO requests (`+columns+`) VALUES (`+params(1, numColumns)+`)
-			ON CONFLICT (id) DO NOTHING`, w.args()...)
+			ON CONFLICT (id) DO NOTHING`, w.Args()...)
 		if err != nil {
 			return err
 		}
@@ -65,7 +65,7 @@ func (db *DB) GetRequest(ctx context.Context, id approval.ID) (approval.Request,
 	if err != nil {
 		return approval.Request{}, db.wrap("get request "+string(id), err)
 	}
-	r, err := w.request()
+	r, err := w.Decode()
 	if err != nil {
 		return approval.Request{}, fmt.Errorf("get request %s: %w", id, err)
 	}
@@ -80,7 +80,7 @@ type querier interface {
 // getRow reads one row; suffix is appended to the query (" FOR UPDATE").
 func getRow(ctx context.Context, q querier, id approval.ID, suffix string) (row, error) {
 	var w row
-	err := q.QueryRow(ctx, `SELECT `+columns+` FROM requests WHERE id = $1`+suffix, string(id)).Scan(w.dest()...)
+	err := q.QueryRow(ctx, `SELECT `+columns+` FROM requests WHERE id = $1`+suffix, string(id)).Scan(w.Dest()...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return row{}, store.ErrNotFound
 	}
@@ -144,10 +144,10 @@ func (db *DB) ListRequests(ctx context.Context, f store.Filter) ([]approval.Requ
 	var rs []approval.Request
 	for rows.Next() {
 		var w row
-		if err := rows.Scan(w.dest()...); err != nil {
+		if err := rows.Scan(w.Dest()...); err != nil {
 			return nil, "", db.wrap("list requests", err)
 		}
-		r, err := w.request()
+		r, err := w.Decode()
 		if err != nil {
 			return nil, "", fmt.Errorf("list requests: %w", err)
 		}
@@ -183,11 +183,11 @@ func (db *DB) UpdateRequest(ctx context.Context, id approval.ID, actor string, f
 		if err != nil {
 			return err
 		}
-		before, err := old.request()
+		before, err := old.Decode()
 		if err != nil {
 			return err
 		}
-		cur, err := old.request() // a second decode: fn cannot reach before's slices
+		cur, err := old.Decode() // a second decode: fn cannot reach before's slices
 		if err != nil {
 			return err
 		}
@@ -202,7 +202,7 @@ func (db *DB) UpdateRequest(ctx context.Context, id approval.ID, actor string, f
 		if err != nil {
 			return err
 		}
-		if out, err = w.request(); err != nil {
+		if out, err = w.Decode(); err != nil {
 			return err
 		}
 		if w == old {
@@ -211,7 +211,7 @@ func (db *DB) UpdateRequest(ctx context.Context, id approval.ID, actor string, f
 		n := numColumns
 		tag, err := tx.Exec(ctx, `UPDATE requests SET (`+columns+`) = (`+params(1, n)+`)
 			WHERE id = $`+strconv.Itoa(n+1)+` AND state = $`+strconv.Itoa(n+2),
-			append(w.args(), old.id, old.state)...)
+			append(w.Args(), old.ID(), old.State())...)
 		if err != nil {
 			return err
 		}
@@ -354,10 +354,10 @@ func (db *DB) OpenIdentical(ctx context.Context, principal, server, tool, argume
 	var rs []approval.Request
 	for rows.Next() {
 		var w row
-		if err := rows.Scan(w.dest()...); err != nil {
+		if err := rows.Scan(w.Dest()...); err != nil {
 			return nil, db.wrap("find identical requests", err)
 		}
-		r, err := w.request()
+		r, err := w.Decode()
 		if err != nil {
 			return nil, fmt.Errorf("find identical requests: %w", err)
 		}

@@ -2,7 +2,7 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strconv"
@@ -14,72 +14,26 @@ import (
 	"toolgate/internal/approval"
 	"toolgate/internal/session"
 	"toolgate/internal/store"
+	"toolgate/internal/store/sqlrow"
 )
 
-// sessionColumns lists the sessions columns in the order of sessionRow.args
-// and sessionRow.dest.
-const sessionColumns = `id, parent_id, principal, on_behalf_of, tenant, token_hash, mode, tools,
-	require_approval, revision, created_at, created_by, revoked_at`
+// The sessions row codec is shared with the other SQL backend (sqlrow).
+type sessionRow = sqlrow.Session
 
-const numSessionColumns = 13
-
-// sessionRow is one sessions row as stored; it is comparable.
-type sessionRow struct {
-	id              string
-	parentID        pgtype.Text
-	principal       string
-	onBehalfOf      string
-	tenant          string
-	tokenHash       string
-	mode            string
-	tools           string
-	requireApproval string
-	revision        int64
-	createdAt       int64
-	createdBy       string
-	revokedAt       pgtype.Int8
-}
-
-func (w *sessionRow) args() []any {
-	return []any{w.id, w.parentID, w.principal, w.onBehalfOf, w.tenant, w.tokenHash, w.mode, w.tools,
-		w.requireApproval, w.revision, w.createdAt, w.createdBy, w.revokedAt}
-}
-
-func (w *sessionRow) dest() []any {
-	return []any{&w.id, &w.parentID, &w.principal, &w.onBehalfOf, &w.tenant, &w.tokenHash, &w.mode, &w.tools,
-		&w.requireApproval, &w.revision, &w.createdAt, &w.createdBy, &w.revokedAt}
-}
+const (
+	sessionColumns    = sqlrow.SessionColumns
+	numSessionColumns = sqlrow.NumSessionColumns
+)
 
 func toSessionRow(s session.Session) (sessionRow, error) {
-	s = store.NormalizeSession(s)
-	tools, err := jsonText(s.Tools)
-	if err != nil {
-		return sessionRow{}, err
-	}
-	ra, err := jsonText(s.RequireApproval)
-	if err != nil {
-		return sessionRow{}, err
-	}
-	return sessionRow{
-		id: string(s.ID), parentID: nullText(string(s.ParentID)), principal: s.Principal,
-		onBehalfOf: s.OnBehalfOf, tenant: s.Tenant, tokenHash: s.TokenHash, mode: string(s.Mode),
-		tools: tools, requireApproval: ra, revision: s.Revision, createdAt: millis(s.CreatedAt),
-		createdBy: s.CreatedBy, revokedAt: nullMillis(s.RevokedAt),
-	}, nil
+	return sqlrow.EncodeSession(store.NormalizeSession(s))
 }
 
-func (w *sessionRow) session() (session.Session, error) {
-	s := session.Session{
-		ID: session.ID(w.id), ParentID: session.ID(w.parentID.String), Principal: w.principal,
-		OnBehalfOf: w.onBehalfOf, Tenant: w.tenant, TokenHash: w.tokenHash, Mode: session.Mode(w.mode),
-		Revision: w.revision, CreatedAt: fromMillis(w.createdAt), CreatedBy: w.createdBy,
-		RevokedAt: fromNullMillis(w.revokedAt),
-	}
-	if err := json.Unmarshal([]byte(w.tools), &s.Tools); err != nil {
-		return session.Session{}, fmt.Errorf("session %s: decode tools: %w", w.id, err)
-	}
-	if err := json.Unmarshal([]byte(w.requireApproval), &s.RequireApproval); err != nil {
-		return session.Session{}, fmt.Errorf("session %s: decode require_approval: %w", w.id, err)
+// sessionOf decodes w.
+func sessionOf(w *sessionRow) (session.Session, error) {
+	s, err := w.Decode()
+	if err != nil {
+		return session.Session{}, err
 	}
 	return store.NormalizeSession(s), nil
 }
@@ -90,7 +44,7 @@ func nullText(s string) pgtype.Text {
 
 func getSessionWhere(ctx context.Context, q querier, where string, arg any) (sessionRow, error) {
 	var w sessionRow
-	err := q.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE `+where, arg).Scan(w.dest()...)
+	err := q.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE `+where, arg).Scan(w.Dest()...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sessionRow{}, store.ErrNotFound
 	}
@@ -122,10 +76,10 @@ func readChain(ctx context.Context, q rowsQuerier, id session.ID) (session.Chain
 	var c session.Chain
 	for rows.Next() {
 		var w sessionRow
-		if err := rows.Scan(w.dest()...); err != nil {
+		if err := rows.Scan(w.Dest()...); err != nil {
 			return nil, err
 		}
-		s, err := w.session()
+		s, err := sessionOf(&w)
 		if err != nil {
 			return nil, err
 		}
@@ -171,7 +125,7 @@ func (db *DB) CreateSession(ctx context.Context, s session.Session, actor string
 			}
 		}
 		tag, err := tx.Exec(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES (`+params(1, numSessionColumns)+`)
-			ON CONFLICT DO NOTHING`, w.args()...)
+			ON CONFLICT DO NOTHING`, w.Args()...)
 		if err != nil {
 			return err
 		}
@@ -209,7 +163,7 @@ func (db *DB) sessionWhere(ctx context.Context, op, where string, arg any) (sess
 	if err != nil {
 		return session.Session{}, db.wrap(op, err)
 	}
-	s, err := w.session()
+	s, err := sessionOf(&w)
 	if err != nil {
 		return session.Session{}, fmt.Errorf("%s: %w", op, err)
 	}
@@ -244,7 +198,7 @@ func (db *DB) UpdateSession(ctx context.Context, id session.ID, actor string, no
 		if err != nil {
 			return err
 		}
-		cur, err := old.session()
+		cur, err := sessionOf(&old)
 		if err != nil {
 			return err
 		}
@@ -269,16 +223,16 @@ func (db *DB) UpdateSession(ctx context.Context, id session.ID, actor string, no
 		if err != nil {
 			return err
 		}
-		if w.mode == old.mode && w.tools == old.tools && w.requireApproval == old.requireApproval {
+		if w.Mode == old.Mode && w.Tools == old.Tools && w.RequireApproval == old.RequireApproval {
 			out = cur
 			return nil
 		}
-		w.revision = old.revision + 1
+		w.Revision = old.Revision + 1
 		if _, err := tx.Exec(ctx, `UPDATE sessions SET mode = $1, tools = $2, require_approval = $3, revision = $4
-			WHERE id = $5 AND revision = $6`, w.mode, w.tools, w.requireApproval, w.revision, w.id, old.revision); err != nil {
+			WHERE id = $5 AND revision = $6`, w.Mode, w.Tools, w.RequireApproval, w.Revision, w.ID, old.Revision); err != nil {
 			return err
 		}
-		if out, err = w.session(); err != nil {
+		if out, err = sessionOf(&w); err != nil {
 			return err
 		}
 		changed = true
@@ -336,7 +290,7 @@ func (db *DB) RevokeSession(ctx context.Context, id session.ID, actor string, no
 		var live []sessionRow
 		for rows.Next() {
 			var w sessionRow
-			if err := rows.Scan(w.dest()...); err != nil {
+			if err := rows.Scan(w.Dest()...); err != nil {
 				rows.Close()
 				return err
 			}
@@ -350,19 +304,19 @@ func (db *DB) RevokeSession(ctx context.Context, id session.ID, actor string, no
 		// UpdateRequest does, so the two never deadlock.
 		principals := make([]string, len(live))
 		for i, w := range live {
-			principals[i] = w.principal
+			principals[i] = w.Principal
 		}
 		if out.Cancelled, err = cancelPendingOf(ctx, tx, principals, actor, now); err != nil {
 			return err
 		}
-		at := millis(now)
+		at := sqlrow.Millis(now)
 		var evs []approval.Event
 		for _, w := range live {
-			if _, err := tx.Exec(ctx, `UPDATE sessions SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL`, at, w.id); err != nil {
+			if _, err := tx.Exec(ctx, `UPDATE sessions SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL`, at, w.ID); err != nil {
 				return err
 			}
-			w.revokedAt = pgtype.Int8{Int64: at, Valid: true}
-			s, err := w.session()
+			w.RevokedAt = sql.NullInt64{Int64: at, Valid: true}
+			s, err := sessionOf(&w)
 			if err != nil {
 				return err
 			}
@@ -397,7 +351,7 @@ func cancelPendingOf(ctx context.Context, tx pgx.Tx, principals []string, actor 
 	var olds []row
 	for rows.Next() {
 		var w row
-		if err := rows.Scan(w.dest()...); err != nil {
+		if err := rows.Scan(w.Dest()...); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -409,11 +363,11 @@ func cancelPendingOf(ctx context.Context, tx pgx.Tx, principals []string, actor 
 	}
 	var ids []approval.ID
 	for _, old := range olds {
-		before, err := old.request()
+		before, err := old.Decode()
 		if err != nil {
 			return nil, err
 		}
-		cur, err := old.request()
+		cur, err := old.Decode()
 		if err != nil {
 			return nil, err
 		}
@@ -425,13 +379,13 @@ func cancelPendingOf(ctx context.Context, tx pgx.Tx, principals []string, actor 
 		if err != nil {
 			return nil, err
 		}
-		after, err := w.request()
+		after, err := w.Decode()
 		if err != nil {
 			return nil, err
 		}
 		n := numColumns
 		if _, err := tx.Exec(ctx, `UPDATE requests SET (`+columns+`) = (`+params(1, n)+`)
-			WHERE id = $`+strconv.Itoa(n+1)+` AND state = $`+strconv.Itoa(n+2), append(w.args(), old.id, old.state)...); err != nil {
+			WHERE id = $`+strconv.Itoa(n+1)+` AND state = $`+strconv.Itoa(n+2), append(w.Args(), old.ID(), old.State())...); err != nil {
 			return nil, err
 		}
 		if err := writeEvents(ctx, tx, after.ID, after.State, store.ChangeEvents(before, after, actor, now)); err != nil {

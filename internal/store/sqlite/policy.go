@@ -10,6 +10,7 @@ import (
 
 	"toolgate/internal/approval"
 	"toolgate/internal/store"
+	"toolgate/internal/store/sqlrow"
 )
 
 const policyColumns = `revision, policy, digest, created_at, created_by, approval_id, diff`
@@ -24,7 +25,7 @@ func scanPolicy(sc interface{ Scan(...any) error }) (store.PolicyRevision, error
 	if err := sc.Scan(&p.Revision, &p.Policy, &p.Digest, &at, &p.CreatedBy, &approvalID, &diff); err != nil {
 		return store.PolicyRevision{}, err
 	}
-	p.CreatedAt = fromMillis(at)
+	p.CreatedAt = sqlrow.FromMillis(at)
 	p.ApprovalID = approval.ID(approvalID.String)
 	if err := json.Unmarshal([]byte(diff), &p.Diff); err != nil {
 		return store.PolicyRevision{}, fmt.Errorf("policy revision %d: decode diff: %w", p.Revision, err)
@@ -76,12 +77,12 @@ func (db *DB) wrapPolicy(op string, err error) error {
 func insertPolicy(ctx context.Context, tx *sql.Tx, n int64, rev store.PolicyRevision, actor string, at time.Time) (store.PolicyRevision, error) {
 	rev.Revision = n
 	rev.CreatedAt = store.Millis(rev.CreatedAt)
-	diff, err := jsonText(rev.Diff)
+	diff, err := sqlrow.JSONText(rev.Diff)
 	if err != nil {
 		return store.PolicyRevision{}, err
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO policy_revisions (`+policyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		n, rev.Policy, rev.Digest, millis(rev.CreatedAt), rev.CreatedBy, nullString(string(rev.ApprovalID)), diff); err != nil {
+		n, rev.Policy, rev.Digest, sqlrow.Millis(rev.CreatedAt), rev.CreatedBy, nullString(string(rev.ApprovalID)), diff); err != nil {
 		return store.PolicyRevision{}, fmt.Errorf("insert policy revision %d: %w", n, err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO events (policy_revision, type, state, actor, at) VALUES (?, ?, '', ?, ?)`,
@@ -140,11 +141,11 @@ func (db *DB) ApplyPolicyApproval(ctx context.Context, id approval.ID, rev store
 		if err != nil {
 			return err
 		}
-		before, err := old.request()
+		before, err := old.Decode()
 		if err != nil {
 			return err
 		}
-		cur, err := old.request()
+		cur, err := old.Decode()
 		if err != nil {
 			return err
 		}
@@ -161,11 +162,11 @@ func (db *DB) ApplyPolicyApproval(ctx context.Context, id approval.ID, rev store
 		if err != nil {
 			return err
 		}
-		if req, err = w.request(); err != nil {
+		if req, err = w.Decode(); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE requests SET (`+columns+`) = (`+placeholders(numColumns)+`)
-			WHERE id = ? AND state = ?`, append(w.args(), old.id, old.state)...); err != nil {
+			WHERE id = ? AND state = ?`, append(w.Args(), old.ID(), old.State())...); err != nil {
 			return err
 		}
 		if err := insertEvents(ctx, tx, store.ChangeEvents(before, req, actor, now)); err != nil {

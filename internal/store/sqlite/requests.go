@@ -42,7 +42,7 @@ func (db *DB) CreateRequest(ctx context.Context, r approval.Request) error {
 	}
 	err = db.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO requests (`+columns+`) VALUES (`+placeholders(numColumns)+`)
-			ON CONFLICT (id) DO NOTHING`, w.args()...)
+			ON CONFLICT (id) DO NOTHING`, w.Args()...)
 		if err != nil {
 			return err
 		}
@@ -77,7 +77,7 @@ func (db *DB) GetRequest(ctx context.Context, id approval.ID) (approval.Request,
 
 func getRow(ctx context.Context, q querier, id approval.ID) (row, error) {
 	var w row
-	err := q.QueryRowContext(ctx, `SELECT `+columns+` FROM requests WHERE id = ?`, string(id)).Scan(w.dest()...)
+	err := q.QueryRowContext(ctx, `SELECT `+columns+` FROM requests WHERE id = ?`, string(id)).Scan(w.Dest()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return row{}, store.ErrNotFound
 	}
@@ -89,7 +89,7 @@ func getRequest(ctx context.Context, q querier, id approval.ID) (approval.Reques
 	if err != nil {
 		return approval.Request{}, err
 	}
-	return w.request()
+	return w.Decode()
 }
 
 // ListRequests returns one page of requests matching f, ordered by id, and
@@ -147,10 +147,10 @@ func (db *DB) ListRequests(ctx context.Context, f store.Filter) ([]approval.Requ
 	var rs []approval.Request
 	for rows.Next() {
 		var w row
-		if err := rows.Scan(w.dest()...); err != nil {
+		if err := rows.Scan(w.Dest()...); err != nil {
 			return nil, "", db.wrap("list requests", err)
 		}
-		r, err := w.request()
+		r, err := w.Decode()
 		if err != nil {
 			return nil, "", fmt.Errorf("list requests: %w", err)
 		}
@@ -184,11 +184,11 @@ func (db *DB) UpdateRequest(ctx context.Context, id approval.ID, actor string, f
 		if err != nil {
 			return err
 		}
-		before, err := old.request()
+		before, err := old.Decode()
 		if err != nil {
 			return err
 		}
-		cur, err := old.request() // a second decode: fn cannot reach before's slices
+		cur, err := old.Decode() // a second decode: fn cannot reach before's slices
 		if err != nil {
 			return err
 		}
@@ -203,14 +203,14 @@ func (db *DB) UpdateRequest(ctx context.Context, id approval.ID, actor string, f
 		if err != nil {
 			return err
 		}
-		if out, err = w.request(); err != nil {
+		if out, err = w.Decode(); err != nil {
 			return err
 		}
 		if w == old {
 			return nil
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE requests SET (`+columns+`) = (`+placeholders(numColumns)+`)
-			WHERE id = ? AND state = ?`, append(w.args(), old.id, old.state)...)
+			WHERE id = ? AND state = ?`, append(w.Args(), old.ID(), old.State())...)
 		if err != nil {
 			return err
 		}
@@ -343,10 +343,10 @@ func (db *DB) OpenIdentical(ctx context.Context, principal, server, tool, argume
 	var rs []approval.Request
 	for rows.Next() {
 		var w row
-		if err := rows.Scan(w.dest()...); err != nil {
+		if err := rows.Scan(w.Dest()...); err != nil {
 			return nil, db.wrap("find identical requests", err)
 		}
-		r, err := w.request()
+		r, err := w.Decode()
 		if err != nil {
 			return nil, fmt.Errorf("find identical requests: %w", err)
 		}

@@ -1,0 +1,270 @@
+// Package sqlrow encodes approval requests and sessions as the rows both SQL
+// backends store (internal/store/sqlite and internal/store/postgres): times
+// as INTEGER/bigint unix milliseconds UTC (NULL when unset, for the optional
+// ones), durations as milliseconds, lists and maps as JSON text, and the
+// display copy of the arguments as text kept byte for byte. The row types
+// use database/sql's Null types, which both database/sql drivers and pgx
+// accept as arguments and scan targets. Rows are comparable, so an unchanged
+// value can be detected with ==.
+package sqlrow
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/session"
+)
+
+// RequestColumns lists the requests columns in the order of
+// Request.Args and Request.Dest; NumRequestColumns counts them.
+const RequestColumns = `id, state, server, tool, arguments, arguments_hash, display_warnings,
+	tool_digest, rule, mode, requested_by, on_behalf_of, tenant, created_at, expires_at,
+	required_approvals, approvers, valid_for_ms, reviews, decided_by, decided_at, reason,
+	consumed_at, dispatch_outcome, held_by, lease_until, answered_at, kind, target, base_revision`
+
+// NumRequestColumns is the number of names in RequestColumns.
+const NumRequestColumns = 30
+
+// Request is one requests row as stored.
+type Request struct {
+	id, state, server, tool string
+	arguments               sql.NullString
+	argumentsHash           string
+	displayWarnings         string
+	toolDigest, rule, mode  string
+	requestedBy, onBehalfOf string
+	tenant                  string
+	createdAt, expiresAt    int64
+	requiredApprovals       int64
+	approvers               string
+	validForMS              int64
+	reviews                 string
+	decidedBy               string
+	decidedAt               sql.NullInt64
+	reason                  string
+	consumedAt              sql.NullInt64
+	dispatchOutcome, heldBy string
+	leaseUntil              sql.NullInt64
+	answeredAt              sql.NullInt64
+	kind, target            string
+	baseRevision            int64
+}
+
+// storedReview is the JSON form of an approval.Review inside the reviews
+// column; At is unix milliseconds UTC like every other stored time.
+type storedReview struct {
+	By      string           `json:"by"`
+	Verdict approval.Verdict `json:"verdict"`
+	Reason  string           `json:"reason,omitempty"`
+	At      int64            `json:"at_ms"`
+}
+
+// ID and State return the row's id and state, for compare-and-set updates.
+func (w *Request) ID() string    { return w.id }
+func (w *Request) State() string { return w.state }
+
+// Args returns the values of the row in RequestColumns order.
+func (w *Request) Args() []any {
+	return []any{w.id, w.state, w.server, w.tool, w.arguments, w.argumentsHash, w.displayWarnings,
+		w.toolDigest, w.rule, w.mode, w.requestedBy, w.onBehalfOf, w.tenant, w.createdAt, w.expiresAt,
+		w.requiredApprovals, w.approvers, w.validForMS, w.reviews, w.decidedBy, w.decidedAt, w.reason,
+		w.consumedAt, w.dispatchOutcome, w.heldBy, w.leaseUntil, w.answeredAt, w.kind, w.target, w.baseRevision}
+}
+
+// Dest returns pointers to the fields of the row in RequestColumns order, for Scan.
+func (w *Request) Dest() []any {
+	return []any{&w.id, &w.state, &w.server, &w.tool, &w.arguments, &w.argumentsHash, &w.displayWarnings,
+		&w.toolDigest, &w.rule, &w.mode, &w.requestedBy, &w.onBehalfOf, &w.tenant, &w.createdAt, &w.expiresAt,
+		&w.requiredApprovals, &w.approvers, &w.validForMS, &w.reviews, &w.decidedBy, &w.decidedAt, &w.reason,
+		&w.consumedAt, &w.dispatchOutcome, &w.heldBy, &w.leaseUntil, &w.answeredAt, &w.kind, &w.target, &w.baseRevision}
+}
+
+// EncodeRequest encodes r for storage, truncating times and ValidFor to
+// milliseconds.
+func EncodeRequest(r approval.Request) (Request, error) {
+	w := Request{
+		id: string(r.ID), state: string(r.State), server: r.Server, tool: r.Tool,
+		argumentsHash: r.ArgumentsHash, toolDigest: r.ToolDigest, rule: r.Rule, mode: r.Mode,
+		requestedBy: r.RequestedBy, onBehalfOf: r.OnBehalfOf, tenant: r.Tenant,
+		createdAt: Millis(r.CreatedAt), expiresAt: Millis(r.ExpiresAt),
+		requiredApprovals: int64(r.RequiredApprovals), validForMS: r.ValidFor.Milliseconds(),
+		decidedBy: r.DecidedBy, decidedAt: NullMillis(r.DecidedAt), reason: r.Reason,
+		consumedAt: NullMillis(r.ConsumedAt), dispatchOutcome: string(r.DispatchOutcome),
+		heldBy: r.HeldBy, leaseUntil: NullMillis(r.LeaseUntil), answeredAt: NullMillis(r.AnsweredAt),
+		kind: r.Kind, target: r.Target, baseRevision: r.BaseRevision,
+	}
+	if r.Arguments != nil {
+		w.arguments = sql.NullString{String: string(r.Arguments), Valid: true}
+	}
+	var err error
+	if w.displayWarnings, err = JSONText(r.DisplayWarnings); err != nil {
+		return Request{}, fmt.Errorf("encode display_warnings: %w", err)
+	}
+	if w.approvers, err = JSONText(r.Approvers); err != nil {
+		return Request{}, fmt.Errorf("encode approvers: %w", err)
+	}
+	var rvs []storedReview
+	if r.Reviews != nil {
+		rvs = make([]storedReview, len(r.Reviews))
+		for i, rv := range r.Reviews {
+			rvs[i] = storedReview{By: rv.By, Verdict: rv.Verdict, Reason: rv.Reason, At: Millis(rv.At)}
+		}
+	}
+	if w.reviews, err = JSONText(rvs); err != nil {
+		return Request{}, fmt.Errorf("encode reviews: %w", err)
+	}
+	return w, nil
+}
+
+// Decode decodes the row. Each call returns fresh slices.
+func (w *Request) Decode() (approval.Request, error) {
+	r := approval.Request{
+		ID: approval.ID(w.id), State: approval.State(w.state), Server: w.server, Tool: w.tool,
+		ArgumentsHash: w.argumentsHash, ToolDigest: w.toolDigest, Rule: w.rule, Mode: w.mode,
+		RequestedBy: w.requestedBy, OnBehalfOf: w.onBehalfOf, Tenant: w.tenant,
+		CreatedAt: FromMillis(w.createdAt), ExpiresAt: FromMillis(w.expiresAt),
+		RequiredApprovals: int(w.requiredApprovals), ValidFor: time.Duration(w.validForMS) * time.Millisecond,
+		DecidedBy: w.decidedBy, DecidedAt: FromNullMillis(w.decidedAt), Reason: w.reason,
+		ConsumedAt: FromNullMillis(w.consumedAt), DispatchOutcome: approval.Outcome(w.dispatchOutcome),
+		HeldBy: w.heldBy, LeaseUntil: FromNullMillis(w.leaseUntil), AnsweredAt: FromNullMillis(w.answeredAt),
+		Kind: w.kind, Target: w.target, BaseRevision: w.baseRevision,
+	}
+	if w.arguments.Valid {
+		r.Arguments = json.RawMessage(w.arguments.String)
+	}
+	if err := json.Unmarshal([]byte(w.displayWarnings), &r.DisplayWarnings); err != nil {
+		return approval.Request{}, fmt.Errorf("decode display_warnings of %s: %w", w.id, err)
+	}
+	if err := json.Unmarshal([]byte(w.approvers), &r.Approvers); err != nil {
+		return approval.Request{}, fmt.Errorf("decode approvers of %s: %w", w.id, err)
+	}
+	var rvs []storedReview
+	if err := json.Unmarshal([]byte(w.reviews), &rvs); err != nil {
+		return approval.Request{}, fmt.Errorf("decode reviews of %s: %w", w.id, err)
+	}
+	if rvs != nil {
+		r.Reviews = make([]approval.Review, len(rvs))
+		for i, rv := range rvs {
+			r.Reviews[i] = approval.Review{By: rv.By, Verdict: rv.Verdict, Reason: rv.Reason, At: FromMillis(rv.At)}
+		}
+	}
+	return r, nil
+}
+
+// JSONText marshals v; a nil slice becomes "null", so nil and empty lists
+// keep their difference.
+func JSONText(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+// Millis returns t as unix milliseconds; the zero time maps to 0 so it can
+// round-trip through FromMillis.
+func Millis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// FromMillis is the inverse of Millis: 0 is the zero time, anything else a
+// time in UTC.
+func FromMillis(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// NullMillis is Millis for an optional time: NULL when t is zero.
+func NullMillis(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMilli(), Valid: true}
+}
+
+// FromNullMillis is the inverse of NullMillis.
+func FromNullMillis(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.UnixMilli(n.Int64).UTC()
+}
+
+// SessionColumns lists the sessions columns in the order of Session.Args
+// and Session.Dest; NumSessionColumns counts them.
+const SessionColumns = `id, parent_id, principal, on_behalf_of, tenant, token_hash, mode, tools,
+	require_approval, revision, created_at, created_by, revoked_at`
+
+// NumSessionColumns is the number of names in SessionColumns.
+const NumSessionColumns = 13
+
+// Session is one sessions row as stored. Its fields are the columns; the
+// backends read them for partial updates.
+type Session struct {
+	ID              string
+	ParentID        sql.NullString
+	Principal       string
+	OnBehalfOf      string
+	Tenant          string
+	TokenHash       string
+	Mode            string
+	Tools           string
+	RequireApproval string
+	Revision        int64
+	CreatedAt       int64
+	CreatedBy       string
+	RevokedAt       sql.NullInt64
+}
+
+// Args returns the values of the row in SessionColumns order.
+func (w *Session) Args() []any {
+	return []any{w.ID, w.ParentID, w.Principal, w.OnBehalfOf, w.Tenant, w.TokenHash, w.Mode, w.Tools,
+		w.RequireApproval, w.Revision, w.CreatedAt, w.CreatedBy, w.RevokedAt}
+}
+
+// Dest returns pointers to the fields of the row in SessionColumns order, for Scan.
+func (w *Session) Dest() []any {
+	return []any{&w.ID, &w.ParentID, &w.Principal, &w.OnBehalfOf, &w.Tenant, &w.TokenHash, &w.Mode, &w.Tools,
+		&w.RequireApproval, &w.Revision, &w.CreatedAt, &w.CreatedBy, &w.RevokedAt}
+}
+
+// EncodeSession encodes s, which the caller has normalized
+// (store.NormalizeSession).
+func EncodeSession(s session.Session) (Session, error) {
+	tools, err := JSONText(s.Tools)
+	if err != nil {
+		return Session{}, err
+	}
+	ra, err := JSONText(s.RequireApproval)
+	if err != nil {
+		return Session{}, err
+	}
+	return Session{
+		ID: string(s.ID), ParentID: sql.NullString{String: string(s.ParentID), Valid: s.ParentID != ""}, Principal: s.Principal,
+		OnBehalfOf: s.OnBehalfOf, Tenant: s.Tenant, TokenHash: s.TokenHash, Mode: string(s.Mode),
+		Tools: tools, RequireApproval: ra, Revision: s.Revision, CreatedAt: Millis(s.CreatedAt),
+		CreatedBy: s.CreatedBy, RevokedAt: NullMillis(s.RevokedAt),
+	}, nil
+}
+
+// Decode decodes the row; the caller normalizes the result.
+func (w *Session) Decode() (session.Session, error) {
+	s := session.Session{
+		ID: session.ID(w.ID), ParentID: session.ID(w.ParentID.String), Principal: w.Principal,
+		OnBehalfOf: w.OnBehalfOf, Tenant: w.Tenant, TokenHash: w.TokenHash, Mode: session.Mode(w.Mode),
+		Revision: w.Revision, CreatedAt: FromMillis(w.CreatedAt), CreatedBy: w.CreatedBy,
+		RevokedAt: FromNullMillis(w.RevokedAt),
+	}
+	if err := json.Unmarshal([]byte(w.Tools), &s.Tools); err != nil {
+		return session.Session{}, fmt.Errorf("session %s: decode Tools: %w", w.ID, err)
+	}
+	if err := json.Unmarshal([]byte(w.RequireApproval), &s.RequireApproval); err != nil {
+		return session.Session{}, fmt.Errorf("session %s: decode require_approval: %w", w.ID, err)
+	}
+	return s, nil
+}
