@@ -46,7 +46,11 @@ func runList(ctx context.Context, c *client, o *options, _ []string, out io.Writ
 		if a.OnBehalfOf != "" {
 			by += " for " + a.OnBehalfOf
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(a.ID), clean(a.State), clean(a.Server), clean(a.Tool), clean(by), expiresIn(a, resp.now))
+		server, tool := a.Server, a.Tool
+		if a.Kind != "" && a.Kind != "tool_call" { // a policy change: show what it changes
+			server, tool = "("+a.Kind+")", a.Target
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(a.ID), clean(a.State), clean(server), clean(tool), clean(by), expiresIn(a, resp.now))
 	}
 	if l.NextCursor != "" {
 		fmt.Fprintf(tw, "\nmore: toolgate approvals list --state %s --limit %d --cursor %s\n", clean(o.state), o.limit, clean(l.NextCursor))

@@ -86,8 +86,22 @@ func printApproval(out io.Writer, a api.Approval, now time.Time) error {
 	}
 	field("Approval", a.ID)
 	field("State", a.State)
-	field("Server", a.Server)
-	field("Tool", a.Tool)
+	switch a.Kind {
+	case "", "tool_call":
+		field("Server", a.Server)
+		field("Tool", a.Tool)
+	case "session_policy":
+		field("Kind", "session policy change (the session asks for more power)")
+		field("Session", a.Target)
+		field("Base revision", fmt.Sprint(a.BaseRevision))
+	case "policy_change":
+		field("Kind", "deployment policy change")
+		field("Target", a.Target)
+		field("Base revision", fmt.Sprint(a.BaseRevision))
+	default:
+		field("Kind", a.Kind)
+		field("Target", a.Target)
+	}
 	field("Rule", a.Rule)
 	field("Requested by", a.RequestedBy)
 	if a.OnBehalfOf != "" {
@@ -114,7 +128,11 @@ func printApproval(out io.Writer, a api.Approval, now time.Time) error {
 	}
 	field("Approvers", approvers)
 	field("Arguments hash", a.ArgumentsHash)
-	body.WriteString("Arguments:\n")
+	if a.Kind == "session_policy" || a.Kind == "policy_change" {
+		body.WriteString("Proposed change:\n")
+	} else {
+		body.WriteString("Arguments:\n")
+	}
 	var pretty bytes.Buffer
 	if err := json.Indent(&pretty, a.Arguments, "  ", "  "); err != nil {
 		pretty.Reset()

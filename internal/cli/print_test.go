@@ -1,0 +1,28 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"toolgate/internal/api"
+)
+
+func TestShowPolicyApproval(t *testing.T) {
+	var out bytes.Buffer
+	a := api.Approval{ID: "01a22c51-0000-7000-8000-000000000001", State: "pending", Kind: "session_policy",
+		Target: "sess-1", BaseRevision: 3, Arguments: json.RawMessage(`{"tools":["fs"]}`)}
+	if err := printApproval(&out, a, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"session policy change", "sess-1", "Base revision:      3", "Proposed change:", `"fs"`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("show output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "Server:") {
+		t.Errorf("a policy approval shows a Server line:\n%s", out.String())
+	}
+}
