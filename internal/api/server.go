@@ -251,7 +251,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, e *apiError)
 // writeJSON writes v with status, with hidden characters escaped.
 func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(v); err != nil {
+	enc := json.NewEncoder(&buf)
+	// No HTML escaping: a reviewer must see "&&", "<" and ">" in a shell
+	// command as they are, not as \u0026 (this is an API, not a page).
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		s.log.ErrorContext(r.Context(), "encode response", keyPath, r.URL.Path, keyErr, err)
 		status = http.StatusInternalServerError
 		buf.Reset()

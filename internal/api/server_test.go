@@ -492,3 +492,17 @@ func TestDateHeaderFromClock(t *testing.T) {
 		t.Errorf("Date = %q, want %q", got, want)
 	}
 }
+
+func TestShellOperatorsShownAsIs(t *testing.T) { // an approver must see && < > literally
+	e := newEnv(t)
+	r := pending("01900000-0000-7000-8000-0000000000cc")
+	r.Arguments = json.RawMessage(`{"command":"git add a.txt && git push > /dev/null < x"}`)
+	e.fake.Add(r)
+	resp := e.do(t, "GET", "/v1/approvals/"+string(r.ID), "viewer-tok", "")
+	if !bytes.Contains(resp.body, []byte(`git add a.txt && git push > /dev/null < x`)) {
+		t.Errorf("body does not show the command as sent: %s", resp.body)
+	}
+	if bytes.Contains(resp.body, []byte(`\u0026`)) || bytes.Contains(resp.body, []byte(`\u003c`)) {
+		t.Errorf("body HTML-escapes shell operators: %s", resp.body)
+	}
+}

@@ -176,6 +176,9 @@ func (d *displayer) value(n *node, path string) {
 			d.buf.WriteByte(':')
 			if why, ok := d.rd.secretKey(m.key); ok {
 				writeDisplayString(&d.buf, "[redacted: key "+strconv.Quote(why)+"]")
+				// The agent chooses key names: tell the reviewer a value is
+				// hidden, so hiding cannot pass unnoticed.
+				d.warn(fmt.Sprintf("%s: value hidden (key %q); the hash covers the real value", p, why))
 				continue
 			}
 			d.value(&m.val, p)
@@ -188,6 +191,7 @@ func (d *displayer) str(s, path string) {
 	for _, re := range d.rd.Patterns {
 		if re.MatchString(s) {
 			s = re.ReplaceAllLiteralString(s, "[redacted: looks like "+patternWhat(re)+"]")
+			d.warn(fmt.Sprintf("%s: text hidden (looks like %s); the hash covers the real value", path, patternWhat(re)))
 		}
 	}
 	d.warnInvisible(s, path, "contains")

@@ -66,13 +66,22 @@ func TestDisplay(t *testing.T) {
 			want: `{"user":"bob","db":{"host":"h","Password":"[redacted: key \"password\"]","opts":{"api_key":"[redacted: key \"apikey\"]"}},` +
 				`"headers":[{"Authorization":"[redacted: key \"authorization\"]"},{"X-Session-Id":"[redacted: key \"sessionid\"]"}],` +
 				`"author":"alice","max_tokens":100,"auth":"[redacted: key \"auth\"]","client-secret":"[redacted: key \"secret\"]","PIN":"[redacted: key \"pin\"]","spinner":"on"}`,
+			wantWarnings: []string{
+				`$.db.Password: value hidden (key "password"); the hash covers the real value`,
+				`$.db.opts.api_key: value hidden (key "apikey"); the hash covers the real value`,
+				`$.headers[0].Authorization: value hidden (key "authorization"); the hash covers the real value`,
+				`$.headers[1]["X-Session-Id"]: value hidden (key "sessionid"); the hash covers the real value`,
+				`$.auth: value hidden (key "auth"); the hash covers the real value`,
+				`$["client-secret"]: value hidden (key "secret"); the hash covers the real value`,
+				`$.PIN: value hidden (key "pin"); the hash covers the real value`,
+			},
 		},
 		{
 			name:         "invisible character in a secret key does not hide it",
 			in:           `{"pass\u200bword":"hunter2"}`,
 			rd:           DefaultRedaction(),
 			want:         `{"pass\u200Bword":"[redacted: key \"password\"]"}`,
-			wantWarnings: []string{`$["pass\u200Bword"]: key contains U+200B ZERO WIDTH SPACE`},
+			wantWarnings: []string{`$["pass\u200Bword"]: key contains U+200B ZERO WIDTH SPACE`, `$["pass\u200Bword"]: value hidden (key "password"); the hash covers the real value`},
 		},
 		{
 			name: "secret shapes",
@@ -93,12 +102,22 @@ func TestDisplay(t *testing.T) {
 				`"pem":"[redacted: looks like a private key]",` +
 				`"cut":"[redacted: looks like a private key]",` +
 				`"words":"the bearer of bad news","url":"https://example.com/a:b@c","cert":"-----BEGIN CERTIFICATE-----"}`,
+			wantWarnings: []string{
+				"$.t: text hidden (looks like a JWT); the hash covers the real value",
+				"$.cmd: text hidden (looks like a bearer token); the hash covers the real value",
+				"$.aws: text hidden (looks like an AWS access key id); the hash covers the real value",
+				"$.gh: text hidden (looks like a GitHub token); the hash covers the real value",
+				"$.dsn: text hidden (looks like credentials in a URL); the hash covers the real value",
+				"$.pem: text hidden (looks like a private key); the hash covers the real value",
+				"$.cut: text hidden (looks like a private key); the hash covers the real value",
+			},
 		},
 		{
-			name: "secret shapes in keys are not redacted, under arrays they are",
-			in:   `{"list":["Bearer abcdefghijk",1]}`,
-			rd:   DefaultRedaction(),
-			want: `{"list":["[redacted: looks like a bearer token]",1]}`,
+			name:         "secret shapes in keys are not redacted, under arrays they are",
+			in:           `{"list":["Bearer abcdefghijk",1]}`,
+			rd:           DefaultRedaction(),
+			want:         `{"list":["[redacted: looks like a bearer token]",1]}`,
+			wantWarnings: []string{"$.list[0]: text hidden (looks like a bearer token); the hash covers the real value"},
 		},
 		{
 			name: "truncation",
@@ -170,10 +189,11 @@ func TestDisplay(t *testing.T) {
 			want: `{}`,
 		},
 		{
-			name: "custom unnamed pattern",
-			in:   `{"s":"id=XYZ-123 ok"}`,
-			rd:   Redaction{Patterns: []*regexp.Regexp{regexp.MustCompile(`XYZ-\d+`)}},
-			want: `{"s":"id=[redacted: looks like a secret] ok"}`,
+			name:         "custom unnamed pattern",
+			in:           `{"s":"id=XYZ-123 ok"}`,
+			rd:           Redaction{Patterns: []*regexp.Regexp{regexp.MustCompile(`XYZ-\d+`)}},
+			want:         `{"s":"id=[redacted: looks like a secret] ok"}`,
+			wantWarnings: []string{"$.s: text hidden (looks like a secret); the hash covers the real value"},
 		},
 	}
 	for _, tt := range tests {
