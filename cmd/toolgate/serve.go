@@ -401,6 +401,9 @@ func agentAuth(ctx context.Context, creds map[string]config.Credential, sessions
 		if err != nil {
 			return approval.Principal{}, false
 		}
+		// A revoked session still authenticates, so its calls get an isError
+		// result saying "revoked" that the model can read (the gate refuses
+		// them), rather than a bare 401.
 		return approval.Principal{ID: s.Principal, Kind: "agent", Tenant: s.Tenant, OnBehalfOf: s.OnBehalfOf, SessionID: string(s.ID)}, true
 	}
 }

@@ -107,6 +107,10 @@ func (s *Server) deny(w http.ResponseWriter, r *http.Request, c caller) error {
 	if err := decodeBody(w, r, &body); err != nil {
 		return err
 	}
+	if strings.TrimSpace(body.Reason) == "" {
+		// The agent reads the reason; a bare "denied" teaches it nothing.
+		return invalid(`a deny needs a "reason": the agent reads it`)
+	}
 	return s.review(w, r, c, id, approval.VerdictDeny, body.Reason, "")
 }
 

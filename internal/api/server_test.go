@@ -174,7 +174,9 @@ func TestStatuses(t *testing.T) {
 		{name: "admin approves", method: "POST", path: "/v1/approvals/" + idPending + "/approve", token: "admin-tok", wantStatus: 200},
 		{name: "approver denies", method: "POST", path: "/v1/approvals/" + idPending + "/deny", token: "bob-tok", body: `{"reason":"no"}`, wantStatus: 200},
 		{name: "requester reviews own call", method: "POST", path: "/v1/approvals/" + idPending + "/approve", token: "agent-tok", wantStatus: 403, wantCode: api.CodeSelfReview},
-		{name: "on_behalf_of reviews", method: "POST", path: "/v1/approvals/" + idPending + "/deny", token: "carol-tok", wantStatus: 403, wantCode: api.CodeSelfReview},
+		{name: "on_behalf_of reviews", method: "POST", path: "/v1/approvals/" + idPending + "/deny", token: "carol-tok", body: `{"reason":"mine"}`, wantStatus: 403, wantCode: api.CodeSelfReview},
+		{name: "deny without a reason", method: "POST", path: "/v1/approvals/" + idPending + "/deny", token: "bob-tok", body: `{}`, wantStatus: 422, wantCode: api.CodeInvalid},
+		{name: "deny with a blank reason", method: "POST", path: "/v1/approvals/" + idPending + "/deny", token: "bob-tok", body: `{"reason":"  "}`, wantStatus: 422, wantCode: api.CodeInvalid},
 		{name: "not in the rule's approvers", method: "POST", path: "/v1/approvals/" + idOps + "/approve", token: "bob-tok", wantStatus: 403, wantCode: api.CodeNotEligible},
 		{name: "unknown id", method: "GET", path: "/v1/approvals/" + idMissing, token: "viewer-tok", wantStatus: 404, wantCode: api.CodeNotFound},
 		{name: "unknown id review", method: "POST", path: "/v1/approvals/" + idMissing + "/approve", token: "alice-tok", wantStatus: 404, wantCode: api.CodeNotFound},
@@ -185,9 +187,9 @@ func TestStatuses(t *testing.T) {
 		{name: "other tenant reviews", method: "POST", path: "/v1/approvals/" + idPending + "/approve", token: "acme-tok", wantStatus: 404, wantCode: api.CodeNotFound},
 		{name: "own tenant reviews", method: "POST", path: "/v1/approvals/" + idAcme + "/approve", token: "acme-tok", wantStatus: 200},
 		{name: "approve resolved", method: "POST", path: "/v1/approvals/" + idApproved + "/approve", token: "bob-tok", wantStatus: 409, wantCode: api.CodeResolved, wantMsg: "(state: approved)"},
-		{name: "deny resolved", method: "POST", path: "/v1/approvals/" + idApproved + "/deny", token: "bob-tok", wantStatus: 409, wantCode: api.CodeResolved},
+		{name: "deny resolved", method: "POST", path: "/v1/approvals/" + idApproved + "/deny", token: "bob-tok", body: `{"reason":"late"}`, wantStatus: 409, wantCode: api.CodeResolved},
 		{name: "approve past deadline", method: "POST", path: "/v1/approvals/" + idExpired + "/approve", token: "bob-tok", wantStatus: 409, wantCode: api.CodeExpired},
-		{name: "conflicting verdict", method: "POST", path: "/v1/approvals/" + idApproved + "/deny", token: "alice-tok", wantStatus: 409, wantCode: api.CodeConflict},
+		{name: "conflicting verdict", method: "POST", path: "/v1/approvals/" + idApproved + "/deny", token: "alice-tok", body: `{"reason":"changed my mind"}`, wantStatus: 409, wantCode: api.CodeConflict},
 		{name: "hash mismatch", method: "POST", path: "/v1/approvals/" + idPending + "/approve", token: "bob-tok", body: `{"arguments_hash":"` + hashB + `"}`, wantStatus: 409, wantCode: api.CodeHashMismatch, wantMsg: hashA},
 		{name: "hash pinned and matching", method: "POST", path: "/v1/approvals/" + idPending + "/approve", token: "bob-tok", body: `{"arguments_hash":"` + hashA + `"}`, wantStatus: 200},
 		{name: "same verdict again", method: "POST", path: "/v1/approvals/" + idApproved + "/approve", token: "alice-tok", wantStatus: 200},
@@ -423,7 +425,7 @@ func TestReview(t *testing.T) {
 		{name: "quorum of two", id: idOps, calls: []string{`alice-tok approve {}`, `dave-tok approve {}`}, wantState: approval.StateApproved, wantBy: "dave", wantRevs: 2},
 		{name: "one of two stays pending", id: idOps, calls: []string{`alice-tok approve {}`}, wantState: approval.StatePending, wantRevs: 1},
 		{name: "repeat is 200 with current state", id: idOps, calls: []string{`alice-tok approve {}`, `alice-tok approve {}`}, wantState: approval.StatePending, wantRevs: 1},
-		{name: "repeat after settling", id: idPending, calls: []string{`bob-tok deny {}`, `bob-tok deny {"reason":"again"}`}, wantState: approval.StateDenied, wantBy: "bob", wantRevs: 1},
+		{name: "repeat after settling", id: idPending, calls: []string{`bob-tok deny {"reason":"no"}`, `bob-tok deny {"reason":"again"}`}, wantState: approval.StateDenied, wantBy: "bob", wantRevs: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -278,6 +278,10 @@ func (g *Gate) abandon(ctx context.Context, c Call, id approval.ID, cause error)
 		if err != nil && !errors.Is(err, errNoChange) {
 			g.log.WarnContext(ctx, "cannot release the lease of an abandoned hold", "approval", id, "err", err)
 		}
+		if g.stopping.Load() {
+			g.log.InfoContext(ctx, "gateway stopping; approval stays open for an identical re-send", "approval", id)
+			return Admission{ApprovalID: id, Message: fmt.Sprintf("the gateway is shutting down; nothing was run. Approval %s stays pending: re-send the identical call to pick it up", id)}
+		}
 		g.log.InfoContext(ctx, "caller gone while held; approval stays open for an identical re-send", "approval", id, "cause", cause)
 		return Admission{Message: "the caller went away while the call was held", ApprovalID: id}
 	}
