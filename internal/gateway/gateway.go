@@ -388,7 +388,9 @@ var ErrShutdown = errors.New("gateway shutting down")
 // or the session fails. Every call of this session is made as principal p.
 // Only protocol messages are written to out.
 func (g *Gateway) ServeStdio(ctx context.Context, in io.ReadCloser, out io.WriteCloser, p approval.Principal) error {
-	t := &mcp.IOTransport{Reader: in, Writer: out, MaxLineLength: g.opts.MaxMessageSize}
+	lw := &lockedWriter{w: out}
+	guard := newStdinGuard(in, lw, g.opts.MaxMessageSize)
+	t := &mcp.IOTransport{Reader: readCloser{guard, in}, Writer: lw, MaxLineLength: g.opts.MaxMessageSize}
 	sid := "stdio-" + rand.Text()
 	sctx := context.WithValue(context.WithValue(ctx, principalKey{}, p), stdioSessionKey{}, sid)
 	ss, err := g.server.Connect(sctx, t, nil)
@@ -410,3 +412,11 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.ReadCloser, out io.Write
 	}
 	return err
 }
+
+// readCloser reads from one reader and closes another.
+type readCloser struct {
+	io.Reader
+	c io.Closer
+}
+
+func (r readCloser) Close() error { return r.c.Close() }
