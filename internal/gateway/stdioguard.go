@@ -123,4 +123,3 @@ func errorLine(code int, msg string) []byte {
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": code, "message": msg}})
 	return append(b, '\n')
 }
-
