@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -157,6 +158,12 @@ type httpFront struct {
 
 func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del(carrierHeader)
+	if o := r.Header.Get("Origin"); o != "" && !allowedOrigin(o, r.Host) {
+		// MCP: servers must validate Origin (DNS rebinding). A browser page
+		// from another origin never reaches the gateway.
+		http.Error(w, "Forbidden: Origin "+o+" is not allowed", http.StatusForbidden)
+		return
+	}
 	p, ok := f.authenticate(w, r)
 	if !ok {
 		return
@@ -344,4 +351,25 @@ func isInitialize(body []byte) bool {
 		return false
 	}
 	return true
+}
+
+// allowedOrigin reports whether a browser Origin may call the gateway: a
+// loopback origin, or one naming the host the request was sent to.
+func allowedOrigin(origin, host string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	oh := u.Hostname()
+	if oh == "localhost" {
+		return true
+	}
+	if ip := net.ParseIP(oh); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	rh := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		rh = h
+	}
+	return strings.EqualFold(oh, rh)
 }

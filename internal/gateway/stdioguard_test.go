@@ -46,3 +46,23 @@ func TestStdinGuard(t *testing.T) {
 		t.Errorf("the long line's error = %s, want it to say too large", errs[4])
 	}
 }
+
+func TestAllowedOrigin(t *testing.T) {
+	for _, tt := range []struct {
+		origin, host string
+		want         bool
+	}{
+		{"http://localhost:3000", "127.0.0.1:7070", true},
+		{"http://127.0.0.1:9", "127.0.0.1:7070", true},
+		{"http://[::1]:9", "127.0.0.1:7070", true},
+		{"https://gw.example.com", "gw.example.com", true},
+		{"https://GW.example.com", "gw.example.com:443", true},
+		{"http://evil.example", "127.0.0.1:7070", false},
+		{"http://127.0.0.1.evil.example", "127.0.0.1:7070", false},
+		{"null", "127.0.0.1:7070", false},
+	} {
+		if got := allowedOrigin(tt.origin, tt.host); got != tt.want {
+			t.Errorf("allowedOrigin(%q, %q) = %v, want %v", tt.origin, tt.host, got, tt.want)
+		}
+	}
+}
