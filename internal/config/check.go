@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"strings"
 )
@@ -18,14 +19,20 @@ func Check(path string, env Env) (problems, warnings []string) {
 		return []string{err.Error()}, nil
 	}
 	defer f.Close()
-	cfg, err := parse(f, env)
-	if err == nil {
-		err = cfg.Validate()
+	cfg, errs, err := parseAll(f, env)
+	if err != nil {
+		return []string{path + ": " + err.Error()}, nil
+	}
+	// Validate what could be decoded even when parsing found problems, so
+	// every problem is reported at once (a value that failed to decode keeps
+	// its default, which Validate may then accept).
+	errs = append(errs, cfg.Validate())
+	if len(errs) == 1 && errs[0] == nil {
 		for _, w := range cfg.Warnings() {
-			warnings = append(warnings, path+": warning: "+w)
+			warnings = append(warnings, path+": "+w)
 		}
 	}
-	for _, line := range Lines(err) {
+	for _, line := range Lines(errors.Join(errs...)) {
 		problems = append(problems, path+": "+line)
 	}
 	return problems, warnings

@@ -239,45 +239,60 @@ func LoadFile(path string, env Env) (Config, error) {
 }
 
 func parse(r io.Reader, env Env) (Config, error) {
+	cfg, errs, err := parseAll(r, env)
+	if err != nil {
+		return Config{}, err
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	return cfg, nil
+}
+
+// parseAll reads and decodes the document as far as it can: a YAML syntax
+// error is returned as err (nothing else can be checked), while unknown
+// keys, unset variables and type errors are collected in errs and the
+// rest of the document is still decoded, so a caller (Check) can go on to
+// validate it and report every problem at once.
+func parseAll(r io.Reader, env Env) (Config, []error, error) {
 	if env == nil {
 		env = func(string) (string, bool) { return "", false }
 	}
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return Config{}, fmt.Errorf("read config: %w", err)
+		return Config{}, nil, fmt.Errorf("read config: %w", err)
 	}
 	cfg := Default()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return cfg, nil // an empty file is all defaults
+			return cfg, nil, nil // an empty file is all defaults
 		}
-		return Config{}, syntaxError(err)
+		return Config{}, nil, syntaxError(err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return Config{}, syntaxError(err)
+			return Config{}, nil, syntaxError(err)
 		}
-		return Config{}, fmt.Errorf("line %d: a config file holds one YAML document", extra.Line)
+		return Config{}, nil, fmt.Errorf("line %d: a config file holds one YAML document", extra.Line)
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
 	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
-		return cfg, nil // a file of comments only
+		return cfg, nil, nil // a file of comments only
 	}
 	if root.Kind != yaml.MappingNode {
-		return Config{}, fmt.Errorf("line %d: the config must be a mapping of keys to values", root.Line)
+		return Config{}, nil, fmt.Errorf("line %d: the config must be a mapping of keys to values", root.Line)
 	}
 	var errs []error
 	errs = append(errs, expandTree(root, env)...)
 	errs = append(errs, checkKeys(root, cfgType, "")...)
-	if len(errs) > 0 {
-		return Config{}, errors.Join(errs...)
-	}
+	// Decoding ignores unknown keys and goes on past type errors, so what
+	// can be decoded is, for Check to validate.
 	const unset = "\x00unset"
 	cfg.Listen.Admin = unset
 	err = root.Decode(&cfg)
@@ -288,15 +303,14 @@ func parse(r io.Reader, env Env) (Config, error) {
 	}
 	if err != nil {
 		var te *yaml.TypeError
-		if errors.As(err, &te) {
-			for _, e := range te.Errors {
-				errs = append(errs, errors.New(e))
-			}
-			return Config{}, errors.Join(errs...)
+		if !errors.As(err, &te) {
+			return Config{}, nil, err
 		}
-		return Config{}, err
+		for _, e := range te.Errors {
+			errs = append(errs, errors.New(e))
+		}
 	}
-	return cfg, nil
+	return cfg, errs, nil
 }
 
 // syntaxError drops the "yaml: " prefix of go-yaml's syntax errors, which

@@ -228,15 +228,17 @@ func TestCheck(t *testing.T) {
 	}
 	good := write("good.yaml", valid)
 	problems, warnings := Check(good, MapEnv(nil)) // AGENT_TOKEN is unset: not a problem for check
-	if problems != nil || len(warnings) != 1 || !strings.HasPrefix(warnings[0], good+": warning: ") {
+	if problems != nil || len(warnings) != 1 || !strings.HasPrefix(warnings[0], good+": ") {
 		t.Errorf("Check(good) = %q, %q", problems, warnings)
 	}
 
 	bad := write("bad.yaml", "storage:\n  driver: ${DRIVER}\n  drvier: x\nlisten: { mcp: nope }\n")
 	problems, _ = Check(bad, MapEnv(nil))
+	// Parse problems do not hide validation problems: all are reported at once.
 	want := []string{
 		bad + `: line 2: ${DRIVER} is not set`,
 		bad + `: line 3: unknown key "drvier" in storage`,
+		bad + `: listen.mcp "nope": want host:port`,
 	}
 	if len(problems) != len(want) {
 		t.Fatalf("Check(bad) = %q", problems)
