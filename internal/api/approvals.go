@@ -52,6 +52,10 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c caller) error {
 	if len(f.Cursor) > maxCursor {
 		return invalid("cursor longer than %d bytes", maxCursor)
 	}
+	if f.Cursor != "" && !isIDText(f.Cursor) {
+		// Cursors are approval ids (the last id of the previous page).
+		return invalid("cursor %q is not a cursor this API returned", f.Cursor)
+	}
 	f.IDPrefix = strings.ToLower(q.Get("id_prefix"))
 	if len(f.IDPrefix) > idLen || strings.Trim(f.IDPrefix, "0123456789abcdef-") != "" {
 		return invalid("id_prefix %q: want at most %d hex digits and dashes", f.IDPrefix, idLen)
@@ -259,6 +263,11 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil
 	}
+	// A key given twice would be decoded last-one-wins: refuse it, as tool
+	// arguments are refused (approval.Canonicalize).
+	if _, err := approval.Canonicalize(data); errors.Is(err, approval.ErrDuplicateKey) {
+		return invalid("invalid body: %v", err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -268,4 +277,18 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 		return invalid("invalid body: data after the JSON object")
 	}
 	return nil
+}
+
+// isIDText reports whether s could be (a prefix of) an approval id:
+// lowercase hex digits and dashes, at most 36 characters.
+func isIDText(s string) bool {
+	if len(s) > 36 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

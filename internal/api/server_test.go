@@ -175,6 +175,8 @@ func TestStatuses(t *testing.T) {
 		{name: "approver denies", method: "POST", path: "/v1/approvals/" + idPending + "/deny", token: "bob-tok", body: `{"reason":"no"}`, wantStatus: 200},
 		{name: "requester reviews own call", method: "POST", path: "/v1/approvals/" + idPending + "/approve", token: "agent-tok", wantStatus: 403, wantCode: api.CodeSelfReview},
 		{name: "on_behalf_of reviews", method: "POST", path: "/v1/approvals/" + idPending + "/deny", token: "carol-tok", body: `{"reason":"mine"}`, wantStatus: 403, wantCode: api.CodeSelfReview},
+		{name: "duplicate key in a body", method: "POST", path: "/v1/approvals/" + idPending + "/deny", token: "bob-tok", body: `{"reason":"a","reason":"b"}`, wantStatus: 422, wantCode: api.CodeInvalid},
+		{name: "garbage cursor", method: "GET", path: "/v1/approvals?cursor=garbage", token: "viewer-tok", wantStatus: 422, wantCode: api.CodeInvalid},
 		{name: "deny without a reason", method: "POST", path: "/v1/approvals/" + idPending + "/deny", token: "bob-tok", body: `{}`, wantStatus: 422, wantCode: api.CodeInvalid},
 		{name: "deny with a blank reason", method: "POST", path: "/v1/approvals/" + idPending + "/deny", token: "bob-tok", body: `{"reason":"  "}`, wantStatus: 422, wantCode: api.CodeInvalid},
 		{name: "not in the rule's approvers", method: "POST", path: "/v1/approvals/" + idOps + "/approve", token: "bob-tok", wantStatus: 403, wantCode: api.CodeNotEligible},

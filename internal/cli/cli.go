@@ -200,6 +200,16 @@ func parse(args []string, stdout io.Writer, env func(string) string) (command, *
 	if name == "deny" && strings.TrimSpace(o.reason) == "" {
 		return command{}, nil, nil, usagef("deny needs --reason: the agent reads it")
 	}
+	if name == "list" {
+		switch o.state {
+		case "all", "pending", "approved", "denied", "expired", "cancelled", "consumed", "invalidated":
+		default:
+			return command{}, nil, nil, usagef("list --state %q: want pending, approved, denied, expired, cancelled, consumed, invalidated or all", o.state)
+		}
+		if o.limit < 1 || o.limit > 1000 {
+			return command{}, nil, nil, usagef("list --limit %d: want 1 to 1000", o.limit)
+		}
+	}
 	o.addr = cmp.Or(o.addr, env(EnvAddr), DefaultAddr)
 	o.token = cmp.Or(o.token, env(EnvToken))
 	if o.token == "" {

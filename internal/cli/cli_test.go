@@ -401,7 +401,7 @@ func TestFailures(t *testing.T) {
 		{name: "bad token", vars: map[string]string{cli.EnvToken: "nope"}, args: []string{"list"}, wantCode: 1, wantErr: []string{"toolgate: 401 unauthorized:"}},
 		{name: "hash mismatch", args: []string{"approve", idA, "--hash", hashB}, wantCode: 1, wantErr: []string{"toolgate: 409 hash_mismatch:", hashA}},
 		{name: "malformed hash", args: []string{"approve", idA, "--hash", "abc"}, wantCode: 1, wantErr: []string{"toolgate: 422 invalid_request:"}},
-		{name: "bad state", args: []string{"list", "--state", "waiting"}, wantCode: 1, wantErr: []string{"toolgate: 422 invalid_request:", "waiting"}},
+		{name: "bad state", args: []string{"list", "--state", "waiting"}, wantCode: 2, wantErr: []string{`list --state "waiting"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
