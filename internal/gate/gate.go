@@ -246,7 +246,7 @@ func (g *Gate) hold(ctx context.Context, c Call, dec policy.Decision) Admission 
 	if err != nil {
 		return refuse(fmt.Sprintf("invalid arguments: %v", err))
 	}
-	if msg := g.overCap(ctx, c.Principal.ID); msg != "" {
+	if msg := g.overCap(ctx, c.Principal); msg != "" {
 		return refuse(msg)
 	}
 	id, err := approval.NewID()
@@ -332,13 +332,28 @@ func (g *Gate) isHolding(id approval.ID) bool {
 }
 
 // overCap returns a refusal message when a pending cap is reached.
-func (g *Gate) overCap(ctx context.Context, principal string) string {
-	n, err := g.store.CountPending(ctx, principal)
+// A session's requests count against its root session's whole tree, so
+// creating child sessions does not multiply the cap.
+func (g *Gate) overCap(ctx context.Context, p approval.Principal) string {
+	const unavailable = "denied: the approval store is unavailable, so the call cannot be held for approval"
+	var n int
+	var err error
+	who := p.ID
+	if p.SessionID != "" {
+		var ch session.Chain
+		if ch, err = g.store.Chain(ctx, session.ID(p.SessionID)); err == nil && len(ch) > 0 {
+			root := ch[len(ch)-1].ID
+			who = "session tree " + string(root)
+			n, err = g.store.CountPendingInTree(ctx, root)
+		}
+	} else {
+		n, err = g.store.CountPending(ctx, p.ID)
+	}
 	if err != nil {
-		return "denied: the approval store is unavailable, so the call cannot be held for approval"
+		return unavailable
 	}
 	if n >= g.opts.MaxPendingPerPrincipal {
-		return fmt.Sprintf("denied: %d approvals are already pending for %s (approvals.max_pending_per_principal); decide or let them expire first", n, principal)
+		return fmt.Sprintf("denied: %d approvals are already pending for %s (approvals.max_pending_per_principal); decide or let them expire first", n, who)
 	}
 	total, err := g.store.CountPending(ctx, "")
 	if err != nil {

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -226,5 +227,26 @@ func TestSessionRevokedBetweenApprovalAndDispatch(t *testing.T) {
 	<-revoked
 	if a.Allowed || !strings.Contains(a.Message, "invalidated") || !strings.Contains(a.Message, "revoked") {
 		t.Fatalf("Admit = %+v, want invalidated because the session was revoked", a)
+	}
+}
+
+func TestPendingCapCoversTheSessionTree(t *testing.T) { // child sessions do not multiply the cap
+	f := newFixture(t, time.Minute, &Options{ServerExists: knownServers, MaxPendingPerPrincipal: 2})
+	_, rootP := mustSession(t, f.gate, host, session.NewSession{})
+	ctx, cancel := context.WithCancelCause(t.Context())
+	defer cancel(errors.New("test over"))
+	admitAsync(ctx, f.gate, sessionCall(rootP, "fs", "write_file"))
+	waitPending(t, f.db, 1)
+	_, childP := mustSession(t, f.gate, rootP, session.NewSession{})
+	c := sessionCall(childP, "fs", "write_file")
+	c.Arguments = []byte(`{"path":"/b"}`)
+	admitAsync(ctx, f.gate, c)
+	waitPending(t, f.db, 2)
+	_, grandP := mustSession(t, f.gate, childP, session.NewSession{})
+	c = sessionCall(grandP, "fs", "write_file")
+	c.Arguments = []byte(`{"path":"/c"}`)
+	a := f.gate.Admit(t.Context(), c)
+	if a.Allowed || !strings.Contains(a.Message, "max_pending_per_principal") || !strings.Contains(a.Message, "session tree") {
+		t.Fatalf("third call in the tree: %+v, want a refusal naming the cap", a)
 	}
 }

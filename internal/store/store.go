@@ -216,6 +216,11 @@ type SessionStore interface {
 	// Sessions already revoked are left as they are. It returns what it
 	// changed; ErrNotFound for an unknown id.
 	RevokeSession(ctx context.Context, id session.ID, actor string, now time.Time) (Revocation, error)
+	// CountPendingInTree counts the pending tool-call requests of every
+	// session in the tree below root (root included, revoked ones too), so
+	// an agent cannot escape the per-principal pending cap by creating
+	// child sessions.
+	CountPendingInTree(ctx context.Context, root session.ID) (int, error)
 }
 
 // Revocation is what RevokeSession changed: the sessions it revoked (the

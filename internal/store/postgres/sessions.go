@@ -403,3 +403,20 @@ func lockSessions(ctx context.Context, tx pgx.Tx) error {
 	}
 	return nil
 }
+
+// CountPendingInTree counts the pending tool-call requests of the sessions
+// in the tree below root, root included.
+func (db *DB) CountPendingInTree(ctx context.Context, root session.ID) (int, error) {
+	var n int
+	err := db.pool.QueryRow(ctx, `WITH RECURSIVE down(id) AS (
+			SELECT id FROM sessions WHERE id = $1
+			UNION ALL
+			SELECT s.id FROM sessions s JOIN down ON s.parent_id = down.id
+		) SELECT COUNT(*) FROM requests
+		WHERE state = 'pending' AND kind IN ('', 'tool_call')
+		AND requested_by IN (SELECT s.principal FROM sessions s JOIN down ON s.id = down.id)`, string(root)).Scan(&n)
+	if err != nil {
+		return 0, db.wrap("count pending in session tree", err)
+	}
+	return n, nil
+}

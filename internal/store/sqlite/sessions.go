@@ -388,3 +388,20 @@ func cancelPendingOf(ctx context.Context, tx *sql.Tx, principals []string, actor
 	}
 	return ids, nil
 }
+
+// CountPendingInTree counts the pending tool-call requests of the sessions
+// in the tree below root, root included.
+func (db *DB) CountPendingInTree(ctx context.Context, root session.ID) (int, error) {
+	var n int
+	err := db.sql.QueryRowContext(ctx, `WITH RECURSIVE down(id) AS (
+			SELECT id FROM sessions WHERE id = ?
+			UNION ALL
+			SELECT s.id FROM sessions s JOIN down ON s.parent_id = down.id
+		) SELECT COUNT(*) FROM requests
+		WHERE state = 'pending' AND kind IN ('', 'tool_call')
+		AND requested_by IN (SELECT s.principal FROM sessions s JOIN down ON s.id = down.id)`, string(root)).Scan(&n)
+	if err != nil {
+		return 0, db.wrap("count pending in session tree", err)
+	}
+	return n, nil
+}

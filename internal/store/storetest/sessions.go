@@ -24,6 +24,7 @@ var sessionTests = []struct {
 	{"SessionUpdate", testSessionUpdate},
 	{"SessionRevoke", testSessionRevoke},
 	{"SessionEventsShareTheLog", testSessionEventsShareTheLog},
+	{"CountPendingInTree", testCountPendingInTree},
 }
 
 // sid returns a UUIDv7-shaped session id.
@@ -352,5 +353,44 @@ func testSessionEventsShareTheLog(t *testing.T, s store.Store) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("event log mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func testCountPendingInTree(t *testing.T, s store.Store) {
+	root := rootSession(1)
+	mustCreateSession(t, s, root, "host-app")
+	child := childSession(2, root.ID, session.ModeInherited, nil)
+	mustCreateSession(t, s, child, root.Principal)
+	grand := childSession(3, child.ID, session.ModeInherited, nil)
+	mustCreateSession(t, s, grand, child.Principal)
+	other := rootSession(4)
+	mustCreateSession(t, s, other, "host-app")
+
+	n := 0
+	add := func(by string, kind string, settle bool) {
+		n++
+		r := pending(id(7, n))
+		r.RequestedBy, r.Kind = by, kind
+		mustCreate(t, s, r)
+		if settle {
+			mustUpdate(t, s, r.ID, "x", func(r *approval.Request) error { return r.Cancel(t0) })
+		}
+	}
+	add(root.Principal, "", false)
+	add(child.Principal, approval.KindToolCall, false)
+	add(grand.Principal, "", false)
+	add(grand.Principal, "", true)                          // not pending
+	add(grand.Principal, approval.KindSessionPolicy, false) // not a tool call
+	add(other.Principal, "", false)                         // another tree
+	add("desktop", "", false)                               // not a session
+
+	for _, tc := range []struct {
+		root session.ID
+		want int
+	}{{root.ID, 3}, {child.ID, 2}, {grand.ID, 1}, {other.ID, 1}, {sid(99), 0}} {
+		got, err := s.CountPendingInTree(t.Context(), tc.root)
+		if err != nil || got != tc.want {
+			t.Errorf("CountPendingInTree(%s) = %d, %v; want %d", tc.root, got, err, tc.want)
+		}
 	}
 }
