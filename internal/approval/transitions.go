@@ -91,7 +91,8 @@ func (r *Request) Review(rv Reviewer, v Verdict, reason, pinnedHash string, now 
 		return fmt.Errorf("%w: state is %s", ErrResolved, r.State)
 	case !now.Before(r.ExpiresAt):
 		return ErrExpired
-	case rv.ID == r.RequestedBy || (r.OnBehalfOf != "" && rv.ID == r.OnBehalfOf):
+	case strings.EqualFold(rv.ID, r.RequestedBy) || (r.OnBehalfOf != "" && strings.EqualFold(rv.ID, r.OnBehalfOf)):
+		// Compared without case: "Alice" in on_behalf_of is alice (fail closed).
 		return ErrSelfReview
 	case !r.eligible(rv):
 		return ErrNotEligible

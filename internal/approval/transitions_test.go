@@ -297,6 +297,12 @@ func TestReview(t *testing.T) {
 			wantErr: ErrExpired,
 		},
 		{
+			name:    "on_behalf_of matches without case",
+			before:  pending(func(r *Request) { r.OnBehalfOf = "Alice" }),
+			op:      review(Reviewer{ID: "alice"}, VerdictApprove, "", "", t1),
+			wantErr: ErrSelfReview,
+		},
+		{
 			name:    "self review before eligibility",
 			before:  pending(func(r *Request) { r.Approvers = []string{"carol"} }),
 			op:      review(Reviewer{ID: "alice"}, VerdictApprove, "", "", t1),
