@@ -295,26 +295,7 @@ type cliResult struct {
 // admin API at addr, with the approver token in TOOLGATE_TOKEN.
 func cli(t *testing.T, addr string, args ...string) cliResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bins.toolgate, append([]string{"approvals"}, args...)...)
-	cmd.Env = append(childEnv(), "TOOLGATE_ADDR="+addr, "TOOLGATE_TOKEN="+approverToken)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	res := cliResult{Stdout: stdout.String(), Stderr: stderr.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		res.Code = ee.ExitCode()
-	default:
-		t.Fatalf("run toolgate approvals %v: %v", args, err)
-	}
-	if strings.Contains(res.Stderr, "WARNING: DATA RACE") {
-		t.Errorf("toolgate approvals %v reported a data race:\n%s", args, res.Stderr)
-	}
-	return res
+	return runToolgate(t, addr, approverToken, append([]string{"approvals"}, args...)...)
 }
 
 // mustCLI is cli that fails the test unless the command exits 0.

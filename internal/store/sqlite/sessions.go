@@ -21,19 +21,6 @@ const (
 	numSessionColumns = sqlrow.NumSessionColumns
 )
 
-func toSessionRow(s session.Session) (sessionRow, error) {
-	return sqlrow.EncodeSession(store.NormalizeSession(s))
-}
-
-// sessionOf decodes w.
-func sessionOf(w *sessionRow) (session.Session, error) {
-	s, err := w.Decode()
-	if err != nil {
-		return session.Session{}, err
-	}
-	return store.NormalizeSession(s), nil
-}
-
 func nullString(s string) sql.NullString {
 	return sql.NullString{String: s, Valid: s != ""}
 }
@@ -70,7 +57,7 @@ func readChain(ctx context.Context, q querier, id session.ID) (session.Chain, er
 		if err := rows.Scan(w.Dest()...); err != nil {
 			return nil, err
 		}
-		s, err := sessionOf(&w)
+		s, err := w.Decode()
 		if err != nil {
 			return nil, err
 		}
@@ -94,7 +81,7 @@ func (db *DB) CreateSession(ctx context.Context, s session.Session, actor string
 	case s.Revision != 1:
 		return fmt.Errorf("create session %s: revision %d, want 1", s.ID, s.Revision)
 	}
-	w, err := toSessionRow(s)
+	w, err := sqlrow.EncodeSession(s)
 	if err != nil {
 		return fmt.Errorf("create session %s: %w", s.ID, err)
 	}
@@ -151,7 +138,7 @@ func (db *DB) sessionWhere(ctx context.Context, op, where string, arg any) (sess
 	if err != nil {
 		return session.Session{}, db.wrap(op, err)
 	}
-	s, err := sessionOf(&w)
+	s, err := w.Decode()
 	if err != nil {
 		return session.Session{}, fmt.Errorf("%s: %w", op, err)
 	}
@@ -186,7 +173,7 @@ func (db *DB) UpdateSession(ctx context.Context, id session.ID, actor string, no
 		if err != nil {
 			return err
 		}
-		cur, err := sessionOf(&old)
+		cur, err := old.Decode()
 		if err != nil {
 			return err
 		}
@@ -207,7 +194,7 @@ func (db *DB) UpdateSession(ctx context.Context, id session.ID, actor string, no
 		if !store.SamePolicyOnly(cur, next) {
 			return fmt.Errorf("update changed more than the session's policy")
 		}
-		w, err := toSessionRow(next)
+		w, err := sqlrow.EncodeSession(next)
 		if err != nil {
 			return err
 		}
@@ -220,7 +207,7 @@ func (db *DB) UpdateSession(ctx context.Context, id session.ID, actor string, no
 			WHERE id = ? AND revision = ?`, w.Mode, w.Tools, w.RequireApproval, w.Revision, w.ID, old.Revision); err != nil {
 			return err
 		}
-		if out, err = sessionOf(&w); err != nil {
+		if out, err = w.Decode(); err != nil {
 			return err
 		}
 		changed = true
@@ -303,7 +290,7 @@ func (db *DB) RevokeSession(ctx context.Context, id session.ID, actor string, no
 				return err
 			}
 			w.RevokedAt = sql.NullInt64{Int64: at, Valid: true}
-			s, err := sessionOf(&w)
+			s, err := w.Decode()
 			if err != nil {
 				return err
 			}

@@ -16,6 +16,7 @@ import (
 
 	"toolgate/internal/approval"
 	"toolgate/internal/session"
+	"toolgate/internal/store"
 )
 
 // RequestColumns lists the requests columns in the order of
@@ -233,9 +234,9 @@ func (w *Session) Dest() []any {
 		&w.RequireApproval, &w.Revision, &w.CreatedAt, &w.CreatedBy, &w.RevokedAt}
 }
 
-// EncodeSession encodes s, which the caller has normalized
-// (store.NormalizeSession).
+// EncodeSession normalizes s (store.NormalizeSession) and encodes it.
 func EncodeSession(s session.Session) (Session, error) {
+	s = store.NormalizeSession(s)
 	tools, err := JSONText(s.Tools)
 	if err != nil {
 		return Session{}, err
@@ -252,7 +253,7 @@ func EncodeSession(s session.Session) (Session, error) {
 	}, nil
 }
 
-// Decode decodes the row; the caller normalizes the result.
+// Decode decodes the row into a normalized session.
 func (w *Session) Decode() (session.Session, error) {
 	s := session.Session{
 		ID: session.ID(w.ID), ParentID: session.ID(w.ParentID.String), Principal: w.Principal,
@@ -266,5 +267,5 @@ func (w *Session) Decode() (session.Session, error) {
 	if err := json.Unmarshal([]byte(w.RequireApproval), &s.RequireApproval); err != nil {
 		return session.Session{}, fmt.Errorf("session %s: decode require_approval: %w", w.ID, err)
 	}
-	return s, nil
+	return store.NormalizeSession(s), nil
 }
