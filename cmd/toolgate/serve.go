@@ -29,8 +29,7 @@ import (
 	"toolgate/internal/gateway"
 	"toolgate/internal/policy"
 	"toolgate/internal/store"
-	"toolgate/internal/store/postgres"
-	"toolgate/internal/store/sqlite"
+	"toolgate/internal/store/sqlstore"
 	"toolgate/internal/telemetry"
 )
 
@@ -448,33 +447,24 @@ func (c *lazyCatalog) ToolDigest(server, tool string) (string, bool) {
 	return c.gw.ToolDigest(server, tool)
 }
 
-// openStore opens the configured backend and returns how to watch it for
-// changes made by other processes or instances.
+// openStore opens the configured database and returns how to watch it for
+// changes made by other processes (SQLite: a cheap PRAGMA data_version poll)
+// or instances (Postgres: LISTEN/NOTIFY, with a safety poll every
+// storage.poll and a re-read after every reconnect).
 func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (store.Store, func(context.Context, *gate.Gate), error) {
-	switch cfg.Driver {
-	case "sqlite":
-		db, err := sqlite.Open(ctx, cfg.Path, &sqlite.Options{Logger: log})
-		if err != nil {
-			return nil, nil, err
-		}
-		// Other processes sharing the file: a cheap PRAGMA data_version poll.
-		return db, func(ctx context.Context, g *gate.Gate) { db.Watch(ctx, 250*time.Millisecond, g.WakeAll) }, nil
-	case "postgres":
-		db, err := postgres.Open(ctx, cfg.DSN, &postgres.Options{Logger: log, MaxConns: int32(cfg.MaxConns), Poll: cfg.Poll})
-		if err != nil {
-			return nil, nil, err
-		}
-		// Other instances: LISTEN/NOTIFY, with a safety poll and a re-read
-		// after every reconnect (id "").
-		return db, func(ctx context.Context, g *gate.Gate) {
-			db.Watch(ctx, func(id approval.ID) {
-				if id == "" {
-					g.WakeAll()
-				} else {
-					g.Wake(id)
-				}
-			})
-		}, nil
+	db, err := sqlstore.Open(ctx, sqlstore.Config{
+		Driver: cfg.Driver, Path: cfg.Path, DSN: cfg.DSN, MaxConns: cfg.MaxConns, Poll: cfg.Poll, Logger: log,
+	})
+	if err != nil {
+		return nil, nil, err
 	}
-	return nil, nil, fmt.Errorf("storage.driver %q: want sqlite or postgres", cfg.Driver)
+	return db, func(ctx context.Context, g *gate.Gate) {
+		db.Watch(ctx, func(id approval.ID) {
+			if id == "" {
+				g.WakeAll() // anything may have changed
+			} else {
+				g.Wake(id)
+			}
+		})
+	}, nil
 }

@@ -13,7 +13,7 @@ import (
 	"toolgate/internal/policy"
 	"toolgate/internal/policystore"
 	"toolgate/internal/store"
-	"toolgate/internal/store/sqlite/sqlitetest"
+	"toolgate/internal/store/sqlstore/sqlitetest"
 )
 
 const policyV1 = `

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,7 +16,7 @@ import (
 	"toolgate/internal/gate"
 	"toolgate/internal/policy"
 	"toolgate/internal/session"
-	"toolgate/internal/store/sqlite"
+	"toolgate/internal/store/sqlstore/sqlitetest"
 )
 
 // sessionEnv is an admin API and an agent-side session API over a real
@@ -31,11 +30,7 @@ type sessionEnv struct {
 
 func newSessionEnv(t *testing.T) *sessionEnv {
 	t.Helper()
-	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "s.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := sqlitetest.Open(t)
 	pol := &policy.Policy{Default: policy.Allow, Approval: policy.Approval{Timeout: time.Minute, Mode: "hold", Approvals: 1}}
 	g := gate.New(db, pol, &gate.Options{ServerExists: func(s string) bool { return s == "fs" || s == "pay" }})
 	e := &sessionEnv{g: g}

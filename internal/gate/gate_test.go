@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,7 +13,8 @@ import (
 	"toolgate/internal/approval"
 	"toolgate/internal/policy"
 	"toolgate/internal/store"
-	"toolgate/internal/store/sqlite"
+	"toolgate/internal/store/sqlstore"
+	"toolgate/internal/store/sqlstore/sqlitetest"
 )
 
 // swappable is an Evaluator whose policy a test can replace mid-hold.
@@ -34,18 +34,14 @@ func testPolicy(timeout time.Duration) *policy.Policy {
 }
 
 type fixture struct {
-	db   *sqlite.DB
+	db   *sqlstore.DB
 	pol  *swappable
 	gate *Gate
 }
 
 func newFixture(t *testing.T, timeout time.Duration, opts *Options) *fixture {
 	t.Helper()
-	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "gate.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := sqlitetest.Open(t)
 	pol := &swappable{}
 	pol.p.Store(testPolicy(timeout))
 	if opts == nil {

@@ -3,7 +3,6 @@ package gateway
 import (
 	"encoding/json"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,7 +14,7 @@ import (
 	"toolgate/internal/gate"
 	"toolgate/internal/policy"
 	"toolgate/internal/session"
-	"toolgate/internal/store/sqlite"
+	"toolgate/internal/store/sqlstore/sqlitetest"
 )
 
 // TestPolicyTool calls the built-in toolgate__request_policy_change as an
@@ -24,11 +23,7 @@ import (
 // a principal that is not a session cannot call it. Without
 // Options.PolicyRequests it does not exist.
 func TestPolicyTool(t *testing.T) {
-	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "g.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := sqlitetest.Open(t)
 	g := gate.New(db, &policy.Policy{Default: policy.Allow}, &gate.Options{ServerExists: func(s string) bool { return s == "fs" }})
 	host := approval.Principal{ID: "host", Kind: "human"}
 	s, tok, err := g.CreateSession(t.Context(), host, session.NewSession{Tools: []string{"fs__echo", "fs__numbers"}})

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,7 +14,7 @@ import (
 	"toolgate/internal/gate"
 	"toolgate/internal/policy"
 	"toolgate/internal/session"
-	"toolgate/internal/store/sqlite"
+	"toolgate/internal/store/sqlstore/sqlitetest"
 )
 
 // toolNames lists the names of a tools/list answer.
@@ -37,11 +36,7 @@ func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
 // an upstream adds later while an explicit one neither lists them nor is
 // notified, and a revoked session is notified and then lists nothing.
 func TestSessionToolViews(t *testing.T) {
-	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "g.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := sqlitetest.Open(t)
 	g := gate.New(db, &policy.Policy{Default: policy.Allow}, nil)
 	host := approval.Principal{ID: "host", Kind: "human"}
 	tokens := map[string]approval.Principal{}

@@ -10,7 +10,7 @@ import (
 	"toolgate/internal/policy"
 	"toolgate/internal/policystore"
 	"toolgate/internal/store"
-	"toolgate/internal/store/sqlite/sqlitetest"
+	"toolgate/internal/store/sqlstore/sqlitetest"
 )
 
 const base = `

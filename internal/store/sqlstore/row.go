@@ -1,12 +1,11 @@
-// Package sqlrow encodes approval requests and sessions as the rows both SQL
-// backends store (internal/store/sqlite and internal/store/postgres): times
-// as INTEGER/bigint unix milliseconds UTC (NULL when unset, for the optional
-// ones), durations as milliseconds, lists and maps as JSON text, and the
-// display copy of the arguments as text kept byte for byte. The row types
-// use database/sql's Null types, which both database/sql drivers and pgx
-// accept as arguments and scan targets. Rows are comparable, so an unchanged
+package sqlstore
+
+// The row codec: approval requests and sessions as both dialects store
+// them. Times are INTEGER/bigint unix milliseconds UTC (NULL when unset,
+// for the optional ones), durations milliseconds, lists and maps JSON text,
+// and the display copy of the arguments text kept byte for byte. The row
+// types use database/sql's Null types. Rows are comparable, so an unchanged
 // value can be detected with ==.
-package sqlrow
 
 import (
 	"database/sql"
@@ -19,18 +18,18 @@ import (
 	"toolgate/internal/store"
 )
 
-// RequestColumns lists the requests columns in the order of
-// Request.Args and Request.Dest; NumRequestColumns counts them.
-const RequestColumns = `id, state, server, tool, arguments, arguments_hash, display_warnings,
+// requestColumns lists the requests columns in the order of
+// requestRow.args and requestRow.dest; numRequestColumns counts them.
+const requestColumns = `id, state, server, tool, arguments, arguments_hash, display_warnings,
 	tool_digest, rule, mode, requested_by, on_behalf_of, tenant, created_at, expires_at,
 	required_approvals, approvers, valid_for_ms, reviews, decided_by, decided_at, reason,
 	consumed_at, dispatch_outcome, held_by, lease_until, answered_at, kind, target, base_revision`
 
-// NumRequestColumns is the number of names in RequestColumns.
-const NumRequestColumns = 30
+// numRequestColumns is the number of names in requestColumns.
+const numRequestColumns = 30
 
-// Request is one requests row as stored.
-type Request struct {
+// requestRow is one requests row as stored.
+type requestRow struct {
 	id, state, server, tool string
 	arguments               sql.NullString
 	argumentsHash           string
@@ -63,74 +62,70 @@ type storedReview struct {
 	At      int64            `json:"at_ms"`
 }
 
-// ID and State return the row's id and state, for compare-and-set updates.
-func (w *Request) ID() string    { return w.id }
-func (w *Request) State() string { return w.state }
-
-// Args returns the values of the row in RequestColumns order.
-func (w *Request) Args() []any {
+// args returns the values of the row in requestColumns order.
+func (w *requestRow) args() []any {
 	return []any{w.id, w.state, w.server, w.tool, w.arguments, w.argumentsHash, w.displayWarnings,
 		w.toolDigest, w.rule, w.mode, w.requestedBy, w.onBehalfOf, w.tenant, w.createdAt, w.expiresAt,
 		w.requiredApprovals, w.approvers, w.validForMS, w.reviews, w.decidedBy, w.decidedAt, w.reason,
 		w.consumedAt, w.dispatchOutcome, w.heldBy, w.leaseUntil, w.answeredAt, w.kind, w.target, w.baseRevision}
 }
 
-// Dest returns pointers to the fields of the row in RequestColumns order, for Scan.
-func (w *Request) Dest() []any {
+// dest returns pointers to the fields of the row in requestColumns order, for Scan.
+func (w *requestRow) dest() []any {
 	return []any{&w.id, &w.state, &w.server, &w.tool, &w.arguments, &w.argumentsHash, &w.displayWarnings,
 		&w.toolDigest, &w.rule, &w.mode, &w.requestedBy, &w.onBehalfOf, &w.tenant, &w.createdAt, &w.expiresAt,
 		&w.requiredApprovals, &w.approvers, &w.validForMS, &w.reviews, &w.decidedBy, &w.decidedAt, &w.reason,
 		&w.consumedAt, &w.dispatchOutcome, &w.heldBy, &w.leaseUntil, &w.answeredAt, &w.kind, &w.target, &w.baseRevision}
 }
 
-// EncodeRequest encodes r for storage, truncating times and ValidFor to
+// encodeRequest encodes r for storage, truncating times and ValidFor to
 // milliseconds.
-func EncodeRequest(r approval.Request) (Request, error) {
-	w := Request{
+func encodeRequest(r approval.Request) (requestRow, error) {
+	w := requestRow{
 		id: string(r.ID), state: string(r.State), server: r.Server, tool: r.Tool,
 		argumentsHash: r.ArgumentsHash, toolDigest: r.ToolDigest, rule: r.Rule, mode: r.Mode,
 		requestedBy: r.RequestedBy, onBehalfOf: r.OnBehalfOf, tenant: r.Tenant,
-		createdAt: Millis(r.CreatedAt), expiresAt: Millis(r.ExpiresAt),
+		createdAt: millis(r.CreatedAt), expiresAt: millis(r.ExpiresAt),
 		requiredApprovals: int64(r.RequiredApprovals), validForMS: r.ValidFor.Milliseconds(),
-		decidedBy: r.DecidedBy, decidedAt: NullMillis(r.DecidedAt), reason: r.Reason,
-		consumedAt: NullMillis(r.ConsumedAt), dispatchOutcome: string(r.DispatchOutcome),
-		heldBy: r.HeldBy, leaseUntil: NullMillis(r.LeaseUntil), answeredAt: NullMillis(r.AnsweredAt),
+		decidedBy: r.DecidedBy, decidedAt: nullMillis(r.DecidedAt), reason: r.Reason,
+		consumedAt: nullMillis(r.ConsumedAt), dispatchOutcome: string(r.DispatchOutcome),
+		heldBy: r.HeldBy, leaseUntil: nullMillis(r.LeaseUntil), answeredAt: nullMillis(r.AnsweredAt),
 		kind: r.Kind, target: r.Target, baseRevision: r.BaseRevision,
 	}
 	if r.Arguments != nil {
 		w.arguments = sql.NullString{String: string(r.Arguments), Valid: true}
 	}
 	var err error
-	if w.displayWarnings, err = JSONText(r.DisplayWarnings); err != nil {
-		return Request{}, fmt.Errorf("encode display_warnings: %w", err)
+	if w.displayWarnings, err = jsonText(r.DisplayWarnings); err != nil {
+		return requestRow{}, fmt.Errorf("encode display_warnings: %w", err)
 	}
-	if w.approvers, err = JSONText(r.Approvers); err != nil {
-		return Request{}, fmt.Errorf("encode approvers: %w", err)
+	if w.approvers, err = jsonText(r.Approvers); err != nil {
+		return requestRow{}, fmt.Errorf("encode approvers: %w", err)
 	}
 	var rvs []storedReview
 	if r.Reviews != nil {
 		rvs = make([]storedReview, len(r.Reviews))
 		for i, rv := range r.Reviews {
-			rvs[i] = storedReview{By: rv.By, Verdict: rv.Verdict, Reason: rv.Reason, At: Millis(rv.At)}
+			rvs[i] = storedReview{By: rv.By, Verdict: rv.Verdict, Reason: rv.Reason, At: millis(rv.At)}
 		}
 	}
-	if w.reviews, err = JSONText(rvs); err != nil {
-		return Request{}, fmt.Errorf("encode reviews: %w", err)
+	if w.reviews, err = jsonText(rvs); err != nil {
+		return requestRow{}, fmt.Errorf("encode reviews: %w", err)
 	}
 	return w, nil
 }
 
-// Decode decodes the row. Each call returns fresh slices.
-func (w *Request) Decode() (approval.Request, error) {
+// decode decodes the row. Each call returns fresh slices.
+func (w *requestRow) decode() (approval.Request, error) {
 	r := approval.Request{
 		ID: approval.ID(w.id), State: approval.State(w.state), Server: w.server, Tool: w.tool,
 		ArgumentsHash: w.argumentsHash, ToolDigest: w.toolDigest, Rule: w.rule, Mode: w.mode,
 		RequestedBy: w.requestedBy, OnBehalfOf: w.onBehalfOf, Tenant: w.tenant,
-		CreatedAt: FromMillis(w.createdAt), ExpiresAt: FromMillis(w.expiresAt),
+		CreatedAt: fromMillis(w.createdAt), ExpiresAt: fromMillis(w.expiresAt),
 		RequiredApprovals: int(w.requiredApprovals), ValidFor: time.Duration(w.validForMS) * time.Millisecond,
-		DecidedBy: w.decidedBy, DecidedAt: FromNullMillis(w.decidedAt), Reason: w.reason,
-		ConsumedAt: FromNullMillis(w.consumedAt), DispatchOutcome: approval.Outcome(w.dispatchOutcome),
-		HeldBy: w.heldBy, LeaseUntil: FromNullMillis(w.leaseUntil), AnsweredAt: FromNullMillis(w.answeredAt),
+		DecidedBy: w.decidedBy, DecidedAt: fromNullMillis(w.decidedAt), Reason: w.reason,
+		ConsumedAt: fromNullMillis(w.consumedAt), DispatchOutcome: approval.Outcome(w.dispatchOutcome),
+		HeldBy: w.heldBy, LeaseUntil: fromNullMillis(w.leaseUntil), AnsweredAt: fromNullMillis(w.answeredAt),
 		Kind: w.kind, Target: w.target, BaseRevision: w.baseRevision,
 	}
 	if w.arguments.Valid {
@@ -149,64 +144,64 @@ func (w *Request) Decode() (approval.Request, error) {
 	if rvs != nil {
 		r.Reviews = make([]approval.Review, len(rvs))
 		for i, rv := range rvs {
-			r.Reviews[i] = approval.Review{By: rv.By, Verdict: rv.Verdict, Reason: rv.Reason, At: FromMillis(rv.At)}
+			r.Reviews[i] = approval.Review{By: rv.By, Verdict: rv.Verdict, Reason: rv.Reason, At: fromMillis(rv.At)}
 		}
 	}
 	return r, nil
 }
 
-// JSONText marshals v; a nil slice becomes "null", so nil and empty lists
+// jsonText marshals v; a nil slice becomes "null", so nil and empty lists
 // keep their difference.
-func JSONText(v any) (string, error) {
+func jsonText(v any) (string, error) {
 	b, err := json.Marshal(v)
 	return string(b), err
 }
 
-// Millis returns t as unix milliseconds; the zero time maps to 0 so it can
-// round-trip through FromMillis.
-func Millis(t time.Time) int64 {
+// millis returns t as unix milliseconds; the zero time maps to 0 so it can
+// round-trip through fromMillis.
+func millis(t time.Time) int64 {
 	if t.IsZero() {
 		return 0
 	}
 	return t.UnixMilli()
 }
 
-// FromMillis is the inverse of Millis: 0 is the zero time, anything else a
+// fromMillis is the inverse of Millis: 0 is the zero time, anything else a
 // time in UTC.
-func FromMillis(ms int64) time.Time {
+func fromMillis(ms int64) time.Time {
 	if ms == 0 {
 		return time.Time{}
 	}
 	return time.UnixMilli(ms).UTC()
 }
 
-// NullMillis is Millis for an optional time: NULL when t is zero.
-func NullMillis(t time.Time) sql.NullInt64 {
+// nullMillis is Millis for an optional time: NULL when t is zero.
+func nullMillis(t time.Time) sql.NullInt64 {
 	if t.IsZero() {
 		return sql.NullInt64{}
 	}
 	return sql.NullInt64{Int64: t.UnixMilli(), Valid: true}
 }
 
-// FromNullMillis is the inverse of NullMillis.
-func FromNullMillis(n sql.NullInt64) time.Time {
+// fromNullMillis is the inverse of nullMillis.
+func fromNullMillis(n sql.NullInt64) time.Time {
 	if !n.Valid {
 		return time.Time{}
 	}
 	return time.UnixMilli(n.Int64).UTC()
 }
 
-// SessionColumns lists the sessions columns in the order of Session.Args
-// and Session.Dest; NumSessionColumns counts them.
-const SessionColumns = `id, parent_id, principal, on_behalf_of, tenant, token_hash, mode, tools,
+// sessionColumns lists the sessions columns in the order of sessionRow.args
+// and sessionRow.dest; numSessionColumns counts them.
+const sessionColumns = `id, parent_id, principal, on_behalf_of, tenant, token_hash, mode, tools,
 	require_approval, revision, created_at, created_by, revoked_at`
 
-// NumSessionColumns is the number of names in SessionColumns.
-const NumSessionColumns = 13
+// numSessionColumns is the number of names in sessionColumns.
+const numSessionColumns = 13
 
-// Session is one sessions row as stored. Its fields are the columns; the
-// backends read them for partial updates.
-type Session struct {
+// sessionRow is one sessions row as stored. Its fields are the columns, read
+// directly for partial updates.
+type sessionRow struct {
 	ID              string
 	ParentID        sql.NullString
 	Principal       string
@@ -222,44 +217,44 @@ type Session struct {
 	RevokedAt       sql.NullInt64
 }
 
-// Args returns the values of the row in SessionColumns order.
-func (w *Session) Args() []any {
+// args returns the values of the row in sessionColumns order.
+func (w *sessionRow) args() []any {
 	return []any{w.ID, w.ParentID, w.Principal, w.OnBehalfOf, w.Tenant, w.TokenHash, w.Mode, w.Tools,
 		w.RequireApproval, w.Revision, w.CreatedAt, w.CreatedBy, w.RevokedAt}
 }
 
-// Dest returns pointers to the fields of the row in SessionColumns order, for Scan.
-func (w *Session) Dest() []any {
+// dest returns pointers to the fields of the row in sessionColumns order, for Scan.
+func (w *sessionRow) dest() []any {
 	return []any{&w.ID, &w.ParentID, &w.Principal, &w.OnBehalfOf, &w.Tenant, &w.TokenHash, &w.Mode, &w.Tools,
 		&w.RequireApproval, &w.Revision, &w.CreatedAt, &w.CreatedBy, &w.RevokedAt}
 }
 
-// EncodeSession normalizes s (store.NormalizeSession) and encodes it.
-func EncodeSession(s session.Session) (Session, error) {
+// encodeSession normalizes s (store.NormalizeSession) and encodes it.
+func encodeSession(s session.Session) (sessionRow, error) {
 	s = store.NormalizeSession(s)
-	tools, err := JSONText(s.Tools)
+	tools, err := jsonText(s.Tools)
 	if err != nil {
-		return Session{}, err
+		return sessionRow{}, err
 	}
-	ra, err := JSONText(s.RequireApproval)
+	ra, err := jsonText(s.RequireApproval)
 	if err != nil {
-		return Session{}, err
+		return sessionRow{}, err
 	}
-	return Session{
+	return sessionRow{
 		ID: string(s.ID), ParentID: sql.NullString{String: string(s.ParentID), Valid: s.ParentID != ""}, Principal: s.Principal,
 		OnBehalfOf: s.OnBehalfOf, Tenant: s.Tenant, TokenHash: s.TokenHash, Mode: string(s.Mode),
-		Tools: tools, RequireApproval: ra, Revision: s.Revision, CreatedAt: Millis(s.CreatedAt),
-		CreatedBy: s.CreatedBy, RevokedAt: NullMillis(s.RevokedAt),
+		Tools: tools, RequireApproval: ra, Revision: s.Revision, CreatedAt: millis(s.CreatedAt),
+		CreatedBy: s.CreatedBy, RevokedAt: nullMillis(s.RevokedAt),
 	}, nil
 }
 
-// Decode decodes the row into a normalized session.
-func (w *Session) Decode() (session.Session, error) {
+// decode decodes the row into a normalized session.
+func (w *sessionRow) decode() (session.Session, error) {
 	s := session.Session{
 		ID: session.ID(w.ID), ParentID: session.ID(w.ParentID.String), Principal: w.Principal,
 		OnBehalfOf: w.OnBehalfOf, Tenant: w.Tenant, TokenHash: w.TokenHash, Mode: session.Mode(w.Mode),
-		Revision: w.Revision, CreatedAt: FromMillis(w.CreatedAt), CreatedBy: w.CreatedBy,
-		RevokedAt: FromNullMillis(w.RevokedAt),
+		Revision: w.Revision, CreatedAt: fromMillis(w.CreatedAt), CreatedBy: w.CreatedBy,
+		RevokedAt: fromNullMillis(w.RevokedAt),
 	}
 	if err := json.Unmarshal([]byte(w.Tools), &s.Tools); err != nil {
 		return session.Session{}, fmt.Errorf("session %s: decode Tools: %w", w.ID, err)

@@ -1,17 +1,15 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"toolgate/internal/approval"
 )
@@ -59,15 +57,16 @@ func (w *watcher) expect(t *testing.T, what string, want approval.ID) {
 	}
 }
 
-// noPoll is a Poll long enough that the safety poll never fires in a test,
-// so every changed("") seen comes from a (re)connection.
-var noPoll = &Options{Poll: time.Hour}
+// noPoll returns the Config of dsn with a Poll long enough that the safety
+// poll never fires in a test, so every changed("") seen comes from a
+// (re)connection.
+func noPoll(dsn string) Config { return Config{Driver: DriverPostgres, DSN: dsn, Poll: time.Hour} }
 
 // TestWatchSeesOtherInstance uses two *DB on one database, as two
 // instances: commits through B wake A's watcher with the request's id.
-func TestWatchSeesOtherInstance(t *testing.T) {
+func TestWatchPostgresSeesOtherInstance(t *testing.T) {
 	dsn := freshDatabase(t)
-	a, b := openTest(t, dsn, noPoll), openTest(t, dsn, noPoll)
+	a, b := openTest(t, noPoll(dsn)), openTest(t, noPoll(dsn))
 	w := startWatch(t, a)
 	w.expect(t, "after connecting", "")
 
@@ -104,7 +103,7 @@ func TestWatchSeesOtherInstance(t *testing.T) {
 // call is the one caused by a later committed decision.
 func TestWatchNotifiesOnlyCommits(t *testing.T) {
 	dsn := freshDatabase(t)
-	a, b := openTest(t, dsn, noPoll), openTest(t, dsn, noPoll)
+	a, b := openTest(t, noPoll(dsn)), openTest(t, noPoll(dsn))
 	quiet, loud := testID(1), testID(2)
 	for _, id := range []approval.ID{quiet, loud} {
 		if err := b.CreateRequest(t.Context(), pendingRequest(id)); err != nil {
@@ -141,14 +140,14 @@ func TestWatchNotifiesOnlyCommits(t *testing.T) {
 // calls changed("") and then hears notifications again.
 func TestWatchReconnects(t *testing.T) {
 	dsn := freshDatabase(t)
-	a, b := openTest(t, dsn, noPoll), openTest(t, dsn, noPoll)
+	a, b := openTest(t, noPoll(dsn)), openTest(t, noPoll(dsn))
 	w := startWatch(t, a)
 	w.expect(t, "after connecting", "")
 
 	listener := func() uint32 {
 		t.Helper()
 		var pids []uint32
-		rows, err := b.pool.Query(t.Context(), `SELECT pid FROM pg_stat_activity
+		rows, err := b.sql.QueryContext(t.Context(), `SELECT pid FROM pg_stat_activity
 			WHERE datname = current_database() AND application_name = $1`, WatchApplicationName)
 		if err != nil {
 			t.Fatal(err)
@@ -173,7 +172,7 @@ func TestWatchReconnects(t *testing.T) {
 	for round := range 2 {
 		old := listener()
 		var ok bool
-		if err := b.pool.QueryRow(t.Context(), `SELECT pg_terminate_backend($1)`, old).Scan(&ok); err != nil || !ok {
+		if err := b.sql.QueryRowContext(t.Context(), `SELECT pg_terminate_backend($1)`, old).Scan(&ok); err != nil || !ok {
 			t.Fatalf("pg_terminate_backend(%d) = %v, %v", old, ok, err)
 		}
 		w.expect(t, fmt.Sprintf("after reconnecting (round %d)", round), "")
@@ -191,7 +190,7 @@ func TestWatchReconnects(t *testing.T) {
 // TestWatchPolls checks the safety poll: with nothing committing, changed("")
 // still comes every Poll.
 func TestWatchPolls(t *testing.T) {
-	db := openTest(t, freshDatabase(t), &Options{Poll: 5 * time.Millisecond})
+	db := openTest(t, Config{Driver: DriverPostgres, DSN: freshDatabase(t), Poll: 5 * time.Millisecond})
 	w := startWatch(t, db)
 	for i := range 4 { // the connection's call and at least three polls
 		w.expect(t, fmt.Sprint("number ", i+1), "")
@@ -200,8 +199,8 @@ func TestWatchPolls(t *testing.T) {
 
 // TestWatchStopsOnClose checks that Close ends Watch even though its
 // context is still live.
-func TestWatchStopsOnClose(t *testing.T) {
-	db, err := Open(t.Context(), freshDatabase(t), noPoll)
+func TestWatchPostgresStopsOnClose(t *testing.T) {
+	db, err := Open(t.Context(), noPoll(freshDatabase(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +243,7 @@ func TestWatchRetriesUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := &DB{listen: cfg, log: slog.New(slog.DiscardHandler), poll: time.Hour, done: make(chan struct{})}
+	db := &DB{d: &postgresDialect{listen: cfg, poll: time.Hour}, log: slog.New(slog.DiscardHandler), done: make(chan struct{})}
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -276,31 +275,5 @@ func TestWatchRetriesUnreachable(t *testing.T) {
 	case id := <-calls:
 		t.Errorf("changed(%q) called without a connection", id)
 	default:
-	}
-}
-
-func TestIsUnavailable(t *testing.T) {
-	tests := []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"admin shutdown", &pgconn.PgError{Code: "57P01"}, true},
-		{"too many connections", &pgconn.PgError{Code: "53300"}, true},
-		{"connection failure", &pgconn.PgError{Code: "08006"}, true},
-		{"read-only standby", &pgconn.PgError{Code: "25006"}, true},
-		{"unique violation", &pgconn.PgError{Code: "23505"}, false},
-		{"syntax error", &pgconn.PgError{Code: "42601"}, false},
-		{"unexpected EOF", fmt.Errorf("receive: %w", io.ErrUnexpectedEOF), true},
-		{"connection reset", &net.OpError{Op: "read", Err: errors.New("connection reset by peer")}, true},
-		{"closed connection", net.ErrClosed, true},
-		{"plain error", errors.New("decode reviews: bad json"), false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := isUnavailable(tc.err); got != tc.want {
-				t.Errorf("isUnavailable(%v) = %v, want %v", tc.err, got, tc.want)
-			}
-		})
 	}
 }

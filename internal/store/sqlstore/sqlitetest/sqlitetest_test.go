@@ -24,10 +24,10 @@ func TestOpenInSynctest(t *testing.T) {
 		if err := db.CreateRequest(t.Context(), r); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(t.Context(), time.Hour) // fake time: passes at once
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second) // fake time: passes at once, 20 polls
 		defer cancel()
 		calls := 0
-		db.Watch(ctx, time.Minute, func() { calls++ })
+		db.Watch(ctx, func(id approval.ID) { calls++ })
 		if !errors.Is(ctx.Err(), context.DeadlineExceeded) || calls != 1 {
 			t.Errorf("Watch returned with ctx %v after %d calls, want deadline exceeded after 1", ctx.Err(), calls)
 		}

@@ -1,4 +1,4 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
@@ -22,25 +22,13 @@ const (
 	maxBackoff = 5 * time.Second
 )
 
-// Watch calls changed when a request may have changed, in this instance or
-// another, until ctx is done or the DB is closed; then it returns.
-//
-//   - changed(id) for each notification on [Channel], sent by the
-//     transaction that changed request id (any instance's CreateRequest, or
-//     UpdateRequest when it wrote events), after that transaction committed.
-//   - changed("") after each (re)connection of its listening connection and
-//     every Options.Poll (default 5 s): anything may have changed, so the
-//     caller re-reads everything it holds. Changes made while the connection
-//     was down are noticed this way.
-//
-// Watch LISTENs on one dedicated connection of its own, opened with
-// pgx.Connect outside the pool (application_name [WatchApplicationName]),
-// so it never holds a pool connection while a person decides. When that
-// connection fails it reconnects with a backoff from 100 ms doubling to
-// 5 s, logging a warning. changed is called from one goroutine at a time,
-// should return quickly, and must tolerate spurious calls. Each call of
-// Watch uses its own connection, so run one per process.
-func (db *DB) Watch(ctx context.Context, changed func(id approval.ID)) {
+// watch LISTENs on Channel on one dedicated connection of its own, opened
+// with pgx.Connect outside the pool (application_name
+// WatchApplicationName), reconnecting with a backoff from 100 ms doubling
+// to 5 s and logging a warning; it calls changed(id) for each notification,
+// changed("") after each (re)connection and every poll (the safety poll),
+// one call at a time.
+func (d *postgresDialect) watch(ctx context.Context, db *DB, changed func(approval.ID)) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -53,14 +41,7 @@ func (db *DB) Watch(ctx context.Context, changed func(id approval.ID)) {
 		changed(id)
 	}
 	wg.Go(func() {
-		select {
-		case <-db.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	})
-	wg.Go(func() {
-		tick := time.NewTicker(db.poll)
+		tick := time.NewTicker(d.poll)
 		defer tick.Stop()
 		for {
 			select {
@@ -71,18 +52,18 @@ func (db *DB) Watch(ctx context.Context, changed func(id approval.ID)) {
 			}
 		}
 	})
-	db.listenLoop(ctx, call)
+	d.listenLoop(ctx, db, call)
 	cancel()
 	wg.Wait()
 }
 
 // listenLoop runs listenOnce until ctx is done, waiting with backoff
 // between attempts.
-func (db *DB) listenLoop(ctx context.Context, call func(approval.ID)) {
+func (d *postgresDialect) listenLoop(ctx context.Context, db *DB, call func(approval.ID)) {
 	backoff := minBackoff
 	failing := false // the last connection attempt failed and was logged
 	for {
-		connected, err := db.listenOnce(ctx, call)
+		connected, err := d.listenOnce(ctx, db, call)
 		if ctx.Err() != nil {
 			return
 		}
@@ -111,8 +92,8 @@ func (db *DB) listenLoop(ctx context.Context, call func(approval.ID)) {
 // listenOnce connects, LISTENs on Channel, calls call("") and then call(id)
 // for each notification until the connection fails or ctx is done. It
 // reports whether it got as far as listening.
-func (db *DB) listenOnce(ctx context.Context, call func(approval.ID)) (connected bool, err error) {
-	conn, err := pgx.ConnectConfig(ctx, db.listen.Copy())
+func (d *postgresDialect) listenOnce(ctx context.Context, db *DB, call func(approval.ID)) (connected bool, err error) {
+	conn, err := pgx.ConnectConfig(ctx, d.listen.Copy())
 	if err != nil {
 		return false, db.wrap("watch: connect", err)
 	}

@@ -1,0 +1,123 @@
+package sqlstore
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"toolgate/internal/approval"
+)
+
+// A dialect is all that differs between the databases the store runs on;
+// the queries, the row codec and the transactions are shared. There are two:
+// sqliteDialect (sqlite.go) and postgresDialect (postgres.go).
+type dialect interface {
+	// name is the driver (DriverSQLite or DriverPostgres); it also names
+	// the dialect's directory under migrations/.
+	name() string
+	// rebind rewrites a query written with ? placeholders for the database.
+	rebind(query string) string
+	// forUpdate is the clause that, appended to a SELECT inside inTx,
+	// locks the rows it reads until the transaction ends: " FOR UPDATE" on
+	// Postgres; "" on SQLite, whose IMMEDIATE transactions hold the
+	// database's write lock from BEGIN, so no other writer can come
+	// between a read and the write that follows it.
+	forUpdate() string
+	// lock takes the named lock l until t ends: a transaction-scoped
+	// advisory lock on Postgres; nothing on SQLite (see forUpdate).
+	lock(ctx context.Context, t *tx, l lockName) error
+	// notify tells other instances, inside t, about the changes whose event
+	// rows t just wrote (sent when t commits): Postgres NOTIFY; nothing on
+	// SQLite, where Watch sees any commit through PRAGMA data_version.
+	notify(ctx context.Context, t *tx, evs []event) error
+	// retryable reports a conflict after which the whole transaction is
+	// worth running again: SQLite busy or locked past the busy timeout;
+	// Postgres serialization failure or deadlock.
+	retryable(err error) bool
+	// unavailable reports an error that means the database cannot be
+	// reached or used (see DB.wrap for what every dialect adds).
+	unavailable(err error) bool
+	// schemaMigrationsDDL creates the version table of the migrations if it
+	// does not exist.
+	schemaMigrationsDDL() string
+	// watch is DB.Watch for this database, run until ctx is done.
+	watch(ctx context.Context, db *DB, changed func(approval.ID))
+	// close releases what the dialect holds besides the *sql.DB (the
+	// Postgres pool), after the *sql.DB was closed.
+	close()
+}
+
+// A lockName names a lock that transactions take with tx.lock (Postgres:
+// the key of a transaction-scoped advisory lock; one 64-bit key space per
+// database). The keys spell "toolgate" in ASCII plus a small offset per
+// purpose; they are shared with every toolgate version running against the
+// same database (a rolling upgrade), so they never change.
+type lockName int64
+
+const (
+	lockKeyBase  lockName = 0x746f6f6c67617465
+	lockMigrate           = lockKeyBase     // held by the migrating transaction
+	lockEvents            = lockKeyBase + 1 // held by each transaction that writes events
+	lockSessions          = lockKeyBase + 2 // held by child creations and revocations
+	lockPolicy            = lockKeyBase + 3 // held by each transaction that appends a policy revision
+)
+
+func (l lockName) String() string {
+	switch l {
+	case lockMigrate:
+		return "migrations"
+	case lockEvents:
+		return "events"
+	case lockSessions:
+		return "sessions"
+	case lockPolicy:
+		return "policy"
+	}
+	return "lock " + strconv.FormatInt(int64(l), 16)
+}
+
+// placeholders returns "?, ?, …" with n marks.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// dollarPlaceholders rewrites the ? placeholders of q as $1, $2, … in
+// order. A ? inside a single-quoted string literal, a double-quoted
+// identifier or a -- comment is left alone.
+func dollarPlaceholders(q string) string {
+	if !strings.Contains(q, "?") {
+		return q
+	}
+	var (
+		b     strings.Builder
+		n     int
+		quote byte // the quote we are inside, or 0
+	)
+	b.Grow(len(q) + 16)
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0 // a doubled quote reopens at once; nothing to rewrite in between
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '-' && i+1 < len(q) && q[i+1] == '-':
+			end := strings.IndexByte(q[i:], '\n')
+			if end < 0 {
+				end = len(q) - i
+			}
+			b.WriteString(q[i : i+end])
+			i += end - 1
+			continue
+		case c == '?':
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}

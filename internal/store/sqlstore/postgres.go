@@ -1,0 +1,158 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// Channel is the LISTEN/NOTIFY channel on which every change of a request
+// that writes events is announced, with the payload "<id> <state>".
+const Channel = "toolgate_requests"
+
+// PolicyChannel is the LISTEN/NOTIFY channel on which each new deployment
+// policy revision is announced, with the revision number as payload.
+const PolicyChannel = "toolgate_policy"
+
+// PoolApplicationName is the application_name of the pool's connections,
+// as pg_stat_activity shows it, unless the DSN sets one.
+const PoolApplicationName = "toolgate"
+
+// DefaultPoll is the safety poll interval of Watch on Postgres when
+// Config.Poll is 0.
+const DefaultPoll = 5 * time.Second
+
+// postgresDialect is PostgreSQL through pgx: $n placeholders, READ
+// COMMITTED transactions that lock rows with FOR UPDATE and take
+// transaction-scoped advisory locks, NOTIFY on commit, and Watch on a
+// dedicated LISTEN connection.
+type postgresDialect struct {
+	pool   *pgxpool.Pool   // behind the *sql.DB; closed by close
+	listen *pgx.ConnConfig // template of Watch's dedicated connection
+	poll   time.Duration   // Watch's safety poll
+}
+
+// openPostgres parses cfg.DSN, builds a pgxpool (nothing is connected yet)
+// and returns a *sql.DB on it through pgx's stdlib package. The pool keeps
+// pgxpool's behaviour: every connection is pinged before it is handed out,
+// so right after a restart or failover a dead connection used a moment ago
+// does not fail the next gated call or decision (pgxpool pings only
+// connections idle for over a second by default), and its connections get
+// application_name PoolApplicationName unless the DSN sets one; Watch's get
+// WatchApplicationName.
+func openPostgres(ctx context.Context, cfg Config) (*sql.DB, dialect, error) {
+	pcfg, err := pgxpool.ParseConfig(cfg.DSN)
+	if err != nil {
+		// pgconn's ParseConfigError redacts the password.
+		return nil, nil, err
+	}
+	if cfg.MaxConns > 0 {
+		pcfg.MaxConns = int32(cfg.MaxConns) // checked by Open
+	}
+	pcfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return true }
+	if pcfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		pcfg.ConnConfig.RuntimeParams["application_name"] = PoolApplicationName
+	}
+	d := &postgresDialect{listen: pcfg.ConnConfig.Copy(), poll: cfg.Poll}
+	d.listen.RuntimeParams["application_name"] = WatchApplicationName
+	if d.poll == 0 {
+		d.poll = DefaultPoll
+	}
+	if d.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
+		return nil, nil, err
+	}
+	// The *sql.DB keeps no idle connections of its own: the pool does.
+	return stdlib.OpenDBFromPool(d.pool), d, nil
+}
+
+func (*postgresDialect) name() string           { return DriverPostgres }
+func (*postgresDialect) rebind(q string) string { return dollarPlaceholders(q) }
+func (*postgresDialect) forUpdate() string      { return " FOR UPDATE" }
+func (d *postgresDialect) close()               { d.pool.Close() }
+
+func (*postgresDialect) lock(ctx context.Context, t *tx, l lockName) error {
+	_, err := t.exec(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(l))
+	return err
+}
+
+// notify sends, for each request with events in evs, "<id> <state>" on
+// Channel (the state of its last event: the state as committed), and for
+// each policy revision its number on PolicyChannel. Session events send
+// nothing: no request changed, so there is no holder to wake.
+func (*postgresDialect) notify(ctx context.Context, t *tx, evs []event) error {
+	for i, ev := range evs {
+		channel, payload := "", ""
+		switch {
+		case ev.RequestID != "":
+			if i+1 < len(evs) && evs[i+1].RequestID == ev.RequestID {
+				continue // the last event of a run carries the state as committed
+			}
+			channel, payload = Channel, string(ev.RequestID)+" "+string(ev.State)
+		case ev.PolicyRevision != 0:
+			channel, payload = PolicyChannel, strconv.FormatInt(ev.PolicyRevision, 10)
+		default:
+			continue
+		}
+		if _, err := t.exec(ctx, `SELECT pg_notify(?, ?)`, channel, payload); err != nil {
+			return fmt.Errorf("notify: %w", err)
+		}
+	}
+	return nil
+}
+
+func (*postgresDialect) schemaMigrationsDDL() string {
+	return `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    bigint PRIMARY KEY,
+		name       text NOT NULL,
+		applied_at bigint NOT NULL
+	)`
+}
+
+// sqlState returns the SQLSTATE of a server error in err, or "".
+func sqlState(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// retryable: a serialization failure (40001) or a deadlock (40P01).
+func (*postgresDialect) retryable(err error) bool {
+	c := sqlState(err)
+	return c == "40001" || c == "40P01"
+}
+
+// unavailable: any failure to connect (refused, timed out, rejected by the
+// server: unknown database, bad credentials), a broken or closed
+// connection, or a server error of class 08 (connection exception), 53
+// (insufficient resources), 57 (operator intervention: shutdown, terminated
+// backend), 58 (system error), XX (internal error, corruption) or 25006
+// (read-only standby).
+func (*postgresDialect) unavailable(err error) bool {
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
+	}
+	if c := sqlState(err); c != "" {
+		switch c[:2] {
+		case "08", "53", "57", "58", "XX":
+			return true
+		}
+		return c == "25006"
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		pgconn.SafeToRetry(err) || pgconn.Timeout(err)
+}

@@ -1,0 +1,281 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/store"
+)
+
+// CreateRequest inserts r, which must be pending and have an id, CreatedAt
+// and ExpiresAt, and writes its "requested" event in the same transaction
+// (on Postgres also notifying Channel). Times are stored truncated to the
+// millisecond. It returns an error wrapping store.ErrAlreadyExists if the
+// id is taken.
+func (db *DB) CreateRequest(ctx context.Context, r approval.Request) error {
+	switch {
+	case r.ID == "":
+		return errors.New("create request: empty id")
+	case r.State != approval.StatePending:
+		return fmt.Errorf("create request %s: state %q, want pending", r.ID, r.State)
+	case r.CreatedAt.IsZero() || r.ExpiresAt.IsZero():
+		return fmt.Errorf("create request %s: created_at and expires_at are required", r.ID)
+	}
+	w, err := encodeRequest(r)
+	if err != nil {
+		return fmt.Errorf("create request %s: %w", r.ID, err)
+	}
+	err = db.inTx(ctx, func(t *tx) error {
+		res, err := t.exec(ctx, `INSERT INTO requests (`+requestColumns+`) VALUES (`+placeholders(numRequestColumns)+`)
+			ON CONFLICT (id) DO NOTHING`, w.args()...)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return store.ErrAlreadyExists
+		}
+		return t.writeEvents(ctx, requestEvents(store.RequestedEvent(r)))
+	})
+	if err != nil {
+		return db.wrap("create request "+string(r.ID), err)
+	}
+	return nil
+}
+
+// GetRequest returns the request with id, or an error wrapping
+// store.ErrNotFound.
+func (db *DB) GetRequest(ctx context.Context, id approval.ID) (approval.Request, error) {
+	w, err := getRequestRow(ctx, db, id, "")
+	if err == nil {
+		var r approval.Request
+		if r, err = w.decode(); err == nil {
+			return r, nil
+		}
+	}
+	return approval.Request{}, db.wrap("get request "+string(id), err)
+}
+
+// getRequestRow reads the row of id, or store.ErrNotFound; lock is appended
+// to the query (tx.forUpdate, or "").
+func getRequestRow(ctx context.Context, q querier, id approval.ID, lock string) (requestRow, error) {
+	var w requestRow
+	err := q.queryRow(ctx, `SELECT `+requestColumns+` FROM requests WHERE id = ?`+lock, string(id)).Scan(w.dest()...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return requestRow{}, store.ErrNotFound
+	}
+	return w, err
+}
+
+func scanRequestRow(rows *sql.Rows) (requestRow, error) {
+	var w requestRow
+	return w, rows.Scan(w.dest()...)
+}
+
+func scanRequest(rows *sql.Rows) (approval.Request, error) {
+	w, err := scanRequestRow(rows)
+	if err != nil {
+		return approval.Request{}, err
+	}
+	return w.decode()
+}
+
+// lockedRequest reads the row of id inside t and locks it until t ends,
+// or returns store.ErrNotFound.
+func (t *tx) lockedRequest(ctx context.Context, id approval.ID) (requestRow, error) {
+	return getRequestRow(ctx, t, id, t.forUpdate())
+}
+
+// storeRequest stores cur over old, a row t read and locked, and writes the
+// events of the change (store.ChangeEvents, by actor at now). It returns
+// cur as stored (store.Normalize); when nothing changed it writes nothing.
+// The UPDATE is also a compare-and-set on old's state.
+func (t *tx) storeRequest(ctx context.Context, old requestRow, cur approval.Request, actor string, now time.Time) (approval.Request, error) {
+	before, err := old.decode()
+	if err != nil {
+		return approval.Request{}, err
+	}
+	w, err := encodeRequest(cur)
+	if err != nil {
+		return approval.Request{}, err
+	}
+	out, err := w.decode()
+	if err != nil || w == old {
+		return out, err
+	}
+	res, err := t.exec(ctx, `UPDATE requests SET (`+requestColumns+`) = (`+placeholders(numRequestColumns)+`)
+		WHERE id = ? AND state = ?`, append(w.args(), old.id, old.state)...)
+	if err != nil {
+		return approval.Request{}, err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return approval.Request{}, err
+	} else if n != 1 {
+		return approval.Request{}, fmt.Errorf("request %s changed under its lock (%d rows updated)", old.id, n)
+	}
+	return out, t.writeEvents(ctx, requestEvents(store.ChangeEvents(before, out, actor, now)...))
+}
+
+// ListRequests returns one page of requests matching f, ordered by id
+// (byte-wise), and the cursor of the next page ("" when this page is the
+// last). The cursor is the id of the last request on the page.
+func (db *DB) ListRequests(ctx context.Context, f store.Filter) ([]approval.Request, string, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	var where []string
+	var args []any
+	add := func(cond string, vs ...any) {
+		where = append(where, cond)
+		args = append(args, vs...)
+	}
+	if f.State != "" {
+		add(`state = ?`, string(f.State))
+	}
+	if f.RequestedBy != "" {
+		add(`requested_by = ?`, f.RequestedBy)
+	}
+	if f.Tenant != "" {
+		add(`tenant = ?`, f.Tenant)
+	}
+	switch f.Kind {
+	case "":
+	case approval.KindToolCall:
+		add(`kind IN ('', 'tool_call')`)
+	default:
+		add(`kind = ?`, f.Kind)
+	}
+	if f.Target != "" {
+		add(`target = ?`, f.Target)
+	}
+	if f.IDPrefix != "" {
+		// The range lets the primary key index narrow the scan; substr
+		// makes the match exact.
+		add(`id >= ? AND substr(id, 1, length(CAST(? AS TEXT))) = ?`, f.IDPrefix, f.IDPrefix, f.IDPrefix)
+	}
+	if f.Cursor != "" {
+		add(`id > ?`, f.Cursor)
+	}
+	q := `SELECT ` + requestColumns + ` FROM requests`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	q += ` ORDER BY id LIMIT ?`
+	args = append(args, limit+1)
+	rows, err := db.query(ctx, q, args...)
+	rs, err := collect(rows, err, scanRequest)
+	if err != nil {
+		return nil, "", db.wrap("list requests", err)
+	}
+	next := ""
+	if len(rs) > limit {
+		rs = rs[:limit]
+		next = string(rs[limit-1].ID)
+	}
+	return rs, next, nil
+}
+
+// UpdateRequest runs fn on the stored request inside one transaction that
+// holds its row (SQLite: IMMEDIATE; Postgres: SELECT … FOR UPDATE), stores
+// the result with an UPDATE conditional on the state read and writes the
+// events of store.ChangeEvents (on Postgres also notifying Channel), then
+// commits. An unchanged request writes nothing. If fn returns an error,
+// nothing is written and that error is returned as is. fn may run more
+// than once (see inTx). An unknown id returns an error wrapping
+// store.ErrNotFound without calling fn.
+func (db *DB) UpdateRequest(ctx context.Context, id approval.ID, actor string, fn func(*approval.Request) error) (approval.Request, error) {
+	var (
+		out   approval.Request
+		fnErr error
+	)
+	err := db.inTx(ctx, func(t *tx) error {
+		fnErr = nil
+		old, err := t.lockedRequest(ctx, id)
+		if err != nil {
+			return err
+		}
+		cur, err := old.decode()
+		if err != nil {
+			return err
+		}
+		if err := fn(&cur); err != nil {
+			fnErr = err
+			return err
+		}
+		if cur.ID != id {
+			return fmt.Errorf("update changed the request id to %q", cur.ID)
+		}
+		out, err = t.storeRequest(ctx, old, cur, actor, db.now())
+		return err
+	})
+	switch {
+	case fnErr != nil:
+		return approval.Request{}, fnErr
+	case err != nil:
+		return approval.Request{}, db.wrap("update request "+string(id), err)
+	}
+	return out, nil
+}
+
+// Due returns the ids of requests a sweeper must look at as of now, most
+// overdue first, at most limit (0 means 100): see store.Store.Due.
+func (db *DB) Due(ctx context.Context, now time.Time, limit int) ([]approval.ID, error) {
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	ms := now.UnixMilli()
+	rows, err := db.query(ctx, `SELECT id FROM (
+			SELECT id, expires_at AS due FROM requests
+			WHERE state = 'pending' AND expires_at <= ?
+			UNION ALL
+			SELECT id, decided_at + valid_for_ms AS due FROM requests
+			WHERE state = 'approved' AND valid_for_ms > 0 AND decided_at + valid_for_ms <= ?
+			UNION ALL
+			SELECT id, lease_until AS due FROM requests
+			WHERE state = 'consumed' AND dispatch_outcome = '' AND held_by <> '' AND lease_until <= ?
+		) AS d ORDER BY due, id LIMIT ?`, ms, ms, ms, limit)
+	ids, err := collect(rows, err, func(rows *sql.Rows) (approval.ID, error) {
+		var id approval.ID
+		return id, rows.Scan(&id)
+	})
+	if err != nil {
+		return nil, db.wrap("list due requests", err)
+	}
+	return ids, nil
+}
+
+// CountPending counts pending tool-call requests, only those of requestedBy
+// when it is not empty.
+func (db *DB) CountPending(ctx context.Context, requestedBy string) (int, error) {
+	q, args := `SELECT COUNT(*) FROM requests WHERE state = 'pending' AND kind IN ('', 'tool_call')`, []any{}
+	if requestedBy != "" {
+		q += ` AND requested_by = ?`
+		args = append(args, requestedBy)
+	}
+	var n int
+	if err := db.queryRow(ctx, q, args...).Scan(&n); err != nil {
+		return 0, db.wrap("count pending", err)
+	}
+	return n, nil
+}
+
+// OpenIdentical returns the pending, approved and unanswered denied requests
+// of principal for (server, tool, argumentsHash), oldest first, at most 100.
+func (db *DB) OpenIdentical(ctx context.Context, principal, server, tool, argumentsHash string) ([]approval.Request, error) {
+	rows, err := db.query(ctx, `SELECT `+requestColumns+` FROM requests
+		WHERE requested_by = ? AND arguments_hash = ? AND server = ? AND tool = ?
+		AND (state IN ('pending', 'approved') OR (state = 'denied' AND answered_at IS NULL))
+		ORDER BY id LIMIT 100`, principal, argumentsHash, server, tool)
+	rs, err := collect(rows, err, scanRequest)
+	if err != nil {
+		return nil, db.wrap("find identical requests", err)
+	}
+	return rs, nil
+}

@@ -1,0 +1,99 @@
+package sqlstore
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"toolgate/internal/approval"
+)
+
+// TestWatchSQLiteSeesOtherProcess uses two *DB on one file, as two
+// processes: a commit through B wakes A's watcher with changed("").
+func TestWatchSQLiteSeesOtherProcess(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "toolgate.db")
+	a := openTest(t, Config{Driver: DriverSQLite, Path: path, WatchInterval: 5 * time.Millisecond})
+	b := openTest(t, sqliteConfig(path))
+
+	calls := make(chan approval.ID, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.Watch(ctx, func(id approval.ID) {
+			select {
+			case calls <- id:
+			default:
+			}
+		})
+	}()
+	defer func() { cancel(); <-done }()
+
+	waitCall := func(what string) {
+		t.Helper()
+		select {
+		case id := <-calls:
+			if id != "" {
+				t.Errorf("changed(%q) %s, want changed(\"\")", id, what)
+			}
+		case <-time.After(30 * time.Second): // a hang guard, not a timing assertion
+			t.Fatalf("no changed() call %s", what)
+		}
+	}
+	waitCall("after the first reading")
+
+	steps := []struct {
+		name string
+		do   func(context.Context) error
+	}{
+		{"create through B", func(ctx context.Context) error {
+			return b.CreateRequest(ctx, pendingRequest(testID(1)))
+		}},
+		{"approve through B", func(ctx context.Context) error {
+			_, err := b.UpdateRequest(ctx, testID(1), "bob", func(r *approval.Request) error {
+				return r.Review(approval.Reviewer{ID: "bob"}, approval.VerdictApprove, "", "", t0.Add(time.Minute))
+			})
+			return err
+		}},
+	}
+	for _, s := range steps {
+		// Nothing else commits, so the next call is caused by this step.
+		if err := s.do(t.Context()); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		waitCall(s.name)
+	}
+
+	cancel()
+	<-done // Watch returns when its context is done
+}
+
+// TestWatchSQLiteStopsOnClose checks that Close ends Watch even though its
+// context is still live.
+func TestWatchSQLiteStopsOnClose(t *testing.T) {
+	db, err := Open(t.Context(), Config{Driver: DriverSQLite, Path: filepath.Join(t.TempDir(), "toolgate.db"), WatchInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	called := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		db.Watch(t.Context(), func(approval.ID) {
+			select {
+			case called <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	<-called
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second): // a hang guard
+		t.Fatal("Watch still running after Close")
+	}
+}

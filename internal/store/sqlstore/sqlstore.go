@@ -1,0 +1,313 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/session"
+	"toolgate/internal/store"
+)
+
+var _ store.Store = (*DB)(nil)
+
+// Drivers: the values of [Config.Driver] (as in the config key
+// storage.driver).
+const (
+	DriverSQLite   = "sqlite"
+	DriverPostgres = "postgres"
+)
+
+// defaultLimit is the page size of ListRequests, Due and Events when the
+// caller passes 0.
+const defaultLimit = 100
+
+// txRetries is how many more times a transaction that failed with a
+// conflict (SQLite: the database stayed locked past the busy timeout;
+// Postgres: a serialization failure or a deadlock) is tried before its
+// error is returned.
+const txRetries = 3
+
+// Config says which database to open and how. Driver and, for it, Path or
+// DSN are required; every other field may be left zero.
+type Config struct {
+	// Driver is DriverSQLite or DriverPostgres.
+	Driver string
+	// Path is the SQLite database file: a file system path, not a URI (it
+	// must not contain '?'). Its directory is created with mode 0700 and a
+	// new file with mode 0600.
+	Path string
+	// DSN is the Postgres connection string (a libpq URL or key=value
+	// string, as pgxpool.ParseConfig accepts, pool_* keys included). It is
+	// never logged or put in errors.
+	DSN string
+	// MaxConns caps the Postgres pool; 0 keeps pgxpool's default (the DSN's
+	// pool_max_conns, else max(4, number of CPUs)). Watch uses one more
+	// connection of its own, outside the pool. SQLite ignores it.
+	MaxConns int
+	// Poll is the interval of Watch's safety poll on Postgres; 0 means
+	// DefaultPoll. SQLite ignores it.
+	Poll time.Duration
+	// WatchInterval is how often Watch reads PRAGMA data_version on SQLite;
+	// 0 means DefaultWatchInterval. Postgres ignores it.
+	WatchInterval time.Duration
+	// Logger receives debug and warning messages; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock for events whose request records no time of its own
+	// (see store.ChangeEvents) and for schema_migrations; nil means
+	// time.Now.
+	Now func() time.Time
+}
+
+// A DB is a store.Store on SQLite or Postgres, safe for concurrent use by
+// any number of goroutines, and by other processes (SQLite) or gateway
+// instances (Postgres) sharing the database.
+type DB struct {
+	sql      *sql.DB
+	d        dialect
+	log      *slog.Logger
+	now      func() time.Time
+	closed   atomic.Bool
+	done     chan struct{} // closed by Close; stops Watch
+	doneOnce sync.Once
+}
+
+// Open opens the database cfg names and applies pending migrations, in one
+// transaction, so that processes or instances starting together apply each
+// once (Postgres: under an advisory lock). A database whose schema is newer
+// than this binary knows is refused. A bad Config (unknown driver, invalid
+// path, malformed DSN) is an error that does not wrap store.ErrUnavailable;
+// failing to reach or use the database is one that does.
+func Open(ctx context.Context, cfg Config) (*DB, error) {
+	if cfg.MaxConns < 0 || cfg.MaxConns > math.MaxInt32 || cfg.Poll < 0 || cfg.WatchInterval < 0 {
+		return nil, fmt.Errorf("open %s: MaxConns %d, Poll %v or WatchInterval %v out of range", cfg.Driver, cfg.MaxConns, cfg.Poll, cfg.WatchInterval)
+	}
+	db := &DB{log: cfg.Logger, now: cfg.Now, done: make(chan struct{})}
+	if db.log == nil {
+		db.log = slog.New(slog.DiscardHandler)
+	}
+	if db.now == nil {
+		db.now = time.Now
+	}
+	var (
+		op  string
+		err error
+	)
+	switch cfg.Driver {
+	case DriverSQLite:
+		op = "open sqlite " + cfg.Path
+		db.sql, db.d, err = openSQLite(cfg)
+	case DriverPostgres:
+		op = "open postgres"
+		db.sql, db.d, err = openPostgres(ctx, cfg)
+	default:
+		return nil, fmt.Errorf("open store: driver %q: want %s or %s", cfg.Driver, DriverSQLite, DriverPostgres)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := db.migrate(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return db, nil
+}
+
+// Driver returns the driver the DB was opened with (Config.Driver).
+func (db *DB) Driver() string { return db.d.name() }
+
+// Ping checks that the database answers a query. Errors wrap
+// store.ErrUnavailable unless the context ended.
+func (db *DB) Ping(ctx context.Context) error {
+	var one int
+	err := db.sql.QueryRowContext(ctx, `SELECT 1`).Scan(&one)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, store.ErrUnavailable):
+		return fmt.Errorf("ping: %w", err)
+	}
+	// Whatever stops a ping means the store cannot be used.
+	return fmt.Errorf("ping: %w: %w", store.ErrUnavailable, err)
+}
+
+// Close stops every Watch and closes the database, waiting for connections
+// in use to be returned. Calls after Close fail with errors wrapping
+// store.ErrUnavailable.
+func (db *DB) Close() error {
+	db.closed.Store(true)
+	db.doneOnce.Do(func() { close(db.done) })
+	err := db.sql.Close()
+	db.d.close()
+	return err
+}
+
+// inTx runs fn in one write transaction and commits when fn returns nil;
+// every write of the store goes through it. On SQLite the transaction is
+// IMMEDIATE (it holds the database's write lock from BEGIN); on Postgres it
+// is READ COMMITTED, and fn locks what it reads with tx.forUpdate and
+// tx.lock. When it fails with a conflict (see dialect.retryable) the whole
+// transaction is tried again, up to txRetries times with a short backoff,
+// so fn must be safe to run more than once: it must reset whatever it
+// captures on each run. fn's own errors are returned as they are.
+func (db *DB) inTx(ctx context.Context, fn func(*tx) error) error {
+	for attempt := 0; ; attempt++ {
+		err := db.txOnce(ctx, fn)
+		if err == nil || !db.d.retryable(err) || attempt == txRetries {
+			return err
+		}
+		db.log.DebugContext(ctx, "store transaction conflict; retrying", "driver", db.d.name(), "attempt", attempt+1, "err", err)
+		backoff := time.NewTimer(time.Duration(attempt+1) * 20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			backoff.Stop()
+			return err
+		case <-backoff.C:
+		}
+	}
+}
+
+func (db *DB) txOnce(ctx context.Context, fn func(*tx) error) error {
+	stx, err := db.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(&tx{sql: stx, d: db.d}); err != nil {
+		_ = stx.Rollback()
+		return err
+	}
+	if err := stx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// A tx is one transaction of DB.inTx. Its query methods take queries
+// written with ? placeholders and rebind them for the dialect.
+type tx struct {
+	sql *sql.Tx
+	d   dialect
+}
+
+func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return t.sql.ExecContext(ctx, t.d.rebind(q), args...)
+}
+
+func (t *tx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return t.sql.QueryContext(ctx, t.d.rebind(q), args...)
+}
+
+func (t *tx) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	return t.sql.QueryRowContext(ctx, t.d.rebind(q), args...)
+}
+
+// forUpdate is the clause that, appended to a SELECT, locks the rows it
+// reads until the transaction ends (see dialect.forUpdate).
+func (t *tx) forUpdate() string { return t.d.forUpdate() }
+
+// lock takes the named lock l until the transaction ends (see
+// dialect.lock).
+func (t *tx) lock(ctx context.Context, l lockName) error {
+	if err := t.d.lock(ctx, t, l); err != nil {
+		return fmt.Errorf("lock %s: %w", l, err)
+	}
+	return nil
+}
+
+// querier is what reads need; *DB (outside any transaction) and *tx have
+// it. Queries use ? placeholders.
+type querier interface {
+	query(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+	queryRow(ctx context.Context, q string, args ...any) *sql.Row
+}
+
+func (db *DB) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return db.sql.QueryContext(ctx, db.d.rebind(q), args...)
+}
+
+func (db *DB) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	return db.sql.QueryRowContext(ctx, db.d.rebind(q), args...)
+}
+
+// collect scans every row of rows with scan and closes rows. err is the
+// error of the query that returned rows, so that a query can be passed in
+// directly.
+func collect[T any](rows *sql.Rows, err error, scan func(*sql.Rows) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, rows.Close()
+}
+
+// wrap prefixes err with op. A condition callers branch on (not found,
+// already exists, conflict, revoked session) or the end of the context is
+// only prefixed; an error that means the database cannot be reached or used
+// (the DB is closed, a connection broke, or see dialect.unavailable) also
+// gets store.ErrUnavailable in its chain.
+func (db *DB) wrap(op string, err error) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrAlreadyExists), errors.Is(err, store.ErrConflict),
+		errors.Is(err, session.ErrRevoked), errors.Is(err, store.ErrUnavailable),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s: %w", op, err)
+	case db.closed.Load(), errors.Is(err, sql.ErrConnDone), errors.Is(err, driver.ErrBadConn), db.d.unavailable(err):
+		return fmt.Errorf("%s: %w: %w", op, store.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// Watch calls changed when requests may have changed, in this process or
+// another, until ctx is done or the DB is closed; then it returns.
+//
+//   - changed(id) when request id changed (Postgres: for each
+//     notification sent by the transaction that created or changed it,
+//     after it committed);
+//   - changed("") when anything may have changed: after Watch starts
+//     watching and after it had to reconnect, so that a change made while
+//     it was not watching is not missed; on SQLite whenever another
+//     connection committed (PRAGMA data_version moved, read every
+//     Config.WatchInterval); on Postgres every Config.Poll (the safety
+//     poll). The caller then re-reads everything it holds.
+//
+// Watch uses one dedicated connection (SQLite: one of the pool, held while
+// Watch runs; Postgres: a pgx connection of its own outside the pool), so
+// it never takes a pool connection while a person decides; run one per
+// process. When the connection fails it is replaced (Postgres: with a
+// backoff from 100 ms doubling to 5 s) and a warning is logged once.
+// changed is called from one goroutine at a time, should return quickly,
+// and must tolerate spurious calls.
+func (db *DB) Watch(ctx context.Context, changed func(id approval.ID)) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case <-db.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	})
+	db.d.watch(ctx, db, changed)
+	cancel()
+	wg.Wait()
+}
