@@ -1,6 +1,7 @@
-// Package store defines the persistence contract for approval requests.
-// Backends live in subpackages; storetest holds the conformance suite every
-// backend must pass.
+// Package store defines the persistence contract for approval requests,
+// sessions and policy revisions. The implementation is
+// internal/store/sqlstore (SQLite or Postgres); storetest holds the
+// conformance suite it passes with each.
 package store
 
 import (

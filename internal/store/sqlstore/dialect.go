@@ -82,8 +82,10 @@ func placeholders(n int) string {
 }
 
 // dollarPlaceholders rewrites the ? placeholders of q as $1, $2, … in
-// order. A ? inside a single-quoted string literal, a double-quoted
-// identifier or a -- comment is left alone.
+// order (Postgres). A ? inside a single-quoted string literal, a
+// double-quoted identifier or a -- comment is left alone. It does not know
+// E'' strings, dollar quoting or the jsonb ? operators; the store's queries
+// use none of them.
 func dollarPlaceholders(q string) string {
 	if !strings.Contains(q, "?") {
 		return q

@@ -18,8 +18,8 @@ type event struct {
 	PolicyRevision int64
 }
 
-// requestEvents wraps approval events (of requests or sessions) as events.
-func requestEvents(evs ...approval.Event) []event {
+// eventRows wraps approval events (of requests or sessions) as events.
+func eventRows(evs ...approval.Event) []event {
 	out := make([]event, len(evs))
 	for i, ev := range evs {
 		out[i] = event{Event: ev}

@@ -41,7 +41,7 @@ func (db *DB) CreateRequest(ctx context.Context, r approval.Request) error {
 		} else if n == 0 {
 			return store.ErrAlreadyExists
 		}
-		return t.writeEvents(ctx, requestEvents(store.RequestedEvent(r)))
+		return t.writeEvents(ctx, eventRows(store.RequestedEvent(r)))
 	})
 	if err != nil {
 		return db.wrap("create request "+string(r.ID), err)
@@ -53,13 +53,14 @@ func (db *DB) CreateRequest(ctx context.Context, r approval.Request) error {
 // store.ErrNotFound.
 func (db *DB) GetRequest(ctx context.Context, id approval.ID) (approval.Request, error) {
 	w, err := getRequestRow(ctx, db, id, "")
-	if err == nil {
-		var r approval.Request
-		if r, err = w.decode(); err == nil {
-			return r, nil
-		}
+	if err != nil {
+		return approval.Request{}, db.wrap("get request "+string(id), err)
 	}
-	return approval.Request{}, db.wrap("get request "+string(id), err)
+	r, err := w.decode()
+	if err != nil {
+		return approval.Request{}, fmt.Errorf("get request %s: %w", id, err)
+	}
+	return r, nil
 }
 
 // getRequestRow reads the row of id, or store.ErrNotFound; lock is appended
@@ -119,7 +120,7 @@ func (t *tx) storeRequest(ctx context.Context, old requestRow, cur approval.Requ
 	} else if n != 1 {
 		return approval.Request{}, fmt.Errorf("request %s changed under its lock (%d rows updated)", old.id, n)
 	}
-	return out, t.writeEvents(ctx, requestEvents(store.ChangeEvents(before, out, actor, now)...))
+	return out, t.writeEvents(ctx, eventRows(store.ChangeEvents(before, out, actor, now)...))
 }
 
 // ListRequests returns one page of requests matching f, ordered by id

@@ -94,7 +94,7 @@ func (db *DB) CreateSession(ctx context.Context, s session.Session, actor string
 		} else if n == 0 {
 			return store.ErrAlreadyExists
 		}
-		return t.writeEvents(ctx, requestEvents(store.SessionEvent(s, typ, actor, s.CreatedAt)))
+		return t.writeEvents(ctx, eventRows(store.SessionEvent(s, typ, actor, s.CreatedAt)))
 	})
 	if err != nil {
 		return db.wrap("create session "+string(s.ID), err)
@@ -189,7 +189,7 @@ func (db *DB) UpdateSession(ctx context.Context, id session.ID, actor string, no
 			return err
 		}
 		changed = true
-		return t.writeEvents(ctx, requestEvents(store.SessionEvent(out, approval.EventSessionPolicyChanged, actor, now)))
+		return t.writeEvents(ctx, eventRows(store.SessionEvent(out, approval.EventSessionPolicyChanged, actor, now)))
 	})
 	switch {
 	case fnErr != nil:
@@ -263,7 +263,7 @@ func (db *DB) RevokeSession(ctx context.Context, id session.ID, actor string, no
 			out.Sessions = append(out.Sessions, s)
 			evs = append(evs, store.SessionEvent(s, approval.EventSessionRevoked, actor, now))
 		}
-		return t.writeEvents(ctx, requestEvents(evs...))
+		return t.writeEvents(ctx, eventRows(evs...))
 	})
 	if err != nil {
 		return store.Revocation{}, db.wrap("revoke session "+string(id), err)

@@ -87,7 +87,11 @@ func TestWatchSQLiteStopsOnClose(t *testing.T) {
 			}
 		})
 	}()
-	<-called
+	select {
+	case <-called:
+	case <-time.After(30 * time.Second): // a hang guard
+		t.Fatal("Watch never called changed")
+	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}

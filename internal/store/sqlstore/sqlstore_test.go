@@ -31,14 +31,14 @@ type backend struct {
 	// when the test ends. For Postgres it skips the test when
 	// TOOLGATE_TEST_POSTGRES is not set, or fails it when
 	// TOOLGATE_REQUIRE_POSTGRES=1.
-	fresh func(t *testing.T) Config
+	fresh func(t testing.TB) Config
 }
 
 var backends = []backend{
-	{DriverSQLite, func(t *testing.T) Config {
+	{DriverSQLite, func(t testing.TB) Config {
 		return Config{Driver: DriverSQLite, Path: filepath.Join(t.TempDir(), "toolgate.db")}
 	}},
-	{DriverPostgres, func(t *testing.T) Config {
+	{DriverPostgres, func(t testing.TB) Config {
 		return Config{Driver: DriverPostgres, DSN: freshDatabase(t)}
 	}},
 }
@@ -52,7 +52,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
 }
 
 // openTest opens cfg and closes it when the test ends.
-func openTest(t *testing.T, cfg Config) *DB {
+func openTest(t testing.TB, cfg Config) *DB {
 	t.Helper()
 	db, err := Open(t.Context(), cfg)
 	if err != nil {
@@ -69,7 +69,7 @@ func openTest(t *testing.T, cfg Config) *DB {
 // testDSN returns the DSN of the throwaway Postgres in
 // TOOLGATE_TEST_POSTGRES, skipping the test when it is not set (failing
 // instead when TOOLGATE_REQUIRE_POSTGRES=1). The role needs CREATEDB.
-func testDSN(t *testing.T) string {
+func testDSN(t testing.TB) string {
 	t.Helper()
 	dsn := os.Getenv("TOOLGATE_TEST_POSTGRES")
 	if dsn == "" {
@@ -83,7 +83,7 @@ func testDSN(t *testing.T) string {
 
 // freshDatabase creates an empty database next to the one dsn names,
 // drops it when the test ends, and returns its DSN.
-func freshDatabase(t *testing.T) string {
+func freshDatabase(t testing.TB) string {
 	t.Helper()
 	dsn := testDSN(t)
 	var b [8]byte
@@ -425,6 +425,41 @@ func TestOpenRefusesBadConfig(t *testing.T) {
 			}
 			if errors.Is(err, store.ErrUnavailable) {
 				t.Errorf("Open = %v, wraps ErrUnavailable; a bad config is not an outage", err)
+			}
+		})
+	}
+}
+
+// BenchmarkRequestLifecycle measures the store's work for one approved
+// call: create, approve, consume and record the outcome (four write
+// transactions), and one read, on each dialect.
+func BenchmarkRequestLifecycle(b *testing.B) {
+	for _, be := range backends {
+		b.Run(be.driver, func(b *testing.B) {
+			db := openTest(b, be.fresh(b))
+			ctx := b.Context()
+			n := 0
+			for b.Loop() {
+				n++
+				r := pendingRequest(testID(n))
+				if err := db.CreateRequest(ctx, r); err != nil {
+					b.Fatal(err)
+				}
+				steps := []func(*approval.Request) error{
+					func(r *approval.Request) error {
+						return r.Review(approval.Reviewer{ID: "bob"}, approval.VerdictApprove, "", "", t0.Add(time.Minute))
+					},
+					func(r *approval.Request) error { return r.Consume(r.Binding(), "", t0.Add(2*time.Minute)) },
+					func(r *approval.Request) error { return r.RecordOutcome(approval.OutcomeOK) },
+				}
+				for _, fn := range steps {
+					if _, err := db.UpdateRequest(ctx, r.ID, "bench", fn); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if got, err := db.GetRequest(ctx, r.ID); err != nil || got.DispatchOutcome != approval.OutcomeOK {
+					b.Fatalf("GetRequest = %+v, %v", got, err)
+				}
 			}
 		})
 	}

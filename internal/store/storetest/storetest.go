@@ -5,7 +5,8 @@
 //
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) store.Store {
-//			db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "t.db"), nil)
+//			cfg := sqlstore.Config{Driver: sqlstore.DriverSQLite, Path: filepath.Join(t.TempDir(), "t.db")}
+//			db, err := sqlstore.Open(t.Context(), cfg)
 //			if err != nil { t.Fatal(err) }
 //			t.Cleanup(func() { db.Close() })
 //			return db
