@@ -83,9 +83,9 @@ func placeholders(n int) string {
 
 // dollarPlaceholders rewrites the ? placeholders of q as $1, $2, … in
 // order (Postgres). A ? inside a single-quoted string literal, a
-// double-quoted identifier or a -- comment is left alone. It does not know
-// E'' strings, dollar quoting or the jsonb ? operators; the store's queries
-// use none of them.
+// double-quoted identifier or a -- comment is left alone. It does not
+// know escape strings (E'…'), dollar quoting or the jsonb ? operators;
+// the store's queries use none of them.
 func dollarPlaceholders(q string) string {
 	if !strings.Contains(q, "?") {
 		return q

@@ -92,7 +92,7 @@ func oldDatabase(t *testing.T, b backend, upTo int, rows string) Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer raw.Close()
+	defer func() { _ = raw.Close() }()
 	ctx := t.Context()
 	d := map[string]dialect{DriverSQLite: &sqliteDialect{}, DriverPostgres: &postgresDialect{}}[cfg.Driver]
 	if _, err := raw.ExecContext(ctx, d.schemaMigrationsDDL()); err != nil {
@@ -151,90 +151,92 @@ func TestOpenDatabaseOfPreviousRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	forEachBackend(t, func(t *testing.T, b backend) {
-		ctx := t.Context()
-		db := openTest(t, oldDatabase(t, b, 5, string(rows)))
-		checkMigrations(t, db)
+	for _, b := range backends {
+		t.Run(b.driver, func(t *testing.T) {
+			ctx := t.Context()
+			db := openTest(t, oldDatabase(t, b, 5, string(rows)))
+			checkMigrations(t, db)
 
-		var got release5
-		rs, _, err := db.ListRequests(ctx, store.Filter{Limit: 1000})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range rs {
-			got.Requests = append(got.Requests, release5Request{r, r.ValidFor.Milliseconds()})
-		}
-		if got.Events, err = db.Events(ctx, 0, 1000); err != nil {
-			t.Fatal(err)
-		}
-		for _, id := range []session.ID{"s1", "s2", "s3"} {
-			s, err := db.GetSession(ctx, id)
+			var got release5
+			rs, _, err := db.ListRequests(ctx, store.Filter{Limit: 1000})
 			if err != nil {
 				t.Fatal(err)
 			}
-			got.Sessions = append(got.Sessions, s)
-		}
-		for n := int64(1); n <= 2; n++ {
-			p, err := db.GetPolicy(ctx, n)
+			for _, r := range rs {
+				got.Requests = append(got.Requests, release5Request{r, r.ValidFor.Milliseconds()})
+			}
+			if got.Events, err = db.Events(ctx, 0, 1000); err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range []session.ID{"s1", "s2", "s3"} {
+				s, err := db.GetSession(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got.Sessions = append(got.Sessions, s)
+			}
+			for n := int64(1); n <= 2; n++ {
+				p, err := db.GetPolicy(ctx, n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got.Policies = append(got.Policies, p)
+			}
+			text, err := json.MarshalIndent(got, "", "\t")
 			if err != nil {
 				t.Fatal(err)
 			}
-			got.Policies = append(got.Policies, p)
-		}
-		text, err := json.MarshalIndent(got, "", "\t")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(string(want), string(text)+"\n"); diff != "" {
-			t.Fatalf("reads of the old rows differ from the old store's (-old +new):\n%s", diff)
-		}
+			if diff := cmp.Diff(string(want), string(text)+"\n"); diff != "" {
+				t.Fatalf("reads of the old rows differ from the old store's (-old +new):\n%s", diff)
+			}
 
-		// Writing on: new events follow the old ones.
-		lastSeq := got.Events[len(got.Events)-1].Seq
-		at := t0.Add(time.Hour)
-		r := pendingRequest(testID(100))
-		r.CreatedAt, r.ExpiresAt = at, at.Add(10*time.Minute)
-		if err := db.CreateRequest(ctx, r); err != nil {
-			t.Fatal(err)
-		}
-		const approved = approval.ID("01900000-0000-7000-8000-000000000006")
-		if _, err := db.UpdateRequest(ctx, approved, "gw-2", func(r *approval.Request) error {
-			return r.Consume(r.Binding(), "", r.DecidedAt.Add(time.Minute))
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.AppendPolicy(ctx, 2, store.PolicyRevision{Policy: "default: deny\n", Digest: "sha256:03", CreatedAt: at}, "ops-admin"); err != nil {
-			t.Fatal(err)
-		}
-		child := session.Session{ID: "s4", ParentID: "s1", Principal: session.PrincipalID("s4"), TokenHash: "04", Mode: session.ModeDefault, Revision: 1, CreatedAt: at}
-		if err := db.CreateSession(ctx, child, "session:s1"); err != nil {
-			t.Fatal(err)
-		}
-		child.ID, child.ParentID, child.Principal, child.TokenHash = "s5", "s3", session.PrincipalID("s5"), "05"
-		if err := db.CreateSession(ctx, child, "session:s3"); !errors.Is(err, session.ErrRevoked) {
-			t.Errorf("CreateSession under the revoked s3 = %v, want ErrRevoked", err)
-		}
-		evs, err := db.Events(ctx, lastSeq, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var gotNew []string
-		for _, ev := range evs {
-			gotNew = append(gotNew, fmt.Sprintf("%d %s %s%s", ev.Seq-lastSeq, ev.Type, ev.RequestID, ev.SessionID))
-		}
-		wantNew := []string{
-			"1 requested " + string(r.ID),
-			"2 consumed " + string(approved),
-			"3 policy_changed ",
-			"4 child_created s4",
-		}
-		if diff := cmp.Diff(wantNew, gotNew); diff != "" {
-			t.Errorf("events written after the old ones (-want +got):\n%s", diff)
-		}
-		if p, err := db.CurrentPolicy(ctx); err != nil || p.Revision != 3 {
-			t.Errorf("CurrentPolicy = revision %d, %v; want 3", p.Revision, err)
-		}
-	})
+			// Writing on: new events follow the old ones.
+			lastSeq := got.Events[len(got.Events)-1].Seq
+			at := t0.Add(time.Hour)
+			r := pendingRequest(testID(100))
+			r.CreatedAt, r.ExpiresAt = at, at.Add(10*time.Minute)
+			if err := db.CreateRequest(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			const approved = approval.ID("01900000-0000-7000-8000-000000000006")
+			if _, err := db.UpdateRequest(ctx, approved, "gw-2", func(r *approval.Request) error {
+				return r.Consume(r.Binding(), "", r.DecidedAt.Add(time.Minute))
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.AppendPolicy(ctx, 2, store.PolicyRevision{Policy: "default: deny\n", Digest: "sha256:03", CreatedAt: at}, "ops-admin"); err != nil {
+				t.Fatal(err)
+			}
+			child := session.Session{ID: "s4", ParentID: "s1", Principal: session.PrincipalID("s4"), TokenHash: "04", Mode: session.ModeDefault, Revision: 1, CreatedAt: at}
+			if err := db.CreateSession(ctx, child, "session:s1"); err != nil {
+				t.Fatal(err)
+			}
+			child.ID, child.ParentID, child.Principal, child.TokenHash = "s5", "s3", session.PrincipalID("s5"), "05"
+			if err := db.CreateSession(ctx, child, "session:s3"); !errors.Is(err, session.ErrRevoked) {
+				t.Errorf("CreateSession under the revoked s3 = %v, want ErrRevoked", err)
+			}
+			evs, err := db.Events(ctx, lastSeq, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gotNew []string
+			for _, ev := range evs {
+				gotNew = append(gotNew, fmt.Sprintf("%d %s %s%s", ev.Seq-lastSeq, ev.Type, ev.RequestID, ev.SessionID))
+			}
+			wantNew := []string{
+				"1 requested " + string(r.ID),
+				"2 consumed " + string(approved),
+				"3 policy_changed ",
+				"4 child_created s4",
+			}
+			if diff := cmp.Diff(wantNew, gotNew); diff != "" {
+				t.Errorf("events written after the old ones (-want +got):\n%s", diff)
+			}
+			if p, err := db.CurrentPolicy(ctx); err != nil || p.Revision != 3 {
+				t.Errorf("CurrentPolicy = revision %d, %v; want 3", p.Revision, err)
+			}
+		})
+	}
 }
 
 // TestSessionsMigrationKeepsEvents upgrades a version-2 database with
@@ -243,34 +245,36 @@ func TestOpenDatabaseOfPreviousRelease(t *testing.T) {
 // so the AUTOINCREMENT position is kept too), and new events continue
 // after them.
 func TestSessionsMigrationKeepsEvents(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend) {
-		// Postgres numbers events itself (GENERATED ALWAYS).
-		seqs, want := []int{0, 0}, []string{"1 requested r1", "2 cancelled r1", "3 " + string(approval.EventSessionCreated) + " s1"}
-		if b.driver == DriverSQLite {
-			seqs, want = []int{7, 9}, []string{"7 requested r1", "9 cancelled r1", "10 " + string(approval.EventSessionCreated) + " s1"}
-		}
-		cfg := oldDatabase(t, b, 2, `INSERT INTO requests (id, state, server, tool, arguments_hash, display_warnings, tool_digest,
+	for _, b := range backends {
+		t.Run(b.driver, func(t *testing.T) {
+			// Postgres numbers events itself (GENERATED ALWAYS).
+			seqs, want := []int{0, 0}, []string{"1 requested r1", "2 cancelled r1", "3 " + string(approval.EventSessionCreated) + " s1"}
+			if b.driver == DriverSQLite {
+				seqs, want = []int{7, 9}, []string{"7 requested r1", "9 cancelled r1", "10 " + string(approval.EventSessionCreated) + " s1"}
+			}
+			cfg := oldDatabase(t, b, 2, `INSERT INTO requests (id, state, server, tool, arguments_hash, display_warnings, tool_digest,
 			rule, mode, requested_by, on_behalf_of, tenant, created_at, expires_at, required_approvals, approvers, valid_for_ms,
 			reviews, decided_by, reason, dispatch_outcome, held_by) VALUES
 			('r1', 'cancelled', 's', 't', 'h', 'null', 'd', 'rule', 'hold', 'a', '', '', 1, 2, 1, 'null', 0, 'null', '', '', '', '');`+
-			eventInsert(seqs[0], `'r1', 'requested', 'pending', 'a', 1`)+eventInsert(seqs[1], `'r1', 'cancelled', 'cancelled', 'a', 2`))
-		db := openTest(t, cfg)
-		s := session.Session{ID: "s1", Principal: "session:s1", TokenHash: "h1", Mode: session.ModeDefault, Revision: 1, CreatedAt: t0, CreatedBy: "host"}
-		if err := db.CreateSession(t.Context(), s, "host"); err != nil {
-			t.Fatal(err)
-		}
-		evs, err := db.Events(t.Context(), 0, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, ev := range evs {
-			got = append(got, fmt.Sprintf("%d %s %s%s", ev.Seq, ev.Type, ev.RequestID, ev.SessionID))
-		}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("events after the migration mismatch (-want +got):\n%s", diff)
-		}
-	})
+				eventInsert(seqs[0], `'r1', 'requested', 'pending', 'a', 1`)+eventInsert(seqs[1], `'r1', 'cancelled', 'cancelled', 'a', 2`))
+			db := openTest(t, cfg)
+			s := session.Session{ID: "s1", Principal: "session:s1", TokenHash: "h1", Mode: session.ModeDefault, Revision: 1, CreatedAt: t0, CreatedBy: "host"}
+			if err := db.CreateSession(t.Context(), s, "host"); err != nil {
+				t.Fatal(err)
+			}
+			evs, err := db.Events(t.Context(), 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, ev := range evs {
+				got = append(got, fmt.Sprintf("%d %s %s%s", ev.Seq, ev.Type, ev.RequestID, ev.SessionID))
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("events after the migration mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
 }
 
 // eventInsert inserts an event of schema version 2 with the given values
@@ -285,21 +289,23 @@ func eventInsert(seq int, values string) string {
 // TestOpenRefusesNewerSchema: a database migrated by a newer binary is not
 // touched.
 func TestOpenRefusesNewerSchema(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend) {
-		cfg := b.fresh(t)
-		db := openTest(t, cfg)
-		if _, err := db.sql.ExecContext(t.Context(), `INSERT INTO schema_migrations VALUES (9999, '9999_future.sql', 0)`); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-		defer cancel()
-		db2, err := Open(ctx, cfg)
-		if err == nil {
-			db2.Close()
-			t.Fatal("Open succeeded, want an error")
-		}
-		if errors.Is(err, store.ErrUnavailable) {
-			t.Errorf("Open = %v; a newer schema is not an outage", err)
-		}
-	})
+	for _, b := range backends {
+		t.Run(b.driver, func(t *testing.T) {
+			cfg := b.fresh(t)
+			db := openTest(t, cfg)
+			if _, err := db.sql.ExecContext(t.Context(), `INSERT INTO schema_migrations VALUES (9999, '9999_future.sql', 0)`); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			db2, err := Open(ctx, cfg)
+			if err == nil {
+				_ = db2.Close()
+				t.Fatal("Open succeeded, want an error")
+			}
+			if errors.Is(err, store.ErrUnavailable) {
+				t.Errorf("Open = %v; a newer schema is not an outage", err)
+			}
+		})
+	}
 }

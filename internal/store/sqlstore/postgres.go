@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"strconv"
 	"time"
@@ -56,8 +57,11 @@ func openPostgres(ctx context.Context, cfg Config) (*sql.DB, dialect, error) {
 		// pgconn's ParseConfigError redacts the password.
 		return nil, nil, err
 	}
-	if cfg.MaxConns > 0 {
-		pcfg.MaxConns = int32(cfg.MaxConns) // checked by Open
+	switch {
+	case cfg.MaxConns > math.MaxInt32:
+		return nil, nil, fmt.Errorf("MaxConns %d is too large", cfg.MaxConns)
+	case cfg.MaxConns > 0:
+		pcfg.MaxConns = int32(cfg.MaxConns)
 	}
 	pcfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return true }
 	if pcfg.ConnConfig.RuntimeParams["application_name"] == "" {

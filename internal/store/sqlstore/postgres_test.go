@@ -84,12 +84,14 @@ func TestEventsTailMissesNothing(t *testing.T) {
 
 func TestOpenPostgresRefuses(t *testing.T) {
 	// A port nothing listens on: bind one, then free it.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	deadAddr := ln.Addr().String()
-	ln.Close()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name            string
@@ -102,6 +104,7 @@ func TestOpenPostgresRefuses(t *testing.T) {
 			return "postgres://u:secret@" + deadAddr + "/db?sslmode=disable&connect_timeout=5"
 		}, true},
 		{"missing database", func(t *testing.T) string {
+			t.Helper()
 			dsn, err := withDatabase(testDSN(t), "tg_does_not_exist")
 			if err != nil {
 				t.Fatal(err)
@@ -114,7 +117,7 @@ func TestOpenPostgresRefuses(t *testing.T) {
 			dsn := tc.dsn(t)
 			db, err := Open(t.Context(), postgresConfig(dsn))
 			if err == nil {
-				db.Close()
+				_ = db.Close()
 				t.Fatal("Open succeeded, want an error")
 			}
 			if got := errors.Is(err, store.ErrUnavailable); got != tc.wantUnavailable {

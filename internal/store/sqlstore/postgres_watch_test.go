@@ -152,7 +152,7 @@ func TestWatchReconnects(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer rows.Close()
+		defer func() { _ = rows.Close() }()
 		for rows.Next() {
 			var pid uint32
 			if err := rows.Scan(&pid); err != nil {
@@ -220,11 +220,11 @@ func TestWatchPostgresStopsOnClose(t *testing.T) {
 // connection: Watch keeps trying, never calls changed (the poll is off),
 // and returns when its context ends.
 func TestWatchRetriesUnreachable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	attempts := make(chan struct{}, 16)
 	go func() {
 		for {
@@ -232,7 +232,7 @@ func TestWatchRetriesUnreachable(t *testing.T) {
 			if err != nil {
 				return
 			}
-			c.Close()
+			_ = c.Close()
 			select {
 			case attempts <- struct{}{}:
 			default:

@@ -71,7 +71,7 @@ func TestOpenSQLiteRefuses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			db, err := Open(t.Context(), sqliteConfig(tc.path))
 			if err == nil {
-				db.Close()
+				_ = db.Close()
 				t.Fatalf("Open(%q) succeeded, want an error", tc.path)
 			}
 			if got := errors.Is(err, store.ErrUnavailable); got != tc.wantUnavailable {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,8 +86,8 @@ type DB struct {
 // path, malformed DSN) is an error that does not wrap store.ErrUnavailable;
 // failing to reach or use the database is one that does.
 func Open(ctx context.Context, cfg Config) (*DB, error) {
-	if cfg.MaxConns < 0 || cfg.MaxConns > math.MaxInt32 || cfg.Poll < 0 || cfg.WatchInterval < 0 {
-		return nil, fmt.Errorf("open %s: MaxConns %d, Poll %v or WatchInterval %v out of range", cfg.Driver, cfg.MaxConns, cfg.Poll, cfg.WatchInterval)
+	if cfg.MaxConns < 0 || cfg.Poll < 0 || cfg.WatchInterval < 0 {
+		return nil, fmt.Errorf("open %s: negative MaxConns %d, Poll %v or WatchInterval %v", cfg.Driver, cfg.MaxConns, cfg.Poll, cfg.WatchInterval)
 	}
 	db := &DB{log: cfg.Logger, now: cfg.Now, done: make(chan struct{})}
 	if db.log == nil {
@@ -244,7 +243,7 @@ func collect[T any](rows *sql.Rows, err error, scan func(*sql.Rows) (T, error)) 
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
+	defer func() { _ = rows.Close() }() // on early returns; the error of the last Close is returned below
 	var out []T
 	for rows.Next() {
 		v, err := scan(rows)

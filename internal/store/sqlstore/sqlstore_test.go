@@ -31,36 +31,30 @@ type backend struct {
 	// when the test ends. For Postgres it skips the test when
 	// TOOLGATE_TEST_POSTGRES is not set, or fails it when
 	// TOOLGATE_REQUIRE_POSTGRES=1.
-	fresh func(t testing.TB) Config
+	fresh func(tb testing.TB) Config
 }
 
 var backends = []backend{
-	{DriverSQLite, func(t testing.TB) Config {
-		return Config{Driver: DriverSQLite, Path: filepath.Join(t.TempDir(), "toolgate.db")}
+	{DriverSQLite, func(tb testing.TB) Config {
+		tb.Helper()
+		return Config{Driver: DriverSQLite, Path: filepath.Join(tb.TempDir(), "toolgate.db")}
 	}},
-	{DriverPostgres, func(t testing.TB) Config {
-		return Config{Driver: DriverPostgres, DSN: freshDatabase(t)}
+	{DriverPostgres, func(tb testing.TB) Config {
+		tb.Helper()
+		return Config{Driver: DriverPostgres, DSN: freshDatabase(tb)}
 	}},
-}
-
-// forEachBackend runs fn as a subtest per dialect, named after its driver.
-func forEachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
-	t.Helper()
-	for _, b := range backends {
-		t.Run(b.driver, func(t *testing.T) { fn(t, b) })
-	}
 }
 
 // openTest opens cfg and closes it when the test ends.
-func openTest(t testing.TB, cfg Config) *DB {
-	t.Helper()
-	db, err := Open(t.Context(), cfg)
+func openTest(tb testing.TB, cfg Config) *DB {
+	tb.Helper()
+	db, err := Open(tb.Context(), cfg)
 	if err != nil {
-		t.Fatalf("Open(%s) = %v", cfg.Driver, err)
+		tb.Fatalf("Open(%s) = %v", cfg.Driver, err)
 	}
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		if err := db.Close(); err != nil {
-			t.Errorf("Close = %v", err)
+			tb.Errorf("Close = %v", err)
 		}
 	})
 	return db
@@ -69,23 +63,23 @@ func openTest(t testing.TB, cfg Config) *DB {
 // testDSN returns the DSN of the throwaway Postgres in
 // TOOLGATE_TEST_POSTGRES, skipping the test when it is not set (failing
 // instead when TOOLGATE_REQUIRE_POSTGRES=1). The role needs CREATEDB.
-func testDSN(t testing.TB) string {
-	t.Helper()
+func testDSN(tb testing.TB) string {
+	tb.Helper()
 	dsn := os.Getenv("TOOLGATE_TEST_POSTGRES")
 	if dsn == "" {
 		if os.Getenv("TOOLGATE_REQUIRE_POSTGRES") == "1" {
-			t.Fatal("TOOLGATE_TEST_POSTGRES is not set")
+			tb.Fatal("TOOLGATE_TEST_POSTGRES is not set")
 		}
-		t.Skip("set TOOLGATE_TEST_POSTGRES to run")
+		tb.Skip("set TOOLGATE_TEST_POSTGRES to run")
 	}
 	return dsn
 }
 
 // freshDatabase creates an empty database next to the one dsn names,
 // drops it when the test ends, and returns its DSN.
-func freshDatabase(t testing.TB) string {
-	t.Helper()
-	dsn := testDSN(t)
+func freshDatabase(tb testing.TB) string {
+	tb.Helper()
+	dsn := testDSN(tb)
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	name := "tg_" + hex.EncodeToString(b[:])
@@ -94,24 +88,24 @@ func freshDatabase(t testing.TB) string {
 		if err != nil {
 			return err
 		}
-		defer conn.Close(ctx)
+		defer func() { _ = conn.Close(ctx) }()
 		_, err = conn.Exec(ctx, sql)
 		return err
 	}
 	ident := pgx.Identifier{name}.Sanitize()
-	if err := admin(t.Context(), `CREATE DATABASE `+ident); err != nil {
-		t.Fatalf("create test database: %v", err)
+	if err := admin(tb.Context(), `CREATE DATABASE `+ident); err != nil {
+		tb.Fatalf("create test database: %v", err)
 	}
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := admin(ctx, `DROP DATABASE IF EXISTS `+ident+` WITH (FORCE)`); err != nil {
-			t.Errorf("drop test database %s: %v", name, err)
+			tb.Errorf("drop test database %s: %v", name, err)
 		}
 	})
 	out, err := withDatabase(dsn, name)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return out
 }
@@ -132,12 +126,17 @@ func withDatabase(dsn, name string) (string, error) {
 // TestConformance runs the store conformance suite, unchanged, against
 // both dialects of the one store.
 func TestConformance(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend) {
-		if b.driver == DriverPostgres {
-			testDSN(t) // skip (or fail) before the parallel subtests start
-		}
-		storetest.Run(t, func(t *testing.T) store.Store { return openTest(t, b.fresh(t)) })
-	})
+	for _, b := range backends {
+		t.Run(b.driver, func(t *testing.T) {
+			if b.driver == DriverPostgres {
+				testDSN(t) // skip (or fail) before the parallel subtests start
+			}
+			storetest.Run(t, func(t *testing.T) store.Store {
+				t.Helper()
+				return openTest(t, b.fresh(t))
+			})
+		})
+	}
 }
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -158,60 +157,62 @@ func testID(n int) approval.ID {
 // database, as two gateway processes (SQLite) or instances (Postgres)
 // sharing it would.
 func TestTwoHandlesDecideExactlyOnce(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend) {
-		cfg := b.fresh(t)
-		dbs := []*DB{openTest(t, cfg), openTest(t, cfg)}
-		r := pendingRequest(testID(1))
-		if err := dbs[0].CreateRequest(t.Context(), r); err != nil {
-			t.Fatal(err)
-		}
-		var (
-			mu      sync.Mutex
-			winners []string
-			start   = make(chan struct{})
-			wg      sync.WaitGroup
-		)
-		for i := range 8 {
-			db, name := dbs[i%2], fmt.Sprint("rev", i)
-			v := approval.VerdictApprove
-			if i%3 == 0 {
-				v = approval.VerdictDeny
+	for _, b := range backends {
+		t.Run(b.driver, func(t *testing.T) {
+			cfg := b.fresh(t)
+			dbs := []*DB{openTest(t, cfg), openTest(t, cfg)}
+			r := pendingRequest(testID(1))
+			if err := dbs[0].CreateRequest(t.Context(), r); err != nil {
+				t.Fatal(err)
 			}
-			wg.Go(func() {
-				<-start
-				_, err := db.UpdateRequest(t.Context(), r.ID, name, func(cur *approval.Request) error {
-					return cur.Review(approval.Reviewer{ID: name}, v, "", "", t0.Add(time.Minute))
-				})
-				switch {
-				case err == nil:
-					mu.Lock()
-					winners = append(winners, name)
-					mu.Unlock()
-				case !errors.Is(err, approval.ErrResolved) && !errors.Is(err, approval.ErrConflict):
-					t.Errorf("review by %s = %v", name, err)
+			var (
+				mu      sync.Mutex
+				winners []string
+				start   = make(chan struct{})
+				wg      sync.WaitGroup
+			)
+			for i := range 8 {
+				db, name := dbs[i%2], fmt.Sprint("rev", i)
+				v := approval.VerdictApprove
+				if i%3 == 0 {
+					v = approval.VerdictDeny
 				}
-			})
-		}
-		close(start)
-		wg.Wait()
-		if len(winners) != 1 {
-			t.Fatalf("%d winners %v, want 1", len(winners), winners)
-		}
-		got, err := dbs[1].GetRequest(t.Context(), r.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.DecidedBy != winners[0] || len(got.Reviews) != 1 {
-			t.Errorf("decided by %q with %d reviews, want %q with 1", got.DecidedBy, len(got.Reviews), winners[0])
-		}
-		evs, err := dbs[0].Events(t.Context(), 0, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(evs) != 3 {
-			t.Errorf("events = %+v, want requested, reviewed and one decision", evs)
-		}
-	})
+				wg.Go(func() {
+					<-start
+					_, err := db.UpdateRequest(t.Context(), r.ID, name, func(cur *approval.Request) error {
+						return cur.Review(approval.Reviewer{ID: name}, v, "", "", t0.Add(time.Minute))
+					})
+					switch {
+					case err == nil:
+						mu.Lock()
+						winners = append(winners, name)
+						mu.Unlock()
+					case !errors.Is(err, approval.ErrResolved) && !errors.Is(err, approval.ErrConflict):
+						t.Errorf("review by %s = %v", name, err)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			if len(winners) != 1 {
+				t.Fatalf("%d winners %v, want 1", len(winners), winners)
+			}
+			got, err := dbs[1].GetRequest(t.Context(), r.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.DecidedBy != winners[0] || len(got.Reviews) != 1 {
+				t.Errorf("decided by %q with %d reviews, want %q with 1", got.DecidedBy, len(got.Reviews), winners[0])
+			}
+			evs, err := dbs[0].Events(t.Context(), 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(evs) != 3 {
+				t.Errorf("events = %+v, want requested, reviewed and one decision", evs)
+			}
+		})
+	}
 }
 
 // checkMigrations checks that schema_migrations lists each embedded
@@ -242,166 +243,176 @@ func checkMigrations(t *testing.T, db *DB) {
 // TestReopen keeps the data across a restart (case C13) and applies no
 // migration twice.
 func TestReopen(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend) {
-		cfg := b.fresh(t)
-		db, err := Open(t.Context(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := pendingRequest(testID(1))
-		if err := db.CreateRequest(t.Context(), r); err != nil {
-			t.Fatal(err)
-		}
-		if err := db.Close(); err != nil {
-			t.Fatal(err)
-		}
-		db = openTest(t, cfg)
-		got, err := db.GetRequest(t.Context(), r.ID)
-		if err != nil || !got.ExpiresAt.Equal(r.ExpiresAt) {
-			t.Errorf("after reopening: GetRequest = %+v, %v", got, err)
-		}
-		checkMigrations(t, db)
-	})
+	for _, b := range backends {
+		t.Run(b.driver, func(t *testing.T) {
+			cfg := b.fresh(t)
+			db, err := Open(t.Context(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := pendingRequest(testID(1))
+			if err := db.CreateRequest(t.Context(), r); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			db = openTest(t, cfg)
+			got, err := db.GetRequest(t.Context(), r.ID)
+			if err != nil || !got.ExpiresAt.Equal(r.ExpiresAt) {
+				t.Errorf("after reopening: GetRequest = %+v, %v", got, err)
+			}
+			checkMigrations(t, db)
+		})
+	}
 }
 
 // TestOpenConcurrently opens one new database from several goroutines at
 // once, as processes or instances starting together would: each migration
 // applies once.
 func TestOpenConcurrently(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend) {
-		cfg := b.fresh(t)
-		var wg sync.WaitGroup
-		dbs := make([]*DB, 4)
-		for i := range dbs {
-			wg.Go(func() {
-				db, err := Open(t.Context(), cfg)
-				if err != nil {
-					t.Errorf("Open = %v", err)
-					return
-				}
-				dbs[i] = db
-			})
-		}
-		wg.Wait()
-		for _, db := range dbs {
-			if db != nil {
-				t.Cleanup(func() { db.Close() })
+	for _, b := range backends {
+		t.Run(b.driver, func(t *testing.T) {
+			cfg := b.fresh(t)
+			var wg sync.WaitGroup
+			dbs := make([]*DB, 4)
+			for i := range dbs {
+				wg.Go(func() {
+					db, err := Open(t.Context(), cfg)
+					if err != nil {
+						t.Errorf("Open = %v", err)
+						return
+					}
+					dbs[i] = db
+				})
 			}
-		}
-		if t.Failed() {
-			return
-		}
-		checkMigrations(t, dbs[0])
-	})
+			wg.Wait()
+			for _, db := range dbs {
+				if db != nil {
+					t.Cleanup(func() { _ = db.Close() })
+				}
+			}
+			if t.Failed() {
+				return
+			}
+			checkMigrations(t, dbs[0])
+		})
+	}
 }
 
 // TestArgumentsByteForByte stores display copies that a JSON-aware column
 // type would re-encode and expects every byte back.
 func TestArgumentsByteForByte(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend) {
-		db := openTest(t, b.fresh(t))
-		tests := []struct {
-			name, args string
-		}{
-			{"escapes", `{"s":"\u00e9\/\u0000\ud83d\ude00","t":"\"\\"}`},
-			{"duplicate-looking keys and order", `{"b":1,"a":2,"B":3}`},
-			{"number literals", `{"n":[1.0,1e0,-0,12345678901234567890123]}`},
-			{"whitespace", "{ \"a\" :\t[ 1 ,\n2 ] }"},
-			{"question marks and dollars", `{"q":"? $1 '?' \"?\" -- ?"}`},
-			{"empty object", `{}`},
-		}
-		for i, tc := range tests {
-			t.Run(tc.name, func(t *testing.T) {
-				r := pendingRequest(testID(i))
-				r.Arguments = json.RawMessage(tc.args)
-				if err := db.CreateRequest(t.Context(), r); err != nil {
-					t.Fatal(err)
-				}
-				got, err := db.GetRequest(t.Context(), r.ID)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if string(got.Arguments) != tc.args {
-					t.Errorf("Arguments = %q, want %q", got.Arguments, tc.args)
-				}
-			})
-		}
-	})
+	for _, b := range backends {
+		t.Run(b.driver, func(t *testing.T) {
+			db := openTest(t, b.fresh(t))
+			tests := []struct {
+				name, args string
+			}{
+				{"escapes", `{"s":"\u00e9\/\u0000\ud83d\ude00","t":"\"\\"}`},
+				{"duplicate-looking keys and order", `{"b":1,"a":2,"B":3}`},
+				{"number literals", `{"n":[1.0,1e0,-0,12345678901234567890123]}`},
+				{"whitespace", "{ \"a\" :\t[ 1 ,\n2 ] }"},
+				{"question marks and dollars", `{"q":"? $1 '?' \"?\" -- ?"}`},
+				{"empty object", `{}`},
+			}
+			for i, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) {
+					r := pendingRequest(testID(i))
+					r.Arguments = json.RawMessage(tc.args)
+					if err := db.CreateRequest(t.Context(), r); err != nil {
+						t.Fatal(err)
+					}
+					got, err := db.GetRequest(t.Context(), r.ID)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if string(got.Arguments) != tc.args {
+						t.Errorf("Arguments = %q, want %q", got.Arguments, tc.args)
+					}
+				})
+			}
+		})
+	}
 }
 
 func TestClosedIsUnavailable(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend) {
-		db, err := Open(t.Context(), b.fresh(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := db.Close(); err != nil {
-			t.Fatal(err)
-		}
-		id := testID(1)
-		calls := []struct {
-			name string
-			call func(context.Context) error
-		}{
-			{"Ping", db.Ping},
-			{"GetRequest", func(ctx context.Context) error { _, err := db.GetRequest(ctx, id); return err }},
-			{"CreateRequest", func(ctx context.Context) error { return db.CreateRequest(ctx, pendingRequest(id)) }},
-			{"UpdateRequest", func(ctx context.Context) error {
-				_, err := db.UpdateRequest(ctx, id, "bob", func(*approval.Request) error { return nil })
-				return err
-			}},
-			{"ListRequests", func(ctx context.Context) error { _, _, err := db.ListRequests(ctx, store.Filter{}); return err }},
-			{"Due", func(ctx context.Context) error { _, err := db.Due(ctx, t0, 0); return err }},
-			{"CountPending", func(ctx context.Context) error { _, err := db.CountPending(ctx, ""); return err }},
-			{"Events", func(ctx context.Context) error { _, err := db.Events(ctx, 0, 0); return err }},
-			{"GetSession", func(ctx context.Context) error { _, err := db.GetSession(ctx, "s1"); return err }},
-			{"CurrentPolicy", func(ctx context.Context) error { _, err := db.CurrentPolicy(ctx); return err }},
-		}
-		for _, c := range calls {
-			if err := c.call(t.Context()); !errors.Is(err, store.ErrUnavailable) {
-				t.Errorf("%s after Close = %v, want ErrUnavailable", c.name, err)
+	for _, b := range backends {
+		t.Run(b.driver, func(t *testing.T) {
+			db, err := Open(t.Context(), b.fresh(t))
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-	})
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			id := testID(1)
+			calls := []struct {
+				name string
+				call func(context.Context) error
+			}{
+				{"Ping", db.Ping},
+				{"GetRequest", func(ctx context.Context) error { _, err := db.GetRequest(ctx, id); return err }},
+				{"CreateRequest", func(ctx context.Context) error { return db.CreateRequest(ctx, pendingRequest(id)) }},
+				{"UpdateRequest", func(ctx context.Context) error {
+					_, err := db.UpdateRequest(ctx, id, "bob", func(*approval.Request) error { return nil })
+					return err
+				}},
+				{"ListRequests", func(ctx context.Context) error { _, _, err := db.ListRequests(ctx, store.Filter{}); return err }},
+				{"Due", func(ctx context.Context) error { _, err := db.Due(ctx, t0, 0); return err }},
+				{"CountPending", func(ctx context.Context) error { _, err := db.CountPending(ctx, ""); return err }},
+				{"Events", func(ctx context.Context) error { _, err := db.Events(ctx, 0, 0); return err }},
+				{"GetSession", func(ctx context.Context) error { _, err := db.GetSession(ctx, "s1"); return err }},
+				{"CurrentPolicy", func(ctx context.Context) error { _, err := db.CurrentPolicy(ctx); return err }},
+			}
+			for _, c := range calls {
+				if err := c.call(t.Context()); !errors.Is(err, store.ErrUnavailable) {
+					t.Errorf("%s after Close = %v, want ErrUnavailable", c.name, err)
+				}
+			}
+		})
+	}
 }
 
 // TestAnsweredAtRoundTrip answers a denial through UpdateRequest and reads
 // AnsweredAt back in UTC, truncated to the millisecond; a second answer is
 // refused and writes nothing.
 func TestAnsweredAtRoundTrip(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend) {
-		db := openTest(t, b.fresh(t))
-		r := pendingRequest(testID(1))
-		if err := db.CreateRequest(t.Context(), r); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.UpdateRequest(t.Context(), r.ID, "bob", func(cur *approval.Request) error {
-			return cur.Review(approval.Reviewer{ID: "bob"}, approval.VerdictDeny, "no", "", t0.Add(time.Minute))
-		}); err != nil {
-			t.Fatal(err)
-		}
-		at := time.Date(2026, 3, 1, 17, 32, 0, 123456789, time.FixedZone("IST", 5*3600+30*60))
-		want := time.Date(2026, 3, 1, 12, 2, 0, 123000000, time.UTC)
-		updated, err := db.UpdateRequest(t.Context(), r.ID, "gw-1", func(cur *approval.Request) error { return cur.Answer(at) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.UpdateRequest(t.Context(), r.ID, "gw-2", func(cur *approval.Request) error { return cur.Answer(at) }); !errors.Is(err, approval.ErrResolved) {
-			t.Errorf("second Answer = %v, want ErrResolved", err)
-		}
-		got, err := db.GetRequest(t.Context(), r.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range []struct {
-			what string
-			at   time.Time
-		}{{"UpdateRequest result", updated.AnsweredAt}, {"GetRequest", got.AnsweredAt}} {
-			if !c.at.Equal(want) || c.at.Location() != time.UTC {
-				t.Errorf("%s AnsweredAt = %v, want %v in UTC", c.what, c.at, want)
+	for _, b := range backends {
+		t.Run(b.driver, func(t *testing.T) {
+			db := openTest(t, b.fresh(t))
+			r := pendingRequest(testID(1))
+			if err := db.CreateRequest(t.Context(), r); err != nil {
+				t.Fatal(err)
 			}
-		}
-	})
+			if _, err := db.UpdateRequest(t.Context(), r.ID, "bob", func(cur *approval.Request) error {
+				return cur.Review(approval.Reviewer{ID: "bob"}, approval.VerdictDeny, "no", "", t0.Add(time.Minute))
+			}); err != nil {
+				t.Fatal(err)
+			}
+			at := time.Date(2026, 3, 1, 17, 32, 0, 123456789, time.FixedZone("IST", 5*3600+30*60))
+			want := time.Date(2026, 3, 1, 12, 2, 0, 123000000, time.UTC)
+			updated, err := db.UpdateRequest(t.Context(), r.ID, "gw-1", func(cur *approval.Request) error { return cur.Answer(at) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.UpdateRequest(t.Context(), r.ID, "gw-2", func(cur *approval.Request) error { return cur.Answer(at) }); !errors.Is(err, approval.ErrResolved) {
+				t.Errorf("second Answer = %v, want ErrResolved", err)
+			}
+			got, err := db.GetRequest(t.Context(), r.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct {
+				what string
+				at   time.Time
+			}{{"UpdateRequest result", updated.AnsweredAt}, {"GetRequest", got.AnsweredAt}} {
+				if !c.at.Equal(want) || c.at.Location() != time.UTC {
+					t.Errorf("%s AnsweredAt = %v, want %v in UTC", c.what, c.at, want)
+				}
+			}
+		})
+	}
 }
 
 func TestOpenRefusesBadConfig(t *testing.T) {
@@ -420,7 +431,7 @@ func TestOpenRefusesBadConfig(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			db, err := Open(t.Context(), tc.cfg)
 			if err == nil {
-				db.Close()
+				_ = db.Close()
 				t.Fatal("Open succeeded, want an error")
 			}
 			if errors.Is(err, store.ErrUnavailable) {

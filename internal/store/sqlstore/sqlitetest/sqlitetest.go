@@ -12,15 +12,15 @@ import (
 // Open returns a migrated SQLite *sqlstore.DB on a new file in t.TempDir(),
 // closed when the test ends. It works inside a testing/synctest bubble. The
 // test fails at once if the database cannot be opened.
-func Open(t testing.TB) *sqlstore.DB {
-	t.Helper()
-	db, err := sqlstore.Open(t.Context(), sqlstore.Config{Driver: sqlstore.DriverSQLite, Path: filepath.Join(t.TempDir(), "toolgate.db")})
+func Open(tb testing.TB) *sqlstore.DB {
+	tb.Helper()
+	db, err := sqlstore.Open(tb.Context(), sqlstore.Config{Driver: sqlstore.DriverSQLite, Path: filepath.Join(tb.TempDir(), "toolgate.db")})
 	if err != nil {
-		t.Fatalf("open test sqlite store: %v", err)
+		tb.Fatalf("open test sqlite store: %v", err)
 	}
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		if err := db.Close(); err != nil {
-			t.Errorf("close test sqlite store: %v", err)
+			tb.Errorf("close test sqlite store: %v", err)
 		}
 	})
 	return db
