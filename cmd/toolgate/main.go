@@ -2,6 +2,7 @@
 //
 //	toolgate serve --config FILE [--dev] [--stdio] [--ready-file F]
 //	toolgate policy check FILE
+//	toolgate policy explain|test ...
 //	toolgate approvals list|show|approve|deny ...
 //
 // Exit codes: 0 ok, 1 failure, 2 usage or invalid config.
@@ -72,6 +73,8 @@ func usage(w io.Writer) {
 Usage:
   toolgate serve --config FILE [flags]     run the gateway (see "toolgate serve -h")
   toolgate policy check FILE               validate a config; prints every problem, exits 2 if any
+  toolgate policy explain ...              how the policy decides one call, rule by rule
+  toolgate policy test CASES.yaml          check a table of calls against the policy; exits 1 on a mismatch
   toolgate policy propose|show|diff|apply  store-backed policy revisions (see "toolgate policy help")
   toolgate approvals list|show|approve|deny   decide held calls through the admin API
   toolgate version

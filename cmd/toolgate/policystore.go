@@ -40,7 +40,12 @@ func startPolicyStore(ctx context.Context, db store.Store, cfg config.Config, ho
 		Logger:    log,
 		Approvers: admins,
 		Poll:      poll,
-		Install:   func(_ store.PolicyRevision, p *policy.Policy) { holder.Store(p) },
+		Install: func(rev store.PolicyRevision, p *policy.Policy) {
+			holder.Store(p)
+			for _, m := range p.InMonitorMode() {
+				log.Warn("policy in monitor mode: calls it would deny or hold proceed", "revision", rev.Revision, "what", m)
+			}
+		},
 	})
 	if _, err := svc.Bootstrap(ctx, &cfg.Policy, "config"); err != nil {
 		return nil, fmt.Errorf("policy.source store: %w", err)

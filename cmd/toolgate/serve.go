@@ -176,6 +176,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		SessionApprovalFunc:  func() policy.Approval { return holder.Load().Approval },
 		PolicyRequestTimeout: cfg.Sessions.PolicyRequestTimeout,
 		MaxPolicyRequests:    cfg.Sessions.MaxPendingPolicyRequests,
+		Annotations:          cat.annotations(cfg),
 	})
 
 	gwOpts := &gateway.Options{Logger: log, Version: version, Sessions: g}
@@ -188,6 +189,9 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	}
 	defer gw.Close()
 	cat.gw = gw
+	// A new policy may hide or show tools (policy.list_denied): tell the
+	// MCP sessions whose lists changed.
+	holder.OnStore(gw.SessionsChanged)
 
 	eg, ctx := errgroup.WithContext(ctx)
 	ready := map[string]string{}
@@ -221,7 +225,8 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		} else if err != nil {
 			return fmt.Errorf("listen.admin: %w", err)
 		}
-		h := api.New(g, approverAuth(creds), &api.Options{Logger: log, Metrics: telemetry.Handler(reg), Sessions: g, SessionsChanged: gw.SessionsChanged, Policies: policiesAPI(policies), Ready: func(ctx context.Context) error {
+		h := api.New(g, approverAuth(creds), &api.Options{Logger: log, Metrics: telemetry.Handler(reg), Sessions: g, SessionsChanged: gw.SessionsChanged, Policies: policiesAPI(policies),
+			Explain: &liveExplainer{holder: holder, cfg: cfg, ann: cat.annotations(cfg)}, Ready: func(ctx context.Context) error {
 			if err := g.Ready(ctx); err != nil {
 				return err
 			}

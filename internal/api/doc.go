@@ -25,9 +25,12 @@
 //	                                    admin → store.PolicyRevision (applies an approved proposal)
 //	GET  /v1/policy?revision=N          viewer, approver, admin → store.PolicyRevision
 //	GET  /v1/policy/diff?from=A&to=B    viewer, approver, admin → [PolicyDiff]
+//	POST /v1/policy/explain             viewer, approver, admin; body [ExplainBody]
+//	                                    → policy.Explanation (how the policy in force decides it)
 //
 // The session routes exist when Options.Sessions is set, the policy routes
-// (policy.source: store; docs/policy.md) when Options.Policies is set.
+// (policy.source: store; docs/policy.md) when Options.Policies is set, and
+// POST /v1/policy/explain when Options.Explain is set.
 // Approving a policy_change approval applies it in the same request (see
 // [Policies]); the answer shows it consumed, or invalidated when the
 // policy moved past its base revision. [AgentSessions] serves

@@ -73,6 +73,9 @@ type Options struct {
 	// Policies, when set, serves the deployment policy routes
 	// (/v1/policy...; policy.source: store); without it they are 404.
 	Policies Policies
+	// Explain, when set, serves POST /v1/policy/explain (any policy
+	// source); without it the route is 404.
+	Explain Explainer
 }
 
 // Server is the admin HTTP API. It implements http.Handler and is safe for
@@ -81,6 +84,7 @@ type Server struct {
 	approvals Approvals
 	sessions  Sessions
 	policies  Policies
+	explainer Explainer
 	changed   func()
 	auth      Authenticator
 	log       *slog.Logger
@@ -108,6 +112,9 @@ func New(a Approvals, auth Authenticator, opts *Options) *Server {
 	if s.policies != nil {
 		s.routePolicy()
 	}
+	if s.explainer != nil {
+		s.mux.Handle("POST /v1/policy/explain", s.handle(s.require(readRoles, s.explainPolicy)))
+	}
 	return s
 }
 
@@ -126,7 +133,7 @@ func newBare(a Approvals, auth Authenticator, opts *Options) *Server {
 	if auth == nil {
 		auth = func(string) (approval.Principal, []string, bool) { return approval.Principal{}, nil, false }
 	}
-	return &Server{approvals: a, sessions: o.Sessions, policies: o.Policies, changed: o.SessionsChanged, auth: auth, log: o.Logger,
+	return &Server{approvals: a, sessions: o.Sessions, policies: o.Policies, explainer: o.Explain, changed: o.SessionsChanged, auth: auth, log: o.Logger,
 		ready: o.Ready, now: o.Now, mux: http.NewServeMux()}
 }
 

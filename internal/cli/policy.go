@@ -19,11 +19,18 @@ import (
 	"toolgate/internal/store"
 )
 
-const policyUsageText = `Usage: toolgate policy <command> [flags]   (policy.source: store)
+const policyUsageText = `Usage: toolgate policy <command> [flags]
 
 Commands:
   check FILE
         Validate a config file offline; prints every problem.
+  explain (--config FILE | --addr A) --server S --tool T [--args JSON] [--principal P]
+        How the policy decides one call, rule by rule (see "policy explain --help").
+  test CASES.yaml [--config FILE | --addr A] [-v]
+        Check a table of calls against the policy; exit 1 on any mismatch
+        (see "policy test --help").
+
+Store-backed policy (policy.source: store):
   propose FILE [--base N]
         Propose FILE's policy (a policy document, or a config file whose
         "policy:" key is used) as the next revision. A change that only
@@ -38,7 +45,7 @@ Commands:
   apply <approval-id>
         Apply an approved proposal whose apply on approval failed.
 
-Flags for every command but check:
+Flags for propose, show, diff and apply:
   --addr A    admin API address (default $TOOLGATE_ADDR, else ` + DefaultAddr + `)
   --token T   bearer token (default $TOOLGATE_TOKEN; required; admin role to
               propose and apply)

@@ -94,6 +94,12 @@ type Server struct {
 	// names instead of "<server>__<tool>"; a name another server already
 	// exposes is a startup error. Default true.
 	ToolPrefix *bool `yaml:"tool_prefix,omitempty"`
+	// TrustAnnotations lets policy rules and conditions use the annotation
+	// hints (readOnlyHint, destructiveHint, ...) this server declares for
+	// its tools. Default false: the hints are the server's own claims, so
+	// annotation selectors treat its tools as unknown (the strictest
+	// reading).
+	TrustAnnotations bool `yaml:"trust_annotations,omitempty"`
 }
 
 // Token names where a principal's bearer token comes from: exactly one of

@@ -21,7 +21,12 @@ import (
 //     "group:<name>" that no configured approver with role approver or
 //     admin has;
 //   - an approval needing more approvals than there are distinct configured
-//     approvers it could come from.
+//     approvers it could come from;
+//   - anything in monitor mode (policy.enforce: false, monitor: true): calls
+//     it would deny or hold proceed;
+//   - a rule selecting annotations of a named server that is not marked
+//     trust_annotations (the selector then takes the strictest reading for
+//     every tool of that server).
 //
 // Intersections between overlapping approve rules depend on the tools an
 // upstream lists, so they are judged per call (policy.Decision's
@@ -44,6 +49,18 @@ func (c Config) Warnings() []string {
 		}
 		if !hit {
 			warn("policy.%s: server pattern %q matches no configured server", ruleLabel(p, i), r.Server)
+		}
+	}
+
+	for _, m := range p.InMonitorMode() {
+		warn("policy in monitor mode: %s; calls it would deny or hold proceed (recorded as would_deny / would_hold)", m)
+	}
+	for i, r := range p.Rules {
+		if r.Annotations == nil || r.Server == "" || policy.IsGlob(r.Server) {
+			continue
+		}
+		if s, ok := c.Servers[r.Server]; ok && !s.TrustAnnotations {
+			warn("policy.%s: selects annotations of server %q, which is not marked trust_annotations: every tool of it counts as unknown (an allow rule never matches, a deny or approve rule always does)", ruleLabel(p, i), r.Server)
 		}
 	}
 

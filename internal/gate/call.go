@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/policy"
 )
 
 // Call is one tools/call as the gate sees it: who asks, which real
@@ -29,6 +30,10 @@ type Call struct {
 	// against the approved hash, and returns it in Admission.Arguments. nil
 	// means Arguments are sent.
 	Outgoing func() json.RawMessage
+
+	// admitted is the policy decision taken at admission, which consume
+	// reuses while the policy revision has not moved.
+	admitted *policy.Decision
 }
 
 // Admission is the gate's answer to a Call. When Allowed is false the call
@@ -44,6 +49,10 @@ type Admission struct {
 	// Arguments, when not nil, are the bytes to dispatch: what Call.Outgoing
 	// returned and the gate checked against the approval.
 	Arguments json.RawMessage
+	// Monitor is what the policy's monitor mode kept from happening: a
+	// would_deny or would_hold verdict and the rule, zero when nothing (the
+	// audit trail records it).
+	Monitor policy.Monitor
 
 	finish func(ctx context.Context, o approval.Outcome)
 }

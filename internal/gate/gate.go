@@ -25,10 +25,25 @@ import (
 )
 
 // An Evaluator decides the effect of a call. *policy.Policy implements it,
-// and so does *policy.Holder, whose policy can be swapped at run time.
+// and so do *policy.Evaluator (compiled once) and *policy.Holder, whose
+// policy can be swapped at run time.
+//
+// Two methods are optional. With Revision() string (policy.Holder,
+// policy.Evaluator), an approved call is not evaluated again at consume
+// while the revision in force is the one its admission was decided under
+// (policy.Decision.Revision). With Listed(policy.Call) bool
+// (policy.Holder), [Gate.VisibleTools] hides what the policy denies a
+// caller whatever the arguments (policy.list_denied).
 type Evaluator interface {
 	Evaluate(c policy.Call) (policy.Decision, error)
 }
+
+// revisioned is the optional part of an Evaluator that names the revision
+// in force.
+type revisioned interface{ Revision() string }
+
+// lister is the optional part of an Evaluator that decides tools/list.
+type lister interface{ Listed(c policy.Call) bool }
 
 // A Catalog reports the current digest of a tool's definition, so that an
 // approval bound to an older definition is not consumed. ok is false when the
@@ -86,6 +101,10 @@ type Options struct {
 	// policy reloaded at run time (cmd passes the policy.Holder's
 	// Load().Approval). Zero fields get the same defaults.
 	SessionApprovalFunc func() policy.Approval
+	// Annotations returns the annotations of a tool for policy rules, or
+	// nil when they are unknown or its server is not trusted
+	// (servers.<name>.trust_annotations); nil means unknown for every tool.
+	Annotations func(server, tool string) *policy.Annotations
 	// PolicyRequestTimeout is how long a session's pending policy request
 	// waits for a decision (config sessions.policy_request_timeout);
 	// default 300s. MaxPolicyRequests caps a session's pending policy
@@ -206,13 +225,21 @@ func (g *Gate) admit(ctx context.Context, c Call) Admission {
 		}
 		chain = ch
 	}
-	dec, err := g.policy.Evaluate(policy.Call{Server: c.Server, Tool: c.Tool, Principal: c.Principal.ID})
+	dec, err := g.policy.Evaluate(g.policyCall(c, c.Arguments))
 	if err != nil {
 		g.log.ErrorContext(ctx, "policy evaluation failed; denying", "server", c.Server, "tool", c.Tool, "err", err)
 		g.metrics.ToolCall(c.Server, string(policy.Deny))
 		return refuse("denied: policy evaluation failed")
 	}
-	g.metrics.ToolCall(c.Server, string(dec.Effect))
+	g.noteDecision(ctx, c, dec)
+	c.admitted = &dec // consume reuses it while the revision stays
+	adm := g.admitDecided(ctx, c, chain, dec)
+	adm.Monitor = dec.Monitor
+	return adm
+}
+
+// admitDecided acts on the policy decision dec for c.
+func (g *Gate) admitDecided(ctx context.Context, c Call, chain session.Chain, dec policy.Decision) Admission {
 	switch dec.Effect {
 	case policy.Allow:
 		if chain.RequiresApproval(c.Server, c.Tool) {
@@ -220,7 +247,7 @@ func (g *Gate) admit(ctx context.Context, c Call) Admission {
 		}
 		return Admission{Allowed: true}
 	case policy.Deny:
-		return refuse(fmt.Sprintf("denied by policy rule %q: %s__%s is not allowed", dec.Rule, c.Server, c.Tool))
+		return refuse(fmt.Sprintf("denied by policy rule %q%s: %s__%s is not allowed", dec.Rule, erredNote(dec), c.Server, c.Tool))
 	case policy.Approve:
 		return g.hold(ctx, c, dec)
 	default:
@@ -440,7 +467,7 @@ func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
 		}
 	}
 	deniedBy := ""
-	dec, err := g.policy.Evaluate(policy.Call{Server: c.Server, Tool: c.Tool, Principal: c.Principal.ID})
+	dec, err := g.consumeDecision(c, out)
 	switch {
 	case err != nil:
 		deniedBy = "policy evaluation failed"

@@ -371,6 +371,18 @@ func (g *Gateway) ToolDigest(server, tool string) (digest string, ok bool) {
 	return e.Digest, true
 }
 
+// ToolAnnotations returns the annotations the upstream declares for its
+// tool (nil when it declares none). ok is false when the catalog does not
+// expose the tool. Treat the result as read-only; whether to trust it is
+// the caller's decision (servers.<name>.trust_annotations).
+func (g *Gateway) ToolAnnotations(server, tool string) (a *mcp.ToolAnnotations, ok bool) {
+	e, ok := g.catalog.byReal(server, tool)
+	if !ok || e.Definition == nil {
+		return nil, ok
+	}
+	return e.Definition.Annotations, true
+}
+
 // principalKey and stdioSessionKey are the context keys of a stdio
 // session's principal and its session id in the call registry.
 type (

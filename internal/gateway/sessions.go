@@ -13,13 +13,14 @@ import (
 )
 
 // A SessionPolicy tells which tools a principal may see. *gate.Gate
-// implements it. SessionTools returns a filter over real (server, tool)
-// pairs: everything for a principal that is not an agent session, the
-// session's effective tools for one (nothing once revoked). An error makes
-// the gateway show no tools (fail closed). It must be safe for concurrent
-// use.
+// implements it. VisibleTools returns a filter over real (server, tool)
+// pairs: for an agent session only the session's effective tools (nothing
+// once revoked), and for everyone not the tools the deployment policy
+// denies them whatever the arguments (unless policy.list_denied). An error
+// makes the gateway show no tools (fail closed). It must be safe for
+// concurrent use.
 type SessionPolicy interface {
-	SessionTools(ctx context.Context, p approval.Principal) (allow func(server, tool string) bool, err error)
+	VisibleTools(ctx context.Context, p approval.Principal) (allow func(server, tool string) bool, err error)
 }
 
 // notifierTool is the exposed name of a tool that is never listed and never
@@ -57,7 +58,7 @@ func (g *Gateway) visibleTools(ctx context.Context, p approval.Principal) ([]Too
 	if g.opts.Sessions == nil {
 		return all, nil
 	}
-	allow, err := g.opts.Sessions.SessionTools(ctx, p)
+	allow, err := g.opts.Sessions.VisibleTools(ctx, p)
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,7 @@ var ErrBadPattern = errors.New("syntax error in pattern")
 // even when the name fails to match early, so the error, wrapping
 // [ErrBadPattern], does not depend on the name.
 func Match(pattern, name string) (bool, error) {
-	g, err := compile(pattern)
+	g, err := compileGlob(pattern)
 	if err != nil {
 		return false, err
 	}
@@ -79,7 +79,7 @@ func (t token) matches(r rune) bool {
 // glob is a parsed pattern.
 type glob []token
 
-func compile(pattern string) (glob, error) {
+func compileGlob(pattern string) (glob, error) {
 	bad := func(why string) (glob, error) {
 		return nil, fmt.Errorf("glob %q: %s: %w", pattern, why, ErrBadPattern)
 	}

@@ -42,11 +42,18 @@ func (c change) reason() string {
 //   - raising required approvals (policy.approval.approvals, or an existing
 //     approve rule's effective approvals);
 //   - shortening timeouts: the timeout or valid_for of the default approval
-//     or the effective timeout or valid_for of an existing approve rule.
+//     or the effective timeout or valid_for of an existing approve rule;
+//   - enforcing what was in monitor mode: policy.enforce from false to
+//     true, or a kept deny or approve rule leaving monitor mode;
+//   - changing policy.list_denied (it decides what callers see, not what
+//     they may call).
 //
 // Everything else counts as widening, among them: any change of the default
 // effect (even to deny), of the default or a rule's approvers (who may
-// approve) or mode, of a kept rule's effect, server or tools; lowering
+// approve) or mode, of a kept rule's effect, server or tools, or of its
+// when, command, annotations or principals selector (only an added deny
+// rule may carry selectors); putting a rule or the whole policy in monitor
+// mode; lowering
 // approvals; lengthening a timeout or valid_for; removing a deny or approve
 // rule; adding an allow rule; reordering kept rules (the mode of a call
 // that several approve rules match is the first one's in file order); and
@@ -114,6 +121,17 @@ func compare(o, n *Policy) []change {
 		add(change{text: fmt.Sprintf("default changed from %s to %s", o.Default, n.Default), widens: true, why: "any change of the default counts as widening"})
 	}
 	out = append(out, compareApproval("approval", o.Approval, n.Approval)...)
+	if oe, ne := o.Enforced(), n.Enforced(); oe != ne {
+		if ne {
+			add(change{text: "policy.enforce changed from false to true"})
+		} else {
+			add(change{text: "policy.enforce changed from true to false", widens: true, why: "in monitor mode the default and rules without monitor: false no longer deny or hold"})
+		}
+	}
+	if o.ListDenied != n.ListDenied {
+		// Listing decides what callers see, not what they may call.
+		add(change{text: fmt.Sprintf("policy.list_denied changed from %v to %v", o.ListDenied, n.ListDenied)})
+	}
 
 	oIdx := ruleIndex(o)
 	nIdx := ruleIndex(n)
@@ -137,6 +155,16 @@ func compare(o, n *Policy) []change {
 		}
 		if !sameSet(or.Tools, nr.Tools) {
 			add(change{text: fmt.Sprintf("%s: tools changed from %s to %s", label, list(or.Tools), list(nr.Tools)), widens: true, why: "any change of a rule's match counts as widening"})
+		}
+		for _, sc := range selectorChanges(or, nr) {
+			add(change{text: label + ": " + sc, widens: true, why: "any change of a rule's when, command, annotations or principals selector counts as widening"})
+		}
+		if om, nm := o.monitored(or), n.monitored(nr); om != nm && or.Effect == nr.Effect && or.Effect != Allow {
+			if om {
+				add(change{text: label + ": now enforced (was in monitor mode)"})
+			} else {
+				add(change{text: label + ": now in monitor mode (was enforced)", widens: true, why: "a rule in monitor mode no longer denies or holds"})
+			}
 		}
 		if or.Effect == Approve && nr.Effect == Approve {
 			out = append(out, compareApproval(label+": approval", o.effective(or), n.effective(nr))...)
@@ -181,6 +209,13 @@ func addedRule(o, n *Policy, j int) change {
 	switch r.Effect {
 	case Deny:
 		return c
+	case Approve:
+		if hasSelector(r) {
+			c.widens, c.why = true, "only an added deny rule may carry a when, command, annotations or principals selector (an approve rule's selectors decide which calls keep the default's effect)"
+			return c
+		}
+	}
+	switch r.Effect {
 	case Allow:
 		c.widens, c.why = true, "adding an allow rule counts as widening"
 		return c
@@ -325,7 +360,57 @@ func matchText(r *Rule) string {
 	if len(r.Tools) > 0 {
 		fmt.Fprintf(&b, " tools %s", list(r.Tools))
 	}
+	if r.When != "" {
+		fmt.Fprintf(&b, " when %q", r.When)
+	}
+	if r.Command != nil {
+		fmt.Fprintf(&b, " command %s", commandText(r.Command))
+	}
+	if r.Annotations != nil {
+		fmt.Fprintf(&b, " annotations %s", r.Annotations)
+	}
+	if len(r.Principals) > 0 {
+		fmt.Fprintf(&b, " principals %s", list(r.Principals))
+	}
+	if r.Monitor != nil {
+		fmt.Fprintf(&b, " monitor %v", *r.Monitor)
+	}
 	return b.String()
+}
+
+// hasSelector reports whether r has a when, command, annotations or
+// principals selector.
+func hasSelector(r *Rule) bool {
+	return r.When != "" || r.Command != nil || r.Annotations != nil || len(r.Principals) > 0
+}
+
+// selectorChanges describes each selector that differs between o and n.
+func selectorChanges(o, n *Rule) []string {
+	var out []string
+	if o.When != n.When {
+		out = append(out, fmt.Sprintf("when changed from %q to %q", o.When, n.When))
+	}
+	if commandText(o.Command) != commandText(n.Command) {
+		out = append(out, fmt.Sprintf("command changed from %s to %s", commandText(o.Command), commandText(n.Command)))
+	}
+	if !o.Annotations.equal(n.Annotations) {
+		out = append(out, fmt.Sprintf("annotations changed from %s to %s", o.Annotations, n.Annotations))
+	}
+	if !sameSet(o.Principals, n.Principals) {
+		out = append(out, fmt.Sprintf("principals changed from %s to %s", list(o.Principals), list(n.Principals)))
+	}
+	return out
+}
+
+func commandText(m *CommandMatch) string {
+	if m == nil {
+		return "none"
+	}
+	q := make([]string, len(m.Match))
+	for i, s := range m.Match {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("{argument: %q, match: [%s]}", m.Argument, strings.Join(q, " "))
 }
 
 func approvalText(a *Approval) string {
@@ -376,25 +461,41 @@ func Revision(p *Policy) string {
 		Approvers []string `json:"approvers"`
 		ValidFor  int64    `json:"valid_for_ns"`
 	}
+	// Fields added after the first release are omitted when unset, so a
+	// policy that does not use them keeps its revision.
 	type wireRule struct {
-		Name     string        `json:"name"`
-		Server   string        `json:"server"`
-		Tools    []string      `json:"tools"`
-		Effect   string        `json:"effect"`
-		Approval *wireApproval `json:"approval"`
+		Name        string              `json:"name"`
+		Server      string              `json:"server"`
+		Tools       []string            `json:"tools"`
+		Effect      string              `json:"effect"`
+		Approval    *wireApproval       `json:"approval"`
+		When        string              `json:"when,omitempty"`
+		Command     *CommandMatch       `json:"command,omitempty"`
+		Annotations *AnnotationSelector `json:"annotations,omitempty"`
+		Principals  []string            `json:"principals,omitempty"`
+		Monitor     *bool               `json:"monitor,omitempty"`
 	}
 	type wirePolicy struct {
-		Default  string        `json:"default"`
-		Approval *wireApproval `json:"approval"`
-		Rules    []wireRule    `json:"rules"`
+		Default    string        `json:"default"`
+		Approval   *wireApproval `json:"approval"`
+		Rules      []wireRule    `json:"rules"`
+		Enforce    *bool         `json:"enforce,omitempty"`
+		ListDenied bool          `json:"list_denied,omitempty"`
 	}
 	ap := func(a Approval) *wireApproval {
 		return &wireApproval{Timeout: int64(a.Timeout), Mode: a.Mode, Approvals: a.Approvals, Approvers: nonNil(a.Approvers), ValidFor: int64(a.ValidFor)}
 	}
-	w := wirePolicy{Default: string(p.Default), Approval: ap(p.Approval), Rules: []wireRule{}}
+	w := wirePolicy{Default: string(p.Default), Approval: ap(p.Approval), Rules: []wireRule{}, ListDenied: p.ListDenied}
+	if !p.Enforced() {
+		w.Enforce = p.Enforce
+	}
 	for i := range p.Rules {
 		r := &p.Rules[i]
-		wr := wireRule{Name: p.RuleName(i), Server: r.Server, Tools: nonNil(r.Tools), Effect: string(r.Effect)}
+		wr := wireRule{Name: p.RuleName(i), Server: r.Server, Tools: nonNil(r.Tools), Effect: string(r.Effect),
+			When: r.When, Command: r.Command, Principals: r.Principals, Monitor: r.Monitor}
+		if r.Annotations != nil && !r.Annotations.empty() {
+			wr.Annotations = r.Annotations
+		}
 		if a := r.Approval; a != nil && (a.Timeout != 0 || a.Mode != "" || a.Approvals != 0 || len(a.Approvers) > 0 || a.ValidFor != 0) {
 			wr.Approval = ap(*a)
 		}

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -50,7 +51,9 @@ type Approval struct {
 	ValidFor time.Duration `yaml:"valid_for,omitempty"`
 }
 
-// Rule matches calls and yields an Effect.
+// Rule matches calls and yields an Effect. A rule matches a call when its
+// server and tools match the call's real names and every selector it sets
+// (When, Command, Annotations, Principals) holds; see docs/policy.md.
 type Rule struct {
 	// Name identifies the rule in decisions and approvals; empty means
 	// "rule[<index>]" (see Policy.RuleName).
@@ -68,7 +71,32 @@ type Rule struct {
 	// rule; nil or zero fields inherit Policy.Approval. It must be nil on
 	// other rules.
 	Approval *Approval `yaml:"approval,omitempty"`
+	// When is a CEL expression over args, principal, server, tool, session
+	// and annotations that must evaluate to true (see [Call] and
+	// docs/policy.md); empty means no condition. It is parsed and
+	// type-checked by Validate. An evaluation error never allows: an
+	// erroring allow rule does not match, an erroring deny or approve rule
+	// matches.
+	When string `yaml:"when,omitempty"`
+	// Command, when set, parses one string argument as a shell command and
+	// matches its simple commands against patterns (see [CommandMatch]).
+	Command *CommandMatch `yaml:"command,omitempty"`
+	// Annotations selects tools by their MCP annotation hints; honoured only
+	// for servers whose annotations are trusted (see [AnnotationSelector]).
+	Annotations *AnnotationSelector `yaml:"annotations,omitempty"`
+	// Principals, when not empty, limits the rule to calls by these
+	// principal ids and members of "group:<name>" entries.
+	Principals []string `yaml:"principals,omitempty"`
+	// Monitor puts a deny or approve rule in monitor mode (true: its
+	// decision is recorded as would_deny or would_hold and the call
+	// proceeds as if the rule did not exist) or keeps it enforced even when
+	// policy.enforce is false (false). nil follows Policy.Enforce.
+	Monitor *bool `yaml:"monitor,omitempty"`
 }
+
+// ArgumentDependent reports whether the rule matches a call can
+// depend on the call's arguments (it has a When or a Command selector).
+func (r *Rule) ArgumentDependent() bool { return r.When != "" || r.Command != nil }
 
 // Where the deployment policy comes from (Policy.Source); see issue 6.
 const (
@@ -84,6 +112,15 @@ type Policy struct {
 	Default  Effect   `yaml:"default"`
 	Approval Approval `yaml:"approval"`
 	Rules    []Rule   `yaml:"rules,omitempty"`
+	// Enforce, when false, puts the whole policy in monitor mode: every
+	// rule without "monitor: false", and the default, only records what it
+	// would have done (would_deny, would_hold) and the call proceeds. nil
+	// means true.
+	Enforce *bool `yaml:"enforce,omitempty"`
+	// ListDenied keeps tools that the policy denies to a caller, whatever
+	// the arguments, in that caller's tools/list. false (the default) hides
+	// them ([Evaluator.DeniedRegardless]).
+	ListDenied bool `yaml:"list_denied,omitempty"`
 	// Source says where the deployment policy comes from: SourceFile
 	// (the default; "" means the same) or SourceStore. It is deployment
 	// configuration, not policy content: Evaluate, Narrows, Diff and
@@ -91,22 +128,96 @@ type Policy struct {
 	Source string `yaml:"source,omitempty"`
 }
 
-// Call is what a policy decides about: the real server and tool names, and
-// the id of the calling principal (not used by rules yet).
+// Enforced reports whether the policy is enforced (Enforce is nil or true).
+func (p *Policy) Enforced() bool { return p.Enforce == nil || *p.Enforce }
+
+// monitored reports whether rule r of p only records what it would do.
+func (p *Policy) monitored(r *Rule) bool {
+	if r.Monitor != nil {
+		return *r.Monitor
+	}
+	return !p.Enforced()
+}
+
+// InMonitorMode lists what in p is in monitor mode, in words ("policy.enforce
+// is false", `rule "x" (monitor: true)`), or nil when everything is
+// enforced; serve warns at start while it is not empty.
+func (p *Policy) InMonitorMode() []string {
+	var out []string
+	if !p.Enforced() {
+		out = append(out, "policy.enforce is false: the default and every rule without monitor: false only record what they would do")
+	}
+	for i := range p.Rules {
+		if r := &p.Rules[i]; r.Monitor != nil && *r.Monitor {
+			out = append(out, fmt.Sprintf("rule %q has monitor: true", p.RuleName(i)))
+		}
+	}
+	return out
+}
+
+// Principal is the caller as rules see it.
+type Principal struct {
+	// ID is the principal id ("session:<id>" for an agent session).
+	ID string
+	// Groups are the principal's groups, matched by "group:<name>" entries.
+	Groups []string
+	// Tenant and OnBehalfOf are visible to When conditions.
+	Tenant     string
+	OnBehalfOf string
+}
+
+// Call is what a policy decides about: the real server and tool names, who
+// calls, and, for argument-dependent rules, the raw arguments.
 type Call struct {
 	Server    string
 	Tool      string
-	Principal string
+	Principal Principal
+	// Session is the agent session id of the caller, "" for none.
+	Session string
+	// Arguments are the raw JSON bytes of the call's arguments (an object;
+	// nil or JSON null mean {}). They are decoded only when a candidate
+	// rule has a When or Command, and at most once per evaluation.
+	Arguments json.RawMessage
+	// Annotations are the tool's annotation hints, or nil when they are
+	// unknown or not trusted (servers.<name>.trust_annotations is false):
+	// annotation selectors then take the strictest reading.
+	Annotations *Annotations
 }
 
-// Decision is the outcome of Policy.Evaluate.
+// Monitor verdicts: what a rule in monitor mode would have done.
+const (
+	WouldDeny = "would_deny"
+	WouldHold = "would_hold"
+)
+
+// Monitor is the monitor-mode part of a Decision: what the policy would
+// have decided had every rule been enforced, when that is stricter than the
+// enforced decision. The zero value means nothing in monitor mode changed
+// the outcome.
+type Monitor struct {
+	// Verdict is WouldDeny or WouldHold ("" for none).
+	Verdict string `json:"verdict,omitempty"`
+	// Rule names the rule (or DefaultRule) that would have decided.
+	Rule string `json:"rule,omitempty"`
+}
+
+// RuleError is an error met while evaluating a rule's selectors (a CEL
+// evaluation error, a command that cannot be parsed, arguments that are not
+// a JSON object). It never allows: see Rule.When.
+type RuleError struct {
+	Rule string
+	Err  error
+}
+
+// Decision is the outcome of an evaluation.
 type Decision struct {
 	Effect Effect
 	// Rule names the deciding rule, or is DefaultRule when no rule matched.
-	// For deny, approve and allow it is the first matching rule of that
-	// effect in file order.
+	// For deny, approve and allow it is the first matching enforced rule of
+	// that effect in file order.
 	Rule string
-	// Matched lists every matching rule name in file order.
+	// Matched lists every matching rule name in file order, monitored ones
+	// included.
 	Matched []string
 	// Approval holds the combined approval parameters; it is set only when
 	// Effect is Approve.
@@ -116,6 +227,15 @@ type Decision struct {
 	// gate refuses such a call. Approval.Approvers is then empty, which on
 	// its own would mean "anyone": always check this flag first.
 	NoEligibleApprovers bool
+	// Monitor says what monitor mode kept from happening; zero when nothing.
+	Monitor Monitor
+	// Errors lists the selector errors met on the way (each counted as a
+	// match for deny and approve rules and as no match for allow rules).
+	// Their text may quote argument values: do not log it.
+	Errors []RuleError
+	// Revision is the revision of the evaluated policy when it was compiled
+	// with one ([Compile]); "" otherwise.
+	Revision string
 }
 
 // RuleName returns the name of p.Rules[i]: its Name, or "rule[<i>]" if the
@@ -138,91 +258,28 @@ func (p *Policy) Normalize() {
 // Evaluate decides c. Precedence does not depend on rule order: if any
 // matching rule denies, the call is denied; else if any approves, it needs
 // approval; else if any allows, it is allowed; with no match, p.Default
-// decides. Matching approve rules combine as follows (each rule's zero
-// fields first inherit p.Approval): the largest Approvals, the shortest
-// Timeout and ValidFor, the Mode of the first in file order, and the
-// intersection of the non-empty Approvers lists as literal entries (an
+// decides. Rules in monitor mode do not take part in that decision; see
+// [Decision.Monitor]. Matching approve rules combine as follows (each
+// rule's zero fields first inherit p.Approval): the largest Approvals, the
+// shortest Timeout and ValidFor, the Mode of the first in file order, and
+// the intersection of the non-empty Approvers lists as literal entries (an
 // empty list means anyone and does not narrow; "group:ops" and "alice" have
 // nothing in common even if alice is in ops). An empty intersection sets
 // NoEligibleApprovers.
 //
-// Evaluate returns an error, with a Decision whose Effect is Deny, if a
-// rule's glob does not parse, a matching rule's effect is not valid, or the
-// default decides and is not valid; callers
-// must refuse the call (fail closed). Evaluate does not modify p.
+// Evaluate compiles p for this one call; code that evaluates many calls
+// compiles once ([Compile], or a [Holder]). It returns an error, with a
+// Decision whose Effect is Deny, if p does not compile (see
+// [Policy.Validate]); callers must refuse the call (fail closed). Errors of
+// a rule's selectors are not errors of Evaluate: they decide whether the
+// rule matches (see Rule.When) and are listed in Decision.Errors. Evaluate
+// does not modify p.
 func (p *Policy) Evaluate(c Call) (Decision, error) {
-	var matched []int
-	for i := range p.Rules {
-		ok, err := p.Rules[i].matches(c)
-		if err != nil {
-			return Decision{Effect: Deny, Rule: p.RuleName(i)}, fmt.Errorf("policy %s: %w", ruleLabel(p, i), err)
-		}
-		if !ok {
-			continue
-		}
-		if e := p.Rules[i].Effect; !e.Valid() {
-			return Decision{Effect: Deny, Rule: p.RuleName(i)}, fmt.Errorf("policy %s: effect %q: want allow, deny or approve", ruleLabel(p, i), e)
-		}
-		matched = append(matched, i)
+	e, err := compile(p, "")
+	if err != nil {
+		return Decision{Effect: Deny, Rule: DefaultRule}, err
 	}
-	d := Decision{}
-	for _, i := range matched {
-		d.Matched = append(d.Matched, p.RuleName(i))
-	}
-	first := func(e Effect) (int, bool) {
-		for _, i := range matched {
-			if p.Rules[i].Effect == e {
-				return i, true
-			}
-		}
-		return 0, false
-	}
-	for _, e := range []Effect{Deny, Approve, Allow} {
-		i, ok := first(e)
-		if !ok {
-			continue
-		}
-		d.Effect, d.Rule = e, p.RuleName(i)
-		if e == Approve {
-			d.Approval, d.NoEligibleApprovers = p.combine(matched)
-		}
-		return d, nil
-	}
-	if !p.Default.Valid() {
-		return Decision{Effect: Deny, Rule: DefaultRule, Matched: d.Matched}, fmt.Errorf("policy default %q: want allow, deny or approve", p.Default)
-	}
-	d.Effect, d.Rule = p.Default, DefaultRule
-	if d.Effect == Approve {
-		d.Approval = p.Approval
-		d.Approval.Approvers = slices.Clone(p.Approval.Approvers)
-	}
-	return d, nil
-}
-
-func (r *Rule) matches(c Call) (bool, error) {
-	if r.Server != "" {
-		ok, err := Match(r.Server, c.Server)
-		if err != nil || !ok {
-			return false, err
-		}
-	}
-	if len(r.Tools) == 0 {
-		return true, nil
-	}
-	// Check every pattern, so a bad glob is reported whatever the tool.
-	hit := false
-	for _, t := range r.Tools {
-		if t == "" {
-			hit = true
-			continue
-		}
-		ok, err := Match(t, c.Tool)
-		if err != nil {
-			return false, err
-		}
-		hit = hit || ok
-	}
-	return hit, nil
+	return e.Evaluate(c)
 }
 
 // effective returns the rule's approval parameters with zero fields taken
@@ -250,54 +307,6 @@ func (p *Policy) effective(r *Rule) Approval {
 	return a
 }
 
-// combine merges the approval parameters of the matching approve rules
-// (indices in file order). See Evaluate for the rules.
-func (p *Policy) combine(matched []int) (Approval, bool) {
-	var out Approval
-	seen := false
-	narrowed := false // out.Approvers holds a real (non-"anyone") list
-	for _, i := range matched {
-		r := &p.Rules[i]
-		if r.Effect != Approve {
-			continue
-		}
-		a := p.effective(r)
-		if !seen {
-			out, seen = a, true
-			out.Approvers = dedupe(a.Approvers)
-			narrowed = len(out.Approvers) > 0
-			continue
-		}
-		out.Approvals = max(out.Approvals, a.Approvals)
-		out.Timeout = min(out.Timeout, a.Timeout)
-		out.ValidFor = min(out.ValidFor, a.ValidFor)
-		switch {
-		case len(a.Approvers) == 0:
-			// anyone: does not narrow
-		case !narrowed:
-			out.Approvers = dedupe(a.Approvers)
-			narrowed = true
-		default:
-			out.Approvers = slices.DeleteFunc(out.Approvers, func(s string) bool { return !slices.Contains(a.Approvers, s) })
-		}
-	}
-	if narrowed && len(out.Approvers) == 0 {
-		out.Approvers = nil
-		return out, true
-	}
-	return out, false
-}
-
-func dedupe(s []string) []string {
-	var out []string
-	for _, v := range s {
-		if !slices.Contains(out, v) {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
 // ruleLabel names rule i in error messages: rules[2] or rules[2] "name".
 func ruleLabel(p *Policy, i int) string {
 	if n := p.Rules[i].Name; n != "" {
@@ -312,7 +321,10 @@ func ruleLabel(p *Policy, i int) string {
 // out of range (timeout > 0, mode hold|retry, approvals >= 1,
 // valid_for > 0); rule overrides that are negative or an invalid mode, or
 // set on a rule whose effect is not approve; empty approver entries; globs
-// that do not parse (wrapping ErrBadPattern); and rule names, explicit or
+// that do not parse (wrapping ErrBadPattern); When conditions that do not
+// parse or type-check, or are not bool; command selectors without an
+// argument or with an empty pattern; empty annotation selectors; bad
+// principals entries; monitor on an allow rule; and rule names, explicit or
 // defaulted, that repeat or are "default". It returns nil if p is valid.
 func (p *Policy) Validate() []error {
 	var errs []error
@@ -336,6 +348,7 @@ func (p *Policy) Validate() []error {
 		errs = append(errs, fmt.Errorf("approval.%w", err))
 	}
 
+	env, envErr := envFor(p)
 	names := map[string]int{}
 	for i := range p.Rules {
 		r := &p.Rules[i]
@@ -351,18 +364,9 @@ func (p *Policy) Validate() []error {
 		} else {
 			names[name] = i
 		}
-		if !r.Effect.Valid() {
-			add("effect %q: want allow, deny or approve", r.Effect)
-		}
-		if r.Server != "" {
-			if _, err := compile(r.Server); err != nil {
-				add("server: %w", err)
-			}
-		}
-		for k, t := range r.Tools {
-			if _, err := compile(t); err != nil {
-				add("tools[%d]: %w", k, err)
-			}
+		_, rerrs := compileRule(p, i, env, envErr)
+		for _, err := range rerrs {
+			add("%w", err)
 		}
 		if r.Approval == nil {
 			continue

@@ -22,6 +22,7 @@ type Metrics struct {
 	dispatchRefusals  *prometheus.CounterVec
 	policyReloads     prometheus.Counter
 	policyReloadFails prometheus.Counter
+	policyMonitored   *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them (and the Go and process
@@ -61,9 +62,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "toolgate_policy_reload_failures_total",
 			Help: "Reloads of the deployment policy refused because the config file was unreadable or invalid; the previous policy stayed in force.",
 		}),
+		policyMonitored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolgate_policy_monitor_total",
+			Help: "Calls that monitor mode let proceed, by upstream server and verdict (would_deny, would_hold).",
+		}, []string{"server", "verdict"}),
 	}
 	reg.MustRegister(m.toolCalls, m.approvalRequests, m.approvalDecisions, m.approvalWait, m.approvalsPending, m.dispatchRefusals,
-		m.policyReloads, m.policyReloadFails,
+		m.policyReloads, m.policyReloadFails, m.policyMonitored,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -126,5 +131,13 @@ func (m *Metrics) PolicyReloaded() {
 func (m *Metrics) PolicyReloadFailed() {
 	if m != nil {
 		m.policyReloadFails.Inc()
+	}
+}
+
+// PolicyMonitored counts one call that monitor mode let proceed with
+// verdict would_deny or would_hold.
+func (m *Metrics) PolicyMonitored(server, verdict string) {
+	if m != nil {
+		m.policyMonitored.WithLabelValues(server, verdict).Inc()
 	}
 }

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+
+	"toolgate/internal/api"
+	"toolgate/internal/config"
+	"toolgate/internal/policy"
+)
+
+// annotations returns the gate's Options.Annotations: the annotations the
+// live catalog lists for a tool of a server marked trust_annotations (MCP
+// defaults for the hints a tool leaves out), nil for every other server.
+func (c *lazyCatalog) annotations(cfg config.Config) func(server, tool string) *policy.Annotations {
+	return func(server, tool string) *policy.Annotations {
+		if !cfg.TrustsAnnotations(server) || c.gw == nil {
+			return nil
+		}
+		h, ok := c.gw.ToolAnnotations(server, tool)
+		if !ok {
+			return nil
+		}
+		var a policy.Annotations
+		if h == nil {
+			a = policy.AnnotationsFromHints(nil, nil, nil, nil)
+		} else {
+			ro, idem := h.ReadOnlyHint, h.IdempotentHint
+			a = policy.AnnotationsFromHints(&ro, h.DestructiveHint, &idem, h.OpenWorldHint)
+		}
+		return &a
+	}
+}
+
+// liveExplainer serves POST /v1/policy/explain: the policy in force, the
+// principal's groups from the config, the tool's annotations from the live
+// catalog unless the request gives them (both only for trusted servers).
+type liveExplainer struct {
+	holder *policy.Holder
+	cfg    config.Config
+	ann    func(server, tool string) *policy.Annotations
+}
+
+func (x *liveExplainer) Explain(_ context.Context, b api.ExplainBody) (policy.Explanation, error) {
+	ann := b.Annotations
+	if ann == nil {
+		ann = x.ann(b.Server, b.Tool)
+	}
+	return x.holder.Explain(x.cfg.PolicyCall(b.Server, b.Tool, b.Arguments, b.Principal, ann))
+}

@@ -1,0 +1,57 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"toolgate/internal/policy"
+)
+
+// An Explainer explains how the deployment policy in force decides a call
+// (POST /v1/policy/explain). cmd implements it over the policy.Holder, the
+// configured agents (for the principal's groups) and the live catalog (for
+// the tool's annotations, of trusted servers only). It must be safe for
+// concurrent use. An error wrapping ErrExplainInput is the caller's (422).
+type Explainer interface {
+	Explain(ctx context.Context, req ExplainBody) (policy.Explanation, error)
+}
+
+// ErrExplainInput marks an explain request that cannot be answered as given.
+var ErrExplainInput = errors.New("invalid explain request")
+
+// ExplainBody is the body of POST /v1/policy/explain: the call to explain.
+// Arguments is the call's arguments object (absent: {}). Principal is an
+// agent id (its groups, tenant and on_behalf_of come from the config; an
+// unknown id is explained with none); absent means no principal.
+// Annotations, when given, replace the tool's declared annotations for a
+// server marked trust_annotations (for a server that is not, annotations
+// are unknown whatever is given).
+type ExplainBody struct {
+	Server      string              `json:"server"`
+	Tool        string              `json:"tool"`
+	Arguments   json.RawMessage     `json:"arguments,omitempty"`
+	Principal   string              `json:"principal,omitempty"`
+	Annotations *policy.Annotations `json:"annotations,omitempty"`
+}
+
+// explainPolicy answers POST /v1/policy/explain with a policy.Explanation.
+func (s *Server) explainPolicy(w http.ResponseWriter, r *http.Request, _ caller) error {
+	var body ExplainBody
+	if err := decodeBody(w, r, &body); err != nil {
+		return err
+	}
+	if body.Server == "" || body.Tool == "" {
+		return invalid("server and tool are required")
+	}
+	x, err := s.explainer.Explain(r.Context(), body)
+	if errors.Is(err, ErrExplainInput) {
+		return invalid("%v", err)
+	}
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, x)
+	return nil
+}

@@ -1,0 +1,322 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+
+	"toolgate/internal/api"
+	"toolgate/internal/config"
+	"toolgate/internal/policy"
+)
+
+const explainUsageText = `Usage:
+  toolgate policy explain (--config FILE | --addr A [--token T])
+                          --server S --tool T [--args JSON] [--principal P]
+                          [--annotations read_only,destructive,...] [--json]
+
+Prints how the policy decides one call: the effect, every rule in file
+order with each of its checks and whether it matched (and rules that only
+nearly matched, such as get_* against get-env), the winner, monitor-mode
+verdicts and the approval parameters.
+
+  --config FILE     evaluate the policy of this config file
+  --addr A          or ask the live gateway's admin API (POST /v1/policy/explain;
+                    any role that may read approvals); --token or $` + EnvToken + `
+  --server S        the real server name (not the exposed <server>__<tool>)
+  --tool T          the real tool name
+  --args JSON       the call's arguments object (default {})
+  --principal P     an agent id; its groups, tenant and on_behalf_of come from
+                    the config (default: no principal)
+  --annotations L   the tool's annotation hints that are true, comma-separated
+                    (read_only, destructive, idempotent, open_world; "none" for
+                    all false); used only for a server with trust_annotations.
+                    With --addr the live tool's own hints are used by default.
+  --json            print the explanation as JSON
+
+Exit status: 0 ok (whatever the effect), 1 failure, 2 usage or invalid config.
+`
+
+// explainOptions are the flags of `policy explain` (and the connection and
+// config flags of `policy test`).
+type explainOptions struct {
+	config, addr, token string
+	server, tool, args  string
+	principal           string
+	annotations         string
+	json, verbose       bool
+}
+
+// RunExplain runs `toolgate policy explain` with args (the words after
+// "explain"). lookup reads the environment (os.LookupEnv in main): for
+// ${VAR} in the config file, where an unset variable expands to "" with a
+// note (explaining needs only the policy), and for TOOLGATE_TOKEN.
+func RunExplain(ctx context.Context, args []string, stdout, stderr io.Writer, lookup config.Env) int {
+	var o explainOptions
+	fs := flag.NewFlagSet("policy explain", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.config, "config", "", "config file")
+	fs.StringVar(&o.addr, "addr", "", "admin API address")
+	fs.StringVar(&o.token, "token", "", "bearer token")
+	fs.StringVar(&o.server, "server", "", "server name")
+	fs.StringVar(&o.tool, "tool", "", "tool name")
+	fs.StringVar(&o.args, "args", "", "arguments JSON object")
+	fs.StringVar(&o.principal, "principal", "", "agent id")
+	fs.StringVar(&o.annotations, "annotations", "", "true annotation hints")
+	fs.BoolVar(&o.json, "json", false, "print JSON")
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		_, _ = io.WriteString(stdout, explainUsageText)
+		return ExitOK
+	case err != nil:
+		return usageExit(stderr, "explain", err.Error())
+	case fs.NArg() > 0:
+		return usageExit(stderr, "explain", fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
+	case (o.config == "") == (o.addr == ""):
+		return usageExit(stderr, "explain", "give exactly one of --config FILE or --addr A")
+	case o.server == "" || o.tool == "":
+		return usageExit(stderr, "explain", "--server and --tool are required")
+	}
+	req, err := explainBody(o.server, o.tool, o.args, o.principal, o.annotations)
+	if err != nil {
+		return usageExit(stderr, "explain", err.Error())
+	}
+	ex, err := newExplainer(o, lookup, stderr)
+	if err != nil {
+		return failure(stderr, err)
+	}
+	x, err := ex.explain(ctx, req)
+	if err != nil {
+		return failure(stderr, err)
+	}
+	if o.json {
+		b, _ := json.MarshalIndent(x, "", "  ")
+		_ = writeJSON(stdout, b)
+		return ExitOK
+	}
+	printExplanation(stdout, x)
+	return ExitOK
+}
+
+// usageExit prints a usage error of `policy <cmd>` and returns ExitUsage.
+func usageExit(stderr io.Writer, cmd, msg string) int {
+	fmt.Fprintf(stderr, "toolgate: %s\nRun 'toolgate policy %s --help' for usage.\n", cleanLines(msg), cmd)
+	return ExitUsage
+}
+
+// failure prints err and returns ExitUsage for a usageError (an invalid
+// config) and ExitFailure otherwise.
+func failure(stderr io.Writer, err error) int {
+	fmt.Fprintf(stderr, "toolgate: %s\n", cleanLines(err.Error()))
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return ExitUsage
+	}
+	return ExitFailure
+}
+
+// explainBody builds the request for one call from command-line text.
+func explainBody(server, tool, args, principal, annotations string) (api.ExplainBody, error) {
+	b := api.ExplainBody{Server: server, Tool: tool, Principal: principal}
+	if args != "" {
+		if !json.Valid([]byte(args)) {
+			return b, errors.New("--args: not valid JSON")
+		}
+		b.Arguments = json.RawMessage(args)
+	}
+	if annotations != "" {
+		a, err := parseAnnotations(annotations)
+		if err != nil {
+			return b, err
+		}
+		b.Annotations = a
+	}
+	return b, nil
+}
+
+// parseAnnotations reads "read_only,idempotent" (the hints that are true)
+// or "none".
+func parseAnnotations(s string) (*policy.Annotations, error) {
+	a := &policy.Annotations{}
+	if s == "none" {
+		return a, nil
+	}
+	for _, k := range strings.Split(s, ",") {
+		switch strings.TrimSpace(k) {
+		case "read_only":
+			a.ReadOnly = true
+		case "destructive":
+			a.Destructive = true
+		case "idempotent":
+			a.Idempotent = true
+		case "open_world":
+			a.OpenWorld = true
+		default:
+			return nil, fmt.Errorf("--annotations: unknown hint %q (want read_only, destructive, idempotent, open_world or none)", k)
+		}
+	}
+	return a, nil
+}
+
+// explainer explains calls against a config file or the live gateway.
+type explainer struct {
+	cfg    *config.Config // file mode
+	client *client        // live mode
+}
+
+// newExplainer prepares file mode (--config) or live mode (--addr).
+func newExplainer(o explainOptions, lookup config.Env, stderr io.Writer) (*explainer, error) {
+	if o.addr != "" {
+		token := o.token
+		if token == "" && lookup != nil {
+			token, _ = lookup(EnvToken)
+		}
+		if token == "" {
+			return nil, usagef("a token is required with --addr: --token or $%s", EnvToken)
+		}
+		c, err := newClient(o.addr, token)
+		if err != nil {
+			return nil, err
+		}
+		return &explainer{client: c}, nil
+	}
+	cfg, err := loadPolicyConfig(o.config, lookup, stderr)
+	if err != nil {
+		return nil, err
+	}
+	return &explainer{cfg: &cfg}, nil
+}
+
+// loadPolicyConfig loads a config file for explaining its policy. Unset
+// ${VAR}s expand to "" (with a note on stderr). Problems outside the
+// policy section (say a storage.dsn left empty by that) only draw a
+// warning; a parse error or an invalid policy is a usage error.
+func loadPolicyConfig(path string, lookup config.Env, stderr io.Writer) (config.Config, error) {
+	var unset []string
+	lenient := func(name string) (string, bool) {
+		if lookup != nil {
+			if v, ok := lookup(name); ok {
+				return v, true
+			}
+		}
+		if !slices.Contains(unset, name) {
+			unset = append(unset, name)
+		}
+		return "", true
+	}
+	cfg, err := config.LoadFile(path, lenient)
+	if len(unset) > 0 {
+		fmt.Fprintf(stderr, "note: variables not set, expanded as empty: %s\n", strings.Join(unset, ", "))
+	}
+	if err == nil {
+		return cfg, nil
+	}
+	if reflect.ValueOf(cfg).IsZero() {
+		return cfg, usagef("%v", err) // it did not parse
+	}
+	if errs := cfg.Policy.Validate(); len(errs) > 0 {
+		return cfg, usagef("%s: invalid policy:\n%v", path, errors.Join(errs...))
+	}
+	fmt.Fprintf(stderr, "warning: %s has problems outside its policy section (see toolgate policy check); explaining its policy anyway\n", path)
+	return cfg, nil
+}
+
+// explain explains one call.
+func (x *explainer) explain(ctx context.Context, b api.ExplainBody) (policy.Explanation, error) {
+	if x.client != nil {
+		resp, err := x.client.do(ctx, http.MethodPost, "/v1/policy/explain", b)
+		if err != nil {
+			return policy.Explanation{}, err
+		}
+		var out policy.Explanation
+		return out, decodeJSON(resp.body, &out)
+	}
+	e, err := policy.Compile(&x.cfg.Policy)
+	if err != nil {
+		return policy.Explanation{}, usagef("%v", err)
+	}
+	return e.Explain(x.cfg.PolicyCall(b.Server, b.Tool, b.Arguments, b.Principal, b.Annotations)), nil
+}
+
+// printExplanation prints x for people. Everything from the server passes
+// through clean.
+func printExplanation(out io.Writer, x policy.Explanation) {
+	p := func(format string, args ...any) { fmt.Fprintln(out, clean(fmt.Sprintf(format, args...))) }
+	who := "(none)"
+	if x.Principal != "" {
+		who = x.Principal
+		if len(x.Groups) > 0 {
+			who += fmt.Sprintf(" (groups %s)", strings.Join(x.Groups, ", "))
+		}
+	}
+	p("call:        server %s, tool %s, principal %s", x.Server, x.Tool, who)
+	if x.Annotations != nil {
+		p("annotations: read_only %v, destructive %v, idempotent %v, open_world %v", x.Annotations.ReadOnly, x.Annotations.Destructive, x.Annotations.Idempotent, x.Annotations.OpenWorld)
+	} else {
+		p("annotations: unknown (the server is not marked trust_annotations, or no hints were given)")
+	}
+	winner := x.Rule
+	if winner == policy.DefaultRule {
+		winner = "the default"
+	} else {
+		winner = fmt.Sprintf("rule %q", winner)
+	}
+	p("effect:      %s, decided by %s", x.Effect, winner)
+	if x.Monitor.Verdict != "" {
+		p("monitor:     %s by %q (monitor mode: the call proceeds as %s)", x.Monitor.Verdict, x.Monitor.Rule, x.Effect)
+	}
+	if a := x.Approval; a != nil {
+		approvers := "anyone with the approver role"
+		if len(a.Approvers) > 0 {
+			approvers = strings.Join(a.Approvers, ", ")
+		}
+		p("approval:    %d approval(s) from %s, timeout %s, valid_for %s, mode %s", a.Approvals, approvers, a.Timeout, a.ValidFor, a.Mode)
+	}
+	if x.NoEligibleApprovers {
+		p("             the matching approve rules have no approver in common: nobody can approve, so the call is refused")
+	}
+	if x.Revision != "" {
+		p("revision:    %s", x.Revision)
+	}
+	p("")
+	p("rules, in file order:")
+	for _, r := range x.Rules {
+		mark := "no match"
+		if r.Matched {
+			mark = "MATCH"
+			if r.Name == x.Rule {
+				mark = "MATCH, decides"
+			}
+		}
+		mon := ""
+		if r.Monitored {
+			mon = " (monitor mode)"
+		}
+		p("  [%d] %q %s%s: %s", r.Index, r.Name, r.Effect, mon, mark)
+		for _, w := range r.Why {
+			p("        %s", w)
+		}
+		if r.NearMiss != "" {
+			p("        NEAR MISS: %s", r.NearMiss)
+		}
+	}
+	if len(x.Rules) == 0 {
+		p("  (none)")
+	}
+	def := fmt.Sprintf("default: %s", x.Default)
+	if x.DefaultMonitored {
+		def += " (monitor mode: policy.enforce is false)"
+	}
+	if x.Rule == policy.DefaultRule {
+		def += ", decides"
+	}
+	p("%s", def)
+}

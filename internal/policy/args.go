@@ -1,0 +1,177 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"cel.dev/cel-go/common/types"
+)
+
+// Errors of argument decoding. Their text never quotes an argument value.
+var (
+	errArgsNotObject = errors.New("the arguments are not a JSON object")
+	errArgsBadJSON   = errors.New("the arguments are not valid JSON")
+	errArgsDupKey    = errors.New("the arguments repeat an object key")
+	errArgsUTF8      = errors.New("the arguments are not valid UTF-8")
+)
+
+// Number errors: a JSON number that has no exact CEL value.
+const (
+	msgIntRange = "a number in the arguments is an integer beyond the int64 range, which conditions cannot compare exactly"
+	msgInf      = "a number in the arguments is too large for a double (not finite)"
+	msgInexact  = "a decimal number in the arguments has more precision than a double holds, so conditions would see a rounded value"
+)
+
+// decodeArgs decodes raw call arguments for CEL conditions. The result is a
+// map[string]any whose values are CEL-ready: objects are map[string]any,
+// arrays []any, strings string, booleans bool, null nil, and numbers
+// CEL values:
+//
+//   - an integer literal (no fraction, no exponent) in the int64 range is
+//     an int; beyond it the value is an error (never a rounded double, never
+//     a uint);
+//   - any other number is a double, but only when the literal is the
+//     shortest decimal naming its double (how Go and JavaScript print
+//     doubles: 0.1, 2.5e-8, 100.0 read as 100); a literal with more digits
+//     than a double holds, or one that underflows to zero, is an error, and
+//     so is one beyond the double range.
+//
+// An erroneous number is kept as a CEL error value, so only a condition that
+// reads it fails. Nil or "null" arguments decode to an empty object; other
+// non-objects, invalid JSON or UTF-8, and repeated keys (which upstreams
+// resolve differently) are errors for the whole arguments.
+func decodeArgs(raw json.RawMessage) (map[string]any, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return map[string]any{}, nil
+	}
+	if raw[0] != '{' {
+		return nil, errArgsNotObject
+	}
+	if !utf8.Valid(raw) {
+		return nil, errArgsUTF8
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	v, err := decodeValue(dec)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errArgsBadJSON
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, errArgsNotObject
+	}
+	return m, nil
+}
+
+func decodeValue(dec *json.Decoder) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, errArgsBadJSON
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			m := map[string]any{}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return nil, errArgsBadJSON
+				}
+				k, ok := kt.(string)
+				if !ok {
+					return nil, errArgsBadJSON
+				}
+				if _, dup := m[k]; dup {
+					return nil, errArgsDupKey
+				}
+				v, err := decodeValue(dec)
+				if err != nil {
+					return nil, err
+				}
+				m[k] = v
+			}
+			if _, err := dec.Token(); err != nil {
+				return nil, errArgsBadJSON
+			}
+			return m, nil
+		case '[':
+			l := []any{}
+			for dec.More() {
+				v, err := decodeValue(dec)
+				if err != nil {
+					return nil, err
+				}
+				l = append(l, v)
+			}
+			if _, err := dec.Token(); err != nil {
+				return nil, errArgsBadJSON
+			}
+			return l, nil
+		}
+		return nil, errArgsBadJSON
+	case json.Number:
+		return numberValue(string(t)), nil
+	case string, bool, nil:
+		return t, nil
+	}
+	return nil, errArgsBadJSON
+}
+
+// numberValue turns a JSON number literal into a CEL value: types.Int,
+// types.Double, or a CEL error (see decodeArgs).
+func numberValue(lit string) any {
+	if !strings.ContainsAny(lit, ".eE") {
+		i, err := strconv.ParseInt(lit, 10, 64)
+		if err != nil {
+			return types.NewErr(msgIntRange)
+		}
+		return types.Int(i)
+	}
+	f, err := strconv.ParseFloat(lit, 64)
+	if err != nil {
+		// ErrRange: beyond the double range (an underflow returns 0
+		// without an error and is caught below).
+		return types.NewErr(msgInf)
+	}
+	if !exactDouble(lit, f) {
+		return types.NewErr(msgInexact)
+	}
+	return types.Double(f)
+}
+
+// exactDouble reports whether the decimal literal lit has the value of the
+// shortest decimal that names f.
+func exactDouble(lit string, f float64) bool {
+	if f == 0 {
+		// Zero, or an underflow. Never hand big.Rat an exponent the
+		// literal's length does not bound (1e-999999999 would take it ages).
+		mant, _, _ := strings.Cut(strings.ToLower(lit), "e")
+		return strings.Trim(mant, "-+0.") == ""
+	}
+	// f is finite and not zero, so the literal's exponent is bounded by
+	// its length plus the double range.
+	short := strconv.FormatFloat(f, 'g', -1, 64)
+	if short == lit {
+		return true
+	}
+	a, ok1 := new(big.Rat).SetString(lit)
+	b, ok2 := new(big.Rat).SetString(short)
+	return ok1 && ok2 && a.Cmp(b) == 0
+}
+
+// argError is the CEL value of "args" when the arguments cannot be decoded.
+func argError(err error) any {
+	return types.NewErr("%s", fmt.Sprint(err))
+}

@@ -1,0 +1,571 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// CommandMatch is a rule's shell-aware command selector: the string
+// argument named Argument is parsed as a shell command (bash syntax,
+// mvdan.cc/sh/v3) and its simple commands are matched against Match.
+//
+// A pattern is a list of words separated by spaces. The first word matches
+// the command name and each further word one argument, each word as a glob
+// ([Match]: '*' and '?' do not cross into the next argument). A last word
+// that is exactly "*" matches any number of further arguments, none
+// included: "git log *" matches "git log" and "git log -1 --oneline".
+//
+// For an allow rule the selector holds only when the command is provably
+// a list of plain simple commands (joined by ;, &&, ||, | or newlines)
+// each matching some pattern; see parseCommand for what is refused. For
+// a deny or approve rule it holds when any simple command anywhere in the
+// command (in substitutions, subshells, functions, after a wrapper such as
+// sudo or xargs) matches a pattern, or when the command runs code the
+// matcher cannot see (a shell, eval, source, an unparsable string).
+// docs/policy.md states the guarantee in full.
+type CommandMatch struct {
+	// Argument is the name of a top-level string argument of the tool.
+	Argument string `yaml:"argument" json:"argument"`
+	// Match lists the patterns; at least one.
+	Match []string `yaml:"match" json:"match"`
+}
+
+// MaxCommandLength is the longest command string the matcher parses, in
+// bytes; a longer one is an error (never allowed).
+const MaxCommandLength = 64 << 10
+
+// commandPattern is a compiled pattern: one glob per word, and whether a
+// trailing "*" takes the rest.
+type commandPattern struct {
+	src   string
+	words []glob
+	rest  bool
+}
+
+func compileCommandPattern(src string) (commandPattern, error) {
+	fields := strings.Fields(src)
+	if len(fields) == 0 {
+		return commandPattern{}, errors.New("empty pattern")
+	}
+	p := commandPattern{src: src}
+	if len(fields) > 1 && fields[len(fields)-1] == "*" {
+		p.rest = true
+		fields = fields[:len(fields)-1]
+	}
+	for _, f := range fields {
+		g, err := compileGlob(f)
+		if err != nil {
+			return commandPattern{}, err
+		}
+		p.words = append(p.words, g)
+	}
+	return p, nil
+}
+
+// match reports whether the words of a simple command match p. A word
+// that is not literal (only deny and approve rules see them) may expand to
+// any number of words, so it matches whatever the pattern still wants.
+// With base set, the command name also matches by its base name (/bin/rm
+// as rm).
+func (p *commandPattern) match(words []cmdWord, base bool) bool {
+	for i, g := range p.words {
+		if i >= len(words) {
+			return false
+		}
+		w := words[i]
+		if w.unknown {
+			return true
+		}
+		if g.match(w.lit) {
+			continue
+		}
+		if i == 0 && base && strings.Contains(w.lit, "/") && g.match(path.Base(w.lit)) {
+			continue
+		}
+		return false
+	}
+	if len(words) > len(p.words) && !p.rest {
+		return slices.ContainsFunc(words[len(p.words):], func(w cmdWord) bool { return w.unknown })
+	}
+	return true
+}
+
+// commandMatcher is a compiled CommandMatch.
+type commandMatcher struct {
+	argument string
+	patterns []commandPattern
+}
+
+func compileCommand(m *CommandMatch) (*commandMatcher, error) {
+	var errs []error
+	if strings.TrimSpace(m.Argument) == "" {
+		errs = append(errs, errors.New("argument: required (the name of the tool's string argument that holds the command)"))
+	}
+	if len(m.Match) == 0 {
+		errs = append(errs, errors.New("match: at least one pattern is required"))
+	}
+	cm := &commandMatcher{argument: m.Argument}
+	for k, s := range m.Match {
+		p, err := compileCommandPattern(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("match[%d] %q: %w", k, s, err))
+			continue
+		}
+		cm.patterns = append(cm.patterns, p)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return cm, nil
+}
+
+// cmdWord is one word of a simple command: its literal value after quote
+// removal, or unknown when it holds an expansion.
+type cmdWord struct {
+	lit     string
+	unknown bool
+}
+
+// parsedCommand is what the matcher learned from one command string.
+type parsedCommand struct {
+	// Simple lists every simple command found anywhere, in source order.
+	Simple [][]cmdWord
+	// Unsafe says why the command can never be allowed by a command rule
+	// (the first reason found); "" when it is a plain list of literal
+	// simple commands.
+	Unsafe string
+	// Opaque says why the command may run commands the matcher cannot see
+	// (a shell, eval, a non-literal command name, a parse error); "" when
+	// every command it can run is in Simple.
+	Opaque string
+}
+
+// shells are programs and builtins that run code given to them as strings
+// or files, which the matcher cannot read: an allow rule never allows them
+// and a deny or approve rule treats them as matching.
+var shellLike = []string{
+	"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "fish", "csh", "tcsh", "busybox", "rbash",
+	"eval", "source", ".", "trap", "alias", "su", "watch", "script", "parallel",
+}
+
+// wrappers are commands that run their arguments as a command: a deny or
+// approve rule also matches the command in any suffix of their arguments.
+var wrappers = []string{
+	"sudo", "doas", "env", "nice", "nohup", "timeout", "time", "command", "builtin", "exec",
+	"xargs", "find", "stdbuf", "setsid", "ionice", "taskset", "flock", "chrt", "unbuffer", "strace", "ltrace", "chroot",
+}
+
+// parseCommand parses src as a bash command. Besides the simple commands
+// it records why the command is Unsafe for an allow rule:
+//
+//   - it does not parse, or is longer than MaxCommandLength;
+//   - a command or process substitution, a parameter or arithmetic
+//     expansion, an extended glob, a brace expansion, an unquoted '*', '?'
+//     or '[' (pathname expansion), or a $'...' string anywhere;
+//   - a here-document or here-string, or a redirection other than a file
+//     descriptor duplication (2>&1, >&-) or to or from /dev/null;
+//   - a background job (&), a coprocess, a negation (!), a variable
+//     assignment (FOO=1 cmd);
+//   - a subshell, a { } block, if, while, until, for, case, select, a
+//     function definition, [[ ]], (( )), let, declare, export, time;
+//   - a command named after a shell or an eval-like builtin (shellLike:
+//     bash, sh -c, eval, source, trap, ...), by name or path.
+//
+// and why it is Opaque (deny and approve rules then match): it does not
+// parse, a command name is not literal, or a shellLike command appears
+// anywhere (also as the command a wrapper such as sudo or xargs runs).
+func parseCommand(src string) parsedCommand {
+	var pc parsedCommand
+	if len(src) > MaxCommandLength {
+		pc.Unsafe = fmt.Sprintf("the command is longer than %d bytes", MaxCommandLength)
+		pc.Opaque = pc.Unsafe
+		return pc
+	}
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
+	if err != nil {
+		pc.Unsafe = "the command does not parse as shell"
+		pc.Opaque = pc.Unsafe
+		return pc
+	}
+	unsafe := func(why string) {
+		if pc.Unsafe == "" {
+			pc.Unsafe = why
+		}
+	}
+	opaque := func(why string) {
+		if pc.Opaque == "" {
+			pc.Opaque = why
+		}
+		unsafe(why)
+	}
+	// The structure an allow rule accepts: lists of simple commands.
+	for _, st := range f.Stmts {
+		checkStmt(st, unsafe)
+	}
+	// Every simple command anywhere, and everything that cannot be
+	// literal, for all rules.
+	syntax.Walk(f, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.CallExpr:
+			if len(n.Assigns) > 0 {
+				unsafe("a variable assignment")
+			}
+			if len(n.Args) == 0 {
+				return true
+			}
+			words := make([]cmdWord, len(n.Args))
+			for i, w := range n.Args {
+				words[i] = literalWord(w, unsafe)
+			}
+			pc.Simple = append(pc.Simple, words)
+			checkRunner(words, opaque)
+		case *syntax.CmdSubst:
+			unsafe("a command substitution")
+		case *syntax.ProcSubst:
+			unsafe("a process substitution")
+		case *syntax.ParamExp:
+			unsafe("a parameter expansion")
+		case *syntax.ArithmExp:
+			unsafe("an arithmetic expansion")
+		case *syntax.ExtGlob:
+			unsafe("an extended glob")
+		case *syntax.Redirect:
+			if n.Hdoc != nil || n.Op == syntax.Hdoc || n.Op == syntax.DashHdoc || n.Op == syntax.WordHdoc {
+				unsafe("a here-document")
+			} else if !harmlessRedirect(n) {
+				unsafe("a redirection to or from a file")
+			}
+		}
+		return true
+	})
+	return pc
+}
+
+// checkStmt reports structure an allow rule refuses in st.
+func checkStmt(st *syntax.Stmt, unsafe func(string)) {
+	switch {
+	case st.Background || st.Disown:
+		unsafe("a background job")
+	case st.Coprocess:
+		unsafe("a coprocess")
+	case st.Negated:
+		unsafe("a negated command")
+	}
+	switch c := st.Cmd.(type) {
+	case nil:
+		// A statement of redirections only: judged by the walk.
+	case *syntax.CallExpr:
+	case *syntax.BinaryCmd:
+		switch c.Op {
+		case syntax.AndStmt, syntax.OrStmt, syntax.Pipe, syntax.PipeAll:
+			checkStmt(c.X, unsafe)
+			checkStmt(c.Y, unsafe)
+		default:
+			unsafe("an operator " + c.Op.String())
+		}
+	case *syntax.Subshell:
+		unsafe("a subshell")
+	case *syntax.Block:
+		unsafe("a { } block")
+	case *syntax.FuncDecl:
+		unsafe("a function definition")
+	case *syntax.CoprocClause:
+		unsafe("a coprocess")
+	default:
+		unsafe(fmt.Sprintf("a compound command (%s)", commandKind(c)))
+	}
+}
+
+func commandKind(c syntax.Command) string {
+	switch c.(type) {
+	case *syntax.IfClause:
+		return "if"
+	case *syntax.WhileClause:
+		return "while"
+	case *syntax.ForClause:
+		return "for"
+	case *syntax.CaseClause:
+		return "case"
+	case *syntax.ArithmCmd:
+		return "(( ))"
+	case *syntax.TestClause:
+		return "[[ ]]"
+	case *syntax.DeclClause:
+		return "declare"
+	case *syntax.LetClause:
+		return "let"
+	case *syntax.TimeClause:
+		return "time"
+	case *syntax.TestDecl:
+		return "@test"
+	}
+	return fmt.Sprintf("%T", c)
+}
+
+// checkRunner reports a simple command that runs code the matcher cannot
+// see: a non-literal command name, or a shellLike command as the name or,
+// after a wrapper, as any later word.
+func checkRunner(words []cmdWord, opaque func(string)) {
+	name := words[0]
+	if name.unknown {
+		opaque("a command name that is not literal")
+		return
+	}
+	base := path.Base(name.lit)
+	if slices.Contains(shellLike, base) {
+		opaque(fmt.Sprintf("%q runs code the matcher cannot read", base))
+		return
+	}
+	if !slices.Contains(wrappers, base) {
+		return
+	}
+	for _, w := range words[1:] {
+		if base == "env" && (strings.HasPrefix(w.lit, "-S") || strings.HasPrefix(w.lit, "--split-string")) {
+			opaque(`"env -S" runs a command line the matcher cannot read`)
+			return
+		}
+		if w.unknown {
+			opaque(fmt.Sprintf("%q runs a command that is not literal", base))
+			return
+		}
+		if b := path.Base(w.lit); slices.Contains(shellLike, b) {
+			opaque(fmt.Sprintf("%q runs %q, which runs code the matcher cannot read", base, b))
+			return
+		}
+	}
+}
+
+// harmlessRedirect reports whether r neither reads nor writes a file: a
+// file descriptor duplication or closing (2>&1, <&0, >&-), or a plain
+// redirection to or from /dev/null.
+func harmlessRedirect(r *syntax.Redirect) bool {
+	if r.N != nil && !isDigits(r.N.Value) {
+		return false // {varname}> allocates a descriptor into a variable
+	}
+	target, ok := plainLiteral(r.Word)
+	if !ok {
+		return false
+	}
+	switch r.Op {
+	case syntax.DplIn, syntax.DplOut:
+		return target == "-" || isDigits(target)
+	case syntax.RdrOut, syntax.AppOut, syntax.RdrIn, syntax.RdrAll, syntax.AppAll, syntax.RdrClob:
+		return target == "/dev/null"
+	}
+	return false
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// plainLiteral returns the value of w when it is literal (quotes removed).
+func plainLiteral(w *syntax.Word) (string, bool) {
+	if w == nil {
+		return "", false
+	}
+	cw := literalWord(w, func(string) {})
+	return cw.lit, !cw.unknown
+}
+
+// literalWord returns the value of w after quote removal, or an unknown
+// word when w holds an expansion. It reports through unsafe what an allow
+// rule refuses: expansions, unquoted glob characters, brace expansions and
+// $'...' strings.
+func literalWord(w *syntax.Word, unsafe func(string)) cmdWord {
+	var b strings.Builder
+	unknown := false
+	for _, part := range w.Parts {
+		switch p := part.(type) {
+		case *syntax.Lit:
+			v, glob := unquotedLiteral(p.Value)
+			if glob {
+				unsafe("an unquoted '*', '?' or '[' (pathname expansion)")
+			}
+			b.WriteString(v)
+		case *syntax.SglQuoted:
+			if p.Dollar {
+				unsafe("a $'...' string")
+				unknown = true
+			}
+			b.WriteString(p.Value)
+		case *syntax.DblQuoted:
+			if p.Dollar {
+				unsafe(`a $"..." string`)
+				unknown = true
+			}
+			for _, q := range p.Parts {
+				l, ok := q.(*syntax.Lit)
+				if !ok {
+					unknown = true // an expansion; the walk reports it
+					continue
+				}
+				b.WriteString(quotedLiteral(l.Value))
+			}
+		default:
+			unknown = true // an expansion; the walk reports it
+		}
+	}
+	if hasBraceExpansion(w) {
+		unsafe("a brace expansion")
+		unknown = true
+	}
+	if unknown {
+		return cmdWord{unknown: true}
+	}
+	return cmdWord{lit: b.String()}
+}
+
+// hasBraceExpansion reports whether bash would brace-expand w ({a,b},
+// {1..3}).
+func hasBraceExpansion(w *syntax.Word) bool {
+	if !slices.ContainsFunc(w.Parts, func(p syntax.WordPart) bool {
+		l, ok := p.(*syntax.Lit)
+		return ok && strings.Contains(l.Value, "{")
+	}) {
+		return false
+	}
+	c := &syntax.Word{Parts: slices.Clone(w.Parts)}
+	if !syntax.SplitBraces(c) {
+		return false
+	}
+	found := false
+	syntax.Walk(c, func(n syntax.Node) bool {
+		if _, ok := n.(*syntax.BraceExp); ok {
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
+// unquotedLiteral removes the backslash escapes of an unquoted literal
+// ("\x" is x, a backslash-newline disappears) and reports an unescaped
+// pathname-expansion character.
+func unquotedLiteral(s string) (string, bool) {
+	if !strings.ContainsAny(s, `\*?[`) {
+		return s, false
+	}
+	var b strings.Builder
+	glob := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\\' && i+1 < len(s):
+			i++
+			if s[i] != '\n' {
+				b.WriteByte(s[i])
+			}
+			continue
+		case c == '*' || c == '?' || c == '[':
+			glob = true
+		}
+		b.WriteByte(c)
+	}
+	return b.String(), glob
+}
+
+// quotedLiteral removes the escapes a double-quoted literal allows: \$, \`,
+// \", \\ and backslash-newline; other backslashes stay.
+func quotedLiteral(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\\' && i+1 < len(s) {
+			switch s[i+1] {
+			case '$', '`', '"', '\\':
+				b.WriteByte(s[i+1])
+				i++
+				continue
+			case '\n':
+				i++
+				continue
+			}
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// verdict is the outcome of a command selector for one call.
+type verdict struct {
+	match bool
+	// why says, for explain, what decided.
+	why string
+}
+
+// allows reports whether an allow rule's selector holds for pc: nothing
+// unsafe and every simple command matches a pattern.
+func (m *commandMatcher) allows(pc *parsedCommand) verdict {
+	if pc.Unsafe != "" {
+		return verdict{why: "never allowed by a command rule: " + pc.Unsafe}
+	}
+	if len(pc.Simple) == 0 {
+		return verdict{why: "the command has no simple command"}
+	}
+	for _, words := range pc.Simple {
+		if m.first(words, false) < 0 {
+			return verdict{why: fmt.Sprintf("simple command %q matches no pattern", joinWords(words))}
+		}
+	}
+	return verdict{match: true, why: fmt.Sprintf("each of its %d simple command(s) matches a pattern", len(pc.Simple))}
+}
+
+// catches reports whether a deny or approve rule's selector holds for pc:
+// the command is opaque, or some simple command (or the command a wrapper
+// runs) matches a pattern.
+func (m *commandMatcher) catches(pc *parsedCommand) verdict {
+	if pc.Opaque != "" {
+		return verdict{match: true, why: "the matcher cannot see every command it runs: " + pc.Opaque}
+	}
+	for _, words := range pc.Simple {
+		if k := m.first(words, true); k >= 0 {
+			return verdict{match: true, why: fmt.Sprintf("simple command %q matches pattern %q", joinWords(words), m.patterns[k].src)}
+		}
+		if slices.Contains(wrappers, path.Base(words[0].lit)) {
+			for i := 1; i < len(words); i++ {
+				if k := m.first(words[i:], true); k >= 0 {
+					return verdict{match: true, why: fmt.Sprintf("%q runs %q, which matches pattern %q", words[0].lit, joinWords(words[i:]), m.patterns[k].src)}
+				}
+			}
+		}
+	}
+	return verdict{why: "no simple command matches a pattern"}
+}
+
+// first returns the index of the first pattern matching words, or -1.
+func (m *commandMatcher) first(words []cmdWord, base bool) int {
+	for k := range m.patterns {
+		if m.patterns[k].match(words, base) {
+			return k
+		}
+	}
+	return -1
+}
+
+func joinWords(words []cmdWord) string {
+	parts := make([]string, len(words))
+	for i, w := range words {
+		parts[i] = w.lit
+		if w.unknown {
+			parts[i] = "<expansion>"
+		}
+	}
+	return strings.Join(parts, " ")
+}

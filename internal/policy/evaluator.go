@@ -1,0 +1,565 @@
+package policy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"cel.dev/cel-go/cel"
+)
+
+// An Evaluator is a policy compiled for evaluation, once per revision: its
+// globs, conditions and command patterns are compiled, and the rules that
+// can match a (server, tool) pair by name are looked up in an index built
+// on first use of the pair. Its methods are safe for concurrent use. The
+// Policy it was compiled from must not be modified afterwards.
+//
+// Evaluation allocates nothing beyond the Decision (its Matched list and
+// approvers) unless a candidate rule has a When or Command selector, in
+// which case the call's arguments are decoded once for all of them.
+type Evaluator struct {
+	p        *Policy
+	revision string
+	rules    []crule
+	// byServer lists, per exact server name in the rules, the rules with
+	// that server, in file order; anyServer the rules with no server or a
+	// server glob.
+	byServer  map[string][]int32
+	anyServer []int32
+	// names caches the rules that match a (server, tool) pair by name;
+	// written under namesMu, copied on write, read without a lock.
+	names   atomic.Pointer[map[nameKey][]int32]
+	namesMu sync.Mutex
+}
+
+type nameKey struct{ server, tool string }
+
+// maxNames bounds the name index; pairs beyond it are scanned on every
+// call (still correct, only slower). Calls name configured servers and
+// their tools, so real deployments stay far below it.
+const maxNames = 8192
+
+// crule is a compiled rule.
+type crule struct {
+	name      string
+	index     int
+	effect    Effect
+	monitored bool // only deny and approve rules can be
+	argDep    bool
+
+	serverAny   bool
+	serverExact string
+	serverGlob  glob // when serverExact is "" and !serverAny
+	serverSrc   string
+	toolsAny    bool
+	tools       []glob
+	toolSrcs    []string // the source of each of tools
+
+	when        *condition
+	command     *commandMatcher
+	annotations *AnnotationSelector
+	ids, groups []string // principals; both empty: any principal
+
+	approval Approval // effective parameters of an approve rule
+}
+
+// Compile compiles p for evaluation and computes its revision
+// ([Revision]). It fails when p cannot be evaluated: an invalid default or
+// rule effect, a glob, condition or command pattern that does not compile.
+// It does not check what only [Policy.Validate] checks (approval
+// parameters, rule names).
+func Compile(p *Policy) (*Evaluator, error) {
+	return compile(p, Revision(p))
+}
+
+func compile(p *Policy, revision string) (*Evaluator, error) {
+	var errs []error
+	if !p.Default.Valid() {
+		errs = append(errs, fmt.Errorf("policy default %q: want allow, deny or approve", p.Default))
+	}
+	env, envErr := envFor(p)
+	e := &Evaluator{p: p, revision: revision, byServer: map[string][]int32{}}
+	for i := range p.Rules {
+		r, rerrs := compileRule(p, i, env, envErr)
+		for _, err := range rerrs {
+			errs = append(errs, fmt.Errorf("policy %s: %w", ruleLabel(p, i), err))
+		}
+		e.rules = append(e.rules, r)
+		switch {
+		case r.serverAny || r.serverExact == "":
+			e.anyServer = append(e.anyServer, int32(i))
+		default:
+			e.byServer[r.serverExact] = append(e.byServer[r.serverExact], int32(i))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return e, nil
+}
+
+// envFor returns the CEL environment when some rule of p has a When.
+func envFor(p *Policy) (*cel.Env, error) {
+	if !slices.ContainsFunc(p.Rules, func(r Rule) bool { return r.When != "" }) {
+		return nil, nil
+	}
+	return newCELEnv()
+}
+
+// compileRule compiles rule i of p; errs lists every problem (effect,
+// server, tools, when, command, annotations, principals, monitor), without
+// the rule's label.
+func compileRule(p *Policy, i int, env *cel.Env, envErr error) (crule, []error) {
+	r := &p.Rules[i]
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	c := crule{name: p.RuleName(i), index: i, effect: r.Effect, argDep: r.ArgumentDependent(), serverSrc: r.Server}
+	if !r.Effect.Valid() {
+		add("effect %q: want allow, deny or approve", r.Effect)
+	}
+	switch {
+	case r.Server == "":
+		c.serverAny = true
+	case !IsGlob(r.Server):
+		c.serverExact = r.Server
+	default:
+		g, err := compileGlob(r.Server)
+		if err != nil {
+			add("server: %w", err)
+		}
+		c.serverGlob = g
+	}
+	c.toolsAny = len(r.Tools) == 0
+	for k, t := range r.Tools {
+		if t == "" {
+			c.toolsAny = true
+			continue
+		}
+		g, err := compileGlob(t)
+		if err != nil {
+			add("tools[%d]: %w", k, err)
+			continue
+		}
+		c.tools = append(c.tools, g)
+		c.toolSrcs = append(c.toolSrcs, t)
+	}
+	if r.When != "" {
+		switch {
+		case envErr != nil:
+			add("when: %w", envErr)
+		default:
+			cond, err := compileCondition(env, r.When)
+			if err != nil {
+				add("when: %w", err)
+			}
+			c.when = cond
+		}
+	}
+	if r.Command != nil {
+		cm, err := compileCommand(r.Command)
+		if err != nil {
+			add("command.%w", err)
+		}
+		c.command = cm
+	}
+	if r.Annotations != nil {
+		if r.Annotations.empty() {
+			add("annotations: select at least one of read_only, destructive, idempotent, open_world")
+		}
+		c.annotations = r.Annotations
+	}
+	for k, s := range r.Principals {
+		switch g, isGroup := strings.CutPrefix(s, GroupPrefix); {
+		case strings.TrimSpace(s) == "" || strings.TrimSpace(s) != s:
+			add("principals[%d] %q: empty or padded with spaces", k, s)
+		case isGroup && g == "":
+			add("principals[%d] %q: group name is empty", k, s)
+		case isGroup:
+			c.groups = append(c.groups, g)
+		default:
+			c.ids = append(c.ids, s)
+		}
+	}
+	if r.Monitor != nil && r.Effect == Allow {
+		add("monitor: only deny and approve rules have a monitor mode")
+	}
+	c.monitored = r.Effect != Allow && p.monitored(r)
+	if r.Effect == Approve {
+		c.approval = p.effective(r)
+	}
+	return c, errs
+}
+
+// Policy returns the policy e was compiled from. Do not modify it.
+func (e *Evaluator) Policy() *Policy { return e.p }
+
+// Revision returns the revision of the compiled policy ([Revision]), or ""
+// when it was compiled without one.
+func (e *Evaluator) Revision() string { return e.revision }
+
+// byName returns the indices of the rules whose server and tools match
+// (server, tool), in file order.
+func (e *Evaluator) byName(server, tool string) []int32 {
+	key := nameKey{server, tool}
+	if m := e.names.Load(); m != nil {
+		if c, ok := (*m)[key]; ok {
+			return c
+		}
+	}
+	c := e.scan(server, tool)
+	e.namesMu.Lock()
+	defer e.namesMu.Unlock()
+	old := e.names.Load()
+	if old != nil && len(*old) >= maxNames {
+		return c
+	}
+	next := make(map[nameKey][]int32, 1+lenOf(old))
+	if old != nil {
+		for k, v := range *old {
+			next[k] = v
+		}
+	}
+	next[key] = c
+	e.names.Store(&next)
+	return c
+}
+
+func lenOf(m *map[nameKey][]int32) int {
+	if m == nil {
+		return 0
+	}
+	return len(*m)
+}
+
+// scan merges the rules of server's index entry with the rules for any
+// server, in file order, keeping those whose names match.
+func (e *Evaluator) scan(server, tool string) []int32 {
+	exact := e.byServer[server]
+	anyS := e.anyServer
+	out := []int32{}
+	for len(exact) > 0 || len(anyS) > 0 {
+		var i int32
+		if len(anyS) == 0 || (len(exact) > 0 && exact[0] < anyS[0]) {
+			i, exact = exact[0], exact[1:]
+		} else {
+			i, anyS = anyS[0], anyS[1:]
+		}
+		if e.rules[i].matchesName(server, tool) {
+			out = append(out, i)
+		}
+	}
+	return slices.Clip(out)
+}
+
+func (r *crule) matchesName(server, tool string) bool {
+	switch {
+	case r.serverAny:
+	case r.serverExact != "":
+		if r.serverExact != server {
+			return false
+		}
+	default:
+		if !r.serverGlob.match(server) {
+			return false
+		}
+	}
+	if r.toolsAny {
+		return true
+	}
+	for _, g := range r.tools {
+		if g.match(tool) {
+			return true
+		}
+	}
+	return false
+}
+
+// principalMatches reports whether the rule's principals select p.
+func (r *crule) principalMatches(p *Principal) bool {
+	if len(r.ids) == 0 && len(r.groups) == 0 {
+		return true
+	}
+	if slices.Contains(r.ids, p.ID) {
+		return true
+	}
+	for _, g := range r.groups {
+		if slices.Contains(p.Groups, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// callState holds what one evaluation decoded, so that several rules share
+// it: the arguments, the annotations' CEL value, and parsed commands.
+type callState struct {
+	raw     json.RawMessage
+	ann     *Annotations
+	decoded bool
+	argsMap map[string]any
+	argsErr error
+	annVal  map[string]any
+	cmdArg  string
+	cmd     *parsedCommand
+	cmdErr  error
+}
+
+func (st *callState) args() (map[string]any, error) {
+	if !st.decoded {
+		st.decoded = true
+		st.argsMap, st.argsErr = decodeArgs(st.raw)
+	}
+	return st.argsMap, st.argsErr
+}
+
+func (st *callState) annotations() map[string]any {
+	if st.annVal == nil {
+		st.annVal = annotationValues(st.ann)
+	}
+	return st.annVal
+}
+
+// command returns the parsed command held by string argument name.
+func (st *callState) command(name string) (*parsedCommand, error) {
+	if st.cmd != nil && st.cmdArg == name || st.cmdErr != nil && st.cmdArg == name {
+		return st.cmd, st.cmdErr
+	}
+	st.cmdArg, st.cmd, st.cmdErr = name, nil, nil
+	m, err := st.args()
+	if err != nil {
+		st.cmdErr = err
+		return nil, err
+	}
+	v, ok := m[name]
+	if !ok {
+		st.cmdErr = fmt.Errorf("the command argument %q is missing", name)
+		return nil, st.cmdErr
+	}
+	s, ok := v.(string)
+	if !ok {
+		st.cmdErr = fmt.Errorf("the command argument %q is not a string", name)
+		return nil, st.cmdErr
+	}
+	pc := parseCommand(s)
+	st.cmd = &pc
+	return st.cmd, nil
+}
+
+// matches decides rule r for c. Every selector must hold; a selector that
+// cannot be decided (an error, unknown annotations) takes the strict
+// reading: it fails for an allow rule and holds for a deny or approve rule.
+// err reports the first error met, whatever the outcome.
+func (r *crule) matches(c *Call, st *callState) (ok bool, err error) {
+	strict := r.effect != Allow
+	if !r.principalMatches(&c.Principal) {
+		return false, nil
+	}
+	if r.annotations != nil {
+		if c.Annotations == nil {
+			if !strict {
+				return false, nil
+			}
+		} else if ok, _ := r.annotations.holds(c.Annotations); !ok {
+			return false, nil
+		}
+	}
+	if r.command != nil {
+		pc, cerr := st.command(r.command.argument)
+		switch {
+		case cerr != nil && !strict:
+			return false, cerr
+		case cerr != nil:
+			err = cerr
+		case !strict && !r.command.allows(pc).match:
+			return false, nil
+		case strict && !r.command.catches(pc).match:
+			return false, nil
+		}
+	}
+	if r.when != nil {
+		ok, werr := r.when.eval(&activation{c: c, st: st})
+		switch {
+		case werr != nil && !strict:
+			return false, werr
+		case werr != nil:
+			if err == nil {
+				err = werr
+			}
+		case !ok:
+			return false, err
+		}
+	}
+	return true, err
+}
+
+// Evaluate decides c (see [Policy.Evaluate] for the precedence and how
+// approve rules combine). Rules in monitor mode do not take part in the
+// decision; when they would have made it stricter, Decision.Monitor says
+// so. The error is always nil: a compiled policy cannot fail to evaluate
+// (selector errors are in Decision.Errors).
+func (e *Evaluator) Evaluate(c Call) (Decision, error) {
+	st := callState{raw: c.Arguments, ann: c.Annotations}
+	var buf [16]int32
+	matched := buf[:0]
+	var errs []RuleError
+	for _, i := range e.byName(c.Server, c.Tool) {
+		r := &e.rules[i]
+		ok, err := r.matches(&c, &st)
+		if err != nil {
+			errs = append(errs, RuleError{Rule: r.name, Err: err})
+		}
+		if ok {
+			matched = append(matched, i)
+		}
+	}
+	d := e.decide(matched)
+	d.Errors = errs
+	return d, nil
+}
+
+// decide turns the matching rules (indices in file order) into a Decision.
+func (e *Evaluator) decide(matched []int32) Decision {
+	d := Decision{Revision: e.revision}
+	if len(matched) > 0 {
+		d.Matched = make([]string, len(matched))
+		for k, i := range matched {
+			d.Matched[k] = e.rules[i].name
+		}
+	}
+	// The enforced decision, then what everything enforced would decide.
+	effect, rule := e.pick(matched, false)
+	would, wouldRule := e.pick(matched, true)
+	d.Effect, d.Rule = effect, rule
+	if rule == DefaultRule && !e.p.Enforced() {
+		d.Effect = Allow // the default is in monitor mode too
+	}
+	if d.Effect == Approve {
+		if rule == DefaultRule {
+			d.Approval = e.p.Approval
+			d.Approval.Approvers = slices.Clone(e.p.Approval.Approvers)
+		} else {
+			d.Approval, d.NoEligibleApprovers = e.combine(matched)
+		}
+	}
+	switch {
+	case would == Deny && d.Effect != Deny:
+		d.Monitor = Monitor{Verdict: WouldDeny, Rule: wouldRule}
+	case would == Approve && d.Effect == Allow:
+		d.Monitor = Monitor{Verdict: WouldHold, Rule: wouldRule}
+	}
+	return d
+}
+
+// pick applies the precedence deny > approve > allow > default to the
+// matching rules, counting monitored ones only when all is set.
+func (e *Evaluator) pick(matched []int32, all bool) (Effect, string) {
+	for _, eff := range [...]Effect{Deny, Approve, Allow} {
+		for _, i := range matched {
+			r := &e.rules[i]
+			if r.effect == eff && (all || !r.monitored) {
+				return eff, r.name
+			}
+		}
+	}
+	return e.p.Default, DefaultRule
+}
+
+// combine merges the approval parameters of the matching enforced approve
+// rules in file order: the largest Approvals, the shortest Timeout and
+// ValidFor, the first Mode, and the intersection of the non-empty
+// Approvers lists (an empty intersection sets the second result).
+func (e *Evaluator) combine(matched []int32) (Approval, bool) {
+	var out Approval
+	seen := false
+	narrowed := false // out.Approvers holds a real (non-"anyone") list
+	for _, i := range matched {
+		r := &e.rules[i]
+		if r.effect != Approve || r.monitored {
+			continue
+		}
+		a := &r.approval
+		if !seen {
+			out, seen = *a, true
+			out.Approvers = dedupe(a.Approvers)
+			narrowed = len(out.Approvers) > 0
+			continue
+		}
+		out.Approvals = max(out.Approvals, a.Approvals)
+		out.Timeout = min(out.Timeout, a.Timeout)
+		out.ValidFor = min(out.ValidFor, a.ValidFor)
+		switch {
+		case len(a.Approvers) == 0:
+			// anyone: does not narrow
+		case !narrowed:
+			out.Approvers = dedupe(a.Approvers)
+			narrowed = true
+		default:
+			out.Approvers = slices.DeleteFunc(out.Approvers, func(s string) bool { return !slices.Contains(a.Approvers, s) })
+		}
+	}
+	if narrowed && len(out.Approvers) == 0 {
+		out.Approvers = nil
+		return out, true
+	}
+	return out, false
+}
+
+// DeniedRegardless reports whether the policy denies c whatever its
+// arguments, and the deciding rule: an enforced deny rule without When or
+// Command selects it, or no enforced allow or approve rule can select it
+// and the enforced default is deny. c.Arguments is ignored. This is the
+// test for hiding a tool (or another item named like one) from a caller's
+// lists (policy.list_denied: false); an argument-dependent deny keeps the
+// item listed, since the call may still be allowed.
+func (e *Evaluator) DeniedRegardless(c Call) (bool, string) {
+	nonDeny := false
+	for _, i := range e.byName(c.Server, c.Tool) {
+		r := &e.rules[i]
+		if r.monitored || !r.principalMatches(&c.Principal) {
+			continue
+		}
+		if r.annotations != nil {
+			if c.Annotations == nil {
+				if r.effect == Allow {
+					continue // the strict reading: an allow never selects it
+				}
+			} else if ok, _ := r.annotations.holds(c.Annotations); !ok {
+				continue
+			}
+		}
+		switch {
+		case r.effect != Deny:
+			nonDeny = true // it may select the call (for some arguments)
+		case !r.argDep:
+			return true, r.name
+		}
+	}
+	if !nonDeny && e.p.Default == Deny && e.p.Enforced() {
+		return true, DefaultRule
+	}
+	return false, ""
+}
+
+// Listed reports whether lists show the item c names to c's caller: with
+// policy.list_denied always, else unless [Evaluator.DeniedRegardless].
+func (e *Evaluator) Listed(c Call) bool {
+	if e.p.ListDenied {
+		return true
+	}
+	denied, _ := e.DeniedRegardless(c)
+	return !denied
+}
+
+func dedupe(s []string) []string {
+	var out []string
+	for _, v := range s {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,202 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Explanation says how a policy decides one call: the decision and, for
+// every rule in file order, whether it matched and why (or why not). It is
+// what `toolgate policy explain` prints and POST /v1/policy/explain
+// returns. Its text may quote argument values (a command, a condition's
+// error): it is for the person who asked, not for logs.
+type Explanation struct {
+	Server    string   `json:"server"`
+	Tool      string   `json:"tool"`
+	Principal string   `json:"principal"`
+	Groups    []string `json:"groups,omitempty"`
+	Revision  string   `json:"revision,omitempty"`
+	// Annotations are the tool annotations the rules saw; nil: unknown.
+	Annotations *Annotations `json:"annotations"`
+	// Effect, Rule, Matched, NoEligibleApprovers and Monitor are those of
+	// the Decision.
+	Effect              Effect   `json:"effect"`
+	Rule                string   `json:"rule"`
+	Matched             []string `json:"matched"`
+	NoEligibleApprovers bool     `json:"no_eligible_approvers,omitempty"`
+	Monitor             Monitor  `json:"monitor"`
+	// Approval holds the approval parameters when Effect is approve.
+	Approval *ApprovalText `json:"approval,omitempty"`
+	// Default is the policy's default effect; DefaultMonitored is true when
+	// policy.enforce is false.
+	Default          Effect      `json:"default"`
+	DefaultMonitored bool        `json:"default_monitored,omitempty"`
+	Rules            []RuleTrace `json:"rules"`
+}
+
+// ApprovalText is an Approval with durations written as Go durations
+// ("5m0s"), for explanations.
+type ApprovalText struct {
+	Timeout   string   `json:"timeout"`
+	Mode      string   `json:"mode"`
+	Approvals int      `json:"approvals"`
+	Approvers []string `json:"approvers"`
+	ValidFor  string   `json:"valid_for"`
+}
+
+func explainApproval(a Approval) *ApprovalText {
+	return &ApprovalText{Timeout: a.Timeout.String(), Mode: a.Mode, Approvals: a.Approvals, Approvers: nonNil(a.Approvers), ValidFor: a.ValidFor.String()}
+}
+
+// RuleTrace is one rule's part of an Explanation.
+type RuleTrace struct {
+	Index     int    `json:"index"`
+	Name      string `json:"name"`
+	Effect    Effect `json:"effect"`
+	Monitored bool   `json:"monitored,omitempty"`
+	Matched   bool   `json:"matched"`
+	// Why lists each check in order, with its outcome: "server: fs matches
+	// \"fs\"", "tools: get-env matches none of [get_*]".
+	Why []string `json:"why"`
+	// NearMiss, when set, names a pattern that missed only by case or by
+	// '-', '_', '.' and spaces: the usual cause of a rule silently not
+	// applying (get_* does not match get-env).
+	NearMiss string `json:"near_miss,omitempty"`
+	// Errors are the selector errors met (they count as a match for deny
+	// and approve rules and as no match for allow rules).
+	Errors []string `json:"errors,omitempty"`
+}
+
+// Explain explains how e decides c. The decision is the one Evaluate
+// returns; each rule is traced in full, even after a check failed, so the
+// trace shows every reason.
+func (e *Evaluator) Explain(c Call) Explanation {
+	d, _ := e.Evaluate(c)
+	x := Explanation{
+		Server: c.Server, Tool: c.Tool, Principal: c.Principal.ID, Groups: c.Principal.Groups,
+		Revision: e.revision, Annotations: c.Annotations,
+		Effect: d.Effect, Rule: d.Rule, Matched: nonNil(d.Matched), NoEligibleApprovers: d.NoEligibleApprovers, Monitor: d.Monitor,
+		Default: e.p.Default, DefaultMonitored: !e.p.Enforced(),
+		Rules: []RuleTrace{},
+	}
+	if d.Effect == Approve {
+		x.Approval = explainApproval(d.Approval)
+	}
+	st := callState{raw: c.Arguments, ann: c.Annotations}
+	for i := range e.rules {
+		x.Rules = append(x.Rules, e.rules[i].explain(&c, &st))
+		x.Rules[i].Matched = slices.Contains(d.Matched, e.rules[i].name)
+	}
+	return x
+}
+
+// explain traces rule r for c.
+func (r *crule) explain(c *Call, st *callState) RuleTrace {
+	t := RuleTrace{Index: r.index, Name: r.name, Effect: r.effect, Monitored: r.monitored}
+	why := func(format string, args ...any) { t.Why = append(t.Why, fmt.Sprintf(format, args...)) }
+	strict := r.effect != Allow
+	readings := "an allow rule does not match"
+	if strict {
+		readings = "a " + string(r.effect) + " rule matches"
+	}
+
+	switch {
+	case r.serverAny:
+		why("server: any server")
+	case r.serverExact != "":
+		if r.serverExact == c.Server {
+			why("server: %s is %q", c.Server, r.serverExact)
+		} else {
+			why("server: %s is not %q", c.Server, r.serverExact)
+			if loose(r.serverExact) == loose(c.Server) {
+				t.NearMiss = fmt.Sprintf("server %q differs from %q only in case or in '-', '_', '.' and spaces", r.serverExact, c.Server)
+			}
+		}
+	default:
+		src := r.serverSrc
+		if r.serverGlob.match(c.Server) {
+			why("server: %s matches %q", c.Server, src)
+		} else {
+			why("server: %s does not match %q", c.Server, src)
+			if g, err := compileGlob(loose(src)); err == nil && g.match(loose(c.Server)) {
+				t.NearMiss = fmt.Sprintf("server pattern %q would match %q if case and '-', '_', '.' and spaces were ignored", src, c.Server)
+			}
+		}
+	}
+	if r.toolsAny {
+		why("tools: any tool")
+	} else {
+		var hit string
+		var srcs []string
+		for k, g := range r.tools {
+			s := r.toolSrcs[k]
+			srcs = append(srcs, s)
+			if hit == "" && g.match(c.Tool) {
+				hit = s
+			}
+		}
+		if hit != "" {
+			why("tools: %s matches %q", c.Tool, hit)
+		} else {
+			why("tools: %s matches none of [%s]", c.Tool, strings.Join(srcs, " "))
+			for _, s := range srcs {
+				if g, err := compileGlob(loose(s)); err == nil && g.match(loose(c.Tool)) && t.NearMiss == "" {
+					t.NearMiss = fmt.Sprintf("tool pattern %q would match %q if case and '-', '_', '.' and spaces were ignored", s, c.Tool)
+				}
+			}
+		}
+	}
+	if len(r.ids) > 0 || len(r.groups) > 0 {
+		if r.principalMatches(&c.Principal) {
+			why("principals: %s is selected", c.Principal.ID)
+		} else {
+			why("principals: %s (groups %v) is not among the rule's principals", c.Principal.ID, c.Principal.Groups)
+		}
+	}
+	if r.annotations != nil {
+		switch {
+		case c.Annotations == nil:
+			why("annotations %s: unknown (the server is not marked trust_annotations); the strict reading: %s", r.annotations, readings)
+		default:
+			if ok, miss := r.annotations.holds(c.Annotations); ok {
+				why("annotations %s: hold", r.annotations)
+			} else {
+				why("annotations %s: do not hold (%s)", r.annotations, miss)
+			}
+		}
+	}
+	if r.command != nil {
+		pc, err := st.command(r.command.argument)
+		switch {
+		case err != nil:
+			t.Errors = append(t.Errors, "command: "+err.Error())
+			why("command: %v; an error never allows: %s", err, readings)
+		case strict:
+			v := r.command.catches(pc)
+			why("command: %s", v.why)
+		default:
+			v := r.command.allows(pc)
+			why("command: %s", v.why)
+		}
+	}
+	if r.when != nil {
+		ok, err := r.when.eval(&activation{c: c, st: st})
+		switch {
+		case err != nil:
+			t.Errors = append(t.Errors, "when: "+err.Error())
+			why("when %s: evaluation error (%v); an error never allows: %s", r.when.src, err, readings)
+		default:
+			why("when %s: %v", r.when.src, ok)
+		}
+	}
+	if r.monitored {
+		why("monitor mode: recorded as would_%s, does not decide", map[Effect]string{Deny: "deny", Approve: "hold"}[r.effect])
+	}
+	return t
+}
+
+// loose folds case and the separators people mix up.
+func loose(s string) string {
+	return strings.NewReplacer("-", "_", ".", "_", " ", "_").Replace(strings.ToLower(s))
+}
