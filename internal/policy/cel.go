@@ -104,7 +104,7 @@ func (c *condition) eval(act interpreter.Activation) (bool, error) {
 // annotations are built on first use and kept for the other conditions of
 // the same evaluation.
 type activation struct {
-	c  *Call
+	c  Call
 	st *callState
 }
 

@@ -294,6 +294,21 @@ func (r *crule) principalMatches(p *Principal) bool {
 	return false
 }
 
+// lazyState makes the callState of an evaluation on first use, so that a
+// call that no argument-dependent rule looks at allocates nothing for it.
+type lazyState struct {
+	s   *callState
+	raw json.RawMessage
+	ann *Annotations
+}
+
+func (l *lazyState) get() *callState {
+	if l.s == nil {
+		l.s = &callState{raw: l.raw, ann: l.ann}
+	}
+	return l.s
+}
+
 // callState holds what one evaluation decoded, so that several rules share
 // it: the arguments, the annotations' CEL value, and parsed commands.
 type callState struct {
@@ -352,48 +367,51 @@ func (st *callState) command(name string) (*parsedCommand, error) {
 // matches decides rule r for c. Every selector must hold; a selector that
 // cannot be decided (an error, unknown annotations) takes the strict
 // reading: it fails for an allow rule and holds for a deny or approve rule.
+// tainted reports a match that relied on the strict reading (see decide).
 // err reports the first error met, whatever the outcome.
-func (r *crule) matches(c *Call, st *callState) (ok bool, err error) {
+func (r *crule) matches(c *Call, ls *lazyState) (ok, tainted bool, err error) {
 	strict := r.effect != Allow
 	if !r.principalMatches(&c.Principal) {
-		return false, nil
+		return false, false, nil
 	}
 	if r.annotations != nil {
 		if c.Annotations == nil {
 			if !strict {
-				return false, nil
+				return false, false, nil
 			}
+			tainted = true
 		} else if ok, _ := r.annotations.holds(c.Annotations); !ok {
-			return false, nil
+			return false, false, nil
 		}
 	}
 	if r.command != nil {
-		pc, cerr := st.command(r.command.argument)
+		pc, cerr := ls.get().command(r.command.argument)
 		switch {
 		case cerr != nil && !strict:
-			return false, cerr
+			return false, false, cerr
 		case cerr != nil:
-			err = cerr
+			err, tainted = cerr, true
 		case !strict && !r.command.allows(pc).match:
-			return false, nil
+			return false, false, nil
 		case strict && !r.command.catches(pc).match:
-			return false, nil
+			return false, false, nil
 		}
 	}
 	if r.when != nil {
-		ok, werr := r.when.eval(&activation{c: c, st: st})
+		ok, werr := r.when.eval(&activation{c: *c, st: ls.get()})
 		switch {
 		case werr != nil && !strict:
-			return false, werr
+			return false, false, werr
 		case werr != nil:
+			tainted = true
 			if err == nil {
 				err = werr
 			}
 		case !ok:
-			return false, err
+			return false, false, err
 		}
 	}
-	return true, err
+	return true, tainted, err
 }
 
 // Evaluate decides c (see [Policy.Evaluate] for the precedence and how
@@ -402,27 +420,34 @@ func (r *crule) matches(c *Call, st *callState) (ok bool, err error) {
 // so. The error is always nil: a compiled policy cannot fail to evaluate
 // (selector errors are in Decision.Errors).
 func (e *Evaluator) Evaluate(c Call) (Decision, error) {
-	st := callState{raw: c.Arguments, ann: c.Annotations}
-	var buf [16]int32
-	matched := buf[:0]
+	ls := lazyState{raw: c.Arguments, ann: c.Annotations}
+	var buf, tbuf [16]int32
+	matched, tainted := buf[:0], tbuf[:0]
 	var errs []RuleError
 	for _, i := range e.byName(c.Server, c.Tool) {
 		r := &e.rules[i]
-		ok, err := r.matches(&c, &st)
+		ok, t, err := r.matches(&c, &ls)
 		if err != nil {
 			errs = append(errs, RuleError{Rule: r.name, Err: err})
 		}
 		if ok {
 			matched = append(matched, i)
 		}
+		if ok && t {
+			tainted = append(tainted, i)
+		}
 	}
-	d := e.decide(matched)
+	d := e.decide(matched, tainted)
 	d.Errors = errs
 	return d, nil
 }
 
 // decide turns the matching rules (indices in file order) into a Decision.
-func (e *Evaluator) decide(matched []int32) Decision {
+// tainted lists the matches that relied on the strict reading of an
+// unknown or erroring selector: such a match may make the decision
+// stricter but never less strict than it would be without the rule (a
+// tainted approve rule cannot turn the default's deny into a hold).
+func (e *Evaluator) decide(matched, tainted []int32) Decision {
 	d := Decision{Revision: e.revision}
 	if len(matched) > 0 {
 		d.Matched = make([]string, len(matched))
@@ -431,8 +456,8 @@ func (e *Evaluator) decide(matched []int32) Decision {
 		}
 	}
 	// The enforced decision, then what everything enforced would decide.
-	effect, rule := e.pick(matched, false)
-	would, wouldRule := e.pick(matched, true)
+	effect, rule := e.strictPick(matched, tainted, false)
+	would, wouldRule := e.strictPick(matched, tainted, true)
 	d.Effect, d.Rule = effect, rule
 	if rule == DefaultRule && !e.p.Enforced() {
 		d.Effect = Allow // the default is in monitor mode too
@@ -454,13 +479,28 @@ func (e *Evaluator) decide(matched []int32) Decision {
 	return d
 }
 
+// strictPick is pick, made no less strict by the tainted matches: when
+// they make the outcome approve but the outcome without them is the
+// default's deny, the deny stands.
+func (e *Evaluator) strictPick(matched, tainted []int32, all bool) (Effect, string) {
+	eff, rule := e.pick(matched, nil, all)
+	if eff != Approve || len(tainted) == 0 {
+		return eff, rule
+	}
+	if e2, r2 := e.pick(matched, tainted, all); e2 == Deny && (all || e.p.Enforced()) {
+		return e2, r2
+	}
+	return eff, rule
+}
+
 // pick applies the precedence deny > approve > allow > default to the
-// matching rules, counting monitored ones only when all is set.
-func (e *Evaluator) pick(matched []int32, all bool) (Effect, string) {
+// matching rules not in skip, counting monitored ones only when all is
+// set.
+func (e *Evaluator) pick(matched, skip []int32, all bool) (Effect, string) {
 	for _, eff := range [...]Effect{Deny, Approve, Allow} {
 		for _, i := range matched {
 			r := &e.rules[i]
-			if r.effect == eff && (all || !r.monitored) {
+			if r.effect == eff && (all || !r.monitored) && !slices.Contains(skip, i) {
 				return eff, r.name
 			}
 		}
@@ -524,8 +564,11 @@ func (e *Evaluator) DeniedRegardless(c Call) (bool, string) {
 		}
 		if r.annotations != nil {
 			if c.Annotations == nil {
-				if r.effect == Allow {
-					continue // the strict reading: an allow never selects it
+				if r.effect != Deny {
+					// The strict reading: an allow never selects it, and an
+					// approve selecting it only through the strict reading
+					// cannot lift a deny.
+					continue
 				}
 			} else if ok, _ := r.annotations.holds(c.Annotations); !ok {
 				continue

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -33,6 +32,8 @@ type Explanation struct {
 	Default          Effect      `json:"default"`
 	DefaultMonitored bool        `json:"default_monitored,omitempty"`
 	Rules            []RuleTrace `json:"rules"`
+	// Notes explain outcomes the rule traces alone do not.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // ApprovalText is an Approval with durations written as Go durations
@@ -83,17 +84,23 @@ func (e *Evaluator) Explain(c Call) Explanation {
 	if d.Effect == Approve {
 		x.Approval = explainApproval(d.Approval)
 	}
-	st := callState{raw: c.Arguments, ann: c.Annotations}
+	st := &callState{raw: c.Arguments, ann: c.Annotations}
 	for i := range e.rules {
-		x.Rules = append(x.Rules, e.rules[i].explain(&c, &st))
-		x.Rules[i].Matched = slices.Contains(d.Matched, e.rules[i].name)
+		x.Rules = append(x.Rules, e.rules[i].explain(&c, st))
+	}
+	if d.Effect == Deny && d.Rule == DefaultRule && len(d.Matched) > 0 {
+		x.Notes = append(x.Notes, fmt.Sprintf("rules %s matched only through the strict reading of an unknown or erroring selector; "+
+			"such a match never makes a decision less strict, so the default's deny stands", strings.Join(d.Matched, ", ")))
 	}
 	return x
 }
 
-// explain traces rule r for c.
+// explain traces rule r for c, deciding whether it matches on its own
+// (Explain's tests compare that with Evaluate).
 func (r *crule) explain(c *Call, st *callState) RuleTrace {
 	t := RuleTrace{Index: r.index, Name: r.name, Effect: r.effect, Monitored: r.monitored}
+	ok := true
+	fail := func() { ok = false }
 	why := func(format string, args ...any) { t.Why = append(t.Why, fmt.Sprintf(format, args...)) }
 	strict := r.effect != Allow
 	readings := "an allow rule does not match"
@@ -109,6 +116,7 @@ func (r *crule) explain(c *Call, st *callState) RuleTrace {
 			why("server: %s is %q", c.Server, r.serverExact)
 		} else {
 			why("server: %s is not %q", c.Server, r.serverExact)
+			fail()
 			if loose(r.serverExact) == loose(c.Server) {
 				t.NearMiss = fmt.Sprintf("server %q differs from %q only in case or in '-', '_', '.' and spaces", r.serverExact, c.Server)
 			}
@@ -119,6 +127,7 @@ func (r *crule) explain(c *Call, st *callState) RuleTrace {
 			why("server: %s matches %q", c.Server, src)
 		} else {
 			why("server: %s does not match %q", c.Server, src)
+			fail()
 			if g, err := compileGlob(loose(src)); err == nil && g.match(loose(c.Server)) {
 				t.NearMiss = fmt.Sprintf("server pattern %q would match %q if case and '-', '_', '.' and spaces were ignored", src, c.Server)
 			}
@@ -140,6 +149,7 @@ func (r *crule) explain(c *Call, st *callState) RuleTrace {
 			why("tools: %s matches %q", c.Tool, hit)
 		} else {
 			why("tools: %s matches none of [%s]", c.Tool, strings.Join(srcs, " "))
+			fail()
 			for _, s := range srcs {
 				if g, err := compileGlob(loose(s)); err == nil && g.match(loose(c.Tool)) && t.NearMiss == "" {
 					t.NearMiss = fmt.Sprintf("tool pattern %q would match %q if case and '-', '_', '.' and spaces were ignored", s, c.Tool)
@@ -152,17 +162,22 @@ func (r *crule) explain(c *Call, st *callState) RuleTrace {
 			why("principals: %s is selected", c.Principal.ID)
 		} else {
 			why("principals: %s (groups %v) is not among the rule's principals", c.Principal.ID, c.Principal.Groups)
+			fail()
 		}
 	}
 	if r.annotations != nil {
 		switch {
 		case c.Annotations == nil:
 			why("annotations %s: unknown (the server is not marked trust_annotations); the strict reading: %s", r.annotations, readings)
+			if !strict {
+				fail()
+			}
 		default:
 			if ok, miss := r.annotations.holds(c.Annotations); ok {
 				why("annotations %s: hold", r.annotations)
 			} else {
 				why("annotations %s: do not hold (%s)", r.annotations, miss)
+				fail()
 			}
 		}
 	}
@@ -172,27 +187,40 @@ func (r *crule) explain(c *Call, st *callState) RuleTrace {
 		case err != nil:
 			t.Errors = append(t.Errors, "command: "+err.Error())
 			why("command: %v; an error never allows: %s", err, readings)
-		case strict:
-			v := r.command.catches(pc)
-			why("command: %s", v.why)
+			if !strict {
+				fail()
+			}
 		default:
 			v := r.command.allows(pc)
+			if strict {
+				v = r.command.catches(pc)
+			}
 			why("command: %s", v.why)
+			if !v.match {
+				fail()
+			}
 		}
 	}
 	if r.when != nil {
-		ok, err := r.when.eval(&activation{c: c, st: st})
+		holds, err := r.when.eval(&activation{c: *c, st: st})
 		switch {
 		case err != nil:
 			t.Errors = append(t.Errors, "when: "+err.Error())
 			why("when %s: evaluation error (%v); an error never allows: %s", r.when.src, err, readings)
+			if !strict {
+				fail()
+			}
 		default:
-			why("when %s: %v", r.when.src, ok)
+			why("when %s: %v", r.when.src, holds)
+			if !holds {
+				fail()
+			}
 		}
 	}
 	if r.monitored {
 		why("monitor mode: recorded as would_%s, does not decide", map[Effect]string{Deny: "deny", Approve: "hold"}[r.effect])
 	}
+	t.Matched = ok
 	return t
 }
 

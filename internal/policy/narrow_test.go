@@ -294,6 +294,10 @@ func unnamed(p *Policy) {
 func clonePolicy(p *Policy) *Policy {
 	q := *p
 	q.Approval.Approvers = append([]string(nil), p.Approval.Approvers...)
+	if p.Enforce != nil {
+		e := *p.Enforce
+		q.Enforce = &e
+	}
 	q.Rules = nil
 	for _, r := range p.Rules {
 		r.Tools = append([]string(nil), r.Tools...)
@@ -302,6 +306,20 @@ func clonePolicy(p *Policy) *Policy {
 			a.Approvers = append([]string(nil), a.Approvers...)
 			r.Approval = &a
 		}
+		if r.Command != nil {
+			c := *r.Command
+			c.Match = append([]string(nil), c.Match...)
+			r.Command = &c
+		}
+		if r.Annotations != nil {
+			a := *r.Annotations
+			r.Annotations = &a
+		}
+		if r.Monitor != nil {
+			m := *r.Monitor
+			r.Monitor = &m
+		}
+		r.Principals = append([]string(nil), r.Principals...)
 		q.Rules = append(q.Rules, r)
 	}
 	return &q
