@@ -101,7 +101,9 @@ type commandMatcher struct {
 	patterns []commandPattern
 }
 
-func compileCommand(m *CommandMatch) (*commandMatcher, error) {
+// compileCommand compiles m; errs lists every problem, each starting with
+// the key it is about ("argument: ...", "match[1] ...").
+func compileCommand(m *CommandMatch) (*commandMatcher, []error) {
 	var errs []error
 	if strings.TrimSpace(m.Argument) == "" {
 		errs = append(errs, errors.New("argument: required (the name of the tool's string argument that holds the command)"))
@@ -119,7 +121,7 @@ func compileCommand(m *CommandMatch) (*commandMatcher, error) {
 		cm.patterns = append(cm.patterns, p)
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, errs
 	}
 	return cm, nil
 }

@@ -160,8 +160,8 @@ func compileRule(p *Policy, i int, env *cel.Env, envErr error) (crule, []error) 
 		}
 	}
 	if r.Command != nil {
-		cm, err := compileCommand(r.Command)
-		if err != nil {
+		cm, cerrs := compileCommand(r.Command)
+		for _, err := range cerrs {
 			add("command.%w", err)
 		}
 		c.command = cm
