@@ -13,6 +13,8 @@
 // Tools (all take a JSON object):
 //
 //   - echo_raw: returns the raw argument bytes, untouched, as text content.
+//     It declares readOnlyHint true and openWorldHint false (the policy
+//     tests of trust_annotations use them); the other tools declare none.
 //   - big_result: returns structuredContent
 //     {"max":9223372036854775807,"u64":18446744073709551615} written as raw
 //     JSON, so the number literals are exact on the wire.
@@ -142,7 +144,9 @@ func text(s string) *mcp.CallToolResult {
 func addTools(s *mcp.Server, rec *recorder) {
 	// Raw handlers (Server.AddTool) see req.Params.Arguments exactly as
 	// received: no schema validation, no decoding.
-	s.AddTool(&mcp.Tool{Name: "echo_raw", Description: "returns its raw argument bytes", InputSchema: objectSchema},
+	closed := false
+	s.AddTool(&mcp.Tool{Name: "echo_raw", Description: "returns its raw argument bytes", InputSchema: objectSchema,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &closed}},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			rec.add("echo_raw", compact(req.Params.Arguments))
 			return text(string(req.Params.Arguments)), nil

@@ -214,7 +214,7 @@ func loadPolicyConfig(path string, lookup config.Env, stderr io.Writer) (config.
 	}
 	cfg, err := config.LoadFile(path, lenient)
 	if len(unset) > 0 {
-		fmt.Fprintf(stderr, "note: variables not set, expanded as empty: %s\n", strings.Join(unset, ", "))
+		fmt.Fprintf(stderr, "note: variables not set (empty unless they have a default): %s\n", strings.Join(unset, ", "))
 	}
 	if err == nil {
 		return cfg, nil

@@ -70,8 +70,10 @@ type RuleTrace struct {
 }
 
 // Explain explains how e decides c. The decision is the one Evaluate
-// returns; each rule is traced in full, even after a check failed, so the
-// trace shows every reason.
+// returns. Each rule that applies to the call's server and tool is traced
+// in full, even after a check failed, so the trace shows every reason; for
+// the others the trace stops at the names (their selectors are not
+// evaluated, as Evaluate does not evaluate them either).
 func (e *Evaluator) Explain(c Call) Explanation {
 	d, _ := e.Evaluate(c)
 	x := Explanation{
@@ -105,7 +107,7 @@ func (r *crule) explain(c *Call, st *callState) RuleTrace {
 	strict := r.effect != Allow
 	readings := "an allow rule does not match"
 	if strict {
-		readings = "a " + string(r.effect) + " rule matches"
+		readings = "a" + article(r.effect) + " " + string(r.effect) + " rule matches"
 	}
 
 	switch {
@@ -157,11 +159,22 @@ func (r *crule) explain(c *Call, st *callState) RuleTrace {
 			}
 		}
 	}
+	if !ok {
+		if r.hasSelectors() {
+			why("selectors not evaluated: the rule does not apply to this server and tool")
+		}
+		t.Matched = false
+		return t
+	}
 	if len(r.ids) > 0 || len(r.groups) > 0 {
+		who := c.Principal.ID
+		if who == "" {
+			who = "(no principal)"
+		}
 		if r.principalMatches(&c.Principal) {
-			why("principals: %s is selected", c.Principal.ID)
+			why("principals: %s is selected", who)
 		} else {
-			why("principals: %s (groups %v) is not among the rule's principals", c.Principal.ID, c.Principal.Groups)
+			why("principals: %s (groups %v) is not among the rule's principals", who, c.Principal.Groups)
 			fail()
 		}
 	}
@@ -222,6 +235,11 @@ func (r *crule) explain(c *Call, st *callState) RuleTrace {
 	}
 	t.Matched = ok
 	return t
+}
+
+// hasSelectors reports whether r has a selector besides server and tools.
+func (r *crule) hasSelectors() bool {
+	return len(r.ids) > 0 || len(r.groups) > 0 || r.annotations != nil || r.command != nil || r.when != nil
 }
 
 // loose folds case and the separators people mix up.
