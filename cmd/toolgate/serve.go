@@ -227,11 +227,11 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		}
 		h := api.New(g, approverAuth(creds), &api.Options{Logger: log, Metrics: telemetry.Handler(reg), Sessions: g, SessionsChanged: gw.SessionsChanged, Policies: policiesAPI(policies),
 			Explain: &liveExplainer{holder: holder, cfg: cfg, ann: cat.annotations(cfg)}, Ready: func(ctx context.Context) error {
-			if err := g.Ready(ctx); err != nil {
-				return err
-			}
-			return gw.Ready()
-		}})
+				if err := g.Ready(ctx); err != nil {
+					return err
+				}
+				return gw.Ready()
+			}})
 		ready["admin"] = adminAddr
 		if ln.Addr().Network() == "tcp" {
 			ready["admin"] = "http://" + ln.Addr().String()

@@ -150,7 +150,7 @@ func TestPolicySeesTheCall(t *testing.T) {
 	p := testPolicy(time.Minute)
 	p.Default = policy.Deny
 	p.Rules = append(p.Rules, policy.Rule{Name: "ops small reads", Server: "fs", Tools: []string{"stat"}, Effect: policy.Allow,
-		Principals: []string{"group:ops"},
+		Principals:  []string{"group:ops"},
 		Annotations: &policy.AnnotationSelector{ReadOnly: ptrTrue()},
 		When:        `principal.tenant == "acme" && principal.on_behalf_of == "bob" && args.n < 3 && session == ""`})
 	ro := policy.Annotations{ReadOnly: true}

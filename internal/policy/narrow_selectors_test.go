@@ -32,7 +32,9 @@ func TestNarrowsSelectors(t *testing.T) {
 		{name: "command pattern added", change: func(p *Policy) { p.Rules[5].Command.Match = append(p.Rules[5].Command.Match, "git log *") }, reason: `rule "git reads": command changed`},
 		{name: "command argument changed", change: func(p *Policy) { p.Rules[5].Command.Argument = "cmd" }, reason: "command changed"},
 		{name: "command removed", change: func(p *Policy) { p.Rules[5].Command = nil }, reason: "command changed"},
-		{name: "annotations changed", change: func(p *Policy) { p.Rules[6].Annotations = &AnnotationSelector{ReadOnly: ptr(true), OpenWorld: ptr(false)} }, reason: `rule "ro": annotations changed`},
+		{name: "annotations changed", change: func(p *Policy) {
+			p.Rules[6].Annotations = &AnnotationSelector{ReadOnly: ptr(true), OpenWorld: ptr(false)}
+		}, reason: `rule "ro": annotations changed`},
 		{name: "principals narrowed still widens", change: func(p *Policy) { p.Rules[7].Principals = []string{"alice"} }, reason: `rule "ops": principals changed`},
 		{name: "principals reordered is no change", change: func(p *Policy) { p.Rules[7].Principals = []string{"group:ops", "group:ops"} }, ok: true},
 		{name: "added deny with selectors narrows", change: func(p *Policy) {
