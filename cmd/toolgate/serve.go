@@ -225,13 +225,16 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		} else if err != nil {
 			return fmt.Errorf("listen.admin: %w", err)
 		}
-		h := api.New(g, approverAuth(creds), &api.Options{Logger: log, Metrics: telemetry.Handler(reg), Sessions: g, SessionsChanged: gw.SessionsChanged, Policies: policiesAPI(policies),
-			Explain: &liveExplainer{holder: holder, cfg: cfg, ann: cat.annotations(cfg)}, Ready: func(ctx context.Context) error {
+		h := api.New(g, approverAuth(creds), &api.Options{
+			Logger: log, Metrics: telemetry.Handler(reg), Sessions: g, SessionsChanged: gw.SessionsChanged, Policies: policiesAPI(policies),
+			Explain: &liveExplainer{holder: holder, cfg: cfg, ann: cat.annotations(cfg)},
+			Ready: func(ctx context.Context) error {
 				if err := g.Ready(ctx); err != nil {
 					return err
 				}
 				return gw.Ready()
-			}})
+			},
+		})
 		ready["admin"] = adminAddr
 		if ln.Addr().Network() == "tcp" {
 			ready["admin"] = "http://" + ln.Addr().String()
