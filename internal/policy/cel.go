@@ -7,7 +7,6 @@ import (
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
-	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/interpreter"
 )
 
@@ -95,7 +94,7 @@ func (c *condition) eval(act interpreter.Activation) (bool, error) {
 	}
 	b, ok := out.(types.Bool)
 	if !ok {
-		return false, fmt.Errorf("evaluated to %s, not a bool", out.Type().(ref.Type).TypeName())
+		return false, fmt.Errorf("evaluated to %s, not a bool", out.Type().TypeName())
 	}
 	return bool(b), nil
 }

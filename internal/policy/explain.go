@@ -179,8 +179,8 @@ func (r *crule) explain(c *Call, st *callState) RuleTrace {
 		}
 	}
 	if r.annotations != nil {
-		switch {
-		case c.Annotations == nil:
+		switch c.Annotations {
+		case nil:
 			why("annotations %s: unknown (the server is not marked trust_annotations); the strict reading: %s", r.annotations, readings)
 			if !strict {
 				fail()
