@@ -22,7 +22,7 @@ import (
 //
 // For an allow rule the selector holds only when the command is provably
 // a list of plain simple commands (joined by ;, &&, ||, | or newlines)
-// each matching some pattern; see parseCommand for what is refused. For
+// each matching some pattern; docs/policy.md lists what is refused. For
 // a deny or approve rule it holds when any simple command anywhere in the
 // command (in substitutions, subshells, functions, after a wrapper such as
 // sudo or xargs) matches a pattern, or when the command runs code the
@@ -147,19 +147,29 @@ type parsedCommand struct {
 	Opaque string
 }
 
-// shells are programs and builtins that run code given to them as strings
-// or files, which the matcher cannot read: an allow rule never allows them
-// and a deny or approve rule treats them as matching.
-var shellLike = []string{
-	"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "fish", "csh", "tcsh", "busybox", "rbash",
-	"eval", "source", ".", "trap", "alias", "su", "watch", "script", "parallel",
+// isShellLike reports whether name (a base name) is a program or builtin
+// that runs code given to it as a string or file, which the matcher cannot
+// read: an allow rule never allows it and a deny or approve rule treats it
+// as matching.
+func isShellLike(name string) bool {
+	switch name {
+	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "fish", "csh", "tcsh", "busybox", "rbash",
+		"eval", "source", ".", "trap", "alias", "su", "watch", "script", "parallel":
+		return true
+	}
+	return false
 }
 
-// wrappers are commands that run their arguments as a command: a deny or
-// approve rule also matches the command in any suffix of their arguments.
-var wrappers = []string{
-	"sudo", "doas", "env", "nice", "nohup", "timeout", "time", "command", "builtin", "exec",
-	"xargs", "find", "stdbuf", "setsid", "ionice", "taskset", "flock", "chrt", "unbuffer", "strace", "ltrace", "chroot",
+// isWrapper reports whether name (a base name) runs its arguments as a
+// command: a deny or approve rule also matches the command in any suffix of
+// its arguments.
+func isWrapper(name string) bool {
+	switch name {
+	case "sudo", "doas", "env", "nice", "nohup", "timeout", "time", "command", "builtin", "exec",
+		"xargs", "find", "stdbuf", "setsid", "ionice", "taskset", "flock", "chrt", "unbuffer", "strace", "ltrace", "chroot":
+		return true
+	}
+	return false
 }
 
 // parseCommand parses src as a bash command. Besides the simple commands
@@ -175,11 +185,11 @@ var wrappers = []string{
 //     assignment (FOO=1 cmd);
 //   - a subshell, a { } block, if, while, until, for, case, select, a
 //     function definition, [[ ]], (( )), let, declare, export, time;
-//   - a command named after a shell or an eval-like builtin (shellLike:
+//   - a command named after a shell or an eval-like builtin (isShellLike:
 //     bash, sh -c, eval, source, trap, ...), by name or path.
 //
 // and why it is Opaque (deny and approve rules then match): it does not
-// parse, a command name is not literal, or a shellLike command appears
+// parse, a command name is not literal, or an isShellLike command appears
 // anywhere (also as the command a wrapper such as sudo or xargs runs).
 func parseCommand(src string) parsedCommand {
 	var pc parsedCommand
@@ -310,7 +320,7 @@ func commandKind(c syntax.Command) string {
 }
 
 // checkRunner reports a simple command that runs code the matcher cannot
-// see: a non-literal command name, or a shellLike command as the name or,
+// see: a non-literal command name, or an isShellLike command as the name or,
 // after a wrapper, as any later word.
 func checkRunner(words []cmdWord, opaque func(string)) {
 	name := words[0]
@@ -319,11 +329,11 @@ func checkRunner(words []cmdWord, opaque func(string)) {
 		return
 	}
 	base := path.Base(name.lit)
-	if slices.Contains(shellLike, base) {
+	if isShellLike(base) {
 		opaque(fmt.Sprintf("%q runs code the matcher cannot read", base))
 		return
 	}
-	if !slices.Contains(wrappers, base) {
+	if !isWrapper(base) {
 		return
 	}
 	for _, w := range words[1:] {
@@ -335,7 +345,7 @@ func checkRunner(words []cmdWord, opaque func(string)) {
 			opaque(fmt.Sprintf("%q runs a command that is not literal", base))
 			return
 		}
-		if b := path.Base(w.lit); slices.Contains(shellLike, b) {
+		if b := path.Base(w.lit); isShellLike(b) {
 			opaque(fmt.Sprintf("%q runs %q, which runs code the matcher cannot read", base, b))
 			return
 		}
@@ -540,7 +550,7 @@ func (m *commandMatcher) catches(pc *parsedCommand) verdict {
 		if k := m.first(words, true); k >= 0 {
 			return verdict{match: true, why: fmt.Sprintf("simple command %q matches pattern %q", joinWords(words), m.patterns[k].src)}
 		}
-		if slices.Contains(wrappers, path.Base(words[0].lit)) {
+		if isWrapper(path.Base(words[0].lit)) {
 			for i := 1; i < len(words); i++ {
 				if k := m.first(words[i:], true); k >= 0 {
 					return verdict{match: true, why: fmt.Sprintf("%q runs %q, which matches pattern %q", words[0].lit, joinWords(words[i:]), m.patterns[k].src)}
