@@ -231,6 +231,7 @@ func (g *Gate) admit(ctx context.Context, c Call) Admission {
 		g.metrics.ToolCall(c.Server, string(policy.Deny))
 		return refuse("denied: policy evaluation failed")
 	}
+	g.metrics.ToolCall(c.Server, string(dec.Effect))
 	g.noteDecision(ctx, c, dec)
 	c.admitted = &dec // consume reuses it while the revision stays
 	adm := g.admitDecided(ctx, c, chain, dec)

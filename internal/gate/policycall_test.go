@@ -111,6 +111,10 @@ func TestMonitorModeAdmits(t *testing.T) {
 	if got := counterValue(t, reg, "toolgate_policy_monitor_total", map[string]string{"server": "fs", "verdict": policy.WouldDeny}); got != 1 {
 		t.Errorf("toolgate_policy_monitor_total = %v, want 1", got)
 	}
+	// The call is counted with the effect it got.
+	if got := counterValue(t, reg, "toolgate_tool_calls_total", map[string]string{"server": "fs", "effect": "allow"}); got != 1 {
+		t.Errorf("toolgate_tool_calls_total{effect=allow} = %v, want 1", got)
+	}
 	if n, _ := f.db.CountPending(t.Context(), ""); n != 0 {
 		t.Errorf("%d pending requests, want 0", n)
 	}
