@@ -11,7 +11,7 @@ import (
 	"toolgate/internal/approval"
 	"toolgate/internal/gate"
 	"toolgate/internal/policy"
-	"toolgate/internal/store/sqlite/sqlitetest"
+	"toolgate/internal/store/sqlstore/sqlitetest"
 )
 
 // fakeExplainer explains with a holder, as cmd's live explainer does, and
