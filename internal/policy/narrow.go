@@ -46,7 +46,8 @@ func (c change) reason() string {
 //   - enforcing what was in monitor mode: policy.enforce from false to
 //     true, or a kept deny or approve rule leaving monitor mode;
 //   - changing policy.list_denied (it decides what callers see, not what
-//     they may call).
+//     they may call);
+//   - turning chat_approval off on a kept rule.
 //
 // Everything else counts as widening, among them: any change of the default
 // effect (even to deny), of the default or a rule's approvers (who may
@@ -55,7 +56,8 @@ func (c change) reason() string {
 // rule may carry selectors); putting a rule or the whole policy in monitor
 // mode; lowering
 // approvals; lengthening a timeout or valid_for; removing a deny or approve
-// rule; adding an allow rule; reordering kept rules (the mode of a call
+// rule; adding an allow rule; turning chat_approval on, or adding an
+// approve rule that has it; reordering kept rules (the mode of a call
 // that several approve rules match is the first one's in file order); and
 // an added approve rule placed before a kept approve rule whose effective
 // mode differs from its own. If either policy is invalid ([Policy.Validate])
@@ -169,6 +171,12 @@ func compare(o, n *Policy) []change {
 		if or.Effect == Approve && nr.Effect == Approve {
 			out = append(out, compareApproval(label+": approval", o.effective(or), n.effective(nr))...)
 		}
+		switch {
+		case !or.ChatApproval && nr.ChatApproval:
+			add(change{text: fmt.Sprintf("%s: chat_approval turned on", label), widens: true, why: "deciding from chat is a weaker identity than an approver's token"})
+		case or.ChatApproval && !nr.ChatApproval:
+			add(change{text: fmt.Sprintf("%s: chat_approval turned off", label)})
+		}
 	}
 	// Removed rules, in old file order.
 	for i := range o.Rules {
@@ -205,7 +213,7 @@ func compare(o, n *Policy) []change {
 func addedRule(o, n *Policy, j int) change {
 	r := &n.Rules[j]
 	name := n.RuleName(j)
-	c := change{text: fmt.Sprintf("rule %q added (%s%s%s)", name, r.Effect, matchText(r), approvalText(r.Approval))}
+	c := change{text: fmt.Sprintf("rule %q added (%s%s%s%s)", name, r.Effect, matchText(r), approvalText(r.Approval), chatText(r))}
 	switch r.Effect {
 	case Deny:
 		return c
@@ -225,6 +233,9 @@ func addedRule(o, n *Policy, j int) change {
 		return c
 	}
 	var why []string
+	if r.ChatApproval {
+		why = append(why, "it can be decided from chat (chat_approval), a weaker identity than an approver's token")
+	}
 	switch o.Default {
 	case Deny:
 		why = append(why, "the default is deny, so calls it matches were denied before")
@@ -439,6 +450,13 @@ func approvalText(a *Approval) string {
 	return ", " + strings.Join(parts, ", ")
 }
 
+func chatText(r *Rule) string {
+	if r.ChatApproval {
+		return ", chat_approval"
+	}
+	return ""
+}
+
 func article(e Effect) string {
 	if e == Allow || e == Approve {
 		return "n"
@@ -464,16 +482,17 @@ func Revision(p *Policy) string {
 	// Fields added after the first release are omitted when unset, so a
 	// policy that does not use them keeps its revision.
 	type wireRule struct {
-		Name        string              `json:"name"`
-		Server      string              `json:"server"`
-		Tools       []string            `json:"tools"`
-		Effect      string              `json:"effect"`
-		Approval    *wireApproval       `json:"approval"`
-		When        string              `json:"when,omitempty"`
-		Command     *CommandMatch       `json:"command,omitempty"`
-		Annotations *AnnotationSelector `json:"annotations,omitempty"`
-		Principals  []string            `json:"principals,omitempty"`
-		Monitor     *bool               `json:"monitor,omitempty"`
+		Name         string              `json:"name"`
+		Server       string              `json:"server"`
+		Tools        []string            `json:"tools"`
+		Effect       string              `json:"effect"`
+		Approval     *wireApproval       `json:"approval"`
+		When         string              `json:"when,omitempty"`
+		Command      *CommandMatch       `json:"command,omitempty"`
+		Annotations  *AnnotationSelector `json:"annotations,omitempty"`
+		Principals   []string            `json:"principals,omitempty"`
+		Monitor      *bool               `json:"monitor,omitempty"`
+		ChatApproval bool                `json:"chat_approval,omitempty"`
 	}
 	type wirePolicy struct {
 		Default    string        `json:"default"`
@@ -492,7 +511,7 @@ func Revision(p *Policy) string {
 	for i := range p.Rules {
 		r := &p.Rules[i]
 		wr := wireRule{Name: p.RuleName(i), Server: r.Server, Tools: nonNil(r.Tools), Effect: string(r.Effect),
-			When: r.When, Command: r.Command, Principals: r.Principals, Monitor: r.Monitor}
+			When: r.When, Command: r.Command, Principals: r.Principals, Monitor: r.Monitor, ChatApproval: r.ChatApproval}
 		if r.Annotations != nil && !r.Annotations.empty() {
 			wr.Annotations = r.Annotations
 		}

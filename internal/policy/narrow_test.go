@@ -54,6 +54,8 @@ func TestNarrows(t *testing.T) {
 		{name: "shorten default valid_for", change: func(p *Policy) { p.Approval.ValidFor = time.Minute }, ok: true, reason: "approval.valid_for shortened"},
 		{name: "rule states its inherited value", change: func(p *Policy) { p.Rules[2].Approval.Mode = ModeHold }, ok: true},
 		{name: "tools reordered", change: func(p *Policy) { p.Rules[0].Tools = []string{"list_*", "read_*"} }, ok: true},
+		{name: "chat_approval turned off", old: func(p *Policy) { p.Rules[2].ChatApproval = true }, change: func(p *Policy) { p.Rules[2].ChatApproval = false },
+			ok: true, reason: `rule "pay": chat_approval turned off`},
 		{name: "append unnamed deny after unnamed rules", old: unnamed, change: func(p *Policy) {
 			p.Rules = append(p.Rules, Rule{Effect: Deny, Server: "sh"})
 		}, ok: true, reason: `rule "rule[4]" added`},
@@ -85,6 +87,10 @@ func TestNarrows(t *testing.T) {
 		{name: "add approve rule before one with another mode", old: func(p *Policy) { p.Default = Allow }, change: func(p *Policy) {
 			p.Rules = append([]Rule{{Name: "first", Effect: Approve, Approval: &Approval{Mode: ModeRetry}}}, p.Rules...)
 		}, reason: `comes before rule "pay"`},
+		{name: "chat_approval turned on", change: func(p *Policy) { p.Rules[2].ChatApproval = true }, reason: `rule "pay": chat_approval turned on: deciding from chat`},
+		{name: "add approve rule with chat_approval, default allow", old: func(p *Policy) { p.Default = Allow }, change: func(p *Policy) {
+			p.Rules = append(p.Rules, Rule{Name: "git push", Server: "git", Tools: []string{"push"}, Effect: Approve, ChatApproval: true})
+		}, reason: `rule "git push" added (approve server "git" tools [push], chat_approval): it can be decided from chat`},
 		{name: "remove deny rule", change: func(p *Policy) { p.Rules = slicesDelete(p.Rules, 1) }, reason: "removing a deny rule"},
 		{name: "remove approve rule", change: func(p *Policy) { p.Rules = slicesDelete(p.Rules, 2) }, reason: "removing an approve rule"},
 		{name: "lower default approvals", old: func(p *Policy) { p.Approval.Approvals = 2 }, change: func(p *Policy) { p.Approval.Approvals = 1 }, reason: "approval.approvals lowered"},
@@ -222,6 +228,7 @@ func TestRevision(t *testing.T) {
 		{"empty approval override", func(p *Policy) { p.Rules[0].Approval = &Approval{} }},
 		{"empty tools list", func(p *Policy) { p.Rules[3].Tools = []string{} }},
 		{"explicit default name", func(p *Policy) { p.Rules[3].Name = ""; p.Rules[3].Name = "git" }},
+		{"chat_approval false (written before the key existed)", func(p *Policy) { p.Rules[2].ChatApproval = false }},
 	}
 	for _, c := range same {
 		q := clonePolicy(p)
@@ -243,6 +250,7 @@ func TestRevision(t *testing.T) {
 		func(p *Policy) { p.Rules[0].Tools[0] = "read_file" },
 		func(p *Policy) { p.Rules = p.Rules[1:] },
 		func(p *Policy) { p.Rules[2].Approval.Approvers = []string{"x"} },
+		func(p *Policy) { p.Rules[2].ChatApproval = true },
 	}
 	for i, ch := range differ {
 		q := clonePolicy(p)

@@ -92,6 +92,26 @@ type Rule struct {
 	// proceeds as if the rule did not exist) or keeps it enforced even when
 	// policy.enforce is false (false). nil follows Policy.Enforce.
 	Monitor *bool `yaml:"monitor,omitempty"`
+	// ChatApproval, on an approve rule, lets approvers decide the requests
+	// this rule names (approval.Request.Rule) from a chat message (Slack
+	// buttons; see internal/notify). It is off by default because a chat
+	// identity is weaker than an approver's token: a Slack account has no
+	// MFA of toolgate's and may be shared or taken over. It must be false on
+	// other rules.
+	ChatApproval bool `yaml:"chat_approval,omitempty"`
+}
+
+// ChatApproval reports whether requests that name rule (their
+// approval.Request.Rule) may be decided from a chat message: rule names an
+// approve rule of p with ChatApproval set. The default decision and names p
+// does not have (such as "session require_approval") never may.
+func (p *Policy) ChatApproval(rule string) bool {
+	for i := range p.Rules {
+		if p.RuleName(i) == rule {
+			return p.Rules[i].Effect == Approve && p.Rules[i].ChatApproval
+		}
+	}
+	return false
 }
 
 // ArgumentDependent reports whether the rule matches a call can
@@ -367,6 +387,9 @@ func (p *Policy) Validate() []error {
 		_, rerrs := compileRule(p, i, env, envErr)
 		for _, err := range rerrs {
 			add("%w", err)
+		}
+		if r.ChatApproval && r.Effect != Approve {
+			add("chat_approval is set but effect is %q; only approve rules can be decided from chat", r.Effect)
 		}
 		if r.Approval == nil {
 			continue

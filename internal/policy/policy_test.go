@@ -415,6 +415,8 @@ func TestValidate(t *testing.T) {
 		{"bad overrides", func(p *Policy) {
 			p.Rules[1].Approval = &Approval{Timeout: -1, Mode: "wait", Approvals: -2, ValidFor: -time.Second, Approvers: []string{""}}
 		}, []string{"rules[1]: approval.timeout", "rules[1]: approval.mode", "rules[1]: approval.approvals", "rules[1]: approval.valid_for", "rules[1]: approval.approvers[0]"}},
+		{"chat_approval on an allow rule", func(p *Policy) { p.Rules[0].ChatApproval = true }, []string{`rules[0] "reads": chat_approval is set but effect is "allow"`}},
+		{"chat_approval on an approve rule is valid", func(p *Policy) { p.Rules[1].ChatApproval = true }, nil},
 		{"retry mode is valid", func(p *Policy) { p.Approval.Mode = ModeRetry; p.Rules[1].Approval.Mode = ModeRetry }, nil},
 	}
 	for _, c := range cases {
@@ -431,5 +433,21 @@ func TestValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestChatApproval(t *testing.T) {
+	p := newPolicy(Approve,
+		Rule{Name: "pay", Server: "pay", Effect: Approve, ChatApproval: true},
+		Rule{Name: "fs", Server: "fs", Effect: Approve},
+		Rule{Name: "reads", Effect: Allow},
+	)
+	for rule, want := range map[string]bool{
+		"pay": true, "fs": false, "reads": false, DefaultRule: false,
+		"session require_approval": false, "": false, "PAY": false,
+	} {
+		if got := p.ChatApproval(rule); got != want {
+			t.Errorf("ChatApproval(%q) = %v, want %v", rule, got, want)
+		}
 	}
 }
