@@ -43,6 +43,7 @@ type Config struct {
 	Stdio     Stdio             `yaml:"stdio"`
 	Policy    policy.Policy     `yaml:"policy"`
 	Sessions  Sessions          `yaml:"sessions"`
+	Notify    Notify            `yaml:"notify"`
 }
 
 // Listen holds the listener addresses.
@@ -138,6 +139,10 @@ type Approver struct {
 	Roles  []string `yaml:"roles"`
 	Groups []string `yaml:"groups,omitempty"`
 	Tenant string   `yaml:"tenant,omitempty"`
+	// SlackUserID is the approver's Slack user id (U…): a click on a Slack
+	// approval button by this user counts as this approver's review, where
+	// the request's rule allows chat approval. Unique across approvers.
+	SlackUserID string `yaml:"slack_user_id,omitempty"`
 }
 
 // Approvals tunes the gate.
@@ -162,6 +167,10 @@ type Approvals struct {
 	// identical re-send takes the request over once the lease lapses.
 	Lease  time.Duration `yaml:"lease"`
 	Redact Redact        `yaml:"redact"`
+	// PublicURL is the approver inbox's external base URL (scheme, host and
+	// an optional path prefix; no query). Notifications link to
+	// <PublicURL>/ui/approvals/<id>; empty means no links.
+	PublicURL string `yaml:"public_url,omitempty"`
 }
 
 // Redact adds to the built-in redaction of argument display copies.
@@ -199,6 +208,7 @@ func Default() Config {
 			Lease:                  15 * time.Second,
 		},
 		Sessions: defaultSessions(),
+		Notify:   defaultNotify(),
 		Policy: policy.Policy{
 			Source:  policy.SourceFile,
 			Default: policy.Approve,

@@ -129,7 +129,8 @@ func (c Config) StdioPrincipal() approval.Principal {
 	return approval.Principal{ID: "stdio", Kind: KindAgent}
 }
 
-// CheckTokenFiles reports every approver token_file that is not private to
+// CheckTokenFiles reports every approver token_file, and every url_file,
+// secret_file and token_file of a notification channel, that is not private to
 // the service user, uid euid (the process's effective uid at serve time),
 // joined into one error, or nil. Each problem names the approver and the
 // file: it is a symlink (checked with os.Lstat on the file itself; its
@@ -137,7 +138,9 @@ func (c Config) StdioPrincipal() approval.Principal {
 // examined, is owned by another uid, or has any group or other permission
 // bit (want 0600 or stricter). The rule comes from issue 6 ("Out of the
 // agent's reach"): an approver's token must not be readable by an agent
-// running as another user. Agents' token files are not checked: an agent
+// running as another user (nor a notification channel's secret: a Slack
+// signing secret lets its holder forge an approval click). Agents' token
+// files are not checked: an agent
 // may own its own token file. Unix only (it reads syscall.Stat_t).
 func (c Config) CheckTokenFiles(euid int) error {
 	var errs []error
@@ -145,37 +148,43 @@ func (c Config) CheckTokenFiles(euid int) error {
 		if a.Token.TokenFile == "" {
 			continue
 		}
-		if err := checkPrivateFile(a.Token.TokenFile, euid); err != nil {
+		if err := checkPrivateFile("token_file", a.Token.TokenFile, euid); err != nil {
 			errs = append(errs, fmt.Errorf("approvers[%d] %q: %w", i, a.ID, err))
+		}
+	}
+	for _, f := range c.notifyFiles() {
+		if err := checkPrivateFile(f.key, f.path, euid); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f.where, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
 // checkPrivateFile reports why path is not a regular file owned by euid
-// without group or other permission bits, naming path as a token_file.
-func checkPrivateFile(path string, euid int) error {
+// without group or other permission bits, naming it as the config key key
+// (token_file, secret_file, …).
+func checkPrivateFile(key, path string, euid int) error {
 	fi, err := os.Lstat(path)
 	if pe := (*os.PathError)(nil); errors.As(err, &pe) {
-		return fmt.Errorf("token_file %s: %w", path, pe.Err)
+		return fmt.Errorf("%s %s: %w", key, path, pe.Err)
 	} else if err != nil {
-		return fmt.Errorf("token_file %s: %w", path, err)
+		return fmt.Errorf("%s %s: %w", key, path, err)
 	}
 	switch {
 	case fi.Mode()&os.ModeSymlink != 0:
-		return fmt.Errorf("token_file %s is a symlink; want a regular file", path)
+		return fmt.Errorf("%s %s is a symlink; want a regular file", key, path)
 	case !fi.Mode().IsRegular():
-		return fmt.Errorf("token_file %s is not a regular file", path)
+		return fmt.Errorf("%s %s is not a regular file", key, path)
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return fmt.Errorf("token_file %s: owner unknown on this system", path)
+		return fmt.Errorf("%s %s: owner unknown on this system", key, path)
 	}
 	if int64(st.Uid) != int64(euid) {
-		return fmt.Errorf("token_file %s is owned by uid %d; want %d (the service user)", path, st.Uid, euid)
+		return fmt.Errorf("%s %s is owned by uid %d; want %d (the service user)", key, path, st.Uid, euid)
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Errorf("token_file %s has mode %04o; want 0600 (no group or other bits)", path, perm)
+		return fmt.Errorf("%s %s has mode %04o; want 0600 (no group or other bits)", key, path, perm)
 	}
 	return nil
 }

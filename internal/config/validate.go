@@ -121,6 +121,7 @@ func (c Config) Validate() error {
 		errs = append(errs, a.Token.validate(where)...)
 		errs = append(errs, validateGroups(where, a.Groups)...)
 	}
+	slackOwner := map[string]string{} // slack_user_id → where it was first defined
 	for i, a := range c.Approvers {
 		where := fmt.Sprintf("approvers[%d]", i)
 		checkID(where, a.ID)
@@ -132,6 +133,15 @@ func (c Config) Validate() error {
 		for k, r := range a.Roles {
 			if !slices.Contains(validRoles, r) {
 				add("%s.roles[%d] %q: want one of %s", where, k, r, strings.Join(validRoles, ", "))
+			}
+		}
+		if u := a.SlackUserID; u != "" {
+			if !slackUserRE.MatchString(u) {
+				add("%s.slack_user_id %q: want a Slack user id (U or W, then upper-case letters and digits)", where, u)
+			} else if prev, dup := slackOwner[u]; dup {
+				add("%s.slack_user_id %q: also used by %s", where, u, prev)
+			} else {
+				slackOwner[u] = where
 			}
 		}
 	}
@@ -169,12 +179,21 @@ func (c Config) Validate() error {
 		}
 	}
 
+	if u := ap.PublicURL; u != "" {
+		if err := checkHTTPURL(u); err != nil {
+			add("approvals.public_url %q: %w", u, err)
+		} else if pu, _ := url.Parse(u); pu.RawQuery != "" || pu.Fragment != "" {
+			add("approvals.public_url %q: must not have a query or fragment", u)
+		}
+	}
+
 	// stdio
 	if id := c.Stdio.Agent; id != "" && !slices.ContainsFunc(c.Agents, func(a Agent) bool { return a.ID == id }) {
 		add("stdio.agent %q: no agent has this id", id)
 	}
 
 	errs = append(errs, c.Sessions.validate()...)
+	errs = append(errs, c.Notify.validate(c)...)
 
 	// policy
 	if src := c.Policy.Source; src != "" && src != policy.SourceFile && src != policy.SourceStore {

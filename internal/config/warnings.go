@@ -63,6 +63,7 @@ func (c Config) Warnings() []string {
 			warn("policy.%s: selects annotations of server %q, which is not marked trust_annotations: every tool of it counts as unknown (an allow rule never matches, a deny or approve rule always does)", ruleLabel(p, i), r.Server)
 		}
 	}
+	warns = append(warns, c.notifyWarnings()...)
 
 	canApprove := p.Default == policy.Approve || slices.ContainsFunc(p.Rules, func(r policy.Rule) bool { return r.Effect == policy.Approve })
 	if !canApprove {
