@@ -1,0 +1,316 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/store"
+)
+
+// The notification outbox (issue 14, migration 0006): deliveries are made
+// from the event log behind a cursor, so the transactions that change
+// requests carry no notification code at all, and an event is announced
+// exactly once per channel however many instances fan out:
+//
+//   - FanOut moves the cursor (notify_cursor, one row) past a batch of
+//     events and inserts their delivery rows in the same transaction,
+//     holding the cursor row (Postgres: FOR UPDATE; SQLite: the IMMEDIATE
+//     transaction). Event seqs follow commit order (see writeEvents), so
+//     no event is ever behind the cursor uncommitted: none is skipped.
+//     UNIQUE (event_seq, channel) holds it twice-safe besides.
+//   - ClaimDeliveries leases due rows with a compare-and-set; Postgres
+//     READ COMMITTED re-checks the WHERE of a row another transaction
+//     updated first, so two instances never hold one lease.
+//   - FinishDelivery records an attempt's outcome only while the lease is
+//     still the caller's.
+
+// deliveryColumns lists the deliveries columns in scanDelivery's order.
+const deliveryColumns = `id, event_id, event_seq, channel, request_id, event_type, event_state, actor, event_at,
+	state, attempts, next_at, lease_owner, lease_until, done_at, last_error`
+
+func scanDelivery(rows *sql.Rows) (store.Delivery, error) {
+	var (
+		d                        store.Delivery
+		eventAt, nextAt          int64
+		leaseUntil, doneAt       sql.NullInt64
+		requestID, typ, evtState string
+		state                    string
+	)
+	err := rows.Scan(&d.ID, &d.EventID, &d.Event.Seq, &d.Channel, &requestID, &typ, &evtState, &d.Event.Actor, &eventAt,
+		&state, &d.Attempts, &nextAt, &d.LeaseOwner, &leaseUntil, &doneAt, &d.LastError)
+	d.Event.RequestID = approval.ID(requestID)
+	d.Event.Type = approval.EventType(typ)
+	d.Event.State = approval.State(evtState)
+	d.Event.At = fromMillis(eventAt)
+	d.State = store.DeliveryState(state)
+	d.NextAt = fromMillis(nextAt)
+	d.LeaseUntil = fromNullMillis(leaseUntil)
+	d.DoneAt = fromNullMillis(doneAt)
+	return d, err
+}
+
+// FanOut reads up to limit (0 means 100) events past the outbox cursor, in
+// seq order, and for each request event whose request still exists calls
+// match with the event and the request as stored now; it inserts one
+// pending delivery, due at now, for each channel name match returns, all
+// sharing one event id from newID, and moves the cursor past the last event
+// read, in one transaction. Events of sessions and policy revisions are
+// passed over. match and newID may run more than once (the transaction may
+// be retried) and must have no side effects. A channel name match returns
+// twice for one event makes one row.
+func (db *DB) FanOut(ctx context.Context, limit int, now time.Time, match func(approval.Event, approval.Request) []string, newID func() (string, error)) (store.FanOutResult, error) {
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	var res store.FanOutResult
+	err := db.inTx(ctx, func(t *tx) error {
+		res = store.FanOutResult{}
+		var cursor int64
+		if err := t.queryRow(ctx, `SELECT seq FROM notify_cursor WHERE id = 1`+t.forUpdate()).Scan(&cursor); err != nil {
+			return fmt.Errorf("read the outbox cursor: %w", err)
+		}
+		rows, err := t.query(ctx, `SELECT seq, COALESCE(request_id, ''), type, state, actor, at FROM events
+			WHERE seq > ? ORDER BY seq LIMIT ?`, cursor, limit)
+		evs, err := collect(rows, err, func(rows *sql.Rows) (approval.Event, error) {
+			var (
+				ev approval.Event
+				at int64
+			)
+			err := rows.Scan(&ev.Seq, &ev.RequestID, &ev.Type, &ev.State, &ev.Actor, &at)
+			ev.At = fromMillis(at)
+			return ev, err
+		})
+		if err != nil {
+			return fmt.Errorf("read events: %w", err)
+		}
+		if len(evs) == 0 {
+			return nil
+		}
+		reqs, err := t.requestsByID(ctx, evs)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			r, ok := reqs[ev.RequestID]
+			if !ok {
+				continue // not a request event, or the request was removed
+			}
+			channels := match(ev, r)
+			if len(channels) == 0 {
+				continue
+			}
+			id, err := newID()
+			if err != nil {
+				return err
+			}
+			for _, ch := range channels {
+				n, err := t.exec(ctx, `INSERT INTO deliveries (event_id, event_seq, channel, request_id, event_type, event_state, actor, event_at,
+						state, attempts, next_at, lease_owner, last_error)
+					VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, '', '')
+					ON CONFLICT (event_seq, channel) DO NOTHING`,
+					id, ev.Seq, ch, string(ev.RequestID), string(ev.Type), string(ev.State), ev.Actor, millis(ev.At), now.UnixMilli())
+				if err != nil {
+					return fmt.Errorf("insert delivery of event %d on %s: %w", ev.Seq, ch, err)
+				}
+				if k, err := n.RowsAffected(); err == nil {
+					res.Deliveries += int(k)
+				}
+			}
+		}
+		res.Events, res.More = len(evs), len(evs) == limit
+		if _, err := t.exec(ctx, `UPDATE notify_cursor SET seq = ? WHERE id = 1`, evs[len(evs)-1].Seq); err != nil {
+			return fmt.Errorf("move the outbox cursor: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.FanOutResult{}, db.wrap("fan out events", err)
+	}
+	return res, nil
+}
+
+// requestsByID reads the requests the request events of evs name.
+func (t *tx) requestsByID(ctx context.Context, evs []approval.Event) (map[approval.ID]approval.Request, error) {
+	var ids []any
+	seen := map[approval.ID]bool{}
+	for _, ev := range evs {
+		if ev.RequestID != "" && !seen[ev.RequestID] {
+			seen[ev.RequestID] = true
+			ids = append(ids, string(ev.RequestID))
+		}
+	}
+	out := make(map[approval.ID]approval.Request, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := t.query(ctx, `SELECT `+requestColumns+` FROM requests WHERE id IN (`+placeholders(len(ids))+`)`, ids...)
+	rs, err := collect(rows, err, scanRequest)
+	if err != nil {
+		return nil, fmt.Errorf("read the requests of events: %w", err)
+	}
+	for _, r := range rs {
+		out[r.ID] = r
+	}
+	return out, nil
+}
+
+// claimable is the condition on deliveries d that may be attempted at ?
+// (the same time twice): pending, due, not leased (or the lease lapsed),
+// and no earlier event of the same request still pending on the same
+// channel, so each request's events reach a channel in order (a Slack
+// message is posted before it is updated).
+const claimable = `d.state = 'pending' AND d.next_at <= ? AND (d.lease_until IS NULL OR d.lease_until <= ?)
+	AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.request_id = d.request_id AND e.channel = d.channel
+		AND e.state = 'pending' AND e.event_seq < d.event_seq)`
+
+// ClaimDeliveries leases to owner, until leaseUntil, up to limit (0 means
+// 100) deliveries that can be attempted at now, most overdue first, counting
+// one more attempt on each, and returns them as leased. A row another
+// instance claims first is left to it (a compare-and-set on the lease).
+func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now, leaseUntil time.Time, limit int) ([]store.Delivery, error) {
+	if owner == "" {
+		return nil, errors.New("claim deliveries: empty owner")
+	}
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	ms := now.UnixMilli()
+	var out []store.Delivery
+	err := db.inTx(ctx, func(t *tx) error {
+		out = nil
+		rows, err := t.query(ctx, `SELECT `+prefixed("d.", deliveryColumns)+` FROM deliveries d
+			WHERE `+claimable+` ORDER BY d.next_at, d.id LIMIT ?`, ms, ms, limit)
+		ds, err := collect(rows, err, scanDelivery)
+		if err != nil {
+			return err
+		}
+		for _, d := range ds {
+			res, err := t.exec(ctx, `UPDATE deliveries SET lease_owner = ?, lease_until = ?, attempts = attempts + 1
+				WHERE id = ? AND state = 'pending' AND (lease_until IS NULL OR lease_until <= ?)`,
+				owner, leaseUntil.UnixMilli(), d.ID, ms)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 1 {
+				d.LeaseOwner, d.LeaseUntil, d.Attempts = owner, store.Millis(leaseUntil), d.Attempts+1
+				out = append(out, d)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, db.wrap("claim deliveries", err)
+	}
+	return out, nil
+}
+
+// NextDelivery returns when the earliest pending delivery could next be
+// claimed (its NextAt, or the end of a lease held on it), ignoring those
+// waiting behind an earlier event of their request; ok is false when there
+// is none.
+func (db *DB) NextDelivery(ctx context.Context) (at time.Time, ok bool, err error) {
+	var next sql.NullInt64
+	err = db.queryRow(ctx, `SELECT MIN(CASE WHEN d.lease_until IS NOT NULL AND d.lease_until > d.next_at THEN d.lease_until ELSE d.next_at END)
+		FROM deliveries d WHERE d.state = 'pending'
+		AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.request_id = d.request_id AND e.channel = d.channel
+			AND e.state = 'pending' AND e.event_seq < d.event_seq)`).Scan(&next)
+	if err != nil {
+		return time.Time{}, false, db.wrap("next delivery", err)
+	}
+	return fromNullMillis(next), next.Valid, nil
+}
+
+// FinishDelivery records the outcome of an attempt on delivery id by owner
+// and releases the lease: final (delivered or failed, at res.At) or pending
+// again until res.NextAt. With res.Ref set it also keeps the channel's
+// message for the request, in the same transaction. If owner no longer
+// holds the lease (it lapsed and another instance claimed the delivery, or
+// it is final) nothing is written and the error wraps store.ErrConflict.
+func (db *DB) FinishDelivery(ctx context.Context, id int64, owner string, res store.DeliveryResult) error {
+	switch res.State {
+	case store.DeliveryDelivered, store.DeliveryFailed, store.DeliveryPending:
+	default:
+		return fmt.Errorf("finish delivery %d: state %q", id, res.State)
+	}
+	var done sql.NullInt64
+	if res.State != store.DeliveryPending {
+		done = nullMillis(res.At)
+		if !done.Valid {
+			return fmt.Errorf("finish delivery %d: a final result needs its time", id)
+		}
+	}
+	err := db.inTx(ctx, func(t *tx) error {
+		var requestID, channel string
+		err := t.queryRow(ctx, `SELECT request_id, channel FROM deliveries WHERE id = ? AND state = 'pending' AND lease_owner = ?`+t.forUpdate(),
+			id, owner).Scan(&requestID, &channel)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("delivery %d is not leased to %s: %w", id, owner, store.ErrConflict)
+		} else if err != nil {
+			return err
+		}
+		if _, err := t.exec(ctx, `UPDATE deliveries SET state = ?, next_at = ?, done_at = ?, last_error = ?, lease_owner = '', lease_until = NULL
+			WHERE id = ?`, string(res.State), max(millis(res.NextAt), 0), done, res.Error, id); err != nil {
+			return err
+		}
+		if res.Ref == "" {
+			return nil
+		}
+		_, err = t.exec(ctx, `INSERT INTO notify_messages (request_id, channel, ref, created_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (request_id, channel) DO UPDATE SET ref = excluded.ref`, requestID, channel, res.Ref, millis(res.At))
+		return err
+	})
+	if err != nil {
+		return db.wrap(fmt.Sprintf("finish delivery %d", id), err)
+	}
+	return nil
+}
+
+// MessageRef returns the message kept for request id on channel (see
+// FinishDelivery), or an error wrapping store.ErrNotFound.
+func (db *DB) MessageRef(ctx context.Context, id approval.ID, channel string) (string, error) {
+	var ref string
+	err := db.queryRow(ctx, `SELECT ref FROM notify_messages WHERE request_id = ? AND channel = ?`, string(id), channel).Scan(&ref)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return "", db.wrap("message of "+string(id)+" on "+channel, err)
+	}
+	return ref, nil
+}
+
+// Deliveries returns the deliveries with ID > after, on channel when it is
+// not empty, in ID order, at most limit (0 means 100).
+func (db *DB) Deliveries(ctx context.Context, channel string, after int64, limit int) ([]store.Delivery, error) {
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	q, args := `SELECT `+deliveryColumns+` FROM deliveries WHERE id > ?`, []any{after}
+	if channel != "" {
+		q += ` AND channel = ?`
+		args = append(args, channel)
+	}
+	rows, err := db.query(ctx, q+` ORDER BY id LIMIT ?`, append(args, limit)...)
+	ds, err := collect(rows, err, scanDelivery)
+	if err != nil {
+		return nil, db.wrap("list deliveries", err)
+	}
+	return ds, nil
+}
+
+// prefixed returns the comma-separated column list cols with each name
+// prefixed by p (a table alias and a dot).
+func prefixed(p, cols string) string {
+	parts := strings.Split(cols, ",")
+	for i, c := range parts {
+		parts[i] = p + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
+}
