@@ -157,7 +157,9 @@ func TestClaimAndFinish(t *testing.T) {
 				t.Fatal(err)
 			}
 			approve(t, db, r.ID, t0.Add(time.Minute))
-			onA := func(ev approval.Event, r approval.Request) []string { return slices.DeleteFunc(everyRequested(ev, r), func(c string) bool { return c != "a" }) }
+			onA := func(ev approval.Event, r approval.Request) []string {
+				return slices.DeleteFunc(everyRequested(ev, r), func(c string) bool { return c != "a" })
+			}
 			if _, err := db.FanOut(ctx, 0, t0, onA, seqIDs()); err != nil {
 				t.Fatal(err)
 			}
