@@ -46,29 +46,19 @@ const DefaultMaxAge = time.Hour
 // api_url when it sets none.
 const DefaultSlackAPI = "https://slack.com/api"
 
-// Notification event names a channel's events list may hold. Each is the
-// approval event of the same name (approval.EventType), except
-// NotifyDecided, which stands for both approved and denied.
-const (
-	NotifyRequested   = "requested"
-	NotifyReviewed    = "reviewed"
-	NotifyApproved    = "approved"
-	NotifyDenied      = "denied"
-	NotifyDecided     = "decided"
-	NotifyExpired     = "expired"
-	NotifyCancelled   = "cancelled"
-	NotifyConsumed    = "consumed"
-	NotifyInvalidated = "invalidated"
-	NotifyDispatched  = "dispatched"
-)
+// notifyEvents are the valid entries of a channel's events list: the
+// approval event types (approval.EventType) that notifications announce,
+// and "decided", which stands for approved and denied. Package notify
+// resolves them (its test holds the two lists equal).
+var notifyEvents = []string{"requested", "reviewed", "approved", "denied", "decided",
+	"expired", "cancelled", "consumed", "invalidated", "dispatched"}
 
-// notifyEvents are the valid entries of a channel's events list.
-var notifyEvents = []string{NotifyRequested, NotifyReviewed, NotifyApproved, NotifyDenied, NotifyDecided,
-	NotifyExpired, NotifyCancelled, NotifyConsumed, NotifyInvalidated, NotifyDispatched}
+// NotifyEvents returns the valid entries of a channel's events list.
+func NotifyEvents() []string { return slices.Clone(notifyEvents) }
 
 // DefaultNotifyEvents are the events of a channel that lists none: a new
 // request and every way a pending one ends.
-var DefaultNotifyEvents = []string{NotifyRequested, NotifyDecided, NotifyExpired, NotifyCancelled}
+var DefaultNotifyEvents = []string{"requested", "decided", "expired", "cancelled"}
 
 // NotifyChannel is one receiver of notifications. Its secrets (a webhook's
 // URL and signing secret, a Slack bot token, incoming-webhook URL or

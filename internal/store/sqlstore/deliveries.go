@@ -67,8 +67,18 @@ func (db *DB) FanOut(ctx context.Context, limit int, now time.Time, match func(a
 	if limit <= 0 {
 		limit = defaultLimit
 	}
+	// A read first, so an idle outbox never takes the write lock.
+	var waiting int
+	err := db.queryRow(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM events
+		WHERE seq > (SELECT seq FROM notify_cursor WHERE id = 1) LIMIT 1) AS w`).Scan(&waiting)
+	if err != nil {
+		return store.FanOutResult{}, db.wrap("fan out events", err)
+	}
+	if waiting == 0 {
+		return store.FanOutResult{}, nil
+	}
 	var res store.FanOutResult
-	err := db.inTx(ctx, func(t *tx) error {
+	err = db.inTx(ctx, func(t *tx) error {
 		res = store.FanOutResult{}
 		var cursor int64
 		if err := t.queryRow(ctx, `SELECT seq FROM notify_cursor WHERE id = 1`+t.forUpdate()).Scan(&cursor); err != nil {
@@ -180,8 +190,17 @@ func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now, leaseUntil
 		limit = defaultLimit
 	}
 	ms := now.UnixMilli()
+	// A read first, so an idle outbox never takes the write lock.
+	var due int
+	err := db.queryRow(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM deliveries d WHERE `+claimable+` LIMIT 1) AS w`, ms, ms).Scan(&due)
+	if err != nil {
+		return nil, db.wrap("claim deliveries", err)
+	}
+	if due == 0 {
+		return nil, nil
+	}
 	var out []store.Delivery
-	err := db.inTx(ctx, func(t *tx) error {
+	err = db.inTx(ctx, func(t *tx) error {
 		out = nil
 		rows, err := t.query(ctx, `SELECT `+prefixed("d.", deliveryColumns)+` FROM deliveries d
 			WHERE `+claimable+` ORDER BY d.next_at, d.id LIMIT ?`, ms, ms, limit)

@@ -1,0 +1,397 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/store"
+)
+
+// Store is what the outbox needs of the store; *sqlstore.DB has it. Its
+// methods must be safe for concurrent use (see sqlstore's FanOut,
+// ClaimDeliveries, NextDelivery, FinishDelivery and MessageRef for the
+// contract).
+type Store interface {
+	FanOut(ctx context.Context, limit int, now time.Time, match func(approval.Event, approval.Request) []string, newID func() (string, error)) (store.FanOutResult, error)
+	ClaimDeliveries(ctx context.Context, owner string, now, leaseUntil time.Time, limit int) ([]store.Delivery, error)
+	NextDelivery(ctx context.Context) (time.Time, bool, error)
+	FinishDelivery(ctx context.Context, id int64, owner string, res store.DeliveryResult) error
+	MessageRef(ctx context.Context, id approval.ID, channel string) (string, error)
+	GetRequest(ctx context.Context, id approval.ID) (approval.Request, error)
+}
+
+// Metrics records deliveries; *telemetry.DeliveryMetrics has it. A nil
+// Metrics records nothing.
+type Metrics interface {
+	// Delivery counts one outcome on channel: OutcomeDelivered,
+	// OutcomeRetried (one failed attempt, to be tried again),
+	// OutcomeFailed (given up) or OutcomeSkipped (too old when first seen).
+	Delivery(channel, outcome string)
+	// Delivered observes the seconds from an event to its delivery.
+	Delivered(channel string, seconds float64)
+}
+
+// Outcomes counted by [Metrics.Delivery].
+const (
+	OutcomeDelivered = "delivered"
+	OutcomeRetried   = "retried"
+	OutcomeFailed    = "failed"
+	OutcomeSkipped   = "skipped"
+)
+
+// Options configures an Outbox. A nil *Options gives the defaults.
+type Options struct {
+	// Logger gets a line per failed attempt and per outcome; default
+	// discard. Lines name the channel, event and request, never a secret.
+	Logger  *slog.Logger
+	Metrics Metrics
+	// Owner names this instance on the leases it takes; default a random
+	// id. Instances sharing a database need distinct owners.
+	Owner string
+	// Poll is the longest the outbox sleeps without looking for new events
+	// and due deliveries when nothing woke it (see Wake); default 1s.
+	Poll time.Duration
+	// Timeout bounds one attempt; default 10s. A lease lasts 2×Timeout+5s.
+	Timeout time.Duration
+	// Backoff is the wait before the second attempt; it doubles with each
+	// further failure up to BackoffMax. A wait of d is drawn from
+	// [d/2, d). Defaults 1s and 5m.
+	Backoff    time.Duration
+	BackoffMax time.Duration
+	// Parallel caps the attempts under way at once; default 8.
+	Parallel int
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Jitter returns a number in [0, 1) for the backoff; default
+	// math/rand/v2.Float64.
+	Jitter func() float64
+}
+
+// An Outbox fans events out into deliveries and attempts them until they
+// are delivered or too old; see the package doc. Run it once per process;
+// its methods are safe for concurrent use.
+type Outbox struct {
+	store  Store
+	routes []route
+	byName map[string]*route
+	log    *slog.Logger
+	m      Metrics
+	o      Options
+	wake   chan struct{} // capacity 1: a pending wake-up
+}
+
+// New returns an Outbox delivering on routes (at least one; names unique).
+func New(s Store, routes []Route, opts *Options) (*Outbox, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Jitter == nil {
+		o.Jitter = rand.Float64
+	}
+	if o.Owner == "" {
+		id, err := approval.NewID()
+		if err != nil {
+			return nil, fmt.Errorf("new outbox: %w", err)
+		}
+		o.Owner = "outbox-" + string(id)
+	}
+	if o.Poll <= 0 {
+		o.Poll = time.Second
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = time.Second
+	}
+	if o.BackoffMax < o.Backoff {
+		o.BackoffMax = max(o.Backoff, 5*time.Minute)
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 8
+	}
+	if len(routes) == 0 {
+		return nil, errors.New("new outbox: no channels")
+	}
+	b := &Outbox{store: s, log: o.Logger, m: o.Metrics, o: o, wake: make(chan struct{}, 1), byName: map[string]*route{}}
+	var errs []error
+	seen := map[string]bool{}
+	for _, r := range routes {
+		rt, err := newRoute(r)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case seen[r.Name]:
+			errs = append(errs, fmt.Errorf("channel %q: name used twice", r.Name))
+		default:
+			seen[r.Name] = true
+			b.routes = append(b.routes, rt)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("new outbox: %w", err)
+	}
+	for i := range b.routes {
+		b.byName[b.routes[i].Name] = &b.routes[i]
+	}
+	return b, nil
+}
+
+// Wake makes Run look for new events and due deliveries now (the store's
+// change feed calls it). It never blocks.
+func (b *Outbox) Wake() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// fanOutBatch is how many events one FanOut reads.
+const fanOutBatch = 100
+
+// Run fans out and delivers until ctx ends, then waits for the attempts
+// under way (each bounded by Timeout) and returns nil. Store errors are
+// logged and retried at the next poll; they never end Run.
+func (b *Outbox) Run(ctx context.Context) error {
+	var (
+		wg   sync.WaitGroup
+		done = make(chan struct{}, b.o.Parallel) // one per finished attempt
+		busy = 0                                 // attempts under way
+	)
+	defer wg.Wait()
+	storeFailing := false
+	logStore := func(what string, err error) {
+		if ctx.Err() != nil || storeFailing {
+			return
+		}
+		storeFailing = true
+		b.log.WarnContext(ctx, "notifications: store unavailable; retrying", "op", what, "err", err)
+	}
+	for {
+		failed := false
+		for more := true; more && ctx.Err() == nil; {
+			var err error
+			more, err = b.fanOut(ctx)
+			if err != nil {
+				logStore("fan out", err)
+				failed = true
+				break
+			}
+		}
+		claimed := 0
+		if free := b.o.Parallel - busy; free > 0 && ctx.Err() == nil {
+			now := b.o.Now()
+			ds, err := b.store.ClaimDeliveries(ctx, b.o.Owner, now, now.Add(b.lease()), free)
+			if err != nil {
+				logStore("claim", err)
+				failed = true
+			}
+			for _, d := range ds {
+				busy++
+				claimed++
+				wg.Go(func() {
+					b.attempt(ctx, d)
+					done <- struct{}{}
+				})
+			}
+		}
+		if !failed && storeFailing {
+			storeFailing = false
+			b.log.InfoContext(ctx, "notifications: store available again")
+		}
+		wait := b.o.Poll
+		if busy < b.o.Parallel && !failed {
+			if at, ok, err := b.store.NextDelivery(ctx); err != nil {
+				logStore("next delivery", err)
+			} else if ok {
+				wait = min(wait, max(at.Sub(b.o.Now()), 0))
+			}
+			if wait == 0 && claimed == 0 {
+				// Due but not ours to claim (say, the clocks of two
+				// instances differ): do not spin.
+				wait = min(b.o.Poll, 100*time.Millisecond)
+			}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-b.wake:
+		case <-done:
+			busy--
+		case <-t.C:
+		}
+		t.Stop()
+		// Collect every other attempt that ended meanwhile.
+		for drained := false; !drained; {
+			select {
+			case <-done:
+				busy--
+			default:
+				drained = true
+			}
+		}
+	}
+}
+
+// lease is how long a claim lasts: long enough for an attempt and for
+// recording its outcome.
+func (b *Outbox) lease() time.Duration { return 2*b.o.Timeout + 5*time.Second }
+
+// fanOut turns one batch of new events into deliveries and reports whether
+// more may be waiting.
+func (b *Outbox) fanOut(ctx context.Context) (bool, error) {
+	now := b.o.Now()
+	// match may run more than once (a retried transaction): it records
+	// the skipped pairs in a set, counted once FanOut succeeded.
+	type pair struct {
+		seq     int64
+		channel string
+	}
+	skipped := map[pair]bool{}
+	match := func(ev approval.Event, r approval.Request) []string {
+		var out []string
+		for i := range b.routes {
+			rt := &b.routes[i]
+			if !rt.selects(ev, r) {
+				continue
+			}
+			if !now.Before(ev.At.Add(rt.MaxAge)) {
+				skipped[pair{ev.Seq, rt.Name}] = true
+				continue
+			}
+			out = append(out, rt.Name)
+		}
+		return out
+	}
+	newID := func() (string, error) {
+		id, err := approval.NewID()
+		return string(id), err
+	}
+	res, err := b.store.FanOut(ctx, fanOutBatch, now, match, newID)
+	if err != nil {
+		return false, err
+	}
+	for p := range skipped {
+		b.count(p.channel, OutcomeSkipped)
+		b.log.WarnContext(ctx, "notification not sent: the event is older than the channel's max_age", "channel", p.channel, "seq", p.seq)
+	}
+	if res.Deliveries > 0 {
+		b.log.DebugContext(ctx, "notifications queued", "events", res.Events, "deliveries", res.Deliveries)
+	}
+	return res.More, nil
+}
+
+// attempt delivers d once and records the outcome. The outcome is recorded
+// even when ctx ended meanwhile (under its own short timeout), so a
+// shutdown does not leave the lease to lapse.
+func (b *Outbox) attempt(ctx context.Context, d store.Delivery) {
+	rt := b.byName[d.Channel]
+	log := b.log.With("channel", d.Channel, "event", d.EventID, "type", d.Event.Type, "approval", d.Event.RequestID, "attempt", d.Attempts)
+	finish := func(res store.DeliveryResult) {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := b.store.FinishDelivery(fctx, d.ID, b.o.Owner, res); err != nil {
+			// The lease lapsed and another instance took over, or the
+			// store is down: the lease then lapses and the delivery is
+			// attempted again (receivers deduplicate by event id).
+			log.WarnContext(ctx, "notification outcome not recorded; it may be delivered again", "err", err)
+		}
+	}
+	if rt == nil {
+		// Made by an instance configured with a channel this one lacks:
+		// leave it to that one, without counting an attempt's failure.
+		finish(store.DeliveryResult{State: store.DeliveryPending, NextAt: b.o.Now().Add(b.o.BackoffMax), Error: "channel not configured on instance " + b.o.Owner})
+		log.WarnContext(ctx, "notification for a channel this instance does not have; left for another")
+		return
+	}
+	var (
+		ref string
+		err error
+	)
+	r, gerr := b.store.GetRequest(ctx, d.Event.RequestID)
+	switch {
+	case errors.Is(gerr, store.ErrNotFound):
+		err = Permanent(errors.New("the request no longer exists"))
+	case gerr != nil:
+		err = fmt.Errorf("read the request: %w", gerr)
+	default:
+		prev, rerr := b.store.MessageRef(ctx, d.Event.RequestID, d.Channel)
+		switch {
+		case rerr == nil, errors.Is(rerr, store.ErrNotFound):
+			actx, cancel := context.WithTimeout(ctx, b.o.Timeout)
+			ref, err = rt.Channel.Deliver(actx, Message{EventID: d.EventID, Event: d.Event, Request: r, Channel: d.Channel, Attempt: d.Attempts, Ref: prev})
+			cancel()
+		default:
+			err = fmt.Errorf("read the channel's message: %w", rerr)
+		}
+	}
+	now := b.o.Now()
+	if err == nil {
+		finish(store.DeliveryResult{State: store.DeliveryDelivered, At: now, Ref: ref})
+		b.count(d.Channel, OutcomeDelivered)
+		if b.m != nil {
+			b.m.Delivered(d.Channel, now.Sub(d.Event.At).Seconds())
+		}
+		log.DebugContext(ctx, "notification delivered")
+		return
+	}
+	if ctx.Err() != nil {
+		// Shutting down: hand it back as it was, due now, for whoever
+		// runs next.
+		finish(store.DeliveryResult{State: store.DeliveryPending, NextAt: now, At: now, Error: "interrupted by shutdown", Ref: ref})
+		return
+	}
+	deadline := d.Event.At.Add(rt.MaxAge)
+	var perm *permanentError
+	if errors.As(err, &perm) || !now.Before(deadline) {
+		finish(store.DeliveryResult{State: store.DeliveryFailed, At: now, Error: err.Error(), Ref: ref})
+		b.count(d.Channel, OutcomeFailed)
+		log.WarnContext(ctx, "notification failed; giving up", "err", err, "max_age", rt.MaxAge)
+		return
+	}
+	next := now.Add(b.backoff(d.Attempts, err))
+	if next.After(deadline) {
+		next = deadline // one last attempt at max_age
+	}
+	finish(store.DeliveryResult{State: store.DeliveryPending, NextAt: next, At: now, Error: err.Error(), Ref: ref})
+	b.count(d.Channel, OutcomeRetried)
+	log.InfoContext(ctx, "notification attempt failed; will retry", "err", err, "retry_in", next.Sub(now).Round(time.Millisecond))
+}
+
+// backoff returns the wait after the attempt-th failed attempt: a wait of
+// d = Backoff×2^(attempt-1), capped at BackoffMax, drawn from [d/2, d);
+// at least what a RetryAfter error asks for.
+func (b *Outbox) backoff(attempt int, err error) time.Duration {
+	d := b.o.Backoff
+	for i := 1; i < attempt && d < b.o.BackoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, b.o.BackoffMax)
+	wait := d/2 + time.Duration(b.o.Jitter()*float64(d/2))
+	var ra *retryAfterError
+	if errors.As(err, &ra) && ra.after > wait {
+		wait = ra.after
+	}
+	return wait
+}
+
+func (b *Outbox) count(channel, outcome string) {
+	if b.m != nil {
+		b.m.Delivery(channel, outcome)
+	}
+}
