@@ -116,6 +116,10 @@ const (
 	CodeInternal     = "internal"              // 500
 )
 
+// FromRequest returns the wire form of r: the Approval JSON of the API,
+// which webhook notifications carry too.
+func FromRequest(r approval.Request) Approval { return fromRequest(r) }
+
 // fromRequest builds the wire form of r.
 func fromRequest(r approval.Request) Approval {
 	a := Approval{

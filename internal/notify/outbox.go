@@ -357,8 +357,7 @@ func (b *Outbox) attempt(ctx context.Context, d store.Delivery) {
 		return
 	}
 	deadline := d.Event.At.Add(rt.MaxAge)
-	var perm *permanentError
-	if errors.As(err, &perm) || !now.Before(deadline) {
+	if IsPermanent(err) || !now.Before(deadline) {
 		finish(store.DeliveryResult{State: store.DeliveryFailed, At: now, Error: err.Error(), Ref: ref})
 		b.count(d.Channel, OutcomeFailed)
 		log.WarnContext(ctx, "notification failed; giving up", "err", err, "max_age", rt.MaxAge)
@@ -383,9 +382,8 @@ func (b *Outbox) backoff(attempt int, err error) time.Duration {
 	}
 	d = min(d, b.o.BackoffMax)
 	wait := d/2 + time.Duration(b.o.Jitter()*float64(d/2))
-	var ra *retryAfterError
-	if errors.As(err, &ra) && ra.after > wait {
-		wait = ra.after
+	if after, ok := RetryAfterOf(err); ok && after > wait {
+		wait = after
 	}
 	return wait
 }

@@ -151,6 +151,22 @@ type retryAfterError struct {
 func (e *retryAfterError) Error() string { return e.err.Error() }
 func (e *retryAfterError) Unwrap() error { return e.err }
 
+// RetryAfterOf returns the wait a [RetryAfter] error in err's chain asks
+// for.
+func RetryAfterOf(err error) (time.Duration, bool) {
+	var ra *retryAfterError
+	if errors.As(err, &ra) {
+		return ra.after, true
+	}
+	return 0, false
+}
+
+// IsPermanent reports whether err's chain holds a [Permanent] error.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
 // Permanent wraps err to say that no later attempt can succeed: the
 // delivery fails at once.
 func Permanent(err error) error { return &permanentError{err} }
