@@ -203,7 +203,9 @@ type refusal struct {
 
 func (e *refusal) Error() string { return e.code + ": " + e.msg }
 
-func refuse(status int, code, msg string) *refusal { return &refusal{status: status, code: code, msg: msg} }
+func refuse(status int, code, msg string) *refusal {
+	return &refusal{status: status, code: code, msg: msg}
+}
 
 func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxInteraction))

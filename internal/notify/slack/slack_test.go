@@ -253,7 +253,9 @@ func TestDeliverPostsThenUpdates(t *testing.T) {
 	if err != nil || ref3 == ref || ref3 == "" {
 		t.Errorf("update of a deleted message = %q, %v; want a new message's ref", ref3, err)
 	}
-	si.answer = func(string, map[string]any) (int, string) { return http.StatusOK, `{"ok":false,"error":"channel_not_found"}` }
+	si.answer = func(string, map[string]any) (int, string) {
+		return http.StatusOK, `{"ok":false,"error":"channel_not_found"}`
+	}
 	if _, err := s.Deliver(t.Context(), notify.Message{Request: r}); err == nil || err.Error() != "slack: chat.postMessage: channel_not_found" {
 		t.Errorf("ok false = %v", err)
 	}
@@ -262,7 +264,9 @@ func TestDeliverPostsThenUpdates(t *testing.T) {
 	if d, ok := notify.RetryAfterOf(err); !ok || d != 7*time.Second {
 		t.Errorf("429 = %v (wait %v %v), want a 7s wait", err, d, ok)
 	}
-	si.answer = func(string, map[string]any) (int, string) { return http.StatusOK, `{"ok":false,"error":"<script>\nfake log line"}` }
+	si.answer = func(string, map[string]any) (int, string) {
+		return http.StatusOK, `{"ok":false,"error":"<script>\nfake log line"}`
+	}
 	if _, err := s.Deliver(t.Context(), notify.Message{Request: r}); err == nil || strings.ContainsAny(err.Error(), "<\n") {
 		t.Errorf("an odd error code reaches the error: %v", err)
 	}
