@@ -148,6 +148,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	}()
 	reg := prometheus.NewRegistry()
 	metrics := telemetry.NewMetrics(reg)
+	deliveryMetrics := telemetry.NewDeliveryMetrics(reg)
 	cat := &lazyCatalog{}
 	startPolicy := cfg.Policy
 	holder := policy.NewHolder(&startPolicy) // swapped by reloadPolicy
@@ -178,6 +179,11 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		MaxPolicyRequests:    cfg.Sessions.MaxPendingPolicyRequests,
 		Annotations:          cat.annotations(cfg),
 	})
+
+	notes, err := newNotifications(cfg, db, g, holder, deliveryMetrics, log)
+	if err != nil {
+		return err
+	}
 
 	gwOpts := &gateway.Options{Logger: log, Version: version, Sessions: g}
 	if cfg.Sessions.RequestTool {
@@ -239,7 +245,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		if ln.Addr().Network() == "tcp" {
 			ready["admin"] = "http://" + ln.Addr().String()
 		}
-		eg.Go(func() error { return serveHTTP(ctx, ln, h, g) })
+		eg.Go(func() error { return serveHTTP(ctx, ln, notes.handler(h), g) })
 	}
 	eg.Go(func() error {
 		// On shutdown, end held calls first (their requests stay pending and
@@ -252,7 +258,8 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	eg.Go(func() error {
 		return reloadPolicy(ctx, f.config, cfg, holder, hup, f.watch, f.dev, log, metrics)
 	})
-	eg.Go(func() error { watch(ctx, g); return nil })
+	eg.Go(func() error { watch(ctx, g, notes.wake); return nil })
+	eg.Go(func() error { return notes.run(ctx) })
 	if policies != nil {
 		eg.Go(func() error { policies.Follow(ctx); return nil })
 	}
@@ -458,21 +465,23 @@ func (c *lazyCatalog) ToolDigest(server, tool string) (string, bool) {
 // openStore opens the configured database and returns how to watch it for
 // changes made by other processes (SQLite: a cheap PRAGMA data_version poll)
 // or instances (Postgres: LISTEN/NOTIFY, with a safety poll every
-// storage.poll and a re-read after every reconnect).
-func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (store.Store, func(context.Context, *gate.Gate), error) {
+// storage.poll and a re-read after every reconnect); the watch wakes the
+// gate's held calls and calls changed.
+func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (*sqlstore.DB, func(context.Context, *gate.Gate, func()), error) {
 	db, err := sqlstore.Open(ctx, sqlstore.Config{
 		Driver: cfg.Driver, Path: cfg.Path, DSN: cfg.DSN, MaxConns: cfg.MaxConns, Poll: cfg.Poll, Logger: log,
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	return db, func(ctx context.Context, g *gate.Gate) {
+	return db, func(ctx context.Context, g *gate.Gate, changed func()) {
 		db.Watch(ctx, func(id approval.ID) {
 			if id == "" {
 				g.WakeAll() // anything may have changed
 			} else {
 				g.Wake(id)
 			}
+			changed() // new events for the notification outbox
 		})
 	}, nil
 }
