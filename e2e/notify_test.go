@@ -246,12 +246,12 @@ func waitMetric(t *testing.T, admin, series string, want float64) {
 // calls are held, decided and run as ever; each event is retried until
 // max_age and then counted failed.
 func TestWebhookDownPastMaxAge(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	down := "http://" + ln.Addr().String() + "/hooks"
-	ln.Close()
+	_ = ln.Close()
 	dir := t.TempDir()
 	record := filepath.Join(dir, "record.log")
 	cfg := gatewayConfig(filepath.Join(dir, "toolgate.db"), upstreamServer(record)+notifyPolicy+webhookSection("      max_age: 2s\n"))
@@ -332,7 +332,7 @@ func TestWebhookTwoInstancesPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	var rows, delivered, once int
 	if err := conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE state = 'delivered'), count(*) FILTER (WHERE attempts = 1) FROM deliveries`).Scan(&rows, &delivered, &once); err != nil {
 		t.Fatal(err)

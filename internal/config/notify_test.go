@@ -204,7 +204,7 @@ func TestNotifySecrets(t *testing.T) {
 func TestCheckTokenFilesCoversNotifySecrets(t *testing.T) {
 	dir := t.TempDir()
 	open := filepath.Join(dir, "slack.secret")
-	if err := os.WriteFile(open, []byte("s\n"), 0o644); err != nil {
+	if err := os.WriteFile(open, []byte("s\n"), 0o644); err != nil { //nolint:gosec // G306: the readable file under test
 		t.Fatal(err)
 	}
 	cfg := Config{Notify: Notify{Channels: []NotifyChannel{

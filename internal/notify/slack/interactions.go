@@ -217,15 +217,12 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var app *App
 	stale := false
 	for i := range h.o.Apps {
-		switch VerifySignature(h.o.Apps[i].SigningSecret, ts, sig, body, h.o.Now()) {
-		case nil:
+		err := VerifySignature(h.o.Apps[i].SigningSecret, ts, sig, body, h.o.Now())
+		if err == nil {
 			app = &h.o.Apps[i]
-		case ErrStale:
-			stale = true
-		}
-		if app != nil {
 			break
 		}
+		stale = stale || errors.Is(err, ErrStale)
 	}
 	if app == nil {
 		outcome, e := InteractionBadSignature, refuse(http.StatusUnauthorized, "bad_signature", "the Slack signature does not verify")

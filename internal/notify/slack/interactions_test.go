@@ -123,7 +123,7 @@ func (w *world) post(t *testing.T, c click) (int, string) {
 	if sig == "" {
 		sig = Sign(c.secret, ts, []byte(body))
 	}
-	req := httptest.NewRequest(http.MethodPost, "/v1/slack/interactions", strings.NewReader(body))
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/v1/slack/interactions", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("X-Slack-Request-Timestamp", ts)
 	req.Header.Set("X-Slack-Signature", sig)

@@ -176,7 +176,7 @@ func (s *Slack) call(ctx context.Context, method string, body map[string]any) (a
 	if err != nil {
 		return apiAnswer{}, safe(method, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode != http.StatusOK {
 		err := fmt.Errorf("slack: %s: answered %d", method, resp.StatusCode)
@@ -210,7 +210,7 @@ func (s *Slack) postWebhook(ctx context.Context, msg message) error {
 	if err != nil {
 		return safe("incoming webhook", err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode == http.StatusOK {
 		return nil
@@ -240,7 +240,7 @@ func safeCode(code string) string {
 	if code == "" {
 		return "unknown_error"
 	}
-	if len(code) > 64 || strings.ContainsFunc(code, func(r rune) bool { return !(r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9') }) {
+	if len(code) > 64 || strings.ContainsFunc(code, func(r rune) bool { return r != '_' && (r < 'a' || r > 'z') && (r < '0' || r > '9') }) {
 		return "unrecognised_error"
 	}
 	return code

@@ -2,6 +2,7 @@ package slack
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -197,7 +198,7 @@ func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "channel": "C0OPS", "ts": "1700000000.00000" + string(rune('0'+ts))})
+	_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "channel": "C0OPS", "ts": fmt.Sprintf("1700000000.%06d", ts)})
 }
 
 func (s *standIn) got() []apiCall {

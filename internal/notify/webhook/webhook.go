@@ -166,7 +166,7 @@ func (w *Webhook) Deliver(ctx context.Context, m notify.Message) (string, error)
 	if err != nil {
 		return "", safe(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return "", nil

@@ -119,7 +119,8 @@ func TestDeliver(t *testing.T) {
 	}
 	// The display copy as stored (the token already hidden), and hidden
 	// characters escaped in the bytes sent.
-	if diff := cmp.Diff(map[string]any{"path": "/srv/invoice\u202Efdp.exe", "token": "[redacted: secret key name]"}, a["arguments"]); diff != "" {
+	wantArgs := map[string]any{"path": "/srv/invoice\u202Efdp.exe", "token": "[redacted: secret key name]"} //nolint:gosec // G101: a redaction marker, not a credential
+	if diff := cmp.Diff(wantArgs, a["arguments"]); diff != "" {
 		t.Errorf("arguments (-want +got):\n%s", diff)
 	}
 	if strings.Contains(string(body), "\u202E") || !strings.Contains(string(body), `\u202E`) {
@@ -174,12 +175,12 @@ func TestDeliverFailures(t *testing.T) {
 	}
 
 	// Nobody listening.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	down := "http://" + ln.Addr().String() + "/hooks/s3cr3t-path?key=k3y"
-	ln.Close()
+	_ = ln.Close()
 	w2, err := New(down, "s", nil)
 	if err != nil {
 		t.Fatal(err)
