@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -102,27 +103,11 @@ func (s *slackStandIn) waitCall(t *testing.T, method string, parts ...string) sl
 	}
 }
 
-// slackConfig: agent-1 acts for nobody; bob (U0BOB) may approve; carol
-// has no Slack id; U0ALICE is alice, for whom nobody acts here.
+// slackConfig is teamConfig (agent-1 acts for nobody) with carol mapped
+// to the Slack user U0CAROL, the inbox at https://toolgate.example, one
+// Slack channel on the stand-in, and notifyPolicy.
 func slackConfig(db, record, standIn string) string {
-	return `
-listen:
-  mcp: 127.0.0.1:0
-  admin: 127.0.0.1:0
-storage:
-  driver: sqlite
-  path: ` + q(db) + `
-agents:
-  - id: ` + agentID + `
-    token_env: E2E_AGENT_TOKEN
-approvers:
-  - id: ` + approverID + `
-    token_env: E2E_APPROVER_TOKEN
-    roles: [approver]
-    slack_user_id: U0BOB
-  - id: ` + carolID + `
-    token_env: E2E_CAROL_TOKEN
-    roles: [approver]
+	cfg := teamConfig(db, `
 approvals:
   public_url: https://toolgate.example
 notify:
@@ -134,9 +119,10 @@ notify:
       token_env: SLACK_BOT_TOKEN
       channel: C0OPS
       secret_env: SLACK_SIGNING_SECRET
-      api_url: ` + q(standIn) + `
+      api_url: `+q(standIn)+`
       events: [requested, decided, expired, cancelled]
-` + upstreamServer(record) + notifyPolicy
+`+upstreamServer(record)+notifyPolicy)
+	return strings.Replace(cfg, "token_env: E2E_CAROL_TOKEN\n", "token_env: E2E_CAROL_TOKEN\n    slack_user_id: U0CAROL\n", 1)
 }
 
 // clickSlack posts a button click to the gateway's interaction endpoint as
@@ -193,9 +179,13 @@ func TestSlack(t *testing.T) {
 	si := startSlackStandIn(t)
 	dir := t.TempDir()
 	record := filepath.Join(dir, "record.log")
-	g := startGateway(t, slackConfig(filepath.Join(dir, "toolgate.db"), record, si.URL), map[string]string{
-		"SLACK_BOT_TOKEN": slackToken, "SLACK_SIGNING_SECRET": slackSecret, "E2E_CAROL_TOKEN": carolToken,
-	})
+	env := map[string]string{"SLACK_BOT_TOKEN": slackToken, "SLACK_SIGNING_SECRET": slackSecret}
+	maps.Copy(env, teamEnv)
+	cfg := slackConfig(filepath.Join(dir, "toolgate.db"), record, si.URL)
+	if !strings.Contains(cfg, "slack_user_id: U0CAROL") {
+		t.Fatal("carol is not mapped to U0CAROL")
+	}
+	g := startGateway(t, cfg, env)
 	cs := g.connect(t, nil, nil)
 
 	t.Run("posted, then updated on decision", func(t *testing.T) {
@@ -247,8 +237,8 @@ func TestSlack(t *testing.T) {
 			ts           time.Time
 			status       int
 		}{
-			{"bad signature", "U0BOB", "not-the-signing-secret", now, http.StatusUnauthorized},
-			{"replayed after more than 5 minutes", "U0BOB", slackSecret, now.Add(-5*time.Minute - 10*time.Second), http.StatusUnauthorized},
+			{"bad signature", "U0CAROL", "not-the-signing-secret", now, http.StatusUnauthorized},
+			{"replayed after more than 5 minutes", "U0CAROL", slackSecret, now.Add(-5*time.Minute - 10*time.Second), http.StatusUnauthorized},
 			{"unmapped Slack user", "U0MALLORY", slackSecret, now, http.StatusForbidden},
 		}
 		for _, c := range refused {
@@ -260,19 +250,19 @@ func TestSlack(t *testing.T) {
 				t.Fatalf("%s decided something: %s with %d reviews", c.name, a.State, len(a.Reviews))
 			}
 		}
-		status, body := clickSlack(t, g.Admin, "U0BOB", slack.ActionApprove, value, slackSecret, time.Now())
+		status, body := clickSlack(t, g.Admin, "U0CAROL", slack.ActionApprove, value, slackSecret, time.Now())
 		if status != http.StatusOK {
-			t.Fatalf("bob's click: %d %s", status, body)
+			t.Fatalf("carol's click: %d %s", status, body)
 		}
 		mustOK(t, await(t, ch))
-		if a := fetchApproval(t, g.Admin, p.ID); a.State != "consumed" || a.DecidedBy != approverID {
-			t.Errorf("after bob's click: %s by %q, want consumed, decided by bob", a.State, a.DecidedBy)
+		if a := fetchApproval(t, g.Admin, p.ID); a.State != "consumed" || a.DecidedBy != carolID {
+			t.Errorf("after carol's click: %s by %q, want consumed, decided by carol", a.State, a.DecidedBy)
 		}
 		if got := countLines(readRecord(t, record), "echo_raw "+args); got != 1 {
 			t.Errorf("the upstream ran %d times, want 1", got)
 		}
-		si.waitCall(t, "chat.update", p.ID, "Approved by "+approverID)
-		si.waitCall(t, "chat.postEphemeral", `"user":"U0BOB"`, "recorded")
+		si.waitCall(t, "chat.update", p.ID, "Approved by "+carolID)
+		si.waitCall(t, "chat.postEphemeral", `"user":"U0CAROL"`, "recorded")
 		m := scrapeMetrics(t, g.Admin)
 		for series, want := range map[string]float64{
 			`toolgate_slack_interactions_total{outcome="decided"}`:       1,
@@ -296,15 +286,15 @@ func TestSlack(t *testing.T) {
 		}
 		// A forged button (validly signed: the app is the same) decides
 		// nothing.
-		status, body := clickSlack(t, g.Admin, "U0BOB", slack.ActionApprove, p.ID+" "+p.ArgumentsHash, slackSecret, time.Now())
+		status, body := clickSlack(t, g.Admin, "U0CAROL", slack.ActionApprove, p.ID+" "+p.ArgumentsHash, slackSecret, time.Now())
 		if status != http.StatusForbidden || !strings.Contains(body, "chat_approval") {
 			t.Errorf("click on a rule without chat_approval: %d %s, want 403", status, body)
 		}
 		if a := fetchApproval(t, g.Admin, p.ID); a.State != "pending" || len(a.Reviews) != 0 {
 			t.Errorf("the click decided something: %s with %d reviews", a.State, len(a.Reviews))
 		}
-		postVerdict(t, g.Admin, carolToken, p.ID, "deny", map[string]string{"reason": "not from chat"})
+		postVerdict(t, g.Admin, approverToken, p.ID, "deny", map[string]string{"reason": "not from chat"})
 		mustIsError(t, await(t, ch))
-		si.waitCall(t, "chat.update", p.ID, "Denied by "+carolID)
+		si.waitCall(t, "chat.update", p.ID, "Denied by "+approverID)
 	})
 }
