@@ -109,15 +109,7 @@ func TestNotifyValidate(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := load(t, edit(t, c.old, c.new), nil)
-			got := Lines(err)
-			if len(got) != len(c.want) {
-				t.Fatalf("got %d errors, want %d:\n%s", len(got), len(c.want), strings.Join(got, "\n"))
-			}
-			for i, w := range c.want {
-				if !strings.Contains(got[i], w) {
-					t.Errorf("error %d = %q, want it to contain %q", i, got[i], w)
-				}
-			}
+			checkLines(t, err, c.want)
 		})
 	}
 }

@@ -115,20 +115,28 @@ func TestValidate(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := load(t, edit(t, c.old, c.new), nil)
-			got := Lines(err)
-			if len(got) != len(c.want) {
-				t.Fatalf("got %d errors, want %d:\n%s", len(got), len(c.want), strings.Join(got, "\n"))
-			}
-			for i, w := range c.want {
-				if !strings.Contains(got[i], w) {
-					t.Errorf("error %d = %q, want it to contain %q", i, got[i], w)
-				}
-			}
+			got := checkLines(t, err, c.want)
 			if c.unwanted != "" && strings.Contains(strings.Join(got, "\n"), c.unwanted) {
 				t.Errorf("errors echo %q", c.unwanted)
 			}
 		})
 	}
+}
+
+// checkLines fails t unless err has one line per entry of want, each
+// containing it, and returns the lines.
+func checkLines(t *testing.T, err error, want []string) []string {
+	t.Helper()
+	got := Lines(err)
+	if len(got) != len(want) {
+		t.Fatalf("got %d errors, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for i, w := range want {
+		if !strings.Contains(got[i], w) {
+			t.Errorf("error %d = %q, want it to contain %q", i, got[i], w)
+		}
+	}
+	return got
 }
 
 func TestAllErrorsAtOnce(t *testing.T) {
