@@ -330,3 +330,45 @@ func TestTwoHandlesDeliverEachOnce(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkDeliveryLifecycle measures the outbox's store work per
+// delivery, apart from the receiver: a hundredth of one FanOut of 100
+// events, one ClaimDeliveries and one FinishDelivery. Compare with
+// BenchmarkRequestLifecycle, the store work of one held call (whose events
+// each become at most one delivery per channel).
+func BenchmarkDeliveryLifecycle(b *testing.B) {
+	for _, be := range backends {
+		b.Run(be.driver, func(b *testing.B) {
+			db := openTest(b, be.fresh(b))
+			ctx := b.Context()
+			one := func(ev approval.Event, _ approval.Request) []string { return []string{"hook"} }
+			newID := seqIDs()
+			made, queued := 0, 0
+			for b.Loop() {
+				if queued == 0 {
+					b.StopTimer()
+					for range 100 {
+						made++
+						if err := db.CreateRequest(ctx, pendingRequest(testID(made))); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.StartTimer()
+					res, err := db.FanOut(ctx, 100, t0, one, newID)
+					if err != nil || res.Deliveries != 100 {
+						b.Fatalf("FanOut = %+v, %v", res, err)
+					}
+					queued = 100
+				}
+				ds, err := db.ClaimDeliveries(ctx, "bench", t0, t0.Add(time.Minute), 1)
+				if err != nil || len(ds) != 1 {
+					b.Fatalf("ClaimDeliveries = %d, %v", len(ds), err)
+				}
+				if err := db.FinishDelivery(ctx, ds[0].ID, "bench", store.DeliveryResult{State: store.DeliveryDelivered, At: t0}); err != nil {
+					b.Fatal(err)
+				}
+				queued--
+			}
+		})
+	}
+}
