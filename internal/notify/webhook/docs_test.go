@@ -44,7 +44,7 @@ type docCase struct {
 
 // docCases signs three requests: valid, tampered, too old.
 func docCases() (secret string, now time.Time, cases []docCase) {
-	secret, now = "whsec_docs", time.Unix(1772366400, 0)
+	secret, now = "whsec_docs", time.Unix(1772366400, 0) //nolint:gosec // G101: a test key
 	body := `{"id":"e1","type":"requested"}`
 	good := Sign([]byte(secret), now.Add(-time.Minute), []byte(body))
 	stale := Sign([]byte(secret), now.Add(-6*time.Minute), []byte(body))
@@ -85,7 +85,7 @@ func main() {
 	if err := os.WriteFile(file, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(t.Context(), goBin, "run", file)
+	cmd := exec.CommandContext(t.Context(), goBin, "run", file) //nolint:gosec // G204: the go command runs the test's own file
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GO111MODULE=off")
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
@@ -109,7 +109,7 @@ func TestDocumentedPythonVerifier(t *testing.T) {
 	for _, c := range cases {
 		src += "print(verify(" + quote(secret) + ".encode(), " + quote(c.header) + ", " + quote(c.body) + ".encode(), " + itoa(now.Unix()) + "))\n"
 	}
-	cmd := exec.CommandContext(t.Context(), py, "-c", src)
+	cmd := exec.CommandContext(t.Context(), py, "-c", src) //nolint:gosec // G204: python3 runs the documented snippet
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("python3: %v\n%s\n%s", err, out, src)
