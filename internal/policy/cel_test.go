@@ -234,7 +234,7 @@ func TestArgumentsDecodedOnce(t *testing.T) {
 	e := mustCompile(t, p)
 	ls := lazyState{raw: json.RawMessage(`{"amount":5,"cmd":"y"}`)}
 	c := transfer(`{"amount":5,"cmd":"y"}`)
-	for _, i := range e.byName(c.Server, c.Tool) {
+	for _, i := range e.byName(c.Kind, c.Server, c.Name()) {
 		if _, _, err := e.rules[i].matches(&c, &ls); err != nil {
 			t.Fatal(err)
 		}
@@ -244,7 +244,7 @@ func TestArgumentsDecodedOnce(t *testing.T) {
 	}
 	// Mark the decoded map: a second decode would lose the mark.
 	ls.s.argsMap["\x00mark"] = true
-	for _, i := range e.byName(c.Server, c.Tool) {
+	for _, i := range e.byName(c.Kind, c.Server, c.Name()) {
 		_, _, _ = e.rules[i].matches(&c, &ls)
 	}
 	if ls.s.argsMap["\x00mark"] != true {
@@ -253,7 +253,7 @@ func TestArgumentsDecodedOnce(t *testing.T) {
 	// A call only name-matched rules decide never makes the state.
 	fs := Call{Server: "fs", Tool: "read", Arguments: json.RawMessage(`{not json`)}
 	ls2 := lazyState{raw: fs.Arguments}
-	for _, i := range e.byName(fs.Server, fs.Tool) {
+	for _, i := range e.byName(fs.Kind, fs.Server, fs.Name()) {
 		_, _, _ = e.rules[i].matches(&fs, &ls2)
 	}
 	if ls2.s != nil {

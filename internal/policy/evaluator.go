@@ -36,7 +36,12 @@ type Evaluator struct {
 	namesMu sync.Mutex
 }
 
-type nameKey struct{ server, tool string }
+// nameKey is what the name index is keyed by: the kind, the real server
+// and the real name of what a call uses.
+type nameKey struct {
+	kind         Kind
+	server, name string
+}
 
 // maxNames bounds the name index; pairs beyond it are scanned on every
 // call (still correct, only slower). Calls name configured servers and
@@ -58,6 +63,9 @@ type crule struct {
 	toolsAny    bool
 	tools       []glob
 	toolSrcs    []string // the source of each of tools
+	// resources and prompts select the other kinds (issue 10); a rule that
+	// names none of tools, resources and prompts selects everything.
+	resources, prompts nameSel
 
 	when        *condition
 	command     *commandMatcher
@@ -133,7 +141,28 @@ func compileRule(p *Policy, i int, env *cel.Env, envErr error) (crule, []error) 
 		}
 		c.serverGlob = g
 	}
-	c.toolsAny = len(r.Tools) == 0
+	namesKind := len(r.Tools) > 0 || len(r.Resources) > 0 || len(r.Prompts) > 0
+	c.toolsAny = !namesKind
+	c.resources.any, c.prompts.any = !namesKind, !namesKind
+	for _, sel := range []struct {
+		what string
+		pats []string
+		into *nameSel
+	}{{"resources", r.Resources, &c.resources}, {"prompts", r.Prompts, &c.prompts}} {
+		for k, pat := range sel.pats {
+			if pat == "" {
+				sel.into.any = true
+				continue
+			}
+			g, err := compileGlob(pat)
+			if err != nil {
+				add("%s[%d]: %w", sel.what, k, err)
+				continue
+			}
+			sel.into.globs = append(sel.into.globs, g)
+			sel.into.srcs = append(sel.into.srcs, pat)
+		}
+	}
 	for k, t := range r.Tools {
 		if t == "" {
 			c.toolsAny = true
@@ -201,16 +230,19 @@ func (e *Evaluator) Policy() *Policy { return e.p }
 // when it was compiled without one.
 func (e *Evaluator) Revision() string { return e.revision }
 
-// byName returns the indices of the rules whose server and tools match
-// (server, tool), in file order.
-func (e *Evaluator) byName(server, tool string) []int32 {
-	key := nameKey{server, tool}
+// byName returns the indices of the rules whose server and selectors
+// match what a call of kind uses (server, name), in file order.
+func (e *Evaluator) byName(kind Kind, server, name string) []int32 {
+	if kind == "" {
+		kind = KindTool
+	}
+	key := nameKey{kind, server, name}
 	if m := e.names.Load(); m != nil {
 		if c, ok := (*m)[key]; ok {
 			return c
 		}
 	}
-	c := e.scan(server, tool)
+	c := e.scan(kind, server, name)
 	e.namesMu.Lock()
 	defer e.namesMu.Unlock()
 	old := e.names.Load()
@@ -237,7 +269,7 @@ func lenOf(m *map[nameKey][]int32) int {
 
 // scan merges the rules of server's index entry with the rules for any
 // server, in file order, keeping those whose names match.
-func (e *Evaluator) scan(server, tool string) []int32 {
+func (e *Evaluator) scan(kind Kind, server, name string) []int32 {
 	exact := e.byServer[server]
 	anyS := e.anyServer
 	out := []int32{}
@@ -248,14 +280,14 @@ func (e *Evaluator) scan(server, tool string) []int32 {
 		} else {
 			i, anyS = anyS[0], anyS[1:]
 		}
-		if e.rules[i].matchesName(server, tool) {
+		if e.rules[i].matchesName(kind, server, name) {
 			out = append(out, i)
 		}
 	}
 	return slices.Clip(out)
 }
 
-func (r *crule) matchesName(server, tool string) bool {
+func (r *crule) matchesName(kind Kind, server, name string) bool {
 	switch {
 	case r.serverAny:
 	case r.serverExact != "":
@@ -267,11 +299,37 @@ func (r *crule) matchesName(server, tool string) bool {
 			return false
 		}
 	}
+	switch kind {
+	case KindResource:
+		return r.resources.match(name)
+	case KindPrompt:
+		return r.prompts.match(name)
+	}
 	if r.toolsAny {
 		return true
 	}
 	for _, g := range r.tools {
-		if g.match(tool) {
+		if g.match(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// A nameSel is a rule's selector of one kind's names: any name, or names
+// matching one of the globs.
+type nameSel struct {
+	any   bool
+	globs []glob
+	srcs  []string // the source of each of globs
+}
+
+func (s *nameSel) match(name string) bool {
+	if s.any {
+		return true
+	}
+	for _, g := range s.globs {
+		if g.match(name) {
 			return true
 		}
 	}
@@ -417,14 +475,18 @@ func (r *crule) matches(c *Call, ls *lazyState) (ok, tainted bool, err error) {
 // Evaluate decides c (see [Policy.Evaluate] for the precedence and how
 // approve rules combine). Rules in monitor mode do not take part in the
 // decision; when they would have made it stricter, Decision.Monitor says
-// so. The error is always nil: a compiled policy cannot fail to evaluate
-// (selector errors are in Decision.Errors).
+// so. The error is nil unless c.Kind is not a kind (then the decision is
+// deny): a compiled policy cannot fail to evaluate (selector errors are in
+// Decision.Errors).
 func (e *Evaluator) Evaluate(c Call) (Decision, error) {
+	if !c.Kind.Valid() {
+		return Decision{Effect: Deny, Rule: DefaultRule, Revision: e.revision}, fmt.Errorf("policy: call kind %q: want tool, resource or prompt", c.Kind)
+	}
 	ls := lazyState{raw: c.Arguments, ann: c.Annotations}
 	var buf, tbuf [16]int32
 	matched, tainted := buf[:0], tbuf[:0]
 	var errs []RuleError
-	for _, i := range e.byName(c.Server, c.Tool) {
+	for _, i := range e.byName(c.Kind, c.Server, c.Name()) {
 		r := &e.rules[i]
 		ok, t, err := r.matches(&c, &ls)
 		if err != nil {
@@ -557,7 +619,10 @@ func (e *Evaluator) combine(matched []int32) (Approval, bool) {
 // item listed, since the call may still be allowed.
 func (e *Evaluator) DeniedRegardless(c Call) (bool, string) {
 	nonDeny := false
-	for _, i := range e.byName(c.Server, c.Tool) {
+	if !c.Kind.Valid() {
+		return true, DefaultRule
+	}
+	for _, i := range e.byName(c.Kind, c.Server, c.Name()) {
 		r := &e.rules[i]
 		if r.monitored || !r.principalMatches(&c.Principal) {
 			continue

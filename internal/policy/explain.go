@@ -135,26 +135,32 @@ func (r *crule) explain(c *Call, st *callState) RuleTrace {
 			}
 		}
 	}
-	if r.toolsAny {
-		why("tools: any tool")
+	sel := nameSel{any: r.toolsAny, globs: r.tools, srcs: r.toolSrcs}
+	label, what := "tools", "tool"
+	switch c.Kind {
+	case KindResource:
+		sel, label, what = r.resources, "resources", "resource"
+	case KindPrompt:
+		sel, label, what = r.prompts, "prompts", "prompt"
+	}
+	name := c.Name()
+	if sel.any {
+		why("%s: any %s", label, what)
 	} else {
 		var hit string
-		var srcs []string
-		for k, g := range r.tools {
-			s := r.toolSrcs[k]
-			srcs = append(srcs, s)
-			if hit == "" && g.match(c.Tool) {
-				hit = s
+		for k, g := range sel.globs {
+			if hit == "" && g.match(name) {
+				hit = sel.srcs[k]
 			}
 		}
 		if hit != "" {
-			why("tools: %s matches %q", c.Tool, hit)
+			why("%s: %s matches %q", label, name, hit)
 		} else {
-			why("tools: %s matches none of [%s]", c.Tool, strings.Join(srcs, " "))
+			why("%s: %s matches none of [%s]", label, name, strings.Join(sel.srcs, " "))
 			fail()
-			for _, s := range srcs {
-				if g, err := compileGlob(loose(s)); err == nil && g.match(loose(c.Tool)) && t.NearMiss == "" {
-					t.NearMiss = fmt.Sprintf("tool pattern %q would match %q if case and '-', '_', '.' and spaces were ignored", s, c.Tool)
+			for _, s := range sel.srcs {
+				if g, err := compileGlob(loose(s)); err == nil && g.match(loose(name)) && t.NearMiss == "" {
+					t.NearMiss = fmt.Sprintf("%s pattern %q would match %q if case and '-', '_', '.' and spaces were ignored", what, s, name)
 				}
 			}
 		}

@@ -158,6 +158,7 @@ func compare(o, n *Policy) []change {
 		if !sameSet(or.Tools, nr.Tools) {
 			add(change{text: fmt.Sprintf("%s: tools changed from %s to %s", label, list(or.Tools), list(nr.Tools)), widens: true, why: "any change of a rule's match counts as widening"})
 		}
+		out = append(out, compareSelectors(label, or, nr)...)
 		for _, sc := range selectorChanges(or, nr) {
 			add(change{text: label + ": " + sc, widens: true, why: "any change of a rule's when, command, annotations or principals selector counts as widening"})
 		}
@@ -371,6 +372,7 @@ func matchText(r *Rule) string {
 	if len(r.Tools) > 0 {
 		fmt.Fprintf(&b, " tools %s", list(r.Tools))
 	}
+	b.WriteString(selectorText(r))
 	if r.When != "" {
 		fmt.Fprintf(&b, " when %q", r.When)
 	}
@@ -493,6 +495,9 @@ func Revision(p *Policy) string {
 		Principals   []string            `json:"principals,omitempty"`
 		Monitor      *bool               `json:"monitor,omitempty"`
 		ChatApproval bool                `json:"chat_approval,omitempty"`
+		// Issue 10's selectors.
+		Resources []string `json:"resources,omitempty"`
+		Prompts   []string `json:"prompts,omitempty"`
 	}
 	type wirePolicy struct {
 		Default    string        `json:"default"`
@@ -511,7 +516,8 @@ func Revision(p *Policy) string {
 	for i := range p.Rules {
 		r := &p.Rules[i]
 		wr := wireRule{Name: p.RuleName(i), Server: r.Server, Tools: nonNil(r.Tools), Effect: string(r.Effect),
-			When: r.When, Command: r.Command, Principals: r.Principals, Monitor: r.Monitor, ChatApproval: r.ChatApproval}
+			When: r.When, Command: r.Command, Principals: r.Principals, Monitor: r.Monitor, ChatApproval: r.ChatApproval,
+			Resources: r.Resources, Prompts: r.Prompts}
 		if r.Annotations != nil && !r.Annotations.empty() {
 			wr.Annotations = r.Annotations
 		}

@@ -62,9 +62,15 @@ type Rule struct {
 	// A name without metacharacters matches only itself.
 	Server string `yaml:"server,omitempty"`
 	// Tools are globs on the real tool name (never the exposed
-	// "<server>__<tool>" alias); an empty list or an empty entry matches any
-	// tool.
+	// "<server>__<tool>" alias); an empty entry matches any tool.
 	Tools []string `yaml:"tools,omitempty"`
+	// Resources are globs on the real resource URI (never the namespaced
+	// form), Prompts globs on the real prompt name; an empty entry matches
+	// any. A rule matches the kinds it names a selector for; a rule with none
+	// of Tools, Resources and Prompts matches every tool, resource and prompt
+	// of its servers (issue 10).
+	Resources []string `yaml:"resources,omitempty"`
+	Prompts   []string `yaml:"prompts,omitempty"`
 	// Effect is allow, deny or approve.
 	Effect Effect `yaml:"effect"`
 	// Approval overrides the policy's approval parameters for an approve
@@ -186,11 +192,17 @@ type Principal struct {
 	OnBehalfOf string
 }
 
-// Call is what a policy decides about: the real server and tool names, who
-// calls, and, for argument-dependent rules, the raw arguments.
+// Call is what a policy decides about: what the call uses (its kind and
+// real name on the real server), who calls, and, for argument-dependent
+// rules, the raw arguments.
 type Call struct {
+	// Kind is KindTool (or ""), KindResource or KindPrompt; the name is in
+	// Tool, Resource or Prompt accordingly.
+	Kind      Kind
 	Server    string
 	Tool      string
+	Resource  string // the real resource URI
+	Prompt    string // the real prompt name
 	Principal Principal
 	// Session is the agent session id of the caller, "" for none.
 	Session string
