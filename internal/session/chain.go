@@ -43,46 +43,37 @@ func ParseRef(ref string) (server, tool string, err error) {
 	return server, tool, nil
 }
 
-// NormalizeRefs parses refs and returns them sorted and deduplicated, with
-// tool refs dropped when the same list has their whole server. nil stays
-// nil (no tools given); an empty list stays empty (no tools). Errors wrap
+// NormalizeRefs parses refs (see Item) and returns them sorted and
+// deduplicated, with refs dropped when the same list has a ref covering
+// them (their whole server, or their kind's group ref). nil stays nil (no
+// tools given); an empty list stays empty (nothing). Errors wrap
 // ErrBadRef, or ErrUnknownServer when serverExists (if not nil) says no.
 func NormalizeRefs(refs []string, serverExists func(string) bool) ([]string, error) {
 	if refs == nil {
 		return nil, nil
 	}
-	whole := map[string]bool{}
+	items := make([]Item, 0, len(refs))
 	for _, r := range refs {
-		s, t, err := ParseRef(r)
+		it, err := ParseItemRef(r)
 		if err != nil {
 			return nil, err
 		}
-		if serverExists != nil && !serverExists(s) {
-			return nil, fmt.Errorf("%w: %q in ref %q", ErrUnknownServer, s, r)
+		if serverExists != nil && !serverExists(it.Server) {
+			return nil, fmt.Errorf("%w: %q in ref %q", ErrUnknownServer, it.Server, r)
 		}
-		if t == "" {
-			whole[s] = true
-		}
+		items = append(items, it)
 	}
 	out := make([]string, 0, len(refs))
-	for _, r := range refs {
-		s, t, _ := ParseRef(r)
-		if t != "" && whole[s] {
-			continue
+	for i, it := range items {
+		covered := slices.ContainsFunc(refs, func(o string) bool {
+			return o != refs[i] && (o == it.Server || (it.Name != "" && o == it.group()))
+		})
+		if !covered {
+			out = append(out, refs[i])
 		}
-		out = append(out, r)
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
-}
-
-// covers reports whether refs (an explicit level) allow tool of server;
-// tool "" asks for the whole server, which only a "<server>" ref covers.
-func covers(refs []string, server, tool string) bool {
-	if slices.Contains(refs, server) {
-		return true
-	}
-	return tool != "" && slices.Contains(refs, server+refSeparator+tool)
 }
 
 // NormalizeRequirement returns r with its tool list sorted and
@@ -212,17 +203,9 @@ func (c Chain) RevokedAt() time.Time {
 // explicit level must have a ref covering it. Default and inherited levels
 // add no limit beyond the deployment's exposed tools. tool "" asks for the
 // whole server, which only "<server>" refs cover. An empty chain allows
-// nothing.
+// nothing. See AllowsItem for prompts and resources.
 func (c Chain) Allows(server, tool string) bool {
-	if len(c) == 0 {
-		return false
-	}
-	for _, s := range c {
-		if s.Mode == ModeExplicit && !covers(s.Tools, server, tool) {
-			return false
-		}
-	}
-	return true
+	return c.AllowsItem(ToolItem(server, tool))
 }
 
 // RequiresApproval reports whether any level of c requires approval for
@@ -268,8 +251,8 @@ func (c Chain) EffectiveTools() (refs []string, from ID, ok bool) {
 		}
 		refs = []string{}
 		for _, r := range s.Tools {
-			srv, tool, err := ParseRef(r)
-			if err == nil && c.Allows(srv, tool) {
+			it, err := ParseItemRef(r)
+			if err == nil && c.AllowsItem(it) {
 				refs = append(refs, r)
 			}
 		}
@@ -281,7 +264,8 @@ func (c Chain) EffectiveTools() (refs []string, from ID, ok bool) {
 // CheckNarrow checks the explicit refs a child of c asks for and returns
 // them normalized (see NormalizeRefs). A "<server>" ref needs every
 // explicit level of c to allow the whole server; a "<server>__<tool>" ref
-// needs each to cover that tool. The first ref that would widen gives a
+// needs each to cover that tool, and likewise for prompt and resource refs
+// (a group ref needs the group or the whole server). The first ref that would widen gives a
 // *WidenError (wrapping ErrWiden) naming it; a bad ref wraps ErrBadRef and
 // an unknown server ErrUnknownServer. nil refs (no tools given) pass.
 func (c Chain) CheckNarrow(refs []string, serverExists func(string) bool) ([]string, error) {
@@ -290,8 +274,8 @@ func (c Chain) CheckNarrow(refs []string, serverExists func(string) bool) ([]str
 		return nil, err
 	}
 	for _, r := range norm {
-		srv, tool, _ := ParseRef(r)
-		if !c.Allows(srv, tool) {
+		it, _ := ParseItemRef(r)
+		if !c.AllowsItem(it) {
 			return nil, &WidenError{Ref: r}
 		}
 	}

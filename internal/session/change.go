@@ -56,7 +56,7 @@ func (ch Change) IsZero() bool { return ch.Tools == nil && len(ch.RequireApprova
 // ceiling (a *CeilingError) when its server is not configured
 // (serverExists), the parent chain c[1:] does not allow it, or it widens
 // and names a tool the deployment does not expose (toolExists, when not
-// nil); a requirement is past the ceiling when its server is not
+// nil; prompt and resource refs are not checked against the catalog); a requirement is past the ceiling when its server is not
 // configured. Errors: ErrEmptyChange, ErrBadRef, ErrCeiling. A nil
 // serverExists accepts every valid server name.
 func (c Chain) Classify(ch Change, serverExists func(string) bool, toolExists func(server, tool string) bool) (Change, []string, error) {
@@ -81,18 +81,18 @@ func (c Chain) Classify(ch Change, serverExists func(string) bool, toolExists fu
 		}
 		parent := c[1:]
 		for _, r := range refs {
-			srv, tool, _ := ParseRef(r)
+			it, _ := ParseItemRef(r)
 			switch {
-			case !serverExists(srv):
-				return Change{}, nil, &CeilingError{What: "unknown server " + srv + " in " + r}
-			case len(parent) > 0 && !parent.Allows(srv, tool):
+			case !serverExists(it.Server):
+				return Change{}, nil, &CeilingError{What: "unknown server " + it.Server + " in " + r}
+			case len(parent) > 0 && !parent.AllowsItem(it):
 				return Change{}, nil, &CeilingError{What: "the parent session does not allow " + r}
-			case c.Allows(srv, tool):
+			case c.AllowsItem(it):
 				continue
-			case tool != "" && toolExists != nil && !toolExists(srv, tool):
+			case it.Kind == KindTool && toolExists != nil && !toolExists(it.Server, it.Name):
 				return Change{}, nil, &CeilingError{What: "the deployment exposes no tool " + r}
 			}
-			widens = append(widens, "tool "+r)
+			widens = append(widens, it.describe())
 		}
 		out.Tools = &refs
 	}
