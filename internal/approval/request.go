@@ -80,6 +80,13 @@ const (
 	KindSessionPolicy = "session_policy"
 	// KindPolicyChange is a proposed change of the deployment policy.
 	KindPolicyChange = "policy_change"
+	// KindResourceRead is a gated resources/read or resources/subscribe
+	// (issue 10): Tool holds the real resource URI and Arguments the display
+	// copy of {"uri": …}.
+	KindResourceRead = "resource_read"
+	// KindPromptGet is a gated prompts/get: Tool holds the real prompt name
+	// and Arguments the prompt's arguments.
+	KindPromptGet = "prompt_get"
 )
 
 // Request is the durable record of one gated tool call. Arguments holds only
@@ -123,7 +130,8 @@ type Request struct {
 	// which an identical call starts a new request.
 	AnsweredAt time.Time `json:"answered_at,omitzero"`
 	// Kind is what is to be approved: KindToolCall (or ""),
-	// KindSessionPolicy or KindPolicyChange. For the policy kinds, Server and
+	// KindResourceRead, KindPromptGet, KindSessionPolicy or
+	// KindPolicyChange. For the policy kinds, Server and
 	// Tool are empty, Arguments is the display copy of the proposed change
 	// and ArgumentsHash its digest.
 	Kind string `json:"kind,omitempty"`

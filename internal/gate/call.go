@@ -6,19 +6,26 @@ import (
 
 	"toolgate/internal/approval"
 	"toolgate/internal/policy"
+	"toolgate/internal/session"
 )
 
-// Call is one tools/call as the gate sees it: who asks, which real
-// (server, tool) pair, and the exact argument bytes that will be sent upstream.
+// Call is one agent request as the gate sees it: who asks, what it uses
+// (a tool, a resource or a prompt, by its real server and name), and the
+// exact argument bytes that will be sent upstream.
 type Call struct {
 	Principal approval.Principal
-	Server    string
-	Tool      string
+	// Kind is approval.KindToolCall (or ""), approval.KindResourceRead or
+	// approval.KindPromptGet; an approval request records it.
+	Kind   string
+	Server string
+	// Tool is the real tool name, resource URI or prompt name, after Kind.
+	Tool string
 	// Arguments are the raw JSON bytes the agent sent; the gateway dispatches
 	// exactly these bytes, and the gate hashes them.
 	Arguments json.RawMessage
-	// ToolDigest is the digest of the tool's current definition (see the
-	// gateway catalog); an approval is bound to it.
+	// ToolDigest is the digest of the tool's (or prompt's) current
+	// definition (see the gateway catalog); an approval is bound to it.
+	// Resources have none ("").
 	ToolDigest string
 	// KeepAlive, when not nil, is called every keep-alive interval while the
 	// call is held. The gateway sets it only when the caller sent a progress
@@ -64,4 +71,61 @@ func (a Admission) Finish(ctx context.Context, o approval.Outcome) {
 	if a.finish != nil {
 		a.finish(ctx, o)
 	}
+}
+
+// setPolicyName puts what c uses into pc: its kind and its name in the
+// field of that kind.
+func (c Call) setPolicyName(pc *policy.Call) {
+	pc.Tool = ""
+	switch c.Kind {
+	case approval.KindResourceRead:
+		pc.Kind, pc.Resource = policy.KindResource, c.Tool
+	case approval.KindPromptGet:
+		pc.Kind, pc.Prompt = policy.KindPrompt, c.Tool
+	case "", approval.KindToolCall:
+		pc.Kind, pc.Tool = policy.KindTool, c.Tool
+	default:
+		pc.Kind = policy.Kind(c.Kind) // not valid: Evaluate refuses it
+	}
+}
+
+// item is the session's view of c.
+func (c Call) item() session.Item {
+	switch c.Kind {
+	case approval.KindResourceRead:
+		return session.Item{Kind: session.KindResource, Server: c.Server, Name: c.Tool}
+	case approval.KindPromptGet:
+		return session.Item{Kind: session.KindPrompt, Server: c.Server, Name: c.Tool}
+	}
+	return session.Item{Kind: session.KindTool, Server: c.Server, Name: c.Tool}
+}
+
+// label names what c uses for people, as policy.Call.Label does.
+func (c Call) label() string {
+	pc := policy.Call{Server: c.Server}
+	c.setPolicyName(&pc)
+	return pc.Label()
+}
+
+// method is the MCP method of c, for spans.
+func (c Call) method() string {
+	switch c.Kind {
+	case approval.KindResourceRead:
+		return "resources/read"
+	case approval.KindPromptGet:
+		return "prompts/get"
+	}
+	return "tools/call"
+}
+
+// sameKind reports whether request kind k is c's (the empty kind is a tool
+// call).
+func (c Call) sameKind(k string) bool {
+	norm := func(k string) string {
+		if k == "" {
+			return approval.KindToolCall
+		}
+		return k
+	}
+	return norm(k) == norm(c.Kind)
 }

@@ -47,9 +47,41 @@ type lister interface{ Listed(c policy.Call) bool }
 
 // A Catalog reports the current digest of a tool's definition, so that an
 // approval bound to an older definition is not consumed. ok is false when the
-// tool no longer exists.
+// tool no longer exists. A Catalog that also implements ItemCatalog is asked
+// about resources and prompts too.
 type Catalog interface {
 	ToolDigest(server, tool string) (digest string, ok bool)
+}
+
+// An ItemCatalog reports the current digest of what a call of kind (an
+// approval kind) uses: a tool's or a prompt's definition digest, "" for a
+// resource. ok is false when it no longer exists.
+type ItemCatalog interface {
+	ItemDigest(kind, server, name string) (digest string, ok bool)
+}
+
+// currentDigest is the digest c's approval must match at consume: the
+// catalog's current one ("" when the item is gone, so the binding cannot
+// hold), or c.ToolDigest when the catalog cannot tell.
+func (g *Gate) currentDigest(c Call) string {
+	if g.opts.Catalog == nil {
+		return c.ToolDigest
+	}
+	var (
+		d  string
+		ok bool
+	)
+	if ic, isItem := g.opts.Catalog.(ItemCatalog); isItem {
+		d, ok = ic.ItemDigest(c.Kind, c.Server, c.Tool)
+	} else if c.Kind == "" || c.Kind == approval.KindToolCall {
+		d, ok = g.opts.Catalog.ToolDigest(c.Server, c.Tool)
+	} else {
+		return c.ToolDigest
+	}
+	if !ok {
+		return ""
+	}
+	return d
 }
 
 // Options configures a Gate. The zero value (or nil) gives the documented defaults.
@@ -186,9 +218,9 @@ func New(s store.Store, p Evaluator, opts *Options) *Gate {
 // toolgate.server, approval.id); it ends with a refusal, or at
 // Admission.Finish for an admitted call.
 func (g *Gate) Admit(ctx context.Context, c Call) Admission {
-	ctx, span := g.opts.Tracer.Start(ctx, "tools/call "+c.Server+"__"+c.Tool, trace.WithSpanKind(trace.SpanKindServer),
+	ctx, span := g.opts.Tracer.Start(ctx, c.method()+" "+c.Server+"__"+c.Tool, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(
-			attribute.String("mcp.method.name", "tools/call"),
+			attribute.String("mcp.method.name", c.method()),
 			attribute.String("gen_ai.tool.name", c.Tool),
 			attribute.String("toolgate.server", c.Server),
 		))
@@ -227,7 +259,7 @@ func (g *Gate) admit(ctx context.Context, c Call) Admission {
 	}
 	dec, err := g.policy.Evaluate(g.policyCall(c, c.Arguments))
 	if err != nil {
-		g.log.ErrorContext(ctx, "policy evaluation failed; denying", "server", c.Server, "tool", c.Tool, "err", err)
+		g.log.ErrorContext(ctx, "policy evaluation failed; denying", "server", c.Server, "tool", c.Tool, "kind", c.Kind, "err", err)
 		g.metrics.ToolCall(c.Server, string(policy.Deny))
 		return refuse("denied: policy evaluation failed")
 	}
@@ -243,12 +275,12 @@ func (g *Gate) admit(ctx context.Context, c Call) Admission {
 func (g *Gate) admitDecided(ctx context.Context, c Call, chain session.Chain, dec policy.Decision) Admission {
 	switch dec.Effect {
 	case policy.Allow:
-		if chain.RequiresApproval(c.Server, c.Tool) {
+		if chain.RequiresApprovalItem(c.item()) {
 			return g.hold(ctx, c, g.sessionApproval())
 		}
 		return Admission{Allowed: true}
 	case policy.Deny:
-		return refuse(fmt.Sprintf("denied by policy rule %q%s: %s__%s is not allowed", dec.Rule, erredNote(dec), c.Server, c.Tool))
+		return refuse(fmt.Sprintf("denied by policy rule %q%s: %s is not allowed", dec.Rule, erredNote(dec), c.label()))
 	case policy.Approve:
 		return g.hold(ctx, c, dec)
 	default:
@@ -302,6 +334,9 @@ func (g *Gate) hold(ctx context.Context, c Call, dec policy.Decision) Admission 
 		RequiredApprovals: max(ap.Approvals, 1),
 		Approvers:         ap.Approvers,
 		ValidFor:          ap.ValidFor,
+	}
+	if c.Kind != approval.KindToolCall {
+		r.Kind = c.Kind // tool calls keep the empty kind, as before issue 10
 	}
 	if r.Mode != policy.ModeRetry {
 		r.Renew(g.instance, now.Add(g.opts.Lease))
@@ -459,14 +494,7 @@ func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
 	if err != nil {
 		hash = "invalid: " + err.Error() // cannot match the approved hash
 	}
-	digest := c.ToolDigest
-	if g.opts.Catalog != nil {
-		if d, ok := g.opts.Catalog.ToolDigest(c.Server, c.Tool); ok {
-			digest = d
-		} else {
-			digest = "" // the tool is gone: the binding cannot hold
-		}
-	}
+	digest := g.currentDigest(c)
 	deniedBy := ""
 	dec, err := g.consumeDecision(c, out)
 	switch {

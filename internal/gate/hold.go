@@ -34,6 +34,8 @@ func (g *Gate) attach(ctx context.Context, c Call, hash string) (adm Admission, 
 	}
 	for _, r := range open {
 		switch {
+		case !c.sameKind(r.Kind):
+			// A prompt and a tool of the same name are different things.
 		case r.State == approval.StateDenied:
 			_, err := g.store.UpdateRequest(ctx, r.ID, "toolgate", func(r *approval.Request) error { return r.Answer(g.now()) })
 			if err == nil {

@@ -15,12 +15,12 @@ func (g *Gate) policyCall(c Call, args json.RawMessage) policy.Call {
 	p := c.Principal
 	pc := policy.Call{
 		Server:    c.Server,
-		Tool:      c.Tool,
 		Principal: policy.Principal{ID: p.ID, Groups: p.Groups, Tenant: p.Tenant, OnBehalfOf: p.OnBehalfOf},
 		Session:   p.SessionID,
 		Arguments: args,
 	}
-	if g.opts.Annotations != nil {
+	c.setPolicyName(&pc)
+	if g.opts.Annotations != nil && pc.Kind == policy.KindTool {
 		pc.Annotations = g.opts.Annotations(c.Server, c.Tool)
 	}
 	return pc

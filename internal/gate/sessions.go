@@ -184,7 +184,7 @@ func (g *Gate) SessionTools(ctx context.Context, p approval.Principal) (func(ser
 // approval can override that). ok is false with the refusal.
 func (g *Gate) sessionChain(ctx context.Context, c Call) (session.Chain, Admission, bool) {
 	ch, err := g.store.Chain(ctx, session.ID(c.Principal.SessionID))
-	if why := sessionRefusal(ch, err, c.Server, c.Tool); why != "" {
+	if why := sessionRefusal(ch, err, c); why != "" {
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			g.log.ErrorContext(ctx, "cannot read the session policy; refusing", "session", c.Principal.SessionID, "err", err)
 		}
@@ -194,9 +194,9 @@ func (g *Gate) sessionChain(ctx context.Context, c Call) (session.Chain, Admissi
 	return ch, Admission{}, true
 }
 
-// sessionRefusal says why a session's call of (server, tool) may not run,
-// or "" when it may. It is checked at admission and again at dispatch.
-func sessionRefusal(ch session.Chain, err error, server, tool string) string {
+// sessionRefusal says why a session's call c may not run, or "" when it
+// may. It is checked at admission and again at dispatch.
+func sessionRefusal(ch session.Chain, err error, c Call) string {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return "unknown session"
@@ -204,8 +204,8 @@ func sessionRefusal(ch session.Chain, err error, server, tool string) string {
 		return "the session store is unavailable, so the session's policy cannot be checked"
 	case ch.Revoked():
 		return fmt.Sprintf("session %s was revoked", ch[0].ID)
-	case !ch.Allows(server, tool):
-		return fmt.Sprintf("%s__%s is outside the session's policy (session %s); no approval can allow it", server, tool, ch[0].ID)
+	case !ch.AllowsItem(c.item()):
+		return fmt.Sprintf("%s is outside the session's policy (session %s); no approval can allow it", c.label(), ch[0].ID)
 	}
 	return ""
 }
@@ -238,5 +238,5 @@ func (g *Gate) sessionDeniedAtDispatch(ctx context.Context, c Call) string {
 		return ""
 	}
 	ch, err := g.store.Chain(ctx, session.ID(c.Principal.SessionID))
-	return sessionRefusal(ch, err, c.Server, c.Tool)
+	return sessionRefusal(ch, err, c)
 }

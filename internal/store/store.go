@@ -82,9 +82,10 @@ type Store interface {
 	// approved ones, and denied ones whose denial was not answered yet
 	// (AnsweredAt zero). Oldest first, at most 100.
 	OpenIdentical(ctx context.Context, principal, server, tool, argumentsHash string) ([]approval.Request, error)
-	// CountPending counts pending tool-call requests (kind "" or
-	// tool_call), of one principal when requestedBy is not empty. Policy
-	// approvals have their own limits (count them with ListRequests).
+	// CountPending counts pending requests that agents make (kind "",
+	// tool_call, resource_read or prompt_get), of one principal when
+	// requestedBy is not empty. Policy approvals have their own limits
+	// (count them with ListRequests).
 	CountPending(ctx context.Context, requestedBy string) (int, error)
 	// Events returns events with Seq > after, in Seq order, at most limit
 	// (0 means 100).
@@ -217,7 +218,8 @@ type SessionStore interface {
 	// Sessions already revoked are left as they are. It returns what it
 	// changed; ErrNotFound for an unknown id.
 	RevokeSession(ctx context.Context, id session.ID, actor string, now time.Time) (Revocation, error)
-	// CountPendingInTree counts the pending tool-call requests of every
+	// CountPendingInTree counts the pending agent requests (the kinds
+	// CountPending counts) of every
 	// session in the tree below root (root included, revoked ones too), so
 	// an agent cannot escape the per-principal pending cap by creating
 	// child sessions.

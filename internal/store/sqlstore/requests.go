@@ -255,7 +255,7 @@ func (db *DB) Due(ctx context.Context, now time.Time, limit int) ([]approval.ID,
 // CountPending counts pending tool-call requests, only those of requestedBy
 // when it is not empty.
 func (db *DB) CountPending(ctx context.Context, requestedBy string) (int, error) {
-	q, args := `SELECT COUNT(*) FROM requests WHERE state = 'pending' AND kind IN ('', 'tool_call')`, []any{}
+	q, args := `SELECT COUNT(*) FROM requests WHERE state = 'pending' AND kind IN ('', 'tool_call', 'resource_read', 'prompt_get')`, []any{}
 	if requestedBy != "" {
 		q += ` AND requested_by = ?`
 		args = append(args, requestedBy)

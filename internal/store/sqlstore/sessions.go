@@ -316,7 +316,7 @@ func (db *DB) CountPendingInTree(ctx context.Context, root session.ID) (int, err
 			UNION ALL
 			SELECT s.id FROM sessions s JOIN down ON s.parent_id = down.id
 		) SELECT COUNT(*) FROM requests
-		WHERE state = 'pending' AND kind IN ('', 'tool_call')
+		WHERE state = 'pending' AND kind IN ('', 'tool_call', 'resource_read', 'prompt_get')
 		AND requested_by IN (SELECT s.principal FROM sessions s JOIN down ON s.id = down.id)`, string(root)).Scan(&n)
 	if err != nil {
 		return 0, db.wrap("count pending in session tree", err)

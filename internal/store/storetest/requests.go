@@ -348,4 +348,14 @@ func testListByKind(t *testing.T, s store.Store) {
 	if n, err := s.CountPending(t.Context(), ""); err != nil || n != 1 {
 		t.Errorf("CountPending = %d, %v; want 1 (tool calls only)", n, err)
 	}
+	// Held resource reads and prompt gets are agent requests too: they count
+	// against the pending caps (issue 10).
+	for i, k := range []string{approval.KindResourceRead, approval.KindPromptGet} {
+		r := pending(id(1, 4+i))
+		r.Kind = k
+		mustCreate(t, s, r)
+	}
+	if n, err := s.CountPending(t.Context(), ""); err != nil || n != 3 {
+		t.Errorf("CountPending = %d, %v; want 3 (tool calls, resource reads and prompt gets)", n, err)
+	}
 }

@@ -381,13 +381,15 @@ func testCountPendingInTree(t *testing.T, s store.Store) {
 	add(grand.Principal, "", false)
 	add(grand.Principal, "", true)                          // not pending
 	add(grand.Principal, approval.KindSessionPolicy, false) // not a tool call
+	add(child.Principal, approval.KindResourceRead, false)  // an agent request
+	add(root.Principal, approval.KindPromptGet, false)      // an agent request
 	add(other.Principal, "", false)                         // another tree
 	add("desktop", "", false)                               // not a session
 
 	for _, tc := range []struct {
 		root session.ID
 		want int
-	}{{root.ID, 3}, {child.ID, 2}, {grand.ID, 1}, {other.ID, 1}, {sid(99), 0}} {
+	}{{root.ID, 5}, {child.ID, 3}, {grand.ID, 1}, {other.ID, 1}, {sid(99), 0}} {
 		got, err := s.CountPendingInTree(t.Context(), tc.root)
 		if err != nil || got != tc.want {
 			t.Errorf("CountPendingInTree(%s) = %d, %v; want %d", tc.root, got, err, tc.want)
