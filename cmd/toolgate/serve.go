@@ -446,6 +446,7 @@ func gatewayServers(cfg config.Config) []gateway.ServerConfig {
 			Name: n, Command: s.Command, Args: s.Args, Env: s.Env, Dir: dir,
 			URL: s.URL, Headers: s.Headers, CallTimeout: s.CallTimeout,
 			Unprefixed: s.ToolPrefix != nil && !*s.ToolPrefix,
+			Sessions:   s.Sessions,
 		})
 	}
 	return out
@@ -460,6 +461,14 @@ func (c *lazyCatalog) ToolDigest(server, tool string) (string, bool) {
 		return "", false
 	}
 	return c.gw.ToolDigest(server, tool)
+}
+
+// ItemDigest answers for prompts and resources too (gate.ItemCatalog).
+func (c *lazyCatalog) ItemDigest(kind, server, name string) (string, bool) {
+	if c.gw == nil {
+		return "", false
+	}
+	return c.gw.ItemDigest(kind, server, name)
 }
 
 // openStore opens the configured database and returns how to watch it for

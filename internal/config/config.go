@@ -91,9 +91,9 @@ type Server struct {
 	// CallTimeout bounds one dispatched call upstream (not the time it is
 	// held for approval); 0 means no limit.
 	CallTimeout time.Duration `yaml:"call_timeout,omitempty"`
-	// ToolPrefix, when false, exposes the server's tools under their own
-	// names instead of "<server>__<tool>"; a name another server already
-	// exposes is a startup error. Default true.
+	// ToolPrefix, when false, exposes the server's tools (and prompts)
+	// under their own names instead of "<server>__<tool>"; a tool name
+	// another server already exposes is a startup error. Default true.
 	ToolPrefix *bool `yaml:"tool_prefix,omitempty"`
 	// TrustAnnotations lets policy rules and conditions use the annotation
 	// hints (readOnlyHint, destructiveHint, ...) this server declares for
@@ -101,6 +101,10 @@ type Server struct {
 	// annotation selectors treat its tools as unknown (the strictest
 	// reading).
 	TrustAnnotations bool `yaml:"trust_annotations,omitempty"`
+	// Sessions is "shared" (one upstream session for all agents) or
+	// "per_agent" (one per agent session; for stdio one process each).
+	// Empty: per_agent for command servers, shared for url servers.
+	Sessions string `yaml:"sessions,omitempty"`
 }
 
 // Token names where a principal's bearer token comes from: exactly one of

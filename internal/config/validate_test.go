@@ -84,6 +84,8 @@ func TestValidate(t *testing.T) {
 		{name: "headers on command server", old: `env: { K: V }`, new: `headers: { A: b }`, want: []string{"servers.fs.headers: only for url"}},
 		{name: "bad header name", old: `Authorization: x`, new: `"Bad Header": x`, want: []string{`servers.pay.headers: bad header name "Bad Header"`}},
 		{name: "negative call timeout", old: `call_timeout: 60s`, new: `call_timeout: -1s`, want: []string{"servers.fs.call_timeout -1s"}},
+		{name: "sessions per_agent", old: `call_timeout: 60s`, new: `call_timeout: 60s, sessions: per_agent`},
+		{name: "sessions unknown", old: `call_timeout: 60s`, new: `call_timeout: 60s, sessions: per_user`, want: []string{`servers.fs.sessions "per_user": want shared or per_agent`}},
 		{name: "duplicate id across lists", old: `id: bob`, new: `id: desktop`, want: []string{`approvers[1].id "desktop": also used by agents[0]`}},
 		{name: "duplicate id within a list", old: `id: bob`, new: `id: alice`, want: []string{`approvers[1].id "alice": also used by approvers[0]`}},
 		{name: "missing id", old: `id: desktop, `, new: ``, want: []string{"agents[0].id: required", `stdio.agent "desktop"`}},

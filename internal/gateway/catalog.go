@@ -46,13 +46,23 @@ func ExposedName(server, tool string) string {
 // the lowercase hex SHA-256 of the canonical JSON of the definition as the
 // SDK encodes it.
 func ToolDigestOf(t *mcp.Tool) (string, error) {
-	raw, err := json.Marshal(t)
+	d, err := digestOf(t)
 	if err != nil {
-		return "", fmt.Errorf("encode tool %q: %w", t.Name, err)
+		return "", fmt.Errorf("tool %q: %w", t.Name, err)
+	}
+	return d, nil
+}
+
+// digestOf returns "sha256:" + the lowercase hex SHA-256 of the canonical
+// JSON of v as the SDK encodes it (a tool or prompt definition).
+func digestOf(v any) (string, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("encode definition: %w", err)
 	}
 	c, err := approval.Canonicalize(raw)
 	if err != nil {
-		return "", fmt.Errorf("canonicalize tool %q: %w", t.Name, err)
+		return "", fmt.Errorf("canonicalize definition: %w", err)
 	}
 	sum := sha256.Sum256(c)
 	return "sha256:" + hex.EncodeToString(sum[:]), nil

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -49,11 +50,16 @@ type ServerConfig struct {
 	// bound. When it fires, the call fails with a JSON-RPC error naming the
 	// timeout and notifications/cancelled is sent upstream.
 	CallTimeout time.Duration
-	// Unprefixed exposes the server's tools under their own names instead
-	// of "<server>__<tool>". A name that another server's tool already has
-	// is a startup error (later: logged and not exposed), never an
-	// overwrite (case C05). Policy still matches the real (server, tool).
+	// Unprefixed exposes the server's tools and prompts under their own
+	// names instead of "<server>__<tool>". A tool name that another
+	// server's tool already has is a startup error (later: logged and not
+	// exposed), never an overwrite (case C05); a prompt name two servers
+	// would expose is exposed prefixed for both. Policy still matches the
+	// real (server, tool).
 	Unprefixed bool
+	// Sessions is SessionsShared or SessionsPerAgent; "" means per_agent
+	// for a stdio server and shared for an HTTP one (see agentconn.go).
+	Sessions string
 }
 
 func (c ServerConfig) validate() error {
@@ -66,6 +72,9 @@ func (c ServerConfig) validate() error {
 	}
 	if c.CallTimeout < 0 {
 		errs = append(errs, fmt.Errorf("server %q: call_timeout must not be negative", c.Name))
+	}
+	if c.Sessions != "" && c.Sessions != SessionsShared && c.Sessions != SessionsPerAgent {
+		errs = append(errs, fmt.Errorf("server %q: sessions %q: want %s or %s", c.Name, c.Sessions, SessionsShared, SessionsPerAgent))
 	}
 	return errors.Join(errs...)
 }
@@ -125,6 +134,9 @@ type Options struct {
 	// asks to change its own policy. nil: no built-in tool
 	// (sessions.request_tool: false).
 	PolicyRequests PolicyRequester
+	// ListPageSize is the page size of prompts/list, resources/list and
+	// resources/templates/list. Default DefaultListPageSize.
+	ListPageSize int
 }
 
 func (o *Options) withDefaults() Options {
@@ -156,6 +168,9 @@ func (o *Options) withDefaults() Options {
 	if r.ProgressLinger <= 0 {
 		r.ProgressLinger = 5 * time.Second
 	}
+	if r.ListPageSize <= 0 {
+		r.ListPageSize = DefaultListPageSize
+	}
 	return r
 }
 
@@ -179,6 +194,22 @@ type Gateway struct {
 	// toolsMu serializes catalog updates with the matching changes of the
 	// downstream server's tool set.
 	toolsMu sync.Mutex
+
+	// Prompts, resources and templates (issue 10; items.go).
+	itemsMu      sync.Mutex             // serializes rebuilds of exposed
+	items        map[string]serverItems // guarded by itemsMu: by server
+	exposed      atomic.Pointer[exposure]
+	origins      *origins
+	subs         *subscriptions
+	levels       *levels
+	elicitations elicitations
+	deliveries   deliveries
+
+	// watched are the agent sessions whose end the gateway waits for
+	// (agentconn.go).
+	watchMu     sync.Mutex
+	watched     map[*mcp.ServerSession]bool // guarded by watchMu
+	watchClosed bool                        // guarded by watchMu
 
 	// root is the lifecycle context of the background goroutines: it is a
 	// documented lifecycle root, cancelled by Close.
@@ -227,14 +258,36 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 		carriers: &carriers{},
 		calls:    newSessionCalls(),
 		views:    newViews(),
+		items:    map[string]serverItems{},
+		origins:  &origins{},
+		subs:     newSubscriptions(),
+		levels:   newLevels(),
+		watched:  map[*mcp.ServerSession]bool{},
 		root:     root,
 		stop:     stop,
 	}
+	g.exposed.Store(buildExposure(nil, o.Logger))
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "toolgate", Version: o.Version}, &mcp.ServerOptions{
-		Logger:       o.Logger,
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
-		// Tool lists differ per principal (agent sessions).
-		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = "private" },
+		Logger: o.Logger,
+		// Everything MCP 2025-11-25 offers passes through (issue 10): the
+		// lists answer from the upstreams, whatever each offers.
+		Capabilities: &mcp.ServerCapabilities{
+			Tools:       &mcp.ToolCapabilities{ListChanged: true},
+			Prompts:     &mcp.PromptCapabilities{ListChanged: true},
+			Resources:   &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
+			Completions: &mcp.CompletionCapabilities{},
+			Logging:     &mcp.LoggingCapabilities{},
+		},
+		// Lists differ per principal (policy, agent sessions).
+		SetCacheable:       func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = "private" },
+		SubscribeHandler:   g.subscribe,
+		UnsubscribeHandler: g.unsubscribe,
+		//lint:ignore SA1019 roots are deprecated only from 2026-07-28.
+		RootsListChangedHandler: func(_ context.Context, req *mcp.RootsListChangedRequest) {
+			for _, ac := range g.agentConnsOf(req.Session) {
+				ac.rootsChanged()
+			}
+		},
 	})
 	g.server.AddReceivingMiddleware(g.middleware)
 	g.server.AddSendingMiddleware(g.sendingMiddleware)
@@ -254,6 +307,7 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 		u     *upstream
 		conn  *upConn
 		tools []*mcp.Tool
+		items serverItems
 		err   error
 	}
 	results := make(chan first, len(g.ups))
@@ -272,7 +326,13 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 				results <- first{u: u, err: fmt.Errorf("list tools: %w", err)}
 				return
 			}
-			results <- first{u: u, conn: c, tools: tools}
+			items, err := u.listItems(cctx, c)
+			if err != nil {
+				c.close()
+				results <- first{u: u, err: err}
+				return
+			}
+			results <- first{u: u, conn: c, tools: tools, items: items}
 		}()
 	}
 	var firsts []first
@@ -299,6 +359,13 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 		stop()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	var items []serverItems
+	for _, f := range firsts {
+		if f.err == nil {
+			items = append(items, f.items)
+		}
+	}
+	g.applyItems(items...)
 	for _, f := range firsts {
 		if f.err != nil {
 			g.log.WarnContext(ctx, "upstream not connected; retrying in the background", "server", f.u.name, "err", f.err)
@@ -328,6 +395,9 @@ func (g *Gateway) Close() error {
 	g.closeMux.Unlock()
 	g.stop()
 	g.calls.cancelAll(ErrShutdown)
+	// The agent sessions the gateway watches end now (their per-agent
+	// upstream sessions with them), so their watchers return.
+	g.closeWatched()
 	g.wg.Wait()
 	g.routes.close()
 	return nil

@@ -16,35 +16,58 @@ import (
 const finishTimeout = 5 * time.Second
 
 // A dispatch is what the middleware hands the tool handler for an admitted
-// call: the catalog entry it was admitted for and its progress channel.
+// call: the catalog entry it was admitted for, its progress channel and
+// its origin (where the upstream's messages about it go).
 type dispatch struct {
 	tool     Tool
 	progress *callProgress
 	args     json.RawMessage // the exact bytes to send upstream
+	origin   *origin
 }
 
 type dispatchKey struct{}
 
 // middleware is the one receiving middleware of the downstream server. It
-// filters tools/list to what the caller may see (see listTools). For
-// tools/call it resolves the exposed name in the catalog, asks the
-// Gatekeeper with the real (server, tool) pair and the raw argument bytes,
-// and either returns the refusal as an isError result (never a JSON-RPC
-// error for a policy outcome) or runs the tool handler, which dispatches
-// upstream, and then records the outcome with Admission.Finish.
+// answers the lists (tools, prompts, resources, templates) with what the
+// caller may use, and prompts/get, resources/read and completion/complete
+// from the upstreams (prompts.go, resources.go). For tools/call it
+// resolves the exposed name in the catalog, asks the Gatekeeper with the
+// real (server, tool) pair and the raw argument bytes, and either returns
+// the refusal as an isError result (never a JSON-RPC error for a policy
+// outcome) or runs the tool handler, which dispatches upstream, and then
+// records the outcome with Admission.Finish. An unknown tool is a
+// JSON-RPC invalid-params error (MCP 2025-11-25, tools: error handling).
 func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method == "tools/list" {
+		switch method {
+		case "tools/call":
+		case "tools/list":
 			return g.listTools(ctx, method, req, next)
+		case "prompts/list":
+			return g.listPrompts(ctx, req)
+		case "prompts/get":
+			return g.getPrompt(ctx, req)
+		case "resources/list":
+			return g.listResources(ctx, req)
+		case "resources/templates/list":
+			return g.listTemplates(ctx, req)
+		case "resources/read":
+			return g.readResource(ctx, req)
+		case "completion/complete":
+			return g.complete(ctx, req)
+		case "logging/setLevel":
+			return g.setLevel(ctx, method, req, next)
+		default:
+			return next(ctx, method, req)
 		}
 		creq, ok := req.(*mcp.CallToolRequest)
-		if method != "tools/call" || !ok {
+		if !ok {
 			return next(ctx, method, req)
 		}
 		if creq.Params == nil {
-			return errorResult("tools/call without params"), nil
+			return nil, errInvalidParams("tools/call without params")
 		}
-		ctx, p, release, err := g.bindCall(ctx, creq)
+		ctx, p, release, err := g.bindRequest(ctx, creq)
 		if err != nil {
 			return errorResult(err.Error()), nil
 		}
@@ -53,15 +76,15 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		name := creq.Params.Name
 		if name == PolicyToolName {
 			if !g.policyToolOn(p) {
-				return errorResult("unknown tool " + name), nil
+				return nil, errUnknownTool(name)
 			}
 			return g.callPolicyTool(ctx, p, creq.Params.Arguments), nil
 		}
 		t, ok := g.catalog.lookup(name)
 		if !ok {
-			return errorResult("unknown tool " + name), nil
+			return nil, errUnknownTool(name)
 		}
-		prog := newCallProgress(ctx, creq, g.log)
+		prog := newRequestProgress(ctx, creq, g.log)
 		args := creq.Params.Arguments
 		if g.opts.Rewrite != nil {
 			args = g.opts.Rewrite(t.Server, t.Tool, creq.Params.Arguments)
@@ -88,7 +111,8 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if adm.Arguments != nil {
 			args = adm.Arguments
 		}
-		res, err := next(context.WithValue(ctx, dispatchKey{}, &dispatch{tool: t, progress: prog, args: args}), method, req)
+		o := g.newOrigin(ctx, creq.Session, p, t.Server)
+		res, err := next(context.WithValue(ctx, dispatchKey{}, &dispatch{tool: t, progress: prog, args: args, origin: o}), method, req)
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 		defer cancel()
 		adm.Finish(fctx, outcome(res, err))
@@ -105,13 +129,23 @@ func (g *Gateway) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	}
 	u := g.ups[d.tool.Server]
 	if u == nil {
-		return errorResult("unknown tool " + req.Params.Name), nil
+		return nil, errUnknownTool(req.Params.Name)
 	}
 	if d.progress != nil {
 		g.routes.start(d.progress)
 		defer g.routes.finish(d.progress)
 	}
-	return u.call(ctx, d.tool.Tool, d.args, d.progress)
+	// Log messages of the call are delivered before its result, and before
+	// its progress stops (deferred calls run last-in first-out).
+	defer d.origin.finish()
+	return u.call(withOrigin(ctx, d.origin), d.tool.Tool, d.args, d.progress)
+}
+
+// errUnknownTool is the JSON-RPC error of a tools/call naming a tool the
+// caller cannot see: invalid params, as MCP asks (a policy refusal is an
+// isError result instead).
+func errUnknownTool(name string) error {
+	return errInvalidParams("unknown tool: " + name)
 }
 
 func outcome(res mcp.Result, err error) approval.Outcome {
@@ -140,15 +174,16 @@ func refusalResult(adm gate.Admission) *mcp.CallToolResult {
 // happen through Handler or ServeStdio.
 var errUnauthenticated = errors.New("unauthenticated: no principal for this call")
 
-// bindCall finds the principal of a call, ties the call to its session (so
-// a DELETE, the end of ServeStdio or Close cancels it) and, for HTTP, to its
+// bindRequest finds the principal of a request (a call, or a prompts/get
+// or resources/read, which may be held too), ties it to its session (so a
+// DELETE, the end of ServeStdio or Close cancels it) and, for HTTP, to its
 // POST (the carrier watch, notes §3), and arms the SSE heartbeat of the
 // POST. release undoes it.
 //
 // The principal comes from the gateway's own registry entry for the POST,
 // keyed by a header the HTTP front sets (any client value is overwritten),
 // or, for stdio, from the session's context. A client can never name it.
-func (g *Gateway) bindCall(ctx context.Context, req *mcp.CallToolRequest) (_ context.Context, _ approval.Principal, release func(), _ error) {
+func (g *Gateway) bindRequest(ctx context.Context, req mcp.Request) (_ context.Context, _ approval.Principal, release func(), _ error) {
 	if g.root.Err() != nil {
 		return nil, approval.Principal{}, nil, ErrShutdown
 	}
@@ -157,8 +192,8 @@ func (g *Gateway) bindCall(ctx context.Context, req *mcp.CallToolRequest) (_ con
 		sid  string
 		post *carrier
 	)
-	if req.Extra != nil && req.Extra.Header != nil {
-		post = g.carriers.get(req.Extra.Header.Get(carrierHeader))
+	if ex := req.GetExtra(); ex != nil && ex.Header != nil {
+		post = g.carriers.get(ex.Header.Get(carrierHeader))
 		if post == nil {
 			return nil, approval.Principal{}, nil, errUnauthenticated
 		}
@@ -195,9 +230,10 @@ func (g *Gateway) bindCall(ctx context.Context, req *mcp.CallToolRequest) (_ con
 	}, nil
 }
 
-func sessionID(req *mcp.CallToolRequest) string {
-	if req.Session == nil {
+func sessionID(req mcp.Request) string {
+	ss, ok := req.GetSession().(*mcp.ServerSession)
+	if !ok || ss == nil {
 		return ""
 	}
-	return req.Session.ID()
+	return ss.ID()
 }

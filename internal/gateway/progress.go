@@ -58,17 +58,23 @@ type callProgress struct {
 	finished   bool       // guarded by mu: the call returned
 }
 
-// newCallProgress returns the progress channel of req, or nil when the
+// newRequestProgress returns the progress channel of req (a tools/call, or
+// a prompts/get or resources/read that may be held), or nil when the
 // caller sent no progress token (then nothing is ever sent).
-func newCallProgress(ctx context.Context, req *mcp.CallToolRequest, log *slog.Logger) *callProgress {
-	if req.Params == nil || req.Session == nil {
+func newRequestProgress(ctx context.Context, req mcp.Request, log *slog.Logger) *callProgress {
+	ss, ok := req.GetSession().(*mcp.ServerSession)
+	if !ok || ss == nil {
 		return nil
 	}
-	tok := req.Params.GetProgressToken()
+	rp, ok := req.GetParams().(mcp.RequestParams)
+	if !ok || rp == nil {
+		return nil
+	}
+	tok := rp.GetProgressToken()
 	if tok == nil {
 		return nil
 	}
-	return &callProgress{ss: req.Session, token: tok, ctx: ctx, log: log}
+	return &callProgress{ss: ss, token: tok, ctx: ctx, log: log}
 }
 
 // keepAlive sends one keep-alive: progress 1, 2, 3… with keepAliveMessage.

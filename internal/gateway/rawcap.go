@@ -71,10 +71,12 @@ func (s *slot) wasSessionMissing() bool {
 }
 
 // captureTransport wraps a stdio transport so that its connection fills
-// slots and relays progress.
+// slots, relays progress and routes log messages.
 type captureTransport struct {
 	mcp.Transport
 	routes *progressRoutes
+	up     *upstream  // nil: log messages are left to the SDK's handler
+	owner  *agentConn // the agent session a per-agent session belongs to; nil if shared
 }
 
 func (t captureTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -82,45 +84,75 @@ func (t captureTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &captureConn{Connection: c, routes: t.routes}, nil
+	return &captureConn{Connection: c, routes: t.routes, up: t.up, owner: t.owner}, nil
 }
 
 // captureConn records the id of each outgoing tools/call whose context has
 // a slot, and fills the slot with the raw result before the SDK sees the
 // response. It queues each notifications/progress it reads for its route
-// before returning it to the SDK.
+// before returning it to the SDK. It hands each notifications/message to
+// the upstream's log routing, in wire order, instead of to the SDK: on a
+// per-agent session to the agent's request in flight (or the agent
+// session), on a shared one, which cannot tell requests apart over stdio,
+// to toolgate's log.
 type captureConn struct {
 	mcp.Connection
-	routes  *progressRoutes
-	pending sync.Map // jsonrpc.ID → *slot
+	routes   *progressRoutes
+	up       *upstream
+	owner    *agentConn
+	pending  sync.Map // jsonrpc.ID → *slot
+	inflight sync.Map // jsonrpc.ID → *origin; per-agent sessions only
 }
 
 func (c *captureConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() && r.Method == "tools/call" {
-		if s := slotFrom(ctx); s != nil {
-			id := r.ID
+	if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() {
+		id := r.ID
+		if s := slotFrom(ctx); s != nil && r.Method == "tools/call" {
 			c.pending.Store(id, s)
 			context.AfterFunc(ctx, func() { c.pending.Delete(id) })
+		}
+		if o := originFrom(ctx); o != nil && c.owner != nil {
+			c.inflight.Store(id, o)
+			context.AfterFunc(ctx, func() { c.inflight.Delete(id) })
 		}
 	}
 	return c.Connection.Write(ctx, msg)
 }
 
 func (c *captureConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	m, err := c.Connection.Read(ctx)
-	switch r := m.(type) {
-	case *jsonrpc.Response:
-		if r.Error == nil {
-			if s, ok := c.pending.LoadAndDelete(r.ID); ok {
-				s.(*slot).set(r.Result)
+	for {
+		m, err := c.Connection.Read(ctx)
+		switch r := m.(type) {
+		case *jsonrpc.Response:
+			if r.Error == nil {
+				if s, ok := c.pending.LoadAndDelete(r.ID); ok {
+					s.(*slot).set(r.Result)
+				}
+			}
+			c.inflight.Delete(r.ID)
+		case *jsonrpc.Request:
+			switch {
+			case r.IsCall():
+			case r.Method == methodProgress && c.routes != nil:
+				c.routes.relayWire(r.Params)
+			case r.Method == methodLog && c.up != nil:
+				c.up.routeLog(c.inflightOrigin(), c.owner, r.Params)
+				continue // handled: the SDK does not see it
 			}
 		}
-	case *jsonrpc.Request:
-		if !r.IsCall() && r.Method == methodProgress && c.routes != nil {
-			c.routes.relayWire(r.Params)
-		}
+		return m, err
 	}
-	return m, err
+}
+
+// inflightOrigin returns an agent request in flight on a per-agent
+// session (they all belong to its agent), or nil.
+func (c *captureConn) inflightOrigin() *origin {
+	var o *origin
+	c.inflight.Range(func(_, v any) bool {
+		o = v.(*origin)
+		return false
+	})
+	return o
 }
 
 // methodProgress is the method of a progress notification.
@@ -128,13 +160,17 @@ const methodProgress = "notifications/progress"
 
 // captureRoundTripper adds the configured headers to every request to an
 // HTTP upstream, fills slots from tools/call responses (JSON or SSE),
-// relays the progress on a tools/call's event stream, and marks a slot when
-// the upstream answered 404 to our session id.
+// relays the progress on every event stream, routes log messages and
+// stamps server→client requests with the route of the POST whose stream
+// carries them (relay.go), and marks a slot when the upstream answered 404
+// to our session id.
 type captureRoundTripper struct {
 	base    http.RoundTripper
 	headers map[string]string
 	max     int             // bytes; the longest response or event captured
 	routes  *progressRoutes // nil: progress is left to the SDK's handler
+	up      *upstream       // nil: log messages and requests are left to the SDK
+	owner   *agentConn      // the agent session of a per-agent session; nil if shared
 }
 
 func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -155,10 +191,10 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 		id = toolsCallID(body)
 	}
 	resp, err := t.base.RoundTrip(req)
-	if err != nil || id == nil {
+	if err != nil {
 		return resp, err
 	}
-	if resp.StatusCode == http.StatusNotFound && req.Header.Get("Mcp-Session-Id") != "" {
+	if id != nil && resp.StatusCode == http.StatusNotFound && req.Header.Get("Mcp-Session-Id") != "" {
 		s.markSessionMissing()
 		return resp, nil
 	}
@@ -168,9 +204,15 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	media, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch media {
 	case "application/json":
-		resp.Body = &jsonTee{ReadCloser: resp.Body, s: s, id: id, max: t.max}
+		if id != nil {
+			resp.Body = &jsonTee{ReadCloser: resp.Body, s: s, id: id, max: t.max}
+		}
 	case "text/event-stream":
-		resp.Body = &sseTee{ReadCloser: resp.Body, s: s, id: id, max: t.max, routes: t.routes}
+		if id == nil {
+			s = nil
+		}
+		resp.Body = &sseTee{ReadCloser: resp.Body, s: s, id: id, max: t.max, routes: t.routes,
+			up: t.up, owner: t.owner, origin: originFrom(req.Context())}
 	}
 	return resp, nil
 }
@@ -241,79 +283,6 @@ func (t *jsonTee) Read(p []byte) (int, error) {
 		t.buf = nil
 	}
 	return n, err
-}
-
-// sseTee parses the server-sent events passing through it, relays the
-// progress notifications among them and captures the data of the event
-// that answers id. Each event is handled when its blank line passes, before
-// the SDK, which reads the same bytes, can act on it.
-type sseTee struct {
-	io.ReadCloser
-	s        *slot
-	id       json.RawMessage
-	max      int
-	routes   *progressRoutes // nil: progress is not relayed
-	line     []byte          // the current partial line
-	lineOver bool            // the current line is too long to capture
-	data     []byte          // the data of the current event
-	over     bool            // the current event is too large to capture
-	done     bool
-}
-
-func (t *sseTee) Read(p []byte) (int, error) {
-	n, err := t.ReadCloser.Read(p)
-	if !t.done {
-		t.feed(p[:n])
-	}
-	return n, err
-}
-
-func (t *sseTee) feed(b []byte) {
-	for len(b) > 0 && !t.done {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			if !t.lineOver && len(t.line)+len(b) > t.max {
-				t.lineOver, t.line = true, t.line[:0]
-			} else if !t.lineOver {
-				t.line = append(t.line, b...)
-			}
-			return
-		}
-		if !t.lineOver && len(t.line)+i <= t.max {
-			t.line = append(t.line, b[:i]...)
-			t.endLine(bytes.TrimSuffix(t.line, []byte("\r")))
-		} else {
-			t.over = true // a line of this event was too long to capture
-		}
-		t.line, t.lineOver = t.line[:0], false
-		b = b[i+1:]
-	}
-}
-
-func (t *sseTee) endLine(line []byte) {
-	if len(line) == 0 { // end of event
-		if !t.over && len(t.data) > 0 && captureMessage(t.s, t.id, t.data, t.routes) {
-			t.done = true
-		}
-		t.data, t.over = t.data[:0], false
-		return
-	}
-	if t.over {
-		return
-	}
-	field, value, _ := bytes.Cut(line, []byte(":"))
-	if string(field) != "data" {
-		return
-	}
-	value = bytes.TrimPrefix(value, []byte(" "))
-	if len(t.data)+len(value)+1 > t.max {
-		t.over, t.data = true, t.data[:0]
-		return
-	}
-	if len(t.data) > 0 {
-		t.data = append(t.data, '\n')
-	}
-	t.data = append(t.data, value...)
 }
 
 // decodeResult builds a CallToolResult from the raw result bytes without

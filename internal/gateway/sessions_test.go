@@ -103,7 +103,7 @@ func TestSessionToolViews(t *testing.T) {
 	passes := func() bool {
 		t.Helper()
 		for ss := range gw.server.Sessions() {
-			if v, ok := gw.views.get(ss); ok && v.principal.SessionID == string(exp.ID) {
+			if p, _, ok := gw.views.get(ss, viewTools); ok && p.SessionID == string(exp.ID) {
 				sent := false
 				next := func(context.Context, string, mcp.Request) (mcp.Result, error) { sent = true; return nil, nil }
 				req := &mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: ss, Params: &mcp.ToolListChangedParams{}}

@@ -65,7 +65,17 @@ type upstream struct {
 	stderr *stderrLog   // stdio upstreams only
 
 	refreshCh chan struct{} // cap 1: a tools/list refresh is wanted
+	itemsCh   chan struct{} // cap 1: a refresh of prompts and resources is wanted
 	resetCh   chan struct{} // cap 1: the session expired upstream (HTTP 404)
+
+	// Per-agent sessions (servers.<name>.sessions: per_agent; agentconn.go).
+	agentsMu     sync.Mutex
+	agents       map[*mcp.ServerSession]*agentConn // guarded by agentsMu
+	agentsClosed bool                              // guarded by agentsMu
+	byClient     sync.Map                          // *mcp.ClientSession → *agentConn
+	// notify delivers resources/updated notifications to agents without
+	// blocking the upstream's notification handler.
+	notify orderedSender
 
 	mu        sync.Mutex
 	conn      *upConn       // guarded by mu; nil while down
@@ -82,19 +92,59 @@ func newUpstream(sc ServerConfig, g *Gateway) *upstream {
 		g:         g,
 		log:       g.log.With("server", sc.Name),
 		refreshCh: make(chan struct{}, 1),
+		itemsCh:   make(chan struct{}, 1),
+		agents:    map[*mcp.ServerSession]*agentConn{},
 		resetCh:   make(chan struct{}, 1),
 		changed:   make(chan struct{}),
 		downErr:   errors.New("not connected yet"),
 	}
-	u.client = mcp.NewClient(&mcp.Implementation{Name: "toolgate", Version: g.opts.Version}, &mcp.ClientOptions{
+	u.client = u.newClient()
+	if sc.URL != "" {
+		base := http.DefaultTransport.(*http.Transport).Clone()
+		u.http = &http.Client{Transport: &captureRoundTripper{base: base, headers: sc.Headers, max: g.opts.MaxMessageSize, routes: g.routes, up: u}}
+	} else {
+		u.stderr = newStderrLog(sc.Name, g.log)
+	}
+	return u
+}
+
+// clientCapabilities are the client capabilities every upstream session
+// declares: toolgate forwards each server→client request to the agent
+// that made the request it belongs to, so servers expose everything they
+// would expose to a capable direct client; an agent that lacks a
+// capability makes the upstream get an error (relay.go).
+func clientCapabilities() *mcp.ClientCapabilities {
+	return &mcp.ClientCapabilities{
+		RootsV2:     &mcp.RootCapabilities{ListChanged: true},
+		Sampling:    &mcp.SamplingCapabilities{Tools: &mcp.SamplingToolsCapabilities{}, Context: &mcp.SamplingContextCapabilities{}},
+		Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}},
+	}
+}
+
+// newClient returns an MCP client for sessions with u's server.
+func (u *upstream) newClient() *mcp.Client {
+	g := u.g
+	c := mcp.NewClient(&mcp.Implementation{Name: "toolgate", Version: g.opts.Version}, &mcp.ClientOptions{
 		Logger:       g.log,
-		Capabilities: &mcp.ClientCapabilities{}, // no roots, sampling or elicitation are proxied
+		Capabilities: clientCapabilities(),
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			u.requestRefresh()
 		},
-		// Notification handlers run one at a time per session: these two never
-		// block. Progress is mostly relayed from the wire, in order (rawcap.go);
-		// relay adds only what that did not see.
+		PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) {
+			u.requestItemsRefresh()
+		},
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {
+			u.requestItemsRefresh()
+		},
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			u.resourceUpdated(req.Session, req.Params)
+		},
+		ElicitationCompleteHandler: func(_ context.Context, req *mcp.ElicitationCompleteNotificationRequest) {
+			u.elicitationComplete(req.Params)
+		},
+		// Notification handlers run one at a time per session: these never
+		// block. Progress and log messages are mostly handled from the wire,
+		// in order (rawcap.go); these handlers add only what that did not see.
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			g.routes.relay(req.Params)
 		},
@@ -103,22 +153,29 @@ func newUpstream(sc ServerConfig, g *Gateway) *upstream {
 		},
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	})
-	if sc.URL != "" {
-		base := http.DefaultTransport.(*http.Transport).Clone()
-		u.http = &http.Client{Transport: &captureRoundTripper{base: base, headers: sc.Headers, max: g.opts.MaxMessageSize, routes: g.routes}}
-	} else {
-		u.stderr = newStderrLog(sc.Name, g.log)
-	}
-	return u
+	c.AddReceivingMiddleware(u.receivingMiddleware)
+	return c
 }
 
-// connect starts a session: the child process or HTTP connection, then
-// initialize at upstreamProtocolVersion.
+// connect starts the shared session: the child process or HTTP
+// connection, then initialize at upstreamProtocolVersion.
 func (u *upstream) connect(ctx context.Context) (*upConn, error) {
+	return u.connectWith(ctx, u.client, nil)
+}
+
+// connectWith starts a session with client: the shared one (owner nil) or
+// the per-agent session of owner.
+func (u *upstream) connectWith(ctx context.Context, client *mcp.Client, owner *agentConn) (*upConn, error) {
 	opts := &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion}
 	if u.cfg.URL != "" {
-		t := &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: u.http, MaxEventSize: u.g.opts.MaxMessageSize}
-		cs, err := u.client.Connect(ctx, t, opts)
+		hc := u.http
+		if owner != nil {
+			rt := *u.http.Transport.(*captureRoundTripper)
+			rt.owner = owner
+			hc = &http.Client{Transport: &rt}
+		}
+		t := &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc, MaxEventSize: u.g.opts.MaxMessageSize}
+		cs, err := client.Connect(ctx, t, opts)
 		if err != nil {
 			return nil, fmt.Errorf("connect %s: %w", u.cfg.URL, err)
 		}
@@ -128,8 +185,8 @@ func (u *upstream) connect(ctx context.Context) (*upConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := captureTransport{Transport: &mcp.IOTransport{Reader: io.NopCloser(p.stdout), Writer: p, MaxLineLength: u.g.opts.MaxMessageSize}, routes: u.g.routes}
-	cs, err := u.client.Connect(ctx, t, opts)
+	t := captureTransport{Transport: &mcp.IOTransport{Reader: io.NopCloser(p.stdout), Writer: p, MaxLineLength: u.g.opts.MaxMessageSize}, routes: u.g.routes, up: u, owner: owner}
+	cs, err := client.Connect(ctx, t, opts)
 	if err != nil {
 		_ = p.Close()
 		if xe := p.exitError(0); xe != nil {
@@ -145,6 +202,9 @@ func (u *upstream) connect(ctx context.Context) (*upConn, error) {
 func (u *upstream) run(ctx context.Context, first *upConn) {
 	var wg sync.WaitGroup
 	wg.Go(func() { u.refreshLoop(ctx) })
+	wg.Go(func() { u.itemsLoop(ctx) })
+	defer u.notify.close()
+	defer u.closeAgents()
 	if u.stderr != nil {
 		wg.Go(func() { u.stderr.run(ctx) })
 	}
@@ -336,9 +396,20 @@ func (u *upstream) awaitReconnect(ctx context.Context, stale *upConn) (*upConn, 
 	}
 }
 
+// requestRefresh asks for the tools, prompts and resources to be listed
+// again.
 func (u *upstream) requestRefresh() {
 	select {
 	case u.refreshCh <- struct{}{}:
+	default:
+	}
+	u.requestItemsRefresh()
+}
+
+// requestItemsRefresh asks for the prompts and resources to be listed again.
+func (u *upstream) requestItemsRefresh() {
+	select {
+	case u.itemsCh <- struct{}{}:
 	default:
 	}
 }
@@ -381,19 +452,11 @@ func listTools(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, error) 
 	return out, nil
 }
 
-// setLogging asks an upstream that offers logging for its info-level logs;
+// setLogging asks a shared session of an upstream that offers logging for
+// its logs at the lowest level any agent asked for (info until then);
 // without it they are dropped. An error is only logged.
 func (u *upstream) setLogging(ctx context.Context, c *upConn) {
-	res := c.cs.InitializeResult()
-	if res == nil || res.Capabilities == nil || res.Capabilities.Logging == nil {
-		return
-	}
-	lctx, cancel := context.WithTimeout(ctx, u.g.opts.ConnectTimeout)
-	defer cancel()
-	//lint:ignore SA1019 logging is deprecated only from 2026-07-28; sessions are pinned to 2025-11-25.
-	if err := c.cs.SetLoggingLevel(lctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
-		u.log.DebugContext(ctx, "upstream logging/setLevel", "err", err)
-	}
+	u.setLoggingLevel(ctx, c, u.g.levels.shared())
 }
 
 func (u *upstream) logMessage(p *mcp.LoggingMessageParams) {
@@ -421,6 +484,12 @@ func (u *upstream) logMessage(p *mcp.LoggingMessageParams) {
 // CodeUpstreamUnavailable or CodeUpstreamTimeout; JSON-RPC errors from the
 // upstream pass through.
 func (u *upstream) call(ctx context.Context, tool string, args json.RawMessage, prog *callProgress) (*mcp.CallToolResult, error) {
+	if ac, err := u.agentConnFor(originFrom(ctx)); err != nil || ac != nil {
+		if err != nil {
+			return nil, &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q: %v", u.name, err)}
+		}
+		return ac.call(ctx, tool, args, prog)
+	}
 	c, err := u.session()
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: err.Error()}

@@ -1,0 +1,151 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/gate"
+)
+
+// Prompts (issue 10) are named like tools ("<server>__<prompt>", or
+// unprefixed with tool_prefix: false), listed to whoever may use them, and
+// prompts/get passes the gate like a tools/call (kind prompt_get, the
+// prompt arguments bound like tool arguments, the definition digest like a
+// tool's). completion/complete is routed by its ref.
+
+// listPrompts answers prompts/list.
+func (g *Gateway) listPrompts(ctx context.Context, req mcp.Request) (mcp.Result, error) {
+	lr, _ := req.(*mcp.ListPromptsRequest)
+	var cursor string
+	if lr != nil && lr.Params != nil {
+		cursor = lr.Params.Cursor
+	}
+	p, use := g.usable(ctx, req)
+	visible := g.visiblePrompts(use)
+	items, next, err := page(visible, func(p Prompt) string { return p.Name }, cursor, g.opts.ListPageSize)
+	if err != nil {
+		return nil, err
+	}
+	out := &mcp.ListPromptsResult{Prompts: make([]*mcp.Prompt, 0, len(items)), NextCursor: next}
+	for _, pr := range items {
+		def := *pr.Definition
+		def.Name = pr.Name
+		out.Prompts = append(out.Prompts, &def)
+	}
+	g.recordView(req, p, viewPrompts, fingerprintOf(visible, func(p Prompt) string { return p.Name + "\x00" + p.Digest }))
+	return out, nil
+}
+
+func (g *Gateway) visiblePrompts(use func(kind, server, name string) bool) []Prompt {
+	var out []Prompt
+	for _, p := range g.exposure().prompts {
+		if use(approval.KindPromptGet, p.Server, p.Prompt) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// getPrompt answers prompts/get: resolve the name, pass the gate, get the
+// prompt upstream. An unknown name is invalid params (-32602).
+func (g *Gateway) getPrompt(ctx context.Context, req mcp.Request) (mcp.Result, error) {
+	gr, ok := req.(*mcp.GetPromptRequest)
+	if !ok || gr.Params == nil || gr.Params.Name == "" {
+		return nil, errInvalidParams("prompts/get needs params.name")
+	}
+	ctx, p, release, err := g.bindRequest(ctx, req)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: CodeRefused, Message: err.Error()}
+	}
+	defer release()
+	pr, ok := g.exposure().prompt(gr.Params.Name)
+	if !ok || g.ups[pr.Server] == nil {
+		return nil, errInvalidParams("unknown prompt: " + gr.Params.Name)
+	}
+	args := json.RawMessage(`{}`)
+	if len(gr.Params.Arguments) > 0 {
+		if args, err = json.Marshal(gr.Params.Arguments); err != nil {
+			return nil, err
+		}
+	}
+	call := gate.Call{Principal: p, Kind: approval.KindPromptGet, Server: pr.Server, Tool: pr.Prompt, Arguments: args, ToolDigest: pr.Digest}
+	if prog := newRequestProgress(ctx, req, g.log); prog != nil {
+		call.KeepAlive = prog.keepAlive
+	}
+	adm := g.gk.Admit(ctx, call)
+	if !adm.Allowed {
+		return nil, refusalError(adm)
+	}
+	u := g.ups[pr.Server]
+	var res *mcp.GetPromptResult
+	o := g.newOrigin(ctx, gr.Session, p, u.name)
+	err = g.forward(ctx, u, o, func(ctx context.Context, c *upConn, _ *agentConn) error {
+		var err error
+		res, err = c.cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: pr.Prompt, Arguments: gr.Params.Arguments, Meta: gr.Params.Meta})
+		return err
+	})
+	g.finish(ctx, adm, err, false)
+	if err != nil {
+		return nil, err
+	}
+	delete(res.Meta, mcp.MetaKeyServerInfo)
+	return res, nil
+}
+
+// complete answers completion/complete: a ref/prompt names an exposed
+// prompt, a ref/resource an exposed resource template (or resource URI);
+// the request goes to the owning server with the real name. A ref the
+// caller may not use (hidden from its lists) is unknown: invalid params.
+// Completion suggests argument values; it is not gated like a use.
+func (g *Gateway) complete(ctx context.Context, req mcp.Request) (mcp.Result, error) {
+	cr, ok := req.(*mcp.CompleteRequest)
+	if !ok || cr.Params == nil || cr.Params.Ref == nil {
+		return nil, errInvalidParams("completion/complete needs params.ref")
+	}
+	p, use := g.usable(ctx, req)
+	ref := *cr.Params.Ref
+	var server string
+	switch ref.Type {
+	case "ref/prompt":
+		pr, ok := g.exposure().prompt(ref.Name)
+		if !ok || !use(approval.KindPromptGet, pr.Server, pr.Prompt) {
+			return nil, errInvalidParams("unknown prompt: " + ref.Name)
+		}
+		server, ref.Name = pr.Server, pr.Prompt
+	case "ref/resource":
+		if t, ok := g.exposure().template(ref.URI); ok {
+			if !use(approval.KindResourceRead, t.Server, t.Real) {
+				return nil, errInvalidParams("unknown resource template: " + ref.URI)
+			}
+			server, ref.URI = t.Server, t.Real
+			break
+		}
+		u, real, err := g.resolveURI(ref.URI)
+		if err != nil || !use(approval.KindResourceRead, u.name, real) {
+			return nil, errInvalidParams("unknown resource template: " + ref.URI)
+		}
+		server, ref.URI = u.name, real
+	default:
+		return nil, errInvalidParams(fmt.Sprintf("unknown ref type %q", ref.Type))
+	}
+	u := g.ups[server]
+	params := *cr.Params
+	params.Ref = &ref
+	var res *mcp.CompleteResult
+	o := g.newOrigin(ctx, cr.Session, p, u.name)
+	err := g.forward(ctx, u, o, func(ctx context.Context, c *upConn, _ *agentConn) error {
+		var err error
+		res, err = c.cs.Complete(ctx, &params)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	delete(res.Meta, mcp.MetaKeyServerInfo)
+	return res, nil
+}

@@ -1,0 +1,248 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Server→client requests and upstream log messages (issue 10).
+//
+// An upstream may ask its client for sampling, elicitation (form or URL
+// mode) or the roots list while it serves a request. toolgate forwards
+// each such request to the agent session that made the request it belongs
+// to, and sends the agent's answer back; it never answers for an agent, and
+// never lets one agent answer for another:
+//
+//   - HTTP upstreams send these messages on the event stream of the POST
+//     they belong to. The RoundTripper (rawcap.go) sees that stream before
+//     the SDK and stamps each server→client request with the route token of
+//     the POST's origin (routeMetaKey in params._meta).
+//   - A per-agent upstream session (servers.<name>.sessions: per_agent)
+//     belongs to one agent session, so whatever arrives on it is that
+//     agent's.
+//   - Anything else (a shared stdio session, a shared HTTP session's
+//     standalone stream) cannot be tied to a request: requests are refused
+//     with an error, log messages go to toolgate's log.
+
+// routeMetaKey is the _meta key under which the HTTP tap stamps a
+// server→client request with its origin's route token. It is removed
+// before the request reaches an agent.
+const routeMetaKey = "toolgate/route"
+
+// Methods of server→client requests and notifications.
+const (
+	methodCreateMessage = "sampling/createMessage"
+	methodElicit        = "elicitation/create"
+	methodListRoots     = "roots/list"
+	methodLog           = "notifications/message"
+)
+
+// codeNotSupported answers a server→client request that toolgate cannot
+// forward: the agent that made the call did not declare the capability,
+// or no agent can be told apart. It is the JSON-RPC "method not found"
+// code, the answer of a client that does not offer the feature.
+const codeNotSupported = jsonrpc.CodeMethodNotFound
+
+// receivingMiddleware is the upstream client's receiving middleware: it
+// forwards server→client requests to the agent they belong to.
+func (u *upstream) receivingMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case methodCreateMessage, methodElicit, methodListRoots:
+			return u.relayRequest(ctx, method, req)
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// routeOf finds the origin of a server→client request that arrived on cs:
+// the stamped route token, else the agent session that owns cs. It removes
+// the stamp from params.
+func (u *upstream) routeOf(cs *mcp.ClientSession, params mcp.Params) *origin {
+	var tok string
+	if meta := params.GetMeta(); meta != nil {
+		tok, _ = meta[routeMetaKey].(string)
+		delete(meta, routeMetaKey)
+		if len(meta) == 0 {
+			params.SetMeta(nil)
+		}
+	}
+	if o := u.g.origins.get(tok); o != nil && o.server == u.name {
+		return o
+	}
+	if ac := u.agentConnOf(cs); ac != nil {
+		return ac.route()
+	}
+	return nil
+}
+
+// relayRequest forwards one server→client request to its agent and
+// returns the agent's answer.
+func (u *upstream) relayRequest(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+	cs, _ := req.GetSession().(*mcp.ClientSession)
+	o := u.routeOf(cs, req.GetParams())
+	if o == nil || o.ss == nil {
+		u.log.WarnContext(ctx, "server→client request refused: it cannot be tied to an agent request", "method", method)
+		return nil, &jsonrpc.Error{Code: codeNotSupported, Message: fmt.Sprintf(
+			"toolgate cannot tell which agent %s is for: upstream %q shares one session among agents and the request did not arrive while serving an agent's request that can be told apart (use servers.%s.sessions: per_agent)",
+			method, u.name, u.name)}
+	}
+	// The agent's handler context carries the stream to use; the upstream's
+	// cancels it.
+	fctx, cancel := context.WithCancel(o.ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+
+	var caps *mcp.ClientCapabilities
+	if ip := o.ss.InitializeParams(); ip != nil {
+		caps = ip.Capabilities
+	}
+	missing := func(what string) error {
+		return &jsonrpc.Error{Code: codeNotSupported, Message: fmt.Sprintf("the agent that made this request (%s) does not support %s", o.principal.ID, what)}
+	}
+	var (
+		res mcp.Result
+		err error
+	)
+	switch p := req.GetParams().(type) {
+	case *mcp.CreateMessageWithToolsParams:
+		switch {
+		case caps == nil || caps.Sampling == nil:
+			return nil, missing("sampling")
+		case len(p.Tools) > 0 && caps.Sampling.Tools == nil:
+			return nil, missing("sampling with tools")
+		}
+		//lint:ignore SA1019 sampling is deprecated only from 2026-07-28; upstream sessions speak 2025-11-25.
+		res, err = o.ss.CreateMessageWithTools(fctx, p)
+	case *mcp.ElicitParams:
+		mode := p.Mode
+		if mode == "" {
+			mode = "form"
+		}
+		switch {
+		case caps == nil || caps.Elicitation == nil:
+			return nil, missing("elicitation")
+		case mode == "url" && caps.Elicitation.URL == nil:
+			return nil, missing("URL mode elicitation")
+		case mode == "form" && caps.Elicitation.Form == nil && caps.Elicitation.URL != nil:
+			return nil, missing("form mode elicitation")
+		}
+		if mode == "url" && p.ElicitationID != "" {
+			u.g.elicitations.put(u.name, p.ElicitationID, o.ss)
+		}
+		res, err = o.ss.Elicit(fctx, p)
+	case *mcp.ListRootsParams:
+		if caps == nil || caps.RootsV2 == nil {
+			return nil, missing("roots")
+		}
+		//lint:ignore SA1019 roots are deprecated only from 2026-07-28; upstream sessions speak 2025-11-25.
+		res, err = o.ss.ListRoots(fctx, p)
+	default:
+		return nil, &jsonrpc.Error{Code: codeNotSupported, Message: "toolgate does not forward " + method}
+	}
+	if err != nil {
+		var wire *jsonrpc.Error
+		switch {
+		case errors.As(err, &wire):
+			return nil, wire
+		case ctx.Err() != nil:
+			return nil, context.Cause(ctx)
+		case o.ctx.Err() != nil:
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the agent's request ended before it answered " + method}
+		}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the agent did not answer %s: %v", method, err)}
+	}
+	return res, nil
+}
+
+// routeLog delivers one upstream log message (the params of a
+// notifications/message read off the wire): to the agent request o it
+// belongs to, else to the agent session that owns the upstream session
+// (ac), else to toolgate's log. It never blocks the upstream's reader.
+func (u *upstream) routeLog(o *origin, ac *agentConn, params json.RawMessage) {
+	var p mcp.LoggingMessageParams
+	if err := json.Unmarshal(params, &p); err != nil {
+		u.log.Warn("upstream log message does not parse; dropped", "err", err)
+		return
+	}
+	if o != nil && o.sendLog(&p) {
+		return
+	}
+	if ac != nil && ac.sendLog(&p) {
+		return
+	}
+	u.logMessage(&p)
+}
+
+// elicitationComplete forwards notifications/elicitation/complete to the
+// agent session that received the URL elicitation it completes; an id
+// toolgate did not forward is dropped.
+func (u *upstream) elicitationComplete(p *mcp.ElicitationCompleteParams) {
+	if p == nil {
+		return
+	}
+	ss := u.g.elicitations.take(u.name, p.ElicitationID)
+	if ss == nil {
+		u.log.Debug("elicitation/complete for an elicitation no agent got; dropped")
+		return
+	}
+	if err := ss.NotifyElicitationComplete(u.g.root, p); err != nil {
+		u.log.Debug("elicitation/complete not delivered", "err", err)
+	}
+}
+
+// maxElicitations bounds the URL elicitations remembered for their
+// completion notification; the oldest are forgotten first.
+const maxElicitations = 4096
+
+// elicitations remembers which agent session got which URL elicitation,
+// by (server, elicitation id). Its methods are safe for concurrent use.
+type elicitations struct {
+	mu    sync.Mutex
+	m     map[[2]string]*mcp.ServerSession // guarded by mu
+	order [][2]string                      // guarded by mu: insertion order
+}
+
+func (e *elicitations) put(server, id string, ss *mcp.ServerSession) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.m == nil {
+		e.m = map[[2]string]*mcp.ServerSession{}
+	}
+	k := [2]string{server, id}
+	if _, ok := e.m[k]; !ok {
+		e.order = append(e.order, k)
+	}
+	e.m[k] = ss
+	for len(e.order) > maxElicitations {
+		delete(e.m, e.order[0])
+		e.order = e.order[1:]
+	}
+}
+
+func (e *elicitations) take(server, id string) *mcp.ServerSession {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	k := [2]string{server, id}
+	ss := e.m[k]
+	delete(e.m, k)
+	return ss
+}
+
+// forget drops every elicitation of ss (its session ended).
+func (e *elicitations) forget(ss *mcp.ServerSession) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k, v := range e.m {
+		if v == ss {
+			delete(e.m, k)
+		}
+	}
+}
