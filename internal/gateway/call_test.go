@@ -217,13 +217,13 @@ func TestUnknownTool(t *testing.T) {
 	gk := gatekeeperFunc(func(context.Context, gate.Call) gate.Admission { admitted.inc(); return gate.Admission{Allowed: true} })
 	g := newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(nil))}}, gk, nil)
 	cs := connectHTTP(t, serveHTTP(t, g, nil), aliceToken, nil, nil)
+	// MCP 2025-11-25 (tools, error handling): an unknown tool is a
+	// JSON-RPC error, invalid params; only policy outcomes are isError.
 	for _, name := range []string{"up__nope", "echo", "up_echo", "other__echo"} {
 		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if !res.IsError || textOf(t, res) != "unknown tool "+name {
-			t.Errorf("%s: isError %v %q", name, res.IsError, textOf(t, res))
+		var wire *jsonrpc.Error
+		if !errors.As(err, &wire) || wire.Code != jsonrpc.CodeInvalidParams || wire.Message != "unknown tool: "+name {
+			t.Errorf("%s: %+v, %v; want JSON-RPC error %d \"unknown tool: %s\"", name, res, err, jsonrpc.CodeInvalidParams, name)
 		}
 	}
 	if admitted.get() != 0 {

@@ -25,7 +25,7 @@ func TestExposureNamesAndRoutes(t *testing.T) {
 			templates: []*mcp.ResourceTemplate{{URITemplate: "db://{table}"}, {URITemplate: "demo://b/item/{id}"}},
 		},
 		{
-			name: "c", // prefixed
+			name:    "c", // prefixed
 			prompts: []*mcp.Prompt{{Name: "greet"}},
 		},
 	}, log)

@@ -84,15 +84,15 @@ func TestPolicyTool(t *testing.T) {
 	if res, _ = call(cs, map[string]any{"tools": []string{"db"}}); !res.IsError || !strings.Contains(textOf(t, res), "ceiling") {
 		t.Errorf("past the ceiling = %s", textOf(t, res))
 	}
-	if res, _ = call(plain, map[string]any{"tools": []string{}}); !res.IsError || !strings.Contains(textOf(t, res), "unknown tool") {
-		t.Errorf("non-session call = %s", textOf(t, res))
+	if _, err := plain.CallTool(t.Context(), &mcp.CallToolParams{Name: PolicyToolName, Arguments: map[string]any{"tools": []string{}}}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
+		t.Errorf("non-session call = %v, want an unknown tool error", err)
 	}
 
 	off, _, _ := serve(&Options{Sessions: g})
 	if got := toolNames(t, off); slices.Contains(got, PolicyToolName) {
 		t.Errorf("without PolicyRequests the session lists %v", got)
 	}
-	if res, _ = call(off, map[string]any{"tools": []string{}}); !res.IsError || !strings.Contains(textOf(t, res), "unknown tool") {
-		t.Errorf("call without PolicyRequests = %s", textOf(t, res))
+	if _, err := off.CallTool(t.Context(), &mcp.CallToolParams{Name: PolicyToolName, Arguments: map[string]any{"tools": []string{}}}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
+		t.Errorf("call without PolicyRequests = %v, want an unknown tool error", err)
 	}
 }

@@ -136,8 +136,8 @@ func (t *sseTee) endLine() {
 // endEvent acts on the complete event and returns the bytes the SDK gets
 // for it.
 func (t *sseTee) endEvent() []byte {
-	if len(t.data) == 0 {
-		return t.event
+	if len(t.data) == 0 || t.done {
+		return t.event // nothing follows a POST's result
 	}
 	var m struct {
 		ID     json.RawMessage `json:"id"`
