@@ -1,7 +1,11 @@
 // summarize.mjs reads one run of `conformance server` (its stdout log and its --output-dir) and
 // compares the per-scenario outcome with a baseline of known failures.
 //
-// Usage: node summarize.mjs --log FILE --results DIR --baseline FILE
+// Usage: node summarize.mjs --log FILE --results DIR --baseline FILE [--expect N] [--label TEXT]
+//
+// --expect N fails the run unless exactly N scenarios ran (the pinned suite's count for the spec
+// version), so a suite that silently runs fewer scenarios cannot pass. --label names the run in
+// the last line.
 //
 // A scenario fails when any of its checks has status FAILURE or WARNING (the same rule as the
 // conformance tool's own --expected-failures), or when it left no checks.json (it threw).
@@ -11,7 +15,7 @@
 // Exit status: 0 when every failing scenario is in the baseline; 1 on a failure outside the
 // baseline, an incomplete run, or a malformed baseline. Baseline entries that now pass are
 // printed as a hint to shrink the baseline, and do not fail the run.
-// The last line printed is "conformance: N passed, N failed".
+// The last line printed is "LABEL: N passed, N failed" (LABEL defaults to "conformance").
 
 import { readFileSync, readdirSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -22,6 +26,8 @@ const { values: args } = parseArgs({
     log: { type: 'string' },
     results: { type: 'string' },
     baseline: { type: 'string' },
+    expect: { type: 'string' },
+    label: { type: 'string', default: 'conformance' },
   },
 });
 for (const k of ['log', 'results', 'baseline']) {
@@ -115,6 +121,10 @@ if (names.length === 0) {
   console.log('\nNo scenario ran.');
   ok = false;
 }
+if (args.expect !== undefined && names.length !== Number(args.expect)) {
+  console.log(`\n${names.length} scenarios ran, want ${args.expect} (the pinned suite's count for this spec version).`);
+  ok = false;
+}
 if (unexpected.length > 0) {
   console.log(`\nFailures not in the baseline (regressions):\n  ${unexpected.join('\n  ')}`);
   ok = false;
@@ -125,5 +135,5 @@ if (nowPassing.length > 0) {
 if (notRun.length > 0) {
   console.log(`\nBaseline entries for scenarios that did not run (stale names?):\n  ${notRun.join('\n  ')}`);
 }
-console.log(`\nconformance: ${passed} passed, ${failed} failed`);
+console.log(`\n${args.label}: ${passed} passed, ${failed} failed`);
 process.exit(ok ? 0 : 1);
