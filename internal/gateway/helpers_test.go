@@ -30,7 +30,14 @@ const testWait = 30 * time.Second
 const envUpstream = "TOOLGATE_GATEWAY_TEST_UPSTREAM"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(envUpstream) == "stdio" {
+	switch os.Getenv(envUpstream) {
+	case "stdio-features":
+		if err := newFeatureServer("stdio", nil).Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+			fmt.Fprintln(os.Stderr, "upstream:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	case "stdio":
 		s := mcp.NewServer(&mcp.Implementation{Name: "test-upstream", Version: "1"}, nil)
 		addUpstreamTools(s, nil)
 		if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -45,9 +46,10 @@ const (
 
 // codeNotSupported answers a server→client request that toolgate cannot
 // forward: the agent that made the call did not declare the capability,
-// or no agent can be told apart. It is the JSON-RPC "method not found"
-// code, the answer of a client that does not offer the feature.
-const codeNotSupported = jsonrpc.CodeMethodNotFound
+// or no agent can be told apart. It is the code a go-sdk client without
+// an elicitation handler answers with (invalid params); "method not
+// found" would lose the message on the way (the SDK rewrites it).
+const codeNotSupported = jsonrpc.CodeInvalidParams
 
 // receivingMiddleware is the upstream client's receiving middleware: it
 // forwards server→client requests to the agent they belong to.
@@ -66,7 +68,12 @@ func (u *upstream) receivingMiddleware(next mcp.MethodHandler) mcp.MethodHandler
 // the stamp from params.
 func (u *upstream) routeOf(cs *mcp.ClientSession, params mcp.Params) *origin {
 	var tok string
-	if meta := params.GetMeta(); meta != nil {
+	if isNilParams(params) {
+		params = nil
+	}
+	if params == nil {
+		// no stamp
+	} else if meta := params.GetMeta(); meta != nil {
 		tok, _ = meta[routeMetaKey].(string)
 		delete(meta, routeMetaKey)
 		if len(meta) == 0 {
@@ -80,6 +87,16 @@ func (u *upstream) routeOf(cs *mcp.ClientSession, params mcp.Params) *origin {
 		return ac.route()
 	}
 	return nil
+}
+
+// isNilParams reports whether p is nil or a nil pointer (a request sent
+// without params, such as roots/list).
+func isNilParams(p mcp.Params) bool {
+	if p == nil {
+		return true
+	}
+	v := reflect.ValueOf(p)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // relayRequest forwards one server→client request to its agent and
@@ -138,7 +155,7 @@ func (u *upstream) relayRequest(ctx context.Context, method string, req mcp.Requ
 			u.g.elicitations.put(u.name, p.ElicitationID, o.ss)
 		}
 		res, err = o.ss.Elicit(fctx, p)
-	case *mcp.ListRootsParams:
+	case *mcp.ListRootsParams: // may be nil: roots/list has no required params
 		if caps == nil || caps.RootsV2 == nil {
 			return nil, missing("roots")
 		}

@@ -160,7 +160,12 @@ func (u *upstream) newClient() *mcp.Client {
 // connect starts the shared session: the child process or HTTP
 // connection, then initialize at upstreamProtocolVersion.
 func (u *upstream) connect(ctx context.Context) (*upConn, error) {
-	return u.connectWith(ctx, u.client, nil)
+	c, err := u.connectWith(ctx, u.client, nil)
+	if err == nil {
+		// Before any call: log messages of the first calls are not lost.
+		u.setLogging(ctx, c)
+	}
+	return c, err
 }
 
 // connectWith starts a session with client: the shared one (owner nil) or

@@ -1,0 +1,187 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// featureHooks lets a test steer an in-process feature server.
+type featureHooks struct {
+	// inFlight receives the tag of each ask call once it started.
+	inFlight chan string
+}
+
+// newFeatureServer returns an upstream that uses everything issue 10
+// passes through: prompts (greet), resources (test://static, test://<tag>,
+// template test://item/{id}), completion, subscriptions, logging, and the
+// tools ask (log + elicitation), sample (sampling) and roots (roots/list).
+// tag names it in what it returns, so a test can tell servers apart.
+func newFeatureServer(tag string, h *featureHooks) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "feature-" + tag, Version: "1"}, &mcp.ServerOptions{
+		CompletionHandler: func(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{tag + ":" + req.Params.Ref.Type + ":" + req.Params.Ref.Name + req.Params.Ref.URI}}}, nil
+		},
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	s.AddPrompt(&mcp.Prompt{Name: "greet", Arguments: []*mcp.PromptArgument{{Name: "name", Required: true}}},
+		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: tag + " greets " + req.Params.Arguments["name"]}}}}, nil
+		})
+	read := func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: tag + " " + req.Params.URI}}}, nil
+	}
+	s.AddResource(&mcp.Resource{URI: "test://static", Name: "static"}, read)
+	s.AddResource(&mcp.Resource{URI: "test://" + tag, Name: tag}, read)
+	s.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "test://item/{id}", Name: "item"}, read)
+
+	text := func(t string) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: t}}}
+	}
+	var args struct {
+		Tag   string
+		Level string
+	}
+	s.AddTool(&mcp.Tool{Name: "ask", Description: "logs, then elicits an answer", InputSchema: objectSchema},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			a := args
+			_ = json.Unmarshal(req.Params.Arguments, &a)
+			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: "log-" + a.Tag})
+			if h != nil {
+				h.inFlight <- a.Tag
+			}
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{
+				Message:         "question-" + a.Tag,
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}},
+			})
+			if err != nil {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "elicitation failed: " + err.Error()}}}, nil
+			}
+			return text(fmt.Sprintf("%s %v", res.Action, res.Content["answer"])), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "log", Description: "logs at debug and at error", InputSchema: objectSchema},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			a := args
+			_ = json.Unmarshal(req.Params.Arguments, &a)
+			for _, l := range []mcp.LoggingLevel{"debug", "error"} {
+				_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: l, Data: string(l) + "-" + a.Tag})
+			}
+			return text("logged"), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "sample", InputSchema: objectSchema},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			//lint:ignore SA1019 a test of sampling through the gateway.
+			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}})
+			if err != nil {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "sampling failed: " + err.Error()}}}, nil
+			}
+			return text(res.Content.(*mcp.TextContent).Text), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "roots", InputSchema: objectSchema},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			//lint:ignore SA1019 a test of roots through the gateway.
+			res, err := req.Session.ListRoots(ctx, nil)
+			if err != nil {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "roots failed: " + err.Error()}}}, nil
+			}
+			var uris []string
+			for _, r := range res.Roots {
+				uris = append(uris, r.URI)
+			}
+			return text(strings.Join(uris, " ")), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "pid", InputSchema: objectSchema},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return text(fmt.Sprint(os.Getpid())), nil
+		})
+	return s
+}
+
+// featureStdio configures the test binary as a stdio feature server.
+func featureStdio(name string) ServerConfig {
+	return ServerConfig{Name: name, Command: os.Args[0], Args: []string{"-test.run=^$"}, Env: map[string]string{envUpstream: "stdio-features"}}
+}
+
+// agentRecord is what one agent client got from the gateway.
+type agentRecord struct {
+	mu           sync.Mutex
+	elicitations []string
+	logs         []string
+	updated      []string
+	// onElicit, when set, runs in the elicitation handler before it answers.
+	onElicit func()
+}
+
+func (r *agentRecord) add(list *[]string, s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	*list = append(*list, s)
+}
+
+func (r *agentRecord) get(list *[]string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(*list)
+}
+
+// capableClient returns client options for an agent named who that
+// declares sampling, elicitation and roots (file:///<who>), and records
+// what it gets in r. With plain set it declares none of them.
+func capableClient(who string, r *agentRecord, plain bool) (*mcp.ClientOptions, func(*mcp.Client)) {
+	opts := &mcp.ClientOptions{
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			r.add(&r.logs, fmt.Sprint(req.Params.Data))
+		},
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			r.add(&r.updated, req.Params.URI)
+		},
+	}
+	if plain {
+		opts.Capabilities = &mcp.ClientCapabilities{}
+		return opts, func(*mcp.Client) {}
+	}
+	opts.ElicitationHandler = func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		r.add(&r.elicitations, req.Params.Message)
+		if r.onElicit != nil {
+			r.onElicit()
+		}
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "from-" + who}}, nil
+	}
+	opts.CreateMessageHandler = func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+		return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "sampled by " + who}}, nil
+	}
+	return opts, func(c *mcp.Client) {
+		//lint:ignore SA1019 a test of roots through the gateway.
+		c.AddRoots(&mcp.Root{URI: "file:///" + who})
+	}
+}
+
+// connectAgent connects an agent with the given client options to the
+// gateway at base as token's principal.
+func connectAgent(t *testing.T, base, token string, opts *mcp.ClientOptions, setup func(*mcp.Client)) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, opts)
+	if setup != nil {
+		setup(c)
+	}
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: httpClientWithToken(token)}, nil)
+	if err != nil {
+		t.Fatalf("connect agent: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// httpClientWithToken is an HTTP client that sends token as a bearer token.
+func httpClientWithToken(token string) *http.Client {
+	return &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
+}
