@@ -269,8 +269,9 @@ func TestSessionPolicyRequestCap(t *testing.T) {
 	if listsPolicyTool(t, cs) {
 		t.Errorf("with sessions.request_tool: false a session lists %s", policyToolName)
 	}
-	if res, _ := spTool(t, cs, map[string]any{"tools": []string{}}); !res.IsError || !strings.Contains(text(res), "unknown tool") {
-		t.Errorf("calling the absent built-in tool = %s", text(res))
+	// An unknown tool is a JSON-RPC error (MCP: invalid params), not an isError result.
+	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: policyToolName, Arguments: map[string]any{"tools": []string{}}}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
+		t.Errorf("calling the absent built-in tool = %v, want an unknown tool error", err)
 	}
 
 	proposal := func(i int) map[string]any {

@@ -22,6 +22,9 @@
 //     "cancelled") or, when N > 0, for N seconds.
 //   - progress {"n": N}: sends N progress notifications (1..N of N) under the
 //     request's progress token, then returns "done".
+//   - ask {"tag": T}: sends the log message "log-T" (info), then asks its
+//     client, by form elicitation, "question-T" for a string "answer"; it
+//     returns "<action> <answer>" (isError when the elicitation failed).
 package main
 
 import (
@@ -186,6 +189,28 @@ func addTools(s *mcp.Server, rec *recorder) {
 				rec.add("slow", "finished "+args)
 				return text("slept"), nil
 			}
+		})
+
+	s.AddTool(&mcp.Tool{Name: "ask", Description: "logs, then asks its client a question (elicitation)", InputSchema: objectSchema},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a struct {
+				Tag string `json:"tag"`
+			}
+			if len(req.Params.Arguments) > 0 {
+				if err := json.Unmarshal(req.Params.Arguments, &a); err != nil {
+					return nil, fmt.Errorf("ask: arguments: %w", err)
+				}
+			}
+			rec.add("ask", compact(req.Params.Arguments))
+			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "testupstream", Data: "log-" + a.Tag})
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{
+				Message:         "question-" + a.Tag,
+				RequestedSchema: json.RawMessage(`{"type":"object","properties":{"answer":{"type":"string"}}}`),
+			})
+			if err != nil {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "elicitation failed: " + err.Error()}}}, nil
+			}
+			return text(fmt.Sprintf("%s %v", res.Action, res.Content["answer"])), nil
 		})
 
 	s.AddTool(&mcp.Tool{Name: "progress", Description: "sends n progress notifications", InputSchema: objectSchema},
