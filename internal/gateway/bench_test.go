@@ -90,3 +90,33 @@ func BenchmarkCallThroughPlainProxy(b *testing.B) {
 	b.Cleanup(ts.Close)
 	benchCalls(b, benchConnect(b, ts.URL, ""), "echo")
 }
+
+// BenchmarkCallThroughGatewayStdio is BenchmarkCallThroughGateway with a
+// stdio upstream (the test binary), once with one upstream session per
+// agent session (the stdio default) and once with one shared session.
+func BenchmarkCallThroughGatewayStdio(b *testing.B) {
+	for _, mode := range []string{SessionsPerAgent, SessionsShared} {
+		b.Run(mode, func(b *testing.B) {
+			p := &policy.Policy{Default: policy.Deny, Rules: []policy.Rule{{Name: "all", Server: "up", Effect: policy.Allow}}}
+			sc := stdioServer("up")
+			sc.Sessions = mode
+			g, err := New(b.Context(), []ServerConfig{sc}, gate.New(nil, p, nil), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = g.Close() })
+			h, err := g.Handler(testAuth, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ts := httptest.NewServer(h)
+			b.Cleanup(ts.Close)
+			cs := benchConnect(b, ts.URL+"/mcp", aliceToken)
+			// The first call of a per-agent session starts its process.
+			if _, err := cs.CallTool(b.Context(), &mcp.CallToolParams{Name: "up__echo", Arguments: benchArgs}); err != nil {
+				b.Fatal(err)
+			}
+			benchCalls(b, cs, "up__echo")
+		})
+	}
+}

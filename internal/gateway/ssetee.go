@@ -32,7 +32,6 @@ type sseTee struct {
 	owner  *agentConn
 	origin *origin
 
-	buf     []byte // read buffer
 	out     []byte // bytes ready for the SDK
 	line    []byte // the current partial line, raw
 	event   []byte // the raw lines of the current event
@@ -44,12 +43,13 @@ type sseTee struct {
 }
 
 func (t *sseTee) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
 	for len(t.out) == 0 && t.err == nil {
-		if t.buf == nil {
-			t.buf = make([]byte, 32<<10)
-		}
-		n, err := t.ReadCloser.Read(t.buf)
-		t.feed(t.buf[:n])
+		// p is the read buffer: feed copies what it keeps.
+		n, err := t.ReadCloser.Read(p)
+		t.feed(p[:n])
 		if err != nil {
 			t.err = err
 			// An unterminated last event goes out as it came.
