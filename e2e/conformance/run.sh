@@ -144,22 +144,28 @@ start_server() {
 	url=""
 	case "$mode" in
 	bare)
-		local port
-		port="$(tg_free_port)"
-		# -stateless=false: server-initiated sampling and elicitation need a stateful session.
-		"$work/everything-server" -http="127.0.0.1:$port" -stateless=false >"$dir/server.log" 2>&1 &
-		server_pid=$!
-		for ((i = 0; i < READY_TIMEOUT_S * 10; i++)); do
-			if tg_port_in_use "$port"; then
-				url="http://127.0.0.1:$port/mcp"
-				return 0
-			fi
-			if ! kill -0 "$server_pid" 2>/dev/null; then
-				show_server_log "$dir"
-				return 1
-			fi
-			sleep 0.1
+		local port attempt
+		# Another process may take the free port first: then try another.
+		for attempt in 1 2 3 4 5; do
+			port="$(tg_free_port)"
+			# -stateless=false: server-initiated sampling and elicitation need a stateful session.
+			"$work/everything-server" -http="127.0.0.1:$port" -stateless=false >"$dir/server.log" 2>&1 &
+			server_pid=$!
+			for ((i = 0; i < READY_TIMEOUT_S * 10; i++)); do
+				if ! kill -0 "$server_pid" 2>/dev/null; then
+					break
+				fi
+				if tg_port_in_use "$port"; then
+					url="http://127.0.0.1:$port/mcp"
+					return 0
+				fi
+				sleep 0.1
+			done
+			tg_log "the everything-server did not start on port $port (attempt $attempt)"
+			show_server_log "$dir"
+			stop_server
 		done
+		return 1
 		;;
 	toolgate)
 		# The everything-server is a stdio upstream, so every agent session gets its own

@@ -19,8 +19,23 @@
 //   - http.go, heartbeat.go: the agent-facing Streamable HTTP handler with
 //     bearer authentication, the carrier watch that cancels a call whose
 //     POST went away (notes §3), and SSE comment heartbeats (notes §4).
+//   - items.go, exposure.go: the prompts, resources and resource templates
+//     of every upstream, and their names for agents (prompts like tools;
+//     clashing URIs in the namespaced form toolgate://<server>/<uri>).
+//   - prompts.go, resources.go, lists.go: prompts/list and get,
+//     resources/list, templates/list, read, subscribe and unsubscribe,
+//     completion/complete, logging/setLevel, pagination; prompts/get and
+//     resources/read pass the Gatekeeper like tools/call (issue 10).
+//   - origin.go, relay.go, ssetee.go: the origin of each upstream request
+//     (the agent request it serves), by which log messages and
+//     server→client requests (sampling, elicitation, roots) reach that
+//     agent only; the SSE tap that ties an HTTP upstream's messages to the
+//     POST that carries them.
+//   - agentconn.go: per-agent upstream sessions
+//     (servers.<name>.sessions: per_agent, the stdio default), closed when
+//     their agent session ends.
 //
 // Policy never sees the exposed alias: the gate gets the real (server, tool)
-// pair, and the exact argument bytes the agent sent, which are also the
-// bytes dispatched upstream.
+// pair (or real prompt name or resource URI), and the exact argument bytes
+// the agent sent, which are also the bytes dispatched upstream.
 package gateway

@@ -1,9 +1,11 @@
-// Package policy decides what happens to one tool call: allow, deny or
-// approve (hold it for a human). It is pure: no I/O, no clock, no state
-// beyond the Policy value and its compiled form, so a Policy is safe for
-// concurrent use as long as nobody mutates it.
+// Package policy decides what happens to one agent request (a tools/call,
+// a prompts/get, a resources/read): allow, deny or approve (hold it for a
+// human). It is pure: no I/O, no clock, no state beyond the Policy value
+// and its compiled form, so a Policy is safe for concurrent use as long as
+// nobody mutates it.
 //
-// Rules match the real (server, tool) pair of a call, never the exposed
+// Rules match the real (server, tool) pair of a call (or the real prompt
+// name or resource URI; see [Call.Kind]), never the exposed
 // "<server>__<tool>" alias, so a rule written for one server cannot leak to
 // another whose name differs only by punctuation (case C06). A rule may
 // also select calls by a CEL condition over the arguments and the caller
