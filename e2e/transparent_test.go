@@ -156,7 +156,7 @@ func directTools(t *testing.T, n npm) []string {
 	if err != nil {
 		t.Fatalf("connect to the everything server directly: %v", err)
 	}
-	defer cs.Close()
+	defer func() { _ = cs.Close() }()
 	// Its capability-dependent tools are registered after initialization
 	// and announced with list_changed.
 	select {

@@ -53,7 +53,6 @@ type agentConn struct {
 	closed   bool          // guarded by mu
 	inflight []*origin     // guarded by mu: the agent's requests on it now
 	rootsOn  bool          // guarded by mu: the placeholder root is set
-	subsOn   *upConn       // guarded by mu: the session subscriptions were made on
 
 	// logs sends log messages of no request to the agent session.
 	logs orderedSender

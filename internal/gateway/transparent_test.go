@@ -44,6 +44,9 @@ func (r *recordingGate) last() gate.Call {
 	return r.calls[len(r.calls)-1]
 }
 
+// codeResourceNotFound is MCP 2025-11-25's resource-not-found error code.
+const codeResourceNotFound = -32002
+
 func wireCode(err error) int64 {
 	var w *jsonrpc.Error
 	if errors.As(err, &w) {
@@ -107,8 +110,8 @@ func TestResourcesAndPromptsPassThrough(t *testing.T) {
 	if _, _, err := read("test://static"); wireCode(err) != jsonrpc.CodeInvalidParams || !strings.Contains(err.Error(), "toolgate://") {
 		t.Errorf("read of a clashing URI = %v, want invalid params naming the namespaced form", err)
 	}
-	if _, _, err := read("test://nobody"); wireCode(err) != mcp.CodeResourceNotFound {
-		t.Errorf("read of an unknown URI = %v, want resource not found (%d)", err, mcp.CodeResourceNotFound)
+	if _, _, err := read("test://nobody"); wireCode(err) != codeResourceNotFound {
+		t.Errorf("read of an unknown URI = %v, want resource not found (%d)", err, codeResourceNotFound)
 	}
 
 	// Prompts are named like tools.
@@ -165,8 +168,10 @@ func (f usableFunc) Usable(context.Context, approval.Principal) (func(kind, serv
 
 func TestListsShowOnlyWhatTheCallerMayUse(t *testing.T) {
 	use := usableFunc(func(kind, server, name string) bool {
-		return !(kind == approval.KindResourceRead && name == "test://secret") && !(kind == approval.KindPromptGet && name == "greet") &&
-			!(kind == approval.KindToolCall && name == "pid")
+		hidden := (kind == approval.KindResourceRead && name == "test://secret") ||
+			(kind == approval.KindPromptGet && name == "greet") ||
+			(kind == approval.KindToolCall && name == "pid")
+		return !hidden
 	})
 	srv := newFeatureServer("a", nil)
 	srv.AddResource(&mcp.Resource{URI: "test://secret", Name: "secret"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
