@@ -92,7 +92,8 @@ func (g *Gateway) visibleTemplates(use func(kind, server, name string) bool) []T
 }
 
 // resolveURI routes an exposed URI to its upstream: unknown URIs get the
-// MCP resource-not-found error (-32002), ambiguous ones invalid params.
+// MCP resource-not-found error (invalid params with the URI, SEP-2164),
+// ambiguous ones invalid params naming the namespaced form.
 func (g *Gateway) resolveURI(uri string) (*upstream, string, error) {
 	server, real, ok, err := g.exposure().route(uri, func(s string) bool { return g.ups[s] != nil })
 	var amb *errAmbiguousURI

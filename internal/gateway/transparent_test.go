@@ -44,9 +44,6 @@ func (r *recordingGate) last() gate.Call {
 	return r.calls[len(r.calls)-1]
 }
 
-// codeResourceNotFound is MCP 2025-11-25's resource-not-found error code.
-const codeResourceNotFound = -32002
-
 func wireCode(err error) int64 {
 	var w *jsonrpc.Error
 	if errors.As(err, &w) {
@@ -110,8 +107,10 @@ func TestResourcesAndPromptsPassThrough(t *testing.T) {
 	if _, _, err := read("test://static"); wireCode(err) != jsonrpc.CodeInvalidParams || !strings.Contains(err.Error(), "toolgate://") {
 		t.Errorf("read of a clashing URI = %v, want invalid params naming the namespaced form", err)
 	}
-	if _, _, err := read("test://nobody"); wireCode(err) != codeResourceNotFound {
-		t.Errorf("read of an unknown URI = %v, want resource not found (%d)", err, codeResourceNotFound)
+	// SEP-2164 (MCP 2025-11-25): an unknown resource is invalid params,
+	// "Resource not found", with the URI in the data.
+	if _, _, err := read("test://nobody"); wireCode(err) != jsonrpc.CodeInvalidParams || !strings.Contains(err.Error(), "Resource not found") {
+		t.Errorf("read of an unknown URI = %v, want resource not found (%d)", err, jsonrpc.CodeInvalidParams)
 	}
 
 	// Prompts are named like tools.
