@@ -223,6 +223,9 @@ func TestServerRequestsReachTheirAgent(t *testing.T) {
 			return ServerConfig{Name: "up", URL: httpUpstream(t, newFeatureServer("http", nil))}
 		}},
 		{"stdio per agent", func(t *testing.T) ServerConfig { return featureStdio("up") }},
+		{"http per agent", func(t *testing.T) ServerConfig {
+			return ServerConfig{Name: "up", URL: httpUpstream(t, newFeatureServer("http", nil)), Sessions: SessionsPerAgent}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newGateway(t, []ServerConfig{tc.cfg(t)}, allowAll(), nil)
@@ -451,5 +454,50 @@ func waitUntil(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met in time")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestPromptAndResourceListChanged(t *testing.T) {
+	// An upstream that adds a prompt or a resource says so; the gateway
+	// lists it again and tells its agents, who then list the new item.
+	srv := newFeatureServer("a", nil)
+	g := newGateway(t, []ServerConfig{{Name: "a", URL: httpUpstream(t, srv)}}, allowAll(), nil)
+	prompts := make(chan struct{}, 8)
+	resources := make(chan struct{}, 8)
+	opts := &mcp.ClientOptions{
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { prompts <- struct{}{} },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { resources <- struct{}{} },
+	}
+	cs := connectAgent(t, serveHTTP(t, g, nil), aliceToken, opts, nil)
+	// List once, so the gateway knows what this session saw.
+	if _, err := cs.ListPrompts(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.ListResources(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	srv.AddPrompt(&mcp.Prompt{Name: "later"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "later"}}}}, nil
+	})
+	select {
+	case <-prompts:
+	case <-time.After(testWait):
+		t.Fatal("no prompts/list_changed after the upstream added a prompt")
+	}
+	res, err := cs.ListPrompts(t.Context(), nil)
+	if err != nil || !slices.ContainsFunc(res.Prompts, func(p *mcp.Prompt) bool { return p.Name == "a__later" }) {
+		t.Errorf("prompts after the change = %+v %v, want a__later", res, err)
+	}
+	srv.AddResource(&mcp.Resource{URI: "test://later", Name: "later"}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "later"}}}, nil
+	})
+	select {
+	case <-resources:
+	case <-time.After(testWait):
+		t.Fatal("no resources/list_changed after the upstream added a resource")
+	}
+	rr, err := cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "test://later"})
+	if err != nil || rr.Contents[0].Text != "later" {
+		t.Errorf("read of the new resource = %+v %v", rr, err)
 	}
 }
