@@ -161,24 +161,6 @@ func (g *Gate) RevokeSession(ctx context.Context, actor approval.Principal, id s
 	return rev, nil
 }
 
-// SessionTools returns which tools principal p may see and call: all of
-// them for a principal that is not a session, else those its session's
-// effective policy allows (none once revoked). Errors reading the session
-// are returned; callers fail closed.
-func (g *Gate) SessionTools(ctx context.Context, p approval.Principal) (func(server, tool string) bool, error) {
-	if p.SessionID == "" {
-		return func(string, string) bool { return true }, nil
-	}
-	c, err := g.store.Chain(ctx, session.ID(p.SessionID))
-	if err != nil {
-		return nil, err
-	}
-	if c.Revoked() {
-		return func(string, string) bool { return false }, nil
-	}
-	return c.Allows, nil
-}
-
 // sessionChain loads the chain of a session principal's call and refuses
 // the call when the session is unknown, revoked, or excludes the tool (no
 // approval can override that). ok is false with the refusal.

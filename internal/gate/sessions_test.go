@@ -197,9 +197,9 @@ func TestSessionRevocationCancelsAndRefuses(t *testing.T) {
 	if _, _, err := f.gate.CreateSession(t.Context(), cp, session.NewSession{}); !errors.Is(err, session.ErrRevoked) {
 		t.Errorf("child of a revoked session: %v, want ErrRevoked", err)
 	}
-	allow, err := f.gate.SessionTools(t.Context(), cp)
-	if err != nil || allow("fs", "read_text_file") {
-		t.Errorf("SessionTools after revocation allows fs__read_text_file (err %v)", err)
+	use, err := f.gate.Usable(t.Context(), cp)
+	if err != nil || use(approval.KindToolCall, "fs", "read_text_file") {
+		t.Errorf("Usable after revocation allows fs__read_text_file (err %v)", err)
 	}
 }
 
