@@ -118,6 +118,26 @@ func (c Call) method() string {
 	return "tools/call"
 }
 
+// spanName is the name of c's span: method and exposed-style name, but
+// only the server for a resource (URIs would make names unbounded).
+func (c Call) spanName() string {
+	if c.Kind == approval.KindResourceRead {
+		return c.method() + " " + c.Server
+	}
+	return c.method() + " " + c.Server + "__" + c.Tool
+}
+
+// nameAttribute is the span attribute that holds c's name.
+func (c Call) nameAttribute() string {
+	switch c.Kind {
+	case approval.KindResourceRead:
+		return "mcp.resource.uri"
+	case approval.KindPromptGet:
+		return "gen_ai.prompt.name"
+	}
+	return "gen_ai.tool.name"
+}
+
 // sameKind reports whether request kind k is c's (the empty kind is a tool
 // call).
 func (c Call) sameKind(k string) bool {

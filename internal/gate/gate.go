@@ -214,14 +214,14 @@ func New(s store.Store, p Evaluator, opts *Options) *Gate {
 // request is decided, expires, or ctx ends. Any error on the way refuses the
 // call (fail closed).
 //
-// Admit starts the call's span (attributes mcp.method.name, gen_ai.tool.name,
-// toolgate.server, approval.id); it ends with a refusal, or at
+// Admit starts the call's span (attributes mcp.method.name, gen_ai.tool.name
+// or gen_ai.prompt.name or mcp.resource.uri, toolgate.server, approval.id); it ends with a refusal, or at
 // Admission.Finish for an admitted call.
 func (g *Gate) Admit(ctx context.Context, c Call) Admission {
-	ctx, span := g.opts.Tracer.Start(ctx, c.method()+" "+c.Server+"__"+c.Tool, trace.WithSpanKind(trace.SpanKindServer),
+	ctx, span := g.opts.Tracer.Start(ctx, c.spanName(), trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(
 			attribute.String("mcp.method.name", c.method()),
-			attribute.String("gen_ai.tool.name", c.Tool),
+			attribute.String(c.nameAttribute(), c.Tool),
 			attribute.String("toolgate.server", c.Server),
 		))
 	adm := g.admit(ctx, c)

@@ -328,9 +328,9 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 			}
 			items, err := u.listItems(cctx, c)
 			if err != nil {
-				c.close()
-				results <- first{u: u, err: err}
-				return
+				// Its tools stay usable; the next list_changed lists again.
+				g.log.WarnContext(ctx, "upstream prompts and resources not listed", "server", u.name, "err", err)
+				items = serverItems{name: u.name, unprefixed: u.cfg.Unprefixed}
 			}
 			results <- first{u: u, conn: c, tools: tools, items: items}
 		}()
