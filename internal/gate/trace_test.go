@@ -44,3 +44,25 @@ func TestSpans(t *testing.T) {
 		t.Errorf("wait span %v", wait)
 	}
 }
+
+func TestSpanOfAResourceRead(t *testing.T) {
+	// Span names stay bounded: a resource read's span is named by method
+	// and server; its URI is an attribute.
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	f := newFixture(t, time.Minute, &Options{Tracer: tp.Tracer("test")})
+	f.pol.p.Store(kindsPolicy()) // allows file:///a/b
+	a := f.gate.Admit(t.Context(), Call{Principal: agent, Kind: approval.KindResourceRead, Server: "fs", Tool: "file:///a/b", Arguments: []byte(`{"uri":"file:///a/b"}`)})
+	a.Finish(t.Context(), approval.OutcomeOK)
+	ended := rec.Ended()
+	if len(ended) != 1 || ended[0].Name() != "resources/read fs" {
+		t.Fatalf("spans %v, want one named \"resources/read fs\"", ended)
+	}
+	got := map[string]string{}
+	for _, kv := range ended[0].Attributes() {
+		got[string(kv.Key)] = kv.Value.AsString()
+	}
+	if got["mcp.resource.uri"] != "file:///a/b" || got["mcp.method.name"] != "resources/read" {
+		t.Errorf("span attributes %v", got)
+	}
+}
