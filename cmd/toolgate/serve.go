@@ -447,6 +447,8 @@ func gatewayServers(cfg config.Config) []gateway.ServerConfig {
 			URL: s.URL, Headers: s.Headers, CallTimeout: s.CallTimeout,
 			Unprefixed: s.ToolPrefix != nil && !*s.ToolPrefix,
 			Sessions:   s.Sessions,
+			// nil (absent) means all; an explicit empty list none.
+			ClientCapabilities: s.ClientCapabilities,
 		})
 	}
 	return out

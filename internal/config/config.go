@@ -105,6 +105,9 @@ type Server struct {
 	// "per_agent" (one per agent session; for stdio one process each).
 	// Empty: per_agent for command servers, shared for url servers.
 	Sessions string `yaml:"sessions,omitempty"`
+	// ClientCapabilities lists the client capabilities toolgate declares to
+	// the server (roots, sampling, elicitation); absent means all three.
+	ClientCapabilities []string `yaml:"client_capabilities,omitempty"`
 }
 
 // Token names where a principal's bearer token comes from: exactly one of

@@ -267,6 +267,11 @@ func validateServer(name string, s Server) []error {
 	if s.Sessions != "" && s.Sessions != "shared" && s.Sessions != "per_agent" {
 		add(".sessions %q: want shared or per_agent", s.Sessions)
 	}
+	for i, c := range s.ClientCapabilities {
+		if c != "roots" && c != "sampling" && c != "elicitation" {
+			add(".client_capabilities[%d] %q: want roots, sampling or elicitation", i, c)
+		}
+	}
 	return errs
 }
 

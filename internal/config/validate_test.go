@@ -85,6 +85,8 @@ func TestValidate(t *testing.T) {
 		{name: "bad header name", old: `Authorization: x`, new: `"Bad Header": x`, want: []string{`servers.pay.headers: bad header name "Bad Header"`}},
 		{name: "negative call timeout", old: `call_timeout: 60s`, new: `call_timeout: -1s`, want: []string{"servers.fs.call_timeout -1s"}},
 		{name: "sessions per_agent", old: `call_timeout: 60s`, new: `call_timeout: 60s, sessions: per_agent`},
+		{name: "client capabilities", old: `call_timeout: 60s`, new: `call_timeout: 60s, client_capabilities: [sampling, elicitation]`},
+		{name: "client capability unknown", old: `call_timeout: 60s`, new: `call_timeout: 60s, client_capabilities: [tasks]`, want: []string{`servers.fs.client_capabilities[0] "tasks": want roots, sampling or elicitation`}},
 		{name: "sessions unknown", old: `call_timeout: 60s`, new: `call_timeout: 60s, sessions: per_user`, want: []string{`servers.fs.sessions "per_user": want shared or per_agent`}},
 		{name: "duplicate id across lists", old: `id: bob`, new: `id: desktop`, want: []string{`approvers[1].id "desktop": also used by agents[0]`}},
 		{name: "duplicate id within a list", old: `id: bob`, new: `id: alice`, want: []string{`approvers[1].id "alice": also used by approvers[0]`}},

@@ -32,8 +32,8 @@ import (
 // policy.Evaluator), an approved call is not evaluated again at consume
 // while the revision in force is the one its admission was decided under
 // (policy.Decision.Revision). With Listed(policy.Call) bool
-// (policy.Holder), [Gate.VisibleTools] hides what the policy denies a
-// caller whatever the arguments (policy.list_denied).
+// (policy.Holder), [Gate.Usable] hides what the policy denies a caller
+// whatever the arguments (policy.list_denied).
 type Evaluator interface {
 	Evaluate(c policy.Call) (policy.Decision, error)
 }

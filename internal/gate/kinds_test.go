@@ -89,8 +89,8 @@ func TestIdenticalCallsDoNotCrossKinds(t *testing.T) {
 
 func TestUsableHidesDenied(t *testing.T) {
 	f := newFixture(t, time.Minute, nil)
-	f.pol.p.Store(kindsPolicy())
-	use, err := f.gate.Usable(t.Context(), agent)
+	g := New(f.db, policy.NewHolder(kindsPolicy()), &f.gate.opts)
+	use, err := g.Usable(t.Context(), agent)
 	if err != nil {
 		t.Fatal(err)
 	}

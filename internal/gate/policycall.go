@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"slices"
 
-	"toolgate/internal/approval"
 	"toolgate/internal/policy"
 )
 
@@ -63,23 +62,4 @@ func (g *Gate) consumeDecision(c Call, out json.RawMessage) (policy.Decision, er
 		}
 	}
 	return g.policy.Evaluate(g.policyCall(c, out))
-}
-
-// VisibleTools returns which tools principal p may see in tools/list: those
-// its session's policy allows ([Gate.SessionTools]) and, unless the
-// deployment policy sets list_denied, not those the policy denies p
-// whatever the arguments (policy.Evaluator.DeniedRegardless). Errors
-// reading the session are returned; callers fail closed.
-func (g *Gate) VisibleTools(ctx context.Context, p approval.Principal) (func(server, tool string) bool, error) {
-	session, err := g.SessionTools(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	l, ok := g.policy.(lister)
-	if !ok {
-		return session, nil
-	}
-	return func(server, tool string) bool {
-		return session(server, tool) && l.Listed(g.policyCall(Call{Principal: p, Server: server, Tool: tool}, nil))
-	}, nil
 }

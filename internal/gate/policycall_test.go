@@ -186,32 +186,32 @@ func TestPolicySeesTheCall(t *testing.T) {
 	}
 }
 
-// TestVisibleToolsHidesDenied checks the tools/list filter: a tool the
+// TestUsableHidesDeniedTools checks the tools/list filter: a tool the
 // policy denies whatever the arguments is hidden unless list_denied.
-func TestVisibleToolsHidesDenied(t *testing.T) {
+func TestUsableHidesDeniedTools(t *testing.T) {
 	f := newFixture(t, time.Minute, nil)
 	p := testPolicy(time.Minute)
 	p.Rules = append(p.Rules, policy.Rule{Name: "big deletes", Tools: []string{"purge"}, Effect: policy.Deny, When: "args.n > 10"})
 	h := policy.NewHolder(p)
 	g := New(f.db, h, &f.gate.opts)
-	visible, err := g.VisibleTools(t.Context(), agent)
+	use, err := g.Usable(t.Context(), agent)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for tool, want := range map[string]bool{"read_file": true, "write_file": true, "delete_file": false, "purge": true} {
-		if got := visible("fs", tool); got != want {
+		if got := use(approval.KindToolCall, "fs", tool); got != want {
 			t.Errorf("%s visible = %v, want %v", tool, got, want)
 		}
 	}
 	p2 := testPolicy(time.Minute)
 	p2.ListDenied = true
 	h.Store(p2)
-	if visible, _ := g.VisibleTools(t.Context(), agent); !visible("fs", "delete_file") {
+	if use, _ := g.Usable(t.Context(), agent); !use(approval.KindToolCall, "fs", "delete_file") {
 		t.Error("list_denied: true still hides delete_file")
 	}
 	// A gate over a plain Policy (no Listed method) lists everything.
 	plain := New(f.db, testPolicy(time.Minute), &f.gate.opts)
-	if visible, _ := plain.VisibleTools(t.Context(), agent); !visible("fs", "delete_file") {
+	if use, _ := plain.Usable(t.Context(), agent); !use(approval.KindToolCall, "fs", "delete_file") {
 		t.Error("a plain policy hides tools")
 	}
 }

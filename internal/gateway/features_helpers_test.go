@@ -99,6 +99,24 @@ func newFeatureServer(tag string, h *featureHooks) *mcp.Server {
 			}
 			return text(strings.Join(uris, " ")), nil
 		})
+	s.AddTool(&mcp.Tool{Name: "caps", Description: "the client capabilities the session declared", InputSchema: objectSchema},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			c := req.Session.InitializeParams().Capabilities
+			var have []string
+			if c.RootsV2 != nil {
+				have = append(have, "roots")
+			}
+			if c.Sampling != nil {
+				have = append(have, "sampling")
+			}
+			if c.Elicitation != nil {
+				have = append(have, "elicitation")
+				if c.Elicitation.URL != nil {
+					have = append(have, "elicitation.url")
+				}
+			}
+			return text(strings.Join(have, " ")), nil
+		})
 	s.AddTool(&mcp.Tool{Name: "pid", InputSchema: objectSchema},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return text(fmt.Sprint(os.Getpid())), nil

@@ -60,6 +60,13 @@ type ServerConfig struct {
 	// Sessions is SessionsShared or SessionsPerAgent; "" means per_agent
 	// for a stdio server and shared for an HTTP one (see agentconn.go).
 	Sessions string
+	// ClientCapabilities lists the client capabilities toolgate declares to
+	// the server and forwards requests for: CapabilityRoots,
+	// CapabilitySampling, CapabilityElicitation. nil means all three; an
+	// empty list none. Leaving out roots keeps a server that would take
+	// its allowed directories from the client's roots (the filesystem
+	// server) on the directories it was started with.
+	ClientCapabilities []string
 }
 
 func (c ServerConfig) validate() error {
@@ -75,6 +82,11 @@ func (c ServerConfig) validate() error {
 	}
 	if c.Sessions != "" && c.Sessions != SessionsShared && c.Sessions != SessionsPerAgent {
 		errs = append(errs, fmt.Errorf("server %q: sessions %q: want %s or %s", c.Name, c.Sessions, SessionsShared, SessionsPerAgent))
+	}
+	for _, cp := range c.ClientCapabilities {
+		if cp != CapabilityRoots && cp != CapabilitySampling && cp != CapabilityElicitation {
+			errs = append(errs, fmt.Errorf("server %q: client capability %q: want %s, %s or %s", c.Name, cp, CapabilityRoots, CapabilitySampling, CapabilityElicitation))
+		}
 	}
 	return errors.Join(errs...)
 }

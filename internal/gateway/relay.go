@@ -102,6 +102,10 @@ func isNilParams(p mcp.Params) bool {
 // relayRequest forwards one server→client request to its agent and
 // returns the agent's answer.
 func (u *upstream) relayRequest(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+	capability := map[string]string{methodCreateMessage: CapabilitySampling, methodElicit: CapabilityElicitation, methodListRoots: CapabilityRoots}[method]
+	if !u.cfg.offers(capability) {
+		return nil, &jsonrpc.Error{Code: codeNotSupported, Message: fmt.Sprintf("toolgate does not offer %s to upstream %q (servers.%s.client_capabilities)", capability, u.name, u.name)}
+	}
 	cs, _ := req.GetSession().(*mcp.ClientSession)
 	o := u.routeOf(cs, req.GetParams())
 	if o == nil || o.ss == nil {

@@ -501,3 +501,29 @@ func TestPromptAndResourceListChanged(t *testing.T) {
 		t.Errorf("read of the new resource = %+v %v", rr, err)
 	}
 }
+
+func TestClientCapabilitiesPerServer(t *testing.T) {
+	// By default toolgate declares roots, sampling and elicitation (form
+	// and URL) to every server; client_capabilities narrows that, and a
+	// request for a capability not offered is refused, never forwarded.
+	g := newGateway(t, []ServerConfig{
+		{Name: "all", URL: httpUpstream(t, newFeatureServer("all", nil))},
+		{Name: "noroots", URL: httpUpstream(t, newFeatureServer("noroots", nil)), ClientCapabilities: []string{CapabilitySampling, CapabilityElicitation}},
+	}, allowAll(), nil)
+	rec := &agentRecord{}
+	opts, setup := capableClient("alice", rec, false)
+	cs := connectAgent(t, serveHTTP(t, g, nil), aliceToken, opts, setup)
+	for server, want := range map[string]string{"all": "roots sampling elicitation elicitation.url", "noroots": "sampling elicitation elicitation.url"} {
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: server + "__caps"})
+		if err != nil || textOf(t, res) != want {
+			t.Errorf("%s declared %+v %v, want %q", server, res, err, want)
+		}
+	}
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "noroots__roots"})
+	if err != nil || !res.IsError || !strings.Contains(textOf(t, res), "does not offer roots") {
+		t.Errorf("roots/list from a server not offered roots = %+v %v, want refused", res, err)
+	}
+	if _, err := New(t.Context(), []ServerConfig{{Name: "x", URL: "http://127.0.0.1:1/", ClientCapabilities: []string{"tasks"}}}, allowAll(), nil); err == nil {
+		t.Error("New accepted an unknown client capability")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -108,17 +109,36 @@ func newUpstream(sc ServerConfig, g *Gateway) *upstream {
 	return u
 }
 
-// clientCapabilities are the client capabilities every upstream session
-// declares: toolgate forwards each server→client request to the agent
-// that made the request it belongs to, so servers expose everything they
-// would expose to a capable direct client; an agent that lacks a
-// capability makes the upstream get an error (relay.go).
-func clientCapabilities() *mcp.ClientCapabilities {
-	return &mcp.ClientCapabilities{
-		RootsV2:     &mcp.RootCapabilities{ListChanged: true},
-		Sampling:    &mcp.SamplingCapabilities{Tools: &mcp.SamplingToolsCapabilities{}, Context: &mcp.SamplingContextCapabilities{}},
-		Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}},
+// Client capabilities toolgate can offer an upstream (ServerConfig.ClientCapabilities).
+const (
+	CapabilityRoots       = "roots"
+	CapabilitySampling    = "sampling"
+	CapabilityElicitation = "elicitation"
+)
+
+// offers reports whether toolgate declares capability to this server:
+// all three unless ClientCapabilities names some.
+func (c ServerConfig) offers(capability string) bool {
+	return c.ClientCapabilities == nil || slices.Contains(c.ClientCapabilities, capability)
+}
+
+// clientCapabilities are the client capabilities the upstream sessions of
+// cfg declare: toolgate forwards each server→client request to the agent
+// that made the request it belongs to, so by default servers expose
+// everything they would expose to a capable direct client; an agent that
+// lacks a capability makes the upstream get an error (relay.go).
+func clientCapabilities(cfg ServerConfig) *mcp.ClientCapabilities {
+	caps := &mcp.ClientCapabilities{}
+	if cfg.offers(CapabilityRoots) {
+		caps.RootsV2 = &mcp.RootCapabilities{ListChanged: true}
 	}
+	if cfg.offers(CapabilitySampling) {
+		caps.Sampling = &mcp.SamplingCapabilities{Tools: &mcp.SamplingToolsCapabilities{}, Context: &mcp.SamplingContextCapabilities{}}
+	}
+	if cfg.offers(CapabilityElicitation) {
+		caps.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}}
+	}
+	return caps
 }
 
 // newClient returns an MCP client for sessions with u's server.
@@ -126,7 +146,7 @@ func (u *upstream) newClient() *mcp.Client {
 	g := u.g
 	c := mcp.NewClient(&mcp.Implementation{Name: "toolgate", Version: g.opts.Version}, &mcp.ClientOptions{
 		Logger:       g.log,
-		Capabilities: clientCapabilities(),
+		Capabilities: clientCapabilities(u.cfg),
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			u.requestRefresh()
 		},
