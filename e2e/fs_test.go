@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +25,7 @@ servers:
     command: `+q(n.node)+`
     args: [`+q(n.script(t, "mcp-server-filesystem"))+`, `+q(sandbox)+`]
     call_timeout: 60s
+    client_capabilities: [sampling, elicitation]
 approvals:
   sweep_interval: 100ms
 policy:
@@ -182,4 +185,87 @@ func TestFilesystem(t *testing.T) {
 		}
 		mustNotExist(t, path)
 	})
+}
+
+// TestFilesystemRoots: the filesystem server takes its directories from
+// its client's roots when the client offers roots. Through toolgate its
+// roots/list reaches the agent whose session it serves, so by default an
+// agent's roots become the server's directories, as they would directly;
+// with client_capabilities leaving out roots (as the quickstart does) the
+// server keeps the sandbox it was started with.
+func TestFilesystemRoots(t *testing.T) {
+	n := findNPM(t)
+	for _, tc := range []struct {
+		name        string
+		offerRoots  bool
+		wantOutside bool
+	}{
+		{"roots offered", true, true},
+		{"roots not offered (quickstart)", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sandbox, outside := t.TempDir(), t.TempDir()
+			if err := os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("secret"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg := fsConfig(t, n, sandbox, "1m")
+			if tc.offerRoots {
+				cfg = strings.Replace(cfg, "    client_capabilities: [sampling, elicitation]\n", "", 1)
+			}
+			g := startGateway(t, cfg, nil)
+			asked := make(chan struct{}, 4)
+			opts := &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{ListChanged: true}}}
+			c := mcp.NewClient(&mcp.Implementation{Name: "roots-agent", Version: "1"}, opts)
+			c.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+				return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+					if method == "roots/list" {
+						asked <- struct{}{}
+					}
+					return next(ctx, method, req)
+				}
+			})
+			c.AddRoots(&mcp.Root{URI: "file://" + outside})
+			cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: g.MCP, HTTPClient: &http.Client{Transport: &bearer{token: agentToken, base: g.tr}}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = cs.Close() }()
+			allowed := func() string {
+				t.Helper()
+				res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "fs__list_allowed_directories", Arguments: map[string]any{}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return text(res)
+			}
+			first := allowed() // opens the agent session's own server process
+			if !tc.wantOutside {
+				if strings.Contains(first, outside) {
+					t.Errorf("the agent's roots became the server's directories: %s", first)
+				}
+				res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "fs__read_text_file", Arguments: map[string]any{"path": filepath.Join(outside, "secret.txt")}})
+				if err != nil || !res.IsError {
+					t.Errorf("reading outside the sandbox = %+v %v, want an access error", res, err)
+				}
+				select {
+				case <-asked:
+					t.Error("the agent was asked for its roots although toolgate does not offer roots")
+				default:
+				}
+				return
+			}
+			select {
+			case <-asked:
+			case <-time.After(waitFor):
+				t.Fatal("the server's roots/list never reached the agent")
+			}
+			deadline := time.Now().Add(waitFor)
+			for got := first; !strings.Contains(got, outside); got = allowed() {
+				if time.Now().After(deadline) {
+					t.Fatalf("the server's directories stayed %q, want the agent's root %s", got, outside)
+				}
+				time.Sleep(pollEvery)
+			}
+		})
+	}
 }
