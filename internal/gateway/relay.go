@@ -114,6 +114,19 @@ func (u *upstream) relayRequest(ctx context.Context, method string, req mcp.Requ
 			"toolgate cannot tell which agent %s is for: upstream %q shares one session among agents and the request did not arrive while serving an agent's request that can be told apart (use servers.%s.sessions: per_agent)",
 			method, u.name, u.name)}
 	}
+	return o.ask(ctx, method, req.GetParams(), func(id string) { u.g.elicitations.put(u.name, id, o.ss) })
+}
+
+// ask puts one server→client request (sampling, elicitation or roots, by
+// its params) to o's agent session and returns its answer: a JSON-RPC
+// error when the agent did not declare the capability (or the form of it
+// the request needs), the agent's own error, or its result. ctx is the
+// upstream's side of the request: ending it withdraws the question. urlID,
+// when not nil, is told the id of a URL-mode elicitation before it is
+// sent. It is the one place that asks agents, so the 2026-07-28 era's
+// multi round-trip relay can put each of a result's inputRequests through
+// it.
+func (o *origin) ask(ctx context.Context, method string, params mcp.Params, urlID func(string)) (mcp.Result, error) {
 	// The agent's handler context carries the stream to use; the upstream's
 	// cancels it.
 	fctx, cancel := context.WithCancel(o.ctx)
@@ -132,17 +145,19 @@ func (u *upstream) relayRequest(ctx context.Context, method string, req mcp.Requ
 		res mcp.Result
 		err error
 	)
-	switch p := req.GetParams().(type) {
+	switch p := params.(type) {
 	case *mcp.CreateMessageWithToolsParams:
 		switch {
 		case caps == nil || caps.Sampling == nil:
 			return nil, missing("sampling")
-		case len(p.Tools) > 0 && caps.Sampling.Tools == nil:
+		case p != nil && len(p.Tools) > 0 && caps.Sampling.Tools == nil:
 			return nil, missing("sampling with tools")
 		}
-		//lint:ignore SA1019 sampling is deprecated only from 2026-07-28; upstream sessions speak 2025-11-25.
 		res, err = o.ss.CreateMessageWithTools(fctx, p)
 	case *mcp.ElicitParams:
+		if p == nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + " without params"}
+		}
 		mode := p.Mode
 		if mode == "" {
 			mode = "form"
@@ -155,15 +170,14 @@ func (u *upstream) relayRequest(ctx context.Context, method string, req mcp.Requ
 		case mode == "form" && caps.Elicitation.Form == nil && caps.Elicitation.URL != nil:
 			return nil, missing("form mode elicitation")
 		}
-		if mode == "url" && p.ElicitationID != "" {
-			u.g.elicitations.put(u.name, p.ElicitationID, o.ss)
+		if mode == "url" && p.ElicitationID != "" && urlID != nil {
+			urlID(p.ElicitationID)
 		}
 		res, err = o.ss.Elicit(fctx, p)
 	case *mcp.ListRootsParams: // may be nil: roots/list has no required params
 		if caps == nil || caps.RootsV2 == nil {
 			return nil, missing("roots")
 		}
-		//lint:ignore SA1019 roots are deprecated only from 2026-07-28; upstream sessions speak 2025-11-25.
 		res, err = o.ss.ListRoots(fctx, p)
 	default:
 		return nil, &jsonrpc.Error{Code: codeNotSupported, Message: "toolgate does not forward " + method}
