@@ -252,7 +252,8 @@ func (db *DB) Due(ctx context.Context, now time.Time, limit int) ([]approval.ID,
 	return ids, nil
 }
 
-// CountPending counts pending tool-call requests, only those of requestedBy
+// CountPending counts pending agent requests (tool calls, resource reads,
+// prompt gets), only those of requestedBy
 // when it is not empty.
 func (db *DB) CountPending(ctx context.Context, requestedBy string) (int, error) {
 	q, args := `SELECT COUNT(*) FROM requests WHERE state = 'pending' AND kind IN ('', 'tool_call', 'resource_read', 'prompt_get')`, []any{}
