@@ -210,16 +210,20 @@ func (ac *agentConn) track(o *origin) func() {
 	}
 }
 
-// route returns where a message on ac's session goes when nothing ties it
-// to one request: the agent's latest request in flight (its stream), else
-// the agent session itself.
+// route returns where a server→client request on ac's session goes when
+// nothing ties it to one request: to the agent session, on the stream of
+// the agent's latest request in flight when there is one. The request may
+// not belong to that request (a server asks for roots on its own, for
+// example right after it started), so it is not cancelled when that
+// request ends: the origin is borrowed.
 func (ac *agentConn) route() *origin {
 	ac.mu.Lock()
 	defer ac.mu.Unlock()
-	if n := len(ac.inflight); n > 0 {
-		return ac.inflight[n-1]
+	ctx := ac.u.g.root
+	if n := len(ac.inflight); n > 0 && ac.inflight[n-1].ctx.Err() == nil {
+		ctx = ac.inflight[n-1].ctx
 	}
-	return &origin{ss: ac.ss, principal: ac.principal, ctx: ac.u.g.root, reg: ac.u.g.origins, log: ac.u.log, server: ac.u.name}
+	return &origin{ss: ac.ss, principal: ac.principal, ctx: ctx, borrowed: true, reg: ac.u.g.origins, log: ac.u.log, server: ac.u.name}
 }
 
 // sendLog forwards a log message of no request to the agent session,

@@ -117,6 +117,42 @@ func newFeatureServer(tag string, h *featureHooks) *mcp.Server {
 			}
 			return text(strings.Join(have, " ")), nil
 		})
+	// roots_async asks for the roots on its own, not as part of the call
+	// (the call returns at once); roots_async_result waits for the answer.
+	var (
+		asyncMu   sync.Mutex
+		asyncDone = make(chan struct{})
+		asyncOut  string
+	)
+	s.AddTool(&mcp.Tool{Name: "roots_async", InputSchema: objectSchema},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			ss := req.Session
+			go func() {
+				res, err := ss.ListRoots(context.Background(), nil)
+				asyncMu.Lock()
+				defer asyncMu.Unlock()
+				if err != nil {
+					asyncOut = "roots failed: " + err.Error()
+				} else {
+					for _, r := range res.Roots {
+						asyncOut += r.URI
+					}
+				}
+				close(asyncDone)
+			}()
+			return text("asked"), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "roots_async_result", InputSchema: objectSchema},
+		func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			select {
+			case <-asyncDone:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			asyncMu.Lock()
+			defer asyncMu.Unlock()
+			return text(asyncOut), nil
+		})
 	s.AddTool(&mcp.Tool{Name: "pid", InputSchema: objectSchema},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return text(fmt.Sprint(os.Getpid())), nil

@@ -31,8 +31,12 @@ type origin struct {
 	// must be sent with it: it routes them to the request's own stream
 	// (notes §4).
 	ctx context.Context
-	reg *origins
-	log *slog.Logger
+	// borrowed marks an origin that stands for the agent session rather
+	// than for one of its requests (agentConn.route): ctx only picks the
+	// stream, and its end does not withdraw a question put through it.
+	borrowed bool
+	reg      *origins
+	log      *slog.Logger
 
 	tokenOnce sync.Once
 	token     string // set by tokenOnce

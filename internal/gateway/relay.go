@@ -128,8 +128,13 @@ func (u *upstream) relayRequest(ctx context.Context, method string, req mcp.Requ
 // it.
 func (o *origin) ask(ctx context.Context, method string, params mcp.Params, urlID func(string)) (mcp.Result, error) {
 	// The agent's handler context carries the stream to use; the upstream's
-	// cancels it.
-	fctx, cancel := context.WithCancel(o.ctx)
+	// cancels it (and so does the end of the agent's request, unless the
+	// origin is borrowed: then the question does not belong to it).
+	base := o.ctx
+	if o.borrowed {
+		base = context.WithoutCancel(o.ctx)
+	}
+	fctx, cancel := context.WithCancel(base)
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
@@ -189,7 +194,7 @@ func (o *origin) ask(ctx context.Context, method string, params mcp.Params, urlI
 			return nil, wire
 		case ctx.Err() != nil:
 			return nil, context.Cause(ctx)
-		case o.ctx.Err() != nil:
+		case !o.borrowed && o.ctx.Err() != nil:
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the agent's request ended before it answered " + method}
 		}
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the agent did not answer %s: %v", method, err)}

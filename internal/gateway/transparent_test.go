@@ -527,3 +527,40 @@ func TestClientCapabilitiesPerServer(t *testing.T) {
 		t.Error("New accepted an unknown client capability")
 	}
 }
+
+func TestUnboundRequestOutlivesTheCallItArrivedDuring(t *testing.T) {
+	// A per-agent server asks for the roots on its own while the agent's
+	// call is in flight, and the agent answers after that call ended: the
+	// question is the agent session's, not the call's, so it is not
+	// withdrawn when the call ends.
+	g := newGateway(t, []ServerConfig{featureStdio("up")}, allowAll(), nil)
+	called := make(chan struct{})
+	opts, setup := capableClient("alice", &agentRecord{}, false)
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, opts)
+	setup(c)
+	c.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "roots/list" {
+				select { // answer only after the call returned
+				case <-called:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: serveHTTP(t, g, nil) + "/mcp", HTTPClient: httpClientWithToken(aliceToken)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cs.Close() }()
+	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__roots_async"}); err != nil {
+		t.Fatal(err)
+	}
+	close(called)
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__roots_async_result"})
+	if err != nil || textOf(t, res) != "file:///alice" {
+		t.Errorf("the server's own roots/list = %+v %v, want the agent's roots", res, err)
+	}
+}
