@@ -44,6 +44,10 @@ type Config struct {
 	Policy    policy.Policy     `yaml:"policy"`
 	Sessions  Sessions          `yaml:"sessions"`
 	Notify    Notify            `yaml:"notify"`
+
+	// refs records which ${VAR}s the file referenced where secrets live;
+	// Load fills it (see varRefs).
+	refs varRefs
 }
 
 // Listen holds the listener addresses.
@@ -57,6 +61,20 @@ type Listen struct {
 	// AdminSet is true when the file sets listen.admin explicitly; a
 	// --stdio gateway opens the admin listener only then.
 	AdminSet bool `yaml:"-"`
+	// MaxConnsMCP and MaxConnsAdmin cap the open connections of each
+	// listener; 0 (the default) derives the caps from the process's
+	// descriptor limit (see ConnCaps). At the cap, the connection that has
+	// been idle (or has sent nothing) the longest is closed to make room;
+	// when every connection carries a request, the new one is answered 503
+	// and closed.
+	MaxConnsMCP   int `yaml:"max_conns_mcp"`
+	MaxConnsAdmin int `yaml:"max_conns_admin"`
+	// ReadHeaderTimeout bounds the time from a connection's first byte of
+	// a request (or its opening) to the end of the request's headers.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// IdleTimeout closes a keep-alive connection that has carried no
+	// request for this long.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
 }
 
 // Storage selects and configures the store backend.
@@ -79,12 +97,18 @@ type Storage struct {
 // Server is one upstream MCP server: exactly one of Command (stdio) or URL
 // (Streamable HTTP).
 type Server struct {
-	// Command, Args, Env and Dir start a stdio server. Env adds to the
-	// gateway's own environment.
+	// Command, Args, Env and Dir start a stdio server. The server does not
+	// inherit toolgate's environment: it gets the variables of BaseEnv
+	// that are set, the ones EnvPassthrough names, and Env (which wins);
+	// see Config.UpstreamEnv.
 	Command string            `yaml:"command,omitempty"`
 	Args    []string          `yaml:"args,omitempty"`
 	Env     map[string]string `yaml:"env,omitempty"`
-	Dir     string            `yaml:"dir,omitempty"`
+	// EnvPassthrough names more variables of toolgate's environment to
+	// pass to the server (when set). A name that holds one of toolgate's
+	// secrets is refused (see Secrets).
+	EnvPassthrough []string `yaml:"env_passthrough,omitempty"`
+	Dir            string   `yaml:"dir,omitempty"`
 	// URL and Headers reach a Streamable HTTP server (http or https).
 	URL     string            `yaml:"url,omitempty"`
 	Headers map[string]string `yaml:"headers,omitempty"`
@@ -204,7 +228,8 @@ type Stdio struct {
 // mode: hold, approvals: 1, valid_for: 10m}.
 func Default() Config {
 	return Config{
-		Listen:  Listen{MCP: "127.0.0.1:7070", Admin: "127.0.0.1:7071"},
+		Listen: Listen{MCP: "127.0.0.1:7070", Admin: "127.0.0.1:7071",
+			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second},
 		Storage: Storage{Driver: "sqlite", Path: "./data/toolgate.db", MaxConns: 10, Poll: 5 * time.Second},
 		Approvals: Approvals{
 			KeepAlive:              15 * time.Second,
@@ -312,6 +337,7 @@ func parseAll(r io.Reader, env Env) (Config, []error, error) {
 		return Config{}, nil, fmt.Errorf("line %d: the config must be a mapping of keys to values", root.Line)
 	}
 	var errs []error
+	refs := collectRefs(root) // before expansion replaces the ${VAR}s
 	errs = append(errs, expandTree(root, env)...)
 	errs = append(errs, checkKeys(root, cfgType, "")...)
 	// Decoding ignores unknown keys and goes on past type errors, so what
@@ -319,6 +345,7 @@ func parseAll(r io.Reader, env Env) (Config, []error, error) {
 	const unset = "\x00unset"
 	cfg.Listen.Admin = unset
 	err = root.Decode(&cfg)
+	cfg.refs = refs
 	if cfg.Listen.Admin == unset {
 		cfg.Listen.Admin = Default().Listen.Admin
 	} else {

@@ -40,7 +40,10 @@ var validRoles = []string{RoleViewer, RoleApprover, RoleAdmin, RoleHost}
 // path) or postgres (with dsn), max_conns >= 1 (the other driver's key is
 // ignored, so one file can switch drivers through ${VAR}); server names,
 // exactly one of command or url, url http(s) with a host, no stdio fields
-// on an HTTP server or headers on a stdio one, call_timeout >= 0; agent and
+// on an HTTP server or headers on a stdio one, call_timeout >= 0, a stdio
+// server's env and env_passthrough (no token variable set in env, no
+// variable holding a secret passed through or referenced; see
+// validateServerEnv); agent and
 // approver ids unique across both lists, exactly one token source each,
 // token_sha256 of 64 hex digits, approver roles; approval limits and redact
 // patterns; stdio.agent naming an agent; the policy (its errors prefixed
@@ -71,6 +74,19 @@ func (c Config) Validate() error {
 		}
 	}
 
+	if c.Listen.MaxConnsMCP < 0 {
+		add("listen.max_conns_mcp %d: must be >= 0 (0 derives it from the descriptor limit)", c.Listen.MaxConnsMCP)
+	}
+	if c.Listen.MaxConnsAdmin < 0 {
+		add("listen.max_conns_admin %d: must be >= 0 (0 derives it from the descriptor limit)", c.Listen.MaxConnsAdmin)
+	}
+	if c.Listen.ReadHeaderTimeout <= 0 {
+		add("listen.read_header_timeout %s: must be > 0", c.Listen.ReadHeaderTimeout)
+	}
+	if c.Listen.IdleTimeout <= 0 {
+		add("listen.idle_timeout %s: must be > 0", c.Listen.IdleTimeout)
+	}
+
 	// storage
 	s := c.Storage
 	switch s.Driver {
@@ -93,8 +109,12 @@ func (c Config) Validate() error {
 	}
 
 	// servers
+	secretNames, tokenNames := c.secretNames(), c.tokenEnvNames()
 	for _, name := range slices.Sorted(maps.Keys(c.Servers)) {
 		errs = append(errs, validateServer(name, c.Servers[name])...)
+		if c.Servers[name].Command != "" {
+			errs = append(errs, c.validateServerEnv(name, c.Servers[name], secretNames, tokenNames)...)
+		}
 	}
 
 	// principals
@@ -243,8 +263,8 @@ func validateServer(name string, s Server) []error {
 		case u.Host == "":
 			add(".url: no host")
 		}
-		if len(s.Args) > 0 || len(s.Env) > 0 || s.Dir != "" {
-			add(": args, env and dir are only for command (stdio) servers")
+		if len(s.Args) > 0 || len(s.Env) > 0 || len(s.EnvPassthrough) > 0 || s.Dir != "" {
+			add(": args, env, env_passthrough and dir are only for command (stdio) servers")
 		}
 	case s.Command != "":
 		if len(s.Headers) > 0 {

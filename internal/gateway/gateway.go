@@ -36,8 +36,10 @@ type ServerConfig struct {
 	// contains "__" and the exposed name "<server>__<tool>" splits back
 	// uniquely (case C06).
 	Name string
-	// Command, Args, Env and Dir start a stdio server. Env adds to (and
-	// overrides) the gateway's own environment; Dir is the working directory.
+	// Command, Args, Env and Dir start a stdio server. Env is the child's
+	// complete environment (the gateway's own is not inherited; cmd
+	// computes it, see config.Config.UpstreamEnvs); Dir is the working
+	// directory.
 	Command string
 	Args    []string
 	Env     map[string]string

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -29,13 +30,14 @@ type process struct {
 func startProcess(cfg ServerConfig, stderr io.Writer, grace time.Duration) (*process, error) {
 	cmd := exec.Command(cfg.Command, cfg.Args...)
 	cmd.Dir = cfg.Dir
-	if len(cfg.Env) > 0 {
-		env := cmd.Environ()
-		for k, v := range cfg.Env {
-			env = append(env, k+"="+v)
-		}
-		cmd.Env = env
+	// cfg.Env is the child's complete environment: nothing of the
+	// gateway's own is inherited (a non-nil empty slice gives none).
+	env := make([]string, 0, len(cfg.Env))
+	for k, v := range cfg.Env {
+		env = append(env, k+"="+v)
 	}
+	slices.Sort(env)
+	cmd.Env = env
 	cmd.Stderr = stderr
 	// Wait would otherwise wait for a grandchild that keeps stderr open.
 	cmd.WaitDelay = grace

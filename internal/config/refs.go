@@ -1,0 +1,108 @@
+package config
+
+import (
+	"slices"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// varRefs records the ${VAR}s a config file referenced in the places that
+// matter for keeping secrets away from upstreams (issue 9): the variables
+// behind storage.dsn and behind HTTP upstreams' header values hold
+// toolgate's credentials, and a stdio server's env value that references
+// one of them would hand it over.
+type varRefs struct {
+	// secret maps a variable referenced in storage.dsn or in a
+	// servers.<name>.headers value to that key's path.
+	secret map[string]string
+	// headers holds the servers.<name>.headers.<key> paths whose value
+	// references a variable.
+	headers map[string]bool
+	// env maps servers.<name>.env.<KEY> paths to the variables the value
+	// references.
+	env map[string][]string
+}
+
+// collectRefs scans the parsed (not yet expanded) document for the
+// references varRefs keeps. Aliases are followed; merge keys are not.
+func collectRefs(root *yaml.Node) varRefs {
+	refs := varRefs{secret: map[string]string{}, headers: map[string]bool{}, env: map[string][]string{}}
+	storage := mapValue(root, "storage")
+	if dsn := mapValue(storage, "dsn"); dsn != nil {
+		for _, v := range referenced(dsn) {
+			refs.secret[v] = "storage.dsn"
+		}
+	}
+	servers := deref(mapValue(root, "servers"))
+	if servers == nil || servers.Kind != yaml.MappingNode {
+		return refs
+	}
+	for i := 0; i+1 < len(servers.Content); i += 2 {
+		name, srv := servers.Content[i].Value, servers.Content[i+1]
+		eachEntry(mapValue(srv, "headers"), func(key string, v *yaml.Node) {
+			path := "servers." + name + ".headers." + key
+			for _, ref := range referenced(v) {
+				refs.headers[path] = true
+				if _, seen := refs.secret[ref]; !seen {
+					refs.secret[ref] = path
+				}
+			}
+		})
+		eachEntry(mapValue(srv, "env"), func(key string, v *yaml.Node) {
+			if names := referenced(v); len(names) > 0 {
+				refs.env["servers."+name+".env."+key] = names
+			}
+		})
+	}
+	return refs
+}
+
+// deref follows an alias node to what it names.
+func deref(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	return n
+}
+
+// mapValue returns the value of key in mapping n, or nil.
+func mapValue(n *yaml.Node, key string) *yaml.Node {
+	n = deref(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return deref(n.Content[i+1])
+		}
+	}
+	return nil
+}
+
+// eachEntry calls f for each key and value of mapping n (nothing when n is
+// not a mapping).
+func eachEntry(n *yaml.Node, f func(key string, v *yaml.Node)) {
+	n = deref(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		f(n.Content[i].Value, deref(n.Content[i+1]))
+	}
+}
+
+// referenced lists the variable names a scalar's ${NAME} and
+// ${NAME:-default} forms reference, in order, without duplicates.
+func referenced(n *yaml.Node) []string {
+	if n == nil || n.Kind != yaml.ScalarNode {
+		return nil
+	}
+	var names []string
+	expandString(n.Value, func(name string) (string, bool) {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+		return "", true
+	})
+	return names
+}

@@ -1,0 +1,205 @@
+package httpserve
+
+import (
+	"container/list"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// busyResponse answers a connection refused at the cap.
+const busyResponse = "HTTP/1.1 503 Service Unavailable\r\n" +
+	"Content-Type: text/plain; charset=utf-8\r\n" +
+	"Retry-After: 1\r\n" +
+	"Connection: close\r\n" +
+	"Content-Length: 33\r\n" +
+	"\r\n" +
+	"too many connections; try again\r\n"
+
+// refuseWriteTimeout bounds writing busyResponse to a refused connection,
+// so a client that does not read cannot hold up Accept.
+const refuseWriteTimeout = 100 * time.Millisecond
+
+// shedLogEvery is the least time between two log lines about shed
+// connections.
+const shedLogEvery = time.Minute
+
+// LimitOptions configures Limit. The zero value (or nil) is valid.
+type LimitOptions struct {
+	// Name names the listener in logs.
+	Name string
+	// Logger receives a warning when the cap first sheds a connection and
+	// then at most once a minute, with counts; default discard.
+	Logger *slog.Logger
+	// OnShed is called for each shed connection; see Options.OnShed.
+	OnShed func(how string)
+}
+
+// A Listener caps the connections open at once that it accepted. Create it
+// with [Limit] and give its ConnState method to the http.Server that
+// serves it, which tells the Listener which connections carry a request.
+//
+// At the cap, accepting a connection first closes the connection that has
+// waited longest without carrying a request (opened and sent nothing yet,
+// or idle between keep-alive requests); a connection with a request in
+// flight (a held call, an event stream) is never closed. When every open
+// connection carries a request, the new one is answered 503 and closed at
+// once. So a flood of idle connections holds at most the cap's descriptors
+// and cannot crowd out work: new connections always get in while any idle
+// one can make room. Its methods are safe for concurrent use.
+type Listener struct {
+	net.Listener
+	maxConns int
+	name     string
+	log      *slog.Logger
+	onShed   func(how string)
+
+	mu   sync.Mutex // guards the fields below and every conn's elem and closed
+	open int        // accepted and not yet closed
+	idle list.List  // *conn without a request in flight, longest waiting first
+	// Counts since the last log line, and when that was.
+	evicted, refused int
+	logged           time.Time
+}
+
+// Limit returns ln capped at maxConns connections (maxConns >= 1).
+func Limit(ln net.Listener, maxConns int, opts *LimitOptions) *Listener {
+	var o LimitOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Listener{Listener: ln, maxConns: maxConns, name: o.Name, log: o.Logger, onShed: o.OnShed}
+}
+
+// conn is a connection accepted by a Listener.
+type conn struct {
+	net.Conn
+	l      *Listener
+	elem   *list.Element // in l.idle while it carries no request; guarded by l.mu
+	closed bool          // guarded by l.mu
+}
+
+// Close closes the connection and frees its place under the cap.
+func (c *conn) Close() error {
+	c.l.mu.Lock()
+	c.l.forget(c)
+	c.l.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// forget removes c from the count, once. l.mu must be held.
+func (l *Listener) forget(c *conn) {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	l.open--
+	if c.elem != nil {
+		l.idle.Remove(c.elem)
+		c.elem = nil
+	}
+}
+
+// Accept waits for a connection and returns it, making room under the cap
+// as the type's doc says. Connections refused at the cap are not returned.
+func (l *Listener) Accept() (net.Conn, error) {
+	for {
+		nc, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		var victim *conn
+		l.mu.Lock()
+		if l.open >= l.maxConns {
+			if e := l.idle.Front(); e != nil {
+				victim = e.Value.(*conn)
+				l.forget(victim)
+			}
+		}
+		if l.open >= l.maxConns {
+			l.refused++
+			l.maybeLog()
+			l.mu.Unlock()
+			refuse(nc)
+			l.shed("refused")
+			continue
+		}
+		c := &conn{Conn: nc, l: l}
+		l.open++
+		c.elem = l.idle.PushBack(c)
+		if victim != nil {
+			l.evicted++
+			l.maybeLog()
+		}
+		l.mu.Unlock()
+		if victim != nil {
+			_ = victim.Conn.Close()
+			l.shed("evicted")
+		}
+		return c, nil
+	}
+}
+
+// ConnState is the http.Server.ConnState hook that tells l which
+// connections carry a request.
+func (l *Listener) ConnState(nc net.Conn, state http.ConnState) {
+	c, ok := nc.(*conn)
+	if !ok || c.l != l {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.closed {
+		return
+	}
+	if c.elem != nil {
+		l.idle.Remove(c.elem)
+		c.elem = nil
+	}
+	switch state {
+	case http.StateNew, http.StateIdle:
+		c.elem = l.idle.PushBack(c) // now the one that waited least
+	case http.StateClosed:
+		l.forget(c)
+	case http.StateActive, http.StateHijacked:
+		// Carries a request (or left net/http's hands): never evicted.
+	}
+}
+
+// Open returns the number of open connections.
+func (l *Listener) Open() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open
+}
+
+func (l *Listener) shed(how string) {
+	if l.onShed != nil {
+		l.onShed(how)
+	}
+}
+
+// maybeLog logs the shed counts when the last line is old enough. l.mu
+// must be held.
+func (l *Listener) maybeLog() {
+	now := time.Now()
+	if !l.logged.IsZero() && now.Sub(l.logged) < shedLogEvery {
+		return
+	}
+	l.log.Warn("connection cap reached: idle connections closed to make room, new ones refused when none was idle",
+		"listener", l.name, "max_conns", l.maxConns, "evicted", l.evicted, "refused", l.refused)
+	l.logged, l.evicted, l.refused = now, 0, 0
+}
+
+// refuse answers nc 503 (best effort, bounded in time) and closes it.
+func refuse(nc net.Conn) {
+	_ = nc.SetWriteDeadline(time.Now().Add(refuseWriteTimeout))
+	_, _ = io.WriteString(nc, busyResponse)
+	_ = nc.Close()
+}
