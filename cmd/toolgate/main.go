@@ -1,7 +1,7 @@
 // Command toolgate is a human-in-the-loop approval gateway for MCP tool calls.
 //
 //	toolgate serve --config FILE [--dev] [--stdio] [--ready-file F]
-//	toolgate policy check FILE
+//	toolgate policy check [--dev] [--stdio] [--insecure-no-auth] FILE
 //	toolgate policy explain|test ...
 //	toolgate approvals list|show|approve|deny ...
 //
@@ -72,7 +72,7 @@ func usage(w io.Writer) {
 
 Usage:
   toolgate serve --config FILE [flags]     run the gateway (see "toolgate serve -h")
-  toolgate policy check FILE               validate a config; prints every problem, exits 2 if any
+  toolgate policy check [--dev] FILE       check a config as serve would; prints every problem, exits 2 if any
   toolgate policy explain ...              how the policy decides one call, rule by rule
   toolgate policy test CASES.yaml          check a table of calls against the policy; exits 1 on a mismatch
   toolgate policy propose|show|diff|apply  store-backed policy revisions (see "toolgate policy help")

@@ -14,13 +14,16 @@ import (
 	"toolgate/internal/store"
 )
 
+// MaxBodyBytes is the largest request body the admin API reads; a larger
+// one is answered 413.
+const MaxBodyBytes = 64 << 10
+
 // Limits on input.
 const (
-	maxBody      = 64 << 10 // bytes of a POST body
-	maxLimit     = 1000     // ?limit=
-	maxCursor    = 512      // bytes of ?cursor=
-	maxReason    = 2000     // bytes of a review reason
-	idLen        = 36       // canonical UUID text
+	maxLimit     = 1000 // ?limit=
+	maxCursor    = 512  // bytes of ?cursor=
+	maxReason    = 2000 // bytes of a review reason
+	idLen        = 36   // canonical UUID text
 	hashPrefix   = "sha256:"
 	hashHexchars = 64
 )
@@ -248,11 +251,11 @@ func stateNames() string {
 	return strings.Join(names, ", ")
 }
 
-// decodeBody decodes the request body strictly into v: at most maxBody
+// decodeBody decodes the request body strictly into v: at most MaxBodyBytes
 // bytes (413), one JSON object with known fields and nothing after it (422).
 // An empty body leaves v unchanged.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {

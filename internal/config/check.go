@@ -9,19 +9,19 @@ import (
 // Check loads and validates the config file at path, as `toolgate policy
 // check FILE` does, and returns every problem and warning as one line each,
 // prefixed with path: YAML syntax errors, unknown keys, type errors and
-// unset ${VAR}s (all with line numbers), then validation errors. Token
-// sources are not resolved: a token_env that is unset now is no problem,
-// since tokens are read at serve time. The file is valid when problems is
-// empty.
-func Check(path string, env Env) (problems, warnings []string) {
+// unset ${VAR}s (all with line numbers), then validation errors. The file
+// is valid when problems is empty; only then is cfg the loaded config
+// (warnings, too, are only listed then), on which cmd runs the checks of
+// serve that need the environment (token sources, secrets).
+func Check(path string, env Env) (cfg Config, problems, warnings []string) {
 	f, err := os.Open(path)
 	if err != nil {
-		return []string{err.Error()}, nil
+		return Config{}, []string{err.Error()}, nil
 	}
 	defer f.Close()
 	cfg, errs, err := parseAll(f, env)
 	if err != nil {
-		return []string{path + ": " + err.Error()}, nil
+		return Config{}, []string{path + ": " + err.Error()}, nil
 	}
 	// Validate what could be decoded even when parsing found problems, so
 	// every problem is reported at once (a value that failed to decode keeps
@@ -31,11 +31,12 @@ func Check(path string, env Env) (problems, warnings []string) {
 		for _, w := range cfg.Warnings() {
 			warnings = append(warnings, path+": "+w)
 		}
+		return cfg, nil, warnings
 	}
 	for _, line := range Lines(errors.Join(errs...)) {
 		problems = append(problems, path+": "+line)
 	}
-	return problems, warnings
+	return Config{}, problems, nil
 }
 
 // Lines flattens err, as returned by Load or Validate, into one line per

@@ -45,9 +45,9 @@ type Config struct {
 	Sessions  Sessions          `yaml:"sessions"`
 	Notify    Notify            `yaml:"notify"`
 
-	// refs records which ${VAR}s the file referenced where secrets live;
-	// Load fills it (see varRefs).
-	refs varRefs
+	// Refs records which ${VAR}s the file referenced where secrets live;
+	// Load fills it. It is not a key of the file.
+	Refs VarRefs `yaml:"-"`
 }
 
 // Listen holds the listener addresses.
@@ -345,7 +345,7 @@ func parseAll(r io.Reader, env Env) (Config, []error, error) {
 	const unset = "\x00unset"
 	cfg.Listen.Admin = unset
 	err = root.Decode(&cfg)
-	cfg.refs = refs
+	cfg.Refs = refs
 	if cfg.Listen.Admin == unset {
 		cfg.Listen.Admin = Default().Listen.Admin
 	} else {

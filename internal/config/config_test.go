@@ -157,7 +157,8 @@ func TestQuickstart(t *testing.T) {
 	if fs.Command != "npx" || !strings.HasPrefix(fs.Args[1], "@modelcontextprotocol/server-filesystem@2") || fs.Args[2] != "examples/sandbox" {
 		t.Errorf("servers.fs = %+v", fs)
 	}
-	if cfg.Storage.Path != "./data/toolgate.db" || cfg.Listen != (Listen{MCP: "127.0.0.1:7070", Admin: "127.0.0.1:7071", AdminSet: true}) {
+	if cfg.Storage.Path != "./data/toolgate.db" || cfg.Listen != (Listen{MCP: "127.0.0.1:7070", Admin: "127.0.0.1:7071", AdminSet: true,
+		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}) {
 		t.Errorf("storage/listen = %+v %+v", cfg.Storage, cfg.Listen)
 	}
 	// The filesystem server's tools (server-filesystem 2026.8.31).
@@ -222,6 +223,7 @@ func TestAdminSet(t *testing.T) {
 		{"listen: {admin: 127.0.0.1:0}", Listen{MCP: "127.0.0.1:7070", Admin: "127.0.0.1:0", AdminSet: true}},
 		{`listen: {admin: ""}`, Listen{MCP: "127.0.0.1:7070", Admin: "", AdminSet: true}},
 	} {
+		tt.want.ReadHeaderTimeout, tt.want.IdleTimeout = 10*time.Second, time.Minute
 		if got := mustLoad(t, tt.text, nil).Listen; got != tt.want {
 			t.Errorf("%s: Listen = %+v, want %+v", tt.text, got, tt.want)
 		}

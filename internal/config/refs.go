@@ -6,31 +6,40 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// varRefs records the ${VAR}s a config file referenced in the places that
+// VarRefs records the ${VAR}s a config file referenced in the places that
 // matter for keeping secrets away from upstreams (issue 9): the variables
 // behind storage.dsn and behind HTTP upstreams' header values hold
 // toolgate's credentials, and a stdio server's env value that references
-// one of them would hand it over.
-type varRefs struct {
-	// secret maps a variable referenced in storage.dsn or in a
+// one of them would hand it over. Load fills it; maps stay nil when
+// nothing was referenced.
+type VarRefs struct {
+	// Secret maps a variable referenced in storage.dsn or in a
 	// servers.<name>.headers value to that key's path.
-	secret map[string]string
-	// headers holds the servers.<name>.headers.<key> paths whose value
+	Secret map[string]string
+	// Headers holds the servers.<name>.headers.<key> paths whose value
 	// references a variable.
-	headers map[string]bool
-	// env maps servers.<name>.env.<KEY> paths to the variables the value
+	Headers map[string]bool
+	// Env maps servers.<name>.env.<KEY> paths to the variables the value
 	// references.
-	env map[string][]string
+	Env map[string][]string
 }
 
 // collectRefs scans the parsed (not yet expanded) document for the
-// references varRefs keeps. Aliases are followed; merge keys are not.
-func collectRefs(root *yaml.Node) varRefs {
-	refs := varRefs{secret: map[string]string{}, headers: map[string]bool{}, env: map[string][]string{}}
+// references VarRefs keeps. Aliases are followed; merge keys are not.
+func collectRefs(root *yaml.Node) VarRefs {
+	var refs VarRefs
+	secret := func(name, path string) {
+		if refs.Secret == nil {
+			refs.Secret = map[string]string{}
+		}
+		if _, seen := refs.Secret[name]; !seen {
+			refs.Secret[name] = path
+		}
+	}
 	storage := mapValue(root, "storage")
 	if dsn := mapValue(storage, "dsn"); dsn != nil {
 		for _, v := range referenced(dsn) {
-			refs.secret[v] = "storage.dsn"
+			secret(v, "storage.dsn")
 		}
 	}
 	servers := deref(mapValue(root, "servers"))
@@ -42,15 +51,19 @@ func collectRefs(root *yaml.Node) varRefs {
 		eachEntry(mapValue(srv, "headers"), func(key string, v *yaml.Node) {
 			path := "servers." + name + ".headers." + key
 			for _, ref := range referenced(v) {
-				refs.headers[path] = true
-				if _, seen := refs.secret[ref]; !seen {
-					refs.secret[ref] = path
+				if refs.Headers == nil {
+					refs.Headers = map[string]bool{}
 				}
+				refs.Headers[path] = true
+				secret(ref, path)
 			}
 		})
 		eachEntry(mapValue(srv, "env"), func(key string, v *yaml.Node) {
 			if names := referenced(v); len(names) > 0 {
-				refs.env["servers."+name+".env."+key] = names
+				if refs.Env == nil {
+					refs.Env = map[string][]string{}
+				}
+				refs.Env["servers."+name+".env."+key] = names
 			}
 		})
 	}

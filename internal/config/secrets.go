@@ -91,7 +91,7 @@ func (c Config) secretNames() map[string]string {
 	if c.Storage.Driver == "postgres" {
 		names["PGPASSWORD"] = "toolgate's Postgres password (its driver reads PGPASSWORD)"
 	}
-	for v, where := range c.refs.secret {
+	for v, where := range c.Refs.Secret {
 		names[v] = "a credential of toolgate (referenced by " + where + ")"
 	}
 	maps.Copy(names, c.tokenEnvNames())
@@ -158,7 +158,7 @@ func (c Config) Secrets(env Env, readFile func(string) ([]byte, error)) *Secrets
 	for _, name := range slices.Sorted(maps.Keys(c.Servers)) {
 		for key, v := range c.Servers[name].Headers {
 			path := "servers." + name + ".headers." + key
-			if c.refs.headers[path] {
+			if c.Refs.Headers[path] {
 				s.AddValue(v, "the value of "+path)
 			}
 		}

@@ -126,7 +126,7 @@ func (c Config) validateServerEnv(name string, s Server, secretNames, tokenNames
 			add("%s.env.%s: %s is the variable of %s; an upstream must never receive it", where, k, k, what)
 			continue
 		}
-		for _, ref := range c.refs.env[where+".env."+k] {
+		for _, ref := range c.Refs.Env[where+".env."+k] {
 			if what, secret := secretNames[ref]; secret {
 				add("%s.env.%s: references ${%s}, which holds %s; toolgate never passes its secrets to an upstream", where, k, ref, what)
 			}

@@ -80,7 +80,7 @@ func TestValidate(t *testing.T) {
 		{name: "url scheme", old: `https://pay.example/mcp`, new: `ftp://pay.example/mcp`, want: []string{`servers.pay.url: scheme "ftp"`}},
 		{name: "url no host", old: `https://pay.example/mcp`, new: `http:///mcp`, want: []string{`servers.pay.url: no host`}},
 		{name: "url does not parse; secret not echoed", old: `https://pay.example/mcp`, new: `http://user:s3cret@[::1/mcp`, want: []string{`servers.pay.url: does not parse`}, unwanted: "s3cret"},
-		{name: "stdio fields on url server", old: `headers: { Authorization: x }`, new: `args: [x], dir: /tmp`, want: []string{"servers.pay: args, env and dir"}},
+		{name: "stdio fields on url server", old: `headers: { Authorization: x }`, new: `args: [x], dir: /tmp`, want: []string{"servers.pay: args, env, env_passthrough and dir"}},
 		{name: "headers on command server", old: `env: { K: V }`, new: `headers: { A: b }`, want: []string{"servers.fs.headers: only for url"}},
 		{name: "bad header name", old: `Authorization: x`, new: `"Bad Header": x`, want: []string{`servers.pay.headers: bad header name "Bad Header"`}},
 		{name: "negative call timeout", old: `call_timeout: 60s`, new: `call_timeout: -1s`, want: []string{"servers.fs.call_timeout -1s"}},
@@ -239,13 +239,16 @@ func TestCheck(t *testing.T) {
 		return p
 	}
 	good := write("good.yaml", valid)
-	problems, warnings := Check(good, MapEnv(nil)) // AGENT_TOKEN is unset: not a problem for check
+	cfg, problems, warnings := Check(good, MapEnv(nil)) // tokens are resolved by cmd's preflight, not here
 	if problems != nil || len(warnings) != 1 || !strings.HasPrefix(warnings[0], good+": ") {
 		t.Errorf("Check(good) = %q, %q", problems, warnings)
 	}
+	if cfg.Agents[0].ID != "desktop" {
+		t.Errorf("Check(good) returned config %+v", cfg.Agents)
+	}
 
 	bad := write("bad.yaml", "storage:\n  driver: ${DRIVER}\n  drvier: x\nlisten: { mcp: nope }\n")
-	problems, _ = Check(bad, MapEnv(nil))
+	_, problems, _ = Check(bad, MapEnv(nil))
 	// Parse problems do not hide validation problems: all are reported at once.
 	want := []string{
 		bad + `: line 2: ${DRIVER} is not set`,
@@ -262,18 +265,18 @@ func TestCheck(t *testing.T) {
 	}
 
 	invalid := write("invalid.yaml", "listen: { mcp: nope }\n")
-	problems, _ = Check(invalid, nil)
+	_, problems, _ = Check(invalid, nil)
 	if len(problems) != 1 || !strings.Contains(problems[0], `listen.mcp "nope"`) {
 		t.Errorf("Check(invalid) = %q", problems)
 	}
 
 	syntax := write("syntax.yaml", "listen:\n  mcp: [\n")
-	problems, _ = Check(syntax, nil)
+	_, problems, _ = Check(syntax, nil)
 	if len(problems) != 1 || !strings.Contains(problems[0], "line ") {
 		t.Errorf("Check(syntax) = %q", problems)
 	}
 
-	problems, _ = Check(dir+"/missing.yaml", nil)
+	_, problems, _ = Check(dir+"/missing.yaml", nil)
 	if len(problems) != 1 || !strings.Contains(problems[0], "missing.yaml") {
 		t.Errorf("Check(missing) = %q", problems)
 	}

@@ -23,6 +23,7 @@ type Metrics struct {
 	policyReloads     prometheus.Counter
 	policyReloadFails prometheus.Counter
 	policyMonitored   *prometheus.CounterVec
+	connectionsShed   *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them (and the Go and process
@@ -66,9 +67,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "toolgate_policy_monitor_total",
 			Help: "Calls that monitor mode let proceed, by upstream server and verdict (would_deny, would_hold).",
 		}, []string{"server", "verdict"}),
+		connectionsShed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolgate_http_connections_shed_total",
+			Help: "Connections closed by a listener's connection cap, by listener (mcp, admin) and how: evicted (idle, closed to make room) or refused (answered 503: every other connection carried a request).",
+		}, []string{"listener", "how"}),
 	}
 	reg.MustRegister(m.toolCalls, m.approvalRequests, m.approvalDecisions, m.approvalWait, m.approvalsPending, m.dispatchRefusals,
-		m.policyReloads, m.policyReloadFails, m.policyMonitored,
+		m.policyReloads, m.policyReloadFails, m.policyMonitored, m.connectionsShed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -139,5 +144,13 @@ func (m *Metrics) PolicyReloadFailed() {
 func (m *Metrics) PolicyMonitored(server, verdict string) {
 	if m != nil {
 		m.policyMonitored.WithLabelValues(server, verdict).Inc()
+	}
+}
+
+// ConnectionShed counts one connection closed by the connection cap of
+// listener; how is "evicted" or "refused".
+func (m *Metrics) ConnectionShed(listener, how string) {
+	if m != nil {
+		m.connectionsShed.WithLabelValues(listener, how).Inc()
 	}
 }

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"toolgate/internal/api"
+	"toolgate/internal/config"
+)
+
+// Automatic connection caps (listen.max_conns_mcp and max_conns_admin left
+// at 0): a reserve of descriptors stays free for the store, upstream pipes,
+// logs and files (a tenth of the limit, at least 256); the admin listener
+// gets an eighth of the rest, at most 1024; the agent listener the rest, at
+// most 32768 (each open connection also costs memory). A descriptor limit
+// that is unknown or above 2^20 counts as 2^20.
+const (
+	minReserve       = 256
+	maxAutoConnsMCP  = 32768
+	maxAutoConnsAdm  = 1024
+	minAutoConns     = 16
+	assumedMaxNofile = 1 << 20
+)
+
+// minBodyRate is the slowest body upload a listener waits for: a request's
+// body must arrive within the read-header timeout plus its size limit at
+// this rate (64 KiB/s), e.g. 10s + 8 MiB / 64 KiB/s = 2m18s on /mcp.
+const minBodyRate = 64 << 10
+
+// mcpMaxBody is the largest agent request body, in bytes (the gateway's
+// default limit; it answers 413 above it).
+const mcpMaxBody = 8 << 20
+
+// connCaps are the connection caps of the two listeners.
+type connCaps struct {
+	mcp, admin int
+	// warning, when not empty, says that configured caps exceed the
+	// descriptor limit.
+	warning string
+}
+
+// capsFor returns the caps for listen given the soft descriptor limit
+// nofile (0 when unknown), as the constants above describe.
+func capsFor(listen config.Listen, nofile uint64) connCaps {
+	limit := nofile
+	if limit == 0 || limit > assumedMaxNofile {
+		limit = assumedMaxNofile
+	}
+	reserve := max(uint64(minReserve), limit/10)
+	budget := 0
+	if limit > reserve {
+		budget = int(limit - reserve) //nolint:gosec // limit <= 2^20: no overflow
+	}
+	c := connCaps{mcp: listen.MaxConnsMCP, admin: listen.MaxConnsAdmin}
+	if c.admin == 0 {
+		c.admin = max(minAutoConns, min(maxAutoConnsAdm, budget/8))
+	}
+	if c.mcp == 0 {
+		c.mcp = max(minAutoConns, min(maxAutoConnsMCP, budget-c.admin))
+	}
+	if nofile != 0 && uint64(c.mcp+c.admin+minReserve) > nofile {
+		c.warning = fmt.Sprintf("listen.max_conns_mcp (%d) + listen.max_conns_admin (%d) + %d for the rest exceed the file descriptor limit %d: a flood of connections can exhaust descriptors; lower them or raise the limit (LimitNOFILE=)",
+			c.mcp, c.admin, minReserve, nofile)
+	}
+	return c
+}
+
+// readTimeout is the body-read timeout of a listener whose requests carry
+// at most maxBody bytes (see minBodyRate).
+func readTimeout(readHeader time.Duration, maxBody int64) time.Duration {
+	return readHeader + time.Duration(maxBody)*time.Second/minBodyRate
+}
+
+// adminReadTimeout is the body-read timeout of the admin listener.
+func adminReadTimeout(readHeader time.Duration) time.Duration {
+	return readTimeout(readHeader, api.MaxBodyBytes)
+}

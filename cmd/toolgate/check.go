@@ -1,0 +1,63 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"toolgate/internal/config"
+)
+
+// checkCmd runs "toolgate policy check [--dev] [--stdio]
+// [--insecure-no-auth] FILE": it loads and validates FILE and then runs
+// preflight, the checks serve runs before it starts, with serve's flags
+// and in this process's environment (token variables, token files, the
+// admin socket directory, the secrets kept from upstreams). It prints
+// every problem and exits 2 when there is any, so it fails exactly when
+// `serve --config FILE` with the same flags, run here, would refuse to
+// start; warnings are printed and do not fail. Run it where, and as whom,
+// serve runs.
+func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
+	var f serveFlags
+	fs := flag.NewFlagSet("policy check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.BoolVar(&f.dev, "dev", false, "check as serve --dev would (it mints agent and approver tokens)")
+	fs.BoolVar(&f.stdio, "stdio", false, "check as serve --stdio would (no agent listener; no admin listener unless configured)")
+	fs.BoolVar(&f.insecureNoAuth, "insecure-no-auth", false, "check as serve --insecure-no-auth would")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: toolgate policy check [--dev] [--stdio] [--insecure-no-auth] FILE")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return 2
+	}
+	path := fs.Arg(0)
+	cfg, problems, _ := config.Check(path, sys.lookupEnv)
+	if len(problems) == 0 {
+		for _, w := range serveWarnings(cfg, f, sys) {
+			fmt.Fprintf(stderr, "warning: %s: %s\n", path, w)
+		}
+		if _, err := preflight(cfg, f, sys); err != nil {
+			for _, line := range config.Lines(err) {
+				problems = append(problems, path+": "+line)
+			}
+		}
+	}
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintln(stderr, p)
+		}
+		fmt.Fprintf(stderr, "%s: %d problem(s)\n", path, len(problems))
+		return 2
+	}
+	fmt.Fprintf(stdout, "%s: ok\n", path)
+	return 0
+}

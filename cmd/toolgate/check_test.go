@@ -1,0 +1,158 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCheckRefusesWhatServeRefuses: `policy check` and `serve` run the same
+// checks: for each config serve refuses, check exits 2 naming the same
+// problem (issue 9 item 9), including the secrets kept from upstreams
+// (item 1).
+func TestCheckRefusesWhatServeRefuses(t *testing.T) {
+	listen := "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\n"
+	tokenFile := filepath.Join(t.TempDir(), "alice.token")
+	if err := os.WriteFile(tokenFile, []byte("file-token-7f3e21c9d0b84a65\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	socketDir := filepath.Join(t.TempDir(), "sock")
+	if err := os.Mkdir(socketDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stdio := func(extra string) string {
+		return "servers:\n  up:\n    command: /bin/true\n" + extra
+	}
+	tests := []struct {
+		name  string
+		cfg   string
+		env   map[string]string
+		flags []string
+		want  string
+	}{
+		{
+			name: "approver group without members",
+			cfg: listen + principals + `
+policy:
+  rules:
+    - { name: ops only, tools: ["*"], effect: approve, approval: { approvers: ["group:ops"] } }
+`,
+			want: `no configured approver could review policy.rules[0] "ops only"`,
+		},
+		{
+			name: "env value references a token variable",
+			cfg:  listen + stdio("    env: { GH: \"${CMD_TEST_APPROVER_TOKEN}\" }\n") + principals,
+			want: `servers.up.env.GH: references ${CMD_TEST_APPROVER_TOKEN}, which holds the token of approvers[0] "alice"`,
+		},
+		{
+			name: "env value is a token",
+			cfg:  listen + stdio("    env: { GH: "+testApproverToken+" }\n") + principals,
+			want: `servers.up.env.GH: the value is the token of approvers[0] "alice"`,
+		},
+		{
+			name: "env sets a token variable",
+			cfg:  listen + stdio("    env: { CMD_TEST_AGENT_TOKEN: harmless }\n") + principals,
+			want: `servers.up.env.CMD_TEST_AGENT_TOKEN: CMD_TEST_AGENT_TOKEN is the variable of the token of agents[0] "agent-1"`,
+		},
+		{
+			name: "passthrough of a token variable",
+			cfg:  listen + stdio("    env_passthrough: [CMD_TEST_AGENT_TOKEN]\n") + principals,
+			want: `servers.up.env_passthrough: CMD_TEST_AGENT_TOKEN holds the token of agents[0] "agent-1"`,
+		},
+		{
+			name: "passthrough of a variable holding a token file's token",
+			cfg: listen + stdio("    env_passthrough: [COPY]\n") + `
+agents:
+  - { id: agent-1, token_env: CMD_TEST_AGENT_TOKEN }
+approvers:
+  - { id: alice, token_file: ` + tokenFile + `, roles: [admin] }
+`,
+			env:  map[string]string{"COPY": "file-token-7f3e21c9d0b84a65"},
+			want: `servers.up.env_passthrough: the value of COPY is the token of approvers[0] "alice"`,
+		},
+		{
+			name: "passthrough of a variable behind an upstream header",
+			cfg: listen + stdio("    env_passthrough: [PAY_TOKEN]\n") + `  pay:
+    url: http://127.0.0.1:9/mcp
+    headers: { Authorization: "Bearer ${PAY_TOKEN}" }
+` + principals,
+			env:  map[string]string{"PAY_TOKEN": "pay-secret"},
+			want: `servers.up.env_passthrough: PAY_TOKEN holds a credential of toolgate (referenced by servers.pay.headers.Authorization)`,
+		},
+		{
+			name: "env value contains the Postgres password",
+			cfg: "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { driver: postgres, dsn: \"postgres://tg:hunter2-hunter2-hunter2@127.0.0.1:1/tg\" }\n" +
+				stdio("    env: { PGURL: \"postgres://other:hunter2-hunter2-hunter2@db/x\" }\n") + principals,
+			want: `servers.up.env.PGURL: the value is the password in storage.dsn`,
+		},
+		{
+			name: "no agent tokens",
+			cfg:  listen + "approvers:\n  - { id: alice, token_env: CMD_TEST_APPROVER_TOKEN, roles: [admin] }\n",
+			want: "no agent tokens configured",
+		},
+		{
+			name: "token variable unset",
+			cfg:  listen + principals,
+			env:  map[string]string{"CMD_TEST_AGENT_TOKEN": ""},
+			want: "token_env CMD_TEST_AGENT_TOKEN is empty",
+		},
+		{
+			name: "socket directory not private",
+			cfg:  "listen: { mcp: 127.0.0.1:0, admin: \"unix://" + socketDir + "/admin.sock\" }\nstorage: { path: DB }\n" + principals,
+			want: "has mode 0755; want 0700",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeConfig(t, tt.cfg)
+			sys := testSystem(tt.env)
+			var stdout, stderr strings.Builder
+			code := checkCmd(append(tt.flags, path), &stdout, &stderr, sys)
+			if code != 2 || !strings.Contains(stderr.String(), tt.want) {
+				t.Errorf("policy check exited %d, want 2 naming %q\nstderr:\n%s", code, tt.want, stderr.String())
+			}
+			err := serveWith(t.Context(), append([]string{"--config", path}, tt.flags...),
+				serveIO{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, sys: sys})
+			if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("serve = %v, want a usage error naming %q", err, tt.want)
+			}
+			if strings.Contains(stderr.String(), testApproverToken) || (err != nil && strings.Contains(err.Error(), testApproverToken)) {
+				t.Error("a message shows the token itself")
+			}
+		})
+	}
+}
+
+// TestCheckWarningsStayWarnings: a config serve accepts passes check with
+// exit 0, its warnings printed; --dev counts as serve --dev does.
+func TestCheckWarningsStayWarnings(t *testing.T) {
+	path := writeConfig(t, "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\n"+principals+`
+policy:
+  rules:
+    - { name: git, server: "git*", effect: deny }
+`)
+	var stdout, stderr strings.Builder
+	if code := checkCmd([]string{path}, &stdout, &stderr, testSystem(nil)); code != 0 {
+		t.Fatalf("policy check exited %d\nstderr:\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), `warning: `+path+`: policy.rules[0] "git": server pattern "git*" matches no configured server`) {
+		t.Errorf("stderr does not carry the warning:\n%s", stderr.String())
+	}
+	if !strings.Contains(stdout.String(), path+": ok") {
+		t.Errorf("stdout = %q", stdout.String())
+	}
+
+	// Without principals, only serve --dev starts; check follows the flag.
+	bare := writeConfig(t, "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\n")
+	stderr.Reset()
+	if code := checkCmd([]string{bare}, io.Discard, &stderr, testSystem(nil)); code != 2 || !strings.Contains(stderr.String(), "run with --dev") {
+		t.Errorf("policy check without --dev exited %d\n%s", code, stderr.String())
+	}
+	stderr.Reset()
+	if code := checkCmd([]string{"--dev", bare}, io.Discard, &stderr, testSystem(nil)); code != 0 {
+		t.Errorf("policy check --dev exited %d\n%s", code, stderr.String())
+	}
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"toolgate/internal/api"
+	"toolgate/internal/config"
+	"toolgate/internal/gateway"
+	"toolgate/internal/httpserve"
+	"toolgate/internal/telemetry"
+)
+
+// listener is one open HTTP listener with its handler.
+type listener struct {
+	name string // "mcp" or "admin"
+	url  string // what the ready file says
+	ln   net.Listener
+	h    http.Handler
+	opts httpserve.Options
+}
+
+// listeners are the open listeners of serve.
+type listeners struct{ list []listener }
+
+// close closes every listener (serving closes them too; closing twice is
+// harmless).
+func (l *listeners) close() {
+	for _, x := range l.list {
+		_ = x.ln.Close()
+	}
+}
+
+// ready returns the ready file's content: listener name → URL.
+func (l *listeners) ready() map[string]string {
+	out := map[string]string{}
+	for _, x := range l.list {
+		out[x.name] = x.url
+	}
+	return out
+}
+
+// openListeners opens the agent and admin listeners that are on and builds
+// their handlers. On error it closes what it opened.
+func openListeners(ctx context.Context, cfg config.Config, f serveFlags, p plan, c *core, log *slog.Logger) (_ *listeners, err error) {
+	lns := &listeners{}
+	defer func() {
+		if err != nil {
+			lns.close()
+		}
+	}()
+	base := httpserve.Options{
+		Logger:            log,
+		ReadHeaderTimeout: cfg.Listen.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Listen.IdleTimeout,
+		BeforeShutdown:    c.gate.Stop, // end held calls first, so draining is quick
+	}
+	if p.mcpAddr != "" {
+		var nlc net.ListenConfig
+		ln, err := nlc.Listen(ctx, "tcp", p.mcpAddr)
+		if err != nil {
+			return nil, fmt.Errorf("listen.mcp: %w", err)
+		}
+		lns.list = append(lns.list, listener{name: "mcp", url: "http://" + ln.Addr().String() + "/mcp", ln: ln})
+		var auth gateway.Authenticator
+		if !f.insecureNoAuth {
+			auth = agentAuth(ctx, p.creds, c.db)
+		}
+		mcpH, err := c.gw.Handler(auth, &gateway.HTTPOptions{InsecureNoAuth: f.insecureNoAuth, ListenAddr: ln.Addr().String(), MaxBody: mcpMaxBody})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		// Next to /mcp: the agents' own session API (child sessions,
+		// authenticated by a session token).
+		mux := http.NewServeMux()
+		mux.Handle("/", mcpH)
+		mux.Handle("/v1/", api.NewAgentSessions(c.gate, api.AgentAuthenticator(auth), &api.Options{Logger: log, SessionsChanged: c.gw.SessionsChanged}))
+		o := base
+		o.Name, o.MaxConns = "mcp", p.caps.mcp
+		o.ReadTimeout = readTimeout(cfg.Listen.ReadHeaderTimeout, mcpMaxBody)
+		o.OnShed = func(how string) { c.metrics.ConnectionShed("mcp", how) }
+		lns.list[len(lns.list)-1].h, lns.list[len(lns.list)-1].opts = mux, o
+	}
+	if p.adminAddr != "" {
+		lc := &api.ListenConfig{Logger: log}
+		ln, err := lc.Listen(ctx, p.adminAddr)
+		if errors.Is(err, api.ErrUnsafeSocketDir) {
+			return nil, fmt.Errorf("%w: listen.admin: %v", errUsage, err)
+		} else if err != nil {
+			return nil, fmt.Errorf("listen.admin: %w", err)
+		}
+		url := p.adminAddr
+		if ln.Addr().Network() == "tcp" {
+			url = "http://" + ln.Addr().String()
+		}
+		h := api.New(c.gate, approverAuth(p.creds), &api.Options{
+			Logger: log, Metrics: telemetry.Handler(c.reg), Sessions: c.gate, SessionsChanged: c.gw.SessionsChanged, Policies: policiesAPI(c.policies),
+			Explain: &liveExplainer{holder: c.holder, cfg: cfg, ann: c.cat.annotations(cfg)},
+			Ready: func(ctx context.Context) error {
+				if err := c.gate.Ready(ctx); err != nil {
+					return err
+				}
+				return c.gw.Ready()
+			},
+		})
+		o := base
+		o.Name, o.MaxConns = "admin", p.caps.admin
+		o.ReadTimeout = adminReadTimeout(cfg.Listen.ReadHeaderTimeout)
+		o.OnShed = func(how string) { c.metrics.ConnectionShed("admin", how) }
+		// Slack's interaction endpoint (when configured) sits in front of
+		// the API; it authenticates by Slack's signature.
+		lns.list = append(lns.list, listener{name: "admin", url: url, ln: ln, h: c.notes.handler(h), opts: o})
+	}
+	return lns, nil
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+
+	"toolgate/internal/api"
+	"toolgate/internal/approval"
+	"toolgate/internal/config"
+	"toolgate/internal/gateway"
+)
+
+// system is what serve and `policy check` read from the machine: the
+// environment, files and the process's identity and limits. Tests pass
+// their own.
+type system struct {
+	lookupEnv config.Env
+	environ   []string
+	readFile  func(string) ([]byte, error)
+	euid      int
+	// nofile is the soft RLIMIT_NOFILE (0 when unknown); the Go runtime
+	// raises it to the hard limit at start.
+	nofile uint64
+}
+
+// osSystem returns the real system.
+func osSystem() system {
+	var rl syscall.Rlimit
+	var nofile uint64
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) == nil {
+		nofile = rl.Cur
+	}
+	return system{lookupEnv: os.LookupEnv, environ: os.Environ(), readFile: os.ReadFile, euid: os.Geteuid(), nofile: nofile}
+}
+
+// plan is what serve starts from once preflight has passed.
+type plan struct {
+	creds     map[string]config.Credential // by token hash; --dev adds to it
+	mcpAddr   string                       // "" when the agent listener is off (--stdio)
+	adminAddr string                       // "" when the admin listener is off
+	upstreams []gateway.ServerConfig       // each stdio server with its complete environment
+	// dropped lists base variables left out of an upstream's environment
+	// because their value is a secret ("servers.fs: USER").
+	dropped   []string
+	redaction *approval.Redaction
+	caps      connCaps
+}
+
+// preflight runs every check serve makes before it opens anything, on a
+// config that loaded (so Validate passed): approver token files private to
+// the service user, every token resolvable, a safe admin socket directory,
+// an approver for every approve rule (unless approvals.allow_no_approvers),
+// tokens for each listener that is on (--dev mints them), --insecure-no-auth
+// only on loopback, and stdio upstreams' environments free of toolgate's
+// secrets (issue 9). serve refuses to start, and `toolgate policy check`
+// exits 2, on the same error, which joins every problem; both call this
+// function so they cannot disagree.
+func preflight(cfg config.Config, f serveFlags, sys system) (plan, error) {
+	var errs []error
+	p := plan{mcpAddr: cfg.Listen.MCP, adminAddr: cfg.Listen.Admin}
+	if f.stdio {
+		p.mcpAddr = ""
+		if !cfg.Listen.AdminSet {
+			p.adminAddr = "" // stdio mode opens no admin port unless configured
+		}
+	}
+	if err := cfg.CheckTokenFiles(sys.euid); err != nil {
+		errs = append(errs, err)
+	}
+	creds, err := cfg.Tokens(sys.lookupEnv, sys.readFile)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	p.creds = creds
+	// A Unix admin socket's directory is checked now and on every
+	// connection.
+	lc := &api.ListenConfig{Geteuid: func() int { return sys.euid }}
+	if err := lc.Check(p.adminAddr); err != nil {
+		errs = append(errs, fmt.Errorf("listen.admin: %w", err))
+	}
+	var devApprovers []config.Approver
+	if f.dev {
+		devApprovers = append(devApprovers, config.Approver{ID: devApproverID, Roles: []string{config.RoleAdmin}})
+	}
+	if bad := cfg.Unreviewable(devApprovers...); len(bad) > 0 && !cfg.Approvals.AllowNoApprovers {
+		errs = append(errs, fmt.Errorf("no configured approver could review %s; add approvers (roles: [approver]) or set approvals.allow_no_approvers: true", strings.Join(bad, ", ")))
+	}
+	if err == nil && !f.dev {
+		if p.mcpAddr != "" && !f.insecureNoAuth && !hasKind(creds, config.KindAgent) {
+			errs = append(errs, errors.New("no agent tokens configured: add agents: with token_env/token_file/token_sha256, or run with --dev"))
+		}
+		if p.adminAddr != "" && !hasKind(creds, config.KindHuman) {
+			errs = append(errs, errors.New("no approver tokens configured: add approvers: with token_env/token_file/token_sha256, or run with --dev"))
+		}
+	}
+	if f.insecureNoAuth && p.mcpAddr != "" && !isLoopback(p.mcpAddr) {
+		errs = append(errs, fmt.Errorf("--insecure-no-auth needs a loopback listen.mcp address, got %q", p.mcpAddr))
+	}
+	if p.redaction, err = cfg.Redaction(); err != nil {
+		errs = append(errs, err)
+	}
+	envs, dropped, err := cfg.UpstreamEnvs(sys.environ, cfg.Secrets(sys.lookupEnv, sys.readFile))
+	if err != nil {
+		errs = append(errs, err)
+	}
+	p.upstreams, p.dropped = gatewayServers(cfg, envs), dropped
+	p.caps = capsFor(cfg.Listen, sys.nofile)
+	return p, errors.Join(errs...)
+}
+
+// serveWarnings lists what serve logs as warnings and `policy check`
+// prints, without failing: the config's own warnings (without the one
+// about missing approvers when --dev mints one) and connection caps that
+// exceed the descriptor limit.
+func serveWarnings(cfg config.Config, f serveFlags, sys system) []string {
+	var out []string
+	for _, w := range cfg.Warnings() {
+		if f.dev && strings.HasPrefix(w, "no approver has role") {
+			continue // --dev mints an admin token
+		}
+		out = append(out, w)
+	}
+	if w := capsFor(cfg.Listen, sys.nofile).warning; w != "" {
+		out = append(out, w)
+	}
+	return out
+}
+
+// devApproverID is the id of the approver --dev mints.
+const devApproverID = "dev-approver"
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func hasKind(creds map[string]config.Credential, kind string) bool {
+	for _, c := range creds {
+		if c.Principal.Kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// gatewayServers returns the upstreams of cfg in name order, each stdio
+// one with its environment from envs.
+func gatewayServers(cfg config.Config, envs map[string]map[string]string) []gateway.ServerConfig {
+	out := make([]gateway.ServerConfig, 0, len(cfg.Servers))
+	for _, n := range slices.Sorted(maps.Keys(cfg.Servers)) {
+		s := cfg.Servers[n]
+		sc := gateway.ServerConfig{
+			Name: n, Command: s.Command, Args: s.Args, Dir: s.Dir,
+			URL: s.URL, Headers: s.Headers, CallTimeout: s.CallTimeout,
+			Unprefixed: s.ToolPrefix != nil && !*s.ToolPrefix,
+			Sessions:   s.Sessions,
+			// nil (absent) means all; an explicit empty list none.
+			ClientCapabilities: s.ClientCapabilities,
+		}
+		if s.Command != "" {
+			sc.Env = envs[n]
+			if sc.Env == nil {
+				sc.Env = map[string]string{} // never inherit: see gateway.ServerConfig.Env
+			}
+		}
+		out = append(out, sc)
+	}
+	return out
+}
