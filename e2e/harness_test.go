@@ -77,13 +77,15 @@ storage:
 }
 
 // upstreamServer returns a servers: section with the testupstream program
-// as server "t", recording its executions in record.
+// as server "t", recording its executions in record. Upstreams get only a
+// minimal environment, so GORACE is passed on by name.
 func upstreamServer(record string) string {
 	return `
 servers:
   t:
     command: ` + q(bins.upstream) + `
     args: ["-record", ` + q(record) + `]
+    env_passthrough: [GORACE]   # its short race-detector exit delay (childEnv)
     call_timeout: 60s
 `
 }

@@ -74,10 +74,21 @@ var policyStoreEnv = map[string]string{"E2E_ALICE_TOKEN": aliceToken, "E2E_CAROL
 // status.
 func runToolgate(t *testing.T, addr, token string, args ...string) cliResult {
 	t.Helper()
+	return runToolgateEnv(t, map[string]string{"TOOLGATE_ADDR": addr, "TOOLGATE_TOKEN": token}, args...)
+}
+
+// runToolgateEnv runs `toolgate args...` as a separate process with env
+// added to this process's environment and returns what it printed and its
+// exit status.
+func runToolgateEnv(t *testing.T, env map[string]string, args ...string) cliResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bins.toolgate, args...)
-	cmd.Env = append(childEnv(), "TOOLGATE_ADDR="+addr, "TOOLGATE_TOKEN="+token)
+	cmd.Env = childEnv()
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"toolgate/internal/config"
+)
+
+func TestCapsFor(t *testing.T) {
+	tests := []struct {
+		name       string
+		listen     config.Listen
+		nofile     uint64
+		mcp, admin int
+		warn       bool
+	}{
+		{name: "20000", nofile: 20000, mcp: 20000 - 2000 - 1024, admin: 1024},
+		{name: "1024", nofile: 1024, mcp: 768 - 96, admin: 96},
+		{name: "unknown", nofile: 0, mcp: maxAutoConnsMCP, admin: maxAutoConnsAdm},
+		{name: "huge", nofile: 1 << 40, mcp: maxAutoConnsMCP, admin: maxAutoConnsAdm},
+		{name: "tiny", nofile: 100, mcp: minAutoConns, admin: minAutoConns, warn: true},
+		{name: "explicit", nofile: 20000, listen: config.Listen{MaxConnsMCP: 500, MaxConnsAdmin: 50}, mcp: 500, admin: 50},
+		{name: "explicit over the limit", nofile: 4096, listen: config.Listen{MaxConnsMCP: 5000}, mcp: 5000, admin: 460, warn: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := capsFor(tt.listen, tt.nofile)
+			if c.mcp != tt.mcp || c.admin != tt.admin || (c.warning != "") != tt.warn {
+				t.Errorf("capsFor = %+v, want mcp %d admin %d warning %v", c, tt.mcp, tt.admin, tt.warn)
+			}
+			if tt.warn && !strings.Contains(c.warning, "listen.max_conns_mcp ("+strconv.Itoa(tt.mcp)+")") {
+				t.Errorf("warning %q does not name the key", c.warning)
+			}
+		})
+	}
+}
+
+func TestReadTimeouts(t *testing.T) {
+	if got := readTimeout(10*time.Second, mcpMaxBody); got != 138*time.Second {
+		t.Errorf("agent listener read timeout = %v, want 2m18s (10s + 8 MiB at 64 KiB/s)", got)
+	}
+	if got := adminReadTimeout(10 * time.Second); got != 11*time.Second {
+		t.Errorf("admin read timeout = %v, want 11s (10s + 64 KiB at 64 KiB/s)", got)
+	}
+}
