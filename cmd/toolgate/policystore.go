@@ -17,15 +17,18 @@ import (
 // source is the file. Otherwise it puts the store's current revision in
 // holder (the config file's policy becomes revision 1 when the store has
 // none) and returns the service whose Follow keeps this instance on the
-// newest revision. Proposals that widen are approved by an admin: every
-// configured approver with the admin role (and dev-approver with --dev).
+// newest revision. Proposals that widen are approved by a deployment
+// admin: every configured approver with the admin role and no tenant (and
+// dev-approver with --dev).
 func startPolicyStore(ctx context.Context, db store.Store, cfg config.Config, holder *policy.Holder, dev bool, log *slog.Logger) (*policystore.Service, error) {
 	if policySource(cfg) != policy.SourceStore {
 		return nil, nil
 	}
 	var admins []string
 	for _, a := range cfg.Approvers {
-		if slices.Contains(a.Roles, config.RoleAdmin) {
+		// Deployment admins only: an admin with a tenant may change
+		// nothing outside its tenant, and the policy governs all of them.
+		if slices.Contains(a.Roles, config.RoleAdmin) && a.Tenant == "" {
 			admins = append(admins, a.ID)
 		}
 	}

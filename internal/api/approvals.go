@@ -128,8 +128,15 @@ func (s *Server) review(w http.ResponseWriter, r *http.Request, c caller, id app
 		return invalid("reason longer than %d bytes", maxReason)
 	}
 	// Another tenant's request is 404 before anything else is revealed.
-	if _, err := s.lookup(r, c, id); err != nil {
+	cur, err := s.lookup(r, c, id)
+	if err != nil {
 		return err
+	}
+	if cur.Kind == approval.KindPolicyChange {
+		// Deciding a deployment policy change is changing it.
+		if err := requireDeployment(c); err != nil {
+			return err
+		}
 	}
 	got, err := s.approvals.Review(r.Context(), id, c.principal, v, reason, pinnedHash)
 	if errors.Is(err, approval.ErrDuplicate) {

@@ -113,6 +113,8 @@ func policyError(err error) error {
 	}
 	e := &apiError{Err: err}
 	switch {
+	case errors.Is(err, policystore.ErrTenant):
+		e.Status, e.Code, e.Msg = http.StatusForbidden, CodeForbidden, deploymentAdminOnly
 	case errors.Is(err, policystore.ErrInvalid):
 		e.Status, e.Code, e.Msg = http.StatusUnprocessableEntity, CodeInvalid, fmt.Sprint(err)
 	case errors.Is(err, store.ErrConflict):

@@ -60,8 +60,24 @@ type PolicyDiff struct {
 	Diff []string `json:"diff"`
 }
 
-// routePolicy mounts the policy routes: writes need the admin role, reads
-// any role that may read approvals (approvers review proposals).
+// deploymentAdminOnly is the public message refusing a tenant's principal
+// a change of the deployment policy.
+const deploymentAdminOnly = "the deployment policy applies to every tenant: only an admin without a tenant (a deployment admin) may change it"
+
+// requireDeployment refuses a caller with a tenant (403): the deployment
+// policy governs every tenant, so a tenant's admin may not change it
+// (issue 9 item 12). Reads stay open to every reader: each tenant is
+// subject to the deployment policy.
+func requireDeployment(c caller) error {
+	if c.principal.Tenant != "" {
+		return &apiError{Status: http.StatusForbidden, Code: CodeForbidden, Msg: deploymentAdminOnly}
+	}
+	return nil
+}
+
+// routePolicy mounts the policy routes: writes need the admin role and no
+// tenant, reads any role that may read approvals (approvers review
+// proposals).
 func (s *Server) routePolicy() {
 	admin := []string{RoleAdmin}
 	s.mux.Handle("POST /v1/policy/proposals", s.handle(s.require(admin, s.proposePolicy)))
@@ -71,6 +87,9 @@ func (s *Server) routePolicy() {
 }
 
 func (s *Server) proposePolicy(w http.ResponseWriter, r *http.Request, c caller) error {
+	if err := requireDeployment(c); err != nil {
+		return err
+	}
 	var body ProposeBody
 	if err := decodeBody(w, r, &body); err != nil {
 		return err
@@ -107,6 +126,9 @@ func (s *Server) proposePolicy(w http.ResponseWriter, r *http.Request, c caller)
 }
 
 func (s *Server) applyPolicy(w http.ResponseWriter, r *http.Request, c caller) error {
+	if err := requireDeployment(c); err != nil {
+		return err
+	}
 	id, err := pathID(r)
 	if err != nil {
 		return err

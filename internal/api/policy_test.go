@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"toolgate/internal/api"
 	"toolgate/internal/approval"
@@ -40,11 +42,21 @@ var policyAdmins = map[string]identity{
 	"admin-tok": {approval.Principal{ID: "ada", Kind: "human"}, []string{api.RoleAdmin}},
 	"view-tok":  {approval.Principal{ID: "vera", Kind: "human"}, []string{api.RoleViewer}},
 	"appr-tok":  {approval.Principal{ID: "bob", Kind: "human"}, []string{api.RoleApprover}},
+	// Admins of tenant acme: they may change nothing outside it.
+	"acme-tok":  {approval.Principal{ID: "acme-admin", Kind: "human", Tenant: "acme"}, []string{api.RoleAdmin}},
+	"acme2-tok": {approval.Principal{ID: "acme-admin2", Kind: "human", Tenant: "acme"}, []string{api.RoleAdmin}},
 }
 
 // policyServer serves the API over a real SQLite store, gate and policy
 // service whose revision 1 is policyV1; holder is what the gate would use.
 func policyServer(t *testing.T) (http.Handler, *policy.Holder) {
+	t.Helper()
+	h, holder, _ := policyServerDB(t)
+	return h, holder
+}
+
+// policyServerDB is policyServer that also returns the store.
+func policyServerDB(t *testing.T) (http.Handler, *policy.Holder, store.Store) {
 	t.Helper()
 	db := sqlitetest.Open(t)
 	p1, err := policystore.Parse([]byte(policyV1))
@@ -64,7 +76,7 @@ func policyServer(t *testing.T) (http.Handler, *policy.Holder) {
 		id, ok := policyAdmins[tok]
 		return id.p, id.roles, ok
 	}
-	return api.New(g, auth, &api.Options{Policies: svc}), holder
+	return api.New(g, auth, &api.Options{Policies: svc}), holder, db
 }
 
 func policyDo(t *testing.T, h http.Handler, method, path, token string, body any) (int, []byte) {
@@ -206,5 +218,87 @@ approval: {timeout: 5m, mode: hold, approvals: 1, valid_for: 10m}
 	var rev store.PolicyRevision
 	if code != 200 || json.Unmarshal(body, &rev) != nil || rev.Revision != 2 || rev.CreatedBy != "ada" {
 		t.Errorf("current = %d %s, want revision 2 by ada", code, body)
+	}
+}
+
+// TestTenantAdminCannotChangeDeploymentPolicy: with a store-backed policy,
+// an admin of a tenant may neither propose, nor decide, nor apply a change
+// of the deployment policy, which governs every tenant; deployment admins
+// still need a second one for a widening (issue 9 item 12).
+func TestTenantAdminCannotChangeDeploymentPolicy(t *testing.T) {
+	h, holder, db := policyServerDB(t)
+	str := func(s string) json.RawMessage { b, _ := json.Marshal(s); return b }
+
+	for _, p := range []string{policyNarrow, policyWide} {
+		code, body := policyDo(t, h, "POST", "/v1/policy/proposals", "acme-tok", api.ProposeBody{BaseRevision: 1, Policy: str(p)})
+		if code != 403 || !bytes.Contains(body, []byte("deployment admin")) {
+			t.Errorf("tenant admin proposes: %d %s, want 403 naming deployment admins", code, body)
+		}
+	}
+	code, body := policyDo(t, h, "GET", "/v1/policy", "acme-tok", nil)
+	var rev store.PolicyRevision
+	if code != 200 || json.Unmarshal(body, &rev) != nil || rev.Revision != 1 {
+		t.Fatalf("GET /v1/policy by a tenant admin = %d %s, want revision 1 (reads are open, nothing changed)", code, body)
+	}
+
+	// A deployment admin's widening: invisible to the tenant's admins, and
+	// still needs a second deployment admin.
+	code, body = policyDo(t, h, "POST", "/v1/policy/proposals", "root-tok", api.ProposeBody{BaseRevision: 1, Policy: str(policyWide)})
+	var res api.ProposeResult
+	if code != 202 || json.Unmarshal(body, &res) != nil || res.Approval == nil {
+		t.Fatalf("widening proposal = %d %s", code, body)
+	}
+	id := res.Approval.ID
+	if res.Approval.Tenant != "" {
+		t.Errorf("the proposal has tenant %q, want none", res.Approval.Tenant)
+	}
+	for _, tc := range []struct{ method, path string }{
+		{"GET", "/v1/approvals/" + string(id)},
+		{"POST", "/v1/approvals/" + string(id) + "/approve"},
+	} {
+		if code, body := policyDo(t, h, tc.method, tc.path, "acme-tok", api.ApproveBody{}); code != 404 {
+			t.Errorf("tenant admin %s %s = %d %s, want 404", tc.method, tc.path, code, body)
+		}
+	}
+	if code, body := policyDo(t, h, "POST", "/v1/policy/proposals/"+string(id)+"/apply", "acme-tok", nil); code != 403 {
+		t.Errorf("tenant admin applies: %d %s, want 403", code, body)
+	}
+	if got := effect(t, holder, "fs", "delete_file"); got != policy.Deny {
+		t.Errorf("fs/delete_file is %s, want deny (nothing applied)", got)
+	}
+	code, body = policyDo(t, h, "POST", "/v1/approvals/"+string(id)+"/approve", "admin-tok", api.ApproveBody{})
+	var a api.Approval
+	if code != 200 || json.Unmarshal(body, &a) != nil || a.State != string(approval.StateConsumed) {
+		t.Fatalf("second deployment admin approves: %d %s, want consumed", code, body)
+	}
+
+	// A proposal recorded in a tenant (as before this rule) is never
+	// decided by the tenant's admins nor applied by anyone.
+	now := time.Now()
+	legacy := approval.Request{
+		ID: approval.ID("0190f0c0-0000-7000-8000-000000000001"), State: approval.StatePending,
+		Arguments: json.RawMessage(`{"base_revision":2,"policy":"default: allow\n"}`), ArgumentsHash: "sha256:" + strings.Repeat("0", 64),
+		Rule: policystore.RuleName, Mode: policy.ModeRetry, RequestedBy: "acme-admin", Tenant: "acme",
+		CreatedAt: now, ExpiresAt: now.Add(time.Hour), RequiredApprovals: 1, ValidFor: time.Hour,
+		Kind: approval.KindPolicyChange, Target: policystore.Target, BaseRevision: 2,
+	}
+	if err := db.CreateRequest(t.Context(), legacy); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := policyDo(t, h, "POST", "/v1/approvals/"+string(legacy.ID)+"/approve", "acme2-tok", api.ApproveBody{}); code != 403 {
+		t.Errorf("tenant admin approves a tenant's policy proposal: %d %s, want 403", code, body)
+	}
+	if _, err := db.UpdateRequest(t.Context(), legacy.ID, "ada", func(r *approval.Request) error {
+		return r.Review(approval.Reviewer{ID: "ada"}, approval.VerdictApprove, "", "", now)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := policyDo(t, h, "POST", "/v1/policy/proposals/"+string(legacy.ID)+"/apply", "root-tok", nil); code != 403 {
+		t.Errorf("applying a tenant's policy proposal: %d %s, want 403", code, body)
+	}
+	code, body = policyDo(t, h, "GET", "/v1/policy", "view-tok", nil)
+	rev = store.PolicyRevision{}
+	if code != 200 || json.Unmarshal(body, &rev) != nil || rev.Revision != 2 {
+		t.Errorf("current revision = %d %s, want 2 (the tenant's proposal never applied)", code, body)
 	}
 }

@@ -27,6 +27,13 @@ import (
 // does not validate, or changes nothing.
 var ErrInvalid = errors.New("policystore: invalid proposal")
 
+// ErrTenant is wrapped by the refusal of a proposal by a principal with a
+// tenant, and of applying one made by such a principal: the deployment
+// policy governs every tenant, so only principals without a tenant
+// (deployment admins) change it (issue 9). Tenant-scoped policy is not
+// offered.
+var ErrTenant = errors.New("policystore: only a principal without a tenant (a deployment admin) may change the deployment policy")
+
 // Target is the approval.Request.Target of every policy_change approval.
 const Target = "deployment"
 
@@ -260,10 +267,13 @@ type Proposal struct {
 // revision base+1. Anything else creates a pending policy_change
 // approval (Target "deployment", BaseRevision base, Arguments a
 // [Proposal], ArgumentsHash its digest, RequestedBy the proposer, so the
-// proposer can never approve it) and applies nothing. Errors: ErrInvalid
-// when p changes nothing; store.ErrConflict when base is not the current
-// revision.
+// proposer can never approve it) and applies nothing. Errors: ErrTenant
+// when the proposer has a tenant; ErrInvalid when p changes nothing;
+// store.ErrConflict when base is not the current revision.
 func (s *Service) Propose(ctx context.Context, proposer approval.Principal, base int64, p *policy.Policy) (Outcome, error) {
+	if proposer.Tenant != "" {
+		return Outcome{}, fmt.Errorf("propose: %w", ErrTenant)
+	}
 	cur, err := s.store.CurrentPolicy(ctx)
 	if errors.Is(err, store.ErrNotFound) {
 		return Outcome{}, fmt.Errorf("propose: the policy store has no revision yet: %w", store.ErrConflict)
@@ -324,7 +334,10 @@ func (s *Service) Propose(ctx context.Context, proposer approval.Principal, base
 
 // Apply applies the approved policy_change approval id, by actor, exactly
 // once (store.PolicyStore.ApplyPolicyApproval) and puts the new revision
-// in force here. Errors: store.ErrNotFound; an error wrapping
+// in force here. The caller checks that actor may (has no tenant).
+// Errors: store.ErrNotFound; ErrTenant when the proposal was made by a
+// principal with a tenant (before such proposals were refused); an error
+// wrapping
 // approval.ErrNotApproved when id is not an approved policy_change
 // approval (or was invalidated now for another reason); store.ErrConflict
 // when the policy moved past its base revision (the approval is then
@@ -336,6 +349,9 @@ func (s *Service) Apply(ctx context.Context, id approval.ID, actor string) (stor
 	}
 	if r.Kind != approval.KindPolicyChange {
 		return store.PolicyRevision{}, fmt.Errorf("apply %s: not a policy change: %w", id, approval.ErrNotApproved)
+	}
+	if r.Tenant != "" {
+		return store.PolicyRevision{}, fmt.Errorf("apply %s: proposed in tenant %q: %w", id, r.Tenant, ErrTenant)
 	}
 	var prop Proposal
 	if err := json.Unmarshal(r.Arguments, &prop); err != nil {

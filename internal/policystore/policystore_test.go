@@ -224,3 +224,23 @@ func TestParseRefuses(t *testing.T) {
 		t.Errorf("canonical text does not round-trip:\n%s", text)
 	}
 }
+
+// TestTenantCannotPropose: a principal with a tenant proposes nothing,
+// narrowing or widening: the deployment policy governs every tenant.
+func TestTenantCannotPropose(t *testing.T) {
+	db := sqlitetest.Open(t)
+	svc := policystore.New(db, nil)
+	ctx := t.Context()
+	if _, err := svc.Bootstrap(ctx, mustParse(t, base), "config"); err != nil {
+		t.Fatal(err)
+	}
+	acme := approval.Principal{ID: "acme-admin", Kind: "human", Tenant: "acme"}
+	for _, p := range []string{narrower, wider} {
+		if _, err := svc.Propose(ctx, acme, 1, mustParse(t, p)); !errors.Is(err, policystore.ErrTenant) {
+			t.Errorf("Propose by a tenant admin = %v, want ErrTenant", err)
+		}
+	}
+	if cur, err := svc.Get(ctx, 0); err != nil || cur.Revision != 1 {
+		t.Errorf("current = %d, %v; want revision 1", cur.Revision, err)
+	}
+}
