@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -259,8 +260,10 @@ func stateNames() string {
 }
 
 // decodeBody decodes the request body strictly into v: at most MaxBodyBytes
-// bytes (413), one JSON object with known fields and nothing after it (422).
-// An empty body leaves v unchanged.
+// bytes (413), one JSON object with known fields and nothing after it, no
+// key given twice, no two keys that differ only in case, and field names
+// in their exact case (422; see checkKeys). An empty body leaves v
+// unchanged.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
@@ -277,6 +280,13 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 	// arguments are refused (approval.Canonicalize).
 	if _, err := approval.Canonicalize(data); errors.Is(err, approval.ErrDuplicateKey) {
 		return invalid("invalid body: %v", err)
+	}
+	// Nor may keys differ only in case, or name a field in another case
+	// (encoding/json would match them to a field anyway).
+	if json.Valid(data) {
+		if err := checkKeys(data, reflect.TypeOf(v)); err != nil {
+			return invalid("invalid body: %v", err)
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
