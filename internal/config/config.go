@@ -62,11 +62,11 @@ type Listen struct {
 	// --stdio gateway opens the admin listener only then.
 	AdminSet bool `yaml:"-"`
 	// MaxConnsMCP and MaxConnsAdmin cap the open connections of each
-	// listener; 0 (the default) derives the caps from the process's
-	// descriptor limit (see ConnCaps). At the cap, the connection that has
-	// been idle (or has sent nothing) the longest is closed to make room;
-	// when every connection carries a request, the new one is answered 503
-	// and closed.
+	// listener; 0 (the default) lets serve derive the caps from the
+	// process's descriptor limit (README, listen.max_conns_*). At the cap,
+	// the connection that has been idle (or has sent nothing) the longest
+	// is closed to make room; when every connection carries a request, the
+	// new one is answered 503 and closed.
 	MaxConnsMCP   int `yaml:"max_conns_mcp"`
 	MaxConnsAdmin int `yaml:"max_conns_admin"`
 	// ReadHeaderTimeout bounds the time from a connection's first byte of
