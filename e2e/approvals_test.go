@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -374,34 +373,12 @@ func TestNoApproversRefusesToStart(t *testing.T) {
 	record := filepath.Join(dir, "record.log")
 	cfg := gatewayConfig(filepath.Join(dir, "toolgate.db"), upstreamServer(record)+noApproversPolicy)
 
-	cmd, stderr, _ := gatewayCommand(t, cfg, nil)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(waitFor):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("toolgate serve still runs after %v; want it to refuse the config\nstderr:\n%s", waitFor, stderr)
-	}
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
+	code, stderr := refuseToStart(t, cfg, nil)
 	if code != 2 {
 		t.Errorf("toolgate serve exited %d, want 2\nstderr:\n%s", code, stderr)
 	}
-	if !strings.Contains(stderr.String(), `rules[0] "nobody can decide"`) {
+	if !strings.Contains(stderr, `rules[0] "nobody can decide"`) {
 		t.Errorf("stderr does not name the rule (rules[0] \"nobody can decide\"):\n%s", stderr)
-	}
-	if strings.Contains(stderr.String(), "WARNING: DATA RACE") {
-		t.Errorf("toolgate serve reported a data race:\n%s", stderr)
 	}
 
 	g := startGateway(t, gatewayConfig(filepath.Join(dir, "toolgate2.db"), upstreamServer(record)+`

@@ -34,7 +34,7 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	bins.toolgate = filepath.Join(dir, "toolgate")
 	bins.upstream = filepath.Join(dir, "testupstream")
 	for _, b := range []struct{ out, pkg string }{

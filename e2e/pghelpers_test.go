@@ -360,12 +360,12 @@ func (c *pgCluster) start(tb testing.TB) error {
 		select {
 		case <-exited:
 			c.cmd = nil
-			return fmt.Errorf("postgres exited: %v; server.log ends:\n%s", c.waitErr, c.logTail())
+			return fmt.Errorf("postgres exited: %w; server.log ends:\n%s", c.waitErr, c.logTail())
 		default:
 		}
 		if time.Now().After(deadline) {
 			c.Stop(tb)
-			return fmt.Errorf("postgres not accepting connections after %v: %v; server.log ends:\n%s", waitFor, err, c.logTail())
+			return fmt.Errorf("postgres not accepting connections after %v: %w; server.log ends:\n%s", waitFor, err, c.logTail())
 		}
 		time.Sleep(pollEvery)
 	}

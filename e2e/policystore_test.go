@@ -200,6 +200,7 @@ storage:
 // Proposals go to a; the agent calls through b, so every change of effect
 // it sees was picked up from the store.
 func policyStoreScenario(t *testing.T, a, b *gw) {
+	t.Helper()
 	dir := t.TempDir()
 	cs := b.connect(t, nil, nil)
 	if !echoAllowed(t, cs) {

@@ -201,6 +201,7 @@ func TestPostgresCrossInstance(t *testing.T) {
 // made-up id is 404 on a too. (A POST without a session id is
 // TestSessionMissingIDIsBadRequest.)
 func testUnknownSession(t *testing.T, a, b *gw, record string) {
+	t.Helper()
 	init := rawMCPPost(t, a.MCP, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw-e2e","version":"1"}}}`)
 	if init.status != http.StatusOK {
 		t.Fatalf("initialize on A: %d\n%s", init.status, init.body)

@@ -101,7 +101,9 @@ func refuseToStart(t *testing.T, cfgYAML string, env map[string]string, extraArg
 	case err = <-done:
 	case <-time.After(waitFor):
 		_ = cmd.Process.Kill()
-		<-done
+		if err := <-done; err != nil {
+			t.Logf("killed: %v", err)
+		}
 		t.Fatalf("toolgate serve still runs after %v; want it to refuse to start\nstderr:\n%s", waitFor, stderr)
 	}
 	if strings.Contains(stderr.String(), "WARNING: DATA RACE") {

@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -60,6 +58,7 @@ func TestSocketRefusesToStart(t *testing.T) {
 		{
 			name: "directory mode 0755",
 			setup: func(t *testing.T) (string, string) {
+				t.Helper()
 				dir, tok := privateSocketDir(t)
 				if err := os.Chmod(dir, 0o755); err != nil {
 					t.Fatal(err)
@@ -71,6 +70,7 @@ func TestSocketRefusesToStart(t *testing.T) {
 		{
 			name: "symlinked directory",
 			setup: func(t *testing.T) (string, string) {
+				t.Helper()
 				dir, tok := privateSocketDir(t)
 				link := filepath.Join(filepath.Dir(dir), "link")
 				if err := os.Symlink(dir, link); err != nil {
@@ -83,6 +83,7 @@ func TestSocketRefusesToStart(t *testing.T) {
 		{
 			name: "relative path",
 			setup: func(t *testing.T) (string, string) {
+				t.Helper()
 				_, tok := privateSocketDir(t)
 				return "unix://run/toolgate.sock", tok
 			},
@@ -91,6 +92,7 @@ func TestSocketRefusesToStart(t *testing.T) {
 		{
 			name: "approver token file mode 0644",
 			setup: func(t *testing.T) (string, string) {
+				t.Helper()
 				dir, tok := privateSocketDir(t)
 				if err := os.Chmod(tok, 0o644); err != nil {
 					t.Fatal(err)
@@ -103,35 +105,12 @@ func TestSocketRefusesToStart(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			admin, tok := tt.setup(t)
-			cmd, stderr, _ := gatewayCommand(t, socketConfig(filepath.Join(t.TempDir(), "toolgate.db"), admin, tok), nil)
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			var err error
-			select {
-			case err = <-done:
-			case <-time.After(waitFor):
-				_ = cmd.Process.Kill()
-				<-done
-				t.Fatalf("toolgate serve still runs after %v; want it to refuse to start\nstderr:\n%s", waitFor, stderr)
-			}
-			code := 0
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				code = ee.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
+			code, stderr := refuseToStart(t, socketConfig(filepath.Join(t.TempDir(), "toolgate.db"), admin, tok), nil)
 			if code != 2 {
 				t.Errorf("toolgate serve exited %d, want 2\nstderr:\n%s", code, stderr)
 			}
-			if !strings.Contains(stderr.String(), tt.want) {
+			if !strings.Contains(stderr, tt.want) {
 				t.Errorf("stderr does not name the problem (%q):\n%s", tt.want, stderr)
-			}
-			if strings.Contains(stderr.String(), "WARNING: DATA RACE") {
-				t.Errorf("toolgate serve reported a data race:\n%s", stderr)
 			}
 		})
 	}

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # scripts/test.sh is the one test command: it installs and starts what the tests need, then runs
-# go vet, go test -race and the MCP conformance suite. CI runs it through .ci/run.
+# go vet, staticcheck, golangci-lint (.golangci.yml), go test -race and the MCP conformance
+# suite. CI runs it through .ci/run.
 #
 # Usage:
-#   scripts/test.sh                          # everything: vet, go test ./..., conformance
+#   scripts/test.sh                          # everything: vet, lint, go test ./..., conformance
 #   scripts/test.sh [GO_TEST_ARGS...]        # vet, then go test with these arguments instead of
-#                                            # ./... (name the packages yourself), no conformance
+#                                            # ./... (name the packages yourself), no lint, no
+#                                            # conformance
 #   e.g. scripts/test.sh -run TestHold ./internal/gate/...
 #
 # Environment:
@@ -13,6 +15,11 @@
 #   TOOLGATE_TEST_POSTGRES=DSN   use this Postgres instead of starting a throwaway one
 #   TOOLGATE_SKIP_CONFORMANCE=1  skip the conformance suite (default 1 when arguments are given)
 #   TOOLGATE_SKIP_VET=1          skip go vet
+#   TOOLGATE_SKIP_LINT=1         skip staticcheck and golangci-lint (default 1 when arguments
+#                                are given; TOOLGATE_SKIP_LINT=0 runs them anyway)
+#   TOOLGATE_TOOLS_DIR=DIR       where the pinned linters are installed (default
+#                                ${XDG_CACHE_HOME:-$HOME/.cache}/toolgate/tools); installing is
+#                                skipped when the pinned version is there already
 #
 # Exported to go test:
 #   TOOLGATE_TEST_POSTGRES      DSN of the throwaway Postgres (database toolgate_test, trust auth)
@@ -40,10 +47,19 @@ fi
 
 go_test_args=(./...)
 skip_conformance="${TOOLGATE_SKIP_CONFORMANCE:-0}"
+skip_lint="${TOOLGATE_SKIP_LINT:-0}"
 if (($# > 0)); then
 	go_test_args=("$@")
 	skip_conformance="${TOOLGATE_SKIP_CONFORMANCE:-1}"
+	skip_lint="${TOOLGATE_SKIP_LINT:-1}"
 fi
+
+# Pinned linters (STYLE R25), installed with `go install` from the Go module proxy.
+staticcheck_pkg="honnef.co/go/tools/cmd/staticcheck"
+staticcheck_version="v0.8.2" # staticcheck 2026.2.2
+golangci_pkg="github.com/golangci/golangci-lint/v2/cmd/golangci-lint"
+golangci_version="v2.15.0"
+tools_dir="${TOOLGATE_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/toolgate/tools}"
 
 started="$(tg_now)"
 current_step="setup"
@@ -180,6 +196,28 @@ pg_stop() {
 	fi
 }
 
+# ---- linters ------------------------------------------------------------------------------
+
+# tool_path NAME VERSION prints where the pinned NAME@VERSION lives.
+tool_path() {
+	printf '%s/%s-%s/%s\n' "$tools_dir" "$1" "$2" "$1"
+}
+
+# ensure_tool NAME PKG VERSION installs PKG@VERSION as NAME under tools_dir unless it is there
+# (each version has its own directory, so a present binary is the pinned one).
+ensure_tool() {
+	local name="$1" pkg="$2" version="$3" bin dir
+	bin="$(tool_path "$name" "$version")"
+	if [[ -x "$bin" ]]; then
+		return 0
+	fi
+	dir="$(dirname "$bin")"
+	mkdir -p "$dir"
+	tg_log "installing $name $version into $dir"
+	# An interrupted install leaves no binary behind, so the next run installs again.
+	GOBIN="$dir" go install "$pkg@$version" >&2
+}
+
 # ---- exit handling --------------------------------------------------------------------------
 
 on_exit() {
@@ -219,6 +257,21 @@ fi
 if [[ "${TOOLGATE_SKIP_VET:-0}" != 1 ]]; then
 	step_begin "go vet"
 	go vet ./...
+	step_end
+fi
+
+if [[ "$skip_lint" != 1 ]]; then
+	step_begin "install linters"
+	ensure_tool staticcheck "$staticcheck_pkg" "$staticcheck_version"
+	ensure_tool golangci-lint "$golangci_pkg" "$golangci_version"
+	step_end
+
+	step_begin "staticcheck"
+	"$(tool_path staticcheck "$staticcheck_version")" ./...
+	step_end
+
+	step_begin "golangci-lint"
+	"$(tool_path golangci-lint "$golangci_version")" run ./...
 	step_end
 fi
 

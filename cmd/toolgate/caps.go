@@ -42,15 +42,11 @@ type connCaps struct {
 // capsFor returns the caps for listen given the soft descriptor limit
 // nofile (0 when unknown), as the constants above describe.
 func capsFor(listen config.Listen, nofile uint64) connCaps {
-	limit := nofile
-	if limit == 0 || limit > assumedMaxNofile {
-		limit = assumedMaxNofile
+	limit := assumedMaxNofile
+	if nofile > 0 && nofile < assumedMaxNofile {
+		limit = int(nofile)
 	}
-	reserve := max(uint64(minReserve), limit/10)
-	budget := 0
-	if limit > reserve {
-		budget = int(limit - reserve) //nolint:gosec // limit <= 2^20: no overflow
-	}
+	budget := max(0, limit-max(minReserve, limit/10))
 	c := connCaps{mcp: listen.MaxConnsMCP, admin: listen.MaxConnsAdmin}
 	if c.admin == 0 {
 		c.admin = max(minAutoConns, min(maxAutoConnsAdm, budget/8))
@@ -58,9 +54,9 @@ func capsFor(listen config.Listen, nofile uint64) connCaps {
 	if c.mcp == 0 {
 		c.mcp = max(minAutoConns, min(maxAutoConnsMCP, budget-c.admin))
 	}
-	if nofile != 0 && uint64(c.mcp+c.admin+minReserve) > nofile {
+	if nofile > 0 && nofile < assumedMaxNofile && c.mcp+c.admin+minReserve > limit {
 		c.warning = fmt.Sprintf("listen.max_conns_mcp (%d) + listen.max_conns_admin (%d) + %d for the rest exceed the file descriptor limit %d: a flood of connections can exhaust descriptors; lower them or raise the limit (LimitNOFILE=)",
-			c.mcp, c.admin, minReserve, nofile)
+			c.mcp, c.admin, minReserve, limit)
 	}
 	return c
 }

@@ -72,7 +72,7 @@ func openListeners(ctx context.Context, cfg config.Config, f serveFlags, p plan,
 		}
 		mcpH, err := c.gw.Handler(auth, &gateway.HTTPOptions{InsecureNoAuth: f.insecureNoAuth, ListenAddr: ln.Addr().String(), MaxBody: mcpMaxBody})
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", errUsage, err)
+			return nil, fmt.Errorf("%w: %w", errUsage, err)
 		}
 		// Next to /mcp: the agents' own session API (child sessions,
 		// authenticated by a session token).
@@ -89,7 +89,7 @@ func openListeners(ctx context.Context, cfg config.Config, f serveFlags, p plan,
 		lc := &api.ListenConfig{Logger: log}
 		ln, err := lc.Listen(ctx, p.adminAddr)
 		if errors.Is(err, api.ErrUnsafeSocketDir) {
-			return nil, fmt.Errorf("%w: listen.admin: %v", errUsage, err)
+			return nil, fmt.Errorf("%w: listen.admin: %w", errUsage, err)
 		} else if err != nil {
 			return nil, fmt.Errorf("listen.admin: %w", err)
 		}

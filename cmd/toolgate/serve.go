@@ -52,7 +52,7 @@ func parseServeFlags(args []string, stderr io.Writer) (f serveFlags, ok bool, er
 		if errors.Is(err, flag.ErrHelp) {
 			return f, false, nil
 		}
-		return f, false, fmt.Errorf("%w: %v", errUsage, err)
+		return f, false, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if f.config == "" || fs.NArg() > 0 {
 		fs.Usage()
@@ -87,20 +87,20 @@ func serveWith(ctx context.Context, args []string, sio serveIO) error {
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return fmt.Errorf("%w: --log-level: %v", errUsage, err)
+		return fmt.Errorf("%w: --log-level: %w", errUsage, err)
 	}
 	log := slog.New(slog.NewTextHandler(sio.stderr, &slog.HandlerOptions{Level: level}))
 
 	cfg, err := config.LoadFile(f.config, sio.sys.lookupEnv)
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", errUsage, f.config, err)
+		return fmt.Errorf("%w: %s: %w", errUsage, f.config, err)
 	}
 	for _, w := range serveWarnings(cfg, f, sio.sys) {
 		log.Warn(w)
 	}
 	p, err := preflight(cfg, f, sio.sys)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	for _, d := range p.dropped {
 		log.Warn("variable not passed to the upstream: its value is one of toolgate's secrets", "variable", d)

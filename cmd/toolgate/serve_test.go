@@ -49,6 +49,7 @@ func TestServeEarlyReturnLeavesNothing(t *testing.T) {
 		{
 			name: "admin port in use",
 			config: func(t *testing.T) (string, string) {
+				t.Helper()
 				busy, err := net.Listen("tcp", "127.0.0.1:0")
 				if err != nil {
 					t.Fatal(err)
@@ -63,6 +64,7 @@ func TestServeEarlyReturnLeavesNothing(t *testing.T) {
 		{
 			name: "bad dsn",
 			config: func(t *testing.T) (string, string) {
+				t.Helper()
 				mcp := freePort(t)
 				return "listen: { mcp: " + mcp + ", admin: 127.0.0.1:0 }\nstorage: { driver: postgres, dsn: \"postgres://%zz\" }\n" + principals, mcp
 			},
@@ -71,6 +73,7 @@ func TestServeEarlyReturnLeavesNothing(t *testing.T) {
 		{
 			name: "upstream fails to start",
 			config: func(t *testing.T) (string, string) {
+				t.Helper()
 				// Both expose "echo" under its own name: a startup error
 				// once both are running.
 				mcp := freePort(t)
@@ -82,6 +85,7 @@ func TestServeEarlyReturnLeavesNothing(t *testing.T) {
 		{
 			name: "ready file cannot be written",
 			config: func(t *testing.T) (string, string) {
+				t.Helper()
 				mcp := freePort(t)
 				return "listen: { mcp: " + mcp + ", admin: 127.0.0.1:0 }\nstorage: { path: DB }\nservers:\n" + testUpstream("up", false) + principals, mcp
 			},

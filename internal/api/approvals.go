@@ -306,7 +306,7 @@ func isIDText(s string) bool {
 		return false
 	}
 	for _, c := range s {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c == '-') {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') && c != '-' {
 			return false
 		}
 	}

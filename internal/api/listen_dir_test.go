@@ -40,33 +40,39 @@ func TestCheckSocketDir(t *testing.T) {
 	}{
 		{name: "private", setup: privateDir, euid: euid},
 		{name: "mode 0755", euid: euid, want: "has mode 0755; want 0700", setup: func(t *testing.T) string {
+			t.Helper()
 			d := privateDir(t)
 			chmod(t, d, 0o755)
 			return d
 		}},
 		{name: "mode 0750", euid: euid, want: "has mode 0750; want 0700", setup: func(t *testing.T) string {
+			t.Helper()
 			d := privateDir(t)
 			chmod(t, d, 0o750)
 			return d
 		}},
 		{name: "mode 0701", euid: euid, want: "has mode 0701; want 0700", setup: func(t *testing.T) string {
+			t.Helper()
 			d := privateDir(t)
 			chmod(t, d, 0o701)
 			return d
 		}},
 		{name: "mode 0500", euid: euid, want: "has mode 0500; want 0700", setup: func(t *testing.T) string {
+			t.Helper()
 			d := privateDir(t)
 			chmod(t, d, 0o500)
 			t.Cleanup(func() { _ = os.Chmod(d, 0o700) })
 			return d
 		}},
 		{name: "symlink to a private directory", euid: euid, want: "is a symlink", setup: func(t *testing.T) string {
+			t.Helper()
 			d := privateDir(t)
 			link := filepath.Join(filepath.Dir(d), "link")
 			symlink(t, d, link)
 			return link
 		}},
 		{name: "symlinked parent", euid: euid, want: "has a symlink in its path", setup: func(t *testing.T) string {
+			t.Helper()
 			base := t.TempDir()
 			if err := os.Mkdir(filepath.Join(base, "real"), 0o700); err != nil {
 				t.Fatal(err)
@@ -79,12 +85,15 @@ func TestCheckSocketDir(t *testing.T) {
 		}},
 		{name: "relative", euid: euid, want: "not an absolute, clean path", setup: func(*testing.T) string { return "run/toolgate" }},
 		{name: "unclean", euid: euid, want: "not an absolute, clean path", setup: func(t *testing.T) string {
+			t.Helper()
 			return privateDir(t) + "/../sock"
 		}},
 		{name: "missing", euid: euid, want: "no such file or directory", setup: func(t *testing.T) string {
+			t.Helper()
 			return filepath.Join(t.TempDir(), "absent")
 		}},
 		{name: "regular file", euid: euid, want: "is not a directory", setup: func(t *testing.T) string {
+			t.Helper()
 			f := filepath.Join(t.TempDir(), "file")
 			if err := os.WriteFile(f, nil, 0o700); err != nil {
 				t.Fatal(err)
@@ -122,11 +131,13 @@ func TestListenRefusesUnsafeDir(t *testing.T) {
 		want  string
 	}{
 		{name: "mode 0755", want: "has mode 0755; want 0700", addr: func(t *testing.T) string {
+			t.Helper()
 			d := privateDir(t)
 			chmod(t, d, 0o755)
 			return "unix://" + filepath.Join(d, "admin.sock")
 		}},
 		{name: "symlinked directory", want: "is a symlink", addr: func(t *testing.T) string {
+			t.Helper()
 			d := privateDir(t)
 			link := filepath.Join(filepath.Dir(d), "link")
 			symlink(t, d, link)
@@ -134,6 +145,7 @@ func TestListenRefusesUnsafeDir(t *testing.T) {
 		}},
 		{name: "relative", want: `socket path "rel/admin.sock" is relative`, addr: func(*testing.T) string { return "unix://rel/admin.sock" }},
 		{name: "other owner", want: "is owned by uid", geteu: func() int { return euid + 1 }, addr: func(t *testing.T) string {
+			t.Helper()
 			return "unix://" + filepath.Join(privateDir(t), "admin.sock")
 		}},
 	}
@@ -239,11 +251,12 @@ func TestListenRechecksDirOnEveryConnection(t *testing.T) {
 		refused string // substring of the logged reason; "" if served
 	}{
 		{name: "private", change: func(*testing.T) {}},
-		{name: "chmod 0755", change: func(t *testing.T) { chmod(t, dir, 0o755) }, refused: "has mode 0755; want 0700"},
-		{name: "chmod back", change: func(t *testing.T) { chmod(t, dir, 0o700) }},
+		{name: "chmod 0755", change: func(t *testing.T) { t.Helper(); chmod(t, dir, 0o755) }, refused: "has mode 0755; want 0700"},
+		{name: "chmod back", change: func(t *testing.T) { t.Helper(); chmod(t, dir, 0o700) }},
 		{name: "other owner", change: func(*testing.T) { euid.Add(1) }, refused: "is owned by uid"},
 		{name: "owner back", change: func(*testing.T) { euid.Add(-1) }},
 		{name: "directory swapped for a symlink", refused: "is a symlink", change: func(t *testing.T) {
+			t.Helper()
 			moved := dir + "-moved"
 			if err := os.Rename(dir, moved); err != nil {
 				t.Fatal(err)

@@ -105,7 +105,7 @@ func newEnv(t *testing.T) *env {
 	}
 	s := api.New(e.fake, authenticate, &api.Options{
 		Ready:   func(context.Context) error { return e.ready },
-		Metrics: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "toolgate_up 1\n") }),
+		Metrics: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "toolgate_up 1\n") }),
 		Now:     func() time.Time { return t0 },
 	})
 	e.srv = httptest.NewServer(s)

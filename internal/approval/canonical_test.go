@@ -237,6 +237,7 @@ func decodeStd(t *testing.T, doc []byte) any {
 }
 
 func fuzzSeeds(f *testing.F) {
+	f.Helper()
 	for _, s := range []string{
 		`{}`, `[]`, `null`, `0`, `-0`, `1.0`, `1E+2`, `"x"`,
 		`{"a":1,"b":{"x":1,"y":2}}`,

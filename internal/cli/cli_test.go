@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -523,7 +522,7 @@ func TestConnectionRefused(t *testing.T) {
 	ln.Close()
 	e := &env{vars: map[string]string{cli.EnvAddr: "http://" + addr, cli.EnvToken: "t"}}
 	code, _, errs := e.run(t, "list")
-	if code != 1 || !strings.Contains(errs, fmt.Sprintf("toolgate: GET /v1/approvals")) {
+	if code != 1 || !strings.Contains(errs, "toolgate: GET /v1/approvals") {
 		t.Errorf("exit %d, stderr %q", code, errs)
 	}
 }

@@ -18,7 +18,7 @@ func Check(path string, env Env) (cfg Config, problems, warnings []string) {
 	if err != nil {
 		return Config{}, []string{err.Error()}, nil
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: nothing to lose
 	cfg, errs, err := parseAll(f, env)
 	if err != nil {
 		return Config{}, []string{path + ": " + err.Error()}, nil

@@ -278,7 +278,7 @@ func LoadFile(path string, env Env) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("load config: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: nothing to lose
 	cfg, err := Load(f, env)
 	if err != nil {
 		return cfg, fmt.Errorf("load config %s:\n%w", path, err)

@@ -145,10 +145,10 @@ func (c Config) StdioPrincipal() approval.Principal {
 func (c Config) CheckTokenFiles(euid int) error {
 	var errs []error
 	for i, a := range c.Approvers {
-		if a.Token.TokenFile == "" {
+		if a.TokenFile == "" {
 			continue
 		}
-		if err := checkPrivateFile("token_file", a.Token.TokenFile, euid); err != nil {
+		if err := checkPrivateFile("token_file", a.TokenFile, euid); err != nil {
 			errs = append(errs, fmt.Errorf("approvers[%d] %q: %w", i, a.ID, err))
 		}
 	}

@@ -138,14 +138,14 @@ func (c Config) Validate() error {
 	for i, a := range c.Agents {
 		where := fmt.Sprintf("agents[%d]", i)
 		checkID(where, a.ID)
-		errs = append(errs, a.Token.validate(where)...)
+		errs = append(errs, a.validate(where)...)
 		errs = append(errs, validateGroups(where, a.Groups)...)
 	}
 	slackOwner := map[string]string{} // slack_user_id → where it was first defined
 	for i, a := range c.Approvers {
 		where := fmt.Sprintf("approvers[%d]", i)
 		checkID(where, a.ID)
-		errs = append(errs, a.Token.validate(where)...)
+		errs = append(errs, a.validate(where)...)
 		errs = append(errs, validateGroups(where, a.Groups)...)
 		if len(a.Roles) == 0 {
 			add("%s.roles: required (any of %s)", where, strings.Join(validRoles, ", "))

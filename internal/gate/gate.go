@@ -172,7 +172,7 @@ func New(s store.Store, p Evaluator, opts *Options) *Gate {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Now == nil {
-		o.Now = time.Now
+		o.Now = time.Now //nolint:forbidigo // the default of the injected clock
 	}
 	if o.Instance == "" {
 		id, _ := approval.NewID()
@@ -539,7 +539,7 @@ func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
 		return Admission{ApprovalID: id, Meta: approvalMeta(r), Message: "approval invalidated: " + r.Reason + "; nothing was run. Re-send to request a new approval."}
 	}
 	g.log.InfoContext(ctx, "approval consumed; dispatching", "approval", id, "server", c.Server, "tool", c.Tool)
-	stop := g.renewWhileDispatching(id)
+	stop := g.renewWhileDispatching(ctx, id)
 	return Admission{Allowed: true, ApprovalID: id, Arguments: out, finish: func(ctx context.Context, o approval.Outcome) {
 		stop()
 		g.recordOutcome(ctx, id, o)
@@ -547,8 +547,10 @@ func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
 }
 
 // renewWhileDispatching renews the dispatch lease of id until stop is called.
-func (g *Gate) renewWhileDispatching(id approval.ID) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
+func (g *Gate) renewWhileDispatching(ctx context.Context, id approval.ID) (stop func()) {
+	// The lease outlives the call's cancellation: it is renewed until the
+	// outcome is recorded, and stop ends it.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -275,7 +275,9 @@ func TestKeepAlivesWhileHeld(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	f.gate.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "", "")
+	if _, err := f.gate.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "", ""); err != nil {
+		t.Fatal(err)
+	}
 	if a := recv(t, ch); !a.Allowed {
 		t.Fatalf("%+v", a)
 	}
@@ -288,7 +290,9 @@ func TestPolicyTurnedToDenyInvalidates(t *testing.T) {
 	p := testPolicy(time.Minute)
 	p.Rules = append(p.Rules, policy.Rule{Name: "freeze", Server: "fs", Effect: policy.Deny})
 	f.pol.p.Store(p)
-	f.gate.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "", "")
+	if _, err := f.gate.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "", ""); err != nil {
+		t.Fatal(err)
+	}
 	a := recv(t, ch)
 	if a.Allowed || !strings.Contains(a.Message, "freeze") {
 		t.Fatalf("admission %+v, want refusal naming freeze", a)
@@ -339,7 +343,12 @@ func TestSweeperExpiresAbandonedRequests(t *testing.T) {
 	cancel(errors.New("client connection dropped")) // leaves it pending
 	runCtx, stop := context.WithCancel(t.Context())
 	done := make(chan struct{})
-	go func() { f.gate.Run(runCtx); close(done) }()
+	go func() {
+		if err := f.gate.Run(runCtx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		close(done)
+	}()
 	defer func() { stop(); <-done }()
 	for range 500 {
 		got, _ := f.db.GetRequest(t.Context(), r.ID)

@@ -157,7 +157,9 @@ func TestTwoLiveIdenticalCallsNeverShare(t *testing.T) {
 	if rs[0].ID == rs[1].ID {
 		t.Fatal("two live calls share one request")
 	}
-	f.gate.Review(t.Context(), rs[0].ID, alice, approval.VerdictApprove, "", "")
+	if _, err := f.gate.Review(t.Context(), rs[0].ID, alice, approval.VerdictApprove, "", ""); err != nil {
+		t.Fatal(err)
+	}
 	first := recv(t, a)
 	if !first.Allowed || first.ApprovalID != rs[0].ID {
 		t.Fatalf("first: %+v", first)
@@ -175,7 +177,9 @@ func TestArgumentsChangedAfterApprovalInvalidate(t *testing.T) { // case C11
 	c.Outgoing = func() json.RawMessage { return json.RawMessage(`{"path":"/pay","content":"x","dry_run":false}`) }
 	ch := admitAsync(t.Context(), f.gate, c)
 	r := waitPending(t, f.db, 1)[0]
-	f.gate.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "", "")
+	if _, err := f.gate.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "", ""); err != nil {
+		t.Fatal(err)
+	}
 	a := recv(t, ch)
 	if a.Allowed || !strings.Contains(a.Message, approval.ReasonArguments) {
 		t.Fatalf("admission %+v, want invalidated: %s", a, approval.ReasonArguments)
@@ -189,7 +193,9 @@ func TestArgumentsChangedAfterApprovalInvalidate(t *testing.T) { // case C11
 	c2.Outgoing = func() json.RawMessage { return json.RawMessage(`{ "content":"x", "path":"/ok" }`) }
 	ch = admitAsync(t.Context(), f.gate, c2)
 	r = waitPending(t, f.db, 1)[0]
-	f.gate.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "", "")
+	if _, err := f.gate.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "", ""); err != nil {
+		t.Fatal(err)
+	}
 	if a := recv(t, ch); !a.Allowed || string(a.Arguments) != `{ "content":"x", "path":"/ok" }` {
 		t.Fatalf("admission %+v", a)
 	}
@@ -225,7 +231,9 @@ func TestSweepMarksDispatchOutcomeUnknown(t *testing.T) {
 	f := newFixture(t, time.Minute, &Options{Lease: 150 * time.Millisecond, SweepInterval: 20 * time.Millisecond})
 	ch := admitAsync(t.Context(), f.gate, writeCall("/u"))
 	r := waitPending(t, f.db, 1)[0]
-	f.gate.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "", "")
+	if _, err := f.gate.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "", ""); err != nil {
+		t.Fatal(err)
+	}
 	a := recv(t, ch)
 	if !a.Allowed {
 		t.Fatalf("%+v", a)
@@ -233,7 +241,12 @@ func TestSweepMarksDispatchOutcomeUnknown(t *testing.T) {
 	// The process "dies" mid-dispatch: Finish never comes.
 	runCtx, stop := context.WithCancel(t.Context())
 	done := make(chan struct{})
-	go func() { f.gate.Run(runCtx); close(done) }()
+	go func() {
+		if err := f.gate.Run(runCtx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		close(done)
+	}()
 	defer func() { stop(); <-done }()
 	// Stop the renewer by taking the lease away, as a dead process would.
 	if _, err := f.db.UpdateRequest(t.Context(), r.ID, "test", func(cur *approval.Request) error {

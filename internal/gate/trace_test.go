@@ -16,7 +16,9 @@ func TestSpans(t *testing.T) {
 	f := newFixture(t, time.Minute, &Options{Tracer: tp.Tracer("test")})
 	ch := admitAsync(t.Context(), f.gate, writeCall("/s"))
 	r := waitPending(t, f.db, 1)[0]
-	f.gate.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "", "")
+	if _, err := f.gate.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "", ""); err != nil {
+		t.Fatal(err)
+	}
 	a := recv(t, ch)
 	if !a.Allowed {
 		t.Fatalf("%+v", a)
@@ -27,7 +29,7 @@ func TestSpans(t *testing.T) {
 	for _, s := range rec.Ended() {
 		m := map[string]string{}
 		for _, kv := range s.Attributes() {
-			m[string(kv.Key)] = kv.Value.Emit()
+			m[string(kv.Key)] = kv.Value.String()
 		}
 		attrs[s.Name()] = m
 	}

@@ -24,6 +24,7 @@ import (
 var benchArgs = json.RawMessage(`{"to":"acct-1","amount":5}`)
 
 func benchUpstream(b *testing.B) string {
+	b.Helper()
 	s := newUpstreamServer(nil)
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	b.Cleanup(ts.Close)
@@ -31,7 +32,8 @@ func benchUpstream(b *testing.B) string {
 }
 
 func benchConnect(b *testing.B, endpoint, token string) *mcp.ClientSession {
-	var rt http.RoundTripper = http.DefaultTransport
+	b.Helper()
+	rt := http.DefaultTransport
 	if token != "" {
 		rt = bearer{token: token, next: rt}
 	}
@@ -45,6 +47,7 @@ func benchConnect(b *testing.B, endpoint, token string) *mcp.ClientSession {
 }
 
 func benchCalls(b *testing.B, cs *mcp.ClientSession, name string) {
+	b.Helper()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {

@@ -162,6 +162,7 @@ func TestResultNumbersRaw(t *testing.T) {
 	}{
 		{name: "stdio", server: func(*testing.T) ServerConfig { return stdioServer("up") }},
 		{name: "http", server: func(t *testing.T) ServerConfig {
+			t.Helper()
 			return ServerConfig{Name: "up", URL: httpUpstream(t, newUpstreamServer(nil))}
 		}},
 	}
@@ -240,6 +241,7 @@ func TestLargeResults(t *testing.T) {
 	}{
 		{name: "stdio 5MiB", server: func(*testing.T) ServerConfig { return stdioServer("up") }, size: 5 << 20},
 		{name: "http 2MiB", server: func(t *testing.T) ServerConfig {
+			t.Helper()
 			return ServerConfig{Name: "up", URL: httpUpstream(t, newUpstreamServer(nil))}
 		}, size: 2 << 20},
 	}

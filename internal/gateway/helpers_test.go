@@ -190,7 +190,7 @@ func addUpstreamTools(s *mcp.Server, h *hooks) {
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			line := strings.Repeat("n", 1023) + "\n"
 			for range 256 { // 256 KiB, four times a pipe buffer
-				os.Stderr.WriteString(line)
+				_, _ = os.Stderr.WriteString(line)
 			}
 			return text("done"), nil
 		})

@@ -15,7 +15,13 @@ import (
 
 const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
 
-func post(t *testing.T, url, token, session, body string) (*http.Response, string) {
+// postResponse is what post read of a response (its body is closed).
+type postResponse struct {
+	StatusCode int
+	Header     http.Header
+}
+
+func post(t *testing.T, url, token, session, body string) (postResponse, string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
@@ -35,7 +41,7 @@ func post(t *testing.T, url, token, session, body string) (*http.Response, strin
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
+	return postResponse{StatusCode: resp.StatusCode, Header: resp.Header}, string(b)
 }
 
 func TestHTTPFront(t *testing.T) {

@@ -179,6 +179,7 @@ func TestProgressBurstBeforeResult(t *testing.T) {
 		up   func(t *testing.T) ServerConfig
 	}{
 		{name: "http", up: func(t *testing.T) ServerConfig {
+			t.Helper()
 			return ServerConfig{Name: "up", URL: httpUpstream(t, newUpstreamServer(nil))}
 		}},
 		{name: "stdio", up: func(*testing.T) ServerConfig { return stdioServer("up") }},

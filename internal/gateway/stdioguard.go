@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"sync"
 )
@@ -77,7 +78,7 @@ func (g *stdinGuard) readLine() ([]byte, error) {
 		} else {
 			over, line = true, nil
 		}
-		if err == bufio.ErrBufferFull {
+		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
 		if over {

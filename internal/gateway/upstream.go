@@ -215,7 +215,7 @@ func (u *upstream) connectWith(ctx context.Context, client *mcp.Client, owner *a
 	if err != nil {
 		_ = p.Close()
 		if xe := p.exitError(0); xe != nil {
-			err = fmt.Errorf("%w (%v)", err, xe)
+			err = fmt.Errorf("%w (%w)", err, xe)
 		}
 		return nil, fmt.Errorf("initialize %s: %w", u.cfg.Command, err)
 	}
@@ -318,7 +318,9 @@ func (u *upstream) waitDown(ctx context.Context, c *upConn) (err error, reset bo
 			return err, errors.Is(err, mcp.ErrSessionMissing)
 		case <-ctx.Done():
 			c.close()
-			<-ended
+			if err := <-ended; err != nil {
+				u.log.DebugContext(ctx, "upstream session ended on shutdown", "err", err)
+			}
 			return nil, false
 		case <-u.resetCh:
 			u.mu.Lock()
@@ -373,7 +375,7 @@ func (u *upstream) session() (*upConn, error) {
 	if u.conn != nil {
 		return u.conn, nil
 	}
-	return nil, fmt.Errorf("upstream %q is not connected: %v", u.name, u.downErr)
+	return nil, fmt.Errorf("upstream %q is not connected: %w", u.name, u.downErr)
 }
 
 func (u *upstream) ready() error {

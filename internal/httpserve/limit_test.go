@@ -109,6 +109,7 @@ func TestCapWithServer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("refused connection: %v", err)
 	}
+	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("refused connection got %d %v, want 503 with Retry-After", resp.StatusCode, resp.Header)
 	}
@@ -178,8 +179,12 @@ func TestLimitOrder(t *testing.T) {
 		acceptErr <- err
 	}()
 	resp, err := http.ReadResponse(bufio.NewReader(f), nil)
-	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
-		t.Fatalf("f: %v %v, want 503", resp, err)
+	if err != nil {
+		t.Fatalf("f: %v, want 503", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("f: %d, want 503", resp.StatusCode)
 	}
 	// Closing a frees a place: the next connection is accepted.
 	if err := a.server.Close(); err != nil {
@@ -206,6 +211,7 @@ func readOK(t *testing.T, r *bufio.Reader, who string) {
 	if err != nil {
 		t.Fatalf("%s: read response: %v", who, err)
 	}
+	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 || string(b) != "ok "+who {
 		t.Fatalf("%s: got %d %q", who, resp.StatusCode, b)

@@ -103,6 +103,7 @@ func TestHeldRequestOutlivesReadTimeout(t *testing.T) {
 		if err != nil {
 			t.Fatalf("read response: %v", err)
 		}
+		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
 		if err := <-ctxErr; err != nil {
 			t.Errorf("request context after a minute held: %v, want alive", err)
@@ -121,7 +122,9 @@ func TestGetWithoutBodyHasNoReadDeadline(t *testing.T) {
 		ctxErr := make(chan error, 1)
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusOK)
-			http.NewResponseController(w).Flush()
+			if err := http.NewResponseController(w).Flush(); err != nil {
+				t.Errorf("flush: %v", err)
+			}
 			<-release
 			ctxErr <- r.Context().Err()
 		})
@@ -193,6 +196,7 @@ func TestIdleConnectionClosed(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _ = io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
 		start = time.Now()
 		if _, err := br.ReadByte(); err == nil {
 			t.Fatal("an idle connection got data")

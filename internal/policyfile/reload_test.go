@@ -150,7 +150,9 @@ func TestReload(t *testing.T) {
 	if err := f.r.Reload(t.Context()); err == nil {
 		t.Error("Reload(syntax error) = nil")
 	}
-	os.Remove(f.path)
+	if err := os.Remove(f.path); err != nil {
+		t.Fatal(err)
+	}
 	if err := f.r.Reload(t.Context()); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Reload(missing) = %v, want ErrNotExist", err)
 	}
@@ -241,7 +243,9 @@ func TestChanged(t *testing.T) {
 	if ch, _ := f.r.Changed(); ch {
 		t.Errorf("Changed after a failed Reload of the same content")
 	}
-	os.Remove(f.path)
+	if err := os.Remove(f.path); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := f.r.Changed(); err == nil {
 		t.Errorf("Changed on a missing file: no error")
 	}
