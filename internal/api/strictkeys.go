@@ -5,6 +5,7 @@ import (
 	"encoding"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -64,15 +65,15 @@ func walkKeys(v any, t reflect.Type, path string) error {
 				elem = t.Elem()
 			}
 		}
-		for _, k := range sortedKeys(x) {
+		for _, k := range slices.Sorted(maps.Keys(x)) {
 			ft := elem
 			if fields != nil {
 				var ok bool
 				if ft, ok = fields[k]; !ok {
-					return fmt.Errorf("unknown key %q%s (want one of: %s; keys are case-sensitive)", k, at(path), strings.Join(sortedKeys(fields), ", "))
+					return fmt.Errorf("unknown key %q%s (want one of: %s; keys are case-sensitive)", k, at(path), strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
 				}
 			}
-			if err := walkKeys(x[k], ft, join(path, k)); err != nil {
+			if err := walkKeys(x[k], ft, child(path, k)); err != nil {
 				return err
 			}
 		}
@@ -94,7 +95,7 @@ func walkKeys(v any, t reflect.Type, path string) error {
 // folding.
 func foldDuplicates(m map[string]any, path string) error {
 	seen := make(map[string]string, len(m))
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		f := foldKey(k)
 		if prev, dup := seen[f]; dup {
 			return fmt.Errorf("keys %q and %q%s differ only in case", prev, k, at(path))
@@ -159,26 +160,18 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 	return out
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
 // at says where a key is: "" at the top, " in <path>" below.
 func at(path string) string {
 	if path == "" {
 		return ""
 	}
 	return " in " + path
+}
+
+// child is the path of key k under path.
+func child(path, k string) string {
+	if path == "" {
+		return k
+	}
+	return path + "." + k
 }
