@@ -15,7 +15,7 @@ import (
 	"toolgate/internal/telemetry"
 )
 
-// listener is one open HTTP listener with its handler.
+// listener is one open HTTP listener with, once attached, its handler.
 type listener struct {
 	name string // "mcp" or "admin"
 	url  string // what the ready file says
@@ -44,21 +44,17 @@ func (l *listeners) ready() map[string]string {
 	return out
 }
 
-// openListeners opens the agent and admin listeners that are on and builds
-// their handlers. On error it closes what it opened.
-func openListeners(ctx context.Context, cfg config.Config, f serveFlags, p plan, c *core, log *slog.Logger) (_ *listeners, err error) {
+// bindListeners opens the agent and admin listeners that are on, first of
+// all, so that an address in use fails the start before the store opens
+// or an upstream starts. Connections wait in the backlog until serving
+// starts. On error it closes what it opened.
+func bindListeners(ctx context.Context, p plan, log *slog.Logger) (_ *listeners, err error) {
 	lns := &listeners{}
 	defer func() {
 		if err != nil {
 			lns.close()
 		}
 	}()
-	base := httpserve.Options{
-		Logger:            log,
-		ReadHeaderTimeout: cfg.Listen.ReadHeaderTimeout,
-		IdleTimeout:       cfg.Listen.IdleTimeout,
-		BeforeShutdown:    c.gate.Stop, // end held calls first, so draining is quick
-	}
 	if p.mcpAddr != "" {
 		var nlc net.ListenConfig
 		ln, err := nlc.Listen(ctx, "tcp", p.mcpAddr)
@@ -66,24 +62,6 @@ func openListeners(ctx context.Context, cfg config.Config, f serveFlags, p plan,
 			return nil, fmt.Errorf("listen.mcp: %w", err)
 		}
 		lns.list = append(lns.list, listener{name: "mcp", url: "http://" + ln.Addr().String() + "/mcp", ln: ln})
-		var auth gateway.Authenticator
-		if !f.insecureNoAuth {
-			auth = agentAuth(ctx, p.creds, c.db)
-		}
-		mcpH, err := c.gw.Handler(auth, &gateway.HTTPOptions{InsecureNoAuth: f.insecureNoAuth, ListenAddr: ln.Addr().String(), MaxBody: mcpMaxBody})
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errUsage, err)
-		}
-		// Next to /mcp: the agents' own session API (child sessions,
-		// authenticated by a session token).
-		mux := http.NewServeMux()
-		mux.Handle("/", mcpH)
-		mux.Handle("/v1/", api.NewAgentSessions(c.gate, api.AgentAuthenticator(auth), &api.Options{Logger: log, SessionsChanged: c.gw.SessionsChanged}))
-		o := base
-		o.Name, o.MaxConns = "mcp", p.caps.mcp
-		o.ReadTimeout = readTimeout(cfg.Listen.ReadHeaderTimeout, mcpMaxBody)
-		o.OnShed = func(how string) { c.metrics.ConnectionShed("mcp", how) }
-		lns.list[len(lns.list)-1].h, lns.list[len(lns.list)-1].opts = mux, o
 	}
 	if p.adminAddr != "" {
 		lc := &api.ListenConfig{Logger: log}
@@ -97,23 +75,59 @@ func openListeners(ctx context.Context, cfg config.Config, f serveFlags, p plan,
 		if ln.Addr().Network() == "tcp" {
 			url = "http://" + ln.Addr().String()
 		}
-		h := api.New(c.gate, approverAuth(p.creds), &api.Options{
-			Logger: log, Metrics: telemetry.Handler(c.reg), Sessions: c.gate, SessionsChanged: c.gw.SessionsChanged, Policies: policiesAPI(c.policies),
-			Explain: &liveExplainer{holder: c.holder, cfg: cfg, ann: c.cat.annotations(cfg)},
-			Ready: func(ctx context.Context) error {
-				if err := c.gate.Ready(ctx); err != nil {
-					return err
-				}
-				return c.gw.Ready()
-			},
-		})
-		o := base
-		o.Name, o.MaxConns = "admin", p.caps.admin
-		o.ReadTimeout = adminReadTimeout(cfg.Listen.ReadHeaderTimeout)
-		o.OnShed = func(how string) { c.metrics.ConnectionShed("admin", how) }
-		// Slack's interaction endpoint (when configured) sits in front of
-		// the API; it authenticates by Slack's signature.
-		lns.list = append(lns.list, listener{name: "admin", url: url, ln: ln, h: c.notes.handler(h), opts: o})
+		lns.list = append(lns.list, listener{name: "admin", url: url, ln: ln})
 	}
 	return lns, nil
+}
+
+// attach builds each listener's handler and serving options over the core.
+func (l *listeners) attach(ctx context.Context, cfg config.Config, f serveFlags, p plan, c *core, log *slog.Logger) error {
+	base := httpserve.Options{
+		Logger:            log,
+		ReadHeaderTimeout: cfg.Listen.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Listen.IdleTimeout,
+		BeforeShutdown:    c.gate.Stop, // end held calls first, so draining is quick
+	}
+	for i := range l.list {
+		x := &l.list[i]
+		x.opts = base
+		x.opts.Name = x.name
+		x.opts.OnShed = func(how string) { c.metrics.ConnectionShed(x.name, how) }
+		switch x.name {
+		case "mcp":
+			var auth gateway.Authenticator
+			if !f.insecureNoAuth {
+				auth = agentAuth(ctx, p.creds, c.db)
+			}
+			mcpH, err := c.gw.Handler(auth, &gateway.HTTPOptions{InsecureNoAuth: f.insecureNoAuth, ListenAddr: x.ln.Addr().String(), MaxBody: mcpMaxBody})
+			if err != nil {
+				return fmt.Errorf("%w: %w", errUsage, err)
+			}
+			// Next to /mcp: the agents' own session API (child sessions,
+			// authenticated by a session token).
+			mux := http.NewServeMux()
+			mux.Handle("/", mcpH)
+			mux.Handle("/v1/", api.NewAgentSessions(c.gate, api.AgentAuthenticator(auth), &api.Options{Logger: log, SessionsChanged: c.gw.SessionsChanged}))
+			x.h = mux
+			x.opts.MaxConns = p.caps.mcp
+			x.opts.ReadTimeout = readTimeout(cfg.Listen.ReadHeaderTimeout, mcpMaxBody)
+		case "admin":
+			x.h = api.New(c.gate, approverAuth(p.creds), &api.Options{
+				Logger: log, Metrics: telemetry.Handler(c.reg), Sessions: c.gate, SessionsChanged: c.gw.SessionsChanged, Policies: policiesAPI(c.policies),
+				Explain: &liveExplainer{holder: c.holder, cfg: cfg, ann: c.cat.annotations(cfg)},
+				Ready: func(ctx context.Context) error {
+					if err := c.gate.Ready(ctx); err != nil {
+						return err
+					}
+					return c.gw.Ready()
+				},
+			})
+			// Slack's interaction endpoint (when configured) sits in front
+			// of the API; it authenticates by Slack's signature.
+			x.h = c.notes.handler(x.h)
+			x.opts.MaxConns = p.caps.admin
+			x.opts.ReadTimeout = adminReadTimeout(cfg.Listen.ReadHeaderTimeout)
+		}
+	}
+	return nil
 }

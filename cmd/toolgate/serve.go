@@ -115,15 +115,18 @@ func serveWith(ctx context.Context, args []string, sio serveIO) error {
 	// SIGHUP reloads the policy (reload.go) and must not end the process.
 	hup := notifyHUP()
 	td.add(func() { signal.Stop(hup) })
-	c, err := startCore(ctx, cfg, f, p, log, &td)
-	if err != nil {
-		return err
-	}
-	lns, err := openListeners(ctx, cfg, f, p, c, log)
+	lns, err := bindListeners(ctx, p, log)
 	if err != nil {
 		return err
 	}
 	td.add(lns.close)
+	c, err := startCore(ctx, cfg, f, p, log, &td)
+	if err != nil {
+		return err
+	}
+	if err := lns.attach(ctx, cfg, f, p, c, log); err != nil {
+		return err
+	}
 	for _, l := range lns.list {
 		log.Info("listening", "listener", l.name, "url", l.url, "max_conns", l.opts.MaxConns)
 	}
