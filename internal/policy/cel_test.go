@@ -7,23 +7,23 @@ import (
 )
 
 // mustCompile compiles p after checking that it validates.
-func mustCompile(t testing.TB, p *Policy) *Evaluator {
-	t.Helper()
+func mustCompile(tb testing.TB, p *Policy) *Evaluator {
+	tb.Helper()
 	if errs := p.Validate(); errs != nil {
-		t.Fatalf("Validate: %v", errs)
+		tb.Fatalf("Validate: %v", errs)
 	}
 	e, err := Compile(p)
 	if err != nil {
-		t.Fatalf("Compile: %v", err)
+		tb.Fatalf("Compile: %v", err)
 	}
 	return e
 }
 
-func eval(t testing.TB, e *Evaluator, c Call) Decision {
-	t.Helper()
+func eval(tb testing.TB, e *Evaluator, c Call) Decision {
+	tb.Helper()
 	d, err := e.Evaluate(c)
 	if err != nil {
-		t.Fatalf("Evaluate: %v", err)
+		tb.Fatalf("Evaluate: %v", err)
 	}
 	return d
 }
