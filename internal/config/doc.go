@@ -9,7 +9,10 @@
 // [Config.Validate] reports every problem at once. [Config.Warnings] lists
 // valid but suspicious settings, such as approvers lists that no
 // configured approver satisfies. [Check] does all of this for `toolgate
-// policy check FILE`, one line per problem.
+// policy check FILE`, one line per problem; cmd then runs the checks of
+// serve that need the environment (token sources, secrets kept from
+// upstreams: [Config.Secrets], [Config.UpstreamEnvs]) with the same
+// function serve uses.
 //
 // Secrets never appear in the file: agent and approver tokens are named by
 // token_env, token_file or token_sha256 and resolved at serve time by
