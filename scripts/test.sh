@@ -271,7 +271,9 @@ if [[ "$skip_lint" != 1 ]]; then
 	step_end
 
 	step_begin "golangci-lint"
-	"$(tool_path golangci-lint "$golangci_version")" run ./...
+	# Several checkouts on one machine share golangci-lint's cache: wait for its lock rather
+	# than fail.
+	"$(tool_path golangci-lint "$golangci_version")" run --allow-serial-runners ./...
 	step_end
 fi
 
