@@ -100,6 +100,20 @@ approvers:
 			want: "token_env CMD_TEST_AGENT_TOKEN is empty",
 		},
 		{
+			name: "notification secret unset",
+			env:  map[string]string{"CMD_TEST_HOOK_SECRET": "hook-secret-0123456789"},
+			cfg:  listen + principals + "notify:\n  channels:\n    - { name: ops, type: webhook, url_env: CMD_TEST_HOOK_URL, secret_env: CMD_TEST_HOOK_SECRET }\n",
+			want: `notify.channels[0] "ops": url_env CMD_TEST_HOOK_URL is not set`,
+		},
+		{
+			name: "passthrough of a notification URL's copy",
+			cfg: listen + stdio("    env_passthrough: [COPY]\n") + principals +
+				"notify:\n  channels:\n    - { name: ops, type: webhook, url_env: CMD_TEST_HOOK_URL, secret_env: CMD_TEST_HOOK_SECRET }\n",
+			env: map[string]string{"CMD_TEST_HOOK_URL": "https://hooks.example/T0/secret-path-42", "CMD_TEST_HOOK_SECRET": "hook-secret-0123456789",
+				"COPY": "https://hooks.example/T0/secret-path-42"},
+			want: `servers.up.env_passthrough: the value of COPY is the url of notify.channels[0] "ops"`,
+		},
+		{
 			name: "socket directory not private",
 			cfg:  "listen: { mcp: 127.0.0.1:0, admin: \"unix://" + socketDir + "/admin.sock\" }\nstorage: { path: DB }\n" + principals,
 			want: "has mode 0755; want 0700",

@@ -53,8 +53,9 @@ type plan struct {
 }
 
 // preflight runs every check serve makes before it opens anything, on a
-// config that loaded (so Validate passed): approver token files private to
-// the service user, every token resolvable, a safe admin socket directory,
+// config that loaded (so Validate passed): approver and notification
+// secret files private to the service user, every token and notification
+// secret resolvable, a safe admin socket directory,
 // an approver for every approve rule (unless approvals.allow_no_approvers),
 // tokens for each listener that is on (--dev mints them), --insecure-no-auth
 // only on loopback, and stdio upstreams' environments free of toolgate's
@@ -76,6 +77,11 @@ func preflight(cfg config.Config, f serveFlags, sys system) (plan, error) {
 	creds, err := cfg.Tokens(sys.lookupEnv, sys.readFile)
 	if err != nil {
 		errs = append(errs, err)
+	}
+	// The notification channels' secrets are read again when the outbox
+	// starts; a missing one is refused here first.
+	if _, nerr := cfg.NotifySecrets(sys.lookupEnv, sys.readFile); nerr != nil {
+		errs = append(errs, nerr)
 	}
 	p.creds = creds
 	// A Unix admin socket's directory is checked now and on every

@@ -83,6 +83,7 @@ func (s *Secrets) Name(name string) (what string, ok bool) {
 //   - every agent's and approver's token_env;
 //   - every variable referenced with ${VAR} in storage.dsn or in a value of
 //     servers.<name>.headers;
+//   - every notification channel's url_env, secret_env and token_env;
 //   - TOOLGATE_TOKEN, OTEL_EXPORTER_OTLP_HEADERS and
 //     OTEL_EXPORTER_OTLP_TRACES_HEADERS, and PGPASSWORD when storage.driver
 //     is postgres.
@@ -93,6 +94,13 @@ func (c Config) secretNames() map[string]string {
 	}
 	for v, where := range c.Refs.Secret {
 		names[v] = "a credential of toolgate (referenced by " + where + ")"
+	}
+	for i, ch := range c.Notify.Channels {
+		for _, n := range []struct{ key, name string }{{"url", ch.URLEnv}, {"secret", ch.SecretEnv}, {"token", ch.TokenEnv}} {
+			if n.name != "" {
+				names[n.name] = fmt.Sprintf("the %s of notify.channels[%d] %q", n.key, i, ch.Name)
+			}
+		}
 	}
 	maps.Copy(names, c.tokenEnvNames())
 	return names
@@ -125,6 +133,9 @@ func (c Config) tokenEnvNames() map[string]string {
 //     contents trimmed of surrounding white space);
 //   - storage.dsn and the password in it, when it is set;
 //   - every servers.<name>.headers value that references a ${VAR};
+//   - every notification channel's URL (which often carries a credential),
+//     signing secret and token, from its *_env or *_file, when all of
+//     them can be read (else serve refuses to start anyway);
 //   - the value of every variable secretNames lists.
 //
 // serve adds nothing for --dev tokens: they are minted in memory after the
@@ -161,6 +172,14 @@ func (c Config) Secrets(env Env, readFile func(string) ([]byte, error)) *Secrets
 			if c.Refs.Headers[path] {
 				s.AddValue(v, "the value of "+path)
 			}
+		}
+	}
+	if notes, err := c.NotifySecrets(env, readFile); err == nil {
+		for i, n := range notes {
+			where := fmt.Sprintf("notify.channels[%d] %q", i, c.Notify.Channels[i].Name)
+			s.AddValue(n.URL, "the url of "+where)
+			s.AddValue(n.Secret, "the secret of "+where)
+			s.AddValue(n.Token, "the token of "+where)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.names)) {

@@ -91,12 +91,27 @@ func TestUpstreamEnvsDropsSecretBaseVariables(t *testing.T) {
 	}
 }
 
+// notifyChannel adds a webhook notification channel whose URL and
+// signing secret come from HOOK_URL and HOOK_SECRET.
+const notifyChannel = `
+notify:
+  channels:
+    - { name: ops, type: webhook, url_env: HOOK_URL, secret_env: HOOK_SECRET }
+`
+
 func TestUpstreamEnvsRefusesSecrets(t *testing.T) {
 	tests := []struct {
 		name, old, new string
+		extra          string // appended to the config
 		env            map[string]string
 		want           string
 	}{
+		{name: "env holds a webhook URL", old: "GREETING: hello", new: `GREETING: "https://hooks.example/T0/B0/s3cr3t-path-0123"`, extra: notifyChannel,
+			env:  map[string]string{"HOOK_URL": "https://hooks.example/T0/B0/s3cr3t-path-0123", "HOOK_SECRET": "hook-signing-secret-0123456789"},
+			want: `servers.sh.env.GREETING: the value is the url of notify.channels[0] "ops"`},
+		{name: "passthrough value is a webhook secret", extra: notifyChannel,
+			env:  map[string]string{"EDITOR": "hook-signing-secret-0123456789", "HOOK_URL": "https://hooks.example/x", "HOOK_SECRET": "hook-signing-secret-0123456789"},
+			want: `servers.sh.env_passthrough: the value of EDITOR is the secret of notify.channels[0] "ops"`},
 		{name: "env equals a token_env token", old: "GREETING: hello", new: "GREETING: agent-token-abcdef0123456789",
 			want: `servers.sh.env.GREETING: the value is the token of agents[0] "desktop"`},
 		{name: "env equals a token file", old: "GREETING: hello", new: "GREETING: alice-file-token-0123456789",
@@ -116,6 +131,7 @@ func TestUpstreamEnvsRefusesSecrets(t *testing.T) {
 			if tt.old != "" {
 				text = strings.Replace(text, tt.old, tt.new, 1)
 			}
+			text += tt.extra
 			cfg, env, secrets := envFixture(t, text, tt.env)
 			_, _, err := cfg.UpstreamEnvs(environ(env), secrets)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -135,6 +151,7 @@ func TestUpstreamEnvsRefusesSecrets(t *testing.T) {
 func TestValidateServerEnv(t *testing.T) {
 	tests := []struct {
 		name, old, new string
+		extra          string // appended to the config
 		want           string
 	}{
 		{name: "env sets a token variable", old: "GREETING: hello", new: "AGENT_TOKEN: x",
@@ -153,6 +170,8 @@ func TestValidateServerEnv(t *testing.T) {
 			want: `servers.sh.env_passthrough: PGPASSWORD holds toolgate's Postgres password`},
 		{name: "passthrough of the CLI token", old: "[EDITOR, NOT_SET]", new: "[TOOLGATE_TOKEN]",
 			want: `servers.sh.env_passthrough: TOOLGATE_TOKEN holds the approver token of the toolgate CLI`},
+		{name: "passthrough of a notification secret", old: "[EDITOR, NOT_SET]", new: "[HOOK_SECRET]", extra: notifyChannel,
+			want: `servers.sh.env_passthrough: HOOK_SECRET holds the secret of notify.channels[0] "ops"`},
 		{name: "passthrough not a name", old: "[EDITOR, NOT_SET]", new: `["A-B"]`,
 			want: `servers.sh.env_passthrough[0] "A-B": not a variable name`},
 		{name: "passthrough twice", old: "[EDITOR, NOT_SET]", new: "[EDITOR, EDITOR]",
@@ -164,7 +183,7 @@ func TestValidateServerEnv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			text := strings.Replace(envConfig, tt.old, tt.new, 1)
+			text := strings.Replace(envConfig, tt.old, tt.new, 1) + tt.extra
 			_, err := Load(strings.NewReader(text), MapEnv(map[string]string{
 				"DATABASE_URL": "postgres://x", "PAY_TOKEN": "p", "AGENT_TOKEN": "a",
 			}))
