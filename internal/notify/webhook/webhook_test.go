@@ -235,23 +235,23 @@ func TestVerify(t *testing.T) {
 }
 
 func TestRetryAfter(t *testing.T) {
-	resp := func(status int, v string) *http.Response {
-		return &http.Response{StatusCode: status, Header: http.Header{"Retry-After": {v}}}
-	}
 	for _, c := range []struct {
-		r    *http.Response
-		want time.Duration
-		ok   bool
+		status int
+		value  string
+		want   time.Duration
+		ok     bool
 	}{
-		{resp(429, "12"), 12 * time.Second, true},
-		{resp(503, "0"), 0, true},
-		{resp(503, "86400"), time.Hour, true},
-		{resp(500, "12"), 0, false},
-		{resp(429, "soon"), 0, false},
-		{resp(429, ""), 0, false},
+		{429, "12", 12 * time.Second, true},
+		{503, "0", 0, true},
+		{503, "86400", time.Hour, true},
+		{500, "12", 0, false},
+		{429, "soon", 0, false},
+		{429, "", 0, false},
 	} {
-		if d, ok := RetryAfter(c.r); d != c.want || ok != c.ok {
-			t.Errorf("RetryAfter(%d, %q) = %v, %v; want %v, %v", c.r.StatusCode, c.r.Header.Get("Retry-After"), d, ok, c.want, c.ok)
+		r := &http.Response{StatusCode: c.status, Header: http.Header{"Retry-After": {c.value}}, Body: http.NoBody}
+		if d, ok := RetryAfter(r); d != c.want || ok != c.ok {
+			t.Errorf("RetryAfter(%d, %q) = %v, %v; want %v, %v", c.status, c.value, d, ok, c.want, c.ok)
 		}
+		_ = r.Body.Close()
 	}
 }
