@@ -13,9 +13,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// everythingServer returns a servers: entry running the npm everything
+// everythingServerWith returns a servers: entry running the npm everything
 // server as "ev", with extra lines (indented four spaces) appended.
-func everythingServer(t *testing.T, extra string) string {
+func everythingServerWith(t *testing.T, extra string) string {
 	t.Helper()
 	n := findNPM(t)
 	return `
@@ -43,7 +43,7 @@ func TestUpstreamEnvironmentHoldsNoSecrets(t *testing.T) {
 	cfg := `
 listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }
 storage: { driver: sqlite, path: ` + q(filepath.Join(dir, "toolgate.db")) + ` }
-` + principals + everythingServer(t, `    env: { GREETING: hello }
+` + principals + everythingServerWith(t, `    env: { GREETING: hello }
     env_passthrough: [E2E_PASSED]
 `) + `
 policy:
@@ -133,7 +133,7 @@ func TestEnvSecretRefused(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			cfg := gatewayConfig(filepath.Join(dir, "toolgate.db"), everythingServer(t, tt.extra))
+			cfg := gatewayConfig(filepath.Join(dir, "toolgate.db"), everythingServerWith(t, tt.extra))
 			env := map[string]string{"COPY": agentToken}
 			code, stderr := refuseToStart(t, cfg, env)
 			if code != 2 || !strings.Contains(stderr, tt.want) {

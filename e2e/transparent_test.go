@@ -133,6 +133,7 @@ func (g *gw) connectCapable(t *testing.T, token, who string, l *agentLog) *mcp.C
 // everythingServer is a servers: section with the npm everything server
 // over stdio as "ev".
 func everythingServer(t *testing.T, n npm) string {
+	t.Helper()
 	return `
 servers:
   ev:
@@ -365,9 +366,11 @@ func TestTwoAgentsEachGetTheirOwn(t *testing.T) {
 		servers func(t *testing.T) string
 	}{
 		{"stdio", func(t *testing.T) string {
+			t.Helper()
 			return upstreamServer(filepath.Join(t.TempDir(), "record.log"))
 		}},
 		{"http", func(t *testing.T) string {
+			t.Helper()
 			u, _ := startHTTPUpstream(t)
 			return "\nservers:\n  t:\n    url: " + q(u) + "\n"
 		}},

@@ -125,10 +125,11 @@ func newFeatureServer(tag string, h *featureHooks) *mcp.Server {
 		asyncOut  string
 	)
 	s.AddTool(&mcp.Tool{Name: "roots_async", InputSchema: objectSchema},
-		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			ss := req.Session
 			go func() {
-				res, err := ss.ListRoots(context.Background(), nil)
+				// The call has returned: the question outlives it.
+				res, err := ss.ListRoots(context.WithoutCancel(ctx), nil)
 				asyncMu.Lock()
 				defer asyncMu.Unlock()
 				if err != nil {

@@ -136,7 +136,7 @@ func (c *captureConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			case r.Method == methodProgress && c.routes != nil:
 				c.routes.relayWire(r.Params)
 			case r.Method == methodLog && c.up != nil:
-				c.up.routeLog(c.inflightOrigin(), c.owner, r.Params)
+				c.up.routeLog(ctx, c.inflightOrigin(), c.owner, r.Params)
 				continue // handled: the SDK does not see it
 			}
 		}

@@ -206,10 +206,10 @@ func (o *origin) ask(ctx context.Context, method string, params mcp.Params, urlI
 // notifications/message read off the wire): to the agent request o it
 // belongs to, else to the agent session that owns the upstream session
 // (ac), else to toolgate's log. It never blocks the upstream's reader.
-func (u *upstream) routeLog(o *origin, ac *agentConn, params json.RawMessage) {
+func (u *upstream) routeLog(ctx context.Context, o *origin, ac *agentConn, params json.RawMessage) {
 	var p mcp.LoggingMessageParams
 	if err := json.Unmarshal(params, &p); err != nil {
-		u.log.Warn("upstream log message does not parse; dropped", "err", err)
+		u.log.WarnContext(ctx, "upstream log message does not parse; dropped", "err", err)
 		return
 	}
 	if o != nil && o.sendLog(&p) {
@@ -218,7 +218,7 @@ func (u *upstream) routeLog(o *origin, ac *agentConn, params json.RawMessage) {
 	if ac != nil && ac.sendLog(&p) {
 		return
 	}
-	u.logMessage(&p)
+	u.logMessage(ctx, &p)
 }
 
 // elicitationComplete forwards notifications/elicitation/complete to the

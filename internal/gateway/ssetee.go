@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 )
@@ -162,7 +163,8 @@ func (t *sseTee) endEvent() []byte {
 		}
 	case len(m.ID) == 0 && m.Method == methodLog:
 		if t.up != nil {
-			t.up.routeLog(t.origin, t.owner, m.Params)
+			// A response body's reader has no context of its own.
+			t.up.routeLog(context.Background(), t.origin, t.owner, m.Params)
 			return withoutData(t.event)
 		}
 	case len(m.ID) > 0 && t.up != nil:

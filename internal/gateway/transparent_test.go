@@ -220,10 +220,12 @@ func TestServerRequestsReachTheirAgent(t *testing.T) {
 		cfg  func(t *testing.T) ServerConfig
 	}{
 		{"http shared", func(t *testing.T) ServerConfig {
+			t.Helper()
 			return ServerConfig{Name: "up", URL: httpUpstream(t, newFeatureServer("http", nil))}
 		}},
-		{"stdio per agent", func(t *testing.T) ServerConfig { return featureStdio("up") }},
+		{"stdio per agent", func(t *testing.T) ServerConfig { t.Helper(); return featureStdio("up") }},
 		{"http per agent", func(t *testing.T) ServerConfig {
+			t.Helper()
 			return ServerConfig{Name: "up", URL: httpUpstream(t, newFeatureServer("http", nil)), Sessions: SessionsPerAgent}
 		}},
 	} {

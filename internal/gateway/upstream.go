@@ -168,8 +168,8 @@ func (u *upstream) newClient() *mcp.Client {
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			g.routes.relay(req.Params)
 		},
-		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
-			u.logMessage(req.Params)
+		LoggingMessageHandler: func(ctx context.Context, req *mcp.LoggingMessageRequest) {
+			u.logMessage(ctx, req.Params)
 		},
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	})
@@ -486,7 +486,9 @@ func (u *upstream) setLogging(ctx context.Context, c *upConn) {
 	u.setLoggingLevel(ctx, c, u.g.levels.shared())
 }
 
-func (u *upstream) logMessage(p *mcp.LoggingMessageParams) {
+// logMessage writes an upstream's log message to toolgate's log; ctx is
+// the reader's (it carries no deadline that matters here).
+func (u *upstream) logMessage(ctx context.Context, p *mcp.LoggingMessageParams) {
 	if p == nil {
 		return
 	}
@@ -500,7 +502,7 @@ func (u *upstream) logMessage(p *mcp.LoggingMessageParams) {
 	default: // error, critical, alert, emergency
 		level = slog.LevelError
 	}
-	u.log.Log(context.Background(), level, "upstream log", "logger", p.Logger, "data", p.Data)
+	u.log.Log(ctx, level, "upstream log", "logger", p.Logger, "data", p.Data)
 }
 
 // call sends tools/call tool with the raw argument bytes args upstream and
