@@ -34,6 +34,8 @@ func (c *lazyCatalog) annotations(cfg config.Config) func(server, tool string) *
 // liveExplainer serves POST /v1/policy/explain: the policy in force, the
 // principal's groups from the config, the tool's annotations from the live
 // catalog unless the request gives them (both only for trusted servers).
+// For a caller with a tenant, an agent of another tenant is explained as an
+// unknown id (no groups, tenant or on_behalf_of), as api.ExplainBody says.
 type liveExplainer struct {
 	holder *policy.Holder
 	cfg    config.Config
@@ -45,5 +47,9 @@ func (x *liveExplainer) Explain(_ context.Context, b api.ExplainBody) (policy.Ex
 	if ann == nil {
 		ann = x.ann(b.Server, b.Tool)
 	}
-	return x.holder.Explain(x.cfg.PolicyCall(b.Server, b.Tool, b.Arguments, b.Principal, ann))
+	call := x.cfg.PolicyCall(b.Server, b.Tool, b.Arguments, b.Principal, ann)
+	if b.Tenant != "" && call.Principal.Tenant != b.Tenant {
+		call.Principal = policy.Principal{ID: b.Principal}
+	}
+	return x.holder.Explain(call)
 }

@@ -27,21 +27,26 @@ var ErrExplainInput = errors.New("invalid explain request")
 // unknown id is explained with none); absent means no principal.
 // Annotations, when given, replace the tool's declared annotations for a
 // server marked trust_annotations (for a server that is not, annotations
-// are unknown whatever is given).
+// are unknown whatever is given). Tenant is not part of the body: the API
+// sets it to the caller's tenant, and an Explainer explains an agent of
+// another tenant as an unknown id, so that a tenant's principal learns
+// nothing of another tenant's agents (issue 9 item 12).
 type ExplainBody struct {
 	Server      string              `json:"server"`
 	Tool        string              `json:"tool"`
 	Arguments   json.RawMessage     `json:"arguments,omitempty"`
 	Principal   string              `json:"principal,omitempty"`
 	Annotations *policy.Annotations `json:"annotations,omitempty"`
+	Tenant      string              `json:"-"`
 }
 
 // explainPolicy answers POST /v1/policy/explain with a policy.Explanation.
-func (s *Server) explainPolicy(w http.ResponseWriter, r *http.Request, _ caller) error {
+func (s *Server) explainPolicy(w http.ResponseWriter, r *http.Request, c caller) error {
 	var body ExplainBody
 	if err := decodeBody(w, r, &body); err != nil {
 		return err
 	}
+	body.Tenant = c.principal.Tenant
 	if body.Server == "" || body.Tool == "" {
 		return invalid("server and tool are required")
 	}

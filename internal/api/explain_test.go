@@ -16,9 +16,14 @@ import (
 
 // fakeExplainer explains with a holder, as cmd's live explainer does, and
 // refuses the principal "nobody" as bad input.
+// It puts the caller's tenant (ExplainBody.Tenant) in the explanation's
+// revision field, for the test to see what the API passed.
 type fakeExplainer struct{ h *policy.Holder }
 
 func (f fakeExplainer) Explain(_ context.Context, b api.ExplainBody) (policy.Explanation, error) {
+	if b.Principal == "tenant?" {
+		return policy.Explanation{Revision: "tenant=" + b.Tenant}, nil
+	}
 	if b.Principal == "nobody" {
 		return policy.Explanation{}, fmt.Errorf("%w: principal %q", api.ErrExplainInput, b.Principal)
 	}
@@ -62,6 +67,18 @@ func TestExplainRoute(t *testing.T) {
 		if code, body := policyDo(t, h, "POST", "/v1/policy/explain", "view-tok", c.body); code != c.code {
 			t.Errorf("body %v: %d %s, want %d", c.body, code, body, c.code)
 		}
+	}
+	// The explainer learns the caller's tenant from the API, never from the
+	// body (which may not name one).
+	for tok, want := range map[string]string{"acme-tok": "tenant=acme", "root-tok": "tenant="} {
+		code, body := policyDo(t, h, "POST", "/v1/policy/explain", tok, api.ExplainBody{Server: "a", Tool: "b", Principal: "tenant?"})
+		var x policy.Explanation
+		if code != 200 || json.Unmarshal(body, &x) != nil || x.Revision != want {
+			t.Errorf("%s: %d %s, want revision %q", tok, code, body, want)
+		}
+	}
+	if code, body := policyDo(t, h, "POST", "/v1/policy/explain", "acme-tok", map[string]any{"server": "a", "tool": "b", "tenant": "beta"}); code != 422 {
+		t.Errorf("a body naming a tenant: %d %s, want 422", code, body)
 	}
 	if code, _ := policyDo(t, h, "POST", "/v1/policy/explain", "bad-tok", api.ExplainBody{Server: "a", Tool: "b"}); code != 401 {
 		t.Errorf("bad token: %d, want 401", code)
