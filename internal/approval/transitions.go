@@ -109,6 +109,26 @@ func (r *Request) Review(rv Reviewer, v Verdict, reason, pinnedHash string, now 
 	return nil
 }
 
+// Eligible reports whether rv could review r, leaving aside r's state and
+// deadline: it returns ErrSelfReview when rv is RequestedBy or OnBehalfOf,
+// ErrNotEligible when rv is not among Approvers (or has no id), and
+// ErrDuplicate when rv has already reviewed r; nil otherwise. It applies the
+// same rules as Review, so an inbox can say in advance who may act.
+func (r *Request) Eligible(rv Reviewer) error {
+	switch {
+	case rv.ID == "":
+		return ErrNotEligible
+	case strings.EqualFold(rv.ID, r.RequestedBy) || (r.OnBehalfOf != "" && strings.EqualFold(rv.ID, r.OnBehalfOf)):
+		return ErrSelfReview
+	case !r.eligible(rv):
+		return ErrNotEligible
+	}
+	if _, ok := r.reviewBy(rv.ID); ok {
+		return ErrDuplicate
+	}
+	return nil
+}
+
 func (r *Request) reviewBy(id string) (Review, bool) {
 	for _, rv := range r.Reviews {
 		if rv.By == id {

@@ -31,15 +31,32 @@ type Filter struct {
 	Tenant      string
 	// IDPrefix matches ids starting with this text (CLI short ids).
 	IDPrefix string
+	// IDSuffix matches ids ending with this text (short ids: the end of a
+	// UUIDv7 is random, so a few characters of it are usually unique while
+	// ids made close together share their first characters).
+	IDSuffix string
+	// Server and Tool match the request's real server and tool names
+	// exactly.
+	Server string
+	Tool   string
+	// CreatedFrom and CreatedBefore bound CreatedAt: CreatedFrom <=
+	// CreatedAt < CreatedBefore; a zero time does not bound.
+	CreatedFrom   time.Time
+	CreatedBefore time.Time
+	// Decided selects requests that left pending (any other state); it is
+	// ignored when State is set.
+	Decided bool
 	// Kind and Target select policy approvals (approval.Request.Kind and
 	// Target); Kind approval.KindToolCall also matches the empty kind.
 	Kind   string
 	Target string
 	// Limit caps the page size; 0 means 100. Cursor is the NextCursor of the
 	// previous page ("" for the first). Pages are ordered by id ascending,
-	// which is creation order for UUIDv7 ids.
-	Limit  int
-	Cursor string
+	// which is creation order for UUIDv7 ids, or descending (newest first)
+	// when Descending is set.
+	Limit      int
+	Cursor     string
+	Descending bool
 }
 
 // A Store persists approval requests and their event log. All methods are
@@ -90,12 +107,16 @@ type Store interface {
 	// Events returns events with Seq > after, in Seq order, at most limit
 	// (0 means 100).
 	Events(ctx context.Context, after int64, limit int) ([]approval.Event, error)
+	// LastEventSeq returns the highest Seq of the event log, 0 when it is
+	// empty: where a reader that wants only new events starts.
+	LastEventSeq(ctx context.Context) (int64, error)
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
 	Close() error
 
 	SessionStore
 	PolicyStore
+	WebSessionStore
 }
 
 // Normalize returns r with every time in UTC truncated to the millisecond and

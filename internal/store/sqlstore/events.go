@@ -79,3 +79,12 @@ func (db *DB) Events(ctx context.Context, after int64, limit int) ([]approval.Ev
 	}
 	return evs, nil
 }
+
+// LastEventSeq returns the highest seq of the event log, 0 when it is empty.
+func (db *DB) LastEventSeq(ctx context.Context) (int64, error) {
+	var seq int64
+	if err := db.queryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events`).Scan(&seq); err != nil {
+		return 0, db.wrap("last event seq", err)
+	}
+	return seq, nil
+}

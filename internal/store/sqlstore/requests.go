@@ -124,8 +124,9 @@ func (t *tx) storeRequest(ctx context.Context, old requestRow, cur approval.Requ
 }
 
 // ListRequests returns one page of requests matching f, ordered by id
-// (byte-wise), and the cursor of the next page ("" when this page is the
-// last). The cursor is the id of the last request on the page.
+// (byte-wise; descending when f.Descending), and the cursor of the next
+// page ("" when this page is the last). The cursor is the id of the last
+// request on the page.
 func (db *DB) ListRequests(ctx context.Context, f store.Filter) ([]approval.Request, string, error) {
 	limit := f.Limit
 	if limit <= 0 {
@@ -137,8 +138,23 @@ func (db *DB) ListRequests(ctx context.Context, f store.Filter) ([]approval.Requ
 		where = append(where, cond)
 		args = append(args, vs...)
 	}
-	if f.State != "" {
+	switch {
+	case f.State != "":
 		add(`state = ?`, string(f.State))
+	case f.Decided:
+		add(`state <> ?`, string(approval.StatePending))
+	}
+	if f.Server != "" {
+		add(`server = ?`, f.Server)
+	}
+	if f.Tool != "" {
+		add(`tool = ?`, f.Tool)
+	}
+	if !f.CreatedFrom.IsZero() {
+		add(`created_at >= ?`, store.Millis(f.CreatedFrom).UnixMilli())
+	}
+	if !f.CreatedBefore.IsZero() {
+		add(`created_at < ?`, store.Millis(f.CreatedBefore).UnixMilli())
 	}
 	if f.RequestedBy != "" {
 		add(`requested_by = ?`, f.RequestedBy)
@@ -161,14 +177,27 @@ func (db *DB) ListRequests(ctx context.Context, f store.Filter) ([]approval.Requ
 		// makes the match exact.
 		add(`id >= ? AND substr(id, 1, length(CAST(? AS TEXT))) = ?`, f.IDPrefix, f.IDPrefix, f.IDPrefix)
 	}
+	if f.IDSuffix != "" {
+		// No index helps here: this scans the rows the other conditions
+		// leave (short ids are typed by people, rarely).
+		add(`length(id) >= length(CAST(? AS TEXT)) AND substr(id, length(id) - length(CAST(? AS TEXT)) + 1) = ?`, f.IDSuffix, f.IDSuffix, f.IDSuffix)
+	}
+	order := ` ORDER BY id LIMIT ?`
+	if f.Descending {
+		order = ` ORDER BY id DESC LIMIT ?`
+	}
 	if f.Cursor != "" {
-		add(`id > ?`, f.Cursor)
+		if f.Descending {
+			add(`id < ?`, f.Cursor)
+		} else {
+			add(`id > ?`, f.Cursor)
+		}
 	}
 	q := `SELECT ` + requestColumns + ` FROM requests`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
-	q += ` ORDER BY id LIMIT ?`
+	q += order
 	args = append(args, limit+1)
 	rows, err := db.query(ctx, q, args...)
 	rs, err := collect(rows, err, scanRequest)
