@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,6 +65,10 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c caller) error {
 	if len(f.IDPrefix) > idLen || strings.Trim(f.IDPrefix, "0123456789abcdef-") != "" {
 		return invalid("id_prefix %q: want at most %d hex digits and dashes", f.IDPrefix, idLen)
 	}
+	f.IDSuffix = strings.ToLower(q.Get("id_suffix"))
+	if len(f.IDSuffix) > idLen || strings.Trim(f.IDSuffix, "0123456789abcdef-") != "" {
+		return invalid("id_suffix %q: want at most %d hex digits and dashes", f.IDSuffix, idLen)
+	}
 	rs, next, err := s.approvals.List(r.Context(), f)
 	if err != nil {
 		return fmt.Errorf("list approvals: %w", err)
@@ -83,7 +88,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, c caller) error {
 	if err != nil {
 		return err
 	}
-	a, err := s.lookup(r, c, id)
+	a, err := s.lookup(r.Context(), c, id)
 	if err != nil {
 		return err
 	}
@@ -122,28 +127,42 @@ func (s *Server) deny(w http.ResponseWriter, r *http.Request, c caller) error {
 	return s.review(w, r, c, id, approval.VerdictDeny, body.Reason, "")
 }
 
-// review records verdict v by the caller. A repeated identical verdict is a
-// success that returns the current request.
+// review records verdict v by the caller and answers with the request. A
+// repeated identical verdict is a success that returns the current request.
 func (s *Server) review(w http.ResponseWriter, r *http.Request, c caller, id approval.ID, v approval.Verdict, reason, pinnedHash string) error {
-	if len(reason) > maxReason {
-		return invalid("reason longer than %d bytes", maxReason)
-	}
-	// Another tenant's request is 404 before anything else is revealed.
-	cur, err := s.lookup(r, c, id)
+	got, err := s.decide(r.Context(), c, id, v, reason, pinnedHash)
 	if err != nil {
 		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, fromRequest(got))
+	return nil
+}
+
+// decide is the one review path of the REST API and the web inbox: it
+// records verdict v by c (a repeated identical verdict returns the current
+// request), applies an approved policy change, and returns the request
+// after the change. Errors are *apiError or map through toAPIError; a 409
+// names the current state (or hash).
+func (s *Server) decide(ctx context.Context, c caller, id approval.ID, v approval.Verdict, reason, pinnedHash string) (approval.Request, error) {
+	if len(reason) > maxReason {
+		return approval.Request{}, invalid("reason longer than %d bytes", maxReason)
+	}
+	// Another tenant's request is 404 before anything else is revealed.
+	cur, err := s.lookup(ctx, c, id)
+	if err != nil {
+		return approval.Request{}, err
 	}
 	if cur.Kind == approval.KindPolicyChange {
 		// Deciding a deployment policy change is changing it.
 		if err := requireDeployment(c); err != nil {
-			return err
+			return approval.Request{}, err
 		}
 	}
-	got, err := s.approvals.Review(r.Context(), id, c.principal, v, reason, pinnedHash)
+	got, err := s.approvals.Review(ctx, id, c.principal, v, reason, pinnedHash)
 	if errors.Is(err, approval.ErrDuplicate) {
 		if got.ID == "" {
-			if got, err = s.lookup(r, c, id); err != nil {
-				return err
+			if got, err = s.lookup(ctx, c, id); err != nil {
+				return approval.Request{}, err
 			}
 		}
 		err = nil
@@ -151,19 +170,17 @@ func (s *Server) review(w http.ResponseWriter, r *http.Request, c caller, id app
 	if err != nil {
 		e := toAPIError(fmt.Errorf("review %s: %w", id, err))
 		if e.Status == http.StatusConflict {
-			s.describeConflict(r, id, e)
+			s.describeConflict(ctx, id, e)
 		}
-		return e
+		return approval.Request{}, e
 	}
-	got = s.applyApprovedPolicy(r, c, got)
-	s.writeJSON(w, r, http.StatusOK, fromRequest(got))
-	return nil
+	return s.applyApprovedPolicy(ctx, c, got), nil
 }
 
 // describeConflict adds the request's current state (and, for a hash
 // mismatch, its hash) to e's public message; best effort.
-func (s *Server) describeConflict(r *http.Request, id approval.ID, e *apiError) {
-	cur, err := s.approvals.Get(r.Context(), id)
+func (s *Server) describeConflict(ctx context.Context, id approval.ID, e *apiError) {
+	cur, err := s.approvals.Get(ctx, id)
 	if err != nil {
 		return
 	}
@@ -175,8 +192,8 @@ func (s *Server) describeConflict(r *http.Request, id approval.ID, e *apiError) 
 }
 
 // lookup gets id, hiding other tenants' requests as not found.
-func (s *Server) lookup(r *http.Request, c caller, id approval.ID) (approval.Request, error) {
-	a, err := s.approvals.Get(r.Context(), id)
+func (s *Server) lookup(ctx context.Context, c caller, id approval.ID) (approval.Request, error) {
+	a, err := s.approvals.Get(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return approval.Request{}, &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Msg: fmt.Sprintf("no approval %s", id), Err: err}
 	}

@@ -190,14 +190,14 @@ func revisionParam(r *http.Request, name string, optional bool) (int64, error) {
 // (consumed, or invalidated when the policy moved). Failures are logged;
 // the review itself stands, and POST /v1/policy/proposals/{id}/apply can
 // be tried again.
-func (s *Server) applyApprovedPolicy(r *http.Request, c caller, got approval.Request) approval.Request {
+func (s *Server) applyApprovedPolicy(ctx context.Context, c caller, got approval.Request) approval.Request {
 	if s.policies == nil || got.Kind != approval.KindPolicyChange || got.State != approval.StateApproved {
 		return got
 	}
-	if _, err := s.policies.Apply(r.Context(), got.ID, c.principal.ID); err != nil {
-		s.log.WarnContext(r.Context(), "apply approved policy change", "approval", got.ID, keyErr, err)
+	if _, err := s.policies.Apply(ctx, got.ID, c.principal.ID); err != nil {
+		s.log.WarnContext(ctx, "apply approved policy change", "approval", got.ID, keyErr, err)
 	}
-	if cur, err := s.approvals.Get(r.Context(), got.ID); err == nil {
+	if cur, err := s.approvals.Get(ctx, got.ID); err == nil {
 		return cur
 	}
 	return got

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"toolgate/internal/approval"
@@ -76,6 +77,18 @@ type Options struct {
 	// Explain, when set, serves POST /v1/policy/explain (any policy
 	// source); without it the route is 404.
 	Explain Explainer
+	// Events, when set, serves GET /v1/events and GET /v1/events/stream
+	// from this log; without it they are 404.
+	Events EventLog
+	// EventsChanged, when set, returns a channel closed at the next change
+	// of the event log (see [Broadcast.Wait]), so streams send new events
+	// at once; they also re-read the log every EventPoll.
+	EventsChanged func() <-chan struct{}
+	// EventPoll is how often an event stream re-reads the log without a
+	// wake-up; default 2s. Heartbeat is the interval of the stream's
+	// comment lines; default 15s.
+	EventPoll time.Duration
+	Heartbeat time.Duration
 }
 
 // Server is the admin HTTP API. It implements http.Handler and is safe for
@@ -91,6 +104,13 @@ type Server struct {
 	ready     func(ctx context.Context) error
 	now       func() time.Time
 	mux       *http.ServeMux
+
+	events        EventLog
+	eventsChanged func() <-chan struct{}
+	eventPoll     time.Duration
+	heartbeat     time.Duration
+	streamsDone   chan struct{} // closed by EndStreams
+	endOnce       sync.Once
 }
 
 // New returns a Server over a, authenticating with auth. A nil auth rejects
@@ -115,6 +135,7 @@ func New(a Approvals, auth Authenticator, opts *Options) *Server {
 	if s.explainer != nil {
 		s.mux.Handle("POST /v1/policy/explain", s.handle(s.require(readRoles, s.explainPolicy)))
 	}
+	s.routeEvents()
 	return s
 }
 
@@ -133,8 +154,15 @@ func newBare(a Approvals, auth Authenticator, opts *Options) *Server {
 	if auth == nil {
 		auth = func(string) (approval.Principal, []string, bool) { return approval.Principal{}, nil, false }
 	}
+	if o.EventPoll <= 0 {
+		o.EventPoll = defaultEventPoll
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = defaultEventHeartbeat
+	}
 	return &Server{approvals: a, sessions: o.Sessions, policies: o.Policies, explainer: o.Explain, changed: o.SessionsChanged, auth: auth, log: o.Logger,
-		ready: o.Ready, now: o.Now, mux: http.NewServeMux()}
+		ready: o.Ready, now: o.Now, mux: http.NewServeMux(),
+		events: o.Events, eventsChanged: o.EventsChanged, eventPoll: o.EventPoll, heartbeat: o.Heartbeat, streamsDone: make(chan struct{})}
 }
 
 // afterSessions runs Options.SessionsChanged, if set.

@@ -44,6 +44,7 @@ type Config struct {
 	Policy    policy.Policy     `yaml:"policy"`
 	Sessions  Sessions          `yaml:"sessions"`
 	Notify    Notify            `yaml:"notify"`
+	Web       Web               `yaml:"web"`
 
 	// Refs records which ${VAR}s the file referenced where secrets live;
 	// Load fills it. It is not a key of the file.
@@ -198,9 +199,12 @@ type Approvals struct {
 	// identical re-send takes the request over once the lease lapses.
 	Lease  time.Duration `yaml:"lease"`
 	Redact Redact        `yaml:"redact"`
-	// PublicURL is the approver inbox's external base URL (scheme, host and
-	// an optional path prefix; no query). Notifications link to
-	// <PublicURL>/ui/approvals/<id>; empty means no links.
+	// PublicURL is the external base URL of the admin listener, where
+	// approvers open the web inbox (scheme, host and an optional path
+	// prefix; no query, fragment or user; e.g. https://toolgate.example.com).
+	// When set, notifications link to <PublicURL>/ui/approvals/<id>, held
+	// and retry-mode calls name that link, and the inbox's session cookie is
+	// Secure when it is https. "" names no link.
 	PublicURL string `yaml:"public_url,omitempty"`
 }
 
@@ -241,6 +245,7 @@ func Default() Config {
 		},
 		Sessions: defaultSessions(),
 		Notify:   defaultNotify(),
+		Web:      defaultWeb(),
 		Policy: policy.Policy{
 			Source:  policy.SourceFile,
 			Default: policy.Approve,

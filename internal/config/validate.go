@@ -200,7 +200,9 @@ func (c Config) Validate() error {
 	}
 
 	if u := ap.PublicURL; u != "" {
-		if err := checkHTTPURL(u); err != nil {
+		if pu, err := url.Parse(u); err == nil && pu.User != nil {
+			add("approvals.public_url: must not hold user information") // nor echo a password
+		} else if err := checkHTTPURL(u); err != nil {
 			add("approvals.public_url %q: %w", u, err)
 		} else if pu, _ := url.Parse(u); pu.RawQuery != "" || pu.Fragment != "" {
 			add("approvals.public_url %q: must not have a query or fragment", u)
@@ -214,6 +216,7 @@ func (c Config) Validate() error {
 
 	errs = append(errs, c.Sessions.validate()...)
 	errs = append(errs, c.Notify.validate(c)...)
+	errs = append(errs, c.Web.validate()...)
 
 	// policy
 	if src := c.Policy.Source; src != "" && src != policy.SourceFile && src != policy.SourceStore {

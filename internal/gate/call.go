@@ -27,10 +27,13 @@ type Call struct {
 	// definition (see the gateway catalog); an approval is bound to it.
 	// Resources have none ("").
 	ToolDigest string
-	// KeepAlive, when not nil, is called every keep-alive interval while the
-	// call is held. The gateway sets it only when the caller sent a progress
-	// token, and sends notifications/progress from it.
-	KeepAlive func(ctx context.Context)
+	// KeepAlive, when not nil, is called once when the call starts to be
+	// held and then every keep-alive interval while it is held, with a
+	// message for the caller that names the approval id (and its inbox
+	// link when Options.PublicURL is set). The gateway sets it only when
+	// the caller sent a progress token, and sends notifications/progress
+	// from it.
+	KeepAlive func(ctx context.Context, message string)
 	// Outgoing, when not nil, returns the exact bytes the gateway will send
 	// upstream if the call is admitted through an approval. The gate calls it
 	// once, immediately before consuming the approval, hashes its result

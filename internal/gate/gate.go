@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,6 +144,13 @@ type Options struct {
 	// requests, apart from its tool-call approvals; default 32.
 	PolicyRequestTimeout time.Duration
 	MaxPolicyRequests    int
+	// PublicURL is the approver inbox's external base URL
+	// (approvals.public_url, e.g. https://toolgate.example.com), without a
+	// trailing slash. When set, the answers and progress messages of held
+	// and retry-mode calls include the approval's inbox link,
+	// PublicURL + "/ui/approvals/" + id, so the agent can tell its user
+	// where to look; "" leaves the link out.
+	PublicURL string
 }
 
 // A Gate decides tool calls. Its methods are safe for concurrent use.
@@ -202,6 +210,7 @@ func New(s store.Store, p Evaluator, opts *Options) *Gate {
 	if o.MaxPending <= 0 {
 		o.MaxPending = 10000
 	}
+	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
 	rd := approval.DefaultRedaction()
 	if o.Redaction != nil {
 		rd = *o.Redaction
@@ -351,31 +360,67 @@ func (g *Gate) hold(ctx context.Context, c Call, dec policy.Decision) Admission 
 	g.log.InfoContext(ctx, "approval requested", "approval", id, "server", c.Server, "tool", c.Tool,
 		"principal", c.Principal.ID, "rule", dec.Rule, "mode", r.Mode, "expires_at", r.ExpiresAt, "arguments_hash", hash)
 	if r.Mode == policy.ModeRetry {
-		return approvalRequired(r, "approval required")
+		return g.approvalRequired(r, "approval required")
 	}
 	return g.holdOn(ctx, c, r)
 }
 
 // approvalRequired is the answer of a call in retry mode whose request is
 // still pending.
-func approvalRequired(r approval.Request, what string) Admission {
+func (g *Gate) approvalRequired(r approval.Request, what string) Admission {
+	where := ""
+	if link := g.inboxLink(r.ID); link != "" {
+		where = " An approver can review it at " + link + "."
+	}
 	return Admission{
 		ApprovalID: r.ID,
-		Message: fmt.Sprintf("%s: this call needs a human approval (approval %s, rule %q); nothing was run. "+
+		Message: fmt.Sprintf("%s: this call needs a human approval (approval %s, rule %q); nothing was run.%s "+
 			"Re-send the identical call to wait for the decision; the request expires at %s.",
-			what, r.ID, r.Rule, r.ExpiresAt.UTC().Format(time.RFC3339)),
-		Meta: approvalMeta(r),
+			what, r.ID, r.Rule, where, r.ExpiresAt.UTC().Format(time.RFC3339)),
+		Meta: g.approvalMeta(r),
 	}
 }
 
-// approvalMeta is the _meta["toolgate/approval"] entry of answers about r.
-func approvalMeta(r approval.Request) map[string]any {
-	return map[string]any{"toolgate/approval": map[string]any{
+// inboxLink is the approver inbox's page of id, or "" without
+// Options.PublicURL.
+func (g *Gate) inboxLink(id approval.ID) string {
+	if g.opts.PublicURL == "" {
+		return ""
+	}
+	return g.opts.PublicURL + "/ui/approvals/" + string(id)
+}
+
+// heldMessage is the progress message of a call held on r.
+func (g *Gate) heldMessage(r approval.Request) string {
+	if link := g.inboxLink(r.ID); link != "" {
+		return fmt.Sprintf("waiting for approval %s: an approver can review it at %s", r.ID, link)
+	}
+	return fmt.Sprintf("waiting for approval %s", r.ID)
+}
+
+// keepAlive returns the keep-alive of c while it is held on r, or nil when
+// c has none.
+func (g *Gate) keepAlive(c Call, r approval.Request) func(context.Context) {
+	if c.KeepAlive == nil {
+		return nil
+	}
+	msg := g.heldMessage(r)
+	return func(ctx context.Context) { c.KeepAlive(ctx, msg) }
+}
+
+// approvalMeta is the _meta["toolgate/approval"] entry of answers about r;
+// it has "url", the inbox link, when Options.PublicURL is set.
+func (g *Gate) approvalMeta(r approval.Request) map[string]any {
+	m := map[string]any{
 		"id":         string(r.ID),
 		"state":      string(r.State),
 		"mode":       r.Mode,
 		"expires_at": r.ExpiresAt.UTC().Format(time.RFC3339),
-	}}
+	}
+	if link := g.inboxLink(r.ID); link != "" {
+		m["url"] = link
+	}
+	return map[string]any{"toolgate/approval": m}
 }
 
 func (g *Gate) setHolding(id approval.ID, on bool) {
@@ -432,7 +477,7 @@ func (g *Gate) overCap(ctx context.Context, p approval.Principal) string {
 // it consumes the approval against c first. c is zero when the caller is gone
 // (no dispatch can follow).
 func (g *Gate) settle(ctx context.Context, c Call, r approval.Request) Admission {
-	a := Admission{ApprovalID: r.ID, Meta: approvalMeta(r)}
+	a := Admission{ApprovalID: r.ID, Meta: g.approvalMeta(r)}
 	switch r.State {
 	case approval.StateApproved:
 		if c.Server == "" {
@@ -536,7 +581,7 @@ func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
 	if r.State != approval.StateConsumed {
 		g.metrics.DispatchRefused("invalidated")
 		g.log.WarnContext(ctx, "approval invalidated at dispatch", "approval", id, "reason", r.Reason)
-		return Admission{ApprovalID: id, Meta: approvalMeta(r), Message: "approval invalidated: " + r.Reason + "; nothing was run. Re-send to request a new approval."}
+		return Admission{ApprovalID: id, Meta: g.approvalMeta(r), Message: "approval invalidated: " + r.Reason + "; nothing was run. Re-send to request a new approval."}
 	}
 	g.log.InfoContext(ctx, "approval consumed; dispatching", "approval", id, "server", c.Server, "tool", c.Tool)
 	stop := g.renewWhileDispatching(ctx, id)

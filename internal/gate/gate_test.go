@@ -263,7 +263,7 @@ func TestKeepAlivesWhileHeld(t *testing.T) {
 	var mu sync.Mutex
 	n := 0
 	c := writeCall("/a")
-	c.KeepAlive = func(context.Context) { mu.Lock(); n++; mu.Unlock() }
+	c.KeepAlive = func(context.Context, string) { mu.Lock(); n++; mu.Unlock() }
 	ch := admitAsync(t.Context(), f.gate, c)
 	r := waitPending(t, f.db, 1)[0]
 	for {

@@ -40,7 +40,7 @@ func (g *Gate) attach(ctx context.Context, c Call, hash string) (adm Admission, 
 			_, err := g.store.UpdateRequest(ctx, r.ID, "toolgate", func(r *approval.Request) error { return r.Answer(g.now()) })
 			if err == nil {
 				g.log.InfoContext(ctx, "identical call answered with an earlier denial", "approval", r.ID)
-				return Admission{ApprovalID: r.ID, Meta: approvalMeta(r),
+				return Admission{ApprovalID: r.ID, Meta: g.approvalMeta(r),
 					Message: fmt.Sprintf("denied by %s: %s; nothing was run", r.DecidedBy, orNone(r.Reason))}, true
 			}
 		case r.Mode == policy.ModeRetry:
@@ -102,7 +102,7 @@ func (g *Gate) takeOver(ctx context.Context, r approval.Request) (approval.Reque
 func (g *Gate) holdOn(ctx context.Context, c Call, r approval.Request) Admission {
 	start := g.now()
 	wctx, span := g.opts.Tracer.Start(ctx, "approval wait", trace.WithAttributes(attribute.String("approval.id", string(r.ID))))
-	got, err := g.wait(wctx, r.ID, r.ExpiresAt, c.KeepAlive, true)
+	got, err := g.wait(wctx, r.ID, r.ExpiresAt, g.keepAlive(c, r), true)
 	g.metrics.ApprovalWaited(g.now().Sub(start).Seconds())
 	endWait(span, got, err)
 	if err != nil {
@@ -134,11 +134,11 @@ func (g *Gate) resend(ctx context.Context, c Call, r approval.Request) Admission
 		deadline = r.ExpiresAt
 	}
 	wctx, span := g.opts.Tracer.Start(ctx, "approval wait", trace.WithAttributes(attribute.String("approval.id", string(r.ID))))
-	got, err := g.wait(wctx, r.ID, deadline, c.KeepAlive, false)
+	got, err := g.wait(wctx, r.ID, deadline, g.keepAlive(c, r), false)
 	endWait(span, got, err)
 	switch {
 	case errors.Is(err, errDeadline) && g.now().Before(r.ExpiresAt):
-		return approvalRequired(got, "approval still pending")
+		return g.approvalRequired(got, "approval still pending")
 	case errors.Is(err, errDeadline):
 		return g.abandon(ctx, c, r.ID, err)
 	case err != nil:
@@ -155,6 +155,9 @@ func (g *Gate) resend(ctx context.Context, c Call, r approval.Request) Admission
 func (g *Gate) wait(ctx context.Context, id approval.ID, deadline time.Time, keepAlive func(context.Context), lease bool) (approval.Request, error) {
 	var kaC, leaseC <-chan time.Time
 	if keepAlive != nil {
+		// The first one at once: it tells the caller which approval it
+		// waits for (and where to review it) without waiting an interval.
+		keepAlive(ctx)
 		t := time.NewTicker(g.opts.KeepAlive)
 		defer t.Stop()
 		kaC = t.C

@@ -12,7 +12,7 @@ import (
 )
 
 // keepAliveMessage is the message of the progress keep-alives sent while a
-// call is held.
+// call is held when the gate gives none.
 const keepAliveMessage = "waiting for approval"
 
 // relayQueue bounds the upstream progress notifications waiting to be
@@ -77,17 +77,21 @@ func newRequestProgress(ctx context.Context, req mcp.Request, log *slog.Logger) 
 	return &callProgress{ss: ss, token: tok, ctx: ctx, log: log}
 }
 
-// keepAlive sends one keep-alive: progress 1, 2, 3… with keepAliveMessage.
-// It is gate.Call.KeepAlive; its ctx argument is not used, the handler's
-// is (see callProgress.ctx). Once the call is dispatched it does nothing.
-func (p *callProgress) keepAlive(context.Context) {
+// keepAlive sends one keep-alive: progress 1, 2, 3… with the gate's
+// message (which names the approval), or keepAliveMessage. It is
+// gate.Call.KeepAlive; its ctx argument is not used, the handler's is (see
+// callProgress.ctx). Once the call is dispatched it does nothing.
+func (p *callProgress) keepAlive(_ context.Context, msg string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.relaying || p.finished {
 		return
 	}
+	if msg == "" {
+		msg = keepAliveMessage
+	}
 	p.keepAlives++
-	p.send(float64(p.keepAlives), 0, keepAliveMessage)
+	p.send(float64(p.keepAlives), 0, msg)
 }
 
 // send notifies the caller. p.mu must be held.

@@ -80,8 +80,8 @@ func TestKeepAlives(t *testing.T) {
 		if c.KeepAlive == nil {
 			return gate.Admission{Message: "no KeepAlive"}
 		}
-		c.KeepAlive(ctx)
-		c.KeepAlive(ctx)
+		c.KeepAlive(ctx, "waiting for approval 0190 (1)")
+		c.KeepAlive(ctx, "")
 		return gate.Admission{Allowed: true}
 	})
 	g := newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}}, gk, nil)
@@ -104,7 +104,7 @@ func TestKeepAlives(t *testing.T) {
 		t.Fatalf("call refused: %s", textOf(t, res))
 	}
 	want := []progressSeen{
-		{Token: float64(7), Progress: 1, Message: keepAliveMessage},
+		{Token: float64(7), Progress: 1, Message: "waiting for approval 0190 (1)"},
 		{Token: float64(7), Progress: 2, Message: keepAliveMessage},
 		{Token: float64(7), Progress: 3, Total: 5, Message: "working"},
 		{Token: float64(7), Progress: 4, Total: 5, Message: "working"},

@@ -85,15 +85,25 @@ func (a *Approvals) List(ctx context.Context, f store.Filter) ([]approval.Reques
 	for _, r := range a.reqs {
 		switch {
 		case f.State != "" && r.State != f.State,
+			f.State == "" && f.Decided && r.State == approval.StatePending,
 			f.RequestedBy != "" && r.RequestedBy != f.RequestedBy,
 			f.Tenant != "" && r.Tenant != f.Tenant,
+			f.Server != "" && r.Server != f.Server,
+			f.Tool != "" && r.Tool != f.Tool,
+			!f.CreatedFrom.IsZero() && r.CreatedAt.Before(f.CreatedFrom),
+			!f.CreatedBefore.IsZero() && !r.CreatedAt.Before(f.CreatedBefore),
 			!strings.HasPrefix(string(r.ID), f.IDPrefix),
-			f.Cursor != "" && string(r.ID) <= f.Cursor:
+			!strings.HasSuffix(string(r.ID), f.IDSuffix),
+			f.Cursor != "" && !f.Descending && string(r.ID) <= f.Cursor,
+			f.Cursor != "" && f.Descending && string(r.ID) >= f.Cursor:
 			continue
 		}
 		out = append(out, r)
 	}
 	slices.SortFunc(out, func(x, y approval.Request) int { return cmp.Compare(x.ID, y.ID) })
+	if f.Descending {
+		slices.Reverse(out)
+	}
 	limit := cmp.Or(f.Limit, 100)
 	if len(out) > limit {
 		return out[:limit], string(out[limit-1].ID), nil

@@ -1,0 +1,375 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/session"
+	"toolgate/internal/store"
+)
+
+// EventLog is what the event routes read: the store's event log.
+// store.Store implements it. Methods must be safe for concurrent use.
+type EventLog interface {
+	// Events returns events with Seq > after, in Seq order, at most limit.
+	Events(ctx context.Context, after int64, limit int) ([]approval.Event, error)
+	// LastEventSeq returns the highest Seq (0 for an empty log).
+	LastEventSeq(ctx context.Context) (int64, error)
+}
+
+// Event is the JSON form of one event of the log, as GET /v1/events and
+// the stream send it. Type is requested, reviewed, approved, denied,
+// expired, cancelled, consumed, invalidated or dispatched for approvals;
+// session_created, child_created, session_policy_changed or
+// session_revoked for sessions; policy_changed for the deployment policy.
+// State is the approval's state as that event committed it.
+type Event struct {
+	Seq        int64     `json:"seq"`
+	Type       string    `json:"type"`
+	State      string    `json:"state,omitempty"`
+	Actor      string    `json:"actor,omitempty"`
+	At         time.Time `json:"at"`
+	ApprovalID string    `json:"approval_id,omitempty"`
+	SessionID  string    `json:"session_id,omitempty"`
+	// Approval is the approval the event is about, as it is now (its state
+	// may be newer than the event's); approval events only.
+	Approval *Approval `json:"approval,omitempty"`
+}
+
+// EventPage is the body of GET /v1/events. Next is the seq to pass as
+// since= for the next page: the last seq read, which may belong to an event
+// the caller may not see. More is true when the log may hold more events
+// after Next (the page read as many as it could).
+type EventPage struct {
+	Events []Event `json:"events"`
+	Next   int64   `json:"next"`
+	More   bool    `json:"more"`
+}
+
+// Defaults of the event routes.
+const (
+	defaultEventLimit     = 100
+	defaultEventPoll      = 2 * time.Second
+	defaultEventHeartbeat = 15 * time.Second
+	// eventRetry is the reconnection delay the stream asks EventSource
+	// clients to use (the SSE "retry:" field).
+	eventRetry = 2 * time.Second
+)
+
+// A Broadcast wakes every waiter at once, without data: waiters re-read
+// the event log. The zero value is ready to use; it is safe for concurrent
+// use. cmd notifies it from the store's change feed and passes Wait as
+// [Options.EventsChanged].
+type Broadcast struct {
+	mu sync.Mutex
+	ch chan struct{} // guarded by mu: closed and replaced by Notify
+}
+
+// Wait returns a channel closed at the next Notify. Take it before reading
+// what it guards, so no change between the read and the wait is missed.
+func (b *Broadcast) Wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch == nil {
+		b.ch = make(chan struct{})
+	}
+	return b.ch
+}
+
+// Notify wakes every waiter.
+func (b *Broadcast) Notify() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch != nil {
+		close(b.ch)
+		b.ch = nil
+	}
+}
+
+// routeEvents mounts the event routes.
+func (s *Server) routeEvents() {
+	s.mux.Handle("GET /v1/events", s.handle(s.require(readRoles, s.listEvents)))
+	s.mux.Handle("GET /v1/events/stream", s.handle(s.require(readRoles, func(w http.ResponseWriter, r *http.Request, c caller) error {
+		return s.streamEvents(w, r, Caller{Principal: c.principal, Roles: c.roles})
+	})))
+}
+
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, c caller) error {
+	q := r.URL.Query()
+	since, err := parseSeq(q.Get("since"), "since")
+	if err != nil {
+		return err
+	}
+	limit := defaultEventLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxLimit {
+			return invalid("limit %q: want a number from 1 to %d", v, maxLimit)
+		}
+		limit = n
+	}
+	page, err := s.EventPage(r.Context(), Caller{Principal: c.principal, Roles: c.roles}, since, limit)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, page)
+	return nil
+}
+
+// parseSeq parses an event sequence number ("" is 0).
+func parseSeq(v, what string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, invalid("%s %q: want an event sequence number (0 or more)", what, v)
+	}
+	return n, nil
+}
+
+// EventPage reads up to limit events after since and returns those c may
+// see (see the package doc, "Events"). It reads the log whatever c may see,
+// so Next always advances past what was read.
+func (s *Server) EventPage(ctx context.Context, c Caller, since int64, limit int) (EventPage, error) {
+	if !c.CanRead() {
+		return EventPage{}, forbidden(readRoles)
+	}
+	if s.events == nil {
+		return EventPage{}, &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Msg: "this server keeps no event log"}
+	}
+	evs, err := s.events.Events(ctx, since, limit)
+	if err != nil {
+		return EventPage{}, fmt.Errorf("read events after %d: %w", since, err)
+	}
+	page := EventPage{Events: []Event{}, Next: since, More: len(evs) == limit}
+	f := eventFilter{s: s, c: c.inner(), approvals: map[approval.ID]*Approval{}, sessions: map[string]bool{}}
+	for _, ev := range evs {
+		page.Next = ev.Seq
+		out, ok, err := f.visible(ctx, ev)
+		if err != nil {
+			return EventPage{}, err
+		}
+		if ok {
+			page.Events = append(page.Events, out)
+		}
+	}
+	return page, nil
+}
+
+// eventFilter decides which events one caller may see, remembering the
+// approvals and sessions it looked up.
+type eventFilter struct {
+	s         *Server
+	c         caller
+	approvals map[approval.ID]*Approval // nil: not visible
+	sessions  map[string]bool
+}
+
+// visible returns the wire form of ev and whether f's caller may see it:
+// an approval event when it may see the approval (its tenant); a session
+// event when it may see the session (its tenant; a caller without a
+// tenant sees every session); a policy event always (the deployment
+// policy is readable by every reader).
+func (f *eventFilter) visible(ctx context.Context, ev approval.Event) (Event, bool, error) {
+	out := Event{Seq: ev.Seq, Type: string(ev.Type), State: string(ev.State), Actor: ev.Actor, At: utc(ev.At),
+		ApprovalID: string(ev.RequestID), SessionID: ev.SessionID}
+	switch {
+	case ev.RequestID != "":
+		a, seen := f.approvals[ev.RequestID]
+		if !seen {
+			r, err := f.s.approvals.Get(ctx, ev.RequestID)
+			switch {
+			case err == nil && visible(f.c, r):
+				w := fromRequest(r)
+				a = &w
+			case err == nil:
+			case errors.Is(err, store.ErrNotFound):
+			default:
+				return Event{}, false, fmt.Errorf("read approval %s of event %d: %w", ev.RequestID, ev.Seq, err)
+			}
+			f.approvals[ev.RequestID] = a
+		}
+		out.Approval = a
+		return out, a != nil, nil
+	case ev.SessionID != "":
+		ok, seen := f.sessions[ev.SessionID]
+		if !seen {
+			var err error
+			if ok, err = f.sessionVisible(ctx, session.ID(ev.SessionID)); err != nil {
+				return Event{}, false, err
+			}
+			f.sessions[ev.SessionID] = ok
+		}
+		return out, ok, nil
+	}
+	return out, true, nil
+}
+
+func (f *eventFilter) sessionVisible(ctx context.Context, id session.ID) (bool, error) {
+	if f.c.principal.Tenant == "" {
+		return true, nil
+	}
+	if f.s.sessions == nil {
+		return false, nil
+	}
+	ch, err := f.s.sessions.SessionChain(ctx, id)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		}
+		return false, fmt.Errorf("read session %s: %w", id, err)
+	}
+	return len(ch) > 0 && ch[0].Tenant == f.c.principal.Tenant, nil
+}
+
+// streamEvents serves the event stream to c as server-sent events until
+// the client goes away or the server ends its streams (EndStreams). It
+// starts after the Last-Event-ID header, else after ?since=, else at the
+// end of the log (new events only). Each visible event is one SSE event:
+// "id:" its seq, "event:" its type, "data:" its JSON ([Event]) on one line.
+// A comment line is sent every heartbeat so that proxies keep the
+// connection open.
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c Caller) error {
+	return s.ServeEventStream(w, r, c)
+}
+
+// ServeEventStream is GET /v1/events/stream for a caller authenticated by
+// other means (the web inbox). It answers errors itself through the
+// returned error only before the stream started (the caller writes them);
+// once streaming it returns nil when the stream ends.
+func (s *Server) ServeEventStream(w http.ResponseWriter, r *http.Request, c Caller) error {
+	if !c.CanRead() {
+		return forbidden(readRoles)
+	}
+	if s.events == nil {
+		return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Msg: "this server keeps no event log"}
+	}
+	ctx := r.Context()
+	var cursor int64
+	switch last, since := r.Header.Get("Last-Event-ID"), r.URL.Query().Get("since"); {
+	case last != "":
+		n, err := parseSeq(strings.TrimSpace(last), "Last-Event-ID")
+		if err != nil {
+			return err
+		}
+		cursor = n
+	case since != "":
+		n, err := parseSeq(since, "since")
+		if err != nil {
+			return err
+		}
+		cursor = n
+	default:
+		n, err := s.events.LastEventSeq(ctx)
+		if err != nil {
+			return fmt.Errorf("read the end of the event log: %w", err)
+		}
+		cursor = n
+	}
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+	if _, err := fmt.Fprintf(w, "retry: %d\n: stream after %d\n\n", eventRetry.Milliseconds(), cursor); err != nil {
+		return nil
+	}
+	if err := rc.Flush(); err != nil {
+		return nil
+	}
+	poll := time.NewTicker(s.eventPoll)
+	defer poll.Stop()
+	beat := time.NewTicker(s.heartbeat)
+	defer beat.Stop()
+	for {
+		var changed <-chan struct{}
+		if s.eventsChanged != nil {
+			changed = s.eventsChanged() // before reading: no change is missed
+		}
+		next, err := s.sendEvents(ctx, w, c, cursor)
+		switch {
+		case err == nil:
+			cursor = next
+		case ctx.Err() != nil, errors.Is(err, errWrite):
+			return nil
+		default:
+			// The store may be unreachable: keep the stream, read again on
+			// the next tick.
+			s.log.WarnContext(ctx, "event stream: cannot read events; retrying", keyErr, err)
+		}
+		if err := rc.Flush(); err != nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.streamsDone:
+			return nil
+		case <-changed:
+		case <-poll.C:
+		case <-beat.C:
+			if _, err := io.WriteString(w, ": hb\n\n"); err != nil {
+				return nil
+			}
+		}
+	}
+}
+
+// errWrite marks a failed write to the stream's client.
+var errWrite = errors.New("write to the event stream failed")
+
+// sendEvents writes every event after cursor that c may see and returns the
+// new cursor (the last seq read).
+func (s *Server) sendEvents(ctx context.Context, w http.ResponseWriter, c Caller, cursor int64) (int64, error) {
+	for {
+		page, err := s.EventPage(ctx, c, cursor, defaultEventLimit)
+		if err != nil {
+			return cursor, err
+		}
+		var buf bytes.Buffer
+		for _, ev := range page.Events {
+			buf.Reset()
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			if err := enc.Encode(ev); err != nil {
+				return cursor, fmt.Errorf("encode event %d: %w", ev.Seq, err)
+			}
+			data := EscapeJSON(bytes.TrimRight(buf.Bytes(), "\n"))
+			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Type, data); err != nil {
+				return cursor, errWrite
+			}
+		}
+		if page.Next > cursor && (len(page.Events) == 0 || page.Events[len(page.Events)-1].Seq < page.Next) {
+			// Events the caller may not see were read last: move the
+			// client's Last-Event-ID past them without an event.
+			if _, err := fmt.Fprintf(w, "id: %d\n\n", page.Next); err != nil {
+				return cursor, errWrite
+			}
+		}
+		cursor = page.Next
+		if !page.More {
+			return cursor, nil
+		}
+	}
+}
+
+// EndStreams ends every event stream this server is serving, and any
+// started later: an HTTP server's graceful shutdown waits for handlers,
+// and a stream never ends by itself. Call it when shutting down (e.g.
+// from http.Server.RegisterOnShutdown). It is safe to call more than once.
+func (s *Server) EndStreams() {
+	s.endOnce.Do(func() { close(s.streamsDone) })
+}
