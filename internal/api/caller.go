@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/session"
 	"toolgate/internal/store"
 )
 
@@ -128,3 +130,45 @@ func PublicError(err error) (status int, detail ErrorDetail) {
 
 // isBlank reports whether s has nothing but white space.
 func isBlank(s string) bool { return strings.TrimSpace(s) == "" }
+
+// SessionLink is one agent session of a requester chain ([Server.RequesterSessions]).
+type SessionLink struct {
+	ID         string
+	Principal  string
+	OnBehalfOf string
+	// CreatedBy is who created the session: a host, or the parent session's
+	// principal.
+	CreatedBy string
+	CreatedAt time.Time
+	Revoked   bool
+}
+
+// RequesterSessions returns the session chain behind a's requester when an
+// agent session requested it (requested_by "session:<id>"): that session
+// first, then its parents, its root last. It is nil for other requesters
+// and when the server serves no sessions.
+func (s *Server) RequesterSessions(ctx context.Context, c Caller, a Approval) ([]SessionLink, error) {
+	if !c.CanRead() {
+		return nil, forbidden(readRoles)
+	}
+	id, ok := strings.CutPrefix(a.RequestedBy, "session:")
+	if !ok || s.sessions == nil || id == "" {
+		return nil, nil
+	}
+	ch, err := s.sessions.SessionChain(ctx, session.ID(id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read session chain of %s: %w", id, err)
+	}
+	links := make([]SessionLink, 0, len(ch))
+	for _, ss := range ch {
+		if c.Principal.Tenant != "" && ss.Tenant != c.Principal.Tenant {
+			return nil, nil
+		}
+		links = append(links, SessionLink{ID: string(ss.ID), Principal: ss.Principal, OnBehalfOf: ss.OnBehalfOf,
+			CreatedBy: ss.CreatedBy, CreatedAt: utc(ss.CreatedAt), Revoked: !ss.RevokedAt.IsZero()})
+	}
+	return links, nil
+}
