@@ -52,6 +52,9 @@ type Approval struct {
 	Kind         string `json:"kind,omitempty"`
 	Target       string `json:"target,omitempty"`
 	BaseRevision int64  `json:"base_revision,omitempty"`
+	// PolicyRevision is the revision of the deployment policy that asked
+	// for the approval (sha256:…); omitted when unknown.
+	PolicyRevision string `json:"policy_revision,omitempty"`
 }
 
 // Review is one reviewer's vote in [Approval.Reviews].
@@ -148,6 +151,7 @@ func fromRequest(r approval.Request) Approval {
 		Kind:              r.Kind,
 		Target:            r.Target,
 		BaseRevision:      r.BaseRevision,
+		PolicyRevision:    r.PolicyRevision,
 	}
 	if len(a.Arguments) == 0 {
 		a.Arguments = json.RawMessage("null")

@@ -141,6 +141,10 @@ type Request struct {
 	// BaseRevision is the revision a proposed change was made against; the
 	// approval is void once the revision moved.
 	BaseRevision int64 `json:"base_revision,omitempty"`
+	// PolicyRevision is the revision of the deployment policy whose
+	// decision asked for this approval (policy.Decision.Revision), shown to
+	// approvers; "" when unknown.
+	PolicyRevision string `json:"policy_revision,omitempty"`
 }
 
 // Binding is what an approval is bound to; consume compares it with the call

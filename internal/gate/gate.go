@@ -285,7 +285,9 @@ func (g *Gate) admitDecided(ctx context.Context, c Call, chain session.Chain, de
 	switch dec.Effect {
 	case policy.Allow:
 		if chain.RequiresApprovalItem(c.item()) {
-			return g.hold(ctx, c, g.sessionApproval())
+			sa := g.sessionApproval()
+			sa.Revision = dec.Revision
+			return g.hold(ctx, c, sa)
 		}
 		return Admission{Allowed: true}
 	case policy.Deny:
@@ -343,6 +345,7 @@ func (g *Gate) hold(ctx context.Context, c Call, dec policy.Decision) Admission 
 		RequiredApprovals: max(ap.Approvals, 1),
 		Approvers:         ap.Approvers,
 		ValidFor:          ap.ValidFor,
+		PolicyRevision:    dec.Revision,
 	}
 	if c.Kind != approval.KindToolCall {
 		r.Kind = c.Kind // tool calls keep the empty kind, as before issue 10

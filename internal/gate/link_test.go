@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/policy"
+	"toolgate/internal/store/sqlstore/sqlitetest"
 )
 
 // TestInboxLinks checks approvals.public_url: a retry-mode answer and a
@@ -60,4 +62,28 @@ func TestInboxLinks(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRequestRecordsPolicyRevision checks that a held call's request
+// records the revision of the policy that asked for it, for approvers.
+func TestRequestRecordsPolicyRevision(t *testing.T) {
+	p := testPolicy(time.Minute)
+	h := policy.NewHolder(p)
+	want := h.Revision()
+	if want == "" {
+		t.Fatal("the holder has no revision")
+	}
+	db := sqlitetest.Open(t)
+	g := New(db, h, &Options{Poll: 50 * time.Millisecond})
+	ch := admitAsync(t.Context(), g, writeCall("/a"))
+	r := waitPending(t, db, 1)[0]
+	if r.PolicyRevision != want {
+		t.Errorf("request policy revision %q, want %q", r.PolicyRevision, want)
+	}
+	if _, err := g.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if a := recv(t, ch); !a.Allowed {
+		t.Fatalf("%+v", a)
+	}
 }

@@ -23,10 +23,11 @@ import (
 const requestColumns = `id, state, server, tool, arguments, arguments_hash, display_warnings,
 	tool_digest, rule, mode, requested_by, on_behalf_of, tenant, created_at, expires_at,
 	required_approvals, approvers, valid_for_ms, reviews, decided_by, decided_at, reason,
-	consumed_at, dispatch_outcome, held_by, lease_until, answered_at, kind, target, base_revision`
+	consumed_at, dispatch_outcome, held_by, lease_until, answered_at, kind, target, base_revision,
+	policy_revision`
 
 // numRequestColumns is the number of names in requestColumns.
-const numRequestColumns = 30
+const numRequestColumns = 31
 
 // requestRow is one requests row as stored.
 type requestRow struct {
@@ -51,6 +52,7 @@ type requestRow struct {
 	answeredAt              sql.NullInt64
 	kind, target            string
 	baseRevision            int64
+	policyRevision          string
 }
 
 // storedReview is the JSON form of an approval.Review inside the reviews
@@ -67,7 +69,8 @@ func (w *requestRow) args() []any {
 	return []any{w.id, w.state, w.server, w.tool, w.arguments, w.argumentsHash, w.displayWarnings,
 		w.toolDigest, w.rule, w.mode, w.requestedBy, w.onBehalfOf, w.tenant, w.createdAt, w.expiresAt,
 		w.requiredApprovals, w.approvers, w.validForMS, w.reviews, w.decidedBy, w.decidedAt, w.reason,
-		w.consumedAt, w.dispatchOutcome, w.heldBy, w.leaseUntil, w.answeredAt, w.kind, w.target, w.baseRevision}
+		w.consumedAt, w.dispatchOutcome, w.heldBy, w.leaseUntil, w.answeredAt, w.kind, w.target, w.baseRevision,
+		w.policyRevision}
 }
 
 // dest returns pointers to the fields of the row in requestColumns order, for Scan.
@@ -75,7 +78,8 @@ func (w *requestRow) dest() []any {
 	return []any{&w.id, &w.state, &w.server, &w.tool, &w.arguments, &w.argumentsHash, &w.displayWarnings,
 		&w.toolDigest, &w.rule, &w.mode, &w.requestedBy, &w.onBehalfOf, &w.tenant, &w.createdAt, &w.expiresAt,
 		&w.requiredApprovals, &w.approvers, &w.validForMS, &w.reviews, &w.decidedBy, &w.decidedAt, &w.reason,
-		&w.consumedAt, &w.dispatchOutcome, &w.heldBy, &w.leaseUntil, &w.answeredAt, &w.kind, &w.target, &w.baseRevision}
+		&w.consumedAt, &w.dispatchOutcome, &w.heldBy, &w.leaseUntil, &w.answeredAt, &w.kind, &w.target, &w.baseRevision,
+		&w.policyRevision}
 }
 
 // encodeRequest encodes r for storage, truncating times and ValidFor to
@@ -90,7 +94,7 @@ func encodeRequest(r approval.Request) (requestRow, error) {
 		decidedBy: r.DecidedBy, decidedAt: nullMillis(r.DecidedAt), reason: r.Reason,
 		consumedAt: nullMillis(r.ConsumedAt), dispatchOutcome: string(r.DispatchOutcome),
 		heldBy: r.HeldBy, leaseUntil: nullMillis(r.LeaseUntil), answeredAt: nullMillis(r.AnsweredAt),
-		kind: r.Kind, target: r.Target, baseRevision: r.BaseRevision,
+		kind: r.Kind, target: r.Target, baseRevision: r.BaseRevision, policyRevision: r.PolicyRevision,
 	}
 	if r.Arguments != nil {
 		w.arguments = sql.NullString{String: string(r.Arguments), Valid: true}
@@ -126,7 +130,7 @@ func (w *requestRow) decode() (approval.Request, error) {
 		DecidedBy: w.decidedBy, DecidedAt: fromNullMillis(w.decidedAt), Reason: w.reason,
 		ConsumedAt: fromNullMillis(w.consumedAt), DispatchOutcome: approval.Outcome(w.dispatchOutcome),
 		HeldBy: w.heldBy, LeaseUntil: fromNullMillis(w.leaseUntil), AnsweredAt: fromNullMillis(w.answeredAt),
-		Kind: w.kind, Target: w.target, BaseRevision: w.baseRevision,
+		Kind: w.kind, Target: w.target, BaseRevision: w.baseRevision, PolicyRevision: w.policyRevision,
 	}
 	if w.arguments.Valid {
 		r.Arguments = json.RawMessage(w.arguments.String)

@@ -45,6 +45,7 @@ func testCreateGet(t *testing.T, s store.Store) {
 	want.Kind = approval.KindSessionPolicy
 	want.Target = "0190aaaa-0000-7000-8000-000000000001"
 	want.BaseRevision = 7
+	want.PolicyRevision = "sha256:5e1f"
 	requireAllSet(t, want)
 	got := mustUpdate(t, s, r.ID, "alice", func(cur *approval.Request) error {
 		*cur = want

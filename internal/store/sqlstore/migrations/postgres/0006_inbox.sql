@@ -10,3 +10,8 @@ CREATE TABLE web_sessions (
 	expires_at bigint NOT NULL
 );
 CREATE INDEX web_sessions_expires ON web_sessions (expires_at);
+
+-- approval.Request.PolicyRevision: the revision of the deployment policy
+-- that asked for the approval ("" before this version, and for approvals
+-- of policy changes).
+ALTER TABLE requests ADD COLUMN policy_revision text NOT NULL DEFAULT '';
