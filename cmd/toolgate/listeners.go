@@ -112,9 +112,10 @@ func (l *listeners) attach(ctx context.Context, cfg config.Config, f serveFlags,
 			x.opts.MaxConns = p.caps.mcp
 			x.opts.ReadTimeout = readTimeout(cfg.Listen.ReadHeaderTimeout, mcpMaxBody)
 		case "admin":
-			x.h = api.New(c.gate, approverAuth(p.creds), &api.Options{
+			adminAPI := api.New(c.gate, approverAuth(p.creds), &api.Options{
 				Logger: log, Metrics: telemetry.Handler(c.reg), Sessions: c.gate, SessionsChanged: c.gw.SessionsChanged, Policies: policiesAPI(c.policies),
 				Explain: &liveExplainer{holder: c.holder, cfg: cfg, ann: c.cat.annotations(cfg)},
+				Events:  c.db, EventsChanged: c.events.Wait,
 				Ready: func(ctx context.Context) error {
 					if err := c.gate.Ready(ctx); err != nil {
 						return err
@@ -122,9 +123,19 @@ func (l *listeners) attach(ctx context.Context, cfg config.Config, f serveFlags,
 					return c.gw.Ready()
 				},
 			})
+			// The web inbox at /ui/ beside the API.
+			h, err := withInbox(ctx, adminAPI, c.db, p.creds, cfg, log)
+			if err != nil {
+				return err
+			}
+			// Event streams end before draining, like held calls.
+			x.opts.BeforeShutdown = func() {
+				c.gate.Stop()
+				adminAPI.EndStreams()
+			}
 			// Slack's interaction endpoint (when configured) sits in front
 			// of the API; it authenticates by Slack's signature.
-			x.h = c.notes.handler(x.h)
+			x.h = c.notes.handler(h)
 			x.opts.MaxConns = p.caps.admin
 			x.opts.ReadTimeout = adminReadTimeout(cfg.Listen.ReadHeaderTimeout)
 		}

@@ -3,7 +3,7 @@
 //	toolgate serve --config FILE [--dev] [--stdio] [--ready-file F]
 //	toolgate policy check [--dev] [--stdio] [--insecure-no-auth] FILE
 //	toolgate policy explain|test ...
-//	toolgate approvals list|show|approve|deny ...
+//	toolgate approvals list|show|approve|deny|watch ...
 //
 // Exit codes: 0 ok, 1 failure, 2 usage or invalid config.
 package main
@@ -77,6 +77,7 @@ Usage:
   toolgate policy test CASES.yaml          check a table of calls against the policy; exits 1 on a mismatch
   toolgate policy propose|show|diff|apply  store-backed policy revisions (see "toolgate policy help")
   toolgate approvals list|show|approve|deny   decide held calls through the admin API
+  toolgate approvals watch                 print requests and decisions as they happen
   toolgate version
 
 Exit codes: 0 ok, 1 failure, 2 usage or invalid config.

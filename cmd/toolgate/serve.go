@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"toolgate/internal/api"
 	"toolgate/internal/approval"
 	"toolgate/internal/config"
 	"toolgate/internal/gate"
@@ -173,6 +174,9 @@ type core struct {
 	// notes are the notification outbox and Slack interactions (zero when
 	// notify.channels is empty).
 	notes notifications
+	// events wakes the admin API's event streams (and so the web inbox) on
+	// every change the store's change feed reports.
+	events api.Broadcast
 }
 
 // startCore opens the store, tracing, the gate, the policy store (with
@@ -224,6 +228,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 		SessionApprovalFunc:  func() policy.Approval { return c.holder.Load().Approval },
 		PolicyRequestTimeout: cfg.Sessions.PolicyRequestTimeout,
 		MaxPolicyRequests:    cfg.Sessions.MaxPendingPolicyRequests,
+		PublicURL:            cfg.PublicURL(),
 		Annotations:          cat.annotations(cfg),
 	})
 	if c.notes, err = newNotifications(cfg, db, c.gate, c.holder, deliveryMetrics, log); err != nil {
@@ -268,7 +273,13 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 	eg.Go(func() error {
 		return reloadPolicy(ctx, f.config, cfg, c.holder, hup, f.watch, f.dev, log, c.metrics)
 	})
-	eg.Go(func() error { c.watch(ctx, c.gate, c.notes.wake); return nil })
+	eg.Go(func() error {
+		c.watch(ctx, c.gate, func() {
+			c.notes.wake()
+			c.events.Notify()
+		})
+		return nil
+	})
 	eg.Go(func() error { return c.notes.run(ctx) })
 	if c.policies != nil {
 		eg.Go(func() error { c.policies.Follow(ctx); return nil })

@@ -1,10 +1,11 @@
-// Package cli implements `toolgate approvals list|show|approve|deny`: thin
+// Package cli implements `toolgate approvals list|show|approve|deny|watch`: thin
 // clients of the admin REST API (internal/api). They never open the store.
 //
 // Everything the server sends is printed with hidden characters (controls,
 // bidi, zero-width; see api.IsHidden) as visible \u escapes, and show puts
 // the request's display warnings in a WARNING block first (case C15). Short
-// ids are resolved through ?id_prefix=. deny requires --reason, because the
+// ids are resolved through ?id_prefix= and ?id_suffix=. watch follows the
+// event stream (GET /v1/events/stream) and reconnects with Last-Event-ID. deny requires --reason, because the
 // agent reads it; the API itself accepts a deny without one.
 package cli
 
@@ -46,6 +47,11 @@ Commands:
         the approval is refused if the request's hash differs.
   deny <id> --reason R
         Deny. The reason is required: the agent reads it.
+  watch [--since N]
+        Print requests and decisions as they happen, one line each (with
+        --json, each event's JSON), until interrupted. A dropped connection
+        is reopened where it stopped. --since N starts after event N
+        instead of with new events only.
 
 Flags for every command (before or after the arguments):
   --addr A    admin API address: http://host:port, https://host:port,
@@ -54,8 +60,9 @@ Flags for every command (before or after the arguments):
   --token T   bearer token (default $TOOLGATE_TOKEN; required)
   --json      print the server's JSON instead of text
 
-<id> is a full approval id, or a prefix of at least 6 characters that
-matches exactly one approval.
+<id> is a full approval id, or a part of at least 6 characters of its
+start or end that matches exactly one approval (ids made close together
+share their start; their ends are random).
 
 Exit status: 0 ok, 1 failure (including errors from the server), 2 usage.
 `
@@ -72,6 +79,8 @@ type options struct {
 	cursor      string
 	reason      string
 	hash        string
+	since       int64
+	status      io.Writer // notes of long-running commands (watch): stderr
 }
 
 // command is one subcommand.
@@ -102,6 +111,13 @@ var commands = map[string]command{
 		},
 		run: runApprove,
 	},
+	"watch": {
+		synopsis: "watch [--since N]",
+		flags: func(fs *flag.FlagSet, o *options) {
+			fs.Int64Var(&o.since, "since", 0, "start after this event sequence number (default: new events only)")
+		},
+		run: runWatch,
+	},
 	"deny": {
 		synopsis: "deny <id> --reason R",
 		args:     1,
@@ -131,7 +147,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 	if env == nil {
 		env = func(string) string { return "" }
 	}
-	err := run(ctx, args, stdout, env)
+	err := run(ctx, args, stdout, stderr, env)
 	var ue *usageError
 	switch {
 	case err == nil:
@@ -147,11 +163,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 	}
 }
 
-func run(ctx context.Context, args []string, stdout io.Writer, env func(string) string) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) string) error {
 	cmd, o, pos, err := parse(args, stdout, env)
 	if err != nil {
 		return err
 	}
+	o.status = stderr
 	c, err := newClient(o.addr, o.token)
 	if err != nil {
 		return err
@@ -169,7 +186,7 @@ func parse(args []string, stdout io.Writer, env func(string) string) (command, *
 			Usage(stdout)
 			return command{}, nil, nil, flag.ErrHelp
 		}
-		return command{}, nil, nil, usagef("missing command: want list, show, approve or deny")
+		return command{}, nil, nil, usagef("missing command: want list, show, approve, deny or watch")
 	}
 	name := args[i]
 	if name == "help" {
@@ -178,7 +195,7 @@ func parse(args []string, stdout io.Writer, env func(string) string) (command, *
 	}
 	cmd, ok := commands[name]
 	if !ok {
-		return command{}, nil, nil, usagef("unknown command %q: want list, show, approve or deny", name)
+		return command{}, nil, nil, usagef("unknown command %q: want list, show, approve, deny or watch", name)
 	}
 	rest := append(append([]string{}, args[:i]...), args[i+1:]...)
 
@@ -199,6 +216,9 @@ func parse(args []string, stdout io.Writer, env func(string) string) (command, *
 	}
 	if name == "deny" && strings.TrimSpace(o.reason) == "" {
 		return command{}, nil, nil, usagef("deny needs --reason: the agent reads it")
+	}
+	if name == "watch" && o.since < 0 {
+		return command{}, nil, nil, usagef("watch --since %d: want 0 or more", o.since)
 	}
 	if name == "list" {
 		switch o.state {

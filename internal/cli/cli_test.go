@@ -29,6 +29,7 @@ const (
 	idC     = "01900000-0000-7000-8000-00000000000c" // denied
 	idU     = "0abcdef0-1111-7000-8000-000000000001" // pending, unique prefix 0abcde
 	idHide  = "0fedcba0-2222-7000-8000-000000000002" // pending, C15 arguments
+	idS     = "01900000-0000-7000-8000-00000abcdef0" // pending (added by TestShortIDSuffix): ends with idU's start
 	hashA   = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 	hashB   = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 	tokAlic = "alice-tok"
@@ -390,7 +391,7 @@ func TestFailures(t *testing.T) {
 		{name: "short prefix", args: []string{"show", "01900"}, wantCode: 2, wantErr: []string{"at least 6"}},
 		{name: "not an id", args: []string{"show", "xyz123"}, wantCode: 2, wantErr: []string{"invalid approval id"}},
 		{name: "ambiguous prefix", args: []string{"approve", "019000"}, wantCode: 1, wantErr: []string{"ambiguous", idA, idB, idC, "pay__refund"}},
-		{name: "no match", args: []string{"show", "0bbbbb"}, wantCode: 1, wantErr: []string{`no approval id starts with "0bbbbb"`}},
+		{name: "no match", args: []string{"show", "0bbbbb"}, wantCode: 1, wantErr: []string{`no approval id starts or ends with "0bbbbb"`}},
 		{name: "unknown full id", args: []string{"show", "01900000-0000-7000-8000-0000000000ff"}, wantCode: 1, wantErr: []string{"toolgate: 404 not_found:"}},
 		{name: "already resolved", args: []string{"approve", idC}, wantCode: 1, wantErr: []string{"toolgate: 409 resolved:", "(state: denied)"}},
 		{name: "conflicting verdict", vars: map[string]string{cli.EnvToken: "bob-tok"}, args: []string{"approve", idC}, wantCode: 1, wantErr: []string{"toolgate: 409 conflict:"}},
@@ -524,5 +525,46 @@ func TestConnectionRefused(t *testing.T) {
 	code, _, errs := e.run(t, "list")
 	if code != 1 || !strings.Contains(errs, "toolgate: GET /v1/approvals") {
 		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+}
+
+// TestShortIDSuffix checks that a unique suffix of 6 or more characters
+// finds an approval as a prefix does, and that a text that is the start of
+// one id and the end of another is ambiguous.
+func TestShortIDSuffix(t *testing.T) {
+	tests := []struct {
+		name     string
+		arg      string
+		wantCode int
+		want     []string // in stdout (exit 0) or stderr
+	}{
+		{"unique suffix", "abcdef0", 0, []string{idS}},
+		{"suffix with dashes, upper case", "8000-00000ABCDEF0", 0, []string{idS}},
+		{"prefix still works", "0abcde", 0, []string{idU}},
+		{"start of one, end of another", "0abcdef0", 1, []string{"ambiguous", idU, idS}},
+		{"suffix too short", "def0", 2, []string{"at least 6"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.fake.Add(request(idS))
+			code, out, errs := e.run(t, "show", tt.arg, "--json")
+			if code != tt.wantCode {
+				t.Fatalf("exit %d, want %d; stderr %s", code, tt.wantCode, errs)
+			}
+			got := errs
+			if code == 0 {
+				var a api.Approval
+				if err := json.Unmarshal([]byte(out), &a); err != nil {
+					t.Fatal(err)
+				}
+				got = a.ID
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("output %q, want it to contain %q", got, w)
+				}
+			}
+		})
 	}
 }

@@ -136,37 +136,51 @@ func approvals(a api.Approval) int {
 	return n
 }
 
-// resolveID turns a full id or a unique prefix of at least minPrefix
-// characters into a full id. A too short or malformed id is a usage error;
-// no match or several matches are failures, the latter listing the matches.
+// resolveID turns a full id, or a unique prefix or suffix of at least
+// minPrefix characters, into a full id. A too short or malformed id is a
+// usage error; no match or several matches are failures, the latter
+// listing the matches. Suffixes matter because ids made close together
+// share their first characters (UUIDv7) while their ends are random.
 func resolveID(ctx context.Context, c *client, arg string) (string, error) {
 	id := strings.ToLower(arg)
 	if strings.Trim(id, "0123456789abcdef-") != "" || len(id) > 36 {
-		return "", usagef("invalid approval id %q: want a full id or a prefix of it", arg)
+		return "", usagef("invalid approval id %q: want a full id, or a part of its start or end", arg)
 	}
 	if isUUID(id) {
 		return id, nil
 	}
 	if len(id) < minPrefix {
-		return "", usagef("approval id prefix %q is too short: give at least %d characters", arg, minPrefix)
+		return "", usagef("approval id %q is too short: give at least %d of its first or last characters", arg, minPrefix)
 	}
-	q := url.Values{"state": {"all"}, "id_prefix": {id}, "limit": {strconv.Itoa(maxMatches)}}
-	var l api.List
-	if _, err := c.get(ctx, "/v1/approvals?"+q.Encode(), &l); err != nil {
-		return "", err
+	var matches []api.Approval
+	more := false
+	seen := map[string]bool{}
+	for _, param := range []string{"id_prefix", "id_suffix"} {
+		q := url.Values{"state": {"all"}, param: {id}, "limit": {strconv.Itoa(maxMatches)}}
+		var l api.List
+		if _, err := c.get(ctx, "/v1/approvals?"+q.Encode(), &l); err != nil {
+			return "", err
+		}
+		more = more || l.NextCursor != ""
+		for _, a := range l.Approvals {
+			if !seen[a.ID] {
+				seen[a.ID] = true
+				matches = append(matches, a)
+			}
+		}
 	}
-	switch len(l.Approvals) {
+	switch len(matches) {
 	case 0:
-		return "", fmt.Errorf("no approval id starts with %q", id)
+		return "", fmt.Errorf("no approval id starts or ends with %q", id)
 	case 1:
-		return l.Approvals[0].ID, nil
+		return matches[0].ID, nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "approval id prefix %q is ambiguous; it matches:", id)
-	for _, a := range l.Approvals {
+	fmt.Fprintf(&b, "approval id %q is ambiguous; it matches:", id)
+	for _, a := range matches {
 		fmt.Fprintf(&b, "\n  %s  %s  %s__%s", a.ID, a.State, a.Server, a.Tool)
 	}
-	if l.NextCursor != "" {
+	if more {
 		b.WriteString("\n  ...and more")
 	}
 	return "", fmt.Errorf("%s", b.String())

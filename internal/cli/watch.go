@@ -1,0 +1,252 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"toolgate/internal/api"
+)
+
+// Reconnection backoff of watch: it doubles from watchRetryMin up to
+// watchRetryMax, and starts again from the minimum after a connection that
+// delivered something.
+const (
+	watchRetryMin = 500 * time.Millisecond
+	watchRetryMax = 15 * time.Second
+)
+
+// maxEventLine bounds one line of the event stream (an event's JSON).
+const maxEventLine = 8 << 20
+
+// runWatch prints approval requests and decisions as they happen, from
+// GET /v1/events/stream, until ctx ends (exit 0). A dropped connection is
+// reopened with Last-Event-ID, so nothing is missed or printed twice; an
+// answer that will not change by retrying (401, 403, 404, 422) ends it
+// with that error. Notes go to stderr (status), events to out.
+func runWatch(ctx context.Context, c *client, o *options, _ []string, out io.Writer) error {
+	last := o.since
+	first := true
+	backoff := watchRetryMin
+	for {
+		got, err := c.watchOnce(ctx, last, first, o, out)
+		if got.last > 0 {
+			last = got.last
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		var he *httpError
+		if errors.As(err, &he) && he.Status/100 == 4 && he.Status != http.StatusTooManyRequests {
+			return err
+		}
+		if got.connected {
+			first = false
+		}
+		if got.events > 0 {
+			backoff = watchRetryMin
+		}
+		msg := "the event stream ended"
+		if err != nil {
+			msg = "the event stream failed: " + err.Error()
+		}
+		fmt.Fprintf(o.status, "toolgate: %s; reconnecting in %v\n", cleanLines(msg), backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff = min(backoff*2, watchRetryMax)
+	}
+}
+
+// watched is what one connection of watch did.
+type watched struct {
+	connected bool
+	events    int
+	last      int64 // the last event id seen, 0 if none
+}
+
+// watchOnce opens the stream once (after event last, or at the end of the
+// log when last is 0 and this is the first connection) and prints what it
+// sends until it ends.
+func (c *client) watchOnce(ctx context.Context, last int64, first bool, o *options, out io.Writer) (watched, error) {
+	var w watched
+	path := "/v1/events/stream"
+	if !first || last > 0 {
+		path += "?since=" + strconv.FormatInt(last, 10)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return w, fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Accept", "text/event-stream")
+	if !first || last > 0 {
+		req.Header.Set("Last-Event-ID", strconv.FormatInt(last, 10))
+	}
+	// No overall timeout: the stream stays open; the server sends a
+	// comment line every 15 s.
+	hc := &http.Client{Transport: c.http.Transport}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return w, fmt.Errorf("GET %s: %w", path, unwrapURL(err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+		return w, decodeError(resp.StatusCode, b)
+	}
+	w.connected = true
+	if first {
+		fmt.Fprintf(o.status, "toolgate: watching approvals at %s (Ctrl-C to stop)\n", clean(c.base))
+	} else {
+		fmt.Fprintf(o.status, "toolgate: reconnected; resuming after event %d\n", last)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), maxEventLine)
+	var id, data string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if id != "" {
+				if n, err := strconv.ParseInt(id, 10, 64); err == nil && n > w.last {
+					w.last = n
+				}
+			}
+			if data != "" {
+				if err := printEvent(out, data, o.json); err != nil {
+					return w, err
+				}
+				w.events++
+			}
+			id, data = "", ""
+		case strings.HasPrefix(line, ": stream after "):
+			// Where the server started: resume from there after a drop,
+			// even if no event came.
+			if n, err := strconv.ParseInt(strings.TrimPrefix(line, ": stream after "), 10, 64); err == nil && n > w.last {
+				w.last = n
+			}
+		case strings.HasPrefix(line, ":"): // a comment: heartbeat
+		case strings.HasPrefix(line, "id:"):
+			id = strings.TrimSpace(strings.TrimPrefix(line, "id:"))
+		case strings.HasPrefix(line, "data:"):
+			data += strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " ")
+		}
+	}
+	if err := sc.Err(); err != nil && ctx.Err() == nil {
+		return w, err
+	}
+	return w, nil
+}
+
+// unwrapURL drops the *url.Error wrapper, whose text repeats the URL.
+func unwrapURL(err error) error {
+	var ue interface{ Unwrap() error }
+	if errors.As(err, &ue) {
+		if inner := ue.Unwrap(); inner != nil {
+			return inner
+		}
+	}
+	return err
+}
+
+// printEvent prints one event: its JSON as sent (hidden characters
+// escaped) with --json, else one line for people.
+func printEvent(out io.Writer, data string, asJSON bool) error {
+	if asJSON {
+		_, err := fmt.Fprintf(out, "%s\n", api.EscapeJSON([]byte(data)))
+		return err
+	}
+	var ev api.Event
+	if err := json.Unmarshal([]byte(data), &ev); err != nil {
+		return fmt.Errorf("decode event: %w", err)
+	}
+	_, err := fmt.Fprintln(out, eventLine(ev))
+	return err
+}
+
+// eventLine is the text line of one event: time, type, subject, details.
+func eventLine(ev api.Event) string {
+	at := "-"
+	if !ev.At.IsZero() {
+		at = ev.At.UTC().Format("15:04:05")
+	}
+	head := fmt.Sprintf("%s  %-11s", at, clean(ev.Type))
+	a := ev.Approval
+	switch {
+	case a != nil:
+		what := clean(a.Server) + "__" + clean(a.Tool)
+		if a.Kind != "" && a.Kind != "tool_call" {
+			what = "(" + clean(a.Kind) + ") " + clean(a.Target)
+		}
+		return head + "  " + clean(a.ID) + "  " + what + "  " + eventDetail(ev, *a)
+	case ev.SessionID != "":
+		return head + "  session " + clean(ev.SessionID) + "  by " + clean(ev.Actor)
+	}
+	return head + "  by " + clean(ev.Actor)
+}
+
+// eventDetail says what an approval event means.
+func eventDetail(ev api.Event, a api.Approval) string {
+	switch ev.Type {
+	case "requested":
+		by := clean(a.RequestedBy)
+		if a.OnBehalfOf != "" {
+			by += " for " + clean(a.OnBehalfOf)
+		}
+		left := time.Until(a.ExpiresAt).Round(time.Second)
+		return fmt.Sprintf("by %s, rule %q, %d approval(s) needed, expires in %v: %s",
+			by, clean(a.Rule), max(a.RequiredApprovals, 1), max(left, 0), argsLine(a.Arguments))
+	case "reviewed":
+		for _, rv := range a.Reviews {
+			if rv.By == ev.Actor {
+				s := fmt.Sprintf("%s by %s", clean(rv.Verdict), clean(rv.By))
+				if rv.Reason != "" {
+					s += ": " + clean(rv.Reason)
+				}
+				return s + fmt.Sprintf(" (%d of %d approvals)", approvals(a), max(a.RequiredApprovals, 1))
+			}
+		}
+		return "by " + clean(ev.Actor)
+	case "approved", "denied":
+		s := "by " + clean(ev.Actor)
+		if ev.Type == "denied" && a.Reason != "" {
+			s += ": " + clean(a.Reason)
+		}
+		return s
+	case "expired", "cancelled", "invalidated":
+		if a.Reason != "" {
+			return clean(a.Reason)
+		}
+		return ""
+	case "dispatched":
+		return "outcome " + clean(a.DispatchOutcome)
+	}
+	return "by " + clean(ev.Actor)
+}
+
+// argsLine is the display copy on one line, cut at 120 characters.
+func argsLine(args json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, args); err != nil {
+		b.Reset()
+		b.Write(args)
+	}
+	s := clean(string(api.EscapeJSON(b.Bytes())))
+	if r := []rune(s); len(r) > 120 {
+		s = string(r[:119]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,470 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"toolgate/internal/api"
+	"toolgate/internal/approval"
+	"toolgate/internal/store"
+)
+
+// inboxLimit is how many pending approvals one inbox page lists.
+const inboxLimit = 100
+
+// inboxView is the list of pending approvals.
+type inboxView struct {
+	Rows      []row
+	Eligible  int    // rows this approver may review
+	More      string // cursor of the next page, or ""
+	Cursor    string // this page's cursor
+	CanReview bool
+}
+
+func (s *Server) inboxData(r *http.Request, c *session) (*inboxView, error) {
+	cursor := r.URL.Query().Get("cursor")
+	if cursor != "" && !isIDText(cursor) {
+		cursor = ""
+	}
+	l, err := s.backend.ListApprovals(r.Context(), c.caller, store.Filter{State: approval.StatePending, Descending: true, Limit: inboxLimit, Cursor: cursor})
+	if err != nil {
+		return nil, err
+	}
+	v := &inboxView{More: l.NextCursor, Cursor: cursor, CanReview: c.caller.CanReview()}
+	now := s.now()
+	for _, a := range l.Approvals {
+		rw := newRow(a, c.caller, now)
+		if rw.Eligible {
+			v.Eligible++
+		}
+		v.Rows = append(v.Rows, rw)
+	}
+	return v, nil
+}
+
+// inbox is GET /ui/: the pending approvals, newest first.
+func (s *Server) inbox(w http.ResponseWriter, r *http.Request, c *session) {
+	v, err := s.inboxData(r, c)
+	if err != nil {
+		s.fail(w, r, c, err)
+		return
+	}
+	s.render(w, r, "inbox", http.StatusOK, view{Title: "Inbox", User: c.user(), CSRF: c.csrf, Inbox: v})
+}
+
+// inboxFragment is the inbox list alone, for the page's live refresh.
+func (s *Server) inboxFragment(w http.ResponseWriter, r *http.Request, c *session) {
+	v, err := s.inboxData(r, c)
+	if err != nil {
+		status, _ := api.PublicError(err)
+		http.Error(w, http.StatusText(status), status)
+		return
+	}
+	s.write(w, r, s.pages["inbox"], "inbox-list", http.StatusOK, view{User: c.user(), CSRF: c.csrf, Inbox: v})
+}
+
+// detailView is one approval in full.
+type detailView struct {
+	row
+	Args       node
+	ArgsOK     bool
+	RawArgs    string // when the display copy does not parse (never expected)
+	Warnings   []string
+	Policy     bool // a policy approval: Args is the proposed change
+	Target     string
+	Base       int64
+	Mode       string
+	Tenant     string
+	PolicyRev  string
+	Approvers  []string
+	Reviews    []reviewView
+	Sessions   []sessionView
+	Pending    bool
+	Expired    bool // pending past its deadline (the sweeper is about to expire it)
+	ReasonText string
+	Consumed   string
+}
+
+type reviewView struct {
+	By, Verdict, Reason, At string
+}
+
+type sessionView struct {
+	ID, Principal, OnBehalfOf, CreatedBy, Created string
+	Revoked                                       bool
+}
+
+func (s *Server) detailData(r *http.Request, c *session, id approval.ID) (*detailView, error) {
+	a, err := s.backend.GetApproval(r.Context(), c.caller, id)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	d := &detailView{row: newRow(a, c.caller, now), Mode: visible(a.Mode), Tenant: visible(a.Tenant),
+		Target: visible(a.Target), Base: a.BaseRevision, PolicyRev: visible(a.PolicyRevision),
+		Pending: a.State == "pending", ReasonText: visible(a.Reason), Consumed: human(a.ConsumedAt)}
+	d.Expired = d.Pending && !now.Before(a.ExpiresAt)
+	d.Policy = a.Kind == approval.KindSessionPolicy || a.Kind == approval.KindPolicyChange
+	if n, err := parseValue(a.Arguments); err == nil {
+		d.Args, d.ArgsOK = n, true
+	} else {
+		d.RawArgs = visible(string(a.Arguments))
+	}
+	for _, w := range a.DisplayWarnings {
+		d.Warnings = append(d.Warnings, visible(w))
+	}
+	for _, ap := range a.Approvers {
+		d.Approvers = append(d.Approvers, visible(ap))
+	}
+	for _, rv := range a.Reviews {
+		d.Reviews = append(d.Reviews, reviewView{By: visible(rv.By), Verdict: rv.Verdict, Reason: visible(rv.Reason), At: human(rv.At)})
+	}
+	links, err := s.backend.RequesterSessions(r.Context(), c.caller, a)
+	if err != nil {
+		s.log.WarnContext(r.Context(), "read requester sessions", "approval", id, "err", err)
+	}
+	for _, l := range links {
+		d.Sessions = append(d.Sessions, sessionView{ID: l.ID, Principal: visible(l.Principal), OnBehalfOf: visible(l.OnBehalfOf),
+			CreatedBy: visible(l.CreatedBy), Created: human(l.CreatedAt), Revoked: l.Revoked})
+	}
+	return d, nil
+}
+
+// detail is GET /ui/approvals/{id}. A short id (a unique prefix or suffix
+// of at least 6 characters) redirects to the full one.
+func (s *Server) detail(w http.ResponseWriter, r *http.Request, c *session) {
+	raw := strings.ToLower(r.PathValue("id"))
+	if !isUUID(raw) {
+		s.resolveShort(w, r, c, raw)
+		return
+	}
+	s.showDetail(w, r, c, approval.ID(raw), http.StatusOK, flash(r.URL.Query().Get("done")), "")
+}
+
+// flash is the message after a review redirected back to the page.
+func flash(done string) string {
+	switch done {
+	case "approve":
+		return "Your approval was recorded."
+	case "deny":
+		return "Your denial was recorded; the agent gets your reason."
+	}
+	return ""
+}
+
+// showDetail renders approval id with status, a flash and an error.
+func (s *Server) showDetail(w http.ResponseWriter, r *http.Request, c *session, id approval.ID, status int, flashMsg, errMsg string) {
+	d, err := s.detailData(r, c, id)
+	if err != nil {
+		s.fail(w, r, c, err)
+		return
+	}
+	s.render(w, r, "detail", status, view{Title: d.Subject, User: c.user(), CSRF: c.csrf, Detail: d, Flash: flashMsg, Error: errMsg})
+}
+
+// detailFragment is the detail's main part alone, for the live refresh.
+func (s *Server) detailFragment(w http.ResponseWriter, r *http.Request, c *session) {
+	raw := strings.ToLower(r.PathValue("id"))
+	if !isUUID(raw) {
+		http.NotFound(w, r)
+		return
+	}
+	d, err := s.detailData(r, c, approval.ID(raw))
+	if err != nil {
+		status, _ := api.PublicError(err)
+		http.Error(w, http.StatusText(status), status)
+		return
+	}
+	s.write(w, r, s.pages["detail"], "detail-main", http.StatusOK, view{User: c.user(), CSRF: c.csrf, Detail: d})
+}
+
+// matchesView lists the approvals an ambiguous short id matches.
+type matchesView struct {
+	Query string
+	Rows  []row
+}
+
+// resolveShort finds the approvals whose id starts or ends with q: one
+// redirects to it, several are listed.
+func (s *Server) resolveShort(w http.ResponseWriter, r *http.Request, c *session, q string) {
+	if len(q) < minShortID || len(q) > 36 || !isIDText(q) {
+		s.errorPage(w, r, c, http.StatusNotFound, fmt.Sprintf("No approval %q: give a full id, or at least %d of its first or last characters.", visible(q), minShortID))
+		return
+	}
+	var found []api.Approval
+	seen := map[string]bool{}
+	for _, f := range []store.Filter{{IDPrefix: q, Limit: 10}, {IDSuffix: q, Limit: 10}} {
+		l, err := s.backend.ListApprovals(r.Context(), c.caller, f)
+		if err != nil {
+			s.fail(w, r, c, err)
+			return
+		}
+		for _, a := range l.Approvals {
+			if !seen[a.ID] {
+				seen[a.ID] = true
+				found = append(found, a)
+			}
+		}
+	}
+	switch len(found) {
+	case 0:
+		s.errorPage(w, r, c, http.StatusNotFound, fmt.Sprintf("No approval id starts or ends with %q.", q))
+	case 1:
+		http.Redirect(w, r, "/ui/approvals/"+found[0].ID, http.StatusSeeOther)
+	default:
+		v := &matchesView{Query: q}
+		for _, a := range found {
+			v.Rows = append(v.Rows, newRow(a, c.caller, s.now()))
+		}
+		s.render(w, r, "matches", http.StatusMultipleChoices, view{Title: "Several approvals match", User: c.user(), CSRF: c.csrf, Matches: v})
+	}
+}
+
+// minShortID is the shortest short id accepted (DESIGN "CLI").
+const minShortID = 6
+
+// approve is POST /ui/approvals/{id}/approve: the approval pinned to the
+// arguments hash the page showed.
+func (s *Server) approve(w http.ResponseWriter, r *http.Request, c *session) {
+	s.review(w, r, c, approval.VerdictApprove)
+}
+
+// deny is POST /ui/approvals/{id}/deny; a reason is required.
+func (s *Server) deny(w http.ResponseWriter, r *http.Request, c *session) {
+	s.review(w, r, c, approval.VerdictDeny)
+}
+
+// review records c's verdict through the admin API's review code. On
+// success it redirects to the detail page (so a reload does not post
+// again); an error re-renders the page with the API's status (409 when the
+// request changed since the page showed it) and what the API said.
+func (s *Server) review(w http.ResponseWriter, r *http.Request, c *session, v approval.Verdict) {
+	raw := strings.ToLower(r.PathValue("id"))
+	if !isUUID(raw) {
+		s.errorPage(w, r, c, http.StatusNotFound, "There is no such approval.")
+		return
+	}
+	id := approval.ID(raw)
+	hash := r.PostFormValue("arguments_hash")
+	if hash == "" {
+		// The page always posts the hash it showed: without it the
+		// approver would decide arguments they did not see.
+		s.showDetail(w, r, c, id, http.StatusUnprocessableEntity, "", "The form did not say which arguments you reviewed; nothing was recorded. Review the arguments below again.")
+		return
+	}
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	if _, err := s.backend.Review(r.Context(), c.caller, id, v, reason, hash); err != nil {
+		status, detail := api.PublicError(err)
+		if status >= 500 {
+			s.fail(w, r, c, err)
+			return
+		}
+		msg := detail.Message
+		if detail.Code == api.CodeHashMismatch {
+			msg = "The request changed since this page showed it (" + detail.Message + "); nothing was recorded. Review it again below."
+		}
+		s.showDetail(w, r, c, id, status, "", msg)
+		return
+	}
+	http.Redirect(w, r, "/ui/approvals/"+string(id)+"?done="+string(v), http.StatusSeeOther)
+}
+
+// bulkView is the answer of a bulk approval.
+type bulkView struct {
+	Approved []bulkItem
+	Skipped  []bulkItem
+}
+
+type bulkItem struct {
+	ID, ShortID, Subject, State, Why string
+}
+
+// maxBulk bounds one bulk approval.
+const maxBulk = 100
+
+// bulkApprove is POST /ui/approve: approve exactly the selected approvals,
+// each field "approve" holding "<id> <arguments hash>" as the inbox showed
+// them. Each goes through the same review as a single approval; the
+// answer lists what was approved and what was skipped, with why.
+func (s *Server) bulkApprove(w http.ResponseWriter, r *http.Request, c *session) {
+	picked := r.PostForm["approve"]
+	if len(picked) == 0 {
+		s.errorPage(w, r, c, http.StatusUnprocessableEntity, "Select at least one request to approve.")
+		return
+	}
+	if len(picked) > maxBulk {
+		s.errorPage(w, r, c, http.StatusUnprocessableEntity, fmt.Sprintf("Select at most %d requests at once.", maxBulk))
+		return
+	}
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	v := &bulkView{}
+	seen := map[string]bool{}
+	for _, p := range picked {
+		idText, hash, _ := strings.Cut(strings.TrimSpace(p), " ")
+		idText = strings.ToLower(idText)
+		if !isUUID(idText) || seen[idText] {
+			if !seen[idText] {
+				v.Skipped = append(v.Skipped, bulkItem{ID: visible(idText), ShortID: visible(shortID(idText)), Why: "not an approval id"})
+			}
+			continue
+		}
+		seen[idText] = true
+		item := bulkItem{ID: idText, ShortID: shortID(idText)}
+		if hash == "" {
+			item.Why = "the form did not say which arguments you reviewed"
+			v.Skipped = append(v.Skipped, item)
+			continue
+		}
+		a, err := s.backend.Review(r.Context(), c.caller, approval.ID(idText), approval.VerdictApprove, reason, hash)
+		if err != nil {
+			status, detail := api.PublicError(err)
+			if status >= 500 {
+				s.log.ErrorContext(r.Context(), "bulk approve", "approval", idText, "err", err)
+			}
+			item.Why = detail.Message
+			if cur, gerr := s.backend.GetApproval(r.Context(), c.caller, approval.ID(idText)); gerr == nil {
+				_, item.Subject = subject(cur)
+				item.State = cur.State
+			}
+			v.Skipped = append(v.Skipped, item)
+			continue
+		}
+		_, item.Subject = subject(a)
+		item.State = a.State
+		v.Approved = append(v.Approved, item)
+	}
+	status := http.StatusOK
+	if len(v.Approved) == 0 {
+		status = http.StatusConflict
+	}
+	s.render(w, r, "bulk", status, view{Title: "Bulk approval", User: c.user(), CSRF: c.csrf, Bulk: v})
+}
+
+// historyView is the list of decided approvals with its filters.
+type historyView struct {
+	Rows   []row
+	States []string
+	F      historyFilter
+	More   string // the next page's query string, or ""
+}
+
+// historyFilter is the history's query, as the form shows it.
+type historyFilter struct {
+	State, Server, Tool, Requester, From, To, Cursor string
+}
+
+// timeLayout is the format of the history's time filters (datetime-local,
+// read as UTC).
+const timeLayout = "2006-01-02T15:04"
+
+// history is GET /ui/history: decided approvals, newest first, filtered
+// by state, server, tool, requester and creation time (UTC).
+func (s *Server) history(w http.ResponseWriter, r *http.Request, c *session) {
+	q := r.URL.Query()
+	hf := historyFilter{State: q.Get("state"), Server: strings.TrimSpace(q.Get("server")), Tool: strings.TrimSpace(q.Get("tool")),
+		Requester: strings.TrimSpace(q.Get("requester")), From: q.Get("from"), To: q.Get("to"), Cursor: q.Get("cursor")}
+	v := &historyView{F: hf, States: []string{"approved", "consumed", "denied", "expired", "cancelled", "invalidated"}}
+	f := store.Filter{Descending: true, Limit: 50, Decided: true, Server: hf.Server, Tool: hf.Tool, RequestedBy: hf.Requester}
+	var problems []string
+	switch {
+	case hf.State == "" || hf.State == "all":
+		hf.State = ""
+	case slices.Contains(v.States, hf.State):
+		f.State = approval.State(hf.State)
+	default:
+		problems = append(problems, fmt.Sprintf("unknown state %q", visible(hf.State)))
+	}
+	for _, tf := range []struct {
+		text string
+		dst  *time.Time
+		name string
+	}{{hf.From, &f.CreatedFrom, "from"}, {hf.To, &f.CreatedBefore, "to"}} {
+		if tf.text == "" {
+			continue
+		}
+		t, err := time.Parse(timeLayout, tf.text)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s %q: want YYYY-MM-DDTHH:MM (UTC)", tf.name, visible(tf.text)))
+			continue
+		}
+		*tf.dst = t.UTC()
+	}
+	if hf.Cursor != "" && isIDText(hf.Cursor) {
+		f.Cursor = hf.Cursor
+	}
+	if len(problems) > 0 {
+		s.render(w, r, "history", http.StatusUnprocessableEntity, view{Title: "History", User: c.user(), CSRF: c.csrf, History: v,
+			Error: "Check the filters: " + strings.Join(problems, "; ") + "."})
+		return
+	}
+	l, err := s.backend.ListApprovals(r.Context(), c.caller, f)
+	if err != nil {
+		s.fail(w, r, c, err)
+		return
+	}
+	now := s.now()
+	for _, a := range l.Approvals {
+		v.Rows = append(v.Rows, newRow(a, c.caller, now))
+	}
+	if l.NextCursor != "" {
+		next := url.Values{}
+		for k, val := range map[string]string{"state": hf.State, "server": hf.Server, "tool": hf.Tool, "requester": hf.Requester,
+			"from": hf.From, "to": hf.To, "cursor": l.NextCursor} {
+			if val != "" {
+				next.Set(k, val)
+			}
+		}
+		v.More = next.Encode()
+	}
+	s.render(w, r, "history", http.StatusOK, view{Title: "History", User: c.user(), CSRF: c.csrf, History: v})
+}
+
+// events is GET /ui/events: the admin API's event stream for the signed-in
+// approver (the page's EventSource), filtered the same way.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	c, err := s.current(r)
+	if errors.Is(err, errSignedOut) {
+		http.Error(w, "signed out", http.StatusUnauthorized)
+		return
+	}
+	if err != nil {
+		http.Error(w, "the approval store is unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	if err := s.backend.ServeEventStream(w, r, c.caller); err != nil {
+		status, detail := api.PublicError(err)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(api.ErrorBody{Error: detail})
+	}
+}
+
+// isUUID reports whether s is lower-case 8-4-4-4-12 hex.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			if c != '-' {
+				return false
+			}
+		} else if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// isIDText reports whether s could be part of an approval id: lower-case
+// hex digits and dashes, at most 36 characters.
+func isIDText(s string) bool {
+	return len(s) <= 36 && strings.Trim(s, "0123456789abcdef-") == ""
+}
