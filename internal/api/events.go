@@ -373,3 +373,13 @@ func (s *Server) sendEvents(ctx context.Context, w http.ResponseWriter, c Caller
 func (s *Server) EndStreams() {
 	s.endOnce.Do(func() { close(s.streamsDone) })
 }
+
+// LastEventSeq returns the end of the event log (0 when it is empty or the
+// server keeps none): a page that reads it before its data can ask the
+// stream for the events after it (?since=) and miss none.
+func (s *Server) LastEventSeq(ctx context.Context) (int64, error) {
+	if s.events == nil {
+		return 0, nil
+	}
+	return s.events.LastEventSeq(ctx)
+}

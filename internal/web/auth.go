@@ -31,6 +31,7 @@ type session struct {
 	id     string // the store's id (hash of the cookie value)
 	caller api.Caller
 	csrf   string
+	since  int64 // pages: the event log's end before the page read its data
 }
 
 func (c *session) user() *user {
@@ -110,6 +111,10 @@ func (s *Server) page(h func(w http.ResponseWriter, r *http.Request, c *session)
 			s.errorPage(w, r, nil, http.StatusServiceUnavailable, "The approval store is unavailable; try again.")
 			return
 		}
+		// Read before the page's data, so its stream starts early enough.
+		if c.since, err = s.backend.LastEventSeq(r.Context()); err != nil {
+			s.log.WarnContext(r.Context(), "read the end of the event log", "err", err)
+		}
 		h(w, r, c)
 	}
 }
@@ -158,6 +163,9 @@ func (s *Server) post(h func(w http.ResponseWriter, r *http.Request, c *session)
 			s.errorPage(w, r, c, http.StatusForbidden, "This form is missing its security token (or it is stale); nothing was changed. Reload the page and try again.")
 			return
 		}
+		if c.since, err = s.backend.LastEventSeq(r.Context()); err != nil {
+			s.log.WarnContext(r.Context(), "read the end of the event log", "err", err)
+		}
 		h(w, r, c)
 	}
 }
@@ -172,17 +180,25 @@ func sameSecret(got, want string) bool {
 }
 
 // checkOrigin returns why a POST is refused for its origin, or "". The
-// Origin header must be present and name this inbox: the request's own
-// origin (its Host, https over TLS) or the public URL's. Browsers send it
-// on every POST; a missing or "null" one is refused (fail closed). A
-// Sec-Fetch-Site other than same-origin is refused too.
+// Origin header must name this inbox: the request's own origin (its Host,
+// https over TLS) or the public URL's. Because every page is served with
+// Referrer-Policy: no-referrer, browsers send "Origin: null" on form
+// submissions (Fetch standard, "serializing a request origin"); such a
+// request passes only when the browser itself attests it came from this
+// origin with Sec-Fetch-Site: same-origin, a header pages cannot set. A
+// request with neither a matching Origin nor that attestation (a missing
+// Origin, another site, a sandboxed frame) is refused: fail closed.
 func (s *Server) checkOrigin(r *http.Request) string {
 	const msg = "This request did not come from the inbox's own pages; nothing was changed."
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
+	site := r.Header.Get("Sec-Fetch-Site")
+	if site != "" && site != "same-origin" {
 		return msg
 	}
 	origin := r.Header.Get("Origin")
-	if origin == "" || origin == "null" {
+	switch {
+	case origin == "null" && site == "same-origin":
+		return ""
+	case origin == "" || origin == "null":
 		return msg
 	}
 	scheme := "http"

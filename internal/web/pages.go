@@ -55,7 +55,7 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request, c *session) {
 		s.fail(w, r, c, err)
 		return
 	}
-	s.render(w, r, "inbox", http.StatusOK, view{Title: "Inbox", User: c.user(), CSRF: c.csrf, Inbox: v})
+	s.render(w, r, "inbox", http.StatusOK, view{Title: "Inbox", User: c.user(), CSRF: c.csrf, Since: c.since, Inbox: v})
 }
 
 // inboxFragment is the inbox list alone, for the page's live refresh.
@@ -66,7 +66,7 @@ func (s *Server) inboxFragment(w http.ResponseWriter, r *http.Request, c *sessio
 		http.Error(w, http.StatusText(status), status)
 		return
 	}
-	s.write(w, r, s.pages["inbox"], "inbox-list", http.StatusOK, view{User: c.user(), CSRF: c.csrf, Inbox: v})
+	s.write(w, r, s.pages["inbox"], "inbox-list", http.StatusOK, view{User: c.user(), CSRF: c.csrf, Since: c.since, Inbox: v})
 }
 
 // detailView is one approval in full.
@@ -109,7 +109,7 @@ func (s *Server) detailData(r *http.Request, c *session, id approval.ID) (*detai
 	d := &detailView{row: newRow(a, c.caller, now), Mode: visible(a.Mode), Tenant: visible(a.Tenant),
 		Target: visible(a.Target), Base: a.BaseRevision, PolicyRev: visible(a.PolicyRevision),
 		Pending: a.State == "pending", ReasonText: visible(a.Reason), Consumed: human(a.ConsumedAt)}
-	d.Expired = d.Pending && !now.Before(a.ExpiresAt)
+	d.Expired = a.State == string(approval.StateExpired) || (d.Pending && !now.Before(a.ExpiresAt))
 	d.Policy = a.Kind == approval.KindSessionPolicy || a.Kind == approval.KindPolicyChange
 	if n, err := parseValue(a.Arguments); err == nil {
 		d.Args, d.ArgsOK = n, true
@@ -165,7 +165,7 @@ func (s *Server) showDetail(w http.ResponseWriter, r *http.Request, c *session, 
 		s.fail(w, r, c, err)
 		return
 	}
-	s.render(w, r, "detail", status, view{Title: d.Subject, User: c.user(), CSRF: c.csrf, Detail: d, Flash: flashMsg, Error: errMsg})
+	s.render(w, r, "detail", status, view{Title: d.Subject, User: c.user(), CSRF: c.csrf, Since: c.since, Detail: d, Flash: flashMsg, Error: errMsg})
 }
 
 // detailFragment is the detail's main part alone, for the live refresh.
@@ -181,7 +181,7 @@ func (s *Server) detailFragment(w http.ResponseWriter, r *http.Request, c *sessi
 		http.Error(w, http.StatusText(status), status)
 		return
 	}
-	s.write(w, r, s.pages["detail"], "detail-main", http.StatusOK, view{User: c.user(), CSRF: c.csrf, Detail: d})
+	s.write(w, r, s.pages["detail"], "detail-main", http.StatusOK, view{User: c.user(), CSRF: c.csrf, Since: c.since, Detail: d})
 }
 
 // matchesView lists the approvals an ambiguous short id matches.
@@ -222,7 +222,7 @@ func (s *Server) resolveShort(w http.ResponseWriter, r *http.Request, c *session
 		for _, a := range found {
 			v.Rows = append(v.Rows, newRow(a, c.caller, s.now()))
 		}
-		s.render(w, r, "matches", http.StatusMultipleChoices, view{Title: "Several approvals match", User: c.user(), CSRF: c.csrf, Matches: v})
+		s.render(w, r, "matches", http.StatusMultipleChoices, view{Title: "Several approvals match", User: c.user(), CSRF: c.csrf, Since: c.since, Matches: v})
 	}
 }
 
@@ -343,7 +343,7 @@ func (s *Server) bulkApprove(w http.ResponseWriter, r *http.Request, c *session)
 	if len(v.Approved) == 0 {
 		status = http.StatusConflict
 	}
-	s.render(w, r, "bulk", status, view{Title: "Bulk approval", User: c.user(), CSRF: c.csrf, Bulk: v})
+	s.render(w, r, "bulk", status, view{Title: "Bulk approval", User: c.user(), CSRF: c.csrf, Since: c.since, Bulk: v})
 }
 
 // historyView is the list of decided approvals with its filters.
@@ -399,7 +399,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, c *session) {
 		f.Cursor = hf.Cursor
 	}
 	if len(problems) > 0 {
-		s.render(w, r, "history", http.StatusUnprocessableEntity, view{Title: "History", User: c.user(), CSRF: c.csrf, History: v,
+		s.render(w, r, "history", http.StatusUnprocessableEntity, view{Title: "History", User: c.user(), CSRF: c.csrf, Since: c.since, History: v,
 			Error: "Check the filters: " + strings.Join(problems, "; ") + "."})
 		return
 	}
@@ -422,7 +422,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, c *session) {
 		}
 		v.More = next.Encode()
 	}
-	s.render(w, r, "history", http.StatusOK, view{Title: "History", User: c.user(), CSRF: c.csrf, History: v})
+	s.render(w, r, "history", http.StatusOK, view{Title: "History", User: c.user(), CSRF: c.csrf, Since: c.since, History: v})
 }
 
 // events is GET /ui/events: the admin API's event stream for the signed-in

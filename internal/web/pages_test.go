@@ -152,6 +152,9 @@ func TestCSRFAndOrigin(t *testing.T) {
 		{"other origin", good, "http://evil.test", nil},
 		{"other port", good, "http://inbox.test:8080", nil},
 		{"cross-site fetch", good, "http://inbox.test", []string{"Sec-Fetch-Site", "cross-site"}},
+		{"same-site, other origin", good, "http://inbox.test", []string{"Sec-Fetch-Site", "same-site"}},
+		{"null origin without the browser's word", good, "null", nil},
+		{"null origin from another site", good, "null", []string{"Sec-Fetch-Site", "cross-site"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -167,15 +170,19 @@ func TestCSRFAndOrigin(t *testing.T) {
 			}
 		})
 	}
-	// The same POST with its token and origin goes through.
-	if a := b.do("POST", path, good(), "Sec-Fetch-Site", "same-origin"); a.status != http.StatusSeeOther {
+	// A form submission as browsers send it under Referrer-Policy:
+	// no-referrer (Origin: null, Sec-Fetch-Site: same-origin) goes through.
+	b.origin = "null"
+	a := b.do("POST", path, good(), "Sec-Fetch-Site", "same-origin")
+	b.origin = "http://inbox.test"
+	if a.status != http.StatusSeeOther {
 		t.Fatalf("a proper POST: %d\n%s", a.status, a.body)
 	}
 	// Another session's token does not work for this one.
 	other := e.browser()
 	other.signIn(aliceTok)
 	r2 := e.request(2, `{"to":"acct-2"}`)
-	a := other.do("POST", "/ui/approvals/"+string(r2.ID)+"/approve", url.Values{"csrf": {csrf(t, b.page("/ui/"))}, "arguments_hash": {r2.ArgumentsHash}})
+	a = other.do("POST", "/ui/approvals/"+string(r2.ID)+"/approve", url.Values{"csrf": {csrf(t, b.page("/ui/"))}, "arguments_hash": {r2.ArgumentsHash}})
 	if a.status != http.StatusForbidden || e.state(r2.ID).State != approval.StatePending {
 		t.Errorf("bob's CSRF token worked in alice's session: %d", a.status)
 	}
@@ -331,5 +338,17 @@ func TestInboxAndHistory(t *testing.T) {
 	}
 	if a := b.do("GET", "/ui/history?from=yesterday", nil); a.status != http.StatusUnprocessableEntity || !strings.Contains(a.body, "Check the filters") {
 		t.Errorf("a bad time filter: %d", a.status)
+	}
+}
+
+// TestDeeplyNestedArguments renders arguments as deep as the gate accepts.
+func TestDeeplyNestedArguments(t *testing.T) {
+	e := newEnv(t, nil)
+	deep := strings.Repeat(`{"a":`, approval.MaxDepth-1) + `"bottom"` + strings.Repeat(`}`, approval.MaxDepth-1)
+	r := e.request(1, deep)
+	b := e.browser()
+	b.signIn(bobTok)
+	if page := b.page("/ui/approvals/" + string(r.ID)); !strings.Contains(page, `"bottom"`) {
+		t.Error("the deepest value is not shown")
 	}
 }

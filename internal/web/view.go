@@ -29,7 +29,9 @@ type row struct {
 	Hash         string
 	CreatedAt    string // RFC 3339 UTC
 	Created      string // for people
+	Age          string // how long ago it was requested (app.js keeps it current)
 	ExpiresAt    string // RFC 3339 UTC, for the countdown
+	Expires      string // for people
 	TimeLeft     string // the first text of the countdown
 	Urgent       bool   // less than a minute left
 	Approved     int
@@ -58,6 +60,7 @@ func newRow(a api.Approval, c api.Caller, now time.Time) row {
 		CreatedAt:  stamp(a.CreatedAt),
 		Created:    human(a.CreatedAt),
 		ExpiresAt:  stamp(a.ExpiresAt),
+		Expires:    human(a.ExpiresAt),
 		Approved:   approvals(a),
 		Required:   max(a.RequiredApprovals, 1),
 		Warnings:   len(a.DisplayWarnings),
@@ -65,6 +68,7 @@ func newRow(a api.Approval, c api.Caller, now time.Time) row {
 		Decided:    human(a.DecidedAt),
 	}
 	r.Kind, r.Subject = subject(a)
+	r.Age = age(now.Sub(a.CreatedAt))
 	left := a.ExpiresAt.Sub(now)
 	r.TimeLeft, r.Urgent = timeLeft(left), left < time.Minute
 	if err := c.Eligible(a); err != nil {
@@ -193,6 +197,21 @@ func timeLeft(d time.Duration) string {
 	return fmt.Sprintf("%ds left", s)
 }
 
+// age is how long ago something happened, for people.
+func age(d time.Duration) string {
+	switch {
+	case d < 5*time.Second:
+		return "just now"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
 // visible returns s with every character that could hide or reorder text
 // (api.IsHidden: controls including newlines, bidi and zero-width
 // characters) written as a visible \uXXXX escape (case C15). The template
@@ -211,8 +230,20 @@ func visible(s string) string {
 	return b.String()
 }
 
-// summaryLen is the most characters of a one-line argument summary.
-const summaryLen = 160
+// summaryLen is the most characters of a one-line argument summary, and
+// valueLen of one string value in it.
+const (
+	summaryLen = 160
+	valueLen   = 56
+)
+
+// plural returns one or many after n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
 
 // summarize returns a one-line summary of a display copy: top-level
 // members as key: value, nested values abbreviated, hidden characters and
@@ -251,13 +282,37 @@ func shortValue(n node) string {
 	switch n.Kind {
 	case "string":
 		s := strings.ReplaceAll(n.Str, "\n", "⏎")
+		s = cutValue(s, valueLen)
 		return `"` + visible(s) + `"`
 	case "object":
-		return fmt.Sprintf("{%d keys}", len(n.Items))
+		return fmt.Sprintf("{%d %s}", len(n.Items), plural(len(n.Items), "key", "keys"))
 	case "array":
-		return fmt.Sprintf("[%d items]", len(n.Items))
+		return fmt.Sprintf("[%d %s]", len(n.Items), plural(len(n.Items), "item", "items"))
 	}
 	return n.Literal
+}
+
+// cutValue cuts s after about n characters with "…", so that the other
+// members of a summary still fit; a redaction marker is never cut in two
+// (the reader must see that something was hidden).
+func cutValue(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	cut := 0
+	for range n - 1 {
+		_, w := utf8.DecodeRuneInString(s[cut:])
+		cut += w
+	}
+	for _, m := range markerRE.FindAllStringIndex(s, -1) {
+		if m[0] < cut && cut < m[1] {
+			cut = m[1]
+		}
+	}
+	if cut >= len(s) {
+		return s
+	}
+	return s[:cut] + "…"
 }
 
 // A node is one value of a display copy, keeping member order and number
@@ -270,9 +325,9 @@ type node struct {
 	Literal string
 }
 
-// maxDepth bounds the nesting the page renders (the display copy comes
-// from agents).
-const maxDepth = 64
+// maxDepth bounds the nesting the page renders: the display copy comes from
+// agents, and approval.Display refuses deeper arguments anyway.
+const maxDepth = approval.MaxDepth
 
 // parseValue decodes a JSON text into a node tree.
 func parseValue(data []byte) (node, error) {

@@ -27,6 +27,10 @@ type Backend interface {
 	Review(ctx context.Context, c api.Caller, id approval.ID, v approval.Verdict, reason, pinnedHash string) (api.Approval, error)
 	RequesterSessions(ctx context.Context, c api.Caller, a api.Approval) ([]api.SessionLink, error)
 	ServeEventStream(w http.ResponseWriter, r *http.Request, c api.Caller) error
+	// LastEventSeq is the end of the event log: a page rendered after
+	// reading it asks its stream for the events after it, so none is
+	// missed between the page and the stream.
+	LastEventSeq(ctx context.Context) (int64, error)
 }
 
 // Sessions stores signed-in browser sessions; store.WebSessionStore
@@ -152,12 +156,7 @@ var funcs = template.FuncMap{
 	"segments": segments,
 	"isBlock":  func(n node) bool { return n.Kind == "string" && strings.Contains(n.Str, "\n") },
 	"last":     func(i, n int) bool { return i == n-1 },
-	"plural": func(n int, one, many string) string {
-		if n == 1 {
-			return one
-		}
-		return many
-	},
+	"plural":   plural,
 }
 
 // routes mounts every route under /ui/.
@@ -218,6 +217,7 @@ type view struct {
 	User      *user // nil when signed out
 	CSRF      string
 	ServerNow string
+	Since     int64 // the event log's end before the page's data was read
 	Flash     string
 	Error     string
 	Status    int

@@ -25,7 +25,16 @@
     return sec + "s left";
   }
 
-  // tick updates every countdown; a request whose time is up has its
+  function formatAge(ms) {
+    const s = Math.floor(ms / 1000);
+    if (s < 5) return "just now";
+    if (s < 60) return s + "s ago";
+    if (s < 3600) return Math.floor(s / 60) + "m ago";
+    if (s < 172800) return Math.floor(s / 3600) + "h ago";
+    return Math.floor(s / 86400) + "d ago";
+  }
+
+  // tick updates every countdown and age; a request whose time is up has its
   // review buttons disabled at once (the server refuses a late review).
   function tick() {
     document.querySelectorAll("[data-expires]").forEach((el) => {
@@ -42,6 +51,10 @@
           holder.querySelectorAll("[data-action], input[name=approve], textarea").forEach((b) => { b.disabled = true; });
         }
       }
+    });
+    document.querySelectorAll("[data-age]").forEach((el) => {
+      const at = Date.parse(el.dataset.age);
+      if (!isNaN(at)) el.textContent = formatAge(now() - at);
     });
     updateBulk();
   }
@@ -147,7 +160,11 @@
       if (live) { live.dataset.live = "off"; live.textContent = ""; }
       return;
     }
-    const es = new EventSource("/ui/events");
+    // Start after the last event the page's data already includes, so an
+    // event between the page and the stream is not missed. A reconnect
+    // sends Last-Event-ID, which the server prefers.
+    const since = body.dataset.since || "";
+    const es = new EventSource("/ui/events" + (since && since !== "0" ? "?since=" + encodeURIComponent(since) : ""));
     es.addEventListener("open", () => setLive(true));
     approvalEvents.forEach((t) => es.addEventListener(t, onEvent));
     es.addEventListener("error", () => {
