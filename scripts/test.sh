@@ -20,6 +20,7 @@
 #   TOOLGATE_TOOLS_DIR=DIR       where the pinned linters are installed (default
 #                                ${XDG_CACHE_HOME:-$HOME/.cache}/toolgate/tools); installing is
 #                                skipped when the pinned version is there already
+#   TOOLGATE_CHROMIUM=PATH       use this Chromium for the browser tests instead of finding or installing one
 #
 # Exported to go test:
 #   TOOLGATE_TEST_POSTGRES      DSN of the throwaway Postgres (database toolgate_test, trust auth)
@@ -28,7 +29,9 @@
 #   TOOLGATE_E2E_NODE_MODULES   absolute path of e2e/node_modules; run npm servers as
 #                               "$TOOLGATE_NODE22" "$TOOLGATE_E2E_NODE_MODULES/.bin/mcp-server-filesystem"
 #                               (the .bin scripts' own shebang would pick the system node)
-#   TOOLGATE_REQUIRE_E2E=1      e2e tests whose npm packages are missing fail instead of skip
+#   TOOLGATE_REQUIRE_E2E=1      e2e tests whose npm packages (or Chromium) are missing fail instead of skip
+#   TOOLGATE_CHROMIUM           the Chromium binary of the browser tests (Debian's chromium package,
+#                               installed with apt-get when missing and root; see chromium_install)
 #
 # The throwaway Postgres is stopped and its directory removed when this script exits, whatever
 # the outcome; nothing is left running.
@@ -218,6 +221,55 @@ ensure_tool() {
 	GOBIN="$dir" go install "$pkg@$version" >&2
 }
 
+# ---- Chromium ------------------------------------------------------------------------------
+
+# chromium_find prints the path of a Chromium binary: $TOOLGATE_CHROMIUM, else chromium (or
+# chromium-browser) on PATH.
+chromium_find() {
+	local c
+	if [[ -n "${TOOLGATE_CHROMIUM:-}" ]]; then
+		if [[ -x "$TOOLGATE_CHROMIUM" ]]; then
+			printf '%s\n' "$TOOLGATE_CHROMIUM"
+		fi
+		return 0
+	fi
+	for c in chromium chromium-browser; do
+		if command -v "$c" >/dev/null 2>&1; then
+			command -v "$c"
+			return 0
+		fi
+	done
+}
+
+# chromium_install makes sure the browser tests have a Chromium and exports TOOLGATE_CHROMIUM:
+# Debian's chromium package is installed with apt-get when none is found (as root only; like
+# PostgreSQL above, it is left installed, so later runs find it and install nothing).
+chromium_install() {
+	local path
+	path="$(chromium_find)"
+	if [[ -z "$path" && -n "${TOOLGATE_CHROMIUM:-}" ]]; then
+		tg_log "TOOLGATE_CHROMIUM=$TOOLGATE_CHROMIUM is not an executable file"
+		return 1
+	fi
+	if [[ -z "$path" ]]; then
+		if ((EUID != 0)); then
+			tg_log "Chromium not found and not root: install Debian's chromium package (apt-get install chromium) or set TOOLGATE_CHROMIUM; the browser tests fail without it"
+			return 1
+		fi
+		tg_log "installing chromium with apt-get"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq >&2
+		apt-get install -y -qq --no-install-recommends chromium </dev/null >&2
+		path="$(chromium_find)"
+		if [[ -z "$path" ]]; then
+			tg_log "chromium installed but no chromium binary found on PATH"
+			return 1
+		fi
+	fi
+	export TOOLGATE_CHROMIUM="$path"
+	tg_log "browser tests use $TOOLGATE_CHROMIUM"
+}
+
 # ---- exit handling --------------------------------------------------------------------------
 
 on_exit() {
@@ -239,6 +291,15 @@ tg_ensure_npm
 export TOOLGATE_NODE22="$TG_NODE22"
 export TOOLGATE_E2E_NODE_MODULES="$TG_NODE_MODULES"
 export TOOLGATE_REQUIRE_E2E=1
+step_end
+
+step_begin "chromium"
+if ! chromium_install; then
+	if (($# == 0)); then
+		exit 1 # the full run includes the browser tests: they must run
+	fi
+	tg_log "continuing without Chromium: browser tests among the given packages will fail"
+fi
 step_end
 
 if [[ -n "${TOOLGATE_TEST_POSTGRES:-}" ]]; then
