@@ -27,6 +27,8 @@
 //	GET  /v1/policy/diff?from=A&to=B    viewer, approver, admin → [PolicyDiff]
 //	POST /v1/policy/explain             viewer, approver, admin; body [ExplainBody]
 //	                                    → policy.Explanation (how the policy in force decides it)
+//	GET  /v1/events?since=SEQ&limit=N   viewer, approver, admin → [EventPage]
+//	GET  /v1/events/stream              viewer, approver, admin → text/event-stream of [Event]
 //
 // The session routes exist when Options.Sessions is set, the policy routes
 // (policy.source: store; docs/policy.md) when Options.Policies is set, and
@@ -42,9 +44,28 @@
 //
 // The list takes the query parameters state (a state name, or "all"; absent
 // means all states), limit (1–1000; absent means the store's default of 100),
-// cursor (the next_cursor of the previous page) and id_prefix (lower-case hex
-// and dashes, at most 36 characters; this is toolgate's extension for CLI
-// short ids). A bad value is 422.
+// cursor (the next_cursor of the previous page), id_prefix and id_suffix
+// (lower-case hex and dashes, at most 36 characters; toolgate's extension
+// for short ids, which may be a unique start or end of an id). A bad value
+// is 422.
+//
+// # Events
+//
+// The event routes (when Options.Events is set; 404 otherwise) read the
+// event log, filtered to what the caller may see: an approval's events when
+// it may see the approval (its tenant), a session's when it may see the
+// session, the deployment policy's always. GET /v1/events answers one page
+// after since (default 0), limit 1–1000 (default 100); next is the last
+// sequence number read (visible or not) and more says the log may go on.
+// GET /v1/events/stream sends server-sent events: "id:" the sequence
+// number, "event:" the type, "data:" the [Event] JSON on one line; it
+// starts after Last-Event-ID, else after ?since=, else at the end of the
+// log (new events only), says where in a first comment line (": stream
+// after N"), moves the client's last id past events it may not see with
+// id-only messages, sends ": hb" every Options.Heartbeat, and reads the log
+// on every Options.EventsChanged wake-up and every Options.EventPoll. The
+// log is read in sequence order (store.Store.Events). Streams end when the
+// client goes or [Server.EndStreams] is called.
 //
 // # Authentication and roles
 //
@@ -61,7 +82,15 @@
 // {id} must be a full UUID in canonical text form (upper case is accepted and
 // lower-cased). Anything else is 404, the same as an unknown id: ids are not
 // secrets, but one answer for "no such approval" keeps clients simple. Short
-// ids are resolved by clients through id_prefix.
+// ids are resolved by clients through id_prefix and id_suffix.
+//
+// # The web inbox
+//
+// internal/web serves the inbox on the same listener through the exported
+// methods of [Server] ([Server.ListApprovals], [Server.GetApproval],
+// [Server.Review], [Server.ServeEventStream]) for a [Caller] it
+// authenticated by its session cookie: the same role, tenant and review
+// rules as the routes, and the one review path.
 //
 // # Bodies
 //

@@ -204,7 +204,7 @@ func openStream(t *testing.T, ctx context.Context, srv *httptest.Server, path, t
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { resp.Body.Close() })
+	t.Cleanup(func() { _ = resp.Body.Close() })
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("stream: %s %q %s", resp.Status, resp.Header.Get("Content-Type"), b)

@@ -102,7 +102,7 @@ func (c *client) watchOnce(ctx context.Context, last int64, first bool, o *optio
 	if err != nil {
 		return w, fmt.Errorf("GET %s: %w", path, unwrapURL(err))
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // a read error was returned already
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 		return w, decodeError(resp.StatusCode, b)

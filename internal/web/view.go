@@ -428,7 +428,8 @@ func segments(s string, block bool) []segment {
 		start := 0
 		for i := 0; i < len(t); {
 			r, w := utf8.DecodeRuneInString(t[i:])
-			hidden := api.IsHidden(r) && !(block && (r == '\n' || r == '\t'))
+			kept := block && (r == '\n' || r == '\t') // a text block shows these as they are
+			hidden := api.IsHidden(r) && !kept
 			if r == utf8.RuneError && w == 1 {
 				hidden = true
 			}
