@@ -80,6 +80,7 @@ type options struct {
 	reason      string
 	hash        string
 	since       int64
+	sinceSet    bool // --since was given (0 then means the start of the log)
 	status      io.Writer // notes of long-running commands (watch): stderr
 }
 
@@ -217,6 +218,7 @@ func parse(args []string, stdout io.Writer, env func(string) string) (command, *
 	if name == "deny" && strings.TrimSpace(o.reason) == "" {
 		return command{}, nil, nil, usagef("deny needs --reason: the agent reads it")
 	}
+	fs.Visit(func(f *flag.Flag) { o.sinceSet = o.sinceSet || f.Name == "since" })
 	if name == "watch" && o.since < 0 {
 		return command{}, nil, nil, usagef("watch --since %d: want 0 or more", o.since)
 	}

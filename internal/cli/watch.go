@@ -35,9 +35,13 @@ const maxEventLine = 8 << 20
 func runWatch(ctx context.Context, c *client, o *options, _ []string, out io.Writer) error {
 	last := o.since
 	first := true
+	// Without --since the first connection starts at the end of the log;
+	// every later one after the last event seen (or where that first one
+	// started).
+	fromEnd := !o.sinceSet
 	backoff := watchRetryMin
 	for {
-		got, err := c.watchOnce(ctx, last, first, o, out)
+		got, err := c.watchOnce(ctx, last, fromEnd, first, o, out)
 		if got.last > 0 {
 			last = got.last
 		}
@@ -49,7 +53,7 @@ func runWatch(ctx context.Context, c *client, o *options, _ []string, out io.Wri
 			return err
 		}
 		if got.connected {
-			first = false
+			first, fromEnd = false, false
 		}
 		if got.events > 0 {
 			backoff = watchRetryMin
@@ -77,13 +81,14 @@ type watched struct {
 	last      int64 // the last event id seen, 0 if none
 }
 
-// watchOnce opens the stream once (after event last, or at the end of the
-// log when last is 0 and this is the first connection) and prints what it
-// sends until it ends.
-func (c *client) watchOnce(ctx context.Context, last int64, first bool, o *options, out io.Writer) (watched, error) {
+// watchOnce opens the stream once (at the end of the log when fromEnd is
+// set, else after event last) and prints what it sends until it ends.
+// first says whether to print the "watching" note or the "reconnected"
+// one.
+func (c *client) watchOnce(ctx context.Context, last int64, fromEnd, first bool, o *options, out io.Writer) (watched, error) {
 	var w watched
 	path := "/v1/events/stream"
-	if !first || last > 0 {
+	if !fromEnd {
 		path += "?since=" + strconv.FormatInt(last, 10)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
@@ -92,7 +97,7 @@ func (c *client) watchOnce(ctx context.Context, last int64, first bool, o *optio
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Accept", "text/event-stream")
-	if !first || last > 0 {
+	if !fromEnd {
 		req.Header.Set("Last-Event-ID", strconv.FormatInt(last, 10))
 	}
 	// No overall timeout: the stream stays open; the server sends a
