@@ -80,7 +80,7 @@ type options struct {
 	reason      string
 	hash        string
 	since       int64
-	sinceSet    bool // --since was given (0 then means the start of the log)
+	sinceSet    bool      // --since was given (0 then means the start of the log)
 	status      io.Writer // notes of long-running commands (watch): stderr
 }
 
