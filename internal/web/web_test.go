@@ -44,7 +44,7 @@ func hashHex(s string) string {
 
 // env is the inbox over a real admin API, gate and SQLite store.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	db     *sqlstore.DB
 	g      *gate.Gate
 	api    *api.Server
@@ -53,7 +53,7 @@ type env struct {
 	now    time.Time
 }
 
-func newEnv(t *testing.T, opts *web.Options) *env {
+func newEnv(t testing.TB, opts *web.Options) *env {
 	t.Helper()
 	e := &env{t: t, db: sqlitetest.Open(t), now: time.Now().UTC(), people: map[string]identity{
 		hashHex(bobTok):    {approval.Principal{ID: "bob", Kind: "human"}, []string{api.RoleApprover}},
@@ -181,7 +181,7 @@ func (b *browser) do(method, path string, form url.Values, header ...string) ans
 var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 // csrf returns the csrf field of a page.
-func csrf(t *testing.T, page string) string {
+func csrf(t testing.TB, page string) string {
 	t.Helper()
 	m := csrfRE.FindStringSubmatch(page)
 	if m == nil {
