@@ -62,7 +62,7 @@ func runWatch(ctx context.Context, c *client, o *options, _ []string, out io.Wri
 		if err != nil {
 			msg = "the event stream failed: " + err.Error()
 		}
-		fmt.Fprintf(o.status, "toolgate: %s; reconnecting in %v\n", cleanLines(msg), backoff)
+		_, _ = fmt.Fprintf(o.status, "toolgate: %s; reconnecting in %v\n", cleanLines(msg), backoff)
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
@@ -114,9 +114,9 @@ func (c *client) watchOnce(ctx context.Context, last int64, fromEnd, first bool,
 	}
 	w.connected = true
 	if first {
-		fmt.Fprintf(o.status, "toolgate: watching approvals at %s (Ctrl-C to stop)\n", clean(c.base))
+		_, _ = fmt.Fprintf(o.status, "toolgate: watching approvals at %s (Ctrl-C to stop)\n", clean(c.base))
 	} else {
-		fmt.Fprintf(o.status, "toolgate: reconnected; resuming after event %d\n", last)
+		_, _ = fmt.Fprintf(o.status, "toolgate: reconnected; resuming after event %d\n", last)
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), maxEventLine)
