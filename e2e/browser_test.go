@@ -216,3 +216,37 @@ func (b *browser) text(sel chromedp.CSS) string {
 	}
 	return strings.TrimSpace(s)
 }
+
+// recordRows makes the open page note, for every approval row that enters
+// its DOM from now on, the moment it did (the browser's Date.now, on this
+// machine's clock): rowShownAt then reads it. A MutationObserver callback
+// runs right after the insertion, so the moment does not include how long
+// the test itself took to look. (The script is evaluated over the DevTools
+// protocol, which the page's CSP does not govern.)
+func (b *browser) recordRows() {
+	b.t.Helper()
+	eval[bool](b, `(() => {
+		const seen = window.toolgateTestRowsSeen = {};
+		const note = (n) => {
+			if (n.nodeType !== Node.ELEMENT_NODE) return;
+			const rows = Array.from(n.querySelectorAll(".card[data-approval-id]"));
+			if (n.matches(".card[data-approval-id]")) rows.push(n);
+			const at = Date.now();
+			rows.forEach((r) => { if (!(r.dataset.approvalId in seen)) seen[r.dataset.approvalId] = at; });
+		};
+		new MutationObserver((ms) => ms.forEach((m) => m.addedNodes.forEach(note)))
+			.observe(document.body, {childList: true, subtree: true});
+		return true;
+	})()`)
+}
+
+// rowShownAt is when the row of approval id entered the page since
+// recordRows (the page must not have been reloaded meanwhile).
+func (b *browser) rowShownAt(id string) time.Time {
+	b.t.Helper()
+	ms := eval[int64](b, fmt.Sprintf(`(window.toolgateTestRowsSeen || {})[%q] || 0`, id))
+	if ms == 0 {
+		b.t.Fatalf("the page did not record when the row of %s appeared (was it reloaded?)", id)
+	}
+	return time.UnixMilli(ms)
+}
