@@ -259,8 +259,11 @@ func TestSessionPolicyRequests(t *testing.T) {
 // built-in tool.
 func TestSessionPolicyRequestCap(t *testing.T) {
 	dir := t.TempDir()
+	// The 32 requests must all be pending when the 33rd comes: the timeout
+	// leaves room for a loaded machine (at 4s a loaded run saw the first
+	// expire before the 33rd), and the test waits for the last to expire.
 	cfg := sessConfig(filepath.Join(dir, "toolgate.db"), filepath.Join(dir, "record.log")) +
-		"sessions:\n  request_tool: false\n  policy_request_timeout: 4s\n"
+		"sessions:\n  request_tool: false\n  policy_request_timeout: 15s\n"
 	g := startGateway(t, cfg, spEnv)
 	agentBase := strings.TrimSuffix(g.MCP, "/mcp")
 	s := sessCreate(t, g.Admin, sessHostToken, map[string]any{"tools": []string{}})
