@@ -89,7 +89,9 @@
   });
 
   // refresh replaces a [data-fragment] region with the server's current
-  // rendering of it, keeping checked boxes and typed text.
+  // rendering of it, keeping checked boxes and typed text. A newer refresh
+  // aborts an older one still loading; an aborted or failed load leaves the
+  // region as it is (the next event or reload brings it up to date).
   let inflight = null;
   async function refresh(region, changedID) {
     if (!region) return;
@@ -97,15 +99,16 @@
     if (inflight) inflight.abort();
     const ctl = new AbortController();
     inflight = ctl;
-    let res;
+    let html;
     try {
-      res = await fetch(url, { credentials: "same-origin", signal: ctl.signal, headers: { "Accept": "text/html" } });
+      const res = await fetch(url, { credentials: "same-origin", signal: ctl.signal, headers: { "Accept": "text/html" } });
+      if (res.status === 401) { window.location.reload(); return; }
+      if (!res.ok) return;
+      // Reading the body rejects too when the load is aborted meanwhile.
+      html = await res.text();
     } catch (err) {
       return;
     }
-    if (res.status === 401) { window.location.reload(); return; }
-    if (!res.ok) return;
-    const html = await res.text();
     if (ctl.signal.aborted) return;
     const checked = new Set(Array.from(region.querySelectorAll("input[name=approve]:checked")).map((i) => i.value));
     const reasonBox = document.querySelector("input[form=bulk][name=reason]");
