@@ -156,11 +156,22 @@ func raceOnce(ctx context.Context, g *gw, cs *mcp.ClientSession, i int) (r raceR
 		return fail("the call failed: %v", cr.err)
 	}
 	r.res = cr.res
-	final, err := fetchApprovalE(ctx, g.Admin, a.ID)
-	if err != nil {
-		return fail("%v", err)
+	// The request leaves pending by the time the call returns, or soon
+	// after: when the held call's own expiry write fails (a loaded machine:
+	// "begin: context deadline exceeded"), it answers timed out at once and
+	// the sweeper expires the request later.
+	settleBy := time.Now().Add(waitFor)
+	for {
+		final, err := fetchApprovalE(ctx, g.Admin, a.ID)
+		if err != nil {
+			return fail("%v", err)
+		}
+		r.final = final.State
+		if r.final != "pending" || time.Now().After(settleBy) {
+			break
+		}
+		time.Sleep(pollEvery)
 	}
-	r.final = final.State
 
 	got := text(cr.res)
 	switch r.approve.Status {
