@@ -50,7 +50,7 @@ func chromiumPath(t *testing.T) string {
 // console errors (a script error, a CSP violation).
 type browser struct {
 	t   *testing.T
-	ctx context.Context // the tab's chromedp context
+	ctx context.Context //nolint:containedctx // chromedp names a tab by its context; browser owns the tab and cancels it on cleanup
 
 	mu       sync.Mutex
 	dialogs  []string // guarded by mu

@@ -221,7 +221,8 @@ func TestEventStream(t *testing.T) {
 	defer cancel()
 
 	// Without a position the stream starts at the end: only new events.
-	_, live := openStream(t, ctx, srv, "/v1/events/stream", "acme-tok")
+	liveResp, live := openStream(t, ctx, srv, "/v1/events/stream", "acme-tok")
+	defer liveResp.Body.Close()
 	e.create(t, 2, "globex") // not acme's: never sent to acme
 	fresh := e.create(t, 3, "acme")
 	e.bc.Notify()
@@ -234,7 +235,8 @@ func TestEventStream(t *testing.T) {
 	}
 
 	// A reconnect with Last-Event-ID resumes after it.
-	_, resumed := openStream(t, ctx, srv, "/v1/events/stream", "admin-tok", "Last-Event-ID", "0")
+	resumedResp, resumed := openStream(t, ctx, srv, "/v1/events/stream", "admin-tok", "Last-Event-ID", "0")
+	defer resumedResp.Body.Close()
 	var got []string
 	for len(got) < 3 {
 		ev, ok := resumed.next()

@@ -93,6 +93,7 @@ func (s *Server) current(r *http.Request) (*session, error) {
 // cookie returns a cookie of this inbox with value, living maxAge seconds
 // (negative deletes it).
 func (s *Server) cookie(r *http.Request, name, value string, maxAge int) *http.Cookie {
+	//nolint:gosec // G124: HttpOnly and SameSite=Strict always; Secure whenever the inbox is reached over https (plain http works only on a loopback listener)
 	return &http.Cookie{Name: name, Value: value, Path: "/ui/", MaxAge: maxAge, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || s.secure}
 }
@@ -239,7 +240,7 @@ func safeNext(next string) string {
 func (s *Server) signInForm(w http.ResponseWriter, r *http.Request) {
 	next := safeNext(r.URL.Query().Get("next"))
 	if c, err := s.current(r); err == nil && c != nil {
-		http.Redirect(w, r, next, http.StatusSeeOther)
+		http.Redirect(w, r, next, http.StatusSeeOther) //nolint:gosec // G710: next passed safeNext (a path under /ui/ of this host)
 		return
 	}
 	s.showSignIn(w, r, next, http.StatusOK, "")
@@ -305,7 +306,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	s.log.InfoContext(r.Context(), "inbox sign-in", "principal", p.ID)
 	http.SetCookie(w, s.cookie(r, sessionCookie, value, int(s.ttl.Seconds())))
 	http.SetCookie(w, s.cookie(r, signInCookie, "", -1))
-	http.Redirect(w, r, next, http.StatusSeeOther)
+	http.Redirect(w, r, next, http.StatusSeeOther) //nolint:gosec // G710: next passed safeNext (a path under /ui/ of this host)
 }
 
 // signOut ends the session in the store (on every instance) and clears the

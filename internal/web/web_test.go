@@ -53,9 +53,9 @@ type env struct {
 	now    time.Time
 }
 
-func newEnv(t testing.TB, opts *web.Options) *env {
-	t.Helper()
-	e := &env{t: t, db: sqlitetest.Open(t), now: time.Now().UTC(), people: map[string]identity{
+func newEnv(tb testing.TB, opts *web.Options) *env {
+	tb.Helper()
+	e := &env{t: tb, db: sqlitetest.Open(tb), now: time.Now().UTC(), people: map[string]identity{
 		hashHex(bobTok):    {approval.Principal{ID: "bob", Kind: "human"}, []string{api.RoleApprover}},
 		hashHex(aliceTok):  {approval.Principal{ID: "alice", Kind: "human", Groups: []string{"ops"}}, []string{api.RoleApprover}},
 		hashHex(viewerTok): {approval.Principal{ID: "vera", Kind: "human"}, []string{api.RoleViewer}},
@@ -181,11 +181,11 @@ func (b *browser) do(method, path string, form url.Values, header ...string) ans
 var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 // csrf returns the csrf field of a page.
-func csrf(t testing.TB, page string) string {
-	t.Helper()
+func csrf(tb testing.TB, page string) string {
+	tb.Helper()
 	m := csrfRE.FindStringSubmatch(page)
 	if m == nil {
-		t.Fatalf("no csrf field in the page:\n%s", page)
+		tb.Fatalf("no csrf field in the page:\n%s", page)
 	}
 	return m[1]
 }
