@@ -229,7 +229,10 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 	if c.notes, err = newNotifications(cfg, db, c.gate, c.holder, deliveryMetrics, log); err != nil {
 		return nil, err
 	}
-	gwOpts := &gateway.Options{Logger: log, Version: version, Sessions: c.gate}
+	gwOpts := &gateway.Options{Logger: log, Version: version, Sessions: c.gate,
+		HealthInterval:  cfg.Upstreams.HealthInterval,
+		MaxResultBytes:  int(cfg.Limits.MaxResultBytes),
+		MaxRequestBytes: int(cfg.Limits.MaxRequestBytes)}
 	if cfg.Sessions.RequestTool {
 		gwOpts.PolicyRequests = c.gate
 	}

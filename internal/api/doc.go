@@ -6,8 +6,10 @@
 // # Routes
 //
 //	GET  /healthz                       no auth; always 200 {"status":"ok"}
-//	GET  /readyz                        no auth; 200 {"status":"ok"}, or 503 with the
-//	                                    error envelope carrying Options.Ready's message
+//	GET  /readyz                        no auth; 200 [ReadyReport] {"status":"ok","upstreams":{…}},
+//	                                    or 503 with "status":"unavailable" and the error
+//	                                    envelope: the store (Options.Ready) or a required
+//	                                    upstream (Options.Upstreams) is down
 //	GET  /metrics                       no auth; Options.Metrics, when set
 //	GET  /v1/approvals                  viewer, approver, admin → [List]
 //	GET  /v1/approvals/{id}             viewer, approver, admin → [Approval]

@@ -43,7 +43,7 @@ type Approval struct {
 	DecidedAt       time.Time `json:"decided_at,omitzero"`        // omitted when empty
 	Reason          string    `json:"reason,omitempty"`           // omitted when empty
 	ConsumedAt      time.Time `json:"consumed_at,omitzero"`       // omitted when empty
-	DispatchOutcome string    `json:"dispatch_outcome,omitempty"` // ok, tool_error, transport_error, unknown; omitted when empty
+	DispatchOutcome string    `json:"dispatch_outcome,omitempty"` // ok, tool_error, transport_error, cancelled_after_dispatch, unknown; omitted when empty
 	// Kind is what is to be approved: omitted for a tool call,
 	// "session_policy" for a session's request to change its own policy
 	// (Target is the session id, Arguments the proposed change, BaseRevision

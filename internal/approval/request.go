@@ -42,10 +42,20 @@ const (
 type Outcome string
 
 const (
-	OutcomeNone           Outcome = ""
-	OutcomeOK             Outcome = "ok"
-	OutcomeToolError      Outcome = "tool_error"
+	OutcomeNone Outcome = ""
+	// OutcomeOK: the upstream's result was delivered.
+	OutcomeOK Outcome = "ok"
+	// OutcomeToolError: the upstream answered with an isError result or a
+	// JSON-RPC error, or its answer was refused (larger than
+	// limits.max_result_bytes): the upstream processed the call.
+	OutcomeToolError Outcome = "tool_error"
+	// OutcomeTransportError: the call did not reach the upstream, or the
+	// connection to it broke during the call.
 	OutcomeTransportError Outcome = "transport_error"
+	// OutcomeCancelledAfterDispatch: the call was sent upstream and then
+	// cancelled before an answer (the caller cancelled or went away, its
+	// call_timeout fired, or the gateway shut down): it may have run.
+	OutcomeCancelledAfterDispatch Outcome = "cancelled_after_dispatch"
 	// OutcomeUnknown marks a request consumed by a process that died before
 	// the upstream answered: the call may or may not have run.
 	OutcomeUnknown Outcome = "unknown"

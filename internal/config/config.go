@@ -47,7 +47,9 @@ type Config struct {
 
 	// Refs records which ${VAR}s the file referenced where secrets live;
 	// Load fills it. It is not a key of the file.
-	Refs VarRefs `yaml:"-"`
+	Refs      VarRefs   `yaml:"-"`
+	Limits    Limits    `yaml:"limits"`
+	Upstreams Upstreams `yaml:"upstreams"`
 }
 
 // Listen holds the listener addresses.
@@ -125,6 +127,10 @@ type Server struct {
 	// annotation selectors treat its tools as unknown (the strictest
 	// reading).
 	TrustAnnotations bool `yaml:"trust_annotations,omitempty"`
+	// Required, when true (the default), makes /readyz answer 503 while
+	// this server is not connected; false lists its state without
+	// affecting readiness.
+	Required *bool `yaml:"required,omitempty"`
 	// Sessions is "shared" (one upstream session for all agents) or
 	// "per_agent" (one per agent session; for stdio one process each).
 	// Empty: per_agent for command servers, shared for url servers.
@@ -133,6 +139,10 @@ type Server struct {
 	// the server (roots, sampling, elicitation); absent means all three.
 	ClientCapabilities []string `yaml:"client_capabilities,omitempty"`
 }
+
+// IsRequired reports whether s is required for readiness (Required, default
+// true).
+func (s Server) IsRequired() bool { return s.Required == nil || *s.Required }
 
 // Token names where a principal's bearer token comes from: exactly one of
 // an environment variable, a file (its contents, whitespace trimmed), or
@@ -239,8 +249,10 @@ func Default() Config {
 			SweepInterval:          time.Second,
 			Lease:                  15 * time.Second,
 		},
-		Sessions: defaultSessions(),
-		Notify:   defaultNotify(),
+		Sessions:  defaultSessions(),
+		Notify:    defaultNotify(),
+		Limits:    defaultLimits(),
+		Upstreams: defaultUpstreams(),
 		Policy: policy.Policy{
 			Source:  policy.SourceFile,
 			Default: policy.Approve,

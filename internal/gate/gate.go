@@ -306,12 +306,12 @@ func (g *Gate) hold(ctx context.Context, c Call, dec policy.Decision) Admission 
 	if err != nil {
 		return refuse(fmt.Sprintf("invalid arguments: %v", err))
 	}
-	if msg := g.overCap(ctx, c.Principal); msg != "" {
-		return refuse(msg)
+	if adm, over := g.overCap(ctx, c.Principal); over {
+		return adm
 	}
 	id, err := approval.NewID()
 	if err != nil {
-		return refuse("approval store unavailable: cannot make an id")
+		return g.storeRefusal(ctx, msgStoreUnavailable, "cannot make an approval id; denying", err, "server", c.Server, "tool", c.Tool)
 	}
 	now := g.now().UTC()
 	ap := dec.Approval
@@ -344,8 +344,7 @@ func (g *Gate) hold(ctx context.Context, c Call, dec policy.Decision) Admission 
 		defer g.setHolding(id, false)
 	}
 	if err := g.store.CreateRequest(ctx, r); err != nil {
-		g.log.ErrorContext(ctx, "cannot record approval request; denying", "server", c.Server, "tool", c.Tool, "err", err)
-		return refuse("denied: the approval store is unavailable, so the call cannot be held for approval")
+		return g.storeRefusal(ctx, msgStoreUnavailable, "cannot record approval request; denying", err, "server", c.Server, "tool", c.Tool)
 	}
 	g.metrics.ApprovalRequested()
 	g.log.InfoContext(ctx, "approval requested", "approval", id, "server", c.Server, "tool", c.Tool,
@@ -394,11 +393,10 @@ func (g *Gate) isHolding(id approval.ID) bool {
 	return g.holding[id]
 }
 
-// overCap returns a refusal message when a pending cap is reached.
+// overCap returns a refusal when a pending cap is reached (over is true).
 // A session's requests count against its root session's whole tree, so
 // creating child sessions does not multiply the cap.
-func (g *Gate) overCap(ctx context.Context, p approval.Principal) string {
-	const unavailable = "denied: the approval store is unavailable, so the call cannot be held for approval"
+func (g *Gate) overCap(ctx context.Context, p approval.Principal) (_ Admission, over bool) {
 	var n int
 	var err error
 	who := p.ID
@@ -413,19 +411,19 @@ func (g *Gate) overCap(ctx context.Context, p approval.Principal) string {
 		n, err = g.store.CountPending(ctx, p.ID)
 	}
 	if err != nil {
-		return unavailable
+		return g.storeRefusal(ctx, msgStoreUnavailable, "cannot count pending approvals; denying", err, "principal", p.ID), true
 	}
 	if n >= g.opts.MaxPendingPerPrincipal {
-		return fmt.Sprintf("denied: %d approvals are already pending for %s (approvals.max_pending_per_principal); decide or let them expire first", n, who)
+		return refuse(fmt.Sprintf("denied: %d approvals are already pending for %s (approvals.max_pending_per_principal); decide or let them expire first", n, who)), true
 	}
 	total, err := g.store.CountPending(ctx, "")
 	if err != nil {
-		return "denied: the approval store is unavailable, so the call cannot be held for approval"
+		return g.storeRefusal(ctx, msgStoreUnavailable, "cannot count pending approvals; denying", err), true
 	}
 	if total >= g.opts.MaxPending {
-		return fmt.Sprintf("denied: %d approvals are already pending in total (approvals.max_pending)", total)
+		return refuse(fmt.Sprintf("denied: %d approvals are already pending in total (approvals.max_pending)", total)), true
 	}
-	return ""
+	return Admission{}, false
 }
 
 // settle turns a decided request into an admission; for an approved request
@@ -529,8 +527,8 @@ func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
 			}
 		}
 		g.metrics.DispatchRefused("store_error")
-		g.log.ErrorContext(ctx, "cannot consume approval; refusing", "approval", id, "err", err)
-		return Admission{ApprovalID: id, Message: "refused: the approval could not be consumed (" + err.Error() + "); nothing was run"}
+		in := g.incident(ctx, "cannot consume approval; refusing", err, "approval", id)
+		return Admission{ApprovalID: id, Message: fmt.Sprintf("refused: the approval could not be used because the approval store failed; nothing was run (error id %s)", in.ID)}
 	}
 	g.hub.wake(string(id))
 	if r.State != approval.StateConsumed {

@@ -29,8 +29,7 @@ var errLeaseLost = errors.New("another identical call took over the approval")
 func (g *Gate) attach(ctx context.Context, c Call, hash string) (adm Admission, ok bool) {
 	open, err := g.store.OpenIdentical(ctx, c.Principal.ID, c.Server, c.Tool, hash)
 	if err != nil {
-		g.log.ErrorContext(ctx, "cannot look up identical requests; denying", "server", c.Server, "tool", c.Tool, "err", err)
-		return refuse("denied: the approval store is unavailable, so the call cannot be held for approval"), true
+		return g.storeRefusal(ctx, msgStoreUnavailable, "cannot look up identical requests; denying", err, "server", c.Server, "tool", c.Tool), true
 	}
 	for _, r := range open {
 		switch {

@@ -114,8 +114,14 @@ func (g *Gate) toolExists(server, tool string) bool {
 //     (ErrTooManyPolicyRequests).
 //
 // Other errors: session.ErrEmptyChange, session.ErrBadRef,
-// session.ErrRevoked, store.ErrNotFound, store errors.
-func (g *Gate) RequestSessionPolicy(ctx context.Context, actor approval.Principal, id session.ID, ch session.Change) (PolicyResult, error) {
+// session.ErrRevoked, store.ErrNotFound, and store failures as an
+// *Incident (its text is public; the cause was logged under its id).
+func (g *Gate) RequestSessionPolicy(ctx context.Context, actor approval.Principal, id session.ID, ch session.Change) (_ PolicyResult, err error) {
+	defer func() {
+		if err != nil && !isPublicError(err) {
+			err = g.incident(ctx, "session policy request failed", err, "session", id)
+		}
+	}()
 	if actor.SessionID == "" || session.ID(actor.SessionID) != id {
 		return PolicyResult{}, ErrNotOwnSession
 	}

@@ -167,10 +167,10 @@ func (g *Gate) RevokeSession(ctx context.Context, actor approval.Principal, id s
 func (g *Gate) sessionChain(ctx context.Context, c Call) (session.Chain, Admission, bool) {
 	ch, err := g.store.Chain(ctx, session.ID(c.Principal.SessionID))
 	if why := sessionRefusal(ch, err, c); why != "" {
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			g.log.ErrorContext(ctx, "cannot read the session policy; refusing", "session", c.Principal.SessionID, "err", err)
-		}
 		g.metrics.ToolCall(c.Server, string(policy.Deny))
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, g.storeRefusal(ctx, fmt.Sprintf("refused: %s; nothing was run", why), "cannot read the session policy; refusing", err, "session", c.Principal.SessionID), false
+		}
 		return nil, refuse(fmt.Sprintf("refused: %s; nothing was run", why)), false
 	}
 	return ch, Admission{}, true

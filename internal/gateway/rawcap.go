@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"sync"
@@ -167,10 +167,12 @@ const methodProgress = "notifications/progress"
 type captureRoundTripper struct {
 	base    http.RoundTripper
 	headers map[string]string
-	max     int             // bytes; the longest response or event captured
+	max     int             // bytes: limits.max_result_bytes (httplimit.go)
 	routes  *progressRoutes // nil: progress is left to the SDK's handler
-	up      *upstream       // nil: log messages and requests are left to the SDK
-	owner   *agentConn      // the agent session of a per-agent session; nil if shared
+	log     *slog.Logger
+	onRead  func()     // called whenever response bytes arrive (health.go); may be nil
+	up      *upstream  // nil: log messages and requests are left to the SDK
+	owner   *agentConn // the agent session of a per-agent session; nil if shared
 }
 
 func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -194,6 +196,9 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	if err != nil {
 		return resp, err
 	}
+	if t.onRead != nil {
+		resp.Body = activityBody{ReadCloser: resp.Body, saw: t.onRead}
+	}
 	if id != nil && resp.StatusCode == http.StatusNotFound && req.Header.Get("Mcp-Session-Id") != "" {
 		s.markSessionMissing()
 		return resp, nil
@@ -205,14 +210,14 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	switch media {
 	case "application/json":
 		if id != nil {
-			resp.Body = &jsonTee{ReadCloser: resp.Body, s: s, id: id, max: t.max}
+			resp.Body = &jsonLimit{body: resp.Body, s: s, id: id, max: t.max, size: resp.ContentLength, log: t.log}
 		}
 	case "text/event-stream":
 		if id == nil {
 			s = nil
 		}
 		resp.Body = &sseTee{ReadCloser: resp.Body, s: s, id: id, max: t.max, routes: t.routes,
-			up: t.up, owner: t.owner, origin: originFrom(req.Context())}
+			up: t.up, owner: t.owner, origin: originFrom(req.Context()), log: t.log}
 	}
 	return resp, nil
 }
@@ -255,34 +260,6 @@ func captureMessage(s *slot, id json.RawMessage, data []byte, routes *progressRo
 		s.set(m.Result)
 	}
 	return true
-}
-
-// jsonTee captures a single JSON response body as it is read.
-type jsonTee struct {
-	io.ReadCloser
-	s    *slot
-	id   json.RawMessage
-	max  int
-	buf  []byte
-	over bool
-	done bool
-}
-
-func (t *jsonTee) Read(p []byte) (int, error) {
-	n, err := t.ReadCloser.Read(p)
-	if !t.over && !t.done {
-		if len(t.buf)+n > t.max {
-			t.over, t.buf = true, nil
-		} else {
-			t.buf = append(t.buf, p[:n]...)
-		}
-	}
-	if errors.Is(err, io.EOF) && !t.over && !t.done {
-		t.done = true
-		captureMessage(t.s, t.id, t.buf, nil)
-		t.buf = nil
-	}
-	return n, err
 }
 
 // decodeResult builds a CallToolResult from the raw result bytes without
