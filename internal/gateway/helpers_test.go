@@ -194,7 +194,7 @@ func addUpstreamTools(s *mcp.Server, h *hooks) {
 			if err != nil {
 				return nil, err
 			}
-			defer f.Close()
+			defer func() { _ = f.Close() }()
 			b, err := io.ReadAll(f)
 			if err != nil {
 				return nil, err
@@ -204,8 +204,8 @@ func addUpstreamTools(s *mcp.Server, h *hooks) {
 	// stdio-only behaviours of the child process.
 	s.AddTool(&mcp.Tool{Name: "garbage", Description: "writes a line that is not JSON-RPC to stdout", InputSchema: objectSchema},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			os.Stdout.WriteString("this line is not JSON-RPC\n")
-			os.Stdout.WriteString(`{"jsonrpc":"2.0","id":{"bad":1},"result":{}}` + "\n")
+			_, _ = os.Stdout.WriteString("this line is not JSON-RPC\n")
+			_, _ = os.Stdout.WriteString(`{"jsonrpc":"2.0","id":{"bad":1},"result":{}}` + "\n")
 			return text("done"), nil
 		})
 	s.AddTool(&mcp.Tool{Name: "noisy", InputSchema: objectSchema},

@@ -140,7 +140,7 @@ func TestSessionLimitsFreed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if status, _, body, _ := postInitialize(t.Context(), client, base, aliceToken, 3); status != http.StatusOK {
 		t.Fatalf("alice after DELETE: %d %s, want 200", status, body)
 	}
