@@ -95,6 +95,7 @@ func TestResultOverLimit(t *testing.T) {
 	}{
 		{"stdio", func(*testing.T) ServerConfig { return stdioServer("up") }},
 		{"http", func(t *testing.T) ServerConfig {
+			t.Helper()
 			return ServerConfig{Name: "up", URL: httpUpstream(t, newUpstreamServer(nil))}
 		}},
 	} {

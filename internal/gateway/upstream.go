@@ -229,7 +229,7 @@ func (u *upstream) connectWith(ctx context.Context, client *mcp.Client, owner *a
 	if owner == nil {
 		stdout = activityReader{r: p.stdout, saw: u.sawTraffic}
 	}
-	out := newStdoutGuard(stdout, u.g.opts.MaxResultBytes, u.log)
+	out := newStdoutGuard(ctx, stdout, u.g.opts.MaxResultBytes, u.log)
 	t := captureTransport{Transport: &mcp.IOTransport{Reader: io.NopCloser(out), Writer: p, MaxLineLength: u.g.opts.MaxResultBytes + sdkLimitSlack},
 		routes: u.g.routes, up: u, owner: owner}
 	cs, err := client.Connect(ctx, t, opts)

@@ -28,8 +28,11 @@ const maxLoggedStdout = 256
 //     place a JSON-RPC error response to the same id
 //     (resultTooLargeResponse), so only that call fails; otherwise it is
 //     skipped and logged.
-func newStdoutGuard(r io.Reader, max int, log *slog.Logger) *lineFilter {
-	ctx := context.Background()
+//
+// ctx is only for the log records; the guard outlives any deadline of it
+// (it reads for as long as the session lasts), so it is used without one.
+func newStdoutGuard(ctx context.Context, r io.Reader, max int, log *slog.Logger) *lineFilter {
+	ctx = context.WithoutCancel(ctx)
 	return newLineFilter(r, max, func(l jsonLine) []byte {
 		if l.over {
 			if l.scan.method || classifyID(l.scan.id) != idOK {
