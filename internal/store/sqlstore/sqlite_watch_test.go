@@ -10,7 +10,9 @@ import (
 )
 
 // TestWatchSQLiteSeesOtherProcess uses two *DB on one file, as two
-// processes: a commit through B wakes A's watcher with changed("").
+// processes: A's watcher calls changed("") once it is watching, then
+// changed(id) for each request B changes, read from the change feed. A
+// commit that writes no event (a lease renewal) reports nothing.
 func TestWatchSQLiteSeesOtherProcess(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "toolgate.db")
 	a := openTest(t, Config{Driver: DriverSQLite, Path: path, WatchInterval: 5 * time.Millisecond})
@@ -30,18 +32,18 @@ func TestWatchSQLiteSeesOtherProcess(t *testing.T) {
 	}()
 	defer func() { cancel(); <-done }()
 
-	waitCall := func(what string) {
+	waitCall := func(what string, want approval.ID) {
 		t.Helper()
 		select {
 		case id := <-calls:
-			if id != "" {
-				t.Errorf("changed(%q) %s, want changed(\"\")", id, what)
+			if id != want {
+				t.Errorf("changed(%q) %s, want changed(%q)", id, what, want)
 			}
 		case <-time.After(30 * time.Second): // a hang guard, not a timing assertion
 			t.Fatalf("no changed() call %s", what)
 		}
 	}
-	waitCall("after the first reading")
+	waitCall("after the first reading", "")
 
 	steps := []struct {
 		name string
@@ -50,7 +52,10 @@ func TestWatchSQLiteSeesOtherProcess(t *testing.T) {
 		{"create through B", func(ctx context.Context) error {
 			return b.CreateRequest(ctx, pendingRequest(testID(1)))
 		}},
-		{"approve through B", func(ctx context.Context) error {
+		{"renew a lease through B (no event), then approve", func(ctx context.Context) error {
+			if _, err := b.RenewLeases(ctx, "gw-b", []approval.ID{testID(1)}, t0.Add(time.Hour)); err != nil {
+				return err
+			}
 			_, err := b.UpdateRequest(ctx, testID(1), "bob", func(r *approval.Request) error {
 				return r.Review(approval.Reviewer{ID: "bob"}, approval.VerdictApprove, "", "", t0.Add(time.Minute))
 			})
@@ -62,7 +67,7 @@ func TestWatchSQLiteSeesOtherProcess(t *testing.T) {
 		if err := s.do(t.Context()); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
-		waitCall(s.name)
+		waitCall("after "+s.name, testID(1))
 	}
 
 	cancel()

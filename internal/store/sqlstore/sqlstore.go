@@ -70,7 +70,8 @@ type Config struct {
 // any number of goroutines, and by other processes (SQLite) or gateway
 // instances (Postgres) sharing the database.
 type DB struct {
-	sql      *sql.DB
+	sql      *sql.DB // reads (and, on Postgres, writes)
+	wsql     *sql.DB // write transactions: on SQLite a pool of one connection; on Postgres sql
 	d        dialect
 	log      *slog.Logger
 	now      func() time.Time
@@ -103,10 +104,11 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	switch cfg.Driver {
 	case DriverSQLite:
 		op = "open sqlite " + cfg.Path
-		db.sql, db.d, err = openSQLite(cfg)
+		db.sql, db.wsql, db.d, err = openSQLite(cfg)
 	case DriverPostgres:
 		op = "open postgres"
 		db.sql, db.d, err = openPostgres(ctx, cfg)
+		db.wsql = db.sql
 	default:
 		return nil, fmt.Errorf("open store: driver %q: want %s or %s", cfg.Driver, DriverSQLite, DriverPostgres)
 	}
@@ -145,6 +147,9 @@ func (db *DB) Close() error {
 	db.closed.Store(true)
 	db.doneOnce.Do(func() { close(db.done) })
 	err := db.sql.Close()
+	if db.wsql != db.sql {
+		err = errors.Join(err, db.wsql.Close())
+	}
 	db.d.close()
 	return err
 }
@@ -175,7 +180,7 @@ func (db *DB) inTx(ctx context.Context, fn func(*tx) error) error {
 }
 
 func (db *DB) txOnce(ctx context.Context, fn func(*tx) error) error {
-	stx, err := db.sql.BeginTx(ctx, nil)
+	stx, err := db.wsql.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -266,6 +271,7 @@ func collect[T any](rows *sql.Rows, err error, scan func(*sql.Rows) (T, error)) 
 func (db *DB) wrap(op string, err error) error {
 	switch {
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrAlreadyExists), errors.Is(err, store.ErrConflict),
+		errors.Is(err, store.ErrCapReached),
 		errors.Is(err, session.ErrRevoked), errors.Is(err, store.ErrUnavailable),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%s: %w", op, err)
@@ -275,26 +281,30 @@ func (db *DB) wrap(op string, err error) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
-// Watch calls changed when requests may have changed, in this process or
-// another, until ctx is done or the DB is closed; then it returns.
+// Watch calls changed when requests changed, in this process or another,
+// until ctx is done or the DB is closed; then it returns. It follows the
+// change feed (Feed), so its work does not grow with the number of
+// requests anyone waits on:
 //
-//   - changed(id) when request id changed (Postgres: for each
-//     notification sent by the transaction that created or changed it,
-//     after it committed);
-//   - changed("") when anything may have changed: after Watch starts
-//     watching and after it had to reconnect, so that a change made while
-//     it was not watching is not missed; on SQLite whenever another
-//     connection committed (PRAGMA data_version moved, read every
-//     Config.WatchInterval); on Postgres every Config.Poll (the safety
-//     poll). The caller then re-reads everything it holds.
+//   - changed("") once, when Watch has found its place in the feed (its
+//     end): the caller re-reads whatever it holds, which covers changes
+//     made before Watch started;
+//   - changed(id) for each request with events after that place, read from
+//     the feed: on SQLite when PRAGMA data_version moved (another
+//     connection committed; read every Config.WatchInterval on one
+//     dedicated connection); on Postgres at once from the NOTIFY of the
+//     committing transaction, and from the feed after every reconnect and
+//     every Config.Poll (the safety poll), so a notification missed while
+//     the listening connection was down is caught up, not lost.
 //
-// Watch uses one dedicated connection (SQLite: one of the pool, held while
-// Watch runs; Postgres: a pgx connection of its own outside the pool), so
-// it never takes a pool connection while a person decides; run one per
-// process. When the connection fails it is replaced (Postgres: with a
-// backoff from 100 ms doubling to 5 s) and a warning is logged once.
-// changed is called from one goroutine at a time, should return quickly,
-// and must tolerate spurious calls.
+// Watch uses one dedicated connection (SQLite: one of the read pool, held
+// while Watch runs; Postgres: a pgx connection of its own outside the
+// pool), so it never takes a pool connection while a person decides; run
+// one per process. When the connection or a feed read fails, Watch keeps
+// its place and tries again (Postgres: reconnecting with a backoff from
+// 100 ms doubling to 5 s), logging a warning once. changed is called from
+// one goroutine at a time, should return quickly, and must tolerate
+// spurious calls (a request may be reported more than once).
 func (db *DB) Watch(ctx context.Context, changed func(id approval.ID)) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -309,4 +319,13 @@ func (db *DB) Watch(ctx context.Context, changed func(id approval.ID)) {
 	db.d.watch(ctx, db, changed)
 	cancel()
 	wg.Wait()
+}
+
+// lockKey takes the lock on (space, key) until the transaction ends (see
+// dialect.lockKey).
+func (t *tx) lockKey(ctx context.Context, space lockSpace, key string) error {
+	if err := t.d.lockKey(ctx, t, space, key); err != nil {
+		return fmt.Errorf("lock %x/%q: %w", int32(space), key, err)
+	}
+	return nil
 }

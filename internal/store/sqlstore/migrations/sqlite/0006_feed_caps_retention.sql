@@ -1,0 +1,28 @@
+-- The change feed (store.Store.Feed) needs nothing new on SQLite: one
+-- transaction writes at a time, so seq order is commit order.
+
+-- Pending caps are counted inside the creating transaction: these keep the
+-- counts to the pending rows (per principal, and in total).
+CREATE INDEX requests_pending ON requests (requested_by) WHERE state = 'pending';
+-- Session policy requests are counted per target session.
+CREATE INDEX requests_target ON requests (target, state) WHERE target <> '';
+-- A request's principal is looked up among the sessions (revocation check
+-- at create).
+CREATE INDEX sessions_principal ON sessions (principal);
+
+
+-- Retention (store.Store.Prune): where the pruned prefix of the event log
+-- ends. One row once anything was pruned: the feed position (a
+-- store.Cursor as text, "<tx>.<seq>") and time of the last event deleted,
+-- when that was, and how many events were deleted in all. A verifier of the
+-- log starts after it.
+CREATE TABLE events_pruned (
+	id         INTEGER PRIMARY KEY CHECK (id = 1),
+	through    TEXT NOT NULL,
+	through_at INTEGER NOT NULL,
+	pruned_at  INTEGER NOT NULL,
+	events     INTEGER NOT NULL
+) STRICT;
+
+-- Old terminal requests are found by creation time.
+CREATE INDEX requests_created ON requests (created_at);
