@@ -69,14 +69,14 @@ type dialect interface {
 type lockName int64
 
 const (
-	lockKeyBase  lockName = 0x746f6f6c67617465
-	lockMigrate           = lockKeyBase     // held by the migrating transaction
+	lockKeyBase lockName = 0x746f6f6c67617465
+	lockMigrate          = lockKeyBase // held by the migrating transaction
 	// lockEvents was held by each transaction that wrote events, up to
 	// the release that added the change feed's transaction ids; it is
 	// no longer taken.
-	lockEvents            = lockKeyBase + 1
-	lockSessions          = lockKeyBase + 2 // held by child creations and revocations
-	lockPolicy            = lockKeyBase + 3 // held by each transaction that appends a policy revision
+	lockEvents   = lockKeyBase + 1
+	lockSessions = lockKeyBase + 2 // held by child creations and revocations
+	lockPolicy   = lockKeyBase + 3 // held by each transaction that appends a policy revision
 )
 
 // A lockSpace is a family of locks keyed by a string (tx.lockKey): the
@@ -86,11 +86,11 @@ const (
 type lockSpace int32
 
 const (
-	lockSpaceBase         lockSpace = 0x74670000
-	lockPendingPrincipal            = lockSpaceBase + 1 // creators of one principal's requests (CapPrincipal)
-	lockPendingTree                 = lockSpaceBase + 2 // creators in one session tree (CapSessionTree), and its revocations
-	lockPendingTotal                = lockSpaceBase + 3 // creators counting every pending request (CapTotal)
-	lockPolicyRequests              = lockSpaceBase + 4 // creators of one session's policy requests (CapPolicyRequests)
+	lockSpaceBase        lockSpace = 0x74670000
+	lockPendingPrincipal           = lockSpaceBase + 1 // creators of one principal's requests (CapPrincipal)
+	lockPendingTree                = lockSpaceBase + 2 // creators in one session tree (CapSessionTree), and its revocations
+	lockPendingTotal               = lockSpaceBase + 3 // creators counting every pending request (CapTotal)
+	lockPolicyRequests             = lockSpaceBase + 4 // creators of one session's policy requests (CapPolicyRequests)
 )
 
 func (l lockName) String() string {

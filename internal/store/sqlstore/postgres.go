@@ -95,7 +95,7 @@ func (*postgresDialect) lock(ctx context.Context, t *tx, l lockName) error {
 
 func (*postgresDialect) lockKey(ctx context.Context, t *tx, space lockSpace, key string) error {
 	h := fnv.New32a()
-	_, _ = h.Write([]byte(key)) // never fails
+	_, _ = h.Write([]byte(key))                                                                             // never fails
 	_, err := t.exec(ctx, `SELECT pg_advisory_xact_lock(?::int4, ?::int4)`, int32(space), int32(h.Sum32())) //nolint:gosec // G115: the hash's bits, reinterpreted
 	return err
 }
