@@ -104,7 +104,7 @@ func (g *Gate) renewOnce(ctx context.Context) {
 	g.leases.renewing.Lock()
 	defer g.leases.renewing.Unlock()
 	ids := g.leases.ids()
-	rctx, cancel := context.WithTimeout(ctx, g.opts.Lease/3)
+	rctx, cancel := context.WithTimeout(ctx, g.opts.Lease)
 	defer cancel()
 	renewed, err := g.store.RenewLeases(rctx, g.instance, ids, g.now().Add(g.opts.Lease))
 	g.health.report(err, g.now())

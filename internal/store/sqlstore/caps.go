@@ -48,6 +48,10 @@ type lockTarget struct {
 	key   string
 }
 
+// pendingTotal reads the number of pending tool-call requests from the
+// counts the triggers of migration 0006 keep.
+const pendingTotal = `SELECT COALESCE(SUM(created) - SUM(settled), 0) FROM pending_counts`
+
 // pendingToolCalls is the condition selecting pending tool-call requests.
 const pendingToolCalls = `state = 'pending' AND kind IN ('', 'tool_call')`
 
@@ -66,7 +70,10 @@ func (t *tx) countCap(ctx context.Context, c store.Cap, nowMS int64) (int, error
 		q, args = treeDescendants+` `+capped+pendingToolCalls+`
 			AND requested_by IN (SELECT s.principal FROM sessions s JOIN down ON s.id = down.id)`, []any{c.Key}
 	case store.CapTotal:
-		q = capped + pendingToolCalls
+		// Counted by triggers (migration 0006): no row scan.
+		var n int
+		err := t.queryRow(ctx, pendingTotal).Scan(&n)
+		return n, err
 	case store.CapPolicyRequests:
 		q, args = capped+`state = 'pending' AND kind = ? AND target = ? AND expires_at > ?`,
 			[]any{approval.KindSessionPolicy, c.Key, nowMS}

@@ -324,14 +324,14 @@ func (db *DB) Due(ctx context.Context, now time.Time, limit int) ([]approval.ID,
 	return ids, nil
 }
 
-// CountPending counts pending agent requests (tool calls, resource reads,
-// prompt gets), only those of requestedBy
-// when it is not empty.
+// CountPending counts pending agent requests (tool calls, resource
+// reads, prompt gets), only those of requestedBy
+// when it is not empty. The total is read from the counts kept by triggers
+// (no row scan: the sweeper reads it every interval).
 func (db *DB) CountPending(ctx context.Context, requestedBy string) (int, error) {
-	q, args := `SELECT COUNT(*) FROM requests WHERE state = 'pending' AND kind IN ('', 'tool_call', 'resource_read', 'prompt_get')`, []any{}
+	q, args := pendingTotal, []any{}
 	if requestedBy != "" {
-		q += ` AND requested_by = ?`
-		args = append(args, requestedBy)
+		q, args = `SELECT COUNT(*) FROM requests WHERE `+pendingToolCalls+` AND requested_by = ?`, []any{requestedBy}
 	}
 	var n int
 	if err := db.queryRow(ctx, q, args...).Scan(&n); err != nil {

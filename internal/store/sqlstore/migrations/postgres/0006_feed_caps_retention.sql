@@ -34,3 +34,38 @@ CREATE TABLE events_pruned (
 
 -- Old terminal requests are found by creation time.
 CREATE INDEX requests_created ON requests (created_at);
+
+-- The number of pending tool-call requests (the approvals.max_pending cap,
+-- and the pending gauge read every sweep) without counting rows: triggers
+-- count requests into and out of pending, in 16 shards so that concurrent
+-- decisions rarely wait for the same row. Pending = sum(created) -
+-- sum(settled). A creator that checks the total holds the total's
+-- advisory lock, so creators see each other's counts; a decision
+-- committing meanwhile only makes the count look higher (never lets the
+-- cap be passed).
+CREATE TABLE pending_counts (
+	shard   bigint PRIMARY KEY,
+	created bigint NOT NULL,
+	settled bigint NOT NULL
+);
+INSERT INTO pending_counts (shard, created, settled) SELECT s, 0, 0 FROM generate_series(0, 15) AS s;
+UPDATE pending_counts SET created = (SELECT COUNT(*) FROM requests WHERE state = 'pending' AND kind IN ('', 'tool_call'))
+	WHERE shard = 0;
+
+CREATE FUNCTION toolgate_count_pending() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF TG_OP = 'INSERT' THEN
+		IF NEW.state = 'pending' AND NEW.kind IN ('', 'tool_call') THEN
+			UPDATE pending_counts SET created = created + 1 WHERE shard = (hashtext(NEW.id) & 15);
+		END IF;
+		RETURN NEW;
+	END IF;
+	IF OLD.state = 'pending' AND OLD.kind IN ('', 'tool_call')
+		AND (TG_OP = 'DELETE' OR NEW.state <> 'pending' OR NEW.kind NOT IN ('', 'tool_call')) THEN
+		UPDATE pending_counts SET settled = settled + 1 WHERE shard = (hashtext(OLD.id) & 15);
+	END IF;
+	RETURN NULL;
+END;
+$$;
+CREATE TRIGGER requests_count_pending AFTER INSERT OR UPDATE OF state, kind OR DELETE ON requests
+	FOR EACH ROW EXECUTE FUNCTION toolgate_count_pending();

@@ -26,3 +26,32 @@ CREATE TABLE events_pruned (
 
 -- Old terminal requests are found by creation time.
 CREATE INDEX requests_created ON requests (created_at);
+
+-- The number of pending tool-call requests (the approvals.max_pending cap,
+-- and the pending gauge read every sweep) without counting rows: triggers
+-- count requests into and out of pending. Pending = sum(created) -
+-- sum(settled). One shard: SQLite has one writer at a time anyway.
+CREATE TABLE pending_counts (
+	shard   INTEGER PRIMARY KEY,
+	created INTEGER NOT NULL,
+	settled INTEGER NOT NULL
+) STRICT;
+INSERT INTO pending_counts (shard, created, settled)
+	SELECT 0, COUNT(*), 0 FROM requests WHERE state = 'pending' AND kind IN ('', 'tool_call');
+
+CREATE TRIGGER requests_pending_created AFTER INSERT ON requests
+	WHEN NEW.state = 'pending' AND NEW.kind IN ('', 'tool_call')
+BEGIN
+	UPDATE pending_counts SET created = created + 1 WHERE shard = 0;
+END;
+CREATE TRIGGER requests_pending_settled AFTER UPDATE OF state, kind ON requests
+	WHEN OLD.state = 'pending' AND OLD.kind IN ('', 'tool_call')
+		AND (NEW.state <> 'pending' OR NEW.kind NOT IN ('', 'tool_call'))
+BEGIN
+	UPDATE pending_counts SET settled = settled + 1 WHERE shard = 0;
+END;
+CREATE TRIGGER requests_pending_deleted AFTER DELETE ON requests
+	WHEN OLD.state = 'pending' AND OLD.kind IN ('', 'tool_call')
+BEGIN
+	UPDATE pending_counts SET settled = settled + 1 WHERE shard = 0;
+END;
