@@ -138,12 +138,18 @@ func childEnv() []string {
 // process's environment, the token variables set, and stderr captured.
 func gatewayCommand(t *testing.T, cfgYAML string, env map[string]string, extraArgs ...string) (*exec.Cmd, *syncBuffer, string) {
 	t.Helper()
+	return gatewayCommandBin(t, bins.toolgate, cfgYAML, env, extraArgs...)
+}
+
+// gatewayCommandBin is gatewayCommand for the toolgate binary bin.
+func gatewayCommandBin(t testing.TB, bin, cfgYAML string, env map[string]string, extraArgs ...string) (*exec.Cmd, *syncBuffer, string) {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "toolgate.yaml")
 	if err := os.WriteFile(cfg, []byte(cfgYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bins.toolgate, append([]string{"serve", "--config", cfg, "--log-level", "debug"}, extraArgs...)...)
+	cmd := exec.Command(bin, append([]string{"serve", "--config", cfg, "--log-level", "debug"}, extraArgs...)...)
 	cmd.Dir = dir
 	cmd.Env = childEnv()
 	for k, v := range tokenEnv {
@@ -163,8 +169,14 @@ func gatewayCommand(t *testing.T, cfgYAML string, env map[string]string, extraAr
 // 0 or if it reported a data race, and prints its stderr if the test failed.
 func startGateway(t *testing.T, cfgYAML string, env map[string]string, extraArgs ...string) *gw {
 	t.Helper()
+	return startGatewayBin(t, bins.toolgate, cfgYAML, env, extraArgs...)
+}
+
+// startGatewayBin is startGateway for the toolgate binary bin.
+func startGatewayBin(t testing.TB, bin, cfgYAML string, env map[string]string, extraArgs ...string) *gw {
+	t.Helper()
 	start := time.Now()
-	cmd, stderr, dir := gatewayCommand(t, cfgYAML, env, extraArgs...)
+	cmd, stderr, dir := gatewayCommandBin(t, bin, cfgYAML, env, extraArgs...)
 	ready := filepath.Join(dir, "ready.json")
 	cmd.Args = append(cmd.Args, "--ready-file", ready)
 	if err := cmd.Start(); err != nil {
@@ -214,7 +226,7 @@ func startGateway(t *testing.T, cfgYAML string, env map[string]string, extraArgs
 
 // stopProcess sends SIGTERM, then SIGKILL if the process has not exited
 // (exited closed) within a few seconds, and waits for it.
-func stopProcess(t *testing.T, p *os.Process, exited <-chan struct{}) {
+func stopProcess(t testing.TB, p *os.Process, exited <-chan struct{}) {
 	t.Helper()
 	select {
 	case <-exited:
@@ -234,7 +246,7 @@ func stopProcess(t *testing.T, p *os.Process, exited <-chan struct{}) {
 
 // checkChildLog fails the test if a child built with -race reported a data
 // race, and prints the child's stderr if the test failed.
-func checkChildLog(t *testing.T, name string, stderr *syncBuffer) {
+func checkChildLog(t testing.TB, name string, stderr *syncBuffer) {
 	t.Helper()
 	log := stderr.String()
 	if strings.Contains(log, "WARNING: DATA RACE") {
@@ -327,7 +339,7 @@ type apiApproval struct {
 
 // approvals lists the approvals in state ("all" for every state) through
 // the admin API at admin.
-func approvals(t *testing.T, admin, state string) []apiApproval {
+func approvals(t testing.TB, admin, state string) []apiApproval {
 	t.Helper()
 	var l struct {
 		Approvals []apiApproval `json:"approvals"`
@@ -358,7 +370,7 @@ func waitState(t *testing.T, admin, id, want string) apiApproval {
 
 // adminGet GETs u with the approver token and decodes the 200 response
 // into v.
-func adminGet(t *testing.T, u string, v any) {
+func adminGet(t testing.TB, u string, v any) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
 	defer cancel()
