@@ -40,16 +40,18 @@ type sqliteDialect struct {
 
 // openSQLite creates cfg.Path's directory (0700) and file (0600) if
 // needed and opens it with WAL journaling, a 5 s busy timeout, foreign keys
-// and IMMEDIATE transactions (STYLE R21). Nothing is read yet.
+// and IMMEDIATE transactions (STYLE R21), and temporary files (the
+// savepoints' journals of the group commit) in memory. Nothing is read yet.
 //
-// It returns two bounded pools on the file. Writes get one connection:
-// SQLite lets one transaction write at a time anyway, so in-process writers
-// queue for the connection in Go (each waiting only as long as its context
-// allows) instead of each holding a connection of its own while SQLite's
-// busy handler sleeps and retries, which starves some of them past the
-// busy timeout under load. Only other processes on the same file contend
-// through the busy timeout. Reads get sqliteReadConns connections (+1 for
-// Watch), all kept open: opening one costs a file open and the pragmas.
+// It returns two bounded pools on the file. Writes go through one
+// connection, the group commit's (batch.go): SQLite lets one transaction
+// write at a time anyway, so in-process writers queue in Go (each waiting
+// only as long as its context allows) and share commits, instead of each
+// holding a connection of its own while SQLite's busy handler sleeps and
+// retries, which starved some of them past the busy timeout under load.
+// Only other processes on the same file contend through the busy timeout.
+// Reads get sqliteReadConns connections (+1 for Watch), all kept open:
+// opening one costs a file open and the pragmas.
 func openSQLite(cfg Config) (read, write *sql.DB, _ dialect, _ error) {
 	path := cfg.Path
 	if path == "" || strings.ContainsRune(path, '?') || path == ":memory:" {
@@ -70,13 +72,16 @@ func openSQLite(cfg Config) (read, write *sql.DB, _ dialect, _ error) {
 	}
 	dsn := path + "?_pragma=journal_mode(WAL)" +
 		fmt.Sprintf("&_pragma=busy_timeout(%d)", busyTimeout.Milliseconds()) +
-		"&_pragma=foreign_keys(ON)&_txlock=immediate"
+		"&_pragma=foreign_keys(ON)&_pragma=temp_store(MEMORY)&_txlock=immediate"
 	write, err = sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	write.SetMaxOpenConns(1)
-	write.SetMaxIdleConns(1)
+	// One connection writes (the batcher's); the other only prepares the
+	// cached statements, which the writing one then prepares for itself
+	// once (batch.go).
+	write.SetMaxOpenConns(2)
+	write.SetMaxIdleConns(2)
 	read, err = sql.Open("sqlite", dsn)
 	if err != nil {
 		_ = write.Close()

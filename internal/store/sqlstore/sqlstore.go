@@ -78,6 +78,10 @@ type DB struct {
 	closed   atomic.Bool
 	done     chan struct{} // closed by Close; stops Watch
 	doneOnce sync.Once
+	// SQLite only (nil on Postgres): the group commit of write
+	// transactions and the prepared statements of each pool (batch.go).
+	batch          *batcher
+	rcache, wcache *stmtCache
 }
 
 // Open opens the database cfg names and applies pending migrations, in one
@@ -115,6 +119,10 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
+	if db.wsql != db.sql {
+		db.batch = newBatcher(db)
+		db.rcache, db.wcache = newStmtCache(db.sql), newStmtCache(db.wsql)
+	}
 	if err := db.migrate(ctx); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("%s: %w", op, err)
@@ -146,7 +154,12 @@ func (db *DB) Ping(ctx context.Context) error {
 func (db *DB) Close() error {
 	db.closed.Store(true)
 	db.doneOnce.Do(func() { close(db.done) })
-	err := db.sql.Close()
+	var err error
+	if db.batch != nil {
+		db.batch.close()
+		err = errors.Join(db.rcache.close(), db.wcache.close())
+	}
+	err = errors.Join(err, db.sql.Close())
 	if db.wsql != db.sql {
 		err = errors.Join(err, db.wsql.Close())
 	}
@@ -156,15 +169,24 @@ func (db *DB) Close() error {
 
 // inTx runs fn in one write transaction and commits when fn returns nil;
 // every write of the store goes through it. On SQLite the transaction is
-// IMMEDIATE (it holds the database's write lock from BEGIN); on Postgres it
-// is READ COMMITTED, and fn locks what it reads with tx.forUpdate and
-// tx.lock. When it fails with a conflict (see dialect.retryable) the whole
-// transaction is tried again, up to txRetries times with a short backoff,
-// so fn must be safe to run more than once: it must reset whatever it
-// captures on each run. fn's own errors are returned as they are.
+// IMMEDIATE (it holds the database's write lock from BEGIN) and may be
+// committed together with other write transactions waiting at the same
+// moment, each in its own savepoint (group commit, batch.go): fn sees the
+// database as if it ran alone, and inTx returns once the commit is on
+// disk. On Postgres it is READ COMMITTED, and fn locks what it reads with
+// tx.forUpdate and tx.lock. When it fails with a conflict (see
+// dialect.retryable) the whole transaction is tried again, up to
+// txRetries times with a short backoff, so fn must be safe to run more
+// than once: it must reset whatever it captures on each run. fn's own
+// errors are returned as they are. fn must not call inTx itself.
 func (db *DB) inTx(ctx context.Context, fn func(*tx) error) error {
 	for attempt := 0; ; attempt++ {
-		err := db.txOnce(ctx, fn)
+		var err error
+		if db.batch != nil {
+			err = db.batch.run(ctx, fn)
+		} else {
+			err = db.txOnce(ctx, fn)
+		}
 		if err == nil || !db.d.retryable(err) || attempt == txRetries {
 			return err
 		}
@@ -184,7 +206,7 @@ func (db *DB) txOnce(ctx context.Context, fn func(*tx) error) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	if err := fn(&tx{sql: stx, d: db.d}); err != nil {
+	if err := fn(&tx{sql: stx, d: db.d, db: db}); err != nil {
 		_ = stx.Rollback()
 		return err
 	}
@@ -199,18 +221,42 @@ func (db *DB) txOnce(ctx context.Context, fn func(*tx) error) error {
 type tx struct {
 	sql *sql.Tx
 	d   dialect
+	db  *DB
+}
+
+// stmt returns q prepared for t (SQLite's statement cache), or nil.
+func (t *tx) stmt(ctx context.Context, q string) *sql.Stmt {
+	if t.db == nil || t.db.wcache == nil {
+		return nil
+	}
+	if s := t.db.wcache.get(ctx, q); s != nil {
+		return t.sql.StmtContext(ctx, s)
+	}
+	return nil
 }
 
 func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	return t.sql.ExecContext(ctx, t.d.rebind(q), args...)
+	q = t.d.rebind(q)
+	if s := t.stmt(ctx, q); s != nil {
+		return s.ExecContext(ctx, args...)
+	}
+	return t.sql.ExecContext(ctx, q, args...)
 }
 
 func (t *tx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	return t.sql.QueryContext(ctx, t.d.rebind(q), args...)
+	q = t.d.rebind(q)
+	if s := t.stmt(ctx, q); s != nil {
+		return s.QueryContext(ctx, args...)
+	}
+	return t.sql.QueryContext(ctx, q, args...)
 }
 
 func (t *tx) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
-	return t.sql.QueryRowContext(ctx, t.d.rebind(q), args...)
+	q = t.d.rebind(q)
+	if s := t.stmt(ctx, q); s != nil {
+		return s.QueryRowContext(ctx, args...)
+	}
+	return t.sql.QueryRowContext(ctx, q, args...)
 }
 
 // forUpdate is the clause that, appended to a SELECT, locks the rows it
@@ -234,11 +280,23 @@ type querier interface {
 }
 
 func (db *DB) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	return db.sql.QueryContext(ctx, db.d.rebind(q), args...)
+	q = db.d.rebind(q)
+	if db.rcache != nil {
+		if s := db.rcache.get(ctx, q); s != nil {
+			return s.QueryContext(ctx, args...)
+		}
+	}
+	return db.sql.QueryContext(ctx, q, args...)
 }
 
 func (db *DB) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
-	return db.sql.QueryRowContext(ctx, db.d.rebind(q), args...)
+	q = db.d.rebind(q)
+	if db.rcache != nil {
+		if s := db.rcache.get(ctx, q); s != nil {
+			return s.QueryRowContext(ctx, args...)
+		}
+	}
+	return db.sql.QueryRowContext(ctx, q, args...)
 }
 
 // collect scans every row of rows with scan and closes rows. err is the
