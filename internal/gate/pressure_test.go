@@ -602,9 +602,13 @@ func TestIdleHeldCallsCostNoReads(t *testing.T) {
 		got, err := f.db.CountPending(t.Context(), "")
 		return err == nil && got == n
 	})
-	// Let the creations' own wake-ups settle: one renewal round.
-	start := f.store.count("RenewLeases")
-	waitUntil(t, "a renewal round", func() bool { return f.store.count("RenewLeases") > start })
+	// Let the wake-ups of the creations settle: until a renewal round
+	// passes without a read.
+	waitUntil(t, "a quiet renewal round", func() bool {
+		f.store.reset()
+		waitUntil(t, "a renewal round", func() bool { return f.store.count("RenewLeases") > 0 })
+		return f.store.count("GetRequest") == 0
+	})
 	f.store.reset()
 	const rounds = 4
 	waitUntil(t, "renewal rounds", func() bool { return f.store.count("RenewLeases") >= rounds })

@@ -218,8 +218,9 @@ func TestWatchPolls(t *testing.T) {
 	}
 }
 
-// writeSilently writes a request and its event the way a writer whose
-// NOTIFY was lost would: rows only, so only the change feed reports them.
+// writeSilently writes a request and an event of it the way a writer
+// whose NOTIFY was lost would: rows only, so only the change feed reports
+// them.
 func writeSilently(t *testing.T, db *DB, id approval.ID) {
 	t.Helper()
 	w, err := encodeRequest(pendingRequest(id))
@@ -230,7 +231,7 @@ func writeSilently(t *testing.T, db *DB, id approval.ID) {
 		if _, err := x.exec(t.Context(), `INSERT INTO requests (`+requestColumns+`) VALUES (`+placeholders(numRequestColumns)+`)`, w.args()...); err != nil {
 			return err
 		}
-		_, err := x.exec(t.Context(), `INSERT INTO events (request_id, type, state, actor, at) VALUES (?, 'requested', 'pending', 'desktop', 0)`, string(id))
+		_, err := x.exec(t.Context(), `INSERT INTO events (request_id, type, state, actor, at) VALUES (?, 'reviewed', 'pending', 'desktop', 0)`, string(id))
 		return err
 	})
 	if err != nil {

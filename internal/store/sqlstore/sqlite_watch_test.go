@@ -45,19 +45,28 @@ func TestWatchSQLiteSeesOtherProcess(t *testing.T) {
 	}
 	waitCall("after the first reading", "")
 
+	// A creation wakes nobody (nobody waits on a request that did not
+	// exist), nor a lease renewal (no event): the first call is the
+	// approval's.
 	steps := []struct {
 		name string
 		do   func(context.Context) error
 	}{
-		{"create through B", func(ctx context.Context) error {
-			return b.CreateRequest(ctx, pendingRequest(testID(1)))
-		}},
-		{"renew a lease through B (no event), then approve", func(ctx context.Context) error {
+		{"create, renew a lease (no event) and approve through B", func(ctx context.Context) error {
+			if err := b.CreateRequest(ctx, pendingRequest(testID(1))); err != nil {
+				return err
+			}
 			if _, err := b.RenewLeases(ctx, "gw-b", []approval.ID{testID(1)}, t0.Add(time.Hour)); err != nil {
 				return err
 			}
 			_, err := b.UpdateRequest(ctx, testID(1), "bob", func(r *approval.Request) error {
 				return r.Review(approval.Reviewer{ID: "bob"}, approval.VerdictApprove, "", "", t0.Add(time.Minute))
+			})
+			return err
+		}},
+		{"consume through B", func(ctx context.Context) error {
+			_, err := b.UpdateRequest(ctx, testID(1), "gw-b", func(r *approval.Request) error {
+				return r.Consume(r.Binding(), "", t0.Add(2*time.Minute))
 			})
 			return err
 		}},

@@ -347,8 +347,9 @@ func (db *DB) wrap(op string, err error) error {
 //   - changed("") once, when Watch has found its place in the feed (its
 //     end): the caller re-reads whatever it holds, which covers changes
 //     made before Watch started;
-//   - changed(id) for each request with events after that place, read from
-//     the feed: on SQLite when PRAGMA data_version moved (another
+//   - changed(id) for each request with events after that place other
+//     than its "requested" event (nobody waits on a request before it
+//     exists), read from the feed: on SQLite when PRAGMA data_version moved (another
 //     connection committed; read every Config.WatchInterval on one
 //     dedicated connection); on Postgres at once from the NOTIFY of the
 //     committing transaction, and from the feed after every reconnect and

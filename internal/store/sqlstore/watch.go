@@ -21,7 +21,8 @@ type follower struct {
 // sync brings the follower up to date. The first successful call takes the
 // end of the feed as its position and calls changed("") (whatever changed
 // before is re-read by the caller); later calls read the feed from the
-// position on and call changed(id) for each request with new events. On an
+// position on and call changed(id) for each request with new events other
+// than its creation. On an
 // error the position stays where it was, so the next call catches up:
 // nothing is missed across failures.
 func (f *follower) sync(ctx context.Context, changed func(approval.ID)) error {
@@ -42,7 +43,9 @@ func (f *follower) sync(ctx context.Context, changed func(approval.ID)) error {
 		f.cur = next
 		seen := make(map[approval.ID]bool, len(evs))
 		for _, ev := range evs {
-			if ev.RequestID != "" && !seen[ev.RequestID] {
+			// A request's creation changes nothing anyone waits on: a
+			// waiter starts from the created request.
+			if ev.RequestID != "" && ev.Type != approval.EventRequested && !seen[ev.RequestID] {
 				seen[ev.RequestID] = true
 				changed(ev.RequestID)
 			}
