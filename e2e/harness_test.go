@@ -429,7 +429,7 @@ func showJSON(t *testing.T, admin, id string) apiApproval {
 
 // readRecord returns the lines of an upstream record file; a missing file
 // has none.
-func readRecord(t *testing.T, path string) []string {
+func readRecord(t testing.TB, path string) []string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {

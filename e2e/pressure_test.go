@@ -60,6 +60,13 @@ func startLoad(tb testing.TB, mcpURL, tool, tag string, n int) *loadProc {
 	}
 	cmd := exec.Command(b.heldload, "-mcp", mcpURL, "-tool", tool, "-tag", tag, "-n", strconv.Itoa(n))
 	cmd.Env = append(childEnv(), "TESTCLIENT_TOKEN="+agentToken)
+	return runLoad(tb, cmd)
+}
+
+// runLoad starts a heldload command; it is killed on cleanup if it still
+// runs.
+func runLoad(tb testing.TB, cmd *exec.Cmd) *loadProc {
+	tb.Helper()
 	p := &loadProc{stdout: new(syncBuffer), stderr: new(syncBuffer), done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	if err := cmd.Start(); err != nil {

@@ -1,8 +1,10 @@
 // Command heldload holds many tool calls at once through toolgate, for the
 // end-to-end tests and the benchmark of held-call scale: it opens a few
 // MCP client sessions to a Streamable HTTP endpoint (bearer token from
-// $TESTCLIENT_TOKEN) and sends n calls of one tool concurrently, call i
-// with the arguments {"tag":TAG,"i":i}. As each call returns it prints one
+// $TESTCLIENT_TOKEN, or one of the comma-separated $TESTCLIENT_TOKENS per
+// session in turn, so the calls come from several principals) and sends n
+// calls of one tool concurrently, call i with the arguments
+// {"tag":TAG,"i":i}. As each call returns it prints one
 // line:
 //
 //	<i> ok <text>        a result
@@ -54,9 +56,14 @@ func run(ctx context.Context) int {
 		*sessions = max(1, *n/100)
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: *n, MaxConnsPerHost: 0}
-	hc := &http.Client{Transport: &bearer{token: os.Getenv("TESTCLIENT_TOKEN"), base: tr}}
+	tokens := strings.Split(os.Getenv("TESTCLIENT_TOKENS"), ",")
+	if tokens[0] == "" {
+		tokens = []string{os.Getenv("TESTCLIENT_TOKEN")}
+	}
+	*sessions = max(*sessions, len(tokens))
 	css := make([]*mcp.ClientSession, *sessions)
 	for i := range css {
+		hc := &http.Client{Transport: &bearer{token: tokens[i%len(tokens)], base: tr}}
 		c := mcp.NewClient(&mcp.Implementation{Name: "heldload", Version: "1"}, nil)
 		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: *endpoint, HTTPClient: hc}, nil)
 		if err != nil {

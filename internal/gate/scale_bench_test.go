@@ -171,3 +171,64 @@ func freshPostgres(b *testing.B, dsn string) string {
 	u.Path = "/" + name
 	return u.String()
 }
+
+// BenchmarkIdleHeldCalls holds N calls on SQLite and counts the store
+// calls the gate makes while nothing happens, over 10 s (two lease
+// renewals at the default lease): reads-per-s (request reads),
+// writes-per-s (request writes) and renewals-per-s (RenewLeases
+// statements' batches). The goal (issue 9, defect 6) is that they do not
+// grow with N. The SQLite watch also reads PRAGMA data_version 4 times a
+// second on its own connection, whatever N is.
+//
+//	go test -run '^$' -bench IdleHeldCalls -benchtime 1x ./internal/gate/
+func BenchmarkIdleHeldCalls(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			db, err := sqlstore.Open(b.Context(), sqlstore.Config{Driver: sqlstore.DriverSQLite, Path: filepath.Join(b.TempDir(), "t.db")})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			fs := newFaulty(db)
+			pol := &swappable{}
+			pol.p.Store(testPolicy(time.Hour))
+			g := New(fs, pol, &Options{MaxPendingPerPrincipal: n, MaxPending: n})
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			defer cancel()
+			wg.Go(func() { _ = g.Run(ctx) })
+			wg.Go(func() {
+				db.Watch(ctx, func(id approval.ID) {
+					if id == "" {
+						g.WakeAll()
+					} else {
+						g.Wake(id)
+					}
+				})
+			})
+			for i := range n {
+				wg.Go(func() { g.Admit(ctx, writeCall(fmt.Sprint("/idle/", i))) })
+			}
+			for {
+				k, err := db.CountPending(ctx, "")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if k == n {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			time.Sleep(time.Second) // let the creations' wake-ups settle
+			for b.Loop() {
+				fs.reset()
+				const window = 10 * time.Second
+				time.Sleep(window) // idle is what is measured
+				b.ReportMetric(float64(fs.count("GetRequest"))/window.Seconds(), "reads-per-s")
+				b.ReportMetric(float64(fs.count("UpdateRequest")+fs.count("UpdateRequestWithChain"))/window.Seconds(), "writes-per-s")
+				b.ReportMetric(float64(fs.count("RenewLeases"))/window.Seconds(), "renewals-per-s")
+			}
+		})
+	}
+}
