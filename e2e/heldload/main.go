@@ -81,7 +81,7 @@ func run(ctx context.Context) int {
 	line := func(i int, word, text string) {
 		mu.Lock()
 		defer mu.Unlock()
-		fmt.Fprintf(out, "%d %s %s\n", i, word, strings.ReplaceAll(text, "\n", " "))
+		_, _ = fmt.Fprintf(out, "%d %s %s\n", i, word, strings.ReplaceAll(text, "\n", " ")) // a failed write shows at Flush
 	}
 	for i := range *n {
 		wg.Go(func() {

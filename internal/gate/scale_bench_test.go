@@ -34,7 +34,7 @@ func BenchmarkHoldAndApprove(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer db.Close()
+			defer func() { _ = db.Close() }()
 			benchHoldAndApprove(b, db, n)
 		})
 		if dsn := os.Getenv("TOOLGATE_TEST_POSTGRES"); dsn != "" {
@@ -43,7 +43,7 @@ func BenchmarkHoldAndApprove(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				defer db.Close()
+				defer func() { _ = db.Close() }()
 				benchHoldAndApprove(b, db, n)
 			})
 		}
@@ -153,7 +153,7 @@ func freshPostgres(b *testing.B, dsn string) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer admin.Close()
+	defer func() { _ = admin.Close() }()
 	name := fmt.Sprintf("tg_bench_%d", time.Now().UnixNano())
 	if _, err := admin.ExecContext(b.Context(), "CREATE DATABASE "+name); err != nil {
 		b.Fatal(err)
@@ -188,7 +188,7 @@ func BenchmarkIdleHeldCalls(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer db.Close()
+			defer func() { _ = db.Close() }()
 			fs := newFaulty(db)
 			pol := &swappable{}
 			pol.p.Store(testPolicy(time.Hour))
