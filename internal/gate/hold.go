@@ -212,17 +212,24 @@ func (g *Gate) wait(ctx context.Context, id approval.ID, deadline time.Time, kee
 			retryC = retry.C
 			backoff = min(2*backoff, maxRetry)
 		}
-		select {
-		case <-woke:
-		case <-retryC:
-		case <-kaC:
-			keepAlive(ctx)
-			kaC = g.beat.next()
-		case <-timer.C:
-			// Re-read once more: a decision may have landed at the deadline.
-		case <-ctx.Done():
-			unsub()
-			return approval.Request{}, context.Cause(ctx)
+	waiting:
+		for {
+			select {
+			case <-woke:
+				break waiting
+			case <-retryC:
+				break waiting
+			case <-kaC:
+				// A keep-alive needs no read of the store.
+				keepAlive(ctx)
+				kaC = g.beat.next()
+			case <-timer.C:
+				// Re-read once more: a decision may have landed at the deadline.
+				break waiting
+			case <-ctx.Done():
+				unsub()
+				return approval.Request{}, context.Cause(ctx)
+			}
 		}
 		unsub()
 	}
