@@ -344,13 +344,13 @@ func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (*sqls
 		return nil, nil, err
 	}
 	return db, func(ctx context.Context, g *gate.Gate, changed func()) {
-		db.Watch(ctx, func(id approval.ID) {
+		db.WatchLog(ctx, func(id approval.ID) {
 			if id == "" {
 				g.WakeAll() // anything may have changed
+				changed()
 			} else {
 				g.Wake(id)
 			}
-			changed() // new events for the notification outbox
-		})
+		}, changed) // new events for the notification outbox
 	}, nil
 }

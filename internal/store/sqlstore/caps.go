@@ -49,11 +49,12 @@ type lockTarget struct {
 }
 
 // pendingTotal reads the number of pending tool-call requests from the
-// counts the triggers of migration 0006 keep.
+// counts the triggers of migration 0007 keep.
 const pendingTotal = `SELECT COALESCE(SUM(created) - SUM(settled), 0) FROM pending_counts`
 
-// pendingToolCalls is the condition selecting pending tool-call requests.
-const pendingToolCalls = `state = 'pending' AND kind IN ('', 'tool_call')`
+// pendingToolCalls is the condition selecting pending agent requests (tool
+// calls, resource reads, prompt gets: what the pending caps count).
+const pendingToolCalls = `state = 'pending' AND kind IN ('', 'tool_call', 'resource_read', 'prompt_get')`
 
 // countCap counts, inside t, the requests cap c counts as of now (unix ms),
 // stopping at c.Limit (no need to count past it).
@@ -70,7 +71,7 @@ func (t *tx) countCap(ctx context.Context, c store.Cap, nowMS int64) (int, error
 		q, args = treeDescendants+` `+capped+pendingToolCalls+`
 			AND requested_by IN (SELECT s.principal FROM sessions s JOIN down ON s.id = down.id)`, []any{c.Key}
 	case store.CapTotal:
-		// Counted by triggers (migration 0006): no row scan.
+		// Counted by triggers (migration 0007): no row scan.
 		var n int
 		err := t.queryRow(ctx, pendingTotal).Scan(&n)
 		return n, err

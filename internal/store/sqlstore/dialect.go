@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	"toolgate/internal/approval"
 	"toolgate/internal/store"
 )
 
@@ -55,7 +54,7 @@ type dialect interface {
 	// does not exist.
 	schemaMigrationsDDL() string
 	// watch is DB.Watch for this database, run until ctx is done.
-	watch(ctx context.Context, db *DB, changed func(approval.ID))
+	watch(ctx context.Context, db *DB, w watchFuncs)
 	// close releases what the dialect holds besides the *sql.DB (the
 	// Postgres pool), after the *sql.DB was closed.
 	close()

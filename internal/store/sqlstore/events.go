@@ -88,29 +88,59 @@ func (db *DB) Events(ctx context.Context, after int64, limit int) ([]approval.Ev
 // order and the cursor of the last one: see store.Store.Feed. The dialect
 // says what is safe to return (dialect.feedQuery).
 func (db *DB) Feed(ctx context.Context, after store.Cursor, limit int) ([]approval.Event, store.Cursor, error) {
-	if limit <= 0 {
-		limit = defaultLimit
-	}
-	q, args := db.d.feedQuery(after, limit)
+	q, args := db.d.feedQuery(after, feedLimit(limit))
 	rows, err := db.query(ctx, q, args...)
-	next := after
-	evs, err := collect(rows, err, func(rows *sql.Rows) (approval.Event, error) {
-		var tx string
-		ev, err := scanEvent(rows, &tx)
-		if err != nil {
-			return ev, err
-		}
-		c := store.Cursor{Seq: ev.Seq}
-		if c.Tx, err = strconv.ParseUint(tx, 10, 64); err != nil {
-			return ev, fmt.Errorf("event %d: transaction id %q: %w", ev.Seq, tx, err)
-		}
-		next = c
-		return ev, nil
-	})
+	fevs, err := collectFeed(rows, err)
 	if err != nil {
 		return nil, after, db.wrap("read change feed", err)
 	}
-	return evs, next, nil
+	return feedEvents(fevs), feedEnd(fevs, after), nil
+}
+
+// A feedEvent is an event of the change feed with its position.
+type feedEvent struct {
+	approval.Event
+	pos store.Cursor
+}
+
+func feedLimit(limit int) int {
+	if limit <= 0 {
+		return defaultLimit
+	}
+	return limit
+}
+
+// collectFeed scans the rows of a dialect.feedQuery.
+func collectFeed(rows *sql.Rows, err error) ([]feedEvent, error) {
+	return collect(rows, err, func(rows *sql.Rows) (feedEvent, error) {
+		var tx string
+		ev, err := scanEvent(rows, &tx)
+		if err != nil {
+			return feedEvent{}, err
+		}
+		fe := feedEvent{Event: ev, pos: store.Cursor{Seq: ev.Seq}}
+		if fe.pos.Tx, err = strconv.ParseUint(tx, 10, 64); err != nil {
+			return fe, fmt.Errorf("event %d: transaction id %q: %w", ev.Seq, tx, err)
+		}
+		return fe, nil
+	})
+}
+
+// feedEvents returns the events of fevs.
+func feedEvents(fevs []feedEvent) []approval.Event {
+	evs := make([]approval.Event, len(fevs))
+	for i, fe := range fevs {
+		evs[i] = fe.Event
+	}
+	return evs
+}
+
+// feedEnd returns the position of the last of fevs, or after when empty.
+func feedEnd(fevs []feedEvent, after store.Cursor) store.Cursor {
+	if len(fevs) == 0 {
+		return after
+	}
+	return fevs[len(fevs)-1].pos
 }
 
 // FeedEnd returns the cursor of the last event Feed can return now: a

@@ -108,13 +108,15 @@ func (*postgresDialect) lockKey(ctx context.Context, t *tx, space lockSpace, key
 const feedSafe = `xid < pg_snapshot_xmin(pg_current_snapshot())`
 
 func (*postgresDialect) feedQuery(after store.Cursor, limit int) (string, []any) {
-	return `SELECT ` + eventColumns + `, xid::text FROM events
+	// The text form gets its own name: ORDER BY xid would otherwise sort
+	// by the output column, as text ("1000" < "999").
+	return `SELECT ` + eventColumns + `, xid::text AS xid_text FROM events
 		WHERE (xid, seq) > (?::xid8, ?) AND ` + feedSafe + `
-		ORDER BY xid, seq LIMIT ?`, []any{strconv.FormatUint(after.Tx, 10), after.Seq, limit}
+		ORDER BY events.xid, events.seq LIMIT ?`, []any{strconv.FormatUint(after.Tx, 10), after.Seq, limit}
 }
 
 func (*postgresDialect) feedEndQuery() string {
-	return `SELECT xid::text, seq FROM events WHERE ` + feedSafe + ` ORDER BY xid DESC, seq DESC LIMIT 1`
+	return `SELECT xid::text AS xid_text, seq FROM events WHERE ` + feedSafe + ` ORDER BY events.xid DESC, events.seq DESC LIMIT 1`
 }
 
 // notify sends, for each request with events in evs, "<id> <state>" on

@@ -25,10 +25,11 @@ const (
 // watch LISTENs on Channel on one dedicated connection of its own, opened
 // with pgx.Connect outside the pool (application_name
 // WatchApplicationName), reconnecting with a backoff from 100 ms doubling
-// to 5 s and logging a warning; it calls changed(id) for each notification,
-// and reads the change feed from its place after each (re)connection and
-// every poll (the safety poll), one call at a time (see DB.Watch).
-func (d *postgresDialect) watch(ctx context.Context, db *DB, changed func(approval.ID)) {
+// to 5 s and logging a warning; it calls changed(id) and appended() for
+// each notification, and reads the change feed from its place after each
+// (re)connection and every poll (the safety poll), one call at a time (see
+// DB.Watch).
+func (d *postgresDialect) watch(ctx context.Context, db *DB, w watchFuncs) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -39,12 +40,13 @@ func (d *postgresDialect) watch(ctx context.Context, db *DB, changed func(approv
 	call := func(id approval.ID) {
 		mu.Lock()
 		defer mu.Unlock()
-		changed(id)
+		w.changed(id)
+		w.appended()
 	}
 	catchUp := func() {
 		mu.Lock()
 		defer mu.Unlock()
-		if err := feed.sync(ctx, changed); err != nil && ctx.Err() == nil {
+		if err := feed.sync(ctx, w); err != nil && ctx.Err() == nil {
 			db.log.WarnContext(ctx, "read postgres change feed; retrying at the next poll", "err", err)
 		}
 	}

@@ -85,44 +85,43 @@ func (db *DB) deleteInBatches(ctx context.Context, q string, arg any) (int, erro
 }
 
 // pruneEvents deletes the prefix of the change feed that ends before the
-// first event that is at or after cutoff or belongs to a request that is
-// not terminal, pruneBatch events per transaction, recording after each
-// transaction (in it) the position of the last event deleted.
+// first event that is at or after cutoff, belongs to a request that is not
+// terminal, or is past the position of a durable feed consumer that moved
+// since cutoff (pruneStop), pruneBatch events per transaction, recording
+// after each transaction (in it) the position of the last event deleted.
 func (db *DB) pruneEvents(ctx context.Context, cutoff, now time.Time) (int, error) {
+	stop, stopping, err := db.pruneStop(ctx, cutoff)
+	if err != nil {
+		return 0, err
+	}
 	total := 0
 	for {
 		from, _, err := db.prunedThrough(ctx)
 		if err != nil {
 			return total, err
 		}
-		evs, next, err := db.Feed(ctx, from, pruneBatch)
-		if err != nil || len(evs) == 0 {
+		q, args := db.d.feedQuery(from, pruneBatch)
+		rows, err := db.query(ctx, q, args...)
+		fevs, err := collectFeed(rows, err)
+		if err != nil || len(fevs) == 0 {
 			return total, err
 		}
-		open, err := db.openAmong(ctx, evs)
+		open, err := db.openAmong(ctx, feedEvents(fevs))
 		if err != nil {
 			return total, err
 		}
 		// Keep the prefix: stop at the first event that must stay.
 		n := 0
-		for n < len(evs) && evs[n].At.Before(cutoff) && !open[evs[n].RequestID] {
+		for n < len(fevs) && fevs[n].At.Before(cutoff) && !open[fevs[n].RequestID] && (!stopping || !stop.Before(fevs[n].pos)) {
 			n++
 		}
 		if n == 0 {
 			return total, nil
 		}
-		last := evs[n-1]
-		through := next
-		if n < len(evs) {
-			// The cursor of evs[n-1]: Feed returns cursors only for the
-			// end of a page, so read the page again up to it.
-			if through, err = db.cursorAfter(ctx, from, n); err != nil {
-				return total, err
-			}
-		}
+		last := fevs[n-1]
 		err = db.inTx(ctx, func(t *tx) error {
 			seqs := make([]any, n)
-			for i, ev := range evs[:n] {
+			for i, ev := range fevs[:n] {
 				seqs[i] = ev.Seq
 			}
 			if _, err := t.exec(ctx, `DELETE FROM events WHERE seq IN (`+placeholders(n)+`)`, seqs...); err != nil {
@@ -131,24 +130,17 @@ func (db *DB) pruneEvents(ctx context.Context, cutoff, now time.Time) (int, erro
 			_, err := t.exec(ctx, `INSERT INTO events_pruned (id, through, through_at, pruned_at, events) VALUES (1, ?, ?, ?, ?)
 				ON CONFLICT (id) DO UPDATE SET through = excluded.through, through_at = excluded.through_at,
 				pruned_at = excluded.pruned_at, events = events_pruned.events + excluded.events`,
-				through.String(), last.At.UnixMilli(), now.UnixMilli(), n)
+				last.pos.String(), last.At.UnixMilli(), now.UnixMilli(), n)
 			return err
 		})
 		if err != nil {
 			return total, err
 		}
 		total += n
-		if n < len(evs) {
+		if n < len(fevs) {
 			return total, nil
 		}
 	}
-}
-
-// cursorAfter returns the cursor after the first n events of the feed
-// after from.
-func (db *DB) cursorAfter(ctx context.Context, from store.Cursor, n int) (store.Cursor, error) {
-	_, c, err := db.Feed(ctx, from, n)
-	return c, err
 }
 
 // openAmong returns which requests of evs are not terminal.

@@ -13,7 +13,6 @@ import (
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"toolgate/internal/approval"
 	"toolgate/internal/store"
 )
 
@@ -154,7 +153,7 @@ func (*sqliteDialect) unavailable(err error) bool {
 // or another, commits, and then watch reads the change feed from its place
 // (see DB.Watch). Errors are logged once and the poll retried; the feed
 // position is kept, so nothing is missed.
-func (d *sqliteDialect) watch(ctx context.Context, db *DB, changed func(approval.ID)) {
+func (d *sqliteDialect) watch(ctx context.Context, db *DB, w watchFuncs) {
 	tick := time.NewTicker(d.interval)
 	defer tick.Stop()
 	var (
@@ -172,7 +171,7 @@ func (d *sqliteDialect) watch(ctx context.Context, db *DB, changed func(approval
 	for {
 		v, err := dataVersion(ctx, db, &conn)
 		if err == nil && (!seen || v != last || !feed.ok) {
-			if err = feed.sync(ctx, changed); err == nil {
+			if err = feed.sync(ctx, w); err == nil {
 				last, seen = v, true
 			}
 		}

@@ -365,6 +365,15 @@ func (db *DB) wrap(op string, err error) error {
 // one goroutine at a time, should return quickly, and must tolerate
 // spurious calls (a request may be reported more than once).
 func (db *DB) Watch(ctx context.Context, changed func(id approval.ID)) {
+	db.WatchLog(ctx, changed, func() {})
+}
+
+// WatchLog is Watch that also calls appended whenever it saw the event log
+// grow (any event, a request's creation too; on Postgres with every
+// NOTIFY): readers of the whole log, such as the notification outbox,
+// wake on it. appended is called like changed (one call at a time, never
+// concurrently with changed) and may be spurious.
+func (db *DB) WatchLog(ctx context.Context, changed func(id approval.ID), appended func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -375,7 +384,7 @@ func (db *DB) Watch(ctx context.Context, changed func(id approval.ID)) {
 		case <-ctx.Done():
 		}
 	})
-	db.d.watch(ctx, db, changed)
+	db.d.watch(ctx, db, watchFuncs{changed: changed, appended: appended})
 	cancel()
 	wg.Wait()
 }

@@ -49,19 +49,19 @@ CREATE TABLE pending_counts (
 	settled bigint NOT NULL
 );
 INSERT INTO pending_counts (shard, created, settled) SELECT s, 0, 0 FROM generate_series(0, 15) AS s;
-UPDATE pending_counts SET created = (SELECT COUNT(*) FROM requests WHERE state = 'pending' AND kind IN ('', 'tool_call'))
+UPDATE pending_counts SET created = (SELECT COUNT(*) FROM requests WHERE state = 'pending' AND kind IN ('', 'tool_call', 'resource_read', 'prompt_get'))
 	WHERE shard = 0;
 
 CREATE FUNCTION toolgate_count_pending() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	IF TG_OP = 'INSERT' THEN
-		IF NEW.state = 'pending' AND NEW.kind IN ('', 'tool_call') THEN
+		IF NEW.state = 'pending' AND NEW.kind IN ('', 'tool_call', 'resource_read', 'prompt_get') THEN
 			UPDATE pending_counts SET created = created + 1 WHERE shard = (hashtext(NEW.id) & 15);
 		END IF;
 		RETURN NEW;
 	END IF;
-	IF OLD.state = 'pending' AND OLD.kind IN ('', 'tool_call')
-		AND (TG_OP = 'DELETE' OR NEW.state <> 'pending' OR NEW.kind NOT IN ('', 'tool_call')) THEN
+	IF OLD.state = 'pending' AND OLD.kind IN ('', 'tool_call', 'resource_read', 'prompt_get')
+		AND (TG_OP = 'DELETE' OR NEW.state <> 'pending' OR NEW.kind NOT IN ('', 'tool_call', 'resource_read', 'prompt_get')) THEN
 		UPDATE pending_counts SET settled = settled + 1 WHERE shard = (hashtext(OLD.id) & 15);
 	END IF;
 	RETURN NULL;
@@ -69,3 +69,18 @@ END;
 $$;
 CREATE TRIGGER requests_count_pending AFTER INSERT OR UPDATE OF state, kind OR DELETE ON requests
 	FOR EACH ROW EXECUTE FUNCTION toolgate_count_pending();
+
+-- Durable consumers of the change feed (sqlstore consumeFeed): each keeps
+-- its position (a store.Cursor as text, "<tx>.<seq>") and when it last
+-- moved (unix ms), and moves it only in the transaction that applies what
+-- it read. The notification outbox's cursor (0006) becomes the consumer
+-- "notify": its seq was the last event fanned out, and every event written
+-- before this migration has xid 1, so "1.<seq>" is the same place.
+CREATE TABLE feed_cursors (
+	consumer text PRIMARY KEY,
+	position text NOT NULL,
+	moved_at bigint NOT NULL
+);
+INSERT INTO feed_cursors (consumer, position, moved_at)
+	SELECT 'notify', '1.' || seq, (extract(epoch FROM now()) * 1000)::bigint FROM notify_cursor WHERE id = 1;
+DROP TABLE notify_cursor;

@@ -37,21 +37,35 @@ CREATE TABLE pending_counts (
 	settled INTEGER NOT NULL
 ) STRICT;
 INSERT INTO pending_counts (shard, created, settled)
-	SELECT 0, COUNT(*), 0 FROM requests WHERE state = 'pending' AND kind IN ('', 'tool_call');
+	SELECT 0, COUNT(*), 0 FROM requests WHERE state = 'pending' AND kind IN ('', 'tool_call', 'resource_read', 'prompt_get');
 
 CREATE TRIGGER requests_pending_created AFTER INSERT ON requests
-	WHEN NEW.state = 'pending' AND NEW.kind IN ('', 'tool_call')
+	WHEN NEW.state = 'pending' AND NEW.kind IN ('', 'tool_call', 'resource_read', 'prompt_get')
 BEGIN
 	UPDATE pending_counts SET created = created + 1 WHERE shard = 0;
 END;
 CREATE TRIGGER requests_pending_settled AFTER UPDATE OF state, kind ON requests
-	WHEN OLD.state = 'pending' AND OLD.kind IN ('', 'tool_call')
-		AND (NEW.state <> 'pending' OR NEW.kind NOT IN ('', 'tool_call'))
+	WHEN OLD.state = 'pending' AND OLD.kind IN ('', 'tool_call', 'resource_read', 'prompt_get')
+		AND (NEW.state <> 'pending' OR NEW.kind NOT IN ('', 'tool_call', 'resource_read', 'prompt_get'))
 BEGIN
 	UPDATE pending_counts SET settled = settled + 1 WHERE shard = 0;
 END;
 CREATE TRIGGER requests_pending_deleted AFTER DELETE ON requests
-	WHEN OLD.state = 'pending' AND OLD.kind IN ('', 'tool_call')
+	WHEN OLD.state = 'pending' AND OLD.kind IN ('', 'tool_call', 'resource_read', 'prompt_get')
 BEGIN
 	UPDATE pending_counts SET settled = settled + 1 WHERE shard = 0;
 END;
+
+-- Durable consumers of the change feed (sqlstore consumeFeed): each keeps
+-- its position (a store.Cursor as text, "<tx>.<seq>"; tx is always 0 on
+-- SQLite) and when it last moved (unix ms), and moves it only in the
+-- transaction that applies what it read. The notification outbox's cursor
+-- (0006) becomes the consumer "notify" at the same place.
+CREATE TABLE feed_cursors (
+	consumer TEXT PRIMARY KEY,
+	position TEXT NOT NULL,
+	moved_at INTEGER NOT NULL
+) STRICT;
+INSERT INTO feed_cursors (consumer, position, moved_at)
+	SELECT 'notify', '0.' || seq, CAST(strftime('%s', 'now') AS INTEGER) * 1000 FROM notify_cursor WHERE id = 1;
+DROP TABLE notify_cursor;
