@@ -115,3 +115,51 @@ func TestWatchSQLiteStopsOnClose(t *testing.T) {
 		t.Fatal("Watch still running after Close")
 	}
 }
+
+// TestWatchLogSQLiteReportsCreations: WatchLog's appended() fires for a
+// request created by another process (the notification outbox announces
+// new requests), though changed(id) does not (no holder waits on a
+// creation).
+func TestWatchLogSQLiteReportsCreations(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "toolgate.db")
+	a := openTest(t, Config{Driver: DriverSQLite, Path: path, WatchInterval: 5 * time.Millisecond})
+	b := openTest(t, sqliteConfig(path))
+
+	var (
+		appended = make(chan struct{}, 1)
+		changed  = make(chan approval.ID, 16)
+	)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.WatchLog(ctx, func(id approval.ID) { changed <- id }, func() {
+			select {
+			case appended <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	select {
+	case id := <-changed:
+		if id != "" {
+			t.Fatalf("first changed(%q), want changed(\"\")", id)
+		}
+	case <-time.After(30 * time.Second): // a hang guard, not a timing assertion
+		t.Fatal("WatchLog never found its place")
+	}
+	if err := b.CreateRequest(t.Context(), pendingRequest(testID(1))); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-appended:
+	case <-time.After(30 * time.Second): // a hang guard, not a timing assertion
+		t.Fatal("no appended() call after another process created a request")
+	}
+	select {
+	case id := <-changed:
+		t.Errorf("changed(%q) after a creation, want no call", id)
+	default:
+	}
+}
