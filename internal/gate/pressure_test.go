@@ -521,7 +521,10 @@ func TestConsumeRetriesThroughOutage(t *testing.T) {
 // approved, run the call rather than answer "timed out" and leave it
 // approved (the e2e TestApproveRacingExpiry failure under load).
 func TestExpireAtDeadlineRetriesThroughOutage(t *testing.T) {
-	f := newFaultyFixture(t, 600*time.Millisecond, nil)
+	// The approval must commit before the deadline: 3 s leaves room on a
+	// loaded machine (600 ms did not: the approve itself found the request
+	// expired).
+	f := newFaultyFixture(t, 3*time.Second, nil)
 	ch := admitAsync(t.Context(), f.gate, writeCall("/deadline"))
 	r := waitPending(t, f.db, 1)[0]
 	f.store.down.Store(true)
