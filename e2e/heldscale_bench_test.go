@@ -59,6 +59,7 @@ func loadAgentsYAML() string {
 }
 
 func benchHeldCalls(b *testing.B, driver string, n int) {
+	b.Helper()
 	bins, err := plainBins()
 	if err != nil {
 		b.Fatal(err)

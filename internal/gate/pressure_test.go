@@ -230,6 +230,7 @@ func TestPendingCapHoldsUnderConcurrency(t *testing.T) {
 // arm was called, as a DELETE /v1/sessions/{id} racing the approval would:
 // after the holder read "approved" and before its consume commits.
 func revokingStore(t *testing.T, s store.Store, sid session.ID) (_ *faulty, arm func()) {
+	t.Helper()
 	f := newFaulty(s)
 	var armed, once atomic.Bool
 	f.beforeConsume = func() {

@@ -51,6 +51,7 @@ func BenchmarkHoldAndApprove(b *testing.B) {
 }
 
 func benchHoldAndApprove(b *testing.B, db *sqlstore.DB, n int) {
+	b.Helper()
 	pol := &swappable{}
 	pol.p.Store(testPolicy(time.Hour))
 	g := New(db, pol, &Options{MaxPendingPerPrincipal: n, MaxPending: n})
