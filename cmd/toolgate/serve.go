@@ -22,6 +22,7 @@ import (
 	"toolgate/internal/httpserve"
 	"toolgate/internal/policy"
 	"toolgate/internal/policystore"
+	"toolgate/internal/store"
 	"toolgate/internal/store/sqlstore"
 	"toolgate/internal/telemetry"
 )
@@ -225,6 +226,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 		PolicyRequestTimeout: cfg.Sessions.PolicyRequestTimeout,
 		MaxPolicyRequests:    cfg.Sessions.MaxPendingPolicyRequests,
 		Annotations:          cat.annotations(cfg),
+		Retention:            store.Retention(cfg.Retention),
 	})
 	if c.notes, err = newNotifications(cfg, db, c.gate, c.holder, deliveryMetrics, log); err != nil {
 		return nil, err
@@ -332,10 +334,11 @@ func (c *lazyCatalog) ItemDigest(kind, server, name string) (string, bool) {
 }
 
 // openStore opens the configured database and returns how to watch it for
-// changes made by other processes (SQLite: a cheap PRAGMA data_version poll)
-// or instances (Postgres: LISTEN/NOTIFY, with a safety poll every
-// storage.poll and a re-read after every reconnect); the watch wakes the
-// gate's held calls and calls changed.
+// changes made by other processes or instances: the store's change feed,
+// read when SQLite's PRAGMA data_version moves, or on Postgres after each
+// reconnect and every storage.poll, with NOTIFY waking a held call at once
+// (sqlstore.DB.Watch); the watch wakes the gate's held calls and calls
+// changed.
 func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (*sqlstore.DB, func(context.Context, *gate.Gate, func()), error) {
 	db, err := sqlstore.Open(ctx, sqlstore.Config{
 		Driver: cfg.Driver, Path: cfg.Path, DSN: cfg.DSN, MaxConns: cfg.MaxConns, Poll: cfg.Poll, Logger: log,
@@ -344,13 +347,13 @@ func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (*sqls
 		return nil, nil, err
 	}
 	return db, func(ctx context.Context, g *gate.Gate, changed func()) {
-		db.Watch(ctx, func(id approval.ID) {
+		db.WatchLog(ctx, func(id approval.ID) {
 			if id == "" {
 				g.WakeAll() // anything may have changed
+				changed()
 			} else {
 				g.Wake(id)
 			}
-			changed() // new events for the notification outbox
-		})
+		}, changed) // new events for the notification outbox
 	}, nil
 }

@@ -24,7 +24,7 @@ import (
 func TestDispatchOutcomes(t *testing.T) {
 	db := sqlitetest.Open(t)
 	g := gate.New(db, &policy.Policy{Default: policy.Approve, Approval: policy.Approval{Timeout: time.Minute, Mode: policy.ModeHold, Approvals: 1, ValidFor: time.Minute}},
-		&gate.Options{Poll: 20 * time.Millisecond})
+		&gate.Options{})
 	h := newHooks()
 	up := startRestartable(t, newUpstreamServer(h))
 	gw := newGateway(t, []ServerConfig{{Name: "up", URL: up.url()}}, g, &Options{MaxResultBytes: 1 << 20})
