@@ -564,7 +564,15 @@ func (u *upstream) callOnce(ctx context.Context, c *upConn, tool string, args js
 	}
 	res, err := c.cs.CallTool(cctx, params)
 	if raw := s.result(); raw != nil {
-		r, derr := decodeResult(raw)
+		// The SDK decoded the result already unless a number in it failed
+		// (1e400): then the raw bytes are decoded again, once.
+		var r *mcp.CallToolResult
+		var derr error
+		if err == nil {
+			r, derr = withRawNumbers(res, raw)
+		} else {
+			r, derr = decodeResult(raw)
+		}
 		if derr == nil {
 			return r, false, nil
 		}
