@@ -114,7 +114,8 @@ func (l *listeners) attach(ctx context.Context, cfg config.Config, f serveFlags,
 		case "admin":
 			x.h = api.New(c.gate, approverAuth(p.creds), &api.Options{
 				Logger: log, Metrics: telemetry.Handler(c.reg), Sessions: c.gate, SessionsChanged: c.gw.SessionsChanged, Policies: policiesAPI(c.policies),
-				Explain: &liveExplainer{holder: c.holder, cfg: cfg, ann: c.cat.annotations(cfg)},
+				Explain:   &liveExplainer{holder: c.holder, cfg: cfg, ann: c.cat.annotations(cfg)},
+				Profiling: true,
 				Ready: func(ctx context.Context) error {
 					if err := c.gate.Ready(ctx); err != nil {
 						return err
