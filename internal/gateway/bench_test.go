@@ -64,9 +64,11 @@ func BenchmarkCallDirect(b *testing.B) {
 
 func BenchmarkCallThroughGateway(b *testing.B) {
 	// The real gate with a policy that allows the call: the store is never
-	// touched on this path, so none is given.
+	// touched on this path, so none is given. The policy is held as
+	// toolgate serve holds it (compiled once per revision; a bare *Policy
+	// compiles on every evaluation).
 	p := &policy.Policy{Default: policy.Deny, Rules: []policy.Rule{{Name: "all", Server: "up", Effect: policy.Allow}}}
-	g, err := New(b.Context(), []ServerConfig{{Name: "up", URL: benchUpstream(b)}}, gate.New(nil, p, nil), nil)
+	g, err := New(b.Context(), []ServerConfig{{Name: "up", URL: benchUpstream(b)}}, gate.New(nil, policy.NewHolder(p), nil), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -103,7 +105,7 @@ func BenchmarkCallThroughGatewayStdio(b *testing.B) {
 			p := &policy.Policy{Default: policy.Deny, Rules: []policy.Rule{{Name: "all", Server: "up", Effect: policy.Allow}}}
 			sc := stdioServer("up")
 			sc.Sessions = mode
-			g, err := New(b.Context(), []ServerConfig{sc}, gate.New(nil, p, nil), nil)
+			g, err := New(b.Context(), []ServerConfig{sc}, gate.New(nil, policy.NewHolder(p), nil), nil)
 			if err != nil {
 				b.Fatal(err)
 			}
