@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -221,7 +220,7 @@ func (u *upstream) connectWith(ctx context.Context, client *mcp.Client, owner *a
 	if err != nil {
 		return nil, err
 	}
-	t := captureTransport{Transport: &mcp.IOTransport{Reader: io.NopCloser(p.stdout), Writer: p, MaxLineLength: u.g.opts.MaxMessageSize}, routes: u.g.routes, up: u, owner: owner}
+	t := captureTransport{Transport: stdioTransport{r: p.stdout, w: p, max: u.g.opts.MaxMessageSize}, routes: u.g.routes, up: u, owner: owner}
 	cs, err := client.Connect(ctx, t, opts)
 	if err != nil {
 		_ = p.Close()
