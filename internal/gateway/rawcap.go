@@ -298,29 +298,31 @@ type rawNumbers struct {
 // server-info _meta entry is dropped (notes §6). It is decodeResult for a
 // result the SDK could decode, without decoding the rest a second time
 // (the SDK's decoder allocates a 32 KiB buffer per decode;
-// docs/performance.md). It changes and returns res.
+// docs/performance.md). On success it changes and returns res; on an
+// error res is unchanged.
 func withRawNumbers(res *mcp.CallToolResult, raw json.RawMessage) (*mcp.CallToolResult, error) {
 	var n rawNumbers
 	if err := json.Unmarshal(raw, &n); err != nil {
 		return nil, err
 	}
-	res.StructuredContent = nil
-	if len(n.StructuredContent) > 0 && string(n.StructuredContent) != "null" {
-		res.StructuredContent = n.StructuredContent
-	}
-	res.Meta = nil
+	var meta mcp.Meta
 	if len(n.Meta) > 0 && string(n.Meta) != "null" {
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(n.Meta, &m); err != nil {
 			return nil, err
 		}
 		delete(m, mcp.MetaKeyServerInfo)
-		if len(m) > 0 {
-			res.Meta = mcp.Meta{}
-			for k, v := range m {
-				res.Meta[k] = v
+		for k, v := range m {
+			if meta == nil {
+				meta = mcp.Meta{}
 			}
+			meta[k] = v
 		}
+	}
+	res.Meta = meta
+	res.StructuredContent = nil
+	if len(n.StructuredContent) > 0 && string(n.StructuredContent) != "null" {
+		res.StructuredContent = n.StructuredContent
 	}
 	return res, nil
 }

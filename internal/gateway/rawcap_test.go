@@ -154,9 +154,12 @@ func TestWithRawNumbers(t *testing.T) {
 			t.Errorf("%s: decodeResult gives %s, withRawNumbers %s", tt.raw, again, out)
 		}
 	}
-	var res mcp.CallToolResult
-	if _, err := withRawNumbers(&res, json.RawMessage(`{"_meta":[]}`)); err == nil {
+	res := mcp.CallToolResult{StructuredContent: map[string]any{"a": 1.0}, Meta: mcp.Meta{"k": "v"}}
+	if _, err := withRawNumbers(&res, json.RawMessage(`{"structuredContent":{"a":1},"_meta":[]}`)); err == nil {
 		t.Error("_meta that is not an object: no error")
+	}
+	if res.Meta["k"] != "v" || res.StructuredContent.(map[string]any)["a"] != 1.0 {
+		t.Errorf("a failed withRawNumbers changed the result: %+v", res)
 	}
 }
 
