@@ -74,7 +74,7 @@ type serveIO struct {
 }
 
 func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	gc := gctune.Apply() // GOGC and GOMEMLIMIT from the environment win
+	gc := gctune.Apply(os.Getenv) // GOGC and GOMEMLIMIT from the environment win
 	return serveWith(ctx, args, serveIO{stdin: stdin, stdout: stdout, stderr: stderr, sys: osSystem(), gc: &gc})
 }
 

@@ -55,11 +55,11 @@ func Decide(getenv func(string) string, cgroupMax int64) Settings {
 	return s
 }
 
-// Apply decides the settings from the process's environment and cgroup and
-// applies those that are toolgate's defaults (debug.SetGCPercent,
-// debug.SetMemoryLimit). Call it once, at startup.
-func Apply() Settings {
-	s := Decide(os.Getenv, readCgroupMax(CgroupMemoryMax))
+// Apply decides the settings from the process's environment (getenv, e.g.
+// os.Getenv) and cgroup and applies those that are toolgate's defaults
+// (debug.SetGCPercent, debug.SetMemoryLimit). Call it once, at startup.
+func Apply(getenv func(string) string) Settings {
+	s := Decide(getenv, readCgroupMax(CgroupMemoryMax))
 	if s.GCPercentSource == "default" {
 		debug.SetGCPercent(s.GCPercent)
 	}

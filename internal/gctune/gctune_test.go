@@ -86,7 +86,7 @@ func TestApply(t *testing.T) {
 		debug.SetGCPercent(oldPercent)
 		debug.SetMemoryLimit(oldLimit)
 	})
-	s := Apply()
+	s := Apply(os.Getenv)
 	if got := debug.SetGCPercent(100); got != DefaultGCPercent {
 		t.Errorf("GC percent after Apply = %d, want %d", got, DefaultGCPercent)
 	}
