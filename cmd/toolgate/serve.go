@@ -19,6 +19,7 @@ import (
 	"toolgate/internal/config"
 	"toolgate/internal/gate"
 	"toolgate/internal/gateway"
+	"toolgate/internal/gctune"
 	"toolgate/internal/httpserve"
 	"toolgate/internal/policy"
 	"toolgate/internal/policystore"
@@ -70,10 +71,12 @@ type serveIO struct {
 	stdout, stderr io.Writer
 	sys            system
 	onReady        func(ready map[string]string)
+	gc             *gctune.Settings // what serve applied; nil in tests
 }
 
 func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	return serveWith(ctx, args, serveIO{stdin: stdin, stdout: stdout, stderr: stderr, sys: osSystem()})
+	gc := gctune.Apply(os.Getenv) // GOGC and GOMEMLIMIT from the environment win
+	return serveWith(ctx, args, serveIO{stdin: stdin, stdout: stdout, stderr: stderr, sys: osSystem(), gc: &gc})
 }
 
 // serveWith runs `toolgate serve` until ctx ends, the stdio client leaves
@@ -91,6 +94,10 @@ func serveWith(ctx context.Context, args []string, sio serveIO) error {
 		return fmt.Errorf("%w: --log-level: %w", errUsage, err)
 	}
 	log := slog.New(slog.NewTextHandler(sio.stderr, &slog.HandlerOptions{Level: level}))
+	if gc := sio.gc; gc != nil {
+		log.Debug("garbage collector", "gogc", gc.GCPercent, "gogc_from", gc.GCPercentSource,
+			"memory_limit_bytes", gc.MemoryLimit, "memory_limit_from", gc.MemoryLimitSource)
+	}
 
 	cfg, err := config.LoadFile(f.config, sio.sys.lookupEnv)
 	if err != nil {

@@ -80,6 +80,9 @@ type Options struct {
 	// Explain, when set, serves POST /v1/policy/explain (any policy
 	// source); without it the route is 404.
 	Explain Explainer
+	// Profiling serves Go's runtime profiles at /debug/pprof/ to the admin
+	// role (pprof.go); without it the routes are 404.
+	Profiling bool
 }
 
 // Server is the admin HTTP API. It implements http.Handler and is safe for
@@ -119,6 +122,9 @@ func New(a Approvals, auth Authenticator, opts *Options) *Server {
 	}
 	if s.explainer != nil {
 		s.mux.Handle("POST /v1/policy/explain", s.handle(s.require(readRoles, s.explainPolicy)))
+	}
+	if opts != nil && opts.Profiling {
+		s.routeProfiling()
 	}
 	return s
 }

@@ -262,6 +262,48 @@ func captureMessage(s *slot, id json.RawMessage, data []byte, routes *progressRo
 	return true
 }
 
+// rawNumbers are the two members of a tools/call result whose numbers the
+// SDK decodes into float64.
+type rawNumbers struct {
+	StructuredContent json.RawMessage `json:"structuredContent"`
+	Meta              json.RawMessage `json:"_meta"`
+}
+
+// withRawNumbers replaces structuredContent and _meta of res, the result
+// as the SDK decoded it, with their bytes in raw, the same result as
+// received, so that their numbers pass through unchanged; the upstream's
+// server-info _meta entry is dropped (notes §6). It is decodeResult for a
+// result the SDK could decode, without decoding the rest a second time
+// (the SDK's decoder allocates a 32 KiB buffer per decode;
+// docs/performance.md). On success it changes and returns res; on an
+// error res is unchanged.
+func withRawNumbers(res *mcp.CallToolResult, raw json.RawMessage) (*mcp.CallToolResult, error) {
+	var n rawNumbers
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return nil, err
+	}
+	var meta mcp.Meta
+	if len(n.Meta) > 0 && string(n.Meta) != "null" {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(n.Meta, &m); err != nil {
+			return nil, err
+		}
+		delete(m, mcp.MetaKeyServerInfo)
+		for k, v := range m {
+			if meta == nil {
+				meta = mcp.Meta{}
+			}
+			meta[k] = v
+		}
+	}
+	res.Meta = meta
+	res.StructuredContent = nil
+	if len(n.StructuredContent) > 0 && string(n.StructuredContent) != "null" {
+		res.StructuredContent = n.StructuredContent
+	}
+	return res, nil
+}
+
 // decodeResult builds a CallToolResult from the raw result bytes without
 // ever decoding the numbers of structuredContent and _meta: those stay
 // json.RawMessage and are re-emitted downstream as received (up to

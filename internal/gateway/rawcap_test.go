@@ -167,6 +167,52 @@ func TestDecodeResult(t *testing.T) {
 	}
 }
 
+// TestWithRawNumbers: a result the SDK could decode keeps the numbers of
+// structuredContent and _meta as received, as decodeResult does.
+func TestWithRawNumbers(t *testing.T) {
+	tests := []struct{ raw, want string }{
+		{
+			raw: `{"content":[{"type":"text","text":"hi"}],"isError":true,` +
+				`"structuredContent":{"b":[9007199254740993],"c":0.10000000000000000001},` +
+				`"_meta":{"big":12345678901234567890,"io.modelcontextprotocol/serverInfo":{"name":"up"}}}`,
+			want: `{"_meta":{"big":12345678901234567890},"content":[{"type":"text","text":"hi"}],"structuredContent":{"b":[9007199254740993],"c":0.10000000000000000001},"isError":true}`,
+		},
+		{raw: `{"content":[],"structuredContent":null,"_meta":null}`, want: `{"content":[]}`},
+		{raw: `{"content":[],"_meta":{"io.modelcontextprotocol/serverInfo":{}}}`, want: `{"content":[]}`},
+	}
+	for _, tt := range tests {
+		var res mcp.CallToolResult
+		if err := json.Unmarshal([]byte(tt.raw), &res); err != nil { // as the SDK decodes it
+			t.Fatal(err)
+		}
+		got, err := withRawNumbers(&res, json.RawMessage(tt.raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := json.Marshal(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tt.want, string(out)); diff != "" {
+			t.Errorf("%s: re-encoded result (-want +got):\n%s", tt.raw, diff)
+		}
+		viaDecode, err := decodeResult(json.RawMessage(tt.raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := json.Marshal(viaDecode); string(again) != string(out) {
+			t.Errorf("%s: decodeResult gives %s, withRawNumbers %s", tt.raw, again, out)
+		}
+	}
+	res := mcp.CallToolResult{StructuredContent: map[string]any{"a": 1.0}, Meta: mcp.Meta{"k": "v"}}
+	if _, err := withRawNumbers(&res, json.RawMessage(`{"structuredContent":{"a":1},"_meta":[]}`)); err == nil {
+		t.Error("_meta that is not an object: no error")
+	}
+	if res.Meta["k"] != "v" || res.StructuredContent.(map[string]any)["a"] != 1.0 {
+		t.Errorf("a failed withRawNumbers changed the result: %+v", res)
+	}
+}
+
 func TestStderrLines(t *testing.T) {
 	long := strings.Repeat("L", maxStderrLine+10)
 	tests := []struct {

@@ -38,6 +38,10 @@ const (
 
 var errCallTimeout = errors.New("call_timeout reached")
 
+// upstreamIdleConns bounds the idle connections kept to one HTTP upstream
+// (per host; the same bound for all hosts of the server together).
+const upstreamIdleConns = 256
+
 // stableAfter is how long a session must have lived for the reconnect
 // backoff to start over at RestartMin.
 const stableAfter = 30 * time.Second
@@ -115,6 +119,13 @@ func newUpstream(sc ServerConfig, g *Gateway) *upstream {
 	u.client = u.newClient()
 	if sc.URL != "" {
 		base := http.DefaultTransport.(*http.Transport).Clone()
+		// Keep a connection per call in flight: Go's default of 2 idle
+		// connections per host closes the others after each burst, so
+		// concurrent calls kept opening new TCP connections (issue 13: 0.9
+		// per call at 16 in flight). Idle connections still close after
+		// IdleConnTimeout (90 s), so the pool follows the recent peak.
+		base.MaxIdleConns = upstreamIdleConns
+		base.MaxIdleConnsPerHost = upstreamIdleConns
 		u.http = &http.Client{Transport: &captureRoundTripper{base: base, headers: sc.Headers, max: g.opts.MaxResultBytes, routes: g.routes,
 			log: u.log, onRead: u.sawTraffic, up: u}}
 	} else {
@@ -609,7 +620,15 @@ func (u *upstream) callOnce(ctx context.Context, c *upConn, tool string, args js
 	}
 	res, err := c.cs.CallTool(cctx, params)
 	if raw := s.result(); raw != nil {
-		r, derr := decodeResult(raw)
+		// The SDK decoded the result already unless a number in it failed
+		// (1e400): then the raw bytes are decoded again, once.
+		var r *mcp.CallToolResult
+		var derr error
+		if err == nil {
+			r, derr = withRawNumbers(res, raw)
+		} else {
+			r, derr = decodeResult(raw)
+		}
 		if derr == nil {
 			return r, false, nil
 		}
