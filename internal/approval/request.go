@@ -70,6 +70,9 @@ type Review struct {
 	Verdict Verdict   `json:"verdict"`
 	Reason  string    `json:"reason,omitempty"`
 	At      time.Time `json:"at"`
+	// Grant holds the terms of a remembered grant the reviewer attached to
+	// an approve verdict (see [Request.ApproveWithGrant]); nil for none.
+	Grant *GrantTerms `json:"grant,omitempty"`
 }
 
 // Kinds of approval requests.
