@@ -10,9 +10,10 @@ import (
 )
 
 // An event is one row of the event log: an approval.Event (its subject a
-// request or a session), or, with PolicyRevision set, the policy_changed
-// event of a deployment policy revision. Exactly one of RequestID,
-// SessionID and PolicyRevision is set (a CHECK constraint holds it).
+// request, a session or a grant), or, with PolicyRevision set, the
+// policy_changed event of a deployment policy revision. Exactly one of
+// RequestID, SessionID, GrantID and PolicyRevision is set (a CHECK
+// constraint holds it).
 type event struct {
 	approval.Event
 	PolicyRevision int64
@@ -42,10 +43,10 @@ func (t *tx) writeEvents(ctx context.Context, evs []event) error {
 		return err
 	}
 	for _, ev := range evs {
-		if _, err := t.exec(ctx, `INSERT INTO events (request_id, session_id, policy_revision, type, state, actor, at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		if _, err := t.exec(ctx, `INSERT INTO events (request_id, session_id, policy_revision, grant_id, type, state, actor, at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 			nullString(string(ev.RequestID)), nullString(ev.SessionID), sql.NullInt64{Int64: ev.PolicyRevision, Valid: ev.PolicyRevision != 0},
-			string(ev.Type), string(ev.State), ev.Actor, ev.At.UnixMilli()); err != nil {
+			nullString(ev.GrantID), string(ev.Type), string(ev.State), ev.Actor, ev.At.UnixMilli()); err != nil {
 			return fmt.Errorf("insert %s event: %w", ev.Type, err)
 		}
 	}
@@ -58,19 +59,19 @@ func nullString(s string) sql.NullString {
 
 // Events returns at most limit (0 means 100) events with Seq > after, in Seq
 // order. Seq order is commit order (see writeEvents). Policy events come
-// with neither a request nor a session id.
+// with neither a request, a session nor a grant id.
 func (db *DB) Events(ctx context.Context, after int64, limit int) ([]approval.Event, error) {
 	if limit <= 0 {
 		limit = defaultLimit
 	}
-	rows, err := db.query(ctx, `SELECT seq, COALESCE(request_id, ''), COALESCE(session_id, ''), type, state, actor, at FROM events
+	rows, err := db.query(ctx, `SELECT seq, COALESCE(request_id, ''), COALESCE(session_id, ''), COALESCE(grant_id, ''), type, state, actor, at FROM events
 		WHERE seq > ? ORDER BY seq LIMIT ?`, after, limit)
 	evs, err := collect(rows, err, func(rows *sql.Rows) (approval.Event, error) {
 		var (
 			ev approval.Event
 			at int64
 		)
-		err := rows.Scan(&ev.Seq, &ev.RequestID, &ev.SessionID, &ev.Type, &ev.State, &ev.Actor, &at)
+		err := rows.Scan(&ev.Seq, &ev.RequestID, &ev.SessionID, &ev.GrantID, &ev.Type, &ev.State, &ev.Actor, &at)
 		ev.At = time.UnixMilli(at).UTC()
 		return ev, err
 	})
