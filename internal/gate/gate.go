@@ -143,6 +143,10 @@ type Options struct {
 	// requests, apart from its tool-call approvals; default 32.
 	PolicyRequestTimeout time.Duration
 	MaxPolicyRequests    int
+	// GrantMaxTTL is the longest duration of a grant attached to an
+	// approval (config grants.max_ttl); a longer one is refused, never
+	// shortened. Default DefaultGrantMaxTTL.
+	GrantMaxTTL time.Duration
 }
 
 // A Gate decides tool calls. Its methods are safe for concurrent use.
@@ -201,6 +205,9 @@ func New(s store.Store, p Evaluator, opts *Options) *Gate {
 	}
 	if o.MaxPending <= 0 {
 		o.MaxPending = 10000
+	}
+	if o.GrantMaxTTL <= 0 {
+		o.GrantMaxTTL = DefaultGrantMaxTTL
 	}
 	rd := approval.DefaultRedaction()
 	if o.Redaction != nil {
@@ -276,13 +283,14 @@ func (g *Gate) admitDecided(ctx context.Context, c Call, chain session.Chain, de
 	switch dec.Effect {
 	case policy.Allow:
 		if chain.RequiresApprovalItem(c.item()) {
-			return g.hold(ctx, c, g.sessionApproval())
+			sd := g.sessionApproval()
+			return g.hold(ctx, c, sd, g.sessionGrants(sd))
 		}
 		return Admission{Allowed: true}
 	case policy.Deny:
-		return refuse(fmt.Sprintf("denied by policy rule %q%s: %s is not allowed", dec.Rule, erredNote(dec), c.label()))
+		return denied(c, dec)
 	case policy.Approve:
-		return g.hold(ctx, c, dec)
+		return g.hold(ctx, c, dec, g.policy.Evaluate)
 	default:
 		g.log.ErrorContext(ctx, "policy returned an unknown effect; denying", "effect", dec.Effect)
 		return refuse("denied: policy returned an unknown effect")
@@ -291,7 +299,17 @@ func (g *Gate) admitDecided(ctx context.Context, c Call, chain session.Chain, de
 
 func refuse(msg string) Admission { return Admission{Message: msg} }
 
-func (g *Gate) hold(ctx context.Context, c Call, dec policy.Decision) Admission {
+// denied is the refusal of a call the policy decision dec denies.
+func denied(c Call, dec policy.Decision) Admission {
+	return refuse(fmt.Sprintf("denied by policy rule %q%s: %s is not allowed", dec.Rule, erredNote(dec), c.label()))
+}
+
+// hold asks for an approval of c with the parameters of dec and holds the
+// call until it is decided. An open identical request is used first (see
+// attach); otherwise, when decide is not nil, the caller's grants get their
+// chance before a new request is made ([Gate.withGrants]; decide is how the
+// policy chooses among them).
+func (g *Gate) hold(ctx context.Context, c Call, dec policy.Decision, decide func(policy.Call) (policy.Decision, error)) Admission {
 	if dec.NoEligibleApprovers {
 		return refuse(fmt.Sprintf("denied: rule %q requires approval but no approver is eligible to review it", dec.Rule))
 	}
@@ -301,6 +319,20 @@ func (g *Gate) hold(ctx context.Context, c Call, dec policy.Decision) Admission 
 	}
 	if adm, ok := g.attach(ctx, c, hash); ok {
 		return adm
+	}
+	if decide != nil {
+		switch d := g.withGrants(ctx, c, dec, hash, decide); {
+		case d.Grant != "":
+			return Admission{Allowed: true, Grant: d.Grant}
+		case d.Effect == policy.Deny: // the policy moved meanwhile
+			return denied(c, d)
+		case d.Effect == policy.Allow:
+			return Admission{Allowed: true}
+		case d.NoEligibleApprovers:
+			return refuse(fmt.Sprintf("denied: rule %q requires approval but no approver is eligible to review it", d.Rule))
+		default:
+			dec = d
+		}
 	}
 	display, warnings, err := approval.Display(c.Arguments, g.redact)
 	if err != nil {
