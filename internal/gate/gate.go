@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -305,10 +306,11 @@ func denied(c Call, dec policy.Decision) Admission {
 }
 
 // hold asks for an approval of c with the parameters of dec and holds the
-// call until it is decided. An open identical request is used first (see
-// attach); otherwise, when decide is not nil, the caller's grants get their
-// chance before a new request is made ([Gate.withGrants]; decide is how the
-// policy chooses among them).
+// call until it is decided. An open identical request that was decided
+// (approved, or denied and not yet answered) is used first (see attach);
+// then, when decide is not nil, the caller's grants get their chance
+// ([Gate.withGrants]; decide is how the policy chooses among them); then
+// a pending identical request is attached to, or a new one made.
 func (g *Gate) hold(ctx context.Context, c Call, dec policy.Decision, decide func(policy.Call) (policy.Decision, error)) Admission {
 	if dec.NoEligibleApprovers {
 		return refuse(fmt.Sprintf("denied: rule %q requires approval but no approver is eligible to review it", dec.Rule))
@@ -317,8 +319,15 @@ func (g *Gate) hold(ctx context.Context, c Call, dec policy.Decision, decide fun
 	if err != nil {
 		return refuse(fmt.Sprintf("invalid arguments: %v", err))
 	}
-	if adm, ok := g.attach(ctx, c, hash); ok {
-		return adm
+	open, refusal, ok := g.openIdentical(ctx, c, hash)
+	if !ok {
+		return refusal
+	}
+	decided := slices.ContainsFunc(open, func(r approval.Request) bool { return r.State != approval.StatePending })
+	if decided {
+		if adm, ok := g.attach(ctx, c, open); ok {
+			return adm
+		}
 	}
 	if decide != nil {
 		switch d := g.withGrants(ctx, c, dec, hash, decide); {
@@ -332,6 +341,11 @@ func (g *Gate) hold(ctx context.Context, c Call, dec policy.Decision, decide fun
 			return refuse(fmt.Sprintf("denied: rule %q requires approval but no approver is eligible to review it", d.Rule))
 		default:
 			dec = d
+		}
+	}
+	if !decided {
+		if adm, ok := g.attach(ctx, c, open); ok {
+			return adm
 		}
 	}
 	display, warnings, err := approval.Display(c.Arguments, g.redact)
