@@ -76,6 +76,10 @@ type Options struct {
 	// Explain, when set, serves POST /v1/policy/explain (any policy
 	// source); without it the route is 404.
 	Explain Explainer
+	// Grants, when set, serves the grant routes (/v1/grants...) and
+	// approvals with a grant attached; without it those routes are 404 and
+	// an approve body with a grant is 422.
+	Grants Grants
 }
 
 // Server is the admin HTTP API. It implements http.Handler and is safe for
@@ -85,6 +89,7 @@ type Server struct {
 	sessions  Sessions
 	policies  Policies
 	explainer Explainer
+	grants    Grants
 	changed   func()
 	auth      Authenticator
 	log       *slog.Logger
@@ -115,6 +120,9 @@ func New(a Approvals, auth Authenticator, opts *Options) *Server {
 	if s.explainer != nil {
 		s.mux.Handle("POST /v1/policy/explain", s.handle(s.require(readRoles, s.explainPolicy)))
 	}
+	if s.grants != nil {
+		s.routeGrants()
+	}
 	return s
 }
 
@@ -133,7 +141,7 @@ func newBare(a Approvals, auth Authenticator, opts *Options) *Server {
 	if auth == nil {
 		auth = func(string) (approval.Principal, []string, bool) { return approval.Principal{}, nil, false }
 	}
-	return &Server{approvals: a, sessions: o.Sessions, policies: o.Policies, explainer: o.Explain, changed: o.SessionsChanged, auth: auth, log: o.Logger,
+	return &Server{approvals: a, sessions: o.Sessions, policies: o.Policies, explainer: o.Explain, grants: o.Grants, changed: o.SessionsChanged, auth: auth, log: o.Logger,
 		ready: o.Ready, now: o.Now, mux: http.NewServeMux()}
 }
 
