@@ -334,7 +334,6 @@ func eligible(gr grant.Grant, p approval.Principal, list []string) int {
 	return max(n, 0)
 }
 
-
 func grantsByID(t *testing.T, s store.Store) map[string]grant.Grant {
 	t.Helper()
 	gs, _, err := s.ListGrants(t.Context(), store.GrantFilter{Limit: 1000})
