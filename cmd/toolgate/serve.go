@@ -225,6 +225,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 		PolicyRequestTimeout: cfg.Sessions.PolicyRequestTimeout,
 		MaxPolicyRequests:    cfg.Sessions.MaxPendingPolicyRequests,
 		Annotations:          cat.annotations(cfg),
+		GrantMaxTTL:          cfg.Grants.MaxTTL,
 	})
 	if c.notes, err = newNotifications(cfg, db, c.gate, c.holder, deliveryMetrics, log); err != nil {
 		return nil, err
