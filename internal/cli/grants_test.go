@@ -49,10 +49,12 @@ func (e *grantEnv) run(t *testing.T, run func(ctx testingContext, args []string,
 type testingContext = *testing.T
 
 func approvalsCmd(t testingContext, args []string, out, errw *bytes.Buffer, env func(string) string) int {
+	t.Helper()
 	return cli.Run(t.Context(), args, out, errw, env)
 }
 
 func grantsCmd(t testingContext, args []string, out, errw *bytes.Buffer, env func(string) string) int {
+	t.Helper()
 	return cli.RunGrants(t.Context(), args, out, errw, env)
 }
 

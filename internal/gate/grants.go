@@ -127,7 +127,7 @@ func (g *Gate) ApproveWithGrant(ctx context.Context, id approval.ID, reviewer ap
 		return approval.Request{}, nil, err
 	}
 	if err := policy.CheckGrantPredicate(terms.When); err != nil {
-		return approval.Request{}, nil, fmt.Errorf("%w: when: %v", grant.ErrInvalid, err)
+		return approval.Request{}, nil, fmt.Errorf("%w: when: %w", grant.ErrInvalid, err)
 	}
 	gid, err := approval.NewID()
 	if err != nil {

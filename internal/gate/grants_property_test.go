@@ -208,7 +208,7 @@ func TestGrantPropertiesThroughTheGate(t *testing.T) {
 type tickingClock struct{ *clock }
 
 func (c *tickingClock) now() time.Time {
-	c.clock.add(time.Millisecond)
+	c.add(time.Millisecond)
 	return c.clock.now()
 }
 

@@ -49,7 +49,7 @@ func approveGranting(t *testing.T, s store.Store, i approval.ID, n int, terms ap
 		}
 		g, ok, err := grant.FromApproval(gid(n), *r)
 		if err != nil || !ok {
-			return nil, fmt.Errorf("FromApproval = %v, %v", ok, err)
+			return nil, fmt.Errorf("FromApproval = %v, %w", ok, err)
 		}
 		return &g, nil
 	})
