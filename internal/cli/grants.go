@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -51,8 +49,7 @@ Exit status: 0 ok, 1 failure (including errors from the server), 2 usage.
 func GrantsUsage(w io.Writer) { _, _ = io.WriteString(w, grantsUsageText) }
 
 type grantOptions struct {
-	addr, token             string
-	json                    bool
+	conn
 	all                     bool
 	principal, server, tool string
 	limit                   int
@@ -60,34 +57,40 @@ type grantOptions struct {
 	reason                  string
 }
 
-type grantCommand struct {
-	synopsis string
-	args     int
-	flags    func(fs *flag.FlagSet, o *grantOptions)
-	run      func(ctx context.Context, c *client, o *grantOptions, args []string, out io.Writer) error
-}
-
-var grantCommands = map[string]grantCommand{
-	"list": {
-		synopsis: "list [--all] [--principal P] [--server S] [--tool T] [--limit N] [--cursor C]",
-		flags: func(fs *flag.FlagSet, o *grantOptions) {
-			fs.BoolVar(&o.all, "all", false, "also list expired, used-up and revoked grants")
-			fs.StringVar(&o.principal, "principal", "", "only grants of this principal")
-			fs.StringVar(&o.server, "server", "", "only grants for this server")
-			fs.StringVar(&o.tool, "tool", "", "only grants for this tool")
-			fs.IntVar(&o.limit, "limit", 50, "page size, 1 to 1000")
-			fs.StringVar(&o.cursor, "cursor", "", "next_cursor of the previous page")
-		},
-		run: runGrantList,
+// grantCommands are the commands of `toolgate grants`.
+var grantCommands = group[grantOptions]{
+	name:  "grants",
+	want:  "list, show or revoke",
+	usage: GrantsUsage,
+	conn:  func(o *grantOptions) *conn { return &o.conn },
+	check: func(name string, o *grantOptions) error {
+		if name == "list" && (o.limit < 1 || o.limit > 1000) {
+			return usagef("list --limit %d: want 1 to 1000", o.limit)
+		}
+		return nil
 	},
-	"show": {synopsis: "show <id>", args: 1, run: runGrantShow},
-	"revoke": {
-		synopsis: "revoke <id> [--reason R]",
-		args:     1,
-		flags: func(fs *flag.FlagSet, o *grantOptions) {
-			fs.StringVar(&o.reason, "reason", "", "why you revoke it (recorded)")
+	commands: map[string]subcommand[grantOptions]{
+		"list": {
+			synopsis: "list [--all] [--principal P] [--server S] [--tool T] [--limit N] [--cursor C]",
+			flags: func(fs *flag.FlagSet, o *grantOptions) {
+				fs.BoolVar(&o.all, "all", false, "also list expired, used-up and revoked grants")
+				fs.StringVar(&o.principal, "principal", "", "only grants of this principal")
+				fs.StringVar(&o.server, "server", "", "only grants for this server")
+				fs.StringVar(&o.tool, "tool", "", "only grants for this tool")
+				fs.IntVar(&o.limit, "limit", 50, "page size, 1 to 1000")
+				fs.StringVar(&o.cursor, "cursor", "", "next_cursor of the previous page")
+			},
+			run: runGrantList,
 		},
-		run: runGrantRevoke,
+		"show": {synopsis: "show <id>", args: 1, run: runGrantShow},
+		"revoke": {
+			synopsis: "revoke <id> [--reason R]",
+			args:     1,
+			flags: func(fs *flag.FlagSet, o *grantOptions) {
+				fs.StringVar(&o.reason, "reason", "", "why you revoke it (recorded)")
+			},
+			run: runGrantRevoke,
+		},
 	},
 }
 
@@ -95,82 +98,7 @@ var grantCommands = map[string]grantCommand{
 // like Run: results to stdout, errors to stderr, and ExitOK, ExitFailure or
 // ExitUsage.
 func RunGrants(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) string) int {
-	if env == nil {
-		env = func(string) string { return "" }
-	}
-	err := runGrants(ctx, args, stdout, env)
-	var ue *usageError
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return ExitOK
-	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "toolgate: %s\nRun 'toolgate grants --help' for usage.\n", cleanLines(ue.msg))
-		return ExitUsage
-	default:
-		fmt.Fprintf(stderr, "toolgate: %s\n", cleanLines(err.Error()))
-		return ExitFailure
-	}
-}
-
-func (c grantCommand) flagSet(name string, o *grantOptions) *flag.FlagSet {
-	fs := flag.NewFlagSet("grants "+name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&o.addr, "addr", "", "admin API address (default $"+EnvAddr+", else "+DefaultAddr+")")
-	fs.StringVar(&o.token, "token", "", "bearer token (default $"+EnvToken+")")
-	fs.BoolVar(&o.json, "json", false, "print the server's JSON")
-	if c.flags != nil {
-		c.flags(fs, o)
-	}
-	return fs
-}
-
-func runGrants(ctx context.Context, args []string, stdout io.Writer, env func(string) string) error {
-	var sets []*flag.FlagSet
-	for name, c := range grantCommands {
-		sets = append(sets, c.flagSet(name, new(grantOptions)))
-	}
-	i := firstPositional(args, sets...)
-	if i < 0 || args[i] == "help" {
-		if i >= 0 || wantsHelp(args) {
-			GrantsUsage(stdout)
-			return flag.ErrHelp
-		}
-		return usagef("missing command: want list, show or revoke")
-	}
-	name := args[i]
-	cmd, ok := grantCommands[name]
-	if !ok {
-		return usagef("unknown command %q: want list, show or revoke", name)
-	}
-	rest := append(append([]string{}, args[:i]...), args[i+1:]...)
-	o := new(grantOptions)
-	fs := cmd.flagSet(name, o)
-	flags, pos := splitArgs(rest, fs)
-	if err := fs.Parse(append(append(flags, "--"), pos...)); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stdout, "Usage: toolgate grants %s\n\n", cmd.synopsis)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return err
-		}
-		return usagef("%s: %v", name, err)
-	}
-	if fs.NArg() != cmd.args {
-		return usagef("usage: toolgate grants %s", cmd.synopsis)
-	}
-	if name == "list" && (o.limit < 1 || o.limit > 1000) {
-		return usagef("list --limit %d: want 1 to 1000", o.limit)
-	}
-	o.addr = cmp.Or(o.addr, env(EnvAddr), DefaultAddr)
-	o.token = cmp.Or(o.token, env(EnvToken))
-	if o.token == "" {
-		return usagef("no token: pass --token or set %s", EnvToken)
-	}
-	c, err := newClient(o.addr, o.token)
-	if err != nil {
-		return err
-	}
-	return cmd.run(ctx, c, o, fs.Args(), stdout)
+	return grantCommands.Run(ctx, args, stdout, stderr, env)
 }
 
 func runGrantList(ctx context.Context, c *client, o *grantOptions, _ []string, out io.Writer) error {
@@ -344,31 +272,16 @@ func printGrant(out io.Writer, g api.Grant) error {
 // resolveGrantID turns a full grant id or a unique prefix of at least
 // minPrefix characters into a full id.
 func resolveGrantID(ctx context.Context, c *client, arg string) (string, error) {
-	id := strings.ToLower(arg)
-	if strings.Trim(id, "0123456789abcdef-") != "" || len(id) > 36 {
-		return "", usagef("invalid grant id %q: want a full id or a prefix of it", arg)
-	}
-	if isUUID(id) {
-		return id, nil
-	}
-	if len(id) < minPrefix {
-		return "", usagef("grant id prefix %q is too short: give at least %d characters", arg, minPrefix)
-	}
-	q := url.Values{"state": {"all"}, "id_prefix": {id}, "limit": {strconv.Itoa(maxMatches)}}
-	var l api.GrantList
-	if _, err := c.get(ctx, "/v1/grants?"+q.Encode(), &l); err != nil {
-		return "", err
-	}
-	switch len(l.Grants) {
-	case 0:
-		return "", fmt.Errorf("no grant id starts with %q", id)
-	case 1:
-		return l.Grants[0].ID, nil
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "grant id prefix %q is ambiguous; it matches:", id)
-	for _, g := range l.Grants {
-		fmt.Fprintf(&b, "\n  %s  %s  %s__%s", g.ID, g.State, g.Server, g.Tool)
-	}
-	return "", errors.New(b.String())
+	return resolvePrefix(ctx, c, "grant", "/v1/grants", arg, func(ctx context.Context, u string) ([]string, []string, bool, error) {
+		var l api.GrantList
+		if _, err := c.get(ctx, u, &l); err != nil {
+			return nil, nil, false, err
+		}
+		var ids, lines []string
+		for _, g := range l.Grants {
+			ids = append(ids, g.ID)
+			lines = append(lines, fmt.Sprintf("%s  %s  %s__%s", g.ID, g.State, g.Server, g.Tool))
+		}
+		return ids, lines, l.NextCursor != "", nil
+	})
 }
