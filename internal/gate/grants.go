@@ -37,6 +37,9 @@ type grantMatcher interface {
 // evaluation error leaves dec (the call is held, or refused if the store
 // cannot hold it either).
 func (g *Gate) withGrants(ctx context.Context, c Call, dec policy.Decision, hash string, decide func(policy.Call) (policy.Decision, error)) policy.Decision {
+	if c.Kind != "" && c.Kind != approval.KindToolCall {
+		return dec // grants remember tool calls only (the policy checks it too)
+	}
 	now := g.now()
 	gs, err := g.store.UsableGrants(ctx, c.Principal.ID, c.Server, c.Tool, now)
 	if err != nil {

@@ -127,7 +127,7 @@ func TestGrantPropertiesThroughTheGate(t *testing.T) {
 			chain, exclusion := session.Chain(nil), ""
 			if c.Principal.SessionID != "" {
 				ch, err := db.Chain(t.Context(), session.ID(c.Principal.SessionID))
-				chain, exclusion = ch, sessionRefusal(ch, err, c.Server, c.Tool)
+				chain, exclusion = ch, sessionRefusal(ch, err, c)
 			}
 			need, asks := base.Approval, base.Effect == policy.Approve && !base.NoEligibleApprovers
 			if base.Effect == policy.Allow && exclusion == "" && chain.RequiresApproval(c.Server, c.Tool) {

@@ -342,3 +342,28 @@ func TestGrantUsesHoldAcrossConcurrentCalls(t *testing.T) {
 		t.Errorf("uses = %d, want 3", got.Uses)
 	}
 }
+
+// TestGrantsRememberToolCallsOnly: an approval of a resource read or a
+// prompt takes no grant, and a tool grant never lets a resource read
+// through, even one whose URI is spelt like the tool.
+func TestGrantsRememberToolCallsOnly(t *testing.T) {
+	f, _ := newGrantFixture(t)
+	read := Call{Principal: agent, Kind: approval.KindResourceRead, Server: "fs", Tool: "write_file", Arguments: []byte(`{"uri":"write_file"}`)}
+	a := f.gate.Admit(t.Context(), read)
+	if a.Allowed || a.ApprovalID == "" {
+		t.Fatalf("resource read: %+v, want approval required", a)
+	}
+	if _, _, err := f.gate.ApproveWithGrant(t.Context(), a.ApprovalID, alice, "", "", approval.GrantTerms{TTL: time.Hour}); !errors.Is(err, approval.ErrGrantKind) {
+		t.Fatalf("a grant on a resource read approval = %v, want ErrGrantKind", err)
+	}
+	g := grantVia(t, f, writeArgs("/a"), alice, approval.GrantTerms{TTL: time.Hour})
+	// Other arguments than the pending read's, so the call meets the
+	// grants and not that request (whose re-send would wait on it).
+	read.Arguments = []byte(`{"uri":"write_file","again":true}`)
+	if a := f.gate.Admit(t.Context(), read); a.Allowed || a.Grant != "" || a.ApprovalID == "" {
+		t.Fatalf("resource read named like a granted tool: %+v, want approval required", a)
+	}
+	if got := grantNow(t, f.db, g.ID); got.Uses != 0 {
+		t.Errorf("uses = %d, want 0", got.Uses)
+	}
+}

@@ -80,6 +80,20 @@ func TestHolderMatchGrant(t *testing.T) {
 	}
 }
 
+// TestGrantsMatchToolCallsOnly: a resource read or prompt get never
+// matches a tool's grant, even when a caller fills Tool with the same name.
+func TestGrantsMatchToolCallsOnly(t *testing.T) {
+	e := mustCompile(t, newPolicy(Approve))
+	for _, k := range []Kind{KindResource, KindPrompt} {
+		c := transfer(`{}`)
+		c.Kind, c.Resource, c.Prompt = k, "transfer", "transfer"
+		c.Grants, c.Now = []Grant{grantFor("g1", "")}, propNow
+		if id, _ := e.MatchGrant(c, defaults); id != "" {
+			t.Errorf("%s call matched grant %q", k, id)
+		}
+	}
+}
+
 func TestCheckGrantPredicate(t *testing.T) {
 	for src, want := range map[string]string{
 		"":                        "",
