@@ -128,17 +128,18 @@ func runGrantList(ctx context.Context, c *client, o *grantOptions, _ []string, o
 		return err
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tPRINCIPAL\tSERVER\tTOOL\tUSES\tEXPIRES IN\tWHEN")
+	// As in approvals list, a failed write of the table shows at Flush.
+	_, _ = fmt.Fprintln(tw, "ID\tSTATE\tPRINCIPAL\tSERVER\tTOOL\tUSES\tEXPIRES IN\tWHEN")
 	for _, g := range l.Grants {
 		when := g.When
 		if when == "" {
 			when = "(any arguments)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", clean(g.ID), clean(g.State), clean(g.Principal), clean(g.Server), clean(g.Tool),
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", clean(g.ID), clean(g.State), clean(g.Principal), clean(g.Server), clean(g.Tool),
 			usesText(g), grantExpiresIn(g, resp.now), clean(when))
 	}
 	if l.NextCursor != "" {
-		fmt.Fprintf(tw, "\nmore: toolgate grants list --limit %d --cursor %s\n", o.limit, clean(l.NextCursor))
+		_, _ = fmt.Fprintf(tw, "\nmore: toolgate grants list --limit %d --cursor %s\n", o.limit, clean(l.NextCursor))
 	}
 	return tw.Flush()
 }

@@ -53,10 +53,10 @@ func (g group[O]) Run(ctx context.Context, args []string, stdout, stderr io.Writ
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return ExitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "toolgate: %s\nRun 'toolgate %s --help' for usage.\n", cleanLines(ue.msg), g.name)
+		_, _ = fmt.Fprintf(stderr, "toolgate: %s\nRun 'toolgate %s --help' for usage.\n", cleanLines(ue.msg), g.name)
 		return ExitUsage
 	default:
-		fmt.Fprintf(stderr, "toolgate: %s\n", cleanLines(err.Error()))
+		_, _ = fmt.Fprintf(stderr, "toolgate: %s\n", cleanLines(err.Error()))
 		return ExitFailure
 	}
 }
@@ -99,7 +99,7 @@ func (g group[O]) run(ctx context.Context, args []string, stdout io.Writer, env 
 	flags, pos := splitArgs(rest, fs)
 	if err := fs.Parse(append(append(flags, "--"), pos...)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stdout, "Usage: toolgate %s %s\n\n", g.name, cmd.synopsis)
+			_, _ = fmt.Fprintf(stdout, "Usage: toolgate %s %s\n\n", g.name, cmd.synopsis)
 			fs.SetOutput(stdout)
 			fs.PrintDefaults()
 			return err
