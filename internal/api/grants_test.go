@@ -132,7 +132,7 @@ func TestGrantApproveRefusals(t *testing.T) {
 		{"negative uses", `{"grant":{"duration":"1h","max_uses":-1}}`, 422, api.CodeInvalid, "must not be negative"},
 		{"bad predicate", `{"grant":{"duration":"1h","when":"args.amount <"}}`, 422, api.CodeInvalid, "when:"},
 		{"predicate not a bool", `{"grant":{"duration":"1h","when":"principal.id"}}`, 422, api.CodeInvalid, "must evaluate to a bool"},
-		{"unknown grant field", `{"grant":{"duration":"1h","for":"1h"}}`, 422, api.CodeInvalid, "unknown field"},
+		{"unknown grant field", `{"grant":{"duration":"1h","for":"1h"}}`, 422, api.CodeInvalid, `unknown key "for" in grant`},
 	}
 	for _, tc := range cases {
 		a := send(t, e.admin, "POST", "/v1/approvals/"+id+"/approve", "alice-tok", tc.body)
