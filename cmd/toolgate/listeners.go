@@ -122,6 +122,7 @@ func (l *listeners) attach(ctx context.Context, cfg config.Config, f serveFlags,
 				Profiling: true,
 				Ready:     c.gate.Ready,
 				Upstreams: upstreamStates(c.gw),
+				Grants:    c.gate,
 			})
 			// Slack's interaction endpoint (when configured) sits in front
 			// of the API; it authenticates by Slack's signature.

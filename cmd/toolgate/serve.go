@@ -234,6 +234,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 		MaxPolicyRequests:    cfg.Sessions.MaxPendingPolicyRequests,
 		Annotations:          cat.annotations(cfg),
 		Retention:            store.Retention(cfg.Retention),
+		GrantMaxTTL:          cfg.Grants.MaxTTL,
 	})
 	if c.notes, err = newNotifications(cfg, db, c.gate, c.holder, deliveryMetrics, log); err != nil {
 		return nil, err

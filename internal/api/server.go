@@ -83,6 +83,10 @@ type Options struct {
 	// Profiling serves Go's runtime profiles at /debug/pprof/ to the admin
 	// role (pprof.go); without it the routes are 404.
 	Profiling bool
+	// Grants, when set, serves the grant routes (/v1/grants...) and
+	// approvals with a grant attached; without it those routes are 404 and
+	// an approve body with a grant is 422.
+	Grants Grants
 }
 
 // Server is the admin HTTP API. It implements http.Handler and is safe for
@@ -92,6 +96,7 @@ type Server struct {
 	sessions  Sessions
 	policies  Policies
 	explainer Explainer
+	grants    Grants
 	changed   func()
 	auth      Authenticator
 	log       *slog.Logger
@@ -126,6 +131,9 @@ func New(a Approvals, auth Authenticator, opts *Options) *Server {
 	if opts != nil && opts.Profiling {
 		s.routeProfiling()
 	}
+	if s.grants != nil {
+		s.routeGrants()
+	}
 	return s
 }
 
@@ -144,7 +152,7 @@ func newBare(a Approvals, auth Authenticator, opts *Options) *Server {
 	if auth == nil {
 		auth = func(string) (approval.Principal, []string, bool) { return approval.Principal{}, nil, false }
 	}
-	return &Server{approvals: a, sessions: o.Sessions, policies: o.Policies, explainer: o.Explain, changed: o.SessionsChanged, auth: auth, log: o.Logger,
+	return &Server{approvals: a, sessions: o.Sessions, policies: o.Policies, explainer: o.Explain, grants: o.Grants, changed: o.SessionsChanged, auth: auth, log: o.Logger,
 		ready: o.Ready, upstreams: o.Upstreams, now: o.Now, mux: http.NewServeMux()}
 }
 

@@ -80,6 +80,9 @@ type Review struct {
 	Verdict Verdict   `json:"verdict"`
 	Reason  string    `json:"reason,omitempty"`
 	At      time.Time `json:"at"`
+	// Grant holds the terms of a remembered grant the reviewer attached to
+	// an approve verdict (see [Request.ApproveWithGrant]); nil for none.
+	Grant *GrantTerms `json:"grant,omitempty"`
 }
 
 // Kinds of approval requests.
@@ -191,11 +194,13 @@ const (
 
 // Event is one row of the event log, written in the same transaction as the
 // state change it records. Approval events have a RequestID; session events
-// have a SessionID instead (and an empty State).
+// have a SessionID instead, and grant events a GrantID (both with an empty
+// State).
 type Event struct {
 	Seq       int64     `json:"seq"`
 	RequestID ID        `json:"request_id,omitempty"`
 	SessionID string    `json:"session_id,omitempty"`
+	GrantID   string    `json:"grant_id,omitempty"`
 	Type      EventType `json:"type"`
 	State     State     `json:"state"`
 	Actor     string    `json:"actor,omitempty"`

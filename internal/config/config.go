@@ -45,6 +45,7 @@ type Config struct {
 	Sessions  Sessions          `yaml:"sessions"`
 	Notify    Notify            `yaml:"notify"`
 	Retention Retention         `yaml:"retention"`
+	Grants    Grants            `yaml:"grants"`
 
 	// Refs records which ${VAR}s the file referenced where secrets live;
 	// Load fills it. It is not a key of the file.
@@ -277,6 +278,7 @@ func Default() Config {
 			Events:   90 * 24 * time.Hour,
 			Sessions: 90 * 24 * time.Hour,
 		},
+		Grants: defaultGrants(),
 		Policy: policy.Policy{
 			Source:  policy.SourceFile,
 			Default: policy.Approve,

@@ -224,6 +224,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Notify.validate(c)...)
 	errs = append(errs, c.Limits.validate()...)
 	errs = append(errs, c.Upstreams.validate()...)
+	errs = append(errs, c.Grants.validate()...)
 
 	// policy
 	if src := c.Policy.Source; src != "" && src != policy.SourceFile && src != policy.SourceStore {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,6 +148,10 @@ type Options struct {
 	// requests, apart from its tool-call approvals; default 32.
 	PolicyRequestTimeout time.Duration
 	MaxPolicyRequests    int
+	// GrantMaxTTL is the longest duration of a grant attached to an
+	// approval (config grants.max_ttl); a longer one is refused, never
+	// shortened. Default DefaultGrantMaxTTL.
+	GrantMaxTTL time.Duration
 }
 
 // A Gate decides tool calls. Its methods are safe for concurrent use.
@@ -211,6 +216,9 @@ func New(s store.Store, p Evaluator, opts *Options) *Gate {
 	}
 	if o.MaxPending <= 0 {
 		o.MaxPending = 10000
+	}
+	if o.GrantMaxTTL <= 0 {
+		o.GrantMaxTTL = DefaultGrantMaxTTL
 	}
 	rd := approval.DefaultRedaction()
 	if o.Redaction != nil {
@@ -292,13 +300,14 @@ func (g *Gate) admitDecided(ctx context.Context, c Call, chain session.Chain, de
 	switch dec.Effect {
 	case policy.Allow:
 		if chain.RequiresApprovalItem(c.item()) {
-			return g.hold(ctx, c, chain, g.sessionApproval())
+			sd := g.sessionApproval()
+			return g.hold(ctx, c, chain, sd, g.sessionGrants(sd))
 		}
 		return Admission{Allowed: true}
 	case policy.Deny:
-		return refuse(fmt.Sprintf("denied by policy rule %q%s: %s is not allowed", dec.Rule, erredNote(dec), c.label()))
+		return denied(c, dec)
 	case policy.Approve:
-		return g.hold(ctx, c, chain, dec)
+		return g.hold(ctx, c, chain, dec, g.policy.Evaluate)
 	default:
 		g.log.ErrorContext(ctx, "policy returned an unknown effect; denying", "effect", dec.Effect)
 		return refuse("denied: policy returned an unknown effect")
@@ -307,9 +316,19 @@ func (g *Gate) admitDecided(ctx context.Context, c Call, chain session.Chain, de
 
 func refuse(msg string) Admission { return Admission{Message: msg} }
 
-// hold persists a pending request for c (chain is its session's, nil for
-// other principals) and holds the call on it; see Admit.
-func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy.Decision) Admission {
+// denied is the refusal of a call the policy decision dec denies.
+func denied(c Call, dec policy.Decision) Admission {
+	return refuse(fmt.Sprintf("denied by policy rule %q%s: %s is not allowed", dec.Rule, erredNote(dec), c.label()))
+}
+
+// hold asks for an approval of c with the parameters of dec and holds the
+// call until it is decided. An open identical request that was decided
+// (approved, or denied and not yet answered) is used first (see attach);
+// then, when decide is not nil, the caller's grants get their chance
+// ([Gate.withGrants]; decide is how the policy chooses among them); then
+// a pending identical request is attached to, or a new one made. chain is
+// c's session chain (nil for other principals).
+func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy.Decision, decide func(policy.Call) (policy.Decision, error)) Admission {
 	if dec.NoEligibleApprovers {
 		return refuse(fmt.Sprintf("denied: rule %q requires approval but no approver is eligible to review it", dec.Rule))
 	}
@@ -317,8 +336,34 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 	if err != nil {
 		return refuse(fmt.Sprintf("invalid arguments: %v", err))
 	}
-	if adm, ok := g.attach(ctx, c, hash); ok {
-		return adm
+	open, refusal, ok := g.openIdentical(ctx, c, hash)
+	if !ok {
+		return refusal
+	}
+	decided := slices.ContainsFunc(open, func(r approval.Request) bool { return r.State != approval.StatePending })
+	if decided {
+		if adm, ok := g.attach(ctx, c, open); ok {
+			return adm
+		}
+	}
+	if decide != nil {
+		switch d := g.withGrants(ctx, c, dec, hash, decide); {
+		case d.Grant != "":
+			return Admission{Allowed: true, Grant: d.Grant}
+		case d.Effect == policy.Deny: // the policy moved meanwhile
+			return denied(c, d)
+		case d.Effect == policy.Allow:
+			return Admission{Allowed: true}
+		case d.NoEligibleApprovers:
+			return refuse(fmt.Sprintf("denied: rule %q requires approval but no approver is eligible to review it", d.Rule))
+		default:
+			dec = d
+		}
+	}
+	if !decided {
+		if adm, ok := g.attach(ctx, c, open); ok {
+			return adm
+		}
 	}
 	display, warnings, err := approval.Display(c.Arguments, g.redact)
 	if err != nil {

@@ -20,17 +20,24 @@ var errDeadline = errors.New("approval deadline reached")
 // errLeaseLost marks a hold whose lease another identical call took over.
 var errLeaseLost = errors.New("another identical call took over the approval")
 
-// attach lets an identical call (same principal, server, tool and argument
-// hash) use an open request instead of creating a duplicate: an unanswered
-// denial is answered once; a retry-mode request is waited on for up to
-// RetryWait; a hold-mode request whose holder is gone (its lease lapsed or
-// was released) is taken over. ok is false when there is nothing to attach
-// to and a new request must be made.
-func (g *Gate) attach(ctx context.Context, c Call, hash string) (adm Admission, ok bool) {
+// openIdentical returns the open requests an identical call (same
+// principal, server, tool and argument hash) may attach to; on a store
+// error ok is false with the refusal.
+func (g *Gate) openIdentical(ctx context.Context, c Call, hash string) (open []approval.Request, refusal Admission, ok bool) {
 	open, err := g.store.OpenIdentical(ctx, c.Principal.ID, c.Server, c.Tool, hash)
 	if err != nil {
-		return g.storeRefusal(ctx, msgStoreUnavailable, "cannot look up identical requests; denying", err, "server", c.Server, "tool", c.Tool), true
+		return nil, g.storeRefusal(ctx, msgStoreUnavailable, "cannot look up identical requests; denying", err, "server", c.Server, "tool", c.Tool), false
 	}
+	return open, Admission{}, true
+}
+
+// attach lets an identical call use one of the open requests open (see
+// openIdentical) instead of creating a duplicate: an unanswered denial is
+// answered once; a retry-mode request is waited on for up to RetryWait; a
+// hold-mode request whose holder is gone (its lease lapsed or was
+// released) is taken over. ok is false when there is nothing to attach to
+// and a new request must be made.
+func (g *Gate) attach(ctx context.Context, c Call, open []approval.Request) (adm Admission, ok bool) {
 	for _, r := range open {
 		switch {
 		case !c.sameKind(r.Kind):

@@ -1,5 +1,5 @@
 // Package store defines the persistence contract for approval requests,
-// sessions and policy revisions. The implementation is
+// sessions, policy revisions and grants. The implementation is
 // internal/store/sqlstore (SQLite or Postgres); storetest holds the
 // conformance suite it passes with each.
 package store
@@ -148,10 +148,11 @@ type Store interface {
 
 	SessionStore
 	PolicyStore
+	GrantStore
 }
 
 // Normalize returns r with every time in UTC truncated to the millisecond and
-// ValidFor truncated to the millisecond: the precision every backend stores.
+// ValidFor (and the TTL of reviews' grant terms) truncated to the millisecond: the precision every backend stores.
 // Backends return normalized values from every method, so a value read back
 // compares equal to the one UpdateRequest returned. r is not modified (the
 // Reviews slice is copied).
@@ -167,6 +168,11 @@ func Normalize(r approval.Request) approval.Request {
 		rs := make([]approval.Review, len(r.Reviews))
 		for i, rv := range r.Reviews {
 			rv.At = Millis(rv.At)
+			if rv.Grant != nil {
+				t := *rv.Grant
+				t.TTL = t.TTL.Truncate(time.Millisecond)
+				rv.Grant = &t
+			}
 			rs[i] = rv
 		}
 		r.Reviews = rs

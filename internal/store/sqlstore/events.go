@@ -13,9 +13,10 @@ import (
 )
 
 // An event is one row of the event log: an approval.Event (its subject a
-// request or a session), or, with PolicyRevision set, the policy_changed
-// event of a deployment policy revision. Exactly one of RequestID,
-// SessionID and PolicyRevision is set (a CHECK constraint holds it).
+// request, a session or a grant), or, with PolicyRevision set, the
+// policy_changed event of a deployment policy revision. Exactly one of
+// RequestID, SessionID, GrantID and PolicyRevision is set (a CHECK
+// constraint holds it).
 type event struct {
 	approval.Event
 	PolicyRevision int64
@@ -41,10 +42,10 @@ func (t *tx) writeEvents(ctx context.Context, evs []event) error {
 		return nil
 	}
 	for _, ev := range evs {
-		if _, err := t.exec(ctx, `INSERT INTO events (request_id, session_id, policy_revision, type, state, actor, at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		if _, err := t.exec(ctx, `INSERT INTO events (request_id, session_id, policy_revision, grant_id, type, state, actor, at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 			nullString(string(ev.RequestID)), nullString(ev.SessionID), sql.NullInt64{Int64: ev.PolicyRevision, Valid: ev.PolicyRevision != 0},
-			string(ev.Type), string(ev.State), ev.Actor, ev.At.UnixMilli()); err != nil {
+			nullString(ev.GrantID), string(ev.Type), string(ev.State), ev.Actor, ev.At.UnixMilli()); err != nil {
 			return fmt.Errorf("insert %s event: %w", ev.Type, err)
 		}
 	}
@@ -56,15 +57,15 @@ func nullString(s string) sql.NullString {
 }
 
 // eventColumns are the columns of an approval.Event, as scanEvent reads
-// them. Policy events come with neither a request nor a session id.
-const eventColumns = `seq, COALESCE(request_id, ''), COALESCE(session_id, ''), type, state, actor, at`
+// them. Policy events come with neither a request, a session nor a grant id.
+const eventColumns = `seq, COALESCE(request_id, ''), COALESCE(session_id, ''), COALESCE(grant_id, ''), type, state, actor, at`
 
 func scanEvent(rows *sql.Rows, extra ...any) (approval.Event, error) {
 	var (
 		ev approval.Event
 		at int64
 	)
-	err := rows.Scan(append([]any{&ev.Seq, &ev.RequestID, &ev.SessionID, &ev.Type, &ev.State, &ev.Actor, &at}, extra...)...)
+	err := rows.Scan(append([]any{&ev.Seq, &ev.RequestID, &ev.SessionID, &ev.GrantID, &ev.Type, &ev.State, &ev.Actor, &at}, extra...)...)
 	ev.At = time.UnixMilli(at).UTC()
 	return ev, err
 }
