@@ -34,6 +34,19 @@ func (s failingConsume) UpdateRequest(ctx context.Context, id approval.ID, actor
 	return s.Store.UpdateRequest(ctx, id, actor, fn)
 }
 
+// UpdateRequestWithChain fails the consume the same way: the gate consumes
+// through it (the session is re-checked inside the consume transaction).
+func (s failingConsume) UpdateRequestWithChain(ctx context.Context, id approval.ID, actor string, fn func(*approval.Request, session.Chain) error) (approval.Request, error) {
+	cur, err := s.GetRequest(ctx, id)
+	if err == nil {
+		trial := cur
+		if fn(&trial, nil) == nil && trial.State == approval.StateConsumed && cur.State == approval.StateApproved {
+			return approval.Request{}, s.err
+		}
+	}
+	return s.Store.UpdateRequestWithChain(ctx, id, actor, fn)
+}
+
 // syncLog is a concurrency-safe log sink.
 type syncLog struct {
 	mu sync.Mutex
