@@ -83,9 +83,12 @@ func TestHTTPUpstreamKeepsConnectionsForConcurrentCalls(t *testing.T) {
 	}
 	t.Logf("%d TCP connections opened", opened.Load())
 	// One connection per call in flight, plus the session's GET stream and
-	// a few for the startup requests (17–18 measured): the later rounds
-	// reuse them. With 2 idle connections kept it was 60.
-	if n, most := int(opened.Load()), concurrency+concurrency/2; n > most {
+	// a few for the startup requests (17–18 measured on a quiet machine):
+	// the later rounds reuse them. A call returns to the test a moment
+	// before its connection is back in the idle pool, so a busy machine
+	// opens a few more (25 seen in CI); with 2 idle connections kept it was
+	// 60, about 14 per round. The bound separates the two.
+	if n, most := int(opened.Load()), 2*concurrency; n > most {
 		t.Errorf("%d TCP connections opened for %d rounds of %d concurrent calls; want at most %d (idle connections are kept)", n, rounds, concurrency, most)
 	}
 }
