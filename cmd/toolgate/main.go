@@ -3,7 +3,8 @@
 //	toolgate serve --config FILE [--dev] [--stdio] [--ready-file F]
 //	toolgate policy check [--dev] [--stdio] [--insecure-no-auth] FILE
 //	toolgate policy explain|test ...
-//	toolgate approvals list|show|approve|deny|watch ...
+//	toolgate approvals list|show|approve|deny ...
+//	toolgate grants list|show|revoke ...
 //
 // Exit codes: 0 ok, 1 failure, 2 usage or invalid config.
 package main
@@ -46,6 +47,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return policyCmd(ctx, args[1:], stdout, stderr)
 	case "approvals":
 		return cli.Run(ctx, args[1:], stdout, stderr, os.Getenv)
+	case "grants":
+		return cli.RunGrants(ctx, args[1:], stdout, stderr, os.Getenv)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "toolgate", version)
 		return 0
@@ -78,6 +81,7 @@ Usage:
   toolgate policy propose|show|diff|apply  store-backed policy revisions (see "toolgate policy help")
   toolgate approvals list|show|approve|deny   decide held calls through the admin API
   toolgate approvals watch                 print requests and decisions as they happen
+  toolgate grants list|show|revoke         remembered grants (approvals approve --grant D makes one)
   toolgate version
 
 Exit codes: 0 ok, 1 failure, 2 usage or invalid config.

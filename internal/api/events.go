@@ -18,13 +18,19 @@ import (
 	"toolgate/internal/store"
 )
 
-// EventLog is what the event routes read: the store's event log.
-// store.Store implements it. Methods must be safe for concurrent use.
+// EventLog is what the event routes read: the store's change feed
+// (store.Store.Feed), whose order is final, so a reader that resumes at a
+// cursor misses no event that commits late (on Postgres an event with a
+// lower seq can commit after one with a higher seq; paging by seq would
+// skip it). *sqlstore.DB implements it. Methods must be safe for
+// concurrent use.
 type EventLog interface {
-	// Events returns events with Seq > after, in Seq order, at most limit.
-	Events(ctx context.Context, after int64, limit int) ([]approval.Event, error)
-	// LastEventSeq returns the highest Seq (0 for an empty log).
-	LastEventSeq(ctx context.Context) (int64, error)
+	// FeedEntries returns at most limit events after the cursor in feed
+	// order, each with its own cursor (sqlstore.DB.FeedEntries).
+	FeedEntries(ctx context.Context, after store.Cursor, limit int) ([]store.FeedEntry, error)
+	// FeedEnd returns the cursor of the last event the feed can return
+	// now (store.Store.FeedEnd).
+	FeedEnd(ctx context.Context) (store.Cursor, error)
 }
 
 // Event is the JSON form of one event of the log, as GET /v1/events and
@@ -34,6 +40,10 @@ type EventLog interface {
 // session_revoked for sessions; policy_changed for the deployment policy.
 // State is the approval's state as that event committed it.
 type Event struct {
+	// Cursor is the event's position in the change feed, "<tx>.<seq>"
+	// (store.Cursor): pass it as since= (or Last-Event-ID) to read the
+	// events after this one. It is the stream's SSE id.
+	Cursor     string    `json:"cursor"`
 	Seq        int64     `json:"seq"`
 	Type       string    `json:"type"`
 	State      string    `json:"state,omitempty"`
@@ -46,13 +56,14 @@ type Event struct {
 	Approval *Approval `json:"approval,omitempty"`
 }
 
-// EventPage is the body of GET /v1/events. Next is the seq to pass as
-// since= for the next page: the last seq read, which may belong to an event
-// the caller may not see. More is true when the log may hold more events
-// after Next (the page read as many as it could).
+// EventPage is the body of GET /v1/events. Next is the cursor to pass as
+// since= for the next page: the position of the last event read, which may
+// be an event the caller may not see (since itself when nothing was read).
+// More is true when the log may hold more events after Next (the page read
+// as many as it could).
 type EventPage struct {
 	Events []Event `json:"events"`
-	Next   int64   `json:"next"`
+	Next   string  `json:"next"`
 	More   bool    `json:"more"`
 }
 
@@ -106,7 +117,7 @@ func (s *Server) routeEvents() {
 
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, c caller) error {
 	q := r.URL.Query()
-	since, err := parseSeq(q.Get("since"), "since")
+	since, err := parseCursor(q.Get("since"), "since")
 	if err != nil {
 		return err
 	}
@@ -126,41 +137,49 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, c caller) er
 	return nil
 }
 
-// parseSeq parses an event sequence number ("" is 0).
-func parseSeq(v, what string) (int64, error) {
-	if v == "" {
-		return 0, nil
+// parseCursor parses a position in the change feed: "<tx>.<seq>" as an
+// event's cursor or a page's next reads it, or "" or "0" for the start of
+// the log. A plain sequence number above 0 is refused: in feed order "the
+// events after seq N" is not well-defined (on Postgres an event with a
+// lower seq can commit after N), so it would skip or repeat events.
+func parseCursor(v, what string) (store.Cursor, error) {
+	if v == "" || v == "0" {
+		return store.Cursor{}, nil
 	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		return 0, invalid("%s %q: want an event sequence number (0 or more)", what, v)
+	c, err := store.ParseCursor(v)
+	if err != nil {
+		if n, nerr := strconv.ParseInt(v, 10, 64); nerr == nil && n > 0 {
+			return store.Cursor{}, invalid("%s %q: a plain sequence number cannot say where to resume (on Postgres an event with a lower seq can commit later); pass an event's cursor or a page's next (\"<tx>.<seq>\"), or 0 for the start of the log", what, v)
+		}
+		return store.Cursor{}, invalid("%s %q: want a change-feed cursor \"<tx>.<seq>\" (an event's cursor or a page's next), or 0 for the start of the log", what, v)
 	}
-	return n, nil
+	return c, nil
 }
 
-// EventPage reads up to limit events after since and returns those c may
-// see (see the package doc, "Events"). It reads the log whatever c may see,
-// so Next always advances past what was read.
-func (s *Server) EventPage(ctx context.Context, c Caller, since int64, limit int) (EventPage, error) {
+// EventPage reads up to limit events of the change feed after since and
+// returns those c may see (see the package doc, "Events"). It reads the
+// log whatever c may see, so Next always advances past what was read.
+func (s *Server) EventPage(ctx context.Context, c Caller, since store.Cursor, limit int) (EventPage, error) {
 	if !c.CanRead() {
 		return EventPage{}, forbidden(readRoles)
 	}
 	if s.events == nil {
 		return EventPage{}, &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Msg: "this server keeps no event log"}
 	}
-	evs, err := s.events.Events(ctx, since, limit)
+	es, err := s.events.FeedEntries(ctx, since, limit)
 	if err != nil {
-		return EventPage{}, fmt.Errorf("read events after %d: %w", since, err)
+		return EventPage{}, fmt.Errorf("read events after %s: %w", since, err)
 	}
-	page := EventPage{Events: []Event{}, Next: since, More: len(evs) == limit}
+	page := EventPage{Events: []Event{}, Next: since.String(), More: len(es) == limit}
 	f := eventFilter{s: s, c: c.inner(), approvals: map[approval.ID]*Approval{}, sessions: map[string]bool{}}
-	for _, ev := range evs {
-		page.Next = ev.Seq
-		out, ok, err := f.visible(ctx, ev)
+	for _, e := range es {
+		page.Next = e.Cursor.String()
+		out, ok, err := f.visible(ctx, e.Event)
 		if err != nil {
 			return EventPage{}, err
 		}
 		if ok {
+			out.Cursor = page.Next
 			page.Events = append(page.Events, out)
 		}
 	}
@@ -235,9 +254,10 @@ func (f *eventFilter) sessionVisible(ctx context.Context, id session.ID) (bool, 
 
 // streamEvents serves the event stream to c as server-sent events until
 // the client goes away or the server ends its streams (EndStreams). It
-// starts after the Last-Event-ID header, else after ?since=, else at the
-// end of the log (new events only). Each visible event is one SSE event:
-// "id:" its seq, "event:" its type, "data:" its JSON ([Event]) on one line.
+// reads the change feed: it starts after the Last-Event-ID header, else
+// after ?since= (both a cursor, see parseCursor), else at the end of the
+// feed (new events only). Each visible event is one SSE event: "id:" its
+// cursor, "event:" its type, "data:" its JSON ([Event]) on one line.
 // A comment line is sent every heartbeat so that proxies keep the
 // connection open.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c Caller) error {
@@ -256,26 +276,26 @@ func (s *Server) ServeEventStream(w http.ResponseWriter, r *http.Request, c Call
 		return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Msg: "this server keeps no event log"}
 	}
 	ctx := r.Context()
-	var cursor int64
-	switch last, since := r.Header.Get("Last-Event-ID"), r.URL.Query().Get("since"); {
+	var cursor store.Cursor
+	switch last, since := strings.TrimSpace(r.Header.Get("Last-Event-ID")), r.URL.Query().Get("since"); {
 	case last != "":
-		n, err := parseSeq(strings.TrimSpace(last), "Last-Event-ID")
+		c, err := parseCursor(last, "Last-Event-ID")
 		if err != nil {
 			return err
 		}
-		cursor = n
+		cursor = c
 	case since != "":
-		n, err := parseSeq(since, "since")
+		c, err := parseCursor(since, "since")
 		if err != nil {
 			return err
 		}
-		cursor = n
+		cursor = c
 	default:
-		n, err := s.events.LastEventSeq(ctx)
+		c, err := s.events.FeedEnd(ctx)
 		if err != nil {
-			return fmt.Errorf("read the end of the event log: %w", err)
+			return fmt.Errorf("read the end of the change feed: %w", err)
 		}
-		cursor = n
+		cursor = c
 	}
 	rc := http.NewResponseController(w)
 	h := w.Header()
@@ -284,8 +304,8 @@ func (s *Server) ServeEventStream(w http.ResponseWriter, r *http.Request, c Call
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
-	//nolint:gosec // G705: two integers into a text/event-stream answer, no HTML
-	if _, err := fmt.Fprintf(w, "retry: %d\n: stream after %d\n\n", eventRetry.Milliseconds(), cursor); err != nil {
+	//nolint:gosec // G705: numbers into a text/event-stream answer, no HTML
+	if _, err := fmt.Fprintf(w, "retry: %d\n: stream after %s\n\n", eventRetry.Milliseconds(), cursor); err != nil {
 		return nil
 	}
 	if err := rc.Flush(); err != nil {
@@ -333,8 +353,8 @@ func (s *Server) ServeEventStream(w http.ResponseWriter, r *http.Request, c Call
 var errWrite = errors.New("write to the event stream failed")
 
 // sendEvents writes every event after cursor that c may see and returns the
-// new cursor (the last seq read).
-func (s *Server) sendEvents(ctx context.Context, w http.ResponseWriter, c Caller, cursor int64) (int64, error) {
+// new cursor (the position of the last event read).
+func (s *Server) sendEvents(ctx context.Context, w http.ResponseWriter, c Caller, cursor store.Cursor) (store.Cursor, error) {
 	for {
 		page, err := s.EventPage(ctx, c, cursor, defaultEventLimit)
 		if err != nil {
@@ -349,18 +369,22 @@ func (s *Server) sendEvents(ctx context.Context, w http.ResponseWriter, c Caller
 				return cursor, fmt.Errorf("encode event %d: %w", ev.Seq, err)
 			}
 			data := EscapeJSON(bytes.TrimRight(buf.Bytes(), "\n"))
-			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Type, data); err != nil {
+			if _, err := fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", ev.Cursor, ev.Type, data); err != nil {
 				return cursor, errWrite
 			}
 		}
-		if page.Next > cursor && (len(page.Events) == 0 || page.Events[len(page.Events)-1].Seq < page.Next) {
+		next, err := store.ParseCursor(page.Next)
+		if err != nil {
+			return cursor, err
+		}
+		if next != cursor && (len(page.Events) == 0 || page.Events[len(page.Events)-1].Cursor != page.Next) {
 			// Events the caller may not see were read last: move the
 			// client's Last-Event-ID past them without an event.
-			if _, err := fmt.Fprintf(w, "id: %d\n\n", page.Next); err != nil {
+			if _, err := fmt.Fprintf(w, "id: %s\n\n", page.Next); err != nil {
 				return cursor, errWrite
 			}
 		}
-		cursor = page.Next
+		cursor = next
 		if !page.More {
 			return cursor, nil
 		}
@@ -375,12 +399,17 @@ func (s *Server) EndStreams() {
 	s.endOnce.Do(func() { close(s.streamsDone) })
 }
 
-// LastEventSeq returns the end of the event log (0 when it is empty or the
-// server keeps none): a page that reads it before its data can ask the
-// stream for the events after it (?since=) and miss none.
-func (s *Server) LastEventSeq(ctx context.Context) (int64, error) {
+// EventsEnd returns the end of the change feed as a cursor string
+// (store.Cursor; "" when the server keeps no event log): a page that reads
+// it before its data can ask the stream for the events after it (?since=)
+// and miss none.
+func (s *Server) EventsEnd(ctx context.Context) (string, error) {
 	if s.events == nil {
-		return 0, nil
+		return "", nil
 	}
-	return s.events.LastEventSeq(ctx)
+	c, err := s.events.FeedEnd(ctx)
+	if err != nil {
+		return "", err
+	}
+	return c.String(), nil
 }

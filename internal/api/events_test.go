@@ -105,16 +105,21 @@ func TestEventsPageFiltersByTenantAndRole(t *testing.T) {
 			if diff := cmp.Diff(tc.want, eventKeys(page.Events)); diff != "" {
 				t.Errorf("events mismatch (-want +got):\n%s", diff)
 			}
-			if page.Next != 6 || page.More {
-				t.Errorf("next %d, more %v; want 6 (the last seq read, visible or not), false", page.Next, page.More)
+			if page.Next != "0.6" || page.More {
+				t.Errorf("next %q, more %v; want 0.6 (the cursor of the last event read, visible or not), false", page.Next, page.More)
+			}
+			for _, ev := range page.Events {
+				if want := "0." + strconv.FormatInt(ev.Seq, 10); ev.Cursor != want {
+					t.Errorf("event %d: cursor %q, want %q (SQLite: transaction 0)", ev.Seq, ev.Cursor, want)
+				}
 			}
 		})
 	}
 	// The denial's event carries the approval as it is now.
-	page := decodeAs[api.EventPage](t, send(t, e.admin, "GET", "/v1/events?since=3&limit=1", "bob-tok", ""))
+	page := decodeAs[api.EventPage](t, send(t, e.admin, "GET", "/v1/events?since=0.3&limit=1", "bob-tok", ""))
 	if len(page.Events) != 1 || page.Events[0].Type != "denied" || page.Events[0].State != "denied" ||
-		page.Events[0].Approval.Reason != "no" || page.Events[0].Actor != "bob" || page.Next != 4 || !page.More {
-		t.Errorf("since=3&limit=1 = %+v", page)
+		page.Events[0].Approval.Reason != "no" || page.Events[0].Actor != "bob" || page.Next != "0.4" || !page.More {
+		t.Errorf("since=0.3&limit=1 = %+v", page)
 	}
 }
 
@@ -127,7 +132,9 @@ func TestEventsPageErrors(t *testing.T) {
 		{"no token", "/v1/events", "", 401},
 		{"host role", "/v1/events", "host-tok", 403},
 		{"negative since", "/v1/events?since=-1", "bob-tok", 422},
-		{"since not a number", "/v1/events?since=x", "bob-tok", 422},
+		{"since not a cursor", "/v1/events?since=x", "bob-tok", 422},
+		{"since a plain seq", "/v1/events?since=3", "bob-tok", 422},
+		{"since a negative seq in a cursor", "/v1/events?since=0.-1", "bob-tok", 422},
 		{"limit 0", "/v1/events?limit=0", "bob-tok", 422},
 		{"limit too large", "/v1/events?limit=1001", "bob-tok", 422},
 		{"stream host role", "/v1/events/stream", "host-tok", 403},
@@ -227,8 +234,8 @@ func TestEventStream(t *testing.T) {
 	fresh := e.create(t, 3, "acme")
 	e.bc.Notify()
 	ev, ok := live.next()
-	if !ok || ev.typ != "requested" || ev.data.ApprovalID != string(fresh) || ev.id != strconv.FormatInt(ev.data.Seq, 10) {
-		t.Fatalf("first streamed event = %+v, %v; want the new acme request with id = seq", ev, ok)
+	if !ok || ev.typ != "requested" || ev.data.ApprovalID != string(fresh) || ev.id != "0."+strconv.FormatInt(ev.data.Seq, 10) || ev.id != ev.data.Cursor {
+		t.Fatalf("first streamed event = %+v, %v; want the new acme request with id = its cursor", ev, ok)
 	}
 	if ev.data.Approval == nil || ev.data.Approval.Server != "pay" || ev.data.Approval.Tenant != "acme" {
 		t.Errorf("streamed approval = %+v", ev.data.Approval)
@@ -245,9 +252,16 @@ func TestEventStream(t *testing.T) {
 		}
 		got = append(got, ev.id+" "+ev.data.ApprovalID)
 	}
-	want := []string{"1 " + string(old), "2 01900000-0000-7000-8000-000000000002", "3 " + string(fresh)}
+	want := []string{"0.1 " + string(old), "0.2 01900000-0000-7000-8000-000000000002", "0.3 " + string(fresh)}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("resumed stream mismatch (-want +got):\n%s", diff)
+	}
+
+	// Resuming after an event's cursor sends the events after it only.
+	midResp, mid := openStream(t, ctx, srv, "/v1/events/stream", "admin-tok", "Last-Event-ID", "0.2")
+	defer midResp.Body.Close()
+	if ev, ok := mid.next(); !ok || ev.id != "0.3" || ev.data.ApprovalID != string(fresh) {
+		t.Errorf("stream after 0.2 began with %+v, %v; want event 0.3", ev, ok)
 	}
 
 	// A decision reaches the first stream.

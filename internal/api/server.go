@@ -60,6 +60,10 @@ type Options struct {
 	// answers); /readyz answers 503 with its error's text, which is public.
 	// Default: always ready.
 	Ready func(ctx context.Context) error
+	// Upstreams, when set, reports the upstream servers' states by name
+	// for /readyz, which answers 503 while a required one is not
+	// connected (readiness.go).
+	Upstreams func() map[string]UpstreamState
 	// Metrics, when not nil, is served at GET /metrics without auth.
 	Metrics http.Handler
 	// Now is the clock for the Date header; default time.Now.
@@ -78,7 +82,7 @@ type Options struct {
 	// source); without it the route is 404.
 	Explain Explainer
 	// Events, when set, serves GET /v1/events and GET /v1/events/stream
-	// from this log; without it they are 404.
+	// from this change feed; without it they are 404.
 	Events EventLog
 	// EventsChanged, when set, returns a channel closed at the next change
 	// of the event log (see [Broadcast.Wait]), so streams send new events
@@ -89,6 +93,13 @@ type Options struct {
 	// comment lines; default 15s.
 	EventPoll time.Duration
 	Heartbeat time.Duration
+	// Profiling serves Go's runtime profiles at /debug/pprof/ to the admin
+	// role (pprof.go); without it the routes are 404.
+	Profiling bool
+	// Grants, when set, serves the grant routes (/v1/grants...) and
+	// approvals with a grant attached; without it those routes are 404 and
+	// an approve body with a grant is 422.
+	Grants Grants
 }
 
 // Server is the admin HTTP API. It implements http.Handler and is safe for
@@ -98,10 +109,12 @@ type Server struct {
 	sessions  Sessions
 	policies  Policies
 	explainer Explainer
+	grants    Grants
 	changed   func()
 	auth      Authenticator
 	log       *slog.Logger
 	ready     func(ctx context.Context) error
+	upstreams func() map[string]UpstreamState
 	now       func() time.Time
 	mux       *http.ServeMux
 
@@ -136,6 +149,12 @@ func New(a Approvals, auth Authenticator, opts *Options) *Server {
 		s.mux.Handle("POST /v1/policy/explain", s.handle(s.require(readRoles, s.explainPolicy)))
 	}
 	s.routeEvents()
+	if opts != nil && opts.Profiling {
+		s.routeProfiling()
+	}
+	if s.grants != nil {
+		s.routeGrants()
+	}
 	return s
 }
 
@@ -160,8 +179,8 @@ func newBare(a Approvals, auth Authenticator, opts *Options) *Server {
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = defaultEventHeartbeat
 	}
-	return &Server{approvals: a, sessions: o.Sessions, policies: o.Policies, explainer: o.Explain, changed: o.SessionsChanged, auth: auth, log: o.Logger,
-		ready: o.Ready, now: o.Now, mux: http.NewServeMux(),
+	return &Server{approvals: a, sessions: o.Sessions, policies: o.Policies, explainer: o.Explain, grants: o.Grants, changed: o.SessionsChanged, auth: auth, log: o.Logger,
+		ready: o.Ready, upstreams: o.Upstreams, now: o.Now, mux: http.NewServeMux(),
 		events: o.Events, eventsChanged: o.EventsChanged, eventPoll: o.EventPoll, heartbeat: o.Heartbeat, streamsDone: make(chan struct{})}
 }
 
@@ -305,16 +324,6 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
-	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
-	return nil
-}
-
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
-	if s.ready != nil {
-		if err := s.ready(r.Context()); err != nil {
-			return &apiError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Msg: "not ready: " + err.Error(), Err: err}
-		}
-	}
 	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
 	return nil
 }

@@ -1,5 +1,7 @@
-// Package cli implements `toolgate approvals list|show|approve|deny|watch`: thin
-// clients of the admin REST API (internal/api). They never open the store.
+// Package cli implements `toolgate approvals list|show|approve|deny|watch` (with
+// `approve --grant` to remember an approval as a grant) and `toolgate grants
+// list|show|revoke`: thin clients of the admin REST API (internal/api). They
+// never open the store.
 //
 // Everything the server sends is printed with hidden characters (controls,
 // bidi, zero-width; see api.IsHidden) as visible \u escapes, and show puts
@@ -17,6 +19,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
+
+	"toolgate/internal/store"
 )
 
 // Exit codes of Run (DESIGN "CLI").
@@ -43,15 +48,23 @@ Commands:
   show <id>
         Show one approval in full, with any display warnings first.
   approve <id> [--reason R] [--hash sha256:...]
+          [--grant D [--grant-uses N] [--grant-when CEL]]
         Approve. --hash pins the arguments hash you reviewed (from show);
         the approval is refused if the request's hash differs.
+        --grant also remembers it: the requester may call this server's
+        tool again without asking, for D (e.g. 1h; at most the server's
+        grants.max_ttl), at most N times (default: no cap), for arguments
+        matching CEL (default: any). A rule needing several approvals
+        gets a grant only when that many approvers attach the same one.
+        See "toolgate grants --help".
   deny <id> --reason R
         Deny. The reason is required: the agent reads it.
-  watch [--since N]
+  watch [--since CURSOR]
         Print requests and decisions as they happen, one line each (with
         --json, each event's JSON), until interrupted. A dropped connection
-        is reopened where it stopped. --since N starts after event N
-        instead of with new events only.
+        is reopened where it stopped. --since starts after the event with
+        that cursor (<tx>.<seq>, each event's "cursor" in --json), or with
+        0 at the start of the log, instead of with new events only.
 
 Flags for every command (before or after the arguments):
   --addr A    admin API address: http://host:port, https://host:port,
@@ -79,9 +92,14 @@ type options struct {
 	cursor      string
 	reason      string
 	hash        string
-	since       int64
-	sinceSet    bool      // --since was given (0 then means the start of the log)
+	since       string    // watch --since: a change-feed cursor, or 0 for the start of the log
+	sinceSet    bool      // --since was given
 	status      io.Writer // notes of long-running commands (watch): stderr
+	// --grant, --grant-uses and --grant-when (approve).
+	grant     time.Duration
+	grantUses int64
+	grantWhen string
+	grantSet  map[string]bool // which grant flags were given
 }
 
 // command is one subcommand.
@@ -104,18 +122,21 @@ var commands = map[string]command{
 	},
 	"show": {synopsis: "show <id>", args: 1, run: runShow},
 	"approve": {
-		synopsis: "approve <id> [--reason R] [--hash sha256:...]",
+		synopsis: "approve <id> [--reason R] [--hash sha256:...] [--grant D [--grant-uses N] [--grant-when CEL]]",
 		args:     1,
 		flags: func(fs *flag.FlagSet, o *options) {
 			fs.StringVar(&o.reason, "reason", "", "why you approve")
 			fs.StringVar(&o.hash, "hash", "", "arguments hash you reviewed (sha256:...)")
+			fs.DurationVar(&o.grant, "grant", 0, "also grant the requester this tool for this long (e.g. 1h)")
+			fs.Int64Var(&o.grantUses, "grant-uses", 0, "with --grant: at most this many calls (default: no cap)")
+			fs.StringVar(&o.grantWhen, "grant-when", "", "with --grant: only for arguments matching this CEL condition")
 		},
 		run: runApprove,
 	},
 	"watch": {
-		synopsis: "watch [--since N]",
+		synopsis: "watch [--since CURSOR]",
 		flags: func(fs *flag.FlagSet, o *options) {
-			fs.Int64Var(&o.since, "since", 0, "start after this event sequence number (default: new events only)")
+			fs.StringVar(&o.since, "since", "", "start after this event's cursor (<tx>.<seq>, as --json prints), or 0 for the start of the log (default: new events only)")
 		},
 		run: runWatch,
 	},
@@ -219,8 +240,22 @@ func parse(args []string, stdout io.Writer, env func(string) string) (command, *
 		return command{}, nil, nil, usagef("deny needs --reason: the agent reads it")
 	}
 	fs.Visit(func(f *flag.Flag) { o.sinceSet = o.sinceSet || f.Name == "since" })
-	if name == "watch" && o.since < 0 {
-		return command{}, nil, nil, usagef("watch --since %d: want 0 or more", o.since)
+	if name == "watch" && o.sinceSet && o.since != "0" {
+		if _, err := store.ParseCursor(o.since); err != nil || o.since == "" {
+			return command{}, nil, nil, usagef("watch --since %q: want an event's cursor <tx>.<seq> (as watch --json prints it), or 0 for the start of the log", o.since)
+		}
+	}
+	if name == "approve" {
+		o.grantSet = map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { o.grantSet[f.Name] = true })
+		switch {
+		case (o.grantSet["grant-uses"] || o.grantSet["grant-when"]) && !o.grantSet["grant"]:
+			return command{}, nil, nil, usagef("approve: --grant-uses and --grant-when need --grant D (how long the grant lasts)")
+		case o.grantSet["grant"] && o.grant <= 0:
+			return command{}, nil, nil, usagef("approve --grant %s: want a positive duration such as 1h", o.grant)
+		case o.grantUses < 0:
+			return command{}, nil, nil, usagef("approve --grant-uses %d: want 1 or more (omit it for no cap)", o.grantUses)
+		}
 	}
 	if name == "list" {
 		switch o.state {

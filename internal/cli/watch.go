@@ -9,11 +9,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
+	"net/url"
 	"strings"
 	"time"
 
 	"toolgate/internal/api"
+	"toolgate/internal/store"
 )
 
 // Reconnection backoff of watch: it doubles from watchRetryMin up to
@@ -34,6 +35,9 @@ const maxEventLine = 8 << 20
 // with that error. Notes go to stderr (status), events to out.
 func runWatch(ctx context.Context, c *client, o *options, _ []string, out io.Writer) error {
 	last := o.since
+	if last == "0" {
+		last = store.Cursor{}.String()
+	}
 	first := true
 	// Without --since the first connection starts at the end of the log;
 	// every later one after the last event seen (or where that first one
@@ -42,7 +46,7 @@ func runWatch(ctx context.Context, c *client, o *options, _ []string, out io.Wri
 	backoff := watchRetryMin
 	for {
 		got, err := c.watchOnce(ctx, last, fromEnd, first, o, out)
-		if got.last > 0 {
+		if got.last != "" {
 			last = got.last
 		}
 		if ctx.Err() != nil {
@@ -78,18 +82,19 @@ func runWatch(ctx context.Context, c *client, o *options, _ []string, out io.Wri
 type watched struct {
 	connected bool
 	events    int
-	last      int64 // the last event id seen, 0 if none
+	last      string // the last event id (a change-feed cursor) seen, "" if none
 }
 
 // watchOnce opens the stream once (at the end of the log when fromEnd is
-// set, else after event last) and prints what it sends until it ends.
+// set, else after the change-feed cursor last) and prints what it sends
+// until it ends.
 // first says whether to print the "watching" note or the "reconnected"
 // one.
-func (c *client) watchOnce(ctx context.Context, last int64, fromEnd, first bool, o *options, out io.Writer) (watched, error) {
+func (c *client) watchOnce(ctx context.Context, last string, fromEnd, first bool, o *options, out io.Writer) (watched, error) {
 	var w watched
 	path := "/v1/events/stream"
 	if !fromEnd {
-		path += "?since=" + strconv.FormatInt(last, 10)
+		path += "?since=" + url.QueryEscape(last)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
 	if err != nil {
@@ -98,7 +103,7 @@ func (c *client) watchOnce(ctx context.Context, last int64, fromEnd, first bool,
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Accept", "text/event-stream")
 	if !fromEnd {
-		req.Header.Set("Last-Event-ID", strconv.FormatInt(last, 10))
+		req.Header.Set("Last-Event-ID", last)
 	}
 	// No overall timeout: the stream stays open; the server sends a
 	// comment line every 15 s.
@@ -116,7 +121,7 @@ func (c *client) watchOnce(ctx context.Context, last int64, fromEnd, first bool,
 	if first {
 		_, _ = fmt.Fprintf(o.status, "toolgate: watching approvals at %s (Ctrl-C to stop)\n", clean(c.base))
 	} else {
-		_, _ = fmt.Fprintf(o.status, "toolgate: reconnected; resuming after event %d\n", last)
+		_, _ = fmt.Fprintf(o.status, "toolgate: reconnected; resuming after event %s\n", clean(last))
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), maxEventLine)
@@ -126,9 +131,9 @@ func (c *client) watchOnce(ctx context.Context, last int64, fromEnd, first bool,
 		switch {
 		case line == "":
 			if id != "" {
-				if n, err := strconv.ParseInt(id, 10, 64); err == nil && n > w.last {
-					w.last = n
-				}
+				// The stream sends events in feed order: the latest id is
+				// where to resume.
+				w.last = id
 			}
 			if data != "" {
 				if err := printEvent(out, data, o.json); err != nil {
@@ -140,8 +145,8 @@ func (c *client) watchOnce(ctx context.Context, last int64, fromEnd, first bool,
 		case strings.HasPrefix(line, ": stream after "):
 			// Where the server started: resume from there after a drop,
 			// even if no event came.
-			if n, err := strconv.ParseInt(strings.TrimPrefix(line, ": stream after "), 10, 64); err == nil && n > w.last {
-				w.last = n
+			if c, err := store.ParseCursor(strings.TrimPrefix(line, ": stream after ")); err == nil {
+				w.last = c.String()
 			}
 		case strings.HasPrefix(line, ":"): // a comment: heartbeat
 		case strings.HasPrefix(line, "id:"):

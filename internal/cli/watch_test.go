@@ -134,10 +134,10 @@ func TestWatchReconnectsWhereItStopped(t *testing.T) {
 	if s := status.next(t); !strings.Contains(s, "reconnecting") {
 		t.Fatalf("status %q, want a reconnect note", s)
 	}
-	if id := <-d.lastIDs; id != "2" {
-		t.Errorf("the reconnect sent Last-Event-ID %q, want 2 (the event it printed)", id)
+	if id := <-d.lastIDs; id != "0.2" {
+		t.Errorf("the reconnect sent Last-Event-ID %q, want 0.2 (the cursor of the event it printed)", id)
 	}
-	if s := status.next(t); !strings.Contains(s, "resuming after event 2") {
+	if s := status.next(t); !strings.Contains(s, "resuming after event 0.2") {
 		t.Fatalf("status %q", s)
 	}
 	third := create(3)
@@ -166,7 +166,8 @@ func TestWatchFailures(t *testing.T) {
 	}{
 		{"bad token", "nope", []string{"watch"}, 1, "401 unauthorized"},
 		{"no event log", tokAlic, []string{"watch"}, 1, "404 not_found"},
-		{"negative since", tokAlic, []string{"watch", "--since", "-1"}, 2, "want 0 or more"},
+		{"negative since", tokAlic, []string{"watch", "--since", "-1"}, 2, "want an event's cursor"},
+		{"since a plain seq", tokAlic, []string{"watch", "--since", "5"}, 2, "want an event's cursor"},
 		{"positional argument", tokAlic, []string{"watch", "x"}, 2, "usage"},
 	}
 	for _, tt := range tests {

@@ -74,7 +74,7 @@ func TestRequestRecordsPolicyRevision(t *testing.T) {
 		t.Fatal("the holder has no revision")
 	}
 	db := sqlitetest.Open(t)
-	g := New(db, h, &Options{Poll: 50 * time.Millisecond})
+	g := New(db, h, nil)
 	ch := admitAsync(t.Context(), g, writeCall("/a"))
 	r := waitPending(t, db, 1)[0]
 	if r.PolicyRevision != want {

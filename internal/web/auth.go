@@ -31,7 +31,7 @@ type session struct {
 	id     string // the store's id (hash of the cookie value)
 	caller api.Caller
 	csrf   string
-	since  int64 // pages: the event log's end before the page read its data
+	since  string // pages: the change feed's end (a cursor) before the page read its data
 }
 
 func (c *session) user() *user {
@@ -113,8 +113,8 @@ func (s *Server) page(h func(w http.ResponseWriter, r *http.Request, c *session)
 			return
 		}
 		// Read before the page's data, so its stream starts early enough.
-		if c.since, err = s.backend.LastEventSeq(r.Context()); err != nil {
-			s.log.WarnContext(r.Context(), "read the end of the event log", "err", err)
+		if c.since, err = s.backend.EventsEnd(r.Context()); err != nil {
+			s.log.WarnContext(r.Context(), "read the end of the change feed", "err", err)
 		}
 		h(w, r, c)
 	}
@@ -164,8 +164,8 @@ func (s *Server) post(h func(w http.ResponseWriter, r *http.Request, c *session)
 			s.errorPage(w, r, c, http.StatusForbidden, "This form is missing its security token (or it is stale); nothing was changed. Reload the page and try again.")
 			return
 		}
-		if c.since, err = s.backend.LastEventSeq(r.Context()); err != nil {
-			s.log.WarnContext(r.Context(), "read the end of the event log", "err", err)
+		if c.since, err = s.backend.EventsEnd(r.Context()); err != nil {
+			s.log.WarnContext(r.Context(), "read the end of the change feed", "err", err)
 		}
 		h(w, r, c)
 	}

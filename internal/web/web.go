@@ -27,10 +27,11 @@ type Backend interface {
 	Review(ctx context.Context, c api.Caller, id approval.ID, v approval.Verdict, reason, pinnedHash string) (api.Approval, error)
 	RequesterSessions(ctx context.Context, c api.Caller, a api.Approval) ([]api.SessionLink, error)
 	ServeEventStream(w http.ResponseWriter, r *http.Request, c api.Caller) error
-	// LastEventSeq is the end of the event log: a page rendered after
-	// reading it asks its stream for the events after it, so none is
-	// missed between the page and the stream.
-	LastEventSeq(ctx context.Context) (int64, error)
+	// EventsEnd is the end of the change feed, a cursor string
+	// (store.Cursor): a page rendered after reading it asks its stream for
+	// the events after it, so none is missed between the page and the
+	// stream.
+	EventsEnd(ctx context.Context) (string, error)
 }
 
 // Sessions stores signed-in browser sessions; store.WebSessionStore
@@ -218,7 +219,7 @@ type view struct {
 	User      *user // nil when signed out
 	CSRF      string
 	ServerNow string
-	Since     int64 // the event log's end before the page's data was read
+	Since     string // the change feed's end (a cursor) before the page's data was read
 	Flash     string
 	Error     string
 	Status    int

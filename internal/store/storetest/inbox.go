@@ -21,7 +21,6 @@ var inboxTests = []struct {
 }{
 	{"ListInboxFilters", testListInboxFilters},
 	{"ListDescending", testListDescending},
-	{"LastEventSeq", testLastEventSeq},
 	{"WebSessions", testWebSessions},
 }
 
@@ -94,26 +93,6 @@ func testListDescending(t *testing.T, s store.Store) {
 	want := []approval.ID{id(1, 4), id(1, 3), id(1, 1), id(1, 0)}
 	if diff := cmp.Diff(want, listAll(t, s, store.Filter{Descending: true, State: approval.StatePending, Limit: 3})); diff != "" {
 		t.Errorf("descending pending: ids mismatch (-want +got):\n%s", diff)
-	}
-}
-
-func testLastEventSeq(t *testing.T, s store.Store) {
-	seq, err := s.LastEventSeq(t.Context())
-	if err != nil || seq != 0 {
-		t.Fatalf("LastEventSeq of an empty log = %d, %v; want 0, nil", seq, err)
-	}
-	mustCreate(t, s, pending(id(1, 1)))
-	mustReview(t, s, id(1, 1), "bob", approval.VerdictApprove, t0.Add(time.Minute))
-	evs := allEvents(t, s)
-	seq, err = s.LastEventSeq(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := evs[len(evs)-1].Seq; seq != want {
-		t.Errorf("LastEventSeq = %d, want %d (the last event's)", seq, want)
-	}
-	if more, err := s.Events(t.Context(), seq, 0); err != nil || len(more) != 0 {
-		t.Errorf("Events after LastEventSeq = %v, %v; want none", more, err)
 	}
 }
 

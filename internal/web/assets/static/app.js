@@ -163,11 +163,12 @@
       if (live) { live.dataset.live = "off"; live.textContent = ""; }
       return;
     }
-    // Start after the last event the page's data already includes, so an
-    // event between the page and the stream is not missed. A reconnect
-    // sends Last-Event-ID, which the server prefers.
+    // Start after the change-feed cursor the page's data already
+    // includes, so an event between the page and the stream is not missed.
+    // A reconnect sends Last-Event-ID (the last event's cursor), which the
+    // server prefers.
     const since = body.dataset.since || "";
-    const es = new EventSource("/ui/events" + (since && since !== "0" ? "?since=" + encodeURIComponent(since) : ""));
+    const es = new EventSource("/ui/events" + (since ? "?since=" + encodeURIComponent(since) : ""));
     es.addEventListener("open", () => setLive(true));
     approvalEvents.forEach((t) => es.addEventListener(t, onEvent));
     es.addEventListener("error", () => {

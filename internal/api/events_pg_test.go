@@ -1,0 +1,151 @@
+package api_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"toolgate/internal/api"
+	"toolgate/internal/gate"
+	"toolgate/internal/policy"
+	"toolgate/internal/store/sqlstore"
+)
+
+// freshPostgres creates an empty database on the server
+// TOOLGATE_TEST_POSTGRES names (a postgres:// URL), drops it when the test
+// ends, and returns its DSN. Without the variable the test is skipped, or
+// fails when TOOLGATE_REQUIRE_POSTGRES=1 (scripts/test.sh sets both).
+func freshPostgres(t *testing.T) string {
+	t.Helper()
+	dsn := os.Getenv("TOOLGATE_TEST_POSTGRES")
+	if dsn == "" {
+		if os.Getenv("TOOLGATE_REQUIRE_POSTGRES") == "1" {
+			t.Fatal("TOOLGATE_TEST_POSTGRES is not set")
+		}
+		t.Skip("needs a Postgres server: set TOOLGATE_TEST_POSTGRES (scripts/test.sh starts one)")
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	name := "tg_api_" + hex.EncodeToString(b[:])
+	admin := func(ctx context.Context, sql string) error {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = conn.Close(ctx) }()
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	ident := pgx.Identifier{name}.Sanitize()
+	if err := admin(t.Context(), `CREATE DATABASE `+ident); err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := admin(ctx, `DROP DATABASE IF EXISTS `+ident+` WITH (FORCE)`); err != nil {
+			t.Errorf("drop test database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("TOOLGATE_TEST_POSTGRES: want a postgres:// URL: %v", err)
+	}
+	u.Path, u.RawPath = "/"+name, ""
+	return u.String()
+}
+
+// TestEventStreamDeliversALateCommit is the regression test for a stream
+// that paged the log by seq: on Postgres a transaction that took a lower
+// seq can commit after one with a higher seq, and a reader that already
+// sent the higher one (Last-Event-ID = its seq) skipped the late one
+// forever. The stream reads the change feed, so the late event follows.
+func TestEventStreamDeliversALateCommit(t *testing.T) {
+	dsn := freshPostgres(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	db, err := sqlstore.Open(ctx, sqlstore.Config{Driver: sqlstore.DriverPostgres, DSN: dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	pol := &policy.Policy{Default: policy.Allow, Approval: policy.Approval{Timeout: time.Minute, Mode: "hold", Approvals: 1}}
+	g := gate.New(db, pol, nil)
+	bc := new(api.Broadcast)
+	admin := api.New(g, authenticate, &api.Options{Events: db, EventsChanged: bc.Wait, EventPoll: time.Hour})
+	srv := httptest.NewServer(admin)
+	t.Cleanup(srv.Close)
+	t.Cleanup(admin.EndStreams)
+
+	r := pending("01900000-0000-7000-8000-000000000001")
+	r.CreatedAt = time.Now().UTC()
+	r.ExpiresAt = r.CreatedAt.Add(time.Hour)
+	if err := db.CreateRequest(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	resp, stream := openStream(t, ctx, srv, "/v1/events/stream", "admin-tok")
+	defer resp.Body.Close()
+
+	// Two transactions on their own connections: early takes its
+	// transaction id first, late second; late then takes the lower seq.
+	begin := func() pgx.Tx {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close(context.Background()) })
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+		if _, err := tx.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+	insert := func(tx pgx.Tx, actor string) {
+		t.Helper()
+		if _, err := tx.Exec(ctx, `INSERT INTO events (request_id, type, state, actor, at) VALUES ($1, 'reviewed', 'pending', $2, 0)`,
+			string(r.ID), actor); err != nil {
+			t.Fatal(err)
+		}
+	}
+	early, late := begin(), begin()
+	insert(late, "late")   // the lower seq
+	insert(early, "early") // the higher seq
+	if err := early.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bc.Notify()
+	first, ok := stream.next()
+	if !ok || first.data.Actor != "early" {
+		t.Fatalf("first event = %+v, %v; want the early commit", first, ok)
+	}
+	if err := late.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bc.Notify()
+	second, ok := stream.next()
+	if !ok || second.data.Actor != "late" {
+		t.Fatalf("after the late commit the stream sent %+v, %v; want the late event", second, ok)
+	}
+	if second.data.Seq >= first.data.Seq {
+		t.Errorf("staging failed: late seq %d, early seq %d; want the late event's seq lower", second.data.Seq, first.data.Seq)
+	}
+
+	// The page API resumes the same way: after the early event's cursor
+	// comes the late one.
+	page := decodeAs[api.EventPage](t, send(t, admin, "GET", "/v1/events?since="+url.QueryEscape(first.id), "admin-tok", ""))
+	if len(page.Events) != 1 || page.Events[0].Actor != "late" || page.Next != second.id {
+		t.Errorf("page after %s = %+v; want the late event, next %s", first.id, page, second.id)
+	}
+}
