@@ -29,7 +29,7 @@
 //	GET  /v1/policy/diff?from=A&to=B    viewer, approver, admin → [PolicyDiff]
 //	POST /v1/policy/explain             viewer, approver, admin; body [ExplainBody]
 //	                                    → policy.Explanation (how the policy in force decides it)
-//	GET  /v1/events?since=SEQ&limit=N   viewer, approver, admin → [EventPage]
+//	GET  /v1/events?since=CURSOR&limit=N viewer, approver, admin → [EventPage]
 //	GET  /v1/events/stream              viewer, approver, admin → text/event-stream of [Event]
 //	GET  /v1/grants?state=active|all    viewer, approver, admin → [GrantList]
 //	GET  /v1/grants/{id}                viewer, approver, admin → [Grant] with recent uses
@@ -64,20 +64,26 @@
 // # Events
 //
 // The event routes (when Options.Events is set; 404 otherwise) read the
-// event log, filtered to what the caller may see: an approval's events when
-// it may see the approval (its tenant), a session's when it may see the
-// session, the deployment policy's always. GET /v1/events answers one page
-// after since (default 0), limit 1–1000 (default 100); next is the last
-// sequence number read (visible or not) and more says the log may go on.
-// GET /v1/events/stream sends server-sent events: "id:" the sequence
-// number, "event:" the type, "data:" the [Event] JSON on one line; it
-// starts after Last-Event-ID, else after ?since=, else at the end of the
-// log (new events only), says where in a first comment line (": stream
-// after N"), moves the client's last id past events it may not see with
-// id-only messages, sends ": hb" every Options.Heartbeat, and reads the log
-// on every Options.EventsChanged wake-up and every Options.EventPoll. The
-// log is read in sequence order (store.Store.Events). Streams end when the
-// client goes or [Server.EndStreams] is called.
+// store's change feed (store.Store.Feed), filtered to what the caller may
+// see: an approval's events when it may see the approval (its tenant), a
+// session's when it may see the session, the deployment policy's always.
+// Positions are feed cursors, "<tx>.<seq>" (store.Cursor): each [Event]
+// carries its own. The feed's order is final, so a reader resuming at a
+// cursor never skips an event that committed late (on Postgres an event
+// with a lower seq can commit after one with a higher seq). since= is a
+// cursor, or "0" (and "") for the start of the log; a plain sequence
+// number above 0 is 422, since "after seq N" is no position in the feed.
+// GET /v1/events answers one page after since, limit 1–1000 (default
+// 100); next is the cursor of the last event read (visible or not) and
+// more says the log may go on. GET /v1/events/stream sends server-sent
+// events: "id:" the event's cursor, "event:" the type, "data:" the [Event]
+// JSON on one line; it starts after Last-Event-ID, else after ?since=, else
+// at the end of the feed (new events only), says where in a first comment
+// line (": stream after <cursor>"), moves the client's last id past events
+// it may not see with id-only messages, sends ": hb" every
+// Options.Heartbeat, and reads the feed on every Options.EventsChanged
+// wake-up and every Options.EventPoll. Streams end when the client goes or
+// [Server.EndStreams] is called.
 //
 // # Authentication and roles
 //
