@@ -101,12 +101,12 @@ func TestEventStreamDeliversALateCommit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = conn.Close(context.Background()) })
+		t.Cleanup(func() { _ = conn.Close(context.WithoutCancel(ctx)) })
 		tx, err := conn.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+		t.Cleanup(func() { _ = tx.Rollback(context.WithoutCancel(ctx)) })
 		if _, err := tx.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil {
 			t.Fatal(err)
 		}
