@@ -404,3 +404,26 @@ func TestGETNeverChangesState(t *testing.T) {
 	}
 	b.page("/ui/")
 }
+
+// TestPagesStartTheStreamAtTheFeedEnd: a page carries the change feed's
+// end as read before its data (a cursor), so its EventSource resumes there;
+// the page's stream refuses a plain sequence number as a position.
+func TestPagesStartTheStreamAtTheFeedEnd(t *testing.T) {
+	e := newEnv(t, nil)
+	e.request(1, `{"to":"acct-1"}`)
+	e.request(2, `{"to":"acct-2"}`)
+	end, err := e.db.FeedEnd(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser()
+	b.signIn(bobTok)
+	page := b.page("/ui/")
+	if want := `data-since="` + end.String() + `"`; !strings.Contains(page, want) || end.Seq != 2 {
+		t.Errorf("inbox page lacks %s (feed end %v)", want, end)
+	}
+	a := b.do("GET", "/ui/events?since=2", nil)
+	if a.status != http.StatusUnprocessableEntity || !strings.Contains(a.body, "plain sequence number") {
+		t.Errorf("stream since a plain seq: %d %s; want 422 naming the problem", a.status, a.body)
+	}
+}
