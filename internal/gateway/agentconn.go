@@ -79,7 +79,7 @@ func (u *upstream) agentConnFor(o *origin) (*agentConn, error) {
 		return nil, ErrShutdown
 	}
 	ac := &agentConn{u: u, ss: o.ss, principal: o.principal}
-	ac.client = u.newClient()
+	ac.client = u.newClient(ac)
 	u.agents[o.ss] = ac
 	return ac, nil
 }

@@ -116,7 +116,7 @@ func newUpstream(sc ServerConfig, g *Gateway) *upstream {
 		state:     StateConnecting,
 		since:     time.Now(),
 	}
-	u.client = u.newClient()
+	u.client = u.newClient(nil)
 	if sc.URL != "" {
 		base := http.DefaultTransport.(*http.Transport).Clone()
 		// Keep a connection per call in flight: Go's default of 2 idle
@@ -166,8 +166,9 @@ func clientCapabilities(cfg ServerConfig) *mcp.ClientCapabilities {
 	return caps
 }
 
-// newClient returns an MCP client for sessions with u's server.
-func (u *upstream) newClient() *mcp.Client {
+// newClient returns an MCP client for sessions with u's server: the
+// shared session's (owner nil) or the per-agent sessions of owner.
+func (u *upstream) newClient(owner *agentConn) *mcp.Client {
 	g := u.g
 	c := mcp.NewClient(&mcp.Implementation{Name: "toolgate", Version: g.opts.Version}, &mcp.ClientOptions{
 		Logger:       g.log,
@@ -198,7 +199,7 @@ func (u *upstream) newClient() *mcp.Client {
 		},
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	})
-	c.AddReceivingMiddleware(u.receivingMiddleware)
+	c.AddReceivingMiddleware(u.receivingMiddleware(owner))
 	return c
 }
 
