@@ -124,7 +124,7 @@ func (ac *agentConn) session(ctx context.Context) (*upConn, error) {
 		ac.dialing = ch
 		ac.mu.Unlock()
 
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ac.u.g.opts.ConnectTimeout)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ac.u.connectTimeout())
 		c, err := ac.u.connectWith(cctx, ac.client, ac)
 		cancel()
 

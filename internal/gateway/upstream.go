@@ -166,6 +166,15 @@ func clientCapabilities(cfg ServerConfig) *mcp.ClientCapabilities {
 	return caps
 }
 
+// connectTimeout bounds starting u and its initialize handshake:
+// servers.<name>.connect_timeout, else the gateway's default.
+func (u *upstream) connectTimeout() time.Duration {
+	if d := u.cfg.ConnectTimeout; d > 0 {
+		return d
+	}
+	return u.g.opts.ConnectTimeout
+}
+
 // newClient returns an MCP client for sessions with u's server: the
 // shared session's (owner nil) or the per-agent sessions of owner.
 func (u *upstream) newClient(owner *agentConn) *mcp.Client {
@@ -276,7 +285,7 @@ func (u *upstream) run(ctx context.Context, first *upConn) {
 	c := first
 	for {
 		if c == nil {
-			cctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
+			cctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
 			var err error
 			c, err = u.connect(cctx)
 			cancel()
@@ -508,7 +517,7 @@ func (u *upstream) refreshLoop(ctx context.Context) {
 		if err != nil {
 			continue // a new session requests another refresh
 		}
-		lctx, cancel := context.WithTimeout(ctx, u.g.opts.ConnectTimeout)
+		lctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
 		tools, err := listTools(lctx, c.cs)
 		cancel()
 		if err != nil {
@@ -584,7 +593,7 @@ func (u *upstream) call(ctx context.Context, tool string, args json.RawMessage, 
 	}
 	u.log.InfoContext(ctx, "upstream session expired (HTTP 404); re-initialising and retrying the call once", "tool", tool)
 	u.reset(c)
-	wctx, cancel := context.WithTimeout(ctx, u.g.opts.ConnectTimeout)
+	wctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
 	c2, werr := u.awaitReconnect(wctx, c)
 	cancel()
 	if werr != nil {
