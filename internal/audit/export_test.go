@@ -6,4 +6,6 @@ import (
 	"toolgate/internal/telemetry"
 )
 
-func newAuditMetrics(reg *prometheus.Registry) *telemetry.AuditMetrics { return telemetry.NewAuditMetrics(reg) }
+func newAuditMetrics(reg *prometheus.Registry) *telemetry.AuditMetrics {
+	return telemetry.NewAuditMetrics(reg)
+}

@@ -63,7 +63,7 @@ type Trail struct {
 	queue   chan gate.Decided
 	wake    chan struct{}
 
-	mu      sync.Mutex   // serializes appends from this instance (Run, Flush)
+	mu      sync.Mutex     // serializes appends from this instance (Run, Flush)
 	pending []gate.Decided // guarded by mu: taken from the queue, not yet chained
 }
 

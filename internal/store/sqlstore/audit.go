@@ -281,4 +281,3 @@ func (db *DB) PruneAudit(ctx context.Context, cutoff time.Time) (int, error) {
 
 // pruneAuditBatch is how many links one pruning transaction deletes at most.
 const pruneAuditBatch = 500
-
