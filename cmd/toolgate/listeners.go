@@ -115,6 +115,7 @@ func (l *listeners) attach(ctx context.Context, cfg config.Config, f serveFlags,
 			x.h = api.New(c.gate, approverAuth(p.creds), &api.Options{
 				Logger: log, Metrics: telemetry.Handler(c.reg), Sessions: c.gate, SessionsChanged: c.gw.SessionsChanged, Policies: policiesAPI(c.policies),
 				Explain: &liveExplainer{holder: c.holder, cfg: cfg, ann: c.cat.annotations(cfg)},
+				Audit:   auditAPI{c.trail, c.db},
 				Ready: func(ctx context.Context) error {
 					if err := c.gate.Ready(ctx); err != nil {
 						return err

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/audit"
 	"toolgate/internal/config"
 	"toolgate/internal/gate"
 	"toolgate/internal/gateway"
@@ -173,6 +174,8 @@ type core struct {
 	// notes are the notification outbox and Slack interactions (zero when
 	// notify.channels is empty).
 	notes notifications
+	// trail is the audit trail: the gate's Recorder and the chainer.
+	trail *audit.Trail
 }
 
 // startCore opens the store, tracing, the gate, the policy store (with
@@ -196,6 +199,10 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 	c := &core{db: db, watch: watch, reg: prometheus.NewRegistry()}
 	c.metrics = telemetry.NewMetrics(c.reg)
 	deliveryMetrics := telemetry.NewDeliveryMetrics(c.reg)
+	c.trail = audit.New(db, &audit.Options{
+		Logger: log, QueueSize: cfg.Audit.QueueSize, Poll: cfg.Audit.Poll, Retention: cfg.Audit.Retention,
+		Redaction: p.redaction, Metrics: telemetry.NewAuditMetrics(c.reg),
+	})
 	cat := &lazyCatalog{}
 	c.cat = cat
 	startPolicy := cfg.Policy
@@ -225,6 +232,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 		PolicyRequestTimeout: cfg.Sessions.PolicyRequestTimeout,
 		MaxPolicyRequests:    cfg.Sessions.MaxPendingPolicyRequests,
 		Annotations:          cat.annotations(cfg),
+		Recorder:             c.trail,
 	})
 	if c.notes, err = newNotifications(cfg, db, c.gate, c.holder, deliveryMetrics, log); err != nil {
 		return nil, err
@@ -268,8 +276,12 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 	eg.Go(func() error {
 		return reloadPolicy(ctx, f.config, cfg, c.holder, hup, f.watch, f.dev, log, c.metrics)
 	})
-	eg.Go(func() error { c.watch(ctx, c.gate, c.notes.wake); return nil })
+	eg.Go(func() error {
+		c.watch(ctx, c.gate, func() { c.notes.wake(); c.trail.Wake() })
+		return nil
+	})
 	eg.Go(func() error { return c.notes.run(ctx) })
+	eg.Go(func() error { return c.trail.Run(ctx) })
 	if c.policies != nil {
 		eg.Go(func() error { c.policies.Follow(ctx); return nil })
 	}
@@ -350,4 +362,11 @@ func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (*sqls
 			changed() // new events for the notification outbox
 		})
 	}, nil
+}
+
+// auditAPI serves GET /v1/audit: the trail chains what is waiting, the
+// store reads the chain.
+type auditAPI struct {
+	*audit.Trail
+	*sqlstore.DB
 }

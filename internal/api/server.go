@@ -76,6 +76,9 @@ type Options struct {
 	// Explain, when set, serves POST /v1/policy/explain (any policy
 	// source); without it the route is 404.
 	Explain Explainer
+	// Audit, when set, serves GET /v1/audit (the audit chain as JSON
+	// Lines); without it the route is 404.
+	Audit Audit
 }
 
 // Server is the admin HTTP API. It implements http.Handler and is safe for
@@ -85,6 +88,7 @@ type Server struct {
 	sessions  Sessions
 	policies  Policies
 	explainer Explainer
+	audit     Audit
 	changed   func()
 	auth      Authenticator
 	log       *slog.Logger
@@ -115,6 +119,9 @@ func New(a Approvals, auth Authenticator, opts *Options) *Server {
 	if s.explainer != nil {
 		s.mux.Handle("POST /v1/policy/explain", s.handle(s.require(readRoles, s.explainPolicy)))
 	}
+	if s.audit != nil {
+		s.mux.Handle("GET /v1/audit", s.handle(s.require(auditRoles, s.exportAudit)))
+	}
 	return s
 }
 
@@ -133,7 +140,7 @@ func newBare(a Approvals, auth Authenticator, opts *Options) *Server {
 	if auth == nil {
 		auth = func(string) (approval.Principal, []string, bool) { return approval.Principal{}, nil, false }
 	}
-	return &Server{approvals: a, sessions: o.Sessions, policies: o.Policies, explainer: o.Explain, changed: o.SessionsChanged, auth: auth, log: o.Logger,
+	return &Server{approvals: a, sessions: o.Sessions, policies: o.Policies, explainer: o.Explain, audit: o.Audit, changed: o.SessionsChanged, auth: auth, log: o.Logger,
 		ready: o.Ready, now: o.Now, mux: http.NewServeMux()}
 }
 

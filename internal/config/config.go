@@ -44,6 +44,7 @@ type Config struct {
 	Policy    policy.Policy     `yaml:"policy"`
 	Sessions  Sessions          `yaml:"sessions"`
 	Notify    Notify            `yaml:"notify"`
+	Audit     Audit             `yaml:"audit"`
 
 	// Refs records which ${VAR}s the file referenced where secrets live;
 	// Load fills it. It is not a key of the file.
@@ -241,6 +242,7 @@ func Default() Config {
 		},
 		Sessions: defaultSessions(),
 		Notify:   defaultNotify(),
+		Audit:    defaultAudit(),
 		Policy: policy.Policy{
 			Source:  policy.SourceFile,
 			Default: policy.Approve,

@@ -214,6 +214,7 @@ func (c Config) Validate() error {
 
 	errs = append(errs, c.Sessions.validate()...)
 	errs = append(errs, c.Notify.validate(c)...)
+	errs = append(errs, c.Audit.validate()...)
 
 	// policy
 	if src := c.Policy.Source; src != "" && src != policy.SourceFile && src != policy.SourceStore {
