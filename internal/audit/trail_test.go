@@ -41,7 +41,7 @@ func testPolicy() *policy.Policy {
 	}
 }
 
-func openSQLite(t *testing.T, path string) *sqlstore.DB {
+func openSQLite(t testing.TB, path string) *sqlstore.DB {
 	t.Helper()
 	db, err := sqlstore.Open(t.Context(), sqlstore.Config{Driver: sqlstore.DriverSQLite, Path: path})
 	if err != nil {
