@@ -69,7 +69,7 @@ func TestAuditExport(t *testing.T) {
 		return resp.StatusCode, lines
 	}
 	for _, tc := range []struct {
-		token, query string
+		token, query  string
 		status, lines int
 	}{
 		{"viewer-tok", "", 200, 3},
