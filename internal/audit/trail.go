@@ -31,7 +31,9 @@ type Options struct {
 	Now func() time.Time
 	// QueueSize bounds the calls waiting to be chained (config
 	// audit.queue_size, default 4096). A call decided while it is full is
-	// not recorded and counts in toolgate_audit_dropped_total.
+	// not recorded and counts in toolgate_audit_dropped_total. While the
+	// store fails, up to as many again that were taken from the queue
+	// wait to be retried.
 	QueueSize int
 	// Batch is the most events and calls one append takes; default 256.
 	Batch int
@@ -155,12 +157,13 @@ func (t *Trail) Run(ctx context.Context) error {
 
 // Flush appends every call queued so far and every event committed so far
 // to the chain, and returns when they are chained (or on the first error;
-// calls not chained stay queued).
+// calls not chained stay queued). Calls queued while it runs are left to
+// the next Flush, so a steady stream of calls cannot keep it going.
 func (t *Trail) Flush(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.take(len(t.queue))
 	for {
-		t.take()
 		batch := t.pending[:min(len(t.pending), t.opts.Batch)]
 		var calls []Record
 		for _, d := range batch {
@@ -174,15 +177,16 @@ func (t *Trail) Flush(ctx context.Context) error {
 		}
 		t.metrics.Appended(n)
 		t.pending = slices.Delete(t.pending, 0, len(batch))
-		if !more && len(t.pending) == 0 && len(t.queue) == 0 {
+		if !more && len(t.pending) == 0 {
 			return nil
 		}
 	}
 }
 
-// take moves what is queued into pending, up to twice the batch.
-func (t *Trail) take() {
-	for len(t.pending) < 2*t.opts.Batch {
+// take moves up to n queued calls into pending, keeping pending within
+// the queue's size (a store outage keeps them there).
+func (t *Trail) take(n int) {
+	for ; n > 0 && len(t.pending) < t.opts.QueueSize; n-- {
 		select {
 		case d := <-t.queue:
 			t.pending = append(t.pending, d)
