@@ -1,10 +1,16 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -167,3 +173,103 @@ func TestAuditTrail(t *testing.T) {
 }
 
 func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestAuditTwoInstancesPostgres: two gateways on one Postgres, each
+// allowing, refusing and holding calls (held ones approved through the
+// other instance), append to one chain: the export from either has every
+// call once, in one unbroken chain, and `toolgate audit verify` (a
+// process reading the database) accepts it.
+func TestAuditTwoInstancesPostgres(t *testing.T) {
+	dsn := freshPGDatabase(t, pgTestDSN(t))
+	dir := t.TempDir()
+	body := auditorYAML + upstreamServer(filepath.Join(dir, "record.log")) + auditPolicy
+	env := map[string]string{"DATABASE_URL": dsn, "E2E_AUDITOR_TOKEN": auditorToken}
+	gws := []*gw{startGateway(t, pgGatewayConfig(body), env), startGateway(t, pgGatewayConfig(body), env)}
+	sessions := []*mcp.ClientSession{gws[0].connect(t, nil, nil), gws[1].connect(t, nil, nil)}
+
+	const rounds = 6
+	var wg sync.WaitGroup
+	var ids sync.Map
+	for i := range 2 {
+		wg.Go(func() {
+			for n := range rounds {
+				args := fmt.Sprintf(`{"instance":%d,"n":%d}`, i, n)
+				if r := await(t, callAsync(t.Context(), sessions[i], toolCall("t__echo_raw", args))); r.err != nil || r.res.IsError {
+					t.Errorf("allowed call %s: %v %+v", args, r.err, r.res)
+				}
+				if r := await(t, callAsync(t.Context(), sessions[i], toolCall("t__big_result", args))); r.err != nil || !r.res.IsError {
+					t.Errorf("denied call %s: %v %+v", args, r.err, r.res)
+				}
+			}
+		})
+	}
+	for i := range rounds {
+		args := fmt.Sprintf(`{"held":%d}`, i)
+		ch := callAsync(t.Context(), sessions[i%2], toolCall("t__progress", args))
+		p := awaitPendingArgs(t, gws[i%2].Admin, args)
+		mustReview(t, gws[(i+1)%2].Admin, p.ID, "approve", "")
+		mustOK(t, await(t, ch))
+		ids.Store(p.ID, true)
+	}
+	wg.Wait()
+	// The dispatch outcome is recorded after the result is sent: wait for it.
+	ids.Range(func(id, _ any) bool { waitState(t, gws[0].Admin, id.(string), "consumed"); return true })
+	for range 2 {
+		// Each export chains what its instance has queued first.
+		auditExport(t, gws[0].Admin)
+	}
+	lines, recs := auditExport(t, gws[1].Admin)
+	count := map[string]int{}
+	events := map[int64]bool{}
+	for i, r := range recs {
+		count[r.Type]++
+		if r.Seq != int64(i+1) || (i > 0 && lines[i].PrevHash != lines[i-1].Hash) {
+			t.Errorf("link %d (at %d) does not follow link %d", r.Seq, i, i)
+		}
+	}
+	for _, l := range lines {
+		var ev struct {
+			EventSeq int64 `json:"event_seq"`
+		}
+		_ = json.Unmarshal(l.Record, &ev)
+		if ev.EventSeq != 0 {
+			if events[ev.EventSeq] {
+				t.Errorf("event %d chained twice", ev.EventSeq)
+			}
+			events[ev.EventSeq] = true
+		}
+	}
+	if count["allowed"] != 2*rounds || count["refused"] != 2*rounds || count["requested"] != rounds || count["dispatched"] != rounds {
+		t.Errorf("export counts %v, want %d allowed and refused, %d requested and dispatched", count, 2*rounds, rounds)
+	}
+	cfg := filepath.Join(gws[0].Dir, "toolgate.yaml")
+	r := runToolgateEnv(t, map[string]string{"DATABASE_URL": dsn}, "audit", "verify", "--config", cfg)
+	if r.Code != 0 || !strings.Contains(r.Stdout, fmt.Sprintf("ok: %d links", len(lines))) {
+		t.Fatalf("verify: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+}
+
+// runToolgateEnv runs toolgate with args as a process, with env added.
+func runToolgateEnv(t *testing.T, env map[string]string, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bins.toolgate, args...)
+	cmd.Env = childEnv()
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	res := cliResult{Stdout: stdout.String(), Stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		res.Code = ee.ExitCode()
+	default:
+		t.Fatalf("run toolgate %v: %v", args, err)
+	}
+	return res
+}
