@@ -431,3 +431,42 @@ func dropped(t *testing.T, reg *prometheus.Registry) float64 {
 	}
 	return -1
 }
+
+// flaky is the store with ChainAudit failing while down is set, as in an
+// outage.
+type flaky struct {
+	*sqlstore.DB
+	down bool
+}
+
+func (f *flaky) ChainAudit(ctx context.Context, limit, calls int, build func(store.AuditHead, []store.AuditSource) ([]store.AuditEntry, error)) (int, bool, error) {
+	if f.down {
+		return 0, false, fmt.Errorf("chain audit events: %w", store.ErrUnavailable)
+	}
+	return f.DB.ChainAudit(ctx, limit, calls, build)
+}
+
+// TestOutageKeepsQueuedCalls: calls queued while the store fails stay
+// queued and are chained, once, when it answers again.
+func TestOutageKeepsQueuedCalls(t *testing.T) {
+	db := openSQLite(t, filepath.Join(t.TempDir(), "tg.db"))
+	f := &flaky{DB: db, down: true}
+	tr := audit.New(f, nil)
+	for range 3 {
+		tr.Decided(t.Context(), gate.Decided{At: time.Now(), Principal: agent, Server: "fs", Tool: "read_file", Arguments: json.RawMessage(`{}`), Allowed: true})
+	}
+	if err := tr.Flush(t.Context()); err == nil {
+		t.Fatal("Flush during the outage succeeded")
+	}
+	tr.Decided(t.Context(), gate.Decided{At: time.Now(), Principal: agent, Server: "fs", Tool: "read_file", Arguments: json.RawMessage(`{}`), Allowed: true})
+	f.down = false
+	if err := tr.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if recs := records(t, db, ""); len(recs) != 4 {
+		t.Fatalf("%d records after the outage, want 4", len(recs))
+	}
+	if res, err := audit.Verify(t.Context(), db); err != nil || !res.OK {
+		t.Fatalf("Verify = %+v, %v", res, err)
+	}
+}
