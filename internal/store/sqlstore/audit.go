@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -12,84 +13,104 @@ import (
 )
 
 // The audit chain (issue 14, migration 0007, docs/audit.md). Links live in
-// audit_log; audit_chain is the head row. ChainAudit appends while holding
-// the head row (Postgres: FOR UPDATE; SQLite: the IMMEDIATE transaction),
-// so one chainer appends at a time whatever the number of instances, and
-// reads the event log past its cursor inside that transaction
-// (eventsAfter: the one place the chain follows the log).
+// audit_log; audit_chain is the head row. ChainAudit reads the events past
+// the chain's cursor (eventsAfter: the one place the chain follows the
+// log) and builds the links outside any transaction, then appends them in
+// a short transaction holding the head row (Postgres: FOR UPDATE; SQLite:
+// the IMMEDIATE transaction) if the head and cursor are still those it
+// built on (else it builds again). So one chainer appends at a time
+// whatever the number of instances, and SQLite's write lock is held only
+// for the inserts, never while records are encoded and hashed.
 
-// ChainAudit appends links to the audit chain in one transaction that holds
-// the chain's head: it reads up to limit (0 means 100) events past the
-// chain's cursor in the event log, with the request or session each names,
-// and calls build with the head and those events; build returns the links
-// to append (Seq head.Seq+1, +2, …, the first's PrevHash head.Hash, each
-// next's PrevHash the previous Hash), which may include links that are not
-// events (calls decided without an approval). The head and the cursor then
-// move past them. build may run more than once (the transaction may be
-// retried) and must have no side effects. When no event is waiting and
-// calls is 0, nothing is done (an idle chainer never takes the write
-// lock). It returns how many links it appended and whether more events may
-// be waiting (the batch was full).
+// errAuditMoved: another chainer appended between the read and the write.
+var errAuditMoved = errors.New("the audit chain moved")
+
+// auditAttempts bounds how often ChainAudit builds again after losing a
+// race with another chainer.
+const auditAttempts = 10
+
+// ChainAudit appends links to the audit chain: it reads up to limit (0
+// means 100) events past the chain's cursor in the event log, with the
+// request or session each names, and calls build with the head and those
+// events; build returns the links to append (Seq head.Seq+1, +2, …, the
+// first's PrevHash head.Hash, each next's PrevHash the previous Hash),
+// which may include links that are not events (calls decided without an
+// approval). They are inserted, and the head and the cursor moved past
+// them, in one transaction holding the head that first checks that the
+// head and cursor have not moved (else build runs again on the new head;
+// so build may run more than once and must have no side effects). When no
+// event is waiting and calls is 0, nothing is written. It returns how many
+// links it appended and whether more events may be waiting (the batch was
+// full).
 func (db *DB) ChainAudit(ctx context.Context, limit, calls int, build func(store.AuditHead, []store.AuditSource) ([]store.AuditEntry, error)) (appended int, more bool, err error) {
 	if limit <= 0 {
 		limit = defaultLimit
 	}
-	if calls == 0 {
-		var cursor string
-		if err := db.queryRow(ctx, `SELECT cursor FROM audit_chain WHERE id = 1`).Scan(&cursor); err != nil {
-			return 0, false, db.wrap("chain audit events", err)
-		}
-		evs, _, err := eventsAfter(ctx, db, cursor, 1)
-		if err != nil {
-			return 0, false, db.wrap("chain audit events", err)
-		}
-		if len(evs) == 0 {
-			return 0, false, nil
-		}
-	}
-	err = db.inTx(ctx, func(t *tx) error {
-		appended, more = 0, false
+	for attempt := 1; ; attempt++ {
 		var (
 			head   store.AuditHead
 			cursor string
 		)
-		if err := t.queryRow(ctx, `SELECT cursor, seq, hash, anchor_seq, anchor_hash, anchor_at FROM audit_chain WHERE id = 1`+t.forUpdate()).
+		if err := db.queryRow(ctx, `SELECT cursor, seq, hash, anchor_seq, anchor_hash, anchor_at FROM audit_chain WHERE id = 1`).
 			Scan(&cursor, &head.Seq, &head.Hash, &head.AnchorSeq, &head.AnchorHash, &anchorAt{&head.AnchorAt}); err != nil {
-			return fmt.Errorf("read the audit chain head: %w", err)
+			return 0, false, db.wrap("chain audit events", fmt.Errorf("read the audit chain head: %w", err))
 		}
-		evs, next, err := eventsAfter(ctx, t, cursor, limit)
+		evs, next, err := eventsAfter(ctx, db, cursor, limit)
 		if err != nil {
-			return err
+			return 0, false, db.wrap("chain audit events", err)
 		}
-		src, err := t.auditSources(ctx, evs)
+		if len(evs) == 0 && calls == 0 {
+			return 0, false, nil
+		}
+		src, err := auditSources(ctx, db, evs)
 		if err != nil {
-			return err
+			return 0, false, db.wrap("chain audit events", err)
 		}
 		links, err := build(head, src)
 		if err != nil {
-			return err
+			return 0, false, fmt.Errorf("chain audit events: %w", err)
 		}
-		prev, seq := head.Hash, head.Seq
-		for _, l := range links {
-			if l.Seq != seq+1 || l.PrevHash != prev {
-				return fmt.Errorf("audit link %d (previous %q) does not follow %d (%q)", l.Seq, l.PrevHash, seq, prev)
+		err = db.inTx(ctx, func(t *tx) error {
+			var (
+				seq int64
+				cur string
+			)
+			if err := t.queryRow(ctx, `SELECT seq, cursor FROM audit_chain WHERE id = 1`+t.forUpdate()).Scan(&seq, &cur); err != nil {
+				return fmt.Errorf("read the audit chain head: %w", err)
 			}
-			if _, err := t.exec(ctx, `INSERT INTO audit_log (seq, at, tenant, record, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?)`,
-				l.Seq, millis(l.At), l.Tenant, string(l.Record), l.PrevHash, l.Hash); err != nil {
-				return fmt.Errorf("insert audit link %d: %w", l.Seq, err)
+			if seq != head.Seq || cur != cursor {
+				return errAuditMoved
 			}
-			prev, seq = l.Hash, l.Seq
+			return t.appendAudit(ctx, head, links, next)
+		})
+		if errors.Is(err, errAuditMoved) && attempt < auditAttempts {
+			continue
 		}
-		if _, err := t.exec(ctx, `UPDATE audit_chain SET cursor = ?, seq = ?, hash = ? WHERE id = 1`, next, seq, prev); err != nil {
-			return fmt.Errorf("move the audit chain head: %w", err)
+		if err != nil {
+			return 0, false, db.wrap("chain audit events", err)
 		}
-		appended, more = len(links), len(evs) == limit
-		return nil
-	})
-	if err != nil {
-		return 0, false, db.wrap("chain audit events", err)
+		return len(links), len(evs) == limit, nil
 	}
-	return appended, more, nil
+}
+
+// appendAudit inserts links, which must follow head, and moves the head to
+// the last and the cursor to next.
+func (t *tx) appendAudit(ctx context.Context, head store.AuditHead, links []store.AuditEntry, next string) error {
+	prev, seq := head.Hash, head.Seq
+	for _, l := range links {
+		if l.Seq != seq+1 || l.PrevHash != prev {
+			return fmt.Errorf("audit link %d (previous %q) does not follow %d (%q)", l.Seq, l.PrevHash, seq, prev)
+		}
+		if _, err := t.exec(ctx, `INSERT INTO audit_log (seq, at, tenant, record, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?)`,
+			l.Seq, millis(l.At), l.Tenant, string(l.Record), l.PrevHash, l.Hash); err != nil {
+			return fmt.Errorf("insert audit link %d: %w", l.Seq, err)
+		}
+		prev, seq = l.Hash, l.Seq
+	}
+	if _, err := t.exec(ctx, `UPDATE audit_chain SET cursor = ?, seq = ?, hash = ? WHERE id = 1`, next, seq, prev); err != nil {
+		return fmt.Errorf("move the audit chain head: %w", err)
+	}
+	return nil
 }
 
 // anchorAt scans unix milliseconds, 0 meaning the zero time.
@@ -140,9 +161,9 @@ func eventsAfter(ctx context.Context, q querier, cursor string, limit int) ([]st
 	return evs, strconv.FormatInt(evs[len(evs)-1].Event.Seq, 10), nil
 }
 
-// auditSources fills in the request of each request event and the tenant
-// of each session event.
-func (t *tx) auditSources(ctx context.Context, src []store.AuditSource) ([]store.AuditSource, error) {
+// auditSources fills in, through q, the request of each request event and
+// the tenant of each session event.
+func auditSources(ctx context.Context, q querier, src []store.AuditSource) ([]store.AuditSource, error) {
 	if len(src) == 0 {
 		return src, nil
 	}
@@ -156,13 +177,13 @@ func (t *tx) auditSources(ctx context.Context, src []store.AuditSource) ([]store
 			sessions = append(sessions, id)
 		}
 	}
-	reqs, err := t.requestsByID(ctx, evs)
+	reqs, err := requestsByID(ctx, q, evs)
 	if err != nil {
 		return nil, err
 	}
 	tenants := map[string]string{}
 	if len(sessions) > 0 {
-		rows, err := t.query(ctx, `SELECT id, tenant FROM sessions WHERE id IN (`+placeholders(len(sessions))+`)`, sessions...)
+		rows, err := q.query(ctx, `SELECT id, tenant FROM sessions WHERE id IN (`+placeholders(len(sessions))+`)`, sessions...)
 		pairs, err := collect(rows, err, func(rows *sql.Rows) ([2]string, error) {
 			var p [2]string
 			return p, rows.Scan(&p[0], &p[1])
