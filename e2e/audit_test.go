@@ -1,13 +1,9 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -247,29 +243,4 @@ func TestAuditTwoInstancesPostgres(t *testing.T) {
 	if r.Code != 0 || !strings.Contains(r.Stdout, fmt.Sprintf("ok: %d links", len(lines))) {
 		t.Fatalf("verify: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-}
-
-// runToolgateEnv runs toolgate with args as a process, with env added.
-func runToolgateEnv(t *testing.T, env map[string]string, args ...string) cliResult {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bins.toolgate, args...)
-	cmd.Env = childEnv()
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	res := cliResult{Stdout: stdout.String(), Stderr: stderr.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		res.Code = ee.ExitCode()
-	default:
-		t.Fatalf("run toolgate %v: %v", args, err)
-	}
-	return res
 }
