@@ -74,7 +74,7 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "toolgate: open store: %v\n", err)
 		return 1
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	res, err := audit.Verify(ctx, db)
 	if err != nil {
 		fmt.Fprintf(stderr, "toolgate: audit verify: %v\n", err)

@@ -48,7 +48,12 @@ func BenchmarkAdmitAllowed(b *testing.B) {
 		ctx, cancel := context.WithCancel(b.Context())
 		done := make(chan error, 1)
 		go func() { done <- tr.Run(ctx) }()
-		defer func() { cancel(); <-done }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				b.Error(err)
+			}
+		}()
 		g := gate.New(db, pol, &gate.Options{Recorder: tr})
 		b.ReportAllocs()
 		for b.Loop() {

@@ -41,13 +41,13 @@ func testPolicy() *policy.Policy {
 	}
 }
 
-func openSQLite(t testing.TB, path string) *sqlstore.DB {
-	t.Helper()
-	db, err := sqlstore.Open(t.Context(), sqlstore.Config{Driver: sqlstore.DriverSQLite, Path: path})
+func openSQLite(tb testing.TB, path string) *sqlstore.DB {
+	tb.Helper()
+	db, err := sqlstore.Open(tb.Context(), sqlstore.Config{Driver: sqlstore.DriverSQLite, Path: path})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { _ = db.Close() })
+	tb.Cleanup(func() { _ = db.Close() })
 	return db
 }
 

@@ -91,6 +91,7 @@ func BenchmarkCallThroughGatewayAudited(b *testing.B) {
 }
 
 func benchGateway(b *testing.B, gt *gate.Gate) {
+	b.Helper()
 	g, err := New(b.Context(), []ServerConfig{{Name: "up", URL: benchUpstream(b)}}, gt, nil)
 	if err != nil {
 		b.Fatal(err)
