@@ -4,6 +4,7 @@
 //	toolgate policy check [--dev] [--stdio] [--insecure-no-auth] FILE
 //	toolgate policy explain|test ...
 //	toolgate approvals list|show|approve|deny ...
+//	toolgate grants list|show|revoke ...
 //	toolgate audit verify|export ...
 //
 // Exit codes: 0 ok, 1 failure, 2 usage or invalid config.
@@ -47,6 +48,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return policyCmd(ctx, args[1:], stdout, stderr)
 	case "approvals":
 		return cli.Run(ctx, args[1:], stdout, stderr, os.Getenv)
+	case "grants":
+		return cli.RunGrants(ctx, args[1:], stdout, stderr, os.Getenv)
 	case "audit":
 		return auditCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
@@ -80,6 +83,7 @@ Usage:
   toolgate policy test CASES.yaml          check a table of calls against the policy; exits 1 on a mismatch
   toolgate policy propose|show|diff|apply  store-backed policy revisions (see "toolgate policy help")
   toolgate approvals list|show|approve|deny   decide held calls through the admin API
+  toolgate grants list|show|revoke         remembered grants (approvals approve --grant D makes one)
   toolgate audit verify --config FILE      check the audit chain in the store; exits 1 naming the first broken link
   toolgate audit export [--since T]        stream the audit chain (JSON Lines) from the admin API
   toolgate version

@@ -59,13 +59,19 @@ type HTTPOptions struct {
 	// DropGrace is how long after its POST ended a call is cancelled with
 	// ErrClientGone. Default 250ms.
 	DropGrace time.Duration
-	// MaxBody bounds a request body, in bytes; a larger one gets 413.
-	// Default 8 MiB.
+	// MaxBody bounds a request body, in bytes (limits.max_request_bytes);
+	// a larger one gets 413. Default 8 MiB.
 	MaxBody int64
-	// SessionTimeout closes an agent session after this long without
-	// requests (a held call keeps its session busy). Default 1h; negative
-	// means never.
+	// SessionTimeout closes an agent's MCP session after this long without
+	// requests (limits.mcp_session_idle_timeout; a held call keeps its
+	// session busy). Default 10m; negative means never.
 	SessionTimeout time.Duration
+	// MaxSessionsPerPrincipal and MaxSessions bound the open MCP sessions
+	// of one principal and of all together (limits.max_mcp_sessions_per_principal,
+	// limits.max_mcp_sessions). Past a bound, initialize is answered with
+	// HTTP 429 (the principal's) or 503 (the total) and a JSON-RPC error
+	// CodeTooManySessions, and no session is made. Defaults 100 and 10000.
+	MaxSessionsPerPrincipal, MaxSessions int
 }
 
 func (o *HTTPOptions) withDefaults() HTTPOptions {
@@ -87,9 +93,15 @@ func (o *HTTPOptions) withDefaults() HTTPOptions {
 	}
 	switch {
 	case r.SessionTimeout == 0:
-		r.SessionTimeout = time.Hour
+		r.SessionTimeout = 10 * time.Minute
 	case r.SessionTimeout < 0:
 		r.SessionTimeout = 0
+	}
+	if r.MaxSessionsPerPrincipal <= 0 {
+		r.MaxSessionsPerPrincipal = 100
+	}
+	if r.MaxSessions <= 0 {
+		r.MaxSessions = 10000
 	}
 	return r
 }
@@ -129,7 +141,8 @@ func (g *Gateway) Handler(authn Authenticator, opts *HTTPOptions) (http.Handler,
 			return &auth.TokenInfo{UserID: p.ID}, nil
 		}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(next)
 	}
-	front := &httpFront{g: g, authn: authn, opts: o, next: next}
+	front := &httpFront{g: g, authn: authn, opts: o, next: next,
+		limits: newSessionLimiter(o.MaxSessions, o.MaxSessionsPerPrincipal, o.SessionTimeout, g.liveSessionSet)}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", front)
 	return mux, nil
@@ -150,10 +163,11 @@ func isLoopbackAddr(addr string) bool {
 // httpFront authenticates, registers each POST as a carrier, cancels a
 // session's calls on DELETE, and hands over to the SDK.
 type httpFront struct {
-	g     *Gateway
-	authn Authenticator
-	opts  HTTPOptions
-	next  http.Handler
+	g      *Gateway
+	authn  Authenticator
+	opts   HTTPOptions
+	next   http.Handler
+	limits *sessionLimiter
 }
 
 func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -185,6 +199,7 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer hb.stop()
 		w = hb
 	case http.MethodPost:
+		var slot *sessionSlot
 		if r.Header.Get("Mcp-Session-Id") == "" {
 			// Only initialize may open a session. The SDK would open (and at
 			// once drop) a session for any POST and answer 200 with an error;
@@ -198,13 +213,21 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				http.Error(w, "Bad Request: missing Mcp-Session-Id header (only initialize may be sent without one)", http.StatusBadRequest)
 				return
 			}
+			var status int
+			var msg string
+			if slot, status, msg = f.limits.reserve(p.ID); slot == nil {
+				refuseInitialize(w, body, status, msg)
+				return
+			}
+			// Bound to the new session by the middleware; freed otherwise.
+			defer slot.release()
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		id := rand.Text()
 		r.Header.Set(carrierHeader, id)
 		hb := newHeartbeatWriter(w, f.opts.HeartbeatFirst, f.opts.Heartbeat)
 		defer hb.stop()
-		f.g.carriers.put(id, &carrier{ctx: r.Context(), principal: p, grace: f.opts.DropGrace, hb: hb})
+		f.g.carriers.put(id, &carrier{ctx: r.Context(), principal: p, grace: f.opts.DropGrace, hb: hb, slot: slot})
 		defer f.g.carriers.delete(id)
 		w = hb
 	}
@@ -241,6 +264,7 @@ type carrier struct {
 	principal approval.Principal
 	grace     time.Duration
 	hb        *heartbeatWriter
+	slot      *sessionSlot // an initialize's place among the session limits; else nil
 }
 
 // carriers is the registry of POSTs in flight, keyed by carrierHeader.

@@ -12,7 +12,7 @@ import (
 	"toolgate/internal/store"
 )
 
-// The audit chain (issue 14, migration 0007, docs/audit.md). Links live in
+// The audit chain (issue 14, migration 0010, docs/audit.md). Links live in
 // audit_log; audit_chain is the head row. ChainAudit reads the events past
 // the chain's cursor (eventsAfter: the one place the chain follows the
 // log) and builds the links outside any transaction, then appends them in
