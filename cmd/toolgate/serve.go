@@ -374,7 +374,7 @@ func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (*sqls
 			} else {
 				g.Wake(id)
 			}
-		}, changed) // new events for the notification outbox
+		}, changed) // new events for the notification outbox and the audit chain
 	}, nil
 }
 

@@ -15,8 +15,9 @@ import (
 // Types of audit events that are not event log types. Events of the store's
 // event log keep their own type (requested, reviewed, approved, denied,
 // expired, consumed, invalidated, cancelled, dispatched, session_created,
-// child_created, session_policy_changed, session_revoked, policy_changed)
-// and carry an approval_id, session_id or policy_revision.
+// child_created, session_policy_changed, session_revoked, policy_changed,
+// the grant events) and carry an approval_id, session_id, grant_id or
+// policy_revision.
 const (
 	// TypeAllowed is a call the policy allowed without an approval.
 	TypeAllowed = "allowed"
@@ -36,9 +37,12 @@ type Record struct {
 	At   string `json:"at"` // RFC 3339, UTC, milliseconds
 	Type string `json:"type"`
 	// EventSeq is the event log's seq of an event-log record.
-	EventSeq       int64  `json:"event_seq,omitempty"`
-	ApprovalID     string `json:"approval_id,omitempty"`
-	SessionID      string `json:"session_id,omitempty"`
+	EventSeq   int64  `json:"event_seq,omitempty"`
+	ApprovalID string `json:"approval_id,omitempty"`
+	SessionID  string `json:"session_id,omitempty"`
+	// GrantID names the remembered grant of a grant event, or the grant
+	// that allowed an allowed call in place of an approval.
+	GrantID        string `json:"grant_id,omitempty"`
 	PolicyRevision int64  `json:"policy_revision,omitempty"`
 	// Actor is who made an event-log change (a reviewer, the sweeper, a
 	// gateway instance).
@@ -99,9 +103,9 @@ func LinkHash(prev string, record []byte) string {
 func fromEvent(s store.AuditSource) Record {
 	ev := s.Event
 	r := Record{At: Time(ev.At), Type: string(ev.Type), EventSeq: ev.Seq, ApprovalID: string(ev.RequestID),
-		SessionID: ev.SessionID, PolicyRevision: s.PolicyRevision, Actor: ev.Actor, State: string(ev.State)}
-	if ev.SessionID != "" {
-		r.Tenant = s.SessionTenant
+		SessionID: ev.SessionID, GrantID: ev.GrantID, PolicyRevision: s.PolicyRevision, Actor: ev.Actor, State: string(ev.State)}
+	if ev.SessionID != "" || ev.GrantID != "" {
+		r.Tenant = s.Tenant
 	}
 	req := s.Request
 	if req == nil {

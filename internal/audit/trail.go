@@ -201,7 +201,7 @@ func (t *Trail) take(n int) {
 func (t *Trail) callRecord(d gate.Decided) Record {
 	r := Record{At: Time(d.At), Type: TypeAllowed, ApprovalID: string(d.ApprovalID),
 		Principal: d.Principal.ID, OnBehalfOf: d.Principal.OnBehalfOf, Tenant: d.Principal.Tenant, SessionID: d.Principal.SessionID,
-		Kind: d.Kind, Server: d.Server, Tool: d.Tool, Rule: d.Rule, Policy: d.PolicyRevision}
+		Kind: d.Kind, Server: d.Server, Tool: d.Tool, Rule: d.Rule, Policy: d.PolicyRevision, GrantID: d.Grant}
 	if r.Kind == "" {
 		r.Kind = approval.KindToolCall
 	}

@@ -470,3 +470,81 @@ func TestOutageKeepsQueuedCalls(t *testing.T) {
 		t.Fatalf("Verify = %+v, %v", res, err)
 	}
 }
+
+// TestTrailChainsGrantsAndPolicyRevisions: grant events carry their grant
+// and its tenant (so a tenant's export has them), a call a grant allowed
+// names the grant, and a policy_changed event its revision (read beside
+// the change feed, which does not carry it).
+func TestTrailChainsGrantsAndPolicyRevisions(t *testing.T) {
+	for _, b := range []string{sqlstore.DriverSQLite, sqlstore.DriverPostgres} {
+		t.Run(b, func(t *testing.T) {
+			db := openBackend(t, b)
+			tr := audit.New(db, nil)
+			pol := testPolicy()
+			pol.Approval.Mode = "retry"
+			g := gate.New(db, pol, &gate.Options{Recorder: tr, RetryWait: time.Nanosecond})
+			ctx := t.Context()
+			write := func(path string) gate.Call {
+				return gate.Call{Principal: agent, Server: "fs", Tool: "write_file", Arguments: json.RawMessage(`{"path":"` + path + `"}`)}
+			}
+			first := g.Admit(ctx, write("/tmp/a"))
+			if first.Allowed || first.ApprovalID == "" {
+				t.Fatalf("first write: %+v, want approval required", first)
+			}
+			_, gr, err := g.ApproveWithGrant(ctx, first.ApprovalID, approval.Principal{ID: "alice", Kind: "human"}, "routine", "",
+				approval.GrantTerms{When: `args.path.startsWith("/tmp/")`, TTL: time.Hour})
+			if err != nil || gr == nil {
+				t.Fatalf("ApproveWithGrant = %v, %v", gr, err)
+			}
+			if a := g.Admit(ctx, write("/tmp/b")); !a.Allowed || a.Grant != gr.ID {
+				t.Fatalf("call within the grant: %+v", a)
+			}
+			rev, err := db.AppendPolicy(ctx, 0, store.PolicyRevision{Policy: "default: deny\n", Digest: "sha256:" + strings.Repeat("0", 64), CreatedAt: time.Now()}, "admin")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tr.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var created, used, allowed, changed *audit.Record
+			recs := records(t, db, "")
+			for i, r := range recs {
+				switch {
+				case r.Type == "grant_created":
+					created = &recs[i]
+				case r.Type == "grant_used":
+					used = &recs[i]
+				case r.Type == audit.TypeAllowed:
+					allowed = &recs[i]
+				case r.Type == "policy_changed":
+					changed = &recs[i]
+				}
+			}
+			for name, r := range map[string]*audit.Record{"grant_created": created, "grant_used": used, "allowed": allowed} {
+				if r == nil || r.GrantID != gr.ID || r.Tenant != "acme" {
+					t.Errorf("%s record = %+v; want grant %s of tenant acme", name, r, gr.ID)
+				}
+			}
+			if changed == nil || changed.PolicyRevision != rev.Revision || changed.Actor != "admin" {
+				t.Errorf("policy_changed record = %+v; want revision %d by admin", changed, rev.Revision)
+			}
+			if res, err := audit.Verify(ctx, db); err != nil || !res.OK {
+				t.Fatalf("Verify = %+v, %v", res, err)
+			}
+		})
+	}
+}
+
+// openBackend opens a fresh store of driver (Postgres: freshPostgres).
+func openBackend(t *testing.T, driver string) *sqlstore.DB {
+	t.Helper()
+	if driver == sqlstore.DriverSQLite {
+		return openSQLite(t, filepath.Join(t.TempDir(), "tg.db"))
+	}
+	db, err := sqlstore.Open(t.Context(), sqlstore.Config{Driver: sqlstore.DriverPostgres, DSN: freshPostgres(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}

@@ -41,6 +41,9 @@ type Decided struct {
 	PolicyRevision string
 	// Monitor is what monitor mode kept from happening (zero when nothing).
 	Monitor policy.Monitor
+	// Grant is the id of the remembered grant that allowed the call in
+	// place of an approval ("" when none; the grant's use is an event too).
+	Grant string
 	// ApprovalID is set when the call went through an approval request
 	// (whose own events are in the event log): the record is then only
 	// there for its Monitor verdict.
@@ -56,7 +59,7 @@ func (g *Gate) record(ctx context.Context, c Call, dec *policy.Decision, adm Adm
 		return
 	}
 	d := Decided{Principal: c.Principal, Kind: c.Kind, Server: c.Server, Tool: c.Tool, Arguments: c.Arguments,
-		Allowed: adm.Allowed, ApprovalID: adm.ApprovalID}
+		Allowed: adm.Allowed, Grant: adm.Grant, ApprovalID: adm.ApprovalID}
 	if !adm.Allowed {
 		d.Reason = adm.Message
 	}

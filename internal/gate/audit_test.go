@@ -98,3 +98,21 @@ func TestRecorderSeesDecisionsWithoutApproval(t *testing.T) {
 		t.Fatalf("held call without a verdict recorded: %+v", got)
 	}
 }
+
+// TestRecorderNamesTheGrant: a call a remembered grant allows in place of
+// an approval is recorded as allowed, naming the grant.
+func TestRecorderNamesTheGrant(t *testing.T) {
+	rec := &decisions{}
+	clk := newClock()
+	f := newFixture(t, time.Hour, &Options{Now: clk.now, RetryWait: time.Nanosecond, GrantMaxTTL: 2 * time.Hour, Recorder: rec})
+	f.pol.p.Store(retryPolicy(time.Hour))
+	g := grantVia(t, f, writeArgs("/tmp/a"), alice, approval.GrantTerms{When: `args.path.startsWith("/tmp/")`, TTL: time.Hour})
+	rec.take()
+	if a := f.gate.Admit(t.Context(), writeArgs("/tmp/b")); !a.Allowed || a.Grant != g.ID {
+		t.Fatalf("call within the grant: %+v", a)
+	}
+	got := rec.take()
+	if len(got) != 1 || !got[0].Allowed || got[0].Grant != g.ID || got[0].ApprovalID != "" || got[0].Tool != "write_file" {
+		t.Fatalf("recorded %+v; want the allowed call naming grant %s", got, g.ID)
+	}
+}

@@ -10,18 +10,19 @@ import (
 // kept in its own table, appended to by one transaction at a time.
 
 // AuditSource is one event of the event log, handed to the chain's builder
-// with what it needs to describe the event: the request or session it
-// names, as stored when the chain reaches it.
+// with what it needs to describe the event: the request, session or grant
+// it names, as stored when the chain reaches it.
 type AuditSource struct {
 	Event approval.Event
 	// PolicyRevision is set for a policy_changed event (Event then names
-	// neither a request nor a session).
+	// no request, session or grant).
 	PolicyRevision int64
 	// Request is the request the event names; nil for session and policy
 	// events, or when the request row is gone.
 	Request *approval.Request
-	// SessionTenant is the tenant of the session a session event names.
-	SessionTenant string
+	// Tenant is the tenant of the session a session event names, or of the
+	// grant a grant event names ("" when that row is gone).
+	Tenant string
 }
 
 // AuditEntry is one link of the audit chain: Record is the canonical JSON
@@ -39,8 +40,7 @@ type AuditEntry struct {
 }
 
 // AuditHead is where the chain stands: its last link (Seq 0 and Hash ""
-// when it is empty), the position in the event log up to which events are
-// chained, and its anchor: the last link removed by pruning (AnchorSeq 0
+// when it is empty) and its anchor: the last link removed by pruning (AnchorSeq 0
 // and AnchorHash "" when nothing was pruned). A verifier starts after the
 // anchor with AnchorHash as the previous hash.
 type AuditHead struct {

@@ -13,14 +13,17 @@ import (
 )
 
 // The audit chain (issue 14, migration 0010, docs/audit.md). Links live in
-// audit_log; audit_chain is the head row. ChainAudit reads the events past
-// the chain's cursor (eventsAfter: the one place the chain follows the
-// log) and builds the links outside any transaction, then appends them in
-// a short transaction holding the head row (Postgres: FOR UPDATE; SQLite:
-// the IMMEDIATE transaction) if the head and cursor are still those it
-// built on (else it builds again). So one chainer appends at a time
-// whatever the number of instances, and SQLite's write lock is held only
-// for the inserts, never while records are encoded and hashed.
+// audit_log; audit_chain is the head row. The chain follows the event log
+// as the durable feed consumer store.FeedConsumerAudit (feed_cursors).
+// ChainAudit reads the events past that position (Feed: the change feed,
+// which never passes an event that commits later) and builds the links
+// outside any transaction, then appends them in a short transaction
+// holding the head row (Postgres: FOR UPDATE; SQLite: the IMMEDIATE
+// transaction) and the consumer's row, if both head and position are still
+// those it built on (else it builds again), moving both. So one chainer
+// appends at a time whatever the number of instances, every event is
+// chained exactly once, and SQLite's write lock is held only for the
+// inserts, never while records are encoded and hashed.
 
 // errAuditMoved: another chainer appended between the read and the write.
 var errAuditMoved = errors.New("the audit chain moved")
@@ -30,32 +33,30 @@ var errAuditMoved = errors.New("the audit chain moved")
 const auditAttempts = 10
 
 // ChainAudit appends links to the audit chain: it reads up to limit (0
-// means 100) events past the chain's cursor in the event log, with the
-// request or session each names, and calls build with the head and those
-// events; build returns the links to append (Seq head.Seq+1, +2, …, the
-// first's PrevHash head.Hash, each next's PrevHash the previous Hash),
+// means 100) events past the chain's position in the change feed, with the
+// request, session or grant each names, and calls build with the head and
+// those events; build returns the links to append (Seq head.Seq+1, +2, …,
+// the first's PrevHash head.Hash, each next's PrevHash the previous Hash),
 // which may include links that are not events (calls decided without an
-// approval). They are inserted, and the head and the cursor moved past
-// them, in one transaction holding the head that first checks that the
-// head and cursor have not moved (else build runs again on the new head;
-// so build may run more than once and must have no side effects). When no
-// event is waiting and calls is 0, nothing is written. It returns how many
-// links it appended and whether more events may be waiting (the batch was
-// full).
+// approval). They are inserted, the head moved to the last and the feed
+// position past the events, in one transaction holding the head and the
+// position that first checks that neither moved (else build runs again on
+// the new head; so build may run more than once and must have no side
+// effects). When no event is waiting and calls is 0, nothing is written.
+// It returns how many links it appended and whether more events may be
+// waiting (the batch was full).
 func (db *DB) ChainAudit(ctx context.Context, limit, calls int, build func(store.AuditHead, []store.AuditSource) ([]store.AuditEntry, error)) (appended int, more bool, err error) {
-	if limit <= 0 {
-		limit = defaultLimit
-	}
+	limit = feedLimit(limit)
 	for attempt := 1; ; attempt++ {
-		var (
-			head   store.AuditHead
-			cursor string
-		)
-		if err := db.queryRow(ctx, `SELECT cursor, seq, hash, anchor_seq, anchor_hash, anchor_at FROM audit_chain WHERE id = 1`).
-			Scan(&cursor, &head.Seq, &head.Hash, &head.AnchorSeq, &head.AnchorHash, &anchorAt{&head.AnchorAt}); err != nil {
-			return 0, false, db.wrap("chain audit events", fmt.Errorf("read the audit chain head: %w", err))
+		head, err := db.AuditChain(ctx)
+		if err != nil {
+			return 0, false, err
 		}
-		evs, next, err := eventsAfter(ctx, db, cursor, limit)
+		pos, _, err := db.FeedPosition(ctx, store.FeedConsumerAudit)
+		if err != nil {
+			return 0, false, db.wrap("chain audit events", err)
+		}
+		evs, next, err := db.Feed(ctx, pos, limit)
 		if err != nil {
 			return 0, false, db.wrap("chain audit events", err)
 		}
@@ -70,20 +71,21 @@ func (db *DB) ChainAudit(ctx context.Context, limit, calls int, build func(store
 		if err != nil {
 			return 0, false, fmt.Errorf("chain audit events: %w", err)
 		}
+		now := db.now()
 		err = db.inTx(ctx, func(t *tx) error {
-			var (
-				seq int64
-				cur string
-			)
-			if err := t.queryRow(ctx, `SELECT seq, cursor FROM audit_chain WHERE id = 1`+t.forUpdate()).Scan(&seq, &cur); err != nil {
+			var seq int64
+			if err := t.queryRow(ctx, `SELECT seq FROM audit_chain WHERE id = 1`+t.forUpdate()).Scan(&seq); err != nil {
 				return fmt.Errorf("read the audit chain head: %w", err)
 			}
-			if seq != head.Seq || cur != cursor {
+			if seq != head.Seq {
 				return errAuditMoved
 			}
-			return t.appendAudit(ctx, head, links, next)
+			if err := t.moveFeed(ctx, store.FeedConsumerAudit, pos, next, now); err != nil {
+				return err
+			}
+			return t.appendAudit(ctx, head, links)
 		})
-		if errors.Is(err, errAuditMoved) && attempt < auditAttempts {
+		if (errors.Is(err, errAuditMoved) || errors.Is(err, errFeedMoved)) && attempt < auditAttempts {
 			continue
 		}
 		if err != nil {
@@ -94,8 +96,8 @@ func (db *DB) ChainAudit(ctx context.Context, limit, calls int, build func(store
 }
 
 // appendAudit inserts links, which must follow head, and moves the head to
-// the last and the cursor to next.
-func (t *tx) appendAudit(ctx context.Context, head store.AuditHead, links []store.AuditEntry, next string) error {
+// the last.
+func (t *tx) appendAudit(ctx context.Context, head store.AuditHead, links []store.AuditEntry) error {
 	prev, seq := head.Hash, head.Seq
 	for _, l := range links {
 		if l.Seq != seq+1 || l.PrevHash != prev {
@@ -107,7 +109,10 @@ func (t *tx) appendAudit(ctx context.Context, head store.AuditHead, links []stor
 		}
 		prev, seq = l.Hash, l.Seq
 	}
-	if _, err := t.exec(ctx, `UPDATE audit_chain SET cursor = ?, seq = ?, hash = ? WHERE id = 1`, next, seq, prev); err != nil {
+	if seq == head.Seq {
+		return nil
+	}
+	if _, err := t.exec(ctx, `UPDATE audit_chain SET seq = ?, hash = ? WHERE id = 1`, seq, prev); err != nil {
 		return fmt.Errorf("move the audit chain head: %w", err)
 	}
 	return nil
@@ -128,78 +133,84 @@ func (a *anchorAt) Scan(v any) error {
 	return nil
 }
 
-// eventsAfter is how the audit chain follows the event log: up to limit
-// events after cursor (the position ChainAudit keeps, as text) in log
-// order, and the position after the last one (cursor itself when there is
-// none). Today the position is the event seq: seqs follow commit order
-// because every transaction writing events holds the events lock until it
-// commits (writeEvents), so no event commits later behind the cursor. This
-// is the one function to switch when the log gets a change feed of its
-// own.
-func eventsAfter(ctx context.Context, q querier, cursor string, limit int) ([]store.AuditSource, string, error) {
-	after, err := strconv.ParseInt(cursor, 10, 64)
-	if err != nil {
-		return nil, cursor, fmt.Errorf("audit chain cursor %q: %w", cursor, err)
-	}
-	rows, err := q.query(ctx, `SELECT seq, COALESCE(request_id, ''), COALESCE(session_id, ''), COALESCE(policy_revision, 0), type, state, actor, at
-		FROM events WHERE seq > ? ORDER BY seq LIMIT ?`, after, limit)
-	evs, err := collect(rows, err, func(rows *sql.Rows) (store.AuditSource, error) {
-		var (
-			s  store.AuditSource
-			at int64
-		)
-		err := rows.Scan(&s.Event.Seq, &s.Event.RequestID, &s.Event.SessionID, &s.PolicyRevision, &s.Event.Type, &s.Event.State, &s.Event.Actor, &at)
-		s.Event.At = fromMillis(at)
-		return s, err
-	})
-	if err != nil {
-		return nil, cursor, fmt.Errorf("read events: %w", err)
-	}
+// auditSources describes evs for the chain, reading through q: the request
+// of each request event, the tenant of each session or grant event, and
+// the revision of each policy event (the feed's events do not carry it).
+func auditSources(ctx context.Context, q querier, evs []approval.Event) ([]store.AuditSource, error) {
+	src := make([]store.AuditSource, len(evs))
 	if len(evs) == 0 {
-		return nil, cursor, nil
-	}
-	return evs, strconv.FormatInt(evs[len(evs)-1].Event.Seq, 10), nil
-}
-
-// auditSources fills in, through q, the request of each request event and
-// the tenant of each session event.
-func auditSources(ctx context.Context, q querier, src []store.AuditSource) ([]store.AuditSource, error) {
-	if len(src) == 0 {
 		return src, nil
 	}
-	evs := make([]approval.Event, len(src))
-	var sessions []any
+	var sessions, grants, policySeqs []any
 	seen := map[string]bool{}
-	for i, s := range src {
-		evs[i] = s.Event
-		if id := s.Event.SessionID; id != "" && !seen[id] {
-			seen[id] = true
-			sessions = append(sessions, id)
+	for i, ev := range evs {
+		src[i].Event = ev
+		switch {
+		case ev.RequestID != "":
+		case ev.SessionID != "":
+			if !seen["s"+ev.SessionID] {
+				seen["s"+ev.SessionID] = true
+				sessions = append(sessions, ev.SessionID)
+			}
+		case ev.GrantID != "":
+			if !seen["g"+ev.GrantID] {
+				seen["g"+ev.GrantID] = true
+				grants = append(grants, ev.GrantID)
+			}
+		default:
+			policySeqs = append(policySeqs, ev.Seq)
 		}
 	}
 	reqs, err := requestsByID(ctx, q, evs)
 	if err != nil {
 		return nil, err
 	}
-	tenants := map[string]string{}
-	if len(sessions) > 0 {
-		rows, err := q.query(ctx, `SELECT id, tenant FROM sessions WHERE id IN (`+placeholders(len(sessions))+`)`, sessions...)
-		pairs, err := collect(rows, err, func(rows *sql.Rows) ([2]string, error) {
+	pairs := func(what, query string, args []any) (map[string]string, error) {
+		out := map[string]string{}
+		if len(args) == 0 {
+			return out, nil
+		}
+		rows, err := q.query(ctx, query+` IN (`+placeholders(len(args))+`)`, args...)
+		ps, err := collect(rows, err, func(rows *sql.Rows) ([2]string, error) {
 			var p [2]string
 			return p, rows.Scan(&p[0], &p[1])
 		})
 		if err != nil {
-			return nil, fmt.Errorf("read the sessions of events: %w", err)
+			return nil, fmt.Errorf("read the %s of events: %w", what, err)
 		}
-		for _, p := range pairs {
-			tenants[p[0]] = p[1]
+		for _, p := range ps {
+			out[p[0]] = p[1]
 		}
+		return out, nil
+	}
+	sessionTenants, err := pairs("sessions", `SELECT id, tenant FROM sessions WHERE id`, sessions)
+	if err != nil {
+		return nil, err
+	}
+	grantTenants, err := pairs("grants", `SELECT id, tenant FROM grants WHERE id`, grants)
+	if err != nil {
+		return nil, err
+	}
+	revisions, err := pairs("policy revisions", `SELECT CAST(seq AS TEXT), CAST(policy_revision AS TEXT) FROM events WHERE policy_revision IS NOT NULL AND seq`, policySeqs)
+	if err != nil {
+		return nil, err
 	}
 	for i := range src {
-		if r, ok := reqs[src[i].Event.RequestID]; ok {
+		ev := src[i].Event
+		if r, ok := reqs[ev.RequestID]; ok {
 			src[i].Request = &r
 		}
-		src[i].SessionTenant = tenants[src[i].Event.SessionID]
+		switch {
+		case ev.SessionID != "":
+			src[i].Tenant = sessionTenants[ev.SessionID]
+		case ev.GrantID != "":
+			src[i].Tenant = grantTenants[ev.GrantID]
+		}
+		if rev, ok := revisions[strconv.FormatInt(ev.Seq, 10)]; ok {
+			if src[i].PolicyRevision, err = strconv.ParseInt(rev, 10, 64); err != nil {
+				return nil, fmt.Errorf("event %d: policy revision %q: %w", ev.Seq, rev, err)
+			}
+		}
 	}
 	return src, nil
 }
