@@ -509,14 +509,14 @@ func TestTrailChainsGrantsAndPolicyRevisions(t *testing.T) {
 			var created, used, allowed, changed *audit.Record
 			recs := records(t, db, "")
 			for i, r := range recs {
-				switch {
-				case r.Type == "grant_created":
+				switch r.Type {
+				case "grant_created":
 					created = &recs[i]
-				case r.Type == "grant_used":
+				case "grant_used":
 					used = &recs[i]
-				case r.Type == audit.TypeAllowed:
+				case audit.TypeAllowed:
 					allowed = &recs[i]
-				case r.Type == "policy_changed":
+				case "policy_changed":
 					changed = &recs[i]
 				}
 			}
