@@ -118,12 +118,14 @@ func (l *listeners) attach(ctx context.Context, cfg config.Config, f serveFlags,
 		case "admin":
 			adminAPI := api.New(c.gate, approverAuth(p.creds), &api.Options{
 				Logger: log, Metrics: telemetry.Handler(c.reg), Sessions: c.gate, SessionsChanged: c.gw.SessionsChanged, Policies: policiesAPI(c.policies),
-				Explain:   &liveExplainer{holder: c.holder, cfg: cfg, ann: c.cat.annotations(cfg)},
-				Profiling: true,
-				Ready:     c.gate.Ready,
-				Upstreams: upstreamStates(c.gw),
-				Grants:    c.gate,
-				Events:    c.db, EventsChanged: c.events.Wait,
+				Explain:       &liveExplainer{holder: c.holder, cfg: cfg, ann: c.cat.annotations(cfg)},
+				Profiling:     true,
+				Ready:         c.gate.Ready,
+				Upstreams:     upstreamStates(c.gw),
+				Grants:        c.gate,
+				Events:        c.db,
+				EventsChanged: c.events.Wait,
+				Audit:         auditAPI{c.trail, c.db},
 			})
 			// The web inbox at /ui/ beside the API.
 			h, err := withInbox(ctx, adminAPI, c.db, p.creds, cfg, log)

@@ -5,6 +5,7 @@
 //	toolgate policy explain|test ...
 //	toolgate approvals list|show|approve|deny ...
 //	toolgate grants list|show|revoke ...
+//	toolgate audit verify|export ...
 //
 // Exit codes: 0 ok, 1 failure, 2 usage or invalid config.
 package main
@@ -49,6 +50,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cli.Run(ctx, args[1:], stdout, stderr, os.Getenv)
 	case "grants":
 		return cli.RunGrants(ctx, args[1:], stdout, stderr, os.Getenv)
+	case "audit":
+		return auditCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "toolgate", version)
 		return 0
@@ -82,6 +85,8 @@ Usage:
   toolgate approvals list|show|approve|deny   decide held calls through the admin API
   toolgate approvals watch                 print requests and decisions as they happen
   toolgate grants list|show|revoke         remembered grants (approvals approve --grant D makes one)
+  toolgate audit verify --config FILE      check the audit chain in the store; exits 1 naming the first broken link
+  toolgate audit export [--since T]        stream the audit chain (JSON Lines) from the admin API
   toolgate version
 
 Exit codes: 0 ok, 1 failure, 2 usage or invalid config.

@@ -17,6 +17,7 @@ import (
 
 	"toolgate/internal/api"
 	"toolgate/internal/approval"
+	"toolgate/internal/audit"
 	"toolgate/internal/config"
 	"toolgate/internal/gate"
 	"toolgate/internal/gateway"
@@ -185,6 +186,8 @@ type core struct {
 	// events wakes the admin API's event streams (and so the web inbox) on
 	// every change the store's change feed reports.
 	events api.Broadcast
+	// trail is the audit trail: the gate's Recorder and the chainer.
+	trail *audit.Trail
 }
 
 // startCore opens the store, tracing, the gate, the policy store (with
@@ -208,6 +211,10 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 	c := &core{db: db, watch: watch, reg: prometheus.NewRegistry()}
 	c.metrics = telemetry.NewMetrics(c.reg)
 	deliveryMetrics := telemetry.NewDeliveryMetrics(c.reg)
+	c.trail = audit.New(db, &audit.Options{
+		Logger: log, QueueSize: cfg.Audit.QueueSize, Poll: cfg.Audit.Poll, Retention: cfg.Audit.Retention,
+		Redaction: p.redaction, Metrics: telemetry.NewAuditMetrics(c.reg),
+	})
 	cat := &lazyCatalog{}
 	c.cat = cat
 	startPolicy := cfg.Policy
@@ -238,6 +245,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 		MaxPolicyRequests:    cfg.Sessions.MaxPendingPolicyRequests,
 		PublicURL:            cfg.PublicURL(),
 		Annotations:          cat.annotations(cfg),
+		Recorder:             c.trail,
 		Retention:            store.Retention(cfg.Retention),
 		GrantMaxTTL:          cfg.Grants.MaxTTL,
 	})
@@ -290,10 +298,12 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 		c.watch(ctx, c.gate, func() {
 			c.notes.wake()
 			c.events.Notify()
+			c.trail.Wake()
 		})
 		return nil
 	})
 	eg.Go(func() error { return c.notes.run(ctx) })
+	eg.Go(func() error { return c.trail.Run(ctx) })
 	if c.policies != nil {
 		eg.Go(func() error { c.policies.Follow(ctx); return nil })
 	}
@@ -373,6 +383,13 @@ func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (*sqls
 			} else {
 				g.Wake(id)
 			}
-		}, changed) // new events for the notification outbox
+		}, changed) // new events for the notification outbox and the audit chain
 	}, nil
+}
+
+// auditAPI serves GET /v1/audit: the trail chains what is waiting, the
+// store reads the chain.
+type auditAPI struct {
+	*audit.Trail
+	*sqlstore.DB
 }

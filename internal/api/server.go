@@ -100,6 +100,9 @@ type Options struct {
 	// approvals with a grant attached; without it those routes are 404 and
 	// an approve body with a grant is 422.
 	Grants Grants
+	// Audit, when set, serves GET /v1/audit (the audit chain as JSON
+	// Lines); without it the route is 404.
+	Audit Audit
 }
 
 // Server is the admin HTTP API. It implements http.Handler and is safe for
@@ -110,6 +113,7 @@ type Server struct {
 	policies  Policies
 	explainer Explainer
 	grants    Grants
+	audit     Audit
 	changed   func()
 	auth      Authenticator
 	log       *slog.Logger
@@ -155,6 +159,9 @@ func New(a Approvals, auth Authenticator, opts *Options) *Server {
 	if s.grants != nil {
 		s.routeGrants()
 	}
+	if s.audit != nil {
+		s.mux.Handle("GET /v1/audit", s.handle(s.require(auditRoles, s.exportAudit)))
+	}
 	return s
 }
 
@@ -179,7 +186,7 @@ func newBare(a Approvals, auth Authenticator, opts *Options) *Server {
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = defaultEventHeartbeat
 	}
-	return &Server{approvals: a, sessions: o.Sessions, policies: o.Policies, explainer: o.Explain, grants: o.Grants, changed: o.SessionsChanged, auth: auth, log: o.Logger,
+	return &Server{approvals: a, sessions: o.Sessions, policies: o.Policies, explainer: o.Explain, grants: o.Grants, audit: o.Audit, changed: o.SessionsChanged, auth: auth, log: o.Logger,
 		ready: o.Ready, upstreams: o.Upstreams, now: o.Now, mux: http.NewServeMux(),
 		events: o.Events, eventsChanged: o.EventsChanged, eventPoll: o.EventPoll, heartbeat: o.Heartbeat, streamsDone: make(chan struct{})}
 }

@@ -47,6 +47,7 @@ type Config struct {
 	Web       Web               `yaml:"web"`
 	Retention Retention         `yaml:"retention"`
 	Grants    Grants            `yaml:"grants"`
+	Audit     Audit             `yaml:"audit"`
 
 	// Refs records which ${VAR}s the file referenced where secrets live;
 	// Load fills it. It is not a key of the file.
@@ -288,6 +289,7 @@ func Default() Config {
 		},
 		Grants: defaultGrants(),
 		Web:    defaultWeb(),
+		Audit:  defaultAudit(),
 		Policy: policy.Policy{
 			Source:  policy.SourceFile,
 			Default: policy.Approve,

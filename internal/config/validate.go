@@ -228,6 +228,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Limits.validate()...)
 	errs = append(errs, c.Upstreams.validate()...)
 	errs = append(errs, c.Grants.validate()...)
+	errs = append(errs, c.Audit.validate()...)
 
 	// policy
 	if src := c.Policy.Source; src != "" && src != policy.SourceFile && src != policy.SourceStore {

@@ -124,6 +124,9 @@ func TestValidate(t *testing.T) {
 		{name: "policy source file", old: "policy:\n", new: "policy:\n  source: file\n"},
 		{name: "policy source unknown", old: "policy:\n", new: "policy:\n  source: etcd\n", want: []string{`policy.source "etcd": want file or store`}},
 		{name: "policy bad glob", old: `tools: ["read_*"]`, new: `tools: ["read_["]`, want: []string{`policy.rules[0] "reads": tools[0]: glob "read_["`}},
+		{name: "audit keys", old: "stdio: { agent: desktop }", new: "stdio: { agent: desktop }\naudit: { queue_size: 10, poll: 1s, retention: 720h }"},
+		{name: "audit bad keys", old: "stdio: { agent: desktop }", new: "stdio: { agent: desktop }\naudit: { queue_size: 0, poll: 0s, retention: 1m }",
+			want: []string{`audit.queue_size: 0, want 1 to`, `audit.poll: must be positive`, `audit.retention: 1m0s is under an hour`}},
 		{name: "rule for an unconfigured server", old: `server: fs, tools`, new: `server: fs2, tools`, want: []string{`policy.rules[0] "reads": server "fs2" is not configured`}},
 	}
 	for _, c := range cases {

@@ -160,6 +160,10 @@ type Options struct {
 	// approval (config grants.max_ttl); a longer one is refused, never
 	// shortened. Default DefaultGrantMaxTTL.
 	GrantMaxTTL time.Duration
+	// Recorder, when set, is told of every call decided without an
+	// approval request and of monitor-mode verdicts (the audit trail);
+	// calls through an approval are recorded by their events.
+	Recorder Recorder
 }
 
 // A Gate decides tool calls. Its methods are safe for concurrent use.
@@ -286,6 +290,7 @@ func (g *Gate) admit(ctx context.Context, c Call) Admission {
 	if c.Principal.SessionID != "" {
 		ch, refusal, ok := g.sessionChain(ctx, c)
 		if !ok {
+			g.record(ctx, c, nil, refusal)
 			return refusal
 		}
 		chain = ch
@@ -294,13 +299,16 @@ func (g *Gate) admit(ctx context.Context, c Call) Admission {
 	if err != nil {
 		g.log.ErrorContext(ctx, "policy evaluation failed; denying", "server", c.Server, "tool", c.Tool, "kind", c.Kind, "err", err)
 		g.metrics.ToolCall(c.Server, string(policy.Deny))
-		return refuse("denied: policy evaluation failed")
+		adm := refuse("denied: policy evaluation failed")
+		g.record(ctx, c, nil, adm)
+		return adm
 	}
 	g.metrics.ToolCall(c.Server, string(dec.Effect))
 	g.noteDecision(ctx, c, dec)
 	c.admitted = &dec // consume reuses it while the revision stays
 	adm := g.admitDecided(ctx, c, chain, dec)
 	adm.Monitor = dec.Monitor
+	g.record(ctx, c, &dec, adm)
 	return adm
 }
 

@@ -10,8 +10,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"toolgate/internal/audit"
 	"toolgate/internal/gate"
 	"toolgate/internal/policy"
+	"toolgate/internal/store/sqlstore/sqlitetest"
 )
 
 // The benchmarks compare a tools/call sent straight to an upstream with the
@@ -68,8 +70,32 @@ func BenchmarkCallThroughGateway(b *testing.B) {
 	// touched on this path, so none is given. The policy is held as
 	// toolgate serve holds it (compiled once per revision; a bare *Policy
 	// compiles on every evaluation).
-	p := &policy.Policy{Default: policy.Deny, Rules: []policy.Rule{{Name: "all", Server: "up", Effect: policy.Allow}}}
-	g, err := New(b.Context(), []ServerConfig{{Name: "up", URL: benchUpstream(b)}}, gate.New(nil, policy.NewHolder(p), nil), nil)
+	benchGateway(b, gate.New(nil, policy.NewHolder(benchPolicy), nil))
+}
+
+var benchPolicy = &policy.Policy{Default: policy.Deny, Rules: []policy.Rule{{Name: "all", Server: "up", Effect: policy.Allow}}}
+
+// BenchmarkCallThroughGatewayAudited is BenchmarkCallThroughGateway with
+// the audit trail on (as serve runs it): each allowed call is queued for
+// the chain, which a background goroutine appends to a real SQLite store.
+func BenchmarkCallThroughGatewayAudited(b *testing.B) {
+	db := sqlitetest.Open(b)
+	tr := audit.New(db, nil)
+	ctx, cancel := context.WithCancel(b.Context())
+	done := make(chan error, 1)
+	go func() { done <- tr.Run(ctx) }()
+	b.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Error(err)
+		}
+	})
+	benchGateway(b, gate.New(db, policy.NewHolder(benchPolicy), &gate.Options{Recorder: tr}))
+}
+
+func benchGateway(b *testing.B, gt *gate.Gate) {
+	b.Helper()
+	g, err := New(b.Context(), []ServerConfig{{Name: "up", URL: benchUpstream(b)}}, gt, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -59,7 +59,7 @@ type FeedEntry struct {
 // rows of their own keep their position in the store (one row each,
 // created by the migration that introduced them) and move it only in the
 // transaction that writes those rows, so a crash or a second instance
-// never skips or repeats an event (sqlstore's consumeFeed; read a
+// never skips or repeats an event (sqlstore's consumeFeed and moveFeed; read a
 // position with sqlstore.DB.FeedPosition). Retention keeps every event a
 // live consumer has not passed. Readers that keep their place in memory
 // (the gate's wake-ups, a live event stream) use Store.Feed and
@@ -68,6 +68,8 @@ const (
 	// FeedConsumerNotify is the notification outbox's fan-out
 	// (sqlstore.DB.FanOut).
 	FeedConsumerNotify = "notify"
+	// FeedConsumerAudit is the audit chain (sqlstore.DB.ChainAudit).
+	FeedConsumerAudit = "audit"
 )
 
 // A FeedReader reads the change feed; every Store is one.

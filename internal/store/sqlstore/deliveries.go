@@ -129,6 +129,12 @@ func (t *tx) insertDeliveries(ctx context.Context, evs []approval.Event, now tim
 
 // requestsByID reads the requests the request events of evs name.
 func (t *tx) requestsByID(ctx context.Context, evs []approval.Event) (map[approval.ID]approval.Request, error) {
+	return requestsByID(ctx, t, evs)
+}
+
+// requestsByID reads, through q, the requests the request events of evs
+// name.
+func requestsByID(ctx context.Context, q querier, evs []approval.Event) (map[approval.ID]approval.Request, error) {
 	var ids []any
 	seen := map[approval.ID]bool{}
 	for _, ev := range evs {
@@ -141,7 +147,7 @@ func (t *tx) requestsByID(ctx context.Context, evs []approval.Event) (map[approv
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := t.query(ctx, `SELECT `+requestColumns+` FROM requests WHERE id IN (`+placeholders(len(ids))+`)`, ids...)
+	rows, err := q.query(ctx, `SELECT `+requestColumns+` FROM requests WHERE id IN (`+placeholders(len(ids))+`)`, ids...)
 	rs, err := collect(rows, err, scanRequest)
 	if err != nil {
 		return nil, fmt.Errorf("read the requests of events: %w", err)

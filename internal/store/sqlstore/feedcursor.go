@@ -15,14 +15,18 @@ import (
 // feed_cursors): a consumer that turns events into rows of its own (the
 // notification outbox's deliveries; the audit chain) keeps its position in
 // the store and moves it only in the transaction that writes those rows, so
-// what it wrote and where it stands commit together. consumeFeed is the one
-// way to do that; the rows it reads come from the same query as Feed's, so
-// a consumer never passes an event that commits later (see
-// store.Store.Feed). To add a consumer: insert its feed_cursors row in a
-// migration (at the end of the feed, '<tx>.<seq>' of the newest event, or
-// at the start, '0.0', to read the whole log) and call consumeFeed from the
-// store method that applies its events. Prune keeps every event a live
-// consumer has not passed (see pruneStop).
+// what it wrote and where it stands commit together. There are two ways to
+// do that: consumeFeed reads and applies inside one transaction; a consumer
+// with costly work per event (the audit chain encodes and hashes) reads
+// with Feed outside a transaction, builds, and then writes in a short one
+// with moveFeed, which refuses when the position moved meanwhile (another
+// instance consumed those events), so it reads again. Either way the rows
+// come from Feed's query, so a consumer never passes an event that commits
+// later (see store.Store.Feed). To add a consumer: insert its feed_cursors
+// row in a migration (at the end of the feed, '<tx>.<seq>' of the newest
+// event, or at the start, '0.0', to read the whole log) and call
+// consumeFeed or moveFeed from the store method that applies its events.
+// Prune keeps every event a live consumer has not passed (see pruneStop).
 
 // FeedPosition returns where durable consumer (store.FeedConsumerNotify,
 // …) stands in the change feed and when it last moved; an error wrapping
@@ -96,6 +100,42 @@ func (t *tx) consumeFeed(ctx context.Context, consumer string, limit int, now ti
 		return 0, false, fmt.Errorf("move the feed position of %s: %w", consumer, err)
 	}
 	return len(fevs), len(fevs) == limit, nil
+}
+
+// errFeedMoved: a durable consumer's position is not where moveFeed was
+// told it is (another instance consumed meanwhile).
+var errFeedMoved = errors.New("the feed position moved")
+
+// moveFeed moves consumer's position from from to to, stamped now, inside
+// t, holding its feed_cursors row until t ends (Postgres: FOR UPDATE;
+// SQLite: the IMMEDIATE transaction). It returns an error wrapping
+// errFeedMoved, and moves nothing, when the position is not from: the
+// caller read the events from from with Feed and must not apply them. When
+// to equals from it only checks.
+func (t *tx) moveFeed(ctx context.Context, consumer string, from, to store.Cursor, now time.Time) error {
+	var pos string
+	err := t.queryRow(ctx, `SELECT position FROM feed_cursors WHERE consumer = ?`+t.forUpdate(), consumer).Scan(&pos)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = fmt.Errorf("feed consumer %s: %w", consumer, store.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("read the feed position of %s: %w", consumer, err)
+	}
+	cur, err := store.ParseCursor(pos)
+	if err != nil {
+		return fmt.Errorf("feed position of %s: %w", consumer, err)
+	}
+	if cur != from {
+		return fmt.Errorf("feed consumer %s at %v, not %v: %w", consumer, cur, from, errFeedMoved)
+	}
+	if to == from {
+		return nil
+	}
+	if _, err := t.exec(ctx, `UPDATE feed_cursors SET position = ?, moved_at = ? WHERE consumer = ?`,
+		to.String(), now.UnixMilli(), consumer); err != nil {
+		return fmt.Errorf("move the feed position of %s: %w", consumer, err)
+	}
+	return nil
 }
 
 // pruneStop returns the position of the durable consumer furthest behind

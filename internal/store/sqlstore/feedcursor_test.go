@@ -55,6 +55,14 @@ func TestPruneKeepsWhatAConsumerHasNotRead(t *testing.T) {
 			if err != nil || !start.Before(pos) || !moved.Equal(now.Truncate(time.Millisecond)) {
 				t.Errorf("FeedPosition = %v at %v, %v; want past %v, moved at %v", pos, moved, err, start, now)
 			}
+			if p, err := db.Prune(ctx, keep, now); err != nil || p.Events != 0 {
+				t.Fatalf("Prune before the audit chain read = %+v, %v; want nothing deleted", p, err)
+			}
+			// The audit chain, the other live consumer, reads them too
+			// (chaining nothing here).
+			if _, _, err := db.ChainAudit(ctx, 0, 0, func(store.AuditHead, []store.AuditSource) ([]store.AuditEntry, error) { return nil, nil }); err != nil {
+				t.Fatal(err)
+			}
 			if p, err := db.Prune(ctx, keep, now); err != nil || p.Events != len(all) || p.Through != pos {
 				t.Fatalf("Prune after the outbox read = %+v, %v; want %d events deleted through %v", p, err, len(all), pos)
 			}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"toolgate/internal/audit"
+	"toolgate/internal/cli"
+	"toolgate/internal/config"
+	"toolgate/internal/store/sqlstore"
+)
+
+const auditUsage = `Usage:
+  toolgate audit verify --config FILE [--json]
+        Walk the audit chain in the store the config names (read directly,
+        not through a gateway) and check every link. Prints the head's
+        sequence number and hash (keep it elsewhere: docs/audit.md). Exit 0
+        when the chain verifies, 1 naming the first broken sequence number.
+  toolgate audit export [--since T] [--format jsonl] ...
+        Stream the chain from the admin API (see "toolgate audit export -h").
+`
+
+// auditCmd runs "toolgate audit verify|export".
+func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, auditUsage)
+		return 2
+	}
+	switch args[0] {
+	case "export":
+		return cli.RunAuditExport(ctx, args[1:], stdout, stderr, os.Getenv)
+	case "verify":
+		return auditVerify(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, auditUsage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "toolgate: unknown audit command %q\n%s", args[0], auditUsage)
+	return 2
+}
+
+// auditVerify opens the store of --config and verifies the chain. It reads
+// the database itself so that a verdict never rests on a gateway that
+// might be compromised, and works while no gateway runs.
+func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("audit verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "path to the YAML config whose storage holds the chain (required)")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *path == "" || fs.NArg() > 0 {
+		fmt.Fprint(stderr, auditUsage)
+		return 2
+	}
+	cfg, err := config.LoadFile(*path, os.LookupEnv)
+	if err != nil {
+		fmt.Fprintf(stderr, "toolgate: %s: %v\n", *path, err)
+		return 2
+	}
+	db, err := sqlstore.Open(ctx, sqlstore.Config{Driver: cfg.Storage.Driver, Path: cfg.Storage.Path, DSN: cfg.Storage.DSN,
+		MaxConns: 2, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		fmt.Fprintf(stderr, "toolgate: open store: %v\n", err)
+		return 1
+	}
+	defer func() { _ = db.Close() }()
+	res, err := audit.Verify(ctx, db)
+	if err != nil {
+		fmt.Fprintf(stderr, "toolgate: audit verify: %v\n", err)
+		return 1
+	}
+	if *asJSON {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		from := res.Anchor + 1
+		if res.Anchor > 0 {
+			fmt.Fprintf(stdout, "anchor: links up to %d were pruned; the last one's hash is %s\n", res.Anchor, res.AnchorHash)
+		}
+		fmt.Fprintf(stdout, "head: %d %s\n", res.Head, res.HeadHash)
+		if res.OK {
+			fmt.Fprintf(stdout, "ok: %d links (%d to %d) verify\n", res.Links, from, res.Head)
+		}
+	}
+	if !res.OK {
+		fmt.Fprintf(stderr, "toolgate: audit chain broken at sequence %d: %s\n", res.BrokenSeq, res.Problem)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,256 @@
+package audit
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/gate"
+	"toolgate/internal/store"
+	"toolgate/internal/telemetry"
+)
+
+// Store is what the trail needs of the store (sqlstore.DB implements it).
+type Store interface {
+	// ChainAudit appends links in one transaction holding the chain's
+	// head; see sqlstore.DB.ChainAudit.
+	ChainAudit(ctx context.Context, limit, calls int, build func(store.AuditHead, []store.AuditSource) ([]store.AuditEntry, error)) (appended int, more bool, err error)
+	// PruneAudit deletes the chain's links older than cutoff and keeps
+	// the last one deleted as the anchor.
+	PruneAudit(ctx context.Context, cutoff time.Time) (int, error)
+}
+
+// Options configures a Trail. Zero fields get the defaults.
+type Options struct {
+	Logger *slog.Logger
+	// Now is the clock of pruning; default time.Now.
+	Now func() time.Time
+	// QueueSize bounds the calls waiting to be chained (config
+	// audit.queue_size, default 4096). A call decided while it is full is
+	// not recorded and counts in toolgate_audit_dropped_total. While the
+	// store fails, up to as many again that were taken from the queue
+	// wait to be retried.
+	QueueSize int
+	// Batch is the most events and calls one append takes; default 256.
+	Batch int
+	// Poll is how often the trail looks for new events without being
+	// woken (the store's change feed normally wakes it); default 5s.
+	Poll time.Duration
+	// Retention, when positive, prunes links older than it, hourly,
+	// keeping the chain verifiable through its anchor (config
+	// audit.retention; default 0: keep every link).
+	Retention time.Duration
+	// Redaction shapes the display copy of recorded calls' arguments;
+	// nil means approval.DefaultRedaction().
+	Redaction *approval.Redaction
+	Metrics   *telemetry.AuditMetrics
+}
+
+// A Trail keeps the audit chain: it queues the calls the gate decided
+// without an approval request (gate.Recorder; the call's path never waits
+// for the database) and appends them, with the store's events as they
+// commit, to the hash chain. Every instance runs one; appends from several
+// instances are serialized by the store (one chainer at a time).
+type Trail struct {
+	s       Store
+	log     *slog.Logger
+	now     func() time.Time
+	opts    Options
+	redact  approval.Redaction
+	metrics *telemetry.AuditMetrics
+	queue   chan gate.Decided
+	wake    chan struct{}
+
+	mu      sync.Mutex     // serializes appends from this instance (Run, Flush)
+	pending []gate.Decided // guarded by mu: taken from the queue, not yet chained
+}
+
+var _ gate.Recorder = (*Trail)(nil)
+
+// New returns a Trail over s.
+func New(s Store, opts *Options) *Trail {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.QueueSize <= 0 {
+		o.QueueSize = 4096
+	}
+	if o.Batch <= 0 {
+		o.Batch = 256
+	}
+	if o.Poll <= 0 {
+		o.Poll = 5 * time.Second
+	}
+	rd := approval.DefaultRedaction()
+	if o.Redaction != nil {
+		rd = *o.Redaction
+	}
+	return &Trail{s: s, log: o.Logger, now: o.Now, opts: o, redact: rd, metrics: o.Metrics,
+		queue: make(chan gate.Decided, o.QueueSize), wake: make(chan struct{}, 1)}
+}
+
+// Decided queues d for the chain without waiting; when the queue is full d
+// is dropped and counted (toolgate_audit_dropped_total).
+func (t *Trail) Decided(_ context.Context, d gate.Decided) {
+	select {
+	case t.queue <- d:
+		t.Wake()
+	default:
+		t.metrics.Dropped()
+	}
+}
+
+// Wake tells the trail that events may have been committed (the store's
+// change feed calls it).
+func (t *Trail) Wake() {
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run appends to the chain whenever woken, every Poll, and prunes hourly
+// when Retention is set, until ctx ends; then it chains what is queued
+// (with a short deadline) and returns nil. A failing store is logged,
+// counted and retried; queued calls wait meanwhile.
+func (t *Trail) Run(ctx context.Context) error {
+	tick := time.NewTicker(t.opts.Poll)
+	defer tick.Stop()
+	var lastPrune time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+			if err := t.Flush(fctx); err != nil {
+				t.log.Warn("audit: queued calls not chained at shutdown", "err", err)
+			}
+			cancel()
+			return nil
+		case <-t.wake:
+		case <-tick.C:
+		}
+		if err := t.Flush(ctx); err != nil && ctx.Err() == nil {
+			t.metrics.ChainFailed()
+			t.log.WarnContext(ctx, "audit: appending to the chain failed; will retry", "err", err)
+		}
+		if t.opts.Retention > 0 && t.now().Sub(lastPrune) >= time.Hour {
+			lastPrune = t.now()
+			if n, err := t.s.PruneAudit(ctx, t.now().Add(-t.opts.Retention)); err != nil {
+				t.log.WarnContext(ctx, "audit: pruning failed", "err", err)
+			} else if n > 0 {
+				t.log.InfoContext(ctx, "audit: pruned links", "links", n)
+			}
+		}
+	}
+}
+
+// Flush appends every call queued so far and every event committed so far
+// to the chain, and returns when they are chained (or on the first error;
+// calls not chained stay queued). Calls queued while it runs are left to
+// the next Flush, so a steady stream of calls cannot keep it going.
+func (t *Trail) Flush(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.take(len(t.queue))
+	for {
+		batch := t.pending[:min(len(t.pending), t.opts.Batch)]
+		var calls []Record
+		for _, d := range batch {
+			calls = append(calls, t.callRecord(d))
+		}
+		n, more, err := t.s.ChainAudit(ctx, t.opts.Batch, len(calls), func(head store.AuditHead, src []store.AuditSource) ([]store.AuditEntry, error) {
+			return link(head, src, calls)
+		})
+		if err != nil {
+			return err
+		}
+		t.metrics.Appended(n)
+		t.pending = slices.Delete(t.pending, 0, len(batch))
+		if !more && len(t.pending) == 0 {
+			return nil
+		}
+	}
+}
+
+// take moves up to n queued calls into pending, keeping pending within
+// the queue's size (a store outage keeps them there).
+func (t *Trail) take(n int) {
+	for ; n > 0 && len(t.pending) < t.opts.QueueSize; n-- {
+		select {
+		case d := <-t.queue:
+			t.pending = append(t.pending, d)
+		default:
+			return
+		}
+	}
+}
+
+// callRecord describes a call decided by the gate: the arguments' hash
+// and display copy, never the arguments.
+func (t *Trail) callRecord(d gate.Decided) Record {
+	r := Record{At: Time(d.At), Type: TypeAllowed, ApprovalID: string(d.ApprovalID),
+		Principal: d.Principal.ID, OnBehalfOf: d.Principal.OnBehalfOf, Tenant: d.Principal.Tenant, SessionID: d.Principal.SessionID,
+		Kind: d.Kind, Server: d.Server, Tool: d.Tool, Rule: d.Rule, Policy: d.PolicyRevision, GrantID: d.Grant}
+	if r.Kind == "" {
+		r.Kind = approval.KindToolCall
+	}
+	switch {
+	case d.ApprovalID != "":
+		r.Type = TypeMonitored
+	case !d.Allowed:
+		r.Type, r.Reason = TypeRefused, d.Reason
+	}
+	if d.Monitor.Verdict != "" {
+		m := d.Monitor
+		r.Monitor = &m
+	}
+	if h, err := approval.Hash(d.Arguments); err == nil {
+		r.ArgumentsHash = h
+		if disp, warnings, err := approval.Display(d.Arguments, t.redact); err == nil {
+			r.Arguments, r.DisplayWarnings = disp, warnings
+		}
+	} else {
+		r.DisplayWarnings = []string{"arguments are not valid JSON: " + err.Error()}
+	}
+	return r
+}
+
+// link chains the events src and the calls after head, in time order
+// (events first on a tie).
+func link(head store.AuditHead, src []store.AuditSource, calls []Record) ([]store.AuditEntry, error) {
+	recs := make([]Record, 0, len(src)+len(calls))
+	for _, s := range src {
+		recs = append(recs, fromEvent(s))
+	}
+	recs = append(recs, calls...)
+	slices.SortStableFunc(recs, func(a, b Record) int { return cmp.Compare(a.At, b.At) })
+	out := make([]store.AuditEntry, 0, len(recs))
+	prev, seq := head.Hash, head.Seq
+	for _, r := range recs {
+		seq++
+		r.Seq = seq
+		b, err := r.Canonical()
+		if err != nil {
+			return nil, err
+		}
+		at, err := time.Parse(time.RFC3339Nano, r.At)
+		if err != nil {
+			return nil, err
+		}
+		e := store.AuditEntry{Seq: seq, At: at, Tenant: r.Tenant, Record: b, PrevHash: prev, Hash: LinkHash(prev, b)}
+		out = append(out, e)
+		prev = e.Hash
+	}
+	return out, nil
+}
