@@ -96,6 +96,7 @@ type Store interface {
 
 	SessionStore
 	PolicyStore
+	LedgerStore
 }
 
 // Normalize returns r with every time in UTC truncated to the millisecond and

@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 	tests = append(tests, sessionTests...)
 	tests = append(tests, policyTests...)
+	tests = append(tests, ledgerTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
