@@ -9,12 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"toolgate/internal/approval"
 	"toolgate/internal/policy"
+	"toolgate/internal/seal"
 	"toolgate/internal/session"
 	"toolgate/internal/store"
 	"toolgate/internal/telemetry"
@@ -143,6 +145,24 @@ type Options struct {
 	// requests, apart from its tool-call approvals; default 32.
 	PolicyRequestTimeout time.Duration
 	MaxPolicyRequests    int
+	// PublicURL is the approver inbox's external base URL
+	// (approvals.public_url, e.g. https://toolgate.example.com), without a
+	// trailing slash. When set, answers about pending approvals (and task
+	// status messages) include the approval's inbox page,
+	// PublicURL + "/ui/approvals/" + id; "" leaves the link out.
+	PublicURL string
+	// Key signs task ids and multi round-trip request states and seals the
+	// raw arguments kept for tasks; every instance sharing the store must
+	// use the same one. Without a valid key, calls cannot become tasks or
+	// multi round-trip requests (Call.Task and Call.Defer are refused).
+	Key seal.Key
+	// ResultMaxBytes bounds a result kept in the result ledger; a larger
+	// one is replaced by a stand-in saying so. Default 1 MiB.
+	ResultMaxBytes int
+	// ResultTTL is how long the ledger keeps a consumed approval's result
+	// after it was recorded (and how long a finished task stays readable).
+	// Default 1h.
+	ResultTTL time.Duration
 }
 
 // A Gate decides tool calls. Its methods are safe for concurrent use.
@@ -160,6 +180,8 @@ type Gate struct {
 
 	mu      sync.Mutex
 	holding map[approval.ID]bool // guarded by mu: requests a call in this process holds
+
+	lastPrune time.Time // owned by Run's goroutine (sweep): the ledger's last prune
 }
 
 // New returns a Gate over s and p.
@@ -202,6 +224,13 @@ func New(s store.Store, p Evaluator, opts *Options) *Gate {
 	if o.MaxPending <= 0 {
 		o.MaxPending = 10000
 	}
+	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
+	if o.ResultMaxBytes <= 0 {
+		o.ResultMaxBytes = 1 << 20
+	}
+	if o.ResultTTL <= 0 {
+		o.ResultTTL = time.Hour
+	}
 	rd := approval.DefaultRedaction()
 	if o.Redaction != nil {
 		rd = *o.Redaction
@@ -234,9 +263,9 @@ func (g *Gate) Admit(ctx context.Context, c Call) Admission {
 		return adm
 	}
 	inner := adm.finish
-	adm.finish = func(ctx context.Context, o approval.Outcome) {
+	adm.finish = func(ctx context.Context, o approval.Outcome, d Recorded) {
 		if inner != nil {
-			inner(ctx, o)
+			inner(ctx, o, d)
 		}
 		span.SetAttributes(attribute.String("toolgate.dispatch_outcome", string(o)))
 		span.End()
@@ -256,6 +285,13 @@ func (g *Gate) admit(ctx context.Context, c Call) Admission {
 			return refusal
 		}
 		chain = ch
+	}
+	if c.Resume != "" {
+		// The approval exists: policy is evaluated again at consume.
+		return g.resume(ctx, c)
+	}
+	if (c.Task || c.Defer) && !g.opts.Key.Valid() {
+		return refuse("denied: this gateway has no key to keep the call as a task or a multi round-trip request")
 	}
 	dec, err := g.policy.Evaluate(g.policyCall(c, c.Arguments))
 	if err != nil {
@@ -338,6 +374,12 @@ func (g *Gate) hold(ctx context.Context, c Call, dec policy.Decision) Admission 
 	if c.Kind != approval.KindToolCall {
 		r.Kind = c.Kind // tool calls keep the empty kind, as before issue 10
 	}
+	switch {
+	case c.Task:
+		r.Mode = policy.ModeHold // the task's runner holds it
+	case c.Defer:
+		r.Mode = policy.ModeRetry // the caller comes back (Resume)
+	}
 	if r.Mode != policy.ModeRetry {
 		r.Renew(g.instance, now.Add(g.opts.Lease))
 		g.setHolding(id, true) // before the row exists, so no identical call can think it abandoned
@@ -350,8 +392,21 @@ func (g *Gate) hold(ctx context.Context, c Call, dec policy.Decision) Admission 
 	g.metrics.ApprovalRequested()
 	g.log.InfoContext(ctx, "approval requested", "approval", id, "server", c.Server, "tool", c.Tool,
 		"principal", c.Principal.ID, "rule", dec.Rule, "mode", r.Mode, "expires_at", r.ExpiresAt, "arguments_hash", hash)
-	if r.Mode == policy.ModeRetry {
+	if c.Task {
+		if err := g.recordTask(ctx, c, r); err != nil {
+			g.withdrawUnrecorded(ctx, r.ID)
+			g.log.ErrorContext(ctx, "cannot record the task of an approval request; denying", "approval", id, "err", err)
+			return refuse("denied: the approval store is unavailable, so the call cannot be held for approval")
+		}
+	}
+	switch {
+	case c.Defer:
+		return g.pendingAnswer(r)
+	case r.Mode == policy.ModeRetry:
 		return approvalRequired(r, "approval required")
+	}
+	if c.OnHold != nil {
+		c.OnHold(r)
 	}
 	return g.holdOn(ctx, c, r)
 }
@@ -539,9 +594,15 @@ func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
 		return Admission{ApprovalID: id, Meta: approvalMeta(r), Message: "approval invalidated: " + r.Reason + "; nothing was run. Re-send to request a new approval."}
 	}
 	g.log.InfoContext(ctx, "approval consumed; dispatching", "approval", id, "server", c.Server, "tool", c.Tool)
+	if c.Task {
+		g.dropTaskArguments(ctx, id)
+	}
 	stop := g.renewWhileDispatching(ctx, id)
-	return Admission{Allowed: true, ApprovalID: id, Arguments: out, finish: func(ctx context.Context, o approval.Outcome) {
+	return Admission{Allowed: true, ApprovalID: id, Arguments: out, Held: r, finish: func(ctx context.Context, o approval.Outcome, d Recorded) {
 		stop()
+		// The result first: a process that dies between the two leaves a
+		// result to report rather than an unknown outcome.
+		g.recordResult(ctx, id, d)
 		g.recordOutcome(ctx, id, o)
 	}}
 }

@@ -8,6 +8,7 @@ import (
 
 	"toolgate/internal/approval"
 	"toolgate/internal/policy"
+	"toolgate/internal/store"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -43,7 +44,13 @@ func (g *Gate) attach(ctx context.Context, c Call, hash string) (adm Admission, 
 				return Admission{ApprovalID: r.ID, Meta: approvalMeta(r),
 					Message: fmt.Sprintf("denied by %s: %s; nothing was run", r.DecidedBy, orNone(r.Reason))}, true
 			}
-		case r.Mode == policy.ModeRetry:
+		case c.Defer && r.State == approval.StatePending:
+			// A multi round-trip caller does not hold: it may wait on a
+			// request nobody holds, never on one a live call holds.
+			if !g.isHolding(r.ID) && r.LeaseLapsed(g.now()) {
+				return g.pendingAnswer(r), true
+			}
+		case r.Mode == policy.ModeRetry && !c.Task:
 			return g.resend(ctx, c, r), true
 		case g.isHolding(r.ID):
 			// A live call in this process holds it: two live identical calls
@@ -51,9 +58,7 @@ func (g *Gate) attach(ctx context.Context, c Call, hash string) (adm Admission, 
 		default:
 			if taken, ok := g.takeOver(ctx, r); ok {
 				g.log.InfoContext(ctx, "identical call took over an abandoned request", "approval", r.ID, "state", taken.State)
-				g.setHolding(taken.ID, true)
-				defer g.setHolding(taken.ID, false)
-				return g.holdOn(ctx, c, taken), true
+				return g.holdTaken(ctx, c, taken), true
 			}
 		}
 	}
@@ -97,18 +102,66 @@ func (g *Gate) takeOver(ctx context.Context, r approval.Request) (approval.Reque
 	return approval.Request{}, false
 }
 
+// holdTaken holds c on r, which this process just took over: a task
+// records its task first (an identical call may have made r) and is told
+// it is held.
+func (g *Gate) holdTaken(ctx context.Context, c Call, r approval.Request) Admission {
+	g.setHolding(r.ID, true)
+	defer g.setHolding(r.ID, false)
+	if c.Task {
+		if err := g.recordTask(ctx, c, r); err != nil && !errors.Is(err, store.ErrAlreadyExists) {
+			g.release(ctx, r.ID)
+			g.log.ErrorContext(ctx, "cannot record the task of an approval request; denying", "approval", r.ID, "err", err)
+			return refuse("denied: the approval store is unavailable, so the call cannot be held for approval")
+		}
+	}
+	if c.OnHold != nil && r.State == approval.StatePending {
+		c.OnHold(r)
+	}
+	return g.holdOn(ctx, c, r)
+}
+
 // holdOn holds c on r, which this process holds the lease of, until it is
-// decided, expires, or the caller goes away.
+// decided, expires, the caller goes away, or c.MaxHold passes (then the
+// request stays pending, its lease released, and the answer is Pending).
 func (g *Gate) holdOn(ctx context.Context, c Call, r approval.Request) Admission {
 	start := g.now()
+	deadline := r.ExpiresAt
+	if c.MaxHold > 0 && start.Add(c.MaxHold).Before(deadline) {
+		deadline = start.Add(c.MaxHold)
+	}
 	wctx, span := g.opts.Tracer.Start(ctx, "approval wait", trace.WithAttributes(attribute.String("approval.id", string(r.ID))))
-	got, err := g.wait(wctx, r.ID, r.ExpiresAt, c.KeepAlive, true)
+	got, err := g.wait(wctx, r.ID, deadline, c.KeepAlive, true)
 	g.metrics.ApprovalWaited(g.now().Sub(start).Seconds())
 	endWait(span, got, err)
+	if errors.Is(err, errDeadline) && got.State == approval.StatePending && g.now().Before(got.ExpiresAt) {
+		// MaxHold passed first: the caller cannot wait longer. The request
+		// stays open for the identical re-send (or the next round).
+		g.release(ctx, r.ID)
+		g.log.InfoContext(ctx, "call answered before its approval was decided (max hold); the approval stays pending", "approval", r.ID)
+		return g.pendingAnswer(got)
+	}
 	if err != nil {
 		return g.abandon(ctx, c, r.ID, err)
 	}
 	return g.settle(ctx, c, got)
+}
+
+// release ends this process's lease on id, so an identical re-send (or the
+// next round of a multi round-trip request) can take it over at once.
+func (g *Gate) release(ctx context.Context, id approval.ID) {
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, err := g.store.UpdateRequest(bg, id, "toolgate", func(r *approval.Request) error {
+		if r.HeldBy != g.instance || !r.LeaseUntil.After(g.now()) {
+			return errNoChange
+		}
+		r.Release(g.instance, g.now())
+		return nil
+	})
+	if err != nil && !errors.Is(err, errNoChange) {
+		g.log.WarnContext(ctx, "cannot release the lease of a held approval", "approval", id, "err", err)
+	}
 }
 
 // endWait ends an approval wait span; approval.decision is the state the
