@@ -28,12 +28,16 @@ cd "$TG_ROOT"
 source "$TG_ROOT/scripts/lib.sh"
 export GOTOOLCHAIN=local
 
-# SUITES: "version|directory in e2e/node_modules|spec version|scenarios expected". Both suite
+# SUITES: "version|directory in e2e/node_modules|spec version|scenarios expected"; a spec version
+# written "requirements:REV" runs the frozen requirement set of revision REV (--requirements REV)
+# instead of the suite at a spec version (--spec-version). Both suite
 # versions are pinned in e2e/package.json (0.2.0-alpha.12 under the npm alias conformance-next).
 SUITES=(
 	"0.1.16|@modelcontextprotocol/conformance|2025-11-25|30"
 	"0.2.0-alpha.12|conformance-next|2025-11-25|31"
 	"0.2.0-alpha.12|conformance-next|2025-06-18|27"
+	"0.2.0-alpha.12|conformance-next|2026-07-28|20"
+	"0.2.0-alpha.12|conformance-next|requirements:2026-07-28|37"
 )
 # Flags for `toolgate serve` besides --config and --ready-file.
 SERVE_FLAGS=(--insecure-no-auth)
@@ -238,8 +242,12 @@ for suite in "${SUITES[@]}"; do
 	start_server "$dir"
 	tg_log "running conformance $version, server scenarios of spec $spec, against $url ($mode)"
 	conformance_rc=0
+	select=(--spec-version "$spec")
+	if [[ "$spec" == requirements:* ]]; then
+		select=(--requirements "${spec#requirements:}")
+	fi
 	(cd "$dir" && timeout "$SUITE_TIMEOUT_S" "$TG_NODE22" "$conformance_js" server --url "$url" \
-		--spec-version "$spec" -o "$dir/results" </dev/null >"$dir/conformance.log" 2>&1) ||
+		"${select[@]}" -o "$dir/results" </dev/null >"$dir/conformance.log" 2>&1) ||
 		conformance_rc=$?
 	# The tool exits 1 when any scenario fails; 124 means the suite hit SUITE_TIMEOUT_S.
 	if ((conformance_rc != 0 && conformance_rc != 1)); then
