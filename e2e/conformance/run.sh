@@ -243,8 +243,10 @@ for suite in "${SUITES[@]}"; do
 	tg_log "running conformance $version, server scenarios of spec $spec, against $url ($mode)"
 	conformance_rc=0
 	select=(--spec-version "$spec")
+	scoring=()
 	if [[ "$spec" == requirements:* ]]; then
 		select=(--requirements "${spec#requirements:}")
+		scoring=(--requirements "$TG_NODE_MODULES/$pkg/requirements/${spec#requirements:}.yaml")
 	fi
 	(cd "$dir" && timeout "$SUITE_TIMEOUT_S" "$TG_NODE22" "$conformance_js" server --url "$url" \
 		"${select[@]}" -o "$dir/results" </dev/null >"$dir/conformance.log" 2>&1) ||
@@ -259,7 +261,7 @@ for suite in "${SUITES[@]}"; do
 	summary_rc=0
 	"$TG_NODE22" "$TG_ROOT/e2e/conformance/summarize.mjs" --log "$dir/conformance.log" \
 		--results "$dir/results" --baseline "$baseline" --expect "$expect" \
-		--label "conformance $version at spec $spec" | tee "$dir/summary.txt" || summary_rc=$?
+		--label "conformance $version at spec $spec" "${scoring[@]}" | tee "$dir/summary.txt" || summary_rc=$?
 	if ((summary_rc != 0)); then
 		failed_runs=$((failed_runs + 1))
 	fi

@@ -2,10 +2,16 @@
 // compares the per-scenario outcome with a baseline of known failures.
 //
 // Usage: node summarize.mjs --log FILE --results DIR --baseline FILE [--expect N] [--label TEXT]
+//                            [--requirements FILE]
 //
 // --expect N fails the run unless exactly N scenarios ran (the pinned suite's count for the spec
 // version), so a suite that silently runs fewer scenarios cannot pass. --label names the run in
 // the last line.
+//
+// --requirements FILE is the requirement set a `--requirements REV` run used
+// (requirements/REV.yaml of the suite): only the scenarios of its `server:` list are scored and
+// counted by --expect; the others it ran (its not_scored entries: extensions, pending) are
+// reported on a line of their own, "unscored: N passed, N failed", and never fail the run.
 //
 // A scenario fails when any of its checks has status FAILURE or WARNING (the same rule as the
 // conformance tool's own --expected-failures), or when it left no checks.json (it threw).
@@ -28,6 +34,7 @@ const { values: args } = parseArgs({
     baseline: { type: 'string' },
     expect: { type: 'string' },
     label: { type: 'string', default: 'conformance' },
+    requirements: { type: 'string' },
   },
 });
 for (const k of ['log', 'results', 'baseline']) {
@@ -80,8 +87,27 @@ function checksByScenario(dir) {
   return out;
 }
 
+// requiredServerScenarios returns the names in the `server:` list of a requirement set (a
+// top-level key followed by "  - name" lines), or null without one.
+function requiredServerScenarios(path) {
+  if (!path) return null;
+  const out = new Set();
+  let inServer = false;
+  for (const raw of readFileSync(path, 'utf8').split('\n')) {
+    if (/^\S/.test(raw)) inServer = raw.trim() === 'server:';
+    else if (inServer) {
+      const m = /^\s+-\s+([a-z0-9][a-z0-9/_-]*)\s*$/.exec(raw);
+      if (m) out.add(m[1]);
+    }
+  }
+  return out;
+}
+
 const baseline = readBaseline(args.baseline);
-const { names, complete } = scenariosRun(readFileSync(args.log, 'utf8'));
+const required = requiredServerScenarios(args.requirements);
+const { names: allNames, complete } = scenariosRun(readFileSync(args.log, 'utf8'));
+const names = required ? allNames.filter((n) => required.has(n)) : allNames;
+const unscored = required ? allNames.filter((n) => !required.has(n)) : [];
 const checks = checksByScenario(args.results);
 
 let passed = 0;
@@ -134,6 +160,17 @@ if (nowPassing.length > 0) {
 }
 if (notRun.length > 0) {
   console.log(`\nBaseline entries for scenarios that did not run (stale names?):\n  ${notRun.join('\n  ')}`);
+}
+if (unscored.length > 0) {
+  // Run but not scored by the requirement set (extensions, pending): reported, never failing.
+  let up = 0;
+  const uf = [];
+  for (const name of unscored) {
+    const cs = checks.get(name);
+    if (cs && !cs.some((c) => c.status === 'FAILURE' || c.status === 'WARNING')) up++;
+    else uf.push(name);
+  }
+  console.log(`\nunscored (not in the requirement set): ${up} passed, ${uf.length} failed${uf.length ? `: ${uf.join(', ')}` : ''}`);
 }
 console.log(`\n${args.label}: ${passed} passed, ${failed} failed`);
 process.exit(ok ? 0 : 1);
