@@ -32,6 +32,8 @@ type taskClient struct {
 	g     *gw
 	token string
 	id    int
+	// caps are the client capabilities declared; nil: the Tasks extension.
+	caps map[string]any
 }
 
 // rpc sends method with params (plus the 2026-07-28 _meta declaring
@@ -39,9 +41,13 @@ type taskClient struct {
 func (c *taskClient) rpc(method string, params map[string]any, name string) (result, rpcErr map[string]any) {
 	c.t.Helper()
 	c.id++
+	caps := c.caps
+	if caps == nil {
+		caps = map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}
+	}
 	params["_meta"] = map[string]any{
 		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
-		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}},
+		"io.modelcontextprotocol/clientCapabilities": caps,
 	}
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": c.id, "method": method, "params": params})
 	if err != nil {

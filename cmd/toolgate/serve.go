@@ -236,7 +236,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 	if c.notes, err = newNotifications(cfg, db, c.gate, c.holder, deliveryMetrics, log); err != nil {
 		return nil, err
 	}
-	gwOpts := &gateway.Options{Logger: log, Version: version, Sessions: c.gate, MaxHold: cfg.Approvals.MaxHold, Tasks: c.gate}
+	gwOpts := &gateway.Options{Logger: log, Version: version, Sessions: c.gate, MaxHold: cfg.Approvals.MaxHold, Tasks: c.gate, MRTR: c.gate}
 	if cfg.Sessions.RequestTool {
 		gwOpts.PolicyRequests = c.gate
 	}

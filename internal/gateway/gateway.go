@@ -164,6 +164,11 @@ type Options struct {
 	// that declare it (tasks.go): held calls become tasks, and tasks/get,
 	// tasks/cancel and tasks/update are answered. nil: no Tasks.
 	Tasks TaskKeeper
+	// MRTR, when set, answers held calls of 2026-07-28 clients that
+	// declare URL-mode elicitation (and not Tasks) with multi round-trip
+	// rounds pointing at the approval's inbox page (modern.go). nil, or no
+	// public URL: such calls are held as usual (approvals.max_hold).
+	MRTR RequestStater
 }
 
 func (o *Options) withDefaults() Options {

@@ -25,6 +25,10 @@ type dispatch struct {
 	progress *callProgress
 	args     json.RawMessage // the exact bytes to send upstream
 	origin   *origin
+	// preset, when set, is the result to answer instead of dispatching (a
+	// multi round-trip round of a call waiting for its approval): it goes
+	// through the SDK's tool-call path so that it gets its resultType.
+	preset *mcp.CallToolResult
 }
 
 type dispatchKey struct{}
@@ -109,9 +113,28 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			call.MaxHold = g.opts.MaxHold
 		}
 		call.Resume = namedApproval(creq.Params.Meta)
+		mrtr := g.mrtrFor(ctx, creq)
+		if mrtr {
+			if st := creq.Params.RequestState; st != "" {
+				id, err := g.opts.MRTR.OpenRequestState(ctx, st, call)
+				if err != nil {
+					return nil, errInvalidParams("requestState refused: " + err.Error() + "; nothing was run. Send the call again without it to start over")
+				}
+				call.Resume = id
+			} else if call.Resume == "" {
+				call.Defer = true
+			}
+		}
 		adm := g.gk.Admit(ctx, call)
 		if adm.Replay != nil {
 			return replayResult(adm)
+		}
+		if adm.Pending && mrtr {
+			res, err := g.inputRequired(adm)
+			if err == nil {
+				return next(context.WithValue(ctx, dispatchKey{}, &dispatch{tool: t, preset: res}), method, req)
+			}
+			g.log.WarnContext(ctx, "cannot make a multi round-trip round for a pending approval; answering it as pending", "approval", adm.ApprovalID, "err", err)
 		}
 		if !adm.Allowed {
 			return refusalResult(adm), nil
@@ -196,6 +219,9 @@ func (g *Gateway) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	d, _ := ctx.Value(dispatchKey{}).(*dispatch)
 	if d == nil || d.tool.Name != req.Params.Name {
 		return errorResult("call not admitted by the gate"), nil
+	}
+	if d.preset != nil {
+		return d.preset, nil
 	}
 	u := g.ups[d.tool.Server]
 	if u == nil {
