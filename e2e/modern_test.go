@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -163,4 +164,43 @@ func TestHeaderMismatchRunsNothing(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// TestUpstreamSpeakingOnly2026 (issue 11): a go-sdk upstream restricted to
+// 2026-07-28 over stateless HTTP connects (toolgate falls back from
+// 2025-11-25 to 2026-07-28 through server/discover) and its tools are
+// listed and called through toolgate, by a 2025 and a 2026 agent.
+func TestUpstreamSpeakingOnly2026(t *testing.T) {
+	u, record := startHTTPUpstream(t, "-only-2026")
+	dir := t.TempDir()
+	g := startGateway(t, gatewayConfig(filepath.Join(dir, "toolgate.db"), `
+servers:
+  t:
+    url: `+q(u)+`
+policy:
+  default: deny
+  rules:
+    - name: echo is fine
+      server: t
+      tools: [echo_raw]
+      effect: allow
+`), nil)
+	g.waitLog(t, "upstream speaks only MCP 2026-07-28")
+	old := g.connect(t, nil, nil)
+	if got := mustOK(t, await(t, callAsync(t.Context(), old, toolCall("t__echo_raw", `{"up":"2026","agent":"2025"}`)))); got != `{"up":"2026","agent":"2025"}` {
+		t.Errorf("2025 agent's call returned %q", got)
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e-2026", Version: "1"}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: g.MCP, HTTPClient: &http.Client{Transport: &bearer{token: agentToken, base: g.tr}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	if got := mustOK(t, await(t, callAsync(t.Context(), cs, toolCall("t__echo_raw", `{"up":"2026","agent":"2026"}`)))); got != `{"up":"2026","agent":"2026"}` {
+		t.Errorf("2026 agent's call returned %q", got)
+	}
+	waitRecord(t, record, `echo_raw {"up":"2026","agent":"2026"}`)
+	if n := countRecord(t, record, `echo_raw {"up":"2026","agent":"2025"}`); n != 1 {
+		t.Errorf("the 2025 agent's call ran %d times, want 1", n)
+	}
 }

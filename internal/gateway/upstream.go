@@ -201,6 +201,18 @@ func (u *upstream) connectWith(ctx context.Context, client *mcp.Client, owner *a
 		}
 		t := &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc, MaxEventSize: u.g.opts.MaxMessageSize}
 		cs, err := client.Connect(ctx, t, opts)
+		if err != nil && ctx.Err() == nil {
+			// A server that speaks only 2026-07-28 (stateless, no
+			// initialize): connect in that era, through server/discover.
+			cs2, err2 := client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: modernVersion})
+			if err2 == nil && cs2.InitializeResult() != nil && cs2.InitializeResult().ProtocolVersion >= modernVersion {
+				u.log.InfoContext(ctx, "upstream speaks only MCP 2026-07-28; connected in that era", "url", u.cfg.URL)
+				return &upConn{cs: cs2}, nil
+			}
+			if err2 == nil {
+				_ = cs2.Close()
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("connect %s: %w", u.cfg.URL, err)
 		}
