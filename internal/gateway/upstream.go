@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -201,9 +203,9 @@ func (u *upstream) connectWith(ctx context.Context, client *mcp.Client, owner *a
 		}
 		t := &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc, MaxEventSize: u.g.opts.MaxMessageSize}
 		cs, err := client.Connect(ctx, t, opts)
-		if err != nil && ctx.Err() == nil {
-			// A server that speaks only 2026-07-28 (stateless, no
-			// initialize): connect in that era, through server/discover.
+		if err != nil && ctx.Err() == nil && !transportFailure(err) {
+			// A server that answered but speaks only 2026-07-28 (stateless,
+			// no initialize): connect in that era, through server/discover.
 			cs2, err2 := client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: modernVersion})
 			if err2 == nil && cs2.InitializeResult() != nil && cs2.InitializeResult().ProtocolVersion >= modernVersion {
 				u.log.InfoContext(ctx, "upstream speaks only MCP 2026-07-28; connected in that era", "url", u.cfg.URL)
@@ -613,4 +615,12 @@ func (u *upstream) callError(ctx, cctx context.Context, c *upConn, tool string, 
 		}
 	}
 	return &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q: %v", u.name, err)}
+}
+
+// transportFailure reports whether err says the server could not be
+// reached at all (nothing answered), as opposed to a server that answered
+// and refused.
+func transportFailure(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) || errors.Is(err, syscall.ECONNREFUSED)
 }
