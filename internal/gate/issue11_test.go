@@ -24,6 +24,7 @@ func testKey(t *testing.T) seal.Key {
 }
 
 func keyed(t *testing.T, o *Options) *Options {
+	t.Helper()
 	if o == nil {
 		o = &Options{}
 	}

@@ -77,7 +77,7 @@ func (g *Gate) OpenRequestState(ctx context.Context, state string, c Call) (appr
 	}
 	hash, err := approval.Hash(c.Arguments)
 	if err != nil {
-		return "", fmt.Errorf("%w: invalid arguments: %v", ErrBadRequestState, err)
+		return "", fmt.Errorf("%w: invalid arguments: %w", ErrBadRequestState, err)
 	}
 	kind := c.Kind
 	if kind == approval.KindToolCall {

@@ -112,7 +112,7 @@ func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byt
 			writeRPC(w, req.ID, nil, taskError(err))
 			return true
 		}
-		g.resumeTask(ts)
+		g.resumeTask(ctx, ts)
 		writeRPC(w, req.ID, detailedTask(ts), nil)
 	case "tasks/cancel":
 		if _, err := g.opts.Tasks.CancelTask(ctx, params.TaskID, p); err != nil {
@@ -182,7 +182,7 @@ func (g *Gateway) callAsTask(ctx context.Context, p approval.Principal, name str
 		}
 	}
 	done := make(chan taskOutcome, 1)
-	if !g.runTask(t, call, done) {
+	if !g.runTask(ctx, t, call, done) {
 		return nil, mcpwire.Errorf(mcpwire.CodeInternalError, "toolgate is shutting down")
 	}
 	select {
@@ -197,20 +197,24 @@ func (g *Gateway) callAsTask(ctx context.Context, p approval.Principal, name str
 	}
 }
 
-// runTask admits call on a goroutine of the gateway (ended by Close) and,
-// if admitted, dispatches it and records its outcome (the ledger keeps the
-// result for the task). done gets the outcome. It reports false when the
-// gateway is closing.
-func (g *Gateway) runTask(t Tool, call gate.Call, done chan<- taskOutcome) bool {
+// runTask admits call on a goroutine of the gateway and, if admitted,
+// dispatches it and records its outcome (the ledger keeps the result for
+// the task). done gets the outcome. The goroutine outlives ctx (the
+// request that made the task), keeping its values, and ends with the
+// gateway (Close). It reports false when the gateway is closing.
+func (g *Gateway) runTask(ctx context.Context, t Tool, call gate.Call, done chan<- taskOutcome) bool {
 	g.closeMux.Lock()
 	defer g.closeMux.Unlock()
 	if g.closed || g.root.Err() != nil {
 		return false
 	}
+	ctx, cancel := context.WithCancel(context.WithValue(context.WithoutCancel(ctx), modernKey{}, true))
+	stop := context.AfterFunc(g.root, cancel)
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		ctx := context.WithValue(g.root, modernKey{}, true)
+		defer cancel()
+		defer stop()
 		adm := g.gk.Admit(ctx, call)
 		var o taskOutcome
 		switch {
@@ -255,7 +259,7 @@ func (g *Gateway) dispatchTask(ctx context.Context, t Tool, p approval.Principal
 // stopped and its lease lapsed) on this instance, once: the gate resumes
 // the approval (waits for the decision, runs it once approved, or answers
 // from the ledger).
-func (g *Gateway) resumeTask(ts gate.TaskState) {
+func (g *Gateway) resumeTask(ctx context.Context, ts gate.TaskState) {
 	r := ts.Request
 	if !ts.Runnable || (r.State != approval.StatePending && r.State != approval.StateApproved) || !r.LeaseLapsed(time.Now()) {
 		return
@@ -263,7 +267,7 @@ func (g *Gateway) resumeTask(ts gate.TaskState) {
 	if _, busy := g.taskRunners.LoadOrStore(r.ID, true); busy {
 		return
 	}
-	call, err := g.opts.Tasks.TaskCall(g.root, r.ID)
+	call, err := g.opts.Tasks.TaskCall(ctx, r.ID)
 	if err != nil {
 		g.taskRunners.Delete(r.ID)
 		g.log.Warn("cannot resume a task whose runner is gone", "approval", r.ID, "err", err)
@@ -277,7 +281,7 @@ func (g *Gateway) resumeTask(ts gate.TaskState) {
 	}
 	call.ToolDigest = t.Digest
 	done := make(chan taskOutcome, 1)
-	if !g.runTask(t, call, done) {
+	if !g.runTask(ctx, t, call, done) {
 		g.taskRunners.Delete(r.ID)
 		return
 	}
@@ -402,15 +406,15 @@ func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, e *mcpwire.
 	w.Header().Set("Content-Type", "application/json")
 	if e != nil {
 		w.WriteHeader(e.Status())
-		_, _ = w.Write(mcpwire.EncodeError(id, e))
+		_, _ = w.Write(mcpwire.EncodeError(id, e)) //nolint:gosec // G705: a JSON-RPC body served as application/json, never HTML
 		return
 	}
 	b, err := json.Marshal(result)
 	if err != nil {
 		e := mcpwire.Errorf(mcpwire.CodeInternalError, "cannot encode the result: %v", err)
 		w.WriteHeader(e.Status())
-		_, _ = w.Write(mcpwire.EncodeError(id, e))
+		_, _ = w.Write(mcpwire.EncodeError(id, e)) //nolint:gosec // G705: a JSON-RPC body served as application/json, never HTML
 		return
 	}
-	_, _ = w.Write(mcpwire.EncodeResult(id, b))
+	_, _ = w.Write(mcpwire.EncodeResult(id, b)) //nolint:gosec // G705: a JSON-RPC body served as application/json, never HTML
 }

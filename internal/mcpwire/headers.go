@@ -113,7 +113,7 @@ func EncodeValue(s string) string {
 			plain = false
 		}
 	}
-	if plain && !(strings.HasPrefix(s, base64Prefix) && strings.HasSuffix(s, base64Suffix)) {
+	if plain && (!strings.HasPrefix(s, base64Prefix) || !strings.HasSuffix(s, base64Suffix)) {
 		return s
 	}
 	return base64Prefix + base64.StdEncoding.EncodeToString([]byte(s)) + base64Suffix

@@ -114,7 +114,7 @@ func TestLogWanted(t *testing.T) {
 
 func header(kv ...string) http.Header {
 	h := http.Header{}
-	for i := 0; i < len(kv); i += 2 {
+	for i := 0; i+1 < len(kv); i += 2 {
 		h.Add(kv[i], kv[i+1])
 	}
 	return h

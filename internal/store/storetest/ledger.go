@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func testResultWrittenOnce(t *testing.T, s store.Store) {
 		wg.Go(func() {
 			r := want
 			if i > 0 {
-				r.Result = json.RawMessage(`{"content":[],"other":` + string(rune('0'+i)) + `}`)
+				r.Result = json.RawMessage(`{"content":[],"other":` + strconv.Itoa(i) + `}`)
 			}
 			errs[i] = s.PutResult(ctx, r)
 		})
@@ -155,7 +156,7 @@ func testSecretFirstWins(t *testing.T, s store.Store) {
 	got := make([][]byte, 6)
 	errs := make([]error, 6)
 	for i := range got {
-		wg.Go(func() { got[i], errs[i] = s.Secret(ctx, "gateway-key", []byte{byte(i + 1), 2, 3}, t0) })
+		wg.Go(func() { got[i], errs[i] = s.Secret(ctx, "gateway-key", []byte("secret-"+strconv.Itoa(i)), t0) })
 	}
 	wg.Wait()
 	for i := range got {
