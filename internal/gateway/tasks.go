@@ -209,7 +209,7 @@ func (g *Gateway) runTask(ctx context.Context, t Tool, call gate.Call, done chan
 		return false
 	}
 	ctx, cancel := context.WithCancel(context.WithValue(context.WithoutCancel(ctx), modernKey{}, true))
-	stop := context.AfterFunc(g.root, cancel)
+	stop := context.AfterFunc(g.root, cancel) //nolint:contextcheck // the gateway's lifecycle root ends the runner on Close
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
