@@ -138,12 +138,18 @@ func childEnv() []string {
 // process's environment, the token variables set, and stderr captured.
 func gatewayCommand(t *testing.T, cfgYAML string, env map[string]string, extraArgs ...string) (*exec.Cmd, *syncBuffer, string) {
 	t.Helper()
-	dir := t.TempDir()
+	return gatewayCommandBin(t, bins.toolgate, cfgYAML, env, extraArgs...)
+}
+
+// gatewayCommandBin is gatewayCommand for the toolgate binary bin.
+func gatewayCommandBin(tb testing.TB, bin, cfgYAML string, env map[string]string, extraArgs ...string) (*exec.Cmd, *syncBuffer, string) {
+	tb.Helper()
+	dir := tb.TempDir()
 	cfg := filepath.Join(dir, "toolgate.yaml")
 	if err := os.WriteFile(cfg, []byte(cfgYAML), 0o600); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	cmd := exec.Command(bins.toolgate, append([]string{"serve", "--config", cfg, "--log-level", "debug"}, extraArgs...)...)
+	cmd := exec.Command(bin, append([]string{"serve", "--config", cfg, "--log-level", "debug"}, extraArgs...)...)
 	cmd.Dir = dir
 	cmd.Env = childEnv()
 	for k, v := range tokenEnv {
@@ -163,12 +169,18 @@ func gatewayCommand(t *testing.T, cfgYAML string, env map[string]string, extraAr
 // 0 or if it reported a data race, and prints its stderr if the test failed.
 func startGateway(t *testing.T, cfgYAML string, env map[string]string, extraArgs ...string) *gw {
 	t.Helper()
+	return startGatewayBin(t, bins.toolgate, cfgYAML, env, extraArgs...)
+}
+
+// startGatewayBin is startGateway for the toolgate binary bin.
+func startGatewayBin(tb testing.TB, bin, cfgYAML string, env map[string]string, extraArgs ...string) *gw {
+	tb.Helper()
 	start := time.Now()
-	cmd, stderr, dir := gatewayCommand(t, cfgYAML, env, extraArgs...)
+	cmd, stderr, dir := gatewayCommandBin(tb, bin, cfgYAML, env, extraArgs...)
 	ready := filepath.Join(dir, "ready.json")
 	cmd.Args = append(cmd.Args, "--ready-file", ready)
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start toolgate: %v", err)
+		tb.Fatalf("start toolgate: %v", err)
 	}
 	g := &gw{Dir: dir, cmd: cmd, stderr: stderr, exited: make(chan struct{}), tr: http.DefaultTransport.(*http.Transport).Clone()}
 	var waitErr error
@@ -176,15 +188,15 @@ func startGateway(t *testing.T, cfgYAML string, env map[string]string, extraArgs
 		waitErr = cmd.Wait()
 		close(g.exited)
 	}()
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		// Connections the clients dialed but never used would hold up the
 		// server's graceful shutdown (net/http waits for new connections).
 		g.tr.CloseIdleConnections()
-		stopProcess(t, cmd.Process, g.exited)
+		stopProcess(tb, cmd.Process, g.exited)
 		if waitErr != nil {
-			t.Errorf("toolgate serve did not exit cleanly on SIGTERM: %v", waitErr)
+			tb.Errorf("toolgate serve did not exit cleanly on SIGTERM: %v", waitErr)
 		}
-		checkChildLog(t, "toolgate serve", stderr)
+		checkChildLog(tb, "toolgate serve", stderr)
 	})
 
 	deadline := time.NewTimer(waitFor)
@@ -196,17 +208,17 @@ func startGateway(t *testing.T, cfgYAML string, env map[string]string, extraArgs
 		if err == nil {
 			var addrs struct{ MCP, Admin string }
 			if err := json.Unmarshal(b, &addrs); err != nil {
-				t.Fatalf("ready file %s: %v\n%s", ready, err, b)
+				tb.Fatalf("ready file %s: %v\n%s", ready, err, b)
 			}
 			g.MCP, g.Admin = addrs.MCP, addrs.Admin
-			t.Logf("toolgate ready in %v: mcp %s, admin %s", time.Since(start).Round(time.Millisecond), g.MCP, g.Admin)
+			tb.Logf("toolgate ready in %v: mcp %s, admin %s", time.Since(start).Round(time.Millisecond), g.MCP, g.Admin)
 			return g
 		}
 		select {
 		case <-g.exited:
-			t.Fatalf("toolgate exited before it was ready: %v\nstderr:\n%s", waitErr, stderr)
+			tb.Fatalf("toolgate exited before it was ready: %v\nstderr:\n%s", waitErr, stderr)
 		case <-deadline.C:
-			t.Fatalf("toolgate not ready after %v\nstderr:\n%s", waitFor, stderr)
+			tb.Fatalf("toolgate not ready after %v\nstderr:\n%s", waitFor, stderr)
 		case <-tick.C:
 		}
 	}
@@ -214,8 +226,8 @@ func startGateway(t *testing.T, cfgYAML string, env map[string]string, extraArgs
 
 // stopProcess sends SIGTERM, then SIGKILL if the process has not exited
 // (exited closed) within a few seconds, and waits for it.
-func stopProcess(t *testing.T, p *os.Process, exited <-chan struct{}) {
-	t.Helper()
+func stopProcess(tb testing.TB, p *os.Process, exited <-chan struct{}) {
+	tb.Helper()
 	select {
 	case <-exited:
 		return
@@ -227,21 +239,21 @@ func stopProcess(t *testing.T, p *os.Process, exited <-chan struct{}) {
 		return
 	case <-time.After(10 * time.Second):
 	}
-	t.Errorf("process %d did not exit within 10s of SIGTERM; killing it", p.Pid)
+	tb.Errorf("process %d did not exit within 10s of SIGTERM; killing it", p.Pid)
 	_ = p.Kill()
 	<-exited
 }
 
 // checkChildLog fails the test if a child built with -race reported a data
 // race, and prints the child's stderr if the test failed.
-func checkChildLog(t *testing.T, name string, stderr *syncBuffer) {
-	t.Helper()
+func checkChildLog(tb testing.TB, name string, stderr *syncBuffer) {
+	tb.Helper()
 	log := stderr.String()
 	if strings.Contains(log, "WARNING: DATA RACE") {
-		t.Errorf("%s reported a data race", name)
+		tb.Errorf("%s reported a data race", name)
 	}
-	if t.Failed() {
-		t.Logf("%s stderr:\n%s", name, log)
+	if tb.Failed() {
+		tb.Logf("%s stderr:\n%s", name, log)
 	}
 }
 
@@ -327,12 +339,12 @@ type apiApproval struct {
 
 // approvals lists the approvals in state ("all" for every state) through
 // the admin API at admin.
-func approvals(t *testing.T, admin, state string) []apiApproval {
-	t.Helper()
+func approvals(tb testing.TB, admin, state string) []apiApproval {
+	tb.Helper()
 	var l struct {
 		Approvals []apiApproval `json:"approvals"`
 	}
-	adminGet(t, admin+"/v1/approvals?"+url.Values{"state": {state}, "limit": {"1000"}}.Encode(), &l)
+	adminGet(tb, admin+"/v1/approvals?"+url.Values{"state": {state}, "limit": {"1000"}}.Encode(), &l)
 	return l.Approvals
 }
 
@@ -358,30 +370,30 @@ func waitState(t *testing.T, admin, id, want string) apiApproval {
 
 // adminGet GETs u with the approver token and decodes the 200 response
 // into v.
-func adminGet(t *testing.T, u string, v any) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+func adminGet(tb testing.TB, u string, v any) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(tb.Context(), waitFor)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+approverToken)
 	req.Close = true // leave no idle connection to hold up the gateway's shutdown
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("GET %s: %v", u, err)
+		tb.Fatalf("GET %s: %v", u, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("GET %s: %v", u, err)
+		tb.Fatalf("GET %s: %v", u, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s\n%s", u, resp.Status, body)
+		tb.Fatalf("GET %s: %s\n%s", u, resp.Status, body)
 	}
 	if err := json.Unmarshal(body, v); err != nil {
-		t.Fatalf("GET %s: %v\n%s", u, err, body)
+		tb.Fatalf("GET %s: %v\n%s", u, err, body)
 	}
 }
 
@@ -417,14 +429,14 @@ func showJSON(t *testing.T, admin, id string) apiApproval {
 
 // readRecord returns the lines of an upstream record file; a missing file
 // has none.
-func readRecord(t *testing.T, path string) []string {
-	t.Helper()
+func readRecord(tb testing.TB, path string) []string {
+	tb.Helper()
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	var lines []string
 	sc := bufio.NewScanner(bytes.NewReader(b))

@@ -52,13 +52,16 @@ func runTests(m *testing.M) int {
 // goBuild builds pkg into out. When this test binary runs under the race
 // detector the binaries are built with -race too, so a data race in the
 // gateway process is reported (see checkRace).
-func goBuild(out, pkg string) error {
+func goBuild(out, pkg string) error { return goBuildWith(out, pkg, raceEnabled) }
+
+// goBuildWith builds pkg into out, with the race detector when race is set.
+func goBuildWith(out, pkg string, race bool) error {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		return fmt.Errorf("find the go command: %w", err)
 	}
 	args := []string{"build", "-o", out}
-	if raceEnabled {
+	if race {
 		args = append(args, "-race")
 	}
 	cmd := exec.Command(goBin, append(args, pkg)...)

@@ -52,6 +52,10 @@ policy:
     - { name: env is readable, server: ev, tools: [get-env], effect: allow }
 `
 	g := startGateway(t, cfg, map[string]string{"E2E_PASSED": "passed", "E2E_NOT_PASSED": "kept"}, "--dev")
+	// The token lines are written before the ready file, but stderr reaches
+	// g.stderr through a pipe copied by os/exec: wait until both arrived.
+	g.waitLog(t, "agent token", "tg_dev_")
+	g.waitLog(t, "approver token", "tg_dev_")
 	var devTokens []string
 	for _, line := range strings.Split(g.stderr.String(), "\n") {
 		if i := strings.Index(line, "tg_dev_"); i >= 0 {

@@ -27,8 +27,8 @@ const (
 // this rate (64 KiB/s), e.g. 10s + 8 MiB / 64 KiB/s = 2m18s on /mcp.
 const minBodyRate = 64 << 10
 
-// mcpMaxBody is the largest agent request body, in bytes (the gateway's
-// default limit; it answers 413 above it).
+// mcpMaxBody is the default largest agent request body, in bytes
+// (limits.max_request_bytes; the gateway answers 413 above it).
 const mcpMaxBody = 8 << 20
 
 // connCaps are the connection caps of the two listeners.

@@ -99,7 +99,7 @@ func (l *listeners) attach(ctx context.Context, cfg config.Config, f serveFlags,
 			if !f.insecureNoAuth {
 				auth = agentAuth(ctx, p.creds, c.db)
 			}
-			mcpH, err := c.gw.Handler(auth, &gateway.HTTPOptions{InsecureNoAuth: f.insecureNoAuth, ListenAddr: x.ln.Addr().String(), MaxBody: mcpMaxBody})
+			mcpH, err := c.gw.Handler(auth, agentHTTPOptions(cfg.Limits, f.insecureNoAuth, x.ln.Addr().String()))
 			if err != nil {
 				return fmt.Errorf("%w: %w", errUsage, err)
 			}
@@ -110,17 +110,19 @@ func (l *listeners) attach(ctx context.Context, cfg config.Config, f serveFlags,
 			mux.Handle("/v1/", api.NewAgentSessions(c.gate, api.AgentAuthenticator(auth), &api.Options{Logger: log, SessionsChanged: c.gw.SessionsChanged}))
 			x.h = mux
 			x.opts.MaxConns = p.caps.mcp
-			x.opts.ReadTimeout = readTimeout(cfg.Listen.ReadHeaderTimeout, mcpMaxBody)
+			maxBody := int64(cfg.Limits.MaxRequestBytes) // limits.max_request_bytes
+			if maxBody <= 0 {
+				maxBody = mcpMaxBody
+			}
+			x.opts.ReadTimeout = readTimeout(cfg.Listen.ReadHeaderTimeout, maxBody)
 		case "admin":
 			x.h = api.New(c.gate, approverAuth(p.creds), &api.Options{
 				Logger: log, Metrics: telemetry.Handler(c.reg), Sessions: c.gate, SessionsChanged: c.gw.SessionsChanged, Policies: policiesAPI(c.policies),
-				Explain: &liveExplainer{holder: c.holder, cfg: cfg, ann: c.cat.annotations(cfg)},
-				Ready: func(ctx context.Context) error {
-					if err := c.gate.Ready(ctx); err != nil {
-						return err
-					}
-					return c.gw.Ready()
-				},
+				Explain:   &liveExplainer{holder: c.holder, cfg: cfg, ann: c.cat.annotations(cfg)},
+				Profiling: true,
+				Ready:     c.gate.Ready,
+				Upstreams: upstreamStates(c.gw),
+				Grants:    c.gate,
 			})
 			// Slack's interaction endpoint (when configured) sits in front
 			// of the API; it authenticates by Slack's signature.

@@ -4,6 +4,7 @@
 //	toolgate policy check [--dev] [--stdio] [--insecure-no-auth] FILE
 //	toolgate policy explain|test ...
 //	toolgate approvals list|show|approve|deny ...
+//	toolgate grants list|show|revoke ...
 //
 // Exit codes: 0 ok, 1 failure, 2 usage or invalid config.
 package main
@@ -46,6 +47,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return policyCmd(ctx, args[1:], stdout, stderr)
 	case "approvals":
 		return cli.Run(ctx, args[1:], stdout, stderr, os.Getenv)
+	case "grants":
+		return cli.RunGrants(ctx, args[1:], stdout, stderr, os.Getenv)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "toolgate", version)
 		return 0
@@ -77,6 +80,7 @@ Usage:
   toolgate policy test CASES.yaml          check a table of calls against the policy; exits 1 on a mismatch
   toolgate policy propose|show|diff|apply  store-backed policy revisions (see "toolgate policy help")
   toolgate approvals list|show|approve|deny   decide held calls through the admin API
+  toolgate grants list|show|revoke         remembered grants (approvals approve --grant D makes one)
   toolgate version
 
 Exit codes: 0 ok, 1 failure, 2 usage or invalid config.

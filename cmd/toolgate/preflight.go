@@ -172,6 +172,7 @@ func gatewayServers(cfg config.Config, envs map[string]map[string]string) []gate
 			Name: n, Command: s.Command, Args: s.Args, Dir: s.Dir,
 			URL: s.URL, Headers: s.Headers, CallTimeout: s.CallTimeout,
 			Unprefixed: s.ToolPrefix != nil && !*s.ToolPrefix,
+			Optional:   !s.IsRequired(),
 			Sessions:   s.Sessions,
 			// nil (absent) means all; an explicit empty list none.
 			ClientCapabilities: s.ClientCapabilities,

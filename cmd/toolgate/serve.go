@@ -19,10 +19,12 @@ import (
 	"toolgate/internal/config"
 	"toolgate/internal/gate"
 	"toolgate/internal/gateway"
+	"toolgate/internal/gctune"
 	"toolgate/internal/httpserve"
 	"toolgate/internal/policy"
 	"toolgate/internal/policystore"
 	"toolgate/internal/seal"
+	"toolgate/internal/store"
 	"toolgate/internal/store/sqlstore"
 	"toolgate/internal/telemetry"
 )
@@ -70,10 +72,12 @@ type serveIO struct {
 	stdout, stderr io.Writer
 	sys            system
 	onReady        func(ready map[string]string)
+	gc             *gctune.Settings // what serve applied; nil in tests
 }
 
 func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	return serveWith(ctx, args, serveIO{stdin: stdin, stdout: stdout, stderr: stderr, sys: osSystem()})
+	gc := gctune.Apply(os.Getenv) // GOGC and GOMEMLIMIT from the environment win
+	return serveWith(ctx, args, serveIO{stdin: stdin, stdout: stdout, stderr: stderr, sys: osSystem(), gc: &gc})
 }
 
 // serveWith runs `toolgate serve` until ctx ends, the stdio client leaves
@@ -91,6 +95,10 @@ func serveWith(ctx context.Context, args []string, sio serveIO) error {
 		return fmt.Errorf("%w: --log-level: %w", errUsage, err)
 	}
 	log := slog.New(slog.NewTextHandler(sio.stderr, &slog.HandlerOptions{Level: level}))
+	if gc := sio.gc; gc != nil {
+		log.Debug("garbage collector", "gogc", gc.GCPercent, "gogc_from", gc.GCPercentSource,
+			"memory_limit_bytes", gc.MemoryLimit, "memory_limit_from", gc.MemoryLimitSource)
+	}
 
 	cfg, err := config.LoadFile(f.config, sio.sys.lookupEnv)
 	if err != nil {
@@ -232,11 +240,17 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 		PolicyRequestTimeout: cfg.Sessions.PolicyRequestTimeout,
 		MaxPolicyRequests:    cfg.Sessions.MaxPendingPolicyRequests,
 		Annotations:          cat.annotations(cfg),
+		Retention:            store.Retention(cfg.Retention),
+		GrantMaxTTL:          cfg.Grants.MaxTTL,
 	})
 	if c.notes, err = newNotifications(cfg, db, c.gate, c.holder, deliveryMetrics, log); err != nil {
 		return nil, err
 	}
-	gwOpts := &gateway.Options{Logger: log, Version: version, Sessions: c.gate, MaxHold: cfg.Approvals.MaxHold, Tasks: c.gate, MRTR: c.gate}
+	gwOpts := &gateway.Options{Logger: log, Version: version, Sessions: c.gate,
+		MaxHold: cfg.Approvals.MaxHold, Tasks: c.gate, MRTR: c.gate,
+		HealthInterval:  cfg.Upstreams.HealthInterval,
+		MaxResultBytes:  int(cfg.Limits.MaxResultBytes),
+		MaxRequestBytes: int(cfg.Limits.MaxRequestBytes)}
 	if cfg.Sessions.RequestTool {
 		gwOpts.PolicyRequests = c.gate
 	}
@@ -336,10 +350,11 @@ func (c *lazyCatalog) ItemDigest(kind, server, name string) (string, bool) {
 }
 
 // openStore opens the configured database and returns how to watch it for
-// changes made by other processes (SQLite: a cheap PRAGMA data_version poll)
-// or instances (Postgres: LISTEN/NOTIFY, with a safety poll every
-// storage.poll and a re-read after every reconnect); the watch wakes the
-// gate's held calls and calls changed.
+// changes made by other processes or instances: the store's change feed,
+// read when SQLite's PRAGMA data_version moves, or on Postgres after each
+// reconnect and every storage.poll, with NOTIFY waking a held call at once
+// (sqlstore.DB.Watch); the watch wakes the gate's held calls and calls
+// changed.
 func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (*sqlstore.DB, func(context.Context, *gate.Gate, func()), error) {
 	db, err := sqlstore.Open(ctx, sqlstore.Config{
 		Driver: cfg.Driver, Path: cfg.Path, DSN: cfg.DSN, MaxConns: cfg.MaxConns, Poll: cfg.Poll, Logger: log,
@@ -348,14 +363,14 @@ func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (*sqls
 		return nil, nil, err
 	}
 	return db, func(ctx context.Context, g *gate.Gate, changed func()) {
-		db.Watch(ctx, func(id approval.ID) {
+		db.WatchLog(ctx, func(id approval.ID) {
 			if id == "" {
 				g.WakeAll() // anything may have changed
+				changed()
 			} else {
 				g.Wake(id)
 			}
-			changed() // new events for the notification outbox
-		})
+		}, changed) // new events for the notification outbox
 	}, nil
 }
 

@@ -17,7 +17,8 @@
 //     tests of trust_annotations use them); the other tools declare none.
 //   - big_result: returns structuredContent
 //     {"max":9223372036854775807,"u64":18446744073709551615} written as raw
-//     JSON, so the number literals are exact on the wire.
+//     JSON, so the number literals are exact on the wire; with {"bytes": N}
+//     it returns a text result of N bytes instead.
 //   - slow {"seconds": N}: blocks until its context ends (recording
 //     "cancelled") or, when N > 0, for N seconds.
 //   - progress {"n": N}: sends N progress notifications (1..N of N) under the
@@ -38,6 +39,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -163,6 +165,12 @@ func addTools(s *mcp.Server, rec *recorder) {
 	s.AddTool(&mcp.Tool{Name: "big_result", Description: "returns integers past 2^53 in structuredContent", InputSchema: objectSchema},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			rec.add("big_result", compact(req.Params.Arguments))
+			var a struct {
+				Bytes int `json:"bytes"`
+			}
+			if json.Unmarshal(req.Params.Arguments, &a) == nil && a.Bytes > 0 {
+				return text(strings.Repeat("b", a.Bytes)), nil
+			}
 			res := text(bigResult)
 			res.StructuredContent = json.RawMessage(bigResult)
 			return res, nil

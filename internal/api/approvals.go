@@ -103,6 +103,9 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, c caller) error
 	if h := body.ArgumentsHash; h != "" && !isHash(h) {
 		return invalid("arguments_hash %q: want %q and %d lower-case hex digits", h, hashPrefix, hashHexchars)
 	}
+	if body.Grant != nil {
+		return s.approveGranting(w, r, c, id, body)
+	}
 	return s.review(w, r, c, id, approval.VerdictApprove, body.Reason, body.ArgumentsHash)
 }
 

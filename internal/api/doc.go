@@ -6,8 +6,10 @@
 // # Routes
 //
 //	GET  /healthz                       no auth; always 200 {"status":"ok"}
-//	GET  /readyz                        no auth; 200 {"status":"ok"}, or 503 with the
-//	                                    error envelope carrying Options.Ready's message
+//	GET  /readyz                        no auth; 200 [ReadyReport] {"status":"ok","upstreams":{…}},
+//	                                    or 503 with "status":"unavailable" and the error
+//	                                    envelope: the store (Options.Ready) or a required
+//	                                    upstream (Options.Upstreams) is down
 //	GET  /metrics                       no auth; Options.Metrics, when set
 //	GET  /v1/approvals                  viewer, approver, admin → [List]
 //	GET  /v1/approvals/{id}             viewer, approver, admin → [Approval]
@@ -27,10 +29,20 @@
 //	GET  /v1/policy/diff?from=A&to=B    viewer, approver, admin → [PolicyDiff]
 //	POST /v1/policy/explain             viewer, approver, admin; body [ExplainBody]
 //	                                    → policy.Explanation (how the policy in force decides it)
+//	GET  /v1/grants?state=active|all    viewer, approver, admin → [GrantList]
+//	GET  /v1/grants/{id}                viewer, approver, admin → [Grant] with recent uses
+//	POST /v1/grants/{id}/revoke         approver, admin; body [RevokeBody] → [Grant]
 //
 // The session routes exist when Options.Sessions is set, the policy routes
-// (policy.source: store; docs/policy.md) when Options.Policies is set, and
-// POST /v1/policy/explain when Options.Explain is set.
+// (policy.source: store; docs/policy.md) when Options.Policies is set,
+// POST /v1/policy/explain when Options.Explain is set, and the grant routes
+// when Options.Grants is set. An approve body may carry a "grant" object
+// ([GrantBody]): the approval is then also remembered as a grant for the
+// requesting principal, server and tool (docs/policy.md "Remembered
+// grants"); the answer carries the grant once it is made. A grant longer
+// than grants.max_ttl, a bad predicate or a grant on a policy approval is
+// 422; terms fewer approvers than the quorum attached are 409
+// grant_not_endorsed.
 // Approving a policy_change approval applies it in the same request (see
 // [Policies]); the answer shows it consumed, or invalidated when the
 // policy moved past its base revision. [AgentSessions] serves
@@ -81,7 +93,7 @@
 // asking for more than its parent; the message names the ref); 404 not_found
 // (also unknown routes, unknown or revoked sessions); 405 method_not_allowed;
 // 409 resolved, expired, conflict, hash_mismatch (the message names the
-// current state, or the request's hash), stale_revision (If-Match),
+// current state, or the request's hash), grant_not_endorsed, stale_revision (If-Match),
 // policy_moved (a proposal's base is no longer the current revision),
 // not_approved (applying a proposal that is not approved);
 // 413 too_large; 422 invalid_request (also unknown servers and bad refs);

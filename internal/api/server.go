@@ -59,6 +59,10 @@ type Options struct {
 	// answers); /readyz answers 503 with its error's text, which is public.
 	// Default: always ready.
 	Ready func(ctx context.Context) error
+	// Upstreams, when set, reports the upstream servers' states by name
+	// for /readyz, which answers 503 while a required one is not
+	// connected (readiness.go).
+	Upstreams func() map[string]UpstreamState
 	// Metrics, when not nil, is served at GET /metrics without auth.
 	Metrics http.Handler
 	// Now is the clock for the Date header; default time.Now.
@@ -76,6 +80,13 @@ type Options struct {
 	// Explain, when set, serves POST /v1/policy/explain (any policy
 	// source); without it the route is 404.
 	Explain Explainer
+	// Profiling serves Go's runtime profiles at /debug/pprof/ to the admin
+	// role (pprof.go); without it the routes are 404.
+	Profiling bool
+	// Grants, when set, serves the grant routes (/v1/grants...) and
+	// approvals with a grant attached; without it those routes are 404 and
+	// an approve body with a grant is 422.
+	Grants Grants
 }
 
 // Server is the admin HTTP API. It implements http.Handler and is safe for
@@ -85,10 +96,12 @@ type Server struct {
 	sessions  Sessions
 	policies  Policies
 	explainer Explainer
+	grants    Grants
 	changed   func()
 	auth      Authenticator
 	log       *slog.Logger
 	ready     func(ctx context.Context) error
+	upstreams func() map[string]UpstreamState
 	now       func() time.Time
 	mux       *http.ServeMux
 }
@@ -115,6 +128,12 @@ func New(a Approvals, auth Authenticator, opts *Options) *Server {
 	if s.explainer != nil {
 		s.mux.Handle("POST /v1/policy/explain", s.handle(s.require(readRoles, s.explainPolicy)))
 	}
+	if opts != nil && opts.Profiling {
+		s.routeProfiling()
+	}
+	if s.grants != nil {
+		s.routeGrants()
+	}
 	return s
 }
 
@@ -133,8 +152,8 @@ func newBare(a Approvals, auth Authenticator, opts *Options) *Server {
 	if auth == nil {
 		auth = func(string) (approval.Principal, []string, bool) { return approval.Principal{}, nil, false }
 	}
-	return &Server{approvals: a, sessions: o.Sessions, policies: o.Policies, explainer: o.Explain, changed: o.SessionsChanged, auth: auth, log: o.Logger,
-		ready: o.Ready, now: o.Now, mux: http.NewServeMux()}
+	return &Server{approvals: a, sessions: o.Sessions, policies: o.Policies, explainer: o.Explain, grants: o.Grants, changed: o.SessionsChanged, auth: auth, log: o.Logger,
+		ready: o.Ready, upstreams: o.Upstreams, now: o.Now, mux: http.NewServeMux()}
 }
 
 // afterSessions runs Options.SessionsChanged, if set.
@@ -277,16 +296,6 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
-	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
-	return nil
-}
-
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
-	if s.ready != nil {
-		if err := s.ready(r.Context()); err != nil {
-			return &apiError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Msg: "not ready: " + err.Error(), Err: err}
-		}
-	}
 	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
 	return nil
 }

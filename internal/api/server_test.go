@@ -513,3 +513,35 @@ func TestShellOperatorsShownAsIs(t *testing.T) { // an approver must see && < > 
 		t.Errorf("body HTML-escapes shell operators: %s", resp.body)
 	}
 }
+
+// TestProfiling: the runtime profiles are served to admins only, and only
+// when enabled.
+func TestProfiling(t *testing.T) {
+	s := api.New(apitest.New(func() time.Time { return t0 }), authenticate, &api.Options{Profiling: true})
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	e := &env{srv: srv}
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/goroutine?debug=1", "/debug/pprof/cmdline"} {
+		for token, want := range map[string]int{"": 401, "nobody": 401, "viewer-tok": 403, "alice-tok": 403, "host-tok": 403} {
+			if got := e.do(t, "GET", path, token, ""); got.status != want {
+				t.Errorf("GET %s with %q: %d, want %d", path, token, got.status, want)
+			}
+		}
+	}
+	heap := e.do(t, "GET", "/debug/pprof/heap", "admin-tok", "")
+	// A profile is gzipped protocol buffers.
+	if heap.status != 200 || len(heap.body) < 2 || heap.body[0] != 0x1f || heap.body[1] != 0x8b {
+		t.Errorf("admin heap profile: %d, %d bytes", heap.status, len(heap.body))
+	}
+	if got := e.do(t, "GET", "/debug/pprof/goroutine?debug=1", "admin-tok", ""); got.status != 200 || !strings.Contains(string(got.body), "goroutine profile:") {
+		t.Errorf("admin goroutine dump: %d %.80q", got.status, got.body)
+	}
+	if got := e.do(t, "GET", "/debug/pprof/", "admin-tok", ""); got.status != 200 || !strings.Contains(string(got.body), "heap") {
+		t.Errorf("admin index: %d", got.status)
+	}
+
+	off := newEnv(t) // Profiling not set
+	if got := off.do(t, "GET", "/debug/pprof/heap", "admin-tok", ""); got.status != 404 {
+		t.Errorf("profiling off: %d, want 404", got.status)
+	}
+}

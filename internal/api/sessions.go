@@ -112,10 +112,12 @@ type RequirementChange struct {
 }
 
 // Revoked answers DELETE /v1/sessions/{id}: the sessions revoked by this
-// request (none when it was already revoked) and the approvals cancelled.
+// request (none when it was already revoked), the pending approvals it
+// cancelled and the approved ones (not used yet) it invalidated.
 type Revoked struct {
-	Revoked   []string `json:"revoked"`
-	Cancelled []string `json:"cancelled_approvals"`
+	Revoked     []string `json:"revoked"`
+	Cancelled   []string `json:"cancelled_approvals"`
+	Invalidated []string `json:"invalidated_approvals"`
 }
 
 func fromChain(c session.Chain) Session {
@@ -217,12 +219,15 @@ func (s *Server) revokeSession(w http.ResponseWriter, r *http.Request, c caller)
 	if err != nil {
 		return sessionError(err)
 	}
-	out := Revoked{Revoked: []string{}, Cancelled: []string{}}
+	out := Revoked{Revoked: []string{}, Cancelled: []string{}, Invalidated: []string{}}
 	for _, x := range rev.Sessions {
 		out.Revoked = append(out.Revoked, string(x.ID))
 	}
 	for _, x := range rev.Cancelled {
 		out.Cancelled = append(out.Cancelled, string(x))
+	}
+	for _, x := range rev.Invalidated {
+		out.Invalidated = append(out.Invalidated, string(x))
 	}
 	if len(rev.Sessions) > 0 {
 		s.afterSessions()

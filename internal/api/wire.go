@@ -43,7 +43,7 @@ type Approval struct {
 	DecidedAt       time.Time `json:"decided_at,omitzero"`        // omitted when empty
 	Reason          string    `json:"reason,omitempty"`           // omitted when empty
 	ConsumedAt      time.Time `json:"consumed_at,omitzero"`       // omitted when empty
-	DispatchOutcome string    `json:"dispatch_outcome,omitempty"` // ok, tool_error, transport_error, unknown; omitted when empty
+	DispatchOutcome string    `json:"dispatch_outcome,omitempty"` // ok, tool_error, transport_error, cancelled_after_dispatch, unknown; omitted when empty
 	// Kind is what is to be approved: omitted for a tool call,
 	// "session_policy" for a session's request to change its own policy
 	// (Target is the session id, Arguments the proposed change, BaseRevision
@@ -52,6 +52,9 @@ type Approval struct {
 	Kind         string `json:"kind,omitempty"`
 	Target       string `json:"target,omitempty"`
 	BaseRevision int64  `json:"base_revision,omitempty"`
+	// Grant is the grant an approve with a grant attached made (only on
+	// the answer of that approve; see ApproveBody.Grant).
+	Grant *Grant `json:"grant,omitempty"`
 }
 
 // Review is one reviewer's vote in [Approval.Reviews].
@@ -60,6 +63,10 @@ type Review struct {
 	Verdict string    `json:"verdict"` // approve | deny
 	Reason  string    `json:"reason,omitempty"`
 	At      time.Time `json:"at"`
+	// Grant holds the grant terms the reviewer attached to an approve;
+	// omitted when none. The grant is made when the approval is settled by
+	// an approve with terms that enough approvers attached.
+	Grant *GrantTerms `json:"grant,omitempty"`
 }
 
 // List is the body of GET /v1/approvals. NextCursor is "" on the last page;
@@ -69,12 +76,14 @@ type List struct {
 	NextCursor string     `json:"next_cursor"`
 }
 
-// ApproveBody is the body of POST /v1/approvals/{id}/approve; both fields
-// are optional. ArgumentsHash, when set, must equal the request's hash or
-// the review is refused with 409 hash_mismatch.
+// ApproveBody is the body of POST /v1/approvals/{id}/approve; every field
+// is optional. ArgumentsHash, when set, must equal the request's hash or
+// the review is refused with 409 hash_mismatch. Grant, when set, also
+// remembers the approval as a grant (see [GrantBody]).
 type ApproveBody struct {
-	Reason        string `json:"reason,omitempty"`
-	ArgumentsHash string `json:"arguments_hash,omitempty"`
+	Reason        string     `json:"reason,omitempty"`
+	ArgumentsHash string     `json:"arguments_hash,omitempty"`
+	Grant         *GrantBody `json:"grant,omitempty"`
 }
 
 // DenyBody is the body of POST /v1/approvals/{id}/deny. Reason is optional
@@ -153,7 +162,7 @@ func fromRequest(r approval.Request) Approval {
 		a.Arguments = json.RawMessage("null")
 	}
 	for _, rv := range r.Reviews {
-		a.Reviews = append(a.Reviews, Review{By: rv.By, Verdict: string(rv.Verdict), Reason: rv.Reason, At: utc(rv.At)})
+		a.Reviews = append(a.Reviews, Review{By: rv.By, Verdict: string(rv.Verdict), Reason: rv.Reason, At: utc(rv.At), Grant: wireTerms(rv.Grant)})
 	}
 	return a
 }

@@ -42,10 +42,20 @@ const (
 type Outcome string
 
 const (
-	OutcomeNone           Outcome = ""
-	OutcomeOK             Outcome = "ok"
-	OutcomeToolError      Outcome = "tool_error"
+	OutcomeNone Outcome = ""
+	// OutcomeOK: the upstream's result was delivered.
+	OutcomeOK Outcome = "ok"
+	// OutcomeToolError: the upstream answered with an isError result or a
+	// JSON-RPC error, or its answer was refused (larger than
+	// limits.max_result_bytes): the upstream processed the call.
+	OutcomeToolError Outcome = "tool_error"
+	// OutcomeTransportError: the call did not reach the upstream, or the
+	// connection to it broke during the call.
 	OutcomeTransportError Outcome = "transport_error"
+	// OutcomeCancelledAfterDispatch: the call was sent upstream and then
+	// cancelled before an answer (the caller cancelled or went away, its
+	// call_timeout fired, or the gateway shut down): it may have run.
+	OutcomeCancelledAfterDispatch Outcome = "cancelled_after_dispatch"
 	// OutcomeUnknown marks a request consumed by a process that died before
 	// the upstream answered: the call may or may not have run.
 	OutcomeUnknown Outcome = "unknown"
@@ -70,6 +80,9 @@ type Review struct {
 	Verdict Verdict   `json:"verdict"`
 	Reason  string    `json:"reason,omitempty"`
 	At      time.Time `json:"at"`
+	// Grant holds the terms of a remembered grant the reviewer attached to
+	// an approve verdict (see [Request.ApproveWithGrant]); nil for none.
+	Grant *GrantTerms `json:"grant,omitempty"`
 }
 
 // Kinds of approval requests.
@@ -181,11 +194,13 @@ const (
 
 // Event is one row of the event log, written in the same transaction as the
 // state change it records. Approval events have a RequestID; session events
-// have a SessionID instead (and an empty State).
+// have a SessionID instead, and grant events a GrantID (both with an empty
+// State).
 type Event struct {
 	Seq       int64     `json:"seq"`
 	RequestID ID        `json:"request_id,omitempty"`
 	SessionID string    `json:"session_id,omitempty"`
+	GrantID   string    `json:"grant_id,omitempty"`
 	Type      EventType `json:"type"`
 	State     State     `json:"state"`
 	Actor     string    `json:"actor,omitempty"`

@@ -267,7 +267,7 @@ func (r *Request) Consume(b Binding, deniedBy string, now time.Time) error {
 // yet, and an error for OutcomeNone or an unknown outcome.
 func (r *Request) RecordOutcome(o Outcome) error {
 	switch o {
-	case OutcomeOK, OutcomeToolError, OutcomeTransportError, OutcomeUnknown:
+	case OutcomeOK, OutcomeToolError, OutcomeTransportError, OutcomeCancelledAfterDispatch, OutcomeUnknown:
 	default:
 		return fmt.Errorf("approval: unknown dispatch outcome %q", o)
 	}

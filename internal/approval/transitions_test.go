@@ -552,7 +552,7 @@ func TestRecordOutcome(t *testing.T) {
 			want:    func(r *Request) { r.DispatchOutcome = OutcomeUnknown },
 		},
 	}
-	for _, o := range []Outcome{OutcomeOK, OutcomeToolError, OutcomeTransportError, OutcomeUnknown} {
+	for _, o := range []Outcome{OutcomeOK, OutcomeToolError, OutcomeTransportError, OutcomeCancelledAfterDispatch, OutcomeUnknown} {
 		tests = append(tests, transitionCase{
 			name:   "consumed " + string(o),
 			before: consumed,

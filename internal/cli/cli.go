@@ -1,5 +1,7 @@
-// Package cli implements `toolgate approvals list|show|approve|deny`: thin
-// clients of the admin REST API (internal/api). They never open the store.
+// Package cli implements `toolgate approvals list|show|approve|deny` (with
+// `approve --grant` to remember an approval as a grant) and `toolgate grants
+// list|show|revoke`: thin clients of the admin REST API (internal/api). They
+// never open the store.
 //
 // Everything the server sends is printed with hidden characters (controls,
 // bidi, zero-width; see api.IsHidden) as visible \u escapes, and show puts
@@ -16,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 )
 
 // Exit codes of Run (DESIGN "CLI").
@@ -42,8 +45,15 @@ Commands:
   show <id>
         Show one approval in full, with any display warnings first.
   approve <id> [--reason R] [--hash sha256:...]
+          [--grant D [--grant-uses N] [--grant-when CEL]]
         Approve. --hash pins the arguments hash you reviewed (from show);
         the approval is refused if the request's hash differs.
+        --grant also remembers it: the requester may call this server's
+        tool again without asking, for D (e.g. 1h; at most the server's
+        grants.max_ttl), at most N times (default: no cap), for arguments
+        matching CEL (default: any). A rule needing several approvals
+        gets a grant only when that many approvers attach the same one.
+        See "toolgate grants --help".
   deny <id> --reason R
         Deny. The reason is required: the agent reads it.
 
@@ -72,6 +82,11 @@ type options struct {
 	cursor      string
 	reason      string
 	hash        string
+	// --grant, --grant-uses and --grant-when (approve).
+	grant     time.Duration
+	grantUses int64
+	grantWhen string
+	grantSet  map[string]bool // which grant flags were given
 }
 
 // command is one subcommand.
@@ -94,11 +109,14 @@ var commands = map[string]command{
 	},
 	"show": {synopsis: "show <id>", args: 1, run: runShow},
 	"approve": {
-		synopsis: "approve <id> [--reason R] [--hash sha256:...]",
+		synopsis: "approve <id> [--reason R] [--hash sha256:...] [--grant D [--grant-uses N] [--grant-when CEL]]",
 		args:     1,
 		flags: func(fs *flag.FlagSet, o *options) {
 			fs.StringVar(&o.reason, "reason", "", "why you approve")
 			fs.StringVar(&o.hash, "hash", "", "arguments hash you reviewed (sha256:...)")
+			fs.DurationVar(&o.grant, "grant", 0, "also grant the requester this tool for this long (e.g. 1h)")
+			fs.Int64Var(&o.grantUses, "grant-uses", 0, "with --grant: at most this many calls (default: no cap)")
+			fs.StringVar(&o.grantWhen, "grant-when", "", "with --grant: only for arguments matching this CEL condition")
 		},
 		run: runApprove,
 	},
@@ -199,6 +217,18 @@ func parse(args []string, stdout io.Writer, env func(string) string) (command, *
 	}
 	if name == "deny" && strings.TrimSpace(o.reason) == "" {
 		return command{}, nil, nil, usagef("deny needs --reason: the agent reads it")
+	}
+	if name == "approve" {
+		o.grantSet = map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { o.grantSet[f.Name] = true })
+		switch {
+		case (o.grantSet["grant-uses"] || o.grantSet["grant-when"]) && !o.grantSet["grant"]:
+			return command{}, nil, nil, usagef("approve: --grant-uses and --grant-when need --grant D (how long the grant lasts)")
+		case o.grantSet["grant"] && o.grant <= 0:
+			return command{}, nil, nil, usagef("approve --grant %s: want a positive duration such as 1h", o.grant)
+		case o.grantUses < 0:
+			return command{}, nil, nil, usagef("approve --grant-uses %d: want 1 or more (omit it for no cap)", o.grantUses)
+		}
 	}
 	if name == "list" {
 		switch o.state {

@@ -88,7 +88,11 @@ func runShow(ctx context.Context, c *client, o *options, args []string, out io.W
 }
 
 func runApprove(ctx context.Context, c *client, o *options, args []string, out io.Writer) error {
-	return review(ctx, c, o, args[0], "approve", api.ApproveBody{Reason: o.reason, ArgumentsHash: o.hash}, out)
+	body := api.ApproveBody{Reason: o.reason, ArgumentsHash: o.hash}
+	if o.grantSet["grant"] {
+		body.Grant = &api.GrantBody{Duration: o.grant.String(), MaxUses: o.grantUses, When: o.grantWhen}
+	}
+	return review(ctx, c, o, args[0], "approve", body, out)
 }
 
 func runDeny(ctx context.Context, c *client, o *options, args []string, out io.Writer) error {
@@ -111,7 +115,17 @@ func review(ctx context.Context, c *client, o *options, arg, verb string, body a
 	if err := decodeJSON(resp.body, &a); err != nil {
 		return fmt.Errorf("%s %s: %w", verb, id, err)
 	}
-	_, err = fmt.Fprintf(out, "%s: %s recorded; %s\n", clean(a.ID), verb, stateSummary(a))
+	if _, err := fmt.Fprintf(out, "%s: %s recorded; %s\n", clean(a.ID), verb, stateSummary(a)); err != nil {
+		return err
+	}
+	switch {
+	case a.Grant != nil:
+		_, err = fmt.Fprintf(out, "grant %s: %s\n", clean(a.Grant.ID), grantSummary(*a.Grant))
+	case o.grantSet["grant"] && a.State == "pending":
+		_, err = fmt.Fprintf(out, "grant terms recorded; the grant is made when %d approvers have attached the same terms\n", max(a.RequiredApprovals, 1))
+	case o.grantSet["grant"]:
+		_, err = fmt.Fprintf(out, "no grant was made (approval is %s)\n", clean(a.State))
+	}
 	return err
 }
 

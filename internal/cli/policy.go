@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -58,119 +56,49 @@ Exit status: 0 ok, 1 failure (including errors from the server), 2 usage.
 func PolicyUsage(w io.Writer) { _, _ = io.WriteString(w, policyUsageText) }
 
 type policyOptions struct {
-	addr, token string
-	json        bool
-	base        int64
-	revision    int64
+	conn
+	base     int64
+	revision int64
 }
 
-type policyCommand struct {
-	synopsis string
-	args     int
-	flags    func(fs *flag.FlagSet, o *policyOptions)
-	run      func(ctx context.Context, c *client, o *policyOptions, args []string, out io.Writer) error
-}
-
-var policyCommands = map[string]policyCommand{
-	"propose": {
-		synopsis: "propose FILE [--base N]",
-		args:     1,
-		flags: func(fs *flag.FlagSet, o *policyOptions) {
-			fs.Int64Var(&o.base, "base", 0, "revision the change is made against (default: the current one)")
-		},
-		run: runPropose,
+// policyCommands are the REST commands of `toolgate policy`.
+var policyCommands = group[policyOptions]{
+	name:  "policy",
+	want:  "check, propose, show, diff or apply",
+	usage: PolicyUsage,
+	conn:  func(o *policyOptions) *conn { return &o.conn },
+	check: func(_ string, o *policyOptions) error {
+		if o.base < 0 || o.revision < 0 {
+			return usagef("revisions are numbers >= 1")
+		}
+		return nil
 	},
-	"show": {
-		synopsis: "show [--revision N]",
-		flags: func(fs *flag.FlagSet, o *policyOptions) {
-			fs.Int64Var(&o.revision, "revision", 0, "revision to show (default: the current one)")
+	commands: map[string]subcommand[policyOptions]{
+		"propose": {
+			synopsis: "propose FILE [--base N]",
+			args:     1,
+			flags: func(fs *flag.FlagSet, o *policyOptions) {
+				fs.Int64Var(&o.base, "base", 0, "revision the change is made against (default: the current one)")
+			},
+			run: runPropose,
 		},
-		run: runPolicyShow,
+		"show": {
+			synopsis: "show [--revision N]",
+			flags: func(fs *flag.FlagSet, o *policyOptions) {
+				fs.Int64Var(&o.revision, "revision", 0, "revision to show (default: the current one)")
+			},
+			run: runPolicyShow,
+		},
+		"diff":  {synopsis: "diff A B", args: 2, run: runPolicyDiff},
+		"apply": {synopsis: "apply <approval-id>", args: 1, run: runPolicyApply},
 	},
-	"diff":  {synopsis: "diff A B", args: 2, run: runPolicyDiff},
-	"apply": {synopsis: "apply <approval-id>", args: 1, run: runPolicyApply},
 }
 
 // RunPolicy runs the REST commands of `toolgate policy` (propose, show,
 // diff, apply) with args (the words after "policy"), like Run: results to
 // stdout, errors to stderr, and ExitOK, ExitFailure or ExitUsage.
 func RunPolicy(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) string) int {
-	if env == nil {
-		env = func(string) string { return "" }
-	}
-	err := runPolicy(ctx, args, stdout, env)
-	var ue *usageError
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return ExitOK
-	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "toolgate: %s\nRun 'toolgate policy --help' for usage.\n", cleanLines(ue.msg))
-		return ExitUsage
-	default:
-		fmt.Fprintf(stderr, "toolgate: %s\n", cleanLines(err.Error()))
-		return ExitFailure
-	}
-}
-
-func (c policyCommand) flagSet(name string, o *policyOptions) *flag.FlagSet {
-	fs := flag.NewFlagSet("policy "+name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&o.addr, "addr", "", "admin API address (default $"+EnvAddr+", else "+DefaultAddr+")")
-	fs.StringVar(&o.token, "token", "", "bearer token (default $"+EnvToken+")")
-	fs.BoolVar(&o.json, "json", false, "print the server's JSON")
-	if c.flags != nil {
-		c.flags(fs, o)
-	}
-	return fs
-}
-
-func runPolicy(ctx context.Context, args []string, stdout io.Writer, env func(string) string) error {
-	var sets []*flag.FlagSet
-	for name, c := range policyCommands {
-		sets = append(sets, c.flagSet(name, new(policyOptions)))
-	}
-	i := firstPositional(args, sets...)
-	if i < 0 || args[i] == "help" {
-		if i >= 0 || wantsHelp(args) {
-			PolicyUsage(stdout)
-			return flag.ErrHelp
-		}
-		return usagef("missing command: want check, propose, show, diff or apply")
-	}
-	name := args[i]
-	cmd, ok := policyCommands[name]
-	if !ok {
-		return usagef("unknown command %q: want check, propose, show, diff or apply", name)
-	}
-	rest := append(append([]string{}, args[:i]...), args[i+1:]...)
-	o := new(policyOptions)
-	fs := cmd.flagSet(name, o)
-	flags, pos := splitArgs(rest, fs)
-	if err := fs.Parse(append(append(flags, "--"), pos...)); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stdout, "Usage: toolgate policy %s\n\n", cmd.synopsis)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return err
-		}
-		return usagef("%s: %v", name, err)
-	}
-	if fs.NArg() != cmd.args {
-		return usagef("usage: toolgate policy %s", cmd.synopsis)
-	}
-	if o.base < 0 || o.revision < 0 {
-		return usagef("revisions are numbers >= 1")
-	}
-	o.addr = cmp.Or(o.addr, env(EnvAddr), DefaultAddr)
-	o.token = cmp.Or(o.token, env(EnvToken))
-	if o.token == "" {
-		return usagef("no token: pass --token or set %s", EnvToken)
-	}
-	c, err := newClient(o.addr, o.token)
-	if err != nil {
-		return err
-	}
-	return cmd.run(ctx, c, o, fs.Args(), stdout)
+	return policyCommands.Run(ctx, args, stdout, stderr, env)
 }
 
 // policyText returns the policy document in data: the "policy" key of a

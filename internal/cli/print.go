@@ -152,6 +152,9 @@ func printApproval(out io.Writer, a api.Approval, now time.Time) error {
 			if rv.Reason != "" {
 				line += ": " + rv.Reason
 			}
+			if g := rv.Grant; g != nil {
+				line += " [+ grant for " + g.Duration + termsText(g.MaxUses, g.When) + "]"
+			}
 			v, n := cleanCount(line)
 			escaped += n
 			fmt.Fprintf(&body, "  - %s\n", v)

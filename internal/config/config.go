@@ -44,10 +44,32 @@ type Config struct {
 	Policy    policy.Policy     `yaml:"policy"`
 	Sessions  Sessions          `yaml:"sessions"`
 	Notify    Notify            `yaml:"notify"`
+	Retention Retention         `yaml:"retention"`
+	Grants    Grants            `yaml:"grants"`
 
 	// Refs records which ${VAR}s the file referenced where secrets live;
 	// Load fills it. It is not a key of the file.
-	Refs VarRefs `yaml:"-"`
+	Refs      VarRefs   `yaml:"-"`
+	Limits    Limits    `yaml:"limits"`
+	Upstreams Upstreams `yaml:"upstreams"`
+}
+
+// Retention says how long finished records stay in the store before the
+// gateway prunes them (hourly); 0 keeps them forever. A request that is
+// not finished (pending, approved, or dispatched without a recorded
+// outcome) and its events are never pruned, nor a session that is not
+// revoked. Events go oldest first, as a whole prefix of the log, and the
+// store records where the pruned prefix ends (see store.Retention).
+type Retention struct {
+	// Requests: a finished request, once created this long ago and its
+	// events are gone.
+	Requests time.Duration `yaml:"requests"`
+	// Events: events older than this, up to the first one of an
+	// unfinished request.
+	Events time.Duration `yaml:"events"`
+	// Sessions: a revoked session, once revoked this long ago, its events
+	// are gone and it has no child left.
+	Sessions time.Duration `yaml:"sessions"`
 }
 
 // Listen holds the listener addresses.
@@ -88,9 +110,9 @@ type Storage struct {
 	DSN string `yaml:"dsn,omitempty"`
 	// MaxConns caps the connection pool; at least 1.
 	MaxConns int `yaml:"max_conns"`
-	// Poll is the safety poll of cross-instance wake-ups (postgres): held
-	// calls re-read their requests at least this often, so a missed
-	// notification costs at most this long.
+	// Poll is the safety poll of cross-instance wake-ups (postgres): the
+	// change feed is read at least this often, so a missed notification
+	// costs at most this long.
 	Poll time.Duration `yaml:"poll"`
 }
 
@@ -125,6 +147,10 @@ type Server struct {
 	// annotation selectors treat its tools as unknown (the strictest
 	// reading).
 	TrustAnnotations bool `yaml:"trust_annotations,omitempty"`
+	// Required, when true (the default), makes /readyz answer 503 while
+	// this server is not connected; false lists its state without
+	// affecting readiness.
+	Required *bool `yaml:"required,omitempty"`
 	// Sessions is "shared" (one upstream session for all agents) or
 	// "per_agent" (one per agent session; for stdio one process each).
 	// Empty: per_agent for command servers, shared for url servers.
@@ -133,6 +159,10 @@ type Server struct {
 	// the server (roots, sampling, elicitation); absent means all three.
 	ClientCapabilities []string `yaml:"client_capabilities,omitempty"`
 }
+
+// IsRequired reports whether s is required for readiness (Required, default
+// true).
+func (s Server) IsRequired() bool { return s.Required == nil || *s.Required }
 
 // Token names where a principal's bearer token comes from: exactly one of
 // an environment variable, a file (its contents, whitespace trimmed), or
@@ -247,8 +277,16 @@ func Default() Config {
 			SweepInterval:          time.Second,
 			Lease:                  15 * time.Second,
 		},
-		Sessions: defaultSessions(),
-		Notify:   defaultNotify(),
+		Sessions:  defaultSessions(),
+		Notify:    defaultNotify(),
+		Limits:    defaultLimits(),
+		Upstreams: defaultUpstreams(),
+		Retention: Retention{
+			Requests: 90 * 24 * time.Hour,
+			Events:   90 * 24 * time.Hour,
+			Sessions: 90 * 24 * time.Hour,
+		},
+		Grants: defaultGrants(),
 		Policy: policy.Policy{
 			Source:  policy.SourceFile,
 			Default: policy.Approve,

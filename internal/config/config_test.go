@@ -229,3 +229,17 @@ func TestAdminSet(t *testing.T) {
 		}
 	}
 }
+
+func TestRetention(t *testing.T) {
+	if d := Default().Retention; d.Requests != 90*24*time.Hour || d.Events != 90*24*time.Hour || d.Sessions != 90*24*time.Hour {
+		t.Errorf("default retention = %+v, want 90 days each", d)
+	}
+	cfg := mustLoad(t, "retention: { requests: 720h, events: 0s }\n", nil)
+	if got := cfg.Retention; got.Requests != 720*time.Hour || got.Events != 0 || got.Sessions != 90*24*time.Hour {
+		t.Errorf("retention = %+v, want requests 720h, events kept forever, sessions the default", got)
+	}
+	_, err := load(t, "retention: { sessions: -1h }\n", nil)
+	if err == nil || !strings.Contains(err.Error(), "retention.sessions -1h0m0s: must be >= 0") {
+		t.Errorf("negative retention → %v, want an error naming retention.sessions", err)
+	}
+}

@@ -186,6 +186,14 @@ func (c Config) Validate() error {
 	if ap.Lease < 30*time.Millisecond {
 		add("approvals.lease %s: must be at least 30ms", ap.Lease)
 	}
+	for _, r := range []struct {
+		key string
+		d   time.Duration
+	}{{"retention.requests", c.Retention.Requests}, {"retention.events", c.Retention.Events}, {"retention.sessions", c.Retention.Sessions}} {
+		if r.d < 0 {
+			add("%s %s: must be >= 0 (0 keeps everything)", r.key, r.d)
+		}
+	}
 	if ap.SweepInterval <= 0 {
 		add("approvals.sweep_interval %s: must be > 0", ap.SweepInterval)
 	}
@@ -217,6 +225,9 @@ func (c Config) Validate() error {
 
 	errs = append(errs, c.Sessions.validate()...)
 	errs = append(errs, c.Notify.validate(c)...)
+	errs = append(errs, c.Limits.validate()...)
+	errs = append(errs, c.Upstreams.validate()...)
+	errs = append(errs, c.Grants.validate()...)
 
 	// policy
 	if src := c.Policy.Source; src != "" && src != policy.SourceFile && src != policy.SourceStore {

@@ -87,6 +87,9 @@ type Admission struct {
 	// Arguments, when not nil, are the bytes to dispatch: what Call.Outgoing
 	// returned and the gate checked against the approval.
 	Arguments json.RawMessage
+	// Grant is the id of the grant that allowed the call in place of an
+	// approval ("" when none did); its use is recorded in the store.
+	Grant string
 	// Monitor is what the policy's monitor mode kept from happening: a
 	// would_deny or would_hold verdict and the rule, zero when nothing (the
 	// audit trail records it).

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -96,9 +97,6 @@ type Options struct {
 	// KeepAlive is the interval of progress keep-alives while a call is held
 	// (only for calls that carry a progress token); default 15s.
 	KeepAlive time.Duration
-	// Poll is the fallback interval at which a held call re-reads its request
-	// even without a wake-up; default 2s.
-	Poll time.Duration
 	// Lease is how long a holder's claim on a request lasts unless renewed;
 	// holders renew it every Lease/3. When it lapses (the caller dropped or
 	// the process died), an identical re-send from the same principal takes
@@ -109,8 +107,15 @@ type Options struct {
 	RetryWait time.Duration
 	// SweepInterval is how often Run expires overdue requests; default 1s.
 	SweepInterval time.Duration
+	// Retention says what Run prunes from the store, every PruneInterval
+	// (default 1h); the zero value prunes nothing (see store.Retention).
+	Retention     store.Retention
+	PruneInterval time.Duration
 	// MaxPendingPerPrincipal and MaxPending cap pending approvals; 0 means 32
-	// and 10000. Over a cap a gated call is refused at once.
+	// and 10000. Over a cap a gated call is refused at once. The caps are
+	// checked in the transaction that creates the request (store.Cap), so
+	// they hold across goroutines and across processes sharing the store.
+	// A session's requests count against its root session's whole tree.
 	MaxPendingPerPrincipal int
 	MaxPending             int
 	// Redaction shapes the display copy; the zero value means approval.DefaultRedaction().
@@ -163,6 +168,10 @@ type Options struct {
 	// after it was recorded (and how long a finished task stays readable).
 	// Default 1h.
 	ResultTTL time.Duration
+	// GrantMaxTTL is the longest duration of a grant attached to an
+	// approval (config grants.max_ttl); a longer one is refused, never
+	// shortened. Default DefaultGrantMaxTTL.
+	GrantMaxTTL time.Duration
 }
 
 // A Gate decides tool calls. Its methods are safe for concurrent use.
@@ -178,10 +187,17 @@ type Gate struct {
 	metrics  *telemetry.Metrics
 	stopping atomic.Bool
 
-	mu      sync.Mutex
-	holding map[approval.ID]bool // guarded by mu: requests a call in this process holds
-
 	lastPrune time.Time // owned by Run's goroutine (sweep): the ledger's last prune
+
+	leases   *leases     // the leases this process renews
+	beat     *beat       // the keep-alive clock of every held call
+	health   storeHealth // whether the store answered lately (for the sweeper)
+	// outcomes counts the background writers of dispatch outcomes the
+	// store could not take at once (see recordOutcome); Run waits for them.
+	outcomes sync.WaitGroup
+	// bg is canceled when Run ends; background writers stop retrying then.
+	bg       context.Context
+	bgCancel context.CancelFunc
 }
 
 // New returns a Gate over s and p.
@@ -203,9 +219,6 @@ func New(s store.Store, p Evaluator, opts *Options) *Gate {
 	if o.KeepAlive <= 0 {
 		o.KeepAlive = 15 * time.Second
 	}
-	if o.Poll <= 0 {
-		o.Poll = 2 * time.Second
-	}
 	if o.Lease <= 0 {
 		o.Lease = 15 * time.Second
 	}
@@ -214,6 +227,9 @@ func New(s store.Store, p Evaluator, opts *Options) *Gate {
 	}
 	if o.SweepInterval <= 0 {
 		o.SweepInterval = time.Second
+	}
+	if o.PruneInterval <= 0 {
+		o.PruneInterval = time.Hour
 	}
 	if o.Tracer == nil {
 		o.Tracer = noop.NewTracerProvider().Tracer("toolgate/gate")
@@ -231,11 +247,20 @@ func New(s store.Store, p Evaluator, opts *Options) *Gate {
 	if o.ResultTTL <= 0 {
 		o.ResultTTL = time.Hour
 	}
+	if o.GrantMaxTTL <= 0 {
+		o.GrantMaxTTL = DefaultGrantMaxTTL
+	}
 	rd := approval.DefaultRedaction()
 	if o.Redaction != nil {
 		rd = *o.Redaction
 	}
-	return &Gate{store: s, policy: p, log: o.Logger, now: o.Now, instance: o.Instance, opts: o, redact: rd, hub: newHub(), metrics: o.Metrics, holding: map[approval.ID]bool{}}
+	g := &Gate{store: s, policy: p, log: o.Logger, now: o.Now, instance: o.Instance, opts: o, redact: rd, hub: newHub(),
+		metrics: o.Metrics, leases: newLeases(), beat: newBeat(o.KeepAlive)}
+	// Until the store has answered for a lease, holders elsewhere that an
+	// outage kept from renewing are given the benefit of the doubt.
+	g.health.since = o.Now()
+	g.bg, g.bgCancel = context.WithCancel(context.Background())
+	return g
 }
 
 // Admit decides c. It returns at once for allowed and denied calls; for a
@@ -312,13 +337,14 @@ func (g *Gate) admitDecided(ctx context.Context, c Call, chain session.Chain, de
 	switch dec.Effect {
 	case policy.Allow:
 		if chain.RequiresApprovalItem(c.item()) {
-			return g.hold(ctx, c, g.sessionApproval())
+			sd := g.sessionApproval()
+			return g.hold(ctx, c, chain, sd, g.sessionGrants(sd))
 		}
 		return Admission{Allowed: true}
 	case policy.Deny:
-		return refuse(fmt.Sprintf("denied by policy rule %q%s: %s is not allowed", dec.Rule, erredNote(dec), c.label()))
+		return denied(c, dec)
 	case policy.Approve:
-		return g.hold(ctx, c, dec)
+		return g.hold(ctx, c, chain, dec, g.policy.Evaluate)
 	default:
 		g.log.ErrorContext(ctx, "policy returned an unknown effect; denying", "effect", dec.Effect)
 		return refuse("denied: policy returned an unknown effect")
@@ -327,7 +353,19 @@ func (g *Gate) admitDecided(ctx context.Context, c Call, chain session.Chain, de
 
 func refuse(msg string) Admission { return Admission{Message: msg} }
 
-func (g *Gate) hold(ctx context.Context, c Call, dec policy.Decision) Admission {
+// denied is the refusal of a call the policy decision dec denies.
+func denied(c Call, dec policy.Decision) Admission {
+	return refuse(fmt.Sprintf("denied by policy rule %q%s: %s is not allowed", dec.Rule, erredNote(dec), c.label()))
+}
+
+// hold asks for an approval of c with the parameters of dec and holds the
+// call until it is decided. An open identical request that was decided
+// (approved, or denied and not yet answered) is used first (see attach);
+// then, when decide is not nil, the caller's grants get their chance
+// ([Gate.withGrants]; decide is how the policy chooses among them); then
+// a pending identical request is attached to, or a new one made. chain is
+// c's session chain (nil for other principals).
+func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy.Decision, decide func(policy.Call) (policy.Decision, error)) Admission {
 	if dec.NoEligibleApprovers {
 		return refuse(fmt.Sprintf("denied: rule %q requires approval but no approver is eligible to review it", dec.Rule))
 	}
@@ -335,19 +373,42 @@ func (g *Gate) hold(ctx context.Context, c Call, dec policy.Decision) Admission 
 	if err != nil {
 		return refuse(fmt.Sprintf("invalid arguments: %v", err))
 	}
-	if adm, ok := g.attach(ctx, c, hash); ok {
-		return adm
+	open, refusal, ok := g.openIdentical(ctx, c, hash)
+	if !ok {
+		return refusal
+	}
+	decided := slices.ContainsFunc(open, func(r approval.Request) bool { return r.State != approval.StatePending })
+	if decided {
+		if adm, ok := g.attach(ctx, c, open); ok {
+			return adm
+		}
+	}
+	if decide != nil {
+		switch d := g.withGrants(ctx, c, dec, hash, decide); {
+		case d.Grant != "":
+			return Admission{Allowed: true, Grant: d.Grant}
+		case d.Effect == policy.Deny: // the policy moved meanwhile
+			return denied(c, d)
+		case d.Effect == policy.Allow:
+			return Admission{Allowed: true}
+		case d.NoEligibleApprovers:
+			return refuse(fmt.Sprintf("denied: rule %q requires approval but no approver is eligible to review it", d.Rule))
+		default:
+			dec = d
+		}
+	}
+	if !decided {
+		if adm, ok := g.attach(ctx, c, open); ok {
+			return adm
+		}
 	}
 	display, warnings, err := approval.Display(c.Arguments, g.redact)
 	if err != nil {
 		return refuse(fmt.Sprintf("invalid arguments: %v", err))
 	}
-	if msg := g.overCap(ctx, c.Principal); msg != "" {
-		return refuse(msg)
-	}
 	id, err := approval.NewID()
 	if err != nil {
-		return refuse("approval store unavailable: cannot make an id")
+		return g.storeRefusal(ctx, msgStoreUnavailable, "cannot make an approval id; denying", err, "server", c.Server, "tool", c.Tool)
 	}
 	now := g.now().UTC()
 	ap := dec.Approval
@@ -382,12 +443,11 @@ func (g *Gate) hold(ctx context.Context, c Call, dec policy.Decision) Admission 
 	}
 	if r.Mode != policy.ModeRetry {
 		r.Renew(g.instance, now.Add(g.opts.Lease))
-		g.setHolding(id, true) // before the row exists, so no identical call can think it abandoned
-		defer g.setHolding(id, false)
+		g.leases.add(id, leaseHold) // before the row exists, so no identical call can think it abandoned
+		defer g.leases.drop(id, leaseHold, false)
 	}
-	if err := g.store.CreateRequest(ctx, r); err != nil {
-		g.log.ErrorContext(ctx, "cannot record approval request; denying", "server", c.Server, "tool", c.Tool, "err", err)
-		return refuse("denied: the approval store is unavailable, so the call cannot be held for approval")
+	if err := g.store.CreateRequest(ctx, r, g.pendingCaps(c.Principal, chain)...); err != nil {
+		return g.createRefusal(ctx, c, err)
 	}
 	g.metrics.ApprovalRequested()
 	g.log.InfoContext(ctx, "approval requested", "approval", id, "server", c.Server, "tool", c.Tool,
@@ -395,8 +455,7 @@ func (g *Gate) hold(ctx context.Context, c Call, dec policy.Decision) Admission 
 	if c.Task {
 		if err := g.recordTask(ctx, c, r); err != nil {
 			g.withdrawUnrecorded(ctx, r.ID)
-			g.log.ErrorContext(ctx, "cannot record the task of an approval request; denying", "approval", id, "err", err)
-			return refuse("denied: the approval store is unavailable, so the call cannot be held for approval")
+			return g.storeRefusal(ctx, msgStoreUnavailable, "cannot record the task of an approval request; denying", err, "approval", id)
 		}
 	}
 	switch {
@@ -433,54 +492,40 @@ func approvalMeta(r approval.Request) map[string]any {
 	}}
 }
 
-func (g *Gate) setHolding(id approval.ID, on bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if on {
-		g.holding[id] = true
-	} else {
-		delete(g.holding, id)
+// Names of the pending caps, as their config keys; refusals name them.
+const (
+	capPerPrincipal = "approvals.max_pending_per_principal"
+	capTotal        = "approvals.max_pending"
+)
+
+// pendingCaps returns the caps a new request of p must fit: its own
+// (for a session: its root session's whole tree, so creating child sessions
+// does not multiply the cap) and the total.
+func (g *Gate) pendingCaps(p approval.Principal, chain session.Chain) []store.Cap {
+	own := store.Cap{Scope: store.CapPrincipal, Key: p.ID, Limit: g.opts.MaxPendingPerPrincipal, Name: capPerPrincipal}
+	if len(chain) > 0 {
+		own = store.Cap{Scope: store.CapSessionTree, Key: string(chain[len(chain)-1].ID), Limit: g.opts.MaxPendingPerPrincipal, Name: capPerPrincipal}
 	}
+	return []store.Cap{own, {Scope: store.CapTotal, Limit: g.opts.MaxPending, Name: capTotal}}
 }
 
-func (g *Gate) isHolding(id approval.ID) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.holding[id]
-}
-
-// overCap returns a refusal message when a pending cap is reached.
-// A session's requests count against its root session's whole tree, so
-// creating child sessions does not multiply the cap.
-func (g *Gate) overCap(ctx context.Context, p approval.Principal) string {
-	const unavailable = "denied: the approval store is unavailable, so the call cannot be held for approval"
-	var n int
-	var err error
-	who := p.ID
-	if p.SessionID != "" {
-		var ch session.Chain
-		if ch, err = g.store.Chain(ctx, session.ID(p.SessionID)); err == nil && len(ch) > 0 {
-			root := ch[len(ch)-1].ID
-			who = "session tree " + string(root)
-			n, err = g.store.CountPendingInTree(ctx, root)
+// createRefusal is the answer to a call whose request the store refused
+// to create: over a cap, a session revoked meanwhile, or a store failure.
+func (g *Gate) createRefusal(ctx context.Context, c Call, err error) Admission {
+	var ce *store.CapError
+	switch {
+	case errors.As(err, &ce) && ce.Cap.Name == capTotal:
+		return refuse(fmt.Sprintf("denied: %d approvals are already pending in total (%s); decide or let them expire first", ce.Pending, capTotal))
+	case errors.As(err, &ce):
+		who := c.Principal.ID
+		if ce.Cap.Scope == store.CapSessionTree {
+			who = "session tree " + ce.Cap.Key
 		}
-	} else {
-		n, err = g.store.CountPending(ctx, p.ID)
+		return refuse(fmt.Sprintf("denied: %d approvals are already pending for %s (%s); decide or let them expire first", ce.Pending, who, ce.Cap.Name))
+	case errors.Is(err, session.ErrRevoked):
+		return refuse(fmt.Sprintf("refused: session %s was revoked; nothing was run", c.Principal.SessionID))
 	}
-	if err != nil {
-		return unavailable
-	}
-	if n >= g.opts.MaxPendingPerPrincipal {
-		return fmt.Sprintf("denied: %d approvals are already pending for %s (approvals.max_pending_per_principal); decide or let them expire first", n, who)
-	}
-	total, err := g.store.CountPending(ctx, "")
-	if err != nil {
-		return "denied: the approval store is unavailable, so the call cannot be held for approval"
-	}
-	if total >= g.opts.MaxPending {
-		return fmt.Sprintf("denied: %d approvals are already pending in total (approvals.max_pending)", total)
-	}
-	return ""
+	return g.storeRefusal(ctx, msgStoreUnavailable, "cannot record approval request; denying", err, "server", c.Server, "tool", c.Tool)
 }
 
 // settle turns a decided request into an admission; for an approved request
@@ -535,11 +580,16 @@ func orNone(s string) string {
 }
 
 // consume moves an approved request to consumed in one compare-and-set that
-// also revalidates the binding against the bytes about to be sent and the
-// current policy; any failure records invalidated with a reason and refuses
-// the call. The consumer takes a lease for the dispatch, renewed until
-// Finish, so a process that dies mid-dispatch leaves a visible "unknown"
-// outcome (see approval.Request.Sweep).
+// also revalidates the binding against the bytes about to be sent, the
+// current policy, and the requesting session (revocation and exclusion,
+// read inside the same transaction, so a revocation that answered before
+// is always seen); any failure records invalidated with a reason and
+// refuses the call. A store that cannot be used right now is retried while
+// the caller waits: after an outage, an approved request is either
+// dispatched by its holder or ends invalidated with a reason (issue 9,
+// defect 13). The consumer then holds a dispatch lease, renewed with the
+// others until the outcome is recorded, so a process that dies
+// mid-dispatch leaves a visible "unknown" outcome (approval.Request.Sweep).
 func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
 	out := c.Arguments
 	if c.Outgoing != nil {
@@ -558,34 +608,45 @@ func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
 	case dec.Effect == policy.Deny:
 		deniedBy = dec.Rule
 	}
-	if deniedBy == "" {
-		// Sessions: only revocation and exclusion are re-checked; a changed
-		// require_approval does not touch a call already evaluated.
-		deniedBy = g.sessionDeniedAtDispatch(ctx, c)
-	}
 	b := approval.Binding{Principal: c.Principal.ID, Server: c.Server, Tool: c.Tool, ArgumentsHash: hash, ToolDigest: digest}
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	r, err := g.store.UpdateRequest(bg, id, "toolgate", func(r *approval.Request) error {
-		now := g.now()
-		if err := r.Consume(b, deniedBy, now); err != nil {
-			return err
-		}
-		if r.State == approval.StateConsumed {
-			r.Renew(g.instance, now.Add(g.opts.Lease))
-		}
-		return nil
+	var r approval.Request
+	err = g.retryStore(ctx, func(actx context.Context) error {
+		var err error
+		r, err = g.store.UpdateRequestWithChain(actx, id, "toolgate", func(r *approval.Request, chain session.Chain) error {
+			why := deniedBy
+			if why == "" && c.Principal.SessionID != "" {
+				// Sessions: only revocation and exclusion are re-checked; a
+				// changed require_approval does not touch a call already
+				// evaluated.
+				if chain == nil {
+					why = sessionRefusal(nil, store.ErrNotFound, c)
+				} else {
+					why = sessionRefusal(chain, nil, c)
+				}
+			}
+			now := g.now()
+			if err := r.Consume(b, why, now); err != nil {
+				return err
+			}
+			if r.State == approval.StateConsumed {
+				r.Renew(g.instance, now.Add(g.opts.Lease))
+			}
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		if errors.Is(err, approval.ErrNotApproved) {
-			if cur, gerr := g.store.GetRequest(bg, id); gerr == nil && cur.State != approval.StateApproved {
+			cur, gerr := g.store.GetRequest(context.WithoutCancel(ctx), id)
+			if gerr == nil && cur.State != approval.StateApproved {
 				g.metrics.DispatchRefused("not_approved")
 				return g.settle(ctx, Call{}, cur)
 			}
 		}
 		g.metrics.DispatchRefused("store_error")
-		g.log.ErrorContext(ctx, "cannot consume approval; refusing", "approval", id, "err", err)
-		return Admission{ApprovalID: id, Message: "refused: the approval could not be consumed (" + err.Error() + "); nothing was run"}
+		g.releaseHold(ctx, id)
+		in := g.incident(ctx, "cannot consume approval; refusing", err, "approval", id)
+		return Admission{ApprovalID: id, Message: fmt.Sprintf("refused: the approval could not be used because the approval store failed; nothing was run (error id %s)", in.ID)}
 	}
 	g.hub.wake(string(id))
 	if r.State != approval.StateConsumed {
@@ -593,13 +654,12 @@ func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
 		g.log.WarnContext(ctx, "approval invalidated at dispatch", "approval", id, "reason", r.Reason)
 		return Admission{ApprovalID: id, Meta: approvalMeta(r), Message: "approval invalidated: " + r.Reason + "; nothing was run. Re-send to request a new approval."}
 	}
+	g.leases.add(id, leaseDispatch)
 	g.log.InfoContext(ctx, "approval consumed; dispatching", "approval", id, "server", c.Server, "tool", c.Tool)
 	if c.Task {
 		g.dropTaskArguments(ctx, id)
 	}
-	stop := g.renewWhileDispatching(ctx, id)
 	return Admission{Allowed: true, ApprovalID: id, Arguments: out, Held: r, finish: func(ctx context.Context, o approval.Outcome, d Recorded) {
-		stop()
 		// The result first: a process that dies between the two leaves a
 		// result to report rather than an unknown outcome.
 		g.recordResult(ctx, id, d)
@@ -607,41 +667,38 @@ func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
 	}}
 }
 
-// renewWhileDispatching renews the dispatch lease of id until stop is called.
-func (g *Gate) renewWhileDispatching(ctx context.Context, id approval.ID) (stop func()) {
-	// The lease outlives the call's cancellation: it is renewed until the
-	// outcome is recorded, and stop ends it.
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(g.opts.Lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				_, _ = g.store.UpdateRequest(ctx, id, "toolgate", func(r *approval.Request) error {
-					if r.State != approval.StateConsumed || r.DispatchOutcome != approval.OutcomeNone || r.HeldBy != g.instance {
-						return errNoChange
-					}
-					r.Renew(g.instance, g.now().Add(g.opts.Lease))
-					return nil
-				})
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
-}
-
 // errNoChange aborts an UpdateRequest that has nothing to write.
 var errNoChange = errors.New("gate: nothing to change")
 
+// recordOutcome records the dispatch outcome of id. When the store cannot
+// take it right now, a background writer owned by the gate retries it
+// (Run waits for it) while the dispatch lease stays renewed, so the
+// sweeper does not call a call that ran "unknown" because of an outage:
+// "unknown" is left for a process that really died (issue 9, defect 13).
+// The caller is not kept waiting for the retries.
 func (g *Gate) recordOutcome(ctx context.Context, id approval.ID, o approval.Outcome) {
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if _, err := g.store.UpdateRequest(bg, id, "toolgate", func(r *approval.Request) error { return r.RecordOutcome(o) }); err != nil {
-		g.log.ErrorContext(ctx, "cannot record dispatch outcome", "approval", id, "outcome", o, "err", err)
+	write := func(actx context.Context) error {
+		_, err := g.store.UpdateRequest(actx, id, "toolgate", func(r *approval.Request) error { return r.RecordOutcome(o) })
+		return err
 	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
+	err := write(actx)
+	cancel()
+	g.health.report(err, g.now())
+	if err == nil || !transient(err) {
+		g.leases.drop(id, leaseDispatch, false)
+		if err != nil {
+			g.log.ErrorContext(ctx, "cannot record dispatch outcome", "approval", id, "outcome", o, "err", err)
+		}
+		return
+	}
+	g.log.WarnContext(ctx, "cannot record dispatch outcome yet; retrying in the background", "approval", id, "outcome", o, "err", err)
+	g.outcomes.Go(func() {
+		defer g.leases.drop(id, leaseDispatch, false)
+		if err := g.retryStore(g.bg, write); err != nil {
+			g.log.ErrorContext(g.bg, "cannot record dispatch outcome", "approval", id, "outcome", o, "err", err)
+			return
+		}
+		g.log.InfoContext(g.bg, "dispatch outcome recorded after retrying", "approval", id, "outcome", o)
+	})
 }

@@ -47,10 +47,28 @@ func newFixture(t *testing.T, timeout time.Duration, opts *Options) *fixture {
 	if opts == nil {
 		opts = &Options{}
 	}
-	if opts.Poll == 0 {
-		opts.Poll = 50 * time.Millisecond
-	}
-	return &fixture{db: db, pol: pol, gate: New(db, pol, opts)}
+	f := &fixture{db: db, pol: pol, gate: New(db, pol, opts)}
+	watch(t, db, f.gate)
+	return f
+}
+
+// watch wakes g's held calls on changes made in db behind the gate's back
+// (as another process would), the way cmd wires it, until the test ends.
+func watch(t *testing.T, db *sqlstore.DB, g *Gate) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		db.Watch(ctx, func(id approval.ID) {
+			if id == "" {
+				g.WakeAll()
+			} else {
+				g.Wake(id)
+			}
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
 }
 
 var agent = approval.Principal{ID: "agent-1", Kind: "agent", OnBehalfOf: "bob"}

@@ -21,18 +21,24 @@ var errDeadline = errors.New("approval deadline reached")
 // errLeaseLost marks a hold whose lease another identical call took over.
 var errLeaseLost = errors.New("another identical call took over the approval")
 
-// attach lets an identical call (same principal, server, tool and argument
-// hash) use an open request instead of creating a duplicate: an unanswered
-// denial is answered once; a retry-mode request is waited on for up to
-// RetryWait; a hold-mode request whose holder is gone (its lease lapsed or
-// was released) is taken over. ok is false when there is nothing to attach
-// to and a new request must be made.
-func (g *Gate) attach(ctx context.Context, c Call, hash string) (adm Admission, ok bool) {
+// openIdentical returns the open requests an identical call (same
+// principal, server, tool and argument hash) may attach to; on a store
+// error ok is false with the refusal.
+func (g *Gate) openIdentical(ctx context.Context, c Call, hash string) (open []approval.Request, refusal Admission, ok bool) {
 	open, err := g.store.OpenIdentical(ctx, c.Principal.ID, c.Server, c.Tool, hash)
 	if err != nil {
-		g.log.ErrorContext(ctx, "cannot look up identical requests; denying", "server", c.Server, "tool", c.Tool, "err", err)
-		return refuse("denied: the approval store is unavailable, so the call cannot be held for approval"), true
+		return nil, g.storeRefusal(ctx, msgStoreUnavailable, "cannot look up identical requests; denying", err, "server", c.Server, "tool", c.Tool), false
 	}
+	return open, Admission{}, true
+}
+
+// attach lets an identical call use one of the open requests open (see
+// openIdentical) instead of creating a duplicate: an unanswered denial is
+// answered once; a retry-mode request is waited on for up to RetryWait; a
+// hold-mode request whose holder is gone (its lease lapsed or was
+// released) is taken over. ok is false when there is nothing to attach to
+// and a new request must be made.
+func (g *Gate) attach(ctx context.Context, c Call, open []approval.Request) (adm Admission, ok bool) {
 	for _, r := range open {
 		switch {
 		case !c.sameKind(r.Kind):
@@ -47,12 +53,12 @@ func (g *Gate) attach(ctx context.Context, c Call, hash string) (adm Admission, 
 		case c.Defer && r.State == approval.StatePending:
 			// A multi round-trip caller does not hold: it may wait on a
 			// request nobody holds, never on one a live call holds.
-			if !g.isHolding(r.ID) && r.LeaseLapsed(g.now()) {
+			if !g.leases.has(r.ID, leaseHold) && r.LeaseLapsed(g.now()) {
 				return g.pendingAnswer(r), true
 			}
 		case r.Mode == policy.ModeRetry && !c.Task:
 			return g.resend(ctx, c, r), true
-		case g.isHolding(r.ID):
+		case g.leases.has(r.ID, leaseHold):
 			// A live call in this process holds it: two live identical calls
 			// never share one approval.
 		default:
@@ -106,13 +112,12 @@ func (g *Gate) takeOver(ctx context.Context, r approval.Request) (approval.Reque
 // records its task first (an identical call may have made r) and is told
 // it is held.
 func (g *Gate) holdTaken(ctx context.Context, c Call, r approval.Request) Admission {
-	g.setHolding(r.ID, true)
-	defer g.setHolding(r.ID, false)
+	g.leases.add(r.ID, leaseHold)
+	defer g.leases.drop(r.ID, leaseHold, false)
 	if c.Task {
 		if err := g.recordTask(ctx, c, r); err != nil && !errors.Is(err, store.ErrAlreadyExists) {
-			g.release(ctx, r.ID)
-			g.log.ErrorContext(ctx, "cannot record the task of an approval request; denying", "approval", r.ID, "err", err)
-			return refuse("denied: the approval store is unavailable, so the call cannot be held for approval")
+			g.releaseHold(ctx, r.ID)
+			return g.storeRefusal(ctx, msgStoreUnavailable, "cannot record the task of an approval request; denying", err, "approval", r.ID)
 		}
 	}
 	if c.OnHold != nil && r.State == approval.StatePending {
@@ -137,7 +142,7 @@ func (g *Gate) holdOn(ctx context.Context, c Call, r approval.Request) Admission
 	if errors.Is(err, errDeadline) && got.State == approval.StatePending && g.now().Before(got.ExpiresAt) {
 		// MaxHold passed first: the caller cannot wait longer. The request
 		// stays open for the identical re-send (or the next round).
-		g.release(ctx, r.ID)
+		g.releaseHold(ctx, r.ID)
 		g.log.InfoContext(ctx, "call answered before its approval was decided (max hold); the approval stays pending", "approval", r.ID)
 		return g.pendingAnswer(got)
 	}
@@ -145,23 +150,6 @@ func (g *Gate) holdOn(ctx context.Context, c Call, r approval.Request) Admission
 		return g.abandon(ctx, c, r.ID, err)
 	}
 	return g.settle(ctx, c, got)
-}
-
-// release ends this process's lease on id, so an identical re-send (or the
-// next round of a multi round-trip request) can take it over at once.
-func (g *Gate) release(ctx context.Context, id approval.ID) {
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_, err := g.store.UpdateRequest(bg, id, "toolgate", func(r *approval.Request) error {
-		if r.HeldBy != g.instance || !r.LeaseUntil.After(g.now()) {
-			return errNoChange
-		}
-		r.Release(g.instance, g.now())
-		return nil
-	})
-	if err != nil && !errors.Is(err, errNoChange) {
-		g.log.WarnContext(ctx, "cannot release the lease of a held approval", "approval", id, "err", err)
-	}
 }
 
 // endWait ends an approval wait span; approval.decision is the state the
@@ -204,24 +192,32 @@ func (g *Gate) resend(ctx context.Context, c Call, r approval.Request) Admission
 // wait blocks until the request leaves pending, deadline or the request's
 // stored expiry passes (errDeadline), or ctx ends (its cause). It never
 // waits on a fresh timeout: restarts do not extend a request. With lease
-// set it renews this process's lease every Lease/3.
+// set the request's lease is this process's (renewed in batches, see
+// leases) and losing it ends the wait (errLeaseLost).
+//
+// A held call costs no goroutine and no ticker of its own: it re-reads the
+// request only when woken (a local decision, the change feed or a NOTIFY
+// from another process or instance, a lease renewal that found it gone),
+// at the deadline, and, while the store cannot be read, on a backoff. Its
+// keep-alives come from the gate's one beat.
 func (g *Gate) wait(ctx context.Context, id approval.ID, deadline time.Time, keepAlive func(context.Context), lease bool) (approval.Request, error) {
-	var kaC, leaseC <-chan time.Time
+	var kaC <-chan struct{}
 	if keepAlive != nil {
-		t := time.NewTicker(g.opts.KeepAlive)
-		defer t.Stop()
-		kaC = t.C
+		kaC = g.beat.join()
+		defer g.beat.leave()
 	}
-	if lease {
-		t := time.NewTicker(g.opts.Lease / 3)
-		defer t.Stop()
-		leaseC = t.C
-	}
-	poll := time.NewTicker(g.opts.Poll)
-	defer poll.Stop()
 	timer := time.NewTimer(deadline.Sub(g.now()))
 	defer timer.Stop()
-	var last approval.Request
+	var (
+		last    approval.Request
+		retry   *time.Timer // set while the store cannot be read
+		backoff = minRetry
+	)
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
 	for {
 		woke, unsub := g.hub.subscribe(string(id))
 		r, err := g.store.GetRequest(ctx, id)
@@ -229,6 +225,7 @@ func (g *Gate) wait(ctx context.Context, id approval.ID, deadline time.Time, kee
 			last = r
 		}
 		now := g.now()
+		var retryC <-chan time.Time
 		switch {
 		case err == nil && r.State != approval.StatePending:
 			unsub()
@@ -239,42 +236,43 @@ func (g *Gate) wait(ctx context.Context, id approval.ID, deadline time.Time, kee
 		case err == nil && lease && r.HeldBy != g.instance:
 			unsub()
 			return r, errLeaseLost
-		case err != nil && ctx.Err() == nil:
-			// The store is unreachable: keep holding, re-read on the next tick.
+		case err == nil:
+			backoff = minRetry
+		case ctx.Err() == nil:
+			// The store cannot be read: keep holding and read again soon.
 			g.log.WarnContext(ctx, "cannot read held approval; retrying", "approval", id, "err", err)
 			if !now.Before(deadline) {
 				unsub()
 				return last, errDeadline
 			}
+			if retry == nil {
+				retry = time.NewTimer(backoff)
+			} else {
+				retry.Reset(backoff)
+			}
+			retryC = retry.C
+			backoff = min(2*backoff, maxRetry)
 		}
-		select {
-		case <-woke:
-		case <-poll.C:
-		case <-kaC:
-			keepAlive(ctx)
-		case <-leaseC:
-			g.renew(ctx, id)
-		case <-timer.C:
-			// Re-read once more: a decision may have landed at the deadline.
-		case <-ctx.Done():
-			unsub()
-			return approval.Request{}, context.Cause(ctx)
+	waiting:
+		for {
+			select {
+			case <-woke:
+				break waiting
+			case <-retryC:
+				break waiting
+			case <-kaC:
+				// A keep-alive needs no read of the store.
+				keepAlive(ctx)
+				kaC = g.beat.next()
+			case <-timer.C:
+				// Re-read once more: a decision may have landed at the deadline.
+				break waiting
+			case <-ctx.Done():
+				unsub()
+				return approval.Request{}, context.Cause(ctx)
+			}
 		}
 		unsub()
-	}
-}
-
-// renew extends this process's lease on a held request.
-func (g *Gate) renew(ctx context.Context, id approval.ID) {
-	_, err := g.store.UpdateRequest(ctx, id, "toolgate", func(r *approval.Request) error {
-		if (r.State != approval.StatePending && r.State != approval.StateApproved) || r.HeldBy != g.instance {
-			return errNoChange
-		}
-		r.Renew(g.instance, g.now().Add(g.opts.Lease))
-		return nil
-	})
-	if err != nil && !errors.Is(err, errNoChange) && ctx.Err() == nil {
-		g.log.WarnContext(ctx, "cannot renew the lease of a held approval", "approval", id, "err", err)
 	}
 }
 
@@ -282,22 +280,34 @@ func (g *Gate) renew(ctx context.Context, id approval.ID) {
 // deadline it expires the request; if a decision landed first (the holder
 // read "pending" just before an approval committed), it settles that
 // decision for c, so an approval that was answered 200 is consumed by the
-// call that is still waiting for it.
+// call that is still waiting for it. Writes the store cannot take right
+// now (unreachable, busy) are retried while the caller waits: answering
+// "timed out" for a request that is in fact approved would lose a human's
+// yes (issue 9, defect 13).
 func (g *Gate) abandon(ctx context.Context, c Call, id approval.ID, cause error) Admission {
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
 	switch {
 	case errors.Is(cause, errDeadline):
-		r, err := g.store.UpdateRequest(bg, id, "toolgate", func(r *approval.Request) error { return r.Expire(g.now()) })
-		if err != nil && !errors.Is(err, approval.ErrResolved) && !errors.Is(err, approval.ErrNotDue) {
-			g.log.ErrorContext(ctx, "cannot expire approval", "approval", id, "err", err)
+		var (
+			r       approval.Request
+			expired bool
+		)
+		err := g.retryStore(ctx, func(actx context.Context) error {
+			var err error
+			r, err = g.store.UpdateRequest(actx, id, "toolgate", func(r *approval.Request) error { return r.Expire(g.now()) })
+			if errors.Is(err, approval.ErrResolved) || errors.Is(err, approval.ErrNotDue) {
+				// Someone else settled it first: act on what is stored.
+				r, err = g.store.GetRequest(actx, id)
+				return err
+			}
+			expired = err == nil
+			return err
+		})
+		if err != nil {
+			g.log.ErrorContext(ctx, "cannot expire approval; the caller is gone or the store failed", "approval", id, "err", err)
+			g.releaseHold(ctx, id)
 			return Admission{ApprovalID: id, Timeout: true, Message: "timed out waiting for approval; nothing was run"}
 		}
-		if err != nil { // someone else settled it first; act on what is stored
-			if r, err = g.store.GetRequest(bg, id); err != nil {
-				return Admission{ApprovalID: id, Timeout: true, Message: "timed out waiting for approval; nothing was run"}
-			}
-		} else {
+		if expired {
 			g.metrics.ApprovalDecided(string(approval.StateExpired))
 		}
 		g.hub.wake(string(id))
@@ -308,13 +318,20 @@ func (g *Gate) abandon(ctx context.Context, c Call, id approval.ID, cause error)
 	case errors.Is(cause, errLeaseLost):
 		return Admission{ApprovalID: id, Message: "refused: " + errLeaseLost.Error() + "; nothing was run here"}
 	case errors.Is(cause, context.Canceled) && !g.stopping.Load():
-		// An explicit notifications/cancelled from the caller.
-		_, err := g.store.UpdateRequest(bg, id, "toolgate", func(r *approval.Request) error { return r.Cancel(g.now()) })
+		// An explicit notifications/cancelled from the caller: record it,
+		// retrying for a while (the caller's context is already done).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.Lease)
+		defer cancel()
+		err := g.retryStore(rctx, func(actx context.Context) error {
+			_, err := g.store.UpdateRequest(actx, id, "toolgate", func(r *approval.Request) error { return r.Cancel(g.now()) })
+			return err
+		})
 		switch {
 		case err == nil:
 			g.metrics.ApprovalDecided(string(approval.StateCancelled))
 		case !errors.Is(err, approval.ErrResolved):
 			g.log.ErrorContext(ctx, "cannot cancel approval", "approval", id, "err", err)
+			g.releaseHold(ctx, id)
 		}
 		g.hub.wake(string(id))
 		g.log.InfoContext(ctx, "held call cancelled by the caller", "approval", id)
@@ -323,21 +340,31 @@ func (g *Gate) abandon(ctx context.Context, c Call, id approval.ID, cause error)
 		// The caller went away or the gateway is stopping: leave the request
 		// as it is and release the lease, so an identical re-send can take it
 		// over at once.
-		_, err := g.store.UpdateRequest(bg, id, "toolgate", func(r *approval.Request) error {
-			if r.HeldBy != g.instance || !r.LeaseUntil.After(g.now()) {
-				return errNoChange
-			}
-			r.Release(g.instance, g.now())
-			return nil
-		})
-		if err != nil && !errors.Is(err, errNoChange) {
-			g.log.WarnContext(ctx, "cannot release the lease of an abandoned hold", "approval", id, "err", err)
-		}
+		g.releaseHold(ctx, id)
 		if g.stopping.Load() {
 			g.log.InfoContext(ctx, "gateway stopping; approval stays open for an identical re-send", "approval", id)
 			return Admission{ApprovalID: id, Message: fmt.Sprintf("the gateway is shutting down; nothing was run. Approval %s stays pending: re-send the identical call to pick it up", id)}
 		}
 		g.log.InfoContext(ctx, "caller gone while held; approval stays open for an identical re-send", "approval", id, "cause", cause)
 		return Admission{Message: "the caller went away while the call was held", ApprovalID: id}
+	}
+}
+
+// releaseHold stops renewing this process's hold on id and ends its lease
+// now, so an identical re-send can take the request over at once. It is
+// best effort: a lease that could not be released lapses by itself.
+func (g *Gate) releaseHold(ctx context.Context, id approval.ID) {
+	g.leases.drop(id, leaseHold, true)
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
+	defer cancel()
+	_, err := g.store.UpdateRequest(bg, id, "toolgate", func(r *approval.Request) error {
+		if r.HeldBy != g.instance || !r.LeaseUntil.After(g.now()) {
+			return errNoChange
+		}
+		r.Release(g.instance, g.now())
+		return nil
+	})
+	if err != nil && !errors.Is(err, errNoChange) {
+		g.log.WarnContext(ctx, "cannot release the lease of an abandoned hold", "approval", id, "err", err)
 	}
 }

@@ -254,7 +254,7 @@ func TestCancelTask(t *testing.T) {
 // and runs it once approved.
 func TestTaskRunsOnAnotherInstance(t *testing.T) {
 	f := newFixture(t, time.Minute, keyed(t, &Options{Instance: "a", Lease: 300 * time.Millisecond}))
-	b := New(f.db, f.pol, keyed(t, &Options{Instance: "b", Lease: 300 * time.Millisecond, Poll: 50 * time.Millisecond}))
+	b := New(f.db, f.pol, keyed(t, &Options{Instance: "b", Lease: 300 * time.Millisecond}))
 	held := make(chan approval.Request, 1)
 	c := writeCall("/x")
 	c.Task = true

@@ -114,11 +114,37 @@ func (g *Gate) toolExists(server, tool string) bool {
 //     (ErrTooManyPolicyRequests).
 //
 // Other errors: session.ErrEmptyChange, session.ErrBadRef,
-// session.ErrRevoked, store.ErrNotFound, store errors.
-func (g *Gate) RequestSessionPolicy(ctx context.Context, actor approval.Principal, id session.ID, ch session.Change) (PolicyResult, error) {
+// session.ErrRevoked, store.ErrNotFound, and store failures as an
+// *Incident (its text is public; the cause was logged under its id).
+func (g *Gate) RequestSessionPolicy(ctx context.Context, actor approval.Principal, id session.ID, ch session.Change) (_ PolicyResult, err error) {
+	defer func() {
+		if err != nil && !isPublicError(err) {
+			err = g.incident(ctx, "session policy request failed", err, "session", id)
+		}
+	}()
 	if actor.SessionID == "" || session.ID(actor.SessionID) != id {
 		return PolicyResult{}, ErrNotOwnSession
 	}
+	// A concurrent identical request may apply the change, or a policy
+	// change commit, between this request's reads and its write: then it
+	// looks again (the change may now apply at once, or need a request
+	// against the new revision), a few times.
+	for attempt := 0; ; attempt++ {
+		res, err := g.requestSessionPolicy(ctx, actor, id, ch)
+		if !errors.Is(err, errPolicyMoved) {
+			return res, err
+		}
+		if attempt == 2 {
+			return PolicyResult{}, fmt.Errorf("%w: the session's policy kept changing while the request was handled; make the request again", session.ErrStaleRevision)
+		}
+	}
+}
+
+// errPolicyMoved makes RequestSessionPolicy look again: the session's
+// revision moved, or an identical request was applied concurrently.
+var errPolicyMoved = errors.New("gate: the session's policy moved while the request was handled")
+
+func (g *Gate) requestSessionPolicy(ctx context.Context, actor approval.Principal, id session.ID, ch session.Change) (PolicyResult, error) {
 	chain, err := g.store.Chain(ctx, id)
 	if err != nil {
 		return PolicyResult{}, err
@@ -244,10 +270,18 @@ func (g *Gate) applyApproved(ctx context.Context, actor approval.Principal, cur 
 		}
 		return x.Consume(approval.Binding{Principal: actor.ID, ArgumentsHash: x.ArgumentsHash}, "", g.now())
 	})
-	if err != nil || consumed.State != approval.StateConsumed {
-		if err != nil && !errors.Is(err, errNoChange) {
-			g.log.WarnContext(ctx, "cannot consume a session policy approval", "approval", r.ID, "err", err)
-		}
+	switch {
+	case errors.Is(err, errNoChange):
+		// A concurrent identical request consumed it first. Making a new
+		// request now would put a stale one in front of approvers while the
+		// winner applies the very same change: wait until the winner is
+		// done, then look again (the change then no longer widens).
+		g.awaitOutcome(ctx, r.ID)
+		return PolicyResult{}, true, errPolicyMoved
+	case err != nil:
+		g.log.WarnContext(ctx, "cannot consume a session policy approval", "approval", r.ID, "err", err)
+		return PolicyResult{}, false, nil
+	case consumed.State != approval.StateConsumed:
 		return PolicyResult{}, false, nil
 	}
 	g.hub.wake(string(r.ID))
@@ -265,6 +299,7 @@ func (g *Gate) applyApproved(ctx context.Context, actor approval.Principal, cur 
 	if _, oerr := g.store.UpdateRequest(ctx, r.ID, "toolgate", func(x *approval.Request) error { return x.RecordOutcome(outcome) }); oerr != nil {
 		g.log.WarnContext(ctx, "cannot record the outcome of a session policy approval", "approval", r.ID, "err", oerr)
 	}
+	g.hub.wake(string(r.ID)) // identical requests that lost the consume wait for this
 	if err != nil {
 		return PolicyResult{}, true, err
 	}
@@ -275,21 +310,47 @@ func (g *Gate) applyApproved(ctx context.Context, actor approval.Principal, cur 
 	return PolicyResult{Status: PolicyApplied, Session: s, Changed: changed, Approval: consumed}, true, nil
 }
 
-// newPolicyRequest records a pending session_policy approval for cur.
+// awaitOutcome waits, at most RetryWait, until the consumed request id has
+// its outcome recorded (or is no longer consumed).
+func (g *Gate) awaitOutcome(ctx context.Context, id approval.ID) {
+	t := time.NewTimer(g.opts.RetryWait)
+	defer t.Stop()
+	for {
+		woke, unsub := g.hub.subscribe(string(id))
+		r, err := g.store.GetRequest(ctx, id)
+		if err != nil || r.State != approval.StateConsumed || r.DispatchOutcome != approval.OutcomeNone {
+			unsub()
+			return
+		}
+		select {
+		case <-woke:
+		case <-t.C:
+			unsub()
+			return
+		case <-ctx.Done():
+			unsub()
+			return
+		}
+		unsub()
+	}
+}
+
+// capPolicyRequests names the cap on a session's pending policy requests.
+const capPolicyRequests = "sessions.max_pending_policy_requests"
+
+// newPolicyRequest records a pending session_policy approval for cur. The
+// store creates it only while cur is at its revision (else errPolicyMoved)
+// and fewer than MaxPolicyRequests unexpired ones are pending (else
+// ErrTooManyPolicyRequests), both checked in the creating transaction.
+// The approvers and validity come from the deployment policy in force now
+// (Options.SessionApprovalFunc), not from the one at startup.
 func (g *Gate) newPolicyRequest(ctx context.Context, actor approval.Principal, cur session.Session, display json.RawMessage, hash string, widens []string) (approval.Request, error) {
 	now := g.now().UTC()
-	n, err := g.pendingPolicyRequests(ctx, cur.ID, now)
-	if err != nil {
-		return approval.Request{}, err
-	}
-	if limit := g.maxPolicyRequests(); n >= limit {
-		return approval.Request{}, fmt.Errorf("%w: %d are pending (the limit is %d); wait for decisions or let them expire", ErrTooManyPolicyRequests, n, limit)
-	}
 	id, err := approval.NewID()
 	if err != nil {
 		return approval.Request{}, fmt.Errorf("policy request id: %w", err)
 	}
-	ap := g.opts.SessionApproval
+	ap := g.sessionApproval().Approval
 	r := approval.Request{
 		ID:                id,
 		State:             approval.StatePending,
@@ -310,36 +371,21 @@ func (g *Gate) newPolicyRequest(ctx context.Context, actor approval.Principal, c
 		Target:            string(cur.ID),
 		BaseRevision:      cur.Revision,
 	}
-	if err := g.store.CreateRequest(ctx, r); err != nil {
+	limit := g.maxPolicyRequests()
+	err = g.store.CreateRequest(ctx, r, store.Cap{Scope: store.CapPolicyRequests, Key: string(cur.ID), Limit: limit, Name: capPolicyRequests})
+	var ce *store.CapError
+	switch {
+	case errors.As(err, &ce):
+		return approval.Request{}, fmt.Errorf("%w: %d are pending (the limit is %d, %s); wait for decisions or let them expire", ErrTooManyPolicyRequests, ce.Pending, limit, capPolicyRequests)
+	case errors.Is(err, store.ErrConflict):
+		return approval.Request{}, errPolicyMoved
+	case err != nil:
 		return approval.Request{}, fmt.Errorf("record policy request: %w", err)
 	}
 	g.metrics.ApprovalRequested()
 	g.log.InfoContext(ctx, "session policy request awaits approval", "approval", id, "session", cur.ID,
 		"base_revision", cur.Revision, "expires_at", r.ExpiresAt, "arguments_hash", hash)
 	return store.Normalize(r), nil
-}
-
-// pendingPolicyRequests counts the session's pending policy requests that
-// have not expired as of now (an overdue one the sweeper has not reached
-// yet does not count).
-func (g *Gate) pendingPolicyRequests(ctx context.Context, id session.ID, now time.Time) (int, error) {
-	n := 0
-	f := store.Filter{Kind: approval.KindSessionPolicy, Target: string(id), State: approval.StatePending, Limit: 100}
-	for {
-		rs, next, err := g.store.ListRequests(ctx, f)
-		if err != nil {
-			return 0, fmt.Errorf("count pending policy requests: %w", err)
-		}
-		for _, r := range rs {
-			if now.Before(r.ExpiresAt) {
-				n++
-			}
-		}
-		if next == "" || n > g.maxPolicyRequests() {
-			return n, nil
-		}
-		f.Cursor = next
-	}
 }
 
 // voidStalePolicyRequests cancels the pending, and invalidates the

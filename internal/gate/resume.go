@@ -58,7 +58,7 @@ func (g *Gate) resume(ctx context.Context, c Call) Admission {
 			}
 			return Admission{ApprovalID: id, Held: r, Meta: approvalMeta(r), Message: usedMessage(r)}
 		case approval.StatePending, approval.StateApproved:
-			if !g.isHolding(id) && r.LeaseLapsed(now) {
+			if !g.leases.has(id, leaseHold) && r.LeaseLapsed(now) {
 				taken, ok := g.takeOver(ctx, r)
 				if ok {
 					return g.holdTaken(ctx, c, taken)
@@ -88,32 +88,29 @@ func (g *Gate) resume(ctx context.Context, c Call) Admission {
 	}
 }
 
-// waitChange returns when request id may have changed (a wake-up or the
-// fallback poll), at until, or with ctx's cause when ctx ends. It calls
-// keepAlive every keep-alive interval meanwhile.
+// waitChange returns when request id may have changed (a wake-up: a local
+// change, or the store's watcher for another process or instance), at
+// until, or with ctx's cause when ctx ends. Its keep-alives come from the
+// gate's one beat, like a held call's.
 func (g *Gate) waitChange(ctx context.Context, id approval.ID, until time.Time, keepAlive func(context.Context)) error {
 	woke, unsub := g.hub.subscribe(string(id))
 	defer unsub()
 	timer := time.NewTimer(max(until.Sub(g.now()), 0))
 	defer timer.Stop()
-	poll := time.NewTimer(g.opts.Poll)
-	defer poll.Stop()
-	var kaC <-chan time.Time
+	var kaC <-chan struct{}
 	if keepAlive != nil {
-		t := time.NewTicker(g.opts.KeepAlive)
-		defer t.Stop()
-		kaC = t.C
+		kaC = g.beat.join()
+		defer g.beat.leave()
 	}
 	for {
 		select {
 		case <-woke:
 			return nil
-		case <-poll.C:
-			return nil
 		case <-timer.C:
 			return nil
 		case <-kaC:
 			keepAlive(ctx)
+			kaC = g.beat.next()
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"toolgate/internal/approval"
@@ -52,21 +53,30 @@ func (g *Gate) Review(ctx context.Context, id approval.ID, reviewer approval.Pri
 	return r, nil
 }
 
-// Wake makes the calls held on id re-read it. The Postgres watcher calls it
-// for each notification from another instance.
+// Wake makes the calls held on id re-read it. The store's watcher calls it
+// for each request another process or instance changed (sqlstore.DB.Watch).
 func (g *Gate) Wake(id approval.ID) { g.hub.wake(string(id)) }
 
-// WakeAll makes every held call re-read its request. The SQLite watcher calls
-// it when another process committed.
+// WakeAll makes every held call re-read its request. The store's watcher
+// calls it once, when it starts following the change feed.
 func (g *Gate) WakeAll() { g.hub.wakeAll() }
 
 // Stop marks the gate as shutting down: holds that end from now on leave
 // their requests pending instead of cancelling them.
 func (g *Gate) Stop() { g.stopping.Store(true) }
 
-// Run expires overdue requests every SweepInterval until ctx ends. Each
-// expiry is a compare-and-set, so several sweepers (processes) are harmless.
+// Run does the gate's periodic work until ctx ends: every SweepInterval it
+// expires overdue requests (each expiry is a compare-and-set, so several
+// sweepers, one per process, are harmless); every Lease/3 it renews the
+// leases this process holds, in one batch; every PruneInterval it prunes
+// what Options.Retention lets go. When ctx ends it stops the gate and
+// waits for dispatch outcomes still being written, up to one lease.
 func (g *Gate) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { g.renewLeases(ctx) })
+	if r := g.opts.Retention; r != (store.Retention{}) {
+		wg.Go(func() { g.pruneEvery(ctx, r) })
+	}
 	t := time.NewTicker(g.opts.SweepInterval)
 	defer t.Stop()
 	for {
@@ -74,7 +84,47 @@ func (g *Gate) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			g.Stop()
+			wg.Wait()
+			g.drainOutcomes()
 			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// drainOutcomes waits for the background writers of dispatch outcomes, at
+// most one lease; then it stops them (their requests' leases lapse and
+// the sweeper of a live process records "unknown").
+func (g *Gate) drainOutcomes() {
+	done := make(chan struct{})
+	go func() { g.outcomes.Wait(); close(done) }()
+	t := time.NewTimer(g.opts.Lease)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		g.log.Warn("stopping with dispatch outcomes not recorded; they will be recorded unknown")
+	}
+	g.bgCancel()
+	<-done
+}
+
+// pruneEvery prunes the store every PruneInterval, the first time right
+// away.
+func (g *Gate) pruneEvery(ctx context.Context, r store.Retention) {
+	t := time.NewTicker(g.opts.PruneInterval)
+	defer t.Stop()
+	for {
+		p, err := g.store.Prune(ctx, r, g.now())
+		switch {
+		case err != nil && ctx.Err() == nil:
+			g.log.WarnContext(ctx, "prune: cannot delete what retention lets go", "err", err)
+		case err == nil && p.Requests+p.Events+p.Sessions > 0:
+			g.log.InfoContext(ctx, "pruned", "requests", p.Requests, "events", p.Events, "sessions", p.Sessions, "events_pruned_through", p.Through.String())
+		}
+		select {
+		case <-ctx.Done():
+			return
 		case <-t.C:
 		}
 	}
@@ -97,6 +147,7 @@ func (g *Gate) sweep(ctx context.Context) {
 		}
 	}
 	ids, err := g.store.Due(ctx, now, 100)
+	g.health.report(err, g.now())
 	if err != nil {
 		if ctx.Err() == nil {
 			g.log.WarnContext(ctx, "sweep: cannot list due requests", "err", err)
@@ -104,7 +155,12 @@ func (g *Gate) sweep(ctx context.Context) {
 		return
 	}
 	for _, id := range ids {
-		r, err := g.store.UpdateRequest(ctx, id, "toolgate", func(r *approval.Request) error { return r.Sweep(now) })
+		r, err := g.store.UpdateRequest(ctx, id, "toolgate", func(r *approval.Request) error {
+			if r.State == approval.StateConsumed && !g.mayCallUnknown(r.ID, now) {
+				return approval.ErrNotDue
+			}
+			return r.Sweep(now)
+		})
 		switch {
 		case err == nil && r.State == approval.StateConsumed:
 			g.log.WarnContext(ctx, "dispatch outcome unknown: the dispatching process stopped before the upstream answered", "approval", id)
@@ -118,6 +174,16 @@ func (g *Gate) sweep(ctx context.Context) {
 			g.log.WarnContext(ctx, "sweep: cannot expire", "approval", id, "err", err)
 		}
 	}
+}
+
+// mayCallUnknown reports whether the sweeper may record the outcome of the
+// consumed request id as unknown now that its dispatch lease lapsed: not
+// while this process is still dispatching it or retrying its outcome, and
+// not until the store has answered this process for a whole lease (after
+// an outage, a live holder elsewhere renews its leases within Lease/3 of
+// the store's return; one that has not by then is gone).
+func (g *Gate) mayCallUnknown(id approval.ID, now time.Time) bool {
+	return !g.leases.has(id, leaseDispatch) && g.health.steadyFor(g.opts.Lease, now)
 }
 
 // Ready reports whether the store answers.

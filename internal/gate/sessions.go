@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"toolgate/internal/approval"
@@ -147,17 +148,19 @@ func (g *Gate) SetSessionRequirement(ctx context.Context, actor approval.Princip
 }
 
 // RevokeSession revokes session id and all its descendants at once, cancels
-// their pending approvals and wakes the calls held on them (which end
-// cancelled). It returns what changed; store.ErrNotFound for an unknown id.
+// their pending approvals, invalidates their approved ones not consumed yet
+// and wakes the calls held on them (which end cancelled or invalidated):
+// once it returned, nothing of the subtree runs. It returns what changed; store.ErrNotFound for an unknown id.
 func (g *Gate) RevokeSession(ctx context.Context, actor approval.Principal, id session.ID) (store.Revocation, error) {
 	rev, err := g.store.RevokeSession(ctx, id, actor.ID, g.now())
 	if err != nil {
 		return store.Revocation{}, err
 	}
-	for _, rid := range rev.Cancelled {
+	for _, rid := range slices.Concat(rev.Cancelled, rev.Invalidated) {
 		g.hub.wake(string(rid))
 	}
-	g.log.InfoContext(ctx, "session revoked", "session", id, "by", actor.ID, "sessions", len(rev.Sessions), "cancelled", len(rev.Cancelled))
+	g.log.InfoContext(ctx, "session revoked", "session", id, "by", actor.ID, "sessions", len(rev.Sessions),
+		"cancelled", len(rev.Cancelled), "invalidated", len(rev.Invalidated))
 	return rev, nil
 }
 
@@ -167,10 +170,10 @@ func (g *Gate) RevokeSession(ctx context.Context, actor approval.Principal, id s
 func (g *Gate) sessionChain(ctx context.Context, c Call) (session.Chain, Admission, bool) {
 	ch, err := g.store.Chain(ctx, session.ID(c.Principal.SessionID))
 	if why := sessionRefusal(ch, err, c); why != "" {
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			g.log.ErrorContext(ctx, "cannot read the session policy; refusing", "session", c.Principal.SessionID, "err", err)
-		}
 		g.metrics.ToolCall(c.Server, string(policy.Deny))
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, g.storeRefusal(ctx, fmt.Sprintf("refused: %s; nothing was run", why), "cannot read the session policy; refusing", err, "session", c.Principal.SessionID), false
+		}
 		return nil, refuse(fmt.Sprintf("refused: %s; nothing was run", why)), false
 	}
 	return ch, Admission{}, true
@@ -210,15 +213,4 @@ func (g *Gate) sessionApproval() policy.Decision {
 		ap.Approvals = 1
 	}
 	return policy.Decision{Effect: policy.Approve, Rule: SessionRule, Matched: []string{SessionRule}, Approval: ap}
-}
-
-// sessionDeniedAtDispatch re-checks, immediately before an approved call of
-// a session is consumed, that the session is not revoked and still allows
-// the tool; it returns the reason for invalidating the approval, or "".
-func (g *Gate) sessionDeniedAtDispatch(ctx context.Context, c Call) string {
-	if c.Principal.SessionID == "" {
-		return ""
-	}
-	ch, err := g.store.Chain(ctx, session.ID(c.Principal.SessionID))
-	return sessionRefusal(ch, err, c)
 }

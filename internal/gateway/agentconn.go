@@ -164,7 +164,9 @@ func (ac *agentConn) call(ctx context.Context, tool string, args json.RawMessage
 	for attempt := 0; ; attempt++ {
 		c, err := ac.session(ctx)
 		if err != nil {
-			return nil, err
+			// Nothing was sent: the agent gets an isError result naming
+			// the upstream (callfail.go).
+			return nil, ac.u.unavailable(ctx, tool, "its session for this agent could not be opened; nothing was sent to it", approval.OutcomeTransportError, err)
 		}
 		res, retry, err := ac.u.callOnce(ctx, c, tool, args, prog)
 		if !retry || attempt > 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -64,9 +65,11 @@ func BenchmarkCallDirect(b *testing.B) {
 
 func BenchmarkCallThroughGateway(b *testing.B) {
 	// The real gate with a policy that allows the call: the store is never
-	// touched on this path, so none is given.
+	// touched on this path, so none is given. The policy is held as
+	// toolgate serve holds it (compiled once per revision; a bare *Policy
+	// compiles on every evaluation).
 	p := &policy.Policy{Default: policy.Deny, Rules: []policy.Rule{{Name: "all", Server: "up", Effect: policy.Allow}}}
-	g, err := New(b.Context(), []ServerConfig{{Name: "up", URL: benchUpstream(b)}}, gate.New(nil, p, nil), nil)
+	g, err := New(b.Context(), []ServerConfig{{Name: "up", URL: benchUpstream(b)}}, gate.New(nil, policy.NewHolder(p), nil), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -103,7 +106,7 @@ func BenchmarkCallThroughGatewayStdio(b *testing.B) {
 			p := &policy.Policy{Default: policy.Deny, Rules: []policy.Rule{{Name: "all", Server: "up", Effect: policy.Allow}}}
 			sc := stdioServer("up")
 			sc.Sessions = mode
-			g, err := New(b.Context(), []ServerConfig{sc}, gate.New(nil, p, nil), nil)
+			g, err := New(b.Context(), []ServerConfig{sc}, gate.New(nil, policy.NewHolder(p), nil), nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -120,6 +123,59 @@ func BenchmarkCallThroughGatewayStdio(b *testing.B) {
 				b.Fatal(err)
 			}
 			benchCalls(b, cs, "up__echo")
+		})
+	}
+}
+
+// BenchmarkCallThroughGatewayStdioParallel is BenchmarkCallThroughGatewayStdio
+// with 16 agent sessions making calls at once (b.RunParallel), each with one
+// call in flight: with sessions: shared all of them go over the one upstream
+// session, with per_agent each agent session has its own upstream process.
+func BenchmarkCallThroughGatewayStdioParallel(b *testing.B) {
+	const agents = 16
+	for _, mode := range []string{SessionsPerAgent, SessionsShared} {
+		b.Run(mode, func(b *testing.B) {
+			p := &policy.Policy{Default: policy.Deny, Rules: []policy.Rule{{Name: "all", Server: "up", Effect: policy.Allow}}}
+			sc := stdioServer("up")
+			sc.Sessions = mode
+			g, err := New(b.Context(), []ServerConfig{sc}, gate.New(nil, policy.NewHolder(p), nil), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = g.Close() })
+			h, err := g.Handler(testAuth, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ts := httptest.NewServer(h)
+			b.Cleanup(ts.Close)
+			sessions := make(chan *mcp.ClientSession, agents)
+			for range agents {
+				cs := benchConnect(b, ts.URL+"/mcp", aliceToken)
+				if _, err := cs.CallTool(b.Context(), &mcp.CallToolParams{Name: "up__echo", Arguments: benchArgs}); err != nil {
+					b.Fatal(err)
+				}
+				sessions <- cs
+			}
+			b.SetParallelism((agents + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				var cs *mcp.ClientSession
+				select {
+				case cs = <-sessions:
+				default:
+					b.Error("more goroutines than agent sessions")
+					return
+				}
+				for pb.Next() {
+					res, err := cs.CallTool(b.Context(), &mcp.CallToolParams{Name: "up__echo", Arguments: benchArgs})
+					if err != nil || res.IsError {
+						b.Errorf("call: %v %+v", err, res)
+						return
+					}
+				}
+			})
 		})
 	}
 }

@@ -19,6 +19,15 @@
 //   - http.go, heartbeat.go: the agent-facing Streamable HTTP handler with
 //     bearer authentication, the carrier watch that cancels a call whose
 //     POST went away (notes §3), and SSE comment heartbeats (notes §4).
+//   - health.go: the upstreams' states, a ping every health interval, and
+//     Ready/Health for /readyz; callfail.go: what an agent gets when a call
+//     cannot reach its upstream, and the dispatch outcome it records.
+//   - jsonline.go, stdioguard.go, upstreamguard.go: newline-delimited
+//     JSON-RPC read defensively, so one bad or oversized line fails at most
+//     its own message: the agent side of --stdio and the stdout of stdio
+//     upstreams. httplimit.go: the same limit on an HTTP upstream's
+//     tools/call responses.
+//   - mcpsessions.go: the bounds on agents' MCP sessions.
 //   - items.go, exposure.go: the prompts, resources and resource templates
 //     of every upstream, and their names for agents (prompts like tools;
 //     clashing URIs in the namespaced form toolgate://<server>/<uri>).

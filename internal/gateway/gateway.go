@@ -60,6 +60,10 @@ type ServerConfig struct {
 	// would expose is exposed prefixed for both. Policy still matches the
 	// real (server, tool).
 	Unprefixed bool
+	// Optional marks a server that is not required (config
+	// servers.<name>.required: false): while it is down, [Gateway.Ready]
+	// still succeeds. Its calls fail either way.
+	Optional bool
 	// Sessions is SessionsShared or SessionsPerAgent; "" means per_agent
 	// for a stdio server and shared for an HTTP one (see agentconn.go).
 	Sessions string
@@ -122,14 +126,30 @@ type Options struct {
 	ConnectTimeout time.Duration
 	// RestartMin and RestartMax bound the backoff between reconnect attempts
 	// of an upstream: the delay starts at RestartMin and doubles up to
-	// RestartMax. Defaults 250ms and 30s.
+	// RestartMax, and never exceeds HealthInterval. Defaults 250ms and 30s.
 	RestartMin, RestartMax time.Duration
+	// HealthInterval is how often each upstream session is checked with an
+	// MCP ping (a failed ping marks the upstream unreachable; three in a
+	// row drop the session and reconnect), and the longest wait between
+	// reconnect attempts of an upstream that is down. Default 10s.
+	HealthInterval time.Duration
+	// pingTimeout bounds one health check; tests set it, else it is
+	// max(HealthInterval, minPingTimeout).
+	pingTimeout time.Duration
 	// TerminateGrace is how long a stdio child gets after its stdin closes,
 	// and again after SIGTERM, before it is killed. Default 1s.
 	TerminateGrace time.Duration
-	// MaxMessageSize bounds one message read from an upstream, in bytes: a
-	// stdio line or an SSE event. Default 64 MiB.
-	MaxMessageSize int
+	// MaxResultBytes bounds one message read from an upstream, in bytes
+	// (limits.max_result_bytes): a stdio line, an SSE event or a JSON
+	// response body. A tools/call result over it fails only its own call,
+	// with an isError result; the shared session survives (the message is
+	// read to its end and discarded, never held whole). Default 64 MiB.
+	MaxResultBytes int
+	// MaxRequestBytes bounds one message a stdio agent sends
+	// (limits.max_request_bytes); a longer line is answered with a
+	// JSON-RPC error and the session goes on. HTTP agents are bounded by
+	// HTTPOptions.MaxBody. Default 8 MiB.
+	MaxRequestBytes int
 	// ProgressLinger is how long an upstream progress token stays known after
 	// its call returned, so late progress is dropped quietly. Default 5s.
 	ProgressLinger time.Duration
@@ -191,11 +211,20 @@ func (o *Options) withDefaults() Options {
 	if r.RestartMax < r.RestartMin {
 		r.RestartMax = max(30*time.Second, r.RestartMin)
 	}
+	if r.HealthInterval <= 0 {
+		r.HealthInterval = 10 * time.Second
+	}
+	if r.pingTimeout <= 0 {
+		r.pingTimeout = max(r.HealthInterval, minPingTimeout)
+	}
 	if r.TerminateGrace <= 0 {
 		r.TerminateGrace = time.Second
 	}
-	if r.MaxMessageSize <= 0 {
-		r.MaxMessageSize = 64 << 20
+	if r.MaxResultBytes <= 0 {
+		r.MaxResultBytes = 64 << 20
+	}
+	if r.MaxRequestBytes <= 0 {
+		r.MaxRequestBytes = 8 << 20
 	}
 	if r.ProgressLinger <= 0 {
 		r.ProgressLinger = 5 * time.Second
@@ -408,10 +437,9 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 	g.applyItems(items...)
 	for _, f := range firsts {
 		if f.err != nil {
-			g.log.WarnContext(ctx, "upstream not connected; retrying in the background", "server", f.u.name, "err", f.err)
-			f.u.setDown(f.err, true)
+			f.u.setDown(ctx, f.err, true)
 		} else {
-			f.u.setUp(f.conn)
+			f.u.setUp(ctx, f.conn)
 		}
 		g.wg.Go(func() { f.u.run(root, f.conn) })
 	}
@@ -441,19 +469,6 @@ func (g *Gateway) Close() error {
 	g.wg.Wait()
 	g.routes.close()
 	return nil
-}
-
-// Ready returns nil when every upstream has a connected session, and
-// otherwise an error naming each upstream that is down and why. It is meant
-// for /readyz.
-func (g *Gateway) Ready() error {
-	var errs []error
-	for _, name := range g.serverNames() {
-		if err := g.ups[name].ready(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 func (g *Gateway) serverNames() []string {
@@ -511,8 +526,9 @@ var ErrShutdown = errors.New("gateway shutting down")
 // Only protocol messages are written to out.
 func (g *Gateway) ServeStdio(ctx context.Context, in io.ReadCloser, out io.WriteCloser, p approval.Principal) error {
 	lw := &lockedWriter{w: out}
-	guard := newStdinGuard(in, lw, g.opts.MaxMessageSize)
-	t := &mcp.IOTransport{Reader: readCloser{guard, in}, Writer: lw, MaxLineLength: g.opts.MaxMessageSize}
+	guard := newStdinGuard(in, lw, g.opts.MaxRequestBytes)
+	// The guard passes on lines of at most MaxRequestBytes.
+	t := &mcp.IOTransport{Reader: readCloser{guard, in}, Writer: lw, MaxLineLength: g.opts.MaxRequestBytes + sdkLimitSlack}
 	sid := "stdio-" + rand.Text()
 	sctx := context.WithValue(context.WithValue(ctx, principalKey{}, p), stdioSessionKey{}, sid)
 	ss, err := g.server.Connect(sctx, t, nil)
@@ -534,6 +550,12 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.ReadCloser, out io.Write
 	}
 	return err
 }
+
+// sdkLimitSlack is added to the SDK's own message size limits, which the
+// guards in front of it (stdioguard.go, upstreamguard.go, the HTTP
+// capture) enforce first: they only pass on messages within the
+// configured limits, and replace the others with small errors.
+const sdkLimitSlack = 64 << 10
 
 // readCloser reads from one reader and closes another.
 type readCloser struct {

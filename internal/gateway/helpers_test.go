@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -185,7 +186,28 @@ func addUpstreamTools(s *mcp.Server, h *hooks) {
 			}
 			return text("done"), nil
 		})
+	s.AddTool(&mcp.Tool{Name: "fifo", Description: "returns what it reads from the named pipe at path", InputSchema: objectSchema},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a struct{ Path string }
+			_ = json.Unmarshal(req.Params.Arguments, &a)
+			f, err := os.Open(a.Path) // blocks until the test opens it for writing
+			if err != nil {
+				return nil, err
+			}
+			defer func() { _ = f.Close() }()
+			b, err := io.ReadAll(f)
+			if err != nil {
+				return nil, err
+			}
+			return text(string(b)), nil
+		})
 	// stdio-only behaviours of the child process.
+	s.AddTool(&mcp.Tool{Name: "garbage", Description: "writes a line that is not JSON-RPC to stdout", InputSchema: objectSchema},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			_, _ = os.Stdout.WriteString("this line is not JSON-RPC\n")
+			_, _ = os.Stdout.WriteString(`{"jsonrpc":"2.0","id":{"bad":1},"result":{}}` + "\n")
+			return text("done"), nil
+		})
 	s.AddTool(&mcp.Tool{Name: "noisy", InputSchema: objectSchema},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			line := strings.Repeat("n", 1023) + "\n"
@@ -259,23 +281,7 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 // waitFor waits until the log contains s.
 func (l *logBuffer) waitFor(t *testing.T, s string) {
 	t.Helper()
-	for {
-		l.mu.Lock()
-		if strings.Contains(l.buf.String(), s) {
-			l.mu.Unlock()
-			return
-		}
-		if l.changed == nil {
-			l.changed = make(chan struct{})
-		}
-		ch := l.changed
-		l.mu.Unlock()
-		select {
-		case <-ch:
-		case <-time.After(testWait):
-			t.Fatalf("log never contained %q", s)
-		}
-	}
+	l.waitCount(t, s, 1)
 }
 
 func (l *logBuffer) String() string {
@@ -462,3 +468,100 @@ func (c *counter) get() int64 { return c.n.Load() }
 // session); the go-sdk client tries 2026-07-28 first, which the gateway
 // serves statelessly. Tests of 2025-era behaviour pin it.
 var era2025 = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+
+// waitState waits until upstream name is in state and returns its health.
+func waitState(t *testing.T, g *Gateway, name, state string) UpstreamHealth {
+	t.Helper()
+	u := g.ups[name]
+	ctx, cancel := context.WithTimeout(t.Context(), testWait)
+	defer cancel()
+	for {
+		u.mu.Lock()
+		ch := u.changed
+		u.mu.Unlock()
+		if h := u.health(); h.State == state {
+			return h
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("upstream %s never became %s: %+v", name, state, u.health())
+		}
+	}
+}
+
+// count returns how many times s occurs in the log.
+func (l *logBuffer) count(s string) int {
+	return strings.Count(l.String(), s)
+}
+
+// waitCount waits until the log contains s at least n times.
+func (l *logBuffer) waitCount(t *testing.T, s string, n int) {
+	t.Helper()
+	for {
+		l.mu.Lock()
+		if strings.Count(l.buf.String(), s) >= n {
+			l.mu.Unlock()
+			return
+		}
+		if l.changed == nil {
+			l.changed = make(chan struct{})
+		}
+		ch := l.changed
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-time.After(testWait):
+			t.Fatalf("log never contained %q %d times:\n%s", s, n, l.String())
+		}
+	}
+}
+
+// restartable serves an MCP server over Streamable HTTP on one loopback
+// address that can be stopped (connections refused) and started again.
+type restartable struct {
+	t    *testing.T
+	s    *mcp.Server
+	addr string
+	srv  *http.Server
+	done chan struct{} // closed when the current Serve returned
+}
+
+func startRestartable(t *testing.T, s *mcp.Server) *restartable {
+	t.Helper()
+	r := &restartable{t: t, s: s, addr: "127.0.0.1:0"}
+	r.start()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *restartable) url() string { return "http://" + r.addr + "/mcp" }
+
+// start serves on r.addr (the same port after a stop).
+func (r *restartable) start() {
+	r.t.Helper()
+	ln, err := net.Listen("tcp", r.addr)
+	if err != nil {
+		r.t.Fatalf("listen %s: %v", r.addr, err)
+	}
+	r.addr = ln.Addr().String()
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.s }, nil))
+	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: testWait}
+	r.done = make(chan struct{})
+	srv, done := r.srv, r.done
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+}
+
+// stop closes the listener and every connection, and waits for Serve.
+func (r *restartable) stop() {
+	if r.srv == nil {
+		return
+	}
+	_ = r.srv.Close()
+	<-r.done
+	r.srv = nil
+}

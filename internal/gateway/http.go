@@ -59,13 +59,19 @@ type HTTPOptions struct {
 	// DropGrace is how long after its POST ended a call is cancelled with
 	// ErrClientGone. Default 250ms.
 	DropGrace time.Duration
-	// MaxBody bounds a request body, in bytes; a larger one gets 413.
-	// Default 8 MiB.
+	// MaxBody bounds a request body, in bytes (limits.max_request_bytes);
+	// a larger one gets 413. Default 8 MiB.
 	MaxBody int64
-	// SessionTimeout closes an agent session after this long without
-	// requests (a held call keeps its session busy). Default 1h; negative
-	// means never.
+	// SessionTimeout closes an agent's MCP session after this long without
+	// requests (limits.mcp_session_idle_timeout; a held call keeps its
+	// session busy). Default 10m; negative means never.
 	SessionTimeout time.Duration
+	// MaxSessionsPerPrincipal and MaxSessions bound the open MCP sessions
+	// of one principal and of all together (limits.max_mcp_sessions_per_principal,
+	// limits.max_mcp_sessions). Past a bound, initialize is answered with
+	// HTTP 429 (the principal's) or 503 (the total) and a JSON-RPC error
+	// CodeTooManySessions, and no session is made. Defaults 100 and 10000.
+	MaxSessionsPerPrincipal, MaxSessions int
 }
 
 func (o *HTTPOptions) withDefaults() HTTPOptions {
@@ -87,9 +93,15 @@ func (o *HTTPOptions) withDefaults() HTTPOptions {
 	}
 	switch {
 	case r.SessionTimeout == 0:
-		r.SessionTimeout = time.Hour
+		r.SessionTimeout = 10 * time.Minute
 	case r.SessionTimeout < 0:
 		r.SessionTimeout = 0
+	}
+	if r.MaxSessionsPerPrincipal <= 0 {
+		r.MaxSessionsPerPrincipal = 100
+	}
+	if r.MaxSessions <= 0 {
+		r.MaxSessions = 10000
 	}
 	return r
 }
@@ -141,7 +153,8 @@ func (g *Gateway) Handler(authn Authenticator, opts *HTTPOptions) (http.Handler,
 		}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
 		next, nextModern = requireToken(next), requireToken(nextModern)
 	}
-	front := &httpFront{g: g, authn: authn, opts: o, next: next, modern: nextModern}
+	front := &httpFront{g: g, authn: authn, opts: o, next: next, modern: nextModern,
+		limits: newSessionLimiter(o.MaxSessions, o.MaxSessionsPerPrincipal, o.SessionTimeout, g.liveSessionSet)}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", front)
 	return mux, nil
@@ -170,6 +183,9 @@ type httpFront struct {
 	// carry no Mcp-Session-Id (each request stands alone; any instance
 	// serves it).
 	modern http.Handler
+	// limits bounds the 2025-era sessions (an initialize reserves a slot;
+	// 2026-07-28 requests open no session and take none).
+	limits *sessionLimiter
 }
 
 func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -204,6 +220,7 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		next := f.next
 		modern := false
 		var body []byte
+		var slot *sessionSlot
 		if r.Header.Get("Mcp-Session-Id") == "" {
 			// Only initialize may open a session; a 2026-07-28 request needs
 			// none. The SDK would open (and at once drop) a session for any
@@ -220,6 +237,14 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				// method, which the stateless handler answers (-32601).
 				next, modern = f.modern, true
 			case isInitialize(body):
+				var status int
+				var msg string
+				if slot, status, msg = f.limits.reserve(p.ID); slot == nil {
+					refuseInitialize(w, body, status, msg)
+					return
+				}
+				// Bound to the new session by the middleware; freed otherwise.
+				defer slot.release()
 			default:
 				http.Error(w, "Bad Request: missing Mcp-Session-Id header (only initialize, or a 2026-07-28 request, may be sent without one)", http.StatusBadRequest)
 				return
@@ -239,7 +264,7 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if modern && f.g.taskRequest(w, r, body, p) {
 			return
 		}
-		f.g.carriers.put(id, &carrier{ctx: r.Context(), principal: p, grace: f.opts.DropGrace, hb: hb, modern: modern})
+		f.g.carriers.put(id, &carrier{ctx: r.Context(), principal: p, grace: f.opts.DropGrace, hb: hb, modern: modern, slot: slot})
 		defer f.g.carriers.delete(id)
 		next.ServeHTTP(w, r)
 		return
@@ -302,6 +327,7 @@ type carrier struct {
 	grace     time.Duration
 	hb        *heartbeatWriter // nil for 2026-07-28 requests
 	modern    bool             // a 2026-07-28 request: no session, served statelessly
+	slot      *sessionSlot     // an initialize's place among the session limits; else nil
 }
 
 // carriers is the registry of POSTs in flight, keyed by carrierHeader.

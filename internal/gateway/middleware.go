@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,7 +25,11 @@ type dispatch struct {
 	tool     Tool
 	progress *callProgress
 	args     json.RawMessage // the exact bytes to send upstream
-	origin   *origin
+	// outcome, set by the tool handler when the way the call failed decides
+	// it (callfail.go), is the dispatch outcome to record; empty: decided
+	// from the result.
+	outcome approval.Outcome
+	origin  *origin
 	// preset, when set, is the result to answer instead of dispatching (a
 	// multi round-trip round of a call waiting for its approval): it goes
 	// through the SDK's tool-call path so that it gets its resultType.
@@ -61,6 +66,8 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			return g.readResource(ctx, req)
 		case "completion/complete":
 			return g.complete(ctx, req)
+		case "initialize":
+			return g.initialize(ctx, method, req, next)
 		case "logging/setLevel":
 			return g.setLevel(ctx, method, req, next)
 		default:
@@ -72,6 +79,9 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		if creq.Params == nil {
 			return nil, errInvalidParams("tools/call without params")
+		}
+		if err := checkArguments(creq.Params.Arguments); err != nil {
+			return nil, err
 		}
 		ctx, p, release, err := g.bindRequest(ctx, creq)
 		if err != nil {
@@ -142,11 +152,15 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if adm.Arguments != nil {
 			args = adm.Arguments
 		}
-		o := g.newOrigin(ctx, creq.Session, p, t.Server)
-		res, err := next(context.WithValue(ctx, dispatchKey{}, &dispatch{tool: t, progress: prog, args: args, origin: o}), method, req)
+		d := &dispatch{tool: t, progress: prog, args: args, origin: g.newOrigin(ctx, creq.Session, p, t.Server)}
+		res, err := next(context.WithValue(ctx, dispatchKey{}, d), method, req)
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 		defer cancel()
-		adm.FinishWith(fctx, outcome(res, err), recorded(adm, res, err))
+		o := d.outcome
+		if o == approval.OutcomeNone {
+			o = outcome(res, err)
+		}
+		adm.FinishWith(fctx, o, recorded(adm, res, err))
 		return res, err
 	}
 }
@@ -234,7 +248,8 @@ func (g *Gateway) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	// Log messages of the call are delivered before its result, and before
 	// its progress stops (deferred calls run last-in first-out).
 	defer d.origin.finish()
-	return u.call(withOrigin(ctx, d.origin), d.tool.Tool, d.args, d.progress)
+	res, err := u.call(withOrigin(ctx, d.origin), d.tool.Tool, d.args, d.progress)
+	return dispatched(d, res, err)
 }
 
 // errUnknownTool is the JSON-RPC error of a tools/call naming a tool the
@@ -345,4 +360,39 @@ type modernKey struct{}
 func isModernRequest(ctx context.Context) bool {
 	v, _ := ctx.Value(modernKey{}).(bool)
 	return v
+}
+
+// checkArguments refuses tools/call arguments that are present but not a
+// JSON object. MCP's schema makes CallToolRequest.params.arguments an
+// object; anything else is a malformed request, not a tool's input failing
+// its inputSchema (which MCP answers with an isError result so the model can
+// correct itself), so it gets the JSON-RPC error JSON-RPC 2.0 defines for
+// it: -32602 invalid params. Nothing is forwarded or held for approval.
+func checkArguments(args json.RawMessage) error {
+	if len(args) == 0 {
+		return nil
+	}
+	if b := bytes.TrimLeft(args, " \t\r\n"); len(b) > 0 && b[0] == '{' {
+		return nil
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: tools/call arguments must be a JSON object (got " + jsonKind(args) + ")"}
+}
+
+// jsonKind names the JSON type of a value's first token.
+func jsonKind(v json.RawMessage) string {
+	b := bytes.TrimLeft(v, " \t\r\n")
+	if len(b) == 0 {
+		return "nothing"
+	}
+	switch b[0] {
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
 }

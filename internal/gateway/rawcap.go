@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"sync"
@@ -167,10 +167,12 @@ const methodProgress = "notifications/progress"
 type captureRoundTripper struct {
 	base    http.RoundTripper
 	headers map[string]string
-	max     int             // bytes; the longest response or event captured
+	max     int             // bytes: limits.max_result_bytes (httplimit.go)
 	routes  *progressRoutes // nil: progress is left to the SDK's handler
-	up      *upstream       // nil: log messages and requests are left to the SDK
-	owner   *agentConn      // the agent session of a per-agent session; nil if shared
+	log     *slog.Logger
+	onRead  func()     // called whenever response bytes arrive (health.go); may be nil
+	up      *upstream  // nil: log messages and requests are left to the SDK
+	owner   *agentConn // the agent session of a per-agent session; nil if shared
 }
 
 func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -194,6 +196,9 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	if err != nil {
 		return resp, err
 	}
+	if t.onRead != nil {
+		resp.Body = activityBody{ReadCloser: resp.Body, saw: t.onRead}
+	}
 	if id != nil && resp.StatusCode == http.StatusNotFound && req.Header.Get("Mcp-Session-Id") != "" {
 		s.markSessionMissing()
 		return resp, nil
@@ -205,14 +210,14 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	switch media {
 	case "application/json":
 		if id != nil {
-			resp.Body = &jsonTee{ReadCloser: resp.Body, s: s, id: id, max: t.max}
+			resp.Body = &jsonLimit{body: resp.Body, s: s, id: id, max: t.max, size: resp.ContentLength, log: t.log}
 		}
 	case "text/event-stream":
 		if id == nil {
 			s = nil
 		}
 		resp.Body = &sseTee{ReadCloser: resp.Body, s: s, id: id, max: t.max, routes: t.routes,
-			up: t.up, owner: t.owner, origin: originFrom(req.Context())}
+			up: t.up, owner: t.owner, origin: originFrom(req.Context()), log: t.log}
 	}
 	return resp, nil
 }
@@ -257,32 +262,46 @@ func captureMessage(s *slot, id json.RawMessage, data []byte, routes *progressRo
 	return true
 }
 
-// jsonTee captures a single JSON response body as it is read.
-type jsonTee struct {
-	io.ReadCloser
-	s    *slot
-	id   json.RawMessage
-	max  int
-	buf  []byte
-	over bool
-	done bool
+// rawNumbers are the two members of a tools/call result whose numbers the
+// SDK decodes into float64.
+type rawNumbers struct {
+	StructuredContent json.RawMessage `json:"structuredContent"`
+	Meta              json.RawMessage `json:"_meta"`
 }
 
-func (t *jsonTee) Read(p []byte) (int, error) {
-	n, err := t.ReadCloser.Read(p)
-	if !t.over && !t.done {
-		if len(t.buf)+n > t.max {
-			t.over, t.buf = true, nil
-		} else {
-			t.buf = append(t.buf, p[:n]...)
+// withRawNumbers replaces structuredContent and _meta of res, the result
+// as the SDK decoded it, with their bytes in raw, the same result as
+// received, so that their numbers pass through unchanged; the upstream's
+// server-info _meta entry is dropped (notes §6). It is decodeResult for a
+// result the SDK could decode, without decoding the rest a second time
+// (the SDK's decoder allocates a 32 KiB buffer per decode;
+// docs/performance.md). On success it changes and returns res; on an
+// error res is unchanged.
+func withRawNumbers(res *mcp.CallToolResult, raw json.RawMessage) (*mcp.CallToolResult, error) {
+	var n rawNumbers
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return nil, err
+	}
+	var meta mcp.Meta
+	if len(n.Meta) > 0 && string(n.Meta) != "null" {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(n.Meta, &m); err != nil {
+			return nil, err
+		}
+		delete(m, mcp.MetaKeyServerInfo)
+		for k, v := range m {
+			if meta == nil {
+				meta = mcp.Meta{}
+			}
+			meta[k] = v
 		}
 	}
-	if errors.Is(err, io.EOF) && !t.over && !t.done {
-		t.done = true
-		captureMessage(t.s, t.id, t.buf, nil)
-		t.buf = nil
+	res.Meta = meta
+	res.StructuredContent = nil
+	if len(n.StructuredContent) > 0 && string(n.StructuredContent) != "null" {
+		res.StructuredContent = n.StructuredContent
 	}
-	return n, err
+	return res, nil
 }
 
 // decodeResult builds a CallToolResult from the raw result bytes without

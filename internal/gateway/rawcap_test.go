@@ -14,15 +14,23 @@ import (
 
 func TestSSETee(t *testing.T) {
 	const result = `{"content":[],"structuredContent":{"n":12345678901234567890}}`
+	answer := "data: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":" + result + "}\n\n"
+	// An over-large event's size counts its lines, not its blank line.
+	tooLarge := func(stream string, max int) string {
+		return "data: " + string(resultTooLargeResponse(json.RawMessage("5"), int64(len(stream)-1), max)) + "\n\n"
+	}
+	long := "data: {\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"" + strings.Repeat("y", 200) + "\"}]},\n" +
+		"data: \"jsonrpc\":\"2.0\",\"id\":5}\n\n"
 	tests := []struct {
 		name   string
 		stream string
 		max    int
-		want   string
+		want   string // captured result
+		out    string // what the SDK reads; "" means the stream unchanged
 	}{
 		{
 			name:   "one event",
-			stream: "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":" + result + "}\n\n",
+			stream: "event: message\n" + answer,
 			want:   result,
 		},
 		{
@@ -40,15 +48,35 @@ func TestSSETee(t *testing.T) {
 			stream: "data: {\"jsonrpc\":\"2.0\",\"id\":6,\"result\":" + result + "}\n\n",
 		},
 		{
-			name:   "too large",
-			stream: "data: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":" + result + "}\n\n",
-			max:    16,
+			name:   "the answer too large",
+			stream: answer,
+			max:    64,
+			out:    tooLarge(answer, 64),
 		},
 		{
-			name:   "too large, then the answer",
-			stream: "data: " + strings.Repeat("x", 150) + "\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":" + result + "}\n\n",
+			name:   "the answer too large, result first, id last, over lines",
+			stream: long,
+			max:    120,
+			out:    tooLarge(long, 120),
+		},
+		{
+			name:   "the answer too large, CRLF lines",
+			stream: strings.ReplaceAll(long, "\n", "\r\n"),
+			max:    120,
+			out:    "data: " + string(resultTooLargeResponse(json.RawMessage("5"), int64(len(strings.ReplaceAll(long, "\n", "\r\n"))-2), 120)) + "\n\n",
+		},
+		{
+			name:   "a large event that answers nothing is dropped, then the answer",
+			stream: "data: " + strings.Repeat("x", 150) + "\n\n" + answer,
 			max:    120,
 			want:   result,
+			out:    answer,
+		},
+		{
+			name:   "a large request from the server is dropped",
+			stream: "data: {\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"sampling/createMessage\",\"params\":{\"x\":\"" + strings.Repeat("z", 150) + "\"}}\n\n",
+			max:    120,
+			out:    "",
 		},
 		{
 			name:   "unterminated",
@@ -63,13 +91,17 @@ func TestSSETee(t *testing.T) {
 			}
 			s := &slot{}
 			// One byte per Read, so every boundary falls mid-line somewhere.
-			r := &sseTee{ReadCloser: io.NopCloser(iotest.OneByteReader(strings.NewReader(tt.stream))), s: s, id: json.RawMessage("5"), max: max}
+			r := &sseTee{ReadCloser: io.NopCloser(iotest.OneByteReader(strings.NewReader(tt.stream))), s: s, id: json.RawMessage("5"), max: max, log: slog.New(slog.DiscardHandler)}
 			passed, err := io.ReadAll(r)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if string(passed) != tt.stream {
-				t.Errorf("the stream was altered")
+			want := tt.out
+			if want == "" && !strings.Contains(tt.name, "dropped") {
+				want = tt.stream
+			}
+			if diff := cmp.Diff(want, string(passed)); diff != "" {
+				t.Errorf("the SDK read (-want +got):\n%s", diff)
 			}
 			if got := string(s.result()); got != tt.want {
 				t.Errorf("captured %q, want %q", got, tt.want)
@@ -78,15 +110,33 @@ func TestSSETee(t *testing.T) {
 	}
 }
 
-func TestJSONTee(t *testing.T) {
+func TestJSONLimit(t *testing.T) {
 	body := `{"jsonrpc":"2.0","id":"a","result":{"structuredContent":1e400}}`
-	s := &slot{}
-	r := &jsonTee{ReadCloser: io.NopCloser(iotest.HalfReader(strings.NewReader(body))), s: s, id: json.RawMessage(`"a"`), max: 1 << 20}
-	if _, err := io.ReadAll(r); err != nil {
-		t.Fatal(err)
-	}
-	if got := string(s.result()); got != `{"structuredContent":1e400}` {
-		t.Errorf("captured %q", got)
+	for _, tt := range []struct {
+		name string
+		max  int
+		size int64 // Content-Length
+		want string
+		out  string
+	}{
+		{name: "within", max: 1 << 20, size: -1, want: `{"structuredContent":1e400}`, out: body},
+		{name: "too large", max: 20, size: -1, out: string(resultTooLargeResponse(json.RawMessage(`"a"`), -1, 20))},
+		{name: "too large by Content-Length", max: 20, size: int64(len(body)), out: string(resultTooLargeResponse(json.RawMessage(`"a"`), int64(len(body)), 20))},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &slot{}
+			r := &jsonLimit{body: io.NopCloser(iotest.HalfReader(strings.NewReader(body))), s: s, id: json.RawMessage(`"a"`), max: tt.max, size: tt.size, log: slog.New(slog.DiscardHandler)}
+			got, err := io.ReadAll(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tt.out {
+				t.Errorf("the SDK read %s, want %s", got, tt.out)
+			}
+			if got := string(s.result()); got != tt.want {
+				t.Errorf("captured %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
 
@@ -114,6 +164,52 @@ func TestDecodeResult(t *testing.T) {
 	}
 	if res, err := decodeResult(json.RawMessage(`{"content":[],"structuredContent":null}`)); err != nil || res.StructuredContent != nil {
 		t.Errorf("null structuredContent: %v, %v", res, err)
+	}
+}
+
+// TestWithRawNumbers: a result the SDK could decode keeps the numbers of
+// structuredContent and _meta as received, as decodeResult does.
+func TestWithRawNumbers(t *testing.T) {
+	tests := []struct{ raw, want string }{
+		{
+			raw: `{"content":[{"type":"text","text":"hi"}],"isError":true,` +
+				`"structuredContent":{"b":[9007199254740993],"c":0.10000000000000000001},` +
+				`"_meta":{"big":12345678901234567890,"io.modelcontextprotocol/serverInfo":{"name":"up"}}}`,
+			want: `{"_meta":{"big":12345678901234567890},"content":[{"type":"text","text":"hi"}],"structuredContent":{"b":[9007199254740993],"c":0.10000000000000000001},"isError":true}`,
+		},
+		{raw: `{"content":[],"structuredContent":null,"_meta":null}`, want: `{"content":[]}`},
+		{raw: `{"content":[],"_meta":{"io.modelcontextprotocol/serverInfo":{}}}`, want: `{"content":[]}`},
+	}
+	for _, tt := range tests {
+		var res mcp.CallToolResult
+		if err := json.Unmarshal([]byte(tt.raw), &res); err != nil { // as the SDK decodes it
+			t.Fatal(err)
+		}
+		got, err := withRawNumbers(&res, json.RawMessage(tt.raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := json.Marshal(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tt.want, string(out)); diff != "" {
+			t.Errorf("%s: re-encoded result (-want +got):\n%s", tt.raw, diff)
+		}
+		viaDecode, err := decodeResult(json.RawMessage(tt.raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := json.Marshal(viaDecode); string(again) != string(out) {
+			t.Errorf("%s: decodeResult gives %s, withRawNumbers %s", tt.raw, again, out)
+		}
+	}
+	res := mcp.CallToolResult{StructuredContent: map[string]any{"a": 1.0}, Meta: mcp.Meta{"k": "v"}}
+	if _, err := withRawNumbers(&res, json.RawMessage(`{"structuredContent":{"a":1},"_meta":[]}`)); err == nil {
+		t.Error("_meta that is not an object: no error")
+	}
+	if res.Meta["k"] != "v" || res.StructuredContent.(map[string]any)["a"] != 1.0 {
+		t.Errorf("a failed withRawNumbers changed the result: %+v", res)
 	}
 }
 

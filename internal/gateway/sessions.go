@@ -200,10 +200,7 @@ func (v *views) record(ss *mcp.ServerSession, p approval.Principal, k viewKind, 
 // liveSessions returns a membership test for the MCP sessions the
 // downstream server has open now.
 func (g *Gateway) liveSessions() func(*mcp.ServerSession) bool {
-	live := map[*mcp.ServerSession]bool{}
-	for ss := range g.server.Sessions() {
-		live[ss] = true
-	}
+	live := g.liveSessionSet()
 	return func(ss *mcp.ServerSession) bool { return live[ss] }
 }
 

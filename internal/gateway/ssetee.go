@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 )
 
 // sseTee sits on the body of every event stream an HTTP upstream sends
@@ -22,7 +23,12 @@ import (
 //     in params._meta[routeMetaKey] (any value the upstream put there is
 //     removed), so the client middleware forwards it to that agent.
 //
-// Events larger than max pass through untouched (and unprocessed).
+// An event larger than max (limits.max_result_bytes) is read to its end
+// without being kept (an idScanner picks its id on the way): if it answers
+// a request, the SDK gets in its place a small JSON-RPC error response to
+// that request (resultTooLargeResponse), so only that request fails; any
+// other is dropped and logged. Left to the SDK, an event over its limit
+// ends the whole upstream session, shared by every agent.
 type sseTee struct {
 	io.ReadCloser
 	s      *slot // nil: nothing to capture
@@ -32,15 +38,22 @@ type sseTee struct {
 	up     *upstream       // nil: log messages and requests are left to the SDK
 	owner  *agentConn
 	origin *origin
+	log    *slog.Logger
 
-	out     []byte // bytes ready for the SDK
-	line    []byte // the current partial line, raw
-	event   []byte // the raw lines of the current event
-	data    []byte // the joined data of the current event
-	through bool   // the current event is too large: its bytes go straight out
-	midLine bool   // through: the bytes sent last did not end a line
-	done    bool   // the slot was filled
-	err     error  // the body's read error, returned once out is drained
+	out   []byte // bytes ready for the SDK
+	line  []byte // the current partial line, raw
+	event []byte // the raw lines of the current event
+	data  []byte // the joined data of the current event
+	done  bool   // the slot was filled
+	err   error  // the body's read error, returned once out is drained
+
+	// The current event is larger than max: it is scanned, not kept.
+	over      bool
+	overSize  int64  // its bytes so far
+	lineStart bool   // over: the next bytes start a line
+	inData    bool   // over: the current line is a data line
+	head      []byte // over: the first bytes of the current line, while too few to tell its field
+	scan      idScanner
 }
 
 func (t *sseTee) Read(p []byte) (int, error) {
@@ -53,10 +66,12 @@ func (t *sseTee) Read(p []byte) (int, error) {
 		t.feed(p[:n])
 		if err != nil {
 			t.err = err
-			// An unterminated last event goes out as it came.
+			// An unterminated last event goes out as it came (an
+			// over-large one is gone).
 			t.out = append(t.out, t.event...)
 			t.out = append(t.out, t.line...)
 			t.event, t.line = nil, nil
+			t.over, t.head, t.scan = false, nil, idScanner{}
 		}
 	}
 	n := copy(p, t.out)
@@ -69,48 +84,112 @@ func (t *sseTee) Read(p []byte) (int, error) {
 
 func (t *sseTee) feed(b []byte) {
 	for len(b) > 0 {
+		chunk := b
 		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			if t.through {
-				t.out = append(t.out, b...)
-				t.midLine = true
-				return
-			}
-			t.line = append(t.line, b...)
-			t.overflow()
-			return
+		if i >= 0 {
+			chunk = b[:i+1]
 		}
-		raw := b[:i+1]
-		b = b[i+1:]
-		if t.through {
-			t.out = append(t.out, raw...)
-			if len(bytes.TrimRight(raw, "\r\n")) == 0 && !t.midLine {
-				t.through = false // the blank line ended the event
-			}
-			t.midLine = false
+		b = b[len(chunk):]
+		if t.over {
+			t.overChunk(chunk)
 			continue
 		}
-		t.line = append(t.line, raw...)
-		if t.overflow() {
+		t.line = append(t.line, chunk...)
+		if t.overflow() || i < 0 {
 			continue
 		}
 		t.endLine()
 	}
 }
 
-// overflow switches the current event to pass-through when it grew past
-// max, flushing what was held back; it reports whether it did.
+// overflow switches the current event to scanning when it grew past max,
+// dropping what was held back; it reports whether it did.
 func (t *sseTee) overflow() bool {
 	if len(t.event)+len(t.line) <= t.max {
 		return false
 	}
-	t.out = append(t.out, t.event...)
-	t.out = append(t.out, t.line...)
-	complete := bytes.HasSuffix(t.line, []byte("\n"))
-	ended := complete && len(bytes.TrimRight(t.line, "\r\n")) == 0
+	t.over, t.overSize, t.lineStart, t.inData, t.head, t.scan = true, 0, true, false, t.head[:0], idScanner{}
+	kept := t.event
+	for len(kept) > 0 {
+		line := kept
+		if i := bytes.IndexByte(kept, '\n'); i >= 0 {
+			line = kept[:i+1]
+		}
+		kept = kept[len(line):]
+		t.overChunk(line)
+	}
+	line := t.line
 	t.event, t.line, t.data = t.event[:0], t.line[:0], t.data[:0]
-	t.through, t.midLine = !ended, !complete
+	t.overChunk(line)
 	return true
+}
+
+// overChunk handles a piece of one line (up to and with its line feed, if
+// any) of an over-large event. The first bytes of each line are collected
+// until they tell whether it is a data line.
+func (t *sseTee) overChunk(chunk []byte) {
+	const headLen = len("data: ")
+	for len(chunk) > 0 {
+		n := len(chunk)
+		if i := bytes.IndexByte(chunk, '\n'); i >= 0 {
+			n = i + 1
+		}
+		if !t.lineStart {
+			t.overSize += int64(n)
+			if t.inData {
+				t.scan.feed(chunk[:n]) // line ends are JSON whitespace between data lines
+			}
+			t.lineStart = chunk[n-1] == '\n'
+			chunk = chunk[n:]
+			continue
+		}
+		take := min(n, headLen-len(t.head))
+		t.head = append(t.head, chunk[:take]...)
+		chunk = chunk[take:]
+		ended := t.head[len(t.head)-1] == '\n'
+		if !ended && len(t.head) < headLen {
+			return
+		}
+		head := t.head
+		t.head, t.lineStart = t.head[:0], ended
+		if ended && len(bytes.TrimRight(head, "\r\n")) == 0 {
+			t.endOver() // the blank line
+			return
+		}
+		t.overSize += int64(len(head))
+		rest, ok := bytes.CutPrefix(head, []byte("data:"))
+		t.inData = ok
+		if ok {
+			t.scan.feed(bytes.TrimPrefix(rest, []byte(" ")))
+		}
+	}
+}
+
+// endOver ends an over-large event at its blank line: a response is
+// replaced by the error response to its request; anything else is dropped.
+func (t *sseTee) endOver() {
+	scan, size := t.scan, t.overSize
+	t.over, t.overSize, t.inData, t.scan = false, 0, false, idScanner{}
+	if scan.method || len(scan.id) == 0 {
+		t.logger().WarnContext(context.Background(), "upstream SSE: dropped a message larger than limits.max_result_bytes that answers no request",
+			"bytes", size, "limit", t.max)
+		return
+	}
+	t.logger().WarnContext(context.Background(), "upstream result larger than limits.max_result_bytes discarded; its request fails",
+		"bytes", size, "limit", t.max, "id", string(scan.id))
+	t.out = append(t.out, "data: "...)
+	t.out = append(t.out, resultTooLargeResponse(scan.id, size, t.max)...)
+	t.out = append(t.out, "\n\n"...)
+	if bytes.Equal(bytes.TrimSpace(scan.id), bytes.TrimSpace(t.id)) {
+		t.done = true
+	}
+}
+
+func (t *sseTee) logger() *slog.Logger {
+	if t.log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return t.log
 }
 
 // endLine handles the complete line in t.line.

@@ -11,11 +11,14 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/approval"
 )
 
 // upstreamProtocolVersion is the protocol version upstream sessions are
@@ -36,6 +39,10 @@ const (
 )
 
 var errCallTimeout = errors.New("call_timeout reached")
+
+// upstreamIdleConns bounds the idle connections kept to one HTTP upstream
+// (per host; the same bound for all hosts of the server together).
+const upstreamIdleConns = 256
 
 // stableAfter is how long a session must have lived for the reconnect
 // backoff to start over at RestartMin.
@@ -70,6 +77,7 @@ type upstream struct {
 	refreshCh chan struct{} // cap 1: a tools/list refresh is wanted
 	itemsCh   chan struct{} // cap 1: a refresh of prompts and resources is wanted
 	resetCh   chan struct{} // cap 1: the session expired upstream (HTTP 404)
+	checkCh   chan struct{} // cap 1: a health check is wanted now (health.go)
 
 	// Per-agent sessions (servers.<name>.sessions: per_agent; agentconn.go).
 	agentsMu     sync.Mutex
@@ -80,12 +88,18 @@ type upstream struct {
 	// blocking the upstream's notification handler.
 	notify orderedSender
 
-	mu        sync.Mutex
-	conn      *upConn       // guarded by mu; nil while down
-	downErr   error         // guarded by mu; why conn is nil
-	failures  int           // guarded by mu; failed connect attempts so far
-	changed   chan struct{} // guarded by mu; closed and replaced on every change
-	resetConn *upConn       // guarded by mu; the session a reset was asked for
+	// The shared session and its health.
+	mu          sync.Mutex
+	conn        *upConn       // guarded by mu; nil while down
+	downErr     error         // guarded by mu; why conn is nil
+	failures    int           // guarded by mu; failed connect attempts so far
+	changed     chan struct{} // guarded by mu; closed and replaced on every change
+	resetConn   *upConn       // guarded by mu; the session a reset was asked for
+	state       string        // guarded by mu; StateConnecting, StateConnected… (health.go)
+	since       time.Time     // guarded by mu; when state began
+	unreachable error         // guarded by mu; the failed health check of conn, if any
+
+	lastRead atomic.Int64 // unix ns of the last bytes read on the shared session (health.go)
 }
 
 func newUpstream(sc ServerConfig, g *Gateway) *upstream {
@@ -98,13 +112,24 @@ func newUpstream(sc ServerConfig, g *Gateway) *upstream {
 		itemsCh:   make(chan struct{}, 1),
 		agents:    map[*mcp.ServerSession]*agentConn{},
 		resetCh:   make(chan struct{}, 1),
+		checkCh:   make(chan struct{}, 1),
 		changed:   make(chan struct{}),
 		downErr:   errors.New("not connected yet"),
+		state:     StateConnecting,
+		since:     time.Now(),
 	}
 	u.client = u.newClient()
 	if sc.URL != "" {
 		base := http.DefaultTransport.(*http.Transport).Clone()
-		u.http = &http.Client{Transport: &captureRoundTripper{base: base, headers: sc.Headers, max: g.opts.MaxMessageSize, routes: g.routes, up: u}}
+		// Keep a connection per call in flight: Go's default of 2 idle
+		// connections per host closes the others after each burst, so
+		// concurrent calls kept opening new TCP connections (issue 13: 0.9
+		// per call at 16 in flight). Idle connections still close after
+		// IdleConnTimeout (90 s), so the pool follows the recent peak.
+		base.MaxIdleConns = upstreamIdleConns
+		base.MaxIdleConnsPerHost = upstreamIdleConns
+		u.http = &http.Client{Transport: &captureRoundTripper{base: base, headers: sc.Headers, max: g.opts.MaxResultBytes, routes: g.routes,
+			log: u.log, onRead: u.sawTraffic, up: u}}
 	} else {
 		u.stderr = newStderrLog(sc.Name, g.log)
 	}
@@ -199,9 +224,10 @@ func (u *upstream) connectWith(ctx context.Context, client *mcp.Client, owner *a
 		if owner != nil {
 			rt := *u.http.Transport.(*captureRoundTripper)
 			rt.owner = owner
+			rt.onRead = nil // only the shared session's traffic tells its health
 			hc = &http.Client{Transport: &rt}
 		}
-		t := &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc, MaxEventSize: u.g.opts.MaxMessageSize}
+		t := &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc, MaxEventSize: u.g.opts.MaxResultBytes + sdkLimitSlack}
 		cs, err := client.Connect(ctx, t, opts)
 		if err != nil && ctx.Err() == nil && !transportFailure(err) {
 			// A server that answered but speaks only 2026-07-28 (stateless,
@@ -224,7 +250,13 @@ func (u *upstream) connectWith(ctx context.Context, client *mcp.Client, owner *a
 	if err != nil {
 		return nil, err
 	}
-	t := captureTransport{Transport: &mcp.IOTransport{Reader: io.NopCloser(p.stdout), Writer: p, MaxLineLength: u.g.opts.MaxMessageSize}, routes: u.g.routes, up: u, owner: owner}
+	var stdout io.Reader = p.stdout
+	if owner == nil {
+		stdout = activityReader{r: p.stdout, saw: u.sawTraffic}
+	}
+	out := newStdoutGuard(ctx, stdout, u.g.opts.MaxResultBytes, u.log)
+	t := captureTransport{Transport: &mcp.IOTransport{Reader: io.NopCloser(out), Writer: p, MaxLineLength: u.g.opts.MaxResultBytes + sdkLimitSlack},
+		routes: u.g.routes, up: u, owner: owner}
 	cs, err := client.Connect(ctx, t, opts)
 	if err != nil {
 		_ = p.Close()
@@ -253,7 +285,7 @@ func (u *upstream) run(ctx context.Context, first *upConn) {
 	}
 
 	o := u.g.opts
-	delay := o.RestartMin
+	delay := min(o.RestartMin, u.healthInterval())
 	c := first
 	for {
 		if c == nil {
@@ -265,53 +297,62 @@ func (u *upstream) run(ctx context.Context, first *upConn) {
 				if c != nil {
 					c.close()
 				}
-				u.setDown(ErrShutdown, false)
+				u.setDown(ctx, ErrShutdown, false)
 				return
 			}
 			if err != nil {
-				u.setDown(err, true)
-				u.log.WarnContext(ctx, "upstream connect", "err", err, "retry_in", delay)
+				u.setDown(ctx, err, true)
 				if !sleep(ctx, delay) {
 					return
 				}
-				delay = min(2*delay, o.RestartMax)
+				delay = u.nextDelay(delay)
 				continue
 			}
-			u.log.InfoContext(ctx, "upstream connected")
-			u.setUp(c)
+			u.setUp(ctx, c)
 			u.requestRefresh() // its tools may have changed while it was down
 		}
 		u.setLogging(ctx, c)
 		start := time.Now()
 		err, reset := u.waitDown(ctx, c)
 		if ctx.Err() != nil {
-			u.setDown(ErrShutdown, false)
+			u.setDown(ctx, ErrShutdown, false)
 			return
 		}
 		c = nil
 		if time.Since(start) >= stableAfter {
-			delay = o.RestartMin
+			delay = min(o.RestartMin, u.healthInterval())
 		}
 		if reset {
-			u.setDown(errors.New("session expired upstream; re-initialising"), false)
+			u.setDown(ctx, errors.New("session expired upstream; re-initialising"), false)
 			continue
 		}
 		if err == nil {
 			err = errors.New("session closed by the upstream")
 		}
-		u.setDown(err, false)
-		u.log.WarnContext(ctx, "upstream session ended; restarting", "err", err, "restart_in", delay)
+		u.setDown(ctx, err, false)
 		if !sleep(ctx, delay) {
 			return
 		}
-		delay = min(2*delay, o.RestartMax)
+		delay = u.nextDelay(delay)
 	}
 }
 
-// waitDown returns when c's session ended (with its error), when a reset of
-// c was asked for (reset is true; c is being closed), or when ctx is done
-// (c is closed).
+// nextDelay doubles the reconnect backoff up to RestartMax, and never past
+// the health interval: an upstream that is down is tried at least that often.
+func (u *upstream) nextDelay(d time.Duration) time.Duration {
+	return min(2*d, u.g.opts.RestartMax, u.healthInterval())
+}
+
+// waitDown returns when c's session ended (with its error), when its
+// health checks found it stale (c is closed), when a reset of c was asked
+// for (reset is true; c is being closed), or when ctx is done (c is closed).
 func (u *upstream) waitDown(ctx context.Context, c *upConn) (err error, reset bool) {
+	hctx, stopHealth := context.WithCancel(ctx)
+	stale := make(chan error, 1)
+	var hwg sync.WaitGroup
+	hwg.Go(func() { stale <- u.watchHealth(hctx, c) })
+	defer hwg.Wait()
+	defer stopHealth()
 	ended := make(chan error, 1)
 	go func() {
 		err := c.cs.Wait()
@@ -336,6 +377,15 @@ func (u *upstream) waitDown(ctx context.Context, c *upConn) (err error, reset bo
 				u.log.DebugContext(ctx, "upstream session ended on shutdown", "err", err)
 			}
 			return nil, false
+		case err := <-stale:
+			if err == nil {
+				continue // ctx is done; the case above follows
+			}
+			c.close()
+			if serr := <-ended; serr != nil {
+				u.log.DebugContext(ctx, "stale upstream session closed", "err", u.redact(serr.Error()))
+			}
+			return err, false
 		case <-u.resetCh:
 			u.mu.Lock()
 			mine := u.resetConn == c
@@ -361,25 +411,25 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-func (u *upstream) setUp(c *upConn) {
+func (u *upstream) setUp(ctx context.Context, c *upConn) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.conn, u.downErr = c, nil
-	close(u.changed)
-	u.changed = make(chan struct{})
+	u.conn, u.downErr, u.unreachable = c, nil, nil
+	u.setState(ctx, StateConnected, nil)
+	u.notifyLocked()
 }
 
 // setDown records that the upstream has no session, because of err;
 // failed says err is a failed connect attempt.
-func (u *upstream) setDown(err error, failed bool) {
+func (u *upstream) setDown(ctx context.Context, err error, failed bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.conn, u.downErr = nil, err
+	u.conn, u.downErr, u.unreachable = nil, err, nil
 	if failed {
 		u.failures++
 	}
-	close(u.changed)
-	u.changed = make(chan struct{})
+	u.setState(ctx, StateReconnecting, err)
+	u.notifyLocked()
 }
 
 // session returns the current session, or an error saying why there is none.
@@ -389,12 +439,15 @@ func (u *upstream) session() (*upConn, error) {
 	if u.conn != nil {
 		return u.conn, nil
 	}
-	return nil, fmt.Errorf("upstream %q is not connected: %w", u.name, u.downErr)
+	return nil, fmt.Errorf("%s since %s: %w", u.state, u.since.UTC().Format(time.RFC3339), u.downErr)
 }
 
 func (u *upstream) ready() error {
-	_, err := u.session()
-	return err
+	h := u.health()
+	if h.State != StateConnected {
+		return fmt.Errorf("upstream %q is %s: %s", u.name, h.State, h.LastError)
+	}
+	return nil
 }
 
 // reset asks run to drop the session c (it expired upstream) and connect a
@@ -523,19 +576,20 @@ func (u *upstream) logMessage(ctx context.Context, p *mcp.LoggingMessageParams) 
 // returns its result with structuredContent and _meta as received. A
 // session that expired upstream (HTTP 404; case C03) is re-initialised and
 // the call retried once: the 404 means the upstream never processed it.
-// Transport failures are JSON-RPC errors (*jsonrpc.Error) with
-// CodeUpstreamUnavailable or CodeUpstreamTimeout; JSON-RPC errors from the
-// upstream pass through.
+// JSON-RPC errors from the upstream pass through as *jsonrpc.Error. Every
+// other failure is a *callFailure: the upstream is unavailable (an isError
+// result naming it), the call timed out (CodeUpstreamTimeout), or the call
+// was cancelled; it carries the dispatch outcome.
 func (u *upstream) call(ctx context.Context, tool string, args json.RawMessage, prog *callProgress) (*mcp.CallToolResult, error) {
 	if ac, err := u.agentConnFor(originFrom(ctx)); err != nil || ac != nil {
 		if err != nil {
-			return nil, &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q: %v", u.name, err)}
+			return nil, u.unavailable(ctx, tool, err.Error()+"; nothing was sent to it", approval.OutcomeTransportError, err)
 		}
 		return ac.call(ctx, tool, args, prog)
 	}
 	c, err := u.session()
 	if err != nil {
-		return nil, &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: err.Error()}
+		return nil, u.unavailable(ctx, tool, err.Error()+"; nothing was sent to it", approval.OutcomeTransportError, err)
 	}
 	res, retry, err := u.callOnce(ctx, c, tool, args, prog)
 	if !retry {
@@ -548,9 +602,11 @@ func (u *upstream) call(ctx context.Context, tool string, args json.RawMessage, 
 	cancel()
 	if werr != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("call cancelled: %w", context.Cause(ctx))
+			// The 404 means the upstream never processed it: nothing ran.
+			return nil, &callFailure{msg: "call cancelled", wire: &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: "call cancelled: " + context.Cause(ctx).Error()},
+				outcome: approval.OutcomeTransportError, cause: context.Cause(ctx)}
 		}
-		return nil, &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q: session expired and re-initialising failed: %v", u.name, werr)}
+		return nil, u.unavailable(ctx, tool, "its session expired and re-initialising failed; nothing was run", approval.OutcomeTransportError, werr)
 	}
 	res, _, err = u.callOnce(ctx, c2, tool, args, prog)
 	return res, err
@@ -578,7 +634,15 @@ func (u *upstream) callOnce(ctx context.Context, c *upConn, tool string, args js
 	}
 	res, err := c.cs.CallTool(cctx, params)
 	if raw := s.result(); raw != nil {
-		r, derr := decodeResult(raw)
+		// The SDK decoded the result already unless a number in it failed
+		// (1e400): then the raw bytes are decoded again, once.
+		var r *mcp.CallToolResult
+		var derr error
+		if err == nil {
+			r, derr = withRawNumbers(res, raw)
+		} else {
+			r, derr = decodeResult(raw)
+		}
 		if derr == nil {
 			return r, false, nil
 		}
@@ -594,27 +658,39 @@ func (u *upstream) callOnce(ctx context.Context, c *upConn, tool string, args js
 	return nil, false, u.callError(ctx, cctx, c, tool, err)
 }
 
-// callError turns a failed CallTool into the error the agent gets.
+// callError turns a failed CallTool into the error the agent gets (see call).
 func (u *upstream) callError(ctx, cctx context.Context, c *upConn, tool string, err error) error {
 	if ctx.Err() != nil {
-		return fmt.Errorf("call cancelled: %w", context.Cause(ctx))
+		// The caller went away after the call was sent: it may have run.
+		return &callFailure{msg: "call cancelled", wire: &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: "call cancelled: " + context.Cause(ctx).Error()},
+			outcome: approval.OutcomeCancelledAfterDispatch, cause: context.Cause(ctx)}
 	}
 	switch cause := context.Cause(cctx); {
 	case errors.Is(cause, errCallTimeout):
-		return &jsonrpc.Error{Code: CodeUpstreamTimeout, Message: fmt.Sprintf("upstream %q: tool %q: no result within call_timeout %s; the call was cancelled upstream", u.name, tool, u.cfg.CallTimeout)}
+		msg := fmt.Sprintf("upstream %q: tool %q: no result within call_timeout %s; the call was cancelled upstream", u.name, tool, u.cfg.CallTimeout)
+		return &callFailure{msg: msg, wire: &jsonrpc.Error{Code: CodeUpstreamTimeout, Message: msg}, outcome: approval.OutcomeCancelledAfterDispatch, cause: err}
 	case errors.Is(cause, ErrShutdown):
-		return &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q: the gateway is shutting down", u.name)}
+		return u.unavailable(ctx, tool, "the gateway is shutting down; the call was cancelled and may have run", approval.OutcomeCancelledAfterDispatch, err)
 	}
 	var wire *jsonrpc.Error
 	if errors.As(err, &wire) {
+		switch {
+		case wire.Code == codeRejected:
+			// The request never reached the upstream (HTTP: its POST failed).
+			u.checkHealth()
+			return u.unavailable(ctx, tool, "the call could not be sent to it; nothing was run", approval.OutcomeTransportError, err)
+		case isResultTooLarge(wire):
+			return &callFailure{msg: fmt.Sprintf("upstream %q: tool %q: %s", u.name, tool, wire.Message), outcome: approval.OutcomeToolError, cause: err}
+		}
 		return wire
 	}
 	if c.proc != nil {
 		if xe := c.proc.exitError(u.g.opts.TerminateGrace); xe != nil {
-			return &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q: %v during the call; it is being restarted", u.name, xe)}
+			return u.unavailable(ctx, tool, fmt.Sprintf("its process ended during the call (%v) and is being restarted; the call may have run", xe), approval.OutcomeTransportError, err)
 		}
 	}
-	return &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q: %v", u.name, err)}
+	u.checkHealth()
+	return u.unavailable(ctx, tool, "the connection failed during the call; the call may have run", approval.OutcomeTransportError, err)
 }
 
 // transportFailure reports whether err says the server could not be

@@ -129,3 +129,39 @@ func BenchmarkPolicyEvaluateUncompiled(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEvaluateGrants measures the approve path with grants passed in:
+// a call the default holds, evaluated without grants, with three grants
+// of which only the last matches (two predicates evaluated, compiled once
+// and cached by the evaluator), and with one grant without a predicate.
+func BenchmarkEvaluateGrants(b *testing.B) {
+	e, err := Compile(benchPolicy(100))
+	if err != nil {
+		b.Fatal(err)
+	}
+	base := Call{Server: "s9", Tool: "unlisted", Principal: Principal{ID: "agent"}, Arguments: json.RawMessage(`{"amount":42,"to":"acct-1"}`), Now: propNow}
+	g := func(id, when string) Grant {
+		return Grant{ID: id, Principal: "agent", Server: "s9", Tool: "unlisted", When: when, ExpiresAt: propNow.Add(1e12), ApprovedBy: []GrantApprover{{ID: "alice"}}}
+	}
+	for _, tc := range []struct {
+		name   string
+		grants []Grant
+		want   Effect
+	}{
+		{"none", nil, Approve},
+		{"three, the last matches", []Grant{g("g1", "args.amount > 100"), g("g2", `args.to == "acct-2"`), g("g3", "args.amount <= 100")}, Allow},
+		{"one without a predicate", []Grant{g("g1", "")}, Allow},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			c := base
+			c.Grants = tc.grants
+			b.ReportAllocs()
+			for b.Loop() {
+				d, _ := e.Evaluate(c)
+				if d.Effect != tc.want {
+					b.Fatalf("effect %s", d.Effect)
+				}
+			}
+		})
+	}
+}

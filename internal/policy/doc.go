@@ -14,7 +14,10 @@
 // honoured only when the caller passes trusted [Annotations]) and the
 // caller ([Rule.Principals]). A selector that errs or cannot be known never
 // allows. Rules (or the whole policy) in monitor mode only record what they
-// would have done ([Monitor]). docs/policy.md states every guarantee.
+// would have done ([Monitor]). Remembered grants are data the caller passes
+// in ([Call.Grants]): one that matches exactly turns an approve decision
+// into an allow ([Evaluator.MatchGrant]), never anything else.
+// docs/policy.md states every guarantee.
 //
 // [Compile] turns a Policy into an [Evaluator] once per revision (compiled
 // globs, CEL programs and command patterns, and an index from (server,

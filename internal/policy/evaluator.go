@@ -34,6 +34,8 @@ type Evaluator struct {
 	// written under namesMu, copied on write, read without a lock.
 	names   atomic.Pointer[map[nameKey][]int32]
 	namesMu sync.Mutex
+	// grants compiles grant predicates (grant.go).
+	grants grantCEL
 }
 
 // nameKey is what the name index is keyed by: the kind, the real server
@@ -475,9 +477,12 @@ func (r *crule) matches(c *Call, ls *lazyState) (ok, tainted bool, err error) {
 // Evaluate decides c (see [Policy.Evaluate] for the precedence and how
 // approve rules combine). Rules in monitor mode do not take part in the
 // decision; when they would have made it stricter, Decision.Monitor says
-// so. The error is nil unless c.Kind is not a kind (then the decision is
-// deny): a compiled policy cannot fail to evaluate (selector errors are in
-// Decision.Errors).
+// so. When the decision is approve (and someone could approve it) and
+// c.Grants holds a grant that matches ([Evaluator.MatchGrant]; tool calls
+// only), the decision is allow with Decision.Grant naming it: deny > grant
+// > approve. The error is nil unless c.Kind is not a kind (then the
+// decision is deny): a compiled policy cannot fail to evaluate (selector
+// errors are in Decision.Errors).
 func (e *Evaluator) Evaluate(c Call) (Decision, error) {
 	if !c.Kind.Valid() {
 		return Decision{Effect: Deny, Rule: DefaultRule, Revision: e.revision}, fmt.Errorf("policy: call kind %q: want tool, resource or prompt", c.Kind)
@@ -500,6 +505,13 @@ func (e *Evaluator) Evaluate(c Call) (Decision, error) {
 		}
 	}
 	d := e.decide(matched, tainted)
+	if d.Effect == Approve && !d.NoEligibleApprovers && len(c.Grants) > 0 {
+		id, gerrs := e.matchGrant(&c, &ls, d.Approval)
+		errs = append(errs, gerrs...)
+		if id != "" {
+			d.Effect, d.Grant = Allow, id
+		}
+	}
 	d.Errors = errs
 	return d, nil
 }

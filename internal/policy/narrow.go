@@ -71,6 +71,13 @@ func (c change) reason() string {
 // policy may change. Source is ignored. Tools and approvers lists are
 // compared as sets.
 //
+// Remembered grants ([Grant]) are not policy and are not judged here: a
+// grant applies only where the policy in force decides approve, with that
+// decision's quorum and approvers ([Evaluator.MatchGrant]), so a change
+// this function accepts stays narrowing whatever grants exist (a new deny
+// rule beats every grant; more approvals or other approvers sideline
+// grants approved by too few or by approvers no longer named).
+//
 // When ok is true, reasons lists what narrows (nil if nothing changed).
 // When ok is false, reasons lists each widening part, in words, such as
 // `rule "x": tools changed from [a] to [a b]: ...`.

@@ -214,6 +214,14 @@ type Call struct {
 	// unknown or not trusted (servers.<name>.trust_annotations is false):
 	// annotation selectors then take the strictest reading.
 	Annotations *Annotations
+	// Grants are remembered approvals of the caller for this server and
+	// tool, read by the gate from the store (issue 12). They are looked at
+	// only when the decision would be approve: the first that matches
+	// ([Evaluator.MatchGrant]) turns it into an allow (Decision.Grant).
+	Grants []Grant
+	// Now is the time grants are checked at (their expiry); it is needed
+	// only with Grants, and a zero Now matches no grant.
+	Now time.Time
 }
 
 // Monitor verdicts: what a rule in monitor mode would have done.
@@ -268,6 +276,10 @@ type Decision struct {
 	// Revision is the revision of the evaluated policy when it was compiled
 	// with one ([Compile]); "" otherwise.
 	Revision string
+	// Grant is the id of the grant (one of Call.Grants) that turned an
+	// approve decision into this allow; "" otherwise. Rule, Matched and
+	// Approval then still say which approval the grant stood in for.
+	Grant string
 }
 
 // RuleName returns the name of p.Rules[i]: its Name, or "rule[<i>]" if the

@@ -1,5 +1,5 @@
 // Package store defines the persistence contract for approval requests,
-// sessions and policy revisions. The implementation is
+// sessions, policy revisions and grants. The implementation is
 // internal/store/sqlstore (SQLite or Postgres); storetest holds the
 // conformance suite it passes with each.
 package store
@@ -50,8 +50,21 @@ type Filter struct {
 // slices may come back either way.
 type Store interface {
 	// CreateRequest inserts r (which must be pending) and writes its
-	// "requested" event in the same transaction. ErrAlreadyExists if the id is taken.
-	CreateRequest(ctx context.Context, r approval.Request) error
+	// "requested" event in the same transaction. ErrAlreadyExists if the id
+	// is taken. Each cap is checked inside that transaction, serialized
+	// with every other creator of the same scope (in this process and in
+	// any other sharing the database), so caps hold under concurrency: a
+	// cap already reached refuses r with a *CapError (errors.Is
+	// ErrCapReached) and nothing is written. A request of a session's
+	// principal (the sessions row whose principal is r.RequestedBy) is
+	// refused with session.ErrRevoked when that session or an ancestor is
+	// revoked, serialized with RevokeSession, so no request of a subtree
+	// appears after its revocation committed. A session_policy request
+	// (Kind approval.KindSessionPolicy, Target the session id) is refused
+	// with ErrConflict unless the target session's revision is still
+	// BaseRevision; the session row is held until commit, so a policy
+	// change that commits later sees the request (and can void it).
+	CreateRequest(ctx context.Context, r approval.Request, caps ...Cap) error
 	// GetRequest returns the request or ErrNotFound.
 	GetRequest(ctx context.Context, id approval.ID) (approval.Request, error)
 	// ListRequests returns one page and the cursor of the next ("" at the end).
@@ -67,6 +80,23 @@ type Store interface {
 	// are exactly those of [ChangeEvents]. The returned value is what was
 	// stored (see [Normalize]).
 	UpdateRequest(ctx context.Context, id approval.ID, actor string, fn func(*approval.Request) error) (approval.Request, error)
+	// UpdateRequestWithChain is UpdateRequest for a decision that depends
+	// on the requesting session: inside the same transaction, after the
+	// request's row is held, it reads the chain of the session whose
+	// principal is the request's RequestedBy (nil when it is not a
+	// session's) and passes it to fn. RevokeSession changes the requests
+	// of a subtree while holding their rows, so the consume of an approved
+	// request either commits before a revocation (and the revocation then
+	// finds it consumed) or sees the session revoked: once RevokeSession
+	// returned, nothing of that subtree can be consumed.
+	UpdateRequestWithChain(ctx context.Context, id approval.ID, actor string, fn func(*approval.Request, session.Chain) error) (approval.Request, error)
+	// RenewLeases extends, in one statement per few hundred ids, the
+	// leases held by holder on ids to until: only requests that holder
+	// still holds (HeldBy == holder) and that still need a holder
+	// (pending, approved, or consumed with no dispatch outcome). It returns
+	// the ids it renewed; an id missing from the answer was taken over,
+	// released or settled. It writes no events.
+	RenewLeases(ctx context.Context, holder string, ids []approval.ID, until time.Time) ([]approval.ID, error)
 	// Due lists requests that a sweeper must look at as of now: pending ones
 	// with ExpiresAt <= now; approved ones whose validity has passed:
 	// ValidFor > 0 and DecidedAt+ValidFor <= now, as in
@@ -88,8 +118,30 @@ type Store interface {
 	// (count them with ListRequests).
 	CountPending(ctx context.Context, requestedBy string) (int, error)
 	// Events returns events with Seq > after, in Seq order, at most limit
-	// (0 means 100).
+	// (0 means 100): a page of the log as committed so far. To follow the
+	// log as it grows use Feed: on Postgres a transaction may commit after
+	// one with a higher Seq, so paging by Seq can skip it.
 	Events(ctx context.Context, after int64, limit int) ([]approval.Event, error)
+	// Feed is the change feed: the events after cursor in feed order
+	// (Cursor), at most limit (0 means 100), and the cursor of the last one
+	// returned (after itself when none). It never returns an event while
+	// an event that would come before it can still commit, so a reader
+	// that passes back the cursor it got sees every committed event exactly
+	// once and in the same order as every other reader: the order is
+	// final. On SQLite (one writer at a time) feed order is Seq order; on
+	// Postgres it is the order of the writing transactions' ids, then Seq,
+	// and an event is returned once every older transaction has ended
+	// (a long transaction elsewhere in the cluster delays the feed, never
+	// reorders it). The audit chain, the live event stream and the gate's
+	// wake-ups read events this way.
+	Feed(ctx context.Context, after Cursor, limit int) ([]approval.Event, Cursor, error)
+	// FeedEnd returns the cursor of the last event Feed can return now
+	// (the zero Cursor for an empty log): a reader that starts there sees
+	// every event committed from then on and none before.
+	FeedEnd(ctx context.Context) (Cursor, error)
+	// Prune deletes what the retention settings let go, as of now, and
+	// says what it deleted: see Retention.
+	Prune(ctx context.Context, r Retention, now time.Time) (Pruned, error)
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
 	Close() error
@@ -97,10 +149,11 @@ type Store interface {
 	SessionStore
 	PolicyStore
 	LedgerStore
+	GrantStore
 }
 
 // Normalize returns r with every time in UTC truncated to the millisecond and
-// ValidFor truncated to the millisecond: the precision every backend stores.
+// ValidFor (and the TTL of reviews' grant terms) truncated to the millisecond: the precision every backend stores.
 // Backends return normalized values from every method, so a value read back
 // compares equal to the one UpdateRequest returned. r is not modified (the
 // Reviews slice is copied).
@@ -116,6 +169,11 @@ func Normalize(r approval.Request) approval.Request {
 		rs := make([]approval.Review, len(r.Reviews))
 		for i, rv := range r.Reviews {
 			rv.At = Millis(rv.At)
+			if rv.Grant != nil {
+				t := *rv.Grant
+				t.TTL = t.TTL.Truncate(time.Millisecond)
+				rv.Grant = &t
+			}
 			rs[i] = rv
 		}
 		r.Reviews = rs
@@ -213,11 +271,15 @@ type SessionStore interface {
 	// without calling fn. fn may run more than once.
 	UpdateSession(ctx context.Context, id session.ID, actor string, now time.Time, fn func(*session.Session) error) (s session.Session, changed bool, err error)
 	// RevokeSession revokes the session and all its descendants in one
-	// transaction, at now: one "session_revoked" event each (actor), and
-	// every pending approval request of their principals
-	// (session.PrincipalID) moves to cancelled with a "cancelled" event.
-	// Sessions already revoked are left as they are. It returns what it
-	// changed; ErrNotFound for an unknown id.
+	// transaction, at now: one "session_revoked" event each (actor); every
+	// pending approval request of their principals (session.PrincipalID)
+	// moves to cancelled with a "cancelled" event, and every approved one
+	// not consumed yet to invalidated with an "invalidated" event (both
+	// with reason ReasonSessionRevoked). Their rows are held while it
+	// does so (see UpdateRequestWithChain), and it is serialized with
+	// CreateRequest for the same session tree. Sessions already revoked are
+	// left as they are. It returns what it changed; ErrNotFound for an
+	// unknown id.
 	RevokeSession(ctx context.Context, id session.ID, actor string, now time.Time) (Revocation, error)
 	// CountPendingInTree counts the pending agent requests (the kinds
 	// CountPending counts) of every
@@ -228,15 +290,16 @@ type SessionStore interface {
 }
 
 // Revocation is what RevokeSession changed: the sessions it revoked (the
-// given one first when it was live) and the approval requests it
-// cancelled.
+// given one first when it was live), the pending approval requests it
+// cancelled and the approved ones it invalidated.
 type Revocation struct {
-	Sessions  []session.Session
-	Cancelled []approval.ID
+	Sessions    []session.Session
+	Cancelled   []approval.ID
+	Invalidated []approval.ID
 }
 
-// ReasonSessionRevoked is the Reason of an approval request cancelled
-// because its session was revoked.
+// ReasonSessionRevoked is the Reason of an approval request cancelled or
+// invalidated because its session was revoked.
 const ReasonSessionRevoked = "cancelled: the session was revoked"
 
 // NormalizeSession returns s with its times in UTC truncated to the

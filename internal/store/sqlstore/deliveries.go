@@ -12,17 +12,19 @@ import (
 	"toolgate/internal/store"
 )
 
-// The notification outbox (issue 14, migration 0006): deliveries are made
-// from the event log behind a cursor, so the transactions that change
-// requests carry no notification code at all, and an event is announced
-// exactly once per channel however many instances fan out:
+// The notification outbox (issue 14, migrations 0006 and 0007): deliveries
+// are made from the event log behind a cursor, so the transactions that
+// change requests carry no notification code at all, and an event is
+// announced exactly once per channel however many instances fan out:
 //
-//   - FanOut moves the cursor (notify_cursor, one row) past a batch of
-//     events and inserts their delivery rows in the same transaction,
-//     holding the cursor row (Postgres: FOR UPDATE; SQLite: the IMMEDIATE
-//     transaction). Event seqs follow commit order (see writeEvents), so
-//     no event is ever behind the cursor uncommitted: none is skipped.
-//     UNIQUE (event_seq, channel) holds it twice-safe besides.
+//   - FanOut is a durable consumer of the change feed
+//     (store.FeedConsumerNotify, see consumeFeed): it moves its position
+//     past a batch of events and inserts their delivery rows in the same
+//     transaction, holding the position's row (Postgres: FOR UPDATE;
+//     SQLite: the IMMEDIATE transaction). The feed never returns an event
+//     while one before it can still commit (on Postgres event seqs do not
+//     follow commit order), so none is ever skipped. UNIQUE (event_seq,
+//     channel) holds it twice-safe besides.
 //   - ClaimDeliveries leases due rows with a compare-and-set; Postgres
 //     READ COMMITTED re-checks the WHERE of a row another transaction
 //     updated first, so two instances never hold one lease.
@@ -54,94 +56,75 @@ func scanDelivery(rows *sql.Rows) (store.Delivery, error) {
 	return d, err
 }
 
-// FanOut reads up to limit (0 means 100) events past the outbox cursor, in
-// seq order, and for each request event whose request still exists calls
+// FanOut reads up to limit (0 means 100) events past the outbox's position
+// in the change feed, in feed order, and for each request event whose request still exists calls
 // match with the event and the request as stored now; it inserts one
 // pending delivery, due at now, for each channel name match returns, all
-// sharing one event id from newID, and moves the cursor past the last event
+// sharing one event id from newID, and moves the position past the last event
 // read, in one transaction. Events of sessions and policy revisions are
 // passed over. match and newID may run more than once (the transaction may
 // be retried) and must have no side effects. A channel name match returns
 // twice for one event makes one row.
 func (db *DB) FanOut(ctx context.Context, limit int, now time.Time, match func(approval.Event, approval.Request) []string, newID func() (string, error)) (store.FanOutResult, error) {
-	if limit <= 0 {
-		limit = defaultLimit
-	}
 	// A read first, so an idle outbox never takes the write lock.
-	var waiting int
-	err := db.queryRow(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM events
-		WHERE seq > (SELECT seq FROM notify_cursor WHERE id = 1) LIMIT 1) AS w`).Scan(&waiting)
-	if err != nil {
+	if waiting, err := db.feedWaiting(ctx, store.FeedConsumerNotify); err != nil {
 		return store.FanOutResult{}, db.wrap("fan out events", err)
-	}
-	if waiting == 0 {
+	} else if !waiting {
 		return store.FanOutResult{}, nil
 	}
 	var res store.FanOutResult
-	err = db.inTx(ctx, func(t *tx) error {
+	err := db.inTx(ctx, func(t *tx) error {
 		res = store.FanOutResult{}
-		var cursor int64
-		if err := t.queryRow(ctx, `SELECT seq FROM notify_cursor WHERE id = 1`+t.forUpdate()).Scan(&cursor); err != nil {
-			return fmt.Errorf("read the outbox cursor: %w", err)
-		}
-		rows, err := t.query(ctx, `SELECT seq, COALESCE(request_id, ''), type, state, actor, at FROM events
-			WHERE seq > ? ORDER BY seq LIMIT ?`, cursor, limit)
-		evs, err := collect(rows, err, func(rows *sql.Rows) (approval.Event, error) {
-			var (
-				ev approval.Event
-				at int64
-			)
-			err := rows.Scan(&ev.Seq, &ev.RequestID, &ev.Type, &ev.State, &ev.Actor, &at)
-			ev.At = fromMillis(at)
-			return ev, err
-		})
-		if err != nil {
-			return fmt.Errorf("read events: %w", err)
-		}
-		if len(evs) == 0 {
-			return nil
-		}
-		reqs, err := t.requestsByID(ctx, evs)
-		if err != nil {
+		var err error
+		res.Events, res.More, err = t.consumeFeed(ctx, store.FeedConsumerNotify, limit, now, func(evs []approval.Event) error {
+			n, err := t.insertDeliveries(ctx, evs, now, match, newID)
+			res.Deliveries = n
 			return err
-		}
-		for _, ev := range evs {
-			r, ok := reqs[ev.RequestID]
-			if !ok {
-				continue // not a request event, or the request was removed
-			}
-			channels := match(ev, r)
-			if len(channels) == 0 {
-				continue
-			}
-			id, err := newID()
-			if err != nil {
-				return err
-			}
-			for _, ch := range channels {
-				n, err := t.exec(ctx, `INSERT INTO deliveries (event_id, event_seq, channel, request_id, event_type, event_state, actor, event_at,
-						state, attempts, next_at, lease_owner, last_error)
-					VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, '', '')
-					ON CONFLICT (event_seq, channel) DO NOTHING`,
-					id, ev.Seq, ch, string(ev.RequestID), string(ev.Type), string(ev.State), ev.Actor, millis(ev.At), now.UnixMilli())
-				if err != nil {
-					return fmt.Errorf("insert delivery of event %d on %s: %w", ev.Seq, ch, err)
-				}
-				if k, err := n.RowsAffected(); err == nil {
-					res.Deliveries += int(k)
-				}
-			}
-		}
-		res.Events, res.More = len(evs), len(evs) == limit
-		if _, err := t.exec(ctx, `UPDATE notify_cursor SET seq = ? WHERE id = 1`, evs[len(evs)-1].Seq); err != nil {
-			return fmt.Errorf("move the outbox cursor: %w", err)
-		}
-		return nil
+		})
+		return err
 	})
 	if err != nil {
 		return store.FanOutResult{}, db.wrap("fan out events", err)
 	}
 	return res, nil
+}
+
+// insertDeliveries inserts, inside t, the delivery rows of evs (see
+// FanOut) and returns how many it made.
+func (t *tx) insertDeliveries(ctx context.Context, evs []approval.Event, now time.Time, match func(approval.Event, approval.Request) []string, newID func() (string, error)) (int, error) {
+	reqs, err := t.requestsByID(ctx, evs)
+	if err != nil {
+		return 0, err
+	}
+	made := 0
+	for _, ev := range evs {
+		r, ok := reqs[ev.RequestID]
+		if !ok {
+			continue // not a request event, or the request was removed
+		}
+		channels := match(ev, r)
+		if len(channels) == 0 {
+			continue
+		}
+		id, err := newID()
+		if err != nil {
+			return made, err
+		}
+		for _, ch := range channels {
+			n, err := t.exec(ctx, `INSERT INTO deliveries (event_id, event_seq, channel, request_id, event_type, event_state, actor, event_at,
+					state, attempts, next_at, lease_owner, last_error)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, '', '')
+				ON CONFLICT (event_seq, channel) DO NOTHING`,
+				id, ev.Seq, ch, string(ev.RequestID), string(ev.Type), string(ev.State), ev.Actor, millis(ev.At), now.UnixMilli())
+			if err != nil {
+				return made, fmt.Errorf("insert delivery of event %d on %s: %w", ev.Seq, ch, err)
+			}
+			if k, err := n.RowsAffected(); err == nil {
+				made += int(k)
+			}
+		}
+	}
+	return made, nil
 }
 
 // requestsByID reads the requests the request events of evs name.

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"toolgate/internal/approval"
+	"toolgate/internal/store"
 )
 
 // A dialect is all that differs between the databases the store runs on;
@@ -30,6 +30,19 @@ type dialect interface {
 	// rows t just wrote (sent when t commits): Postgres NOTIFY; nothing on
 	// SQLite, where Watch sees any commit through PRAGMA data_version.
 	notify(ctx context.Context, t *tx, evs []event) error
+	// feedQuery is the query of DB.Feed: the events after the cursor in
+	// feed order, at most limit, selecting eventColumns and then the
+	// transaction order key as text (see store.Cursor). It must never
+	// return an event while one before it in feed order can still commit.
+	feedQuery(after store.Cursor, limit int) (string, []any)
+	// feedEndQuery selects the transaction order key (as text) and seq of
+	// the last event feedQuery could return now; no row for an empty log.
+	feedEndQuery() string
+	// lockKey takes the lock on (space, key) until t ends: a
+	// transaction-scoped advisory lock on Postgres, keyed by the pair
+	// (space, FNV-1a of key), apart from the lockName keys; nothing on
+	// SQLite.
+	lockKey(ctx context.Context, t *tx, space lockSpace, key string) error
 	// retryable reports a conflict after which the whole transaction is
 	// worth running again: SQLite busy or locked past the busy timeout;
 	// Postgres serialization failure or deadlock.
@@ -41,7 +54,7 @@ type dialect interface {
 	// does not exist.
 	schemaMigrationsDDL() string
 	// watch is DB.Watch for this database, run until ctx is done.
-	watch(ctx context.Context, db *DB, changed func(approval.ID))
+	watch(ctx context.Context, db *DB, w watchFuncs)
 	// close releases what the dialect holds besides the *sql.DB (the
 	// Postgres pool), after the *sql.DB was closed.
 	close()
@@ -55,11 +68,28 @@ type dialect interface {
 type lockName int64
 
 const (
-	lockKeyBase  lockName = 0x746f6f6c67617465
-	lockMigrate           = lockKeyBase     // held by the migrating transaction
-	lockEvents            = lockKeyBase + 1 // held by each transaction that writes events
-	lockSessions          = lockKeyBase + 2 // held by child creations and revocations
-	lockPolicy            = lockKeyBase + 3 // held by each transaction that appends a policy revision
+	lockKeyBase lockName = 0x746f6f6c67617465
+	lockMigrate          = lockKeyBase // held by the migrating transaction
+	// lockEvents was held by each transaction that wrote events, up to
+	// the release that added the change feed's transaction ids; it is
+	// no longer taken.
+	lockEvents   = lockKeyBase + 1
+	lockSessions = lockKeyBase + 2 // held by child creations and revocations
+	lockPolicy   = lockKeyBase + 3 // held by each transaction that appends a policy revision
+)
+
+// A lockSpace is a family of locks keyed by a string (tx.lockKey): the
+// first key of Postgres' two-key advisory locks, which never collide with
+// the one-key lockName locks. The values spell "tg" and a purpose number;
+// they never change.
+type lockSpace int32
+
+const (
+	lockSpaceBase        lockSpace = 0x74670000
+	lockPendingPrincipal           = lockSpaceBase + 1 // creators of one principal's requests (CapPrincipal)
+	lockPendingTree                = lockSpaceBase + 2 // creators in one session tree (CapSessionTree), and its revocations
+	lockPendingTotal               = lockSpaceBase + 3 // creators counting every pending request (CapTotal)
+	lockPolicyRequests             = lockSpaceBase + 4 // creators of one session's policy requests (CapPolicyRequests)
 )
 
 func (l lockName) String() string {

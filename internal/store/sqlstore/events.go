@@ -3,16 +3,20 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/store"
 )
 
 // An event is one row of the event log: an approval.Event (its subject a
-// request or a session), or, with PolicyRevision set, the policy_changed
-// event of a deployment policy revision. Exactly one of RequestID,
-// SessionID and PolicyRevision is set (a CHECK constraint holds it).
+// request, a session or a grant), or, with PolicyRevision set, the
+// policy_changed event of a deployment policy revision. Exactly one of
+// RequestID, SessionID, GrantID and PolicyRevision is set (a CHECK
+// constraint holds it).
 type event struct {
 	approval.Event
 	PolicyRevision int64
@@ -28,24 +32,20 @@ func eventRows(evs ...approval.Event) []event {
 }
 
 // writeEvents appends evs to the event log inside t; every event of the
-// store is written here, in the transaction of the change it records. On
-// Postgres it first takes the events lock, held until t ends, so sequence
-// numbers are assigned in commit order and a reader paging with Events
-// never skips an event committed late (SQLite has one writer at a time);
-// after inserting it notifies other instances (dialect.notify). No events,
-// nothing done.
+// store is written here, in the transaction of the change it records, and
+// then notifies other instances (dialect.notify). It takes no lock: on
+// Postgres, where transactions commit in any order, each row records its
+// transaction's id (a column default) and Feed orders by it (see Feed). No
+// events, nothing done.
 func (t *tx) writeEvents(ctx context.Context, evs []event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	if err := t.lock(ctx, lockEvents); err != nil {
-		return err
-	}
 	for _, ev := range evs {
-		if _, err := t.exec(ctx, `INSERT INTO events (request_id, session_id, policy_revision, type, state, actor, at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		if _, err := t.exec(ctx, `INSERT INTO events (request_id, session_id, policy_revision, grant_id, type, state, actor, at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 			nullString(string(ev.RequestID)), nullString(ev.SessionID), sql.NullInt64{Int64: ev.PolicyRevision, Valid: ev.PolicyRevision != 0},
-			string(ev.Type), string(ev.State), ev.Actor, ev.At.UnixMilli()); err != nil {
+			nullString(ev.GrantID), string(ev.Type), string(ev.State), ev.Actor, ev.At.UnixMilli()); err != nil {
 			return fmt.Errorf("insert %s event: %w", ev.Type, err)
 		}
 	}
@@ -56,26 +56,111 @@ func nullString(s string) sql.NullString {
 	return sql.NullString{String: s, Valid: s != ""}
 }
 
+// eventColumns are the columns of an approval.Event, as scanEvent reads
+// them. Policy events come with neither a request, a session nor a grant id.
+const eventColumns = `seq, COALESCE(request_id, ''), COALESCE(session_id, ''), COALESCE(grant_id, ''), type, state, actor, at`
+
+func scanEvent(rows *sql.Rows, extra ...any) (approval.Event, error) {
+	var (
+		ev approval.Event
+		at int64
+	)
+	err := rows.Scan(append([]any{&ev.Seq, &ev.RequestID, &ev.SessionID, &ev.GrantID, &ev.Type, &ev.State, &ev.Actor, &at}, extra...)...)
+	ev.At = time.UnixMilli(at).UTC()
+	return ev, err
+}
+
 // Events returns at most limit (0 means 100) events with Seq > after, in Seq
-// order. Seq order is commit order (see writeEvents). Policy events come
-// with neither a request nor a session id.
+// order, as committed so far. On Postgres a later commit may still add an
+// event with a lower Seq than one returned: follow the log with Feed.
 func (db *DB) Events(ctx context.Context, after int64, limit int) ([]approval.Event, error) {
 	if limit <= 0 {
 		limit = defaultLimit
 	}
-	rows, err := db.query(ctx, `SELECT seq, COALESCE(request_id, ''), COALESCE(session_id, ''), type, state, actor, at FROM events
-		WHERE seq > ? ORDER BY seq LIMIT ?`, after, limit)
-	evs, err := collect(rows, err, func(rows *sql.Rows) (approval.Event, error) {
-		var (
-			ev approval.Event
-			at int64
-		)
-		err := rows.Scan(&ev.Seq, &ev.RequestID, &ev.SessionID, &ev.Type, &ev.State, &ev.Actor, &at)
-		ev.At = time.UnixMilli(at).UTC()
-		return ev, err
-	})
+	rows, err := db.query(ctx, `SELECT `+eventColumns+` FROM events WHERE seq > ? ORDER BY seq LIMIT ?`, after, limit)
+	evs, err := collect(rows, err, func(rows *sql.Rows) (approval.Event, error) { return scanEvent(rows) })
 	if err != nil {
 		return nil, db.wrap("list events", err)
 	}
 	return evs, nil
+}
+
+// Feed returns at most limit (0 means 100) events after the cursor in feed
+// order and the cursor of the last one: see store.Store.Feed. The dialect
+// says what is safe to return (dialect.feedQuery).
+func (db *DB) Feed(ctx context.Context, after store.Cursor, limit int) ([]approval.Event, store.Cursor, error) {
+	q, args := db.d.feedQuery(after, feedLimit(limit))
+	rows, err := db.query(ctx, q, args...)
+	fevs, err := collectFeed(rows, err)
+	if err != nil {
+		return nil, after, db.wrap("read change feed", err)
+	}
+	return feedEvents(fevs), feedEnd(fevs, after), nil
+}
+
+// A feedEvent is an event of the change feed with its position.
+type feedEvent struct {
+	approval.Event
+	pos store.Cursor
+}
+
+func feedLimit(limit int) int {
+	if limit <= 0 {
+		return defaultLimit
+	}
+	return limit
+}
+
+// collectFeed scans the rows of a dialect.feedQuery.
+func collectFeed(rows *sql.Rows, err error) ([]feedEvent, error) {
+	return collect(rows, err, func(rows *sql.Rows) (feedEvent, error) {
+		var tx string
+		ev, err := scanEvent(rows, &tx)
+		if err != nil {
+			return feedEvent{}, err
+		}
+		fe := feedEvent{Event: ev, pos: store.Cursor{Seq: ev.Seq}}
+		if fe.pos.Tx, err = strconv.ParseUint(tx, 10, 64); err != nil {
+			return fe, fmt.Errorf("event %d: transaction id %q: %w", ev.Seq, tx, err)
+		}
+		return fe, nil
+	})
+}
+
+// feedEvents returns the events of fevs.
+func feedEvents(fevs []feedEvent) []approval.Event {
+	evs := make([]approval.Event, len(fevs))
+	for i, fe := range fevs {
+		evs[i] = fe.Event
+	}
+	return evs
+}
+
+// feedEnd returns the position of the last of fevs, or after when empty.
+func feedEnd(fevs []feedEvent, after store.Cursor) store.Cursor {
+	if len(fevs) == 0 {
+		return after
+	}
+	return fevs[len(fevs)-1].pos
+}
+
+// FeedEnd returns the cursor of the last event Feed can return now: a
+// reader starting there sees every event that commits from now on, and
+// none before.
+func (db *DB) FeedEnd(ctx context.Context) (store.Cursor, error) {
+	var (
+		tx string
+		c  store.Cursor
+	)
+	err := db.queryRow(ctx, db.d.feedEndQuery()).Scan(&tx, &c.Seq)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return store.Cursor{}, nil
+	case err != nil:
+		return store.Cursor{}, db.wrap("read change feed end", err)
+	}
+	if c.Tx, err = strconv.ParseUint(tx, 10, 64); err != nil {
+		return store.Cursor{}, fmt.Errorf("read change feed end: transaction id %q: %w", tx, err)
+	}
+	return c, nil
 }

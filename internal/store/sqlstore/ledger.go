@@ -13,7 +13,7 @@ import (
 )
 
 // The result ledger, tasks, used request states and shared secrets
-// (issue 11, migration 0007). Each row is written once with INSERT … ON
+// (issue 11, migration 0011). Each row is written once with INSERT … ON
 // CONFLICT DO NOTHING, so "already there" is ErrAlreadyExists on both
 // databases and two instances racing to write the same row leave exactly
 // one.

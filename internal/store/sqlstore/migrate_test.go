@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -190,6 +191,21 @@ func TestOpenDatabaseOfPreviousRelease(t *testing.T) {
 				t.Fatalf("reads of the old rows differ from the old store's (-old +new):\n%s", diff)
 			}
 
+			// The pending count kept by triggers starts from the old rows,
+			// and the change feed returns the old events in their order.
+			pendingRows := 0
+			for _, r := range rs {
+				if r.State == approval.StatePending && (r.Kind == "" || r.Kind == approval.KindToolCall) {
+					pendingRows++
+				}
+			}
+			if n, err := db.CountPending(ctx, ""); err != nil || n != pendingRows {
+				t.Errorf("CountPending = %d, %v; want %d, as counted in the old rows", n, err, pendingRows)
+			}
+			if feed, _, err := db.Feed(ctx, store.Cursor{}, 1000); err != nil || !slices.Equal(seqs(feed), seqs(got.Events)) {
+				t.Errorf("Feed of the old events = %v, %v; want seqs %v", seqs(feed), err, seqs(got.Events))
+			}
+
 			// Writing on: new events follow the old ones.
 			lastSeq := got.Events[len(got.Events)-1].Seq
 			at := t0.Add(time.Hour)
@@ -234,6 +250,9 @@ func TestOpenDatabaseOfPreviousRelease(t *testing.T) {
 			}
 			if p, err := db.CurrentPolicy(ctx); err != nil || p.Revision != 3 {
 				t.Errorf("CurrentPolicy = revision %d, %v; want 3", p.Revision, err)
+			}
+			if n, err := db.CountPending(ctx, ""); err != nil || n != pendingRows+1 {
+				t.Errorf("CountPending after one more request = %d, %v; want %d", n, err, pendingRows+1)
 			}
 		})
 	}

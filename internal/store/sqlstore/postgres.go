@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math"
 	"net"
@@ -15,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"toolgate/internal/store"
 )
 
 // Channel is the LISTEN/NOTIFY channel on which every change of a request
@@ -76,6 +79,7 @@ func openPostgres(ctx context.Context, cfg Config) (*sql.DB, dialect, error) {
 		return nil, nil, err
 	}
 	// The *sql.DB keeps no idle connections of its own: the pool does.
+	// Reads and writes share it (row locks order the writers).
 	return stdlib.OpenDBFromPool(d.pool), d, nil
 }
 
@@ -87,6 +91,32 @@ func (d *postgresDialect) close()               { d.pool.Close() }
 func (*postgresDialect) lock(ctx context.Context, t *tx, l lockName) error {
 	_, err := t.exec(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(l))
 	return err
+}
+
+func (*postgresDialect) lockKey(ctx context.Context, t *tx, space lockSpace, key string) error {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))                                                                             // never fails
+	_, err := t.exec(ctx, `SELECT pg_advisory_xact_lock(?::int4, ?::int4)`, int32(space), int32(h.Sum32())) //nolint:gosec // G115: the hash's bits, reinterpreted
+	return err
+}
+
+// feedSafe is the condition under which an event is final: its transaction
+// is older than every transaction still running, so it has committed (it
+// is visible) and no transaction that could still commit has an id below
+// it. Events are ordered by (xid, seq), so nothing can later appear before
+// an event returned.
+const feedSafe = `xid < pg_snapshot_xmin(pg_current_snapshot())`
+
+func (*postgresDialect) feedQuery(after store.Cursor, limit int) (string, []any) {
+	// The text form gets its own name: ORDER BY xid would otherwise sort
+	// by the output column, as text ("1000" < "999").
+	return `SELECT ` + eventColumns + `, xid::text AS xid_text FROM events
+		WHERE (xid, seq) > (?::xid8, ?) AND ` + feedSafe + `
+		ORDER BY events.xid, events.seq LIMIT ?`, []any{strconv.FormatUint(after.Tx, 10), after.Seq, limit}
+}
+
+func (*postgresDialect) feedEndQuery() string {
+	return `SELECT xid::text AS xid_text, seq FROM events WHERE ` + feedSafe + ` ORDER BY events.xid DESC, events.seq DESC LIMIT 1`
 }
 
 // notify sends, for each request with events in evs, "<id> <state>" on

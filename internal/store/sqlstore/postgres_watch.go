@@ -25,20 +25,30 @@ const (
 // watch LISTENs on Channel on one dedicated connection of its own, opened
 // with pgx.Connect outside the pool (application_name
 // WatchApplicationName), reconnecting with a backoff from 100 ms doubling
-// to 5 s and logging a warning; it calls changed(id) for each notification,
-// changed("") after each (re)connection and every poll (the safety poll),
-// one call at a time.
-func (d *postgresDialect) watch(ctx context.Context, db *DB, changed func(approval.ID)) {
+// to 5 s and logging a warning; it calls changed(id) and appended() for
+// each notification, and reads the change feed from its place after each
+// (re)connection and every poll (the safety poll), one call at a time (see
+// DB.Watch).
+func (d *postgresDialect) watch(ctx context.Context, db *DB, w watchFuncs) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
-		mu sync.Mutex // serializes changed
-		wg sync.WaitGroup
+		mu   sync.Mutex // serializes changed and guards feed
+		wg   sync.WaitGroup
+		feed = follower{db: db}
 	)
 	call := func(id approval.ID) {
 		mu.Lock()
 		defer mu.Unlock()
-		changed(id)
+		w.changed(id)
+		w.appended()
+	}
+	catchUp := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if err := feed.sync(ctx, w); err != nil && ctx.Err() == nil {
+			db.log.WarnContext(ctx, "read postgres change feed; retrying at the next poll", "err", err)
+		}
 	}
 	wg.Go(func() {
 		tick := time.NewTicker(d.poll)
@@ -48,22 +58,22 @@ func (d *postgresDialect) watch(ctx context.Context, db *DB, changed func(approv
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				call("")
+				catchUp()
 			}
 		}
 	})
-	d.listenLoop(ctx, db, call)
+	d.listenLoop(ctx, db, call, catchUp)
 	cancel()
 	wg.Wait()
 }
 
 // listenLoop runs listenOnce until ctx is done, waiting with backoff
 // between attempts.
-func (d *postgresDialect) listenLoop(ctx context.Context, db *DB, call func(approval.ID)) {
+func (d *postgresDialect) listenLoop(ctx context.Context, db *DB, call func(approval.ID), catchUp func()) {
 	backoff := minBackoff
 	failing := false // the last connection attempt failed and was logged
 	for {
-		connected, err := d.listenOnce(ctx, db, call)
+		connected, err := d.listenOnce(ctx, db, call, catchUp)
 		if ctx.Err() != nil {
 			return
 		}
@@ -89,10 +99,11 @@ func (d *postgresDialect) listenLoop(ctx context.Context, db *DB, call func(appr
 	}
 }
 
-// listenOnce connects, LISTENs on Channel, calls call("") and then call(id)
-// for each notification until the connection fails or ctx is done. It
-// reports whether it got as far as listening.
-func (d *postgresDialect) listenOnce(ctx context.Context, db *DB, call func(approval.ID)) (connected bool, err error) {
+// listenOnce connects, LISTENs on Channel, catches up with the change feed
+// (what changed while it was not listening) and then calls call(id) for
+// each notification until the connection fails or ctx is done. It reports
+// whether it got as far as listening.
+func (d *postgresDialect) listenOnce(ctx context.Context, db *DB, call func(approval.ID), catchUp func()) (connected bool, err error) {
 	conn, err := pgx.ConnectConfig(ctx, d.listen.Copy())
 	if err != nil {
 		return false, db.wrap("watch: connect", err)
@@ -105,7 +116,7 @@ func (d *postgresDialect) listenOnce(ctx context.Context, db *DB, call func(appr
 	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{Channel}.Sanitize()); err != nil {
 		return false, db.wrap("watch: listen", err)
 	}
-	call("")
+	catchUp()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {

@@ -5,10 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/session"
 	"toolgate/internal/store"
 )
 
@@ -16,8 +18,12 @@ import (
 // and ExpiresAt, and writes its "requested" event in the same transaction
 // (on Postgres also notifying Channel). Times are stored truncated to the
 // millisecond. It returns an error wrapping store.ErrAlreadyExists if the
-// id is taken.
-func (db *DB) CreateRequest(ctx context.Context, r approval.Request) error {
+// id is taken. Before inserting, in the same transaction, it checks caps
+// and the requesting session (see store.Store.CreateRequest): on Postgres
+// under transaction-scoped advisory locks per cap scope and session tree,
+// taken in one order; on SQLite the IMMEDIATE transaction already excludes
+// every other writer.
+func (db *DB) CreateRequest(ctx context.Context, r approval.Request, caps ...store.Cap) error {
 	switch {
 	case r.ID == "":
 		return errors.New("create request: empty id")
@@ -31,6 +37,9 @@ func (db *DB) CreateRequest(ctx context.Context, r approval.Request) error {
 		return fmt.Errorf("create request %s: %w", r.ID, err)
 	}
 	err = db.inTx(ctx, func(t *tx) error {
+		if err := t.checkCreate(ctx, r, caps); err != nil {
+			return err
+		}
 		res, err := t.exec(ctx, `INSERT INTO requests (`+requestColumns+`) VALUES (`+placeholders(numRequestColumns)+`)
 			ON CONFLICT (id) DO NOTHING`, w.args()...)
 		if err != nil {
@@ -192,6 +201,17 @@ func (db *DB) ListRequests(ctx context.Context, f store.Filter) ([]approval.Requ
 // than once (see inTx). An unknown id returns an error wrapping
 // store.ErrNotFound without calling fn.
 func (db *DB) UpdateRequest(ctx context.Context, id approval.ID, actor string, fn func(*approval.Request) error) (approval.Request, error) {
+	return db.updateRequest(ctx, id, actor, false, func(r *approval.Request, _ session.Chain) error { return fn(r) })
+}
+
+// UpdateRequestWithChain is UpdateRequest that also passes fn the chain of
+// the requesting session, read inside the transaction after the request's
+// row is held: see store.Store.UpdateRequestWithChain.
+func (db *DB) UpdateRequestWithChain(ctx context.Context, id approval.ID, actor string, fn func(*approval.Request, session.Chain) error) (approval.Request, error) {
+	return db.updateRequest(ctx, id, actor, true, fn)
+}
+
+func (db *DB) updateRequest(ctx context.Context, id approval.ID, actor string, withChain bool, fn func(*approval.Request, session.Chain) error) (approval.Request, error) {
 	var (
 		out   approval.Request
 		fnErr error
@@ -206,7 +226,22 @@ func (db *DB) UpdateRequest(ctx context.Context, id approval.ID, actor string, f
 		if err != nil {
 			return err
 		}
-		if err := fn(&cur); err != nil {
+		var chain session.Chain
+		if withChain {
+			// Read after the row is held: a revocation that holds the row
+			// first has committed by now and is seen (READ COMMITTED takes
+			// a new snapshot per statement).
+			sid, err := t.sessionOfPrincipal(ctx, cur.RequestedBy)
+			if err != nil {
+				return err
+			}
+			if sid != "" {
+				if chain, err = readChain(ctx, t, sid); err != nil {
+					return err
+				}
+			}
+		}
+		if err := fn(&cur, chain); err != nil {
 			fnErr = err
 			return err
 		}
@@ -223,6 +258,43 @@ func (db *DB) UpdateRequest(ctx context.Context, id approval.ID, actor string, f
 		return approval.Request{}, db.wrap("update request "+string(id), err)
 	}
 	return out, nil
+}
+
+// renewBatch is how many ids one RenewLeases statement names.
+const renewBatch = 500
+
+// RenewLeases extends the leases holder holds on ids to until, one UPDATE
+// per renewBatch ids, and returns the ids it renewed: see
+// store.Store.RenewLeases.
+func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID, until time.Time) ([]approval.ID, error) {
+	if holder == "" {
+		return nil, errors.New("renew leases: empty holder")
+	}
+	var renewed []approval.ID
+	for chunk := range slices.Chunk(ids, renewBatch) {
+		args := make([]any, 0, len(chunk)+2)
+		args = append(args, until.UnixMilli(), holder)
+		for _, id := range chunk {
+			args = append(args, string(id))
+		}
+		var got []approval.ID
+		err := db.inTx(ctx, func(t *tx) error {
+			rows, err := t.query(ctx, `UPDATE requests SET lease_until = ?
+				WHERE held_by = ? AND id IN (`+placeholders(len(chunk))+`)
+				AND (state IN ('pending', 'approved') OR (state = 'consumed' AND dispatch_outcome = ''))
+				RETURNING id`, args...)
+			got, err = collect(rows, err, func(rows *sql.Rows) (approval.ID, error) {
+				var id approval.ID
+				return id, rows.Scan(&id)
+			})
+			return err
+		})
+		if err != nil {
+			return renewed, db.wrap("renew leases", err)
+		}
+		renewed = append(renewed, got...)
+	}
+	return renewed, nil
 }
 
 // Due returns the ids of requests a sweeper must look at as of now, most
@@ -252,14 +324,14 @@ func (db *DB) Due(ctx context.Context, now time.Time, limit int) ([]approval.ID,
 	return ids, nil
 }
 
-// CountPending counts pending agent requests (tool calls, resource reads,
-// prompt gets), only those of requestedBy
-// when it is not empty.
+// CountPending counts pending agent requests (tool calls, resource
+// reads, prompt gets), only those of requestedBy
+// when it is not empty. The total is read from the counts kept by triggers
+// (no row scan: the sweeper reads it every interval).
 func (db *DB) CountPending(ctx context.Context, requestedBy string) (int, error) {
-	q, args := `SELECT COUNT(*) FROM requests WHERE state = 'pending' AND kind IN ('', 'tool_call', 'resource_read', 'prompt_get')`, []any{}
+	q, args := pendingTotal, []any{}
 	if requestedBy != "" {
-		q += ` AND requested_by = ?`
-		args = append(args, requestedBy)
+		q, args = `SELECT COUNT(*) FROM requests WHERE `+pendingToolCalls+` AND requested_by = ?`, []any{requestedBy}
 	}
 	var n int
 	if err := db.queryRow(ctx, q, args...).Scan(&n); err != nil {

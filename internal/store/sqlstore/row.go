@@ -60,6 +60,30 @@ type storedReview struct {
 	Verdict approval.Verdict `json:"verdict"`
 	Reason  string           `json:"reason,omitempty"`
 	At      int64            `json:"at_ms"`
+	Grant   *storedTerms     `json:"grant,omitempty"`
+}
+
+// storedTerms is the JSON form of the approval.GrantTerms of a review; the
+// duration is in milliseconds.
+type storedTerms struct {
+	When           string   `json:"when,omitempty"`
+	TTL            int64    `json:"ttl_ms"`
+	MaxUses        int64    `json:"max_uses,omitempty"`
+	ReviewerGroups []string `json:"reviewer_groups,omitempty"`
+}
+
+func encodeTerms(t *approval.GrantTerms) *storedTerms {
+	if t == nil {
+		return nil
+	}
+	return &storedTerms{When: t.When, TTL: t.TTL.Milliseconds(), MaxUses: t.MaxUses, ReviewerGroups: t.ReviewerGroups}
+}
+
+func (t *storedTerms) decode() *approval.GrantTerms {
+	if t == nil {
+		return nil
+	}
+	return &approval.GrantTerms{When: t.When, TTL: time.Duration(t.TTL) * time.Millisecond, MaxUses: t.MaxUses, ReviewerGroups: t.ReviewerGroups}
 }
 
 // args returns the values of the row in requestColumns order.
@@ -106,7 +130,7 @@ func encodeRequest(r approval.Request) (requestRow, error) {
 	if r.Reviews != nil {
 		rvs = make([]storedReview, len(r.Reviews))
 		for i, rv := range r.Reviews {
-			rvs[i] = storedReview{By: rv.By, Verdict: rv.Verdict, Reason: rv.Reason, At: millis(rv.At)}
+			rvs[i] = storedReview{By: rv.By, Verdict: rv.Verdict, Reason: rv.Reason, At: millis(rv.At), Grant: encodeTerms(rv.Grant)}
 		}
 	}
 	if w.reviews, err = jsonText(rvs); err != nil {
@@ -144,7 +168,7 @@ func (w *requestRow) decode() (approval.Request, error) {
 	if rvs != nil {
 		r.Reviews = make([]approval.Review, len(rvs))
 		for i, rv := range rvs {
-			r.Reviews[i] = approval.Review{By: rv.By, Verdict: rv.Verdict, Reason: rv.Reason, At: fromMillis(rv.At)}
+			r.Reviews[i] = approval.Review{By: rv.By, Verdict: rv.Verdict, Reason: rv.Reason, At: fromMillis(rv.At), Grant: rv.Grant.decode()}
 		}
 	}
 	return r, nil

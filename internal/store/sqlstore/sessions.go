@@ -221,10 +221,11 @@ const descendantsQuery = `WITH RECURSIVE down(id, depth) AS (
 	) SELECT ` + sessionColumnsS + ` FROM sessions s JOIN down ON s.id = down.id
 	WHERE s.revoked_at IS NULL ORDER BY down.depth, s.id`
 
-// RevokeSession revokes the session with id and its live descendants and
-// cancels their pending approval requests, in one transaction (on Postgres
-// holding the sessions lock, so no child is created in the subtree
-// meanwhile). See store.SessionStore.
+// RevokeSession revokes the session with id and its live descendants,
+// cancels their pending approval requests and invalidates their approved
+// ones, in one transaction (on Postgres holding the sessions lock, so no
+// child is created in the subtree meanwhile, and the tree's lock, so no
+// request is created in it meanwhile). See store.SessionStore.
 func (db *DB) RevokeSession(ctx context.Context, id session.ID, actor string, now time.Time) (store.Revocation, error) {
 	var out store.Revocation
 	err := db.inTx(ctx, func(t *tx) error {
@@ -232,7 +233,11 @@ func (db *DB) RevokeSession(ctx context.Context, id session.ID, actor string, no
 		if err := t.lock(ctx, lockSessions); err != nil {
 			return err
 		}
-		if _, err := getSessionWhere(ctx, t, `id = ?`, string(id)); err != nil {
+		c, err := readChain(ctx, t, id)
+		if err != nil {
+			return err
+		}
+		if err := t.lockKey(ctx, lockPendingTree, string(c[len(c)-1].ID)); err != nil {
 			return err
 		}
 		rows, err := t.query(ctx, descendantsQuery, string(id))
@@ -246,7 +251,7 @@ func (db *DB) RevokeSession(ctx context.Context, id session.ID, actor string, no
 		for i, w := range live {
 			principals[i] = w.Principal
 		}
-		if out.Cancelled, err = t.cancelPendingOf(ctx, principals, actor, now); err != nil {
+		if out.Cancelled, out.Invalidated, err = t.voidOpenOf(ctx, principals, actor, now); err != nil {
 			return err
 		}
 		at := millis(now)
@@ -271,40 +276,49 @@ func (db *DB) RevokeSession(ctx context.Context, id session.ID, actor string, no
 	return out, nil
 }
 
-// cancelPendingOf moves every pending request of principals to cancelled
-// (reason store.ReasonSessionRevoked) with its event, inside t, and returns
-// their ids. All their rows are read and locked before any event is
-// written.
-func (t *tx) cancelPendingOf(ctx context.Context, principals []string, actor string, now time.Time) ([]approval.ID, error) {
+// voidOpenOf moves every pending request of principals to cancelled and
+// every approved one to invalidated (reason store.ReasonSessionRevoked),
+// each with its event, inside t, and returns their ids. All their rows are
+// read and locked before any is written; on Postgres a row another
+// transaction holds (a consume) is waited for and read again, so one
+// consumed meanwhile is left alone.
+func (t *tx) voidOpenOf(ctx context.Context, principals []string, actor string, now time.Time) (cancelled, invalidated []approval.ID, _ error) {
 	if len(principals) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	args := make([]any, len(principals))
 	for i, p := range principals {
 		args[i] = p
 	}
 	rows, err := t.query(ctx, `SELECT `+requestColumns+` FROM requests WHERE requested_by IN (`+placeholders(len(args))+`)
-		AND state = 'pending' ORDER BY id`+t.forUpdate(), args...)
+		AND state IN ('pending', 'approved') ORDER BY id`+t.forUpdate(), args...)
 	olds, err := collect(rows, err, scanRequestRow)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var ids []approval.ID
 	for _, old := range olds {
 		cur, err := old.decode()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if err := cur.Cancel(now); err != nil {
-			return nil, err
+		switch cur.State {
+		case approval.StatePending:
+			if err := cur.Cancel(now); err != nil {
+				return nil, nil, err
+			}
+			cancelled = append(cancelled, cur.ID)
+		case approval.StateApproved:
+			cur.State = approval.StateInvalidated
+			invalidated = append(invalidated, cur.ID)
+		default:
+			continue
 		}
 		cur.Reason = store.ReasonSessionRevoked
 		if _, err := t.storeRequest(ctx, old, cur, actor, now); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		ids = append(ids, cur.ID)
 	}
-	return ids, nil
+	return cancelled, invalidated, nil
 }
 
 // CountPendingInTree counts the pending tool-call requests of the sessions

@@ -13,7 +13,6 @@ import (
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"toolgate/internal/approval"
 	"toolgate/internal/store"
 )
 
@@ -26,6 +25,11 @@ const busyTimeout = 5 * time.Second
 // SQLite when Config.WatchInterval is 0.
 const DefaultWatchInterval = 250 * time.Millisecond
 
+// sqliteReadConns is the size of the SQLite read pool: WAL readers run
+// concurrently, and a few suffice on any machine this runs on (a query
+// takes microseconds). One more connection is Watch's.
+const sqliteReadConns = 4
+
 // sqliteDialect is SQLite through modernc.org/sqlite: ? placeholders, every
 // transaction IMMEDIATE (_txlock=immediate), so it holds the write lock from
 // BEGIN and needs no row or named locks.
@@ -35,37 +39,60 @@ type sqliteDialect struct {
 
 // openSQLite creates cfg.Path's directory (0700) and file (0600) if
 // needed and opens it with WAL journaling, a 5 s busy timeout, foreign keys
-// and IMMEDIATE transactions (STYLE R21). Nothing is read yet.
-func openSQLite(cfg Config) (*sql.DB, dialect, error) {
+// and IMMEDIATE transactions (STYLE R21), and temporary files (the
+// savepoints' journals of the group commit) in memory. Nothing is read yet.
+//
+// It returns two bounded pools on the file. Writes go through one
+// connection, the group commit's (batch.go): SQLite lets one transaction
+// write at a time anyway, so in-process writers queue in Go (each waiting
+// only as long as its context allows) and share commits, instead of each
+// holding a connection of its own while SQLite's busy handler sleeps and
+// retries, which starved some of them past the busy timeout under load.
+// Only other processes on the same file contend through the busy timeout.
+// Reads get sqliteReadConns connections (+1 for Watch), all kept open:
+// opening one costs a file open and the pragmas.
+func openSQLite(cfg Config) (read, write *sql.DB, _ dialect, _ error) {
 	path := cfg.Path
 	if path == "" || strings.ContainsRune(path, '?') || path == ":memory:" {
-		return nil, nil, fmt.Errorf("invalid path %q: want a file path without '?'", path)
+		return nil, nil, nil, fmt.Errorf("invalid path %q: want a file path without '?'", path)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		return nil, nil, nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	// Create the file ourselves so it is private; SQLite gives the -wal and
 	// -shm files the same mode.
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600) //nolint:gosec // G304: the operator's storage.path, opened on purpose
 
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		return nil, nil, nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	if err := f.Close(); err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		return nil, nil, nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	dsn := path + "?_pragma=journal_mode(WAL)" +
 		fmt.Sprintf("&_pragma=busy_timeout(%d)", busyTimeout.Milliseconds()) +
-		"&_pragma=foreign_keys(ON)&_txlock=immediate"
-	sdb, err := sql.Open("sqlite", dsn)
+		"&_pragma=foreign_keys(ON)&_pragma=temp_store(MEMORY)&_txlock=immediate"
+	write, err = sql.Open("sqlite", dsn)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	// One connection writes (the batcher's); the other only prepares the
+	// cached statements, which the writing one then prepares for itself
+	// once (batch.go).
+	write.SetMaxOpenConns(2)
+	write.SetMaxIdleConns(2)
+	read, err = sql.Open("sqlite", dsn)
+	if err != nil {
+		_ = write.Close()
+		return nil, nil, nil, err
+	}
+	read.SetMaxOpenConns(sqliteReadConns + 1)
+	read.SetMaxIdleConns(sqliteReadConns + 1)
 	d := &sqliteDialect{interval: cfg.WatchInterval}
 	if d.interval == 0 {
 		d.interval = DefaultWatchInterval
 	}
-	return sdb, d, nil
+	return read, write, d, nil
 }
 
 func (*sqliteDialect) name() string           { return DriverSQLite }
@@ -73,7 +100,18 @@ func (*sqliteDialect) rebind(q string) string { return q }
 func (*sqliteDialect) forUpdate() string      { return "" }
 func (*sqliteDialect) close()                 {}
 
-func (*sqliteDialect) lock(context.Context, *tx, lockName) error  { return nil }
+func (*sqliteDialect) lock(context.Context, *tx, lockName) error             { return nil }
+func (*sqliteDialect) lockKey(context.Context, *tx, lockSpace, string) error { return nil }
+
+// feedQuery: one transaction writes at a time, so seq order is commit
+// order and every event with a seq after the cursor's is final.
+func (*sqliteDialect) feedQuery(after store.Cursor, limit int) (string, []any) {
+	return `SELECT ` + eventColumns + `, '0' FROM events WHERE seq > ? ORDER BY seq LIMIT ?`, []any{after.Seq, limit}
+}
+
+func (*sqliteDialect) feedEndQuery() string {
+	return `SELECT '0', seq FROM events ORDER BY seq DESC LIMIT 1`
+}
 func (*sqliteDialect) notify(context.Context, *tx, []event) error { return nil }
 
 func (*sqliteDialect) schemaMigrationsDDL() string {
@@ -112,17 +150,18 @@ func (*sqliteDialect) unavailable(err error) bool {
 
 // watch polls PRAGMA data_version every interval on one dedicated
 // connection; the value changes when any other connection, of this process
-// or another, commits. It calls changed("") after the first reading, on
-// every change, and after the connection had to be replaced. Poll errors
-// are logged once and the poll retried.
-func (d *sqliteDialect) watch(ctx context.Context, db *DB, changed func(approval.ID)) {
+// or another, commits, and then watch reads the change feed from its place
+// (see DB.Watch). Errors are logged once and the poll retried; the feed
+// position is kept, so nothing is missed.
+func (d *sqliteDialect) watch(ctx context.Context, db *DB, w watchFuncs) {
 	tick := time.NewTicker(d.interval)
 	defer tick.Stop()
 	var (
 		conn    *sql.Conn
 		last    int64
 		seen    bool // last holds a reading from conn
-		failing bool // the previous poll failed and was logged
+		failing bool // the previous round failed and was logged
+		feed    = follower{db: db}
 	)
 	defer func() {
 		if conn != nil {
@@ -131,12 +170,17 @@ func (d *sqliteDialect) watch(ctx context.Context, db *DB, changed func(approval
 	}()
 	for {
 		v, err := dataVersion(ctx, db, &conn)
+		if err == nil && (!seen || v != last || !feed.ok) {
+			if err = feed.sync(ctx, w); err == nil {
+				last, seen = v, true
+			}
+		}
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return
 		case err != nil:
 			if !failing {
-				db.log.WarnContext(ctx, "poll sqlite data_version", "err", err)
+				db.log.WarnContext(ctx, "watch sqlite changes", "err", err)
 				failing = true
 			}
 			if conn != nil {
@@ -144,15 +188,9 @@ func (d *sqliteDialect) watch(ctx context.Context, db *DB, changed func(approval
 				conn = nil
 			}
 			seen = false
-		default:
-			if failing {
-				db.log.InfoContext(ctx, "poll sqlite data_version recovered")
-				failing = false
-			}
-			if !seen || v != last {
-				last, seen = v, true
-				changed("")
-			}
+		case failing:
+			db.log.InfoContext(ctx, "watch sqlite changes recovered")
+			failing = false
 		}
 		select {
 		case <-ctx.Done():

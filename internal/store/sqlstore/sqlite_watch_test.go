@@ -10,7 +10,9 @@ import (
 )
 
 // TestWatchSQLiteSeesOtherProcess uses two *DB on one file, as two
-// processes: a commit through B wakes A's watcher with changed("").
+// processes: A's watcher calls changed("") once it is watching, then
+// changed(id) for each request B changes, read from the change feed. A
+// commit that writes no event (a lease renewal) reports nothing.
 func TestWatchSQLiteSeesOtherProcess(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "toolgate.db")
 	a := openTest(t, Config{Driver: DriverSQLite, Path: path, WatchInterval: 5 * time.Millisecond})
@@ -30,29 +32,41 @@ func TestWatchSQLiteSeesOtherProcess(t *testing.T) {
 	}()
 	defer func() { cancel(); <-done }()
 
-	waitCall := func(what string) {
+	waitCall := func(what string, want approval.ID) {
 		t.Helper()
 		select {
 		case id := <-calls:
-			if id != "" {
-				t.Errorf("changed(%q) %s, want changed(\"\")", id, what)
+			if id != want {
+				t.Errorf("changed(%q) %s, want changed(%q)", id, what, want)
 			}
 		case <-time.After(30 * time.Second): // a hang guard, not a timing assertion
 			t.Fatalf("no changed() call %s", what)
 		}
 	}
-	waitCall("after the first reading")
+	waitCall("after the first reading", "")
 
+	// A creation wakes nobody (nobody waits on a request that did not
+	// exist), nor a lease renewal (no event): the first call is the
+	// approval's.
 	steps := []struct {
 		name string
 		do   func(context.Context) error
 	}{
-		{"create through B", func(ctx context.Context) error {
-			return b.CreateRequest(ctx, pendingRequest(testID(1)))
-		}},
-		{"approve through B", func(ctx context.Context) error {
+		{"create, renew a lease (no event) and approve through B", func(ctx context.Context) error {
+			if err := b.CreateRequest(ctx, pendingRequest(testID(1))); err != nil {
+				return err
+			}
+			if _, err := b.RenewLeases(ctx, "gw-b", []approval.ID{testID(1)}, t0.Add(time.Hour)); err != nil {
+				return err
+			}
 			_, err := b.UpdateRequest(ctx, testID(1), "bob", func(r *approval.Request) error {
 				return r.Review(approval.Reviewer{ID: "bob"}, approval.VerdictApprove, "", "", t0.Add(time.Minute))
+			})
+			return err
+		}},
+		{"consume through B", func(ctx context.Context) error {
+			_, err := b.UpdateRequest(ctx, testID(1), "gw-b", func(r *approval.Request) error {
+				return r.Consume(r.Binding(), "", t0.Add(2*time.Minute))
 			})
 			return err
 		}},
@@ -62,7 +76,7 @@ func TestWatchSQLiteSeesOtherProcess(t *testing.T) {
 		if err := s.do(t.Context()); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
-		waitCall(s.name)
+		waitCall("after "+s.name, testID(1))
 	}
 
 	cancel()
@@ -99,5 +113,53 @@ func TestWatchSQLiteStopsOnClose(t *testing.T) {
 	case <-done:
 	case <-time.After(30 * time.Second): // a hang guard
 		t.Fatal("Watch still running after Close")
+	}
+}
+
+// TestWatchLogSQLiteReportsCreations: WatchLog's appended() fires for a
+// request created by another process (the notification outbox announces
+// new requests), though changed(id) does not (no holder waits on a
+// creation).
+func TestWatchLogSQLiteReportsCreations(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "toolgate.db")
+	a := openTest(t, Config{Driver: DriverSQLite, Path: path, WatchInterval: 5 * time.Millisecond})
+	b := openTest(t, sqliteConfig(path))
+
+	var (
+		appended = make(chan struct{}, 1)
+		changed  = make(chan approval.ID, 16)
+	)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.WatchLog(ctx, func(id approval.ID) { changed <- id }, func() {
+			select {
+			case appended <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	select {
+	case id := <-changed:
+		if id != "" {
+			t.Fatalf("first changed(%q), want changed(\"\")", id)
+		}
+	case <-time.After(30 * time.Second): // a hang guard, not a timing assertion
+		t.Fatal("WatchLog never found its place")
+	}
+	if err := b.CreateRequest(t.Context(), pendingRequest(testID(1))); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-appended:
+	case <-time.After(30 * time.Second): // a hang guard, not a timing assertion
+		t.Fatal("no appended() call after another process created a request")
+	}
+	select {
+	case id := <-changed:
+		t.Errorf("changed(%q) after a creation, want no call", id)
+	default:
 	}
 }

@@ -70,13 +70,18 @@ type Config struct {
 // any number of goroutines, and by other processes (SQLite) or gateway
 // instances (Postgres) sharing the database.
 type DB struct {
-	sql      *sql.DB
+	sql      *sql.DB // reads (and, on Postgres, writes)
+	wsql     *sql.DB // write transactions: on SQLite a pool of one connection; on Postgres sql
 	d        dialect
 	log      *slog.Logger
 	now      func() time.Time
 	closed   atomic.Bool
 	done     chan struct{} // closed by Close; stops Watch
 	doneOnce sync.Once
+	// SQLite only (nil on Postgres): the group commit of write
+	// transactions and the prepared statements of each pool (batch.go).
+	batch          *batcher
+	rcache, wcache *stmtCache
 }
 
 // Open opens the database cfg names and applies pending migrations, in one
@@ -103,15 +108,20 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	switch cfg.Driver {
 	case DriverSQLite:
 		op = "open sqlite " + cfg.Path
-		db.sql, db.d, err = openSQLite(cfg)
+		db.sql, db.wsql, db.d, err = openSQLite(cfg)
 	case DriverPostgres:
 		op = "open postgres"
 		db.sql, db.d, err = openPostgres(ctx, cfg)
+		db.wsql = db.sql
 	default:
 		return nil, fmt.Errorf("open store: driver %q: want %s or %s", cfg.Driver, DriverSQLite, DriverPostgres)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if db.wsql != db.sql {
+		db.batch = newBatcher(db)
+		db.rcache, db.wcache = newStmtCache(db.sql), newStmtCache(db.wsql)
 	}
 	if err := db.migrate(ctx); err != nil {
 		_ = db.Close()
@@ -144,22 +154,39 @@ func (db *DB) Ping(ctx context.Context) error {
 func (db *DB) Close() error {
 	db.closed.Store(true)
 	db.doneOnce.Do(func() { close(db.done) })
-	err := db.sql.Close()
+	var err error
+	if db.batch != nil {
+		db.batch.close()
+		err = errors.Join(db.rcache.close(), db.wcache.close())
+	}
+	err = errors.Join(err, db.sql.Close())
+	if db.wsql != db.sql {
+		err = errors.Join(err, db.wsql.Close())
+	}
 	db.d.close()
 	return err
 }
 
 // inTx runs fn in one write transaction and commits when fn returns nil;
 // every write of the store goes through it. On SQLite the transaction is
-// IMMEDIATE (it holds the database's write lock from BEGIN); on Postgres it
-// is READ COMMITTED, and fn locks what it reads with tx.forUpdate and
-// tx.lock. When it fails with a conflict (see dialect.retryable) the whole
-// transaction is tried again, up to txRetries times with a short backoff,
-// so fn must be safe to run more than once: it must reset whatever it
-// captures on each run. fn's own errors are returned as they are.
+// IMMEDIATE (it holds the database's write lock from BEGIN) and may be
+// committed together with other write transactions waiting at the same
+// moment, each in its own savepoint (group commit, batch.go): fn sees the
+// database as if it ran alone, and inTx returns once the commit is on
+// disk. On Postgres it is READ COMMITTED, and fn locks what it reads with
+// tx.forUpdate and tx.lock. When it fails with a conflict (see
+// dialect.retryable) the whole transaction is tried again, up to
+// txRetries times with a short backoff, so fn must be safe to run more
+// than once: it must reset whatever it captures on each run. fn's own
+// errors are returned as they are. fn must not call inTx itself.
 func (db *DB) inTx(ctx context.Context, fn func(*tx) error) error {
 	for attempt := 0; ; attempt++ {
-		err := db.txOnce(ctx, fn)
+		var err error
+		if db.batch != nil {
+			err = db.batch.run(ctx, fn)
+		} else {
+			err = db.txOnce(ctx, fn)
+		}
 		if err == nil || !db.d.retryable(err) || attempt == txRetries {
 			return err
 		}
@@ -175,11 +202,11 @@ func (db *DB) inTx(ctx context.Context, fn func(*tx) error) error {
 }
 
 func (db *DB) txOnce(ctx context.Context, fn func(*tx) error) error {
-	stx, err := db.sql.BeginTx(ctx, nil)
+	stx, err := db.wsql.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	if err := fn(&tx{sql: stx, d: db.d}); err != nil {
+	if err := fn(&tx{sql: stx, d: db.d, db: db}); err != nil {
 		_ = stx.Rollback()
 		return err
 	}
@@ -194,18 +221,42 @@ func (db *DB) txOnce(ctx context.Context, fn func(*tx) error) error {
 type tx struct {
 	sql *sql.Tx
 	d   dialect
+	db  *DB
+}
+
+// stmt returns q prepared for t (SQLite's statement cache), or nil.
+func (t *tx) stmt(ctx context.Context, q string) *sql.Stmt {
+	if t.db == nil || t.db.wcache == nil {
+		return nil
+	}
+	if s := t.db.wcache.get(ctx, q); s != nil {
+		return t.sql.StmtContext(ctx, s)
+	}
+	return nil
 }
 
 func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	return t.sql.ExecContext(ctx, t.d.rebind(q), args...)
+	q = t.d.rebind(q)
+	if s := t.stmt(ctx, q); s != nil {
+		return s.ExecContext(ctx, args...)
+	}
+	return t.sql.ExecContext(ctx, q, args...)
 }
 
 func (t *tx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	return t.sql.QueryContext(ctx, t.d.rebind(q), args...)
+	q = t.d.rebind(q)
+	if s := t.stmt(ctx, q); s != nil {
+		return s.QueryContext(ctx, args...)
+	}
+	return t.sql.QueryContext(ctx, q, args...)
 }
 
 func (t *tx) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
-	return t.sql.QueryRowContext(ctx, t.d.rebind(q), args...)
+	q = t.d.rebind(q)
+	if s := t.stmt(ctx, q); s != nil {
+		return s.QueryRowContext(ctx, args...)
+	}
+	return t.sql.QueryRowContext(ctx, q, args...)
 }
 
 // forUpdate is the clause that, appended to a SELECT, locks the rows it
@@ -229,11 +280,23 @@ type querier interface {
 }
 
 func (db *DB) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	return db.sql.QueryContext(ctx, db.d.rebind(q), args...)
+	q = db.d.rebind(q)
+	if db.rcache != nil {
+		if s := db.rcache.get(ctx, q); s != nil {
+			return s.QueryContext(ctx, args...)
+		}
+	}
+	return db.sql.QueryContext(ctx, q, args...)
 }
 
 func (db *DB) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
-	return db.sql.QueryRowContext(ctx, db.d.rebind(q), args...)
+	q = db.d.rebind(q)
+	if db.rcache != nil {
+		if s := db.rcache.get(ctx, q); s != nil {
+			return s.QueryRowContext(ctx, args...)
+		}
+	}
+	return db.sql.QueryRowContext(ctx, q, args...)
 }
 
 // collect scans every row of rows with scan and closes rows. err is the
@@ -266,6 +329,7 @@ func collect[T any](rows *sql.Rows, err error, scan func(*sql.Rows) (T, error)) 
 func (db *DB) wrap(op string, err error) error {
 	switch {
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrAlreadyExists), errors.Is(err, store.ErrConflict),
+		errors.Is(err, store.ErrCapReached),
 		errors.Is(err, session.ErrRevoked), errors.Is(err, store.ErrUnavailable),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%s: %w", op, err)
@@ -275,27 +339,41 @@ func (db *DB) wrap(op string, err error) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
-// Watch calls changed when requests may have changed, in this process or
-// another, until ctx is done or the DB is closed; then it returns.
+// Watch calls changed when requests changed, in this process or another,
+// until ctx is done or the DB is closed; then it returns. It follows the
+// change feed (Feed), so its work does not grow with the number of
+// requests anyone waits on:
 //
-//   - changed(id) when request id changed (Postgres: for each
-//     notification sent by the transaction that created or changed it,
-//     after it committed);
-//   - changed("") when anything may have changed: after Watch starts
-//     watching and after it had to reconnect, so that a change made while
-//     it was not watching is not missed; on SQLite whenever another
-//     connection committed (PRAGMA data_version moved, read every
-//     Config.WatchInterval); on Postgres every Config.Poll (the safety
-//     poll). The caller then re-reads everything it holds.
+//   - changed("") once, when Watch has found its place in the feed (its
+//     end): the caller re-reads whatever it holds, which covers changes
+//     made before Watch started;
+//   - changed(id) for each request with events after that place other
+//     than its "requested" event (nobody waits on a request before it
+//     exists), read from the feed: on SQLite when PRAGMA data_version moved (another
+//     connection committed; read every Config.WatchInterval on one
+//     dedicated connection); on Postgres at once from the NOTIFY of the
+//     committing transaction, and from the feed after every reconnect and
+//     every Config.Poll (the safety poll), so a notification missed while
+//     the listening connection was down is caught up, not lost.
 //
-// Watch uses one dedicated connection (SQLite: one of the pool, held while
-// Watch runs; Postgres: a pgx connection of its own outside the pool), so
-// it never takes a pool connection while a person decides; run one per
-// process. When the connection fails it is replaced (Postgres: with a
-// backoff from 100 ms doubling to 5 s) and a warning is logged once.
-// changed is called from one goroutine at a time, should return quickly,
-// and must tolerate spurious calls.
+// Watch uses one dedicated connection (SQLite: one of the read pool, held
+// while Watch runs; Postgres: a pgx connection of its own outside the
+// pool), so it never takes a pool connection while a person decides; run
+// one per process. When the connection or a feed read fails, Watch keeps
+// its place and tries again (Postgres: reconnecting with a backoff from
+// 100 ms doubling to 5 s), logging a warning once. changed is called from
+// one goroutine at a time, should return quickly, and must tolerate
+// spurious calls (a request may be reported more than once).
 func (db *DB) Watch(ctx context.Context, changed func(id approval.ID)) {
+	db.WatchLog(ctx, changed, func() {})
+}
+
+// WatchLog is Watch that also calls appended whenever it saw the event log
+// grow (any event, a request's creation too; on Postgres with every
+// NOTIFY): readers of the whole log, such as the notification outbox,
+// wake on it. appended is called like changed (one call at a time, never
+// concurrently with changed) and may be spurious.
+func (db *DB) WatchLog(ctx context.Context, changed func(id approval.ID), appended func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -306,7 +384,16 @@ func (db *DB) Watch(ctx context.Context, changed func(id approval.ID)) {
 		case <-ctx.Done():
 		}
 	})
-	db.d.watch(ctx, db, changed)
+	db.d.watch(ctx, db, watchFuncs{changed: changed, appended: appended})
 	cancel()
 	wg.Wait()
+}
+
+// lockKey takes the lock on (space, key) until the transaction ends (see
+// dialect.lockKey).
+func (t *tx) lockKey(ctx context.Context, space lockSpace, key string) error {
+	if err := t.d.lockKey(ctx, t, space, key); err != nil {
+		return fmt.Errorf("lock %x/%q: %w", int32(space), key, err)
+	}
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -473,5 +474,43 @@ func BenchmarkRequestLifecycle(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkCreateRequestCaps measures what checking the pending caps in the
+// creating transaction costs: creating requests (each of its own
+// principal) from 8 goroutines at once, without caps and with the
+// per-principal and total caps (Postgres: two advisory locks, a bounded
+// count and a read of the total per create; the total's lock serializes
+// the creators of one database).
+//
+//	TOOLGATE_TEST_POSTGRES=… go test -run '^$' -bench CreateRequestCaps ./internal/store/sqlstore/
+func BenchmarkCreateRequestCaps(b *testing.B) {
+	for _, be := range backends {
+		for _, withCaps := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/caps=%v", be.driver, withCaps), func(b *testing.B) {
+				db := openTest(b, be.fresh(b))
+				var n atomic.Int64
+				b.SetParallelism(4) // 8 goroutines on 2 cores
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						i := n.Add(1)
+						r := pendingRequest(testID(int(i)))
+						r.RequestedBy = fmt.Sprint("agent-", i)
+						var caps []store.Cap
+						if withCaps {
+							caps = []store.Cap{
+								{Scope: store.CapPrincipal, Key: r.RequestedBy, Limit: 1 << 30, Name: "per principal"},
+								{Scope: store.CapTotal, Limit: 1 << 30, Name: "total"},
+							}
+						}
+						if err := db.CreateRequest(b.Context(), r, caps...); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		}
 	}
 }

@@ -322,11 +322,16 @@ func testListByKind(t *testing.T, s store.Store) {
 	tool := pending(id(1, 1))
 	tool.Kind = ""
 	mustCreate(t, s, tool)
+	// Session policy requests need their target session, at their base
+	// revision.
+	s1, s2 := rootSession(1), rootSession(2)
+	mustCreateSession(t, s, s1, "host-app")
+	mustCreateSession(t, s, s2, "host-app")
 	sp := pending(id(1, 2))
-	sp.Kind, sp.Target = approval.KindSessionPolicy, "sess-1"
+	sp.Kind, sp.Target, sp.BaseRevision = approval.KindSessionPolicy, string(s1.ID), 1
 	mustCreate(t, s, sp)
 	sp2 := pending(id(1, 3))
-	sp2.Kind, sp2.Target = approval.KindSessionPolicy, "sess-2"
+	sp2.Kind, sp2.Target, sp2.BaseRevision = approval.KindSessionPolicy, string(s2.ID), 1
 	mustCreate(t, s, sp2)
 	ids := func(f store.Filter) []approval.ID {
 		rs, _, err := s.ListRequests(t.Context(), f)
@@ -342,8 +347,8 @@ func testListByKind(t *testing.T, s store.Store) {
 	if got := ids(store.Filter{Kind: approval.KindToolCall}); len(got) != 1 || got[0] != tool.ID {
 		t.Errorf("kind tool_call: %v, want [%s]", got, tool.ID)
 	}
-	if got := ids(store.Filter{Kind: approval.KindSessionPolicy, Target: "sess-2"}); len(got) != 1 || got[0] != sp2.ID {
-		t.Errorf("kind session_policy, target sess-2: %v, want [%s]", got, sp2.ID)
+	if got := ids(store.Filter{Kind: approval.KindSessionPolicy, Target: string(s2.ID)}); len(got) != 1 || got[0] != sp2.ID {
+		t.Errorf("kind session_policy, target %s: %v, want [%s]", s2.ID, got, sp2.ID)
 	}
 	if n, err := s.CountPending(t.Context(), ""); err != nil || n != 1 {
 		t.Errorf("CountPending = %d, %v; want 1 (tool calls only)", n, err)

@@ -276,11 +276,16 @@ func testSessionRevoke(t *testing.T, s store.Store) {
 	if diff := cmp.Diff([]approval.ID{held.ID}, rev.Cancelled); diff != "" {
 		t.Errorf("cancelled requests mismatch (-want +got):\n%s", diff)
 	}
+	if diff := cmp.Diff([]approval.ID{approved.ID}, rev.Invalidated); diff != "" {
+		t.Errorf("invalidated requests mismatch (-want +got):\n%s", diff)
+	}
 	if r := mustGet(t, s, held.ID); r.State != approval.StateCancelled || r.Reason != store.ReasonSessionRevoked {
 		t.Errorf("held request: %s %q, want cancelled %q", r.State, r.Reason, store.ReasonSessionRevoked)
 	}
-	if r := mustGet(t, s, approved.ID); r.State != approval.StateApproved {
-		t.Errorf("approved request is %s, want approved (consume re-checks revocation)", r.State)
+	// An approved request not consumed yet is void too: once revocation
+	// answered, nothing of the subtree may run (issue 9, defect 2).
+	if r := mustGet(t, s, approved.ID); r.State != approval.StateInvalidated || r.Reason != store.ReasonSessionRevoked {
+		t.Errorf("approved request: %s %q, want invalidated %q", r.State, r.Reason, store.ReasonSessionRevoked)
 	}
 	if r := mustGet(t, s, unrelated.ID); r.State != approval.StatePending {
 		t.Errorf("unrelated request is %s, want pending", r.State)
@@ -314,6 +319,10 @@ func testSessionRevoke(t *testing.T, s store.Store) {
 	evs := allEvents(t, s)
 	if diff := cmp.Diff([]approval.EventType{approval.EventRequested, approval.EventCancelled}, types(eventsOf(evs, held.ID))); diff != "" {
 		t.Errorf("held request events mismatch (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]approval.EventType{approval.EventRequested, approval.EventReviewed, approval.EventApproved, approval.EventInvalidated},
+		types(eventsOf(evs, approved.ID))); diff != "" {
+		t.Errorf("approved request events mismatch (-want +got):\n%s", diff)
 	}
 	var revEvents []approval.Event
 	for _, ev := range evs {
@@ -371,6 +380,9 @@ func testCountPendingInTree(t *testing.T, s store.Store) {
 		n++
 		r := pending(id(7, n))
 		r.RequestedBy, r.Kind = by, kind
+		if kind == approval.KindSessionPolicy {
+			r.Target, r.BaseRevision = string(grand.ID), grand.Revision
+		}
 		mustCreate(t, s, r)
 		if settle {
 			mustUpdate(t, s, r.ID, "x", func(r *approval.Request) error { return r.Cancel(t0) })

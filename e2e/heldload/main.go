@@ -1,0 +1,127 @@
+// Command heldload holds many tool calls at once through toolgate, for the
+// end-to-end tests and the benchmark of held-call scale: it opens a few
+// MCP client sessions to a Streamable HTTP endpoint (bearer token from
+// $TESTCLIENT_TOKEN, or one of the comma-separated $TESTCLIENT_TOKENS per
+// session in turn, so the calls come from several principals) and sends n
+// calls of one tool concurrently, call i with the arguments
+// {"tag":TAG,"i":i}. As each call returns it prints one
+// line:
+//
+//	<i> ok <text>        a result
+//	<i> isError <text>   a tool error result (a refusal, a timeout…)
+//	<i> error <err>      a transport or JSON-RPC error
+//
+// and it exits 0 once every call returned (2 on a usage error). It runs as
+// a separate process, built without the race detector, so that thousands
+// of held calls do not hit the detector's goroutine limit in the test.
+//
+//	heldload -mcp URL -tool NAME -n N [-sessions S] [-tag TAG]
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context) int {
+	endpoint := flag.String("mcp", "", "Streamable HTTP endpoint, http://host:port/mcp")
+	tool := flag.String("tool", "", "name of the tool to call")
+	n := flag.Int("n", 0, "number of concurrent calls")
+	sessions := flag.Int("sessions", 0, "MCP client sessions to spread the calls over (default n/100, at least 1)")
+	tag := flag.String("tag", "load", "the tag in every call's arguments")
+	flag.Parse()
+	if *endpoint == "" || *tool == "" || *n <= 0 || *sessions < 0 || flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: heldload -mcp URL -tool NAME -n N [-sessions S] [-tag TAG]")
+		return 2
+	}
+	if *sessions == 0 {
+		*sessions = max(1, *n/100)
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: *n, MaxConnsPerHost: 0}
+	tokens := strings.Split(os.Getenv("TESTCLIENT_TOKENS"), ",")
+	if tokens[0] == "" {
+		tokens = []string{os.Getenv("TESTCLIENT_TOKEN")}
+	}
+	*sessions = max(*sessions, len(tokens))
+	css := make([]*mcp.ClientSession, *sessions)
+	for i := range css {
+		hc := &http.Client{Transport: &bearer{token: tokens[i%len(tokens)], base: tr}}
+		c := mcp.NewClient(&mcp.Implementation{Name: "heldload", Version: "1"}, nil)
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: *endpoint, HTTPClient: hc}, nil)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "heldload: connect:", err)
+			return 1
+		}
+		defer func() { _ = cs.Close() }()
+		css[i] = cs
+	}
+	var (
+		mu  sync.Mutex
+		out = bufio.NewWriter(os.Stdout)
+		wg  sync.WaitGroup
+	)
+	line := func(i int, word, text string) {
+		mu.Lock()
+		defer mu.Unlock()
+		_, _ = fmt.Fprintf(out, "%d %s %s\n", i, word, strings.ReplaceAll(text, "\n", " ")) // a failed write shows at Flush
+	}
+	for i := range *n {
+		wg.Go(func() {
+			args, _ := json.Marshal(map[string]any{"tag": *tag, "i": i})
+			res, err := css[i%len(css)].CallTool(ctx, &mcp.CallToolParams{Name: *tool, Arguments: json.RawMessage(args)})
+			if err != nil {
+				line(i, "error", err.Error())
+				return
+			}
+			var b strings.Builder
+			for _, c := range res.Content {
+				if tc, ok := c.(*mcp.TextContent); ok {
+					b.WriteString(tc.Text)
+				}
+			}
+			word := "ok"
+			if res.IsError {
+				word = "isError"
+			}
+			line(i, word, b.String())
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if err := out.Flush(); err != nil {
+		fmt.Fprintln(os.Stderr, "heldload:", err)
+		return 1
+	}
+	return 0
+}
+
+// bearer adds the Authorization header to every request.
+type bearer struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}

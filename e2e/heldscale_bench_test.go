@@ -1,0 +1,208 @@
+package e2e
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkHeldCalls measures held-call scale on the real binary (built
+// without the race detector), on SQLite and on a Postgres cluster of its
+// own: N = 1,000, 5,000 and 10,000 calls from 100 agents held at once
+// through e2e/heldload, then all approved. It reports
+//
+//   - hold-s: from the first call sent until all N are pending;
+//   - rss-MB: toolgate's resident memory while they are held;
+//   - idle-cpu-%: CPU of toolgate and of the database's processes (for
+//     SQLite, inside toolgate) over 10 s of holding idle, in % of one core;
+//   - approvals/s: N divided by the time from the first approval sent (32
+//     at a time through the admin API) until every call returned;
+//
+// and fails unless every call ran exactly once with its own arguments.
+// docs/performance.md has the numbers. Run it alone, it takes minutes:
+//
+//	go test -run '^$' -bench HeldCalls -benchtime 1x -timeout 60m ./e2e/
+func BenchmarkHeldCalls(b *testing.B) {
+	for _, driver := range []string{"sqlite", "postgres"} {
+		for _, n := range []int{1000, 5000, 10000} {
+			b.Run(fmt.Sprintf("%s/N=%d", driver, n), func(b *testing.B) {
+				for b.Loop() {
+					benchHeldCalls(b, driver, n)
+				}
+			})
+		}
+	}
+}
+
+// loadAgents is how many agents BenchmarkHeldCalls spreads its calls over.
+const loadAgents = 100
+
+func loadToken(i int) string { return fmt.Sprintf("e2e-load-token-%03d", i) }
+
+// loadAgentsYAML declares the agents of the benchmark by token hash.
+func loadAgentsYAML() string {
+	var s strings.Builder
+	s.WriteString("agents:\n")
+	for i := range loadAgents {
+		sum := sha256.Sum256([]byte(loadToken(i)))
+		fmt.Fprintf(&s, "  - id: load-%03d\n    token_sha256: %s\n", i, hex.EncodeToString(sum[:]))
+	}
+	s.WriteString("approvers:\n  - id: " + approverID + "\n    token_env: E2E_APPROVER_TOKEN\n    roles: [approver]\n")
+	return s.String()
+}
+
+func benchHeldCalls(b *testing.B, driver string, n int) {
+	b.Helper()
+	bins, err := plainBins()
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	record := filepath.Join(dir, "record.log")
+	storage := "storage:\n  driver: sqlite\n  path: " + q(filepath.Join(dir, "toolgate.db")) + "\n"
+	dbPIDs := func() []int { return nil }
+	if driver == "postgres" {
+		cluster := startPGCluster(b)
+		storage = "storage:\n  driver: postgres\n  dsn: " + q(cluster.DSN()) + "\n  max_conns: 16\n"
+		dbPIDs = func() []int { return childrenOf(cluster.cmd.Process.Pid) }
+	}
+	cfg := "listen:\n  mcp: 127.0.0.1:0\n  admin: 127.0.0.1:0\n" + storage + loadAgentsYAML() + upstreamServer(record) + heldScalePolicy
+	g := startGatewayBin(b, bins.toolgate, cfg, nil, "--log-level", "warn")
+
+	tokens := make([]string, loadAgents)
+	for i := range tokens {
+		tokens[i] = loadToken(i)
+	}
+	start := time.Now()
+	load := startLoadTokens(b, g.MCP, "t__echo_raw", "scale", n, tokens)
+	var pending []apiApproval
+	for deadline := time.Now().Add(20 * time.Minute); len(pending) < n; time.Sleep(250 * time.Millisecond) {
+		if k := load.answered(); k > 0 {
+			b.Fatalf("%d calls answered before any approval:\n%s", k, firstLines(load.stdout.String(), 5))
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d calls pending after 20 minutes", len(pending), n)
+		}
+		pending = listAll(b, g.Admin, "pending")
+	}
+	hold := time.Since(start)
+
+	pid := g.cmd.Process.Pid
+	rss := rssMB(b, pid)
+	const idle = 10 * time.Second
+	cpu0 := cpuTicks(b, append([]int{pid}, dbPIDs()...))
+	time.Sleep(idle) // holding idle is what is measured
+	cpu1 := cpuTicks(b, append([]int{pid}, dbPIDs()...))
+	idleCPU := float64(cpu1-cpu0) / clockTicks / idle.Seconds() * 100
+
+	ids := make([]string, len(pending))
+	for i, a := range pending {
+		ids[i] = a.ID
+	}
+	start = time.Now()
+	statuses := approveAll(b.Context(), g.Admin, ids, 32, 20*time.Minute)
+	res := load.results(b, 20*time.Minute)
+	took := time.Since(start)
+	for id, s := range statuses {
+		if s != 200 {
+			b.Fatalf("approve %s answered %d", id, s)
+		}
+	}
+	counts := map[string]int{}
+	for _, line := range readRecord(b, record) {
+		counts[line]++
+	}
+	for i := range n {
+		args := fmt.Sprintf(`{"i":%d,"tag":"scale"}`, i)
+		if r := res[i]; r.word != "ok" || r.text != args || counts["echo_raw "+args] != 1 {
+			b.Fatalf("call %d: %s %q, ran %d times; want ok with its arguments, once", i, r.word, r.text, counts["echo_raw "+args])
+		}
+	}
+	b.ReportMetric(hold.Seconds(), "hold-s")
+	b.ReportMetric(rss, "rss-MB")
+	b.ReportMetric(idleCPU, "idle-cpu-%")
+	b.ReportMetric(float64(n)/took.Seconds(), "approvals/s")
+}
+
+// startLoadTokens is startLoad with the calls spread over tokens.
+func startLoadTokens(tb testing.TB, mcpURL, tool, tag string, n int, tokens []string) *loadProc {
+	tb.Helper()
+	b, err := plainBins()
+	if err != nil {
+		tb.Fatalf("build: %v", err)
+	}
+	cmd := exec.Command(b.heldload, "-mcp", mcpURL, "-tool", tool, "-tag", tag, "-n", strconv.Itoa(n))
+	cmd.Env = append(childEnv(), "TESTCLIENT_TOKENS="+strings.Join(tokens, ","))
+	return runLoad(tb, cmd)
+}
+
+// clockTicks is the unit of the CPU times in /proc/<pid>/stat (USER_HZ,
+// 100 on Linux).
+const clockTicks = 100
+
+// cpuTicks sums the user and system CPU time of pids, in clock ticks.
+func cpuTicks(tb testing.TB, pids []int) int64 {
+	tb.Helper()
+	var sum int64
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // a backend that has exited
+		}
+		// Fields after the command name, which is in parentheses.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		sum += utime + stime
+	}
+	return sum
+}
+
+// rssMB returns the resident memory of pid in MB (VmRSS).
+func rssMB(tb testing.TB, pid int) float64 {
+	tb.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return kb / 1024
+		}
+	}
+	tb.Fatalf("no VmRSS for %d", pid)
+	return 0
+}
+
+// childrenOf returns pid and its child processes (a Postgres postmaster
+// and its backends).
+func childrenOf(pid int) []int {
+	out := []int{pid}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		if ppid, _ := strconv.Atoi(f[1]); ppid == pid {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,159 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/store"
+)
+
+// Leases. A holder's claim on a request is a lease (approval.Request.HeldBy
+// and LeaseUntil) that lapses unless renewed: a held call's pending or
+// approved request, and a consumed request until its dispatch outcome is
+// recorded. The gate renews the leases of every request this process holds
+// in one batch per Lease/3 (Store.RenewLeases: a statement per few hundred
+// ids), not one write per request, so holding calls costs the database
+// nothing per call.
+
+// leaseKind says why this process holds a lease.
+type leaseKind uint8
+
+const (
+	// leaseHold: a call of this process waits on the request (hold mode).
+	leaseHold leaseKind = 1 << iota
+	// leaseDispatch: this process consumed the request and has not
+	// recorded its dispatch outcome yet.
+	leaseDispatch
+)
+
+// leases is the set of requests whose leases this process renews.
+type leases struct {
+	// renewing serializes a renewal batch with releases: a lease released
+	// while a batch that names it is in flight could otherwise be extended
+	// again after its release.
+	renewing sync.Mutex
+
+	mu   sync.Mutex
+	held map[approval.ID]leaseKind // guarded by mu
+}
+
+func newLeases() *leases { return &leases{held: map[approval.ID]leaseKind{}} }
+
+// add marks id as held for k.
+func (l *leases) add(id approval.ID, k leaseKind) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.held[id] |= k
+}
+
+// drop unmarks id for k; with wait set, it returns only once no renewal
+// batch that may name id is in flight, so a release written afterwards is
+// not undone by that batch.
+func (l *leases) drop(id approval.ID, k leaseKind, wait bool) {
+	if wait {
+		l.renewing.Lock()
+		defer l.renewing.Unlock()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if v := l.held[id] &^ k; v == 0 {
+		delete(l.held, id)
+	} else {
+		l.held[id] = v
+	}
+}
+
+// has reports whether id is held for k.
+func (l *leases) has(id approval.ID, k leaseKind) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held[id]&k != 0
+}
+
+// ids returns every id held, sorted.
+func (l *leases) ids() []approval.ID {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Sorted(maps.Keys(l.held))
+}
+
+// renewLeases renews every lease this process holds, every Lease/3, until
+// ctx ends. A request missing from the store's answer was taken over or
+// settled elsewhere: its waiter is woken to re-read it. Whether the store
+// answered is recorded for the sweeper (storeHealth).
+func (g *Gate) renewLeases(ctx context.Context) {
+	t := time.NewTicker(g.opts.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		g.renewOnce(ctx)
+	}
+}
+
+// renewOnce renews the leases held now in one batch.
+func (g *Gate) renewOnce(ctx context.Context) {
+	g.leases.renewing.Lock()
+	defer g.leases.renewing.Unlock()
+	ids := g.leases.ids()
+	rctx, cancel := context.WithTimeout(ctx, g.opts.Lease)
+	defer cancel()
+	renewed, err := g.store.RenewLeases(rctx, g.instance, ids, g.now().Add(g.opts.Lease))
+	g.health.report(err, g.now())
+	if err != nil {
+		if ctx.Err() == nil {
+			g.log.WarnContext(ctx, "cannot renew the leases of held approvals; retrying", "held", len(ids), "err", err)
+		}
+		return
+	}
+	if len(renewed) == len(ids) {
+		return
+	}
+	ok := make(map[approval.ID]bool, len(renewed))
+	for _, id := range renewed {
+		ok[id] = true
+	}
+	for _, id := range ids {
+		if !ok[id] {
+			g.hub.wake(string(id))
+		}
+	}
+}
+
+// storeHealth remembers since when the store has answered without a
+// failure, so that the sweeper does not call a dispatch outcome unknown
+// because its holder could not renew during an outage: after the store
+// comes back, a live holder renews within Lease/3.
+type storeHealth struct {
+	mu     sync.Mutex
+	failed bool      // guarded by mu: the last call failed
+	since  time.Time // guarded by mu: when the current run of successes began
+}
+
+// report records the outcome of a store call made at now.
+func (h *storeHealth) report(err error, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case err != nil && (errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)):
+		h.failed = true
+	case err == nil && h.failed:
+		h.failed, h.since = false, now
+	}
+}
+
+// steadyFor reports whether the store has answered without failing for at
+// least d before now (ever since the gate started, if it never failed).
+func (h *storeHealth) steadyFor(d time.Duration, now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.failed && !now.Before(h.since.Add(d))
+}

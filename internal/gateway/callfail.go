@@ -1,0 +1,114 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/approval"
+)
+
+// codeRejected is the code of the go-sdk's "rejected by transport" error: the
+// request never reached the upstream (for HTTP, its POST failed).
+const codeRejected = -32005
+
+// A callFailure is a dispatched call that got no answer from the upstream,
+// or one the gateway refused to pass on. The agent gets an isError result
+// with msg, which names the upstream (or, when wire is set, that JSON-RPC
+// error); the dispatch outcome is recorded as outcome. cause is only logged.
+type callFailure struct {
+	msg     string
+	wire    *jsonrpc.Error
+	outcome approval.Outcome
+	cause   error
+}
+
+func (f *callFailure) Error() string { return f.msg }
+func (f *callFailure) Unwrap() error { return f.cause }
+
+// result is what the agent gets for f: an isError result or a JSON-RPC error.
+func (f *callFailure) result() (*mcp.CallToolResult, error) {
+	if f.wire != nil {
+		return nil, f.wire
+	}
+	return errorResult(f.msg), nil
+}
+
+// unavailable is the failure of a call that could not reach u, or lost it:
+// the message names the upstream, says "unavailable" and what happened to
+// the call (what). The cause is logged at debug level only: the change of
+// the upstream's state is logged once (health.go), not per call.
+func (u *upstream) unavailable(ctx context.Context, tool, what string, outcome approval.Outcome, cause error) *callFailure {
+	u.log.DebugContext(ctx, "call failed: upstream unavailable", "tool", tool, "err", u.redact(fmt.Sprint(cause)))
+	return &callFailure{
+		msg:     fmt.Sprintf("upstream %q is unavailable: %s", u.name, what),
+		outcome: outcome,
+		cause:   cause,
+	}
+}
+
+// dispatched turns what u.call returned into what the tool handler returns,
+// and records in d the dispatch outcome when the error decides it.
+func dispatched(d *dispatch, res *mcp.CallToolResult, err error) (*mcp.CallToolResult, error) {
+	var f *callFailure
+	if errors.As(err, &f) {
+		d.outcome = f.outcome
+		return f.result()
+	}
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) {
+		d.outcome = approval.OutcomeToolError // the upstream answered with an error
+	}
+	return res, err
+}
+
+// toolgateErrorData marks the data of the JSON-RPC errors the gateway puts in
+// place of an upstream message it could not pass on (resultTooLarge).
+const toolgateErrorData = `{"toolgate":"result_too_large"}`
+
+// codeResultTooLarge is the code of the error response the gateway puts in
+// place of an upstream result over the size limit. With toolgateErrorData
+// it is recognised and turned into an isError result.
+const codeResultTooLarge = -32013
+
+// resultTooLargeResponse is the JSON-RPC error response that replaces an
+// upstream response to id of n bytes (n < 0: at least limit+1) over limit.
+func resultTooLargeResponse(id json.RawMessage, n int64, limit int) []byte {
+	size := fmt.Sprintf("%d bytes", n)
+	if n < 0 {
+		size = fmt.Sprintf("more than %d bytes", limit)
+	}
+	msg := fmt.Sprintf("the result (%s) exceeds limits.max_result_bytes (%d bytes) and was discarded; the tool ran", size, limit)
+	b, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0",
+		"id":      id,
+		"error":   map[string]any{"code": codeResultTooLarge, "message": msg, "data": json.RawMessage(toolgateErrorData)},
+	})
+	return b
+}
+
+// malformedResponse is the JSON-RPC error response that replaces a
+// response to id the SDK could not decode (why), so that only that call
+// fails.
+func malformedResponse(id json.RawMessage, why string) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0",
+		"id":      id,
+		"error":   map[string]any{"code": jsonrpc.CodeInternalError, "message": "the upstream sent a malformed response (" + why + ")"},
+	})
+	return b
+}
+
+// isResultTooLarge reports whether wire is the gateway's own
+// resultTooLargeResponse error.
+func isResultTooLarge(wire *jsonrpc.Error) bool {
+	if wire.Code != codeResultTooLarge {
+		return false
+	}
+	var d struct{ Toolgate string }
+	return json.Unmarshal(wire.Data, &d) == nil && d.Toolgate == "result_too_large"
+}

@@ -1,0 +1,67 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+)
+
+// The JSON response body of an HTTP upstream's tools/call POST passes
+// through jsonLimit before the SDK reads it: it captures the raw result
+// (rawcap.go) and enforces limits.max_result_bytes on that one body. A body
+// over the limit is cut off without being held, and the SDK gets in its
+// place a small JSON-RPC error response to the call
+// (resultTooLargeResponse), so only that call fails; left to the SDK, a
+// JSON body is read whole, however large. Event streams get the same limit
+// per event in sseTee (ssetee.go).
+
+// jsonLimit serves a single JSON response body of at most max bytes, or
+// the error response in its place.
+type jsonLimit struct {
+	body io.ReadCloser
+	s    *slot
+	id   json.RawMessage
+	max  int
+	size int64 // the body's Content-Length, or -1
+	log  *slog.Logger
+
+	r io.Reader // what Read serves; set on the first Read
+}
+
+func (t *jsonLimit) Read(p []byte) (int, error) {
+	if t.r == nil {
+		t.r = t.load()
+	}
+	return t.r.Read(p)
+}
+
+func (t *jsonLimit) Close() error { return t.body.Close() }
+
+// load reads the body, up to one byte past max.
+func (t *jsonLimit) load() io.Reader {
+	if t.size > int64(t.max) {
+		return t.tooLarge(t.size)
+	}
+	buf, err := io.ReadAll(io.LimitReader(t.body, int64(t.max)+1))
+	if err != nil {
+		return io.MultiReader(bytes.NewReader(buf), iotestErrReader{err})
+	}
+	if len(buf) > t.max {
+		return t.tooLarge(t.size)
+	}
+	captureMessage(t.s, t.id, buf, nil)
+	return bytes.NewReader(buf)
+}
+
+func (t *jsonLimit) tooLarge(n int64) io.Reader {
+	t.log.WarnContext(context.Background(), "upstream result larger than limits.max_result_bytes discarded; its call fails",
+		"bytes", n, "limit", t.max, "id", string(t.id))
+	return bytes.NewReader(resultTooLargeResponse(t.id, n, t.max))
+}
+
+// iotestErrReader returns err on every Read.
+type iotestErrReader struct{ err error }
+
+func (r iotestErrReader) Read([]byte) (int, error) { return 0, r.err }

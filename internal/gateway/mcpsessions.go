@@ -1,0 +1,169 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The agents' MCP sessions (Streamable HTTP, Mcp-Session-Id) cost memory
+// until they are deleted or expire; without a bound, a client that only
+// sends initialize grows the gateway without limit (issue 9, item 15:
+// 50,000 initialize calls added 707 MB). The HTTP front admits a new
+// session only within HTTPOptions.MaxSessionsPerPrincipal and MaxSessions;
+// the SDK closes sessions idle for HTTPOptions.SessionTimeout.
+
+// CodeTooManySessions is the JSON-RPC error code of an initialize refused
+// because a session limit is reached (HTTP 429 for the principal's limit,
+// 503 for the total).
+const CodeTooManySessions = -32010
+
+// reconcileEvery is how many admitted sessions pass between two sweeps of
+// the sessions that ended (deleted, expired), besides the sweep made when a
+// limit is reached.
+const reconcileEvery = 64
+
+// A sessionLimiter counts the MCP sessions of one Handler per principal.
+// Its methods are safe for concurrent use.
+type sessionLimiter struct {
+	maxTotal, maxPer int
+	idle             time.Duration // for messages only
+	live             func() map[*mcp.ServerSession]bool
+
+	mu       sync.Mutex
+	sessions map[*mcp.ServerSession]string // guarded by mu: admitted session → principal
+	per      map[string]int                // guarded by mu: sessions and reservations per principal
+	total    int                           // guarded by mu
+	admitted int                           // guarded by mu: admissions since the last sweep
+}
+
+// A sessionSlot is a place reserved for the session an initialize POST is
+// creating; it is bound to that session, or released.
+type sessionSlot struct {
+	l         *sessionLimiter
+	principal string
+	mu        sync.Mutex
+	done      bool // guarded by mu: bound or released
+}
+
+func newSessionLimiter(maxTotal, maxPer int, idle time.Duration, live func() map[*mcp.ServerSession]bool) *sessionLimiter {
+	return &sessionLimiter{maxTotal: maxTotal, maxPer: maxPer, idle: idle, live: live,
+		sessions: map[*mcp.ServerSession]string{}, per: map[string]int{}}
+}
+
+// reserve takes a place for a new session of principal, or returns the HTTP
+// status and message of the refusal.
+func (l *sessionLimiter) reserve(principal string) (*sessionSlot, int, string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.per[principal] >= l.maxPer || l.total >= l.maxTotal || l.admitted >= reconcileEvery {
+		l.sweepLocked()
+	}
+	expire := "let idle ones expire"
+	if l.idle > 0 {
+		expire = fmt.Sprintf("let idle ones expire (after %s)", l.idle)
+	}
+	switch {
+	case l.per[principal] >= l.maxPer:
+		return nil, http.StatusTooManyRequests, fmt.Sprintf("too many MCP sessions: %q has %d open (limits.max_mcp_sessions_per_principal); end unused sessions with HTTP DELETE or %s", principal, l.per[principal], expire)
+	case l.total >= l.maxTotal:
+		return nil, http.StatusServiceUnavailable, fmt.Sprintf("too many MCP sessions: the gateway has %d open (limits.max_mcp_sessions); try again later", l.total)
+	}
+	l.per[principal]++
+	l.total++
+	return &sessionSlot{l: l, principal: principal}, 0, ""
+}
+
+// bind makes ss the session of slot s; it counts until it ends.
+func (s *sessionSlot) bind(ss *mcp.ServerSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return
+	}
+	s.done = true
+	s.l.mu.Lock()
+	defer s.l.mu.Unlock()
+	s.l.sessions[ss] = s.principal
+	s.l.admitted++
+}
+
+// release frees slot s unless it was bound to a session.
+func (s *sessionSlot) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return
+	}
+	s.done = true
+	s.l.mu.Lock()
+	defer s.l.mu.Unlock()
+	s.l.dropLocked(s.principal)
+}
+
+func (l *sessionLimiter) dropLocked(principal string) {
+	l.total--
+	if l.per[principal]--; l.per[principal] <= 0 {
+		delete(l.per, principal)
+	}
+}
+
+// sweepLocked forgets the admitted sessions that ended. Callers hold l.mu.
+func (l *sessionLimiter) sweepLocked() {
+	l.admitted = 0
+	live := l.live()
+	for ss, p := range l.sessions {
+		if !live[ss] {
+			delete(l.sessions, ss)
+			l.dropLocked(p)
+		}
+	}
+}
+
+// refuseInitialize answers an initialize POST that a session limit refused:
+// HTTP status, and a JSON-RPC error response to its id.
+func refuseInitialize(w http.ResponseWriter, body []byte, status int, msg string) {
+	var req struct {
+		ID json.RawMessage `json:"id"`
+	}
+	_ = json.Unmarshal(body, &req)
+	id := answerID(req.ID)
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": CodeTooManySessions, "message": msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// liveSessionSet returns the MCP sessions the downstream server has open.
+func (g *Gateway) liveSessionSet() map[*mcp.ServerSession]bool {
+	live := map[*mcp.ServerSession]bool{}
+	for ss := range g.server.Sessions() {
+		live[ss] = true
+	}
+	return live
+}
+
+// initialize serves an initialize request and, on HTTP, binds the place
+// its POST reserved among the session limits to the session it opened.
+func (g *Gateway) initialize(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	res, err := next(ctx, method, req)
+	if err != nil {
+		return res, err
+	}
+	if ex := req.GetExtra(); ex != nil && ex.Header != nil {
+		if post := g.carriers.get(ex.Header.Get(carrierHeader)); post != nil && post.slot != nil {
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+				post.slot.bind(ss)
+			}
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,158 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"unicode/utf8"
+)
+
+// maxLoggedStdout bounds how much of a skipped stdout line is logged.
+const maxLoggedStdout = 256
+
+// newStdoutGuard returns the reader that stands between a stdio upstream's
+// stdout (r) and the SDK's reader, so that one bad line cannot end the
+// shared session and fail every call in flight on it (the SDK ends a stdio
+// session on a line it cannot decode and on a line longer than its limit):
+//
+//   - a line that is one JSON-RPC message (checkUpstreamMessage) passes
+//     unchanged;
+//   - any other line (garbage, a stray print, a batch) is skipped and
+//     logged;
+//   - a line longer than max bytes (limits.max_result_bytes) is read to its
+//     end without being kept; if it is a response, the SDK gets in its
+//     place a JSON-RPC error response to the same id
+//     (resultTooLargeResponse), so only that call fails; otherwise it is
+//     skipped and logged.
+//
+// ctx is only for the log records; the guard outlives any deadline of it
+// (it reads for as long as the session lasts), so it is used without one.
+func newStdoutGuard(ctx context.Context, r io.Reader, max int, log *slog.Logger) *lineFilter {
+	ctx = context.WithoutCancel(ctx)
+	return newLineFilter(r, max, func(l jsonLine) []byte {
+		if l.over {
+			if l.scan.method || classifyID(l.scan.id) != idOK {
+				log.WarnContext(ctx, "upstream stdout: skipped a message larger than limits.max_result_bytes that answers no call",
+					"bytes", l.size, "limit", max)
+				return nil
+			}
+			log.WarnContext(ctx, "upstream result larger than limits.max_result_bytes discarded; its call fails",
+				"bytes", l.size, "limit", max, "id", string(l.scan.id))
+			return append(resultTooLargeResponse(l.scan.id, l.size, max), '\n')
+		}
+		line := trimSpace(l.data)
+		if len(line) == 0 {
+			return nil
+		}
+		if reason := checkUpstreamMessage(line); reason != "" {
+			log.WarnContext(ctx, "upstream stdout: skipped a line that is not a JSON-RPC message",
+				"reason", reason, "bytes", len(line), "line", logPrefix(line))
+			var scan idScanner
+			scan.feed(line)
+			if !scan.method && classifyID(scan.id) == idOK {
+				// A malformed answer to a call: fail that call, not the session.
+				return append(malformedResponse(scan.id, reason), '\n')
+			}
+			return nil
+		}
+		return append(line, '\n')
+	})
+}
+
+// checkUpstreamMessage returns "" when the SDK's stdio reader accepts line
+// as one message, and otherwise why not. It is sdkDecodable after a check
+// that line is a single object (the SDK would take an array for a batch).
+func checkUpstreamMessage(line []byte) string {
+	if !json.Valid(line) {
+		return "not valid JSON"
+	}
+	if line[0] != '{' {
+		return "not a single JSON-RPC message object"
+	}
+	if err := sdkDecodable(line); err != nil {
+		return "not a JSON-RPC message the SDK can decode: " + err.Error()
+	}
+	return ""
+}
+
+// sdkDecodable returns nil when jsonrpc.DecodeMessage (go-sdk v1.8.0)
+// decodes the valid JSON object line, and otherwise the rule it breaks:
+// nesting of at most 1000 levels, "jsonrpc" the string "2.0", an id that
+// is absent, null, a string or a float64 number, an error member that is
+// absent, null or an object whose code is an int64 and whose message is a
+// string, and a string method or else (a response) a non-null id. It does what
+// DecodeMessage does without its decoder's large fixed allocation, which
+// every result line would pay; TestSDKDecodable checks it against
+// DecodeMessage.
+func sdkDecodable(line []byte) error {
+	if jsonDepth(line) > maxJSONDepth {
+		return fmt.Errorf("nested deeper than %d levels", maxJSONDepth)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(line, &m); err != nil {
+		return errors.New("not an object")
+	}
+	var version string
+	if json.Unmarshal(m["jsonrpc"], &version) != nil || version != "2.0" {
+		return errors.New(`"jsonrpc" is not "2.0"`)
+	}
+	id, hasID := m["id"]
+	idNull := !hasID || string(bytes.TrimSpace(id)) == "null"
+	if !idNull {
+		switch bytes.TrimSpace(id)[0] {
+		case '"':
+		case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+			var f float64
+			if json.Unmarshal(id, &f) != nil {
+				return errors.New("the id overflows a float64")
+			}
+		default:
+			return errors.New("the id is not a string, a number or null")
+		}
+	}
+	if e, ok := m["error"]; ok && string(bytes.TrimSpace(e)) != "null" {
+		var w struct {
+			Code    *json.RawMessage `json:"code"`
+			Message *json.RawMessage `json:"message"`
+		}
+		if bytes.TrimSpace(e)[0] != '{' || json.Unmarshal(e, &w) != nil {
+			return errors.New("the error is not an object")
+		}
+		var code int64
+		if w.Code != nil && string(*w.Code) != "null" && json.Unmarshal(*w.Code, &code) != nil {
+			return errors.New("the error code is not an integer")
+		}
+		var msg string
+		if w.Message != nil && string(*w.Message) != "null" && json.Unmarshal(*w.Message, &msg) != nil {
+			return errors.New("the error message is not a string")
+		}
+	}
+	if method, ok := m["method"]; ok {
+		var s string
+		if json.Unmarshal(method, &s) != nil {
+			return errors.New("the method is not a string")
+		}
+		return nil
+	}
+	if idNull {
+		return errors.New("a response without an id")
+	}
+	return nil
+}
+
+// logPrefix returns at most maxLoggedStdout bytes of b, cut at a rune
+// boundary.
+func logPrefix(b []byte) string {
+	if len(b) <= maxLoggedStdout {
+		return string(b)
+	}
+	b = b[:maxLoggedStdout]
+	for len(b) > 0 && !utf8.Valid(b) {
+		b = b[:len(b)-1]
+	}
+	return string(b) + "…"
+}
