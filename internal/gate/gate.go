@@ -189,9 +189,9 @@ type Gate struct {
 
 	lastPrune time.Time // owned by Run's goroutine (sweep): the ledger's last prune
 
-	leases   *leases     // the leases this process renews
-	beat     *beat       // the keep-alive clock of every held call
-	health   storeHealth // whether the store answered lately (for the sweeper)
+	leases *leases     // the leases this process renews
+	beat   *beat       // the keep-alive clock of every held call
+	health storeHealth // whether the store answered lately (for the sweeper)
 	// outcomes counts the background writers of dispatch outcomes the
 	// store could not take at once (see recordOutcome); Run waits for them.
 	outcomes sync.WaitGroup

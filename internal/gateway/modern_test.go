@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"toolgate/internal/approval"
@@ -70,5 +73,64 @@ func TestMarkComplete(t *testing.T) {
 	}
 	if m["resultType"] != "complete" || m["description"] != "d" || len(m["messages"].([]any)) != 1 {
 		t.Errorf("markComplete gave %s", b)
+	}
+}
+
+// TestModernCallsDeclareNoClientCapabilities: a 2026-07-28 agent that did
+// not declare sampling calls a tool that needs it; the upstream sees a
+// session without sampling and answers -32021 (SEP-2575), which reaches
+// the agent as it is. A 2025 agent's call on the shared session, which
+// declares sampling, still runs the tool.
+func TestModernCallsDeclareNoClientCapabilities(t *testing.T) {
+	// Both kinds of server: the 2026 calls of either go through the
+	// upstream's capability-less 2026 session.
+	for _, sessions := range []string{SessionsShared, SessionsPerAgent} {
+		t.Run(sessions, func(t *testing.T) { testModernCallsDeclareNoClientCapabilities(t, sessions) })
+	}
+}
+
+func testModernCallsDeclareNoClientCapabilities(t *testing.T, sessions string) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "caps-upstream", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "needs_sampling", InputSchema: map[string]any{"type": "object"}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if caps := req.ClientCapabilities(); caps != nil && caps.Sampling != nil {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ran"}}}, nil
+			}
+			data, err := json.Marshal(mcp.MissingRequiredClientCapabilityData{RequiredCapabilities: &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}}})
+			if err != nil {
+				return nil, err
+			}
+			return nil, &jsonrpc.Error{Code: mcp.CodeMissingRequiredClientCapabilities, Message: "sampling capability required", Data: data}
+		})
+	g := newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, s), Sessions: sessions}}, allowAll(), nil)
+	base := serveHTTP(t, g, nil)
+
+	old := connectHTTP(t, base, aliceToken, nil, nil)
+	res, err := old.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__needs_sampling", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatalf("2025 agent: %v", err)
+	}
+	if got := textOf(t, res); got != "ran" {
+		t.Fatalf("2025 agent got %q, want the tool to run", got)
+	}
+
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent-2026", Version: "1"}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{token: aliceToken, next: http.DefaultTransport}}}, nil)
+	if err != nil {
+		t.Fatalf("connect 2026 agent: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	if v := cs.InitializeResult().ProtocolVersion; v != modernVersion {
+		t.Fatalf("negotiated %s, want %s", v, modernVersion)
+	}
+	res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__needs_sampling", Arguments: map[string]any{}})
+	var wire *jsonrpc.Error
+	if !errors.As(err, &wire) || wire.Code != mcp.CodeMissingRequiredClientCapabilities {
+		t.Fatalf("2026 agent without sampling: result %+v (%s), err %v; want error -32021", res, textOf(t, res), err)
+	}
+	var data mcp.MissingRequiredClientCapabilityData
+	if err := json.Unmarshal(wire.Data, &data); err != nil || data.RequiredCapabilities == nil || data.RequiredCapabilities.Sampling == nil {
+		t.Fatalf("error data %s does not name sampling (%v)", wire.Data, err)
 	}
 }

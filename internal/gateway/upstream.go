@@ -88,6 +88,9 @@ type upstream struct {
 	// blocking the upstream's notification handler.
 	notify orderedSender
 
+	// The session of 2026-07-28 agents' tool calls (modernconn.go).
+	modern modernConn
+
 	// The shared session and its health.
 	mu          sync.Mutex
 	conn        *upConn       // guarded by mu; nil while down
@@ -168,12 +171,17 @@ func clientCapabilities(cfg ServerConfig) *mcp.ClientCapabilities {
 	return caps
 }
 
-// newClient returns an MCP client for sessions with u's server.
-func (u *upstream) newClient() *mcp.Client {
+// newClient returns an MCP client for sessions with u's server that
+// declare the client capabilities of u's configuration.
+func (u *upstream) newClient() *mcp.Client { return u.newClientWith(clientCapabilities(u.cfg)) }
+
+// newClientWith returns an MCP client for sessions with u's server that
+// declare caps.
+func (u *upstream) newClientWith(caps *mcp.ClientCapabilities) *mcp.Client {
 	g := u.g
 	c := mcp.NewClient(&mcp.Implementation{Name: "toolgate", Version: g.opts.Version}, &mcp.ClientOptions{
 		Logger:       g.log,
-		Capabilities: clientCapabilities(u.cfg),
+		Capabilities: caps,
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			u.requestRefresh()
 		},
@@ -218,10 +226,16 @@ func (u *upstream) connect(ctx context.Context) (*upConn, error) {
 // connectWith starts a session with client: the shared one (owner nil) or
 // the per-agent session of owner.
 func (u *upstream) connectWith(ctx context.Context, client *mcp.Client, owner *agentConn) (*upConn, error) {
+	return u.connectSession(ctx, client, owner, owner == nil)
+}
+
+// connectSession is connectWith; shared says whether the session's traffic
+// tells the shared session's health (health.go): only the shared one's does.
+func (u *upstream) connectSession(ctx context.Context, client *mcp.Client, owner *agentConn, shared bool) (*upConn, error) {
 	opts := &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion}
 	if u.cfg.URL != "" {
 		hc := u.http
-		if owner != nil {
+		if owner != nil || !shared {
 			rt := *u.http.Transport.(*captureRoundTripper)
 			rt.owner = owner
 			rt.onRead = nil // only the shared session's traffic tells its health
@@ -251,7 +265,7 @@ func (u *upstream) connectWith(ctx context.Context, client *mcp.Client, owner *a
 		return nil, err
 	}
 	var stdout io.Reader = p.stdout
-	if owner == nil {
+	if shared {
 		stdout = activityReader{r: p.stdout, saw: u.sawTraffic}
 	}
 	out := newStdoutGuard(ctx, stdout, u.g.opts.MaxResultBytes, u.log)
@@ -276,6 +290,7 @@ func (u *upstream) run(ctx context.Context, first *upConn) {
 	wg.Go(func() { u.itemsLoop(ctx) })
 	defer u.notify.close()
 	defer u.closeAgents()
+	defer u.closeModern()
 	if u.stderr != nil {
 		wg.Go(func() { u.stderr.run(ctx) })
 	}
@@ -586,6 +601,9 @@ func (u *upstream) call(ctx context.Context, tool string, args json.RawMessage, 
 			return nil, u.unavailable(ctx, tool, err.Error()+"; nothing was sent to it", approval.OutcomeTransportError, err)
 		}
 		return ac.call(ctx, tool, args, prog)
+	}
+	if o := originFrom(ctx); o != nil && o.modern {
+		return u.modernCall(ctx, tool, args, prog)
 	}
 	c, err := u.session()
 	if err != nil {
