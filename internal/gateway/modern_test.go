@@ -90,6 +90,7 @@ func TestModernCallsDeclareNoClientCapabilities(t *testing.T) {
 }
 
 func testModernCallsDeclareNoClientCapabilities(t *testing.T, sessions string) {
+	t.Helper()
 	s := mcp.NewServer(&mcp.Implementation{Name: "caps-upstream", Version: "1"}, nil)
 	s.AddTool(&mcp.Tool{Name: "needs_sampling", InputSchema: map[string]any{"type": "object"}},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
