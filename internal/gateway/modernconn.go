@@ -64,7 +64,7 @@ func (u *upstream) modernSession(ctx context.Context) (*upConn, error) {
 		}
 		if m.client == nil {
 			// No capabilities: see modernConn.
-			m.client = u.newClientWith(&mcp.ClientCapabilities{})
+			m.client = u.newClientWith(&mcp.ClientCapabilities{}, nil)
 		}
 		client := m.client
 		ch := make(chan struct{})
@@ -73,7 +73,7 @@ func (u *upstream) modernSession(ctx context.Context) (*upConn, error) {
 
 		// Not ctx: its values belong to the agent's 2026-07-28 request (the
 		// SDK would take its protocol version for this session's).
-		cctx, cancel := context.WithTimeout(u.g.root, u.g.opts.ConnectTimeout)
+		cctx, cancel := context.WithTimeout(u.g.root, u.connectTimeout())
 		c, err := u.connectSession(cctx, client, nil, false) //nolint:contextcheck // the session outlives the call that opened it: the gateway's root, not the request's values
 		cancel()
 

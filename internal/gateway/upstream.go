@@ -121,7 +121,7 @@ func newUpstream(sc ServerConfig, g *Gateway) *upstream {
 		state:     StateConnecting,
 		since:     time.Now(),
 	}
-	u.client = u.newClient()
+	u.client = u.newClient(nil)
 	if sc.URL != "" {
 		base := http.DefaultTransport.(*http.Transport).Clone()
 		// Keep a connection per call in flight: Go's default of 2 idle
@@ -171,13 +171,24 @@ func clientCapabilities(cfg ServerConfig) *mcp.ClientCapabilities {
 	return caps
 }
 
-// newClient returns an MCP client for sessions with u's server that
-// declare the client capabilities of u's configuration.
-func (u *upstream) newClient() *mcp.Client { return u.newClientWith(clientCapabilities(u.cfg)) }
+// connectTimeout bounds starting u and its initialize handshake:
+// servers.<name>.connect_timeout, else the gateway's default.
+func (u *upstream) connectTimeout() time.Duration {
+	if d := u.cfg.ConnectTimeout; d > 0 {
+		return d
+	}
+	return u.g.opts.ConnectTimeout
+}
 
-// newClientWith returns an MCP client for sessions with u's server that
-// declare caps.
-func (u *upstream) newClientWith(caps *mcp.ClientCapabilities) *mcp.Client {
+// newClient returns an MCP client for sessions with u's server that
+// declare the client capabilities of u's configuration: the shared
+// session's (owner nil) or the per-agent sessions of owner.
+func (u *upstream) newClient(owner *agentConn) *mcp.Client {
+	return u.newClientWith(clientCapabilities(u.cfg), owner)
+}
+
+// newClientWith is newClient for sessions that declare caps.
+func (u *upstream) newClientWith(caps *mcp.ClientCapabilities, owner *agentConn) *mcp.Client {
 	g := u.g
 	c := mcp.NewClient(&mcp.Implementation{Name: "toolgate", Version: g.opts.Version}, &mcp.ClientOptions{
 		Logger:       g.log,
@@ -208,7 +219,7 @@ func (u *upstream) newClientWith(caps *mcp.ClientCapabilities) *mcp.Client {
 		},
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	})
-	c.AddReceivingMiddleware(u.receivingMiddleware)
+	c.AddReceivingMiddleware(u.receivingMiddleware(owner))
 	return c
 }
 
@@ -304,7 +315,7 @@ func (u *upstream) run(ctx context.Context, first *upConn) {
 	c := first
 	for {
 		if c == nil {
-			cctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
+			cctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
 			var err error
 			c, err = u.connect(cctx)
 			cancel()
@@ -536,7 +547,7 @@ func (u *upstream) refreshLoop(ctx context.Context) {
 		if err != nil {
 			continue // a new session requests another refresh
 		}
-		lctx, cancel := context.WithTimeout(ctx, u.g.opts.ConnectTimeout)
+		lctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
 		tools, err := listTools(lctx, c.cs)
 		cancel()
 		if err != nil {
@@ -615,7 +626,7 @@ func (u *upstream) call(ctx context.Context, tool string, args json.RawMessage, 
 	}
 	u.log.InfoContext(ctx, "upstream session expired (HTTP 404); re-initialising and retrying the call once", "tool", tool)
 	u.reset(c)
-	wctx, cancel := context.WithTimeout(ctx, u.g.opts.ConnectTimeout)
+	wctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
 	c2, werr := u.awaitReconnect(wctx, c)
 	cancel()
 	if werr != nil {
