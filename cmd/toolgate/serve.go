@@ -227,6 +227,8 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 		MaxPending:             cfg.Approvals.MaxPending,
 		PublicURL:              cfg.Approvals.PublicURL,
 		Key:                    key,
+		ResultMaxBytes:         int(cfg.Approvals.ResultMaxBytes),
+		ResultTTL:              cfg.Approvals.ResultTTL,
 		Redaction:              p.redaction,
 		Catalog:                cat,
 		Metrics:                c.metrics,

@@ -228,6 +228,14 @@ type Approvals struct {
 	// pending. Default 50s, below the 60 s request timeout of common MCP
 	// clients; 0 holds such calls until they are decided or expire.
 	MaxHold time.Duration `yaml:"max_hold"`
+	// ResultMaxBytes bounds a result the result ledger keeps of a consumed
+	// approval (returned by tasks/get and to a re-send naming the approval
+	// instead of a second run); a larger one is kept as a stand-in marked
+	// truncated. Default 1MiB.
+	ResultMaxBytes ByteSize `yaml:"result_max_bytes"`
+	// ResultTTL is how long the ledger keeps such a result (and a finished
+	// task stays readable). Default 1h.
+	ResultTTL time.Duration `yaml:"result_ttl"`
 	// AllowNoApprovers, when false (the default), refuses at once a call
 	// whose policy decision leaves no eligible approver
 	// (policy.Decision.NoEligibleApprovers). The gate defines what true does.
@@ -278,6 +286,8 @@ func Default() Config {
 			MaxPending:             10000,
 			RetryWait:              20 * time.Second,
 			MaxHold:                50 * time.Second,
+			ResultMaxBytes:         1 << 20,
+			ResultTTL:              time.Hour,
 			SweepInterval:          time.Second,
 			Lease:                  15 * time.Second,
 		},
