@@ -139,7 +139,10 @@ func (g *Gate) holdOn(ctx context.Context, c Call, r approval.Request) Admission
 	got, err := g.wait(wctx, r.ID, deadline, c.KeepAlive, true)
 	g.metrics.ApprovalWaited(g.now().Sub(start).Seconds())
 	endWait(span, got, err)
-	if errors.Is(err, errDeadline) && got.State == approval.StatePending && g.now().Before(got.ExpiresAt) {
+	if got.ID == "" {
+		got = r // the store could not be read at all meanwhile: what was known
+	}
+	if errors.Is(err, errDeadline) && deadline.Before(r.ExpiresAt) && got.State == approval.StatePending {
 		// MaxHold passed first: the caller cannot wait longer. The request
 		// stays open for the identical re-send (or the next round).
 		g.releaseHold(ctx, r.ID)
