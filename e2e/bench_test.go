@@ -333,7 +333,7 @@ func (g *benchGateway) connect(tb testing.TB) *mcp.ClientSession {
 	}
 	ctx, cancel := context.WithTimeout(tb.Context(), waitFor)
 	defer cancel()
-	cs, err := c.Connect(ctx, tr, nil)
+	cs, err := c.Connect(ctx, tr, era2025)
 	if err != nil {
 		tb.Fatalf("connect to %s: %v", g.MCP, err)
 	}

@@ -225,7 +225,7 @@ func TestFilesystemRoots(t *testing.T) {
 				}
 			})
 			c.AddRoots(&mcp.Root{URI: "file://" + outside})
-			cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: g.MCP, HTTPClient: &http.Client{Transport: &bearer{token: agentToken, base: g.tr}}}, nil)
+			cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: g.MCP, HTTPClient: &http.Client{Transport: &bearer{token: agentToken, base: g.tr}}}, era2025)
 			if err != nil {
 				t.Fatal(err)
 			}

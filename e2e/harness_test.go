@@ -291,7 +291,7 @@ func (g *gw) connect(t *testing.T, opts *mcp.ClientOptions, capture *syncBuffer)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
 	defer cancel()
-	cs, err := c.Connect(ctx, tr, nil)
+	cs, err := c.Connect(ctx, tr, era2025)
 	if err != nil {
 		t.Fatalf("connect to %s: %v", g.MCP, err)
 	}
@@ -591,3 +591,9 @@ func elapsed(t *testing.T, scenario string, start time.Time) {
 	t.Helper()
 	t.Logf("timing: %s took %v", scenario, time.Since(start).Round(time.Millisecond))
 }
+
+// era2025 pins a go-sdk client to MCP 2025-11-25 (initialize and a protocol
+// session). The go-sdk client tries 2026-07-28 (server/discover) first, and
+// toolgate serves both eras on /mcp; the tests of 2025-era behaviour
+// (sessions, server→client requests, notifications/cancelled) pin it.
+var era2025 = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}

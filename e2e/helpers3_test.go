@@ -105,7 +105,7 @@ func (g *gw) connectAs(t *testing.T, token string) *mcp.ClientSession {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
 	defer cancel()
-	cs, err := c.Connect(ctx, tr, nil)
+	cs, err := c.Connect(ctx, tr, era2025)
 	if err != nil {
 		t.Fatalf("connect to %s: %v", g.MCP, err)
 	}

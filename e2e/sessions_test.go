@@ -123,7 +123,7 @@ func (g *gw) sessConnect(t *testing.T, token string, opts *mcp.ClientOptions) *m
 	tr := &mcp.StreamableClientTransport{Endpoint: g.MCP, HTTPClient: &http.Client{Transport: &bearer{token: token, base: g.tr}}}
 	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
 	defer cancel()
-	cs, err := c.Connect(ctx, tr, nil)
+	cs, err := c.Connect(ctx, tr, era2025)
 	if err != nil {
 		t.Fatalf("connect to %s: %v", g.MCP, err)
 	}

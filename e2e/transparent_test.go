@@ -122,7 +122,7 @@ func (g *gw) connectCapable(t *testing.T, token, who string, l *agentLog) *mcp.C
 	tr := &mcp.StreamableClientTransport{Endpoint: g.MCP, HTTPClient: &http.Client{Transport: &bearer{token: token, base: g.tr}}}
 	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
 	defer cancel()
-	cs, err := c.Connect(ctx, tr, nil)
+	cs, err := c.Connect(ctx, tr, era2025)
 	if err != nil {
 		t.Fatalf("connect to %s: %v", g.MCP, err)
 	}
@@ -319,13 +319,13 @@ policy:
 	call("toggle-subscriber-updates", map[string]any{})
 }
 
-// startHTTPUpstream runs testupstream over Streamable HTTP and returns its
-// URL and record file.
-func startHTTPUpstream(t *testing.T) (string, string) {
+// startHTTPUpstream runs testupstream over Streamable HTTP (with the extra
+// flags) and returns its URL and record file.
+func startHTTPUpstream(t *testing.T, extra ...string) (string, string) {
 	t.Helper()
 	dir := t.TempDir()
 	record, ready := filepath.Join(dir, "record.log"), filepath.Join(dir, "ready")
-	cmd := exec.Command(bins.upstream, "-record", record, "-http", "127.0.0.1:0", "-ready-file", ready)
+	cmd := exec.Command(bins.upstream, append([]string{"-record", record, "-http", "127.0.0.1:0", "-ready-file", ready}, extra...)...)
 	cmd.Env = childEnv()
 	stderr := new(syncBuffer)
 	cmd.Stderr = stderr

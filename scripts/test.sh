@@ -272,9 +272,13 @@ chromium_install() {
 
 # ---- exit handling --------------------------------------------------------------------------
 
+gaps_file=""
 on_exit() {
 	local rc=$?
 	pg_stop
+	if [[ -n "$gaps_file" ]]; then
+		rm -f "$gaps_file"
+	fi
 	if ((rc != 0)); then
 		tg_log "FAILED in step '$current_step' (exit $rc) after $(tg_elapsed "$started")"
 	fi
@@ -346,10 +350,17 @@ step_end
 
 if [[ "$skip_conformance" != 1 ]]; then
 	step_begin "conformance"
-	"$TG_ROOT/e2e/conformance/run.sh"
+	gaps_file="$(mktemp)"
+	TOOLGATE_CONFORMANCE_GAPS="$gaps_file" "$TG_ROOT/e2e/conformance/run.sh"
 	step_end
 fi
 
 current_step="done"
 tg_log "step timings: $(IFS=,; printf '%s' "${timings[*]}" | sed 's/,/, /g')"
+if [[ -n "$gaps_file" ]]; then
+	# Not gating, but never hidden: what the 2026-07-28 runs still fail (e2e/conformance/known-gaps.txt).
+	while IFS= read -r line; do
+		[[ -n "$line" ]] && tg_log "$line"
+	done <"$gaps_file"
+fi
 printf 'scripts/test.sh: all steps passed in %s\n' "$(tg_elapsed "$started")"

@@ -25,6 +25,7 @@ import (
 	"toolgate/internal/httpserve"
 	"toolgate/internal/policy"
 	"toolgate/internal/policystore"
+	"toolgate/internal/seal"
 	"toolgate/internal/store"
 	"toolgate/internal/store/sqlstore"
 	"toolgate/internal/telemetry"
@@ -223,6 +224,10 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 	if c.policies, err = startPolicyStore(ctx, db, cfg, c.holder, f.dev, log); err != nil {
 		return nil, err
 	}
+	key, err := gatewayKey(ctx, db)
+	if err != nil {
+		return nil, err
+	}
 	c.gate = gate.New(db, c.holder, &gate.Options{
 		Logger:                 log,
 		KeepAlive:              cfg.Approvals.KeepAlive,
@@ -231,6 +236,9 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 		RetryWait:              max(cfg.Approvals.RetryWait, time.Nanosecond), // 0 answers at once
 		MaxPendingPerPrincipal: cfg.Approvals.MaxPendingPerPrincipal,
 		MaxPending:             cfg.Approvals.MaxPending,
+		Key:                    key,
+		ResultMaxBytes:         int(cfg.Approvals.ResultMaxBytes),
+		ResultTTL:              cfg.Approvals.ResultTTL,
 		Redaction:              p.redaction,
 		Catalog:                cat,
 		Metrics:                c.metrics,
@@ -253,6 +261,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 		return nil, err
 	}
 	gwOpts := &gateway.Options{Logger: log, Version: version, Sessions: c.gate,
+		MaxHold: cfg.Approvals.MaxHold, Tasks: c.gate, MRTR: c.gate,
 		HealthInterval:  cfg.Upstreams.HealthInterval,
 		MaxResultBytes:  int(cfg.Limits.MaxResultBytes),
 		MaxRequestBytes: int(cfg.Limits.MaxRequestBytes)}
@@ -392,4 +401,29 @@ func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (*sqls
 type auditAPI struct {
 	*audit.Trail
 	*sqlstore.DB
+}
+
+// gatewayKeySecret names the store's shared secret behind task ids,
+// multi round-trip request states and sealed task arguments.
+const gatewayKeySecret = "gateway-key"
+
+// gatewayKey returns the key every instance sharing the store uses: the
+// first instance to start generates it and stores it (store.Secret), the
+// others read it.
+func gatewayKey(ctx context.Context, db interface {
+	Secret(ctx context.Context, name string, value []byte, now time.Time) ([]byte, error)
+}) (seal.Key, error) {
+	fresh, err := seal.Generate()
+	if err != nil {
+		return seal.Key{}, fmt.Errorf("generate the gateway key: %w", err)
+	}
+	secret, err := db.Secret(ctx, gatewayKeySecret, fresh, time.Now())
+	if err != nil {
+		return seal.Key{}, fmt.Errorf("read the gateway key from the store: %w", err)
+	}
+	key, err := seal.NewKey(secret)
+	if err != nil {
+		return seal.Key{}, fmt.Errorf("the gateway key in the store: %w", err)
+	}
+	return key, nil
 }

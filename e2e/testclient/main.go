@@ -75,7 +75,7 @@ func call(ctx context.Context, endpoint, token, tool string, args json.RawMessag
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   endpoint,
 		HTTPClient: &http.Client{Transport: bearer{token}},
-	}, nil)
+	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}) // the restart tests are about 2025-era sessions
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", endpoint, err)
 	}

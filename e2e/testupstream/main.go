@@ -2,7 +2,7 @@
 // end-to-end tests as an upstream. It serves over stdio by default, or over
 // Streamable HTTP with -http ADDR.
 //
-//	testupstream [-record FILE] [-http 127.0.0.1:0] [-ready-file F]
+//	testupstream [-record FILE] [-http 127.0.0.1:0 [-only-2026]] [-ready-file F]
 //
 // Every execution of a tool appends one line to the record file (-record,
 // else $TESTUPSTREAM_RECORD; no file means no record), written with O_APPEND
@@ -65,10 +65,15 @@ func run(ctx context.Context) error {
 	record := flag.String("record", os.Getenv("TESTUPSTREAM_RECORD"), "append one line per tool execution to this file")
 	addr := flag.String("http", "", "serve Streamable HTTP at this address (path /mcp) instead of stdio")
 	ready := flag.String("ready-file", "", "with -http: write the endpoint URL to this file once listening")
+	only2026 := flag.Bool("only-2026", false, "with -http: speak only MCP 2026-07-28, statelessly (no initialize, no sessions)")
 	flag.Parse()
 
 	rec := &recorder{path: *record}
-	s := mcp.NewServer(&mcp.Implementation{Name: "testupstream", Version: "1"}, nil)
+	var sopts *mcp.ServerOptions
+	if *only2026 {
+		sopts = &mcp.ServerOptions{SupportedProtocolVersions: []string{"2026-07-28"}}
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "testupstream", Version: "1"}, sopts)
 	addTools(s, rec)
 
 	if *addr == "" {
@@ -88,7 +93,7 @@ func run(ctx context.Context) error {
 		}
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: *only2026}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()

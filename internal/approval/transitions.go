@@ -190,6 +190,20 @@ func (r *Request) Cancel(now time.Time) error {
 	return nil
 }
 
+// Withdraw is the caller's cancellation of a request whose call has not
+// run: a pending request, or an approved one that was not consumed yet
+// (the Tasks extension's tasks/cancel may arrive between the decision and
+// the dispatch; SEP-2848 has the cancel win there), moves to cancelled
+// with Reason ReasonCancelled. Any other state is ErrResolved.
+func (r *Request) Withdraw(now time.Time) error {
+	if r.State != StatePending && r.State != StateApproved {
+		return fmt.Errorf("%w: state is %s", ErrResolved, r.State)
+	}
+	r.State = StateCancelled
+	r.Reason = ReasonCancelled
+	return nil
+}
+
 // Expire moves r to expired when it is due as of now: a pending request at or
 // past ExpiresAt (Reason ReasonTimedOut), or an approved one at or past
 // ValidUntil when ValidFor > 0 (Reason ReasonUnusedApproval). It returns

@@ -344,6 +344,18 @@ func TestCancel(t *testing.T) {
 	runTransitions(t, tests)
 }
 
+func TestWithdraw(t *testing.T) {
+	withdraw := func(r *Request) error { return r.Withdraw(t0.Add(time.Minute)) }
+	tests := []transitionCase{
+		{name: "pending", before: pending(), op: withdraw, want: func(r *Request) { r.State, r.Reason = StateCancelled, ReasonCancelled }},
+		{name: "approved, not consumed", before: approved(), op: withdraw, want: func(r *Request) { r.State, r.Reason = StateCancelled, ReasonCancelled }},
+	}
+	for _, s := range []State{StateDenied, StateExpired, StateCancelled, StateConsumed, StateInvalidated} {
+		tests = append(tests, transitionCase{name: string(s), before: approved(inState(s)), op: withdraw, wantErr: ErrResolved})
+	}
+	runTransitions(t, tests)
+}
+
 func TestExpire(t *testing.T) {
 	expire := func(now time.Time) func(*Request) error {
 		return func(r *Request) error { return r.Expire(now) }

@@ -223,6 +223,21 @@ type Approvals struct {
 	// RetryWait is how long a call in retry mode may wait for a decision
 	// before it returns "approval required"; 0 returns at once.
 	RetryWait time.Duration `yaml:"retry_wait"`
+	// MaxHold bounds how long a held call whose caller cannot be kept
+	// waiting (no progress token) is held: then it is answered with an
+	// isError result naming the pending approval, its inbox link and how
+	// to continue (re-send the identical call), and the approval stays
+	// pending. Default 50s, below the 60 s request timeout of common MCP
+	// clients; 0 holds such calls until they are decided or expire.
+	MaxHold time.Duration `yaml:"max_hold"`
+	// ResultMaxBytes bounds a result the result ledger keeps of a consumed
+	// approval (returned by tasks/get and to a re-send naming the approval
+	// instead of a second run); a larger one is kept as a stand-in marked
+	// truncated. Default 1MiB.
+	ResultMaxBytes ByteSize `yaml:"result_max_bytes"`
+	// ResultTTL is how long the ledger keeps such a result (and a finished
+	// task stays readable). Default 1h.
+	ResultTTL time.Duration `yaml:"result_ttl"`
 	// AllowNoApprovers, when false (the default), refuses at once a call
 	// whose policy decision leaves no eligible approver
 	// (policy.Decision.NoEligibleApprovers). The gate defines what true does.
@@ -275,6 +290,9 @@ func Default() Config {
 			MaxPendingPerPrincipal: 32,
 			MaxPending:             10000,
 			RetryWait:              20 * time.Second,
+			MaxHold:                50 * time.Second,
+			ResultMaxBytes:         1 << 20,
+			ResultTTL:              time.Hour,
 			SweepInterval:          time.Second,
 			Lease:                  15 * time.Second,
 		},

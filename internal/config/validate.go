@@ -180,6 +180,15 @@ func (c Config) Validate() error {
 	if ap.RetryWait < 0 {
 		add("approvals.retry_wait %s: must be >= 0", ap.RetryWait)
 	}
+	if ap.MaxHold < 0 {
+		add("approvals.max_hold %s: must be >= 0 (0 holds until decided)", ap.MaxHold)
+	}
+	if ap.ResultMaxBytes < 1024 {
+		add("approvals.result_max_bytes %s: must be at least 1KiB", ap.ResultMaxBytes)
+	}
+	if ap.ResultTTL < time.Second {
+		add("approvals.result_ttl %s: must be at least 1s", ap.ResultTTL)
+	}
 	if ap.Lease < 30*time.Millisecond {
 		add("approvals.lease %s: must be at least 30ms", ap.Lease)
 	}

@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"toolgate/internal/approval"
 	"toolgate/internal/policy"
@@ -41,6 +42,36 @@ type Call struct {
 	// means Arguments are sent.
 	Outgoing func() json.RawMessage
 
+	// How a caller that cannot be held for long waits (issue 11). The zero
+	// values hold the call until it is decided or its request expires.
+
+	// MaxHold, when > 0, bounds how long the call is held waiting for a
+	// decision. When it passes first, the request stays pending (the lease
+	// is released, so the identical re-send takes it over) and the
+	// Admission is Pending.
+	MaxHold time.Duration
+	// Defer records the request and returns at once with a Pending
+	// Admission instead of holding: the caller comes back for the decision
+	// (an MCP multi round-trip request; Resume).
+	Defer bool
+	// Task makes the request an MCP task: the gate records a task with the
+	// call's principal and sealed arguments next to the request, so that
+	// any instance can run the call once approved, and calls OnHold when
+	// the request is durably recorded and held.
+	Task bool
+	// OnHold, when not nil, is called once, with the request, when the call
+	// starts to be held (after the request and its task are recorded, or
+	// after an identical call took an abandoned request over).
+	OnHold func(approval.Request)
+	// Resume names the approval the call continues (a re-send naming it in
+	// _meta["toolgate/approval"], a multi round-trip request's verified
+	// requestState, or a task run again by another instance). The request
+	// must be this call's (principal, server, tool, argument hash): then a
+	// consumed one answers with its recorded result (Admission.Replay)
+	// instead of running again, an open one is waited on, a settled one
+	// answers with its outcome. It is never inferred from equal arguments.
+	Resume approval.ID
+
 	// admitted is the policy decision taken at admission, which consume
 	// reuses while the policy revision has not moved.
 	admitted *policy.Decision
@@ -66,16 +97,48 @@ type Admission struct {
 	// would_deny or would_hold verdict and the rule, zero when nothing (the
 	// audit trail records it).
 	Monitor policy.Monitor
+	// Pending is true when the call waits for a decision on Held (MaxHold
+	// passed, or Defer): nothing ran, and the request stays open.
+	Pending bool
+	// Held is the request a Pending call waits on, or the one an admitted
+	// or refused call was decided through (when there is one).
+	Held approval.Request
+	// Replay is the recorded result of the approval a Resume call named,
+	// which was consumed already: the caller gets it instead of a second
+	// run. nil otherwise.
+	Replay *Recorded
 
-	finish func(ctx context.Context, o approval.Outcome)
+	finish func(ctx context.Context, o approval.Outcome, d Recorded)
+}
+
+// Recorded is what dispatching an admitted call gave: its result, or the
+// JSON-RPC error object it failed with. It is what the result ledger keeps
+// of a consumed approval.
+type Recorded struct {
+	// Result is the result as JSON (a CallToolResult for a tool call); nil
+	// when the dispatch failed.
+	Result json.RawMessage
+	// Error is the JSON-RPC error object; nil when there is a Result.
+	Error json.RawMessage
+	// Truncated is set when the ledger kept a shortened stand-in of a
+	// result larger than it keeps (Options.ResultMaxBytes).
+	Truncated bool
 }
 
 // Finish records the dispatch outcome of an admitted call. It is a no-op for
-// calls that were allowed without an approval. Call it exactly once after the
-// upstream answered (or failed).
+// calls that were allowed without an approval. Call it (or FinishWith)
+// exactly once after the upstream answered (or failed).
 func (a Admission) Finish(ctx context.Context, o approval.Outcome) {
+	a.FinishWith(ctx, o, Recorded{})
+}
+
+// FinishWith is Finish that also records what the dispatch gave in the
+// result ledger, for a call admitted through an approval, so that a
+// re-send naming the approval or its task gets it back (bounded by
+// Options.ResultMaxBytes, for Options.ResultTTL).
+func (a Admission) FinishWith(ctx context.Context, o approval.Outcome, d Recorded) {
 	if a.finish != nil {
-		a.finish(ctx, o)
+		a.finish(ctx, o, d)
 	}
 }
 

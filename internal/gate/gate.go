@@ -17,6 +17,7 @@ import (
 
 	"toolgate/internal/approval"
 	"toolgate/internal/policy"
+	"toolgate/internal/seal"
 	"toolgate/internal/session"
 	"toolgate/internal/store"
 	"toolgate/internal/telemetry"
@@ -151,11 +152,22 @@ type Options struct {
 	MaxPolicyRequests    int
 	// PublicURL is the approver inbox's external base URL
 	// (approvals.public_url, e.g. https://toolgate.example.com), without a
-	// trailing slash. When set, the answers and progress messages of held
-	// and retry-mode calls include the approval's inbox link,
-	// PublicURL + "/ui/approvals/" + id, so the agent can tell its user
-	// where to look; "" leaves the link out.
+	// trailing slash. When set, answers about pending approvals (and task
+	// status messages) include the approval's inbox page,
+	// PublicURL + "/ui/approvals/" + id; "" leaves the link out.
 	PublicURL string
+	// Key signs task ids and multi round-trip request states and seals the
+	// raw arguments kept for tasks; every instance sharing the store must
+	// use the same one. Without a valid key, calls cannot become tasks or
+	// multi round-trip requests (Call.Task and Call.Defer are refused).
+	Key seal.Key
+	// ResultMaxBytes bounds a result kept in the result ledger; a larger
+	// one is replaced by a stand-in saying so. Default 1 MiB.
+	ResultMaxBytes int
+	// ResultTTL is how long the ledger keeps a consumed approval's result
+	// after it was recorded (and how long a finished task stays readable).
+	// Default 1h.
+	ResultTTL time.Duration
 	// GrantMaxTTL is the longest duration of a grant attached to an
 	// approval (config grants.max_ttl); a longer one is refused, never
 	// shortened. Default DefaultGrantMaxTTL.
@@ -178,9 +190,12 @@ type Gate struct {
 	hub      *hub
 	metrics  *telemetry.Metrics
 	stopping atomic.Bool
-	leases   *leases     // the leases this process renews
-	beat     *beat       // the keep-alive clock of every held call
-	health   storeHealth // whether the store answered lately (for the sweeper)
+
+	lastPrune time.Time // owned by Run's goroutine (sweep): the ledger's last prune
+
+	leases *leases     // the leases this process renews
+	beat   *beat       // the keep-alive clock of every held call
+	health storeHealth // whether the store answered lately (for the sweeper)
 	// outcomes counts the background writers of dispatch outcomes the
 	// store could not take at once (see recordOutcome); Run waits for them.
 	outcomes sync.WaitGroup
@@ -230,6 +245,12 @@ func New(s store.Store, p Evaluator, opts *Options) *Gate {
 		o.MaxPending = 10000
 	}
 	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
+	if o.ResultMaxBytes <= 0 {
+		o.ResultMaxBytes = 1 << 20
+	}
+	if o.ResultTTL <= 0 {
+		o.ResultTTL = time.Hour
+	}
 	if o.GrantMaxTTL <= 0 {
 		o.GrantMaxTTL = DefaultGrantMaxTTL
 	}
@@ -271,9 +292,9 @@ func (g *Gate) Admit(ctx context.Context, c Call) Admission {
 		return adm
 	}
 	inner := adm.finish
-	adm.finish = func(ctx context.Context, o approval.Outcome) {
+	adm.finish = func(ctx context.Context, o approval.Outcome, d Recorded) {
 		if inner != nil {
-			inner(ctx, o)
+			inner(ctx, o, d)
 		}
 		span.SetAttributes(attribute.String("toolgate.dispatch_outcome", string(o)))
 		span.End()
@@ -294,6 +315,13 @@ func (g *Gate) admit(ctx context.Context, c Call) Admission {
 			return refusal
 		}
 		chain = ch
+	}
+	if c.Resume != "" {
+		// The approval exists: policy is evaluated again at consume.
+		return g.resume(ctx, c)
+	}
+	if (c.Task || c.Defer) && !g.opts.Key.Valid() {
+		return refuse("denied: this gateway has no key to keep the call as a task or a multi round-trip request")
 	}
 	dec, err := g.policy.Evaluate(g.policyCall(c, c.Arguments))
 	if err != nil {
@@ -417,6 +445,12 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 	if c.Kind != approval.KindToolCall {
 		r.Kind = c.Kind // tool calls keep the empty kind, as before issue 10
 	}
+	switch {
+	case c.Task:
+		r.Mode = policy.ModeHold // the task's runner holds it
+	case c.Defer:
+		r.Mode = policy.ModeRetry // the caller comes back (Resume)
+	}
 	if r.Mode != policy.ModeRetry {
 		r.Renew(g.instance, now.Add(g.opts.Lease))
 		g.leases.add(id, leaseHold) // before the row exists, so no identical call can think it abandoned
@@ -428,8 +462,20 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 	g.metrics.ApprovalRequested()
 	g.log.InfoContext(ctx, "approval requested", "approval", id, "server", c.Server, "tool", c.Tool,
 		"principal", c.Principal.ID, "rule", dec.Rule, "mode", r.Mode, "expires_at", r.ExpiresAt, "arguments_hash", hash)
-	if r.Mode == policy.ModeRetry {
+	if c.Task {
+		if err := g.recordTask(ctx, c, r); err != nil {
+			g.withdrawUnrecorded(ctx, r.ID)
+			return g.storeRefusal(ctx, msgStoreUnavailable, "cannot record the task of an approval request; denying", err, "approval", id)
+		}
+	}
+	switch {
+	case c.Defer:
+		return g.pendingAnswer(r)
+	case r.Mode == policy.ModeRetry:
 		return g.approvalRequired(r, "approval required")
+	}
+	if c.OnHold != nil {
+		c.OnHold(r)
 	}
 	return g.holdOn(ctx, c, r)
 }
@@ -656,7 +702,13 @@ func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
 	}
 	g.leases.add(id, leaseDispatch)
 	g.log.InfoContext(ctx, "approval consumed; dispatching", "approval", id, "server", c.Server, "tool", c.Tool)
-	return Admission{Allowed: true, ApprovalID: id, Arguments: out, finish: func(ctx context.Context, o approval.Outcome) {
+	if c.Task {
+		g.dropTaskArguments(ctx, id)
+	}
+	return Admission{Allowed: true, ApprovalID: id, Arguments: out, Held: r, finish: func(ctx context.Context, o approval.Outcome, d Recorded) {
+		// The result first: a process that dies between the two leaves a
+		// result to report rather than an unknown outcome.
+		g.recordResult(ctx, id, d)
 		g.recordOutcome(ctx, id, o)
 	}}
 }

@@ -8,6 +8,7 @@ import (
 
 	"toolgate/internal/approval"
 	"toolgate/internal/policy"
+	"toolgate/internal/store"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -49,7 +50,13 @@ func (g *Gate) attach(ctx context.Context, c Call, open []approval.Request) (adm
 				return Admission{ApprovalID: r.ID, Meta: g.approvalMeta(r),
 					Message: fmt.Sprintf("denied by %s: %s; nothing was run", r.DecidedBy, orNone(r.Reason))}, true
 			}
-		case r.Mode == policy.ModeRetry:
+		case c.Defer && r.State == approval.StatePending:
+			// A multi round-trip caller does not hold: it may wait on a
+			// request nobody holds, never on one a live call holds.
+			if !g.leases.has(r.ID, leaseHold) && r.LeaseLapsed(g.now()) {
+				return g.pendingAnswer(r), true
+			}
+		case r.Mode == policy.ModeRetry && !c.Task:
 			return g.resend(ctx, c, r), true
 		case g.leases.has(r.ID, leaseHold):
 			// A live call in this process holds it: two live identical calls
@@ -57,9 +64,7 @@ func (g *Gate) attach(ctx context.Context, c Call, open []approval.Request) (adm
 		default:
 			if taken, ok := g.takeOver(ctx, r); ok {
 				g.log.InfoContext(ctx, "identical call took over an abandoned request", "approval", r.ID, "state", taken.State)
-				g.leases.add(taken.ID, leaseHold)
-				defer g.leases.drop(taken.ID, leaseHold, false)
-				return g.holdOn(ctx, c, taken), true
+				return g.holdTaken(ctx, c, taken), true
 			}
 		}
 	}
@@ -103,14 +108,47 @@ func (g *Gate) takeOver(ctx context.Context, r approval.Request) (approval.Reque
 	return approval.Request{}, false
 }
 
+// holdTaken holds c on r, which this process just took over: a task
+// records its task first (an identical call may have made r) and is told
+// it is held.
+func (g *Gate) holdTaken(ctx context.Context, c Call, r approval.Request) Admission {
+	g.leases.add(r.ID, leaseHold)
+	defer g.leases.drop(r.ID, leaseHold, false)
+	if c.Task {
+		if err := g.recordTask(ctx, c, r); err != nil && !errors.Is(err, store.ErrAlreadyExists) {
+			g.releaseHold(ctx, r.ID)
+			return g.storeRefusal(ctx, msgStoreUnavailable, "cannot record the task of an approval request; denying", err, "approval", r.ID)
+		}
+	}
+	if c.OnHold != nil && r.State == approval.StatePending {
+		c.OnHold(r)
+	}
+	return g.holdOn(ctx, c, r)
+}
+
 // holdOn holds c on r, which this process holds the lease of, until it is
-// decided, expires, or the caller goes away.
+// decided, expires, the caller goes away, or c.MaxHold passes (then the
+// request stays pending, its lease released, and the answer is Pending).
 func (g *Gate) holdOn(ctx context.Context, c Call, r approval.Request) Admission {
 	start := g.now()
+	deadline := r.ExpiresAt
+	if c.MaxHold > 0 && start.Add(c.MaxHold).Before(deadline) {
+		deadline = start.Add(c.MaxHold)
+	}
 	wctx, span := g.opts.Tracer.Start(ctx, "approval wait", trace.WithAttributes(attribute.String("approval.id", string(r.ID))))
-	got, err := g.wait(wctx, r.ID, r.ExpiresAt, g.keepAlive(c, r), true)
+	got, err := g.wait(wctx, r.ID, deadline, g.keepAlive(c, r), true)
 	g.metrics.ApprovalWaited(g.now().Sub(start).Seconds())
 	endWait(span, got, err)
+	if got.ID == "" {
+		got = r // the store could not be read at all meanwhile: what was known
+	}
+	if errors.Is(err, errDeadline) && deadline.Before(r.ExpiresAt) && got.State == approval.StatePending {
+		// MaxHold passed first: the caller cannot wait longer. The request
+		// stays open for the identical re-send (or the next round).
+		g.releaseHold(ctx, r.ID)
+		g.log.InfoContext(ctx, "call answered before its approval was decided (max hold); the approval stays pending", "approval", r.ID)
+		return g.pendingAnswer(got)
+	}
 	if err != nil {
 		return g.abandon(ctx, c, r.ID, err)
 	}

@@ -629,3 +629,47 @@ func TestIdleHeldCallsCostNoReads(t *testing.T) {
 		t.Errorf("pending request lease: %+v, %v; want renewed past its first lease", rs, err)
 	}
 }
+
+// readsFailAfterCreate is a store whose reads of requests fail from the
+// moment a request was created until heal is called.
+type readsFailAfterCreate struct {
+	store.Store
+	failing atomic.Bool
+}
+
+func (s *readsFailAfterCreate) CreateRequest(ctx context.Context, r approval.Request, caps ...store.Cap) error {
+	err := s.Store.CreateRequest(ctx, r, caps...)
+	if err == nil {
+		s.failing.Store(true)
+	}
+	return err
+}
+
+func (s *readsFailAfterCreate) GetRequest(ctx context.Context, id approval.ID) (approval.Request, error) {
+	if s.failing.Load() {
+		return approval.Request{}, errOutage
+	}
+	return s.Store.GetRequest(ctx, id)
+}
+
+// TestMaxHoldThroughOutageStaysPending: the store cannot be read at all
+// while a call waits out approvals.max_hold; the caller still gets the
+// pending answer naming its approval, and the request stays pending for
+// the re-send (it was neither expired nor taken for decided).
+func TestMaxHoldThroughOutageStaysPending(t *testing.T) {
+	db := sqlitetest.Open(t)
+	pol := &swappable{}
+	pol.p.Store(testPolicy(time.Minute))
+	s := &readsFailAfterCreate{Store: db}
+	g := New(s, pol, &Options{})
+	c := writeCall("/outage")
+	c.MaxHold = 300 * time.Millisecond
+	a := g.Admit(t.Context(), c)
+	if a.Allowed || !a.Pending || a.ApprovalID == "" {
+		t.Fatalf("admission %+v, want the pending answer", a)
+	}
+	s.failing.Store(false)
+	if r := mustStored(t, db, a.ApprovalID); r.State != approval.StatePending {
+		t.Fatalf("request is %s after the max hold, want pending", r.State)
+	}
+}

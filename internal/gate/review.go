@@ -130,10 +130,21 @@ func (g *Gate) pruneEvery(ctx context.Context, r store.Retention) {
 	}
 }
 
+// ledgerPruneEvery is how often the sweeper deletes expired ledger rows.
+const ledgerPruneEvery = time.Minute
+
 func (g *Gate) sweep(ctx context.Context) {
 	now := g.now()
 	if n, err := g.store.CountPending(ctx, ""); err == nil {
 		g.metrics.PendingApprovals(n)
+	}
+	if now.Sub(g.lastPrune) >= ledgerPruneEvery {
+		g.lastPrune = now
+		if n, err := g.store.PruneLedger(ctx, now); err != nil && ctx.Err() == nil {
+			g.log.WarnContext(ctx, "sweep: cannot prune the result ledger", "err", err)
+		} else if n > 0 {
+			g.log.DebugContext(ctx, "sweep: pruned expired results, tasks and request states", "rows", n)
+		}
 	}
 	ids, err := g.store.Due(ctx, now, 100)
 	g.health.report(err, g.now())
@@ -153,6 +164,7 @@ func (g *Gate) sweep(ctx context.Context) {
 		switch {
 		case err == nil && r.State == approval.StateConsumed:
 			g.log.WarnContext(ctx, "dispatch outcome unknown: the dispatching process stopped before the upstream answered", "approval", id)
+			g.hub.wake(string(id))
 		case err == nil:
 			g.metrics.ApprovalDecided(string(approval.StateExpired))
 			g.log.InfoContext(ctx, "approval expired", "approval", id)

@@ -61,7 +61,9 @@ type agentConn struct {
 // agentConn returns the per-agent session holder of o's agent session on
 // u, creating it; nil when u is shared or o has no agent session.
 func (u *upstream) agentConnFor(o *origin) (*agentConn, error) {
-	if !u.cfg.perAgent() || o == nil {
+	if !u.cfg.perAgent() || o == nil || o.modern {
+		// A 2026-07-28 request's MCP session lasts one request: it uses the
+		// shared upstream session (it cannot be asked anything back).
 		return nil, nil
 	}
 	if o.ss == nil {

@@ -41,7 +41,7 @@ func benchConnect(b *testing.B, endpoint, token string) *mcp.ClientSession {
 		rt = bearer{token: token, next: rt}
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
-	cs, err := c.Connect(b.Context(), &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: rt}}, nil)
+	cs, err := c.Connect(b.Context(), &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: rt}}, era2025)
 	if err != nil {
 		b.Fatal(err)
 	}

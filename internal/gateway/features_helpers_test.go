@@ -228,7 +228,7 @@ func connectAgent(t *testing.T, base, token string, opts *mcp.ClientOptions, set
 	if setup != nil {
 		setup(c)
 	}
-	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: httpClientWithToken(token)}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: httpClientWithToken(token)}, era2025)
 	if err != nil {
 		t.Fatalf("connect agent: %v", err)
 	}

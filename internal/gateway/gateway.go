@@ -18,6 +18,7 @@ import (
 
 	"toolgate/internal/approval"
 	"toolgate/internal/gate"
+	"toolgate/internal/mcpwire"
 )
 
 // A Gatekeeper decides whether a tools/call may be dispatched. Admit may
@@ -178,6 +179,23 @@ type Options struct {
 	// ListPageSize is the page size of prompts/list, resources/list and
 	// resources/templates/list. Default DefaultListPageSize.
 	ListPageSize int
+	// MaxHold bounds how long a call (tools/call, prompts/get,
+	// resources/read) whose caller sent no progress token is held for an
+	// approval: then it is answered with the gate's pending answer (an
+	// isError result, or CodeRefused, naming the approval, its link and
+	// "re-send the identical call to continue"). Callers with a progress
+	// token are held with keep-alives until the decision. 0: no bound
+	// (approvals.max_hold).
+	MaxHold time.Duration
+	// Tasks, when set, serves the Tasks extension to 2026-07-28 clients
+	// that declare it (tasks.go): held calls become tasks, and tasks/get,
+	// tasks/cancel and tasks/update are answered. nil: no Tasks.
+	Tasks TaskKeeper
+	// MRTR, when set, answers held calls of 2026-07-28 clients that
+	// declare URL-mode elicitation (and not Tasks) with multi round-trip
+	// rounds pointing at the approval's inbox page (modern.go). nil, or no
+	// public URL: such calls are held as usual (approvals.max_hold).
+	MRTR RequestStater
 }
 
 func (o *Options) withDefaults() Options {
@@ -263,11 +281,14 @@ type Gateway struct {
 
 	// root is the lifecycle context of the background goroutines: it is a
 	// documented lifecycle root, cancelled by Close.
-	root     context.Context
-	stop     context.CancelFunc
-	wg       sync.WaitGroup
-	closeMux sync.Mutex
-	closed   bool
+	root context.Context
+	// taskRunners holds the approval ids of the tasks this gateway resumed
+	// for an instance that is gone (approval.ID → true), so each runs once.
+	taskRunners sync.Map
+	stop        context.CancelFunc
+	wg          sync.WaitGroup
+	closeMux    sync.Mutex
+	closed      bool
 }
 
 // New connects to every upstream in servers, lists their tools and builds the
@@ -317,17 +338,22 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 		stop:     stop,
 	}
 	g.exposed.Store(buildExposure(nil, o.Logger))
+	// Everything MCP 2025-11-25 offers passes through (issue 10): the
+	// lists answer from the upstreams, whatever each offers.
+	caps := &mcp.ServerCapabilities{
+		Tools:       &mcp.ToolCapabilities{ListChanged: true},
+		Prompts:     &mcp.PromptCapabilities{ListChanged: true},
+		Resources:   &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
+		Completions: &mcp.CompletionCapabilities{},
+		Logging:     &mcp.LoggingCapabilities{},
+	}
+	if o.Tasks != nil {
+		// Held calls of 2026-07-28 clients that declare it become tasks.
+		caps.Extensions = map[string]any{mcpwire.TasksExtension: map[string]any{}}
+	}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "toolgate", Version: o.Version}, &mcp.ServerOptions{
-		Logger: o.Logger,
-		// Everything MCP 2025-11-25 offers passes through (issue 10): the
-		// lists answer from the upstreams, whatever each offers.
-		Capabilities: &mcp.ServerCapabilities{
-			Tools:       &mcp.ToolCapabilities{ListChanged: true},
-			Prompts:     &mcp.PromptCapabilities{ListChanged: true},
-			Resources:   &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
-			Completions: &mcp.CompletionCapabilities{},
-			Logging:     &mcp.LoggingCapabilities{},
-		},
+		Logger:       o.Logger,
+		Capabilities: caps,
 		// Lists differ per principal (policy, agent sessions).
 		SetCacheable:       func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = "private" },
 		SubscribeHandler:   g.subscribe,

@@ -421,7 +421,7 @@ func connectHTTP(t *testing.T, base, token string, events *clientEvents, wrap fu
 		opts = events.options()
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, opts)
-	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: rt}}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: rt}}, era2025)
 	if err != nil {
 		t.Fatalf("connect agent: %v", err)
 	}
@@ -469,6 +469,11 @@ type counter struct{ n atomic.Int64 }
 
 func (c *counter) inc()       { c.n.Add(1) }
 func (c *counter) get() int64 { return c.n.Load() }
+
+// era2025 pins a go-sdk client to MCP 2025-11-25 (initialize and a protocol
+// session); the go-sdk client tries 2026-07-28 first, which the gateway
+// serves statelessly. Tests of 2025-era behaviour pin it.
+var era2025 = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
 
 // waitState waits until upstream name is in state and returns its health.
 func waitState(t *testing.T, g *Gateway, name, state string) UpstreamHealth {

@@ -129,19 +129,31 @@ func (g *Gateway) Handler(authn Authenticator, opts *HTTPOptions) (http.Handler,
 		SessionTimeout:      o.SessionTimeout,
 		MaxRequestBodyBytes: o.MaxBody,
 	})
-	var next http.Handler = sdk
+	// 2026-07-28 requests (no protocol session) are served by the SDK's
+	// stateless handler over the same server, middleware and gate; the
+	// front picks the handler per request (docs/protocol.md). The SDK
+	// checks the SEP-2243 headers against the body there (-32020) before
+	// any handler runs.
+	modern := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &mcp.StreamableHTTPOptions{
+		Logger:                       g.log,
+		Stateless:                    true,
+		MaxRequestBodyBytes:          o.MaxBody,
+		PropagateRequestCancellation: true,
+	})
+	var next, nextModern http.Handler = sdk, modern
 	if !o.InsecureNoAuth {
 		// The SDK binds each session to TokenInfo.UserID and refuses another
 		// principal's requests on it (403).
-		next = auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
+		requireToken := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
 			p, ok := ctx.Value(httpPrincipalKey{}).(approval.Principal)
 			if !ok {
 				return nil, auth.ErrInvalidToken
 			}
 			return &auth.TokenInfo{UserID: p.ID}, nil
-		}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(next)
+		}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
+		next, nextModern = requireToken(next), requireToken(nextModern)
 	}
-	front := &httpFront{g: g, authn: authn, opts: o, next: next,
+	front := &httpFront{g: g, authn: authn, opts: o, next: next, modern: nextModern,
 		limits: newSessionLimiter(o.MaxSessions, o.MaxSessionsPerPrincipal, o.SessionTimeout, g.liveSessionSet)}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", front)
@@ -163,10 +175,16 @@ func isLoopbackAddr(addr string) bool {
 // httpFront authenticates, registers each POST as a carrier, cancels a
 // session's calls on DELETE, and hands over to the SDK.
 type httpFront struct {
-	g      *Gateway
-	authn  Authenticator
-	opts   HTTPOptions
-	next   http.Handler
+	g     *Gateway
+	authn Authenticator
+	opts  HTTPOptions
+	next  http.Handler // the stateful SDK handler: 2025-era sessions
+	// modern is the stateless SDK handler: 2026-07-28 requests, which
+	// carry no Mcp-Session-Id (each request stands alone; any instance
+	// serves it).
+	modern http.Handler
+	// limits bounds the 2025-era sessions (an initialize reserves a slot;
+	// 2026-07-28 requests open no session and take none).
 	limits *sessionLimiter
 }
 
@@ -199,39 +217,83 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer hb.stop()
 		w = hb
 	case http.MethodPost:
+		next := f.next
+		modern := false
+		var body []byte
 		var slot *sessionSlot
 		if r.Header.Get("Mcp-Session-Id") == "" {
-			// Only initialize may open a session. The SDK would open (and at
-			// once drop) a session for any POST and answer 200 with an error;
-			// MCP says 400 (case C04).
-			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, f.opts.MaxBody))
+			// Only initialize may open a session; a 2026-07-28 request needs
+			// none. The SDK would open (and at once drop) a session for any
+			// other POST and answer 200 with an error; MCP says 400 (case C04).
+			var err error
+			body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, f.opts.MaxBody))
 			if err != nil {
 				http.Error(w, "cannot read the request body: "+err.Error(), http.StatusBadRequest)
 				return
 			}
-			if !isInitialize(body) {
-				http.Error(w, "Bad Request: missing Mcp-Session-Id header (only initialize may be sent without one)", http.StatusBadRequest)
+			switch {
+			case isModern(r.Header, body):
+				// Before initialize: a 2026-07-28 initialize is a removed
+				// method, which the stateless handler answers (-32601).
+				next, modern = f.modern, true
+			case isInitialize(body):
+				var status int
+				var msg string
+				if slot, status, msg = f.limits.reserve(p.ID); slot == nil {
+					refuseInitialize(w, body, status, msg)
+					return
+				}
+				// Bound to the new session by the middleware; freed otherwise.
+				defer slot.release()
+			default:
+				http.Error(w, "Bad Request: missing Mcp-Session-Id header (only initialize, or a 2026-07-28 request, may be sent without one)", http.StatusBadRequest)
 				return
 			}
-			var status int
-			var msg string
-			if slot, status, msg = f.limits.reserve(p.ID); slot == nil {
-				refuseInitialize(w, body, status, msg)
-				return
-			}
-			// Bound to the new session by the middleware; freed otherwise.
-			defer slot.release()
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		id := rand.Text()
 		r.Header.Set(carrierHeader, id)
-		hb := newHeartbeatWriter(w, f.opts.HeartbeatFirst, f.opts.Heartbeat)
-		defer hb.stop()
-		f.g.carriers.put(id, &carrier{ctx: r.Context(), principal: p, grace: f.opts.DropGrace, hb: hb, slot: slot})
+		var hb *heartbeatWriter
+		if !modern {
+			// 2026-07-28 POSTs are answered as a whole; SSE comments would
+			// make every answer a stream.
+			hb = newHeartbeatWriter(w, f.opts.HeartbeatFirst, f.opts.Heartbeat)
+			defer hb.stop()
+			w = hb
+		}
+		if modern && f.g.taskRequest(w, r, body, p) {
+			return
+		}
+		f.g.carriers.put(id, &carrier{ctx: r.Context(), principal: p, grace: f.opts.DropGrace, hb: hb, modern: modern, slot: slot})
 		defer f.g.carriers.delete(id)
-		w = hb
+		next.ServeHTTP(w, r)
+		return
 	}
 	f.next.ServeHTTP(w, r)
+}
+
+// modernVersion is the first MCP revision without protocol sessions.
+const modernVersion = "2026-07-28"
+
+// isModern reports whether a POST without a session is a 2026-07-28-era
+// request: its MCP-Protocol-Version header names that era, its body's
+// _meta carries io.modelcontextprotocol/protocolVersion, or it is
+// server/discover (SEP-2575). Such requests are served statelessly.
+func isModern(h http.Header, body []byte) bool {
+	if v := h.Get("Mcp-Protocol-Version"); v >= modernVersion {
+		return true
+	}
+	var one struct {
+		Method string `json:"method"`
+		Params struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &one) != nil {
+		return false
+	}
+	_, ok := one.Params.Meta["io.modelcontextprotocol/protocolVersion"]
+	return ok || one.Method == "server/discover"
 }
 
 func (f *httpFront) authenticate(w http.ResponseWriter, r *http.Request) (approval.Principal, bool) {
@@ -263,8 +325,9 @@ type carrier struct {
 	ctx       context.Context // the POST's request context; ends when the POST does
 	principal approval.Principal
 	grace     time.Duration
-	hb        *heartbeatWriter
-	slot      *sessionSlot // an initialize's place among the session limits; else nil
+	hb        *heartbeatWriter // nil for 2026-07-28 requests
+	modern    bool             // a 2026-07-28 request: no session, served statelessly
+	slot      *sessionSlot     // an initialize's place among the session limits; else nil
 }
 
 // carriers is the registry of POSTs in flight, keyed by carrierHeader.

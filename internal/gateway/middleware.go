@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -29,6 +30,10 @@ type dispatch struct {
 	// from the result.
 	outcome approval.Outcome
 	origin  *origin
+	// preset, when set, is the result to answer instead of dispatching (a
+	// multi round-trip round of a call waiting for its approval): it goes
+	// through the SDK's tool-call path so that it gets its resultType.
+	preset *mcp.CallToolResult
 }
 
 type dispatchKey struct{}
@@ -114,8 +119,33 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		if prog != nil {
 			call.KeepAlive = prog.keepAlive
+		} else {
+			call.MaxHold = g.opts.MaxHold
+		}
+		call.Resume = namedApproval(creq.Params.Meta)
+		mrtr := g.mrtrFor(ctx, creq)
+		if mrtr {
+			if st := creq.Params.RequestState; st != "" {
+				id, err := g.opts.MRTR.OpenRequestState(ctx, st, call)
+				if err != nil {
+					return nil, errInvalidParams("requestState refused: " + err.Error() + "; nothing was run. Send the call again without it to start over")
+				}
+				call.Resume = id
+			} else if call.Resume == "" {
+				call.Defer = true
+			}
 		}
 		adm := g.gk.Admit(ctx, call)
+		if adm.Replay != nil {
+			return replayResult(adm)
+		}
+		if adm.Pending && mrtr {
+			res, err := g.inputRequired(adm)
+			if err == nil {
+				return next(context.WithValue(ctx, dispatchKey{}, &dispatch{tool: t, preset: res}), method, req)
+			}
+			g.log.WarnContext(ctx, "cannot make a multi round-trip round for a pending approval; answering it as pending", "approval", adm.ApprovalID, "err", err)
+		}
 		if !adm.Allowed {
 			return refusalResult(adm), nil
 		}
@@ -130,9 +160,71 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if o == approval.OutcomeNone {
 			o = outcome(res, err)
 		}
-		adm.Finish(fctx, o)
+		adm.FinishWith(fctx, o, recorded(adm, res, err))
 		return res, err
 	}
+}
+
+// namedApproval is the approval a re-send names in
+// _meta["toolgate/approval"]: the id itself, or the object toolgate put
+// in a pending answer's _meta (its "id"). "" when none is named. Only an
+// explicit name resumes an approval; equal arguments alone never do.
+func namedApproval(meta mcp.Meta) approval.ID {
+	switch v := meta[approvalMetaKey].(type) {
+	case string:
+		return approval.ID(v)
+	case map[string]any:
+		if id, ok := v["id"].(string); ok {
+			return approval.ID(id)
+		}
+	}
+	return ""
+}
+
+// approvalMetaKey is the _meta key naming a call's approval, in toolgate's
+// answers and in a re-send that continues it.
+const approvalMetaKey = "toolgate/approval"
+
+// recorded is what the result ledger keeps of a dispatch admitted through
+// an approval (nothing for calls allowed outright: they are not replayed,
+// and marshalling their result would cost every allowed call).
+func recorded(adm gate.Admission, res mcp.Result, err error) gate.Recorded {
+	if adm.ApprovalID == "" {
+		return gate.Recorded{}
+	}
+	if err != nil {
+		var je *jsonrpc.Error
+		if !errors.As(err, &je) {
+			je = &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: err.Error()}
+		}
+		b, merr := json.Marshal(je)
+		if merr != nil {
+			return gate.Recorded{}
+		}
+		return gate.Recorded{Error: b}
+	}
+	b, merr := json.Marshal(res)
+	if merr != nil {
+		return gate.Recorded{}
+	}
+	return gate.Recorded{Result: b}
+}
+
+// replayResult answers a re-send of a consumed approval with the result
+// the ledger kept (or the JSON-RPC error the run failed with); nothing runs.
+func replayResult(adm gate.Admission) (mcp.Result, error) {
+	if rp := adm.Replay; rp.Error != nil {
+		var je jsonrpc.Error
+		if err := json.Unmarshal(rp.Error, &je); err != nil {
+			return errorResult(fmt.Sprintf("approval %s was used already; its recorded error cannot be read; it is not run again", adm.ApprovalID)), nil
+		}
+		return nil, &je
+	}
+	res, err := decodeResult(adm.Replay.Result)
+	if err != nil {
+		return errorResult(fmt.Sprintf("approval %s was used already; its recorded result cannot be read; it is not run again", adm.ApprovalID)), nil
+	}
+	return res, nil
 }
 
 // handle is the tool handler of every exposed tool. It only dispatches calls
@@ -141,6 +233,9 @@ func (g *Gateway) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	d, _ := ctx.Value(dispatchKey{}).(*dispatch)
 	if d == nil || d.tool.Name != req.Params.Name {
 		return errorResult("call not admitted by the gate"), nil
+	}
+	if d.preset != nil {
+		return d.preset, nil
 	}
 	u := g.ups[d.tool.Server]
 	if u == nil {
@@ -221,6 +316,9 @@ func (g *Gateway) bindRequest(ctx context.Context, req mcp.Request) (_ context.C
 		}
 		sid, _ = ctx.Value(stdioSessionKey{}).(string)
 	}
+	if post != nil && post.modern {
+		ctx = context.WithValue(ctx, modernKey{}, true)
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	untrack := g.calls.add(sid, p.ID, cancel)
 	if g.root.Err() != nil { // Close ran between the check above and add
@@ -252,6 +350,16 @@ func sessionID(req mcp.Request) string {
 		return ""
 	}
 	return ss.ID()
+}
+
+// modernKey marks the context of a 2026-07-28 request (served statelessly:
+// its MCP session lasts one request).
+type modernKey struct{}
+
+// isModernRequest reports whether ctx is a 2026-07-28 request's.
+func isModernRequest(ctx context.Context) bool {
+	v, _ := ctx.Value(modernKey{}).(bool)
+	return v
 }
 
 // checkArguments refuses tools/call arguments that are present but not a

@@ -35,8 +35,11 @@ type origin struct {
 	// than for one of its requests (agentConn.route): ctx only picks the
 	// stream, and its end does not withdraw a question put through it.
 	borrowed bool
-	reg      *origins
-	log      *slog.Logger
+	// modern marks a 2026-07-28 request's origin: its agent session lasts
+	// the request, so it is served by the shared upstream session.
+	modern bool
+	reg    *origins
+	log    *slog.Logger
 
 	tokenOnce sync.Once
 	token     string // set by tokenOnce
@@ -61,7 +64,7 @@ func originFrom(ctx context.Context) *origin {
 // session ss to upstream server, handled with ctx. Call finish when the
 // upstream answered.
 func (g *Gateway) newOrigin(ctx context.Context, ss *mcp.ServerSession, p approval.Principal, server string) *origin {
-	return &origin{ss: ss, principal: p, server: server, ctx: ctx, reg: g.origins, log: g.log}
+	return &origin{ss: ss, principal: p, server: server, ctx: ctx, reg: g.origins, log: g.log, modern: isModernRequest(ctx)}
 }
 
 // routeToken returns the token under which o can be found again from a

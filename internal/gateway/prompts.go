@@ -31,7 +31,7 @@ func (g *Gateway) listPrompts(ctx context.Context, req mcp.Request) (mcp.Result,
 	if err != nil {
 		return nil, err
 	}
-	out := &mcp.ListPromptsResult{Prompts: make([]*mcp.Prompt, 0, len(items)), NextCursor: next}
+	out := &mcp.ListPromptsResult{Prompts: make([]*mcp.Prompt, 0, len(items)), NextCursor: next, Cacheable: privateCache}
 	for _, pr := range items {
 		def := *pr.Definition
 		def.Name = pr.Name
@@ -76,6 +76,8 @@ func (g *Gateway) getPrompt(ctx context.Context, req mcp.Request) (mcp.Result, e
 	call := gate.Call{Principal: p, Kind: approval.KindPromptGet, Server: pr.Server, Tool: pr.Prompt, Arguments: args, ToolDigest: pr.Digest}
 	if prog := newRequestProgress(ctx, req, g.log); prog != nil {
 		call.KeepAlive = prog.keepAlive
+	} else {
+		call.MaxHold = g.opts.MaxHold
 	}
 	adm := g.gk.Admit(ctx, call)
 	if !adm.Allowed {
@@ -94,6 +96,9 @@ func (g *Gateway) getPrompt(ctx context.Context, req mcp.Request) (mcp.Result, e
 		return nil, err
 	}
 	delete(res.Meta, mcp.MetaKeyServerInfo)
+	if isModernRequest(ctx) {
+		return markComplete(res), nil
+	}
 	return res, nil
 }
 

@@ -35,7 +35,7 @@ func (g *Gateway) listResources(ctx context.Context, req mcp.Request) (mcp.Resul
 	if err != nil {
 		return nil, err
 	}
-	out := &mcp.ListResourcesResult{Resources: make([]*mcp.Resource, 0, len(items)), NextCursor: next}
+	out := &mcp.ListResourcesResult{Resources: make([]*mcp.Resource, 0, len(items)), NextCursor: next, Cacheable: privateCache}
 	for _, r := range items {
 		def := *r.Definition
 		def.URI = r.URI
@@ -71,7 +71,7 @@ func (g *Gateway) listTemplates(ctx context.Context, req mcp.Request) (mcp.Resul
 	if err != nil {
 		return nil, err
 	}
-	out := &mcp.ListResourceTemplatesResult{ResourceTemplates: make([]*mcp.ResourceTemplate, 0, len(items)), NextCursor: next}
+	out := &mcp.ListResourceTemplatesResult{ResourceTemplates: make([]*mcp.ResourceTemplate, 0, len(items)), NextCursor: next, Cacheable: privateCache}
 	for _, t := range items {
 		def := *t.Definition
 		def.URITemplate = t.URITemplate
@@ -131,6 +131,8 @@ func (g *Gateway) readResource(ctx context.Context, req mcp.Request) (mcp.Result
 	call := gate.Call{Principal: p, Kind: approval.KindResourceRead, Server: u.name, Tool: real, Arguments: args}
 	if prog := newRequestProgress(ctx, req, g.log); prog != nil {
 		call.KeepAlive = prog.keepAlive
+	} else {
+		call.MaxHold = g.opts.MaxHold
 	}
 	adm := g.gk.Admit(ctx, call)
 	if !adm.Allowed {
@@ -155,6 +157,9 @@ func (g *Gateway) readResource(ctx context.Context, req mcp.Request) (mcp.Result
 		}
 	}
 	delete(res.Meta, mcp.MetaKeyServerInfo)
+	if isModernRequest(ctx) {
+		return markComplete(res), nil
+	}
 	return res, nil
 }
 

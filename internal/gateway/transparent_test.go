@@ -552,7 +552,7 @@ func TestUnboundRequestOutlivesTheCallItArrivedDuring(t *testing.T) {
 			return next(ctx, method, req)
 		}
 	})
-	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: serveHTTP(t, g, nil) + "/mcp", HTTPClient: httpClientWithToken(aliceToken)}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: serveHTTP(t, g, nil) + "/mcp", HTTPClient: httpClientWithToken(aliceToken)}, era2025)
 	if err != nil {
 		t.Fatal(err)
 	}

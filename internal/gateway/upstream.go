@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -85,6 +87,9 @@ type upstream struct {
 	// notify delivers resources/updated notifications to agents without
 	// blocking the upstream's notification handler.
 	notify orderedSender
+
+	// The session of 2026-07-28 agents' tool calls (modernconn.go).
+	modern modernConn
 
 	// The shared session and its health.
 	mu          sync.Mutex
@@ -175,13 +180,19 @@ func (u *upstream) connectTimeout() time.Duration {
 	return u.g.opts.ConnectTimeout
 }
 
-// newClient returns an MCP client for sessions with u's server: the
-// shared session's (owner nil) or the per-agent sessions of owner.
+// newClient returns an MCP client for sessions with u's server that
+// declare the client capabilities of u's configuration: the shared
+// session's (owner nil) or the per-agent sessions of owner.
 func (u *upstream) newClient(owner *agentConn) *mcp.Client {
+	return u.newClientWith(clientCapabilities(u.cfg), owner)
+}
+
+// newClientWith is newClient for sessions that declare caps.
+func (u *upstream) newClientWith(caps *mcp.ClientCapabilities, owner *agentConn) *mcp.Client {
 	g := u.g
 	c := mcp.NewClient(&mcp.Implementation{Name: "toolgate", Version: g.opts.Version}, &mcp.ClientOptions{
 		Logger:       g.log,
-		Capabilities: clientCapabilities(u.cfg),
+		Capabilities: caps,
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			u.requestRefresh()
 		},
@@ -226,10 +237,16 @@ func (u *upstream) connect(ctx context.Context) (*upConn, error) {
 // connectWith starts a session with client: the shared one (owner nil) or
 // the per-agent session of owner.
 func (u *upstream) connectWith(ctx context.Context, client *mcp.Client, owner *agentConn) (*upConn, error) {
+	return u.connectSession(ctx, client, owner, owner == nil)
+}
+
+// connectSession is connectWith; shared says whether the session's traffic
+// tells the shared session's health (health.go): only the shared one's does.
+func (u *upstream) connectSession(ctx context.Context, client *mcp.Client, owner *agentConn, shared bool) (*upConn, error) {
 	opts := &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion}
 	if u.cfg.URL != "" {
 		hc := u.http
-		if owner != nil {
+		if owner != nil || !shared {
 			rt := *u.http.Transport.(*captureRoundTripper)
 			rt.owner = owner
 			rt.onRead = nil // only the shared session's traffic tells its health
@@ -237,6 +254,18 @@ func (u *upstream) connectWith(ctx context.Context, client *mcp.Client, owner *a
 		}
 		t := &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc, MaxEventSize: u.g.opts.MaxResultBytes + sdkLimitSlack}
 		cs, err := client.Connect(ctx, t, opts)
+		if err != nil && ctx.Err() == nil && !transportFailure(err) {
+			// A server that answered but speaks only 2026-07-28 (stateless,
+			// no initialize): connect in that era, through server/discover.
+			cs2, err2 := client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: modernVersion})
+			if err2 == nil && cs2.InitializeResult() != nil && cs2.InitializeResult().ProtocolVersion >= modernVersion {
+				u.log.InfoContext(ctx, "upstream speaks only MCP 2026-07-28; connected in that era", "url", u.cfg.URL)
+				return &upConn{cs: cs2}, nil
+			}
+			if err2 == nil {
+				_ = cs2.Close()
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("connect %s: %w", u.cfg.URL, err)
 		}
@@ -247,7 +276,7 @@ func (u *upstream) connectWith(ctx context.Context, client *mcp.Client, owner *a
 		return nil, err
 	}
 	var stdout io.Reader = p.stdout
-	if owner == nil {
+	if shared {
 		stdout = activityReader{r: p.stdout, saw: u.sawTraffic}
 	}
 	out := newStdoutGuard(ctx, stdout, u.g.opts.MaxResultBytes, u.log)
@@ -272,6 +301,7 @@ func (u *upstream) run(ctx context.Context, first *upConn) {
 	wg.Go(func() { u.itemsLoop(ctx) })
 	defer u.notify.close()
 	defer u.closeAgents()
+	defer u.closeModern()
 	if u.stderr != nil {
 		wg.Go(func() { u.stderr.run(ctx) })
 	}
@@ -583,6 +613,9 @@ func (u *upstream) call(ctx context.Context, tool string, args json.RawMessage, 
 		}
 		return ac.call(ctx, tool, args, prog)
 	}
+	if o := originFrom(ctx); o != nil && o.modern {
+		return u.modernCall(ctx, tool, args, prog)
+	}
 	c, err := u.session()
 	if err != nil {
 		return nil, u.unavailable(ctx, tool, err.Error()+"; nothing was sent to it", approval.OutcomeTransportError, err)
@@ -687,4 +720,12 @@ func (u *upstream) callError(ctx, cctx context.Context, c *upConn, tool string, 
 	}
 	u.checkHealth()
 	return u.unavailable(ctx, tool, "the connection failed during the call; the call may have run", approval.OutcomeTransportError, err)
+}
+
+// transportFailure reports whether err says the server could not be
+// reached at all (nothing answered), as opposed to a server that answered
+// and refused.
+func transportFailure(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) || errors.Is(err, syscall.ECONNREFUSED)
 }

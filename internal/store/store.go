@@ -166,6 +166,7 @@ type Store interface {
 	SessionStore
 	PolicyStore
 	WebSessionStore
+	LedgerStore
 	GrantStore
 }
 

@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	tests = append(tests, sessionTests...)
 	tests = append(tests, policyTests...)
 	tests = append(tests, inboxTests...)
+	tests = append(tests, ledgerTests...)
 	tests = append(tests, pressureTests...)
 	tests = append(tests, grantTests...)
 	for _, tc := range tests {

@@ -1,0 +1,129 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/store"
+)
+
+// resume continues c on the approval it names (Call.Resume): a re-send
+// naming the approval, the next round of a multi round-trip request, or a
+// task run again by an instance whose predecessor died. The request must
+// be c's own call; it is never found by equal arguments alone.
+//
+//   - consumed: the ledger's result is returned (Admission.Replay) and the
+//     call does not run again; one still being dispatched elsewhere is
+//     waited for; an outcome that was lost is reported as unknown.
+//   - pending or approved: held like any call (taken over when nobody
+//     holds it; waited on, without a lease, while a live call holds it).
+//   - otherwise: its outcome (denied, timed out, cancelled, invalidated).
+func (g *Gate) resume(ctx context.Context, c Call) Admission {
+	id := c.Resume
+	hash, err := approval.Hash(c.Arguments)
+	if err != nil {
+		return refuse(fmt.Sprintf("invalid arguments: %v", err))
+	}
+	var deadline time.Time
+	if c.MaxHold > 0 {
+		deadline = g.now().Add(c.MaxHold)
+	}
+	for {
+		r, err := g.store.GetRequest(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return refuse(fmt.Sprintf("approval %s does not exist; nothing was run", id))
+		case err != nil:
+			g.log.ErrorContext(ctx, "cannot read a resumed approval; refusing", "approval", id, "err", err)
+			return refuse("refused: the approval store is unavailable; nothing was run")
+		case r.RequestedBy != c.Principal.ID || r.Server != c.Server || r.Tool != c.Tool || r.ArgumentsHash != hash || !c.sameKind(r.Kind):
+			return Admission{ApprovalID: id, Message: fmt.Sprintf("approval %s was made for a different call (another caller, tool or arguments); nothing was run", id)}
+		}
+		now := g.now()
+		switch r.State {
+		case approval.StateConsumed:
+			rec, err := g.store.GetResult(ctx, id)
+			if err == nil {
+				g.log.InfoContext(ctx, "re-send of a consumed approval answered from the result ledger", "approval", id)
+				return Admission{ApprovalID: id, Held: r, Meta: g.approvalMeta(r), Replay: &Recorded{Result: rec.Result, Error: rec.Error, Truncated: rec.Truncated}}
+			}
+			if !errors.Is(err, store.ErrNotFound) {
+				return refuse("refused: the approval store is unavailable; nothing was run")
+			}
+			if r.DispatchOutcome == approval.OutcomeNone && !r.LeaseLapsed(now) {
+				break // still being dispatched: wait for its result
+			}
+			return Admission{ApprovalID: id, Held: r, Meta: g.approvalMeta(r), Message: usedMessage(r)}
+		case approval.StatePending, approval.StateApproved:
+			if !g.leases.has(id, leaseHold) && r.LeaseLapsed(now) {
+				taken, ok := g.takeOver(ctx, r)
+				if ok {
+					return g.holdTaken(ctx, c, taken)
+				}
+				continue // someone else took it meanwhile: look again
+			}
+			// A live call holds it: wait for its decision without a lease.
+		default:
+			if c.Task {
+				g.dropTaskArguments(ctx, id)
+			}
+			return g.settle(ctx, Call{}, r)
+		}
+		if !deadline.IsZero() && !now.Before(deadline) {
+			return g.pendingAnswer(r)
+		}
+		until := r.ExpiresAt.Add(r.ValidFor)
+		if !deadline.IsZero() && deadline.Before(until) {
+			until = deadline
+		}
+		if lu := r.LeaseUntil.Add(10 * time.Millisecond); !r.LeaseUntil.IsZero() && lu.After(now) && lu.Before(until) {
+			until = lu // look again when the holder's lease would have lapsed
+		}
+		if err := g.waitChange(ctx, id, until, g.keepAlive(c, r)); err != nil {
+			return Admission{ApprovalID: id, Message: "the caller went away while waiting; nothing was run"}
+		}
+	}
+}
+
+// waitChange returns when request id may have changed (a wake-up: a local
+// change, or the store's watcher for another process or instance), at
+// until, or with ctx's cause when ctx ends. Its keep-alives come from the
+// gate's one beat, like a held call's.
+func (g *Gate) waitChange(ctx context.Context, id approval.ID, until time.Time, keepAlive func(context.Context)) error {
+	woke, unsub := g.hub.subscribe(string(id))
+	defer unsub()
+	timer := time.NewTimer(max(until.Sub(g.now()), 0))
+	defer timer.Stop()
+	var kaC <-chan struct{}
+	if keepAlive != nil {
+		kaC = g.beat.join()
+		defer g.beat.leave()
+	}
+	for {
+		select {
+		case <-woke:
+			return nil
+		case <-timer.C:
+			return nil
+		case <-kaC:
+			keepAlive(ctx)
+			kaC = g.beat.next()
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// usedMessage answers a re-send of a consumed approval whose result the
+// ledger does not have.
+func usedMessage(r approval.Request) string {
+	if r.DispatchOutcome == approval.OutcomeUnknown {
+		return fmt.Sprintf("approval %s was used, but the outcome of that run is unknown: the gateway instance running it stopped before it recorded a result. "+
+			"The call may or may not have had its effect; it is not run again. Check its effect, and make a new call if needed.", r.ID)
+	}
+	return fmt.Sprintf("approval %s was used already (outcome %s) and its result is no longer kept; it is not run again. Make a new call to run it again (it needs a new approval).",
+		r.ID, orNone(string(r.DispatchOutcome)))
+}

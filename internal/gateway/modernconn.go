@@ -1,0 +1,146 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/approval"
+)
+
+// The upstream session of 2026-07-28 agents' tool calls.
+//
+// A 2026-07-28 request declares its client capabilities itself
+// (_meta["io.modelcontextprotocol/clientCapabilities"]), and toolgate
+// cannot yet relay an upstream's server→client request (sampling,
+// elicitation, roots) to such an agent: there is no multi round-trip
+// relay. The shared session declares sampling, elicitation and roots for
+// the 2025-era agents it serves (and so that the catalog lists every tool
+// a capable client would see), so an upstream that checks its client's
+// capabilities would take a 2026 agent to have them and run a tool that
+// needs them. Tool calls of 2026-07-28 agents therefore go through a second
+// session per upstream, opened on first use, that declares no client
+// capabilities: an upstream that needs one answers
+// MissingRequiredClientCapability (-32021, SEP-2575), which reaches the
+// agent as it is (with HTTP 400 from the stateless handler). It costs
+// nothing until a 2026 agent calls a tool of the upstream; for a stdio
+// server it is one more process, whose in-memory state is its own (as a
+// per-agent session's is), and whose list changes the catalog, listed from
+// the shared session, does not follow.
+type modernConn struct {
+	mu      sync.Mutex
+	client  *mcp.Client   // guarded by mu; made on first use
+	conn    *upConn       // guarded by mu; nil until connected and after it ended
+	dialing chan struct{} // guarded by mu; closed when the connect attempt ends
+	closed  bool          // guarded by mu: the upstream stopped
+}
+
+// modernSession returns u's live 2026 session, connecting it first (once,
+// however many calls wait for it). A session that ended is replaced on the
+// next call.
+func (u *upstream) modernSession(ctx context.Context) (*upConn, error) {
+	m := &u.modern
+	for {
+		m.mu.Lock()
+		switch {
+		case m.closed:
+			m.mu.Unlock()
+			return nil, ErrShutdown
+		case m.conn != nil:
+			c := m.conn
+			m.mu.Unlock()
+			return c, nil
+		case m.dialing != nil:
+			ch := m.dialing
+			m.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		}
+		if m.client == nil {
+			// No capabilities: see modernConn.
+			m.client = u.newClientWith(&mcp.ClientCapabilities{}, nil)
+		}
+		client := m.client
+		ch := make(chan struct{})
+		m.dialing = ch
+		m.mu.Unlock()
+
+		// Not ctx: its values belong to the agent's 2026-07-28 request (the
+		// SDK would take its protocol version for this session's).
+		cctx, cancel := context.WithTimeout(u.g.root, u.connectTimeout())
+		c, err := u.connectSession(cctx, client, nil, false) //nolint:contextcheck // the session outlives the call that opened it: the gateway's root, not the request's values
+		cancel()
+
+		m.mu.Lock()
+		m.dialing = nil
+		close(ch)
+		if err == nil && m.closed {
+			m.mu.Unlock()
+			c.close()
+			return nil, ErrShutdown
+		}
+		if err != nil {
+			m.mu.Unlock()
+			u.log.WarnContext(ctx, "upstream session for 2026-07-28 agents not connected", "err", err)
+			return nil, err
+		}
+		m.conn = c
+		m.mu.Unlock()
+		u.log.InfoContext(ctx, "upstream session for 2026-07-28 agents connected (no client capabilities declared)")
+		u.g.wg.Go(func() { u.watchModern(c) })
+		return c, nil
+	}
+}
+
+// modernCall sends tools/call on u's 2026 session (see upstream.call). A
+// session that expired upstream (HTTP 404) is dropped and the call retried
+// once on a new one: the 404 means the upstream never processed it.
+func (u *upstream) modernCall(ctx context.Context, tool string, args json.RawMessage, prog *callProgress) (*mcp.CallToolResult, error) {
+	for attempt := 0; ; attempt++ {
+		c, err := u.modernSession(ctx)
+		if err != nil {
+			return nil, u.unavailable(ctx, tool, "its session for 2026-07-28 agents could not be opened; nothing was sent to it", approval.OutcomeTransportError, err)
+		}
+		res, retry, err := u.callOnce(ctx, c, tool, args, prog)
+		if !retry || attempt > 0 {
+			return res, err
+		}
+		u.log.InfoContext(ctx, "upstream session for 2026-07-28 agents expired (HTTP 404); reconnecting and retrying the call once", "tool", tool)
+		u.dropModern(c)
+	}
+}
+
+// dropModern forgets c (it expired upstream) so the next call connects anew.
+func (u *upstream) dropModern(c *upConn) {
+	u.modern.mu.Lock()
+	if u.modern.conn == c {
+		u.modern.conn = nil
+	}
+	u.modern.mu.Unlock()
+	c.close()
+}
+
+// watchModern forgets c once its session ended (the process exited, the
+// connection broke, or the upstream stopped).
+func (u *upstream) watchModern(c *upConn) {
+	_ = c.cs.Wait()
+	u.dropModern(c)
+}
+
+// closeModern ends u's 2026 session, for good.
+func (u *upstream) closeModern() {
+	u.modern.mu.Lock()
+	u.modern.closed = true
+	c := u.modern.conn
+	u.modern.conn = nil
+	u.modern.mu.Unlock()
+	if c != nil {
+		c.close()
+	}
+}

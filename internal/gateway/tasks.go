@@ -1,0 +1,420 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/gate"
+	"toolgate/internal/mcpwire"
+)
+
+// Tasks for held calls (issue 11; the Tasks extension, SEP-2663, in the
+// shape of the draft SEP-2848). A 2026-07-28 tools/call whose client
+// declares io.modelcontextprotocol/tasks is taken by the HTTP front before
+// the SDK (which has no Tasks): the gate admits it as a task, and a call
+// that must wait for an approval is answered with a task (resultType
+// "task") as soon as the approval and its task are durably recorded, while
+// a runner goroutine of this gateway keeps holding it, dispatches it once
+// approved and records the result in the ledger. tasks/get, tasks/cancel
+// and tasks/update are answered from the store, by any instance; a task
+// whose runner is gone (its instance died: the lease lapsed) is run by the
+// instance that is asked about it.
+
+// A TaskKeeper keeps the tasks of held calls (*gate.Gate).
+type TaskKeeper interface {
+	// TaskID is the task id of approval id for principal ("" without a key).
+	TaskID(id approval.ID, principal string) string
+	// Task returns principal p's task taskID, or gate.ErrTaskNotFound.
+	Task(ctx context.Context, taskID string, p approval.Principal) (gate.TaskState, error)
+	// CancelTask withdraws the call of p's task taskID.
+	CancelTask(ctx context.Context, taskID string, p approval.Principal) (approval.Request, error)
+	// TaskCall is the call of the task of approval id, to run it here.
+	TaskCall(ctx context.Context, id approval.ID) (gate.Call, error)
+}
+
+// taskPollInterval is the pollIntervalMs toolgate suggests: approvals are
+// decided by people, in seconds to minutes.
+const taskPollInterval = 2 * time.Second
+
+// taskRequest reports whether a 2026-07-28 POST body is one the Tasks
+// front answers, and answers it: tasks/get, tasks/cancel and tasks/update,
+// and tools/call from a client that declares the Tasks extension.
+// Everything else (false) goes to the SDK's stateless handler.
+func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byte, p approval.Principal) bool {
+	if g.opts.Tasks == nil {
+		return false
+	}
+	req, jerr := mcpwire.DecodeRequest(body)
+	if jerr != nil || req.IsNotification() {
+		return false
+	}
+	switch req.Method {
+	case "tools/call", "tasks/get", "tasks/cancel", "tasks/update":
+	default:
+		return false
+	}
+	meta, merr := mcpwire.ParseMeta(req.Params)
+	if merr != nil {
+		return false // the SDK answers a malformed request
+	}
+	declared := meta.Capabilities.Has(mcpwire.TasksExtension)
+	if req.Method == "tools/call" && (!declared || toolName(req.Params) == PolicyToolName) {
+		return false // the built-in policy tool is never held: the SDK path serves it
+	}
+	if e := mcpwire.CheckVersionHeader(r.Header, meta.ProtocolVersion); e != nil {
+		writeRPC(w, req.ID, nil, e)
+		return true
+	}
+	var params struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+		TaskID    string          `json:"taskId"`
+	}
+	if err := json.Unmarshal(req.Params, &params); err != nil {
+		writeRPC(w, req.ID, nil, mcpwire.Errorf(mcpwire.CodeInvalidParams, "invalid params: %v", err))
+		return true
+	}
+	if req.Method == "tools/call" {
+		if e := mcpwire.CheckHeaders(r.Header, req.Method, params.Name, true); e != nil {
+			writeRPC(w, req.ID, nil, e)
+			return true
+		}
+		res, e := g.callAsTask(r.Context(), p, params.Name, params.Arguments, meta)
+		writeRPC(w, req.ID, res, e)
+		return true
+	}
+	if e := mcpwire.CheckHeaders(r.Header, req.Method, "", false); e != nil {
+		writeRPC(w, req.ID, nil, e)
+		return true
+	}
+	if !declared {
+		writeRPC(w, req.ID, nil, mcpwire.Errorf(mcpwire.CodeMissingCapability, "%s needs the %s extension in the client capabilities", req.Method, mcpwire.TasksExtension).
+			WithData(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{mcpwire.TasksExtension: map[string]any{}}}}))
+		return true
+	}
+	if params.TaskID == "" {
+		writeRPC(w, req.ID, nil, mcpwire.Errorf(mcpwire.CodeInvalidParams, "%s needs params.taskId", req.Method))
+		return true
+	}
+	ctx := r.Context()
+	switch req.Method {
+	case "tasks/get":
+		ts, err := g.opts.Tasks.Task(ctx, params.TaskID, p)
+		if err != nil {
+			writeRPC(w, req.ID, nil, taskError(err))
+			return true
+		}
+		g.resumeTask(ctx, ts)
+		writeRPC(w, req.ID, detailedTask(ts), nil)
+	case "tasks/cancel":
+		if _, err := g.opts.Tasks.CancelTask(ctx, params.TaskID, p); err != nil {
+			writeRPC(w, req.ID, nil, taskError(err))
+			return true
+		}
+		writeRPC(w, req.ID, map[string]any{"resultType": "complete"}, nil)
+	case "tasks/update":
+		// toolgate asks a task's caller for nothing (approvals are decided
+		// out of band), so no input key is one it asked for.
+		if _, err := g.opts.Tasks.Task(ctx, params.TaskID, p); err != nil {
+			writeRPC(w, req.ID, nil, taskError(err))
+			return true
+		}
+		writeRPC(w, req.ID, nil, mcpwire.Errorf(mcpwire.CodeInvalidParams, "task %s asked for no input: toolgate accepts tasks/update only for input keys it requested", params.TaskID))
+	}
+	return true
+}
+
+// toolName is params.name of a tools/call ("" when unreadable).
+func toolName(params json.RawMessage) string {
+	var p struct {
+		Name string `json:"name"`
+	}
+	_ = json.Unmarshal(params, &p)
+	return p.Name
+}
+
+// taskError is the JSON-RPC error of a task lookup that failed: an
+// unknown task (or another principal's) is invalid params, never a hint
+// that it exists.
+func taskError(err error) *mcpwire.Error {
+	if errors.Is(err, gate.ErrTaskNotFound) {
+		return mcpwire.Errorf(mcpwire.CodeInvalidParams, "task not found")
+	}
+	return mcpwire.Errorf(mcpwire.CodeInternalError, "the approval store is unavailable: %v", err)
+}
+
+// A taskOutcome is what a task runner's call gave: a result, or an error.
+type taskOutcome struct {
+	res mcp.Result
+	err error
+}
+
+// callAsTask runs a tools/call of a Tasks client: the gate admits it as a
+// task on a runner goroutine owned by the gateway; the answer is a task
+// as soon as the call is held for approval, else the call's own outcome.
+func (g *Gateway) callAsTask(ctx context.Context, p approval.Principal, name string, args json.RawMessage, meta mcpwire.Meta) (any, *mcpwire.Error) {
+	t, ok := g.catalog.lookup(name)
+	if !ok {
+		return nil, mcpwire.Errorf(mcpwire.CodeInvalidParams, "unknown tool: %s", name)
+	}
+	if len(args) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	call := gate.Call{Principal: p, Server: t.Server, Tool: t.Tool, Arguments: args, ToolDigest: t.Digest, Task: true}
+	if g.opts.Rewrite != nil {
+		orig := args
+		call.Arguments = g.opts.Rewrite(t.Server, t.Tool, orig)
+		call.Outgoing = func() json.RawMessage { return g.opts.Rewrite(t.Server, t.Tool, orig) }
+	}
+	held := make(chan approval.Request, 1)
+	call.OnHold = func(r approval.Request) {
+		select {
+		case held <- r:
+		default:
+		}
+	}
+	done := make(chan taskOutcome, 1)
+	if !g.runTask(ctx, t, call, done) {
+		return nil, mcpwire.Errorf(mcpwire.CodeInternalError, "toolgate is shutting down")
+	}
+	select {
+	case r := <-held:
+		return g.createTaskResult(r, p), nil
+	case o := <-done:
+		return outcomeResult(o)
+	case <-ctx.Done():
+		// The caller went away; the runner goes on (a recorded task can
+		// still be followed with tasks/get).
+		return nil, mcpwire.Errorf(mcpwire.CodeInternalError, "request ended")
+	}
+}
+
+// runTask admits call on a goroutine of the gateway and, if admitted,
+// dispatches it and records its outcome (the ledger keeps the result for
+// the task). done gets the outcome. The goroutine outlives ctx (the
+// request that made the task), keeping its values, and ends with the
+// gateway (Close). It reports false when the gateway is closing.
+func (g *Gateway) runTask(ctx context.Context, t Tool, call gate.Call, done chan<- taskOutcome) bool {
+	g.closeMux.Lock()
+	defer g.closeMux.Unlock()
+	if g.closed || g.root.Err() != nil {
+		return false
+	}
+	ctx, cancel := context.WithCancel(context.WithValue(context.WithoutCancel(ctx), modernKey{}, true))
+	stop := context.AfterFunc(g.root, cancel) //nolint:contextcheck // the gateway's lifecycle root ends the runner on Close
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		defer cancel()
+		defer stop()
+		adm := g.gk.Admit(ctx, call)
+		var o taskOutcome
+		switch {
+		case adm.Replay != nil:
+			o.res, o.err = replayResult(adm)
+		case !adm.Allowed:
+			o.res = refusalResult(adm)
+		default:
+			args := call.Arguments
+			if adm.Arguments != nil {
+				args = adm.Arguments
+			}
+			o.res, o.err = g.dispatchTask(ctx, t, call.Principal, args)
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+			adm.FinishWith(fctx, outcome(o.res, o.err), recorded(adm, o.res, o.err))
+			cancel()
+		}
+		if done != nil {
+			done <- o
+		}
+	}()
+	return true
+}
+
+// dispatchTask sends an admitted task's call upstream on the shared
+// upstream session (a task outlives the request that made it).
+func (g *Gateway) dispatchTask(ctx context.Context, t Tool, p approval.Principal, args json.RawMessage) (mcp.Result, error) {
+	u := g.ups[t.Server]
+	if u == nil {
+		return nil, errUnknownTool(t.Name)
+	}
+	o := g.newOrigin(ctx, nil, p, t.Server)
+	defer o.finish()
+	res, err := u.call(withOrigin(ctx, o), t.Tool, args, nil)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// resumeTask runs a task whose runner is gone (the instance that held it
+// stopped and its lease lapsed) on this instance, once: the gate resumes
+// the approval (waits for the decision, runs it once approved, or answers
+// from the ledger).
+func (g *Gateway) resumeTask(ctx context.Context, ts gate.TaskState) {
+	r := ts.Request
+	if !ts.Runnable || (r.State != approval.StatePending && r.State != approval.StateApproved) || !r.LeaseLapsed(time.Now()) {
+		return
+	}
+	if _, busy := g.taskRunners.LoadOrStore(r.ID, true); busy {
+		return
+	}
+	call, err := g.opts.Tasks.TaskCall(ctx, r.ID)
+	if err != nil {
+		g.taskRunners.Delete(r.ID)
+		g.log.Warn("cannot resume a task whose runner is gone", "approval", r.ID, "err", err)
+		return
+	}
+	t, ok := g.catalog.byReal(call.Server, call.Tool)
+	if !ok {
+		g.taskRunners.Delete(r.ID)
+		g.log.Warn("cannot resume a task: its tool is not in the catalog now", "approval", r.ID, "server", call.Server, "tool", call.Tool)
+		return
+	}
+	call.ToolDigest = t.Digest
+	done := make(chan taskOutcome, 1)
+	if !g.runTask(ctx, t, call, done) {
+		g.taskRunners.Delete(r.ID)
+		return
+	}
+	g.log.Info("resuming a task whose runner is gone", "approval", r.ID)
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		<-done
+		g.taskRunners.Delete(r.ID)
+	}()
+}
+
+// outcomeResult is the answer of a task call decided without holding.
+func outcomeResult(o taskOutcome) (any, *mcpwire.Error) {
+	if o.err != nil {
+		var je *jsonrpc.Error
+		if errors.As(o.err, &je) {
+			return nil, &mcpwire.Error{Code: int(je.Code), Message: je.Message, Data: je.Data}
+		}
+		return nil, mcpwire.Errorf(mcpwire.CodeInternalError, "%v", o.err)
+	}
+	return completeResult(o.res), nil
+}
+
+// completeResult is res as a 2026-07-28 result: resultType "complete".
+func completeResult(res any) any {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return map[string]any{"resultType": "complete", "content": []any{}, "isError": true}
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil || m == nil {
+		m = map[string]json.RawMessage{}
+	}
+	m["resultType"] = json.RawMessage(`"complete"`)
+	return m
+}
+
+// taskFields are the fields of a task (SEP-2663's Task): flat in a
+// CreateTaskResult and in tasks/get's DetailedTask.
+func taskFields(taskID string, r approval.Request, status, message string, createdAt, expiresAt time.Time) map[string]any {
+	ttl := expiresAt.Sub(createdAt).Milliseconds()
+	updated := r.CreatedAt
+	if !r.DecidedAt.IsZero() {
+		updated = r.DecidedAt
+	}
+	if createdAt.After(updated) {
+		updated = createdAt
+	}
+	m := map[string]any{
+		"taskId":         taskID,
+		"status":         status,
+		"statusMessage":  message,
+		"createdAt":      createdAt.UTC().Format(time.RFC3339Nano),
+		"lastUpdatedAt":  updated.UTC().Format(time.RFC3339Nano),
+		"ttlMs":          max(ttl, 1),
+		"pollIntervalMs": taskPollInterval.Milliseconds(),
+		"_meta":          map[string]any{approvalMetaKey: map[string]any{"id": string(r.ID), "state": string(r.State)}},
+	}
+	return m
+}
+
+// createTaskResult answers a call held for approval r with its task.
+func (g *Gateway) createTaskResult(r approval.Request, p approval.Principal) any {
+	taskID := g.opts.Tasks.TaskID(r.ID, p.ID)
+	m := taskFields(taskID, r, "working", g.statusMessage(r), r.CreatedAt, r.ExpiresAt.Add(r.ValidFor))
+	m["resultType"] = "task"
+	return m
+}
+
+// statusMessage is the gate's account of r when the gate offers one.
+func (g *Gateway) statusMessage(r approval.Request) string {
+	if sm, ok := g.opts.Tasks.(interface{ StatusMessage(approval.Request) string }); ok {
+		return sm.StatusMessage(r)
+	}
+	return fmt.Sprintf("awaiting approval %s", r.ID)
+}
+
+// detailedTask is tasks/get's answer: the task, and once finished its
+// result (completed), or the error or refusal it ended with (failed).
+func detailedTask(ts gate.TaskState) any {
+	r := ts.Request
+	status := "working"
+	var result, rpcErr json.RawMessage
+	switch r.State {
+	case approval.StatePending, approval.StateApproved:
+	case approval.StateConsumed:
+		switch {
+		case ts.Result != nil && ts.Result.Result != nil:
+			status, result = "completed", ts.Result.Result
+		case ts.Result != nil && ts.Result.Error != nil:
+			status, rpcErr = "failed", ts.Result.Error
+		case r.DispatchOutcome != approval.OutcomeNone:
+			// Ran, but its result is not kept (or was lost with its instance).
+			status = "failed"
+			rpcErr, _ = json.Marshal(mcpwire.Errorf(CodeRefused, "%s", ts.Status))
+		}
+	case approval.StateCancelled:
+		status = "cancelled"
+	default: // denied, expired, invalidated
+		status = "failed"
+		msg := ts.Status
+		if r.State == approval.StateDenied && r.Reason != "" {
+			msg = fmt.Sprintf("denied by %s: %s; nothing was run", r.DecidedBy, r.Reason)
+		}
+		rpcErr, _ = json.Marshal(mcpwire.Errorf(CodeRefused, "%s", msg))
+	}
+	m := taskFields(ts.TaskID, r, status, ts.Status, ts.CreatedAt, ts.ExpiresAt)
+	m["resultType"] = "complete"
+	if result != nil {
+		m["result"] = result
+	}
+	if rpcErr != nil {
+		m["error"] = rpcErr
+	}
+	return m
+}
+
+// writeRPC writes one JSON-RPC response as the whole body of a 2026-07-28
+// POST (application/json): result, or e with its HTTP status.
+func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, e *mcpwire.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	if e != nil {
+		w.WriteHeader(e.Status())
+		_, _ = w.Write(mcpwire.EncodeError(id, e)) //nolint:gosec // G705: a JSON-RPC body served as application/json, never HTML
+		return
+	}
+	b, err := json.Marshal(result)
+	if err != nil {
+		e := mcpwire.Errorf(mcpwire.CodeInternalError, "cannot encode the result: %v", err)
+		w.WriteHeader(e.Status())
+		_, _ = w.Write(mcpwire.EncodeError(id, e)) //nolint:gosec // G705: a JSON-RPC body served as application/json, never HTML
+		return
+	}
+	_, _ = w.Write(mcpwire.EncodeResult(id, b)) //nolint:gosec // G705: a JSON-RPC body served as application/json, never HTML
+}

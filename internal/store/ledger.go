@@ -1,0 +1,95 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"toolgate/internal/approval"
+)
+
+// A Result is the outcome of a consumed approval, kept in the result
+// ledger so that a re-send naming the approval, or the task that follows
+// it, gets it back instead of the call running again (issue 11).
+type Result struct {
+	RequestID approval.ID
+	// Result is the result the caller got (a CallToolResult, or the result
+	// of a prompts/get or resources/read, as JSON); nil when the dispatch
+	// failed with Error. A result larger than the ledger keeps is replaced
+	// by a stand-in that says so, and Truncated is set.
+	Result json.RawMessage
+	// Error is the JSON-RPC error object the dispatch failed with; nil when
+	// there is a Result.
+	Error     json.RawMessage
+	Truncated bool
+	// Size is the size in bytes of the result (or error) as it was, before
+	// any truncation.
+	Size       int
+	RecordedAt time.Time
+	// ExpiresAt is when the ledger forgets it (PruneLedger).
+	ExpiresAt time.Time
+}
+
+// A Task is an approval that a 2026-era client follows as an MCP task
+// (the Tasks extension): the approval record is the task. What the
+// request row lacks to run the call later, from any instance, is kept
+// here: the principal that made it and its raw arguments, sealed (the
+// request row keeps only their hash and display copy).
+type Task struct {
+	RequestID approval.ID
+	Principal approval.Principal
+	// Arguments are the call's raw arguments sealed with the gateway key;
+	// nil once they are no longer needed (the approval was consumed or
+	// ended): DropTaskArguments.
+	Arguments []byte
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// LedgerStore keeps what issue 11 adds to an approval: its result, its
+// task, the request states it used, and the gateway's shared secrets.
+// Every backend implements it as part of Store. Methods are safe for
+// concurrent use by every instance sharing the database; times come from
+// the caller and are stored in UTC with millisecond precision.
+type LedgerStore interface {
+	// PutResult records r. A request's result is written once:
+	// ErrAlreadyExists if it has one.
+	PutResult(ctx context.Context, r Result) error
+	// GetResult returns the result recorded for request id, or ErrNotFound.
+	GetResult(ctx context.Context, id approval.ID) (Result, error)
+	// CreateTask records t; ErrAlreadyExists if the request is a task
+	// already.
+	CreateTask(ctx context.Context, t Task) error
+	// GetTask returns the task of request id, or ErrNotFound.
+	GetTask(ctx context.Context, id approval.ID) (Task, error)
+	// DropTaskArguments forgets the sealed arguments of task id (the call
+	// was consumed or can no longer run). An unknown id is not an error.
+	DropTaskArguments(ctx context.Context, id approval.ID) error
+	// UseRequestState records that the request state with nonce (of
+	// request id) was used, until expiresAt: ErrAlreadyExists when it was
+	// used before. It makes a state single-use across instances.
+	UseRequestState(ctx context.Context, nonce string, id approval.ID, expiresAt time.Time) error
+	// Secret returns the secret named name, storing value under it first
+	// when there is none: every instance gets the value of the first one
+	// to store it.
+	Secret(ctx context.Context, name string, value []byte, now time.Time) ([]byte, error)
+	// PruneLedger deletes the results, tasks and used request states whose
+	// ExpiresAt is at or before now, and returns how many rows it deleted.
+	PruneLedger(ctx context.Context, now time.Time) (int, error)
+}
+
+// NormalizeResult returns r with its times in UTC truncated to the
+// millisecond: what every backend returns.
+func NormalizeResult(r Result) Result {
+	r.RecordedAt = Millis(r.RecordedAt)
+	r.ExpiresAt = Millis(r.ExpiresAt)
+	return r
+}
+
+// NormalizeTask returns t with its times in UTC truncated to the
+// millisecond: what every backend returns.
+func NormalizeTask(t Task) Task {
+	t.CreatedAt = Millis(t.CreatedAt)
+	t.ExpiresAt = Millis(t.ExpiresAt)
+	return t
+}

@@ -1,0 +1,201 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/store"
+)
+
+// The result ledger, tasks, used request states and shared secrets
+// (issue 11, migration 0011). Each row is written once with INSERT … ON
+// CONFLICT DO NOTHING, so "already there" is ErrAlreadyExists on both
+// databases and two instances racing to write the same row leave exactly
+// one.
+
+// insertOnce runs an INSERT … ON CONFLICT DO NOTHING and reports
+// store.ErrAlreadyExists when it inserted nothing.
+func (db *DB) insertOnce(ctx context.Context, op, q string, args ...any) error {
+	err := db.inTx(ctx, func(t *tx) error {
+		res, err := t.exec(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return store.ErrAlreadyExists
+		}
+		return nil
+	})
+	if err != nil {
+		return db.wrap(op, err)
+	}
+	return nil
+}
+
+// PutResult records the result of a consumed approval, once.
+func (db *DB) PutResult(ctx context.Context, r store.Result) error {
+	if r.RequestID == "" || (r.Result == nil) == (r.Error == nil) {
+		return fmt.Errorf("put result %s: want a request id and exactly one of result and error", r.RequestID)
+	}
+	r = store.NormalizeResult(r)
+	return db.insertOnce(ctx, "put result "+string(r.RequestID),
+		`INSERT INTO approval_results (request_id, result, error, truncated, size, recorded_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING`,
+		string(r.RequestID), nullText(r.Result), nullText(r.Error), boolInt(r.Truncated), r.Size, millis(r.RecordedAt), millis(r.ExpiresAt))
+}
+
+// GetResult returns the recorded result of request id or store.ErrNotFound.
+func (db *DB) GetResult(ctx context.Context, id approval.ID) (store.Result, error) {
+	var (
+		r                     store.Result
+		result, errObj        sql.NullString
+		truncated             int64
+		recordedAt, expiresAt int64
+	)
+	err := db.queryRow(ctx, `SELECT result, error, truncated, size, recorded_at, expires_at FROM approval_results WHERE request_id = ?`, string(id)).
+		Scan(&result, &errObj, &truncated, &r.Size, &recordedAt, &expiresAt)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return store.Result{}, db.wrap("get result "+string(id), store.ErrNotFound)
+	case err != nil:
+		return store.Result{}, db.wrap("get result "+string(id), err)
+	}
+	r.RequestID = id
+	if result.Valid {
+		r.Result = json.RawMessage(result.String)
+	}
+	if errObj.Valid {
+		r.Error = json.RawMessage(errObj.String)
+	}
+	r.Truncated = truncated != 0
+	r.RecordedAt, r.ExpiresAt = fromMillis(recordedAt), fromMillis(expiresAt)
+	return r, nil
+}
+
+// CreateTask records a task.
+func (db *DB) CreateTask(ctx context.Context, t store.Task) error {
+	if t.RequestID == "" || t.Principal.ID == "" {
+		return fmt.Errorf("create task %s: want a request id and a principal", t.RequestID)
+	}
+	p, err := json.Marshal(t.Principal)
+	if err != nil {
+		return fmt.Errorf("create task %s: %w", t.RequestID, err)
+	}
+	t = store.NormalizeTask(t)
+	return db.insertOnce(ctx, "create task "+string(t.RequestID),
+		`INSERT INTO approval_tasks (request_id, principal, arguments, created_at, expires_at)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING`,
+		string(t.RequestID), string(p), t.Arguments, millis(t.CreatedAt), millis(t.ExpiresAt))
+}
+
+// GetTask returns the task of request id or store.ErrNotFound.
+func (db *DB) GetTask(ctx context.Context, id approval.ID) (store.Task, error) {
+	var (
+		t                    store.Task
+		principal            string
+		args                 []byte
+		createdAt, expiresAt int64
+	)
+	err := db.queryRow(ctx, `SELECT principal, arguments, created_at, expires_at FROM approval_tasks WHERE request_id = ?`, string(id)).
+		Scan(&principal, &args, &createdAt, &expiresAt)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return store.Task{}, db.wrap("get task "+string(id), store.ErrNotFound)
+	case err != nil:
+		return store.Task{}, db.wrap("get task "+string(id), err)
+	}
+	if err := json.Unmarshal([]byte(principal), &t.Principal); err != nil {
+		return store.Task{}, fmt.Errorf("get task %s: decode principal: %w", id, err)
+	}
+	t.RequestID = id
+	t.Arguments = args
+	t.CreatedAt, t.ExpiresAt = fromMillis(createdAt), fromMillis(expiresAt)
+	return t, nil
+}
+
+// DropTaskArguments forgets a task's sealed arguments.
+func (db *DB) DropTaskArguments(ctx context.Context, id approval.ID) error {
+	err := db.inTx(ctx, func(t *tx) error {
+		_, err := t.exec(ctx, `UPDATE approval_tasks SET arguments = NULL WHERE request_id = ? AND arguments IS NOT NULL`, string(id))
+		return err
+	})
+	if err != nil {
+		return db.wrap("drop task arguments "+string(id), err)
+	}
+	return nil
+}
+
+// UseRequestState records a request state's nonce as used, once.
+func (db *DB) UseRequestState(ctx context.Context, nonce string, id approval.ID, expiresAt time.Time) error {
+	if nonce == "" {
+		return errors.New("use request state: empty nonce")
+	}
+	return db.insertOnce(ctx, "use request state",
+		`INSERT INTO request_states (nonce, request_id, expires_at) VALUES (?, ?, ?) ON CONFLICT (nonce) DO NOTHING`,
+		nonce, string(id), millis(store.Millis(expiresAt)))
+}
+
+// Secret returns the secret named name, storing value first when absent.
+func (db *DB) Secret(ctx context.Context, name string, value []byte, now time.Time) ([]byte, error) {
+	if name == "" || len(value) == 0 {
+		return nil, errors.New("secret: want a name and a value")
+	}
+	var out []byte
+	err := db.inTx(ctx, func(t *tx) error {
+		if _, err := t.exec(ctx, `INSERT INTO secrets (name, value, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING`,
+			name, value, millis(store.Millis(now))); err != nil {
+			return err
+		}
+		out = nil
+		return t.queryRow(ctx, `SELECT value FROM secrets WHERE name = ?`, name).Scan(&out)
+	})
+	if err != nil {
+		return nil, db.wrap("secret "+name, err)
+	}
+	return out, nil
+}
+
+// PruneLedger deletes expired results, tasks and used request states.
+func (db *DB) PruneLedger(ctx context.Context, now time.Time) (int, error) {
+	var n int64
+	err := db.inTx(ctx, func(t *tx) error {
+		n = 0
+		for _, table := range []string{"approval_results", "approval_tasks", "request_states"} {
+			res, err := t.exec(ctx, `DELETE FROM `+table+` WHERE expires_at <= ?`, millis(store.Millis(now)))
+			if err != nil {
+				return err
+			}
+			c, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			n += c
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, db.wrap("prune ledger", err)
+	}
+	return int(n), nil
+}
+
+// nullText stores raw JSON as text, or NULL for nil.
+func nullText(b json.RawMessage) sql.NullString {
+	return sql.NullString{String: string(b), Valid: b != nil}
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,201 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/store"
+)
+
+// ledgerTests cover store.LedgerStore (issue 11).
+var ledgerTests = []struct {
+	name string
+	fn   func(*testing.T, store.Store)
+}{
+	{"ResultWrittenOnce", testResultWrittenOnce},
+	{"ResultError", testResultError},
+	{"TaskRoundTrip", testTaskRoundTrip},
+	{"RequestStateSingleUse", testRequestStateSingleUse},
+	{"SecretFirstWins", testSecretFirstWins},
+	{"PruneLedger", testPruneLedger},
+}
+
+func testResultWrittenOnce(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	want := store.Result{
+		RequestID: id(1, 1), Result: json.RawMessage(`{"content":[{"type":"text","text":"ok"}],"structuredContent":{"n":9007199254740993}}`),
+		Size: 90, RecordedAt: t0.Add(1500 * time.Microsecond), ExpiresAt: t0.Add(time.Hour),
+	}
+	if _, err := s.GetResult(ctx, want.RequestID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetResult before any = %v, want ErrNotFound", err)
+	}
+	// Concurrent writers (two instances finishing): exactly one wins.
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() {
+			r := want
+			if i > 0 {
+				r.Result = json.RawMessage(`{"content":[],"other":` + strconv.Itoa(i) + `}`)
+			}
+			errs[i] = s.PutResult(ctx, r)
+		})
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, store.ErrAlreadyExists):
+			t.Fatalf("PutResult = %v", err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d writers won, want 1", won)
+	}
+	got, err := s.GetResult(ctx, want.RequestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Size != want.Size || !got.RecordedAt.Equal(store.Millis(want.RecordedAt)) || got.RecordedAt.Location() != time.UTC {
+		t.Errorf("GetResult = %+v", got)
+	}
+	if err := s.PutResult(ctx, store.Result{RequestID: id(1, 2)}); err == nil {
+		t.Error("a result with neither result nor error must be refused")
+	}
+}
+
+func testResultError(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r := store.Result{RequestID: id(1, 3), Error: json.RawMessage(`{"code":-32000,"message":"upstream down"}`), Size: 40, Truncated: true,
+		RecordedAt: t0, ExpiresAt: t0.Add(time.Hour)}
+	if err := s.PutResult(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetResult(ctx, r.RequestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Result != nil || string(got.Error) != string(r.Error) || !got.Truncated {
+		t.Errorf("GetResult = %+v, want the error back", got)
+	}
+}
+
+func testTaskRoundTrip(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	want := store.Task{
+		RequestID: id(2, 1),
+		Principal: approval.Principal{ID: "session:abc", Kind: "agent", Tenant: "acme", Groups: []string{"ops"}, OnBehalfOf: "carol", SessionID: "abc"},
+		Arguments: []byte{0, 1, 2, 255},
+		CreatedAt: t0.Add(time.Millisecond + 300*time.Microsecond), ExpiresAt: t0.Add(time.Hour),
+	}
+	if err := s.CreateTask(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateTask(ctx, want); !errors.Is(err, store.ErrAlreadyExists) {
+		t.Fatalf("second CreateTask = %v, want ErrAlreadyExists", err)
+	}
+	got, err := s.GetTask(ctx, want.RequestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(store.NormalizeTask(want), got); diff != "" {
+		t.Errorf("GetTask (-want +got):\n%s", diff)
+	}
+	if err := s.DropTaskArguments(ctx, want.RequestID); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.GetTask(ctx, want.RequestID)
+	if err != nil || got.Arguments != nil {
+		t.Fatalf("after DropTaskArguments: %+v, %v", got, err)
+	}
+	if err := s.DropTaskArguments(ctx, id(2, 9)); err != nil {
+		t.Errorf("DropTaskArguments of an unknown task = %v", err)
+	}
+	if _, err := s.GetTask(ctx, id(2, 9)); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetTask unknown = %v", err)
+	}
+}
+
+func testRequestStateSingleUse(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() { errs[i] = s.UseRequestState(ctx, "nonce-1", id(3, 1), t0.Add(time.Minute)) })
+	}
+	wg.Wait()
+	used := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			used++
+		case !errors.Is(err, store.ErrAlreadyExists):
+			t.Fatal(err)
+		}
+	}
+	if used != 1 {
+		t.Fatalf("a request state was used %d times, want 1", used)
+	}
+	if err := s.UseRequestState(ctx, "nonce-2", id(3, 1), t0.Add(time.Minute)); err != nil {
+		t.Errorf("another nonce: %v", err)
+	}
+}
+
+func testSecretFirstWins(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	got := make([][]byte, 6)
+	errs := make([]error, 6)
+	for i := range got {
+		wg.Go(func() { got[i], errs[i] = s.Secret(ctx, "gateway-key", []byte("secret-"+strconv.Itoa(i)), t0) })
+	}
+	wg.Wait()
+	for i := range got {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if string(got[i]) != string(got[0]) {
+			t.Fatalf("instances got different secrets: %v and %v", got[0], got[i])
+		}
+	}
+	again, err := s.Secret(ctx, "gateway-key", []byte{9, 9, 9}, t0)
+	if err != nil || string(again) != string(got[0]) {
+		t.Fatalf("Secret again = %v, %v; want the stored %v", again, err, got[0])
+	}
+}
+
+func testPruneLedger(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(s.PutResult(ctx, store.Result{RequestID: id(4, 1), Result: json.RawMessage(`{}`), RecordedAt: t0, ExpiresAt: t0.Add(time.Minute)}))
+	must(s.PutResult(ctx, store.Result{RequestID: id(4, 2), Result: json.RawMessage(`{}`), RecordedAt: t0, ExpiresAt: t0.Add(time.Hour)}))
+	must(s.CreateTask(ctx, store.Task{RequestID: id(4, 3), Principal: approval.Principal{ID: "a"}, CreatedAt: t0, ExpiresAt: t0.Add(time.Minute)}))
+	must(s.UseRequestState(ctx, "n", id(4, 4), t0.Add(time.Minute)))
+	n, err := s.PruneLedger(ctx, t0.Add(time.Minute))
+	if err != nil || n != 3 {
+		t.Fatalf("PruneLedger = %d, %v; want 3 rows", n, err)
+	}
+	if _, err := s.GetResult(ctx, id(4, 1)); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("expired result kept: %v", err)
+	}
+	if _, err := s.GetResult(ctx, id(4, 2)); err != nil {
+		t.Errorf("live result pruned: %v", err)
+	}
+	if err := s.UseRequestState(ctx, "n", id(4, 4), t0.Add(2*time.Minute)); err != nil {
+		t.Errorf("a pruned nonce is forgotten: %v", err)
+	}
+}
