@@ -65,6 +65,7 @@ type Admission struct {
 	Monitor policy.Monitor
 
 	finish func(ctx context.Context, o approval.Outcome)
+	held   *heldCall // set by hold and attach: Admit waits for the decision
 }
 
 // Finish records the dispatch outcome of an admitted call. It is a no-op for

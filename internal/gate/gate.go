@@ -249,6 +249,9 @@ func (g *Gate) Admit(ctx context.Context, c Call) Admission {
 			attribute.String("toolgate.server", c.Server),
 		))
 	adm := g.admit(ctx, c)
+	if adm.held != nil {
+		adm = g.waitHeld(ctx, adm)
+	}
 	span.SetAttributes(attribute.Bool("toolgate.allowed", adm.Allowed))
 	if adm.ApprovalID != "" {
 		span.SetAttributes(attribute.String("approval.id", string(adm.ApprovalID)))
@@ -401,10 +404,13 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 	if r.Mode != policy.ModeRetry {
 		r.Renew(g.instance, now.Add(g.opts.Lease))
 		g.leases.add(id, leaseHold) // before the row exists, so no identical call can think it abandoned
-		defer g.leases.drop(id, leaseHold, false)
 	}
 	if err := g.store.CreateRequest(ctx, r, g.pendingCaps(c.Principal, chain)...); err != nil {
-		return g.createRefusal(ctx, c, err)
+		adm := g.createRefusal(ctx, c, err)
+		if r.Mode != policy.ModeRetry {
+			g.leases.drop(id, leaseHold, false)
+		}
+		return adm
 	}
 	g.metrics.ApprovalRequested()
 	g.log.InfoContext(ctx, "approval requested", "approval", id, "server", c.Server, "tool", c.Tool,
@@ -412,7 +418,35 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 	if r.Mode == policy.ModeRetry {
 		return approvalRequired(r, "approval required")
 	}
-	return g.holdOn(ctx, c, r)
+	return heldOn(c, r)
+}
+
+// heldCall is a call held on a request whose lease this process holds
+// (leaseHold): hold and attach return it in Admission.held instead of
+// waiting, and Admit waits for the decision (waitHeld) once their frames
+// are gone. A held call is parked for minutes on its goroutine's stack,
+// and the runtime shrinks a parked stack only when less than a quarter of
+// it is in use: waiting below admit, admitDecided and hold kept every held
+// call's goroutine at 32 KiB (docs/performance.md, issue 13).
+type heldCall struct {
+	c Call
+	r approval.Request
+}
+
+// heldOn is the Admission that asks Admit to hold c on r (see heldCall).
+func heldOn(c Call, r approval.Request) Admission {
+	return Admission{held: &heldCall{c: c, r: r}}
+}
+
+// waitHeld holds the call of adm.held until its request is decided,
+// expires, or ctx ends (holdOn), then ends this process's hold on the
+// request's lease. The answer keeps adm's Monitor.
+func (g *Gate) waitHeld(ctx context.Context, adm Admission) Admission {
+	h := adm.held
+	defer g.leases.drop(h.r.ID, leaseHold, false)
+	got := g.holdOn(ctx, h)
+	got.Monitor = adm.Monitor
+	return got
 }
 
 // approvalRequired is the answer of a call in retry mode whose request is

@@ -57,9 +57,8 @@ func (g *Gate) attach(ctx context.Context, c Call, open []approval.Request) (adm
 		default:
 			if taken, ok := g.takeOver(ctx, r); ok {
 				g.log.InfoContext(ctx, "identical call took over an abandoned request", "approval", r.ID, "state", taken.State)
-				g.leases.add(taken.ID, leaseHold)
-				defer g.leases.drop(taken.ID, leaseHold, false)
-				return g.holdOn(ctx, c, taken), true
+				g.leases.add(taken.ID, leaseHold) // Admit drops it after the wait (waitHeld)
+				return heldOn(c, taken), true
 			}
 		}
 	}
@@ -103,18 +102,36 @@ func (g *Gate) takeOver(ctx context.Context, r approval.Request) (approval.Reque
 	return approval.Request{}, false
 }
 
-// holdOn holds c on r, which this process holds the lease of, until it is
-// decided, expires, or the caller goes away.
-func (g *Gate) holdOn(ctx context.Context, c Call, r approval.Request) Admission {
+// holdOn holds h's call on its request, which this process holds the
+// lease of, until it is decided, expires, or the caller goes away. It and
+// waitFor are the frames a held call is parked in: they keep only small
+// values on the stack and leave the rest to functions that return before
+// (startWait) or run after (endHold) the wait (see heldCall).
+func (g *Gate) holdOn(ctx context.Context, h *heldCall) Admission {
 	start := g.now()
-	wctx, span := g.opts.Tracer.Start(ctx, "approval wait", trace.WithAttributes(attribute.String("approval.id", string(r.ID))))
-	got, err := g.wait(wctx, r.ID, r.ExpiresAt, c.KeepAlive, true)
+	wctx, span := g.startWait(ctx, h.r.ID)
+	got, err := g.waitFor(wctx, h.r.ID, h.r.ExpiresAt, h.c.KeepAlive, true)
+	return g.endHold(ctx, h, start, span, got, err)
+}
+
+// startWait starts the span of an approval wait on id.
+//
+//go:noinline // its attribute temporaries stay out of holdOn's parked frame
+func (g *Gate) startWait(ctx context.Context, id approval.ID) (context.Context, trace.Span) {
+	return g.opts.Tracer.Start(ctx, "approval wait", trace.WithAttributes(attribute.String("approval.id", string(id))))
+}
+
+// endHold settles a hold that waitFor ended with got and err: a decision
+// is acted on (settle), anything else abandons the hold (abandon).
+//
+//go:noinline // its locals stay out of holdOn's parked frame
+func (g *Gate) endHold(ctx context.Context, h *heldCall, start time.Time, span trace.Span, got *approval.Request, err error) Admission {
 	g.metrics.ApprovalWaited(g.now().Sub(start).Seconds())
-	endWait(span, got, err)
+	endWait(span, *got, err)
 	if err != nil {
-		return g.abandon(ctx, c, r.ID, err)
+		return g.abandon(ctx, h.c, h.r.ID, err)
 	}
-	return g.settle(ctx, c, got)
+	return g.settle(ctx, h.c, *got)
 }
 
 // endWait ends an approval wait span; approval.decision is the state the
@@ -166,6 +183,14 @@ func (g *Gate) resend(ctx context.Context, c Call, r approval.Request) Admission
 // at the deadline, and, while the store cannot be read, on a backoff. Its
 // keep-alives come from the gate's one beat.
 func (g *Gate) wait(ctx context.Context, id approval.ID, deadline time.Time, keepAlive func(context.Context), lease bool) (approval.Request, error) {
+	r, err := g.waitFor(ctx, id, deadline, keepAlive, lease)
+	return *r, err
+}
+
+// waitFor is wait with the request it ended on behind a pointer (never
+// nil; zero when ctx ended), so that the frame a held call is parked in
+// stays small (see heldCall): the store is read in readHeld.
+func (g *Gate) waitFor(ctx context.Context, id approval.ID, deadline time.Time, keepAlive func(context.Context), lease bool) (*approval.Request, error) {
 	var kaC <-chan struct{}
 	if keepAlive != nil {
 		kaC = g.beat.join()
@@ -173,57 +198,20 @@ func (g *Gate) wait(ctx context.Context, id approval.ID, deadline time.Time, kee
 	}
 	timer := time.NewTimer(deadline.Sub(g.now()))
 	defer timer.Stop()
-	var (
-		last    approval.Request
-		retry   *time.Timer // set while the store cannot be read
-		backoff = minRetry
-	)
-	defer func() {
-		if retry != nil {
-			retry.Stop()
-		}
-	}()
+	st := &heldRead{id: id, deadline: deadline, lease: lease, backoff: minRetry}
+	defer st.stop()
 	for {
 		woke, unsub := g.hub.subscribe(string(id))
-		r, err := g.store.GetRequest(ctx, id)
-		if err == nil {
-			last = r
-		}
-		now := g.now()
-		var retryC <-chan time.Time
-		switch {
-		case err == nil && r.State != approval.StatePending:
+		if done, err := g.readHeld(ctx, st); done {
 			unsub()
-			return r, nil
-		case err == nil && (!now.Before(r.ExpiresAt) || !now.Before(deadline)):
-			unsub()
-			return r, errDeadline
-		case err == nil && lease && r.HeldBy != g.instance:
-			unsub()
-			return r, errLeaseLost
-		case err == nil:
-			backoff = minRetry
-		case ctx.Err() == nil:
-			// The store cannot be read: keep holding and read again soon.
-			g.log.WarnContext(ctx, "cannot read held approval; retrying", "approval", id, "err", err)
-			if !now.Before(deadline) {
-				unsub()
-				return last, errDeadline
-			}
-			if retry == nil {
-				retry = time.NewTimer(backoff)
-			} else {
-				retry.Reset(backoff)
-			}
-			retryC = retry.C
-			backoff = min(2*backoff, maxRetry)
+			return &st.last, err
 		}
 	waiting:
 		for {
 			select {
 			case <-woke:
 				break waiting
-			case <-retryC:
+			case <-st.retryC:
 				break waiting
 			case <-kaC:
 				// A keep-alive needs no read of the store.
@@ -234,11 +222,67 @@ func (g *Gate) wait(ctx context.Context, id approval.ID, deadline time.Time, kee
 				break waiting
 			case <-ctx.Done():
 				unsub()
-				return approval.Request{}, context.Cause(ctx)
+				return new(approval.Request), context.Cause(ctx)
 			}
 		}
 		unsub()
 	}
+}
+
+// heldRead is the state of one waitFor between reads of its request.
+type heldRead struct {
+	id       approval.ID
+	deadline time.Time
+	lease    bool
+	last     approval.Request // the request as last read
+	retry    *time.Timer      // set while the store cannot be read
+	retryC   <-chan time.Time // retry's channel after a failed read, else nil
+	backoff  time.Duration
+}
+
+func (st *heldRead) stop() {
+	if st.retry != nil {
+		st.retry.Stop()
+	}
+}
+
+// readHeld reads st's request once. done is true when the wait is over:
+// st.last is then the request to answer with and err why (nil: decided;
+// errDeadline, errLeaseLost). Otherwise the wait goes on; while the store
+// cannot be read st.retryC fires when to read again.
+//
+//go:noinline // the request and the log call stay out of waitFor's parked frame
+func (g *Gate) readHeld(ctx context.Context, st *heldRead) (done bool, err error) {
+	r, err := g.store.GetRequest(ctx, st.id)
+	if err == nil {
+		st.last = r
+	}
+	now := g.now()
+	st.retryC = nil
+	switch {
+	case err == nil && r.State != approval.StatePending:
+		return true, nil
+	case err == nil && (!now.Before(r.ExpiresAt) || !now.Before(st.deadline)):
+		return true, errDeadline
+	case err == nil && st.lease && r.HeldBy != g.instance:
+		return true, errLeaseLost
+	case err == nil:
+		st.backoff = minRetry
+	case ctx.Err() == nil:
+		// The store cannot be read: keep holding and read again soon.
+		g.log.WarnContext(ctx, "cannot read held approval; retrying", "approval", st.id, "err", err)
+		if !now.Before(st.deadline) {
+			return true, errDeadline
+		}
+		if st.retry == nil {
+			st.retry = time.NewTimer(st.backoff)
+		} else {
+			st.retry.Reset(st.backoff)
+		}
+		st.retryC = st.retry.C
+		st.backoff = min(2*st.backoff, maxRetry)
+	}
+	return false, nil
 }
 
 // abandon handles a hold that ended without a usable decision. At the
