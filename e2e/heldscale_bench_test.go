@@ -26,6 +26,9 @@ import (
 //     SQLite, inside toolgate) over 10 s of holding idle, in % of one core;
 //   - approvals/s: N divided by the time from the first approval sent (32
 //     at a time through the admin API) until every call returned;
+//   - approve-cpu-ms: CPU of toolgate and the database's processes over
+//     that time, per approval (steadier than approvals/s on a shared
+//     machine; the upstream processes are not counted);
 //
 // and fails unless every call ran exactly once with its own arguments.
 // docs/performance.md has the numbers. Run it alone, it takes minutes:
@@ -114,11 +117,14 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		ids[i] = a.ID
 	}
 	start = time.Now()
+	cpu0 = cpuTicks(b, append([]int{pid}, dbPIDs()...))
 	cpuProfiled := make(chan struct{})
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		go func() { // the first seconds of approve-all
 			defer close(cpuProfiled)
-			saveProfile(b, g.Admin, "/debug/pprof/profile?seconds=5", filepath.Join(dir, fmt.Sprintf("%s-%d-approve-cpu.pprof", driver, n)))
+			prefix := filepath.Join(dir, fmt.Sprintf("%s-%d-approve", driver, n))
+			saveProfile(b, g.Admin, "/debug/pprof/profile?seconds=5", prefix+"-cpu.pprof")
+			saveProfile(b, g.Admin, "/debug/pprof/goroutine?debug=1", prefix+"-goroutine.txt")
 		}()
 	} else {
 		close(cpuProfiled)
@@ -126,6 +132,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	statuses := approveAll(b.Context(), g.Admin, ids, 32, 20*time.Minute)
 	res := load.results(b, 20*time.Minute)
 	took := time.Since(start)
+	cpu1 = cpuTicks(b, append([]int{pid}, dbPIDs()...))
 	<-cpuProfiled
 	for id, s := range statuses {
 		if s != 200 {
@@ -146,6 +153,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	b.ReportMetric(rss, "rss-MB")
 	b.ReportMetric(idleCPU, "idle-cpu-%")
 	b.ReportMetric(float64(n)/took.Seconds(), "approvals/s")
+	b.ReportMetric(float64(cpu1-cpu0)/clockTicks*1000/float64(n), "approve-cpu-ms")
 }
 
 // saveProfiles writes the gateway's heap and goroutine profiles to
