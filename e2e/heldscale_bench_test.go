@@ -169,6 +169,7 @@ func saveProfiles(tb testing.TB, admin, prefix string) {
 // saveProfile writes the admin listener's path (a /debug/pprof/ profile)
 // to file. It reports failures with Error, so it may run on any goroutine.
 func saveProfile(tb testing.TB, admin, path, file string) {
+	tb.Helper()
 	req, err := http.NewRequestWithContext(tb.Context(), http.MethodGet, admin+path, nil)
 	if err != nil {
 		tb.Error(err)
