@@ -170,7 +170,7 @@ func gatewayServers(cfg config.Config, envs map[string]map[string]string) []gate
 		s := cfg.Servers[n]
 		sc := gateway.ServerConfig{
 			Name: n, Command: s.Command, Args: s.Args, Dir: s.Dir,
-			URL: s.URL, Headers: s.Headers, CallTimeout: s.CallTimeout,
+			URL: s.URL, Headers: s.Headers, CallTimeout: s.CallTimeout, ConnectTimeout: s.ConnectTimeout,
 			Unprefixed: s.ToolPrefix != nil && !*s.ToolPrefix,
 			Optional:   !s.IsRequired(),
 			Sessions:   s.Sessions,

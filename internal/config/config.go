@@ -137,6 +137,10 @@ type Server struct {
 	// CallTimeout bounds one dispatched call upstream (not the time it is
 	// held for approval); 0 means no limit.
 	CallTimeout time.Duration `yaml:"call_timeout,omitempty"`
+	// ConnectTimeout bounds starting this server and its initialize
+	// handshake (and each reconnect); 0 means the default, 30s. A server
+	// fetched on first start (npx -y) may need longer.
+	ConnectTimeout time.Duration `yaml:"connect_timeout,omitempty"`
 	// ToolPrefix, when false, exposes the server's tools (and prompts)
 	// under their own names instead of "<server>__<tool>"; a tool name
 	// another server already exposes is a startup error. Default true.

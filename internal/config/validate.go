@@ -295,6 +295,9 @@ func validateServer(name string, s Server) []error {
 	if s.CallTimeout < 0 {
 		add(".call_timeout %s: must be >= 0 (0 means no limit)", s.CallTimeout)
 	}
+	if s.ConnectTimeout < 0 {
+		add(".connect_timeout %s: must be >= 0 (0 means the default, 30s)", s.ConnectTimeout)
+	}
 	if s.Sessions != "" && s.Sessions != "shared" && s.Sessions != "per_agent" {
 		add(".sessions %q: want shared or per_agent", s.Sessions)
 	}

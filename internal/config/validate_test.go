@@ -84,6 +84,8 @@ func TestValidate(t *testing.T) {
 		{name: "headers on command server", old: `env: { K: V }`, new: `headers: { A: b }`, want: []string{"servers.fs.headers: only for url"}},
 		{name: "bad header name", old: `Authorization: x`, new: `"Bad Header": x`, want: []string{`servers.pay.headers: bad header name "Bad Header"`}},
 		{name: "negative call timeout", old: `call_timeout: 60s`, new: `call_timeout: -1s`, want: []string{"servers.fs.call_timeout -1s"}},
+		{name: "negative connect timeout", old: `call_timeout: 60s`, new: `call_timeout: 60s, connect_timeout: -1s`, want: []string{"servers.fs.connect_timeout -1s"}},
+		{name: "connect timeout", old: `call_timeout: 60s`, new: `call_timeout: 60s, connect_timeout: 2m`},
 		{name: "sessions per_agent", old: `call_timeout: 60s`, new: `call_timeout: 60s, sessions: per_agent`},
 		{name: "client capabilities", old: `call_timeout: 60s`, new: `call_timeout: 60s, client_capabilities: [sampling, elicitation]`},
 		{name: "client capability unknown", old: `call_timeout: 60s`, new: `call_timeout: 60s, client_capabilities: [tasks]`, want: []string{`servers.fs.client_capabilities[0] "tasks": want roots, sampling or elicitation`}},

@@ -79,7 +79,7 @@ func (u *upstream) agentConnFor(o *origin) (*agentConn, error) {
 		return nil, ErrShutdown
 	}
 	ac := &agentConn{u: u, ss: o.ss, principal: o.principal}
-	ac.client = u.newClient()
+	ac.client = u.newClient(ac)
 	u.agents[o.ss] = ac
 	return ac, nil
 }
@@ -124,7 +124,7 @@ func (ac *agentConn) session(ctx context.Context) (*upConn, error) {
 		ac.dialing = ch
 		ac.mu.Unlock()
 
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ac.u.g.opts.ConnectTimeout)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ac.u.connectTimeout())
 		c, err := ac.u.connectWith(cctx, ac.client, ac)
 		cancel()
 

@@ -52,6 +52,10 @@ type ServerConfig struct {
 	// bound. When it fires, the call fails with a JSON-RPC error naming the
 	// timeout and notifications/cancelled is sent upstream.
 	CallTimeout time.Duration
+	// ConnectTimeout bounds starting this server and initialize (and each
+	// reconnect, and a listing made on a fresh session); 0 means
+	// Options.ConnectTimeout.
+	ConnectTimeout time.Duration
 	// Unprefixed exposes the server's tools and prompts under their own
 	// names instead of "<server>__<tool>". A tool name that another
 	// server's tool already has is a startup error (later: logged and not
@@ -82,6 +86,9 @@ func (c ServerConfig) validate() error {
 	}
 	if (c.Command == "") == (c.URL == "") {
 		errs = append(errs, fmt.Errorf("server %q: set exactly one of command and url", c.Name))
+	}
+	if c.ConnectTimeout < 0 {
+		errs = append(errs, fmt.Errorf("server %q: connect timeout %s < 0", c.Name, c.ConnectTimeout))
 	}
 	if c.CallTimeout < 0 {
 		errs = append(errs, fmt.Errorf("server %q: call_timeout must not be negative", c.Name))
@@ -356,7 +363,7 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 	results := make(chan first, len(g.ups))
 	for _, u := range g.ups {
 		go func() {
-			cctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
+			cctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
 			defer cancel()
 			c, err := u.connect(cctx)
 			if err != nil {

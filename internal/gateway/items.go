@@ -67,7 +67,7 @@ func (u *upstream) itemsLoop(ctx context.Context) {
 		if err != nil {
 			continue // a new session requests another refresh
 		}
-		lctx, cancel := context.WithTimeout(ctx, u.g.opts.ConnectTimeout)
+		lctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
 		u.g.subs.resubscribe(lctx, u, nil, c)
 		items, err := u.listItems(lctx, c)
 		cancel()

@@ -220,7 +220,7 @@ func (u *upstream) setLoggingLevel(ctx context.Context, c *upConn, lvl mcp.Loggi
 	if res == nil || res.Capabilities == nil || res.Capabilities.Logging == nil {
 		return
 	}
-	lctx, cancel := context.WithTimeout(ctx, u.g.opts.ConnectTimeout)
+	lctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
 	defer cancel()
 	//lint:ignore SA1019 logging is deprecated only from 2026-07-28; sessions are pinned to 2025-11-25.
 	if err := c.cs.SetLoggingLevel(lctx, &mcp.SetLoggingLevelParams{Level: lvl}); err != nil {

@@ -51,22 +51,30 @@ const (
 // found" would lose the message on the way (the SDK rewrites it).
 const codeNotSupported = jsonrpc.CodeInvalidParams
 
-// receivingMiddleware is the upstream client's receiving middleware: it
-// forwards server→client requests to the agent they belong to.
-func (u *upstream) receivingMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		switch method {
-		case methodCreateMessage, methodElicit, methodListRoots:
-			return u.relayRequest(ctx, method, req)
+// receivingMiddleware returns the receiving middleware of an upstream
+// client: it forwards server→client requests to the agent they belong to.
+// owner is the agent session the client serves alone (per-agent sessions),
+// or nil for the shared client. The owner is bound here, before the client
+// connects, because a server may ask (roots/list) as soon as it is
+// initialized, before Connect has returned the session toolgate could look
+// it up by.
+func (u *upstream) receivingMiddleware(owner *agentConn) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			switch method {
+			case methodCreateMessage, methodElicit, methodListRoots:
+				return u.relayRequest(ctx, method, req, owner)
+			}
+			return next(ctx, method, req)
 		}
-		return next(ctx, method, req)
 	}
 }
 
 // routeOf finds the origin of a server→client request that arrived on cs:
-// the stamped route token, else the agent session that owns cs. It removes
-// the stamp from params.
-func (u *upstream) routeOf(cs *mcp.ClientSession, params mcp.Params) *origin {
+// the stamped route token, else the agent session that owns the client
+// (owner, bound when the client was made) or cs. It removes the stamp
+// from params.
+func (u *upstream) routeOf(cs *mcp.ClientSession, params mcp.Params, owner *agentConn) *origin {
 	var tok string
 	if isNilParams(params) {
 		params = nil
@@ -82,6 +90,9 @@ func (u *upstream) routeOf(cs *mcp.ClientSession, params mcp.Params) *origin {
 	}
 	if o := u.g.origins.get(tok); o != nil && o.server == u.name {
 		return o
+	}
+	if owner != nil {
+		return owner.route()
 	}
 	if ac := u.agentConnOf(cs); ac != nil {
 		return ac.route()
@@ -100,14 +111,15 @@ func isNilParams(p mcp.Params) bool {
 }
 
 // relayRequest forwards one server→client request to its agent and
-// returns the agent's answer.
-func (u *upstream) relayRequest(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+// returns the agent's answer. owner is the client's agent session, or nil
+// for the shared client.
+func (u *upstream) relayRequest(ctx context.Context, method string, req mcp.Request, owner *agentConn) (mcp.Result, error) {
 	capability := map[string]string{methodCreateMessage: CapabilitySampling, methodElicit: CapabilityElicitation, methodListRoots: CapabilityRoots}[method]
 	if !u.cfg.offers(capability) {
 		return nil, &jsonrpc.Error{Code: codeNotSupported, Message: fmt.Sprintf("toolgate does not offer %s to upstream %q (servers.%s.client_capabilities)", capability, u.name, u.name)}
 	}
 	cs, _ := req.GetSession().(*mcp.ClientSession)
-	o := u.routeOf(cs, req.GetParams())
+	o := u.routeOf(cs, req.GetParams(), owner)
 	if o == nil || o.ss == nil {
 		u.log.WarnContext(ctx, "server→client request refused: it cannot be tied to an agent request", "method", method)
 		return nil, &jsonrpc.Error{Code: codeNotSupported, Message: fmt.Sprintf(

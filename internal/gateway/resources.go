@@ -397,7 +397,7 @@ func (s *subscriptions) resubscribe(ctx context.Context, u *upstream, owner *age
 	}
 	s.mu.Unlock()
 	for _, uri := range uris {
-		sctx, cancel := context.WithTimeout(ctx, u.g.opts.ConnectTimeout)
+		sctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
 		if err := c.cs.Subscribe(sctx, &mcp.SubscribeParams{URI: uri}); err != nil {
 			u.log.WarnContext(ctx, "cannot renew a resource subscription on the new upstream session", "err", err)
 		}

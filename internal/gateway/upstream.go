@@ -116,7 +116,7 @@ func newUpstream(sc ServerConfig, g *Gateway) *upstream {
 		state:     StateConnecting,
 		since:     time.Now(),
 	}
-	u.client = u.newClient()
+	u.client = u.newClient(nil)
 	if sc.URL != "" {
 		base := http.DefaultTransport.(*http.Transport).Clone()
 		// Keep a connection per call in flight: Go's default of 2 idle
@@ -166,8 +166,18 @@ func clientCapabilities(cfg ServerConfig) *mcp.ClientCapabilities {
 	return caps
 }
 
-// newClient returns an MCP client for sessions with u's server.
-func (u *upstream) newClient() *mcp.Client {
+// connectTimeout bounds starting u and its initialize handshake:
+// servers.<name>.connect_timeout, else the gateway's default.
+func (u *upstream) connectTimeout() time.Duration {
+	if d := u.cfg.ConnectTimeout; d > 0 {
+		return d
+	}
+	return u.g.opts.ConnectTimeout
+}
+
+// newClient returns an MCP client for sessions with u's server: the
+// shared session's (owner nil) or the per-agent sessions of owner.
+func (u *upstream) newClient(owner *agentConn) *mcp.Client {
 	g := u.g
 	c := mcp.NewClient(&mcp.Implementation{Name: "toolgate", Version: g.opts.Version}, &mcp.ClientOptions{
 		Logger:       g.log,
@@ -198,7 +208,7 @@ func (u *upstream) newClient() *mcp.Client {
 		},
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	})
-	c.AddReceivingMiddleware(u.receivingMiddleware)
+	c.AddReceivingMiddleware(u.receivingMiddleware(owner))
 	return c
 }
 
@@ -275,7 +285,7 @@ func (u *upstream) run(ctx context.Context, first *upConn) {
 	c := first
 	for {
 		if c == nil {
-			cctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
+			cctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
 			var err error
 			c, err = u.connect(cctx)
 			cancel()
@@ -507,7 +517,7 @@ func (u *upstream) refreshLoop(ctx context.Context) {
 		if err != nil {
 			continue // a new session requests another refresh
 		}
-		lctx, cancel := context.WithTimeout(ctx, u.g.opts.ConnectTimeout)
+		lctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
 		tools, err := listTools(lctx, c.cs)
 		cancel()
 		if err != nil {
@@ -583,7 +593,7 @@ func (u *upstream) call(ctx context.Context, tool string, args json.RawMessage, 
 	}
 	u.log.InfoContext(ctx, "upstream session expired (HTTP 404); re-initialising and retrying the call once", "tool", tool)
 	u.reset(c)
-	wctx, cancel := context.WithTimeout(ctx, u.g.opts.ConnectTimeout)
+	wctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
 	c2, werr := u.awaitReconnect(wctx, c)
 	cancel()
 	if werr != nil {

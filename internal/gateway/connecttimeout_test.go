@@ -1,0 +1,46 @@
+package gateway
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestServerConnectTimeout: servers.<name>.connect_timeout bounds starting
+// that server and its initialize handshake instead of the gateway-wide
+// default; a server that never answers is reported, not waited on.
+func TestServerConnectTimeout(t *testing.T) {
+	silent := ServerConfig{Name: "silent", Command: "sleep", Args: []string{"3600"}, ConnectTimeout: 200 * time.Millisecond}
+	type result struct {
+		g   *Gateway
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// The default would keep New waiting for an hour.
+		g, err := New(t.Context(), []ServerConfig{silent}, allowAll(), &Options{ConnectTimeout: time.Hour})
+		done <- result{g, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(testWait):
+		t.Fatal("New still waits for a server that does not answer initialize: its connect_timeout was not applied")
+	}
+	if r.err != nil {
+		t.Fatalf("New: %v", r.err)
+	}
+	t.Cleanup(func() { _ = r.g.Close() })
+	err := r.g.Ready()
+	if err == nil || !strings.Contains(err.Error(), `"silent"`) || !strings.Contains(err.Error(), context.DeadlineExceeded.Error()) {
+		t.Errorf("Ready = %v, want the silent server named as not connected after its deadline", err)
+	}
+}
+
+func TestServerConnectTimeoutNegative(t *testing.T) {
+	_, err := New(t.Context(), []ServerConfig{{Name: "x", Command: "true", ConnectTimeout: -time.Second}}, allowAll(), nil)
+	if err == nil || !strings.Contains(err.Error(), "connect timeout") {
+		t.Errorf("New with a negative connect timeout = %v, want an error naming it", err)
+	}
+}
