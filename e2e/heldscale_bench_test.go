@@ -31,6 +31,8 @@ import (
 //     machine; the upstream processes are not counted);
 //
 // and fails unless every call ran exactly once with its own arguments.
+// The calls share 100 MCP sessions (one per agent); TOOLGATE_BENCH_SESSIONS
+// sets another number of sessions (N: one session per held call).
 // docs/performance.md has the numbers. Run it alone, it takes minutes:
 //
 //	go test -run '^$' -bench HeldCalls -benchtime 1x -timeout 60m ./e2e/
@@ -199,7 +201,11 @@ func startLoadTokens(tb testing.TB, mcpURL, tool, tag string, n int, tokens []st
 	if err != nil {
 		tb.Fatalf("build: %v", err)
 	}
-	cmd := exec.Command(b.heldload, "-mcp", mcpURL, "-tool", tool, "-tag", tag, "-n", strconv.Itoa(n))
+	args := []string{"-mcp", mcpURL, "-tool", tool, "-tag", tag, "-n", strconv.Itoa(n)}
+	if s := os.Getenv("TOOLGATE_BENCH_SESSIONS"); s != "" {
+		args = append(args, "-sessions", s) // e.g. N: one MCP session per held call
+	}
+	cmd := exec.Command(b.heldload, args...)
 	cmd.Env = append(childEnv(), "TESTCLIENT_TOKENS="+strings.Join(tokens, ","))
 	return runLoad(tb, cmd)
 }
