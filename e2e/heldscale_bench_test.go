@@ -201,11 +201,14 @@ func startLoadTokens(tb testing.TB, mcpURL, tool, tag string, n int, tokens []st
 	if err != nil {
 		tb.Fatalf("build: %v", err)
 	}
-	args := []string{"-mcp", mcpURL, "-tool", tool, "-tag", tag, "-n", strconv.Itoa(n)}
+	cmd := exec.Command(b.heldload, "-mcp", mcpURL, "-tool", tool, "-tag", tag, "-n", strconv.Itoa(n))
 	if s := os.Getenv("TOOLGATE_BENCH_SESSIONS"); s != "" {
-		args = append(args, "-sessions", s) // e.g. N: one MCP session per held call
+		sessions, err := strconv.Atoi(s)
+		if err != nil || sessions <= 0 {
+			tb.Fatalf("TOOLGATE_BENCH_SESSIONS=%q: want a positive number", s)
+		}
+		cmd.Args = append(cmd.Args, "-sessions", strconv.Itoa(sessions)) // e.g. N: one MCP session per held call
 	}
-	cmd := exec.Command(b.heldload, args...)
 	cmd.Env = append(childEnv(), "TESTCLIENT_TOKENS="+strings.Join(tokens, ","))
 	return runLoad(tb, cmd)
 }
