@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,8 +26,13 @@ import (
 //     SQLite, inside toolgate) over 10 s of holding idle, in % of one core;
 //   - approvals/s: N divided by the time from the first approval sent (32
 //     at a time through the admin API) until every call returned;
+//   - approve-cpu-ms: CPU of toolgate and the database's processes over
+//     that time, per approval (steadier than approvals/s on a shared
+//     machine; the upstream processes are not counted);
 //
 // and fails unless every call ran exactly once with its own arguments.
+// The calls share 100 MCP sessions (one per agent); TOOLGATE_BENCH_SESSIONS
+// sets another number of sessions (N: one session per held call).
 // docs/performance.md has the numbers. Run it alone, it takes minutes:
 //
 //	go test -run '^$' -bench HeldCalls -benchtime 1x -timeout 60m ./e2e/
@@ -54,7 +61,9 @@ func loadAgentsYAML() string {
 		sum := sha256.Sum256([]byte(loadToken(i)))
 		fmt.Fprintf(&s, "  - id: load-%03d\n    token_sha256: %s\n", i, hex.EncodeToString(sum[:]))
 	}
-	s.WriteString("approvers:\n  - id: " + approverID + "\n    token_env: E2E_APPROVER_TOKEN\n    roles: [approver]\n")
+	// The approver is an admin too, so that TOOLGATE_BENCH_PROFILE can read
+	// the gateway's /debug/pprof/ profiles.
+	s.WriteString("approvers:\n  - id: " + approverID + "\n    token_env: E2E_APPROVER_TOKEN\n    roles: [approver, admin]\n")
 	return s.String()
 }
 
@@ -96,6 +105,9 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 
 	pid := g.cmd.Process.Pid
 	rss := rssMB(b, pid)
+	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
+		saveProfiles(b, g.Admin, filepath.Join(dir, fmt.Sprintf("%s-%d", driver, n)))
+	}
 	const idle = 10 * time.Second
 	cpu0 := cpuTicks(b, append([]int{pid}, dbPIDs()...))
 	time.Sleep(idle) // holding idle is what is measured
@@ -107,9 +119,23 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		ids[i] = a.ID
 	}
 	start = time.Now()
+	cpu0 = cpuTicks(b, append([]int{pid}, dbPIDs()...))
+	cpuProfiled := make(chan struct{})
+	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
+		go func() { // the first seconds of approve-all
+			defer close(cpuProfiled)
+			prefix := filepath.Join(dir, fmt.Sprintf("%s-%d-approve", driver, n))
+			saveProfile(b, g.Admin, "/debug/pprof/profile?seconds=5", prefix+"-cpu.pprof")
+			saveProfile(b, g.Admin, "/debug/pprof/goroutine?debug=1", prefix+"-goroutine.txt")
+		}()
+	} else {
+		close(cpuProfiled)
+	}
 	statuses := approveAll(b.Context(), g.Admin, ids, 32, 20*time.Minute)
 	res := load.results(b, 20*time.Minute)
 	took := time.Since(start)
+	cpu1 = cpuTicks(b, append([]int{pid}, dbPIDs()...))
+	<-cpuProfiled
 	for id, s := range statuses {
 		if s != 200 {
 			b.Fatalf("approve %s answered %d", id, s)
@@ -129,6 +155,43 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	b.ReportMetric(rss, "rss-MB")
 	b.ReportMetric(idleCPU, "idle-cpu-%")
 	b.ReportMetric(float64(n)/took.Seconds(), "approvals/s")
+	b.ReportMetric(float64(cpu1-cpu0)/clockTicks*1000/float64(n), "approve-cpu-ms")
+}
+
+// saveProfiles writes the gateway's heap and goroutine profiles to
+// prefix-heap.pprof, prefix-heap.txt and prefix-goroutine.txt (for
+// TOOLGATE_BENCH_PROFILE).
+func saveProfiles(tb testing.TB, admin, prefix string) {
+	tb.Helper()
+	saveProfile(tb, admin, "/debug/pprof/heap?gc=1", prefix+"-heap.pprof")
+	saveProfile(tb, admin, "/debug/pprof/heap?debug=1", prefix+"-heap.txt") // with runtime.MemStats
+	saveProfile(tb, admin, "/debug/pprof/goroutine?debug=1", prefix+"-goroutine.txt")
+}
+
+// saveProfile writes the admin listener's path (a /debug/pprof/ profile)
+// to file. It reports failures with Error, so it may run on any goroutine.
+func saveProfile(tb testing.TB, admin, path, file string) {
+	tb.Helper()
+	req, err := http.NewRequestWithContext(tb.Context(), http.MethodGet, admin+path, nil)
+	if err != nil {
+		tb.Error(err)
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+approverToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Error(err)
+		return
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		tb.Errorf("GET %s: %d %v", path, resp.StatusCode, err)
+		return
+	}
+	if err := os.WriteFile(file, body, 0o600); err != nil {
+		tb.Error(err)
+	}
 }
 
 // startLoadTokens is startLoad with the calls spread over tokens.
@@ -139,6 +202,13 @@ func startLoadTokens(tb testing.TB, mcpURL, tool, tag string, n int, tokens []st
 		tb.Fatalf("build: %v", err)
 	}
 	cmd := exec.Command(b.heldload, "-mcp", mcpURL, "-tool", tool, "-tag", tag, "-n", strconv.Itoa(n))
+	if s := os.Getenv("TOOLGATE_BENCH_SESSIONS"); s != "" {
+		sessions, err := strconv.Atoi(s)
+		if err != nil || sessions <= 0 {
+			tb.Fatalf("TOOLGATE_BENCH_SESSIONS=%q: want a positive number", s)
+		}
+		cmd.Args = append(cmd.Args, "-sessions", strconv.Itoa(sessions)) // e.g. N: one MCP session per held call
+	}
 	cmd.Env = append(childEnv(), "TESTCLIENT_TOKENS="+strings.Join(tokens, ","))
 	return runLoad(tb, cmd)
 }
