@@ -103,6 +103,17 @@ func TestApproveWithGrantAndRevoke(t *testing.T) {
 		t.Errorf("viewer revoke: %d, want 403\n%s", a.status, a.body)
 	}
 
+	// Another tenant's approver neither sees nor revokes it.
+	other := e.browser()
+	other.signIn(acmeTok)
+	op := other.page("/ui/grants")
+	if strings.Contains(op, g.ID) {
+		t.Errorf("another tenant's grants page shows %s", g.ID)
+	}
+	if a := other.do("POST", revoke, url.Values{"csrf": {csrf(t, op)}}); a.status != http.StatusNotFound {
+		t.Errorf("another tenant's revoke: %d, want 404\n%s", a.status, a.body)
+	}
+
 	a = b.do("POST", revoke, url.Values{"csrf": {csrf(t, page)}, "reason": {"done with it"}})
 	if a.status != http.StatusSeeOther || a.header.Get("Location") != "/ui/grants?done=revoke" {
 		t.Fatalf("revoke: %d %q\n%s", a.status, a.header.Get("Location"), a.body)
@@ -185,5 +196,34 @@ func TestPlainApproveUnchangedByGrantFields(t *testing.T) {
 	}
 	if n := len(e.grants()); n != 0 {
 		t.Errorf("a plain approve made %d grants", n)
+	}
+}
+
+func TestApproveWithGrantAwaitsTheQuorum(t *testing.T) {
+	e := newEnv(t, nil)
+	r := e.request(1, `{"to":"acct-1","amount":5}`, func(r *approval.Request) { r.RequiredApprovals = 2 })
+	b := e.browser()
+	b.signIn(bobTok)
+	a := b.post("/ui/approvals/"+string(r.ID)+"/approve", grantForm(r, "1h", "", ""))
+	if a.status != http.StatusSeeOther || a.header.Get("Location") != "/ui/approvals/"+string(r.ID)+"?done=grant-pending" {
+		t.Fatalf("first approve with a grant of two: %d %q\n%s", a.status, a.header.Get("Location"), a.body)
+	}
+	if got := e.state(r.ID); got.State != approval.StatePending || len(got.Reviews) != 1 || got.Reviews[0].Grant == nil {
+		t.Errorf("after one of two approvals: %s %+v", got.State, got.Reviews)
+	}
+	if n := len(e.grants()); n != 0 {
+		t.Errorf("%d grants before the quorum attached the terms", n)
+	}
+	if page := b.page("/ui/approvals/" + string(r.ID) + "?done=grant-pending"); !strings.Contains(page, "when enough approvers attach the same terms") {
+		t.Errorf("no flash saying the grant waits for the quorum:\n%s", page)
+	}
+	// The second approver attaches the same terms: the grant is made.
+	c := e.browser()
+	c.signIn(aliceTok)
+	if a := c.post("/ui/approvals/"+string(r.ID)+"/approve", grantForm(r, "1h", "", "")); a.header.Get("Location") != "/ui/approvals/"+string(r.ID)+"?done=grant" {
+		t.Fatalf("second approve with a grant: %d %q\n%s", a.status, a.header.Get("Location"), a.body)
+	}
+	if gs := e.grants(); len(gs) != 1 || len(gs[0].ApprovedBy) != 2 || gs[0].SourceApproval != r.ID {
+		t.Errorf("grants after the quorum: %+v", gs)
 	}
 }
