@@ -60,7 +60,9 @@ const liveBound = 2 * time.Second
 // text and nothing runs; approving from the page returns the agent's result
 // and the upstream ran once; a deny needs a reason; an expired request shows
 // expired with its buttons disabled; bulk-approving 3 of 5 runs those 3
-// only; a POST without the CSRF token is refused.
+// only; a POST without the CSRF token is refused; approving with a grant
+// lets the identical next call run, and once the grant is revoked on
+// /ui/grants the next one is held again.
 func TestInboxInBrowser(t *testing.T) {
 	g, recT, recX := inboxGateway(t)
 	b := newBrowser(t)
@@ -209,6 +211,76 @@ func TestInboxInBrowser(t *testing.T) {
 			}
 			mustCLI(t, g.Admin, "deny", id, "--reason", "not selected")
 			mustIsError(t, await(t, chans[argsOf[id]]))
+		}
+		b.clean()
+	})
+
+	t.Run("approve with a grant, the next identical call runs, revoked it is held again", func(t *testing.T) {
+		b.t = t
+		const args = `{"note":"remember me"}`
+		const when = `args.note != "<script>alert(4)</script>"`
+		ch := callAsync(t.Context(), cs, toolCall("t__echo_raw", args))
+		a := awaitPendingArgs(t, g.Admin, args)
+		b.open(g.Admin, "/ui/approvals/"+a.ID)
+		b.do("approve and remember as a grant",
+			chromedp.Click(css(`details[data-grant] summary`)),
+			chromedp.SendKeys(css(`input[name="grant_duration"]`), "1h"),
+			chromedp.SendKeys(css(`textarea[name="grant_when"]`), when),
+			chromedp.Click(css(`[data-action="approve-grant"]`)),
+			chromedp.WaitVisible(css(`.flash.ok`)))
+		if flash := b.text(css(`.flash.ok`)); !strings.Contains(flash, "remembered as a grant") {
+			t.Errorf("the page says %q after approving with a grant", flash)
+		}
+		if got := mustOK(t, await(t, ch)); got != args {
+			t.Errorf("the agent got %q", got)
+		}
+		var list struct {
+			Grants []struct {
+				ID, State, When, SourceApproval string
+				Uses                            int64
+			}
+		}
+		adminGet(t, g.Admin+"/v1/grants", &list)
+		if len(list.Grants) != 1 || list.Grants[0].When != when || list.Grants[0].State != "active" {
+			t.Fatalf("grants after approving with one: %+v", list.Grants)
+		}
+		gr := list.Grants[0]
+
+		// The identical next call runs without a new approval.
+		if got := mustOK(t, await(t, callAsync(t.Context(), cs, toolCall("t__echo_raw", args)))); got != args {
+			t.Errorf("the call under the grant returned %q", got)
+		}
+		if n := countLines(readRecord(t, recT), "echo_raw "+jsonCompact(t, args)); n != 2 {
+			t.Errorf("the upstream ran the call %d times, want twice (approved, then under the grant)", n)
+		}
+
+		// The grants page shows it (the predicate as text) and revokes it.
+		b.do("open the grants page", chromedp.Click(css(`nav.tabs a[href="/ui/grants"]`)),
+			chromedp.WaitVisible(css(`tr[data-grant-id="%s"][data-state="active"]`, gr.ID)))
+		if pred := b.text(css(`tr[data-grant-id="%s"] [data-predicate]`, gr.ID)); pred != when {
+			t.Errorf("the predicate shows as %q, want the text %q", pred, when)
+		}
+		if n := eval[int](b, `document.querySelectorAll("main script, main img").length`); n != 0 {
+			t.Errorf("the grants page made %d elements out of the predicate", n)
+		}
+		if uses := b.text(css(`tr[data-grant-id="%s"] [data-uses]`, gr.ID)); !strings.HasPrefix(uses, "1 /") {
+			t.Errorf("uses show as %q, want 1 use", uses)
+		}
+		b.do("revoke the grant",
+			chromedp.SendKeys(css(`tr[data-grant-id="%s"] input[name="reason"]`, gr.ID), "enough"),
+			chromedp.Click(css(`tr[data-grant-id="%s"] [data-action="revoke-grant"]`, gr.ID)),
+			chromedp.WaitVisible(css(`tr[data-grant-id="%s"][data-state="revoked"]`, gr.ID)))
+
+		// The next identical call is held again.
+		ch = callAsync(t.Context(), cs, toolCall("t__echo_raw", args))
+		again := awaitPendingArgs(t, g.Admin, args)
+		if again.ID == a.ID {
+			t.Fatalf("the held call reuses approval %s", a.ID)
+		}
+		mustCLI(t, g.Admin, "deny", again.ID, "--reason", "grant revoked")
+		mustIsError(t, await(t, ch))
+		if n := countLines(readRecord(t, recT), "echo_raw "+jsonCompact(t, args)); n != 2 {
+			t.Errorf("after the revoke the upstream ran the call %d times in all, want 2", n)
 		}
 		b.clean()
 	})

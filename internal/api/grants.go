@@ -159,16 +159,9 @@ func (s *Server) listGrants(w http.ResponseWriter, r *http.Request, c caller) er
 	if !isIDText(f.IDPrefix) {
 		return invalid("id_prefix %q: want at most %d hex digits and dashes", f.IDPrefix, idLen)
 	}
-	gs, next, err := s.grants.ListGrants(r.Context(), f)
+	out, err := s.ListGrants(r.Context(), Caller{Principal: c.principal, Roles: c.roles}, f)
 	if err != nil {
-		return fmt.Errorf("list grants: %w", err)
-	}
-	out := GrantList{Grants: make([]Grant, 0, len(gs)), NextCursor: next}
-	now := s.now()
-	for _, g := range gs {
-		if grantVisible(c, g) {
-			out.Grants = append(out.Grants, fromGrant(g, now))
-		}
+		return err
 	}
 	s.writeJSON(w, r, http.StatusOK, out)
 	return nil
@@ -200,14 +193,11 @@ func (s *Server) revokeGrant(w http.ResponseWriter, r *http.Request, c caller) e
 	if err := decodeBody(w, r, &body); err != nil {
 		return err
 	}
-	if len(body.Reason) > maxReason {
-		return invalid("reason longer than %d bytes", maxReason)
-	}
-	got, err := s.grants.RevokeGrant(r.Context(), c.principal, g.ID, body.Reason)
+	got, err := s.RevokeGrant(r.Context(), Caller{Principal: c.principal, Roles: c.roles}, g.ID, body.Reason)
 	if err != nil {
-		return grantError(fmt.Errorf("revoke grant %s: %w", g.ID, err))
+		return err
 	}
-	s.writeJSON(w, r, http.StatusOK, fromGrant(got, s.now()))
+	s.writeJSON(w, r, http.StatusOK, got)
 	return nil
 }
 
@@ -260,37 +250,123 @@ func grantTerms(b *GrantBody) (approval.GrantTerms, error) {
 
 // approveGranting is the approve route with a grant attached.
 func (s *Server) approveGranting(w http.ResponseWriter, r *http.Request, c caller, id approval.ID, body ApproveBody) error {
-	if s.grants == nil {
-		return invalid("grants are not available on this server")
-	}
-	terms, err := grantTerms(body.Grant)
+	out, err := s.grantApprove(r.Context(), c, id, body.Reason, body.ArgumentsHash, body.Grant)
 	if err != nil {
 		return err
 	}
-	if len(body.Reason) > maxReason {
-		return invalid("reason longer than %d bytes", maxReason)
+	s.writeJSON(w, r, http.StatusOK, out)
+	return nil
+}
+
+// grantApprove is the one approve-with-a-grant path of the REST API and the
+// web inbox: it checks the terms, approves id as c with them attached and
+// returns the approval after it, with the grant when one was made.
+func (s *Server) grantApprove(ctx context.Context, c caller, id approval.ID, reason, pinnedHash string, b *GrantBody) (Approval, error) {
+	if s.grants == nil {
+		return Approval{}, invalid("grants are not available on this server")
 	}
-	if _, err := s.lookup(r.Context(), c, id); err != nil {
-		return err
+	terms, err := grantTerms(b)
+	if err != nil {
+		return Approval{}, err
 	}
-	got, made, err := s.grants.ApproveWithGrant(r.Context(), id, c.principal, body.Reason, body.ArgumentsHash, terms)
+	if len(reason) > maxReason {
+		return Approval{}, invalid("reason longer than %d bytes", maxReason)
+	}
+	if _, err := s.lookup(ctx, c, id); err != nil {
+		return Approval{}, err
+	}
+	got, made, err := s.grants.ApproveWithGrant(ctx, id, c.principal, reason, pinnedHash, terms)
 	if errors.Is(err, approval.ErrDuplicate) {
 		err = nil
 	}
 	if err != nil {
 		e := grantError(fmt.Errorf("approve %s with a grant: %w", id, err))
 		if e.Status == http.StatusConflict && e.Code != CodeGrantNotEndorsed {
-			s.describeConflict(r.Context(), id, e)
+			s.describeConflict(ctx, id, e)
 		}
-		return e
+		return Approval{}, e
 	}
 	out := fromRequest(got)
 	if made != nil {
 		g := fromGrant(*made, s.now())
 		out.Grant = &g
 	}
-	s.writeJSON(w, r, http.StatusOK, out)
-	return nil
+	return out, nil
+}
+
+// ApproveWithGrant approves id as c with grant terms b attached, through
+// the same code as POST /v1/approvals/{id}/approve with a "grant" object
+// (and `toolgate approvals approve --grant`), and returns the approval
+// after it; its Grant is set when the grant was made (nil while a quorum
+// still waits for other approvers' identical terms). pinnedHash, when not
+// empty, must be the request's arguments hash. A duration longer than
+// grants.max_ttl is a 422, never shortened. Errors carry their answer:
+// see [PublicError].
+func (s *Server) ApproveWithGrant(ctx context.Context, c Caller, id approval.ID, reason, pinnedHash string, b GrantBody) (Approval, error) {
+	if !c.CanReview() {
+		return Approval{}, forbidden(reviewRoles)
+	}
+	if pinnedHash != "" && !isHash(pinnedHash) {
+		return Approval{}, invalid("arguments_hash %q: want %q and %d lower-case hex digits", pinnedHash, hashPrefix, hashHexchars)
+	}
+	return s.grantApprove(ctx, c.inner(), id, reason, pinnedHash, &b)
+}
+
+// ListGrants returns one page of the grants c may see (its tenant's, when
+// it has one) matching f, as GET /v1/grants does. f.Tenant is set from c;
+// a Limit above 1000 is lowered to it.
+func (s *Server) ListGrants(ctx context.Context, c Caller, f store.GrantFilter) (GrantList, error) {
+	if !c.CanRead() {
+		return GrantList{}, forbidden(readRoles)
+	}
+	if s.grants == nil {
+		return GrantList{}, invalid("grants are not available on this server")
+	}
+	f.Tenant = c.Principal.Tenant
+	f.Limit = min(f.Limit, maxLimit)
+	gs, next, err := s.grants.ListGrants(ctx, f)
+	if err != nil {
+		return GrantList{}, fmt.Errorf("list grants: %w", err)
+	}
+	out := GrantList{Grants: make([]Grant, 0, len(gs)), NextCursor: next}
+	now := s.now()
+	for _, g := range gs {
+		if grantVisible(c.inner(), g) {
+			out.Grants = append(out.Grants, fromGrant(g, now))
+		}
+	}
+	return out, nil
+}
+
+// RevokeGrant revokes grant id as c, as POST /v1/grants/{id}/revoke does
+// (approvers and admins; reason optional, at most maxReason bytes), and
+// returns the grant after it; another tenant's grant is not found.
+func (s *Server) RevokeGrant(ctx context.Context, c Caller, id, reason string) (Grant, error) {
+	if !c.CanReview() {
+		return Grant{}, forbidden(reviewRoles)
+	}
+	if s.grants == nil {
+		return Grant{}, invalid("grants are not available on this server")
+	}
+	if len(reason) > maxReason {
+		return Grant{}, invalid("reason longer than %d bytes", maxReason)
+	}
+	id = strings.ToLower(id)
+	if !isUUID(id) {
+		return Grant{}, noGrant(id)
+	}
+	g, err := s.grants.GetGrant(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !grantVisible(c.inner(), g)) {
+		return Grant{}, noGrant(id)
+	}
+	if err != nil {
+		return Grant{}, fmt.Errorf("get grant %s: %w", id, err)
+	}
+	got, err := s.grants.RevokeGrant(ctx, c.Principal, g.ID, reason)
+	if err != nil {
+		return Grant{}, grantError(fmt.Errorf("revoke grant %s: %w", g.ID, err))
+	}
+	return fromGrant(got, s.now()), nil
 }
 
 // grantError maps the errors of the grant routes; the rest goes through

@@ -10,10 +10,14 @@
 //	GET  /ui/                        pending approvals the approver may see, newest first
 //	GET  /ui/approvals/{id}          one approval in full; a short id (a unique prefix or
 //	                                 suffix of 6+ characters) redirects to it
-//	POST /ui/approvals/{id}/approve  form: csrf, arguments_hash (the hash shown), reason?
+//	POST /ui/approvals/{id}/approve  form: csrf, arguments_hash (the hash shown), reason?;
+//	                                 with grant=1 also grant_duration, grant_max_uses?,
+//	                                 grant_when? (approve and remember as a grant, issue 12)
 //	POST /ui/approvals/{id}/deny     form: csrf, arguments_hash, reason (required)
 //	POST /ui/approve                 bulk: csrf, approve="<id> <hash>" (repeated), reason?
 //	GET  /ui/history                 decided approvals: state, server, tool, requester, from, to
+//	GET  /ui/grants                  grants the approver may see, active first
+//	POST /ui/grants/{id}/revoke      form: csrf, reason?
 //	GET  /ui/events                  the admin API's event stream for the signed-in approver
 //	GET  /ui/fragment/...            page parts the script re-renders on events
 //	GET  /ui/signin, POST /ui/signin sign in by pasting a token once
@@ -49,6 +53,7 @@
 //
 // The sign-in token field is name="token"; approval rows and the detail
 // carry data-approval-id and data-state; buttons data-action="approve",
-// "deny" (and "bulk-approve", "signin", "signout"); the reason field is
-// name="reason".
+// "deny" (and "approve-grant", "revoke-grant", "bulk-approve", "signin",
+// "signout"); the reason field is name="reason"; grant rows carry
+// data-grant-id and data-state, their predicate data-predicate.
 package web

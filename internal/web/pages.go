@@ -89,6 +89,10 @@ type detailView struct {
 	Expired    bool // pending past its deadline (the sweeper is about to expire it)
 	ReasonText string
 	Consumed   string
+	// CanGrant: the approve may remember a grant (a tool call, not a
+	// policy approval); Grant is what the approver typed for it.
+	CanGrant bool
+	Grant    grantForm
 }
 
 type reviewView struct {
@@ -111,6 +115,7 @@ func (s *Server) detailData(r *http.Request, c *session, id approval.ID) (*detai
 		Pending: a.State == "pending", ReasonText: visible(a.Reason), Consumed: human(a.ConsumedAt)}
 	d.Expired = a.State == string(approval.StateExpired) || (d.Pending && !now.Before(a.ExpiresAt))
 	d.Policy = a.Kind == approval.KindSessionPolicy || a.Kind == approval.KindPolicyChange
+	d.CanGrant = !d.Policy
 	if n, err := parseValue(a.Arguments); err == nil {
 		d.Args, d.ArgsOK = n, true
 	} else {
@@ -154,17 +159,27 @@ func flash(done string) string {
 		return "Your approval was recorded."
 	case "deny":
 		return "Your denial was recorded; the agent gets your reason."
+	case "grant":
+		return "Your approval was recorded and remembered as a grant: see Grants."
+	case "grant-pending":
+		return "Your approval and its grant terms were recorded; the grant is made when enough approvers attach the same terms."
 	}
 	return ""
 }
 
 // showDetail renders approval id with status, a flash and an error.
 func (s *Server) showDetail(w http.ResponseWriter, r *http.Request, c *session, id approval.ID, status int, flashMsg, errMsg string) {
+	s.showDetailForm(w, r, c, id, status, flashMsg, errMsg, grantForm{})
+}
+
+// showDetailForm is showDetail with the grant fields filled from f.
+func (s *Server) showDetailForm(w http.ResponseWriter, r *http.Request, c *session, id approval.ID, status int, flashMsg, errMsg string, f grantForm) {
 	d, err := s.detailData(r, c, id)
 	if err != nil {
 		s.fail(w, r, c, err)
 		return
 	}
+	d.Grant = f
 	s.render(w, r, "detail", status, view{Title: d.Subject, User: c.user(), CSRF: c.csrf, Since: c.since, Detail: d, Flash: flashMsg, Error: errMsg})
 }
 
@@ -259,20 +274,39 @@ func (s *Server) review(w http.ResponseWriter, r *http.Request, c *session, v ap
 		return
 	}
 	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	gf := readGrantForm(r)
+	if v == approval.VerdictApprove && r.PostFormValue("grant") == "1" {
+		s.approveWithGrant(w, r, c, id, hash, reason, gf)
+		return
+	}
+	if v == approval.VerdictApprove && gf.Open {
+		// Enter in a grant field submits with the plain Approve button:
+		// do not drop the terms the approver typed without saying so.
+		s.showDetailForm(w, r, c, id, http.StatusUnprocessableEntity, "",
+			"You filled in grant terms but pressed Approve; nothing was recorded. Press \"Approve and remember\" to make the grant, or clear its fields to approve only this call.", gf)
+		return
+	}
 	if _, err := s.backend.Review(r.Context(), c.caller, id, v, reason, hash); err != nil {
-		status, detail := api.PublicError(err)
-		if status >= 500 {
-			s.fail(w, r, c, err)
-			return
-		}
-		msg := detail.Message
-		if detail.Code == api.CodeHashMismatch {
-			msg = "The request changed since this page showed it (" + detail.Message + "); nothing was recorded. Review it again below."
-		}
-		s.showDetail(w, r, c, id, status, "", msg)
+		s.reviewFailed(w, r, c, id, err, gf)
 		return
 	}
 	http.Redirect(w, r, "/ui/approvals/"+string(id)+"?done="+string(v), http.StatusSeeOther) //nolint:gosec // G710: id is a checked UUID, v a verdict constant
+}
+
+// reviewFailed answers a refused review: a server error is an error page;
+// anything else re-renders the detail with the API's status and message
+// (a hash mismatch explained), keeping the grant fields f.
+func (s *Server) reviewFailed(w http.ResponseWriter, r *http.Request, c *session, id approval.ID, err error, f grantForm) {
+	status, detail := api.PublicError(err)
+	if status >= 500 {
+		s.fail(w, r, c, err)
+		return
+	}
+	msg := detail.Message
+	if detail.Code == api.CodeHashMismatch {
+		msg = "The request changed since this page showed it (" + detail.Message + "); nothing was recorded. Review it again below."
+	}
+	s.showDetailForm(w, r, c, id, status, "", msg, f)
 }
 
 // bulkView is the answer of a bulk approval.

@@ -32,6 +32,12 @@ type Backend interface {
 	// the events after it, so none is missed between the page and the
 	// stream.
 	EventsEnd(ctx context.Context) (string, error)
+	// ApproveWithGrant, ListGrants and RevokeGrant are the remembered
+	// grants (issue 12), with the rules of /v1/grants and of an approve
+	// carrying a "grant" object.
+	ApproveWithGrant(ctx context.Context, c api.Caller, id approval.ID, reason, pinnedHash string, g api.GrantBody) (api.Approval, error)
+	ListGrants(ctx context.Context, c api.Caller, f store.GrantFilter) (api.GrantList, error)
+	RevokeGrant(ctx context.Context, c api.Caller, id, reason string) (api.Grant, error)
 }
 
 // Sessions stores signed-in browser sessions; store.WebSessionStore
@@ -130,7 +136,7 @@ func New(backend Backend, sessions Sessions, identify Identify, opts *Options) (
 
 // pageNames are the templates in assets/pages, each rendered inside
 // assets/layout.html.
-var pageNames = []string{"inbox", "detail", "history", "signin", "bulk", "error", "matches"}
+var pageNames = []string{"inbox", "detail", "history", "signin", "bulk", "error", "matches", "grants"}
 
 // parsePages parses the layout with each page.
 func parsePages() (map[string]*template.Template, error) {
@@ -170,6 +176,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /ui/approvals/{id}/deny", s.post(s.deny))
 	s.mux.HandleFunc("POST /ui/approve", s.post(s.bulkApprove))
 	s.mux.HandleFunc("GET /ui/history", s.page(s.history))
+	s.mux.HandleFunc("GET /ui/grants", s.page(s.grants))
+	s.mux.HandleFunc("POST /ui/grants/{id}/revoke", s.post(s.revokeGrant))
 	s.mux.HandleFunc("GET /ui/events", s.events)
 	s.mux.HandleFunc("GET /ui/signin", s.signInForm)
 	s.mux.HandleFunc("POST /ui/signin", s.signIn)
@@ -230,6 +238,7 @@ type view struct {
 	Bulk    *bulkView
 	SignIn  *signInView
 	Matches *matchesView
+	Grants  *grantsView
 }
 
 // user is the signed-in approver as the header shows it.

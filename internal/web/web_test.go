@@ -63,12 +63,12 @@ func newEnv(tb testing.TB, opts *web.Options) *env {
 		hashHex(acmeTok):   {approval.Principal{ID: "erin", Kind: "human", Tenant: "acme"}, []string{api.RoleApprover}},
 	}}
 	pol := &policy.Policy{Default: policy.Approve, Approval: policy.Approval{Timeout: time.Minute, Mode: "hold", Approvals: 1}}
-	e.g = gate.New(e.db, pol, nil)
+	e.g = gate.New(e.db, pol, &gate.Options{GrantMaxTTL: 8 * time.Hour})
 	auth := func(tok string) (approval.Principal, []string, bool) {
 		id, ok := e.people[hashHex(tok)]
 		return id.p, id.roles, ok
 	}
-	e.api = api.New(e.g, auth, &api.Options{Sessions: e.g, Events: e.db})
+	e.api = api.New(e.g, auth, &api.Options{Sessions: e.g, Events: e.db, Grants: e.g})
 	e.inbox = e.newInbox(opts)
 	return e
 }

@@ -146,7 +146,8 @@
     if (inboxRegion) schedule(inboxRegion, ev.approval_id);
     if (detailRegion && ev.approval_id === detailRegion.dataset.approval) {
       const reason = detailRegion.querySelector("textarea[name=reason]");
-      if (reason && reason.value.trim() !== "") {
+      const typing = Array.from(detailRegion.querySelectorAll("[data-grant] input, [data-grant] textarea")).some((el) => el.value.trim() !== "");
+      if ((reason && reason.value.trim() !== "") || typing) {
         // Do not throw away what the approver is typing: say it changed.
         const note = detailRegion.querySelector("[data-note]");
         if (note) {
