@@ -138,14 +138,17 @@ func (b *batcher) commit(group []*writeReq) {
 	}
 	// The group's statements must not be interrupted by one caller going
 	// away: SQLite rolls back the whole transaction when a write is
-	// interrupted. Callers whose function has started wait for the commit.
+	// interrupted. Callers whose function has started wait for the commit,
+	// and the functions' own statements ignore their callers' cancellation
+	// (tx.grouped): a lease renewal whose deadline passed mid-statement
+	// used to roll back the approvals and consumes batched with it.
 	bg := context.WithoutCancel(live[0].ctx)
 	stx, err := b.db.wsql.BeginTx(bg, nil)
 	if err != nil {
 		fail(fmt.Errorf("begin: %w", err))
 		return
 	}
-	t := &tx{sql: stx, d: b.db.d, db: b.db}
+	t := &tx{sql: stx, d: b.db.d, db: b.db, grouped: true}
 	for i, r := range live {
 		ctx := context.WithoutCancel(r.ctx)
 		if _, err := stx.ExecContext(ctx, `SAVEPOINT w`); err != nil {

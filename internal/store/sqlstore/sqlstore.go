@@ -222,6 +222,21 @@ type tx struct {
 	sql *sql.Tx
 	d   dialect
 	db  *DB
+	// grouped marks a transaction the batcher shares among several
+	// callers (batch.go): its statements ignore the cancellation of the
+	// context they are given, because SQLite rolls back the whole
+	// transaction when a write is interrupted, and that would fail the
+	// other callers' writes in the group too.
+	grouped bool
+}
+
+// context returns the context a statement of t runs under: ctx, or for a
+// grouped transaction ctx without its cancellation.
+func (t *tx) context(ctx context.Context) context.Context {
+	if t.grouped {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
 }
 
 // stmt returns q prepared for t (SQLite's statement cache), or nil.
@@ -236,6 +251,7 @@ func (t *tx) stmt(ctx context.Context, q string) *sql.Stmt {
 }
 
 func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	ctx = t.context(ctx)
 	q = t.d.rebind(q)
 	if s := t.stmt(ctx, q); s != nil {
 		return s.ExecContext(ctx, args...)
@@ -244,6 +260,7 @@ func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error
 }
 
 func (t *tx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	ctx = t.context(ctx)
 	q = t.d.rebind(q)
 	if s := t.stmt(ctx, q); s != nil {
 		return s.QueryContext(ctx, args...)
@@ -252,6 +269,7 @@ func (t *tx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error
 }
 
 func (t *tx) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	ctx = t.context(ctx)
 	q = t.d.rebind(q)
 	if s := t.stmt(ctx, q); s != nil {
 		return s.QueryRowContext(ctx, args...)
