@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -504,7 +505,7 @@ func TestTrailChainsGrantsAndPolicyRevisions(t *testing.T) {
 			// The revision committed last: once it is chained, so is the
 			// rest.
 			flushUntil(t, tr, db, func(links []store.AuditEntry) bool {
-				return len(links) > 0 && strings.Contains(string(links[len(links)-1].Record), `"policy_changed"`)
+				return slices.ContainsFunc(links, func(l store.AuditEntry) bool { return strings.Contains(string(l.Record), `"policy_changed"`) })
 			})
 			var created, used, allowed, changed *audit.Record
 			recs := records(t, db, "")
