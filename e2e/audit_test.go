@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	_ "modernc.org/sqlite"
@@ -210,15 +211,28 @@ func TestAuditTwoInstancesPostgres(t *testing.T) {
 	wg.Wait()
 	// The dispatch outcome is recorded after the result is sent: wait for it.
 	ids.Range(func(id, _ any) bool { waitState(t, gws[0].Admin, id.(string), "consumed"); return true })
-	for range 2 {
-		// Each export chains what its instance has queued first.
-		auditExport(t, gws[0].Admin)
+	// Each export chains what its instance has queued first. The chain
+	// follows Postgres's change feed, which shows an event once every
+	// older transaction on the server has ended (other tests share it):
+	// export until the last events are there (or give up after 30 s).
+	auditExport(t, gws[0].Admin)
+	var (
+		lines []exportLine
+		recs  []exportRecord
+		count map[string]int
+	)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		lines, recs = auditExport(t, gws[1].Admin)
+		count = map[string]int{}
+		for _, r := range recs {
+			count[r.Type]++
+		}
+		if count["dispatched"] >= rounds && count["allowed"] >= 2*rounds || time.Now().After(deadline) {
+			break
+		}
 	}
-	lines, recs := auditExport(t, gws[1].Admin)
-	count := map[string]int{}
 	events := map[int64]bool{}
 	for i, r := range recs {
-		count[r.Type]++
 		if r.Seq != int64(i+1) || (i > 0 && lines[i].PrevHash != lines[i-1].Hash) {
 			t.Errorf("link %d (at %d) does not follow link %d", r.Seq, i, i)
 		}

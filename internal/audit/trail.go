@@ -155,8 +155,10 @@ func (t *Trail) Run(ctx context.Context) error {
 	}
 }
 
-// Flush appends every call queued so far and every event committed so far
-// to the chain, and returns when they are chained (or on the first error;
+// Flush appends every call queued so far and every event the store's
+// change feed shows so far (on Postgres an event shows once the
+// transactions on the server that began before it have ended) to the
+// chain, and returns when they are chained (or on the first error;
 // calls not chained stay queued). Calls queued while it runs are left to
 // the next Flush, so a steady stream of calls cannot keep it going.
 func (t *Trail) Flush(ctx context.Context) error {

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -345,11 +346,9 @@ func TestInstancesShareOneChain(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			if err := audit.New(dbs[0], nil).Flush(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			recs := records(t, dbs[1], "")
 			want := 2*calls + 2*approvals*5
+			flushUntil(t, audit.New(dbs[0], nil), dbs[1], func(links []store.AuditEntry) bool { return len(links) >= want })
+			recs := records(t, dbs[1], "")
 			seen := map[int64]bool{}
 			allowed := 0
 			for _, r := range recs {
@@ -503,9 +502,11 @@ func TestTrailChainsGrantsAndPolicyRevisions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := tr.Flush(ctx); err != nil {
-				t.Fatal(err)
-			}
+			// The revision committed last: once it is chained, so is the
+			// rest.
+			flushUntil(t, tr, db, func(links []store.AuditEntry) bool {
+				return slices.ContainsFunc(links, func(l store.AuditEntry) bool { return strings.Contains(string(l.Record), `"policy_changed"`) })
+			})
 			var created, used, allowed, changed *audit.Record
 			recs := records(t, db, "")
 			for i, r := range recs {
@@ -547,4 +548,21 @@ func openBackend(t *testing.T, driver string) *sqlstore.DB {
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	return db
+}
+
+// flushUntil flushes tr until done accepts r's chain. On Postgres the
+// change feed returns an event only once every older transaction in the
+// cluster has ended (other tests' databases share the server), so one
+// Flush right after a commit may not see it yet; give up after 30 s (the
+// caller's checks then fail).
+func flushUntil(t *testing.T, tr *audit.Trail, r audit.Reader, done func([]store.AuditEntry) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if err := tr.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if done(mustLinks(t, r)) || time.Now().After(deadline) {
+			return
+		}
+	}
 }
