@@ -47,6 +47,7 @@ func TestPruneKeepsWhatAConsumerHasNotRead(t *testing.T) {
 				t.Fatalf("Prune before the outbox read = %+v, %v; want nothing deleted", p, err)
 			}
 			none := func(approval.Event, approval.Request) []string { return nil }
+			feedShowsAll(t, db)
 			res, err := db.FanOut(ctx, 0, now, none, seqIDs())
 			if err != nil || res.Events != len(all) {
 				t.Fatalf("FanOut = %+v, %v; want %d events read", res, err, len(all))
