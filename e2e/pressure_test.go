@@ -320,10 +320,15 @@ func TestSessionPolicyRequestAfterReload(t *testing.T) {
 	}
 }
 
+// heldScalePolicy holds every call until it is decided: the load program
+// sends no progress token, and holding thousands of calls on a loaded
+// machine can take longer than approvals.max_hold (50s), after which such
+// callers would be answered "pending" instead.
 const heldScalePolicy = `
 approvals:
   max_pending_per_principal: 20000
   max_pending: 20000
+  max_hold: 0s
 policy:
   default: deny
   rules:
