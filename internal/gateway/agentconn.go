@@ -148,7 +148,7 @@ func (ac *agentConn) session(ctx context.Context) (*upConn, error) {
 		ac.u.byClient.Store(c.cs, ac)
 		ac.u.log.InfoContext(ctx, "per-agent upstream session connected", "principal", ac.principal.ID)
 		ac.u.g.wg.Go(func() { ac.watch(c) })
-		ac.u.setLoggingLevel(ctx, c, ac.u.g.levels.of(ac.ss))
+		ac.u.setLoggingLevel(ctx, c, func() mcp.LoggingLevel { return ac.u.g.levels.of(ac.ss) })
 		ac.u.g.subs.resubscribe(ctx, ac.u, ac, c)
 		return c, nil
 	}

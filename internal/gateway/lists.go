@@ -198,28 +198,34 @@ func (g *Gateway) setLevel(ctx context.Context, method string, req mcp.Request, 
 		c := ac.conn
 		ac.mu.Unlock()
 		if c != nil {
-			ac.u.setLoggingLevel(ctx, c, lvl)
+			ac.u.setLoggingLevel(ctx, c, func() mcp.LoggingLevel { return g.levels.of(sreq.Session) })
 		}
 	}
 	if lowered {
-		floor := g.levels.shared()
 		for _, name := range g.serverNames() {
 			u := g.ups[name]
 			if c, err := u.session(); err == nil {
-				u.setLoggingLevel(ctx, c, floor)
+				u.setLoggingLevel(ctx, c, g.levels.shared)
 			}
 		}
 	}
 	return res, nil
 }
 
-// setLoggingLevel asks c for log messages at lvl and above, if the
-// upstream offers logging; an error is only logged.
-func (u *upstream) setLoggingLevel(ctx context.Context, c *upConn, lvl mcp.LoggingLevel) {
+// setLoggingLevel asks c for log messages at level() and above, if the
+// upstream offers logging; an error is only logged. The level is read and
+// sent under c's logging lock, one request at a time: two callers that
+// read the level at different moments (a reconnect and an agent's
+// setLevel) could otherwise reach the upstream in the other order and
+// leave it at the older level.
+func (u *upstream) setLoggingLevel(ctx context.Context, c *upConn, level func() mcp.LoggingLevel) {
 	res := c.cs.InitializeResult()
 	if res == nil || res.Capabilities == nil || res.Capabilities.Logging == nil {
 		return
 	}
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	lvl := level()
 	lctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
 	defer cancel()
 	//lint:ignore SA1019 logging is deprecated only from 2026-07-28; sessions are pinned to 2025-11-25.

@@ -52,6 +52,9 @@ const stableAfter = 30 * time.Second
 type upConn struct {
 	cs   *mcp.ClientSession
 	proc *process // the stdio child; nil for HTTP
+	// logMu orders the logging/setLevel requests sent on cs
+	// (upstream.setLoggingLevel).
+	logMu sync.Mutex
 }
 
 // close ends the session. For stdio it ends the child first, so that the
@@ -576,7 +579,7 @@ func listTools(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, error) 
 // its logs at the lowest level any agent asked for (info until then);
 // without it they are dropped. An error is only logged.
 func (u *upstream) setLogging(ctx context.Context, c *upConn) {
-	u.setLoggingLevel(ctx, c, u.g.levels.shared())
+	u.setLoggingLevel(ctx, c, u.g.levels.shared)
 }
 
 // logMessage writes an upstream's log message to toolgate's log; ctx is
