@@ -32,6 +32,18 @@ const PolicyChannel = "toolgate_policy"
 // as pg_stat_activity shows it, unless the DSN sets one.
 const PoolApplicationName = "toolgate"
 
+// LeaseApplicationName is the application_name of the connection reserved
+// for lease renewals (see LeaseConns), as pg_stat_activity shows it.
+const LeaseApplicationName = "toolgate-lease"
+
+// LeaseConns is the size of the pool reserved for RenewLeases on Postgres,
+// opened next to the main pool (Config.MaxConns) from the same DSN. A gate
+// renews its leases in one batch at a time, so one connection is enough;
+// being outside the main pool, a renewal never waits behind the writes and
+// reads queued there, which under load (thousands of held calls being
+// created) can take longer than a lease period and let the leases lapse.
+const LeaseConns = 1
+
 // DefaultPoll is the safety poll interval of Watch on Postgres when
 // Config.Poll is 0.
 const DefaultPoll = 5 * time.Second
@@ -42,27 +54,30 @@ const DefaultPoll = 5 * time.Second
 // dedicated LISTEN connection.
 type postgresDialect struct {
 	pool   *pgxpool.Pool   // behind the *sql.DB; closed by close
+	lease  *pgxpool.Pool   // LeaseConns connections reserved for RenewLeases; closed by close
 	listen *pgx.ConnConfig // template of Watch's dedicated connection
 	poll   time.Duration   // Watch's safety poll
 }
 
 // openPostgres parses cfg.DSN, builds a pgxpool (nothing is connected yet)
-// and returns a *sql.DB on it through pgx's stdlib package. The pool keeps
+// and returns a *sql.DB on it through pgx's stdlib package, and a second
+// *sql.DB on a pool of LeaseConns connections (application_name
+// LeaseApplicationName) reserved for lease renewals. The pool keeps
 // pgxpool's behaviour: every connection is pinged before it is handed out,
 // so right after a restart or failover a dead connection used a moment ago
 // does not fail the next gated call or decision (pgxpool pings only
 // connections idle for over a second by default), and its connections get
 // application_name PoolApplicationName unless the DSN sets one; Watch's get
 // WatchApplicationName.
-func openPostgres(ctx context.Context, cfg Config) (*sql.DB, dialect, error) {
+func openPostgres(ctx context.Context, cfg Config) (main, lease *sql.DB, _ dialect, _ error) {
 	pcfg, err := pgxpool.ParseConfig(cfg.DSN)
 	if err != nil {
 		// pgconn's ParseConfigError redacts the password.
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	switch {
 	case cfg.MaxConns > math.MaxInt32:
-		return nil, nil, fmt.Errorf("MaxConns %d is too large", cfg.MaxConns)
+		return nil, nil, nil, fmt.Errorf("MaxConns %d is too large", cfg.MaxConns)
 	case cfg.MaxConns > 0:
 		pcfg.MaxConns = int32(cfg.MaxConns)
 	}
@@ -75,18 +90,25 @@ func openPostgres(ctx context.Context, cfg Config) (*sql.DB, dialect, error) {
 	if d.poll == 0 {
 		d.poll = DefaultPoll
 	}
+	lcfg := pcfg.Copy()
+	lcfg.MaxConns, lcfg.MinConns, lcfg.MinIdleConns = LeaseConns, 0, 0
+	lcfg.ConnConfig.RuntimeParams["application_name"] = LeaseApplicationName
 	if d.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	// The *sql.DB keeps no idle connections of its own: the pool does.
-	// Reads and writes share it (row locks order the writers).
-	return stdlib.OpenDBFromPool(d.pool), d, nil
+	if d.lease, err = pgxpool.NewWithConfig(ctx, lcfg); err != nil {
+		d.pool.Close()
+		return nil, nil, nil, err
+	}
+	// The *sql.DBs keep no idle connections of their own: the pools do.
+	// Reads and writes share the main pool (row locks order the writers).
+	return stdlib.OpenDBFromPool(d.pool), stdlib.OpenDBFromPool(d.lease), d, nil
 }
 
 func (*postgresDialect) name() string           { return DriverPostgres }
 func (*postgresDialect) rebind(q string) string { return dollarPlaceholders(q) }
 func (*postgresDialect) forUpdate() string      { return " FOR UPDATE" }
-func (d *postgresDialect) close()               { d.pool.Close() }
+func (d *postgresDialect) close()               { d.pool.Close(); d.lease.Close() }
 
 func (*postgresDialect) lock(ctx context.Context, t *tx, l lockName) error {
 	_, err := t.exec(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(l))

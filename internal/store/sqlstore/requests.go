@@ -294,7 +294,8 @@ const renewBatch = 500
 
 // RenewLeases extends the leases holder holds on ids to until, one UPDATE
 // per renewBatch ids, and returns the ids it renewed: see
-// store.Store.RenewLeases.
+// store.Store.RenewLeases. On Postgres it runs on the connection reserved
+// for it (LeaseConns), not in the main pool.
 func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID, until time.Time) ([]approval.ID, error) {
 	if holder == "" {
 		return nil, errors.New("renew leases: empty holder")
@@ -307,7 +308,7 @@ func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID,
 			args = append(args, string(id))
 		}
 		var got []approval.ID
-		err := db.inTx(ctx, func(t *tx) error {
+		err := db.inLeaseTx(ctx, func(t *tx) error {
 			rows, err := t.query(ctx, `UPDATE requests SET lease_until = ?
 				WHERE held_by = ? AND id IN (`+placeholders(len(chunk))+`)
 				AND (state IN ('pending', 'approved') OR (state = 'consumed' AND dispatch_outcome = ''))

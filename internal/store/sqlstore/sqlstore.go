@@ -49,8 +49,10 @@ type Config struct {
 	// never logged or put in errors.
 	DSN string
 	// MaxConns caps the Postgres pool; 0 keeps pgxpool's default (the DSN's
-	// pool_max_conns, else max(4, number of CPUs)). Watch uses one more
-	// connection of its own, outside the pool. SQLite ignores it.
+	// pool_max_conns, else max(4, number of CPUs)). Outside the pool, a DB
+	// opens LeaseConns (1) more, reserved for RenewLeases, and each Watch
+	// one more of its own: MaxConns + 2 in all with one Watch, as
+	// toolgate serve runs. SQLite ignores it.
 	MaxConns int
 	// Poll is the interval of Watch's safety poll on Postgres; 0 means
 	// DefaultPoll. SQLite ignores it.
@@ -72,6 +74,7 @@ type Config struct {
 type DB struct {
 	sql      *sql.DB // reads (and, on Postgres, writes)
 	wsql     *sql.DB // write transactions: on SQLite a pool of one connection; on Postgres sql
+	lsql     *sql.DB // Postgres only (nil on SQLite): RenewLeases' reserved pool of LeaseConns
 	d        dialect
 	log      *slog.Logger
 	now      func() time.Time
@@ -111,7 +114,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		db.sql, db.wsql, db.d, err = openSQLite(cfg)
 	case DriverPostgres:
 		op = "open postgres"
-		db.sql, db.d, err = openPostgres(ctx, cfg)
+		db.sql, db.lsql, db.d, err = openPostgres(ctx, cfg)
 		db.wsql = db.sql
 	default:
 		return nil, fmt.Errorf("open store: driver %q: want %s or %s", cfg.Driver, DriverSQLite, DriverPostgres)
@@ -163,6 +166,9 @@ func (db *DB) Close() error {
 	if db.wsql != db.sql {
 		err = errors.Join(err, db.wsql.Close())
 	}
+	if db.lsql != nil {
+		err = errors.Join(err, db.lsql.Close())
+	}
 	db.d.close()
 	return err
 }
@@ -180,13 +186,29 @@ func (db *DB) Close() error {
 // than once: it must reset whatever it captures on each run. fn's own
 // errors are returned as they are. fn must not call inTx itself.
 func (db *DB) inTx(ctx context.Context, fn func(*tx) error) error {
-	for attempt := 0; ; attempt++ {
-		var err error
+	return db.retry(ctx, func() error {
 		if db.batch != nil {
-			err = db.batch.run(ctx, fn)
-		} else {
-			err = db.txOnce(ctx, fn)
+			return db.batch.run(ctx, fn)
 		}
+		return db.txOnce(ctx, db.wsql, fn)
+	})
+}
+
+// inLeaseTx is inTx on the connection reserved for lease renewals
+// (LeaseConns) on Postgres, so that a renewal does not wait behind the
+// transactions queued for the main pool; on SQLite it is inTx.
+func (db *DB) inLeaseTx(ctx context.Context, fn func(*tx) error) error {
+	if db.lsql == nil {
+		return db.inTx(ctx, fn)
+	}
+	return db.retry(ctx, func() error { return db.txOnce(ctx, db.lsql, fn) })
+}
+
+// retry runs once and runs it again, up to txRetries times with a short
+// backoff, while it fails with a conflict (see inTx).
+func (db *DB) retry(ctx context.Context, once func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := once()
 		if err == nil || !db.d.retryable(err) || attempt == txRetries {
 			return err
 		}
@@ -201,8 +223,8 @@ func (db *DB) inTx(ctx context.Context, fn func(*tx) error) error {
 	}
 }
 
-func (db *DB) txOnce(ctx context.Context, fn func(*tx) error) error {
-	stx, err := db.wsql.BeginTx(ctx, nil)
+func (db *DB) txOnce(ctx context.Context, on *sql.DB, fn func(*tx) error) error {
+	stx, err := on.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
