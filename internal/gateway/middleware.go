@@ -83,10 +83,11 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if err := checkArguments(creq.Params.Arguments); err != nil {
 			return nil, err
 		}
-		ctx, p, release, err := g.bindRequest(ctx, creq)
+		bctx, p, release, err := g.bindRequest(ctx, creq)
 		if err != nil {
 			return ownAnswer(ctx, errorResult(err.Error())), nil
 		}
+		ctx = bctx
 		defer release()
 
 		name := creq.Params.Name
