@@ -204,3 +204,24 @@ policy:
 		t.Errorf("the 2025 agent's call ran %d times, want 1", n)
 	}
 }
+
+// TestOwnAnswersCarryResultType2026 (issue 11): a tools/call result that
+// toolgate answers itself, here a policy refusal, carries resultType
+// "complete" on a 2026-07-28 request, as that revision requires (the
+// TypeScript SDK v2 fails a call whose result lacks it); nothing runs.
+func TestOwnAnswersCarryResultType2026(t *testing.T) {
+	g, record := startUpstreamGateway(t, modernPolicy)
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t__big_result","arguments":{},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	_, msg := post2026(t, g, map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "t__big_result"}, body)
+	res, _ := msg["result"].(map[string]any)
+	if res == nil || res["isError"] != true {
+		t.Fatalf("denied call answered %v, want an isError result", msg)
+	}
+	if res["resultType"] != "complete" {
+		t.Errorf("refusal result %v has resultType %v, want \"complete\"", res, res["resultType"])
+	}
+	if got := readRecord(t, record); len(got) != 0 {
+		t.Fatalf("upstream ran %q", got)
+	}
+}

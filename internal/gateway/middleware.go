@@ -83,10 +83,11 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if err := checkArguments(creq.Params.Arguments); err != nil {
 			return nil, err
 		}
-		ctx, p, release, err := g.bindRequest(ctx, creq)
+		bctx, p, release, err := g.bindRequest(ctx, creq)
 		if err != nil {
-			return errorResult(err.Error()), nil
+			return ownAnswer(ctx, errorResult(err.Error())), nil
 		}
+		ctx = bctx
 		defer release()
 
 		name := creq.Params.Name
@@ -94,7 +95,7 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			if !g.policyToolOn(p) {
 				return nil, errUnknownTool(name)
 			}
-			return g.callPolicyTool(ctx, p, creq.Params.Arguments), nil
+			return ownAnswer(ctx, g.callPolicyTool(ctx, p, creq.Params.Arguments)), nil
 		}
 		t, ok := g.catalog.lookup(name)
 		if !ok {
@@ -137,7 +138,11 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		adm := g.gk.Admit(ctx, call)
 		if adm.Replay != nil {
-			return replayResult(adm)
+			res, err := replayResult(adm)
+			if err != nil {
+				return nil, err
+			}
+			return ownAnswer(ctx, res), nil
 		}
 		if adm.Pending && mrtr {
 			res, err := g.inputRequired(adm)
@@ -147,7 +152,7 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			g.log.WarnContext(ctx, "cannot make a multi round-trip round for a pending approval; answering it as pending", "approval", adm.ApprovalID, "err", err)
 		}
 		if !adm.Allowed {
-			return refusalResult(adm), nil
+			return ownAnswer(ctx, refusalResult(adm)), nil
 		}
 		if adm.Arguments != nil {
 			args = adm.Arguments
@@ -163,6 +168,20 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		adm.FinishWith(fctx, o, recorded(adm, res, err))
 		return res, err
 	}
+}
+
+// ownAnswer is res, a tools/call result toolgate answers itself without
+// the tool handler (a refusal, the max-hold pending answer, a ledger
+// replay, the policy tool's answer), with resultType "complete" when the
+// request is a 2026-07-28 one: that revision's clients refuse a result
+// without it (the TypeScript SDK v2 fails the call: "missing required
+// resultType"), and the SDK sets it only on its tool handlers' results.
+// A nil res (a JSON-RPC error answer) stays nil.
+func ownAnswer(ctx context.Context, res *mcp.CallToolResult) *mcp.CallToolResult {
+	if res == nil || !isModernRequest(ctx) {
+		return res
+	}
+	return markComplete(res)
 }
 
 // namedApproval is the approval a re-send names in
@@ -212,7 +231,7 @@ func recorded(adm gate.Admission, res mcp.Result, err error) gate.Recorded {
 
 // replayResult answers a re-send of a consumed approval with the result
 // the ledger kept (or the JSON-RPC error the run failed with); nothing runs.
-func replayResult(adm gate.Admission) (mcp.Result, error) {
+func replayResult(adm gate.Admission) (*mcp.CallToolResult, error) {
 	if rp := adm.Replay; rp.Error != nil {
 		var je jsonrpc.Error
 		if err := json.Unmarshal(rp.Error, &je); err != nil {

@@ -1,0 +1,166 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// tsV2Policy is modernPolicy (t__echo_raw allowed, t__slow held) with a
+// short max hold, so that the TypeScript client, which declares neither
+// Tasks nor URL elicitation and sends no progress token, gets the pending
+// answer quickly.
+const tsV2Policy = `
+approvals:
+  max_hold: 1s
+  public_url: https://toolgate.example
+` + modernPolicy
+
+// tsResult is the part of a tools/call result the TypeScript client prints.
+type tsResult struct {
+	Content []struct {
+		Text string `json:"text"`
+	} `json:"content"`
+	IsError bool `json:"isError"`
+}
+
+func (r tsResult) text() string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		b.WriteString(c.Text)
+	}
+	return b.String()
+}
+
+// tsV2Node returns the node binary for the TypeScript SDK v2 client: Node
+// 22 from scripts/test.sh ($TOOLGATE_NODE22), else the one findNPM found.
+// A missing @modelcontextprotocol/client skips the test, or fails it
+// under TOOLGATE_REQUIRE_E2E=1 (scripts/test.sh).
+func tsV2Node(t *testing.T) string {
+	t.Helper()
+	n := findNPM(t)
+	if _, err := os.Stat(filepath.Join(n.modules, "@modelcontextprotocol", "client", "package.json")); err != nil {
+		msg := "@modelcontextprotocol/client is not installed (run `npm ci` in e2e/): " + err.Error()
+		if os.Getenv("TOOLGATE_REQUIRE_E2E") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	if n22 := os.Getenv("TOOLGATE_NODE22"); n22 != "" {
+		return n22
+	}
+	return n.node
+}
+
+// TestTypeScriptV2Client (issue 11): a TypeScript SDK v2 client
+// (@modelcontextprotocol/client 2.4.0) pinned to 2026-07-28 lists the
+// tools and runs an allowed call through toolgate. A held call (the client
+// declares neither Tasks, which the SDK does not ship, nor URL elicitation)
+// gets the max-hold pending answer naming the approval; nothing runs; the
+// test approves through the CLI process, the client re-sends the identical
+// call and gets the upstream's result, and the upstream ran it once.
+func TestTypeScriptV2Client(t *testing.T) {
+	node := tsV2Node(t)
+	g, record := startUpstreamGateway(t, tsV2Policy)
+	script, err := filepath.Abs(filepath.Join("tsclient", "v2.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const allowedArgs, heldArgs = `{"client":"ts-v2"}`, `{"id":"ts-v2","seconds":0.01}`
+	ctx, cancel := context.WithTimeout(t.Context(), 2*waitFor)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, script, g.MCP, agentToken, "t__echo_raw", allowedArgs, "t__slow", heldArgs)
+	cmd.Env = childEnv()
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", node, err)
+	}
+	waited := false
+	defer func() {
+		if !waited {
+			cancel()
+			_ = cmd.Wait()
+		}
+	}()
+	lines := bufio.NewScanner(stdout)
+	lines.Buffer(nil, 1<<20)
+	next := func(step string, v any) {
+		t.Helper()
+		if !lines.Scan() {
+			t.Fatalf("TypeScript client printed nothing for %s (%v)\nstderr:\n%s", step, lines.Err(), stderr.String())
+		}
+		if err := json.Unmarshal(lines.Bytes(), v); err != nil {
+			t.Fatalf("%s: client output %q: %v", step, lines.Bytes(), err)
+		}
+	}
+
+	var first struct {
+		ProtocolVersion string   `json:"protocolVersion"`
+		Tools           []string `json:"tools"`
+		Result          tsResult `json:"result"`
+	}
+	next("the allowed call", &first)
+	if first.ProtocolVersion != "2026-07-28" {
+		t.Errorf("the client speaks %q, want 2026-07-28", first.ProtocolVersion)
+	}
+	if !slices.Contains(first.Tools, "t__echo_raw") || !slices.Contains(first.Tools, "t__slow") {
+		t.Errorf("tools/list gave %v, want t__echo_raw and t__slow", first.Tools)
+	}
+	if first.Result.IsError || first.Result.text() != allowedArgs {
+		t.Errorf("allowed tools/call result %+v, want %s", first.Result, allowedArgs)
+	}
+
+	var pending struct {
+		Pending tsResult `json:"pending"`
+	}
+	next("the held call", &pending)
+	p := waitPending(t, g.Admin, 1)[0]
+	msg := pending.Pending.text()
+	if !pending.Pending.IsError || !strings.Contains(msg, p.ID) || !strings.Contains(strings.ToLower(msg), "re-send the identical call to continue") {
+		t.Fatalf("held call answered %+v, want the pending isError naming approval %s", pending.Pending, p.ID)
+	}
+	if got := readRecord(t, record); slices.ContainsFunc(got, func(l string) bool { return strings.HasPrefix(l, "slow") }) {
+		t.Fatalf("upstream ran the held call before any approval: %q", got)
+	}
+
+	mustCLI(t, g.Admin, "approve", p.ID)
+	if _, err := io.WriteString(stdin, "approved\n"); err != nil {
+		t.Fatalf("tell the client: %v", err)
+	}
+	var resent struct {
+		Result tsResult `json:"result"`
+	}
+	next("the re-sent call", &resent)
+	if resent.Result.IsError || resent.Result.text() != "slept" {
+		t.Errorf("re-sent held call returned %+v, want the upstream's \"slept\"", resent.Result)
+	}
+	waited = true
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("TypeScript client: %v\nstderr:\n%s", err, stderr.String())
+	}
+	if n := countRecord(t, record, "echo_raw "+allowedArgs); n != 1 {
+		t.Errorf("upstream ran the allowed call %d times, want 1", n)
+	}
+	if n := countRecord(t, record, "slow finished "+heldArgs); n != 1 {
+		t.Errorf("upstream ran the approved call %d times, want 1 (record %q)", n, readRecord(t, record))
+	}
+	if n := len(approvals(t, g.Admin, "pending")); n != 0 {
+		t.Errorf("%d pending approvals after the re-send, want 0 (it attached to %s)", n, p.ID)
+	}
+}
