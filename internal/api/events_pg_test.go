@@ -2,11 +2,8 @@ package api_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"testing"
 	"time"
 
@@ -16,51 +13,8 @@ import (
 	"toolgate/internal/gate"
 	"toolgate/internal/policy"
 	"toolgate/internal/store/sqlstore"
+	"toolgate/internal/store/sqlstore/pgtest"
 )
-
-// freshPostgres creates an empty database on the server
-// TOOLGATE_TEST_POSTGRES names (a postgres:// URL), drops it when the test
-// ends, and returns its DSN. Without the variable the test is skipped, or
-// fails when TOOLGATE_REQUIRE_POSTGRES=1 (scripts/test.sh sets both).
-func freshPostgres(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("TOOLGATE_TEST_POSTGRES")
-	if dsn == "" {
-		if os.Getenv("TOOLGATE_REQUIRE_POSTGRES") == "1" {
-			t.Fatal("TOOLGATE_TEST_POSTGRES is not set")
-		}
-		t.Skip("needs a Postgres server: set TOOLGATE_TEST_POSTGRES (scripts/test.sh starts one)")
-	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	name := "tg_api_" + hex.EncodeToString(b[:])
-	admin := func(ctx context.Context, sql string) error {
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = conn.Close(ctx) }()
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
-	ident := pgx.Identifier{name}.Sanitize()
-	if err := admin(t.Context(), `CREATE DATABASE `+ident); err != nil {
-		t.Fatalf("create test database: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := admin(ctx, `DROP DATABASE IF EXISTS `+ident+` WITH (FORCE)`); err != nil {
-			t.Errorf("drop test database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatalf("TOOLGATE_TEST_POSTGRES: want a postgres:// URL: %v", err)
-	}
-	u.Path, u.RawPath = "/"+name, ""
-	return u.String()
-}
 
 // TestEventStreamDeliversALateCommit is the regression test for a stream
 // that paged the log by seq: on Postgres a transaction that took a lower
@@ -68,7 +22,7 @@ func freshPostgres(t *testing.T) string {
 // sent the higher one (Last-Event-ID = its seq) skipped the late one
 // forever. The stream reads the change feed, so the late event follows.
 func TestEventStreamDeliversALateCommit(t *testing.T) {
-	dsn := freshPostgres(t)
+	dsn := pgtest.Fresh(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	db, err := sqlstore.Open(ctx, sqlstore.Config{Driver: sqlstore.DriverPostgres, DSN: dsn})

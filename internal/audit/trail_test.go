@@ -2,13 +2,9 @@ package audit_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	_ "modernc.org/sqlite"
@@ -27,6 +22,7 @@ import (
 	"toolgate/internal/policy"
 	"toolgate/internal/store"
 	"toolgate/internal/store/sqlstore"
+	"toolgate/internal/store/sqlstore/pgtest"
 )
 
 var agent = approval.Principal{ID: "agent-1", Kind: "agent", Tenant: "acme"}
@@ -312,7 +308,7 @@ func TestInstancesShareOneChain(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "tg.db")
 				open = func() *sqlstore.DB { return openSQLite(t, path) }
 			} else {
-				dsn := freshPostgres(t)
+				dsn := pgtest.Fresh(t)
 				open = func() *sqlstore.DB {
 					db, err := sqlstore.Open(t.Context(), sqlstore.Config{Driver: sqlstore.DriverPostgres, DSN: dsn})
 					if err != nil {
@@ -371,46 +367,6 @@ func TestInstancesShareOneChain(t *testing.T) {
 			}
 		})
 	}
-}
-
-// freshPostgres creates an empty database on the server of
-// TOOLGATE_TEST_POSTGRES (skipping without it, unless
-// TOOLGATE_REQUIRE_POSTGRES=1), dropped when the test ends.
-func freshPostgres(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("TOOLGATE_TEST_POSTGRES")
-	if dsn == "" {
-		if os.Getenv("TOOLGATE_REQUIRE_POSTGRES") == "1" {
-			t.Fatal("TOOLGATE_TEST_POSTGRES is not set")
-		}
-		t.Skip("set TOOLGATE_TEST_POSTGRES to run against Postgres")
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "tg_audit_" + hex.EncodeToString(b[:])
-	exec := func(ctx context.Context, q string) error {
-		c, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			return err
-		}
-		defer c.Close(ctx)
-		_, err = c.Exec(ctx, q)
-		return err
-	}
-	if err := exec(t.Context(), `CREATE DATABASE `+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := exec(context.Background(), `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil {
-			t.Errorf("drop %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(dsn)
-	if err != nil || u.Scheme == "" {
-		return dsn + " dbname=" + name
-	}
-	u.Path = "/" + name
-	return u.String()
 }
 
 func dropped(t *testing.T, reg *prometheus.Registry) float64 {
@@ -536,13 +492,13 @@ func TestTrailChainsGrantsAndPolicyRevisions(t *testing.T) {
 	}
 }
 
-// openBackend opens a fresh store of driver (Postgres: freshPostgres).
+// openBackend opens a fresh store of driver (Postgres: pgtest.Fresh).
 func openBackend(t *testing.T, driver string) *sqlstore.DB {
 	t.Helper()
 	if driver == sqlstore.DriverSQLite {
 		return openSQLite(t, filepath.Join(t.TempDir(), "tg.db"))
 	}
-	db, err := sqlstore.Open(t.Context(), sqlstore.Config{Driver: sqlstore.DriverPostgres, DSN: freshPostgres(t)})
+	db, err := sqlstore.Open(t.Context(), sqlstore.Config{Driver: sqlstore.DriverPostgres, DSN: pgtest.Fresh(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,13 +2,13 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"toolgate/internal/store"
+	"toolgate/internal/store/sqlstore/pgtest"
 )
 
 // testLinks is a ChainAudit build function for the store's tests: one link
@@ -65,7 +65,7 @@ func chainedEvents(t *testing.T, db *DB) []int64 {
 // a higher seq is chained too, once (a cursor over seqs moved past it for
 // good: the chain missed it, and verify could not tell).
 func TestChainAuditNeverSkipsALateCommit(t *testing.T) {
-	db := openTest(t, postgresConfig(freshDatabase(t)))
+	db := openTest(t, postgresConfig(pgtest.Fresh(t)))
 	ctx := t.Context()
 	if err := db.CreateRequest(ctx, pendingRequest(testID(1))); err != nil {
 		t.Fatal(err)
@@ -77,32 +77,7 @@ func TestChainAuditNeverSkipsALateCommit(t *testing.T) {
 		}
 	}
 	chain() // the creation
-	late, err := db.sql.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = late.Rollback() }()
-	early, err := db.sql.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = early.Rollback() }()
-	insert := func(x *sql.Tx, actor string) {
-		t.Helper()
-		if _, err := x.ExecContext(ctx, `INSERT INTO events (request_id, type, state, actor, at) VALUES ($1, 'reviewed', 'pending', $2, 0)`,
-			string(testID(1)), actor); err != nil {
-			t.Fatal(err)
-		}
-	}
-	insert(late, "late")   // the lower seq
-	insert(early, "early") // the higher seq, committed first
-	if err := early.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	chain()
-	if err := late.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	commitLate(t, db, testID(1), chain)
 	all, err := db.Events(ctx, 0, 0)
 	if err != nil || len(all) != 3 {
 		t.Fatalf("Events = %v, %v; want the creation, late and early", all, err)

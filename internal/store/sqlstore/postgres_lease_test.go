@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/store/sqlstore/pgtest"
 )
 
 // TestRenewLeasesWhilePoolIsBusy holds every connection of the Postgres
@@ -16,7 +17,7 @@ import (
 // for the pool until its deadline and letting the leases lapse.
 func TestRenewLeasesWhilePoolIsBusy(t *testing.T) {
 	const maxConns = 2
-	cfg := postgresConfig(freshDatabase(t))
+	cfg := postgresConfig(pgtest.Fresh(t))
 	cfg.MaxConns = maxConns
 	db := openTest(t, cfg)
 	ctx := t.Context()

@@ -16,6 +16,7 @@ import (
 
 	"toolgate/internal/approval"
 	"toolgate/internal/store"
+	"toolgate/internal/store/sqlstore/pgtest"
 )
 
 func postgresConfig(dsn string) Config { return Config{Driver: DriverPostgres, DSN: dsn} }
@@ -23,7 +24,7 @@ func postgresConfig(dsn string) Config { return Config{Driver: DriverPostgres, D
 // TestFeedTailMissesNothing writes from two instances while a reader tails
 // the log with Feed: the tail sees every event exactly once.
 func TestFeedTailMissesNothing(t *testing.T) {
-	cfg := postgresConfig(freshDatabase(t))
+	cfg := postgresConfig(pgtest.Fresh(t))
 	dbs := []*DB{openTest(t, cfg), openTest(t, cfg)}
 	const writers, perWriter = 4, 25
 	var (
@@ -86,7 +87,7 @@ func TestFeedTailMissesNothing(t *testing.T) {
 // follow the numbers. (The feed once sorted by the text form and, once the
 // cluster's ids crossed 999 → 1000, skipped and repeated events.)
 func TestFeedOrdersByTransactionNumber(t *testing.T) {
-	db := openTest(t, postgresConfig(freshDatabase(t)))
+	db := openTest(t, postgresConfig(pgtest.Fresh(t)))
 	ctx := t.Context()
 	for i := range 2 {
 		if err := db.CreateRequest(ctx, pendingRequest(testID(i))); err != nil {
@@ -137,7 +138,7 @@ func seqs(evs []approval.Event) []int64 {
 func TestFeedNeverSkipsALateCommit(t *testing.T) {
 	for _, lateGetsXIDFirst := range []bool{true, false} {
 		t.Run(fmt.Sprintf("late transaction id first %v", lateGetsXIDFirst), func(t *testing.T) {
-			db := openTest(t, postgresConfig(freshDatabase(t)))
+			db := openTest(t, postgresConfig(pgtest.Fresh(t)))
 			ctx := t.Context()
 			if err := db.CreateRequest(ctx, pendingRequest(testID(1))); err != nil {
 				t.Fatal(err)
@@ -236,7 +237,7 @@ func TestOpenPostgresRefuses(t *testing.T) {
 		}, true},
 		{"missing database", func(t *testing.T) string {
 			t.Helper()
-			dsn, err := withDatabase(testDSN(t), "tg_does_not_exist")
+			dsn, err := pgtest.WithDatabase(pgtest.DSN(t), "tg_does_not_exist")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -293,7 +294,7 @@ func TestIsUnavailable(t *testing.T) {
 // over seqs, as the outbox had while event writers were serialized by a
 // lock, moves past it for good).
 func TestFanOutNeverSkipsALateCommit(t *testing.T) {
-	db := openTest(t, postgresConfig(freshDatabase(t)))
+	db := openTest(t, postgresConfig(pgtest.Fresh(t)))
 	ctx := t.Context()
 	if err := db.CreateRequest(ctx, pendingRequest(testID(1))); err != nil {
 		t.Fatal(err)
@@ -307,32 +308,7 @@ func TestFanOutNeverSkipsALateCommit(t *testing.T) {
 		}
 	}
 	fanOut() // the creation
-	late, err := db.sql.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = late.Rollback() }()
-	early, err := db.sql.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = early.Rollback() }()
-	insert := func(x *sql.Tx, actor string) {
-		t.Helper()
-		if _, err := x.ExecContext(ctx, `INSERT INTO events (request_id, type, state, actor, at) VALUES ($1, 'reviewed', 'pending', $2, 0)`,
-			string(testID(1)), actor); err != nil {
-			t.Fatal(err)
-		}
-	}
-	insert(late, "late")   // the lower seq
-	insert(early, "early") // the higher seq, committed first
-	if err := early.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	fanOut()
-	if err := late.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	commitLate(t, db, testID(1), fanOut)
 	actors := func() []string {
 		ds, err := db.Deliveries(ctx, "a", 0, 0)
 		if err != nil {
@@ -358,5 +334,40 @@ func TestFanOutNeverSkipsALateCommit(t *testing.T) {
 		t.Errorf("FeedPosition = %v", err)
 	} else if end, err := db.FeedEnd(ctx); err != nil || pos != end {
 		t.Errorf("outbox position %v, feed end %v (%v): want the end", pos, end, err)
+	}
+}
+
+// commitLate stages a late commit on Postgres: two transactions each add a
+// "reviewed" event of request id; the one that took the lower seq
+// commits last, and between runs after the other committed. A reader of
+// the log by seq that ran in between moves past the lower seq for good.
+func commitLate(t *testing.T, db *DB, id approval.ID, between func()) {
+	t.Helper()
+	ctx := t.Context()
+	late, err := db.sql.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = late.Rollback() }()
+	early, err := db.sql.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = early.Rollback() }()
+	insert := func(x *sql.Tx, actor string) {
+		t.Helper()
+		if _, err := x.ExecContext(ctx, `INSERT INTO events (request_id, type, state, actor, at) VALUES ($1, 'reviewed', 'pending', $2, 0)`,
+			string(id), actor); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert(late, "late")   // the lower seq
+	insert(early, "early") // the higher seq, committed first
+	if err := early.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	between()
+	if err := late.Commit(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/store/sqlstore/pgtest"
 )
 
 // watcher runs db.Watch until the test ends and hands its calls over a
@@ -77,7 +78,7 @@ func noPoll(dsn string) Config { return Config{Driver: DriverPostgres, DSN: dsn,
 // TestWatchSeesOtherInstance uses two *DB on one database, as two
 // instances: commits through B wake A's watcher with the request's id.
 func TestWatchPostgresSeesOtherInstance(t *testing.T) {
-	dsn := freshDatabase(t)
+	dsn := pgtest.Fresh(t)
 	a, b := openTest(t, noPoll(dsn)), openTest(t, noPoll(dsn))
 	w := startWatch(t, a)
 	w.expect(t, "after connecting", "")
@@ -114,7 +115,7 @@ func TestWatchPostgresSeesOtherInstance(t *testing.T) {
 // change that writes no event (a lease renewal) send nothing: the next
 // call is the one caused by a later committed decision.
 func TestWatchNotifiesOnlyCommits(t *testing.T) {
-	dsn := freshDatabase(t)
+	dsn := pgtest.Fresh(t)
 	a, b := openTest(t, noPoll(dsn)), openTest(t, noPoll(dsn))
 	quiet, loud := testID(1), testID(2)
 	for _, id := range []approval.ID{quiet, loud} {
@@ -153,7 +154,7 @@ func TestWatchNotifiesOnlyCommits(t *testing.T) {
 // NOTIFY, so only the feed can report them) and then hears notifications
 // again.
 func TestWatchReconnects(t *testing.T) {
-	dsn := freshDatabase(t)
+	dsn := pgtest.Fresh(t)
 	a, b := openTest(t, noPoll(dsn)), openTest(t, noPoll(dsn))
 	w := startWatch(t, a)
 	w.expect(t, "after connecting", "")
@@ -208,7 +209,7 @@ func TestWatchReconnects(t *testing.T) {
 // TestWatchPolls checks the safety poll: changes that sent no
 // notification are read from the feed every Poll, once each.
 func TestWatchPolls(t *testing.T) {
-	db := openTest(t, Config{Driver: DriverPostgres, DSN: freshDatabase(t), Poll: 5 * time.Millisecond})
+	db := openTest(t, Config{Driver: DriverPostgres, DSN: pgtest.Fresh(t), Poll: 5 * time.Millisecond})
 	w := startWatch(t, db)
 	w.expect(t, "after connecting", "")
 	for i := range 3 {
@@ -242,7 +243,7 @@ func writeSilently(t *testing.T, db *DB, id approval.ID) {
 // TestWatchStopsOnClose checks that Close ends Watch even though its
 // context is still live.
 func TestWatchPostgresStopsOnClose(t *testing.T) {
-	db, err := Open(t.Context(), noPoll(freshDatabase(t)))
+	db, err := Open(t.Context(), noPoll(pgtest.Fresh(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,26 +2,20 @@ package sqlstore
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"toolgate/internal/approval"
 	"toolgate/internal/store"
+	"toolgate/internal/store/sqlstore/pgtest"
 	"toolgate/internal/store/storetest"
 )
 
@@ -42,7 +36,7 @@ var backends = []backend{
 	}},
 	{DriverPostgres, func(tb testing.TB) Config {
 		tb.Helper()
-		return Config{Driver: DriverPostgres, DSN: freshDatabase(tb)}
+		return Config{Driver: DriverPostgres, DSN: pgtest.Fresh(tb)}
 	}},
 }
 
@@ -61,76 +55,13 @@ func openTest(tb testing.TB, cfg Config) *DB {
 	return db
 }
 
-// testDSN returns the DSN of the throwaway Postgres in
-// TOOLGATE_TEST_POSTGRES, skipping the test when it is not set (failing
-// instead when TOOLGATE_REQUIRE_POSTGRES=1). The role needs CREATEDB.
-func testDSN(tb testing.TB) string {
-	tb.Helper()
-	dsn := os.Getenv("TOOLGATE_TEST_POSTGRES")
-	if dsn == "" {
-		if os.Getenv("TOOLGATE_REQUIRE_POSTGRES") == "1" {
-			tb.Fatal("TOOLGATE_TEST_POSTGRES is not set")
-		}
-		tb.Skip("set TOOLGATE_TEST_POSTGRES to run")
-	}
-	return dsn
-}
-
-// freshDatabase creates an empty database next to the one dsn names,
-// drops it when the test ends, and returns its DSN.
-func freshDatabase(tb testing.TB) string {
-	tb.Helper()
-	dsn := testDSN(tb)
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	name := "tg_" + hex.EncodeToString(b[:])
-	admin := func(ctx context.Context, sql string) error {
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = conn.Close(ctx) }()
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
-	ident := pgx.Identifier{name}.Sanitize()
-	if err := admin(tb.Context(), `CREATE DATABASE `+ident); err != nil {
-		tb.Fatalf("create test database: %v", err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := admin(ctx, `DROP DATABASE IF EXISTS `+ident+` WITH (FORCE)`); err != nil {
-			tb.Errorf("drop test database %s: %v", name, err)
-		}
-	})
-	out, err := withDatabase(dsn, name)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return out
-}
-
-// withDatabase returns dsn (a URL or key=value string) naming database name.
-func withDatabase(dsn, name string) (string, error) {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return "", fmt.Errorf("parse TOOLGATE_TEST_POSTGRES: %w", err)
-		}
-		u.Path, u.RawPath = "/"+name, ""
-		return u.String(), nil
-	}
-	return dsn + " dbname=" + name, nil // a later keyword wins
-}
-
 // TestConformance runs the store conformance suite, unchanged, against
 // both dialects of the one store.
 func TestConformance(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.driver, func(t *testing.T) {
 			if b.driver == DriverPostgres {
-				testDSN(t) // skip (or fail) before the parallel subtests start
+				pgtest.DSN(t) // skip (or fail) before the parallel subtests start
 			}
 			storetest.Run(t, func(t *testing.T) store.Store {
 				t.Helper()
