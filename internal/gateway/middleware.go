@@ -34,6 +34,11 @@ type dispatch struct {
 	// multi round-trip round of a call waiting for its approval): it goes
 	// through the SDK's tool-call path so that it gets its resultType.
 	preset *mcp.CallToolResult
+	// relay is what a 2026-07-28 round forwards upstream (relay2026.go);
+	// nil for other requests.
+	relay *relayRound
+	// call is the admitted call (its wrapped requestState binds it).
+	call gate.Call
 }
 
 type dispatchKey struct{}
@@ -124,17 +129,28 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			call.MaxHold = g.opts.MaxHold
 		}
 		call.Resume = namedApproval(creq.Params.Meta)
-		mrtr := g.mrtrFor(ctx, creq)
-		if mrtr {
-			if st := creq.Params.RequestState; st != "" {
-				id, err := g.opts.MRTR.OpenRequestState(ctx, st, call)
-				if err != nil {
-					return nil, errInvalidParams("requestState refused: " + err.Error() + "; nothing was run. Send the call again without it to start over")
-				}
-				call.Resume = id
-			} else if call.Resume == "" {
-				call.Defer = true
+		var relay *relayRound
+		relayed := false
+		if isModernRequest(ctx) {
+			if relay, relayed, err = g.relayRoundFor(ctx, creq.Params, call); err != nil {
+				return nil, err
 			}
+		}
+		mrtr := g.mrtrFor(ctx, creq)
+		switch st := creq.Params.RequestState; {
+		case relayed:
+		case mrtr && st != "":
+			id, err := g.opts.MRTR.OpenRequestState(ctx, st, call)
+			if err != nil {
+				return nil, errRequestState(err)
+			}
+			call.Resume = id
+		case mrtr && call.Resume == "":
+			call.Defer = true
+		case st != "" && isModernRequest(ctx):
+			// Neither a relayed round's nor (for this caller) an approval
+			// round's: tampered, or from elsewhere. Fail closed.
+			return nil, errRequestState(gate.ErrBadRequestState)
 		}
 		adm := g.gk.Admit(ctx, call)
 		if adm.Replay != nil {
@@ -157,7 +173,7 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if adm.Arguments != nil {
 			args = adm.Arguments
 		}
-		d := &dispatch{tool: t, progress: prog, args: args, origin: g.newOrigin(ctx, creq.Session, p, t.Server)}
+		d := &dispatch{tool: t, progress: prog, args: args, origin: g.newOrigin(ctx, creq.Session, p, t.Server), relay: relay, call: call}
 		res, err := next(context.WithValue(ctx, dispatchKey{}, d), method, req)
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 		defer cancel()
@@ -267,7 +283,10 @@ func (g *Gateway) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	// Log messages of the call are delivered before its result, and before
 	// its progress stops (deferred calls run last-in first-out).
 	defer d.origin.finish()
-	res, err := u.call(withOrigin(ctx, d.origin), d.tool.Tool, d.args, d.progress)
+	res, err := u.call(withRelayRound(withOrigin(ctx, d.origin), d.relay), d.tool.Tool, d.args, d.progress)
+	if err == nil && d.relay != nil {
+		res, err = g.relayResult(d.call, res)
+	}
 	return dispatched(d, res, err)
 }
 

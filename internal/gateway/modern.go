@@ -55,6 +55,13 @@ type RequestStater interface {
 	OpenRequestState(ctx context.Context, state string, c gate.Call) (approval.ID, error)
 	// InboxLink is the approval's inbox page ("" without a public URL).
 	InboxLink(id approval.ID) string
+	// RelayState wraps an upstream's requestState (relay2026.go) for the
+	// next round of c.
+	RelayState(c gate.Call, upstream string) (string, error)
+	// OpenRelayState verifies a wrapped state c's caller sent back and
+	// returns the upstream's state (gate.ErrNotRelayState: not a relayed
+	// round's state).
+	OpenRelayState(ctx context.Context, state string, c gate.Call) (string, error)
 }
 
 // mrtrFor reports whether a held tools/call is answered with multi

@@ -74,7 +74,7 @@ func (u *upstream) modernSession(ctx context.Context) (*upConn, error) {
 		// Not ctx: its values belong to the agent's 2026-07-28 request (the
 		// SDK would take its protocol version for this session's).
 		cctx, cancel := context.WithTimeout(u.g.root, u.connectTimeout())
-		c, err := u.connectSession(cctx, client, nil, false) //nolint:contextcheck // the session outlives the call that opened it: the gateway's root, not the request's values
+		c, err := u.connectAt(cctx, client, nil, false, modernVersion) //nolint:contextcheck // the session outlives the call that opened it: the gateway's root, not the request's values
 		cancel()
 
 		m.mu.Lock()

@@ -246,7 +246,15 @@ func (u *upstream) connectWith(ctx context.Context, client *mcp.Client, owner *a
 // connectSession is connectWith; shared says whether the session's traffic
 // tells the shared session's health (health.go): only the shared one's does.
 func (u *upstream) connectSession(ctx context.Context, client *mcp.Client, owner *agentConn, shared bool) (*upConn, error) {
-	opts := &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion}
+	return u.connectAt(ctx, client, owner, shared, upstreamProtocolVersion)
+}
+
+// connectAt is connectSession at protocol version version: at
+// upstreamProtocolVersion, a server that speaks only 2026-07-28 is
+// connected in that era; at modernVersion the SDK asks server/discover
+// first and falls back to initialize at 2025-11-25.
+func (u *upstream) connectAt(ctx context.Context, client *mcp.Client, owner *agentConn, shared bool, version string) (*upConn, error) {
+	opts := &mcp.ClientSessionOptions{ProtocolVersion: version}
 	if u.cfg.URL != "" {
 		hc := u.http
 		if owner != nil || !shared {
@@ -257,7 +265,7 @@ func (u *upstream) connectSession(ctx context.Context, client *mcp.Client, owner
 		}
 		t := &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc, MaxEventSize: u.g.opts.MaxResultBytes + sdkLimitSlack}
 		cs, err := client.Connect(ctx, t, opts)
-		if err != nil && ctx.Err() == nil && !transportFailure(err) {
+		if err != nil && ctx.Err() == nil && !transportFailure(err) && version != modernVersion {
 			// A server that answered but speaks only 2026-07-28 (stateless,
 			// no initialize): connect in that era, through server/discover.
 			cs2, err2 := client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: modernVersion})
@@ -663,6 +671,9 @@ func (u *upstream) callOnce(ctx context.Context, c *upConn, tool string, args js
 	params := &mcp.CallToolParams{Name: tool, Arguments: args}
 	if prog != nil {
 		params.SetProgressToken(prog.upstreamToken)
+	}
+	if r := relayRoundFrom(ctx); r != nil && c.modernEra() {
+		r.apply(params)
 	}
 	res, err := c.cs.CallTool(cctx, params)
 	if raw := s.result(); raw != nil {

@@ -1,0 +1,126 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/gate"
+)
+
+// Multi round-trip requests (SEP-2322) relayed from an upstream to a
+// 2026-07-28 agent.
+//
+// A 2026-07-28 agent's tool call goes to the upstream's session for such
+// agents (modernconn.go). When that session speaks 2026-07-28 too, toolgate
+// forwards what a round carries besides the name and arguments: the
+// agent's declared client capabilities (so the upstream asks only for what
+// the agent can answer), its inputResponses, and the upstream's
+// requestState of the previous round. An upstream that needs input answers
+// input_required: its inputRequests reach the agent unchanged (keys and
+// all), its requestState never does as it is: toolgate wraps it in a state
+// it signs, bound to the caller and the call, single-use and valid for
+// gate.RelayStateTTL (gate.Gate.RelayState). Each round is a new call that
+// the gate admits like any other: the state says which round it continues,
+// never that it may run. Nothing about the round is kept on the instance,
+// so the next round may reach any instance.
+
+// relayRound is what a 2026-07-28 round sends upstream besides the tool's
+// name and arguments.
+type relayRound struct {
+	caps      any                  // _meta["io.modelcontextprotocol/clientCapabilities"] as the agent sent it
+	responses mcp.InputResponseMap // the agent's inputResponses (nil on a first round without any)
+	state     string               // the upstream's requestState the agent's state wrapped ("" none)
+}
+
+type relayKey struct{}
+
+func withRelayRound(ctx context.Context, r *relayRound) context.Context {
+	if r == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, relayKey{}, r)
+}
+
+func relayRoundFrom(ctx context.Context) *relayRound {
+	r, _ := ctx.Value(relayKey{}).(*relayRound)
+	return r
+}
+
+// errRequestState is the JSON-RPC error of a round whose requestState is
+// refused: invalid params (SEP-2322: a state that fails verification is
+// rejected); nothing runs.
+func errRequestState(err error) error {
+	return errInvalidParams("requestState refused: " + err.Error() + "; nothing was run. Send the call again without it to start over")
+}
+
+// relayRoundFor is the relayed round of a 2026-07-28 tools/call c whose
+// params are p. When p carries a requestState toolgate issued for a
+// relayed round, it is verified and used up (opened reports true); a state
+// of another kind is left for the approval rounds (opened false), and a
+// state that is a relayed round's but does not verify is an error.
+func (g *Gateway) relayRoundFor(ctx context.Context, p *mcp.CallToolParamsRaw, c gate.Call) (r *relayRound, opened bool, err error) {
+	r = &relayRound{caps: p.Meta[mcp.MetaKeyClientCapabilities], responses: p.InputResponses}
+	if p.RequestState == "" {
+		return r, false, nil
+	}
+	if g.opts.MRTR == nil {
+		return nil, false, errRequestState(errors.New("this gateway issues no requestState"))
+	}
+	up, err := g.opts.MRTR.OpenRelayState(ctx, p.RequestState, c)
+	switch {
+	case err == nil:
+		r.state = up
+		return r, true, nil
+	case errors.Is(err, gate.ErrNotRelayState):
+		return r, false, nil
+	case errors.Is(err, gate.ErrBadRequestState):
+		return nil, false, errRequestState(err)
+	}
+	return nil, false, fmt.Errorf("requestState not checked: %w; nothing was run", err)
+}
+
+// relayResult is res, an upstream's answer to a 2026-07-28 round of c,
+// ready for the agent: an input_required answer gets toolgate's wrapped
+// requestState in place of the upstream's. Without a key to sign it the
+// round fails (the upstream's state is never handed out as it is).
+func (g *Gateway) relayResult(c gate.Call, res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
+	if res == nil || res.InputRequests == nil {
+		return res, nil
+	}
+	if g.opts.MRTR == nil {
+		return nil, errors.New("the upstream asked for input (input_required), and this gateway cannot sign a requestState to relay it")
+	}
+	st, err := g.opts.MRTR.RelayState(c, res.RequestState)
+	if err != nil {
+		return nil, fmt.Errorf("the upstream asked for input (input_required), and its requestState could not be wrapped: %w", err)
+	}
+	out := *res
+	out.RequestState = st
+	return &out, nil
+}
+
+// modernEra reports whether c speaks 2026-07-28 (it was connected through
+// server/discover), so that a round's inputResponses, requestState and
+// client capabilities mean to it what they mean to the agent.
+func (c *upConn) modernEra() bool {
+	ir := c.cs.InitializeResult()
+	return ir != nil && ir.ProtocolVersion >= modernVersion
+}
+
+// apply puts the round into params, a tools/call to a 2026-07-28 upstream.
+// The agent's client capabilities replace those of toolgate's session
+// (which declares none): an upstream asks only for input the agent can
+// give, and answers -32021 for a capability the agent lacks.
+func (r *relayRound) apply(params *mcp.CallToolParams) {
+	params.InputResponses = r.responses
+	params.RequestState = r.state
+	if r.caps != nil {
+		if params.Meta == nil {
+			params.Meta = mcp.Meta{}
+		}
+		params.Meta[mcp.MetaKeyClientCapabilities] = r.caps
+	}
+}
