@@ -132,7 +132,7 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		var relay *relayRound
 		relayed := false
 		if isModernRequest(ctx) {
-			if relay, relayed, err = g.relayRoundFor(ctx, creq.Params, call); err != nil {
+			if relay, relayed, err = g.relayRoundFor(ctx, roundParams{creq.Params.Meta, creq.Params.InputResponses, creq.Params.RequestState}, call); err != nil {
 				return nil, err
 			}
 		}

@@ -26,6 +26,12 @@ var privateCache = mcp.Cacheable{CacheScope: "private"}
 // return, and keeps the field unexported: it is set through the type's
 // JSON form. On any failure res is returned as it was.
 func markComplete[T any](res *T) *T {
+	return markResultType(res, "complete")
+}
+
+// markResultType is markComplete with resultType rt ("input_required" for a
+// relayed round of prompts/get, relay2026.go).
+func markResultType[T any](res *T, rt string) *T {
 	b, err := json.Marshal(res)
 	if err != nil || len(b) < 2 || b[0] != '{' {
 		return res
@@ -34,7 +40,11 @@ func markComplete[T any](res *T) *T {
 	if json.Unmarshal(b, &fields) != nil {
 		return res
 	}
-	fields["resultType"] = json.RawMessage(`"complete"`)
+	q, err := json.Marshal(rt)
+	if err != nil {
+		return res
+	}
+	fields["resultType"] = q
 	if b, err = json.Marshal(fields); err != nil {
 		return res
 	}

@@ -79,6 +79,17 @@ func (g *Gateway) getPrompt(ctx context.Context, req mcp.Request) (mcp.Result, e
 	} else {
 		call.MaxHold = g.opts.MaxHold
 	}
+	var relay *relayRound
+	if isModernRequest(ctx) {
+		var opened bool
+		relay, opened, err = g.relayRoundFor(ctx, roundParams{gr.Params.Meta, gr.Params.InputResponses, gr.Params.RequestState}, call)
+		if err != nil {
+			return nil, err
+		}
+		if gr.Params.RequestState != "" && !opened {
+			return nil, errRequestState(gate.ErrBadRequestState)
+		}
+	}
 	adm := g.gk.Admit(ctx, call)
 	if !adm.Allowed {
 		return nil, refusalError(adm)
@@ -86,17 +97,36 @@ func (g *Gateway) getPrompt(ctx context.Context, req mcp.Request) (mcp.Result, e
 	u := g.ups[pr.Server]
 	var res *mcp.GetPromptResult
 	o := g.newOrigin(ctx, gr.Session, p, u.name)
-	err = g.forward(ctx, u, o, func(ctx context.Context, c *upConn, _ *agentConn) error {
+	err = g.forward(ctx, u, o, func(ctx context.Context, c *upConn, ac *agentConn) error {
+		params := &mcp.GetPromptParams{Name: pr.Prompt, Arguments: gr.Params.Arguments, Meta: gr.Params.Meta}
+		if relay != nil && ac == nil {
+			// A 2026-07-28 upstream may answer input_required: the round
+			// goes over its session for such agents (relay2026.go).
+			mc, err := u.modernSession(ctx)
+			if err != nil {
+				return err
+			}
+			if mc.modernEra() {
+				c = mc
+				relay.applyPrompt(params)
+			}
+		}
 		var err error
-		res, err = c.cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: pr.Prompt, Arguments: gr.Params.Arguments, Meta: gr.Params.Meta})
+		res, err = c.cs.GetPrompt(ctx, params)
 		return err
 	})
+	if err == nil && relay != nil {
+		res, err = g.relayPrompt(call, res)
+	}
 	g.finish(ctx, adm, err, false)
 	if err != nil {
 		return nil, err
 	}
 	delete(res.Meta, mcp.MetaKeyServerInfo)
 	if isModernRequest(ctx) {
+		if res.InputRequests != nil {
+			return markResultType(res, "input_required"), nil
+		}
 		return markComplete(res), nil
 	}
 	return res, nil

@@ -56,20 +56,27 @@ func errRequestState(err error) error {
 	return errInvalidParams("requestState refused: " + err.Error() + "; nothing was run. Send the call again without it to start over")
 }
 
-// relayRoundFor is the relayed round of a 2026-07-28 tools/call c whose
-// params are p. When p carries a requestState toolgate issued for a
+// roundParams are the fields of a request's params a round reads.
+type roundParams struct {
+	meta      mcp.Meta
+	responses mcp.InputResponseMap
+	state     string
+}
+
+// relayRoundFor is the relayed round of a 2026-07-28 request c (tools/call,
+// prompts/get) whose params are p. When p carries a requestState toolgate issued for a
 // relayed round, it is verified and used up (opened reports true); a state
 // of another kind is left for the approval rounds (opened false), and a
 // state that is a relayed round's but does not verify is an error.
-func (g *Gateway) relayRoundFor(ctx context.Context, p *mcp.CallToolParamsRaw, c gate.Call) (r *relayRound, opened bool, err error) {
-	r = &relayRound{caps: p.Meta[mcp.MetaKeyClientCapabilities], responses: p.InputResponses}
-	if p.RequestState == "" {
+func (g *Gateway) relayRoundFor(ctx context.Context, p roundParams, c gate.Call) (r *relayRound, opened bool, err error) {
+	r = &relayRound{caps: p.meta[mcp.MetaKeyClientCapabilities], responses: p.responses}
+	if p.state == "" {
 		return r, false, nil
 	}
 	if g.opts.MRTR == nil {
 		return nil, false, errRequestState(errors.New("this gateway issues no requestState"))
 	}
-	up, err := g.opts.MRTR.OpenRelayState(ctx, p.RequestState, c)
+	up, err := g.opts.MRTR.OpenRelayState(ctx, p.state, c)
 	switch {
 	case err == nil:
 		r.state = up
@@ -90,16 +97,38 @@ func (g *Gateway) relayResult(c gate.Call, res *mcp.CallToolResult) (*mcp.CallTo
 	if res == nil || res.InputRequests == nil {
 		return res, nil
 	}
-	if g.opts.MRTR == nil {
-		return nil, errors.New("the upstream asked for input (input_required), and this gateway cannot sign a requestState to relay it")
-	}
-	st, err := g.opts.MRTR.RelayState(c, res.RequestState)
+	st, err := g.wrapState(c, res.RequestState)
 	if err != nil {
-		return nil, fmt.Errorf("the upstream asked for input (input_required), and its requestState could not be wrapped: %w", err)
+		return nil, err
 	}
 	out := *res
 	out.RequestState = st
 	return &out, nil
+}
+
+// relayPrompt is relayResult for a prompts/get round.
+func (g *Gateway) relayPrompt(c gate.Call, res *mcp.GetPromptResult) (*mcp.GetPromptResult, error) {
+	if res == nil || res.InputRequests == nil {
+		return res, nil
+	}
+	st, err := g.wrapState(c, res.RequestState)
+	if err != nil {
+		return nil, err
+	}
+	out := *res
+	out.RequestState = st
+	return &out, nil
+}
+
+func (g *Gateway) wrapState(c gate.Call, upstream string) (string, error) {
+	if g.opts.MRTR == nil {
+		return "", errors.New("the upstream asked for input (input_required), and this gateway cannot sign a requestState to relay it")
+	}
+	st, err := g.opts.MRTR.RelayState(c, upstream)
+	if err != nil {
+		return "", fmt.Errorf("the upstream asked for input (input_required), and its requestState could not be wrapped: %w", err)
+	}
+	return st, nil
 }
 
 // modernEra reports whether c speaks 2026-07-28 (it was connected through
@@ -117,10 +146,24 @@ func (c *upConn) modernEra() bool {
 func (r *relayRound) apply(params *mcp.CallToolParams) {
 	params.InputResponses = r.responses
 	params.RequestState = r.state
-	if r.caps != nil {
-		if params.Meta == nil {
-			params.Meta = mcp.Meta{}
-		}
-		params.Meta[mcp.MetaKeyClientCapabilities] = r.caps
+	params.Meta = r.meta(params.Meta)
+}
+
+// applyPrompt is apply for prompts/get.
+func (r *relayRound) applyPrompt(params *mcp.GetPromptParams) {
+	params.InputResponses = r.responses
+	params.RequestState = r.state
+	params.Meta = r.meta(params.Meta)
+}
+
+// meta is m with the agent's client capabilities.
+func (r *relayRound) meta(m mcp.Meta) mcp.Meta {
+	if r.caps == nil {
+		return m
 	}
+	if m == nil {
+		m = mcp.Meta{}
+	}
+	m[mcp.MetaKeyClientCapabilities] = r.caps
+	return m
 }
