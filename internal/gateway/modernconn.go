@@ -10,24 +10,30 @@ import (
 	"toolgate/internal/approval"
 )
 
-// The upstream session of 2026-07-28 agents' tool calls.
+// The upstream session of 2026-07-28 agents' tool calls (and prompts/get).
 //
 // A 2026-07-28 request declares its client capabilities itself
-// (_meta["io.modelcontextprotocol/clientCapabilities"]), and toolgate
-// cannot yet relay an upstream's server→client request (sampling,
-// elicitation, roots) to such an agent: there is no multi round-trip
-// relay. The shared session declares sampling, elicitation and roots for
-// the 2025-era agents it serves (and so that the catalog lists every tool
-// a capable client would see), so an upstream that checks its client's
-// capabilities would take a 2026 agent to have them and run a tool that
-// needs them. Tool calls of 2026-07-28 agents therefore go through a second
-// session per upstream, opened on first use, that declares no client
-// capabilities: an upstream that needs one answers
-// MissingRequiredClientCapability (-32021, SEP-2575), which reaches the
-// agent as it is (with HTTP 400 from the stateless handler). It costs
-// nothing until a 2026 agent calls a tool of the upstream; for a stdio
-// server it is one more process, whose in-memory state is its own (as a
-// per-agent session's is), and whose list changes the catalog, listed from
+// (_meta["io.modelcontextprotocol/clientCapabilities"]). The shared session
+// declares sampling, elicitation and roots for the 2025-era agents it serves
+// (and so that the catalog lists every tool a capable client would see), so
+// an upstream that checks its client's capabilities would take a 2026 agent
+// to have them. Tool calls of 2026-07-28 agents therefore go through a
+// second session per upstream, opened on first use, that declares no client
+// capabilities of its own, at the newest revision the upstream speaks:
+//
+//   - 2026-07-28 (the upstream answers server/discover): each call carries
+//     the agent's own client capabilities, inputResponses and (unwrapped)
+//     requestState, and the upstream's input_required answers are relayed
+//     to the agent (relay2026.go). An upstream that needs a capability the
+//     agent lacks answers MissingRequiredClientCapability (-32021, SEP-2575).
+//   - 2025-11-25 (no server/discover): the session declares no capabilities,
+//     so an upstream that needs one answers -32021, which reaches the agent
+//     as it is (with HTTP 400 from the stateless handler); its server→client
+//     requests cannot reach a 2026 agent (not relayed as input_required).
+//
+// It costs nothing until a 2026 agent calls a tool of the upstream; for a
+// stdio server it is one more process, whose in-memory state is its own (as
+// a per-agent session's is), and whose list changes the catalog, listed from
 // the shared session, does not follow.
 type modernConn struct {
 	mu      sync.Mutex
@@ -92,7 +98,7 @@ func (u *upstream) modernSession(ctx context.Context) (*upConn, error) {
 		}
 		m.conn = c
 		m.mu.Unlock()
-		u.log.InfoContext(ctx, "upstream session for 2026-07-28 agents connected (no client capabilities declared)")
+		u.log.InfoContext(ctx, "upstream session for 2026-07-28 agents connected (no client capabilities of its own)", "speaks_2026_07_28", c.modernEra())
 		u.g.wg.Go(func() { u.watchModern(c) })
 		return c, nil
 	}
