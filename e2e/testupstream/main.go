@@ -26,6 +26,15 @@
 //   - ask {"tag": T}: sends the log message "log-T" (info), then asks its
 //     client, by form elicitation, "question-T" for a string "answer"; it
 //     returns "<action> <answer>" (isError when the elicitation failed).
+//   - ask_mrtr {"tag": T}: asks for input the 2026-07-28 way (SEP-2322):
+//     without an accepted inputResponses["answer"] it answers
+//     input_required with a form elicitation "question-T" under the key
+//     "answer" and the requestState "up-state-T" (recording "ask_mrtr
+//     <args> asked"); with one it returns "answered <answer> state=<the
+//     requestState it got>" (recording "ask_mrtr <args> answered"). A
+//     client that did not declare elicitation gets -32021 (SEP-2575). To a
+//     2025 client the SDK sends the elicitation as a classic request and
+//     calls the tool again with the answer.
 package main
 
 import (
@@ -44,6 +53,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -224,6 +234,37 @@ func addTools(s *mcp.Server, rec *recorder) {
 				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "elicitation failed: " + err.Error()}}}, nil
 			}
 			return text(fmt.Sprintf("%s %v", res.Action, res.Content["answer"])), nil
+		})
+
+	s.AddTool(&mcp.Tool{Name: "ask_mrtr", Description: "asks its client a question by a multi round-trip request (SEP-2322)", InputSchema: objectSchema},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a struct {
+				Tag string `json:"tag"`
+			}
+			if len(req.Params.Arguments) > 0 {
+				if err := json.Unmarshal(req.Params.Arguments, &a); err != nil {
+					return nil, fmt.Errorf("ask_mrtr: arguments: %w", err)
+				}
+			}
+			if caps := req.ClientCapabilities(); caps == nil || caps.Elicitation == nil {
+				data, err := json.Marshal(mcp.MissingRequiredClientCapabilityData{RequiredCapabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}})
+				if err != nil {
+					return nil, err
+				}
+				return nil, &jsonrpc.Error{Code: mcp.CodeMissingRequiredClientCapabilities, Message: "elicitation capability required", Data: data}
+			}
+			if r, ok := req.Params.InputResponses["answer"].(*mcp.ElicitResult); ok && r != nil && r.Action == "accept" {
+				rec.add("ask_mrtr", compact(req.Params.Arguments)+" answered")
+				return text(fmt.Sprintf("answered %v state=%s", r.Content["answer"], req.Params.RequestState)), nil
+			}
+			rec.add("ask_mrtr", compact(req.Params.Arguments)+" asked")
+			return &mcp.CallToolResult{
+				InputRequests: mcp.InputRequestMap{"answer": &mcp.ElicitParams{
+					Message:         "question-" + a.Tag,
+					RequestedSchema: json.RawMessage(`{"type":"object","properties":{"answer":{"type":"string"}}}`),
+				}},
+				RequestState: "up-state-" + a.Tag,
+			}, nil
 		})
 
 	s.AddTool(&mcp.Tool{Name: "progress", Description: "sends n progress notifications", InputSchema: objectSchema},

@@ -1,0 +1,168 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// relayPolicy allows the testupstream's multi round-trip tool.
+const relayPolicy = `
+policy:
+  default: deny
+  rules:
+    - name: ask_mrtr is fine
+      server: t
+      tools: [ask_mrtr]
+      effect: allow
+`
+
+// TestRelayedMultiRoundTrip (issue 11, SEP-2322): an upstream that answers
+// a 2026-07-28 agent's call with input_required reaches the agent with its
+// input requests unchanged (key, method, message) and its requestState
+// wrapped in toolgate's; the next round with the agent's inputResponses
+// and that state reaches the upstream with the upstream's own state, and
+// completes. The wrapped state is single-use and bound to the call: used
+// again, tampered with, or sent with other arguments it is refused with
+// -32602 and nothing reaches the upstream. The agent's client capabilities
+// are what the upstream sees: without elicitation it answers -32021.
+func TestRelayedMultiRoundTrip(t *testing.T) {
+	g, record := startUpstreamGateway(t, relayPolicy)
+	c := &taskClient{t: t, g: g, token: agentToken, caps: map[string]any{"elicitation": map[string]any{}}}
+	runs := func() int { return len(readRecord(t, record)) }
+	round := func(args, state string, responses map[string]any) (map[string]any, map[string]any) {
+		t.Helper()
+		p := map[string]any{"name": "t__ask_mrtr", "arguments": json.RawMessage(args)}
+		if state != "" {
+			p["requestState"] = state
+		}
+		if responses != nil {
+			p["inputResponses"] = responses
+		}
+		return c.rpc("tools/call", p, "t__ask_mrtr")
+	}
+	answer := map[string]any{"answer": map[string]any{"action": "accept", "content": map[string]any{"answer": "42"}}}
+
+	res, e := round(`{"tag":"a"}`, "", nil)
+	if e != nil || res["resultType"] != "input_required" {
+		t.Fatalf("first round: %v %v, want input_required", res, e)
+	}
+	ir, _ := res["inputRequests"].(map[string]any)
+	ask, _ := ir["answer"].(map[string]any)
+	params, _ := ask["params"].(map[string]any)
+	if len(ir) != 1 || ask["method"] != "elicitation/create" || params["message"] != "question-a" {
+		t.Fatalf("inputRequests %v: want the upstream's elicitation under its key \"answer\"", ir)
+	}
+	state, _ := res["requestState"].(string)
+	if state == "" || state == "up-state-a" {
+		t.Fatalf("requestState %q: want the upstream's state wrapped by toolgate", state)
+	}
+	if got := countRecord(t, record, `ask_mrtr {"tag":"a"} asked`); got != 1 {
+		t.Fatalf("the upstream asked %d times, want 1", got)
+	}
+
+	before := runs()
+	for _, bad := range []struct {
+		name, args, state string
+	}{
+		{"tampered", `{"tag":"a"}`, state + "-TAMPERED"},
+		{"other arguments", `{"tag":"b"}`, state},
+		{"the upstream's own state", `{"tag":"a"}`, "up-state-a"},
+	} {
+		res, e := round(bad.args, bad.state, answer)
+		if e == nil || e["code"] != float64(-32602) || !strings.Contains(e["message"].(string), "requestState refused") {
+			t.Fatalf("%s state: %v %v, want error -32602 requestState refused", bad.name, res, e)
+		}
+	}
+	if n := runs(); n != before {
+		t.Fatalf("refused rounds reached the upstream: %d record lines, want %d", n, before)
+	}
+
+	res, e = round(`{"tag":"a"}`, state, answer)
+	if e != nil || res["resultType"] != "complete" {
+		t.Fatalf("second round: %v %v, want a complete result", res, e)
+	}
+	if got := contentText(res); got != "answered 42 state=up-state-a" {
+		t.Fatalf("second round answered %q, want the upstream to get the answer and its own state", got)
+	}
+
+	before = runs()
+	res, e = round(`{"tag":"a"}`, state, answer)
+	if e == nil || !strings.Contains(e["message"].(string), "used already") {
+		t.Fatalf("state used again: %v %v, want it refused as used", res, e)
+	}
+	if n := runs(); n != before {
+		t.Fatalf("a reused state reached the upstream")
+	}
+
+	noCaps := &taskClient{t: t, g: g, token: agentToken, caps: map[string]any{}}
+	res, e = noCaps.rpc("tools/call", map[string]any{"name": "t__ask_mrtr", "arguments": json.RawMessage(`{"tag":"c"}`)}, "t__ask_mrtr")
+	if e == nil || e["code"] != float64(-32021) {
+		t.Fatalf("agent without elicitation: %v %v, want -32021 from the upstream", res, e)
+	}
+}
+
+// contentText is the text of a raw tools/call result's first content item.
+func contentText(res map[string]any) string {
+	content, _ := res["content"].([]any)
+	if len(content) == 0 {
+		return ""
+	}
+	first, _ := content[0].(map[string]any)
+	s, _ := first["text"].(string)
+	return s
+}
+
+// TestRelayedRoundsSDKClients (issue 11): real go-sdk clients of both eras
+// answer the upstream's multi round-trip request through toolgate. The
+// 2026-07-28 client's own multi round-trip loop fulfils the relayed
+// input_required (its elicitation handler answers) and retries with the
+// wrapped state; the 2025-11-25 client gets the question as a classic
+// elicitation/create (toolgate speaks 2025-11-25 to the stdio upstream,
+// whose SDK turns its input request into one, and relays it).
+func TestRelayedRoundsSDKClients(t *testing.T) {
+	g, record := startUpstreamGateway(t, relayPolicy)
+	for _, era := range []struct {
+		name string
+		opts *mcp.ClientSessionOptions
+		want string
+	}{
+		{"2026-07-28", nil, "2026-07-28"},
+		{"2025-11-25", era2025, "2025-11-25"},
+	} {
+		t.Run(era.name, func(t *testing.T) {
+			var asked atomic.Int32
+			c := mcp.NewClient(&mcp.Implementation{Name: "e2e-relay", Version: "1"}, &mcp.ClientOptions{
+				ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					asked.Add(1)
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "to " + req.Params.Message}}, nil
+				},
+			})
+			tr := &mcp.StreamableClientTransport{Endpoint: g.MCP, HTTPClient: &http.Client{Transport: &bearer{token: agentToken, base: g.tr}}}
+			cs, err := c.Connect(t.Context(), tr, era.opts)
+			if err != nil {
+				t.Fatalf("connect: %v", err)
+			}
+			t.Cleanup(func() { _ = cs.Close() })
+			if v := cs.InitializeResult().ProtocolVersion; v != era.want {
+				t.Fatalf("negotiated %s, want %s", v, era.want)
+			}
+			args := `{"tag":"` + era.name + `"}`
+			got := mustOK(t, await(t, callAsync(t.Context(), cs, toolCall("t__ask_mrtr", args))))
+			if want := "answered to question-" + era.name + " state=up-state-" + era.name; got != want {
+				t.Fatalf("result %q, want %q", got, want)
+			}
+			if n := asked.Load(); n != 1 {
+				t.Fatalf("the client was asked %d times, want 1", n)
+			}
+			if n := countRecord(t, record, "ask_mrtr "+args+" answered"); n != 1 {
+				t.Fatalf("the upstream completed %d times, want 1", n)
+			}
+		})
+	}
+}
