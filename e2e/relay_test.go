@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -119,50 +120,68 @@ func contentText(res map[string]any) string {
 }
 
 // TestRelayedRoundsSDKClients (issue 11): real go-sdk clients of both eras
-// answer the upstream's multi round-trip request through toolgate. The
-// 2026-07-28 client's own multi round-trip loop fulfils the relayed
-// input_required (its elicitation handler answers) and retries with the
-// wrapped state; the 2025-11-25 client gets the question as a classic
-// elicitation/create (toolgate speaks 2025-11-25 to the stdio upstream,
-// whose SDK turns its input request into one, and relays it).
+// answer an upstream's multi round-trip request through toolgate, for a
+// stdio upstream (toolgate's shared session speaks 2025-11-25 to it, its
+// session for 2026 agents 2026-07-28) and for an HTTP upstream that speaks
+// only 2026-07-28. The 2026-07-28 client's own multi round-trip loop
+// fulfils the relayed input_required (its elicitation handler answers) and
+// retries with the wrapped state. The 2025-11-25 client gets the question as
+// a classic elicitation/create: from the stdio upstream's SDK (relayed by
+// toolgate), or, for the 2026-only upstream, from toolgate, which then sends
+// the answer and the upstream's state upstream.
 func TestRelayedRoundsSDKClients(t *testing.T) {
-	g, record := startUpstreamGateway(t, relayPolicy)
-	for _, era := range []struct {
-		name string
-		opts *mcp.ClientSessionOptions
-		want string
+	stdio, stdioRecord := startUpstreamGateway(t, relayPolicy)
+	u, httpRecord := startHTTPUpstream(t, "-only-2026")
+	only2026 := startGateway(t, gatewayConfig(filepath.Join(t.TempDir(), "toolgate.db"), `
+servers:
+  t:
+    url: `+q(u)+relayPolicy), nil)
+	only2026.waitLog(t, "upstream speaks only MCP 2026-07-28")
+	for _, up := range []struct {
+		name   string
+		g      *gw
+		record string
 	}{
-		{"2026-07-28", nil, "2026-07-28"},
-		{"2025-11-25", era2025, "2025-11-25"},
+		{"stdio", stdio, stdioRecord},
+		{"http-only-2026", only2026, httpRecord},
 	} {
-		t.Run(era.name, func(t *testing.T) {
-			var asked atomic.Int32
-			c := mcp.NewClient(&mcp.Implementation{Name: "e2e-relay", Version: "1"}, &mcp.ClientOptions{
-				ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-					asked.Add(1)
-					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "to " + req.Params.Message}}, nil
-				},
+		for _, era := range []struct {
+			name string
+			opts *mcp.ClientSessionOptions
+		}{
+			{"2026-07-28", nil},
+			{"2025-11-25", era2025},
+		} {
+			t.Run(up.name+"/"+era.name, func(t *testing.T) {
+				var asked atomic.Int32
+				c := mcp.NewClient(&mcp.Implementation{Name: "e2e-relay", Version: "1"}, &mcp.ClientOptions{
+					ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+						asked.Add(1)
+						return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "to " + req.Params.Message}}, nil
+					},
+				})
+				tr := &mcp.StreamableClientTransport{Endpoint: up.g.MCP, HTTPClient: &http.Client{Transport: &bearer{token: agentToken, base: up.g.tr}}}
+				cs, err := c.Connect(t.Context(), tr, era.opts)
+				if err != nil {
+					t.Fatalf("connect: %v", err)
+				}
+				t.Cleanup(func() { _ = cs.Close() })
+				if v := cs.InitializeResult().ProtocolVersion; v != era.name {
+					t.Fatalf("negotiated %s, want %s", v, era.name)
+				}
+				tag := up.name + "/" + era.name
+				args := `{"tag":"` + tag + `"}`
+				got := mustOK(t, await(t, callAsync(t.Context(), cs, toolCall("t__ask_mrtr", args))))
+				if want := "answered to question-" + tag + " state=up-state-" + tag; got != want {
+					t.Fatalf("result %q, want %q", got, want)
+				}
+				if n := asked.Load(); n != 1 {
+					t.Fatalf("the client was asked %d times, want 1", n)
+				}
+				if n := countRecord(t, up.record, "ask_mrtr "+args+" answered"); n != 1 {
+					t.Fatalf("the upstream completed %d times, want 1", n)
+				}
 			})
-			tr := &mcp.StreamableClientTransport{Endpoint: g.MCP, HTTPClient: &http.Client{Transport: &bearer{token: agentToken, base: g.tr}}}
-			cs, err := c.Connect(t.Context(), tr, era.opts)
-			if err != nil {
-				t.Fatalf("connect: %v", err)
-			}
-			t.Cleanup(func() { _ = cs.Close() })
-			if v := cs.InitializeResult().ProtocolVersion; v != era.want {
-				t.Fatalf("negotiated %s, want %s", v, era.want)
-			}
-			args := `{"tag":"` + era.name + `"}`
-			got := mustOK(t, await(t, callAsync(t.Context(), cs, toolCall("t__ask_mrtr", args))))
-			if want := "answered to question-" + era.name + " state=up-state-" + era.name; got != want {
-				t.Fatalf("result %q, want %q", got, want)
-			}
-			if n := asked.Load(); n != 1 {
-				t.Fatalf("the client was asked %d times, want 1", n)
-			}
-			if n := countRecord(t, record, "ask_mrtr "+args+" answered"); n != 1 {
-				t.Fatalf("the upstream completed %d times, want 1", n)
-			}
-		})
+		}
 	}
 }

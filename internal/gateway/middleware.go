@@ -147,9 +147,10 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			call.Resume = id
 		case mrtr && call.Resume == "":
 			call.Defer = true
-		case st != "" && isModernRequest(ctx):
+		case st != "":
 			// Neither a relayed round's nor (for this caller) an approval
-			// round's: tampered, or from elsewhere. Fail closed.
+			// round's: tampered, or from elsewhere (toolgate gives a 2025
+			// agent none). Fail closed.
 			return nil, errRequestState(gate.ErrBadRequestState)
 		}
 		adm := g.gk.Admit(ctx, call)
@@ -283,7 +284,16 @@ func (g *Gateway) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	// Log messages of the call are delivered before its result, and before
 	// its progress stops (deferred calls run last-in first-out).
 	defer d.origin.finish()
-	res, err := u.call(withRelayRound(withOrigin(ctx, d.origin), d.relay), d.tool.Tool, d.args, d.progress)
+	relay := d.relay
+	if relay == nil && (req.Params.InputResponses != nil || req.Params.RequestState != "") {
+		// A 2025 agent's call, invoked again by the SDK after it put the
+		// upstream's input requests to the agent as classic requests
+		// (relay2026.go): the answers and the upstream's state go back
+		// to the upstream. The middleware refused any requestState of the
+		// agent's own, so this one is the upstream's, never left toolgate.
+		relay = &relayRound{responses: req.Params.InputResponses, state: req.Params.RequestState}
+	}
+	res, err := u.call(withRelayRound(withOrigin(ctx, d.origin), relay), d.tool.Tool, d.args, d.progress)
 	if err == nil && d.relay != nil {
 		res, err = g.relayResult(d.call, res)
 	}

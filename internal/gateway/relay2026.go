@@ -26,6 +26,17 @@ import (
 // the gate admits like any other: the state says which round it continues,
 // never that it may run. Nothing about the round is kept on the instance,
 // so the next round may reach any instance.
+//
+// To a 2025-era agent, an input_required answer of a 2026-07-28 upstream
+// (one that speaks only 2026-07-28, so its shared session does too) is put
+// as classic server→client requests (elicitation/create,
+// sampling/createMessage, roots/list) by the SDK's own server middleware,
+// which then calls the tool handler again with the agent's answers and the
+// upstream's requestState; the handler sends them upstream. The state never
+// leaves toolgate. The SDK does this once per call: an upstream that asks
+// again in a second round gets its input_required to the 2025 agent as it
+// is. A 2025 upstream needs none of this: its SDK sends the classic
+// requests itself, and toolgate relays them (relay.go).
 
 // relayRound is what a 2026-07-28 round sends upstream besides the tool's
 // name and arguments.
