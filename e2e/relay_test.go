@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -183,5 +184,44 @@ servers:
 				}
 			})
 		}
+	}
+}
+
+// TestRelayedRoundsPassTheGate (issue 11): each relayed round is a call the
+// policy decides anew; the wrapped state says which round it continues,
+// never that it may run. A round after a reload that denies the tool is
+// refused and the answer never reaches the upstream.
+func TestRelayedRoundsPassTheGate(t *testing.T) {
+	dir := t.TempDir()
+	record := filepath.Join(dir, "record.log")
+	base := gatewayConfig(filepath.Join(dir, "toolgate.db"), upstreamServer(record))
+	g := startGateway(t, base+relayPolicy, nil)
+	c := &taskClient{t: t, g: g, token: agentToken, caps: map[string]any{"elicitation": map[string]any{}}}
+	res, e := c.rpc("tools/call", map[string]any{"name": "t__ask_mrtr", "arguments": json.RawMessage(`{"tag":"g"}`)}, "t__ask_mrtr")
+	state, _ := res["requestState"].(string)
+	if e != nil || res["resultType"] != "input_required" || state == "" {
+		t.Fatalf("first round: %v %v, want input_required with a requestState", res, e)
+	}
+
+	g.writeConfig(t, base+`
+policy:
+  default: deny
+  rules:
+    - name: no asking
+      server: t
+      tools: [ask_mrtr]
+      effect: deny
+`)
+	if err := g.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	g.waitLog(t, "policy reloaded", "no asking")
+	res, e = c.rpc("tools/call", map[string]any{"name": "t__ask_mrtr", "arguments": json.RawMessage(`{"tag":"g"}`), "requestState": state,
+		"inputResponses": map[string]any{"answer": map[string]any{"action": "accept", "content": map[string]any{"answer": "yes"}}}}, "t__ask_mrtr")
+	if e != nil || res["isError"] != true || !strings.Contains(contentText(res), "denied") {
+		t.Fatalf("round after the deny reload: %v %v, want a denial", res, e)
+	}
+	if n := countRecord(t, record, `ask_mrtr {"tag":"g"} answered`); n != 0 {
+		t.Fatalf("the denied round reached the upstream")
 	}
 }
