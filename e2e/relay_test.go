@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -223,5 +225,25 @@ policy:
 	}
 	if n := countRecord(t, record, `ask_mrtr {"tag":"g"} answered`); n != 0 {
 		t.Fatalf("the denied round reached the upstream")
+	}
+}
+
+// TestRequestStateOf2025AgentRefused (issue 11): toolgate gives a 2025-era
+// agent no requestState (its rounds stay inside toolgate), so one the agent
+// sends itself is refused (-32602) and nothing reaches the upstream.
+func TestRequestStateOf2025AgentRefused(t *testing.T) {
+	g, record := startUpstreamGateway(t, relayPolicy)
+	cs := g.connect(t, &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "x"}}, nil
+	}}, nil)
+	p := toolCall("t__ask_mrtr", `{"tag":"own"}`)
+	p.RequestState = "up-state-own"
+	r := await(t, callAsync(t.Context(), cs, p))
+	var wire *jsonrpc.Error
+	if !errors.As(r.err, &wire) || wire.Code != -32602 || !strings.Contains(wire.Message, "requestState refused") {
+		t.Fatalf("2025 agent's own requestState: %+v, %v; want -32602 requestState refused", r.res, r.err)
+	}
+	if lines := readRecord(t, record); len(lines) != 0 {
+		t.Fatalf("the refused call reached the upstream: %q", lines)
 	}
 }
