@@ -131,6 +131,11 @@ if [[ "$mode" != "url" ]]; then
 	go build -o "$work/everything-server" github.com/modelcontextprotocol/go-sdk/conformance/everything-server
 fi
 if [[ "$mode" == "toolgate" ]]; then
+	# The tools of the Tasks extension scenarios (tasks-*), which the
+	# everything-server lacks: a second upstream in the requirement-set runs.
+	go build -o "$work/tasksfixture" ./e2e/conformance/tasksfixture
+fi
+if [[ "$mode" == "toolgate" ]]; then
 	toolgate="${TOOLGATE_BIN:-}"
 	if [[ -z "$toolgate" ]]; then
 		tg_log "building toolgate"
@@ -175,6 +180,12 @@ start_server() {
 		return 1
 		;;
 	toolgate)
+		local fixture=""
+		if [[ "$spec" == requirements:* ]]; then
+			# The Tasks extension scenarios call greet, slow_compute, ... (see
+			# e2e/conformance/tasksfixture); toolgate runs their calls as tasks.
+			fixture="$(printf '  tasks:\n    command: "%s"\n    tool_prefix: false\n' "$work/tasksfixture")"
+		fi
 		# The everything-server is a stdio upstream, so every agent session gets its own
 		# process (servers.<name>.sessions defaults to per_agent for stdio): its sampling,
 		# elicitation and log messages reach the session that called.
@@ -191,6 +202,7 @@ start_server() {
 			    # The suite calls fixed tool and prompt names (test_simple_text, ...): expose
 			    # them unprefixed.
 			    tool_prefix: false
+			$fixture
 			policy:
 			  default: allow
 		EOF

@@ -35,6 +35,10 @@ type Tool struct {
 	Digest string
 	// Definition is the tool as the upstream listed it. Treat it as read-only.
 	Definition *mcp.Tool
+	// TaskSupport is the tool's execution.taskSupport as the upstream
+	// listed it: TaskSupportOptional, TaskSupportRequired, or ""
+	// (forbidden or not declared).
+	TaskSupport string
 }
 
 // ExposedName returns the name under which the tool of server is exposed.
@@ -72,7 +76,8 @@ func digestOf(v any) (string, error) {
 // longer than MaxExposedNameLength are skipped with a warning. An exposed
 // name that occurs twice is reported in dups and left out of the result:
 // nothing is silently overwritten (case C05).
-func buildTools(server string, unprefixed bool, defs []*mcp.Tool, log *slog.Logger) (tools []Tool, dups []string) {
+func buildTools(server string, unprefixed bool, listed upstreamTools, log *slog.Logger) (tools []Tool, dups []string) {
+	defs := listed.defs
 	count := map[string]int{}
 	for _, d := range defs {
 		count[d.Name]++
@@ -97,7 +102,7 @@ func buildTools(server string, unprefixed bool, defs []*mcp.Tool, log *slog.Logg
 			log.Warn("tool not exposed", "server", server, "tool", d.Name, "err", err)
 			continue
 		}
-		tools = append(tools, Tool{Name: name, Server: server, Tool: d.Name, Digest: digest, Definition: d})
+		tools = append(tools, Tool{Name: name, Server: server, Tool: d.Name, Digest: digest, Definition: d, TaskSupport: listed.taskSupport[d.Name]})
 	}
 	return tools, dups
 }
@@ -170,7 +175,7 @@ func (c *catalog) replace(server string, tools []Tool) (upserted []Tool, removed
 	keep := map[string]bool{}
 	for _, t := range tools {
 		keep[t.Name] = true
-		if old, ok := c.byName[t.Name]; !ok || old.Digest != t.Digest {
+		if old, ok := c.byName[t.Name]; !ok || old.Digest != t.Digest || old.TaskSupport != t.TaskSupport {
 			upserted = append(upserted, t)
 		}
 		c.byName[t.Name] = t
@@ -191,9 +196,9 @@ func (c *catalog) replace(server string, tools []Tool) (upserted []Tool, removed
 // downstream server (which then tells agents tools/list_changed). A
 // duplicate exposed name is an error when startup is set (nothing is
 // applied); later it is logged and the duplicated tools are left out.
-func (g *Gateway) applyTools(server string, defs []*mcp.Tool, startup bool) error {
+func (g *Gateway) applyTools(server string, listed upstreamTools, startup bool) error {
 	unprefixed := g.ups[server] != nil && g.ups[server].cfg.Unprefixed
-	tools, dups := buildTools(server, unprefixed, defs, g.log)
+	tools, dups := buildTools(server, unprefixed, listed, g.log)
 	if len(dups) > 0 {
 		if startup {
 			return fmt.Errorf("server %q: duplicate exposed tool names %q", server, dups)

@@ -285,6 +285,9 @@ type Gateway struct {
 	// taskRunners holds the approval ids of the tasks this gateway resumed
 	// for an instance that is gone (approval.ID → true), so each runs once.
 	taskRunners sync.Map
+	// directRunners maps the task id of each direct task this gateway runs
+	// to the cancel func of its call (directtask.go).
+	directRunners sync.Map
 	stop        context.CancelFunc
 	wg          sync.WaitGroup
 	closeMux    sync.Mutex
@@ -382,7 +385,7 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 	type first struct {
 		u     *upstream
 		conn  *upConn
-		tools []*mcp.Tool
+		tools upstreamTools
 		items serverItems
 		err   error
 	}

@@ -38,6 +38,14 @@ type TaskKeeper interface {
 	CancelTask(ctx context.Context, taskID string, p approval.Principal) (approval.Request, error)
 	// TaskCall is the call of the task of approval id, to run it here.
 	TaskCall(ctx context.Context, id approval.ID) (gate.Call, error)
+	// StartDirectTask records a direct task of p (directtask.go).
+	StartDirectTask(ctx context.Context, p approval.Principal) (gate.StartedTask, error)
+	// RenewDirectTask renews the lease of direct task id; false: stop it.
+	RenewDirectTask(ctx context.Context, id approval.ID) (bool, error)
+	// FinishDirectTask records what direct task id's call gave.
+	FinishDirectTask(ctx context.Context, id approval.ID, d gate.Recorded, expires time.Time)
+	// LeaseInterval is how often a runner renews a direct task's lease.
+	LeaseInterval() time.Duration
 }
 
 // taskPollInterval is the pollIntervalMs toolgate suggests: approvals are
@@ -66,7 +74,16 @@ func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byt
 		return false // the SDK answers a malformed request
 	}
 	declared := meta.Capabilities.Has(mcpwire.TasksExtension)
-	if req.Method == "tools/call" && (!declared || toolName(req.Params) == PolicyToolName) {
+	if req.Method == "tools/call" && !declared {
+		if t, ok := g.catalog.lookup(toolName(req.Params)); ok && t.TaskSupport == TaskSupportRequired {
+			// SEP-2663: a tool that runs only as a task cannot be served
+			// to a client without the extension.
+			writeRPC(w, req.ID, nil, missingTasks(fmt.Sprintf("tool %s runs only as a task (execution.taskSupport required)", t.Name)))
+			return true
+		}
+		return false
+	}
+	if req.Method == "tools/call" && toolName(req.Params) == PolicyToolName {
 		return false // the built-in policy tool is never held: the SDK path serves it
 	}
 	if e := mcpwire.CheckVersionHeader(r.Header, meta.ProtocolVersion); e != nil {
@@ -96,8 +113,7 @@ func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byt
 		return true
 	}
 	if !declared {
-		writeRPC(w, req.ID, nil, mcpwire.Errorf(mcpwire.CodeMissingCapability, "%s needs the %s extension in the client capabilities", req.Method, mcpwire.TasksExtension).
-			WithData(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{mcpwire.TasksExtension: map[string]any{}}}}))
+		writeRPC(w, req.ID, nil, missingTasks(req.Method))
 		return true
 	}
 	if params.TaskID == "" {
@@ -119,6 +135,7 @@ func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byt
 			writeRPC(w, req.ID, nil, taskError(err))
 			return true
 		}
+		g.stopDirectRunner(params.TaskID)
 		writeRPC(w, req.ID, map[string]any{"resultType": "complete"}, nil)
 	case "tasks/update":
 		// toolgate asks a task's caller for nothing (approvals are decided
@@ -130,6 +147,13 @@ func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byt
 		writeRPC(w, req.ID, nil, mcpwire.Errorf(mcpwire.CodeInvalidParams, "task %s asked for no input: toolgate accepts tasks/update only for input keys it requested", params.TaskID))
 	}
 	return true
+}
+
+// missingTasks is the -32021 error (SEP-2575) for what needs the Tasks
+// extension in the client capabilities; what names it.
+func missingTasks(what string) *mcpwire.Error {
+	return mcpwire.Errorf(mcpwire.CodeMissingCapability, "%s needs the %s extension in the client capabilities", what, mcpwire.TasksExtension).
+		WithData(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{mcpwire.TasksExtension: map[string]any{}}}})
 }
 
 // toolName is params.name of a tools/call ("" when unreadable).
@@ -182,12 +206,18 @@ func (g *Gateway) callAsTask(ctx context.Context, p approval.Principal, name str
 		}
 	}
 	done := make(chan taskOutcome, 1)
-	if !g.runTask(ctx, t, call, done) {
+	var started chan gate.StartedTask
+	if t.TaskSupport != "" {
+		started = make(chan gate.StartedTask, 1)
+	}
+	if !g.runTask(ctx, t, call, done, started) {
 		return nil, mcpwire.Errorf(mcpwire.CodeInternalError, "toolgate is shutting down")
 	}
 	select {
 	case r := <-held:
 		return g.createTaskResult(r, p), nil
+	case st := <-started:
+		return directTaskResult(st), nil
 	case o := <-done:
 		return outcomeResult(o)
 	case <-ctx.Done():
@@ -199,10 +229,12 @@ func (g *Gateway) callAsTask(ctx context.Context, p approval.Principal, name str
 
 // runTask admits call on a goroutine of the gateway and, if admitted,
 // dispatches it and records its outcome (the ledger keeps the result for
-// the task). done gets the outcome. The goroutine outlives ctx (the
-// request that made the task), keeping its values, and ends with the
-// gateway (Close). It reports false when the gateway is closing.
-func (g *Gateway) runTask(ctx context.Context, t Tool, call gate.Call, done chan<- taskOutcome) bool {
+// the task). done gets the outcome. With started set, a call policy
+// allows outright runs as a direct task (directtask.go): started gets the
+// task once it is recorded. The goroutine outlives ctx (the request that
+// made the task), keeping its values, and ends with the gateway (Close).
+// It reports false when the gateway is closing.
+func (g *Gateway) runTask(ctx context.Context, t Tool, call gate.Call, done chan<- taskOutcome, started chan<- gate.StartedTask) bool {
 	g.closeMux.Lock()
 	defer g.closeMux.Unlock()
 	if g.closed || g.root.Err() != nil {
@@ -222,6 +254,8 @@ func (g *Gateway) runTask(ctx context.Context, t Tool, call gate.Call, done chan
 			o.res, o.err = replayResult(adm)
 		case !adm.Allowed:
 			o.res = refusalResult(adm)
+		case started != nil && adm.ApprovalID == "":
+			o = g.runDirectTask(ctx, t, call, adm, started)
 		default:
 			args := call.Arguments
 			if adm.Arguments != nil {
@@ -281,7 +315,7 @@ func (g *Gateway) resumeTask(ctx context.Context, ts gate.TaskState) {
 	}
 	call.ToolDigest = t.Digest
 	done := make(chan taskOutcome, 1)
-	if !g.runTask(ctx, t, call, done) {
+	if !g.runTask(ctx, t, call, done, nil) {
 		g.taskRunners.Delete(r.ID)
 		return
 	}
@@ -363,6 +397,9 @@ func (g *Gateway) statusMessage(r approval.Request) string {
 // detailedTask is tasks/get's answer: the task, and once finished its
 // result (completed), or the error or refusal it ended with (failed).
 func detailedTask(ts gate.TaskState) any {
+	if ts.Direct != nil {
+		return detailedDirectTask(ts)
+	}
 	r := ts.Request
 	status := "working"
 	var result, rpcErr json.RawMessage

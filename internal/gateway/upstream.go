@@ -563,14 +563,17 @@ func (u *upstream) refreshLoop(ctx context.Context) {
 	}
 }
 
-// listTools lists every tool of the session, following pagination.
-func listTools(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, error) {
-	var out []*mcp.Tool
+// listTools lists every tool of the session, following pagination, with
+// the task support each declares (read from the raw results: the SDK's
+// Tool has no execution field; tasksupport.go).
+func listTools(ctx context.Context, cs *mcp.ClientSession) (upstreamTools, error) {
+	out := upstreamTools{taskSupport: map[string]string{}}
+	ctx = withListSlot(ctx, func(raw json.RawMessage) { readTaskSupport(raw, out.taskSupport) })
 	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
-			return nil, err
+			return upstreamTools{}, err
 		}
-		out = append(out, t)
+		out.defs = append(out.defs, t)
 	}
 	return out, nil
 }
