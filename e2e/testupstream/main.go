@@ -2,7 +2,10 @@
 // end-to-end tests as an upstream. It serves over stdio by default, or over
 // Streamable HTTP with -http ADDR.
 //
-//	testupstream [-record FILE] [-http 127.0.0.1:0 [-only-2026]] [-ready-file F]
+//	testupstream [-record FILE] [-http 127.0.0.1:0 [-only-2026]] [-ready-file F] [-task-support tool=optional,...]
+//
+// Over stdio, -task-support (else $TESTUPSTREAM_TASK_SUPPORT) lists the
+// named tools with execution.taskSupport "optional" or "required".
 //
 // Every execution of a tool appends one line to the record file (-record,
 // else $TESTUPSTREAM_RECORD; no file means no record), written with O_APPEND
@@ -26,6 +29,10 @@
 //   - ask {"tag": T}: sends the log message "log-T" (info), then asks its
 //     client, by form elicitation, "question-T" for a string "answer"; it
 //     returns "<action> <answer>" (isError when the elicitation failed).
+//   - toggle_tool: adds the tool "extra" (which returns "extra") to this
+//     server process, or removes it if it is there, so the server tells its
+//     sessions notifications/tools/list_changed; it returns "added" or
+//     "removed".
 package main
 
 import (
@@ -45,6 +52,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/e2e/internal/taskexec"
 )
 
 // bigResult is the structuredContent of big_result: both values are past
@@ -66,6 +75,7 @@ func run(ctx context.Context) error {
 	addr := flag.String("http", "", "serve Streamable HTTP at this address (path /mcp) instead of stdio")
 	ready := flag.String("ready-file", "", "with -http: write the endpoint URL to this file once listening")
 	only2026 := flag.Bool("only-2026", false, "with -http: speak only MCP 2026-07-28, statelessly (no initialize, no sessions)")
+	tasks := flag.String("task-support", os.Getenv("TESTUPSTREAM_TASK_SUPPORT"), "over stdio: tools listed with execution.taskSupport, as tool=optional|required,...")
 	flag.Parse()
 
 	rec := &recorder{path: *record}
@@ -77,7 +87,11 @@ func run(ctx context.Context) error {
 	addTools(s, rec)
 
 	if *addr == "" {
-		return s.Run(ctx, &mcp.StdioTransport{})
+		support, err := parseTaskSupport(*tasks)
+		if err != nil {
+			return err
+		}
+		return s.Run(ctx, taskexec.Transport(&mcp.StdioTransport{}, support))
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -155,6 +169,25 @@ func addTools(s *mcp.Server, rec *recorder) {
 	// Raw handlers (Server.AddTool) see req.Params.Arguments exactly as
 	// received: no schema validation, no decoding.
 	closed := false
+	var (
+		extraMu sync.Mutex
+		extra   bool
+	)
+	s.AddTool(&mcp.Tool{Name: "toggle_tool", Description: "adds or removes the tool extra", InputSchema: objectSchema},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			extraMu.Lock()
+			defer extraMu.Unlock()
+			rec.add("toggle_tool", "")
+			if extra {
+				s.RemoveTools("extra")
+				extra = false
+				return text("removed"), nil
+			}
+			s.AddTool(&mcp.Tool{Name: "extra", Description: "added by toggle_tool", InputSchema: objectSchema},
+				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("extra"), nil })
+			extra = true
+			return text("added"), nil
+		})
 	s.AddTool(&mcp.Tool{Name: "echo_raw", Description: "returns its raw argument bytes", InputSchema: objectSchema,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &closed}},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -248,4 +281,20 @@ func addTools(s *mcp.Server, rec *recorder) {
 			}
 			return text("done"), nil
 		})
+}
+
+// parseTaskSupport reads -task-support: "tool=optional,tool2=required".
+func parseTaskSupport(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for kv := range strings.SplitSeq(s, ",") {
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || (v != "optional" && v != "required") {
+			return nil, fmt.Errorf("-task-support: %q is not tool=optional or tool=required", kv)
+		}
+		out[k] = v
+	}
+	return out, nil
 }

@@ -405,7 +405,7 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 				results <- first{u: u, err: fmt.Errorf("list tools: %w", err)}
 				return
 			}
-			items, err := u.listItems(cctx, c)
+			items, err := u.listItems(cctx, c.cs)
 			if err != nil {
 				// Its tools stay usable; the next list_changed lists again.
 				g.log.WarnContext(ctx, "upstream prompts and resources not listed", "server", u.name, "err", err)

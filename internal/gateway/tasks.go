@@ -108,7 +108,10 @@ func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byt
 		writeRPC(w, req.ID, res, e)
 		return true
 	}
-	if e := mcpwire.CheckHeaders(r.Header, req.Method, "", false); e != nil {
+	// SEP-2663 names tasks/* requests by their task id (Mcp-Name); a
+	// request without the header is served (the body decides), one whose
+	// header names another task is refused.
+	if e := mcpwire.CheckHeaders(r.Header, req.Method, params.TaskID, len(r.Header.Values(mcpwire.HeaderName)) > 0); e != nil {
 		writeRPC(w, req.ID, nil, e)
 		return true
 	}
@@ -139,12 +142,14 @@ func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byt
 		writeRPC(w, req.ID, map[string]any{"resultType": "complete"}, nil)
 	case "tasks/update":
 		// toolgate asks a task's caller for nothing (approvals are decided
-		// out of band), so no input key is one it asked for.
+		// out of band), so no input key is one it asked for: the responses
+		// are acknowledged, as SEP-2663 requires, and never used.
 		if _, err := g.opts.Tasks.Task(ctx, params.TaskID, p); err != nil {
 			writeRPC(w, req.ID, nil, taskError(err))
 			return true
 		}
-		writeRPC(w, req.ID, nil, mcpwire.Errorf(mcpwire.CodeInvalidParams, "task %s asked for no input: toolgate accepts tasks/update only for input keys it requested", params.TaskID))
+		g.log.InfoContext(ctx, "tasks/update ignored: toolgate asked this task's caller for no input", "principal", p.ID)
+		writeRPC(w, req.ID, map[string]any{"resultType": "complete"}, nil)
 	}
 	return true
 }

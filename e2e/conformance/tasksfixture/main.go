@@ -33,6 +33,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/e2e/internal/taskexec"
 )
 
 // taskSupport is the execution.taskSupport each tool declares.
@@ -47,7 +49,7 @@ var taskSupport = map[string]string{
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newServer().Run(ctx, executionTransport{&mcp.StdioTransport{}})
+	err := newServer().Run(ctx, taskexec.Transport(&mcp.StdioTransport{}, taskSupport))
 	stop()
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "tasksfixture:", err)
@@ -64,13 +66,13 @@ func newServer() *mcp.Server {
 		return map[string]any{"type": "object", "properties": props}
 	}
 	str := map[string]any{"type": "string"}
-	s.AddTool(&mcp.Tool{Name: "greet", InputSchema: object(map[string]any{"name": str})},
+	s.AddTool(&mcp.Tool{Name: "greet", Description: "Greets name (runs at once).", InputSchema: object(map[string]any{"name": str})},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			var in struct{ Name string }
 			_ = json.Unmarshal(req.Params.Arguments, &in)
 			return text(fmt.Sprintf("Hello, %s!", in.Name)), nil
 		})
-	s.AddTool(&mcp.Tool{Name: "slow_compute", InputSchema: object(map[string]any{"seconds": map[string]any{"type": "number"}, "label": str})},
+	s.AddTool(&mcp.Tool{Name: "slow_compute", Description: "Waits seconds, then returns (task support optional).", InputSchema: object(map[string]any{"seconds": map[string]any{"type": "number"}, "label": str})},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			var in struct {
 				Seconds float64
@@ -86,17 +88,17 @@ func newServer() *mcp.Server {
 			}
 			return text(fmt.Sprintf("computed %s in %gs", in.Label, in.Seconds)), nil
 		})
-	s.AddTool(&mcp.Tool{Name: "failing_job", InputSchema: object(nil)},
+	s.AddTool(&mcp.Tool{Name: "failing_job", Description: "Always fails with a tool error (task support required).", InputSchema: object(nil)},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			r := text("failing_job failed, as it always does")
 			r.IsError = true
 			return r, nil
 		})
-	s.AddTool(&mcp.Tool{Name: "protocol_error_job", InputSchema: object(nil)},
+	s.AddTool(&mcp.Tool{Name: "protocol_error_job", Description: "Always fails with a JSON-RPC error (task support optional).", InputSchema: object(nil)},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "protocol_error_job: internal failure"}
 		})
-	s.AddTool(&mcp.Tool{Name: "confirm_delete", InputSchema: object(map[string]any{"filename": str})},
+	s.AddTool(&mcp.Tool{Name: "confirm_delete", Description: "Asks its client to confirm deleting filename (task support optional).", InputSchema: object(map[string]any{"filename": str})},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			var in struct{ Filename string }
 			_ = json.Unmarshal(req.Params.Arguments, &in)
@@ -109,7 +111,7 @@ func newServer() *mcp.Server {
 			}
 			return text("kept " + in.Filename), nil
 		})
-	s.AddTool(&mcp.Tool{Name: "multi_input", InputSchema: object(nil)},
+	s.AddTool(&mcp.Tool{Name: "multi_input", Description: "Asks its client two questions at once (task support optional).", InputSchema: object(nil)},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			type answer struct {
 				res *mcp.ElicitResult
@@ -132,7 +134,7 @@ func newServer() *mcp.Server {
 			}
 			return text(fmt.Sprintf("got %v", names)), nil
 		})
-	s.AddTool(&mcp.Tool{Name: "test_tool_with_task", InputSchema: object(nil)},
+	s.AddTool(&mcp.Tool{Name: "test_tool_with_task", Description: "Asks its client for user_name, then greets it (task support required).", InputSchema: object(nil)},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			res, err := ask(ctx, req, "What is your name?", "user_name", "string")
 			if err != nil {
@@ -153,54 +155,4 @@ func ask(ctx context.Context, req *mcp.CallToolRequest, message, field, typ stri
 
 func text(s string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
-}
-
-// executionTransport adds execution.taskSupport to the tools of every
-// tools/list result the server writes: the SDK's Tool has no such field.
-type executionTransport struct{ mcp.Transport }
-
-func (t executionTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	c, err := t.Transport.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return executionConn{c}, nil
-}
-
-type executionConn struct{ mcp.Connection }
-
-func (c executionConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if r, ok := msg.(*jsonrpc.Response); ok && r.Error == nil {
-		if b, ok := withExecution(r.Result); ok {
-			r.Result = b
-		}
-	}
-	return c.Connection.Write(ctx, msg)
-}
-
-// withExecution returns result with execution.taskSupport added to its
-// tools, if it is a tools/list result.
-func withExecution(result json.RawMessage) (json.RawMessage, bool) {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(result, &m) != nil || m["tools"] == nil {
-		return nil, false
-	}
-	var tools []map[string]json.RawMessage
-	if json.Unmarshal(m["tools"], &tools) != nil {
-		return nil, false
-	}
-	for _, tool := range tools {
-		var name string
-		_ = json.Unmarshal(tool["name"], &name)
-		if ts, ok := taskSupport[name]; ok {
-			tool["execution"], _ = json.Marshal(map[string]string{"taskSupport": ts})
-		}
-	}
-	b, err := json.Marshal(tools)
-	if err != nil {
-		return nil, false
-	}
-	m["tools"] = b
-	out, err := json.Marshal(m)
-	return out, err == nil
 }
