@@ -98,7 +98,8 @@ func nextMethod(t *testing.T, msgs <-chan map[string]any, methods ...string) map
 // upstream session of 2026 calls is a process of its own) makes toolgate's
 // catalog follow that session's list, and the change reaches an open
 // subscriptions/listen stream as notifications/tools/list_changed; the new
-// tool is then listed and callable by a 2026 client.
+// tool is then listed and callable by a 2026 client. An upstream
+// list_changed that changes nothing in the catalog still reaches the stream.
 func TestListChangedReachesListenStream(t *testing.T) {
 	dir := t.TempDir()
 	record := filepath.Join(dir, "record.log")
@@ -129,4 +130,13 @@ func TestListChangedReachesListenStream(t *testing.T) {
 	if e != nil || taskResultText(t, map[string]any{"result": res}) != "extra" {
 		t.Errorf("calling the new tool: %v %v, want extra", res, e)
 	}
+
+	// The upstream re-adds the tool as it was and says its list changed:
+	// the catalog does not change, the stream (whose view toolgate does not
+	// know) is told all the same.
+	res, e = a.rpc("tools/call", map[string]any{"name": "t__toggle_tool", "arguments": map[string]any{"readd": true}}, "t__toggle_tool")
+	if e != nil || taskResultText(t, map[string]any{"result": res}) != "re-added" {
+		t.Fatalf("toggle_tool readd: %v %v", res, e)
+	}
+	nextMethod(t, msgs, "notifications/tools/list_changed")
 }

@@ -29,10 +29,11 @@
 //   - ask {"tag": T}: sends the log message "log-T" (info), then asks its
 //     client, by form elicitation, "question-T" for a string "answer"; it
 //     returns "<action> <answer>" (isError when the elicitation failed).
-//   - toggle_tool: adds the tool "extra" (which returns "extra") to this
-//     server process, or removes it if it is there, so the server tells its
-//     sessions notifications/tools/list_changed; it returns "added" or
-//     "removed".
+//   - toggle_tool {"readd": B}: adds the tool "extra" (which returns
+//     "extra") to this server process, or removes it if it is there (with
+//     readd true: adds it again as it was, changing nothing), so the server
+//     tells its sessions notifications/tools/list_changed; it returns
+//     "added", "removed" or "re-added".
 package main
 
 import (
@@ -165,6 +166,12 @@ func text(s string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
 }
 
+// extraTool is the tool toggle_tool adds.
+func extraTool() (*mcp.Tool, mcp.ToolHandler) {
+	return &mcp.Tool{Name: "extra", Description: "added by toggle_tool", InputSchema: objectSchema},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("extra"), nil }
+}
+
 func addTools(s *mcp.Server, rec *recorder) {
 	// Raw handlers (Server.AddTool) see req.Params.Arguments exactly as
 	// received: no schema validation, no decoding.
@@ -174,17 +181,24 @@ func addTools(s *mcp.Server, rec *recorder) {
 		extra   bool
 	)
 	s.AddTool(&mcp.Tool{Name: "toggle_tool", Description: "adds or removes the tool extra", InputSchema: objectSchema},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a struct {
+				Readd bool `json:"readd"`
+			}
+			_ = json.Unmarshal(req.Params.Arguments, &a)
 			extraMu.Lock()
 			defer extraMu.Unlock()
 			rec.add("toggle_tool", "")
+			if extra && a.Readd {
+				s.AddTool(extraTool())
+				return text("re-added"), nil
+			}
 			if extra {
 				s.RemoveTools("extra")
 				extra = false
 				return text("removed"), nil
 			}
-			s.AddTool(&mcp.Tool{Name: "extra", Description: "added by toggle_tool", InputSchema: objectSchema},
-				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("extra"), nil })
+			s.AddTool(extraTool())
 			extra = true
 			return text("added"), nil
 		})

@@ -197,11 +197,18 @@ func (c *catalog) replace(server string, tools []Tool) (upserted []Tool, removed
 // duplicate exposed name is an error when startup is set (nothing is
 // applied); later it is logged and the duplicated tools are left out.
 func (g *Gateway) applyTools(server string, listed upstreamTools, startup bool) error {
+	_, err := g.replaceTools(server, listed, startup)
+	return err
+}
+
+// replaceTools is applyTools that also reports whether the catalog
+// changed.
+func (g *Gateway) replaceTools(server string, listed upstreamTools, startup bool) (bool, error) {
 	unprefixed := g.ups[server] != nil && g.ups[server].cfg.Unprefixed
 	tools, dups := buildTools(server, unprefixed, listed, g.log)
 	if len(dups) > 0 {
 		if startup {
-			return fmt.Errorf("server %q: duplicate exposed tool names %q", server, dups)
+			return false, fmt.Errorf("server %q: duplicate exposed tool names %q", server, dups)
 		}
 		g.log.Error("duplicate exposed tool names: not exposed", "server", server, "names", dups)
 	}
@@ -210,7 +217,7 @@ func (g *Gateway) applyTools(server string, listed upstreamTools, startup bool) 
 	if taken := g.catalog.taken(server, tools); len(taken) > 0 {
 		// Only unprefixed servers can collide with another server's names.
 		if startup {
-			return fmt.Errorf("server %q: tool names %q are already exposed by another server", server, taken)
+			return false, fmt.Errorf("server %q: tool names %q are already exposed by another server", server, taken)
 		}
 		g.log.Error("tool names already exposed by another server: not exposed", "server", server, "names", taken)
 		tools = slices.DeleteFunc(tools, func(t Tool) bool { return slices.Contains(taken, t.Name) })
@@ -227,7 +234,7 @@ func (g *Gateway) applyTools(server string, listed upstreamTools, startup bool) 
 	if len(upserted) > 0 || len(removed) > 0 {
 		g.log.Info("tools updated", "server", server, "tools", len(tools), "changed", len(upserted), "removed", len(removed))
 	}
-	return nil
+	return len(upserted) > 0 || len(removed) > 0, nil
 }
 
 // addServerTool registers t with the downstream server and reports whether

@@ -69,6 +69,7 @@ func (u *upstream) itemsLoop(ctx context.Context) {
 		}
 		lctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
 		u.g.subs.resubscribe(lctx, u, nil, c)
+		reported := u.itemsReported.Swap(false) // a session said its prompts or resources changed
 		cs := listSession(u.itemsFrom.Swap(nil), c)
 		items, err := u.listItems(lctx, cs)
 		if err != nil && cs != c.cs && lctx.Err() == nil {
@@ -82,16 +83,18 @@ func (u *upstream) itemsLoop(ctx context.Context) {
 			}
 			continue
 		}
-		u.g.applyItems(items)
+		if !u.g.applyItems(items) && reported {
+			u.g.upstreamListChanged(false)
+		}
 	}
 }
 
 // applyItems replaces the listed items of the servers in items, rebuilds
 // the exposure, reports new name clashes, and notifies agent sessions
-// whose prompt or resource lists changed.
-func (g *Gateway) applyItems(items ...serverItems) {
+// whose prompt or resource lists changed. It reports whether any changed.
+func (g *Gateway) applyItems(items ...serverItems) bool {
 	if len(items) == 0 {
-		return
+		return false
 	}
 	g.itemsMu.Lock()
 	defer g.itemsMu.Unlock()
@@ -121,6 +124,7 @@ func (g *Gateway) applyItems(items ...serverItems) {
 		g.log.Info("prompts and resources updated", "prompts", len(x.prompts), "resources", len(x.resources), "templates", len(x.templates))
 		g.itemsChanged(prompts, resources)
 	}
+	return prompts || resources
 }
 
 // ItemDigest returns the digest an approval of a request of kind (an

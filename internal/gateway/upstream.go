@@ -80,8 +80,10 @@ type upstream struct {
 	refreshCh chan struct{} // cap 1: a tools/list refresh is wanted
 	itemsCh   chan struct{} // cap 1: a refresh of prompts and resources is wanted
 	// toolsFrom and itemsFrom are the upstream sessions whose list change
-	// the next refresh lists (nil: the shared session); see changedOn.
+	// the next refresh lists (nil: the shared session); itemsReported is
+	// set when the change was one of prompts or resources. See changedOn.
 	toolsFrom, itemsFrom atomic.Pointer[mcp.ClientSession]
+	itemsReported        atomic.Bool
 	resetCh   chan struct{} // cap 1: the session expired upstream (HTTP 404)
 	checkCh   chan struct{} // cap 1: a health check is wanted now (health.go)
 
@@ -548,6 +550,7 @@ func (u *upstream) changedOn(cs *mcp.ClientSession, tools bool) {
 		u.requestRefresh()
 		return
 	}
+	u.itemsReported.Store(true)
 	u.requestItemsRefresh()
 }
 
@@ -582,7 +585,8 @@ func (u *upstream) refreshLoop(ctx context.Context) {
 			continue // a new session requests another refresh
 		}
 		lctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
-		cs := listSession(u.toolsFrom.Swap(nil), c)
+		from := u.toolsFrom.Swap(nil) // set when a session reported a change
+		cs := listSession(from, c)
 		tools, err := listTools(lctx, cs)
 		if err != nil && cs != c.cs && lctx.Err() == nil {
 			// The session that reported the change ended: list the shared one.
@@ -595,7 +599,9 @@ func (u *upstream) refreshLoop(ctx context.Context) {
 			}
 			continue
 		}
-		_ = u.g.applyTools(u.name, tools, false)
+		if changed, _ := u.g.replaceTools(u.name, tools, false); !changed && from != nil {
+			u.g.upstreamListChanged(true)
+		}
 	}
 }
 
