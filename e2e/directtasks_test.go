@@ -54,6 +54,10 @@ servers:
 	if code, _ := e["code"].(float64); code != -32021 || !strings.Contains(fmt.Sprint(e["data"]), "io.modelcontextprotocol/tasks") {
 		t.Fatalf("required tool without the extension: %v, want -32021 naming the extension", e)
 	}
+	_, e = plain.rpc("tools/call", map[string]any{"name": "t__echo_raw", "arguments": json.RawMessage(args)}, "t__slow")
+	if code, _ := e["code"].(float64); code != -32020 {
+		t.Errorf("required tool without the extension, Mcp-Name of another tool: %v, want -32020 first", e)
+	}
 	if n := countRecord(t, record, "echo_raw "+args); n != 0 {
 		t.Fatalf("the refused call ran %d times", n)
 	}

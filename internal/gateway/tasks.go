@@ -75,13 +75,22 @@ func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byt
 	}
 	declared := meta.Capabilities.Has(mcpwire.TasksExtension)
 	if req.Method == "tools/call" && !declared {
-		if t, ok := g.catalog.lookup(toolName(req.Params)); ok && t.TaskSupport == TaskSupportRequired {
-			// SEP-2663: a tool that runs only as a task cannot be served
-			// to a client without the extension.
-			writeRPC(w, req.ID, nil, missingTasks(fmt.Sprintf("tool %s runs only as a task (execution.taskSupport required)", t.Name)))
-			return true
+		t, ok := g.catalog.lookup(toolName(req.Params))
+		if !ok || t.TaskSupport != TaskSupportRequired {
+			return false
 		}
-		return false
+		// SEP-2663: a tool that runs only as a task cannot be served to a
+		// client without the extension (after the SEP-2243 header checks
+		// the SDK would have made).
+		e := mcpwire.CheckVersionHeader(r.Header, meta.ProtocolVersion)
+		if e == nil {
+			e = mcpwire.CheckHeaders(r.Header, req.Method, t.Name, true)
+		}
+		if e == nil {
+			e = missingTasks(fmt.Sprintf("tool %s runs only as a task (execution.taskSupport required)", t.Name))
+		}
+		writeRPC(w, req.ID, nil, e)
+		return true
 	}
 	if req.Method == "tools/call" && toolName(req.Params) == PolicyToolName {
 		return false // the built-in policy tool is never held: the SDK path serves it
