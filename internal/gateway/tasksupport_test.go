@@ -2,8 +2,14 @@ package gateway
 
 import (
 	"encoding/json"
+	"io"
 	"maps"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestReadTaskSupport: execution.taskSupport is read from each raw
@@ -47,5 +53,46 @@ func TestListSlotCapturesToolsListOnly(t *testing.T) {
 	_, cs := withSlot(t.Context())
 	if !cs.captures("tools/call") || cs.captures("tools/list") {
 		t.Errorf("call slot captures tools/call %v, tools/list %v", cs.captures("tools/call"), cs.captures("tools/list"))
+	}
+}
+
+// executionHandler serves h, adding execution.taskSupport "optional" to
+// the tool named tool in every tools/list result it answers (JSON or
+// event stream): the SDK's Tool cannot carry the field.
+func executionHandler(h http.Handler, tool string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		body := strings.ReplaceAll(rec.Body.String(), `"name":"`+tool+`"`, `"name":"`+tool+`","execution":{"taskSupport":"optional"}`)
+		maps.Copy(w.Header(), rec.Header())
+		w.Header().Del("Content-Length")
+		w.WriteHeader(rec.Code)
+		_, _ = io.WriteString(w, body)
+	})
+}
+
+// TestTaskSupportOverHTTP: the task support an HTTP upstream lists reaches
+// the catalog (the raw tools/list is read through the HTTP tap); a tool
+// that declares none has none.
+func TestTaskSupportOverHTTP(t *testing.T) {
+	s := newUpstreamServer(nil)
+	ts := httptest.NewServer(executionHandler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil), "echo"))
+	t.Cleanup(ts.Close)
+	g := newGateway(t, []ServerConfig{{Name: "up", URL: ts.URL}}, allowAll(), nil)
+	echo, ok := g.catalog.lookup("up__echo")
+	if !ok {
+		t.Fatalf("up__echo not in the catalog: %v", g.catalog.list())
+	}
+	if echo.TaskSupport != TaskSupportOptional {
+		t.Errorf("up__echo task support %q, want optional", echo.TaskSupport)
+	}
+	for _, tl := range g.catalog.list() {
+		if tl.Name != "up__echo" && tl.TaskSupport != "" {
+			t.Errorf("%s has task support %q, want none", tl.Name, tl.TaskSupport)
+		}
 	}
 }
