@@ -88,4 +88,11 @@ func TestDirectTaskStates(t *testing.T) {
 	if ts, s := status(lost.TaskID); s != TaskStatusFailed || !ts.Direct.Unknown {
 		t.Errorf("task whose lease lapsed: %s unknown=%v, want failed with an unknown outcome", s, ts.Direct.Unknown)
 	}
+	// Its call may have run: a cancel does not make it look cancelled.
+	if _, err := g.CancelTask(ctx, lost.TaskID, alice); err != nil {
+		t.Fatal(err)
+	}
+	if ts, s := status(lost.TaskID); s != TaskStatusFailed || !ts.Direct.Unknown {
+		t.Errorf("unknown-outcome task after a cancel: %s unknown=%v, want still failed, unknown", s, ts.Direct.Unknown)
+	}
 }

@@ -197,6 +197,9 @@ func (g *Gate) CancelTask(ctx context.Context, taskID string, p approval.Princip
 		return approval.Request{}, err
 	}
 	if ts.Direct != nil {
+		if ts.Direct.Status != TaskStatusWorking {
+			return approval.Request{}, nil // finished (or its outcome is unknown): a no-op
+		}
 		return approval.Request{}, g.cancelDirectTask(ctx, ts.Direct.ID, p)
 	}
 	id := ts.Request.ID
