@@ -37,12 +37,13 @@ func listen(t *testing.T, g *gw, token string, notifications map[string]any) <-c
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
 	req.Header.Set("Mcp-Method", "subscriptions/listen")
-	resp, err := (&http.Client{Transport: &bearer{token: token, base: g.tr}}).Do(req)
+	resp, err := (&http.Client{Transport: &bearer{token: token, base: g.tr}}).Do(req) //nolint:bodyclose // the stream stays open for the test; t.Cleanup closes it
 	if err != nil {
 		cancel()
 		t.Fatalf("subscriptions/listen: %v", err)
 	}
 	if resp.StatusCode != http.StatusOK {
+		_ = resp.Body.Close()
 		cancel()
 		t.Fatalf("subscriptions/listen: HTTP %d", resp.StatusCode)
 	}
