@@ -285,13 +285,14 @@ type Gateway struct {
 	// taskRunners holds the approval ids of the tasks this gateway resumed
 	// for an instance that is gone (approval.ID → true), so each runs once.
 	taskRunners sync.Map
-	// directRunners maps the task id of each direct task this gateway runs
-	// to the cancel func of its call (directtask.go).
-	directRunners sync.Map
 	stop        context.CancelFunc
 	wg          sync.WaitGroup
 	closeMux    sync.Mutex
 	closed      bool
+
+	// directRunners maps the task id of each direct task this gateway runs
+	// to the cancel func of its call (directtask.go).
+	directRunners sync.Map
 }
 
 // New connects to every upstream in servers, lists their tools and builds the

@@ -79,13 +79,14 @@ type upstream struct {
 
 	refreshCh chan struct{} // cap 1: a tools/list refresh is wanted
 	itemsCh   chan struct{} // cap 1: a refresh of prompts and resources is wanted
+	resetCh   chan struct{} // cap 1: the session expired upstream (HTTP 404)
+	checkCh   chan struct{} // cap 1: a health check is wanted now (health.go)
+
 	// toolsFrom and itemsFrom are the upstream sessions whose list change
 	// the next refresh lists (nil: the shared session); itemsReported is
 	// set when the change was one of prompts or resources. See changedOn.
 	toolsFrom, itemsFrom atomic.Pointer[mcp.ClientSession]
 	itemsReported        atomic.Bool
-	resetCh   chan struct{} // cap 1: the session expired upstream (HTTP 404)
-	checkCh   chan struct{} // cap 1: a health check is wanted now (health.go)
 
 	// Per-agent sessions (servers.<name>.sessions: per_agent; agentconn.go).
 	agentsMu     sync.Mutex
