@@ -126,7 +126,8 @@ func taskResultText(t *testing.T, task map[string]any) string {
 // naming the approval and its link; another principal's tasks/get and
 // tasks/cancel get not-found; approved through the CLI process, tasks/get
 // returns the upstream's result and the upstream ran once. tasks/cancel
-// before a decision cancels it and nothing runs; tasks/update is refused.
+// before a decision cancels it and nothing runs; tasks/update changes
+// nothing (the approval stays pending).
 func TestTasksForHeldCalls(t *testing.T) {
 	g, record := startTeamGateway(t, tasksPolicy)
 	a := &taskClient{t: t, g: g, token: agentToken}
@@ -151,8 +152,9 @@ func TestTasksForHeldCalls(t *testing.T) {
 			t.Errorf("another principal's %s: %v %v, want task not found", m, res, e)
 		}
 	}
-	if _, e := a.rpc("tasks/update", map[string]any{"taskId": taskID, "inputResponses": map[string]any{"x": map[string]any{}}}, ""); e == nil {
-		t.Errorf("tasks/update with input nobody asked for was accepted")
+	// Input nobody asked for is acknowledged (SEP-2663) and never used.
+	if ack, e := a.rpc("tasks/update", map[string]any{"taskId": taskID, "inputResponses": map[string]any{"x": map[string]any{"action": "accept"}}}, ""); e != nil || ack["resultType"] != "complete" || ack["status"] != nil {
+		t.Errorf("tasks/update: %v %v, want an empty ack", ack, e)
 	}
 	if st := showJSON(t, g.Admin, p.ID).State; st != "pending" {
 		t.Fatalf("approval is %s after the other principal's tasks/cancel, want pending", st)

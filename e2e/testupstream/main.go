@@ -2,7 +2,10 @@
 // end-to-end tests as an upstream. It serves over stdio by default, or over
 // Streamable HTTP with -http ADDR.
 //
-//	testupstream [-record FILE] [-http 127.0.0.1:0 [-only-2026]] [-ready-file F]
+//	testupstream [-record FILE] [-http 127.0.0.1:0 [-only-2026]] [-ready-file F] [-task-support tool=optional,...]
+//
+// Over stdio, -task-support (else $TESTUPSTREAM_TASK_SUPPORT) lists the
+// named tools with execution.taskSupport "optional" or "required".
 //
 // Every execution of a tool appends one line to the record file (-record,
 // else $TESTUPSTREAM_RECORD; no file means no record), written with O_APPEND
@@ -35,6 +38,11 @@
 //     client that did not declare elicitation gets -32021 (SEP-2575). To a
 //     2025 client the SDK sends the elicitation as a classic request and
 //     calls the tool again with the answer.
+//   - toggle_tool {"readd": B}: adds the tool "extra" (which returns
+//     "extra") to this server process, or removes it if it is there (with
+//     readd true: adds it again as it was, changing nothing), so the server
+//     tells its sessions notifications/tools/list_changed; it returns
+//     "added", "removed" or "re-added".
 package main
 
 import (
@@ -55,6 +63,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/e2e/internal/taskexec"
 )
 
 // bigResult is the structuredContent of big_result: both values are past
@@ -76,6 +86,7 @@ func run(ctx context.Context) error {
 	addr := flag.String("http", "", "serve Streamable HTTP at this address (path /mcp) instead of stdio")
 	ready := flag.String("ready-file", "", "with -http: write the endpoint URL to this file once listening")
 	only2026 := flag.Bool("only-2026", false, "with -http: speak only MCP 2026-07-28, statelessly (no initialize, no sessions)")
+	tasks := flag.String("task-support", os.Getenv("TESTUPSTREAM_TASK_SUPPORT"), "over stdio: tools listed with execution.taskSupport, as tool=optional|required,...")
 	flag.Parse()
 
 	rec := &recorder{path: *record}
@@ -87,7 +98,11 @@ func run(ctx context.Context) error {
 	addTools(s, rec)
 
 	if *addr == "" {
-		return s.Run(ctx, &mcp.StdioTransport{})
+		support, err := parseTaskSupport(*tasks)
+		if err != nil {
+			return err
+		}
+		return s.Run(ctx, taskexec.Transport(&mcp.StdioTransport{}, support))
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -161,10 +176,42 @@ func text(s string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
 }
 
+// extraTool is the tool toggle_tool adds.
+func extraTool() (*mcp.Tool, mcp.ToolHandler) {
+	return &mcp.Tool{Name: "extra", Description: "added by toggle_tool", InputSchema: objectSchema},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("extra"), nil }
+}
+
 func addTools(s *mcp.Server, rec *recorder) {
 	// Raw handlers (Server.AddTool) see req.Params.Arguments exactly as
 	// received: no schema validation, no decoding.
 	closed := false
+	var (
+		extraMu sync.Mutex
+		extra   bool
+	)
+	s.AddTool(&mcp.Tool{Name: "toggle_tool", Description: "adds or removes the tool extra", InputSchema: objectSchema},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a struct {
+				Readd bool `json:"readd"`
+			}
+			_ = json.Unmarshal(req.Params.Arguments, &a)
+			extraMu.Lock()
+			defer extraMu.Unlock()
+			rec.add("toggle_tool", "")
+			if extra && a.Readd {
+				s.AddTool(extraTool())
+				return text("re-added"), nil
+			}
+			if extra {
+				s.RemoveTools("extra")
+				extra = false
+				return text("removed"), nil
+			}
+			s.AddTool(extraTool())
+			extra = true
+			return text("added"), nil
+		})
 	s.AddTool(&mcp.Tool{Name: "echo_raw", Description: "returns its raw argument bytes", InputSchema: objectSchema,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &closed}},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -289,4 +336,20 @@ func addTools(s *mcp.Server, rec *recorder) {
 			}
 			return text("done"), nil
 		})
+}
+
+// parseTaskSupport reads -task-support: "tool=optional,tool2=required".
+func parseTaskSupport(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for kv := range strings.SplitSeq(s, ",") {
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || (v != "optional" && v != "required") {
+			return nil, fmt.Errorf("-task-support: %q is not tool=optional or tool=required", kv)
+		}
+		out[k] = v
+	}
+	return out, nil
 }

@@ -21,11 +21,16 @@ import (
 // ResultMaxBytes is replaced by a stand-in that says so and carries its
 // beginning; a failure is only logged (the outcome is still recorded).
 func (g *Gate) recordResult(ctx context.Context, id approval.ID, d Recorded) {
+	g.recordResultUntil(ctx, id, d, g.now().Add(g.opts.ResultTTL))
+}
+
+// recordResultUntil is recordResult with the time the ledger forgets it.
+func (g *Gate) recordResultUntil(ctx context.Context, id approval.ID, d Recorded, expires time.Time) {
 	if d.Result == nil && d.Error == nil {
 		return
 	}
 	now := g.now()
-	rec := store.Result{RequestID: id, Result: d.Result, Error: d.Error, RecordedAt: now, ExpiresAt: now.Add(g.opts.ResultTTL)}
+	rec := store.Result{RequestID: id, Result: d.Result, Error: d.Error, RecordedAt: now, ExpiresAt: expires}
 	if d.Result != nil {
 		rec.Size = len(d.Result)
 		if rec.Size > g.opts.ResultMaxBytes {

@@ -133,6 +133,9 @@ type TaskState struct {
 	// Status is a short message for people and models about where the task
 	// stands (see StatusMessage).
 	Status string
+	// Direct is set for a direct task (a call policy allowed, run as a
+	// task: directtask.go); Request is then the zero value.
+	Direct *DirectTask
 }
 
 // Task returns the task taskID of principal p. ErrTaskNotFound for an id
@@ -148,6 +151,16 @@ func (g *Gate) Task(ctx context.Context, taskID string, p approval.Principal) (T
 	}
 	if err != nil {
 		return TaskState{}, err
+	}
+	if t.State != "" {
+		if t.Principal.ID != p.ID {
+			return TaskState{}, ErrTaskNotFound
+		}
+		ts := TaskState{TaskID: taskID, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt}
+		if err := g.directTask(ctx, t, &ts); err != nil {
+			return TaskState{}, err
+		}
+		return ts, nil
 	}
 	r, err := g.store.GetRequest(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
@@ -182,6 +195,12 @@ func (g *Gate) CancelTask(ctx context.Context, taskID string, p approval.Princip
 	ts, err := g.Task(ctx, taskID, p)
 	if err != nil {
 		return approval.Request{}, err
+	}
+	if ts.Direct != nil {
+		if ts.Direct.Status != TaskStatusWorking {
+			return approval.Request{}, nil // finished (or its outcome is unknown): a no-op
+		}
+		return approval.Request{}, g.cancelDirectTask(ctx, ts.Direct.ID, p)
 	}
 	id := ts.Request.ID
 	r, err := g.store.UpdateRequest(ctx, id, p.ID, func(r *approval.Request) error { return r.Withdraw(g.now()) })

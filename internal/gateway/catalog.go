@@ -35,6 +35,10 @@ type Tool struct {
 	Digest string
 	// Definition is the tool as the upstream listed it. Treat it as read-only.
 	Definition *mcp.Tool
+	// TaskSupport is the tool's execution.taskSupport as the upstream
+	// listed it: TaskSupportOptional, TaskSupportRequired, or ""
+	// (forbidden or not declared).
+	TaskSupport string
 }
 
 // ExposedName returns the name under which the tool of server is exposed.
@@ -72,7 +76,8 @@ func digestOf(v any) (string, error) {
 // longer than MaxExposedNameLength are skipped with a warning. An exposed
 // name that occurs twice is reported in dups and left out of the result:
 // nothing is silently overwritten (case C05).
-func buildTools(server string, unprefixed bool, defs []*mcp.Tool, log *slog.Logger) (tools []Tool, dups []string) {
+func buildTools(server string, unprefixed bool, listed upstreamTools, log *slog.Logger) (tools []Tool, dups []string) {
+	defs := listed.defs
 	count := map[string]int{}
 	for _, d := range defs {
 		count[d.Name]++
@@ -97,7 +102,7 @@ func buildTools(server string, unprefixed bool, defs []*mcp.Tool, log *slog.Logg
 			log.Warn("tool not exposed", "server", server, "tool", d.Name, "err", err)
 			continue
 		}
-		tools = append(tools, Tool{Name: name, Server: server, Tool: d.Name, Digest: digest, Definition: d})
+		tools = append(tools, Tool{Name: name, Server: server, Tool: d.Name, Digest: digest, Definition: d, TaskSupport: listed.taskSupport[d.Name]})
 	}
 	return tools, dups
 }
@@ -170,7 +175,7 @@ func (c *catalog) replace(server string, tools []Tool) (upserted []Tool, removed
 	keep := map[string]bool{}
 	for _, t := range tools {
 		keep[t.Name] = true
-		if old, ok := c.byName[t.Name]; !ok || old.Digest != t.Digest {
+		if old, ok := c.byName[t.Name]; !ok || old.Digest != t.Digest || old.TaskSupport != t.TaskSupport {
 			upserted = append(upserted, t)
 		}
 		c.byName[t.Name] = t
@@ -191,12 +196,19 @@ func (c *catalog) replace(server string, tools []Tool) (upserted []Tool, removed
 // downstream server (which then tells agents tools/list_changed). A
 // duplicate exposed name is an error when startup is set (nothing is
 // applied); later it is logged and the duplicated tools are left out.
-func (g *Gateway) applyTools(server string, defs []*mcp.Tool, startup bool) error {
+func (g *Gateway) applyTools(server string, listed upstreamTools, startup bool) error {
+	_, err := g.replaceTools(server, listed, startup)
+	return err
+}
+
+// replaceTools is applyTools that also reports whether the catalog
+// changed.
+func (g *Gateway) replaceTools(server string, listed upstreamTools, startup bool) (bool, error) {
 	unprefixed := g.ups[server] != nil && g.ups[server].cfg.Unprefixed
-	tools, dups := buildTools(server, unprefixed, defs, g.log)
+	tools, dups := buildTools(server, unprefixed, listed, g.log)
 	if len(dups) > 0 {
 		if startup {
-			return fmt.Errorf("server %q: duplicate exposed tool names %q", server, dups)
+			return false, fmt.Errorf("server %q: duplicate exposed tool names %q", server, dups)
 		}
 		g.log.Error("duplicate exposed tool names: not exposed", "server", server, "names", dups)
 	}
@@ -205,7 +217,7 @@ func (g *Gateway) applyTools(server string, defs []*mcp.Tool, startup bool) erro
 	if taken := g.catalog.taken(server, tools); len(taken) > 0 {
 		// Only unprefixed servers can collide with another server's names.
 		if startup {
-			return fmt.Errorf("server %q: tool names %q are already exposed by another server", server, taken)
+			return false, fmt.Errorf("server %q: tool names %q are already exposed by another server", server, taken)
 		}
 		g.log.Error("tool names already exposed by another server: not exposed", "server", server, "names", taken)
 		tools = slices.DeleteFunc(tools, func(t Tool) bool { return slices.Contains(taken, t.Name) })
@@ -222,7 +234,7 @@ func (g *Gateway) applyTools(server string, defs []*mcp.Tool, startup bool) erro
 	if len(upserted) > 0 || len(removed) > 0 {
 		g.log.Info("tools updated", "server", server, "tools", len(tools), "changed", len(upserted), "removed", len(removed))
 	}
-	return nil
+	return len(upserted) > 0 || len(removed) > 0, nil
 }
 
 // addServerTool registers t with the downstream server and reports whether

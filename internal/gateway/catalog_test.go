@@ -113,7 +113,7 @@ func TestBuildTools(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tools, dups := buildTools("s", false, tt.defs, slog.New(slog.DiscardHandler))
+			tools, dups := buildTools("s", false, upstreamTools{defs: tt.defs}, slog.New(slog.DiscardHandler))
 			var got []string
 			for _, tl := range tools {
 				got = append(got, tl.Name)

@@ -289,6 +289,10 @@ type Gateway struct {
 	wg          sync.WaitGroup
 	closeMux    sync.Mutex
 	closed      bool
+
+	// directRunners maps the task id of each direct task this gateway runs
+	// to the cancel func of its call (directtask.go).
+	directRunners sync.Map
 }
 
 // New connects to every upstream in servers, lists their tools and builds the
@@ -382,7 +386,7 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 	type first struct {
 		u     *upstream
 		conn  *upConn
-		tools []*mcp.Tool
+		tools upstreamTools
 		items serverItems
 		err   error
 	}
@@ -402,7 +406,7 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 				results <- first{u: u, err: fmt.Errorf("list tools: %w", err)}
 				return
 			}
-			items, err := u.listItems(cctx, c)
+			items, err := u.listItems(cctx, c.cs)
 			if err != nil {
 				// Its tools stay usable; the next list_changed lists again.
 				g.log.WarnContext(ctx, "upstream prompts and resources not listed", "server", u.name, "err", err)

@@ -20,15 +20,15 @@ func (g *Gateway) exposure() *exposure { return g.exposed.Load() }
 // listItems lists the prompts, resources and templates the session c
 // offers (each only when the server's capabilities say it has them),
 // following pagination.
-func (u *upstream) listItems(ctx context.Context, c *upConn) (serverItems, error) {
+func (u *upstream) listItems(ctx context.Context, cs *mcp.ClientSession) (serverItems, error) {
 	it := serverItems{name: u.name, unprefixed: u.cfg.Unprefixed}
 	caps := &mcp.ServerCapabilities{}
-	if res := c.cs.InitializeResult(); res != nil && res.Capabilities != nil {
+	if res := cs.InitializeResult(); res != nil && res.Capabilities != nil {
 		caps = res.Capabilities
 	}
 	if caps.Prompts != nil {
 		it.promptsCap = true
-		for p, err := range c.cs.Prompts(ctx, nil) {
+		for p, err := range cs.Prompts(ctx, nil) {
 			if err != nil {
 				return serverItems{}, fmt.Errorf("list prompts: %w", err)
 			}
@@ -37,13 +37,13 @@ func (u *upstream) listItems(ctx context.Context, c *upConn) (serverItems, error
 	}
 	if caps.Resources != nil {
 		it.resourcesCap = true
-		for r, err := range c.cs.Resources(ctx, nil) {
+		for r, err := range cs.Resources(ctx, nil) {
 			if err != nil {
 				return serverItems{}, fmt.Errorf("list resources: %w", err)
 			}
 			it.resources = append(it.resources, r)
 		}
-		for t, err := range c.cs.ResourceTemplates(ctx, nil) {
+		for t, err := range cs.ResourceTemplates(ctx, nil) {
 			if err != nil {
 				return serverItems{}, fmt.Errorf("list resource templates: %w", err)
 			}
@@ -69,7 +69,13 @@ func (u *upstream) itemsLoop(ctx context.Context) {
 		}
 		lctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
 		u.g.subs.resubscribe(lctx, u, nil, c)
-		items, err := u.listItems(lctx, c)
+		reported := u.itemsReported.Swap(false) // a session said its prompts or resources changed
+		cs := listSession(u.itemsFrom.Swap(nil), c)
+		items, err := u.listItems(lctx, cs)
+		if err != nil && cs != c.cs && lctx.Err() == nil {
+			// The session that reported the change ended: list the shared one.
+			items, err = u.listItems(lctx, c.cs)
+		}
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -77,16 +83,18 @@ func (u *upstream) itemsLoop(ctx context.Context) {
 			}
 			continue
 		}
-		u.g.applyItems(items)
+		if !u.g.applyItems(items) && reported {
+			u.g.upstreamListChanged(false)
+		}
 	}
 }
 
 // applyItems replaces the listed items of the servers in items, rebuilds
 // the exposure, reports new name clashes, and notifies agent sessions
-// whose prompt or resource lists changed.
-func (g *Gateway) applyItems(items ...serverItems) {
+// whose prompt or resource lists changed. It reports whether any changed.
+func (g *Gateway) applyItems(items ...serverItems) bool {
 	if len(items) == 0 {
-		return
+		return false
 	}
 	g.itemsMu.Lock()
 	defer g.itemsMu.Unlock()
@@ -116,6 +124,7 @@ func (g *Gateway) applyItems(items ...serverItems) {
 		g.log.Info("prompts and resources updated", "prompts", len(x.prompts), "resources", len(x.resources), "templates", len(x.templates))
 		g.itemsChanged(prompts, resources)
 	}
+	return prompts || resources
 }
 
 // ItemDigest returns the digest an approval of a request of kind (an

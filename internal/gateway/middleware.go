@@ -228,6 +228,12 @@ func recorded(adm gate.Admission, res mcp.Result, err error) gate.Recorded {
 	if adm.ApprovalID == "" {
 		return gate.Recorded{}
 	}
+	return recordOf(res, err)
+}
+
+// recordOf is what the result ledger keeps of a dispatch that gave res or
+// err: the result, or the JSON-RPC error object.
+func recordOf(res mcp.Result, err error) gate.Recorded {
 	if err != nil {
 		var je *jsonrpc.Error
 		if !errors.As(err, &je) {

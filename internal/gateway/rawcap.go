@@ -27,11 +27,13 @@ import (
 // before the handlers of the progress that preceded its result have run;
 // queued here, that progress is known to the call before its result is.
 
-// A slot receives the raw result of one tools/call.
+// A slot receives the raw result of one tools/call, or, made by
+// withListSlot, hands the raw result of each tools/list page to a function.
 type slot struct {
 	mu             sync.Mutex
-	raw            json.RawMessage // guarded by mu
-	sessionMissing bool            // guarded by mu: the upstream answered 404 for our session id
+	raw            json.RawMessage       // guarded by mu
+	sessionMissing bool                  // guarded by mu: the upstream answered 404 for our session id
+	each           func(json.RawMessage) // tools/list slots: called with each page's result, under mu
 }
 
 type slotKey struct{}
@@ -41,6 +43,20 @@ func withSlot(ctx context.Context) (context.Context, *slot) {
 	return context.WithValue(ctx, slotKey{}, s), s
 }
 
+// withListSlot returns ctx with a slot that calls each with the raw result
+// of every tools/list the upstream answers in ctx (one per page), in order.
+func withListSlot(ctx context.Context, each func(json.RawMessage)) context.Context {
+	return context.WithValue(ctx, slotKey{}, &slot{each: each})
+}
+
+// captures reports whether s takes the result of a request of method.
+func (s *slot) captures(method string) bool {
+	if s.each != nil {
+		return method == "tools/list"
+	}
+	return method == "tools/call"
+}
+
 func slotFrom(ctx context.Context) *slot {
 	s, _ := ctx.Value(slotKey{}).(*slot)
 	return s
@@ -48,8 +64,12 @@ func slotFrom(ctx context.Context) *slot {
 
 func (s *slot) set(raw json.RawMessage) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.each != nil {
+		s.each(raw)
+		return
+	}
 	s.raw = raw
-	s.mu.Unlock()
 }
 
 func (s *slot) result() json.RawMessage {
@@ -107,7 +127,7 @@ type captureConn struct {
 func (c *captureConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() {
 		id := r.ID
-		if s := slotFrom(ctx); s != nil && r.Method == "tools/call" {
+		if s := slotFrom(ctx); s != nil && s.captures(r.Method) {
 			c.pending.Store(id, s)
 			context.AfterFunc(ctx, func() { c.pending.Delete(id) })
 		}
@@ -190,7 +210,7 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 		}
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-		id = toolsCallID(body)
+		id = slotRequestID(body, s)
 	}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
@@ -222,13 +242,14 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	return resp, nil
 }
 
-// toolsCallID returns the id of body if it is a single tools/call request.
-func toolsCallID(body []byte) json.RawMessage {
+// slotRequestID returns the id of body if it is a single request whose
+// result s takes (a tools/call, or a tools/list for a list slot).
+func slotRequestID(body []byte, s *slot) json.RawMessage {
 	var m struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
 	}
-	if json.Unmarshal(body, &m) != nil || m.Method != "tools/call" || len(m.ID) == 0 {
+	if json.Unmarshal(body, &m) != nil || !s.captures(m.Method) || len(m.ID) == 0 {
 		return nil
 	}
 	return m.ID

@@ -279,7 +279,7 @@ func TestWeirdInputSchemaSubstituted(t *testing.T) {
 	// tool with {"type":"object"} and warns.
 	var logs logBuffer
 	g := newGateway(t, nil, allowAll(), &Options{Logger: logs.logger()})
-	if err := g.applyTools("up", []*mcp.Tool{{Name: "odd", InputSchema: map[string]any{"type": "string"}}}, true); err != nil {
+	if err := g.applyTools("up", upstreamTools{defs: []*mcp.Tool{{Name: "odd", InputSchema: map[string]any{"type": "string"}}}}, true); err != nil {
 		t.Fatal(err)
 	}
 	cs := connectHTTP(t, serveHTTP(t, g, nil), aliceToken, nil, nil)

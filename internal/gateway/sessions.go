@@ -277,11 +277,33 @@ func (g *Gateway) SessionsChanged() {
 	g.toolsMu.Lock()
 	defer g.toolsMu.Unlock()
 	g.views.prune(g.liveSessions())
+	g.toolsChanged()
+	g.itemsChanged(true, true)
+}
+
+// toolsChanged makes the SDK send notifications/tools/list_changed to every
+// MCP session; the sending middleware delivers it only where the tool list
+// changed or is not known (a 2026-07-28 subscriptions/listen stream). The
+// caller holds toolsMu.
+func (g *Gateway) toolsChanged() {
 	g.server.AddTool(&mcp.Tool{Name: notifierTool, InputSchema: map[string]any{"type": "object"}},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return errorResult("unknown tool " + notifierTool), nil
 		})
 	g.server.RemoveTools(notifierTool)
+}
+
+// upstreamListChanged passes on an upstream's list_changed whose listing
+// changed nothing in the catalog (it re-added a tool as it was, say): the
+// SDK tells every session, and the sending middleware lets it through only
+// to those whose view of the list is not known to be current.
+func (g *Gateway) upstreamListChanged(tools bool) {
+	if tools {
+		g.toolsMu.Lock()
+		g.toolsChanged()
+		g.toolsMu.Unlock()
+		return
+	}
 	g.itemsChanged(true, true)
 }
 

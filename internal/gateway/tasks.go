@@ -38,6 +38,14 @@ type TaskKeeper interface {
 	CancelTask(ctx context.Context, taskID string, p approval.Principal) (approval.Request, error)
 	// TaskCall is the call of the task of approval id, to run it here.
 	TaskCall(ctx context.Context, id approval.ID) (gate.Call, error)
+	// StartDirectTask records a direct task of p (directtask.go).
+	StartDirectTask(ctx context.Context, p approval.Principal) (gate.StartedTask, error)
+	// RenewDirectTask renews the lease of direct task id; false: stop it.
+	RenewDirectTask(ctx context.Context, id approval.ID) (bool, error)
+	// FinishDirectTask records what direct task id's call gave.
+	FinishDirectTask(ctx context.Context, id approval.ID, d gate.Recorded, expires time.Time)
+	// LeaseInterval is how often a runner renews a direct task's lease.
+	LeaseInterval() time.Duration
 }
 
 // taskPollInterval is the pollIntervalMs toolgate suggests: approvals are
@@ -66,7 +74,25 @@ func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byt
 		return false // the SDK answers a malformed request
 	}
 	declared := meta.Capabilities.Has(mcpwire.TasksExtension)
-	if req.Method == "tools/call" && (!declared || toolName(req.Params) == PolicyToolName) {
+	if req.Method == "tools/call" && !declared {
+		t, ok := g.catalog.lookup(toolName(req.Params))
+		if !ok || t.TaskSupport != TaskSupportRequired {
+			return false
+		}
+		// SEP-2663: a tool that runs only as a task cannot be served to a
+		// client without the extension (after the SEP-2243 header checks
+		// the SDK would have made).
+		e := mcpwire.CheckVersionHeader(r.Header, meta.ProtocolVersion)
+		if e == nil {
+			e = mcpwire.CheckHeaders(r.Header, req.Method, t.Name, true)
+		}
+		if e == nil {
+			e = missingTasks(fmt.Sprintf("tool %s runs only as a task (execution.taskSupport required)", t.Name))
+		}
+		writeRPC(w, req.ID, nil, e)
+		return true
+	}
+	if req.Method == "tools/call" && toolName(req.Params) == PolicyToolName {
 		return false // the built-in policy tool is never held: the SDK path serves it
 	}
 	if e := mcpwire.CheckVersionHeader(r.Header, meta.ProtocolVersion); e != nil {
@@ -91,13 +117,15 @@ func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byt
 		writeRPC(w, req.ID, res, e)
 		return true
 	}
-	if e := mcpwire.CheckHeaders(r.Header, req.Method, "", false); e != nil {
+	// SEP-2663 names tasks/* requests by their task id (Mcp-Name); a
+	// request without the header is served (the body decides), one whose
+	// header names another task is refused.
+	if e := mcpwire.CheckHeaders(r.Header, req.Method, params.TaskID, len(r.Header.Values(mcpwire.HeaderName)) > 0); e != nil {
 		writeRPC(w, req.ID, nil, e)
 		return true
 	}
 	if !declared {
-		writeRPC(w, req.ID, nil, mcpwire.Errorf(mcpwire.CodeMissingCapability, "%s needs the %s extension in the client capabilities", req.Method, mcpwire.TasksExtension).
-			WithData(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{mcpwire.TasksExtension: map[string]any{}}}}))
+		writeRPC(w, req.ID, nil, missingTasks(req.Method))
 		return true
 	}
 	if params.TaskID == "" {
@@ -119,17 +147,27 @@ func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byt
 			writeRPC(w, req.ID, nil, taskError(err))
 			return true
 		}
+		g.stopDirectRunner(params.TaskID)
 		writeRPC(w, req.ID, map[string]any{"resultType": "complete"}, nil)
 	case "tasks/update":
 		// toolgate asks a task's caller for nothing (approvals are decided
-		// out of band), so no input key is one it asked for.
+		// out of band), so no input key is one it asked for: the responses
+		// are acknowledged, as SEP-2663 requires, and never used.
 		if _, err := g.opts.Tasks.Task(ctx, params.TaskID, p); err != nil {
 			writeRPC(w, req.ID, nil, taskError(err))
 			return true
 		}
-		writeRPC(w, req.ID, nil, mcpwire.Errorf(mcpwire.CodeInvalidParams, "task %s asked for no input: toolgate accepts tasks/update only for input keys it requested", params.TaskID))
+		g.log.InfoContext(ctx, "tasks/update ignored: toolgate asked this task's caller for no input", "principal", p.ID)
+		writeRPC(w, req.ID, map[string]any{"resultType": "complete"}, nil)
 	}
 	return true
+}
+
+// missingTasks is the -32021 error (SEP-2575) for what needs the Tasks
+// extension in the client capabilities; what names it.
+func missingTasks(what string) *mcpwire.Error {
+	return mcpwire.Errorf(mcpwire.CodeMissingCapability, "%s needs the %s extension in the client capabilities", what, mcpwire.TasksExtension).
+		WithData(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{mcpwire.TasksExtension: map[string]any{}}}})
 }
 
 // toolName is params.name of a tools/call ("" when unreadable).
@@ -182,13 +220,26 @@ func (g *Gateway) callAsTask(ctx context.Context, p approval.Principal, name str
 		}
 	}
 	done := make(chan taskOutcome, 1)
-	if !g.runTask(ctx, t, call, done) {
+	var started chan gate.StartedTask
+	if t.TaskSupport != "" {
+		started = make(chan gate.StartedTask, 1)
+	}
+	if !g.runTask(ctx, t, call, done, started) {
 		return nil, mcpwire.Errorf(mcpwire.CodeInternalError, "toolgate is shutting down")
 	}
 	select {
 	case r := <-held:
 		return g.createTaskResult(r, p), nil
+	case st := <-started:
+		return directTaskResult(st), nil
 	case o := <-done:
+		select {
+		case st := <-started:
+			// A direct task that finished at once is still answered as the
+			// task it is (deterministically; tasks/get has its result).
+			return directTaskResult(st), nil
+		default:
+		}
 		return outcomeResult(o)
 	case <-ctx.Done():
 		// The caller went away; the runner goes on (a recorded task can
@@ -199,10 +250,12 @@ func (g *Gateway) callAsTask(ctx context.Context, p approval.Principal, name str
 
 // runTask admits call on a goroutine of the gateway and, if admitted,
 // dispatches it and records its outcome (the ledger keeps the result for
-// the task). done gets the outcome. The goroutine outlives ctx (the
-// request that made the task), keeping its values, and ends with the
-// gateway (Close). It reports false when the gateway is closing.
-func (g *Gateway) runTask(ctx context.Context, t Tool, call gate.Call, done chan<- taskOutcome) bool {
+// the task). done gets the outcome. With started set, a call policy
+// allows outright runs as a direct task (directtask.go): started gets the
+// task once it is recorded. The goroutine outlives ctx (the request that
+// made the task), keeping its values, and ends with the gateway (Close).
+// It reports false when the gateway is closing.
+func (g *Gateway) runTask(ctx context.Context, t Tool, call gate.Call, done chan<- taskOutcome, started chan<- gate.StartedTask) bool {
 	g.closeMux.Lock()
 	defer g.closeMux.Unlock()
 	if g.closed || g.root.Err() != nil {
@@ -222,6 +275,8 @@ func (g *Gateway) runTask(ctx context.Context, t Tool, call gate.Call, done chan
 			o.res, o.err = replayResult(adm)
 		case !adm.Allowed:
 			o.res = refusalResult(adm)
+		case started != nil && adm.ApprovalID == "":
+			o = g.runDirectTask(ctx, t, call, adm, started)
 		default:
 			args := call.Arguments
 			if adm.Arguments != nil {
@@ -281,7 +336,7 @@ func (g *Gateway) resumeTask(ctx context.Context, ts gate.TaskState) {
 	}
 	call.ToolDigest = t.Digest
 	done := make(chan taskOutcome, 1)
-	if !g.runTask(ctx, t, call, done) {
+	if !g.runTask(ctx, t, call, done, nil) {
 		g.taskRunners.Delete(r.ID)
 		return
 	}
@@ -363,6 +418,9 @@ func (g *Gateway) statusMessage(r approval.Request) string {
 // detailedTask is tasks/get's answer: the task, and once finished its
 // result (completed), or the error or refusal it ended with (failed).
 func detailedTask(ts gate.TaskState) any {
+	if ts.Direct != nil {
+		return detailedDirectTask(ts)
+	}
 	r := ts.Request
 	status := "working"
 	var result, rpcErr json.RawMessage

@@ -82,6 +82,12 @@ type upstream struct {
 	resetCh   chan struct{} // cap 1: the session expired upstream (HTTP 404)
 	checkCh   chan struct{} // cap 1: a health check is wanted now (health.go)
 
+	// toolsFrom and itemsFrom are the upstream sessions whose list change
+	// the next refresh lists (nil: the shared session); itemsReported is
+	// set when the change was one of prompts or resources. See changedOn.
+	toolsFrom, itemsFrom atomic.Pointer[mcp.ClientSession]
+	itemsReported        atomic.Bool
+
 	// Per-agent sessions (servers.<name>.sessions: per_agent; agentconn.go).
 	agentsMu     sync.Mutex
 	agents       map[*mcp.ServerSession]*agentConn // guarded by agentsMu
@@ -196,14 +202,14 @@ func (u *upstream) newClientWith(caps *mcp.ClientCapabilities, owner *agentConn)
 	c := mcp.NewClient(&mcp.Implementation{Name: "toolgate", Version: g.opts.Version}, &mcp.ClientOptions{
 		Logger:       g.log,
 		Capabilities: caps,
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			u.requestRefresh()
+		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) {
+			u.changedOn(req.Session, true)
 		},
-		PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) {
-			u.requestItemsRefresh()
+		PromptListChangedHandler: func(_ context.Context, req *mcp.PromptListChangedRequest) {
+			u.changedOn(req.Session, false)
 		},
-		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {
-			u.requestItemsRefresh()
+		ResourceListChangedHandler: func(_ context.Context, req *mcp.ResourceListChangedRequest) {
+			u.changedOn(req.Session, false)
 		},
 		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 			u.resourceUpdated(req.Session, req.Params)
@@ -537,6 +543,35 @@ func (u *upstream) requestRefresh() {
 	u.requestItemsRefresh()
 }
 
+// changedOn asks for the lists to be read again from cs, the upstream
+// session that said they changed (its tools, and prompts and resources,
+// or with tools unset only those): the catalog follows the list changes of
+// every session of the server. For an HTTP server its sessions see one
+// server; a stdio server's sessions are processes of their own (the
+// shared one, per-agent ones, the one of 2026-07-28 agents' calls), whose
+// lists can differ: the catalog then shows the list of the one that
+// changed last, which for 2026-07-28 agents is the process their calls
+// change (docs/protocol.md).
+func (u *upstream) changedOn(cs *mcp.ClientSession, tools bool) {
+	u.itemsFrom.Store(cs)
+	if tools {
+		u.toolsFrom.Store(cs)
+		u.requestRefresh()
+		return
+	}
+	u.itemsReported.Store(true)
+	u.requestItemsRefresh()
+}
+
+// listSession is the session a refresh lists: from (the session that
+// reported a change) when set, else the shared session c.
+func listSession(from *mcp.ClientSession, c *upConn) *mcp.ClientSession {
+	if from != nil {
+		return from
+	}
+	return c.cs
+}
+
 // requestItemsRefresh asks for the prompts and resources to be listed again.
 func (u *upstream) requestItemsRefresh() {
 	select {
@@ -559,7 +594,13 @@ func (u *upstream) refreshLoop(ctx context.Context) {
 			continue // a new session requests another refresh
 		}
 		lctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
-		tools, err := listTools(lctx, c.cs)
+		from := u.toolsFrom.Swap(nil) // set when a session reported a change
+		cs := listSession(from, c)
+		tools, err := listTools(lctx, cs)
+		if err != nil && cs != c.cs && lctx.Err() == nil {
+			// The session that reported the change ended: list the shared one.
+			tools, err = listTools(lctx, c.cs)
+		}
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -567,18 +608,23 @@ func (u *upstream) refreshLoop(ctx context.Context) {
 			}
 			continue
 		}
-		_ = u.g.applyTools(u.name, tools, false)
+		if changed, _ := u.g.replaceTools(u.name, tools, false); !changed && from != nil {
+			u.g.upstreamListChanged(true)
+		}
 	}
 }
 
-// listTools lists every tool of the session, following pagination.
-func listTools(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, error) {
-	var out []*mcp.Tool
+// listTools lists every tool of the session, following pagination, with
+// the task support each declares (read from the raw results: the SDK's
+// Tool has no execution field; tasksupport.go).
+func listTools(ctx context.Context, cs *mcp.ClientSession) (upstreamTools, error) {
+	out := upstreamTools{taskSupport: map[string]string{}}
+	ctx = withListSlot(ctx, func(raw json.RawMessage) { readTaskSupport(raw, out.taskSupport) })
 	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
-			return nil, err
+			return upstreamTools{}, err
 		}
-		out = append(out, t)
+		out.defs = append(out.defs, t)
 	}
 	return out, nil
 }

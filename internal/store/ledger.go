@@ -30,21 +30,39 @@ type Result struct {
 	ExpiresAt time.Time
 }
 
-// A Task is an approval that a 2026-era client follows as an MCP task
-// (the Tasks extension): the approval record is the task. What the
-// request row lacks to run the call later, from any instance, is kept
-// here: the principal that made it and its raw arguments, sealed (the
-// request row keeps only their hash and display copy).
+// A Task is a call that a 2026-era client follows as an MCP task (the
+// Tasks extension). Most are approvals: the approval record is the task,
+// and what the request row lacks to run the call later, from any
+// instance, is kept here: the principal that made it and its raw
+// arguments, sealed (the request row keeps only their hash and display
+// copy). A direct task (State set) is a call policy allowed, run at once
+// as a task: it has no request row; its id is its own, its state and the
+// lease of the instance running it are kept here, its outcome in the
+// result ledger under the same id.
 type Task struct {
 	RequestID approval.ID
 	Principal approval.Principal
 	// Arguments are the call's raw arguments sealed with the gateway key;
 	// nil once they are no longer needed (the approval was consumed or
-	// ended): DropTaskArguments.
+	// ended): DropTaskArguments. Direct tasks keep none.
 	Arguments []byte
 	CreatedAt time.Time
 	ExpiresAt time.Time
+	// State is "" for an approval's task, else TaskWorking or
+	// TaskCancelled (migration 0014).
+	State string
+	// LeaseUntil is, for a direct task, when the instance running it stops
+	// vouching for it unless it renews (RenewTask): a working task whose
+	// lease lapsed without a result has an unknown outcome.
+	LeaseUntil time.Time
 }
+
+// States of a direct task (Task.State). Completed and failed are not
+// states: they are the result recorded in the ledger.
+const (
+	TaskWorking   = "working"
+	TaskCancelled = "cancelled"
+)
 
 // LedgerStore keeps what issue 11 adds to an approval: its result, its
 // task, the request states it used, and the gateway's shared secrets.
@@ -62,6 +80,13 @@ type LedgerStore interface {
 	CreateTask(ctx context.Context, t Task) error
 	// GetTask returns the task of request id, or ErrNotFound.
 	GetTask(ctx context.Context, id approval.ID) (Task, error)
+	// RenewTask extends the lease of direct task id to until while it is
+	// working, and returns its state as it is now (TaskCancelled tells the
+	// runner to stop), or ErrNotFound.
+	RenewTask(ctx context.Context, id approval.ID, until time.Time) (string, error)
+	// CancelDirectTask moves direct task id from working to cancelled and
+	// reports whether it did (false: it was not working, or has a result).
+	CancelDirectTask(ctx context.Context, id approval.ID) (bool, error)
 	// DropTaskArguments forgets the sealed arguments of task id (the call
 	// was consumed or can no longer run). An unknown id is not an error.
 	DropTaskArguments(ctx context.Context, id approval.ID) error
@@ -91,5 +116,8 @@ func NormalizeResult(r Result) Result {
 func NormalizeTask(t Task) Task {
 	t.CreatedAt = Millis(t.CreatedAt)
 	t.ExpiresAt = Millis(t.ExpiresAt)
+	if !t.LeaseUntil.IsZero() {
+		t.LeaseUntil = Millis(t.LeaseUntil)
+	}
 	return t
 }

@@ -91,10 +91,53 @@ func (db *DB) CreateTask(ctx context.Context, t store.Task) error {
 		return fmt.Errorf("create task %s: %w", t.RequestID, err)
 	}
 	t = store.NormalizeTask(t)
+	var lease sql.NullInt64
+	if !t.LeaseUntil.IsZero() {
+		lease = sql.NullInt64{Int64: millis(t.LeaseUntil), Valid: true}
+	}
 	return db.insertOnce(ctx, "create task "+string(t.RequestID),
-		`INSERT INTO approval_tasks (request_id, principal, arguments, created_at, expires_at)
-		VALUES (?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING`,
-		string(t.RequestID), string(p), t.Arguments, millis(t.CreatedAt), millis(t.ExpiresAt))
+		`INSERT INTO approval_tasks (request_id, principal, arguments, created_at, expires_at, state, lease_until)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING`,
+		string(t.RequestID), string(p), t.Arguments, millis(t.CreatedAt), millis(t.ExpiresAt), sql.NullString{String: t.State, Valid: t.State != ""}, lease)
+}
+
+// RenewTask extends a working direct task's lease and returns its state.
+func (db *DB) RenewTask(ctx context.Context, id approval.ID, until time.Time) (string, error) {
+	var state sql.NullString
+	err := db.inTx(ctx, func(t *tx) error {
+		if _, err := t.exec(ctx, `UPDATE approval_tasks SET lease_until = ? WHERE request_id = ? AND state = ?`,
+			millis(store.Millis(until)), string(id), store.TaskWorking); err != nil {
+			return err
+		}
+		return t.queryRow(ctx, `SELECT state FROM approval_tasks WHERE request_id = ?`, string(id)).Scan(&state)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return "", db.wrap("renew task "+string(id), err)
+	}
+	return state.String, nil
+}
+
+// CancelDirectTask moves a working direct task without a result to
+// cancelled.
+func (db *DB) CancelDirectTask(ctx context.Context, id approval.ID) (bool, error) {
+	var n int64
+	err := db.inTx(ctx, func(t *tx) error {
+		res, err := t.exec(ctx, `UPDATE approval_tasks SET state = ? WHERE request_id = ? AND state = ?
+			AND NOT EXISTS (SELECT 1 FROM approval_results WHERE approval_results.request_id = approval_tasks.request_id)`,
+			store.TaskCancelled, string(id), store.TaskWorking)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return false, db.wrap("cancel task "+string(id), err)
+	}
+	return n == 1, nil
 }
 
 // GetTask returns the task of request id or store.ErrNotFound.
@@ -104,9 +147,11 @@ func (db *DB) GetTask(ctx context.Context, id approval.ID) (store.Task, error) {
 		principal            string
 		args                 []byte
 		createdAt, expiresAt int64
+		state                sql.NullString
+		lease                sql.NullInt64
 	)
-	err := db.queryRow(ctx, `SELECT principal, arguments, created_at, expires_at FROM approval_tasks WHERE request_id = ?`, string(id)).
-		Scan(&principal, &args, &createdAt, &expiresAt)
+	err := db.queryRow(ctx, `SELECT principal, arguments, created_at, expires_at, state, lease_until FROM approval_tasks WHERE request_id = ?`, string(id)).
+		Scan(&principal, &args, &createdAt, &expiresAt, &state, &lease)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return store.Task{}, db.wrap("get task "+string(id), store.ErrNotFound)
@@ -119,6 +164,10 @@ func (db *DB) GetTask(ctx context.Context, id approval.ID) (store.Task, error) {
 	t.RequestID = id
 	t.Arguments = args
 	t.CreatedAt, t.ExpiresAt = fromMillis(createdAt), fromMillis(expiresAt)
+	t.State = state.String
+	if lease.Valid {
+		t.LeaseUntil = fromMillis(lease.Int64)
+	}
 	return t, nil
 }
 

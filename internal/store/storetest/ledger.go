@@ -22,6 +22,7 @@ var ledgerTests = []struct {
 	{"ResultWrittenOnce", testResultWrittenOnce},
 	{"ResultError", testResultError},
 	{"TaskRoundTrip", testTaskRoundTrip},
+	{"DirectTask", testDirectTask},
 	{"RequestStateSingleUse", testRequestStateSingleUse},
 	{"SecretFirstWins", testSecretFirstWins},
 	{"PruneLedger", testPruneLedger},
@@ -122,6 +123,66 @@ func testTaskRoundTrip(t *testing.T, s store.Store) {
 	}
 	if _, err := s.GetTask(ctx, id(2, 9)); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetTask unknown = %v", err)
+	}
+}
+
+// testDirectTask: a direct task keeps its state and lease; RenewTask
+// extends the lease only while it works and reports a cancellation;
+// CancelDirectTask moves only a working task without a result.
+func testDirectTask(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	want := store.Task{
+		RequestID: id(2, 20), Principal: approval.Principal{ID: "a"},
+		CreatedAt: t0, ExpiresAt: t0.Add(time.Hour),
+		State: store.TaskWorking, LeaseUntil: t0.Add(30*time.Second + 700*time.Microsecond),
+	}
+	if err := s.CreateTask(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetTask(ctx, want.RequestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(store.NormalizeTask(want), got); diff != "" {
+		t.Errorf("GetTask (-want +got):\n%s", diff)
+	}
+	state, err := s.RenewTask(ctx, want.RequestID, t0.Add(time.Minute))
+	if err != nil || state != store.TaskWorking {
+		t.Fatalf("RenewTask = %q, %v; want working", state, err)
+	}
+	if got, _ := s.GetTask(ctx, want.RequestID); !got.LeaseUntil.Equal(t0.Add(time.Minute)) {
+		t.Errorf("lease after RenewTask = %v, want %v", got.LeaseUntil, t0.Add(time.Minute))
+	}
+	if ok, err := s.CancelDirectTask(ctx, want.RequestID); err != nil || !ok {
+		t.Fatalf("CancelDirectTask = %v, %v; want true", ok, err)
+	}
+	if ok, err := s.CancelDirectTask(ctx, want.RequestID); err != nil || ok {
+		t.Errorf("second CancelDirectTask = %v, %v; want false", ok, err)
+	}
+	state, err = s.RenewTask(ctx, want.RequestID, t0.Add(2*time.Minute))
+	if err != nil || state != store.TaskCancelled {
+		t.Fatalf("RenewTask of a cancelled task = %q, %v; want cancelled", state, err)
+	}
+	if got, _ := s.GetTask(ctx, want.RequestID); !got.LeaseUntil.Equal(t0.Add(time.Minute)) {
+		t.Errorf("a cancelled task's lease was renewed: %v", got.LeaseUntil)
+	}
+	// A task with a result is finished: it cannot be cancelled any more.
+	done := store.Task{RequestID: id(2, 21), Principal: approval.Principal{ID: "a"}, CreatedAt: t0, ExpiresAt: t0.Add(time.Hour), State: store.TaskWorking, LeaseUntil: t0.Add(time.Minute)}
+	if err := s.CreateTask(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutResult(ctx, store.Result{RequestID: done.RequestID, Result: json.RawMessage(`{"content":[]}`), RecordedAt: t0, ExpiresAt: t0.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.CancelDirectTask(ctx, done.RequestID); err != nil || ok {
+		t.Errorf("CancelDirectTask of a task with a result = %v, %v; want false", ok, err)
+	}
+	// An approval's task has no state of its own.
+	if ok, err := s.CancelDirectTask(ctx, id(2, 1)); err != nil || ok {
+		t.Errorf("CancelDirectTask of an unknown task = %v, %v; want false", ok, err)
+	}
+	if _, err := s.RenewTask(ctx, id(2, 22), t0); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("RenewTask of an unknown task = %v, want ErrNotFound", err)
 	}
 }
 
