@@ -49,7 +49,7 @@ type Task struct {
 	CreatedAt time.Time
 	ExpiresAt time.Time
 	// State is "" for an approval's task, else TaskWorking or
-	// TaskCancelled (migration 0014).
+	// TaskCancelled (migration 0012).
 	State string
 	// LeaseUntil is, for a direct task, when the instance running it stops
 	// vouching for it unless it renews (RenewTask): a working task whose
