@@ -11,9 +11,11 @@ import (
 	"toolgate/internal/store"
 )
 
-// Get returns one request or store.ErrNotFound.
+// Get returns one request or store.ErrNotFound, for the admin API: it reads
+// with store.Store.ViewRequest, on the connections a store reserves for
+// people's reads.
 func (g *Gate) Get(ctx context.Context, id approval.ID) (approval.Request, error) {
-	return g.store.GetRequest(ctx, id)
+	return g.store.ViewRequest(ctx, id)
 }
 
 // List returns one page of requests.

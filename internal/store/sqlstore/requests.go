@@ -72,6 +72,22 @@ func (db *DB) GetRequest(ctx context.Context, id approval.ID) (approval.Request,
 	return r, nil
 }
 
+// ViewRequest is GetRequest for the admin API and the inbox (a person
+// looking at an approval): on Postgres it reads on the pool reserved for
+// them (AdminConns), so it answers while the main pool is busy with
+// writes; on SQLite it is GetRequest.
+func (db *DB) ViewRequest(ctx context.Context, id approval.ID) (approval.Request, error) {
+	w, err := getRequestRow(ctx, db.adminReads(), id, "")
+	if err != nil {
+		return approval.Request{}, db.wrap("view request "+string(id), err)
+	}
+	r, err := w.decode()
+	if err != nil {
+		return approval.Request{}, fmt.Errorf("view request %s: %w", id, err)
+	}
+	return r, nil
+}
+
 // getRequestRow reads the row of id, or store.ErrNotFound; lock is appended
 // to the query (tx.forUpdate, or "").
 func getRequestRow(ctx context.Context, q querier, id approval.ID, lock string) (requestRow, error) {
@@ -135,7 +151,9 @@ func (t *tx) storeRequest(ctx context.Context, old requestRow, cur approval.Requ
 // ListRequests returns one page of requests matching f, ordered by id
 // (byte-wise; descending when f.Descending), and the cursor of the next
 // page ("" when this page is the last). The cursor is the id of the last
-// request on the page.
+// request on the page. It lists for people and their tools (the admin API,
+// the inbox): on Postgres it reads on the pool reserved for them
+// (AdminConns), never waiting behind the main pool's writes.
 func (db *DB) ListRequests(ctx context.Context, f store.Filter) ([]approval.Request, string, error) {
 	limit := f.Limit
 	if limit <= 0 {
@@ -208,7 +226,7 @@ func (db *DB) ListRequests(ctx context.Context, f store.Filter) ([]approval.Requ
 	}
 	q += order
 	args = append(args, limit+1)
-	rows, err := db.query(ctx, q, args...)
+	rows, err := db.adminReads().query(ctx, q, args...)
 	rs, err := collect(rows, err, scanRequest)
 	if err != nil {
 		return nil, "", db.wrap("list requests", err)
