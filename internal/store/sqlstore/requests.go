@@ -248,17 +248,20 @@ func (db *DB) ListRequests(ctx context.Context, f store.Filter) ([]approval.Requ
 // than once (see inTx). An unknown id returns an error wrapping
 // store.ErrNotFound without calling fn.
 func (db *DB) UpdateRequest(ctx context.Context, id approval.ID, actor string, fn func(*approval.Request) error) (approval.Request, error) {
-	return db.updateRequest(ctx, id, actor, false, func(r *approval.Request, _ session.Chain) error { return fn(r) })
+	return db.updateRequest(ctx, id, actor, false, func(r *approval.Request, _ session.Chain) error { return fn(r) }, nil)
 }
 
 // UpdateRequestWithChain is UpdateRequest that also passes fn the chain of
 // the requesting session, read inside the transaction after the request's
 // row is held: see store.Store.UpdateRequestWithChain.
 func (db *DB) UpdateRequestWithChain(ctx context.Context, id approval.ID, actor string, fn func(*approval.Request, session.Chain) error) (approval.Request, error) {
-	return db.updateRequest(ctx, id, actor, true, fn)
+	return db.updateRequest(ctx, id, actor, true, fn, nil)
 }
 
-func (db *DB) updateRequest(ctx context.Context, id approval.ID, actor string, withChain bool, fn func(*approval.Request, session.Chain) error) (approval.Request, error) {
+// updateRequest is UpdateRequest (UpdateRequestWithChain with withChain);
+// also, when not nil, runs in the same transaction after the request
+// was stored (RecordDispatch's ledger write).
+func (db *DB) updateRequest(ctx context.Context, id approval.ID, actor string, withChain bool, fn func(*approval.Request, session.Chain) error, also func(context.Context, *tx) error) (approval.Request, error) {
 	var (
 		out   approval.Request
 		fnErr error
@@ -295,8 +298,10 @@ func (db *DB) updateRequest(ctx context.Context, id approval.ID, actor string, w
 		if cur.ID != id {
 			return fmt.Errorf("update changed the request id to %q", cur.ID)
 		}
-		out, err = t.storeRequest(ctx, old, cur, actor, db.now())
-		return err
+		if out, err = t.storeRequest(ctx, old, cur, actor, db.now()); err != nil || also == nil {
+			return err
+		}
+		return also(ctx, t)
 	})
 	switch {
 	case fnErr != nil:
