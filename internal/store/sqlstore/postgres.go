@@ -48,14 +48,15 @@ const LeaseConns = 1
 // for the admin API's reads (see AdminConns), as pg_stat_activity shows it.
 const AdminApplicationName = "toolgate-admin"
 
-// AdminConns is the size of the pool reserved on Postgres for the reads of
-// people and their tools (DB.ListRequests, DB.ViewRequest: the admin API's
-// list and get of approvals, the inbox), opened next to the main pool from
-// the same DSN. Outside the main pool, a reviewer's list of pending
-// approvals never waits behind the writes queued there: at 10,000 held
-// calls being created it timed out waiting for a pool connection
-// (docs/performance.md, "Held calls at scale"). Two connections let a
-// list and a get run side by side; more readers queue on them.
+// AdminConns is the size of the pool reserved for the reads of people and
+// their tools (DB.ListRequests, DB.ViewRequest: the admin API's list and
+// get of approvals, the inbox), opened next to the main pool from the same
+// DSN on Postgres and next to the read pool on SQLite. Outside the pools
+// the calls use, a reviewer's list of pending approvals never waits behind
+// the work queued there: at 10,000 held calls being created it timed out
+// waiting for a connection (docs/performance.md, "Held calls at scale").
+// Two connections let a list and a get run side by side; more readers
+// queue on them.
 const AdminConns = 2
 
 // DefaultPoll is the safety poll interval of Watch on Postgres when

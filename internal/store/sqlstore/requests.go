@@ -73,9 +73,8 @@ func (db *DB) GetRequest(ctx context.Context, id approval.ID) (approval.Request,
 }
 
 // ViewRequest is GetRequest for the admin API and the inbox (a person
-// looking at an approval): on Postgres it reads on the pool reserved for
-// them (AdminConns), so it answers while the main pool is busy with
-// writes; on SQLite it is GetRequest.
+// looking at an approval): it reads on the pool reserved for them
+// (AdminConns), so it answers while the pools of the calls are busy.
 func (db *DB) ViewRequest(ctx context.Context, id approval.ID) (approval.Request, error) {
 	w, err := getRequestRow(ctx, db.adminReads(), id, "")
 	if err != nil {
@@ -188,8 +187,8 @@ func changedColumns(old, cur requestRow) (string, []any) {
 // (byte-wise; descending when f.Descending), and the cursor of the next
 // page ("" when this page is the last). The cursor is the id of the last
 // request on the page. It lists for people and their tools (the admin API,
-// the inbox): on Postgres it reads on the pool reserved for them
-// (AdminConns), never waiting behind the main pool's writes.
+// the inbox): it reads on the pool reserved for them (AdminConns), never
+// waiting behind the calls' reads and writes in the other pools.
 func (db *DB) ListRequests(ctx context.Context, f store.Filter) ([]approval.Request, string, error) {
 	limit := f.Limit
 	if limit <= 0 {

@@ -76,7 +76,7 @@ type DB struct {
 	sql      *sql.DB // reads (and, on Postgres, writes)
 	wsql     *sql.DB // write transactions: on SQLite a pool of one connection; on Postgres sql
 	lsql     *sql.DB // Postgres only (nil on SQLite): RenewLeases' reserved pool of LeaseConns
-	asql     *sql.DB // Postgres only (nil on SQLite): the admin API's reserved read pool of AdminConns
+	asql     *sql.DB // the admin API's reserved read pool of AdminConns connections
 	d        dialect
 	log      *slog.Logger
 	now      func() time.Time
@@ -113,7 +113,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	switch cfg.Driver {
 	case DriverSQLite:
 		op = "open sqlite " + cfg.Path
-		db.sql, db.wsql, db.d, err = openSQLite(cfg)
+		db.sql, db.wsql, db.asql, db.d, err = openSQLite(cfg)
 	case DriverPostgres:
 		op = "open postgres"
 		db.sql, db.lsql, db.asql, db.d, err = openPostgres(ctx, cfg)
@@ -345,17 +345,13 @@ func (db *DB) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
 }
 
 // adminReads is the querier of the admin API's reads (ListRequests,
-// ViewRequest): on Postgres the pool reserved for them (AdminConns), so
-// they never queue behind the main pool's writes; on SQLite the DB itself
-// (its read pool; readers do not wait for SQLite's writer).
+// ViewRequest): the pool reserved for them (AdminConns), so they never
+// queue behind the calls' reads and writes in the other pools.
 func (db *DB) adminReads() querier {
-	if db.asql == nil {
-		return db
-	}
 	return adminPool{db.asql, db.d}
 }
 
-// adminPool is a querier on the admin API's reserved pool (Postgres).
+// adminPool is a querier on the admin API's reserved pool.
 type adminPool struct {
 	sql *sql.DB
 	d   dialect

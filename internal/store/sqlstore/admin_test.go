@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -71,5 +72,38 @@ func TestAdminReadsWhilePoolIsBusy(t *testing.T) {
 	}
 	if n := db.d.(*postgresDialect).admin.Stat().MaxConns(); n != AdminConns {
 		t.Errorf("admin pool holds up to %d connections, want AdminConns = %d", n, AdminConns)
+	}
+}
+
+// TestAdminReadsWhileSQLiteReadPoolIsBusy holds every connection of the
+// SQLite read pool, as thousands of admissions reading at once do (the
+// list of pending approvals timed out at N = 10,000 on SQLite too): the
+// admin API's list and get still answer, on their own connections.
+func TestAdminReadsWhileSQLiteReadPoolIsBusy(t *testing.T) {
+	db := openTest(t, sqliteConfig(filepath.Join(t.TempDir(), "t.db")))
+	ctx := t.Context()
+	r := pendingRequest(testID(1))
+	if err := db.CreateRequest(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	for range sqliteReadConns + 1 {
+		c, err := db.sql.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = c.Close() }()
+	}
+	if n := db.sql.Stats().InUse; n != sqliteReadConns+1 {
+		t.Fatalf("read pool has %d connections in use, want all %d", n, sqliteReadConns+1)
+	}
+	// A hang guard, not a timing assertion (see above).
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rs, _, err := db.ListRequests(rctx, store.Filter{State: approval.StatePending})
+	if err != nil || len(rs) != 1 || rs[0].ID != r.ID {
+		t.Fatalf("ListRequests with the read pool busy = %d requests, %v; want %s", len(rs), err, r.ID)
+	}
+	if got, err := db.ViewRequest(rctx, r.ID); err != nil || got.ID != r.ID {
+		t.Fatalf("ViewRequest with the read pool busy = %s, %v; want %s", got.ID, err, r.ID)
 	}
 }
