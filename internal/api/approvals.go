@@ -150,18 +150,19 @@ func (s *Server) decide(ctx context.Context, c caller, id approval.ID, v approva
 	if len(reason) > maxReason {
 		return approval.Request{}, invalid("reason longer than %d bytes", maxReason)
 	}
-	// Another tenant's request is 404 before anything else is revealed.
-	cur, err := s.lookup(ctx, c, id)
-	if err != nil {
-		return approval.Request{}, err
-	}
-	if cur.Kind == approval.KindPolicyChange {
-		// Deciding a deployment policy change is changing it.
-		if err := requireDeployment(c); err != nil {
-			return approval.Request{}, err
+	// Another tenant's request is 404 before anything else is revealed
+	// (the gate checks the tenant first), then the kind is checked, in the
+	// transaction that records the verdict: no read of its own first.
+	got, err := s.approvals.ReviewIf(ctx, id, c.principal, v, reason, pinnedHash, func(cur approval.Request) error {
+		if cur.Kind == approval.KindPolicyChange {
+			// Deciding a deployment policy change is changing it.
+			return requireDeployment(c)
 		}
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return approval.Request{}, &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Msg: fmt.Sprintf("no approval %s", id), Err: err}
 	}
-	got, err := s.approvals.Review(ctx, id, c.principal, v, reason, pinnedHash)
 	if errors.Is(err, approval.ErrDuplicate) {
 		if got.ID == "" {
 			if got, err = s.lookup(ctx, c, id); err != nil {

@@ -31,6 +31,10 @@ type Approvals interface {
 	// approval.ErrSelfReview, ErrNotEligible. pinnedHash is "" or the
 	// arguments hash the reviewer saw.
 	Review(ctx context.Context, id approval.ID, reviewer approval.Principal, v approval.Verdict, reason, pinnedHash string) (approval.Request, error)
+	// ReviewIf is Review that first runs allow on the request as stored,
+	// where the verdict is recorded (after the tenant check); an error
+	// from allow is returned as is and nothing is recorded.
+	ReviewIf(ctx context.Context, id approval.ID, reviewer approval.Principal, v approval.Verdict, reason, pinnedHash string, allow func(approval.Request) error) (approval.Request, error)
 }
 
 // An Authenticator maps a bearer token to its principal and roles. ok is

@@ -94,7 +94,9 @@ func (g *Gate) LeaseInterval() time.Duration { return g.opts.Lease / 3 }
 // ledger, until the task expires (expires). A failure is only logged: the
 // task then reports an unknown outcome once its lease lapses.
 func (g *Gate) FinishDirectTask(ctx context.Context, id approval.ID, d Recorded, expires time.Time) {
-	g.recordResultUntil(ctx, id, d, expires)
+	if rec := g.ledgerRecordUntil(id, d, expires); rec != nil {
+		g.recordResult(ctx, *rec)
+	}
 }
 
 // directTask completes TaskState ts of direct task t: its status from the

@@ -706,25 +706,32 @@ func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
 		g.dropTaskArguments(ctx, id)
 	}
 	return Admission{Allowed: true, ApprovalID: id, Arguments: out, Held: r, finish: func(ctx context.Context, o approval.Outcome, d Recorded) {
-		// The result first: a process that dies between the two leaves a
-		// result to report rather than an unknown outcome.
-		g.recordResult(ctx, id, d)
-		g.recordOutcome(ctx, id, o)
+		g.recordOutcome(ctx, id, o, g.ledgerRecord(id, d))
 	}}
 }
 
 // errNoChange aborts an UpdateRequest that has nothing to write.
 var errNoChange = errors.New("gate: nothing to change")
 
-// recordOutcome records the dispatch outcome of id. When the store cannot
-// take it right now, a background writer owned by the gate retries it
-// (Run waits for it) while the dispatch lease stays renewed, so the
-// sweeper does not call a call that ran "unknown" because of an outage:
-// "unknown" is left for a process that really died (issue 9, defect 13).
-// The caller is not kept waiting for the retries.
-func (g *Gate) recordOutcome(ctx context.Context, id approval.ID, o approval.Outcome) {
+// recordOutcome records the dispatch outcome of id and, when rec is not
+// nil, its result in the ledger, in one write (store.RecordDispatch), so
+// that they land together. When the store cannot take it right now, a
+// background writer owned by the gate retries it (Run waits for it) while
+// the dispatch lease stays renewed, so the sweeper does not call a call
+// that ran "unknown" because of an outage: "unknown" is left for a process
+// that really died (issue 9, defect 13). The caller is not kept waiting
+// for the retries. When the outcome cannot be recorded at all (the
+// request was settled otherwise meanwhile), the result is still kept on
+// its own, for a re-send naming the approval.
+func (g *Gate) recordOutcome(ctx context.Context, id approval.ID, o approval.Outcome, rec *store.Result) {
 	write := func(actx context.Context) error {
-		_, err := g.store.UpdateRequest(actx, id, "toolgate", func(r *approval.Request) error { return r.RecordOutcome(o) })
+		fn := func(r *approval.Request) error { return r.RecordOutcome(o) }
+		var err error
+		if rec == nil {
+			_, err = g.store.UpdateRequest(actx, id, "toolgate", fn)
+		} else {
+			_, err = g.store.RecordDispatch(actx, *rec, "toolgate", fn)
+		}
 		return err
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
@@ -735,6 +742,9 @@ func (g *Gate) recordOutcome(ctx context.Context, id approval.ID, o approval.Out
 		g.leases.drop(id, leaseDispatch, false)
 		if err != nil {
 			g.log.ErrorContext(ctx, "cannot record dispatch outcome", "approval", id, "outcome", o, "err", err)
+			if rec != nil {
+				g.recordResult(ctx, *rec)
+			}
 		}
 		return
 	}
@@ -743,6 +753,9 @@ func (g *Gate) recordOutcome(ctx context.Context, id approval.ID, o approval.Out
 		defer g.leases.drop(id, leaseDispatch, false)
 		if err := g.retryStore(g.bg, write); err != nil {
 			g.log.ErrorContext(g.bg, "cannot record dispatch outcome", "approval", id, "outcome", o, "err", err)
+			if rec != nil {
+				g.recordResult(g.bg, *rec)
+			}
 			return
 		}
 		g.log.InfoContext(g.bg, "dispatch outcome recorded after retrying", "approval", id, "outcome", o)

@@ -17,17 +17,18 @@ import (
 // Options.ResultTTL, so that the approval's task and a re-send naming it
 // get it back instead of the call running again.
 
-// recordResult keeps d as the result of approval id. A result larger than
-// ResultMaxBytes is replaced by a stand-in that says so and carries its
-// beginning; a failure is only logged (the outcome is still recorded).
-func (g *Gate) recordResult(ctx context.Context, id approval.ID, d Recorded) {
-	g.recordResultUntil(ctx, id, d, g.now().Add(g.opts.ResultTTL))
+// ledgerRecord is what the ledger keeps of d as the result of approval
+// id until Options.ResultTTL from now, or nil when d holds nothing.
+func (g *Gate) ledgerRecord(id approval.ID, d Recorded) *store.Result {
+	return g.ledgerRecordUntil(id, d, g.now().Add(g.opts.ResultTTL))
 }
 
-// recordResultUntil is recordResult with the time the ledger forgets it.
-func (g *Gate) recordResultUntil(ctx context.Context, id approval.ID, d Recorded, expires time.Time) {
+// ledgerRecordUntil is ledgerRecord with the time the ledger forgets it
+// (expires). A result larger than ResultMaxBytes is replaced by a stand-in
+// that says so and carries its beginning.
+func (g *Gate) ledgerRecordUntil(id approval.ID, d Recorded, expires time.Time) *store.Result {
 	if d.Result == nil && d.Error == nil {
-		return
+		return nil
 	}
 	now := g.now()
 	rec := store.Result{RequestID: id, Result: d.Result, Error: d.Error, RecordedAt: now, ExpiresAt: expires}
@@ -42,10 +43,17 @@ func (g *Gate) recordResultUntil(ctx context.Context, id approval.ID, d Recorded
 			rec.Error, rec.Truncated = g.errorStandIn(d.Error), true
 		}
 	}
+	return &rec
+}
+
+// recordResult keeps rec in the ledger on its own, for a dispatch whose
+// outcome could not be recorded with it (recordOutcome); a failure is only
+// logged.
+func (g *Gate) recordResult(ctx context.Context, rec store.Result) {
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := g.store.PutResult(bg, rec); err != nil && !errors.Is(err, store.ErrAlreadyExists) {
-		g.log.ErrorContext(ctx, "cannot record the result of an approved call in the ledger", "approval", id, "err", err)
+		g.log.ErrorContext(ctx, "cannot record the result of an approved call in the ledger", "approval", rec.RequestID, "err", err)
 	}
 }
 

@@ -108,6 +108,20 @@ func (f *faulty) UpdateRequestWithChain(ctx context.Context, id approval.ID, act
 	return f.Store.UpdateRequestWithChain(ctx, id, actor, fn)
 }
 
+func (f *faulty) RecordDispatch(ctx context.Context, r store.Result, actor string, fn func(*approval.Request) error) (approval.Request, error) {
+	if err := f.call("RecordDispatch"); err != nil {
+		return approval.Request{}, err
+	}
+	return f.Store.RecordDispatch(ctx, r, actor, fn)
+}
+
+func (f *faulty) PutResult(ctx context.Context, r store.Result) error {
+	if err := f.call("PutResult"); err != nil {
+		return err
+	}
+	return f.Store.PutResult(ctx, r)
+}
+
 func (f *faulty) RenewLeases(ctx context.Context, holder string, ids []approval.ID, until time.Time) ([]approval.ID, error) {
 	if err := f.call("RenewLeases"); err != nil {
 		return nil, err

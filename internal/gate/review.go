@@ -11,9 +11,11 @@ import (
 	"toolgate/internal/store"
 )
 
-// Get returns one request or store.ErrNotFound.
+// Get returns one request or store.ErrNotFound, for the admin API: it reads
+// with store.Store.ViewRequest, on the connections a store reserves for
+// people's reads.
 func (g *Gate) Get(ctx context.Context, id approval.ID) (approval.Request, error) {
-	return g.store.GetRequest(ctx, id)
+	return g.store.ViewRequest(ctx, id)
 }
 
 // List returns one page of requests.
@@ -27,9 +29,23 @@ func (g *Gate) List(ctx context.Context, f store.Filter) ([]approval.Request, st
 // Other errors: store.ErrNotFound, approval.ErrResolved, ErrExpired,
 // ErrConflict, ErrHashMismatch, ErrSelfReview, ErrNotEligible.
 func (g *Gate) Review(ctx context.Context, id approval.ID, reviewer approval.Principal, v approval.Verdict, reason, pinnedHash string) (approval.Request, error) {
+	return g.ReviewIf(ctx, id, reviewer, v, reason, pinnedHash, nil)
+}
+
+// ReviewIf is Review that, when allow is not nil, first asks allow whether
+// reviewer may decide the request as stored (after the tenant check,
+// inside the transaction that records the verdict, so the caller needs no
+// read of its own before reviewing); an error from allow is returned as
+// is and nothing is recorded. allow may run more than once.
+func (g *Gate) ReviewIf(ctx context.Context, id approval.ID, reviewer approval.Principal, v approval.Verdict, reason, pinnedHash string, allow func(approval.Request) error) (approval.Request, error) {
 	r, err := g.store.UpdateRequest(ctx, id, reviewer.ID, func(r *approval.Request) error {
 		if reviewer.Tenant != "" && r.Tenant != reviewer.Tenant {
 			return store.ErrNotFound
+		}
+		if allow != nil {
+			if err := allow(*r); err != nil {
+				return err
+			}
 		}
 		// The time is taken inside the transaction, so a review that waited
 		// for the row lock cannot be recorded before a deadline it missed.

@@ -73,6 +73,15 @@ type LedgerStore interface {
 	// PutResult records r. A request's result is written once:
 	// ErrAlreadyExists if it has one.
 	PutResult(ctx context.Context, r Result) error
+	// RecordDispatch records what the dispatch of consumed request r.RequestID
+	// gave in one transaction: fn's change of the request, as
+	// Store.UpdateRequest makes it (the outcome; by actor), and r in the
+	// result ledger as PutResult does, except that a result already
+	// recorded is kept without error. If fn returns an error, or the
+	// request is not found, nothing is written (the result neither) and
+	// that error is returned as UpdateRequest returns it. One write
+	// instead of two: a dispatch's outcome and result land together.
+	RecordDispatch(ctx context.Context, r Result, actor string, fn func(*approval.Request) error) (approval.Request, error)
 	// GetResult returns the result recorded for request id, or ErrNotFound.
 	GetResult(ctx context.Context, id approval.ID) (Result, error)
 	// CreateTask records t; ErrAlreadyExists if the request is a task

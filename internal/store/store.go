@@ -84,7 +84,13 @@ type Store interface {
 	CreateRequest(ctx context.Context, r approval.Request, caps ...Cap) error
 	// GetRequest returns the request or ErrNotFound.
 	GetRequest(ctx context.Context, id approval.ID) (approval.Request, error)
-	// ListRequests returns one page and the cursor of the next ("" at the end).
+	// ViewRequest is GetRequest for a person looking at the request (the
+	// admin API, the inbox): a store with connections reserved for such
+	// reads uses them, so it answers while the calls' writes keep the rest
+	// busy.
+	ViewRequest(ctx context.Context, id approval.ID) (approval.Request, error)
+	// ListRequests returns one page and the cursor of the next ("" at the
+	// end). It lists for people and their tools, like ViewRequest.
 	ListRequests(ctx context.Context, f Filter) (rs []approval.Request, next string, err error)
 	// UpdateRequest runs fn on the current value inside one transaction that
 	// holds the row (SQLite: an IMMEDIATE transaction; Postgres: SELECT … FOR

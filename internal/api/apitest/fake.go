@@ -113,6 +113,11 @@ func (a *Approvals) List(ctx context.Context, f store.Filter) ([]approval.Reques
 
 // Review implements [api.Approvals] with approval.Request.Review.
 func (a *Approvals) Review(ctx context.Context, id approval.ID, reviewer approval.Principal, v approval.Verdict, reason, pinnedHash string) (approval.Request, error) {
+	return a.ReviewIf(ctx, id, reviewer, v, reason, pinnedHash, nil)
+}
+
+// ReviewIf implements [api.Approvals]: Review after allow.
+func (a *Approvals) ReviewIf(ctx context.Context, id approval.ID, reviewer approval.Principal, v approval.Verdict, reason, pinnedHash string, allow func(approval.Request) error) (approval.Request, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.err != nil {
@@ -124,6 +129,11 @@ func (a *Approvals) Review(ctx context.Context, id approval.ID, reviewer approva
 	}
 	if reviewer.Tenant != "" && r.Tenant != reviewer.Tenant {
 		return approval.Request{}, fmt.Errorf("review %s: %w", id, store.ErrNotFound)
+	}
+	if allow != nil {
+		if err := allow(r); err != nil {
+			return approval.Request{}, err
+		}
 	}
 	cur := r
 	r.Reviews = slices.Clone(r.Reviews)

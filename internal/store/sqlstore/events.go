@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"toolgate/internal/approval"
@@ -41,13 +42,21 @@ func (t *tx) writeEvents(ctx context.Context, evs []event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	for _, ev := range evs {
-		if _, err := t.exec(ctx, `INSERT INTO events (request_id, session_id, policy_revision, grant_id, type, state, actor, at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			nullString(string(ev.RequestID)), nullString(ev.SessionID), sql.NullInt64{Int64: ev.PolicyRevision, Valid: ev.PolicyRevision != 0},
-			nullString(ev.GrantID), string(ev.Type), string(ev.State), ev.Actor, ev.At.UnixMilli()); err != nil {
-			return fmt.Errorf("insert %s event: %w", ev.Type, err)
+	// One statement for all of them (a decision writes two: reviewed and
+	// approved): one round trip on Postgres, one statement step on SQLite.
+	var q strings.Builder
+	q.WriteString(`INSERT INTO events (request_id, session_id, policy_revision, grant_id, type, state, actor, at) VALUES `)
+	args := make([]any, 0, 8*len(evs))
+	for i, ev := range evs {
+		if i > 0 {
+			q.WriteString(`, `)
 		}
+		q.WriteString(`(?, ?, ?, ?, ?, ?, ?, ?)`)
+		args = append(args, nullString(string(ev.RequestID)), nullString(ev.SessionID), sql.NullInt64{Int64: ev.PolicyRevision, Valid: ev.PolicyRevision != 0},
+			nullString(ev.GrantID), string(ev.Type), string(ev.State), ev.Actor, ev.At.UnixMilli())
+	}
+	if _, err := t.exec(ctx, q.String(), args...); err != nil {
+		return fmt.Errorf("insert %d events: %w", len(evs), err)
 	}
 	return t.d.notify(ctx, t, evs)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/session"
 	"toolgate/internal/store"
 )
 
@@ -43,14 +44,43 @@ func (db *DB) insertOnce(ctx context.Context, op, q string, args ...any) error {
 
 // PutResult records the result of a consumed approval, once.
 func (db *DB) PutResult(ctx context.Context, r store.Result) error {
-	if r.RequestID == "" || (r.Result == nil) == (r.Error == nil) {
-		return fmt.Errorf("put result %s: want a request id and exactly one of result and error", r.RequestID)
+	if err := checkResult(r); err != nil {
+		return fmt.Errorf("put result %s: %w", r.RequestID, err)
 	}
 	r = store.NormalizeResult(r)
-	return db.insertOnce(ctx, "put result "+string(r.RequestID),
-		`INSERT INTO approval_results (request_id, result, error, truncated, size, recorded_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING`,
-		string(r.RequestID), nullText(r.Result), nullText(r.Error), boolInt(r.Truncated), r.Size, millis(r.RecordedAt), millis(r.ExpiresAt))
+	return db.insertOnce(ctx, "put result "+string(r.RequestID), putResultSQL, putResultArgs(r)...)
+}
+
+// putResultSQL is PutResult's statement; it inserts nothing when the
+// request has a result.
+const putResultSQL = `INSERT INTO approval_results (request_id, result, error, truncated, size, recorded_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING`
+
+func putResultArgs(r store.Result) []any {
+	return []any{string(r.RequestID), nullText(r.Result), nullText(r.Error), boolInt(r.Truncated), r.Size, millis(r.RecordedAt), millis(r.ExpiresAt)}
+}
+
+// checkResult is what PutResult and RecordDispatch require of r.
+func checkResult(r store.Result) error {
+	if r.RequestID == "" || (r.Result == nil) == (r.Error == nil) {
+		return errors.New("want a request id and exactly one of result and error")
+	}
+	return nil
+}
+
+// RecordDispatch updates request r.RequestID with fn and records r in the
+// result ledger in one transaction (on SQLite one write of the group
+// commit instead of two): see store.LedgerStore.RecordDispatch.
+func (db *DB) RecordDispatch(ctx context.Context, r store.Result, actor string, fn func(*approval.Request) error) (approval.Request, error) {
+	if err := checkResult(r); err != nil {
+		return approval.Request{}, fmt.Errorf("record dispatch %s: %w", r.RequestID, err)
+	}
+	r = store.NormalizeResult(r)
+	return db.updateRequest(ctx, r.RequestID, actor, false, func(req *approval.Request, _ session.Chain) error { return fn(req) },
+		func(ctx context.Context, t *tx) error {
+			_, err := t.exec(ctx, putResultSQL, putResultArgs(r)...)
+			return err
+		})
 }
 
 // GetResult returns the recorded result of request id or store.ErrNotFound.

@@ -44,6 +44,21 @@ const LeaseApplicationName = "toolgate-lease"
 // created) can take longer than a lease period and let the leases lapse.
 const LeaseConns = 1
 
+// AdminApplicationName is the application_name of the connections reserved
+// for the admin API's reads (see AdminConns), as pg_stat_activity shows it.
+const AdminApplicationName = "toolgate-admin"
+
+// AdminConns is the size of the pool reserved for the reads of people and
+// their tools (DB.ListRequests, DB.ViewRequest: the admin API's list and
+// get of approvals, the inbox), opened next to the main pool from the same
+// DSN on Postgres and next to the read pool on SQLite. Outside the pools
+// the calls use, a reviewer's list of pending approvals never waits behind
+// the work queued there: at 10,000 held calls being created it timed out
+// waiting for a connection (docs/performance.md, "Held calls at scale").
+// Two connections let a list and a get run side by side; more readers
+// queue on them.
+const AdminConns = 2
+
 // DefaultPoll is the safety poll interval of Watch on Postgres when
 // Config.Poll is 0.
 const DefaultPoll = 5 * time.Second
@@ -55,29 +70,32 @@ const DefaultPoll = 5 * time.Second
 type postgresDialect struct {
 	pool   *pgxpool.Pool   // behind the *sql.DB; closed by close
 	lease  *pgxpool.Pool   // LeaseConns connections reserved for RenewLeases; closed by close
+	admin  *pgxpool.Pool   // AdminConns connections reserved for the admin API's reads; closed by close
 	listen *pgx.ConnConfig // template of Watch's dedicated connection
 	poll   time.Duration   // Watch's safety poll
 }
 
 // openPostgres parses cfg.DSN, builds a pgxpool (nothing is connected yet)
-// and returns a *sql.DB on it through pgx's stdlib package, and a second
+// and returns a *sql.DB on it through pgx's stdlib package, a second
 // *sql.DB on a pool of LeaseConns connections (application_name
-// LeaseApplicationName) reserved for lease renewals. The pool keeps
+// LeaseApplicationName) reserved for lease renewals, and a third on a pool
+// of AdminConns connections (AdminApplicationName) reserved for the admin
+// API's reads. The pool keeps
 // pgxpool's behaviour: every connection is pinged before it is handed out,
 // so right after a restart or failover a dead connection used a moment ago
 // does not fail the next gated call or decision (pgxpool pings only
 // connections idle for over a second by default), and its connections get
 // application_name PoolApplicationName unless the DSN sets one; Watch's get
 // WatchApplicationName.
-func openPostgres(ctx context.Context, cfg Config) (main, lease *sql.DB, _ dialect, _ error) {
+func openPostgres(ctx context.Context, cfg Config) (main, lease, admin *sql.DB, _ dialect, _ error) {
 	pcfg, err := pgxpool.ParseConfig(cfg.DSN)
 	if err != nil {
 		// pgconn's ParseConfigError redacts the password.
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	switch {
 	case cfg.MaxConns > math.MaxInt32:
-		return nil, nil, nil, fmt.Errorf("MaxConns %d is too large", cfg.MaxConns)
+		return nil, nil, nil, nil, fmt.Errorf("MaxConns %d is too large", cfg.MaxConns)
 	case cfg.MaxConns > 0:
 		pcfg.MaxConns = int32(cfg.MaxConns)
 	}
@@ -93,22 +111,30 @@ func openPostgres(ctx context.Context, cfg Config) (main, lease *sql.DB, _ diale
 	lcfg := pcfg.Copy()
 	lcfg.MaxConns, lcfg.MinConns, lcfg.MinIdleConns = LeaseConns, 0, 0
 	lcfg.ConnConfig.RuntimeParams["application_name"] = LeaseApplicationName
+	acfg := pcfg.Copy()
+	acfg.MaxConns, acfg.MinConns, acfg.MinIdleConns = AdminConns, 0, 0
+	acfg.ConnConfig.RuntimeParams["application_name"] = AdminApplicationName
 	if d.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if d.lease, err = pgxpool.NewWithConfig(ctx, lcfg); err != nil {
 		d.pool.Close()
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
+	}
+	if d.admin, err = pgxpool.NewWithConfig(ctx, acfg); err != nil {
+		d.pool.Close()
+		d.lease.Close()
+		return nil, nil, nil, nil, err
 	}
 	// The *sql.DBs keep no idle connections of their own: the pools do.
 	// Reads and writes share the main pool (row locks order the writers).
-	return stdlib.OpenDBFromPool(d.pool), stdlib.OpenDBFromPool(d.lease), d, nil
+	return stdlib.OpenDBFromPool(d.pool), stdlib.OpenDBFromPool(d.lease), stdlib.OpenDBFromPool(d.admin), d, nil
 }
 
 func (*postgresDialect) name() string           { return DriverPostgres }
 func (*postgresDialect) rebind(q string) string { return dollarPlaceholders(q) }
 func (*postgresDialect) forUpdate() string      { return " FOR UPDATE" }
-func (d *postgresDialect) close()               { d.pool.Close(); d.lease.Close() }
+func (d *postgresDialect) close()               { d.pool.Close(); d.lease.Close(); d.admin.Close() }
 
 func (*postgresDialect) lock(ctx context.Context, t *tx, l lockName) error {
 	_, err := t.exec(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(l))

@@ -72,6 +72,21 @@ func (db *DB) GetRequest(ctx context.Context, id approval.ID) (approval.Request,
 	return r, nil
 }
 
+// ViewRequest is GetRequest for the admin API and the inbox (a person
+// looking at an approval): it reads on the pool reserved for them
+// (AdminConns), so it answers while the pools of the calls are busy.
+func (db *DB) ViewRequest(ctx context.Context, id approval.ID) (approval.Request, error) {
+	w, err := getRequestRow(ctx, db.adminReads(), id, "")
+	if err != nil {
+		return approval.Request{}, db.wrap("view request "+string(id), err)
+	}
+	r, err := w.decode()
+	if err != nil {
+		return approval.Request{}, fmt.Errorf("view request %s: %w", id, err)
+	}
+	return r, nil
+}
+
 // getRequestRow reads the row of id, or store.ErrNotFound; lock is appended
 // to the query (tx.forUpdate, or "").
 func getRequestRow(ctx context.Context, q querier, id approval.ID, lock string) (requestRow, error) {
@@ -119,8 +134,8 @@ func (t *tx) storeRequest(ctx context.Context, old requestRow, cur approval.Requ
 	if err != nil || w == old {
 		return out, err
 	}
-	res, err := t.exec(ctx, `UPDATE requests SET (`+requestColumns+`) = (`+placeholders(numRequestColumns)+`)
-		WHERE id = ? AND state = ?`, append(w.args(), old.id, old.state)...)
+	q, args := changedColumns(old, w)
+	res, err := t.exec(ctx, q, append(args, old.id, old.state)...)
 	if err != nil {
 		return approval.Request{}, err
 	}
@@ -132,10 +147,48 @@ func (t *tx) storeRequest(ctx context.Context, old requestRow, cur approval.Requ
 	return out, t.writeEvents(ctx, eventRows(store.ChangeEvents(before, out, actor, now)...))
 }
 
+// requestColumnNames are the names of requestColumns, in its order.
+var requestColumnNames = func() []string {
+	names := strings.Split(requestColumns, ",")
+	for i, n := range names {
+		names[i] = strings.TrimSpace(n)
+	}
+	return names
+}()
+
+// changedColumns returns the UPDATE of the requests row from old to cur
+// that sets only the columns whose values differ, its WHERE clause
+// (id = ? AND state = ?) still to be bound, and the values it sets. An
+// UPDATE that names a column makes SQLite rewrite every index on it and
+// fire the triggers on it; a decision or an outcome changes a few of the
+// 31 columns, and none of the arguments, so most of the six indexes on
+// requests and the pending-count trigger are left alone.
+func changedColumns(old, cur requestRow) (string, []any) {
+	was, now := old.args(), cur.args()
+	var q strings.Builder
+	q.WriteString(`UPDATE requests SET `)
+	args := make([]any, 0, 8)
+	for i, v := range now {
+		if v == was[i] {
+			continue
+		}
+		if len(args) > 0 {
+			q.WriteString(`, `)
+		}
+		q.WriteString(requestColumnNames[i])
+		q.WriteString(` = ?`)
+		args = append(args, v)
+	}
+	q.WriteString(` WHERE id = ? AND state = ?`)
+	return q.String(), args
+}
+
 // ListRequests returns one page of requests matching f, ordered by id
 // (byte-wise; descending when f.Descending), and the cursor of the next
 // page ("" when this page is the last). The cursor is the id of the last
-// request on the page.
+// request on the page. It lists for people and their tools (the admin API,
+// the inbox): it reads on the pool reserved for them (AdminConns), never
+// waiting behind the calls' reads and writes in the other pools.
 func (db *DB) ListRequests(ctx context.Context, f store.Filter) ([]approval.Request, string, error) {
 	limit := f.Limit
 	if limit <= 0 {
@@ -208,7 +261,7 @@ func (db *DB) ListRequests(ctx context.Context, f store.Filter) ([]approval.Requ
 	}
 	q += order
 	args = append(args, limit+1)
-	rows, err := db.query(ctx, q, args...)
+	rows, err := db.adminReads().query(ctx, q, args...)
 	rs, err := collect(rows, err, scanRequest)
 	if err != nil {
 		return nil, "", db.wrap("list requests", err)
@@ -230,17 +283,20 @@ func (db *DB) ListRequests(ctx context.Context, f store.Filter) ([]approval.Requ
 // than once (see inTx). An unknown id returns an error wrapping
 // store.ErrNotFound without calling fn.
 func (db *DB) UpdateRequest(ctx context.Context, id approval.ID, actor string, fn func(*approval.Request) error) (approval.Request, error) {
-	return db.updateRequest(ctx, id, actor, false, func(r *approval.Request, _ session.Chain) error { return fn(r) })
+	return db.updateRequest(ctx, id, actor, false, func(r *approval.Request, _ session.Chain) error { return fn(r) }, nil)
 }
 
 // UpdateRequestWithChain is UpdateRequest that also passes fn the chain of
 // the requesting session, read inside the transaction after the request's
 // row is held: see store.Store.UpdateRequestWithChain.
 func (db *DB) UpdateRequestWithChain(ctx context.Context, id approval.ID, actor string, fn func(*approval.Request, session.Chain) error) (approval.Request, error) {
-	return db.updateRequest(ctx, id, actor, true, fn)
+	return db.updateRequest(ctx, id, actor, true, fn, nil)
 }
 
-func (db *DB) updateRequest(ctx context.Context, id approval.ID, actor string, withChain bool, fn func(*approval.Request, session.Chain) error) (approval.Request, error) {
+// updateRequest is UpdateRequest (UpdateRequestWithChain with withChain);
+// also, when not nil, runs in the same transaction after the request
+// was stored (RecordDispatch's ledger write).
+func (db *DB) updateRequest(ctx context.Context, id approval.ID, actor string, withChain bool, fn func(*approval.Request, session.Chain) error, also func(context.Context, *tx) error) (approval.Request, error) {
 	var (
 		out   approval.Request
 		fnErr error
@@ -277,8 +333,10 @@ func (db *DB) updateRequest(ctx context.Context, id approval.ID, actor string, w
 		if cur.ID != id {
 			return fmt.Errorf("update changed the request id to %q", cur.ID)
 		}
-		out, err = t.storeRequest(ctx, old, cur, actor, db.now())
-		return err
+		if out, err = t.storeRequest(ctx, old, cur, actor, db.now()); err != nil || also == nil {
+			return err
+		}
+		return also(ctx, t)
 	})
 	switch {
 	case fnErr != nil:

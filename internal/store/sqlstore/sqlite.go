@@ -50,31 +50,35 @@ type sqliteDialect struct {
 // retries, which starved some of them past the busy timeout under load.
 // Only other processes on the same file contend through the busy timeout.
 // Reads get sqliteReadConns connections (+1 for Watch), all kept open:
-// opening one costs a file open and the pragmas.
-func openSQLite(cfg Config) (read, write *sql.DB, _ dialect, _ error) {
+// opening one costs a file open and the pragmas. The admin API's reads
+// get a third pool of AdminConns connections (DB.adminReads): while
+// thousands of held calls are admitted, their reads queue for the read
+// pool, and database/sql hands a freed connection to any one of the
+// waiters, so a reviewer's list could wait there past its deadline.
+func openSQLite(cfg Config) (read, write, admin *sql.DB, _ dialect, _ error) {
 	path := cfg.Path
 	if path == "" || strings.ContainsRune(path, '?') || path == ":memory:" {
-		return nil, nil, nil, fmt.Errorf("invalid path %q: want a file path without '?'", path)
+		return nil, nil, nil, nil, fmt.Errorf("invalid path %q: want a file path without '?'", path)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, nil, nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		return nil, nil, nil, nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	// Create the file ourselves so it is private; SQLite gives the -wal and
 	// -shm files the same mode.
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600) //nolint:gosec // G304: the operator's storage.path, opened on purpose
 
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		return nil, nil, nil, nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	if err := f.Close(); err != nil {
-		return nil, nil, nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		return nil, nil, nil, nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	dsn := path + "?_pragma=journal_mode(WAL)" +
 		fmt.Sprintf("&_pragma=busy_timeout(%d)", busyTimeout.Milliseconds()) +
 		"&_pragma=foreign_keys(ON)&_pragma=temp_store(MEMORY)&_txlock=immediate"
 	write, err = sql.Open("sqlite", dsn)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	// One connection writes (the batcher's); the other only prepares the
 	// cached statements, which the writing one then prepares for itself
@@ -84,15 +88,23 @@ func openSQLite(cfg Config) (read, write *sql.DB, _ dialect, _ error) {
 	read, err = sql.Open("sqlite", dsn)
 	if err != nil {
 		_ = write.Close()
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	read.SetMaxOpenConns(sqliteReadConns + 1)
 	read.SetMaxIdleConns(sqliteReadConns + 1)
+	admin, err = sql.Open("sqlite", dsn)
+	if err != nil {
+		_ = write.Close()
+		_ = read.Close()
+		return nil, nil, nil, nil, err
+	}
+	admin.SetMaxOpenConns(AdminConns)
+	admin.SetMaxIdleConns(AdminConns)
 	d := &sqliteDialect{interval: cfg.WatchInterval}
 	if d.interval == 0 {
 		d.interval = DefaultWatchInterval
 	}
-	return read, write, d, nil
+	return read, write, admin, d, nil
 }
 
 func (*sqliteDialect) name() string           { return DriverSQLite }

@@ -50,9 +50,10 @@ type Config struct {
 	DSN string
 	// MaxConns caps the Postgres pool; 0 keeps pgxpool's default (the DSN's
 	// pool_max_conns, else max(4, number of CPUs)). Outside the pool, a DB
-	// opens LeaseConns (1) more, reserved for RenewLeases, and each Watch
-	// one more of its own: MaxConns + 2 in all with one Watch, as
-	// toolgate serve runs. SQLite ignores it.
+	// opens LeaseConns (1) more, reserved for RenewLeases, AdminConns (2)
+	// more, reserved for the admin API's reads, and each Watch one more of
+	// its own: MaxConns + 4 in all with one Watch, as toolgate serve runs.
+	// SQLite ignores it.
 	MaxConns int
 	// Poll is the interval of Watch's safety poll on Postgres; 0 means
 	// DefaultPoll. SQLite ignores it.
@@ -75,6 +76,7 @@ type DB struct {
 	sql      *sql.DB // reads (and, on Postgres, writes)
 	wsql     *sql.DB // write transactions: on SQLite a pool of one connection; on Postgres sql
 	lsql     *sql.DB // Postgres only (nil on SQLite): RenewLeases' reserved pool of LeaseConns
+	asql     *sql.DB // the admin API's reserved read pool of AdminConns connections
 	d        dialect
 	log      *slog.Logger
 	now      func() time.Time
@@ -111,10 +113,10 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	switch cfg.Driver {
 	case DriverSQLite:
 		op = "open sqlite " + cfg.Path
-		db.sql, db.wsql, db.d, err = openSQLite(cfg)
+		db.sql, db.wsql, db.asql, db.d, err = openSQLite(cfg)
 	case DriverPostgres:
 		op = "open postgres"
-		db.sql, db.lsql, db.d, err = openPostgres(ctx, cfg)
+		db.sql, db.lsql, db.asql, db.d, err = openPostgres(ctx, cfg)
 		db.wsql = db.sql
 	default:
 		return nil, fmt.Errorf("open store: driver %q: want %s or %s", cfg.Driver, DriverSQLite, DriverPostgres)
@@ -168,6 +170,9 @@ func (db *DB) Close() error {
 	}
 	if db.lsql != nil {
 		err = errors.Join(err, db.lsql.Close())
+	}
+	if db.asql != nil {
+		err = errors.Join(err, db.asql.Close())
 	}
 	db.d.close()
 	return err
@@ -337,6 +342,27 @@ func (db *DB) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
 		}
 	}
 	return db.sql.QueryRowContext(ctx, q, args...)
+}
+
+// adminReads is the querier of the admin API's reads (ListRequests,
+// ViewRequest): the pool reserved for them (AdminConns), so they never
+// queue behind the calls' reads and writes in the other pools.
+func (db *DB) adminReads() querier {
+	return adminPool{db.asql, db.d}
+}
+
+// adminPool is a querier on the admin API's reserved pool.
+type adminPool struct {
+	sql *sql.DB
+	d   dialect
+}
+
+func (p adminPool) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return p.sql.QueryContext(ctx, p.d.rebind(q), args...)
+}
+
+func (p adminPool) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	return p.sql.QueryRowContext(ctx, p.d.rebind(q), args...)
 }
 
 // collect scans every row of rows with scan and closes rows. err is the

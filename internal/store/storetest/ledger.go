@@ -21,6 +21,7 @@ var ledgerTests = []struct {
 }{
 	{"ResultWrittenOnce", testResultWrittenOnce},
 	{"ResultError", testResultError},
+	{"RecordDispatch", testRecordDispatch},
 	{"TaskRoundTrip", testTaskRoundTrip},
 	{"DirectTask", testDirectTask},
 	{"RequestStateSingleUse", testRequestStateSingleUse},
@@ -87,6 +88,94 @@ func testResultError(t *testing.T, s store.Store) {
 	}
 	if got.Result != nil || string(got.Error) != string(r.Error) || !got.Truncated {
 		t.Errorf("GetResult = %+v, want the error back", got)
+	}
+}
+
+// testRecordDispatch: the outcome and the result of a dispatch are written
+// in one transaction; a result already recorded is kept; when the
+// request's change fails, or the request is unknown, nothing is written.
+func testRecordDispatch(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	consumed := func(rid approval.ID) {
+		t.Helper()
+		mustCreate(t, s, pending(rid))
+		if _, err := s.UpdateRequest(ctx, rid, "test", func(r *approval.Request) error { r.State = approval.StateConsumed; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outcome := func(o approval.Outcome) func(*approval.Request) error {
+		return func(r *approval.Request) error { return r.RecordOutcome(o) }
+	}
+	res := func(rid approval.ID, text string) store.Result {
+		return store.Result{RequestID: rid, Result: json.RawMessage(`{"content":[{"type":"text","text":"` + text + `"}]}`),
+			Size: 42, RecordedAt: t0, ExpiresAt: t0.Add(time.Hour)}
+	}
+	result := func(rid approval.ID) string {
+		t.Helper()
+		got, err := s.GetResult(ctx, rid)
+		if errors.Is(err, store.ErrNotFound) {
+			return ""
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(got.Result)
+	}
+
+	a := id(5, 1)
+	consumed(a)
+	got, err := s.RecordDispatch(ctx, res(a, "first"), "toolgate", outcome(approval.OutcomeOK))
+	if err != nil || got.DispatchOutcome != approval.OutcomeOK {
+		t.Fatalf("RecordDispatch = %s, %v; want outcome ok", got.DispatchOutcome, err)
+	}
+	if r := mustGet(t, s, a); r.DispatchOutcome != approval.OutcomeOK {
+		t.Errorf("stored outcome %q, want ok", r.DispatchOutcome)
+	}
+	if want := string(res(a, "first").Result); result(a) != want {
+		t.Errorf("result %s, want %s", result(a), want)
+	}
+	// fn refuses (an outcome is recorded already): nothing is written.
+	if _, err := s.RecordDispatch(ctx, res(a, "second"), "toolgate", outcome(approval.OutcomeUnknown)); !errors.Is(err, approval.ErrResolved) {
+		t.Errorf("second RecordDispatch = %v, want ErrResolved", err)
+	}
+	if want := string(res(a, "first").Result); result(a) != want {
+		t.Errorf("result after a refused RecordDispatch %s, want the first %s", result(a), want)
+	}
+
+	// A result recorded before is kept; the outcome is still recorded.
+	b := id(5, 2)
+	consumed(b)
+	if err := s.PutResult(ctx, res(b, "earlier")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RecordDispatch(ctx, res(b, "later"), "toolgate", outcome(approval.OutcomeToolError)); err != nil {
+		t.Fatalf("RecordDispatch with a result already there = %v", err)
+	}
+	if r := mustGet(t, s, b); r.DispatchOutcome != approval.OutcomeToolError {
+		t.Errorf("stored outcome %q, want tool_error", r.DispatchOutcome)
+	}
+	if want := string(res(b, "earlier").Result); result(b) != want {
+		t.Errorf("result %s, want the earlier %s kept", result(b), want)
+	}
+
+	// fn fails on a pending request: neither the outcome nor the result.
+	c := id(5, 3)
+	mustCreate(t, s, pending(c))
+	if _, err := s.RecordDispatch(ctx, res(c, "never"), "toolgate", outcome(approval.OutcomeOK)); !errors.Is(err, approval.ErrResolved) {
+		t.Errorf("RecordDispatch on a pending request = %v, want ErrResolved", err)
+	}
+	if got := result(c); got != "" {
+		t.Errorf("result %s written although the request's change failed", got)
+	}
+	// An unknown request: ErrNotFound, no result.
+	if _, err := s.RecordDispatch(ctx, res(id(5, 4), "never"), "toolgate", outcome(approval.OutcomeOK)); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("RecordDispatch of an unknown request = %v, want ErrNotFound", err)
+	}
+	if got := result(id(5, 4)); got != "" {
+		t.Errorf("result %s written for an unknown request", got)
+	}
+	if _, err := s.RecordDispatch(ctx, store.Result{RequestID: a}, "toolgate", outcome(approval.OutcomeOK)); err == nil {
+		t.Error("a result with neither result nor error must be refused")
 	}
 }
 

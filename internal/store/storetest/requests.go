@@ -29,6 +29,14 @@ func testCreateGet(t *testing.T, s store.Store) {
 	r.LeaseUntil = t0.Add(30 * time.Second)
 	mustCreate(t, s, r)
 	diffRequests(t, "GetRequest after CreateRequest", r, mustGet(t, s, r.ID))
+	if v, err := s.ViewRequest(t.Context(), r.ID); err != nil {
+		t.Fatalf("ViewRequest(%s) = %v", r.ID, err)
+	} else {
+		diffRequests(t, "ViewRequest after CreateRequest", r, v)
+	}
+	if _, err := s.ViewRequest(t.Context(), id(1, 99)); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("ViewRequest of an unknown id = %v, want ErrNotFound", err)
+	}
 
 	want := r
 	want.State = approval.StateConsumed
