@@ -276,16 +276,22 @@ func New(s store.Store, p Evaluator, opts *Options) *Gate {
 // or gen_ai.prompt.name or mcp.resource.uri, toolgate.server, approval.id); it ends with a refusal, or at
 // Admission.Finish for an admitted call.
 func (g *Gate) Admit(ctx context.Context, c Call) (adm Admission) {
-	// A held call waits in this frame and those below it for minutes: the
-	// work before and after the wait is in functions that return (see
-	// heldCall), and the answer is written in place.
-	ctx, span := g.startAdmit(ctx, &c)
-	g.admitInto(ctx, &c, &adm)
-	if adm.held != nil {
-		g.waitHeld(ctx, &adm)
-	}
-	g.endAdmit(span, &adm)
+	g.AdmitTo(ctx, &c, &adm)
 	return adm
+}
+
+// AdmitTo is Admit writing its answer to *adm. A held call waits in this
+// frame and those below it for minutes: the work before and after the
+// wait is in functions that return (see heldCall), and the answer is
+// written in place, so a caller that keeps c and adm off its own frame
+// (the gateway's middleware) parks a held call in a small stack.
+func (g *Gate) AdmitTo(ctx context.Context, c *Call, adm *Admission) {
+	ctx, span := g.startAdmit(ctx, c)
+	g.admitInto(ctx, c, adm)
+	if adm.held != nil {
+		g.waitHeld(ctx, adm)
+	}
+	g.endAdmit(span, adm)
 }
 
 // startAdmit starts the span of c's admission (see Admit).

@@ -39,13 +39,13 @@ func heldFrames() (func(context.Context, string), <-chan []string) {
 	}, ch
 }
 
-// checkHeldFrames fails unless a held call waits in Admit, waitHeld,
-// holdOn and waitFor only: the functions that admit it (and keep large
+// checkHeldFrames fails unless a held call waits in Admit, AdmitTo,
+// waitHeld, holdOn and waitFor only: the functions that admit it (and keep large
 // values in their frames) have returned, so the parked goroutine's stack
 // can shrink (docs/performance.md, "Held calls at scale", step 1).
 func checkHeldFrames(t *testing.T, got []string) {
 	t.Helper()
-	want := []string{"waitFor", "holdOn", "waitHeld", "Admit"}
+	want := []string{"waitFor", "holdOn", "waitHeld", "AdmitTo", "Admit"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("a held call waits in the gate's frames %v, want %v", got, want)
 	}
