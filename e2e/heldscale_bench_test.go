@@ -29,10 +29,19 @@ import (
 //   - approve-cpu-ms: CPU of toolgate and the database's processes over
 //     that time, per approval (steadier than approvals/s on a shared
 //     machine; the upstream processes are not counted);
+//   - goroutines/call and stack-KB/call: toolgate's goroutines and
+//     goroutine stack memory (runtime.MemStats.StackInuse, from its
+//     /debug/pprof/heap after two collections: the runtime halves the
+//     stack of a parked goroutine only when it collects, once per
+//     collection) while the calls are held, divided by N; rss-gc-MB: the
+//     RSS after those collections;
 //
 // and fails unless every call ran exactly once with its own arguments.
-// The calls share 100 MCP sessions (one per agent); TOOLGATE_BENCH_SESSIONS
-// sets another number of sessions (N: one session per held call).
+// The calls share 100 MCP client sessions (one per agent); TOOLGATE_BENCH_SESSIONS
+// sets another number of sessions (N: one session per held call). The
+// agents speak the go-sdk client's newest revision (2026-07-28: each call
+// a stateless request); TOOLGATE_BENCH_PROTOCOL pins another (e.g.
+// 2025-11-25: calls on the agents' protocol sessions).
 // docs/performance.md has the numbers. Run it alone, it takes minutes:
 //
 //	go test -run '^$' -bench HeldCalls -benchtime 1x -timeout 60m ./e2e/
@@ -105,6 +114,8 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 
 	pid := g.cmd.Process.Pid
 	rss := rssMB(b, pid)
+	goroutines, stack := heldRuntime(b, g.Admin)
+	rssGC := rssMB(b, pid) // after the collections heldRuntime asked for
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		saveProfiles(b, g.Admin, filepath.Join(dir, fmt.Sprintf("%s-%d", driver, n)))
 	}
@@ -156,6 +167,46 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	b.ReportMetric(idleCPU, "idle-cpu-%")
 	b.ReportMetric(float64(n)/took.Seconds(), "approvals/s")
 	b.ReportMetric(float64(cpu1-cpu0)/clockTicks*1000/float64(n), "approve-cpu-ms")
+	b.ReportMetric(rssGC, "rss-gc-MB")
+	b.ReportMetric(float64(goroutines)/float64(n), "goroutines/call")
+	b.ReportMetric(float64(stack)/1024/float64(n), "stack-KB/call")
+}
+
+// heldRuntime reads toolgate's goroutine count and, after two collections,
+// its goroutine stack bytes (StackInuse) from its admin listener's
+// /debug/pprof/ (the approver is an admin in this benchmark).
+func heldRuntime(tb testing.TB, admin string) (goroutines int, stack int64) {
+	tb.Helper()
+	get := func(path string) string {
+		req, err := http.NewRequestWithContext(tb.Context(), http.MethodGet, admin+path, nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+approverToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			tb.Fatalf("GET %s: %d %v", path, resp.StatusCode, err)
+		}
+		return string(body)
+	}
+	if _, err := fmt.Sscanf(get("/debug/pprof/goroutine?debug=1"), "goroutine profile: total %d", &goroutines); err != nil {
+		tb.Fatalf("goroutine profile: %v", err)
+	}
+	get("/debug/pprof/heap?debug=1&gc=1") // a collection halves a stack at most once
+	heap := get("/debug/pprof/heap?debug=1&gc=1")
+	i := strings.Index(heap, "\n# Stack = ")
+	if i < 0 {
+		tb.Fatal("no StackInuse in the heap profile")
+	}
+	if _, err := fmt.Sscanf(heap[i+1:], "# Stack = %d", &stack); err != nil {
+		tb.Fatalf("heap profile's Stack line: %v", err)
+	}
+	return goroutines, stack
 }
 
 // saveProfiles writes the gateway's heap and goroutine profiles to
@@ -208,6 +259,9 @@ func startLoadTokens(tb testing.TB, mcpURL, tool, tag string, n int, tokens []st
 			tb.Fatalf("TOOLGATE_BENCH_SESSIONS=%q: want a positive number", s)
 		}
 		cmd.Args = append(cmd.Args, "-sessions", strconv.Itoa(sessions)) // e.g. N: one MCP session per held call
+	}
+	if v := os.Getenv("TOOLGATE_BENCH_PROTOCOL"); v != "" {
+		cmd.Args = append(cmd.Args, "-protocol", v)
 	}
 	cmd.Env = append(childEnv(), "TESTCLIENT_TOKENS="+strings.Join(tokens, ","))
 	return runLoad(tb, cmd)

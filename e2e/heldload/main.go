@@ -47,9 +47,10 @@ func run(ctx context.Context) int {
 	n := flag.Int("n", 0, "number of concurrent calls")
 	sessions := flag.Int("sessions", 0, "MCP client sessions to spread the calls over (default n/100, at least 1)")
 	tag := flag.String("tag", "load", "the tag in every call's arguments")
+	protocol := flag.String("protocol", "", "MCP revision to ask for (default: the go-sdk client's newest, 2026-07-28)")
 	flag.Parse()
 	if *endpoint == "" || *tool == "" || *n <= 0 || *sessions < 0 || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: heldload -mcp URL -tool NAME -n N [-sessions S] [-tag TAG]")
+		fmt.Fprintln(os.Stderr, "usage: heldload -mcp URL -tool NAME -n N [-sessions S] [-tag TAG] [-protocol VERSION]")
 		return 2
 	}
 	if *sessions == 0 {
@@ -65,7 +66,7 @@ func run(ctx context.Context) int {
 	for i := range css {
 		hc := &http.Client{Transport: &bearer{token: tokens[i%len(tokens)], base: tr}}
 		c := mcp.NewClient(&mcp.Implementation{Name: "heldload", Version: "1"}, nil)
-		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: *endpoint, HTTPClient: hc}, nil)
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: *endpoint, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: *protocol})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "heldload: connect:", err)
 			return 1

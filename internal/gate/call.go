@@ -109,6 +109,7 @@ type Admission struct {
 	Replay *Recorded
 
 	finish func(ctx context.Context, o approval.Outcome, d Recorded)
+	held   *heldCall // set by hold and holdTaken: Admit waits for the decision
 }
 
 // Recorded is what dispatching an admitted call gave: its result, or the

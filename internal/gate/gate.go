@@ -275,21 +275,55 @@ func New(s store.Store, p Evaluator, opts *Options) *Gate {
 // Admit starts the call's span (attributes mcp.method.name, gen_ai.tool.name
 // or gen_ai.prompt.name or mcp.resource.uri, toolgate.server, approval.id); it ends with a refusal, or at
 // Admission.Finish for an admitted call.
-func (g *Gate) Admit(ctx context.Context, c Call) Admission {
-	ctx, span := g.opts.Tracer.Start(ctx, c.spanName(), trace.WithSpanKind(trace.SpanKindServer),
+func (g *Gate) Admit(ctx context.Context, c Call) (adm Admission) {
+	g.AdmitTo(ctx, &c, &adm)
+	return adm
+}
+
+// AdmitTo is Admit writing its answer to *adm. A held call waits in this
+// frame and those below it for minutes: the work before and after the
+// wait is in functions that return (see heldCall), and the answer is
+// written in place, so a caller that keeps c and adm off its own frame
+// (the gateway's middleware) parks a held call in a small stack.
+func (g *Gate) AdmitTo(ctx context.Context, c *Call, adm *Admission) {
+	ctx, span := g.startAdmit(ctx, c)
+	g.admitInto(ctx, c, adm)
+	if adm.held != nil {
+		g.waitHeld(ctx, adm)
+	}
+	g.endAdmit(span, adm)
+}
+
+// startAdmit starts the span of c's admission (see Admit).
+//
+//go:noinline // its attribute temporaries stay out of Admit's parked frame
+func (g *Gate) startAdmit(ctx context.Context, c *Call) (context.Context, trace.Span) {
+	return g.opts.Tracer.Start(ctx, c.spanName(), trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(
 			attribute.String("mcp.method.name", c.method()),
 			attribute.String(c.nameAttribute(), c.Tool),
 			attribute.String("toolgate.server", c.Server),
 		))
-	adm := g.admit(ctx, c)
+}
+
+// admitInto sets *adm to admit's answer for c.
+//
+//go:noinline // admit's frame is gone before a held call waits
+func (g *Gate) admitInto(ctx context.Context, c *Call, adm *Admission) {
+	*adm = g.admit(ctx, *c)
+}
+
+// endAdmit ends span for a refused call, or makes adm's Finish end it.
+//
+//go:noinline // its closure stays out of Admit's parked frame
+func (g *Gate) endAdmit(span trace.Span, adm *Admission) {
 	span.SetAttributes(attribute.Bool("toolgate.allowed", adm.Allowed))
 	if adm.ApprovalID != "" {
 		span.SetAttributes(attribute.String("approval.id", string(adm.ApprovalID)))
 	}
 	if !adm.Allowed {
 		span.End()
-		return adm
+		return
 	}
 	inner := adm.finish
 	adm.finish = func(ctx context.Context, o approval.Outcome, d Recorded) {
@@ -299,7 +333,6 @@ func (g *Gate) Admit(ctx context.Context, c Call) Admission {
 		span.SetAttributes(attribute.String("toolgate.dispatch_outcome", string(o)))
 		span.End()
 	}
-	return adm
 }
 
 func (g *Gate) admit(ctx context.Context, c Call) Admission {
@@ -335,6 +368,11 @@ func (g *Gate) admit(ctx context.Context, c Call) Admission {
 	g.noteDecision(ctx, c, dec)
 	c.admitted = &dec // consume reuses it while the revision stays
 	adm := g.admitDecided(ctx, c, chain, dec)
+	if adm.held != nil {
+		// Admit waits for the decision; the admission is recorded after it.
+		adm.held.dec = &dec
+		return adm
+	}
 	adm.Monitor = dec.Monitor
 	g.record(ctx, c, &dec, adm)
 	return adm
@@ -454,9 +492,9 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 	if r.Mode != policy.ModeRetry {
 		r.Renew(g.instance, now.Add(g.opts.Lease))
 		g.leases.add(id, leaseHold) // before the row exists, so no identical call can think it abandoned
-		defer g.leases.drop(id, leaseHold, false)
 	}
 	if err := g.store.CreateRequest(ctx, r, g.pendingCaps(c.Principal, chain)...); err != nil {
+		g.dropHold(r)
 		return g.createRefusal(ctx, c, err)
 	}
 	g.metrics.ApprovalRequested()
@@ -465,6 +503,7 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 	if c.Task {
 		if err := g.recordTask(ctx, c, r); err != nil {
 			g.withdrawUnrecorded(ctx, r.ID)
+			g.dropHold(r)
 			return g.storeRefusal(ctx, msgStoreUnavailable, "cannot record the task of an approval request; denying", err, "approval", id)
 		}
 	}
@@ -477,7 +516,15 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 	if c.OnHold != nil {
 		c.OnHold(r)
 	}
-	return g.holdOn(ctx, c, r)
+	return heldOn(c, r) // Admit waits, once this frame is gone (heldCall)
+}
+
+// dropHold ends this process's hold on the lease of r, which hold took
+// before creating r, when r will not be waited on.
+func (g *Gate) dropHold(r approval.Request) {
+	if r.Mode != policy.ModeRetry {
+		g.leases.drop(r.ID, leaseHold, false)
+	}
 }
 
 // approvalRequired is the answer of a call in retry mode whose request is

@@ -110,49 +110,116 @@ func (g *Gate) takeOver(ctx context.Context, r approval.Request) (approval.Reque
 
 // holdTaken holds c on r, which this process just took over: a task
 // records its task first (an identical call may have made r) and is told
-// it is held.
+// it is held. Admit waits for the decision (heldCall).
 func (g *Gate) holdTaken(ctx context.Context, c Call, r approval.Request) Admission {
-	g.leases.add(r.ID, leaseHold)
-	defer g.leases.drop(r.ID, leaseHold, false)
+	g.leases.add(r.ID, leaseHold) // Admit drops it after the wait (waitHeld)
 	if c.Task {
 		if err := g.recordTask(ctx, c, r); err != nil && !errors.Is(err, store.ErrAlreadyExists) {
 			g.releaseHold(ctx, r.ID)
+			g.leases.drop(r.ID, leaseHold, false)
 			return g.storeRefusal(ctx, msgStoreUnavailable, "cannot record the task of an approval request; denying", err, "approval", r.ID)
 		}
 	}
 	if c.OnHold != nil && r.State == approval.StatePending {
 		c.OnHold(r)
 	}
-	return g.holdOn(ctx, c, r)
+	return heldOn(c, r)
 }
 
-// holdOn holds c on r, which this process holds the lease of, until it is
-// decided, expires, the caller goes away, or c.MaxHold passes (then the
-// request stays pending, its lease released, and the answer is Pending).
-func (g *Gate) holdOn(ctx context.Context, c Call, r approval.Request) Admission {
-	start := g.now()
-	deadline := r.ExpiresAt
-	if c.MaxHold > 0 && start.Add(c.MaxHold).Before(deadline) {
-		deadline = start.Add(c.MaxHold)
+// heldCall is a call to hold on a request whose lease this process holds
+// (leaseHold): hold and holdTaken return it in Admission.held instead of
+// waiting, and Admit waits for the decision (waitHeld) once their frames,
+// and admit's, are gone. A held call is parked for minutes on its
+// goroutine's stack, and the runtime shrinks a parked stack only when less
+// than a quarter of it is in use: waiting below admit, admitDecided and
+// hold kept every held call's goroutine at 32 KiB (docs/performance.md,
+// "Held calls at scale", step 1).
+type heldCall struct {
+	c Call
+	r approval.Request
+	// dec is the policy decision admit made, recorded (Options.Recorder)
+	// with the answer after the wait; nil on a resumed call, which admit
+	// does not record.
+	dec *policy.Decision
+}
+
+// heldOn is the Admission that asks Admit to hold c on r (see heldCall).
+func heldOn(c Call, r approval.Request) Admission {
+	return Admission{held: &heldCall{c: c, r: r}}
+}
+
+// waitHeld holds the call of adm.held until its request is decided,
+// expires, the caller goes away or its MaxHold passes (holdOn), and
+// replaces *adm with the answer (see afterHold).
+func (g *Gate) waitHeld(ctx context.Context, adm *Admission) {
+	h := adm.held
+	g.holdOn(ctx, h, adm)
+	g.afterHold(ctx, h, adm)
+}
+
+// afterHold ends this process's hold on the lease of h's request and
+// records the answer adm, as admit records the answers it gives at once.
+//
+//go:noinline // its locals stay out of waitHeld's parked frame
+func (g *Gate) afterHold(ctx context.Context, h *heldCall, adm *Admission) {
+	g.leases.drop(h.r.ID, leaseHold, false)
+	if h.dec != nil {
+		adm.Monitor = h.dec.Monitor
+		g.record(ctx, h.c, h.dec, *adm)
 	}
-	wctx, span := g.opts.Tracer.Start(ctx, "approval wait", trace.WithAttributes(attribute.String("approval.id", string(r.ID))))
-	got, err := g.wait(wctx, r.ID, deadline, g.keepAlive(c, r), true)
+}
+
+// holdOn holds h's call on its request, which this process holds the
+// lease of, until it is decided, expires, the caller goes away, or
+// c.MaxHold passes (then the request stays pending, its lease released,
+// and the answer is Pending), and sets *adm to the answer. It and waitFor
+// are the frames a held call is parked in: they keep only small values on
+// the stack and leave the rest to functions that return before
+// (startWait) or run after (endHold) the wait (see heldCall).
+func (g *Gate) holdOn(ctx context.Context, h *heldCall, adm *Admission) {
+	start := g.now()
+	deadline := h.r.ExpiresAt
+	if h.c.MaxHold > 0 && start.Add(h.c.MaxHold).Before(deadline) {
+		deadline = start.Add(h.c.MaxHold)
+	}
+	wctx, span, keepAlive := g.startWait(ctx, h)
+	got, err := g.waitFor(wctx, h.r.ID, deadline, keepAlive, true)
+	g.endHold(ctx, h, start, deadline, span, got, err, adm)
+}
+
+// startWait starts the span of h's approval wait and makes its keep-alive
+// (nil when the call has none).
+//
+//go:noinline // its temporaries stay out of holdOn's parked frame
+func (g *Gate) startWait(ctx context.Context, h *heldCall) (context.Context, trace.Span, func(context.Context)) {
+	ctx, span := g.opts.Tracer.Start(ctx, "approval wait", trace.WithAttributes(attribute.String("approval.id", string(h.r.ID))))
+	return ctx, span, g.keepAlive(h.c, h.r)
+}
+
+// endHold settles a hold that waitFor ended with got and err at or before
+// deadline into *adm: MaxHold's end answers Pending, a decision is acted
+// on (settle), anything else abandons the hold (abandon).
+//
+//go:noinline // its locals stay out of holdOn's parked frame
+func (g *Gate) endHold(ctx context.Context, h *heldCall, start, deadline time.Time, span trace.Span, gotp *approval.Request, err error, adm *Admission) {
+	got := *gotp
 	g.metrics.ApprovalWaited(g.now().Sub(start).Seconds())
 	endWait(span, got, err)
 	if got.ID == "" {
-		got = r // the store could not be read at all meanwhile: what was known
+		got = h.r // the store could not be read at all meanwhile: what was known
 	}
-	if errors.Is(err, errDeadline) && deadline.Before(r.ExpiresAt) && got.State == approval.StatePending {
+	switch {
+	case errors.Is(err, errDeadline) && deadline.Before(h.r.ExpiresAt) && got.State == approval.StatePending:
 		// MaxHold passed first: the caller cannot wait longer. The request
 		// stays open for the identical re-send (or the next round).
-		g.releaseHold(ctx, r.ID)
-		g.log.InfoContext(ctx, "call answered before its approval was decided (max hold); the approval stays pending", "approval", r.ID)
-		return g.pendingAnswer(got)
+		g.releaseHold(ctx, h.r.ID)
+		g.log.InfoContext(ctx, "call answered before its approval was decided (max hold); the approval stays pending", "approval", h.r.ID)
+		*adm = g.pendingAnswer(got)
+	case err != nil:
+		*adm = g.abandon(ctx, h.c, h.r.ID, err)
+	default:
+		*adm = g.settle(ctx, h.c, got)
 	}
-	if err != nil {
-		return g.abandon(ctx, c, r.ID, err)
-	}
-	return g.settle(ctx, c, got)
 }
 
 // endWait ends an approval wait span; approval.decision is the state the
@@ -204,6 +271,15 @@ func (g *Gate) resend(ctx context.Context, c Call, r approval.Request) Admission
 // at the deadline, and, while the store cannot be read, on a backoff. Its
 // keep-alives come from the gate's one beat.
 func (g *Gate) wait(ctx context.Context, id approval.ID, deadline time.Time, keepAlive func(context.Context), lease bool) (approval.Request, error) {
+	r, err := g.waitFor(ctx, id, deadline, keepAlive, lease)
+	return *r, err
+}
+
+// waitFor is wait with the request it ended on behind a pointer (never
+// nil; zero when ctx ended or the store was never read), so that the
+// frame a held call is parked in stays small (see heldCall): the store is
+// read in readHeld.
+func (g *Gate) waitFor(ctx context.Context, id approval.ID, deadline time.Time, keepAlive func(context.Context), lease bool) (*approval.Request, error) {
 	var kaC <-chan struct{}
 	if keepAlive != nil {
 		// The first one at once: it tells the caller which approval it
@@ -214,57 +290,20 @@ func (g *Gate) wait(ctx context.Context, id approval.ID, deadline time.Time, kee
 	}
 	timer := time.NewTimer(deadline.Sub(g.now()))
 	defer timer.Stop()
-	var (
-		last    approval.Request
-		retry   *time.Timer // set while the store cannot be read
-		backoff = minRetry
-	)
-	defer func() {
-		if retry != nil {
-			retry.Stop()
-		}
-	}()
+	st := &heldRead{id: id, deadline: deadline, lease: lease, backoff: minRetry}
+	defer st.stop()
 	for {
 		woke, unsub := g.hub.subscribe(string(id))
-		r, err := g.store.GetRequest(ctx, id)
-		if err == nil {
-			last = r
-		}
-		now := g.now()
-		var retryC <-chan time.Time
-		switch {
-		case err == nil && r.State != approval.StatePending:
+		if done, err := g.readHeld(ctx, st); done {
 			unsub()
-			return r, nil
-		case err == nil && (!now.Before(r.ExpiresAt) || !now.Before(deadline)):
-			unsub()
-			return r, errDeadline
-		case err == nil && lease && r.HeldBy != g.instance:
-			unsub()
-			return r, errLeaseLost
-		case err == nil:
-			backoff = minRetry
-		case ctx.Err() == nil:
-			// The store cannot be read: keep holding and read again soon.
-			g.log.WarnContext(ctx, "cannot read held approval; retrying", "approval", id, "err", err)
-			if !now.Before(deadline) {
-				unsub()
-				return last, errDeadline
-			}
-			if retry == nil {
-				retry = time.NewTimer(backoff)
-			} else {
-				retry.Reset(backoff)
-			}
-			retryC = retry.C
-			backoff = min(2*backoff, maxRetry)
+			return &st.last, err
 		}
 	waiting:
 		for {
 			select {
 			case <-woke:
 				break waiting
-			case <-retryC:
+			case <-st.retryC:
 				break waiting
 			case <-kaC:
 				// A keep-alive needs no read of the store.
@@ -275,11 +314,67 @@ func (g *Gate) wait(ctx context.Context, id approval.ID, deadline time.Time, kee
 				break waiting
 			case <-ctx.Done():
 				unsub()
-				return approval.Request{}, context.Cause(ctx)
+				return new(approval.Request), context.Cause(ctx)
 			}
 		}
 		unsub()
 	}
+}
+
+// heldRead is the state of one waitFor between reads of its request.
+type heldRead struct {
+	id       approval.ID
+	deadline time.Time
+	lease    bool
+	last     approval.Request // the request as last read
+	retry    *time.Timer      // set while the store cannot be read
+	retryC   <-chan time.Time // retry's channel after a failed read, else nil
+	backoff  time.Duration
+}
+
+func (st *heldRead) stop() {
+	if st.retry != nil {
+		st.retry.Stop()
+	}
+}
+
+// readHeld reads st's request once. done is true when the wait is over:
+// st.last is then the request to answer with and err why (nil: decided;
+// errDeadline, errLeaseLost). Otherwise the wait goes on; while the store
+// cannot be read st.retryC fires when to read again.
+//
+//go:noinline // the request and the log call stay out of waitFor's parked frame
+func (g *Gate) readHeld(ctx context.Context, st *heldRead) (done bool, err error) {
+	r, err := g.store.GetRequest(ctx, st.id)
+	if err == nil {
+		st.last = r
+	}
+	now := g.now()
+	st.retryC = nil
+	switch {
+	case err == nil && r.State != approval.StatePending:
+		return true, nil
+	case err == nil && (!now.Before(r.ExpiresAt) || !now.Before(st.deadline)):
+		return true, errDeadline
+	case err == nil && st.lease && r.HeldBy != g.instance:
+		return true, errLeaseLost
+	case err == nil:
+		st.backoff = minRetry
+	case ctx.Err() == nil:
+		// The store cannot be read: keep holding and read again soon.
+		g.log.WarnContext(ctx, "cannot read held approval; retrying", "approval", st.id, "err", err)
+		if !now.Before(st.deadline) {
+			return true, errDeadline
+		}
+		if st.retry == nil {
+			st.retry = time.NewTimer(st.backoff)
+		} else {
+			st.retry.Reset(st.backoff)
+		}
+		st.retryC = st.retry.C
+		st.backoff = min(2*st.backoff, maxRetry)
+	}
+	return false, nil
 }
 
 // abandon handles a hold that ended without a usable decision. At the

@@ -78,113 +78,161 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		default:
 			return next(ctx, method, req)
 		}
-		creq, ok := req.(*mcp.CallToolRequest)
-		if !ok {
-			return next(ctx, method, req)
-		}
-		if creq.Params == nil {
-			return nil, errInvalidParams("tools/call without params")
-		}
-		if err := checkArguments(creq.Params.Arguments); err != nil {
-			return nil, err
-		}
-		bctx, p, release, err := g.bindRequest(ctx, creq)
-		if err != nil {
-			return ownAnswer(ctx, errorResult(err.Error())), nil
-		}
-		ctx = bctx
-		defer release()
+		return g.callTool(ctx, method, req, next)
+	}
+}
 
-		name := creq.Params.Name
-		if name == PolicyToolName {
-			if !g.policyToolOn(p) {
-				return nil, errUnknownTool(name)
-			}
-			return ownAnswer(ctx, g.callPolicyTool(ctx, p, creq.Params.Arguments)), nil
-		}
-		t, ok := g.catalog.lookup(name)
-		if !ok {
+// callTool is the middleware's tools/call (see middleware).
+func (g *Gateway) callTool(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	creq, ok := req.(*mcp.CallToolRequest)
+	if !ok {
+		return next(ctx, method, req)
+	}
+	if creq.Params == nil {
+		return nil, errInvalidParams("tools/call without params")
+	}
+	if err := checkArguments(creq.Params.Arguments); err != nil {
+		return nil, err
+	}
+	bctx, p, release, err := g.bindRequest(ctx, creq)
+	if err != nil {
+		return ownAnswer(ctx, errorResult(err.Error())), nil
+	}
+	ctx = bctx
+	defer release()
+
+	name := creq.Params.Name
+	if name == PolicyToolName {
+		if !g.policyToolOn(p) {
 			return nil, errUnknownTool(name)
 		}
-		prog := newRequestProgress(ctx, creq, g.log)
-		args := creq.Params.Arguments
-		if g.opts.Rewrite != nil {
-			args = g.opts.Rewrite(t.Server, t.Tool, creq.Params.Arguments)
-		}
-		call := gate.Call{
-			Principal:  p,
-			Server:     t.Server,
-			Tool:       t.Tool,
-			Arguments:  args,
-			ToolDigest: t.Digest,
-		}
-		if g.opts.Rewrite != nil {
-			// Rewrite again at dispatch: the gate checks these bytes against
-			// the approved hash (case C11).
-			call.Outgoing = func() json.RawMessage { return g.opts.Rewrite(t.Server, t.Tool, creq.Params.Arguments) }
-		}
-		if prog != nil {
-			call.KeepAlive = prog.keepAlive
-		} else {
-			call.MaxHold = g.opts.MaxHold
-		}
-		call.Resume = namedApproval(creq.Params.Meta)
-		var relay *relayRound
-		relayed := false
-		if isModernRequest(ctx) {
-			if relay, relayed, err = g.relayRoundFor(ctx, roundParams{creq.Params.Meta, creq.Params.InputResponses, creq.Params.RequestState}, call); err != nil {
-				return nil, err
-			}
-		}
-		mrtr := g.mrtrFor(ctx, creq)
-		switch st := creq.Params.RequestState; {
-		case relayed:
-		case mrtr && st != "":
-			id, err := g.opts.MRTR.OpenRequestState(ctx, st, call)
-			if err != nil {
-				return nil, errRequestState(err)
-			}
-			call.Resume = id
-		case mrtr && call.Resume == "":
-			call.Defer = true
-		case st != "":
-			// Neither a relayed round's nor (for this caller) an approval
-			// round's: tampered, or from elsewhere (toolgate gives a 2025
-			// agent none). Fail closed.
-			return nil, errRequestState(gate.ErrBadRequestState)
-		}
-		adm := g.gk.Admit(ctx, call)
-		if adm.Replay != nil {
-			res, err := replayResult(adm)
-			if err != nil {
-				return nil, err
-			}
-			return ownAnswer(ctx, res), nil
-		}
-		if adm.Pending && mrtr {
-			res, err := g.inputRequired(adm)
-			if err == nil {
-				return next(context.WithValue(ctx, dispatchKey{}, &dispatch{tool: t, preset: res}), method, req)
-			}
-			g.log.WarnContext(ctx, "cannot make a multi round-trip round for a pending approval; answering it as pending", "approval", adm.ApprovalID, "err", err)
-		}
-		if !adm.Allowed {
-			return ownAnswer(ctx, refusalResult(adm)), nil
-		}
-		if adm.Arguments != nil {
-			args = adm.Arguments
-		}
-		d := &dispatch{tool: t, progress: prog, args: args, origin: g.newOrigin(ctx, creq.Session, p, t.Server), relay: relay, call: call}
-		res, err := next(context.WithValue(ctx, dispatchKey{}, d), method, req)
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-		defer cancel()
-		o := d.outcome
-		if o == approval.OutcomeNone {
-			o = outcome(res, err)
-		}
-		adm.FinishWith(fctx, o, recorded(adm, res, err))
-		return res, err
+		return ownAnswer(ctx, g.callPolicyTool(ctx, p, creq.Params.Arguments)), nil
 	}
+	t, ok := g.catalog.lookup(name)
+	if !ok {
+		return nil, errUnknownTool(name)
+	}
+	prog := newRequestProgress(ctx, creq, g.log)
+	args := creq.Params.Arguments
+	if g.opts.Rewrite != nil {
+		args = g.opts.Rewrite(t.Server, t.Tool, creq.Params.Arguments)
+	}
+	call := gate.Call{
+		Principal:  p,
+		Server:     t.Server,
+		Tool:       t.Tool,
+		Arguments:  args,
+		ToolDigest: t.Digest,
+	}
+	if g.opts.Rewrite != nil {
+		// Rewrite again at dispatch: the gate checks these bytes against
+		// the approved hash (case C11).
+		call.Outgoing = func() json.RawMessage { return g.opts.Rewrite(t.Server, t.Tool, creq.Params.Arguments) }
+	}
+	if prog != nil {
+		call.KeepAlive = prog.keepAlive
+	} else {
+		call.MaxHold = g.opts.MaxHold
+	}
+	call.Resume = namedApproval(creq.Params.Meta)
+	var relay *relayRound
+	relayed := false
+	if isModernRequest(ctx) {
+		if relay, relayed, err = g.relayRoundFor(ctx, roundParams{creq.Params.Meta, creq.Params.InputResponses, creq.Params.RequestState}, call); err != nil {
+			return nil, err
+		}
+	}
+	mrtr := g.mrtrFor(ctx, creq)
+	switch st := creq.Params.RequestState; {
+	case relayed:
+	case mrtr && st != "":
+		id, err := g.opts.MRTR.OpenRequestState(ctx, st, call)
+		if err != nil {
+			return nil, errRequestState(err)
+		}
+		call.Resume = id
+	case mrtr && call.Resume == "":
+		call.Defer = true
+	case st != "":
+		// Neither a relayed round's nor (for this caller) an approval
+		// round's: tampered, or from elsewhere (toolgate gives a 2025
+		// agent none). Fail closed.
+		return nil, errRequestState(gate.ErrBadRequestState)
+	}
+	return g.answerCall(ctx, method, req, next, creq, &call, t, prog, args, relay, g.admitCall(ctx, &call), mrtr)
+}
+
+// admitCall asks the Gatekeeper about call. A held call waits for its
+// decision below this frame, for minutes: the middleware's work before
+// and after the wait is in frames that have returned or not yet started
+// (callTool, answerCall), so the parked goroutine's stack stays small
+// enough for the runtime to shrink it (docs/performance.md, "Held calls
+// at scale").
+//
+//go:noinline // see above
+func (g *Gateway) admitCall(ctx context.Context, call *gate.Call) *gate.Admission {
+	adm := new(gate.Admission)
+	if to, ok := g.gk.(admitterTo); ok {
+		to.AdmitTo(ctx, call, adm) // the call and its answer stay off this frame
+	} else {
+		g.admitByValue(ctx, call, adm)
+	}
+	return adm
+}
+
+// admitByValue sets *adm to the Gatekeeper's Admit of *call.
+//
+//go:noinline // its copies of the call and the answer stay off admitCall's frame
+func (g *Gateway) admitByValue(ctx context.Context, call *gate.Call, adm *gate.Admission) {
+	*adm = g.gk.Admit(ctx, *call)
+}
+
+// admitterTo is a Gatekeeper that writes its answer in place
+// ([gate.Gate.AdmitTo]).
+type admitterTo interface {
+	AdmitTo(ctx context.Context, c *gate.Call, adm *gate.Admission)
+}
+
+// answerCall answers the tools/call req that the Gatekeeper decided with
+// admp (call is what it decided; relay, for a relayed 2026-07-28 round,
+// what goes upstream with it): a ledger replay, a multi round-trip round, a
+// refusal, or the dispatch of an admitted call through next (whose outcome
+// it records).
+//
+//go:noinline // see admitCall
+func (g *Gateway) answerCall(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler, creq *mcp.CallToolRequest,
+	call *gate.Call, t Tool, prog *callProgress, args json.RawMessage, relay *relayRound, admp *gate.Admission, mrtr bool) (mcp.Result, error) {
+	adm := *admp
+	if adm.Replay != nil {
+		res, err := replayResult(adm)
+		if err != nil {
+			return nil, err
+		}
+		return ownAnswer(ctx, res), nil
+	}
+	if adm.Pending && mrtr {
+		res, err := g.inputRequired(adm)
+		if err == nil {
+			return next(context.WithValue(ctx, dispatchKey{}, &dispatch{tool: t, preset: res}), method, req)
+		}
+		g.log.WarnContext(ctx, "cannot make a multi round-trip round for a pending approval; answering it as pending", "approval", adm.ApprovalID, "err", err)
+	}
+	if !adm.Allowed {
+		return ownAnswer(ctx, refusalResult(adm)), nil
+	}
+	if adm.Arguments != nil {
+		args = adm.Arguments
+	}
+	d := &dispatch{tool: t, progress: prog, args: args, origin: g.newOrigin(ctx, creq.Session, call.Principal, t.Server), relay: relay, call: *call}
+	res, err := next(context.WithValue(ctx, dispatchKey{}, d), method, req)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	o := d.outcome
+	if o == approval.OutcomeNone {
+		o = outcome(res, err)
+	}
+	adm.FinishWith(fctx, o, recorded(adm, res, err))
+	return res, err
 }
 
 // ownAnswer is res, a tools/call result toolgate answers itself without
