@@ -143,8 +143,16 @@ func TestTasksForHeldCalls(t *testing.T) {
 	if strings.Contains(taskID, p.ID) {
 		t.Errorf("task id %q contains the approval id", taskID)
 	}
-	if res, e := a.get(taskID); e != nil || res["status"] != "working" {
+	res, e := a.get(taskID)
+	if e != nil || res["status"] != "working" {
 		t.Fatalf("tasks/get: %v %v, want working", res, e)
+	}
+	// The first answer and tasks/get describe one task: a client that keeps
+	// the task for the first answer's ttlMs keeps it as long as it lives.
+	for _, k := range []string{"createdAt", "lastUpdatedAt", "ttlMs"} {
+		if fmt.Sprint(task[k]) != fmt.Sprint(res[k]) {
+			t.Errorf("%s: %v in the task's first answer, %v in tasks/get", k, task[k], res[k])
+		}
 	}
 	for _, m := range []string{"tasks/get", "tasks/cancel"} {
 		res, e := other.rpc(m, map[string]any{"taskId": taskID}, "")

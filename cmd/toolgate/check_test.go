@@ -159,6 +159,16 @@ policy:
 		t.Errorf("stdout = %q", stdout.String())
 	}
 
+	// A token short enough to guess is a warning, not a refusal.
+	stderr.Reset()
+	stdout.Reset()
+	if code := checkCmd([]string{path}, &stdout, &stderr, testSystem(map[string]string{"CMD_TEST_AGENT_TOKEN": "hunter2"})); code != 0 || !strings.Contains(stdout.String(), path+": ok") {
+		t.Fatalf("policy check with a short agent token exited %d\nstdout: %s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stderr.String(), `warning: `+path+`: agents[0] "agent-1": the token of token_env CMD_TEST_AGENT_TOKEN is 7 characters long`) || strings.Contains(stderr.String(), "hunter2") {
+		t.Errorf("stderr does not warn about the short token (or shows it):\n%s", stderr.String())
+	}
+
 	// Without principals, only serve --dev starts; check follows the flag.
 	bare := writeConfig(t, "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\n")
 	stderr.Reset()

@@ -122,8 +122,8 @@ func preflight(cfg config.Config, f serveFlags, sys system) (plan, error) {
 
 // serveWarnings lists what serve logs as warnings and `policy check`
 // prints, without failing: the config's own warnings (without the one
-// about missing approvers when --dev mints one) and connection caps that
-// exceed the descriptor limit.
+// about missing approvers when --dev mints one), tokens short enough to
+// guess, and connection caps that exceed the descriptor limit.
 func serveWarnings(cfg config.Config, f serveFlags, sys system) []string {
 	var out []string
 	for _, w := range cfg.Warnings() {
@@ -132,6 +132,7 @@ func serveWarnings(cfg config.Config, f serveFlags, sys system) []string {
 		}
 		out = append(out, w)
 	}
+	out = append(out, cfg.ShortTokens(sys.lookupEnv, sys.readFile)...)
 	if w := capsFor(cfg.Listen, sys.nofile).warning; w != "" {
 		out = append(out, w)
 	}

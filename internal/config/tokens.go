@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"toolgate/internal/approval"
 )
@@ -82,6 +83,46 @@ func (c Config) Tokens(env Env, readFile func(string) ([]byte, error)) (map[stri
 		return nil, errors.Join(errs...)
 	}
 	return out, nil
+}
+
+// MinTokenChars is the length under which ShortTokens warns about a
+// token: the same 16 characters below which a secret is too short to look
+// for inside an upstream's environment (see UpstreamEnvs).
+const MinTokenChars = 16
+
+// ShortTokens returns a warning for every agent and approver token read
+// from token_env or token_file (as Tokens reads them) that is shorter than
+// MinTokenChars characters: a bearer token that short can be guessed, and
+// toolgate does not slow down guessing. Each warning names the principal
+// and the variable or file, and the length, never the token. Tokens that
+// cannot be read are Tokens' errors, not warnings; token_sha256 says
+// nothing of the token's length.
+func (c Config) ShortTokens(env Env, readFile func(string) ([]byte, error)) []string {
+	var out []string
+	check := func(who string, t Token) {
+		var v, src string
+		switch {
+		case t.TokenEnv != "" && env != nil:
+			v, _ = env(t.TokenEnv)
+			src = "token_env " + t.TokenEnv
+		case t.TokenFile != "" && readFile != nil:
+			b, err := readFile(t.TokenFile)
+			if err != nil {
+				return
+			}
+			v, src = string(bytes.TrimSpace(b)), "token_file "+t.TokenFile
+		}
+		if n := utf8.RuneCountInString(v); n > 0 && n < MinTokenChars {
+			out = append(out, fmt.Sprintf("%s: the token of %s is %d characters long; a bearer token under %d characters can be guessed: use a random one (openssl rand -hex 16 makes 32)", who, src, n, MinTokenChars))
+		}
+	}
+	for i, a := range c.Agents {
+		check(fmt.Sprintf("agents[%d] %q", i, a.ID), a.Token)
+	}
+	for i, a := range c.Approvers {
+		check(fmt.Sprintf("approvers[%d] %q", i, a.ID), a.Token)
+	}
+	return out
 }
 
 func (t Token) resolve(env Env, readFile func(string) ([]byte, error)) (string, error) {

@@ -199,3 +199,43 @@ func TestStdioPrincipal(t *testing.T) {
 		}
 	}
 }
+
+// TestShortTokens: a token from token_env or token_file under
+// MinTokenChars characters is a warning naming the principal, the source
+// and the length, never the token; long tokens, token_sha256 and tokens
+// that cannot be read (Tokens' errors) are not.
+func TestShortTokens(t *testing.T) {
+	dir := t.TempDir()
+	shortFile := filepath.Join(dir, "short.token")
+	if err := writeFile(shortFile, "  pass1234\n"); err != nil {
+		t.Fatal(err)
+	}
+	longFile := filepath.Join(dir, "long.token")
+	if err := writeFile(longFile, "0123456789abcdef\n"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := mustLoad(t, `
+agents:
+  - { id: short-env, token_env: SHORT }
+  - { id: long-env, token_env: LONG }
+  - { id: unset-env, token_env: UNSET }
+  - { id: hashed, token_sha256: `+sha+` }
+approvers:
+  - { id: short-file, token_file: `+shortFile+`, roles: [approver] }
+  - { id: long-file, token_file: `+longFile+`, roles: [approver] }
+  - { id: missing-file, token_file: `+filepath.Join(dir, "missing")+`, roles: [approver] }
+`, nil)
+	got := cfg.ShortTokens(MapEnv(map[string]string{"SHORT": "hunter2", "LONG": "a-token-of-20-chars!"}), os.ReadFile)
+	want := []string{
+		`agents[0] "short-env": the token of token_env SHORT is 7 characters long; a bearer token under 16 characters can be guessed: use a random one (openssl rand -hex 16 makes 32)`,
+		`approvers[0] "short-file": the token of token_file ` + shortFile + ` is 8 characters long; a bearer token under 16 characters can be guessed: use a random one (openssl rand -hex 16 makes 32)`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ShortTokens (-want +got):\n%s", diff)
+	}
+	for _, w := range got {
+		if strings.Contains(w, "hunter2") || strings.Contains(w, "pass1234") {
+			t.Errorf("warning %q carries the token", w)
+		}
+	}
+}

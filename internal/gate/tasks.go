@@ -73,19 +73,29 @@ func (g *Gate) taskApproval(taskID, principal string) (approval.ID, error) {
 }
 
 // recordTask records r as c's task: the principal and the raw arguments,
-// sealed, expiring with the task (ResultTTL past the request's validity).
+// sealed, created with the request and expiring with the task (ResultTTL
+// past the request's validity; TaskLifetime).
 func (g *Gate) recordTask(ctx context.Context, c Call, r approval.Request) error {
 	sealed, err := g.opts.Key.Seal(labelTaskArgs, c.Arguments, []byte(r.ID))
 	if err != nil {
 		return err
 	}
+	created, expires := g.TaskLifetime(r)
 	return g.store.CreateTask(ctx, store.Task{
 		RequestID: r.ID,
 		Principal: c.Principal,
 		Arguments: sealed,
-		CreatedAt: g.now(),
-		ExpiresAt: g.taskExpiry(r),
+		CreatedAt: created,
+		ExpiresAt: expires,
 	})
+}
+
+// TaskLifetime is when the task of approval r was created (the request's
+// creation) and when it and its result may be forgotten (taskExpiry), to
+// the millisecond as the store keeps them: the task's first answer and
+// every tasks/get report the same createdAt and ttlMs.
+func (g *Gate) TaskLifetime(r approval.Request) (createdAt, expiresAt time.Time) {
+	return store.Millis(r.CreatedAt), store.Millis(g.taskExpiry(r))
 }
 
 // taskExpiry is when a task (and its result) may be forgotten: ResultTTL

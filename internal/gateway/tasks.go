@@ -46,6 +46,9 @@ type TaskKeeper interface {
 	FinishDirectTask(ctx context.Context, id approval.ID, d gate.Recorded, expires time.Time)
 	// LeaseInterval is how often a runner renews a direct task's lease.
 	LeaseInterval() time.Duration
+	// TaskLifetime is the createdAt and expiry of approval r's task, as
+	// tasks/get reports them.
+	TaskLifetime(r approval.Request) (createdAt, expiresAt time.Time)
 }
 
 // taskPollInterval is the pollIntervalMs toolgate suggests: approvals are
@@ -383,6 +386,9 @@ func taskFields(taskID string, r approval.Request, status, message string, creat
 	if !r.DecidedAt.IsZero() {
 		updated = r.DecidedAt
 	}
+	// To the millisecond, as the store keeps it: a task's first answer
+	// (from the request just made) and tasks/get agree.
+	updated = updated.Truncate(time.Millisecond)
 	if createdAt.After(updated) {
 		updated = createdAt
 	}
@@ -402,7 +408,8 @@ func taskFields(taskID string, r approval.Request, status, message string, creat
 // createTaskResult answers a call held for approval r with its task.
 func (g *Gateway) createTaskResult(r approval.Request, p approval.Principal) any {
 	taskID := g.opts.Tasks.TaskID(r.ID, p.ID)
-	m := taskFields(taskID, r, "working", g.statusMessage(r), r.CreatedAt, r.ExpiresAt.Add(r.ValidFor))
+	created, expires := g.opts.Tasks.TaskLifetime(r)
+	m := taskFields(taskID, r, "working", g.statusMessage(r), created, expires)
 	m["resultType"] = "task"
 	return m
 }
