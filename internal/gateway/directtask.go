@@ -40,8 +40,16 @@ func (g *Gateway) runDirectTask(ctx context.Context, t Tool, call gate.Call, adm
 		return taskOutcome{err: errors.New("cannot record the task (the store is unavailable); nothing was run")}
 	}
 	started <- st
-	return g.directRound(ctx, t, call, &adm, st, relayRoundFrom(ctx))
+	var rr *relayRound
+	if caps, _ := ctx.Value(directCapsKey{}).(json.RawMessage); caps != nil {
+		rr = &relayRound{caps: caps}
+	}
+	return g.directRound(ctx, t, call, &adm, st, rr)
 }
+
+// directCapsKey is the context key of the client capabilities a direct
+// task's caller declared (json.RawMessage), sent with each of its rounds.
+type directCapsKey struct{}
 
 // directRound runs one round of direct task st's call (the first, already
 // admitted as adm, or a later one, admitted here when adm is nil: policy
@@ -85,15 +93,17 @@ func (g *Gateway) directRound(ctx context.Context, t Tool, call gate.Call, adm *
 		res, err = g.dispatchTask(withRelayRound(runCtx, rr), t, call.Principal, args)
 		adm.FinishWith(fctx, outcome(res, err), gate.Recorded{})
 		if r, ok := res.(*mcp.CallToolResult); ok && err == nil && r.InputRequests != nil {
-			perr := g.parkDirectTask(fctx, t, args, st, rr, r)
-			cancel()
+			cancel() // the lease ends with the round: a parked task runs nothing
 			<-renewed
+			perr := g.parkDirectTask(fctx, t, args, st, rr, r)
 			if perr == nil {
 				return taskOutcome{res: res}
 			}
 			g.log.ErrorContext(ctx, "cannot park a task whose tool asks for input; the task fails", "task", st.ID, "err", perr)
 			res, err = nil, &callFailure{msg: "input required", wire: &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
 				Message: "the tool asked for input and toolgate could not record the question: " + perr.Error()}, outcome: approval.OutcomeTransportError, cause: perr}
+			g.opts.Tasks.FinishDirectTask(fctx, st.ID, recordOf(res, err), st.ExpiresAt)
+			return taskOutcome{res: res, err: err}
 		}
 	}
 	cancel()

@@ -238,11 +238,10 @@ func (g *Gateway) callAsTask(ctx context.Context, p approval.Principal, name str
 	var started chan gate.StartedTask
 	if t.TaskSupport != "" {
 		started = make(chan gate.StartedTask, 1)
-		if meta.Capabilities.Raw != nil {
-			// A direct task's upstream asks only for input the caller
-			// declared it can give (relay2026.go).
-			ctx = withRelayRound(ctx, &relayRound{caps: meta.Capabilities.Raw})
-		}
+		// A direct task's upstream asks only for input the caller
+		// declared it can give (relay2026.go); an approval task's call is
+		// sent without (its outcome is its result, with no rounds).
+		ctx = context.WithValue(ctx, directCapsKey{}, meta.Capabilities.Raw)
 	}
 	if !g.runTask(ctx, t, call, done, started) {
 		return nil, mcpwire.Errorf(mcpwire.CodeInternalError, "toolgate is shutting down")
