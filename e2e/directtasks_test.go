@@ -106,3 +106,73 @@ servers:
 		t.Errorf("tasks/cancel of a cancelled task: %v %v, want the same ack", ack, e)
 	}
 }
+
+// TestDirectTaskWaitsForItsUpstreamsInput (issue 11, SEP-2322 on a task,
+// SEP-2663 tasks/update): a direct task whose upstream answers
+// input_required shows input_required with the upstream's inputRequests in
+// tasks/get; tasks/update for a key it did not ask is acknowledged and
+// changes nothing, another principal's is not-found;
+// answering the key continues the call (the next round carries the answer
+// and the upstream's state, through the instance that got the update) and
+// the task completes with the upstream's result. Each round ran once.
+func TestDirectTaskWaitsForItsUpstreamsInput(t *testing.T) {
+	dir := t.TempDir()
+	record := filepath.Join(dir, "record.log")
+	servers := `
+servers:
+  t:
+    command: ` + q(bins.upstream) + `
+    args: ["-record", ` + q(record) + `, "-task-support", "ask_mrtr=optional"]
+    env_passthrough: [GORACE]
+    call_timeout: 60s
+`
+	g := startGateway(t, teamConfig(filepath.Join(dir, "toolgate.db"), servers+directTasksPolicy), teamEnv)
+	caps := map[string]any{"elicitation": map[string]any{}, "extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}
+	a := &taskClient{t: t, g: g, token: agentToken, caps: caps}
+	other := &taskClient{t: t, g: g, token: agent2Token, caps: caps}
+
+	const args = `{"tag":"x"}`
+	taskID := a.call("t__ask_mrtr", args)["taskId"].(string)
+	waiting := a.waitStatus(taskID, "input_required")
+	reqs, _ := waiting["inputRequests"].(map[string]any)
+	ask, _ := reqs["answer"].(map[string]any)
+	if len(reqs) != 1 || ask["method"] != "elicitation/create" || !strings.Contains(fmt.Sprint(ask["params"]), "question-x") {
+		t.Fatalf("input_required task's inputRequests = %v, want the upstream's question under its key", waiting["inputRequests"])
+	}
+	if _, ok := waiting["requestState"]; ok {
+		t.Errorf("tasks/get carries a requestState: %v", waiting)
+	}
+
+	ack, e := a.rpc("tasks/update", map[string]any{"taskId": taskID, "inputResponses": map[string]any{"other": map[string]any{"action": "accept"}}}, taskID)
+	if e != nil || ack["resultType"] != "complete" {
+		t.Errorf("tasks/update of a key not asked: %v %v, want the ack", ack, e)
+	}
+	_, e = other.rpc("tasks/update", map[string]any{"taskId": taskID, "inputResponses": map[string]any{"answer": map[string]any{"action": "accept", "content": map[string]any{"answer": "stolen"}}}}, taskID)
+	if e == nil || !strings.Contains(fmt.Sprint(e["message"]), "not found") {
+		t.Errorf("another principal's tasks/update: %v, want task not found", e)
+	}
+	if res, _ := a.get(taskID); res["status"] != "input_required" {
+		t.Fatalf("task after refused updates is %v, want input_required", res["status"])
+	}
+
+	ack, e = a.rpc("tasks/update", map[string]any{"taskId": taskID, "inputResponses": map[string]any{"answer": map[string]any{"action": "accept", "content": map[string]any{"answer": "42"}}}}, taskID)
+	if e != nil || ack["resultType"] != "complete" || ack["status"] != nil {
+		t.Fatalf("tasks/update: %v %v, want an empty ack", ack, e)
+	}
+	done := a.waitStatus(taskID, "completed")
+	if got := taskResultText(t, done); got != "answered 42 state=up-state-x" {
+		t.Errorf("completed task's result %q, want the upstream's answer to the second round with its state", got)
+	}
+	if n := countRecord(t, record, "ask_mrtr "+args+" asked"); n != 1 {
+		t.Errorf("the first round ran %d times, want 1", n)
+	}
+	if n := countRecord(t, record, "ask_mrtr "+args+" answered"); n != 1 {
+		t.Errorf("the answered round ran %d times, want 1", n)
+	}
+	if res, e := a.rpc("tasks/update", map[string]any{"taskId": taskID, "inputResponses": map[string]any{"answer": map[string]any{"action": "accept"}}}, taskID); e != nil || res["resultType"] != "complete" {
+		t.Errorf("tasks/update of a finished task: %v %v, want the ack", res, e)
+	}
+	if n := countRecord(t, record, "ask_mrtr "+args+" answered"); n != 1 {
+		t.Errorf("after an update of the finished task the round ran %d times, want 1", n)
+	}
+}

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -40,6 +41,9 @@ type DirectTask struct {
 	// Unknown is set when the outcome is unknown: nothing was recorded and
 	// the lease lapsed.
 	Unknown bool
+	// InputRequests are, while Status is input_required, the upstream's
+	// input requests not answered yet (key: the upstream's id).
+	InputRequests map[string]json.RawMessage
 }
 
 // A StartedTask is a direct task just recorded.
@@ -120,6 +124,13 @@ func (g *Gate) directTask(ctx context.Context, t store.Task, ts *TaskState) erro
 	case ts.Result != nil:
 		d.Status = TaskStatusFailed
 		ts.Status = "the call failed"
+	case t.State == store.TaskInputRequired:
+		r, err := g.openRound(t)
+		if err != nil {
+			return err
+		}
+		d.Status, d.InputRequests = TaskStatusInputRequired, r.Pending()
+		ts.Status = "the tool asks for input (answer with tasks/update)"
 	case !t.LeaseUntil.After(g.now()):
 		d.Status, d.Unknown = TaskStatusFailed, true
 		ts.Status = "the outcome of the call is unknown (the gateway instance running it stopped); it is not run again"
@@ -141,4 +152,152 @@ func (g *Gate) cancelDirectTask(ctx context.Context, id approval.ID, p approval.
 		g.log.InfoContext(ctx, "task cancelled by its caller", "task", id, "principal", p.ID)
 	}
 	return nil
+}
+
+// TaskStatusInputRequired is the wire status of a direct task whose
+// upstream asked for input (SEP-2322 inputRequests on the task, answered
+// with tasks/update: SEP-2663).
+const TaskStatusInputRequired = "input_required"
+
+// labelTaskInput is the seal label of a parked round (InputRound).
+const labelTaskInput = "task-input"
+
+// An InputRound is a round of a direct task's call whose upstream answered
+// input_required: what it asked, what the caller answered so far, and what
+// is needed to send the next round (on any instance). It is kept sealed in
+// the task's record (it carries the call's arguments) while the task is
+// input_required.
+type InputRound struct {
+	// Server and Tool are the real tool called; Arguments its raw
+	// arguments as sent upstream.
+	Server    string          `json:"server"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+	// Capabilities are the client capabilities the caller declared
+	// (_meta["io.modelcontextprotocol/clientCapabilities"]), sent with
+	// the next round.
+	Capabilities json.RawMessage `json:"capabilities,omitempty"`
+	// Requests are the upstream's inputRequests (key: its opaque id).
+	Requests map[string]json.RawMessage `json:"requests"`
+	// State is the upstream's requestState ("" none).
+	State string `json:"state,omitempty"`
+	// Responses are the caller's answers so far (keys of Requests).
+	Responses map[string]json.RawMessage `json:"responses,omitempty"`
+}
+
+// Pending are the input requests of r not answered yet.
+func (r InputRound) Pending() map[string]json.RawMessage {
+	m := make(map[string]json.RawMessage, len(r.Requests))
+	for k, v := range r.Requests {
+		if _, ok := r.Responses[k]; !ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// ParkDirectTask records that working direct task id waits for its
+// caller's input (round r): the task becomes input_required, its lease
+// ends, and nothing runs until AnswerDirectTask. It reports false when the
+// task was no longer working (cancelled meanwhile).
+func (g *Gate) ParkDirectTask(ctx context.Context, id approval.ID, r InputRound) (bool, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return false, fmt.Errorf("park task %s: %w", id, err)
+	}
+	sealed, err := g.opts.Key.Seal(labelTaskInput, b, []byte(id))
+	if err != nil {
+		return false, fmt.Errorf("park task %s: %w", id, err)
+	}
+	return g.store.SwapTask(ctx, id, store.TaskWorking, nil, store.TaskInputRequired, sealed, time.Time{})
+}
+
+// openRound unseals the parked round of task t.
+func (g *Gate) openRound(t store.Task) (InputRound, error) {
+	var r InputRound
+	b, err := g.opts.Key.Open(labelTaskInput, t.Arguments, []byte(t.RequestID))
+	if err != nil {
+		return r, fmt.Errorf("task %s: its input round cannot be opened: %w", t.RequestID, err)
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("task %s: its input round: %w", t.RequestID, err)
+	}
+	return r, nil
+}
+
+// AnswerDirectTask takes responses (tasks/update's inputResponses) for
+// task taskID of principal p. Only keys the task is waiting for are
+// taken; any other key is ignored (SEP-2663 acknowledges every update, and
+// an answer toolgate did not ask for is never sent on). While keys stay
+// unanswered the task stays input_required with the answers kept; once
+// every request is answered the task becomes working again, leased to
+// this instance, and the round to send upstream is returned (ok true) for
+// the caller to run at once. A task that waits for no input (working,
+// finished, an approval's task) is left as it is (ok false, no error):
+// SEP-2663 acknowledges such an update.
+func (g *Gate) AnswerDirectTask(ctx context.Context, taskID string, p approval.Principal, responses map[string]json.RawMessage) (StartedTask, InputRound, bool, error) {
+	id, err := g.taskApproval(taskID, p.ID)
+	if err != nil {
+		return StartedTask{}, InputRound{}, false, err
+	}
+	for range 8 { // a concurrent update of the same task: read it again
+		t, err := g.store.GetTask(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return StartedTask{}, InputRound{}, false, ErrTaskNotFound
+		}
+		if err != nil {
+			return StartedTask{}, InputRound{}, false, err
+		}
+		if t.Principal.ID != p.ID {
+			return StartedTask{}, InputRound{}, false, ErrTaskNotFound
+		}
+		if t.State != store.TaskInputRequired {
+			return StartedTask{}, InputRound{}, false, nil
+		}
+		r, err := g.openRound(t)
+		if err != nil {
+			return StartedTask{}, InputRound{}, false, err
+		}
+		pending := r.Pending()
+		if r.Responses == nil {
+			r.Responses = map[string]json.RawMessage{}
+		}
+		taken := 0
+		for k, v := range responses {
+			if _, ok := pending[k]; ok {
+				r.Responses[k] = v
+				taken++
+			}
+		}
+		if taken == 0 {
+			return StartedTask{}, InputRound{}, false, nil
+		}
+		st := StartedTask{TaskID: taskID, ID: id, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt}
+		if len(r.Pending()) == 0 {
+			ok, err := g.store.SwapTask(ctx, id, store.TaskInputRequired, t.Arguments, store.TaskWorking, nil, g.now().Add(g.opts.Lease))
+			if err != nil {
+				return StartedTask{}, InputRound{}, false, err
+			}
+			if ok {
+				return st, r, true, nil
+			}
+			continue
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			return StartedTask{}, InputRound{}, false, err
+		}
+		sealed, err := g.opts.Key.Seal(labelTaskInput, b, []byte(id))
+		if err != nil {
+			return StartedTask{}, InputRound{}, false, err
+		}
+		ok, err := g.store.SwapTask(ctx, id, store.TaskInputRequired, t.Arguments, store.TaskInputRequired, sealed, time.Time{})
+		if err != nil {
+			return StartedTask{}, InputRound{}, false, err
+		}
+		if ok {
+			return st, InputRound{}, false, nil
+		}
+	}
+	return StartedTask{}, InputRound{}, false, fmt.Errorf("task %s: too many concurrent updates; send it again", id)
 }

@@ -207,7 +207,7 @@ func (g *Gate) CancelTask(ctx context.Context, taskID string, p approval.Princip
 		return approval.Request{}, err
 	}
 	if ts.Direct != nil {
-		if ts.Direct.Status != TaskStatusWorking {
+		if ts.Direct.Status != TaskStatusWorking && ts.Direct.Status != TaskStatusInputRequired {
 			return approval.Request{}, nil // finished (or its outcome is unknown): a no-op
 		}
 		return approval.Request{}, g.cancelDirectTask(ctx, ts.Direct.ID, p)

@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"toolgate/internal/approval"
 	"toolgate/internal/gate"
@@ -35,27 +39,147 @@ func (g *Gateway) runDirectTask(ctx context.Context, t Tool, call gate.Call, adm
 		adm.FinishWith(fctx, approval.OutcomeTransportError, gate.Recorded{})
 		return taskOutcome{err: errors.New("cannot record the task (the store is unavailable); nothing was run")}
 	}
+	started <- st
+	var rr *relayRound
+	if caps, _ := ctx.Value(directCapsKey{}).(json.RawMessage); caps != nil {
+		rr = &relayRound{caps: caps}
+	}
+	return g.directRound(ctx, t, call, &adm, st, rr)
+}
+
+// directCapsKey is the context key of the client capabilities a direct
+// task's caller declared (json.RawMessage), sent with each of its rounds.
+type directCapsKey struct{}
+
+// directRound runs one round of direct task st's call (the first, already
+// admitted as adm, or a later one, admitted here when adm is nil: policy
+// decides each round, as for relayed rounds) with the relay round rr (the
+// caller's capabilities, and on a later round its answers and the
+// upstream's state), renewing the task's lease meanwhile. An upstream that
+// answers input_required parks the task (gate.ParkDirectTask: tasks/get
+// shows its inputRequests, tasks/update continues it on any instance);
+// any other answer is recorded as the task's result.
+func (g *Gateway) directRound(ctx context.Context, t Tool, call gate.Call, adm *gate.Admission, st gate.StartedTask, rr *relayRound) taskOutcome {
+	fctx, cancelFinish := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancelFinish()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g.directRunners.Store(st.TaskID, cancel)
 	defer g.directRunners.Delete(st.TaskID)
-	started <- st
 
 	renewed := make(chan struct{})
 	go func() {
 		defer close(renewed)
 		g.renewDirectTask(runCtx, st.ID, cancel)
 	}()
-	args := call.Arguments
-	if adm.Arguments != nil {
-		args = adm.Arguments
+	if adm == nil {
+		a := g.gk.Admit(runCtx, call)
+		adm = &a
 	}
-	res, err := g.dispatchTask(runCtx, t, call.Principal, args)
+	var (
+		res mcp.Result
+		err error
+	)
+	switch {
+	case adm.Replay != nil:
+		res, err = replayResult(*adm)
+	case !adm.Allowed:
+		res = refusalResult(*adm)
+	default:
+		args := call.Arguments
+		if adm.Arguments != nil {
+			args = adm.Arguments
+		}
+		res, err = g.dispatchTask(withRelayRound(runCtx, rr), t, call.Principal, args)
+		adm.FinishWith(fctx, outcome(res, err), gate.Recorded{})
+		if r, ok := res.(*mcp.CallToolResult); ok && err == nil && r.InputRequests != nil {
+			cancel() // the lease ends with the round: a parked task runs nothing
+			<-renewed
+			perr := g.parkDirectTask(fctx, t, args, st, rr, r)
+			if perr == nil {
+				return taskOutcome{res: res}
+			}
+			g.log.ErrorContext(ctx, "cannot park a task whose tool asks for input; the task fails", "task", st.ID, "err", perr)
+			res, err = nil, &callFailure{msg: "input required", wire: &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+				Message: "the tool asked for input and toolgate could not record the question: " + perr.Error()}, outcome: approval.OutcomeTransportError, cause: perr}
+			g.opts.Tasks.FinishDirectTask(fctx, st.ID, recordOf(res, err), st.ExpiresAt)
+			return taskOutcome{res: res, err: err}
+		}
+	}
 	cancel()
 	<-renewed
-	adm.FinishWith(fctx, outcome(res, err), gate.Recorded{})
 	g.opts.Tasks.FinishDirectTask(fctx, st.ID, recordOf(res, err), st.ExpiresAt)
 	return taskOutcome{res: res, err: err}
+}
+
+// parkDirectTask records the input_required answer r of a round of task
+// st (the call of t with args and relay round rr): the task waits for its
+// caller's answers. A task cancelled meanwhile stays cancelled.
+func (g *Gateway) parkDirectTask(ctx context.Context, t Tool, args json.RawMessage, st gate.StartedTask, rr *relayRound, r *mcp.CallToolResult) error {
+	round := gate.InputRound{Server: t.Server, Tool: t.Tool, Arguments: args, State: r.RequestState, Requests: map[string]json.RawMessage{}}
+	b, err := json.Marshal(r.InputRequests)
+	if err == nil {
+		err = json.Unmarshal(b, &round.Requests)
+	}
+	if err != nil {
+		return fmt.Errorf("the tool's inputRequests: %w", err)
+	}
+	if rr != nil && rr.caps != nil {
+		if round.Capabilities, err = json.Marshal(rr.caps); err != nil {
+			return fmt.Errorf("the caller's capabilities: %w", err)
+		}
+	}
+	if _, err := g.opts.Tasks.ParkDirectTask(ctx, st.ID, round); err != nil {
+		return err
+	}
+	return nil
+}
+
+// continueDirectTask sends the next round of parked task st (its caller
+// answered every input request of round) upstream, on a goroutine of the
+// gateway, as directRound. It reports false when the gateway is closing
+// (the task's lease then lapses: its outcome is unknown, never re-run).
+func (g *Gateway) continueDirectTask(ctx context.Context, p approval.Principal, st gate.StartedTask, round gate.InputRound) bool {
+	rr := &relayRound{state: round.State}
+	if round.Capabilities != nil {
+		rr.caps = round.Capabilities
+	}
+	if len(round.Responses) > 0 {
+		b, err := json.Marshal(round.Responses)
+		if err == nil {
+			err = json.Unmarshal(b, &rr.responses)
+		}
+		if err != nil {
+			g.opts.Tasks.FinishDirectTask(ctx, st.ID, gate.Recorded{Error: mustJSON(mcpwire.Errorf(mcpwire.CodeInvalidParams, "inputResponses: %v", err))}, st.ExpiresAt)
+			return true
+		}
+	}
+	t, ok := g.catalog.byReal(round.Server, round.Tool)
+	if !ok {
+		g.opts.Tasks.FinishDirectTask(ctx, st.ID, gate.Recorded{Error: mustJSON(mcpwire.Errorf(CodeRefused, "tool %s of server %s is not in the catalog now; nothing was run", round.Tool, round.Server))}, st.ExpiresAt)
+		return true
+	}
+	call := gate.Call{Principal: p, Server: t.Server, Tool: t.Tool, Arguments: round.Arguments, ToolDigest: t.Digest}
+	g.closeMux.Lock()
+	defer g.closeMux.Unlock()
+	if g.closed || g.root.Err() != nil {
+		return false
+	}
+	ctx, cancel := context.WithCancel(context.WithValue(context.WithoutCancel(ctx), modernKey{}, true))
+	stop := context.AfterFunc(g.root, cancel) //nolint:contextcheck // the gateway's lifecycle root ends the runner on Close
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		defer cancel()
+		defer stop()
+		g.directRound(ctx, t, call, nil, st, rr)
+	}()
+	return true
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
 }
 
 // renewDirectTask renews the lease of direct task id every LeaseInterval
@@ -125,6 +249,8 @@ func detailedDirectTask(ts gate.TaskState) any {
 	switch d.Status {
 	case gate.TaskStatusCompleted:
 		m["result"] = ts.Result.Result
+	case gate.TaskStatusInputRequired:
+		m["inputRequests"] = d.InputRequests
 	case gate.TaskStatusFailed:
 		e := json.RawMessage(nil)
 		if ts.Result != nil {

@@ -44,6 +44,12 @@ type TaskKeeper interface {
 	RenewDirectTask(ctx context.Context, id approval.ID) (bool, error)
 	// FinishDirectTask records what direct task id's call gave.
 	FinishDirectTask(ctx context.Context, id approval.ID, d gate.Recorded, expires time.Time)
+	// ParkDirectTask records that direct task id waits for its caller's
+	// input (round r); false if it was cancelled meanwhile.
+	ParkDirectTask(ctx context.Context, id approval.ID, r gate.InputRound) (bool, error)
+	// AnswerDirectTask takes a tasks/update's inputResponses; ok: every
+	// request is answered and the returned round is this instance's to run.
+	AnswerDirectTask(ctx context.Context, taskID string, p approval.Principal, responses map[string]json.RawMessage) (gate.StartedTask, gate.InputRound, bool, error)
 	// LeaseInterval is how often a runner renews a direct task's lease.
 	LeaseInterval() time.Duration
 	// TaskLifetime is the createdAt and expiry of approval r's task, as
@@ -106,6 +112,8 @@ func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byt
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
 		TaskID    string          `json:"taskId"`
+		// InputResponses are tasks/update's answers (SEP-2663).
+		InputResponses map[string]json.RawMessage `json:"inputResponses"`
 	}
 	if err := json.Unmarshal(req.Params, &params); err != nil {
 		writeRPC(w, req.ID, nil, mcpwire.Errorf(mcpwire.CodeInvalidParams, "invalid params: %v", err))
@@ -153,14 +161,21 @@ func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byt
 		g.stopDirectRunner(params.TaskID)
 		writeRPC(w, req.ID, map[string]any{"resultType": "complete"}, nil)
 	case "tasks/update":
-		// toolgate asks a task's caller for nothing (approvals are decided
-		// out of band), so no input key is one it asked for: the responses
-		// are acknowledged, as SEP-2663 requires, and never used.
-		if _, err := g.opts.Tasks.Task(ctx, params.TaskID, p); err != nil {
+		// Answers to a direct task's input requests (its upstream asked:
+		// directtask.go) are taken for the keys it waits for, and only
+		// those; once all are answered this instance sends the next round.
+		// Any other key, and any update of a task that asked its caller
+		// for nothing (approvals are decided out of band), is acknowledged,
+		// as SEP-2663 requires, and changes nothing.
+		st, round, run, err := g.opts.Tasks.AnswerDirectTask(ctx, params.TaskID, p, params.InputResponses)
+		if err != nil {
 			writeRPC(w, req.ID, nil, taskError(err))
 			return true
 		}
-		g.log.InfoContext(ctx, "tasks/update ignored: toolgate asked this task's caller for no input", "principal", p.ID)
+		if run && !g.continueDirectTask(ctx, p, st, round) {
+			writeRPC(w, req.ID, nil, mcpwire.Errorf(mcpwire.CodeInternalError, "toolgate is shutting down"))
+			return true
+		}
 		writeRPC(w, req.ID, map[string]any{"resultType": "complete"}, nil)
 	}
 	return true
@@ -226,6 +241,10 @@ func (g *Gateway) callAsTask(ctx context.Context, p approval.Principal, name str
 	var started chan gate.StartedTask
 	if t.TaskSupport != "" {
 		started = make(chan gate.StartedTask, 1)
+		// A direct task's upstream asks only for input the caller
+		// declared it can give (relay2026.go); an approval task's call is
+		// sent without (its outcome is its result, with no rounds).
+		ctx = context.WithValue(ctx, directCapsKey{}, meta.Capabilities.Raw)
 	}
 	if !g.runTask(ctx, t, call, done, started) {
 		return nil, mcpwire.Errorf(mcpwire.CodeInternalError, "toolgate is shutting down")

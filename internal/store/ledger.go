@@ -62,6 +62,10 @@ type Task struct {
 const (
 	TaskWorking   = "working"
 	TaskCancelled = "cancelled"
+	// TaskInputRequired is a direct task whose upstream asked for input
+	// (a multi round-trip round): its Arguments hold the round, sealed,
+	// and nothing runs until its caller answers (tasks/update).
+	TaskInputRequired = "input_required"
 )
 
 // LedgerStore keeps what issue 11 adds to an approval: its result, its
@@ -93,9 +97,16 @@ type LedgerStore interface {
 	// working, and returns its state as it is now (TaskCancelled tells the
 	// runner to stop), or ErrNotFound.
 	RenewTask(ctx context.Context, id approval.ID, until time.Time) (string, error)
-	// CancelDirectTask moves direct task id from working to cancelled and
+	// CancelDirectTask moves direct task id from working (or
+	// input_required) to cancelled and
 	// reports whether it did (false: it was not working, or has a result).
 	CancelDirectTask(ctx context.Context, id approval.ID) (bool, error)
+	// SwapTask moves direct task id from state from with sealed arguments
+	// fromArgs (nil: none) to state to with arguments toArgs and lease
+	// until (zero: none), provided no result is recorded for it. It
+	// reports false, changing nothing, when the task is not so (another
+	// instance moved it first, or it is gone).
+	SwapTask(ctx context.Context, id approval.ID, from string, fromArgs []byte, to string, toArgs []byte, until time.Time) (bool, error)
 	// DropTaskArguments forgets the sealed arguments of task id (the call
 	// was consumed or can no longer run). An unknown id is not an error.
 	DropTaskArguments(ctx context.Context, id approval.ID) error

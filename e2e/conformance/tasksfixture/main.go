@@ -15,10 +15,16 @@
 //   - failing_job [required]: a tool execution error (isError).
 //   - protocol_error_job [optional]: a JSON-RPC error (internal error).
 //   - confirm_delete {"filename"} [optional]: asks its client to confirm
-//     (form elicitation), then "deleted <filename>" or "kept <filename>".
-//   - multi_input [optional]: asks two questions at once (elicitation).
-//   - test_tool_with_task [required]: asks for user_name (elicitation),
+//     (form elicitation, as a multi round-trip input request), then
+//     "deleted <filename>" or "kept <filename>".
+//   - multi_input [optional]: asks two questions at once (input requests
+//     "first" and "second").
+//   - test_tool_with_task [required]: asks for user_name (input request),
 //     then "Hello, <user_name>!".
+//
+// The questions are SEP-2322 input requests (input_required): a 2026-07-28
+// client (toolgate's session for 2026 agents) gets them as they are, and
+// the SDK puts them to a 2025-era client as elicitation/create requests.
 package main
 
 import (
@@ -99,12 +105,12 @@ func newServer() *mcp.Server {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "protocol_error_job: internal failure"}
 		})
 	s.AddTool(&mcp.Tool{Name: "confirm_delete", Description: "Asks its client to confirm deleting filename (task support optional).", InputSchema: object(map[string]any{"filename": str})},
-		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			var in struct{ Filename string }
 			_ = json.Unmarshal(req.Params.Arguments, &in)
-			res, err := ask(ctx, req, "Delete "+in.Filename+"?", "confirm", "boolean")
-			if err != nil {
-				return nil, err
+			res, ok := answer(req, "confirm")
+			if !ok {
+				return ask(map[string]*mcp.ElicitParams{"confirm": question("Delete "+in.Filename+"?", "confirm", "boolean")}), nil
 			}
 			if res.Action == "accept" && res.Content["confirm"] == true {
 				return text("deleted " + in.Filename), nil
@@ -112,45 +118,48 @@ func newServer() *mcp.Server {
 			return text("kept " + in.Filename), nil
 		})
 	s.AddTool(&mcp.Tool{Name: "multi_input", Description: "Asks its client two questions at once (task support optional).", InputSchema: object(nil)},
-		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			type answer struct {
-				res *mcp.ElicitResult
-				err error
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			first, ok1 := answer(req, "first")
+			second, ok2 := answer(req, "second")
+			if !ok1 || !ok2 {
+				return ask(map[string]*mcp.ElicitParams{"first": question("First name?", "name", "string"), "second": question("Second name?", "name", "string")}), nil
 			}
-			ch := make(chan answer, 2)
-			for _, q := range []string{"First name?", "Second name?"} {
-				go func() {
-					res, err := ask(ctx, req, q, "name", "string")
-					ch <- answer{res, err}
-				}()
-			}
-			var names []any
-			for range 2 {
-				a := <-ch
-				if a.err != nil {
-					return nil, a.err
-				}
-				names = append(names, a.res.Content["name"])
-			}
-			return text(fmt.Sprintf("got %v", names)), nil
+			return text(fmt.Sprintf("got [%v %v]", first.Content["name"], second.Content["name"])), nil
 		})
 	s.AddTool(&mcp.Tool{Name: "test_tool_with_task", Description: "Asks its client for user_name, then greets it (task support required).", InputSchema: object(nil)},
-		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			res, err := ask(ctx, req, "What is your name?", "user_name", "string")
-			if err != nil {
-				return nil, err
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			res, ok := answer(req, "user_name")
+			if !ok {
+				return ask(map[string]*mcp.ElicitParams{"user_name": question("What is your name?", "user_name", "string")}), nil
 			}
 			return text(fmt.Sprintf("Hello, %v!", res.Content["user_name"])), nil
 		})
 	return s
 }
 
-// ask asks the client of req for one field by form elicitation.
-func ask(ctx context.Context, req *mcp.CallToolRequest, message, field, typ string) (*mcp.ElicitResult, error) {
-	return req.Session.Elicit(ctx, &mcp.ElicitParams{
+// ask is the input_required answer (SEP-2322) asking the questions qs
+// (key: the input request's id). The SDK asks a 2025-era client itself
+// (elicitation/create) and calls the tool again with its answers.
+func ask(qs map[string]*mcp.ElicitParams) *mcp.CallToolResult {
+	m := mcp.InputRequestMap{}
+	for k, q := range qs {
+		m[k] = q
+	}
+	return &mcp.CallToolResult{InputRequests: m}
+}
+
+// question is a form elicitation for one field.
+func question(message, field, typ string) *mcp.ElicitParams {
+	return &mcp.ElicitParams{
 		Message:         message,
 		RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{field: map[string]any{"type": typ}}, "required": []string{field}},
-	})
+	}
+}
+
+// answer is the client's answer to input request key in this round.
+func answer(req *mcp.CallToolRequest, key string) (*mcp.ElicitResult, bool) {
+	r, ok := req.Params.InputResponses[key].(*mcp.ElicitResult)
+	return r, ok
 }
 
 func text(s string) *mcp.CallToolResult {

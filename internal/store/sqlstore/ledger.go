@@ -155,9 +155,9 @@ func (db *DB) RenewTask(ctx context.Context, id approval.ID, until time.Time) (s
 func (db *DB) CancelDirectTask(ctx context.Context, id approval.ID) (bool, error) {
 	var n int64
 	err := db.inTx(ctx, func(t *tx) error {
-		res, err := t.exec(ctx, `UPDATE approval_tasks SET state = ? WHERE request_id = ? AND state = ?
+		res, err := t.exec(ctx, `UPDATE approval_tasks SET state = ? WHERE request_id = ? AND state IN (?, ?)
 			AND NOT EXISTS (SELECT 1 FROM approval_results WHERE approval_results.request_id = approval_tasks.request_id)`,
-			store.TaskCancelled, string(id), store.TaskWorking)
+			store.TaskCancelled, string(id), store.TaskWorking, store.TaskInputRequired)
 		if err != nil {
 			return err
 		}
@@ -166,6 +166,36 @@ func (db *DB) CancelDirectTask(ctx context.Context, id approval.ID) (bool, error
 	})
 	if err != nil {
 		return false, db.wrap("cancel task "+string(id), err)
+	}
+	return n == 1, nil
+}
+
+// SwapTask moves a direct task without a result from one state (and
+// sealed arguments) to another, atomically.
+func (db *DB) SwapTask(ctx context.Context, id approval.ID, from string, fromArgs []byte, to string, toArgs []byte, until time.Time) (bool, error) {
+	var lease sql.NullInt64
+	if !until.IsZero() {
+		lease = sql.NullInt64{Int64: millis(store.Millis(until)), Valid: true}
+	}
+	q := `UPDATE approval_tasks SET state = ?, arguments = ?, lease_until = ? WHERE request_id = ? AND state = ? AND arguments IS NULL
+		AND NOT EXISTS (SELECT 1 FROM approval_results WHERE approval_results.request_id = approval_tasks.request_id)`
+	args := []any{to, toArgs, lease, string(id), from}
+	if fromArgs != nil {
+		q = `UPDATE approval_tasks SET state = ?, arguments = ?, lease_until = ? WHERE request_id = ? AND state = ? AND arguments = ?
+			AND NOT EXISTS (SELECT 1 FROM approval_results WHERE approval_results.request_id = approval_tasks.request_id)`
+		args = append(args, fromArgs)
+	}
+	var n int64
+	err := db.inTx(ctx, func(t *tx) error {
+		res, err := t.exec(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return false, db.wrap("swap task "+string(id), err)
 	}
 	return n == 1, nil
 }

@@ -24,6 +24,7 @@ var ledgerTests = []struct {
 	{"RecordDispatch", testRecordDispatch},
 	{"TaskRoundTrip", testTaskRoundTrip},
 	{"DirectTask", testDirectTask},
+	{"SwapTask", testSwapTask},
 	{"RequestStateSingleUse", testRequestStateSingleUse},
 	{"SecretFirstWins", testSecretFirstWins},
 	{"PruneLedger", testPruneLedger},
@@ -272,6 +273,61 @@ func testDirectTask(t *testing.T, s store.Store) {
 	}
 	if _, err := s.RenewTask(ctx, id(2, 22), t0); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("RenewTask of an unknown task = %v, want ErrNotFound", err)
+	}
+}
+
+// testSwapTask: SwapTask moves a direct task between states only from the
+// state and sealed arguments named (a compare-and-set), never once a
+// result is recorded; a parked (input_required) task can be cancelled.
+func testSwapTask(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	task := store.Task{RequestID: id(2, 30), Principal: approval.Principal{ID: "a"}, CreatedAt: t0, ExpiresAt: t0.Add(time.Hour),
+		State: store.TaskWorking, LeaseUntil: t0.Add(time.Minute)}
+	if err := s.CreateTask(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	round1, round2 := []byte("round-1"), []byte("round-2")
+	if ok, err := s.SwapTask(ctx, task.RequestID, store.TaskInputRequired, nil, store.TaskWorking, nil, time.Time{}); err != nil || ok {
+		t.Fatalf("SwapTask from the wrong state = %v, %v; want false", ok, err)
+	}
+	if ok, err := s.SwapTask(ctx, task.RequestID, store.TaskWorking, nil, store.TaskInputRequired, round1, time.Time{}); err != nil || !ok {
+		t.Fatalf("SwapTask working -> input_required = %v, %v; want true", ok, err)
+	}
+	got, err := s.GetTask(ctx, task.RequestID)
+	if err != nil || got.State != store.TaskInputRequired || string(got.Arguments) != "round-1" || !got.LeaseUntil.IsZero() {
+		t.Fatalf("after parking: %+v, %v", got, err)
+	}
+	if ok, err := s.SwapTask(ctx, task.RequestID, store.TaskInputRequired, round2, store.TaskInputRequired, round1, time.Time{}); err != nil || ok {
+		t.Errorf("SwapTask from other arguments = %v, %v; want false", ok, err)
+	}
+	if ok, err := s.SwapTask(ctx, task.RequestID, store.TaskInputRequired, round1, store.TaskInputRequired, round2, time.Time{}); err != nil || !ok {
+		t.Fatalf("SwapTask round-1 -> round-2 = %v, %v; want true", ok, err)
+	}
+	if ok, err := s.SwapTask(ctx, task.RequestID, store.TaskInputRequired, round2, store.TaskWorking, nil, t0.Add(2*time.Minute)); err != nil || !ok {
+		t.Fatalf("SwapTask input_required -> working = %v, %v; want true", ok, err)
+	}
+	got, err = s.GetTask(ctx, task.RequestID)
+	if err != nil || got.State != store.TaskWorking || got.Arguments != nil || !got.LeaseUntil.Equal(t0.Add(2*time.Minute)) {
+		t.Fatalf("after resuming: %+v, %v", got, err)
+	}
+	if ok, err := s.SwapTask(ctx, task.RequestID, store.TaskWorking, nil, store.TaskInputRequired, round1, time.Time{}); err != nil || !ok {
+		t.Fatalf("SwapTask working -> input_required again = %v, %v", ok, err)
+	}
+	if ok, err := s.CancelDirectTask(ctx, task.RequestID); err != nil || !ok {
+		t.Fatalf("CancelDirectTask of a parked task = %v, %v; want true", ok, err)
+	}
+	if ok, err := s.SwapTask(ctx, task.RequestID, store.TaskInputRequired, round1, store.TaskWorking, nil, t0); err != nil || ok {
+		t.Errorf("SwapTask of a cancelled task = %v, %v; want false", ok, err)
+	}
+	done := store.Task{RequestID: id(2, 31), Principal: approval.Principal{ID: "a"}, CreatedAt: t0, ExpiresAt: t0.Add(time.Hour), State: store.TaskWorking, LeaseUntil: t0.Add(time.Minute)}
+	if err := s.CreateTask(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutResult(ctx, store.Result{RequestID: done.RequestID, Result: json.RawMessage(`{"content":[]}`), RecordedAt: t0, ExpiresAt: t0.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.SwapTask(ctx, done.RequestID, store.TaskWorking, nil, store.TaskInputRequired, round1, time.Time{}); err != nil || ok {
+		t.Errorf("SwapTask of a task with a result = %v, %v; want false", ok, err)
 	}
 }
 
