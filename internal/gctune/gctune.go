@@ -14,9 +14,16 @@
 // memory limit of 512 MiB, the previous default, made the collector run
 // without pause once held calls needed more than the limit (measured in
 // docs/performance.md). Inside a cgroup with a memory.max, toolgate sets a
-// soft memory limit (GOMEMLIMIT) of three quarters of it. The environment
-// variables GOGC and GOMEMLIMIT, when set, win (the runtime has read them
-// already; Apply and Tune then leave that setting alone).
+// soft memory limit (GOMEMLIMIT) of three quarters of it.
+//
+// A burst of admissions (thousands of calls held at once) leaves hundreds
+// of MB of freed heap pages that the runtime's scavenger returns to the OS
+// slowly, and only down to about 1.1× the GC goal; [Tune] returns them at
+// once when the process is quiet ([ShouldRelease]).
+//
+// The environment variables GOGC and GOMEMLIMIT, when set, win (the
+// runtime has read them already; Apply and Tune then leave that setting
+// alone, and with GOGC set Tune forces no collections to release memory).
 package gctune
 
 import (
