@@ -123,7 +123,17 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	}
 	const idle = 10 * time.Second
 	cpu0 := cpuTicks(b, append([]int{pid}, dbPIDs()...))
+	idleProfiled := make(chan struct{})
+	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
+		go func() { // where the idle CPU goes (gctune's release, heartbeats, leases)
+			defer close(idleProfiled)
+			saveProfile(b, g.Admin, "/debug/pprof/profile?seconds=9", filepath.Join(dir, fmt.Sprintf("%s-%d-idle-cpu.pprof", driver, n)))
+		}()
+	} else {
+		close(idleProfiled)
+	}
 	time.Sleep(idle) // holding idle is what is measured
+	<-idleProfiled
 	cpu1 := cpuTicks(b, append([]int{pid}, dbPIDs()...))
 	idleCPU := float64(cpu1-cpu0) / clockTicks / idle.Seconds() * 100
 	rssIdle := rssMB(b, pid) // after holding idle: what the held calls cost while they wait

@@ -270,7 +270,7 @@ func TestTuneReleasesAfterTheBurst(t *testing.T) {
 				if n := releases(); n != 1 {
 					t.Fatalf("released %d times within %v", n, ReleaseEvery)
 				}
-				for range 7 {
+				for range int(ReleaseEvery/time.Second) - 23 { // until ReleaseEvery has passed
 					set(300*mb, 1*mb)
 					tick()
 				}
@@ -302,14 +302,14 @@ func TestTuneReleasesAtMostEveryReleaseEvery(t *testing.T) {
 		runTune(t, Settings{GCPercent: 400, GCPercentSource: "default"},
 			func() Stats { return Stats{Live: 200 << 20, Free: 400 << 20} }, rt,
 			func(tick func()) {
-				for range 35 {
+				for range int(ReleaseEvery/time.Second) + 5 {
 					tick()
 				}
 			})
-		// Looks at 1..35 s; the first has no allocation rate yet: releases
-		// at 2 and 32 s.
+		// A look every second; the first has no allocation rate yet:
+		// releases at 2 s and ReleaseEvery later.
 		if len(rt.releases) != 2 {
-			t.Errorf("%d releases in 35 s, want 4 (one per %v)", len(rt.releases), ReleaseEvery)
+			t.Errorf("%d releases in %v, want 2 (one per %v)", len(rt.releases), ReleaseEvery+5*time.Second, ReleaseEvery)
 		}
 	})
 }
