@@ -35,6 +35,8 @@ import (
 //     stack of a parked goroutine only when it collects, once per
 //     collection) while the calls are held, divided by N; rss-gc-MB: the
 //     RSS after those collections;
+//   - rss-idle-MB: the RSS at the end of the 10 s of holding idle (after
+//     gctune has had time to return the burst's free heap to the OS);
 //
 // and fails unless every call ran exactly once with its own arguments.
 // The calls share 100 MCP client sessions (one per agent); TOOLGATE_BENCH_SESSIONS
@@ -121,9 +123,23 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	}
 	const idle = 10 * time.Second
 	cpu0 := cpuTicks(b, append([]int{pid}, dbPIDs()...))
+	idleProfiled := make(chan struct{})
+	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
+		go func() { // where the idle CPU goes (gctune's release, heartbeats, leases)
+			defer close(idleProfiled)
+			saveProfile(b, g.Admin, "/debug/pprof/profile?seconds=9", filepath.Join(dir, fmt.Sprintf("%s-%d-idle-cpu.pprof", driver, n)))
+		}()
+	} else {
+		close(idleProfiled)
+	}
 	time.Sleep(idle) // holding idle is what is measured
+	<-idleProfiled
 	cpu1 := cpuTicks(b, append([]int{pid}, dbPIDs()...))
 	idleCPU := float64(cpu1-cpu0) / clockTicks / idle.Seconds() * 100
+	rssIdle := rssMB(b, pid) // after holding idle: what the held calls cost while they wait
+	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
+		saveProfile(b, g.Admin, "/debug/pprof/heap?debug=1", filepath.Join(dir, fmt.Sprintf("%s-%d-idle-heap.txt", driver, n)))
+	}
 
 	ids := make([]string, len(pending))
 	for i, a := range pending {
@@ -168,6 +184,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	b.ReportMetric(float64(n)/took.Seconds(), "approvals/s")
 	b.ReportMetric(float64(cpu1-cpu0)/clockTicks*1000/float64(n), "approve-cpu-ms")
 	b.ReportMetric(rssGC, "rss-gc-MB")
+	b.ReportMetric(rssIdle, "rss-idle-MB")
 	b.ReportMetric(float64(goroutines)/float64(n), "goroutines/call")
 	b.ReportMetric(float64(stack)/1024/float64(n), "stack-KB/call")
 }

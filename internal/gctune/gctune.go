@@ -14,9 +14,16 @@
 // memory limit of 512 MiB, the previous default, made the collector run
 // without pause once held calls needed more than the limit (measured in
 // docs/performance.md). Inside a cgroup with a memory.max, toolgate sets a
-// soft memory limit (GOMEMLIMIT) of three quarters of it. The environment
-// variables GOGC and GOMEMLIMIT, when set, win (the runtime has read them
-// already; Apply and Tune then leave that setting alone).
+// soft memory limit (GOMEMLIMIT) of three quarters of it.
+//
+// A burst of admissions (thousands of calls held at once) leaves hundreds
+// of MB of freed heap pages that the runtime's scavenger returns to the OS
+// slowly, and only down to about 1.1× the GC goal; [Tune] returns them at
+// once when the process is quiet ([ShouldRelease]).
+//
+// The environment variables GOGC and GOMEMLIMIT, when set, win (the
+// runtime has read them already; Apply and Tune then leave that setting
+// alone, and with GOGC set Tune forces no collections to release memory).
 package gctune
 
 import (
@@ -98,48 +105,138 @@ func PercentFor(live uint64) int {
 	return int(min(max(100*uint64(Headroom)/live, MinGCPercent), DefaultGCPercent))
 }
 
-// liveHeap is the runtime metric of the heap's live bytes as of the last
-// collection.
-const liveHeap = "/gc/heap/live:bytes"
+// Release policy: when to hand the heap's free pages back to the OS.
+const (
+	// ReleaseAbove is how much free heap (bytes; spans the collector freed
+	// that the runtime has not yet returned to the OS) Tune tolerates
+	// before it releases it.
+	ReleaseAbove = 64 << 20
+	// ReleaseQuiet: Tune releases the free heap only while the process
+	// allocates so little that the free heap would last at least this long
+	// at the current rate, so that it does not return pages the next
+	// collection cycles reuse (a busy proxy's heap swings between its live
+	// size and the GC goal).
+	ReleaseQuiet = 60 * time.Second
+	// ReleaseEvery is the least time between two releases. Each forces a
+	// full collection and returns the free pages one run at a time
+	// (debug.FreeOSMemory): measured at about 4.7 ms of CPU per MB
+	// returned from a held-call heap, 0.4 s for 90 MB (docs/performance.md),
+	// so bursts that come back every few seconds must not pay it each time.
+	ReleaseEvery = 5 * time.Minute
+)
 
-// Tune follows the live heap every interval and sets GOGC to PercentFor
-// it, until ctx ends. It does nothing when s's GOGC came from the
-// environment. It runs on the caller's goroutine (serve runs it in its
-// group).
-func Tune(ctx context.Context, s Settings, every time.Duration) {
-	sample := []metrics.Sample{{Name: liveHeap}}
-	readLive := func() (uint64, bool) {
-		metrics.Read(sample)
-		if sample[0].Value.Kind() != metrics.KindUint64 {
-			return 0, false // a runtime without the metric
-		}
-		return sample[0].Value.Uint64(), true
-	}
-	tune(ctx, s, every, readLive, func(p int) { debug.SetGCPercent(p) })
+// Stats is what Tune reads from the runtime on each look (runtime/metrics).
+type Stats struct {
+	Live   uint64 // the heap's live bytes as of the last collection (/gc/heap/live:bytes)
+	Free   uint64 // free heap bytes not returned to the OS (/memory/classes/heap/free:bytes)
+	Allocs uint64 // bytes allocated since the process started (/gc/heap/allocs:bytes)
 }
 
-// tune is Tune with the live heap's reader and GOGC's setter given.
-func tune(ctx context.Context, s Settings, every time.Duration, readLive func() (uint64, bool), setPercent func(int)) {
+// Runtime is what Tune changes: GOGC and the release of free heap.
+type Runtime interface {
+	SetGCPercent(percent int)
+	FreeOSMemory()
+}
+
+// ShouldRelease reports whether Tune releases the free heap now: more than
+// ReleaseAbove of it is free (bytes), the process allocated (bytes) over
+// the last elapsed so little that the free heap would last ReleaseQuiet at
+// that rate, and the previous release is at least ReleaseEvery ago
+// (sinceRelease; a negative value means there was none).
+//
+// A burst of work (thousands of calls admitted and held at once) leaves the
+// heap with hundreds of MB the collector freed but the runtime's scavenger
+// returns to the OS only slowly (and only down to about 1.1× the GC goal):
+// docs/performance.md, "Held calls at scale". Once the burst is over the
+// pages are idle, and handing them back costs one collection.
+func ShouldRelease(free, allocated uint64, elapsed, sinceRelease time.Duration) bool {
+	if free <= ReleaseAbove || elapsed <= 0 {
+		return false
+	}
+	// allocated/elapsed × ReleaseQuiet < free, in float64: the product
+	// overflows uint64 for a few GB per second.
+	quiet := float64(allocated)*ReleaseQuiet.Seconds() < float64(free)*elapsed.Seconds()
+	return quiet && (sinceRelease < 0 || sinceRelease >= ReleaseEvery)
+}
+
+// Tune follows the runtime every interval until ctx ends: it sets GOGC to
+// PercentFor the live heap, and releases the heap's free pages to the OS
+// when ShouldRelease says so. It does nothing when s's GOGC came from the
+// environment (an operator who sets GOGC manages the collector; a release
+// forces a collection). It runs on the caller's goroutine (serve runs it
+// in its group).
+func Tune(ctx context.Context, s Settings, every time.Duration) {
+	tune(ctx, s, every, newStatsReader(), goRuntime{})
+}
+
+// newStatsReader returns a reader of the runtime's Stats; it reports false
+// when this Go lacks one of the metrics.
+func newStatsReader() func() (Stats, bool) {
+	sample := []metrics.Sample{
+		{Name: "/gc/heap/live:bytes"},
+		{Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/gc/heap/allocs:bytes"},
+	}
+	return func() (Stats, bool) {
+		metrics.Read(sample)
+		for _, m := range sample {
+			if m.Value.Kind() != metrics.KindUint64 {
+				return Stats{}, false
+			}
+		}
+		return Stats{Live: sample[0].Value.Uint64(), Free: sample[1].Value.Uint64(), Allocs: sample[2].Value.Uint64()}, true
+	}
+}
+
+// goRuntime is Runtime on runtime/debug.
+type goRuntime struct{}
+
+func (goRuntime) SetGCPercent(p int) { debug.SetGCPercent(p) }
+func (goRuntime) FreeOSMemory()      { debug.FreeOSMemory() }
+
+// tune is Tune with the runtime's reader and setters given.
+func tune(ctx context.Context, s Settings, every time.Duration, read func() (Stats, bool), rt Runtime) {
 	if s.GCPercentSource != "default" {
 		return
 	}
 	current := s.GCPercent
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var (
+		prev        Stats
+		prevAt      time.Time // zero: no look yet
+		lastRelease time.Time // zero: none yet
+	)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		live, ok := readLive()
+		st, ok := read()
 		if !ok {
 			return // keep the start value
 		}
-		if p := PercentFor(live); p != current {
-			setPercent(p)
+		now := time.Now()
+		if p := PercentFor(st.Live); p != current {
+			rt.SetGCPercent(p)
 			current = p
 		}
+		if !prevAt.IsZero() {
+			since := time.Duration(-1)
+			if !lastRelease.IsZero() {
+				since = now.Sub(lastRelease)
+			}
+			if ShouldRelease(st.Free, st.Allocs-prev.Allocs, now.Sub(prevAt), since) {
+				rt.FreeOSMemory()
+				now = time.Now()
+				lastRelease = now
+				if st2, ok := read(); ok {
+					st = st2 // the release's own collection allocates
+				}
+			}
+		}
+		prev, prevAt = st, now
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -127,48 +128,214 @@ func TestPercentFor(t *testing.T) {
 	}
 }
 
+// fakeRuntime records what tune did to the runtime.
+type fakeRuntime struct {
+	mu       sync.Mutex
+	percents []int
+	releases []time.Time
+}
+
+func (f *fakeRuntime) SetGCPercent(p int) {
+	f.mu.Lock()
+	f.percents = append(f.percents, p)
+	f.mu.Unlock()
+}
+func (f *fakeRuntime) FreeOSMemory() {
+	f.mu.Lock()
+	f.releases = append(f.releases, time.Now())
+	f.mu.Unlock()
+}
+
+// runTune runs tune on rt with stats() as the runtime's stats, calls steps
+// with a function that moves the fake clock by one interval, and returns
+// once tune has returned.
+func runTune(t *testing.T, s Settings, stats func() Stats, rt *fakeRuntime, steps func(tick func())) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tune(ctx, s, time.Second, func() (Stats, bool) { return stats(), true }, rt)
+	}()
+	steps(func() {
+		time.Sleep(time.Second)
+		synctest.Wait()
+	})
+	cancel()
+	<-done
+}
+
 // TestTune follows a live heap that grows and shrinks: GOGC is set each
 // time PercentFor moves, and only then.
 func TestTune(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var (
-			live atomic.Uint64
-			mu   sync.Mutex
-			set  []int
-		)
+		var live atomic.Uint64
 		live.Store(4 << 20)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			tune(ctx, Settings{GCPercent: 400, GCPercentSource: "default"}, time.Second,
-				func() (uint64, bool) { return live.Load(), true },
-				func(p int) { mu.Lock(); set = append(set, p); mu.Unlock() })
-		}()
-		step := func(l uint64) {
-			live.Store(l)
-			time.Sleep(time.Second)
-			synctest.Wait()
+		rt := &fakeRuntime{}
+		runTune(t, Settings{GCPercent: 400, GCPercentSource: "default"},
+			func() Stats { return Stats{Live: live.Load()} }, rt,
+			func(tick func()) {
+				for _, l := range []uint64{
+					4 << 20,   // 400 already
+					32 << 20,  // 200
+					32 << 20,  // unchanged
+					256 << 20, // 100
+					2 << 20,   // 400 again
+				} {
+					live.Store(l)
+					tick()
+				}
+			})
+		if want := []int{200, 100, 400}; !slices.Equal(rt.percents, want) {
+			t.Errorf("GOGC set to %v, want %v", rt.percents, want)
 		}
-		step(4 << 20)   // 400 already
-		step(32 << 20)  // 200
-		step(32 << 20)  // unchanged
-		step(256 << 20) // 100
-		step(2 << 20)   // 400 again
-		cancel()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		if want := []int{200, 100, 400}; !slices.Equal(set, want) {
-			t.Errorf("GOGC set to %v, want %v", set, want)
+		if len(rt.releases) != 0 {
+			t.Errorf("released %d times with no free heap", len(rt.releases))
+		}
+	})
+}
+
+func TestShouldRelease(t *testing.T) {
+	const mb = 1 << 20
+	sec := time.Second
+	tests := []struct {
+		name         string
+		free, allocd uint64
+		elapsed      time.Duration
+		since        time.Duration
+		want         bool
+	}{
+		{"a burst's free heap, quiet, never released", 400 * mb, 1 * mb, sec, -1, true},
+		{"quiet, last release long ago", 400 * mb, 1 * mb, sec, ReleaseEvery, true},
+		{"too little free heap", ReleaseAbove, 0, sec, -1, false},
+		{"busy: the free heap lasts 60 s", 600 * mb, 10 * mb, sec, -1, false},
+		{"just quiet enough: it lasts a little more", 600 * mb, 10*mb - 1, sec, -1, true},
+		{"the rate counts, not the bytes", 600 * mb, 19 * mb, 2 * sec, -1, true},
+		{"released recently", 400 * mb, 0, sec, ReleaseEvery - time.Millisecond, false},
+		{"no time passed", 400 * mb, 0, 0, -1, false},
+		{"many GB per second do not overflow", 400 * mb, 1 << 62, sec, -1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ShouldRelease(tt.free, tt.allocd, tt.elapsed, tt.since); got != tt.want {
+				t.Errorf("ShouldRelease(%d MiB free, %d MiB allocated in %v, %v) = %v, want %v",
+					tt.free/mb, tt.allocd/mb, tt.elapsed, tt.since, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestTuneReleasesAfterTheBurst: while a burst allocates fast, the free
+// heap stays; once the process is quiet it is released, at most once per
+// ReleaseEvery, and a release is not repeated while nothing new is free.
+func TestTuneReleasesAfterTheBurst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const mb = 1 << 20
+		var (
+			mu sync.Mutex
+			st = Stats{Live: 200 * mb}
+		)
+		set := func(free, allocPerTick uint64) {
+			mu.Lock()
+			st.Free = free
+			st.Allocs += allocPerTick
+			mu.Unlock()
+		}
+		start := time.Now()
+		rt := &fakeRuntime{}
+		releases := func() int { rt.mu.Lock(); defer rt.mu.Unlock(); return len(rt.releases) }
+		runTune(t, Settings{GCPercent: 400, GCPercentSource: "default"},
+			func() Stats { mu.Lock(); defer mu.Unlock(); return st }, rt,
+			func(tick func()) {
+				for range 5 { // the burst: 80 MB/s allocated, 400 MB free
+					set(400*mb, 80*mb)
+					tick()
+				}
+				if n := releases(); n != 0 {
+					t.Errorf("released %d times during the burst", n)
+				}
+				set(400*mb, 1*mb) // quiet
+				tick()
+				if n := releases(); n != 1 {
+					t.Fatalf("released %d times after the burst, want 1", n)
+				}
+				set(10*mb, 1*mb) // what the release left free
+				for range 20 {
+					tick()
+				}
+				set(300*mb, 80*mb) // a second burst, 21 s after the first release
+				tick()
+				set(300*mb, 1*mb) // quiet, but only 22 s after the first release
+				tick()
+				if n := releases(); n != 1 {
+					t.Fatalf("released %d times within %v", n, ReleaseEvery)
+				}
+				for range int(ReleaseEvery/time.Second) - 23 { // until ReleaseEvery has passed
+					set(300*mb, 1*mb)
+					tick()
+				}
+				set(300*mb, 80*mb)
+				tick()
+				set(300*mb, 1*mb) // quiet again: released
+				tick()
+			})
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		if len(rt.releases) != 2 {
+			t.Fatalf("releases at %v, want 2", rt.releases)
+		}
+		if got := rt.releases[0].Sub(start); got != 6*time.Second {
+			t.Errorf("first release after %v, want 6s (the first quiet look)", got)
+		}
+		if got := rt.releases[1].Sub(rt.releases[0]); got < ReleaseEvery {
+			t.Errorf("second release %v after the first, want at least %v", got, ReleaseEvery)
+		}
+	})
+}
+
+// TestTuneReleasesAtMostEveryReleaseEvery: free heap that stays above the
+// bound (the release could not return it) is not released again on every
+// look.
+func TestTuneReleasesAtMostEveryReleaseEvery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := &fakeRuntime{}
+		runTune(t, Settings{GCPercent: 400, GCPercentSource: "default"},
+			func() Stats { return Stats{Live: 200 << 20, Free: 400 << 20} }, rt,
+			func(tick func()) {
+				for range int(ReleaseEvery/time.Second) + 5 {
+					tick()
+				}
+			})
+		// A look every second; the first has no allocation rate yet:
+		// releases at 2 s and ReleaseEvery later.
+		if len(rt.releases) != 2 {
+			t.Errorf("%d releases in %v, want 2 (one per %v)", len(rt.releases), ReleaseEvery+5*time.Second, ReleaseEvery)
 		}
 	})
 }
 
 // TestTuneLeavesGOGCFromTheEnvironment: a GOGC the operator set is never
-// changed.
+// changed, and tune never forces a collection to release memory.
 func TestTuneLeavesGOGCFromTheEnvironment(t *testing.T) {
+	rt := &fakeRuntime{}
 	tune(t.Context(), Settings{GCPercentSource: "env"}, time.Second,
-		func() (uint64, bool) { t.Error("read the live heap"); return 0, false },
-		func(int) { t.Error("set GOGC") })
+		func() (Stats, bool) { t.Error("read the runtime's stats"); return Stats{}, false }, rt)
+	if len(rt.percents)+len(rt.releases) != 0 {
+		t.Errorf("changed the runtime: %+v", rt)
+	}
+}
+
+// TestStatsReader reads the runtime's metrics: every one Tune needs
+// exists in this Go (a missing one would make Tune return at once).
+func TestStatsReader(t *testing.T) {
+	keep := make([]byte, 1<<20)
+	runtime.GC()
+	st, ok := newStatsReader()()
+	runtime.KeepAlive(keep)
+	if !ok {
+		t.Fatal("a runtime metric Tune reads is missing")
+	}
+	if st.Live < 1<<20 || st.Allocs < st.Live {
+		t.Errorf("stats %+v: want at least the 1 MiB kept live, and allocations at least the live heap", st)
+	}
 }
