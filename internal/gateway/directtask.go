@@ -160,21 +160,9 @@ func (g *Gateway) continueDirectTask(ctx context.Context, p approval.Principal, 
 		return true
 	}
 	call := gate.Call{Principal: p, Server: t.Server, Tool: t.Tool, Arguments: round.Arguments, ToolDigest: t.Digest}
-	g.closeMux.Lock()
-	defer g.closeMux.Unlock()
-	if g.closed || g.root.Err() != nil {
-		return false
-	}
-	ctx, cancel := context.WithCancel(context.WithValue(context.WithoutCancel(ctx), modernKey{}, true))
-	stop := context.AfterFunc(g.root, cancel) //nolint:contextcheck // the gateway's lifecycle root ends the runner on Close
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		defer cancel()
-		defer stop()
+	return g.goTask(ctx, func(ctx context.Context) {
 		g.directRound(ctx, t, call, nil, st, rr)
-	}()
-	return true
+	})
 }
 
 func mustJSON(v any) json.RawMessage {

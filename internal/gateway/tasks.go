@@ -278,18 +278,7 @@ func (g *Gateway) callAsTask(ctx context.Context, p approval.Principal, name str
 // made the task), keeping its values, and ends with the gateway (Close).
 // It reports false when the gateway is closing.
 func (g *Gateway) runTask(ctx context.Context, t Tool, call gate.Call, done chan<- taskOutcome, started chan<- gate.StartedTask) bool {
-	g.closeMux.Lock()
-	defer g.closeMux.Unlock()
-	if g.closed || g.root.Err() != nil {
-		return false
-	}
-	ctx, cancel := context.WithCancel(context.WithValue(context.WithoutCancel(ctx), modernKey{}, true))
-	stop := context.AfterFunc(g.root, cancel) //nolint:contextcheck // the gateway's lifecycle root ends the runner on Close
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		defer cancel()
-		defer stop()
+	return g.goTask(ctx, func(ctx context.Context) {
 		adm := g.gk.Admit(ctx, call)
 		var o taskOutcome
 		switch {
@@ -312,6 +301,27 @@ func (g *Gateway) runTask(ctx context.Context, t Tool, call gate.Call, done chan
 		if done != nil {
 			done <- o
 		}
+	})
+}
+
+// goTask runs fn on a goroutine of the gateway with a context that keeps
+// ctx's values (marked as a 2026-07-28 request) but outlives it, and ends
+// with the gateway (Close waits for fn). It reports false, running
+// nothing, when the gateway is closing.
+func (g *Gateway) goTask(ctx context.Context, fn func(ctx context.Context)) bool {
+	g.closeMux.Lock()
+	defer g.closeMux.Unlock()
+	if g.closed || g.root.Err() != nil {
+		return false
+	}
+	ctx, cancel := context.WithCancel(context.WithValue(context.WithoutCancel(ctx), modernKey{}, true))
+	stop := context.AfterFunc(g.root, cancel) //nolint:contextcheck // the gateway's lifecycle root ends the runner on Close
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		defer cancel()
+		defer stop()
+		fn(ctx)
 	}()
 	return true
 }
