@@ -28,17 +28,7 @@ func TestRenewLeasesWhilePoolIsBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	busy := make([]*sql.Tx, 0, maxConns)
-	for range maxConns {
-		tx, err := db.sql.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		busy = append(busy, tx)
-	}
-	if got := db.d.(*postgresDialect).pool.Stat().AcquiredConns(); got != maxConns {
-		t.Fatalf("main pool has %d connections in use, want all %d", got, maxConns)
-	}
+	busy := holdPostgresPool(t, db, maxConns)
 
 	// The lease period of the renewal: a hang guard (the renewal needs
 	// milliseconds), not a timing assertion.
@@ -65,4 +55,23 @@ func TestRenewLeasesWhilePoolIsBusy(t *testing.T) {
 	if !stored.LeaseUntil.Equal(later) {
 		t.Errorf("LeaseUntil = %v, want %v", stored.LeaseUntil, later)
 	}
+}
+
+// holdPostgresPool opens n transactions on db's main Postgres pool (of
+// MaxConns n), so that every connection of it is in use, as thousands of
+// queued CreateRequest transactions keep it; the caller rolls them back.
+func holdPostgresPool(t *testing.T, db *DB, n int) []*sql.Tx {
+	t.Helper()
+	busy := make([]*sql.Tx, 0, n)
+	for range n {
+		tx, err := db.sql.BeginTx(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		busy = append(busy, tx)
+	}
+	if got := db.d.(*postgresDialect).pool.Stat().AcquiredConns(); int(got) != n {
+		t.Fatalf("main pool has %d connections in use, want all %d", got, n)
+	}
+	return busy
 }
