@@ -385,6 +385,25 @@ func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID,
 	return renewed, nil
 }
 
+// dueQuery lists the requests due as of the bound time (three times, unix
+// ms), most overdue first, at most the bound limit: pending ones past their
+// expiry, approved ones past their validity, and consumed ones without a
+// dispatch outcome whose holder's lease lapsed. Each branch reads an index
+// that holds only candidates: requests_state_expires for the first two
+// (pending and approved requests are the live ones), requests_undispatched
+// (migration 13) for the third, so the sweeper's query, every sweep
+// interval, does not grow with the consumed requests the store keeps.
+const dueQuery = `SELECT id FROM (
+		SELECT id, expires_at AS due FROM requests
+		WHERE state = 'pending' AND expires_at <= ?
+		UNION ALL
+		SELECT id, decided_at + valid_for_ms AS due FROM requests
+		WHERE state = 'approved' AND valid_for_ms > 0 AND decided_at + valid_for_ms <= ?
+		UNION ALL
+		SELECT id, lease_until AS due FROM requests
+		WHERE state = 'consumed' AND dispatch_outcome = '' AND held_by <> '' AND lease_until <= ?
+	) AS d ORDER BY due, id LIMIT ?`
+
 // Due returns the ids of requests a sweeper must look at as of now, most
 // overdue first, at most limit (0 means 100): see store.Store.Due.
 func (db *DB) Due(ctx context.Context, now time.Time, limit int) ([]approval.ID, error) {
@@ -392,16 +411,7 @@ func (db *DB) Due(ctx context.Context, now time.Time, limit int) ([]approval.ID,
 		limit = defaultLimit
 	}
 	ms := now.UnixMilli()
-	rows, err := db.query(ctx, `SELECT id FROM (
-			SELECT id, expires_at AS due FROM requests
-			WHERE state = 'pending' AND expires_at <= ?
-			UNION ALL
-			SELECT id, decided_at + valid_for_ms AS due FROM requests
-			WHERE state = 'approved' AND valid_for_ms > 0 AND decided_at + valid_for_ms <= ?
-			UNION ALL
-			SELECT id, lease_until AS due FROM requests
-			WHERE state = 'consumed' AND dispatch_outcome = '' AND held_by <> '' AND lease_until <= ?
-		) AS d ORDER BY due, id LIMIT ?`, ms, ms, ms, limit)
+	rows, err := db.query(ctx, dueQuery, ms, ms, ms, limit)
 	ids, err := collect(rows, err, func(rows *sql.Rows) (approval.ID, error) {
 		var id approval.ID
 		return id, rows.Scan(&id)
