@@ -34,7 +34,7 @@ func TestDueReadsOnlyCandidates(t *testing.T) {
 				}
 				explain = "EXPLAIN "
 			}
-			rows, err := db.sql.QueryContext(ctx, db.d.rebind(explain+dueQuery), 1e12, 1e12, 1e12, 100)
+			rows, err := db.sql.QueryContext(ctx, db.d.rebind(explain+dueQuery), int64(1e12), int64(1e12), int64(1e12), 100)
 			if err != nil {
 				t.Fatalf("explain Due: %v", err)
 			}
@@ -54,10 +54,11 @@ func TestDueReadsOnlyCandidates(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, v := range vals { // SQLite: id, parent, notused, detail; Postgres: one text column
-					if s, ok := v.(string); ok {
-						plan.WriteString(s + "\n")
-					} else if bs, ok := v.([]byte); ok {
-						plan.WriteString(string(bs) + "\n")
+					switch v := v.(type) {
+					case string:
+						plan.WriteString(v + "\n")
+					case []byte:
+						plan.WriteString(string(v) + "\n")
 					}
 				}
 			}
