@@ -97,6 +97,7 @@ type captureTransport struct {
 	routes *progressRoutes
 	up     *upstream  // nil: log messages are left to the SDK's handler
 	owner  *agentConn // the agent session a per-agent session belongs to; nil if shared
+	raw    *rawCalls  // the session's raw calls, whose requests are in flight too; may be nil
 }
 
 func (t captureTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -104,7 +105,7 @@ func (t captureTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &captureConn{Connection: c, routes: t.routes, up: t.up, owner: t.owner}, nil
+	return &captureConn{Connection: c, routes: t.routes, up: t.up, owner: t.owner, raw: t.raw}, nil
 }
 
 // captureConn records the id of each outgoing tools/call whose context has
@@ -120,7 +121,8 @@ type captureConn struct {
 	routes   *progressRoutes
 	up       *upstream
 	owner    *agentConn
-	pending  sync.Map // jsonrpc.ID → *slot
+	raw      *rawCalls // may be nil
+	pending  sync.Map  // jsonrpc.ID → *slot
 	inflight sync.Map // jsonrpc.ID → *origin; per-agent sessions only
 }
 
@@ -165,13 +167,20 @@ func (c *captureConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 }
 
 // inflightOrigin returns an agent request in flight on a per-agent
-// session (they all belong to its agent), or nil.
+// session (they all belong to its agent), sent by the SDK or as a raw
+// call, or nil.
 func (c *captureConn) inflightOrigin() *origin {
+	if c.owner == nil {
+		return nil
+	}
 	var o *origin
 	c.inflight.Range(func(_, v any) bool {
 		o = v.(*origin)
 		return false
 	})
+	if o == nil && c.raw != nil {
+		o = c.raw.anyOrigin()
+	}
 	return o
 }
 
