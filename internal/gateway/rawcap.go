@@ -123,7 +123,7 @@ type captureConn struct {
 	owner    *agentConn
 	raw      *rawCalls // may be nil
 	pending  sync.Map  // jsonrpc.ID → *slot
-	inflight sync.Map // jsonrpc.ID → *origin; per-agent sessions only
+	inflight sync.Map  // jsonrpc.ID → *origin; per-agent sessions only
 }
 
 func (c *captureConn) Write(ctx context.Context, msg jsonrpc.Message) error {

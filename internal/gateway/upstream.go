@@ -51,7 +51,7 @@ const stableAfter = 30 * time.Second
 // An upConn is one live session with an upstream.
 type upConn struct {
 	cs   *mcp.ClientSession
-	proc *process // the stdio child; nil for HTTP
+	proc *process  // the stdio child; nil for HTTP
 	raw  *rawCalls // the raw tools/call path of a stdio session (rawcall.go); nil for HTTP
 	// logMu orders the logging/setLevel requests sent on cs
 	// (upstream.setLoggingLevel).
