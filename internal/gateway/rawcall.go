@@ -89,6 +89,13 @@ func (r *rawCalls) end(cause error) {
 	close(r.gone)
 }
 
+// count returns how many raw calls were sent (or tried).
+func (r *rawCalls) count() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.next
+}
+
 // anyOrigin returns the agent request of some raw call waiting now, or nil.
 func (r *rawCalls) anyOrigin() *origin {
 	r.mu.Lock()
