@@ -67,7 +67,7 @@ func runRawUpstream() error {
 				Method string          `json:"method"`
 				Params struct {
 					Arguments struct{ Marker string } `json:"arguments"`
-					RequestID json.RawMessage        `json:"requestId"`
+					RequestID json.RawMessage         `json:"requestId"`
 				} `json:"params"`
 			}
 			if json.Unmarshal(line, &m) == nil {
