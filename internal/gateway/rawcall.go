@@ -405,16 +405,8 @@ func (u *upstream) callRaw(ctx context.Context, tool string, args json.RawMessag
 // call_timeout and the gateway's shutdown applied, and turns a failure into
 // what callError makes of it.
 func (u *upstream) rawOnce(ctx context.Context, c *upConn, tool string, args json.RawMessage) (json.RawMessage, error) {
-	cctx := ctx
-	if d := u.cfg.CallTimeout; d > 0 {
-		var cancel context.CancelFunc
-		cctx, cancel = context.WithTimeoutCause(cctx, d, errCallTimeout)
-		defer cancel()
-	}
-	cctx, cancel := context.WithCancelCause(cctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(u.g.root, func() { cancel(ErrShutdown) })
-	defer stop()
+	cctx, done := u.callContext(ctx)
+	defer done()
 	raw, err := c.raw.call(cctx, tool, args, originFrom(ctx))
 	if err != nil {
 		return nil, u.callError(ctx, cctx, c, tool, err)

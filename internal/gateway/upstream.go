@@ -703,17 +703,26 @@ func (u *upstream) call(ctx context.Context, tool string, args json.RawMessage, 
 	return res, err
 }
 
-func (u *upstream) callOnce(ctx context.Context, c *upConn, tool string, args json.RawMessage, prog *callProgress) (_ *mcp.CallToolResult, retry bool, _ error) {
-	cctx := ctx
+// callContext returns the context a tools/call in ctx runs in upstream:
+// it ends with cause errCallTimeout after call_timeout and with cause
+// ErrShutdown when the gateway closes. done releases it.
+func (u *upstream) callContext(ctx context.Context) (cctx context.Context, done func()) {
+	cctx, cancelTimeout := ctx, func() {}
 	if d := u.cfg.CallTimeout; d > 0 {
-		var cancel context.CancelFunc
-		cctx, cancel = context.WithTimeoutCause(cctx, d, errCallTimeout)
-		defer cancel()
+		cctx, cancelTimeout = context.WithTimeoutCause(cctx, d, errCallTimeout)
 	}
 	cctx, cancel := context.WithCancelCause(cctx)
-	defer cancel(nil)
 	stop := context.AfterFunc(u.g.root, func() { cancel(ErrShutdown) })
-	defer stop()
+	return cctx, func() {
+		stop()
+		cancel(nil)
+		cancelTimeout()
+	}
+}
+
+func (u *upstream) callOnce(ctx context.Context, c *upConn, tool string, args json.RawMessage, prog *callProgress) (_ *mcp.CallToolResult, retry bool, _ error) {
+	cctx, done := u.callContext(ctx)
+	defer done()
 	if prog == nil && rawApplies(ctx, c) {
 		// Without the SDK: one line out, the answer line back (rawcall.go).
 		raw, err := c.raw.call(cctx, tool, args, originFrom(ctx))
