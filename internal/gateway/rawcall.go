@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -28,6 +30,14 @@ import (
 // instead of to the SDK. Everything else the upstream sends (progress, log
 // messages, server→client requests, list changes, answers to the SDK's own
 // requests) still goes to the SDK unchanged.
+//
+// Wire order: what the upstream sent before an answer (a log message, a
+// progress notification) reaches the call's agent before the result, as on
+// the SDK's path. The guard counts the lines it hands to the SDK
+// (rawCalls.passed) and the capture connection the messages the SDK has read
+// through it (rawCalls.sdkRead, after routing each): an answer that arrives
+// while lines before it are still on their way through the SDK is parked
+// until they have been read.
 //
 // The raw path is not taken for HTTP upstreams, for sessions that speak
 // 2026-07-28, for a relayed round (relay2026.go) or with a progress token:
@@ -63,11 +73,23 @@ type rawCalls struct {
 	max int       // bytes: limits.max_result_bytes
 	log *slog.Logger
 
+	passed atomic.Uint64 // lines the stdout guard handed to the SDK
+
 	mu      sync.Mutex
 	next    uint64                // guarded by mu: the number of the last id used
 	waiting map[uint64]*rawWaiter // guarded by mu
+	read    uint64                // guarded by mu: messages the SDK has read (sdkRead)
+	parked  []parkedAnswer        // guarded by mu: answers waiting for earlier lines, by after
 	goneErr error                 // guarded by mu; set once, when gone is closed
 	gone    chan struct{}         // closed when the session ended
+}
+
+// A parkedAnswer waits until the SDK has read the after lines that came
+// before it.
+type parkedAnswer struct {
+	id    uint64
+	a     rawAnswer
+	after uint64
 }
 
 func newRawCalls(w io.Writer, max int, log *slog.Logger) *rawCalls {
@@ -76,7 +98,15 @@ func newRawCalls(w io.Writer, max int, log *slog.Logger) *rawCalls {
 
 // end fails every waiting call, and every later one, with
 // errUpstreamGone (wrapping cause when there is one). It is idempotent.
+// Answers that were parked are delivered first: they did arrive.
 func (r *rawCalls) end(cause error) {
+	r.mu.Lock()
+	parked := r.parked
+	r.parked = nil
+	r.mu.Unlock()
+	for _, p := range parked {
+		r.deliver(p.id, p.a)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.goneErr != nil {
@@ -87,6 +117,41 @@ func (r *rawCalls) end(cause error) {
 		r.goneErr = fmt.Errorf("%w: %w", errUpstreamGone, cause)
 	}
 	close(r.gone)
+}
+
+// answer hands a to the call waiting for id once the SDK has read every
+// line the guard passed it before a's line (see "Wire order" above).
+func (r *rawCalls) answer(id uint64, a rawAnswer) {
+	after := r.passed.Load()
+	r.mu.Lock()
+	if r.read < after {
+		r.parked = append(r.parked, parkedAnswer{id: id, a: a, after: after})
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	r.deliver(id, a)
+}
+
+// sdkRead records that the SDK has read (and toolgate has routed) one more
+// message of the session, and delivers the answers that waited for it.
+func (r *rawCalls) sdkRead() {
+	r.mu.Lock()
+	r.read++
+	i := 0
+	for i < len(r.parked) && r.parked[i].after <= r.read {
+		i++
+	}
+	if i == 0 {
+		r.mu.Unlock()
+		return
+	}
+	ready := slices.Clone(r.parked[:i])
+	r.parked = slices.Delete(r.parked, 0, i)
+	r.mu.Unlock()
+	for _, p := range ready {
+		r.deliver(p.id, p.a)
+	}
 }
 
 // count returns how many raw calls were sent (or tried).
@@ -231,14 +296,14 @@ func (r *rawCalls) divert(l jsonLine) bool {
 	if l.over {
 		r.log.Warn("upstream result larger than limits.max_result_bytes discarded; its call fails",
 			"bytes", l.size, "limit", r.max, "id", string(scan.id))
-		r.deliver(id, rawAnswer{err: resultTooLargeError(l.size, r.max)})
+		r.answer(id, rawAnswer{err: resultTooLargeError(l.size, r.max)})
 		return true
 	}
 	a, why := parseRawAnswer(trimSpace(l.data))
 	if why != "" {
 		r.log.Warn("upstream stdout: a malformed answer to a call; the call fails", "reason", why, "bytes", l.size, "line", logPrefix(l.data))
 	}
-	r.deliver(id, a)
+	r.answer(id, a)
 	return true
 }
 

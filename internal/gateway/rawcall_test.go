@@ -473,3 +473,27 @@ func perAgentRawCalls(g *Gateway, name string) uint64 {
 	}
 	return n
 }
+
+// TestRawCallLogsBeforeResult has the upstream send a burst of log
+// messages and then the answer to a raw call: when the call returns, every
+// one of them has been routed (here, on a shared session, to toolgate's
+// log), as on the SDK's path (wire order; rawcall.go).
+func TestRawCallLogsBeforeResult(t *testing.T) {
+	_, u, logs := rawTestGateway(t, nil)
+	const burst = 64
+	for call := range 5 {
+		var lines []string
+		for i := range burst {
+			lines = append(lines, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"warning","data":"burst-%d-%d"}}`, call, i))
+		}
+		lines = append(lines, `{"jsonrpc":"2.0","id":$ID,"result":{"content":[{"type":"text","text":"after the burst"}]}}`)
+		args, _ := json.Marshal(map[string]any{"marker": fmt.Sprint("burst", call), "lines": lines})
+		res, err := rawCall(t, t.Context(), u, "reply", string(args))
+		if err != nil || resultText(t, res) != "after the burst" {
+			t.Fatalf("call %d: %s %v", call, res, err)
+		}
+		if n := logs.count(fmt.Sprintf("burst-%d-", call)); n != burst {
+			t.Fatalf("call %d returned when %d of the %d log messages before its answer were routed", call, n, burst)
+		}
+	}
+}

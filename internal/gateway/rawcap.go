@@ -144,26 +144,39 @@ func (c *captureConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 func (c *captureConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		m, err := c.Connection.Read(ctx)
-		switch r := m.(type) {
-		case *jsonrpc.Response:
-			if r.Error == nil {
-				if s, ok := c.pending.LoadAndDelete(r.ID); ok {
-					s.(*slot).set(r.Result)
-				}
-			}
-			c.inflight.Delete(r.ID)
-		case *jsonrpc.Request:
-			switch {
-			case r.IsCall():
-			case r.Method == methodProgress && c.routes != nil:
-				c.routes.relayWire(r.Params)
-			case r.Method == methodLog && c.up != nil:
-				c.up.routeLog(ctx, c.inflightOrigin(), c.owner, r.Params)
-				continue // handled: the SDK does not see it
+		routed := c.route(ctx, m)
+		if m != nil && c.raw != nil {
+			// A raw answer that came after m waited until m was routed.
+			c.raw.sdkRead()
+		}
+		if !routed {
+			return m, err
+		}
+	}
+}
+
+// route does what the capture connection does with m before the SDK sees
+// it, and reports whether m was handled here (the SDK does not see it).
+func (c *captureConn) route(ctx context.Context, m jsonrpc.Message) bool {
+	switch r := m.(type) {
+	case *jsonrpc.Response:
+		if r.Error == nil {
+			if s, ok := c.pending.LoadAndDelete(r.ID); ok {
+				s.(*slot).set(r.Result)
 			}
 		}
-		return m, err
+		c.inflight.Delete(r.ID)
+	case *jsonrpc.Request:
+		switch {
+		case r.IsCall():
+		case r.Method == methodProgress && c.routes != nil:
+			c.routes.relayWire(r.Params)
+		case r.Method == methodLog && c.up != nil:
+			c.up.routeLog(ctx, c.inflightOrigin(), c.owner, r.Params)
+			return true
+		}
 	}
+	return false
 }
 
 // inflightOrigin returns an agent request in flight on a per-agent

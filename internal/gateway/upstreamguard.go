@@ -36,10 +36,7 @@ const maxLoggedStdout = 256
 // (it reads for as long as the session lasts), so it is used without one.
 func newStdoutGuard(ctx context.Context, r io.Reader, max int, log *slog.Logger, raw *rawCalls) *lineFilter {
 	ctx = context.WithoutCancel(ctx)
-	f := newLineFilter(r, max, func(l jsonLine) []byte {
-		if raw != nil && raw.divert(l) {
-			return nil
-		}
+	handle := func(l jsonLine) []byte {
 		if l.over {
 			if l.scan.method || classifyID(l.scan.id) != idOK {
 				log.WarnContext(ctx, "upstream stdout: skipped a message larger than limits.max_result_bytes that answers no call",
@@ -66,10 +63,21 @@ func newStdoutGuard(ctx context.Context, r io.Reader, max int, log *slog.Logger,
 			return nil
 		}
 		return append(line, '\n')
-	})
-	if raw != nil {
-		f.end = raw.end
 	}
+	if raw == nil {
+		return newLineFilter(r, max, handle)
+	}
+	f := newLineFilter(r, max, func(l jsonLine) []byte {
+		if raw.divert(l) {
+			return nil
+		}
+		out := handle(l)
+		if out != nil {
+			raw.passed.Add(1)
+		}
+		return out
+	})
+	f.end = raw.end
 	return f
 }
 
