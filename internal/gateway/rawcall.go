@@ -40,8 +40,8 @@ import (
 // until they have been read.
 //
 // The raw path is not taken for HTTP upstreams, for sessions that speak
-// 2026-07-28, for a relayed round (relay2026.go) or with a progress token:
-// those go through the SDK's CallTool as before.
+// 2026-07-28 or for a relayed round (relay2026.go): those go through the
+// SDK's CallTool as before.
 
 // rawIDPrefix starts the string ids of raw calls; rawIDMarker is how it
 // appears on the wire, which a line must contain to be looked at further.
@@ -180,8 +180,11 @@ func (r *rawCalls) anyOrigin() *origin {
 // When ctx ends first it sends notifications/cancelled for the call; an
 // answer that comes later is dropped. o is the agent request the call
 // serves (for routing the upstream's log messages); it may be nil.
-func (r *rawCalls) call(ctx context.Context, tool string, args json.RawMessage, o *origin) (json.RawMessage, error) {
-	mk, err := rawRequestLine(tool, args)
+// progressToken, unless "", is sent as the call's _meta.progressToken; the
+// upstream's progress for it is relayed from the wire (rawcap.go) before
+// the answer is delivered.
+func (r *rawCalls) call(ctx context.Context, tool string, args json.RawMessage, progressToken string, o *origin) (json.RawMessage, error) {
+	mk, err := rawRequestLine(tool, args, progressToken)
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: " + err.Error()}
 	}
@@ -366,10 +369,11 @@ func parseRawAnswer(line []byte) (a rawAnswer, why string) {
 }
 
 // rawRequestLine checks args and returns a function that writes the
-// tools/call line of the raw call with id n: one line, ending in "\n".
+// tools/call line of the raw call with id n: one line, ending in "\n",
+// with _meta.progressToken unless progressToken is """.
 // Arguments that span lines are compacted; arguments that are not a JSON
 // object are refused (nothing is sent).
-func rawRequestLine(tool string, args json.RawMessage) (func(n uint64) []byte, error) {
+func rawRequestLine(tool string, args json.RawMessage, progressToken string) (func(n uint64) []byte, error) {
 	args = bytes.TrimSpace(args)
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
@@ -392,6 +396,11 @@ func rawRequestLine(tool string, args json.RawMessage) (func(n uint64) []byte, e
 		b = appendJSONString(b, tool)
 		b = append(b, `,"arguments":`...)
 		b = append(b, args...)
+		if progressToken != "" {
+			b = append(b, `,"_meta":{"progressToken":`...)
+			b = appendJSONString(b, progressToken)
+			b = append(b, '}')
+		}
 		return append(b, "}}\n"...)
 	}, nil
 }
@@ -426,8 +435,6 @@ func rawApplies(ctx context.Context, c *upConn) bool {
 // upstream.call: the upstream's JSON-RPC error as a *jsonrpc.Error, every
 // other failure (unavailable, timeout, cancelled, shutdown, an oversized
 // or malformed answer) as a *callFailure carrying its dispatch outcome.
-// Progress tokens are not supported here: a call with one uses
-// upstream.call.
 func (u *upstream) callRaw(ctx context.Context, tool string, args json.RawMessage) (result json.RawMessage, ok bool, err error) {
 	if u.cfg.Command == "" {
 		return nil, false, nil
@@ -472,7 +479,7 @@ func (u *upstream) callRaw(ctx context.Context, tool string, args json.RawMessag
 func (u *upstream) rawOnce(ctx context.Context, c *upConn, tool string, args json.RawMessage) (json.RawMessage, error) {
 	cctx, done := u.callContext(ctx)
 	defer done()
-	raw, err := c.raw.call(cctx, tool, args, originFrom(ctx))
+	raw, err := c.raw.call(cctx, tool, args, "", originFrom(ctx))
 	if err != nil {
 		return nil, u.callError(ctx, cctx, c, tool, err)
 	}

@@ -441,17 +441,17 @@ func TestCallRawDoesNotApply(t *testing.T) {
 }
 
 func TestRawRequestLine(t *testing.T) {
-	mk, err := rawRequestLine("a\"tool\n", json.RawMessage("{\n \"x\": [1,\n 2]\n}"))
+	mk, err := rawRequestLine("a\"tool\n", json.RawMessage("{\n \"x\": [1,\n 2]\n}"), "toolgate-3")
 	if err != nil {
 		t.Fatal(err)
 	}
 	line := mk(7)
-	want := `{"jsonrpc":"2.0","id":"tg-7","method":"tools/call","params":{"name":"a\"tool\n","arguments":{"x":[1,2]}}}` + "\n"
+	want := `{"jsonrpc":"2.0","id":"tg-7","method":"tools/call","params":{"name":"a\"tool\n","arguments":{"x":[1,2]},"_meta":{"progressToken":"toolgate-3"}}}` + "\n"
 	if string(line) != want {
 		t.Errorf("line = %q, want %q", line, want)
 	}
 	for _, bad := range []string{`[1]`, `{"x":`, `"s"`} {
-		if _, err := rawRequestLine("t", json.RawMessage(bad)); err == nil {
+		if _, err := rawRequestLine("t", json.RawMessage(bad), ""); err == nil {
 			t.Errorf("arguments %s were accepted", bad)
 		}
 	}

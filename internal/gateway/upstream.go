@@ -723,9 +723,13 @@ func (u *upstream) callContext(ctx context.Context) (cctx context.Context, done 
 func (u *upstream) callOnce(ctx context.Context, c *upConn, tool string, args json.RawMessage, prog *callProgress) (_ *mcp.CallToolResult, retry bool, _ error) {
 	cctx, done := u.callContext(ctx)
 	defer done()
-	if prog == nil && rawApplies(ctx, c) {
+	if rawApplies(ctx, c) {
 		// Without the SDK: one line out, the answer line back (rawcall.go).
-		raw, err := c.raw.call(cctx, tool, args, originFrom(ctx))
+		var token string
+		if prog != nil {
+			token = prog.upstreamToken
+		}
+		raw, err := c.raw.call(cctx, tool, args, token, originFrom(ctx))
 		if err != nil {
 			return nil, false, u.callError(ctx, cctx, c, tool, err)
 		}
