@@ -174,8 +174,11 @@ func rawText(res json.RawMessage) (string, error) {
 	var r struct {
 		Content []struct{ Type, Text string }
 	}
-	if err := json.Unmarshal(res, &r); err != nil || len(r.Content) != 1 || r.Content[0].Type != "text" {
-		return "", fmt.Errorf("result %s is not one text content (%v)", res, err)
+	if err := json.Unmarshal(res, &r); err != nil {
+		return "", fmt.Errorf("result %s: %w", res, err)
+	}
+	if len(r.Content) != 1 || r.Content[0].Type != "text" {
+		return "", fmt.Errorf("result %s is not one text content", res)
 	}
 	return r.Content[0].Text, nil
 }
@@ -188,6 +191,7 @@ type rawResult struct {
 // goRawCall starts callRaw in a goroutine the test waits for; the result
 // arrives on the returned channel.
 func goRawCall(t *testing.T, ctx context.Context, u *upstream, tool, args string) <-chan rawResult {
+	t.Helper()
 	ch := make(chan rawResult, 1)
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait)
@@ -398,11 +402,11 @@ func TestRawAndSDKTrafficInterleave(t *testing.T) {
 				args := fmt.Sprintf(`{"caller":%d,"call":%d,"pad":"%s"}`, i, j, pad)
 				res, ok, err := u.callRaw(t.Context(), "echo", json.RawMessage(args))
 				if !ok || err != nil {
-					errs <- fmt.Errorf("raw call %d/%d: ok %v, %v", i, j, ok, err)
+					errs <- fmt.Errorf("raw call %d/%d: ok %v, %w", i, j, ok, err)
 					continue
 				}
 				if got, err := rawText(res); err != nil || got != args {
-					errs <- fmt.Errorf("raw call %d/%d got another answer (%v)", i, j, err)
+					errs <- fmt.Errorf("raw call %d/%d got another answer (%w)", i, j, err)
 				}
 			}
 		})
