@@ -78,17 +78,23 @@ const codeResultTooLarge = -32013
 // resultTooLargeResponse is the JSON-RPC error response that replaces an
 // upstream response to id of n bytes (n < 0: at least limit+1) over limit.
 func resultTooLargeResponse(id json.RawMessage, n int64, limit int) []byte {
+	e := resultTooLargeError(n, limit)
+	b, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0",
+		"id":      id,
+		"error":   map[string]any{"code": e.Code, "message": e.Message, "data": e.Data},
+	})
+	return b
+}
+
+// resultTooLargeError is the JSON-RPC error of resultTooLargeResponse.
+func resultTooLargeError(n int64, limit int) *jsonrpc.Error {
 	size := fmt.Sprintf("%d bytes", n)
 	if n < 0 {
 		size = fmt.Sprintf("more than %d bytes", limit)
 	}
 	msg := fmt.Sprintf("the result (%s) exceeds limits.max_result_bytes (%d bytes) and was discarded; the tool ran", size, limit)
-	b, _ := json.Marshal(map[string]any{
-		"jsonrpc": "2.0",
-		"id":      id,
-		"error":   map[string]any{"code": codeResultTooLarge, "message": msg, "data": json.RawMessage(toolgateErrorData)},
-	})
-	return b
+	return &jsonrpc.Error{Code: codeResultTooLarge, Message: msg, Data: json.RawMessage(toolgateErrorData)}
 }
 
 // malformedResponse is the JSON-RPC error response that replaces a

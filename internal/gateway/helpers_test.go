@@ -38,6 +38,12 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	case "stdio-raw":
+		if err := runRawUpstream(); err != nil {
+			fmt.Fprintln(os.Stderr, "upstream:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	case "stdio-roots-at-start":
 		if err := rootsAtStartServer().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, "upstream:", err)

@@ -108,6 +108,10 @@ type lineFilter struct {
 
 	buf []byte // bytes passed on, waiting to be read
 	err error  // the reader's error, returned once buf is drained
+
+	// end, when set, is called once with the reader's error (io.EOF at
+	// the end of the input) when it is first seen.
+	end func(error)
 }
 
 func newLineFilter(r io.Reader, max int, handle func(jsonLine) []byte) *lineFilter {
@@ -122,6 +126,10 @@ func (f *lineFilter) Read(p []byte) (int, error) {
 		l, err := f.lines.next()
 		f.err = err
 		f.buf = f.handle(l)
+		if err != nil && f.end != nil {
+			f.end(err)
+			f.end = nil
+		}
 	}
 	n := copy(p, f.buf)
 	f.buf = f.buf[n:]

@@ -19,6 +19,8 @@ type process struct {
 	stdout io.ReadCloser
 	grace  time.Duration
 
+	writeMu sync.Mutex // one Write (one JSON-RPC line) at a time on stdin
+
 	exited  chan struct{} // closed when the process has been waited for
 	exitErr error         // set before exited is closed
 
@@ -62,8 +64,14 @@ func startProcess(cfg ServerConfig, stderr io.Writer, grace time.Duration) (*pro
 	return p, nil
 }
 
-// Write writes to the child's stdin.
-func (p *process) Write(b []byte) (int, error) { return p.stdin.Write(b) }
+// Write writes b to the child's stdin in one piece: the SDK writes each
+// message as one Write of its line, and so do raw calls (rawcall.go), so
+// lines from both never interleave on the pipe.
+func (p *process) Write(b []byte) (int, error) {
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
+	return p.stdin.Write(b)
+}
 
 // Close ends the process as the MCP stdio transport says: close its stdin,
 // wait up to grace, send SIGTERM, wait up to grace again, then kill it.

@@ -215,6 +215,9 @@ func TestProgressBurstBeforeResult(t *testing.T) {
 					t.Errorf("call %d: progress before the result (-want +got):\n%s", call, diff)
 				}
 			}
+			if n := perAgentRawCalls(g, "up"); tt.name == "stdio" && n != 3 {
+				t.Errorf("%d calls went the raw way (rawcall.go), want all 3", n)
+			}
 		})
 	}
 }

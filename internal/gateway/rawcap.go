@@ -97,6 +97,7 @@ type captureTransport struct {
 	routes *progressRoutes
 	up     *upstream  // nil: log messages are left to the SDK's handler
 	owner  *agentConn // the agent session a per-agent session belongs to; nil if shared
+	raw    *rawCalls  // the session's raw calls, whose requests are in flight too; may be nil
 }
 
 func (t captureTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -104,7 +105,7 @@ func (t captureTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &captureConn{Connection: c, routes: t.routes, up: t.up, owner: t.owner}, nil
+	return &captureConn{Connection: c, routes: t.routes, up: t.up, owner: t.owner, raw: t.raw}, nil
 }
 
 // captureConn records the id of each outgoing tools/call whose context has
@@ -120,8 +121,9 @@ type captureConn struct {
 	routes   *progressRoutes
 	up       *upstream
 	owner    *agentConn
-	pending  sync.Map // jsonrpc.ID → *slot
-	inflight sync.Map // jsonrpc.ID → *origin; per-agent sessions only
+	raw      *rawCalls // may be nil
+	pending  sync.Map  // jsonrpc.ID → *slot
+	inflight sync.Map  // jsonrpc.ID → *origin; per-agent sessions only
 }
 
 func (c *captureConn) Write(ctx context.Context, msg jsonrpc.Message) error {
@@ -142,36 +144,56 @@ func (c *captureConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 func (c *captureConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		m, err := c.Connection.Read(ctx)
-		switch r := m.(type) {
-		case *jsonrpc.Response:
-			if r.Error == nil {
-				if s, ok := c.pending.LoadAndDelete(r.ID); ok {
-					s.(*slot).set(r.Result)
-				}
-			}
-			c.inflight.Delete(r.ID)
-		case *jsonrpc.Request:
-			switch {
-			case r.IsCall():
-			case r.Method == methodProgress && c.routes != nil:
-				c.routes.relayWire(r.Params)
-			case r.Method == methodLog && c.up != nil:
-				c.up.routeLog(ctx, c.inflightOrigin(), c.owner, r.Params)
-				continue // handled: the SDK does not see it
-			}
+		routed := c.route(ctx, m)
+		if m != nil && c.raw != nil {
+			// A raw answer that came after m waited until m was routed.
+			c.raw.sdkRead()
 		}
-		return m, err
+		if !routed {
+			return m, err
+		}
 	}
 }
 
+// route does what the capture connection does with m before the SDK sees
+// it, and reports whether m was handled here (the SDK does not see it).
+func (c *captureConn) route(ctx context.Context, m jsonrpc.Message) bool {
+	switch r := m.(type) {
+	case *jsonrpc.Response:
+		if r.Error == nil {
+			if s, ok := c.pending.LoadAndDelete(r.ID); ok {
+				s.(*slot).set(r.Result)
+			}
+		}
+		c.inflight.Delete(r.ID)
+	case *jsonrpc.Request:
+		switch {
+		case r.IsCall():
+		case r.Method == methodProgress && c.routes != nil:
+			c.routes.relayWire(r.Params)
+		case r.Method == methodLog && c.up != nil:
+			c.up.routeLog(ctx, c.inflightOrigin(), c.owner, r.Params)
+			return true
+		}
+	}
+	return false
+}
+
 // inflightOrigin returns an agent request in flight on a per-agent
-// session (they all belong to its agent), or nil.
+// session (they all belong to its agent), sent by the SDK or as a raw
+// call, or nil.
 func (c *captureConn) inflightOrigin() *origin {
+	if c.owner == nil {
+		return nil
+	}
 	var o *origin
 	c.inflight.Range(func(_, v any) bool {
 		o = v.(*origin)
 		return false
 	})
+	if o == nil && c.raw != nil {
+		o = c.raw.anyOrigin()
+	}
 	return o
 }
 

@@ -290,6 +290,13 @@ func TestServerRequestsReachTheirAgent(t *testing.T) {
 					t.Errorf("%s roots = %+v %v, want its own roots", who, res, err)
 				}
 			}
+			if tc.name == "stdio per agent" {
+				// The calls went the raw way (rawcall.go), the server's
+				// requests and log messages through the SDK.
+				if n := perAgentRawCalls(g, "up"); n != 6 {
+					t.Errorf("%d raw calls on the per-agent sessions, want 6", n)
+				}
+			}
 		})
 	}
 }

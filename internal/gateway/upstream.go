@@ -51,7 +51,8 @@ const stableAfter = 30 * time.Second
 // An upConn is one live session with an upstream.
 type upConn struct {
 	cs   *mcp.ClientSession
-	proc *process // the stdio child; nil for HTTP
+	proc *process  // the stdio child; nil for HTTP
+	raw  *rawCalls // the raw tools/call path of a stdio session (rawcall.go); nil for HTTP
 	// logMu orders the logging/setLevel requests sent on cs
 	// (upstream.setLoggingLevel).
 	logMu sync.Mutex
@@ -64,6 +65,9 @@ func (c *upConn) close() {
 		_ = c.proc.Close()
 	}
 	_ = c.cs.Close()
+	if c.raw != nil {
+		c.raw.end(nil)
+	}
 }
 
 // An upstream is one configured server: its client, its current session,
@@ -296,9 +300,10 @@ func (u *upstream) connectAt(ctx context.Context, client *mcp.Client, owner *age
 	if shared {
 		stdout = activityReader{r: p.stdout, saw: u.sawTraffic}
 	}
-	out := newStdoutGuard(ctx, stdout, u.g.opts.MaxResultBytes, u.log)
+	raw := newRawCalls(p, u.g.opts.MaxResultBytes, u.log)
+	out := newStdoutGuard(ctx, stdout, u.g.opts.MaxResultBytes, u.log, raw)
 	t := captureTransport{Transport: &mcp.IOTransport{Reader: io.NopCloser(out), Writer: p, MaxLineLength: u.g.opts.MaxResultBytes + sdkLimitSlack},
-		routes: u.g.routes, up: u, owner: owner}
+		routes: u.g.routes, up: u, owner: owner, raw: raw}
 	cs, err := client.Connect(ctx, t, opts)
 	if err != nil {
 		_ = p.Close()
@@ -307,7 +312,7 @@ func (u *upstream) connectAt(ctx context.Context, client *mcp.Client, owner *age
 		}
 		return nil, fmt.Errorf("initialize %s: %w", u.cfg.Command, err)
 	}
-	return &upConn{cs: cs, proc: p}, nil
+	return &upConn{cs: cs, proc: p, raw: raw}, nil
 }
 
 // run keeps the upstream connected until ctx is done, starting from first
@@ -698,17 +703,43 @@ func (u *upstream) call(ctx context.Context, tool string, args json.RawMessage, 
 	return res, err
 }
 
-func (u *upstream) callOnce(ctx context.Context, c *upConn, tool string, args json.RawMessage, prog *callProgress) (_ *mcp.CallToolResult, retry bool, _ error) {
-	cctx := ctx
+// callContext returns the context a tools/call in ctx runs in upstream:
+// it ends with cause errCallTimeout after call_timeout and with cause
+// ErrShutdown when the gateway closes. done releases it.
+func (u *upstream) callContext(ctx context.Context) (cctx context.Context, done func()) {
+	cctx, cancelTimeout := ctx, func() {}
 	if d := u.cfg.CallTimeout; d > 0 {
-		var cancel context.CancelFunc
-		cctx, cancel = context.WithTimeoutCause(cctx, d, errCallTimeout)
-		defer cancel()
+		cctx, cancelTimeout = context.WithTimeoutCause(cctx, d, errCallTimeout)
 	}
 	cctx, cancel := context.WithCancelCause(cctx)
-	defer cancel(nil)
 	stop := context.AfterFunc(u.g.root, func() { cancel(ErrShutdown) })
-	defer stop()
+	return cctx, func() {
+		stop()
+		cancel(nil)
+		cancelTimeout()
+	}
+}
+
+func (u *upstream) callOnce(ctx context.Context, c *upConn, tool string, args json.RawMessage, prog *callProgress) (_ *mcp.CallToolResult, retry bool, _ error) {
+	cctx, done := u.callContext(ctx)
+	defer done()
+	if rawApplies(ctx, c) {
+		// Without the SDK: one line out, the answer line back (rawcall.go).
+		var token string
+		if prog != nil {
+			token = prog.upstreamToken
+		}
+		raw, err := c.raw.call(cctx, tool, args, token, originFrom(ctx))
+		if err != nil {
+			return nil, false, u.callError(ctx, cctx, c, tool, err)
+		}
+		res, err := decodeCallResult(raw)
+		if err != nil {
+			u.log.WarnContext(ctx, "upstream result is not a tools/call result", "tool", tool, "err", err)
+			return nil, false, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the upstream sent a malformed response (not a tools/call result: " + err.Error() + ")"}
+		}
+		return res, false, nil
+	}
 	cctx, s := withSlot(cctx)
 
 	if len(args) == 0 {

@@ -27,13 +27,16 @@ const maxLoggedStdout = 256
 //     end without being kept; if it is a response, the SDK gets in its
 //     place a JSON-RPC error response to the same id
 //     (resultTooLargeResponse), so only that call fails; otherwise it is
-//     skipped and logged.
+//     skipped and logged;
+//   - with raw set, an answer to one of toolgate's raw calls (rawcall.go)
+//     goes to that call instead of the SDK, and the end of the input
+//     fails the raw calls still waiting.
 //
 // ctx is only for the log records; the guard outlives any deadline of it
 // (it reads for as long as the session lasts), so it is used without one.
-func newStdoutGuard(ctx context.Context, r io.Reader, max int, log *slog.Logger) *lineFilter {
+func newStdoutGuard(ctx context.Context, r io.Reader, max int, log *slog.Logger, raw *rawCalls) *lineFilter {
 	ctx = context.WithoutCancel(ctx)
-	return newLineFilter(r, max, func(l jsonLine) []byte {
+	handle := func(l jsonLine) []byte {
 		if l.over {
 			if l.scan.method || classifyID(l.scan.id) != idOK {
 				log.WarnContext(ctx, "upstream stdout: skipped a message larger than limits.max_result_bytes that answers no call",
@@ -60,7 +63,22 @@ func newStdoutGuard(ctx context.Context, r io.Reader, max int, log *slog.Logger)
 			return nil
 		}
 		return append(line, '\n')
+	}
+	if raw == nil {
+		return newLineFilter(r, max, handle)
+	}
+	f := newLineFilter(r, max, func(l jsonLine) []byte {
+		if raw.divert(l) {
+			return nil
+		}
+		out := handle(l)
+		if out != nil {
+			raw.passed.Add(1)
+		}
+		return out
 	})
+	f.end = raw.end
+	return f
 }
 
 // checkUpstreamMessage returns "" when the SDK's stdio reader accepts line

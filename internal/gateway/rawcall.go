@@ -1,0 +1,605 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/approval"
+)
+
+// Raw tools/call on stdio upstream sessions (issue 13). The go-sdk client
+// encodes each request through its jsonrpc2 machinery and decodes each
+// answer four to five times, each decode allocating a 32 KiB buffer
+// (docs/performance.md). On a stdio session toolgate therefore writes
+// tools/call itself, as one line on the child's stdin, under an id the SDK
+// never uses (a string "tg-<n>"; the SDK numbers its requests with
+// integers), and the stdout guard (upstreamguard.go), which sees every line
+// before the SDK, hands the answer line with such an id to the waiting call
+// instead of to the SDK. Everything else the upstream sends (progress, log
+// messages, server→client requests, list changes, answers to the SDK's own
+// requests) still goes to the SDK unchanged.
+//
+// Wire order: what the upstream sent before an answer (a log message, a
+// progress notification) reaches the call's agent before the result, as on
+// the SDK's path. The guard counts the lines it hands to the SDK
+// (rawCalls.passed) and the capture connection the messages the SDK has read
+// through it (rawCalls.sdkRead, after routing each): an answer that arrives
+// while lines before it are still on their way through the SDK is parked
+// until they have been read.
+//
+// The raw path is not taken for HTTP upstreams, for sessions that speak
+// 2026-07-28 or for a relayed round (relay2026.go): those go through the
+// SDK's CallTool as before.
+
+// rawIDPrefix starts the string ids of raw calls; rawIDMarker is how it
+// appears on the wire, which a line must contain to be looked at further.
+const rawIDPrefix = "tg-"
+
+var rawIDMarker = []byte(`"` + rawIDPrefix)
+
+// errUpstreamGone is why waiting raw calls fail when the session's stdout
+// ended or the session was closed.
+var errUpstreamGone = errors.New("the upstream session ended")
+
+// A rawAnswer is what a raw call got: its result (a JSON object, copied out
+// of the line) or the JSON-RPC error to fail it with.
+type rawAnswer struct {
+	result json.RawMessage
+	err    *jsonrpc.Error
+}
+
+// A rawWaiter is one raw call waiting for its answer.
+type rawWaiter struct {
+	ch     chan rawAnswer // cap 1; receives the answer once
+	origin *origin        // the agent request it serves; may be nil
+}
+
+// rawCalls are the raw calls of one stdio upstream session. Its methods
+// are safe for concurrent use.
+type rawCalls struct {
+	w   io.Writer // the child's stdin (process.Write: one line per Write, serialised)
+	max int       // bytes: limits.max_result_bytes
+	log *slog.Logger
+
+	passed atomic.Uint64 // lines the stdout guard handed to the SDK
+
+	mu      sync.Mutex
+	next    uint64                // guarded by mu: the number of the last id used
+	waiting map[uint64]*rawWaiter // guarded by mu
+	read    uint64                // guarded by mu: messages the SDK has read (sdkRead)
+	parked  []parkedAnswer        // guarded by mu: answers waiting for earlier lines, by after
+	goneErr error                 // guarded by mu; set once, when gone is closed
+	gone    chan struct{}         // closed when the session ended
+}
+
+// A parkedAnswer waits until the SDK has read the after lines that came
+// before it.
+type parkedAnswer struct {
+	id    uint64
+	a     rawAnswer
+	after uint64
+}
+
+func newRawCalls(w io.Writer, max int, log *slog.Logger) *rawCalls {
+	return &rawCalls{w: w, max: max, log: log, waiting: map[uint64]*rawWaiter{}, gone: make(chan struct{})}
+}
+
+// end fails every waiting call, and every later one, with
+// errUpstreamGone (wrapping cause when there is one). It is idempotent.
+// Answers that were parked are delivered first: they did arrive.
+func (r *rawCalls) end(cause error) {
+	r.mu.Lock()
+	parked := r.parked
+	r.parked = nil
+	r.mu.Unlock()
+	for _, p := range parked {
+		r.deliver(p.id, p.a)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.goneErr != nil {
+		return
+	}
+	r.goneErr = errUpstreamGone
+	if cause != nil && !errors.Is(cause, io.EOF) {
+		r.goneErr = fmt.Errorf("%w: %w", errUpstreamGone, cause)
+	}
+	close(r.gone)
+}
+
+// answer hands a to the call waiting for id once the SDK has read every
+// line the guard passed it before a's line (see "Wire order" above).
+func (r *rawCalls) answer(id uint64, a rawAnswer) {
+	after := r.passed.Load()
+	r.mu.Lock()
+	if r.read < after {
+		r.parked = append(r.parked, parkedAnswer{id: id, a: a, after: after})
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	r.deliver(id, a)
+}
+
+// sdkRead records that the SDK has read (and toolgate has routed) one more
+// message of the session, and delivers the answers that waited for it.
+func (r *rawCalls) sdkRead() {
+	r.mu.Lock()
+	r.read++
+	i := 0
+	for i < len(r.parked) && r.parked[i].after <= r.read {
+		i++
+	}
+	if i == 0 {
+		r.mu.Unlock()
+		return
+	}
+	ready := slices.Clone(r.parked[:i])
+	r.parked = slices.Delete(r.parked, 0, i)
+	r.mu.Unlock()
+	for _, p := range ready {
+		r.deliver(p.id, p.a)
+	}
+}
+
+// count returns how many raw calls were sent (or tried).
+func (r *rawCalls) count() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.next
+}
+
+// anyOrigin returns the agent request of some raw call waiting now, or nil.
+func (r *rawCalls) anyOrigin() *origin {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, w := range r.waiting {
+		if w.origin != nil {
+			return w.origin
+		}
+	}
+	return nil
+}
+
+// call sends tools/call tool with the arguments args (a JSON object; empty
+// means {}) and waits for its answer: the raw result object, or an error
+// that is a *jsonrpc.Error (the upstream's, or a malformed or oversized
+// answer's), the session's end (errUpstreamGone), or context.Cause(ctx).
+// When ctx ends first it sends notifications/cancelled for the call; an
+// answer that comes later is dropped. o is the agent request the call
+// serves (for routing the upstream's log messages); it may be nil.
+// progressToken, unless "", is sent as the call's _meta.progressToken; the
+// upstream's progress for it is relayed from the wire (rawcap.go) before
+// the answer is delivered.
+func (r *rawCalls) call(ctx context.Context, tool string, args json.RawMessage, progressToken string, o *origin) (json.RawMessage, error) {
+	mk, err := rawRequestLine(tool, args, progressToken)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: " + err.Error()}
+	}
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	w := &rawWaiter{ch: make(chan rawAnswer, 1), origin: o}
+	r.mu.Lock()
+	if r.goneErr != nil {
+		err := r.goneErr
+		r.mu.Unlock()
+		return nil, err
+	}
+	r.next++
+	id := r.next
+	r.waiting[id] = w
+	r.mu.Unlock()
+
+	if _, err := r.w.Write(mk(id)); err != nil {
+		r.forget(id)
+		return nil, fmt.Errorf("write tools/call to the upstream: %w", err)
+	}
+	select {
+	case a := <-w.ch:
+		if a.err != nil {
+			return nil, a.err
+		}
+		return a.result, nil
+	case <-r.gone:
+		r.forget(id)
+		select {
+		case a := <-w.ch: // it was answered just before the end
+			if a.err != nil {
+				return nil, a.err
+			}
+			return a.result, nil
+		default:
+		}
+		r.mu.Lock()
+		err := r.goneErr
+		r.mu.Unlock()
+		return nil, err
+	case <-ctx.Done():
+		if r.forget(id) {
+			r.cancel(id, ctx.Err())
+		}
+		return nil, context.Cause(ctx)
+	}
+}
+
+// forget stops waiting for id and reports whether it was still waited for.
+func (r *rawCalls) forget(id uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.waiting[id]
+	delete(r.waiting, id)
+	return ok
+}
+
+// cancel tells the upstream that raw call id was cancelled (why), as the
+// SDK does for its own requests. It is best effort: an error is only
+// logged.
+func (r *rawCalls) cancel(id uint64, why error) {
+	b, err := json.Marshal(map[string]any{
+		"jsonrpc": "2.0",
+		"method":  "notifications/cancelled",
+		"params":  map[string]any{"requestId": rawIDPrefix + strconv.FormatUint(id, 10), "reason": why.Error()},
+	})
+	if err == nil {
+		_, err = r.w.Write(append(b, '\n'))
+	}
+	if err != nil {
+		r.log.Debug("notifications/cancelled for a raw call not sent", "err", err)
+	}
+}
+
+// deliver hands a to the call waiting for id; an answer nobody waits for
+// (it came after its call was cancelled, or it names no call) is dropped.
+func (r *rawCalls) deliver(id uint64, a rawAnswer) {
+	r.mu.Lock()
+	w := r.waiting[id]
+	delete(r.waiting, id)
+	r.mu.Unlock()
+	if w == nil {
+		r.log.Debug("upstream answer to a raw call nobody waits for dropped (cancelled, or an unknown id)", "id", rawIDPrefix+strconv.FormatUint(id, 10))
+		return
+	}
+	w.ch <- a
+}
+
+// divert takes the stdout line l when it answers a raw call (a response
+// whose id is a "tg-" string), and reports whether it did; every other
+// line is left to the SDK. It parses only what it needs: a line that does
+// not contain `"tg-` is not looked at further.
+func (r *rawCalls) divert(l jsonLine) bool {
+	var scan idScanner
+	if l.over {
+		scan = l.scan
+	} else {
+		if !bytes.Contains(l.data, rawIDMarker) {
+			return false
+		}
+		scan.feed(trimSpace(l.data))
+	}
+	if scan.method {
+		return false // a request or notification of the upstream's
+	}
+	id, ok := parseRawID(scan.id)
+	if !ok {
+		return false
+	}
+	if l.over {
+		r.log.Warn("upstream result larger than limits.max_result_bytes discarded; its call fails",
+			"bytes", l.size, "limit", r.max, "id", string(scan.id))
+		r.answer(id, rawAnswer{err: resultTooLargeError(l.size, r.max)})
+		return true
+	}
+	a, why := parseRawAnswer(trimSpace(l.data))
+	if why != "" {
+		r.log.Warn("upstream stdout: a malformed answer to a call; the call fails", "reason", why, "bytes", l.size, "line", logPrefix(l.data))
+	}
+	r.answer(id, a)
+	return true
+}
+
+// parseRawID returns n for the raw JSON string "tg-<n>" (n a decimal
+// uint64 without escapes).
+func parseRawID(raw json.RawMessage) (uint64, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) < len(rawIDPrefix)+3 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return 0, false
+	}
+	s := raw[1 : len(raw)-1]
+	if !bytes.HasPrefix(s, []byte(rawIDPrefix)) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(s[len(rawIDPrefix):]), 10, 64)
+	return n, err == nil
+}
+
+// parseRawAnswer reads the answer line of a raw call: its result, which
+// must be an object, or its error, which must have an integer code and a
+// string message (the rules the SDK's decoder applies, sdkDecodable).
+// Anything else is a malformed answer, which fails only that call with
+// the error malformedResponse gives the SDK path; why then says what is
+// wrong with it.
+func parseRawAnswer(line []byte) (a rawAnswer, why string) {
+	malformed := func(why string) (rawAnswer, string) {
+		return rawAnswer{err: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the upstream sent a malformed response (" + why + ")"}}, why
+	}
+	if jsonDepth(line) > maxJSONDepth {
+		return malformed(fmt.Sprintf("nested deeper than %d levels", maxJSONDepth))
+	}
+	var m struct {
+		JSONRPC string          `json:"jsonrpc"`
+		Result  json.RawMessage `json:"result"`
+		Error   *struct {
+			Code    *int64          `json:"code"`
+			Message *string         `json:"message"`
+			Data    json.RawMessage `json:"data"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(line, &m); err != nil {
+		if !json.Valid(line) {
+			return malformed("not valid JSON")
+		}
+		return malformed("not a JSON-RPC response: " + err.Error())
+	}
+	if m.JSONRPC != "2.0" {
+		return malformed(`"jsonrpc" is not "2.0"`)
+	}
+	if m.Error != nil {
+		if m.Error.Code == nil || m.Error.Message == nil {
+			return malformed("the error has no integer code or no string message")
+		}
+		return rawAnswer{err: &jsonrpc.Error{Code: *m.Error.Code, Message: *m.Error.Message, Data: m.Error.Data}}, ""
+	}
+	if len(m.Result) == 0 || m.Result[0] != '{' {
+		return malformed("the result is not an object")
+	}
+	return rawAnswer{result: m.Result}, ""
+}
+
+// rawRequestLine checks args and returns a function that writes the
+// tools/call line of the raw call with id n: one line, ending in "\n",
+// with _meta.progressToken unless progressToken is """.
+// Arguments that span lines are compacted; arguments that are not a JSON
+// object are refused (nothing is sent).
+func rawRequestLine(tool string, args json.RawMessage, progressToken string) (func(n uint64) []byte, error) {
+	args = bytes.TrimSpace(args)
+	if len(args) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	if args[0] != '{' || !json.Valid(args) {
+		return nil, errors.New("the arguments are not a JSON object; nothing was sent")
+	}
+	if bytes.ContainsAny(args, "\r\n") {
+		var b bytes.Buffer
+		if err := json.Compact(&b, args); err != nil {
+			return nil, err
+		}
+		args = b.Bytes()
+	}
+	return func(n uint64) []byte {
+		b := make([]byte, 0, 80+len(tool)+len(args))
+		b = append(b, `{"jsonrpc":"2.0","id":"`+rawIDPrefix...)
+		b = strconv.AppendUint(b, n, 10)
+		b = append(b, `","method":"tools/call","params":{"name":`...)
+		b = appendJSONString(b, tool)
+		b = append(b, `,"arguments":`...)
+		b = append(b, args...)
+		if progressToken != "" {
+			b = append(b, `,"_meta":{"progressToken":`...)
+			b = appendJSONString(b, progressToken)
+			b = append(b, '}')
+		}
+		return append(b, "}}\n"...)
+	}, nil
+}
+
+// appendJSONString appends s as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// rawApplies reports whether a tools/call in ctx on c goes the raw way: c
+// is a stdio session that does not speak 2026-07-28, and the call is no
+// relayed round.
+func rawApplies(ctx context.Context, c *upConn) bool {
+	return c.raw != nil && relayRoundFrom(ctx) == nil && !c.modernEra()
+}
+
+// callRaw sends tools/call tool with the raw arguments args to u without
+// the SDK, when u is a stdio upstream (shared or per-agent session), and
+// returns the raw result object as the upstream sent it, with the
+// upstream's own server-info _meta entry dropped (notes §6). ok is false
+// when the raw path does not apply (an HTTP upstream, a session that
+// speaks 2026-07-28, a 2026-07-28 agent, a relayed round); then nothing was
+// sent and the caller uses upstream.call. The errors are those of
+// upstream.call: the upstream's JSON-RPC error as a *jsonrpc.Error, every
+// other failure (unavailable, timeout, cancelled, shutdown, an oversized
+// or malformed answer) as a *callFailure carrying its dispatch outcome.
+func (u *upstream) callRaw(ctx context.Context, tool string, args json.RawMessage) (result json.RawMessage, ok bool, err error) {
+	if u.cfg.Command == "" {
+		return nil, false, nil
+	}
+	o := originFrom(ctx)
+	if (o != nil && o.modern) || relayRoundFrom(ctx) != nil {
+		return nil, false, nil
+	}
+	var c *upConn
+	ac, err := u.agentConnFor(o)
+	switch {
+	case err != nil:
+		return nil, true, u.unavailable(ctx, tool, err.Error()+"; nothing was sent to it", approval.OutcomeTransportError, err)
+	case ac != nil:
+		defer ac.track(o)()
+		if c, err = ac.session(ctx); err != nil {
+			return nil, true, u.unavailable(ctx, tool, "its session for this agent could not be opened; nothing was sent to it", approval.OutcomeTransportError, err)
+		}
+	default:
+		if c, err = u.session(); err != nil {
+			return nil, true, u.unavailable(ctx, tool, err.Error()+"; nothing was sent to it", approval.OutcomeTransportError, err)
+		}
+	}
+	if !rawApplies(ctx, c) {
+		return nil, false, nil
+	}
+	raw, err := u.rawOnce(ctx, c, tool, args)
+	if err != nil {
+		return nil, true, err
+	}
+	if bytes.Contains(raw, []byte(mcp.MetaKeyServerInfo)) {
+		if raw, err = dropServerInfo(raw); err != nil {
+			return nil, true, &callFailure{msg: fmt.Sprintf("upstream %q: tool %q: the result could not be read: %v", u.name, tool, err), outcome: approval.OutcomeToolError, cause: err}
+		}
+	}
+	return raw, true, nil
+}
+
+// rawOnce is callOnce's raw path: it sends the call on c's raw calls with
+// call_timeout and the gateway's shutdown applied, and turns a failure into
+// what callError makes of it.
+func (u *upstream) rawOnce(ctx context.Context, c *upConn, tool string, args json.RawMessage) (json.RawMessage, error) {
+	cctx, done := u.callContext(ctx)
+	defer done()
+	raw, err := c.raw.call(cctx, tool, args, "", originFrom(ctx))
+	if err != nil {
+		return nil, u.callError(ctx, cctx, c, tool, err)
+	}
+	return raw, nil
+}
+
+// dropServerInfo returns the result object raw without the server-info
+// entry of its _meta (and without _meta when that was its only entry).
+func dropServerInfo(raw json.RawMessage) (json.RawMessage, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil, err
+	}
+	meta, ok := fields["_meta"]
+	if !ok || string(meta) == "null" {
+		return raw, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(meta, &m); err != nil {
+		return nil, err
+	}
+	if _, ok := m[mcp.MetaKeyServerInfo]; !ok {
+		return raw, nil
+	}
+	delete(m, mcp.MetaKeyServerInfo)
+	if len(m) == 0 {
+		delete(fields, "_meta")
+	} else {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		fields["_meta"] = b
+	}
+	return json.Marshal(fields)
+}
+
+// decodeCallResult builds the CallToolResult of the raw result object raw
+// with one decode of encoding/json (the SDK's decoder allocates 32 KiB per
+// decode; docs/performance.md): structuredContent and the values of _meta
+// stay raw JSON, so their numbers pass through unchanged (1e400, 2^63; notes
+// §6), and the upstream's own server-info _meta entry is dropped, as
+// withRawNumbers and decodeResult do. Text content, nearly all content in
+// practice, is built here; a content list with any other type is decoded
+// by the SDK (one more decode, of the list alone). An error means raw is
+// not a tools/call result.
+func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
+	var w struct {
+		Content           json.RawMessage            `json:"content"`
+		StructuredContent json.RawMessage            `json:"structuredContent"`
+		IsError           bool                       `json:"isError"`
+		Meta              map[string]json.RawMessage `json:"_meta"`
+	}
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return nil, err
+	}
+	res := &mcp.CallToolResult{IsError: w.IsError}
+	if len(w.StructuredContent) > 0 && string(w.StructuredContent) != "null" {
+		res.StructuredContent = w.StructuredContent
+	}
+	res.Meta = rawMeta(w.Meta)
+	if len(w.Content) == 0 || string(w.Content) == "null" {
+		return res, nil
+	}
+	content, err := decodeContent(w.Content)
+	if err != nil {
+		return nil, err
+	}
+	res.Content = content
+	return res, nil
+}
+
+// rawMeta is m as an mcp.Meta of raw JSON values without the server-info
+// entry; nil when nothing remains.
+func rawMeta(m map[string]json.RawMessage) mcp.Meta {
+	var meta mcp.Meta
+	for k, v := range m {
+		if k == mcp.MetaKeyServerInfo {
+			continue
+		}
+		if meta == nil {
+			meta = mcp.Meta{}
+		}
+		meta[k] = v
+	}
+	return meta
+}
+
+// decodeContent decodes the content list raw of a tools/call result (see
+// decodeCallResult).
+func decodeContent(raw json.RawMessage) ([]mcp.Content, error) {
+	var items []struct {
+		Type        string                     `json:"type"`
+		Text        string                     `json:"text"`
+		Annotations *mcp.Annotations           `json:"annotations"`
+		Meta        map[string]json.RawMessage `json:"_meta"`
+	}
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, fmt.Errorf("content: %w", err)
+	}
+	out := make([]mcp.Content, 0, len(items))
+	for _, it := range items {
+		if it.Type != "text" {
+			// Another type: the SDK knows how each is built.
+			var r mcp.CallToolResult
+			b := make([]byte, 0, len(raw)+12)
+			b = append(append(append(b, `{"content":`...), raw...), '}')
+			if err := json.Unmarshal(b, &r); err != nil {
+				return nil, err
+			}
+			return r.Content, nil
+		}
+		var meta mcp.Meta
+		for k, v := range it.Meta {
+			if meta == nil {
+				meta = mcp.Meta{}
+			}
+			meta[k] = v
+		}
+		out = append(out, &mcp.TextContent{Text: it.Text, Annotations: it.Annotations, Meta: meta})
+	}
+	return out, nil
+}
