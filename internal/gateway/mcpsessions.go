@@ -159,11 +159,40 @@ func (g *Gateway) initialize(ctx context.Context, method string, req mcp.Request
 		return res, err
 	}
 	if ex := req.GetExtra(); ex != nil && ex.Header != nil {
-		if post := g.carriers.get(ex.Header.Get(carrierHeader)); post != nil && post.slot != nil {
-			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+		post := g.carriers.get(ex.Header.Get(carrierHeader))
+		ss, ok := req.GetSession().(*mcp.ServerSession)
+		if post != nil && ok {
+			if post.slot != nil {
 				post.slot.bind(ss)
+			}
+			if ir, _ := res.(*mcp.InitializeResult); post.lean != nil && ir != nil && g.watchSession(ss) {
+				post.lean.add(ss, post.principal.ID, ir.ProtocolVersion)
+				g.leanRegs.Store(post.lean, true)
 			}
 		}
 	}
 	return res, nil
+}
+
+// initialized tells the lean front that session ss finished its
+// initialization (notifications/initialized, which the SDK serves without
+// the middleware): its calls may now be served.
+func (g *Gateway) initialized(ss *mcp.ServerSession) {
+	if ss == nil {
+		return
+	}
+	g.leanRegs.Range(func(k, _ any) bool {
+		if s := k.(*leanSessions).get(ss.ID()); s != nil && s.ss == ss {
+			s.markInitialized()
+		}
+		return true
+	})
+}
+
+// forgetLean drops ended agent session ss from the lean fronts' registries.
+func (g *Gateway) forgetLean(ss *mcp.ServerSession) {
+	g.leanRegs.Range(func(k, _ any) bool {
+		k.(*leanSessions).forget(ss)
+		return true
+	})
 }
