@@ -40,12 +40,15 @@ func newLeanSessions(idle time.Duration) *leanSessions {
 }
 
 // add registers ss, bound to principal with the negotiated version, and
-// starts its idle timer, which closes ss.
+// starts its idle timer, which closes ss. A session added already keeps
+// its entry (a second initialize on it changes nothing here).
 func (l *leanSessions) add(ss *mcp.ServerSession, principal, version string) {
-	s := newLeanSession(ss, principal, version, l.idle, func() { _ = ss.Close() })
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.m[ss.ID()] = s
+	if cur := l.m[ss.ID()]; cur != nil && cur.ss == ss {
+		return
+	}
+	l.m[ss.ID()] = newLeanSession(ss, principal, version, l.idle, func() { _ = ss.Close() })
 }
 
 // newLeanSession is the entry of ss; after idle (0: never) without a
