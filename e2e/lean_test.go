@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -55,8 +56,12 @@ func TestLeanCallsEndToEnd(t *testing.T) {
 	p := &mcp.CallToolParams{Name: "t__progress", Arguments: json.RawMessage(`{"n":2}`)}
 	p.SetProgressToken("go-progress")
 	mustOK(t, await(t, callAsync(ctx, cs, p)))
-	if len(progress) != 2 {
-		t.Errorf("%d progress notifications, want 2", len(progress))
+	for i := range 2 { // the client hands notifications to its handler asynchronously
+		select {
+		case <-progress:
+		case <-time.After(waitFor):
+			t.Fatalf("%d progress notifications, want 2", i)
+		}
 	}
 	held := callAsync(ctx, cs, &mcp.CallToolParams{Name: "t__big_result", Arguments: json.RawMessage(`{"go":"held"}`)})
 	mustCLI(t, g.Admin, "approve", waitPending(t, g.Admin, 1)[0].ID)
@@ -112,6 +117,7 @@ func TestLeanCallsEndToEnd(t *testing.T) {
 // leanTypeScript runs tsclient/lean2025.mjs against g (see
 // TestLeanCallsEndToEnd).
 func leanTypeScript(t *testing.T, g *gw, record string) {
+	t.Helper()
 	node := tsV2Node(t)
 	script, err := filepath.Abs(filepath.Join("tsclient", "lean2025.mjs"))
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -42,7 +41,7 @@ func (g *Gate) AdmitUnlessHeld(ctx context.Context, c *Call, adm *Admission) *Ha
 	if c.Principal.SessionID != "" || c.Resume != "" || c.Task || c.Defer || c.KeepAlive != nil || c.OnHold != nil || c.Prior != nil {
 		return &HandOff{}
 	}
-	start := time.Now()
+	start := g.now()
 	dec, err := g.policy.Evaluate(g.policyCall(*c, c.Arguments))
 	if err == nil && dec.Effect == policy.Approve {
 		return &HandOff{dec: &dec, principal: c.Principal.ID, kind: c.Kind, server: c.Server, tool: c.Tool, args: c.Arguments}

@@ -132,7 +132,7 @@ func TestPriorOfAnotherCallOrRevisionIsNotUsed(t *testing.T) {
 	// The policy moved: the write is evaluated again and now allowed.
 	p := testPolicy(time.Minute)
 	p.Default = policy.Allow
-	pol.Holder.Store(p)
+	pol.Store(p)
 	c.Prior = h
 	if a := f.gate.Admit(t.Context(), c); !a.Allowed {
 		t.Fatalf("write refused under a policy allowing it: %+v", a)

@@ -94,6 +94,13 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Pr
 		return true, nil
 	}
 	defer untrackID()
+	// As bindRequest does for the SDK path: a POST that ends before its
+	// call means the client went away (after the grace an explicit cancel
+	// gets to arrive in).
+	stop := context.AfterFunc(r.Context(), func() {
+		time.AfterFunc(f.opts.DropGrace, func() { cancel(ErrClientGone) })
+	})
+	defer stop()
 	call := f.g.toolCall(p, t, m.Params.Arguments, nil)
 	adm := new(gate.Admission)
 	if h := la.AdmitUnlessHeld(ctx, &call, adm); h != nil {
@@ -101,7 +108,7 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Pr
 		return false, h
 	}
 	f.note(true)
-	f.answerLean(ctx, cancel, w, r, p, s, m, t, &call, adm)
+	f.answerLean(ctx, cancel, w, p, s, m, t, &call, adm)
 	return true, nil
 }
 
@@ -149,7 +156,7 @@ func leanHeaders(h http.Header, version string) bool {
 
 // answerLean answers the lean call m (decided by the gate as *adm): a
 // refusal, or the dispatch upstream, whose outcome it records.
-func (f *httpFront) answerLean(ctx context.Context, cancel context.CancelCauseFunc, w *heartbeatWriter, r *http.Request, p approval.Principal,
+func (f *httpFront) answerLean(ctx context.Context, cancel context.CancelCauseFunc, w *heartbeatWriter, p approval.Principal,
 	s *leanSession, m leanRequest, t Tool, call *gate.Call, adm *gate.Admission) {
 	g := f.g
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
@@ -160,17 +167,12 @@ func (f *httpFront) answerLean(ctx context.Context, cancel context.CancelCauseFu
 		return
 	}
 	// As bindRequest does for the SDK path: tracked per session (DELETE,
-	// Close and shutdown cancel it), cancelled DropGrace after its POST
-	// ended, heartbeats while it runs.
+	// Close and shutdown cancel it), heartbeats while it runs.
 	untrack := g.calls.add(s.ss.ID(), p.ID, cancel)
 	defer untrack()
 	if g.root.Err() != nil {
 		cancel(ErrShutdown)
 	}
-	stop := context.AfterFunc(r.Context(), func() {
-		time.AfterFunc(f.opts.DropGrace, func() { cancel(ErrClientGone) })
-	})
-	defer stop()
 	w.arm()
 	args := m.Params.Arguments
 	if adm.Arguments != nil {
@@ -241,7 +243,7 @@ func writeSSE(w http.ResponseWriter, data []byte) {
 // error itself when it is one, else its text with the code of a wrapped
 // one (0 when none).
 func wireError(err error) *jsonrpc.Error {
-	if je, ok := err.(*jsonrpc.Error); ok {
+	if je, ok := err.(*jsonrpc.Error); ok { //nolint:errorlint // the error itself, as the SDK's toWireError; a wrapped one below
 		return je
 	}
 	we := &jsonrpc.Error{Message: err.Error()}

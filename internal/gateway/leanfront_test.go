@@ -202,7 +202,10 @@ func TestLeanCallCancelledByTheAgent(t *testing.T) {
 	<-f.h.started
 	cancel()
 	select {
-	case <-f.h.ended:
+	case cause := <-f.h.ended:
+		if cause == nil {
+			t.Error("the upstream call ended without a cause, want it cancelled")
+		}
 	case <-time.After(testWait):
 		t.Fatal("the upstream call was not cancelled")
 	}
