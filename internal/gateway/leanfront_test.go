@@ -322,3 +322,49 @@ func waitInitialized(t *testing.T, g *Gateway, sid string) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestPlainCallOnlyForPlainCalls: the lean front's classification of a
+// body takes only one tools/call of a catalog tool with a keepable id,
+// object (or no) arguments and no _meta, task, inputResponses or
+// requestState; everything else goes to the SDK path.
+func TestPlainCallOnlyForPlainCalls(t *testing.T) {
+	fx := newLeanFixture(t, nil)
+	f := &httpFront{g: fx.g}
+	call := func(id, params string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":` + params + `}`
+	}
+	for _, ok := range []string{
+		call(`1`, `{"name":"up__echo","arguments":{"a":1}}`),
+		call(`"s-1"`, `{"name":"up__echo"}`),
+		" \n" + call(`-9007199254740991`, `{"name":"up__echo","arguments":{}}`),
+	} {
+		if _, _, plain := f.plainCall([]byte(ok)); !plain {
+			t.Errorf("%s: handed off, want it served", ok)
+		}
+	}
+	for name, body := range map[string]string{
+		"batch":          `[` + call(`1`, `{"name":"up__echo"}`) + `]`,
+		"other method":   `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`,
+		"notification":   `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"up__echo"}}`,
+		"old jsonrpc":    `{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"up__echo"}}`,
+		"no params":      `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`,
+		"progress token": call(`1`, `{"name":"up__echo","_meta":{"progressToken":"p"}}`),
+		"resume":         call(`1`, `{"name":"up__echo","_meta":{"toolgate/approval":"apr_1"}}`),
+		"task":           call(`1`, `{"name":"up__echo","task":{"ttl":1000}}`),
+		"inputResponses": call(`1`, `{"name":"up__echo","inputResponses":{}}`),
+		"requestState":   call(`1`, `{"name":"up__echo","requestState":"x"}`),
+		"array args":     call(`1`, `{"name":"up__echo","arguments":[1]}`),
+		"policy tool":    call(`1`, `{"name":"`+PolicyToolName+`","arguments":{}}`),
+		"unknown tool":   call(`1`, `{"name":"up__nope"}`),
+		"fraction id":    call(`1.5`, `{"name":"up__echo"}`),
+		"huge id":        call(`9007199254740992`, `{"name":"up__echo"}`),
+		"object id":      call(`{"x":1}`, `{"name":"up__echo"}`),
+		"null id":        call(`null`, `{"name":"up__echo"}`),
+		"truncated":      call(`1`, `{"name":"up__echo"`),
+		"trailing data":  call(`1`, `{"name":"up__echo"}`) + ` {}`,
+	} {
+		if _, _, plain := f.plainCall([]byte(body)); plain {
+			t.Errorf("%s: %s served by the lean front, want it handed off", name, body)
+		}
+	}
+}
