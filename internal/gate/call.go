@@ -71,6 +71,12 @@ type Call struct {
 	// instead of running again, an open one is waited on, a settled one
 	// answers with its outcome. It is never inferred from equal arguments.
 	Resume approval.ID
+	// Prior is the hand-off [Gate.AdmitUnlessHeld] returned for this same
+	// call (principal, kind, server, tool and argument bytes); Admit uses
+	// the policy decision it carries instead of evaluating again while the
+	// policy revision it was taken under is in force. A Prior of another
+	// call, or none, means a fresh evaluation.
+	Prior *HandOff
 
 	// admitted is the policy decision taken at admission, which consume
 	// reuses while the policy revision has not moved.

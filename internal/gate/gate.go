@@ -297,13 +297,14 @@ func (g *Gate) AdmitTo(ctx context.Context, c *Call, adm *Admission) {
 // startAdmit starts the span of c's admission (see Admit).
 //
 //go:noinline // its attribute temporaries stay out of Admit's parked frame
-func (g *Gate) startAdmit(ctx context.Context, c *Call) (context.Context, trace.Span) {
-	return g.opts.Tracer.Start(ctx, c.spanName(), trace.WithSpanKind(trace.SpanKindServer),
+func (g *Gate) startAdmit(ctx context.Context, c *Call, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	opts = append(opts, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(
 			attribute.String("mcp.method.name", c.method()),
 			attribute.String(c.nameAttribute(), c.Tool),
 			attribute.String("toolgate.server", c.Server),
 		))
+	return g.opts.Tracer.Start(ctx, c.spanName(), opts...)
 }
 
 // admitInto sets *adm to admit's answer for c.
@@ -356,7 +357,14 @@ func (g *Gate) admit(ctx context.Context, c Call) Admission {
 	if (c.Task || c.Defer) && !g.opts.Key.Valid() {
 		return refuse("denied: this gateway has no key to keep the call as a task or a multi round-trip request")
 	}
-	dec, err := g.policy.Evaluate(g.policyCall(c, c.Arguments))
+	dec, err := g.evaluate(c)
+	return g.decide(ctx, c, chain, dec, err)
+}
+
+// decide acts on the policy's answer (dec, err) for c, as admit does once
+// it has it: counts it, refuses on an error, and records the admission
+// (a held call's after its wait).
+func (g *Gate) decide(ctx context.Context, c Call, chain session.Chain, dec policy.Decision, err error) Admission {
 	if err != nil {
 		g.log.ErrorContext(ctx, "policy evaluation failed; denying", "server", c.Server, "tool", c.Tool, "kind", c.Kind, "err", err)
 		g.metrics.ToolCall(c.Server, string(policy.Deny))

@@ -346,6 +346,7 @@ func (g *Gateway) sessionEnded(ss *mcp.ServerSession) {
 	g.subs.forget(ss)
 	g.elicitations.forget(ss)
 	g.levels.forget(ss)
+	g.forgetLean(ss)
 	g.watchMu.Lock()
 	delete(g.watched, ss)
 	g.watchMu.Unlock()

@@ -293,6 +293,10 @@ type Gateway struct {
 	// directRunners maps the task id of each direct task this gateway runs
 	// to the cancel func of its call (directtask.go).
 	directRunners sync.Map
+	// leanRegs holds the session registries of the lean fronts
+	// (*leanSessions → true) that sessions were added to.
+	leanRegs sync.Map
+	leanHook leanHook // tests only: set before Handler
 }
 
 // New connects to every upstream in servers, lists their tools and builds the
@@ -361,6 +365,7 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 		// Lists differ per principal (policy, agent sessions).
 		SetCacheable:       func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = "private" },
 		SubscribeHandler:   g.subscribe,
+		InitializedHandler: func(_ context.Context, req *mcp.InitializedRequest) { g.initialized(req.Session) },
 		UnsubscribeHandler: g.unsubscribe,
 		//lint:ignore SA1019 roots are deprecated only from 2026-07-28.
 		RootsListChangedHandler: func(_ context.Context, req *mcp.RootsListChangedRequest) {

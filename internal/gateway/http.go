@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/gate"
 )
 
 // ErrClientGone is the cancellation cause of a call whose HTTP client went
@@ -72,6 +73,10 @@ type HTTPOptions struct {
 	// HTTP 429 (the principal's) or 503 (the total) and a JSON-RPC error
 	// CodeTooManySessions, and no session is made. Defaults 100 and 10000.
 	MaxSessionsPerPrincipal, MaxSessions int
+	// DisableLeanCalls makes the SDK serve every request, plain allowed
+	// tools/call requests too (leanfront.go). By
+	// default the HTTP front answers those itself, decoding each once.
+	DisableLeanCalls bool
 }
 
 func (o *HTTPOptions) withDefaults() HTTPOptions {
@@ -124,9 +129,16 @@ func (g *Gateway) Handler(authn Authenticator, opts *HTTPOptions) (http.Handler,
 	} else if authn == nil {
 		return nil, errors.New("gateway: nil Authenticator")
 	}
+	var lean *leanSessions
+	sdkTimeout := o.SessionTimeout
+	if !o.DisableLeanCalls {
+		// The SDK's idle timer would not see the calls the front answers:
+		// the front keeps every session's timer instead (leansessions.go).
+		lean, sdkTimeout = newLeanSessions(o.SessionTimeout), 0
+	}
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &mcp.StreamableHTTPOptions{
 		Logger:              g.log,
-		SessionTimeout:      o.SessionTimeout,
+		SessionTimeout:      sdkTimeout,
 		MaxRequestBodyBytes: o.MaxBody,
 	})
 	// 2026-07-28 requests (no protocol session) are served by the SDK's
@@ -153,7 +165,7 @@ func (g *Gateway) Handler(authn Authenticator, opts *HTTPOptions) (http.Handler,
 		}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
 		next, nextModern = requireToken(next), requireToken(nextModern)
 	}
-	front := &httpFront{g: g, authn: authn, opts: o, next: next, modern: nextModern,
+	front := &httpFront{g: g, authn: authn, opts: o, next: next, modern: nextModern, lean: lean, hook: g.leanHook,
 		limits: newSessionLimiter(o.MaxSessions, o.MaxSessionsPerPrincipal, o.SessionTimeout, g.liveSessionSet)}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", front)
@@ -186,6 +198,10 @@ type httpFront struct {
 	// limits bounds the 2025-era sessions (an initialize reserves a slot;
 	// 2026-07-28 requests open no session and take none).
 	limits *sessionLimiter
+	// lean is the registry of the 2025-era sessions the lean front serves
+	// calls of (leanfront.go); nil when HTTPOptions.DisableLeanCalls.
+	lean *leanSessions
+	hook leanHook // tests only; nil otherwise
 }
 
 func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -221,7 +237,24 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		modern := false
 		var body []byte
 		var slot *sessionSlot
-		if r.Header.Get("Mcp-Session-Id") == "" {
+		var prior *gate.HandOff
+		var hb *heartbeatWriter
+		sid := r.Header.Get("Mcp-Session-Id")
+		if ls := f.lean.get(sid); ls != nil && sid != "" {
+			if ls.principal == p.ID {
+				defer ls.start(f.opts.SessionTimeout)()
+			}
+			if f.cancelLean(w, r, p, ls) {
+				return
+			}
+			hb = newHeartbeatWriter(w, f.opts.HeartbeatFirst, f.opts.Heartbeat)
+			defer hb.stop()
+			var served bool
+			if served, prior = f.serveLean(hb, r, p, ls); served {
+				return
+			}
+		}
+		if sid == "" {
 			// Only initialize may open a session; a 2026-07-28 request needs
 			// none. The SDK would open (and at once drop) a session for any
 			// other POST and answer 200 with an error; MCP says 400 (case C04).
@@ -253,8 +286,10 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		id := rand.Text()
 		r.Header.Set(carrierHeader, id)
-		var hb *heartbeatWriter
-		if !modern {
+		switch {
+		case hb != nil:
+			w = hb
+		case !modern:
 			// 2026-07-28 POSTs are answered as a whole; SSE comments would
 			// make every answer a stream.
 			hb = newHeartbeatWriter(w, f.opts.HeartbeatFirst, f.opts.Heartbeat)
@@ -264,7 +299,7 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if modern && f.g.taskRequest(w, r, body, p) {
 			return
 		}
-		f.g.carriers.put(id, &carrier{ctx: r.Context(), principal: p, grace: f.opts.DropGrace, hb: hb, modern: modern, slot: slot})
+		f.g.carriers.put(id, &carrier{ctx: r.Context(), principal: p, grace: f.opts.DropGrace, hb: hb, modern: modern, slot: slot, lean: f.lean, prior: prior})
 		defer f.g.carriers.delete(id)
 		next.ServeHTTP(w, r)
 		return
@@ -328,6 +363,10 @@ type carrier struct {
 	hb        *heartbeatWriter // nil for 2026-07-28 requests
 	modern    bool             // a 2026-07-28 request: no session, served statelessly
 	slot      *sessionSlot     // an initialize's place among the session limits; else nil
+	lean      *leanSessions    // the lean front's session registry; nil when off
+	// prior is the gate's hand-off of the call this POST carries, made by
+	// the lean front when the gate would hold it (its policy decision).
+	prior *gate.HandOff
 }
 
 // carriers is the registry of POSTs in flight, keyed by carrierHeader.

@@ -154,6 +154,15 @@ func (l *levels) set(ss *mcp.ServerSession, lvl mcp.LoggingLevel) (lowered bool)
 	return false
 }
 
+// explicit returns the level ss asked for with logging/setLevel; ok is
+// false when it asked for none (then the SDK sends it no log message).
+func (l *levels) explicit(ss *mcp.ServerSession) (lvl mcp.LoggingLevel, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lvl, ok = l.m[ss]
+	return lvl, ok
+}
+
 // of returns ss's level, or baseLogLevel when it set none.
 func (l *levels) of(ss *mcp.ServerSession) mcp.LoggingLevel {
 	l.mu.Lock()

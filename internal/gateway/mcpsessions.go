@@ -155,15 +155,49 @@ func (g *Gateway) liveSessionSet() map[*mcp.ServerSession]bool {
 // its POST reserved among the session limits to the session it opened.
 func (g *Gateway) initialize(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	res, err := next(ctx, method, req)
-	if err != nil {
-		return res, err
-	}
 	if ex := req.GetExtra(); ex != nil && ex.Header != nil {
-		if post := g.carriers.get(ex.Header.Get(carrierHeader)); post != nil && post.slot != nil {
-			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+		post := g.carriers.get(ex.Header.Get(carrierHeader))
+		ss, ok := req.GetSession().(*mcp.ServerSession)
+		if post != nil && ok && ss != nil {
+			if post.slot != nil && err == nil {
 				post.slot.bind(ss)
+			}
+			// A session whose initialize failed but that the SDK keeps (it
+			// closes only those without initialize params) is registered
+			// too, without a version: the lean front never serves it, but
+			// its idle timer, which replaces the SDK's, closes it.
+			if post.lean != nil && (err == nil || ss.InitializeParams() != nil) && g.watchSession(ss) {
+				version := ""
+				if ir, _ := res.(*mcp.InitializeResult); err == nil && ir != nil {
+					version = ir.ProtocolVersion
+				}
+				post.lean.add(ss, post.principal.ID, version)
+				g.leanRegs.Store(post.lean, true)
 			}
 		}
 	}
-	return res, nil
+	return res, err
+}
+
+// initialized tells the lean front that session ss finished its
+// initialization (notifications/initialized, which the SDK serves without
+// the middleware): its calls may now be served.
+func (g *Gateway) initialized(ss *mcp.ServerSession) {
+	if ss == nil {
+		return
+	}
+	g.leanRegs.Range(func(k, _ any) bool {
+		if s := k.(*leanSessions).get(ss.ID()); s != nil && s.ss == ss {
+			s.markInitialized()
+		}
+		return true
+	})
+}
+
+// forgetLean drops ended agent session ss from the lean fronts' registries.
+func (g *Gateway) forgetLean(ss *mcp.ServerSession) {
+	g.leanRegs.Range(func(k, _ any) bool {
+		k.(*leanSessions).forget(ss)
+		return true
+	})
 }

@@ -113,28 +113,10 @@ func (g *Gateway) callTool(ctx context.Context, method string, req mcp.Request, 
 		return nil, errUnknownTool(name)
 	}
 	prog := newRequestProgress(ctx, creq, g.log)
-	args := creq.Params.Arguments
-	if g.opts.Rewrite != nil {
-		args = g.opts.Rewrite(t.Server, t.Tool, creq.Params.Arguments)
-	}
-	call := gate.Call{
-		Principal:  p,
-		Server:     t.Server,
-		Tool:       t.Tool,
-		Arguments:  args,
-		ToolDigest: t.Digest,
-	}
-	if g.opts.Rewrite != nil {
-		// Rewrite again at dispatch: the gate checks these bytes against
-		// the approved hash (case C11).
-		call.Outgoing = func() json.RawMessage { return g.opts.Rewrite(t.Server, t.Tool, creq.Params.Arguments) }
-	}
-	if prog != nil {
-		call.KeepAlive = prog.keepAlive
-	} else {
-		call.MaxHold = g.opts.MaxHold
-	}
+	call := g.toolCall(p, t, creq.Params.Arguments, prog)
+	args := call.Arguments
 	call.Resume = namedApproval(creq.Params.Meta)
+	call.Prior = g.priorOf(creq)
 	var relay *relayRound
 	relayed := false
 	if isModernRequest(ctx) {
@@ -160,6 +142,46 @@ func (g *Gateway) callTool(ctx context.Context, method string, req mcp.Request, 
 		return nil, errRequestState(gate.ErrBadRequestState)
 	}
 	return g.answerCall(ctx, method, req, next, creq, &call, t, prog, args, relay, g.admitCall(ctx, &call), mrtr)
+}
+
+// toolCall is the gate.Call of principal p calling catalog tool t with the
+// agent's argument bytes raw (rewritten by Options.Rewrite), waiting as a
+// caller with progress prog (nil: none) can.
+func (g *Gateway) toolCall(p approval.Principal, t Tool, raw json.RawMessage, prog *callProgress) gate.Call {
+	args := raw
+	if g.opts.Rewrite != nil {
+		args = g.opts.Rewrite(t.Server, t.Tool, raw)
+	}
+	call := gate.Call{
+		Principal:  p,
+		Server:     t.Server,
+		Tool:       t.Tool,
+		Arguments:  args,
+		ToolDigest: t.Digest,
+	}
+	if g.opts.Rewrite != nil {
+		// Rewrite again at dispatch: the gate checks these bytes against
+		// the approved hash (case C11).
+		call.Outgoing = func() json.RawMessage { return g.opts.Rewrite(t.Server, t.Tool, raw) }
+	}
+	if prog != nil {
+		call.KeepAlive = prog.keepAlive
+	} else {
+		call.MaxHold = g.opts.MaxHold
+	}
+	return call
+}
+
+// priorOf is the gate's hand-off the lean front took for the POST carrying
+// req (the policy decision of a call it would hold), or nil. It comes from
+// the gateway's own carrier registry, never from the client.
+func (g *Gateway) priorOf(req mcp.Request) *gate.HandOff {
+	if ex := req.GetExtra(); ex != nil && ex.Header != nil {
+		if post := g.carriers.get(ex.Header.Get(carrierHeader)); post != nil {
+			return post.prior
+		}
+	}
+	return nil
 }
 
 // admitCall asks the Gatekeeper about call. A held call waits for its

@@ -47,6 +47,9 @@ type origin struct {
 	// logs forwards the upstream's log messages in wire order; finish
 	// drains it before the request's result goes back.
 	logs orderedSender
+	// lean, for a call the lean front serves (leanfront.go), writes log
+	// messages on the call's own event stream, which the SDK does not know.
+	lean *leanLog
 }
 
 type originKey struct{}
@@ -85,6 +88,9 @@ func (o *origin) routeToken() string {
 func (o *origin) sendLog(p *mcp.LoggingMessageParams) bool {
 	if o.ss == nil {
 		return false
+	}
+	if o.lean != nil {
+		return o.logs.push(func() { o.lean.send(p) })
 	}
 	return o.logs.push(func() {
 		// Log applies the agent session's own logging/setLevel.

@@ -1,0 +1,200 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// leanPolicy allows echo_raw, slow and progress, holds big_result for
+// approval and denies the rest (toggle_tool), with a small request limit.
+const leanPolicy = `
+limits:
+  max_request_bytes: 64KiB
+policy:
+  default: deny
+  rules:
+    - name: plain tools
+      server: t
+      tools: [echo_raw, slow, progress]
+      effect: allow
+    - name: big needs a human
+      server: t
+      tools: [big_result]
+      effect: approve
+`
+
+// TestLeanCallsEndToEnd (issue 13): through the real binary, a go-sdk
+// client on one 2025-11-25 session makes the calls toolgate's lean front
+// answers (allowed, denied, cancelled) and those it hands to the SDK path
+// (a progress token, a held call approved through the CLI, arguments that
+// are not an object), and raw POSTs on the session (oversized, malformed
+// JSON); each gets the answer the SDK path gives. Then a TypeScript SDK
+// client pinned to 2025-11-25 does the same on its own session.
+func TestLeanCallsEndToEnd(t *testing.T) {
+	g, record := startUpstreamGateway(t, leanPolicy)
+	progress := make(chan struct{}, 16)
+	cs := g.connect(t, &mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { progress <- struct{}{} }}, nil)
+	ctx := t.Context()
+
+	if got := mustOK(t, await(t, callAsync(ctx, cs, &mcp.CallToolParams{Name: "t__echo_raw", Arguments: json.RawMessage(`{"go":1}`)}))); got != `{"go":1}` {
+		t.Errorf("allowed call: %q", got)
+	}
+	if msg := mustIsError(t, await(t, callAsync(ctx, cs, &mcp.CallToolParams{Name: "t__toggle_tool", Arguments: json.RawMessage(`{}`)}))); !strings.Contains(msg, "denied") {
+		t.Errorf("denied call: %q", msg)
+	}
+	p := &mcp.CallToolParams{Name: "t__progress", Arguments: json.RawMessage(`{"n":2}`)}
+	p.SetProgressToken("go-progress")
+	mustOK(t, await(t, callAsync(ctx, cs, p)))
+	for i := range 2 { // the client hands notifications to its handler asynchronously
+		select {
+		case <-progress:
+		case <-time.After(waitFor):
+			t.Fatalf("%d progress notifications, want 2", i)
+		}
+	}
+	held := callAsync(ctx, cs, &mcp.CallToolParams{Name: "t__big_result", Arguments: json.RawMessage(`{"go":"held"}`)})
+	mustCLI(t, g.Admin, "approve", waitPending(t, g.Admin, 1)[0].ID)
+	if got := mustOK(t, await(t, held)); !strings.Contains(got, "9223372036854775807") {
+		t.Errorf("held then approved call: %q, want the upstream's big integers", got)
+	}
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "t__echo_raw", Arguments: json.RawMessage(`"x"`)}); err == nil || !strings.Contains(err.Error(), "must be a JSON object") {
+		t.Errorf("string arguments: %v, want invalid params", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	slow := callAsync(cctx, cs, &mcp.CallToolParams{Name: "t__slow", Arguments: json.RawMessage(`{"go":"cancel"}`)})
+	waitRecord(t, record, `slow started {"go":"cancel"}`)
+	cancel()
+	waitRecord(t, record, `slow cancelled {"go":"cancel"}`)
+	if r := await(t, slow); !errors.Is(r.err, context.Canceled) {
+		t.Errorf("cancelled call: (%v, %v), want context.Canceled", r.res, r.err)
+	}
+
+	post := func(body io.Reader) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.MCP, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+agentToken)
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("Mcp-Protocol-Version", cs.InitializeResult().ProtocolVersion)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := (&http.Client{Transport: g.tr}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	big := io.MultiReader(strings.NewReader(`{"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"name":"t__echo_raw","arguments":{"x":"`),
+		strings.NewReader(strings.Repeat("a", 128<<10)), strings.NewReader(`"}}}`))
+	if status, body := post(big); status != http.StatusRequestEntityTooLarge {
+		t.Errorf("oversized call: %d %q, want 413", status, body)
+	}
+	if status, body := post(strings.NewReader(`{"jsonrpc":"2.0","id":"bad","method":"tools/call","params":{"name":"t__echo_raw"`)); status != http.StatusBadRequest {
+		t.Errorf("malformed JSON: %d %q, want 400", status, body)
+	}
+	if n := countRecord(t, record, `echo_raw {"go":1}`); n != 1 {
+		t.Errorf("allowed call ran %d times, want 1", n)
+	}
+
+	leanTypeScript(t, g, record)
+}
+
+// leanTypeScript runs tsclient/lean2025.mjs against g (see
+// TestLeanCallsEndToEnd).
+func leanTypeScript(t *testing.T, g *gw, record string) {
+	t.Helper()
+	node := tsV2Node(t)
+	script, err := filepath.Abs(filepath.Join("tsclient", "lean2025.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*waitFor)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, script, g.MCP, agentToken)
+	cmd.Env = childEnv()
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", node, err)
+	}
+	waited := false
+	defer func() {
+		if !waited {
+			cancel()
+			_ = cmd.Wait()
+		}
+	}()
+	lines := bufio.NewScanner(stdout)
+	lines.Buffer(nil, 1<<20)
+	type line struct {
+		Step            string   `json:"step"`
+		Session         string   `json:"session"`
+		ProtocolVersion string   `json:"protocolVersion"`
+		Result          tsResult `json:"result"`
+		Error           string   `json:"error"`
+		Progress        int      `json:"progress"`
+	}
+	next := func(want string) line {
+		t.Helper()
+		if !lines.Scan() {
+			t.Fatalf("TypeScript client printed nothing for %s (%v)\nstderr:\n%s", want, lines.Err(), stderr.String())
+		}
+		var l line
+		if err := json.Unmarshal(lines.Bytes(), &l); err != nil || l.Step != want {
+			t.Fatalf("client output %q (%v), want step %s", lines.Bytes(), err, want)
+		}
+		return l
+	}
+	if l := next("connected"); l.Session == "" || l.ProtocolVersion != "2025-11-25" {
+		t.Fatalf("TypeScript client: session %q, version %q; want a 2025-11-25 session", l.Session, l.ProtocolVersion)
+	}
+	if l := next("allowed"); l.Error != "" || l.Result.IsError || l.Result.text() != `{"ts":1}` {
+		t.Errorf("TypeScript allowed call: %+v", l)
+	}
+	if l := next("denied"); l.Error != "" || !l.Result.IsError || !strings.Contains(l.Result.text(), "denied") {
+		t.Errorf("TypeScript denied call: %+v", l)
+	}
+	if l := next("progress"); l.Error != "" || l.Result.IsError || l.Progress != 2 {
+		t.Errorf("TypeScript call with progress: %+v, want 2 progress notifications", l)
+	}
+	id := waitPending(t, g.Admin, 1)[0].ID
+	mustCLI(t, g.Admin, "approve", id)
+	if l := next("held"); l.Error != "" || l.Result.IsError || !strings.Contains(l.Result.text(), "9223372036854775807") {
+		t.Errorf("TypeScript held then approved call: %+v", l)
+	}
+	waitRecord(t, record, `slow started {"ts":"cancel"}`)
+	if _, err := io.WriteString(stdin, "cancel\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitRecord(t, record, `slow cancelled {"ts":"cancel"}`)
+	if l := next("cancelled"); l.Error == "" {
+		t.Errorf("TypeScript cancelled call: %+v, want an error", l)
+	}
+	waited = true
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("TypeScript client: %v\nstderr:\n%s", err, stderr.String())
+	}
+}

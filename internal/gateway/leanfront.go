@@ -1,0 +1,334 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/gate"
+)
+
+// The lean front answers a plain, allowed (or denied) tools/call on a
+// 2025-era session itself, without the SDK's server side: the request is
+// decoded once (the SDK decodes it four to five times, each with a 32 KiB
+// buffer; docs/performance.md), goes through the one gate
+// ([gate.Gate.AdmitUnlessHeld]) and is dispatched through upstream.call
+// like the tool handler's. Everything else — batches, other methods, a
+// _meta (progress token, approval resume, protocol metadata), task,
+// inputResponses or requestState, the policy tool, an unknown tool, a
+// session not (yet) usable, a header the SDK would check, and a call the
+// gate would hold — is handed to the SDK path unchanged, a held call with
+// the policy decision already taken (carrier.prior). See
+// docs/architecture.md, "The lean front".
+
+// A leanRequest is what the lean front decodes of a POST body.
+type leanRequest struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  *struct {
+		Name           string          `json:"name"`
+		Arguments      json.RawMessage `json:"arguments"`
+		Meta           json.RawMessage `json:"_meta"`
+		Task           json.RawMessage `json:"task"`
+		InputResponses json.RawMessage `json:"inputResponses"`
+		RequestState   json.RawMessage `json:"requestState"`
+	} `json:"params"`
+}
+
+// leanAdmitter is a Gatekeeper that can decide a call unless it would hold
+// it ([gate.Gate.AdmitUnlessHeld]).
+type leanAdmitter interface {
+	AdmitUnlessHeld(ctx context.Context, c *gate.Call, adm *gate.Admission) *gate.HandOff
+}
+
+// leanHook, when set (tests), is told of each POST the lean front answered
+// (true) or handed to the SDK path (false) after reading its body.
+type leanHook func(served bool)
+
+// serveLean answers the POST r of principal p on session s when it is a
+// plain tools/call (served true). Otherwise r's body is put back for the
+// SDK path, and prior is the gate's hand-off when the gate was asked.
+func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Principal, s *leanSession) (served bool, prior *gate.HandOff) {
+	if !leanHeaders(r.Header, s.version) || !s.isInitialized() || s.principal != p.ID {
+		return false, nil
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, f.opts.MaxBody))
+	if err != nil {
+		// As the SDK answers it (it would read the same bytes).
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
+		} else {
+			http.Error(w, "failed to read body", http.StatusBadRequest)
+		}
+		return true, nil
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	m, t, ok := f.plainCall(body)
+	la, isLean := f.g.gk.(leanAdmitter)
+	if !ok || !isLean || f.g.root.Err() != nil {
+		f.note(false)
+		return false, nil
+	}
+	key := canonicalID(m.ID)
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
+	defer cancel(nil)
+	untrackID, ok := s.track(key, cancel)
+	if !ok {
+		f.note(true)
+		writeRPCError(w, http.StatusBadRequest, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: "duplicate in-flight request ID " + string(bytes.TrimSpace(m.ID))})
+		return true, nil
+	}
+	defer untrackID()
+	// As bindRequest does for the SDK path: a POST that ends before its
+	// call means the client went away (after the grace an explicit cancel
+	// gets to arrive in).
+	stop := context.AfterFunc(r.Context(), func() {
+		time.AfterFunc(f.opts.DropGrace, func() { cancel(ErrClientGone) })
+	})
+	defer stop()
+	call := f.g.toolCall(p, t, m.Params.Arguments, nil)
+	adm := new(gate.Admission)
+	if h := la.AdmitUnlessHeld(ctx, &call, adm); h != nil {
+		f.note(false)
+		return false, h
+	}
+	f.note(true)
+	f.answerLean(ctx, cancel, w, p, s, m, t, &call, adm)
+	return true, nil
+}
+
+// note tells the test hook, if any, whether a POST whose body was read is
+// served by the lean front, before it is answered.
+func (f *httpFront) note(served bool) {
+	if f.hook != nil {
+		f.hook(served)
+	}
+}
+
+// plainCall decodes body and reports whether it is one plain tools/call
+// of a tool in the catalog (see serveLean).
+func (f *httpFront) plainCall(body []byte) (leanRequest, Tool, bool) {
+	var m leanRequest
+	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' {
+		return m, Tool{}, false
+	}
+	if json.Unmarshal(body, &m) != nil || m.JSONRPC != "2.0" || m.Method != "tools/call" || m.Params == nil ||
+		classifyID(m.ID) != idOK || m.Params.Meta != nil || m.Params.Task != nil ||
+		m.Params.InputResponses != nil || m.Params.RequestState != nil || checkArguments(m.Params.Arguments) != nil ||
+		m.Params.Name == PolicyToolName {
+		return m, Tool{}, false
+	}
+	t, ok := f.g.catalog.lookup(m.Params.Name)
+	return m, t, ok
+}
+
+// leanHeaders reports whether a POST's headers are ones the SDK path would
+// accept without a word for a session that negotiated version: JSON in,
+// JSON and event streams accepted, the negotiated MCP-Protocol-Version, and
+// none of the headers it checks against the body (Mcp-Method, Mcp-Name) or
+// refuses on a POST (Last-Event-ID).
+func leanHeaders(h http.Header, version string) bool {
+	if mt, _, err := mime.ParseMediaType(h.Get("Content-Type")); err != nil || mt != "application/json" {
+		return false
+	}
+	accept := strings.Join(h.Values("Accept"), ",")
+	if !strings.Contains(accept, "application/json") || !strings.Contains(accept, "text/event-stream") {
+		return false
+	}
+	return version != "" && h.Get("Mcp-Protocol-Version") == version && version < modernVersion &&
+		len(h.Values("Mcp-Method")) == 0 && len(h.Values("Mcp-Name")) == 0 && len(h.Values("Last-Event-ID")) == 0
+}
+
+// answerLean answers the lean call m (decided by the gate as *adm): a
+// refusal, or the dispatch upstream, whose outcome it records.
+func (f *httpFront) answerLean(ctx context.Context, cancel context.CancelCauseFunc, w *heartbeatWriter, p approval.Principal,
+	s *leanSession, m leanRequest, t Tool, call *gate.Call, adm *gate.Admission) {
+	g := f.g
+	w.Header().Set("Cache-Control", "no-cache, no-transform")
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Connection", "keep-alive")
+	if !adm.Allowed {
+		writeLeanResult(w, m.ID, refusalResult(*adm), nil)
+		return
+	}
+	// As bindRequest does for the SDK path: tracked per session (DELETE,
+	// Close and shutdown cancel it), heartbeats while it runs.
+	untrack := g.calls.add(s.ss.ID(), p.ID, cancel)
+	defer untrack()
+	if g.root.Err() != nil {
+		cancel(ErrShutdown)
+	}
+	w.arm()
+	args := m.Params.Arguments
+	if adm.Arguments != nil {
+		args = adm.Arguments
+	}
+	o := g.newOrigin(ctx, s.ss, p, t.Server)
+	o.lean = &leanLog{w: w, level: func() (mcp.LoggingLevel, bool) { return g.levels.explicit(s.ss) }}
+	d := &dispatch{tool: t, args: args, origin: o, call: *call}
+	res, err := g.dispatchLean(ctx, d)
+	o.finish()
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer fcancel()
+	oc := d.outcome
+	if oc == approval.OutcomeNone {
+		oc = outcome(res, err)
+	}
+	adm.FinishWith(fctx, oc, recorded(*adm, res, err))
+	writeLeanResult(w, m.ID, res, err)
+}
+
+// dispatchLean sends the admitted lean call d upstream, as the tool
+// handler does (handle). The one place a raw pass-through of the
+// upstream's result bytes would go.
+func (g *Gateway) dispatchLean(ctx context.Context, d *dispatch) (*mcp.CallToolResult, error) {
+	u := g.ups[d.tool.Server]
+	if u == nil {
+		return nil, errUnknownTool(d.tool.Name)
+	}
+	res, err := u.call(withOrigin(ctx, d.origin), d.tool.Tool, d.args, nil)
+	return dispatched(d, res, err)
+}
+
+// writeLeanResult writes the answer to id as the SDK writes it on an event
+// stream: one "message" event with the JSON-RPC response (errors as the
+// SDK turns a handler's error into one).
+func writeLeanResult(w http.ResponseWriter, id json.RawMessage, res *mcp.CallToolResult, err error) {
+	resp := struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  any             `json:"result,omitempty"`
+		Error   *jsonrpc.Error  `json:"error,omitempty"`
+	}{JSONRPC: "2.0", ID: bytes.TrimSpace(id)}
+	if err != nil {
+		resp.Error = wireError(err)
+	} else {
+		resp.Result = res
+	}
+	b, merr := json.Marshal(resp)
+	if merr != nil {
+		resp.Result, resp.Error = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "cannot encode the result: " + merr.Error()}
+		b, _ = json.Marshal(resp)
+	}
+	writeSSE(w, b)
+}
+
+// writeSSE writes data as one "message" event and flushes.
+func writeSSE(w http.ResponseWriter, data []byte) {
+	var buf bytes.Buffer
+	buf.Grow(len("event: message\ndata: \n\n") + len(data))
+	buf.WriteString("event: message\ndata: ")
+	buf.Write(data)
+	buf.WriteString("\n\n")
+	_, _ = w.Write(buf.Bytes())
+	_ = http.NewResponseController(w).Flush()
+}
+
+// wireError is the JSON-RPC error the SDK answers for a handler's err: the
+// error itself when it is one, else its text with the code of a wrapped
+// one (0 when none).
+func wireError(err error) *jsonrpc.Error {
+	if je, ok := err.(*jsonrpc.Error); ok { //nolint:errorlint // the error itself, as the SDK's toWireError; a wrapped one below
+		return je
+	}
+	we := &jsonrpc.Error{Message: err.Error()}
+	var wrapped *jsonrpc.Error
+	if errors.As(err, &wrapped) {
+		we.Code = wrapped.Code
+	}
+	return we
+}
+
+// writeRPCError answers a POST with status and a JSON-RPC error to id, as
+// the SDK does for the errors it finds before serving a request.
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, e *jsonrpc.Error) {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": bytes.TrimSpace(id), "error": e})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// canonicalID is a JSON-RPC id as a map key: equal for ids the SDK takes
+// as equal (1 and 1.0 are not sent by clients; classifyID refuses them).
+func canonicalID(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return "s:" + s
+		}
+	}
+	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+		return "n:" + strconv.FormatInt(n, 10)
+	}
+	return "x:" + string(raw)
+}
+
+// cancelLean serves a notifications/cancelled POST naming a lean call of
+// session s: it cancels the call (context.Canceled, as the SDK does) and
+// answers 202. It reports false, with r's body put back, for anything
+// else.
+func (f *httpFront) cancelLean(w http.ResponseWriter, r *http.Request, p approval.Principal, s *leanSession) bool {
+	if s.principal != p.ID || r.ContentLength > 4096 || r.ContentLength < 0 {
+		return false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 4096))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil || !bytes.Contains(body, []byte(`notifications/cancelled`)) {
+		return false
+	}
+	var n struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
+		Params  struct {
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &n) != nil || n.Method != "notifications/cancelled" || n.ID != nil || classifyID(n.Params.RequestID) != idOK {
+		return false
+	}
+	if !s.cancel(canonicalID(n.Params.RequestID), context.Canceled) {
+		return false
+	}
+	w.WriteHeader(http.StatusAccepted)
+	return true
+}
+
+// A leanLog sends an upstream's log messages about a lean call on the
+// call's own event stream, at the level the agent session asked for (none
+// until it asked, as the SDK does).
+type leanLog struct {
+	w     http.ResponseWriter
+	level func() (mcp.LoggingLevel, bool)
+}
+
+func (l *leanLog) send(p *mcp.LoggingMessageParams) {
+	lvl, ok := l.level()
+	if !ok || levelRank(p.Level) < levelRank(lvl) {
+		return
+	}
+	b, err := json.Marshal(struct {
+		JSONRPC string                    `json:"jsonrpc"`
+		Method  string                    `json:"method"`
+		Params  *mcp.LoggingMessageParams `json:"params"`
+	}{"2.0", "notifications/message", p})
+	if err == nil {
+		writeSSE(l.w, b)
+	}
+}
