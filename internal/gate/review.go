@@ -61,7 +61,13 @@ func (g *Gate) ReviewIf(ctx context.Context, id approval.ID, reviewer approval.P
 	if err != nil {
 		return approval.Request{}, err
 	}
-	g.hub.wake(string(id))
+	if r.State != approval.StatePending {
+		// The held call acts on the decided row without reading it again;
+		// its consume re-checks the stored one (see hub).
+		g.hub.wakeDecided(string(id), &r)
+	} else {
+		g.hub.wake(string(id))
+	}
 	if r.State == approval.StateApproved || r.State == approval.StateDenied {
 		g.metrics.ApprovalDecided(string(r.State))
 	}
