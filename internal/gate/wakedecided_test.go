@@ -92,3 +92,36 @@ func TestWokenCallWhoseRequestMovedDoesNotRun(t *testing.T) {
 		t.Fatalf("stored request %s outcome %q, want cancelled and never dispatched", cur.State, cur.DispatchOutcome)
 	}
 }
+
+// The consume of a call made without a session does not ask the store for
+// the requesting session's chain (a read of the sessions table inside the
+// consume's transaction that it would ignore); a session's call still does
+// (TestSessionRevokedBetweenApprovalAndDispatch and the other session tests check what
+// it re-checks).
+func TestSessionlessConsumeReadsNoChain(t *testing.T) {
+	db := sqlitetest.Open(t)
+	pol := &swappable{}
+	pol.p.Store(testPolicy(time.Minute))
+	fs := newFaulty(db)
+	g := New(fs, pol, &Options{})
+	ch := admitAsync(t.Context(), g, writeCall("/nochain"))
+	r := waitPending(t, db, 1)[0]
+	if _, err := g.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "ok", ""); err != nil {
+		t.Fatal(err)
+	}
+	a := recv(t, ch)
+	if !a.Allowed {
+		t.Fatalf("admission %+v", a)
+	}
+	a.Finish(t.Context(), approval.OutcomeOK)
+	if n := fs.count("UpdateRequestWithChain"); n != 0 {
+		t.Errorf("a sessionless consume read the session chain (%d UpdateRequestWithChain)", n)
+	}
+	cur, err := db.GetRequest(t.Context(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.State != approval.StateConsumed || cur.DispatchOutcome != approval.OutcomeOK {
+		t.Fatalf("stored %s/%q, want consumed/ok", cur.State, cur.DispatchOutcome)
+	}
+}
