@@ -20,6 +20,9 @@ import (
 type hub struct {
 	mu   sync.Mutex
 	subs map[string]map[*wakeup]struct{} // guarded by mu; key is the request id
+	// deciding counts the decisions of this process being written, by
+	// request id (see decide); guarded by mu.
+	deciding map[string]int
 }
 
 // A wakeup is one subscription: C is closed on the next wake-up. After C
@@ -30,7 +33,9 @@ type wakeup struct {
 	decided *approval.Request // set before C is closed, read only after
 }
 
-func newHub() *hub { return &hub{subs: make(map[string]map[*wakeup]struct{})} }
+func newHub() *hub {
+	return &hub{subs: make(map[string]map[*wakeup]struct{}), deciding: make(map[string]int)}
+}
 
 // subscribe returns a subscription closed on the next wake-up of id (or of
 // all), and a func that drops it.
@@ -59,7 +64,40 @@ func (h *hub) subscribe(id string) (*wakeup, func()) {
 }
 
 // wake closes every subscription of id; its waiters re-read the store.
-func (h *hub) wake(id string) { h.wakeDecided(id, nil) }
+// While a decision of this process on id is being written (decide), the
+// wake-up is left to that decision's, which always follows: the store's
+// watcher sees the decision's own commit (a Postgres NOTIFY) and would
+// otherwise often wake the waiter first, making it read the row the
+// decision is about to hand it.
+func (h *hub) wake(id string) {
+	h.mu.Lock()
+	busy := h.deciding[id] > 0
+	h.mu.Unlock()
+	if !busy {
+		h.wakeDecided(id, nil)
+	}
+}
+
+// decide marks a decision on id as being written and returns the func
+// that ends the mark and wakes id's waiters: with the request as written
+// (wakeDecided) when r is not nil and no longer pending, else plainly.
+// The func must be called exactly once, whatever the write's outcome.
+func (h *hub) decide(id string) (done func(r *approval.Request)) {
+	h.mu.Lock()
+	h.deciding[id]++
+	h.mu.Unlock()
+	return func(r *approval.Request) {
+		h.mu.Lock()
+		if h.deciding[id]--; h.deciding[id] <= 0 {
+			delete(h.deciding, id)
+		}
+		h.mu.Unlock()
+		if r != nil && r.State == approval.StatePending {
+			r = nil
+		}
+		h.wakeDecided(id, r)
+	}
+}
 
 // wakeDecided closes every subscription of r's id handing them r, the
 // request as the caller's committed write left it (see hub); r nil is
