@@ -710,30 +710,37 @@ func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
 		deniedBy = dec.Rule
 	}
 	b := approval.Binding{Principal: c.Principal.ID, Server: c.Server, Tool: c.Tool, ArgumentsHash: hash, ToolDigest: digest}
+	fn := func(r *approval.Request, chain session.Chain) error {
+		why := deniedBy
+		if why == "" && c.Principal.SessionID != "" {
+			// Sessions: only revocation and exclusion are re-checked; a
+			// changed require_approval does not touch a call already
+			// evaluated.
+			if chain == nil {
+				why = sessionRefusal(nil, store.ErrNotFound, c)
+			} else {
+				why = sessionRefusal(chain, nil, c)
+			}
+		}
+		now := g.now()
+		if err := r.Consume(b, why, now); err != nil {
+			return err
+		}
+		if r.State == approval.StateConsumed {
+			r.Renew(g.instance, now.Add(g.opts.Lease))
+		}
+		return nil
+	}
 	var r approval.Request
 	err = g.retryStore(ctx, func(actx context.Context) error {
 		var err error
-		r, err = g.store.UpdateRequestWithChain(actx, id, "toolgate", func(r *approval.Request, chain session.Chain) error {
-			why := deniedBy
-			if why == "" && c.Principal.SessionID != "" {
-				// Sessions: only revocation and exclusion are re-checked; a
-				// changed require_approval does not touch a call already
-				// evaluated.
-				if chain == nil {
-					why = sessionRefusal(nil, store.ErrNotFound, c)
-				} else {
-					why = sessionRefusal(chain, nil, c)
-				}
-			}
-			now := g.now()
-			if err := r.Consume(b, why, now); err != nil {
-				return err
-			}
-			if r.State == approval.StateConsumed {
-				r.Renew(g.instance, now.Add(g.opts.Lease))
-			}
-			return nil
-		})
+		if c.Principal.SessionID == "" {
+			// A call without a session has no chain to re-check: fn
+			// ignores it, so the store need not read it.
+			r, err = g.store.UpdateRequest(actx, id, "toolgate", func(r *approval.Request) error { return fn(r, nil) })
+		} else {
+			r, err = g.store.UpdateRequestWithChain(actx, id, "toolgate", fn)
+		}
 		return err
 	})
 	if err != nil {

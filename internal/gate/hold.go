@@ -266,9 +266,11 @@ func (g *Gate) resend(ctx context.Context, c Call, r approval.Request) Admission
 // leases) and losing it ends the wait (errLeaseLost).
 //
 // A held call costs no goroutine and no ticker of its own: it re-reads the
-// request only when woken (a local decision, the change feed or a NOTIFY
-// from another process or instance, a lease renewal that found it gone),
-// at the deadline, and, while the store cannot be read, on a backoff. Its
+// request only when woken (the change feed or a NOTIFY from another
+// process or instance, a lease renewal that found it gone, a local change
+// other than a decision), at the deadline, and, while the store cannot be
+// read, on a backoff. A decision made in this process hands the waiter
+// the decided request with the wake-up (hub.wakeDecided): no read. Its
 // keep-alives come from the gate's one beat.
 func (g *Gate) wait(ctx context.Context, id approval.ID, deadline time.Time, keepAlive func(context.Context), lease bool) (approval.Request, error) {
 	r, err := g.waitFor(ctx, id, deadline, keepAlive, lease)
@@ -301,7 +303,11 @@ func (g *Gate) waitFor(ctx context.Context, id approval.ID, deadline time.Time, 
 	waiting:
 		for {
 			select {
-			case <-woke:
+			case <-woke.C:
+				if st.takeDecided(woke) {
+					unsub()
+					return &st.last, nil
+				}
 				break waiting
 			case <-st.retryC:
 				break waiting
@@ -330,6 +336,21 @@ type heldRead struct {
 	retry    *time.Timer      // set while the store cannot be read
 	retryC   <-chan time.Time // retry's channel after a failed read, else nil
 	backoff  time.Duration
+}
+
+// takeDecided reports whether the wake-up w carried the request decided
+// (no longer pending), as its waker wrote it; st.last is then that
+// request, the wait is over without reading the store again (see hub),
+// and whatever follows re-checks the stored row in its own conditional
+// write.
+//
+//go:noinline // the request's copy stays out of waitFor's parked frame
+func (st *heldRead) takeDecided(w *wakeup) bool {
+	if w.decided == nil || w.decided.State == approval.StatePending || w.decided.ID != st.id {
+		return false
+	}
+	st.last = *w.decided
+	return true
 }
 
 func (st *heldRead) stop() {

@@ -323,7 +323,7 @@ func (g *Gate) awaitOutcome(ctx context.Context, id approval.ID) {
 			return
 		}
 		select {
-		case <-woke:
+		case <-woke.C:
 		case <-t.C:
 			unsub()
 			return

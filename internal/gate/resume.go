@@ -104,7 +104,7 @@ func (g *Gate) waitChange(ctx context.Context, id approval.ID, until time.Time, 
 	}
 	for {
 		select {
-		case <-woke:
+		case <-woke.C:
 			return nil
 		case <-timer.C:
 			return nil

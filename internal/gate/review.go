@@ -38,6 +38,12 @@ func (g *Gate) Review(ctx context.Context, id approval.ID, reviewer approval.Pri
 // read of its own before reviewing); an error from allow is returned as
 // is and nothing is recorded. allow may run more than once.
 func (g *Gate) ReviewIf(ctx context.Context, id approval.ID, reviewer approval.Principal, v approval.Verdict, reason, pinnedHash string, allow func(approval.Request) error) (approval.Request, error) {
+	// The held call acts on the decided row without reading it again; its
+	// consume re-checks the stored one (see hub). Until then the store
+	// watcher's wake-ups of id wait for this one.
+	var decided *approval.Request
+	done := g.hub.decide(string(id))
+	defer func() { done(decided) }()
 	r, err := g.store.UpdateRequest(ctx, id, reviewer.ID, func(r *approval.Request) error {
 		if reviewer.Tenant != "" && r.Tenant != reviewer.Tenant {
 			return store.ErrNotFound
@@ -61,7 +67,7 @@ func (g *Gate) ReviewIf(ctx context.Context, id approval.ID, reviewer approval.P
 	if err != nil {
 		return approval.Request{}, err
 	}
-	g.hub.wake(string(id))
+	decided = &r
 	if r.State == approval.StateApproved || r.State == approval.StateDenied {
 		g.metrics.ApprovalDecided(string(r.State))
 	}

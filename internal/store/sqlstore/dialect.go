@@ -26,10 +26,13 @@ type dialect interface {
 	// lock takes the named lock l until t ends: a transaction-scoped
 	// advisory lock on Postgres; nothing on SQLite (see forUpdate).
 	lock(ctx context.Context, t *tx, l lockName) error
-	// notify tells other instances, inside t, about the changes whose event
-	// rows t just wrote (sent when t commits): Postgres NOTIFY; nothing on
-	// SQLite, where Watch sees any commit through PRAGMA data_version.
-	notify(ctx context.Context, t *tx, evs []event) error
+	// notifications returns the select list (with ? placeholders) and its
+	// arguments that tell other instances about the changes whose event
+	// rows evs are (sent when the transaction commits): Postgres's
+	// pg_notify calls, which writeEvents runs in the statement that
+	// inserts the rows, one round trip for both; "" on SQLite, where
+	// Watch sees any commit through PRAGMA data_version.
+	notifications(evs []event) (selects string, args []any)
 	// feedQuery is the query of DB.Feed: the events after the cursor in
 	// feed order, at most limit, selecting eventColumns and then the
 	// transaction order key as text (see store.Cursor). It must never

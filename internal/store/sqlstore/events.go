@@ -34,7 +34,7 @@ func eventRows(evs ...approval.Event) []event {
 
 // writeEvents appends evs to the event log inside t; every event of the
 // store is written here, in the transaction of the change it records, and
-// then notifies other instances (dialect.notify). It takes no lock: on
+// notifies other instances in the same statement (dialect.notifications). It takes no lock: on
 // Postgres, where transactions commit in any order, each row records its
 // transaction's id (a column default) and Feed orders by it (see Feed). No
 // events, nothing done.
@@ -55,10 +55,17 @@ func (t *tx) writeEvents(ctx context.Context, evs []event) error {
 		args = append(args, nullString(string(ev.RequestID)), nullString(ev.SessionID), sql.NullInt64{Int64: ev.PolicyRevision, Valid: ev.PolicyRevision != 0},
 			nullString(ev.GrantID), string(ev.Type), string(ev.State), ev.Actor, ev.At.UnixMilli())
 	}
-	if _, err := t.exec(ctx, q.String(), args...); err != nil {
+	// On Postgres the notifications go in the same statement: a
+	// data-modifying WITH runs to completion whether or not it is read.
+	stmt := q.String()
+	if sel, nargs := t.d.notifications(evs); sel != "" {
+		stmt = `WITH ins AS (` + stmt + `) SELECT ` + sel
+		args = append(args, nargs...)
+	}
+	if _, err := t.exec(ctx, stmt, args...); err != nil {
 		return fmt.Errorf("insert %d events: %w", len(evs), err)
 	}
-	return t.d.notify(ctx, t, evs)
+	return nil
 }
 
 func nullString(s string) sql.NullString {

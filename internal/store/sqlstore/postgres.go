@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -167,11 +168,16 @@ func (*postgresDialect) feedEndQuery() string {
 	return `SELECT xid::text AS xid_text, seq FROM events WHERE ` + feedSafe + ` ORDER BY events.xid DESC, events.seq DESC LIMIT 1`
 }
 
-// notify sends, for each request with events in evs, "<id> <state>" on
-// Channel (the state of its last event: the state as committed), and for
-// each policy revision its number on PolicyChannel. Session events send
-// nothing: no request changed, so there is no holder to wake.
-func (*postgresDialect) notify(ctx context.Context, t *tx, evs []event) error {
+// notifications are, for each request with events in evs, a pg_notify of
+// "<id> <state>" on Channel (the state of its last event: the state as
+// committed), and for each policy revision one of its number on
+// PolicyChannel. Session events send nothing: no request changed, so
+// there is no holder to wake.
+func (*postgresDialect) notifications(evs []event) (string, []any) {
+	var (
+		q    strings.Builder
+		args []any
+	)
 	for i, ev := range evs {
 		channel, payload := "", ""
 		switch {
@@ -185,11 +191,13 @@ func (*postgresDialect) notify(ctx context.Context, t *tx, evs []event) error {
 		default:
 			continue
 		}
-		if _, err := t.exec(ctx, `SELECT pg_notify(?, ?)`, channel, payload); err != nil {
-			return fmt.Errorf("notify: %w", err)
+		if len(args) > 0 {
+			q.WriteString(`, `)
 		}
+		q.WriteString(`pg_notify(?, ?)`)
+		args = append(args, channel, payload)
 	}
-	return nil
+	return q.String(), args
 }
 
 func (*postgresDialect) schemaMigrationsDDL() string {

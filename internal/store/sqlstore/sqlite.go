@@ -124,7 +124,7 @@ func (*sqliteDialect) feedQuery(after store.Cursor, limit int) (string, []any) {
 func (*sqliteDialect) feedEndQuery() string {
 	return `SELECT '0', seq FROM events ORDER BY seq DESC LIMIT 1`
 }
-func (*sqliteDialect) notify(context.Context, *tx, []event) error { return nil }
+func (*sqliteDialect) notifications([]event) (string, []any) { return "", nil }
 
 func (*sqliteDialect) schemaMigrationsDDL() string {
 	return `CREATE TABLE IF NOT EXISTS schema_migrations (

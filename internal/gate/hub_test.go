@@ -1,0 +1,63 @@
+package gate
+
+import (
+	"testing"
+
+	"toolgate/internal/approval"
+)
+
+func closed(w *wakeup) bool {
+	select {
+	case <-w.C:
+		return true
+	default:
+		return false
+	}
+}
+
+// While a decision of this process is being written, a plain wake-up of
+// its request (the store watcher seeing the decision's own commit) is left
+// to the decision's, which hands the waiters the decided request; once it
+// is done, plain wake-ups pass again. A decision whose write failed (nil)
+// or left the request pending wakes plainly: the waiters read the store.
+func TestHubDecisionWakesWithTheDecidedRequest(t *testing.T) {
+	h := newHub()
+	w, unsub := h.subscribe("r1")
+	defer unsub()
+	done := h.decide("r1")
+	h.wake("r1")
+	if closed(w) {
+		t.Fatal("a plain wake-up during the decision woke the waiter before the decision's")
+	}
+	other, unsubOther := h.subscribe("r2")
+	defer unsubOther()
+	h.wake("r2")
+	if !closed(other) {
+		t.Fatal("a decision on r1 held back the wake-up of r2")
+	}
+	r := approval.Request{ID: "r1", State: approval.StateApproved}
+	done(&r)
+	if !closed(w) || w.decided == nil || w.decided.State != approval.StateApproved {
+		t.Fatalf("after the decision: closed %v, decided %+v; want woken with the approved request", closed(w), w.decided)
+	}
+
+	w2, unsub2 := h.subscribe("r1")
+	defer unsub2()
+	h.wake("r1")
+	if !closed(w2) || w2.decided != nil {
+		t.Fatal("a plain wake-up after the decision did not wake plainly")
+	}
+
+	for _, end := range []*approval.Request{nil, {ID: "r1", State: approval.StatePending}} {
+		w3, unsub3 := h.subscribe("r1")
+		done := h.decide("r1")
+		done(end)
+		if !closed(w3) || w3.decided != nil {
+			t.Fatalf("decision ending with %+v: closed %v, decided %+v; want a plain wake-up", end, closed(w3), w3.decided)
+		}
+		unsub3()
+	}
+	if len(h.deciding) != 0 {
+		t.Fatalf("decisions still marked: %v", h.deciding)
+	}
+}
