@@ -181,10 +181,24 @@ func (f *httpFront) answerLean(ctx context.Context, cancel context.CancelCauseFu
 	o := g.newOrigin(ctx, s.ss, p, t.Server)
 	o.lean = &leanLog{w: w, level: func() (mcp.LoggingLevel, bool) { return g.levels.explicit(s.ss) }}
 	d := &dispatch{tool: t, args: args, origin: o, call: *call}
-	res, err := g.dispatchLean(ctx, d)
+	raw, res, err := g.dispatchLean(ctx, d)
 	o.finish()
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer fcancel()
+	if raw != nil {
+		// The upstream's result bytes pass through as they came.
+		oc := approval.OutcomeOK
+		if rawIsError(raw) {
+			oc = approval.OutcomeToolError
+		}
+		var rec gate.Recorded
+		if adm.ApprovalID != "" {
+			rec.Result = raw
+		}
+		adm.FinishWith(fctx, oc, rec)
+		writeLeanRaw(w, m.ID, raw)
+		return
+	}
 	oc := d.outcome
 	if oc == approval.OutcomeNone {
 		oc = outcome(res, err)
@@ -194,15 +208,55 @@ func (f *httpFront) answerLean(ctx context.Context, cancel context.CancelCauseFu
 }
 
 // dispatchLean sends the admitted lean call d upstream, as the tool
-// handler does (handle). The one place a raw pass-through of the
-// upstream's result bytes would go.
-func (g *Gateway) dispatchLean(ctx context.Context, d *dispatch) (*mcp.CallToolResult, error) {
+// handler does (handle). A stdio upstream's answer comes back as the
+// result's raw bytes (upstream.callRaw), passed through without a decode;
+// otherwise (an HTTP upstream, or any failure) as upstream.call gives it.
+func (g *Gateway) dispatchLean(ctx context.Context, d *dispatch) (json.RawMessage, *mcp.CallToolResult, error) {
 	u := g.ups[d.tool.Server]
 	if u == nil {
-		return nil, errUnknownTool(d.tool.Name)
+		return nil, nil, errUnknownTool(d.tool.Name)
 	}
-	res, err := u.call(withOrigin(ctx, d.origin), d.tool.Tool, d.args, nil)
-	return dispatched(d, res, err)
+	ctx = withOrigin(ctx, d.origin)
+	raw, ok, err := u.callRaw(ctx, d.tool.Tool, d.args)
+	if ok {
+		if err == nil {
+			return raw, nil, nil
+		}
+		res, err := dispatched(d, nil, err)
+		return nil, res, err
+	}
+	res, err := u.call(ctx, d.tool.Tool, d.args, nil)
+	res, err = dispatched(d, res, err)
+	return nil, res, err
+}
+
+// rawIsError reports whether a raw tools/call result says isError: true.
+func rawIsError(raw json.RawMessage) bool {
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	return json.Unmarshal(raw, &r) == nil && r.IsError
+}
+
+// writeLeanRaw writes the answer to id with the upstream's raw result, as
+// writeLeanResult does for a decoded one.
+func writeLeanRaw(w http.ResponseWriter, id json.RawMessage, raw json.RawMessage) {
+	id = bytes.TrimSpace(id)
+	if bytes.ContainsAny(raw, "\r\n") {
+		// A line end inside the JSON (whitespace a stdio line may carry)
+		// would end the SSE data line: compact it, as a re-encode would.
+		var c bytes.Buffer
+		if err := json.Compact(&c, raw); err == nil {
+			raw = c.Bytes()
+		}
+	}
+	b := make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"result":}`)+len(id)+len(raw))
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"result":`...)
+	b = append(b, raw...)
+	b = append(b, '}')
+	writeSSE(w, b)
 }
 
 // writeLeanResult writes the answer to id as the SDK writes it on an event

@@ -1,0 +1,79 @@
+package gateway
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestLeanCallPassesStdioResultBytesThrough: a lean call to a stdio
+// upstream answers with the upstream's result bytes as they came (a field
+// no SDK type knows and a number no float64 holds survive), compacted
+// when the line carried a carriage return (it would end the SSE data
+// line), and an isError result is still recorded as a tool error.
+func TestLeanCallPassesStdioResultBytesThrough(t *testing.T) {
+	g, _, _ := rawTestGateway(t, nil)
+	trail := &leanTrail{}
+	g.leanHook = trail.hook
+	base := serveHTTP(t, g, nil)
+	cs := connectHTTP(t, base, aliceToken, nil, nil)
+	sid, version := cs.ID(), cs.InitializeResult().ProtocolVersion
+	waitInitialized(t, g, sid)
+	trail.take()
+
+	call := func(id, marker, line string) string {
+		t.Helper()
+		args, err := json.Marshal(map[string]any{"marker": marker, "lines": []string{line}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := `{"jsonrpc":"2.0","id":"` + id + `","method":"tools/call","params":{"name":"up__reply","arguments":` + string(args) + `}}`
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/mcp", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range map[string]string{"Authorization": "Bearer " + aliceToken, "Mcp-Session-Id": sid, "Mcp-Protocol-Version": version,
+			"Content-Type": "application/json", "Accept": "application/json, text/event-stream"} {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST %s: %d %s", id, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+
+	got := call("r-1", "vendor", `{"jsonrpc":"2.0","id":$ID,"result":{"content":[{"type":"text","text":"raw"}],"x-vendor":{"n":1e400}}}`)
+	want := "event: message\ndata: " + `{"jsonrpc":"2.0","id":"r-1","result":{"content":[{"type":"text","text":"raw"}],"x-vendor":{"n":1e400}}}` + "\n\n"
+	if got != want {
+		t.Errorf("lean answer\n got %q\nwant %q", got, want)
+	}
+	got = call("r-2", "cr", "{\"jsonrpc\":\"2.0\",\"id\":$ID,\"result\":{\"content\":[],\r\"isError\":true}}")
+	want = "event: message\ndata: " + `{"jsonrpc":"2.0","id":"r-2","result":{"content":[],"isError":true}}` + "\n\n"
+	if got != want {
+		t.Errorf("lean answer of a line with a carriage return\n got %q\nwant %q", got, want)
+	}
+	if tr := trail.take(); len(tr) != 2 || !tr[0] || !tr[1] {
+		t.Errorf("lean trail %v, want both calls served lean", tr)
+	}
+}
+
+func TestRawIsError(t *testing.T) {
+	for raw, want := range map[string]bool{
+		`{"content":[],"isError":true}`:  true,
+		`{"content":[],"isError":false}`: false,
+		`{"content":[]}`:                 false,
+		`{"isError":"yes"}`:              false,
+	} {
+		if got := rawIsError(json.RawMessage(raw)); got != want {
+			t.Errorf("rawIsError(%s) = %v, want %v", raw, got, want)
+		}
+	}
+}
