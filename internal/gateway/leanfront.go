@@ -134,8 +134,46 @@ func (f *httpFront) plainCall(body []byte) (leanRequest, Tool, bool) {
 		return m, Tool{}, false
 	}
 	t, ok := f.g.catalog.lookup(m.Params.Name)
-	return m, t, ok
+	if !ok {
+		return m, t, false
+	}
+	if u := f.g.ups[t.Server]; u == nil || u.answersRounds() {
+		return m, t, false
+	}
+	return m, t, true
 }
+
+// answersRounds reports whether a call to u may be answered with a
+// 2026-07-28 input_required round (its session speaks that revision), or
+// whether u has no session now. Only the SDK path turns such a round into
+// a 2025 agent's classic requests and keeps the upstream's requestState
+// inside toolgate (relay2026.go), so those calls are not lean.
+func (u *upstream) answersRounds() bool {
+	c, err := u.session()
+	return err != nil || c.modernEra()
+}
+
+// asksForInput reports whether an upstream's tools/call result is an
+// input_required round (it carries inputRequests or a requestState).
+func asksForInput(res *mcp.CallToolResult, raw json.RawMessage) bool {
+	if res != nil {
+		return res.InputRequests != nil || res.RequestState != ""
+	}
+	if !bytes.Contains(raw, []byte(`"inputRequests"`)) && !bytes.Contains(raw, []byte(`"requestState"`)) {
+		return false
+	}
+	var r struct {
+		InputRequests json.RawMessage `json:"inputRequests"`
+		RequestState  json.RawMessage `json:"requestState"`
+	}
+	return json.Unmarshal(raw, &r) != nil || r.InputRequests != nil || r.RequestState != nil
+}
+
+// errAskedForInput is the answer of a lean call whose upstream asked for
+// input anyway (a session that changed revision under the call, or an
+// upstream breaking its revision): the round and its state are not passed
+// on, as the SDK path would not pass them on to a 2025 agent.
+const errAskedForInput = "the upstream asked for more input during this call, which toolgate cannot relay on this path; nothing of its request was passed on. Send the call again"
 
 // leanHeaders reports whether a POST's headers are ones the SDK path would
 // accept without a word for a session that negotiated version: JSON in,
@@ -183,6 +221,10 @@ func (f *httpFront) answerLean(ctx context.Context, cancel context.CancelCauseFu
 	d := &dispatch{tool: t, args: args, origin: o, call: *call}
 	raw, res, err := g.dispatchLean(ctx, d)
 	o.finish()
+	if err == nil && asksForInput(res, raw) {
+		g.log.WarnContext(ctx, "upstream answered a lean call with an input round; refused", "server", t.Server, "tool", t.Tool)
+		raw, res, d.outcome = nil, errorResult(errAskedForInput), approval.OutcomeToolError
+	}
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer fcancel()
 	if raw != nil {

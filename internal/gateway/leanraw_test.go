@@ -60,8 +60,28 @@ func TestLeanCallPassesStdioResultBytesThrough(t *testing.T) {
 	if got != want {
 		t.Errorf("lean answer of a line with a carriage return\n got %q\nwant %q", got, want)
 	}
-	if tr := trail.take(); len(tr) != 2 || !tr[0] || !tr[1] {
-		t.Errorf("lean trail %v, want both calls served lean", tr)
+	// An upstream of a 2025-era session that answers with an input round
+	// anyway: neither its requests nor its state reach the agent.
+	got = call("r-3", "round", `{"jsonrpc":"2.0","id":$ID,"result":{"inputRequests":{"q":{"method":"elicitation/create","params":{}}},"requestState":"upstream-secret"}}`)
+	if strings.Contains(got, "upstream-secret") || strings.Contains(got, "inputRequests") || !strings.Contains(got, `"isError":true`) || !strings.Contains(got, "asked for more input") {
+		t.Errorf("lean answer of an input round: %q", got)
+	}
+	if tr := trail.take(); len(tr) != 3 || !tr[0] || !tr[1] || !tr[2] {
+		t.Errorf("lean trail %v, want every call served lean", tr)
+	}
+}
+
+func TestAsksForInput(t *testing.T) {
+	for raw, want := range map[string]bool{
+		`{"content":[]}`: false,
+		`{"content":[{"type":"text","text":"\"inputRequests\""}]}`: false,
+		`{"inputRequests":{}}`: true,
+		`{"requestState":"x"}`: true,
+		`{"requestState":"x"`:  true, // unreadable: treated as a round
+	} {
+		if got := asksForInput(nil, json.RawMessage(raw)); got != want {
+			t.Errorf("asksForInput(%s) = %v, want %v", raw, got, want)
+		}
 	}
 }
 
