@@ -40,6 +40,12 @@ type Options struct {
 	// Poll is how often the trail looks for new events without being
 	// woken (the store's change feed normally wakes it); default 5s.
 	Poll time.Duration
+	// Linger is how long a decided call may wait in the queue for others
+	// to be chained with it (one write transaction for many calls) before
+	// the trail appends; a full Batch is appended at once. Default 100ms;
+	// the queue is in memory either way, so lingering loses nothing a
+	// crash would not.
+	Linger time.Duration
 	// Retention, when positive, prunes links older than it, hourly,
 	// keeping the chain verifiable through its anchor (config
 	// audit.retention; default 0: keep every link).
@@ -64,6 +70,7 @@ type Trail struct {
 	metrics *telemetry.AuditMetrics
 	queue   chan gate.Decided
 	wake    chan struct{}
+	calls   chan struct{} // a call was queued (see Options.Linger)
 
 	mu      sync.Mutex     // serializes appends from this instance (Run, Flush)
 	pending []gate.Decided // guarded by mu: taken from the queue, not yet chained
@@ -92,12 +99,15 @@ func New(s Store, opts *Options) *Trail {
 	if o.Poll <= 0 {
 		o.Poll = 5 * time.Second
 	}
+	if o.Linger <= 0 {
+		o.Linger = 100 * time.Millisecond
+	}
 	rd := approval.DefaultRedaction()
 	if o.Redaction != nil {
 		rd = *o.Redaction
 	}
 	return &Trail{s: s, log: o.Logger, now: o.Now, opts: o, redact: rd, metrics: o.Metrics,
-		queue: make(chan gate.Decided, o.QueueSize), wake: make(chan struct{}, 1)}
+		queue: make(chan gate.Decided, o.QueueSize), wake: make(chan struct{}, 1), calls: make(chan struct{}, 1)}
 }
 
 // Decided queues d for the chain without waiting; when the queue is full d
@@ -105,7 +115,10 @@ func New(s Store, opts *Options) *Trail {
 func (t *Trail) Decided(_ context.Context, d gate.Decided) {
 	select {
 	case t.queue <- d:
-		t.Wake()
+		select {
+		case t.calls <- struct{}{}:
+		default:
+		}
 	default:
 		t.metrics.Dropped()
 	}
@@ -120,16 +133,26 @@ func (t *Trail) Wake() {
 	}
 }
 
-// Run appends to the chain whenever woken, every Poll, and prunes hourly
-// when Retention is set, until ctx ends; then it chains what is queued
-// (with a short deadline) and returns nil. A failing store is logged,
-// counted and retried; queued calls wait meanwhile.
+// Run appends to the chain whenever woken, every Poll, Linger after a
+// call was queued (at once when a Batch is queued), and prunes hourly when
+// Retention is set, until ctx ends; then it chains what is queued (with a
+// short deadline) and returns nil. A failing store is logged, counted and
+// retried; queued calls wait meanwhile.
 func (t *Trail) Run(ctx context.Context) error {
 	tick := time.NewTicker(t.opts.Poll)
 	defer tick.Stop()
 	var lastPrune time.Time
+	var linger <-chan time.Time // set while queued calls linger
 	for {
 		select {
+		case <-t.calls:
+			if len(t.queue) < t.opts.Batch {
+				if linger == nil {
+					linger = time.After(t.opts.Linger)
+				}
+				continue
+			}
+		case <-linger:
 		case <-ctx.Done():
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 			if err := t.Flush(fctx); err != nil {
@@ -140,6 +163,7 @@ func (t *Trail) Run(ctx context.Context) error {
 		case <-t.wake:
 		case <-tick.C:
 		}
+		linger = nil
 		if err := t.Flush(ctx); err != nil && ctx.Err() == nil {
 			t.metrics.ChainFailed()
 			t.log.WarnContext(ctx, "audit: appending to the chain failed; will retry", "err", err)

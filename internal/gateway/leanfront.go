@@ -298,7 +298,7 @@ func writeLeanRaw(w http.ResponseWriter, id json.RawMessage, raw json.RawMessage
 	b = append(b, `,"result":`...)
 	b = append(b, raw...)
 	b = append(b, '}')
-	writeSSE(w, b)
+	writeLastSSE(w, b)
 }
 
 // writeLeanResult writes the answer to id as the SDK writes it on an event
@@ -321,7 +321,20 @@ func writeLeanResult(w http.ResponseWriter, id json.RawMessage, res *mcp.CallToo
 		resp.Result, resp.Error = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "cannot encode the result: " + merr.Error()}
 		b, _ = json.Marshal(resp)
 	}
-	writeSSE(w, b)
+	writeLastSSE(w, b)
+}
+
+// writeLastSSE writes data as the response's last "message" event without
+// flushing: the handler returns right after, and net/http then sends a
+// short response in one write with its Content-Length (a flush first
+// would make it a chunked stream: two writes and a terminating chunk).
+func writeLastSSE(w http.ResponseWriter, data []byte) {
+	var buf bytes.Buffer
+	buf.Grow(len("event: message\ndata: \n\n") + len(data))
+	buf.WriteString("event: message\ndata: ")
+	buf.Write(data)
+	buf.WriteString("\n\n")
+	_, _ = w.Write(buf.Bytes())
 }
 
 // writeSSE writes data as one "message" event and flushes.

@@ -9,7 +9,8 @@ import (
 )
 
 // TestLeanCallPassesStdioResultBytesThrough: a lean call to a stdio
-// upstream answers with the upstream's result bytes as they came (a field
+// upstream answers, in one write with its Content-Length, with the
+// upstream's result bytes as they came (a field
 // no SDK type knows and a number no float64 holds survive), compacted
 // when the line carried a carriage return (it would end the SSE data
 // line), and an isError result is still recorded as a tool error.
@@ -46,6 +47,11 @@ func TestLeanCallPassesStdioResultBytesThrough(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("POST %s: %d %s", id, resp.StatusCode, b)
+		}
+		if len(resp.TransferEncoding) != 0 || resp.ContentLength != int64(len(b)) {
+			// A short answer goes out in one write with its length, not
+			// as a flushed chunked stream.
+			t.Errorf("POST %s: transfer encoding %v, content length %d for %d bytes", id, resp.TransferEncoding, resp.ContentLength, len(b))
 		}
 		return string(b)
 	}
