@@ -174,7 +174,9 @@ func (f *httpFront) answerLean(ctx context.Context, cancel context.CancelCauseFu
 		cancel(ErrShutdown)
 	}
 	w.arm()
-	args := m.Params.Arguments
+	// What the gate decided on (Options.Rewrite may have changed the
+	// agent's bytes), as the SDK path dispatches it.
+	args := call.Arguments
 	if adm.Arguments != nil {
 		args = adm.Arguments
 	}
