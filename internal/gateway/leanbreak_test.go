@@ -2,6 +2,10 @@ package gateway
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,5 +47,121 @@ func TestLeanCallDispatchesTheRewrittenArguments(t *testing.T) {
 		if got := trail.take(); !disable && (len(got) != 1 || !got[0]) {
 			t.Errorf("lean trail %v, want [true]", got)
 		}
+	}
+}
+
+// TestLeanFrontForgetsADeletedSession: once a DELETE of a session was
+// answered, the lean front no longer serves calls on it; they get the
+// SDK's 404 like any other request. The front used to learn of the end
+// only after the gateway had closed the session's per-agent upstream
+// processes, and meanwhile served calls on the deleted session (which
+// started new per-agent processes that nothing closed).
+func TestLeanFrontForgetsADeletedSession(t *testing.T) {
+	h := newHooks()
+	g := newGateway(t, []ServerConfig{stdioServer("up"), {Name: "web", URL: httpUpstream(t, newUpstreamServer(h))}}, allowAll(), nil)
+	trail := &leanTrail{}
+	g.leanHook = trail.hook
+	base := serveHTTP(t, g, nil)
+	for i := range 3 {
+		cs := connectHTTP(t, base, aliceToken, nil, nil)
+		sid, version := cs.ID(), cs.InitializeResult().ProtocolVersion
+		waitInitialized(t, g, sid)
+		// A per-agent upstream process to close when the session ends.
+		if res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__echo", Arguments: json.RawMessage(`{}`)}); err != nil || res.IsError {
+			t.Fatalf("session %d: call before the DELETE: %v %+v", i, err, res)
+		}
+		send := func(method, body string) (int, string) {
+			t.Helper()
+			req, err := http.NewRequestWithContext(t.Context(), method, base+"/mcp", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range map[string]string{"Authorization": "Bearer " + aliceToken, "Mcp-Session-Id": sid, "Mcp-Protocol-Version": version,
+				"Content-Type": "application/json", "Accept": "application/json, text/event-stream"} {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = resp.Body.Close() }()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+		if status, body := send(http.MethodDelete, ""); status != http.StatusNoContent {
+			t.Fatalf("session %d: DELETE: %d %q", i, status, body)
+		}
+		trail.take()
+		for _, tool := range []string{"web__echo", "up__echo"} {
+			status, body := send(http.MethodPost, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"`+tool+`","arguments":{"after":"delete"}}}`)
+			if status != http.StatusNotFound {
+				t.Errorf("session %d: %s after the DELETE: %d %q, want 404", i, tool, status, body)
+			}
+		}
+		if got := trail.take(); slices.Contains(got, true) {
+			t.Errorf("session %d: lean trail %v after the DELETE, want nothing served", i, got)
+		}
+	}
+}
+
+// TestLeanFrontForgetsAnExpiredSession: a session the front's idle timer
+// closed is forgotten before it is closed, so a call sent once it ended
+// gets the SDK's 404 instead of being served lean (while the gateway
+// still closes its per-agent upstream sessions).
+func TestLeanFrontForgetsAnExpiredSession(t *testing.T) {
+	g := newGateway(t, []ServerConfig{stdioServer("up")}, allowAll(), nil)
+	trail := &leanTrail{}
+	g.leanHook = trail.hook
+	base := serveHTTP(t, g, &HTTPOptions{SessionTimeout: time.Hour})
+	cs := connectHTTP(t, base, aliceToken, nil, nil)
+	sid, version := cs.ID(), cs.InitializeResult().ProtocolVersion
+	waitInitialized(t, g, sid)
+	// A per-agent upstream process to close when the session ends.
+	if res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__echo", Arguments: json.RawMessage(`{}`)}); err != nil || res.IsError {
+		t.Fatalf("call before the expiry: %v %+v", err, res)
+	}
+	var ls *leanSession
+	g.leanRegs.Range(func(k, _ any) bool {
+		ls = k.(*leanSessions).get(sid)
+		return ls == nil
+	})
+	if ls == nil {
+		t.Fatal("the lean front does not know the session")
+	}
+	// Expire it now: fire its idle timer once no request is in flight.
+	for {
+		ls.mu.Lock()
+		idle := ls.active == 0
+		if idle {
+			ls.timer.Reset(0)
+		}
+		ls.mu.Unlock()
+		if idle {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	_ = ls.ss.Wait() // the idle timer closed it
+	trail.take()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/mcp",
+		strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"up__echo","arguments":{}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"Authorization": "Bearer " + aliceToken, "Mcp-Session-Id": sid, "Mcp-Protocol-Version": version,
+		"Content-Type": "application/json", "Accept": "application/json, text/event-stream"} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("call after the session expired: %d %q, want 404", resp.StatusCode, b)
+	}
+	if got := trail.take(); slices.Contains(got, true) {
+		t.Errorf("lean trail %v after the expiry, want nothing served", got)
 	}
 }
