@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,4 +165,77 @@ func TestLeanFrontForgetsAnExpiredSession(t *testing.T) {
 	if got := trail.take(); slices.Contains(got, true) {
 		t.Errorf("lean trail %v after the expiry, want nothing served", got)
 	}
+}
+
+// TestLeanCancelOnlyFromItsSession: a notifications/cancelled naming a
+// lean call in flight cancels it only when it comes from the call's own
+// session and principal: the same id cancelled from another session of
+// the same principal, by another principal on the call's session (the
+// SDK's 403) or on that principal's own session leaves it running.
+func TestLeanCancelOnlyFromItsSession(t *testing.T) {
+	f := newLeanFixture(t, &HTTPOptions{DropGrace: time.Hour})
+	csA := connectHTTP(t, f.base, aliceToken, nil, nil)
+	csA2 := connectHTTP(t, f.base, aliceToken, nil, nil)
+	csB := connectHTTP(t, f.base, bobToken, nil, nil)
+	for _, cs := range []*mcp.ClientSession{csA, csA2, csB} {
+		waitInitialized(t, f.g, cs.ID())
+	}
+	version := csA.InitializeResult().ProtocolVersion
+	send := func(token, sid, body string) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, f.base+"/mcp", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range map[string]string{"Authorization": "Bearer " + token, "Mcp-Session-Id": sid, "Mcp-Protocol-Version": version,
+			"Content-Type": "application/json", "Accept": "application/json, text/event-stream"} {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		_, _ = io.ReadAll(resp.Body)
+		return resp.StatusCode
+	}
+	done := make(chan int, 1)
+	go func() {
+		done <- send(aliceToken, csA.ID(), `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"up__sleep","arguments":{}}}`)
+	}()
+	<-f.h.started
+	var ls *leanSession
+	f.g.leanRegs.Range(func(k, _ any) bool {
+		ls = k.(*leanSessions).get(csA.ID())
+		return ls == nil
+	})
+	// Record the cancels of the call (a cancel acts before its POST is
+	// answered).
+	var cancels atomic.Int64
+	ls.mu.Lock()
+	inner, ok := ls.inFlight["n:5"]
+	if ok {
+		ls.inFlight["n:5"] = func(cause error) { cancels.Add(1); inner(cause) }
+	}
+	ls.mu.Unlock()
+	if !ok {
+		t.Fatal("the sleep is not in flight on the lean path")
+	}
+	cancel := `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"x"}}`
+	send(aliceToken, csA2.ID(), cancel)
+	if status := send(bobToken, csA.ID(), cancel); status != http.StatusForbidden {
+		t.Errorf("bob cancelling on alice's session: %d, want 403", status)
+	}
+	send(bobToken, csB.ID(), cancel)
+	if n := cancels.Load(); n != 0 {
+		t.Fatalf("%d cancels of alice's lean call from other sessions or principals, want 0", n)
+	}
+	if status := send(aliceToken, csA.ID(), cancel); status != http.StatusAccepted {
+		t.Errorf("alice cancelling her call: %d, want 202", status)
+	}
+	if n := cancels.Load(); n != 1 {
+		t.Errorf("%d cancels after alice cancelled her call, want 1", n)
+	}
+	<-f.h.ended
+	<-done
 }
