@@ -239,3 +239,31 @@ func TestLeanCancelOnlyFromItsSession(t *testing.T) {
 	<-f.h.ended
 	<-done
 }
+
+// TestLeanHeadersAcceptAsTheSDK: the lean front takes a POST only with an
+// Accept the SDK's handler takes without a word; it once matched
+// substrings, so it served POSTs whose Accept the SDK refuses with 400
+// (application/jsonl, text/event-streams), and handed media ranges the SDK
+// accepts (*/*, any case) to the SDK path.
+func TestLeanHeadersAcceptAsTheSDK(t *testing.T) {
+	const version = "2025-11-25"
+	for _, tc := range []struct {
+		accept []string
+		want   bool
+	}{
+		{[]string{"application/json, text/event-stream"}, true},
+		{[]string{"application/json", "text/event-stream"}, true},
+		{[]string{"*/*"}, true},
+		{[]string{"Application/JSON;q=0.9, TEXT/*"}, true},
+		{[]string{"application/*, text/event-stream"}, true},
+		{[]string{"application/jsonl, text/event-streams"}, false},
+		{[]string{"application/json-seq, text/event-stream"}, false},
+		{[]string{"application/json"}, false},
+		{nil, false},
+	} {
+		h := http.Header{"Content-Type": {"application/json"}, "Mcp-Protocol-Version": {version}, "Accept": tc.accept}
+		if got := leanHeaders(h, version); got != tc.want {
+			t.Errorf("Accept %q: lean %v, want %v (as the SDK accepts it)", tc.accept, got, tc.want)
+		}
+	}
+}
