@@ -236,7 +236,9 @@ func TestLeanCancelOnlyFromItsSession(t *testing.T) {
 	if n := cancels.Load(); n != 1 {
 		t.Errorf("%d cancels after alice cancelled her call, want 1", n)
 	}
-	<-f.h.ended
+	if cause := <-f.h.ended; cause == nil {
+		t.Error("the sleep ended without a cause, want it cancelled")
+	}
 	<-done
 }
 
