@@ -78,6 +78,9 @@ func (u *upstream) agentConnFor(o *origin) (*agentConn, error) {
 		return ac, nil
 	}
 	if !u.g.watchSession(o.ss) {
+		if u.g.root.Err() == nil {
+			return nil, errAgentSessionEnded
+		}
 		return nil, ErrShutdown
 	}
 	ac := &agentConn{u: u, ss: o.ss, principal: o.principal}
@@ -318,6 +321,10 @@ func (g *Gateway) agentConnsOf(ss *mcp.ServerSession) []*agentConn {
 	return out
 }
 
+// errAgentSessionEnded is why no per-agent upstream session is opened for
+// an agent session that ended.
+var errAgentSessionEnded = errors.New("the agent session ended")
+
 // watchSession arranges for the end of agent session ss to close what the
 // gateway holds for it (per-agent upstream sessions, subscriptions, its
 // logging level). It reports false once the gateway is closing.
@@ -327,8 +334,8 @@ func (g *Gateway) watchSession(ss *mcp.ServerSession) bool {
 	if g.watchClosed {
 		return false
 	}
-	if g.watched[ss] {
-		return true
+	if live, ok := g.watched[ss]; ok {
+		return live // false: sessionEnded is releasing it
 	}
 	g.watched[ss] = true
 	g.wg.Go(func() {
@@ -340,6 +347,14 @@ func (g *Gateway) watchSession(ss *mcp.ServerSession) bool {
 
 // sessionEnded releases what the gateway held for agent session ss.
 func (g *Gateway) sessionEnded(ss *mcp.ServerSession) {
+	// Ending: watchSession refuses it until it is released, so nothing
+	// opens a per-agent upstream session for it meanwhile that nothing
+	// would close.
+	g.watchMu.Lock()
+	if _, ok := g.watched[ss]; ok {
+		g.watched[ss] = false
+	}
+	g.watchMu.Unlock()
 	for _, name := range g.serverNames() {
 		g.ups[name].closeAgent(ss)
 	}

@@ -274,7 +274,8 @@ type Gateway struct {
 	deliveries   deliveries
 
 	// watched are the agent sessions whose end the gateway waits for
-	// (agentconn.go).
+	// (agentconn.go): true while live, false while sessionEnded releases
+	// what the gateway held for one.
 	watchMu     sync.Mutex
 	watched     map[*mcp.ServerSession]bool // guarded by watchMu
 	watchClosed bool                        // guarded by watchMu

@@ -225,6 +225,9 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodDelete:
 		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
 			f.g.calls.cancel(sid, p.ID, fmt.Errorf("%w: the client deleted its session", ErrClientGone))
+			if ls := f.lean.get(sid); ls != nil && ls.principal == p.ID {
+				w = &deleteWriter{ResponseWriter: w, lean: f.lean, ss: ls.ss}
+			}
 		}
 	case http.MethodGet:
 		// The standalone stream: keep idle intermediaries from closing it.

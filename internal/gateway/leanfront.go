@@ -184,12 +184,34 @@ func leanHeaders(h http.Header, version string) bool {
 	if mt, _, err := mime.ParseMediaType(h.Get("Content-Type")); err != nil || mt != "application/json" {
 		return false
 	}
-	accept := strings.Join(h.Values("Accept"), ",")
-	if !strings.Contains(accept, "application/json") || !strings.Contains(accept, "text/event-stream") {
+	if !acceptsJSONAndEvents(h.Values("Accept")) {
 		return false
 	}
 	return version != "" && h.Get("Mcp-Protocol-Version") == version && version < modernVersion &&
 		len(h.Values("Mcp-Method")) == 0 && len(h.Values("Mcp-Name")) == 0 && len(h.Values("Last-Event-ID")) == 0
+}
+
+// acceptsJSONAndEvents reports whether the Accept header values accept
+// both JSON and event streams by the rule the SDK's Streamable HTTP handler
+// (go-sdk v1.8.0) applies: comma-separated media ranges, parameters and
+// case ignored, application/json or application/* for JSON,
+// text/event-stream or text/* for event streams, */* for both.
+func acceptsJSONAndEvents(values []string) bool {
+	var jsonOK, eventsOK bool
+	for _, v := range values {
+		for r := range strings.SplitSeq(v, ",") {
+			mt, _, _ := strings.Cut(r, ";")
+			switch strings.ToLower(strings.TrimSpace(mt)) {
+			case "*/*":
+				jsonOK, eventsOK = true, true
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				eventsOK = true
+			}
+		}
+	}
+	return jsonOK && eventsOK
 }
 
 // answerLean answers the lean call m (decided by the gate as *adm): a
@@ -212,7 +234,9 @@ func (f *httpFront) answerLean(ctx context.Context, cancel context.CancelCauseFu
 		cancel(ErrShutdown)
 	}
 	w.arm()
-	args := m.Params.Arguments
+	// What the gate decided on (Options.Rewrite may have changed the
+	// agent's bytes), as the SDK path dispatches it.
+	args := call.Arguments
 	if adm.Arguments != nil {
 		args = adm.Arguments
 	}

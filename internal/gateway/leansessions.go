@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"net/http"
 	"sync"
 	"time"
 
@@ -48,8 +49,33 @@ func (l *leanSessions) add(ss *mcp.ServerSession, principal, version string) {
 	if cur := l.m[ss.ID()]; cur != nil && cur.ss == ss {
 		return
 	}
-	l.m[ss.ID()] = newLeanSession(ss, principal, version, l.idle, func() { _ = ss.Close() })
+	l.m[ss.ID()] = newLeanSession(ss, principal, version, l.idle, func() {
+		// Forgotten first: no request after the expiry is served lean.
+		l.forget(ss)
+		_ = ss.Close()
+	})
 }
+
+// deleteWriter is the ResponseWriter of a DELETE of lean session ss. The
+// SDK closes the session before it answers 204; the front forgets ss
+// before that answer goes out, so no request the client sends after it is
+// served lean (the gateway's watcher learns of the end only after closing
+// the session's per-agent upstream sessions).
+type deleteWriter struct {
+	http.ResponseWriter
+	lean *leanSessions
+	ss   *mcp.ServerSession
+}
+
+func (w *deleteWriter) WriteHeader(code int) {
+	if code == http.StatusNoContent {
+		w.lean.forget(w.ss)
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap is for http.ResponseController.
+func (w *deleteWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // newLeanSession is the entry of ss; after idle (0: never) without a
 // request in flight, expire is called.
