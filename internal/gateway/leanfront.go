@@ -179,10 +179,11 @@ func (f *httpFront) answerLean(ctx context.Context, cancel context.CancelCauseFu
 		args = adm.Arguments
 	}
 	o := g.newOrigin(ctx, s.ss, p, t.Server)
-	o.lean = &leanLog{w: w, level: func() (mcp.LoggingLevel, bool) { return g.levels.explicit(s.ss) }}
+	o.lean = &leanLog{w: w, level: func() (mcp.LoggingLevel, bool) { return g.levels.explicit(s.ss) }, stream: newLeanStream(w, s)}
 	d := &dispatch{tool: t, args: args, origin: o, call: *call}
 	raw, res, err := g.dispatchLean(ctx, d)
 	o.finish()
+	o.lean.stream.close()
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer fcancel()
 	if raw != nil {
@@ -370,6 +371,9 @@ func (f *httpFront) cancelLean(w http.ResponseWriter, r *http.Request, p approva
 type leanLog struct {
 	w     http.ResponseWriter
 	level func() (mcp.LoggingLevel, bool)
+	// stream carries the upstream's requests to the agent about the call
+	// (leanask.go).
+	stream *leanStream
 }
 
 func (l *leanLog) send(p *mcp.LoggingMessageParams) {
