@@ -65,7 +65,7 @@ type leanStream struct {
 }
 
 func newLeanStream(w http.ResponseWriter, s *leanSession) *leanStream {
-	return &leanStream{w: w, s: s, waiting: map[string]struct{}{}, done: make(chan struct{})}
+	return &leanStream{w: w, s: s, done: make(chan struct{})}
 }
 
 // close ends l before the call's answer is written: a question of the
@@ -97,6 +97,9 @@ func (l *leanStream) write(data []byte, id string) bool {
 		return false
 	}
 	if id != "" {
+		if l.waiting == nil {
+			l.waiting = map[string]struct{}{}
+		}
 		l.waiting[id] = struct{}{}
 	}
 	writeSSE(l.w, data)
@@ -185,9 +188,9 @@ func (l *leanStream) ask(ctx context.Context, method string, params any, res mcp
 // the request is one the front leaves to the SDK: the caller then asks
 // the SDK's way. The result and the error are as the SDK's
 // ServerSession methods give them.
-func (o *origin) askLean(ctx context.Context, method string, params mcp.Params) (res mcp.Result, err error, ok bool) {
+func (o *origin) askLean(ctx context.Context, method string, params mcp.Params) (res mcp.Result, ok bool, err error) {
 	if o.lean == nil || o.lean.stream == nil {
-		return nil, nil, false
+		return nil, false, nil
 	}
 	l := o.lean.stream
 	var written bool
@@ -207,7 +210,7 @@ func (o *origin) askLean(ctx context.Context, method string, params mcp.Params) 
 		res = r
 	case *mcp.ElicitParams:
 		if !leanElicitable(p) {
-			return nil, nil, false
+			return nil, false, nil
 		}
 		if p.Mode == "" {
 			// As ServerSession.Elicit sends it: the mode said.
@@ -232,15 +235,15 @@ func (o *origin) askLean(ctx context.Context, method string, params mcp.Params) 
 		written, err = l.ask(ctx, method, send, r, o.borrowed)
 		res = r
 	default:
-		return nil, nil, false
+		return nil, false, nil
 	}
 	if !written {
-		return nil, nil, false
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, err, true
+		return nil, true, err
 	}
-	return res, nil, true
+	return res, true, nil
 }
 
 // leanElicitable reports whether the front can put elicitation p on a

@@ -170,7 +170,7 @@ func (o *origin) ask(ctx context.Context, method string, params mcp.Params, urlI
 		case p != nil && len(p.Tools) > 0 && caps.Sampling.Tools == nil:
 			return nil, missing("sampling with tools")
 		}
-		if lr, lerr, ok := o.askLean(fctx, method, p); ok {
+		if lr, ok, lerr := o.askLean(fctx, method, p); ok {
 			res, err = lr, lerr
 		} else {
 			res, err = o.ss.CreateMessageWithTools(fctx, p)
@@ -194,7 +194,7 @@ func (o *origin) ask(ctx context.Context, method string, params mcp.Params, urlI
 		if mode == "url" && p.ElicitationID != "" && urlID != nil {
 			urlID(p.ElicitationID)
 		}
-		if lr, lerr, ok := o.askLean(fctx, method, p); ok {
+		if lr, ok, lerr := o.askLean(fctx, method, p); ok {
 			res, err = lr, lerr
 		} else {
 			res, err = o.ss.Elicit(fctx, p)
@@ -203,7 +203,7 @@ func (o *origin) ask(ctx context.Context, method string, params mcp.Params, urlI
 		if caps == nil || caps.RootsV2 == nil {
 			return nil, missing("roots")
 		}
-		if lr, lerr, ok := o.askLean(fctx, method, p); ok {
+		if lr, ok, lerr := o.askLean(fctx, method, p); ok {
 			res, err = lr, lerr
 		} else {
 			res, err = o.ss.ListRoots(fctx, p)
