@@ -432,3 +432,36 @@ func TestLeanStreamQuestionEnds(t *testing.T) {
 		t.Errorf("withdrawal event %q, want notifications/cancelled for %s", ev, id)
 	}
 }
+
+// TestLeanElicitable: the lean front puts an elicitation on the call's
+// stream only when its schema is absent or a flat object of primitive
+// properties; any other is left to the SDK, which refuses it.
+func TestLeanElicitable(t *testing.T) {
+	for _, tc := range []struct {
+		schema any
+		want   bool
+	}{
+		{nil, true},
+		{map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "string"}, "b": map[string]any{"type": "integer"}}}, true},
+		{map[string]any{"properties": map[string]any{"a": map[string]any{"type": "boolean"}}}, true},
+		{map[string]any{"type": "array"}, false},
+		{map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "object"}}}, false},
+		{map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "string", "properties": map[string]any{}}}}, false},
+		{map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{}}}, false},
+		{"not a schema", false},
+	} {
+		if got := leanElicitable(&mcp.ElicitParams{RequestedSchema: tc.schema}); got != tc.want {
+			t.Errorf("leanElicitable(%v) = %v, want %v", tc.schema, got, tc.want)
+		}
+	}
+	// Defaults are applied to accepted content, as ServerSession.Elicit does.
+	p := &mcp.ElicitParams{RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{
+		"a": map[string]any{"type": "string"}, "b": map[string]any{"type": "string", "default": "dflt"}}}}
+	r := &mcp.ElicitResult{Action: "accept", Content: map[string]any{"a": "x"}}
+	if err := checkElicitResult(p, r); err != nil || r.Content["b"] != "dflt" {
+		t.Errorf("checkElicitResult: %v, content %v, want the default filled in", err, r.Content)
+	}
+	if err := checkElicitResult(p, &mcp.ElicitResult{Action: "accept", Content: map[string]any{"a": 1}}); err == nil {
+		t.Error("checkElicitResult took content that does not match the schema")
+	}
+}
