@@ -227,10 +227,11 @@ func (ac *agentConn) route() *origin {
 	ac.mu.Lock()
 	defer ac.mu.Unlock()
 	ctx := ac.u.g.root
+	var lean *leanLog // a lean call's stream, which the SDK does not know (leanask.go)
 	if n := len(ac.inflight); n > 0 && ac.inflight[n-1].ctx.Err() == nil {
-		ctx = ac.inflight[n-1].ctx
+		ctx, lean = ac.inflight[n-1].ctx, ac.inflight[n-1].lean
 	}
-	return &origin{ss: ac.ss, principal: ac.principal, ctx: ctx, borrowed: true, reg: ac.u.g.origins, log: ac.u.log, server: ac.u.name}
+	return &origin{ss: ac.ss, principal: ac.principal, ctx: ctx, borrowed: true, reg: ac.u.g.origins, log: ac.u.log, server: ac.u.name, lean: lean}
 }
 
 // sendLog forwards a log message of no request to the agent session,

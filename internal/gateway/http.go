@@ -247,7 +247,7 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if ls.principal == p.ID {
 				defer ls.start(f.opts.SessionTimeout)()
 			}
-			if f.cancelLean(w, r, p, ls) {
+			if f.cancelLean(w, r, p, ls) || f.replyLean(w, r, p, ls) {
 				return
 			}
 			hb = newHeartbeatWriter(w, f.opts.HeartbeatFirst, f.opts.Heartbeat)

@@ -241,10 +241,11 @@ func (f *httpFront) answerLean(ctx context.Context, cancel context.CancelCauseFu
 		args = adm.Arguments
 	}
 	o := g.newOrigin(ctx, s.ss, p, t.Server)
-	o.lean = &leanLog{w: w, level: func() (mcp.LoggingLevel, bool) { return g.levels.explicit(s.ss) }}
+	o.lean = &leanLog{w: w, level: func() (mcp.LoggingLevel, bool) { return g.levels.explicit(s.ss) }, stream: newLeanStream(w, s)}
 	d := &dispatch{tool: t, args: args, origin: o, call: *call}
 	raw, res, err := g.dispatchLean(ctx, d)
 	o.finish()
+	o.lean.stream.close()
 	if err == nil && asksForInput(res, raw) {
 		g.log.WarnContext(ctx, "upstream answered a lean call with an input round; refused", "server", t.Server, "tool", t.Tool)
 		raw, res, d.outcome = nil, errorResult(errAskedForInput), approval.OutcomeToolError
@@ -449,6 +450,9 @@ func (f *httpFront) cancelLean(w http.ResponseWriter, r *http.Request, p approva
 type leanLog struct {
 	w     http.ResponseWriter
 	level func() (mcp.LoggingLevel, bool)
+	// stream carries the upstream's requests to the agent about the call
+	// (leanask.go).
+	stream *leanStream
 }
 
 func (l *leanLog) send(p *mcp.LoggingMessageParams) {

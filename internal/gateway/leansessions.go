@@ -34,6 +34,8 @@ type leanSession struct {
 	inFlight    map[string]context.CancelCauseFunc // guarded by mu: lean calls by canonical id
 	active      int                                // guarded by mu: requests in flight
 	timer       *time.Timer                        // guarded by mu; nil without an idle timeout or once ended
+	asks        map[string]chan leanReply          // guarded by mu: questions on lean calls' streams by id (leanask.go)
+	asksEnded   bool                               // guarded by mu: the session ended; no more questions
 }
 
 func newLeanSessions(idle time.Duration) *leanSessions {
@@ -109,6 +111,7 @@ func (l *leanSessions) forget(ss *mcp.ServerSession) {
 	}
 	l.mu.Unlock()
 	if s != nil {
+		s.endAsks()
 		s.mu.Lock()
 		if s.timer != nil {
 			s.timer.Stop()

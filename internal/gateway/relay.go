@@ -170,7 +170,11 @@ func (o *origin) ask(ctx context.Context, method string, params mcp.Params, urlI
 		case p != nil && len(p.Tools) > 0 && caps.Sampling.Tools == nil:
 			return nil, missing("sampling with tools")
 		}
-		res, err = o.ss.CreateMessageWithTools(fctx, p)
+		if lr, ok, lerr := o.askLean(fctx, method, p); ok {
+			res, err = lr, lerr
+		} else {
+			res, err = o.ss.CreateMessageWithTools(fctx, p)
+		}
 	case *mcp.ElicitParams:
 		if p == nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + " without params"}
@@ -190,12 +194,20 @@ func (o *origin) ask(ctx context.Context, method string, params mcp.Params, urlI
 		if mode == "url" && p.ElicitationID != "" && urlID != nil {
 			urlID(p.ElicitationID)
 		}
-		res, err = o.ss.Elicit(fctx, p)
+		if lr, ok, lerr := o.askLean(fctx, method, p); ok {
+			res, err = lr, lerr
+		} else {
+			res, err = o.ss.Elicit(fctx, p)
+		}
 	case *mcp.ListRootsParams: // may be nil: roots/list has no required params
 		if caps == nil || caps.RootsV2 == nil {
 			return nil, missing("roots")
 		}
-		res, err = o.ss.ListRoots(fctx, p)
+		if lr, ok, lerr := o.askLean(fctx, method, p); ok {
+			res, err = lr, lerr
+		} else {
+			res, err = o.ss.ListRoots(fctx, p)
+		}
 	default:
 		return nil, &jsonrpc.Error{Code: codeNotSupported, Message: "toolgate does not forward " + method}
 	}
@@ -206,7 +218,7 @@ func (o *origin) ask(ctx context.Context, method string, params mcp.Params, urlI
 			return nil, wire
 		case ctx.Err() != nil:
 			return nil, context.Cause(ctx)
-		case !o.borrowed && o.ctx.Err() != nil:
+		case !o.borrowed && (o.ctx.Err() != nil || errors.Is(err, errLeanCallEnded)):
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the agent's request ended before it answered " + method}
 		}
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the agent did not answer %s: %v", method, err)}
