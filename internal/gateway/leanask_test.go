@@ -144,19 +144,7 @@ type rawLeanCall struct {
 // response; the caller closes its body.
 func rawPost(t *testing.T, base, token, sid, version, body string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/mcp", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range map[string]string{"Authorization": "Bearer " + token, "Mcp-Session-Id": sid, "Mcp-Protocol-Version": version,
-		"Content-Type": "application/json", "Accept": "application/json, text/event-stream"} {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp
+	return sessionRequest(t, http.MethodPost, base, token, sid, version, strings.NewReader(body))
 }
 
 // postStatus POSTs body and returns the status.

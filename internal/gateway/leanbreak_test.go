@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -73,20 +72,7 @@ func TestLeanFrontForgetsADeletedSession(t *testing.T) {
 		}
 		send := func(method, body string) (int, string) {
 			t.Helper()
-			req, err := http.NewRequestWithContext(t.Context(), method, base+"/mcp", strings.NewReader(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for k, v := range map[string]string{"Authorization": "Bearer " + aliceToken, "Mcp-Session-Id": sid, "Mcp-Protocol-Version": version,
-				"Content-Type": "application/json", "Accept": "application/json, text/event-stream"} {
-				req.Header.Set(k, v)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = resp.Body.Close() }()
-			b, _ := io.ReadAll(resp.Body)
+			resp, b := sessionExchange(t, method, base, aliceToken, sid, version, strings.NewReader(body))
 			return resp.StatusCode, string(b)
 		}
 		if status, body := send(http.MethodDelete, ""); status != http.StatusNoContent {
@@ -144,21 +130,8 @@ func TestLeanFrontForgetsAnExpiredSession(t *testing.T) {
 	}
 	_ = ls.ss.Wait() // the idle timer closed it
 	trail.take()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/mcp",
+	resp, b := sessionExchange(t, http.MethodPost, base, aliceToken, sid, version,
 		strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"up__echo","arguments":{}}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range map[string]string{"Authorization": "Bearer " + aliceToken, "Mcp-Session-Id": sid, "Mcp-Protocol-Version": version,
-		"Content-Type": "application/json", "Accept": "application/json, text/event-stream"} {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("call after the session expired: %d %q, want 404", resp.StatusCode, b)
 	}
@@ -183,20 +156,7 @@ func TestLeanCancelOnlyFromItsSession(t *testing.T) {
 	version := csA.InitializeResult().ProtocolVersion
 	send := func(token, sid, body string) int {
 		t.Helper()
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, f.base+"/mcp", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range map[string]string{"Authorization": "Bearer " + token, "Mcp-Session-Id": sid, "Mcp-Protocol-Version": version,
-			"Content-Type": "application/json", "Accept": "application/json, text/event-stream"} {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = resp.Body.Close() }()
-		_, _ = io.ReadAll(resp.Body)
+		resp, _ := sessionExchange(t, http.MethodPost, f.base, token, sid, version, strings.NewReader(body))
 		return resp.StatusCode
 	}
 	done := make(chan int, 1)

@@ -229,20 +229,7 @@ func TestLeanFrontRawAnswers(t *testing.T) {
 	f.trail.take()
 	post := func(body io.Reader) (int, http.Header, string) {
 		t.Helper()
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, f.base+"/mcp", body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range map[string]string{"Authorization": "Bearer " + aliceToken, "Mcp-Session-Id": sid, "Mcp-Protocol-Version": version,
-			"Content-Type": "application/json", "Accept": "application/json, text/event-stream"} {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = resp.Body.Close() }()
-		b, _ := io.ReadAll(resp.Body)
+		resp, b := sessionExchange(t, http.MethodPost, f.base, aliceToken, sid, version, body)
 		return resp.StatusCode, resp.Header, string(b)
 	}
 	status, h, body := post(strings.NewReader(`{"jsonrpc":"2.0","id":"n-1","method":"tools/call","params":{"name":"up__numbers","arguments":{}}}`))
@@ -367,4 +354,34 @@ func TestPlainCallOnlyForPlainCalls(t *testing.T) {
 			t.Errorf("%s: %s served by the lean front, want it handed off", name, body)
 		}
 	}
+}
+
+// sessionRequest sends a request with method and body on agent session
+// sid as token's principal, with the headers a 2025-era client sends (the
+// negotiated version, JSON in, JSON and event streams accepted), and
+// returns the response; the caller closes its body.
+func sessionRequest(t *testing.T, method, base, token, sid, version string, body io.Reader) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, base+"/mcp", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"Authorization": "Bearer " + token, "Mcp-Session-Id": sid, "Mcp-Protocol-Version": version,
+		"Content-Type": "application/json", "Accept": "application/json, text/event-stream"} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// sessionExchange is sessionRequest reading the whole answer.
+func sessionExchange(t *testing.T, method, base, token, sid, version string, body io.Reader) (*http.Response, []byte) {
+	t.Helper()
+	resp := sessionRequest(t, method, base, token, sid, version, body)
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
 }

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -31,20 +30,7 @@ func TestLeanCallPassesStdioResultBytesThrough(t *testing.T) {
 			t.Fatal(err)
 		}
 		body := `{"jsonrpc":"2.0","id":"` + id + `","method":"tools/call","params":{"name":"up__reply","arguments":` + string(args) + `}}`
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/mcp", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range map[string]string{"Authorization": "Bearer " + aliceToken, "Mcp-Session-Id": sid, "Mcp-Protocol-Version": version,
-			"Content-Type": "application/json", "Accept": "application/json, text/event-stream"} {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = resp.Body.Close() }()
-		b, _ := io.ReadAll(resp.Body)
+		resp, b := sessionExchange(t, http.MethodPost, base, aliceToken, sid, version, strings.NewReader(body))
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("POST %s: %d %s", id, resp.StatusCode, b)
 		}
