@@ -377,11 +377,19 @@ func sessionRequest(t *testing.T, method, base, token, sid, version string, body
 	return resp
 }
 
-// sessionExchange is sessionRequest reading the whole answer.
-func sessionExchange(t *testing.T, method, base, token, sid, version string, body io.Reader) (*http.Response, []byte) {
+// An exchange is what sessionExchange kept of a response.
+type exchange struct {
+	StatusCode       int
+	Header           http.Header
+	TransferEncoding []string
+	ContentLength    int64
+}
+
+// sessionExchange is sessionRequest reading (and closing) the whole answer.
+func sessionExchange(t *testing.T, method, base, token, sid, version string, body io.Reader) (exchange, []byte) {
 	t.Helper()
 	resp := sessionRequest(t, method, base, token, sid, version, body)
 	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
-	return resp, b
+	return exchange{resp.StatusCode, resp.Header, resp.TransferEncoding, resp.ContentLength}, b
 }
