@@ -148,6 +148,22 @@ func (b *browser) doWithin(d time.Duration, what string, steps ...chromedp.Actio
 	}
 }
 
+// clickLive clicks the first element sel matches inside a region the page
+// refreshes by itself (the inbox list). chromedp.Click resolves the node and
+// then dispatches the mouse events in a second protocol call; a live refresh
+// between the two replaces the node and the click fails with "Could not find
+// node with given id" although a person's click (one event) could not miss.
+// Here the element is found and clicked in one evaluation in the page, after
+// it is visible.
+func (b *browser) clickLive(what string, sel chromedp.CSS) {
+	b.t.Helper()
+	b.wait(waitFor, what, sel)
+	expr := fmt.Sprintf(`(() => { const el = document.querySelector(%q); if (!el) return false; el.click(); return true; })()`, string(sel))
+	if !eval[bool](b, expr) {
+		b.t.Fatalf("browser: %s: %s is gone%s", what, sel, b.location())
+	}
+}
+
 // location says where the tab is, for failure messages.
 func (b *browser) location() string {
 	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)

@@ -92,8 +92,8 @@ func TestInboxInBrowser(t *testing.T) {
 			t.Errorf("the inbox made %d elements out of argument text", n)
 		}
 
-		b.do("open the detail page", chromedp.Click(css(`.card[data-approval-id="%s"] a.title`, a.ID)),
-			chromedp.WaitVisible(css(`article[data-approval-id="%s"]`, a.ID)))
+		b.clickLive("open the detail page", css(`.card[data-approval-id="%s"] a.title`, a.ID))
+		b.wait(waitFor, "the detail page", css(`article[data-approval-id="%s"]`, a.ID))
 		if n := eval[int](b, `document.querySelectorAll("article img, article script, a[href^='javascript'], [onerror]").length`); n != 0 {
 			t.Errorf("the detail page made %d elements out of argument text", n)
 		}
@@ -179,7 +179,7 @@ func TestInboxInBrowser(t *testing.T) {
 		}
 		picked := []string{ids[0], ids[2], ids[4]}
 		for _, id := range picked {
-			b.do("select "+id, chromedp.Click(css(`input[name="approve"][value^="%s "]`, id)))
+			b.clickLive("select "+id, css(`input[name="approve"][value^="%s "]`, id))
 		}
 		if n := eval[int](b, `document.querySelectorAll("input[name=approve]:checked").length`); n != 3 {
 			t.Fatalf("%d boxes checked, want 3", n)
