@@ -361,7 +361,7 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 		caps.Extensions = map[string]any{mcpwire.TasksExtension: map[string]any{}}
 	}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "toolgate", Version: o.Version}, &mcp.ServerOptions{
-		Logger:       o.Logger,
+		Logger:       sdkLogger(o.Logger),
 		Capabilities: caps,
 		// Lists differ per principal (policy, agent sessions).
 		SetCacheable:       func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = "private" },
