@@ -533,8 +533,8 @@ const dueQuery = `SELECT id FROM (
 		SELECT id, decided_at + valid_for_ms AS due FROM requests
 		WHERE state = 'approved' AND valid_for_ms > 0 AND decided_at + valid_for_ms <= ?
 		UNION ALL
-		SELECT id, `+effectiveLease+` AS due FROM requests
-		WHERE state = 'consumed' AND dispatch_outcome = '' AND held_by <> '' AND `+effectiveLease+` <= ?
+		SELECT id, ` + effectiveLease + ` AS due FROM requests
+		WHERE state = 'consumed' AND dispatch_outcome = '' AND held_by <> '' AND ` + effectiveLease + ` <= ?
 	) AS d ORDER BY due, id LIMIT ?`
 
 // Due returns the ids of requests a sweeper must look at as of now, most
