@@ -248,3 +248,37 @@ func TestInstanceLeaseDue(t *testing.T) {
 		})
 	}
 }
+
+// TestPruneEndedInstanceLeases: Prune deletes the lease rows of instances
+// whose lease ended a day ago (a new instance id per process start would
+// pile them up) and keeps the others; a request marked for a pruned
+// instance reads as lapsed, as it did before.
+func TestPruneEndedInstanceLeases(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.driver, func(t *testing.T) {
+			db := openTest(t, b.fresh(t))
+			ctx := t.Context()
+			gone := createHeld(t, db, "gw-gone", t0.Add(time.Minute), 1)
+			live := createHeld(t, db, "gw-live", t0.Add(time.Minute), 2)
+			mustRenew(t, db, "gw-gone", gone, t0.Add(time.Minute), gone...)
+			mustRenew(t, db, "gw-live", live, t0.Add(24*time.Hour), live...)
+			if _, err := db.Prune(ctx, store.Retention{}, t0.Add(25*time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := db.sql.QueryContext(ctx, `SELECT instance FROM instance_leases ORDER BY instance`)
+			names, err := collect(rows, err, func(rows *sql.Rows) (string, error) {
+				var s string
+				return s, rows.Scan(&s)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(names, []string{"gw-live"}) {
+				t.Errorf("instance leases after Prune: %v, want [gw-live]", names)
+			}
+			if h, lu := leaseOf(t, db, gone[0]); h != "gw-gone" || !lu.IsZero() {
+				t.Errorf("request of a pruned instance: held by %q until %v, want a lapsed lease", h, lu)
+			}
+		})
+	}
+}
