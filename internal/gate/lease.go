@@ -16,9 +16,9 @@ import (
 // and LeaseUntil) that lapses unless renewed: a held call's pending or
 // approved request, and a consumed request until its dispatch outcome is
 // recorded. The gate renews the leases of every request this process holds
-// in one batch per Lease/3 (Store.RenewLeases: a statement per few hundred
-// ids), not one write per request, so holding calls costs the database
-// nothing per call.
+// in one batch per Lease/3 (Store.RenewLeases: on sqlstore one write of
+// this instance's lease row, the held requests taking their lease from it;
+// docs/architecture.md, "Instance leases"), not one write per request.
 
 // leaseKind says why this process holds a lease.
 type leaseKind uint8

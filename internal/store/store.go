@@ -118,7 +118,10 @@ type Store interface {
 	// still holds (HeldBy == holder) and that still need a holder
 	// (pending, approved, or consumed with no dispatch outcome). It returns
 	// the ids it renewed; an id missing from the answer was taken over,
-	// released or settled. It writes no events.
+	// released or settled. It writes no events. A held request holder no
+	// longer names stops being renewed and lapses at the lease the
+	// previous renewal gave it. sqlstore renews one row per holder
+	// (instance leases, migration 14), not one per request.
 	RenewLeases(ctx context.Context, holder string, ids []approval.ID, until time.Time) ([]approval.ID, error)
 	// Due lists requests that a sweeper must look at as of now: pending ones
 	// with ExpiresAt <= now; approved ones whose validity has passed:

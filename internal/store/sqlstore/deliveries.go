@@ -147,7 +147,7 @@ func requestsByID(ctx context.Context, q querier, evs []approval.Event) (map[app
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := q.query(ctx, `SELECT `+requestColumns+` FROM requests WHERE id IN (`+placeholders(len(ids))+`)`, ids...)
+	rows, err := q.query(ctx, `SELECT `+requestSelect+` FROM requests WHERE id IN (`+placeholders(len(ids))+`)`, ids...)
 	rs, err := collect(rows, err, scanRequest)
 	if err != nil {
 		return nil, fmt.Errorf("read the requests of events: %w", err)

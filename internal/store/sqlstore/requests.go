@@ -91,7 +91,7 @@ func (db *DB) ViewRequest(ctx context.Context, id approval.ID) (approval.Request
 // to the query (tx.forUpdate, or "").
 func getRequestRow(ctx context.Context, q querier, id approval.ID, lock string) (requestRow, error) {
 	var w requestRow
-	err := q.queryRow(ctx, `SELECT `+requestColumns+` FROM requests WHERE id = ?`+lock, string(id)).Scan(w.dest()...)
+	err := q.queryRow(ctx, `SELECT `+requestSelect+` FROM requests WHERE id = ?`+lock, string(id)).Scan(w.dest()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return requestRow{}, store.ErrNotFound
 	}
@@ -112,9 +112,24 @@ func scanRequest(rows *sql.Rows) (approval.Request, error) {
 }
 
 // lockedRequest reads the row of id inside t and locks it until t ends,
-// or returns store.ErrNotFound.
+// or returns store.ErrNotFound. When the row takes its lease from its
+// holder's instance (leaseMarker), on Postgres it then reads that
+// instance's lease again under a share lock, held until t ends: a renewal
+// of the instance's lease in flight (RenewLeases) has either committed
+// before this read, and its lease is seen, or waits until t ended, and
+// then sees whatever t wrote (a take-over). A decision on whether the
+// lease lapsed is therefore never made on a lease being renewed. SQLite's
+// IMMEDIATE transaction already excludes the renewal.
 func (t *tx) lockedRequest(ctx context.Context, id approval.ID) (requestRow, error) {
-	return getRequestRow(ctx, t, id, t.forUpdate())
+	w, err := getRequestRow(ctx, t, id, t.forUpdate())
+	if err != nil || t.forUpdate() == "" || !w.leaseUntil.Valid || w.leaseUntil.Int64 != leaseMarker {
+		return w, err
+	}
+	err = t.queryRow(ctx, `SELECT lease_until FROM instance_leases WHERE instance = ? FOR SHARE`, w.heldBy).Scan(&w.holderLease)
+	if errors.Is(err, sql.ErrNoRows) {
+		w.holderLease, err = sql.NullInt64{}, nil
+	}
+	return w, err
 }
 
 // storeRequest stores cur over old, a row t read and locked, and writes the
@@ -130,6 +145,14 @@ func (t *tx) storeRequest(ctx context.Context, old requestRow, cur approval.Requ
 	if err != nil {
 		return approval.Request{}, err
 	}
+	// A request that takes its lease from its holder's instance keeps
+	// doing so while neither its holder nor its effective lease changed;
+	// any other lease written is a concrete time (a take-over, a release,
+	// a consume's renewal), which the holder's next renewal marks again.
+	if old.leaseUntil.Valid && old.leaseUntil.Int64 == leaseMarker && w.heldBy == old.heldBy && w.leaseUntil == old.holderLease {
+		w.leaseUntil = old.leaseUntil
+	}
+	w.holderLease = old.holderLease
 	out, err := w.decode()
 	if err != nil || w == old {
 		return out, err
@@ -255,7 +278,7 @@ func (db *DB) ListRequests(ctx context.Context, f store.Filter) ([]approval.Requ
 			add(`id > ?`, f.Cursor)
 		}
 	}
-	q := `SELECT ` + requestColumns + ` FROM requests`
+	q := `SELECT ` + requestSelect + ` FROM requests`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
@@ -350,45 +373,155 @@ func (db *DB) updateRequest(ctx context.Context, id approval.ID, actor string, w
 // renewBatch is how many ids one RenewLeases statement names.
 const renewBatch = 500
 
-// RenewLeases extends the leases holder holds on ids to until, one UPDATE
-// per renewBatch ids, and returns the ids it renewed: see
-// store.Store.RenewLeases. On Postgres it runs on the connection reserved
-// for it (LeaseConns), not in the main pool.
+// liveLease is the condition of a request that still needs a holder:
+// pending, approved, or consumed without a dispatch outcome.
+const liveLease = `(state IN ('pending', 'approved') OR (state = 'consumed' AND dispatch_outcome = ''))`
+
+// RenewLeases extends the leases holder holds on ids to until and returns
+// the ids it renewed: see store.Store.RenewLeases. It writes one row per
+// renewal, holder's instance lease (instance_leases, migration 14), not
+// one per request: a request holder holds takes its effective lease from
+// that row while its lease_until is leaseMarker. In one transaction it
+//
+//  1. reads the requests marked for holder (index requests_instance_held,
+//     which holds only marked rows);
+//  2. gives those not in ids, or no longer needing a holder, a concrete
+//     lease again: the instance's lease before this renewal, so they
+//     lapse when they would have lapsed had they been renewed per request;
+//  3. marks the requests of ids holder holds with a concrete lease (newly
+//     held, taken over, or consumed since the last renewal: each is
+//     written once, not at every renewal), and those only;
+//  4. sets the instance's lease to until; and
+//  5. on Postgres reads again which requests of ids holder holds. This
+//     read follows the instance row's lock (step 4), so a take-over that
+//     read the old lease under its share lock (lockedRequest) committed
+//     before it and is seen here, and a take-over that comes later waits
+//     for this renewal and sees the new lease: two instances never both
+//     believe they hold a request. SQLite's IMMEDIATE transaction lets
+//     nothing in between, so steps 1 and 3 already answer.
+//
+// Steps 2 and 3 lock request rows before step 4 locks the instance row,
+// the order lockedRequest takes them in, so they cannot deadlock. On
+// Postgres it runs on the connection reserved for it (LeaseConns), not in
+// the main pool.
 func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID, until time.Time) ([]approval.ID, error) {
 	if holder == "" {
 		return nil, errors.New("renew leases: empty holder")
 	}
+	want := make(map[approval.ID]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
 	var renewed []approval.ID
-	for chunk := range slices.Chunk(ids, renewBatch) {
-		args := make([]any, 0, len(chunk)+2)
-		args = append(args, until.UnixMilli(), holder)
-		for _, id := range chunk {
-			args = append(args, string(id))
+	err := db.inLeaseTx(ctx, func(t *tx) error {
+		renewed = nil
+		rows, err := t.query(ctx, `SELECT id, CASE WHEN `+liveLease+` THEN 1 ELSE 0 END FROM requests
+			WHERE held_by = ? AND lease_until = 253402300799999`, holder)
+		type marked struct {
+			id   approval.ID
+			live int
 		}
-		var got []approval.ID
-		err := db.inLeaseTx(ctx, func(t *tx) error {
-			rows, err := t.query(ctx, `UPDATE requests SET lease_until = ?
-				WHERE held_by = ? AND id IN (`+placeholders(len(chunk))+`)
-				AND (state IN ('pending', 'approved') OR (state = 'consumed' AND dispatch_outcome = ''))
-				RETURNING id`, args...)
-			got, err = collect(rows, err, func(rows *sql.Rows) (approval.ID, error) {
-				var id approval.ID
-				return id, rows.Scan(&id)
-			})
-			return err
+		ms, err := collect(rows, err, func(rows *sql.Rows) (marked, error) {
+			var m marked
+			return m, rows.Scan(&m.id, &m.live)
 		})
 		if err != nil {
-			return renewed, db.wrap("renew leases", err)
+			return err
 		}
-		renewed = append(renewed, got...)
+		var unmark []approval.ID
+		held := make(map[approval.ID]bool, len(ms))
+		for _, m := range ms {
+			if m.live == 1 && want[m.id] {
+				held[m.id] = true
+			} else {
+				unmark = append(unmark, m.id)
+			}
+		}
+		if len(unmark) > 0 {
+			var prev sql.NullInt64
+			err := t.queryRow(ctx, `SELECT lease_until FROM instance_leases WHERE instance = ?`, holder).Scan(&prev)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			for chunk := range slices.Chunk(unmark, renewBatch) {
+				if _, err := t.exec(ctx, `UPDATE requests SET lease_until = ?
+					WHERE held_by = ? AND lease_until = 253402300799999 AND id IN (`+placeholders(len(chunk))+`)`,
+					idArgs(chunk, prev, holder)...); err != nil {
+					return err
+				}
+			}
+		}
+		if len(want) == 0 {
+			return nil
+		}
+		var mark []approval.ID
+		for _, id := range ids {
+			if !held[id] {
+				mark = append(mark, id)
+			}
+		}
+		for chunk := range slices.Chunk(mark, renewBatch) {
+			rows, err := t.query(ctx, `UPDATE requests SET lease_until = 253402300799999
+				WHERE held_by = ? AND id IN (`+placeholders(len(chunk))+`) AND lease_until IS DISTINCT FROM 253402300799999
+				AND `+liveLease+` RETURNING id`, idArgs(chunk, holder)...)
+			got, err := collect(rows, err, scanID)
+			if err != nil {
+				return err
+			}
+			for _, id := range got {
+				held[id] = true
+			}
+		}
+		if _, err := t.exec(ctx, `INSERT INTO instance_leases (instance, lease_until) VALUES (?, ?)
+			ON CONFLICT (instance) DO UPDATE SET lease_until = excluded.lease_until`, holder, until.UnixMilli()); err != nil {
+			return err
+		}
+		if t.forUpdate() != "" {
+			rows, err := t.query(ctx, `SELECT id FROM requests
+				WHERE held_by = ? AND lease_until = 253402300799999 AND `+liveLease, holder)
+			got, err := collect(rows, err, scanID)
+			if err != nil {
+				return err
+			}
+			clear(held)
+			for _, id := range got {
+				held[id] = true
+			}
+		}
+		for _, id := range ids {
+			if held[id] {
+				renewed = append(renewed, id)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, db.wrap("renew leases", err)
 	}
 	return renewed, nil
+}
+
+// idArgs returns first followed by ids as query arguments.
+func idArgs(ids []approval.ID, first ...any) []any {
+	args := make([]any, 0, len(first)+len(ids))
+	args = append(args, first...)
+	for _, id := range ids {
+		args = append(args, string(id))
+	}
+	return args
+}
+
+// scanID scans a row of one id.
+func scanID(rows *sql.Rows) (approval.ID, error) {
+	var id approval.ID
+	return id, rows.Scan(&id)
 }
 
 // dueQuery lists the requests due as of the bound time (three times, unix
 // ms), most overdue first, at most the bound limit: pending ones past their
 // expiry, approved ones past their validity, and consumed ones without a
-// dispatch outcome whose holder's lease lapsed. Each branch reads an index
+// dispatch outcome whose holder's lease lapsed (the effective lease: its
+// instance's when the request carries leaseMarker; migration 14). Each branch reads an index
 // that holds only candidates: requests_state_expires for the first two
 // (pending and approved requests are the live ones), requests_undispatched
 // (migration 13) for the third, so the sweeper's query, every sweep
@@ -400,8 +533,8 @@ const dueQuery = `SELECT id FROM (
 		SELECT id, decided_at + valid_for_ms AS due FROM requests
 		WHERE state = 'approved' AND valid_for_ms > 0 AND decided_at + valid_for_ms <= ?
 		UNION ALL
-		SELECT id, lease_until AS due FROM requests
-		WHERE state = 'consumed' AND dispatch_outcome = '' AND held_by <> '' AND lease_until <= ?
+		SELECT id, ` + effectiveLease + ` AS due FROM requests
+		WHERE state = 'consumed' AND dispatch_outcome = '' AND held_by <> '' AND ` + effectiveLease + ` <= ?
 	) AS d ORDER BY due, id LIMIT ?`
 
 // Due returns the ids of requests a sweeper must look at as of now, most
@@ -441,7 +574,7 @@ func (db *DB) CountPending(ctx context.Context, requestedBy string) (int, error)
 // OpenIdentical returns the pending, approved and unanswered denied requests
 // of principal for (server, tool, argumentsHash), oldest first, at most 100.
 func (db *DB) OpenIdentical(ctx context.Context, principal, server, tool, argumentsHash string) ([]approval.Request, error) {
-	rows, err := db.query(ctx, `SELECT `+requestColumns+` FROM requests
+	rows, err := db.query(ctx, `SELECT `+requestSelect+` FROM requests
 		WHERE requested_by = ? AND arguments_hash = ? AND server = ? AND tool = ?
 		AND (state IN ('pending', 'approved') OR (state = 'denied' AND answered_at IS NULL))
 		ORDER BY id LIMIT 100`, principal, argumentsHash, server, tool)

@@ -15,6 +15,10 @@ import (
 // that pruning a large backlog never holds the write lock for long.
 const pruneBatch = 500
 
+// instanceLeaseRetention is how long after its end Prune keeps an
+// instance's lease row (migration 14).
+const instanceLeaseRetention = 24 * time.Hour
+
 // openRequest is the condition selecting requests that are not terminal:
 // they may still change, so neither they nor their events are pruned.
 const openRequest = `(state IN ('pending', 'approved') OR (state = 'consumed' AND dispatch_outcome = ''))`
@@ -22,7 +26,9 @@ const openRequest = `(state IN ('pending', 'approved') OR (state = 'consumed' AN
 // Prune deletes what r lets go as of now, events first (a prefix of the
 // change feed), then requests, then sessions; see store.Retention. Each
 // step runs in transactions of at most pruneBatch rows. It returns what it
-// deleted and where the pruned prefix of the event log now ends.
+// deleted and where the pruned prefix of the event log now ends. It also
+// deletes the instance lease rows that ended instanceLeaseRetention ago,
+// whatever r says.
 func (db *DB) Prune(ctx context.Context, r store.Retention, now time.Time) (store.Pruned, error) {
 	var out store.Pruned
 	var err error
@@ -43,6 +49,18 @@ func (db *DB) Prune(ctx context.Context, r store.Retention, now time.Time) (stor
 		if out.Requests, err = db.deleteInBatches(ctx, q, now.Add(-r.Requests).UnixMilli()); err != nil {
 			return out, db.wrap("prune requests", err)
 		}
+	}
+	// Instance leases (migration 14) that ended a day ago: an instance
+	// id is new with every process start by default, so their rows would
+	// pile up. A missing row and an ended one both mean a lapsed lease
+	// to every reader (requestSelect, effectiveLease), so this changes
+	// no request's meaning; an instance that renews late writes its row
+	// again.
+	if err := db.inTx(ctx, func(t *tx) error {
+		_, err := t.exec(ctx, `DELETE FROM instance_leases WHERE lease_until < ?`, now.Add(-instanceLeaseRetention).UnixMilli())
+		return err
+	}); err != nil {
+		return out, db.wrap("prune instance leases", err)
 	}
 	if r.Sessions > 0 {
 		// Children go first; their parents become prunable in the next

@@ -29,6 +29,30 @@ const requestColumns = `id, state, server, tool, arguments, arguments_hash, disp
 // numRequestColumns is the number of names in requestColumns.
 const numRequestColumns = 31
 
+// leaseMarker is the value of requests.lease_until that says "the lease
+// of my holder's instance" (migration 14, docs/architecture.md "Instance
+// leases"): the request's effective lease is instance_leases.lease_until
+// of its held_by, renewed once per instance instead of once per request.
+// It is 9999-12-31T23:59:59.999Z in unix milliseconds, so a binary from
+// before migration 14, which reads it as a concrete time, sees the request
+// held and never takes it over or sweeps it (see docs/deploy.md).
+const leaseMarker int64 = 253402300799999
+
+// requestSelect is the select list that reads a requests row for
+// requestRow.dest: requestColumns, then the lease of the holder's instance
+// when the row carries leaseMarker (NULL otherwise, and when the instance
+// has no lease row). It must read FROM requests without an alias.
+const requestSelect = requestColumns + `,
+	CASE WHEN requests.lease_until = 253402300799999 THEN
+		(SELECT l.lease_until FROM instance_leases l WHERE l.instance = requests.held_by) END`
+
+// effectiveLease is the SQL expression of a request's effective lease
+// (unix ms; 0 when its instance has no lease row), for conditions on it
+// in queries that read FROM requests without an alias.
+const effectiveLease = `CASE WHEN requests.lease_until = 253402300799999 THEN
+		COALESCE((SELECT l.lease_until FROM instance_leases l WHERE l.instance = requests.held_by), 0)
+		ELSE requests.lease_until END`
+
 // requestRow is one requests row as stored.
 type requestRow struct {
 	id, state, server, tool string
@@ -53,6 +77,9 @@ type requestRow struct {
 	kind, target            string
 	baseRevision            int64
 	policyRevision          string
+	// holderLease is read, not stored: the lease of the holder's
+	// instance when leaseUntil is leaseMarker (see requestSelect).
+	holderLease sql.NullInt64
 }
 
 // storedReview is the JSON form of an approval.Review inside the reviews
@@ -97,13 +124,13 @@ func (w *requestRow) args() []any {
 		w.policyRevision}
 }
 
-// dest returns pointers to the fields of the row in requestColumns order, for Scan.
+// dest returns pointers to the fields of the row in requestSelect order, for Scan.
 func (w *requestRow) dest() []any {
 	return []any{&w.id, &w.state, &w.server, &w.tool, &w.arguments, &w.argumentsHash, &w.displayWarnings,
 		&w.toolDigest, &w.rule, &w.mode, &w.requestedBy, &w.onBehalfOf, &w.tenant, &w.createdAt, &w.expiresAt,
 		&w.requiredApprovals, &w.approvers, &w.validForMS, &w.reviews, &w.decidedBy, &w.decidedAt, &w.reason,
 		&w.consumedAt, &w.dispatchOutcome, &w.heldBy, &w.leaseUntil, &w.answeredAt, &w.kind, &w.target, &w.baseRevision,
-		&w.policyRevision}
+		&w.policyRevision, &w.holderLease}
 }
 
 // encodeRequest encodes r for storage, truncating times and ValidFor to
@@ -119,6 +146,9 @@ func encodeRequest(r approval.Request) (requestRow, error) {
 		consumedAt: nullMillis(r.ConsumedAt), dispatchOutcome: string(r.DispatchOutcome),
 		heldBy: r.HeldBy, leaseUntil: nullMillis(r.LeaseUntil), answeredAt: nullMillis(r.AnsweredAt),
 		kind: r.Kind, target: r.Target, baseRevision: r.BaseRevision, policyRevision: r.PolicyRevision,
+	}
+	if w.leaseUntil.Int64 == leaseMarker {
+		return requestRow{}, fmt.Errorf("lease_until %v is reserved", r.LeaseUntil)
 	}
 	if r.Arguments != nil {
 		w.arguments = sql.NullString{String: string(r.Arguments), Valid: true}
@@ -155,6 +185,9 @@ func (w *requestRow) decode() (approval.Request, error) {
 		ConsumedAt: fromNullMillis(w.consumedAt), DispatchOutcome: approval.Outcome(w.dispatchOutcome),
 		HeldBy: w.heldBy, LeaseUntil: fromNullMillis(w.leaseUntil), AnsweredAt: fromNullMillis(w.answeredAt),
 		Kind: w.kind, Target: w.target, BaseRevision: w.baseRevision, PolicyRevision: w.policyRevision,
+	}
+	if w.leaseUntil.Valid && w.leaseUntil.Int64 == leaseMarker {
+		r.LeaseUntil = fromNullMillis(w.holderLease)
 	}
 	if w.arguments.Valid {
 		r.Arguments = json.RawMessage(w.arguments.String)

@@ -290,7 +290,7 @@ func (t *tx) voidOpenOf(ctx context.Context, principals []string, actor string, 
 	for i, p := range principals {
 		args[i] = p
 	}
-	rows, err := t.query(ctx, `SELECT `+requestColumns+` FROM requests WHERE requested_by IN (`+placeholders(len(args))+`)
+	rows, err := t.query(ctx, `SELECT `+requestSelect+` FROM requests WHERE requested_by IN (`+placeholders(len(args))+`)
 		AND state IN ('pending', 'approved') ORDER BY id`+t.forUpdate(), args...)
 	olds, err := collect(rows, err, scanRequestRow)
 	if err != nil {
