@@ -39,9 +39,10 @@ import (
 // while lines before it are still on their way through the SDK is parked
 // until they have been read.
 //
-// The raw path is not taken for HTTP upstreams, for sessions that speak
-// 2026-07-28 or for a relayed round (relay2026.go): those go through the
-// SDK's CallTool as before.
+// The raw path is not taken for sessions that speak 2026-07-28 or for a
+// relayed round (relay2026.go): those go through the SDK's CallTool as
+// before. HTTP upstreams have a raw path of their own (rawhttpcall.go),
+// taken by callRaw.
 
 // rawIDPrefix starts the string ids of raw calls; rawIDMarker is how it
 // appears on the wire, which a line must contain to be looked at further.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
 )
 
 // scriptedUpstream serves a go-sdk MCP server over Streamable HTTP (JSON
@@ -414,5 +415,51 @@ func TestRawHTTPBodyID(t *testing.T) {
 	}
 	if _, err := rawRequest(rawHTTPIDPrefix, "t", json.RawMessage(`[1]`), ""); err == nil {
 		t.Error("array arguments accepted")
+	}
+}
+
+// TestRawHTTPCallLeaksNothing: raw HTTP calls that succeed, time out
+// (cancelled upstream), die mid-answer or are too large leave no
+// goroutine behind once the gateway, its listeners and the upstream are
+// closed (every response body is closed; nothing is left reading).
+func TestRawHTTPCallLeaksNothing(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() {
+		// Runs last: after the gateway, its listener and the upstream
+		// were closed by the cleanups registered below.
+		http.DefaultClient.CloseIdleConnections()
+		goleak.VerifyNone(t, ignore)
+	})
+	f := newRawHTTPFixture(t, false, ServerConfig{CallTimeout: 50 * time.Millisecond}, &Options{MaxResultBytes: 1 << 12})
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	f.up.set("hang", func(w http.ResponseWriter, r *http.Request, _ json.RawMessage) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	f.up.set("dies", func(w http.ResponseWriter, _ *http.Request, _ json.RawMessage) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: message\ndata: {")
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	})
+	for _, c := range []struct{ tool, args, want string }{
+		{"echo", `{"k":1}`, `{\"k\":1}`},
+		{"hang", `{}`, "call_timeout"},
+		{"dies", `{}`, "may have run"},
+		{"big", `{"n":8192}`, "exceeds limits.max_result_bytes"},
+	} {
+		if got := f.call(t, "l-"+c.tool, c.tool, c.args); !strings.Contains(got, c.want) {
+			t.Errorf("%s: %q, want %q in it", c.tool, got, c.want)
+		}
+	}
+	<-f.up.other // the hang's notifications/cancelled
+	if n := rawHTTPCalls(f.g); n != 4 {
+		t.Errorf("%d raw HTTP calls, want 4", n)
 	}
 }
