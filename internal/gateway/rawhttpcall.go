@@ -120,16 +120,61 @@ func rejected(err error) error {
 }
 
 // postRawCall POSTs the tools/call body with id and reads its answer.
+// The request has a context of its own, cancelled with ctx until the
+// answer is read: after it, the rest of the body (the end of the event
+// stream) is read in the background (drain), so that the connection goes
+// back to the pool instead of being closed.
 func (u *upstream) postRawCall(ctx context.Context, c *upConn, id string, body []byte) (json.RawMessage, error) {
-	req, err := newRawHTTPRequest(ctx, c, body)
+	reqCtx, cancelReq := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancelReq)
+	req, err := newRawHTTPRequest(reqCtx, c, body)
 	if err != nil {
+		stop()
+		cancelReq()
 		return nil, rejected(err)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		stop()
+		cancelReq()
 		return nil, rejected(err)
 	}
-	defer func() { _ = resp.Body.Close() }()
+	raw, err := u.readRawAnswer(ctx, c, req, resp, id)
+	if stop() {
+		u.drain(resp.Body, cancelReq)
+	} else {
+		_ = resp.Body.Close()
+		cancelReq()
+	}
+	return raw, err
+}
+
+// Draining the rest of a raw call's response body: at most drainMax bytes,
+// for at most drainWait (a server that keeps the stream open after the
+// answer gets its connection closed).
+const (
+	drainMax  = 64 << 10
+	drainWait = time.Second
+)
+
+// drain reads body to its end in the background, bounded by drainMax,
+// drainWait and the gateway's shutdown, then closes it and calls cancel
+// (the request's context). upstream.run waits for the drains.
+func (u *upstream) drain(body io.ReadCloser, cancel context.CancelFunc) {
+	u.drains.Go(func() {
+		stopRoot := context.AfterFunc(u.g.root, cancel)
+		t := time.AfterFunc(drainWait, cancel)
+		_, _ = io.Copy(io.Discard, io.LimitReader(body, drainMax))
+		t.Stop()
+		stopRoot()
+		_ = body.Close()
+		cancel()
+	})
+}
+
+// readRawAnswer reads the answer of the raw call with id from resp (it
+// does not close its body).
+func (u *upstream) readRawAnswer(ctx context.Context, c *upConn, req *http.Request, resp *http.Response, id string) (json.RawMessage, error) {
 	switch code := resp.StatusCode; {
 	case code == http.StatusNotFound && req.Header.Get("Mcp-Session-Id") != "":
 		return nil, errSessionMissing404

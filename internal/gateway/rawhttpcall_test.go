@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -461,5 +464,47 @@ func TestRawHTTPCallLeaksNothing(t *testing.T) {
 	<-f.up.other // the hang's notifications/cancelled
 	if n := rawHTTPCalls(f.g); n != 4 {
 		t.Errorf("%d raw HTTP calls, want 4", n)
+	}
+}
+
+// TestRawHTTPCallReusesConnections: after a raw call's answer the rest of
+// its event stream is read (drain), so the connection goes back to the
+// pool: sequential calls do not open a connection each. (Closing the body
+// right after the answer, before the stream's end arrived, opened a new
+// connection for 7 of 50 calls.)
+func TestRawHTTPCallReusesConnections(t *testing.T) {
+	var dials atomic.Int64
+	s := newUpstreamServer(nil)
+	ts := httptest.NewUnstartedServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	ts.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			dials.Add(1)
+		}
+	}
+	ts.Start()
+	t.Cleanup(ts.Close)
+	f := &rawHTTPFixture{trail: &leanTrail{}}
+	f.g = newGateway(t, []ServerConfig{{Name: "up", URL: ts.URL}}, allowAll(), nil)
+	f.g.leanHook = f.trail.hook
+	f.base = serveHTTP(t, f.g, nil)
+	cs := connectHTTP(t, f.base, aliceToken, nil, nil)
+	f.sid, f.ver = cs.ID(), cs.InitializeResult().ProtocolVersion
+	waitInitialized(t, f.g, f.sid)
+	f.call(t, "first", "echo", `{}`)
+	u := f.g.ups["up"]
+	u.drains.Wait()
+	before := dials.Load()
+	const calls = 50
+	for i := range calls {
+		if got := f.call(t, fmt.Sprint("c-", i), "echo", `{"i":1}`); !strings.Contains(got, `{\"i\":1}`) {
+			t.Fatalf("call %d: %q", i, got)
+		}
+		u.drains.Wait()
+	}
+	if n := dials.Load() - before; n > 2 {
+		t.Errorf("%d new upstream connections for %d sequential calls, want the pooled one reused", n, calls)
+	}
+	if n := rawHTTPCalls(f.g); n != calls+1 {
+		t.Errorf("%d raw HTTP calls, want %d", n, calls+1)
 	}
 }
