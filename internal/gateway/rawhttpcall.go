@@ -253,16 +253,19 @@ type sseMessage struct {
 func (u *upstream) readRawStream(ctx context.Context, c *upConn, body io.Reader, id string) (json.RawMessage, error) {
 	r := bufio.NewReaderSize(body, 4<<10)
 	max := u.g.opts.MaxResultBytes + sdkLimitSlack
-	var data []byte
+	var data, long []byte // long: a line longer than r's buffer, so far
 	for {
 		line, err := r.ReadSlice('\n')
-		for errors.Is(err, bufio.ErrBufferFull) {
-			if len(data)+len(line) > max {
-				return nil, resultTooLargeError(int64(len(data)+len(line)), u.g.opts.MaxResultBytes)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long, line...)
+			if len(data)+len(long) > max {
+				return nil, resultTooLargeError(int64(len(data)+len(long)), u.g.opts.MaxResultBytes)
 			}
-			var more []byte
-			more, err = r.ReadSlice('\n')
-			line = append(append([]byte(nil), line...), more...)
+			continue
+		}
+		if len(long) > 0 {
+			long = append(long, line...)
+			line, long = long, long[:0]
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
