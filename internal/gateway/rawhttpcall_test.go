@@ -508,3 +508,24 @@ func TestRawHTTPCallReusesConnections(t *testing.T) {
 		t.Errorf("%d raw HTTP calls, want %d", n, calls+1)
 	}
 }
+
+// TestRawHTTPCallPerAgentSession: with servers.<name>.sessions: per_agent
+// an HTTP upstream's raw call goes out on the agent session's own upstream
+// session (its Mcp-Session-Id, not the shared session's).
+func TestRawHTTPCallPerAgentSession(t *testing.T) {
+	f := newRawHTTPFixture(t, false, ServerConfig{Sessions: SessionsPerAgent}, nil)
+	if got := f.call(t, "p-1", "echo", `{"p":1}`); !strings.Contains(got, `{\"p\":1}`) {
+		t.Fatalf("answer %q", got)
+	}
+	shared, err := f.g.ups["up"].session()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := f.up.takeCalls()
+	if len(calls) != 1 || !strings.HasPrefix(calls[0].id, `"tg-h`) {
+		t.Fatalf("tools/call POSTs %+v, want one raw call", calls)
+	}
+	if sid := calls[0].header.Get("Mcp-Session-Id"); sid == "" || sid == shared.cs.ID() {
+		t.Errorf("raw call on session %q, want the agent's own (the shared one is %q)", sid, shared.cs.ID())
+	}
+}
