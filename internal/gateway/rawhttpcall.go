@@ -159,9 +159,20 @@ const (
 
 // drain reads body to its end in the background, bounded by drainMax,
 // drainWait and the gateway's shutdown, then closes it and calls cancel
-// (the request's context). upstream.run waits for the drains.
+// (the request's context). upstream.run waits for the drains; once it has
+// begun to (endDrains), the body is closed at once instead.
 func (u *upstream) drain(body io.ReadCloser, cancel context.CancelFunc) {
-	u.drains.Go(func() {
+	u.drainMu.Lock()
+	if u.drainsEnded {
+		u.drainMu.Unlock()
+		_ = body.Close()
+		cancel()
+		return
+	}
+	u.drains.Add(1)
+	u.drainMu.Unlock()
+	go func() {
+		defer u.drains.Done()
 		stopRoot := context.AfterFunc(u.g.root, cancel)
 		t := time.AfterFunc(drainWait, cancel)
 		_, _ = io.Copy(io.Discard, io.LimitReader(body, drainMax))
@@ -169,7 +180,15 @@ func (u *upstream) drain(body io.ReadCloser, cancel context.CancelFunc) {
 		stopRoot()
 		_ = body.Close()
 		cancel()
-	})
+	}()
+}
+
+// endDrains waits for the drains and makes later ones close at once.
+func (u *upstream) endDrains() {
+	u.drainMu.Lock()
+	u.drainsEnded = true
+	u.drainMu.Unlock()
+	u.drains.Wait()
 }
 
 // readRawAnswer reads the answer of the raw call with id from resp (it

@@ -120,8 +120,10 @@ type upstream struct {
 	// number used, so also how many were sent.
 	rawHTTPSeq atomic.Uint64
 	// drains are the goroutines reading the rest of raw HTTP calls'
-	// response bodies (rawhttpcall.go); run waits for them.
-	drains sync.WaitGroup
+	// response bodies (rawhttpcall.go); run waits for them (endDrains).
+	drains      sync.WaitGroup
+	drainMu     sync.Mutex
+	drainsEnded bool // guarded by drainMu: no new drain starts
 }
 
 func newUpstream(sc ServerConfig, g *Gateway) *upstream {
@@ -324,7 +326,7 @@ func (u *upstream) connectAt(ctx context.Context, client *mcp.Client, owner *age
 // run keeps the upstream connected until ctx is done, starting from first
 // (nil if the first attempt failed), and refreshes its tools on request.
 func (u *upstream) run(ctx context.Context, first *upConn) {
-	defer u.drains.Wait() // they end with the gateway's root context
+	defer u.endDrains() // they end with the gateway's root context
 	var wg sync.WaitGroup
 	wg.Go(func() { u.refreshLoop(ctx) })
 	wg.Go(func() { u.itemsLoop(ctx) })
