@@ -275,9 +275,10 @@ func (f *httpFront) answerLean(ctx context.Context, cancel context.CancelCauseFu
 }
 
 // dispatchLean sends the admitted lean call d upstream, as the tool
-// handler does (handle). A stdio upstream's answer comes back as the
-// result's raw bytes (upstream.callRaw), passed through without a decode;
-// otherwise (an HTTP upstream, or any failure) as upstream.call gives it.
+// handler does (handle). A stdio or HTTP upstream's answer comes back as
+// the result's raw bytes (upstream.callRaw), passed through without a
+// decode; otherwise (callRaw does not apply, or any failure) as
+// upstream.call gives it.
 func (g *Gateway) dispatchLean(ctx context.Context, d *dispatch) (json.RawMessage, *mcp.CallToolResult, error) {
 	u := g.ups[d.tool.Server]
 	if u == nil {

@@ -39,9 +39,10 @@ import (
 // while lines before it are still on their way through the SDK is parked
 // until they have been read.
 //
-// The raw path is not taken for HTTP upstreams, for sessions that speak
-// 2026-07-28 or for a relayed round (relay2026.go): those go through the
-// SDK's CallTool as before.
+// The raw path is not taken for sessions that speak 2026-07-28 or for a
+// relayed round (relay2026.go): those go through the SDK's CallTool as
+// before. HTTP upstreams have a raw path of their own (rawhttpcall.go),
+// taken by callRaw.
 
 // rawIDPrefix starts the string ids of raw calls; rawIDMarker is how it
 // appears on the wire, which a line must contain to be looked at further.
@@ -374,6 +375,11 @@ func parseRawAnswer(line []byte) (a rawAnswer, why string) {
 // Arguments that span lines are compacted; arguments that are not a JSON
 // object are refused (nothing is sent).
 func rawRequestLine(tool string, args json.RawMessage, progressToken string) (func(n uint64) []byte, error) {
+	return rawRequest(rawIDPrefix, tool, args, progressToken)
+}
+
+// rawRequest is rawRequestLine with the ids "<prefix><n>".
+func rawRequest(prefix, tool string, args json.RawMessage, progressToken string) (func(n uint64) []byte, error) {
 	args = bytes.TrimSpace(args)
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
@@ -390,7 +396,8 @@ func rawRequestLine(tool string, args json.RawMessage, progressToken string) (fu
 	}
 	return func(n uint64) []byte {
 		b := make([]byte, 0, 80+len(tool)+len(args))
-		b = append(b, `{"jsonrpc":"2.0","id":"`+rawIDPrefix...)
+		b = append(b, `{"jsonrpc":"2.0","id":"`...)
+		b = append(b, prefix...)
 		b = strconv.AppendUint(b, n, 10)
 		b = append(b, `","method":"tools/call","params":{"name":`...)
 		b = appendJSONString(b, tool)
@@ -426,19 +433,17 @@ func rawApplies(ctx context.Context, c *upConn) bool {
 }
 
 // callRaw sends tools/call tool with the raw arguments args to u without
-// the SDK, when u is a stdio upstream (shared or per-agent session), and
-// returns the raw result object as the upstream sent it, with the
-// upstream's own server-info _meta entry dropped (notes §6). ok is false
-// when the raw path does not apply (an HTTP upstream, a session that
-// speaks 2026-07-28, a 2026-07-28 agent, a relayed round); then nothing was
-// sent and the caller uses upstream.call. The errors are those of
+// the SDK, on a stdio upstream (rawOnce) or a Streamable HTTP one
+// (rawHTTPOnce; shared or per-agent session either way), and returns the
+// raw result object as the upstream sent it, with the upstream's own
+// server-info _meta entry dropped (notes §6). ok is false when the raw path
+// does not apply (a session that speaks 2026-07-28, a 2026-07-28 agent, a
+// relayed round) or an HTTP upstream answered 404 to the session id; then
+// nothing ran and the caller uses upstream.call. The errors are those of
 // upstream.call: the upstream's JSON-RPC error as a *jsonrpc.Error, every
 // other failure (unavailable, timeout, cancelled, shutdown, an oversized
 // or malformed answer) as a *callFailure carrying its dispatch outcome.
 func (u *upstream) callRaw(ctx context.Context, tool string, args json.RawMessage) (result json.RawMessage, ok bool, err error) {
-	if u.cfg.Command == "" {
-		return nil, false, nil
-	}
 	o := originFrom(ctx)
 	if (o != nil && o.modern) || relayRoundFrom(ctx) != nil {
 		return nil, false, nil
@@ -458,10 +463,18 @@ func (u *upstream) callRaw(ctx context.Context, tool string, args json.RawMessag
 			return nil, true, u.unavailable(ctx, tool, err.Error()+"; nothing was sent to it", approval.OutcomeTransportError, err)
 		}
 	}
-	if !rawApplies(ctx, c) {
+	var raw json.RawMessage
+	switch {
+	case rawHTTPApplies(ctx, c):
+		var sent bool
+		if raw, sent, err = u.rawHTTPOnce(ctx, c, tool, args); !sent {
+			return nil, false, nil // 404: upstream.call re-initialises and sends it
+		}
+	case rawApplies(ctx, c):
+		raw, err = u.rawOnce(ctx, c, tool, args)
+	default:
 		return nil, false, nil
 	}
-	raw, err := u.rawOnce(ctx, c, tool, args)
 	if err != nil {
 		return nil, true, err
 	}

@@ -429,12 +429,19 @@ func TestRawAndSDKTrafficInterleave(t *testing.T) {
 }
 
 func TestCallRawDoesNotApply(t *testing.T) {
+	ctx := withOrigin(t.Context(), &origin{modern: true})
 	g := newGateway(t, []ServerConfig{{Name: "web", URL: httpUpstream(t, newUpstreamServer(nil))}}, allowAll(), nil)
-	if _, ok, err := g.ups["web"].callRaw(t.Context(), "echo", json.RawMessage(`{}`)); ok || err != nil {
-		t.Errorf("callRaw on an HTTP upstream: ok %v, err %v; want not applicable", ok, err)
+	waitState(t, g, "web", StateConnected)
+	web := g.ups["web"]
+	if _, ok, err := web.callRaw(ctx, "echo", json.RawMessage(`{}`)); ok || err != nil || web.rawHTTPSeq.Load() != 0 {
+		t.Errorf("callRaw on an HTTP upstream for a 2026-07-28 agent: ok %v, err %v, %d sent; want not applicable", ok, err, web.rawHTTPSeq.Load())
+	}
+	// An HTTP upstream's 2025-era session has a raw path of its own
+	// (rawhttpcall_test.go).
+	if raw, ok, err := web.callRaw(t.Context(), "echo", json.RawMessage(`{"a":1}`)); !ok || err != nil || !strings.Contains(string(raw), `{\"a\":1}`) {
+		t.Errorf("callRaw on an HTTP upstream: %s, ok %v, err %v; want the raw echo", raw, ok, err)
 	}
 	_, u, _ := rawTestGateway(t, nil)
-	ctx := withOrigin(t.Context(), &origin{modern: true})
 	if _, ok, err := u.callRaw(ctx, "echo", json.RawMessage(`{}`)); ok || err != nil {
 		t.Errorf("callRaw for a 2026-07-28 agent: ok %v, err %v; want not applicable", ok, err)
 	}

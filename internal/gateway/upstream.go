@@ -48,6 +48,10 @@ type upConn struct {
 	cs   *mcp.ClientSession
 	proc *process  // the stdio child; nil for HTTP
 	raw  *rawCalls // the raw tools/call path of a stdio session (rawcall.go); nil for HTTP
+	// hc and url are the HTTP client and endpoint of an HTTP session
+	// (rawhttpcall.go); nil and "" for stdio.
+	hc  *http.Client
+	url string
 	// logMu orders the logging/setLevel requests sent on cs
 	// (upstream.setLoggingLevel).
 	logMu sync.Mutex
@@ -111,6 +115,15 @@ type upstream struct {
 	unreachable error         // guarded by mu; the failed health check of conn, if any
 
 	lastRead atomic.Int64 // unix ns of the last bytes read on the shared session (health.go)
+
+	// rawHTTPSeq numbers the raw HTTP calls (rawhttpcall.go): the last
+	// number used, so also how many were sent.
+	rawHTTPSeq atomic.Uint64
+	// drains are the goroutines reading the rest of raw HTTP calls'
+	// response bodies (rawhttpcall.go); run waits for them (endDrains).
+	drains      sync.WaitGroup
+	drainMu     sync.Mutex
+	drainsEnded bool // guarded by drainMu: no new drain starts
 }
 
 func newUpstream(sc ServerConfig, g *Gateway) *upstream {
@@ -276,7 +289,7 @@ func (u *upstream) connectAt(ctx context.Context, client *mcp.Client, owner *age
 			cs2, err2 := client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: modernVersion})
 			if err2 == nil && cs2.InitializeResult() != nil && cs2.InitializeResult().ProtocolVersion >= modernVersion {
 				u.log.InfoContext(ctx, "upstream speaks only MCP 2026-07-28; connected in that era", "url", u.cfg.URL)
-				return &upConn{cs: cs2}, nil
+				return &upConn{cs: cs2, hc: hc, url: u.cfg.URL}, nil
 			}
 			if err2 == nil {
 				_ = cs2.Close()
@@ -285,7 +298,7 @@ func (u *upstream) connectAt(ctx context.Context, client *mcp.Client, owner *age
 		if err != nil {
 			return nil, fmt.Errorf("connect %s: %w", u.cfg.URL, err)
 		}
-		return &upConn{cs: cs}, nil
+		return &upConn{cs: cs, hc: hc, url: u.cfg.URL}, nil
 	}
 	p, err := startProcess(u.cfg, u.stderr, u.g.opts.TerminateGrace)
 	if err != nil {
@@ -313,6 +326,7 @@ func (u *upstream) connectAt(ctx context.Context, client *mcp.Client, owner *age
 // run keeps the upstream connected until ctx is done, starting from first
 // (nil if the first attempt failed), and refreshes its tools on request.
 func (u *upstream) run(ctx context.Context, first *upConn) {
+	defer u.endDrains() // they end with the gateway's root context
 	var wg sync.WaitGroup
 	wg.Go(func() { u.refreshLoop(ctx) })
 	wg.Go(func() { u.itemsLoop(ctx) })

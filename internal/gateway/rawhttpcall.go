@@ -1,0 +1,468 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Raw tools/call on Streamable HTTP upstream sessions (issue 13). The
+// go-sdk client encodes each request through its jsonrpc2 machinery, runs
+// a goroutine per response body and decodes each answer several times
+// (docs/performance.md). On a 2025-era HTTP session toolgate therefore
+// POSTs tools/call itself, under an id the SDK never uses ("tg-h<n>"; the
+// SDK numbers its requests with integers), with the headers the SDK would
+// send on that session (MCP spec 2025-11-25, "Streamable HTTP"):
+// Content-Type and Accept, Mcp-Session-Id of the session (when the
+// upstream gave one), MCP-Protocol-Version as negotiated, and, added by the
+// session's captureRoundTripper, the configured headers. The POST goes
+// through the session's own http.Client, so it shares the connection pool
+// sized for the upstream (upstreamIdleConns) and the tap on event streams
+// (sseTee): progress is relayed, log messages are routed to the call's
+// agent and an event over limits.max_result_bytes is replaced by an error
+// answer before this file reads the stream.
+//
+// Read here: the JSON body (at most limits.max_result_bytes) or the events
+// of the stream up to the answer with the call's id. The answer's result
+// bytes pass through unchanged; a JSON-RPC error is the upstream's error,
+// as on the SDK path. A server→client request on the stream (sampling,
+// elicitation, roots) is put to the call's agent (origin.ask, as the SDK
+// path's relayRequest does) and the answer POSTed back; list-change,
+// resource-update and elicitation-complete notifications go where the
+// SDK's handlers send them.
+//
+// Not raw (callRaw reports ok=false and nothing was sent): sessions that
+// speak 2026-07-28 (multi round-trip results), relayed rounds, 2026-07-28
+// agents. A 404 to the session id means the upstream never processed the
+// call: callRaw reports ok=false as well, and upstream.call's 404
+// handling re-initialises the session and sends it again.
+
+// rawHTTPIDPrefix starts the ids of raw HTTP calls.
+const rawHTTPIDPrefix = rawIDPrefix + "h"
+
+// cancelNotifyTimeout bounds the POST of notifications/cancelled after a
+// raw HTTP call was cancelled, and of the answer to a server→client
+// request.
+const cancelNotifyTimeout = 5 * time.Second
+
+// errSessionMissing404 reports that the upstream answered 404 to the
+// session id: nothing was processed.
+var errSessionMissing404 = errors.New("the upstream answered 404 to the session id")
+
+// rawHTTPApplies reports whether a tools/call in ctx on c goes the raw HTTP
+// way: c is an HTTP session opened by toolgate at a 2025 protocol version,
+// and the call is no relayed round.
+func rawHTTPApplies(ctx context.Context, c *upConn) bool {
+	return c.hc != nil && c.url != "" && relayRoundFrom(ctx) == nil && !c.modernEra() && c.cs.InitializeResult() != nil
+}
+
+// rawHTTPOnce sends tools/call tool with the arguments args on the HTTP
+// session c without the SDK and returns the raw result object. sent is
+// false when the upstream answered 404 to the session id (nothing ran; the
+// caller falls back to upstream.call, which re-initialises). The errors
+// are those of callOnce (callError).
+func (u *upstream) rawHTTPOnce(ctx context.Context, c *upConn, tool string, args json.RawMessage) (raw json.RawMessage, sent bool, err error) {
+	mk, err := rawRequest(rawHTTPIDPrefix, tool, args, "")
+	if err != nil {
+		return nil, true, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: " + err.Error()}
+	}
+	cctx, done := u.callContext(ctx)
+	defer done()
+	n := u.rawHTTPSeq.Add(1)
+	id := rawHTTPIDPrefix + strconv.FormatUint(n, 10)
+	body := mk(n)
+	raw, err = u.postRawCall(cctx, c, id, body)
+	switch {
+	case errors.Is(err, errSessionMissing404) && ctx.Err() == nil:
+		return nil, false, nil
+	case err != nil:
+		if cctx.Err() != nil {
+			u.sendRawCancel(ctx, c, id, context.Cause(cctx))
+		}
+		return nil, true, u.callError(ctx, cctx, c, tool, err)
+	}
+	return raw, true, nil
+}
+
+// newRawHTTPRequest builds a POST of body to c's endpoint with the headers
+// the SDK's client sends on c's session.
+func newRawHTTPRequest(ctx context.Context, c *upConn, body []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body)) //nolint:gosec // G704: servers.<name>.url, the operator's configuration
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if ir := c.cs.InitializeResult(); ir != nil {
+		req.Header.Set("Mcp-Protocol-Version", ir.ProtocolVersion)
+	}
+	if sid := c.cs.ID(); sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	return req, nil
+}
+
+// rejected is the error of a POST that never reached the upstream, as the
+// SDK reports it (callError: "nothing was run").
+func rejected(err error) error {
+	return fmt.Errorf("%w: %w", &jsonrpc.Error{Code: codeRejected, Message: "rejected by transport"}, err)
+}
+
+// postRawCall POSTs the tools/call body with id and reads its answer.
+// The request has a context of its own, cancelled with ctx until the
+// answer is read: after it, the rest of the body (the end of the event
+// stream) is read in the background (drain), so that the connection goes
+// back to the pool instead of being closed.
+func (u *upstream) postRawCall(ctx context.Context, c *upConn, id string, body []byte) (json.RawMessage, error) {
+	reqCtx, cancelReq := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancelReq)
+	req, err := newRawHTTPRequest(reqCtx, c, body)
+	if err != nil {
+		stop()
+		cancelReq()
+		return nil, rejected(err)
+	}
+	resp, err := c.hc.Do(req) //nolint:gosec // G704: servers.<name>.url, the operator's configuration
+	if err != nil {
+		stop()
+		cancelReq()
+		return nil, rejected(err)
+	}
+	raw, err := u.readRawAnswer(ctx, c, req, resp, id)
+	if stop() {
+		u.drain(resp.Body, cancelReq)
+	} else {
+		_ = resp.Body.Close()
+		cancelReq()
+	}
+	return raw, err
+}
+
+// Draining the rest of a raw call's response body: at most drainMax bytes,
+// for at most drainWait (a server that keeps the stream open after the
+// answer gets its connection closed).
+const (
+	drainMax  = 64 << 10
+	drainWait = time.Second
+)
+
+// drain reads body to its end in the background, bounded by drainMax,
+// drainWait and the gateway's shutdown, then closes it and calls cancel
+// (the request's context). upstream.run waits for the drains; once it has
+// begun to (endDrains), the body is closed at once instead.
+func (u *upstream) drain(body io.ReadCloser, cancel context.CancelFunc) {
+	u.drainMu.Lock()
+	if u.drainsEnded {
+		u.drainMu.Unlock()
+		_ = body.Close()
+		cancel()
+		return
+	}
+	u.drains.Add(1)
+	u.drainMu.Unlock()
+	go func() {
+		defer u.drains.Done()
+		stopRoot := context.AfterFunc(u.g.root, cancel)
+		t := time.AfterFunc(drainWait, cancel)
+		_, _ = io.Copy(io.Discard, io.LimitReader(body, drainMax))
+		t.Stop()
+		stopRoot()
+		_ = body.Close()
+		cancel()
+	}()
+}
+
+// endDrains waits for the drains and makes later ones close at once.
+func (u *upstream) endDrains() {
+	u.drainMu.Lock()
+	u.drainsEnded = true
+	u.drainMu.Unlock()
+	u.drains.Wait()
+}
+
+// readRawAnswer reads the answer of the raw call with id from resp (it
+// does not close its body).
+func (u *upstream) readRawAnswer(ctx context.Context, c *upConn, req *http.Request, resp *http.Response, id string) (json.RawMessage, error) {
+	switch code := resp.StatusCode; {
+	case code == http.StatusNotFound && req.Header.Get("Mcp-Session-Id") != "":
+		return nil, errSessionMissing404
+	case code == http.StatusTooManyRequests || code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout:
+		// Transient: the SDK reports these as rejected (not processed).
+		return nil, rejected(fmt.Errorf("HTTP %d", code))
+	case code < 200 || code > 299:
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if a, why := parseRawAnswer(bytes.TrimSpace(b)); why == "" && a.err != nil {
+			return nil, a.err // the upstream's JSON-RPC error, as the SDK surfaces it
+		}
+		return nil, fmt.Errorf("the upstream answered HTTP %d", code)
+	}
+	media, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch media {
+	case "application/json":
+		return u.readRawJSON(resp, id)
+	case "text/event-stream":
+		return u.readRawStream(ctx, c, resp.Body, id)
+	}
+	return nil, fmt.Errorf("the upstream answered with unsupported content type %q", media)
+}
+
+// readRawJSON reads the JSON answer body of a raw call with id, at most
+// limits.max_result_bytes.
+func (u *upstream) readRawJSON(resp *http.Response, id string) (json.RawMessage, error) {
+	max := u.g.opts.MaxResultBytes
+	if resp.ContentLength > int64(max) {
+		u.log.Warn("upstream result larger than limits.max_result_bytes discarded; its call fails", "bytes", resp.ContentLength, "limit", max, "id", id)
+		return nil, resultTooLargeError(resp.ContentLength, max)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(max)+1))
+	if err != nil {
+		return nil, fmt.Errorf("read the upstream's answer: %w", err)
+	}
+	if len(b) > max {
+		u.log.Warn("upstream result larger than limits.max_result_bytes discarded; its call fails", "bytes", resp.ContentLength, "limit", max, "id", id)
+		return nil, resultTooLargeError(resp.ContentLength, max)
+	}
+	return u.rawAnswerFor(bytes.TrimSpace(b), id)
+}
+
+// rawAnswerFor returns the result of the JSON-RPC response msg, which must
+// answer id; anything else is a malformed answer.
+func (u *upstream) rawAnswerFor(msg []byte, id string) (json.RawMessage, error) {
+	var head struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(msg, &head) == nil && len(head.ID) > 0 && string(bytes.TrimSpace(head.ID)) != strconv.Quote(id) {
+		u.log.Warn("upstream answered a call with another id; the call fails", "id", id, "bytes", len(msg))
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the upstream sent a malformed response (it answers another request)"}
+	}
+	a, why := parseRawAnswer(msg)
+	if why != "" {
+		u.log.Warn("upstream HTTP: a malformed answer to a call; the call fails", "reason", why, "bytes", len(msg), "body", logPrefix(msg))
+	}
+	if a.err != nil {
+		return nil, a.err
+	}
+	return a.result, nil
+}
+
+// A sseMessage is the part of a JSON-RPC message on a raw call's stream
+// that decides what is done with it.
+type sseMessage struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// readRawStream reads the event stream of a raw call with id until the
+// answer to it. sseTee (the session's round tripper) has already relayed
+// progress, routed log messages (their events come without data) and
+// replaced over-large events; each event here is at most about
+// limits.max_result_bytes.
+func (u *upstream) readRawStream(ctx context.Context, c *upConn, body io.Reader, id string) (json.RawMessage, error) {
+	r := bufio.NewReaderSize(body, 4<<10)
+	max := u.g.opts.MaxResultBytes + sdkLimitSlack
+	var data, long []byte // long: a line longer than r's buffer, so far
+	for {
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long, line...)
+			if len(data)+len(long) > max {
+				return nil, resultTooLargeError(int64(len(data)+len(long)), u.g.opts.MaxResultBytes)
+			}
+			continue
+		}
+		if len(long) > 0 {
+			long = append(long, line...)
+			line, long = long, long[:0]
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, errors.New("the upstream's event stream ended before the call's answer")
+			}
+			return nil, fmt.Errorf("read the upstream's event stream: %w", err)
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) > 0 {
+			if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+				if len(data) > 0 {
+					data = append(data, '\n')
+				}
+				data = append(data, bytes.TrimPrefix(v, []byte(" "))...)
+				if len(data) > max {
+					return nil, resultTooLargeError(int64(len(data)), u.g.opts.MaxResultBytes)
+				}
+			}
+			continue
+		}
+		// The blank line ends the event.
+		if len(data) == 0 {
+			continue
+		}
+		msg := bytes.TrimSpace(data)
+		data = data[:0]
+		var m sseMessage
+		if err := json.Unmarshal(msg, &m); err != nil {
+			// The SDK would fail the whole session; only this call fails.
+			u.log.Warn("upstream SSE: an event that is not a JSON-RPC message; the call fails", "bytes", len(msg), "data", logPrefix(msg))
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the upstream sent a malformed response (an event that is not a JSON-RPC message)"}
+		}
+		switch {
+		case m.Method == "" && string(bytes.TrimSpace(m.ID)) == strconv.Quote(id):
+			return u.rawAnswerFor(msg, id)
+		case m.Method == "":
+			// An answer to another request on this stream: not ours.
+		case len(m.ID) > 0:
+			if err := u.answerServerRequest(ctx, c, m); err != nil {
+				return nil, err
+			}
+		default:
+			u.rawNotification(ctx, c, m)
+		}
+	}
+}
+
+// rawNotification does with an upstream notification on a raw call's
+// stream what the SDK client's handlers (newClientWith) do with it.
+// Progress and log messages were handled by sseTee.
+func (u *upstream) rawNotification(ctx context.Context, c *upConn, m sseMessage) {
+	switch m.Method {
+	case "notifications/tools/list_changed":
+		u.changedOn(c.cs, true)
+	case "notifications/prompts/list_changed", "notifications/resources/list_changed":
+		u.changedOn(c.cs, false)
+	case "notifications/resources/updated":
+		var p mcp.ResourceUpdatedNotificationParams
+		if json.Unmarshal(m.Params, &p) == nil {
+			u.resourceUpdated(c.cs, &p)
+		}
+	case "notifications/elicitation/complete":
+		var p mcp.ElicitationCompleteParams
+		if json.Unmarshal(m.Params, &p) == nil {
+			u.elicitationComplete(&p)
+		}
+	default:
+		u.log.DebugContext(ctx, "upstream notification on a raw call's stream ignored", "method", m.Method)
+	}
+}
+
+// answerServerRequest puts a server→client request that arrived on a raw
+// call's stream to the call's agent, as relayRequest does on the SDK path,
+// and POSTs the answer back to the upstream. An error means the answer
+// could not be sent: the call fails.
+func (u *upstream) answerServerRequest(ctx context.Context, c *upConn, m sseMessage) error {
+	res, werr := u.relayRawRequest(ctx, m)
+	resp := struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  any             `json:"result,omitempty"`
+		Error   *jsonrpc.Error  `json:"error,omitempty"`
+	}{JSONRPC: "2.0", ID: bytes.TrimSpace(m.ID), Result: res, Error: werr}
+	if werr == nil && res == nil {
+		resp.Result = struct{}{}
+	}
+	b, err := json.Marshal(resp)
+	if err != nil {
+		return fmt.Errorf("encode the answer to %s: %w", m.Method, err)
+	}
+	return u.postRawMessage(ctx, c, b)
+}
+
+// relayRawRequest forwards one server→client request (m: sampling,
+// elicitation or roots) to the agent of the raw call in ctx; the result or
+// the JSON-RPC error to answer it with.
+func (u *upstream) relayRawRequest(ctx context.Context, m sseMessage) (mcp.Result, *jsonrpc.Error) {
+	var (
+		params     mcp.Params
+		capability string
+	)
+	switch m.Method {
+	case methodCreateMessage:
+		params, capability = &mcp.CreateMessageWithToolsParams{}, CapabilitySampling
+	case methodElicit:
+		params, capability = &mcp.ElicitParams{}, CapabilityElicitation
+	case methodListRoots:
+		params, capability = &mcp.ListRootsParams{}, CapabilityRoots
+	default:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + m.Method}
+	}
+	if !u.cfg.offers(capability) {
+		return nil, &jsonrpc.Error{Code: codeNotSupported, Message: fmt.Sprintf("toolgate does not offer %s to upstream %q (servers.%s.client_capabilities)", capability, u.name, u.name)}
+	}
+	if p := bytes.TrimSpace(m.Params); len(p) > 0 && string(p) != "null" {
+		if err := json.Unmarshal(p, params); err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: " + err.Error()}
+		}
+	}
+	if meta := params.GetMeta(); meta != nil {
+		delete(meta, routeMetaKey) // sseTee's stamp
+		if len(meta) == 0 {
+			params.SetMeta(nil)
+		}
+	}
+	o := originFrom(ctx)
+	if o == nil || o.ss == nil {
+		return nil, &jsonrpc.Error{Code: codeNotSupported, Message: fmt.Sprintf("toolgate cannot tell which agent %s is for", m.Method)}
+	}
+	res, err := o.ask(ctx, m.Method, params, func(id string) { u.g.elicitations.put(u.name, id, o.ss) })
+	if err != nil {
+		var wire *jsonrpc.Error
+		if errors.As(err, &wire) {
+			return nil, wire
+		}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	}
+	return res, nil
+}
+
+// postRawMessage POSTs a notification or a response (b) on c's session;
+// the upstream accepts it with 202 (or 204).
+func (u *upstream) postRawMessage(ctx context.Context, c *upConn, b []byte) error {
+	req, err := newRawHTTPRequest(ctx, c, b)
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(req) //nolint:gosec // G704: servers.<name>.url, the operator's configuration
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("the upstream answered HTTP %d to a message", resp.StatusCode)
+	}
+	return nil
+}
+
+// sendRawCancel tells the upstream that the raw call id was cancelled
+// (why), as the SDK does for its requests. Best effort: an error is only
+// logged.
+func (u *upstream) sendRawCancel(ctx context.Context, c *upConn, id string, why error) {
+	reason := "cancelled"
+	if why != nil {
+		reason = why.Error()
+	}
+	b, err := json.Marshal(map[string]any{
+		"jsonrpc": "2.0",
+		"method":  "notifications/cancelled",
+		"params":  map[string]any{"requestId": id, "reason": reason},
+	})
+	if err == nil {
+		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelNotifyTimeout)
+		err = u.postRawMessage(nctx, c, b)
+		cancel()
+	}
+	if err != nil {
+		u.log.DebugContext(ctx, "notifications/cancelled for a raw HTTP call not sent", "err", u.redact(err.Error()))
+	}
+}
