@@ -36,7 +36,7 @@ type hub struct {
 // (docs/performance.md, "Approving them all"). claim is set by the
 // decision that took it (hub.claim), guarded by hub.mu.
 type heldConsume struct {
-	ctx   context.Context // the held call's: a decision does not consume for a caller gone
+	gone  func() error // the held call's context's Err: a decision does not consume for a caller gone
 	c     Call
 	claim *consumeClaim
 }
@@ -159,7 +159,7 @@ func (h *hub) wakeAll() {
 // request for c. At most one call is offered per request (its holder); a
 // second offer of id replaces none and is never claimed.
 func (h *hub) offer(ctx context.Context, id string, c Call) (withdraw func() *consumeClaim) {
-	hc := &heldConsume{ctx: ctx, c: c}
+	hc := &heldConsume{gone: ctx.Err, c: c}
 	h.mu.Lock()
 	if _, taken := h.held[id]; taken {
 		h.mu.Unlock()
@@ -177,12 +177,12 @@ func (h *hub) offer(ctx context.Context, id string, c Call) (withdraw func() *co
 	}
 }
 
-// claim takes the call offered on id for one decision, with the context
-// of the call, or returns nil (none offered, or another decision holds
-// it). The decision must call
+// claim takes the call offered on id for one decision, with the Err of
+// the call's context (non-nil once the caller is gone), or returns nil
+// (none offered, or another decision holds it). The decision must call
 // release exactly once, after its transaction, with the request as
 // committed and whether that transaction consumed it for the call.
-func (h *hub) claim(id string) (ctx context.Context, c *Call, cl *consumeClaim, release func(r approval.Request, used bool)) {
+func (h *hub) claim(id string) (gone func() error, c *Call, cl *consumeClaim, release func(r approval.Request, used bool)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	hc := h.held[id]
@@ -191,7 +191,7 @@ func (h *hub) claim(id string) (ctx context.Context, c *Call, cl *consumeClaim, 
 	}
 	cl = &consumeClaim{done: make(chan struct{})}
 	hc.claim = cl
-	return hc.ctx, &hc.c, cl, func(r approval.Request, used bool) {
+	return hc.gone, &hc.c, cl, func(r approval.Request, used bool) {
 		cl.r, cl.used = r, used
 		if !used {
 			// Another decision may claim the call again.

@@ -65,6 +65,7 @@ func waitOffered(t *testing.T, g *Gate, reads <-chan approval.ID, id approval.ID
 // eachStore runs fn on SQLite and, when TOOLGATE_TEST_POSTGRES is set, on
 // a fresh Postgres database.
 func eachStore(t *testing.T, fn func(t *testing.T, db *sqlstore.DB)) {
+	t.Helper()
 	t.Run("sqlite", func(t *testing.T) { fn(t, sqlitetest.Open(t)) })
 	t.Run("postgres", func(t *testing.T) {
 		db, err := sqlstore.Open(t.Context(), sqlstore.Config{Driver: sqlstore.DriverPostgres, DSN: pgtest.Fresh(t)})
@@ -89,6 +90,7 @@ func writes(fs *faulty) int {
 // dispatched. The reviewer is answered with the decision (approved).
 func TestApprovalConsumesTheHeldCallInItsTransaction(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		pol := &swappable{}
 		pol.p.Store(testPolicy(time.Minute))
 		fs := newFaulty(db)

@@ -63,7 +63,7 @@ func (g *Gate) ReviewIf(ctx context.Context, id approval.ID, reviewer approval.P
 			return err
 		}
 		shown = *r
-		if j.k != nil && r.State == approval.StateApproved && r.HeldBy == g.instance && j.ctx.Err() == nil {
+		if j.k != nil && r.State == approval.StateApproved && r.HeldBy == g.instance && j.gone() == nil {
 			// The call is held here and its caller still waits: consume it
 			// in this transaction, with every check of the consume
 			// (Gate.consume).
@@ -111,8 +111,8 @@ func (g *Gate) ReviewIf(ctx context.Context, id approval.ID, reviewer approval.P
 // decision runs in its own transaction (Gate.joinConsume); the zero value
 // joins none.
 type joinedConsume struct {
-	ctx     context.Context // the held call's
-	k       *consumeCheck   // nil: no call to consume
+	gone    func() error  // the held call's context's Err
+	k       *consumeCheck // nil: no call to consume
 	release func(r approval.Request, used bool)
 	used    bool // set by the decision's transaction function, last run
 }
@@ -126,11 +126,11 @@ func (g *Gate) joinConsume(id approval.ID, v approval.Verdict) *joinedConsume {
 	if v != approval.VerdictApprove {
 		return j
 	}
-	ctx, c, cl, release := g.hub.claim(string(id))
+	gone, c, cl, release := g.hub.claim(string(id))
 	if c == nil {
 		return j
 	}
-	j.ctx = ctx
+	j.gone = gone
 	j.k = g.consumeCheck(*c)
 	cl.k = j.k
 	j.release = release

@@ -96,8 +96,9 @@ type Store interface {
 	// holds the row (SQLite: an IMMEDIATE transaction; Postgres: SELECT … FOR
 	// UPDATE), then stores the result and writes one event per change: a
 	// "reviewed" event for each added review, and an event named after the new
-	// state when the state changed (plus "dispatched" when DispatchOutcome was
-	// set). If fn returns an error nothing is written and that error is
+	// state when the state changed (preceded by "approved" when a pending
+	// request was approved and consumed or invalidated in the one change;
+	// plus "dispatched" when DispatchOutcome was set). If fn returns an error nothing is written and that error is
 	// returned. fn may run more than once: it must have no side effects.
 	// actor names who made the change, for the events; the events written
 	// are exactly those of [ChangeEvents]. The returned value is what was
