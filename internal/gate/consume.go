@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -23,6 +24,40 @@ import (
 // others until the outcome is recorded, so a process that dies
 // mid-dispatch leaves a visible "unknown" outcome (approval.Request.Sweep).
 func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
+	k := g.consumeCheck(c)
+	var r approval.Request
+	err := g.retryStore(ctx, func(actx context.Context) error {
+		var err error
+		if c.Principal.SessionID == "" {
+			// A call without a session has no chain to re-check: the check
+			// ignores it, so the store need not read it.
+			r, err = g.store.UpdateRequest(actx, id, "toolgate", func(r *approval.Request) error { return k.apply(r, nil) })
+		} else {
+			r, err = g.store.UpdateRequestWithChain(actx, id, "toolgate", k.apply)
+		}
+		return err
+	})
+	return g.afterConsume(ctx, c, id, r, k, err)
+}
+
+// A consumeCheck is what the consume of one approved request checks the
+// stored row against: the binding of the bytes about to be sent, the
+// policy's verdict on them now, and the requesting session (read by the
+// store inside the consume's transaction). consumeCheck computes it before
+// the transaction, apply runs inside it; the decision's transaction uses
+// the same two when it consumes a call held here (Gate.ReviewIf).
+type consumeCheck struct {
+	g        *Gate
+	c        Call
+	out      json.RawMessage // the arguments about to be sent
+	b        approval.Binding
+	deniedBy string // the rule that denies the call now, or why it cannot be evaluated; "" allows
+}
+
+// consumeCheck hashes the arguments c is about to send (c.Outgoing), reads
+// the tool's current digest and asks the policy again (consumeDecision:
+// the admit decision when the revision has not moved).
+func (g *Gate) consumeCheck(c Call) *consumeCheck {
 	out := c.Arguments
 	if c.Outgoing != nil {
 		out = c.Outgoing()
@@ -31,49 +66,51 @@ func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
 	if err != nil {
 		hash = "invalid: " + err.Error() // cannot match the approved hash
 	}
-	digest := g.currentDigest(c)
-	deniedBy := ""
+	k := &consumeCheck{g: g, c: c, out: out}
 	dec, err := g.consumeDecision(c, out)
 	switch {
 	case err != nil:
-		deniedBy = "policy evaluation failed"
+		k.deniedBy = "policy evaluation failed"
 	case dec.Effect == policy.Deny:
-		deniedBy = dec.Rule
+		k.deniedBy = dec.Rule
 	}
-	b := approval.Binding{Principal: c.Principal.ID, Server: c.Server, Tool: c.Tool, ArgumentsHash: hash, ToolDigest: digest}
-	fn := func(r *approval.Request, chain session.Chain) error {
-		why := deniedBy
-		if why == "" && c.Principal.SessionID != "" {
-			// Sessions: only revocation and exclusion are re-checked; a
-			// changed require_approval does not touch a call already
-			// evaluated.
-			if chain == nil {
-				why = sessionRefusal(nil, store.ErrNotFound, c)
-			} else {
-				why = sessionRefusal(chain, nil, c)
-			}
-		}
-		now := g.now()
-		if err := r.Consume(b, why, now); err != nil {
-			return err
-		}
-		if r.State == approval.StateConsumed {
-			r.Renew(g.instance, now.Add(g.opts.Lease))
-		}
-		return nil
-	}
-	var r approval.Request
-	err = g.retryStore(ctx, func(actx context.Context) error {
-		var err error
-		if c.Principal.SessionID == "" {
-			// A call without a session has no chain to re-check: fn
-			// ignores it, so the store need not read it.
-			r, err = g.store.UpdateRequest(actx, id, "toolgate", func(r *approval.Request) error { return fn(r, nil) })
+	k.b = approval.Binding{Principal: c.Principal.ID, Server: c.Server, Tool: c.Tool, ArgumentsHash: hash, ToolDigest: g.currentDigest(c)}
+	return k
+}
+
+// apply consumes r, which must be approved (else approval.ErrNotApproved),
+// or invalidates it with a reason (approval.Request.Consume), inside the
+// store's transaction that holds r's row; chain is the requesting
+// session's chain read in that transaction (nil for a call without a
+// session). A consumed request is then held by this process for its
+// dispatch.
+func (k *consumeCheck) apply(r *approval.Request, chain session.Chain) error {
+	why := k.deniedBy
+	if why == "" && k.c.Principal.SessionID != "" {
+		// Sessions: only revocation and exclusion are re-checked; a
+		// changed require_approval does not touch a call already
+		// evaluated.
+		if chain == nil {
+			why = sessionRefusal(nil, store.ErrNotFound, k.c)
 		} else {
-			r, err = g.store.UpdateRequestWithChain(actx, id, "toolgate", fn)
+			why = sessionRefusal(chain, nil, k.c)
 		}
+	}
+	now := k.g.now()
+	if err := r.Consume(k.b, why, now); err != nil {
 		return err
-	})
+	}
+	if r.State == approval.StateConsumed {
+		r.Renew(k.g.instance, now.Add(k.g.opts.Lease))
+	}
+	return nil
+}
+
+// afterConsume turns the consume of id (r as written, or err) into c's
+// admission: a consumed request is dispatched (the dispatch lease held,
+// the outcome recorded by the admission's finish), an invalidated one or a
+// failed write refuses the call.
+func (g *Gate) afterConsume(ctx context.Context, c Call, id approval.ID, r approval.Request, k *consumeCheck, err error) Admission {
 	if err != nil {
 		if errors.Is(err, approval.ErrNotApproved) {
 			cur, gerr := g.store.GetRequest(context.WithoutCancel(ctx), id)
@@ -98,7 +135,7 @@ func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
 	if c.Task {
 		g.dropTaskArguments(ctx, id)
 	}
-	return Admission{Allowed: true, ApprovalID: id, Arguments: out, Held: r, finish: func(ctx context.Context, o approval.Outcome, d Recorded) {
+	return Admission{Allowed: true, ApprovalID: id, Arguments: k.out, Held: r, finish: func(ctx context.Context, o approval.Outcome, d Recorded) {
 		g.recordOutcome(ctx, id, o, g.ledgerRecord(id, d))
 	}}
 }

@@ -183,8 +183,9 @@ func (g *Gate) holdOn(ctx context.Context, h *heldCall, adm *Admission) {
 		deadline = start.Add(h.c.MaxHold)
 	}
 	wctx, span, keepAlive := g.startWait(ctx, h)
+	withdraw := g.hub.offer(ctx, string(h.r.ID), h.c)
 	got, err := g.waitFor(wctx, h.r.ID, deadline, keepAlive, true)
-	g.endHold(ctx, h, start, deadline, span, got, err, adm)
+	g.endHold(ctx, h, start, deadline, span, got, err, adm, withdraw)
 }
 
 // startWait starts the span of h's approval wait and makes its keep-alive
@@ -198,11 +199,25 @@ func (g *Gate) startWait(ctx context.Context, h *heldCall) (context.Context, tra
 
 // endHold settles a hold that waitFor ended with got and err at or before
 // deadline into *adm: MaxHold's end answers Pending, a decision is acted
-// on (settle), anything else abandons the hold (abandon).
+// on (settle), anything else abandons the hold (abandon). withdraw ends
+// the call's offer to this process's decisions (hub.offer); when a
+// decision consumed the request for the call in its own transaction, the
+// call is dispatched on that consume, whatever ended the wait.
 //
 //go:noinline // its locals stay out of holdOn's parked frame
-func (g *Gate) endHold(ctx context.Context, h *heldCall, start, deadline time.Time, span trace.Span, gotp *approval.Request, err error, adm *Admission) {
+func (g *Gate) endHold(ctx context.Context, h *heldCall, start, deadline time.Time, span trace.Span, gotp *approval.Request, err error, adm *Admission, withdraw func() *consumeClaim) {
 	got := *gotp
+	if cl := withdraw(); cl != nil {
+		// A decision took the call: wait for its transaction (it may be
+		// consuming the request for this call).
+		<-cl.done
+		if cl.used {
+			g.metrics.ApprovalWaited(g.now().Sub(start).Seconds())
+			endWait(span, approval.Request{State: approval.StateApproved}, nil) // the decision, as in settle's path
+			*adm = g.afterConsume(ctx, h.c, h.r.ID, cl.r, cl.k, nil)
+			return
+		}
+	}
 	g.metrics.ApprovalWaited(g.now().Sub(start).Seconds())
 	endWait(span, got, err)
 	if got.ID == "" {

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"context"
 	"sync"
 
 	"toolgate/internal/approval"
@@ -23,6 +24,33 @@ type hub struct {
 	// deciding counts the decisions of this process being written, by
 	// request id (see decide); guarded by mu.
 	deciding map[string]int
+	// held are the calls held in this process that a decision made here
+	// may consume in its own transaction (see offer), by request id;
+	// guarded by mu.
+	held map[string]*heldConsume
+}
+
+// A heldConsume is a call held in this process, offered to the decisions
+// made here on its request (hub.offer): a decision that approves it may
+// consume it in the decision's own transaction, one write instead of two
+// (docs/performance.md, "Approving them all"). claim is set by the
+// decision that took it (hub.claim), guarded by hub.mu.
+type heldConsume struct {
+	gone  func() error // the held call's context's Err: a decision does not consume for a caller gone
+	c     Call
+	claim *consumeClaim
+}
+
+// A consumeClaim is one decision's claim on a held call. The decision
+// sets r and used, then closes done: used reports that its transaction
+// consumed the request for the held call (or invalidated it at the
+// consume's check) and r is the request as committed; otherwise nothing
+// was consumed and the held call acts as if it had never been claimed.
+type consumeClaim struct {
+	done chan struct{}
+	r    approval.Request
+	k    *consumeCheck
+	used bool
 }
 
 // A wakeup is one subscription: C is closed on the next wake-up. After C
@@ -34,7 +62,7 @@ type wakeup struct {
 }
 
 func newHub() *hub {
-	return &hub{subs: make(map[string]map[*wakeup]struct{}), deciding: make(map[string]int)}
+	return &hub{subs: make(map[string]map[*wakeup]struct{}), deciding: make(map[string]int), held: make(map[string]*heldConsume)}
 }
 
 // subscribe returns a subscription closed on the next wake-up of id (or of
@@ -122,4 +150,57 @@ func (h *hub) wakeAll() {
 		}
 	}
 	clear(h.subs)
+}
+
+// offer registers the call c, held on request id in this process while
+// ctx lasts, for a decision made here to consume (claim). withdraw ends the offer; it
+// returns the claim of a decision that took the call (nil when none did),
+// whose done the caller must wait for: the decision may be consuming the
+// request for c. At most one call is offered per request (its holder); a
+// second offer of id replaces none and is never claimed.
+func (h *hub) offer(ctx context.Context, id string, c Call) (withdraw func() *consumeClaim) {
+	hc := &heldConsume{gone: ctx.Err, c: c}
+	h.mu.Lock()
+	if _, taken := h.held[id]; taken {
+		h.mu.Unlock()
+		return func() *consumeClaim { return nil }
+	}
+	h.held[id] = hc
+	h.mu.Unlock()
+	return func() *consumeClaim {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.held[id] == hc {
+			delete(h.held, id)
+		}
+		return hc.claim
+	}
+}
+
+// claim takes the call offered on id for one decision, with the Err of
+// the call's context (non-nil once the caller is gone), or returns nil
+// (none offered, or another decision holds it). The decision must call
+// release exactly once, after its transaction, with the request as
+// committed and whether that transaction consumed it for the call.
+func (h *hub) claim(id string) (gone func() error, c *Call, cl *consumeClaim, release func(r approval.Request, used bool)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hc := h.held[id]
+	if hc == nil || hc.claim != nil {
+		return nil, nil, nil, nil
+	}
+	cl = &consumeClaim{done: make(chan struct{})}
+	hc.claim = cl
+	return hc.gone, &hc.c, cl, func(r approval.Request, used bool) {
+		cl.r, cl.used = r, used
+		if !used {
+			// Another decision may claim the call again.
+			h.mu.Lock()
+			if hc.claim == cl {
+				hc.claim = nil
+			}
+			h.mu.Unlock()
+		}
+		close(cl.done)
+	}
 }

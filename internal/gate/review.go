@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/session"
 	"toolgate/internal/store"
 )
 
@@ -44,7 +45,10 @@ func (g *Gate) ReviewIf(ctx context.Context, id approval.ID, reviewer approval.P
 	var decided *approval.Request
 	done := g.hub.decide(string(id))
 	defer func() { done(decided) }()
-	r, err := g.store.UpdateRequest(ctx, id, reviewer.ID, func(r *approval.Request) error {
+	j := g.joinConsume(id, v)
+	var shown approval.Request // the request as the decision left it, before a joined consume
+	fn := func(r *approval.Request, chain session.Chain) error {
+		j.used = false
 		if reviewer.Tenant != "" && r.Tenant != reviewer.Tenant {
 			return store.ErrNotFound
 		}
@@ -55,8 +59,31 @@ func (g *Gate) ReviewIf(ctx context.Context, id approval.ID, reviewer approval.P
 		}
 		// The time is taken inside the transaction, so a review that waited
 		// for the row lock cannot be recorded before a deadline it missed.
-		return r.Review(approval.Reviewer{ID: reviewer.ID, Groups: reviewer.Groups}, v, reason, pinnedHash, g.now())
-	})
+		if err := r.Review(approval.Reviewer{ID: reviewer.ID, Groups: reviewer.Groups}, v, reason, pinnedHash, g.now()); err != nil {
+			return err
+		}
+		shown = *r
+		if j.k != nil && r.State == approval.StateApproved && r.HeldBy == g.instance && j.gone() == nil {
+			// The call is held here and its caller still waits: consume it
+			// in this transaction, with every check of the consume
+			// (Gate.consume).
+			if err := j.k.apply(r, chain); err != nil {
+				return err
+			}
+			j.used = true
+		}
+		return nil
+	}
+	var (
+		r   approval.Request
+		err error
+	)
+	if j.k != nil && j.k.c.Principal.SessionID != "" {
+		r, err = g.store.UpdateRequestWithChain(ctx, id, reviewer.ID, fn)
+	} else {
+		r, err = g.store.UpdateRequest(ctx, id, reviewer.ID, func(r *approval.Request) error { return fn(r, nil) })
+	}
+	j.end(r, err == nil && j.used)
 	if errors.Is(err, approval.ErrDuplicate) {
 		cur, gerr := g.store.GetRequest(ctx, id)
 		if gerr != nil {
@@ -68,11 +95,55 @@ func (g *Gate) ReviewIf(ctx context.Context, id approval.ID, reviewer approval.P
 		return approval.Request{}, err
 	}
 	decided = &r
-	if r.State == approval.StateApproved || r.State == approval.StateDenied {
-		g.metrics.ApprovalDecided(string(r.State))
+	if shown.State == approval.StateApproved || shown.State == approval.StateDenied {
+		g.metrics.ApprovalDecided(string(shown.State))
 	}
-	g.log.InfoContext(ctx, "approval reviewed", "approval", id, "by", reviewer.ID, "verdict", v, "state", r.State)
+	g.log.InfoContext(ctx, "approval reviewed", "approval", id, "by", reviewer.ID, "verdict", v, "state", shown.State)
+	if j.used {
+		// The call's consume is its holder's to report (afterConsume); the
+		// reviewer is answered with the decision.
+		return store.Normalize(shown), nil
+	}
 	return r, nil
+}
+
+// A joinedConsume is the consume of a call held in this process that a
+// decision runs in its own transaction (Gate.joinConsume); the zero value
+// joins none.
+type joinedConsume struct {
+	gone    func() error  // the held call's context's Err
+	k       *consumeCheck // nil: no call to consume
+	release func(r approval.Request, used bool)
+	used    bool // set by the decision's transaction function, last run
+}
+
+// joinConsume claims the call held here on id, if any (hub.claim), for an
+// approving decision, and prepares its consume's check (consumeCheck)
+// before the transaction. A decision that is not an approval, or finds no
+// call offered, joins none.
+func (g *Gate) joinConsume(id approval.ID, v approval.Verdict) *joinedConsume {
+	j := &joinedConsume{}
+	if v != approval.VerdictApprove {
+		return j
+	}
+	gone, c, cl, release := g.hub.claim(string(id))
+	if c == nil {
+		return j
+	}
+	j.gone = gone
+	j.k = g.consumeCheck(*c)
+	cl.k = j.k
+	j.release = release
+	return j
+}
+
+// end releases the claim, if any, with the request as committed and
+// whether the decision's transaction consumed it.
+func (j *joinedConsume) end(r approval.Request, used bool) {
+	j.used = used
+	if j.release != nil {
+		j.release(r, used)
+	}
 }
 
 // Wake makes the calls held on id re-read it. The store's watcher calls it

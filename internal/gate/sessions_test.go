@@ -218,9 +218,17 @@ func TestSessionRevokedBetweenApprovalAndDispatch(t *testing.T) {
 		close(revoked)
 		return c.Arguments
 	}
+	reads := signalReads(f.gate)
 	ch := admitAsync(t.Context(), f.gate, c)
 	held := waitPending(t, f.db, 1)[0]
-	if _, err := f.gate.Review(t.Context(), held.ID, alice, approval.VerdictApprove, "", ""); err != nil {
+	// The call consumes on its own after the decision (its offer to a
+	// joined consume is taken; TestApprovalConsumesTheHeldCallInItsTransaction
+	// covers that path).
+	waitOffered(t, f.gate, reads, held.ID)
+	release := claimOffer(t, f.gate, held.ID)
+	_, err := f.gate.Review(t.Context(), held.ID, alice, approval.VerdictApprove, "", "")
+	release()
+	if err != nil {
 		t.Fatal(err)
 	}
 	a := recv(t, ch)

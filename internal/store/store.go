@@ -96,8 +96,9 @@ type Store interface {
 	// holds the row (SQLite: an IMMEDIATE transaction; Postgres: SELECT … FOR
 	// UPDATE), then stores the result and writes one event per change: a
 	// "reviewed" event for each added review, and an event named after the new
-	// state when the state changed (plus "dispatched" when DispatchOutcome was
-	// set). If fn returns an error nothing is written and that error is
+	// state when the state changed (preceded by "approved" when a pending
+	// request was approved and consumed or invalidated in the one change;
+	// plus "dispatched" when DispatchOutcome was set). If fn returns an error nothing is written and that error is
 	// returned. fn may run more than once: it must have no side effects.
 	// actor names who made the change, for the events; the events written
 	// are exactly those of [ChangeEvents]. The returned value is what was
@@ -228,6 +229,9 @@ func RequestedEvent(r approval.Request) approval.Event {
 // before to after, in this order:
 //
 //   - one "reviewed" event per review appended to Reviews, at the review's At;
+//   - when a pending request was approved and consumed (or invalidated at
+//     the consume's check) in the same change, an "approved" event at
+//     DecidedAt, then the new state's;
 //   - when State changed, one event named after the new state, at DecidedAt
 //     for approved/denied and ConsumedAt for consumed (when set), else now;
 //   - "dispatched", at now, when DispatchOutcome went from "" to a value.
@@ -248,6 +252,13 @@ func ChangeEvents(before, after approval.Request, actor string, now time.Time) [
 			}
 			ev(approval.EventReviewed, at)
 		}
+	}
+	if after.State != before.State && before.State == approval.StatePending && after.DecidedAt != before.DecidedAt &&
+		(after.State == approval.StateConsumed || after.State == approval.StateInvalidated) {
+		// Approved and consumed (or invalidated at the consume's check)
+		// in one change: the decision's transaction consumed a call held
+		// by its process (gate.ReviewIf). The log still shows the approval.
+		ev(approval.EventApproved, after.DecidedAt)
 	}
 	if after.State != before.State {
 		at := now
