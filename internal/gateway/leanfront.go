@@ -103,12 +103,27 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Pr
 	defer stop()
 	call := f.g.toolCall(p, t, m.Params.Arguments, nil)
 	adm := new(gate.Admission)
-	if h := la.AdmitUnlessHeld(ctx, &call, adm); h != nil {
+	h := la.AdmitUnlessHeld(ctx, &call, adm)
+	if h != nil && !f.holdsLean() {
 		f.note(false)
 		return false, h
 	}
 	f.note(true)
-	f.answerLean(ctx, cancel, w, p, s, m, t, &call, adm)
+	startLeanStream(w)
+	// As bindRequest does for the SDK path: tracked per session (DELETE,
+	// Close and shutdown cancel it).
+	untrack := f.g.calls.add(s.ss.ID(), p.ID, cancel)
+	defer untrack()
+	if f.g.root.Err() != nil {
+		cancel(ErrShutdown)
+	}
+	if h != nil {
+		// The gate would hold it: the front holds it on this goroutine
+		// (leanhold.go), with the decision AdmitUnlessHeld took.
+		call.Prior = h
+		adm = f.holdLean(ctx, w, &call)
+	}
+	f.answerLean(ctx, w, p, s, m, t, &call, adm)
 	return true, nil
 }
 
@@ -214,25 +229,33 @@ func acceptsJSONAndEvents(values []string) bool {
 	return jsonOK && eventsOK
 }
 
-// answerLean answers the lean call m (decided by the gate as *adm): a
-// refusal, or the dispatch upstream, whose outcome it records.
-func (f *httpFront) answerLean(ctx context.Context, cancel context.CancelCauseFunc, w *heartbeatWriter, p approval.Principal,
-	s *leanSession, m leanRequest, t Tool, call *gate.Call, adm *gate.Admission) {
-	g := f.g
+// startLeanStream sets the headers of the event stream a lean call is
+// answered on, as the SDK's Streamable HTTP handler sets them.
+func startLeanStream(w http.ResponseWriter) {
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Connection", "keep-alive")
+}
+
+// answerLean answers the lean call m (decided by the gate as *adm, at once
+// or after holding it): a refusal (a denial, or a held call's rejection,
+// expiry, cancellation or max-hold pending answer, with the approval's
+// _meta), or the dispatch upstream, whose outcome it records.
+func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approval.Principal,
+	s *leanSession, m leanRequest, t Tool, call *gate.Call, adm *gate.Admission) {
+	g := f.g
+	if adm.Replay != nil {
+		// As answerCall does (only a call naming its approval gets one;
+		// a plain call names none).
+		res, err := replayResult(*adm)
+		writeLeanResult(w, m.ID, res, err)
+		return
+	}
 	if !adm.Allowed {
 		writeLeanResult(w, m.ID, refusalResult(*adm), nil)
 		return
 	}
-	// As bindRequest does for the SDK path: tracked per session (DELETE,
-	// Close and shutdown cancel it), heartbeats while it runs.
-	untrack := g.calls.add(s.ss.ID(), p.ID, cancel)
-	defer untrack()
-	if g.root.Err() != nil {
-		cancel(ErrShutdown)
-	}
+	// Heartbeats while it runs, as bindRequest arms them for the SDK path.
 	w.arm()
 	// What the gate decided on (Options.Rewrite may have changed the
 	// agent's bytes), as the SDK path dispatches it.
