@@ -28,10 +28,11 @@ import (
 // like the tool handler's. Everything else — batches, other methods, a
 // _meta (progress token, approval resume, protocol metadata), task,
 // inputResponses or requestState, the policy tool, an unknown tool, a
-// session not (yet) usable, a header the SDK would check, and a call the
-// gate would hold — is handed to the SDK path unchanged, a held call with
-// the policy decision already taken (carrier.prior). See
-// docs/architecture.md, "The lean front".
+// session not (yet) usable, a header the SDK would check — is handed to
+// the SDK path unchanged. A plain call the gate would hold is held by the
+// front itself (leanhold.go), or, with a Gatekeeper that cannot admit in
+// place, handed to the SDK path with the policy decision already taken
+// (carrier.prior). See docs/architecture.md, "The lean front".
 
 // A leanRequest is what the lean front decodes of a POST body.
 type leanRequest struct {
@@ -59,8 +60,9 @@ type leanAdmitter interface {
 type leanHook func(served bool)
 
 // serveLean answers the POST r of principal p on session s when it is a
-// plain tools/call (served true). Otherwise r's body is put back for the
-// SDK path, and prior is the gate's hand-off when the gate was asked.
+// plain tools/call (served true), holding it first when the gate would
+// hold it (holdLean). Otherwise r's body is put back for the SDK path, and
+// prior is the gate's hand-off when the gate was asked.
 func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Principal, s *leanSession) (served bool, prior *gate.HandOff) {
 	if !leanHeaders(r.Header, s.version) || !s.isInitialized() || s.principal != p.ID {
 		return false, nil

@@ -308,4 +308,3 @@ func TestLeanHeldCallWaitsInSmallFrames(t *testing.T) {
 		t.Fatalf("the gatekeeper was asked from the gateway's frames %v, want %v", got, want)
 	}
 }
-
