@@ -209,7 +209,7 @@ func leanTypeScript(t *testing.T, g *gw, record string) {
 }
 
 // heldOnLeanFront checks, in the goroutine dump of g's toolgate, that the
-// one call it holds waits on the lean front (holdLean) and that no call
+// one call it holds waits on the lean front (leanHold.wait) and that no call
 // is held on the SDK path (its middleware's callTool).
 func heldOnLeanFront(t *testing.T, g *gw) {
 	t.Helper()
@@ -228,7 +228,7 @@ func heldOnLeanFront(t *testing.T, g *gw) {
 		t.Fatalf("goroutine dump: %d %v", resp.StatusCode, err)
 	}
 	dump := string(b)
-	if n := strings.Count(dump, "(*httpFront).holdLean("); n != 1 {
+	if n := strings.Count(dump, "(*leanHold).wait("); n != 1 {
 		t.Errorf("%d goroutines hold a call on the lean front, want 1", n)
 	}
 	if strings.Contains(dump, "(*Gateway).callTool(") {

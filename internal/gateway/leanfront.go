@@ -61,11 +61,11 @@ type leanHook func(served bool)
 
 // serveLean answers the POST r of principal p on session s when it is a
 // plain tools/call (served true), holding it first when the gate would
-// hold it (holdLean). Otherwise r's body is put back for the SDK path, and
+// hold it (it returns the call as held, for ServeHTTP to hold: leanHold). Otherwise r's body is put back for the SDK path, and
 // prior is the gate's hand-off when the gate was asked.
-func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Principal, s *leanSession) (served bool, prior *gate.HandOff) {
+func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Principal, s *leanSession) (served bool, prior *gate.HandOff, held *leanHold) {
 	if !leanHeaders(r.Header, s.version) || !s.isInitialized() || s.principal != p.ID {
-		return false, nil
+		return false, nil, nil
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, f.opts.MaxBody))
 	if err != nil {
@@ -76,46 +76,48 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Pr
 		} else {
 			http.Error(w, "failed to read body", http.StatusBadRequest)
 		}
-		return true, nil
+		return true, nil, nil
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	m, t, ok := f.plainCall(body)
 	la, isLean := f.g.gk.(leanAdmitter)
 	if !ok || !isLean || f.g.root.Err() != nil {
 		f.note(false)
-		return false, nil
+		return false, nil, nil
 	}
 	key := canonicalID(m.ID)
+	// The deferred cleanups are the held call's (held.after) when the
+	// front holds it: they run once it is answered.
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
-	defer cancel(nil)
+	defer func() { held.after(func() { cancel(nil) }) }()
 	untrackID, ok := s.track(key, cancel)
 	if !ok {
 		f.note(true)
 		writeRPCError(w, http.StatusBadRequest, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: "duplicate in-flight request ID " + string(bytes.TrimSpace(m.ID))})
-		return true, nil
+		return true, nil, nil
 	}
-	defer untrackID()
+	defer func() { held.after(untrackID) }()
 	// As bindRequest does for the SDK path: a POST that ends before its
 	// call means the client went away (after the grace an explicit cancel
 	// gets to arrive in).
 	stop := context.AfterFunc(r.Context(), func() {
 		time.AfterFunc(f.opts.DropGrace, func() { cancel(ErrClientGone) })
 	})
-	defer stop()
+	defer func() { held.after(func() { stop() }) }()
 	call := f.g.toolCall(p, t, m.Params.Arguments, nil)
 	adm := new(gate.Admission)
 	h := la.AdmitUnlessHeld(ctx, &call, adm)
 	if h != nil && !f.holdsLean() {
 		f.note(false)
-		return false, h
+		return false, h, nil
 	}
 	f.note(true)
 	startLeanStream(w)
 	// As bindRequest does for the SDK path: tracked per session (DELETE,
 	// Close and shutdown cancel it).
 	untrack := f.g.calls.add(s.ss.ID(), p.ID, cancel)
-	defer untrack()
+	defer func() { held.after(untrack) }()
 	if f.g.root.Err() != nil {
 		cancel(ErrShutdown)
 	}
@@ -123,10 +125,10 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Pr
 		// The gate would hold it: the front holds it on this goroutine
 		// (leanhold.go), with the decision AdmitUnlessHeld took.
 		call.Prior = h
-		adm = f.holdLean(ctx, w, &call)
+		return true, nil, &leanHold{f: f, ctx: ctx, w: w, p: p, s: s, m: m, t: t, call: &call}
 	}
 	f.answerLean(ctx, w, p, s, m, t, &call, adm)
-	return true, nil
+	return true, nil, nil
 }
 
 // note tells the test hook, if any, whether a POST whose body was read is

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 
+	"toolgate/internal/approval"
 	"toolgate/internal/gate"
 )
 
@@ -28,13 +29,60 @@ func (f *httpFront) holdsLean() bool {
 	return ok
 }
 
-// holdLean admits the plain call *call that AdmitUnlessHeld handed off
-// (call.Prior set), holding it on the calling goroutine, and returns the
-// gate's answer. The held call waits below admitCall, as on the SDK path,
-// and below this frame and serveLean's only (TestLeanHeldCallWaitsInSmallFrames).
+// A leanHold is a plain call the lean front holds: what serveLean built
+// for it, and the cleanups the handling of its POST deferred, which run
+// once it is answered (end). ServeHTTP holds it (wait) and answers it
+// (answer) after the frames of serve and serveLean have returned, so that
+// the parked connection goroutine keeps only net/http's frames, ServeHTTP,
+// wait and the gate's small wait frames on its stack: few enough for the
+// runtime to shrink it (TestLeanHeldCallWaitsInSmallFrames,
+// docs/performance.md "Held calls at scale").
+type leanHold struct {
+	f    *httpFront
+	ctx  context.Context
+	w    *heartbeatWriter
+	p    approval.Principal
+	s    *leanSession
+	m    leanRequest
+	t    Tool
+	call *gate.Call      // Prior set: the hand-off of AdmitUnlessHeld
+	adm  *gate.Admission // the gate's answer, once wait returned
+	// later are the deferred cleanups, in the order they would have run.
+	later []func()
+}
+
+// after runs fn now when l is nil (no call is held: the POST ends as
+// usual), else once l is answered (end), after the cleanups deferred
+// before it ran.
+func (l *leanHold) after(fn func()) {
+	if l == nil {
+		fn()
+		return
+	}
+	l.later = append(l.later, fn)
+}
+
+// end runs the held call's deferred cleanups.
+func (l *leanHold) end() {
+	for _, fn := range l.later {
+		fn()
+	}
+}
+
+// wait admits the held call (call.Prior set), holding it on the calling
+// goroutine with the event stream's heartbeat armed (keep-alives, as
+// bindRequest arms them on the SDK path), and keeps the gate's answer.
+// The call waits below admitCall, as on the SDK path.
 //
-//go:noinline // the caller's frames are all that stay parked above admitCall
-func (f *httpFront) holdLean(ctx context.Context, w *heartbeatWriter, call *gate.Call) *gate.Admission {
-	w.arm() // keep-alives (SSE comments) while held, as bindRequest arms them
-	return f.g.admitCall(ctx, call)
+//go:noinline // ServeHTTP's and this frame are all that stay parked above admitCall
+func (l *leanHold) wait() {
+	l.w.arm()
+	l.adm = l.f.g.admitCall(l.ctx, l.call)
+}
+
+// answer writes the gate's answer to the held call (answerLean).
+//
+//go:noinline // answerLean's arguments stay off ServeHTTP's frame
+func (l *leanHold) answer() {
+	l.f.answerLean(l.ctx, l.w, l.p, l.s, l.m, l.t, l.call, l.adm)
 }

@@ -285,9 +285,10 @@ func (leanFramesGatekeeper) AdmitUnlessHeld(context.Context, *gate.Call, *gate.A
 }
 
 // TestLeanHeldCallWaitsInSmallFrames: a call the lean front holds waits
-// below admitCall, holdLean and serveLean only: the front's reading,
-// decoding and answering run in frames that have returned or not yet
-// started (docs/performance.md, "Held calls at scale").
+// below admitCall, leanHold.wait and ServeHTTP only: the front's reading,
+// decoding (serve, serveLean) and answering run in frames that have
+// returned or not yet started (docs/performance.md, "Held calls at
+// scale").
 func TestLeanHeldCallWaitsInSmallFrames(t *testing.T) {
 	gk := leanFramesGatekeeper{framesGatekeeper{frames: make(chan []string, 1)}}
 	g := newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(nil))}}, gk, nil)
@@ -303,7 +304,7 @@ func TestLeanHeldCallWaitsInSmallFrames(t *testing.T) {
 	if got := trail.take(); len(got) != 1 || !got[0] {
 		t.Fatalf("lean trail %v, want [true]", got)
 	}
-	want := []string{"(*Gateway).admitCall", "(*httpFront).holdLean", "(*httpFront).serveLean", "(*httpFront).ServeHTTP"}
+	want := []string{"(*Gateway).admitCall", "(*leanHold).wait", "(*httpFront).ServeHTTP"}
 	if got := <-gk.frames; !slices.Equal(got, want) {
 		t.Fatalf("the gatekeeper was asked from the gateway's frames %v, want %v", got, want)
 	}
