@@ -265,12 +265,24 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 			}
 			// A held call's POST is not over when serve returns: its
 			// cleanups then run after the answer (leanHold.end).
-			defer func() { held.after(end) }()
+			defer func() {
+				if held == nil {
+					end()
+				} else {
+					held.after(end)
+				}
+			}()
 			if f.cancelLean(w, r, p, ls) || f.replyLean(w, r, p, ls) {
 				return
 			}
 			hb = newHeartbeatWriter(w, f.opts.HeartbeatFirst, f.opts.Heartbeat)
-			defer func() { held.after(hb.stop) }()
+			defer func() {
+				if held == nil {
+					hb.stop()
+				} else {
+					held.after(hb.stop)
+				}
+			}()
 			var served bool
 			if served, prior, held = f.serveLean(hb, r, p, ls); served {
 				return

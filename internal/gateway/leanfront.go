@@ -60,9 +60,10 @@ type leanAdmitter interface {
 type leanHook func(served bool)
 
 // serveLean answers the POST r of principal p on session s when it is a
-// plain tools/call (served true), holding it first when the gate would
-// hold it (it returns the call as held, for ServeHTTP to hold: leanHold). Otherwise r's body is put back for the SDK path, and
-// prior is the gate's hand-off when the gate was asked.
+// plain tools/call (served true); a call the gate would hold is returned
+// as held, for ServeHTTP to hold and answer (leanHold). Otherwise r's
+// body is put back for the SDK path, and prior is the gate's hand-off
+// when the gate was asked.
 func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Principal, s *leanSession) (served bool, prior *gate.HandOff, held *leanHold) {
 	if !leanHeaders(r.Header, s.version) || !s.isInitialized() || s.principal != p.ID {
 		return false, nil, nil
@@ -87,9 +88,16 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Pr
 	}
 	key := canonicalID(m.ID)
 	// The deferred cleanups are the held call's (held.after) when the
-	// front holds it: they run once it is answered.
+	// front holds it: they run once it is answered. (A closure for that is
+	// made only then: the allowed and denied calls allocate none.)
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
-	defer func() { held.after(func() { cancel(nil) }) }()
+	defer func() {
+		if held == nil {
+			cancel(nil)
+		} else {
+			held.after(func() { cancel(nil) })
+		}
+	}()
 	untrackID, ok := s.track(key, cancel)
 	if !ok {
 		f.note(true)
@@ -97,14 +105,26 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Pr
 			Message: "duplicate in-flight request ID " + string(bytes.TrimSpace(m.ID))})
 		return true, nil, nil
 	}
-	defer func() { held.after(untrackID) }()
+	defer func() {
+		if held == nil {
+			untrackID()
+		} else {
+			held.after(untrackID)
+		}
+	}()
 	// As bindRequest does for the SDK path: a POST that ends before its
 	// call means the client went away (after the grace an explicit cancel
 	// gets to arrive in).
 	stop := context.AfterFunc(r.Context(), func() {
 		time.AfterFunc(f.opts.DropGrace, func() { cancel(ErrClientGone) })
 	})
-	defer func() { held.after(func() { stop() }) }()
+	defer func() {
+		if held == nil {
+			stop()
+		} else {
+			held.after(func() { stop() })
+		}
+	}()
 	call := f.g.toolCall(p, t, m.Params.Arguments, nil)
 	adm := new(gate.Admission)
 	h := la.AdmitUnlessHeld(ctx, &call, adm)
@@ -117,7 +137,13 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Pr
 	// As bindRequest does for the SDK path: tracked per session (DELETE,
 	// Close and shutdown cancel it).
 	untrack := f.g.calls.add(s.ss.ID(), p.ID, cancel)
-	defer func() { held.after(untrack) }()
+	defer func() {
+		if held == nil {
+			untrack()
+		} else {
+			held.after(untrack)
+		}
+	}()
 	if f.g.root.Err() != nil {
 		cancel(ErrShutdown)
 	}

@@ -51,14 +51,9 @@ type leanHold struct {
 	later []func()
 }
 
-// after runs fn now when l is nil (no call is held: the POST ends as
-// usual), else once l is answered (end), after the cleanups deferred
-// before it ran.
+// after has fn run once l is answered (end), after the cleanups handed
+// over before it.
 func (l *leanHold) after(fn func()) {
-	if l == nil {
-		fn()
-		return
-	}
 	l.later = append(l.later, fn)
 }
 
