@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -89,7 +90,7 @@ func TestLeanFrontHoldsHeldCalls(t *testing.T) {
 	call := func(ctx context.Context, n int) chan callResult {
 		c := make(chan callResult, 1)
 		go func() {
-			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__big", Arguments: json.RawMessage(`{"n":` + string(rune('0'+n)) + `}`)})
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__big", Arguments: json.RawMessage(`{"n":` + strconv.Itoa(n) + `}`)})
 			c <- callResult{res, err}
 		}()
 		return c
