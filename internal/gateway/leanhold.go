@@ -39,7 +39,7 @@ func (f *httpFront) holdsLean() bool {
 // docs/performance.md "Held calls at scale").
 type leanHold struct {
 	f    *httpFront
-	ctx  context.Context
+	ctx  context.Context //nolint:containedctx // the held call's own context, made by serveLean and ended by end; handed to ServeHTTP's wait like a request's
 	w    *heartbeatWriter
 	p    approval.Principal
 	s    *leanSession

@@ -160,7 +160,7 @@ func TestLeanHeldCallMaxHold(t *testing.T) {
 // returns the response's lines as they arrive (closed at its end).
 func heldPOST(t *testing.T, base, sid, version string) <-chan string {
 	t.Helper()
-	resp := sessionRequest(t, http.MethodPost, base, aliceToken, sid, version,
+	resp := sessionRequest(t, http.MethodPost, base, aliceToken, sid, version, //nolint:bodyclose // the reader goroutine below closes it
 		strings.NewReader(`{"jsonrpc":"2.0","id":"h-1","method":"tools/call","params":{"name":"up__big","arguments":{"n":2}}}`))
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("held POST: %d %v, want 200 and an event stream", resp.StatusCode, resp.Header)
