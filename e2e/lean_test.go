@@ -36,13 +36,19 @@ policy:
 
 // TestLeanCallsEndToEnd (issue 13): through the real binary, a go-sdk
 // client on one 2025-11-25 session makes the calls toolgate's lean front
-// answers (allowed, denied, cancelled) and those it hands to the SDK path
-// (a progress token, a held call approved through the CLI, arguments that
-// are not an object), and raw POSTs on the session (oversized, malformed
+// answers (allowed, denied, cancelled, and a held call approved through
+// the CLI, which the front holds: heldOnLeanFront) and those it hands to
+// the SDK path (a progress token, arguments that are not an object), and
+// raw POSTs on the session (oversized, malformed
 // JSON); each gets the answer the SDK path gives. Then a TypeScript SDK
 // client pinned to 2025-11-25 does the same on its own session.
 func TestLeanCallsEndToEnd(t *testing.T) {
-	g, record := startUpstreamGateway(t, leanPolicy)
+	dir := t.TempDir()
+	record := filepath.Join(dir, "record.log")
+	// The approver is an admin too: heldOnLeanFront reads /debug/pprof/.
+	cfg := strings.Replace(gatewayConfig(filepath.Join(dir, "toolgate.db"), upstreamServer(record)+leanPolicy),
+		"roles: [approver]", "roles: [approver, admin]", 1)
+	g := startGateway(t, cfg, nil)
 	progress := make(chan struct{}, 16)
 	cs := g.connect(t, &mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { progress <- struct{}{} }}, nil)
 	ctx := t.Context()
@@ -64,7 +70,9 @@ func TestLeanCallsEndToEnd(t *testing.T) {
 		}
 	}
 	held := callAsync(ctx, cs, &mcp.CallToolParams{Name: "t__big_result", Arguments: json.RawMessage(`{"go":"held"}`)})
-	mustCLI(t, g.Admin, "approve", waitPending(t, g.Admin, 1)[0].ID)
+	id := waitPending(t, g.Admin, 1)[0].ID
+	heldOnLeanFront(t, g)
+	mustCLI(t, g.Admin, "approve", id)
 	if got := mustOK(t, await(t, held)); !strings.Contains(got, "9223372036854775807") {
 		t.Errorf("held then approved call: %q, want the upstream's big integers", got)
 	}
@@ -181,6 +189,7 @@ func leanTypeScript(t *testing.T, g *gw, record string) {
 		t.Errorf("TypeScript call with progress: %+v, want 2 progress notifications", l)
 	}
 	id := waitPending(t, g.Admin, 1)[0].ID
+	heldOnLeanFront(t, g)
 	mustCLI(t, g.Admin, "approve", id)
 	if l := next("held"); l.Error != "" || l.Result.IsError || !strings.Contains(l.Result.text(), "9223372036854775807") {
 		t.Errorf("TypeScript held then approved call: %+v", l)
@@ -196,5 +205,33 @@ func leanTypeScript(t *testing.T, g *gw, record string) {
 	waited = true
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("TypeScript client: %v\nstderr:\n%s", err, stderr.String())
+	}
+}
+
+// heldOnLeanFront checks, in the goroutine dump of g's toolgate, that the
+// one call it holds waits on the lean front (leanHold.wait) and that no call
+// is held on the SDK path (its middleware's callTool).
+func heldOnLeanFront(t *testing.T, g *gw) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, g.Admin+"/debug/pprof/goroutine?debug=2", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+approverToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("goroutine dump: %d %v", resp.StatusCode, err)
+	}
+	dump := string(b)
+	if n := strings.Count(dump, "(*leanHold).wait("); n != 1 {
+		t.Errorf("%d goroutines hold a call on the lean front, want 1", n)
+	}
+	if strings.Contains(dump, "(*Gateway).callTool(") {
+		t.Error("a call is held on the SDK path (callTool in the goroutine dump), want it held on the lean front")
 	}
 }

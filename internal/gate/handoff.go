@@ -24,8 +24,10 @@ type HandOff struct {
 }
 
 // AdmitUnlessHeld is [Gate.AdmitTo] for a caller that answers allowed and
-// denied calls itself but cannot hold one: the gateway's lean HTTP path for
-// plain tools/call requests (docs/architecture.md). It decides *c and
+// denied calls at once and holds the others only after more set-up: the
+// gateway's lean HTTP path for plain tools/call requests, which then holds
+// the call through AdmitTo with the HandOff as Call.Prior, after its own
+// larger frames have returned (docs/architecture.md). It decides *c and
 // writes the answer to *adm exactly as AdmitTo does (one policy
 // evaluation, the tool-call metric, the audit record, the span) when the
 // policy allows or denies it, or when the evaluation fails (a refusal).

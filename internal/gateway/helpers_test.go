@@ -155,6 +155,7 @@ func addUpstreamTools(s *mcp.Server, h *hooks) {
 		})
 	s.AddTool(&mcp.Tool{Name: "big", InputSchema: objectSchema},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			h.record("big")
 			var a struct{ N int }
 			_ = json.Unmarshal(req.Params.Arguments, &a)
 			return text(bigText(a.N)), nil

@@ -205,6 +205,21 @@ type httpFront struct {
 }
 
 func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if held := f.serve(w, r); held != nil {
+		// A call the lean front holds waits here, after serve's frames
+		// are gone: the connection's goroutine parks in a few small frames
+		// (leanhold.go).
+		defer held.end()
+		held.wait()
+		held.answer()
+	}
+}
+
+// serve serves r (see httpFront), except that a plain call the lean front
+// holds is returned, to be held and answered by ServeHTTP.
+//
+//go:noinline // its frame (over 1 KB) is gone before a held call waits
+func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHold) {
 	r.Header.Del(carrierHeader)
 	if o := r.Header.Get("Origin"); o != "" && !allowedOrigin(o, r.Host) {
 		// MCP: servers must validate Origin (DNS rebinding). A browser page
@@ -244,16 +259,32 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var hb *heartbeatWriter
 		sid := r.Header.Get("Mcp-Session-Id")
 		if ls := f.lean.get(sid); ls != nil && sid != "" {
+			end := func() {}
 			if ls.principal == p.ID {
-				defer ls.start(f.opts.SessionTimeout)()
+				end = ls.start(f.opts.SessionTimeout)
 			}
+			// A held call's POST is not over when serve returns: its
+			// cleanups then run after the answer (leanHold.end).
+			defer func() {
+				if held == nil {
+					end()
+				} else {
+					held.after(end)
+				}
+			}()
 			if f.cancelLean(w, r, p, ls) || f.replyLean(w, r, p, ls) {
 				return
 			}
 			hb = newHeartbeatWriter(w, f.opts.HeartbeatFirst, f.opts.Heartbeat)
-			defer hb.stop()
+			defer func() {
+				if held == nil {
+					hb.stop()
+				} else {
+					held.after(hb.stop)
+				}
+			}()
 			var served bool
-			if served, prior = f.serveLean(hb, r, p, ls); served {
+			if served, prior, held = f.serveLean(hb, r, p, ls); served {
 				return
 			}
 		}
@@ -308,6 +339,7 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.next.ServeHTTP(w, r)
+	return nil
 }
 
 // modernVersion is the first MCP revision without protocol sessions.

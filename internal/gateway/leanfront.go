@@ -28,10 +28,11 @@ import (
 // like the tool handler's. Everything else — batches, other methods, a
 // _meta (progress token, approval resume, protocol metadata), task,
 // inputResponses or requestState, the policy tool, an unknown tool, a
-// session not (yet) usable, a header the SDK would check, and a call the
-// gate would hold — is handed to the SDK path unchanged, a held call with
-// the policy decision already taken (carrier.prior). See
-// docs/architecture.md, "The lean front".
+// session not (yet) usable, a header the SDK would check — is handed to
+// the SDK path unchanged. A plain call the gate would hold is held by the
+// front itself (leanhold.go), or, with a Gatekeeper that cannot admit in
+// place, handed to the SDK path with the policy decision already taken
+// (carrier.prior). See docs/architecture.md, "The lean front".
 
 // A leanRequest is what the lean front decodes of a POST body.
 type leanRequest struct {
@@ -59,11 +60,13 @@ type leanAdmitter interface {
 type leanHook func(served bool)
 
 // serveLean answers the POST r of principal p on session s when it is a
-// plain tools/call (served true). Otherwise r's body is put back for the
-// SDK path, and prior is the gate's hand-off when the gate was asked.
-func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Principal, s *leanSession) (served bool, prior *gate.HandOff) {
+// plain tools/call (served true); a call the gate would hold is returned
+// as held, for ServeHTTP to hold and answer (leanHold). Otherwise r's
+// body is put back for the SDK path, and prior is the gate's hand-off
+// when the gate was asked.
+func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Principal, s *leanSession) (served bool, prior *gate.HandOff, held *leanHold) {
 	if !leanHeaders(r.Header, s.version) || !s.isInitialized() || s.principal != p.ID {
-		return false, nil
+		return false, nil, nil
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, f.opts.MaxBody))
 	if err != nil {
@@ -74,42 +77,84 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Pr
 		} else {
 			http.Error(w, "failed to read body", http.StatusBadRequest)
 		}
-		return true, nil
+		return true, nil, nil
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	m, t, ok := f.plainCall(body)
 	la, isLean := f.g.gk.(leanAdmitter)
 	if !ok || !isLean || f.g.root.Err() != nil {
 		f.note(false)
-		return false, nil
+		return false, nil, nil
 	}
 	key := canonicalID(m.ID)
+	// The deferred cleanups are the held call's (held.after) when the
+	// front holds it: they run once it is answered. (A closure for that is
+	// made only then: the allowed and denied calls allocate none.)
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
-	defer cancel(nil)
+	defer func() {
+		if held == nil {
+			cancel(nil)
+		} else {
+			held.after(func() { cancel(nil) })
+		}
+	}()
 	untrackID, ok := s.track(key, cancel)
 	if !ok {
 		f.note(true)
 		writeRPCError(w, http.StatusBadRequest, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: "duplicate in-flight request ID " + string(bytes.TrimSpace(m.ID))})
-		return true, nil
+		return true, nil, nil
 	}
-	defer untrackID()
+	defer func() {
+		if held == nil {
+			untrackID()
+		} else {
+			held.after(untrackID)
+		}
+	}()
 	// As bindRequest does for the SDK path: a POST that ends before its
 	// call means the client went away (after the grace an explicit cancel
 	// gets to arrive in).
 	stop := context.AfterFunc(r.Context(), func() {
 		time.AfterFunc(f.opts.DropGrace, func() { cancel(ErrClientGone) })
 	})
-	defer stop()
+	defer func() {
+		if held == nil {
+			stop()
+		} else {
+			held.after(func() { stop() })
+		}
+	}()
 	call := f.g.toolCall(p, t, m.Params.Arguments, nil)
 	adm := new(gate.Admission)
-	if h := la.AdmitUnlessHeld(ctx, &call, adm); h != nil {
+	h := la.AdmitUnlessHeld(ctx, &call, adm)
+	if h != nil && !f.holdsLean() {
 		f.note(false)
-		return false, h
+		return false, h, nil
 	}
 	f.note(true)
-	f.answerLean(ctx, cancel, w, p, s, m, t, &call, adm)
-	return true, nil
+	startLeanStream(w)
+	// As bindRequest does for the SDK path: tracked per session (DELETE,
+	// Close and shutdown cancel it).
+	untrack := f.g.calls.add(s.ss.ID(), p.ID, cancel)
+	defer func() {
+		if held == nil {
+			untrack()
+		} else {
+			held.after(untrack)
+		}
+	}()
+	if f.g.root.Err() != nil {
+		cancel(ErrShutdown)
+	}
+	if h != nil {
+		// The gate would hold it: the front holds it on this goroutine
+		// (leanhold.go), with the decision AdmitUnlessHeld took.
+		call.Prior = h
+		return true, nil, &leanHold{f: f, ctx: ctx, w: w, p: p, s: s, m: m, t: t, call: &call}
+	}
+	f.answerLean(ctx, w, p, s, m, t, &call, adm)
+	return true, nil, nil
 }
 
 // note tells the test hook, if any, whether a POST whose body was read is
@@ -214,25 +259,33 @@ func acceptsJSONAndEvents(values []string) bool {
 	return jsonOK && eventsOK
 }
 
-// answerLean answers the lean call m (decided by the gate as *adm): a
-// refusal, or the dispatch upstream, whose outcome it records.
-func (f *httpFront) answerLean(ctx context.Context, cancel context.CancelCauseFunc, w *heartbeatWriter, p approval.Principal,
-	s *leanSession, m leanRequest, t Tool, call *gate.Call, adm *gate.Admission) {
-	g := f.g
+// startLeanStream sets the headers of the event stream a lean call is
+// answered on, as the SDK's Streamable HTTP handler sets them.
+func startLeanStream(w http.ResponseWriter) {
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Connection", "keep-alive")
+}
+
+// answerLean answers the lean call m (decided by the gate as *adm, at once
+// or after holding it): a refusal (a denial, or a held call's rejection,
+// expiry, cancellation or max-hold pending answer, with the approval's
+// _meta), or the dispatch upstream, whose outcome it records.
+func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approval.Principal,
+	s *leanSession, m leanRequest, t Tool, call *gate.Call, adm *gate.Admission) {
+	g := f.g
+	if adm.Replay != nil {
+		// As answerCall does (only a call naming its approval gets one;
+		// a plain call names none).
+		res, err := replayResult(*adm)
+		writeLeanResult(w, m.ID, res, err)
+		return
+	}
 	if !adm.Allowed {
 		writeLeanResult(w, m.ID, refusalResult(*adm), nil)
 		return
 	}
-	// As bindRequest does for the SDK path: tracked per session (DELETE,
-	// Close and shutdown cancel it), heartbeats while it runs.
-	untrack := g.calls.add(s.ss.ID(), p.ID, cancel)
-	defer untrack()
-	if g.root.Err() != nil {
-		cancel(ErrShutdown)
-	}
+	// Heartbeats while it runs, as bindRequest arms them for the SDK path.
 	w.arm()
 	// What the gate decided on (Options.Rewrite may have changed the
 	// agent's bytes), as the SDK path dispatches it.

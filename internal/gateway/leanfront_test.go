@@ -71,6 +71,12 @@ type leanFixture struct {
 
 func newLeanFixture(t *testing.T, opts *HTTPOptions) *leanFixture {
 	t.Helper()
+	return newLeanFixtureWith(t, nil, opts)
+}
+
+// newLeanFixtureWith is newLeanFixture with the gateway's options gopts.
+func newLeanFixtureWith(t *testing.T, gopts *Options, opts *HTTPOptions) *leanFixture {
+	t.Helper()
 	db := sqlitetest.Open(t)
 	pol := &countingPolicy{Holder: policy.NewHolder(&policy.Policy{
 		Default:  policy.Allow,
@@ -83,7 +89,7 @@ func newLeanFixture(t *testing.T, opts *HTTPOptions) *leanFixture {
 	gt := gate.New(db, pol, &gate.Options{})
 	h := newHooks()
 	f := &leanFixture{gt: gt, db: db, pol: pol, trail: &leanTrail{}, h: h}
-	f.g = newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}}, gt, nil)
+	f.g = newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}}, gt, gopts)
 	f.g.leanHook = f.trail.hook
 	f.base = serveHTTP(t, f.g, opts)
 	return f
@@ -92,6 +98,12 @@ func newLeanFixture(t *testing.T, opts *HTTPOptions) *leanFixture {
 // approveNext approves the one pending request.
 func (f *leanFixture) approveNext(t *testing.T) {
 	t.Helper()
+	f.reviewNext(t, approval.VerdictApprove)
+}
+
+// reviewNext gives the one pending request verdict v.
+func (f *leanFixture) reviewNext(t *testing.T, v approval.Verdict) {
+	t.Helper()
 	deadline := time.Now().Add(testWait)
 	for {
 		rs, _, err := f.db.ListRequests(t.Context(), store.Filter{State: approval.StatePending})
@@ -99,7 +111,7 @@ func (f *leanFixture) approveNext(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(rs) == 1 {
-			if _, err := f.gt.Review(t.Context(), rs[0].ID, approval.Principal{ID: "carol", Kind: "human"}, approval.VerdictApprove, "", ""); err != nil {
+			if _, err := f.gt.Review(t.Context(), rs[0].ID, approval.Principal{ID: "carol", Kind: "human"}, v, "", ""); err != nil {
 				t.Fatal(err)
 			}
 			return
@@ -114,10 +126,10 @@ func (f *leanFixture) approveNext(t *testing.T) {
 // TestLeanFrontServesPlainCallsAndHandsOffTheRest: on one go-sdk client
 // session, a plain allowed call and a denied one are answered by the lean
 // front (one policy evaluation each); a call with a progress token, an
-// unknown tool, arguments that are not an object and a call the policy
-// holds are handed to the SDK path, the held one with its decision (one
-// evaluation in all, one request), and each gets the answer the SDK path
-// gives.
+// unknown tool and arguments that are not an object are handed to the SDK
+// path; a call the policy holds is held by the lean front (one evaluation
+// in all, one request: leanhold_test.go has the other answers), and each
+// gets the answer the SDK path gives.
 func TestLeanFrontServesPlainCallsAndHandsOffTheRest(t *testing.T) {
 	f := newLeanFixture(t, nil)
 	cs := connectHTTP(t, f.base, aliceToken, nil, nil)
@@ -177,9 +189,11 @@ func TestLeanFrontServesPlainCallsAndHandsOffTheRest(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("held then approved call: %v", err)
 	}
-	handedOff("held call")
+	if got := f.trail.take(); len(got) != 1 || !got[0] {
+		t.Fatalf("held call: lean trail %v, want [true] (held by the lean front)", got)
+	}
 	if n := f.pol.n.Load() - before; n != 1 {
-		t.Errorf("%d policy evaluations for a held and approved call handed off by the lean front, want 1", n)
+		t.Errorf("%d policy evaluations for a call held and approved on the lean front, want 1", n)
 	}
 	if rs, _, err := f.db.ListRequests(ctx, store.Filter{}); err != nil || len(rs) != 1 {
 		t.Errorf("%d approval requests (%v), want 1", len(rs), err)
