@@ -180,7 +180,11 @@ func feedEnd(fevs []feedEvent, after store.Cursor) store.Cursor {
 
 // FeedEnd returns the cursor of the last event Feed can return now: a
 // reader starting there sees every event that commits from now on, and
-// none before.
+// none that Feed could already return. On Postgres an event becomes
+// returnable only once every older transaction of the cluster (any
+// database) has ended (feedSafe), so while one is open, events that
+// committed just before FeedEnd may still come after it: a reader may see
+// a few events from just before its start, never miss one after it.
 func (db *DB) FeedEnd(ctx context.Context) (store.Cursor, error) {
 	var (
 		tx string
