@@ -231,7 +231,8 @@ func RequestedEvent(r approval.Request) approval.Event {
 //   - one "reviewed" event per review appended to Reviews, at the review's At;
 //   - when a pending request was approved and consumed (or invalidated at
 //     the consume's check) in the same change, an "approved" event at
-//     DecidedAt, then the new state's;
+//     DecidedAt, then the new state's; the reviewed and approved events
+//     then carry the state approved, the state they left the request in;
 //   - when State changed, one event named after the new state, at DecidedAt
 //     for approved/denied and ConsumedAt for consumed (when set), else now;
 //   - "dispatched", at now, when DispatchOutcome went from "" to a value.
@@ -241,8 +242,20 @@ func RequestedEvent(r approval.Request) approval.Event {
 // all write the same log.
 func ChangeEvents(before, after approval.Request, actor string, now time.Time) []approval.Event {
 	var evs []approval.Event
+	// joined: approved and consumed (or invalidated at the consume's
+	// check) in one change: the decision's transaction consumed a call
+	// held by its process (gate.ReviewIf). The log still shows the
+	// approval, and the events up to it carry the state they left the
+	// request in (approved), as a decision and a consume in two changes
+	// would have written them.
+	joined := after.State != before.State && before.State == approval.StatePending && after.DecidedAt != before.DecidedAt &&
+		(after.State == approval.StateConsumed || after.State == approval.StateInvalidated)
+	state := after.State
+	if joined {
+		state = approval.StateApproved
+	}
 	ev := func(typ approval.EventType, at time.Time) {
-		evs = append(evs, approval.Event{RequestID: after.ID, Type: typ, State: after.State, Actor: actor, At: Millis(at)})
+		evs = append(evs, approval.Event{RequestID: after.ID, Type: typ, State: state, Actor: actor, At: Millis(at)})
 	}
 	if n := len(before.Reviews); len(after.Reviews) > n {
 		for _, rv := range after.Reviews[n:] {
@@ -253,12 +266,9 @@ func ChangeEvents(before, after approval.Request, actor string, now time.Time) [
 			ev(approval.EventReviewed, at)
 		}
 	}
-	if after.State != before.State && before.State == approval.StatePending && after.DecidedAt != before.DecidedAt &&
-		(after.State == approval.StateConsumed || after.State == approval.StateInvalidated) {
-		// Approved and consumed (or invalidated at the consume's check)
-		// in one change: the decision's transaction consumed a call held
-		// by its process (gate.ReviewIf). The log still shows the approval.
+	if joined {
 		ev(approval.EventApproved, after.DecidedAt)
+		state = after.State
 	}
 	if after.State != before.State {
 		at := now
