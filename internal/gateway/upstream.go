@@ -152,8 +152,8 @@ func newUpstream(sc ServerConfig, g *Gateway) *upstream {
 		// IdleConnTimeout (90 s), so the pool follows the recent peak.
 		base.MaxIdleConns = upstreamIdleConns
 		base.MaxIdleConnsPerHost = upstreamIdleConns
-		u.http = &http.Client{Transport: &captureRoundTripper{base: base, headers: sc.Headers, max: g.opts.MaxResultBytes, routes: g.routes,
-			log: u.log, onRead: u.sawTraffic, up: u}}
+		u.http = newUpstreamHTTPClient(&captureRoundTripper{base: base, headers: sc.Headers, max: g.opts.MaxResultBytes, routes: g.routes,
+			log: u.log, onRead: u.sawTraffic, up: u}, u.log)
 	} else {
 		u.stderr = newStderrLog(sc.Name, g.log)
 	}
@@ -279,7 +279,7 @@ func (u *upstream) connectAt(ctx context.Context, client *mcp.Client, owner *age
 			rt := *u.http.Transport.(*captureRoundTripper)
 			rt.owner = owner
 			rt.onRead = nil // only the shared session's traffic tells its health
-			hc = &http.Client{Transport: &rt}
+			hc = newUpstreamHTTPClient(&rt, u.log)
 		}
 		t := &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc, MaxEventSize: u.g.opts.MaxResultBytes + sdkLimitSlack}
 		cs, err := client.Connect(ctx, t, opts)
