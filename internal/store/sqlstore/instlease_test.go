@@ -285,9 +285,9 @@ func TestPruneEndedInstanceLeases(t *testing.T) {
 
 // TestInstanceLeaseUnmarkedAfterPruneStaysDue: a consumed request marked
 // for an instance whose lease row Prune deleted (the instance died a day
-// ago) is due; when an instance with the same id (approvals.instance_id
-// set, the process restarted) renews without naming it, the request gets
-// a concrete lease again: one that has lapsed, not none, so the sweeper
+// ago) is due; when that instance renews again (it was stalled for a day:
+// a suspended VM, a store out of reach) without naming it, the request
+// gets a concrete lease again: one that has lapsed, not none, so the sweeper
 // still finds it and records its outcome unknown instead of leaving it
 // consumed without an outcome forever.
 func TestInstanceLeaseUnmarkedAfterPruneStaysDue(t *testing.T) {
@@ -310,7 +310,7 @@ func TestInstanceLeaseUnmarkedAfterPruneStaysDue(t *testing.T) {
 			if got, err := db.Due(ctx, now, 0); err != nil || !slices.Equal(got, []approval.ID{x}) {
 				t.Fatalf("Due after the instance's row was pruned = %v, %v; want [%s]", got, err, x)
 			}
-			// The restarted instance holds another call.
+			// The instance comes back holding another call.
 			y := createHeld(t, db, "gw-a", now.Add(time.Minute), 2)[0]
 			mustRenew(t, db, "gw-a", []approval.ID{y}, now.Add(time.Minute), y)
 			if raw := rawLease(t, db, x); raw == leaseMarker {
