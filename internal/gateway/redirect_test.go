@@ -1,12 +1,15 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestUpstreamRedirectToOtherOriginRefused: an HTTP upstream that answers
@@ -68,5 +71,66 @@ func TestUpstreamRedirectToOtherOriginRefused(t *testing.T) {
 				t.Errorf("call after the redirects: %q", got)
 			}
 		})
+	}
+}
+
+// TestRawHTTPCallCancelDoesNotDelayTheAnswer: the notifications/cancelled
+// toolgate POSTs after a raw HTTP call's call_timeout is sent in the
+// background: an upstream slow to accept it (it holds the POST) does not
+// keep the agent waiting past call_timeout for its error.
+func TestRawHTTPCallCancelDoesNotDelayTheAnswer(t *testing.T) {
+	up, _ := newScriptedUpstream(t, false)
+	answered := make(chan struct{})
+	sawAnswer := make(chan bool, 1)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if bytes.Contains(body, []byte(`"notifications/cancelled"`)) {
+				select {
+				case <-answered:
+					sawAnswer <- true
+				case <-r.Context().Done():
+					sawAnswer <- false
+				}
+			}
+		}
+		up.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	release := make(chan struct{})
+	defer close(release)
+	up.set("hang", func(w http.ResponseWriter, r *http.Request, _ json.RawMessage) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	f := &rawHTTPFixture{up: up, trail: &leanTrail{}}
+	f.g = newGateway(t, []ServerConfig{{Name: "up", URL: ts.URL, CallTimeout: 50 * time.Millisecond}}, allowAll(), nil)
+	f.g.leanHook = f.trail.hook
+	f.base = serveHTTP(t, f.g, nil)
+	cs := connectHTTP(t, f.base, aliceToken, nil, nil)
+	f.sid, f.ver = cs.ID(), cs.InitializeResult().ProtocolVersion
+	waitInitialized(t, f.g, f.sid)
+
+	got := f.call(t, "h-1", "hang", `{}`)
+	close(answered)
+	if !strings.Contains(got, "no result within call_timeout") {
+		t.Errorf("answer %q, want the call_timeout error", got)
+	}
+	if n := rawHTTPCalls(f.g); n != 1 {
+		t.Errorf("%d raw HTTP calls, want 1", n)
+	}
+	select {
+	case ok := <-sawAnswer:
+		if !ok {
+			t.Error("the agent got its answer only after the upstream gave up on the cancel notification's POST")
+		}
+	case <-time.After(testWait):
+		t.Fatal("no notifications/cancelled reached the upstream")
 	}
 }

@@ -120,7 +120,9 @@ type upstream struct {
 	// number used, so also how many were sent.
 	rawHTTPSeq atomic.Uint64
 	// drains are the goroutines reading the rest of raw HTTP calls'
-	// response bodies (rawhttpcall.go); run waits for them (endDrains).
+	// response bodies and POSTing their notifications/cancelled
+	// (rawhttpcall.go, upstream.background); run waits for them
+	// (endDrains).
 	drains      sync.WaitGroup
 	drainMu     sync.Mutex
 	drainsEnded bool // guarded by drainMu: no new drain starts
