@@ -134,3 +134,26 @@ func TestRawHTTPCallCancelDoesNotDelayTheAnswer(t *testing.T) {
 		t.Fatal("no notifications/cancelled reached the upstream")
 	}
 }
+
+// TestRawHTTPCallUnauthorized: an upstream that answers a raw call 401 or
+// 403 (an expired token in servers.<name>.headers) refused it before
+// running it: the agent is told nothing was run (not that the call may
+// have run), and the operator gets a warning naming the cause.
+func TestRawHTTPCallUnauthorized(t *testing.T) {
+	var logs logBuffer
+	f := newRawHTTPFixture(t, false, ServerConfig{Headers: map[string]string{"Authorization": "Bearer expired"}}, &Options{Logger: logs.logger()})
+	for _, code := range []int{http.StatusUnauthorized, http.StatusForbidden} {
+		f.up.set("vendor", func(w http.ResponseWriter, _ *http.Request, _ json.RawMessage) {
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+			http.Error(w, "token expired", code)
+		})
+		got := f.call(t, "u-"+http.StatusText(code), "vendor", `{}`)
+		if !strings.Contains(got, `"isError":true`) || !strings.Contains(got, "nothing was run") {
+			t.Errorf("HTTP %d: answer %q, want a failure saying nothing was run", code, got)
+		}
+	}
+	logs.waitCount(t, "refused a call's credentials", 2)
+	if n := rawHTTPCalls(f.g); n != 2 {
+		t.Errorf("%d raw HTTP calls, want 2", n)
+	}
+}

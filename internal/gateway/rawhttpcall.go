@@ -215,6 +215,12 @@ func (u *upstream) readRawAnswer(ctx context.Context, c *upConn, req *http.Reque
 	case code == http.StatusTooManyRequests || code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout:
 		// Transient: the SDK reports these as rejected (not processed).
 		return nil, rejected(fmt.Errorf("HTTP %d", code))
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		// Refused before it was processed (MCP spec 2025-11-25,
+		// "Authorization"): the operator must fix the credentials.
+		err := fmt.Errorf("HTTP %d: the upstream refused the request's credentials (servers.%s.headers)", code, u.name)
+		u.log.WarnContext(ctx, "HTTP upstream refused a call's credentials; nothing was run", "status", code)
+		return nil, rejected(err)
 	case code < 200 || code > 299:
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		if a, why := parseRawAnswer(bytes.TrimSpace(b)); why == "" && a.err != nil {
