@@ -480,7 +480,7 @@ func (u *upstream) sendRawCancel(ctx context.Context, c *upConn, id string, why 
 	})
 	if err == nil {
 		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelNotifyTimeout)
-		stopRoot := context.AfterFunc(u.g.root, cancel) // shutdown does not wait for it
+		stopRoot := context.AfterFunc(u.g.root, cancel) //nolint:contextcheck // the gateway's lifecycle root: shutdown does not wait for it
 		err = u.postRawMessage(nctx, c, b)
 		stopRoot()
 		cancel()
