@@ -88,7 +88,10 @@ func (u *upstream) rawHTTPOnce(ctx context.Context, c *upConn, tool string, args
 		return nil, false, nil
 	case err != nil:
 		if cctx.Err() != nil {
-			u.sendRawCancel(ctx, c, id, context.Cause(cctx))
+			// In the background: an upstream slow to accept it does not
+			// hold the call's answer past call_timeout.
+			why := context.Cause(cctx)
+			u.background(func() { u.sendRawCancel(ctx, c, id, why) })
 		}
 		return nil, true, u.callError(ctx, cctx, c, tool, err)
 	}
@@ -162,17 +165,7 @@ const (
 // (the request's context). upstream.run waits for the drains; once it has
 // begun to (endDrains), the body is closed at once instead.
 func (u *upstream) drain(body io.ReadCloser, cancel context.CancelFunc) {
-	u.drainMu.Lock()
-	if u.drainsEnded {
-		u.drainMu.Unlock()
-		_ = body.Close()
-		cancel()
-		return
-	}
-	u.drains.Add(1)
-	u.drainMu.Unlock()
-	go func() {
-		defer u.drains.Done()
+	if !u.background(func() {
 		stopRoot := context.AfterFunc(u.g.root, cancel)
 		t := time.AfterFunc(drainWait, cancel)
 		_, _ = io.Copy(io.Discard, io.LimitReader(body, drainMax))
@@ -180,10 +173,32 @@ func (u *upstream) drain(body io.ReadCloser, cancel context.CancelFunc) {
 		stopRoot()
 		_ = body.Close()
 		cancel()
-	}()
+	}) {
+		_ = body.Close()
+		cancel()
+	}
 }
 
-// endDrains waits for the drains and makes later ones close at once.
+// background runs fn in a goroutine upstream.run waits for (endDrains):
+// a drain, or the notifications/cancelled of a raw call. It reports false,
+// and fn does not run, once run has begun to wait.
+func (u *upstream) background(fn func()) bool {
+	u.drainMu.Lock()
+	if u.drainsEnded {
+		u.drainMu.Unlock()
+		return false
+	}
+	u.drains.Add(1)
+	u.drainMu.Unlock()
+	go func() {
+		defer u.drains.Done()
+		fn()
+	}()
+	return true
+}
+
+// endDrains waits for the drains (and the other work of background) and
+// makes later ones close at once.
 func (u *upstream) endDrains() {
 	u.drainMu.Lock()
 	u.drainsEnded = true
@@ -200,6 +215,12 @@ func (u *upstream) readRawAnswer(ctx context.Context, c *upConn, req *http.Reque
 	case code == http.StatusTooManyRequests || code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout:
 		// Transient: the SDK reports these as rejected (not processed).
 		return nil, rejected(fmt.Errorf("HTTP %d", code))
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		// Refused before it was processed (MCP spec 2025-11-25,
+		// "Authorization"): the operator must fix the credentials.
+		err := fmt.Errorf("HTTP %d: the upstream refused the request's credentials (servers.%s.headers)", code, u.name)
+		u.log.WarnContext(ctx, "HTTP upstream refused a call's credentials; nothing was run", "status", code)
+		return nil, rejected(err)
 	case code < 200 || code > 299:
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		if a, why := parseRawAnswer(bytes.TrimSpace(b)); why == "" && a.err != nil {
@@ -445,8 +466,8 @@ func (u *upstream) postRawMessage(ctx context.Context, c *upConn, b []byte) erro
 }
 
 // sendRawCancel tells the upstream that the raw call id was cancelled
-// (why), as the SDK does for its requests. Best effort: an error is only
-// logged.
+// (why), as the SDK does for its requests, within cancelNotifyTimeout and
+// the gateway's life. Best effort: an error is only logged.
 func (u *upstream) sendRawCancel(ctx context.Context, c *upConn, id string, why error) {
 	reason := "cancelled"
 	if why != nil {
@@ -459,7 +480,9 @@ func (u *upstream) sendRawCancel(ctx context.Context, c *upConn, id string, why 
 	})
 	if err == nil {
 		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelNotifyTimeout)
+		stopRoot := context.AfterFunc(u.g.root, cancel) //nolint:contextcheck // the gateway's lifecycle root: shutdown does not wait for it
 		err = u.postRawMessage(nctx, c, b)
+		stopRoot()
 		cancel()
 	}
 	if err != nil {

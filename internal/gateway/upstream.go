@@ -120,7 +120,9 @@ type upstream struct {
 	// number used, so also how many were sent.
 	rawHTTPSeq atomic.Uint64
 	// drains are the goroutines reading the rest of raw HTTP calls'
-	// response bodies (rawhttpcall.go); run waits for them (endDrains).
+	// response bodies and POSTing their notifications/cancelled
+	// (rawhttpcall.go, upstream.background); run waits for them
+	// (endDrains).
 	drains      sync.WaitGroup
 	drainMu     sync.Mutex
 	drainsEnded bool // guarded by drainMu: no new drain starts
@@ -152,8 +154,8 @@ func newUpstream(sc ServerConfig, g *Gateway) *upstream {
 		// IdleConnTimeout (90 s), so the pool follows the recent peak.
 		base.MaxIdleConns = upstreamIdleConns
 		base.MaxIdleConnsPerHost = upstreamIdleConns
-		u.http = &http.Client{Transport: &captureRoundTripper{base: base, headers: sc.Headers, max: g.opts.MaxResultBytes, routes: g.routes,
-			log: u.log, onRead: u.sawTraffic, up: u}}
+		u.http = newUpstreamHTTPClient(&captureRoundTripper{base: base, headers: sc.Headers, max: g.opts.MaxResultBytes, routes: g.routes,
+			log: u.log, onRead: u.sawTraffic, up: u}, u.log)
 	} else {
 		u.stderr = newStderrLog(sc.Name, g.log)
 	}
@@ -279,7 +281,7 @@ func (u *upstream) connectAt(ctx context.Context, client *mcp.Client, owner *age
 			rt := *u.http.Transport.(*captureRoundTripper)
 			rt.owner = owner
 			rt.onRead = nil // only the shared session's traffic tells its health
-			hc = &http.Client{Transport: &rt}
+			hc = newUpstreamHTTPClient(&rt, u.log)
 		}
 		t := &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc, MaxEventSize: u.g.opts.MaxResultBytes + sdkLimitSlack}
 		cs, err := client.Connect(ctx, t, opts)

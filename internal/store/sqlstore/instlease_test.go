@@ -282,3 +282,47 @@ func TestPruneEndedInstanceLeases(t *testing.T) {
 		})
 	}
 }
+
+// TestInstanceLeaseUnmarkedAfterPruneStaysDue: a consumed request marked
+// for an instance whose lease row Prune deleted (the instance died a day
+// ago) is due; when that instance renews again (it was stalled for a day:
+// a suspended VM, a store out of reach) without naming it, the request
+// gets a concrete lease again: one that has lapsed, not none, so the sweeper
+// still finds it and records its outcome unknown instead of leaving it
+// consumed without an outcome forever.
+func TestInstanceLeaseUnmarkedAfterPruneStaysDue(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.driver, func(t *testing.T) {
+			db := openTest(t, b.fresh(t))
+			ctx := t.Context()
+			x := createHeld(t, db, "gw-a", t0.Add(time.Minute), 1)[0]
+			if _, err := db.UpdateRequest(ctx, x, "toolgate", func(r *approval.Request) error {
+				r.State, r.DecidedBy, r.DecidedAt, r.ConsumedAt = approval.StateConsumed, "bob", t0.Add(time.Second), t0.Add(2*time.Second)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			mustRenew(t, db, "gw-a", []approval.ID{x}, t0.Add(time.Minute), x)
+			now := t0.Add(25 * time.Hour)
+			if _, err := db.Prune(ctx, store.Retention{}, now); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := db.Due(ctx, now, 0); err != nil || !slices.Equal(got, []approval.ID{x}) {
+				t.Fatalf("Due after the instance's row was pruned = %v, %v; want [%s]", got, err, x)
+			}
+			// The instance comes back holding another call.
+			y := createHeld(t, db, "gw-a", now.Add(time.Minute), 2)[0]
+			mustRenew(t, db, "gw-a", []approval.ID{y}, now.Add(time.Minute), y)
+			if raw := rawLease(t, db, x); raw == leaseMarker {
+				t.Fatalf("a request the instance no longer names kept the marker")
+			}
+			if got, err := db.Due(ctx, now, 0); err != nil || !slices.Contains(got, x) {
+				t.Errorf("Due after the same instance id renewed without it = %v, %v; want %s in it", got, err, x)
+			}
+			r, err := db.UpdateRequest(ctx, x, "toolgate", func(r *approval.Request) error { return r.Sweep(now) })
+			if err != nil || r.DispatchOutcome != approval.OutcomeUnknown {
+				t.Errorf("Sweep: outcome %q, %v; want unknown", r.DispatchOutcome, err)
+			}
+		})
+	}
+}

@@ -387,7 +387,8 @@ const liveLease = `(state IN ('pending', 'approved') OR (state = 'consumed' AND 
 //     which holds only marked rows);
 //  2. gives those not in ids, or no longer needing a holder, a concrete
 //     lease again: the instance's lease before this renewal, so they
-//     lapse when they would have lapsed had they been renewed per request;
+//     lapse when they would have lapsed had they been renewed per request
+//     (0, lapsed, when the instance has no row);
 //  3. marks the requests of ids holder holds with a concrete lease (newly
 //     held, taken over, or consumed since the last renewal: each is
 //     written once, not at every renewal), and those only;
@@ -442,6 +443,13 @@ func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID,
 			err := t.queryRow(ctx, `SELECT lease_until FROM instance_leases WHERE instance = ?`, holder).Scan(&prev)
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
+			}
+			if !prev.Valid {
+				// The row is gone (Prune: the instance's lease ended a day
+				// ago), which reads as lapsed: the lease written says so
+				// too. NULL would never be due (dueQuery), leaving a
+				// consumed request without an outcome for good.
+				prev = sql.NullInt64{Valid: true}
 			}
 			for chunk := range slices.Chunk(unmark, renewBatch) {
 				if _, err := t.exec(ctx, `UPDATE requests SET lease_until = ?
