@@ -2,13 +2,16 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -75,6 +78,7 @@ func modernPost(t *testing.T, base, name, body string, hdr map[string]string) (i
 // a 2026 agent to an upstream (its 2026 session not yet connected) goes to
 // the SDK path.
 func TestLeanModernAnswersAsTheSDK(t *testing.T) {
+	verifyNoLeaks(t)
 	f := newLeanFixture(t, nil)
 	sdkBase := serveHTTP(t, f.g, &HTTPOptions{DisableLeanCalls: true})
 
@@ -147,6 +151,7 @@ func equalHeaders(a, b http.Header) bool {
 // object, a batch. A call the gate holds is handed over with its decision
 // (one policy evaluation) and runs once approved.
 func TestLeanModernHandsOffWhatIsNotPlain(t *testing.T) {
+	verifyNoLeaks(t)
 	f := newLeanFixture(t, nil)
 	// Connect the upstream's 2026 session.
 	modernPost(t, f.base, "up__echo", modernCallBody("1", "up__echo", `{}`, ""), nil)
@@ -216,6 +221,7 @@ func TestLeanModernHandsOffWhatIsNotPlain(t *testing.T) {
 // which connects the upstream's 2026 session) with what the SDK path
 // would give.
 func TestLeanModernGoClient(t *testing.T) {
+	verifyNoLeaks(t)
 	f := newLeanFixture(t, nil)
 	c := mcp.NewClient(&mcp.Implementation{Name: "agent-2026", Version: "1"}, nil)
 	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: f.base + "/mcp",
@@ -245,5 +251,53 @@ func TestLeanModernGoClient(t *testing.T) {
 	}
 	if f.h.count("die") != 0 {
 		t.Fatal("the denied tool ran")
+	}
+}
+
+// TestLeanModernDroppedPostCancels: an allowed lean 2026-07-28 call whose
+// POST ends is cancelled at once as the caller's cancellation
+// (context.Canceled, as PropagateRequestCancellation makes it on the SDK
+// path), not after the drop grace as ErrClientGone.
+func TestLeanModernDroppedPostCancels(t *testing.T) {
+	verifyNoLeaks(t)
+	// A grace far longer than the test: only an immediate cancel ends it.
+	f := newLeanFixture(t, &HTTPOptions{DropGrace: time.Hour})
+	modernPost(t, f.base, "up__echo", modernCallBody("1", "up__echo", `{}`, ""), nil)
+	<-f.h.args
+	f.trail.take()
+
+	ctx, cancel := context.WithCancel(t.Context())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.base+"/mcp", strings.NewReader(modernCallBody("2", "up__sleep", `{}`, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"Authorization": "Bearer " + aliceToken, "Content-Type": "application/json",
+		"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": modernVersion, "Mcp-Method": "tools/call", "Mcp-Name": "up__sleep"} {
+		req.Header.Set(k, v)
+	}
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	if got := <-f.h.started; got != "sleep" {
+		t.Fatalf("started %q", got)
+	}
+	cancel()
+	<-done
+	select {
+	case err := <-f.h.ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("upstream call ended with %v, want context.Canceled", err)
+		}
+	case <-time.After(testWait):
+		t.Fatal("the call was not cancelled when its POST ended (only the hour-long drop grace would end it)")
+	}
+	if got := f.trail.take(); !slices.Equal(got, []bool{true}) {
+		t.Fatalf("lean trail %v, want [true]", got)
 	}
 }
