@@ -304,10 +304,10 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 				// method, which the stateless handler answers (-32601).
 				next, modern = f.modern, true
 				if f.lean != nil {
-					// A plain tools/call the gate allows or denies is
-					// answered by the lean front (lean2026.go).
+					// A plain tools/call is answered (or held) by the
+					// lean front (lean2026.go).
 					var served bool
-					if served, prior = f.serveLeanModern(w, r, body, p); served {
+					if served, prior, held = f.serveLeanModern(w, r, body, p); served {
 						return
 					}
 				}

@@ -33,45 +33,57 @@ import (
 // See docs/architecture.md, "The lean front".
 
 // serveLeanModern answers the 2026-07-28 POST r (body read already) of
-// principal p when it is a plain tools/call the gate allows or denies
-// (served true). Otherwise nothing is written: prior is the gate's hand-off
-// when the gate was asked (a call it would hold), for the SDK path to use
-// instead of asking again.
-func (f *httpFront) serveLeanModern(w http.ResponseWriter, r *http.Request, body []byte, p approval.Principal) (served bool, prior *gate.HandOff) {
+// principal p when it is a plain tools/call (served true); a call the gate
+// would hold is returned as held, for ServeHTTP to hold and answer
+// (leanHold), when the Gatekeeper admits in place. Otherwise nothing is
+// written: prior is the gate's hand-off when the gate was asked (a call it
+// would hold), for the SDK path to use instead of asking again.
+func (f *httpFront) serveLeanModern(w http.ResponseWriter, r *http.Request, body []byte, p approval.Principal) (served bool, prior *gate.HandOff, held *leanHold) {
 	la, isLean := f.g.gk.(leanAdmitter)
 	if !isLean || f.g.root.Err() != nil || !modernLeanHeaders(r) {
 		f.note(false)
-		return false, nil
+		return false, nil, nil
 	}
 	m, t, relay, ok := f.plainModern(r.Header, body)
 	if !ok {
 		f.note(false)
-		return false, nil
+		return false, nil, nil
 	}
 	// With PropagateRequestCancellation the SDK ends the handler's context
 	// as soon as the POST ends: the caller's cancellation (context.Canceled),
 	// recorded as such, with no grace as on a 2025 session.
 	ctx, cancel := context.WithCancelCause(context.WithValue(context.WithoutCancel(r.Context()), modernKey{}, true))
-	defer cancel(nil)
 	stop := context.AfterFunc(r.Context(), func() { cancel(context.Canceled) })
-	defer stop()
 	call := f.g.toolCall(p, t, m.Params.Arguments, nil)
 	adm := new(gate.Admission)
-	if h := la.AdmitUnlessHeld(ctx, &call, adm); h != nil {
+	h := la.AdmitUnlessHeld(ctx, &call, adm)
+	if h != nil && !f.holdsLean() {
+		stop()
+		cancel(nil)
 		f.note(false)
-		return false, h
+		return false, h, nil
 	}
 	f.note(true)
 	// As bindRequest does for the SDK path: Close and shutdown cancel it.
 	untrack := f.g.calls.add("", p.ID, cancel)
-	defer untrack()
 	if f.g.root.Err() != nil {
 		cancel(ErrShutdown)
 	}
 	startLeanStream(w)
+	if h != nil {
+		// The gate would hold it: the front holds it on this goroutine
+		// (leanhold.go), with the decision AdmitUnlessHeld took. Nothing
+		// is written until the answer (no SSE comments on 2026 POSTs).
+		call.Prior = h
+		return true, nil, &leanHold{f: f, ctx: ctx, mw: w, p: p, m: m, t: t, call: &call, relay: relay,
+			later: []func(){untrack, func() { stop() }, func() { cancel(nil) }}}
+	}
 	res, err := f.g.answerModern(ctx, p, t, &call, adm, relay)
 	writeModernResult(w, f.g.impl, m.ID, res, err)
-	return true, nil
+	untrack()
+	stop()
+	cancel(nil)
+	return true, nil, nil
 }
 
 // modernLeanHeaders reports whether r's headers are ones the SDK's

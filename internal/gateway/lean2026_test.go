@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/gate"
 )
 
 // modernCallBody is a 2026-07-28 tools/call of tool with args, id id and
@@ -126,6 +129,47 @@ func TestLeanModernAnswersAsTheSDK(t *testing.T) {
 	if n := f.h.count("die"); n != 0 {
 		t.Fatalf("the denied tool ran %d times", n)
 	}
+
+	// Held, then approved: the same answer; held, then denied: the same
+	// status, headers and kind of answer (the approval's id differs).
+	for _, v := range []approval.Verdict{approval.VerdictApprove, approval.VerdictDeny} {
+		body := modernCallBody("9", "up__big", `{"n":3}`, "")
+		held := func(base string) (int, http.Header, []byte) {
+			type answer struct {
+				st int
+				h  http.Header
+				b  []byte
+			}
+			done := make(chan answer, 1)
+			go func() {
+				st, h, b := modernPost(t, base, "up__big", body, nil)
+				done <- answer{st, h, b}
+			}()
+			f.reviewNext(t, v)
+			a := <-done
+			return a.st, a.h, a.b
+		}
+		n0 := f.pol.n.Load()
+		lst, lh, lb := held(f.base)
+		if got := f.trail.take(); !slices.Equal(got, []bool{true}) {
+			t.Errorf("held (%s): lean trail %v, want [true]", v, got)
+		}
+		if n := f.pol.n.Load() - n0; n != 1 {
+			t.Errorf("held (%s): %d policy evaluations, want 1", v, n)
+		}
+		sst, sh, sb := held(sdkBase)
+		same := bytes.Equal(lb, sb)
+		if v == approval.VerdictDeny {
+			same = bytes.Contains(lb, []byte(`"isError":true`)) && bytes.Contains(sb, []byte(`"isError":true`)) &&
+				bytes.HasSuffix(bytes.TrimSpace(lb), []byte(`"resultType":"complete"}}`)) && bytes.HasSuffix(bytes.TrimSpace(sb), []byte(`"resultType":"complete"}}`))
+		}
+		if lst != sst || !equalHeaders(lh, sh) || !same {
+			t.Errorf("held (%s):\nlean %d %v %s\nsdk  %d %v %s", v, lst, lh, lb, sst, sh, sb)
+		}
+	}
+	if n := f.h.count("big"); n != 2 {
+		t.Errorf("the approved calls ran %d times, want 2", n)
+	}
 }
 
 func equalHeaders(a, b http.Header) bool {
@@ -193,11 +237,19 @@ func TestLeanModernHandsOffWhatIsNotPlain(t *testing.T) {
 		}
 	}
 
-	// Held: handed to the SDK path with the decision taken.
+	// Held on a Gatekeeper that cannot admit in place: handed to the SDK
+	// path with the decision taken (TestLeanModernAnswersAsTheSDK: held by
+	// the front otherwise).
+	g2 := newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(f.h))}}, unlessHeldOnly{f.gt}, nil)
+	g2.leanHook = f.trail.hook
+	sdkPath := serveHTTP(t, g2, nil)
+	modernPost(t, sdkPath, "up__echo", modernCallBody("1", "up__echo", `{}`, ""), nil)
+	<-f.h.args
+	f.trail.take()
 	n0 := f.pol.n.Load()
 	done := make(chan []byte, 1)
 	go func() {
-		_, _, b := modernPost(t, f.base, "up__big", modernCallBody("3", "up__big", `{"n":3}`, ""), nil)
+		_, _, b := modernPost(t, sdkPath, "up__big", modernCallBody("3", "up__big", `{"n":3}`, ""), nil)
 		done <- b
 	}()
 	f.approveNext(t)
@@ -257,7 +309,8 @@ func TestLeanModernGoClient(t *testing.T) {
 // TestLeanModernDroppedPostCancels: an allowed lean 2026-07-28 call whose
 // POST ends is cancelled at once as the caller's cancellation
 // (context.Canceled, as PropagateRequestCancellation makes it on the SDK
-// path), not after the drop grace as ErrClientGone.
+// path), not after the drop grace as ErrClientGone; a held one's request
+// becomes cancelled.
 func TestLeanModernDroppedPostCancels(t *testing.T) {
 	verifyNoLeaks(t)
 	// A grace far longer than the test: only an immediate cancel ends it.
@@ -300,4 +353,46 @@ func TestLeanModernDroppedPostCancels(t *testing.T) {
 	if got := f.trail.take(); !slices.Equal(got, []bool{true}) {
 		t.Fatalf("lean trail %v, want [true]", got)
 	}
+
+	// A held call whose POST ends: its request becomes cancelled at once
+	// (the caller's cancellation), not after the grace.
+	ctx, cancel = context.WithCancel(t.Context())
+	req, err = http.NewRequestWithContext(ctx, http.MethodPost, f.base+"/mcp", strings.NewReader(modernCallBody("3", "up__big", `{"n":1}`, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"Authorization": "Bearer " + aliceToken, "Content-Type": "application/json",
+		"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": modernVersion, "Mcp-Method": "tools/call", "Mcp-Name": "up__big"} {
+		req.Header.Set(k, v)
+	}
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	f.waitState(t, approval.StatePending, 1)
+	cancel()
+	<-done
+	f.waitState(t, approval.StateCancelled, 1)
+	if got := f.trail.take(); !slices.Equal(got, []bool{true}) {
+		t.Fatalf("held call: lean trail %v, want [true]", got)
+	}
+	if n := f.h.count("big"); n != 0 {
+		t.Fatalf("the cancelled held call ran %d times", n)
+	}
+}
+
+// unlessHeldOnly is the gate without AdmitTo: the lean front decides calls
+// with it but cannot hold them (holdsLean is false).
+type unlessHeldOnly struct{ gt *gate.Gate }
+
+func (u unlessHeldOnly) Admit(ctx context.Context, c gate.Call) gate.Admission {
+	return u.gt.Admit(ctx, c)
+}
+
+func (u unlessHeldOnly) AdmitUnlessHeld(ctx context.Context, c *gate.Call, adm *gate.Admission) *gate.HandOff {
+	return u.gt.AdmitUnlessHeld(ctx, c, adm)
 }
