@@ -147,8 +147,7 @@ func sdkLoopback(addr string) bool {
 // other key), no task, inputResponses or requestState, a client that
 // declared neither the Tasks extension nor (on a gateway answering held
 // calls with rounds) URL elicitation, a tool that runs as a task only or
-// binds headers to parameters, the policy tool, or an upstream without a
-// live session for 2026-07-28 agents. relay carries the client's
+// binds headers to parameters, or the policy tool. relay carries the client's
 // capabilities upstream, as the middleware's relay round does.
 func (f *httpFront) plainModern(h http.Header, body []byte) (leanRequest, Tool, *relayRound, bool) {
 	var m leanRequest
@@ -192,7 +191,7 @@ func (f *httpFront) plainModern(h http.Header, body []byte) (leanRequest, Tool, 
 	if !ok || t.TaskSupport == TaskSupportRequired || t.headerParams {
 		return m, t, nil, false
 	}
-	if u := f.g.ups[t.Server]; u == nil || !u.modernLive() {
+	if f.g.ups[t.Server] == nil {
 		return m, t, nil, false
 	}
 	relay := &relayRound{}
@@ -200,15 +199,6 @@ func (f *httpFront) plainModern(h http.Header, body []byte) (leanRequest, Tool, 
 		return m, t, nil, false
 	}
 	return m, t, relay, true
-}
-
-// modernLive reports whether u's session for 2026-07-28 agents is
-// connected (the first call of such an agent, which connects it, goes
-// through the SDK path).
-func (u *upstream) modernLive() bool {
-	u.modern.mu.Lock()
-	defer u.modern.mu.Unlock()
-	return u.modern.conn != nil && !u.modern.closed
 }
 
 // answerModern is the answer to the lean 2026-07-28 call (decided as

@@ -77,22 +77,22 @@ func modernPost(t *testing.T, base, name, body string, hdr map[string]string) (i
 // allowed, one denied, one with large numbers in its result, are answered
 // by the lean front with the status, headers and bytes the SDK's stateless
 // handler gives the same request (the same gateway served with
-// DisableLeanCalls), after one policy evaluation each; the first call of
-// a 2026 agent to an upstream (its 2026 session not yet connected) goes to
-// the SDK path.
+// DisableLeanCalls), after one policy evaluation each, and so are calls
+// held, then approved or denied.
 func TestLeanModernAnswersAsTheSDK(t *testing.T) {
 	verifyNoLeaks(t)
 	f := newLeanFixture(t, nil)
 	sdkBase := serveHTTP(t, f.g, &HTTPOptions{DisableLeanCalls: true})
 
-	// The first 2026 call connects the upstream's session for 2026 agents.
+	// The first 2026 call connects the upstream's session for 2026 agents
+	// (modernconn.go), on the lean path as on the SDK path.
 	st, _, b := modernPost(t, f.base, "up__echo", modernCallBody("1", "up__echo", `{"warm":1}`, ""), nil)
 	<-f.h.args
 	if st != http.StatusOK || !bytes.Contains(b, []byte(`"resultType":"complete"`)) {
 		t.Fatalf("first call: %d %s", st, b)
 	}
-	if got := f.trail.take(); !slices.Equal(got, []bool{false}) {
-		t.Fatalf("first call: lean trail %v, want [false] (handed to the SDK path)", got)
+	if got := f.trail.take(); !slices.Equal(got, []bool{true}) {
+		t.Fatalf("first call: lean trail %v, want [true]", got)
 	}
 
 	for _, c := range []struct {
@@ -269,9 +269,8 @@ func TestLeanModernHandsOffWhatIsNotPlain(t *testing.T) {
 }
 
 // TestLeanModernGoClient: a go-sdk client speaking 2026-07-28 gets its
-// allowed and denied calls answered by the lean front (after the first,
-// which connects the upstream's 2026 session) with what the SDK path
-// would give.
+// allowed and denied calls answered by the lean front with what the SDK
+// path would give.
 func TestLeanModernGoClient(t *testing.T) {
 	verifyNoLeaks(t)
 	f := newLeanFixture(t, nil)
@@ -297,9 +296,9 @@ func TestLeanModernGoClient(t *testing.T) {
 		t.Fatalf("denied call: %+v %v", res, err)
 	}
 	got := f.trail.take()
-	// server/discover and the first call go to the SDK path.
-	if n := len(got); n < 4 || !slices.Equal(got[n-3:], []bool{true, true, true}) {
-		t.Fatalf("lean trail %v, want the last three calls served by the lean front", got)
+	// server/discover goes to the SDK path.
+	if n := len(got); n < 4 || !slices.Equal(got[n-4:], []bool{true, true, true, true}) {
+		t.Fatalf("lean trail %v, want the four calls served by the lean front", got)
 	}
 	if f.h.count("die") != 0 {
 		t.Fatal("the denied tool ran")
