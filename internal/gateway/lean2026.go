@@ -266,7 +266,7 @@ func writeModernResult(w http.ResponseWriter, impl *mcp.Implementation, id json.
 		if status := modernErrorStatus(we.Code); status != 0 {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(status)
-			_, _ = w.Write(b)
+			_, _ = w.Write(b) //nolint:gosec // G705: a JSON-RPC error encoded by json.Marshal, served as application/json
 			return
 		}
 		writeSSE(w, b)

@@ -340,7 +340,9 @@ func TestLeanModernDroppedPostCancels(t *testing.T) {
 		t.Fatalf("started %q", got)
 	}
 	cancel()
-	<-done
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("client: %v, want its own cancellation", err)
+	}
 	select {
 	case err := <-f.h.ended:
 		if !errors.Is(err, context.Canceled) {
@@ -374,7 +376,9 @@ func TestLeanModernDroppedPostCancels(t *testing.T) {
 	}()
 	f.waitState(t, approval.StatePending, 1)
 	cancel()
-	<-done
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("client: %v, want its own cancellation", err)
+	}
 	f.waitState(t, approval.StateCancelled, 1)
 	if got := f.trail.take(); !slices.Equal(got, []bool{true}) {
 		t.Fatalf("held call: lean trail %v, want [true]", got)
