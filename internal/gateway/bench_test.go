@@ -109,6 +109,42 @@ func benchGateway(b *testing.B, gt *gate.Gate) {
 	benchCalls(b, benchConnect(b, ts.URL+"/mcp", aliceToken), "up__echo")
 }
 
+// BenchmarkCallThroughGateway2026 is BenchmarkCallThroughGateway with a
+// client speaking 2026-07-28 (no session; each call a stateless POST):
+// /lean with the lean front (lean2026.go), /sdk with DisableLeanCalls
+// (the SDK's stateless handler serves every call).
+func BenchmarkCallThroughGateway2026(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		opts *HTTPOptions
+	}{{"lean", nil}, {"sdk", &HTTPOptions{DisableLeanCalls: true}}} {
+		b.Run(c.name, func(b *testing.B) {
+			g, err := New(b.Context(), []ServerConfig{{Name: "up", URL: benchUpstream(b)}}, gate.New(nil, policy.NewHolder(benchPolicy), nil), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = g.Close() })
+			h, err := g.Handler(testAuth, c.opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ts := httptest.NewServer(h)
+			b.Cleanup(ts.Close)
+			cl := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+			cs, err := cl.Connect(b.Context(), &mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp",
+				HTTPClient: &http.Client{Transport: bearer{token: aliceToken, next: http.DefaultTransport}}}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = cs.Close() })
+			if v := cs.InitializeResult().ProtocolVersion; v != modernVersion {
+				b.Fatalf("negotiated %s, want %s", v, modernVersion)
+			}
+			benchCalls(b, cs, "up__echo")
+		})
+	}
+}
+
 // BenchmarkCallThroughPlainProxy is the yardstick: a minimal Go SDK proxy
 // (one tool whose handler forwards the raw arguments over one upstream
 // client session), with no policy, catalog, raw result capture or auth.

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -39,6 +40,10 @@ type Tool struct {
 	// listed it: TaskSupportOptional, TaskSupportRequired, or ""
 	// (forbidden or not declared).
 	TaskSupport string
+	// headerParams: the input schema mentions "x-mcp-header" (SEP-2243
+	// Mcp-Param-* bindings, which the SDK checks against a 2026-07-28
+	// request's headers); the lean front hands such calls to the SDK.
+	headerParams bool
 }
 
 // ExposedName returns the name under which the tool of server is exposed.
@@ -102,9 +107,17 @@ func buildTools(server string, unprefixed bool, listed upstreamTools, log *slog.
 			log.Warn("tool not exposed", "server", server, "tool", d.Name, "err", err)
 			continue
 		}
-		tools = append(tools, Tool{Name: name, Server: server, Tool: d.Name, Digest: digest, Definition: d, TaskSupport: listed.taskSupport[d.Name]})
+		tools = append(tools, Tool{Name: name, Server: server, Tool: d.Name, Digest: digest, Definition: d, TaskSupport: listed.taskSupport[d.Name],
+			headerParams: schemaMentions(d.InputSchema, "x-mcp-header")})
 	}
 	return tools, dups
+}
+
+// schemaMentions reports whether the JSON of schema contains the quoted
+// key (or fails to encode: then it is taken to mention it).
+func schemaMentions(schema any, key string) bool {
+	b, err := json.Marshal(schema)
+	return err != nil || bytes.Contains(b, []byte(`"`+key+`"`))
 }
 
 // A catalog maps exposed names to tools. Its methods are safe for concurrent use.

@@ -251,7 +251,10 @@ type Gateway struct {
 	opts Options
 	gk   Gatekeeper
 
-	server   *mcp.Server
+	server *mcp.Server
+	// impl is the server's implementation: what a 2026-07-28 result
+	// names in _meta (SEP-2575 serverInfo; lean2026.go adds it as the SDK).
+	impl     *mcp.Implementation
 	catalog  *catalog
 	ups      map[string]*upstream // fixed at creation
 	routes   *progressRoutes
@@ -360,7 +363,8 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 		// Held calls of 2026-07-28 clients that declare it become tasks.
 		caps.Extensions = map[string]any{mcpwire.TasksExtension: map[string]any{}}
 	}
-	g.server = mcp.NewServer(&mcp.Implementation{Name: "toolgate", Version: o.Version}, &mcp.ServerOptions{
+	g.impl = &mcp.Implementation{Name: "toolgate", Version: o.Version}
+	g.server = mcp.NewServer(g.impl, &mcp.ServerOptions{
 		Logger:       sdkLogger(o.Logger),
 		Capabilities: caps,
 		// Lists differ per principal (policy, agent sessions).

@@ -303,6 +303,14 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 				// Before initialize: a 2026-07-28 initialize is a removed
 				// method, which the stateless handler answers (-32601).
 				next, modern = f.modern, true
+				if f.lean != nil {
+					// A plain tools/call is answered (or held) by the
+					// lean front (lean2026.go).
+					var served bool
+					if served, prior, held = f.serveLeanModern(w, r, body, p); served {
+						return
+					}
+				}
 			case isInitialize(body):
 				var status int
 				var msg string

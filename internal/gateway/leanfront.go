@@ -32,7 +32,8 @@ import (
 // the SDK path unchanged. A plain call the gate would hold is held by the
 // front itself (leanhold.go), or, with a Gatekeeper that cannot admit in
 // place, handed to the SDK path with the policy decision already taken
-// (carrier.prior). See docs/architecture.md, "The lean front".
+// (carrier.prior). Plain 2026-07-28 requests (no session) are served by
+// lean2026.go. See docs/architecture.md, "The lean front".
 
 // A leanRequest is what the lean front decodes of a POST body.
 type leanRequest struct {

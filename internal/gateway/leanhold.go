@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"net/http"
 
 	"toolgate/internal/approval"
 	"toolgate/internal/gate"
@@ -47,6 +48,11 @@ type leanHold struct {
 	t    Tool
 	call *gate.Call      // Prior set: the hand-off of AdmitUnlessHeld
 	adm  *gate.Admission // the gate's answer, once wait returned
+	// mw, for a 2026-07-28 request's call (lean2026.go; w and s nil),
+	// is its POST's response, answered by writeModernResult; relay is
+	// its relay round.
+	mw    http.ResponseWriter
+	relay *relayRound
 	// later are the deferred cleanups, in the order they would have run.
 	later []func()
 }
@@ -71,7 +77,9 @@ func (l *leanHold) end() {
 //
 //go:noinline // ServeHTTP's and this frame are all that stay parked above admitCall
 func (l *leanHold) wait() {
-	l.w.arm()
+	if l.w != nil {
+		l.w.arm()
+	}
 	l.adm = l.f.g.admitCall(l.ctx, l.call)
 }
 
@@ -79,5 +87,10 @@ func (l *leanHold) wait() {
 //
 //go:noinline // answerLean's arguments stay off ServeHTTP's frame
 func (l *leanHold) answer() {
+	if l.mw != nil {
+		res, err := l.f.g.answerModern(l.ctx, l.p, l.t, l.call, l.adm, l.relay)
+		writeModernResult(l.mw, l.f.g.impl, l.m.ID, res, err)
+		return
+	}
 	l.f.answerLean(l.ctx, l.w, l.p, l.s, l.m, l.t, l.call, l.adm)
 }

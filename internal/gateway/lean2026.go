@@ -1,0 +1,328 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"maps"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/gate"
+	"toolgate/internal/mcpwire"
+)
+
+// The lean front for 2026-07-28 requests (issue 13). A plain tools/call
+// POST of the current revision (no session: each request stands alone) is
+// decoded once and decided by the one gate (Gate.AdmitUnlessHeld) without
+// the SDK's stateless handler (serveStateless: an ephemeral server session
+// per POST, its reader goroutine, a jsonrpc2 connection and the request
+// decoded into maps). An allowed call is dispatched as the tool handler
+// dispatches a 2026-07-28 agent's call (the upstream's session for such
+// agents, modernconn.go, with the agent's client capabilities as the relay
+// round), a denied one refused; both answered with the status, headers and
+// bytes the SDK path writes (TestLeanModernAnswersAsTheSDK). A call the gate
+// would hold is handed to the SDK path with the decision taken
+// (carrier.prior), as is everything that is not plain: see plainModern.
+// See docs/architecture.md, "The lean front".
+
+// serveLeanModern answers the 2026-07-28 POST r (body read already) of
+// principal p when it is a plain tools/call (served true); a call the gate
+// would hold is returned as held, for ServeHTTP to hold and answer
+// (leanHold), when the Gatekeeper admits in place. Otherwise nothing is
+// written: prior is the gate's hand-off when the gate was asked (a call it
+// would hold), for the SDK path to use instead of asking again.
+func (f *httpFront) serveLeanModern(w http.ResponseWriter, r *http.Request, body []byte, p approval.Principal) (served bool, prior *gate.HandOff, held *leanHold) {
+	la, isLean := f.g.gk.(leanAdmitter)
+	if !isLean || f.g.root.Err() != nil || !modernLeanHeaders(r) {
+		f.note(false)
+		return false, nil, nil
+	}
+	m, t, relay, ok := f.plainModern(r.Header, body)
+	if !ok {
+		f.note(false)
+		return false, nil, nil
+	}
+	// With PropagateRequestCancellation the SDK ends the handler's context
+	// as soon as the POST ends: the caller's cancellation (context.Canceled),
+	// recorded as such, with no grace as on a 2025 session.
+	ctx, cancel := context.WithCancelCause(context.WithValue(context.WithoutCancel(r.Context()), modernKey{}, true))
+	stop := context.AfterFunc(r.Context(), func() { cancel(context.Canceled) })
+	call := f.g.toolCall(p, t, m.Params.Arguments, nil)
+	adm := new(gate.Admission)
+	h := la.AdmitUnlessHeld(ctx, &call, adm)
+	if h != nil && !f.holdsLean() {
+		stop()
+		cancel(nil)
+		f.note(false)
+		return false, h, nil
+	}
+	f.note(true)
+	// As bindRequest does for the SDK path: Close and shutdown cancel it.
+	untrack := f.g.calls.add("", p.ID, cancel)
+	if f.g.root.Err() != nil {
+		cancel(ErrShutdown)
+	}
+	startLeanStream(w)
+	if h != nil {
+		// The gate would hold it: the front holds it on this goroutine
+		// (leanhold.go), with the decision AdmitUnlessHeld took. Nothing
+		// is written until the answer (no SSE comments on 2026 POSTs).
+		call.Prior = h
+		return true, nil, &leanHold{f: f, ctx: ctx, mw: w, p: p, m: m, t: t, call: &call, relay: relay,
+			later: []func(){untrack, func() { stop() }, func() { cancel(nil) }}}
+	}
+	res, err := f.g.answerModern(ctx, p, t, &call, adm, relay)
+	writeModernResult(w, f.g.impl, m.ID, res, err)
+	untrack()
+	stop()
+	cancel(nil)
+	return true, nil, nil
+}
+
+// modernLeanHeaders reports whether r's headers are ones the SDK's
+// stateless handler accepts without a word for a tools/call whose body
+// the front checks next: the DNS-rebinding check it makes on a loopback
+// listener, JSON in, JSON and event streams accepted,
+// MCP-Protocol-Version 2026-07-28, no Last-Event-ID, and exactly one
+// Mcp-Method (tools/call) and one Mcp-Name (checked against the body in
+// plainModern) and no Mcp-Param-* headers (SEP-2243).
+func modernLeanHeaders(r *http.Request) bool {
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && sdkLoopback(la.String()) && !sdkLoopback(r.Host) {
+		return false
+	}
+	h := r.Header
+	if baseMedia(h.Get("Content-Type")) != "application/json" || !acceptsJSONAndEvents(h.Values("Accept")) {
+		return false
+	}
+	if vs := h.Values("Mcp-Protocol-Version"); len(vs) != 1 || vs[0] != modernVersion {
+		return false
+	}
+	if len(h.Values("Last-Event-ID")) != 0 || len(h.Values("Mcp-Name")) != 1 {
+		return false
+	}
+	if vs := h.Values("Mcp-Method"); len(vs) != 1 || vs[0] != "tools/call" {
+		return false
+	}
+	for k := range h {
+		if strings.HasPrefix(k, mcpwire.HeaderParamPrefix) {
+			return false
+		}
+	}
+	return true
+}
+
+// baseMedia is a Content-Type's media type as the SDK reads it: before any
+// ";", trimmed, lower-cased.
+func baseMedia(ct string) string {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.ToLower(strings.TrimSpace(mt))
+}
+
+// sdkLoopback reports whether addr (host or host:port) is a loopback
+// address by the rule of the SDK's DNS-rebinding check (go-sdk v1.8.0,
+// internal/util.IsLoopback).
+func sdkLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = strings.Trim(addr, "[]")
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// plainModern decodes body and reports whether it is one plain 2026-07-28
+// tools/call of a catalog tool: Mcp-Name equal to the tool's name, a
+// _meta with only the protocol version (2026-07-28), the client's
+// capabilities and info (no progress token, log level, approval resume or
+// other key), no task, inputResponses or requestState, a client that
+// declared neither the Tasks extension nor (on a gateway answering held
+// calls with rounds) URL elicitation, a tool that runs as a task only or
+// binds headers to parameters, or the policy tool. relay carries the client's
+// capabilities upstream, as the middleware's relay round does.
+func (f *httpFront) plainModern(h http.Header, body []byte) (leanRequest, Tool, *relayRound, bool) {
+	var m leanRequest
+	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' {
+		return m, Tool{}, nil, false
+	}
+	if json.Unmarshal(body, &m) != nil || m.JSONRPC != "2.0" || m.Method != "tools/call" || m.Params == nil ||
+		classifyID(m.ID) != idOK || m.Params.Meta == nil || m.Params.Task != nil ||
+		m.Params.InputResponses != nil || m.Params.RequestState != nil || checkArguments(m.Params.Arguments) != nil ||
+		m.Params.Name == PolicyToolName || h.Get("Mcp-Name") != m.Params.Name {
+		return m, Tool{}, nil, false
+	}
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(m.Params.Meta, &meta) != nil {
+		return m, Tool{}, nil, false
+	}
+	var version string
+	for k, v := range meta {
+		switch k {
+		case mcpwire.MetaProtocolVersion:
+			if json.Unmarshal(v, &version) != nil || version != modernVersion {
+				return m, Tool{}, nil, false
+			}
+		case mcpwire.MetaClientCapabilities, mcpwire.MetaClientInfo:
+			if b := bytes.TrimSpace(v); len(b) == 0 || b[0] != '{' {
+				return m, Tool{}, nil, false
+			}
+		default:
+			return m, Tool{}, nil, false
+		}
+	}
+	rawCaps, ok := meta[mcpwire.MetaClientCapabilities]
+	if version == "" || !ok {
+		return m, Tool{}, nil, false
+	}
+	caps, err := mcpwire.ParseClientCapabilities(rawCaps)
+	if err != nil || caps.Has(mcpwire.TasksExtension) || (caps.ElicitationURL && f.g.opts.MRTR != nil) {
+		return m, Tool{}, nil, false
+	}
+	t, ok := f.g.catalog.lookup(m.Params.Name)
+	if !ok || t.TaskSupport == TaskSupportRequired || t.headerParams {
+		return m, t, nil, false
+	}
+	if f.g.ups[t.Server] == nil {
+		return m, t, nil, false
+	}
+	relay := &relayRound{}
+	if json.Unmarshal(rawCaps, &relay.caps) != nil {
+		return m, t, nil, false
+	}
+	return m, t, relay, true
+}
+
+// answerModern is the answer to the lean 2026-07-28 call (decided as
+// *adm), as the middleware (answerCall) and the tool handler (handle)
+// make it: a refusal, or the dispatch upstream with the relay round, whose
+// outcome it records. A result is returned with its resultType unset:
+// writeModernResult adds it, as the SDK does.
+func (g *Gateway) answerModern(ctx context.Context, p approval.Principal, t Tool, call *gate.Call, adm *gate.Admission, relay *relayRound) (*mcp.CallToolResult, error) {
+	if adm.Replay != nil {
+		// As answerCall does (only a call naming its approval gets one;
+		// a plain call names none).
+		return replayResult(*adm)
+	}
+	if !adm.Allowed {
+		return refusalResult(*adm), nil
+	}
+	args := call.Arguments
+	if adm.Arguments != nil {
+		args = adm.Arguments
+	}
+	u := g.ups[t.Server]
+	o := g.newOrigin(ctx, nil, p, t.Server)
+	d := &dispatch{tool: t, args: args, origin: o, relay: relay, call: *call}
+	res, err := u.call(withRelayRound(withOrigin(ctx, o), relay), t.Tool, args, nil)
+	o.finish()
+	if err == nil {
+		res, err = g.relayResult(d.call, res)
+	}
+	res, err = dispatched(d, res, err)
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer fcancel()
+	oc := d.outcome
+	if oc == approval.OutcomeNone {
+		oc = outcome(res, err)
+	}
+	adm.FinishWith(fctx, oc, recorded(*adm, res, err))
+	return res, err
+}
+
+// writeModernResult writes the answer to id of a 2026-07-28 tools/call as
+// the SDK's stateless handler writes it (go-sdk v1.8.0): the result with
+// the server's impl in _meta (withServerInfo) and its resultType ("input_required" when it carries inputRequests, else
+// "complete"; a result with both content and inputRequests is the SDK's
+// internal error) as the stream's one "message" event; a JSON-RPC error
+// likewise, except that method-not-found, invalid-params, unsupported
+// protocol version and missing client capability get the SEP-2575 status
+// (404 or 400) and the error as a plain JSON body.
+func writeModernResult(w http.ResponseWriter, impl *mcp.Implementation, id json.RawMessage, res *mcp.CallToolResult, err error) {
+	if err == nil && res == nil {
+		err = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "no result"}
+	}
+	if err == nil && res.InputRequests != nil && len(res.Content) > 0 {
+		res, err = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "server bug: result has both content and inputRequests"}
+	}
+	if err != nil {
+		we := wireError(err)
+		b, merr := json.Marshal(struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Error   *jsonrpc.Error  `json:"error"`
+		}{"2.0", bytes.TrimSpace(id), we})
+		if merr != nil {
+			b = []byte(`{"jsonrpc":"2.0","id":` + string(bytes.TrimSpace(id)) + `,"error":{"code":-32603,"message":"cannot encode the error"}}`)
+		}
+		if status := modernErrorStatus(we.Code); status != 0 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_, _ = w.Write(b) //nolint:gosec // G705: a JSON-RPC error encoded by json.Marshal, served as application/json
+			return
+		}
+		writeSSE(w, b)
+		return
+	}
+	rb, merr := json.Marshal(withServerInfo(res, impl))
+	if merr != nil || len(rb) < 2 || rb[len(rb)-1] != '}' {
+		writeModernResult(w, impl, id, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "cannot encode the result"})
+		return
+	}
+	rt := `"resultType":"complete"}`
+	if res.InputRequests != nil {
+		rt = `"resultType":"input_required"}`
+	}
+	id = bytes.TrimSpace(id)
+	b := make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"result":,}`)+len(id)+len(rb)+len(rt))
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"result":`...)
+	// The SDK encodes resultType after the result's own fields.
+	b = append(b, rb[:len(rb)-1]...)
+	if len(rb) > 2 {
+		b = append(b, ',')
+	}
+	b = append(b, rt...)
+	b = append(b, '}')
+	writeSSE(w, b)
+}
+
+// modernErrorStatus is the HTTP status SEP-2575 gives a 2026-07-28
+// request's JSON-RPC error code (0: none; the error goes on the stream),
+// as the SDK maps it (go-sdk v1.8.0 extractErrorStatus).
+func modernErrorStatus(code int64) int {
+	switch code {
+	case jsonrpc.CodeMethodNotFound:
+		return http.StatusNotFound
+	case jsonrpc.CodeInvalidParams, mcp.CodeUnsupportedProtocolVersion, mcp.CodeMissingRequiredClientCapabilities:
+		return http.StatusBadRequest
+	}
+	return 0
+}
+
+// withServerInfo is res with impl as _meta["io.modelcontextprotocol/serverInfo"]
+// unless res names one (SEP-2575: a server identifies itself in each
+// result; the SDK's annotateServerInfo). res's own _meta map is not
+// changed (a refusal's is the admission's).
+func withServerInfo(res *mcp.CallToolResult, impl *mcp.Implementation) *mcp.CallToolResult {
+	if impl == nil {
+		return res
+	}
+	if _, ok := res.Meta[mcp.MetaKeyServerInfo]; ok {
+		return res
+	}
+	out := *res
+	out.Meta = make(mcp.Meta, len(res.Meta)+1)
+	maps.Copy(out.Meta, res.Meta)
+	out.Meta[mcp.MetaKeyServerInfo] = impl
+	return &out
+}
