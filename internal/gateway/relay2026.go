@@ -101,11 +101,13 @@ func (g *Gateway) relayRoundFor(ctx context.Context, p roundParams, c gate.Call)
 }
 
 // relayResult is res, an upstream's answer to a 2026-07-28 round of c,
-// ready for the agent: an input_required answer gets toolgate's wrapped
-// requestState in place of the upstream's. Without a key to sign it the
-// round fails (the upstream's state is never handed out as it is).
+// ready for the agent: an answer carrying a requestState (an
+// input_required round, or an upstream that sends one without
+// inputRequests) gets toolgate's wrapped requestState in place of the
+// upstream's. Without a key to sign it the round fails (the upstream's
+// state is never handed out as it is).
 func (g *Gateway) relayResult(c gate.Call, res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
-	if res == nil || res.InputRequests == nil {
+	if res == nil || (res.InputRequests == nil && res.RequestState == "") {
 		return res, nil
 	}
 	st, err := g.wrapState(c, res.RequestState)
@@ -119,7 +121,7 @@ func (g *Gateway) relayResult(c gate.Call, res *mcp.CallToolResult) (*mcp.CallTo
 
 // relayPrompt is relayResult for a prompts/get round.
 func (g *Gateway) relayPrompt(c gate.Call, res *mcp.GetPromptResult) (*mcp.GetPromptResult, error) {
-	if res == nil || res.InputRequests == nil {
+	if res == nil || (res.InputRequests == nil && res.RequestState == "") {
 		return res, nil
 	}
 	st, err := g.wrapState(c, res.RequestState)
