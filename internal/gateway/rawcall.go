@@ -305,7 +305,7 @@ func (r *rawCalls) divert(l jsonLine) bool {
 	}
 	a, why := parseRawAnswer(trimSpace(l.data))
 	if why != "" {
-		r.log.Warn("upstream stdout: a malformed answer to a call; the call fails", "reason", why, "bytes", l.size, "line", logPrefix(l.data))
+		r.log.Warn("upstream stdout: a malformed answer to a call; the call fails", "reason", why, "bytes", l.size)
 	}
 	r.answer(id, a)
 	return true

@@ -307,7 +307,7 @@ func TestRawCallBadAnswers(t *testing.T) {
 		want  string // in the error; "" for a result
 		text  string // the result's text
 	}{
-		{name: "not JSON", lines: []string{`{"jsonrpc":"2.0","id":$ID,"result":{"content":[`}, want: "malformed response (not valid JSON)"},
+		{name: "not JSON", lines: []string{`{"jsonrpc":"2.0","id":$ID,"result":{"content":[{"type":"text","text":"raw-result-data"`}, want: "malformed response (not valid JSON)"},
 		{name: "result not an object", lines: []string{`{"jsonrpc":"2.0","id":$ID,"result":5}`}, want: "the result is not an object"},
 		{name: "bad error", lines: []string{`{"jsonrpc":"2.0","id":$ID,"error":{"code":"x"}}`}, want: "malformed response"},
 		{name: "oversized", lines: []string{`{"jsonrpc":"2.0","id":$ID,"result":{"content":[{"type":"text","text":"$PAD"}]}}`}, pad: 2 * limit, want: "exceeds limits.max_result_bytes"},
@@ -342,6 +342,11 @@ func TestRawCallBadAnswers(t *testing.T) {
 	res, err := rawCall(t, t.Context(), u, "echo", `{"still":"here"}`)
 	if err != nil || resultText(t, res) != `{"still":"here"}` {
 		t.Fatalf("call after the bad answers: %s %v\n%s", res, err, logs)
+	}
+	// A malformed answer is the call's result data: logged by size, not
+	// by content.
+	if l := logs.String(); !strings.Contains(l, "a malformed answer to a call") || strings.Contains(l, "raw-result-data") {
+		t.Errorf("want the malformed answer logged without its bytes:\n%s", l)
 	}
 }
 

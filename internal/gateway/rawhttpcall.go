@@ -269,7 +269,7 @@ func (u *upstream) rawAnswerFor(msg []byte, id string) (json.RawMessage, error) 
 	}
 	a, why := parseRawAnswer(msg)
 	if why != "" {
-		u.log.Warn("upstream HTTP: a malformed answer to a call; the call fails", "reason", why, "bytes", len(msg), "body", logPrefix(msg))
+		u.log.Warn("upstream HTTP: a malformed answer to a call; the call fails", "reason", why, "bytes", len(msg))
 	}
 	if a.err != nil {
 		return nil, a.err
@@ -335,7 +335,7 @@ func (u *upstream) readRawStream(ctx context.Context, c *upConn, body io.Reader,
 		var m sseMessage
 		if err := json.Unmarshal(msg, &m); err != nil {
 			// The SDK would fail the whole session; only this call fails.
-			u.log.Warn("upstream SSE: an event that is not a JSON-RPC message; the call fails", "bytes", len(msg), "data", logPrefix(msg))
+			u.log.Warn("upstream SSE: an event that is not a JSON-RPC message; the call fails", "bytes", len(msg))
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the upstream sent a malformed response (an event that is not a JSON-RPC message)"}
 		}
 		switch {

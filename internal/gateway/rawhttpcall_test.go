@@ -235,7 +235,8 @@ func TestRawHTTPCallPassesResultBytesThrough(t *testing.T) {
 func TestRawHTTPCallFailures(t *testing.T) {
 	for _, mode := range []string{"json", "sse"} {
 		t.Run(mode, func(t *testing.T) {
-			f := newRawHTTPFixture(t, mode == "json", ServerConfig{}, &Options{MaxResultBytes: 1 << 12})
+			logs := &logBuffer{}
+			f := newRawHTTPFixture(t, mode == "json", ServerConfig{}, &Options{MaxResultBytes: 1 << 12, Logger: logs.logger()})
 			answer := answerSSE
 			if mode == "json" {
 				answer = func(msgs ...string) func(http.ResponseWriter, *http.Request, json.RawMessage) {
@@ -244,7 +245,7 @@ func TestRawHTTPCallFailures(t *testing.T) {
 			}
 			f.up.set("fails", answer(`{"jsonrpc":"2.0","id":$ID,"error":{"code":-32042,"message":"nope","data":{"n":1e400}}}`))
 			f.up.set("array", answer(`{"jsonrpc":"2.0","id":$ID,"result":[1]}`))
-			f.up.set("notjson", answer(`{"jsonrpc":"2.0","id":$ID,"result":{`))
+			f.up.set("notjson", answer(`{"jsonrpc":"2.0","id":$ID,"result":{"content":[{"type":"text","text":"http-result-data"`))
 			f.up.set("otherid", answer(`{"jsonrpc":"2.0","id":"someone-else","result":{"content":[]}}`))
 			f.up.set("huge", answer(`{"jsonrpc":"2.0","id":$ID,"result":{"content":[{"type":"text","text":"`+bigText(1<<13)+`"}]}}`))
 			f.up.set("plain", func(w http.ResponseWriter, _ *http.Request, _ json.RawMessage) {
@@ -286,6 +287,11 @@ func TestRawHTTPCallFailures(t *testing.T) {
 			}
 			if n := rawHTTPCalls(f.g); n < 7 {
 				t.Errorf("%d raw HTTP calls, want every call raw", n)
+			}
+			// A malformed answer is the call's result data: logged by
+			// size, not by content.
+			if l := logs.String(); !strings.Contains(l, "the call fails") || strings.Contains(l, "http-result-data") {
+				t.Errorf("want the malformed answer logged without its bytes:\n%s", l)
 			}
 		})
 	}

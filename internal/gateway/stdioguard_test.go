@@ -205,13 +205,15 @@ func TestSDKDecodable(t *testing.T) {
 // TestStdoutGuard feeds a stdio upstream's stdout through the guard: valid
 // messages pass unchanged; garbage is skipped; a response the SDK could not
 // decode, and a response over the limit, become error responses to their
-// ids (only those calls fail); an oversized notification is skipped.
+// ids (only those calls fail); an oversized notification is skipped. A
+// stray line is logged with a prefix; a malformed answer's bytes (the
+// call's result data) are not.
 func TestStdoutGuard(t *testing.T) {
 	big := strings.Repeat("r", 200)
 	in := strings.Join([]string{
 		`{"jsonrpc":"2.0","id":1,"result":{}}`,
 		`debug: starting`,
-		`{"jsonrpc":"2.0","id":2,"error":"boom"}`,
+		`{"jsonrpc":"2.0","id":2,"error":"boom-result-data"}`,
 		`{"result":{"text":"` + big + `"},"jsonrpc":"2.0","id":3}`,
 		`{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"` + big + `"}}`,
 		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":1}}`,
@@ -244,9 +246,12 @@ func TestStdoutGuard(t *testing.T) {
 			t.Errorf("line %d = %s, want an error response to id %s with code %d saying %q", i+1, lines[i+1], want.id, want.code, want.msg)
 		}
 	}
-	for _, want := range []string{`line="debug: starting"`, "skipped a message larger than limits.max_result_bytes that answers no call"} {
+	for _, want := range []string{`line="debug: starting"`, "skipped a message larger than limits.max_result_bytes that answers no call", "a malformed answer to a call; the call fails"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, logs.String())
 		}
+	}
+	if strings.Contains(logs.String(), "boom-result-data") {
+		t.Errorf("the log carries a malformed answer's bytes:\n%s", logs.String())
 	}
 }

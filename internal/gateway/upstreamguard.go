@@ -52,14 +52,19 @@ func newStdoutGuard(ctx context.Context, r io.Reader, max int, log *slog.Logger,
 			return nil
 		}
 		if reason := checkUpstreamMessage(line); reason != "" {
-			log.WarnContext(ctx, "upstream stdout: skipped a line that is not a JSON-RPC message",
-				"reason", reason, "bytes", len(line), "line", logPrefix(line))
 			var scan idScanner
 			scan.feed(line)
 			if !scan.method && classifyID(scan.id) == idOK {
-				// A malformed answer to a call: fail that call, not the session.
+				// A malformed answer to a call: fail that call, not the
+				// session. Its bytes are the call's result data: not logged.
+				log.WarnContext(ctx, "upstream stdout: a malformed answer to a call; the call fails",
+					"reason", reason, "bytes", len(line), "id", string(scan.id))
 				return append(malformedResponse(scan.id, reason), '\n')
 			}
+			// A stray line (a print, garbage) is the server's own output, as
+			// its stderr is: a prefix is logged to find what printed it.
+			log.WarnContext(ctx, "upstream stdout: skipped a line that is not a JSON-RPC message",
+				"reason", reason, "bytes", len(line), "line", logPrefix(line))
 			return nil
 		}
 		return append(line, '\n')
@@ -163,7 +168,8 @@ func sdkDecodable(line []byte) error {
 }
 
 // logPrefix returns at most maxLoggedStdout bytes of b, cut at a rune
-// boundary.
+// boundary. Only for an upstream's stray output, never for bytes that
+// answer a call (they are the call's result data, which is not logged).
 func logPrefix(b []byte) string {
 	if len(b) <= maxLoggedStdout {
 		return string(b)
