@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 )
@@ -77,15 +78,44 @@ func (b *batcher) run(ctx context.Context, fn func(*tx) error) error {
 	case <-b.stop:
 		return errClosed
 	}
+	var err error
 	select {
-	case err := <-r.done:
-		return err
+	case err = <-r.done:
 	case <-ctx.Done():
 		if r.state.CompareAndSwap(reqQueued, reqAbandoned) {
 			return ctx.Err()
 		}
-		return <-r.done
+		err = <-r.done
 	}
+	if p, ok := err.(*txPanic); ok {
+		// fn panicked on the batcher's goroutine: the panic goes on in
+		// the caller's, as it would with a transaction of its own.
+		panic(p)
+	}
+	return err
+}
+
+// A txPanic is the outcome of a write whose function panicked: its
+// savepoint is rolled back, the rest of its group commits, and run panics
+// with it in the caller's goroutine (a panic on the batcher's goroutine
+// would end the process, and the group's other writes with it).
+type txPanic struct {
+	value any
+	stack []byte
+}
+
+func (p *txPanic) Error() string {
+	return fmt.Sprintf("store write transaction panicked: %v\n%s", p.value, p.stack)
+}
+
+// call runs fn on t, turning a panic into a *txPanic.
+func call(fn func(*tx) error, t *tx) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &txPanic{value: v, stack: debug.Stack()}
+		}
+	}()
+	return fn(t)
 }
 
 func (b *batcher) loop() {
@@ -156,7 +186,7 @@ func (b *batcher) commit(group []*writeReq) {
 			fail(fmt.Errorf("savepoint: %w", err))
 			return
 		}
-		if err := r.fn(t); err != nil {
+		if err := call(r.fn, t); err != nil {
 			out[i] = err
 			if _, rerr := stx.ExecContext(ctx, `ROLLBACK TO w`); rerr != nil {
 				_ = stx.Rollback()

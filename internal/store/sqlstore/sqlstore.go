@@ -233,6 +233,14 @@ func (db *DB) txOnce(ctx context.Context, on *sql.DB, fn func(*tx) error) error 
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
+	defer func() {
+		// A panicking fn must not keep its connection, and the row locks
+		// its statements took, until ctx ends (which may be never).
+		if p := recover(); p != nil {
+			_ = stx.Rollback()
+			panic(p)
+		}
+	}()
 	if err := fn(&tx{sql: stx, d: db.d, db: db}); err != nil {
 		_ = stx.Rollback()
 		return err
