@@ -304,7 +304,7 @@ func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approv
 		g.log.WarnContext(ctx, "upstream answered a lean call with an input round; refused", "server", t.Server, "tool", t.Tool)
 		raw, res, d.outcome = nil, errorResult(errAskedForInput), approval.OutcomeToolError
 	}
-	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	fctx, fcancel := finishContext(ctx, adm)
 	defer fcancel()
 	if raw != nil {
 		// The upstream's result bytes pass through as they came.

@@ -1,10 +1,14 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"toolgate/internal/gate"
 )
 
 // TestLeanCallPassesStdioResultBytesThrough: a lean call to a stdio
@@ -134,5 +138,26 @@ func TestRawIsErrorOnPlainResultsAllocatesNothing(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Errorf("rawIsError allocated %v times per call, want 0", n)
+	}
+}
+
+// TestFinishContextTimesOnlyRecordingAdmissions checks that recording the
+// outcome of a call allowed without an approval arms no timer (its Finish
+// records nothing), while one run through an approval is bounded by
+// finishTimeout; neither ends with the call's own context.
+func TestFinishContextTimesOnlyRecordingAdmissions(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	plain, done := finishContext(ctx, &gate.Admission{Allowed: true})
+	defer done()
+	if _, ok := plain.Deadline(); ok || plain.Err() != nil {
+		t.Errorf("allowed without an approval: deadline set %v, err %v; want neither", ok, plain.Err())
+	}
+	before := time.Now()
+	approved, done2 := finishContext(ctx, &gate.Admission{Allowed: true, ApprovalID: "ap-1"})
+	defer done2()
+	dl, ok := approved.Deadline()
+	if !ok || dl.Before(before.Add(finishTimeout)) || approved.Err() != nil {
+		t.Errorf("through an approval: deadline %v (set %v), err %v; want finishTimeout from now, not ended", dl, ok, approved.Err())
 	}
 }
