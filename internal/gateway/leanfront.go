@@ -80,10 +80,10 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Pr
 		}
 		return true, nil, nil
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	m, t, ok := f.plainCall(body)
 	la, isLean := f.g.gk.(leanAdmitter)
 	if !ok || !isLean || f.g.root.Err() != nil {
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		f.note(false)
 		return false, nil, nil
 	}
@@ -130,6 +130,7 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Pr
 	adm := new(gate.Admission)
 	h := la.AdmitUnlessHeld(ctx, &call, adm)
 	if h != nil && !f.holdsLean() {
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		f.note(false)
 		return false, h, nil
 	}
@@ -394,13 +395,16 @@ func writeLeanRaw(w http.ResponseWriter, id json.RawMessage, raw json.RawMessage
 			raw = c.Bytes()
 		}
 	}
-	b := make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"result":}`)+len(id)+len(raw))
+	// The whole event in one buffer (writeLastSSE's frame around the
+	// response), written once.
+	b := make([]byte, 0, len("event: message\ndata: \n\n")+len(`{"jsonrpc":"2.0","id":,"result":}`)+len(id)+len(raw))
+	b = append(b, "event: message\ndata: "...)
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, id...)
 	b = append(b, `,"result":`...)
 	b = append(b, raw...)
-	b = append(b, '}')
-	writeLastSSE(w, b)
+	b = append(b, "}\n\n"...)
+	_, _ = w.Write(b)
 }
 
 // writeLeanResult writes the answer to id as the SDK writes it on an event
