@@ -404,7 +404,7 @@ func writeLeanRaw(w http.ResponseWriter, id json.RawMessage, raw json.RawMessage
 	b = append(b, `,"result":`...)
 	b = append(b, raw...)
 	b = append(b, "}\n\n"...)
-	_, _ = w.Write(b)
+	_, _ = w.Write(b) //nolint:gosec // G705: a JSON-RPC event served as text/event-stream (startLeanStream), never HTML
 }
 
 // writeLeanResult writes the answer to id as the SDK writes it on an event
