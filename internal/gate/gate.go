@@ -286,7 +286,7 @@ func (g *Gate) Admit(ctx context.Context, c Call) (adm Admission) {
 // written in place, so a caller that keeps c and adm off its own frame
 // (the gateway's middleware) parks a held call in a small stack.
 func (g *Gate) AdmitTo(ctx context.Context, c *Call, adm *Admission) {
-	ctx, span := g.startAdmit(ctx, c)
+	ctx, span := g.startAdmit(ctx, c, time.Time{})
 	g.admitInto(ctx, c, adm)
 	if adm.held != nil {
 		g.waitHeld(ctx, adm)
@@ -297,7 +297,16 @@ func (g *Gate) AdmitTo(ctx context.Context, c *Call, adm *Admission) {
 // startAdmit starts the span of c's admission (see Admit).
 //
 //go:noinline // its attribute temporaries stay out of Admit's parked frame
-func (g *Gate) startAdmit(ctx context.Context, c *Call, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+func (g *Gate) startAdmit(ctx context.Context, c *Call, start time.Time) (context.Context, trace.Span) {
+	if _, ok := g.opts.Tracer.(noop.Tracer); ok {
+		// It ignores the name and the options: not built (issue 13, an
+		// allowed call's allocations).
+		return g.opts.Tracer.Start(ctx, "")
+	}
+	opts := make([]trace.SpanStartOption, 0, 3)
+	if !start.IsZero() {
+		opts = append(opts, trace.WithTimestamp(start))
+	}
 	opts = append(opts, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(
 			attribute.String("mcp.method.name", c.method()),
@@ -318,6 +327,11 @@ func (g *Gate) admitInto(ctx context.Context, c *Call, adm *Admission) {
 //
 //go:noinline // its closure stays out of Admit's parked frame
 func (g *Gate) endAdmit(span trace.Span, adm *Admission) {
+	if !span.IsRecording() {
+		// Its attributes and End do nothing: adm's Finish is left as it
+		// is (no closure per call).
+		return
+	}
 	span.SetAttributes(attribute.Bool("toolgate.allowed", adm.Allowed))
 	if adm.ApprovalID != "" {
 		span.SetAttributes(attribute.String("approval.id", string(adm.ApprovalID)))

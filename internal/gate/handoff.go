@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"toolgate/internal/policy"
 )
 
@@ -48,7 +46,7 @@ func (g *Gate) AdmitUnlessHeld(ctx context.Context, c *Call, adm *Admission) *Ha
 	if err == nil && dec.Effect == policy.Approve {
 		return &HandOff{dec: &dec, principal: c.Principal.ID, kind: c.Kind, server: c.Server, tool: c.Tool, args: c.Arguments}
 	}
-	ctx, span := g.startAdmit(ctx, c, trace.WithTimestamp(start))
+	ctx, span := g.startAdmit(ctx, c, start)
 	*adm = g.decide(ctx, *c, nil, dec, err)
 	g.endAdmit(span, adm)
 	return nil

@@ -6,6 +6,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"toolgate/internal/approval"
 )
@@ -66,5 +67,30 @@ func TestSpanOfAResourceRead(t *testing.T) {
 	}
 	if got["mcp.resource.uri"] != "file:///a/b" || got["mcp.method.name"] != "resources/read" {
 		t.Errorf("span attributes %v", got)
+	}
+}
+
+// TestNoopTracerSpansBuildNothing checks that, with tracing off (the
+// no-op tracer), an admission's span costs no option, attribute or
+// Finish closure (issue 13: an allowed call's allocations), and that the
+// span context of the caller's span is kept.
+func TestNoopTracerSpansBuildNothing(t *testing.T) {
+	f := newFixture(t, time.Minute, nil)
+	c := writeCall("/s")
+	start := time.Now()
+	if n := testing.AllocsPerRun(100, func() {
+		_, span := f.gate.startAdmit(t.Context(), &c, start)
+		adm := Admission{Allowed: true}
+		f.gate.endAdmit(span, &adm)
+		if adm.finish != nil {
+			t.Fatal("a no-op span got a Finish closure")
+		}
+	}); n > 1 {
+		t.Errorf("a no-op admission span allocated %v times, want at most 1 (the context)", n)
+	}
+	parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled})
+	ctx, _ := f.gate.startAdmit(trace.ContextWithSpanContext(t.Context(), parent), &c, start)
+	if got := trace.SpanContextFromContext(ctx); !got.Equal(parent) {
+		t.Errorf("span context %v, want the caller's %v", got, parent)
 	}
 }

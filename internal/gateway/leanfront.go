@@ -80,10 +80,10 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Pr
 		}
 		return true, nil, nil
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	m, t, ok := f.plainCall(body)
 	la, isLean := f.g.gk.(leanAdmitter)
 	if !ok || !isLean || f.g.root.Err() != nil {
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		f.note(false)
 		return false, nil, nil
 	}
@@ -130,6 +130,7 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Pr
 	adm := new(gate.Admission)
 	h := la.AdmitUnlessHeld(ctx, &call, adm)
 	if h != nil && !f.holdsLean() {
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		f.note(false)
 		return false, h, nil
 	}
@@ -304,7 +305,7 @@ func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approv
 		g.log.WarnContext(ctx, "upstream answered a lean call with an input round; refused", "server", t.Server, "tool", t.Tool)
 		raw, res, d.outcome = nil, errorResult(errAskedForInput), approval.OutcomeToolError
 	}
-	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	fctx, fcancel := finishContext(ctx, adm)
 	defer fcancel()
 	if raw != nil {
 		// The upstream's result bytes pass through as they came.
@@ -352,12 +353,34 @@ func (g *Gateway) dispatchLean(ctx context.Context, d *dispatch) (json.RawMessag
 	return nil, res, err
 }
 
-// rawIsError reports whether a raw tools/call result says isError: true.
+// rawIsError reports whether a raw tools/call result says isError: true,
+// as encoding/json reads it (the result must be valid JSON, the key matches
+// case-insensitively, the last of duplicate keys wins). A result in which
+// no key can name isError is answered from its bytes without a decode:
+// one with no "iserror" in any case, no "ſ" (U+017F, which encoding/json
+// folds to "s") and no \u escape (the only way to escape a letter in JSON).
 func rawIsError(raw json.RawMessage) bool {
+	if !mayNameIsError(raw) {
+		return false
+	}
 	var r struct {
 		IsError bool `json:"isError"`
 	}
 	return json.Unmarshal(raw, &r) == nil && r.IsError
+}
+
+// mayNameIsError reports whether b could hold a JSON key that
+// encoding/json matches to the field name isError (see rawIsError).
+func mayNameIsError(b []byte) bool {
+	if bytes.Contains(b, []byte(`\u`)) || bytes.Contains(b, []byte("\u017f")) {
+		return true
+	}
+	for i := 0; i+len("iserror") <= len(b); i++ {
+		if b[i]|0x20 == 'i' && bytes.EqualFold(b[i:i+len("iserror")], []byte("iserror")) {
+			return true
+		}
+	}
+	return false
 }
 
 // writeLeanRaw writes the answer to id with the upstream's raw result, as
@@ -372,13 +395,16 @@ func writeLeanRaw(w http.ResponseWriter, id json.RawMessage, raw json.RawMessage
 			raw = c.Bytes()
 		}
 	}
-	b := make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"result":}`)+len(id)+len(raw))
+	// The whole event in one buffer (writeLastSSE's frame around the
+	// response), written once.
+	b := make([]byte, 0, len("event: message\ndata: \n\n")+len(`{"jsonrpc":"2.0","id":,"result":}`)+len(id)+len(raw))
+	b = append(b, "event: message\ndata: "...)
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, id...)
 	b = append(b, `,"result":`...)
 	b = append(b, raw...)
-	b = append(b, '}')
-	writeLastSSE(w, b)
+	b = append(b, "}\n\n"...)
+	_, _ = w.Write(b) //nolint:gosec // G705: a JSON-RPC event served as text/event-stream (startLeanStream), never HTML
 }
 
 // writeLeanResult writes the answer to id as the SDK writes it on an event

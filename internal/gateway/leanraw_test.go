@@ -1,10 +1,14 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"toolgate/internal/gate"
 )
 
 // TestLeanCallPassesStdioResultBytesThrough: a lean call to a stdio
@@ -87,5 +91,73 @@ func TestRawIsError(t *testing.T) {
 		if got := rawIsError(json.RawMessage(raw)); got != want {
 			t.Errorf("rawIsError(%s) = %v, want %v", raw, got, want)
 		}
+	}
+}
+
+// TestRawIsErrorReadsAsEncodingJSON checks that rawIsError's answer from
+// the bytes is the one a decode gives, for keys that only a decode
+// matches (case, escapes, the long s that folds to "s", duplicates).
+func TestRawIsErrorReadsAsEncodingJSON(t *testing.T) {
+	for _, raw := range []string{
+		`{"content":[{"type":"text","text":"hello"}]}`,
+		`{"content":[{"type":"text","text":"isError"}]}`,
+		`{"content":[],"isError":true}`,
+		`{"content":[],"ISERROR":true}`,
+		`{"content":[],"IsErRoR":true}`,
+		`{"content":[],"i\u0073Error":true}`,
+		`{"content":[],"\u0069sError":true}`,
+		"{\"content\":[],\"i\u017fError\":true}",
+		`{"content":[],"isError":true,"isError":false}`,
+		`{"content":[],"isError":false,"iserror":true}`,
+		`{"content":[],"isError":"yes"}`,
+		`{"content":[],"isError":null}`,
+		`{"content":[{"isError":true}]}`,
+		`{"content":[],"isError":true`,
+		`{"content":["\u00e9"]}`,
+		`[]`,
+		``,
+	} {
+		var r struct {
+			IsError bool `json:"isError"`
+		}
+		want := json.Unmarshal([]byte(raw), &r) == nil && r.IsError
+		if got := rawIsError(json.RawMessage(raw)); got != want {
+			t.Errorf("rawIsError(%s) = %v, encoding/json says %v", raw, got, want)
+		}
+	}
+}
+
+// TestRawIsErrorOnPlainResultsAllocatesNothing checks that a result that
+// cannot name isError is not decoded (issue 13: no re-decode of the
+// result on the lean path).
+func TestRawIsErrorOnPlainResultsAllocatesNothing(t *testing.T) {
+	raw := json.RawMessage(`{"content":[{"type":"text","text":"Echo: ` + strings.Repeat("x", 100) + `"}],"structuredContent":{"n":1}}`)
+	if n := testing.AllocsPerRun(100, func() {
+		if rawIsError(raw) {
+			t.Fatal("rawIsError = true")
+		}
+	}); n != 0 {
+		t.Errorf("rawIsError allocated %v times per call, want 0", n)
+	}
+}
+
+// TestFinishContextTimesOnlyRecordingAdmissions checks that recording the
+// outcome of a call allowed without an approval arms no timer (its Finish
+// records nothing), while one run through an approval is bounded by
+// finishTimeout; neither ends with the call's own context.
+func TestFinishContextTimesOnlyRecordingAdmissions(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	plain, done := finishContext(ctx, &gate.Admission{Allowed: true})
+	defer done()
+	if _, ok := plain.Deadline(); ok || plain.Err() != nil {
+		t.Errorf("allowed without an approval: deadline set %v, err %v; want neither", ok, plain.Err())
+	}
+	before := time.Now()
+	approved, done2 := finishContext(ctx, &gate.Admission{Allowed: true, ApprovalID: "ap-1"})
+	defer done2()
+	dl, ok := approved.Deadline()
+	if !ok || dl.Before(before.Add(finishTimeout)) || approved.Err() != nil {
+		t.Errorf("through an approval: deadline %v (set %v), err %v; want finishTimeout from now, not ended", dl, ok, approved.Err())
 	}
 }

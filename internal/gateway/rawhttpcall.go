@@ -126,7 +126,8 @@ func rejected(err error) error {
 // The request has a context of its own, cancelled with ctx until the
 // answer is read: after it, the rest of the body (the end of the event
 // stream) is read in the background (drain), so that the connection goes
-// back to the pool instead of being closed.
+// back to the pool instead of being closed. A body read to its end (a
+// JSON answer) is closed at once: its connection is back in the pool.
 func (u *upstream) postRawCall(ctx context.Context, c *upConn, id string, body []byte) (json.RawMessage, error) {
 	reqCtx, cancelReq := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancelReq)
@@ -142,8 +143,8 @@ func (u *upstream) postRawCall(ctx context.Context, c *upConn, id string, body [
 		cancelReq()
 		return nil, rejected(err)
 	}
-	raw, err := u.readRawAnswer(ctx, c, req, resp, id)
-	if stop() {
+	raw, complete, err := u.readRawAnswer(ctx, c, req, resp, id)
+	if stop() && !complete {
 		u.drain(resp.Body, cancelReq)
 	} else {
 		_ = resp.Body.Close()
@@ -190,6 +191,7 @@ func (u *upstream) background(fn func()) bool {
 	}
 	u.drains.Add(1)
 	u.drainMu.Unlock()
+	u.drainsStarted.Add(1)
 	go func() {
 		defer u.drains.Done()
 		fn()
@@ -207,54 +209,57 @@ func (u *upstream) endDrains() {
 }
 
 // readRawAnswer reads the answer of the raw call with id from resp (it
-// does not close its body).
-func (u *upstream) readRawAnswer(ctx context.Context, c *upConn, req *http.Request, resp *http.Response, id string) (json.RawMessage, error) {
+// does not close its body); complete reports that the body was read to
+// its end.
+func (u *upstream) readRawAnswer(ctx context.Context, c *upConn, req *http.Request, resp *http.Response, id string) (_ json.RawMessage, complete bool, _ error) {
 	switch code := resp.StatusCode; {
 	case code == http.StatusNotFound && req.Header.Get("Mcp-Session-Id") != "":
-		return nil, errSessionMissing404
+		return nil, false, errSessionMissing404
 	case code == http.StatusTooManyRequests || code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout:
 		// Transient: the SDK reports these as rejected (not processed).
-		return nil, rejected(fmt.Errorf("HTTP %d", code))
+		return nil, false, rejected(fmt.Errorf("HTTP %d", code))
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		// Refused before it was processed (MCP spec 2025-11-25,
 		// "Authorization"): the operator must fix the credentials.
 		err := fmt.Errorf("HTTP %d: the upstream refused the request's credentials (servers.%s.headers)", code, u.name)
 		u.log.WarnContext(ctx, "HTTP upstream refused a call's credentials; nothing was run", "status", code)
-		return nil, rejected(err)
+		return nil, false, rejected(err)
 	case code < 200 || code > 299:
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		if a, why := parseRawAnswer(bytes.TrimSpace(b)); why == "" && a.err != nil {
-			return nil, a.err // the upstream's JSON-RPC error, as the SDK surfaces it
+			return nil, false, a.err // the upstream's JSON-RPC error, as the SDK surfaces it
 		}
-		return nil, fmt.Errorf("the upstream answered HTTP %d", code)
+		return nil, false, fmt.Errorf("the upstream answered HTTP %d", code)
 	}
 	media, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch media {
 	case "application/json":
 		return u.readRawJSON(resp, id)
 	case "text/event-stream":
-		return u.readRawStream(ctx, c, resp.Body, id)
+		raw, err := u.readRawStream(ctx, c, resp.Body, id)
+		return raw, false, err
 	}
-	return nil, fmt.Errorf("the upstream answered with unsupported content type %q", media)
+	return nil, false, fmt.Errorf("the upstream answered with unsupported content type %q", media)
 }
 
 // readRawJSON reads the JSON answer body of a raw call with id, at most
-// limits.max_result_bytes.
-func (u *upstream) readRawJSON(resp *http.Response, id string) (json.RawMessage, error) {
+// limits.max_result_bytes; complete reports that it was read to its end.
+func (u *upstream) readRawJSON(resp *http.Response, id string) (_ json.RawMessage, complete bool, _ error) {
 	max := u.g.opts.MaxResultBytes
 	if resp.ContentLength > int64(max) {
 		u.log.Warn("upstream result larger than limits.max_result_bytes discarded; its call fails", "bytes", resp.ContentLength, "limit", max, "id", id)
-		return nil, resultTooLargeError(resp.ContentLength, max)
+		return nil, false, resultTooLargeError(resp.ContentLength, max)
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(max)+1))
 	if err != nil {
-		return nil, fmt.Errorf("read the upstream's answer: %w", err)
+		return nil, false, fmt.Errorf("read the upstream's answer: %w", err)
 	}
 	if len(b) > max {
 		u.log.Warn("upstream result larger than limits.max_result_bytes discarded; its call fails", "bytes", resp.ContentLength, "limit", max, "id", id)
-		return nil, resultTooLargeError(resp.ContentLength, max)
+		return nil, false, resultTooLargeError(resp.ContentLength, max)
 	}
-	return u.rawAnswerFor(bytes.TrimSpace(b), id)
+	raw, err := u.rawAnswerFor(bytes.TrimSpace(b), id)
+	return raw, true, err
 }
 
 // rawAnswerFor returns the result of the JSON-RPC response msg, which must
@@ -267,6 +272,12 @@ func (u *upstream) rawAnswerFor(msg []byte, id string) (json.RawMessage, error) 
 		u.log.Warn("upstream answered a call with another id; the call fails", "id", id, "bytes", len(msg))
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the upstream sent a malformed response (it answers another request)"}
 	}
+	return u.rawAnswer(msg)
+}
+
+// rawAnswer returns the result of the JSON-RPC response msg, known to
+// answer the call; anything else is a malformed answer.
+func (u *upstream) rawAnswer(msg []byte) (json.RawMessage, error) {
 	a, why := parseRawAnswer(msg)
 	if why != "" {
 		u.log.Warn("upstream HTTP: a malformed answer to a call; the call fails", "reason", why, "bytes", len(msg))
@@ -294,6 +305,7 @@ func (u *upstream) readRawStream(ctx context.Context, c *upConn, body io.Reader,
 	r := bufio.NewReaderSize(body, 4<<10)
 	max := u.g.opts.MaxResultBytes + sdkLimitSlack
 	var data, long []byte // long: a line longer than r's buffer, so far
+	quoted := strconv.Quote(id)
 	for {
 		line, err := r.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -339,8 +351,9 @@ func (u *upstream) readRawStream(ctx context.Context, c *upConn, body io.Reader,
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the upstream sent a malformed response (an event that is not a JSON-RPC message)"}
 		}
 		switch {
-		case m.Method == "" && string(bytes.TrimSpace(m.ID)) == strconv.Quote(id):
-			return u.rawAnswerFor(msg, id)
+		case m.Method == "" && string(bytes.TrimSpace(m.ID)) == quoted:
+			// Its id was read with the event: decoded once more, not twice.
+			return u.rawAnswer(msg)
 		case m.Method == "":
 			// An answer to another request on this stream: not ours.
 		case len(m.ID) > 0:

@@ -515,6 +515,49 @@ func TestRawHTTPCallReusesConnections(t *testing.T) {
 	}
 }
 
+// TestRawHTTPJSONAnswerNeedsNoDrain: a JSON answer is read to its end, so
+// its body is closed at once (the connection is pooled) without a
+// goroutine reading the rest in the background, which each call started
+// before (issue 13).
+func TestRawHTTPJSONAnswerNeedsNoDrain(t *testing.T) {
+	var dials atomic.Int64
+	s := newUpstreamServer(nil)
+	ts := httptest.NewUnstartedServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{JSONResponse: true}))
+	ts.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			dials.Add(1)
+		}
+	}
+	ts.Start()
+	t.Cleanup(ts.Close)
+	f := &rawHTTPFixture{trail: &leanTrail{}}
+	f.g = newGateway(t, []ServerConfig{{Name: "up", URL: ts.URL}}, allowAll(), nil)
+	f.g.leanHook = f.trail.hook
+	f.base = serveHTTP(t, f.g, nil)
+	cs := connectHTTP(t, f.base, aliceToken, nil, nil)
+	f.sid, f.ver = cs.ID(), cs.InitializeResult().ProtocolVersion
+	waitInitialized(t, f.g, f.sid)
+	u := f.g.ups["up"]
+	f.call(t, "first", "echo", `{}`)
+	u.drains.Wait()
+	before, started := dials.Load(), u.drainsStarted.Load()
+	const calls = 20
+	for i := range calls {
+		if got := f.call(t, fmt.Sprint("c-", i), "echo", `{"i":1}`); !strings.Contains(got, `{\"i\":1}`) {
+			t.Fatalf("call %d: %q", i, got)
+		}
+	}
+	if n := u.drainsStarted.Load() - started; n != 0 {
+		t.Errorf("%d background drains for %d JSON answers, want none", n, calls)
+	}
+	if n := dials.Load() - before; n > 1 {
+		t.Errorf("%d new upstream connections for %d sequential calls, want the pooled one reused", n, calls)
+	}
+	if n := rawHTTPCalls(f.g); n != calls+1 {
+		t.Errorf("%d raw HTTP calls, want %d", n, calls+1)
+	}
+}
+
 // TestRawHTTPCallPerAgentSession: with servers.<name>.sessions: per_agent
 // an HTTP upstream's raw call goes out on the agent session's own upstream
 // session (its Mcp-Session-Id, not the shared session's).

@@ -126,6 +126,8 @@ type upstream struct {
 	drains      sync.WaitGroup
 	drainMu     sync.Mutex
 	drainsEnded bool // guarded by drainMu: no new drain starts
+	// drainsStarted counts the goroutines background started.
+	drainsStarted atomic.Int64
 }
 
 func newUpstream(sc ServerConfig, g *Gateway) *upstream {
