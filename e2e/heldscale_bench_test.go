@@ -22,8 +22,19 @@ import (
 //
 //   - hold-s: from the first call sent until all N are pending;
 //   - rss-MB: toolgate's resident memory while they are held;
+//   - tail-s and tail-cpu-s: the burst's tail, from the end of the
+//     measurements above until toolgate and the database together use
+//     less than 3 % of a core over 2 s (at most 2 minutes), and the CPU
+//     seconds they used meanwhile: gctune returning the burst's free heap,
+//     the audit trail chaining the admissions, autovacuum after the burst
+//     (TOOLGATE_BENCH_TAIL=0: no wait, the tail falls into the idle
+//     window, as before 2026-12-02 later);
 //   - idle-cpu-%: CPU of toolgate and of the database's processes (for
-//     SQLite, inside toolgate) over 10 s of holding idle, in % of one core;
+//     SQLite, inside toolgate; for Postgres the postmaster and all its
+//     children, ended ones included) over the 10 s of holding idle after
+//     the tail, in % of one core; idle-toolgate-cpu-%: toolgate's share;
+//     with TOOLGATE_BENCH_PROFILE the split by Postgres process role is in
+//     <driver>-<N>-idle-split.txt;
 //   - approvals/s: N divided by the time from the first approval sent (32
 //     at a time through the admin API) until every call returned;
 //   - approve-cpu-ms: CPU of toolgate and the database's processes over
