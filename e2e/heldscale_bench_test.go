@@ -22,8 +22,19 @@ import (
 //
 //   - hold-s: from the first call sent until all N are pending;
 //   - rss-MB: toolgate's resident memory while they are held;
+//   - tail-s and tail-cpu-s: the burst's tail, from the end of the
+//     measurements above until toolgate and the database together use
+//     less than 3 % of a core over 2 s (at most 2 minutes), and the CPU
+//     seconds they used meanwhile: gctune returning the burst's free heap,
+//     the audit trail chaining the admissions, autovacuum after the burst
+//     (TOOLGATE_BENCH_TAIL=0: no wait, the tail falls into the idle
+//     window, as before 2026-12-02 later);
 //   - idle-cpu-%: CPU of toolgate and of the database's processes (for
-//     SQLite, inside toolgate) over 10 s of holding idle, in % of one core;
+//     SQLite, inside toolgate; for Postgres the postmaster and all its
+//     children, ended ones included) over the 10 s of holding idle after
+//     the tail, in % of one core; idle-toolgate-cpu-%: toolgate's share;
+//     with TOOLGATE_BENCH_PROFILE the split by Postgres process role is in
+//     <driver>-<N>-idle-split.txt;
 //   - approvals/s: N divided by the time from the first approval sent (32
 //     at a time through the admin API) until every call returned;
 //   - approve-cpu-ms: CPU of toolgate and the database's processes over
@@ -87,11 +98,11 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	dir := b.TempDir()
 	record := filepath.Join(dir, "record.log")
 	storage := "storage:\n  driver: sqlite\n  path: " + q(filepath.Join(dir, "toolgate.db")) + "\n"
-	dbPIDs := func() []int { return nil }
+	dbPID := 0 // the Postgres postmaster; 0 for SQLite (inside toolgate)
 	if driver == "postgres" {
 		cluster := startPGCluster(b)
 		storage = "storage:\n  driver: postgres\n  dsn: " + q(cluster.DSN()) + "\n  max_conns: 16\n"
-		dbPIDs = func() []int { return childrenOf(cluster.cmd.Process.Pid) }
+		dbPID = cluster.cmd.Process.Pid
 	}
 	cfg := "listen:\n  mcp: 127.0.0.1:0\n  admin: 127.0.0.1:0\n" + storage + loadAgentsYAML() + upstreamServer(record) + heldScalePolicy
 	g := startGatewayBin(b, bins.toolgate, cfg, nil, "--log-level", "warn")
@@ -121,8 +132,10 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		saveProfiles(b, g.Admin, filepath.Join(dir, fmt.Sprintf("%s-%d", driver, n)))
 	}
+	cpu := func() cpuReading { return readCPU(pid, dbPID) }
+	tail, tailCPU := waitTail(b, cpu)
 	const idle = 10 * time.Second
-	cpu0 := cpuTicks(b, append([]int{pid}, dbPIDs()...))
+	cpu0 := cpu()
 	idleProfiled := make(chan struct{})
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		go func() { // where the idle CPU goes (gctune's release, heartbeats, leases)
@@ -134,8 +147,12 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	}
 	time.Sleep(idle) // holding idle is what is measured
 	<-idleProfiled
-	cpu1 := cpuTicks(b, append([]int{pid}, dbPIDs()...))
-	idleCPU := float64(cpu1-cpu0) / clockTicks / idle.Seconds() * 100
+	cpu1 := cpu()
+	idleCPU := percentOfCore(cpu1.total()-cpu0.total(), idle)
+	idleGateway := percentOfCore(cpu1.gateway-cpu0.gateway, idle)
+	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
+		writeCPUSplit(b, filepath.Join(dir, fmt.Sprintf("%s-%d-idle-split.txt", driver, n)), cpu0, cpu1, idle)
+	}
 	rssIdle := rssMB(b, pid) // after holding idle: what the held calls cost while they wait
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		saveProfile(b, g.Admin, "/debug/pprof/heap?debug=1", filepath.Join(dir, fmt.Sprintf("%s-%d-idle-heap.txt", driver, n)))
@@ -146,7 +163,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		ids[i] = a.ID
 	}
 	start = time.Now()
-	cpu0 = cpuTicks(b, append([]int{pid}, dbPIDs()...))
+	cpu0 = cpu()
 	cpuProfiled := make(chan struct{})
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		go func() { // the first seconds of approve-all
@@ -161,7 +178,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	statuses := approveAll(b.Context(), g.Admin, ids, 32, 20*time.Minute)
 	res := load.results(b, 20*time.Minute)
 	took := time.Since(start)
-	cpu1 = cpuTicks(b, append([]int{pid}, dbPIDs()...))
+	cpu1 = cpu()
 	<-cpuProfiled
 	for id, s := range statuses {
 		if s != 200 {
@@ -181,8 +198,11 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	b.ReportMetric(hold.Seconds(), "hold-s")
 	b.ReportMetric(rss, "rss-MB")
 	b.ReportMetric(idleCPU, "idle-cpu-%")
+	b.ReportMetric(idleGateway, "idle-toolgate-cpu-%")
+	b.ReportMetric(tail.Seconds(), "tail-s")
+	b.ReportMetric(tailCPU, "tail-cpu-s")
 	b.ReportMetric(float64(n)/took.Seconds(), "approvals/s")
-	b.ReportMetric(float64(cpu1-cpu0)/clockTicks*1000/float64(n), "approve-cpu-ms")
+	b.ReportMetric(float64(cpu1.total()-cpu0.total())/clockTicks*1000/float64(n), "approve-cpu-ms")
 	b.ReportMetric(rssGC, "rss-gc-MB")
 	b.ReportMetric(rssIdle, "rss-idle-MB")
 	b.ReportMetric(float64(goroutines)/float64(n), "goroutines/call")
@@ -284,28 +304,6 @@ func startLoadTokens(tb testing.TB, mcpURL, tool, tag string, n int, tokens []st
 	return runLoad(tb, cmd)
 }
 
-// clockTicks is the unit of the CPU times in /proc/<pid>/stat (USER_HZ,
-// 100 on Linux).
-const clockTicks = 100
-
-// cpuTicks sums the user and system CPU time of pids, in clock ticks.
-func cpuTicks(tb testing.TB, pids []int) int64 {
-	tb.Helper()
-	var sum int64
-	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue // a backend that has exited
-		}
-		// Fields after the command name, which is in parentheses.
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-		utime, _ := strconv.ParseInt(f[11], 10, 64)
-		stime, _ := strconv.ParseInt(f[12], 10, 64)
-		sum += utime + stime
-	}
-	return sum
-}
-
 // rssMB returns the resident memory of pid in MB (VmRSS).
 func rssMB(tb testing.TB, pid int) float64 {
 	tb.Helper()
@@ -324,26 +322,4 @@ func rssMB(tb testing.TB, pid int) float64 {
 	}
 	tb.Fatalf("no VmRSS for %d", pid)
 	return 0
-}
-
-// childrenOf returns pid and its child processes (a Postgres postmaster
-// and its backends).
-func childrenOf(pid int) []int {
-	out := []int{pid}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-		if ppid, _ := strconv.Atoi(f[1]); ppid == pid {
-			out = append(out, p)
-		}
-	}
-	return out
 }

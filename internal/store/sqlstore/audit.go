@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
+	"strings"
 	"time"
 
 	"toolgate/internal/approval"
@@ -95,19 +97,38 @@ func (db *DB) ChainAudit(ctx context.Context, limit, calls int, build func(store
 	}
 }
 
+// auditRowsPerInsert is the most links one INSERT of appendAudit carries
+// (six parameters each: far below SQLite's 32,766 and Postgres's 65,535).
+// One statement per link made chaining a burst of 10,000 admissions cost
+// a round trip and a statement execution per link on both sides
+// (docs/performance.md, "Idle CPU while holding"). An INSERT carries a
+// power of two of links, so that at most eight statement shapes exist
+// (SQLite's write connection keeps a bounded cache of prepared statements).
+const auditRowsPerInsert = 128
+
 // appendAudit inserts links, which must follow head, and moves the head to
-// the last.
+// the last, with one INSERT per auditRowsPerInsert links.
 func (t *tx) appendAudit(ctx context.Context, head store.AuditHead, links []store.AuditEntry) error {
 	prev, seq := head.Hash, head.Seq
 	for _, l := range links {
 		if l.Seq != seq+1 || l.PrevHash != prev {
 			return fmt.Errorf("audit link %d (previous %q) does not follow %d (%q)", l.Seq, l.PrevHash, seq, prev)
 		}
-		if _, err := t.exec(ctx, `INSERT INTO audit_log (seq, at, tenant, record, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?)`,
-			l.Seq, millis(l.At), l.Tenant, string(l.Record), l.PrevHash, l.Hash); err != nil {
-			return fmt.Errorf("insert audit link %d: %w", l.Seq, err)
-		}
 		prev, seq = l.Hash, l.Seq
+	}
+	for rest := links; len(rest) > 0; {
+		n := 1 << (bits.Len(uint(min(len(rest), auditRowsPerInsert))) - 1) // a power of two ≤ len(rest)
+		chunk := rest[:n]
+		rest = rest[n:]
+		args := make([]any, 0, 6*len(chunk))
+		for _, l := range chunk {
+			args = append(args, l.Seq, millis(l.At), l.Tenant, string(l.Record), l.PrevHash, l.Hash)
+		}
+		q := `INSERT INTO audit_log (seq, at, tenant, record, prev_hash, hash) VALUES ` +
+			strings.TrimSuffix(strings.Repeat(`(?, ?, ?, ?, ?, ?), `, len(chunk)), `, `)
+		if _, err := t.exec(ctx, q, args...); err != nil {
+			return fmt.Errorf("insert audit links %d to %d: %w", chunk[0].Seq, chunk[len(chunk)-1].Seq, err)
+		}
 	}
 	if seq == head.Seq {
 		return nil
