@@ -28,7 +28,8 @@ import (
 //     at a time through the admin API) until every call returned;
 //   - approve-cpu-ms: CPU of toolgate and the database's processes over
 //     that time, per approval (steadier than approvals/s on a shared
-//     machine; the upstream processes are not counted);
+//     machine; the upstream processes are not counted); on Postgres
+//     approve-db-cpu-ms is the cluster's part of it;
 //   - goroutines/call and stack-KB/call: toolgate's goroutines and
 //     goroutine stack memory (runtime.MemStats.StackInuse, from its
 //     /debug/pprof/heap after two collections: the runtime halves the
@@ -147,6 +148,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	}
 	start = time.Now()
 	cpu0 = cpuTicks(b, append([]int{pid}, dbPIDs()...))
+	dbCPU0 := cpuTicks(b, dbPIDs())
 	cpuProfiled := make(chan struct{})
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		go func() { // the first seconds of approve-all
@@ -162,6 +164,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	res := load.results(b, 20*time.Minute)
 	took := time.Since(start)
 	cpu1 = cpuTicks(b, append([]int{pid}, dbPIDs()...))
+	dbCPU1 := cpuTicks(b, dbPIDs())
 	<-cpuProfiled
 	for id, s := range statuses {
 		if s != 200 {
@@ -183,6 +186,9 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	b.ReportMetric(idleCPU, "idle-cpu-%")
 	b.ReportMetric(float64(n)/took.Seconds(), "approvals/s")
 	b.ReportMetric(float64(cpu1-cpu0)/clockTicks*1000/float64(n), "approve-cpu-ms")
+	if driver == "postgres" {
+		b.ReportMetric(float64(dbCPU1-dbCPU0)/clockTicks*1000/float64(n), "approve-db-cpu-ms")
+	}
 	b.ReportMetric(rssGC, "rss-gc-MB")
 	b.ReportMetric(rssIdle, "rss-idle-MB")
 	b.ReportMetric(float64(goroutines)/float64(n), "goroutines/call")
