@@ -100,7 +100,11 @@ func openPostgres(ctx context.Context, cfg Config) (main, lease, admin *sql.DB, 
 	case cfg.MaxConns > 0:
 		pcfg.MaxConns = int32(cfg.MaxConns)
 	}
-	pcfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return true }
+	// Every connection is pinged before it is handed out, except to a
+	// pipelined request write (pgUpdateRequest, skipPing), which finds a
+	// broken connection with its first pipeline, writing nothing, and then
+	// tries again on a pinged one.
+	pcfg.ShouldPing = func(ctx context.Context, _ pgxpool.ShouldPingParams) bool { return ctx.Value(skipPing{}) == nil }
 	if pcfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		pcfg.ConnConfig.RuntimeParams["application_name"] = PoolApplicationName
 	}
