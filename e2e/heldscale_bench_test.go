@@ -39,7 +39,8 @@ import (
 //     at a time through the admin API) until every call returned;
 //   - approve-cpu-ms: CPU of toolgate and the database's processes over
 //     that time, per approval (steadier than approvals/s on a shared
-//     machine; the upstream processes are not counted);
+//     machine; the upstream processes are not counted); on Postgres
+//     approve-db-cpu-ms is the cluster's part of it;
 //   - goroutines/call and stack-KB/call: toolgate's goroutines and
 //     goroutine stack memory (runtime.MemStats.StackInuse, from its
 //     /debug/pprof/heap after two collections: the runtime halves the
@@ -203,6 +204,9 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	b.ReportMetric(tailCPU, "tail-cpu-s")
 	b.ReportMetric(float64(n)/took.Seconds(), "approvals/s")
 	b.ReportMetric(float64(cpu1.total()-cpu0.total())/clockTicks*1000/float64(n), "approve-cpu-ms")
+	if driver == "postgres" {
+		b.ReportMetric(float64(cpu1.db.total()-cpu0.db.total())/clockTicks*1000/float64(n), "approve-db-cpu-ms")
+	}
 	b.ReportMetric(rssGC, "rss-gc-MB")
 	b.ReportMetric(rssIdle, "rss-idle-MB")
 	b.ReportMetric(float64(goroutines)/float64(n), "goroutines/call")

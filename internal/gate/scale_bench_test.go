@@ -29,7 +29,8 @@ import (
 // request reads (reads/approval: GetRequest) and request writes
 // (writes/approval: UpdateRequest, UpdateRequestWithChain, RecordDispatch;
 // each one transaction); and checks that every call was admitted exactly
-// once. It measures the gate and the store
+// once. On Postgres it also reports the round trips to the server per
+// approval (round-trips/approval, counted by a proxy: turnCounter). It measures the gate and the store
 // without MCP or HTTP; e2e's BenchmarkHeldCalls measures the real binary.
 // Run with -benchtime 1x; Postgres runs when TOOLGATE_TEST_POSTGRES is set.
 //
@@ -42,22 +43,24 @@ func BenchmarkHoldAndApprove(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer func() { _ = db.Close() }()
-			benchHoldAndApprove(b, db, n)
+			benchHoldAndApprove(b, db, n, nil)
 		})
 		if dsn := os.Getenv("TOOLGATE_TEST_POSTGRES"); dsn != "" {
 			b.Run(fmt.Sprintf("postgres/N=%d", n), func(b *testing.B) {
-				db, err := sqlstore.Open(b.Context(), sqlstore.Config{Driver: sqlstore.DriverPostgres, DSN: freshPostgres(b, dsn)})
+				turns, via := countTurns(b, freshPostgres(b, dsn))
+				db, err := sqlstore.Open(b.Context(), sqlstore.Config{Driver: sqlstore.DriverPostgres, DSN: via})
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer func() { _ = db.Close() }()
-				benchHoldAndApprove(b, db, n)
+				benchHoldAndApprove(b, db, n, turns)
 			})
 		}
 	}
 }
 
-func benchHoldAndApprove(b *testing.B, db *sqlstore.DB, n int) {
+// turns, when not nil, counts the round trips to the Postgres server.
+func benchHoldAndApprove(b *testing.B, db *sqlstore.DB, n int, turns *turnCounter) {
 	b.Helper()
 	pol := &swappable{}
 	pol.p.Store(testPolicy(time.Hour))
@@ -128,6 +131,9 @@ func benchHoldAndApprove(b *testing.B, db *sqlstore.DB, n int) {
 			f.Cursor = next
 		}
 		fs.reset()
+		if turns != nil {
+			turns.turns.Store(0)
+		}
 		cpu0 := processCPU(b)
 		start = time.Now()
 		work := make(chan approval.ID)
@@ -158,6 +164,9 @@ func benchHoldAndApprove(b *testing.B, db *sqlstore.DB, n int) {
 		b.ReportMetric(float64(fs.count("GetRequest"))/float64(n), "reads/approval")
 		writes := fs.count("UpdateRequest") + fs.count("UpdateRequestWithChain") + fs.count("RecordDispatch")
 		b.ReportMetric(float64(writes)/float64(n), "writes/approval")
+		if turns != nil {
+			b.ReportMetric(float64(turns.turns.Load())/float64(n), "round-trips/approval")
+		}
 	}
 }
 

@@ -42,6 +42,17 @@ func (t *tx) writeEvents(ctx context.Context, evs []event) error {
 	if len(evs) == 0 {
 		return nil
 	}
+	stmt, args := eventsStatement(t.d, evs)
+	if _, err := t.exec(ctx, stmt, args...); err != nil {
+		return fmt.Errorf("insert %d events: %w", len(evs), err)
+	}
+	return nil
+}
+
+// eventsStatement is the statement (with ? placeholders) and arguments of
+// writeEvents: one INSERT of all of evs, which must not be empty, and on
+// Postgres their notifications in the same statement.
+func eventsStatement(d dialect, evs []event) (string, []any) {
 	// One statement for all of them (a decision writes two: reviewed and
 	// approved): one round trip on Postgres, one statement step on SQLite.
 	var q strings.Builder
@@ -58,14 +69,11 @@ func (t *tx) writeEvents(ctx context.Context, evs []event) error {
 	// On Postgres the notifications go in the same statement: a
 	// data-modifying WITH runs to completion whether or not it is read.
 	stmt := q.String()
-	if sel, nargs := t.d.notifications(evs); sel != "" {
+	if sel, nargs := d.notifications(evs); sel != "" {
 		stmt = `WITH ins AS (` + stmt + `) SELECT ` + sel
 		args = append(args, nargs...)
 	}
-	if _, err := t.exec(ctx, stmt, args...); err != nil {
-		return fmt.Errorf("insert %d events: %w", len(evs), err)
-	}
-	return nil
+	return stmt, args
 }
 
 func nullString(s string) sql.NullString {

@@ -77,10 +77,7 @@ func (db *DB) RecordDispatch(ctx context.Context, r store.Result, actor string, 
 	}
 	r = store.NormalizeResult(r)
 	return db.updateRequest(ctx, r.RequestID, actor, false, func(req *approval.Request, _ session.Chain) error { return fn(req) },
-		func(ctx context.Context, t *tx) error {
-			_, err := t.exec(ctx, putResultSQL, putResultArgs(r)...)
-			return err
-		})
+		&statement{putResultSQL, putResultArgs(r)})
 }
 
 // GetResult returns the recorded result of request id or store.ErrNotFound.

@@ -85,7 +85,9 @@ type postgresDialect struct {
 // pgxpool's behaviour: every connection is pinged before it is handed out,
 // so right after a restart or failover a dead connection used a moment ago
 // does not fail the next gated call or decision (pgxpool pings only
-// connections idle for over a second by default), and its connections get
+// connections idle for over a second by default); a pipelined request
+// write (pgUpdateRequest) skips the ping and finds a dead connection with
+// its first pipeline instead, trying again on a pinged one. Its connections get
 // application_name PoolApplicationName unless the DSN sets one; Watch's get
 // WatchApplicationName.
 func openPostgres(ctx context.Context, cfg Config) (main, lease, admin *sql.DB, _ dialect, _ error) {
@@ -100,7 +102,11 @@ func openPostgres(ctx context.Context, cfg Config) (main, lease, admin *sql.DB, 
 	case cfg.MaxConns > 0:
 		pcfg.MaxConns = int32(cfg.MaxConns)
 	}
-	pcfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return true }
+	// Every connection is pinged before it is handed out, except to a
+	// pipelined request write (pgUpdateRequest, skipPing), which finds a
+	// broken connection with its first pipeline, writing nothing, and then
+	// tries again on a pinged one.
+	pcfg.ShouldPing = func(ctx context.Context, _ pgxpool.ShouldPingParams) bool { return ctx.Value(skipPing{}) == nil }
 	if pcfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		pcfg.ConnConfig.RuntimeParams["application_name"] = PoolApplicationName
 	}

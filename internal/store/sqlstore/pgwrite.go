@@ -1,0 +1,235 @@
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/store"
+)
+
+// Pipelined request writes on Postgres (docs/architecture.md, "Pipelined
+// request writes"). Through database/sql a request's write takes a round
+// trip per statement: the pool's liveness ping, BEGIN, SELECT … FOR
+// UPDATE, the holder's lease FOR SHARE when the request takes its lease
+// from its instance, the UPDATE, the events' INSERT with their
+// pg_notify, the ledger's INSERT (RecordDispatch), COMMIT. pgUpdateRequest
+// sends the same statements as two pgx pipelines on a connection of the
+// same pool: the reads that lock, then, after fn decided, the writes and
+// the COMMIT.
+
+// pgLockStatements are the statements of the first pipeline, after BEGIN:
+// the request's row, locked, then the lease of its holder's instance under
+// a share lock when the row takes its lease from it (leaseMarker), which
+// is lockedRequest's second read, in the same order; nothing when it does
+// not (the subquery is NULL). The second statement runs after the first
+// holds the row, so the row it reads is the one locked.
+const (
+	pgLockRequest = `SELECT ` + requestSelect + ` FROM requests WHERE id = $1 FOR UPDATE`
+	pgLockLease   = `SELECT lease_until FROM instance_leases
+		WHERE instance = (SELECT held_by FROM requests WHERE id = $1 AND lease_until = 253402300799999) FOR SHARE`
+)
+
+// pgGuardedUpdate wraps a request's UPDATE (its compare-and-set on id and
+// state) so that it fails unless it updated exactly one row: the COMMIT
+// goes in the same pipeline, before its result is read, and an error in
+// the transaction turns that COMMIT into a rollback. Division by zero is
+// the one error plain SQL can raise on a count (no PL/pgSQL needed);
+// pgUpdateRequest reports it as errChangedUnderLock.
+func pgGuardedUpdate(update string) string {
+	return `WITH upd AS (` + update + ` RETURNING 1) SELECT 1 / (SELECT count(*) FROM upd)`
+}
+
+// skipPing in an Acquire's context tells the pool's ShouldPing not to
+// ping the connection first (openPostgres): pgUpdateRequest sends its
+// first pipeline, which writes nothing, without the ping's round trip and
+// tries once more on a pinged connection when that pipeline finds the
+// connection broken.
+type skipPing struct{}
+
+// pgUpdateRequest is updateRequest without the session chain on Postgres:
+// the same transaction (the same statements, locks, checks and events)
+// in two round trips. The first pipeline is BEGIN and the locking reads
+// (pgLockRequest, pgLockLease); fn runs on the request read; the second
+// is the guarded UPDATE (pgGuardedUpdate), the events' INSERT with their
+// notifications, also, and COMMIT, and commits nothing when any of them
+// fails. When fn fails, or nothing changed and there is no also, the
+// transaction is rolled back (a third round trip, writing nothing).
+// Conflicts are retried as inTx retries them (db.retry), so fn may run
+// more than once.
+func (db *DB) pgUpdateRequest(ctx context.Context, pg *postgresDialect, id approval.ID, actor string, fn func(*approval.Request) error, also *statement) (approval.Request, error) {
+	var (
+		out   approval.Request
+		fnErr error
+	)
+	err := db.retry(ctx, func() error {
+		fnErr = nil
+		var err error
+		out, err = db.pgUpdateOnce(ctx, pg, id, actor, func(r *approval.Request) error {
+			fnErr = fn(r)
+			return fnErr
+		}, also)
+		return err
+	})
+	switch {
+	case fnErr != nil:
+		return approval.Request{}, fnErr
+	case err != nil:
+		return approval.Request{}, db.wrap("update request "+string(id), err)
+	}
+	return out, nil
+}
+
+// pgUpdateOnce is one try of pgUpdateRequest.
+func (db *DB) pgUpdateOnce(ctx context.Context, pg *postgresDialect, id approval.ID, actor string, fn func(*approval.Request) error, also *statement) (approval.Request, error) {
+	conn, old, err := pgLock(ctx, pg.pool, id, true)
+	if conn == nil && err != nil && ctx.Err() == nil {
+		// The connection broke before anything was written (a restart or
+		// failover since it was last used): once more, pinged first.
+		conn, old, err = pgLock(ctx, pg.pool, id, false)
+	}
+	if err != nil {
+		if conn != nil {
+			pgRollback(ctx, conn)
+		}
+		return approval.Request{}, err
+	}
+	cur, err := old.decode()
+	if err == nil {
+		err = fn(&cur)
+	}
+	if err == nil && cur.ID != id {
+		err = fmt.Errorf("update changed the request id to %q", cur.ID)
+	}
+	var p storePlan
+	if err == nil {
+		p, err = planStore(old, cur, actor, db.now())
+	}
+	if err != nil || (!p.changed && also == nil) {
+		pgRollback(ctx, conn)
+		return p.out, err
+	}
+	var b pgx.Batch
+	if p.changed {
+		b.Queue(dollarPlaceholders(pgGuardedUpdate(p.update)), p.updateArgs...)
+		if len(p.events) > 0 {
+			q, args := eventsStatement(pg, p.events)
+			b.Queue(dollarPlaceholders(q), args...)
+		}
+	}
+	if also != nil {
+		b.Queue(dollarPlaceholders(also.q), also.args...)
+	}
+	b.Queue(`COMMIT`)
+	br := conn.SendBatch(ctx, &b)
+	err = pgCommitBatch(br, b.Len(), p.changed, old.id)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		pgRollback(ctx, conn)
+		return approval.Request{}, err
+	}
+	conn.Release()
+	return p.out, nil
+}
+
+// pgLock acquires a connection of pool (without its ping when noPing),
+// begins a transaction and reads and locks the row of id in one pipeline
+// (pgLockRequest, pgLockLease). It returns the connection, inside the
+// transaction, with the row, or an error (store.ErrNotFound for a missing
+// row) and the connection to roll back, or nil when it broke (then the
+// pool destroyed it) or could not be acquired.
+func pgLock(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing bool) (*pgxpool.Conn, requestRow, error) {
+	actx := ctx
+	if noPing {
+		actx = context.WithValue(ctx, skipPing{}, true)
+	}
+	conn, err := pool.Acquire(actx)
+	if err != nil {
+		return nil, requestRow{}, err
+	}
+	var b pgx.Batch
+	b.Queue(`BEGIN`)
+	b.Queue(pgLockRequest, string(id))
+	b.Queue(pgLockLease, string(id))
+	br := conn.SendBatch(ctx, &b)
+	var (
+		w     requestRow
+		lease []int64
+	)
+	_, err = br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(w.dest()...)
+	}
+	if err == nil {
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			lease, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case conn.Conn().IsClosed():
+		conn.Release()
+		return nil, requestRow{}, err
+	case errors.Is(err, pgx.ErrNoRows):
+		return conn, requestRow{}, store.ErrNotFound
+	case err != nil:
+		return conn, requestRow{}, err
+	}
+	if w.leaseUntil.Valid && w.leaseUntil.Int64 == leaseMarker {
+		// As lockedRequest: the lease read under the share lock, NULL
+		// when the instance has no lease row.
+		w.holderLease.Valid = len(lease) == 1
+		if w.holderLease.Valid {
+			w.holderLease.Int64 = lease[0]
+		}
+	}
+	return conn, w, nil
+}
+
+// pgCommitBatch reads the n results of the second pipeline of
+// pgUpdateOnce, the last of them the COMMIT's; guarded says the first is
+// pgGuardedUpdate's. An error anywhere means nothing was committed.
+func pgCommitBatch(br pgx.BatchResults, n int, guarded bool, id string) error {
+	for i := range n - 1 {
+		if i == 0 && guarded {
+			var one int64
+			if err := br.QueryRow().Scan(&one); err != nil {
+				if sqlState(err) == "22012" { // division_by_zero: the guard
+					return errChangedUnderLock(id, 0)
+				}
+				return err
+			}
+			continue
+		}
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	if tag.String() == "ROLLBACK" {
+		return fmt.Errorf("commit: %w", pgx.ErrTxCommitRollback)
+	}
+	return nil
+}
+
+// pgRollback ends conn's transaction and returns conn to its pool; when
+// the ROLLBACK fails the pool destroys the connection (pgxpool does not
+// reuse one left inside a transaction).
+func pgRollback(ctx context.Context, conn *pgxpool.Conn) {
+	if ctx.Err() == nil && !conn.Conn().IsClosed() && conn.Conn().PgConn().TxStatus() != 'I' {
+		_, _ = conn.Exec(ctx, `ROLLBACK`)
+	}
+	conn.Release()
+}
