@@ -87,7 +87,7 @@ func (b *batcher) run(ctx context.Context, fn func(*tx) error) error {
 		}
 		err = <-r.done
 	}
-	if p, ok := err.(*txPanic); ok {
+	if p := (*txPanic)(nil); errors.As(err, &p) {
 		// fn panicked on the batcher's goroutine: the panic goes on in
 		// the caller's, as it would with a transaction of its own.
 		panic(p)
