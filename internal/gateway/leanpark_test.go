@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -76,7 +77,7 @@ func sameAsConnectionPath(parked *http.Response, body []byte, sdk http.Header, c
 		return fmt.Errorf("framing: Content-Length %d, Transfer-Encoding %v for %d bytes", parked.ContentLength, parked.TransferEncoding, len(body))
 	}
 	if parked.Close != closing {
-		return fmt.Errorf("Connection %q, want close %v", parked.Header.Values("Connection"), closing)
+		return fmt.Errorf("connection header %q, want close %v", parked.Header.Values("Connection"), closing)
 	}
 	for _, k := range []string{"Content-Type", "Cache-Control", "Mcp-Session-Id"} {
 		if a, b := parked.Header.Values(k), sdk.Values(k); strings.Join(a, ",") != strings.Join(b, ",") {
@@ -84,7 +85,7 @@ func sameAsConnectionPath(parked *http.Response, body []byte, sdk http.Header, c
 		}
 	}
 	if parked.Header.Get("Date") == "" {
-		return fmt.Errorf("no Date header")
+		return errors.New("no Date header")
 	}
 	return nil
 }
