@@ -37,7 +37,8 @@ func (f *httpFront) holdsLean() bool {
 // the parked connection goroutine keeps only net/http's frames, ServeHTTP,
 // wait and the gate's small wait frames on its stack: few enough for the
 // runtime to shrink it (TestLeanHeldCallWaitsInSmallFrames,
-// docs/performance.md "Held calls at scale").
+// docs/performance.md "Held calls at scale"). A 2026-07-28 call on
+// HTTP/1.1 is parked off the connection instead (park, leanpark.go).
 type leanHold struct {
 	f    *httpFront
 	ctx  context.Context //nolint:containedctx // the held call's own context, made by serveLean and ended by end; handed to ServeHTTP's wait like a request's
