@@ -80,7 +80,7 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 	// net/http's buffer (bufio.Reader.Peek of what is buffered cannot fail).
 	var pending []byte
 	if n := brw.Reader.Buffered(); n > 0 {
-		b, _ := brw.Reader.Peek(n)
+		b, _ := brw.Peek(n)
 		pending = bytes.Clone(b)
 	}
 	// r's context ends when ServeHTTP returns: the reader below watches

@@ -52,19 +52,29 @@ func dialRaw(t *testing.T, base string) (net.Conn, string) {
 	return c, host
 }
 
-// readRaw reads one response from br and returns it with its body read.
-func readRaw(t *testing.T, br *bufio.Reader) (*http.Response, []byte) {
+// A rawResponse is what a raw client read of a response (its body read
+// and closed).
+type rawResponse struct {
+	StatusCode       int
+	Header           http.Header
+	Close            bool
+	ContentLength    int64
+	TransferEncoding []string
+}
+
+// readRaw reads one response from br and returns it with its body.
+func readRaw(t *testing.T, br *bufio.Reader) (rawResponse, []byte) {
 	t.Helper()
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = resp.Body.Close()
-	return resp, b
+	return rawResponse{resp.StatusCode, resp.Header, resp.Close, resp.ContentLength, resp.TransferEncoding}, b
 }
 
 // sameAsConnectionPath reports whether a parked call's answer has the
@@ -72,7 +82,7 @@ func readRaw(t *testing.T, br *bufio.Reader) (*http.Response, []byte) {
 // call answered there), except the framing: Content-Length instead of a
 // chunked stream, and "Connection: close" (closing) or the stream's
 // "keep-alive".
-func sameAsConnectionPath(parked *http.Response, body []byte, sdk http.Header, closing bool) error {
+func sameAsConnectionPath(parked rawResponse, body []byte, sdk http.Header, closing bool) error {
 	if parked.ContentLength != int64(len(body)) || len(parked.TransferEncoding) != 0 {
 		return fmt.Errorf("framing: Content-Length %d, Transfer-Encoding %v for %d bytes", parked.ContentLength, parked.TransferEncoding, len(body))
 	}
