@@ -284,3 +284,35 @@ func TestLeanParkedCallGoClient(t *testing.T) {
 		t.Fatalf("big ran %d times, want 1", n)
 	}
 }
+
+// TestLeanParkedCallMaxHold: a parked call that reaches the gateway's
+// MaxHold is answered as on the connection's goroutine (the SDK path):
+// the pending answer naming its approval, the request left pending.
+func TestLeanParkedCallMaxHold(t *testing.T) {
+	verifyNoLeaks(t)
+	f := newLeanFixtureWith(t, &Options{MaxHold: time.Millisecond}, nil)
+	base, parked := parkedFront(t, f, nil)
+	sdkBase := serveHTTP(t, f.g, &HTTPOptions{DisableLeanCalls: true})
+	c, host := dialRaw(t, base)
+	if _, err := io.WriteString(c, rawModernRequest(host, "5", "up__big", `{"n":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	resp, b := readRaw(t, bufio.NewReader(c))
+	if got := parked.Load(); got != 1 {
+		t.Fatalf("%d calls parked, want 1", got)
+	}
+	sst, sh, sb := modernPost(t, sdkBase, "up__big", modernCallBody("5", "up__big", `{"n":1}`, ""), nil)
+	if err := sameAsConnectionPath(resp, b, sh, true); err != nil || resp.StatusCode != sst {
+		t.Errorf("%v; status %d, the connection's path %d", err, resp.StatusCode, sst)
+	}
+	for _, a := range [][]byte{b, sb} {
+		if !bytes.Contains(a, []byte(`"isError":true`)) || !bytes.Contains(a, []byte(`"id":5,`)) || !bytes.Contains(a, []byte(`toolgate/approval`)) {
+			t.Errorf("max hold answer %s, want the pending answer naming the approval", a)
+		}
+	}
+	// The same call twice: the second joins the first's pending request.
+	f.waitState(t, approval.StatePending, 1)
+	if n := f.h.count("big"); n != 0 {
+		t.Fatalf("big ran %d times before any approval", n)
+	}
+}
