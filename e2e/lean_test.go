@@ -71,7 +71,7 @@ func TestLeanCallsEndToEnd(t *testing.T) {
 	}
 	held := callAsync(ctx, cs, &mcp.CallToolParams{Name: "t__big_result", Arguments: json.RawMessage(`{"go":"held"}`)})
 	id := waitPending(t, g.Admin, 1)[0].ID
-	heldOnLeanFront(t, g)
+	heldOnLeanFront(t, g, false)
 	mustCLI(t, g.Admin, "approve", id)
 	if got := mustOK(t, await(t, held)); !strings.Contains(got, "9223372036854775807") {
 		t.Errorf("held then approved call: %q, want the upstream's big integers", got)
@@ -189,7 +189,7 @@ func leanTypeScript(t *testing.T, g *gw, record string) {
 		t.Errorf("TypeScript call with progress: %+v, want 2 progress notifications", l)
 	}
 	id := waitPending(t, g.Admin, 1)[0].ID
-	heldOnLeanFront(t, g)
+	heldOnLeanFront(t, g, false)
 	mustCLI(t, g.Admin, "approve", id)
 	if l := next("held"); l.Error != "" || l.Result.IsError || !strings.Contains(l.Result.text(), "9223372036854775807") {
 		t.Errorf("TypeScript held then approved call: %+v", l)
@@ -210,8 +210,12 @@ func leanTypeScript(t *testing.T, g *gw, record string) {
 
 // heldOnLeanFront checks, in the goroutine dump of g's toolgate, that the
 // one call it holds waits on the lean front (leanHold.wait) and that no call
-// is held on the SDK path (its middleware's callTool).
-func heldOnLeanFront(t *testing.T, g *gw) {
+// is held on the SDK path (its middleware's callTool); parked: that it
+// was parked off net/http's connection (a 2026-07-28 call: leanpark.go),
+// else held on the connection's goroutine (a 2025 session's call, as both
+// clients here make: BenchmarkHeldCalls's goroutine dumps show 2026 calls
+// parked).
+func heldOnLeanFront(t *testing.T, g *gw, parked bool) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, g.Admin+"/debug/pprof/goroutine?debug=2", nil)
 	if err != nil {
@@ -230,6 +234,9 @@ func heldOnLeanFront(t *testing.T, g *gw) {
 	dump := string(b)
 	if n := strings.Count(dump, "(*leanHold).wait("); n != 1 {
 		t.Errorf("%d goroutines hold a call on the lean front, want 1", n)
+	}
+	if n, want := strings.Count(dump, "(*leanHold).waitParked("), map[bool]int{true: 1}[parked]; n != want {
+		t.Errorf("%d calls parked off net/http's connection, want %d", n, want)
 	}
 	if strings.Contains(dump, "(*Gateway).callTool(") {
 		t.Error("a call is held on the SDK path (callTool in the goroutine dump), want it held on the lean front")

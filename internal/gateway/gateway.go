@@ -301,6 +301,7 @@ type Gateway struct {
 	// (*leanSessions → true) that sessions were added to.
 	leanRegs sync.Map
 	leanHook leanHook // tests only: set before Handler
+	parkHook parkHook // tests only: set before Handler
 }
 
 // New connects to every upstream in servers, lists their tools and builds the

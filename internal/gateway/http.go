@@ -165,7 +165,7 @@ func (g *Gateway) Handler(authn Authenticator, opts *HTTPOptions) (http.Handler,
 		}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
 		next, nextModern = requireToken(next), requireToken(nextModern)
 	}
-	front := &httpFront{g: g, authn: authn, opts: o, next: next, modern: nextModern, lean: lean, hook: g.leanHook,
+	front := &httpFront{g: g, authn: authn, opts: o, next: next, modern: nextModern, lean: lean, hook: g.leanHook, park: g.parkHook,
 		limits: newSessionLimiter(o.MaxSessions, o.MaxSessionsPerPrincipal, o.SessionTimeout, g.liveSessionSet)}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", front)
@@ -202,13 +202,18 @@ type httpFront struct {
 	// calls of (leanfront.go); nil when HTTPOptions.DisableLeanCalls.
 	lean *leanSessions
 	hook leanHook // tests only; nil otherwise
+	park parkHook // tests only; nil otherwise
 }
 
 func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if held := f.serve(w, r); held != nil {
-		// A call the lean front holds waits here, after serve's frames
-		// are gone: the connection's goroutine parks in a few small frames
-		// (leanhold.go).
+		// A call the lean front holds is parked off net/http's connection
+		// when it can be (leanpark.go); else it waits here, after serve's
+		// frames are gone: the connection's goroutine parks in a few small
+		// frames (leanhold.go).
+		if held.park(w, r) {
+			return
+		}
 		defer held.end()
 		held.wait()
 		held.answer()
@@ -259,30 +264,18 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 		var hb *heartbeatWriter
 		sid := r.Header.Get("Mcp-Session-Id")
 		if ls := f.lean.get(sid); ls != nil && sid != "" {
-			end := func() {}
-			if ls.principal == p.ID {
-				end = ls.start(f.opts.SessionTimeout)
-			}
 			// A held call's POST is not over when serve returns: its
-			// cleanups then run after the answer (leanHold.end).
-			defer func() {
-				if held == nil {
-					end()
-				} else {
-					held.after(end)
-				}
-			}()
+			// cleanups then run after the answer (leanCleanups.settle).
+			var later leanCleanups
+			defer func() { later.settle(held) }()
+			if ls.principal == p.ID {
+				later.end = ls.start(f.opts.SessionTimeout)
+			}
 			if f.cancelLean(w, r, p, ls) || f.replyLean(w, r, p, ls) {
 				return
 			}
 			hb = newHeartbeatWriter(w, f.opts.HeartbeatFirst, f.opts.Heartbeat)
-			defer func() {
-				if held == nil {
-					hb.stop()
-				} else {
-					held.after(hb.stop)
-				}
-			}()
+			later.hb = hb
 			var served bool
 			if served, prior, held = f.serveLean(hb, r, p, ls); served {
 				return

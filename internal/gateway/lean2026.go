@@ -76,7 +76,7 @@ func (f *httpFront) serveLeanModern(w http.ResponseWriter, r *http.Request, body
 		// is written until the answer (no SSE comments on 2026 POSTs).
 		call.Prior = h
 		return true, nil, &leanHold{f: f, ctx: ctx, mw: w, p: p, m: m, t: t, call: &call, relay: relay,
-			later: []func(){untrack, func() { stop() }, func() { cancel(nil) }}}
+			later: leanCleanups{untrack: untrack, stop: stop, cancel: cancel}}
 	}
 	res, err := f.g.answerModern(ctx, p, t, &call, adm, relay)
 	writeModernResult(w, f.g.impl, m.ID, res, err)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,7 +79,8 @@ func modernPost(t *testing.T, base, name, body string, hdr map[string]string) (i
 // by the lean front with the status, headers and bytes the SDK's stateless
 // handler gives the same request (the same gateway served with
 // DisableLeanCalls), after one policy evaluation each, and so are calls
-// held, then approved or denied.
+// held, then approved or denied (but for the framing of a call parked off
+// net/http's connection: leanpark.go).
 func TestLeanModernAnswersAsTheSDK(t *testing.T) {
 	verifyNoLeaks(t)
 	f := newLeanFixture(t, nil)
@@ -162,6 +164,17 @@ func TestLeanModernAnswersAsTheSDK(t *testing.T) {
 		if v == approval.VerdictDeny {
 			same = bytes.Contains(lb, []byte(`"isError":true`)) && bytes.Contains(sb, []byte(`"isError":true`)) &&
 				bytes.HasSuffix(bytes.TrimSpace(lb), []byte(`"resultType":"complete"}}`)) && bytes.HasSuffix(bytes.TrimSpace(sb), []byte(`"resultType":"complete"}}`))
+		}
+		// The held call is parked off net/http's connection (leanpark.go):
+		// answered with a Content-Length and "Connection: close".
+		// (net/http's client keeps "Connection" out of the headers: the
+		// raw tests in leanpark_test.go check it.)
+		if lh.Get("Content-Length") != strconv.Itoa(len(lb)) {
+			t.Errorf("held (%s): parked answer's framing %v", v, lh)
+		}
+		for _, k := range []string{"Connection", "Content-Length", "Transfer-Encoding"} {
+			lh.Del(k)
+			sh.Del(k)
 		}
 		if lst != sst || !equalHeaders(lh, sh) || !same {
 			t.Errorf("held (%s):\nlean %d %v %s\nsdk  %d %v %s", v, lst, lh, lb, sst, sh, sb)

@@ -88,17 +88,12 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Pr
 		return false, nil, nil
 	}
 	key := canonicalID(m.ID)
-	// The deferred cleanups are the held call's (held.after) when the
-	// front holds it: they run once it is answered. (A closure for that is
-	// made only then: the allowed and denied calls allocate none.)
+	// The deferred cleanups are the held call's when the front holds it:
+	// they run once it is answered (leanCleanups.settle).
+	var later leanCleanups
+	defer func() { later.settle(held) }()
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
-	defer func() {
-		if held == nil {
-			cancel(nil)
-		} else {
-			held.after(func() { cancel(nil) })
-		}
-	}()
+	later.cancel = cancel
 	untrackID, ok := s.track(key, cancel)
 	if !ok {
 		f.note(true)
@@ -106,26 +101,13 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Pr
 			Message: "duplicate in-flight request ID " + string(bytes.TrimSpace(m.ID))})
 		return true, nil, nil
 	}
-	defer func() {
-		if held == nil {
-			untrackID()
-		} else {
-			held.after(untrackID)
-		}
-	}()
+	later.untrackID = untrackID
 	// As bindRequest does for the SDK path: a POST that ends before its
 	// call means the client went away (after the grace an explicit cancel
 	// gets to arrive in).
-	stop := context.AfterFunc(r.Context(), func() {
+	later.stop = context.AfterFunc(r.Context(), func() {
 		time.AfterFunc(f.opts.DropGrace, func() { cancel(ErrClientGone) })
 	})
-	defer func() {
-		if held == nil {
-			stop()
-		} else {
-			held.after(func() { stop() })
-		}
-	}()
 	call := f.g.toolCall(p, t, m.Params.Arguments, nil)
 	adm := new(gate.Admission)
 	h := la.AdmitUnlessHeld(ctx, &call, adm)
@@ -138,14 +120,7 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Pr
 	startLeanStream(w)
 	// As bindRequest does for the SDK path: tracked per session (DELETE,
 	// Close and shutdown cancel it).
-	untrack := f.g.calls.add(s.ss.ID(), p.ID, cancel)
-	defer func() {
-		if held == nil {
-			untrack()
-		} else {
-			held.after(untrack)
-		}
-	}()
+	later.untrack = f.g.calls.add(s.ss.ID(), p.ID, cancel)
 	if f.g.root.Err() != nil {
 		cancel(ErrShutdown)
 	}

@@ -37,7 +37,8 @@ func (f *httpFront) holdsLean() bool {
 // the parked connection goroutine keeps only net/http's frames, ServeHTTP,
 // wait and the gate's small wait frames on its stack: few enough for the
 // runtime to shrink it (TestLeanHeldCallWaitsInSmallFrames,
-// docs/performance.md "Held calls at scale").
+// docs/performance.md "Held calls at scale"). A 2026-07-28 call on
+// HTTP/1.1 is parked off the connection instead (park, leanpark.go).
 type leanHold struct {
 	f    *httpFront
 	ctx  context.Context //nolint:containedctx // the held call's own context, made by serveLean and ended by end; handed to ServeHTTP's wait like a request's
@@ -53,21 +54,80 @@ type leanHold struct {
 	// its relay round.
 	mw    http.ResponseWriter
 	relay *relayRound
-	// later are the deferred cleanups, in the order they would have run.
-	later []func()
+	// later are the cleanups the handling of its POST deferred.
+	later leanCleanups
 }
 
-// after has fn run once l is answered (end), after the cleanups handed
-// over before it.
-func (l *leanHold) after(fn func()) {
-	l.later = append(l.later, fn)
+// leanCleanups are what the handling of a lean POST defers: serve's and
+// serveLean's (or serveLeanModern's) cleanups, as fields rather than
+// closures, so that an allowed or denied call allocates none for them.
+// Each function that fills some defers one settle, which runs them at
+// once or, when the front holds the call, hands them to the leanHold to
+// run once it is answered (leanHold.end). run keeps the order the
+// separate defers had: the callee's (serveLean's, last registered first)
+// before the caller's (serve's).
+type leanCleanups struct {
+	untrack   func()                  // the gateway's call registry (Close, DELETE, shutdown)
+	stop      func() bool             // the watch on the POST's end (context.AfterFunc)
+	untrackID func()                  // the session's in-flight request id
+	cancel    context.CancelCauseFunc // the call's own context
+	hb        *heartbeatWriter        // the POST's heartbeats
+	end       func()                  // the session's busy mark (leanSession.start)
+}
+
+// run runs the cleanups that are set, in order.
+func (c *leanCleanups) run() {
+	if c.untrack != nil {
+		c.untrack()
+	}
+	if c.stop != nil {
+		c.stop()
+	}
+	if c.untrackID != nil {
+		c.untrackID()
+	}
+	if c.cancel != nil {
+		c.cancel(nil)
+	}
+	if c.hb != nil {
+		c.hb.stop()
+	}
+	if c.end != nil {
+		c.end()
+	}
+}
+
+// settle runs c now, or, when held is not nil, adds c's cleanups to
+// held's, to run once it is answered.
+func (c *leanCleanups) settle(held *leanHold) {
+	if held == nil {
+		c.run()
+		return
+	}
+	l := &held.later
+	if c.untrack != nil {
+		l.untrack = c.untrack
+	}
+	if c.stop != nil {
+		l.stop = c.stop
+	}
+	if c.untrackID != nil {
+		l.untrackID = c.untrackID
+	}
+	if c.cancel != nil {
+		l.cancel = c.cancel
+	}
+	if c.hb != nil {
+		l.hb = c.hb
+	}
+	if c.end != nil {
+		l.end = c.end
+	}
 }
 
 // end runs the held call's deferred cleanups.
 func (l *leanHold) end() {
-	for _, fn := range l.later {
-		fn()
-	}
+	l.later.run()
 }
 
 // wait admits the held call (call.Prior set), holding it on the calling

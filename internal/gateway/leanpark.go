@@ -1,0 +1,278 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Parking a held call off net/http's connection (issue 13). A
+// 2026-07-28 tools/call the lean front holds (lean2026.go) writes nothing
+// until it is answered. On HTTP/1.1 ServeHTTP then takes the connection
+// from net/http (http.Hijacker) and returns: net/http's connection
+// goroutine, its backgroundRead and its per-connection bufio reader and
+// writers are gone. What remains per held call is the leanHold, the
+// net.Conn, a waiter goroutine parked in the gate's wait (wait, as on the
+// connection's goroutine before) and a reader goroutine whose one-byte
+// read notices a dropped connection (the POST's end: context.Canceled at
+// once, as PropagateRequestCancellation makes it on the SDK path). The
+// answer is written by the waiter as an HTTP/1.1 response with the same
+// status, headers and body the connection would have carried, with a
+// Content-Length, and "Connection: close": the connection cannot go back
+// to net/http's keep-alive pool, so it is closed after the answer.
+//
+// A client that sent more on the connection (an HTTP/1.1 pipelined
+// request after the held POST, already buffered when the connection was
+// taken or read by the reader meanwhile) is not closed on: the answer
+// keeps the connection alive and the rest of it is served by a
+// net/http server of its own (serveRest), in order, as net/http would
+// have served it after the held call's response. As with net/http's
+// backgroundRead, a drop is no longer noticed once such bytes came.
+//
+// HTTP/2, a connection net/http cannot hand over, a 2025-era session's
+// call, and a gateway that is closing keep the path on the connection's
+// goroutine (leanhold.go). Close waits for parked calls (the gateway's
+// WaitGroup), which its cancellation answers (ErrShutdown).
+
+// parkedWriteTimeout bounds the writing of a parked call's answer: a
+// client that stops reading must not keep its waiter (and Close) forever.
+const parkedWriteTimeout = 30 * time.Second
+
+// restIdleTimeout is how long a connection served after a parked call
+// (serveRest) may idle between requests.
+const restIdleTimeout = 2 * time.Minute
+
+// parkHook, when set (tests), is told of each held call the front parked
+// off net/http's connection.
+type parkHook func()
+
+// park takes the connection of the 2026-07-28 POST r, whose call the
+// front holds as l, from net/http and holds the call on a goroutine of
+// the gateway, answering it on the connection itself (see above). It
+// reports false, having changed nothing, when the call is not parked this
+// way; the caller then holds it on the connection's goroutine.
+//
+//go:noinline // its frame is gone before a call held on the connection's goroutine waits
+func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
+	if l.mw == nil || r.ProtoMajor != 1 || l.later.cancel == nil {
+		return false
+	}
+	g := l.f.g
+	g.closeMux.Lock()
+	defer g.closeMux.Unlock()
+	if g.closed || g.root.Err() != nil {
+		return false
+	}
+	header := w.Header().Clone()
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		// HTTP/2, or a writer that cannot hand its connection over.
+		return false
+	}
+	// What the client sent after the POST's body, already read into
+	// net/http's buffer (bufio.Reader.Peek of what is buffered cannot fail).
+	var pending []byte
+	if n := brw.Reader.Buffered(); n > 0 {
+		b, _ := brw.Peek(n)
+		pending = bytes.Clone(b)
+	}
+	// r's context ends when ServeHTTP returns: the reader below watches
+	// the connection instead. If the watch already fired, the call is
+	// cancelled already, and answered as such.
+	if l.later.stop != nil {
+		l.later.stop()
+		l.later.stop = nil
+	}
+	l.mw = nil // the response (and through it the request and net/http's buffers) is not kept
+	g.wg.Add(1)
+	go l.waitParked(conn, header, pending)
+	if l.f.park != nil {
+		l.f.park()
+	}
+	return true
+}
+
+// waitParked holds the parked call l on its own goroutine and answers it
+// on conn (header: the response's headers as the front set them; pending:
+// what the client sent after the POST).
+func (l *leanHold) waitParked(conn net.Conn, header http.Header, pending []byte) {
+	defer l.f.g.wg.Done()
+	cancel := l.later.cancel
+	cw := watchConn(conn, func() { cancel(context.Canceled) })
+	l.wait()
+	pw := &parkedResponse{h: header}
+	res, err := l.f.g.answerModern(l.ctx, l.p, l.t, l.call, l.adm, l.relay)
+	writeModernResult(pw, l.f.g.impl, l.m.ID, res, err)
+	l.end()
+	pending = append(pending, cw.stop()...)
+	log := l.f.g.log
+	if werr := pw.writeTo(conn, len(pending) == 0); werr != nil {
+		log.Debug("cannot write a parked call's answer", "err", werr)
+		_ = conn.Close()
+		return
+	}
+	if len(pending) == 0 {
+		_ = conn.Close()
+		return
+	}
+	l.f.serveRest(conn, pending)
+}
+
+// A connWatch reads one byte of a parked connection: an error before the
+// watch is stopped means the client went away (gone is called); a byte
+// is the start of the client's next request, kept for serveRest.
+type connWatch struct {
+	conn    net.Conn
+	done    chan struct{}
+	aborted atomic.Bool
+	got     [1]byte
+	n       int // set before done is closed
+}
+
+// watchConn starts watching conn on a goroutine of its own, which stop
+// ends and waits for.
+func watchConn(conn net.Conn, gone func()) *connWatch {
+	cw := &connWatch{conn: conn, done: make(chan struct{})}
+	go cw.read(gone)
+	return cw
+}
+
+func (cw *connWatch) read(gone func()) {
+	defer close(cw.done)
+	n, err := cw.conn.Read(cw.got[:])
+	cw.n = n
+	if n == 0 && err != nil && !cw.aborted.Load() {
+		gone()
+	}
+}
+
+// stop ends the watch (a read deadline in the past, as net/http aborts
+// its backgroundRead), waits for its goroutine and returns the byte it
+// read, if any.
+func (cw *connWatch) stop() []byte {
+	cw.aborted.Store(true)
+	_ = cw.conn.SetReadDeadline(time.Unix(1, 0))
+	<-cw.done
+	_ = cw.conn.SetReadDeadline(time.Time{})
+	return cw.got[:cw.n]
+}
+
+// A parkedResponse is an http.ResponseWriter that keeps the answer to a
+// parked call, to be written on its connection by writeTo. It has no
+// Flush: the answer is written as a whole.
+type parkedResponse struct {
+	h      http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (p *parkedResponse) Header() http.Header { return p.h }
+
+func (p *parkedResponse) WriteHeader(code int) {
+	if p.status == 0 {
+		p.status = code
+	}
+}
+
+func (p *parkedResponse) Write(b []byte) (int, error) {
+	if p.status == 0 {
+		p.status = http.StatusOK
+	}
+	return p.body.Write(b)
+}
+
+// writeTo writes p on conn as an HTTP/1.1 response with a Content-Length
+// and a Date, as net/http writes a handler's whole answer, with
+// "Connection: close" when closing (the connection is closed after it).
+func (p *parkedResponse) writeTo(conn net.Conn, closing bool) error {
+	h := p.h
+	if closing {
+		h.Del("Connection")
+	}
+	if h.Get("Date") == "" {
+		h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	}
+	status := p.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	resp := &http.Response{StatusCode: status, ProtoMajor: 1, ProtoMinor: 1, Header: h,
+		ContentLength: int64(p.body.Len()), Body: io.NopCloser(&p.body), Close: closing}
+	bw := bufio.NewWriterSize(conn, p.body.Len()+512)
+	_ = conn.SetWriteDeadline(time.Now().Add(parkedWriteTimeout))
+	defer func() { _ = conn.SetWriteDeadline(time.Time{}) }()
+	if err := resp.Write(bw); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// serveRest serves what follows a parked call's answer on conn (pending:
+// the bytes the client sent after the POST, read already) with a net/http
+// server of its own, handing /mcp to the front as the gateway's handler
+// does, until the connection closes, is taken over again (another parked
+// call) or the gateway closes.
+func (f *httpFront) serveRest(conn net.Conn, pending []byte) {
+	c := net.Conn(&prefixConn{Conn: conn, r: io.MultiReader(bytes.NewReader(pending), conn)})
+	l := &oneConnListener{c: c, addr: conn.LocalAddr(), done: make(chan struct{})}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", f)
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: parkedWriteTimeout,
+		IdleTimeout:       restIdleTimeout,
+		ErrorLog:          slog.NewLogLogger(f.g.log.Handler(), slog.LevelWarn),
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateClosed || s == http.StateHijacked {
+				_ = l.Close()
+			}
+		},
+	}
+	stop := context.AfterFunc(f.g.root, func() { _ = srv.Close() })
+	defer stop()
+	_ = srv.Serve(l)
+}
+
+// A prefixConn reads r (bytes read from the connection already, then the
+// connection) instead of its Conn.
+type prefixConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *prefixConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// A oneConnListener accepts its one connection, then waits until closed.
+type oneConnListener struct {
+	mu   sync.Mutex
+	c    net.Conn // nil once accepted
+	addr net.Addr
+	done chan struct{}
+	once sync.Once
+}
+
+func (l *oneConnListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	c := l.c
+	l.c = nil
+	l.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	<-l.done
+	return nil, net.ErrClosed
+}
+
+func (l *oneConnListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *oneConnListener) Addr() net.Addr { return l.addr }
