@@ -18,6 +18,9 @@ import (
 type featureHooks struct {
 	// inFlight receives the tag of each ask call once it started.
 	inFlight chan string
+	// elicited, when set, receives the error of each ask call's
+	// elicitation (nil when it was answered).
+	elicited chan error
 }
 
 // newFeatureServer returns an upstream that uses everything issue 10
@@ -63,6 +66,9 @@ func newFeatureServer(tag string, h *featureHooks) *mcp.Server {
 				Message:         "question-" + a.Tag,
 				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}},
 			})
+			if h != nil && h.elicited != nil {
+				h.elicited <- err
+			}
 			if err != nil {
 				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "elicitation failed: " + err.Error()}}}, nil
 			}

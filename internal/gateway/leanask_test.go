@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"toolgate/internal/gate"
@@ -451,5 +452,42 @@ func TestLeanElicitable(t *testing.T) {
 	}
 	if err := checkElicitResult(p, &mcp.ElicitResult{Action: "accept", Content: map[string]any{"a": 1}}); err == nil {
 		t.Error("checkElicitResult took content that does not match the schema")
+	}
+}
+
+// TestLeanCancelledQuestionAnswersTheUpstream: when the agent cancels a
+// lean call while its HTTP upstream waits for the agent's answer to a
+// question, the upstream's request is answered with the gateway's
+// JSON-RPC error before the call's stream ends, as the SDK's client
+// answers it. It used to be answered on the cancelled call's context, so
+// never: only the notifications/cancelled sent in the background could
+// end the upstream's wait, and the gateway's Close right after aborts
+// that POST, leaving the upstream's handler, and the close of its session
+// (an SDK server waits for its handlers), waiting for ever (a hung
+// TestLeanQuestionAnswers at the upstream's httptest.Server.Close).
+func TestLeanCancelledQuestionAnswersTheUpstream(t *testing.T) {
+	h := &featureHooks{inFlight: make(chan string, 4), elicited: make(chan error, 4)}
+	g := newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newFeatureServer("http", h))}}, leanGate(t), nil)
+	base := serveHTTP(t, g, nil)
+	opts, setup := capableClient("alice", &agentRecord{}, false)
+	cs := connectAgent(t, base, aliceToken, opts, setup)
+	sid, version := cs.ID(), cs.InitializeResult().ProtocolVersion
+	waitInitialized(t, g, sid)
+	c := startRawCall(t, base, sid, version, "c-1", "up__ask")
+	c.question(t, methodElicit)
+	if st := postStatus(t, base, aliceToken, sid, version, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c-1"}}`); st != http.StatusAccepted {
+		t.Fatalf("cancel: %d, want 202", st)
+	}
+	for range c.msgs {
+		// Until the call's stream ends.
+	}
+	select {
+	case err := <-h.elicited:
+		var wire *jsonrpc.Error
+		if !errors.As(err, &wire) {
+			t.Fatalf("the upstream's question ended with %v, want the gateway's JSON-RPC error answer", err)
+		}
+	case <-time.After(testWait):
+		t.Fatal("the upstream's question was never answered")
 	}
 }

@@ -409,7 +409,15 @@ func (u *upstream) answerServerRequest(ctx context.Context, c *upConn, m sseMess
 	if err != nil {
 		return fmt.Errorf("encode the answer to %s: %w", m.Method, err)
 	}
-	return u.postRawMessage(ctx, c, b)
+	// The answer goes even when the call ended meanwhile (the agent
+	// cancelled it, werr says so), as the SDK's client answers a request
+	// whose handler's context ended: an upstream handler waiting for it
+	// (and an SDK server's session close, which waits for its handlers)
+	// must not wait for ever on a notifications/cancelled that shutdown
+	// may abort. Bounded by cancelNotifyTimeout, not by the call.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelNotifyTimeout)
+	defer cancel()
+	return u.postRawMessage(actx, c, b)
 }
 
 // relayRawRequest forwards one server→client request (m: sampling,
