@@ -36,7 +36,8 @@ import (
 // have served it after the held call's response. As with net/http's
 // backgroundRead, a drop is no longer noticed once such bytes came.
 //
-// HTTP/2, a connection net/http cannot hand over, a 2025-era session's
+// HTTP/2, TLS (the requests served after the answer would lose r.TLS), a
+// connection net/http cannot hand over, a 2025-era session's
 // call, and a gateway that is closing keep the path on the connection's
 // goroutine (leanhold.go). Close waits for parked calls (the gateway's
 // WaitGroup), which its cancellation answers (ErrShutdown).
@@ -61,7 +62,7 @@ type parkHook func()
 //
 //go:noinline // its frame is gone before a call held on the connection's goroutine waits
 func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
-	if l.mw == nil || r.ProtoMajor != 1 || l.later.cancel == nil {
+	if l.mw == nil || r.ProtoMajor != 1 || r.TLS != nil || l.later.cancel == nil {
 		return false
 	}
 	g := l.f.g
@@ -92,10 +93,10 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 	}
 	l.mw = nil // the response (and through it the request and net/http's buffers) is not kept
 	g.wg.Add(1)
-	go l.waitParked(conn, header, pending)
 	if l.f.park != nil {
-		l.f.park()
+		l.f.park() // before the answer can be written
 	}
+	go l.waitParked(conn, header, pending)
 	return true
 }
 
@@ -238,6 +239,14 @@ func (f *httpFront) serveRest(conn net.Conn, pending []byte) {
 	stop := context.AfterFunc(f.g.root, func() { _ = srv.Close() })
 	defer stop()
 	_ = srv.Serve(l)
+	// A server closed before it accepted the connection (the gateway
+	// closing) leaves it to us.
+	l.mu.Lock()
+	c, l.c = l.c, nil
+	l.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
 }
 
 // A prefixConn reads r (bytes read from the connection already, then the

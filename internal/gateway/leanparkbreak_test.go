@@ -1,0 +1,237 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/store"
+)
+
+// Attacks on parked held calls (leanpark.go) as a hostile or careless
+// client would make them.
+
+// TestLeanParkedCallNotOnTLSOrHTTP2: a held 2026-07-28 call over TLS,
+// HTTP/2 or HTTP/1.1, keeps the connection's path (nothing parked: the
+// requests served after a parked answer would lose r.TLS) and is answered
+// once approved.
+func TestLeanParkedCallNotOnTLSOrHTTP2(t *testing.T) {
+	verifyNoLeaks(t)
+	f := newLeanFixture(t, nil)
+	var parked atomic.Int64
+	f.g.parkHook = func() { parked.Add(1) }
+	h, err := f.g.Handler(testAuth, nil)
+	f.g.parkHook = nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(h)
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	h1 := ts.Client().Transport.(*http.Transport).Clone()
+	h1.ForceAttemptHTTP2 = false
+	h1.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	h1.TLSClientConfig = h1.TLSClientConfig.Clone()
+	h1.TLSClientConfig.NextProtos = []string{"http/1.1"}
+	t.Cleanup(h1.CloseIdleConnections)
+	for _, tc := range []struct {
+		name  string
+		c     *http.Client
+		proto int
+	}{{"HTTP/2", ts.Client(), 2}, {"HTTP/1.1 over TLS", &http.Client{Transport: h1}, 1}} {
+		body := modernCallBody("7", "up__big", `{"n":1}`, "")
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, ts.URL+"/mcp", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range map[string]string{"Authorization": "Bearer " + aliceToken, "Content-Type": "application/json",
+			"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": modernVersion, "Mcp-Method": "tools/call", "Mcp-Name": "up__big"} {
+			req.Header.Set(k, v)
+		}
+		type answer struct {
+			resp *http.Response
+			b    []byte
+			err  error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			resp, err := tc.c.Do(req)
+			if err != nil {
+				done <- answer{err: err}
+				return
+			}
+			defer func() { _ = resp.Body.Close() }()
+			b, err := io.ReadAll(resp.Body)
+			done <- answer{resp, b, err}
+		}()
+		f.approveNext(t)
+		a := <-done
+		if a.err != nil || a.resp.StatusCode != http.StatusOK || a.resp.ProtoMajor != tc.proto || !bytes.Contains(a.b, []byte(`"id":7,`)) || bytes.Contains(a.b, []byte(`"isError":true`)) {
+			t.Fatalf("%s: %v %+v %s", tc.name, a.err, a.resp, a.b)
+		}
+		if n := parked.Load(); n != 0 {
+			t.Fatalf("%s: %d calls parked, want 0", tc.name, n)
+		}
+	}
+	if n := f.h.count("big"); n != 2 {
+		t.Fatalf("big ran %d times, want 2", n)
+	}
+}
+
+// TestLeanParkedCallsEndOnClose: the gateway's Close with several parked
+// calls answers each as on the connection's path ("went away", the
+// request left pending), closes their connections and leaves no goroutine
+// behind.
+func TestLeanParkedCallsEndOnClose(t *testing.T) {
+	verifyNoLeaks(t)
+	f := newLeanFixture(t, nil)
+	base, parked := parkedFront(t, f, nil)
+	const n = 4
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		c, host := dialRaw(t, base)
+		if _, err := io.WriteString(c, rawModernRequest(host, "1", "up__big", `{"n":`+string(rune('1'+i))+`}`)); err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	f.waitState(t, approval.StatePending, n)
+	if err := f.g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := parked.Load(); got != n {
+		t.Fatalf("%d calls parked, want %d", got, n)
+	}
+	for i, c := range conns {
+		br := bufio.NewReader(c)
+		resp, b := readRaw(t, br)
+		if resp.StatusCode != http.StatusOK || !resp.Close || !bytes.Contains(b, []byte("went away")) {
+			t.Errorf("call %d at Close: %d close=%v %s", i, resp.StatusCode, resp.Close, b)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(testWait))
+		if k, err := br.Read(make([]byte, 1)); k != 0 || err == nil {
+			t.Errorf("call %d: the connection stayed open after the answer (%d, %v)", i, k, err)
+		}
+	}
+	f.waitState(t, approval.StatePending, n)
+	if k := f.h.count("big"); k != 0 {
+		t.Fatalf("big ran %d times", k)
+	}
+}
+
+// TestLeanParkedCallHalfClose: a client that half-closes its connection
+// after the POST is gone, as net/http's own read takes it on the
+// connection's path: the parked call is cancelled at once, never runs,
+// and its answer still reaches the half-open connection.
+func TestLeanParkedCallHalfClose(t *testing.T) {
+	verifyNoLeaks(t)
+	f := newLeanFixture(t, &HTTPOptions{DropGrace: time.Hour})
+	base, parked := parkedFront(t, f, &HTTPOptions{DropGrace: time.Hour})
+	c, host := dialRaw(t, base)
+	if _, err := io.WriteString(c, rawModernRequest(host, "3", "up__big", `{"n":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	f.waitState(t, approval.StatePending, 1)
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	resp, b := readRaw(t, bufio.NewReader(c))
+	if !resp.Close || !bytes.Contains(b, []byte(`"id":3,`)) || !bytes.Contains(b, []byte(`"isError":true`)) {
+		t.Fatalf("answer after half-close: %d close=%v %s", resp.StatusCode, resp.Close, b)
+	}
+	f.waitState(t, approval.StateCancelled, 1)
+	if got := parked.Load(); got != 1 {
+		t.Fatalf("%d calls parked, want 1", got)
+	}
+	if k := f.h.count("big"); k != 0 {
+		t.Fatalf("big ran %d times", k)
+	}
+}
+
+// TestLeanParkedCallPipelinedHeldAndGarbage: a held POST pipelined after
+// a held POST is parked in its turn, after the first one's answer; bytes
+// that are no HTTP request after it get net/http's 400 and the
+// connection's end; each approved call runs once.
+func TestLeanParkedCallPipelinedHeldAndGarbage(t *testing.T) {
+	verifyNoLeaks(t)
+	f := newLeanFixture(t, nil)
+	base, parked := parkedFront(t, f, nil)
+	c, host := dialRaw(t, base)
+	all := rawModernRequest(host, "1", "up__big", `{"n":1}`) + rawModernRequest(host, "2", "up__big", `{"n":2}`) + "NOT HTTP AT ALL\r\n\r\n"
+	if _, err := io.WriteString(c, all); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	for i, id := range []string{`"id":1,`, `"id":2,`} {
+		f.approveNext(t)
+		resp, b := readRaw(t, br)
+		if resp.StatusCode != http.StatusOK || resp.Close || !bytes.Contains(b, []byte(id)) || bytes.Contains(b, []byte(`"isError":true`)) {
+			t.Fatalf("answer %d: %d close=%v %s", i, resp.StatusCode, resp.Close, b)
+		}
+	}
+	if got := parked.Load(); got != 2 {
+		t.Fatalf("%d calls parked, want 2", got)
+	}
+	resp, _ := readRaw(t, br)
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("garbage: %d, want 400", resp.StatusCode)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(testWait))
+	if k, err := br.Read(make([]byte, 1)); k != 0 || err == nil {
+		t.Errorf("the connection stayed open after the 400 (%d, %v)", k, err)
+	}
+	if k := f.h.count("big"); k != 2 {
+		t.Fatalf("big ran %d times, want 2", k)
+	}
+}
+
+// TestLeanParkedCallDropRacesApproval: a client that drops its connection
+// while its parked call is approved: whichever wins, the call runs at most
+// once per consumed approval, and no request stays pending.
+func TestLeanParkedCallDropRacesApproval(t *testing.T) {
+	verifyNoLeaks(t)
+	f := newLeanFixture(t, &HTTPOptions{DropGrace: time.Hour})
+	base, _ := parkedFront(t, f, &HTTPOptions{DropGrace: time.Hour})
+	const rounds = 6
+	for i := range rounds {
+		c, host := dialRaw(t, base)
+		if _, err := io.WriteString(c, rawModernRequest(host, "1", "up__big", `{"n":`+string(rune('1'+i))+`}`)); err != nil {
+			t.Fatal(err)
+		}
+		rs := f.waitState(t, approval.StatePending, 1)
+		dropped := make(chan struct{})
+		go func() {
+			defer close(dropped)
+			_ = c.Close()
+		}()
+		// The drop may win: then the request is cancelled and the review
+		// fails.
+		_, _ = f.gt.Review(t.Context(), rs[0].ID, approval.Principal{ID: "carol", Kind: "human"}, approval.VerdictApprove, "", "")
+		<-dropped
+		f.waitState(t, approval.StatePending, 0)
+	}
+	consumed := f.consumedCount(t)
+	if k := f.h.count("big"); k > consumed {
+		t.Fatalf("big ran %d times for %d consumed approvals", k, consumed)
+	}
+}
+
+// consumedCount is how many requests the store has consumed.
+func (f *leanFixture) consumedCount(t *testing.T) int {
+	t.Helper()
+	rs, _, err := f.db.ListRequests(t.Context(), store.Filter{State: approval.StateConsumed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(rs)
+}
