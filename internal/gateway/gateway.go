@@ -302,6 +302,8 @@ type Gateway struct {
 	leanRegs sync.Map
 	leanHook leanHook // tests only: set before Handler
 	parkHook parkHook // tests only: set before Handler
+	// parkWrite, when set (tests), replaces parkedWriteTimeout.
+	parkWrite time.Duration
 }
 
 // New connects to every upstream in servers, lists their tools and builds the

@@ -114,7 +114,11 @@ func (l *leanHold) waitParked(conn net.Conn, header http.Header, pending []byte)
 	l.end()
 	pending = append(pending, cw.stop()...)
 	log := l.f.g.log
-	if werr := pw.writeTo(conn, len(pending) == 0); werr != nil {
+	timeout := parkedWriteTimeout
+	if d := l.f.g.parkWrite; d > 0 {
+		timeout = d
+	}
+	if werr := pw.writeTo(conn, len(pending) == 0, timeout); werr != nil {
 		log.Debug("cannot write a parked call's answer", "err", werr)
 		_ = conn.Close()
 		return
@@ -191,8 +195,9 @@ func (p *parkedResponse) Write(b []byte) (int, error) {
 
 // writeTo writes p on conn as an HTTP/1.1 response with a Content-Length
 // and a Date, as net/http writes a handler's whole answer, with
-// "Connection: close" when closing (the connection is closed after it).
-func (p *parkedResponse) writeTo(conn net.Conn, closing bool) error {
+// "Connection: close" when closing (the connection is closed after it),
+// within timeout (a client that stops reading gets its connection closed).
+func (p *parkedResponse) writeTo(conn net.Conn, closing bool, timeout time.Duration) error {
 	h := p.h
 	if closing {
 		h.Del("Connection")
@@ -207,7 +212,7 @@ func (p *parkedResponse) writeTo(conn net.Conn, closing bool) error {
 	resp := &http.Response{StatusCode: status, ProtoMajor: 1, ProtoMinor: 1, Header: h,
 		ContentLength: int64(p.body.Len()), Body: io.NopCloser(&p.body), Close: closing}
 	bw := bufio.NewWriterSize(conn, p.body.Len()+512)
-	_ = conn.SetWriteDeadline(time.Now().Add(parkedWriteTimeout))
+	_ = conn.SetWriteDeadline(time.Now().Add(timeout))
 	defer func() { _ = conn.SetWriteDeadline(time.Time{}) }()
 	if err := resp.Write(bw); err != nil {
 		return err

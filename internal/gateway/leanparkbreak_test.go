@@ -220,9 +220,37 @@ func TestLeanParkedCallDropRacesApproval(t *testing.T) {
 		<-dropped
 		f.waitState(t, approval.StatePending, 0)
 	}
+	// Every consumed request gets its dispatch's outcome recorded.
 	consumed := f.consumedCount(t)
+	f.waitOutcomes(t, consumed)
 	if k := f.h.count("big"); k > consumed {
 		t.Fatalf("big ran %d times for %d consumed approvals", k, consumed)
+	}
+}
+
+// waitOutcomes waits until the store has n consumed requests, each with
+// its dispatch's outcome recorded, and returns the outcomes.
+func (f *leanFixture) waitOutcomes(t *testing.T, n int) []approval.Outcome {
+	t.Helper()
+	deadline := time.Now().Add(testWait)
+	for {
+		rs, _, err := f.db.ListRequests(t.Context(), store.Filter{State: approval.StateConsumed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var outs []approval.Outcome
+		for _, r := range rs {
+			if r.DispatchOutcome != approval.OutcomeNone {
+				outs = append(outs, r.DispatchOutcome)
+			}
+		}
+		if len(rs) == n && len(outs) == n {
+			return outs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d consumed requests, %d with an outcome (%v), want %d", len(rs), len(outs), outs, n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -234,4 +262,37 @@ func (f *leanFixture) consumedCount(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(rs)
+}
+
+// TestLeanParkedCallClientStopsReading: a client whose parked call is
+// approved but that reads nothing of its large answer (a tiny receive
+// window) does not keep the parked call's goroutine past the write
+// deadline: the call ran once, its outcome is recorded (consumed) before
+// the answer is written, and the gateway's Close, which waits for that
+// goroutine, returns.
+func TestLeanParkedCallClientStopsReading(t *testing.T) {
+	verifyNoLeaks(t)
+	f := newLeanFixtureWith(t, &Options{MaxResultBytes: 64 << 20}, nil)
+	f.g.parkWrite = 50 * time.Millisecond
+	base, parked := parkedFront(t, f, nil)
+	c, host := dialRaw(t, base)
+	_ = c.(*net.TCPConn).SetReadBuffer(1 << 10)
+	if _, err := io.WriteString(c, rawModernRequest(host, "4", "up__big", `{"n":1048576}`)); err != nil {
+		t.Fatal(err)
+	}
+	f.approveNext(t)
+	if out := f.waitOutcomes(t, 1)[0]; out != approval.OutcomeOK {
+		t.Fatalf("outcome %q, want %q", out, approval.OutcomeOK)
+	}
+	// Close waits for the parked call's goroutine: it returns only once
+	// the write gave up.
+	if err := f.g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := parked.Load(); got != 1 {
+		t.Fatalf("%d calls parked, want 1", got)
+	}
+	if k := f.h.count("big"); k != 1 {
+		t.Fatalf("big ran %d times, want 1", k)
+	}
 }
