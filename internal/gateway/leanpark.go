@@ -230,6 +230,12 @@ func (f *httpFront) serveRest(conn net.Conn, pending []byte) {
 	l := &oneConnListener{c: c, addr: conn.LocalAddr(), done: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", f)
+	// ended is closed once the connection's goroutine is done with it
+	// (closed or taken over): serveRest waits for it, so that the
+	// gateway's Close, waiting for serveRest, leaves no goroutine of it
+	// behind (after a 413, net/http lingers half a second before closing).
+	ended := make(chan struct{})
+	var endOnce sync.Once
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: parkedWriteTimeout,
@@ -237,6 +243,7 @@ func (f *httpFront) serveRest(conn net.Conn, pending []byte) {
 		ErrorLog:          slog.NewLogLogger(f.g.log.Handler(), slog.LevelWarn),
 		ConnState: func(_ net.Conn, s http.ConnState) {
 			if s == http.StateClosed || s == http.StateHijacked {
+				endOnce.Do(func() { close(ended) })
 				_ = l.Close()
 			}
 		},
@@ -251,7 +258,9 @@ func (f *httpFront) serveRest(conn net.Conn, pending []byte) {
 	l.mu.Unlock()
 	if c != nil {
 		_ = c.Close()
+		return
 	}
+	<-ended
 }
 
 // A prefixConn reads r (bytes read from the connection already, then the

@@ -296,3 +296,51 @@ func TestLeanParkedCallClientStopsReading(t *testing.T) {
 		t.Fatalf("big ran %d times, want 1", k)
 	}
 }
+
+// TestLeanParkedCallHugePipelinedBody: a request pipelined behind a parked
+// call with a large body (most of it still unread in the socket when the
+// call is parked) is served whole after the held call's answer, and one
+// over the body limit gets the front's 413.
+func TestLeanParkedCallHugePipelinedBody(t *testing.T) {
+	verifyNoLeaks(t)
+	opts := &HTTPOptions{MaxBody: 1 << 20}
+	f := newLeanFixture(t, opts)
+	base, parked := parkedFront(t, f, opts)
+	for i, tc := range []struct {
+		pad    int
+		status int
+	}{{512 << 10, http.StatusOK}, {2 << 20, http.StatusRequestEntityTooLarge}} {
+		c, host := dialRaw(t, base)
+		all := rawModernRequest(host, "1", "up__big", `{"n":1}`) + rawModernRequest(host, "2", "up__echo", `{"pad":"`+strings.Repeat("p", tc.pad)+`"}`)
+		wrote := make(chan error, 1)
+		go func() {
+			_, err := io.WriteString(c, all)
+			wrote <- err
+		}()
+		f.approveNext(t)
+		br := bufio.NewReader(c)
+		resp, b := readRaw(t, br)
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(b, []byte(`"id":1,`)) {
+			t.Fatalf("pad %d: held answer %d %s", tc.pad, resp.StatusCode, b)
+		}
+		resp, b = readRaw(t, br)
+		if resp.StatusCode != tc.status {
+			t.Fatalf("pad %d: pipelined answer %d, want %d", tc.pad, resp.StatusCode, tc.status)
+		}
+		if tc.status == http.StatusOK {
+			if got := <-f.h.args; len(got) < tc.pad || !bytes.Contains(b, []byte(`"id":2,`)) {
+				t.Fatalf("pad %d: the upstream got %d bytes of arguments", tc.pad, len(got))
+			}
+			if err := <-wrote; err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = c.Close()
+		if tc.status != http.StatusOK {
+			<-wrote // the front closed on the rest of the body: an error or not
+		}
+		if got := parked.Load(); got != int64(i+1) {
+			t.Fatalf("%d calls parked, want %d", got, i+1)
+		}
+	}
+}
