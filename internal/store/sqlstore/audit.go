@@ -191,7 +191,8 @@ func auditSources(ctx context.Context, q querier, evs []approval.Event) ([]store
 		if len(args) == 0 {
 			return out, nil
 		}
-		rows, err := q.query(ctx, query+` IN (`+placeholders(len(args))+`)`, args...)
+		marks, args := inList(args)
+		rows, err := q.query(ctx, query+` IN (`+marks+`)`, args...)
 		ps, err := collect(rows, err, func(rows *sql.Rows) ([2]string, error) {
 			var p [2]string
 			return p, rows.Scan(&p[0], &p[1])

@@ -147,7 +147,8 @@ func requestsByID(ctx context.Context, q querier, evs []approval.Event) (map[app
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := q.query(ctx, `SELECT `+requestSelect+` FROM requests WHERE id IN (`+placeholders(len(ids))+`)`, ids...)
+	marks, args := inList(ids)
+	rows, err := q.query(ctx, `SELECT `+requestSelect+` FROM requests WHERE id IN (`+marks+`)`, args...)
 	rs, err := collect(rows, err, scanRequest)
 	if err != nil {
 		return nil, fmt.Errorf("read the requests of events: %w", err)

@@ -114,6 +114,35 @@ func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
 
+// inSize is how many marks an IN list of n values is written with: n
+// rounded up to a power of two (1 for n ≤ 1). The statement caches (the
+// store's own for SQLite, stmtCache; pgx's for Postgres) key on the
+// query's text, so lists of every length would fill them with statements
+// used once, after which SQLite's cache prepares nothing more; rounded,
+// one site has at most eleven texts for lists of up to 1,024 values.
+func inSize(n int) int {
+	size := 1
+	for size < n {
+		size <<= 1
+	}
+	return size
+}
+
+// inList returns the marks of an IN list of vals (inSize(len(vals)) of
+// them) and the statement's arguments: first, then vals, then copies of
+// vals' last value up to the marks' count (IN reads a repeated value as
+// the list without it). vals must not be empty.
+func inList(vals []any, first ...any) (marks string, args []any) {
+	n := inSize(len(vals))
+	args = make([]any, 0, len(first)+n)
+	args = append(args, first...)
+	args = append(args, vals...)
+	for len(args) < len(first)+n {
+		args = append(args, vals[len(vals)-1])
+	}
+	return placeholders(n), args
+}
+
 // dollarPlaceholders rewrites the ? placeholders of q as $1, $2, … in
 // order (Postgres). A ? inside a single-quoted string literal, a
 // double-quoted identifier or a -- comment is left alone. It does not

@@ -1,6 +1,9 @@
 package sqlstore
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestDollarPlaceholders(t *testing.T) {
 	tests := []struct {
@@ -21,5 +24,28 @@ func TestDollarPlaceholders(t *testing.T) {
 				t.Errorf("dollarPlaceholders(%q) = %q, want %q", tc.in, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestInListSizes: an IN list is written with a power of two of marks and
+// padded with its last value.
+func TestInListSizes(t *testing.T) {
+	for _, c := range []struct{ n, marks int }{{1, 1}, {2, 2}, {3, 4}, {4, 4}, {5, 8}, {500, 512}, {513, 1024}} {
+		vals := make([]any, c.n)
+		for i := range vals {
+			vals[i] = i
+		}
+		marks, args := inList(vals, "first")
+		if got := strings.Count(marks, "?"); got != c.marks {
+			t.Errorf("inList(%d values): %d marks, want %d", c.n, got, c.marks)
+		}
+		if len(args) != 1+c.marks || args[0] != "first" {
+			t.Fatalf("inList(%d values): %d args starting %v, want %d starting with first", c.n, len(args), args[0], 1+c.marks)
+		}
+		for i, a := range args[1:] {
+			if want := min(i, c.n-1); a != want {
+				t.Fatalf("inList(%d values): arg %d = %v, want %v", c.n, i+1, a, want)
+			}
+		}
 	}
 }

@@ -499,9 +499,10 @@ func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID,
 				prev = sql.NullInt64{Valid: true}
 			}
 			for chunk := range slices.Chunk(unmark, renewBatch) {
+				marks, args := inList(idArgs(chunk), prev, holder)
 				if _, err := t.exec(ctx, `UPDATE requests SET lease_until = ?
-					WHERE held_by = ? AND lease_until = 253402300799999 AND id IN (`+placeholders(len(chunk))+`)`,
-					idArgs(chunk, prev, holder)...); err != nil {
+					WHERE held_by = ? AND lease_until = 253402300799999 AND id IN (`+marks+`)`,
+					args...); err != nil {
 					return err
 				}
 			}
@@ -516,9 +517,10 @@ func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID,
 			}
 		}
 		for chunk := range slices.Chunk(mark, renewBatch) {
+			marks, args := inList(idArgs(chunk), holder)
 			rows, err := t.query(ctx, `UPDATE requests SET lease_until = 253402300799999
-				WHERE held_by = ? AND id IN (`+placeholders(len(chunk))+`) AND lease_until IS DISTINCT FROM 253402300799999
-				AND `+liveLease+` RETURNING id`, idArgs(chunk, holder)...)
+				WHERE held_by = ? AND id IN (`+marks+`) AND lease_until IS DISTINCT FROM 253402300799999
+				AND `+liveLease+` RETURNING id`, args...)
 			got, err := collect(rows, err, scanID)
 			if err != nil {
 				return err
@@ -556,12 +558,11 @@ func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID,
 	return renewed, nil
 }
 
-// idArgs returns first followed by ids as query arguments.
-func idArgs(ids []approval.ID, first ...any) []any {
-	args := make([]any, 0, len(first)+len(ids))
-	args = append(args, first...)
-	for _, id := range ids {
-		args = append(args, string(id))
+// idArgs returns ids as query arguments.
+func idArgs(ids []approval.ID) []any {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = string(id)
 	}
 	return args
 }

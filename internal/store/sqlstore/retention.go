@@ -142,7 +142,8 @@ func (db *DB) pruneEvents(ctx context.Context, cutoff, now time.Time) (int, erro
 			for i, ev := range fevs[:n] {
 				seqs[i] = ev.Seq
 			}
-			if _, err := t.exec(ctx, `DELETE FROM events WHERE seq IN (`+placeholders(n)+`)`, seqs...); err != nil {
+			marks, args := inList(seqs)
+			if _, err := t.exec(ctx, `DELETE FROM events WHERE seq IN (`+marks+`)`, args...); err != nil {
 				return err
 			}
 			_, err := t.exec(ctx, `INSERT INTO events_pruned (id, through, through_at, pruned_at, events) VALUES (1, ?, ?, ?, ?)
@@ -175,7 +176,8 @@ func (db *DB) openAmong(ctx context.Context, evs []approval.Event) (map[approval
 	if len(ids) == 0 {
 		return open, nil
 	}
-	rows, err := db.query(ctx, `SELECT id FROM requests WHERE id IN (`+placeholders(len(ids))+`) AND `+openRequest, ids...)
+	marks, args := inList(ids)
+	rows, err := db.query(ctx, `SELECT id FROM requests WHERE id IN (`+marks+`) AND `+openRequest, args...)
 	got, err := collect(rows, err, func(rows *sql.Rows) (approval.ID, error) {
 		var id approval.ID
 		return id, rows.Scan(&id)

@@ -286,11 +286,12 @@ func (t *tx) voidOpenOf(ctx context.Context, principals []string, actor string, 
 	if len(principals) == 0 {
 		return nil, nil, nil
 	}
-	args := make([]any, len(principals))
+	vals := make([]any, len(principals))
 	for i, p := range principals {
-		args[i] = p
+		vals[i] = p
 	}
-	rows, err := t.query(ctx, `SELECT `+requestSelect+` FROM requests WHERE requested_by IN (`+placeholders(len(args))+`)
+	marks, args := inList(vals)
+	rows, err := t.query(ctx, `SELECT `+requestSelect+` FROM requests WHERE requested_by IN (`+marks+`)
 		AND state IN ('pending', 'approved') ORDER BY id`+t.forUpdate(), args...)
 	olds, err := collect(rows, err, scanRequestRow)
 	if err != nil {
