@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 )
 
@@ -58,12 +59,17 @@ type stdoutTurn struct {
 	dl     deadliner // nil: raw calls never take the turn
 
 	held    bool          // guarded by raw.mu: someone reads lines
+	leader  uint64        // guarded by raw.mu: the raw call holding the turn, else 0
 	sdkTurn bool          // guarded by raw.mu: the SDK's reader may take a free turn
 	queue   []*rawWaiter  // guarded by raw.mu: raw calls waiting for the turn, in order
 	sdkQ    [][]byte      // guarded by raw.mu: lines for the SDK, in wire order
 	err     error         // guarded by raw.mu: the input's error, once seen
 	sdkWake chan struct{} // cap 1: the SDK's reader has something to look at
-	idle    *time.Timer   // gives the turn back to the SDK's reader (idleGrace)
+	idle    *time.Timer   // gives the turn back to the SDK's reader (grace)
+	grace   time.Duration // guarded by raw.mu: idleGrace (tests set it)
+
+	// ownReads counts the raw answers read by their own call (tests).
+	ownReads atomic.Uint64
 
 	buf []byte // the SDK's reader's current line (Read only)
 }
@@ -79,6 +85,7 @@ func newStdoutTurn(r io.Reader, max int, handle func(jsonLine) []byte, raw *rawC
 		raw:     raw,
 		sdkTurn: true,
 		sdkWake: make(chan struct{}, 1),
+		grace:   idleGrace,
 	}
 	if d, ok := r.(deadliner); ok && d.SetReadDeadline(time.Time{}) == nil {
 		t.dl = d
@@ -153,14 +160,18 @@ func (t *stdoutTurn) lead(ctxErr func() error, w *rawWaiter) {
 	r := t.raw
 	for {
 		l, err := t.lines.next()
+		diverted := false
 		if isDeadline(err) {
 			_ = t.dl.SetReadDeadline(time.Time{})
 		} else {
-			t.route(l, err)
+			diverted = t.route(l, err)
 		}
 		r.mu.Lock()
+		if diverted && w.done {
+			t.ownReads.Add(1) // (only this read can have answered it)
+		}
 		if w.done || w.parked || t.err != nil || ctxErr() != nil {
-			t.held = false
+			t.held, t.leader = false, 0
 			t.passLocked()
 			r.mu.Unlock()
 			return
@@ -224,7 +235,7 @@ func (t *stdoutTurn) passLocked() {
 		t.wakeSDK()
 		return
 	}
-	t.idle.Reset(idleGrace)
+	t.idle.Reset(t.grace)
 }
 
 // queuedLocked reports whether a raw call waits for the turn. raw.mu is

@@ -259,7 +259,7 @@ func (r *rawCalls) call(ctx context.Context, tool string, args json.RawMessage, 
 		if t := r.turn; t != nil && t.dl != nil && t.err == nil && !w.parked {
 			if !t.held {
 				// Read our own answer (pipeturn.go).
-				t.held, t.sdkTurn, w.offered = true, false, false
+				t.held, t.sdkTurn, w.offered, t.leader = true, false, false, id
 				t.idle.Stop()
 				r.mu.Unlock()
 				if stopKick == nil {
