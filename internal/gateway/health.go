@@ -202,15 +202,6 @@ func (a activityReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// SetReadDeadline sets the read deadline of the reader underneath, when it
-// has them (pipeturn.go), and otherwise fails.
-func (a activityReader) SetReadDeadline(t time.Time) error {
-	if d, ok := a.r.(deadliner); ok {
-		return d.SetReadDeadline(t)
-	}
-	return errors.New("no read deadlines")
-}
-
 // activityBody is an activityReader for an HTTP response body.
 type activityBody struct {
 	io.ReadCloser

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 
@@ -46,11 +45,6 @@ type lineReader struct {
 	r   *bufio.Reader
 	max int
 	buf []byte // reused for the next line, when it is small
-
-	// pending is the part of a line read before a read deadline passed
-	// (resumed by the next call to next); resume says it is set.
-	pending jsonLine
-	resume  bool
 }
 
 // maxKeptBuffer is the largest line buffer a lineReader keeps for the next
@@ -61,15 +55,16 @@ func newLineReader(r *bufio.Reader, max int) *lineReader { return &lineReader{r:
 
 // next returns the next line. At the end of the input it returns what was
 // read of the last line (maybe nothing) with the reader's error. The line's
-// data is valid until the next call, or until detach when it is kept
-// longer. When the underlying reader's read deadline passes
-// (os.ErrDeadlineExceeded) next returns that error and no line; what was
-// read of the line is kept, and the next call goes on with it.
+// data is valid until the next call.
 func (lr *lineReader) next() (jsonLine, error) {
 	l := jsonLine{data: lr.buf[:0]}
-	if lr.resume {
-		l, lr.pending, lr.resume = lr.pending, jsonLine{}, false
-	}
+	defer func() {
+		if cap(l.data) <= maxKeptBuffer {
+			lr.buf = l.data[:0]
+		} else {
+			lr.buf = nil
+		}
+	}()
 	for {
 		chunk, err := lr.r.ReadSlice('\n')
 		content := len(chunk)
@@ -95,26 +90,13 @@ func (lr *lineReader) next() (jsonLine, error) {
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
-		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-			lr.pending, lr.resume = l, true
-			return jsonLine{}, err
-		}
 		if n := len(l.data); n > 0 && l.data[n-1] == '\r' {
 			l.data = l.data[:n-1]
 			l.size--
 		}
-		if cap(l.data) <= maxKeptBuffer {
-			lr.buf = l.data[:0]
-		} else {
-			lr.buf = nil
-		}
 		return l, err
 	}
 }
-
-// detach leaves the last line's memory to its reader: the next line is
-// read into a new buffer.
-func (lr *lineReader) detach() { lr.buf = nil }
 
 // A lineFilter reads lines with a lineReader and passes on, for each, what
 // handle returns (nil: nothing). handle runs in Read, one line at a time;
@@ -126,6 +108,10 @@ type lineFilter struct {
 
 	buf []byte // bytes passed on, waiting to be read
 	err error  // the reader's error, returned once buf is drained
+
+	// end, when set, is called once with the reader's error (io.EOF at
+	// the end of the input) when it is first seen.
+	end func(error)
 }
 
 func newLineFilter(r io.Reader, max int, handle func(jsonLine) []byte) *lineFilter {
@@ -140,6 +126,10 @@ func (f *lineFilter) Read(p []byte) (int, error) {
 		l, err := f.lines.next()
 		f.err = err
 		f.buf = f.handle(l)
+		if err != nil && f.end != nil {
+			f.end(err)
+			f.end = nil
+		}
 	}
 	n := copy(p, f.buf)
 	f.buf = f.buf[n:]

@@ -61,18 +61,10 @@ type rawAnswer struct {
 	err    *jsonrpc.Error
 }
 
-// A rawWaiter is one raw call waiting for its answer. Its flags are
-// guarded by rawCalls.mu.
+// A rawWaiter is one raw call waiting for its answer.
 type rawWaiter struct {
-	wake   chan struct{} // cap 1: the answer came, or the read turn is offered
-	origin *origin       // the agent request it serves; may be nil
-
-	a       rawAnswer // the answer, once done
-	done    bool      // the answer was delivered
-	parked  bool      // the answer came and waits for earlier lines (answer)
-	queued  bool      // in stdoutTurn.queue
-	offered bool      // the read turn was passed to it and not yet taken
-	left    bool      // the call returned
+	ch     chan rawAnswer // cap 1; receives the answer once
+	origin *origin        // the agent request it serves; may be nil
 }
 
 // rawCalls are the raw calls of one stdio upstream session. Its methods
@@ -91,7 +83,6 @@ type rawCalls struct {
 	parked  []parkedAnswer        // guarded by mu: answers waiting for earlier lines, by after
 	goneErr error                 // guarded by mu; set once, when gone is closed
 	gone    chan struct{}         // closed when the session ended
-	turn    *stdoutTurn           // guarded by mu: the read turn of stdout (pipeturn.go); may be nil
 }
 
 // A parkedAnswer waits until the SDK has read the after lines that came
@@ -136,9 +127,6 @@ func (r *rawCalls) answer(id uint64, a rawAnswer) {
 	r.mu.Lock()
 	if r.read < after {
 		r.parked = append(r.parked, parkedAnswer{id: id, a: a, after: after})
-		if w := r.waiting[id]; w != nil {
-			w.parked = true
-		}
 		r.mu.Unlock()
 		return
 	}
@@ -204,7 +192,7 @@ func (r *rawCalls) call(ctx context.Context, tool string, args json.RawMessage, 
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
-	w := &rawWaiter{wake: make(chan struct{}, 1), origin: o}
+	w := &rawWaiter{ch: make(chan rawAnswer, 1), origin: o}
 	r.mu.Lock()
 	if r.goneErr != nil {
 		err := r.goneErr
@@ -217,97 +205,44 @@ func (r *rawCalls) call(ctx context.Context, tool string, args json.RawMessage, 
 	r.mu.Unlock()
 
 	if _, err := r.w.Write(mk(id)); err != nil {
-		r.mu.Lock()
-		delete(r.waiting, id)
-		r.leaveLocked(w)
-		r.mu.Unlock()
+		r.forget(id)
 		return nil, fmt.Errorf("write tools/call to the upstream: %w", err)
 	}
-	var stopKick func() bool
-	defer func() {
-		if stopKick != nil {
-			stopKick()
+	select {
+	case a := <-w.ch:
+		if a.err != nil {
+			return nil, a.err
 		}
-	}()
-	for {
-		r.mu.Lock()
-		if w.done {
-			r.leaveLocked(w)
-			r.mu.Unlock()
-			if w.a.err != nil {
-				return nil, w.a.err
-			}
-			return w.a.result, nil
-		}
-		if r.goneErr != nil {
-			err := r.goneErr
-			delete(r.waiting, id)
-			r.leaveLocked(w)
-			r.mu.Unlock()
-			return nil, err
-		}
-		if ctx.Err() != nil {
-			_, waited := r.waiting[id]
-			delete(r.waiting, id)
-			r.leaveLocked(w)
-			r.mu.Unlock()
-			if waited {
-				r.cancel(id, ctx.Err())
-			}
-			return nil, context.Cause(ctx)
-		}
-		if t := r.turn; t != nil && t.dl != nil && t.err == nil && !w.parked {
-			if !t.held {
-				// Read our own answer (pipeturn.go).
-				t.held, t.sdkTurn, w.offered, t.leader = true, false, false, id
-				t.idle.Stop()
-				r.mu.Unlock()
-				if stopKick == nil {
-					stopKick = context.AfterFunc(ctx, t.kick)
-				}
-				t.lead(ctx.Err, w)
-				continue
-			}
-			if !w.queued {
-				w.queued = true
-				t.queue = append(t.queue, w)
-			}
-		}
-		if w.offered {
-			// Offered the turn and not taking it (its answer is parked).
-			w.offered = false
-			if r.turn != nil {
-				r.turn.passLocked()
-			}
-		}
-		r.mu.Unlock()
+		return a.result, nil
+	case <-r.gone:
+		r.forget(id)
 		select {
-		case <-w.wake:
-		case <-r.gone:
-		case <-ctx.Done():
+		case a := <-w.ch: // it was answered just before the end
+			if a.err != nil {
+				return nil, a.err
+			}
+			return a.result, nil
+		default:
 		}
+		r.mu.Lock()
+		err := r.goneErr
+		r.mu.Unlock()
+		return nil, err
+	case <-ctx.Done():
+		if r.forget(id) {
+			r.cancel(id, ctx.Err())
+		}
+		return nil, context.Cause(ctx)
 	}
 }
 
-// leaveLocked marks w as returned; a read turn offered to it and not taken
-// goes to the next reader. mu is held.
-func (r *rawCalls) leaveLocked(w *rawWaiter) {
-	w.left = true
-	if w.offered && r.turn != nil {
-		w.offered = false
-		r.turn.passLocked()
-	}
-}
-
-// sdkWants lets the SDK's reader read stdout at once: the SDK sent a
-// request and waits for its answer.
-func (r *rawCalls) sdkWants() {
+// forget stops waiting for id and reports whether it was still waited for.
+func (r *rawCalls) forget(id uint64) bool {
 	r.mu.Lock()
-	t := r.turn
-	r.mu.Unlock()
-	if t != nil {
-		t.sdkWants()
-	}
+	defer r.mu.Unlock()
+	_, ok := r.waiting[id]
+	delete(r.waiting, id)
+	return ok
 }
 
 // cancel tells the upstream that raw call id was cancelled (why), as the
@@ -333,15 +268,12 @@ func (r *rawCalls) deliver(id uint64, a rawAnswer) {
 	r.mu.Lock()
 	w := r.waiting[id]
 	delete(r.waiting, id)
-	if w != nil {
-		w.a, w.done, w.parked = a, true, false
-	}
 	r.mu.Unlock()
 	if w == nil {
 		r.log.Debug("upstream answer to a raw call nobody waits for dropped (cancelled, or an unknown id)", "id", rawIDPrefix+strconv.FormatUint(id, 10))
 		return
 	}
-	wakeUp(w.wake)
+	w.ch <- a
 }
 
 // divert takes the stdout line l when it answers a raw call (a response

@@ -133,9 +133,6 @@ func (c *captureConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 			c.pending.Store(id, s)
 			context.AfterFunc(ctx, func() { c.pending.Delete(id) })
 		}
-		if c.raw != nil {
-			c.raw.sdkWants() // its answer is read without the idle wait (pipeturn.go)
-		}
 		if o := originFrom(ctx); o != nil && c.owner != nil {
 			c.inflight.Store(id, o)
 			context.AfterFunc(ctx, func() { c.inflight.Delete(id) })

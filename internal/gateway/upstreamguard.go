@@ -30,12 +30,11 @@ const maxLoggedStdout = 256
 //     skipped and logged;
 //   - with raw set, an answer to one of toolgate's raw calls (rawcall.go)
 //     goes to that call instead of the SDK, and the end of the input
-//     fails the raw calls still waiting; the raw calls then read stdout
-//     themselves when they can (pipeturn.go).
+//     fails the raw calls still waiting.
 //
 // ctx is only for the log records; the guard outlives any deadline of it
 // (it reads for as long as the session lasts), so it is used without one.
-func newStdoutGuard(ctx context.Context, r io.Reader, max int, log *slog.Logger, raw *rawCalls) io.Reader {
+func newStdoutGuard(ctx context.Context, r io.Reader, max int, log *slog.Logger, raw *rawCalls) *lineFilter {
 	ctx = context.WithoutCancel(ctx)
 	handle := func(l jsonLine) []byte {
 		if l.over {
@@ -73,7 +72,18 @@ func newStdoutGuard(ctx context.Context, r io.Reader, max int, log *slog.Logger,
 	if raw == nil {
 		return newLineFilter(r, max, handle)
 	}
-	return newStdoutTurn(r, max, handle, raw)
+	f := newLineFilter(r, max, func(l jsonLine) []byte {
+		if raw.divert(l) {
+			return nil
+		}
+		out := handle(l)
+		if out != nil {
+			raw.passed.Add(1)
+		}
+		return out
+	})
+	f.end = raw.end
+	return f
 }
 
 // checkUpstreamMessage returns "" when the SDK's stdio reader accepts line
