@@ -278,7 +278,7 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 			hb = newHeartbeatWriter(w, f.opts.HeartbeatFirst, f.opts.Heartbeat)
 			later.hb = hb
 			var served bool
-			if served, prior, held = f.serveLean(hb, lb, p, ls); served {
+			if served, prior, held = f.serveLean(hb, r, lb, p, ls); served {
 				return
 			}
 			lb.restore() // for the SDK path

@@ -65,8 +65,8 @@ type leanHook func(served bool)
 // as held, for ServeHTTP to hold and answer (leanHold). Otherwise the
 // request goes to the SDK path (ServeHTTP puts its body back: lb.restore),
 // and prior is the gate's hand-off when the gate was asked.
-func (f *httpFront) serveLean(w *heartbeatWriter, lb *leanBody, p approval.Principal, s *leanSession) (served bool, prior *gate.HandOff, held *leanHold) {
-	r := lb.r
+// lb holds r's body.
+func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody, p approval.Principal, s *leanSession) (served bool, prior *gate.HandOff, held *leanHold) {
 	if !leanHeaders(r.Header, s.version) || !s.isInitialized() || s.principal != p.ID {
 		return false, nil, nil
 	}
