@@ -271,15 +271,17 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 			if ls.principal == p.ID {
 				later.end = ls.start(f.opts.SessionTimeout)
 			}
-			if f.cancelLean(w, r, p, ls) || f.replyLean(w, r, p, ls) {
+			lb := &leanBody{w: w, r: r, max: f.opts.MaxBody}
+			if f.cancelLean(w, lb, p, ls) || f.replyLean(w, lb, p, ls) {
 				return
 			}
 			hb = newHeartbeatWriter(w, f.opts.HeartbeatFirst, f.opts.Heartbeat)
 			later.hb = hb
 			var served bool
-			if served, prior, held = f.serveLean(hb, r, p, ls); served {
+			if served, prior, held = f.serveLean(hb, r, lb, p, ls); served {
 				return
 			}
+			lb.restore() // for the SDK path
 		}
 		if sid == "" {
 			// Only initialize may open a session; a 2026-07-28 request needs
@@ -429,7 +431,14 @@ func (c *carriers) get(id string) *carrier {
 // wait for them; notes §3).
 type sessionCalls struct {
 	mu sync.Mutex
-	m  map[string]map[*trackedCall]struct{} // guarded by mu; by session id
+	m  map[string]callSet // guarded by mu; by session id
+}
+
+// A callSet is the calls of one session: one call in flight (nearly
+// always) needs no map of its own.
+type callSet struct {
+	one  *trackedCall              // nil when more holds them all
+	more map[*trackedCall]struct{} // the others; nil until a second call
 }
 
 type trackedCall struct {
@@ -438,7 +447,7 @@ type trackedCall struct {
 }
 
 func newSessionCalls() *sessionCalls {
-	return &sessionCalls{m: map[string]map[*trackedCall]struct{}{}}
+	return &sessionCalls{m: map[string]callSet{}}
 }
 
 // add tracks a call of principal on session sid; the returned func untracks it.
@@ -446,17 +455,41 @@ func (s *sessionCalls) add(sid, principal string, cancel context.CancelCauseFunc
 	tc := &trackedCall{principal: principal, cancel: cancel}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.m[sid] == nil {
-		s.m[sid] = map[*trackedCall]struct{}{}
+	cs := s.m[sid]
+	switch {
+	case cs.one == nil && len(cs.more) == 0:
+		cs.one = tc
+	default:
+		if cs.more == nil {
+			cs.more = map[*trackedCall]struct{}{}
+		}
+		cs.more[tc] = struct{}{}
 	}
-	s.m[sid][tc] = struct{}{}
+	s.m[sid] = cs
 	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		delete(s.m[sid], tc)
-		if len(s.m[sid]) == 0 {
-			delete(s.m, sid)
+		cs := s.m[sid]
+		if cs.one == tc {
+			cs.one = nil
+		} else {
+			delete(cs.more, tc)
 		}
+		if cs.one == nil && len(cs.more) == 0 {
+			delete(s.m, sid)
+			return
+		}
+		s.m[sid] = cs
+	}
+}
+
+// each calls fn for each call of cs.
+func (cs callSet) each(fn func(*trackedCall)) {
+	if cs.one != nil {
+		fn(cs.one)
+	}
+	for tc := range cs.more {
+		fn(tc)
 	}
 }
 
@@ -464,30 +497,26 @@ func (s *sessionCalls) add(sid, principal string, cancel context.CancelCauseFunc
 func (s *sessionCalls) cancel(sid, principal string, cause error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for tc := range s.m[sid] {
+	s.m[sid].each(func(tc *trackedCall) {
 		if tc.principal == principal {
 			tc.cancel(cause)
 		}
-	}
+	})
 }
 
 // cancelSession cancels, with cause, every call on session sid.
 func (s *sessionCalls) cancelSession(sid string, cause error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for tc := range s.m[sid] {
-		tc.cancel(cause)
-	}
+	s.m[sid].each(func(tc *trackedCall) { tc.cancel(cause) })
 }
 
 // cancelAll cancels, with cause, every call in flight.
 func (s *sessionCalls) cancelAll(cause error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, calls := range s.m {
-		for tc := range calls {
-			tc.cancel(cause)
-		}
+	for _, cs := range s.m {
+		cs.each(func(tc *trackedCall) { tc.cancel(cause) })
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -315,16 +314,16 @@ func checkElicitResult(p *mcp.ElicitParams, r *mcp.ElicitResult) error {
 // replyLean serves a POST of session s carrying the agent's JSON-RPC
 // response to a question the front wrote on a lean call's stream: it hands
 // the response to the question and answers 202, as the SDK answers a
-// response. It reports false, with r's body put back, for anything else —
+// response. It reports false, with the body left in lb, for anything else —
 // a request, a notification, a batch, a response to an id no question of
 // this session waits for — which the SDK path then answers as before
 // (202 for a response it does not know). The body is bounded as every
 // POST's (limits.max_request_bytes: 413).
-func (f *httpFront) replyLean(w http.ResponseWriter, r *http.Request, p approval.Principal, s *leanSession) bool {
-	if s.principal != p.ID || !s.asking() || !leanHeaders(r.Header, s.version) {
+func (f *httpFront) replyLean(w http.ResponseWriter, lb *leanBody, p approval.Principal, s *leanSession) bool {
+	if s.principal != p.ID || !s.asking() || !leanHeaders(lb.r.Header, s.version) {
 		return false
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, f.opts.MaxBody))
+	body, err := lb.get()
 	if err != nil {
 		// As serveLean (and the SDK) answer it.
 		var mbe *http.MaxBytesError
@@ -335,7 +334,6 @@ func (f *httpFront) replyLean(w http.ResponseWriter, r *http.Request, p approval
 		}
 		return true
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	if !bytes.Contains(body, []byte(leanAskPrefix)) {
 		return false
 	}

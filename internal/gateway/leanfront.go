@@ -62,14 +62,15 @@ type leanHook func(served bool)
 
 // serveLean answers the POST r of principal p on session s when it is a
 // plain tools/call (served true); a call the gate would hold is returned
-// as held, for ServeHTTP to hold and answer (leanHold). Otherwise r's
-// body is put back for the SDK path, and prior is the gate's hand-off
-// when the gate was asked.
-func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Principal, s *leanSession) (served bool, prior *gate.HandOff, held *leanHold) {
+// as held, for ServeHTTP to hold and answer (leanHold). Otherwise the
+// request goes to the SDK path (ServeHTTP puts its body back: lb.restore),
+// and prior is the gate's hand-off when the gate was asked.
+// lb holds r's body.
+func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody, p approval.Principal, s *leanSession) (served bool, prior *gate.HandOff, held *leanHold) {
 	if !leanHeaders(r.Header, s.version) || !s.isInitialized() || s.principal != p.ID {
 		return false, nil, nil
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, f.opts.MaxBody))
+	body, err := lb.get()
 	if err != nil {
 		// As the SDK answers it (it would read the same bytes).
 		var mbe *http.MaxBytesError
@@ -83,7 +84,6 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Pr
 	m, t, ok := f.plainCall(body)
 	la, isLean := f.g.gk.(leanAdmitter)
 	if !ok || !isLean || f.g.root.Err() != nil {
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		f.note(false)
 		return false, nil, nil
 	}
@@ -112,7 +112,6 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, p approval.Pr
 	adm := new(gate.Admission)
 	h := la.AdmitUnlessHeld(ctx, &call, adm)
 	if h != nil && !f.holdsLean() {
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		f.note(false)
 		return false, h, nil
 	}
@@ -471,14 +470,13 @@ func canonicalID(raw json.RawMessage) string {
 
 // cancelLean serves a notifications/cancelled POST naming a lean call of
 // session s: it cancels the call (context.Canceled, as the SDK does) and
-// answers 202. It reports false, with r's body put back, for anything
-// else.
-func (f *httpFront) cancelLean(w http.ResponseWriter, r *http.Request, p approval.Principal, s *leanSession) bool {
-	if s.principal != p.ID || r.ContentLength > 4096 || r.ContentLength < 0 {
+// answers 202. It reports false for anything else (the body, if read,
+// stays in lb for the next reader).
+func (f *httpFront) cancelLean(w http.ResponseWriter, lb *leanBody, p approval.Principal, s *leanSession) bool {
+	if s.principal != p.ID || lb.r.ContentLength > 4096 || lb.r.ContentLength < 0 {
 		return false
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, 4096))
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	body, err := lb.get()
 	if err != nil || !bytes.Contains(body, []byte(`notifications/cancelled`)) {
 		return false
 	}
@@ -499,6 +497,55 @@ func (f *httpFront) cancelLean(w http.ResponseWriter, r *http.Request, p approva
 	w.WriteHeader(http.StatusAccepted)
 	return true
 }
+
+// A leanBody is the body of a POST of a lean session, read at most once
+// by the lean front's handlers (cancelLean, replyLean, serveLean) however
+// many of them look at it, and put back on the request only when it goes
+// on to the SDK path (restore).
+type leanBody struct {
+	w   http.ResponseWriter
+	r   *http.Request
+	max int64 // bytes: limits.max_request_bytes
+
+	read bool
+	body []byte
+	err  error
+}
+
+// get returns the body, read on the first call through
+// http.MaxBytesReader (max bytes; a longer body is an *http.MaxBytesError),
+// in one buffer of its Content-Length when that is known.
+func (b *leanBody) get() ([]byte, error) {
+	if b.read {
+		return b.body, b.err
+	}
+	b.read = true
+	body := http.MaxBytesReader(b.w, b.r.Body, b.max)
+	if n := b.r.ContentLength; n >= 0 && n <= b.max {
+		b.body = make([]byte, n)
+		_, b.err = io.ReadFull(body, b.body)
+	} else {
+		b.body, b.err = io.ReadAll(body)
+	}
+	return b.body, b.err
+}
+
+// restore puts the body, if it was read, back on the request for the SDK
+// path: its bytes, then the error reading it ended with, if any.
+func (b *leanBody) restore() {
+	switch {
+	case !b.read:
+	case b.err != nil:
+		b.r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b.body), errReader{b.err}))
+	default:
+		b.r.Body = io.NopCloser(bytes.NewReader(b.body))
+	}
+}
+
+// errReader is a reader that fails with err.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // A leanLog sends an upstream's log messages about a lean call on the
 // call's own event stream, at the level the agent session asked for (none

@@ -1,0 +1,114 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// countingBody counts the reads of a request body.
+type countingBody struct {
+	r     io.Reader
+	reads int
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	c.reads++
+	return c.r.Read(p)
+}
+
+func (c *countingBody) Close() error { return nil }
+
+// The lean front's handlers share one read of a POST's body: asking again
+// does not read the request, and the SDK path gets the same bytes back
+// (followed by the read's error when there was one, as a too-large body).
+func TestLeanBodyReadOnce(t *testing.T) {
+	const msg = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`
+	body := &countingBody{r: strings.NewReader(msg)}
+	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	r.Body, r.ContentLength = body, int64(len(msg))
+	lb := &leanBody{w: httptest.NewRecorder(), r: r, max: 1 << 20}
+	b1, err := lb.get()
+	if err != nil || string(b1) != msg {
+		t.Fatalf("get: %q, %v", b1, err)
+	}
+	reads := body.reads
+	b2, err := lb.get()
+	if err != nil || string(b2) != msg || body.reads != reads {
+		t.Fatalf("second get: %q, %v, %d more reads of the request; want the same bytes and none", b2, err, body.reads-reads)
+	}
+	lb.restore()
+	if got, err := io.ReadAll(r.Body); err != nil || string(got) != msg {
+		t.Fatalf("restored body: %q, %v", got, err)
+	}
+
+	// Too large: the error stays, and the SDK path sees it after the bytes.
+	r = httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(msg))
+	r.ContentLength = -1
+	lb = &leanBody{w: httptest.NewRecorder(), r: r, max: 10}
+	_, err = lb.get()
+	var mbe *http.MaxBytesError
+	if !errors.As(err, &mbe) {
+		t.Fatalf("get of a body over the limit: %v, want *http.MaxBytesError", err)
+	}
+	lb.restore()
+	if got, err := io.ReadAll(r.Body); !errors.As(err, &mbe) || len(got) != 10 {
+		t.Fatalf("restored body over the limit: %d bytes, %v; want 10 bytes and the MaxBytesError", len(got), err)
+	}
+
+	// Not read: nothing is put back.
+	r = httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(msg))
+	orig := r.Body
+	(&leanBody{w: httptest.NewRecorder(), r: r, max: 1 << 20}).restore()
+	if r.Body != orig {
+		t.Error("restore replaced a body that was never read")
+	}
+}
+
+// One call in flight on a session costs no map of its own; with more, each
+// is tracked and cancelled, and untracking any of them leaves the others.
+func TestSessionCallsOneCallAllocatesNoMap(t *testing.T) {
+	s := newSessionCalls()
+	noop := func(error) {}
+	s.add("warm", "p", noop)() // the outer map's room for a session
+	allocs := testing.AllocsPerRun(100, func() {
+		s.add("warm", "p", noop)()
+	})
+	// The tracked call and the func that untracks it.
+	if allocs > 2 {
+		t.Errorf("%.1f allocations to track and untrack one call, want at most 2", allocs)
+	}
+
+	cancelled := map[string]int{}
+	mk := func(name string) context.CancelCauseFunc {
+		return func(error) { cancelled[name]++ }
+	}
+	untrackA := s.add("s1", "alice", mk("a"))
+	untrackB := s.add("s1", "bob", mk("b"))
+	s.add("s1", "alice", mk("c"))
+	s.add("s2", "alice", mk("d"))
+	untrackA() // the first call, kept outside the map
+	s.cancel("s1", "alice", errors.New("x"))
+	if cancelled["a"] != 0 || cancelled["b"] != 0 || cancelled["c"] != 1 || cancelled["d"] != 0 {
+		t.Fatalf("cancel s1/alice: %v", cancelled)
+	}
+	s.cancelSession("s1", errors.New("x"))
+	if cancelled["b"] != 1 || cancelled["c"] != 2 || cancelled["d"] != 0 {
+		t.Fatalf("cancelSession s1: %v", cancelled)
+	}
+	untrackB()
+	s.cancelAll(errors.New("x"))
+	if cancelled["b"] != 1 || cancelled["c"] != 3 || cancelled["d"] != 1 {
+		t.Fatalf("cancelAll: %v", cancelled)
+	}
+	s.mu.Lock()
+	n := len(s.m)
+	s.mu.Unlock()
+	if n != 2 {
+		t.Errorf("%d sessions tracked, want 2 (s1 with one call, s2)", n)
+	}
+}
