@@ -283,3 +283,62 @@ func (f *leanFixture) pendingOne(t *testing.T) approval.Request {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestModernRawUpstreamDiesMidCall: the upstream process of the session
+// for 2026 agents exits during a lean 2026-07-28 call sent the raw way:
+// the agent gets the answer the SDK path gives (the upstream is
+// unavailable, the call may have run), the call is not sent again, and the
+// next call goes to a new session.
+func TestModernRawUpstreamDiesMidCall(t *testing.T) {
+	for _, only2025 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("only2025=%v", only2025), func(t *testing.T) {
+			g := newGateway(t, []ServerConfig{rawStdioServerEra("up", only2025)}, allowAll(), nil)
+			waitUpstream(t, g, "up", nil)
+			u := g.ups["up"]
+			lean := serveHTTP(t, g, nil)
+			sdk := serveHTTP(t, g, &HTTPOptions{DisableLeanCalls: true})
+			answers := map[string][]byte{}
+			for _, base := range []string{lean, sdk} {
+				if st, _, b := modernPost(t, base, "up__echo", modernCallBody("1", "up__echo", `{}`, ""), nil); st != http.StatusOK {
+					t.Fatalf("warm-up: %d %s", st, b)
+				}
+				c, n0 := modernConnRaw(u)
+				st, _, b := modernPost(t, base, "up__die", modernCallBody("2", "up__die", `{}`, ""), nil)
+				if st != http.StatusOK {
+					t.Fatalf("die: %d %s", st, b)
+				}
+				answers[base] = b
+				// The session ends; the next call opens a new one and
+				// nothing of the first is sent on it.
+				deadline := time.Now().Add(testWait)
+				for {
+					c2, n := modernConnRaw(u)
+					if c2 != c {
+						if c2 != nil && n != 0 {
+							t.Errorf("the new session got %d raw calls before any was made", n)
+						}
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatal("the session for 2026 agents was not dropped after its process exited")
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				want := n0 // the SDK path's call
+				if base == lean {
+					want = n0 + 1 // sent once the raw way
+				}
+				if n := c.raw.count(); n != want {
+					t.Errorf("raw calls on the session that died: %d, want %d", n, want)
+				}
+			}
+			lb, sb := answers[lean], answers[sdk]
+			if !bytes.Contains(lb, []byte(`"isError":true`)) || !bytes.Contains(lb, []byte("its process ended during the call")) || !bytes.Equal(lb, sb) {
+				t.Errorf("answers:\nraw %s\nsdk %s", lb, sb)
+			}
+			if st, _, b := modernPost(t, lean, "up__echo", modernCallBody("3", "up__echo", `{"after":1}`, ""), nil); st != http.StatusOK || !bytes.Contains(b, []byte(`after`)) {
+				t.Errorf("call after the restart: %d %s", st, b)
+			}
+		})
+	}
+}
