@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"toolgate/internal/approval"
 	"toolgate/internal/gate"
 	"toolgate/internal/policy"
@@ -340,5 +342,43 @@ func TestModernRawUpstreamDiesMidCall(t *testing.T) {
 				t.Errorf("call after the restart: %d %s", st, b)
 			}
 		})
+	}
+}
+
+// TestModernRawOnA2025HTTPUpstream: on an HTTP upstream that speaks
+// 2025-11-25 only, a lean 2026-07-28 call is sent as one raw POST (none
+// through the SDK) and answered with the bytes the SDK path gives: text
+// content with HTML characters, structuredContent and _meta with numbers no
+// float64 holds, the upstream's own server info replaced by toolgate's.
+func TestModernRawOnA2025HTTPUpstream(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "test-upstream", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}})
+	addUpstreamTools(s, nil)
+	g := newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, s)}}, allowAll(), nil)
+	waitUpstream(t, g, "up", nil)
+	u := g.ups["up"]
+	lean := serveHTTP(t, g, nil)
+	sdk := serveHTTP(t, g, &HTTPOptions{DisableLeanCalls: true})
+	for i, c := range []struct{ tool, args string }{
+		{"up__echo", `{"warm":1}`},
+		{"up__echo", `{"a":"<b>&","n":12345678901234567890}`},
+		{"up__numbers", `{}`},
+		{"up__numbers", `{"huge":true}`},
+	} {
+		body := modernCallBody("7", c.tool, c.args, "")
+		n0 := u.rawHTTPSeq.Load()
+		lst, lh, lb := modernPost(t, lean, c.tool, body, nil)
+		n1 := u.rawHTTPSeq.Load()
+		if i == 0 {
+			if mc, _ := modernConnRaw(u); mc == nil || mc.modernEra() || mc.hc == nil {
+				t.Fatalf("the session for 2026 agents: %+v; want a 2025-era HTTP session", mc)
+			}
+		}
+		sst, sh, sb := modernPost(t, sdk, c.tool, body, nil)
+		if n2 := u.rawHTTPSeq.Load(); n1 != n0+1 || n2 != n1 {
+			t.Errorf("%s %s: raw POSTs %d → %d (lean) → %d (SDK path); want one, for the lean call", c.tool, c.args, n0, n1, n2)
+		}
+		if lst != sst || !equalHeaders(lh, sh) || !bytes.Equal(lb, sb) {
+			t.Errorf("%s %s:\nraw %d %v %s\nsdk %d %v %s", c.tool, c.args, lst, lh, lb, sst, sh, sb)
+		}
 	}
 }
