@@ -16,20 +16,21 @@ import (
 )
 
 // Raw dispatch of lean 2026-07-28 calls (issue 13). A lean 2026-07-28
-// call (lean2026.go, held or not) goes to the upstream's session for such
-// agents (modernconn.go). When that session is a 2025-era one (the
-// upstream does not answer server/discover) the agent's relay round
-// changes nothing on the wire (relayRound.apply is for 2026 sessions only),
-// so the call is sent the raw way (upstream.callRaw: one stdio line or one
-// HTTP POST, the answer's bytes back) instead of through the SDK's
-// CallTool, and the 2026 answer is written from the result's bytes: the
-// JSON writeModernResult makes of the result the SDK path decodes (the
-// same members, in the SDK's order, the same _meta with toolgate's server
-// info, resultType "complete"). A result that is anything but plain (see
-// plainRawResult: inputRequests, requestState, a member or a content item
-// the SDK would drop or re-shape) is decoded once from the same bytes and
-// answered as the SDK path answers it, relayResult included; the call is
-// never sent twice.
+// call (lean2026.go, held or not, parked or not) goes to the upstream's
+// session for such agents (modernconn.go). On a stdio session, and on an
+// HTTP one that speaks 2025-11-25, it is sent the raw way
+// (upstream.callModernRaw: one stdio line or one HTTP POST, the answer's
+// bytes back) instead of through the SDK's CallTool: to a 2025-era session
+// as a 2025 agent's call (the relay round means nothing to it:
+// relayRound.apply is for 2026 sessions only), to a 2026-era stdio session
+// with the _meta CallTool would send. The 2026 answer is written from the
+// result's bytes: the JSON writeModernResult makes of the result the SDK
+// path decodes (the same members, in the SDK's order, the same _meta with
+// toolgate's server info, resultType "complete"). A result that is
+// anything but plain (see plainRawResult: inputRequests, requestState, a
+// member or a content item the SDK would drop or re-shape) is decoded once
+// from the same bytes and answered as the SDK path answers it,
+// relayResult included; the call is never sent twice.
 
 // A modernAnswer is the answer to a lean 2026-07-28 call: either result,
 // the JSON of a plain upstream result ready to be sent (with toolgate's
@@ -176,8 +177,9 @@ func decodeRawForModern(raw json.RawMessage) (*mcp.CallToolResult, error) {
 // plainRawResult reports whether the raw tools/call result object raw
 // (upstream.callRaw's, the upstream's server info dropped) is plain: valid
 // UTF-8, with no members but content (a list of text items, each exactly
-// {"type":"text","text":<string>}), structuredContent, isError (a boolean)
-// and _meta (an object or null). Then b is the result the SDK path writes
+// {"type":"text","text":<string>}), structuredContent, isError (a boolean),
+// _meta (an object or null) and resultType "complete" (a 2026-era
+// upstream's; the answer adds its own). Then b is the result the SDK path writes
 // for it before resultType: _meta (its entries, raw, and impl as the server
 // info, keys sorted), content, structuredContent (omitted when null),
 // isError (when true), as encoding/json writes them (compacted, HTML
