@@ -73,6 +73,7 @@ func TestModernRawAnswersAsTheSDKPath(t *testing.T) {
 }
 
 func testModernRawAnswers(t *testing.T, only2025 bool) {
+	t.Helper()
 	g := newGateway(t, []ServerConfig{rawStdioServerEra("up", only2025)}, allowAll(), nil)
 	waitUpstream(t, g, "up", nil)
 	u := g.ups["up"]
@@ -197,6 +198,7 @@ func TestModernRawHeldCallsRunOnce(t *testing.T) {
 }
 
 func testModernRawHeld(t *testing.T, only2025 bool) {
+	t.Helper()
 	f := newRawModernFixture(t, only2025)
 	sdkBase := serveHTTP(t, f.g, &HTTPOptions{DisableLeanCalls: true})
 	u := f.g.ups["up"]
