@@ -241,3 +241,39 @@ func BenchmarkCallThroughGatewayStdioParallel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCallThroughGateway2026Stdio is BenchmarkCallThroughGateway2026
+// (lean front) with a stdio upstream (the test binary, one shared session;
+// its session for 2026 agents speaks 2026-07-28): the allowed 2026 call's
+// dispatch without the SDK's client since 2026-12-02 (modernraw.go).
+func BenchmarkCallThroughGateway2026Stdio(b *testing.B) {
+	p := &policy.Policy{Default: policy.Deny, Rules: []policy.Rule{{Name: "all", Server: "up", Effect: policy.Allow}}}
+	sc := stdioServer("up")
+	sc.Sessions = SessionsShared
+	g, err := New(b.Context(), []ServerConfig{sc}, gate.New(nil, policy.NewHolder(p), nil), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = g.Close() })
+	h, err := g.Handler(testAuth, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts := httptest.NewServer(h)
+	b.Cleanup(ts.Close)
+	cl := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	cs, err := cl.Connect(b.Context(), &mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{token: aliceToken, next: http.DefaultTransport}}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cs.Close() })
+	if v := cs.InitializeResult().ProtocolVersion; v != modernVersion {
+		b.Fatalf("negotiated %s, want %s", v, modernVersion)
+	}
+	// The first call opens the upstream's session for 2026 agents.
+	if _, err := cs.CallTool(b.Context(), &mcp.CallToolParams{Name: "up__echo", Arguments: benchArgs}); err != nil {
+		b.Fatal(err)
+	}
+	benchCalls(b, cs, "up__echo")
+}

@@ -78,8 +78,7 @@ func (f *httpFront) serveLeanModern(w http.ResponseWriter, r *http.Request, body
 		return true, nil, &leanHold{f: f, ctx: ctx, mw: w, p: p, m: m, t: t, call: &call, relay: relay,
 			later: leanCleanups{untrack: untrack, stop: stop, cancel: cancel}}
 	}
-	res, err := f.g.answerModern(ctx, p, t, &call, adm, relay)
-	writeModernResult(w, f.g.impl, m.ID, res, err)
+	writeModernAnswer(w, f.g.impl, m.ID, f.g.answerModern(ctx, p, t, &call, adm, relay))
 	untrack()
 	stop()
 	cancel(nil)
@@ -204,16 +203,19 @@ func (f *httpFront) plainModern(h http.Header, body []byte) (leanRequest, Tool, 
 // answerModern is the answer to the lean 2026-07-28 call (decided as
 // *adm), as the middleware (answerCall) and the tool handler (handle)
 // make it: a refusal, or the dispatch upstream with the relay round, whose
-// outcome it records. A result is returned with its resultType unset:
-// writeModernResult adds it, as the SDK does.
-func (g *Gateway) answerModern(ctx context.Context, p approval.Principal, t Tool, call *gate.Call, adm *gate.Admission, relay *relayRound) (*mcp.CallToolResult, error) {
+// outcome it records. On a 2025-era upstream session the call goes the raw
+// way and a plain result is answered from its bytes (modernraw.go). A
+// decoded result is returned with its resultType unset: writeModernResult
+// adds it, as the SDK does.
+func (g *Gateway) answerModern(ctx context.Context, p approval.Principal, t Tool, call *gate.Call, adm *gate.Admission, relay *relayRound) modernAnswer {
 	if adm.Replay != nil {
 		// As answerCall does (only a call naming its approval gets one;
 		// a plain call names none).
-		return replayResult(*adm)
+		res, err := replayResult(*adm)
+		return modernAnswer{res: res, err: err}
 	}
 	if !adm.Allowed {
-		return refusalResult(*adm), nil
+		return modernAnswer{res: refusalResult(*adm)}
 	}
 	args := call.Arguments
 	if adm.Arguments != nil {
@@ -222,20 +224,43 @@ func (g *Gateway) answerModern(ctx context.Context, p approval.Principal, t Tool
 	u := g.ups[t.Server]
 	o := g.newOrigin(ctx, nil, p, t.Server)
 	d := &dispatch{tool: t, args: args, origin: o, relay: relay, call: *call}
+	if ans, raw, ok := g.dispatchModernRaw(ctx, u, d); ok {
+		o.finish()
+		oc := d.outcome
+		if oc == approval.OutcomeNone {
+			oc = outcome(ans.res, ans.err)
+		}
+		rec := recorded(*adm, ans.res, ans.err)
+		if ans.result != nil {
+			// The upstream's bytes, as answerLean keeps a raw result.
+			rec = gate.Recorded{}
+			if adm.ApprovalID != "" {
+				rec.Result = raw
+			}
+		}
+		finishModern(ctx, adm, oc, rec)
+		return ans
+	}
 	res, err := u.call(withRelayRound(withOrigin(ctx, o), relay), t.Tool, args, nil)
 	o.finish()
 	if err == nil {
 		res, err = g.relayResult(d.call, res)
 	}
 	res, err = dispatched(d, res, err)
-	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-	defer fcancel()
 	oc := d.outcome
 	if oc == approval.OutcomeNone {
 		oc = outcome(res, err)
 	}
-	adm.FinishWith(fctx, oc, recorded(*adm, res, err))
-	return res, err
+	finishModern(ctx, adm, oc, recorded(*adm, res, err))
+	return modernAnswer{res: res, err: err}
+}
+
+// finishModern records outcome oc of the call decided as *adm, with rec
+// (empty unless it ran under an approval).
+func finishModern(ctx context.Context, adm *gate.Admission, oc approval.Outcome, rec gate.Recorded) {
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer fcancel()
+	adm.FinishWith(fctx, oc, rec)
 }
 
 // writeModernResult writes the answer to id of a 2026-07-28 tools/call as
@@ -277,8 +302,16 @@ func writeModernResult(w http.ResponseWriter, impl *mcp.Implementation, id json.
 		writeModernResult(w, impl, id, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "cannot encode the result"})
 		return
 	}
+	writeModernResultBytes(w, id, rb, res.InputRequests != nil)
+}
+
+// writeModernResultBytes writes the answer to id whose result is rb (a
+// JSON object without resultType) as writeModernResult does:
+// resultType "input_required" when inputRequired, else "complete", after
+// the result's own members.
+func writeModernResultBytes(w http.ResponseWriter, id json.RawMessage, rb []byte, inputRequired bool) {
 	rt := `"resultType":"complete"}`
-	if res.InputRequests != nil {
+	if inputRequired {
 		rt = `"resultType":"input_required"}`
 	}
 	id = bytes.TrimSpace(id)

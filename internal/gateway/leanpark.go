@@ -109,8 +109,7 @@ func (l *leanHold) waitParked(conn net.Conn, header http.Header, pending []byte)
 	cw := watchConn(conn, func() { cancel(context.Canceled) })
 	l.wait()
 	pw := &parkedResponse{h: header}
-	res, err := l.f.g.answerModern(l.ctx, l.p, l.t, l.call, l.adm, l.relay)
-	writeModernResult(pw, l.f.g.impl, l.m.ID, res, err)
+	writeModernAnswer(pw, l.f.g.impl, l.m.ID, l.f.g.answerModern(l.ctx, l.p, l.t, l.call, l.adm, l.relay))
 	l.end()
 	pending = append(pending, cw.stop()...)
 	log := l.f.g.log

@@ -189,6 +189,11 @@ func (r *rawCalls) call(ctx context.Context, tool string, args json.RawMessage, 
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: " + err.Error()}
 	}
+	return r.send(ctx, mk, o)
+}
+
+// send is call with the request line mk writes for an id.
+func (r *rawCalls) send(ctx context.Context, mk func(n uint64) []byte, o *origin) (json.RawMessage, error) {
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
@@ -380,6 +385,17 @@ func rawRequestLine(tool string, args json.RawMessage, progressToken string) (fu
 
 // rawRequest is rawRequestLine with the ids "<prefix><n>".
 func rawRequest(prefix, tool string, args json.RawMessage, progressToken string) (func(n uint64) []byte, error) {
+	var meta []byte
+	if progressToken != "" {
+		meta = appendJSONString([]byte(`{"progressToken":`), progressToken)
+		meta = append(meta, '}')
+	}
+	return rawRequestMeta(prefix, tool, args, meta)
+}
+
+// rawRequestMeta is rawRequest with meta (a compact JSON object, or nil:
+// none) as the call's _meta.
+func rawRequestMeta(prefix, tool string, args json.RawMessage, meta []byte) (func(n uint64) []byte, error) {
 	args = bytes.TrimSpace(args)
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
@@ -395,7 +411,7 @@ func rawRequest(prefix, tool string, args json.RawMessage, progressToken string)
 		args = b.Bytes()
 	}
 	return func(n uint64) []byte {
-		b := make([]byte, 0, 80+len(tool)+len(args))
+		b := make([]byte, 0, 80+len(tool)+len(args)+len(meta))
 		b = append(b, `{"jsonrpc":"2.0","id":"`...)
 		b = append(b, prefix...)
 		b = strconv.AppendUint(b, n, 10)
@@ -403,10 +419,9 @@ func rawRequest(prefix, tool string, args json.RawMessage, progressToken string)
 		b = appendJSONString(b, tool)
 		b = append(b, `,"arguments":`...)
 		b = append(b, args...)
-		if progressToken != "" {
-			b = append(b, `,"_meta":{"progressToken":`...)
-			b = appendJSONString(b, progressToken)
-			b = append(b, '}')
+		if meta != nil {
+			b = append(b, `,"_meta":`...)
+			b = append(b, meta...)
 		}
 		return append(b, "}}\n"...)
 	}, nil

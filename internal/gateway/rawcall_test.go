@@ -89,7 +89,11 @@ func runRawUpstream() error {
 			}
 		}
 	}()
-	s := mcp.NewServer(&mcp.Implementation{Name: "raw-upstream", Version: "1"}, nil)
+	var sopts *mcp.ServerOptions
+	if os.Getenv(envRaw2025) != "" {
+		sopts = &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}}
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "raw-upstream", Version: "1"}, sopts)
 	addUpstreamTools(s, nil)
 	var args struct {
 		Marker string

@@ -1,0 +1,280 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/approval"
+)
+
+// Raw dispatch of lean 2026-07-28 calls (issue 13). A lean 2026-07-28
+// call (lean2026.go, held or not, parked or not) goes to the upstream's
+// session for such agents (modernconn.go). On a stdio session, and on an
+// HTTP one that speaks 2025-11-25, it is sent the raw way
+// (upstream.callModernRaw: one stdio line or one HTTP POST, the answer's
+// bytes back) instead of through the SDK's CallTool: to a 2025-era session
+// as a 2025 agent's call (the relay round means nothing to it:
+// relayRound.apply is for 2026 sessions only), to a 2026-era stdio session
+// with the _meta CallTool would send. The 2026 answer is written from the
+// result's bytes: the JSON writeModernResult makes of the result the SDK
+// path decodes (the same members, in the SDK's order, the same _meta with
+// toolgate's server info, resultType "complete"). A result that is
+// anything but plain (see plainRawResult: inputRequests, requestState, a
+// member or a content item the SDK would drop or re-shape) is decoded once
+// from the same bytes and answered as the SDK path answers it,
+// relayResult included; the call is never sent twice.
+
+// A modernAnswer is the answer to a lean 2026-07-28 call: either result,
+// the JSON of a plain upstream result ready to be sent (with toolgate's
+// server info, without resultType), or res and err as writeModernResult
+// takes them.
+type modernAnswer struct {
+	result []byte
+	res    *mcp.CallToolResult
+	err    error
+}
+
+// writeModernAnswer writes a to the POST answering id (see
+// writeModernResult).
+func writeModernAnswer(w http.ResponseWriter, impl *mcp.Implementation, id json.RawMessage, a modernAnswer) {
+	if a.result != nil {
+		writeModernResultBytes(w, id, a.result, false)
+		return
+	}
+	writeModernResult(w, impl, id, a.res, a.err)
+}
+
+// dispatchModernRaw sends the admitted lean 2026-07-28 call d the raw way
+// when it applies (see above): ok false means nothing was sent and the
+// caller dispatches through upstream.call. Otherwise ans is the answer and
+// raw the result as the ledger keeps it (nil when the call failed or was
+// answered from a decode); d.outcome is set as dispatched sets it.
+func (g *Gateway) dispatchModernRaw(ctx context.Context, u *upstream, d *dispatch) (ans modernAnswer, raw json.RawMessage, ok bool) {
+	if r := d.relay; r != nil && (r.responses != nil || r.state != "") {
+		return modernAnswer{}, nil, false
+	}
+	raw, ok, err := u.callModernRaw(withOrigin(ctx, d.origin), d.tool.Tool, d.args, d.relay)
+	if !ok {
+		return modernAnswer{}, nil, false
+	}
+	if err != nil {
+		res, err := dispatched(d, nil, err)
+		return modernAnswer{res: res, err: err}, nil, true
+	}
+	if b, isError, plain := plainRawResult(raw, g.impl); plain {
+		d.outcome = approval.OutcomeOK
+		if isError {
+			d.outcome = approval.OutcomeToolError
+		}
+		return modernAnswer{result: b}, raw, true
+	}
+	res, err := decodeRawForModern(raw)
+	if err != nil {
+		g.log.WarnContext(ctx, "upstream result is not a tools/call result", "server", d.tool.Server, "tool", d.tool.Tool, "err", err)
+		res, err = dispatched(d, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the upstream sent a malformed response (not a tools/call result: " + err.Error() + ")"})
+		return modernAnswer{res: res, err: err}, nil, true
+	}
+	res, err = g.relayResult(d.call, res)
+	return modernAnswer{res: res, err: err}, nil, true
+}
+
+// callModernRaw is upstream.callRaw for a lean 2026-07-28 call with the
+// relay round r (client capabilities only) on u's session for 2026-07-28
+// agents (modernconn.go): a 2025-era stdio or HTTP session gets the call
+// as a 2025 agent's (the round means nothing to it: relayRound.apply is
+// for 2026 sessions only); a 2026-era stdio session gets the _meta the
+// SDK's CallTool sends (injectRequestMeta: the session's protocol version,
+// toolgate's client info, the agent's capabilities as the round applies
+// them). ok is false when neither applies (a 2026-era HTTP session, no
+// capabilities in the round) or an HTTP upstream answered 404; then
+// nothing was sent and the caller uses upstream.call. The results and
+// errors are callRaw's.
+func (u *upstream) callModernRaw(ctx context.Context, tool string, args json.RawMessage, r *relayRound) (result json.RawMessage, ok bool, err error) {
+	c, err := u.modernSession(ctx)
+	if err != nil {
+		return nil, true, u.unavailable(ctx, tool, "its session for 2026-07-28 agents could not be opened; nothing was sent to it", approval.OutcomeTransportError, err)
+	}
+	var raw json.RawMessage
+	switch {
+	case rawHTTPApplies(ctx, c):
+		var sent bool
+		if raw, sent, err = u.rawHTTPOnce(ctx, c, tool, args); !sent {
+			return nil, false, nil // 404: upstream.call reconnects and sends it
+		}
+	case rawApplies(ctx, c):
+		raw, err = u.rawOnce(ctx, c, tool, args)
+	case c.raw != nil && c.modernEra() && r != nil && r.caps != nil:
+		meta, merr := u.modernMeta(c, r)
+		if merr != nil {
+			return nil, false, nil
+		}
+		raw, err = u.rawOnceMeta(ctx, c, tool, args, meta)
+	default:
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, err
+	}
+	if bytes.Contains(raw, []byte(mcp.MetaKeyServerInfo)) {
+		if raw, err = dropServerInfo(raw); err != nil {
+			return nil, true, &callFailure{msg: fmt.Sprintf("upstream %q: tool %q: the result could not be read: %v", u.name, tool, err), outcome: approval.OutcomeToolError, cause: err}
+		}
+	}
+	return raw, true, nil
+}
+
+// modernMeta is the _meta of a tools/call of the relay round r on the
+// 2026-era session c, as the SDK's CallTool sends it (relayRound.apply,
+// then injectRequestMeta): the session's protocol version, toolgate's
+// client info (upstream.newClientWith) and the agent's capabilities.
+func (u *upstream) modernMeta(c *upConn, r *relayRound) ([]byte, error) {
+	ir := c.cs.InitializeResult()
+	if ir == nil {
+		return nil, errors.New("the session is not initialised")
+	}
+	return json.Marshal(map[string]any{
+		mcp.MetaKeyProtocolVersion:    ir.ProtocolVersion,
+		mcp.MetaKeyClientInfo:         &mcp.Implementation{Name: "toolgate", Version: u.g.opts.Version},
+		mcp.MetaKeyClientCapabilities: r.caps,
+	})
+}
+
+// rawOnceMeta is rawOnce with meta as the call's _meta.
+func (u *upstream) rawOnceMeta(ctx context.Context, c *upConn, tool string, args json.RawMessage, meta []byte) (json.RawMessage, error) {
+	mk, err := rawRequestMeta(rawIDPrefix, tool, args, meta)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: " + err.Error()}
+	}
+	cctx, done := u.callContext(ctx)
+	defer done()
+	raw, err := c.raw.send(cctx, mk, originFrom(ctx))
+	if err != nil {
+		return nil, u.callError(ctx, cctx, c, tool, err)
+	}
+	return raw, nil
+}
+
+// decodeRawForModern decodes the raw result object raw as the SDK path has
+// it (callOnce): the SDK's decode, then structuredContent and _meta's values
+// from the bytes (withRawNumbers); when the SDK cannot decode it (a number
+// no float64 holds), decodeResult.
+func decodeRawForModern(raw json.RawMessage) (*mcp.CallToolResult, error) {
+	var r mcp.CallToolResult
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return decodeResult(raw)
+	}
+	return withRawNumbers(&r, raw)
+}
+
+// plainRawResult reports whether the raw tools/call result object raw
+// (upstream.callRaw's, the upstream's server info dropped) is plain: valid
+// UTF-8, with no members but content (a list of text items, each exactly
+// {"type":"text","text":<string>}), structuredContent, isError (a boolean),
+// _meta (an object or null) and resultType "complete" (a 2026-era
+// upstream's; the answer adds its own). Then b is the result the SDK path writes
+// for it before resultType: _meta (its entries, raw, and impl as the server
+// info, keys sorted), content, structuredContent (omitted when null),
+// isError (when true), as encoding/json writes them (compacted, HTML
+// characters escaped); isError is its isError. Anything else (inputRequests,
+// requestState, resultType, annotations or _meta on content, another content
+// type, a member the SDK drops) is not plain: the SDK's decode may change it.
+func plainRawResult(raw json.RawMessage, impl *mcp.Implementation) (b []byte, isError, plain bool) {
+	if !utf8.Valid(raw) {
+		return nil, false, false
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(raw, &top) != nil {
+		return nil, false, false
+	}
+	var out struct {
+		Meta              map[string]any  `json:"_meta,omitempty"`
+		Content           json.RawMessage `json:"content"`
+		StructuredContent json.RawMessage `json:"structuredContent,omitempty"`
+		IsError           bool            `json:"isError,omitempty"`
+	}
+	for k, v := range top {
+		switch k {
+		case "content":
+			if !plainTextContent(v) {
+				return nil, false, false
+			}
+			out.Content = v
+		case "structuredContent":
+			if string(v) != "null" {
+				out.StructuredContent = v
+			}
+		case "isError":
+			switch string(v) {
+			case "true":
+				out.IsError = true
+			case "false":
+			default:
+				return nil, false, false
+			}
+		case "resultType":
+			// A 2026-era upstream's: the answer's own is "complete".
+			if string(v) != `"complete"` {
+				return nil, false, false
+			}
+		case "_meta":
+			if string(v) == "null" {
+				continue
+			}
+			var m map[string]json.RawMessage
+			if len(v) == 0 || v[0] != '{' || json.Unmarshal(v, &m) != nil {
+				return nil, false, false
+			}
+			out.Meta = make(map[string]any, len(m)+1)
+			for mk, mv := range m {
+				out.Meta[mk] = mv
+			}
+		default:
+			return nil, false, false
+		}
+	}
+	if out.Content == nil {
+		return nil, false, false
+	}
+	if impl != nil {
+		if out.Meta == nil {
+			out.Meta = make(map[string]any, 1)
+		}
+		// The upstream's own is dropped on the SDK path (callOnce) too.
+		out.Meta[mcp.MetaKeyServerInfo] = impl
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, false, false
+	}
+	return b, out.IsError, true
+}
+
+// plainTextContent reports whether v is a JSON list of text items, each
+// exactly {"type":"text","text":<string>}: what the SDK decodes and
+// re-encodes as it came (but for whitespace and escapes).
+func plainTextContent(v json.RawMessage) bool {
+	if len(v) == 0 || v[0] != '[' {
+		return false
+	}
+	var items []map[string]json.RawMessage
+	if json.Unmarshal(v, &items) != nil {
+		return false
+	}
+	for _, it := range items {
+		if len(it) != 2 || string(it["type"]) != `"text"` {
+			return false
+		}
+		if t := it["text"]; len(t) == 0 || t[0] != '"' {
+			return false
+		}
+	}
+	return true
+}
