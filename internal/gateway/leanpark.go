@@ -65,12 +65,18 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 	if l.mw == nil || r.ProtoMajor != 1 || r.TLS != nil || l.later.cancel == nil {
 		return false
 	}
+	sp, ok := l.f.g.gk.(admitterSplit)
+	if !ok || !l.admitFirst(sp) {
+		// Decided at once (wait finds the answer), or not admitted here.
+		return false
+	}
 	g := l.f.g
 	g.closeMux.Lock()
 	defer g.closeMux.Unlock()
 	if g.closed || g.root.Err() != nil {
 		return false
 	}
+	g.startParkPoller()
 	header := w.Header().Clone()
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
@@ -106,28 +112,73 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 func (l *leanHold) waitParked(conn net.Conn, header http.Header, pending []byte) {
 	defer l.f.g.wg.Done()
 	cancel := l.later.cancel
-	cw := watchConn(conn, func() { cancel(context.Canceled) })
+	cw := l.f.g.watchParked(conn, func() { cancel(context.Canceled) })
 	l.wait()
 	pw := &parkedResponse{h: header}
 	res, err := l.f.g.answerModern(l.ctx, l.p, l.t, l.call, l.adm, l.relay)
 	writeModernResult(pw, l.f.g.impl, l.m.ID, res, err)
 	l.end()
-	pending = append(pending, cw.stop()...)
+	got, more := cw.stop()
+	pending = append(pending, got...)
+	more = more || len(pending) > 0
 	log := l.f.g.log
 	timeout := parkedWriteTimeout
 	if d := l.f.g.parkWrite; d > 0 {
 		timeout = d
 	}
-	if werr := pw.writeTo(conn, len(pending) == 0, timeout); werr != nil {
+	if werr := pw.writeTo(conn, !more, timeout); werr != nil {
 		log.Debug("cannot write a parked call's answer", "err", werr)
 		_ = conn.Close()
 		return
 	}
-	if len(pending) == 0 {
+	if !more {
 		_ = conn.Close()
 		return
 	}
 	l.f.serveRest(conn, pending)
+}
+
+// A dropWatch notices that a parked call's client went away (the end of
+// its connection) until stopped. stop ends it and returns the bytes of the
+// client's next request it read, if any, and whether the client sent more
+// (read already, or left in the connection).
+type dropWatch interface {
+	stop() (got []byte, more bool)
+}
+
+// startParkPoller starts the gateway's shared poller of parked
+// connections (leanwatch_linux.go) unless it runs or cannot run; closeMux
+// is held and the gateway is not closed.
+func (g *Gateway) startParkPoller() {
+	if g.parkPoll != nil || g.parkPollFailed {
+		return
+	}
+	p, err := newConnPoller(g.log)
+	if err != nil {
+		g.parkPollFailed = true
+		return
+	}
+	g.parkPoll = p
+	stop := context.AfterFunc(g.root, p.stopLoop)
+	g.wg.Go(func() {
+		defer stop()
+		p.run()
+	})
+}
+
+// watchParked watches conn, a parked call's connection, for its client
+// going away (gone): on the gateway's shared poller when there is one,
+// else on a reader goroutine of its own (connWatch).
+func (g *Gateway) watchParked(conn net.Conn, gone func()) dropWatch {
+	g.closeMux.Lock()
+	p := g.parkPoll
+	g.closeMux.Unlock()
+	if p != nil {
+		if w, ok := p.watch(conn, gone); ok {
+			return w
+		}
+	}
+	return watchConn(conn, gone)
 }
 
 // A connWatch reads one byte of a parked connection: an error before the
@@ -161,12 +212,12 @@ func (cw *connWatch) read(gone func()) {
 // stop ends the watch (a read deadline in the past, as net/http aborts
 // its backgroundRead), waits for its goroutine and returns the byte it
 // read, if any.
-func (cw *connWatch) stop() []byte {
+func (cw *connWatch) stop() ([]byte, bool) {
 	cw.aborted.Store(true)
 	_ = cw.conn.SetReadDeadline(time.Unix(1, 0))
 	<-cw.done
 	_ = cw.conn.SetReadDeadline(time.Time{})
-	return cw.got[:cw.n]
+	return cw.got[:cw.n], cw.n > 0
 }
 
 // A parkedResponse is an http.ResponseWriter that keeps the answer to a
