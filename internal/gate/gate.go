@@ -309,6 +309,7 @@ func (g *Gate) AdmitOrHold(ctx context.Context, c *Call, adm *Admission) (hctx c
 	ctx, span := g.startAdmit(ctx, c, time.Time{})
 	g.admitInto(ctx, c, adm)
 	if adm.held != nil {
+		g.readAhead(ctx, adm.held)
 		return ctx, true
 	}
 	g.endAdmit(span, adm)

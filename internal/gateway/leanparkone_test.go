@@ -6,6 +6,7 @@ import (
 	"io"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,20 @@ func parkedStacks(frame string) []string {
 		}
 	}
 	return out
+}
+
+// waitParkedCount waits until the park hook counted n parked calls (a
+// call's request is pending, admitted on the connection's goroutine,
+// just before it is parked).
+func waitParkedCount(t *testing.T, parked *atomic.Int64, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(testWait)
+	for parked.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls parked, want %d", parked.Load(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // TestLeanParkedCallOneGoroutine: while parked, a held 2026-07-28 call
