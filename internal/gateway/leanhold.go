@@ -57,6 +57,8 @@ type leanHold struct {
 	// its relay round.
 	mw    http.ResponseWriter
 	relay *relayRound
+	// pc is the connection of a call parked off net/http's (leanpark.go).
+	pc *parkedConn
 	// later are the cleanups the handling of its POST deferred.
 	later leanCleanups
 }
@@ -159,9 +161,9 @@ func (l *leanHold) wait() {
 // admitFirst admits the held call (call.Prior set) on the calling
 // goroutine without waiting (gate.Gate.AdmitOrHold), and reports whether
 // the gate holds it (wait then waits for the decision; else l.adm is the
-// answer). A parked call is admitted on net/http's connection goroutine,
-// whose stack the admission's store write grows, so that the goroutine
-// that then holds it for minutes does none of that work (park).
+// answer). A parked call is admitted on a goroutine that ends once the
+// call is held (admitParked), so that the goroutine that then holds it for
+// minutes does none of that work.
 //
 //go:noinline // its frame is gone before the call waits
 func (l *leanHold) admitFirst(sp admitterSplit) bool {

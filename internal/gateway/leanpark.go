@@ -65,11 +65,6 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 	if l.mw == nil || r.ProtoMajor != 1 || r.TLS != nil || l.later.cancel == nil {
 		return false
 	}
-	sp, ok := l.f.g.gk.(admitterSplit)
-	if !ok || !l.admitFirst(sp) {
-		// Decided at once (wait finds the answer), or not admitted here.
-		return false
-	}
 	g := l.f.g
 	g.closeMux.Lock()
 	defer g.closeMux.Unlock()
@@ -102,19 +97,55 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 	if l.f.park != nil {
 		l.f.park() // before the answer can be written
 	}
-	go l.waitParked(conn, header, pending)
+	l.pc = &parkedConn{conn: conn, header: header, pending: pending}
+	go l.admitParked()
 	return true
 }
 
-// waitParked holds the parked call l on its own goroutine and answers it
-// on conn (header: the response's headers as the front set them; pending:
-// what the client sent after the POST).
-func (l *leanHold) waitParked(conn net.Conn, header http.Header, pending []byte) {
-	defer l.f.g.wg.Done()
+// A parkedConn is what a parked call keeps of its connection: the
+// connection, the response's headers as the front set them, what the
+// client sent after the POST (read already), and the watch for its
+// client going away.
+type parkedConn struct {
+	conn    net.Conn
+	header  http.Header
+	pending []byte
+	watch   dropWatch
+}
+
+// admitParked admits the parked call l (the policy, the store write of
+// its request and its first read: deep frames) on a goroutine that ends
+// once the call is held, and hands the hold to a fresh goroutine
+// (waitParked) whose stack never held those frames: the one goroutine a
+// parked call keeps while held (docs/performance.md, "One goroutine per
+// parked call"). A call decided at once is answered here.
+func (l *leanHold) admitParked() {
 	cancel := l.later.cancel
-	cw := l.f.g.watchParked(conn, func() { cancel(context.Canceled) })
+	l.pc.watch = l.f.g.watchParked(l.pc.conn, func() { cancel(context.Canceled) })
+	if sp, ok := l.f.g.gk.(admitterSplit); ok && l.admitFirst(sp) {
+		go l.waitParked()
+		return
+	}
+	l.waitParked()
+}
+
+// waitParked holds the parked call l until it is decided and answers it
+// on its connection. Its frame is small: the answer is written after it
+// returns from the wait (answerParked).
+func (l *leanHold) waitParked() {
+	defer l.f.g.wg.Done()
 	l.wait()
-	pw := &parkedResponse{h: header}
+	l.answerParked()
+}
+
+// answerParked writes the answer to the parked call l on its connection
+// and closes it, or serves what the client sent after the POST.
+//
+//go:noinline // its locals stay out of waitParked's parked frame
+func (l *leanHold) answerParked() {
+	conn, pending, cw := l.pc.conn, l.pc.pending, l.pc.watch
+	pw := &parkedResponse{h: l.pc.header}
+	l.pc = nil
 	res, err := l.f.g.answerModern(l.ctx, l.p, l.t, l.call, l.adm, l.relay)
 	writeModernResult(pw, l.f.g.impl, l.m.ID, res, err)
 	l.end()
