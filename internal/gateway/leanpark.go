@@ -18,12 +18,15 @@ import (
 // until it is answered. On HTTP/1.1 ServeHTTP then takes the connection
 // from net/http (http.Hijacker) and returns: net/http's connection
 // goroutine, its backgroundRead and its per-connection bufio reader and
-// writers are gone. What remains per held call is the leanHold, the
-// net.Conn, a waiter goroutine parked in the gate's wait (wait, as on the
-// connection's goroutine before) and a reader goroutine whose one-byte
-// read notices a dropped connection (the POST's end: context.Canceled at
-// once, as PropagateRequestCancellation makes it on the SDK path). The
-// answer is written by the waiter as an HTTP/1.1 response with the same
+// writers are gone. The call is admitted on a goroutine that ends once it
+// is held (admitParked); what remains per held call is the leanHold, the
+// net.Conn, one waiter goroutine parked in the gate's wait (waitParked,
+// on a fresh small stack) and the connection's watch on the gateway's
+// shared poller (leanwatch_linux.go; elsewhere a reader goroutine whose
+// one-byte read notices it, connWatch), which notices a dropped
+// connection (the POST's end: context.Canceled at once, as
+// PropagateRequestCancellation makes it on the SDK path). The answer is
+// written by the waiter as an HTTP/1.1 response with the same
 // status, headers and body the connection would have carried, with a
 // Content-Length, and "Connection: close": the connection cannot go back
 // to net/http's keep-alive pool, so it is closed after the answer.
@@ -85,8 +88,8 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 		b, _ := brw.Peek(n)
 		pending = bytes.Clone(b)
 	}
-	// r's context ends when ServeHTTP returns: the reader below watches
-	// the connection instead. If the watch already fired, the call is
+	// r's context ends when ServeHTTP returns: the drop watch
+	// (admitParked) watches the connection instead. If the watch already fired, the call is
 	// cancelled already, and answered as such.
 	if l.later.stop != nil {
 		l.later.stop()
