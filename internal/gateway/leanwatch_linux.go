@@ -99,7 +99,7 @@ func (p *connPoller) run() {
 			return
 		}
 		for i := range n {
-			key := uint64(uint32(events[i].Fd)) | uint64(uint32(events[i].Pad))<<32
+			key := uint64(uint32(events[i].Fd)) | uint64(uint32(events[i].Pad))<<32 //nolint:gosec // the key's two halves, bit for bit (ctl)
 			if key == 0 {
 				return
 			}
@@ -135,8 +135,9 @@ func (p *connPoller) fire(key uint64) {
 
 // ctl adds, re-arms or removes w's connection in the set; p.mu is held.
 func (p *connPoller) ctl(w *pollWatch, op int) error {
+	// The key in the event's 64 bits of user data (Fd and Pad), bit for bit.
 	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT,
-		Fd: int32(uint32(w.key)), Pad: int32(uint32(w.key >> 32))}
+		Fd: int32(uint32(w.key)), Pad: int32(uint32(w.key >> 32))} //nolint:gosec // split, not narrowed
 	var cerr error
 	err := w.rc.Control(func(fd uintptr) { cerr = syscall.EpollCtl(p.epfd, op, int(fd), &ev) })
 	if err != nil {
