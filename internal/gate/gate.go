@@ -294,6 +294,37 @@ func (g *Gate) AdmitTo(ctx context.Context, c *Call, adm *Admission) {
 	g.endAdmit(span, adm)
 }
 
+// AdmitOrHold is AdmitTo's first half, for a caller that holds a call on
+// a goroutine other than the one that admits it (the gateway's parked
+// calls, docs/performance.md "One goroutine per parked call"): it decides
+// c and records its admission (the policy, the store write of a held
+// call's request) on the calling goroutine and, when the call is held,
+// returns without waiting, held true and hctx, ctx with the admission's
+// span, to hand to WaitAdmitted, which must then be called exactly once
+// (on any goroutine) to wait for the decision and complete *adm. When held
+// is false *adm is the final answer, as AdmitTo's, and hctx is nil. The
+// goroutine that lives for the whole hold then never runs the admission's
+// deep work, so its stack stays small.
+func (g *Gate) AdmitOrHold(ctx context.Context, c *Call, adm *Admission) (hctx context.Context, held bool) {
+	ctx, span := g.startAdmit(ctx, c, time.Time{})
+	g.admitInto(ctx, c, adm)
+	if adm.held != nil {
+		g.readAhead(ctx, adm.held)
+		return ctx, true
+	}
+	g.endAdmit(span, adm)
+	return nil, false
+}
+
+// WaitAdmitted waits for the decision on the call AdmitOrHold held (hctx:
+// the context it returned; adm: the Admission it wrote) and writes the
+// answer to *adm, as AdmitTo does after its wait: the call is parked in
+// this frame and the gate's small wait frames below it.
+func (g *Gate) WaitAdmitted(hctx context.Context, adm *Admission) {
+	g.waitHeld(hctx, adm)
+	g.endAdmit(trace.SpanFromContext(hctx), adm)
+}
+
 // startAdmit starts the span of c's admission (see Admit).
 //
 //go:noinline // its attribute temporaries stay out of Admit's parked frame

@@ -141,6 +141,42 @@ type heldCall struct {
 	// with the answer after the wait; nil on a resumed call, which admit
 	// does not record.
 	dec *policy.Decision
+	// pre, when set, is the wait's first read of r, made by AdmitOrHold on
+	// the admitting goroutine (preRead): waitFor starts from it.
+	pre *preRead
+}
+
+// A preRead is a held call's first subscription to its request's
+// wake-ups and the read of the request after it, made on the goroutine
+// that admitted the call (AdmitOrHold) rather than on the one that then
+// waits for minutes: a read of the store is deep (SQLite's frames grow a
+// goroutine's stack to 16–32 KiB, which the runtime gives back only
+// halving once per collection). Kept only when the read found the
+// request pending, unexpired and held here; anything else is left to the
+// wait's own first read.
+type preRead struct {
+	woke  *wakeup
+	unsub func()
+	last  approval.Request
+}
+
+// readAhead makes h's preRead (see there).
+//
+//go:noinline // the store read's frames are gone before the call is handed to its waiter
+func (g *Gate) readAhead(ctx context.Context, h *heldCall) {
+	deadline := h.r.ExpiresAt
+	if h.c.MaxHold > 0 && g.now().Add(h.c.MaxHold).Before(deadline) {
+		deadline = g.now().Add(h.c.MaxHold)
+	}
+	st := &heldRead{id: h.r.ID, deadline: deadline, lease: true, backoff: minRetry}
+	woke, unsub := g.hub.subscribe(string(h.r.ID))
+	done, err := g.readHeld(ctx, st)
+	st.stop()
+	if done || err != nil || st.retryC != nil {
+		unsub()
+		return
+	}
+	h.pre = &preRead{woke: woke, unsub: unsub, last: st.last}
 }
 
 // heldOn is the Admission that asks Admit to hold c on r (see heldCall).
@@ -184,7 +220,9 @@ func (g *Gate) holdOn(ctx context.Context, h *heldCall, adm *Admission) {
 	}
 	wctx, span, keepAlive := g.startWait(ctx, h)
 	withdraw := g.hub.offer(ctx, string(h.r.ID), h.c)
-	got, err := g.waitFor(wctx, h.r.ID, deadline, keepAlive, true)
+	pre := h.pre
+	h.pre = nil
+	got, err := g.waitFor(wctx, h.r.ID, deadline, keepAlive, true, pre)
 	g.endHold(ctx, h, start, deadline, span, got, err, adm, withdraw)
 }
 
@@ -288,7 +326,7 @@ func (g *Gate) resend(ctx context.Context, c Call, r approval.Request) Admission
 // the decided request with the wake-up (hub.wakeDecided): no read. Its
 // keep-alives come from the gate's one beat.
 func (g *Gate) wait(ctx context.Context, id approval.ID, deadline time.Time, keepAlive func(context.Context), lease bool) (approval.Request, error) {
-	r, err := g.waitFor(ctx, id, deadline, keepAlive, lease)
+	r, err := g.waitFor(ctx, id, deadline, keepAlive, lease, nil)
 	return *r, err
 }
 
@@ -296,7 +334,10 @@ func (g *Gate) wait(ctx context.Context, id approval.ID, deadline time.Time, kee
 // nil; zero when ctx ended or the store was never read), so that the
 // frame a held call is parked in stays small (see heldCall): the store is
 // read in readHeld.
-func (g *Gate) waitFor(ctx context.Context, id approval.ID, deadline time.Time, keepAlive func(context.Context), lease bool) (*approval.Request, error) {
+//
+// When pre is not nil the wait starts from pre's subscription and read
+// (readAhead) instead of a read of its own.
+func (g *Gate) waitFor(ctx context.Context, id approval.ID, deadline time.Time, keepAlive func(context.Context), lease bool, pre *preRead) (*approval.Request, error) {
 	var kaC <-chan struct{}
 	if keepAlive != nil {
 		// The first one at once: it tells the caller which approval it
@@ -310,10 +351,20 @@ func (g *Gate) waitFor(ctx context.Context, id approval.ID, deadline time.Time, 
 	st := &heldRead{id: id, deadline: deadline, lease: lease, backoff: minRetry}
 	defer st.stop()
 	for {
-		woke, unsub := g.hub.subscribe(string(id))
-		if done, err := g.readHeld(ctx, st); done {
-			unsub()
-			return &st.last, err
+		var (
+			woke  *wakeup
+			unsub func()
+		)
+		if pre != nil {
+			// Subscribed and read already, on the admitting goroutine.
+			woke, unsub, st.last = pre.woke, pre.unsub, pre.last
+			pre = nil
+		} else {
+			woke, unsub = g.hub.subscribe(string(id))
+			if done, err := g.readHeld(ctx, st); done {
+				unsub()
+				return &st.last, err
+			}
 		}
 	waiting:
 		for {

@@ -304,6 +304,11 @@ type Gateway struct {
 	parkHook parkHook // tests only: set before Handler
 	// parkWrite, when set (tests), replaces parkedWriteTimeout.
 	parkWrite time.Duration
+	// parkPoll watches the connections of parked calls (leanwatch_linux.go),
+	// started by the first parked call; parkPollFailed: it cannot run
+	// here. Both guarded by closeMux.
+	parkPoll       *connPoller
+	parkPollFailed bool
 }
 
 // New connects to every upstream in servers, lists their tools and builds the

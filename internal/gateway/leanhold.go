@@ -49,11 +49,16 @@ type leanHold struct {
 	t    Tool
 	call *gate.Call      // Prior set: the hand-off of AdmitUnlessHeld
 	adm  *gate.Admission // the gate's answer, once wait returned
+	// hctx is set while a call admitted ahead of its wait (admitFirst)
+	// is held: the context to wait with (gate.Gate.WaitAdmitted).
+	hctx context.Context //nolint:containedctx // the admission's span on ctx, handed from admitFirst to wait
 	// mw, for a 2026-07-28 request's call (lean2026.go; w and s nil),
 	// is its POST's response, answered by writeModernResult; relay is
 	// its relay round.
 	mw    http.ResponseWriter
 	relay *relayRound
+	// pc is the connection of a call parked off net/http's (leanpark.go).
+	pc *parkedConn
 	// later are the cleanups the handling of its POST deferred.
 	later leanCleanups
 }
@@ -140,7 +145,39 @@ func (l *leanHold) wait() {
 	if l.w != nil {
 		l.w.arm()
 	}
-	l.adm = l.f.g.admitCall(l.ctx, l.call)
+	switch {
+	case l.hctx != nil:
+		// Admitted and held by admitFirst: only the wait is left.
+		hctx := l.hctx
+		l.hctx = nil
+		l.f.g.gk.(admitterSplit).WaitAdmitted(hctx, l.adm)
+	case l.adm != nil:
+		// admitFirst had the answer at once.
+	default:
+		l.adm = l.f.g.admitCall(l.ctx, l.call)
+	}
+}
+
+// admitFirst admits the held call (call.Prior set) on the calling
+// goroutine without waiting (gate.Gate.AdmitOrHold), and reports whether
+// the gate holds it (wait then waits for the decision; else l.adm is the
+// answer). A parked call is admitted on a goroutine that ends once the
+// call is held (admitParked), so that the goroutine that then holds it for
+// minutes does none of that work.
+//
+//go:noinline // its frame is gone before the call waits
+func (l *leanHold) admitFirst(sp admitterSplit) bool {
+	adm := new(gate.Admission)
+	hctx, held := sp.AdmitOrHold(l.ctx, l.call, adm)
+	l.adm, l.hctx = adm, hctx
+	return held
+}
+
+// admitterSplit is a Gatekeeper that admits a call and waits for its
+// decision in two steps ([gate.Gate.AdmitOrHold], [gate.Gate.WaitAdmitted]).
+type admitterSplit interface {
+	AdmitOrHold(ctx context.Context, c *gate.Call, adm *gate.Admission) (context.Context, bool)
+	WaitAdmitted(hctx context.Context, adm *gate.Admission)
 }
 
 // answer writes the gate's answer to the held call (answerLean).

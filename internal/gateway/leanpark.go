@@ -18,12 +18,15 @@ import (
 // until it is answered. On HTTP/1.1 ServeHTTP then takes the connection
 // from net/http (http.Hijacker) and returns: net/http's connection
 // goroutine, its backgroundRead and its per-connection bufio reader and
-// writers are gone. What remains per held call is the leanHold, the
-// net.Conn, a waiter goroutine parked in the gate's wait (wait, as on the
-// connection's goroutine before) and a reader goroutine whose one-byte
-// read notices a dropped connection (the POST's end: context.Canceled at
-// once, as PropagateRequestCancellation makes it on the SDK path). The
-// answer is written by the waiter as an HTTP/1.1 response with the same
+// writers are gone. The call is admitted on a goroutine that ends once it
+// is held (admitParked); what remains per held call is the leanHold, the
+// net.Conn, one waiter goroutine parked in the gate's wait (waitParked,
+// on a fresh small stack) and the connection's watch on the gateway's
+// shared poller (leanwatch_linux.go; elsewhere a reader goroutine whose
+// one-byte read notices it, connWatch), which notices a dropped
+// connection (the POST's end: context.Canceled at once, as
+// PropagateRequestCancellation makes it on the SDK path). The answer is
+// written by the waiter as an HTTP/1.1 response with the same
 // status, headers and body the connection would have carried, with a
 // Content-Length, and "Connection: close": the connection cannot go back
 // to net/http's keep-alive pool, so it is closed after the answer.
@@ -71,6 +74,7 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 	if g.closed || g.root.Err() != nil {
 		return false
 	}
+	g.startParkPoller()
 	header := w.Header().Clone()
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
@@ -84,8 +88,8 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 		b, _ := brw.Peek(n)
 		pending = bytes.Clone(b)
 	}
-	// r's context ends when ServeHTTP returns: the reader below watches
-	// the connection instead. If the watch already fired, the call is
+	// r's context ends when ServeHTTP returns: the drop watch
+	// (admitParked) watches the connection instead. If the watch already fired, the call is
 	// cancelled already, and answered as such.
 	if l.later.stop != nil {
 		l.later.stop()
@@ -96,37 +100,118 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 	if l.f.park != nil {
 		l.f.park() // before the answer can be written
 	}
-	go l.waitParked(conn, header, pending)
+	l.pc = &parkedConn{conn: conn, header: header, pending: pending}
+	go l.admitParked()
 	return true
 }
 
-// waitParked holds the parked call l on its own goroutine and answers it
-// on conn (header: the response's headers as the front set them; pending:
-// what the client sent after the POST).
-func (l *leanHold) waitParked(conn net.Conn, header http.Header, pending []byte) {
-	defer l.f.g.wg.Done()
+// A parkedConn is what a parked call keeps of its connection: the
+// connection, the response's headers as the front set them, what the
+// client sent after the POST (read already), and the watch for its
+// client going away.
+type parkedConn struct {
+	conn    net.Conn
+	header  http.Header
+	pending []byte
+	watch   dropWatch
+}
+
+// admitParked admits the parked call l (the policy, the store write of
+// its request and its first read: deep frames) on a goroutine that ends
+// once the call is held, and hands the hold to a fresh goroutine
+// (waitParked) whose stack never held those frames: the one goroutine a
+// parked call keeps while held (docs/performance.md, "One goroutine per
+// parked call"). A call decided at once is answered here.
+func (l *leanHold) admitParked() {
 	cancel := l.later.cancel
-	cw := watchConn(conn, func() { cancel(context.Canceled) })
+	l.pc.watch = l.f.g.watchParked(l.pc.conn, func() { cancel(context.Canceled) })
+	if sp, ok := l.f.g.gk.(admitterSplit); ok && l.admitFirst(sp) {
+		go l.waitParked()
+		return
+	}
+	l.waitParked()
+}
+
+// waitParked holds the parked call l until it is decided and answers it
+// on its connection. Its frame is small: the answer is written after it
+// returns from the wait (answerParked).
+func (l *leanHold) waitParked() {
+	defer l.f.g.wg.Done()
 	l.wait()
-	pw := &parkedResponse{h: header}
+	l.answerParked()
+}
+
+// answerParked writes the answer to the parked call l on its connection
+// and closes it, or serves what the client sent after the POST.
+//
+//go:noinline // its locals stay out of waitParked's parked frame
+func (l *leanHold) answerParked() {
+	conn, pending, cw := l.pc.conn, l.pc.pending, l.pc.watch
+	pw := &parkedResponse{h: l.pc.header}
+	l.pc = nil
 	writeModernAnswer(pw, l.f.g.impl, l.m.ID, l.f.g.answerModern(l.ctx, l.p, l.t, l.call, l.adm, l.relay))
 	l.end()
-	pending = append(pending, cw.stop()...)
+	got, more := cw.stop()
+	pending = append(pending, got...)
+	more = more || len(pending) > 0
 	log := l.f.g.log
 	timeout := parkedWriteTimeout
 	if d := l.f.g.parkWrite; d > 0 {
 		timeout = d
 	}
-	if werr := pw.writeTo(conn, len(pending) == 0, timeout); werr != nil {
+	if werr := pw.writeTo(conn, !more, timeout); werr != nil {
 		log.Debug("cannot write a parked call's answer", "err", werr)
 		_ = conn.Close()
 		return
 	}
-	if len(pending) == 0 {
+	if !more {
 		_ = conn.Close()
 		return
 	}
 	l.f.serveRest(conn, pending)
+}
+
+// A dropWatch notices that a parked call's client went away (the end of
+// its connection) until stopped. stop ends it and returns the bytes of the
+// client's next request it read, if any, and whether the client sent more
+// (read already, or left in the connection).
+type dropWatch interface {
+	stop() (got []byte, more bool)
+}
+
+// startParkPoller starts the gateway's shared poller of parked
+// connections (leanwatch_linux.go) unless it runs or cannot run; closeMux
+// is held and the gateway is not closed.
+func (g *Gateway) startParkPoller() {
+	if g.parkPoll != nil || g.parkPollFailed {
+		return
+	}
+	p, err := newConnPoller(g.log)
+	if err != nil {
+		g.parkPollFailed = true
+		return
+	}
+	g.parkPoll = p
+	stop := context.AfterFunc(g.root, p.stopLoop)
+	g.wg.Go(func() {
+		defer stop()
+		p.run()
+	})
+}
+
+// watchParked watches conn, a parked call's connection, for its client
+// going away (gone): on the gateway's shared poller when there is one,
+// else on a reader goroutine of its own (connWatch).
+func (g *Gateway) watchParked(conn net.Conn, gone func()) dropWatch {
+	g.closeMux.Lock()
+	p := g.parkPoll
+	g.closeMux.Unlock()
+	if p != nil {
+		if w, ok := p.watch(conn, gone); ok {
+			return w
+		}
+	}
+	return watchConn(conn, gone)
 }
 
 // A connWatch reads one byte of a parked connection: an error before the
@@ -160,12 +245,12 @@ func (cw *connWatch) read(gone func()) {
 // stop ends the watch (a read deadline in the past, as net/http aborts
 // its backgroundRead), waits for its goroutine and returns the byte it
 // read, if any.
-func (cw *connWatch) stop() []byte {
+func (cw *connWatch) stop() ([]byte, bool) {
 	cw.aborted.Store(true)
 	_ = cw.conn.SetReadDeadline(time.Unix(1, 0))
 	<-cw.done
 	_ = cw.conn.SetReadDeadline(time.Time{})
-	return cw.got[:cw.n]
+	return cw.got[:cw.n], cw.n > 0
 }
 
 // A parkedResponse is an http.ResponseWriter that keeps the answer to a

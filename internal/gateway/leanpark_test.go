@@ -164,6 +164,7 @@ func TestLeanParkedCallAnswersAsBefore(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitState(t, approval.StatePending, 1)
+	waitParkedCount(t, parked, 3)
 	if got := parked.Load(); got != 3 {
 		t.Fatalf("%d calls parked, want 3", got)
 	}
@@ -196,6 +197,7 @@ func TestLeanParkedCallKeepsAPipelinedRequest(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.waitState(t, approval.StatePending, 1)
+		waitParkedCount(t, parked, int64(i+1))
 		if got := parked.Load(); got != int64(i+1) {
 			t.Fatalf("together %v: %d calls parked, want %d", together, got, i+1)
 		}

@@ -106,6 +106,8 @@ func TestLeanParkedCallsEndOnClose(t *testing.T) {
 		conns[i] = c
 	}
 	f.waitState(t, approval.StatePending, n)
+	// A call is admitted (its request pending) before it is parked.
+	waitParkedCount(t, parked, n)
 	if err := f.g.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -2,11 +2,13 @@ package httpserve
 
 import (
 	"container/list"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -83,6 +85,18 @@ type conn struct {
 	l      *Listener
 	elem   *list.Element // in l.idle while it carries no request; guarded by l.mu
 	closed bool          // guarded by l.mu
+}
+
+// SyscallConn is the underlying connection's (syscall.Conn), so that a
+// connection taken from net/http (a parked call's, which the gateway
+// watches with epoll) still reaches its descriptor; an error when it has
+// none.
+func (c *conn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.New("httpserve: the connection has no descriptor")
+	}
+	return sc.SyscallConn()
 }
 
 // Close closes the connection and frees its place under the cap.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -215,5 +216,37 @@ func readOK(t *testing.T, r *bufio.Reader, who string) {
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 || string(b) != "ok "+who {
 		t.Fatalf("%s: got %d %q", who, resp.StatusCode, b)
+	}
+}
+
+// A connection the Listener accepts reaches its descriptor
+// (syscall.Conn), so that one taken from net/http can still be watched
+// with epoll (the gateway's parked calls); without it the gateway falls
+// back to a reader goroutine per parked call.
+func TestLimitConnKeepsItsDescriptor(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Limit(inner, 3, nil)
+	defer l.Close()
+	c := dial(t, inner.Addr().String())
+	defer c.Close()
+	s, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sc, ok := s.(syscall.Conn)
+	if !ok {
+		t.Fatalf("%T is not a syscall.Conn", s)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fd uintptr
+	if err := rc.Control(func(f uintptr) { fd = f }); err != nil || fd == 0 {
+		t.Fatalf("descriptor %d, %v", fd, err)
 	}
 }

@@ -1,0 +1,119 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"toolgate/internal/approval"
+)
+
+// parkedStacks returns the goroutine dump's stacks that contain frame.
+func parkedStacks(frame string) []string {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		if bytes.Contains(g, []byte(frame)) {
+			out = append(out, string(g))
+		}
+	}
+	return out
+}
+
+// waitParkedCount waits until the park hook counted n parked calls (a
+// call's request is pending, admitted on the connection's goroutine,
+// just before it is parked).
+func waitParkedCount(t *testing.T, parked *atomic.Int64, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(testWait)
+	for parked.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls parked, want %d", parked.Load(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestLeanParkedCallOneGoroutine: while parked, a held 2026-07-28 call
+// costs one goroutine (its waiter), not two: its connection's drop watch
+// is the gateway's shared poller (Linux), not a reader goroutine per
+// call; and the waiter waits in the gate's WaitAdmitted, the admission
+// (its store write) having run on net/http's connection goroutine before
+// the call was parked, so that the goroutine that lives for the whole
+// hold never grew its stack for it. A drop is still noticed at once, and
+// an approval runs the call once.
+func TestLeanParkedCallOneGoroutine(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the shared poller of parked connections is Linux's (epoll)")
+	}
+	verifyNoLeaks(t)
+	f := newLeanFixture(t, &HTTPOptions{DropGrace: time.Hour})
+	base, parked := parkedFront(t, f, &HTTPOptions{DropGrace: time.Hour})
+	modernPost(t, base, "up__echo", modernCallBody("1", "up__echo", `{}`, ""), nil)
+	<-f.h.args
+
+	const k = 12
+	before := runtime.NumGoroutine()
+	conns := make([]io.Closer, 0, k)
+	for i := range k {
+		c, host := dialRaw(t, base)
+		if _, err := io.WriteString(c, rawModernRequest(host, fmt.Sprint(10+i), "up__big", fmt.Sprintf(`{"n":%d}`, i))); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	f.waitState(t, approval.StatePending, k)
+	var waiters []string
+	deadline := time.Now().Add(testWait)
+	for {
+		waiters = parkedStacks("(*leanHold).waitParked")
+		if len(waiters) == k && parked.Load() == k && len(parkedStacks("gate.(*Gate).waitFor")) == k {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d parked (hook %d), %d waiting in the gate; want %d", len(waiters), parked.Load(), len(parkedStacks("gate.(*Gate).waitFor")), k)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if r := parkedStacks("(*connWatch).read"); len(r) != 0 {
+		t.Errorf("%d reader goroutines for %d parked calls, want none (the shared poller watches them)", len(r), k)
+	}
+	for _, w := range waiters {
+		if strings.Contains(w, "AdmitTo") || strings.Contains(w, "admitCall") || !strings.Contains(w, "WaitAdmitted") {
+			t.Fatalf("a parked call waits below its own admission, want only gate.WaitAdmitted:\n%s", w)
+		}
+	}
+	// One goroutine per parked call (its waiter), and the poller: the
+	// connections' goroutines of net/http are gone.
+	if d := runtime.NumGoroutine() - before; d > k+2 {
+		t.Errorf("%d more goroutines with %d calls parked, want at most %d (one per call and the poller)", d, k, k+2)
+	}
+
+	// A drop is noticed by the poller at once (DropGrace is an hour).
+	_ = conns[0].Close()
+	f.waitState(t, approval.StateCancelled, 1)
+	for _, r := range f.waitState(t, approval.StatePending, k-1) {
+		if _, err := f.gt.Review(t.Context(), r.ID, approval.Principal{ID: "carol", Kind: "human"}, approval.VerdictApprove, "", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each approved call's answer, read from its connection: it ran.
+	for i, c := range conns[1:] {
+		resp, b := readRaw(t, bufio.NewReader(c.(net.Conn)))
+		if resp.StatusCode != http.StatusOK || bytes.Contains(b, []byte(`"isError":true`)) {
+			t.Fatalf("approved call %d: %d %s", i+1, resp.StatusCode, b)
+		}
+	}
+	if n := f.h.count("big"); n != k-1 {
+		t.Fatalf("the approved calls ran %d times, want %d", n, k-1)
+	}
+}
