@@ -261,3 +261,16 @@ func FuzzPlainRawResult(f *testing.F) {
 		checkPlainRawResult(t, raw)
 	})
 }
+
+// BenchmarkPlainRawResult is plainRawResult on the perf harness's echo
+// result (one text item of about 100 bytes, structuredContent, _meta).
+func BenchmarkPlainRawResult(b *testing.B) {
+	raw := json.RawMessage(`{"content":[{"type":"text","text":"Echo: ` + string(bytes.Repeat([]byte("x"), 100)) + `"}],"structuredContent":{"n":1},"_meta":{"k":"v"}}`)
+	impl := &mcp.Implementation{Name: "toolgate", Version: "t"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, plain := plainRawResult(raw, impl); !plain {
+			b.Fatal("not plain")
+		}
+	}
+}
