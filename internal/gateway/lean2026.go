@@ -297,7 +297,7 @@ func writeModernResult(w http.ResponseWriter, impl *mcp.Implementation, id json.
 		writeSSE(w, b)
 		return
 	}
-	rb, merr := json.Marshal(withServerInfo(res, impl))
+	rb, merr := json.Marshal(withServerInfo(answerResult(res), impl))
 	if merr != nil || len(rb) < 2 || rb[len(rb)-1] != '}' {
 		writeModernResult(w, impl, id, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "cannot encode the result"})
 		return
@@ -340,6 +340,22 @@ func modernErrorStatus(code int64) int {
 		return http.StatusBadRequest
 	}
 	return 0
+}
+
+// answerResult is a copy of res's exported fields, without the
+// resultType the SDK's decode keeps from a 2026-era upstream's result
+// (CallToolResult.MarshalJSON writes it): writeModernResultBytes adds the
+// answer's own, once (TestModernAnswerOfADecodedResultHasOneResultType).
+// TestAnswerResultCopiesEveryExportedField fails when the SDK adds a field.
+func answerResult(res *mcp.CallToolResult) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		Meta:              res.Meta,
+		Content:           res.Content,
+		StructuredContent: res.StructuredContent,
+		IsError:           res.IsError,
+		InputRequests:     res.InputRequests,
+		RequestState:      res.RequestState,
+	}
 }
 
 // withServerInfo is res with impl as _meta["io.modelcontextprotocol/serverInfo"]

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -110,5 +111,62 @@ func TestSessionCallsOneCallAllocatesNoMap(t *testing.T) {
 	s.mu.Unlock()
 	if n != 2 {
 		t.Errorf("%d sessions tracked, want 2 (s1 with one call, s2)", n)
+	}
+}
+
+// stopsAfter is a request body that gives its bytes and then fails with
+// err, as a client that stops sending mid-body.
+type stopsAfter struct {
+	r   io.Reader
+	err error
+}
+
+func (s *stopsAfter) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if errors.Is(err, io.EOF) {
+		err = s.err
+	}
+	return n, err
+}
+
+func (s *stopsAfter) Close() error { return nil }
+
+// A body shorter than its Content-Length (the client stopped sending) is
+// the bytes that came, then the error, for the lean front and for the SDK
+// path after restore. Before the fix the buffer made from Content-Length
+// kept its zero bytes after the ones read: 100 bytes, 90 of them never sent.
+func TestLeanBodyShorterThanContentLength(t *testing.T) {
+	const sent = `{"jsonrpc":`
+	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	r.Body, r.ContentLength = &stopsAfter{r: strings.NewReader(sent), err: io.ErrUnexpectedEOF}, 100
+	lb := &leanBody{w: httptest.NewRecorder(), r: r, max: 1 << 20}
+	got, err := lb.get()
+	if !errors.Is(err, io.ErrUnexpectedEOF) || string(got) != sent {
+		t.Fatalf("get: %q, %v; want %q and io.ErrUnexpectedEOF", got, err, sent)
+	}
+	lb.restore()
+	if got, err := io.ReadAll(r.Body); !errors.Is(err, io.ErrUnexpectedEOF) || string(got) != sent {
+		t.Fatalf("restored body: %q, %v; want %q and io.ErrUnexpectedEOF", got, err, sent)
+	}
+}
+
+// A Content-Length up to the limit (8 MiB by default) with no body behind
+// it costs no buffer of that size: before the fix each such POST on a lean
+// session allocated its whole Content-Length before a byte came, so a few
+// dozen headers-only POSTs held the 200 MB of issue 13's held-call goal.
+func TestLeanBodyContentLengthAloneAllocatesLittle(t *testing.T) {
+	const claimed = 8 << 20
+	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	r.Body, r.ContentLength = &stopsAfter{r: strings.NewReader(""), err: io.ErrUnexpectedEOF}, claimed
+	lb := &leanBody{w: httptest.NewRecorder(), r: r, max: claimed}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := lb.get()
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("get: %v, want io.ErrUnexpectedEOF", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > claimed/8 {
+		t.Fatalf("get of an empty body claiming %d bytes allocated %d bytes", claimed, n)
 	}
 }

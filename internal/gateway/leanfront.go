@@ -512,18 +512,27 @@ type leanBody struct {
 	err  error
 }
 
+// leanBodyPrealloc bounds, in bytes, the buffer leanBody.get makes from a
+// request's Content-Length before any of the body has come: a client's
+// word alone must not cost the gateway more (a larger body grows as it
+// arrives, as io.ReadAll grows it).
+const leanBodyPrealloc = 64 << 10
+
 // get returns the body, read on the first call through
 // http.MaxBytesReader (max bytes; a longer body is an *http.MaxBytesError),
-// in one buffer of its Content-Length when that is known.
+// in one buffer of its Content-Length when that is known and at most
+// leanBodyPrealloc. On an error the body is the bytes read before it.
 func (b *leanBody) get() ([]byte, error) {
 	if b.read {
 		return b.body, b.err
 	}
 	b.read = true
 	body := http.MaxBytesReader(b.w, b.r.Body, b.max)
-	if n := b.r.ContentLength; n >= 0 && n <= b.max {
+	if n := b.r.ContentLength; n >= 0 && n <= min(b.max, leanBodyPrealloc) {
 		b.body = make([]byte, n)
-		_, b.err = io.ReadFull(body, b.body)
+		var k int
+		k, b.err = io.ReadFull(body, b.body)
+		b.body = b.body[:k]
 	} else {
 		b.body, b.err = io.ReadAll(body)
 	}

@@ -203,10 +203,11 @@ func plainRawResult(raw json.RawMessage, impl *mcp.Implementation) (b []byte, is
 	for k, v := range top {
 		switch k {
 		case "content":
-			if !plainTextContent(v) {
+			c, ok := plainTextContent(v)
+			if !ok {
 				return nil, false, false
 			}
-			out.Content = v
+			out.Content = c
 		case "structuredContent":
 			if string(v) != "null" {
 				out.StructuredContent = v
@@ -258,23 +259,49 @@ func plainRawResult(raw json.RawMessage, impl *mcp.Implementation) (b []byte, is
 }
 
 // plainTextContent reports whether v is a JSON list of text items, each
-// exactly {"type":"text","text":<string>}: what the SDK decodes and
-// re-encodes as it came (but for whitespace and escapes).
-func plainTextContent(v json.RawMessage) bool {
+// exactly {"type":"text","text":<string>} as encoding/json reads it (keys
+// in any order, escaped or repeated: the last wins, as in the SDK's
+// decode), and returns the list as the SDK re-encodes it: each item
+// {"type":"text","text":...} once, in that order, a text with a \u
+// escape re-encoded (a lone surrogate becomes U+FFFD, as the SDK's decode
+// makes it), other texts as they came. Passing the items through as they
+// came kept repeated keys (the SDK path resolves them; strict readers
+// reject them) and escaped lone surrogates (TestPlainRawResultIsTheSDKPathsJSON).
+func plainTextContent(v json.RawMessage) (json.RawMessage, bool) {
 	if len(v) == 0 || v[0] != '[' {
-		return false
+		return nil, false
 	}
 	var items []map[string]json.RawMessage
 	if json.Unmarshal(v, &items) != nil {
-		return false
+		return nil, false
 	}
-	for _, it := range items {
+	out := make([]byte, 0, len(v)+8)
+	out = append(out, '[')
+	for i, it := range items {
 		if len(it) != 2 || string(it["type"]) != `"text"` {
-			return false
+			return nil, false
 		}
-		if t := it["text"]; len(t) == 0 || t[0] != '"' {
-			return false
+		t := it["text"]
+		if len(t) == 0 || t[0] != '"' {
+			return nil, false
 		}
+		if bytes.Contains(t, []byte(`\u`)) {
+			var s string
+			if json.Unmarshal(t, &s) != nil {
+				return nil, false
+			}
+			b, err := json.Marshal(s)
+			if err != nil {
+				return nil, false
+			}
+			t = b
+		}
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, `{"type":"text","text":`...)
+		out = append(out, t...)
+		out = append(out, '}')
 	}
-	return true
+	return append(out, ']'), true
 }
