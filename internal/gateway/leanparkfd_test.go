@@ -1,0 +1,141 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/store"
+)
+
+// Attacks on the drop watch of parked calls (leanwatch_linux.go): its
+// descriptors reused, its connections reset, the gateway closing while
+// drops are noticed.
+
+// dropConn drops c as a client going away does: reset (SO_LINGER 0: an
+// RST) when rst, else closed (a FIN).
+func dropConn(c net.Conn, rst bool) {
+	if rst {
+		_ = c.(*net.TCPConn).SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+// parkCalls opens n connections to base, each with a held call of big
+// (arguments from seq on, so that no two are the same request), and
+// returns them.
+func parkCalls(t *testing.T, base string, n, seq int) []net.Conn {
+	t.Helper()
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		c, host := dialRaw(t, base)
+		if _, err := io.WriteString(c, rawModernRequest(host, fmt.Sprint(seq+i), "up__big", fmt.Sprintf(`{"n":%d}`, seq+i))); err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	return conns
+}
+
+// TestLeanParkedCallDropsAmidNewCalls: the parked calls of many clients
+// that drop (half reset, half closed) while as many new clients park
+// calls at once, for several rounds (the dropped connections' descriptors
+// are reused by the new ones): each dropped call is cancelled at once
+// (DropGrace is an hour), no new call is cancelled by another
+// connection's watch, and each new call, approved, runs once and is
+// answered on its own connection.
+func TestLeanParkedCallDropsAmidNewCalls(t *testing.T) {
+	verifyNoLeaks(t)
+	opts := &HTTPOptions{DropGrace: time.Hour}
+	f := newLeanFixture(t, opts)
+	base, parked := parkedFront(t, f, opts)
+	const n, rounds = 16, 3
+	conns := parkCalls(t, base, n, 1)
+	f.waitState(t, approval.StatePending, n)
+	waitParkedCount(t, parked, n)
+	for round := 1; round <= rounds; round++ {
+		var (
+			wg    sync.WaitGroup
+			fresh []net.Conn
+		)
+		wg.Go(func() { fresh = parkCalls(t, base, n, 1+round*n) })
+		for i, c := range conns {
+			wg.Go(func() { dropConn(c, i%2 == 0) })
+		}
+		wg.Wait()
+		conns = fresh
+		f.waitState(t, approval.StateCancelled, round*n)
+		f.waitState(t, approval.StatePending, n)
+		waitParkedCount(t, parked, int64((round+1)*n))
+	}
+	rs := f.waitState(t, approval.StatePending, n)
+	for _, r := range rs {
+		if _, err := f.gt.Review(t.Context(), r.ID, approval.Principal{ID: "carol", Kind: "human"}, approval.VerdictApprove, "", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, c := range conns {
+		resp, b := readRaw(t, bufio.NewReader(c))
+		if resp.StatusCode != http.StatusOK || !resp.Close || bytes.Contains(b, []byte(`"isError":true`)) || !bytes.Contains(b, fmt.Appendf(nil, `"id":%d,`, 1+rounds*n+i)) {
+			t.Fatalf("approved call %d: %d close=%v %s", i, resp.StatusCode, resp.Close, b)
+		}
+	}
+	if k := f.h.count("big"); k != n {
+		t.Fatalf("big ran %d times, want %d", k, n)
+	}
+	f.waitState(t, approval.StateCancelled, rounds*n)
+	if outs := f.waitOutcomes(t, n); len(outs) != n {
+		t.Fatalf("outcomes %v", outs)
+	}
+}
+
+// TestLeanParkedCallsCloseAmidDrops: the gateway's Close with many parked
+// calls while half of their clients drop (the poller noticing drops as it
+// is stopped): Close returns, no call ran, every request is cancelled (a
+// drop) or left pending (Close: "went away"), each connection still open
+// is answered, and no goroutine is left behind.
+func TestLeanParkedCallsCloseAmidDrops(t *testing.T) {
+	verifyNoLeaks(t)
+	opts := &HTTPOptions{DropGrace: time.Hour}
+	f := newLeanFixture(t, opts)
+	base, parked := parkedFront(t, f, opts)
+	const n = 30 // under the gate's 32 pending approvals per principal
+	conns := parkCalls(t, base, n, 1)
+	f.waitState(t, approval.StatePending, n)
+	waitParkedCount(t, parked, n)
+	var wg sync.WaitGroup
+	for i, c := range conns[:n/2] {
+		wg.Go(func() { dropConn(c, i%2 == 0) })
+	}
+	if err := f.g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for i, c := range conns[n/2:] {
+		resp, b := readRaw(t, bufio.NewReader(c))
+		if resp.StatusCode != http.StatusOK || !resp.Close || !bytes.Contains(b, []byte("went away")) {
+			t.Errorf("call %d at Close: %d close=%v %s", n/2+i, resp.StatusCode, resp.Close, b)
+		}
+	}
+	all, _, err := f.db.ListRequests(t.Context(), store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := map[approval.State]int{}
+	for _, r := range all {
+		states[r.State]++
+	}
+	if len(all) != n || states[approval.StatePending]+states[approval.StateCancelled] != n || states[approval.StatePending] < n/2 {
+		t.Fatalf("%d requests by state %v, want %d pending or cancelled (at least %d pending)", len(all), states, n, n/2)
+	}
+	if k := f.h.count("big"); k != 0 {
+		t.Fatalf("big ran %d times", k)
+	}
+}
