@@ -3,6 +3,8 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/policy"
 	"toolgate/internal/store"
 )
 
@@ -138,4 +141,89 @@ func TestLeanParkedCallsCloseAmidDrops(t *testing.T) {
 	if k := f.h.count("big"); k != 0 {
 		t.Fatalf("big ran %d times", k)
 	}
+}
+
+// TestLeanParkedCallsDroppedAtOnce: clients that close their connections
+// right after sending a held call (the drop racing the POST's reading,
+// the hijack, the watch's registration and the admission): each call is
+// parked and ends without waiting for a decision (DropGrace is an hour):
+// its request is cancelled, or none was made (the drop came before the
+// admission); none is left pending and none runs.
+func TestLeanParkedCallsDroppedAtOnce(t *testing.T) {
+	verifyNoLeaks(t)
+	opts := &HTTPOptions{DropGrace: time.Hour}
+	f := newLeanFixture(t, opts)
+	base, parked := parkedFront(t, f, opts)
+	const n = 24
+	var wg sync.WaitGroup
+	for i := range n {
+		c, host := dialRaw(t, base)
+		wg.Go(func() {
+			_, _ = io.WriteString(c, rawModernRequest(host, fmt.Sprint(i), "up__big", fmt.Sprintf(`{"n":%d}`, i)))
+			_ = c.Close()
+		})
+	}
+	wg.Wait()
+	waitParkedCount(t, parked, n)
+	// Every parked call ends: its admission and its wait are over.
+	deadline := time.Now().Add(testWait)
+	for len(parkedStacks("(*leanHold).admitParked"))+len(parkedStacks("(*leanHold).waitParked")) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d parked calls still held after their clients dropped", len(parkedStacks("(*leanHold).waitParked")))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	all, _, err := f.db.ListRequests(t.Context(), store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range all {
+		if r.State != approval.StateCancelled {
+			t.Errorf("request %s of a dropped call is %s, want cancelled", r.ID, r.State)
+		}
+	}
+	if k := f.h.count("big"); k != 0 {
+		t.Fatalf("big ran %d times", k)
+	}
+	t.Logf("%d of %d dropped calls had a request made", len(all), n)
+}
+
+// TestLeanParkedCallDropWhileRunning: a client that drops its connection
+// while its approved parked call runs cancels the run (context.Canceled,
+// as the SDK path's PropagateRequestCancellation), and the dispatch's
+// outcome is recorded once, as cancelled after dispatch.
+func TestLeanParkedCallDropWhileRunning(t *testing.T) {
+	verifyNoLeaks(t)
+	opts := &HTTPOptions{DropGrace: time.Hour}
+	f := newLeanFixture(t, opts)
+	pol := *f.pol.Load()
+	pol.Rules = append([]policy.Rule{{Name: "sleep needs a human", Server: "up", Tools: []string{"sleep"}, Effect: policy.Approve}}, pol.Rules...)
+	f.pol.Store(&pol)
+	base, parked := parkedFront(t, f, opts)
+	c := parkCallOf(t, base, "up__sleep")
+	f.approveNext(t)
+	<-f.h.started
+	if got := parked.Load(); got != 1 {
+		t.Fatalf("%d calls parked, want 1", got)
+	}
+	_ = c.Close()
+	if err := <-f.h.ended; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the run ended with %v, want context.Canceled", err)
+	}
+	if outs := f.waitOutcomes(t, 1); outs[0] != approval.OutcomeCancelledAfterDispatch {
+		t.Fatalf("outcome %q, want %q", outs[0], approval.OutcomeCancelledAfterDispatch)
+	}
+	if k := f.h.count("sleep"); k != 1 {
+		t.Fatalf("sleep ran %d times, want 1", k)
+	}
+}
+
+// parkCallOf opens a connection to base with a held call of tool.
+func parkCallOf(t *testing.T, base, tool string) net.Conn {
+	t.Helper()
+	c, host := dialRaw(t, base)
+	if _, err := io.WriteString(c, rawModernRequest(host, "1", tool, `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
