@@ -227,3 +227,37 @@ func parkCallOf(t *testing.T, base, tool string) net.Conn {
 	}
 	return c
 }
+
+// TestLeanParkedCallsCloseDuringAdmission: the gateway's Close as soon as
+// calls are parked (their admissions, on goroutines of their own, still
+// running or not begun): Close returns once every parked call ended, each
+// connection gets one answer and is closed, no call ran and no request
+// was consumed, and no goroutine is left behind.
+func TestLeanParkedCallsCloseDuringAdmission(t *testing.T) {
+	verifyNoLeaks(t)
+	f := newLeanFixture(t, nil)
+	base, parked := parkedFront(t, f, nil)
+	const n = 20
+	conns := parkCalls(t, base, n, 1)
+	waitParkedCount(t, parked, n)
+	if err := f.g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range conns {
+		br := bufio.NewReader(c)
+		resp, b := readRaw(t, br)
+		if resp.StatusCode != http.StatusOK || !resp.Close || !bytes.Contains(b, fmt.Appendf(nil, `"id":%d,`, 1+i)) || !bytes.Contains(b, []byte(`"isError":true`)) {
+			t.Errorf("call %d at Close: %d close=%v %s", i, resp.StatusCode, resp.Close, b)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(testWait))
+		if k, err := br.Read(make([]byte, 1)); k != 0 || err == nil {
+			t.Errorf("call %d: the connection stayed open after the answer (%d, %v)", i, k, err)
+		}
+	}
+	if k := f.consumedCount(t); k != 0 {
+		t.Fatalf("%d requests consumed", k)
+	}
+	if k := f.h.count("big"); k != 0 {
+		t.Fatalf("big ran %d times", k)
+	}
+}
