@@ -3,11 +3,17 @@
 package gateway
 
 import (
+	"bufio"
+	"bytes"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"syscall"
 	"testing"
 	"time"
+
+	"toolgate/internal/approval"
 )
 
 // tcpPair is a connected pair of loopback TCP connections: the server's
@@ -86,5 +92,42 @@ func TestConnPollerLoopFails(t *testing.T) {
 		if got, more := w.stop(); more || len(got) != 0 {
 			t.Fatalf("stop after a drop: %q, more %v", got, more)
 		}
+	}
+}
+
+// TestLeanParkedAgainOnThePoller: a held call pipelined behind a parked
+// one is parked in its turn on the connection served after the first
+// answer (serveRest) and watched by the gateway's poller too (no reader
+// goroutine); its client's drop is still noticed at once (DropGrace is an
+// hour) and it never runs.
+func TestLeanParkedAgainOnThePoller(t *testing.T) {
+	verifyNoLeaks(t)
+	opts := &HTTPOptions{DropGrace: time.Hour}
+	f := newLeanFixture(t, opts)
+	base, parked := parkedFront(t, f, opts)
+	c, host := dialRaw(t, base)
+	if _, err := io.WriteString(c, rawModernRequest(host, "1", "up__big", `{"n":1}`)+rawModernRequest(host, "2", "up__big", `{"n":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	f.approveNext(t)
+	if resp, b := readRaw(t, bufio.NewReader(c)); resp.StatusCode != http.StatusOK || !bytes.Contains(b, []byte(`"id":1,`)) {
+		t.Fatalf("first answer: %d %s", resp.StatusCode, b)
+	}
+	f.waitState(t, approval.StatePending, 1)
+	waitParkedCount(t, parked, 2)
+	deadline := time.Now().Add(testWait)
+	for len(parkedStacks("(*leanHold).waitParked")) != 1 || len(parkedStacks("gate.(*Gate).waitFor")) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the second call is not held")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if r := parkedStacks("(*connWatch).read"); len(r) != 0 {
+		t.Fatalf("%d reader goroutines for the call parked again, want none (the poller watches it)", len(r))
+	}
+	_ = c.Close()
+	f.waitState(t, approval.StateCancelled, 1)
+	if k := f.h.count("big"); k != 1 {
+		t.Fatalf("big ran %d times, want 1", k)
 	}
 }
