@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -310,7 +312,8 @@ func (p *parkedResponse) writeTo(conn net.Conn, closing bool, timeout time.Durat
 // does, until the connection closes, is taken over again (another parked
 // call) or the gateway closes.
 func (f *httpFront) serveRest(conn net.Conn, pending []byte) {
-	c := net.Conn(&prefixConn{Conn: conn, r: io.MultiReader(bytes.NewReader(pending), conn)})
+	pre := bytes.NewReader(pending)
+	c := net.Conn(&prefixConn{Conn: conn, pre: pre, r: io.MultiReader(pre, conn)})
 	l := &oneConnListener{c: c, addr: conn.LocalAddr(), done: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", f)
@@ -347,14 +350,31 @@ func (f *httpFront) serveRest(conn net.Conn, pending []byte) {
 	<-ended
 }
 
-// A prefixConn reads r (bytes read from the connection already, then the
-// connection) instead of its Conn.
+// A prefixConn reads r (pre, bytes read from the connection already, then
+// the connection) instead of its Conn.
 type prefixConn struct {
 	net.Conn
-	r io.Reader
+	pre *bytes.Reader
+	r   io.Reader
 }
 
 func (c *prefixConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// SyscallConn is the connection's (syscall.Conn) once the bytes read
+// already are all read, so that a call parked again on a connection
+// served after a parked answer (serveRest) is watched by the gateway's
+// poller, whose peek sees only the socket; an error before, or when the
+// connection has no descriptor (the caller then watches it by reading).
+func (c *prefixConn) SyscallConn() (syscall.RawConn, error) {
+	if c.pre.Len() > 0 {
+		return nil, errors.New("bytes read from the connection are still unread")
+	}
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.New("the connection has no descriptor")
+	}
+	return sc.SyscallConn()
+}
 
 // A oneConnListener accepts its one connection, then waits until closed.
 type oneConnListener struct {

@@ -23,12 +23,19 @@ import (
 // several sets, and no read by the poller consumes anything.
 //
 // The poller's goroutine belongs to the gateway (its WaitGroup) and ends
-// when the gateway's root context does; watches made or left after that
-// never fire (the gateway cancels every held call as it closes).
+// when the gateway's root context does, or when the set cannot be waited
+// on. Once it has ended, a new watch is left to a reader goroutine of its
+// own (the caller's connWatch); a watch left in the set when the loop
+// failed is handed to one (the drop of a call parked before the failure
+// is still noticed); when the loop ended because the gateway closes, the
+// watches left never fire (the gateway cancels every held call as it
+// closes).
 type connPoller struct {
 	log  *slog.Logger
 	epfd int
 	wake [2]int // a pipe whose read end is in the set: its write ends the loop
+	// epollWait is syscall.EpollWait (tests make it fail).
+	epollWait func(epfd int, events []syscall.EpollEvent, msec int) (int, error)
 
 	mu      sync.Mutex
 	closed  bool                  // guarded by mu: epfd and the pipe are closed
@@ -40,8 +47,12 @@ type connPoller struct {
 type pollWatch struct {
 	p    *connPoller
 	key  uint64
+	conn net.Conn
 	rc   syscall.RawConn
 	gone func()
+	// fb, guarded by p.mu, is the reader goroutine the watch was handed
+	// to when the poller's loop failed.
+	fb *connWatch
 }
 
 // newConnPoller makes the epoll set; run runs its loop.
@@ -50,7 +61,7 @@ func newConnPoller(log *slog.Logger) (*connPoller, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &connPoller{log: log, epfd: epfd, watches: make(map[uint64]*pollWatch), next: 1}
+	p := &connPoller{log: log, epfd: epfd, watches: make(map[uint64]*pollWatch), next: 1, epollWait: syscall.EpollWait}
 	if err := syscall.Pipe2(p.wake[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
 		_ = syscall.Close(epfd)
 		return nil, err
@@ -79,23 +90,32 @@ func (p *connPoller) stopLoop() {
 	}
 }
 
-// run waits for events until stopLoop, then closes the set.
+// run waits for events until stopLoop, then closes the set. When the set
+// cannot be waited on, the watches in it are handed to reader goroutines
+// (connWatch) before it is closed.
 func (p *connPoller) run() {
+	failed := false
 	defer func() {
 		p.mu.Lock()
 		p.closed = true
+		if failed {
+			for _, w := range p.watches {
+				w.fb = watchConn(w.conn, w.gone)
+			}
+		}
 		clear(p.watches)
 		p.closeFDs()
 		p.mu.Unlock()
 	}()
 	var events [64]syscall.EpollEvent
 	for {
-		n, err := syscall.EpollWait(p.epfd, events[:], -1)
+		n, err := p.epollWait(p.epfd, events[:], -1)
 		if err != nil {
 			if errors.Is(err, syscall.EINTR) {
 				continue
 			}
-			p.log.Error("cannot wait for parked connections; drops are no longer noticed", "err", err)
+			p.log.Error("cannot wait for parked connections; each is watched on a goroutine of its own from now on", "err", err)
+			failed = true
 			return
 		}
 		for i := range n {
@@ -182,10 +202,11 @@ func (p *connPoller) watch(conn net.Conn, gone func()) (dropWatch, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		// The gateway is closing: it cancels the call itself.
-		return closedWatch{rc: rc}, true
+		// The loop ended (the gateway closing, or the set failed): the
+		// caller watches conn on a goroutine.
+		return nil, false
 	}
-	w := &pollWatch{p: p, key: p.next, rc: rc, gone: gone}
+	w := &pollWatch{p: p, key: p.next, conn: conn, rc: rc, gone: gone}
 	p.next++
 	if err := p.ctl(w, syscall.EPOLL_CTL_ADD); err != nil {
 		return nil, false
@@ -205,15 +226,12 @@ func (w *pollWatch) stop() ([]byte, bool) {
 			_ = p.ctl(w, syscall.EPOLL_CTL_DEL)
 		}
 	}
+	fb := w.fb
+	w.fb = nil
 	p.mu.Unlock()
+	if fb != nil {
+		return fb.stop()
+	}
 	n, _ := peek(w.rc)
-	return nil, n > 0
-}
-
-// A closedWatch watches nothing (the poller had ended).
-type closedWatch struct{ rc syscall.RawConn }
-
-func (c closedWatch) stop() ([]byte, bool) {
-	n, _ := peek(c.rc)
 	return nil, n > 0
 }
