@@ -216,7 +216,7 @@ func (g *Gate) afterHold(ctx context.Context, h *heldCall, adm *Admission) {
 // stack (see heldCall; docs/performance.md "Smaller held calls").
 func (g *Gate) holdOn(ctx context.Context, h *heldCall, adm *Admission) {
 	w := g.startWait(ctx, h)
-	got, err := g.waitFor(w.ctx, w.st, w.pre)
+	got, err := g.waitFor(w.ctx, w.st)
 	g.endHold(ctx, h, w, got, err, adm)
 }
 
@@ -230,8 +230,7 @@ type holdWait struct {
 	// withdraw ends the call's offer to this process's decisions
 	// (hub.offer).
 	withdraw func() *consumeClaim
-	st       *heldRead // the wait's state, deadline included
-	pre      *preRead  // the wait's first read when made ahead (readAhead)
+	st       *heldRead // the wait's state, deadline and first read made ahead included
 }
 
 // startWait starts the span of h's approval wait, offers the call to this
@@ -241,15 +240,20 @@ type holdWait struct {
 //
 //go:noinline // its temporaries stay out of holdOn's parked frame
 func (g *Gate) startWait(ctx context.Context, h *heldCall) *holdWait {
-	w := &holdWait{start: g.now(), pre: h.pre}
-	h.pre = nil
+	w := &holdWait{start: g.now()}
 	deadline := h.r.ExpiresAt
 	if h.c.MaxHold > 0 && w.start.Add(h.c.MaxHold).Before(deadline) {
 		deadline = w.start.Add(h.c.MaxHold)
 	}
 	w.ctx, w.span = g.opts.Tracer.Start(ctx, "approval wait", trace.WithAttributes(attribute.String("approval.id", string(h.r.ID))))
 	w.st = newHeldRead(h.r.ID, deadline, g.keepAlive(h.c, h.r), true)
-	w.withdraw = g.hub.offer(ctx, string(h.r.ID), h.c)
+	if h.pre != nil {
+		// The wait starts from the read made ahead; nothing keeps the
+		// preRead itself (its copy of the request) for the hold.
+		w.st.takePre(h.pre)
+		h.pre = nil
+	}
+	w.withdraw = g.hub.offer(ctx, string(h.r.ID), &h.c)
 	return w
 }
 
@@ -345,7 +349,7 @@ func (g *Gate) resend(ctx context.Context, c Call, r approval.Request) Admission
 // the decided request with the wake-up (hub.wakeDecided): no read. Its
 // keep-alives come from the gate's one beat.
 func (g *Gate) wait(ctx context.Context, id approval.ID, deadline time.Time, keepAlive func(context.Context), lease bool) (approval.Request, error) {
-	r, err := g.waitFor(ctx, newHeldRead(id, deadline, keepAlive, lease), nil)
+	r, err := g.waitFor(ctx, newHeldRead(id, deadline, keepAlive, lease))
 	return *r, err
 }
 
@@ -355,16 +359,20 @@ func (g *Gate) wait(ctx context.Context, id approval.ID, deadline time.Time, kee
 // (see heldCall, holdOn): the store is read in readHeld, and what the
 // wait keeps between wake-ups is in st, on the heap.
 //
-// When pre is not nil the wait starts from pre's subscription and read
-// (readAhead) instead of a read of its own.
-func (g *Gate) waitFor(ctx context.Context, st *heldRead, pre *preRead) (*approval.Request, error) {
-	g.startHeld(ctx, st)
+// When st.ahead is set (takePre) the wait starts from the subscription
+// and read readAhead made instead of a read of its own.
+func (g *Gate) waitFor(ctx context.Context, st *heldRead) (*approval.Request, error) {
+	if st.keepAlive != nil {
+		// The first one at once: it tells the caller which approval it
+		// waits for (and where to review it) without waiting a beat.
+		st.keepAlive(ctx)
+	}
+	g.startHeld(st)
 	defer g.stopHeld(st)
 	for {
-		if pre != nil {
+		if st.ahead {
 			// Subscribed and read already, on the admitting goroutine.
-			st.takePre(pre)
-			pre = nil
+			st.ahead = false
 		} else {
 			st.woke, st.unsub = g.hub.subscribe(string(st.id))
 			if done, err := g.readHeld(ctx, st); done {
@@ -406,14 +414,12 @@ func newHeldRead(id approval.ID, deadline time.Time, keepAlive func(context.Cont
 	return &heldRead{id: id, deadline: deadline, lease: lease, backoff: minRetry, keepAlive: keepAlive}
 }
 
-// startHeld starts st's wait: its first keep-alive, at once (it tells the
-// caller which approval it waits for, and where to review it, without
-// waiting a beat), its place in the gate's beat, and its deadline's timer.
+// startHeld starts st's wait, after its first keep-alive: its place in
+// the gate's beat and its deadline's timer.
 //
 //go:noinline // its temporaries stay out of waitFor's parked frame
-func (g *Gate) startHeld(ctx context.Context, st *heldRead) {
+func (g *Gate) startHeld(st *heldRead) {
 	if st.keepAlive != nil {
-		st.keepAlive(ctx)
 		st.kaC = g.beat.join()
 	}
 	st.timer = time.NewTimer(st.deadline.Sub(g.now()))
@@ -442,10 +448,11 @@ type heldRead struct {
 
 	// What waitFor keeps between wake-ups (see there).
 	keepAlive func(context.Context) // nil: no keep-alives
-	kaC       <-chan struct{}        // the gate's next beat; nil without keep-alives
-	timer     *time.Timer            // fires at deadline
-	woke      *wakeup                // the current subscription's wake-up
-	unsub     func()                 // ends the current subscription
+	kaC       <-chan struct{}       // the gate's next beat; nil without keep-alives
+	timer     *time.Timer           // fires at deadline
+	woke      *wakeup               // the current subscription's wake-up
+	unsub     func()                // ends the current subscription
+	ahead     bool                  // woke, unsub and last are readAhead's (takePre)
 }
 
 // takePre starts st from pre, the subscription and read readAhead made.
@@ -453,6 +460,7 @@ type heldRead struct {
 //go:noinline // the request's copy stays out of waitFor's parked frame
 func (st *heldRead) takePre(pre *preRead) {
 	st.woke, st.unsub, st.last = pre.woke, pre.unsub, pre.last
+	st.ahead = true
 }
 
 // takeDecided reports whether the wake-up w carried the request decided
