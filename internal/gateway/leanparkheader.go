@@ -22,7 +22,7 @@ type parkedHeader []byte
 // keepHeader returns h in its wire form (see parkedHeader).
 func keepHeader(h http.Header) parkedHeader {
 	var b bytes.Buffer
-	_ = h.Write(&b) // a bytes.Buffer does not fail
+	_ = h.Write(&b)                             // a bytes.Buffer does not fail
 	return parkedHeader(bytes.Clone(b.Bytes())) // not the buffer's spare capacity
 }
 
