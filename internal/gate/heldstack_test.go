@@ -23,7 +23,7 @@ func growStack(n int) byte {
 	return b[(n*7)%len(b)]
 }
 
-// waitLikeTheGateway calls WaitAdmitted below a frame as large as the
+// waitLikeTheGateway calls WaitHold, as the gateway's parked calls do, below a frame as large as the
 // gateway's two parked frames above it (waitParked and leanHold.wait:
 // 128 B), the pad kept live across the wait.
 //
@@ -31,8 +31,8 @@ func growStack(n int) byte {
 func waitLikeTheGateway(g *Gate, hctx context.Context, adm *Admission) byte {
 	var pad [96]byte
 	pad[len(adm.ApprovalID)%len(pad)] = 1
-	g.WaitAdmitted(hctx, adm)
-	return pad[len(adm.ApprovalID)%len(pad)]
+	ans := g.WaitHold(hctx, adm.TakeHold())
+	return pad[len(ans.ApprovalID)%len(pad)]
 }
 
 // A held call's waiter, once parked, uses less than a quarter of a 4 KiB

@@ -189,8 +189,9 @@ func heldOn(c Call, r approval.Request) Admission {
 // replaces *adm with the answer (see afterHold).
 func (g *Gate) waitHeld(ctx context.Context, adm *Admission) {
 	h := adm.held
-	g.holdOn(ctx, h, adm)
-	g.afterHold(ctx, h, adm)
+	ans := g.holdOn(ctx, h)
+	g.afterHold(ctx, h, ans)
+	*adm = *ans
 }
 
 // afterHold ends this process's hold on the lease of h's request and
@@ -208,16 +209,17 @@ func (g *Gate) afterHold(ctx context.Context, h *heldCall, adm *Admission) {
 // holdOn holds h's call on its request, which this process holds the
 // lease of, until it is decided, expires, the caller goes away, or
 // c.MaxHold passes (then the request stays pending, its lease released,
-// and the answer is Pending), and sets *adm to the answer. It and waitFor
+// and the answer is Pending), and returns the answer, made after the
+// wait (a held call keeps no Admission while it waits). It and waitFor
 // are the frames a held call is parked in: everything the wait keeps is
 // on the heap (holdWait, heldRead), made by a function that returns
 // before the wait (startWait), and settled by one that runs after it
 // (endHold), so that a parked waiter uses under a quarter of a 4 KiB
 // stack (see heldCall; docs/performance.md "Smaller held calls").
-func (g *Gate) holdOn(ctx context.Context, h *heldCall, adm *Admission) {
+func (g *Gate) holdOn(ctx context.Context, h *heldCall) *Admission {
 	w := g.startWait(ctx, h)
 	got, err := g.waitFor(w.ctx, w.st)
-	g.endHold(ctx, h, w, got, err, adm)
+	return g.endHold(ctx, h, w, got, err)
 }
 
 // holdWait is what one hold keeps besides its heldCall, on the heap (see
@@ -258,14 +260,15 @@ func (g *Gate) startWait(ctx context.Context, h *heldCall) *holdWait {
 }
 
 // endHold settles a hold w that waitFor ended with got and err at or
-// before its deadline into *adm: MaxHold's end answers Pending, a
+// before its deadline into an answer: MaxHold's end answers Pending, a
 // decision is acted on (settle), anything else abandons the hold
 // (abandon). When a decision consumed the request for the call in its own
 // transaction (w.withdraw returns its claim), the call is dispatched on
 // that consume, whatever ended the wait.
 //
 //go:noinline // its locals stay out of holdOn's parked frame
-func (g *Gate) endHold(ctx context.Context, h *heldCall, w *holdWait, gotp *approval.Request, err error, adm *Admission) {
+func (g *Gate) endHold(ctx context.Context, h *heldCall, w *holdWait, gotp *approval.Request, err error) *Admission {
+	adm := new(Admission)
 	got := *gotp
 	span, deadline := w.span, w.st.deadline
 	if cl := w.withdraw(); cl != nil {
@@ -276,7 +279,7 @@ func (g *Gate) endHold(ctx context.Context, h *heldCall, w *holdWait, gotp *appr
 			g.metrics.ApprovalWaited(g.now().Sub(w.start).Seconds())
 			endWait(span, approval.Request{State: approval.StateApproved}, nil) // the decision, as in settle's path
 			*adm = g.afterConsume(ctx, h.c, h.r.ID, cl.r, cl.k, nil)
-			return
+			return adm
 		}
 	}
 	g.metrics.ApprovalWaited(g.now().Sub(w.start).Seconds())
@@ -296,6 +299,7 @@ func (g *Gate) endHold(ctx context.Context, h *heldCall, w *holdWait, gotp *appr
 	default:
 		*adm = g.settle(ctx, h.c, got)
 	}
+	return adm
 }
 
 // endWait ends an approval wait span; approval.decision is the state the
