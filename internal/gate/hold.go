@@ -157,7 +157,6 @@ type heldCall struct {
 type preRead struct {
 	woke  *wakeup
 	unsub func()
-	last  approval.Request
 }
 
 // readAhead makes h's preRead (see there).
@@ -176,7 +175,7 @@ func (g *Gate) readAhead(ctx context.Context, h *heldCall) {
 		unsub()
 		return
 	}
-	h.pre = &preRead{woke: woke, unsub: unsub, last: st.last}
+	h.pre = &preRead{woke: woke, unsub: unsub}
 }
 
 // heldOn is the Admission that asks Admit to hold c on r (see heldCall).
@@ -251,7 +250,7 @@ func (g *Gate) startWait(ctx context.Context, h *heldCall) *holdWait {
 	w.st = newHeldRead(h.r.ID, deadline, g.keepAlive(h.c, h.r), true)
 	if h.pre != nil {
 		// The wait starts from the read made ahead; nothing keeps the
-		// preRead itself (its copy of the request) for the hold.
+		// preRead itself for the hold.
 		w.st.takePre(h.pre)
 		h.pre = nil
 	}
@@ -381,7 +380,7 @@ func (g *Gate) waitFor(ctx context.Context, st *heldRead) (*approval.Request, er
 			st.woke, st.unsub = g.hub.subscribe(string(st.id))
 			if done, err := g.readHeld(ctx, st); done {
 				st.unsub()
-				return &st.last, err
+				return st.result(), err
 			}
 		}
 	waiting:
@@ -390,7 +389,7 @@ func (g *Gate) waitFor(ctx context.Context, st *heldRead) (*approval.Request, er
 			case <-st.woke.C:
 				if st.takeDecided(st.woke) {
 					st.unsub()
-					return &st.last, nil
+					return st.result(), nil
 				}
 				break waiting
 			case <-st.retryC:
@@ -445,10 +444,13 @@ type heldRead struct {
 	id       approval.ID
 	deadline time.Time
 	lease    bool
-	last     approval.Request // the request as last read
-	retry    *time.Timer      // set while the store cannot be read
-	retryC   <-chan time.Time // retry's channel after a failed read, else nil
-	backoff  time.Duration
+	// last is the request as last read, nil before a read of the wait's
+	// own: the read made ahead (takePre) is not kept, it is the request
+	// the call is held on (heldCall.r), which endHold falls back to.
+	last    *approval.Request
+	retry   *time.Timer      // set while the store cannot be read
+	retryC  <-chan time.Time // retry's channel after a failed read, else nil
+	backoff time.Duration
 
 	// What waitFor keeps between wake-ups (see there).
 	keepAlive func(context.Context) // nil: no keep-alives
@@ -456,15 +458,24 @@ type heldRead struct {
 	timer     *time.Timer           // fires at deadline
 	woke      *wakeup               // the current subscription's wake-up
 	unsub     func()                // ends the current subscription
-	ahead     bool                  // woke, unsub and last are readAhead's (takePre)
+	ahead     bool                  // woke and unsub are readAhead's (takePre)
 }
 
 // takePre starts st from pre, the subscription and read readAhead made.
 //
 //go:noinline // the request's copy stays out of waitFor's parked frame
 func (st *heldRead) takePre(pre *preRead) {
-	st.woke, st.unsub, st.last = pre.woke, pre.unsub, pre.last
+	st.woke, st.unsub = pre.woke, pre.unsub
 	st.ahead = true
+}
+
+// result is the request the wait ended on: st.last, or a zero request
+// when the wait never read one of its own.
+func (st *heldRead) result() *approval.Request {
+	if st.last == nil {
+		return new(approval.Request)
+	}
+	return st.last
 }
 
 // takeDecided reports whether the wake-up w carried the request decided
@@ -478,7 +489,8 @@ func (st *heldRead) takeDecided(w *wakeup) bool {
 	if w.decided == nil || w.decided.State == approval.StatePending || w.decided.ID != st.id {
 		return false
 	}
-	st.last = *w.decided
+	r := *w.decided
+	st.last = &r
 	return true
 }
 
@@ -497,7 +509,7 @@ func (st *heldRead) stop() {
 func (g *Gate) readHeld(ctx context.Context, st *heldRead) (done bool, err error) {
 	r, err := g.store.GetRequest(ctx, st.id)
 	if err == nil {
-		st.last = r
+		st.last = &r
 	}
 	now := g.now()
 	st.retryC = nil
