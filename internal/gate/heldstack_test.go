@@ -96,7 +96,10 @@ func TestHeldWaiterStackShrinksTo4KiB(t *testing.T) {
 	perCall := (int64(after.StackInuse) - int64(before.StackInuse)) / n
 	heap := (int64(after.HeapAlloc) - int64(atStart.HeapAlloc)) / n
 	t.Logf("stacks: %d B per parked waiter; live heap %d B per held call", perCall, heap)
-	if perCall > 6<<10 {
+	switch {
+	case raceEnabled:
+		t.Log("-race: the stack bound is for the real binary (the race detector doubles the stack guard); not checked")
+	case perCall > 6<<10:
 		t.Errorf("a parked waiter's stack is %d B, want 4 KiB (its frames under a quarter of it)", perCall)
 	}
 	// 5.8 KB before the hold's Admission, the hub's copy of the Call and
