@@ -216,18 +216,16 @@ func (g *Gate) afterHold(ctx context.Context, h *heldCall, adm *Admission) {
 // (endHold), so that a parked waiter uses under a quarter of a 4 KiB
 // stack (see heldCall; docs/performance.md "Smaller held calls").
 func (g *Gate) holdOn(ctx context.Context, h *heldCall) *Admission {
-	w := g.startWait(ctx, h)
-	got, err := g.waitFor(w.ctx, w.st)
+	wctx, w := g.startWait(ctx, h)
+	got, err := g.waitFor(wctx, w.st)
 	return g.endHold(ctx, h, w, got, err)
 }
 
 // holdWait is what one hold keeps besides its heldCall, on the heap (see
 // holdOn).
 type holdWait struct {
-	start time.Time // when the wait started
-	// ctx is the hold's context with the wait's span.
-	ctx  context.Context
-	span trace.Span
+	start time.Time  // when the wait started
+	span  trace.Span // the wait's, on the context startWait returns
 	// withdraw ends the call's offer to this process's decisions
 	// (hub.offer).
 	withdraw func() *consumeClaim
@@ -235,18 +233,20 @@ type holdWait struct {
 }
 
 // startWait starts the span of h's approval wait, offers the call to this
-// process's decisions, and returns the hold's state: its deadline (the
+// process's decisions, and returns ctx with the wait's span and the
+// hold's state: its deadline (the
 // request's expiry, or MaxHold from now when that is sooner) and its
 // keep-alive (nil when the call has none) are in the wait's heldRead.
 //
 //go:noinline // its temporaries stay out of holdOn's parked frame
-func (g *Gate) startWait(ctx context.Context, h *heldCall) *holdWait {
+func (g *Gate) startWait(ctx context.Context, h *heldCall) (context.Context, *holdWait) {
 	w := &holdWait{start: g.now()}
 	deadline := h.r.ExpiresAt
 	if h.c.MaxHold > 0 && w.start.Add(h.c.MaxHold).Before(deadline) {
 		deadline = w.start.Add(h.c.MaxHold)
 	}
-	w.ctx, w.span = g.opts.Tracer.Start(ctx, "approval wait", trace.WithAttributes(attribute.String("approval.id", string(h.r.ID))))
+	wctx, span := g.opts.Tracer.Start(ctx, "approval wait", trace.WithAttributes(attribute.String("approval.id", string(h.r.ID))))
+	w.span = span
 	w.st = newHeldRead(h.r.ID, deadline, g.keepAlive(h.c, h.r), true)
 	if h.pre != nil {
 		// The wait starts from the read made ahead; nothing keeps the
@@ -255,7 +255,7 @@ func (g *Gate) startWait(ctx context.Context, h *heldCall) *holdWait {
 		h.pre = nil
 	}
 	w.withdraw = g.hub.offer(ctx, string(h.r.ID), &h.c)
-	return w
+	return wctx, w
 }
 
 // endHold settles a hold w that waitFor ended with got and err at or
