@@ -1,10 +1,12 @@
 package gate
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/store"
 	"toolgate/internal/store/sqlstore/sqlitetest"
 )
 
@@ -27,18 +29,40 @@ func TestAdmitOrHoldThenWaitAdmitted(t *testing.T) {
 	}
 	adm.Finish(t.Context(), approval.OutcomeOK)
 
-	for _, v := range []approval.Verdict{approval.VerdictApprove, approval.VerdictDeny} {
-		c := writeCall("/" + string(v))
+	// WaitAdmitted answers in the Admission; WaitHold, the parked calls'
+	// way, in a new one, the hold taken out of the first (TakeHold).
+	for _, take := range []bool{false, true} {
+		for _, v := range []approval.Verdict{approval.VerdictApprove, approval.VerdictDeny} {
+			admitOrHoldThenWait(t, g, db, v, take)
+		}
+	}
+}
+
+func admitOrHoldThenWait(t *testing.T, g *Gate, db store.Store, v approval.Verdict, take bool) {
+	t.Helper()
+	{
+		c := writeCall(fmt.Sprintf("/%s/%v", v, take))
 		adm := new(Admission)
 		hctx, held := g.AdmitOrHold(t.Context(), &c, adm)
 		if !held || hctx == nil {
 			t.Fatalf("%s: held %v, want the call held", v, held)
+		}
+		var hold HeldCall
+		if take {
+			hold = adm.TakeHold()
+			if hold.h == nil || adm.held != nil {
+				t.Fatalf("%s: TakeHold gave %+v and left %+v, want the hold moved out", v, hold, adm.held)
+			}
 		}
 		// The request is stored before anything waits.
 		r := waitPending(t, db, 1)[0]
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
+			if take {
+				adm = g.WaitHold(hctx, hold)
+				return
+			}
 			g.WaitAdmitted(hctx, adm)
 		}()
 		if _, err := g.Review(t.Context(), r.ID, alice, v, "ok", ""); err != nil {

@@ -325,6 +325,34 @@ func (g *Gate) WaitAdmitted(hctx context.Context, adm *Admission) {
 	g.endAdmit(trace.SpanFromContext(hctx), adm)
 }
 
+// A HeldCall is the hold of a call AdmitOrHold held, taken out of its
+// Admission (Admission.TakeHold) for WaitHold: what the wait needs and
+// none of the Admission's answer fields (712 B), which a held call would
+// otherwise keep for minutes (docs/performance.md, "Smaller held calls").
+// The zero HeldCall holds nothing.
+type HeldCall struct{ h *heldCall }
+
+// TakeHold returns the hold of an Admission that AdmitOrHold answered
+// held, leaving the Admission without it (the zero HeldCall when it has
+// none). The hold must then be waited for exactly once with WaitHold.
+func (a *Admission) TakeHold() HeldCall {
+	h := a.held
+	a.held = nil
+	return HeldCall{h: h}
+}
+
+// WaitHold is WaitAdmitted for a hold taken out of its Admission
+// (TakeHold): it waits for the decision on hc (hctx: the context
+// AdmitOrHold returned) and returns the answer, a new Admission as
+// WaitAdmitted would have written it. The call is parked in this frame and
+// the gate's small wait frames below it.
+func (g *Gate) WaitHold(hctx context.Context, hc HeldCall) *Admission {
+	adm := g.holdOn(hctx, hc.h)
+	g.afterHold(hctx, hc.h, adm)
+	g.endAdmit(trace.SpanFromContext(hctx), adm)
+	return adm
+}
+
 // startAdmit starts the span of c's admission (see Admit).
 //
 //go:noinline // its attribute temporaries stay out of Admit's parked frame

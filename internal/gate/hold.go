@@ -157,7 +157,6 @@ type heldCall struct {
 type preRead struct {
 	woke  *wakeup
 	unsub func()
-	last  approval.Request
 }
 
 // readAhead makes h's preRead (see there).
@@ -168,7 +167,7 @@ func (g *Gate) readAhead(ctx context.Context, h *heldCall) {
 	if h.c.MaxHold > 0 && g.now().Add(h.c.MaxHold).Before(deadline) {
 		deadline = g.now().Add(h.c.MaxHold)
 	}
-	st := &heldRead{id: h.r.ID, deadline: deadline, lease: true, backoff: minRetry}
+	st := newHeldRead(h.r.ID, deadline, nil, true)
 	woke, unsub := g.hub.subscribe(string(h.r.ID))
 	done, err := g.readHeld(ctx, st)
 	st.stop()
@@ -176,7 +175,7 @@ func (g *Gate) readAhead(ctx context.Context, h *heldCall) {
 		unsub()
 		return
 	}
-	h.pre = &preRead{woke: woke, unsub: unsub, last: st.last}
+	h.pre = &preRead{woke: woke, unsub: unsub}
 }
 
 // heldOn is the Admission that asks Admit to hold c on r (see heldCall).
@@ -189,8 +188,9 @@ func heldOn(c Call, r approval.Request) Admission {
 // replaces *adm with the answer (see afterHold).
 func (g *Gate) waitHeld(ctx context.Context, adm *Admission) {
 	h := adm.held
-	g.holdOn(ctx, h, adm)
-	g.afterHold(ctx, h, adm)
+	ans := g.holdOn(ctx, h)
+	g.afterHold(ctx, h, ans)
+	*adm = *ans
 }
 
 // afterHold ends this process's hold on the lease of h's request and
@@ -208,55 +208,80 @@ func (g *Gate) afterHold(ctx context.Context, h *heldCall, adm *Admission) {
 // holdOn holds h's call on its request, which this process holds the
 // lease of, until it is decided, expires, the caller goes away, or
 // c.MaxHold passes (then the request stays pending, its lease released,
-// and the answer is Pending), and sets *adm to the answer. It and waitFor
-// are the frames a held call is parked in: they keep only small values on
-// the stack and leave the rest to functions that return before
-// (startWait) or run after (endHold) the wait (see heldCall).
-func (g *Gate) holdOn(ctx context.Context, h *heldCall, adm *Admission) {
-	start := g.now()
-	deadline := h.r.ExpiresAt
-	if h.c.MaxHold > 0 && start.Add(h.c.MaxHold).Before(deadline) {
-		deadline = start.Add(h.c.MaxHold)
-	}
-	wctx, span, keepAlive := g.startWait(ctx, h)
-	withdraw := g.hub.offer(ctx, string(h.r.ID), h.c)
-	pre := h.pre
-	h.pre = nil
-	got, err := g.waitFor(wctx, h.r.ID, deadline, keepAlive, true, pre)
-	g.endHold(ctx, h, start, deadline, span, got, err, adm, withdraw)
+// and the answer is Pending), and returns the answer, made after the
+// wait (a held call keeps no Admission while it waits). It and waitFor
+// are the frames a held call is parked in: everything the wait keeps is
+// on the heap (holdWait, heldRead), made by a function that returns
+// before the wait (startWait), and settled by one that runs after it
+// (endHold), so that a parked waiter uses under a quarter of a 4 KiB
+// stack (see heldCall; docs/performance.md "Smaller held calls").
+func (g *Gate) holdOn(ctx context.Context, h *heldCall) *Admission {
+	wctx, w := g.startWait(ctx, h)
+	got, err := g.waitFor(wctx, w.st)
+	return g.endHold(ctx, h, w, got, err)
 }
 
-// startWait starts the span of h's approval wait and makes its keep-alive
-// (nil when the call has none).
+// holdWait is what one hold keeps besides its heldCall, on the heap (see
+// holdOn).
+type holdWait struct {
+	start time.Time  // when the wait started
+	span  trace.Span // the wait's, on the context startWait returns
+	// withdraw ends the call's offer to this process's decisions
+	// (hub.offer).
+	withdraw func() *consumeClaim
+	st       *heldRead // the wait's state, deadline and first read made ahead included
+}
+
+// startWait starts the span of h's approval wait, offers the call to this
+// process's decisions, and returns ctx with the wait's span and the
+// hold's state: its deadline (the
+// request's expiry, or MaxHold from now when that is sooner) and its
+// keep-alive (nil when the call has none) are in the wait's heldRead.
 //
 //go:noinline // its temporaries stay out of holdOn's parked frame
-func (g *Gate) startWait(ctx context.Context, h *heldCall) (context.Context, trace.Span, func(context.Context)) {
-	ctx, span := g.opts.Tracer.Start(ctx, "approval wait", trace.WithAttributes(attribute.String("approval.id", string(h.r.ID))))
-	return ctx, span, g.keepAlive(h.c, h.r)
+func (g *Gate) startWait(ctx context.Context, h *heldCall) (context.Context, *holdWait) {
+	w := &holdWait{start: g.now()}
+	deadline := h.r.ExpiresAt
+	if h.c.MaxHold > 0 && w.start.Add(h.c.MaxHold).Before(deadline) {
+		deadline = w.start.Add(h.c.MaxHold)
+	}
+	wctx, span := g.opts.Tracer.Start(ctx, "approval wait", trace.WithAttributes(attribute.String("approval.id", string(h.r.ID))))
+	w.span = span
+	w.st = newHeldRead(h.r.ID, deadline, g.keepAlive(h.c, h.r), true)
+	if h.pre != nil {
+		// The wait starts from the read made ahead; nothing keeps the
+		// preRead itself for the hold.
+		w.st.takePre(h.pre)
+		h.pre = nil
+	}
+	w.withdraw = g.hub.offer(ctx, string(h.r.ID), &h.c)
+	return wctx, w
 }
 
-// endHold settles a hold that waitFor ended with got and err at or before
-// deadline into *adm: MaxHold's end answers Pending, a decision is acted
-// on (settle), anything else abandons the hold (abandon). withdraw ends
-// the call's offer to this process's decisions (hub.offer); when a
-// decision consumed the request for the call in its own transaction, the
-// call is dispatched on that consume, whatever ended the wait.
+// endHold settles a hold w that waitFor ended with got and err at or
+// before its deadline into an answer: MaxHold's end answers Pending, a
+// decision is acted on (settle), anything else abandons the hold
+// (abandon). When a decision consumed the request for the call in its own
+// transaction (w.withdraw returns its claim), the call is dispatched on
+// that consume, whatever ended the wait.
 //
 //go:noinline // its locals stay out of holdOn's parked frame
-func (g *Gate) endHold(ctx context.Context, h *heldCall, start, deadline time.Time, span trace.Span, gotp *approval.Request, err error, adm *Admission, withdraw func() *consumeClaim) {
+func (g *Gate) endHold(ctx context.Context, h *heldCall, w *holdWait, gotp *approval.Request, err error) *Admission {
+	adm := new(Admission)
 	got := *gotp
-	if cl := withdraw(); cl != nil {
+	span, deadline := w.span, w.st.deadline
+	if cl := w.withdraw(); cl != nil {
 		// A decision took the call: wait for its transaction (it may be
 		// consuming the request for this call).
 		<-cl.done
 		if cl.used {
-			g.metrics.ApprovalWaited(g.now().Sub(start).Seconds())
+			g.metrics.ApprovalWaited(g.now().Sub(w.start).Seconds())
 			endWait(span, approval.Request{State: approval.StateApproved}, nil) // the decision, as in settle's path
 			*adm = g.afterConsume(ctx, h.c, h.r.ID, cl.r, cl.k, nil)
-			return
+			return adm
 		}
 	}
-	g.metrics.ApprovalWaited(g.now().Sub(start).Seconds())
+	g.metrics.ApprovalWaited(g.now().Sub(w.start).Seconds())
 	endWait(span, got, err)
 	if got.ID == "" {
 		got = h.r // the store could not be read at all meanwhile: what was known
@@ -273,6 +298,7 @@ func (g *Gate) endHold(ctx context.Context, h *heldCall, start, deadline time.Ti
 	default:
 		*adm = g.settle(ctx, h.c, got)
 	}
+	return adm
 }
 
 // endWait ends an approval wait span; approval.decision is the state the
@@ -326,71 +352,91 @@ func (g *Gate) resend(ctx context.Context, c Call, r approval.Request) Admission
 // the decided request with the wake-up (hub.wakeDecided): no read. Its
 // keep-alives come from the gate's one beat.
 func (g *Gate) wait(ctx context.Context, id approval.ID, deadline time.Time, keepAlive func(context.Context), lease bool) (approval.Request, error) {
-	r, err := g.waitFor(ctx, id, deadline, keepAlive, lease, nil)
+	r, err := g.waitFor(ctx, newHeldRead(id, deadline, keepAlive, lease))
 	return *r, err
 }
 
-// waitFor is wait with the request it ended on behind a pointer (never
-// nil; zero when ctx ended or the store was never read), so that the
-// frame a held call is parked in stays small (see heldCall): the store is
-// read in readHeld.
+// waitFor is wait with its state in st (newHeldRead) and the request it
+// ended on behind a pointer (never nil; zero when ctx ended or the store
+// was never read), so that the frame a held call is parked in stays small
+// (see heldCall, holdOn): the store is read in readHeld, and what the
+// wait keeps between wake-ups is in st, on the heap.
 //
-// When pre is not nil the wait starts from pre's subscription and read
-// (readAhead) instead of a read of its own.
-func (g *Gate) waitFor(ctx context.Context, id approval.ID, deadline time.Time, keepAlive func(context.Context), lease bool, pre *preRead) (*approval.Request, error) {
-	var kaC <-chan struct{}
-	if keepAlive != nil {
+// When st.ahead is set (takePre) the wait starts from the subscription
+// and read readAhead made instead of a read of its own.
+func (g *Gate) waitFor(ctx context.Context, st *heldRead) (*approval.Request, error) {
+	if st.keepAlive != nil {
 		// The first one at once: it tells the caller which approval it
 		// waits for (and where to review it) without waiting a beat.
-		keepAlive(ctx)
-		kaC = g.beat.join()
-		defer g.beat.leave()
+		st.keepAlive(ctx)
 	}
-	timer := time.NewTimer(deadline.Sub(g.now()))
-	defer timer.Stop()
-	st := &heldRead{id: id, deadline: deadline, lease: lease, backoff: minRetry}
-	defer st.stop()
+	g.startHeld(st)
+	defer g.stopHeld(st)
 	for {
-		var (
-			woke  *wakeup
-			unsub func()
-		)
-		if pre != nil {
+		if st.ahead {
 			// Subscribed and read already, on the admitting goroutine.
-			woke, unsub, st.last = pre.woke, pre.unsub, pre.last
-			pre = nil
+			st.ahead = false
 		} else {
-			woke, unsub = g.hub.subscribe(string(id))
+			st.woke, st.unsub = g.hub.subscribe(string(st.id))
 			if done, err := g.readHeld(ctx, st); done {
-				unsub()
-				return &st.last, err
+				st.unsub()
+				return st.result(), err
 			}
 		}
 	waiting:
 		for {
 			select {
-			case <-woke.C:
-				if st.takeDecided(woke) {
-					unsub()
-					return &st.last, nil
+			case <-st.woke.C:
+				if st.takeDecided(st.woke) {
+					st.unsub()
+					return st.result(), nil
 				}
 				break waiting
 			case <-st.retryC:
 				break waiting
-			case <-kaC:
+			case <-st.kaC:
 				// A keep-alive needs no read of the store.
-				keepAlive(ctx)
-				kaC = g.beat.next()
-			case <-timer.C:
+				st.keepAlive(ctx)
+				st.kaC = g.beat.next()
+			case <-st.timer.C:
 				// Re-read once more: a decision may have landed at the deadline.
 				break waiting
 			case <-ctx.Done():
-				unsub()
+				st.unsub()
 				return new(approval.Request), context.Cause(ctx)
 			}
 		}
-		unsub()
+		st.unsub()
 	}
+}
+
+// newHeldRead is the state of a wait for request id until deadline, with
+// its keep-alive (nil: none) and whether this process holds the
+// request's lease (see wait).
+func newHeldRead(id approval.ID, deadline time.Time, keepAlive func(context.Context), lease bool) *heldRead {
+	return &heldRead{id: id, deadline: deadline, lease: lease, backoff: minRetry, keepAlive: keepAlive}
+}
+
+// startHeld starts st's wait, after its first keep-alive: its place in
+// the gate's beat and its deadline's timer.
+//
+//go:noinline // its temporaries stay out of waitFor's parked frame
+func (g *Gate) startHeld(st *heldRead) {
+	if st.keepAlive != nil {
+		st.kaC = g.beat.join()
+	}
+	st.timer = time.NewTimer(st.deadline.Sub(g.now()))
+}
+
+// stopHeld ends what startHeld and the reads started.
+//
+//go:noinline // its temporaries stay out of waitFor's parked frame
+func (g *Gate) stopHeld(st *heldRead) {
+	if st.keepAlive != nil {
+		g.beat.leave()
+	}
+	st.timer.Stop()
+	st.stop()
 }
 
 // heldRead is the state of one waitFor between reads of its request.
@@ -398,10 +444,38 @@ type heldRead struct {
 	id       approval.ID
 	deadline time.Time
 	lease    bool
-	last     approval.Request // the request as last read
-	retry    *time.Timer      // set while the store cannot be read
-	retryC   <-chan time.Time // retry's channel after a failed read, else nil
-	backoff  time.Duration
+	// last is the request as last read, nil before a read of the wait's
+	// own: the read made ahead (takePre) is not kept, it is the request
+	// the call is held on (heldCall.r), which endHold falls back to.
+	last    *approval.Request
+	retry   *time.Timer      // set while the store cannot be read
+	retryC  <-chan time.Time // retry's channel after a failed read, else nil
+	backoff time.Duration
+
+	// What waitFor keeps between wake-ups (see there).
+	keepAlive func(context.Context) // nil: no keep-alives
+	kaC       <-chan struct{}       // the gate's next beat; nil without keep-alives
+	timer     *time.Timer           // fires at deadline
+	woke      *wakeup               // the current subscription's wake-up
+	unsub     func()                // ends the current subscription
+	ahead     bool                  // woke and unsub are readAhead's (takePre)
+}
+
+// takePre starts st from pre, the subscription and read readAhead made.
+//
+//go:noinline // the request's copy stays out of waitFor's parked frame
+func (st *heldRead) takePre(pre *preRead) {
+	st.woke, st.unsub = pre.woke, pre.unsub
+	st.ahead = true
+}
+
+// result is the request the wait ended on: st.last, or a zero request
+// when the wait never read one of its own.
+func (st *heldRead) result() *approval.Request {
+	if st.last == nil {
+		return new(approval.Request)
+	}
+	return st.last
 }
 
 // takeDecided reports whether the wake-up w carried the request decided
@@ -415,7 +489,8 @@ func (st *heldRead) takeDecided(w *wakeup) bool {
 	if w.decided == nil || w.decided.State == approval.StatePending || w.decided.ID != st.id {
 		return false
 	}
-	st.last = *w.decided
+	r := *w.decided
+	st.last = &r
 	return true
 }
 
@@ -434,7 +509,7 @@ func (st *heldRead) stop() {
 func (g *Gate) readHeld(ctx context.Context, st *heldRead) (done bool, err error) {
 	r, err := g.store.GetRequest(ctx, st.id)
 	if err == nil {
-		st.last = r
+		st.last = &r
 	}
 	now := g.now()
 	st.retryC = nil

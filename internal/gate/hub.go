@@ -36,8 +36,10 @@ type hub struct {
 // (docs/performance.md, "Approving them all"). claim is set by the
 // decision that took it (hub.claim), guarded by hub.mu.
 type heldConsume struct {
-	gone  func() error // the held call's context's Err: a decision does not consume for a caller gone
-	c     Call
+	gone func() error // the held call's context's Err: a decision does not consume for a caller gone
+	// c is the held call, the hold's own (heldCall.c), read-only: not a
+	// copy per offer.
+	c     *Call
 	claim *consumeClaim
 }
 
@@ -158,7 +160,7 @@ func (h *hub) wakeAll() {
 // whose done the caller must wait for: the decision may be consuming the
 // request for c. At most one call is offered per request (its holder); a
 // second offer of id replaces none and is never claimed.
-func (h *hub) offer(ctx context.Context, id string, c Call) (withdraw func() *consumeClaim) {
+func (h *hub) offer(ctx context.Context, id string, c *Call) (withdraw func() *consumeClaim) {
 	hc := &heldConsume{gone: ctx.Err, c: c}
 	h.mu.Lock()
 	if _, taken := h.held[id]; taken {
@@ -191,7 +193,7 @@ func (h *hub) claim(id string) (gone func() error, c *Call, cl *consumeClaim, re
 	}
 	cl = &consumeClaim{done: make(chan struct{})}
 	hc.claim = cl
-	return hc.gone, &hc.c, cl, func(r approval.Request, used bool) {
+	return hc.gone, hc.c, cl, func(r approval.Request, used bool) {
 		cl.r, cl.used = r, used
 		if !used {
 			// Another decision may claim the call again.

@@ -50,8 +50,10 @@ type leanHold struct {
 	call *gate.Call      // Prior set: the hand-off of AdmitUnlessHeld
 	adm  *gate.Admission // the gate's answer, once wait returned
 	// hctx is set while a call admitted ahead of its wait (admitFirst)
-	// is held: the context to wait with (gate.Gate.WaitAdmitted).
+	// is held: the context to wait with (gate.Gate.WaitHold), and hold,
+	// the hold taken out of its Admission (which is not kept).
 	hctx context.Context //nolint:containedctx // the admission's span on ctx, handed from admitFirst to wait
+	hold gate.HeldCall
 	// mw, for a 2026-07-28 request's call (lean2026.go; w and s nil),
 	// is its POST's response, answered by writeModernResult; relay is
 	// its relay round.
@@ -148,9 +150,9 @@ func (l *leanHold) wait() {
 	switch {
 	case l.hctx != nil:
 		// Admitted and held by admitFirst: only the wait is left.
-		hctx := l.hctx
-		l.hctx = nil
-		l.f.g.gk.(admitterSplit).WaitAdmitted(hctx, l.adm)
+		hctx, hold := l.hctx, l.hold
+		l.hctx, l.hold = nil, gate.HeldCall{}
+		l.adm = l.f.g.gk.(admitterSplit).WaitHold(hctx, hold)
 	case l.adm != nil:
 		// admitFirst had the answer at once.
 	default:
@@ -169,15 +171,20 @@ func (l *leanHold) wait() {
 func (l *leanHold) admitFirst(sp admitterSplit) bool {
 	adm := new(gate.Admission)
 	hctx, held := sp.AdmitOrHold(l.ctx, l.call, adm)
-	l.adm, l.hctx = adm, hctx
-	return held
+	if held {
+		// Only the hold is kept while the call waits, not the Admission.
+		l.hold, l.hctx = adm.TakeHold(), hctx
+		return true
+	}
+	l.adm = adm
+	return false
 }
 
 // admitterSplit is a Gatekeeper that admits a call and waits for its
-// decision in two steps ([gate.Gate.AdmitOrHold], [gate.Gate.WaitAdmitted]).
+// decision in two steps ([gate.Gate.AdmitOrHold], [gate.Gate.WaitHold]).
 type admitterSplit interface {
 	AdmitOrHold(ctx context.Context, c *gate.Call, adm *gate.Admission) (context.Context, bool)
-	WaitAdmitted(hctx context.Context, adm *gate.Admission)
+	WaitHold(hctx context.Context, hc gate.HeldCall) *gate.Admission
 }
 
 // answer writes the gate's answer to the held call (answerLean).

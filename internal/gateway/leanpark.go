@@ -77,7 +77,7 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	g.startParkPoller()
-	header := w.Header().Clone()
+	header := keepHeader(w.Header())
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		// HTTP/2, or a writer that cannot hand its connection over.
@@ -113,7 +113,7 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 // client going away.
 type parkedConn struct {
 	conn    net.Conn
-	header  http.Header
+	header  parkedHeader
 	pending []byte
 	watch   dropWatch
 }
@@ -149,7 +149,11 @@ func (l *leanHold) waitParked() {
 //go:noinline // its locals stay out of waitParked's parked frame
 func (l *leanHold) answerParked() {
 	conn, pending, cw := l.pc.conn, l.pc.pending, l.pc.watch
-	pw := &parkedResponse{h: l.pc.header}
+	h, herr := l.pc.header.header()
+	if herr != nil {
+		l.f.g.log.Error("cannot rebuild a parked call's response header; answering without it", "err", herr)
+	}
+	pw := &parkedResponse{h: h}
 	l.pc = nil
 	writeModernAnswer(pw, l.f.g.impl, l.m.ID, l.f.g.answerModern(l.ctx, l.p, l.t, l.call, l.adm, l.relay))
 	l.end()

@@ -46,7 +46,7 @@ func waitParkedCount(t *testing.T, parked *atomic.Int64, n int64) {
 // TestLeanParkedCallOneGoroutine: while parked, a held 2026-07-28 call
 // costs one goroutine (its waiter), not two: its connection's drop watch
 // is the gateway's shared poller (Linux), not a reader goroutine per
-// call; and the waiter waits in the gate's WaitAdmitted, the admission
+// call; and the waiter waits in the gate's WaitHold, the admission
 // (its store write) having run on net/http's connection goroutine before
 // the call was parked, so that the goroutine that lives for the whole
 // hold never grew its stack for it. A drop is still noticed at once, and
@@ -88,8 +88,8 @@ func TestLeanParkedCallOneGoroutine(t *testing.T) {
 		t.Errorf("%d reader goroutines for %d parked calls, want none (the shared poller watches them)", len(r), k)
 	}
 	for _, w := range waiters {
-		if strings.Contains(w, "AdmitTo") || strings.Contains(w, "admitCall") || !strings.Contains(w, "WaitAdmitted") {
-			t.Fatalf("a parked call waits below its own admission, want only gate.WaitAdmitted:\n%s", w)
+		if strings.Contains(w, "AdmitTo") || strings.Contains(w, "admitCall") || !strings.Contains(w, "WaitHold") {
+			t.Fatalf("a parked call waits below its own admission, want only gate.WaitHold:\n%s", w)
 		}
 	}
 	// One goroutine per parked call (its waiter), and the poller: the
