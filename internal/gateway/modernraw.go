@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"unicode/utf8"
 
@@ -120,15 +119,7 @@ func (u *upstream) callModernRaw(ctx context.Context, tool string, args json.Raw
 	default:
 		return nil, false, nil
 	}
-	if err != nil {
-		return nil, true, err
-	}
-	if bytes.Contains(raw, []byte(mcp.MetaKeyServerInfo)) {
-		if raw, err = dropServerInfo(raw); err != nil {
-			return nil, true, &callFailure{msg: fmt.Sprintf("upstream %q: tool %q: the result could not be read: %v", u.name, tool, err), outcome: approval.OutcomeToolError, cause: err}
-		}
-	}
-	return raw, true, nil
+	return u.rawResult(tool, raw, err)
 }
 
 // modernMeta is the _meta of a tools/call of the relay round r on the

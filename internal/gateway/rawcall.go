@@ -490,6 +490,14 @@ func (u *upstream) callRaw(ctx context.Context, tool string, args json.RawMessag
 	default:
 		return nil, false, nil
 	}
+	return u.rawResult(tool, raw, err)
+}
+
+// rawResult is the end of a raw call of tool that sent it (callRaw,
+// callModernRaw): err as it came, else the result without the upstream's
+// server info in _meta (dropServerInfo; a result it cannot read fails
+// the call as a tool error).
+func (u *upstream) rawResult(tool string, raw json.RawMessage, err error) (json.RawMessage, bool, error) {
 	if err != nil {
 		return nil, true, err
 	}
