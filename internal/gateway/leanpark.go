@@ -327,12 +327,21 @@ func (f *httpFront) serveRest(conn net.Conn, pending []byte) {
 	// behind (after a 413, net/http lingers half a second before closing).
 	ended := make(chan struct{})
 	var endOnce sync.Once
+	// A listener that caps connections (httpserve.Listener) learns when
+	// the connection idles between requests, so that it may evict it as
+	// any idle one; "new" is not passed on: the connection may carry a
+	// request read already (pending), and it stays one that carries a
+	// request until its first idle.
+	tell, _ := conn.(connStater)
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: parkedWriteTimeout,
 		IdleTimeout:       restIdleTimeout,
 		ErrorLog:          slog.NewLogLogger(f.g.log.Handler(), slog.LevelWarn),
 		ConnState: func(_ net.Conn, s http.ConnState) {
+			if tell != nil && s != http.StateNew {
+				tell.ConnState(s)
+			}
 			if s == http.StateClosed || s == http.StateHijacked {
 				endOnce.Do(func() { close(ended) })
 				_ = l.Close()
@@ -352,6 +361,12 @@ func (f *httpFront) serveRest(conn net.Conn, pending []byte) {
 		return
 	}
 	<-ended
+}
+
+// A connStater is a connection that is told its http.ConnState by
+// whoever serves it (httpserve's capped listener's connections).
+type connStater interface {
+	ConnState(http.ConnState)
 }
 
 // A prefixConn reads r (pre, bytes read from the connection already, then

@@ -99,6 +99,13 @@ func (c *conn) SyscallConn() (syscall.RawConn, error) {
 	return sc.SyscallConn()
 }
 
+// ConnState tells c's Listener that c is in state, as Listener.ConnState
+// does, for a connection served after a hijack by an http.Server that is
+// not the Listener's (one a handler started on the connection it took
+// over): without it such a connection counts as carrying a request for
+// its whole life and is never evicted, even idle between requests.
+func (c *conn) ConnState(state http.ConnState) { c.l.ConnState(c, state) }
+
 // Close closes the connection and frees its place under the cap.
 func (c *conn) Close() error {
 	c.l.mu.Lock()
@@ -184,6 +191,14 @@ func (l *Listener) ConnState(nc net.Conn, state http.ConnState) {
 	case http.StateActive, http.StateHijacked:
 		// Carries a request (or left net/http's hands): never evicted.
 	}
+}
+
+// Idle returns the number of open connections that carry no request
+// (the ones Accept may evict).
+func (l *Listener) Idle() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.idle.Len()
 }
 
 // Open returns the number of open connections.
