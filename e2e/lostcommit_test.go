@@ -15,28 +15,37 @@ import (
 // Postgres committed it and before its reply reached toolgate (pgCut): the
 // approval is consumed, but whoever wrote it saw an error. When the
 // decision consumed the held call in its own transaction (the joined
-// consume), the approver is answered 503 and its retry 200 (duplicate);
-// when the held call consumed it itself, its next attempt finds the
+// consume: approved on the instance that holds the call), the approver is
+// answered 503 and its retry 200 (duplicate); when the held call consumed
+// it itself (approved on another instance), its next attempt finds the
 // request consumed. Either way the call runs exactly once and its caller
 // gets the result (before consume tokens, the held call found the request
 // "consumed" by itself, answered "already used" and never ran it: an
 // approved call lost, seen once in TestPostgresOutageDuringApprovals).
-// Three calls, one after another, each cut once.
+// Two calls each way, one after another, each cut once.
 func TestLostCommitOfConsumeRunsOnce(t *testing.T) {
 	dsn := freshPGDatabase(t, pgTestDSN(t))
 	cut, viaCut := startPGCut(t, dsn)
 	record := filepath.Join(t.TempDir(), "record.log")
 	policy := strings.Replace(heldScalePolicy, "timeout: 10m", "timeout: 5m", 1)
 	g := startPGGateway(t, viaCut, upstreamServer(record)+policy)
+	// Another instance on the same database, not through the proxy: it
+	// decides, and the instance holding the call consumes on its own.
+	other := startPGGateway(t, dsn, upstreamServer(filepath.Join(t.TempDir(), "other.log"))+policy)
 	cs := g.connect(t, nil, nil)
 	paths := map[string]int{}
-	for i := range 3 {
+	for i := range 4 {
+		joined := i%2 == 0
+		approver := g.Admin
+		if !joined {
+			approver = other.Admin
+		}
 		args := fmt.Sprintf(`{"i":%d,"tag":"lost-commit"}`, i)
 		ch := callAsync(t.Context(), cs, toolCall("t__echo_raw", args))
 		a := waitPendingArgs(t, g.Admin, args)
 		cut.arm()
 		ctx, cancel := context.WithTimeout(t.Context(), waitFor)
-		first := postReview(ctx, g.Admin, a.ID, "approve", "ok")
+		first := postReview(ctx, approver, a.ID, "approve", "ok")
 		cancel()
 		var res cutResult
 		select {
@@ -49,13 +58,15 @@ func TestLostCommitOfConsumeRunsOnce(t *testing.T) {
 		}
 		switch {
 		case first.Err == nil && first.Status == http.StatusOK:
+			// The held call's own consume committed unseen (or, on the
+			// holding instance, the call was not yet offered to decisions).
 			paths["the held call's own consume"]++
-		case first.Err == nil && first.Status >= 500:
+		case joined && first.Err == nil && first.Status >= 500:
 			// The decision's joined consume committed unseen: the approver
 			// is told it failed, and its retry that it is recorded.
 			paths["the decision's joined consume"]++
 			ctx, cancel := context.WithTimeout(t.Context(), waitFor)
-			again := postReview(ctx, g.Admin, a.ID, "approve", "ok")
+			again := postReview(ctx, approver, a.ID, "approve", "ok")
 			cancel()
 			if again.Err != nil || again.Status != http.StatusOK {
 				t.Fatalf("call %d: retried approve answered %d %v, want 200 (duplicate)\n%s", i, again.Status, again.Err, again.Body)
@@ -75,6 +86,9 @@ func TestLostCommitOfConsumeRunsOnce(t *testing.T) {
 		}
 	}
 	t.Logf("cut commits: %v", paths)
+	if paths["the held call's own consume"] < 2 {
+		t.Errorf("the held call's own consume was cut %d times, want at least 2 (the approvals on the other instance)", paths["the held call's own consume"])
+	}
 }
 
 // waitOutcome polls the admin API until approval id has a dispatch outcome
