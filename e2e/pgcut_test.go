@@ -218,8 +218,8 @@ func firstParam(rest []byte) string {
 	if len(rest) < 4 {
 		return ""
 	}
-	n := int(int32(binary.BigEndian.Uint32(rest)))
-	if n < 0 || len(rest) < 4+n {
+	n := binary.BigEndian.Uint32(rest) // 0xFFFFFFFF: NULL
+	if n == 0xFFFFFFFF || uint64(len(rest)) < 4+uint64(n) {
 		return ""
 	}
 	return string(rest[4 : 4+n])
