@@ -134,6 +134,13 @@ type Request struct {
 	Reason          string        `json:"reason,omitempty"`
 	ConsumedAt      time.Time     `json:"consumed_at,omitzero"`
 	DispatchOutcome Outcome       `json:"dispatch_outcome,omitempty"`
+	// ConsumeToken is the token of the consume that moved r to consumed:
+	// random, made by the holder of the call (one per holder, never
+	// shared), so that a holder whose consume committed although it saw an
+	// error (the COMMIT's reply lost) can tell its own consume from another
+	// holder's when it reads r again (see [Request.ConsumedWith]). Stored,
+	// never shown: not part of the request's JSON.
+	ConsumeToken string `json:"-"`
 	// HeldBy names the gateway instance whose caller waits on the request;
 	// LeaseUntil is when that hold lapses unless renewed.
 	HeldBy     string    `json:"held_by,omitempty"`

@@ -282,6 +282,16 @@ func (r *Request) Consume(b Binding, deniedBy string, now time.Time) error {
 	return nil
 }
 
+// ConsumedWith reports whether r was consumed by the consume that carried
+// token (non-empty) and its dispatch outcome is not recorded yet: the
+// consume of the holder that made token committed, and nothing has
+// dispatched the call or given up on it since. It is the only way a
+// request already consumed may still be dispatched, and only by that
+// holder.
+func (r *Request) ConsumedWith(token string) bool {
+	return token != "" && r.State == StateConsumed && r.ConsumeToken == token && r.DispatchOutcome == OutcomeNone
+}
+
 // RecordOutcome records what happened when the consumed request was
 // dispatched. It returns ErrResolved unless r is consumed with no outcome
 // yet, and an error for OutcomeNone or an unknown outcome.

@@ -81,6 +81,12 @@ type Call struct {
 	// admitted is the policy decision taken at admission, which consume
 	// reuses while the policy revision has not moved.
 	admitted *policy.Decision
+	// consumeToken is the token every consume of this call writes with the
+	// request (approval.Request.ConsumeToken), set once when the call
+	// starts to be held (startWait), so that the consume a decision runs
+	// for it (Gate.ReviewIf) and its own carry the same one; "" makes
+	// each consume draw its own (consumeCheck).
+	consumeToken string
 }
 
 // Admission is the gate's answer to a Call. When Allowed is false the call

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +24,12 @@ import (
 // defect 13). The consumer then holds a dispatch lease, renewed with the
 // others until the outcome is recorded, so a process that dies
 // mid-dispatch leaves a visible "unknown" outcome (approval.Request.Sweep).
+//
+// Every attempt writes the call's consume token with the consume (see
+// consumeCheck): an attempt that committed although it answered an error
+// (the COMMIT's reply lost with the connection) is recognised by the next
+// one, which finds the request consumed with its own token and dispatches
+// the call, once, instead of refusing it as already used.
 func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
 	k := g.consumeCheck(c)
 	var r approval.Request
@@ -52,7 +59,16 @@ type consumeCheck struct {
 	out      json.RawMessage // the arguments about to be sent
 	b        approval.Binding
 	deniedBy string // the rule that denies the call now, or why it cannot be evaluated; "" allows
+	// token is written with the consume (approval.Request.ConsumeToken):
+	// the held call's (Call.consumeToken), else one drawn for this check.
+	// A request found consumed with it and no outcome yet is this call's
+	// own earlier consume, committed although its writer saw an error.
+	token string
 }
+
+// newConsumeToken returns a fresh consume token: 128 random bits as 26
+// base32 characters (crypto/rand.Text), unique per holder.
+func newConsumeToken() string { return rand.Text() }
 
 // consumeCheck hashes the arguments c is about to send (c.Outgoing), reads
 // the tool's current digest and asks the policy again (consumeDecision:
@@ -66,7 +82,10 @@ func (g *Gate) consumeCheck(c Call) *consumeCheck {
 	if err != nil {
 		hash = "invalid: " + err.Error() // cannot match the approved hash
 	}
-	k := &consumeCheck{g: g, c: c, out: out}
+	k := &consumeCheck{g: g, c: c, out: out, token: c.consumeToken}
+	if k.token == "" {
+		k.token = newConsumeToken()
+	}
 	dec, err := g.consumeDecision(c, out)
 	switch {
 	case err != nil:
@@ -83,8 +102,19 @@ func (g *Gate) consumeCheck(c Call) *consumeCheck {
 // store's transaction that holds r's row; chain is the requesting
 // session's chain read in that transaction (nil for a call without a
 // session). A consumed request is then held by this process for its
-// dispatch.
+// dispatch, and carries k's token.
+//
+// A request already consumed with k's token and no outcome
+// (approval.Request.ConsumedWith) is this call's own consume, committed by
+// an earlier attempt that saw an error: apply accepts it as consumed,
+// renewing its lease in this transaction (so no sweeper calls its outcome
+// unknown before the dispatch lease is held), and checks nothing again:
+// the checks ran in the transaction that consumed it.
 func (k *consumeCheck) apply(r *approval.Request, chain session.Chain) error {
+	if r.ConsumedWith(k.token) {
+		r.Renew(k.g.instance, k.g.now().Add(k.g.opts.Lease))
+		return nil
+	}
 	why := k.deniedBy
 	if why == "" && k.c.Principal.SessionID != "" {
 		// Sessions: only revocation and exclusion are re-checked; a
@@ -101,6 +131,7 @@ func (k *consumeCheck) apply(r *approval.Request, chain session.Chain) error {
 		return err
 	}
 	if r.State == approval.StateConsumed {
+		r.ConsumeToken = k.token
 		r.Renew(k.g.instance, now.Add(k.g.opts.Lease))
 	}
 	return nil
@@ -114,6 +145,15 @@ func (g *Gate) afterConsume(ctx context.Context, c Call, id approval.ID, r appro
 	if err != nil {
 		if errors.Is(err, approval.ErrNotApproved) {
 			cur, gerr := g.store.GetRequest(context.WithoutCancel(ctx), id)
+			if gerr == nil && cur.State == approval.StateConsumed && cur.ConsumeToken == k.token {
+				// This call's own consume committed (its writer saw an
+				// error), and before this attempt a sweeper recorded its
+				// outcome "unknown" (its lease lapsed during an outage).
+				// An outcome is final: nothing dispatches it now.
+				g.metrics.DispatchRefused("not_approved")
+				g.log.WarnContext(ctx, "approval consumed for this call but its outcome is already recorded; not dispatching", "approval", id, "outcome", cur.DispatchOutcome)
+				return Admission{ApprovalID: id, Meta: g.approvalMeta(cur), Message: fmt.Sprintf("refused: the approval was used for this call while the approval store was unreachable, and its outcome was recorded as %s; nothing was run now. Re-send to request a new approval.", cur.DispatchOutcome)}
+			}
 			if gerr == nil && cur.State != approval.StateApproved {
 				g.metrics.DispatchRefused("not_approved")
 				return g.settle(ctx, Call{}, cur)

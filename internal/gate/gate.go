@@ -728,6 +728,13 @@ func (g *Gate) settle(ctx context.Context, c Call, r approval.Request) Admission
 	case approval.StateInvalidated:
 		a.Message = "approval invalidated: " + r.Reason + "; nothing was run"
 	case approval.StateConsumed:
+		if r.ConsumedWith(c.consumeToken) {
+			// c's own consume committed, though whoever ran it saw an error
+			// (a decision's joined consume whose COMMIT reply was lost):
+			// consume picks it up in a transaction of its own, renewing the
+			// dispatch lease, and dispatches it once.
+			return g.consume(ctx, c, r.ID)
+		}
 		a.Message = "approval already used by an identical call; nothing was run. Re-send to request a new approval."
 	default:
 		a.Message = fmt.Sprintf("approval is %s; nothing was run", r.State)

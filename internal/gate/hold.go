@@ -254,6 +254,9 @@ func (g *Gate) startWait(ctx context.Context, h *heldCall) (context.Context, *ho
 		w.st.takePre(h.pre)
 		h.pre = nil
 	}
+	// The call's consume token, before the call is offered: a decision's
+	// consume for it and its own carry the same (see consumeCheck).
+	h.c.consumeToken = newConsumeToken()
 	w.withdraw = g.hub.offer(ctx, string(h.r.ID), &h.c)
 	return wctx, w
 }

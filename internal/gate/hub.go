@@ -14,7 +14,8 @@ import (
 // again (docs/performance.md, "Approving them all"). That is safe because
 // everything a decided row leads to is a conditional write that re-checks
 // the stored row: the consume is a compare-and-set on the approved state
-// (a row that moved since, revoked, invalidated or consumed, fails it and
+// (a row that moved since, revoked, invalidated or consumed by anyone but
+// this call's own earlier consume (its consume token), fails it and
 // nothing runs), and a denial's answer is recorded only if still due.
 // Subscribe before reading the store, so that no wake-up between the read
 // and the wait is lost.

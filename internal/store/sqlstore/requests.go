@@ -219,7 +219,7 @@ var requestColumnNames = func() []string {
 // (id = ? AND state = ?) still to be bound, and the values it sets. An
 // UPDATE that names a column makes SQLite rewrite every index on it and
 // fire the triggers on it; a decision or an outcome changes a few of the
-// 31 columns, and none of the arguments, so most of the six indexes on
+// 32 columns, and none of the arguments, so most of the six indexes on
 // requests and the pending-count trigger are left alone.
 func changedColumns(old, cur requestRow) (string, []any) {
 	was, now := old.args(), cur.args()

@@ -1,0 +1,13 @@
+-- approval.Request.ConsumeToken (docs/architecture.md, "Consume tokens"):
+-- the random token of the consume that moved a request to consumed, made
+-- once per holder of the call. A holder whose consume committed but whose
+-- COMMIT reply was lost (the connection cut after the database committed)
+-- sees an error; when it reads the request again and finds it consumed
+-- with its own token, it knows the consume was its own and dispatches the
+-- call, once, instead of refusing an approved call as "already used". Any
+-- other token means another holder consumed it. Empty for requests
+-- consumed before this migration and by older binaries, which never write
+-- the column (they name the columns they write), so a mixed fleet keeps
+-- working: an older binary's consume is simply never recognised as
+-- anyone's own.
+ALTER TABLE requests ADD COLUMN consume_token TEXT NOT NULL DEFAULT '';
