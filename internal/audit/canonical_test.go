@@ -3,8 +3,10 @@ package audit
 import (
 	"bytes"
 	"reflect"
+	"strings"
 	"testing"
 
+	"toolgate/internal/approval"
 	"toolgate/internal/policy"
 )
 
@@ -32,12 +34,15 @@ func fillRecord(r *Record, s string, n int64) {
 func checkCanonicalPlain(t *testing.T, r Record) {
 	t.Helper()
 	want, err := r.canonicalDecoded()
-	if err != nil {
-		t.Fatalf("%+v: %v", r, err)
-	}
 	got, ok := r.canonicalPlain()
+	if err != nil {
+		if ok {
+			t.Fatalf("%+v: canonicalPlain wrote %s, the encoding fails: %v", r, got, err)
+		}
+		return
+	}
 	if !ok {
-		if r.Arguments == nil && r.DisplayWarnings == nil && r.Monitor == nil && !bytes.Contains(want, []byte("\ufffd")) {
+		if r.Monitor == nil && !bytes.Contains(want, []byte("\ufffd")) {
 			t.Errorf("%+v: canonicalPlain declined a plain record", r)
 		}
 		return
@@ -76,17 +81,27 @@ func TestCanonicalPlainIsCanonicalize(t *testing.T) {
 	}
 	var r Record
 	fillRecord(&r, "x", 3)
-	r.Arguments = []byte(`{"a":1}`)
-	checkCanonicalPlain(t, r)
-	r.Arguments, r.Monitor = nil, &policy.Monitor{}
+	for _, args := range []string{strings.Repeat("[", approval.MaxDepth-1) + strings.Repeat("]", approval.MaxDepth-1), strings.Repeat("[", approval.MaxDepth) + strings.Repeat("]", approval.MaxDepth), `{"a":1,"a":2}`, `{"a":1}`, `{ "b" : [1, 2.50, "<&>\u2028\u00e9"], "a" : {"z":null,"y":true} }`, `[]`, `"s"`, `{"\u00e9":1,"e":2}`} {
+		r.Arguments = []byte(args)
+		checkCanonicalPlain(t, r)
+		for _, w := range [][]string{nil, {}, {"one"}, {"a <b>", "\n\"", "é"}} {
+			r.DisplayWarnings = w
+			checkCanonicalPlain(t, r)
+		}
+	}
+	r.Arguments, r.DisplayWarnings, r.Monitor = nil, nil, &policy.Monitor{}
 	checkCanonicalPlain(t, r)
 }
 
+// allowedRecord is an allowed call's record as Trail.callRecord makes it
+// (the perf harness's echo call: a 100-byte message).
+var allowedRecord = Record{Seq: 12345, At: "2026-12-02T16:00:00.123Z", Type: TypeAllowed, Principal: "agent", Kind: "tool_call", Server: "echo", Tool: "echo", Rule: "echo allowed", Policy: "sha256:0123456789abcdef", ArgumentsHash: "sha256:fedcba9876543210", Arguments: []byte(`{"message":"` + strings.Repeat("x", 100) + `"}`)}
+
 // TestCanonicalAllowedCallIsWrittenDirectly: an allowed call's record
 // takes the direct path, with fewer allocations than encoding it and
-// canonicalizing the encoding (about 40 before).
+// canonicalizing the encoding (35 before, for this record).
 func TestCanonicalAllowedCallIsWrittenDirectly(t *testing.T) {
-	r := Record{Seq: 12345, At: "2026-12-02T16:00:00.123Z", Type: TypeAllowed, PolicyRevision: 3, Principal: "agent", Kind: "tool_call", Server: "echo", Tool: "echo", Rule: "echo allowed", Policy: "sha256:0123456789abcdef", ArgumentsHash: "sha256:fedcba9876543210"}
+	r := allowedRecord
 	if _, ok := r.canonicalPlain(); !ok {
 		t.Fatal("canonicalPlain declined an allowed call's record")
 	}
@@ -95,8 +110,8 @@ func TestCanonicalAllowedCallIsWrittenDirectly(t *testing.T) {
 		if _, err := r.Canonical(); err != nil {
 			t.Fatal(err)
 		}
-	}); n > 2 {
-		t.Errorf("Canonical allocated %v times, want at most 2", n)
+	}); n > 12 {
+		t.Errorf("Canonical allocated %v times, want at most 12", n)
 	}
 }
 
@@ -107,14 +122,17 @@ func FuzzCanonicalPlain(f *testing.F) {
 		f.Add(s, "b", int64(1))
 	}
 	f.Fuzz(func(t *testing.T, a, b string, n int64) {
-		r := Record{Seq: n, At: a, Type: b, Actor: b, Reason: a, Tool: a + b, EventSeq: n / 2}
+		r := Record{Seq: n, At: a, Type: b, Actor: b, Reason: a, Tool: a + b, EventSeq: n / 2, Arguments: []byte(b)}
+		if n%2 == 0 {
+			r.DisplayWarnings = []string{a, b}
+		}
 		checkCanonicalPlain(t, r)
 	})
 }
 
 // BenchmarkRecordCanonical is Canonical of an allowed call's record.
 func BenchmarkRecordCanonical(b *testing.B) {
-	r := Record{Seq: 12345, At: "2026-12-02T16:00:00.123Z", Type: TypeAllowed, PolicyRevision: 3, Principal: "agent", Kind: "tool_call", Server: "echo", Tool: "echo", Rule: "echo allowed", Policy: "sha256:0123456789abcdef", ArgumentsHash: "sha256:fedcba9876543210"}
+	r := allowedRecord
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := r.Canonical(); err != nil {
