@@ -338,6 +338,16 @@ func parseRawID(raw json.RawMessage) (uint64, bool) {
 // the error malformedResponse gives the SDK path; why then says what is
 // wrong with it.
 func parseRawAnswer(line []byte) (a rawAnswer, why string) {
+	if r, ok := scanRawAnswer(line); ok {
+		return rawAnswer{result: r}, ""
+	}
+	return parseRawAnswerDecoded(line)
+}
+
+// parseRawAnswerDecoded is parseRawAnswer by a decode with encoding/json:
+// the answer for every line, and the only one for an error, a malformed
+// answer or a line scanRawAnswer leaves to it.
+func parseRawAnswerDecoded(line []byte) (a rawAnswer, why string) {
 	malformed := func(why string) (rawAnswer, string) {
 		return rawAnswer{err: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the upstream sent a malformed response (" + why + ")"}}, why
 	}

@@ -531,3 +531,51 @@ func appendCompactHTML(dst, src []byte) []byte {
 	}
 	return append(dst, src[start:]...)
 }
+
+// scanRawAnswer is parseRawAnswer's answer, without a decode, for the
+// common answer line: one JSON object with "jsonrpc":"2.0", a result
+// object and no error (or a null one); result is a copy of the result's
+// bytes (line's buffer may be reused). ok false for anything else, and
+// for a line with a repeated member or a key encoding/json's struct
+// decode would match to jsonrpc, result or error without being it
+// exactly: then parseRawAnswerDecoded, whose answer the scanner's always
+// equals (TestScanRawAnswerIsTheDecode), decides.
+func scanRawAnswer(line []byte) (result []byte, ok bool) {
+	var jsonrpc, res, errv []byte
+	m := scanMembers(line, 0, true)
+	for {
+		k, esc, v, more := m.next()
+		if !more {
+			break
+		}
+		if keyFolds(k, esc, "jsonrpc", "result", "error") {
+			return nil, false
+		}
+		var dup bool
+		switch {
+		case keyIsExactly(k, esc, "jsonrpc"):
+			dup, jsonrpc = jsonrpc != nil, v
+		case keyIsExactly(k, esc, "result"):
+			dup, res = res != nil, v
+		case keyIsExactly(k, esc, "error"):
+			dup, errv = errv != nil, v
+		}
+		if dup {
+			return nil, false
+		}
+	}
+	if m.bad || string(jsonrpc) != `"2.0"` || (errv != nil && string(errv) != "null") || len(res) == 0 || res[0] != '{' {
+		return nil, false
+	}
+	return append([]byte(nil), res...), true
+}
+
+// keyIsExactly reports whether key (with its quotes; esc: it holds an
+// escape) is name once its escapes are resolved.
+func keyIsExactly(key []byte, esc bool, name string) bool {
+	if !esc {
+		return string(key[1:len(key)-1]) == name
+	}
+	s, ok := keyString(key, esc)
+	return ok && s == name
+}

@@ -77,3 +77,74 @@ func FuzzScanMembers(f *testing.F) {
 		checkScan(t, b)
 	})
 }
+
+// rawAnswerSeeds are answer lines for TestScanRawAnswerIsTheDecode.
+var rawAnswerSeeds = []string{
+	`{"jsonrpc":"2.0","id":"tg-1","result":{"content":[{"type":"text","text":"a"}]}}`,
+	`{"id":"tg-1","result":{},"jsonrpc":"2.0"}`,
+	` {"jsonrpc" : "2.0" , "id" : "tg-1" , "result" : { "a" : [1, 2] } , "error" : null } `,
+	`{"jsonrpc":"2.0","id":"tg-1","result":{"a":1},"error":{"code":1,"message":"x"}}`,
+	`{"jsonrpc":"2.0","id":"tg-1","error":{"code":-32000,"message":"boom","data":[1]}}`,
+	`{"jsonrpc":"2.0","id":"tg-1","result":{"a":1},"Result":{"b":2}}`,
+	`{"jsonrpc":"2.0","id":"tg-1","RESULT":{"b":2}}`,
+	`{"jsonrpc":"2.0","id":"tg-1","result":{"a":1},"ERROR":{"code":1,"message":"x"}}`,
+	`{"JSONRPC":"2.0","id":"tg-1","result":{}}`,
+	`{"jsonrpc":"2.0","jsonrpc":"1.0","id":"tg-1","result":{}}`,
+	`{"jsonrpc":"2.0","id":"tg-1","result":{"a":1},"result":{"a":2}}`,
+	`{"jsonrpc":"2\u002e0","id":"tg-1","result":{}}`,
+	`{"jsonrpc":"2.0","id":"tg-1","r\u0065sult":{"a":1}}`,
+	`{"jsonrpc":2,"id":"tg-1","result":{}}`,
+	`{"jsonrpc":"2.0","id":"tg-1","result":[]}`,
+	`{"jsonrpc":"2.0","id":"tg-1","result":null}`,
+	`{"jsonrpc":"2.0","id":"tg-1"}`,
+	`{"jsonrpc":"2.0","id":"tg-1","result":{}`,
+	`{"jsonrpc":"2.0","id":"tg-1","result":{}} x`,
+	`[{"jsonrpc":"2.0","id":"tg-1","result":{}}]`,
+	"{\"jsonrpc\":\"2.0\",\"id\":\"tg-1\",\"re\u017fult\":{}}",
+	`{"jsonrpc":"2.0","id":"tg-1","result":{"a":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}}`,
+}
+
+// checkRawAnswer fails t when scanRawAnswer answers line other than the
+// decode (parseRawAnswerDecoded) does.
+func checkRawAnswer(t *testing.T, line []byte) {
+	t.Helper()
+	r, ok := scanRawAnswer(line)
+	if !ok {
+		return
+	}
+	d, why := parseRawAnswerDecoded(line)
+	if why != "" || d.err != nil || !bytes.Equal(d.result, r) {
+		t.Errorf("%s: the scanner answers result %s, the decode %s (err %v, %s)", line, r, d.result, d.err, why)
+	}
+}
+
+// TestScanRawAnswerIsTheDecode: an answer line's result is read by the
+// scanner with one allocation (the copy of the result; the decode made
+// 7) and always as the decode reads it; a line with anything but a
+// result object is left to the decode.
+func TestScanRawAnswerIsTheDecode(t *testing.T) {
+	for _, s := range rawAnswerSeeds {
+		checkRawAnswer(t, []byte(s))
+	}
+	line := []byte(rawAnswerSeeds[0])
+	if _, ok := scanRawAnswer(line); !ok {
+		t.Fatal("the scanner leaves a plain answer line to the decode")
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		if a, why := parseRawAnswer(line); why != "" || a.err != nil {
+			t.Fatal(why, a.err)
+		}
+	}); n > 1 {
+		t.Errorf("parseRawAnswer allocated %v times, want at most 1", n)
+	}
+}
+
+// FuzzScanRawAnswer is TestScanRawAnswerIsTheDecode on generated lines.
+func FuzzScanRawAnswer(f *testing.F) {
+	for _, s := range rawAnswerSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		checkRawAnswer(t, line)
+	})
+}
