@@ -91,6 +91,10 @@ func writeCanonical(b *bytes.Buffer, n *node) {
 const lowerHex = "0123456789abcdef"
 
 // writeCanonicalString writes s (valid UTF-8) as RFC 8785 §3.2.2.2 specifies.
+// WriteCanonicalString writes the string s as Canonicalize writes a
+// string (RFC 8785 §3.2.2.2, see Canonicalize); s must be valid UTF-8.
+func WriteCanonicalString(b *bytes.Buffer, s string) { writeCanonicalString(b, s) }
+
 func writeCanonicalString(b *bytes.Buffer, s string) {
 	b.WriteByte('"')
 	start := 0

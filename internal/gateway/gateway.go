@@ -255,6 +255,7 @@ type Gateway struct {
 	// impl is the server's implementation: what a 2026-07-28 result
 	// names in _meta (SEP-2575 serverInfo; lean2026.go adds it as the SDK).
 	impl     *mcp.Implementation
+	implJSON []byte // impl as json.Marshal writes it; nil if it cannot
 	catalog  *catalog
 	ups      map[string]*upstream // fixed at creation
 	routes   *progressRoutes
@@ -372,6 +373,9 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 		caps.Extensions = map[string]any{mcpwire.TasksExtension: map[string]any{}}
 	}
 	g.impl = &mcp.Implementation{Name: "toolgate", Version: o.Version}
+	if b, err := json.Marshal(g.impl); err == nil {
+		g.implJSON = b
+	}
 	g.server = mcp.NewServer(g.impl, &mcp.ServerOptions{
 		Logger:       sdkLogger(o.Logger),
 		Capabilities: caps,

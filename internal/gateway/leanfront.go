@@ -327,34 +327,19 @@ func (g *Gateway) dispatchLean(ctx context.Context, d *dispatch) (json.RawMessag
 	return nil, res, err
 }
 
-// rawIsError reports whether a raw tools/call result says isError: true,
-// as encoding/json reads it (the result must be valid JSON, the key matches
-// case-insensitively, the last of duplicate keys wins). A result in which
-// no key can name isError is answered from its bytes without a decode:
-// one with no "iserror" in any case, no "ſ" (U+017F, which encoding/json
-// folds to "s") and no \u escape (the only way to escape a letter in JSON).
+// rawIsError reports whether a raw tools/call result says isError: true
+// as the SDK's decoder reads it: the member named exactly "isError"
+// (escapes resolved, the last of repeated keys winning) is true, in a
+// valid JSON object. A result with no "isError" and no \u escape (the
+// only other way to write the key) is answered from its bytes without
+// reading it; others are read by the scanner (rawscan.go), without a
+// decode.
 func rawIsError(raw json.RawMessage) bool {
-	if !mayNameIsError(raw) {
+	if !bytes.Contains(raw, []byte(`"isError"`)) && !bytes.Contains(raw, []byte(`\u`)) {
 		return false
 	}
-	var r struct {
-		IsError bool `json:"isError"`
-	}
-	return json.Unmarshal(raw, &r) == nil && r.IsError
-}
-
-// mayNameIsError reports whether b could hold a JSON key that
-// encoding/json matches to the field name isError (see rawIsError).
-func mayNameIsError(b []byte) bool {
-	if bytes.Contains(b, []byte(`\u`)) || bytes.Contains(b, []byte("\u017f")) {
-		return true
-	}
-	for i := 0; i+len("iserror") <= len(b); i++ {
-		if b[i]|0x20 == 'i' && bytes.EqualFold(b[i:i+len("iserror")], []byte("iserror")) {
-			return true
-		}
-	}
-	return false
+	r, err := resultMembersOf(raw)
+	return err == nil && string(r.isError) == "true"
 }
 
 // writeLeanRaw writes the answer to id with the upstream's raw result, as

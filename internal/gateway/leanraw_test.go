@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"toolgate/internal/gate"
 )
 
@@ -94,13 +96,17 @@ func TestRawIsError(t *testing.T) {
 	}
 }
 
-// TestRawIsErrorReadsAsEncodingJSON checks that rawIsError's answer from
-// the bytes is the one a decode gives, for keys that only a decode
-// matches (case, escapes, the long s that folds to "s", duplicates).
-func TestRawIsErrorReadsAsEncodingJSON(t *testing.T) {
+// TestRawIsErrorReadsAsTheSDK checks that rawIsError's answer is the one
+// the SDK's decode of the result gives (keys matched exactly, escapes
+// resolved, the last of duplicates winning), for keys only a
+// case-insensitive decode matches (case, the long s that folds to "s"),
+// escapes and duplicates; false for what is not JSON. It read keys as
+// encoding/json does (case-insensitively) before.
+func TestRawIsErrorReadsAsTheSDK(t *testing.T) {
 	for _, raw := range []string{
 		`{"content":[{"type":"text","text":"hello"}]}`,
 		`{"content":[{"type":"text","text":"isError"}]}`,
+		`{"content":[{"type":"text","text":"\"isError\":true"}]}`,
 		`{"content":[],"isError":true}`,
 		`{"content":[],"ISERROR":true}`,
 		`{"content":[],"IsErRoR":true}`,
@@ -108,21 +114,20 @@ func TestRawIsErrorReadsAsEncodingJSON(t *testing.T) {
 		`{"content":[],"\u0069sError":true}`,
 		"{\"content\":[],\"i\u017fError\":true}",
 		`{"content":[],"isError":true,"isError":false}`,
+		`{"content":[],"isError":false,"isError":true}`,
 		`{"content":[],"isError":false,"iserror":true}`,
-		`{"content":[],"isError":"yes"}`,
 		`{"content":[],"isError":null}`,
-		`{"content":[{"isError":true}]}`,
+		`{"content":[],"isError" : true , "_meta":{"isError":false}}`,
+		`{"content":[],"_meta":{"isError":true}}`,
 		`{"content":[],"isError":true`,
-		`{"content":["\u00e9"]}`,
+		`{"content":[],"isError":true}x`,
 		`[]`,
 		``,
 	} {
-		var r struct {
-			IsError bool `json:"isError"`
-		}
+		var r mcp.CallToolResult
 		want := json.Unmarshal([]byte(raw), &r) == nil && r.IsError
 		if got := rawIsError(json.RawMessage(raw)); got != want {
-			t.Errorf("rawIsError(%s) = %v, encoding/json says %v", raw, got, want)
+			t.Errorf("rawIsError(%s) = %v, the SDK's decode says %v", raw, got, want)
 		}
 	}
 }

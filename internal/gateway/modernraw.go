@@ -68,7 +68,7 @@ func (g *Gateway) dispatchModernRaw(ctx context.Context, u *upstream, d *dispatc
 		res, err := dispatched(d, nil, err)
 		return modernAnswer{res: res, err: err}, nil, true
 	}
-	if b, isError, plain := plainRawResult(raw, g.impl); plain {
+	if b, isError, plain := plainRawResultWith(raw, g.impl, g.implJSON); plain {
 		d.outcome = approval.OutcomeOK
 		if isError {
 			d.outcome = approval.OutcomeToolError
@@ -165,19 +165,11 @@ func decodeRawForModern(raw json.RawMessage) (*mcp.CallToolResult, error) {
 	return withRawNumbers(&r, raw)
 }
 
-// plainRawResult reports whether the raw tools/call result object raw
-// (upstream.callRaw's, the upstream's server info dropped) is plain: valid
-// UTF-8, with no members but content (a list of text items, each exactly
-// {"type":"text","text":<string>}), structuredContent, isError (a boolean),
-// _meta (an object or null) and resultType "complete" (a 2026-era
-// upstream's; the answer adds its own). Then b is the result the SDK path writes
-// for it before resultType: _meta (its entries, raw, and impl as the server
-// info, keys sorted), content, structuredContent (omitted when null),
-// isError (when true), as encoding/json writes them (compacted, HTML
-// characters escaped); isError is its isError. Anything else (inputRequests,
-// requestState, resultType, annotations or _meta on content, another content
-// type, a member the SDK drops) is not plain: the SDK's decode may change it.
-func plainRawResult(raw json.RawMessage, impl *mcp.Implementation) (b []byte, isError, plain bool) {
+// plainRawResultDecode is plainRawResult by decoding raw with
+// encoding/json (maps: exact keys, the last of repeated keys winning) and
+// encoding the plain result's members: the answer for what
+// scanPlainResult leaves to it.
+func plainRawResultDecode(raw json.RawMessage, impl *mcp.Implementation) (b []byte, isError, plain bool) {
 	if !utf8.Valid(raw) {
 		return nil, false, false
 	}

@@ -171,6 +171,22 @@ var rawResultSeeds = []string{
 	`{"content":[{"type":"text","text":"a"}],"structuredContent":{"a":1},"structuredContent":null}`,
 	`{"content":[{"type":"text","text":"a"}],"_meta":{"a":1},"_meta":null}`,
 	`{"content":[{"type":"text","text":"a"}],"_meta":{"a":1,"a":2}}`,
+	`{"content":[{"type":"text","text":"a"}],"_meta":{"b":1,"a!":2,"a":3,"z":{"y":[1, 2]},"<&>":"\u2028<"}}`,
+	`{"content":[{"type":"text","text":"a"}],"_meta":{"a":1,"a":2}}`,
+	`{"content":[{"type":"text","text":"a"}],"_meta":{"j":1}}`,
+	`{"content":[{"type":"text","text":"a"}],"_meta":{}}`,
+	"{\"content\":[{\"type\":\"text\",\"text\":\"\u2028 \u2029 <a&b>\"}],\"structuredContent\":{\"s\":\"\u2028<\"}}",
+	`{"content":[{"type":"text","text":"a"},{"text":"b","type":"text"},{"type":"text","text":""}],"structuredContent":{ "a" : [ 1 , 2.5e-3 , -0 , true , false , null , "x\"y" ] },"isError":false}`,
+	`{"content":[],"structuredContent":null,"_meta":null,"resultType":"complete"}`,
+	`{"content":[{"type":"text","text":"a"}]} `,
+	`{"content":[{"type":"text","text":"a"}]}}`,
+	`{"content":[{"type":"text","text":"a"}],}`,
+	`{"content":[{"type":"text","text":"a"},]}`,
+	`{"content":[{"type":"text","text":"a"}],"structuredContent":01}`,
+	`{"content":[{"type":"text","text":"a"}],"structuredContent":[1,]}`,
+	`{"content":[{"type":"text","text":"a"}],"structuredContent":"\x"}`,
+	`{"content":[{"type":"text","text":"a"}],"structuredContent":tru}`,
+	`{"content":[{"type":"text","text":"a\u00e9"}],"structuredContent":1.}`,
 	`{"content":[{"type":"text","text":"\ud800 \u00e9 <>& \u2028"}]}`,
 	`{"content":[{"type":"text","text":"\udc00\ud83d\ude00\ud83d"}]}`,
 	`{"content":[{"type":"text","text":"\\u0041 \" \n\t"}]}`,
@@ -207,6 +223,18 @@ func checkPlainRawResult(t *testing.T, raw []byte) {
 	impl := &mcp.Implementation{Name: "toolgate", Version: "t"}
 	want, wantErr, werr := sdkPathResultJSON(raw, impl)
 	got, gotErr, plain := plainRawResult(raw, impl)
+	ij, err := json.Marshal(impl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The scanner answers exactly as the decode (plainRawResultDecode)
+	// whenever it answers.
+	if sb, sErr, ok := scanPlainResult(raw, ij); ok {
+		db, dErr, dplain := plainRawResultDecode(raw, impl)
+		if !dplain || !bytes.Equal(sb, db) || sErr != dErr {
+			t.Errorf("%s: the scanner answers %s (isError %v), the decode %s (isError %v, plain %v)", raw, sb, sErr, db, dErr, dplain)
+		}
+	}
 	if !plain {
 		return
 	}
@@ -260,6 +288,34 @@ func FuzzPlainRawResult(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		checkPlainRawResult(t, raw)
 	})
+}
+
+// TestPlainRawResultScansTheEchoResult: the perf harness's echo result
+// (one text item, structuredContent, _meta) is answered by the scanner
+// with one allocation (the answer) when the server info's JSON is at hand
+// (Gateway.implJSON), and as the decode answers it. The decode
+// (plainRawResultDecode, the only path before) made about 50.
+func TestPlainRawResultScansTheEchoResult(t *testing.T) {
+	raw := json.RawMessage(`{"content":[{"type":"text","text":"Echo: ` + string(bytes.Repeat([]byte("x"), 100)) + `"}],"structuredContent":{"n":1},"_meta":{"k":"v"}}`)
+	impl := &mcp.Implementation{Name: "toolgate", Version: "t"}
+	ij, err := json.Marshal(impl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := scanPlainResult(raw, ij); !ok {
+		t.Fatal("the scanner leaves the echo result to the decode")
+	}
+	want, _, _ := plainRawResultDecode(raw, impl)
+	if got, _, plain := plainRawResultWith(raw, impl, ij); !plain || !bytes.Equal(got, want) {
+		t.Fatalf("got %s (plain %v), want %s", got, plain, want)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		if _, _, plain := plainRawResultWith(raw, impl, ij); !plain {
+			t.Fatal("not plain")
+		}
+	}); n > 1 {
+		t.Errorf("plainRawResultWith allocated %v times per call, want at most 1", n)
+	}
 }
 
 // BenchmarkPlainRawResult is plainRawResult on the perf harness's echo

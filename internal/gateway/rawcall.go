@@ -338,6 +338,16 @@ func parseRawID(raw json.RawMessage) (uint64, bool) {
 // the error malformedResponse gives the SDK path; why then says what is
 // wrong with it.
 func parseRawAnswer(line []byte) (a rawAnswer, why string) {
+	if r, ok := scanRawAnswer(line); ok {
+		return rawAnswer{result: r}, ""
+	}
+	return parseRawAnswerDecoded(line)
+}
+
+// parseRawAnswerDecoded is parseRawAnswer by a decode with encoding/json:
+// the answer for every line, and the only one for an error, a malformed
+// answer or a line scanRawAnswer leaves to it.
+func parseRawAnswerDecoded(line []byte) (a rawAnswer, why string) {
 	malformed := func(why string) (rawAnswer, string) {
 		return rawAnswer{err: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the upstream sent a malformed response (" + why + ")"}}, why
 	}
@@ -560,27 +570,40 @@ func dropServerInfo(raw json.RawMessage) (json.RawMessage, error) {
 // §6), and the upstream's own server-info _meta entry is dropped, as
 // withRawNumbers and decodeResult do. Text content, nearly all content in
 // practice, is built here; a content list with any other type is decoded
-// by the SDK (one more decode, of the list alone). An error means raw is
-// not a tools/call result.
+// by the SDK (one more decode, of the list alone). Members are read by
+// their exact keys, as the SDK's decoder reads them (resultMembersOf; a
+// content item with a key encoding/json would match case-insensitively is
+// left to the SDK too). An error means raw is not a tools/call result.
 func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
-	var w struct {
-		Content           json.RawMessage            `json:"content"`
-		StructuredContent json.RawMessage            `json:"structuredContent"`
-		IsError           bool                       `json:"isError"`
-		Meta              map[string]json.RawMessage `json:"_meta"`
-	}
-	if err := json.Unmarshal(raw, &w); err != nil {
+	w, err := resultMembersOf(raw)
+	if err != nil {
 		return nil, err
 	}
-	res := &mcp.CallToolResult{IsError: w.IsError}
-	if len(w.StructuredContent) > 0 && string(w.StructuredContent) != "null" {
-		res.StructuredContent = w.StructuredContent
+	res := &mcp.CallToolResult{}
+	switch string(w.isError) {
+	case "", "null", "false":
+	case "true":
+		res.IsError = true
+	default:
+		return nil, errors.New("isError is not a boolean")
 	}
-	res.Meta = rawMeta(w.Meta)
-	if len(w.Content) == 0 || string(w.Content) == "null" {
+	if len(w.structuredContent) > 0 && string(w.structuredContent) != "null" {
+		res.StructuredContent = json.RawMessage(w.structuredContent)
+	}
+	if len(w.meta) > 0 && string(w.meta) != "null" {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(w.meta, &m); err != nil {
+			return nil, fmt.Errorf("_meta: %w", err)
+		}
+		res.Meta = rawMeta(m)
+	}
+	if len(w.content) == 0 || string(w.content) == "null" {
+		// The SDK's decode makes an absent or null list an empty one,
+		// which its encoder writes as [] (the schema wants a list).
+		res.Content = []mcp.Content{}
 		return res, nil
 	}
-	content, err := decodeContent(w.Content)
+	content, err := decodeContent(w.content)
 	if err != nil {
 		return nil, err
 	}
@@ -616,10 +639,12 @@ func decodeContent(raw json.RawMessage) ([]mcp.Content, error) {
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return nil, fmt.Errorf("content: %w", err)
 	}
+	folds := contentKeysFold(raw)
 	out := make([]mcp.Content, 0, len(items))
 	for _, it := range items {
-		if it.Type != "text" {
-			// Another type: the SDK knows how each is built.
+		if it.Type != "text" || folds {
+			// Another type, or a key only encoding/json would match: the
+			// SDK knows how each is built.
 			var r mcp.CallToolResult
 			b := make([]byte, 0, len(raw)+12)
 			b = append(append(append(b, `{"content":`...), raw...), '}')

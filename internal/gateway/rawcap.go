@@ -305,30 +305,24 @@ func captureMessage(s *slot, id json.RawMessage, data []byte, routes *progressRo
 	return true
 }
 
-// rawNumbers are the two members of a tools/call result whose numbers the
-// SDK decodes into float64.
-type rawNumbers struct {
-	StructuredContent json.RawMessage `json:"structuredContent"`
-	Meta              json.RawMessage `json:"_meta"`
-}
-
 // withRawNumbers replaces structuredContent and _meta of res, the result
 // as the SDK decoded it, with their bytes in raw, the same result as
 // received, so that their numbers pass through unchanged; the upstream's
-// server-info _meta entry is dropped (notes §6). It is decodeResult for a
-// result the SDK could decode, without decoding the rest a second time
+// server-info _meta entry is dropped (notes §6). Both are read by their
+// exact keys, as the SDK's decoder reads them (resultMembersOf). It is
+// decodeResult for a result the SDK could decode, without decoding the rest a second time
 // (the SDK's decoder allocates a 32 KiB buffer per decode;
 // docs/performance.md). On success it changes and returns res; on an
 // error res is unchanged.
 func withRawNumbers(res *mcp.CallToolResult, raw json.RawMessage) (*mcp.CallToolResult, error) {
-	var n rawNumbers
-	if err := json.Unmarshal(raw, &n); err != nil {
+	n, err := resultMembersOf(raw)
+	if err != nil {
 		return nil, err
 	}
 	var meta mcp.Meta
-	if len(n.Meta) > 0 && string(n.Meta) != "null" {
+	if len(n.meta) > 0 && string(n.meta) != "null" {
 		var m map[string]json.RawMessage
-		if err := json.Unmarshal(n.Meta, &m); err != nil {
+		if err := json.Unmarshal(n.meta, &m); err != nil {
 			return nil, err
 		}
 		delete(m, mcp.MetaKeyServerInfo)
@@ -341,8 +335,8 @@ func withRawNumbers(res *mcp.CallToolResult, raw json.RawMessage) (*mcp.CallTool
 	}
 	res.Meta = meta
 	res.StructuredContent = nil
-	if len(n.StructuredContent) > 0 && string(n.StructuredContent) != "null" {
-		res.StructuredContent = n.StructuredContent
+	if len(n.structuredContent) > 0 && string(n.structuredContent) != "null" {
+		res.StructuredContent = json.RawMessage(n.structuredContent)
 	}
 	return res, nil
 }
