@@ -128,6 +128,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 
 	pid := g.cmd.Process.Pid
 	rss := rssMB(b, pid)
+	heldMem := readMemSplit(b, g.Admin) // no collection: the burst's heap as it is
 	goroutines, stack := heldRuntime(b, g.Admin)
 	rssGC := rssMB(b, pid) // after the collections heldRuntime asked for
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
@@ -155,6 +156,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		writeCPUSplit(b, filepath.Join(dir, fmt.Sprintf("%s-%d-idle-split.txt", driver, n)), cpu0, cpu1, idle)
 	}
 	rssIdle := rssMB(b, pid) // after holding idle: what the held calls cost while they wait
+	idleMem := readMemSplit(b, g.Admin)
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		saveProfile(b, g.Admin, "/debug/pprof/heap?debug=1", filepath.Join(dir, fmt.Sprintf("%s-%d-idle-heap.txt", driver, n)))
 	}
@@ -211,6 +213,66 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	b.ReportMetric(rssIdle, "rss-idle-MB")
 	b.ReportMetric(float64(goroutines)/float64(n), "goroutines/call")
 	b.ReportMetric(float64(stack)/1024/float64(n), "stack-KB/call")
+	heldMem.report(b, "held")
+	idleMem.report(b, "idle")
+}
+
+// memSplit is where toolgate's memory is, from the runtime.MemStats its
+// /debug/pprof/heap?debug=1 prints (bytes): the heap's spans in use
+// (HeapInuse, of which HeapAlloc is objects not yet swept or live), the
+// free heap the runtime has not returned to the OS (HeapIdle −
+// HeapReleased: part of the RSS), and the goroutine stacks (StackInuse).
+type memSplit struct {
+	heapAlloc, heapInuse, heapFree, stack, nextGC uint64
+}
+
+// readMemSplit reads toolgate's memSplit without a collection.
+func readMemSplit(tb testing.TB, admin string) memSplit {
+	tb.Helper()
+	req, err := http.NewRequestWithContext(tb.Context(), http.MethodGet, admin+"/debug/pprof/heap?debug=1", nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+approverToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		tb.Fatalf("GET heap profile: %d %v", resp.StatusCode, err)
+	}
+	field := func(name string) uint64 {
+		i := strings.Index(string(body), "\n# "+name+" = ")
+		if i < 0 {
+			tb.Fatalf("no %s in the heap profile", name)
+		}
+		var v uint64
+		if _, err := fmt.Sscanf(string(body[i+1:]), "# "+name+" = %d", &v); err != nil {
+			tb.Fatalf("heap profile's %s line: %v", name, err)
+		}
+		return v
+	}
+	idle, released := field("HeapIdle"), field("HeapReleased")
+	return memSplit{
+		heapAlloc: field("HeapAlloc"),
+		heapInuse: field("HeapInuse"),
+		heapFree:  idle - released,
+		stack:     field("Stack"),
+		nextGC:    field("NextGC"),
+	}
+}
+
+// report reports the split in MB as <what>-heap-inuse-MB, <what>-heap-free-MB,
+// <what>-stack-MB, <what>-heap-alloc-MB and <what>-gc-goal-MB.
+func (m memSplit) report(b *testing.B, what string) {
+	mb := func(v uint64) float64 { return float64(v) / (1 << 20) }
+	b.ReportMetric(mb(m.heapInuse), what+"-heap-inuse-MB")
+	b.ReportMetric(mb(m.heapFree), what+"-heap-free-MB")
+	b.ReportMetric(mb(m.stack), what+"-stack-MB")
+	b.ReportMetric(mb(m.heapAlloc), what+"-heap-alloc-MB")
+	b.ReportMetric(mb(m.nextGC), what+"-gc-goal-MB")
 }
 
 // heldRuntime reads toolgate's goroutine count and, after two collections,
