@@ -35,6 +35,11 @@ import (
 //     the tail, in % of one core; idle-toolgate-cpu-%: toolgate's share;
 //     with TOOLGATE_BENCH_PROFILE the split by Postgres process role is in
 //     <driver>-<N>-idle-split.txt;
+//   - admit-cpu-ms: CPU of toolgate and the database from the first call
+//     sent until all N are pending, per call;
+//   - <held|idle>-heap-inuse-MB, -heap-free-MB, -stack-MB, -heap-alloc-MB,
+//     -gc-goal-MB: where toolgate's memory is (runtime.MemStats, no
+//     collection) just after rss-MB and just after rss-idle-MB (memSplit);
 //   - approvals/s: N divided by the time from the first approval sent (32
 //     at a time through the admin API) until every call returned;
 //   - approve-cpu-ms: CPU of toolgate and the database's processes over
@@ -112,6 +117,9 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	for i := range tokens {
 		tokens[i] = loadToken(i)
 	}
+	pid := g.cmd.Process.Pid
+	cpu := func() cpuReading { return readCPU(pid, dbPID) }
+	admitCPU0 := cpu()
 	start := time.Now()
 	load := startLoadTokens(b, g.MCP, "t__echo_raw", "scale", n, tokens)
 	var pending []apiApproval
@@ -125,8 +133,8 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		pending = listAll(b, g.Admin, "pending")
 	}
 	hold := time.Since(start)
+	admitCPU1 := cpu()
 
-	pid := g.cmd.Process.Pid
 	rss := rssMB(b, pid)
 	heldMem := readMemSplit(b, g.Admin) // no collection: the burst's heap as it is
 	goroutines, stack := heldRuntime(b, g.Admin)
@@ -134,7 +142,6 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		saveProfiles(b, g.Admin, filepath.Join(dir, fmt.Sprintf("%s-%d", driver, n)))
 	}
-	cpu := func() cpuReading { return readCPU(pid, dbPID) }
 	tail, tailCPU := waitTail(b, cpu)
 	const idle = 10 * time.Second
 	cpu0 := cpu()
@@ -200,6 +207,9 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	}
 	b.ReportMetric(hold.Seconds(), "hold-s")
 	b.ReportMetric(rss, "rss-MB")
+	// CPU of toolgate and the database per admission, from the first call
+	// sent until all N are pending (the pending-list polls included).
+	b.ReportMetric(float64(admitCPU1.total()-admitCPU0.total())/clockTicks*1000/float64(n), "admit-cpu-ms")
 	b.ReportMetric(idleCPU, "idle-cpu-%")
 	b.ReportMetric(idleGateway, "idle-toolgate-cpu-%")
 	b.ReportMetric(tail.Seconds(), "tail-s")
