@@ -141,6 +141,9 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	rssGC := rssMB(b, pid) // after the collections heldRuntime asked for
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		saveProfiles(b, g.Admin, filepath.Join(dir, fmt.Sprintf("%s-%d", driver, n)))
+		if smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid)); err == nil { // the RSS by mapping: binary, heap arenas, others
+			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d-smaps.txt", driver, n)), smaps, 0o600)
+		}
 	}
 	tail, tailCPU := waitTail(b, cpu)
 	const idle = 10 * time.Second
