@@ -193,11 +193,13 @@ func (f *httpFront) plainModern(h http.Header, body []byte) (leanRequest, Tool, 
 	if f.g.ups[t.Server] == nil {
 		return m, t, nil, false
 	}
-	relay := &relayRound{}
-	if json.Unmarshal(rawCaps, &relay.caps) != nil {
-		return m, t, nil, false
-	}
-	return m, t, relay, true
+	// The capabilities as the agent sent them (valid JSON: the body
+	// decoded; their own copy, made by the decode of meta), not decoded
+	// into maps: a held call keeps its relay
+	// round until it is answered, and the round only re-encodes them
+	// upstream (a json.RawMessage marshals as itself, as the rounds of a
+	// direct task carry them: continueDirectTask).
+	return m, t, &relayRound{caps: rawCaps}, true
 }
 
 // answerModern is the answer to the lean 2026-07-28 call (decided as
