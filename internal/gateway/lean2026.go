@@ -75,7 +75,9 @@ func (f *httpFront) serveLeanModern(w http.ResponseWriter, r *http.Request, body
 		// (leanhold.go), with the decision AdmitUnlessHeld took. Nothing
 		// is written until the answer (no SSE comments on 2026 POSTs).
 		call.Prior = h
-		return true, nil, &leanHold{f: f, ctx: ctx, mw: w, p: p, m: m, t: t, call: &call, relay: relay,
+		// Held, it keeps of the request only the id to answer with (the
+		// arguments are the call's; the _meta, name and method strings go).
+		return true, nil, &leanHold{f: f, ctx: ctx, mw: w, p: p, m: leanRequest{ID: m.ID}, t: t, call: &call, relay: relay,
 			later: leanCleanups{untrack: untrack, stop: stop, cancel: cancel}}
 	}
 	writeModernAnswer(w, f.g.impl, m.ID, f.g.answerModern(ctx, p, t, &call, adm, relay))

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -444,5 +445,33 @@ func TestPlainModernKeepsTheCapabilitiesAsSent(t *testing.T) {
 	bad := strings.Replace(modernCallBody("3", "up__echo", `{}`, ""), `clientCapabilities":{}`, `clientCapabilities":{"x":}`, 1)
 	if _, _, _, ok := f.plainModern(h, []byte(bad)); ok {
 		t.Error("invalid capabilities: plain, want handed to the SDK path")
+	}
+}
+
+// TestLeanModernHeldKeepsOnlyTheID: a 2026-07-28 call the front holds keeps
+// of its decoded request only the id it is answered with: not the params
+// (the _meta's bytes, the name), which would stay on the heap for as long
+// as the call is held.
+func TestLeanModernHeldKeepsOnlyTheID(t *testing.T) {
+	fx := newLeanFixture(t, nil)
+	modernPost(t, fx.base, "up__echo", modernCallBody("1", "up__echo", `{}`, ""), nil)
+	<-fx.h.args
+	f := &httpFront{g: fx.g}
+	body := modernCallBody(`"held-7"`, "up__big", `{"n":3}`, "")
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/mcp", strings.NewReader(body))
+	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"MCP-Protocol-Version": modernVersion, "Mcp-Method": "tools/call", "Mcp-Name": "up__big"} {
+		req.Header.Set(k, v)
+	}
+	served, prior, held := f.serveLeanModern(httptest.NewRecorder(), req, []byte(body), approval.Principal{ID: "alice"})
+	if !served || prior != nil || held == nil {
+		t.Fatalf("serveLeanModern: served %v, prior %v, held %v; want held by the front", served, prior, held)
+	}
+	defer held.later.run()
+	if held.m.Params != nil || held.m.JSONRPC != "" || held.m.Method != "" {
+		t.Errorf("held call keeps %+v of its request, want only its id", held.m)
+	}
+	if string(held.m.ID) != `"held-7"` || string(held.call.Arguments) != `{"n":3}` {
+		t.Errorf("held call: id %s, arguments %s; want \"held-7\" and {\"n\":3}", held.m.ID, held.call.Arguments)
 	}
 }
