@@ -119,8 +119,10 @@ func PercentFor(live uint64) int {
 const (
 	// ReleaseAbove is how much free heap (bytes; spans the collector freed
 	// that the runtime has not yet returned to the OS) Tune tolerates
-	// before it releases it.
-	ReleaseAbove = 64 << 20
+	// before it releases it. Under the soft limit (LimitFor) the free heap
+	// a burst leaves stays under about Headroom, so the bound is below it:
+	// at 64 MiB, 40 MB of a Postgres burst's free heap stayed resident.
+	ReleaseAbove = 16 << 20
 	// ReleaseQuiet: Tune releases the free heap only while the process
 	// allocates so little that the free heap would last at least this long
 	// at the current rate, so that it does not return pages the next

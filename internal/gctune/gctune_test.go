@@ -215,6 +215,7 @@ func TestShouldRelease(t *testing.T) {
 		{"a burst's free heap, quiet, never released", 400 * mb, 1 * mb, sec, -1, true},
 		{"quiet, last release long ago", 400 * mb, 1 * mb, sec, ReleaseEvery, true},
 		{"too little free heap", ReleaseAbove, 0, sec, -1, false},
+		{"the free heap the soft limit leaves after a burst", 40 * mb, 0, sec, -1, true},
 		{"busy: the free heap lasts 60 s", 600 * mb, 10 * mb, sec, -1, false},
 		{"just quiet enough: it lasts a little more", 600 * mb, 10*mb - 1, sec, -1, true},
 		{"the rate counts, not the bytes", 600 * mb, 19 * mb, 2 * sec, -1, true},
