@@ -280,6 +280,7 @@ func readMemSplit(tb testing.TB, admin string) memSplit {
 // report reports the split in MB as <what>-heap-inuse-MB, <what>-heap-free-MB,
 // <what>-stack-MB, <what>-heap-alloc-MB and <what>-gc-goal-MB.
 func (m memSplit) report(b *testing.B, what string) {
+	b.Helper()
 	mb := func(v uint64) float64 { return float64(v) / (1 << 20) }
 	b.ReportMetric(mb(m.heapInuse), what+"-heap-inuse-MB")
 	b.ReportMetric(mb(m.heapFree), what+"-heap-free-MB")
