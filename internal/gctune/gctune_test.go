@@ -346,6 +346,11 @@ func TestStatsReader(t *testing.T) {
 	if st.Live < 1<<20 || st.Allocs < st.Live {
 		t.Errorf("stats %+v: want at least the 1 MiB kept live, and allocations at least the live heap", st)
 	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if st.Other < ms.StackInuse { // Other counts the goroutine stacks, among others
+		t.Errorf("stats %+v: Other under the goroutine stacks (%d)", st, ms.StackInuse)
+	}
 }
 
 func TestLimitFor(t *testing.T) {
