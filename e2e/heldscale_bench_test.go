@@ -35,6 +35,11 @@ import (
 //     the tail, in % of one core; idle-toolgate-cpu-%: toolgate's share;
 //     with TOOLGATE_BENCH_PROFILE the split by Postgres process role is in
 //     <driver>-<N>-idle-split.txt;
+//   - admit-cpu-ms: CPU of toolgate and the database from the first call
+//     sent until all N are pending, per call;
+//   - <held|idle>-heap-inuse-MB, -heap-free-MB, -stack-MB, -heap-alloc-MB,
+//     -gc-goal-MB: where toolgate's memory is (runtime.MemStats, no
+//     collection) just after rss-MB and just after rss-idle-MB (memSplit);
 //   - approvals/s: N divided by the time from the first approval sent (32
 //     at a time through the admin API) until every call returned;
 //   - approve-cpu-ms: CPU of toolgate and the database's processes over
@@ -112,6 +117,9 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	for i := range tokens {
 		tokens[i] = loadToken(i)
 	}
+	pid := g.cmd.Process.Pid
+	cpu := func() cpuReading { return readCPU(pid, dbPID) }
+	admitCPU0 := cpu()
 	start := time.Now()
 	load := startLoadTokens(b, g.MCP, "t__echo_raw", "scale", n, tokens)
 	var pending []apiApproval
@@ -125,15 +133,18 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		pending = listAll(b, g.Admin, "pending")
 	}
 	hold := time.Since(start)
+	admitCPU1 := cpu()
 
-	pid := g.cmd.Process.Pid
 	rss := rssMB(b, pid)
+	heldMem := readMemSplit(b, g.Admin) // no collection: the burst's heap as it is
 	goroutines, stack := heldRuntime(b, g.Admin)
 	rssGC := rssMB(b, pid) // after the collections heldRuntime asked for
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		saveProfiles(b, g.Admin, filepath.Join(dir, fmt.Sprintf("%s-%d", driver, n)))
+		if smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid)); err == nil { // the RSS by mapping: binary, heap arenas, others
+			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d-smaps.txt", driver, n)), smaps, 0o600)
+		}
 	}
-	cpu := func() cpuReading { return readCPU(pid, dbPID) }
 	tail, tailCPU := waitTail(b, cpu)
 	const idle = 10 * time.Second
 	cpu0 := cpu()
@@ -155,6 +166,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		writeCPUSplit(b, filepath.Join(dir, fmt.Sprintf("%s-%d-idle-split.txt", driver, n)), cpu0, cpu1, idle)
 	}
 	rssIdle := rssMB(b, pid) // after holding idle: what the held calls cost while they wait
+	idleMem := readMemSplit(b, g.Admin)
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		saveProfile(b, g.Admin, "/debug/pprof/heap?debug=1", filepath.Join(dir, fmt.Sprintf("%s-%d-idle-heap.txt", driver, n)))
 	}
@@ -198,6 +210,9 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	}
 	b.ReportMetric(hold.Seconds(), "hold-s")
 	b.ReportMetric(rss, "rss-MB")
+	// CPU of toolgate and the database per admission, from the first call
+	// sent until all N are pending (the pending-list polls included).
+	b.ReportMetric(float64(admitCPU1.total()-admitCPU0.total())/clockTicks*1000/float64(n), "admit-cpu-ms")
 	b.ReportMetric(idleCPU, "idle-cpu-%")
 	b.ReportMetric(idleGateway, "idle-toolgate-cpu-%")
 	b.ReportMetric(tail.Seconds(), "tail-s")
@@ -211,6 +226,67 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	b.ReportMetric(rssIdle, "rss-idle-MB")
 	b.ReportMetric(float64(goroutines)/float64(n), "goroutines/call")
 	b.ReportMetric(float64(stack)/1024/float64(n), "stack-KB/call")
+	heldMem.report(b, "held")
+	idleMem.report(b, "idle")
+}
+
+// memSplit is where toolgate's memory is, from the runtime.MemStats its
+// /debug/pprof/heap?debug=1 prints (bytes): the heap's spans in use
+// (HeapInuse, of which HeapAlloc is objects not yet swept or live), the
+// free heap the runtime has not returned to the OS (HeapIdle −
+// HeapReleased: part of the RSS), and the goroutine stacks (StackInuse).
+type memSplit struct {
+	heapAlloc, heapInuse, heapFree, stack, nextGC uint64
+}
+
+// readMemSplit reads toolgate's memSplit without a collection.
+func readMemSplit(tb testing.TB, admin string) memSplit {
+	tb.Helper()
+	req, err := http.NewRequestWithContext(tb.Context(), http.MethodGet, admin+"/debug/pprof/heap?debug=1", nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+approverToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		tb.Fatalf("GET heap profile: %d %v", resp.StatusCode, err)
+	}
+	field := func(name string) uint64 {
+		i := strings.Index(string(body), "\n# "+name+" = ")
+		if i < 0 {
+			tb.Fatalf("no %s in the heap profile", name)
+		}
+		var v uint64
+		if _, err := fmt.Sscanf(string(body[i+1:]), "# "+name+" = %d", &v); err != nil {
+			tb.Fatalf("heap profile's %s line: %v", name, err)
+		}
+		return v
+	}
+	idle, released := field("HeapIdle"), field("HeapReleased")
+	return memSplit{
+		heapAlloc: field("HeapAlloc"),
+		heapInuse: field("HeapInuse"),
+		heapFree:  idle - released,
+		stack:     field("Stack"),
+		nextGC:    field("NextGC"),
+	}
+}
+
+// report reports the split in MB as <what>-heap-inuse-MB, <what>-heap-free-MB,
+// <what>-stack-MB, <what>-heap-alloc-MB and <what>-gc-goal-MB.
+func (m memSplit) report(b *testing.B, what string) {
+	b.Helper()
+	mb := func(v uint64) float64 { return float64(v) / (1 << 20) }
+	b.ReportMetric(mb(m.heapInuse), what+"-heap-inuse-MB")
+	b.ReportMetric(mb(m.heapFree), what+"-heap-free-MB")
+	b.ReportMetric(mb(m.stack), what+"-stack-MB")
+	b.ReportMetric(mb(m.heapAlloc), what+"-heap-alloc-MB")
+	b.ReportMetric(mb(m.nextGC), what+"-gc-goal-MB")
 }
 
 // heldRuntime reads toolgate's goroutine count and, after two collections,

@@ -75,7 +75,9 @@ func (f *httpFront) serveLeanModern(w http.ResponseWriter, r *http.Request, body
 		// (leanhold.go), with the decision AdmitUnlessHeld took. Nothing
 		// is written until the answer (no SSE comments on 2026 POSTs).
 		call.Prior = h
-		return true, nil, &leanHold{f: f, ctx: ctx, mw: w, p: p, m: m, t: t, call: &call, relay: relay,
+		// Held, it keeps of the request only the id to answer with (the
+		// arguments are the call's; the _meta, name and method strings go).
+		return true, nil, &leanHold{f: f, ctx: ctx, mw: w, p: p, m: leanRequest{ID: m.ID}, t: t, call: &call, relay: relay,
 			later: leanCleanups{untrack: untrack, stop: stop, cancel: cancel}}
 	}
 	writeModernAnswer(w, f.g.impl, m.ID, f.g.answerModern(ctx, p, t, &call, adm, relay))
@@ -193,11 +195,13 @@ func (f *httpFront) plainModern(h http.Header, body []byte) (leanRequest, Tool, 
 	if f.g.ups[t.Server] == nil {
 		return m, t, nil, false
 	}
-	relay := &relayRound{}
-	if json.Unmarshal(rawCaps, &relay.caps) != nil {
-		return m, t, nil, false
-	}
-	return m, t, relay, true
+	// The capabilities as the agent sent them (valid JSON: the body
+	// decoded; their own copy, made by the decode of meta), not decoded
+	// into maps: a held call keeps its relay
+	// round until it is answered, and the round only re-encodes them
+	// upstream (a json.RawMessage marshals as itself, as the rounds of a
+	// direct task carry them: continueDirectTask).
+	return m, t, &relayRound{caps: rawCaps}, true
 }
 
 // answerModern is the answer to the lean 2026-07-28 call (decided as

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -411,4 +412,66 @@ func (u unlessHeldOnly) Admit(ctx context.Context, c gate.Call) gate.Admission {
 
 func (u unlessHeldOnly) AdmitUnlessHeld(ctx context.Context, c *gate.Call, adm *gate.Admission) *gate.HandOff {
 	return u.gt.AdmitUnlessHeld(ctx, c, adm)
+}
+
+// TestPlainModernKeepsTheCapabilitiesAsSent: the relay round of a plain
+// 2026-07-28 call (kept by a held call until its answer) carries the
+// agent's client capabilities as the bytes it sent, not decoded into maps
+// (a map[string]any and its entries per held call), and an invalid
+// capabilities member still hands the call to the SDK path.
+func TestPlainModernKeepsTheCapabilitiesAsSent(t *testing.T) {
+	fx := newLeanFixture(t, nil)
+	// Connect the upstream's 2026 session (plainModern wants the server up).
+	modernPost(t, fx.base, "up__echo", modernCallBody("1", "up__echo", `{}`, ""), nil)
+	<-fx.h.args
+	f := &httpFront{g: fx.g}
+	caps := `{"elicitation":{"form":{}},"sampling":{},"roots":{"listChanged":true}}`
+	body := strings.Replace(modernCallBody("2", "up__echo", `{"a":1}`, ""), `clientCapabilities":{}`, `clientCapabilities":`+caps, 1)
+	h := http.Header{"Mcp-Name": {"up__echo"}}
+	_, _, relay, ok := f.plainModern(h, []byte(body))
+	if !ok || relay == nil {
+		t.Fatal("plainModern: not plain")
+	}
+	raw, isRaw := relay.caps.(json.RawMessage)
+	if !isRaw {
+		t.Fatalf("relay caps are a %T, want the agent's bytes (json.RawMessage)", relay.caps)
+	}
+	if string(raw) != caps {
+		t.Errorf("relay caps %s, want %s", raw, caps)
+	}
+	if out, err := json.Marshal(relay.meta(nil)); err != nil || !strings.Contains(string(out), caps) {
+		t.Errorf("the round's _meta upstream: %s, %v; want the capabilities %s", out, err, caps)
+	}
+	bad := strings.Replace(modernCallBody("3", "up__echo", `{}`, ""), `clientCapabilities":{}`, `clientCapabilities":{"x":}`, 1)
+	if _, _, _, ok := f.plainModern(h, []byte(bad)); ok {
+		t.Error("invalid capabilities: plain, want handed to the SDK path")
+	}
+}
+
+// TestLeanModernHeldKeepsOnlyTheID: a 2026-07-28 call the front holds keeps
+// of its decoded request only the id it is answered with: not the params
+// (the _meta's bytes, the name), which would stay on the heap for as long
+// as the call is held.
+func TestLeanModernHeldKeepsOnlyTheID(t *testing.T) {
+	fx := newLeanFixture(t, nil)
+	modernPost(t, fx.base, "up__echo", modernCallBody("1", "up__echo", `{}`, ""), nil)
+	<-fx.h.args
+	f := &httpFront{g: fx.g}
+	body := modernCallBody(`"held-7"`, "up__big", `{"n":3}`, "")
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/mcp", strings.NewReader(body))
+	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"MCP-Protocol-Version": modernVersion, "Mcp-Method": "tools/call", "Mcp-Name": "up__big"} {
+		req.Header.Set(k, v)
+	}
+	served, prior, held := f.serveLeanModern(httptest.NewRecorder(), req, []byte(body), approval.Principal{ID: "alice"})
+	if !served || prior != nil || held == nil {
+		t.Fatalf("serveLeanModern: served %v, prior %v, held %v; want held by the front", served, prior, held)
+	}
+	defer held.later.run()
+	if held.m.Params != nil || held.m.JSONRPC != "" || held.m.Method != "" {
+		t.Errorf("held call keeps %+v of its request, want only its id", held.m)
+	}
+	if string(held.m.ID) != `"held-7"` || string(held.call.Arguments) != `{"n":3}` {
+		t.Errorf("held call: id %s, arguments %s; want \"held-7\" and {\"n\":3}", held.m.ID, held.call.Arguments)
+	}
 }

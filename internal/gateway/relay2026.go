@@ -41,7 +41,7 @@ import (
 // relayRound is what a 2026-07-28 round sends upstream besides the tool's
 // name and arguments.
 type relayRound struct {
-	caps      any                  // _meta["io.modelcontextprotocol/clientCapabilities"] as the agent sent it
+	caps      any                  // _meta["io.modelcontextprotocol/clientCapabilities"] as the agent sent it: its bytes (json.RawMessage) or decoded
 	responses mcp.InputResponseMap // the agent's inputResponses (nil on a first round without any)
 	state     string               // the upstream's requestState the agent's state wrapped ("" none)
 }
