@@ -18,26 +18,16 @@
 //
 // A burst of admissions (thousands of calls held at once) leaves hundreds
 // of MB of freed heap pages that the runtime's scavenger returns to the OS
-// slowly, and only down to about 1.1× the GC goal. [Tune] therefore also
-// keeps a soft memory limit that follows what the process needs
-// ([LimitFor]: the live heap, the runtime's other memory — goroutine
-// stacks, partly used spans, metadata — and [Headroom]), re-set on every
-// look: the collector then runs before the heap grows past live + Headroom
-// even when GOGC would let it grow further (a live heap over 64 MiB, large
-// stacks), and the allocator returns free pages above the limit as it
-// goes, so the burst's garbage does not stay resident. It returns the rest
-// at once when the process is quiet ([ShouldRelease]).
+// slowly, and only down to about 1.1× the GC goal; [Tune] returns them at
+// once when the process is quiet ([ShouldRelease]).
 //
 // The environment variables GOGC and GOMEMLIMIT, when set, win (the
 // runtime has read them already; Apply and Tune then leave that setting
-// alone, and with GOGC set Tune changes nothing: no GOGC, no limit, no
-// collections to release memory). A cgroup's limit (three quarters of
-// memory.max) caps the limit Tune follows.
+// alone, and with GOGC set Tune forces no collections to release memory).
 package gctune
 
 import (
 	"context"
-	"math"
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
@@ -119,9 +109,9 @@ func PercentFor(live uint64) int {
 const (
 	// ReleaseAbove is how much free heap (bytes; spans the collector freed
 	// that the runtime has not yet returned to the OS) Tune tolerates
-	// before it releases it. Under the soft limit (LimitFor) the free heap
-	// a burst leaves stays under about Headroom, so the bound is below it:
-	// at 64 MiB, 40 MB of a Postgres burst's free heap stayed resident.
+	// before it releases it: 16 MiB, so that the tens of MB a burst of
+	// held calls leaves free are returned too (at 64 MiB, 40 MB of a
+	// Postgres burst's free heap stayed resident; docs/performance.md).
 	ReleaseAbove = 16 << 20
 	// ReleaseQuiet: Tune releases the free heap only while the process
 	// allocates so little that the free heap would last at least this long
@@ -142,32 +132,11 @@ type Stats struct {
 	Live   uint64 // the heap's live bytes as of the last collection (/gc/heap/live:bytes)
 	Free   uint64 // free heap bytes not returned to the OS (/memory/classes/heap/free:bytes)
 	Allocs uint64 // bytes allocated since the process started (/gc/heap/allocs:bytes)
-	// Other is the runtime's memory that is neither heap objects nor free
-	// or released heap: goroutine stacks, the unused part of spans in use,
-	// GC and span metadata, profiling buckets (bytes; /memory/classes/total
-	// − heap/released − heap/free − heap/objects). A soft memory limit
-	// counts it.
-	Other uint64
 }
 
-// LimitFor is the soft memory limit (bytes, as runtime/debug.SetMemoryLimit
-// counts: everything the runtime holds but released pages) that Tune sets
-// for st: the live heap and the runtime's other memory, which the process
-// needs after a collection, plus Headroom for the garbage of the next
-// cycle. It is never below what a full collection would leave, so the
-// collector does not run without pause as under a fixed limit; where GOGC
-// lets the heap grow by less than Headroom (a live heap under 16 MiB) it
-// changes nothing.
-func LimitFor(st Stats) int64 {
-	const most = (math.MaxInt64 - Headroom) / 2
-	return int64(min(st.Live, most) + min(st.Other, most) + Headroom) // no overflow
-}
-
-// Runtime is what Tune changes: GOGC, the soft memory limit and the release
-// of free heap.
+// Runtime is what Tune changes: GOGC and the release of free heap.
 type Runtime interface {
 	SetGCPercent(percent int)
-	SetMemoryLimit(limit int64)
 	FreeOSMemory()
 }
 
@@ -193,12 +162,11 @@ func ShouldRelease(free, allocated uint64, elapsed, sinceRelease time.Duration) 
 }
 
 // Tune follows the runtime every interval until ctx ends: it sets GOGC to
-// PercentFor the live heap and the soft memory limit to LimitFor (at most
-// s's cgroup limit; not when GOMEMLIMIT came from the environment), and
-// releases the heap's free pages to the OS when ShouldRelease says so. It
-// does nothing when s's GOGC came from the environment (an operator who
-// sets GOGC manages the collector; a release forces a collection). It runs
-// on the caller's goroutine (serve runs it in its group).
+// PercentFor the live heap, and releases the heap's free pages to the OS
+// when ShouldRelease says so. It does nothing when s's GOGC came from the
+// environment (an operator who sets GOGC manages the collector; a release
+// forces a collection). It runs on the caller's goroutine (serve runs it
+// in its group).
 func Tune(ctx context.Context, s Settings, every time.Duration) {
 	tune(ctx, s, every, newStatsReader(), goRuntime{})
 }
@@ -210,9 +178,6 @@ func newStatsReader() func() (Stats, bool) {
 		{Name: "/gc/heap/live:bytes"},
 		{Name: "/memory/classes/heap/free:bytes"},
 		{Name: "/gc/heap/allocs:bytes"},
-		{Name: "/memory/classes/total:bytes"},
-		{Name: "/memory/classes/heap/released:bytes"},
-		{Name: "/memory/classes/heap/objects:bytes"},
 	}
 	return func() (Stats, bool) {
 		metrics.Read(sample)
@@ -221,22 +186,15 @@ func newStatsReader() func() (Stats, bool) {
 				return Stats{}, false
 			}
 		}
-		free := sample[1].Value.Uint64()
-		total, released, objects := sample[3].Value.Uint64(), sample[4].Value.Uint64(), sample[5].Value.Uint64()
-		var other uint64
-		if used := released + free + objects; total > used {
-			other = total - used
-		}
-		return Stats{Live: sample[0].Value.Uint64(), Free: free, Allocs: sample[2].Value.Uint64(), Other: other}, true
+		return Stats{Live: sample[0].Value.Uint64(), Free: sample[1].Value.Uint64(), Allocs: sample[2].Value.Uint64()}, true
 	}
 }
 
 // goRuntime is Runtime on runtime/debug.
 type goRuntime struct{}
 
-func (goRuntime) SetGCPercent(p int)     { debug.SetGCPercent(p) }
-func (goRuntime) SetMemoryLimit(l int64) { debug.SetMemoryLimit(l) }
-func (goRuntime) FreeOSMemory()          { debug.FreeOSMemory() }
+func (goRuntime) SetGCPercent(p int) { debug.SetGCPercent(p) }
+func (goRuntime) FreeOSMemory()      { debug.FreeOSMemory() }
 
 // tune is Tune with the runtime's reader and setters given.
 func tune(ctx context.Context, s Settings, every time.Duration, read func() (Stats, bool), rt Runtime) {
@@ -244,7 +202,6 @@ func tune(ctx context.Context, s Settings, every time.Duration, read func() (Sta
 		return
 	}
 	current := s.GCPercent
-	var limit int64 // the limit Tune set last; 0: none yet
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var (
@@ -266,16 +223,6 @@ func tune(ctx context.Context, s Settings, every time.Duration, read func() (Sta
 		if p := PercentFor(st.Live); p != current {
 			rt.SetGCPercent(p)
 			current = p
-		}
-		if s.MemoryLimitSource != "env" {
-			l := LimitFor(st)
-			if s.MemoryLimitSource == "default" {
-				l = min(l, s.MemoryLimit) // the cgroup's bound
-			}
-			if l != limit {
-				rt.SetMemoryLimit(l)
-				limit = l
-			}
 		}
 		if !prevAt.IsZero() {
 			since := time.Duration(-1)

@@ -132,14 +132,7 @@ func TestPercentFor(t *testing.T) {
 type fakeRuntime struct {
 	mu       sync.Mutex
 	percents []int
-	limits   []int64
 	releases []time.Time
-}
-
-func (f *fakeRuntime) SetMemoryLimit(l int64) {
-	f.mu.Lock()
-	f.limits = append(f.limits, l)
-	f.mu.Unlock()
 }
 
 func (f *fakeRuntime) SetGCPercent(p int) {
@@ -215,7 +208,7 @@ func TestShouldRelease(t *testing.T) {
 		{"a burst's free heap, quiet, never released", 400 * mb, 1 * mb, sec, -1, true},
 		{"quiet, last release long ago", 400 * mb, 1 * mb, sec, ReleaseEvery, true},
 		{"too little free heap", ReleaseAbove, 0, sec, -1, false},
-		{"the free heap the soft limit leaves after a burst", 40 * mb, 0, sec, -1, true},
+		{"the tens of MB a burst leaves free", 40 * mb, 0, sec, -1, true},
 		{"busy: the free heap lasts 60 s", 600 * mb, 10 * mb, sec, -1, false},
 		{"just quiet enough: it lasts a little more", 600 * mb, 10*mb - 1, sec, -1, true},
 		{"the rate counts, not the bytes", 600 * mb, 19 * mb, 2 * sec, -1, true},
@@ -328,7 +321,7 @@ func TestTuneLeavesGOGCFromTheEnvironment(t *testing.T) {
 	rt := &fakeRuntime{}
 	tune(t.Context(), Settings{GCPercentSource: "env"}, time.Second,
 		func() (Stats, bool) { t.Error("read the runtime's stats"); return Stats{}, false }, rt)
-	if len(rt.percents)+len(rt.limits)+len(rt.releases) != 0 {
+	if len(rt.percents)+len(rt.releases) != 0 {
 		t.Errorf("changed the runtime: %+v", rt)
 	}
 }
@@ -345,73 +338,5 @@ func TestStatsReader(t *testing.T) {
 	}
 	if st.Live < 1<<20 || st.Allocs < st.Live {
 		t.Errorf("stats %+v: want at least the 1 MiB kept live, and allocations at least the live heap", st)
-	}
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	if st.Other < ms.StackInuse { // Other counts the goroutine stacks, among others
-		t.Errorf("stats %+v: Other under the goroutine stacks (%d)", st, ms.StackInuse)
-	}
-}
-
-func TestLimitFor(t *testing.T) {
-	const mb = 1 << 20
-	for _, tt := range []struct {
-		st   Stats
-		want int64
-	}{
-		{Stats{}, Headroom},
-		{Stats{Live: 100 * mb, Other: 60 * mb, Free: 400 * mb, Allocs: 9 << 30}, 100*mb + 60*mb + Headroom},
-		{Stats{Live: math.MaxUint64, Other: math.MaxUint64}, (math.MaxInt64-Headroom)/2*2 + Headroom}, // saturates, never negative
-	} {
-		if got := LimitFor(tt.st); got != tt.want {
-			t.Errorf("LimitFor(%+v) = %d, want %d", tt.st, got, tt.want)
-		}
-	}
-}
-
-// TestTuneFollowsTheLimit: with no GOMEMLIMIT the soft memory limit follows
-// live heap + the runtime's other memory + Headroom on every look, up and
-// down, and is set only when it moves; a cgroup's limit caps it.
-func TestTuneFollowsTheLimit(t *testing.T) {
-	const mb = 1 << 20
-	steps := []Stats{
-		{Live: 4 * mb, Other: 8 * mb},
-		{Live: 4 * mb, Other: 8 * mb},    // unchanged: not set again
-		{Live: 120 * mb, Other: 90 * mb}, // a burst held: stacks and spans grow
-		{Live: 300 * mb, Other: 200 * mb},
-		{Live: 6 * mb, Other: 10 * mb}, // approved, gone
-	}
-	for _, tt := range []struct {
-		name string
-		s    Settings
-		want []int64
-	}{
-		{"no limit from anywhere", Settings{GCPercent: 400, GCPercentSource: "default", MemoryLimitSource: "none"},
-			[]int64{12*mb + Headroom, 210*mb + Headroom, 500*mb + Headroom, 16*mb + Headroom}},
-		{"a cgroup caps it", Settings{GCPercent: 400, GCPercentSource: "default", MemoryLimit: 384 * mb, MemoryLimitSource: "default"},
-			[]int64{12*mb + Headroom, 210*mb + Headroom, 384 * mb, 16*mb + Headroom}},
-		{"GOMEMLIMIT wins", Settings{GCPercent: 400, GCPercentSource: "default", MemoryLimitSource: "env"}, nil},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				var (
-					mu sync.Mutex
-					st Stats
-				)
-				rt := &fakeRuntime{}
-				runTune(t, tt.s, func() Stats { mu.Lock(); defer mu.Unlock(); return st }, rt,
-					func(tick func()) {
-						for _, x := range steps {
-							mu.Lock()
-							st = x
-							mu.Unlock()
-							tick()
-						}
-					})
-				if !slices.Equal(rt.limits, tt.want) {
-					t.Errorf("limits set %v, want %v", rt.limits, tt.want)
-				}
-			})
-		})
 	}
 }
