@@ -105,8 +105,10 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	record := filepath.Join(dir, "record.log")
 	storage := "storage:\n  driver: sqlite\n  path: " + q(filepath.Join(dir, "toolgate.db")) + "\n"
 	dbPID := 0 // the Postgres postmaster; 0 for SQLite (inside toolgate)
+	dsn := ""  // the Postgres cluster's
 	if driver == "postgres" {
 		cluster := startPGCluster(b)
+		dsn = cluster.DSN()
 		storage = "storage:\n  driver: postgres\n  dsn: " + q(cluster.DSN()) + "\n  max_conns: 16\n"
 		dbPID = cluster.cmd.Process.Pid
 	}
@@ -175,6 +177,10 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	for i, a := range pending {
 		ids[i] = a.ID
 	}
+	var commits0 int64
+	if dsn != "" {
+		commits0 = pgStatStart(b, dsn)
+	}
 	start = time.Now()
 	cpu0 = cpu()
 	cpuProfiled := make(chan struct{})
@@ -197,6 +203,9 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		if s != 200 {
 			b.Fatalf("approve %s answered %d", id, s)
 		}
+	}
+	if dsn != "" {
+		pgStatSave(b, dsn, commits0, n)
 	}
 	counts := map[string]int{}
 	for _, line := range readRecord(b, record) {
