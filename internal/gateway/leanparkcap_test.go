@@ -38,7 +38,7 @@ func TestLeanServedAfterParkIsEvictableWhenIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := httpserve.Limit(ln, 2, nil)
-	srv := &http.Server{Handler: h, ConnState: l.ConnState}
+	srv := &http.Server{Handler: h, ConnState: l.ConnState, ReadHeaderTimeout: testWait}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
