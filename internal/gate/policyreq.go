@@ -259,7 +259,14 @@ func (g *Gate) useIdentical(ctx context.Context, actor approval.Principal, cur s
 // concurrent identical retries one consumes r, the other gets ok false
 // (and makes a new request). The session write then checks that the
 // revision is still r.BaseRevision.
+//
+// The consume writes a consume token of this request's own
+// (approval.Request.ConsumeToken): when the consume answers an error
+// although it committed (its COMMIT's reply lost), the request read back
+// consumed with that token is this request's, and the change applies
+// (before, the approved change was dropped and a new approval asked for).
 func (g *Gate) applyApproved(ctx context.Context, actor approval.Principal, cur session.Session, r approval.Request, norm session.Change) (PolicyResult, bool, error) {
+	token := newConsumeToken()
 	consumed, err := g.store.UpdateRequest(ctx, r.ID, actor.ID, func(x *approval.Request) error {
 		if x.State != approval.StateApproved {
 			return errNoChange
@@ -268,8 +275,15 @@ func (g *Gate) applyApproved(ctx context.Context, actor approval.Principal, cur 
 			x.State, x.Reason = approval.StateInvalidated, ReasonPolicyRevision
 			return nil
 		}
-		return x.Consume(approval.Binding{Principal: actor.ID, ArgumentsHash: x.ArgumentsHash}, "", g.now())
+		if err := x.Consume(approval.Binding{Principal: actor.ID, ArgumentsHash: x.ArgumentsHash}, "", g.now()); err != nil {
+			return err
+		}
+		x.ConsumeToken = token
+		return nil
 	})
+	if err != nil && !errors.Is(err, errNoChange) {
+		consumed, err = g.readBackPolicyConsume(ctx, r.ID, token, err)
+	}
 	switch {
 	case errors.Is(err, errNoChange):
 		// A concurrent identical request consumed it first. Making a new
@@ -278,6 +292,12 @@ func (g *Gate) applyApproved(ctx context.Context, actor approval.Principal, cur 
 		// done, then look again (the change then no longer widens).
 		g.awaitOutcome(ctx, r.ID)
 		return PolicyResult{}, true, errPolicyMoved
+	case err != nil && transient(err):
+		// The store failed and the consume is not known to have
+		// committed: nothing applied; the caller may send it again (a new
+		// request now would only fail the same way, or stand in front of
+		// approvers beside an approved one).
+		return PolicyResult{}, true, fmt.Errorf("consume session policy approval %s: %w", r.ID, err)
 	case err != nil:
 		g.log.WarnContext(ctx, "cannot consume a session policy approval", "approval", r.ID, "err", err)
 		return PolicyResult{}, false, nil
@@ -308,6 +328,19 @@ func (g *Gate) applyApproved(ctx context.Context, actor approval.Principal, cur 
 		g.voidStalePolicyRequests(ctx, s)
 	}
 	return PolicyResult{Status: PolicyApplied, Session: s, Changed: changed, Approval: consumed}, true, nil
+}
+
+// readBackPolicyConsume reads request id back after its consume answered
+// err: the request consumed with token is this consume's, committed
+// although it answered an error, and is returned with a nil error; else
+// err is returned as it was.
+func (g *Gate) readBackPolicyConsume(ctx context.Context, id approval.ID, token string, err error) (approval.Request, error) {
+	got, gerr := g.store.GetRequest(context.WithoutCancel(ctx), id)
+	if gerr == nil && got.ConsumedWith(token) {
+		g.log.InfoContext(ctx, "session policy approval consumed although its write answered an error; applying", "approval", id, "err", err)
+		return got, nil
+	}
+	return approval.Request{}, err
 }
 
 // awaitOutcome waits, at most RetryWait, until the consumed request id has
