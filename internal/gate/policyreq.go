@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"toolgate/internal/approval"
@@ -312,6 +314,12 @@ func (g *Gate) applyApproved(ctx context.Context, actor approval.Principal, cur 
 		norm.Apply(s)
 		return nil
 	})
+	if err != nil && transient(err) {
+		if got, ok := g.readBackSessionChange(ctx, cur, norm); ok {
+			g.log.InfoContext(ctx, "approved session policy change applied although its write answered an error", "session", got.ID, "approval", r.ID, "err", err)
+			s, changed, err = got, true, nil
+		}
+	}
 	outcome := approval.OutcomeOK
 	if err != nil {
 		outcome = approval.OutcomeToolError
@@ -341,6 +349,31 @@ func (g *Gate) readBackPolicyConsume(ctx context.Context, id approval.ID, token 
 		return got, nil
 	}
 	return approval.Request{}, err
+}
+
+// readBackSessionChange reads session cur.ID back after the write of the
+// approved change norm on cur answered a store error: the write may have
+// committed although its reply was lost. ok is true when the session is
+// at cur.Revision+1 with exactly the policy norm makes of cur: the
+// change this caller applied (the approval it consumed is the only way
+// to that state from cur's revision: an identical proposal is the same
+// approval, and a narrowing cannot make what widens).
+func (g *Gate) readBackSessionChange(ctx context.Context, cur session.Session, norm session.Change) (session.Session, bool) {
+	chain, err := g.store.Chain(context.WithoutCancel(ctx), cur.ID)
+	if err != nil || len(chain) == 0 {
+		return session.Session{}, false
+	}
+	got, want := chain[0], cur
+	want.Tools = slices.Clone(cur.Tools)
+	want.RequireApproval = maps.Clone(cur.RequireApproval)
+	norm.Apply(&want)
+	if got.Revision != cur.Revision+1 || got.Mode != want.Mode || !slices.Equal(got.Tools, want.Tools) ||
+		!maps.EqualFunc(got.RequireApproval, want.RequireApproval, func(a, b session.Requirement) bool {
+			return a.All == b.All && slices.Equal(a.Tools, b.Tools)
+		}) {
+		return session.Session{}, false
+	}
+	return got, true
 }
 
 // awaitOutcome waits, at most RetryWait, until the consumed request id has
