@@ -108,3 +108,60 @@ func waitOutcome(t *testing.T, admin, id string) apiApproval {
 		time.Sleep(pollEvery)
 	}
 }
+
+// TestLostCommitOfOutcomeRecordedOnce cuts the commit of the write that
+// records an approved call's outcome with its result (RecordDispatch)
+// after Postgres committed it: the background retry finds its own outcome
+// and result recorded and takes them as written. Before, it failed with
+// "already resolved", logged "cannot record dispatch outcome" at ERROR and
+// wrote the result again on its own.
+func TestLostCommitOfOutcomeRecordedOnce(t *testing.T) {
+	dsn := freshPGDatabase(t, pgTestDSN(t))
+	cut, viaCut := startPGCut(t, dsn)
+	record := filepath.Join(t.TempDir(), "record.log")
+	policy := strings.Replace(heldScalePolicy, "timeout: 10m", "timeout: 5m", 1)
+	g := startPGGateway(t, viaCut, upstreamServer(record)+policy)
+	cs := g.connect(t, nil, nil)
+	args := `{"tag":"lost-outcome"}`
+	ch := callAsync(t.Context(), cs, toolCall("t__echo_raw", args))
+	a := waitPendingArgs(t, g.Admin, args)
+	cut.armLedger()
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	first := postReview(ctx, g.Admin, a.ID, "approve", "ok")
+	cancel()
+	if first.Err != nil || first.Status != http.StatusOK {
+		t.Fatalf("approve answered %d %v\n%s", first.Status, first.Err, first.Body)
+	}
+	if got := mustOK(t, await(t, ch)); got != args {
+		t.Fatalf("the caller got %q, want the upstream's echo %q", got, args)
+	}
+	select {
+	case res := <-cut.cuts:
+		if !res.committed {
+			t.Fatal("the cut transaction did not commit; the test proves nothing")
+		}
+	case <-time.After(waitFor):
+		t.Fatal("no ledger write's commit was cut")
+	}
+	final := waitOutcome(t, g.Admin, a.ID)
+	if final.State != "consumed" || final.DispatchOutcome != "ok" {
+		t.Fatalf("approval %s ended %s/%q, want consumed/ok", a.ID, final.State, final.DispatchOutcome)
+	}
+	// The retry's own line comes last; wait for it (the caller was answered first).
+	deadline := time.Now().Add(waitFor)
+	for !strings.Contains(g.stderr.String(), "dispatch outcome recorded after retrying") {
+		if log := g.stderr.String(); strings.Contains(log, "cannot record dispatch outcome\"") {
+			t.Fatalf("the retry did not recognise its own outcome:\n%s", log)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no \"dispatch outcome recorded after retrying\" in the log:\n%s", g.stderr.String())
+		}
+		time.Sleep(pollEvery)
+	}
+	if log := g.stderr.String(); strings.Contains(log, "cannot record dispatch outcome\"") {
+		t.Fatalf("the retry did not recognise its own outcome:\n%s", log)
+	}
+	if n := countRecord(t, record, "echo_raw "+args); n != 1 {
+		t.Fatalf("the call ran %d times upstream, want once", n)
+	}
+}

@@ -26,6 +26,7 @@ type pgCut struct {
 	ln       net.Listener
 	upstream string
 	armed    atomic.Bool
+	ledger   atomic.Bool // cut a ledger write's commit (armLedger), not a consume's
 	cuts     chan cutResult // one per cut commit
 	wg       sync.WaitGroup
 	mu       sync.Mutex
@@ -65,7 +66,12 @@ func startPGCut(t *testing.T, dsn string) (*pgCut, string) {
 }
 
 // arm makes the next commit of a consume the one that is cut.
-func (p *pgCut) arm() { p.armed.Store(true) }
+func (p *pgCut) arm() { p.ledger.Store(false); p.armed.Store(true) }
+
+// armLedger makes the next commit of a transaction that writes a result
+// to the ledger (approval_results: a dispatch's outcome with its result,
+// RecordDispatch) the one that is cut.
+func (p *pgCut) armLedger() { p.ledger.Store(true); p.armed.Store(true) }
 
 func (p *pgCut) track(c net.Conn) bool {
 	p.mu.Lock()
@@ -105,6 +111,7 @@ type pgCutConn struct {
 	client, server net.Conn
 	stmts          map[string]string // prepared statement name → query, as Parse named them
 	consumes       bool              // the open transaction set a request's state to 'consumed'
+	results        bool              // the open transaction wrote to approval_results
 
 	mu     sync.Mutex
 	muted  bool   // the server's answers are dropped, not relayed (guarded by mu)
@@ -186,6 +193,10 @@ func (c *pgCutConn) commitToCut(typ byte, body []byte) bool {
 			c.consumes = true
 			return false
 		}
+		if strings.Contains(query, "INSERT INTO approval_results") {
+			c.results = true
+			return false
+		}
 	case 'Q': // Query: the query
 		q, _, _ := bytes.Cut(body, []byte{0})
 		query = string(q)
@@ -194,11 +205,18 @@ func (c *pgCutConn) commitToCut(typ byte, body []byte) bool {
 	}
 	switch strings.ToUpper(strings.TrimSpace(query)) {
 	case "COMMIT":
-		cut := c.consumes && c.p.armed.CompareAndSwap(true, false)
-		c.consumes = false
+		mine := c.consumes
+		if c.p.ledger.Load() {
+			mine = c.results
+		}
+		cut := mine && c.p.armed.CompareAndSwap(true, false)
+		c.consumes, c.results = false, false
 		return cut
 	case "ROLLBACK", "BEGIN":
-		c.consumes = false
+		c.consumes, c.results = false, false
+	}
+	if strings.Contains(query, "INSERT INTO approval_results") {
+		c.results = true
 	}
 	return false
 }

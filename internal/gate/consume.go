@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -193,14 +194,30 @@ var errNoChange = errors.New("gate: nothing to change")
 // for the retries. When the outcome cannot be recorded at all (the
 // request was settled otherwise meanwhile), the result is still kept on
 // its own, for a re-send naming the approval.
+//
+// An attempt after the first that finds this very outcome recorded, with
+// this very result in the ledger, takes it as its own: an earlier attempt
+// committed although it answered an error (its COMMIT's reply lost), and
+// there is nothing left to write (ownOutcome).
 func (g *Gate) recordOutcome(ctx context.Context, id approval.ID, o approval.Outcome, rec *store.Result) {
+	retried := false // attempts run one after the other: the first here, the others in the writer
 	write := func(actx context.Context) error {
-		fn := func(r *approval.Request) error { return r.RecordOutcome(o) }
+		again := retried
+		retried = true
+		fn := func(r *approval.Request) error {
+			if again && r.State == approval.StateConsumed && r.DispatchOutcome == o {
+				return errOwnOutcome
+			}
+			return r.RecordOutcome(o)
+		}
 		var err error
 		if rec == nil {
 			_, err = g.store.UpdateRequest(actx, id, "toolgate", fn)
 		} else {
 			_, err = g.store.RecordDispatch(actx, *rec, "toolgate", fn)
+		}
+		if errors.Is(err, errOwnOutcome) {
+			return g.ownOutcome(actx, id, o, rec)
 		}
 		return err
 	}
@@ -230,4 +247,29 @@ func (g *Gate) recordOutcome(ctx context.Context, id approval.ID, o approval.Out
 		}
 		g.log.InfoContext(g.bg, "dispatch outcome recorded after retrying", "approval", id, "outcome", o)
 	})
+}
+
+// errOwnOutcome aborts a retried outcome write that finds its outcome
+// already recorded (recordOutcome).
+var errOwnOutcome = errors.New("gate: the outcome is already recorded")
+
+// ownOutcome decides whether outcome o, found recorded on id by a retried
+// write, is that write's own earlier attempt: nil when no result goes with
+// it (rec nil) or the ledger holds exactly rec's result or error; else an
+// error wrapping approval.ErrResolved (someone else recorded it), or the
+// store's error reading the ledger.
+func (g *Gate) ownOutcome(ctx context.Context, id approval.ID, o approval.Outcome, rec *store.Result) error {
+	if rec == nil {
+		return nil
+	}
+	got, err := g.store.GetResult(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("%w: outcome %q recorded without this dispatch's result", approval.ErrResolved, o)
+	case err != nil:
+		return err
+	case !bytes.Equal(got.Result, rec.Result) || !bytes.Equal(got.Error, rec.Error) || got.Truncated != rec.Truncated:
+		return fmt.Errorf("%w: outcome %q recorded with another result", approval.ErrResolved, o)
+	}
+	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"toolgate/internal/approval"
@@ -259,7 +261,14 @@ func (g *Gate) useIdentical(ctx context.Context, actor approval.Principal, cur s
 // concurrent identical retries one consumes r, the other gets ok false
 // (and makes a new request). The session write then checks that the
 // revision is still r.BaseRevision.
+//
+// The consume writes a consume token of this request's own
+// (approval.Request.ConsumeToken): when the consume answers an error
+// although it committed (its COMMIT's reply lost), the request read back
+// consumed with that token is this request's, and the change applies
+// (before, the approved change was dropped and a new approval asked for).
 func (g *Gate) applyApproved(ctx context.Context, actor approval.Principal, cur session.Session, r approval.Request, norm session.Change) (PolicyResult, bool, error) {
+	token := newConsumeToken()
 	consumed, err := g.store.UpdateRequest(ctx, r.ID, actor.ID, func(x *approval.Request) error {
 		if x.State != approval.StateApproved {
 			return errNoChange
@@ -268,8 +277,15 @@ func (g *Gate) applyApproved(ctx context.Context, actor approval.Principal, cur 
 			x.State, x.Reason = approval.StateInvalidated, ReasonPolicyRevision
 			return nil
 		}
-		return x.Consume(approval.Binding{Principal: actor.ID, ArgumentsHash: x.ArgumentsHash}, "", g.now())
+		if err := x.Consume(approval.Binding{Principal: actor.ID, ArgumentsHash: x.ArgumentsHash}, "", g.now()); err != nil {
+			return err
+		}
+		x.ConsumeToken = token
+		return nil
 	})
+	if err != nil && !errors.Is(err, errNoChange) {
+		consumed, err = g.readBackPolicyConsume(ctx, r.ID, token, err)
+	}
 	switch {
 	case errors.Is(err, errNoChange):
 		// A concurrent identical request consumed it first. Making a new
@@ -278,6 +294,12 @@ func (g *Gate) applyApproved(ctx context.Context, actor approval.Principal, cur 
 		// done, then look again (the change then no longer widens).
 		g.awaitOutcome(ctx, r.ID)
 		return PolicyResult{}, true, errPolicyMoved
+	case err != nil && transient(err):
+		// The store failed and the consume is not known to have
+		// committed: nothing applied; the caller may send it again (a new
+		// request now would only fail the same way, or stand in front of
+		// approvers beside an approved one).
+		return PolicyResult{}, true, fmt.Errorf("consume session policy approval %s: %w", r.ID, err)
 	case err != nil:
 		g.log.WarnContext(ctx, "cannot consume a session policy approval", "approval", r.ID, "err", err)
 		return PolicyResult{}, false, nil
@@ -292,6 +314,12 @@ func (g *Gate) applyApproved(ctx context.Context, actor approval.Principal, cur 
 		norm.Apply(s)
 		return nil
 	})
+	if err != nil && transient(err) {
+		if got, ok := g.readBackSessionChange(ctx, cur, norm); ok {
+			g.log.InfoContext(ctx, "approved session policy change applied although its write answered an error", "session", got.ID, "approval", r.ID, "err", err)
+			s, changed, err = got, true, nil
+		}
+	}
 	outcome := approval.OutcomeOK
 	if err != nil {
 		outcome = approval.OutcomeToolError
@@ -308,6 +336,44 @@ func (g *Gate) applyApproved(ctx context.Context, actor approval.Principal, cur 
 		g.voidStalePolicyRequests(ctx, s)
 	}
 	return PolicyResult{Status: PolicyApplied, Session: s, Changed: changed, Approval: consumed}, true, nil
+}
+
+// readBackPolicyConsume reads request id back after its consume answered
+// err: the request consumed with token is this consume's, committed
+// although it answered an error, and is returned with a nil error; else
+// err is returned as it was.
+func (g *Gate) readBackPolicyConsume(ctx context.Context, id approval.ID, token string, err error) (approval.Request, error) {
+	got, gerr := g.store.GetRequest(context.WithoutCancel(ctx), id)
+	if gerr == nil && got.ConsumedWith(token) {
+		g.log.InfoContext(ctx, "session policy approval consumed although its write answered an error; applying", "approval", id, "err", err)
+		return got, nil
+	}
+	return approval.Request{}, err
+}
+
+// readBackSessionChange reads session cur.ID back after the write of the
+// approved change norm on cur answered a store error: the write may have
+// committed although its reply was lost. ok is true when the session is
+// at cur.Revision+1 with exactly the policy norm makes of cur: the
+// change this caller applied (the approval it consumed is the only way
+// to that state from cur's revision: an identical proposal is the same
+// approval, and a narrowing cannot make what widens).
+func (g *Gate) readBackSessionChange(ctx context.Context, cur session.Session, norm session.Change) (session.Session, bool) {
+	chain, err := g.store.Chain(context.WithoutCancel(ctx), cur.ID)
+	if err != nil || len(chain) == 0 {
+		return session.Session{}, false
+	}
+	got, want := chain[0], cur
+	want.Tools = slices.Clone(cur.Tools)
+	want.RequireApproval = maps.Clone(cur.RequireApproval)
+	norm.Apply(&want)
+	if got.Revision != cur.Revision+1 || got.Mode != want.Mode || !slices.Equal(got.Tools, want.Tools) ||
+		!maps.EqualFunc(got.RequireApproval, want.RequireApproval, func(a, b session.Requirement) bool {
+			return a.All == b.All && slices.Equal(a.Tools, b.Tools)
+		}) {
+		return session.Session{}, false
+	}
+	return got, true
 }
 
 // awaitOutcome waits, at most RetryWait, until the consumed request id has

@@ -367,6 +367,9 @@ func (s *Service) Apply(ctx context.Context, id approval.ID, actor string) (stor
 	}
 	rev, _, err := s.store.ApplyPolicyApproval(ctx, id, store.PolicyRevision{Policy: text, Digest: digest,
 		CreatedAt: s.opts.Now(), CreatedBy: r.RequestedBy, Diff: prop.Diff}, actor, s.opts.Now())
+	if err != nil && (errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)) {
+		rev, err = s.appliedBy(ctx, r, err)
+	}
 	if err != nil {
 		return store.PolicyRevision{}, fmt.Errorf("apply %s: %w", id, err)
 	}
@@ -374,6 +377,20 @@ func (s *Service) Apply(ctx context.Context, id approval.ID, actor string) (stor
 		s.log.WarnContext(ctx, "install new policy revision", "revision", rev.Revision, "err", err)
 	}
 	s.log.InfoContext(ctx, "approved policy change applied", "approval", id, "revision", rev.Revision, "by", actor)
+	return rev, nil
+}
+
+// appliedBy reads back what an apply of approval r that answered err (a
+// store failure) did: the apply transaction may have committed although
+// its reply was lost with the connection. The revision it would have made,
+// r.BaseRevision+1, made through r, is returned with a nil error; else
+// err as it was (nothing is known to have applied).
+func (s *Service) appliedBy(ctx context.Context, r approval.Request, err error) (store.PolicyRevision, error) {
+	rev, gerr := s.store.GetPolicy(context.WithoutCancel(ctx), r.BaseRevision+1)
+	if gerr != nil || rev.ApprovalID != r.ID {
+		return store.PolicyRevision{}, err
+	}
+	s.log.InfoContext(ctx, "approved policy change applied although its write answered an error", "approval", r.ID, "revision", rev.Revision, "err", err)
 	return rev, nil
 }
 
