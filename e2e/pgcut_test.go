@@ -26,7 +26,7 @@ type pgCut struct {
 	ln       net.Listener
 	upstream string
 	armed    atomic.Bool
-	ledger   atomic.Bool // cut a ledger write's commit (armLedger), not a consume's
+	ledger   atomic.Bool    // cut a ledger write's commit (armLedger), not a consume's
 	cuts     chan cutResult // one per cut commit
 	wg       sync.WaitGroup
 	mu       sync.Mutex

@@ -39,7 +39,7 @@ func checkScan(t *testing.T, b []byte) {
 	}
 	trimmed := bytes.TrimLeft(b, " \t\r\n")
 	want := json.Valid(b) && len(trimmed) > 0 && trimmed[0] == '{'
-	deep := bytes.Count(b, []byte("[")) + bytes.Count(b, []byte("{")) > maxScanDepth
+	deep := bytes.Count(b, []byte("["))+bytes.Count(b, []byte("{")) > maxScanDepth
 	if m.bad == want && (!m.bad || !deep) {
 		t.Fatalf("%q: scanner valid %v, json.Valid and an object %v", b, !m.bad, want)
 	}
