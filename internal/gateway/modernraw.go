@@ -268,16 +268,9 @@ func plainTextContent(v json.RawMessage) (json.RawMessage, bool) {
 		if len(t) == 0 || t[0] != '"' {
 			return nil, false
 		}
-		if bytes.Contains(t, []byte(`\u`)) {
-			var s string
-			if json.Unmarshal(t, &s) != nil {
-				return nil, false
-			}
-			b, err := json.Marshal(s)
-			if err != nil {
-				return nil, false
-			}
-			t = b
+		var ok bool
+		if t, ok = textAsSDK(t); !ok {
+			return nil, false
 		}
 		if i > 0 {
 			out = append(out, ',')
@@ -287,4 +280,23 @@ func plainTextContent(v json.RawMessage) (json.RawMessage, bool) {
 		out = append(out, '}')
 	}
 	return append(out, ']'), true
+}
+
+// textAsSDK returns the JSON string t (a text item's "text") as the SDK
+// path writes it: as it is unless it holds a \u escape, else decoded and
+// re-encoded by encoding/json (escaped lone surrogates and the like
+// become what Marshal writes); false when it does not decode.
+func textAsSDK(t []byte) ([]byte, bool) {
+	if !bytes.Contains(t, []byte(`\u`)) {
+		return t, true
+	}
+	var s string
+	if json.Unmarshal(t, &s) != nil {
+		return nil, false
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, false
+	}
+	return b, true
 }

@@ -234,16 +234,9 @@ func appendPlainTextContent(out, v []byte) ([]byte, bool) {
 		if m.bad || string(typ) != `"text"` || len(text) == 0 || text[0] != '"' {
 			return nil, false
 		}
-		if bytes.Contains(text, []byte(`\u`)) {
-			var s string
-			if json.Unmarshal(text, &s) != nil {
-				return nil, false
-			}
-			b, err := json.Marshal(s)
-			if err != nil {
-				return nil, false
-			}
-			text = b
+		var ok bool
+		if text, ok = textAsSDK(text); !ok {
+			return nil, false
 		}
 		if e.n > 1 {
 			out = append(out, ',')
