@@ -19,7 +19,8 @@ type featureHooks struct {
 	// inFlight receives the tag of each ask call once it started.
 	inFlight chan string
 	// elicited, when set, receives the error of each ask call's
-	// elicitation (nil when it was answered).
+	// elicitation (nil when it was answered); the elicitation then waits
+	// for its answer even when the call is cancelled.
 	elicited chan error
 }
 
@@ -62,7 +63,15 @@ func newFeatureServer(tag string, h *featureHooks) *mcp.Server {
 			if h != nil {
 				h.inFlight <- a.Tag
 			}
-			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{
+			ectx := ctx
+			if h != nil && h.elicited != nil {
+				// The test watches how the question ends: the gateway's
+				// answer, not the call's cancellation, which may reach
+				// this server first (both are on their way when an agent
+				// cancels) and would end the wait without the answer.
+				ectx = context.WithoutCancel(ctx)
+			}
+			res, err := req.Session.Elicit(ectx, &mcp.ElicitParams{
 				Message:         "question-" + a.Tag,
 				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}},
 			})
