@@ -354,7 +354,10 @@ func TestStoreDownFailsClosed(t *testing.T) {
 }
 
 func TestSweeperExpiresAbandonedRequests(t *testing.T) {
-	f := newFixture(t, 100*time.Millisecond, &Options{SweepInterval: 20 * time.Millisecond})
+	// The request must be seen pending before it expires: a TTL of a
+	// second leaves a loaded machine time to see it (100 ms did not,
+	// once, under a load average of 25).
+	f := newFixture(t, time.Second, &Options{SweepInterval: 20 * time.Millisecond})
 	ctx, cancel := context.WithCancelCause(t.Context())
 	admitAsync(ctx, f.gate, writeCall("/a"))
 	r := waitPending(t, f.db, 1)[0]
@@ -368,7 +371,7 @@ func TestSweeperExpiresAbandonedRequests(t *testing.T) {
 		close(done)
 	}()
 	defer func() { stop(); <-done }()
-	for range 500 {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 		got, _ := f.db.GetRequest(t.Context(), r.ID)
 		if got.State == approval.StateExpired {
 			return
