@@ -61,3 +61,50 @@ func TestHubDecisionWakesWithTheDecidedRequest(t *testing.T) {
 		t.Fatalf("decisions still marked: %v", h.deciding)
 	}
 }
+
+// Several subscriptions of one id: dropping any of them (first, middle,
+// last) leaves the others subscribed, a wake-up closes exactly those left,
+// dropping one after its wake-up changes nothing, and an id without
+// subscriptions leaves nothing behind in the hub.
+func TestHubSubscriptionsOfOneID(t *testing.T) {
+	for drop := range 3 {
+		h := newHub()
+		var ws []*wakeup
+		var unsubs []func()
+		for range 3 {
+			w, unsub := h.subscribe("r1")
+			ws, unsubs = append(ws, w), append(unsubs, unsub)
+		}
+		other, unsubOther := h.subscribe("r2")
+		unsubs[drop]()
+		unsubs[drop]() // twice: nothing
+		h.wake("r1")
+		for i, w := range ws {
+			if closed(w) == (i == drop) {
+				t.Errorf("dropped %d: subscription %d closed %v", drop, i, closed(w))
+			}
+		}
+		if closed(other) {
+			t.Errorf("dropped %d: a wake-up of r1 closed r2's", drop)
+		}
+		for _, u := range unsubs {
+			u()
+		}
+		unsubOther()
+		if len(h.subs) != 0 {
+			t.Errorf("dropped %d: %d ids left subscribed", drop, len(h.subs))
+		}
+	}
+	h := newHub()
+	a, unsubA := h.subscribe("r1")
+	b, unsubB := h.subscribe("r1")
+	unsubA()
+	unsubB()
+	if len(h.subs) != 0 {
+		t.Fatalf("%d ids left after every subscription was dropped", len(h.subs))
+	}
+	h.wakeAll()
+	if closed(a) || closed(b) {
+		t.Fatal("a dropped subscription was woken")
+	}
+}
