@@ -20,7 +20,7 @@ import (
 // Subscribe before reading the store, so that no wake-up between the read
 // and the wait is lost.
 type hub struct {
-	mu   sync.Mutex
+	mu sync.Mutex
 	// subs are the subscriptions of each request id, linked through
 	// their next and prev (one allocation per subscription: a map per id
 	// cost every held call about 130 B more); guarded by mu.
