@@ -57,7 +57,7 @@ func (f *httpFront) serveLeanModern(w http.ResponseWriter, r *http.Request, body
 	stop := context.AfterFunc(r.Context(), func() { cancel(context.Canceled) })
 	call := f.g.toolCall(p, t, m.Params.Arguments, nil)
 	adm := new(gate.Admission)
-	h := la.AdmitUnlessHeld(ctx, &call, adm)
+	h := la.AdmitUnlessHeld(ctx, &call, adm) //nolint:contextcheck // the call's own context: r's span without r's other values (leanModernBase)
 	if h != nil && !f.holdsLean() {
 		stop()
 		cancel(nil)
@@ -81,7 +81,7 @@ func (f *httpFront) serveLeanModern(w http.ResponseWriter, r *http.Request, body
 		return true, nil, &leanHold{f: f, ctx: ctx, mw: w, p: p, m: leanRequest{ID: m.ID}, t: t, call: &call, relay: relay,
 			later: leanCleanups{untrack: untrack, stop: stop, cancel: cancel}}
 	}
-	writeModernAnswer(w, f.g.impl, m.ID, f.g.answerModern(ctx, p, t, &call, adm, relay))
+	writeModernAnswer(w, f.g.impl, m.ID, f.g.answerModern(ctx, p, t, &call, adm, relay)) //nolint:contextcheck // as above
 	untrack()
 	stop()
 	cancel(nil)
