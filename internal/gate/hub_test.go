@@ -1,6 +1,8 @@
 package gate
 
 import (
+	"fmt"
+	"runtime"
 	"testing"
 
 	"toolgate/internal/approval"
@@ -106,5 +108,39 @@ func TestHubSubscriptionsOfOneID(t *testing.T) {
 	h.wakeAll()
 	if closed(a) || closed(b) {
 		t.Fatal("a dropped subscription was woken")
+	}
+}
+
+// A held call's subscription costs the hub one wake-up and its channel,
+// not a map per request (docs/performance.md, "heldmem4"): 399 B per
+// subscribed request with the map, 233 B with the list, measured as the
+// live heap after a collection, the hub's own map of requests included.
+func TestHubSubscriptionBytes(t *testing.T) {
+	const n = 20000
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprint("id-", i)
+	}
+	h := newHub()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	unsubs := make([]func(), 0, n)
+	for _, id := range ids {
+		_, unsub := h.subscribe(id)
+		unsubs = append(unsubs, unsub)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n //nolint:gosec // MemStats sizes are far below 2^63
+	t.Logf("%d B of live heap per subscribed request", per)
+	if per > 320 {
+		t.Errorf("%d B per subscribed request, want under 320 (no map per request)", per)
+	}
+	for _, u := range unsubs {
+		u()
+	}
+	if len(h.subs) != 0 {
+		t.Fatalf("%d requests left subscribed", len(h.subs))
 	}
 }
