@@ -81,3 +81,52 @@ func admitOrHoldThenWait(t *testing.T, g *Gate, db store.Store, v approval.Verdi
 		}
 	}
 }
+
+// A call AdmitOrHold holds is the caller's own Call, lent to the gate
+// until the wait returns, not a copy of it (the gate's heldCall kept a
+// second 280 B Call per parked call), and once admitted it no longer
+// carries AdmitUnlessHeld's hand-off and the policy decision in it (the
+// admission's own decision is kept for consume): docs/performance.md,
+// "heldmem4". Approved, it still runs exactly once.
+func TestAdmitOrHoldLendsTheCall(t *testing.T) {
+	db := sqlitetest.Open(t)
+	pol := &swappable{}
+	pol.p.Store(testPolicy(time.Minute))
+	g := New(db, pol, &Options{})
+
+	c := writeCall("/lent")
+	h := g.AdmitUnlessHeld(t.Context(), &c, new(Admission))
+	if h == nil {
+		t.Fatal("AdmitUnlessHeld decided a call that needs approval")
+	}
+	c.Prior = h
+	adm := new(Admission)
+	hctx, held := g.AdmitOrHold(t.Context(), &c, adm)
+	if !held {
+		t.Fatalf("not held: %+v", *adm)
+	}
+	hold := adm.TakeHold()
+	if hold.h.c != &c {
+		t.Error("the hold keeps a copy of the call, want the caller's own")
+	}
+	if c.Prior != nil {
+		t.Error("the held call keeps AdmitUnlessHeld's hand-off")
+	}
+	if c.admitted == nil {
+		t.Error("the held call lost the admission's decision (consume reuses it)")
+	}
+	r := waitPending(t, db, 1)[0]
+	done := make(chan *Admission)
+	go func() { done <- g.WaitHold(hctx, hold) }()
+	if _, err := g.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "ok", ""); err != nil {
+		t.Fatal(err)
+	}
+	a := <-done
+	if !a.Allowed || a.ApprovalID != r.ID {
+		t.Fatalf("admission %+v", *a)
+	}
+	a.Finish(t.Context(), approval.OutcomeOK)
+	if got, err := db.GetRequest(t.Context(), r.ID); err != nil || got.State != approval.StateConsumed {
+		t.Fatalf("request %s (%v), want consumed once", got.State, err)
+	}
+}

@@ -304,12 +304,19 @@ func (g *Gate) AdmitTo(ctx context.Context, c *Call, adm *Admission) {
 // (on any goroutine) to wait for the decision and complete *adm. When held
 // is false *adm is the final answer, as AdmitTo's, and hctx is nil. The
 // goroutine that lives for the whole hold then never runs the admission's
-// deep work, so its stack stays small.
+// deep work, so its stack stays small. A held call keeps c itself, not a
+// copy: the caller lends *c to the gate (which writes its unexported
+// state into it) and must not change it until the wait returns.
 func (g *Gate) AdmitOrHold(ctx context.Context, c *Call, adm *Admission) (hctx context.Context, held bool) {
 	ctx, span := g.startAdmit(ctx, c, time.Time{})
 	g.admitInto(ctx, c, adm)
-	if adm.held != nil {
-		g.readAhead(ctx, adm.held)
+	if h := adm.held; h != nil {
+		// The caller's Call is the held one from now on (lent until
+		// WaitHold returns): the gate's copy, with what admit set on it,
+		// goes back into it and is dropped.
+		*c = *h.c
+		h.c = c
+		g.readAhead(ctx, h)
 		return ctx, true
 	}
 	g.endAdmit(span, adm)
@@ -448,6 +455,9 @@ func (g *Gate) decide(ctx context.Context, c Call, chain session.Chain, dec poli
 	g.metrics.ToolCall(c.Server, string(dec.Effect))
 	g.noteDecision(ctx, c, dec)
 	c.admitted = &dec // consume reuses it while the revision stays
+	// The hand-off has served (evaluate): a held call does not keep it,
+	// and the decision it carries, while it waits.
+	c.Prior = nil
 	adm := g.admitDecided(ctx, c, chain, dec)
 	if adm.held != nil {
 		// Admit waits for the decision; the admission is recorded after it.

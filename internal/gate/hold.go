@@ -135,7 +135,10 @@ func (g *Gate) holdTaken(ctx context.Context, c Call, r approval.Request) Admiss
 // hold kept every held call's goroutine at 32 KiB (docs/performance.md,
 // "Held calls at scale", step 1).
 type heldCall struct {
-	c Call
+	// c is the call: the gate's own copy, or, for a call AdmitOrHold held,
+	// the caller's, lent until WaitHold returns (a parked call then keeps
+	// one Call, not two: docs/performance.md "heldmem4").
+	c *Call
 	r approval.Request
 	// dec is the policy decision admit made, recorded (Options.Recorder)
 	// with the answer after the wait; nil on a resumed call, which admit
@@ -179,8 +182,12 @@ func (g *Gate) readAhead(ctx context.Context, h *heldCall) {
 }
 
 // heldOn is the Admission that asks Admit to hold c on r (see heldCall).
+//
+//go:noinline // c is copied to the heap only for a call that is held
 func heldOn(c Call, r approval.Request) Admission {
-	return Admission{held: &heldCall{c: c, r: r}}
+	cp := new(Call)
+	*cp = c
+	return Admission{held: &heldCall{c: cp, r: r}}
 }
 
 // waitHeld holds the call of adm.held until its request is decided,
@@ -201,7 +208,7 @@ func (g *Gate) afterHold(ctx context.Context, h *heldCall, adm *Admission) {
 	g.leases.drop(h.r.ID, leaseHold, false)
 	if h.dec != nil {
 		adm.Monitor = h.dec.Monitor
-		g.record(ctx, h.c, h.dec, *adm)
+		g.record(ctx, *h.c, h.dec, *adm)
 	}
 }
 
@@ -247,7 +254,7 @@ func (g *Gate) startWait(ctx context.Context, h *heldCall) (context.Context, *ho
 	}
 	wctx, span := g.opts.Tracer.Start(ctx, "approval wait", trace.WithAttributes(attribute.String("approval.id", string(h.r.ID))))
 	w.span = span
-	w.st = newHeldRead(h.r.ID, deadline, g.keepAlive(h.c, h.r), true)
+	w.st = newHeldRead(h.r.ID, deadline, g.keepAlive(*h.c, h.r), true)
 	if h.pre != nil {
 		// The wait starts from the read made ahead; nothing keeps the
 		// preRead itself for the hold.
@@ -257,7 +264,7 @@ func (g *Gate) startWait(ctx context.Context, h *heldCall) (context.Context, *ho
 	// The call's consume token, before the call is offered: a decision's
 	// consume for it and its own carry the same (see consumeCheck).
 	h.c.consumeToken = newConsumeToken()
-	w.withdraw = g.hub.offer(ctx, string(h.r.ID), &h.c)
+	w.withdraw = g.hub.offer(ctx, string(h.r.ID), h.c)
 	return wctx, w
 }
 
@@ -280,7 +287,7 @@ func (g *Gate) endHold(ctx context.Context, h *heldCall, w *holdWait, gotp *appr
 		if cl.used {
 			g.metrics.ApprovalWaited(g.now().Sub(w.start).Seconds())
 			endWait(span, approval.Request{State: approval.StateApproved}, nil) // the decision, as in settle's path
-			*adm = g.afterConsume(ctx, h.c, h.r.ID, cl.r, cl.k, nil)
+			*adm = g.afterConsume(ctx, *h.c, h.r.ID, cl.r, cl.k, nil)
 			return adm
 		}
 	}
@@ -297,9 +304,9 @@ func (g *Gate) endHold(ctx context.Context, h *heldCall, w *holdWait, gotp *appr
 		g.log.InfoContext(ctx, "call answered before its approval was decided (max hold); the approval stays pending", "approval", h.r.ID)
 		*adm = g.pendingAnswer(got)
 	case err != nil:
-		*adm = g.abandon(ctx, h.c, h.r.ID, err)
+		*adm = g.abandon(ctx, *h.c, h.r.ID, err)
 	default:
-		*adm = g.settle(ctx, h.c, got)
+		*adm = g.settle(ctx, *h.c, got)
 	}
 	return adm
 }
