@@ -56,5 +56,18 @@ func TestTrailLingersForMoreCalls(t *testing.T) {
 		if n := len(records(t, db, "")); n != 6 {
 			t.Fatalf("%d calls chained after a full batch was queued, want 6", n)
 		}
+
+		// After an append the next call starts a new linger (it wakes
+		// the trail again).
+		admit(1)
+		synctest.Wait()
+		if n := len(records(t, db, "")); n != 6 {
+			t.Fatalf("%d calls chained before the second linger passed, want 6", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		if n := len(records(t, db, "")); n != 7 {
+			t.Fatalf("%d calls chained after the second linger, want 7", n)
+		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"toolgate/internal/approval"
@@ -71,6 +72,10 @@ type Trail struct {
 	queue   chan gate.Decided
 	wake    chan struct{}
 	calls   chan struct{} // a call was queued (see Options.Linger)
+	// armed is set by the first call queued since the last take from the
+	// queue: only that call (and one that fills a Batch) signals calls, so
+	// Run is woken once per linger, not once per call.
+	armed atomic.Bool
 
 	mu      sync.Mutex     // serializes appends from this instance (Run, Flush)
 	pending []gate.Decided // guarded by mu: taken from the queue, not yet chained
@@ -111,13 +116,21 @@ func New(s Store, opts *Options) *Trail {
 }
 
 // Decided queues d for the chain without waiting; when the queue is full d
-// is dropped and counted (toolgate_audit_dropped_total).
+// is dropped and counted (toolgate_audit_dropped_total). It wakes Run only
+// for the first call queued since Run last took the queue (which starts
+// the linger) and for a call that fills a Batch: the calls in between wait
+// for the same append without a wake-up of their own.
 func (t *Trail) Decided(_ context.Context, d gate.Decided) {
 	select {
 	case t.queue <- d:
-		select {
-		case t.calls <- struct{}{}:
-		default:
+		// A Swap, not a Load: takeQueued's Swap that reads this true
+		// sees d queued and takes it; one that came before makes this
+		// Swap read false and signal.
+		if !t.armed.Swap(true) || len(t.queue) >= t.opts.Batch {
+			select {
+			case t.calls <- struct{}{}:
+			default:
+			}
 		}
 	default:
 		t.metrics.Dropped()
@@ -188,7 +201,7 @@ func (t *Trail) Run(ctx context.Context) error {
 func (t *Trail) Flush(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.take(len(t.queue))
+	t.takeQueued()
 	for {
 		batch := t.pending[:min(len(t.pending), t.opts.Batch)]
 		var calls []Record
@@ -207,6 +220,13 @@ func (t *Trail) Flush(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// takeQueued moves the calls queued so far into pending (see take). It
+// clears armed first, so the next call queued wakes Run again.
+func (t *Trail) takeQueued() {
+	t.armed.Swap(false) // a Swap: see Decided
+	t.take(len(t.queue))
 }
 
 // take moves up to n queued calls into pending, keeping pending within

@@ -40,14 +40,17 @@ type leanRequest struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
 	Method  string          `json:"method"`
-	Params  *struct {
-		Name           string          `json:"name"`
-		Arguments      json.RawMessage `json:"arguments"`
-		Meta           json.RawMessage `json:"_meta"`
-		Task           json.RawMessage `json:"task"`
-		InputResponses json.RawMessage `json:"inputResponses"`
-		RequestState   json.RawMessage `json:"requestState"`
-	} `json:"params"`
+	Params  *leanParams     `json:"params"`
+}
+
+// leanParams are the params of a leanRequest.
+type leanParams struct {
+	Name           string          `json:"name"`
+	Arguments      json.RawMessage `json:"arguments"`
+	Meta           json.RawMessage `json:"_meta"`
+	Task           json.RawMessage `json:"task"`
+	InputResponses json.RawMessage `json:"inputResponses"`
+	RequestState   json.RawMessage `json:"requestState"`
 }
 
 // leanAdmitter is a Gatekeeper that can decide a call unless it would hold
@@ -144,11 +147,11 @@ func (f *httpFront) note(served bool) {
 // plainCall decodes body and reports whether it is one plain tools/call
 // of a tool in the catalog (see serveLean).
 func (f *httpFront) plainCall(body []byte) (leanRequest, Tool, bool) {
-	var m leanRequest
 	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' {
-		return m, Tool{}, false
+		return leanRequest{}, Tool{}, false
 	}
-	if json.Unmarshal(body, &m) != nil || m.JSONRPC != "2.0" || m.Method != "tools/call" || m.Params == nil ||
+	m, err := decodeLeanRequest(body)
+	if err != nil || m.JSONRPC != "2.0" || m.Method != "tools/call" || m.Params == nil ||
 		classifyID(m.ID) != idOK || m.Params.Meta != nil || m.Params.Task != nil ||
 		m.Params.InputResponses != nil || m.Params.RequestState != nil || checkArguments(m.Params.Arguments) != nil ||
 		m.Params.Name == PolicyToolName {

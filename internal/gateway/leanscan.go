@@ -1,0 +1,141 @@
+package gateway
+
+import (
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// decodeLeanRequest decodes a POST body for the lean front as
+// json.Unmarshal into a leanRequest does. The common shape (a tools/call
+// with exact keys, plain strings and no extension members) is read by the
+// validating scanner (rawscan.go) without a reflective decode; anything
+// else goes to json.Unmarshal, so the answer is always the decode's
+// (TestScanLeanRequestIsTheDecode, FuzzScanLeanRequest).
+func decodeLeanRequest(body []byte) (leanRequest, error) {
+	if m, ok := scanLeanRequest(body); ok {
+		return m, nil
+	}
+	var m leanRequest
+	err := json.Unmarshal(body, &m)
+	return m, err
+}
+
+// The member names of leanRequest and of its params.
+var (
+	leanTopKeys    = []string{"jsonrpc", "id", "method", "params"}
+	leanParamsKeys = []string{"name", "arguments", "_meta", "task", "inputResponses", "requestState"}
+)
+
+// scanLeanRequest is json.Unmarshal's leanRequest of body when body is one
+// JSON object whose members named jsonrpc, method and params.name are
+// strings without escapes or non-ASCII bytes, whose params is an object,
+// and which has no key encoding/json would fold to one of leanRequest's,
+// no escaped key, no repeated member and no _meta, task, inputResponses
+// or requestState in params; ok false otherwise (and for invalid JSON).
+// Other members are skipped as the decode skips them. It allocates the
+// params, copies of id and arguments (as json.RawMessage's UnmarshalJSON
+// copies), and the strings other than "2.0" and "tools/call".
+func scanLeanRequest(body []byte) (leanRequest, bool) {
+	var m leanRequest
+	var jsonrpc, id, method, params []byte
+	top := scanMembers(body, 0, true)
+	for {
+		k, esc, v, more := top.next()
+		if !more {
+			break
+		}
+		if esc || keyFolds(k, false, leanTopKeys...) {
+			return m, false
+		}
+		var dup bool
+		switch string(k[1 : len(k)-1]) {
+		case "jsonrpc":
+			dup, jsonrpc = jsonrpc != nil, v
+		case "id":
+			dup, id = id != nil, v
+		case "method":
+			dup, method = method != nil, v
+		case "params":
+			dup, params = params != nil, v
+		}
+		if dup {
+			return m, false
+		}
+	}
+	if top.bad || len(params) == 0 || params[0] != '{' {
+		return m, false
+	}
+	var ok bool
+	if jsonrpc != nil {
+		if m.JSONRPC, ok = plainString(jsonrpc); !ok {
+			return m, false
+		}
+	}
+	if method != nil {
+		if m.Method, ok = plainString(method); !ok {
+			return m, false
+		}
+	}
+	if id != nil {
+		m.ID = append(json.RawMessage(nil), id...)
+	}
+	var name, args []byte
+	ps := scanMembers(params, 1, false)
+	for {
+		k, esc, v, more := ps.next()
+		if !more {
+			break
+		}
+		if esc || keyFolds(k, false, leanParamsKeys...) {
+			return m, false
+		}
+		var dup bool
+		switch string(k[1 : len(k)-1]) {
+		case "name":
+			dup, name = name != nil, v
+		case "arguments":
+			dup, args = args != nil, v
+		case "_meta", "task", "inputResponses", "requestState":
+			return m, false
+		}
+		if dup {
+			return m, false
+		}
+	}
+	if ps.bad {
+		return m, false
+	}
+	m.Params = new(leanParams)
+	if name != nil {
+		if m.Params.Name, ok = plainString(name); !ok {
+			return m, false
+		}
+	}
+	if args != nil {
+		m.Params.Arguments = append(json.RawMessage(nil), args...)
+	}
+	return m, true
+}
+
+// plainString is the Go string of the JSON string value v (with its
+// quotes) when it has no escape and only ASCII bytes (so the decode's
+// UTF-8 repair cannot change it); the two strings every call carries are
+// not allocated. ok false for any other value.
+func plainString(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	s := v[1 : len(v)-1]
+	for _, c := range s {
+		if c == '\\' || c >= utf8.RuneSelf {
+			return "", false
+		}
+	}
+	switch string(s) {
+	case "2.0":
+		return "2.0", true
+	case "tools/call":
+		return "tools/call", true
+	}
+	return string(s), true
+}
