@@ -112,8 +112,16 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		storage = "storage:\n  driver: postgres\n  dsn: " + q(cluster.DSN()) + "\n  max_conns: 16\n"
 		dbPID = cluster.cmd.Process.Pid
 	}
-	cfg := "listen:\n  mcp: 127.0.0.1:0\n  admin: 127.0.0.1:0\n" + storage + loadAgentsYAML() + upstreamServer(record) + heldScalePolicy
-	g := startGatewayBin(b, bins.toolgate, cfg, nil, "--log-level", "warn")
+	listen := "listen:\n  mcp: 127.0.0.1:0\n  admin: 127.0.0.1:0\n"
+	if v := os.Getenv("TOOLGATE_BENCH_READ_HEADER_TIMEOUT"); v != "" {
+		listen += "  read_header_timeout: " + v + "\n" // e.g. 1s, to see the burst fail at a smaller N
+	}
+	cfg := listen + storage + loadAgentsYAML() + upstreamServer(record) + heldScalePolicy
+	logLevel := "warn"
+	if v := os.Getenv("TOOLGATE_BENCH_LOG_LEVEL"); v != "" {
+		logLevel = v // e.g. debug, to see why calls failed under a burst
+	}
+	g := startGatewayBin(b, bins.toolgate, cfg, nil, "--log-level", logLevel)
 
 	tokens := make([]string, loadAgents)
 	for i := range tokens {
@@ -127,7 +135,12 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	var pending []apiApproval
 	for deadline := time.Now().Add(20 * time.Minute); len(pending) < n; time.Sleep(250 * time.Millisecond) {
 		if k := load.answered(); k > 0 {
-			b.Fatalf("%d calls answered before any approval:\n%s", k, firstLines(load.stdout.String(), 5))
+			// Let the burst finish failing (no new answer over 5 s) so the
+			// summary shows every kind of early answer.
+			for last := -1; k != last; time.Sleep(5 * time.Second) {
+				last, k = k, load.answered()
+			}
+			b.Fatalf("%d calls answered before any approval:\n%s", k, earlyAnswers(load))
 		}
 		if time.Now().After(deadline) {
 			b.Fatalf("%d of %d calls pending after 20 minutes", len(pending), n)
@@ -411,4 +424,32 @@ func rssMB(tb testing.TB, pid int) float64 {
 	}
 	tb.Fatalf("no VmRSS for %d", pid)
 	return 0
+}
+
+// earlyAnswers summarises the answers heldload printed before any
+// approval: how many of each kind (the word and the error text without
+// the call's own numbers), then the first lines as printed.
+func earlyAnswers(load *loadProc) string {
+	out := load.stdout.String()
+	kinds := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		_, rest, _ := strings.Cut(line, " ")
+		kinds[errorKind(rest)]++
+	}
+	var s strings.Builder
+	for k, c := range kinds {
+		fmt.Fprintf(&s, "%6d × %s\n", c, k)
+	}
+	return s.String() + firstLines(out, 5)
+}
+
+// errorKind is an answer line's text with its ports and numbers masked,
+// so that answers of one kind group together.
+func errorKind(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return '#'
+		}
+		return r
+	}, s)
 }
