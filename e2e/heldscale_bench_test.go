@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -140,7 +141,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 			for last := -1; k != last; time.Sleep(5 * time.Second) {
 				last, k = k, load.answered()
 			}
-			b.Fatalf("%d calls answered before any approval:\n%s", k, earlyAnswers(load))
+			b.Fatalf("calls answered before any approval:\n%s", earlyAnswers(load))
 		}
 		if time.Now().After(deadline) {
 			b.Fatalf("%d of %d calls pending after 20 minutes", len(pending), n)
@@ -432,20 +433,24 @@ func rssMB(tb testing.TB, pid int) float64 {
 func earlyAnswers(load *loadProc) string {
 	out := load.stdout.String()
 	kinds := map[string]int{}
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for _, line := range lines {
 		_, rest, _ := strings.Cut(line, " ")
 		kinds[errorKind(rest)]++
 	}
 	var s strings.Builder
+	fmt.Fprintf(&s, "%6d in all\n", len(lines))
 	for k, c := range kinds {
 		fmt.Fprintf(&s, "%6d × %s\n", c, k)
 	}
 	return s.String() + firstLines(out, 5)
 }
 
-// errorKind is an answer line's text with its ports and numbers masked,
-// so that answers of one kind group together.
+// errorKind is an answer line's text with its approval ids, times,
+// addresses and numbers masked, so that answers of one kind group
+// together.
 func errorKind(s string) string {
+	s = uuidOrTime.ReplaceAllString(s, "…")
 	return strings.Map(func(r rune) rune {
 		if r >= '0' && r <= '9' {
 			return '#'
@@ -453,3 +458,5 @@ func errorKind(s string) string {
 		return r
 	}, s)
 }
+
+var uuidOrTime = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\d{4}-\d\d-\d\dT[0-9:.]+Z`)
