@@ -115,12 +115,19 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	}
 	listen := "listen:\n  mcp: 127.0.0.1:0\n  admin: 127.0.0.1:0\n"
 	if v := os.Getenv("TOOLGATE_BENCH_READ_HEADER_TIMEOUT"); v != "" {
-		listen += "  read_header_timeout: " + v + "\n" // e.g. 1s, to see the burst fail at a smaller N
+		d, err := time.ParseDuration(v) // e.g. 1s, to see the burst fail at a smaller N
+		if err != nil {
+			b.Fatalf("TOOLGATE_BENCH_READ_HEADER_TIMEOUT=%q: %v", v, err)
+		}
+		listen += "  read_header_timeout: " + d.String() + "\n"
 	}
 	cfg := listen + storage + loadAgentsYAML() + upstreamServer(record) + heldScalePolicy
 	logLevel := "warn"
-	if v := os.Getenv("TOOLGATE_BENCH_LOG_LEVEL"); v != "" {
-		logLevel = v // e.g. debug, to see why calls failed under a burst
+	switch os.Getenv("TOOLGATE_BENCH_LOG_LEVEL") { // debug: to see why calls failed in a burst
+	case "debug":
+		logLevel = "debug"
+	case "info":
+		logLevel = "info"
 	}
 	g := startGatewayBin(b, bins.toolgate, cfg, nil, "--log-level", logLevel)
 

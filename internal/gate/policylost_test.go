@@ -40,6 +40,7 @@ func pendingPolicyRequests(t *testing.T, s store.Store) int {
 // is read back by its token and the change applies, once.
 func TestLostCommitOfPolicyConsumeApplies(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		f, clk, s, p := newPolicyFixture(t, db)
 		lc := &lostCommit{Store: f.db}
 		g := New(lc, f.pol, clk.opts(&Options{ServerExists: knownServers, SessionApproval: allowAll().Approval}))
@@ -77,6 +78,7 @@ func TestLostCommitOfPolicyConsumeApplies(t *testing.T) {
 // stays approved, and the next identical request applies it.
 func TestFailedPolicyConsumeKeepsTheApproval(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		f, clk, s, p := newPolicyFixture(t, db)
 		fs := &failConsume{Store: f.db}
 		g := New(fs, f.pol, clk.opts(&Options{ServerExists: knownServers, SessionApproval: allowAll().Approval}))
@@ -136,6 +138,7 @@ func (s *lostSessionWrite) UpdateSession(ctx context.Context, id session.ID, act
 // outcome recorded tool_error, with the change applied).
 func TestLostCommitOfApprovedSessionWriteIsReadBack(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		f, clk, s, p := newPolicyFixture(t, db)
 		ls := &lostSessionWrite{Store: f.db}
 		g := New(ls, f.pol, clk.opts(&Options{ServerExists: knownServers, SessionApproval: allowAll().Approval}))
@@ -163,6 +166,7 @@ func TestLostCommitOfApprovedSessionWriteIsReadBack(t *testing.T) {
 // applied: the caller gets the error and the outcome says tool_error.
 func TestFailedApprovedSessionWriteIsNotApplied(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		f, clk, s, p := newPolicyFixture(t, db)
 		fw := &failSessionWrite{Store: f.db}
 		g := New(fw, f.pol, clk.opts(&Options{ServerExists: knownServers, SessionApproval: allowAll().Approval}))

@@ -69,6 +69,7 @@ func approve(t *testing.T, g *Gate, id approval.ID) {
 
 func TestPolicyRequestNarrowingAppliesAndVoidsOlderRequests(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		f, _, s, p := newPolicyFixture(t, db)
 		wide := mustRequest(t, f.gate, p, session.Change{Tools: tools("fs")})
 		if wide.Status != PolicyApprovalRequired {
@@ -98,6 +99,7 @@ func TestPolicyRequestNarrowingAppliesAndVoidsOlderRequests(t *testing.T) {
 
 func TestPolicyRequestWideningNeedsApprovalOnce(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		f, _, s, p := newPolicyFixture(t, db)
 		ch := session.Change{Tools: tools("fs", "pay")}
 		res := mustRequest(t, f.gate, p, ch)
@@ -134,6 +136,7 @@ func TestPolicyRequestWideningNeedsApprovalOnce(t *testing.T) {
 
 func TestPolicyRequestConcurrentRetriesApplyOnce(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		f, _, s, p := newPolicyFixture(t, db)
 		ch := session.Change{RequireApproval: map[string]session.Requirement{}, Tools: tools("fs", "pay")}
 		res := mustRequest(t, f.gate, p, ch)
@@ -161,6 +164,7 @@ func TestPolicyRequestConcurrentRetriesApplyOnce(t *testing.T) {
 
 func TestPolicyRequestCeilingAndMixed(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		f, _, s, p := newPolicyFixture(t, db)
 		child, cp := mustSession(t, f.gate, p, session.NewSession{Tools: []string{"fs__read"},
 			RequireApproval: map[string]session.Requirement{"fs": {All: true}}})
@@ -192,6 +196,7 @@ func TestPolicyRequestCeilingAndMixed(t *testing.T) {
 
 func TestPolicyRequestSelfReviewAndDenial(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		f, _, s, p := newPolicyFixture(t, db)
 		ch := session.Change{Tools: tools("fs")}
 		res := mustRequest(t, f.gate, p, ch)
@@ -215,6 +220,7 @@ func TestPolicyRequestSelfReviewAndDenial(t *testing.T) {
 
 func TestPolicyRequestRevisionChangeInvalidatesApproval(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		f, _, s, p := newPolicyFixture(t, db)
 		ch := session.Change{Tools: tools("fs")}
 		res := mustRequest(t, f.gate, p, ch)
@@ -241,6 +247,7 @@ func TestPolicyRequestRevisionChangeInvalidatesApproval(t *testing.T) {
 
 func TestPolicyRequestCap(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		f, clk, s, p := newPolicyFixture(t, db)
 		for i := range 32 {
 			res := mustRequest(t, f.gate, p, session.Change{RequireApproval: map[string]session.Requirement{"pay": {Tools: []string{fmt.Sprint("t", i)}}}, Tools: tools("fs")})

@@ -87,7 +87,7 @@ func (c *firstByteConn) SetReadDeadline(t time.Time) error {
 }
 
 func (c *firstByteConn) SetDeadline(t time.Time) error {
-	return errors.Join(c.SetReadDeadline(t), c.Conn.SetWriteDeadline(t))
+	return errors.Join(c.SetReadDeadline(t), c.SetWriteDeadline(t))
 }
 
 // SyscallConn is the underlying connection's (syscall.Conn), as

@@ -24,10 +24,12 @@ func TestCapSparesUnreadRequest(t *testing.T) {
 		come func(t *testing.T, a, s net.Conn)
 	}{
 		{"in its socket", func(t *testing.T, a, s net.Conn) {
+			t.Helper()
 			send(t, a, "/")
 			waitUnread(t, s)
 		}},
 		{"being read", func(t *testing.T, a, s net.Conn) {
+			t.Helper()
 			const start = "GET / HTTP/1.1\r\n" // headers not ended yet
 			if _, err := io.WriteString(a, start); err != nil {
 				t.Fatal(err)
@@ -62,20 +64,22 @@ func TestCapSparesUnreadRequest(t *testing.T) {
 					accepted <- c
 				}
 			}()
-			answered := make(chan *http.Response, 1)
+			answered := make(chan int, 1) // the new connection's status
 			go func() {
-				if resp, err := http.ReadResponse(bufio.NewReader(b), nil); err == nil {
-					answered <- resp
+				resp, err := http.ReadResponse(bufio.NewReader(b), nil)
+				if err != nil {
+					return
 				}
+				_ = resp.Body.Close()
+				answered <- resp.StatusCode
 			}()
 			select {
 			case c := <-accepted:
 				_ = c.Close()
 				t.Fatalf("the new connection was accepted at the cap: the one with a request was evicted (shed %v)", shed.get())
-			case resp := <-answered:
-				_ = resp.Body.Close()
-				if resp.StatusCode != http.StatusServiceUnavailable {
-					t.Fatalf("the new connection got %d, want 503", resp.StatusCode)
+			case status := <-answered:
+				if status != http.StatusServiceUnavailable {
+					t.Fatalf("the new connection got %d, want 503", status)
 				}
 			}
 			if got := shed.get(); len(got) != 1 || got[0] != "refused" {

@@ -40,6 +40,7 @@ func (s *lostApply) ApplyPolicyApproval(ctx context.Context, id approval.ID, rev
 // one revision more, and a second Apply is refused.
 func TestLostCommitOfPolicyApplyIsReadBack(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		la := &lostApply{Store: db}
 		var in installs
 		svc := policystore.New(la, &policystore.Options{Install: in.install, Approvers: []string{"bob"}})

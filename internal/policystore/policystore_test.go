@@ -74,6 +74,7 @@ var (
 
 func TestProposeAndApply(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		var in installs
 		svc := policystore.New(db, &policystore.Options{Install: in.install, Approvers: []string{"alice", "bob"}})
 		ctx := t.Context()
@@ -150,6 +151,7 @@ func TestProposeAndApply(t *testing.T) {
 
 func TestMovedInvalidates(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		svc := policystore.New(db, nil)
 		ctx := t.Context()
 		if _, err := svc.Bootstrap(ctx, mustParse(t, base), "config"); err != nil {
@@ -181,6 +183,7 @@ func TestMovedInvalidates(t *testing.T) {
 
 func TestSyncFollowsAnotherInstance(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		ctx := t.Context()
 		var in1, in2 installs
 		one := policystore.New(db, &policystore.Options{Install: in1.install})
@@ -232,6 +235,7 @@ func TestParseRefuses(t *testing.T) {
 // narrowing or widening: the deployment policy governs every tenant.
 func TestTenantCannotPropose(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		svc := policystore.New(db, nil)
 		ctx := t.Context()
 		if _, err := svc.Bootstrap(ctx, mustParse(t, base), "config"); err != nil {
