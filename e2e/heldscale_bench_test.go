@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -112,8 +113,23 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		storage = "storage:\n  driver: postgres\n  dsn: " + q(cluster.DSN()) + "\n  max_conns: 16\n"
 		dbPID = cluster.cmd.Process.Pid
 	}
-	cfg := "listen:\n  mcp: 127.0.0.1:0\n  admin: 127.0.0.1:0\n" + storage + loadAgentsYAML() + upstreamServer(record) + heldScalePolicy
-	g := startGatewayBin(b, bins.toolgate, cfg, nil, "--log-level", "warn")
+	listen := "listen:\n  mcp: 127.0.0.1:0\n  admin: 127.0.0.1:0\n"
+	if v := os.Getenv("TOOLGATE_BENCH_READ_HEADER_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v) // e.g. 1s, to see the burst fail at a smaller N
+		if err != nil {
+			b.Fatalf("TOOLGATE_BENCH_READ_HEADER_TIMEOUT=%q: %v", v, err)
+		}
+		listen += "  read_header_timeout: " + d.String() + "\n"
+	}
+	cfg := listen + storage + loadAgentsYAML() + upstreamServer(record) + heldScalePolicy
+	logLevel := "warn"
+	switch os.Getenv("TOOLGATE_BENCH_LOG_LEVEL") { // debug: to see why calls failed in a burst
+	case "debug":
+		logLevel = "debug"
+	case "info":
+		logLevel = "info"
+	}
+	g := startGatewayBin(b, bins.toolgate, cfg, nil, "--log-level", logLevel)
 
 	tokens := make([]string, loadAgents)
 	for i := range tokens {
@@ -127,7 +143,12 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	var pending []apiApproval
 	for deadline := time.Now().Add(20 * time.Minute); len(pending) < n; time.Sleep(250 * time.Millisecond) {
 		if k := load.answered(); k > 0 {
-			b.Fatalf("%d calls answered before any approval:\n%s", k, firstLines(load.stdout.String(), 5))
+			// Let the burst finish failing (no new answer over 5 s) so the
+			// summary shows every kind of early answer.
+			for last := -1; k != last; time.Sleep(5 * time.Second) {
+				last, k = k, load.answered()
+			}
+			b.Fatalf("calls answered before any approval:\n%s", earlyAnswers(load))
 		}
 		if time.Now().After(deadline) {
 			b.Fatalf("%d of %d calls pending after 20 minutes", len(pending), n)
@@ -349,13 +370,13 @@ func saveProfiles(tb testing.TB, admin, prefix string) {
 // to file. It reports failures with Error, so it may run on any goroutine.
 func saveProfile(tb testing.TB, admin, path, file string) {
 	tb.Helper()
-	req, err := http.NewRequestWithContext(tb.Context(), http.MethodGet, admin+path, nil)
+	req, err := http.NewRequestWithContext(tb.Context(), http.MethodGet, admin+path, nil) //nolint:gosec // admin is the test's own gateway (its ready file), path a constant
 	if err != nil {
 		tb.Error(err)
 		return
 	}
 	req.Header.Set("Authorization", "Bearer "+approverToken)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req) //nolint:gosec // as above
 	if err != nil {
 		tb.Error(err)
 		return
@@ -412,3 +433,37 @@ func rssMB(tb testing.TB, pid int) float64 {
 	tb.Fatalf("no VmRSS for %d", pid)
 	return 0
 }
+
+// earlyAnswers summarises the answers heldload printed before any
+// approval: how many of each kind (the word and the error text without
+// the call's own numbers), then the first lines as printed.
+func earlyAnswers(load *loadProc) string {
+	out := load.stdout.String()
+	kinds := map[string]int{}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for _, line := range lines {
+		_, rest, _ := strings.Cut(line, " ")
+		kinds[errorKind(rest)]++
+	}
+	var s strings.Builder
+	fmt.Fprintf(&s, "%6d in all\n", len(lines))
+	for k, c := range kinds {
+		fmt.Fprintf(&s, "%6d × %s\n", c, k)
+	}
+	return s.String() + firstLines(out, 5)
+}
+
+// errorKind is an answer line's text with its approval ids, times,
+// addresses and numbers masked, so that answers of one kind group
+// together.
+func errorKind(s string) string {
+	s = uuidOrTime.ReplaceAllString(s, "…")
+	return strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return '#'
+		}
+		return r
+	}, s)
+}
+
+var uuidOrTime = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\d{4}-\d\d-\d\dT[0-9:.]+Z`)

@@ -93,11 +93,12 @@ type Listen struct {
 	// new one is answered 503 and closed.
 	MaxConnsMCP   int `yaml:"max_conns_mcp"`
 	MaxConnsAdmin int `yaml:"max_conns_admin"`
-	// ReadHeaderTimeout bounds the time from a connection's first byte of
-	// a request (or its opening) to the end of the request's headers.
+	// ReadHeaderTimeout bounds the time from a request's first byte to the
+	// end of its headers (the first request's too; a connection that sends
+	// nothing is closed after IdleTimeout).
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
-	// IdleTimeout closes a keep-alive connection that has carried no
-	// request for this long.
+	// IdleTimeout closes a connection that has carried no request for
+	// this long (keep-alive, or new and silent).
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 }
 

@@ -41,7 +41,12 @@ type fixture struct {
 
 func newFixture(t *testing.T, timeout time.Duration, opts *Options) *fixture {
 	t.Helper()
-	db := sqlitetest.Open(t)
+	return newFixtureOn(t, sqlitetest.Open(t), timeout, opts)
+}
+
+// newFixtureOn is newFixture on db (eachStore's).
+func newFixtureOn(t *testing.T, db *sqlstore.DB, timeout time.Duration, opts *Options) *fixture {
+	t.Helper()
 	pol := &swappable{}
 	pol.p.Store(testPolicy(timeout))
 	if opts == nil {

@@ -14,6 +14,7 @@ import (
 	"toolgate/internal/approval"
 	"toolgate/internal/session"
 	"toolgate/internal/store"
+	"toolgate/internal/store/sqlstore"
 )
 
 // pendingPolicyRequests counts the pending session_policy approvals.
@@ -38,60 +39,66 @@ func pendingPolicyRequests(t *testing.T, s store.Store) int {
 // applied (the approval stayed consumed with no outcome); now the consume
 // is read back by its token and the change applies, once.
 func TestLostCommitOfPolicyConsumeApplies(t *testing.T) {
-	f, clk, s, p := newPolicyFixture(t)
-	lc := &lostCommit{Store: f.db}
-	g := New(lc, f.pol, clk.opts(&Options{ServerExists: knownServers, SessionApproval: allowAll().Approval}))
-	ch := session.Change{Tools: tools("fs", "pay")}
-	res := mustRequest(t, f.gate, p, ch)
-	approve(t, f.gate, res.Approval.ID)
-	lc.armed.Store(true)
-	got := mustRequest(t, g, p, ch)
-	if n := lc.lost.Load(); n != 1 {
-		t.Fatalf("%d commits lost, want 1 (the consume's)", n)
-	}
-	if got.Status != PolicyApplied || !got.Changed || got.Session.Revision != s.Revision+1 || !cmp.Equal(got.Session.Tools, []string{"fs", "pay"}) {
-		t.Fatalf("identical retry = %+v, want applied at revision %d", got, s.Revision+1)
-	}
-	r, err := f.db.GetRequest(t.Context(), res.Approval.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.State != approval.StateConsumed || r.DispatchOutcome != approval.OutcomeOK {
-		t.Errorf("approval = %s/%s, want consumed/ok", r.State, r.DispatchOutcome)
-	}
-	if n := pendingPolicyRequests(t, f.db); n != 0 {
-		t.Errorf("%d pending policy requests, want 0", n)
-	}
-	// Sent again, it applies nothing more.
-	again := mustRequest(t, g, p, ch)
-	if again.Status != PolicyApplied || again.Changed || again.Session.Revision != s.Revision+1 {
-		t.Errorf("second retry = %+v, want applied, unchanged", again)
-	}
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		f, clk, s, p := newPolicyFixture(t, db)
+		lc := &lostCommit{Store: f.db}
+		g := New(lc, f.pol, clk.opts(&Options{ServerExists: knownServers, SessionApproval: allowAll().Approval}))
+		ch := session.Change{Tools: tools("fs", "pay")}
+		res := mustRequest(t, f.gate, p, ch)
+		approve(t, f.gate, res.Approval.ID)
+		lc.armed.Store(true)
+		got := mustRequest(t, g, p, ch)
+		if n := lc.lost.Load(); n != 1 {
+			t.Fatalf("%d commits lost, want 1 (the consume's)", n)
+		}
+		if got.Status != PolicyApplied || !got.Changed || got.Session.Revision != s.Revision+1 || !cmp.Equal(got.Session.Tools, []string{"fs", "pay"}) {
+			t.Fatalf("identical retry = %+v, want applied at revision %d", got, s.Revision+1)
+		}
+		r, err := f.db.GetRequest(t.Context(), res.Approval.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.State != approval.StateConsumed || r.DispatchOutcome != approval.OutcomeOK {
+			t.Errorf("approval = %s/%s, want consumed/ok", r.State, r.DispatchOutcome)
+		}
+		if n := pendingPolicyRequests(t, f.db); n != 0 {
+			t.Errorf("%d pending policy requests, want 0", n)
+		}
+		// Sent again, it applies nothing more.
+		again := mustRequest(t, g, p, ch)
+		if again.Status != PolicyApplied || again.Changed || again.Session.Revision != s.Revision+1 {
+			t.Errorf("second retry = %+v, want applied, unchanged", again)
+		}
+	})
 }
 
 // A consume that fails without committing (the store unreachable) applies
 // nothing, makes no new approval, and answers the error; the approval
 // stays approved, and the next identical request applies it.
 func TestFailedPolicyConsumeKeepsTheApproval(t *testing.T) {
-	f, clk, s, p := newPolicyFixture(t)
-	fs := &failConsume{Store: f.db}
-	g := New(fs, f.pol, clk.opts(&Options{ServerExists: knownServers, SessionApproval: allowAll().Approval}))
-	ch := session.Change{Tools: tools("fs", "pay")}
-	res := mustRequest(t, f.gate, p, ch)
-	approve(t, f.gate, res.Approval.ID)
-	fs.armed.Store(true)
-	if _, err := g.RequestSessionPolicy(t.Context(), p, s.ID, ch); err == nil {
-		t.Fatal("RequestSessionPolicy with the consume failing: nil error, want one")
-	}
-	if r, _ := f.db.GetRequest(t.Context(), res.Approval.ID); r.State != approval.StateApproved {
-		t.Fatalf("approval %s, want still approved", r.State)
-	}
-	if n := pendingPolicyRequests(t, f.db); n != 0 {
-		t.Errorf("%d pending policy requests, want 0", n)
-	}
-	if got := mustRequest(t, g, p, ch); got.Status != PolicyApplied || got.Session.Revision != s.Revision+1 {
-		t.Fatalf("next identical request = %+v, want applied", got)
-	}
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		f, clk, s, p := newPolicyFixture(t, db)
+		fs := &failConsume{Store: f.db}
+		g := New(fs, f.pol, clk.opts(&Options{ServerExists: knownServers, SessionApproval: allowAll().Approval}))
+		ch := session.Change{Tools: tools("fs", "pay")}
+		res := mustRequest(t, f.gate, p, ch)
+		approve(t, f.gate, res.Approval.ID)
+		fs.armed.Store(true)
+		if _, err := g.RequestSessionPolicy(t.Context(), p, s.ID, ch); err == nil {
+			t.Fatal("RequestSessionPolicy with the consume failing: nil error, want one")
+		}
+		if r, _ := f.db.GetRequest(t.Context(), res.Approval.ID); r.State != approval.StateApproved {
+			t.Fatalf("approval %s, want still approved", r.State)
+		}
+		if n := pendingPolicyRequests(t, f.db); n != 0 {
+			t.Errorf("%d pending policy requests, want 0", n)
+		}
+		if got := mustRequest(t, g, p, ch); got.Status != PolicyApplied || got.Session.Revision != s.Revision+1 {
+			t.Fatalf("next identical request = %+v, want applied", got)
+		}
+	})
 }
 
 // failConsume is a real store whose first UpdateRequest, once armed,
@@ -130,47 +137,53 @@ func (s *lostSessionWrite) UpdateSession(ctx context.Context, id session.ID, act
 // outcome is ok (before: the caller was answered an error and the
 // outcome recorded tool_error, with the change applied).
 func TestLostCommitOfApprovedSessionWriteIsReadBack(t *testing.T) {
-	f, clk, s, p := newPolicyFixture(t)
-	ls := &lostSessionWrite{Store: f.db}
-	g := New(ls, f.pol, clk.opts(&Options{ServerExists: knownServers, SessionApproval: allowAll().Approval}))
-	ch := session.Change{Tools: tools("fs", "pay"), RequireApproval: map[string]session.Requirement{"pay": {All: true}}}
-	res := mustRequest(t, f.gate, p, ch)
-	if res.Status != PolicyApprovalRequired {
-		t.Fatalf("widening = %+v, want approval_required", res)
-	}
-	approve(t, f.gate, res.Approval.ID)
-	ls.armed.Store(true)
-	got := mustRequest(t, g, p, ch)
-	if n := ls.lost.Load(); n != 1 {
-		t.Fatalf("%d commits lost, want 1 (the session's)", n)
-	}
-	if got.Status != PolicyApplied || !got.Changed || got.Session.Revision != s.Revision+1 || !cmp.Equal(got.Session.Tools, []string{"fs", "pay"}) {
-		t.Fatalf("identical retry = %+v, want applied at revision %d", got, s.Revision+1)
-	}
-	if r, _ := f.db.GetRequest(t.Context(), res.Approval.ID); r.State != approval.StateConsumed || r.DispatchOutcome != approval.OutcomeOK {
-		t.Errorf("approval = %s/%s, want consumed/ok", r.State, r.DispatchOutcome)
-	}
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		f, clk, s, p := newPolicyFixture(t, db)
+		ls := &lostSessionWrite{Store: f.db}
+		g := New(ls, f.pol, clk.opts(&Options{ServerExists: knownServers, SessionApproval: allowAll().Approval}))
+		ch := session.Change{Tools: tools("fs", "pay"), RequireApproval: map[string]session.Requirement{"pay": {All: true}}}
+		res := mustRequest(t, f.gate, p, ch)
+		if res.Status != PolicyApprovalRequired {
+			t.Fatalf("widening = %+v, want approval_required", res)
+		}
+		approve(t, f.gate, res.Approval.ID)
+		ls.armed.Store(true)
+		got := mustRequest(t, g, p, ch)
+		if n := ls.lost.Load(); n != 1 {
+			t.Fatalf("%d commits lost, want 1 (the session's)", n)
+		}
+		if got.Status != PolicyApplied || !got.Changed || got.Session.Revision != s.Revision+1 || !cmp.Equal(got.Session.Tools, []string{"fs", "pay"}) {
+			t.Fatalf("identical retry = %+v, want applied at revision %d", got, s.Revision+1)
+		}
+		if r, _ := f.db.GetRequest(t.Context(), res.Approval.ID); r.State != approval.StateConsumed || r.DispatchOutcome != approval.OutcomeOK {
+			t.Errorf("approval = %s/%s, want consumed/ok", r.State, r.DispatchOutcome)
+		}
+	})
 }
 
 // A session write that fails without committing is not taken for
 // applied: the caller gets the error and the outcome says tool_error.
 func TestFailedApprovedSessionWriteIsNotApplied(t *testing.T) {
-	f, clk, s, p := newPolicyFixture(t)
-	fw := &failSessionWrite{Store: f.db}
-	g := New(fw, f.pol, clk.opts(&Options{ServerExists: knownServers, SessionApproval: allowAll().Approval}))
-	ch := session.Change{Tools: tools("fs", "pay")}
-	res := mustRequest(t, f.gate, p, ch)
-	approve(t, f.gate, res.Approval.ID)
-	fw.armed.Store(true)
-	if _, err := g.RequestSessionPolicy(t.Context(), p, s.ID, ch); err == nil {
-		t.Fatal("RequestSessionPolicy with the session write failing: nil error, want one")
-	}
-	if got := currentSession(t, f.gate, s.ID); got.Revision != s.Revision {
-		t.Fatalf("revision %d, want %d (nothing applied)", got.Revision, s.Revision)
-	}
-	if r, _ := f.db.GetRequest(t.Context(), res.Approval.ID); r.DispatchOutcome != approval.OutcomeToolError {
-		t.Errorf("approval outcome %q, want tool_error", r.DispatchOutcome)
-	}
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		f, clk, s, p := newPolicyFixture(t, db)
+		fw := &failSessionWrite{Store: f.db}
+		g := New(fw, f.pol, clk.opts(&Options{ServerExists: knownServers, SessionApproval: allowAll().Approval}))
+		ch := session.Change{Tools: tools("fs", "pay")}
+		res := mustRequest(t, f.gate, p, ch)
+		approve(t, f.gate, res.Approval.ID)
+		fw.armed.Store(true)
+		if _, err := g.RequestSessionPolicy(t.Context(), p, s.ID, ch); err == nil {
+			t.Fatal("RequestSessionPolicy with the session write failing: nil error, want one")
+		}
+		if got := currentSession(t, f.gate, s.ID); got.Revision != s.Revision {
+			t.Fatalf("revision %d, want %d (nothing applied)", got.Revision, s.Revision)
+		}
+		if r, _ := f.db.GetRequest(t.Context(), res.Approval.ID); r.DispatchOutcome != approval.OutcomeToolError {
+			t.Errorf("approval outcome %q, want tool_error", r.DispatchOutcome)
+		}
+	})
 }
 
 // failSessionWrite is a real store whose first UpdateSession, once armed,

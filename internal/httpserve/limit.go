@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -47,7 +48,9 @@ type LimitOptions struct {
 // At the cap, accepting a connection first closes the connection that has
 // waited longest without carrying a request (opened and sent nothing yet,
 // or idle between keep-alive requests); a connection with a request in
-// flight (a held call, an event stream) is never closed. When every open
+// flight (a held call, an event stream) is never closed, nor one whose
+// request has come but was not read yet (an overloaded process reads late:
+// in its socket, or being read, before http.Server calls it active). When every open
 // connection carries a request, the new one is answered 503 and closed at
 // once. So a flood of idle connections holds at most the cap's descriptors
 // and cannot crowd out work: new connections always get in while any idle
@@ -79,12 +82,60 @@ func Limit(ln net.Listener, maxConns int, opts *LimitOptions) *Listener {
 	return &Listener{Listener: ln, maxConns: maxConns, name: o.Name, log: o.Logger, onShed: o.OnShed}
 }
 
+// maxEvictScan bounds how many of the longest-waiting idle connections
+// Accept looks at for one it may evict (each look is a system call): past
+// them, the new connection is refused.
+const maxEvictScan = 16
+
 // conn is a connection accepted by a Listener.
 type conn struct {
 	net.Conn
 	l      *Listener
 	elem   *list.Element // in l.idle while it carries no request; guarded by l.mu
 	closed bool          // guarded by l.mu
+	// inIdle mirrors elem != nil, for Read to look at without l.mu.
+	inIdle atomic.Bool
+}
+
+// Read reads from the connection; the first bytes read while c counts as
+// idle are a request's: c is no longer evicted (http.Server calls it
+// active only once the request's headers are read).
+func (c *conn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.inIdle.Load() {
+		c.l.mu.Lock()
+		c.l.unidle(c)
+		c.l.mu.Unlock()
+	}
+	return n, err
+}
+
+// unidle takes c out of the idle list. l.mu must be held.
+func (l *Listener) unidle(c *conn) {
+	if c.elem != nil {
+		l.idle.Remove(c.elem)
+		c.elem = nil
+		c.inIdle.Store(false)
+	}
+}
+
+// pushIdle puts c at the end of the idle list. l.mu must be held.
+func (l *Listener) pushIdle(c *conn) {
+	c.elem = l.idle.PushBack(c)
+	c.inIdle.Store(true)
+}
+
+// evictable returns the idle connection that has waited longest and has
+// no request waiting in its socket, among the first maxEvictScan; nil when
+// there is none. l.mu must be held.
+func (l *Listener) evictable() *conn {
+	k := 0
+	for e := l.idle.Front(); e != nil && k < maxEvictScan; e, k = e.Next(), k+1 {
+		if c := e.Value.(*conn); !hasUnread(c.Conn) {
+			return c
+		}
+	}
+	return nil
 }
 
 // SyscallConn is the underlying connection's (syscall.Conn), so that a
@@ -121,10 +172,7 @@ func (l *Listener) forget(c *conn) {
 	}
 	c.closed = true
 	l.open--
-	if c.elem != nil {
-		l.idle.Remove(c.elem)
-		c.elem = nil
-	}
+	l.unidle(c)
 }
 
 // Accept waits for a connection and returns it, making room under the cap
@@ -138,8 +186,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		var victim *conn
 		l.mu.Lock()
 		if l.open >= l.maxConns {
-			if e := l.idle.Front(); e != nil {
-				victim = e.Value.(*conn)
+			if victim = l.evictable(); victim != nil {
 				l.forget(victim)
 			}
 		}
@@ -153,7 +200,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		c := &conn{Conn: nc, l: l}
 		l.open++
-		c.elem = l.idle.PushBack(c)
+		l.pushIdle(c)
 		if victim != nil {
 			l.evicted++
 			l.maybeLog()
@@ -179,13 +226,10 @@ func (l *Listener) ConnState(nc net.Conn, state http.ConnState) {
 	if c.closed {
 		return
 	}
-	if c.elem != nil {
-		l.idle.Remove(c.elem)
-		c.elem = nil
-	}
+	l.unidle(c)
 	switch state {
 	case http.StateNew, http.StateIdle:
-		c.elem = l.idle.PushBack(c) // now the one that waited least
+		l.pushIdle(c) // now the one that waited least
 	case http.StateClosed:
 		l.forget(c)
 	case http.StateActive, http.StateHijacked:

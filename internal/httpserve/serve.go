@@ -46,7 +46,8 @@ type Options struct {
 	// MaxConns caps the open connections; 0 means no cap. See [Limit].
 	MaxConns int
 	// ReadHeaderTimeout bounds reading a request's headers, from the first
-	// byte of the request (or the connection's opening) on. Default 10s.
+	// byte of the request on; a new connection may wait IdleTimeout (or
+	// this, if longer) for its first byte. Default 10s.
 	ReadHeaderTimeout time.Duration
 	// ReadTimeout bounds reading a request's body, from the handler's
 	// start to the body's end; 0 means no bound. See the package doc.
@@ -106,6 +107,9 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, opts *Options) 
 		MaxHeaderBytes:    o.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(o.Logger.With("listener", o.Name).Handler(), slog.LevelWarn),
 	}
+	// The first request's read-header timeout runs from its first byte
+	// (firstbyte.go); the cap, outside it, still sees the Listener's conns.
+	ln = &firstByteListener{Listener: ln, wait: o.IdleTimeout}
 	if o.MaxConns > 0 {
 		l := Limit(ln, o.MaxConns, &LimitOptions{Name: o.Name, Logger: o.Logger, OnShed: o.OnShed})
 		ln = l

@@ -172,8 +172,9 @@ func TestSlowBodyTimesOut(t *testing.T) {
 }
 
 // TestIdleConnectionClosed: a keep-alive connection without a request is
-// closed after the idle timeout, and a connection that sends nothing after
-// the read-header timeout.
+// closed after the idle timeout, and so is a connection that sends
+// nothing (its read-header timeout runs from its first byte:
+// TestReadHeaderTimeoutFromFirstByte).
 func TestIdleConnectionClosed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
@@ -184,8 +185,8 @@ func TestIdleConnectionClosed(t *testing.T) {
 		if _, err := silent.Read(make([]byte, 1)); err == nil {
 			t.Fatal("a connection that sent nothing got data")
 		}
-		if got := time.Since(start); got != 2*time.Second {
-			t.Errorf("silent connection closed after %v, want the read-header timeout 2s", got)
+		if got := time.Since(start); got != 30*time.Second {
+			t.Errorf("silent connection closed after %v, want the idle timeout 30s", got)
 		}
 
 		c := ln.dial(t)
@@ -203,6 +204,47 @@ func TestIdleConnectionClosed(t *testing.T) {
 		}
 		if got := time.Since(start); got != 30*time.Second {
 			t.Errorf("idle connection closed after %v, want the idle timeout 30s", got)
+		}
+	})
+}
+
+// TestReadHeaderTimeoutFromFirstByte: the read-header timeout of a
+// connection's first request runs from the request's first byte, as
+// net/http runs it for the later ones. An agent that connects and, busy
+// in a burst, writes its request later than the timeout is answered (it
+// got EOF, or a reset, when net/http closed the connection first: issue
+// 13, BenchmarkHeldCalls at N = 10,000), and headers that start and then
+// stall are still cut at the timeout.
+func TestReadHeaderTimeoutFromFirstByte(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+		// A cap too, as toolgate's listeners have one.
+		ln := serveInBubble(t, h, &Options{ReadHeaderTimeout: 2 * time.Second, IdleTimeout: 30 * time.Second, MaxConns: 4})
+
+		late := ln.dial(t)
+		time.Sleep(5 * time.Second) // the fake clock: past the read-header timeout
+		go func() { _, _ = io.WriteString(late, "GET / HTTP/1.1\r\nHost: x\r\n\r\n") }()
+		resp, err := http.ReadResponse(bufio.NewReader(late), nil)
+		if err != nil {
+			t.Fatalf("a request sent 5s after connecting: %v; want it answered", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(body) != "ok" {
+			t.Fatalf("a request sent 5s after connecting: %d %q; want 200 ok", resp.StatusCode, body)
+		}
+
+		stalled := ln.dial(t)
+		time.Sleep(5 * time.Second)
+		if _, err := io.WriteString(stalled, "GET / HTTP/1.1\r\nHost: x\r\n"); err != nil { // no end of headers
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := stalled.Read(make([]byte, 1)); err == nil {
+			t.Fatal("a connection whose headers stalled got data")
+		}
+		if got := time.Since(start); got != 2*time.Second {
+			t.Errorf("stalled headers cut after %v from their first byte, want the read-header timeout 2s", got)
 		}
 	})
 }

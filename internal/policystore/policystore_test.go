@@ -10,7 +10,7 @@ import (
 	"toolgate/internal/policy"
 	"toolgate/internal/policystore"
 	"toolgate/internal/store"
-	"toolgate/internal/store/sqlstore/sqlitetest"
+	"toolgate/internal/store/sqlstore"
 )
 
 const base = `
@@ -73,134 +73,140 @@ var (
 )
 
 func TestProposeAndApply(t *testing.T) {
-	db := sqlitetest.Open(t)
-	var in installs
-	svc := policystore.New(db, &policystore.Options{Install: in.install, Approvers: []string{"alice", "bob"}})
-	ctx := t.Context()
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		var in installs
+		svc := policystore.New(db, &policystore.Options{Install: in.install, Approvers: []string{"alice", "bob"}})
+		ctx := t.Context()
 
-	rev, err := svc.Bootstrap(ctx, mustParse(t, base), "config")
-	if err != nil || rev.Revision != 1 {
-		t.Fatalf("Bootstrap = %d, %v; want revision 1", rev.Revision, err)
-	}
-	// A second bootstrap (another instance, another file) keeps revision 1.
-	if rev, err := policystore.New(db, nil).Bootstrap(ctx, mustParse(t, wider), "config"); err != nil || rev.Revision != 1 {
-		t.Fatalf("second Bootstrap = %d, %v; want revision 1", rev.Revision, err)
-	}
+		rev, err := svc.Bootstrap(ctx, mustParse(t, base), "config")
+		if err != nil || rev.Revision != 1 {
+			t.Fatalf("Bootstrap = %d, %v; want revision 1", rev.Revision, err)
+		}
+		// A second bootstrap (another instance, another file) keeps revision 1.
+		if rev, err := policystore.New(db, nil).Bootstrap(ctx, mustParse(t, wider), "config"); err != nil || rev.Revision != 1 {
+			t.Fatalf("second Bootstrap = %d, %v; want revision 1", rev.Revision, err)
+		}
 
-	// Narrowing applies at once.
-	out, err := svc.Propose(ctx, alice, 1, mustParse(t, narrower))
-	if err != nil || !out.Applied || out.Revision.Revision != 2 {
-		t.Fatalf("narrowing Propose = %+v, %v; want applied as revision 2", out, err)
-	}
-	if got := in.effect(t, "sh", "run"); got != policy.Deny {
-		t.Errorf("after narrowing, sh/run is %s, want deny", got)
-	}
-	// A stale base is refused.
-	if _, err := svc.Propose(ctx, alice, 1, mustParse(t, wider)); !errors.Is(err, store.ErrConflict) {
-		t.Errorf("Propose on a stale base = %v, want ErrConflict", err)
-	}
-	// The same policy again is no change.
-	if _, err := svc.Propose(ctx, alice, 2, mustParse(t, narrower)); !errors.Is(err, policystore.ErrInvalid) {
-		t.Errorf("Propose of the current policy = %v, want ErrInvalid", err)
-	}
+		// Narrowing applies at once.
+		out, err := svc.Propose(ctx, alice, 1, mustParse(t, narrower))
+		if err != nil || !out.Applied || out.Revision.Revision != 2 {
+			t.Fatalf("narrowing Propose = %+v, %v; want applied as revision 2", out, err)
+		}
+		if got := in.effect(t, "sh", "run"); got != policy.Deny {
+			t.Errorf("after narrowing, sh/run is %s, want deny", got)
+		}
+		// A stale base is refused.
+		if _, err := svc.Propose(ctx, alice, 1, mustParse(t, wider)); !errors.Is(err, store.ErrConflict) {
+			t.Errorf("Propose on a stale base = %v, want ErrConflict", err)
+		}
+		// The same policy again is no change.
+		if _, err := svc.Propose(ctx, alice, 2, mustParse(t, narrower)); !errors.Is(err, policystore.ErrInvalid) {
+			t.Errorf("Propose of the current policy = %v, want ErrInvalid", err)
+		}
 
-	// Widening waits for an approval by someone else.
-	out, err = svc.Propose(ctx, alice, 2, mustParse(t, wider))
-	if err != nil || out.Applied || out.Approval.ID == "" || len(out.Reasons) == 0 {
-		t.Fatalf("widening Propose = %+v, %v; want a pending approval with reasons", out, err)
-	}
-	id := out.Approval.ID
-	if r, _ := db.GetRequest(ctx, id); r.Kind != approval.KindPolicyChange || r.BaseRevision != 2 || r.RequestedBy != "alice" {
-		t.Errorf("approval: kind %q base %d by %q", r.Kind, r.BaseRevision, r.RequestedBy)
-	}
-	if _, err := svc.Apply(ctx, id, "bob"); !errors.Is(err, approval.ErrNotApproved) {
-		t.Errorf("Apply of a pending approval = %v, want ErrNotApproved", err)
-	}
-	review := func(who string) error {
-		_, err := db.UpdateRequest(ctx, id, who, func(r *approval.Request) error {
-			return r.Review(approval.Reviewer{ID: who}, approval.VerdictApprove, "", "", time.Now())
-		})
-		return err
-	}
-	if err := review("alice"); !errors.Is(err, approval.ErrSelfReview) {
-		t.Errorf("proposer's own approval = %v, want ErrSelfReview", err)
-	}
-	if err := review("bob"); err != nil {
-		t.Fatal(err)
-	}
-	got, err := svc.Apply(ctx, id, "bob")
-	if err != nil || got.Revision != 3 || got.ApprovalID != id || got.CreatedBy != "alice" {
-		t.Fatalf("Apply = %+v, %v; want revision 3 by alice through %s", got, err, id)
-	}
-	if got := in.effect(t, "fs", "delete_file"); got != policy.Allow {
-		t.Errorf("after the widening, fs/delete_file is %s, want allow", got)
-	}
-	if _, err := svc.Apply(ctx, id, "bob"); !errors.Is(err, approval.ErrNotApproved) {
-		t.Errorf("second Apply = %v, want ErrNotApproved", err)
-	}
-	diff, err := svc.Diff(ctx, 2, 3)
-	if err != nil || len(diff) == 0 {
-		t.Errorf("Diff(2, 3) = %q, %v; want lines", diff, err)
-	}
-	if want := []int64{1, 2, 3}; len(in.revs) != len(want) || in.revs[0] != 1 || in.revs[2] != 3 {
-		t.Errorf("installed revisions %v, want %v", in.revs, want)
-	}
+		// Widening waits for an approval by someone else.
+		out, err = svc.Propose(ctx, alice, 2, mustParse(t, wider))
+		if err != nil || out.Applied || out.Approval.ID == "" || len(out.Reasons) == 0 {
+			t.Fatalf("widening Propose = %+v, %v; want a pending approval with reasons", out, err)
+		}
+		id := out.Approval.ID
+		if r, _ := db.GetRequest(ctx, id); r.Kind != approval.KindPolicyChange || r.BaseRevision != 2 || r.RequestedBy != "alice" {
+			t.Errorf("approval: kind %q base %d by %q", r.Kind, r.BaseRevision, r.RequestedBy)
+		}
+		if _, err := svc.Apply(ctx, id, "bob"); !errors.Is(err, approval.ErrNotApproved) {
+			t.Errorf("Apply of a pending approval = %v, want ErrNotApproved", err)
+		}
+		review := func(who string) error {
+			_, err := db.UpdateRequest(ctx, id, who, func(r *approval.Request) error {
+				return r.Review(approval.Reviewer{ID: who}, approval.VerdictApprove, "", "", time.Now())
+			})
+			return err
+		}
+		if err := review("alice"); !errors.Is(err, approval.ErrSelfReview) {
+			t.Errorf("proposer's own approval = %v, want ErrSelfReview", err)
+		}
+		if err := review("bob"); err != nil {
+			t.Fatal(err)
+		}
+		got, err := svc.Apply(ctx, id, "bob")
+		if err != nil || got.Revision != 3 || got.ApprovalID != id || got.CreatedBy != "alice" {
+			t.Fatalf("Apply = %+v, %v; want revision 3 by alice through %s", got, err, id)
+		}
+		if got := in.effect(t, "fs", "delete_file"); got != policy.Allow {
+			t.Errorf("after the widening, fs/delete_file is %s, want allow", got)
+		}
+		if _, err := svc.Apply(ctx, id, "bob"); !errors.Is(err, approval.ErrNotApproved) {
+			t.Errorf("second Apply = %v, want ErrNotApproved", err)
+		}
+		diff, err := svc.Diff(ctx, 2, 3)
+		if err != nil || len(diff) == 0 {
+			t.Errorf("Diff(2, 3) = %q, %v; want lines", diff, err)
+		}
+		if want := []int64{1, 2, 3}; len(in.revs) != len(want) || in.revs[0] != 1 || in.revs[2] != 3 {
+			t.Errorf("installed revisions %v, want %v", in.revs, want)
+		}
+	})
 }
 
 func TestMovedInvalidates(t *testing.T) {
-	db := sqlitetest.Open(t)
-	svc := policystore.New(db, nil)
-	ctx := t.Context()
-	if _, err := svc.Bootstrap(ctx, mustParse(t, base), "config"); err != nil {
-		t.Fatal(err)
-	}
-	out, err := svc.Propose(ctx, alice, 1, mustParse(t, wider))
-	if err != nil || out.Applied {
-		t.Fatalf("Propose = %+v, %v", out, err)
-	}
-	if _, err := db.UpdateRequest(ctx, out.Approval.ID, "bob", func(r *approval.Request) error {
-		return r.Review(approval.Reviewer{ID: "bob"}, approval.VerdictApprove, "", "", time.Now())
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := svc.Propose(ctx, bob, 1, mustParse(t, narrower)); err != nil || !out.Applied {
-		t.Fatalf("concurrent narrowing = %+v, %v", out, err)
-	}
-	if _, err := svc.Apply(ctx, out.Approval.ID, "bob"); !errors.Is(err, store.ErrConflict) {
-		t.Errorf("Apply after the policy moved = %v, want ErrConflict", err)
-	}
-	if r, _ := db.GetRequest(ctx, out.Approval.ID); r.State != approval.StateInvalidated {
-		t.Errorf("approval is %s, want invalidated", r.State)
-	}
-	if cur, _ := db.CurrentPolicy(ctx); cur.Revision != 2 {
-		t.Errorf("current revision %d, want 2", cur.Revision)
-	}
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		svc := policystore.New(db, nil)
+		ctx := t.Context()
+		if _, err := svc.Bootstrap(ctx, mustParse(t, base), "config"); err != nil {
+			t.Fatal(err)
+		}
+		out, err := svc.Propose(ctx, alice, 1, mustParse(t, wider))
+		if err != nil || out.Applied {
+			t.Fatalf("Propose = %+v, %v", out, err)
+		}
+		if _, err := db.UpdateRequest(ctx, out.Approval.ID, "bob", func(r *approval.Request) error {
+			return r.Review(approval.Reviewer{ID: "bob"}, approval.VerdictApprove, "", "", time.Now())
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := svc.Propose(ctx, bob, 1, mustParse(t, narrower)); err != nil || !out.Applied {
+			t.Fatalf("concurrent narrowing = %+v, %v", out, err)
+		}
+		if _, err := svc.Apply(ctx, out.Approval.ID, "bob"); !errors.Is(err, store.ErrConflict) {
+			t.Errorf("Apply after the policy moved = %v, want ErrConflict", err)
+		}
+		if r, _ := db.GetRequest(ctx, out.Approval.ID); r.State != approval.StateInvalidated {
+			t.Errorf("approval is %s, want invalidated", r.State)
+		}
+		if cur, _ := db.CurrentPolicy(ctx); cur.Revision != 2 {
+			t.Errorf("current revision %d, want 2", cur.Revision)
+		}
+	})
 }
 
 func TestSyncFollowsAnotherInstance(t *testing.T) {
-	db := sqlitetest.Open(t)
-	ctx := t.Context()
-	var in1, in2 installs
-	one := policystore.New(db, &policystore.Options{Install: in1.install})
-	two := policystore.New(db, &policystore.Options{Install: in2.install})
-	if _, err := one.Bootstrap(ctx, mustParse(t, base), "config"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := two.Bootstrap(ctx, mustParse(t, base), "config"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := one.Propose(ctx, alice, 1, mustParse(t, narrower)); err != nil {
-		t.Fatal(err)
-	}
-	if got := in2.effect(t, "sh", "run"); got != policy.Allow {
-		t.Fatalf("before Sync, instance two has sh/run %s, want allow", got)
-	}
-	if err := two.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if got := in2.effect(t, "sh", "run"); got != policy.Deny || two.Installed() != 2 {
-		t.Errorf("after Sync, instance two has sh/run %s at revision %d, want deny at 2", got, two.Installed())
-	}
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		ctx := t.Context()
+		var in1, in2 installs
+		one := policystore.New(db, &policystore.Options{Install: in1.install})
+		two := policystore.New(db, &policystore.Options{Install: in2.install})
+		if _, err := one.Bootstrap(ctx, mustParse(t, base), "config"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := two.Bootstrap(ctx, mustParse(t, base), "config"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := one.Propose(ctx, alice, 1, mustParse(t, narrower)); err != nil {
+			t.Fatal(err)
+		}
+		if got := in2.effect(t, "sh", "run"); got != policy.Allow {
+			t.Fatalf("before Sync, instance two has sh/run %s, want allow", got)
+		}
+		if err := two.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := in2.effect(t, "sh", "run"); got != policy.Deny || two.Installed() != 2 {
+			t.Errorf("after Sync, instance two has sh/run %s at revision %d, want deny at 2", got, two.Installed())
+		}
+	})
 }
 
 func TestParseRefuses(t *testing.T) {
@@ -228,19 +234,21 @@ func TestParseRefuses(t *testing.T) {
 // TestTenantCannotPropose: a principal with a tenant proposes nothing,
 // narrowing or widening: the deployment policy governs every tenant.
 func TestTenantCannotPropose(t *testing.T) {
-	db := sqlitetest.Open(t)
-	svc := policystore.New(db, nil)
-	ctx := t.Context()
-	if _, err := svc.Bootstrap(ctx, mustParse(t, base), "config"); err != nil {
-		t.Fatal(err)
-	}
-	acme := approval.Principal{ID: "acme-admin", Kind: "human", Tenant: "acme"}
-	for _, p := range []string{narrower, wider} {
-		if _, err := svc.Propose(ctx, acme, 1, mustParse(t, p)); !errors.Is(err, policystore.ErrTenant) {
-			t.Errorf("Propose by a tenant admin = %v, want ErrTenant", err)
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		svc := policystore.New(db, nil)
+		ctx := t.Context()
+		if _, err := svc.Bootstrap(ctx, mustParse(t, base), "config"); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if cur, err := svc.Get(ctx, 0); err != nil || cur.Revision != 1 {
-		t.Errorf("current = %d, %v; want revision 1", cur.Revision, err)
-	}
+		acme := approval.Principal{ID: "acme-admin", Kind: "human", Tenant: "acme"}
+		for _, p := range []string{narrower, wider} {
+			if _, err := svc.Propose(ctx, acme, 1, mustParse(t, p)); !errors.Is(err, policystore.ErrTenant) {
+				t.Errorf("Propose by a tenant admin = %v, want ErrTenant", err)
+			}
+		}
+		if cur, err := svc.Get(ctx, 0); err != nil || cur.Revision != 1 {
+			t.Errorf("current = %d, %v; want revision 1", cur.Revision, err)
+		}
+	})
 }

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package httpserve
+
+import "net"
+
+// hasUnread is false where the socket is not peeked (see unread_linux.go):
+// an idle connection is evicted whatever its socket holds.
+func hasUnread(net.Conn) bool { return false }
