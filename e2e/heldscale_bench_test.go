@@ -46,7 +46,19 @@ import (
 //   - approve-cpu-ms: CPU of toolgate and the database's processes over
 //     that time, per approval (steadier than approvals/s on a shared
 //     machine; the upstream processes are not counted); on Postgres
-//     approve-db-cpu-ms is the cluster's part of it;
+//     approve-db-cpu-ms is the cluster's part of it; the other processes'
+//     CPU per approval over the same time: approve-upstream-cpu-ms (the
+//     upstream, toolgate's child), approve-load-cpu-ms (heldload, the
+//     agents reading their answers), approve-bench-cpu-ms (this process:
+//     the approvers); approve-machine-cores: the machine's busy cores on
+//     average (/proc/stat, other users' processes included); with
+//     TOOLGATE_BENCH_PROFILE also a 2 s execution trace of toolgate
+//     (…-approve-trace.out; go tool trace -pprof=sync and the like);
+//
+// The upstream writes its record lines without fsyncing each one
+// (testupstream -record-nosync): with the fsync, which it serialises,
+// the upstream's disk bounded approve-all (docs/performance.md, "What
+// bounds approve-all on Postgres"); TOOLGATE_BENCH_RECORD_SYNC=1 keeps it.
 //   - goroutines/call and stack-KB/call: toolgate's goroutines and
 //     goroutine stack memory (runtime.MemStats.StackInuse, from its
 //     /debug/pprof/heap after two collections: the runtime halves the
@@ -113,6 +125,17 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		storage = "storage:\n  driver: postgres\n  dsn: " + q(cluster.DSN()) + "\n  max_conns: 16\n"
 		dbPID = cluster.cmd.Process.Pid
 	}
+	upstream := upstreamServer(record)
+	if os.Getenv("TOOLGATE_BENCH_RECORD_SYNC") != "1" {
+		// The upstream's record lines serialise its tool runs, one fsync
+		// each (milliseconds on this shared disk, at most a few hundred a
+		// second): without it, approve-all measures the gateway, not the
+		// upstream's disk. Nothing in this benchmark outlives the machine.
+		upstream = strings.Replace(upstream, `args: ["-record", `+q(record)+`]`, `args: ["-record", `+q(record)+`, "-record-nosync"]`, 1)
+		if !strings.Contains(upstream, "-record-nosync") {
+			b.Fatalf("upstream config changed; -record-nosync not added:\n%s", upstream)
+		}
+	}
 	listen := "listen:\n  mcp: 127.0.0.1:0\n  admin: 127.0.0.1:0\n"
 	if v := os.Getenv("TOOLGATE_BENCH_READ_HEADER_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v) // e.g. 1s, to see the burst fail at a smaller N
@@ -121,7 +144,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		}
 		listen += "  read_header_timeout: " + d.String() + "\n"
 	}
-	cfg := listen + storage + loadAgentsYAML() + upstreamServer(record) + heldScalePolicy
+	cfg := listen + storage + loadAgentsYAML() + upstream + heldScalePolicy
 	logLevel := "warn"
 	switch os.Getenv("TOOLGATE_BENCH_LOG_LEVEL") { // debug: to see why calls failed in a burst
 	case "debug":
@@ -204,6 +227,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	}
 	start = time.Now()
 	cpu0 = cpu()
+	procs0 := readApprove(pid, dbPID, load)
 	cpuProfiled := make(chan struct{})
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		go func() { // the first seconds of approve-all
@@ -211,6 +235,8 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 			prefix := filepath.Join(dir, fmt.Sprintf("%s-%d-approve", driver, n))
 			saveProfile(b, g.Admin, "/debug/pprof/profile?seconds=5", prefix+"-cpu.pprof")
 			saveProfile(b, g.Admin, "/debug/pprof/goroutine?debug=1", prefix+"-goroutine.txt")
+			// where goroutines wait (go tool trace -pprof=sync|net|syscall|sched)
+			saveProfile(b, g.Admin, "/debug/pprof/trace?seconds=2", prefix+"-trace.out")
 		}()
 	} else {
 		close(cpuProfiled)
@@ -219,6 +245,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	res := load.results(b, 20*time.Minute)
 	took := time.Since(start)
 	cpu1 = cpu()
+	procs1 := readApprove(pid, dbPID, load)
 	<-cpuProfiled
 	for id, s := range statuses {
 		if s != 200 {
@@ -252,6 +279,14 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	if driver == "postgres" {
 		b.ReportMetric(float64(cpu1.db.total()-cpu0.db.total())/clockTicks*1000/float64(n), "approve-db-cpu-ms")
 	}
+	// The other processes' CPU per approval during approve-all (heldload
+	// until it exited with the last answer), and how many of the machine's
+	// cores were busy on average (all processes, other users' included).
+	perApproval := func(d int64) float64 { return float64(d) / clockTicks * 1000 / float64(n) }
+	b.ReportMetric(perApproval(procs1.upstream-procs0.upstream), "approve-upstream-cpu-ms")
+	b.ReportMetric(perApproval(procs1.load-procs0.load), "approve-load-cpu-ms")
+	b.ReportMetric(perApproval(procs1.bench-procs0.bench), "approve-bench-cpu-ms")
+	b.ReportMetric(float64(procs1.machine-procs0.machine)/clockTicks/took.Seconds(), "approve-machine-cores")
 	b.ReportMetric(rssGC, "rss-gc-MB")
 	b.ReportMetric(rssIdle, "rss-idle-MB")
 	b.ReportMetric(float64(goroutines)/float64(n), "goroutines/call")

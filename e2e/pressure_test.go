@@ -47,6 +47,23 @@ type loadProc struct {
 	stdout, stderr *syncBuffer
 	done           chan struct{}
 	err            error // its exit error; read after done
+	pid            int
+	exitTicks      int64 // its CPU ticks (user + system) at exit; read after done
+}
+
+// cpuTicks is heldload's CPU time so far in clock ticks (user + system),
+// from /proc while it runs and from its exit status once it has ended.
+func (p *loadProc) cpuTicks() int64 {
+	select {
+	case <-p.done:
+		return p.exitTicks
+	default:
+	}
+	if f := statFields(p.pid); f != nil {
+		return statField(f, 11) + statField(f, 12)
+	}
+	<-p.done // it ended between the select and the read
+	return p.exitTicks
 }
 
 // startLoad runs heldload against mcp as the agent: n concurrent calls of
@@ -72,8 +89,12 @@ func runLoad(tb testing.TB, cmd *exec.Cmd) *loadProc {
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("start heldload: %v", err)
 	}
+	p.pid = cmd.Process.Pid
 	go func() {
 		p.err = cmd.Wait()
+		if st := cmd.ProcessState; st != nil {
+			p.exitTicks = int64((st.UserTime() + st.SystemTime()) * clockTicks / time.Second)
+		}
 		close(p.done)
 	}()
 	tb.Cleanup(func() {

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -213,4 +214,52 @@ func waitTail(tb testing.TB, cpu func() cpuReading) (time.Duration, float64) {
 	}
 	last := cpu()
 	return time.Since(start), float64(last.total()-first.total()) / clockTicks
+}
+
+// selfTicks is this process's CPU time in clock ticks (user + system): the
+// benchmark's own approvers and polls.
+func selfTicks() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	tv := func(t syscall.Timeval) int64 { return (t.Sec*1_000_000 + int64(t.Usec)) * clockTicks / 1_000_000 }
+	return tv(ru.Utime) + tv(ru.Stime)
+}
+
+// machineTicks is the whole machine's busy CPU time in clock ticks, from
+// the first line of /proc/stat (all but idle and iowait): with the other
+// readings it shows what else ran on the shared cores meanwhile.
+func machineTicks() int64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	var busy int64
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		if i == 3 || i == 4 || i >= 8 { // idle, iowait; guest times are already in user
+			continue
+		}
+		busy += n
+	}
+	return busy
+}
+
+// approveReading is every process's CPU ticks during approve-all: toolgate
+// and its upstream children, the cluster, heldload (the agents), this
+// benchmark (the approvers) and the machine.
+type approveReading struct {
+	gateway, upstream, db, load, bench, machine int64
+}
+
+func readApprove(gateway, dbPID int, load *loadProc) approveReading {
+	g := readProcTimes(gateway)
+	r := approveReading{gateway: g.root, upstream: g.total() - g.root, load: load.cpuTicks(), bench: selfTicks(), machine: machineTicks()}
+	if dbPID != 0 {
+		r.db = readProcTimes(dbPID).total()
+	}
+	return r
 }

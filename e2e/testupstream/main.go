@@ -9,7 +9,8 @@
 //
 // Every execution of a tool appends one line to the record file (-record,
 // else $TESTUPSTREAM_RECORD; no file means no record), written with O_APPEND
-// and fsynced, so tests in another process can count executions. A line is
+// and fsynced (-record-nosync: not fsynced), so tests in another process can
+// count executions. A line is
 // "<tool> <compact arguments>", plus "slow started …" and "slow cancelled …"
 // for the slow tool.
 //
@@ -86,10 +87,11 @@ func run(ctx context.Context) error {
 	addr := flag.String("http", "", "serve Streamable HTTP at this address (path /mcp) instead of stdio")
 	ready := flag.String("ready-file", "", "with -http: write the endpoint URL to this file once listening")
 	only2026 := flag.Bool("only-2026", false, "with -http: speak only MCP 2026-07-28, statelessly (no initialize, no sessions)")
+	noSync := flag.Bool("record-nosync", false, "write record lines without fsyncing them (benchmarks: a line is visible to other processes once written; the fsync only outlives a crash of the machine)")
 	tasks := flag.String("task-support", os.Getenv("TESTUPSTREAM_TASK_SUPPORT"), "over stdio: tools listed with execution.taskSupport, as tool=optional|required,...")
 	flag.Parse()
 
-	rec := &recorder{path: *record}
+	rec := &recorder{path: *record, noSync: *noSync}
 	var sopts *mcp.ServerOptions
 	if *only2026 {
 		sopts = &mcp.ServerOptions{SupportedProtocolVersions: []string{"2026-07-28"}}
@@ -133,12 +135,15 @@ func run(ctx context.Context) error {
 // recorder appends lines to the record file. Its methods are safe for
 // concurrent use.
 type recorder struct {
-	path string
-	mu   sync.Mutex
+	path   string
+	noSync bool // -record-nosync
+	mu     sync.Mutex
 }
 
-// add appends "tool detail\n" and fsyncs it. Errors go to stderr: the test
-// then sees a missing line.
+// add appends "tool detail\n" and fsyncs it (unless noSync). Errors go to
+// stderr: the test then sees a missing line. The lines are serialised by
+// mu, so with the fsync (milliseconds on a busy disk) the upstream runs
+// at most one tool per fsync.
 func (r *recorder) add(tool, detail string) {
 	if r.path == "" {
 		return
@@ -153,6 +158,9 @@ func (r *recorder) add(tool, detail string) {
 	defer f.Close()
 	if _, err := fmt.Fprintf(f, "%s %s\n", tool, detail); err != nil {
 		fmt.Fprintln(os.Stderr, "testupstream: record:", err)
+		return
+	}
+	if r.noSync {
 		return
 	}
 	if err := f.Sync(); err != nil {
