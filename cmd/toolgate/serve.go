@@ -315,7 +315,6 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 		return nil
 	})
 	eg.Go(func() error { return c.notes.run(ctx) })
-	eg.Go(func() error { return c.trail.Run(ctx) })
 	if c.policies != nil {
 		eg.Go(func() error { c.policies.Follow(ctx); return nil })
 	}
@@ -330,9 +329,32 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 			return errStdioDone
 		})
 	}
-	err := eg.Wait()
+	err := runWithTrail(ctx, c.trail, eg.Wait)
 	if errors.Is(err, errStdioDone) {
 		err = nil
+	}
+	return err
+}
+
+// trailRunner is the audit trail as runWithTrail runs it (*audit.Trail).
+type trailRunner interface {
+	Run(ctx context.Context) error
+}
+
+// runWithTrail runs trail alongside wait (the serve group's Wait) and
+// stops it only once wait has returned, so that its last flush comes after
+// every part that records calls has stopped: a call admitted while the
+// listeners shut down queues its audit record before that flush, not
+// after it, where nothing would read it. ctx's values are kept, its
+// cancellation is not. It returns wait's error, else trail's.
+func runWithTrail(ctx context.Context, trail trailRunner, wait func() error) error {
+	tctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- trail.Run(tctx) }()
+	err := wait()
+	stop()
+	if terr := <-done; err == nil {
+		err = terr
 	}
 	return err
 }
