@@ -194,8 +194,10 @@ func (l *Listener) Accept() (net.Conn, error) {
 			l.refused++
 			l.maybeLog()
 			l.mu.Unlock()
-			refuse(nc)
+			// Counted before the answer: whoever reads the 503 finds it
+			// counted (TestCapSparesUnreadRequest read them in either order).
 			l.shed("refused")
+			refuse(nc)
 			continue
 		}
 		c := &conn{Conn: nc, l: l}
