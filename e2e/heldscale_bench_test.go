@@ -64,7 +64,8 @@ import (
 //     /debug/pprof/heap after two collections: the runtime halves the
 //     stack of a parked goroutine only when it collects, once per
 //     collection) while the calls are held, divided by N; rss-gc-MB: the
-//     RSS after those collections;
+//     RSS after those collections; live-B/call: the live heap they left
+//     (HeapAlloc), divided by N (the process's fixed heap included);
 //   - rss-idle-MB: the RSS at the end of the 10 s of holding idle (after
 //     gctune has had time to return the burst's free heap to the OS);
 //
@@ -183,7 +184,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 
 	rss := rssMB(b, pid)
 	heldMem := readMemSplit(b, g.Admin) // no collection: the burst's heap as it is
-	goroutines, stack := heldRuntime(b, g.Admin)
+	goroutines, stack, live := heldRuntime(b, g.Admin)
 	rssGC := rssMB(b, pid) // after the collections heldRuntime asked for
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		saveProfiles(b, g.Admin, filepath.Join(dir, fmt.Sprintf("%s-%d", driver, n)))
@@ -288,6 +289,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	b.ReportMetric(perApproval(procs1.bench-procs0.bench), "approve-bench-cpu-ms")
 	b.ReportMetric(float64(procs1.machine-procs0.machine)/clockTicks/took.Seconds(), "approve-machine-cores")
 	b.ReportMetric(rssGC, "rss-gc-MB")
+	b.ReportMetric(float64(live)/float64(n), "live-B/call") // the process's fixed heap included
 	b.ReportMetric(rssIdle, "rss-idle-MB")
 	b.ReportMetric(float64(goroutines)/float64(n), "goroutines/call")
 	b.ReportMetric(float64(stack)/1024/float64(n), "stack-KB/call")
@@ -355,9 +357,10 @@ func (m memSplit) report(b *testing.B, what string) {
 }
 
 // heldRuntime reads toolgate's goroutine count and, after two collections,
-// its goroutine stack bytes (StackInuse) from its admin listener's
+// its goroutine stack bytes (StackInuse) and live heap (HeapAlloc: the
+// objects the second collection kept) from its admin listener's
 // /debug/pprof/ (the approver is an admin in this benchmark).
-func heldRuntime(tb testing.TB, admin string) (goroutines int, stack int64) {
+func heldRuntime(tb testing.TB, admin string) (goroutines int, stack, live int64) {
 	tb.Helper()
 	get := func(path string) string {
 		req, err := http.NewRequestWithContext(tb.Context(), http.MethodGet, admin+path, nil)
@@ -388,7 +391,14 @@ func heldRuntime(tb testing.TB, admin string) (goroutines int, stack int64) {
 	if _, err := fmt.Sscanf(heap[i+1:], "# Stack = %d", &stack); err != nil {
 		tb.Fatalf("heap profile's Stack line: %v", err)
 	}
-	return goroutines, stack
+	i = strings.Index(heap, "\n# HeapAlloc = ")
+	if i < 0 {
+		tb.Fatal("no HeapAlloc in the heap profile")
+	}
+	if _, err := fmt.Sscanf(heap[i+1:], "# HeapAlloc = %d", &live); err != nil {
+		tb.Fatalf("heap profile's HeapAlloc line: %v", err)
+	}
+	return goroutines, stack, live
 }
 
 // saveProfiles writes the gateway's heap and goroutine profiles to

@@ -644,20 +644,20 @@ func (g *Gate) inboxLink(id approval.ID) string {
 }
 
 // heldMessage is the progress message of a call held on r.
-func (g *Gate) heldMessage(r approval.Request) string {
-	if link := g.inboxLink(r.ID); link != "" {
-		return fmt.Sprintf("waiting for approval %s: an approver can review it at %s", r.ID, link)
+func (g *Gate) heldMessage(id approval.ID) string {
+	if link := g.inboxLink(id); link != "" {
+		return fmt.Sprintf("waiting for approval %s: an approver can review it at %s", id, link)
 	}
-	return fmt.Sprintf("waiting for approval %s", r.ID)
+	return fmt.Sprintf("waiting for approval %s", id)
 }
 
 // keepAlive returns the keep-alive of c while it is held on r, or nil when
 // c has none.
-func (g *Gate) keepAlive(c Call, r approval.Request) func(context.Context) {
+func (g *Gate) keepAlive(c Call, id approval.ID) func(context.Context) {
 	if c.KeepAlive == nil {
 		return nil
 	}
-	msg := g.heldMessage(r)
+	msg := g.heldMessage(id)
 	return func(ctx context.Context) { c.KeepAlive(ctx, msg) }
 }
 

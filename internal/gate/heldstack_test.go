@@ -30,7 +30,7 @@ func growStack(n int) byte {
 //go:noinline
 func waitLikeTheGateway(g *Gate, hctx context.Context, hold HeldCall) byte {
 	var pad [96]byte
-	pad[len(hold.h.r.ID)%len(pad)] = 1
+	pad[len(hold.h.r.id)%len(pad)] = 1
 	ans := g.WaitHold(hctx, hold)
 	return pad[len(ans.ApprovalID)%len(pad)]
 }
@@ -75,7 +75,7 @@ func TestHeldWaiterStackShrinksTo4KiB(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, h := range hs {
 		wg.Go(func() {
-			growStack(len(h.hold.h.r.ID))
+			growStack(len(h.hold.h.r.id))
 			waitLikeTheGateway(g, h.hctx, h.hold)
 		})
 	}

@@ -139,7 +139,9 @@ type heldCall struct {
 	// the caller's, lent until WaitHold returns (a parked call then keeps
 	// one Call, not two: docs/performance.md "heldmem4").
 	c *Call
-	r approval.Request
+	// r is what the hold keeps of the request it is held on (heldReq):
+	// not the whole approval.Request.
+	r heldReq
 	// dec is the policy decision admit made, recorded (Options.Recorder)
 	// with the answer after the wait; nil on a resumed call, which admit
 	// does not record.
@@ -147,6 +149,50 @@ type heldCall struct {
 	// pre, when set, is the wait's first read of r, made by AdmitOrHold on
 	// the admitting goroutine (preRead): waitFor starts from it.
 	pre *preRead
+}
+
+// heldReq is what a held call keeps of the request r it is held on
+// (heldCall.r), as read or created when it was held: what the wait reads
+// (id, expiry) and what the answer made from it when the store cannot be
+// read at all during the wait needs (endHold: pendingAnswer's id, state,
+// mode, rule, reviews, required approvals and expiry; a requestState's
+// caller, server, tool, kind, argument hash and validity, RequestState).
+// The rest of a Request (the display copy of the arguments and its
+// warnings, approvers, tenant, tool digest, policy revision, lease,
+// timestamps) is read by nothing while the call is held: keeping it cost
+// a 568 B Request and the display copy per held call
+// (docs/performance.md, "heldmem5"). Its strings are r's, not copies.
+type heldReq struct {
+	id                approval.ID
+	state             approval.State
+	server, tool      string
+	kind              string
+	argumentsHash     string
+	rule, mode        string
+	requestedBy       string
+	expiresAt         time.Time
+	validFor          time.Duration
+	requiredApprovals int
+	reviews           []approval.Review
+}
+
+// heldReqOf is what a held call keeps of r (see heldReq).
+func heldReqOf(r *approval.Request) heldReq {
+	return heldReq{
+		id: r.ID, state: r.State, server: r.Server, tool: r.Tool, kind: r.Kind,
+		argumentsHash: r.ArgumentsHash, rule: r.Rule, mode: r.Mode, requestedBy: r.RequestedBy,
+		expiresAt: r.ExpiresAt, validFor: r.ValidFor, requiredApprovals: r.RequiredApprovals, reviews: r.Reviews,
+	}
+}
+
+// request is the request q was made from, with the fields q keeps (see
+// heldReq) and the others zero.
+func (q *heldReq) request() approval.Request {
+	return approval.Request{
+		ID: q.id, State: q.state, Server: q.server, Tool: q.tool, Kind: q.kind,
+		ArgumentsHash: q.argumentsHash, Rule: q.rule, Mode: q.mode, RequestedBy: q.requestedBy,
+		ExpiresAt: q.expiresAt, ValidFor: q.validFor, RequiredApprovals: q.requiredApprovals, Reviews: q.reviews,
+	}
 }
 
 // A preRead is a held call's first subscription to its request's
@@ -166,12 +212,12 @@ type preRead struct {
 //
 //go:noinline // the store read's frames are gone before the call is handed to its waiter
 func (g *Gate) readAhead(ctx context.Context, h *heldCall) {
-	deadline := h.r.ExpiresAt
+	deadline := h.r.expiresAt
 	if h.c.MaxHold > 0 && g.now().Add(h.c.MaxHold).Before(deadline) {
 		deadline = g.now().Add(h.c.MaxHold)
 	}
-	st := newHeldRead(h.r.ID, deadline, nil, true)
-	woke, unsub := g.hub.subscribe(string(h.r.ID))
+	st := newHeldRead(h.r.id, deadline, nil, true)
+	woke, unsub := g.hub.subscribe(string(h.r.id))
 	done, err := g.readHeld(ctx, st)
 	st.stop()
 	if done || err != nil || st.retryC != nil {
@@ -187,7 +233,7 @@ func (g *Gate) readAhead(ctx context.Context, h *heldCall) {
 func heldOn(c Call, r approval.Request) Admission {
 	cp := new(Call)
 	*cp = c
-	return Admission{held: &heldCall{c: cp, r: r}}
+	return Admission{held: &heldCall{c: cp, r: heldReqOf(&r)}}
 }
 
 // waitHeld holds the call of adm.held until its request is decided,
@@ -205,7 +251,7 @@ func (g *Gate) waitHeld(ctx context.Context, adm *Admission) {
 //
 //go:noinline // its locals stay out of waitHeld's parked frame
 func (g *Gate) afterHold(ctx context.Context, h *heldCall, adm *Admission) {
-	g.leases.drop(h.r.ID, leaseHold, false)
+	g.leases.drop(h.r.id, leaseHold, false)
 	if h.dec != nil {
 		adm.Monitor = h.dec.Monitor
 		g.record(ctx, *h.c, h.dec, *adm)
@@ -248,13 +294,13 @@ type holdWait struct {
 //go:noinline // its temporaries stay out of holdOn's parked frame
 func (g *Gate) startWait(ctx context.Context, h *heldCall) (context.Context, *holdWait) {
 	w := &holdWait{start: g.now()}
-	deadline := h.r.ExpiresAt
+	deadline := h.r.expiresAt
 	if h.c.MaxHold > 0 && w.start.Add(h.c.MaxHold).Before(deadline) {
 		deadline = w.start.Add(h.c.MaxHold)
 	}
-	wctx, span := g.opts.Tracer.Start(ctx, "approval wait", trace.WithAttributes(attribute.String("approval.id", string(h.r.ID))))
+	wctx, span := g.opts.Tracer.Start(ctx, "approval wait", trace.WithAttributes(attribute.String("approval.id", string(h.r.id))))
 	w.span = span
-	w.st = newHeldRead(h.r.ID, deadline, g.keepAlive(*h.c, h.r), true)
+	w.st = newHeldRead(h.r.id, deadline, g.keepAlive(*h.c, h.r.id), true)
 	if h.pre != nil {
 		// The wait starts from the read made ahead; nothing keeps the
 		// preRead itself for the hold.
@@ -264,7 +310,7 @@ func (g *Gate) startWait(ctx context.Context, h *heldCall) (context.Context, *ho
 	// The call's consume token, before the call is offered: a decision's
 	// consume for it and its own carry the same (see consumeCheck).
 	h.c.consumeToken = newConsumeToken()
-	w.withdraw = g.hub.offer(ctx, string(h.r.ID), h.c)
+	w.withdraw = g.hub.offer(ctx, string(h.r.id), h.c)
 	return wctx, w
 }
 
@@ -287,24 +333,24 @@ func (g *Gate) endHold(ctx context.Context, h *heldCall, w *holdWait, gotp *appr
 		if cl.used {
 			g.metrics.ApprovalWaited(g.now().Sub(w.start).Seconds())
 			endWait(span, approval.Request{State: approval.StateApproved}, nil) // the decision, as in settle's path
-			*adm = g.afterConsume(ctx, *h.c, h.r.ID, cl.r, cl.k, nil)
+			*adm = g.afterConsume(ctx, *h.c, h.r.id, cl.r, cl.k, nil)
 			return adm
 		}
 	}
 	g.metrics.ApprovalWaited(g.now().Sub(w.start).Seconds())
 	endWait(span, got, err)
 	if got.ID == "" {
-		got = h.r // the store could not be read at all meanwhile: what was known
+		got = h.r.request() // the store could not be read at all meanwhile: what was known
 	}
 	switch {
-	case errors.Is(err, errDeadline) && deadline.Before(h.r.ExpiresAt) && got.State == approval.StatePending:
+	case errors.Is(err, errDeadline) && deadline.Before(h.r.expiresAt) && got.State == approval.StatePending:
 		// MaxHold passed first: the caller cannot wait longer. The request
 		// stays open for the identical re-send (or the next round).
-		g.releaseHold(ctx, h.r.ID)
-		g.log.InfoContext(ctx, "call answered before its approval was decided (max hold); the approval stays pending", "approval", h.r.ID)
+		g.releaseHold(ctx, h.r.id)
+		g.log.InfoContext(ctx, "call answered before its approval was decided (max hold); the approval stays pending", "approval", h.r.id)
 		*adm = g.pendingAnswer(got)
 	case err != nil:
-		*adm = g.abandon(ctx, *h.c, h.r.ID, err)
+		*adm = g.abandon(ctx, *h.c, h.r.id, err)
 	default:
 		*adm = g.settle(ctx, *h.c, got)
 	}
@@ -334,7 +380,7 @@ func (g *Gate) resend(ctx context.Context, c Call, r approval.Request) Admission
 		deadline = r.ExpiresAt
 	}
 	wctx, span := g.opts.Tracer.Start(ctx, "approval wait", trace.WithAttributes(attribute.String("approval.id", string(r.ID))))
-	got, err := g.wait(wctx, r.ID, deadline, g.keepAlive(c, r), false)
+	got, err := g.wait(wctx, r.ID, deadline, g.keepAlive(c, r.ID), false)
 	endWait(span, got, err)
 	switch {
 	case errors.Is(err, errDeadline) && g.now().Before(r.ExpiresAt):
@@ -456,7 +502,8 @@ type heldRead struct {
 	lease    bool
 	// last is the request as last read, nil before a read of the wait's
 	// own: the read made ahead (takePre) is not kept, it is the request
-	// the call is held on (heldCall.r), which endHold falls back to.
+	// the call is held on (heldCall.r: what a hold keeps of it, heldReq),
+	// which endHold falls back to.
 	last    *approval.Request
 	retry   *time.Timer      // set while the store cannot be read
 	retryC  <-chan time.Time // retry's channel after a failed read, else nil

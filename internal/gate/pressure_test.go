@@ -683,7 +683,18 @@ func TestMaxHoldThroughOutageStaysPending(t *testing.T) {
 		t.Fatalf("admission %+v, want the pending answer", a)
 	}
 	s.failing.Store(false)
-	if r := mustStored(t, db, a.ApprovalID); r.State != approval.StatePending {
+	r := mustStored(t, db, a.ApprovalID)
+	if r.State != approval.StatePending {
 		t.Fatalf("request is %s after the max hold, want pending", r.State)
+	}
+	// The answer was made from what the hold kept of the request (heldReq),
+	// not from a read: it has what the pending answer and a requestState
+	// (MRTR) read, as stored (the store keeps milliseconds).
+	h := a.Held
+	if h.ID != r.ID || h.State != r.State || h.Server != r.Server || h.Tool != r.Tool || h.Kind != r.Kind ||
+		h.ArgumentsHash != r.ArgumentsHash || h.RequestedBy != r.RequestedBy || h.Rule != r.Rule || h.Mode != r.Mode ||
+		h.ExpiresAt.Sub(r.ExpiresAt).Abs() >= time.Millisecond || h.ValidFor != r.ValidFor || h.RequiredApprovals != r.RequiredApprovals ||
+		len(h.Reviews) != len(r.Reviews) {
+		t.Errorf("the pending answer's request %+v, want the stored %+v on the fields it is read for", h, r)
 	}
 }
