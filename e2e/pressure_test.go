@@ -483,9 +483,22 @@ func TestPostgresOutageDuringApprovals(t *testing.T) {
 	for _, line := range readRecord(t, record) {
 		counts[line]++
 	}
+	// An outcome whose write met the outage is recorded in the background
+	// once the store is back ("dispatch outcome recorded after
+	// retrying"), possibly after its caller got the result: wait for it.
 	final := map[string]apiApproval{}
-	for _, a := range listAll(t, g.Admin, "all") {
-		final[a.ID] = a
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(pollEvery) {
+		clear(final)
+		unrecorded := 0
+		for _, a := range listAll(t, g.Admin, "all") {
+			final[a.ID] = a
+			if a.State == "consumed" && a.DispatchOutcome == "" {
+				unrecorded++
+			}
+		}
+		if unrecorded == 0 || time.Now().After(deadline) {
+			break
+		}
 	}
 	ran, voided := 0, 0
 	for _, id := range ids {
