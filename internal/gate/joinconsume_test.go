@@ -10,7 +10,7 @@ import (
 	"toolgate/internal/approval"
 	"toolgate/internal/store"
 	"toolgate/internal/store/sqlstore"
-	"toolgate/internal/store/sqlstore/pgtest"
+	"toolgate/internal/store/sqlstore/eachstore"
 	"toolgate/internal/store/sqlstore/sqlitetest"
 )
 
@@ -63,19 +63,11 @@ func waitOffered(t *testing.T, g *Gate, reads <-chan approval.ID, id approval.ID
 	}
 }
 
-// eachStore runs fn on SQLite and, when TOOLGATE_TEST_POSTGRES is set, on
-// a fresh Postgres database.
+// eachStore runs fn on SQLite and on a fresh Postgres database
+// (eachstore.Run).
 func eachStore(t *testing.T, fn func(t *testing.T, db *sqlstore.DB)) {
 	t.Helper()
-	t.Run("sqlite", func(t *testing.T) { fn(t, sqlitetest.Open(t)) })
-	t.Run("postgres", func(t *testing.T) {
-		db, err := sqlstore.Open(t.Context(), sqlstore.Config{Driver: sqlstore.DriverPostgres, DSN: pgtest.Fresh(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = db.Close() })
-		fn(t, db)
-	})
+	eachstore.Run(t, fn)
 }
 
 // writes counts the request writes (transactions) fs saw.
