@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,7 +12,7 @@ import (
 	"toolgate/internal/gate"
 	"toolgate/internal/policy"
 	"toolgate/internal/store"
-	"toolgate/internal/store/sqlstore"
+	"toolgate/internal/store/sqlstore/sqlitetest"
 )
 
 // TestRunWithTrailChainsCallsOfTheShutdown (breakheld's finding): a call
@@ -23,17 +22,13 @@ import (
 // in a queue nobody read.
 func TestRunWithTrailChainsCallsOfTheShutdown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, err := sqlstore.Open(t.Context(), sqlstore.Config{Driver: sqlstore.DriverSQLite, Path: filepath.Join(t.TempDir(), "tg.db")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
+		db := sqlitetest.Open(t)
 		tr := audit.New(db, &audit.Options{Linger: 100 * time.Millisecond, Poll: time.Hour})
 		pol := &policy.Policy{Default: policy.Deny, Rules: []policy.Rule{{Name: "reads", Server: "fs", Tools: []string{"read_*"}, Effect: policy.Allow}}}
 		g := gate.New(db, pol, &gate.Options{Recorder: tr})
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel() // shutdown has begun
-		err = runWithTrail(ctx, tr, func() error {
+		err := runWithTrail(ctx, tr, func() error {
 			synctest.Wait() // everything that stops on ctx has stopped
 			c := gate.Call{Principal: approval.Principal{ID: "agent-1", Kind: "agent"}, Server: "fs", Tool: "read_file", Arguments: json.RawMessage(`{"path":"/x"}`)}
 			if adm := g.Admit(context.WithoutCancel(ctx), c); !adm.Allowed {
