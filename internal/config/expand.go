@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -188,6 +190,10 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) []error {
 			if f.Kind() == reflect.Struct && v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null" {
 				continue // an empty section keeps its defaults
 			}
+			if err := checkDuration(v, f, join(path, k.Value)); err != nil {
+				errs = append(errs, err)
+				continue // dropped: it keeps its default, and go-yaml does not report it again
+			}
 			errs = append(errs, checkKeys(v, f, join(path, k.Value))...)
 			keep = append(keep, k, v)
 		}
@@ -260,4 +266,35 @@ func where(path string) string {
 		return "the top level"
 	}
 	return path
+}
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// checkDuration checks a scalar n bound for a time.Duration field of type
+// t (any other type is left alone) at path. A bare 0, which YAML types as
+// a number and go-yaml refuses for a Duration, is re-tagged as a string,
+// so it reads as zero (time.ParseDuration accepts "0"); the reference
+// documents 0 for several keys. Any other value that does not parse is an
+// error naming the line, the key and what to write instead.
+func checkDuration(n *yaml.Node, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if t != durationType || n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
+		return nil
+	}
+	const how = "write a number with a unit (ms, s, m, h)"
+	if _, err := time.ParseDuration(n.Value); err == nil {
+		if n.ShortTag() != "!!str" {
+			n.Tag = "!!str" // only "0" parses without a unit
+		}
+		return nil
+	}
+	if _, err := strconv.ParseFloat(n.Value, 64); err == nil {
+		return fmt.Errorf("line %d: %s: %s has no unit: %s, such as %ss", n.Line, path, n.Value, how, n.Value)
+	}
+	return fmt.Errorf("line %d: %s: %q is not a duration: %s, such as 30s, 5m or 1h30m", n.Line, path, n.Value, how)
 }
