@@ -130,8 +130,8 @@ approvers:
 			}
 			err := serveWith(t.Context(), append([]string{"--config", path}, tt.flags...),
 				serveIO{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, sys: sys})
-			if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("serve = %v, want a usage error naming %q", err, tt.want)
+			if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("serve = %v, want an invalid-config error (exit 2) naming %q", err, tt.want)
 			}
 			if strings.Contains(stderr.String(), testApproverToken) || (err != nil && strings.Contains(err.Error(), testApproverToken)) {
 				t.Error("a message shows the token itself")

@@ -67,7 +67,7 @@ func bindListeners(ctx context.Context, p plan, log *slog.Logger) (_ *listeners,
 		lc := &api.ListenConfig{Logger: log}
 		ln, err := lc.Listen(ctx, p.adminAddr)
 		if errors.Is(err, api.ErrUnsafeSocketDir) {
-			return nil, fmt.Errorf("%w: listen.admin: %w", errUsage, err)
+			return nil, fmt.Errorf("%w: listen.admin: %w", errConfig, err)
 		} else if err != nil {
 			return nil, fmt.Errorf("listen.admin: %w", err)
 		}

@@ -25,8 +25,13 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-// errUsage marks errors that exit with status 2.
-var errUsage = errors.New("usage")
+// errUsage and errConfig mark errors that exit with status 2: wrong
+// flags or arguments, and a config (or its surroundings: token files, the
+// admin socket's directory) that serve refuses to start with.
+var (
+	errUsage  = errors.New("usage")
+	errConfig = errors.New("invalid config")
+)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -65,7 +70,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "toolgate:", err)
-		if errors.Is(err, errUsage) {
+		if errors.Is(err, errUsage) || errors.Is(err, errConfig) {
 			return 2
 		}
 		return 1

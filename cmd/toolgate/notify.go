@@ -35,7 +35,7 @@ func newNotifications(cfg config.Config, s notify.Store, reviewer slack.Reviewer
 	}
 	secrets, err := cfg.NotifySecrets(os.LookupEnv, os.ReadFile)
 	if err != nil {
-		return notifications{}, fmt.Errorf("%w: %w", errUsage, err)
+		return notifications{}, fmt.Errorf("%w: %w", errConfig, err)
 	}
 	chat := func(r approval.Request) bool {
 		p := holder.Load()
@@ -64,7 +64,7 @@ func newNotifications(cfg config.Config, s notify.Store, reviewer slack.Reviewer
 			c = s
 		}
 		if err != nil {
-			return notifications{}, fmt.Errorf("%w: notify.channels[%d] %q: %w", errUsage, i, ch.Name, err)
+			return notifications{}, fmt.Errorf("%w: notify.channels[%d] %q: %w", errConfig, i, ch.Name, err)
 		}
 		routes = append(routes, notify.Route{
 			Name: ch.Name, Channel: c, Events: ch.EffectiveEvents(), Rules: ch.Rules, Servers: ch.Servers, MaxAge: ch.EffectiveMaxAge(),

@@ -104,14 +104,14 @@ func serveWith(ctx context.Context, args []string, sio serveIO) error {
 
 	cfg, err := config.LoadFile(f.config, sio.sys.lookupEnv)
 	if err != nil {
-		return fmt.Errorf("%w: %s: %w", errUsage, f.config, err)
+		return fmt.Errorf("%w: %w", errConfig, err) // err names the file
 	}
 	for _, w := range serveWarnings(cfg, f, sio.sys) {
 		log.Warn(w)
 	}
 	p, err := preflight(cfg, f, sio.sys)
 	if err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
+		return fmt.Errorf("%w: %w", errConfig, err)
 	}
 	for _, d := range p.dropped {
 		log.Warn("variable not passed to the upstream: its value is one of toolgate's secrets", "variable", d)

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestServeRefusesBadConfigAsConfig: a config serve cannot start with
+// exits 2 (the contract: "usage or invalid config") and says so; it is not
+// labelled a usage error (the flags were right), and the file's path is
+// not repeated.
+func TestServeRefusesBadConfigAsConfig(t *testing.T) {
+	tests := []struct {
+		name, config string
+		want         string
+	}{
+		{"unknown key", "listen: { mcp: 127.0.0.1:0, amdin: 127.0.0.1:0 }\n" + principals,
+			`unknown key "amdin" in listen`},
+		{"no tokens", "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\npolicy: { default: allow }\n",
+			"no agent tokens configured"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeConfig(t, tt.config)
+			var stdout, stderr bytes.Buffer
+			code := run(t.Context(), []string{"serve", "--config", path}, strings.NewReader(""), &stdout, &stderr)
+			out := stderr.String()
+			if code != 2 {
+				t.Errorf("exit code %d, want 2\nstderr:\n%s", code, out)
+			}
+			if !strings.HasPrefix(out, "toolgate: invalid config: ") || !strings.Contains(out, tt.want) {
+				t.Errorf("stderr = %q, want it to start with %q and name %q", out, "toolgate: invalid config: ", tt.want)
+			}
+			if strings.Contains(out, "usage") {
+				t.Errorf("stderr calls a config problem a usage error: %q", out)
+			}
+			if n := strings.Count(out, path); n > 1 {
+				t.Errorf("stderr names the config file %d times: %q", n, out)
+			}
+		})
+	}
+}
