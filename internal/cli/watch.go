@@ -216,7 +216,13 @@ func eventDetail(ev api.Event, a api.Approval) string {
 		if a.OnBehalfOf != "" {
 			by += " for " + clean(a.OnBehalfOf)
 		}
-		left := time.Until(a.ExpiresAt).Round(time.Second)
+		// Counted from the event, so a replayed request shows the time it
+		// was given rather than "0s" once its deadline has passed.
+		left := time.Until(a.ExpiresAt)
+		if !ev.At.IsZero() {
+			left = a.ExpiresAt.Sub(ev.At)
+		}
+		left = left.Round(time.Second)
 		return fmt.Sprintf("by %s, rule %q, %d approval(s) needed, expires in %v: %s",
 			by, clean(a.Rule), max(a.RequiredApprovals, 1), max(left, 0), argsLine(a.Arguments))
 	case "reviewed":

@@ -219,3 +219,28 @@ func TestWatchPrintsDecisions(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchReplayShowsTheRequestsTimeout: a "requested" event replayed
+// with --since says how long the request had when it was made, not
+// "expires in 0s" because its deadline has passed since.
+func TestWatchReplayShowsTheRequestsTimeout(t *testing.T) {
+	db := sqlitetest.Open(t)
+	g := gate.New(db, &policy.Policy{Default: policy.Allow}, nil)
+	srv := httptest.NewServer(api.New(g, authenticate, &api.Options{Events: db}))
+	t.Cleanup(srv.Close)
+	r := request("01900000-0000-7000-8000-000000000002")
+	r.CreatedAt = time.Now().UTC().Add(-2 * time.Hour).Truncate(time.Second)
+	r.ExpiresAt = r.CreatedAt.Add(30 * time.Minute)
+	if err := db.CreateRequest(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	out := &lines{ch: make(chan string, 100)}
+	go cli.Run(ctx, []string{"watch", "--since", "0"}, out, &lines{ch: make(chan string, 100)}, func(k string) string {
+		return map[string]string{cli.EnvAddr: srv.URL, cli.EnvToken: "bob-tok"}[k]
+	})
+	if l := out.next(t); !strings.Contains(l, "requested") || !strings.Contains(l, "expires in 30m0s") {
+		t.Errorf("line %q, want a requested line saying %q", l, "expires in 30m0s")
+	}
+}
