@@ -41,3 +41,18 @@ func TestServeRefusesBadConfigAsConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestServeHelp: "serve -h" names the command as it is typed and says
+// what the exit codes are, like every other subcommand's help.
+func TestServeHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run(t.Context(), []string{"serve", "-h"}, strings.NewReader(""), &stdout, &stderr); code != 0 {
+		t.Errorf("serve -h exited %d, want 0", code)
+	}
+	out := stderr.String()
+	for _, want := range []string{"Usage: toolgate serve --config FILE", "-ready-file", "Exit status: 0 "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("serve -h:\n%s\nwant it to contain %q", out, want)
+		}
+	}
+}

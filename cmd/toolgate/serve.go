@@ -53,6 +53,13 @@ func parseServeFlags(args []string, stderr io.Writer) (f serveFlags, ok bool, er
 	fs.StringVar(&f.readyFile, "ready-file", "", "write the bound addresses as JSON to this file once listening")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug|info|warn|error")
 	fs.BoolVar(&f.watch, "watch", false, "reload the policy when the config file changes (checked every second), as on SIGHUP")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "Usage: toolgate serve --config FILE [--dev] [--stdio] [--insecure-no-auth]\n"+
+			"                      [--ready-file F] [--log-level L] [--watch]\n\n")
+		fs.PrintDefaults()
+		fmt.Fprint(stderr, "\n\"toolgate policy check [--dev] [--stdio] FILE\" runs the same checks without starting.\n"+
+			"Exit status: 0 stopped by a signal (or the --stdio client left), 1 failure, 2 usage or invalid config.\n")
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return f, false, nil
