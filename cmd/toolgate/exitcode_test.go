@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -54,5 +56,36 @@ func TestServeHelp(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("serve -h:\n%s\nwant it to contain %q", out, want)
 		}
+	}
+}
+
+// TestCheckWarnsOfMissingUpstreamCommand: a stdio upstream whose command
+// is not there passes the check (serve starts and keeps retrying it), but
+// the check says so instead of "ok" alone; a command that is there does
+// not warn.
+func TestCheckWarnsOfMissingUpstreamCommand(t *testing.T) {
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "present-server"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := writeConfig(t, "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\nservers:\n"+
+		"  ghost: { command: no-such-mcp-server }\n"+
+		"  here: { command: present-server }\n"+
+		"  abs: { command: "+filepath.Join(bin, "missing")+" }\n"+principals)
+	var stdout, stderr strings.Builder
+	code := checkCmd([]string{path}, &stdout, &stderr, testSystem(map[string]string{"PATH": bin}))
+	if code != 0 {
+		t.Errorf("policy check exited %d, want 0 (a warning)\nstderr:\n%s", code, stderr.String())
+	}
+	for _, want := range []string{
+		`servers.ghost.command "no-such-mcp-server" is not in PATH (` + bin + `)`,
+		`servers.abs.command "` + filepath.Join(bin, "missing") + `" is not an executable file`,
+	} {
+		if !strings.Contains(stderr.String(), "warning: "+path+": "+want) {
+			t.Errorf("stderr:\n%s\nwant a warning %q", stderr.String(), want)
+		}
+	}
+	if strings.Contains(stderr.String(), "servers.here") {
+		t.Errorf("a command that is in PATH is warned about:\n%s", stderr.String())
 	}
 }

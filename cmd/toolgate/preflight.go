@@ -133,6 +133,7 @@ func serveWarnings(cfg config.Config, f serveFlags, sys system) []string {
 		out = append(out, w)
 	}
 	out = append(out, cfg.ShortTokens(sys.lookupEnv, sys.readFile)...)
+	out = append(out, commandWarnings(cfg, sys)...)
 	if w := capsFor(cfg.Listen, sys.nofile).warning; w != "" {
 		out = append(out, w)
 	}
