@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"toolgate/internal/api"
@@ -26,6 +27,7 @@ const maxResponse = 16 << 20
 // client talks to the admin API.
 type client struct {
 	base  string // scheme://host[:port][/path], no trailing slash
+	addr  string // the address as given, for messages
 	token string
 	http  *http.Client
 }
@@ -34,7 +36,7 @@ type client struct {
 // a bare "host:port" (http), or "unix:///abs/path.sock". A malformed addr is
 // a usage error.
 func newClient(addr, token string) (*client, error) {
-	c := &client{token: token, http: &http.Client{Timeout: requestTimeout}}
+	c := &client{addr: addr, token: token, http: &http.Client{Timeout: requestTimeout}}
 	if path, ok := strings.CutPrefix(addr, "unix://"); ok {
 		if !filepath.IsAbs(path) {
 			return nil, usagef("--addr %q: want unix:///absolute/path.sock", addr)
@@ -101,6 +103,10 @@ func (c *client) do(ctx context.Context, method, path string, body any) (respons
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err // the URL is in the message already below
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+			return response{}, fmt.Errorf("%s %s: %w: is toolgate serve running, with its admin listener at %s? (--addr or %s)",
+				method, path, err, c.addr, EnvAddr)
 		}
 		return response{}, fmt.Errorf("%s %s: %w", method, path, err)
 	}
