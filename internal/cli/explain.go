@@ -97,6 +97,9 @@ func RunExplain(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	if err != nil {
 		return failure(stderr, err)
 	}
+	if real, ok := strings.CutPrefix(o.tool, o.server+"__"); ok && real != "" {
+		fmt.Fprintf(stderr, "note: --tool %q is the name agents see; rules match the real tool name: --tool %q\n", o.tool, real)
+	}
 	if o.json {
 		b, _ := json.MarshalIndent(x, "", "  ")
 		_ = writeJSON(stdout, b)
