@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"toolgate/internal/config"
 )
@@ -52,10 +53,16 @@ func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 		}
 	}
 	if len(problems) > 0 {
+		n := 0
 		for _, p := range problems {
 			fmt.Fprintln(stderr, p)
+			// A problem's further lines (a CEL error's source line and
+			// caret) are indented; they are not problems of their own.
+			if !strings.HasPrefix(strings.TrimPrefix(p, path+": "), " ") {
+				n++
+			}
 		}
-		fmt.Fprintf(stderr, "%s: %d problem(s)\n", path, len(problems))
+		fmt.Fprintf(stderr, "%s: %d problem(s)\n", path, n)
 		return 2
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", path)

@@ -89,3 +89,19 @@ func TestCheckWarnsOfMissingUpstreamCommand(t *testing.T) {
 		t.Errorf("a command that is in PATH is warned about:\n%s", stderr.String())
 	}
 }
+
+// TestCheckCountsProblemsNotLines: a CEL error is printed with its source
+// line and a caret under the fault; the total counts it once.
+func TestCheckCountsProblemsNotLines(t *testing.T) {
+	path := writeConfig(t, "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\n"+principals+
+		"policy:\n  rules:\n"+
+		"    - { name: a, when: 'args.x <', effect: allow }\n"+
+		"    - { name: b, when: 'arg.x == 1', effect: allow }\n")
+	var stdout, stderr strings.Builder
+	if code := checkCmd([]string{path}, &stdout, &stderr, testSystem(nil)); code != 2 {
+		t.Errorf("policy check exited %d, want 2", code)
+	}
+	if !strings.Contains(stderr.String(), path+": 2 problem(s)") || !strings.Contains(stderr.String(), "^") {
+		t.Errorf("stderr:\n%s\nwant the carets and %q", stderr.String(), "2 problem(s)")
+	}
+}
