@@ -15,6 +15,9 @@ import (
 // the policy:
 //
 //   - a glob server pattern in a rule that matches no configured server;
+//   - a rule tool glob written as an exposed name, "<server>__<tool>" of a
+//     configured server: rules match the real tool name, so it matches
+//     nothing of that server (a deny rule that silently does not deny);
 //   - with no approvers configured while the policy can require approval:
 //     nobody can decide, and held calls can only expire;
 //   - an approvers entry (policy default or rule) naming an id or
@@ -49,6 +52,25 @@ func (c Config) Warnings() []string {
 		}
 		if !hit {
 			warn("policy.%s: server pattern %q matches no configured server", ruleLabel(p, i), r.Server)
+		}
+	}
+
+	servers := slices.Sorted(func(yield func(string) bool) {
+		for n := range c.Servers {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	for i, r := range p.Rules {
+		for j, g := range r.Tools {
+			for _, s := range servers {
+				if real, ok := strings.CutPrefix(g, s+"__"); ok && real != "" {
+					warn("policy.%s: tools[%d] %q is the name agents see for server %q's tool; rules match the real tool name (%q), so this one matches nothing of %q",
+						ruleLabel(p, i), j, g, s, real, s)
+					break
+				}
+			}
 		}
 	}
 
