@@ -116,7 +116,13 @@ func (c *client) do(ctx context.Context, method, path string, body any) (respons
 		return response{}, fmt.Errorf("%s %s: read response: %w", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return response{}, decodeError(resp.StatusCode, b)
+		err := decodeError(resp.StatusCode, b)
+		var he *httpError
+		if errors.As(err, &he) && he.Status == http.StatusNotFound && he.Message == "no such route" {
+			// The agent listener answers this for every admin path.
+			return response{}, fmt.Errorf("%w: is %s toolgate's admin listener (listen.admin), not its agent listener? (--addr or %s)", err, c.addr, EnvAddr)
+		}
+		return response{}, err
 	}
 	now := time.Now()
 	if d, err := http.ParseTime(resp.Header.Get("Date")); err == nil {

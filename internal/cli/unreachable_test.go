@@ -1,7 +1,10 @@
 package cli_test
 
 import (
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,5 +37,23 @@ func TestNoGatewayAtTheAddress(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAgentListenerAtTheAddress: pointed at the agent listener (port 7070
+// instead of 7071), every admin path is "no such route"; the error asks
+// whether the address is the admin listener.
+func TestAgentListenerAtTheAddress(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"error":{"code":"not_found","message":"no such route"}}`)
+	}))
+	t.Cleanup(srv.Close)
+	e := newEnv(t)
+	e.vars[cli.EnvAddr] = srv.URL
+	code, _, errs := e.run(t, "list")
+	if code != 1 || !strings.Contains(errs, "404 not_found: no such route") || !strings.Contains(errs, "is "+srv.URL+" toolgate's admin listener") {
+		t.Errorf("exit %d, stderr %q; want 1 and a question about the admin listener", code, errs)
 	}
 }
