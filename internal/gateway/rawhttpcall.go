@@ -344,6 +344,14 @@ func (u *upstream) readRawStream(ctx context.Context, c *upConn, body io.Reader,
 		}
 		msg := bytes.TrimSpace(data)
 		data = data[:0]
+		if mid, method, ok := scanEventHead(msg); ok && !method {
+			// A response, read by the scanner (as the decode below
+			// would read it): the call's answer, or not ours.
+			if string(mid) == quoted {
+				return u.rawAnswer(msg)
+			}
+			continue
+		}
 		var m sseMessage
 		if err := json.Unmarshal(msg, &m); err != nil {
 			// The SDK would fail the whole session; only this call fails.
