@@ -176,3 +176,28 @@ func TestCaptureRoundTripperCopiesOnlyToChange(t *testing.T) {
 		t.Error("the caller's request got the configured header")
 	}
 }
+
+// TestReadRawStreamReusesItsBuffers: reading a raw call's answer from its
+// event stream allocates only the result's copy (and the reader over the
+// body): the 4 KiB read buffer and the event buffer are reused across
+// calls. Before, each call allocated both anew.
+func TestReadRawStreamReusesItsBuffers(t *testing.T) {
+	const result = `{"content":[{"type":"text","text":"Echo: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}]}`
+	stream := "event: message\nid: 1\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"tg-h7\",\"result\":" + result + "}\n\n"
+	u := &upstream{g: &Gateway{opts: Options{MaxResultBytes: 1 << 20}}, log: slog.New(slog.DiscardHandler)}
+	body := strings.NewReader(stream)
+	read := func() {
+		body.Reset(stream)
+		raw, err := u.readRawStream(t.Context(), nil, body, "tg-h7")
+		if err != nil || string(raw) != result {
+			t.Fatalf("read %s, %v; want the result", raw, err)
+		}
+	}
+	read()
+	if raceEnabled {
+		t.Skip("-race: sync.Pool drops buffers at random")
+	}
+	if n := testing.AllocsPerRun(100, read); n > 1 {
+		t.Errorf("%v allocations per answer, want ≤ 1 (the result's copy)", n)
+	}
+}
