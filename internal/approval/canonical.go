@@ -49,12 +49,21 @@ func Hash(raw json.RawMessage) (string, error) {
 	if len(raw) == 0 {
 		raw = json.RawMessage(`{}`)
 	}
-	c, err := Canonicalize(raw)
+	n, err := parse(raw)
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(c)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
+	return hashNode(&n, len(raw)), nil
+}
+
+// hashNode is Hash of the parsed n (size: the length of its source, a
+// capacity hint).
+func hashNode(n *node, size int) string {
+	var b bytes.Buffer
+	b.Grow(size)
+	writeCanonical(&b, n)
+	sum := sha256.Sum256(b.Bytes())
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 func writeCanonical(b *bytes.Buffer, n *node) {

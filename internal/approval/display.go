@@ -128,10 +128,32 @@ func Display(raw json.RawMessage, rd Redaction) (json.RawMessage, []string, erro
 	if err != nil {
 		return nil, nil, err
 	}
+	disp, warnings := display(&n, len(raw), rd)
+	return disp, warnings, nil
+}
+
+// HashDisplay returns Hash(raw) and Display(raw, rd) from one parse of
+// raw (the audit trail records both for every call). Errors are those of
+// Hash, which Display shares.
+func HashDisplay(raw json.RawMessage, rd Redaction) (hash string, disp json.RawMessage, warnings []string, err error) {
+	if len(raw) == 0 {
+		raw = json.RawMessage(`{}`)
+	}
+	n, err := parse(raw)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	disp, warnings = display(&n, len(raw), rd)
+	return hashNode(&n, len(raw)), disp, warnings, nil
+}
+
+// display writes the display copy of the parsed n (size: the length of
+// its source, a capacity hint).
+func display(n *node, size int, rd Redaction) (json.RawMessage, []string) {
 	d := displayer{rd: &rd, seen: make(map[string]bool), warnings: []string{}}
-	d.buf.Grow(len(raw))
-	d.value(&n, "$")
-	return json.RawMessage(d.buf.Bytes()), d.warnings, nil
+	d.buf.Grow(size)
+	d.value(n, "$")
+	return json.RawMessage(d.buf.Bytes()), d.warnings
 }
 
 type displayer struct {

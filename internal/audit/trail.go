@@ -261,11 +261,10 @@ func (t *Trail) callRecord(d gate.Decided) Record {
 		m := d.Monitor
 		r.Monitor = &m
 	}
-	if h, err := approval.Hash(d.Arguments); err == nil {
+	// One parse of the arguments for both (a Display error is a Hash error).
+	if h, disp, warnings, err := approval.HashDisplay(d.Arguments, t.redact); err == nil {
 		r.ArgumentsHash = h
-		if disp, warnings, err := approval.Display(d.Arguments, t.redact); err == nil {
-			r.Arguments, r.DisplayWarnings = disp, warnings
-		}
+		r.Arguments, r.DisplayWarnings = disp, warnings
 	} else {
 		r.DisplayWarnings = []string{"arguments are not valid JSON: " + err.Error()}
 	}

@@ -218,13 +218,20 @@ type captureRoundTripper struct {
 }
 
 func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	for k, v := range t.headers {
-		req.Header.Set(k, v)
-	}
 	s := slotFrom(req.Context())
+	capture := s != nil && req.Method == http.MethodPost && req.Body != nil
+	if len(t.headers) > 0 || capture {
+		// A RoundTripper must not change req: the configured headers
+		// and the body read here go on a copy. Without either (a raw
+		// call to an upstream without configured headers) req goes on
+		// as it came.
+		req = req.Clone(req.Context())
+		for k, v := range t.headers {
+			req.Header.Set(k, v)
+		}
+	}
 	var id json.RawMessage
-	if s != nil && req.Method == http.MethodPost && req.Body != nil {
+	if capture {
 		body, err := io.ReadAll(req.Body)
 		_ = req.Body.Close()
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -288,6 +289,20 @@ func (u *upstream) rawAnswer(msg []byte) (json.RawMessage, error) {
 	return a.result, nil
 }
 
+// A rawStreamBuf is the read buffer and the event buffer of one raw
+// call's event stream, reused across calls (rawStreamBufs): a call used
+// to allocate the 4 KiB reader and grow its event buffer anew.
+type rawStreamBuf struct {
+	r    *bufio.Reader
+	data []byte
+}
+
+// rawStreamKeep bounds the event buffer a rawStreamBuf keeps for the next
+// call: a larger one (a large answer) is left to the garbage collector.
+const rawStreamKeep = 64 << 10
+
+var rawStreamBufs = sync.Pool{New: func() any { return &rawStreamBuf{r: bufio.NewReaderSize(nil, 4<<10)} }}
+
 // A sseMessage is the part of a JSON-RPC message on a raw call's stream
 // that decides what is done with it.
 type sseMessage struct {
@@ -302,9 +317,21 @@ type sseMessage struct {
 // replaced over-large events; each event here is at most about
 // limits.max_result_bytes.
 func (u *upstream) readRawStream(ctx context.Context, c *upConn, body io.Reader, id string) (json.RawMessage, error) {
-	r := bufio.NewReaderSize(body, 4<<10)
-	max := u.g.opts.MaxResultBytes + sdkLimitSlack
+	sb := rawStreamBufs.Get().(*rawStreamBuf)
+	sb.r.Reset(body)
 	var data, long []byte // long: a line longer than r's buffer, so far
+	data = sb.data[:0]
+	defer func() {
+		// Nothing returned refers to these buffers: an answer's result
+		// and error are copies (parseRawAnswer), as is every decode.
+		sb.r.Reset(nil)
+		if cap(data) <= rawStreamKeep {
+			sb.data = data[:0]
+			rawStreamBufs.Put(sb)
+		}
+	}()
+	r := sb.r
+	max := u.g.opts.MaxResultBytes + sdkLimitSlack
 	quoted := strconv.Quote(id)
 	for {
 		line, err := r.ReadSlice('\n')
@@ -344,6 +371,14 @@ func (u *upstream) readRawStream(ctx context.Context, c *upConn, body io.Reader,
 		}
 		msg := bytes.TrimSpace(data)
 		data = data[:0]
+		if mid, method, ok := scanEventHead(msg); ok && !method {
+			// A response, read by the scanner (as the decode below
+			// would read it): the call's answer, or not ours.
+			if string(mid) == quoted {
+				return u.rawAnswer(msg)
+			}
+			continue
+		}
 		var m sseMessage
 		if err := json.Unmarshal(msg, &m); err != nil {
 			// The SDK would fail the whole session; only this call fails.

@@ -579,3 +579,40 @@ func keyIsExactly(key []byte, esc bool, name string) bool {
 	s, ok := keyString(key, esc)
 	return ok && s == name
 }
+
+// scanEventHead reads what readRawStream and sseTee first need of a
+// JSON-RPC message on an upstream's event stream, without a decode: the
+// raw value of its top-level "id" (nil when absent) and whether it has a
+// top-level "method". ok is false when a decode must decide: msg is not
+// one valid JSON object, it repeats "id" or "method", or it has a key
+// encoding/json's struct decode would match to either without being it
+// exactly (another case, an escape, "ſ"/"K" folds). When ok, a decode of
+// msg into sseMessage succeeds with an empty Method exactly when method
+// is false and with ID equal to id (TestScanEventHeadIsTheDecode).
+func scanEventHead(msg []byte) (id []byte, method, ok bool) {
+	m := scanMembers(msg, 0, true)
+	var seenID bool
+	for {
+		k, esc, v, more := m.next()
+		if !more {
+			break
+		}
+		if keyFolds(k, esc, "id", "method") {
+			return nil, false, false
+		}
+		var dup bool
+		switch {
+		case keyIsExactly(k, esc, "id"):
+			dup, seenID, id = seenID, true, v
+		case keyIsExactly(k, esc, "method"):
+			dup, method = method, true
+		}
+		if dup {
+			return nil, false, false
+		}
+	}
+	if m.bad {
+		return nil, false, false
+	}
+	return id, method, true
+}

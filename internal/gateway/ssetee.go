@@ -75,7 +75,11 @@ func (t *sseTee) Read(p []byte) (int, error) {
 		}
 	}
 	n := copy(p, t.out)
-	t.out = t.out[n:]
+	if n == len(t.out) {
+		t.out = t.out[:0] // its buffer serves the next events
+	} else {
+		t.out = t.out[n:]
+	}
 	if len(t.out) == 0 && t.err != nil {
 		return n, t.err
 	}
@@ -218,6 +222,14 @@ func (t *sseTee) endLine() {
 func (t *sseTee) endEvent() []byte {
 	if len(t.data) == 0 || t.done {
 		return t.event // nothing follows a POST's result
+	}
+	if t.s == nil {
+		// A response (no method) matters only to a slot: passed on
+		// without a decode (a raw call's answer is read by
+		// readRawStream, the SDK's by the SDK).
+		if _, method, ok := scanEventHead(t.data); ok && !method {
+			return t.event
+		}
 	}
 	var m struct {
 		ID     json.RawMessage `json:"id"`
