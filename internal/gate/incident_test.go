@@ -127,6 +127,7 @@ func TestStoreDownRefusalHasErrorID(t *testing.T) {
 // their text.
 func TestPolicyRequestStoreErrorIsIncident(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		f := newFixtureOn(t, db, time.Minute, nil)
 		s, _, err := f.gate.CreateSession(t.Context(), approval.Principal{ID: "host", Kind: "human"}, session.NewSession{})
 		if err != nil {

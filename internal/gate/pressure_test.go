@@ -400,6 +400,7 @@ func eventSeq(t *testing.T, db *sqlstore.DB, subject string, typ approval.EventT
 // the approvers of startup (defect 4).
 func TestPolicyRequestUsesLiveApprovers(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		pol := &swappable{}
 		pol.p.Store(allowAll())
 		startup := allowAll().Approval
