@@ -282,8 +282,9 @@ func stateNames() string {
 
 // decodeBody decodes the request body strictly into v: at most MaxBodyBytes
 // bytes (413), one JSON object with known fields and nothing after it, no
-// key given twice, no two keys that differ only in case, and field names
-// in their exact case (422; see checkKeys). An empty body leaves v
+// key given twice, no unpaired surrogate or invalid UTF-8, no two keys
+// that differ only in case, and field names in their exact case (422; see
+// checkKeys). An empty body leaves v
 // unchanged.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
@@ -297,9 +298,13 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil
 	}
-	// A key given twice would be decoded last-one-wins: refuse it, as tool
-	// arguments are refused (approval.Canonicalize).
-	if _, err := approval.Canonicalize(data); errors.Is(err, approval.ErrDuplicateKey) {
+	// What encoding/json accepts but approval.Canonicalize refuses, as it
+	// refuses tool arguments, is refused: a key given twice (decoded
+	// last-one-wins), an unpaired surrogate or invalid UTF-8 (silently
+	// replaced by U+FFFD). Refusing only ErrDuplicateKey let a surrogate
+	// ahead of a duplicate key hide it. Invalid JSON gets the decoder's
+	// error below.
+	if _, err := approval.Canonicalize(data); err != nil && json.Valid(data) {
 		return invalid("invalid body: %v", err)
 	}
 	// Nor may keys differ only in case, or name a field in another case

@@ -57,8 +57,9 @@ var notifyEvents = []string{"requested", "reviewed", "approved", "denied", "deci
 func NotifyEvents() []string { return slices.Clone(notifyEvents) }
 
 // DefaultNotifyEvents are the events of a channel that lists none: a new
-// request and every way a pending one ends.
-var DefaultNotifyEvents = []string{"requested", "decided", "expired", "cancelled"}
+// request, every way a pending one ends, and an approval invalidated at
+// dispatch (the human said yes and nothing ran: they must hear it).
+var DefaultNotifyEvents = []string{"requested", "decided", "expired", "cancelled", "invalidated"}
 
 // NotifyChannel is one receiver of notifications. Its secrets (a webhook's
 // URL and signing secret, a Slack bot token, incoming-webhook URL or

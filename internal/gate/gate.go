@@ -191,6 +191,8 @@ type Gate struct {
 	metrics  *telemetry.Metrics
 	stopping atomic.Bool
 
+	identical identicalLocks // retry-mode look-up and creation, per call (identical.go)
+
 	lastPrune time.Time // owned by Run's goroutine (sweep): the ledger's last prune
 
 	leases *leases     // the leases this process renews
@@ -514,6 +516,24 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 	open, refusal, ok := g.openIdentical(ctx, c, hash)
 	if !ok {
 		return refusal
+	}
+	if len(open) == 0 && sharesIdentical(c, dec) {
+		// Nothing to share yet: look again under the lock, so that of
+		// identical calls arriving together one creates the request and
+		// the others find it.
+		unlock, err := g.identical.lock(ctx, identicalKey{c.Principal.ID, c.Server, c.Tool, hash, c.Kind})
+		if err != nil {
+			return refuse(fmt.Sprintf("call cancelled: %v; nothing was run", err))
+		}
+		if open, refusal, ok = g.openIdentical(ctx, c, hash); !ok {
+			unlock()
+			return refusal
+		}
+		if len(open) == 0 {
+			defer unlock() // until this call's request exists
+		} else {
+			unlock()
+		}
 	}
 	decided := slices.ContainsFunc(open, func(r approval.Request) bool { return r.State != approval.StatePending })
 	if decided {

@@ -14,6 +14,7 @@ import (
 	"toolgate/internal/approval"
 	"toolgate/internal/session"
 	"toolgate/internal/store"
+	"toolgate/internal/store/sqlstore"
 )
 
 // failingConsume is the real store, except that the update that would
@@ -125,20 +126,23 @@ func TestStoreDownRefusalHasErrorID(t *testing.T) {
 // unwraps to the store's error, while refusals the session can act on keep
 // their text.
 func TestPolicyRequestStoreErrorIsIncident(t *testing.T) {
-	f := newFixture(t, time.Minute, nil)
-	s, _, err := f.gate.CreateSession(t.Context(), approval.Principal{ID: "host", Kind: "human"}, session.NewSession{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	actor := approval.Principal{ID: s.Principal, Kind: "agent", SessionID: string(s.ID)}
-	_, err = f.gate.RequestSessionPolicy(t.Context(), actor, s.ID, session.Change{})
-	if !errors.Is(err, session.ErrEmptyChange) || strings.Contains(err.Error(), "error id") {
-		t.Errorf("empty change: %v, want session.ErrEmptyChange as it is", err)
-	}
-	_ = f.db.Close()
-	_, err = f.gate.RequestSessionPolicy(t.Context(), actor, s.ID, session.Change{Tools: &[]string{}})
-	var in *Incident
-	if !errors.As(err, &in) || !errors.Is(err, store.ErrUnavailable) || err.Error() != "internal error (error id "+in.ID+")" {
-		t.Errorf("store down: %v, want an *Incident wrapping store.ErrUnavailable", err)
-	}
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		f := newFixtureOn(t, db, time.Minute, nil)
+		s, _, err := f.gate.CreateSession(t.Context(), approval.Principal{ID: "host", Kind: "human"}, session.NewSession{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		actor := approval.Principal{ID: s.Principal, Kind: "agent", SessionID: string(s.ID)}
+		_, err = f.gate.RequestSessionPolicy(t.Context(), actor, s.ID, session.Change{})
+		if !errors.Is(err, session.ErrEmptyChange) || strings.Contains(err.Error(), "error id") {
+			t.Errorf("empty change: %v, want session.ErrEmptyChange as it is", err)
+		}
+		_ = f.db.Close()
+		_, err = f.gate.RequestSessionPolicy(t.Context(), actor, s.ID, session.Change{Tools: &[]string{}})
+		var in *Incident
+		if !errors.As(err, &in) || !errors.Is(err, store.ErrUnavailable) || err.Error() != "internal error (error id "+in.ID+")" {
+			t.Errorf("store down: %v, want an *Incident wrapping store.ErrUnavailable", err)
+		}
+	})
 }

@@ -399,23 +399,25 @@ func eventSeq(t *testing.T, db *sqlstore.DB, subject string, typ approval.EventT
 // approvers: a session's policy request made afterwards names them, not
 // the approvers of startup (defect 4).
 func TestPolicyRequestUsesLiveApprovers(t *testing.T) {
-	db := sqlitetest.Open(t)
-	pol := &swappable{}
-	pol.p.Store(allowAll())
-	startup := allowAll().Approval
-	startup.Approvers = []string{"group:old"}
-	live := startup
-	live.Approvers, live.Approvals = []string{"group:new"}, 2
-	g := New(db, pol, &Options{ServerExists: knownServers, SessionApproval: startup,
-		SessionApprovalFunc: func() policy.Approval { return live }})
-	s, p := mustSession(t, g, host, session.NewSession{Tools: []string{"fs__read"}})
-	res, err := g.RequestSessionPolicy(t.Context(), p, s.ID, session.Change{Tools: tools("fs")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(res.Approval.Approvers, []string{"group:new"}) || res.Approval.RequiredApprovals != 2 {
-		t.Errorf("policy request approvers %v (%d approvals), want the live policy's [group:new] (2)", res.Approval.Approvers, res.Approval.RequiredApprovals)
-	}
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		pol := &swappable{}
+		pol.p.Store(allowAll())
+		startup := allowAll().Approval
+		startup.Approvers = []string{"group:old"}
+		live := startup
+		live.Approvers, live.Approvals = []string{"group:new"}, 2
+		g := New(db, pol, &Options{ServerExists: knownServers, SessionApproval: startup,
+			SessionApprovalFunc: func() policy.Approval { return live }})
+		s, p := mustSession(t, g, host, session.NewSession{Tools: []string{"fs__read"}})
+		res, err := g.RequestSessionPolicy(t.Context(), p, s.ID, session.Change{Tools: tools("fs")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(res.Approval.Approvers, []string{"group:new"}) || res.Approval.RequiredApprovals != 2 {
+			t.Errorf("policy request approvers %v (%d approvals), want the live policy's [group:new] (2)", res.Approval.Approvers, res.Approval.RequiredApprovals)
+		}
+	})
 }
 
 // TestIdenticalPolicyRetriesLeaveNothingPending lets two identical retries

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"toolgate/internal/approval"
 	"toolgate/internal/policy"
 	"toolgate/internal/store"
+	"toolgate/internal/store/sqlstore"
 )
 
 func retryPolicy(timeout time.Duration) *policy.Policy {
@@ -259,4 +261,49 @@ func TestSweepMarksDispatchOutcomeUnknown(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("dispatch outcome never became unknown")
+}
+
+// TestConcurrentIdenticalRetriesShareOneRequest: identical retry-mode
+// calls that arrive together in one process make one request, not one
+// each (10 such calls made 2 to 5 pending duplicates for the approvers).
+// Each call looked for an open identical request, found none, and
+// created its own.
+func TestConcurrentIdenticalRetriesShareOneRequest(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		// The calls that find the request answer "still pending" at once.
+		f := newFixtureOn(t, db, time.Minute, &Options{RetryWait: time.Millisecond})
+		f.pol.p.Store(retryPolicy(time.Minute))
+		const calls = 12
+		ids := make(chan approval.ID, calls)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for range calls {
+			wg.Go(func() {
+				<-start
+				a := f.gate.Admit(t.Context(), writeCall("/same"))
+				if a.Allowed {
+					t.Errorf("a call ran: %+v", a)
+				}
+				ids <- a.ApprovalID
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(ids)
+		seen := map[approval.ID]int{}
+		for id := range ids {
+			seen[id]++
+		}
+		if len(seen) != 1 {
+			t.Errorf("%d identical calls made %d requests %v, want one", calls, len(seen), seen)
+		}
+		l, _, err := db.ListRequests(t.Context(), store.Filter{State: approval.StatePending, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l) != 1 {
+			t.Errorf("%d pending requests, want 1", len(l))
+		}
+	})
 }

@@ -238,6 +238,55 @@ func TestBulkApprove(t *testing.T) {
 	}
 }
 
+// TestBulkApproveOnlyWhatTheListShowsWhole: the inbox's one-line summary
+// cuts long values, abbreviates nested ones ("{1 key}") and cuts the
+// line, so an agent can pad its arguments until the part that matters is
+// not in the list. Such a request gets no bulk checkbox (the list says
+// why), and a bulk approval naming it (an older page, a crafted form)
+// skips it with nothing recorded: it is approved on its own page, where
+// the arguments are shown whole. Requests the list shows whole keep
+// their checkbox and are approved.
+func TestBulkApproveOnlyWhatTheListShowsWhole(t *testing.T) {
+	e := newEnv(t, nil)
+	whole := e.request(1, `{"to":"acct-1","amount":5}`)
+	padded := e.request(2, `{"memo":"`+strings.Repeat("monthly rent ", 8)+`","to":"acct-evil","amount":9999}`)
+	nested := e.request(3, `{"transfer":{"to":"acct-evil","amount":9999}}`)
+	long := e.request(4, `{"a":"`+strings.Repeat("x", 50)+`","b":"`+strings.Repeat("y", 50)+`","c":"`+strings.Repeat("z", 50)+`","to":"acct-evil"}`)
+	b := e.browser()
+	b.signIn(bobTok)
+	inbox := b.page("/ui/")
+	if !strings.Contains(inbox, `value="`+string(whole.ID)+` `+whole.ArgumentsHash+`"`) {
+		t.Errorf("inbox has no checkbox for %s, whose arguments it shows whole", whole.ID)
+	}
+	for _, r := range []approval.Request{padded, nested, long} {
+		if strings.Contains(inbox, `value="`+string(r.ID)+` `) {
+			t.Errorf("inbox offers a bulk checkbox for %s, whose arguments it shows only in part", r.ID)
+		}
+	}
+	if !strings.Contains(inbox, "shown in part") {
+		t.Error("the inbox does not say why some requests cannot be selected")
+	}
+	form := url.Values{"approve": {
+		string(whole.ID) + " " + whole.ArgumentsHash,
+		string(padded.ID) + " " + padded.ArgumentsHash,
+		string(nested.ID) + " " + nested.ArgumentsHash,
+		string(long.ID) + " " + long.ArgumentsHash,
+	}}
+	a := b.post("/ui/approve", form)
+	if a.status != http.StatusOK || !strings.Contains(a.body, "Approved: 1") || !strings.Contains(a.body, "Skipped: 3") {
+		t.Errorf("bulk: %d, want 1 approved and 3 skipped:\n%s", a.status, a.body)
+	}
+	if !strings.Contains(a.body, "approve it on its own page") {
+		t.Errorf("bulk answer does not say why the others were skipped:\n%s", a.body)
+	}
+	want := map[approval.ID]approval.State{whole.ID: approval.StateApproved, padded.ID: approval.StatePending, nested.ID: approval.StatePending, long.ID: approval.StatePending}
+	for id, st := range want {
+		if got := e.state(id); got.State != st || (st == approval.StatePending && len(got.Reviews) != 0) {
+			t.Errorf("%s: %s with %d reviews, want %s", id, got.State, len(got.Reviews), st)
+		}
+	}
+}
+
 func TestShortIDsAndTenants(t *testing.T) {
 	e := newEnv(t, nil)
 	r := e.request(1, `{}`)

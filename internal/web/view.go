@@ -23,6 +23,7 @@ type row struct {
 	Server, Tool string
 	Kind         string // "" for a tool call, else a label
 	Summary      string // one line of arguments, hidden characters made visible
+	Whole        bool   // Summary shows every value: the list may approve it (bulk)
 	Requester    string
 	OnBehalfOf   string
 	Rule         string
@@ -52,7 +53,6 @@ func newRow(a api.Approval, c api.Caller, now time.Time) row {
 		State:      a.State,
 		Server:     visible(a.Server),
 		Tool:       visible(a.Tool),
-		Summary:    summarize(a.Arguments, summaryLen),
 		Requester:  visible(a.RequestedBy),
 		OnBehalfOf: visible(a.OnBehalfOf),
 		Rule:       visible(a.Rule),
@@ -67,6 +67,7 @@ func newRow(a api.Approval, c api.Caller, now time.Time) row {
 		DecidedBy:  visible(a.DecidedBy),
 		Decided:    human(a.DecidedAt),
 	}
+	r.Summary, r.Whole = summarizeWhole(a.Arguments, summaryLen)
 	r.Kind, r.Subject = subject(a)
 	r.Age = age(now.Sub(a.CreatedAt))
 	left := a.ExpiresAt.Sub(now)
@@ -249,11 +250,22 @@ func plural(n int, one, many string) string {
 // members as key: value, nested values abbreviated, hidden characters and
 // line breaks visible, cut at max characters with "…".
 func summarize(display json.RawMessage, maxLen int) string {
+	s, _ := summarizeWhole(display, maxLen)
+	return s
+}
+
+// summarizeWhole is summarize, also reporting whether the summary shows
+// every value of the display copy: nothing cut, no nested value
+// abbreviated. Only then may the list approve the request (bulk): an
+// agent could otherwise pad its arguments so that the part that matters
+// is not in the line.
+func summarizeWhole(display json.RawMessage, maxLen int) (string, bool) {
 	n, err := parseValue(display)
 	if err != nil {
-		return visible(string(display))
+		return visible(string(display)), false
 	}
 	var b strings.Builder
+	whole := true
 	switch n.Kind {
 	case "object":
 		if len(n.Items) == 0 {
@@ -265,31 +277,37 @@ func summarize(display json.RawMessage, maxLen int) string {
 			}
 			b.WriteString(visible(m.Key))
 			b.WriteString(": ")
-			b.WriteString(shortValue(m))
+			v, w := shortValue(m)
+			b.WriteString(v)
+			whole = whole && w
 		}
 	default:
-		b.WriteString(shortValue(n))
+		v, w := shortValue(n)
+		b.WriteString(v)
+		whole = whole && w
 	}
 	s := b.String()
 	if utf8.RuneCountInString(s) > maxLen {
 		s = string([]rune(s)[:maxLen-1]) + "…"
+		whole = false
 	}
-	return s
+	return s, whole
 }
 
-// shortValue abbreviates one value for a summary.
-func shortValue(n node) string {
+// shortValue abbreviates one value for a summary and reports whether it
+// is shown whole.
+func shortValue(n node) (string, bool) {
 	switch n.Kind {
 	case "string":
 		s := strings.ReplaceAll(n.Str, "\n", "⏎")
-		s = cutValue(s, valueLen)
-		return `"` + visible(s) + `"`
+		cut := cutValue(s, valueLen)
+		return `"` + visible(cut) + `"`, cut == s
 	case "object":
-		return fmt.Sprintf("{%d %s}", len(n.Items), plural(len(n.Items), "key", "keys"))
+		return fmt.Sprintf("{%d %s}", len(n.Items), plural(len(n.Items), "key", "keys")), len(n.Items) == 0
 	case "array":
-		return fmt.Sprintf("[%d %s]", len(n.Items), plural(len(n.Items), "item", "items"))
+		return fmt.Sprintf("[%d %s]", len(n.Items), plural(len(n.Items), "item", "items")), len(n.Items) == 0
 	}
-	return n.Literal
+	return n.Literal, true
 }
 
 // cutValue cuts s after about n characters with "…", so that the other

@@ -311,6 +311,11 @@ func (h *Interactions) decide(ctx context.Context, user string, v approval.Verdi
 	if !h.o.ChatApproval(r) {
 		return approval.Request{}, refuse(http.StatusForbidden, "chat_approval_off", fmt.Sprintf("rule %q does not allow deciding from chat (chat_approval); use the inbox or the CLI", r.Rule))
 	}
+	if v == approval.VerdictApprove && !argumentsFit(argumentSummary(r.Arguments)) {
+		// The message could not show them whole (render offers no Approve
+		// then); a click from an older message or a forged one is refused.
+		return approval.Request{}, refuse(http.StatusForbidden, "arguments_not_shown", "the arguments are too long to show in Slack; approve in the inbox or with the CLI; nothing was decided")
+	}
 	reason := ""
 	if v == approval.VerdictDeny {
 		reason = "denied from Slack by " + a.Principal.ID

@@ -316,3 +316,43 @@ func TestVerifySignature(t *testing.T) {
 		t.Errorf("Sign = %s, want Slack's %s", got, sig)
 	}
 }
+
+// TestLongArgumentsApprovedOnlyWhereSeen: a message shows one line of the
+// arguments, clipped at maxSummary. An agent that pads the start of its
+// arguments could have the part that matters clipped away, and a click on
+// Approve would then decide arguments nobody in Slack saw. Such a message
+// offers Deny and the inbox, says why Approve is missing, and an approve
+// click (a message posted before, a forged button) is refused with
+// nothing decided; a deny still works.
+func TestLongArgumentsApprovedOnlyWhereSeen(t *testing.T) {
+	w := newWorld(t)
+	long := []byte(`{"note":"` + strings.Repeat("routine cleanup ", 30) + `","path":"/etc/passwd"}`)
+	r := w.request(t, "writes", "fs", func(r *approval.Request) { r.OnBehalfOf, r.Arguments = "", long })
+	m := render(r, renderOptions{publicURL: "https://tg.example", buttons: true})
+	got := buttons(m)
+	if _, ok := got[ActionApprove]; ok || got[ActionDeny] == "" || got["toolgate_open"] == "" {
+		t.Errorf("buttons = %v, want Deny and the inbox link, no Approve", got)
+	}
+	plains, mds := texts(t, m)
+	if all := strings.Join(append(plains, mds...), "\n"); strings.Contains(all, "/etc/passwd") || !strings.Contains(all, "too long to show here") {
+		t.Errorf("message texts:\n%s\nwant the clipped arguments and a note on why Approve is missing", all)
+	}
+	status, body := w.post(t, click{user: "U0ALICE", value: value(r)})
+	if status != http.StatusForbidden || !strings.Contains(body, "arguments_not_shown") {
+		t.Errorf("approve click = %d %s, want 403 arguments_not_shown", status, body)
+	}
+	if got := w.state(t, r.ID); got.State != approval.StatePending || len(got.Reviews) != 0 {
+		t.Fatalf("after the refused click: %s with %d reviews, want pending with none", got.State, len(got.Reviews))
+	}
+	if status, body := w.post(t, click{user: "U0BOB", action: ActionDeny, value: value(r)}); status != http.StatusOK {
+		t.Fatalf("deny = %d %s", status, body)
+	}
+	if got := w.state(t, r.ID); got.State != approval.StateDenied {
+		t.Errorf("after deny: %s, want denied", got.State)
+	}
+	// Arguments that fit keep their Approve button.
+	short := w.request(t, "writes", "fs", func(r *approval.Request) { r.OnBehalfOf = "" })
+	if _, ok := buttons(render(short, renderOptions{buttons: true}))[ActionApprove]; !ok {
+		t.Error("a message whose arguments fit has no Approve button")
+	}
+}

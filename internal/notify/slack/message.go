@@ -47,7 +47,9 @@ func render(r approval.Request, o renderOptions) message {
 	subject := subjectText(r)
 	var blocks []map[string]any
 	blocks = append(blocks, map[string]any{"type": "header", "text": plain(clip(status+": "+subject, maxHeader))})
-	blocks = append(blocks, map[string]any{"type": "section", "text": plain(clip(argumentSummary(r.Arguments), maxSummary))})
+	summary := argumentSummary(r.Arguments)
+	blocks = append(blocks, map[string]any{"type": "section", "text": plain(clip(summary, maxSummary))})
+	approvable := argumentsFit(summary)
 
 	requester := r.RequestedBy
 	if r.OnBehalfOf != "" {
@@ -69,6 +71,11 @@ func render(r approval.Request, o renderOptions) message {
 		fields = append(fields, mrkdwn("*Decided by*\n"+escape(clip(by, maxField))))
 	}
 	blocks = append(blocks, map[string]any{"type": "section", "fields": fields})
+	if o.buttons && r.State == approval.StatePending && !approvable {
+		blocks = append(blocks, map[string]any{"type": "context", "elements": []any{
+			mrkdwn(":warning: The arguments are too long to show here in full: approve in the inbox or with the CLI."),
+		}})
+	}
 	if len(r.DisplayWarnings) > 0 {
 		blocks = append(blocks, map[string]any{"type": "context", "elements": []any{
 			mrkdwn(":warning: " + escape(clip(strings.Join(r.DisplayWarnings, "; "), maxField))),
@@ -85,12 +92,12 @@ func render(r approval.Request, o renderOptions) message {
 	}
 	if o.buttons && r.State == approval.StatePending {
 		value := string(r.ID) + " " + r.ArgumentsHash
-		actions = append(actions,
-			map[string]any{"type": "button", "action_id": ActionApprove, "style": "primary", "text": plain("Approve"), "value": value,
-				"confirm": confirm("Approve this call?", subject, "Approve")},
-			map[string]any{"type": "button", "action_id": ActionDeny, "style": "danger", "text": plain("Deny"), "value": value,
-				"confirm": confirm("Deny this call?", subject, "Deny")},
-		)
+		if approvable {
+			actions = append(actions, map[string]any{"type": "button", "action_id": ActionApprove, "style": "primary", "text": plain("Approve"), "value": value,
+				"confirm": confirm("Approve this call?", subject, "Approve")})
+		}
+		actions = append(actions, map[string]any{"type": "button", "action_id": ActionDeny, "style": "danger", "text": plain("Deny"), "value": value,
+			"confirm": confirm("Deny this call?", subject, "Deny")})
 	}
 	if len(actions) > 0 {
 		blocks = append(blocks, map[string]any{"type": "actions", "block_id": "toolgate_" + string(r.ID), "elements": actions})
@@ -138,6 +145,12 @@ func subjectText(r approval.Request) string {
 	}
 	return r.Server + " · " + r.Tool
 }
+
+// argumentsFit reports whether summary (argumentSummary) is shown whole,
+// not clipped at maxSummary. Only then may the message approve: an agent
+// could otherwise pad the start of its arguments so that the part that
+// matters is clipped away, and a click would approve what nobody saw.
+func argumentsFit(summary string) bool { return utf8.RuneCountInString(summary) <= maxSummary }
 
 // argumentSummary is the display copy as one line of compact JSON.
 func argumentSummary(args []byte) string {
