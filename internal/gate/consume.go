@@ -185,8 +185,10 @@ func (g *Gate) afterConsume(ctx context.Context, c Call, id approval.ID, r appro
 var errNoChange = errors.New("gate: nothing to change")
 
 // recordOutcome records the dispatch outcome of id and, when rec is not
-// nil, its result in the ledger, in one write (store.RecordDispatch), so
-// that they land together. When the store cannot take it right now, a
+// nil, its result in the ledger, in one write, so that they land
+// together: store.RecordOutcome on the first attempt (on Postgres one
+// statement), store.RecordDispatch (UpdateRequest without rec) on later
+// ones, which read the row to recognise an earlier attempt's outcome. When the store cannot take it right now, a
 // background writer owned by the gate retries it (Run waits for it) while
 // the dispatch lease stays renewed, so the sweeper does not call a call
 // that ran "unknown" because of an outage: "unknown" is left for a process
@@ -204,6 +206,13 @@ func (g *Gate) recordOutcome(ctx context.Context, id approval.ID, o approval.Out
 	write := func(actx context.Context) error {
 		again := retried
 		retried = true
+		if !again {
+			// The first attempt: the store checks that the request is
+			// consumed without an outcome itself (on Postgres in the
+			// statement that writes, one round trip).
+			_, err := g.store.RecordOutcome(actx, id, o, rec, "toolgate")
+			return err
+		}
 		fn := func(r *approval.Request) error {
 			if again && r.State == approval.StateConsumed && r.DispatchOutcome == o {
 				return errOwnOutcome

@@ -27,10 +27,10 @@ func TestDispatchRecordsOutcomeAndResultInOneWrite(t *testing.T) {
 	result := json.RawMessage(`{"content":[{"type":"text","text":"ran"}]}`)
 	a.FinishWith(t.Context(), approval.OutcomeOK, Recorded{Result: result})
 
-	if n := f.store.count("RecordDispatch"); n != 1 {
-		t.Errorf("RecordDispatch called %d times, want 1", n)
+	if n := f.store.count("RecordOutcome"); n != 1 {
+		t.Errorf("RecordOutcome called %d times, want 1", n)
 	}
-	for _, separate := range []string{"PutResult", "UpdateRequest", "UpdateRequestWithChain"} {
+	for _, separate := range []string{"PutResult", "UpdateRequest", "UpdateRequestWithChain", "RecordDispatch"} {
 		if n := f.store.count(separate); n != 0 {
 			t.Errorf("%s called %d times after the dispatch, want 0 (one write records outcome and result)", separate, n)
 		}

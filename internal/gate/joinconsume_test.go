@@ -72,7 +72,7 @@ func eachStore(t *testing.T, fn func(t *testing.T, db *sqlstore.DB)) {
 
 // writes counts the request writes (transactions) fs saw.
 func writes(fs *faulty) int {
-	return fs.count("UpdateRequest") + fs.count("UpdateRequestWithChain") + fs.count("RecordDispatch")
+	return fs.count("UpdateRequest") + fs.count("UpdateRequestWithChain") + fs.count("RecordDispatch") + fs.count("RecordOutcome")
 }
 
 // An approval of a call held in this process consumes it in the

@@ -46,6 +46,10 @@ func (s *lostOutcome) RecordDispatch(ctx context.Context, r store.Result, actor 
 	return s.lose(s.Store.RecordDispatch(ctx, r, actor, fn))
 }
 
+func (s *lostOutcome) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outcome, rec *store.Result, actor string) (approval.Request, error) {
+	return s.lose(s.Store.RecordOutcome(ctx, id, o, rec, actor))
+}
+
 func (s *lostOutcome) PutResult(ctx context.Context, r store.Result) error {
 	s.puts.Add(1)
 	return s.Store.PutResult(ctx, r)

@@ -162,7 +162,7 @@ func benchHoldAndApprove(b *testing.B, db *sqlstore.DB, n int, turns *turnCounte
 		b.ReportMetric(float64(n)/took.Seconds(), "approvals/s")
 		b.ReportMetric(cpu.Seconds()*1000/float64(n), "approve-cpu-ms")
 		b.ReportMetric(float64(fs.count("GetRequest"))/float64(n), "reads/approval")
-		writes := fs.count("UpdateRequest") + fs.count("UpdateRequestWithChain") + fs.count("RecordDispatch")
+		writes := fs.count("UpdateRequest") + fs.count("UpdateRequestWithChain") + fs.count("RecordDispatch") + fs.count("RecordOutcome")
 		b.ReportMetric(float64(writes)/float64(n), "writes/approval")
 		if turns != nil {
 			b.ReportMetric(float64(turns.turns.Load())/float64(n), "round-trips/approval")

@@ -86,6 +86,17 @@ type LedgerStore interface {
 	// that error is returned as UpdateRequest returns it. One write
 	// instead of two: a dispatch's outcome and result land together.
 	RecordDispatch(ctx context.Context, r Result, actor string, fn func(*approval.Request) error) (approval.Request, error)
+	// RecordOutcome records outcome o of the dispatch of request id and,
+	// when rec is not nil (rec.RequestID must be id), rec in the result
+	// ledger, in one transaction: RecordDispatch (UpdateRequest when rec is
+	// nil) with fn approval.Request.RecordOutcome(o), whose check (consumed,
+	// no outcome yet) a backend may make in SQL instead of reading the row
+	// first (Postgres: one statement, one round trip). It returns an error
+	// wrapping approval.ErrResolved, and writes nothing, unless the request
+	// is consumed without an outcome (in particular when the sweeper
+	// recorded "unknown" after the dispatching process's lease lapsed);
+	// ErrNotFound for an unknown id; an error for an unknown outcome.
+	RecordOutcome(ctx context.Context, id approval.ID, o approval.Outcome, rec *Result, actor string) (approval.Request, error)
 	// GetResult returns the result recorded for request id, or ErrNotFound.
 	GetResult(ctx context.Context, id approval.ID) (Result, error)
 	// CreateTask records t; ErrAlreadyExists if the request is a task

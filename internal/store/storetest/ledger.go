@@ -22,6 +22,7 @@ var ledgerTests = []struct {
 	{"ResultWrittenOnce", testResultWrittenOnce},
 	{"ResultError", testResultError},
 	{"RecordDispatch", testRecordDispatch},
+	{"RecordOutcome", testRecordOutcome},
 	{"TaskRoundTrip", testTaskRoundTrip},
 	{"DirectTask", testDirectTask},
 	{"SwapTask", testSwapTask},
@@ -403,5 +404,163 @@ func testPruneLedger(t *testing.T, s store.Store) {
 	}
 	if err := s.UseRequestState(ctx, "n", id(4, 4), t0.Add(2*time.Minute)); err != nil {
 		t.Errorf("a pruned nonce is forgotten: %v", err)
+	}
+}
+
+// testRecordOutcome: RecordOutcome writes what RecordDispatch (and
+// UpdateRequest) with fn RecordOutcome write, the same request, event and
+// ledger row, and nothing unless the request is consumed without an
+// outcome: in particular not after the sweeper recorded "unknown" for a
+// dispatching process whose lease lapsed (a take-over), the check a
+// backend may make in SQL instead of reading the row first.
+func testRecordOutcome(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	holder := "instance-a"
+	consumed := func(rid approval.ID) {
+		t.Helper()
+		mustCreate(t, s, pending(rid))
+		mustUpdate(t, s, rid, "test", func(r *approval.Request) error {
+			r.State, r.ConsumedAt = approval.StateConsumed, t0.Add(time.Minute)
+			r.Renew(holder, t0.Add(2*time.Minute))
+			return nil
+		})
+	}
+	outcome := func(o approval.Outcome) func(*approval.Request) error {
+		return func(r *approval.Request) error { return r.RecordOutcome(o) }
+	}
+	res := func(rid approval.ID, text string) *store.Result {
+		return &store.Result{RequestID: rid, Result: json.RawMessage(`{"content":[{"type":"text","text":"` + text + `"}]}`),
+			Size: 42, RecordedAt: t0, ExpiresAt: t0.Add(time.Hour)}
+	}
+	result := func(rid approval.ID) string {
+		t.Helper()
+		got, err := s.GetResult(ctx, rid)
+		if errors.Is(err, store.ErrNotFound) {
+			return ""
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(got.Result)
+	}
+	// written is what a write left on rid: the request, its events after
+	// the consume (ids and times aside) and its result.
+	type written struct {
+		r      approval.Request
+		events []approval.Event
+		result string
+	}
+	written1 := func(rid approval.ID) written {
+		t.Helper()
+		w := written{r: mustGet(t, s, rid), result: result(rid)}
+		w.r.ID = ""
+		for _, ev := range eventsOf(allEvents(t, s), rid)[2:] { // requested, consumed
+			ev.Seq, ev.RequestID, ev.At = 0, "", time.Time{}
+			w.events = append(w.events, ev)
+		}
+		if w.result != "" {
+			w.result = "(the result)"
+		}
+		return w
+	}
+
+	// Recorded as RecordDispatch records it, with and without a result;
+	// one of them takes its lease from its instance (RenewLeases).
+	for i, withResult := range []bool{true, false} {
+		a, b := id(6, 2*i+1), id(6, 2*i+2)
+		consumed(a)
+		consumed(b)
+		if _, err := s.RenewLeases(ctx, holder, []approval.ID{a, b}, t0.Add(3*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		var (
+			got, want approval.Request
+			err       error
+			rec       *store.Result
+		)
+		if withResult {
+			rec = res(a, "ran")
+			want, err = s.RecordDispatch(ctx, *res(b, "ran"), "toolgate", outcome(approval.OutcomeOK))
+		} else {
+			want, err = s.UpdateRequest(ctx, b, "toolgate", outcome(approval.OutcomeOK))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err = s.RecordOutcome(ctx, a, approval.OutcomeOK, rec, "toolgate"); err != nil {
+			t.Fatalf("RecordOutcome (result %v) = %v", withResult, err)
+		}
+		if got.DispatchOutcome != approval.OutcomeOK || got.State != approval.StateConsumed {
+			t.Errorf("RecordOutcome returned %s with outcome %q, want consumed, ok", got.State, got.DispatchOutcome)
+		}
+		if diff := cmp.Diff(mustGet(t, s, a), got, cmpRequest); diff != "" {
+			t.Errorf("RecordOutcome returned other than stored (-stored +returned):\n%s", diff)
+		}
+		got.ID, want.ID = "", ""
+		if diff := cmp.Diff(want, got, cmpRequest); diff != "" {
+			t.Errorf("RecordOutcome returned other than RecordDispatch (-dispatch +outcome):\n%s", diff)
+		}
+		if diff := cmp.Diff(written1(b), written1(a), cmp.AllowUnexported(written{}), cmpRequest); diff != "" {
+			t.Errorf("RecordOutcome wrote other than RecordDispatch (-dispatch +outcome):\n%s", diff)
+		}
+	}
+
+	// Taken over: the dispatching process's lease lapsed and the sweeper
+	// recorded "unknown". The late outcome writes nothing at all.
+	c := id(6, 10)
+	consumed(c)
+	mustUpdate(t, s, c, "toolgate", outcome(approval.OutcomeUnknown))
+	before := written1(c)
+	if _, err := s.RecordOutcome(ctx, c, approval.OutcomeOK, res(c, "late"), "toolgate"); !errors.Is(err, approval.ErrResolved) {
+		t.Errorf("RecordOutcome after the sweeper's unknown = %v, want ErrResolved", err)
+	}
+	if _, err := s.RecordOutcome(ctx, c, approval.OutcomeOK, nil, "toolgate"); !errors.Is(err, approval.ErrResolved) {
+		t.Errorf("RecordOutcome without a result after the sweeper's unknown = %v, want ErrResolved", err)
+	}
+	if diff := cmp.Diff(before, written1(c), cmp.AllowUnexported(written{}), cmpRequest); diff != "" {
+		t.Errorf("a refused RecordOutcome wrote (-before +after):\n%s", diff)
+	}
+
+	// Not consumed (approved, pending): refused, nothing written.
+	d := id(6, 11)
+	mustCreate(t, s, pending(d))
+	if _, err := s.RecordOutcome(ctx, d, approval.OutcomeOK, res(d, "never"), "toolgate"); !errors.Is(err, approval.ErrResolved) {
+		t.Errorf("RecordOutcome on a pending request = %v, want ErrResolved", err)
+	}
+	mustReview(t, s, d, "alice", approval.VerdictApprove, t0.Add(time.Minute))
+	if _, err := s.RecordOutcome(ctx, d, approval.OutcomeOK, res(d, "never"), "toolgate"); !errors.Is(err, approval.ErrResolved) {
+		t.Errorf("RecordOutcome on an approved request = %v, want ErrResolved", err)
+	}
+	if r := mustGet(t, s, d); r.State != approval.StateApproved || r.DispatchOutcome != approval.OutcomeNone || result(d) != "" {
+		t.Errorf("after refused outcomes: %s, outcome %q, result %q; want approved, none, none", r.State, r.DispatchOutcome, result(d))
+	}
+	if n := len(eventsOf(allEvents(t, s), d)); n != 3 { // requested, reviewed, approved
+		t.Errorf("%d events after refused outcomes, want 3", n)
+	}
+	// Unknown request: ErrNotFound. Unknown outcome, a result of another
+	// request: refused before anything is written.
+	if _, err := s.RecordOutcome(ctx, id(6, 12), approval.OutcomeOK, nil, "toolgate"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("RecordOutcome of an unknown request = %v, want ErrNotFound", err)
+	}
+	e := id(6, 13)
+	consumed(e)
+	if _, err := s.RecordOutcome(ctx, e, "exploded", nil, "toolgate"); err == nil {
+		t.Error("an unknown outcome must be refused")
+	}
+	if _, err := s.RecordOutcome(ctx, e, approval.OutcomeOK, res(d, "other"), "toolgate"); err == nil {
+		t.Error("a result of another request must be refused")
+	}
+	if r := mustGet(t, s, e); r.DispatchOutcome != approval.OutcomeNone || result(e) != "" || result(d) != "" {
+		t.Errorf("refused outcomes wrote: outcome %q, results %q %q", r.DispatchOutcome, result(e), result(d))
+	}
+	// A result recorded before is kept; the outcome is still recorded.
+	if err := s.PutResult(ctx, *res(e, "earlier")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RecordOutcome(ctx, e, approval.OutcomeToolError, res(e, "later"), "toolgate"); err != nil {
+		t.Fatalf("RecordOutcome with a result already there = %v", err)
+	}
+	if r := mustGet(t, s, e); r.DispatchOutcome != approval.OutcomeToolError || result(e) != string(res(e, "earlier").Result) {
+		t.Errorf("outcome %q, result %s; want tool_error and the earlier result kept", r.DispatchOutcome, result(e))
 	}
 }
