@@ -264,3 +264,27 @@ func TestEventWaitShutdownDrains(t *testing.T) {
 	}
 	goleak.VerifyNone(t, ignore)
 }
+
+// A decision that lands between the admission's read ahead and the start
+// of the wait (its subscription already woken, with the decided row) is
+// taken when the wait starts: the call runs on it at once. A wait that
+// only asked the woken subscription to call back (notifyFunc's false
+// ignored) would never hear of it.
+func TestEventWaitTakesADecisionBeforeItStarts(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		pol := &swappable{}
+		pol.p.Store(testPolicy(time.Hour))
+		g := New(db, pol, &Options{})
+		id, ch := holdOnEvents(t, t.Context(), g, writeCall("/early"), func(c *Call) {
+			rs := waitPending(t, db, 1)
+			if _, err := g.Review(t.Context(), rs[0].ID, alice, approval.VerdictApprove, "ok", ""); err != nil {
+				t.Fatal(err)
+			}
+		})
+		a := recvHeld(t, ch)
+		if !a.Allowed || a.ApprovalID != id {
+			t.Fatalf("answer %+v, want the approved call allowed", a)
+		}
+		a.Finish(t.Context(), approval.OutcomeOK)
+	})
+}
