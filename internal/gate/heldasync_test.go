@@ -107,6 +107,7 @@ func waitNoSteps(t *testing.T) {
 // expiry.
 func TestEventWaitKeepsAWakeDuringItsRead(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		pol := &swappable{}
 		pol.p.Store(testPolicy(time.Hour))
 		hs := &readHook{Store: db}
@@ -137,6 +138,7 @@ func TestEventWaitKeepsAWakeDuringItsRead(t *testing.T) {
 // running check) the call is answered twice.
 func TestEventWaitDeadlineAndDecisionDecideOnce(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		pol := &swappable{}
 		pol.p.Store(testPolicy(time.Hour))
 		hs := &readHook{Store: db}
@@ -181,6 +183,7 @@ func TestEventWaitDeadlineAndDecisionDecideOnce(t *testing.T) {
 // holdEvents) the cancellation is never noticed and the call stays held.
 func TestEventWaitCancelWhileADecisionHoldsIt(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		pol := &swappable{}
 		pol.p.Store(testPolicy(time.Hour))
 		g := New(db, pol, &Options{})
@@ -272,6 +275,7 @@ func TestEventWaitShutdownDrains(t *testing.T) {
 // ignored) would never hear of it.
 func TestEventWaitTakesADecisionBeforeItStarts(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		pol := &swappable{}
 		pol.p.Store(testPolicy(time.Hour))
 		g := New(db, pol, &Options{})

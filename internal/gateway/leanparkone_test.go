@@ -63,6 +63,7 @@ func TestLeanParkedCallOneGoroutine(t *testing.T) {
 }
 
 func testLeanParkedGoroutines(t *testing.T, events bool) {
+	t.Helper()
 	verifyNoLeaks(t)
 	f := newLeanFixtureWith(t, &Options{HeldGoroutines: !events}, &HTTPOptions{DropGrace: time.Hour})
 	base, parked := parkedFront(t, f, &HTTPOptions{DropGrace: time.Hour})

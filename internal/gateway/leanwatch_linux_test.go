@@ -109,6 +109,7 @@ func TestLeanParkedAgainOnThePoller(t *testing.T) {
 }
 
 func testLeanParkedAgain(t *testing.T, events bool) {
+	t.Helper()
 	verifyNoLeaks(t)
 	opts := &HTTPOptions{DropGrace: time.Hour}
 	f := newLeanFixtureWith(t, &Options{HeldGoroutines: !events}, opts)
