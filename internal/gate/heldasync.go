@@ -105,20 +105,29 @@ func (g *Gate) holdEvents(hctx context.Context, h *heldCall, admitEnd bool, done
 	a := &asyncHold{g: g, ctx: hctx, wctx: wctx, h: h, w: w, done: done, admitEnd: admitEnd}
 	st := w.st
 	st.onRetry = a.onRetry
-	a.mu.Lock()
-	a.running = true // no step before the wait is set up
+	// No step runs before the wait is set up: events that come meanwhile
+	// are only recorded (kick). a.mu is not held here, so that the hub's
+	// lock is never taken under it (a wake-up takes a.mu under the hub's).
+	a.running = true
+	var ev uint8
+	var woken *wakeup
 	if st.ahead {
 		// Subscribed and read already, on the admitting goroutine: the
 		// subscription now calls back, or was woken meanwhile.
 		st.ahead = false
 		if !g.hub.notifyFunc(st.woke, a.onWake) {
-			a.ev, a.woken = evWake, st.woke
+			ev, woken = evWake, st.woke
 		}
 	} else {
-		a.ev = evStart
+		ev = evStart
 	}
 	a.timer = time.AfterFunc(st.deadline.Sub(g.now()), a.onDeadline)
 	a.stopCtx = context.AfterFunc(wctx, a.onCancel)
+	a.mu.Lock()
+	a.ev |= ev
+	if woken != nil && a.woken == nil {
+		a.woken = woken
+	}
 	start := a.ev != 0
 	a.running = start
 	a.mu.Unlock()
