@@ -241,6 +241,14 @@ func heldOn(c Call, r approval.Request) Admission {
 // replaces *adm with the answer (see afterHold).
 func (g *Gate) waitHeld(ctx context.Context, adm *Admission) {
 	h := adm.held
+	if heldEventsInTests && h.c.KeepAlive == nil {
+		// The same wait on the gate's events (heldasync.go), so that every
+		// held-call test of the gate runs it too (TestMain).
+		ch := make(chan *Admission, 1)
+		g.holdEvents(ctx, h, false, func(a *Admission) { ch <- a })
+		*adm = *<-ch
+		return
+	}
 	ans := g.holdOn(ctx, h)
 	g.afterHold(ctx, h, ans)
 	*adm = *ans
@@ -516,6 +524,10 @@ type heldRead struct {
 	woke      *wakeup               // the current subscription's wake-up
 	unsub     func()                // ends the current subscription
 	ahead     bool                  // woke and unsub are readAhead's (takePre)
+	// onRetry, set for a wait without a goroutine (asyncHold), is called
+	// when to read again while the store cannot be read, instead of
+	// retryC firing.
+	onRetry func()
 }
 
 // takePre starts st from pre, the subscription and read readAhead made.
@@ -585,9 +597,12 @@ func (g *Gate) readHeld(ctx context.Context, st *heldRead) (done bool, err error
 		if !now.Before(st.deadline) {
 			return true, errDeadline
 		}
-		if st.retry == nil {
+		switch {
+		case st.retry == nil && st.onRetry != nil:
+			st.retry = time.AfterFunc(st.backoff, st.onRetry) // a wait without a goroutine: retryC stays nil
+		case st.retry == nil:
 			st.retry = time.NewTimer(st.backoff)
-		} else {
+		default:
 			st.retry.Reset(st.backoff)
 		}
 		st.retryC = st.retry.C

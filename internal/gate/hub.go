@@ -59,12 +59,15 @@ type consumeClaim struct {
 	used bool
 }
 
-// A wakeup is one subscription: C is closed on the next wake-up. After C
-// is closed, decided is the request the waker wrote, or nil when the wake
-// carried no row (read the store).
+// A wakeup is one subscription: C is closed on the next wake-up, or, for
+// a subscription of a held call waited for without a goroutine
+// (subscribeFunc, heldasync.go), fn is called with it instead. After C is
+// closed (fn called), decided is the request the waker wrote, or nil when
+// the wake carried no row (read the store).
 type wakeup struct {
-	C       chan struct{}
-	decided *approval.Request // set before C is closed, read only after
+	C       chan struct{}     // nil when fn is set
+	fn      func(w *wakeup)   // called under hub.mu: must not block or take it
+	decided *approval.Request // set before C is closed (fn called), read only after
 	// id, next, prev and listed are its place in hub.subs; guarded by
 	// hub.mu.
 	id         string
@@ -79,7 +82,33 @@ func newHub() *hub {
 // subscribe returns a subscription closed on the next wake-up of id (or of
 // all), and a func that drops it.
 func (h *hub) subscribe(id string) (*wakeup, func()) {
-	w := &wakeup{C: make(chan struct{}), id: id, listed: true}
+	return h.subscribeTo(&wakeup{C: make(chan struct{}), id: id, listed: true})
+}
+
+// subscribeFunc is subscribe for a waiter without a goroutine: fn is
+// called with the subscription, under the hub's lock, on the next
+// wake-up of id (or of all), instead of a channel being closed.
+func (h *hub) subscribeFunc(id string, fn func(*wakeup)) (*wakeup, func()) {
+	return h.subscribeTo(&wakeup{fn: fn, id: id, listed: true})
+}
+
+// notifyFunc makes the subscription w, made by subscribe and not yet
+// woken, call fn on its wake-up instead of closing its channel (a held
+// call handed from readAhead's subscription to a wait without a
+// goroutine). It reports false, changing nothing, when w was woken
+// already: its channel is closed and decided, if any, may be read.
+func (h *hub) notifyFunc(w *wakeup, fn func(*wakeup)) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !w.listed {
+		return false
+	}
+	w.fn = fn
+	return true
+}
+
+func (h *hub) subscribeTo(w *wakeup) (*wakeup, func()) {
+	id := w.id
 	h.mu.Lock()
 	if head := h.subs[id]; head != nil {
 		w.next, head.prev = head, w
@@ -118,7 +147,11 @@ func wakeList(w *wakeup, r *approval.Request) {
 		next := w.next
 		w.decided = r
 		w.next, w.prev, w.listed = nil, nil, false
-		close(w.C)
+		if w.fn != nil {
+			w.fn(w)
+		} else {
+			close(w.C)
+		}
 		w = next
 	}
 }

@@ -128,6 +128,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is the version the gateway reports in its MCP server info.
 	Version string
+	// HeldGoroutines makes a held 2026-07-28 call parked off net/http's
+	// connection (leanpark.go) wait on a goroutine of its own
+	// (gate.Gate.WaitHold), as before branch heldwait, instead of on the
+	// gate's events without one (gate.Gate.WaitHoldFunc). Default false.
+	HeldGoroutines bool
 	// ConnectTimeout bounds connecting to one upstream (process start or
 	// HTTP, initialize, first tools/list). Default 30s.
 	ConnectTimeout time.Duration

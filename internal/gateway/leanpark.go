@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"toolgate/internal/gate"
 )
 
 // Parking a held call off net/http's connection (issue 13). A
@@ -128,10 +130,32 @@ func (l *leanHold) admitParked() {
 	cancel := l.later.cancel
 	l.pc.watch = l.f.g.watchParked(l.pc.conn, func() { cancel(context.Canceled) })
 	if sp, ok := l.f.g.gk.(admitterSplit); ok && l.admitFirst(sp) {
+		if as, ok := sp.(admitterAsync); ok && !l.f.g.opts.HeldGoroutines {
+			// Waited for without a goroutine: the gate calls heldDone.
+			hctx, hold := l.hctx, l.hold
+			l.hctx, l.hold = nil, gate.HeldCall{}
+			as.WaitHoldFunc(hctx, hold, l.heldDone)
+			return
+		}
 		go l.waitParked()
 		return
 	}
 	l.waitParked()
+}
+
+// admitterAsync is an admitterSplit that also waits for a held call's
+// decision without a goroutine ([gate.Gate.WaitHoldFunc]).
+type admitterAsync interface {
+	WaitHoldFunc(hctx context.Context, hc gate.HeldCall, done func(*gate.Admission))
+}
+
+// heldDone answers the parked call l with adm, the gate's answer after
+// a wait without a goroutine (admitParked), on the gate's goroutine that
+// ended the wait.
+func (l *leanHold) heldDone(adm *gate.Admission) {
+	defer l.f.g.wg.Done()
+	l.adm = adm
+	l.answerParked()
 }
 
 // waitParked holds the parked call l until it is decided and answers it

@@ -50,18 +50,31 @@ func waitParkedCount(t *testing.T, parked *atomic.Int64, n int64) {
 // (its store write) having run on net/http's connection goroutine before
 // the call was parked, so that the goroutine that lives for the whole
 // hold never grew its stack for it. A drop is still noticed at once, and
-// an approval runs the call once.
+// an approval runs the call once. With the wait on the gate's events
+// (the default since branch heldwait, gate.Gate.WaitHoldFunc) a parked
+// call costs no goroutine at all ("events"); Options.HeldGoroutines
+// keeps the waiter ("goroutine").
 func TestLeanParkedCallOneGoroutine(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the shared poller of parked connections is Linux's (epoll)")
 	}
+	t.Run("goroutine", func(t *testing.T) { testLeanParkedGoroutines(t, false) })
+	t.Run("events", func(t *testing.T) { testLeanParkedGoroutines(t, true) })
+}
+
+func testLeanParkedGoroutines(t *testing.T, events bool) {
+	t.Helper()
 	verifyNoLeaks(t)
-	f := newLeanFixture(t, &HTTPOptions{DropGrace: time.Hour})
+	f := newLeanFixtureWith(t, &Options{HeldGoroutines: !events}, &HTTPOptions{DropGrace: time.Hour})
 	base, parked := parkedFront(t, f, &HTTPOptions{DropGrace: time.Hour})
 	modernPost(t, base, "up__echo", modernCallBody("1", "up__echo", `{}`, ""), nil)
 	<-f.h.args
 
 	const k = 12
+	waiting := k // waiters per parked call: one, or none on events
+	if events {
+		waiting = 0
+	}
 	before := runtime.NumGoroutine()
 	conns := make([]io.Closer, 0, k)
 	for i := range k {
@@ -76,11 +89,11 @@ func TestLeanParkedCallOneGoroutine(t *testing.T) {
 	deadline := time.Now().Add(testWait)
 	for {
 		waiters = parkedStacks("(*leanHold).waitParked")
-		if len(waiters) == k && parked.Load() == k && len(parkedStacks("gate.(*Gate).waitFor")) == k {
+		if len(waiters) == waiting && parked.Load() == k && len(parkedStacks("gate.(*Gate).waitFor")) == waiting {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d parked (hook %d), %d waiting in the gate; want %d", len(waiters), parked.Load(), len(parkedStacks("gate.(*Gate).waitFor")), k)
+			t.Fatalf("%d parked (hook %d), %d waiting in the gate; want %d", len(waiters), parked.Load(), len(parkedStacks("gate.(*Gate).waitFor")), waiting)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -92,17 +105,18 @@ func TestLeanParkedCallOneGoroutine(t *testing.T) {
 			t.Fatalf("a parked call waits below its own admission, want only gate.WaitHold:\n%s", w)
 		}
 	}
-	// One goroutine per parked call (its waiter), and the poller: the
-	// connections' goroutines of net/http are gone. Goroutines on their
-	// way out (an admission that has just handed its call to the waiter,
-	// a connection's goroutine after the hijack) are waited for.
+	// One goroutine per parked call (its waiter), or none, and the
+	// poller: the connections' goroutines of net/http are gone.
+	// Goroutines on their way out (an admission that has just handed its
+	// call to the waiter, a connection's goroutine after the hijack) are
+	// waited for.
 	for deadline := time.Now().Add(testWait); ; time.Sleep(5 * time.Millisecond) {
 		d := runtime.NumGoroutine() - before
-		if d <= k+2 {
+		if d <= waiting+2 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d more goroutines with %d calls parked, want at most %d (one per call and the poller)", d, k, k+2)
+			t.Fatalf("%d more goroutines with %d calls parked, want at most %d (%d waiters and the poller)", d, k, waiting+2, waiting)
 		}
 	}
 

@@ -100,10 +100,23 @@ func TestConnPollerLoopFails(t *testing.T) {
 // answer (serveRest) and watched by the gateway's poller too (no reader
 // goroutine); its client's drop is still noticed at once (DropGrace is an
 // hour) and it never runs.
+// On the gate's events (the default) the call parked again has no
+// waiter goroutine either ("events"); Options.HeldGoroutines keeps one
+// ("goroutine").
 func TestLeanParkedAgainOnThePoller(t *testing.T) {
+	t.Run("goroutine", func(t *testing.T) { testLeanParkedAgain(t, false) })
+	t.Run("events", func(t *testing.T) { testLeanParkedAgain(t, true) })
+}
+
+func testLeanParkedAgain(t *testing.T, events bool) {
+	t.Helper()
 	verifyNoLeaks(t)
 	opts := &HTTPOptions{DropGrace: time.Hour}
-	f := newLeanFixture(t, opts)
+	f := newLeanFixtureWith(t, &Options{HeldGoroutines: !events}, opts)
+	waiting := 1
+	if events {
+		waiting = 0
+	}
 	base, parked := parkedFront(t, f, opts)
 	c, host := dialRaw(t, base)
 	if _, err := io.WriteString(c, rawModernRequest(host, "1", "up__big", `{"n":1}`)+rawModernRequest(host, "2", "up__big", `{"n":2}`)); err != nil {
@@ -116,7 +129,7 @@ func TestLeanParkedAgainOnThePoller(t *testing.T) {
 	f.waitState(t, approval.StatePending, 1)
 	waitParkedCount(t, parked, 2)
 	deadline := time.Now().Add(testWait)
-	for len(parkedStacks("(*leanHold).waitParked")) != 1 || len(parkedStacks("gate.(*Gate).waitFor")) != 1 {
+	for len(parkedStacks("(*leanHold).waitParked")) != waiting || len(parkedStacks("gate.(*Gate).waitFor")) != waiting {
 		if time.Now().After(deadline) {
 			t.Fatal("the second call is not held")
 		}
