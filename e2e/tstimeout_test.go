@@ -19,20 +19,9 @@ import (
 // the explicit cancellation: the approval ends "cancelled" (docs/
 // architecture.md, request lifecycle item 7), not left pending for a
 // re-send, so no approver is asked about a call nobody waits for. A
-// client that dies without cancelling (tested elsewhere) leaves it pending.
+// client that dies without cancelling leaves it pending (TestDroppedClientProcess).
 func TestTypeScriptTimeoutCancelsHeldCall(t *testing.T) {
-	n := findNPM(t)
-	if _, err := os.Stat(filepath.Join(n.modules, "@modelcontextprotocol", "sdk", "package.json")); err != nil {
-		msg := "@modelcontextprotocol/sdk is not installed (run `npm ci` in e2e/): " + err.Error()
-		if os.Getenv("TOOLGATE_REQUIRE_E2E") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	node := n.node
-	if n22 := os.Getenv("TOOLGATE_NODE22"); n22 != "" {
-		node = n22
-	}
+	node := tsV1Node(t)
 	dir := t.TempDir()
 	record := filepath.Join(dir, "record.log")
 	g := startGateway(t, gatewayConfig(filepath.Join(dir, "toolgate.db"), upstreamServer(record)+leanPolicy), nil)
@@ -78,4 +67,23 @@ func TestTypeScriptTimeoutCancelsHeldCall(t *testing.T) {
 	if n := countRecord(t, record, `big_result {"ts":"timeout"}`); n != 0 {
 		t.Errorf("the timed-out call ran %d times upstream, want 0", n)
 	}
+}
+
+// tsV1Node returns the node binary for the TypeScript SDK 1.x client, as
+// tsV2Node does for v2. A missing @modelcontextprotocol/sdk skips the
+// test, or fails it under TOOLGATE_REQUIRE_E2E=1 (scripts/test.sh).
+func tsV1Node(t *testing.T) string {
+	t.Helper()
+	n := findNPM(t)
+	if _, err := os.Stat(filepath.Join(n.modules, "@modelcontextprotocol", "sdk", "package.json")); err != nil {
+		msg := "@modelcontextprotocol/sdk is not installed (run `npm ci` in e2e/): " + err.Error()
+		if os.Getenv("TOOLGATE_REQUIRE_E2E") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	if n22 := os.Getenv("TOOLGATE_NODE22"); n22 != "" {
+		return n22
+	}
+	return n.node
 }
