@@ -133,27 +133,29 @@ func (s *Server) deny(w http.ResponseWriter, r *http.Request, c caller) error {
 // review records verdict v by the caller and answers with the request. A
 // repeated identical verdict is a success that returns the current request.
 func (s *Server) review(w http.ResponseWriter, r *http.Request, c caller, id approval.ID, v approval.Verdict, reason, pinnedHash string) error {
-	got, err := s.decide(r.Context(), c, id, v, reason, pinnedHash)
+	got, dup, err := s.decide(r.Context(), c, id, v, reason, pinnedHash)
 	if err != nil {
 		return err
 	}
-	s.writeJSON(w, r, http.StatusOK, fromRequest(got))
+	out := fromRequest(got)
+	out.Duplicate = dup
+	s.writeJSON(w, r, http.StatusOK, out)
 	return nil
 }
 
 // decide is the one review path of the REST API and the web inbox: it
 // records verdict v by c (a repeated identical verdict returns the current
-// request), applies an approved policy change, and returns the request
-// after the change. Errors are *apiError or map through toAPIError; a 409
+// request and dup true), applies an approved policy change, and returns
+// the request after the change. Errors are *apiError or map through toAPIError; a 409
 // names the current state (or hash).
-func (s *Server) decide(ctx context.Context, c caller, id approval.ID, v approval.Verdict, reason, pinnedHash string) (approval.Request, error) {
+func (s *Server) decide(ctx context.Context, c caller, id approval.ID, v approval.Verdict, reason, pinnedHash string) (got approval.Request, dup bool, err error) {
 	if len(reason) > maxReason {
-		return approval.Request{}, invalid("reason longer than %d bytes", maxReason)
+		return approval.Request{}, false, invalid("reason longer than %d bytes", maxReason)
 	}
 	// Another tenant's request is 404 before anything else is revealed
 	// (the gate checks the tenant first), then the kind is checked, in the
 	// transaction that records the verdict: no read of its own first.
-	got, err := s.approvals.ReviewIf(ctx, id, c.principal, v, reason, pinnedHash, func(cur approval.Request) error {
+	got, err = s.approvals.ReviewIf(ctx, id, c.principal, v, reason, pinnedHash, func(cur approval.Request) error {
 		if cur.Kind == approval.KindPolicyChange {
 			// Deciding a deployment policy change is changing it.
 			return requireDeployment(c)
@@ -161,24 +163,24 @@ func (s *Server) decide(ctx context.Context, c caller, id approval.ID, v approva
 		return nil
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return approval.Request{}, &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Msg: fmt.Sprintf("no approval %s", id), Err: err}
+		return approval.Request{}, false, &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Msg: fmt.Sprintf("no approval %s", id), Err: err}
 	}
 	if errors.Is(err, approval.ErrDuplicate) {
 		if got.ID == "" {
 			if got, err = s.lookup(ctx, c, id); err != nil {
-				return approval.Request{}, err
+				return approval.Request{}, false, err
 			}
 		}
-		err = nil
+		dup, err = true, nil
 	}
 	if err != nil {
 		e := toAPIError(fmt.Errorf("review %s: %w", id, err))
 		if e.Status == http.StatusConflict {
 			s.describeConflict(ctx, id, e)
 		}
-		return approval.Request{}, e
+		return approval.Request{}, false, e
 	}
-	return s.applyApprovedPolicy(ctx, c, got), nil
+	return s.applyApprovedPolicy(ctx, c, got), dup, nil
 }
 
 // describeConflict adds the request's current state (and, for a hash

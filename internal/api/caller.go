@@ -113,11 +113,13 @@ func (s *Server) Review(ctx context.Context, c Caller, id approval.ID, v approva
 	if pinnedHash != "" && !isHash(pinnedHash) {
 		return Approval{}, invalid("arguments_hash %q: want %q and %d lower-case hex digits", pinnedHash, hashPrefix, hashHexchars)
 	}
-	got, err := s.decide(ctx, c.inner(), id, v, reason, pinnedHash)
+	got, dup, err := s.decide(ctx, c.inner(), id, v, reason, pinnedHash)
 	if err != nil {
 		return Approval{}, err
 	}
-	return fromRequest(got), nil
+	out := fromRequest(got)
+	out.Duplicate = dup
+	return out, nil
 }
 
 // PublicError returns the HTTP status and the public code and message of an

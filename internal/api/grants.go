@@ -159,6 +159,10 @@ func (s *Server) listGrants(w http.ResponseWriter, r *http.Request, c caller) er
 	if !isIDText(f.IDPrefix) {
 		return invalid("id_prefix %q: want at most %d hex digits and dashes", f.IDPrefix, idLen)
 	}
+	f.IDSuffix = strings.ToLower(q.Get("id_suffix"))
+	if !isIDText(f.IDSuffix) {
+		return invalid("id_suffix %q: want at most %d hex digits and dashes", f.IDSuffix, idLen)
+	}
 	out, err := s.ListGrants(r.Context(), Caller{Principal: c.principal, Roles: c.roles}, f)
 	if err != nil {
 		return err
@@ -276,7 +280,8 @@ func (s *Server) grantApprove(ctx context.Context, c caller, id approval.ID, rea
 		return Approval{}, err
 	}
 	got, made, err := s.grants.ApproveWithGrant(ctx, id, c.principal, reason, pinnedHash, terms)
-	if errors.Is(err, approval.ErrDuplicate) {
+	dup := errors.Is(err, approval.ErrDuplicate)
+	if dup {
 		err = nil
 	}
 	if err != nil {
@@ -287,6 +292,7 @@ func (s *Server) grantApprove(ctx context.Context, c caller, id approval.ID, rea
 		return Approval{}, e
 	}
 	out := fromRequest(got)
+	out.Duplicate = dup
 	if made != nil {
 		g := fromGrant(*made, s.now())
 		out.Grant = &g

@@ -426,14 +426,15 @@ func TestReview(t *testing.T) {
 		wantState approval.State
 		wantBy    string
 		wantRevs  int
+		wantDup   bool // the last answer says nothing was recorded
 	}{
 		{name: "approve settles", id: idPending, calls: []string{`bob-tok approve {"reason":"looks right"}`}, wantState: approval.StateApproved, wantBy: "bob", wantRevs: 1},
 		{name: "deny settles", id: idPending, calls: []string{`bob-tok deny {"reason":"too much"}`}, wantState: approval.StateDenied, wantBy: "bob", wantRevs: 1},
 		{name: "empty body", id: idPending, calls: []string{`bob-tok approve `}, wantState: approval.StateApproved, wantBy: "bob", wantRevs: 1},
 		{name: "quorum of two", id: idOps, calls: []string{`alice-tok approve {}`, `dave-tok approve {}`}, wantState: approval.StateApproved, wantBy: "dave", wantRevs: 2},
 		{name: "one of two stays pending", id: idOps, calls: []string{`alice-tok approve {}`}, wantState: approval.StatePending, wantRevs: 1},
-		{name: "repeat is 200 with current state", id: idOps, calls: []string{`alice-tok approve {}`, `alice-tok approve {}`}, wantState: approval.StatePending, wantRevs: 1},
-		{name: "repeat after settling", id: idPending, calls: []string{`bob-tok deny {"reason":"no"}`, `bob-tok deny {"reason":"again"}`}, wantState: approval.StateDenied, wantBy: "bob", wantRevs: 1},
+		{name: "repeat is 200 with current state", id: idOps, calls: []string{`alice-tok approve {}`, `alice-tok approve {}`}, wantState: approval.StatePending, wantRevs: 1, wantDup: true},
+		{name: "repeat after settling", id: idPending, calls: []string{`bob-tok deny {"reason":"no"}`, `bob-tok deny {"reason":"again"}`}, wantState: approval.StateDenied, wantBy: "bob", wantRevs: 1, wantDup: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -452,6 +453,12 @@ func TestReview(t *testing.T) {
 			}
 			if last.State != string(tt.wantState) || last.DecidedBy != tt.wantBy || len(last.Reviews) != tt.wantRevs {
 				t.Errorf("got state %s, decided_by %q, %d reviews; want %s, %q, %d", last.State, last.DecidedBy, len(last.Reviews), tt.wantState, tt.wantBy, tt.wantRevs)
+			}
+			if last.Duplicate != tt.wantDup {
+				t.Errorf("duplicate = %v, want %v", last.Duplicate, tt.wantDup)
+			}
+			if tt.wantDup && tt.wantState == approval.StateDenied && (last.Reason != "no" || last.Reviews[0].Reason != "no") {
+				t.Errorf("repeated deny: reason %q, review reason %q; want the first one, %q", last.Reason, last.Reviews[0].Reason, "no")
 			}
 			// The response is what is stored.
 			stored, err := e.fake.Get(t.Context(), approval.ID(tt.id))

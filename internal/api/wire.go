@@ -58,6 +58,11 @@ type Approval struct {
 	// Grant is the grant an approve with a grant attached made (only on
 	// the answer of that approve; see ApproveBody.Grant).
 	Grant *Grant `json:"grant,omitempty"`
+	// Duplicate is true only on the answer of an approve or deny by a
+	// reviewer who had already given the same verdict: nothing was
+	// recorded (a new reason or grant terms were not kept); Reviews holds
+	// the verdict and reason that stand. Omitted otherwise.
+	Duplicate bool `json:"duplicate,omitempty"`
 }
 
 // Review is one reviewer's vote in [Approval.Reviews].

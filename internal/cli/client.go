@@ -57,6 +57,12 @@ func newClient(addr, token string) (*client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		return nil, usagef("--addr %q: want http://host:port, https://host:port or unix:///abs/path.sock", addr)
 	}
+	if u.Port() == "" && u.Scheme == "http" {
+		// Plain HTTP would dial port 80, which toolgate never listens on by
+		// default: "localhost" is almost surely a forgotten :7071. An
+		// https:// address may leave its port (443) to a TLS proxy in front.
+		return nil, usagef("--addr %q has no port (it would dial port 80): want http://host:port, e.g. %s, the admin listener's default", c.addr, DefaultAddr)
+	}
 	c.base = strings.TrimSuffix(u.Scheme+"://"+u.Host+u.EscapedPath(), "/")
 	return c, nil
 }

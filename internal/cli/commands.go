@@ -115,6 +115,10 @@ func review(ctx context.Context, c *client, o *options, arg, verb string, body a
 	if err := decodeJSON(resp.body, &a); err != nil {
 		return fmt.Errorf("%s %s: %w", verb, id, err)
 	}
+	if a.Duplicate {
+		_, err := fmt.Fprintf(out, "%s: %s\n", clean(a.ID), duplicateSummary(a, verb, o.grantSet["grant"]))
+		return err
+	}
 	if _, err := fmt.Fprintf(out, "%s: %s recorded; %s\n", clean(a.ID), verb, stateSummary(a)); err != nil {
 		return err
 	}
@@ -127,6 +131,37 @@ func review(ctx context.Context, c *client, o *options, arg, verb string, body a
 		_, err = fmt.Fprintf(out, "no grant was made (approval is %s)\n", clean(a.State))
 	}
 	return err
+}
+
+// duplicateSummary says that a review repeating the reviewer's earlier
+// verdict recorded nothing: the verdict (for a deny, with the reason) that
+// stands and where the request stands. withTerms says grant terms were
+// given, which were not kept either.
+func duplicateSummary(a api.Approval, verb string, withTerms bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s not recorded: you had given this verdict already", verb)
+	if verb == "deny" {
+		// A deny settles the request, so it has one deny: the caller's.
+		for _, rv := range a.Reviews {
+			if rv.Verdict == "deny" {
+				fmt.Fprintf(&b, " (at %s, reason %q)", stamp(rv.At), clean(rv.Reason))
+				break
+			}
+		}
+	}
+	if withTerms {
+		b.WriteString("; the grant terms were not recorded either")
+	}
+	b.WriteString("; ")
+	switch a.State {
+	case "pending":
+		fmt.Fprintf(&b, "still pending, %d of %d approvals", approvals(a), max(a.RequiredApprovals, 1))
+	case "approved", "denied":
+		fmt.Fprintf(&b, "it is %s (decided by %s)", a.State, clean(a.DecidedBy))
+	default:
+		b.WriteString("state " + clean(a.State))
+	}
+	return b.String()
 }
 
 // stateSummary says where a request stands after a review.
@@ -156,48 +191,18 @@ func approvals(a api.Approval) int {
 // listing the matches. Suffixes matter because ids made close together
 // share their first characters (UUIDv7) while their ends are random.
 func resolveID(ctx context.Context, c *client, arg string) (string, error) {
-	id := strings.ToLower(arg)
-	if strings.Trim(id, "0123456789abcdef-") != "" || len(id) > 36 {
-		return "", usagef("invalid approval id %q: want a full id, or a part of its start or end", arg)
-	}
-	if isUUID(id) {
-		return id, nil
-	}
-	if len(id) < minPrefix {
-		return "", usagef("approval id %q is too short: give at least %d of its first or last characters", arg, minPrefix)
-	}
-	var matches []api.Approval
-	more := false
-	seen := map[string]bool{}
-	for _, param := range []string{"id_prefix", "id_suffix"} {
-		q := url.Values{"state": {"all"}, param: {id}, "limit": {strconv.Itoa(maxMatches)}}
+	return resolveShortID(ctx, c, "approval", "/v1/approvals", arg, func(ctx context.Context, u string) ([]string, []string, bool, error) {
 		var l api.List
-		if _, err := c.get(ctx, "/v1/approvals?"+q.Encode(), &l); err != nil {
-			return "", err
+		if _, err := c.get(ctx, u, &l); err != nil {
+			return nil, nil, false, err
 		}
-		more = more || l.NextCursor != ""
+		var ids, lines []string
 		for _, a := range l.Approvals {
-			if !seen[a.ID] {
-				seen[a.ID] = true
-				matches = append(matches, a)
-			}
+			ids = append(ids, a.ID)
+			lines = append(lines, fmt.Sprintf("%s  %s  %s__%s", a.ID, a.State, a.Server, a.Tool))
 		}
-	}
-	switch len(matches) {
-	case 0:
-		return "", fmt.Errorf("no approval id starts or ends with %q", id)
-	case 1:
-		return matches[0].ID, nil
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "approval id %q is ambiguous; it matches:", id)
-	for _, a := range matches {
-		fmt.Fprintf(&b, "\n  %s  %s  %s__%s", a.ID, a.State, a.Server, a.Tool)
-	}
-	if more {
-		b.WriteString("\n  ...and more")
-	}
-	return "", fmt.Errorf("%s", b.String())
+		return ids, lines, l.NextCursor != "", nil
+	})
 }
 
 // isUUID reports whether s is lower-case 8-4-4-4-12 hex.

@@ -39,8 +39,9 @@ Flags for every command (before or after the arguments):
               needs the approver or admin role)
   --json      print the server's JSON instead of text
 
-<id> is a full grant id, or a prefix of at least 6 characters that matches
-exactly one grant.
+<id> is a full grant id, or a prefix or suffix of at least 6 characters that
+matches exactly one grant (grants made close together share their first
+characters; their last ones differ).
 
 Exit status: 0 ok, 1 failure (including errors from the server), 2 usage.
 `
@@ -270,10 +271,10 @@ func printGrant(out io.Writer, g api.Grant) error {
 	return err
 }
 
-// resolveGrantID turns a full grant id or a unique prefix of at least
-// minPrefix characters into a full id.
+// resolveGrantID turns a full grant id, or a unique prefix or suffix of at
+// least minPrefix characters, into a full id.
 func resolveGrantID(ctx context.Context, c *client, arg string) (string, error) {
-	return resolvePrefix(ctx, c, "grant", "/v1/grants", arg, func(ctx context.Context, u string) ([]string, []string, bool, error) {
+	return resolveShortID(ctx, c, "grant", "/v1/grants", arg, func(ctx context.Context, u string) ([]string, []string, bool, error) {
 		var l api.GrantList
 		if _, err := c.get(ctx, u, &l); err != nil {
 			return nil, nil, false, err

@@ -123,7 +123,7 @@ func TestGrantCommandErrors(t *testing.T) {
 		{"bad limit", grantsCmd, []string{"list", "--limit", "0"}, 2, "want 1 to 1000"},
 		{"short prefix", grantsCmd, []string{"show", "0190"}, 2, "too short"},
 		{"unknown grant", grantsCmd, []string{"revoke", "01900000-0000-7000-8000-0000000000ff"}, 1, "no grant"},
-		{"no prefix match", grantsCmd, []string{"show", "0fffff"}, 1, `no grant id starts with "0fffff"`},
+		{"no prefix match", grantsCmd, []string{"show", "0fffff"}, 1, `no grant id starts or ends with "0fffff"`},
 	}
 	for _, tc := range cases {
 		code, _, errs := e.run(t, tc.run, tc.args...)
@@ -139,5 +139,41 @@ func TestGrantCommandErrors(t *testing.T) {
 	e.vars[cli.EnvToken] = "viewer-tok"
 	if code, _, errs := e.run(t, grantsCmd, "revoke", "01900000-0000-7000-8000-0000000000ff"); code != 1 || !strings.Contains(errs, "roles") {
 		t.Errorf("revoke as a viewer: exit %d %q", code, errs)
+	}
+}
+
+// TestGrantIDSuffix checks that grants, like approvals, are found by a
+// unique end of their id: two grants made in the same millisecond-ish share
+// their first 8 characters (UUIDv7), so a short prefix is ambiguous while
+// the last 8 characters pick one.
+func TestGrantIDSuffix(t *testing.T) {
+	e := newGrantEnv(t)
+	var ids []string
+	for _, amount := range []string{`{"amount":1}`, `{"amount":2}`} {
+		a := e.call(t, amount)
+		code, out, errs := e.run(t, approvalsCmd, "approve", string(a.ApprovalID), "--grant", "1h", "--grant-uses", "1", "--grant-when", "args.amount == "+amount[10:11])
+		m := regexp.MustCompile(`grant ([0-9a-f-]{36}):`).FindStringSubmatch(out)
+		if code != 0 || m == nil {
+			t.Fatalf("approve --grant: exit %d\n%s%s", code, out, errs)
+		}
+		ids = append(ids, m[1])
+	}
+	if ids[0][:8] != ids[1][:8] {
+		t.Logf("grants %s and %s do not share their first 8 characters; the ambiguous-prefix case is not exercised", ids[0], ids[1])
+	} else if code, _, errs := e.run(t, grantsCmd, "show", ids[0][:8]); code != 1 || !strings.Contains(errs, "ambiguous") || !strings.Contains(errs, ids[0]) || !strings.Contains(errs, ids[1]) {
+		t.Errorf("grants show <shared prefix>: exit %d, stderr %q; want an ambiguous id listing both", code, errs)
+	}
+	for _, id := range ids {
+		code, out, errs := e.run(t, grantsCmd, "show", strings.ToUpper(id[len(id)-8:]))
+		if code != 0 || !strings.Contains(out, "Grant:            "+id) {
+			t.Errorf("grants show <last 8 of %s>: exit %d\n%s%s", id, code, out, errs)
+		}
+	}
+	id := ids[1]
+	if code, out, errs := e.run(t, grantsCmd, "revoke", id[len(id)-12:], "--reason", "by its end"); code != 0 || !strings.Contains(out, id+": revoked by alice") {
+		t.Errorf("grants revoke <suffix>: exit %d\n%s%s", code, out, errs)
+	}
+	if code, _, errs := e.run(t, grantsCmd, "show", "abcdef"); code != 1 || !strings.Contains(errs, `no grant id starts or ends with "abcdef"`) {
+		t.Errorf("grants show abcdef: exit %d, stderr %q", code, errs)
 	}
 }

@@ -127,37 +127,51 @@ func (g group[O]) run(ctx context.Context, args []string, stdout io.Writer, env 
 	return cmd.run(ctx, cl, o, fs.Args(), stdout)
 }
 
-// resolvePrefix turns a full id or a unique prefix of at least minPrefix
-// characters into a full id, listing matches through path (a list route
-// taking state=all, id_prefix and limit) with list, which returns the ids
-// and a one-line description of each match. what names the kind of id in
-// messages ("approval", "grant"). A too short or malformed id is a usage
-// error; no match or several matches are failures, the latter listing the
-// matches.
-func resolvePrefix(ctx context.Context, c *client, what, path, arg string, list func(ctx context.Context, u string) (ids, lines []string, more bool, err error)) (string, error) {
+// resolveShortID turns a full id, or a unique prefix or suffix of at least
+// minPrefix characters, into a full id, listing matches through path (a
+// list route taking state=all, id_prefix, id_suffix and limit) with list,
+// which returns the ids and a one-line description of each match. what
+// names the kind of id in messages ("grant"). A too short or malformed id
+// is a usage error; no match or several matches are failures, the latter
+// listing the matches. Suffixes matter because UUIDv7 ids made close
+// together share their first characters while their ends are random.
+func resolveShortID(ctx context.Context, c *client, what, path, arg string, list func(ctx context.Context, u string) (ids, lines []string, more bool, err error)) (string, error) {
 	id := strings.ToLower(arg)
 	if strings.Trim(id, "0123456789abcdef-") != "" || len(id) > 36 {
-		return "", usagef("invalid %s id %q: want a full id or a prefix of it", what, arg)
+		return "", usagef("invalid %s id %q: want a full id, or a part of its start or end", what, arg)
 	}
 	if isUUID(id) {
 		return id, nil
 	}
 	if len(id) < minPrefix {
-		return "", usagef("%s id prefix %q is too short: give at least %d characters", what, arg, minPrefix)
+		return "", usagef("%s id %q is too short: give at least %d of its first or last characters", what, arg, minPrefix)
 	}
-	q := url.Values{"state": {"all"}, "id_prefix": {id}, "limit": {strconv.Itoa(maxMatches)}}
-	ids, lines, more, err := list(ctx, path+"?"+q.Encode())
-	if err != nil {
-		return "", err
+	var ids, lines []string
+	more := false
+	seen := map[string]bool{}
+	for _, param := range []string{"id_prefix", "id_suffix"} {
+		q := url.Values{"state": {"all"}, param: {id}, "limit": {strconv.Itoa(maxMatches)}}
+		pids, plines, pmore, err := list(ctx, path+"?"+q.Encode())
+		if err != nil {
+			return "", err
+		}
+		more = more || pmore
+		for i, m := range pids {
+			if !seen[m] {
+				seen[m] = true
+				ids = append(ids, m)
+				lines = append(lines, plines[i])
+			}
+		}
 	}
 	switch len(ids) {
 	case 0:
-		return "", fmt.Errorf("no %s id starts with %q", what, id)
+		return "", fmt.Errorf("no %s id starts or ends with %q", what, id)
 	case 1:
 		return ids[0], nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s id prefix %q is ambiguous; it matches:", what, id)
+	fmt.Fprintf(&b, "%s id %q is ambiguous; it matches:", what, id)
 	for _, l := range lines {
 		fmt.Fprintf(&b, "\n  %s", l)
 	}

@@ -663,21 +663,25 @@ func (g *Gate) inboxLink(id approval.ID) string {
 	return g.opts.PublicURL + "/ui/approvals/" + string(id)
 }
 
-// heldMessage is the progress message of a call held on r.
-func (g *Gate) heldMessage(id approval.ID) string {
+// heldMessage is the progress message of a call held on request id of
+// rule, which expires at expiresAt: the id, the rule, the inbox link when
+// Options.PublicURL is set, and the expiry in RFC 3339 UTC; never the
+// arguments.
+func (g *Gate) heldMessage(id approval.ID, rule string, expiresAt time.Time) string {
+	where := ""
 	if link := g.inboxLink(id); link != "" {
-		return fmt.Sprintf("waiting for approval %s: an approver can review it at %s", id, link)
+		where = "; an approver can review it at " + link
 	}
-	return fmt.Sprintf("waiting for approval %s", id)
+	return fmt.Sprintf("waiting for approval %s (rule %q)%s; the request expires at %s", id, rule, where, expiresAt.UTC().Format(time.RFC3339))
 }
 
-// keepAlive returns the keep-alive of c while it is held on r, or nil when
-// c has none.
-func (g *Gate) keepAlive(c Call, id approval.ID) func(context.Context) {
+// keepAlive returns the keep-alive of c while it is held on request id of
+// rule expiring at expiresAt, or nil when c has none.
+func (g *Gate) keepAlive(c Call, id approval.ID, rule string, expiresAt time.Time) func(context.Context) {
 	if c.KeepAlive == nil {
 		return nil
 	}
-	msg := g.heldMessage(id)
+	msg := g.heldMessage(id, rule, expiresAt)
 	return func(ctx context.Context) { c.KeepAlive(ctx, msg) }
 }
 

@@ -47,10 +47,13 @@ func TestInboxLinks(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("no keep-alive when the hold started")
 			}
-			want := "waiting for approval " + string(r.ID)
+			// The rule and the expiry are in it, with or without a link;
+			// the arguments never are.
+			want := "waiting for approval " + string(r.ID) + ` (rule "` + r.Rule + `")`
 			if public != "" {
-				want += ": an approver can review it at " + public + "/ui/approvals/" + string(r.ID)
+				want += "; an approver can review it at " + public + "/ui/approvals/" + string(r.ID)
 			}
+			want += "; the request expires at " + r.ExpiresAt.UTC().Format(time.RFC3339)
 			if msg != want {
 				t.Errorf("public_url %q: keep-alive %q, want %q", public, msg, want)
 			}

@@ -20,6 +20,9 @@ type GrantFilter struct {
 	UsableAt time.Time
 	// IDPrefix matches ids starting with this text (CLI short ids).
 	IDPrefix string
+	// IDSuffix matches ids ending with this text (short ids: the end of a
+	// UUIDv7 is random, its start is shared by grants made close together).
+	IDSuffix string
 	// Limit caps the page size; 0 means 100. Cursor is the NextCursor of
 	// the previous page ("" for the first). Pages are ordered by id
 	// ascending, which is creation order for UUIDv7 ids.

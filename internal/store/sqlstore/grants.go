@@ -210,6 +210,9 @@ func (db *DB) ListGrants(ctx context.Context, f store.GrantFilter) ([]grant.Gran
 	if f.IDPrefix != "" {
 		add(`id >= ? AND substr(id, 1, length(CAST(? AS TEXT))) = ?`, f.IDPrefix, f.IDPrefix, f.IDPrefix)
 	}
+	if f.IDSuffix != "" {
+		add(`length(id) >= length(CAST(? AS TEXT)) AND substr(id, length(id) - length(CAST(? AS TEXT)) + 1) = ?`, f.IDSuffix, f.IDSuffix, f.IDSuffix)
+	}
 	if f.Cursor != "" {
 		add(`id > ?`, f.Cursor)
 	}

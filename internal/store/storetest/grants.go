@@ -333,6 +333,10 @@ func testGrantList(t *testing.T, s store.Store) {
 		{"principal server tool", store.GrantFilter{Principal: "desktop", Server: "pay", Tool: "transfer"}, all},
 		{"other tool", store.GrantFilter{Tool: "refund"}, nil},
 		{"prefix", store.GrantFilter{IDPrefix: all[3]}, all[3:4]},
+		{"suffix", store.GrantFilter{IDSuffix: all[2][len(all[2])-8:]}, all[2:3]},
+		{"whole id as suffix", store.GrantFilter{IDSuffix: all[4]}, all[4:5]},
+		{"suffix longer than an id", store.GrantFilter{IDSuffix: "0" + all[4]}, nil},
+		{"suffix and usable", store.GrantFilter{IDSuffix: all[1][len(all[1])-8:], UsableAt: t0.Add(3 * time.Minute)}, nil},
 		{"expired", store.GrantFilter{UsableAt: t0.Add(2 * time.Hour)}, nil},
 	}
 	for _, tc := range cases {
