@@ -144,7 +144,8 @@ func (b *syncBuffer) String() string {
 // retried by the store, whose debug line names SQLSTATE 40P01: none may
 // appear, and the pending total must match the pending rows after. (It
 // passes under 0007 too: revocations are serialised by the sessions lock
-// and lock their request rows before they write; this guards the order.)
+// and lock their request rows before they write; with that sessions lock
+// removed it fails under 0007 and passes under 0016.)
 func TestSettlingManyDoesNotDeadlock(t *testing.T) {
 	pgtest.DSN(t)
 	var logs syncBuffer
