@@ -2,12 +2,16 @@ package gate
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"toolgate/internal/approval"
+	"toolgate/internal/store/sqlstore"
 	"toolgate/internal/store/sqlstore/sqlitetest"
 )
 
@@ -74,4 +78,80 @@ func waitSelecting(t *testing.T, fn string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatalf("no goroutine waits in %s", fn)
+}
+
+// A burst of decisions at once, half made in this process (the wake-up
+// carries the row) and half on another instance (this one learns of them
+// only from the store's watch: a wake-up without a row), approvals and
+// denials mixed: every call held on events is answered exactly once, an
+// approved one allowed and consumed once, a denied one refused and never
+// run. A lost wake-up leaves a call unanswered; a step run twice answers
+// it twice.
+func TestEventWaitBurstOfDecisions(t *testing.T) {
+	n := 500
+	if testing.Short() {
+		n = 60
+	}
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		pol := &swappable{}
+		pol.p.Store(testPolicy(time.Hour))
+		g := New(db, pol, &Options{Instance: "here", MaxPendingPerPrincipal: 10000})
+		other := New(db, pol, &Options{Instance: "there"})
+		watch(t, db, g)
+		ids := make([]approval.ID, n)
+		chans := make([]<-chan *Admission, n)
+		for i := range n {
+			ids[i], chans[i] = holdOnEvents(t, t.Context(), g, writeCall(fmt.Sprintf("/burst-%d", i)), nil)
+		}
+		start := make(chan struct{})
+		errs := make(chan error, n)
+		var wg sync.WaitGroup
+		for i, id := range ids {
+			by, verdict := g, approval.VerdictApprove
+			if i%2 == 1 {
+				by = other
+			}
+			if i%3 == 2 {
+				verdict = approval.VerdictDeny
+			}
+			wg.Go(func() {
+				<-start
+				_, err := by.Review(context.Background(), id, alice, verdict, "burst", "")
+				errs <- err
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, ch := range chans {
+			a := recvHeld(t, ch)
+			want := i%3 != 2
+			if a.Allowed != want || a.ApprovalID != ids[i] {
+				t.Fatalf("call %d: answer %+v, want allowed=%v", i, a, want)
+			}
+			if a.Allowed {
+				a.Finish(t.Context(), approval.OutcomeOK)
+			}
+		}
+		waitNoSteps(t)
+		for i, ch := range chans {
+			if len(ch) != 0 {
+				t.Fatalf("call %d answered twice", i)
+			}
+			r, err := db.GetRequest(t.Context(), ids[i])
+			want := approval.StateConsumed
+			if i%3 == 2 {
+				want = approval.StateDenied
+			}
+			if err != nil || r.State != want {
+				t.Fatalf("call %d: request %s (%v), want %s", i, r.State, err, want)
+			}
+		}
+	})
 }
