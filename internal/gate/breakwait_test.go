@@ -155,3 +155,49 @@ func TestEventWaitBurstOfDecisions(t *testing.T) {
 		}
 	})
 }
+
+// A decision made on another instance while this one cannot read the
+// store: the wake-up (from the watch, without a row) finds no row, the
+// wait reads again on its backoff (a runtime timer, no goroutine) and
+// answers nothing while the store stays down; once it is back the call
+// runs on the recorded approval, once. Without the retry's callback
+// (heldRead.onRetry) the retry timer's channel has no reader and the call
+// stays held until its expiry.
+func TestEventWaitReadsAgainAfterAStoreOutage(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		pol := &swappable{}
+		pol.p.Store(testPolicy(time.Hour))
+		fs := newFaulty(db)
+		g := New(fs, pol, &Options{Instance: "here"})
+		other := New(db, pol, &Options{Instance: "there"})
+		watch(t, db, g)
+		id, ch := holdOnEvents(t, t.Context(), g, writeCall("/outage"), nil)
+		fs.down.Store(true)
+		if _, err := other.Review(t.Context(), id, alice, approval.VerdictApprove, "ok", ""); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; fs.count("GetRequest") < 3; i++ { // the wake's read and two retries failed
+			if i == 2000 {
+				t.Fatal("the held call never read its request again")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if len(ch) != 0 {
+			t.Fatalf("answered while the store was down: %+v", <-ch)
+		}
+		fs.down.Store(false)
+		a := recvHeld(t, ch)
+		if !a.Allowed || a.ApprovalID != id {
+			t.Fatalf("answer %+v, want the approved call allowed", a)
+		}
+		a.Finish(t.Context(), approval.OutcomeOK)
+		waitNoSteps(t)
+		if len(ch) != 0 {
+			t.Fatal("answered twice")
+		}
+		if r, err := db.GetRequest(t.Context(), id); err != nil || r.State != approval.StateConsumed {
+			t.Fatalf("request %s (%v), want consumed", r.State, err)
+		}
+	})
+}
