@@ -201,3 +201,76 @@ func TestEventWaitReadsAgainAfterAStoreOutage(t *testing.T) {
 		}
 	})
 }
+
+// Many calls held on events share one deadline (MaxHold up to the same
+// instant), and as it comes their callers cancel and approvals land:
+// each call is answered exactly once; a call allowed is allowed only on a
+// recorded approval; nothing of the waits is left (subscriptions, offers,
+// steps).
+func TestEventWaitSharedDeadlineCancelAndDecision(t *testing.T) {
+	const n = 100
+	db := sqlitetest.Open(t)
+	pol := &swappable{}
+	pol.p.Store(testPolicy(time.Hour))
+	g := New(db, pol, &Options{MaxPendingPerPrincipal: 10000})
+	ids := make([]approval.ID, n)
+	chans := make([]<-chan *Admission, n)
+	cancels := make([]context.CancelFunc, n)
+	due := time.Now().Add(3 * time.Second) //nolint:forbidigo // the shared deadline
+	for i := range n {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancels[i] = cancel
+		ids[i], chans[i] = holdOnEvents(t, ctx, g, writeCall(fmt.Sprintf("/shared-%d", i)), func(c *Call) {
+			c.MaxHold = max(time.Until(due), time.Nanosecond) // already past if set up late
+		})
+	}
+	t.Logf("set up %v before the deadline", time.Until(due))
+	time.Sleep(time.Until(due) - 50*time.Millisecond) // not a timed assertion: the race with the deadline is the point
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if i%3 == 0 {
+				cancels[i]()
+			}
+			_, _ = g.Review(context.Background(), ids[i], alice, approval.VerdictApprove, "race", "")
+			if i%3 == 1 {
+				cancels[i]()
+			}
+		})
+	}
+	wg.Wait()
+	kinds := map[string]int{}
+	for i, ch := range chans {
+		a := recvHeld(t, ch)
+		kinds[fmt.Sprintf("allowed=%v pending=%v", a.Allowed, a.Pending)]++
+		if a.ApprovalID != ids[i] {
+			t.Fatalf("call %d: answer %+v for another approval", i, a)
+		}
+		r, err := db.GetRequest(t.Context(), ids[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Allowed {
+			if r.State != approval.StateConsumed {
+				t.Fatalf("call %d allowed on a request %s", i, r.State)
+			}
+			a.Finish(t.Context(), approval.OutcomeOK)
+		}
+	}
+	t.Logf("answers: %v", kinds)
+	for _, c := range cancels {
+		c()
+	}
+	waitNoSteps(t)
+	for i, ch := range chans {
+		if len(ch) != 0 {
+			t.Fatalf("call %d answered twice", i)
+		}
+	}
+	g.hub.mu.Lock()
+	subs, offered := len(g.hub.subs), len(g.hub.held)
+	g.hub.mu.Unlock()
+	if subs != 0 || offered != 0 {
+		t.Fatalf("%d subscriptions, %d offers left, want none", subs, offered)
+	}
+}
