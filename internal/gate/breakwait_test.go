@@ -13,6 +13,8 @@ import (
 	"toolgate/internal/approval"
 	"toolgate/internal/store/sqlstore"
 	"toolgate/internal/store/sqlstore/sqlitetest"
+
+	"go.uber.org/goleak"
 )
 
 // Attacks on the held wait (branch breakwait): the wait on events
@@ -275,4 +277,77 @@ func TestEventWaitSharedDeadlineCancelAndDecision(t *testing.T) {
 	if subs != 0 || offered != 0 {
 		t.Fatalf("%d subscriptions, %d offers left, want none", subs, offered)
 	}
+}
+
+// Shutdown with many calls held on events while approvals land: the
+// gate stopping and the callers' contexts ending (the gateway's Close)
+// answer every call once, a call is allowed iff its request was consumed
+// (a decision that consumed it for the call runs it: its record is
+// there), and no goroutine or subscription is left.
+func TestEventWaitShutdownAmidApprovals(t *testing.T) {
+	n := 1000
+	if testing.Short() || raceEnabled {
+		n = 300
+	}
+	db := sqlitetest.Open(t)
+	ignore := goleak.IgnoreCurrent()
+	pol := &swappable{}
+	pol.p.Store(testPolicy(time.Hour))
+	g := New(db, pol, &Options{MaxPendingPerPrincipal: 10000})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ids := make([]approval.ID, n)
+	chans := make([]<-chan *Admission, n)
+	for i := range n {
+		ids[i], chans[i] = holdOnEvents(t, ctx, g, writeCall(fmt.Sprintf("/stop-%d", i)), nil)
+	}
+	var (
+		wg       sync.WaitGroup
+		reviewed atomic.Int64
+		half     = make(chan struct{})
+	)
+	wg.Go(func() {
+		// Stop once a third of the approvals are in: the rest race it.
+		<-half
+		g.Stop()
+		cancel()
+	})
+	for i := range n {
+		wg.Go(func() {
+			_, _ = g.Review(context.Background(), ids[i], alice, approval.VerdictApprove, "stop", "")
+			if reviewed.Add(1) == int64(n/3) {
+				close(half)
+			}
+		})
+	}
+	wg.Wait()
+	kinds := map[bool]int{}
+	for i, ch := range chans {
+		a := recvHeld(t, ch)
+		kinds[a.Allowed]++
+		r, err := db.GetRequest(t.Context(), ids[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Allowed != (r.State == approval.StateConsumed) {
+			t.Fatalf("call %d: allowed=%v on a request %s", i, a.Allowed, r.State)
+		}
+		if a.Allowed {
+			a.Finish(context.Background(), approval.OutcomeOK)
+		}
+	}
+	t.Logf("allowed: %v", kinds)
+	waitNoSteps(t)
+	for i, ch := range chans {
+		if len(ch) != 0 {
+			t.Fatalf("call %d answered twice", i)
+		}
+	}
+	g.hub.mu.Lock()
+	subs, offered := len(g.hub.subs), len(g.hub.held)
+	g.hub.mu.Unlock()
+	if subs != 0 || offered != 0 {
+		t.Fatalf("after shutdown: %d subscriptions, %d offers left, want none", subs, offered)
+	}
+	goleak.VerifyNone(t, ignore)
 }
