@@ -61,7 +61,6 @@ type asyncHold struct {
 	// admitEnd: finish ends the admission's span (endAdmit), as WaitHold.
 	admitEnd bool
 
-	timer   *time.Timer // the deadline's
 	stopCtx func() bool // ends the watch on wctx
 
 	// got and err are what the wait ended on (waitFor's results); owned
@@ -121,7 +120,7 @@ func (g *Gate) holdEvents(hctx context.Context, h *heldCall, admitEnd bool, done
 	} else {
 		ev = evStart
 	}
-	a.timer = time.AfterFunc(st.deadline.Sub(g.now()), a.onDeadline)
+	st.timer = time.AfterFunc(st.deadline.Sub(g.now()), a.onDeadline) // set again by readHeld if due early (heldRead.due)
 	a.stopCtx = context.AfterFunc(wctx, a.onCancel)
 	a.mu.Lock()
 	a.ev |= ev
@@ -202,6 +201,9 @@ func (a *asyncHold) step(ev uint8, woken *wakeup) bool {
 	}
 	// Read again (a wake-up without a row, the deadline: a decision may
 	// have landed at it, the retry), subscribed first.
+	if ev&evDeadline != 0 {
+		st.due = true
+	}
 	if st.unsub != nil {
 		st.unsub()
 	}
@@ -218,7 +220,7 @@ func (a *asyncHold) step(ev uint8, woken *wakeup) bool {
 // answer to done.
 func (a *asyncHold) finish() {
 	g, h := a.g, a.h
-	a.timer.Stop()
+	a.w.st.timer.Stop()
 	a.stopCtx()
 	a.w.st.stop()
 	adm := g.endHold(a.ctx, h, a.w, a.got, a.err)

@@ -463,7 +463,9 @@ func (g *Gate) waitFor(ctx context.Context, st *heldRead) (*approval.Request, er
 				st.keepAlive(ctx)
 				st.kaC = g.beat.next()
 			case <-st.timer.C:
-				// Re-read once more: a decision may have landed at the deadline.
+				// Re-read once more: a decision may have landed at the
+				// deadline (or the clock was stepped back: see due).
+				st.due = true
 				break waiting
 			case <-ctx.Done():
 				st.unsub()
@@ -521,9 +523,13 @@ type heldRead struct {
 	keepAlive func(context.Context) // nil: no keep-alives
 	kaC       <-chan struct{}       // the gate's next beat; nil without keep-alives
 	timer     *time.Timer           // fires at deadline
-	woke      *wakeup               // the current subscription's wake-up
-	unsub     func()                // ends the current subscription
-	ahead     bool                  // woke and unsub are readAhead's (takePre)
+	// due is set when timer fired; a read that finds the deadline not due
+	// by the gate's clock (the wall clock was stepped back meanwhile) sets
+	// timer again for the rest, instead of waiting for the request's expiry.
+	due   bool
+	woke  *wakeup // the current subscription's wake-up
+	unsub func()  // ends the current subscription
+	ahead bool    // woke and unsub are readAhead's (takePre)
 	// onRetry, set for a wait without a goroutine (asyncHold), is called
 	// when to read again while the store cannot be read, instead of
 	// retryC firing.
@@ -607,6 +613,10 @@ func (g *Gate) readHeld(ctx context.Context, st *heldRead) (done bool, err error
 		}
 		st.retryC = st.retry.C
 		st.backoff = min(2*st.backoff, maxRetry)
+	}
+	if st.due {
+		st.due = false
+		st.timer.Reset(st.deadline.Sub(now))
 	}
 	return false, nil
 }
