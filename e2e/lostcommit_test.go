@@ -110,7 +110,7 @@ func waitOutcome(t *testing.T, admin, id string) apiApproval {
 }
 
 // TestLostCommitOfOutcomeRecordedOnce cuts the commit of the write that
-// records an approved call's outcome with its result (RecordDispatch)
+// records an approved call's outcome with its result (RecordOutcome)
 // after Postgres committed it: the background retry finds its own outcome
 // and result recorded and takes them as written. Before, it failed with
 // "already resolved", logged "cannot record dispatch outcome" at ERROR and

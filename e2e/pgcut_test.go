@@ -69,8 +69,9 @@ func startPGCut(t *testing.T, dsn string) (*pgCut, string) {
 func (p *pgCut) arm() { p.ledger.Store(false); p.armed.Store(true) }
 
 // armLedger makes the next commit of a transaction that writes a result
-// to the ledger (approval_results: a dispatch's outcome with its result,
-// RecordDispatch) the one that is cut.
+// to the ledger (approval_results: a dispatch's outcome with its result)
+// the one that is cut: a transaction's COMMIT, or the answer of the one
+// statement that RecordOutcome sends on Postgres (it commits on its own).
 func (p *pgCut) armLedger() { p.ledger.Store(true); p.armed.Store(true) }
 
 func (p *pgCut) track(c net.Conn) bool {
@@ -117,6 +118,7 @@ type pgCutConn struct {
 	muted  bool   // the server's answers are dropped, not relayed (guarded by mu)
 	tail   []byte // the end of what was dropped, to find the answer's end across reads
 	tagged bool   // the dropped answer contained CommandComplete "COMMIT"
+	single bool   // the cut is of one statement committing on its own: "SELECT 1" tags its commit
 }
 
 func (c *pgCutConn) close() {
@@ -194,6 +196,17 @@ func (c *pgCutConn) commitToCut(typ byte, body []byte) bool {
 			return false
 		}
 		if strings.Contains(query, "INSERT INTO approval_results") {
+			if strings.HasPrefix(strings.TrimSpace(query), "WITH upd AS") {
+				// RecordOutcome's one statement on Postgres (no BEGIN or
+				// COMMIT: it commits on its own): cut its answer.
+				cut := c.p.ledger.Load() && c.p.armed.CompareAndSwap(true, false)
+				if cut {
+					c.mu.Lock()
+					c.single = true
+					c.mu.Unlock()
+				}
+				return cut
+			}
 			c.results = true
 			return false
 		}
@@ -261,7 +274,8 @@ func (c *pgCutConn) toClient() {
 			var done bool
 			if muted {
 				seen := append(c.tail, buf[:n]...)
-				c.tagged = c.tagged || bytes.Contains(seen, []byte("COMMIT\x00"))
+				c.tagged = c.tagged || bytes.Contains(seen, []byte("COMMIT\x00")) ||
+					(c.single && bytes.Contains(seen, []byte("SELECT 1\x00")))
 				done = bytes.Contains(seen, readyIdle)
 				c.tail = append([]byte(nil), seen[max(0, len(seen)-8):]...)
 			}
