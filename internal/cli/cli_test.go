@@ -321,7 +321,7 @@ func TestReview(t *testing.T) {
 		wantReason string
 		wantOut    string
 	}{
-		{name: "approve", args: []string{"approve", idA}, id: idA, wantState: approval.StateApproved, wantOut: idA + ": approve recorded; now approved (decided by alice)\n"},
+		{name: "approve", args: []string{"approve", idA}, id: idA, wantState: approval.StateApproved, wantOut: idA + ": approve recorded; now approved (decided by alice); the call runs only if its caller is still waiting\n"},
 		{name: "flags after id", args: []string{"approve", idA, "--reason", "looks right"}, id: idA, wantState: approval.StateApproved, wantReason: "looks right"},
 		{name: "flag with equals", args: []string{"approve", "--reason=ok then", idA}, id: idA, wantState: approval.StateApproved, wantReason: "ok then"},
 		{name: "single dash flag", args: []string{"approve", idA, "-reason", "single"}, id: idA, wantState: approval.StateApproved, wantReason: "single"},
@@ -507,7 +507,7 @@ func TestUnixSocket(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	if want := idU + ": approve recorded; now approved (decided by alice)\n"; out != want {
+	if want := idU + ": approve recorded; now approved (decided by alice); the call runs only if its caller is still waiting\n"; out != want {
 		t.Errorf("output %q, want %q", out, want)
 	}
 	code, out, _ = e.run(t, "show", idU)

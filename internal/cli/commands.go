@@ -164,13 +164,33 @@ func duplicateSummary(a api.Approval, verb string, withTerms bool) string {
 	return b.String()
 }
 
-// stateSummary says where a request stands after a review.
+// stateSummary says where a request stands after a review, as the API
+// answered it, and no more: an approved call runs only if its caller is
+// still there to take it (hold) or re-sends it (retry), which the answer
+// cannot tell; a consume in the review's own transaction shows as
+// consumed (dispatched) or invalidated (not run).
 func stateSummary(a api.Approval) string {
+	by := clean(a.DecidedBy)
 	switch a.State {
 	case "pending":
 		return fmt.Sprintf("still pending, %d of %d approvals", approvals(a), max(a.RequiredApprovals, 1))
-	case "approved", "denied":
-		return fmt.Sprintf("now %s (decided by %s)", a.State, clean(a.DecidedBy))
+	case "approved":
+		switch {
+		case a.Kind != "":
+			return fmt.Sprintf("now approved (decided by %s)", by)
+		case a.Mode == "retry":
+			return fmt.Sprintf("now approved (decided by %s); the call runs only if its caller re-sends it", by)
+		}
+		return fmt.Sprintf("now approved (decided by %s); the call runs only if its caller is still waiting", by)
+	case "denied":
+		return fmt.Sprintf("now denied (decided by %s)", by)
+	case "consumed":
+		if a.DispatchOutcome == "" {
+			return fmt.Sprintf("approved (decided by %s) and dispatched; no outcome recorded yet", by)
+		}
+		return fmt.Sprintf("approved (decided by %s) and dispatched; outcome %s", by, clean(a.DispatchOutcome))
+	case "invalidated":
+		return fmt.Sprintf("approved (decided by %s), then invalidated: the call did not run (%s)", by, clean(a.Reason))
 	}
 	return "state " + clean(a.State)
 }

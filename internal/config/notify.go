@@ -48,18 +48,21 @@ const DefaultSlackAPI = "https://slack.com/api"
 
 // notifyEvents are the valid entries of a channel's events list: the
 // approval event types (approval.EventType) that notifications announce,
-// and "decided", which stands for approved and denied. Package notify
-// resolves them (its test holds the two lists equal).
+// "decided", which stands for approved and denied, and "dispatch_failed",
+// which stands for the dispatched events whose outcome is not ok. Package
+// notify resolves them (its test holds the two lists equal).
 var notifyEvents = []string{"requested", "reviewed", "approved", "denied", "decided",
-	"expired", "cancelled", "consumed", "invalidated", "dispatched"}
+	"expired", "cancelled", "consumed", "invalidated", "dispatched", "dispatch_failed"}
 
 // NotifyEvents returns the valid entries of a channel's events list.
 func NotifyEvents() []string { return slices.Clone(notifyEvents) }
 
 // DefaultNotifyEvents are the events of a channel that lists none: a new
-// request, every way a pending one ends, and an approval invalidated at
-// dispatch (the human said yes and nothing ran: they must hear it).
-var DefaultNotifyEvents = []string{"requested", "decided", "expired", "cancelled", "invalidated"}
+// request, every way a pending one ends, an approval invalidated at
+// dispatch (the human said yes and nothing ran: they must hear it), and a
+// dispatch whose outcome is not ok (it failed, or toolgate cannot say
+// whether it ran: the instance died mid-dispatch).
+var DefaultNotifyEvents = []string{"requested", "decided", "expired", "cancelled", "invalidated", "dispatch_failed"}
 
 // NotifyChannel is one receiver of notifications. Its secrets (a webhook's
 // URL and signing secret, a Slack bot token, incoming-webhook URL or

@@ -368,21 +368,33 @@ func TestShutdownHandsBack(t *testing.T) {
 func TestRoutesSelect(t *testing.T) {
 	r := approval.Request{Rule: "writes", Server: "fs"}
 	ev := func(typ approval.EventType) approval.Event { return approval.Event{Type: typ} }
+	defaults := Route{Events: config.DefaultNotifyEvents}
 	cases := []struct {
-		name  string
-		route Route
-		ev    approval.Event
-		want  bool
+		name    string
+		route   Route
+		ev      approval.Event
+		outcome approval.Outcome
+		want    bool
 	}{
-		{"event listed", Route{Events: []string{Requested}}, ev(approval.EventRequested), true},
-		{"event not listed", Route{Events: []string{Requested}}, ev(approval.EventReviewed), false},
-		{"decided covers approved", Route{Events: []string{Decided}}, ev(approval.EventApproved), true},
-		{"decided covers denied", Route{Events: []string{Decided}}, ev(approval.EventDenied), true},
-		{"decided is not expired", Route{Events: []string{Decided}}, ev(approval.EventExpired), false},
-		{"rule listed", Route{Events: []string{Requested}, Rules: []string{"pay", "writes"}}, ev(approval.EventRequested), true},
-		{"rule not listed", Route{Events: []string{Requested}, Rules: []string{"pay"}}, ev(approval.EventRequested), false},
-		{"server listed", Route{Events: []string{Requested}, Servers: []string{"fs"}}, ev(approval.EventRequested), true},
-		{"server not listed", Route{Events: []string{Requested}, Servers: []string{"pay"}}, ev(approval.EventRequested), false},
+		{"event listed", Route{Events: []string{Requested}}, ev(approval.EventRequested), "", true},
+		{"event not listed", Route{Events: []string{Requested}}, ev(approval.EventReviewed), "", false},
+		{"decided covers approved", Route{Events: []string{Decided}}, ev(approval.EventApproved), "", true},
+		{"decided covers denied", Route{Events: []string{Decided}}, ev(approval.EventDenied), "", true},
+		{"decided is not expired", Route{Events: []string{Decided}}, ev(approval.EventExpired), "", false},
+		{"rule listed", Route{Events: []string{Requested}, Rules: []string{"pay", "writes"}}, ev(approval.EventRequested), "", true},
+		{"rule not listed", Route{Events: []string{Requested}, Rules: []string{"pay"}}, ev(approval.EventRequested), "", false},
+		{"server listed", Route{Events: []string{Requested}, Servers: []string{"fs"}}, ev(approval.EventRequested), "", true},
+		{"server not listed", Route{Events: []string{Requested}, Servers: []string{"pay"}}, ev(approval.EventRequested), "", false},
+		// The approver must hear when what they approved did not run as
+		// asked, or toolgate cannot say whether it ran; the defaults
+		// announce that, not every successful run.
+		{"defaults: outcome unknown", defaults, ev(approval.EventDispatched), approval.OutcomeUnknown, true},
+		{"defaults: outcome tool_error", defaults, ev(approval.EventDispatched), approval.OutcomeToolError, true},
+		{"defaults: outcome transport_error", defaults, ev(approval.EventDispatched), approval.OutcomeTransportError, true},
+		{"defaults: outcome cancelled_after_dispatch", defaults, ev(approval.EventDispatched), approval.OutcomeCancelledAfterDispatch, true},
+		{"defaults: outcome ok", defaults, ev(approval.EventDispatched), approval.OutcomeOK, false},
+		{"defaults: invalidated", defaults, ev(approval.EventInvalidated), "", true},
+		{"dispatched covers ok", Route{Events: []string{DispatchFailed, Dispatched}}, ev(approval.EventDispatched), approval.OutcomeOK, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -391,6 +403,8 @@ func TestRoutesSelect(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			r := r
+			r.DispatchOutcome = c.outcome
 			if got := rt.selects(c.ev, r); got != c.want {
 				t.Errorf("selects = %v, want %v", got, c.want)
 			}

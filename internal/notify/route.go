@@ -43,7 +43,11 @@ type Message struct {
 
 // Event names of a Route's Events, as in the config key
 // notify.channels[].events. Each is the approval event type of the same
-// name, except Decided, which stands for approved and denied.
+// name, except Decided, which stands for approved and denied, and
+// DispatchFailed, which stands for the dispatched events whose outcome is
+// not ok (tool_error, transport_error, cancelled_after_dispatch, unknown):
+// the call was approved and did not run as asked, or toolgate cannot say
+// whether it ran.
 const (
 	Requested   = "requested"
 	Reviewed    = "reviewed"
@@ -55,6 +59,8 @@ const (
 	Consumed    = "consumed"
 	Invalidated = "invalidated"
 	Dispatched  = "dispatched"
+
+	DispatchFailed = "dispatch_failed"
 )
 
 // eventTypes maps the event names to the approval event types they select.
@@ -69,6 +75,9 @@ var eventTypes = map[string][]approval.EventType{
 	Consumed:    {approval.EventConsumed},
 	Invalidated: {approval.EventInvalidated},
 	Dispatched:  {approval.EventDispatched},
+	// DispatchFailed selects EventDispatched only when the outcome is not
+	// ok (route.selects filters it).
+	DispatchFailed: {approval.EventDispatched},
 }
 
 // A Route is a named channel and what it announces.
@@ -92,6 +101,9 @@ type Route struct {
 type route struct {
 	Route
 	types []approval.EventType
+	// failedOnly: the route announces dispatched events only when their
+	// outcome is not ok (it lists DispatchFailed, not Dispatched).
+	failedOnly bool
 }
 
 func newRoute(r Route) (route, error) {
@@ -123,14 +135,21 @@ func newRoute(r Route) (route, error) {
 			}
 		}
 	}
+	out.failedOnly = slices.Contains(r.Events, DispatchFailed) && !slices.Contains(r.Events, Dispatched)
 	if err := errors.Join(errs...); err != nil {
 		return route{}, err
 	}
 	return out, nil
 }
 
-// selects reports whether the route announces ev about r, ignoring age.
+// selects reports whether the route announces ev about r, ignoring age. r
+// is the request as stored when the event is fanned out; a dispatched
+// event is written in the transaction that records the outcome, which
+// never changes after, so r's outcome is the event's.
 func (rt *route) selects(ev approval.Event, r approval.Request) bool {
+	if rt.failedOnly && ev.Type == approval.EventDispatched && r.DispatchOutcome == approval.OutcomeOK {
+		return false
+	}
 	return slices.Contains(rt.types, ev.Type) &&
 		(len(rt.Rules) == 0 || slices.Contains(rt.Rules, r.Rule)) &&
 		(len(rt.Servers) == 0 || slices.Contains(rt.Servers, r.Server))

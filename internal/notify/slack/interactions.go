@@ -248,8 +248,16 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.count(InteractionDecided)
 	note := fmt.Sprintf("Your %s of %s · %s was recorded; the request is %s", verdictNoun(verdict), got.Server, got.Tool, got.State)
-	if got.State == approval.StatePending {
+	call := got.Kind == "" || got.Kind == approval.KindToolCall
+	switch {
+	case got.State == approval.StatePending:
 		note += fmt.Sprintf(" (%d of %d approvals)", approvals(got), max(got.RequiredApprovals, 1))
+	case got.State == approval.StateApproved && call && got.Mode == "retry":
+		// The decision is recorded before the call is dispatched (or
+		// checked and invalidated): say no more than that.
+		note += "; the call runs only if its caller re-sends it"
+	case got.State == approval.StateApproved && call:
+		note += "; the call runs only if its caller is still waiting"
 	}
 	h.feedback(r.Context(), app, p, note+".")
 	h.o.Logger.InfoContext(r.Context(), "approval reviewed from Slack", "approval", id, "slack_user", p.User.ID, "verdict", verdict, "state", got.State)

@@ -116,10 +116,7 @@ func statusText(r approval.Request) string {
 	case approval.StateApproved:
 		return "Approved by " + r.DecidedBy
 	case approval.StateConsumed:
-		if r.DispatchOutcome != approval.OutcomeNone {
-			return "Approved by " + r.DecidedBy + ", ran (" + string(r.DispatchOutcome) + ")"
-		}
-		return "Approved by " + r.DecidedBy + ", running"
+		return "Approved by " + r.DecidedBy + ", " + outcomeText(r.DispatchOutcome)
 	case approval.StateDenied:
 		return "Denied by " + r.DecidedBy
 	case approval.StateExpired:
@@ -130,9 +127,29 @@ func statusText(r approval.Request) string {
 	case approval.StateCancelled:
 		return "Cancelled"
 	case approval.StateInvalidated:
-		return "Approved, then invalidated"
+		return "Approved by " + r.DecidedBy + ", then invalidated: it did not run"
 	}
 	return string(r.State)
+}
+
+// outcomeText says what became of a consumed request's call: whether it
+// ran, as far as toolgate knows, and never more than it knows.
+func outcomeText(o approval.Outcome) string {
+	switch o {
+	case approval.OutcomeNone:
+		return "running"
+	case approval.OutcomeOK:
+		return "ran"
+	case approval.OutcomeToolError:
+		return "ran, the tool reported an error"
+	case approval.OutcomeTransportError:
+		return "transport error, it may not have run"
+	case approval.OutcomeCancelledAfterDispatch:
+		return "cancelled after it was sent, it may have run"
+	case approval.OutcomeUnknown:
+		return "outcome unknown (the instance died), it may have run"
+	}
+	return "outcome " + string(o)
 }
 
 // subjectText names what is to be approved.

@@ -136,11 +136,18 @@ func TestRender(t *testing.T) {
 		want    string
 	}{
 		{approval.StateApproved, "bob", "", "Approved by bob"},
-		{approval.StateConsumed, "bob", approval.OutcomeOK, "Approved by bob, ran (ok)"},
+		{approval.StateConsumed, "bob", "", "Approved by bob, running"},
+		{approval.StateConsumed, "bob", approval.OutcomeOK, "Approved by bob, ran"},
+		{approval.StateConsumed, "bob", approval.OutcomeToolError, "Approved by bob, ran, the tool reported an error"},
+		{approval.StateConsumed, "bob", approval.OutcomeTransportError, "Approved by bob, transport error, it may not have run"},
+		{approval.StateConsumed, "bob", approval.OutcomeCancelledAfterDispatch, "Approved by bob, cancelled after it was sent, it may have run"},
+		// The instance died mid-dispatch: the message must not keep
+		// saying "Approved by", nor claim the call ran.
+		{approval.StateConsumed, "bob", approval.OutcomeUnknown, "Approved by bob, outcome unknown (the instance died), it may have run"},
 		{approval.StateExpired, "", "", "Expired: nobody decided in time"},
 		{approval.StateExpired, "bob", "", "Approved but not used in time"},
 		{approval.StateCancelled, "", "", "Cancelled"},
-		{approval.StateInvalidated, "bob", "", "Approved, then invalidated"},
+		{approval.StateInvalidated, "bob", "", "Approved by bob, then invalidated: it did not run"},
 	} {
 		x := r
 		x.State, x.DecidedBy, x.DispatchOutcome = c.state, c.decided, c.outcome

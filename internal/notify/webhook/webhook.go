@@ -47,7 +47,9 @@ type Body struct {
 	// announcing the event. Receivers deduplicate by it.
 	ID string `json:"id"`
 	// Type is the event: requested, reviewed, approved, denied, expired,
-	// cancelled, consumed, invalidated or dispatched.
+	// cancelled, consumed, invalidated or dispatched (a channel's
+	// dispatch_failed selects dispatched events whose
+	// Approval.DispatchOutcome is not ok).
 	Type string `json:"type"`
 	// Seq is the event's sequence number in toolgate's event log
 	// (GET /v1/events?since=).

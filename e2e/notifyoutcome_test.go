@@ -1,0 +1,94 @@
+package e2e
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDefaultsAnnounceUnknownOutcome: the instance that dispatched an
+// approved call dies mid-dispatch; another, on the same database, records
+// the outcome unknown once the lease lapses. Channels that list no events
+// announce it: the webhook receives the dispatched event with
+// approval.dispatch_outcome "unknown", and the Slack message, which said
+// "Approved by …", is updated to say that toolgate cannot tell whether the
+// call ran. The defaults announced nothing after the approval, so the
+// approver never heard it.
+func TestDefaultsAnnounceUnknownOutcome(t *testing.T) {
+	rc := startHookReceiver(t, 0)
+	si := startSlackStandIn(t)
+	dir := t.TempDir()
+	record := filepath.Join(dir, "record.log")
+	cfg := gatewayConfig(filepath.Join(dir, "toolgate.db"), upstreamServer(record)) + `
+approvals:
+  lease: 1s
+  sweep_interval: 250ms
+notify:
+  poll: 100ms
+  backoff: 100ms
+  channels:
+    - name: hook
+      type: webhook
+      url_env: HOOK_URL
+      secret_env: HOOK_SECRET
+    - name: slack
+      type: slack
+      token_env: SLACK_BOT_TOKEN
+      channel: C0OPS
+      api_url: ` + q(si.URL) + `
+policy:
+  default: deny
+  rules:
+    - name: slow needs approval
+      server: t
+      tools: [slow]
+      effect: approve
+      approval: { timeout: 1m }
+`
+	env := map[string]string{"HOOK_URL": rc.URL, "HOOK_SECRET": hookSecret, "SLACK_BOT_TOKEN": slackToken}
+	first, kill := startKillableGateway(t, cfg, env)
+	cs := first.connect(t, nil, nil)
+	const args = `{"n":"unknown"}`
+	ch := callAsync(t.Context(), cs, toolCall("t__slow", args))
+	p := waitPending(t, first.Admin, 1)[0]
+	si.waitCall(t, "chat.postMessage", p.ID)
+	out := mustCLI(t, first.Admin, "approve", p.ID)
+	if !strings.Contains(out, "; the call runs only if its caller is still waiting") {
+		t.Errorf("approve printed %q, want that the call runs only if its caller is still waiting", out)
+	}
+	waitRecord(t, record, "slow started "+args)
+	si.waitCall(t, "chat.update", p.ID, "Approved by")
+	kill()
+	if r := await(t, ch); r.err == nil {
+		t.Fatalf("the call returned %v after its gateway was killed, want a transport error", text(r.res))
+	}
+
+	second := startGateway(t, cfg, env)
+	deadline := time.After(waitFor)
+	for {
+		rc.mu.Lock()
+		var types []string
+		found := false
+		for _, a := range rc.attempts {
+			if a.Body.Approval.ID == p.ID {
+				types = append(types, a.Body.Type+"/"+a.Body.Approval.DispatchOutcome)
+				found = found || (a.Body.Type == "dispatched" && a.Body.Approval.DispatchOutcome == "unknown" && a.Status == 200 && a.SigError == nil)
+			}
+		}
+		changed := rc.changed
+		rc.mu.Unlock()
+		if found {
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("the receiver got %v for approval %s, want a dispatched event with outcome unknown", types, p.ID)
+		}
+	}
+	si.waitCall(t, "chat.update", p.ID, "outcome unknown (the instance died), it may have run")
+	if a := fetchApproval(t, second.Admin, p.ID); a.State != "consumed" || a.DispatchOutcome != "unknown" {
+		t.Errorf("approval %s: state %s, outcome %q; want consumed, unknown", p.ID, a.State, a.DispatchOutcome)
+	}
+}
