@@ -76,6 +76,38 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(a.Status)
 }
 
+// waitEvent waits until the receiver has accepted (answered 200) a
+// correctly signed event of approval id with type typ and dispatch outcome
+// outcome ("" matches any outcome); it fails the test listing the
+// "type/outcome" of every attempt for id it got instead.
+func (h *hookReceiver) waitEvent(t *testing.T, id, typ, outcome string) {
+	t.Helper()
+	deadline := time.After(waitFor)
+	for {
+		h.mu.Lock()
+		var got []string
+		found := false
+		for _, a := range h.attempts {
+			if a.Body.Approval.ID != id {
+				continue
+			}
+			got = append(got, a.Body.Type+"/"+a.Body.Approval.DispatchOutcome)
+			found = found || (a.Body.Type == typ && (outcome == "" || a.Body.Approval.DispatchOutcome == outcome) &&
+				a.Status == http.StatusOK && a.SigError == nil)
+		}
+		changed := h.changed
+		h.mu.Unlock()
+		if found {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("the receiver got %v for approval %s, want a signed %s event (outcome %q)", got, id, typ, outcome)
+		}
+	}
+}
+
 // waitAccepted waits until the receiver has accepted (answered 200) n
 // distinct events, and returns every attempt so far.
 func (h *hookReceiver) waitAccepted(t *testing.T, n int) []hookAttempt {

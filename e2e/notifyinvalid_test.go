@@ -5,7 +5,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // TestWebhookDefaultsAnnounceInvalidated: a channel that lists no events
@@ -47,28 +46,7 @@ notify:
 		t.Fatalf("the held call got %q, want the invalidation", msg)
 	}
 
-	deadline := time.After(waitFor)
-	for {
-		rc.mu.Lock()
-		var types []string
-		found := false
-		for _, a := range rc.attempts {
-			if a.Body.Approval.ID == p.ID {
-				types = append(types, a.Body.Type)
-				found = found || (a.Body.Type == "invalidated" && a.Status == 200 && a.SigError == nil)
-			}
-		}
-		changed := rc.changed
-		rc.mu.Unlock()
-		if found {
-			break
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Fatalf("the receiver got %v for approval %s, want an invalidated event among them", types, p.ID)
-		}
-	}
+	rc.waitEvent(t, p.ID, "invalidated", "")
 	if got := readRecord(t, record); len(got) != 0 {
 		t.Errorf("the upstream ran %q, want nothing", got)
 	}

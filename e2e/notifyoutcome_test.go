@@ -4,7 +4,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestDefaultsAnnounceUnknownOutcome: the instance that dispatched an
@@ -65,28 +64,7 @@ policy:
 	}
 
 	second := startGateway(t, cfg, env)
-	deadline := time.After(waitFor)
-	for {
-		rc.mu.Lock()
-		var types []string
-		found := false
-		for _, a := range rc.attempts {
-			if a.Body.Approval.ID == p.ID {
-				types = append(types, a.Body.Type+"/"+a.Body.Approval.DispatchOutcome)
-				found = found || (a.Body.Type == "dispatched" && a.Body.Approval.DispatchOutcome == "unknown" && a.Status == 200 && a.SigError == nil)
-			}
-		}
-		changed := rc.changed
-		rc.mu.Unlock()
-		if found {
-			break
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Fatalf("the receiver got %v for approval %s, want a dispatched event with outcome unknown", types, p.ID)
-		}
-	}
+	rc.waitEvent(t, p.ID, "dispatched", "unknown")
 	si.waitCall(t, "chat.update", p.ID, "outcome unknown (the instance died), it may have run")
 	if a := fetchApproval(t, second.Admin, p.ID); a.State != "consumed" || a.DispatchOutcome != "unknown" {
 		t.Errorf("approval %s: state %s, outcome %q; want consumed, unknown", p.ID, a.State, a.DispatchOutcome)

@@ -39,15 +39,16 @@ func (r tsResult) text() string {
 	return b.String()
 }
 
-// tsV2Node returns the node binary for the TypeScript SDK v2 client: Node
-// 22 from scripts/test.sh ($TOOLGATE_NODE22), else the one findNPM found.
-// A missing @modelcontextprotocol/client skips the test, or fails it
-// under TOOLGATE_REQUIRE_E2E=1 (scripts/test.sh).
-func tsV2Node(t *testing.T) string {
+// tsNode returns the node binary for a TypeScript SDK client whose npm
+// package is pkg (e.g. "@modelcontextprotocol/client"): Node 22 from
+// scripts/test.sh ($TOOLGATE_NODE22), else the one findNPM found. A
+// missing package skips the test, or fails it under TOOLGATE_REQUIRE_E2E=1
+// (scripts/test.sh).
+func tsNode(t *testing.T, pkg string) string {
 	t.Helper()
 	n := findNPM(t)
-	if _, err := os.Stat(filepath.Join(n.modules, "@modelcontextprotocol", "client", "package.json")); err != nil {
-		msg := "@modelcontextprotocol/client is not installed (run `npm ci` in e2e/): " + err.Error()
+	if _, err := os.Stat(filepath.Join(n.modules, filepath.FromSlash(pkg), "package.json")); err != nil {
+		msg := pkg + " is not installed (run `npm ci` in e2e/): " + err.Error()
 		if os.Getenv("TOOLGATE_REQUIRE_E2E") == "1" {
 			t.Fatal(msg)
 		}
@@ -57,6 +58,12 @@ func tsV2Node(t *testing.T) string {
 		return n22
 	}
 	return n.node
+}
+
+// tsV2Node returns the node binary for the TypeScript SDK v2 client.
+func tsV2Node(t *testing.T) string {
+	t.Helper()
+	return tsNode(t, "@modelcontextprotocol/client")
 }
 
 // TestTypeScriptV2Client (issue 11): a TypeScript SDK v2 client

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -69,21 +68,9 @@ func TestTypeScriptTimeoutCancelsHeldCall(t *testing.T) {
 	}
 }
 
-// tsV1Node returns the node binary for the TypeScript SDK 1.x client, as
-// tsV2Node does for v2. A missing @modelcontextprotocol/sdk skips the
-// test, or fails it under TOOLGATE_REQUIRE_E2E=1 (scripts/test.sh).
+// tsV1Node returns the node binary for the TypeScript SDK 1.x client
+// (@modelcontextprotocol/sdk), as tsV2Node does for v2.
 func tsV1Node(t *testing.T) string {
 	t.Helper()
-	n := findNPM(t)
-	if _, err := os.Stat(filepath.Join(n.modules, "@modelcontextprotocol", "sdk", "package.json")); err != nil {
-		msg := "@modelcontextprotocol/sdk is not installed (run `npm ci` in e2e/): " + err.Error()
-		if os.Getenv("TOOLGATE_REQUIRE_E2E") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	if n22 := os.Getenv("TOOLGATE_NODE22"); n22 != "" {
-		return n22
-	}
-	return n.node
+	return tsNode(t, "@modelcontextprotocol/sdk")
 }
