@@ -159,7 +159,7 @@ func TestEventWaitBurstOfDecisions(t *testing.T) {
 }
 
 // A decision made on another instance while this one cannot read the
-// store: the wake-up (from the watch, without a row) finds no row, the
+// store: the wake-up (as the watch gives it, without a row) finds no row, the
 // wait reads again on its backoff (a runtime timer, no goroutine) and
 // answers nothing while the store stays down; once it is back the call
 // runs on the recorded approval, once. Without the retry's callback
@@ -179,6 +179,10 @@ func TestEventWaitReadsAgainAfterAStoreOutage(t *testing.T) {
 		if _, err := other.Review(t.Context(), id, alice, approval.VerdictApprove, "ok", ""); err != nil {
 			t.Fatal(err)
 		}
+		// The wake-up the watch gives (a NOTIFY on Postgres, the feed on
+		// SQLite), given here too: in a busy suite the watch's connection
+		// can take longer than this test waits (its safety poll is 5 s).
+		g.Wake(id)
 		for i := 0; fs.count("GetRequest") < 3; i++ { // the wake's read and two retries failed
 			if i == 2000 {
 				t.Fatal("the held call never read its request again")
