@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.uber.org/goleak"
 )
 
 // scriptedUpstream serves a go-sdk MCP server over Streamable HTTP (JSON
@@ -437,13 +436,9 @@ func TestRawHTTPBodyID(t *testing.T) {
 // answers, so the timeout is the event it waits for). A 50 ms timeout
 // for all of them failed the quick calls under load.
 func TestRawHTTPCallLeaksNothing(t *testing.T) {
-	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() {
-		// Runs last: after the gateways, their listeners and the
-		// upstreams were closed by the cleanups registered below.
-		http.DefaultClient.CloseIdleConnections()
-		goleak.VerifyNone(t, ignore)
-	})
+	// Runs last: after the gateways, their listeners and the upstreams
+	// were closed by the cleanups registered below.
+	verifyNoLeaks(t)
 	f := newRawHTTPFixture(t, false, ServerConfig{}, &Options{MaxResultBytes: 1 << 12})
 	f.up.set("dies", func(w http.ResponseWriter, _ *http.Request, _ json.RawMessage) {
 		w.Header().Set("Content-Type", "text/event-stream")
