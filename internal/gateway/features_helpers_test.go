@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -189,12 +190,43 @@ type agentRecord struct {
 	updated      []string
 	// onElicit, when set, runs in the elicitation handler before it answers.
 	onElicit func()
+	// added is closed and replaced on every add; nil until first waited on.
+	added chan struct{}
 }
 
 func (r *agentRecord) add(list *[]string, s string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	*list = append(*list, s)
+	if r.added != nil {
+		close(r.added)
+		r.added = nil
+	}
+}
+
+// waitLen returns list once it holds at least n entries, or what it holds
+// after testWait. A notification sent before a call's result may reach the
+// client's handler after CallTool has returned: the SDK handles them on
+// separate goroutines.
+func (r *agentRecord) waitLen(list *[]string, n int) []string {
+	deadline := time.After(testWait)
+	for {
+		r.mu.Lock()
+		if len(*list) >= n {
+			defer r.mu.Unlock()
+			return slices.Clone(*list)
+		}
+		if r.added == nil {
+			r.added = make(chan struct{})
+		}
+		added := r.added
+		r.mu.Unlock()
+		select {
+		case <-added:
+		case <-deadline:
+			return r.get(list)
+		}
+	}
 }
 
 func (r *agentRecord) get(list *[]string) []string {

@@ -394,11 +394,7 @@ func TestRawHTTPCallRoutesLogsAndRequests(t *testing.T) {
 	}
 	// The agent's client hands notifications to its handlers on a queue
 	// of its own: wait for the log message there.
-	deadline := time.Now().Add(testWait)
-	for len(rec.get(&rec.logs)) == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if logs := rec.get(&rec.logs); len(logs) != 1 || logs[0] != "hello from up" {
+	if logs := rec.waitLen(&rec.logs, 1); len(logs) != 1 || logs[0] != "hello from up" {
 		t.Errorf("agent logs %q, want the upstream's message", logs)
 	}
 	if n := rawHTTPCalls(f.g) - before; n != 1 {

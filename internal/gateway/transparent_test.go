@@ -274,7 +274,7 @@ func TestServerRequestsReachTheirAgent(t *testing.T) {
 				if got := recs[who].get(&recs[who].elicitations); !slices.Equal(got, []string{"question-" + who}) {
 					t.Errorf("%s was asked %q, want only its own question", who, got)
 				}
-				if got := recs[who].get(&recs[who].logs); !slices.Equal(got, []string{"log-" + who}) {
+				if got := recs[who].waitLen(&recs[who].logs, 1); !slices.Equal(got, []string{"log-" + who}) {
 					t.Errorf("%s got log messages %q, want only its own", who, got)
 				}
 			}
