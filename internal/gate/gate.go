@@ -318,7 +318,9 @@ func (g *Gate) AdmitOrHold(ctx context.Context, c *Call, adm *Admission) (hctx c
 		// goes back into it and is dropped.
 		*c = *h.c
 		h.c = c
-		g.readAhead(ctx, h)
+		if h.pre == nil { // a request this process did not just create
+			g.readAhead(ctx, h)
+		}
 		return ctx, true
 	}
 	g.endAdmit(span, adm)
@@ -604,7 +606,12 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 		r.Renew(g.instance, now.Add(g.opts.Lease))
 		g.leases.add(id, leaseHold) // before the row exists, so no identical call can think it abandoned
 	}
+	var pre *preRead // the held call's subscription, made before the request exists (subscribeCreated)
+	if r.Mode != policy.ModeRetry && !c.Defer {
+		pre = g.subscribeCreated(id)
+	}
 	if err := g.store.CreateRequest(ctx, r, g.pendingCaps(c.Principal, chain)...); err != nil {
+		pre.drop()
 		g.dropHold(r)
 		return g.createRefusal(ctx, c, err)
 	}
@@ -613,6 +620,7 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 		"principal", c.Principal.ID, "rule", dec.Rule, "mode", r.Mode, "expires_at", r.ExpiresAt, "arguments_hash", hash)
 	if c.Task {
 		if err := g.recordTask(ctx, c, r); err != nil {
+			pre.drop()
 			g.withdrawUnrecorded(ctx, r.ID)
 			g.dropHold(r)
 			return g.storeRefusal(ctx, msgStoreUnavailable, "cannot record the task of an approval request; denying", err, "approval", id)
@@ -627,7 +635,9 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 	if c.OnHold != nil {
 		c.OnHold(r)
 	}
-	return heldOn(c, r) // Admit waits, once this frame is gone (heldCall)
+	adm := heldOn(c, r) // Admit waits, once this frame is gone (heldCall)
+	adm.held.pre = pre
+	return adm
 }
 
 // dropHold ends this process's hold on the lease of r, which hold took

@@ -3,10 +3,12 @@ package gate
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/store"
 	"toolgate/internal/store/sqlstore"
 	"toolgate/internal/store/sqlstore/pgtest"
 )
@@ -73,51 +75,69 @@ func pgWatched(t *testing.T, dsn string) (*sqlstore.DB, func(g *Gate) (woken fun
 // On Postgres a held call is not woken by its own request's creation
 // (its NOTIFY carries the event's type, and the watch calls only
 // appended() for a creation), and a decision made on another instance
-// right after the wait's first read, so that only that decision's NOTIFY
-// can wake the call, still wakes it and the call runs once. Fails with
-// the creation waking the call (the skip reverted) at the first check,
-// and with a skip that drops the decision's notification too (too broad)
-// at recvHeld.
+// right after the creation, before the wait starts (the admission reads
+// nothing after creating the request: its subscription was made before,
+// subscribeCreated), still wakes it through that decision's NOTIFY, and
+// the call runs once; the store is never read for it before the
+// decision. Fails with the creation waking the call (the skip reverted)
+// at the first check, with a skip that drops the decision's notification
+// too (too broad) or a subscription made after the decision at
+// recvHeld.
 func TestHeldCallNotWokenByItsCreationOnPostgres(t *testing.T) {
 	dsn := pgtest.Fresh(t)
 	dbA, startA := pgWatched(t, dsn)
 	dbB, _ := pgWatched(t, dsn)
 	pol := &swappable{}
 	pol.p.Store(testPolicy(time.Minute))
-	hook := &readHook{Store: dbA}
-	g := New(hook, pol, &Options{})
+	reads := &countReads{Store: dbA}
+	g := New(reads, pol, &Options{})
 	other := New(dbB, pol, &Options{})
 	woken, appended := startA(g)
 
 	decided := false
-	hook.arm(nil, func(id approval.ID) {
-		// The creation has committed (this is a read of the created
-		// request); its notification reaches A's watch, which calls
-		// appended() for it, and nothing else has been written.
+	c := writeCall("/peak")
+	c.OnHold = func(r approval.Request) {
+		// The creation has committed; its notification reaches A's
+		// watch, which calls appended() for it, and nothing else has
+		// been written.
 		select {
 		case <-appended:
 		case <-time.After(30 * time.Second): // a hang guard
 			t.Error("no notification of the request's creation")
 		}
-		if n := woken(id); n != 0 {
-			t.Errorf("the watch woke %s %d times on its creation, want 0", id, n)
+		if n := woken(r.ID); n != 0 {
+			t.Errorf("the watch woke %s %d times on its creation, want 0", r.ID, n)
 		}
-		if _, err := other.Review(t.Context(), id, alice, approval.VerdictApprove, "ok", ""); err != nil {
+		if _, err := other.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "ok", ""); err != nil {
 			t.Errorf("review through the other instance: %v", err)
 			return
 		}
 		decided = true
-	})
-	id, ch := holdOnEvents(t, t.Context(), g, writeCall("/peak"), nil)
+	}
+	id, ch := holdOnEvents(t, t.Context(), g, c, nil)
 	if !decided {
-		t.Fatal("the decision was not made after the wait's first read")
+		t.Fatal("the decision was not made after the creation")
 	}
 	a := recvHeld(t, ch)
 	if !a.Allowed || a.ApprovalID != id {
 		t.Fatalf("admission %+v, want the call allowed", a)
 	}
+	if n := reads.n.Load(); n != 1 {
+		t.Errorf("%d reads of the request, want 1 (the woken wait's; none after its creation)", n)
+	}
 	a.Finish(t.Context(), approval.OutcomeOK)
 	if n := woken(id); n == 0 {
 		t.Errorf("the decision's notification did not wake %s", id)
 	}
+}
+
+// countReads is a store that counts its GetRequest calls.
+type countReads struct {
+	store.Store
+	n atomic.Int32
+}
+
+func (s *countReads) GetRequest(ctx context.Context, id approval.ID) (approval.Request, error) {
+	s.n.Add(1)
+	return s.Store.GetRequest(ctx, id)
 }

@@ -146,8 +146,11 @@ type heldCall struct {
 	// with the answer after the wait; nil on a resumed call, which admit
 	// does not record.
 	dec *policy.Decision
-	// pre, when set, is the wait's first read of r, made by AdmitOrHold on
-	// the admitting goroutine (preRead): waitFor starts from it.
+	// pre, when set, is the wait's first subscription to r's wake-ups
+	// and what it knows of r after it (preRead): made before r was
+	// created by the admission that created it (subscribeCreated), else
+	// by AdmitOrHold on the admitting goroutine with a read
+	// (readAhead). waitFor starts from it.
 	pre *preRead
 }
 
@@ -206,6 +209,32 @@ func (q *heldReq) request() approval.Request {
 type preRead struct {
 	woke  *wakeup
 	unsub func()
+}
+
+// subscribeCreated is the preRead of a request this process is about to
+// create (id), for the call held on it: the subscription is made before
+// the request exists, so no read is needed after it. Once the creation
+// commits the request is pending, unexpired and held here (its lease was
+// taken before), and every later change wakes the subscription (a
+// decision of this process through the hub, another instance's through
+// the store's watch); nothing can change it before it exists. A read
+// after the creation would only find what this process just wrote, and
+// on Postgres, at the end of a burst of admissions, thousands of
+// admitting goroutines (each an HTTP connection's, with its deep stack)
+// were still queued for a pool connection to make it: 0.2–0.7 goroutines
+// and 70–147 MB of stacks per 10,000 held calls at the moment all were
+// pending (docs/performance.md, "heldpeak").
+func (g *Gate) subscribeCreated(id approval.ID) *preRead {
+	woke, unsub := g.hub.subscribe(string(id))
+	return &preRead{woke: woke, unsub: unsub}
+}
+
+// drop ends the subscription of a preRead that no wait will take (the
+// request was not created, or the call is not held on it). nil: nothing.
+func (p *preRead) drop() {
+	if p != nil {
+		p.unsub()
+	}
 }
 
 // readAhead makes h's preRead (see there).
