@@ -64,6 +64,10 @@ const (
 	// looks every TuneFast: well above an idle or lightly used proxy's,
 	// well below a burst of admissions' (hundreds of MB/s).
 	FastAbove = 32 << 20
+	// QuietBelow is the allocation rate (bytes per second) under which
+	// Tune sets the quiet limit (QuietLimitFor): at most one collection
+	// per LimitSlack/QuietBelow (16 s) more than GOGC's.
+	QuietBelow = 1 << 20
 )
 
 // Soft memory limit: see LimitFor.
@@ -175,7 +179,8 @@ type Runtime interface {
 	FreeOSMemory()
 }
 
-// LimitFor is the soft memory limit Tune sets for st with GOGC at percent:
+// LimitFor is the soft memory limit Tune sets for st with GOGC at percent
+// (unless the process is quiet: QuietLimitFor):
 // GOGC's own heap goal (live + (live + stacks + globals) × percent/100, at
 // least the collector's current goal), plus 1/32 of it (the pacer keeps 3 %
 // of a limit's heap goal as headroom), plus the runtime's other memory
@@ -281,6 +286,25 @@ func (goRuntime) SetGCPercent(p int)         { debug.SetGCPercent(p) }
 func (goRuntime) SetMemoryLimit(bytes int64) { debug.SetMemoryLimit(bytes) }
 func (goRuntime) FreeOSMemory()              { debug.FreeOSMemory() }
 
+// QuietLimitFor is the soft memory limit Tune sets while the process is
+// quiet (allocating under QuietBelow per second; holding calls idle): the
+// live heap plus 1/32 of it, the runtime's other memory and LimitSlack,
+// at most ceiling (0: none). Tighter than GOGC's goal, but at that rate
+// the collections it adds are at most one per 16 s, and the free heap of
+// the collection cycles before (the heap grew towards GOGC's goal) is
+// returned to the OS by the runtime's scavenger without a forced
+// collection, where the quiet release (ShouldRelease) needs more than
+// ReleaseAbove free, a rate that would take ReleaseQuiet to reuse it,
+// and at most one release per ReleaseEvery: after a burst whose free heap
+// the limit already returned, 42–44 MB of a Postgres instance's idle heap
+// stayed free (docs/performance.md, "heldpeak"). Live 0: no limit (or
+// the ceiling).
+func QuietLimitFor(st Stats, ceiling int64) int64 {
+	q := st
+	q.Goal = 0
+	return LimitFor(q, 0, ceiling)
+}
+
 // tune is Tune with the intervals, the runtime's reader and setters given.
 func tune(ctx context.Context, s Settings, iv Intervals, read func() (Stats, bool), rt Runtime) {
 	if s.GCPercentSource != "default" {
@@ -315,18 +339,27 @@ func tune(ctx context.Context, s Settings, iv Intervals, read func() (Stats, boo
 			rt.SetGCPercent(p)
 			current = p
 		}
+		next := iv.Slow
+		quiet := false
+		if !prevAt.IsZero() {
+			elapsed := now.Sub(prevAt)
+			if rate(st.Allocs-prev.Allocs, elapsed) >= FastAbove {
+				next = iv.Fast
+			}
+			quiet = rate(st.Allocs-prev.Allocs, elapsed) < QuietBelow
+		}
 		if setLimit {
-			if l := LimitFor(st, current, ceiling); l-limit > limitStep || l-limit < -limitStep { // both ≥ 0: no overflow
+			l := LimitFor(st, current, ceiling)
+			if quiet {
+				l = QuietLimitFor(st, ceiling)
+			}
+			if l-limit > limitStep || l-limit < -limitStep { // both ≥ 0: no overflow
 				rt.SetMemoryLimit(l)
 				limit = l
 			}
 		}
-		next := iv.Slow
 		if !prevAt.IsZero() {
 			elapsed := now.Sub(prevAt)
-			if fast(st.Allocs-prev.Allocs, elapsed) {
-				next = iv.Fast
-			}
 			since := time.Duration(-1)
 			if !lastRelease.IsZero() {
 				since = now.Sub(lastRelease)
@@ -345,10 +378,13 @@ func tune(ctx context.Context, s Settings, iv Intervals, read func() (Stats, boo
 	}
 }
 
-// fast reports whether allocated bytes over elapsed is FastAbove per
-// second or more.
-func fast(allocated uint64, elapsed time.Duration) bool {
-	return elapsed > 0 && float64(allocated) >= FastAbove*elapsed.Seconds()
+// rate is allocated bytes over elapsed, per second (0 when no time
+// passed).
+func rate(allocated uint64, elapsed time.Duration) float64 {
+	if elapsed <= 0 {
+		return 0
+	}
+	return float64(allocated) / elapsed.Seconds()
 }
 
 // readCgroupMax returns the byte limit in a cgroup v2 memory.max file, or 0

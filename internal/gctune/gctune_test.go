@@ -388,17 +388,20 @@ func TestLimitFor(t *testing.T) {
 	}
 }
 
-// TestTuneSetsTheLimit: the soft limit follows LimitFor as the heap
-// grows and shrinks (set only when it moved by more than limitStep), is
-// capped by a cgroup's, and is never set under GOMEMLIMIT.
+// TestTuneSetsTheLimit: while the process allocates (8 MiB/s here) the
+// soft limit follows LimitFor as the heap grows and shrinks (set only
+// when it moved by more than limitStep), is capped by a cgroup's, and is
+// never set under GOMEMLIMIT.
 func TestTuneSetsTheLimit(t *testing.T) {
 	const mb = 1 << 20
 	lives := []uint64{0, 8 * mb, 8 * mb, 200 * mb, 200*mb + 256<<10, 20 * mb}
 	run := func(t *testing.T, s Settings) *fakeRuntime {
 		rt := &fakeRuntime{}
 		synctest.Test(t, func(t *testing.T) {
-			var live atomic.Uint64
-			runTune(t, s, func() Stats { return Stats{Live: live.Load(), Total: 50 * mb, Objects: 20 * mb} }, rt,
+			var live, allocs atomic.Uint64
+			runTune(t, s, func() Stats {
+				return Stats{Live: live.Load(), Total: 50 * mb, Objects: 20 * mb, Allocs: allocs.Add(8 * mb)}
+			}, rt,
 				func(tick func()) {
 					for _, l := range lives {
 						live.Store(l)
@@ -490,5 +493,37 @@ func TestTuneLooksFastWhileAllocating(t *testing.T) {
 					t.Errorf("%d looks after 3 quiet seconds, want %d", n, 14+1+2)
 				}
 			})
+	})
+}
+
+// TestTuneSetsTheQuietLimit: while the process allocates under QuietBelow
+// per second the limit is QuietLimitFor's (the live heap, not GOGC's
+// goal); once it allocates more, LimitFor's again.
+func TestTuneSetsTheQuietLimit(t *testing.T) {
+	const mb = 1 << 20
+	synctest.Test(t, func(t *testing.T) {
+		var perLook atomic.Uint64
+		var allocs uint64
+		st := Stats{Live: 100 * mb, Total: 200 * mb, Objects: 120 * mb}
+		rt := &fakeRuntime{}
+		runTune(t, Settings{GCPercent: 400, GCPercentSource: "default", MemoryLimitSource: "none"},
+			func() Stats { allocs += perLook.Load(); s := st; s.Allocs = allocs; return s }, rt,
+			func(tick func()) {
+				perLook.Store(8 * mb) // busy: GOGC's goal
+				tick()
+				tick()
+				perLook.Store(QuietBelow / 2) // quiet
+				tick()
+				tick()
+				perLook.Store(8 * mb) // busy again
+				tick()
+			})
+		normal, quiet := LimitFor(st, 100, 0), QuietLimitFor(st, 0)
+		if quiet >= normal-100*mb {
+			t.Fatalf("quiet limit %d MiB, normal %d MiB: want the quiet one about GOGC's headroom lower", quiet/mb, normal/mb)
+		}
+		if want := []int64{normal, quiet, normal}; !slices.Equal(rt.limits, want) {
+			t.Errorf("limits %v, want %v", rt.limits, want)
+		}
 	})
 }
