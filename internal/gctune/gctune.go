@@ -200,16 +200,16 @@ func LimitFor(st Stats, percent int, ceiling int64) int64 {
 	if st.Live == 0 {
 		return noLimit
 	}
-	goal := max(st.Live+(st.Live+st.Stacks+st.Globals)*uint64(percent)/100, st.Goal)
+	goal := max(st.Live+(st.Live+st.Stacks+st.Globals)*uint64(max(percent, 0))/100, st.Goal)
 	var other uint64
 	if heap := st.Released + st.Free + st.Objects; st.Total > heap {
 		other = st.Total - heap
 	}
 	limit := goal + goal/32 + other + LimitSlack
-	if limit > uint64(noLimit) {
+	if limit >= uint64(noLimit) {
 		return noLimit
 	}
-	return int64(limit)
+	return int64(limit) //nolint:gosec // limit < noLimit ≤ math.MaxInt64
 }
 
 // ShouldRelease reports whether Tune releases the free heap now: more than

@@ -396,6 +396,7 @@ func TestTuneSetsTheLimit(t *testing.T) {
 	const mb = 1 << 20
 	lives := []uint64{0, 8 * mb, 8 * mb, 200 * mb, 200*mb + 256<<10, 20 * mb}
 	run := func(t *testing.T, s Settings) *fakeRuntime {
+		t.Helper()
 		rt := &fakeRuntime{}
 		synctest.Test(t, func(t *testing.T) {
 			var live, allocs atomic.Uint64
