@@ -318,9 +318,7 @@ func (g *Gate) AdmitOrHold(ctx context.Context, c *Call, adm *Admission) (hctx c
 		// goes back into it and is dropped.
 		*c = *h.c
 		h.c = c
-		if h.pre == nil { // a request this process did not just create
-			g.readAhead(ctx, h)
-		}
+		g.readAhead(ctx, h)
 		return ctx, true
 	}
 	g.endAdmit(span, adm)
@@ -606,10 +604,7 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 		r.Renew(g.instance, now.Add(g.opts.Lease))
 		g.leases.add(id, leaseHold) // before the row exists, so no identical call can think it abandoned
 	}
-	var pre *preRead // the held call's subscription, made before the request exists (subscribeCreated)
-	if r.Mode != policy.ModeRetry && !c.Defer {
-		pre = g.subscribeCreated(id)
-	}
+	pre := g.subscribeCreated(id, r.Mode != policy.ModeRetry && !c.Defer) // before the request exists
 	if err := g.store.CreateRequest(ctx, r, g.pendingCaps(c.Principal, chain)...); err != nil {
 		pre.drop()
 		g.dropHold(r)
@@ -635,9 +630,7 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 	if c.OnHold != nil {
 		c.OnHold(r)
 	}
-	adm := heldOn(c, r) // Admit waits, once this frame is gone (heldCall)
-	adm.held.pre = pre
-	return adm
+	return heldOnCreated(c, r, pre) // Admit waits, once this frame is gone (heldCall)
 }
 
 // dropHold ends this process's hold on the lease of r, which hold took

@@ -224,7 +224,12 @@ type preRead struct {
 // were still queued for a pool connection to make it: 0.2–0.7 goroutines
 // and 70–147 MB of stacks per 10,000 held calls at the moment all were
 // pending (docs/performance.md, "heldpeak").
-func (g *Gate) subscribeCreated(id approval.ID) *preRead {
+//
+// held false (the call will not be held on it): nil.
+func (g *Gate) subscribeCreated(id approval.ID, held bool) *preRead {
+	if !held {
+		return nil
+	}
 	woke, unsub := g.hub.subscribe(string(id))
 	return &preRead{woke: woke, unsub: unsub}
 }
@@ -237,10 +242,15 @@ func (p *preRead) drop() {
 	}
 }
 
-// readAhead makes h's preRead (see there).
+// readAhead makes h's preRead (see there), unless it has one: the
+// subscription its admission made before creating the request
+// (subscribeCreated), which needs no read.
 //
 //go:noinline // the store read's frames are gone before the call is handed to its waiter
 func (g *Gate) readAhead(ctx context.Context, h *heldCall) {
+	if h.pre != nil {
+		return
+	}
 	deadline := h.r.expiresAt
 	if h.c.MaxHold > 0 && g.now().Add(h.c.MaxHold).Before(deadline) {
 		deadline = g.now().Add(h.c.MaxHold)
@@ -254,6 +264,14 @@ func (g *Gate) readAhead(ctx context.Context, h *heldCall) {
 		return
 	}
 	h.pre = &preRead{woke: woke, unsub: unsub}
+}
+
+// heldOnCreated is heldOn for a request r the admission just created,
+// with the subscription it made before (subscribeCreated).
+func heldOnCreated(c Call, r approval.Request, pre *preRead) Admission {
+	adm := heldOn(c, r)
+	adm.held.pre = pre
+	return adm
 }
 
 // heldOn is the Admission that asks Admit to hold c on r (see heldCall).
