@@ -308,7 +308,7 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 	})
 	eg.Go(func() error { return c.gate.Run(ctx) })
 	if gc := sio.gc; gc != nil {
-		eg.Go(func() error { gctune.Tune(ctx, *gc, gctune.TuneEvery); return nil })
+		eg.Go(func() error { gctune.Tune(ctx, *gc); return nil })
 	}
 	eg.Go(func() error {
 		return reloadPolicy(ctx, f.config, cfg, c.holder, hup, f.watch, f.dev, log, c.metrics)

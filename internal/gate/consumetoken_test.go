@@ -137,11 +137,11 @@ func TestLostCommitOfJoinedConsumeDispatchesOnce(t *testing.T) {
 		lc := &lostCommit{Store: db}
 		g := New(lc, pol, &Options{})
 		watch(t, db, g)
-		reads := signalReads(g)
+		offers := signalOffers(g)
 		c := writeCall("/lost-joined")
 		ch := admitAsync(t.Context(), g, c)
 		r := waitPending(t, db, 1)[0]
-		waitOffered(t, g, reads, r.ID)
+		waitOffered(t, offers, r.ID)
 		lc.armed.Store(true)
 		if _, err := g.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "ok", ""); !errors.Is(err, store.ErrUnavailable) {
 			t.Fatalf("review = %v, want the lost commit's error (ErrUnavailable)", err)

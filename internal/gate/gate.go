@@ -604,7 +604,9 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 		r.Renew(g.instance, now.Add(g.opts.Lease))
 		g.leases.add(id, leaseHold) // before the row exists, so no identical call can think it abandoned
 	}
+	pre := g.subscribeCreated(id, r.Mode != policy.ModeRetry && !c.Defer) // before the request exists
 	if err := g.store.CreateRequest(ctx, r, g.pendingCaps(c.Principal, chain)...); err != nil {
+		pre.drop()
 		g.dropHold(r)
 		return g.createRefusal(ctx, c, err)
 	}
@@ -613,6 +615,7 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 		"principal", c.Principal.ID, "rule", dec.Rule, "mode", r.Mode, "expires_at", r.ExpiresAt, "arguments_hash", hash)
 	if c.Task {
 		if err := g.recordTask(ctx, c, r); err != nil {
+			pre.drop()
 			g.withdrawUnrecorded(ctx, r.ID)
 			g.dropHold(r)
 			return g.storeRefusal(ctx, msgStoreUnavailable, "cannot record the task of an approval request; denying", err, "approval", id)
@@ -627,7 +630,7 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 	if c.OnHold != nil {
 		c.OnHold(r)
 	}
-	return heldOn(c, r) // Admit waits, once this frame is gone (heldCall)
+	return heldOnCreated(c, r, pre) // Admit waits, once this frame is gone (heldCall)
 }
 
 // dropHold ends this process's hold on the lease of r, which hold took

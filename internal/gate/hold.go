@@ -146,8 +146,11 @@ type heldCall struct {
 	// with the answer after the wait; nil on a resumed call, which admit
 	// does not record.
 	dec *policy.Decision
-	// pre, when set, is the wait's first read of r, made by AdmitOrHold on
-	// the admitting goroutine (preRead): waitFor starts from it.
+	// pre, when set, is the wait's first subscription to r's wake-ups
+	// and what it knows of r after it (preRead): made before r was
+	// created by the admission that created it (subscribeCreated), else
+	// by AdmitOrHold on the admitting goroutine with a read
+	// (readAhead). waitFor starts from it.
 	pre *preRead
 }
 
@@ -208,10 +211,46 @@ type preRead struct {
 	unsub func()
 }
 
-// readAhead makes h's preRead (see there).
+// subscribeCreated is the preRead of a request this process is about to
+// create (id), for the call held on it: the subscription is made before
+// the request exists, so no read is needed after it. Once the creation
+// commits the request is pending, unexpired and held here (its lease was
+// taken before), and every later change wakes the subscription (a
+// decision of this process through the hub, another instance's through
+// the store's watch); nothing can change it before it exists. A read
+// after the creation would only find what this process just wrote, and
+// on Postgres, at the end of a burst of admissions, thousands of
+// admitting goroutines (each an HTTP connection's, with its deep stack)
+// were still queued for a pool connection to make it: 0.2–0.7 goroutines
+// and 70–147 MB of stacks per 10,000 held calls at the moment all were
+// pending (docs/performance.md, "heldpeak").
+//
+// held false (the call will not be held on it): nil.
+func (g *Gate) subscribeCreated(id approval.ID, held bool) *preRead {
+	if !held {
+		return nil
+	}
+	woke, unsub := g.hub.subscribe(string(id))
+	return &preRead{woke: woke, unsub: unsub}
+}
+
+// drop ends the subscription of a preRead that no wait will take (the
+// request was not created, or the call is not held on it). nil: nothing.
+func (p *preRead) drop() {
+	if p != nil {
+		p.unsub()
+	}
+}
+
+// readAhead makes h's preRead (see there), unless it has one: the
+// subscription its admission made before creating the request
+// (subscribeCreated), which needs no read.
 //
 //go:noinline // the store read's frames are gone before the call is handed to its waiter
 func (g *Gate) readAhead(ctx context.Context, h *heldCall) {
+	if h.pre != nil {
+		return
+	}
 	deadline := h.r.expiresAt
 	if h.c.MaxHold > 0 && g.now().Add(h.c.MaxHold).Before(deadline) {
 		deadline = g.now().Add(h.c.MaxHold)
@@ -225,6 +264,14 @@ func (g *Gate) readAhead(ctx context.Context, h *heldCall) {
 		return
 	}
 	h.pre = &preRead{woke: woke, unsub: unsub}
+}
+
+// heldOnCreated is heldOn for a request r the admission just created,
+// with the subscription it made before (subscribeCreated).
+func heldOnCreated(c Call, r approval.Request, pre *preRead) Admission {
+	adm := heldOn(c, r)
+	adm.held.pre = pre
+	return adm
 }
 
 // heldOn is the Admission that asks Admit to hold c on r (see heldCall).

@@ -32,6 +32,9 @@ type hub struct {
 	// may consume in its own transaction (see offer), by request id;
 	// guarded by mu.
 	held map[string]*heldConsume
+	// offered, when set (by tests, before the hub is used), is called
+	// under mu with the id of each call offered (see offer).
+	offered func(id string)
 }
 
 // A heldConsume is a call held in this process, offered to the decisions
@@ -226,6 +229,9 @@ func (h *hub) offer(ctx context.Context, id string, c *Call) (withdraw func() *c
 		return func() *consumeClaim { return nil }
 	}
 	h.held[id] = hc
+	if h.offered != nil {
+		h.offered(id)
+	}
 	h.mu.Unlock()
 	return func() *consumeClaim {
 		h.mu.Lock()

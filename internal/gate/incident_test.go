@@ -77,12 +77,12 @@ func TestConsumeStoreErrorIsGeneric(t *testing.T) {
 	var logs syncLog
 	f := newFixture(t, time.Minute, &Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	f.gate.store = failingConsume{Store: f.db, err: errors.New(detail)}
-	reads := signalReads(f.gate)
+	offers := signalOffers(f.gate)
 	ch := admitAsync(t.Context(), f.gate, writeCall("/a"))
 	r := waitPending(t, f.db, 1)[0]
 	// The call consumes on its own, after the decision (a decision that
 	// consumes in its own transaction fails as a whole instead).
-	waitOffered(t, f.gate, reads, r.ID)
+	waitOffered(t, offers, r.ID)
 	release := claimOffer(t, f.gate, r.ID)
 	_, err := f.gate.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "ok", "")
 	release()

@@ -14,6 +14,22 @@ import (
 	"toolgate/internal/store/sqlstore/sqlitetest"
 )
 
+// signalOffers makes g's hub report the calls offered to this process's
+// decisions (hub.offer: the wait has started, the held call is
+// subscribed to its request's wake-ups and, unless its admission created
+// the request, has read it), for waitOffered. Call it before the call is
+// admitted.
+func signalOffers(g *Gate) <-chan approval.ID {
+	offers := make(chan approval.ID, 64)
+	g.hub.offered = func(id string) {
+		select {
+		case offers <- approval.ID(id):
+		default:
+		}
+	}
+	return offers
+}
+
 // readSignal is a store that reports the id of every GetRequest on read
 // (dropped when read is full).
 type readSignal struct {
@@ -29,36 +45,35 @@ func (s readSignal) GetRequest(ctx context.Context, id approval.ID) (approval.Re
 	return s.Store.GetRequest(ctx, id)
 }
 
-// signalReads makes g's store report its request reads. A held call reads
-// its request first after it offered itself to this process's decisions
-// (holdOn: hub.offer, then waitFor's first read), so waitOffered can wait
-// for that event.
-func signalReads(g *Gate) <-chan approval.ID {
-	ch := make(chan approval.ID, 64)
-	g.store = readSignal{Store: g.store, read: ch}
-	return ch
-}
-
-// waitOffered waits until the call held on id read its request, and
-// checks that it is offered to this process's decisions.
-func waitOffered(t *testing.T, g *Gate, reads <-chan approval.ID, id approval.ID) {
+// waitRead waits for a read of id on reads (readSignal's channel).
+func waitRead(t *testing.T, reads <-chan approval.ID, id approval.ID) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
 		select {
 		case got := <-reads:
-			if got != id {
-				continue
+			if got == id {
+				return
 			}
-			g.hub.mu.Lock()
-			_, ok := g.hub.held[string(id)]
-			g.hub.mu.Unlock()
-			if !ok {
-				t.Fatalf("the call held on %s read its request but is not offered for a joined consume", id)
-			}
-			return
 		case <-deadline:
 			t.Fatalf("the call held on %s never read its request", id)
+		}
+	}
+}
+
+// waitOffered waits until the call held on id is offered to this
+// process's decisions (offers: signalOffers's channel).
+func waitOffered(t *testing.T, offers <-chan approval.ID, id approval.ID) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case got := <-offers:
+			if got == id {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the call held on %s was never offered", id)
 		}
 	}
 }
@@ -88,10 +103,10 @@ func TestApprovalConsumesTheHeldCallInItsTransaction(t *testing.T) {
 		pol.p.Store(testPolicy(time.Minute))
 		fs := newFaulty(db)
 		g := New(fs, pol, &Options{})
-		reads := signalReads(g)
+		offers := signalOffers(g)
 		ch := admitAsync(t.Context(), g, writeCall("/joined"))
 		r := waitPending(t, db, 1)[0]
-		waitOffered(t, g, reads, r.ID)
+		waitOffered(t, offers, r.ID)
 		fs.reset()
 		got, err := g.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "ok", "")
 		if err != nil {
@@ -148,12 +163,12 @@ func TestJoinedConsumeSkipsACallerGone(t *testing.T) {
 	pol.p.Store(testPolicy(time.Minute))
 	fs := newFaulty(db)
 	g := New(fs, pol, &Options{})
-	reads := signalReads(g)
+	offers := signalOffers(g)
 	ctx, cancel := context.WithCancelCause(t.Context())
 	defer cancel(nil)
 	ch := admitAsync(ctx, g, writeCall("/gone"))
 	r := waitPending(t, db, 1)[0]
-	waitOffered(t, g, reads, r.ID)
+	waitOffered(t, offers, r.ID)
 	// The decision has claimed the call when its transaction starts; the
 	// caller leaves right then.
 	fs.beforeConsume = func() { cancel(errors.New("client gone")) }
@@ -189,10 +204,12 @@ func TestJoinedConsumeWaitsForTheQuorum(t *testing.T) {
 	pol.p.Store(p)
 	fs := newFaulty(db)
 	g := New(fs, pol, &Options{})
-	reads := signalReads(g)
+	offers := signalOffers(g)
+	reads := make(chan approval.ID, 64)
+	g.store = readSignal{Store: g.store, read: reads}
 	ch := admitAsync(t.Context(), g, writeCall("/quorum"))
 	r := waitPending(t, db, 1)[0]
-	waitOffered(t, g, reads, r.ID)
+	waitOffered(t, offers, r.ID)
 	fs.reset()
 	first, err := g.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "", "")
 	if err != nil {
@@ -201,9 +218,9 @@ func TestJoinedConsumeWaitsForTheQuorum(t *testing.T) {
 	if first.State != approval.StatePending {
 		t.Fatalf("after one of two approvals: %s, want pending", first.State)
 	}
-	// The first review woke the call (it re-reads and waits on, offered
-	// again): wait for that before the second.
-	waitOffered(t, g, reads, r.ID)
+	// The first review woke the call (it re-reads and waits on, still
+	// offered): wait for that before the second.
+	waitRead(t, reads, r.ID)
 	bob := approval.Principal{ID: "bob-reviewer", Kind: "human"}
 	if _, err := g.Review(t.Context(), r.ID, bob, approval.VerdictApprove, "", ""); err != nil {
 		t.Fatal(err)

@@ -32,11 +32,11 @@ func TestJoinedConsumeRacingDecisions(t *testing.T) {
 				p.Approval.Approvals = c.quorum
 				pol.p.Store(p)
 				g := New(db, pol, &Options{})
-				reads := signalReads(g)
+				offers := signalOffers(g)
 				for round := range 10 {
 					ch := admitAsync(t.Context(), g, writeCall("/race-"+c.name+string(rune('a'+round))))
 					r := waitPending(t, db, 1)[0]
-					waitOffered(t, g, reads, r.ID)
+					waitOffered(t, offers, r.ID)
 					var wg sync.WaitGroup
 					wg.Go(func() { _, _ = g.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "", "") })
 					wg.Go(func() { _, _ = g.Review(t.Context(), r.ID, bob, c.second, "", "") })

@@ -218,13 +218,13 @@ func TestSessionRevokedBetweenApprovalAndDispatch(t *testing.T) {
 		close(revoked)
 		return c.Arguments
 	}
-	reads := signalReads(f.gate)
+	offers := signalOffers(f.gate)
 	ch := admitAsync(t.Context(), f.gate, c)
 	held := waitPending(t, f.db, 1)[0]
 	// The call consumes on its own after the decision (its offer to a
 	// joined consume is taken; TestApprovalConsumesTheHeldCallInItsTransaction
 	// covers that path).
-	waitOffered(t, f.gate, reads, held.ID)
+	waitOffered(t, offers, held.ID)
 	release := claimOffer(t, f.gate, held.ID)
 	_, err := f.gate.Review(t.Context(), held.ID, alice, approval.VerdictApprove, "", "")
 	release()

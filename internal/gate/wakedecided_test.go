@@ -71,12 +71,12 @@ func TestWokenCallWhoseRequestMovedDoesNotRun(t *testing.T) {
 	pol := &swappable{}
 	pol.p.Store(testPolicy(time.Minute))
 	g := New(withdrawAfterApprove{Store: db}, pol, &Options{})
-	reads := signalReads(g)
+	offers := signalOffers(g)
 	ch := admitAsync(t.Context(), g, writeCall("/moved"))
 	r := waitPending(t, db, 1)[0]
 	// The decision does not consume the call in its own transaction (the
 	// call's offer is taken), so the call consumes the row it was handed.
-	waitOffered(t, g, reads, r.ID)
+	waitOffered(t, offers, r.ID)
 	release := claimOffer(t, g, r.ID)
 	got, err := g.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "ok", "")
 	release()

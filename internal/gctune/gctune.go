@@ -18,16 +18,25 @@
 //
 // A burst of admissions (thousands of calls held at once) leaves hundreds
 // of MB of freed heap pages that the runtime's scavenger returns to the OS
-// slowly, and only down to about 1.1× the GC goal; [Tune] returns them at
-// once when the process is quiet ([ShouldRelease]).
+// slowly, and only down to about 1.1× the GC goal. [Tune] therefore also
+// sets a soft memory limit that follows GOGC's own goal ([LimitFor]): never
+// tighter than that goal plus the runtime's other memory, so it adds no
+// collection, but low enough that the allocator returns the free heap above
+// it as it next takes a span, during the burst rather than after it. While
+// the process allocates fast [Tune] looks every [TuneFast] instead of every
+// [TuneEvery], so that GOGC and the limit follow a burst of a few seconds.
+// Once the process is quiet it returns what free heap is left at once
+// ([ShouldRelease]).
 //
 // The environment variables GOGC and GOMEMLIMIT, when set, win (the
 // runtime has read them already; Apply and Tune then leave that setting
-// alone, and with GOGC set Tune forces no collections to release memory).
+// alone, and with GOGC set Tune changes nothing: no limit, no collections
+// forced to release memory).
 package gctune
 
 import (
 	"context"
+	"math"
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
@@ -48,6 +57,27 @@ const (
 	Headroom = 64 << 20
 	// TuneEvery is how often serve's Tune looks at the live heap.
 	TuneEvery = time.Second
+	// TuneFast is how often Tune looks while the process allocates at
+	// least FastAbove bytes per second (a burst).
+	TuneFast = 200 * time.Millisecond
+	// FastAbove is the allocation rate (bytes per second) from which Tune
+	// looks every TuneFast: well above an idle or lightly used proxy's,
+	// well below a burst of admissions' (hundreds of MB/s).
+	FastAbove = 32 << 20
+	// QuietBelow is the allocation rate (bytes per second) under which
+	// Tune sets the quiet limit (QuietLimitFor): at most one collection
+	// per LimitSlack/QuietBelow (16 s) more than GOGC's.
+	QuietBelow = 1 << 20
+)
+
+// Soft memory limit: see LimitFor.
+const (
+	// LimitSlack is what LimitFor adds to GOGC's goal and the runtime's
+	// other memory: room for the goal's and the other memory's growth
+	// between two looks, and the pacer's own headroom under a limit.
+	LimitSlack = 16 << 20
+	// limitStep: Tune sets a new limit only when it moved by more.
+	limitStep = 1 << 20
 )
 
 // CgroupMemoryMax is where cgroup v2 publishes the memory limit of the
@@ -132,12 +162,54 @@ type Stats struct {
 	Live   uint64 // the heap's live bytes as of the last collection (/gc/heap/live:bytes)
 	Free   uint64 // free heap bytes not returned to the OS (/memory/classes/heap/free:bytes)
 	Allocs uint64 // bytes allocated since the process started (/gc/heap/allocs:bytes)
+
+	Stacks   uint64 // stack bytes the collector scans (/gc/scan/stack:bytes)
+	Globals  uint64 // global bytes the collector scans (/gc/scan/globals:bytes)
+	Goal     uint64 // the collector's current heap goal (/gc/heap/goal:bytes)
+	Total    uint64 // all memory the runtime mapped (/memory/classes/total:bytes)
+	Released uint64 // heap returned to the OS (/memory/classes/heap/released:bytes)
+	Objects  uint64 // heap objects, live or not yet swept (/memory/classes/heap/objects:bytes)
 }
 
-// Runtime is what Tune changes: GOGC and the release of free heap.
+// Runtime is what Tune changes: GOGC, the soft memory limit and the release
+// of free heap.
 type Runtime interface {
 	SetGCPercent(percent int)
+	SetMemoryLimit(bytes int64)
 	FreeOSMemory()
+}
+
+// LimitFor is the soft memory limit Tune sets for st with GOGC at percent
+// (unless the process is quiet: QuietLimitFor):
+// GOGC's own heap goal (live + (live + stacks + globals) × percent/100, at
+// least the collector's current goal), plus 1/32 of it (the pacer keeps 3 %
+// of a limit's heap goal as headroom), plus the runtime's other memory
+// (stacks, the unused part of spans, metadata: all it mapped but released,
+// free and object bytes), plus LimitSlack; at most ceiling (a cgroup's
+// limit; 0: none). So the limit adds no collection to GOGC's (the limit of
+// 2026-12-02's heldmem3, live + 64 MiB, was tighter than GOGC's goal and
+// cost 43 % more CPU per admission: docs/performance.md), and the free heap
+// above it is what the allocator returns when it next takes a span.
+// Before the first collection (Live 0) there is no goal to follow: no
+// limit (math.MaxInt64, or the ceiling).
+func LimitFor(st Stats, percent int, ceiling int64) int64 {
+	noLimit := int64(math.MaxInt64)
+	if ceiling > 0 {
+		noLimit = ceiling
+	}
+	if st.Live == 0 {
+		return noLimit
+	}
+	goal := max(st.Live+(st.Live+st.Stacks+st.Globals)*uint64(max(percent, 0))/100, st.Goal)
+	var other uint64
+	if heap := st.Released + st.Free + st.Objects; st.Total > heap {
+		other = st.Total - heap
+	}
+	limit := goal + goal/32 + other + LimitSlack
+	if limit >= uint64(noLimit) {
+		return noLimit
+	}
+	return int64(limit) //nolint:gosec // limit < noLimit ≤ math.MaxInt64
 }
 
 // ShouldRelease reports whether Tune releases the free heap now: more than
@@ -161,15 +233,22 @@ func ShouldRelease(free, allocated uint64, elapsed, sinceRelease time.Duration) 
 	return quiet && (sinceRelease < 0 || sinceRelease >= ReleaseEvery)
 }
 
-// Tune follows the runtime every interval until ctx ends: it sets GOGC to
-// PercentFor the live heap, and releases the heap's free pages to the OS
-// when ShouldRelease says so. It does nothing when s's GOGC came from the
-// environment (an operator who sets GOGC manages the collector; a release
-// forces a collection). It runs on the caller's goroutine (serve runs it
-// in its group).
-func Tune(ctx context.Context, s Settings, every time.Duration) {
-	tune(ctx, s, every, newStatsReader(), goRuntime{})
+// Tune follows the runtime until ctx ends, looking every TuneEvery, or
+// every TuneFast while the process allocates FastAbove bytes per second or
+// more: it sets GOGC to PercentFor the live heap, the soft memory limit to
+// LimitFor (unless GOMEMLIMIT is set; under a cgroup's limit, at most
+// that), and releases the heap's free pages to the OS when ShouldRelease
+// says so. It does nothing when s's GOGC came from the environment (an
+// operator who sets GOGC manages the collector; a release forces a
+// collection). It runs on the caller's goroutine (serve runs it in its
+// group).
+func Tune(ctx context.Context, s Settings) {
+	tune(ctx, s, Intervals{Slow: TuneEvery, Fast: TuneFast}, newStatsReader(), goRuntime{})
 }
+
+// Intervals are tune's times between looks: Slow normally, Fast while the
+// process allocates FastAbove bytes per second or more.
+type Intervals struct{ Slow, Fast time.Duration }
 
 // newStatsReader returns a reader of the runtime's Stats; it reports false
 // when this Go lacks one of the metrics.
@@ -178,6 +257,12 @@ func newStatsReader() func() (Stats, bool) {
 		{Name: "/gc/heap/live:bytes"},
 		{Name: "/memory/classes/heap/free:bytes"},
 		{Name: "/gc/heap/allocs:bytes"},
+		{Name: "/gc/scan/stack:bytes"},
+		{Name: "/gc/scan/globals:bytes"},
+		{Name: "/gc/heap/goal:bytes"},
+		{Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"},
 	}
 	return func() (Stats, bool) {
 		metrics.Read(sample)
@@ -186,23 +271,53 @@ func newStatsReader() func() (Stats, bool) {
 				return Stats{}, false
 			}
 		}
-		return Stats{Live: sample[0].Value.Uint64(), Free: sample[1].Value.Uint64(), Allocs: sample[2].Value.Uint64()}, true
+		v := func(i int) uint64 { return sample[i].Value.Uint64() }
+		return Stats{
+			Live: v(0), Free: v(1), Allocs: v(2),
+			Stacks: v(3), Globals: v(4), Goal: v(5), Total: v(6), Released: v(7), Objects: v(8),
+		}, true
 	}
 }
 
 // goRuntime is Runtime on runtime/debug.
 type goRuntime struct{}
 
-func (goRuntime) SetGCPercent(p int) { debug.SetGCPercent(p) }
-func (goRuntime) FreeOSMemory()      { debug.FreeOSMemory() }
+func (goRuntime) SetGCPercent(p int)         { debug.SetGCPercent(p) }
+func (goRuntime) SetMemoryLimit(bytes int64) { debug.SetMemoryLimit(bytes) }
+func (goRuntime) FreeOSMemory()              { debug.FreeOSMemory() }
 
-// tune is Tune with the runtime's reader and setters given.
-func tune(ctx context.Context, s Settings, every time.Duration, read func() (Stats, bool), rt Runtime) {
+// QuietLimitFor is the soft memory limit Tune sets while the process is
+// quiet (allocating under QuietBelow per second; holding calls idle): the
+// live heap plus 1/32 of it, the runtime's other memory and LimitSlack,
+// at most ceiling (0: none). Tighter than GOGC's goal, but at that rate
+// the collections it adds are at most one per 16 s, and the free heap of
+// the collection cycles before (the heap grew towards GOGC's goal) is
+// returned to the OS by the runtime's scavenger without a forced
+// collection, where the quiet release (ShouldRelease) needs more than
+// ReleaseAbove free, a rate that would take ReleaseQuiet to reuse it,
+// and at most one release per ReleaseEvery: after a burst whose free heap
+// the limit already returned, 42–44 MB of a Postgres instance's idle heap
+// stayed free (docs/performance.md, "heldpeak"). Live 0: no limit (or
+// the ceiling).
+func QuietLimitFor(st Stats, ceiling int64) int64 {
+	q := st
+	q.Goal = 0
+	return LimitFor(q, 0, ceiling)
+}
+
+// tune is Tune with the intervals, the runtime's reader and setters given.
+func tune(ctx context.Context, s Settings, iv Intervals, read func() (Stats, bool), rt Runtime) {
 	if s.GCPercentSource != "default" {
 		return
 	}
 	current := s.GCPercent
-	t := time.NewTicker(every)
+	setLimit := s.MemoryLimitSource != "env"
+	var ceiling int64 // a cgroup's limit, which Apply set
+	if s.MemoryLimitSource == "default" {
+		ceiling = s.MemoryLimit
+	}
+	limit := ceiling // what is set now; 0: no limit
+	t := time.NewTimer(iv.Slow)
 	defer t.Stop()
 	var (
 		prev        Stats
@@ -217,19 +332,39 @@ func tune(ctx context.Context, s Settings, every time.Duration, read func() (Sta
 		}
 		st, ok := read()
 		if !ok {
-			return // keep the start value
+			return // keep the start values
 		}
 		now := time.Now()
 		if p := PercentFor(st.Live); p != current {
 			rt.SetGCPercent(p)
 			current = p
 		}
+		next := iv.Slow
+		quiet := false
 		if !prevAt.IsZero() {
+			elapsed := now.Sub(prevAt)
+			if rate(st.Allocs-prev.Allocs, elapsed) >= FastAbove {
+				next = iv.Fast
+			}
+			quiet = rate(st.Allocs-prev.Allocs, elapsed) < QuietBelow
+		}
+		if setLimit {
+			l := LimitFor(st, current, ceiling)
+			if quiet {
+				l = QuietLimitFor(st, ceiling)
+			}
+			if l-limit > limitStep || l-limit < -limitStep { // both ≥ 0: no overflow
+				rt.SetMemoryLimit(l)
+				limit = l
+			}
+		}
+		if !prevAt.IsZero() {
+			elapsed := now.Sub(prevAt)
 			since := time.Duration(-1)
 			if !lastRelease.IsZero() {
 				since = now.Sub(lastRelease)
 			}
-			if ShouldRelease(st.Free, st.Allocs-prev.Allocs, now.Sub(prevAt), since) {
+			if ShouldRelease(st.Free, st.Allocs-prev.Allocs, elapsed, since) {
 				rt.FreeOSMemory()
 				now = time.Now()
 				lastRelease = now
@@ -239,7 +374,17 @@ func tune(ctx context.Context, s Settings, every time.Duration, read func() (Sta
 			}
 		}
 		prev, prevAt = st, now
+		t.Reset(next)
 	}
+}
+
+// rate is allocated bytes over elapsed, per second (0 when no time
+// passed).
+func rate(allocated uint64, elapsed time.Duration) float64 {
+	if elapsed <= 0 {
+		return 0
+	}
+	return float64(allocated) / elapsed.Seconds()
 }
 
 // readCgroupMax returns the byte limit in a cgroup v2 memory.max file, or 0

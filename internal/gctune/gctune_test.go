@@ -132,7 +132,14 @@ func TestPercentFor(t *testing.T) {
 type fakeRuntime struct {
 	mu       sync.Mutex
 	percents []int
+	limits   []int64
 	releases []time.Time
+}
+
+func (f *fakeRuntime) SetMemoryLimit(l int64) {
+	f.mu.Lock()
+	f.limits = append(f.limits, l)
+	f.mu.Unlock()
 }
 
 func (f *fakeRuntime) SetGCPercent(p int) {
@@ -146,16 +153,23 @@ func (f *fakeRuntime) FreeOSMemory() {
 	f.mu.Unlock()
 }
 
-// runTune runs tune on rt with stats() as the runtime's stats, calls steps
-// with a function that moves the fake clock by one interval, and returns
-// once tune has returned.
+// runTune runs tune on rt with stats() as the runtime's stats, looking
+// every second however fast the process allocates, calls steps with a
+// function that moves the fake clock by one second, and returns once tune
+// has returned.
 func runTune(t *testing.T, s Settings, stats func() Stats, rt *fakeRuntime, steps func(tick func())) {
+	t.Helper()
+	runTuneEvery(t, s, Intervals{Slow: time.Second, Fast: time.Second}, stats, rt, steps)
+}
+
+// runTuneEvery is runTune with tune's intervals given.
+func runTuneEvery(t *testing.T, s Settings, iv Intervals, stats func() Stats, rt *fakeRuntime, steps func(tick func())) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tune(ctx, s, time.Second, func() (Stats, bool) { return stats(), true }, rt)
+		tune(ctx, s, iv, func() (Stats, bool) { return stats(), true }, rt)
 	}()
 	steps(func() {
 		time.Sleep(time.Second)
@@ -319,9 +333,9 @@ func TestTuneReleasesAtMostEveryReleaseEvery(t *testing.T) {
 // changed, and tune never forces a collection to release memory.
 func TestTuneLeavesGOGCFromTheEnvironment(t *testing.T) {
 	rt := &fakeRuntime{}
-	tune(t.Context(), Settings{GCPercentSource: "env"}, time.Second,
+	tune(t.Context(), Settings{GCPercentSource: "env"}, Intervals{Slow: time.Second, Fast: time.Second},
 		func() (Stats, bool) { t.Error("read the runtime's stats"); return Stats{}, false }, rt)
-	if len(rt.percents)+len(rt.releases) != 0 {
+	if len(rt.percents)+len(rt.releases)+len(rt.limits) != 0 {
 		t.Errorf("changed the runtime: %+v", rt)
 	}
 }
@@ -339,4 +353,178 @@ func TestStatsReader(t *testing.T) {
 	if st.Live < 1<<20 || st.Allocs < st.Live {
 		t.Errorf("stats %+v: want at least the 1 MiB kept live, and allocations at least the live heap", st)
 	}
+}
+
+func TestLimitFor(t *testing.T) {
+	const mb = 1 << 20
+	// 100 MiB live, 2 MiB of stacks, 1 MiB of globals; the runtime mapped
+	// 400 MiB, of which 100 released, 150 free and 120 objects: 30 MiB
+	// other memory.
+	st := Stats{Live: 100 * mb, Stacks: 2 * mb, Globals: 1 * mb, Total: 400 * mb, Released: 100 * mb, Free: 150 * mb, Objects: 120 * mb}
+	goal := uint64(100*mb + 103*mb) // GOGC=100
+	want := int64(goal + goal/32 + 30*mb + LimitSlack)
+	tests := []struct {
+		name    string
+		st      Stats
+		percent int
+		ceiling int64
+		want    int64
+	}{
+		{"GOGC's goal, the pacer's headroom, the other memory and the slack", st, 100, 0, want},
+		{"a higher GOGC, a higher goal", st, 200, 0, int64(100*mb+206*mb+(100*mb+206*mb)/32+30*mb) + LimitSlack},
+		{"the collector's current goal when higher", func() Stats { s := st; s.Goal = 300 * mb; return s }(), 100, 0, int64(300*mb+300*mb/32+30*mb) + LimitSlack},
+		{"capped by a cgroup's limit", st, 100, 200 * mb, 200 * mb},
+		{"a cgroup's limit above it changes nothing", st, 100, 1 << 40, want},
+		{"no collection yet: no limit", Stats{Total: 10 * mb}, 400, 0, math.MaxInt64},
+		{"no collection yet, in a cgroup: its limit", Stats{Total: 10 * mb}, 400, 200 * mb, 200 * mb},
+		{"other memory never negative", Stats{Live: 10 * mb, Total: 20 * mb, Objects: 30 * mb}, 100, 0, int64(20*mb+20*mb/32) + LimitSlack},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := LimitFor(tt.st, tt.percent, tt.ceiling); got != tt.want {
+				t.Errorf("LimitFor = %.1f MiB, want %.1f MiB", float64(got)/mb, float64(tt.want)/mb)
+			}
+		})
+	}
+}
+
+// TestTuneSetsTheLimit: while the process allocates (8 MiB/s here) the
+// soft limit follows LimitFor as the heap grows and shrinks (set only
+// when it moved by more than limitStep), is capped by a cgroup's, and is
+// never set under GOMEMLIMIT.
+func TestTuneSetsTheLimit(t *testing.T) {
+	const mb = 1 << 20
+	lives := []uint64{0, 8 * mb, 8 * mb, 200 * mb, 200*mb + 256<<10, 20 * mb}
+	run := func(t *testing.T, s Settings) *fakeRuntime {
+		t.Helper()
+		rt := &fakeRuntime{}
+		synctest.Test(t, func(t *testing.T) {
+			var live, allocs atomic.Uint64
+			runTune(t, s, func() Stats {
+				return Stats{Live: live.Load(), Total: 50 * mb, Objects: 20 * mb, Allocs: allocs.Add(8 * mb)}
+			}, rt,
+				func(tick func()) {
+					for _, l := range lives {
+						live.Store(l)
+						tick()
+					}
+				})
+		})
+		return rt
+	}
+	limit := func(live uint64, percent int, ceiling int64) int64 {
+		return LimitFor(Stats{Live: live, Total: 50 * mb, Objects: 20 * mb}, percent, ceiling)
+	}
+	t.Run("no limit of the environment's or a cgroup's", func(t *testing.T) {
+		rt := run(t, Settings{GCPercent: 400, GCPercentSource: "default", MemoryLimitSource: "none"})
+		want := []int64{math.MaxInt64, limit(8*mb, 400, 0), limit(200*mb, 100, 0), limit(20*mb, 320, 0)}
+		if !slices.Equal(rt.limits, want) {
+			t.Errorf("limits %v, want %v", rt.limits, want)
+		}
+	})
+	t.Run("under a cgroup's limit", func(t *testing.T) {
+		rt := run(t, Settings{GCPercent: 400, GCPercentSource: "default", MemoryLimitSource: "default", MemoryLimit: 300 * mb})
+		// Apply set 300 MiB: nothing to set before the first collection.
+		want := []int64{limit(8*mb, 400, 0), 300 * mb, limit(20*mb, 320, 0)}
+		if !slices.Equal(rt.limits, want) {
+			t.Errorf("limits %v, want %v", rt.limits, want)
+		}
+	})
+	t.Run("GOMEMLIMIT set", func(t *testing.T) {
+		rt := run(t, Settings{GCPercent: 400, GCPercentSource: "default", MemoryLimitSource: "env"})
+		if len(rt.limits) != 0 {
+			t.Errorf("limits %v set under GOMEMLIMIT", rt.limits)
+		}
+		if len(rt.percents) == 0 {
+			t.Error("GOGC not followed under GOMEMLIMIT")
+		}
+	})
+}
+
+// TestTuneLooksFastWhileAllocating: while the process allocates FastAbove
+// per second or more, tune looks every Fast; otherwise every Slow.
+func TestTuneLooksFastWhileAllocating(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			mu     sync.Mutex
+			rate   uint64 // bytes per second
+			allocs uint64
+			last   = time.Now()
+			looks  []time.Time
+		)
+		stats := func() Stats {
+			mu.Lock()
+			defer mu.Unlock()
+			now := time.Now()
+			allocs += uint64(float64(rate) * now.Sub(last).Seconds())
+			last = now
+			looks = append(looks, now)
+			return Stats{Live: 100 << 20, Allocs: allocs}
+		}
+		setRate := func(r uint64) {
+			mu.Lock()
+			defer mu.Unlock()
+			allocs += uint64(float64(rate) * time.Since(last).Seconds())
+			last, rate = time.Now(), r
+		}
+		count := func() int { mu.Lock(); defer mu.Unlock(); return len(looks) }
+		rt := &fakeRuntime{}
+		runTuneEvery(t, Settings{GCPercent: 400, GCPercentSource: "default"}, Intervals{Slow: time.Second, Fast: 200 * time.Millisecond},
+			stats, rt, func(tick func()) {
+				for range 3 { // idle: one look a second
+					tick()
+				}
+				if n := count(); n != 3 {
+					t.Errorf("%d looks in 3 idle seconds, want 3", n)
+				}
+				setRate(FastAbove * 4) // a burst
+				for range 3 {
+					tick()
+				}
+				// The first look of the burst sees its rate (1 s), then 5
+				// a second.
+				if n := count(); n != 3+1+5+5 {
+					t.Errorf("%d looks after 3 s of a burst, want %d", n, 3+1+5+5)
+				}
+				setRate(FastAbove / 4) // quiet again
+				for range 3 {
+					tick()
+				}
+				if n := count(); n != 14+1+2 {
+					t.Errorf("%d looks after 3 quiet seconds, want %d", n, 14+1+2)
+				}
+			})
+	})
+}
+
+// TestTuneSetsTheQuietLimit: while the process allocates under QuietBelow
+// per second the limit is QuietLimitFor's (the live heap, not GOGC's
+// goal); once it allocates more, LimitFor's again.
+func TestTuneSetsTheQuietLimit(t *testing.T) {
+	const mb = 1 << 20
+	synctest.Test(t, func(t *testing.T) {
+		var perLook atomic.Uint64
+		var allocs uint64
+		st := Stats{Live: 100 * mb, Total: 200 * mb, Objects: 120 * mb}
+		rt := &fakeRuntime{}
+		runTune(t, Settings{GCPercent: 400, GCPercentSource: "default", MemoryLimitSource: "none"},
+			func() Stats { allocs += perLook.Load(); s := st; s.Allocs = allocs; return s }, rt,
+			func(tick func()) {
+				perLook.Store(8 * mb) // busy: GOGC's goal
+				tick()
+				tick()
+				perLook.Store(QuietBelow / 2) // quiet
+				tick()
+				tick()
+				perLook.Store(8 * mb) // busy again
+				tick()
+			})
+		normal, quiet := LimitFor(st, 100, 0), QuietLimitFor(st, 0)
+		if quiet >= normal-100*mb {
+			t.Fatalf("quiet limit %d MiB, normal %d MiB: want the quiet one about GOGC's headroom lower", quiet/mb, normal/mb)
+		}
+		if want := []int64{normal, quiet, normal}; !slices.Equal(rt.limits, want) {
+			t.Errorf("limits %v, want %v", rt.limits, want)
+		}
+	})
 }

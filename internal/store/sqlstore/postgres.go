@@ -175,10 +175,11 @@ func (*postgresDialect) feedEndQuery() string {
 }
 
 // notifications are, for each request with events in evs, a pg_notify of
-// "<id> <state>" on Channel (the state of its last event: the state as
-// committed), and for each policy revision one of its number on
-// PolicyChannel. Session events send nothing: no request changed, so
-// there is no holder to wake.
+// "<id> <state> <type>" on Channel (the state and type of its last event:
+// the state as committed; Watch reads the type to tell a request's
+// creation, which wakes nobody, from a change), and for each policy
+// revision one of its number on PolicyChannel. Session events send
+// nothing: no request changed, so there is no holder to wake.
 func (*postgresDialect) notifications(evs []event) (string, []any) {
 	var (
 		q    strings.Builder
@@ -191,7 +192,7 @@ func (*postgresDialect) notifications(evs []event) (string, []any) {
 			if i+1 < len(evs) && evs[i+1].RequestID == ev.RequestID {
 				continue // the last event of a run carries the state as committed
 			}
-			channel, payload = Channel, string(ev.RequestID)+" "+string(ev.State)
+			channel, payload = Channel, string(ev.RequestID)+" "+string(ev.State)+" "+string(ev.Type)
 		case ev.PolicyRevision != 0:
 			channel, payload = PolicyChannel, strconv.FormatInt(ev.PolicyRevision, 10)
 		default:

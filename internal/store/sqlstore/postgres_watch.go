@@ -28,7 +28,8 @@ const (
 // to 5 s and logging a warning; it calls changed(id) and appended() for
 // each notification, and reads the change feed from its place after each
 // (re)connection and every poll (the safety poll), one call at a time (see
-// DB.Watch).
+// DB.Watch). A notification of a request's creation calls appended() only,
+// as the feed's reading does (parseNotification).
 func (d *postgresDialect) watch(ctx context.Context, db *DB, w watchFuncs) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -37,10 +38,12 @@ func (d *postgresDialect) watch(ctx context.Context, db *DB, w watchFuncs) {
 		wg   sync.WaitGroup
 		feed = follower{db: db}
 	)
-	call := func(id approval.ID) {
+	call := func(id approval.ID, created bool) {
 		mu.Lock()
 		defer mu.Unlock()
-		w.changed(id)
+		if !created {
+			w.changed(id)
+		}
 		w.appended()
 	}
 	catchUp := func() {
@@ -69,7 +72,7 @@ func (d *postgresDialect) watch(ctx context.Context, db *DB, w watchFuncs) {
 
 // listenLoop runs listenOnce until ctx is done, waiting with backoff
 // between attempts.
-func (d *postgresDialect) listenLoop(ctx context.Context, db *DB, call func(approval.ID), catchUp func()) {
+func (d *postgresDialect) listenLoop(ctx context.Context, db *DB, call func(approval.ID, bool), catchUp func()) {
 	backoff := minBackoff
 	failing := false // the last connection attempt failed and was logged
 	for {
@@ -100,10 +103,10 @@ func (d *postgresDialect) listenLoop(ctx context.Context, db *DB, call func(appr
 }
 
 // listenOnce connects, LISTENs on Channel, catches up with the change feed
-// (what changed while it was not listening) and then calls call(id) for
-// each notification until the connection fails or ctx is done. It reports
+// (what changed while it was not listening) and then calls call(id,
+// created) for each notification until the connection fails or ctx is done. It reports
 // whether it got as far as listening.
-func (d *postgresDialect) listenOnce(ctx context.Context, db *DB, call func(approval.ID), catchUp func()) (connected bool, err error) {
+func (d *postgresDialect) listenOnce(ctx context.Context, db *DB, call func(approval.ID, bool), catchUp func()) (connected bool, err error) {
 	conn, err := pgx.ConnectConfig(ctx, d.listen.Copy())
 	if err != nil {
 		return false, db.wrap("watch: connect", err)
@@ -125,7 +128,26 @@ func (d *postgresDialect) listenOnce(ctx context.Context, db *DB, call func(appr
 		if n.Channel != Channel {
 			continue
 		}
-		id, _, _ := strings.Cut(n.Payload, " ")
-		call(approval.ID(id))
+		id, created := parseNotification(n.Payload)
+		call(id, created)
 	}
+}
+
+// parseNotification reads a payload on Channel, "<id> <state> <type>"
+// (postgresDialect.notifications): the request's id, and whether the
+// notification is of its creation alone (type "requested"). A creation
+// changes nothing a waiter waits on: a held call subscribes and then reads
+// its request after creating it, so waking it on its own creation only
+// makes it read a row it has just read (at 10,000 held calls, 0.4–0.6
+// short-lived goroutines per held call at the end of a burst:
+// docs/performance.md, "heldpeak"). Any later event, a decision landing
+// between the creation and that read included, comes in a notification
+// of its own with its own type. A payload of another form (an older
+// instance's "<id> <state>", the outcome's "<id> consumed") is a change.
+func parseNotification(payload string) (id approval.ID, created bool) {
+	head, typ, ok := strings.Cut(payload, " ")
+	if ok {
+		_, typ, ok = strings.Cut(typ, " ")
+	}
+	return approval.ID(head), ok && typ == string(approval.EventRequested)
 }

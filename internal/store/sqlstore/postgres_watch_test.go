@@ -76,7 +76,9 @@ func (w *watcher) expect(t *testing.T, what string, want approval.ID) {
 func noPoll(dsn string) Config { return Config{Driver: DriverPostgres, DSN: dsn, Poll: time.Hour} }
 
 // TestWatchSeesOtherInstance uses two *DB on one database, as two
-// instances: commits through B wake A's watcher with the request's id.
+// instances: commits through B wake A's watcher with the request's id,
+// except the request's creation (nobody waits on a request before it
+// exists; DB.Watch), which calls nothing: the next call is the approval's.
 func TestWatchPostgresSeesOtherInstance(t *testing.T) {
 	dsn := pgtest.Fresh(t)
 	a, b := openTest(t, noPoll(dsn)), openTest(t, noPoll(dsn))
@@ -88,7 +90,6 @@ func TestWatchPostgresSeesOtherInstance(t *testing.T) {
 		name string
 		do   func(context.Context) error
 	}{
-		{"create through B", func(ctx context.Context) error { return b.CreateRequest(ctx, pendingRequest(id)) }},
 		{"approve through B", func(ctx context.Context) error {
 			_, err := b.UpdateRequest(ctx, id, "bob", func(r *approval.Request) error {
 				return r.Review(approval.Reviewer{ID: "bob"}, approval.VerdictApprove, "", "", t0.Add(time.Minute))
@@ -101,6 +102,9 @@ func TestWatchPostgresSeesOtherInstance(t *testing.T) {
 			})
 			return err
 		}},
+	}
+	if err := b.CreateRequest(t.Context(), pendingRequest(id)); err != nil {
+		t.Fatal(err)
 	}
 	for _, s := range steps {
 		// Nothing else commits, so the next call is caused by this step.
@@ -202,7 +206,12 @@ func TestWatchReconnects(t *testing.T) {
 		if err := b.CreateRequest(t.Context(), pendingRequest(id)); err != nil {
 			t.Fatal(err)
 		}
-		w.expect(t, fmt.Sprintf("after a create (round %d)", round), id)
+		if _, err := b.UpdateRequest(t.Context(), id, "bob", func(r *approval.Request) error {
+			return r.Review(approval.Reviewer{ID: "bob"}, approval.VerdictDeny, "no", "", t0.Add(time.Minute))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		w.expect(t, fmt.Sprintf("after a create and a decision (round %d)", round), id)
 	}
 }
 
@@ -318,5 +327,64 @@ func TestWatchRetriesUnreachable(t *testing.T) {
 	case id := <-calls:
 		t.Errorf("changed(%q) called without a connection", id)
 	default:
+	}
+}
+
+// TestWatchPostgresCreationWakesNobody: a request's creation, notified
+// through another instance, calls appended() but not changed(id); the
+// next changed call is a later decision's, of another request.
+func TestWatchPostgresCreationWakesNobody(t *testing.T) {
+	dsn := pgtest.Fresh(t)
+	a, b := openTest(t, noPoll(dsn)), openTest(t, noPoll(dsn))
+	decided, created := testID(1), testID(2)
+	if err := b.CreateRequest(t.Context(), pendingRequest(decided)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	calls, appended := make(chan approval.ID, 64), make(chan struct{}, 64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.WatchLog(ctx, func(id approval.ID) { calls <- id }, func() { appended <- struct{}{} })
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	w := &watcher{calls: calls, done: done}
+	w.expect(t, "after connecting", "")
+
+	if err := b.CreateRequest(t.Context(), pendingRequest(created)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-appended:
+	case <-time.After(30 * time.Second): // a hang guard
+		t.Fatal("no appended() call for the creation")
+	}
+	if _, err := b.UpdateRequest(t.Context(), decided, "bob", func(r *approval.Request) error {
+		return r.Review(approval.Reviewer{ID: "bob"}, approval.VerdictApprove, "", "", t0.Add(time.Minute))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	w.expect(t, "after a creation and then another request's decision", decided)
+}
+
+func TestParseNotification(t *testing.T) {
+	for _, c := range []struct {
+		payload string
+		id      approval.ID
+		created bool
+	}{
+		{"a1 pending requested", "a1", true},
+		{"a1 approved requested", "a1", true}, // created decided: still nothing to wake
+		{"a1 pending reviewed", "a1", false},
+		{"a1 approved approved", "a1", false},
+		{"a1 pending", "a1", false}, // an older instance's form
+		{"a1 consumed", "a1", false},
+		{"a1", "a1", false},
+		{"a1 pending requested x", "a1", false},
+	} {
+		id, created := parseNotification(c.payload)
+		if id != c.id || created != c.created {
+			t.Errorf("parseNotification(%q) = %q, %v; want %q, %v", c.payload, id, created, c.id, c.created)
+		}
 	}
 }
