@@ -27,7 +27,8 @@ import (
 // was admitted has its outcome recorded as "unknown" (it may or may not
 // have run; what was recorded first stands, FinishOnce) with the error in
 // the result ledger, and the caller gets a JSON-RPC internal error.
-// Nothing dispatches again.
+// Nothing dispatches again. The 2025-era lean front's answer
+// (answerLean, on the connection's goroutine) does the same.
 
 // answerModernSafe is answerModern with a panic of the answer made into
 // an internal error (answerPanicked).

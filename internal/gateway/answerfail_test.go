@@ -3,11 +3,18 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"toolgate/internal/approval"
 )
@@ -104,4 +111,48 @@ func TestLeanCallPanicAnswersAnError(t *testing.T) {
 		t.Fatalf("the next call: %d %s", st, b)
 	}
 	<-f.h.args
+}
+
+// TestLeanHeldCallPanicFailsClosed (attack12): a panic in the dispatch of
+// an approved call held by the lean front for a go-sdk client's
+// 2025-11-25 session (answered on the connection's goroutine: net/http
+// recovered the panic by dropping the connection, and the request stayed
+// consumed without an outcome while this process renewed its dispatch
+// lease) answers the client a JSON-RPC internal error, records outcome
+// "unknown", and the session goes on.
+func TestLeanHeldCallPanicFailsClosed(t *testing.T) {
+	verifyNoLeaks(t)
+	f := newLeanFixture(t, &HTTPOptions{DropGrace: time.Hour})
+	var arm atomic.Bool
+	f.g.dispatchHook = panicOnce(&arm)
+	base := serveHTTP(t, f.g, &HTTPOptions{DropGrace: time.Hour})
+	cs := connectHTTP(t, base, aliceToken, nil, nil)
+	waitInitialized(t, f.g, cs.ID())
+	call := func(n int) chan callResult {
+		c := make(chan callResult, 1)
+		go func() {
+			res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__big", Arguments: json.RawMessage(`{"n":` + strconv.Itoa(n) + `}`)})
+			c <- callResult{res, err}
+		}()
+		return c
+	}
+	arm.Store(true)
+	done := call(1)
+	f.approveNext(t)
+	r := <-done
+	var we *jsonrpc.Error
+	if !errors.As(r.err, &we) || we.Code != jsonrpc.CodeInternalError || !strings.Contains(we.Message, "may or may not have run") {
+		t.Fatalf("answer after a panic: %+v %v, want a JSON-RPC internal error", r.res, r.err)
+	}
+	if outs := f.waitOutcomes(t, 1); outs[0] != approval.OutcomeUnknown {
+		t.Fatalf("outcome %q, want unknown", outs[0])
+	}
+	if n := f.h.count("big"); n != 0 {
+		t.Fatalf("big ran %d times, want 0", n)
+	}
+	done = call(2)
+	f.approveNext(t)
+	if r := <-done; r.err != nil || r.res.IsError || textOf(t, r.res) != bigText(2) {
+		t.Fatalf("the next call: %+v %v", r.res, r.err)
+	}
 }

@@ -308,9 +308,9 @@ type Gateway struct {
 	leanRegs sync.Map
 	leanHook leanHook // tests only: set before Handler
 	parkHook parkHook // tests only: set before Handler
-	// dispatchHook, when set (tests), is called before a 2026-07-28
-	// call's admitted dispatch (answerModern): a panic there is a panic
-	// of the dispatch (answerfail.go).
+	// dispatchHook, when set (tests), is called before a lean call's
+	// admitted dispatch (answerModern, answerLean): a panic there is a
+	// panic of the dispatch (answerfail.go).
 	dispatchHook func()
 	// parkWrite, when set (tests), replaces parkedWriteTimeout.
 	parkWrite time.Duration

@@ -253,6 +253,14 @@ func startLeanStream(w http.ResponseWriter) {
 func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approval.Principal,
 	s *leanSession, m leanRequest, t Tool, call *gate.Call, adm *gate.Admission) {
 	g := f.g
+	defer func() {
+		// A panic of the answer fails closed, as on the 2026-07-28 path
+		// (answerfail.go): net/http would recover it by dropping the
+		// connection, leaving the record without an outcome.
+		if v := recover(); v != nil {
+			writeLeanResult(w, m.ID, nil, g.answerPanicked(ctx, t, adm, v).err)
+		}
+	}()
 	if adm.Replay != nil {
 		// As answerCall does (only a call naming its approval gets one;
 		// a plain call names none).
@@ -275,6 +283,9 @@ func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approv
 	o := g.newOrigin(ctx, s.ss, p, t.Server)
 	o.lean = &leanLog{w: w, level: func() (mcp.LoggingLevel, bool) { return g.levels.explicit(s.ss) }, stream: newLeanStream(w, s)}
 	d := &dispatch{tool: t, args: args, origin: o, call: *call}
+	if g.dispatchHook != nil {
+		g.dispatchHook()
+	}
 	raw, res, err := g.dispatchLean(ctx, d)
 	o.finish()
 	o.lean.stream.close()
