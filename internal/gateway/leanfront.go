@@ -445,7 +445,9 @@ func wireError(err error) *jsonrpc.Error {
 // writeRPCError answers a POST with status and a JSON-RPC error to id, as
 // the SDK does for the errors it finds before serving a request.
 func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, e *jsonrpc.Error) {
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": bytes.TrimSpace(id), "error": e})
+	// The id as JSON (a []byte would be encoded as a base64 string: the
+	// duplicate in-flight id's error named "MQ==" for id 1); nil is null.
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(bytes.TrimSpace(id)), "error": e})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
