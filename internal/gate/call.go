@@ -155,6 +155,19 @@ func (a Admission) FinishWith(ctx context.Context, o approval.Outcome, d Recorde
 	}
 }
 
+// FinishOnce is FinishWith for the Admission a points to, at most once:
+// a later FinishOnce (or FinishWith) on it records nothing. A caller that
+// may have to record an outcome after a failure it cannot tell the place
+// of (a panic during the dispatch or its record) calls it again without
+// recording a second outcome.
+func (a *Admission) FinishOnce(ctx context.Context, o approval.Outcome, d Recorded) {
+	f := a.finish
+	a.finish = nil
+	if f != nil {
+		f(ctx, o, d)
+	}
+}
+
 // setPolicyName puts what c uses into pc: its kind and its name in the
 // field of that kind.
 func (c Call) setPolicyName(pc *policy.Call) {

@@ -2,6 +2,9 @@ package gate
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -169,11 +172,41 @@ func (a *asyncHold) run() {
 			return
 		}
 		a.mu.Unlock()
-		if a.step(ev, woken) {
+		if a.stepSafe(ev, woken) {
 			a.finish()
 			return
 		}
 	}
+}
+
+// A panic on a step's or the settling's goroutine (a goroutine of the
+// gate's, or of the caller's hub, timer or context: nothing above it
+// recovers) would end the process, every held call with it (attack12).
+// Both recover it and fail closed: a step's panic ends the wait as the
+// caller's going away would (errWaitPanicked: the request stays pending,
+// its lease released for an identical re-send; nothing runs), and a panic
+// while settling answers the call refused unless done was called.
+
+// errWaitPanicked ends a wait whose step panicked (stepSafe).
+var errWaitPanicked = errors.New("internal error while the call was held")
+
+// stepSafe is step with a panic made into the end of the wait
+// (errWaitPanicked); the step's subscription is ended.
+func (a *asyncHold) stepSafe(ev uint8, woken *wakeup) (over bool) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		a.g.log.Error("panic in a held call's wait; refusing the call, the approval stays pending", "approval", a.w.st.id,
+			"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		if a.w.st.unsub != nil {
+			a.w.st.unsub()
+		}
+		a.got, a.err = new(approval.Request), errWaitPanicked
+		over = true
+	}()
+	return a.step(ev, woken)
 }
 
 // step does what waitFor does for the events ev (woken: the subscription
@@ -218,8 +251,26 @@ func (a *asyncHold) step(ev uint8, woken *wakeup) bool {
 
 // finish settles the wait as WaitHold does after waitFor and hands the
 // answer to done.
+//
+// A panic before done is called answers the call refused (nothing was
+// run here); one in done is logged (see stepSafe).
 func (a *asyncHold) finish() {
 	g, h := a.g, a.h
+	answered := false
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		id := a.w.st.id
+		g.log.Error("panic while answering a held call", "approval", id, "answered", answered,
+			"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		if !answered {
+			answered = true
+			g.notDispatched(a.ctx, id, h.c.consumeToken)
+			a.done(&Admission{ApprovalID: id, Message: "refused: internal error while answering the held call; nothing was run here"})
+		}
+	}()
 	a.w.st.timer.Stop()
 	a.stopCtx()
 	a.w.st.stop()
@@ -228,7 +279,35 @@ func (a *asyncHold) finish() {
 	if a.admitEnd {
 		g.endAdmit(trace.SpanFromContext(a.ctx), adm)
 	}
+	answered = true
 	a.done(adm)
+}
+
+// notDispatched records outcome transport_error on request id when a
+// consume of this call (its consume token tok) committed and nothing was
+// dispatched on it (finish panicked before the answer), and ends its
+// dispatch lease: the request does not stay consumed without an outcome
+// (for the sweeper to call "unknown") for a call that never ran. A
+// request consumed by another call, or not consumed, is left alone.
+func (g *Gate) notDispatched(ctx context.Context, id approval.ID, tok string) {
+	defer g.leases.drop(id, leaseDispatch, false)
+	if tok == "" {
+		return
+	}
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
+	defer cancel()
+	_, err := g.store.UpdateRequest(bg, id, "toolgate", func(r *approval.Request) error {
+		if r.State != approval.StateConsumed || r.ConsumeToken != tok || r.DispatchOutcome != approval.OutcomeNone {
+			return errNoChange
+		}
+		return r.RecordOutcome(approval.OutcomeTransportError)
+	})
+	switch {
+	case err == nil:
+		g.log.WarnContext(ctx, "approval consumed for a call refused after an internal error; recorded as not dispatched", "approval", id)
+	case !errors.Is(err, errNoChange):
+		g.log.ErrorContext(ctx, "cannot record that a consumed approval was not dispatched", "approval", id, "err", err)
+	}
 }
 
 // heldEventsInTests makes Admit wait for held calls on the gate's events

@@ -709,6 +709,11 @@ func (g *Gate) abandon(ctx context.Context, c Call, id approval.ID, cause error)
 		return g.settle(ctx, c, r)
 	case errors.Is(cause, errLeaseLost):
 		return Admission{ApprovalID: id, Message: "refused: " + errLeaseLost.Error() + "; nothing was run here"}
+	case errors.Is(cause, errWaitPanicked):
+		// Left as when the caller goes away (below), but the caller is
+		// still there: it is told.
+		g.releaseHold(ctx, id)
+		return Admission{ApprovalID: id, Message: fmt.Sprintf("refused: %v; nothing was run. Approval %s stays pending: re-send the identical call to pick it up", errWaitPanicked, id)}
 	case errors.Is(cause, context.Canceled) && !g.stopping.Load():
 		// An explicit notifications/cancelled from the caller: record it,
 		// retrying for a while (the caller's context is already done).

@@ -308,6 +308,10 @@ type Gateway struct {
 	leanRegs sync.Map
 	leanHook leanHook // tests only: set before Handler
 	parkHook parkHook // tests only: set before Handler
+	// dispatchHook, when set (tests), is called before a lean call's
+	// admitted dispatch (answerModern, answerLean): a panic there is a
+	// panic of the dispatch (answerfail.go).
+	dispatchHook func()
 	// parkWrite, when set (tests), replaces parkedWriteTimeout.
 	parkWrite time.Duration
 	// parkPoll watches the connections of parked calls (leanwatch_linux.go),

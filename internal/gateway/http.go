@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"toolgate/internal/approval"
@@ -282,6 +283,9 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 				return
 			}
 			lb.restore() // for the SDK path
+			if lb.read && lb.err == nil && refuseUnfaithful(hb, lb.body) {
+				return
+			}
 		}
 		if sid == "" {
 			// Only initialize may open a session; a 2026-07-28 request needs
@@ -319,6 +323,9 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 				http.Error(w, "Bad Request: missing Mcp-Session-Id header (only initialize, or a 2026-07-28 request, may be sent without one)", http.StatusBadRequest)
 				return
 			}
+			if refuseUnfaithful(w, body) {
+				return
+			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		id := rand.Text()
@@ -343,6 +350,27 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 	}
 	f.next.ServeHTTP(w, r)
 	return nil
+}
+
+// refuseUnfaithful answers the POST body about to go to the SDK path with
+// a JSON-RPC error (400) when it is one message the go-sdk would not serve
+// faithfully (checkMessage, as for stdio agents' lines): bytes after the
+// JSON value (the SDK served "{…} trailing" and "{…}{}"), or an id it
+// answers under another (1.5 as 1, 12345678901234567890123 as
+// -9223372036854775808). A batch is left to the SDK (2025-03-26 sessions
+// may send one; later ones get the SDK's refusal), and so are bodies that
+// are not JSON at all. It reports whether it answered.
+func refuseUnfaithful(w http.ResponseWriter, body []byte) bool {
+	b := bytes.TrimLeft(body, " \t\r\n")
+	if len(b) == 0 || b[0] != '{' {
+		return false
+	}
+	e := checkMessage(body)
+	if e == nil {
+		return false
+	}
+	writeRPCError(w, http.StatusBadRequest, e.ID, &jsonrpc.Error{Code: e.Code, Message: e.Message})
+	return true
 }
 
 // modernVersion is the first MCP revision without protocol sessions.

@@ -81,7 +81,7 @@ func (f *httpFront) serveLeanModern(w http.ResponseWriter, r *http.Request, body
 		return true, nil, &leanHold{f: f, ctx: ctx, mw: w, p: p, m: leanRequest{ID: m.ID}, t: t, call: &call, relay: relay,
 			later: leanCleanups{untrack: untrack, stop: stop, cancel: cancel}}
 	}
-	writeModernAnswer(w, f.g.impl, m.ID, f.g.answerModern(ctx, p, t, &call, adm, relay)) //nolint:contextcheck // as above
+	writeModernAnswer(w, f.g.impl, m.ID, f.g.answerModernSafe(ctx, p, t, &call, adm, relay)) //nolint:contextcheck // as above
 	untrack()
 	stop()
 	cancel(nil)
@@ -240,6 +240,9 @@ func (g *Gateway) answerModern(ctx context.Context, p approval.Principal, t Tool
 	if adm.Arguments != nil {
 		args = adm.Arguments
 	}
+	if g.dispatchHook != nil {
+		g.dispatchHook()
+	}
 	u := g.ups[t.Server]
 	o := g.newOrigin(ctx, nil, p, t.Server)
 	d := &dispatch{tool: t, args: args, origin: o, relay: relay, call: *call}
@@ -279,7 +282,7 @@ func (g *Gateway) answerModern(ctx context.Context, p approval.Principal, t Tool
 func finishModern(ctx context.Context, adm *gate.Admission, oc approval.Outcome, rec gate.Recorded) {
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer fcancel()
-	adm.FinishWith(fctx, oc, rec)
+	adm.FinishOnce(fctx, oc, rec)
 }
 
 // writeModernResult writes the answer to id of a 2026-07-28 tools/call as

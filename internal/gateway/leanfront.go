@@ -253,6 +253,14 @@ func startLeanStream(w http.ResponseWriter) {
 func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approval.Principal,
 	s *leanSession, m leanRequest, t Tool, call *gate.Call, adm *gate.Admission) {
 	g := f.g
+	defer func() {
+		// A panic of the answer fails closed, as on the 2026-07-28 path
+		// (answerfail.go): net/http would recover it by dropping the
+		// connection, leaving the record without an outcome.
+		if v := recover(); v != nil {
+			writeLeanResult(w, m.ID, nil, g.answerPanicked(ctx, t, adm, v).err)
+		}
+	}()
 	if adm.Replay != nil {
 		// As answerCall does (only a call naming its approval gets one;
 		// a plain call names none).
@@ -275,6 +283,9 @@ func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approv
 	o := g.newOrigin(ctx, s.ss, p, t.Server)
 	o.lean = &leanLog{w: w, level: func() (mcp.LoggingLevel, bool) { return g.levels.explicit(s.ss) }, stream: newLeanStream(w, s)}
 	d := &dispatch{tool: t, args: args, origin: o, call: *call}
+	if g.dispatchHook != nil {
+		g.dispatchHook()
+	}
 	raw, res, err := g.dispatchLean(ctx, d)
 	o.finish()
 	o.lean.stream.close()
@@ -434,7 +445,9 @@ func wireError(err error) *jsonrpc.Error {
 // writeRPCError answers a POST with status and a JSON-RPC error to id, as
 // the SDK does for the errors it finds before serving a request.
 func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, e *jsonrpc.Error) {
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": bytes.TrimSpace(id), "error": e})
+	// The id as JSON (a []byte would be encoded as a base64 string: the
+	// duplicate in-flight id's error named "MQ==" for id 1); nil is null.
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(bytes.TrimSpace(id)), "error": e})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)

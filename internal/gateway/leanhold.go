@@ -192,7 +192,7 @@ type admitterSplit interface {
 //go:noinline // answerLean's arguments stay off ServeHTTP's frame
 func (l *leanHold) answer() {
 	if l.mw != nil {
-		writeModernAnswer(l.mw, l.f.g.impl, l.m.ID, l.f.g.answerModern(l.ctx, l.p, l.t, l.call, l.adm, l.relay))
+		writeModernAnswer(l.mw, l.f.g.impl, l.m.ID, l.f.g.answerModernSafe(l.ctx, l.p, l.t, l.call, l.adm, l.relay))
 		return
 	}
 	l.f.answerLean(l.ctx, l.w, l.p, l.s, l.m, l.t, l.call, l.adm)

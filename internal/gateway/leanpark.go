@@ -179,7 +179,7 @@ func (l *leanHold) answerParked() {
 	}
 	pw := &parkedResponse{h: h}
 	l.pc = nil
-	writeModernAnswer(pw, l.f.g.impl, l.m.ID, l.f.g.answerModern(l.ctx, l.p, l.t, l.call, l.adm, l.relay))
+	l.writeParked(pw)
 	l.end()
 	got, more := cw.stop()
 	pending = append(pending, got...)

@@ -355,16 +355,27 @@ func (s *Server) bulkApprove(w http.ResponseWriter, r *http.Request, c *session)
 			v.Skipped = append(v.Skipped, item)
 			continue
 		}
-		if cur, gerr := s.backend.GetApproval(r.Context(), c.caller, approval.ID(idText)); gerr == nil {
-			if _, whole := summarizeWhole(cur.Arguments, summaryLen); !whole {
-				// The list showed its arguments in part (no checkbox
-				// there); a form naming it is an older page or crafted.
-				_, item.Subject = subject(cur)
-				item.State = cur.State
-				item.Why = "the list shows its arguments only in part: approve it on its own page, where they are shown whole"
-				v.Skipped = append(v.Skipped, item)
-				continue
+		cur, gerr := s.backend.GetApproval(r.Context(), c.caller, approval.ID(idText))
+		if gerr != nil {
+			// Whether the list showed its arguments whole cannot be
+			// checked: nothing is approved on it (fail closed; the
+			// review below does not read the request first).
+			status, detail := api.PublicError(gerr)
+			if status >= 500 {
+				s.log.ErrorContext(r.Context(), "bulk approve: cannot read the approval; skipped", "approval", idText, "err", gerr)
 			}
+			item.Why = detail.Message + "; nothing was approved"
+			v.Skipped = append(v.Skipped, item)
+			continue
+		}
+		if _, whole := summarizeWhole(cur.Arguments, summaryLen); !whole {
+			// The list showed its arguments in part (no checkbox
+			// there); a form naming it is an older page or crafted.
+			_, item.Subject = subject(cur)
+			item.State = cur.State
+			item.Why = "the list shows its arguments only in part: approve it on its own page, where they are shown whole"
+			v.Skipped = append(v.Skipped, item)
+			continue
 		}
 		a, err := s.backend.Review(r.Context(), c.caller, approval.ID(idText), approval.VerdictApprove, reason, hash)
 		if err != nil {
