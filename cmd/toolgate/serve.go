@@ -57,7 +57,7 @@ func parseServeFlags(args []string, stderr io.Writer) (f serveFlags, ok bool, er
 		fmt.Fprint(stderr, "Usage: toolgate serve --config FILE [--dev] [--stdio] [--insecure-no-auth]\n"+
 			"                      [--ready-file F] [--log-level L] [--watch]\n\n")
 		fs.PrintDefaults()
-		fmt.Fprint(stderr, "\n\"toolgate policy check [--dev] [--stdio] FILE\" runs the same checks without starting.\n"+
+		fmt.Fprint(stderr, "\n\"toolgate policy check [--dev] [--stdio] [--insecure-no-auth] FILE\" runs the same checks without starting.\n"+
 			"Exit status: 0 stopped by a signal (or the --stdio client left), 1 failure, 2 usage or invalid config.\n")
 	}
 	if err := fs.Parse(args); err != nil {
