@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +66,10 @@ func TestConnectingLogged(t *testing.T) {
 	lb.waitFor(t, `msg="connecting to upstream; the listeners open once each upstream has answered or its connect_timeout has passed" server=silent connect_timeout=1h0m0s`)
 	cancel()
 	select {
-	case <-done:
+	case err := <-done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("New, then Close, after the context ended: %v", err)
+		}
 	case <-time.After(testWait):
 		t.Fatal("New did not return after its context ended")
 	}
