@@ -175,6 +175,15 @@ policy:
 	if code := checkCmd([]string{bare}, io.Discard, &stderr, testSystem(nil)); code != 2 || !strings.Contains(stderr.String(), "run with --dev") {
 		t.Errorf("policy check without --dev exited %d\n%s", code, stderr.String())
 	}
+	// Its first problem (policy.default approve, which no one can review)
+	// names --dev too, and the warning that said the same in fewer words
+	// is not printed beside it (a new user who forgot --dev).
+	if want := "no configured approver could review policy.default (approve); add approvers (roles: [approver]), run with --dev for throwaway tokens, or set approvals.allow_no_approvers: true"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("policy check without --dev:\n%s\nwant it to contain %q", stderr.String(), want)
+	}
+	if strings.Contains(stderr.String(), "no approver has role") {
+		t.Errorf("policy check without --dev also warns what its error says:\n%s", stderr.String())
+	}
 	stderr.Reset()
 	if code := checkCmd([]string{"--dev", bare}, io.Discard, &stderr, testSystem(nil)); code != 0 {
 		t.Errorf("policy check --dev exited %d\n%s", code, stderr.String())

@@ -83,7 +83,8 @@ func usage(w io.Writer) {
 
 Usage:
   toolgate serve --config FILE [flags]     run the gateway (see "toolgate serve -h")
-  toolgate policy check [--dev] FILE       check a config as serve would; prints every problem, exits 2 if any
+  toolgate policy check [flags] FILE       check a config as serve with those flags would (--dev, --stdio,
+                                           --insecure-no-auth); prints every problem, exits 2 if any
   toolgate policy explain ...              how the policy decides one call, rule by rule
   toolgate policy test CASES.yaml          check a table of calls against the policy; exits 1 on a mismatch
   toolgate policy propose|show|diff|apply  store-backed policy revisions (see "toolgate policy help")

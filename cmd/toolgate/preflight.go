@@ -90,12 +90,13 @@ func preflight(cfg config.Config, f serveFlags, sys system) (plan, error) {
 	if err := lc.Check(p.adminAddr); err != nil {
 		errs = append(errs, fmt.Errorf("listen.admin: %w", err))
 	}
-	var devApprovers []config.Approver
-	if f.dev {
-		devApprovers = append(devApprovers, config.Approver{ID: devApproverID, Roles: []string{config.RoleAdmin}})
-	}
-	if bad := cfg.Unreviewable(devApprovers...); len(bad) > 0 && !cfg.Approvals.AllowNoApprovers {
-		errs = append(errs, fmt.Errorf("no configured approver could review %s; add approvers (roles: [approver]) or set approvals.allow_no_approvers: true", strings.Join(bad, ", ")))
+	if bad := unreviewable(cfg, f); len(bad) > 0 {
+		fix := "add approvers (roles: [approver]) or set approvals.allow_no_approvers: true"
+		if len(cfg.Approvers) == 0 {
+			// Most often a first try that forgot --dev.
+			fix = "add approvers (roles: [approver]), run with --dev for throwaway tokens, or set approvals.allow_no_approvers: true"
+		}
+		errs = append(errs, fmt.Errorf("no configured approver could review %s; %s", strings.Join(bad, ", "), fix))
 	}
 	if err == nil && !f.dev {
 		if p.mcpAddr != "" && !f.insecureNoAuth && !hasKind(creds, config.KindAgent) {
@@ -120,15 +121,31 @@ func preflight(cfg config.Config, f serveFlags, sys system) (plan, error) {
 	return p, errors.Join(errs...)
 }
 
+// unreviewable names the policy's approval parameters no approver could
+// review (the --dev approver counted), unless approvals.allow_no_approvers
+// lets serve start anyway; serve refuses to start when there is any.
+func unreviewable(cfg config.Config, f serveFlags) []string {
+	if cfg.Approvals.AllowNoApprovers {
+		return nil
+	}
+	var devApprovers []config.Approver
+	if f.dev {
+		devApprovers = append(devApprovers, config.Approver{ID: devApproverID, Roles: []string{config.RoleAdmin}})
+	}
+	return cfg.Unreviewable(devApprovers...)
+}
+
 // serveWarnings lists what serve logs as warnings and `policy check`
 // prints, without failing: the config's own warnings (without the one
-// about missing approvers when --dev mints one), tokens short enough to
-// guess, and connection caps that exceed the descriptor limit.
+// about missing approvers when --dev mints one, or when unreviewable
+// makes it an error that says more), tokens short enough to guess, and
+// connection caps that exceed the descriptor limit.
 func serveWarnings(cfg config.Config, f serveFlags, sys system) []string {
 	var out []string
+	refused := len(unreviewable(cfg, f)) > 0
 	for _, w := range cfg.Warnings() {
-		if f.dev && strings.HasPrefix(w, "no approver has role") {
-			continue // --dev mints an admin token
+		if (f.dev || refused) && strings.HasPrefix(w, "no approver has role") {
+			continue // --dev mints an admin token; or preflight refuses, saying more
 		}
 		out = append(out, w)
 	}

@@ -57,7 +57,7 @@ func parseServeFlags(args []string, stderr io.Writer) (f serveFlags, ok bool, er
 		fmt.Fprint(stderr, "Usage: toolgate serve --config FILE [--dev] [--stdio] [--insecure-no-auth]\n"+
 			"                      [--ready-file F] [--log-level L] [--watch]\n\n")
 		fs.PrintDefaults()
-		fmt.Fprint(stderr, "\n\"toolgate policy check [--dev] [--stdio] FILE\" runs the same checks without starting.\n"+
+		fmt.Fprint(stderr, "\n\"toolgate policy check [--dev] [--stdio] [--insecure-no-auth] FILE\" runs the same checks without starting.\n"+
 			"Exit status: 0 stopped by a signal (or the --stdio client left), 1 failure, 2 usage or invalid config.\n")
 	}
 	if err := fs.Parse(args); err != nil {
@@ -290,6 +290,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 // ctx ends, the stdio client leaves, or one part fails; then every part
 // stops and runServe waits for all of them.
 func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns *listeners, hup <-chan os.Signal, log *slog.Logger, sio serveIO) error {
+	signalled := ctx // ends on SIGINT or SIGTERM (main's NotifyContext)
 	eg, ctx := errgroup.WithContext(ctx)
 	for _, l := range lns.list {
 		eg.Go(func() error {
@@ -303,6 +304,10 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 		// On shutdown, end held calls first (their requests stay pending and
 		// expire at their stored deadline), so the listeners drain quickly.
 		<-ctx.Done()
+		if signalled.Err() != nil {
+			// Said at once: the upstreams' grace can take seconds.
+			log.Info("stopping: held calls are answered now (their approvals stay pending), then the upstreams stop")
+		}
 		c.gate.Stop()
 		return c.gw.Close()
 	})
@@ -339,6 +344,9 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 	err := runWithTrail(ctx, c.trail, eg.Wait)
 	if errors.Is(err, errStdioDone) {
 		err = nil
+	}
+	if signalled.Err() != nil {
+		log.Info("stopped")
 	}
 	return err
 }

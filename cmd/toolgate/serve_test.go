@@ -152,6 +152,13 @@ func TestServeStopsCleanly(t *testing.T) {
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("serve = %v after its context ended\nstderr:\n%s", err, stderr)
 	}
+	// A person who pressed Ctrl-C is told that it stops and when it has.
+	out := stderr.String()
+	stopping := strings.Index(out, `msg="stopping: held calls are answered now (their approvals stay pending), then the upstreams stop"`)
+	stopped := strings.Index(out, "msg=stopped")
+	if stopping < 0 || stopped < stopping {
+		t.Errorf("stderr does not say stopping, then stopped:\n%s", out)
+	}
 }
 
 // bearerTransport adds "Authorization: Bearer token" to every request.

@@ -224,9 +224,18 @@ func pathID(r *http.Request) (approval.ID, error) {
 	raw := r.PathValue("id")
 	id := strings.ToLower(raw)
 	if !isUUID(id) {
-		return "", notFound(raw)
+		return "", notFullID("approval", "/v1/approvals", raw)
 	}
 	return approval.ID(id), nil
+}
+
+// notFullID answers a path id that is not a whole UUID: the CLI and the
+// inbox take a short id, but the REST path does not, so the message says
+// how to find the whole one (the list's id_prefix and id_suffix).
+func notFullID(kind, list, raw string) *apiError {
+	return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Msg: fmt.Sprintf(
+		"no %s %q: the path takes the whole %s id (36 characters); find it from a part with GET %s?id_prefix= or ?id_suffix=",
+		kind, raw, kind, list)}
 }
 
 // isUUID reports whether s is lower-case 8-4-4-4-12 hex.

@@ -211,7 +211,7 @@ func (s *Server) lookupGrant(r *http.Request, c caller) (grant.Grant, error) {
 	raw := r.PathValue("id")
 	id := strings.ToLower(raw)
 	if !isUUID(id) {
-		return grant.Grant{}, noGrant(raw)
+		return grant.Grant{}, notFullID("grant", "/v1/grants", raw)
 	}
 	g, err := s.grants.GetGrant(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {

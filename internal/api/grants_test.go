@@ -80,6 +80,13 @@ func TestGrantRoutes(t *testing.T) {
 	if got.Uses != 1 || len(got.RecentUses) != 1 || got.RecentUses[0].Principal != "desktop" || !strings.HasPrefix(got.RecentUses[0].ArgumentsHash, "sha256:") {
 		t.Errorf("grant after a use = %+v", got)
 	}
+	// The path takes the whole id; a part of it is not found, and the
+	// message says how to find the whole one.
+	short := send(t, e.admin, "GET", "/v1/grants/"+gr.ID[len(gr.ID)-8:], "viewer-tok", "")
+	if code, msg := errorCode(t, short.body); short.status != http.StatusNotFound || code != api.CodeNotFound ||
+		!strings.Contains(msg, "the path takes the whole grant id (36 characters); find it from a part with GET /v1/grants?id_prefix= or ?id_suffix=") {
+		t.Errorf("GET /v1/grants/<short id> = %d %s, want 404 naming id_prefix and id_suffix", short.status, short.body)
+	}
 	l := decodeAs[api.GrantList](t, send(t, e.admin, "GET", "/v1/grants", "viewer-tok", ""))
 	if len(l.Grants) != 1 || l.Grants[0].ID != gr.ID {
 		t.Errorf("active grants = %+v", l)

@@ -188,8 +188,10 @@ func TestStatuses(t *testing.T) {
 		{name: "not in the rule's approvers", method: "POST", path: "/v1/approvals/" + idOps + "/approve", token: "bob-tok", wantStatus: 403, wantCode: api.CodeNotEligible},
 		{name: "unknown id", method: "GET", path: "/v1/approvals/" + idMissing, token: "viewer-tok", wantStatus: 404, wantCode: api.CodeNotFound},
 		{name: "unknown id review", method: "POST", path: "/v1/approvals/" + idMissing + "/approve", token: "alice-tok", wantStatus: 404, wantCode: api.CodeNotFound},
-		{name: "malformed id", method: "GET", path: "/v1/approvals/019000", token: "viewer-tok", wantStatus: 404, wantCode: api.CodeNotFound},
-		{name: "malformed id review", method: "POST", path: "/v1/approvals/not-a-uuid/approve", token: "alice-tok", wantStatus: 404, wantCode: api.CodeNotFound},
+		// A short id (the CLI and the inbox take one) is not found, and the
+		// message says how to find the whole id.
+		{name: "malformed id", method: "GET", path: "/v1/approvals/019000", token: "viewer-tok", wantStatus: 404, wantCode: api.CodeNotFound, wantMsg: `no approval "019000": the path takes the whole approval id (36 characters); find it from a part with GET /v1/approvals?id_prefix= or ?id_suffix=`},
+		{name: "malformed id review", method: "POST", path: "/v1/approvals/not-a-uuid/approve", token: "alice-tok", wantStatus: 404, wantCode: api.CodeNotFound, wantMsg: "?id_prefix= or ?id_suffix="},
 		{name: "upper-case id", method: "GET", path: "/v1/approvals/" + strings.ToUpper(idPending), token: "viewer-tok", wantStatus: 200},
 		{name: "other tenant reads", method: "GET", path: "/v1/approvals/" + idPending, token: "acme-tok", wantStatus: 404, wantCode: api.CodeNotFound},
 		{name: "other tenant reviews", method: "POST", path: "/v1/approvals/" + idPending + "/approve", token: "acme-tok", wantStatus: 404, wantCode: api.CodeNotFound},

@@ -106,15 +106,7 @@ func (c *client) do(ctx context.Context, method, path string, body any) (respons
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // the URL is in the message already below
-		}
-		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
-			return response{}, fmt.Errorf("%s %s: %w: is toolgate serve running, with its admin listener at %s? (--addr or %s)",
-				method, path, err, c.addr, EnvAddr)
-		}
-		return response{}, fmt.Errorf("%s %s: %w", method, path, err)
+		return response{}, c.requestError(method, path, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
@@ -164,4 +156,19 @@ func (c *client) get(ctx context.Context, path string, v any) (response, error) 
 		return resp, fmt.Errorf("GET %s: decode response: %w", path, err)
 	}
 	return resp, nil
+}
+
+// requestError wraps the error of a request that got no answer; when
+// nothing listens at the admin address (a gateway not started, the wrong
+// port, a socket that does not exist) it asks whether serve runs there.
+func (c *client) requestError(method, path string, err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // the URL is in the message already below
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("%s %s: %w: is toolgate serve running, with its admin listener at %s? (--addr or %s)",
+			method, path, err, c.addr, EnvAddr)
+	}
+	return fmt.Errorf("%s %s: %w", method, path, err)
 }

@@ -1,13 +1,16 @@
 package cli_test
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"toolgate/internal/cli"
 )
@@ -38,6 +41,69 @@ func TestNoGatewayAtTheAddress(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWatchWithNoGatewayAtTheAddress: watch keeps retrying when nothing
+// listens (the gateway may be starting), and each retry's note asks, as
+// list does, whether serve runs at that address (a new user started watch
+// before serve and read only "connection refused").
+func TestWatchWithNoGatewayAtTheAddress(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	_ = ln.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	saw := make(chan struct{})
+	status := &noteWriter{saw: saw, want: "reconnecting in"}
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Run(ctx, []string{"watch"}, io.Discard, status, func(k string) string {
+			return map[string]string{cli.EnvAddr: closed, cli.EnvToken: tokAlic}[k]
+		})
+	}()
+	select {
+	case <-saw: // the first failed attempt's note
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no retry note from watch; stderr %q", status.String())
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("watch exited %d after it was interrupted, want 0", code)
+	}
+	for _, want := range []string{"the event stream failed", "is toolgate serve running", closed, "--addr or TOOLGATE_ADDR"} {
+		if !strings.Contains(status.String(), want) {
+			t.Errorf("stderr %q, want it to contain %q", status.String(), want)
+		}
+	}
+}
+
+// noteWriter collects what it is given and closes saw once that contains
+// want.
+type noteWriter struct {
+	mu   sync.Mutex
+	buf  strings.Builder
+	want string
+	saw  chan struct{}
+}
+
+func (w *noteWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if w.saw != nil && strings.Contains(w.buf.String(), w.want) {
+		close(w.saw)
+		w.saw = nil
+	}
+	return len(p), nil
+}
+
+func (w *noteWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }
 
 // TestAgentListenerAtTheAddress: pointed at the agent listener (port 7070

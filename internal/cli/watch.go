@@ -110,7 +110,7 @@ func (c *client) watchOnce(ctx context.Context, last string, fromEnd, first bool
 	hc := &http.Client{Transport: c.http.Transport}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return w, fmt.Errorf("GET %s: %w", path, unwrapURL(err))
+		return w, c.requestError(http.MethodGet, path, err)
 	}
 	defer func() { _ = resp.Body.Close() }() // a read error was returned already
 	if resp.StatusCode != http.StatusOK {
@@ -159,17 +159,6 @@ func (c *client) watchOnce(ctx context.Context, last string, fromEnd, first bool
 		return w, err
 	}
 	return w, nil
-}
-
-// unwrapURL drops the *url.Error wrapper, whose text repeats the URL.
-func unwrapURL(err error) error {
-	var ue interface{ Unwrap() error }
-	if errors.As(err, &ue) {
-		if inner := ue.Unwrap(); inner != nil {
-			return inner
-		}
-	}
-	return err
 }
 
 // printEvent prints one event: its JSON as sent (hidden characters

@@ -424,6 +424,9 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 	results := make(chan first, len(g.ups))
 	for _, u := range g.ups {
 		go func() {
+			// Said before the wait, which can take minutes (an npx server's
+			// first download) while nothing else is logged.
+			u.log.InfoContext(ctx, "connecting to upstream; the listeners open once each upstream has answered or its connect_timeout has passed", "connect_timeout", u.connectTimeout())
 			cctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
 			defer cancel()
 			c, err := u.connect(cctx)
