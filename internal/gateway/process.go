@@ -19,7 +19,7 @@ type process struct {
 	stdout io.ReadCloser
 	grace  time.Duration
 
-	lines lineWriter // stdin: one write at a time, lines queued meanwhile written together
+	writeMu sync.Mutex // one Write (one JSON-RPC line) at a time on stdin
 
 	exited  chan struct{} // closed when the process has been waited for
 	exitErr error         // set before exited is closed
@@ -55,7 +55,6 @@ func startProcess(cfg ServerConfig, stderr io.Writer, grace time.Duration) (*pro
 		return nil, fmt.Errorf("start %s: %w", cfg.Command, err)
 	}
 	p := &process{cmd: cmd, stdin: stdin, stdout: stdout, grace: grace, exited: make(chan struct{})}
-	p.lines.w = stdin
 	go func() {
 		// Wait closes stdout once the process has exited, which ends the
 		// session's read loop and fails calls in flight at once (case C08).
@@ -65,16 +64,13 @@ func startProcess(cfg ServerConfig, stderr io.Writer, grace time.Duration) (*pro
 	return p, nil
 }
 
-// Write writes b to the child's stdin in one piece and returns when it is
-// written: the SDK writes each message as one Write of its line, and raw
-// calls queue theirs (queueLine), so lines from both never interleave on
-// the pipe, and they reach it in the order they were given.
-func (p *process) Write(b []byte) (int, error) { return p.lines.Write(b) }
-
-// queueLine writes the line b to the child's stdin after the lines given
-// before it, without waiting for the write (lineWriter.queue).
-func (p *process) queueLine(b []byte, id uint64, fail func(id uint64, err error)) {
-	p.lines.queue(b, id, fail)
+// Write writes b to the child's stdin in one piece: the SDK writes each
+// message as one Write of its line, and so do raw calls (rawcall.go), so
+// lines from both never interleave on the pipe.
+func (p *process) Write(b []byte) (int, error) {
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
+	return p.stdin.Write(b)
 }
 
 // Close ends the process as the MCP stdio transport says: close its stdin,

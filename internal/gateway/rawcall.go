@@ -57,27 +57,8 @@ var errUpstreamGone = errors.New("the upstream session ended")
 // A rawAnswer is what a raw call got: its result (a JSON object, copied out
 // of the line) or the JSON-RPC error to fail it with.
 type rawAnswer struct {
-	result  json.RawMessage
-	err     *jsonrpc.Error
-	sendErr error // the call's line could not be written (lineQueue)
-}
-
-// value is what the call returns for a.
-func (a rawAnswer) value() (json.RawMessage, error) {
-	switch {
-	case a.sendErr != nil:
-		return nil, fmt.Errorf("write tools/call to the upstream: %w", a.sendErr)
-	case a.err != nil:
-		return nil, a.err
-	}
-	return a.result, nil
-}
-
-// A lineQueue takes a line to write after the lines given before it
-// without waiting for the write; when the write fails it calls fail with
-// id (process, lineWriter).
-type lineQueue interface {
-	queueLine(b []byte, id uint64, fail func(id uint64, err error))
+	result json.RawMessage
+	err    *jsonrpc.Error
 }
 
 // A rawWaiter is one raw call waiting for its answer.
@@ -89,11 +70,9 @@ type rawWaiter struct {
 // rawCalls are the raw calls of one stdio upstream session. Its methods
 // are safe for concurrent use.
 type rawCalls struct {
-	w   io.Writer // the child's stdin (process: one line per Write, serialised; a lineQueue)
+	w   io.Writer // the child's stdin (process.Write: one line per Write, serialised)
 	max int       // bytes: limits.max_result_bytes
 	log *slog.Logger
-
-	failed func(id uint64, err error) // sendFailed, made once
 
 	passed atomic.Uint64 // lines the stdout guard handed to the SDK
 
@@ -115,20 +94,7 @@ type parkedAnswer struct {
 }
 
 func newRawCalls(w io.Writer, max int, log *slog.Logger) *rawCalls {
-	r := &rawCalls{w: w, max: max, log: log, waiting: map[uint64]*rawWaiter{}, gone: make(chan struct{})}
-	r.failed = r.sendFailed
-	return r
-}
-
-// sendFailed fails the call id, whose line could not be written, with err.
-func (r *rawCalls) sendFailed(id uint64, err error) {
-	r.mu.Lock()
-	w := r.waiting[id]
-	delete(r.waiting, id)
-	r.mu.Unlock()
-	if w != nil {
-		w.ch <- rawAnswer{sendErr: err}
-	}
+	return &rawCalls{w: w, max: max, log: log, waiting: map[uint64]*rawWaiter{}, gone: make(chan struct{})}
 }
 
 // end fails every waiting call, and every later one, with
@@ -243,22 +209,24 @@ func (r *rawCalls) send(ctx context.Context, mk func(n uint64) []byte, o *origin
 	r.waiting[id] = w
 	r.mu.Unlock()
 
-	if q, ok := r.w.(lineQueue); ok {
-		// Written now, or with the next batch when another call's write
-		// is under way; a failed write comes back as the answer.
-		q.queueLine(mk(id), id, r.failed)
-	} else if _, err := r.w.Write(mk(id)); err != nil {
+	if _, err := r.w.Write(mk(id)); err != nil {
 		r.forget(id)
 		return nil, fmt.Errorf("write tools/call to the upstream: %w", err)
 	}
 	select {
 	case a := <-w.ch:
-		return a.value()
+		if a.err != nil {
+			return nil, a.err
+		}
+		return a.result, nil
 	case <-r.gone:
 		r.forget(id)
 		select {
-		case a := <-w.ch: // it was answered (or its write failed) just before the end
-			return a.value()
+		case a := <-w.ch: // it was answered just before the end
+			if a.err != nil {
+				return nil, a.err
+			}
+			return a.result, nil
 		default:
 		}
 		r.mu.Lock()
