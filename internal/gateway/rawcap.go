@@ -271,6 +271,14 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	return resp, nil
 }
 
+// CloseIdleConnections closes base's idle connections (http.Client's
+// CloseIdleConnections reaches a transport only through this method).
+func (t *captureRoundTripper) CloseIdleConnections() {
+	if ci, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
+}
+
 // slotRequestID returns the id of body if it is a single request whose
 // result s takes (a tools/call, or a tools/list for a list slot).
 func slotRequestID(body []byte, s *slot) json.RawMessage {

@@ -142,6 +142,10 @@ func (u *upstream) postRawCall(ctx context.Context, c *upConn, id string, body [
 	if err != nil {
 		stop()
 		cancelReq()
+		if errors.Is(err, errH1Sent) {
+			// Written (rawhttpconn.go): the upstream may have run it.
+			return nil, err
+		}
 		return nil, rejected(err)
 	}
 	raw, complete, err := u.readRawAnswer(ctx, c, req, resp, id)

@@ -156,7 +156,10 @@ func newUpstream(sc ServerConfig, g *Gateway) *upstream {
 		// IdleConnTimeout (90 s), so the pool follows the recent peak.
 		base.MaxIdleConns = upstreamIdleConns
 		base.MaxIdleConnsPerHost = upstreamIdleConns
-		u.http = newUpstreamHTTPClient(&captureRoundTripper{base: base, headers: sc.Headers, max: g.opts.MaxResultBytes, routes: g.routes,
+		// POSTs to a plain http:// upstream go without net/http's
+		// connection goroutines (rawhttpconn.go); the rest through base.
+		lean := newH1Transport(base, base.Proxy, sc.URL, upstreamIdleConns)
+		u.http = newUpstreamHTTPClient(&captureRoundTripper{base: lean, headers: sc.Headers, max: g.opts.MaxResultBytes, routes: g.routes,
 			log: u.log, onRead: u.sawTraffic, up: u}, u.log)
 	} else {
 		u.stderr = newStderrLog(sc.Name, g.log)

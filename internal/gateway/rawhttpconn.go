@@ -1,0 +1,339 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// The HTTP/1.1 exchange of an HTTP upstream's POSTs without net/http's
+// connection goroutines (issue 13, branch httpup). net/http's Transport
+// runs a readLoop and a writeLoop goroutine per connection: a POST is
+// handed to the writeLoop, written there, and its answer's head is read
+// by the readLoop and handed back, and the body's end is handed to the
+// readLoop again before the connection is idle. On a 2-core machine
+// each hand-off is a wake-up of another goroutine (docs/performance.md,
+// "hotpath5": 3.3–3.6 switches per round trip on net/http's client).
+//
+// A h1Transport does the exchange on the calling goroutine: it takes an
+// idle connection of its own pool (or dials one), writes the request
+// with (*http.Request).Write and reads the answer with http.ReadResponse
+// on the connection's bufio.Reader. The response body reads from the
+// connection directly; read to its end it gives the connection back to
+// the pool, closed early it closes the connection.
+//
+// Only what it can do exactly goes this way: POSTs with a body of known
+// length, no trailers and no Expect header, to the plain http:// origin
+// of servers.<name>.url when no proxy applies to it, on Linux (the
+// liveness peek below). Everything else (TLS, a proxy, GET event
+// streams, DELETE) goes to the net/http Transport as before. A 1xx
+// answer, a malformed one, or a broken connection fails the request
+// closed.
+//
+// Retries: a request is sent again on a new connection only when no
+// byte of it reached the old one (the upstream cannot have seen it).
+// Once a byte was written, any failure before a complete answer head is
+// the request's error (errH1Sent): the call fails as a transport_error
+// and is never run twice. To keep that case rare, an idle connection is
+// checked before it is used (h1Alive: a non-blocking peek sees the
+// upstream's FIN of a connection it closed while idle, e.g. a keep-alive
+// timeout) and connections idle longer than h1IdleMax are not used.
+
+// h1IdleMax is how long an idle connection of a h1Transport stays
+// usable (net/http's DefaultTransport: IdleConnTimeout 90 s).
+const h1IdleMax = 90 * time.Second
+
+// errH1Sent marks an error of a request that was (at least partly)
+// written: the upstream may have received it.
+var errH1Sent = errors.New("the request was sent; the connection failed before its answer")
+
+// aLongTimeAgo is a deadline that unblocks a connection's reads and
+// writes at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// A h1Transport is the base round tripper of one HTTP upstream
+// (captureRoundTripper.base).
+type h1Transport struct {
+	fallback http.RoundTripper // the net/http Transport, for everything not lean
+	host     string            // URL.Host the pool serves; "" if nothing goes lean
+	addr     string            // host:port to dial
+	dialer   net.Dialer
+	maxIdle  int
+
+	mu     sync.Mutex
+	idle   []*h1Conn // most recently used last
+	closed bool        // CloseIdleConnections ran: nothing more is kept
+
+	dials atomic.Int64 // connections dialled (tests)
+}
+
+// newH1Transport returns the transport of an upstream at endpoint
+// (servers.<name>.url) over fallback, keeping at most maxIdle idle
+// connections. proxy is fallback's Proxy (nil: none).
+func newH1Transport(fallback http.RoundTripper, proxy func(*http.Request) (*url.URL, error), endpoint string, maxIdle int) *h1Transport {
+	t := &h1Transport{fallback: fallback, maxIdle: maxIdle,
+		dialer: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Scheme != "http" || u.Host == "" || !h1Supported {
+		return t
+	}
+	if proxy != nil {
+		if p, err := proxy(&http.Request{Method: http.MethodPost, URL: u, Header: http.Header{}}); err != nil || p != nil {
+			return t
+		}
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+	}
+	t.host, t.addr = u.Host, net.JoinHostPort(u.Hostname(), port)
+	return t
+}
+
+// lean reports whether req goes the lean way.
+func (t *h1Transport) lean(req *http.Request) bool {
+	return t.host != "" && req.Method == http.MethodPost && req.URL.Scheme == "http" && req.URL.Host == t.host &&
+		req.Body != nil && req.Body != http.NoBody && req.ContentLength > 0 && len(req.TransferEncoding) == 0 &&
+		len(req.Trailer) == 0 && req.Header.Get("Expect") == ""
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !t.lean(req) {
+		return t.fallback.RoundTrip(req)
+	}
+	resp, err := t.exchange(req, req.Body)
+	var retry *h1Retry
+	if errors.As(err, &retry) {
+		// Nothing of req reached the reused connection: once more on a
+		// new one, with a fresh body.
+		body, gerr := req.GetBody()
+		if gerr != nil {
+			return nil, fmt.Errorf("%w (and its body cannot be read again: %w)", retry.err, gerr)
+		}
+		resp, err = t.exchange(req, body)
+		if errors.As(err, &retry) {
+			err = retry.err
+		}
+	}
+	return resp, err
+}
+
+// A h1Retry is the error of a request none of which was written to a
+// reused connection, and whose body can be read again.
+type h1Retry struct{ err error }
+
+func (e *h1Retry) Error() string { return e.err.Error() }
+func (e *h1Retry) Unwrap() error { return e.err }
+
+// exchange writes req with body on a connection and reads the answer's
+// head.
+func (t *h1Transport) exchange(req *http.Request, body io.ReadCloser) (*http.Response, error) {
+	ctx := req.Context()
+	if err := ctx.Err(); err != nil {
+		_ = body.Close()
+		return nil, err
+	}
+	lc, reused, err := t.get(ctx)
+	if err != nil {
+		_ = body.Close()
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = lc.c.SetDeadline(aLongTimeAgo) })
+	lc.cw.n = 0
+	out := req
+	if body != req.Body {
+		r := *req
+		r.Body = body
+		out = &r
+	}
+	err = out.Write(lc.bw) // closes body
+	if err == nil {
+		err = lc.bw.Flush()
+	}
+	if err != nil {
+		stop()
+		lc.close()
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, cerr
+		}
+		if lc.cw.n == 0 {
+			if reused && req.GetBody != nil {
+				return nil, &h1Retry{err: err}
+			}
+			return nil, fmt.Errorf("write the request: %w", err)
+		}
+		return nil, fmt.Errorf("%w: write: %w", errH1Sent, err)
+	}
+	resp, err := http.ReadResponse(lc.br, req)
+	if err == nil && resp.StatusCode < 200 {
+		_ = resp.Body.Close()
+		err = fmt.Errorf("an informational answer (HTTP %d) toolgate does not expect", resp.StatusCode)
+	}
+	if err != nil {
+		stop()
+		lc.close()
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, fmt.Errorf("%w: %w", errH1Sent, cerr)
+		}
+		return nil, fmt.Errorf("%w: read the answer: %w", errH1Sent, err)
+	}
+	keep := !req.Close && !resp.Close
+	if resp.Body == http.NoBody {
+		t.release(lc, stop, keep)
+		return resp, nil
+	}
+	resp.Body = &h1Body{rc: resp.Body, lc: lc, t: t, stop: stop, keep: keep}
+	return resp, nil
+}
+
+// get returns an idle connection that is still open, or a new one;
+// reused reports the former.
+func (t *h1Transport) get(ctx context.Context) (lc *h1Conn, reused bool, err error) {
+	now := time.Now()
+	for {
+		t.mu.Lock()
+		n := len(t.idle)
+		if n == 0 {
+			t.mu.Unlock()
+			break
+		}
+		lc = t.idle[n-1]
+		t.idle[n-1] = nil
+		t.idle = t.idle[:n-1]
+		t.mu.Unlock()
+		if now.Sub(lc.since) < h1IdleMax && h1Alive(lc.rc) {
+			return lc, true, nil
+		}
+		lc.close()
+	}
+	c, err := t.dialer.DialContext(ctx, "tcp", t.addr)
+	if err != nil {
+		return nil, false, err
+	}
+	t.dials.Add(1)
+	return newH1Conn(c), false, nil
+}
+
+// release ends an exchange on lc: back to the pool when keep and the
+// request's context did not end (stop), closed otherwise.
+func (t *h1Transport) release(lc *h1Conn, stop func() bool, keep bool) {
+	if !stop() || !keep || lc.br.Buffered() > 0 {
+		// stop false: the deadline may have been set, or will be.
+		lc.close()
+		return
+	}
+	lc.since = time.Now()
+	t.mu.Lock()
+	if t.closed || len(t.idle) >= t.maxIdle {
+		t.mu.Unlock()
+		lc.close()
+		return
+	}
+	t.idle = append(t.idle, lc)
+	t.mu.Unlock()
+}
+
+// CloseIdleConnections closes the idle connections, and those that
+// become idle later; the fallback's too.
+func (t *h1Transport) CloseIdleConnections() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = nil
+	t.closed = true
+	t.mu.Unlock()
+	for _, lc := range idle {
+		lc.close()
+	}
+	if ci, ok := t.fallback.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
+}
+
+// A h1Conn is one connection of a h1Transport.
+type h1Conn struct {
+	c     net.Conn
+	rc    syscall.RawConn // for h1Alive; nil if c has none
+	br    *bufio.Reader
+	bw    *bufio.Writer
+	cw    countWriter
+	since time.Time // when it became idle
+}
+
+func newH1Conn(c net.Conn) *h1Conn {
+	lc := &h1Conn{c: c, br: bufio.NewReaderSize(c, 4<<10)}
+	lc.cw.w = c
+	lc.bw = bufio.NewWriterSize(&lc.cw, 4<<10)
+	if sc, ok := c.(syscall.Conn); ok {
+		lc.rc, _ = sc.SyscallConn()
+	}
+	return lc
+}
+
+func (lc *h1Conn) close() { _ = lc.c.Close() }
+
+// A countWriter counts the bytes its writer accepted.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (w *countWriter) Write(p []byte) (int, error) {
+	n, err := w.w.Write(p)
+	w.n += int64(n)
+	return n, err
+}
+
+// A h1Body is the body of a lean answer. Read to its end it gives its
+// connection back (release); closed before, or failed, it closes it.
+type h1Body struct {
+	rc    io.ReadCloser // http.ReadResponse's body, reading lc.br
+	lc    *h1Conn
+	t     *h1Transport
+	stop  func() bool
+	keep  bool
+	state atomic.Int32 // 0 open, 1 read to its end, 2 closed or failed
+}
+
+var errH1BodyClosed = errors.New("http: read on closed response body")
+
+func (b *h1Body) Read(p []byte) (int, error) {
+	switch b.state.Load() {
+	case 1:
+		return 0, io.EOF
+	case 2:
+		return 0, errH1BodyClosed
+	}
+	n, err := b.rc.Read(p)
+	switch {
+	case errors.Is(err, io.EOF):
+		if b.state.CompareAndSwap(0, 1) {
+			b.t.release(b.lc, b.stop, b.keep)
+		}
+	case err != nil:
+		if b.state.CompareAndSwap(0, 2) {
+			b.stop()
+			b.lc.close()
+		}
+	}
+	return n, err
+}
+
+// Close closes the connection unless the body was read to its end. It
+// may be called while a Read is under way (which then fails).
+func (b *h1Body) Close() error {
+	if b.state.CompareAndSwap(0, 2) {
+		b.stop()
+		b.lc.close()
+	}
+	return nil
+}
