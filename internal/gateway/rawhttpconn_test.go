@@ -1,0 +1,390 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// h1ConnTracker follows the connections of an httptest server.
+type h1ConnTracker struct {
+	mu    sync.Mutex
+	state map[net.Conn]http.ConnState
+}
+
+func (ct *h1ConnTracker) hook(c net.Conn, s http.ConnState) {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	if ct.state == nil {
+		ct.state = map[net.Conn]http.ConnState{}
+	}
+	if s == http.StateClosed || s == http.StateHijacked {
+		delete(ct.state, c)
+		return
+	}
+	ct.state[c] = s
+}
+
+// closeIdle closes the server's idle connections, as a keep-alive timeout
+// would, and reports how many it closed.
+func (ct *h1ConnTracker) closeIdle() int {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	n := 0
+	for c, s := range ct.state {
+		if s == http.StateIdle {
+			_ = c.Close()
+			n++
+		}
+	}
+	return n
+}
+
+// newH1Fixture is newRawHTTPFixture with the scripted upstream served by
+// a server whose connections the test can close.
+func newH1Fixture(t *testing.T, jsonAnswers bool) (*rawHTTPFixture, *h1ConnTracker) {
+	t.Helper()
+	up, _ := newScriptedUpstream(t, jsonAnswers)
+	ct := &h1ConnTracker{}
+	ts := httptest.NewUnstartedServer(up)
+	ts.Config.ConnState = ct.hook
+	ts.Start()
+	t.Cleanup(ts.Close)
+	f := &rawHTTPFixture{up: up, trail: &leanTrail{}}
+	f.g = newGateway(t, []ServerConfig{{Name: "up", URL: ts.URL}}, allowAll(), nil)
+	f.g.leanHook = f.trail.hook
+	f.base = serveHTTP(t, f.g, nil)
+	cs := connectHTTP(t, f.base, aliceToken, nil, nil)
+	f.sid, f.ver = cs.ID(), cs.InitializeResult().ProtocolVersion
+	waitInitialized(t, f.g, f.sid)
+	f.trail.take()
+	return f, ct
+}
+
+// h1Of is the h1Transport of g's upstream "up".
+func h1Of(t *testing.T, g *Gateway) *h1Transport {
+	t.Helper()
+	h1, ok := g.ups["up"].http.Transport.(*captureRoundTripper).base.(*h1Transport)
+	if !ok || h1.host == "" {
+		t.Fatalf("upstream up has no lean HTTP/1.1 transport (%T)", g.ups["up"].http.Transport.(*captureRoundTripper).base)
+	}
+	return h1
+}
+
+// idleDead reports whether t has idle connections and none of them is
+// still open as seen from this side.
+func (t *h1Transport) idleDead() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, lc := range t.idle {
+		if h1Alive(lc.rc) {
+			return false
+		}
+	}
+	return len(t.idle) > 0
+}
+
+// TestH1UpstreamClosedIdleConnection: an upstream that closes an idle
+// connection between two calls (a keep-alive timeout) costs the next call
+// nothing: the closed connection is seen before it is used, the call goes
+// on a new one, and the upstream runs it once.
+func TestH1UpstreamClosedIdleConnection(t *testing.T) {
+	for _, mode := range []string{"json", "sse"} {
+		t.Run(mode, func(t *testing.T) {
+			f, ct := newH1Fixture(t, mode == "json")
+			h1 := h1Of(t, f.g)
+			if got := f.call(t, "c-1", "echo", `{"text":"one"}`); !strings.Contains(got, "one") {
+				t.Fatalf("first call: %q", got)
+			}
+			f.up.takeCalls()
+			// The first call's connection is idle once its answer was
+			// read (JSON), or once its stream's end was drained (SSE).
+			waitUntil(t, func() bool {
+				h1.mu.Lock()
+				defer h1.mu.Unlock()
+				return len(h1.idle) > 0
+			})
+			dials := h1.dials.Load()
+			// Until every pooled connection has seen its FIN here (the
+			// server marks a connection idle just after its answer).
+			closed := 0
+			waitUntil(t, func() bool {
+				closed += ct.closeIdle()
+				return h1.idleDead()
+			})
+			if closed == 0 {
+				t.Fatal("the upstream closed no idle connection")
+			}
+			if got := f.call(t, "c-2", "echo", `{"text":"two"}`); !strings.Contains(got, "two") || strings.Contains(got, "unavailable") {
+				t.Fatalf("call after the upstream closed its idle connection: %q", got)
+			}
+			if calls := f.up.takeCalls(); len(calls) != 1 {
+				t.Errorf("the upstream got %d tools/call POSTs, want 1", len(calls))
+			}
+			if h1.dials.Load() == dials {
+				t.Error("the call did not go on a new connection")
+			}
+		})
+	}
+}
+
+// TestH1NeverRunsACallTwice: an upstream that reads a call on a reused
+// connection and then drops the connection without an answer may have
+// run it; the call fails (transport error, "may have run") and is not
+// sent again; the next call works.
+func TestH1NeverRunsACallTwice(t *testing.T) {
+	for _, mode := range []string{"json", "sse"} {
+		t.Run(mode, func(t *testing.T) {
+			f, _ := newH1Fixture(t, mode == "json")
+			h1 := h1Of(t, f.g)
+			var (
+				drops      atomic.Int32
+				mu         sync.Mutex
+				first, hit string // the connections of the first and the dropped call
+			)
+			answer := answerSSE(`{"jsonrpc":"2.0","id":$ID,"result":{"content":[{"type":"text","text":"one"}]}}`)
+			if mode == "json" {
+				answer = answerJSON(`{"jsonrpc":"2.0","id":$ID,"result":{"content":[{"type":"text","text":"one"}]}}`)
+			}
+			f.up.set("vendor", func(w http.ResponseWriter, r *http.Request, id json.RawMessage) {
+				mu.Lock()
+				first = r.RemoteAddr
+				mu.Unlock()
+				answer(w, r, id)
+			})
+			f.up.set("hang", func(w http.ResponseWriter, r *http.Request, _ json.RawMessage) {
+				drops.Add(1)
+				mu.Lock()
+				hit = r.RemoteAddr
+				mu.Unlock()
+				c, _, err := http.NewResponseController(w).Hijack()
+				if err == nil {
+					_ = c.Close()
+				}
+			})
+			if got := f.call(t, "c-1", "vendor", `{}`); !strings.Contains(got, "one") {
+				t.Fatalf("first call: %q", got)
+			}
+			waitUntil(t, func() bool {
+				h1.mu.Lock()
+				defer h1.mu.Unlock()
+				return len(h1.idle) > 0
+			})
+			got := f.call(t, "c-2", "hang", `{}`)
+			if !strings.Contains(got, "the call may have run") {
+				t.Errorf("dropped call answered %q, want a transport error that says it may have run", got)
+			}
+			if n := drops.Load(); n != 1 {
+				t.Errorf("the upstream got the dropped call %d times, want 1", n)
+			}
+			mu.Lock()
+			if first != hit {
+				t.Errorf("the dropped call came on %s, not on the first call's reused connection %s (the test proves nothing)", hit, first)
+			}
+			mu.Unlock()
+			if got := f.call(t, "c-3", "echo", `{"text":"three"}`); !strings.Contains(got, "three") {
+				t.Errorf("call after the drop: %q", got)
+			}
+		})
+	}
+}
+
+// h1Bare is an h1Transport to a bare net/http server that counts the
+// POSTs it got and answers each with its body.
+func h1Bare(t *testing.T, h http.HandlerFunc) (*h1Transport, string, *atomic.Int32) {
+	t.Helper()
+	var posts atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		if h != nil {
+			h(w, r)
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		_, _ = w.Write(b)
+	}))
+	t.Cleanup(ts.Close)
+	fb := &h1RecordingRT{}
+	h1 := newH1Transport(fb, nil, ts.URL, 4)
+	t.Cleanup(h1.CloseIdleConnections)
+	if h1.host == "" {
+		t.Fatal("not lean")
+	}
+	return h1, ts.URL, &posts
+}
+
+// h1RecordingRT is a fallback that counts what reached it.
+type h1RecordingRT struct{ n atomic.Int32 }
+
+func (r *h1RecordingRT) RoundTrip(*http.Request) (*http.Response, error) {
+	r.n.Add(1)
+	return nil, errors.New("fallback")
+}
+
+func h1Post(t *testing.T, ctx context.Context, rt http.RoundTripper, u, body string) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt.RoundTrip(req)
+}
+
+func h1ReadAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	return string(b)
+}
+
+// TestH1ReusesOneConnection: answers read to their end give their
+// connection back: sequential POSTs go on one connection; a body closed
+// before its end closes its connection, which is not used again.
+func TestH1ReusesOneConnection(t *testing.T) {
+	h1, u, posts := h1Bare(t, nil)
+	for i := range 5 {
+		resp, err := h1Post(t, t.Context(), h1, u, "body-"+string(rune('a'+i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := h1ReadAll(t, resp); got != "body-"+string(rune('a'+i)) {
+			t.Fatalf("answer %q", got)
+		}
+	}
+	if d := h1.dials.Load(); d != 1 {
+		t.Errorf("%d connections for 5 sequential POSTs, want 1", d)
+	}
+	resp, err := h1Post(t, t.Context(), h1, u, "early")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close() // before its end
+	if _, err := resp.Body.Read(make([]byte, 1)); err == nil {
+		t.Error("read after Close succeeded")
+	}
+	resp, err = h1Post(t, t.Context(), h1, u, "after")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h1ReadAll(t, resp); got != "after" {
+		t.Errorf("answer %q", got)
+	}
+	if d := h1.dials.Load(); d != 2 {
+		t.Errorf("%d connections, want 2 (the early-closed one not reused)", d)
+	}
+	if n := posts.Load(); n != 7 {
+		t.Errorf("server got %d POSTs, want 7", n)
+	}
+}
+
+// TestH1RetriesOnlyWhatWasNotWritten: when a reused connection takes no
+// byte of a request (its write side is shut), the request goes once on a
+// new connection; the server gets it once.
+func TestH1RetriesOnlyWhatWasNotWritten(t *testing.T) {
+	h1, u, posts := h1Bare(t, nil)
+	resp, err := h1Post(t, t.Context(), h1, u, "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1ReadAll(t, resp)
+	h1.mu.Lock()
+	if len(h1.idle) != 1 {
+		h1.mu.Unlock()
+		t.Fatalf("%d idle connections, want 1", len(h1.idle))
+	}
+	// Still open for reading (the peek finds it alive), refuses writes.
+	if err := h1.idle[0].c.(*net.TCPConn).CloseWrite(); err != nil {
+		h1.mu.Unlock()
+		t.Fatal(err)
+	}
+	h1.mu.Unlock()
+	resp, err = h1Post(t, t.Context(), h1, u, "two")
+	if err != nil {
+		t.Fatalf("POST after the write side closed: %v", err)
+	}
+	if got := h1ReadAll(t, resp); got != "two" {
+		t.Errorf("answer %q", got)
+	}
+	if n := posts.Load(); n != 2 {
+		t.Errorf("server got %d POSTs, want 2", n)
+	}
+	if d := h1.dials.Load(); d != 2 {
+		t.Errorf("%d connections, want 2", d)
+	}
+}
+
+// TestH1CancelWhileWaiting: a request whose context ends while it waits
+// for the answer returns at once with the context's error, and its
+// connection is closed, not pooled.
+func TestH1CancelWhileWaiting(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 1)
+	h1, u, _ := h1Bare(t, func(w http.ResponseWriter, _ *http.Request) {
+		arrived <- struct{}{}
+		<-release
+	})
+	defer close(release)
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := h1Post(t, ctx, h1, u, "wait")
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		errc <- err
+	}()
+	<-arrived
+	cancel()
+	err := <-errc
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, errH1Sent) {
+		t.Errorf("error %v, want the context's, marked as sent", err)
+	}
+	h1.mu.Lock()
+	defer h1.mu.Unlock()
+	if len(h1.idle) != 0 {
+		t.Errorf("%d idle connections after a cancelled exchange, want 0", len(h1.idle))
+	}
+}
+
+// TestH1WhatIsNotLean: TLS, a proxy, and requests other than a POST with
+// a body of known length go to the net/http Transport.
+func TestH1WhatIsNotLean(t *testing.T) {
+	proxy := func(*http.Request) (*url.URL, error) { return url.Parse("http://proxy.invalid:3128") }
+	for _, c := range []struct {
+		url   string
+		proxy func(*http.Request) (*url.URL, error)
+	}{
+		{"https://up.example/mcp", nil},
+		{"http://up.example/mcp", proxy},
+	} {
+		if h1 := newH1Transport(&h1RecordingRT{}, c.proxy, c.url, 4); h1.host != "" {
+			t.Errorf("%s (proxy %v): lean", c.url, c.proxy != nil)
+		}
+	}
+	fb := &h1RecordingRT{}
+	h1 := newH1Transport(fb, nil, "http://127.0.0.1:1/mcp", 4)
+	get, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:1/mcp", nil)
+	chunked, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/mcp", io.NopCloser(strings.NewReader("x")))
+	chunked.ContentLength = -1
+	other, _ := http.NewRequest(http.MethodPost, "http://other.invalid/mcp", strings.NewReader("x"))
+	expect, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/mcp", strings.NewReader("x"))
+	expect.Header.Set("Expect", "100-continue")
+	for _, req := range []*http.Request{get, chunked, other, expect} {
+		_, _ = h1.RoundTrip(req)
+	}
+	if n := fb.n.Load(); n != 4 {
+		t.Errorf("%d of 4 requests went to the fallback", n)
+	}
+}
