@@ -68,6 +68,7 @@ type h1Transport struct {
 	addr     string            // host:port to dial
 	dialer   net.Dialer
 	maxIdle  int
+	alive    func(syscall.RawConn) bool // h1Alive; tests replace it
 
 	mu     sync.Mutex
 	idle   []*h1Conn // most recently used last
@@ -80,7 +81,7 @@ type h1Transport struct {
 // (servers.<name>.url) over fallback, keeping at most maxIdle idle
 // connections. proxy is fallback's Proxy (nil: none).
 func newH1Transport(fallback http.RoundTripper, proxy func(*http.Request) (*url.URL, error), endpoint string, maxIdle int) *h1Transport {
-	t := &h1Transport{fallback: fallback, maxIdle: maxIdle,
+	t := &h1Transport{fallback: fallback, maxIdle: maxIdle, alive: h1Alive,
 		dialer: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}}
 	u, err := url.Parse(endpoint)
 	if err != nil || u.Scheme != "http" || u.Host == "" || !h1Supported {
@@ -211,7 +212,7 @@ func (t *h1Transport) get(ctx context.Context) (lc *h1Conn, reused bool, err err
 		t.idle[n-1] = nil
 		t.idle = t.idle[:n-1]
 		t.mu.Unlock()
-		if now.Sub(lc.since) < h1IdleMax && h1Alive(lc.rc) {
+		if now.Sub(lc.since) < h1IdleMax && t.alive(lc.rc) {
 			return lc, true, nil
 		}
 		lc.close()

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 )
 
@@ -290,10 +291,12 @@ func TestH1ReusesOneConnection(t *testing.T) {
 }
 
 // TestH1RetriesOnlyWhatWasNotWritten: when a reused connection takes no
-// byte of a request (its write side is shut), the request goes once on a
-// new connection; the server gets it once.
+// byte of a request (its write side is shut, and the liveness peek is
+// made to miss it), the request goes once on a new connection; the
+// server gets it once.
 func TestH1RetriesOnlyWhatWasNotWritten(t *testing.T) {
 	h1, u, posts := h1Bare(t, nil)
+	h1.alive = func(syscall.RawConn) bool { return true }
 	resp, err := h1Post(t, t.Context(), h1, u, "one")
 	if err != nil {
 		t.Fatal(err)
