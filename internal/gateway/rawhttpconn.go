@@ -72,7 +72,7 @@ type h1Transport struct {
 
 	mu     sync.Mutex
 	idle   []*h1Conn // most recently used last
-	closed bool        // CloseIdleConnections ran: nothing more is kept
+	closed bool      // CloseIdleConnections ran: nothing more is kept
 
 	dials atomic.Int64 // connections dialled (tests)
 }
