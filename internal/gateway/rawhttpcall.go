@@ -126,8 +126,9 @@ func rejected(err error) error {
 // postRawCall POSTs the tools/call body with id and reads its answer.
 // The request has a context of its own, cancelled with ctx until the
 // answer is read: after it, the rest of the body (the end of the event
-// stream) is read in the background (drain), so that the connection goes
-// back to the pool instead of being closed. A body read to its end (a
+// stream) is left to the connection's next request (h1Body.park) or, on
+// a connection of net/http's Transport, read in the background (drain),
+// so that the connection goes back to the pool instead of being closed. A body read to its end (a
 // JSON answer) is closed at once: its connection is back in the pool.
 func (u *upstream) postRawCall(ctx context.Context, c *upConn, id string, body []byte) (json.RawMessage, error) {
 	reqCtx, cancelReq := context.WithCancel(context.WithoutCancel(ctx))
@@ -149,11 +150,16 @@ func (u *upstream) postRawCall(ctx context.Context, c *upConn, id string, body [
 		return nil, rejected(err)
 	}
 	raw, complete, err := u.readRawAnswer(ctx, c, req, resp, id)
-	if stop() && !complete {
-		u.drain(resp.Body, cancelReq)
-	} else {
+	switch hb := h1BodyOf(resp.Body); {
+	case !stop() || complete:
 		_ = resp.Body.Close()
 		cancelReq()
+	case hb != nil:
+		// The connection's next request reads the rest (rawhttpconn.go).
+		hb.park()
+		cancelReq()
+	default:
+		u.drain(resp.Body, cancelReq)
 	}
 	return raw, err
 }

@@ -39,6 +39,14 @@ import (
 // answer, a malformed one, or a broken connection fails the request
 // closed.
 //
+// The rest of an answer: a raw call's event stream is read up to the
+// call's answer; its end (the stream's last chunk) usually arrives a
+// moment later. Instead of a goroutine reading it (upstream.drain), the
+// connection goes back to the pool owing that rest (h1Body.park), and the
+// next request to take it reads it first, bounded by h1OwedWait and
+// drainMax; an upstream that keeps the stream open past that gets the
+// connection closed, and the request goes on another one.
+//
 // Retries: a request is sent again on a new connection only when no
 // byte of it reached the old one (the upstream cannot have seen it).
 // Once a byte was written, any failure before a complete answer head is
@@ -51,6 +59,10 @@ import (
 // h1IdleMax is how long an idle connection of a h1Transport stays
 // usable (net/http's DefaultTransport: IdleConnTimeout 90 s).
 const h1IdleMax = 90 * time.Second
+
+// h1OwedWait bounds how long a request waits for the rest of the
+// previous answer on the connection it takes (h1Conn.owed).
+const h1OwedWait = 2 * time.Millisecond
 
 // errH1Sent marks an error of a request that was (at least partly)
 // written: the upstream may have received it.
@@ -190,7 +202,7 @@ func (t *h1Transport) exchange(req *http.Request, body io.ReadCloser) (*http.Res
 	}
 	keep := !req.Close && !resp.Close
 	if resp.Body == http.NoBody {
-		t.release(lc, stop, keep)
+		t.release(lc, stop, keep, nil)
 		return resp, nil
 	}
 	resp.Body = &h1Body{rc: resp.Body, lc: lc, t: t, stop: stop, keep: keep}
@@ -212,7 +224,7 @@ func (t *h1Transport) get(ctx context.Context) (lc *h1Conn, reused bool, err err
 		t.idle[n-1] = nil
 		t.idle = t.idle[:n-1]
 		t.mu.Unlock()
-		if now.Sub(lc.since) < h1IdleMax && t.alive(lc.rc) {
+		if now.Sub(lc.since) < h1IdleMax && lc.finish() && t.alive(lc.rc) {
 			return lc, true, nil
 		}
 		lc.close()
@@ -226,13 +238,15 @@ func (t *h1Transport) get(ctx context.Context) (lc *h1Conn, reused bool, err err
 }
 
 // release ends an exchange on lc: back to the pool when keep and the
-// request's context did not end (stop), closed otherwise.
-func (t *h1Transport) release(lc *h1Conn, stop func() bool, keep bool) {
-	if !stop() || !keep || lc.br.Buffered() > 0 {
+// request's context did not end (stop), closed otherwise. owed is the
+// rest of the answer, unread (nil: read to its end).
+func (t *h1Transport) release(lc *h1Conn, stop func() bool, keep bool, owed io.Reader) {
+	if !stop() || !keep || (owed == nil && lc.br.Buffered() > 0) {
 		// stop false: the deadline may have been set, or will be.
 		lc.close()
 		return
 	}
+	lc.owed = owed
 	lc.since = time.Now()
 	t.mu.Lock()
 	if t.closed || len(t.idle) >= t.maxIdle {
@@ -268,6 +282,23 @@ type h1Conn struct {
 	bw    *bufio.Writer
 	cw    countWriter
 	since time.Time // when it became idle
+	owed  io.Reader // the unread rest of the last answer (h1Body.park); nil if none
+}
+
+// finish reads the rest of the last answer on lc, if it owes one, within
+// h1OwedWait and drainMax bytes; false: it could not (lc is not used
+// again).
+func (lc *h1Conn) finish() bool {
+	if lc.owed == nil {
+		return true
+	}
+	if lc.c.SetReadDeadline(time.Now().Add(h1OwedWait)) != nil {
+		return false
+	}
+	n, err := io.Copy(io.Discard, io.LimitReader(lc.owed, drainMax+1))
+	lc.owed = nil
+	// io.Copy ends without an error at the answer's end (or at the limit).
+	return err == nil && n <= drainMax && lc.br.Buffered() == 0 && lc.c.SetReadDeadline(time.Time{}) == nil
 }
 
 func newH1Conn(c net.Conn) *h1Conn {
@@ -318,7 +349,7 @@ func (b *h1Body) Read(p []byte) (int, error) {
 	switch {
 	case errors.Is(err, io.EOF):
 		if b.state.CompareAndSwap(0, 1) {
-			b.t.release(b.lc, b.stop, b.keep)
+			b.t.release(b.lc, b.stop, b.keep, nil)
 		}
 	case err != nil:
 		if b.state.CompareAndSwap(0, 2) {
@@ -329,6 +360,16 @@ func (b *h1Body) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// park gives the connection back to the pool with the rest of the body
+// unread, for the next request on it to read first (h1Conn.finish). The
+// caller has stopped reading the body and must not read it again. A
+// body read to its end was given back already.
+func (b *h1Body) park() {
+	if b.state.CompareAndSwap(0, 2) {
+		b.t.release(b.lc, b.stop, b.keep, b.rc)
+	}
+}
+
 // Close closes the connection unless the body was read to its end. It
 // may be called while a Read is under way (which then fails).
 func (b *h1Body) Close() error {
@@ -337,4 +378,21 @@ func (b *h1Body) Close() error {
 		b.lc.close()
 	}
 	return nil
+}
+
+// h1BodyOf returns the h1Body under rc, the body of an HTTP upstream's
+// answer as captureRoundTripper wraps it; nil if it is none.
+func h1BodyOf(rc io.ReadCloser) *h1Body {
+	for {
+		switch b := rc.(type) {
+		case *h1Body:
+			return b
+		case *sseTee:
+			rc = b.ReadCloser
+		case activityBody:
+			rc = b.ReadCloser
+		default:
+			return nil
+		}
+	}
 }
