@@ -391,3 +391,63 @@ func TestH1WhatIsNotLean(t *testing.T) {
 		t.Errorf("%d of 4 requests went to the fallback", n)
 	}
 }
+
+// TestH1StreamAnswerNeedsNoDrain: the end of a raw call's event stream is
+// read by the next request on its connection: no goroutine per call
+// reads it (each call started one before), and sequential calls keep
+// using one connection.
+func TestH1StreamAnswerNeedsNoDrain(t *testing.T) {
+	f, _ := newH1Fixture(t, false)
+	h1 := h1Of(t, f.g)
+	u := f.g.ups["up"]
+	f.call(t, "first", "echo", `{}`)
+	u.drains.Wait()
+	dials, started := h1.dials.Load(), u.drainsStarted.Load()
+	const calls = 20
+	for i := range calls {
+		if got := f.call(t, "c-"+string(rune('a'+i)), "echo", `{"i":1}`); !strings.Contains(got, `{\"i\":1}`) {
+			t.Fatalf("call %d: %q", i, got)
+		}
+	}
+	if n := u.drainsStarted.Load() - started; n != 0 {
+		t.Errorf("%d background drains for %d event-stream answers, want none", n, calls)
+	}
+	if n := h1.dials.Load() - dials; n != 0 {
+		t.Errorf("%d new connections for %d sequential calls, want the pooled one reused", n, calls)
+	}
+	if calls := f.up.takeCalls(); len(calls) != 21 {
+		t.Errorf("the upstream got %d tools/call POSTs, want 21", len(calls))
+	}
+}
+
+// TestH1StreamKeptOpenAfterTheAnswer: an upstream that keeps a call's
+// event stream open after the answer gets that connection closed by the
+// next request that takes it (within h1OwedWait); that request goes on
+// another connection, and each call runs once.
+func TestH1StreamKeptOpenAfterTheAnswer(t *testing.T) {
+	f, _ := newH1Fixture(t, false)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	gone := make(chan struct{}, 1)
+	send := answerSSE(`{"jsonrpc":"2.0","id":$ID,"result":{"content":[{"type":"text","text":"kept open"}]}}`)
+	f.up.set("hang", func(w http.ResponseWriter, r *http.Request, id json.RawMessage) {
+		send(w, r, id)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done(): // the connection was closed
+			gone <- struct{}{}
+		case <-release:
+		}
+	})
+	if got := f.call(t, "h-1", "hang", `{}`); !strings.Contains(got, "kept open") {
+		t.Fatalf("answer %q", got)
+	}
+	if got := f.call(t, "h-2", "echo", `{"after":1}`); !strings.Contains(got, `{\"after\":1}`) {
+		t.Fatalf("call after the open stream: %q", got)
+	}
+	<-gone // toolgate closed the connection of the open stream
+	calls := f.up.takeCalls()
+	if len(calls) != 2 || calls[0].tool != "hang" || calls[1].tool != "echo" {
+		t.Errorf("tools/call POSTs %+v, want hang then echo, once each", calls)
+	}
+}
