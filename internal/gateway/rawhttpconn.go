@@ -42,10 +42,11 @@ import (
 // The rest of an answer: a raw call's event stream is read up to the
 // call's answer; its end (the stream's last chunk) usually arrives a
 // moment later. Instead of a goroutine reading it (upstream.drain), the
-// connection goes back to the pool owing that rest (h1Body.park), and the
-// next request to take it reads it first, bounded by h1OwedWait and
-// drainMax; an upstream that keeps the stream open past that gets the
-// connection closed, and the request goes on another one.
+// connection goes back to the pool owing that rest (h1Body.park); a
+// request takes it once the rest has arrived and reads it first (at most
+// drainMax bytes), and meanwhile takes another connection. An upstream
+// that keeps the stream open for h1OwedWait after the answer gets the
+// connection closed.
 //
 // Retries: a request is sent again on a new connection only when no
 // byte of it reached the old one (the upstream cannot have seen it).
@@ -60,8 +61,9 @@ import (
 // usable (net/http's DefaultTransport: IdleConnTimeout 90 s).
 const h1IdleMax = 90 * time.Second
 
-// h1OwedWait bounds how long a request waits for the rest of the
-// previous answer on the connection it takes (h1Conn.owed).
+// h1OwedWait is how long after its answer a connection may owe the
+// answer's end (h1Conn.owed) before it is closed instead of used, and
+// bounds a request's read of an end that has begun to arrive.
 const h1OwedWait = 2 * time.Millisecond
 
 // errH1Sent marks an error of a request that was (at least partly)
@@ -209,10 +211,22 @@ func (t *h1Transport) exchange(req *http.Request, body io.ReadCloser) (*http.Res
 	return resp, nil
 }
 
+// h1Aside bounds how many idle connections whose previous answer's end
+// has not arrived yet a request passes over before it dials.
+const h1Aside = 4
+
 // get returns an idle connection that is still open, or a new one;
-// reused reports the former.
+// reused reports the former. A connection that owes the end of its last
+// answer (h1Conn.owed) is taken once that end has arrived; until then,
+// for h1OwedWait, it is passed over (the request takes another, or
+// dials), so that no request waits for another's answer. One whose end
+// has not come by then is closed (an upstream that keeps the stream
+// open).
 func (t *h1Transport) get(ctx context.Context) (lc *h1Conn, reused bool, err error) {
 	now := time.Now()
+	var aside [h1Aside]*h1Conn
+	na := 0
+	defer func() { t.putBack(aside[:na]) }()
 	for {
 		t.mu.Lock()
 		n := len(t.idle)
@@ -224,7 +238,31 @@ func (t *h1Transport) get(ctx context.Context) (lc *h1Conn, reused bool, err err
 		t.idle[n-1] = nil
 		t.idle = t.idle[:n-1]
 		t.mu.Unlock()
-		if now.Sub(lc.since) < h1IdleMax && lc.finish() && t.alive(lc.rc) {
+		if now.Sub(lc.since) >= h1IdleMax {
+			lc.close()
+			continue
+		}
+		if lc.owed != nil {
+			switch h1Peek(lc.rc) {
+			case h1Readable:
+				if !lc.finish() {
+					lc.close()
+					continue
+				}
+			case h1Quiet:
+				if now.Sub(lc.since) < h1OwedWait && na < len(aside) {
+					aside[na] = lc
+					na++
+					continue
+				}
+				lc.close()
+				continue
+			default:
+				lc.close()
+				continue
+			}
+		}
+		if t.alive(lc.rc) {
 			return lc, true, nil
 		}
 		lc.close()
@@ -237,6 +275,36 @@ func (t *h1Transport) get(ctx context.Context) (lc *h1Conn, reused bool, err err
 	return newH1Conn(c), false, nil
 }
 
+// putBack returns idle connections get passed over to the pool.
+func (t *h1Transport) putBack(lcs []*h1Conn) {
+	if len(lcs) == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, lc := range lcs {
+		if t.closed || len(t.idle) >= t.maxIdle {
+			lc.close()
+			continue
+		}
+		t.idle = append(t.idle, lc)
+	}
+}
+
+// An h1PeekState is what an idle connection has to read (h1Peek).
+type h1PeekState int
+
+const (
+	h1Gone     h1PeekState = iota // closed by the upstream, or failed
+	h1Quiet                       // open, nothing to read
+	h1Readable                    // bytes to read
+)
+
+// h1Alive reports whether the idle connection of rc is still open and
+// has nothing to read. A FIN, a reset, or bytes no request asked for mean
+// the connection is not used again.
+func h1Alive(rc syscall.RawConn) bool { return h1Peek(rc) == h1Quiet }
+
 // release ends an exchange on lc: back to the pool when keep and the
 // request's context did not end (stop), closed otherwise. owed is the
 // rest of the answer, unread (nil: read to its end).
@@ -247,7 +315,8 @@ func (t *h1Transport) release(lc *h1Conn, stop func() bool, keep bool, owed io.R
 		return
 	}
 	lc.owed = owed
-	lc.since = time.Now()
+	now := time.Now()
+	lc.since = now
 	t.mu.Lock()
 	if t.closed || len(t.idle) >= t.maxIdle {
 		t.mu.Unlock()
@@ -255,7 +324,40 @@ func (t *h1Transport) release(lc *h1Conn, stop func() bool, keep bool, owed io.R
 		return
 	}
 	t.idle = append(t.idle, lc)
+	old := t.takeStale(now)
 	t.mu.Unlock()
+	if old != nil {
+		t.settle(old)
+	}
+}
+
+// takeStale removes and returns the least recently used idle connection
+// if it is past h1IdleMax or has owed its answer's end for h1OwedWait,
+// so that such connections (an upstream keeping a stream open) do not
+// stay at the bottom of the pool while the top serves every request.
+// t.mu is held.
+func (t *h1Transport) takeStale(now time.Time) *h1Conn {
+	if len(t.idle) < 2 {
+		return nil
+	}
+	b := t.idle[0]
+	if age := now.Sub(b.since); age < h1IdleMax && (b.owed == nil || age < h1OwedWait) {
+		return nil
+	}
+	copy(t.idle, t.idle[1:])
+	t.idle[len(t.idle)-1] = nil
+	t.idle = t.idle[:len(t.idle)-1]
+	return b
+}
+
+// settle puts a stale connection (takeStale) back whose end has arrived
+// by now, and closes any other.
+func (t *h1Transport) settle(lc *h1Conn) {
+	if time.Since(lc.since) < h1IdleMax && lc.owed != nil && h1Peek(lc.rc) == h1Readable && lc.finish() && t.alive(lc.rc) {
+		t.putBack([]*h1Conn{lc})
+		return
+	}
+	lc.close()
 }
 
 // CloseIdleConnections closes the idle connections, and those that

@@ -3,23 +3,30 @@ package gateway
 import "syscall"
 
 // h1Supported: the lean HTTP/1.1 exchange (rawhttpconn.go) needs
-// h1Alive's non-blocking peek.
+// h1Peek's non-blocking peek.
 const h1Supported = true
 
-// h1Alive reports whether the idle connection of rc is still open and
-// has nothing to read: a non-blocking MSG_PEEK that finds no data
-// (EAGAIN). A FIN (0 bytes), a reset, or bytes no request asked for mean
-// the connection is not used again.
-func h1Alive(rc syscall.RawConn) bool {
+// h1Peek tells, without blocking or consuming anything, what the idle
+// connection of rc has to read: nothing (h1Quiet: open, EAGAIN), bytes
+// (h1Readable), or its end or an error (h1Gone).
+func h1Peek(rc syscall.RawConn) h1PeekState {
 	if rc == nil {
-		return false
+		return h1Gone
 	}
-	alive := false
+	st := h1Gone
 	var b [1]byte
 	err := rc.Read(func(fd uintptr) bool {
-		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		alive = err == syscall.EAGAIN
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		switch {
+		case err == syscall.EAGAIN:
+			st = h1Quiet
+		case err == nil && n > 0:
+			st = h1Readable
+		}
 		return true
 	})
-	return err == nil && alive
+	if err != nil {
+		return h1Gone
+	}
+	return st
 }

@@ -395,7 +395,7 @@ func TestH1WhatIsNotLean(t *testing.T) {
 // TestH1StreamAnswerNeedsNoDrain: the end of a raw call's event stream is
 // read by the next request on its connection: no goroutine per call
 // reads it (each call started one before), and sequential calls keep
-// using one connection.
+// using the pooled connections.
 func TestH1StreamAnswerNeedsNoDrain(t *testing.T) {
 	f, _ := newH1Fixture(t, false)
 	h1 := h1Of(t, f.g)
@@ -412,8 +412,10 @@ func TestH1StreamAnswerNeedsNoDrain(t *testing.T) {
 	if n := u.drainsStarted.Load() - started; n != 0 {
 		t.Errorf("%d background drains for %d event-stream answers, want none", n, calls)
 	}
-	if n := h1.dials.Load() - dials; n != 0 {
-		t.Errorf("%d new connections for %d sequential calls, want the pooled one reused", n, calls)
+	// At most one more: a call passes over the connection whose end is
+	// still on its way (h1Transport.get).
+	if n := h1.dials.Load() - dials; n > 1 {
+		t.Errorf("%d new connections for %d sequential calls, want the pooled ones reused", n, calls)
 	}
 	if calls := f.up.takeCalls(); len(calls) != 21 {
 		t.Errorf("the upstream got %d tools/call POSTs, want 21", len(calls))
@@ -421,9 +423,11 @@ func TestH1StreamAnswerNeedsNoDrain(t *testing.T) {
 }
 
 // TestH1StreamKeptOpenAfterTheAnswer: an upstream that keeps a call's
-// event stream open after the answer gets that connection closed by the
-// next request that takes it (within h1OwedWait); that request goes on
-// another connection, and each call runs once.
+// event stream open after the answer: the next request passes that
+// connection over and goes on another one; once it has owed the end for
+// h1OwedWait (made so here by ageing it), the next request that finds
+// it, or the next release that finds it least recently used, closes it.
+// Each call runs once.
 func TestH1StreamKeptOpenAfterTheAnswer(t *testing.T) {
 	f, _ := newH1Fixture(t, false)
 	release := make(chan struct{})
@@ -445,9 +449,25 @@ func TestH1StreamKeptOpenAfterTheAnswer(t *testing.T) {
 	if got := f.call(t, "h-2", "echo", `{"after":1}`); !strings.Contains(got, `{\"after\":1}`) {
 		t.Fatalf("call after the open stream: %q", got)
 	}
+	h1 := h1Of(t, f.g)
+	h1.mu.Lock()
+	owing := 0
+	for _, lc := range h1.idle {
+		if lc.owed != nil {
+			lc.since = lc.since.Add(-h1OwedWait)
+			owing++
+		}
+	}
+	h1.mu.Unlock()
+	if owing == 0 {
+		t.Fatal("no pooled connection owes the open stream's end")
+	}
+	if got := f.call(t, "h-3", "echo", `{"after":3}`); !strings.Contains(got, `{\"after\":3}`) {
+		t.Fatalf("third call: %q", got)
+	}
 	<-gone // toolgate closed the connection of the open stream
 	calls := f.up.takeCalls()
-	if len(calls) != 2 || calls[0].tool != "hang" || calls[1].tool != "echo" {
-		t.Errorf("tools/call POSTs %+v, want hang then echo, once each", calls)
+	if len(calls) != 3 || calls[0].tool != "hang" || calls[1].tool != "echo" || calls[2].tool != "echo" {
+		t.Errorf("tools/call POSTs %+v, want hang, echo, echo, once each", calls)
 	}
 }
