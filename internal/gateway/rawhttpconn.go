@@ -62,9 +62,13 @@ import (
 const h1IdleMax = 90 * time.Second
 
 // h1OwedWait is how long after its answer a connection may owe the
-// answer's end (h1Conn.owed) before it is closed instead of used, and
-// bounds a request's read of an end that has begun to arrive.
-const h1OwedWait = 2 * time.Millisecond
+// answer's end (h1Conn.owed) before it is closed instead of used: the
+// drain's bound before (drainWait). Meanwhile requests pass it over.
+const h1OwedWait = drainWait
+
+// h1FinishWait bounds a request's read of an end that has begun to
+// arrive (h1Conn.finish).
+const h1FinishWait = 5 * time.Millisecond
 
 // errH1Sent marks an error of a request that was (at least partly)
 // written: the upstream may have received it.
@@ -219,9 +223,9 @@ const h1Aside = 4
 // reused reports the former. A connection that owes the end of its last
 // answer (h1Conn.owed) is taken once that end has arrived; until then,
 // for h1OwedWait, it is passed over (the request takes another, or
-// dials), so that no request waits for another's answer. One whose end
-// has not come by then is closed (an upstream that keeps the stream
-// open).
+// dials once it has passed over h1Aside), so that no request waits for
+// another's answer. One whose end has not come by then is closed (an
+// upstream that keeps the stream open).
 func (t *h1Transport) get(ctx context.Context) (lc *h1Conn, reused bool, err error) {
 	now := time.Now()
 	var aside [h1Aside]*h1Conn
@@ -250,13 +254,17 @@ func (t *h1Transport) get(ctx context.Context) (lc *h1Conn, reused bool, err err
 					continue
 				}
 			case h1Quiet:
-				if now.Sub(lc.since) < h1OwedWait && na < len(aside) {
+				if now.Sub(lc.since) >= h1OwedWait {
+					lc.close()
+					continue
+				}
+				if na < len(aside) {
 					aside[na] = lc
 					na++
 					continue
 				}
-				lc.close()
-				continue
+				t.putBack([]*h1Conn{lc})
+				return t.dial(ctx)
 			default:
 				lc.close()
 				continue
@@ -267,6 +275,11 @@ func (t *h1Transport) get(ctx context.Context) (lc *h1Conn, reused bool, err err
 		}
 		lc.close()
 	}
+	return t.dial(ctx)
+}
+
+// dial opens a new connection to the upstream.
+func (t *h1Transport) dial(ctx context.Context) (*h1Conn, bool, error) {
 	c, err := t.dialer.DialContext(ctx, "tcp", t.addr)
 	if err != nil {
 		return nil, false, err
@@ -388,13 +401,13 @@ type h1Conn struct {
 }
 
 // finish reads the rest of the last answer on lc, if it owes one, within
-// h1OwedWait and drainMax bytes; false: it could not (lc is not used
+// h1FinishWait and drainMax bytes; false: it could not (lc is not used
 // again).
 func (lc *h1Conn) finish() bool {
 	if lc.owed == nil {
 		return true
 	}
-	if lc.c.SetReadDeadline(time.Now().Add(h1OwedWait)) != nil {
+	if lc.c.SetReadDeadline(time.Now().Add(h1FinishWait)) != nil {
 		return false
 	}
 	n, err := io.Copy(io.Discard, io.LimitReader(lc.owed, drainMax+1))
