@@ -120,10 +120,10 @@ func TestPercentFor(t *testing.T) {
 		16 << 20:  400,
 		32 << 20:  200,
 		64 << 20:  100,
-		72 << 20:  79,  // 100 × (64/72)²: the headroom shrinks past 64 MiB
+		72 << 20:  79, // 100 × (64/72)²: the headroom shrinks past 64 MiB
 		80 << 20:  64,
-		90 << 20:  50,  // 50.6
-		91 << 20:  50,  // 49.5: never below half of Go's default
+		90 << 20:  50, // 50.6
+		91 << 20:  50, // 49.5: never below half of Go's default
 		512 << 20: 50,
 	} {
 		if got := PercentFor(live); got != want {
