@@ -139,7 +139,7 @@ func TestPercentFor(t *testing.T) {
 // on (heldpeak2: 10,000 held calls on Postgres).
 func TestPercentForLargeHeaps(t *testing.T) {
 	const mb = 1 << 20
-	goal := func(live uint64) uint64 { return live + live*uint64(PercentFor(live))/100 }
+	goal := func(live uint64) uint64 { return live + live*uint64(PercentFor(live))/100 } //nolint:gosec // PercentFor is within 50..400
 	prev := goal(Headroom)
 	if prev != 2*Headroom {
 		t.Errorf("goal at %d MiB live: %d MiB, want %d", Headroom/mb, prev/mb, 2*Headroom/mb)
