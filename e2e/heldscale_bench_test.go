@@ -184,9 +184,12 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 
 	rss := rssMB(b, pid)
 	heldMem := readMemSplit(b, g.Admin) // no collection: the burst's heap as it is
-	goroutines, stack, live := heldRuntime(b, g.Admin)
+	goroutines, stack, live, heldGoroutines := heldRuntime(b, g.Admin)
 	rssGC := rssMB(b, pid) // after the collections heldRuntime asked for
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
+		// the goroutines alive at "held", before the collections (the
+		// goroutine profile saveProfiles writes is after them)
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d-held-goroutine.txt", driver, n)), []byte(heldGoroutines), 0o600)
 		saveProfiles(b, g.Admin, filepath.Join(dir, fmt.Sprintf("%s-%d", driver, n)))
 		if smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid)); err == nil { // the RSS by mapping: binary, heap arenas, others
 			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d-smaps.txt", driver, n)), smaps, 0o600)
@@ -360,7 +363,9 @@ func (m memSplit) report(b *testing.B, what string) {
 // its goroutine stack bytes (StackInuse) and live heap (HeapAlloc: the
 // objects the second collection kept) from its admin listener's
 // /debug/pprof/ (the approver is an admin in this benchmark).
-func heldRuntime(tb testing.TB, admin string) (goroutines int, stack, live int64) {
+// It also returns the goroutine profile (debug=1) it read before the
+// collections.
+func heldRuntime(tb testing.TB, admin string) (goroutines int, stack, live int64, profile string) {
 	tb.Helper()
 	get := func(path string) string {
 		req, err := http.NewRequestWithContext(tb.Context(), http.MethodGet, admin+path, nil)
@@ -379,7 +384,8 @@ func heldRuntime(tb testing.TB, admin string) (goroutines int, stack, live int64
 		}
 		return string(body)
 	}
-	if _, err := fmt.Sscanf(get("/debug/pprof/goroutine?debug=1"), "goroutine profile: total %d", &goroutines); err != nil {
+	profile = get("/debug/pprof/goroutine?debug=1")
+	if _, err := fmt.Sscanf(profile, "goroutine profile: total %d", &goroutines); err != nil {
 		tb.Fatalf("goroutine profile: %v", err)
 	}
 	get("/debug/pprof/heap?debug=1&gc=1") // a collection halves a stack at most once
@@ -398,7 +404,7 @@ func heldRuntime(tb testing.TB, admin string) (goroutines int, stack, live int64
 	if _, err := fmt.Sscanf(heap[i+1:], "# HeapAlloc = %d", &live); err != nil {
 		tb.Fatalf("heap profile's HeapAlloc line: %v", err)
 	}
-	return goroutines, stack, live
+	return goroutines, stack, live, profile
 }
 
 // saveProfiles writes the gateway's heap and goroutine profiles to

@@ -602,10 +602,16 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 	}
 	if r.Mode != policy.ModeRetry {
 		r.Renew(g.instance, now.Add(g.opts.Lease))
-		g.leases.add(id, leaseHold) // before the row exists, so no identical call can think it abandoned
+		// Before the row exists, so no identical call can think it
+		// abandoned; not renewed until the creation returned (leaseCreating).
+		g.leases.add(id, leaseHold|leaseCreating)
 	}
 	pre := g.subscribeCreated(id, r.Mode != policy.ModeRetry && !c.Defer) // before the request exists
-	if err := g.store.CreateRequest(ctx, r, g.pendingCaps(c.Principal, chain)...); err != nil {
+	err = g.store.CreateRequest(ctx, r, g.pendingCaps(c.Principal, chain)...)
+	if r.Mode != policy.ModeRetry {
+		g.leases.drop(id, leaseCreating, false)
+	}
+	if err != nil {
 		pre.drop()
 		g.dropHold(r)
 		return g.createRefusal(ctx, c, err)

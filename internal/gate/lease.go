@@ -3,7 +3,6 @@ package gate
 import (
 	"context"
 	"errors"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -29,6 +28,18 @@ const (
 	// leaseDispatch: this process consumed the request and has not
 	// recorded its dispatch outcome yet.
 	leaseDispatch
+	// leaseCreating: set with leaseHold while this process creates the
+	// request (the row may not exist yet, or not be visible to a renewal
+	// yet). A renewal leaves such an id out (ids): the creation writes the
+	// row with a lease of its own (approval.Request.Renew), the next
+	// renewal takes it, and nothing but its creator can have changed a
+	// request being created. Named in the batch, the id was missing from
+	// the store's answer and its held call was woken to read a request it
+	// had just written: on Postgres, in a burst of admissions, every
+	// renewal (each Lease/3) woke the hundreds to thousands of calls whose
+	// creation was queued for a pool connection, and each woken wait kept
+	// the whole request it read (docs/performance.md, "heldpeak2").
+	leaseCreating
 )
 
 // leases is the set of requests whose leases this process renews.
@@ -75,11 +86,19 @@ func (l *leases) has(id approval.ID, k leaseKind) bool {
 	return l.held[id]&k != 0
 }
 
-// ids returns every id held, sorted.
+// ids returns every id held, sorted, except those still being created
+// (leaseCreating).
 func (l *leases) ids() []approval.ID {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return slices.Sorted(maps.Keys(l.held))
+	ids := make([]approval.ID, 0, len(l.held))
+	for id, k := range l.held {
+		if k&leaseCreating == 0 {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // renewLeases renews every lease this process holds, every Lease/3, until

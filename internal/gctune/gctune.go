@@ -6,11 +6,12 @@
 // Go's default (GOGC=100, no memory limit) collects every time the heap has
 // grown by its live size, which for a proxy with a few MB of live data means
 // a collection every few dozen calls. toolgate instead lets the heap grow
-// by about [Headroom] past the live heap, between GOGC=100 and GOGC=400
-// (400 while the live heap is under 16 MiB, 100 from 64 MiB on; [Tune]
-// follows the live heap), so the collector runs a quarter as often while
-// the proxy is idle-ish and the heap does not grow to five times a large
-// live heap (ten thousand held calls). A fixed GOGC=400 with a fixed soft
+// by about [Headroom] past the live heap, between GOGC=50 and GOGC=400
+// (400 while the live heap is under 16 MiB; past 64 MiB the headroom
+// shrinks as the live heap grows, to half the live heap from about 90 MiB
+// on: [PercentFor]; [Tune] follows the live heap), so the collector runs a
+// quarter as often while the proxy is idle-ish and the heap does not grow
+// to five times, or twice, a large live heap (ten thousand held calls). A fixed GOGC=400 with a fixed soft
 // memory limit of 512 MiB, the previous default, made the collector run
 // without pause once held calls needed more than the limit (measured in
 // docs/performance.md). Inside a cgroup with a memory.max, toolgate sets a
@@ -50,10 +51,14 @@ const (
 	// DefaultGCPercent is GOGC while the live heap is small, and the most
 	// Tune sets.
 	DefaultGCPercent = 400
-	// MinGCPercent is the least Tune sets: Go's own default.
-	MinGCPercent = 100
+	// MinGCPercent is the least Tune sets: half of Go's own default, for
+	// a live heap past about 90 MiB (PercentFor). At Go's 100 the heap of
+	// 10,000 held calls on Postgres grew to twice its live size, 150–200
+	// MB, right after the burst (docs/performance.md, "heldpeak2").
+	MinGCPercent = 50
 	// Headroom is how far (bytes) Tune lets the heap grow past the live heap
-	// before a collection, within MinGCPercent and DefaultGCPercent.
+	// before a collection while the live heap is at most Headroom; past it
+	// the headroom is Headroom × Headroom / live (PercentFor).
 	Headroom = 64 << 20
 	// TuneEvery is how often serve's Tune looks at the live heap.
 	TuneEvery = time.Second
@@ -126,13 +131,24 @@ func Apply(getenv func(string) string) Settings {
 }
 
 // PercentFor is the GOGC that lets a heap with live bytes of live data grow
-// by about Headroom before the next collection, within MinGCPercent and
-// DefaultGCPercent.
+// by Headroom before the next collection while live is at most Headroom,
+// and by Headroom × Headroom / live past it, within MinGCPercent and
+// DefaultGCPercent: 400 up to 16 MiB live, 100 at 64 MiB, 50 from about
+// 90.5 MiB on. Past Headroom the goal (live + headroom) still grows with
+// the live heap, but slowly (128 MiB at 64 MiB live, 136 MiB at 90 MiB),
+// and then at 1.5× live instead of Go's 2×: the heap of thousands of held
+// calls is long-lived, and what it keeps free or unswept above the live
+// heap is resident memory (docs/performance.md, "heldpeak2").
 func PercentFor(live uint64) int {
 	if live == 0 {
 		return DefaultGCPercent
 	}
-	return int(min(max(100*uint64(Headroom)/live, MinGCPercent), DefaultGCPercent))
+	p := 100 * uint64(Headroom) / live
+	if live > Headroom {
+		// 100 × Headroom² / live²; 100 × 2⁵² fits a uint64.
+		p = 100 * uint64(Headroom) * uint64(Headroom) / live / live
+	}
+	return int(min(max(p, MinGCPercent), DefaultGCPercent))
 }
 
 // Release policy: when to hand the heap's free pages back to the OS.

@@ -120,11 +120,42 @@ func TestPercentFor(t *testing.T) {
 		16 << 20:  400,
 		32 << 20:  200,
 		64 << 20:  100,
-		512 << 20: 100, // never below Go's default
+		72 << 20:  79, // 100 × (64/72)²: the headroom shrinks past 64 MiB
+		80 << 20:  64,
+		90 << 20:  50, // 50.6
+		91 << 20:  50, // 49.5: never below half of Go's default
+		512 << 20: 50,
 	} {
 		if got := PercentFor(live); got != want {
 			t.Errorf("PercentFor(%d MiB) = %d, want %d", live>>20, got, want)
 		}
+	}
+}
+
+// TestPercentForLargeHeaps: past Headroom of live heap the goal (live ×
+// (1 + GOGC/100)) keeps growing with the live heap (within the percent's
+// rounding down, under 1 MiB), is never above what Go's GOGC=100 would
+// allow (twice the live heap), and is 1.5× the live heap from about 90 MiB
+// on (heldpeak2: 10,000 held calls on Postgres).
+func TestPercentForLargeHeaps(t *testing.T) {
+	const mb = 1 << 20
+	goal := func(live uint64) uint64 { return live + live*uint64(PercentFor(live))/100 } //nolint:gosec // PercentFor is within 50..400
+	prev := goal(Headroom)
+	if prev != 2*Headroom {
+		t.Errorf("goal at %d MiB live: %d MiB, want %d", Headroom/mb, prev/mb, 2*Headroom/mb)
+	}
+	for live := uint64(Headroom) + mb/4; live <= 1<<30; live += mb / 4 {
+		g := goal(live)
+		if g+mb < prev {
+			t.Errorf("goal at %.2f MiB live is %.2f MiB, down from %.2f MiB", float64(live)/mb, float64(g)/mb, float64(prev)/mb)
+		}
+		if g > 2*live {
+			t.Errorf("goal at %.2f MiB live is %.2f MiB, above twice the live heap", float64(live)/mb, float64(g)/mb)
+		}
+		if live >= 91*mb && g != live+live/2 {
+			t.Errorf("goal at %.2f MiB live is %.2f MiB, want 1.5× live", float64(live)/mb, float64(g)/mb)
+		}
+		prev = g
 	}
 }
 
@@ -193,14 +224,14 @@ func TestTune(t *testing.T) {
 					4 << 20,   // 400 already
 					32 << 20,  // 200
 					32 << 20,  // unchanged
-					256 << 20, // 100
+					256 << 20, // 50
 					2 << 20,   // 400 again
 				} {
 					live.Store(l)
 					tick()
 				}
 			})
-		if want := []int{200, 100, 400}; !slices.Equal(rt.percents, want) {
+		if want := []int{200, 50, 400}; !slices.Equal(rt.percents, want) {
 			t.Errorf("GOGC set to %v, want %v", rt.percents, want)
 		}
 		if len(rt.releases) != 0 {
@@ -417,7 +448,7 @@ func TestTuneSetsTheLimit(t *testing.T) {
 	}
 	t.Run("no limit of the environment's or a cgroup's", func(t *testing.T) {
 		rt := run(t, Settings{GCPercent: 400, GCPercentSource: "default", MemoryLimitSource: "none"})
-		want := []int64{math.MaxInt64, limit(8*mb, 400, 0), limit(200*mb, 100, 0), limit(20*mb, 320, 0)}
+		want := []int64{math.MaxInt64, limit(8*mb, 400, 0), limit(200*mb, 50, 0), limit(20*mb, 320, 0)}
 		if !slices.Equal(rt.limits, want) {
 			t.Errorf("limits %v, want %v", rt.limits, want)
 		}
@@ -519,8 +550,8 @@ func TestTuneSetsTheQuietLimit(t *testing.T) {
 				perLook.Store(8 * mb) // busy again
 				tick()
 			})
-		normal, quiet := LimitFor(st, 100, 0), QuietLimitFor(st, 0)
-		if quiet >= normal-100*mb {
+		normal, quiet := LimitFor(st, 50, 0), QuietLimitFor(st, 0) // GOGC 50 at 100 MiB live
+		if quiet >= normal-50*mb {
 			t.Fatalf("quiet limit %d MiB, normal %d MiB: want the quiet one about GOGC's headroom lower", quiet/mb, normal/mb)
 		}
 		if want := []int64{normal, quiet, normal}; !slices.Equal(rt.limits, want) {
