@@ -1,0 +1,84 @@
+package gate
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/store"
+	"toolgate/internal/store/sqlstore"
+)
+
+// panicOutcome is the real store, except that while armed every write
+// of a dispatch outcome panics before it writes, as a bug in the store or
+// the ledger's record would (attack13).
+type panicOutcome struct {
+	store.Store
+	armed atomic.Bool
+}
+
+func (s *panicOutcome) check() {
+	if s.armed.Load() {
+		panic("attack13: in the outcome's write")
+	}
+}
+
+func (s *panicOutcome) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outcome, rec *store.Result, actor string) (approval.Request, error) {
+	s.check()
+	return s.Store.RecordOutcome(ctx, id, o, rec, actor)
+}
+
+func (s *panicOutcome) RecordDispatch(ctx context.Context, r store.Result, actor string, fn func(*approval.Request) error) (approval.Request, error) {
+	s.check()
+	return s.Store.RecordDispatch(ctx, r, actor, fn)
+}
+
+// TestOutcomePanicReleasesTheDispatchLease (attack13): a panic while an
+// approved call's outcome is recorded (Admission.FinishOnce, on the
+// gateway's answer paths that recover it: answerfail.go) left this
+// process renewing the request's dispatch lease for as long as it ran,
+// so the request stayed consumed without an outcome and the sweeper never
+// called it "unknown": the call was left "dispatching" forever. Now the
+// lease is let go, the panic goes on to the caller's recovery, and once
+// the lease lapses the sweep records the outcome unknown.
+func TestOutcomePanicReleasesTheDispatchLease(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		pol := &swappable{}
+		pol.p.Store(testPolicy(time.Hour))
+		ps := &panicOutcome{Store: db}
+		g := New(ps, pol, &Options{})
+		id, ch := holdOnEvents(t, t.Context(), g, writeCall("/panic-in-outcome"), nil)
+		if _, err := g.Review(t.Context(), id, alice, approval.VerdictApprove, "ok", ""); err != nil {
+			t.Fatal(err)
+		}
+		a := recvHeld(t, ch)
+		if !a.Allowed {
+			t.Fatalf("approved call refused: %+v", a)
+		}
+		if !g.leases.has(id, leaseDispatch) {
+			t.Fatal("no dispatch lease before the outcome")
+		}
+		ps.armed.Store(true)
+		var recovered any
+		func() {
+			defer func() { recovered = recover() }()
+			a.FinishOnce(t.Context(), approval.OutcomeOK, Recorded{})
+		}()
+		if recovered == nil {
+			t.Fatal("the outcome's write did not panic")
+		}
+		if g.leases.has(id, leaseDispatch) {
+			t.Fatal("after a panic in the outcome's write this process still renews the dispatch lease: the request stays consumed without an outcome for as long as it runs")
+		}
+		// A second FinishOnce (the caller's recovery) writes nothing.
+		a.FinishOnce(t.Context(), approval.OutcomeUnknown, Recorded{})
+		ps.armed.Store(false)
+		r, err := db.GetRequest(t.Context(), id)
+		if err != nil || r.State != approval.StateConsumed || r.DispatchOutcome != approval.OutcomeNone {
+			t.Fatalf("request %s outcome %q (%v), want consumed without an outcome (for the sweep)", r.State, r.DispatchOutcome, err)
+		}
+	})
+}
