@@ -1,0 +1,101 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/gate"
+	"toolgate/internal/policy"
+	"toolgate/internal/store"
+	"toolgate/internal/store/sqlstore/sqlitetest"
+)
+
+// panicOutcomeStore is a real SQLite store whose writes of a dispatch
+// outcome panic while armed, before they write, as a bug in the store or
+// in the ledger's record would (attack13).
+type panicOutcomeStore struct {
+	store.Store
+	armed atomic.Bool
+	hits  atomic.Int32
+}
+
+func (s *panicOutcomeStore) check() {
+	if s.armed.Load() {
+		s.hits.Add(1)
+		panic("attack13: in the outcome's write")
+	}
+}
+
+func (s *panicOutcomeStore) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outcome, rec *store.Result, actor string) (approval.Request, error) {
+	s.check()
+	return s.Store.RecordOutcome(ctx, id, o, rec, actor)
+}
+
+func (s *panicOutcomeStore) RecordDispatch(ctx context.Context, r store.Result, actor string, fn func(*approval.Request) error) (approval.Request, error) {
+	s.check()
+	return s.Store.RecordDispatch(ctx, r, actor, fn)
+}
+
+// TestLeanHeldCallOutcomePanicAnswersAnError (attack13): a panic while
+// recording the outcome of an approved call held by the lean front for a
+// go-sdk client's 2025-11-25 session. answerLean recorded with FinishWith,
+// which leaves the Admission's finish in place, so its recovery
+// (answerPanicked, FinishOnce) ran the same write a second time, which
+// panicked again inside the deferred recovery: the panic escaped to
+// net/http, which dropped the connection (the client saw a transport
+// error, not an answer). Now the first write is the only one: the client
+// gets a JSON-RPC internal error saying the call may have run, the call
+// ran once, and the session goes on.
+func TestLeanHeldCallOutcomePanicAnswersAnError(t *testing.T) {
+	db := &panicOutcomeStore{Store: sqlitetest.Open(t)}
+	pol := &countingPolicy{Holder: policy.NewHolder(&policy.Policy{
+		Default:  policy.Allow,
+		Approval: policy.Approval{Timeout: time.Minute, Mode: policy.ModeHold, Approvals: 1, ValidFor: time.Minute},
+		Rules:    []policy.Rule{{Name: "big needs a human", Server: "up", Tools: []string{"big"}, Effect: policy.Approve}},
+	})}
+	gt := gate.New(db, pol, &gate.Options{})
+	h := newHooks()
+	f := &leanFixture{gt: gt, db: db, pol: pol, trail: &leanTrail{}, h: h}
+	f.g = newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}}, gt, nil)
+	f.g.leanHook = f.trail.hook
+	base := serveHTTP(t, f.g, &HTTPOptions{DropGrace: time.Hour})
+	cs := connectHTTP(t, base, aliceToken, nil, nil)
+	waitInitialized(t, f.g, cs.ID())
+	call := func(n int) chan callResult {
+		c := make(chan callResult, 1)
+		go func() {
+			res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__big", Arguments: json.RawMessage(`{"n":` + string(rune('0'+n)) + `}`)})
+			c <- callResult{res, err}
+		}()
+		return c
+	}
+	db.armed.Store(true)
+	done := call(1)
+	f.approveNext(t)
+	r := <-done
+	db.armed.Store(false)
+	var we *jsonrpc.Error
+	if !errors.As(r.err, &we) || we.Code != jsonrpc.CodeInternalError || !strings.Contains(we.Message, "may or may not have run") {
+		t.Fatalf("answer after a panic in the outcome's write: %+v %v, want a JSON-RPC internal error", r.res, r.err)
+	}
+	if n := db.hits.Load(); n != 1 {
+		t.Fatalf("the outcome's write ran %d times, want once", n)
+	}
+	if n := f.h.count("big"); n != 1 {
+		t.Fatalf("big ran %d times, want 1", n)
+	}
+	done = call(2)
+	f.approveNext(t)
+	if r := <-done; r.err != nil || r.res.IsError || textOf(t, r.res) != bigText(2) {
+		t.Fatalf("the next call: %+v %v", r.res, r.err)
+	}
+}
