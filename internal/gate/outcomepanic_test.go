@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -79,6 +80,75 @@ func TestOutcomePanicReleasesTheDispatchLease(t *testing.T) {
 		r, err := db.GetRequest(t.Context(), id)
 		if err != nil || r.State != approval.StateConsumed || r.DispatchOutcome != approval.OutcomeNone {
 			t.Fatalf("request %s outcome %q (%v), want consumed without an outcome (for the sweep)", r.State, r.DispatchOutcome, err)
+		}
+	})
+}
+
+// panicBeforeUpdate is the real store, except that, once armed, its next
+// UpdateRequest panics before it writes (a bug in the consume's
+// transaction, before it commits).
+type panicBeforeUpdate struct {
+	store.Store
+	armed atomic.Bool
+}
+
+func (s *panicBeforeUpdate) UpdateRequest(ctx context.Context, id approval.ID, actor string, fn func(*approval.Request) error) (approval.Request, error) {
+	if s.armed.CompareAndSwap(true, false) {
+		panic("attack13: before the consume")
+	}
+	return s.Store.UpdateRequest(ctx, id, actor, fn)
+}
+
+// TestEventWaitSettlePanicBeforeConsume (attack13): a panic while a held
+// call waited for on events is settled, before anything was consumed
+// (here in the consume's write), answers the call refused, as
+// TestEventWaitSettlePanicAfterConsume's does. It also left this process
+// holding the request's lease for the call it had just refused (afterHold,
+// which lets it go, was never reached): the approved request stayed held
+// by a call that no longer waited, renewed for as long as the process
+// ran. Now the hold is let go as a caller gone would let it go, and an
+// identical re-send takes the approval over and runs once.
+func TestEventWaitSettlePanicBeforeConsume(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		pol := &swappable{}
+		pol.p.Store(testPolicy(time.Hour))
+		ps := &panicBeforeUpdate{Store: db}
+		g := New(ps, pol, &Options{})
+		other := New(db, pol, &Options{})
+		id, ch := holdOnEvents(t, t.Context(), g, writeCall("/panic-before-consume"), nil)
+		if _, err := other.Review(t.Context(), id, alice, approval.VerdictApprove, "ok", ""); err != nil {
+			t.Fatal(err)
+		}
+		ps.armed.Store(true)
+		g.Wake(id) // as the store's watch would
+		a := recvHeld(t, ch)
+		if a.Allowed || !strings.Contains(a.Message, "internal error") {
+			t.Fatalf("answer %+v, want a refusal naming an internal error", a)
+		}
+		if ps.armed.Load() {
+			t.Fatal("the consume never panicked")
+		}
+		waitNoSteps(t)
+		if g.leases.has(id, leaseHold) {
+			t.Fatal("this process still holds the lease of a request whose call it refused")
+		}
+		r, err := db.GetRequest(t.Context(), id)
+		if err != nil || r.State != approval.StateApproved || !r.LeaseLapsed(time.Now()) {
+			t.Fatalf("request %s, lease until %v (%v), want approved with its lease released", r.State, r.LeaseUntil, err)
+		}
+		// The identical re-send takes the approval over and runs once.
+		id2, ch2 := holdOnEvents(t, t.Context(), g, writeCall("/panic-before-consume"), nil)
+		if id2 != id {
+			t.Fatalf("re-send held on %s, want %s", id2, id)
+		}
+		a = recvHeld(t, ch2)
+		if !a.Allowed {
+			t.Fatalf("re-send after the approval: %+v", a)
+		}
+		a.Finish(t.Context(), approval.OutcomeOK)
+		if r, err := db.GetRequest(t.Context(), id); err != nil || r.DispatchOutcome != approval.OutcomeOK {
+			t.Fatalf("request %s outcome %q (%v), want ok", r.State, r.DispatchOutcome, err)
 		}
 	})
 }
