@@ -234,9 +234,20 @@ type admitterTo interface {
 // refusal, or the dispatch of an admitted call through next (whose outcome
 // it records).
 //
+// A panic while answering (the dispatch, its record) fails closed as on
+// the lean paths (answerfail.go): the go-sdk runs this on a goroutine of
+// its own with nothing above it to recover, so a panic ended the process,
+// every held call with it (attack13). It is answered an internal error,
+// with outcome "unknown" recorded unless one was (FinishOnce).
+//
 //go:noinline // see admitCall
 func (g *Gateway) answerCall(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler, creq *mcp.CallToolRequest,
-	call *gate.Call, t Tool, prog *callProgress, args json.RawMessage, relay *relayRound, admp *gate.Admission, mrtr bool) (mcp.Result, error) {
+	call *gate.Call, t Tool, prog *callProgress, args json.RawMessage, relay *relayRound, admp *gate.Admission, mrtr bool) (res mcp.Result, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			res, err = nil, g.answerPanicked(ctx, t, admp, v).err
+		}
+	}()
 	adm := *admp
 	if adm.Replay != nil {
 		res, err := replayResult(adm)
@@ -259,14 +270,14 @@ func (g *Gateway) answerCall(ctx context.Context, method string, req mcp.Request
 		args = adm.Arguments
 	}
 	d := &dispatch{tool: t, progress: prog, args: args, origin: g.newOrigin(ctx, creq.Session, call.Principal, t.Server), relay: relay, call: *call}
-	res, err := next(context.WithValue(ctx, dispatchKey{}, d), method, req)
+	res, err = next(context.WithValue(ctx, dispatchKey{}, d), method, req)
 	fctx, cancel := finishContext(ctx, &adm)
 	defer cancel()
 	o := d.outcome
 	if o == approval.OutcomeNone {
 		o = outcome(res, err)
 	}
-	adm.FinishWith(fctx, o, recorded(adm, res, err))
+	admp.FinishOnce(fctx, o, recorded(adm, res, err)) // once: the recovery above records nothing after it
 	return res, err
 }
 

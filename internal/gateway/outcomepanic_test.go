@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -45,17 +46,10 @@ func (s *panicOutcomeStore) RecordDispatch(ctx context.Context, r store.Result, 
 	return s.Store.RecordDispatch(ctx, r, actor, fn)
 }
 
-// TestLeanHeldCallOutcomePanicAnswersAnError (attack13): a panic while
-// recording the outcome of an approved call held by the lean front for a
-// go-sdk client's 2025-11-25 session. answerLean recorded with FinishWith,
-// which leaves the Admission's finish in place, so its recovery
-// (answerPanicked, FinishOnce) ran the same write a second time, which
-// panicked again inside the deferred recovery: the panic escaped to
-// net/http, which dropped the connection (the client saw a transport
-// error, not an answer). Now the first write is the only one: the client
-// gets a JSON-RPC internal error saying the call may have run, the call
-// ran once, and the session goes on.
-func TestLeanHeldCallOutcomePanicAnswersAnError(t *testing.T) {
+// outcomePanicFixture is a lean fixture on a panicOutcomeStore whose
+// HTTP front has opts; big needs an approval, the rest is allowed.
+func outcomePanicFixture(t *testing.T, opts *HTTPOptions) (*leanFixture, *panicOutcomeStore, string) {
+	t.Helper()
 	db := &panicOutcomeStore{Store: sqlitetest.Open(t)}
 	pol := &countingPolicy{Holder: policy.NewHolder(&policy.Policy{
 		Default:  policy.Allow,
@@ -67,22 +61,23 @@ func TestLeanHeldCallOutcomePanicAnswersAnError(t *testing.T) {
 	f := &leanFixture{gt: gt, db: db, pol: pol, trail: &leanTrail{}, h: h}
 	f.g = newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}}, gt, nil)
 	f.g.leanHook = f.trail.hook
-	base := serveHTTP(t, f.g, &HTTPOptions{DropGrace: time.Hour})
-	cs := connectHTTP(t, base, aliceToken, nil, nil)
-	waitInitialized(t, f.g, cs.ID())
-	call := func(n int) chan callResult {
-		c := make(chan callResult, 1)
-		go func() {
-			res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__big", Arguments: json.RawMessage(`{"n":` + string(rune('0'+n)) + `}`)})
-			c <- callResult{res, err}
-		}()
-		return c
-	}
-	db.armed.Store(true)
-	done := call(1)
-	f.approveNext(t)
-	r := <-done
-	db.armed.Store(false)
+	return f, db, serveHTTP(t, f.g, opts)
+}
+
+// callBig calls up__big with n on cs in the background.
+func callBig(t *testing.T, cs *mcp.ClientSession, n int) chan callResult {
+	c := make(chan callResult, 1)
+	go func() {
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__big", Arguments: json.RawMessage(`{"n":` + strconv.Itoa(n) + `}`)})
+		c <- callResult{res, err}
+	}()
+	return c
+}
+
+// checkOutcomePanicAnswer checks the answer r to a call whose outcome's
+// write panicked once (db armed), and that the call ran once.
+func checkOutcomePanicAnswer(t *testing.T, f *leanFixture, db *panicOutcomeStore, r callResult) {
+	t.Helper()
 	var we *jsonrpc.Error
 	if !errors.As(r.err, &we) || we.Code != jsonrpc.CodeInternalError || !strings.Contains(we.Message, "may or may not have run") {
 		t.Fatalf("answer after a panic in the outcome's write: %+v %v, want a JSON-RPC internal error", r.res, r.err)
@@ -93,7 +88,53 @@ func TestLeanHeldCallOutcomePanicAnswersAnError(t *testing.T) {
 	if n := f.h.count("big"); n != 1 {
 		t.Fatalf("big ran %d times, want 1", n)
 	}
-	done = call(2)
+}
+
+// TestLeanHeldCallOutcomePanicAnswersAnError (attack13): a panic while
+// recording the outcome of an approved call held by the lean front for a
+// go-sdk client's 2025-11-25 session. answerLean recorded with FinishWith,
+// which leaves the Admission's finish in place, so its recovery
+// (answerPanicked, FinishOnce) ran the same write a second time, which
+// panicked again inside the deferred recovery: the panic escaped to
+// net/http, which dropped the connection (the client saw a transport
+// error, not an answer). Now the first write is the only one: the client
+// gets a JSON-RPC internal error saying the call may have run, the call
+// ran once, and the session goes on.
+func TestLeanHeldCallOutcomePanicAnswersAnError(t *testing.T) {
+	f, db, base := outcomePanicFixture(t, &HTTPOptions{DropGrace: time.Hour})
+	cs := connectHTTP(t, base, aliceToken, nil, nil)
+	waitInitialized(t, f.g, cs.ID())
+	db.armed.Store(true)
+	done := callBig(t, cs, 1)
+	f.approveNext(t)
+	r := <-done
+	db.armed.Store(false)
+	checkOutcomePanicAnswer(t, f, db, r)
+	done = callBig(t, cs, 2)
+	f.approveNext(t)
+	if r := <-done; r.err != nil || r.res.IsError || textOf(t, r.res) != bigText(2) {
+		t.Fatalf("the next call: %+v %v", r.res, r.err)
+	}
+}
+
+// TestSDKPathOutcomePanicAnswersAnError (attack13): the same panic on
+// the SDK path (a call the lean front does not serve: here all, with
+// DisableLeanCalls; in use, every call with a progress token and every
+// session the lean front does not know). The go-sdk runs the tool handler
+// on a goroutine of its own with no recover, so the panic ended the
+// process, every held call with it (the test binary died). Now answerCall
+// recovers it as the lean paths do: a JSON-RPC internal error, the
+// outcome's write tried once, and the process goes on.
+func TestSDKPathOutcomePanicAnswersAnError(t *testing.T) {
+	f, db, base := outcomePanicFixture(t, &HTTPOptions{DisableLeanCalls: true})
+	cs := connectHTTP(t, base, aliceToken, nil, nil)
+	db.armed.Store(true)
+	done := callBig(t, cs, 1)
+	f.approveNext(t)
+	r := <-done
+	db.armed.Store(false)
+	checkOutcomePanicAnswer(t, f, db, r)
+	done = callBig(t, cs, 2)
 	f.approveNext(t)
 	if r := <-done; r.err != nil || r.res.IsError || textOf(t, r.res) != bigText(2) {
 		t.Fatalf("the next call: %+v %v", r.res, r.err)
