@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -16,6 +18,7 @@ import (
 	"toolgate/internal/approval"
 	"toolgate/internal/gate"
 	"toolgate/internal/policy"
+	"toolgate/internal/seal"
 	"toolgate/internal/store"
 	"toolgate/internal/store/sqlstore/sqlitetest"
 )
@@ -50,16 +53,27 @@ func (s *panicOutcomeStore) RecordDispatch(ctx context.Context, r store.Result, 
 // HTTP front has opts; big needs an approval, the rest is allowed.
 func outcomePanicFixture(t *testing.T, opts *HTTPOptions) (*leanFixture, *panicOutcomeStore, string) {
 	t.Helper()
+	return outcomePanicFixtureWith(t, &gate.Options{}, nil, opts)
+}
+
+// outcomePanicFixtureWith is outcomePanicFixture with the gate's options
+// and, when tasks is set, the gate keeping the Tasks extension's tasks.
+func outcomePanicFixtureWith(t *testing.T, gopts *gate.Options, tasks *bool, opts *HTTPOptions) (*leanFixture, *panicOutcomeStore, string) {
+	t.Helper()
 	db := &panicOutcomeStore{Store: sqlitetest.Open(t)}
 	pol := &countingPolicy{Holder: policy.NewHolder(&policy.Policy{
 		Default:  policy.Allow,
 		Approval: policy.Approval{Timeout: time.Minute, Mode: policy.ModeHold, Approvals: 1, ValidFor: time.Minute},
 		Rules:    []policy.Rule{{Name: "big needs a human", Server: "up", Tools: []string{"big"}, Effect: policy.Approve}},
 	})}
-	gt := gate.New(db, pol, &gate.Options{})
+	gt := gate.New(db, pol, gopts)
 	h := newHooks()
 	f := &leanFixture{gt: gt, db: db, pol: pol, trail: &leanTrail{}, h: h}
-	f.g = newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}}, gt, nil)
+	var gw *Options
+	if tasks != nil && *tasks {
+		gw = &Options{Tasks: gt}
+	}
+	f.g = newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}}, gt, gw)
 	f.g.leanHook = f.trail.hook
 	return f, db, serveHTTP(t, f.g, opts)
 }
@@ -138,5 +152,49 @@ func TestSDKPathOutcomePanicAnswersAnError(t *testing.T) {
 	f.approveNext(t)
 	if r := <-done; r.err != nil || r.res.IsError || textOf(t, r.res) != bigText(2) {
 		t.Fatalf("the next call: %+v %v", r.res, r.err)
+	}
+}
+
+// TestTaskOutcomePanicKeepsTheProcess (attack13): the same panic on a
+// task's runner (a 2026-07-28 Tasks client's held call, run on a
+// goroutine of the gateway's once approved). Nothing above the runner
+// recovered: the panic ended the process (the test binary died). Now the
+// runner recovers it as the answer paths do; the call ran once and the
+// gateway goes on.
+func TestTaskOutcomePanicKeepsTheProcess(t *testing.T) {
+	key, err := seal.NewKey(bytes.Repeat([]byte{7}, seal.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := true
+	f, db, base := outcomePanicFixtureWith(t, &gate.Options{Key: key}, &tasks, nil)
+	db.armed.Store(true)
+	body := strings.Replace(modernCallBody("7", "up__big", `{"n":1}`, ""), `clientCapabilities":{}`,
+		`clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}`, 1)
+	st, _, b := modernPost(t, base, "up__big", body, nil)
+	if st != http.StatusOK || !bytes.Contains(b, []byte(`"resultType":"task"`)) {
+		t.Fatalf("task call: %d %s", st, b)
+	}
+	f.approveNext(t)
+	deadline := time.Now().Add(testWait)
+	for db.hits.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the task's outcome was never written")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	db.armed.Store(false)
+	if n := f.h.count("big"); n != 1 {
+		t.Fatalf("big ran %d times, want 1", n)
+	}
+	st, _, b = modernPost(t, base, "up__echo", modernCallBody("8", "up__echo", `{"x":1}`, ""), nil)
+	if st != http.StatusOK || bytes.Contains(b, []byte(`"error"`)) {
+		t.Fatalf("the next call: %d %s", st, b)
+	}
+	if err := f.g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := db.hits.Load(); n != 1 {
+		t.Fatalf("the outcome's write ran %d times, want once", n)
 	}
 }
