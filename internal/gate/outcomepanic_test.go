@@ -152,3 +152,67 @@ func TestEventWaitSettlePanicBeforeConsume(t *testing.T) {
 		}
 	})
 }
+
+// TestGoroutineWaitPanicRefuses (attack13): a panic in the wait of a held
+// call waited for on a goroutine (WaitHold: calls with keep-alives, the
+// SDK path's held calls, the task runners) ended the process, every held
+// call with it: attack12 made the wait on events fail closed, not this
+// one. Now it fails closed the same way: the call is refused, nothing
+// runs, the request stays pending with its lease released, and an
+// identical re-send takes it over and runs once it is approved.
+func TestGoroutineWaitPanicRefuses(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		pol := &swappable{}
+		pol.p.Store(testPolicy(time.Hour))
+		hs := &readHook{Store: db}
+		g := New(hs, pol, &Options{})
+		call := func() (Call, <-chan struct{}) {
+			c := writeCall("/panic-in-goroutine-wait")
+			waiting := make(chan struct{}, 1)
+			c.KeepAlive = func(context.Context, string) { // waited for on a goroutine
+				select {
+				case waiting <- struct{}{}:
+				default:
+				}
+			}
+			return c, waiting
+		}
+		c, waiting := call()
+		ch := admitAsync(t.Context(), g, c)
+		select {
+		case <-waiting:
+		case a := <-ch:
+			t.Fatalf("not held: %+v", a)
+		}
+		id := waitPending(t, db, 1)[0].ID
+		hs.arm(nil, func(approval.ID) { panic("attack13: in the read") })
+		g.Wake(id) // a wake-up without a row: the wait reads the store
+		a := recv(t, ch)
+		if a.Allowed || a.ApprovalID != id || !strings.Contains(a.Message, "internal error") {
+			t.Fatalf("answer %+v, want a refusal naming an internal error", a)
+		}
+		if g.leases.has(id, leaseHold) {
+			t.Fatal("this process still holds the lease of the refused call's request")
+		}
+		r, err := db.GetRequest(t.Context(), id)
+		if err != nil || r.State != approval.StatePending || !r.LeaseLapsed(time.Now()) {
+			t.Fatalf("request %s, lease until %v (%v), want pending with its lease released", r.State, r.LeaseUntil, err)
+		}
+		c, waiting = call()
+		ch = admitAsync(t.Context(), g, c)
+		select {
+		case <-waiting:
+		case a := <-ch:
+			t.Fatalf("re-send not held: %+v", a)
+		}
+		if _, err := g.Review(t.Context(), id, alice, approval.VerdictApprove, "ok", ""); err != nil {
+			t.Fatal(err)
+		}
+		a = recv(t, ch)
+		if !a.Allowed || a.ApprovalID != id {
+			t.Fatalf("re-send after approval: %+v, want allowed through %s", a, id)
+		}
+		a.Finish(t.Context(), approval.OutcomeOK)
+	})
+}
