@@ -216,3 +216,54 @@ func TestGoroutineWaitPanicRefuses(t *testing.T) {
 		a.Finish(t.Context(), approval.OutcomeOK)
 	})
 }
+
+// TestGoroutineWaitSettlePanicAfterConsume (attack13): a panic while a
+// held call waited for on a goroutine is settled, after its consume
+// committed (another instance's approval; this gate consumes while
+// settling), ended the process. Now the call is refused, the request's
+// record says it was not dispatched (transport_error), and this process
+// holds no lease on it, as on the wait on events.
+func TestGoroutineWaitSettlePanicAfterConsume(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		pol := &swappable{}
+		pol.p.Store(testPolicy(time.Hour))
+		ps := &panicAfterConsume{Store: db}
+		g := New(ps, pol, &Options{})
+		other := New(db, pol, &Options{})
+		c := writeCall("/panic-after-consume-goroutine")
+		waiting := make(chan struct{}, 1)
+		c.KeepAlive = func(context.Context, string) {
+			select {
+			case waiting <- struct{}{}:
+			default:
+			}
+		}
+		ch := admitAsync(t.Context(), g, c)
+		select {
+		case <-waiting:
+		case a := <-ch:
+			t.Fatalf("not held: %+v", a)
+		}
+		id := waitPending(t, db, 1)[0].ID
+		ps.armed.Store(true)
+		if _, err := other.Review(t.Context(), id, alice, approval.VerdictApprove, "ok", ""); err != nil {
+			t.Fatal(err)
+		}
+		g.Wake(id) // as the store's watch would
+		a := recv(t, ch)
+		if a.Allowed || !strings.Contains(a.Message, "internal error") {
+			t.Fatalf("answer %+v, want a refusal naming an internal error", a)
+		}
+		if ps.armed.Load() {
+			t.Fatal("the consume never panicked")
+		}
+		r, err := db.GetRequest(t.Context(), id)
+		if err != nil || r.State != approval.StateConsumed || r.DispatchOutcome != approval.OutcomeTransportError {
+			t.Fatalf("request %s outcome %q (%v), want consumed, transport_error", r.State, r.DispatchOutcome, err)
+		}
+		if g.leases.has(id, leaseHold|leaseDispatch) {
+			t.Fatal("this process still holds a lease on the refused call's request")
+		}
+	})
+}
