@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"toolgate/internal/approval"
 	"toolgate/internal/gate"
@@ -80,4 +81,17 @@ func (l *leanHold) writeParked(pw *parkedResponse) {
 		writeModernAnswer(pw, g.impl, l.m.ID, ans)
 	}()
 	writeModernAnswer(pw, g.impl, l.m.ID, g.answerModern(l.ctx, l.p, l.t, l.call, l.adm, l.relay))
+}
+
+// recoverAnswer is deferred by an SDK-path handler other than tools/call
+// (resources/read, prompts/get) once it admitted its request (of server's
+// name) as *adm: a panic of its answer (the dispatch, its record) fails
+// closed as answerCall's does (answerPanicked: an internal error in
+// *res and *errp, outcome "unknown" unless one was recorded). The go-sdk
+// runs these handlers on goroutines with no recover: the panic ended the
+// process (attack13).
+func (g *Gateway) recoverAnswer(ctx context.Context, server, name string, adm *gate.Admission, res *mcp.Result, errp *error) {
+	if v := recover(); v != nil {
+		*res, *errp = nil, g.answerPanicked(ctx, Tool{Server: server, Tool: name}, adm, v).err
+	}
 }

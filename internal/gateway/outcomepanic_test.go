@@ -198,3 +198,73 @@ func TestTaskOutcomePanicKeepsTheProcess(t *testing.T) {
 		t.Fatalf("the outcome's write ran %d times, want once", n)
 	}
 }
+
+// TestResourceAndPromptOutcomePanicAnswersAnError (attack13): the same
+// panic in the record of an approved resources/read and prompts/get,
+// answered on the SDK path (the go-sdk's handler goroutines have no
+// recover), ended the process. Now each is answered a JSON-RPC internal
+// error, the outcome's write runs once, and the session goes on.
+func TestResourceAndPromptOutcomePanicAnswersAnError(t *testing.T) {
+	db := &panicOutcomeStore{Store: sqlitetest.Open(t)}
+	pol := &countingPolicy{Holder: policy.NewHolder(&policy.Policy{
+		Default:  policy.Allow,
+		Approval: policy.Approval{Timeout: time.Minute, Mode: policy.ModeHold, Approvals: 1, ValidFor: time.Minute},
+		Rules: []policy.Rule{{Name: "reads need a human", Server: "up", Resources: []string{"test://static"}, Prompts: []string{"greet"},
+			Effect: policy.Approve}},
+	})}
+	gt := gate.New(db, pol, &gate.Options{})
+	f := &leanFixture{gt: gt, db: db, pol: pol}
+	f.g = newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newFeatureServer("up", nil))}}, gt, nil)
+	cs := connectHTTP(t, serveHTTP(t, f.g, nil), aliceToken, nil, nil)
+	prompt := ""
+	for p, err := range cs.Prompts(t.Context(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(p.Name, "greet") {
+			prompt = p.Name
+		}
+	}
+	uri := ""
+	for r, err := range cs.Resources(t.Context(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(r.URI, "static") {
+			uri = r.URI
+		}
+	}
+	if prompt == "" || uri == "" {
+		t.Fatalf("prompt %q, resource %q not listed", prompt, uri)
+	}
+	get := func() error {
+		_, err := cs.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: prompt, Arguments: map[string]string{"name": "Ann"}})
+		return err
+	}
+	read := func() error {
+		_, err := cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: uri})
+		return err
+	}
+	for i, do := range []func() error{read, get} {
+		db.hits.Store(0)
+		db.armed.Store(true)
+		done := make(chan error, 1)
+		go func() { done <- do() }()
+		f.approveNext(t)
+		err := <-done
+		db.armed.Store(false)
+		var we *jsonrpc.Error
+		if !errors.As(err, &we) || we.Code != jsonrpc.CodeInternalError || !strings.Contains(we.Message, "may or may not have run") {
+			t.Fatalf("%d: answer after a panic in the outcome's write: %v, want a JSON-RPC internal error", i, err)
+		}
+		if n := db.hits.Load(); n != 1 {
+			t.Fatalf("%d: the outcome's write ran %d times, want once", i, n)
+		}
+		done = make(chan error, 1)
+		go func() { done <- do() }()
+		f.approveNext(t)
+		if err := <-done; err != nil {
+			t.Fatalf("%d: the next one: %v", i, err)
+		}
+	}
+}
