@@ -80,6 +80,7 @@ func outcomePanicFixtureWith(t *testing.T, gopts *gate.Options, tasks *bool, opt
 
 // callBig calls up__big with n on cs in the background.
 func callBig(t *testing.T, cs *mcp.ClientSession, n int) chan callResult {
+	t.Helper()
 	c := make(chan callResult, 1)
 	go func() {
 		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__big", Arguments: json.RawMessage(`{"n":` + strconv.Itoa(n) + `}`)})
