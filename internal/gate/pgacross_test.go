@@ -1,6 +1,8 @@
 package gate
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -103,5 +105,47 @@ func killListener(t *testing.T, dsn string) {
 	if err := conn.QueryRow(t.Context(), `SELECT COUNT(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 		WHERE datname = current_database() AND application_name = $1) AS x`, sqlstore.WatchApplicationName).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("terminated %d listening backends (%v), want 1", n, err)
+	}
+}
+
+// TestTakenOverCallDecidedOnTheOtherInstanceOnPostgres (attack13, on
+// heldpeak's read ahead, kept only for a request the admission did not
+// create): a call held on A whose caller went away leaves its request
+// pending with its lease released; the identical call on B takes it over
+// (subscribing, then reading it: the request exists already) and is
+// answered by a decision made on A, which B hears only through its watch.
+// The call runs once, on B. Seen failing with the watch taking every
+// notification for a creation (the call never answered).
+func TestTakenOverCallDecidedOnTheOtherInstanceOnPostgres(t *testing.T) {
+	dsn := pgtest.Fresh(t)
+	dbA, _ := pgWatched(t, dsn)
+	dbB, startB := pgWatched(t, dsn)
+	pol := &swappable{}
+	pol.p.Store(testPolicy(time.Minute))
+	a := New(dbA, pol, &Options{})
+	b := New(dbB, pol, &Options{})
+	startB(b)
+
+	gone, leave := context.WithCancelCause(t.Context())
+	id, first := holdOnEvents(t, gone, a, writeCall("/taken-over"), nil)
+	leave(errors.New("client disconnected"))
+	if ans := recvHeld(t, first); ans.Allowed {
+		t.Fatalf("abandoned call admitted: %+v", ans)
+	}
+	id2, ch := holdOnEvents(t, t.Context(), b, writeCall("/taken-over"), nil)
+	if id2 != id {
+		t.Fatalf("the identical call on B held on %s, want the abandoned %s", id2, id)
+	}
+	if _, err := a.Review(t.Context(), id, alice, approval.VerdictApprove, "ok", ""); err != nil {
+		t.Fatal(err)
+	}
+	ans := recvHeld(t, ch)
+	if !ans.Allowed || ans.ApprovalID != id {
+		t.Fatalf("taken-over call: %+v, want allowed through %s", ans, id)
+	}
+	ans.Finish(t.Context(), approval.OutcomeOK)
+	r, err := dbA.GetRequest(t.Context(), id)
+	if err != nil || r.State != approval.StateConsumed || r.DispatchOutcome != approval.OutcomeOK {
+		t.Fatalf("request %s %q (%v), want consumed, ok", r.State, r.DispatchOutcome, err)
 	}
 }
