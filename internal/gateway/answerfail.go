@@ -95,3 +95,21 @@ func (g *Gateway) recoverAnswer(ctx context.Context, server, name string, adm *g
 		*res, *errp = nil, g.answerPanicked(ctx, Tool{Server: server, Tool: name}, adm, v).err
 	}
 }
+
+// recoverHandler is deferred by the middleware around every request the
+// go-sdk serves (method): the SDK runs its handlers on goroutines with no
+// recover, so a panic its more specific recoveries (answerCall,
+// recoverAnswer, holdOn's) do not take, such as one before a call's
+// admission, ended the process and every held call with it (attack13).
+// It is logged with its stack and answered as a JSON-RPC internal error
+// in *res and *errp; nothing was admitted, so there is no outcome to
+// record.
+func (g *Gateway) recoverHandler(ctx context.Context, method string, res *mcp.Result, errp *error) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	g.log.ErrorContext(ctx, "panic while serving a request; answering an internal error", "method", method,
+		"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	*res, *errp = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error: the gateway failed while serving this request"}
+}

@@ -67,7 +67,8 @@ type dispatchKey struct{}
 // records the outcome with Admission.Finish. An unknown tool is a
 // JSON-RPC invalid-params error (MCP 2025-11-25, tools: error handling).
 func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+	return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
+		defer g.recoverHandler(ctx, method, &res, &err)
 		switch method {
 		case "tools/call":
 		case "tools/list":

@@ -269,3 +269,33 @@ func TestResourceAndPromptOutcomePanicAnswersAnError(t *testing.T) {
 		}
 	}
 }
+
+// TestSDKHandlerPanicBeforeAdmissionAnswersAnError (attack13): a panic in
+// an SDK-path request before anything was admitted (here in
+// Options.Rewrite, which runs before the gate) ended the process: the
+// go-sdk's handler goroutines have no recover. The middleware now answers
+// it as a JSON-RPC internal error; nothing ran, and the session goes on.
+func TestSDKHandlerPanicBeforeAdmissionAnswersAnError(t *testing.T) {
+	h := newHooks()
+	g := newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}}, allowAll(), &Options{
+		Rewrite: func(_, tool string, args json.RawMessage) json.RawMessage {
+			if tool == "big" {
+				panic("attack13: before the admission")
+			}
+			return args
+		},
+	})
+	cs := connectHTTP(t, serveHTTP(t, g, &HTTPOptions{DisableLeanCalls: true}), aliceToken, nil, nil)
+	r := <-callBig(t, cs, 1)
+	var we *jsonrpc.Error
+	if !errors.As(r.err, &we) || we.Code != jsonrpc.CodeInternalError {
+		t.Fatalf("answer after a panic before the admission: %+v %v, want a JSON-RPC internal error", r.res, r.err)
+	}
+	if n := h.count("big"); n != 0 {
+		t.Fatalf("big ran %d times, want 0", n)
+	}
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__echo", Arguments: json.RawMessage(`{"x":1}`)})
+	if err != nil || res.IsError {
+		t.Fatalf("the next call: %+v %v", res, err)
+	}
+}
