@@ -309,7 +309,7 @@ func (g *Gate) afterHold(ctx context.Context, h *heldCall, adm *Admission) {
 	g.leases.drop(h.r.id, leaseHold, false)
 	if h.dec != nil {
 		adm.Monitor = h.dec.Monitor
-		g.record(ctx, *h.c, h.dec, *adm)
+		g.recordHeld(ctx, h, adm) // waitpanic.go
 	}
 }
 

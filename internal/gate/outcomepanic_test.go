@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/policy"
 	"toolgate/internal/store"
 	"toolgate/internal/store/sqlstore"
 )
@@ -264,6 +265,73 @@ func TestGoroutineWaitSettlePanicAfterConsume(t *testing.T) {
 		}
 		if g.leases.has(id, leaseHold|leaseDispatch) {
 			t.Fatal("this process still holds a lease on the refused call's request")
+		}
+	})
+}
+
+// panicRecorder panics on the audit record of an admitted approval.
+type panicRecorder struct{}
+
+func (panicRecorder) Decided(_ context.Context, d Decided) {
+	if d.Allowed && d.ApprovalID != "" {
+		panic("attack13: in the audit record")
+	}
+}
+
+// TestHeldRecordPanicRecordsNotDispatched (attack13): a panic in the
+// audit record of an approved held call waited for on a goroutine (a
+// record is made for one with a monitor verdict), after its consume and
+// outside its wait, reached the caller without the admission: the
+// request stayed consumed without an outcome and this process renewed
+// its dispatch lease (with the gateway's recoveries of prompts/get,
+// resources/read and task runners, for as long as the process lived).
+// Now it is recorded as not dispatched (transport_error; nothing ran) and
+// the lease is let go.
+func TestHeldRecordPanicRecordsNotDispatched(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		yes := true
+		p := testPolicy(time.Hour)
+		p.Rules = append(p.Rules, policy.Rule{Name: "watch writes", Tools: []string{"write_*"}, Effect: policy.Deny, Monitor: &yes})
+		pol := &swappable{}
+		pol.p.Store(p)
+		g := New(db, pol, &Options{Recorder: panicRecorder{}})
+		c := writeCall("/record-panic")
+		waiting := make(chan struct{}, 1)
+		c.KeepAlive = func(context.Context, string) { // waited for on a goroutine
+			select {
+			case waiting <- struct{}{}:
+			default:
+			}
+		}
+		panicked := make(chan any, 1)
+		go func() {
+			defer func() { panicked <- recover() }()
+			g.Admit(t.Context(), c)
+		}()
+		select {
+		case <-waiting:
+		case v := <-panicked:
+			t.Fatalf("Admit returned before holding (%v)", v)
+		}
+		id := waitPending(t, db, 1)[0].ID
+		if _, err := g.Review(t.Context(), id, alice, approval.VerdictApprove, "ok", ""); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case v := <-panicked:
+			if v == nil {
+				t.Fatal("the audit record did not panic")
+			}
+		case <-time.After(10 * time.Second): // a hang guard
+			t.Fatal("Admit did not return")
+		}
+		r, err := db.GetRequest(t.Context(), id)
+		if err != nil || r.State != approval.StateConsumed || r.DispatchOutcome != approval.OutcomeTransportError {
+			t.Fatalf("request %s outcome %q (%v), want consumed, transport_error (nothing was dispatched)", r.State, r.DispatchOutcome, err)
+		}
+		if g.leases.has(id, leaseDispatch) {
+			t.Fatal("this process still renews the dispatch lease of a call never handed to its caller")
 		}
 	})
 }

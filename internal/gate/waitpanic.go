@@ -48,3 +48,24 @@ func (g *Gate) waitPanicked(ctx context.Context, h *heldCall, w *holdWait, v any
 	g.releaseRefused(ctx, id)
 	return &Admission{ApprovalID: id, Message: "refused: internal error while answering the held call; nothing was run here"}
 }
+
+// recordHeld records the answer adm of the held call h for the audit
+// trail (Options.Recorder), after its wait. A panic in it goes on to the
+// caller, which then never gets adm: a request this call consumed is
+// first recorded as not dispatched (notDispatched; nothing ran), where it
+// stayed consumed without an outcome, its dispatch lease renewed for as
+// long as the process lived once a recovery above kept the process
+// (attack13). The wait on events' own recovery (asyncHold.finish) does the
+// same; a second notDispatched finds the outcome recorded.
+//
+//go:noinline // its work stays out of waitHeld's parked frame
+func (g *Gate) recordHeld(ctx context.Context, h *heldCall, adm *Admission) {
+	returned := false
+	defer func() {
+		if !returned && adm.Allowed && adm.ApprovalID != "" {
+			g.notDispatched(ctx, adm.ApprovalID, h.c.consumeToken)
+		}
+	}()
+	g.record(ctx, *h.c, h.dec, *adm)
+	returned = true
+}
