@@ -177,8 +177,28 @@ func (g *Gate) afterConsume(ctx context.Context, c Call, id approval.ID, r appro
 		g.dropTaskArguments(ctx, id)
 	}
 	return Admission{Allowed: true, ApprovalID: id, Arguments: k.out, Held: r, finish: func(ctx context.Context, o approval.Outcome, d Recorded) {
-		g.recordOutcome(ctx, id, o, g.ledgerRecord(id, d))
+		g.finishConsumed(ctx, id, o, d)
 	}}
+}
+
+// finishConsumed records outcome o and what the dispatch gave (d) of
+// request id, which this process consumed (recordOutcome). A panic on
+// the way (in the ledger's record or the store's write: a bug) goes on to
+// the caller, which answers the call an internal error (the gateway's
+// answerPanicked), but first this process lets go of the request's
+// dispatch lease: renewing it for as long as the process ran kept the
+// request consumed without an outcome, never swept as "unknown"
+// (attack13). The outcome is then the sweeper's, once the lease lapses.
+func (g *Gate) finishConsumed(ctx context.Context, id approval.ID, o approval.Outcome, d Recorded) {
+	returned := false
+	defer func() {
+		if !returned {
+			g.log.ErrorContext(ctx, "panic while recording a dispatch outcome; the approval's dispatch lease is released, its outcome is left to the sweep (unknown)", "approval", id, "outcome", o)
+			g.leases.drop(id, leaseDispatch, false)
+		}
+	}()
+	g.recordOutcome(ctx, id, o, g.ledgerRecord(id, d))
+	returned = true
 }
 
 // errNoChange aborts an UpdateRequest that has nothing to write.

@@ -268,6 +268,7 @@ func (a *asyncHold) finish() {
 		if !answered {
 			answered = true
 			g.notDispatched(a.ctx, id, h.c.consumeToken)
+			g.releaseRefused(a.ctx, id)
 			a.done(&Admission{ApprovalID: id, Message: "refused: internal error while answering the held call; nothing was run here"})
 		}
 	}()
@@ -281,6 +282,31 @@ func (a *asyncHold) finish() {
 	}
 	answered = true
 	a.done(adm)
+}
+
+// releaseRefused lets go of this process's hold on request id for a
+// held call refused after a panic while it was settled (finish): afterHold,
+// which lets it go, was not reached, and the approved (or pending)
+// request stayed held by a call that no longer waited, renewed for as
+// long as the process ran, so that an identical re-send asked for a new
+// approval instead of taking this one over (attack13). As abandon does
+// for a caller gone, the request is left as it is, its lease released. A
+// request no longer pending or approved (consumed: notDispatched's) keeps
+// its lease, which is no longer the hold's.
+func (g *Gate) releaseRefused(ctx context.Context, id approval.ID) {
+	g.leases.drop(id, leaseHold, true)
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
+	defer cancel()
+	_, err := g.store.UpdateRequest(bg, id, "toolgate", func(r *approval.Request) error {
+		if (r.State != approval.StatePending && r.State != approval.StateApproved) || r.HeldBy != g.instance || !r.LeaseUntil.After(g.now()) {
+			return errNoChange
+		}
+		r.Release(g.instance, g.now())
+		return nil
+	})
+	if err != nil && !errors.Is(err, errNoChange) {
+		g.log.WarnContext(ctx, "cannot release the lease of a held call refused after an internal error", "approval", id, "err", err)
+	}
 }
 
 // notDispatched records outcome transport_error on request id when a

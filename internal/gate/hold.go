@@ -309,7 +309,7 @@ func (g *Gate) afterHold(ctx context.Context, h *heldCall, adm *Admission) {
 	g.leases.drop(h.r.id, leaseHold, false)
 	if h.dec != nil {
 		adm.Monitor = h.dec.Monitor
-		g.record(ctx, *h.c, h.dec, *adm)
+		g.recordHeld(ctx, h, adm) // waitpanic.go
 	}
 }
 
@@ -323,9 +323,15 @@ func (g *Gate) afterHold(ctx context.Context, h *heldCall, adm *Admission) {
 // before the wait (startWait), and settled by one that runs after it
 // (endHold), so that a parked waiter uses under a quarter of a 4 KiB
 // stack (see heldCall; docs/performance.md "Smaller held calls").
-func (g *Gate) holdOn(ctx context.Context, h *heldCall) *Admission {
+func (g *Gate) holdOn(ctx context.Context, h *heldCall) (adm *Admission) {
 	wctx, w := g.startWait(ctx, h)
+	defer func() {
+		if v := recover(); v != nil {
+			adm = g.waitPanicked(ctx, h, w, v) // fails closed (waitpanic.go)
+		}
+	}()
 	got, err := g.waitFor(wctx, w.st)
+	w.settling = true
 	return g.endHold(ctx, h, w, got, err)
 }
 
@@ -338,6 +344,7 @@ type holdWait struct {
 	// (hub.offer).
 	withdraw func() *consumeClaim
 	st       *heldRead // the wait's state, deadline and first read made ahead included
+	settling bool      // the wait is over: endHold runs (see waitPanicked)
 }
 
 // startWait starts the span of h's approval wait, offers the call to this

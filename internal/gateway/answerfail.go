@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"toolgate/internal/approval"
 	"toolgate/internal/gate"
@@ -80,4 +81,35 @@ func (l *leanHold) writeParked(pw *parkedResponse) {
 		writeModernAnswer(pw, g.impl, l.m.ID, ans)
 	}()
 	writeModernAnswer(pw, g.impl, l.m.ID, g.answerModern(l.ctx, l.p, l.t, l.call, l.adm, l.relay))
+}
+
+// recoverAnswer is deferred by an SDK-path handler other than tools/call
+// (resources/read, prompts/get) once it admitted its request (of server's
+// name) as *adm: a panic of its answer (the dispatch, its record) fails
+// closed as answerCall's does (answerPanicked: an internal error in
+// *res and *errp, outcome "unknown" unless one was recorded). The go-sdk
+// runs these handlers on goroutines with no recover: the panic ended the
+// process (attack13).
+func (g *Gateway) recoverAnswer(ctx context.Context, server, name string, adm *gate.Admission, res *mcp.Result, errp *error) {
+	if v := recover(); v != nil {
+		*res, *errp = nil, g.answerPanicked(ctx, Tool{Server: server, Tool: name}, adm, v).err
+	}
+}
+
+// recoverHandler is deferred by the middleware around every request the
+// go-sdk serves (method): the SDK runs its handlers on goroutines with no
+// recover, so a panic its more specific recoveries (answerCall,
+// recoverAnswer, holdOn's) do not take, such as one before a call's
+// admission, ended the process and every held call with it (attack13).
+// It is logged with its stack and answered as a JSON-RPC internal error
+// in *res and *errp; nothing was admitted, so there is no outcome to
+// record.
+func (g *Gateway) recoverHandler(ctx context.Context, method string, res *mcp.Result, errp *error) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	g.log.ErrorContext(ctx, "panic while serving a request; answering an internal error", "method", method,
+		"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	*res, *errp = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error: the gateway failed while serving this request"}
 }

@@ -305,7 +305,7 @@ func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approv
 		if adm.ApprovalID != "" {
 			rec.Result = raw
 		}
-		adm.FinishWith(fctx, oc, rec)
+		adm.FinishOnce(fctx, oc, rec) // once: a panic in it must not make the recovery above write it again
 		writeLeanRaw(w, m.ID, raw)
 		return
 	}
@@ -313,7 +313,7 @@ func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approv
 	if oc == approval.OutcomeNone {
 		oc = outcome(res, err)
 	}
-	adm.FinishWith(fctx, oc, recorded(*adm, res, err))
+	adm.FinishOnce(fctx, oc, recorded(*adm, res, err))
 	writeLeanResult(w, m.ID, res, err)
 }
 

@@ -68,30 +68,43 @@ type dispatchKey struct{}
 // JSON-RPC invalid-params error (MCP 2025-11-25, tools: error handling).
 func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		switch method {
-		case "tools/call":
-		case "tools/list":
-			return g.listTools(ctx, method, req, next)
-		case "prompts/list":
-			return g.listPrompts(ctx, req)
-		case "prompts/get":
-			return g.getPrompt(ctx, req)
-		case "resources/list":
-			return g.listResources(ctx, req)
-		case "resources/templates/list":
-			return g.listTemplates(ctx, req)
-		case "resources/read":
-			return g.readResource(ctx, req)
-		case "completion/complete":
-			return g.complete(ctx, req)
-		case "initialize":
-			return g.initialize(ctx, method, req, next)
-		case "logging/setLevel":
-			return g.setLevel(ctx, method, req, next)
-		default:
-			return next(ctx, method, req)
+		if method == "tools/call" {
+			// No deferred recovery in this frame, which a held call is
+			// parked under: answerCall and the gate's holdOn recover
+			// what follows the admission (a defer here kept each held
+			// SDK-path call's stack 8 KiB larger; docs/performance.md,
+			// "attack13").
+			return g.callTool(ctx, method, req, next)
 		}
-		return g.callTool(ctx, method, req, next)
+		return g.serveOther(ctx, method, req, next)
+	}
+}
+
+// serveOther is the middleware for every method but tools/call. A panic
+// in it is answered as a JSON-RPC internal error (recoverHandler).
+func (g *Gateway) serveOther(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (res mcp.Result, err error) {
+	defer g.recoverHandler(ctx, method, &res, &err)
+	switch method {
+	case "tools/list":
+		return g.listTools(ctx, method, req, next)
+	case "prompts/list":
+		return g.listPrompts(ctx, req)
+	case "prompts/get":
+		return g.getPrompt(ctx, req)
+	case "resources/list":
+		return g.listResources(ctx, req)
+	case "resources/templates/list":
+		return g.listTemplates(ctx, req)
+	case "resources/read":
+		return g.readResource(ctx, req)
+	case "completion/complete":
+		return g.complete(ctx, req)
+	case "initialize":
+		return g.initialize(ctx, method, req, next)
+	case "logging/setLevel":
+		return g.setLevel(ctx, method, req, next)
+	default:
+		return next(ctx, method, req)
 	}
 }
 
@@ -234,9 +247,20 @@ type admitterTo interface {
 // refusal, or the dispatch of an admitted call through next (whose outcome
 // it records).
 //
+// A panic while answering (the dispatch, its record) fails closed as on
+// the lean paths (answerfail.go): the go-sdk runs this on a goroutine of
+// its own with nothing above it to recover, so a panic ended the process,
+// every held call with it (attack13). It is answered an internal error,
+// with outcome "unknown" recorded unless one was (FinishOnce).
+//
 //go:noinline // see admitCall
 func (g *Gateway) answerCall(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler, creq *mcp.CallToolRequest,
-	call *gate.Call, t Tool, prog *callProgress, args json.RawMessage, relay *relayRound, admp *gate.Admission, mrtr bool) (mcp.Result, error) {
+	call *gate.Call, t Tool, prog *callProgress, args json.RawMessage, relay *relayRound, admp *gate.Admission, mrtr bool) (res mcp.Result, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			res, err = nil, g.answerPanicked(ctx, t, admp, v).err
+		}
+	}()
 	adm := *admp
 	if adm.Replay != nil {
 		res, err := replayResult(adm)
@@ -259,14 +283,14 @@ func (g *Gateway) answerCall(ctx context.Context, method string, req mcp.Request
 		args = adm.Arguments
 	}
 	d := &dispatch{tool: t, progress: prog, args: args, origin: g.newOrigin(ctx, creq.Session, call.Principal, t.Server), relay: relay, call: *call}
-	res, err := next(context.WithValue(ctx, dispatchKey{}, d), method, req)
+	res, err = next(context.WithValue(ctx, dispatchKey{}, d), method, req)
 	fctx, cancel := finishContext(ctx, &adm)
 	defer cancel()
 	o := d.outcome
 	if o == approval.OutcomeNone {
 		o = outcome(res, err)
 	}
-	adm.FinishWith(fctx, o, recorded(adm, res, err))
+	admp.FinishOnce(fctx, o, recorded(adm, res, err)) // once: the recovery above records nothing after it
 	return res, err
 }
 

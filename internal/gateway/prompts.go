@@ -52,8 +52,9 @@ func (g *Gateway) visiblePrompts(use func(kind, server, name string) bool) []Pro
 }
 
 // getPrompt answers prompts/get: resolve the name, pass the gate, get the
-// prompt upstream. An unknown name is invalid params (-32602).
-func (g *Gateway) getPrompt(ctx context.Context, req mcp.Request) (mcp.Result, error) {
+// prompt upstream. An unknown name is invalid params (-32602). A panic
+// after the admission fails closed (recoverAnswer).
+func (g *Gateway) getPrompt(ctx context.Context, req mcp.Request) (result mcp.Result, rerr error) {
 	gr, ok := req.(*mcp.GetPromptRequest)
 	if !ok || gr.Params == nil || gr.Params.Name == "" {
 		return nil, errInvalidParams("prompts/get needs params.name")
@@ -94,6 +95,7 @@ func (g *Gateway) getPrompt(ctx context.Context, req mcp.Request) (mcp.Result, e
 	if !adm.Allowed {
 		return nil, refusalError(adm)
 	}
+	defer g.recoverAnswer(ctx, pr.Server, pr.Prompt, &adm, &result, &rerr)
 	u := g.ups[pr.Server]
 	var res *mcp.GetPromptResult
 	o := g.newOrigin(ctx, gr.Session, p, u.name)
@@ -118,7 +120,7 @@ func (g *Gateway) getPrompt(ctx context.Context, req mcp.Request) (mcp.Result, e
 	if err == nil && relay != nil {
 		res, err = g.relayPrompt(call, res)
 	}
-	g.finish(ctx, adm, err, false)
+	g.finish(ctx, &adm, err, false)
 	if err != nil {
 		return nil, err
 	}

@@ -108,8 +108,9 @@ func (g *Gateway) resolveURI(uri string) (*upstream, string, error) {
 	return g.ups[server], real, nil
 }
 
-// readResource answers resources/read: route, gate, read upstream.
-func (g *Gateway) readResource(ctx context.Context, req mcp.Request) (mcp.Result, error) {
+// readResource answers resources/read: route, gate, read upstream. A
+// panic after the admission fails closed (recoverAnswer).
+func (g *Gateway) readResource(ctx context.Context, req mcp.Request) (result mcp.Result, rerr error) {
 	rr, ok := req.(*mcp.ReadResourceRequest)
 	if !ok || rr.Params == nil || rr.Params.URI == "" {
 		return nil, errInvalidParams("resources/read needs params.uri")
@@ -138,6 +139,7 @@ func (g *Gateway) readResource(ctx context.Context, req mcp.Request) (mcp.Result
 	if !adm.Allowed {
 		return nil, refusalError(adm)
 	}
+	defer g.recoverAnswer(ctx, u.name, real, &adm, &result, &rerr)
 	var res *mcp.ReadResourceResult
 	o := g.newOrigin(ctx, rr.Session, p, u.name)
 	err = g.forward(ctx, u, o, func(ctx context.Context, c *upConn, _ *agentConn) error {
@@ -145,7 +147,7 @@ func (g *Gateway) readResource(ctx context.Context, req mcp.Request) (mcp.Result
 		res, err = c.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: real, Meta: rr.Params.Meta})
 		return err
 	})
-	g.finish(ctx, adm, err, false)
+	g.finish(ctx, &adm, err, false)
 	if err != nil {
 		return nil, err
 	}
@@ -163,8 +165,9 @@ func (g *Gateway) readResource(ctx context.Context, req mcp.Request) (mcp.Result
 	return res, nil
 }
 
-// finish records the dispatch outcome of an admitted request.
-func (g *Gateway) finish(ctx context.Context, adm gate.Admission, err error, toolError bool) {
+// finish records the dispatch outcome of an admitted request, once
+// (recoverAnswer records nothing after it).
+func (g *Gateway) finish(ctx context.Context, adm *gate.Admission, err error, toolError bool) {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
 	o := approval.OutcomeOK
@@ -174,7 +177,7 @@ func (g *Gateway) finish(ctx context.Context, adm gate.Admission, err error, too
 	case toolError:
 		o = approval.OutcomeToolError
 	}
-	adm.Finish(fctx, o)
+	adm.FinishOnce(fctx, o, gate.Recorded{})
 }
 
 // subscribe is the downstream server's SubscribeHandler: the URI is

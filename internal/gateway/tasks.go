@@ -279,8 +279,26 @@ func (g *Gateway) callAsTask(ctx context.Context, p approval.Principal, name str
 // It reports false when the gateway is closing.
 func (g *Gateway) runTask(ctx context.Context, t Tool, call gate.Call, done chan<- taskOutcome, started chan<- gate.StartedTask) bool {
 	return g.goTask(ctx, func(ctx context.Context) {
-		adm := g.gk.Admit(ctx, call)
-		var o taskOutcome
+		var (
+			adm gate.Admission
+			o   taskOutcome
+		)
+		defer func() {
+			// A panic on the runner (its admission, dispatch or record)
+			// fails closed as the answer paths do (answerfail.go): on this
+			// goroutine nothing above recovers it, and it ended the
+			// process (attack13).
+			if v := recover(); v != nil {
+				o = taskOutcome{err: g.answerPanicked(ctx, t, &adm, v).err}
+				if done != nil {
+					select {
+					case done <- o:
+					default: // answered already
+					}
+				}
+			}
+		}()
+		adm = g.gk.Admit(ctx, call)
 		switch {
 		case adm.Replay != nil:
 			o.res, o.err = replayResult(adm)
@@ -295,7 +313,7 @@ func (g *Gateway) runTask(ctx context.Context, t Tool, call gate.Call, done chan
 			}
 			o.res, o.err = g.dispatchTask(ctx, t, call.Principal, args)
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-			adm.FinishWith(fctx, outcome(o.res, o.err), recorded(adm, o.res, o.err))
+			adm.FinishOnce(fctx, outcome(o.res, o.err), recorded(adm, o.res, o.err)) // once: the recovery above records nothing after it
 			cancel()
 		}
 		if done != nil {
