@@ -63,8 +63,9 @@ type rawAnswer struct {
 
 // A rawWaiter is one raw call waiting for its answer.
 type rawWaiter struct {
-	ch     chan rawAnswer // cap 1; receives the answer once
-	origin *origin        // the agent request it serves; may be nil
+	ch       chan rawAnswer // cap 1; receives the answer once
+	origin   *origin        // the agent request it serves; may be nil
+	answered bool           // guarded by rawCalls.mu: its answer arrived (maybe parked)
 }
 
 // rawCalls are the raw calls of one stdio upstream session. Its methods
@@ -75,6 +76,10 @@ type rawCalls struct {
 	log *slog.Logger
 
 	passed atomic.Uint64 // lines the stdout guard handed to the SDK
+
+	// lead, when set, lets a waiting call read the session's stdout
+	// itself (stdoutlead.go); set by newStdoutGuard before the first call.
+	lead *stdoutLead
 
 	mu      sync.Mutex
 	next    uint64                // guarded by mu: the number of the last id used
@@ -125,6 +130,9 @@ func (r *rawCalls) end(cause error) {
 func (r *rawCalls) answer(id uint64, a rawAnswer) {
 	after := r.passed.Load()
 	r.mu.Lock()
+	if w := r.waiting[id]; w != nil {
+		w.answered = true
+	}
 	if r.read < after {
 		r.parked = append(r.parked, parkedAnswer{id: id, a: a, after: after})
 		r.mu.Unlock()
@@ -209,36 +217,68 @@ func (r *rawCalls) send(ctx context.Context, mk func(n uint64) []byte, o *origin
 	r.waiting[id] = w
 	r.mu.Unlock()
 
+	var lead <-chan struct{} // the stdout read token, while the call may take it
+	if r.lead != nil {
+		r.lead.enter()
+		defer r.lead.leave()
+		lead = r.lead.token
+	}
 	if _, err := r.w.Write(mk(id)); err != nil {
 		r.forget(id)
 		return nil, fmt.Errorf("write tools/call to the upstream: %w", err)
 	}
-	select {
-	case a := <-w.ch:
-		if a.err != nil {
-			return nil, a.err
-		}
-		return a.result, nil
-	case <-r.gone:
-		r.forget(id)
+	return r.await(ctx, id, w, lead)
+}
+
+// await waits for the answer of raw call id (send). While lead is not nil
+// and nobody else reads the session's stdout, the call reads it itself
+// (stdoutlead.go) until its answer has arrived.
+func (r *rawCalls) await(ctx context.Context, id uint64, w *rawWaiter, lead <-chan struct{}) (json.RawMessage, error) {
+	for {
 		select {
-		case a := <-w.ch: // it was answered just before the end
+		case <-lead:
+			r.lead.lead(ctx, func() bool {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				return w.answered
+			})
+			r.mu.Lock()
+			if w.answered {
+				lead = nil // parked or delivered: it comes on w.ch
+			}
+			r.mu.Unlock()
+			continue
+		case a := <-w.ch:
 			if a.err != nil {
 				return nil, a.err
 			}
 			return a.result, nil
-		default:
+		case <-r.gone:
+			return r.awaitGone(id, w)
+		case <-ctx.Done():
+			if r.forget(id) {
+				r.cancel(id, ctx.Err())
+			}
+			return nil, context.Cause(ctx)
 		}
-		r.mu.Lock()
-		err := r.goneErr
-		r.mu.Unlock()
-		return nil, err
-	case <-ctx.Done():
-		if r.forget(id) {
-			r.cancel(id, ctx.Err())
-		}
-		return nil, context.Cause(ctx)
 	}
+}
+
+// awaitGone is await's end when the session ended before id was answered.
+func (r *rawCalls) awaitGone(id uint64, w *rawWaiter) (json.RawMessage, error) {
+	r.forget(id)
+	select {
+	case a := <-w.ch: // it was answered just before the end
+		if a.err != nil {
+			return nil, a.err
+		}
+		return a.result, nil
+	default:
+	}
+	r.mu.Lock()
+	err := r.goneErr
+	r.mu.Unlock()
+	return nil, err
 }
 
 // forget stops waiting for id and reports whether it was still waited for.
