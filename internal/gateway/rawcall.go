@@ -88,6 +88,19 @@ type rawCalls struct {
 	parked  []parkedAnswer        // guarded by mu: answers waiting for earlier lines, by after
 	goneErr error                 // guarded by mu; set once, when gone is closed
 	gone    chan struct{}         // closed when the session ended
+
+	// Who reads the session's stdout (stdoutlead.go), guarded by mu.
+	reading   bool // the SDK's reader or a leading raw call reads it
+	pending   int  // raw calls waiting whose answer has not arrived
+	active    int  // raw calls in flight
+	lingering bool // none in flight, the last ended less than stdoutLinger ago
+}
+
+// sdkShouldRead reports whether the SDK's reader is to read the session's
+// stdout (when nobody leads): while raw calls wait for answers, and when
+// none is in flight and none ended within stdoutLinger. r.mu is held.
+func (r *rawCalls) sdkShouldRead() bool {
+	return r.pending > 0 || (r.active == 0 && !r.lingering)
 }
 
 // A parkedAnswer waits until the SDK has read the after lines that came
@@ -130,8 +143,9 @@ func (r *rawCalls) end(cause error) {
 func (r *rawCalls) answer(id uint64, a rawAnswer) {
 	after := r.passed.Load()
 	r.mu.Lock()
-	if w := r.waiting[id]; w != nil {
+	if w := r.waiting[id]; w != nil && !w.answered {
 		w.answered = true
+		r.pending--
 	}
 	if r.read < after {
 		r.parked = append(r.parked, parkedAnswer{id: id, a: a, after: after})
@@ -215,52 +229,60 @@ func (r *rawCalls) send(ctx context.Context, mk func(n uint64) []byte, o *origin
 	r.next++
 	id := r.next
 	r.waiting[id] = w
-	r.mu.Unlock()
-
-	var lead <-chan struct{} // the stdout read token, while the call may take it
-	if r.lead != nil {
-		r.lead.enter()
-		defer r.lead.leave()
-		lead = r.lead.token
+	r.pending++
+	r.active++
+	if r.active == 1 && r.lead != nil {
+		r.lead.idle.Stop()
 	}
+	r.mu.Unlock()
+	defer r.left()
+
 	if _, err := r.w.Write(mk(id)); err != nil {
 		r.forget(id)
 		return nil, fmt.Errorf("write tools/call to the upstream: %w", err)
 	}
-	return r.await(ctx, id, w, lead)
+	if r.lead != nil {
+		r.mu.Lock()
+		lead := !r.reading && !w.answered
+		if lead {
+			r.reading = true
+		}
+		r.mu.Unlock()
+		if lead {
+			r.lead.lead(ctx, w)
+		}
+	}
+	return r.await(ctx, id, w)
 }
 
-// await waits for the answer of raw call id (send). While lead is not nil
-// and nobody else reads the session's stdout, the call reads it itself
-// (stdoutlead.go) until its answer has arrived.
-func (r *rawCalls) await(ctx context.Context, id uint64, w *rawWaiter, lead <-chan struct{}) (json.RawMessage, error) {
-	for {
-		select {
-		case <-lead:
-			r.lead.lead(ctx, func() bool {
-				r.mu.Lock()
-				defer r.mu.Unlock()
-				return w.answered
-			})
-			r.mu.Lock()
-			if w.answered {
-				lead = nil // parked or delivered: it comes on w.ch
-			}
-			r.mu.Unlock()
-			continue
-		case a := <-w.ch:
-			if a.err != nil {
-				return nil, a.err
-			}
-			return a.result, nil
-		case <-r.gone:
-			return r.awaitGone(id, w)
-		case <-ctx.Done():
-			if r.forget(id) {
-				r.cancel(id, ctx.Err())
-			}
-			return nil, context.Cause(ctx)
+// left records the end of a raw call; after the last one the SDK's reader
+// takes the session's stdout back once stdoutLinger has passed without
+// another (stdoutlead.go).
+func (r *rawCalls) left() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.active--
+	if r.active == 0 && r.lead != nil {
+		r.lingering = true
+		r.lead.idle.Reset(stdoutLinger)
+	}
+}
+
+// await waits for the answer of raw call id (send).
+func (r *rawCalls) await(ctx context.Context, id uint64, w *rawWaiter) (json.RawMessage, error) {
+	select {
+	case a := <-w.ch:
+		if a.err != nil {
+			return nil, a.err
 		}
+		return a.result, nil
+	case <-r.gone:
+		return r.awaitGone(id, w)
+	case <-ctx.Done():
+		if r.forget(id) {
+			r.cancel(id, ctx.Err())
+		}
+		return nil, context.Cause(ctx)
 	}
 }
 
@@ -285,7 +307,10 @@ func (r *rawCalls) awaitGone(id uint64, w *rawWaiter) (json.RawMessage, error) {
 func (r *rawCalls) forget(id uint64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	_, ok := r.waiting[id]
+	w, ok := r.waiting[id]
+	if ok && !w.answered {
+		r.pending--
+	}
 	delete(r.waiting, id)
 	return ok
 }

@@ -15,22 +15,25 @@ import (
 // lines of a stdio session used to be read by one goroutine, the SDK's
 // reader, which handed each raw call's answer to the call over a channel:
 // at one call at a time that is a goroutine hand-off (and a wake-up of a
-// second thread) per call, on the call's path. Now a raw call that waits
-// for its answer reads the child's stdout itself when nobody else does: it
-// holds the read token, reads lines until its own answer has come, and
-// gives the token back. A line for another raw call is delivered to that
-// call as before; a line for the SDK (notifications, server→client
-// requests, answers to the SDK's own requests) is copied to a queue the
-// SDK's reader takes it from, in wire order (rawCalls.passed still counts
-// it, so "Wire order" in rawcall.go holds unchanged).
+// second thread) per call, on the call's path. Now a raw call that finds
+// nobody reading the child's stdout when it has written its line reads it
+// itself (it leads) until its own answer has come. A line for another raw
+// call is delivered to that call as before; a line for the SDK
+// (notifications, server→client requests, answers to the SDK's own
+// requests) is copied to a queue the SDK's reader takes it from, in wire
+// order (rawCalls.passed still counts it, so "Wire order" in rawcall.go
+// holds unchanged).
 //
-// The SDK's reader reads the pipe itself only when no raw call is in
-// flight and none ended within stdoutLinger: otherwise it would sit in the
-// pipe's read when the next call comes, and that call could not read its
-// own answer. So between raw calls a line the upstream sends on its own
-// waits at most stdoutLinger to be read. A raw call whose context ends
-// while it reads is woken by a read deadline in the past; what was read of
-// a line is kept for the next reader (lineReader.next).
+// Who reads is decided under rawCalls.mu (reading): a raw call that finds
+// somebody reading waits for its answer as before (it follows). The SDK's
+// reader reads while a raw call waits for its answer and nobody leads
+// (several calls in flight: one reader, as before), and when no raw call is
+// in flight and none ended within stdoutLinger (notifications between
+// calls wait at most that long to be read). A leader that stops while
+// other calls wait for answers wakes the SDK's reader to go on. A raw call
+// whose context ends while it reads is woken by a read deadline in the
+// past; what was read of a line is kept for the next reader
+// (lineReader.next).
 //
 // Fail closed: nothing here decides anything; a call still gets only the
 // answer with its own id, the end of the input still fails every waiting
@@ -57,40 +60,46 @@ func readDeadlines(r io.Reader) deadlineReader {
 }
 
 // stdoutLead is the reading side of one stdio session's stdout shared by
-// the SDK's reader (Read) and the raw calls (lead).
+// the SDK's reader (Read) and the raw calls that lead (rawCalls.lead);
+// who reads is decided by raw under its mu.
 type stdoutLead struct {
-	lines  *lineReader
+	raw    *rawCalls
+	lines  *lineReader           // read only by the one reading (rawCalls.reading)
 	handle func(jsonLine) []byte // the guard's: the bytes for the SDK (may share the line's memory), or nil
-	end    func(error)           // called once with the read error; only by the token's holder
+	end    func(error)           // called once with the read error, by the one reading
 	dl     deadlineReader
-	linger time.Duration
 
-	token chan struct{} // cap 1: whoever received its value may read lines
+	buf       []byte // the SDK reader's: what is left of its current line
+	bgReading bool   // the SDK reader's: it holds rawCalls.reading
 
-	buf []byte // the SDK reader's: what is left of its current line
+	mu  sync.Mutex
+	q   [][]byte // guarded by mu: lines for the SDK, copied, in wire order
+	err error    // guarded by mu: the read error, once seen
 
-	mu        sync.Mutex
-	q         [][]byte      // guarded by mu: lines for the SDK, copied, in wire order
-	err       error         // guarded by mu: the read error, once seen
-	active    int           // guarded by mu: raw calls in flight
-	lingering bool          // guarded by mu: no raw call in flight, the last ended < linger ago
-	sig       chan struct{} // cap 1: q grew or err was set
-	idle      *time.Timer   // fires linger after the last raw call ended
+	sig  chan struct{} // cap 1: wakes the SDK's reader (a line queued, the input ended, a leader stopped)
+	idle *time.Timer   // fires stdoutLinger after the last raw call ended
 }
 
-func newStdoutLead(r io.Reader, dl deadlineReader, max int, handle func(jsonLine) []byte, end func(error)) *stdoutLead {
+func newStdoutLead(raw *rawCalls, r io.Reader, dl deadlineReader, max int, handle func(jsonLine) []byte, end func(error)) *stdoutLead {
 	s := &stdoutLead{
-		lines: newLineReader(bufio.NewReaderSize(r, 64<<10), max), handle: handle, end: end, dl: dl,
-		linger: stdoutLinger, token: make(chan struct{}, 1), sig: make(chan struct{}, 1),
-		idle: time.NewTimer(time.Hour),
+		raw: raw, lines: newLineReader(bufio.NewReaderSize(r, 64<<10), max), handle: handle, end: end, dl: dl,
+		sig: make(chan struct{}, 1), idle: time.NewTimer(time.Hour),
 	}
 	s.idle.Stop()
-	s.token <- struct{}{}
 	return s
+}
+
+// wake wakes the SDK's reader if it waits.
+func (s *stdoutLead) wake() {
+	select {
+	case s.sig <- struct{}{}:
+	default:
+	}
 }
 
 // Read is the SDK reader's: the next bytes of the lines for the SDK.
 func (s *stdoutLead) Read(p []byte) (int, error) {
+	r := s.raw
 	for len(s.buf) == 0 {
 		s.mu.Lock()
 		if len(s.q) > 0 {
@@ -100,45 +109,59 @@ func (s *stdoutLead) Read(p []byte) (int, error) {
 			s.mu.Unlock()
 			break
 		}
-		if s.err != nil {
-			err := s.err
-			s.mu.Unlock()
+		err := s.err
+		s.mu.Unlock()
+		if err != nil {
+			if s.bgReading {
+				r.mu.Lock()
+				r.reading = false
+				r.mu.Unlock()
+				s.bgReading = false
+			}
 			return 0, err
 		}
-		down := s.active > 0 || s.lingering
-		s.mu.Unlock()
-		if down {
-			select {
-			case <-s.sig:
-			case <-s.idle.C:
-				s.mu.Lock()
-				s.lingering = false
-				s.mu.Unlock()
+		if !s.bgReading {
+			r.mu.Lock()
+			can := !r.reading && r.sdkShouldRead()
+			if can {
+				r.reading = true
 			}
-			continue
+			r.mu.Unlock()
+			if !can {
+				select {
+				case <-s.sig:
+				case <-s.idle.C:
+					r.mu.Lock()
+					r.lingering = false
+					r.mu.Unlock()
+				}
+				continue
+			}
+			s.bgReading = true
 		}
-		select {
-		case <-s.sig:
-			continue
-		case <-s.token:
+		s.readOne()
+		r.mu.Lock()
+		if !r.sdkShouldRead() {
+			r.reading = false
+			s.bgReading = false
 		}
-		s.mu.Lock()
-		read := s.active == 0 && !s.lingering && s.err == nil && len(s.q) == 0
-		s.mu.Unlock()
-		if read {
-			s.readOne()
-		}
-		s.token <- struct{}{}
+		r.mu.Unlock()
 	}
 	n := copy(p, s.buf)
 	s.buf = s.buf[n:]
 	return n, nil
 }
 
-// readOne reads and handles one line; only the token's holder calls it,
-// and not after the input ended. A read interrupted by a deadline reads
-// nothing and clears the deadline.
+// readOne reads and handles one line; only the one reading calls it. A
+// read interrupted by a deadline reads nothing and clears the deadline;
+// after the end of the input it does nothing.
 func (s *stdoutLead) readOne() {
+	s.mu.Lock()
+	ended := s.err != nil
+	s.mu.Unlock()
+	if ended {
+		return
+	}
 	l, err := s.lines.next()
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		_ = s.dl.SetReadDeadline(time.Time{})
@@ -156,54 +179,42 @@ func (s *stdoutLead) readOne() {
 		s.err = err
 	}
 	s.mu.Unlock()
-	select {
-	case s.sig <- struct{}{}:
-	default:
-	}
+	s.wake()
 	if err != nil && s.end != nil {
 		s.end(err)
 		s.end = nil
 	}
 }
 
-// enter records a raw call in flight: the SDK's reader stops reading the
-// pipe once it has handled the line it may be waiting for.
-func (s *stdoutLead) enter() {
+// ended reports whether the input has ended.
+func (s *stdoutLead) ended() bool {
 	s.mu.Lock()
-	s.active++
-	if s.active == 1 {
-		s.idle.Stop()
-	}
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	return s.err != nil
 }
 
-// leave records the end of a raw call; after the last one the SDK's
-// reader takes the pipe back once linger has passed without another.
-func (s *stdoutLead) leave() {
-	s.mu.Lock()
-	s.active--
-	if s.active == 0 {
-		s.lingering = true
-		s.idle.Reset(s.linger)
-	}
-	s.mu.Unlock()
-}
-
-// lead is called by a raw call that received the token: it reads lines
-// until answered reports true, ctx ends or the input has ended, and then
-// gives the token back.
-func (s *stdoutLead) lead(ctx context.Context, answered func() bool) {
-	defer func() { s.token <- struct{}{} }()
+// lead reads lines for raw call w, which holds rawCalls.reading, until w
+// is answered, ctx ends or the input has ended; then it lets go of
+// reading and wakes the SDK's reader when other calls wait for answers.
+func (s *stdoutLead) lead(ctx context.Context, w *rawWaiter) {
+	r := s.raw
 	stop := context.AfterFunc(ctx, s.interrupt)
-	defer stop()
-	for !answered() && ctx.Err() == nil {
-		s.mu.Lock()
-		ended := s.err != nil
-		s.mu.Unlock()
-		if ended {
-			return
+	for ctx.Err() == nil && !s.ended() {
+		r.mu.Lock()
+		done := w.answered
+		r.mu.Unlock()
+		if done {
+			break
 		}
 		s.readOne()
+	}
+	stop()
+	r.mu.Lock()
+	r.reading = false
+	wake := r.sdkShouldRead()
+	r.mu.Unlock()
+	if wake {
+		s.wake()
 	}
 }
 

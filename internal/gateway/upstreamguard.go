@@ -87,7 +87,7 @@ func newStdoutGuard(ctx context.Context, r io.Reader, dl deadlineReader, max int
 		return out
 	}
 	if dl != nil {
-		raw.lead = newStdoutLead(r, dl, max, divert, raw.end)
+		raw.lead = newStdoutLead(raw, r, dl, max, divert, raw.end)
 		return raw.lead
 	}
 	f := newLineFilter(r, max, divert)
