@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -93,12 +94,13 @@ type rawCalls struct {
 	reading   bool // the SDK's reader or a leading raw call reads it
 	pending   int  // raw calls waiting whose answer has not arrived
 	active    int  // raw calls in flight
-	lingering bool // none in flight, the last ended less than stdoutLinger ago
+	lingering bool // none in flight, the last ended less than linger ago
+	linger    time.Duration
 }
 
 // sdkShouldRead reports whether the SDK's reader is to read the session's
 // stdout (when nobody leads): while raw calls wait for answers, and when
-// none is in flight and none ended within stdoutLinger. r.mu is held.
+// none is in flight and none ended within linger. r.mu is held.
 func (r *rawCalls) sdkShouldRead() bool {
 	return r.pending > 0 || (r.active == 0 && !r.lingering)
 }
@@ -112,7 +114,7 @@ type parkedAnswer struct {
 }
 
 func newRawCalls(w io.Writer, max int, log *slog.Logger) *rawCalls {
-	return &rawCalls{w: w, max: max, log: log, waiting: map[uint64]*rawWaiter{}, gone: make(chan struct{})}
+	return &rawCalls{w: w, max: max, log: log, waiting: map[uint64]*rawWaiter{}, gone: make(chan struct{}), linger: stdoutLinger}
 }
 
 // end fails every waiting call, and every later one, with
@@ -256,7 +258,7 @@ func (r *rawCalls) send(ctx context.Context, mk func(n uint64) []byte, o *origin
 }
 
 // left records the end of a raw call; after the last one the SDK's reader
-// takes the session's stdout back once stdoutLinger has passed without
+// takes the session's stdout back once linger has passed without
 // another (stdoutlead.go).
 func (r *rawCalls) left() {
 	r.mu.Lock()
@@ -264,7 +266,7 @@ func (r *rawCalls) left() {
 	r.active--
 	if r.active == 0 && r.lead != nil {
 		r.lingering = true
-		r.lead.idle.Reset(stdoutLinger)
+		r.lead.idle.Reset(r.linger)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,7 +42,7 @@ import (
 // reader (newStdoutGuard).
 
 // stdoutLinger is how long after the last raw call ended the SDK's reader
-// waits before it reads the pipe itself.
+// waits before it reads the pipe itself (rawCalls.linger; tests change it).
 const stdoutLinger = 5 * time.Millisecond
 
 // A deadlineReader is a pipe whose reads can be given a deadline.
@@ -77,7 +78,9 @@ type stdoutLead struct {
 	err error    // guarded by mu: the read error, once seen
 
 	sig  chan struct{} // cap 1: wakes the SDK's reader (a line queued, the input ended, a leader stopped)
-	idle *time.Timer   // fires stdoutLinger after the last raw call ended
+	idle *time.Timer   // fires rawCalls.linger after the last raw call ended
+
+	led atomic.Uint64 // lines read by leading raw calls (for tests)
 }
 
 func newStdoutLead(raw *rawCalls, r io.Reader, dl deadlineReader, max int, handle func(jsonLine) []byte, end func(error)) *stdoutLead {
@@ -139,7 +142,7 @@ func (s *stdoutLead) Read(p []byte) (int, error) {
 			}
 			s.bgReading = true
 		}
-		s.readOne()
+		s.readOne(nil)
 		r.mu.Lock()
 		if !r.sdkShouldRead() {
 			r.reading = false
@@ -152,10 +155,11 @@ func (s *stdoutLead) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// readOne reads and handles one line; only the one reading calls it. A
-// read interrupted by a deadline reads nothing and clears the deadline;
-// after the end of the input it does nothing.
-func (s *stdoutLead) readOne() {
+// readOne reads and handles one line, counted in n when n is not nil;
+// only the one reading calls it. A read interrupted by a deadline reads
+// nothing and clears the deadline; after the end of the input it does
+// nothing.
+func (s *stdoutLead) readOne(n *atomic.Uint64) {
 	s.mu.Lock()
 	ended := s.err != nil
 	s.mu.Unlock()
@@ -166,6 +170,9 @@ func (s *stdoutLead) readOne() {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		_ = s.dl.SetReadDeadline(time.Time{})
 		return
+	}
+	if n != nil {
+		n.Add(1)
 	}
 	out := s.handle(l)
 	if out == nil && err == nil {
@@ -206,7 +213,7 @@ func (s *stdoutLead) lead(ctx context.Context, w *rawWaiter) {
 		if done {
 			break
 		}
-		s.readOne()
+		s.readOne(&s.led)
 	}
 	stop()
 	r.mu.Lock()
