@@ -27,6 +27,11 @@ func leadOf(t *testing.T, u *upstream, d time.Duration) *stdoutLead {
 	return c.raw.lead
 }
 
+// quietRaw are the options of the stdout lead tests: no health pings, so
+// the child writes only what the test's calls make it write (a ping's
+// answer would wake a read the test expects to be woken otherwise).
+func quietRaw() *Options { return &Options{HealthInterval: time.Hour} }
+
 // TestLineReaderKeepsALineCutByADeadline: a read deadline that passes in
 // the middle of a line returns no line; the next read continues the line
 // and returns it whole.
@@ -67,7 +72,7 @@ func TestLineReaderKeepsALineCutByADeadline(t *testing.T) {
 // its own answer from the child's stdout (no hand-off from the SDK's
 // reader): every line of these calls is read by a leading call.
 func TestRawCallReadsItsOwnAnswer(t *testing.T) {
-	_, u, _ := rawTestGateway(t, nil)
+	_, u, _ := rawTestGateway(t, quietRaw())
 	lead := leadOf(t, u, time.Hour)
 	if _, err := rawCall(t, t.Context(), u, "echo", `{"message":"warm"}`); err != nil {
 		t.Fatal(err) // the SDK's reader may read this one; then it stands down
@@ -93,7 +98,7 @@ func TestRawCallReadsItsOwnAnswer(t *testing.T) {
 // notifications/cancelled, and the next call reads past the late answer
 // to its own.
 func TestRawLeaderCancelled(t *testing.T) {
-	_, u, logs := rawTestGateway(t, nil)
+	_, u, logs := rawTestGateway(t, quietRaw())
 	lead := leadOf(t, u, time.Hour)
 	if _, err := rawCall(t, t.Context(), u, "echo", `{"message":"warm"}`); err != nil {
 		t.Fatal(err)
@@ -121,7 +126,7 @@ func TestRawLeaderCancelled(t *testing.T) {
 // which reads the other call's answer (nobody else would: the calls that
 // wait do not read, and the linger keeps the SDK's reader away otherwise).
 func TestRawLeaderHandsOverToTheSDKReader(t *testing.T) {
-	_, u, logs := rawTestGateway(t, nil)
+	_, u, logs := rawTestGateway(t, quietRaw())
 	lead := leadOf(t, u, time.Hour)
 	if _, err := rawCall(t, t.Context(), u, "echo", `{"message":"warm"}`); err != nil {
 		t.Fatal(err)
