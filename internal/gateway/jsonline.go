@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 
@@ -46,11 +45,6 @@ type lineReader struct {
 	r   *bufio.Reader
 	max int
 	buf []byte // reused for the next line, when it is small
-
-	// part is the line a read deadline interrupted (stdoutlead.go), kept
-	// whole to be continued by the next call; partial says there is one.
-	part    jsonLine
-	partial bool
 }
 
 // maxKeptBuffer is the largest line buffer a lineReader keeps for the next
@@ -61,18 +55,10 @@ func newLineReader(r *bufio.Reader, max int) *lineReader { return &lineReader{r:
 
 // next returns the next line. At the end of the input it returns what was
 // read of the last line (maybe nothing) with the reader's error. The line's
-// data is valid until the next call. When a read deadline of the input
-// passes (os.ErrDeadlineExceeded) it returns that error and no line: what
-// was read of the line is kept, and the next call continues it.
+// data is valid until the next call.
 func (lr *lineReader) next() (jsonLine, error) {
 	l := jsonLine{data: lr.buf[:0]}
-	if lr.partial {
-		l, lr.part, lr.partial = lr.part, jsonLine{}, false
-	}
 	defer func() {
-		if lr.partial {
-			return // l's memory is kept in part
-		}
 		if cap(l.data) <= maxKeptBuffer {
 			lr.buf = l.data[:0]
 		} else {
@@ -103,10 +89,6 @@ func (lr *lineReader) next() (jsonLine, error) {
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			lr.part, lr.partial = l, true
-			return jsonLine{}, err
 		}
 		if n := len(l.data); n > 0 && l.data[n-1] == '\r' {
 			l.data = l.data[:n-1]

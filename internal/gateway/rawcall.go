@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -64,9 +63,8 @@ type rawAnswer struct {
 
 // A rawWaiter is one raw call waiting for its answer.
 type rawWaiter struct {
-	ch       chan rawAnswer // cap 1; receives the answer once
-	origin   *origin        // the agent request it serves; may be nil
-	answered bool           // guarded by rawCalls.mu: its answer arrived (maybe parked)
+	ch     chan rawAnswer // cap 1; receives the answer once
+	origin *origin        // the agent request it serves; may be nil
 }
 
 // rawCalls are the raw calls of one stdio upstream session. Its methods
@@ -78,10 +76,6 @@ type rawCalls struct {
 
 	passed atomic.Uint64 // lines the stdout guard handed to the SDK
 
-	// lead, when set, lets a waiting call read the session's stdout
-	// itself (stdoutlead.go); set by newStdoutGuard before the first call.
-	lead *stdoutLead
-
 	mu      sync.Mutex
 	next    uint64                // guarded by mu: the number of the last id used
 	waiting map[uint64]*rawWaiter // guarded by mu
@@ -89,20 +83,6 @@ type rawCalls struct {
 	parked  []parkedAnswer        // guarded by mu: answers waiting for earlier lines, by after
 	goneErr error                 // guarded by mu; set once, when gone is closed
 	gone    chan struct{}         // closed when the session ended
-
-	// Who reads the session's stdout (stdoutlead.go), guarded by mu.
-	reading   bool // the SDK's reader or a leading raw call reads it
-	pending   int  // raw calls waiting whose answer has not arrived
-	active    int  // raw calls in flight
-	lingering bool // none in flight, the last ended less than linger ago
-	linger    time.Duration
-}
-
-// sdkShouldRead reports whether the SDK's reader is to read the session's
-// stdout (when nobody leads): while raw calls wait for answers, and when
-// none is in flight and none ended within linger. r.mu is held.
-func (r *rawCalls) sdkShouldRead() bool {
-	return r.pending > 0 || (r.active == 0 && !r.lingering)
 }
 
 // A parkedAnswer waits until the SDK has read the after lines that came
@@ -114,7 +94,7 @@ type parkedAnswer struct {
 }
 
 func newRawCalls(w io.Writer, max int, log *slog.Logger) *rawCalls {
-	return &rawCalls{w: w, max: max, log: log, waiting: map[uint64]*rawWaiter{}, gone: make(chan struct{}), linger: stdoutLinger}
+	return &rawCalls{w: w, max: max, log: log, waiting: map[uint64]*rawWaiter{}, gone: make(chan struct{})}
 }
 
 // end fails every waiting call, and every later one, with
@@ -145,10 +125,6 @@ func (r *rawCalls) end(cause error) {
 func (r *rawCalls) answer(id uint64, a rawAnswer) {
 	after := r.passed.Load()
 	r.mu.Lock()
-	if w := r.waiting[id]; w != nil && !w.answered {
-		w.answered = true
-		r.pending--
-	}
 	if r.read < after {
 		r.parked = append(r.parked, parkedAnswer{id: id, a: a, after: after})
 		r.mu.Unlock()
@@ -231,47 +207,12 @@ func (r *rawCalls) send(ctx context.Context, mk func(n uint64) []byte, o *origin
 	r.next++
 	id := r.next
 	r.waiting[id] = w
-	r.pending++
-	r.active++
-	if r.active == 1 && r.lead != nil {
-		r.lead.idle.Stop()
-	}
 	r.mu.Unlock()
-	defer r.left()
 
 	if _, err := r.w.Write(mk(id)); err != nil {
 		r.forget(id)
 		return nil, fmt.Errorf("write tools/call to the upstream: %w", err)
 	}
-	if r.lead != nil {
-		r.mu.Lock()
-		lead := !r.reading && !w.answered
-		if lead {
-			r.reading = true
-		}
-		r.mu.Unlock()
-		if lead {
-			r.lead.lead(ctx, w)
-		}
-	}
-	return r.await(ctx, id, w)
-}
-
-// left records the end of a raw call; after the last one the SDK's reader
-// takes the session's stdout back once linger has passed without
-// another (stdoutlead.go).
-func (r *rawCalls) left() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.active--
-	if r.active == 0 && r.lead != nil {
-		r.lingering = true
-		r.lead.idle.Reset(r.linger)
-	}
-}
-
-// await waits for the answer of raw call id (send).
-func (r *rawCalls) await(ctx context.Context, id uint64, w *rawWaiter) (json.RawMessage, error) {
 	select {
 	case a := <-w.ch:
 		if a.err != nil {
@@ -279,7 +220,19 @@ func (r *rawCalls) await(ctx context.Context, id uint64, w *rawWaiter) (json.Raw
 		}
 		return a.result, nil
 	case <-r.gone:
-		return r.awaitGone(id, w)
+		r.forget(id)
+		select {
+		case a := <-w.ch: // it was answered just before the end
+			if a.err != nil {
+				return nil, a.err
+			}
+			return a.result, nil
+		default:
+		}
+		r.mu.Lock()
+		err := r.goneErr
+		r.mu.Unlock()
+		return nil, err
 	case <-ctx.Done():
 		if r.forget(id) {
 			r.cancel(id, ctx.Err())
@@ -288,31 +241,11 @@ func (r *rawCalls) await(ctx context.Context, id uint64, w *rawWaiter) (json.Raw
 	}
 }
 
-// awaitGone is await's end when the session ended before id was answered.
-func (r *rawCalls) awaitGone(id uint64, w *rawWaiter) (json.RawMessage, error) {
-	r.forget(id)
-	select {
-	case a := <-w.ch: // it was answered just before the end
-		if a.err != nil {
-			return nil, a.err
-		}
-		return a.result, nil
-	default:
-	}
-	r.mu.Lock()
-	err := r.goneErr
-	r.mu.Unlock()
-	return nil, err
-}
-
 // forget stops waiting for id and reports whether it was still waited for.
 func (r *rawCalls) forget(id uint64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	w, ok := r.waiting[id]
-	if ok && !w.answered {
-		r.pending--
-	}
+	_, ok := r.waiting[id]
 	delete(r.waiting, id)
 	return ok
 }

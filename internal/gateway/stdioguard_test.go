@@ -219,7 +219,7 @@ func TestStdoutGuard(t *testing.T) {
 		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":1}}`,
 	}, "\n") + "\n"
 	var logs logBuffer
-	passed, err := io.ReadAll(newStdoutGuard(t.Context(), iotest.OneByteReader(strings.NewReader(in)), nil, 128, logs.logger(), nil))
+	passed, err := io.ReadAll(newStdoutGuard(t.Context(), iotest.OneByteReader(strings.NewReader(in)), 128, logs.logger(), nil))
 	if err != nil {
 		t.Fatal(err)
 	}

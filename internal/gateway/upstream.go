@@ -313,7 +313,7 @@ func (u *upstream) connectAt(ctx context.Context, client *mcp.Client, owner *age
 		stdout = activityReader{r: p.stdout, saw: u.sawTraffic}
 	}
 	raw := newRawCalls(p, u.g.opts.MaxResultBytes, u.log)
-	out := newStdoutGuard(ctx, stdout, readDeadlines(p.stdout), u.g.opts.MaxResultBytes, u.log, raw)
+	out := newStdoutGuard(ctx, stdout, u.g.opts.MaxResultBytes, u.log, raw)
 	t := captureTransport{Transport: &mcp.IOTransport{Reader: io.NopCloser(out), Writer: p, MaxLineLength: u.g.opts.MaxResultBytes + sdkLimitSlack},
 		routes: u.g.routes, up: u, owner: owner, raw: raw}
 	cs, err := client.Connect(ctx, t, opts)

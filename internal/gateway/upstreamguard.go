@@ -32,13 +32,9 @@ const maxLoggedStdout = 256
 //     goes to that call instead of the SDK, and the end of the input
 //     fails the raw calls still waiting.
 //
-// With raw and dl (r's read deadlines; nil when it has none) set, the raw
-// calls read the lines themselves while they wait (stdoutlead.go), and the
-// guard is their stdoutLead.
-//
 // ctx is only for the log records; the guard outlives any deadline of it
 // (it reads for as long as the session lasts), so it is used without one.
-func newStdoutGuard(ctx context.Context, r io.Reader, dl deadlineReader, max int, log *slog.Logger, raw *rawCalls) io.Reader {
+func newStdoutGuard(ctx context.Context, r io.Reader, max int, log *slog.Logger, raw *rawCalls) *lineFilter {
 	ctx = context.WithoutCancel(ctx)
 	handle := func(l jsonLine) []byte {
 		if l.over {
@@ -76,7 +72,7 @@ func newStdoutGuard(ctx context.Context, r io.Reader, dl deadlineReader, max int
 	if raw == nil {
 		return newLineFilter(r, max, handle)
 	}
-	divert := func(l jsonLine) []byte {
+	f := newLineFilter(r, max, func(l jsonLine) []byte {
 		if raw.divert(l) {
 			return nil
 		}
@@ -85,12 +81,7 @@ func newStdoutGuard(ctx context.Context, r io.Reader, dl deadlineReader, max int
 			raw.passed.Add(1)
 		}
 		return out
-	}
-	if dl != nil {
-		raw.lead = newStdoutLead(raw, r, dl, max, divert, raw.end)
-		return raw.lead
-	}
-	f := newLineFilter(r, max, divert)
+	})
 	f.end = raw.end
 	return f
 }
