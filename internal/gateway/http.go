@@ -207,7 +207,10 @@ type httpFront struct {
 }
 
 func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if held := f.serve(w, r); held != nil {
+	f.g.opts.Load.Begin()
+	held := f.serve(w, r)
+	f.g.opts.Load.End()
+	if held != nil {
 		// A call the lean front holds is parked off net/http's connection
 		// when it can be (leanpark.go); else it waits here, after serve's
 		// frames are gone: the connection's goroutine parks in a few small
