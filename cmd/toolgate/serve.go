@@ -324,7 +324,7 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 		eg.Go(func() error { gctune.Tune(ctx, *gc); return nil })
 	}
 	if sio.procs {
-		eg.Go(func() error { procs.Follow(ctx, c.load, runtime.GOMAXPROCS(0), runtime.GOMAXPROCS); return nil })
+		eg.Go(func() error { procs.Follow(ctx, c.load, runtime.GOMAXPROCS(0), setProcs); return nil })
 	}
 	eg.Go(func() error {
 		return reloadPolicy(ctx, f.config, cfg, c.holder, hup, f.watch, f.dev, log, c.metrics)
@@ -373,6 +373,17 @@ type trailRunner interface {
 // listeners shut down queues its audit record before that flush, not
 // after it, where nothing would read it. ctx's values are kept, its
 // cancellation is not. It returns wait's error, else trail's.
+// setProcs is procs.Follow's setter: one P, or the runtime's default back
+// (which also resumes the runtime's own updates of it from the CPU limit).
+func setProcs(n int) int {
+	if n == 1 {
+		return runtime.GOMAXPROCS(1)
+	}
+	prev := runtime.GOMAXPROCS(0)
+	runtime.SetDefaultGOMAXPROCS()
+	return prev
+}
+
 func runWithTrail(ctx context.Context, trail trailRunner, wait func() error) error {
 	tctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)

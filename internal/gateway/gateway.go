@@ -127,8 +127,9 @@ type Options struct {
 	// Logger receives the gateway's logs, the upstreams' stderr lines and
 	// their MCP log messages. Default: discard.
 	Logger *slog.Logger
-	// Load, when set, counts the MCP requests the HTTP front serves (a
-	// held call only until it is held), for procs.Follow.
+	// Load, when set, counts the MCP POSTs the HTTP front serves (a held
+	// call only until it is held; GET streams not at all), for
+	// procs.Follow.
 	Load *procs.Load
 	// Version is the version the gateway reports in its MCP server info.
 	Version string

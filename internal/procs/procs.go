@@ -54,13 +54,19 @@ func (l *Load) End() {
 	}
 }
 
+// InFlight returns the calls in flight now and the most since Follow
+// last looked.
+func (l *Load) InFlight() (now, most int64) { return l.cur.Load(), l.peak.Load() }
+
 // take returns the most calls in flight since the last take.
 func (l *Load) take() int64 { return l.peak.Swap(l.cur.Load()) }
 
-// Follow sets the number of Ps with set (runtime.GOMAXPROCS in serve)
-// from l until ctx ends, and then sets def back. def is the default
-// number (runtime.GOMAXPROCS(0) at start, when the environment does not
-// set it); with def ≤ 1 it returns at once.
+// Follow sets the number of Ps with set from l until ctx ends, and then
+// sets def back. def is the default number (runtime.GOMAXPROCS(0) at
+// start, when the environment does not set it); with def ≤ 1 it returns
+// at once. set(1) is to run one P, set(def) the runtime's default (serve:
+// runtime.GOMAXPROCS(1) and runtime.SetDefaultGOMAXPROCS, which also
+// resumes the runtime's updates of it from a changed CPU limit).
 func Follow(ctx context.Context, l *Load, def int, set func(int) int) {
 	if def <= 1 {
 		return
