@@ -7,9 +7,12 @@
 // is no idle P to start; with many calls in flight the default's second P
 // is worth having (GOMAXPROCS=1 cost C=16 a quarter of its calls/s).
 //
-// [Follow] looks at the most calls in flight since its last look, every
-// [Every]: after [Calm] looks in a row with at most one it sets one P, at
-// the first look with more it sets the default back. Each change stops the
+// [Follow] looks at the most calls in flight since its last look, and at
+// the process's CPU time, every [Every]: after [Calm] looks in a row with
+// at most one call and less than [Busy] of a CPU used it sets one P; at
+// the first look with more calls, or with more CPU used (work the front
+// does not count: approving held calls, the audit trail, a burst of
+// anything), it sets the default back. Each change stops the
 // world briefly, so it happens at most once per Calm×Every going down.
 // When the environment sets GOMAXPROCS, or the default is one P already,
 // Follow does nothing.
@@ -25,6 +28,9 @@ import (
 const (
 	Every = 100 * time.Millisecond
 	Calm  = 10
+	// Busy is the share of one CPU (of the time between two looks) the
+	// process may use and still run on one P.
+	Busy = 0.7
 )
 
 // Load counts the calls in flight and the most since the last look. Its
@@ -67,13 +73,20 @@ func (l *Load) take() int64 { return l.peak.Swap(l.cur.Load()) }
 // at once. set(1) is to run one P, set(def) the runtime's default (serve:
 // runtime.GOMAXPROCS(1) and runtime.SetDefaultGOMAXPROCS, which also
 // resumes the runtime's updates of it from a changed CPU limit).
-func Follow(ctx context.Context, l *Load, def int, set func(int) int) {
+//
+// cpu returns the process's CPU time so far (user and system; serve:
+// getrusage); nil counts none.
+func Follow(ctx context.Context, l *Load, def int, set func(int) int, cpu func() time.Duration) {
 	if def <= 1 {
 		return
+	}
+	if cpu == nil {
+		cpu = func() time.Duration { return 0 }
 	}
 	t := time.NewTicker(Every)
 	defer t.Stop()
 	cur, calm := def, 0
+	used := cpu()
 	defer func() {
 		if cur != def {
 			set(def)
@@ -85,7 +98,10 @@ func Follow(ctx context.Context, l *Load, def int, set func(int) int) {
 			return
 		case <-t.C:
 		}
-		if l.take() > 1 {
+		now := cpu()
+		busy := float64(now-used) > Busy*float64(Every)
+		used = now
+		if l.take() > 1 || busy {
 			calm = 0
 			if cur != def {
 				set(def)

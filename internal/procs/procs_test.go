@@ -3,14 +3,15 @@ package procs
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 )
 
 // TestFollow: one P after Calm quiet looks, the default back at the first
-// look that saw two calls in flight (even ones that ended before it), and
-// the default again when Follow ends.
+// look that saw two calls in flight (even ones that ended before it) or
+// the process busy, and nothing more when Follow ends on the default.
 func TestFollow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var (
@@ -31,7 +32,11 @@ func TestFollow(t *testing.T) {
 		l := &Load{}
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
-		go func() { Follow(ctx, l, 2, set); close(done) }()
+		var cpu atomic.Int64 // the process's CPU time, ns
+		go func() {
+			Follow(ctx, l, 2, set, func() time.Duration { return time.Duration(cpu.Load()) })
+			close(done)
+		}()
 
 		l.Begin() // one call at a time: calm
 		time.Sleep(Every*(Calm-1) + Every/2)
@@ -57,15 +62,23 @@ func TestFollow(t *testing.T) {
 		if s := sets(); len(s) != 3 || s[2] != 1 {
 			t.Fatalf("calm again: set %v, want [1 2 1]", s)
 		}
+		// One call in flight, but the process used most of a CPU since
+		// the last look (work the front does not count).
+		cpu.Add(int64(Every * 9 / 10))
+		time.Sleep(Every)
+		synctest.Wait()
+		if s := sets(); len(s) != 4 || s[3] != 2 {
+			t.Fatalf("after a busy look: set %v, want [1 2 1 2]", s)
+		}
 		cancel()
 		<-done
-		if s := sets(); len(s) != 4 || s[3] != 2 {
-			t.Fatalf("after Follow: set %v, want [1 2 1 2]", s)
+		if s := sets(); len(s) != 4 {
+			t.Fatalf("after Follow: set %v, want [1 2 1 2] (the default was in effect)", s)
 		}
 	})
 }
 
 // TestFollowDefaultOne: with one P as the default Follow changes nothing.
 func TestFollowDefaultOne(t *testing.T) {
-	Follow(t.Context(), &Load{}, 1, func(int) int { t.Fatal("set called"); return 0 })
+	Follow(t.Context(), &Load{}, 1, func(int) int { t.Fatal("set called"); return 0 }, nil)
 }
