@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,7 @@ import (
 	"toolgate/internal/httpserve"
 	"toolgate/internal/policy"
 	"toolgate/internal/policystore"
+	"toolgate/internal/procs"
 	"toolgate/internal/seal"
 	"toolgate/internal/store"
 	"toolgate/internal/store/sqlstore"
@@ -82,11 +84,14 @@ type serveIO struct {
 	sys            system
 	onReady        func(ready map[string]string)
 	gc             *gctune.Settings // what serve applied; nil in tests
+	procs          bool             // follow the calls in flight with GOMAXPROCS (procs.Follow); false in tests
 }
 
 func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	gc := gctune.Apply(os.Getenv) // GOGC and GOMEMLIMIT from the environment win
-	return serveWith(ctx, args, serveIO{stdin: stdin, stdout: stdout, stderr: stderr, sys: osSystem(), gc: &gc})
+	// GOMAXPROCS from the environment wins, as GOGC does.
+	return serveWith(ctx, args, serveIO{stdin: stdin, stdout: stdout, stderr: stderr, sys: osSystem(), gc: &gc,
+		procs: os.Getenv("GOMAXPROCS") == ""})
 }
 
 // serveWith runs `toolgate serve` until ctx ends, the stdio client leaves
@@ -183,6 +188,7 @@ type core struct {
 	watch    func(context.Context, *gate.Gate, func())
 	gate     *gate.Gate
 	gw       *gateway.Gateway
+	load     *procs.Load // the MCP requests in flight, for procs.Follow
 	holder   *policy.Holder
 	cat      *lazyCatalog         // the gateway's tool catalog, for the gate and explain
 	policies *policystore.Service // nil with policy.source: file
@@ -272,6 +278,8 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 		HealthInterval:  cfg.Upstreams.HealthInterval,
 		MaxResultBytes:  int(cfg.Limits.MaxResultBytes),
 		MaxRequestBytes: int(cfg.Limits.MaxRequestBytes)}
+	c.load = &procs.Load{}
+	gwOpts.Load = c.load
 	if cfg.Sessions.RequestTool {
 		gwOpts.PolicyRequests = c.gate
 	}
@@ -314,6 +322,9 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 	eg.Go(func() error { return c.gate.Run(ctx) })
 	if gc := sio.gc; gc != nil {
 		eg.Go(func() error { gctune.Tune(ctx, *gc); return nil })
+	}
+	if sio.procs {
+		eg.Go(func() error { procs.Follow(ctx, c.load, runtime.GOMAXPROCS(0), setProcs, processCPU); return nil })
 	}
 	eg.Go(func() error {
 		return reloadPolicy(ctx, f.config, cfg, c.holder, hup, f.watch, f.dev, log, c.metrics)
@@ -362,6 +373,17 @@ type trailRunner interface {
 // listeners shut down queues its audit record before that flush, not
 // after it, where nothing would read it. ctx's values are kept, its
 // cancellation is not. It returns wait's error, else trail's.
+// setProcs is procs.Follow's setter: one P, or the runtime's default back
+// (which also resumes the runtime's own updates of it from the CPU limit).
+func setProcs(n int) int {
+	if n == 1 {
+		return runtime.GOMAXPROCS(1)
+	}
+	prev := runtime.GOMAXPROCS(0)
+	runtime.SetDefaultGOMAXPROCS()
+	return prev
+}
+
 func runWithTrail(ctx context.Context, trail trailRunner, wait func() error) error {
 	tctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)

@@ -19,6 +19,7 @@ import (
 	"toolgate/internal/approval"
 	"toolgate/internal/gate"
 	"toolgate/internal/mcpwire"
+	"toolgate/internal/procs"
 )
 
 // A Gatekeeper decides whether a tools/call may be dispatched. Admit may
@@ -126,6 +127,10 @@ type Options struct {
 	// Logger receives the gateway's logs, the upstreams' stderr lines and
 	// their MCP log messages. Default: discard.
 	Logger *slog.Logger
+	// Load, when set, counts the MCP POSTs the HTTP front serves (a held
+	// call only until it is held; GET streams not at all), for
+	// procs.Follow.
+	Load *procs.Load
 	// Version is the version the gateway reports in its MCP server info.
 	Version string
 	// HeldGoroutines makes a held 2026-07-28 call parked off net/http's

@@ -207,7 +207,16 @@ type httpFront struct {
 }
 
 func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if held := f.serve(w, r); held != nil {
+	// POSTs only: a GET is a stream that stays open while the session
+	// lasts, not work in flight.
+	load := f.g.opts.Load
+	if r.Method != http.MethodPost {
+		load = nil
+	}
+	load.Begin()
+	held := f.serve(w, r)
+	load.End()
+	if held != nil {
 		// A call the lean front holds is parked off net/http's connection
 		// when it can be (leanpark.go); else it waits here, after serve's
 		// frames are gone: the connection's goroutine parks in a few small

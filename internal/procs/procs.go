@@ -1,0 +1,117 @@
+// Package procs runs the Go scheduler with one P while toolgate serves at
+// most one call at a time, and with the runtime's default otherwise
+// (issue 13, branch hotpath7). With two Ps, every goroutine a running
+// goroutine wakes also wakes an idle thread to look for work, which at
+// one call at a time finds none and sleeps again: at C=1 that was most of
+// toolgate's thread sleeps per call (docs/performance.md). With one P there
+// is no idle P to start; with many calls in flight the default's second P
+// is worth having (GOMAXPROCS=1 cost C=16 a quarter of its calls/s).
+//
+// [Follow] looks at the most calls in flight since its last look, and at
+// the process's CPU time, every [Every]: after [Calm] looks in a row with
+// at most one call and less than [Busy] of a CPU used it sets one P; at
+// the first look with more calls, or with more CPU used (work the front
+// does not count: approving held calls, the audit trail, a burst of
+// anything), it sets the default back. Each change stops the
+// world briefly, so it happens at most once per Calm×Every going down.
+// When the environment sets GOMAXPROCS, or the default is one P already,
+// Follow does nothing.
+package procs
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of Follow.
+const (
+	Every = 100 * time.Millisecond
+	Calm  = 10
+	// Busy is the share of one CPU (of the time between two looks) the
+	// process may use and still run on one P.
+	Busy = 0.7
+)
+
+// Load counts the calls in flight and the most since the last look. Its
+// methods are safe for concurrent use; a nil *Load counts nothing.
+type Load struct {
+	cur, peak atomic.Int64
+}
+
+// Begin records a call that starts; End must follow.
+func (l *Load) Begin() {
+	if l == nil {
+		return
+	}
+	n := l.cur.Add(1)
+	for {
+		p := l.peak.Load()
+		if n <= p || l.peak.CompareAndSwap(p, n) {
+			return
+		}
+	}
+}
+
+// End records the end of a call that Begin recorded.
+func (l *Load) End() {
+	if l != nil {
+		l.cur.Add(-1)
+	}
+}
+
+// InFlight returns the calls in flight now and the most since Follow
+// last looked.
+func (l *Load) InFlight() (now, most int64) { return l.cur.Load(), l.peak.Load() }
+
+// take returns the most calls in flight since the last take.
+func (l *Load) take() int64 { return l.peak.Swap(l.cur.Load()) }
+
+// Follow sets the number of Ps with set from l until ctx ends, and then
+// sets def back. def is the default number (runtime.GOMAXPROCS(0) at
+// start, when the environment does not set it); with def ≤ 1 it returns
+// at once. set(1) is to run one P, set(def) the runtime's default (serve:
+// runtime.GOMAXPROCS(1) and runtime.SetDefaultGOMAXPROCS, which also
+// resumes the runtime's updates of it from a changed CPU limit).
+//
+// cpu returns the process's CPU time so far (user and system; serve:
+// getrusage); nil counts none.
+func Follow(ctx context.Context, l *Load, def int, set func(int) int, cpu func() time.Duration) {
+	if def <= 1 {
+		return
+	}
+	if cpu == nil {
+		cpu = func() time.Duration { return 0 }
+	}
+	t := time.NewTicker(Every)
+	defer t.Stop()
+	cur, calm := def, 0
+	used := cpu()
+	defer func() {
+		if cur != def {
+			set(def)
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := cpu()
+		busy := float64(now-used) > Busy*float64(Every)
+		used = now
+		if l.take() > 1 || busy {
+			calm = 0
+			if cur != def {
+				set(def)
+				cur = def
+			}
+			continue
+		}
+		if calm++; calm >= Calm && cur != 1 {
+			set(1)
+			cur = 1
+		}
+	}
+}
