@@ -103,17 +103,9 @@ func TestEventWaitSettlePanicAfterConsume(t *testing.T) {
 		}
 		g.Wake(id) // as the store's watch would
 		a := recvHeld(t, ch)
-		if a.Allowed || !strings.Contains(a.Message, "internal error") {
-			t.Fatalf("answer %+v, want a refusal naming an internal error", a)
-		}
-		if ps.armed.Load() {
-			t.Fatal("the consume never panicked")
-		}
+		wantPanicRefusal(t, a, &ps.armed)
 		waitNoSteps(t)
-		r, err := db.GetRequest(t.Context(), id)
-		if err != nil || r.State != approval.StateConsumed || r.DispatchOutcome != approval.OutcomeTransportError {
-			t.Fatalf("request %s outcome %q (%v), want consumed, transport_error", r.State, r.DispatchOutcome, err)
-		}
+		wantNotDispatched(t, db, id)
 
 		// done itself panics: answered once, the process goes on.
 		cp := writeCall("/panic-in-done")
@@ -139,4 +131,27 @@ func TestEventWaitSettlePanicAfterConsume(t *testing.T) {
 			t.Fatalf("%d more answers", n)
 		}
 	})
+}
+
+// wantPanicRefusal fails t unless a held call's answer a refuses it
+// naming an internal error and the panic armed went off (armed is
+// cleared by the store wrapper that panicked).
+func wantPanicRefusal(t *testing.T, a *Admission, armed *atomic.Bool) {
+	t.Helper()
+	if a.Allowed || !strings.Contains(a.Message, "internal error") {
+		t.Fatalf("answer %+v, want a refusal naming an internal error", a)
+	}
+	if armed.Load() {
+		t.Fatal("the consume never panicked")
+	}
+}
+
+// wantNotDispatched fails t unless request id is consumed with the
+// outcome transport_error: recorded as not dispatched, nothing ran.
+func wantNotDispatched(t *testing.T, db *sqlstore.DB, id approval.ID) {
+	t.Helper()
+	r, err := db.GetRequest(t.Context(), id)
+	if err != nil || r.State != approval.StateConsumed || r.DispatchOutcome != approval.OutcomeTransportError {
+		t.Fatalf("request %s outcome %q (%v), want consumed, transport_error", r.State, r.DispatchOutcome, err)
+	}
 }
