@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -210,10 +211,31 @@ func TestHTTPUpstreamSessionExpired(t *testing.T) {
 	methods.waitFor(t, now.cs.ID(), "logging/setLevel", "tools/list")
 
 	// If re-initialising fails, the agent gets an isError result at once.
-	swap(http.NotFoundHandler())
+	var dbgMu sync.Mutex
+	var dbg []string
+	swap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		dbgMu.Lock()
+		dbg = append(dbg, r.Method+" "+string(b))
+		dbgMu.Unlock()
+		http.NotFound(w, r)
+	}))
 	res, err = call()
-	if err != nil || !res.IsError || !strings.Contains(textOf(t, res), `upstream "pay" is unavailable: its session expired and re-initialising failed`) {
-		t.Errorf("call with a dead upstream: %v %+v, want an isError result saying re-initialising failed", err, res)
+	defer func() {
+		if t.Failed() {
+			dbgMu.Lock()
+			t.Logf("DEBUG 404s: %q", dbg)
+			dbgMu.Unlock()
+			methods.mu.Lock()
+			t.Logf("DEBUG seen: %q", methods.seen[now.cs.ID()])
+			methods.mu.Unlock()
+		}
+	}()
+	if err != nil {
+		t.Fatalf("call with a dead upstream: %v, want an isError result saying re-initialising failed", err)
+	}
+	if got := textOf(t, res); !res.IsError || !strings.Contains(got, `upstream "pay" is unavailable: its session expired and re-initialising failed`) {
+		t.Errorf("call with a dead upstream: isError=%v %q, want an isError result saying re-initialising failed", res.IsError, got)
 	}
 }
 
