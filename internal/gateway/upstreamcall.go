@@ -126,7 +126,7 @@ func (u *upstream) callOnce(ctx context.Context, c *upConn, tool string, args js
 		delete(res.Meta, mcp.MetaKeyServerInfo)
 		return res, false, nil
 	}
-	if ctx.Err() == nil && (s.wasSessionMissing() || endedUnsent(c, s, err)) {
+	if ctx.Err() == nil && (s.wasSessionMissing() || (cctx.Err() == nil && u.g.root.Err() == nil && endedUnsent(c, s, err))) {
 		return nil, true, err
 	}
 	return nil, false, u.callError(ctx, cctx, c, tool, err)
@@ -137,6 +137,7 @@ func (u *upstream) callOnce(ctx context.Context, c *upConn, tool string, args js
 // when another request met the upstream's 404 first and the SDK closed the
 // session): nothing reached the upstream, so upstream.call re-initialises
 // and retries it, as for its own 404, instead of saying it may have run.
+// (Not on shutdown or after call_timeout: callError reports those.)
 func endedUnsent(c *upConn, s *slot, err error) bool {
 	return c.hc != nil && !s.wasPosted() && (errors.Is(err, mcp.ErrSessionMissing) || errors.Is(err, mcp.ErrConnectionClosed))
 }
