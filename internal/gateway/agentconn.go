@@ -172,8 +172,11 @@ func (ac *agentConn) call(ctx context.Context, tool string, args json.RawMessage
 			return nil, ac.u.unavailable(ctx, tool, "its session for this agent could not be opened; nothing was sent to it", approval.OutcomeTransportError, err)
 		}
 		res, retry, err := ac.u.callOnce(ctx, c, tool, args, prog)
-		if !retry || attempt > 0 {
+		if !retry {
 			return res, err
+		}
+		if attempt > 0 {
+			return nil, ac.u.unavailable(ctx, tool, "its new session ended too before the call was sent; nothing was run", approval.OutcomeTransportError, err)
 		}
 		ac.u.log.InfoContext(ctx, "per-agent upstream session expired (HTTP 404); reconnecting and retrying the call once", "tool", tool)
 		ac.drop(c)

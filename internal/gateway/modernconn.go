@@ -114,8 +114,11 @@ func (u *upstream) modernCall(ctx context.Context, tool string, args json.RawMes
 			return nil, u.unavailable(ctx, tool, "its session for 2026-07-28 agents could not be opened; nothing was sent to it", approval.OutcomeTransportError, err)
 		}
 		res, retry, err := u.callOnce(ctx, c, tool, args, prog)
-		if !retry || attempt > 0 {
+		if !retry {
 			return res, err
+		}
+		if attempt > 0 {
+			return nil, u.unavailable(ctx, tool, "its new session ended too before the call was sent; nothing was run", approval.OutcomeTransportError, err)
 		}
 		u.log.InfoContext(ctx, "upstream session for 2026-07-28 agents expired (HTTP 404); reconnecting and retrying the call once", "tool", tool)
 		u.dropModern(c)

@@ -33,6 +33,7 @@ type slot struct {
 	mu             sync.Mutex
 	raw            json.RawMessage       // guarded by mu
 	sessionMissing bool                  // guarded by mu: the upstream answered 404 for our session id
+	posted         bool                  // guarded by mu: the tools/call's POST went to the HTTP transport
 	each           func(json.RawMessage) // tools/list slots: called with each page's result, under mu
 }
 
@@ -88,6 +89,20 @@ func (s *slot) wasSessionMissing() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.sessionMissing
+}
+
+func (s *slot) markPosted() {
+	s.mu.Lock()
+	s.posted = true
+	s.mu.Unlock()
+}
+
+// wasPosted reports whether the call's POST was handed to the HTTP
+// transport: if not, the upstream cannot have run it.
+func (s *slot) wasPosted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.posted
 }
 
 // captureTransport wraps a stdio transport so that its connection fills
@@ -240,6 +255,9 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		id = slotRequestID(body, s)
+		if id != nil && s.each == nil {
+			s.markPosted()
+		}
 	}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {

@@ -40,7 +40,7 @@ func (u *upstream) call(ctx context.Context, tool string, args json.RawMessage, 
 	if !retry {
 		return res, err
 	}
-	u.log.InfoContext(ctx, "upstream session expired (HTTP 404); re-initialising and retrying the call once", "tool", tool)
+	u.log.InfoContext(ctx, "upstream session expired (HTTP 404) or ended before the call was sent; re-initialising and retrying the call once", "tool", tool)
 	u.reset(c)
 	wctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
 	c2, werr := u.awaitReconnect(wctx, c)
@@ -126,10 +126,20 @@ func (u *upstream) callOnce(ctx context.Context, c *upConn, tool string, args js
 		delete(res.Meta, mcp.MetaKeyServerInfo)
 		return res, false, nil
 	}
-	if s.wasSessionMissing() && ctx.Err() == nil {
+	if ctx.Err() == nil && (s.wasSessionMissing() || (cctx.Err() == nil && u.g.root.Err() == nil && endedUnsent(c, s, err))) {
 		return nil, true, err
 	}
 	return nil, false, u.callError(ctx, cctx, c, tool, err)
+}
+
+// endedUnsent reports whether a tools/call on the HTTP session c failed with
+// err because the session had ended before the call's POST went out (as
+// when another request met the upstream's 404 first and the SDK closed the
+// session): nothing reached the upstream, so upstream.call re-initialises
+// and retries it, as for its own 404, instead of saying it may have run.
+// (Not on shutdown or after call_timeout: callError reports those.)
+func endedUnsent(c *upConn, s *slot, err error) bool {
+	return c.hc != nil && !s.wasPosted() && (errors.Is(err, mcp.ErrSessionMissing) || errors.Is(err, mcp.ErrConnectionClosed))
 }
 
 // callError turns a failed CallTool into the error the agent gets (see call).
