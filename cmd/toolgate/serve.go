@@ -362,6 +362,16 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 	return err
 }
 
+// setProcs is procs.Follow's setter: one P, or the runtime's default back
+// (which also resumes the runtime's own updates of it from the CPU limit).
+func setProcs(n int) {
+	if n == 1 {
+		runtime.GOMAXPROCS(1)
+		return
+	}
+	runtime.SetDefaultGOMAXPROCS()
+}
+
 // trailRunner is the audit trail as runWithTrail runs it (*audit.Trail).
 type trailRunner interface {
 	Run(ctx context.Context) error
@@ -373,17 +383,6 @@ type trailRunner interface {
 // listeners shut down queues its audit record before that flush, not
 // after it, where nothing would read it. ctx's values are kept, its
 // cancellation is not. It returns wait's error, else trail's.
-// setProcs is procs.Follow's setter: one P, or the runtime's default back
-// (which also resumes the runtime's own updates of it from the CPU limit).
-func setProcs(n int) int {
-	if n == 1 {
-		return runtime.GOMAXPROCS(1)
-	}
-	prev := runtime.GOMAXPROCS(0)
-	runtime.SetDefaultGOMAXPROCS()
-	return prev
-}
-
 func runWithTrail(ctx context.Context, trail trailRunner, wait func() error) error {
 	tctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)

@@ -76,7 +76,7 @@ func (l *Load) take() int64 { return l.peak.Swap(l.cur.Load()) }
 //
 // cpu returns the process's CPU time so far (user and system; serve:
 // getrusage); nil counts none.
-func Follow(ctx context.Context, l *Load, def int, set func(int) int, cpu func() time.Duration) {
+func Follow(ctx context.Context, l *Load, def int, set func(int), cpu func() time.Duration) {
 	if def <= 1 {
 		return
 	}

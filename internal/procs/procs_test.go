@@ -18,11 +18,10 @@ func TestFollow(t *testing.T) {
 			mu  sync.Mutex
 			got []int
 		)
-		set := func(n int) int {
+		set := func(n int) {
 			mu.Lock()
 			defer mu.Unlock()
 			got = append(got, n)
-			return 0
 		}
 		sets := func() []int {
 			mu.Lock()
@@ -80,5 +79,5 @@ func TestFollow(t *testing.T) {
 
 // TestFollowDefaultOne: with one P as the default Follow changes nothing.
 func TestFollowDefaultOne(t *testing.T) {
-	Follow(t.Context(), &Load{}, 1, func(int) int { t.Fatal("set called"); return 0 }, nil)
+	Follow(t.Context(), &Load{}, 1, func(int) { t.Fatal("set called") }, nil)
 }
