@@ -4,6 +4,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -28,9 +29,16 @@ type heartbeatWriter struct {
 	armOnWrite bool
 
 	mu          sync.Mutex
-	wroteHeader bool        // guarded by mu
-	stopped     bool        // guarded by mu
-	timer       *time.Timer // guarded by mu; nil until armed
+	wroteHeader bool // guarded by mu
+	// undecided is set (deferStream) while a lean call's answer may still
+	// go as one JSON body: nothing of the response is written and its
+	// headers are not set. The first write decides: the call's own answer
+	// alone (answerJSON) goes as application/json; anything else (a
+	// heartbeat, a log message, a question, WriteHeader, a flush) starts
+	// the event stream (startLeanStream) first. Guarded by mu.
+	undecided bool
+	stopped   bool        // guarded by mu
+	timer     *time.Timer // guarded by mu; nil until armed
 }
 
 func newHeartbeatWriter(w http.ResponseWriter, first, every time.Duration) *heartbeatWriter {
@@ -45,6 +53,10 @@ func (h *heartbeatWriter) WriteHeader(code int) {
 	if h.wroteHeader {
 		return // a heartbeat already sent the headers (200)
 	}
+	if h.undecided && h.w.Header().Get("Content-Type") == "" {
+		h.decideStream()
+	}
+	h.undecided = false
 	h.wroteHeader = true
 	h.w.WriteHeader(code)
 }
@@ -52,6 +64,9 @@ func (h *heartbeatWriter) WriteHeader(code int) {
 func (h *heartbeatWriter) Write(p []byte) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.undecided {
+		h.decideStream()
+	}
 	h.wroteHeader = true
 	n, err := h.w.Write(p)
 	switch {
@@ -68,6 +83,9 @@ func (h *heartbeatWriter) Write(p []byte) (int, error) {
 func (h *heartbeatWriter) FlushError() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.undecided {
+		h.decideStream()
+	}
 	return http.NewResponseController(h.w).Flush()
 }
 
@@ -95,6 +113,9 @@ func (h *heartbeatWriter) beat() {
 	if h.stopped {
 		return
 	}
+	if h.undecided {
+		h.decideStream()
+	}
 	if media, _, _ := mime.ParseMediaType(h.w.Header().Get("Content-Type")); media != "text/event-stream" {
 		return
 	}
@@ -109,6 +130,52 @@ func (h *heartbeatWriter) beat() {
 		return
 	}
 	h.timer.Reset(h.every)
+}
+
+// deferStream leaves the response undecided (see undecided): its headers
+// are set by the first write, as an event stream's or, for the call's
+// answer alone, a JSON body's (answerJSON). Called before anything is
+// written, in place of startLeanStream.
+func (h *heartbeatWriter) deferStream() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.wroteHeader {
+		h.undecided = true
+	}
+}
+
+// decideStream makes the undecided response an event stream, as the lean
+// front answered every call before: mu held.
+func (h *heartbeatWriter) decideStream() {
+	h.undecided = false
+	startLeanStream(h.w)
+}
+
+// answerJSON writes msg, a call's one JSON-RPC response, as the whole
+// response with Content-Type application/json and its Content-Length, as
+// the SDK's handler answers with StreamableHTTPOptions.JSONResponse, when
+// the response is still undecided; nothing is written after it (the
+// heartbeat stops). It reports false, having written nothing, when the
+// response is an event stream already (or was never deferred): the caller
+// writes msg as the stream's last event.
+func (h *heartbeatWriter) answerJSON(msg []byte) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.undecided || h.wroteHeader {
+		return false
+	}
+	h.undecided = false
+	hd := h.w.Header()
+	hd.Set("Cache-Control", "no-cache, no-transform")
+	hd.Set("Content-Type", "application/json")
+	hd.Set("Content-Length", strconv.Itoa(len(msg)))
+	h.wroteHeader = true
+	h.stopped = true
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	_, _ = h.w.Write(msg) //nolint:gosec // G705: a JSON-RPC response served as application/json, never HTML
+	return true
 }
 
 // stop ends the heartbeat; the handler calls it before returning, so

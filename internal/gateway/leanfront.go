@@ -119,7 +119,10 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody,
 		return false, h, nil
 	}
 	f.note(true)
-	startLeanStream(w)
+	// The headers wait for the first write: an answer that is all the
+	// response carries goes as application/json (heartbeatWriter.answerJSON),
+	// anything before it starts the event stream.
+	w.deferStream()
 	// As bindRequest does for the SDK path: tracked per session (DELETE,
 	// Close and shutdown cancel it).
 	later.untrack = f.g.calls.add(s.ss.ID(), p.ID, cancel)
@@ -370,14 +373,15 @@ func writeLeanRaw(w http.ResponseWriter, id json.RawMessage, raw json.RawMessage
 	}
 	// The whole event in one buffer (writeLastSSE's frame around the
 	// response), written once.
-	b := make([]byte, 0, len("event: message\ndata: \n\n")+len(`{"jsonrpc":"2.0","id":,"result":}`)+len(id)+len(raw))
-	b = append(b, "event: message\ndata: "...)
+	b := make([]byte, 0, len(sseMessagePrefix+sseMessageSuffix)+len(`{"jsonrpc":"2.0","id":,"result":}`)+len(id)+len(raw))
+	b = append(b, sseMessagePrefix...)
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, id...)
 	b = append(b, `,"result":`...)
 	b = append(b, raw...)
-	b = append(b, "}\n\n"...)
-	_, _ = w.Write(b) //nolint:gosec // G705: a JSON-RPC event served as text/event-stream (startLeanStream), never HTML
+	b = append(b, '}')
+	b = append(b, sseMessageSuffix...)
+	writeLastEvent(w, b)
 }
 
 // writeLeanResult writes the answer to id as the SDK writes it on an event
@@ -403,26 +407,47 @@ func writeLeanResult(w http.ResponseWriter, id json.RawMessage, res *mcp.CallToo
 	writeLastSSE(w, b)
 }
 
-// writeLastSSE writes data as the response's last "message" event without
-// flushing: the handler returns right after, and net/http then sends a
-// short response in one write with its Content-Length (a flush first
-// would make it a chunked stream: two writes and a terminating chunk).
+// sseMessagePrefix and sseMessageSuffix frame a JSON-RPC message as one
+// "message" event of an event stream.
+const (
+	sseMessagePrefix = "event: message\ndata: "
+	sseMessageSuffix = "\n\n"
+)
+
+// writeLastSSE writes data, a call's JSON-RPC response, as the response's
+// last message (writeLastEvent).
 func writeLastSSE(w http.ResponseWriter, data []byte) {
-	var buf bytes.Buffer
-	buf.Grow(len("event: message\ndata: \n\n") + len(data))
-	buf.WriteString("event: message\ndata: ")
-	buf.Write(data)
-	buf.WriteString("\n\n")
-	_, _ = w.Write(buf.Bytes())
+	b := make([]byte, 0, len(sseMessagePrefix+sseMessageSuffix)+len(data))
+	b = append(b, sseMessagePrefix...)
+	b = append(b, data...)
+	b = append(b, sseMessageSuffix...)
+	writeLastEvent(w, b)
+}
+
+// writeLastEvent writes ev, a call's JSON-RPC response framed as a
+// "message" event (sseMessagePrefix, the response, sseMessageSuffix), as
+// the response's last message. When nothing of the response went out yet
+// (a heartbeatWriter still undecided: deferStream), the response alone is
+// the whole answer, as application/json with its Content-Length
+// (heartbeatWriter.answerJSON); else it is the event stream's last event.
+// Either way it is not flushed: the handler returns right after, and
+// net/http then sends a short response in one write with its
+// Content-Length (a flush first would make it a chunked stream: two
+// writes and a terminating chunk).
+func writeLastEvent(w http.ResponseWriter, ev []byte) {
+	if hw, ok := w.(*heartbeatWriter); ok && hw.answerJSON(ev[len(sseMessagePrefix):len(ev)-len(sseMessageSuffix)]) {
+		return
+	}
+	_, _ = w.Write(ev) //nolint:gosec // G705: a JSON-RPC event served as text/event-stream (startLeanStream), never HTML
 }
 
 // writeSSE writes data as one "message" event and flushes.
 func writeSSE(w http.ResponseWriter, data []byte) {
 	var buf bytes.Buffer
-	buf.Grow(len("event: message\ndata: \n\n") + len(data))
-	buf.WriteString("event: message\ndata: ")
+	buf.Grow(len(sseMessagePrefix+sseMessageSuffix) + len(data))
+	buf.WriteString(sseMessagePrefix)
 	buf.Write(data)
-	buf.WriteString("\n\n")
+	buf.WriteString(sseMessageSuffix)
 	_, _ = w.Write(buf.Bytes())
 	_ = http.NewResponseController(w).Flush()
 }

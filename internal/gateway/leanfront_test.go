@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -232,8 +233,9 @@ func TestLeanCallCancelledByTheAgent(t *testing.T) {
 }
 
 // TestLeanFrontRawAnswers sends raw POSTs on a session: a lean call is
-// answered as one SSE message event under its id with the upstream's
-// large numbers intact; an oversized body gets 413; a numeric id past
+// answered with one JSON-RPC response under its id as application/json
+// with its Content-Length (nothing went before it), the upstream's large
+// numbers intact; an oversized body gets 413; a numeric id past
 // 2^53-1 and a malformed request are handed to the SDK path.
 func TestLeanFrontRawAnswers(t *testing.T) {
 	f := newLeanFixture(t, &HTTPOptions{MaxBody: 1 << 12})
@@ -247,8 +249,8 @@ func TestLeanFrontRawAnswers(t *testing.T) {
 		return resp.StatusCode, resp.Header, string(b)
 	}
 	status, h, body := post(strings.NewReader(`{"jsonrpc":"2.0","id":"n-1","method":"tools/call","params":{"name":"up__numbers","arguments":{}}}`))
-	if status != http.StatusOK || h.Get("Content-Type") != "text/event-stream" || !strings.HasPrefix(body, "event: message\ndata: ") ||
-		!strings.Contains(body, `"id":"n-1"`) || !strings.Contains(body, numbersStructured) {
+	if status != http.StatusOK || h.Get("Content-Type") != "application/json" || !strings.HasPrefix(body, `{"jsonrpc":"2.0","id":"n-1","result":{`) ||
+		!strings.Contains(body, numbersStructured) || h.Get("Content-Length") != strconv.Itoa(len(body)) {
 		t.Fatalf("lean call: %d %v %q", status, h, body)
 	}
 	if got := f.trail.take(); len(got) != 1 || !got[0] {

@@ -14,7 +14,8 @@ import (
 )
 
 // TestLeanCallPassesStdioResultBytesThrough: a lean call to a stdio
-// upstream answers, in one write with its Content-Length, with the
+// upstream answers, in one write with its Content-Length, as
+// application/json (nothing went before the result), with the
 // upstream's result bytes as they came (a field
 // no SDK type knows and a number no float64 holds survive), compacted
 // when the line carried a carriage return (it would end the SSE data
@@ -40,6 +41,10 @@ func TestLeanCallPassesStdioResultBytesThrough(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("POST %s: %d %s", id, resp.StatusCode, b)
 		}
+		if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+			// Nothing went before the result: the answer is the result alone.
+			t.Errorf("POST %s: Content-Type %q, want application/json", id, ct)
+		}
 		if len(resp.TransferEncoding) != 0 || resp.ContentLength != int64(len(b)) {
 			// A short answer goes out in one write with its length, not
 			// as a flushed chunked stream.
@@ -49,12 +54,12 @@ func TestLeanCallPassesStdioResultBytesThrough(t *testing.T) {
 	}
 
 	got := call("r-1", "vendor", `{"jsonrpc":"2.0","id":$ID,"result":{"content":[{"type":"text","text":"raw"}],"x-vendor":{"n":1e400}}}`)
-	want := "event: message\ndata: " + `{"jsonrpc":"2.0","id":"r-1","result":{"content":[{"type":"text","text":"raw"}],"x-vendor":{"n":1e400}}}` + "\n\n"
+	want := `{"jsonrpc":"2.0","id":"r-1","result":{"content":[{"type":"text","text":"raw"}],"x-vendor":{"n":1e400}}}`
 	if got != want {
 		t.Errorf("lean answer\n got %q\nwant %q", got, want)
 	}
 	got = call("r-2", "cr", "{\"jsonrpc\":\"2.0\",\"id\":$ID,\"result\":{\"content\":[],\r\"isError\":true}}")
-	want = "event: message\ndata: " + `{"jsonrpc":"2.0","id":"r-2","result":{"content":[],"isError":true}}` + "\n\n"
+	want = `{"jsonrpc":"2.0","id":"r-2","result":{"content":[],"isError":true}}`
 	if got != want {
 		t.Errorf("lean answer of a line with a carriage return\n got %q\nwant %q", got, want)
 	}
