@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -70,7 +71,9 @@ func (f *httpFront) serveLeanModern(w http.ResponseWriter, r *http.Request, body
 	if f.g.root.Err() != nil {
 		cancel(ErrShutdown)
 	}
-	startLeanStream(w)
+	// Nothing is written until the answer, which is all the response
+	// carries: it goes as application/json (writeModernJSON), so no
+	// header is set before it.
 	if h != nil {
 		// The gate would hold it: the front holds it on this goroutine
 		// (leanhold.go), with the decision AdmitUnlessHeld took. Nothing
@@ -289,8 +292,9 @@ func finishModern(ctx context.Context, adm *gate.Admission, oc approval.Outcome,
 // the SDK's stateless handler writes it (go-sdk v1.8.0): the result with
 // the server's impl in _meta (withServerInfo) and its resultType ("input_required" when it carries inputRequests, else
 // "complete"; a result with both content and inputRequests is the SDK's
-// internal error) as the stream's one "message" event; a JSON-RPC error
-// likewise, except that method-not-found, invalid-params, unsupported
+// internal error) as the JSON-RPC response the stream's one "message"
+// event carries, written alone as application/json (writeModernJSON:
+// nothing goes before it); a JSON-RPC error likewise, except that method-not-found, invalid-params, unsupported
 // protocol version and missing client capability get the SEP-2575 status
 // (404 or 400) and the error as a plain JSON body.
 func writeModernResult(w http.ResponseWriter, impl *mcp.Implementation, id json.RawMessage, res *mcp.CallToolResult, err error) {
@@ -316,7 +320,7 @@ func writeModernResult(w http.ResponseWriter, impl *mcp.Implementation, id json.
 			_, _ = w.Write(b) //nolint:gosec // G705: a JSON-RPC error encoded by json.Marshal, served as application/json
 			return
 		}
-		writeSSE(w, b)
+		writeModernJSON(w, b)
 		return
 	}
 	rb, merr := json.Marshal(withServerInfo(answerResult(res), impl))
@@ -348,7 +352,22 @@ func writeModernResultBytes(w http.ResponseWriter, id json.RawMessage, rb []byte
 	}
 	b = append(b, rt...)
 	b = append(b, '}')
-	writeSSE(w, b)
+	writeModernJSON(w, b)
+}
+
+// writeModernJSON writes msg, the JSON-RPC response to a lean 2026-07-28
+// call, which is all its POST's response carries (nothing is written
+// before it on these paths), as the SDK's handler answers with
+// StreamableHTTPOptions.JSONResponse: 200, application/json, no-cache,
+// and with its Content-Length, in one write. (The SDK's stateless handler
+// answers as an event stream with the message as its one event: the same
+// JSON-RPC bytes, which a client must take either way.)
+func writeModernJSON(w http.ResponseWriter, msg []byte) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-cache, no-transform")
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(msg)))
+	_, _ = w.Write(msg) //nolint:gosec // G705: a JSON-RPC response served as application/json, never HTML
 }
 
 // modernErrorStatus is the HTTP status SEP-2575 gives a 2026-07-28

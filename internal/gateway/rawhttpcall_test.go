@@ -192,7 +192,8 @@ func TestRawHTTPCallPassesResultBytesThrough(t *testing.T) {
 			}
 			before := rawHTTPCalls(f.g)
 			got := f.call(t, "v-1", "vendor", `{}`)
-			want := "event: message\ndata: " + `{"jsonrpc":"2.0","id":"v-1","result":{"content":[{"type":"text","text":"v"}],"x-vendor":{"n":1e400,"max":9223372036854775807}}}` + "\n\n"
+			// The result alone: answered as application/json (leanjson_test.go).
+			want := `{"jsonrpc":"2.0","id":"v-1","result":{"content":[{"type":"text","text":"v"}],"x-vendor":{"n":1e400,"max":9223372036854775807}}}`
 			if got != want {
 				t.Errorf("answer\n got %q\nwant %q", got, want)
 			}
