@@ -164,6 +164,7 @@ func leanTypeScript(t *testing.T, g *gw, record string) {
 		Result          tsResult `json:"result"`
 		Error           string   `json:"error"`
 		Progress        int      `json:"progress"`
+		ContentType     string   `json:"contentType"`
 	}
 	next := func(want string) line {
 		t.Helper()
@@ -179,14 +180,17 @@ func leanTypeScript(t *testing.T, g *gw, record string) {
 	if l := next("connected"); l.Session == "" || l.ProtocolVersion != "2025-11-25" {
 		t.Fatalf("TypeScript client: session %q, version %q; want a 2025-11-25 session", l.Session, l.ProtocolVersion)
 	}
-	if l := next("allowed"); l.Error != "" || l.Result.IsError || l.Result.text() != `{"ts":1}` {
-		t.Errorf("TypeScript allowed call: %+v", l)
+	// The lean front answers a call whose result is all its answer
+	// carries as application/json; the progress notifications of a call
+	// with a progress token (the SDK path) come on an event stream.
+	if l := next("allowed"); l.Error != "" || l.Result.IsError || l.Result.text() != `{"ts":1}` || l.ContentType != "application/json" {
+		t.Errorf("TypeScript allowed call: %+v, want its result as application/json", l)
 	}
-	if l := next("denied"); l.Error != "" || !l.Result.IsError || !strings.Contains(l.Result.text(), "denied") {
-		t.Errorf("TypeScript denied call: %+v", l)
+	if l := next("denied"); l.Error != "" || !l.Result.IsError || !strings.Contains(l.Result.text(), "denied") || l.ContentType != "application/json" {
+		t.Errorf("TypeScript denied call: %+v, want its refusal as application/json", l)
 	}
-	if l := next("progress"); l.Error != "" || l.Result.IsError || l.Progress != 2 {
-		t.Errorf("TypeScript call with progress: %+v, want 2 progress notifications", l)
+	if l := next("progress"); l.Error != "" || l.Result.IsError || l.Progress != 2 || l.ContentType != "text/event-stream" {
+		t.Errorf("TypeScript call with progress: %+v, want 2 progress notifications on an event stream", l)
 	}
 	id := waitPending(t, g.Admin, 1)[0].ID
 	heldOnLeanFront(t, g, false)

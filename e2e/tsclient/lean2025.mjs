@@ -8,7 +8,10 @@
 // {"step": name, "error": message}): t__echo_raw {"ts":1} (allowed), t__toggle_tool (denied),
 // t__progress {"n":2} with a progress handler ({"progress": count} added), t__big_result (held:
 // the test approves it), then t__slow {"ts":"cancel"}: after one line on stdin (the test saw it
-// start upstream) the call is aborted. Errors outside a step go to stderr with exit status 1.
+// start upstream) the call is aborted. Each step's line also carries "contentType": the
+// Content-Type of the answer to its tools/call POST (application/json when toolgate answered
+// with the result alone, text/event-stream when it streamed). Errors outside a step go to
+// stderr with exit status 1.
 import { createInterface } from 'node:readline';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 
@@ -17,14 +20,26 @@ const stdin = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 const emit = (v) => process.stdout.write(JSON.stringify(v) + '\n');
 
 const client = new Client({ name: 'e2e-ts-lean', version: '1' }, { versionNegotiation: { mode: 'legacy' } });
+// The Content-Type of the last answer to a tools/call POST.
+let contentType = '';
+const recordingFetch = async (input, init) => {
+  const res = await fetch(input, init);
+  if (init?.method === 'POST' && typeof init?.body === 'string' && init.body.includes('"tools/call"')) {
+    contentType = res.headers.get('content-type') ?? '';
+  }
+  return res;
+};
 const transport = new StreamableHTTPClientTransport(new URL(url), {
   requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  fetch: recordingFetch,
 });
 const step = async (name, params, options) => {
+  contentType = '';
   try {
-    emit({ step: name, result: await client.callTool(params, options) });
+    const result = await client.callTool(params, options);
+    emit({ step: name, result, contentType });
   } catch (err) {
-    emit({ step: name, error: String(err?.message ?? err) });
+    emit({ step: name, error: String(err?.message ?? err), contentType });
   }
 };
 try {
@@ -33,9 +48,10 @@ try {
   await step('allowed', { name: 't__echo_raw', arguments: { ts: 1 } });
   await step('denied', { name: 't__toggle_tool', arguments: {} });
   let progress = 0;
+  contentType = '';
   try {
     const result = await client.callTool({ name: 't__progress', arguments: { n: 2 } }, { onprogress: () => { progress++; } });
-    emit({ step: 'progress', result, progress });
+    emit({ step: 'progress', result, progress, contentType });
   } catch (err) {
     emit({ step: 'progress', error: String(err?.message ?? err) });
   }

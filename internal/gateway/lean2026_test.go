@@ -79,7 +79,8 @@ func modernPost(t *testing.T, base, name, body string, hdr map[string]string) (i
 // allowed, one denied, one with large numbers in its result, are answered
 // by the lean front with the status, headers and bytes the SDK's stateless
 // handler gives the same request (the same gateway served with
-// DisableLeanCalls), after one policy evaluation each, and so are calls
+// DisableLeanCalls), but for the framing: the one message the SDK streams
+// is the lean answer's whole application/json body (asJSONAnswer), after one policy evaluation each, and so are calls
 // held, then approved or denied (but for the framing of a call parked off
 // net/http's connection: leanpark.go).
 func TestLeanModernAnswersAsTheSDK(t *testing.T) {
@@ -124,6 +125,9 @@ func TestLeanModernAnswersAsTheSDK(t *testing.T) {
 			if c.echo {
 				<-f.h.args
 			}
+			// The SDK streams the one message; the lean front writes it
+			// alone as application/json (leanjson_test.go).
+			sh, sb = asJSONAnswer(t, sh, sb)
 			if lst != sst || !equalHeaders(lh, sh) || !bytes.Equal(lb, sb) {
 				t.Errorf("%s (id %s):\nlean %d %v %s\nsdk  %d %v %s", c.name, id, lst, lh, lb, sst, sh, sb)
 			}
@@ -161,6 +165,7 @@ func TestLeanModernAnswersAsTheSDK(t *testing.T) {
 			t.Errorf("held (%s): %d policy evaluations, want 1", v, n)
 		}
 		sst, sh, sb := held(sdkBase)
+		sh, sb = asJSONAnswer(t, sh, sb)
 		same := bytes.Equal(lb, sb)
 		if v == approval.VerdictDeny {
 			same = bytes.Contains(lb, []byte(`"isError":true`)) && bytes.Contains(sb, []byte(`"isError":true`)) &&

@@ -347,3 +347,26 @@ func TestHeartbeatWriterDecidesAtTheFirstWrite(t *testing.T) {
 		})
 	})
 }
+
+// asJSONAnswer is the SDK path's answer (the headers modernPost keeps, and
+// the body) as the lean front writes the same JSON-RPC response when it is
+// all the response carries: an event stream of one message event becomes
+// that message alone, as application/json with its Content-Length and no
+// Connection or Transfer-Encoding header. Any other answer is returned as
+// it came.
+func asJSONAnswer(t *testing.T, h http.Header, b []byte) (http.Header, []byte) {
+	t.Helper()
+	if h.Get("Content-Type") != "text/event-stream" {
+		return h, b
+	}
+	msgs, beats := sseMessages(t, b)
+	if len(msgs) != 1 || beats != 0 {
+		return h, b
+	}
+	h = h.Clone()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(msgs[0])))
+	h.Del("Connection")
+	h.Del("Transfer-Encoding")
+	return h, []byte(msgs[0])
+}

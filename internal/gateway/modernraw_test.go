@@ -130,13 +130,14 @@ func testModernRawAnswers(t *testing.T, only2025 bool) {
 		// The ids differ (the marker is the id): compare with the lean
 		// call's id in the SDK's answer.
 		sb = bytes.ReplaceAll(sb, []byte(fmt.Sprintf(`"sdk-%d"`, i)), []byte(fmt.Sprintf(`"lean-%d"`, i)))
+		sh, sb = asJSONAnswer(t, sh, sb)
 		for _, k := range []string{"Content-Length"} {
 			lh.Del(k)
 			sh.Del(k)
 		}
 		same := bytes.Equal(lb, sb)
 		if tc.sameJSON {
-			same = sameSSEJSON(t, lb, sb)
+			same = sameJSON(t, lb, sb)
 		}
 		if lst != sst || !equalHeaders(lh, sh) || !same {
 			t.Errorf("%s:\nraw %d %v %s\nsdk %d %v %s", tc.name, lst, lh, lb, sst, sh, sb)
@@ -147,17 +148,13 @@ func testModernRawAnswers(t *testing.T, only2025 bool) {
 	}
 }
 
-// sameSSEJSON reports whether the answers a and b (one SSE event each)
-// carry the same JSON after decode.
-func sameSSEJSON(t *testing.T, a, b []byte) bool {
+// sameJSON reports whether the answers a and b (one JSON-RPC message
+// each) carry the same JSON after decode.
+func sameJSON(t *testing.T, a, b []byte) bool {
 	t.Helper()
 	dec := func(x []byte) any {
-		_, data, ok := bytes.Cut(x, []byte("data: "))
-		if !ok {
-			t.Fatalf("no data line in %q", x)
-		}
 		var v any
-		if err := json.Unmarshal(bytes.TrimSpace(data), &v); err != nil {
+		if err := json.Unmarshal(x, &v); err != nil {
 			t.Fatalf("answer %q: %v", x, err)
 		}
 		return v
@@ -254,6 +251,7 @@ func testModernRawHeld(t *testing.T, only2025 bool) {
 			t.Errorf("%d: the SDK path's call went the raw way", i)
 		}
 		sb = bytes.ReplaceAll(sb, []byte(fmt.Sprintf(`"sdk-%d"`, i)), []byte(fmt.Sprintf(`"lean-%d"`, i)))
+		sh, sb = asJSONAnswer(t, sh, sb)
 		for _, k := range []string{"Connection", "Content-Length", "Transfer-Encoding"} {
 			lh.Del(k)
 			sh.Del(k)
@@ -307,11 +305,11 @@ func TestModernRawUpstreamDiesMidCall(t *testing.T) {
 					t.Fatalf("warm-up: %d %s", st, b)
 				}
 				c, n0 := modernConnRaw(u)
-				st, _, b := modernPost(t, base, "up__die", modernCallBody("2", "up__die", `{}`, ""), nil)
+				st, h, b := modernPost(t, base, "up__die", modernCallBody("2", "up__die", `{}`, ""), nil)
 				if st != http.StatusOK {
 					t.Fatalf("die: %d %s", st, b)
 				}
-				answers[base] = b
+				_, answers[base] = asJSONAnswer(t, h, b)
 				// The session ends; the next call opens a new one and
 				// nothing of the first is sent on it.
 				deadline := time.Now().Add(testWait)
@@ -349,7 +347,8 @@ func TestModernRawUpstreamDiesMidCall(t *testing.T) {
 
 // TestModernRawOnA2025HTTPUpstream: on an HTTP upstream that speaks
 // 2025-11-25 only, a lean 2026-07-28 call is sent as one raw POST (none
-// through the SDK) and answered with the bytes the SDK path gives: text
+// through the SDK) and answered with the bytes the SDK path gives (as
+// application/json: asJSONAnswer): text
 // content with HTML characters, structuredContent and _meta with numbers no
 // float64 holds, the upstream's own server info replaced by toolgate's.
 func TestModernRawOnA2025HTTPUpstream(t *testing.T) {
@@ -376,6 +375,7 @@ func TestModernRawOnA2025HTTPUpstream(t *testing.T) {
 			}
 		}
 		sst, sh, sb := modernPost(t, sdk, c.tool, body, nil)
+		sh, sb = asJSONAnswer(t, sh, sb)
 		if n2 := u.rawHTTPSeq.Load(); n1 != n0+1 || n2 != n1 {
 			t.Errorf("%s %s: raw POSTs %d → %d (lean) → %d (SDK path); want one, for the lean call", c.tool, c.args, n0, n1, n2)
 		}

@@ -65,15 +65,14 @@ func duplicateKeys(b []byte) ([]string, error) {
 	return dups, nil
 }
 
-// sseResult is the data of the one SSE message event in a (a 2026-07-28
-// answer as writeModernResult writes it).
-func sseResult(t *testing.T, a []byte) []byte {
+// answerMessage is the one JSON-RPC message of a (a 2026-07-28 answer as
+// writeModernResult writes it: the message alone, as application/json).
+func answerMessage(t *testing.T, a []byte) []byte {
 	t.Helper()
-	_, data, ok := bytes.Cut(a, []byte("data: "))
-	if !ok {
-		t.Fatalf("no data line in %q", a)
+	if !json.Valid(a) {
+		t.Fatalf("answer %q is not one JSON message", a)
 	}
-	return bytes.TrimSpace(data)
+	return a
 }
 
 // TestModernAnswerOfADecodedResultHasOneResultType: a result a 2026-era
@@ -97,7 +96,7 @@ func TestModernAnswerOfADecodedResultHasOneResultType(t *testing.T) {
 		}
 		w := httptest.NewRecorder()
 		writeModernResult(w, impl, json.RawMessage(`7`), res, nil)
-		data := sseResult(t, w.Body.Bytes())
+		data := answerMessage(t, w.Body.Bytes())
 		dups, err := duplicateKeys(data)
 		if err != nil || len(dups) != 0 {
 			t.Errorf("answer to %s: %s: duplicate keys %v (%v)", raw, data, dups, err)
