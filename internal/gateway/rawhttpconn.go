@@ -128,7 +128,7 @@ func (t *h1Transport) lean(req *http.Request) bool {
 // RoundTrip implements http.RoundTripper.
 func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !t.lean(req) {
-		return t.fallback.RoundTrip(req)
+		return t.fallbackRoundTrip(req) // httpreached.go
 	}
 	resp, err := t.exchange(req, req.Body)
 	var retry *h1Retry
