@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -119,5 +120,75 @@ func TestH1FallbackMarksAWrittenRequest(t *testing.T) {
 	_, err = h1Post(t, t.Context(), h1, "http://"+addr+"/", `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
 	if err == nil || reached(err) {
 		t.Errorf("POST to nothing: error %v, want one not marked as may have reached", err)
+	}
+}
+
+// answerRaw answers a scripted call on the connection taken from
+// net/http, which it then closes: the bytes pre writes, then the final
+// answer's status line, the header lines extra writes, and the JSON
+// answer msg ($ID replaced) as a body of its length.
+func answerRaw(t *testing.T, pre, extra func(w io.Writer), msg string) func(http.ResponseWriter, *http.Request, json.RawMessage) {
+	return func(w http.ResponseWriter, _ *http.Request, id json.RawMessage) {
+		c, bw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer func() { _ = c.Close() }()
+		if pre != nil {
+			pre(bw)
+		}
+		_, _ = io.WriteString(bw, "HTTP/1.1 200 OK\r\n")
+		if extra != nil {
+			extra(bw)
+		}
+		body := strings.ReplaceAll(msg, "$ID", string(id))
+		_, _ = fmt.Fprintf(bw, "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		_ = bw.Flush()
+	}
+}
+
+// TestH1AnswerHead: the lean exchange reads an answer's head as net/http's
+// Transport does: informational answers (100 Continue, 103 Early Hints)
+// before the final one are passed over, and the call's result arrives
+// (the call had run; it was failed); a head over 10 MiB fails the call
+// as one that may have run instead of being read into memory whatever its
+// size. On the raw path and on the SDK path (both POST through the lean
+// exchange); the next call works.
+func TestH1AnswerHead(t *testing.T) {
+	verifyNoLeaks(t)
+	f := newRawHTTPFixture(t, true, ServerConfig{}, nil)
+	h1Of(t, f.g)
+	const result = `{"jsonrpc":"2.0","id":$ID,"result":{"content":[{"type":"text","text":"after-hints"}]}}`
+	f.up.set("vendor", answerRaw(t, func(w io.Writer) {
+		_, _ = io.WriteString(w, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")
+	}, nil, result))
+	f.up.set("huge", answerRaw(t, nil, func(w io.Writer) {
+		_, _ = io.WriteString(w, "X-Endless: ")
+		line := strings.Repeat("a", 64<<10)
+		for range 16 << 4 { // 16 MiB of one header line
+			if _, err := io.WriteString(w, line); err != nil {
+				return // toolgate stopped reading
+			}
+		}
+		_, _ = io.WriteString(w, "\r\n")
+	}, result))
+	for _, path := range []string{"raw", "sdk"} {
+		call := f.call
+		if path == "sdk" {
+			call = f.sdkCall
+		}
+		if got := call(t, path+"-hints", "vendor", `{}`); !strings.Contains(got, "after-hints") || strings.Contains(got, `"isError":true`) {
+			t.Errorf("%s: answer after 1xx answers %q, want the call's result", path, got)
+		}
+		if got := call(t, path+"-huge", "huge", `{}`); !strings.Contains(got, `"isError":true`) || !strings.Contains(got, "may have run") {
+			t.Errorf("%s: answer with a 16 MiB head %q, want a failure saying the call may have run", path, got)
+		}
+		if got := call(t, path+"-ok", "echo", `{"still":"works"}`); !strings.Contains(got, `{\"still\":\"works\"}`) {
+			t.Errorf("%s: the next call: %q", path, got)
+		}
+	}
+	if n := len(f.up.takeCalls()); n != 6 {
+		t.Errorf("the upstream got %d tools/call POSTs, want 6", n)
 	}
 }

@@ -193,7 +193,7 @@ func (t *h1Transport) exchange(req *http.Request, body io.ReadCloser) (*http.Res
 		}
 		return nil, fmt.Errorf("%w: write: %w", errH1Sent, err)
 	}
-	resp, err := http.ReadResponse(lc.br, req)
+	resp, err := lc.readHead(req) // rawhttphead.go
 	if err == nil && resp.StatusCode < 200 {
 		_ = resp.Body.Close()
 		err = fmt.Errorf("an informational answer (HTTP %d) toolgate does not expect", resp.StatusCode)
@@ -396,6 +396,7 @@ type h1Conn struct {
 	br    *bufio.Reader
 	bw    *bufio.Writer
 	cw    countWriter
+	lim   h1HeadLimit // under br: bounds the answer's head (rawhttphead.go)
 	since time.Time // when it became idle
 	owed  io.Reader // the unread rest of the last answer (h1Body.park); nil if none
 }
@@ -417,7 +418,8 @@ func (lc *h1Conn) finish() bool {
 }
 
 func newH1Conn(c net.Conn) *h1Conn {
-	lc := &h1Conn{c: c, br: bufio.NewReaderSize(c, 4<<10)}
+	lc := &h1Conn{c: c}
+	lc.br = newH1Reader(lc)
 	lc.cw.w = c
 	lc.bw = bufio.NewWriterSize(&lc.cw, 4<<10)
 	if sc, ok := c.(syscall.Conn); ok {
