@@ -396,9 +396,10 @@ type h1Conn struct {
 	br    *bufio.Reader
 	bw    *bufio.Writer
 	cw    countWriter
-	lim   h1HeadLimit // under br: bounds the answer's head (rawhttphead.go)
 	since time.Time // when it became idle
 	owed  io.Reader // the unread rest of the last answer (h1Body.park); nil if none
+
+	lim h1HeadLimit // under br: bounds the answer's head (rawhttphead.go)
 }
 
 // finish reads the rest of the last answer on lc, if it owes one, within
