@@ -240,6 +240,7 @@ func New(s store.Store, p Evaluator, opts *Options) *Gate {
 	if o.Tracer == nil {
 		o.Tracer = noop.NewTracerProvider().Tracer("toolgate/gate")
 	}
+	o.Tracer = newSafeTracer(o.Tracer, o.Logger) // tracesafe.go
 	if o.MaxPendingPerPrincipal <= 0 {
 		o.MaxPendingPerPrincipal = 32
 	}
