@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"toolgate/internal/gate"
+	"toolgate/internal/procs"
 )
 
 // Tests of branch attack14: what an agent is told when an HTTP upstream
@@ -190,5 +194,53 @@ func TestH1AnswerHead(t *testing.T) {
 	}
 	if n := len(f.up.takeCalls()); n != 6 {
 		t.Errorf("the upstream got %d tools/call POSTs, want 6", n)
+	}
+}
+
+// panicLeanGK allows everything, except that the lean front's admission
+// panics while armed, as a bug before the answer would.
+type panicLeanGK struct {
+	allowAllGK
+	armed atomic.Bool
+}
+
+func (g *panicLeanGK) AdmitUnlessHeld(ctx context.Context, c *gate.Call, adm *gate.Admission) *gate.HandOff {
+	if g.armed.Load() {
+		panic("attack14: in the lean front's admission")
+	}
+	return g.allowAllGK.AdmitUnlessHeld(ctx, c, adm)
+}
+
+// TestHTTPFrontCountsOutAPanickedRequest: a POST whose serving panics
+// (here in the lean front's admission; net/http recovers it and drops the
+// connection) is counted out of Options.Load as well: it stayed counted
+// in flight for good, so that procs.Follow saw two calls in flight at
+// every single one after it and never ran on one P again.
+func TestHTTPFrontCountsOutAPanickedRequest(t *testing.T) {
+	load := &procs.Load{}
+	gk := &panicLeanGK{}
+	g := newGateway(t, []ServerConfig{stdioServer("up")}, gk, &Options{Load: load})
+	waitUpstream(t, g, "up", nil)
+	base := serveHTTP(t, g, nil)
+	cs := connectHTTP(t, base, aliceToken, nil, nil)
+	sid, ver := cs.ID(), cs.InitializeResult().ProtocolVersion
+	waitInitialized(t, g, sid)
+	gk.armed.Store(true)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":"p-1","method":"tools/call","params":{"name":"up__echo","arguments":{}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"Authorization": "Bearer " + aliceToken, "Mcp-Session-Id": sid, "Mcp-Protocol-Version": ver,
+		"Content-Type": "application/json", "Accept": "application/json, text/event-stream"} {
+		req.Header.Set(k, v)
+	}
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		t.Fatalf("POST whose admission panicked: %d %q, want the connection dropped", resp.StatusCode, b)
+	}
+	gk.armed.Store(false)
+	if n, _ := load.InFlight(); n != 0 {
+		t.Fatalf("in flight after the panicked POST: %d, want 0", n)
 	}
 }
