@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"toolgate/internal/gate"
 	"toolgate/internal/procs"
@@ -243,4 +244,120 @@ func TestHTTPFrontCountsOutAPanickedRequest(t *testing.T) {
 	if n, _ := load.InFlight(); n != 0 {
 		t.Fatalf("in flight after the panicked POST: %d, want 0", n)
 	}
+}
+
+// answerBytes answers a scripted call with the bytes raw returns for its
+// id, on the connection taken from net/http, which it then closes (with
+// a reset when rst is set).
+func answerBytes(t *testing.T, rst bool, raw func(id string) string) func(http.ResponseWriter, *http.Request, json.RawMessage) {
+	return func(w http.ResponseWriter, _ *http.Request, id json.RawMessage) {
+		c, bw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		_, _ = io.WriteString(bw, raw(string(id)))
+		_ = bw.Flush()
+		if tc, ok := c.(*net.TCPConn); ok && rst {
+			_ = tc.SetLinger(0)
+		}
+		_ = c.Close()
+	}
+}
+
+// TestH1MisbehavingAnswers: an upstream that answers a call at the byte
+// level in ways net/http's server never would. Whatever it sends, the
+// call reaches it once (never twice), the agent gets the result when the
+// answer carries it whole and otherwise a failure saying the call may
+// have run (never "nothing was run": the upstream had the call), and the
+// next call works. On the raw path and on the SDK path.
+func TestH1MisbehavingAnswers(t *testing.T) {
+	verifyNoLeaks(t)
+	f := newRawHTTPFixture(t, true, ServerConfig{}, nil)
+	h1Of(t, f.g)
+	result := func(id string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"whole"}]}}`
+	}
+	head := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+	cases := []struct {
+		name string
+		rst  bool
+		raw  func(id string) string
+		ok   bool // the answer carries the result whole
+	}{
+		{"connection close", false, func(id string) string {
+			return fmt.Sprintf("%sConnection: close\r\nContent-Length: %d\r\n\r\n%s", head, len(result(id)), result(id))
+		}, true},
+		{"HTTP/1.0 to the end", false, func(id string) string {
+			return "HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + result(id)
+		}, true},
+		{"chunked with trailers", false, func(id string) string {
+			r := result(id)
+			return fmt.Sprintf("%sConnection: close\r\nTransfer-Encoding: chunked\r\nTrailer: X-Done\r\n\r\n%x\r\n%s\r\n0\r\nX-Done: yes\r\n\r\n", head, len(r), r)
+		}, true},
+		{"chunked and a length", false, func(id string) string {
+			r := result(id)
+			return fmt.Sprintf("%sContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", head, len(r), r)
+		}, false},
+		{"bad chunk size", false, func(id string) string {
+			return head + "Transfer-Encoding: chunked\r\n\r\nzz\r\n" + result(id) + "\r\n0\r\n\r\n"
+		}, false},
+		{"body shorter than its length", false, func(id string) string {
+			return fmt.Sprintf("%sContent-Length: %d\r\n\r\n%s", head, len(result(id))+50, result(id))
+		}, false},
+		{"body longer than its length", false, func(id string) string {
+			return fmt.Sprintf("%sConnection: close\r\nContent-Length: %d\r\n\r\n%s{\"jsonrpc\":\"2.0\",\"id\":99}", head, len(result(id)), result(id))
+		}, true},
+		{"stream cut in an event", false, func(id string) string {
+			return "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\nevent: message\ndata: " + result(id)[:20]
+		}, false},
+		{"switching protocols", false, func(string) string {
+			return "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+		}, false},
+		{"not HTTP", false, func(string) string { return "SSH-2.0-OpenSSH_9.6\r\n" }, false},
+		{"reset", true, func(string) string { return "" }, false},
+	}
+	for _, path := range []string{"raw", "sdk"} {
+		call := f.call
+		if path == "sdk" {
+			call = f.sdkCall
+		}
+		for i, c := range cases {
+			f.up.set("vendor", answerBytes(t, c.rst, c.raw))
+			got := call(t, fmt.Sprintf("%s-%d", path, i), "vendor", `{}`)
+			switch {
+			case strings.Contains(got, "nothing was run"):
+				t.Errorf("%s %s: answer %q says nothing was run; the upstream had the call", path, c.name, got)
+			case c.ok && (!strings.Contains(got, `"text":"whole"`) || strings.Contains(got, `"isError":true`)):
+				t.Errorf("%s %s: answer %q, want the result", path, c.name, got)
+			case !c.ok && !strings.Contains(got, `"isError":true`) && !strings.Contains(got, `"error"`) && !strings.Contains(got, `"text":"whole"`):
+				t.Errorf("%s %s: answer %q, want a failure (or the whole result)", path, c.name, got)
+			}
+			if n := len(f.up.takeCalls()); n != 1 {
+				t.Errorf("%s %s: the upstream got %d tools/call POSTs, want 1", path, c.name, n)
+			}
+			// The next call works; on the SDK path once the go-sdk
+			// client's session, which a broken answer fails for every
+			// call on it, is open again.
+			f.untilWorks(t, call, fmt.Sprintf("%s-%d-next", path, i))
+		}
+	}
+}
+
+// untilWorks sends echo calls through call until one is answered (at most
+// testWait), and forgets the upstream's record of them.
+func (f *rawHTTPFixture) untilWorks(t *testing.T, call func(*testing.T, string, string, string) string, rid string) {
+	t.Helper()
+	deadline := time.Now().Add(testWait)
+	for i := 0; ; i++ {
+		got := call(t, fmt.Sprintf("%s-%d", rid, i), "echo", `{"n":1}`)
+		if strings.Contains(got, `{\"n\":1}`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no call works: %q", rid, got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	f.up.takeCalls()
 }
