@@ -35,9 +35,10 @@ import (
 // length, no trailers and no Expect header, to the plain http:// origin
 // of servers.<name>.url when no proxy applies to it, on Linux (the
 // liveness peek below). Everything else (TLS, a proxy, GET event
-// streams, DELETE) goes to the net/http Transport as before. A 1xx
-// answer, a malformed one, or a broken connection fails the request
-// closed.
+// streams, DELETE) goes to the net/http Transport as before. 1xx
+// answers before the final one are passed over as net/http does, within
+// its bound on the head (rawhttphead.go); a 101, a malformed answer, or a
+// broken connection fails the request closed.
 //
 // The rest of an answer: a raw call's event stream is read up to the
 // call's answer; its end (the stream's last chunk) usually arrives a
