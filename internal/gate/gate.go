@@ -485,7 +485,7 @@ func (g *Gate) admitDecided(ctx context.Context, c Call, chain session.Chain, de
 	case policy.Deny:
 		return denied(c, dec)
 	case policy.Approve:
-		return g.hold(ctx, c, chain, dec, g.policy.Evaluate)
+		return g.hold(ctx, c, chain, dec, g.evalPolicy)
 	default:
 		g.log.ErrorContext(ctx, "policy returned an unknown effect; denying", "effect", dec.Effect)
 		return refuse("denied: policy returned an unknown effect")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"toolgate/internal/gate"
+	"toolgate/internal/policy"
 	"toolgate/internal/procs"
 )
 
@@ -360,4 +361,48 @@ func (f *rawHTTPFixture) untilWorks(t *testing.T, call func(*testing.T, string, 
 		time.Sleep(10 * time.Millisecond)
 	}
 	f.up.takeCalls()
+}
+
+// panickingPolicy is a real compiled policy that allows everything and
+// whose evaluation panics while armed, as a bug in the evaluator would.
+type panickingPolicy struct {
+	*policy.Holder
+	armed atomic.Bool
+}
+
+func (p *panickingPolicy) Evaluate(c policy.Call) (policy.Decision, error) {
+	if p.armed.Load() {
+		panic("attack14: in the policy evaluation")
+	}
+	return p.Holder.Evaluate(c)
+}
+
+// TestPolicyPanicDeniesOnBothPaths: a policy evaluation that panics
+// denies the call on the SDK path (where the panic, before the admission,
+// ended the process: the go-sdk's handler goroutines have no recover) and
+// on the lean front, and the session goes on.
+func TestPolicyPanicDeniesOnBothPaths(t *testing.T) {
+	pol := &panickingPolicy{Holder: policy.NewHolder(&policy.Policy{Default: policy.Allow})}
+	up, url := newScriptedUpstream(t, true)
+	f := &rawHTTPFixture{up: up, trail: &leanTrail{}}
+	f.g = newGateway(t, []ServerConfig{{Name: "up", URL: url}}, gate.New(nil, pol, nil), nil)
+	f.base = serveHTTP(t, f.g, nil)
+	cs := connectHTTP(t, f.base, aliceToken, nil, nil)
+	f.sid, f.ver = cs.ID(), cs.InitializeResult().ProtocolVersion
+	waitInitialized(t, f.g, f.sid)
+	pol.armed.Store(true)
+	for _, path := range []string{"raw", "sdk"} {
+		call := f.call
+		if path == "sdk" {
+			call = f.sdkCall
+		}
+		if got := call(t, path+"-p", "echo", `{"n":1}`); !strings.Contains(got, "policy evaluation failed") || strings.Contains(got, `{\"n\":1}`) {
+			t.Errorf("%s: answer %q, want a denial", path, got)
+		}
+	}
+	pol.armed.Store(false)
+	if n := len(f.up.takeCalls()); n != 0 {
+		t.Errorf("the upstream got %d calls, want none", n)
+	}
+	f.untilWorks(t, f.sdkCall, "after")
 }
