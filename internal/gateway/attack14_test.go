@@ -109,7 +109,10 @@ func TestH1FallbackMarksAWrittenRequest(t *testing.T) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	t.Cleanup(base.CloseIdleConnections)
 	h1 := &h1Transport{fallback: base} // no lean host: everything goes to the fallback
-	_, err := h1Post(t, t.Context(), h1, ts.URL, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
+	resp, err := h1Post(t, t.Context(), h1, ts.URL, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
+	if err == nil {
+		_ = resp.Body.Close()
+	}
 	if err == nil || !reached(err) {
 		t.Errorf("POST cut after the upstream read it: error %v, want it marked as may have reached", err)
 	}
@@ -123,7 +126,10 @@ func TestH1FallbackMarksAWrittenRequest(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	_ = l.Close()
-	_, err = h1Post(t, t.Context(), h1, "http://"+addr+"/", `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
+	resp, err = h1Post(t, t.Context(), h1, "http://"+addr+"/", `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
+	if err == nil {
+		_ = resp.Body.Close()
+	}
 	if err == nil || reached(err) {
 		t.Errorf("POST to nothing: error %v, want one not marked as may have reached", err)
 	}
@@ -134,6 +140,7 @@ func TestH1FallbackMarksAWrittenRequest(t *testing.T) {
 // answer's status line, the header lines extra writes, and the JSON
 // answer msg ($ID replaced) as a body of its length.
 func answerRaw(t *testing.T, pre, extra func(w io.Writer), msg string) func(http.ResponseWriter, *http.Request, json.RawMessage) {
+	t.Helper()
 	return func(w http.ResponseWriter, _ *http.Request, id json.RawMessage) {
 		c, bw, err := http.NewResponseController(w).Hijack()
 		if err != nil {
@@ -251,6 +258,7 @@ func TestHTTPFrontCountsOutAPanickedRequest(t *testing.T) {
 // id, on the connection taken from net/http, which it then closes (with
 // a reset when rst is set).
 func answerBytes(t *testing.T, rst bool, raw func(id string) string) func(http.ResponseWriter, *http.Request, json.RawMessage) {
+	t.Helper()
 	return func(w http.ResponseWriter, _ *http.Request, id json.RawMessage) {
 		c, bw, err := http.NewResponseController(w).Hijack()
 		if err != nil {
