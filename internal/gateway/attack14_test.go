@@ -54,19 +54,27 @@ func TestHTTPUpstreamMayHaveRunIsNotNothingRun(t *testing.T) {
 		}
 	}
 	cases := []struct {
-		tool   string
-		answer func(http.ResponseWriter, *http.Request, json.RawMessage)
-		want   string
+		tool    string
+		answer  func(http.ResponseWriter, *http.Request, json.RawMessage)
+		want    string
+		sdkWant string // on the SDK path, when not want
 	}{
-		{"dies", func(_ http.ResponseWriter, r *http.Request, _ json.RawMessage) {
+		{tool: "dies", answer: func(_ http.ResponseWriter, r *http.Request, _ json.RawMessage) {
 			_, _ = io.Copy(io.Discard, r.Body) // the whole call arrived
 			panic(http.ErrAbortHandler)        // the connection is cut before any answer
-		}, "may have run"},
-		{"vendor", status(http.StatusInternalServerError), "may have run"},
-		{"fails", status(http.StatusBadGateway), "may have run"},
-		{"array", status(http.StatusGatewayTimeout), "may have run"},
-		{"plain", status(http.StatusServiceUnavailable), "nothing was run"},
-		{"notjson", status(http.StatusTooManyRequests), "nothing was run"},
+		}, want: "may have run"},
+		{tool: "vendor", answer: status(http.StatusInternalServerError), want: "may have run"},
+		{tool: "fails", answer: status(http.StatusBadGateway), want: "may have run"},
+		{tool: "array", answer: status(http.StatusGatewayTimeout), want: "may have run"},
+		{tool: "plain", answer: status(http.StatusServiceUnavailable), want: "nothing was run"},
+		{tool: "notjson", answer: status(http.StatusTooManyRequests), want: "nothing was run"},
+		{tool: "otherid", answer: func(w http.ResponseWriter, r *http.Request, id json.RawMessage) {
+			// A 500 that carries the upstream's JSON-RPC error: that error.
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(id)+`,"error":{"code":-32042,"message":"the tool's own error"}}`)
+		}, want: "the tool's own error", sdkWant: "may have run"}, // the go-sdk reads no body of a 500
 	}
 	for _, c := range cases {
 		f.up.set(c.tool, c.answer)
@@ -80,8 +88,12 @@ func TestHTTPUpstreamMayHaveRunIsNotNothingRun(t *testing.T) {
 			} else {
 				got = f.sdkCall(t, rid, c.tool, `{}`)
 			}
-			if !strings.Contains(got, `"isError":true`) || !strings.Contains(got, c.want) {
-				t.Errorf("%s %s: answer %q, want a failure saying %q", path, c.tool, got, c.want)
+			want := c.want
+			if path == "sdk" && c.sdkWant != "" {
+				want = c.sdkWant
+			}
+			if (!strings.Contains(got, `"isError":true`) && !strings.Contains(got, `"error":`)) || !strings.Contains(got, want) {
+				t.Errorf("%s %s: answer %q, want a failure saying %q", path, c.tool, got, want)
 			}
 			if n := len(f.up.takeCalls()); n != 1 {
 				t.Errorf("%s %s: the upstream got %d tools/call POSTs, want 1", path, c.tool, n)
