@@ -240,6 +240,7 @@ func New(s store.Store, p Evaluator, opts *Options) *Gate {
 	if o.Tracer == nil {
 		o.Tracer = noop.NewTracerProvider().Tracer("toolgate/gate")
 	}
+	o.Tracer = newSafeTracer(o.Tracer, o.Logger) // tracesafe.go
 	if o.MaxPendingPerPrincipal <= 0 {
 		o.MaxPendingPerPrincipal = 32
 	}
@@ -484,7 +485,7 @@ func (g *Gate) admitDecided(ctx context.Context, c Call, chain session.Chain, de
 	case policy.Deny:
 		return denied(c, dec)
 	case policy.Approve:
-		return g.hold(ctx, c, chain, dec, g.policy.Evaluate)
+		return g.hold(ctx, c, chain, dec, g.evalPolicy)
 	default:
 		g.log.ErrorContext(ctx, "policy returned an unknown effect; denying", "effect", dec.Effect)
 		return refuse("denied: policy returned an unknown effect")

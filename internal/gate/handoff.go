@@ -42,7 +42,7 @@ func (g *Gate) AdmitUnlessHeld(ctx context.Context, c *Call, adm *Admission) *Ha
 		return &HandOff{}
 	}
 	start := g.now()
-	dec, err := g.policy.Evaluate(g.policyCall(*c, c.Arguments))
+	dec, err := g.evalPolicy(g.policyCall(*c, c.Arguments))
 	if err == nil && dec.Effect == policy.Approve {
 		return &HandOff{dec: &dec, principal: c.Principal.ID, kind: c.Kind, server: c.Server, tool: c.Tool, args: c.Arguments}
 	}
@@ -60,7 +60,7 @@ func (g *Gate) evaluate(c Call) (policy.Decision, error) {
 			return *h.dec, nil
 		}
 	}
-	return g.policy.Evaluate(g.policyCall(c, c.Arguments))
+	return g.evalPolicy(g.policyCall(c, c.Arguments))
 }
 
 // for_ reports whether h was taken for c.

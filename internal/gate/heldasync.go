@@ -267,8 +267,7 @@ func (a *asyncHold) finish() {
 			"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 		if !answered {
 			answered = true
-			g.notDispatched(a.ctx, id, h.c.consumeToken)
-			g.releaseRefused(a.ctx, id)
+			g.letGoRefused(a.ctx, id, h.c.consumeToken)
 			a.done(&Admission{ApprovalID: id, Message: "refused: internal error while answering the held call; nothing was run here"})
 		}
 	}()

@@ -257,6 +257,11 @@ func (g *Gate) readAhead(ctx context.Context, h *heldCall) {
 	}
 	st := newHeldRead(h.r.id, deadline, nil, true)
 	woke, unsub := g.hub.subscribe(string(h.r.id))
+	// A panic in the read (a store bug) escaped AdmitOrHold on a goroutine
+	// nothing recovers on, the request held by this process with no call
+	// waiting (attack14). The read only saves the wait one: without it
+	// the wait reads the request itself (its panics fail closed there).
+	defer g.readAheadPanicked(h, st, unsub)
 	done, err := g.readHeld(ctx, st)
 	st.stop()
 	if done || err != nil || st.retryC != nil {
@@ -264,6 +269,18 @@ func (g *Gate) readAhead(ctx context.Context, h *heldCall) {
 		return
 	}
 	h.pre = &preRead{woke: woke, unsub: unsub}
+}
+
+// readAheadPanicked, deferred by readAhead, recovers a panic of its read
+// st: the call waits without the read made ahead (h.pre stays nil), and
+// st's retry timer and readAhead's subscription (unsub) end.
+func (g *Gate) readAheadPanicked(h *heldCall, st *heldRead, unsub func()) {
+	if v := recover(); v != nil {
+		g.log.Error("panic while reading a held call's request ahead; its wait reads it", "approval", h.r.id, "panic", fmt.Sprint(v))
+		h.pre = nil
+		st.stop()
+		unsub()
+	}
 }
 
 // heldOnCreated is heldOn for a request r the admission just created,

@@ -61,5 +61,5 @@ func (g *Gate) consumeDecision(c Call, out json.RawMessage) (policy.Decision, er
 			return *d, nil
 		}
 	}
-	return g.policy.Evaluate(g.policyCall(c, out))
+	return g.evalPolicy(g.policyCall(c, out))
 }

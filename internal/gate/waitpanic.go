@@ -44,9 +44,22 @@ func (g *Gate) waitPanicked(ctx context.Context, h *heldCall, w *holdWait, v any
 	if cl := w.withdraw(); cl != nil {
 		<-cl.done // a decision's consume for the call, if any, has committed or not
 	}
-	g.notDispatched(ctx, id, h.c.consumeToken)
-	g.releaseRefused(ctx, id)
+	g.letGoRefused(ctx, id, h.c.consumeToken)
 	return &Admission{ApprovalID: id, Message: "refused: internal error while answering the held call; nothing was run here"}
+}
+
+// letGoRefused ends this process's claims on request id of a held call
+// refused after a panic while it was settled: the consume of the call
+// (its token tok), if one committed, is recorded as not dispatched
+// (notDispatched), and the hold is let go of (releaseRefused). The hold
+// is let go of even when the first of these store writes panics too (a
+// store bug, in the recovery's own write; attack14): that panic goes on
+// to the caller's recovery, and the hold's lease mark used to stay, the
+// request renewed by this process for as long as it ran with no call
+// waiting on it.
+func (g *Gate) letGoRefused(ctx context.Context, id approval.ID, tok string) {
+	defer g.releaseRefused(ctx, id)
+	g.notDispatched(ctx, id, tok)
 }
 
 // recordHeld records the answer adm of the held call h for the audit

@@ -207,15 +207,7 @@ type httpFront struct {
 }
 
 func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// POSTs only: a GET is a stream that stays open while the session
-	// lasts, not work in flight.
-	load := f.g.opts.Load
-	if r.Method != http.MethodPost {
-		load = nil
-	}
-	load.Begin()
-	held := f.serve(w, r)
-	load.End()
+	held := f.serveCounted(w, r)
 	if held != nil {
 		// A call the lean front holds is parked off net/http's connection
 		// when it can be (leanpark.go); else it waits here, after serve's
@@ -228,6 +220,24 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		held.wait()
 		held.answer()
 	}
+}
+
+// serveCounted is serve counted in flight in Options.Load, for
+// procs.Follow, until it returns or panics (net/http recovers a panic by
+// dropping the connection: the POST was counted in flight for good, and
+// Follow saw two calls at every single one after it; branch attack14).
+// POSTs only: a GET is a stream that stays open while the session lasts,
+// not work in flight.
+//
+//go:noinline // its frame is gone before a held call waits
+func (f *httpFront) serveCounted(w http.ResponseWriter, r *http.Request) (held *leanHold) {
+	load := f.g.opts.Load
+	if r.Method != http.MethodPost {
+		load = nil
+	}
+	load.Begin()
+	defer load.End()
+	return f.serve(w, r)
 }
 
 // serve serves r (see httpFront), except that a plain call the lean front

@@ -34,6 +34,7 @@ type slot struct {
 	raw            json.RawMessage       // guarded by mu
 	sessionMissing bool                  // guarded by mu: the upstream answered 404 for our session id
 	posted         bool                  // guarded by mu: the tools/call's POST went to the HTTP transport
+	ranStatus      bool                  // guarded by mu: the upstream answered it with a status after which it may have run (mayHaveRunStatus)
 	each           func(json.RawMessage) // tools/list slots: called with each page's result, under mu
 }
 
@@ -95,6 +96,21 @@ func (s *slot) markPosted() {
 	s.mu.Lock()
 	s.posted = true
 	s.mu.Unlock()
+}
+
+// markRanStatus records that the upstream answered the call's POST with
+// an HTTP status after which the call may have run (mayHaveRunStatus).
+func (s *slot) markRanStatus() {
+	s.mu.Lock()
+	s.ranStatus = true
+	s.mu.Unlock()
+}
+
+// wasRanStatus reports whether markRanStatus was called.
+func (s *slot) wasRanStatus() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ranStatus
 }
 
 // wasPosted reports whether the call's POST was handed to the HTTP
@@ -269,6 +285,11 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	if id != nil && resp.StatusCode == http.StatusNotFound && req.Header.Get("Mcp-Session-Id") != "" {
 		s.markSessionMissing()
 		return resp, nil
+	}
+	if id != nil && s.each == nil && mayHaveRunStatus(resp.StatusCode) {
+		// The SDK reports these as rejected; the call may have run
+		// (httpreached.go).
+		s.markRanStatus()
 	}
 	if resp.StatusCode != http.StatusOK {
 		return resp, nil

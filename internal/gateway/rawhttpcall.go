@@ -143,8 +143,9 @@ func (u *upstream) postRawCall(ctx context.Context, c *upConn, id string, body [
 	if err != nil {
 		stop()
 		cancelReq()
-		if errors.Is(err, errH1Sent) {
-			// Written (rawhttpconn.go): the upstream may have run it.
+		if reached(err) {
+			// Written (rawhttpconn.go, httpreached.go): the upstream
+			// may have run it.
 			return nil, err
 		}
 		return nil, rejected(err)
@@ -226,8 +227,10 @@ func (u *upstream) readRawAnswer(ctx context.Context, c *upConn, req *http.Reque
 	switch code := resp.StatusCode; {
 	case code == http.StatusNotFound && req.Header.Get("Mcp-Session-Id") != "":
 		return nil, false, errSessionMissing404
-	case code == http.StatusTooManyRequests || code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout:
-		// Transient: the SDK reports these as rejected (not processed).
+	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+		// Refused before it was processed. (A 502 or 504 is a proxy's
+		// that passed the call on: it may have run, as after a 500;
+		// httpreached.go.)
 		return nil, false, rejected(fmt.Errorf("HTTP %d", code))
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		// Refused before it was processed (MCP spec 2025-11-25,

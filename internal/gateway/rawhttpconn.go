@@ -35,9 +35,10 @@ import (
 // length, no trailers and no Expect header, to the plain http:// origin
 // of servers.<name>.url when no proxy applies to it, on Linux (the
 // liveness peek below). Everything else (TLS, a proxy, GET event
-// streams, DELETE) goes to the net/http Transport as before. A 1xx
-// answer, a malformed one, or a broken connection fails the request
-// closed.
+// streams, DELETE) goes to the net/http Transport as before. 1xx
+// answers before the final one are passed over as net/http does, within
+// its bound on the head (rawhttphead.go); a 101, a malformed answer, or a
+// broken connection fails the request closed.
 //
 // The rest of an answer: a raw call's event stream is read up to the
 // call's answer; its end (the stream's last chunk) usually arrives a
@@ -128,7 +129,7 @@ func (t *h1Transport) lean(req *http.Request) bool {
 // RoundTrip implements http.RoundTripper.
 func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !t.lean(req) {
-		return t.fallback.RoundTrip(req)
+		return t.fallbackRoundTrip(req) // httpreached.go
 	}
 	resp, err := t.exchange(req, req.Body)
 	var retry *h1Retry
@@ -193,7 +194,7 @@ func (t *h1Transport) exchange(req *http.Request, body io.ReadCloser) (*http.Res
 		}
 		return nil, fmt.Errorf("%w: write: %w", errH1Sent, err)
 	}
-	resp, err := http.ReadResponse(lc.br, req)
+	resp, err := lc.readHead(req) // rawhttphead.go
 	if err == nil && resp.StatusCode < 200 {
 		_ = resp.Body.Close()
 		err = fmt.Errorf("an informational answer (HTTP %d) toolgate does not expect", resp.StatusCode)
@@ -398,6 +399,8 @@ type h1Conn struct {
 	cw    countWriter
 	since time.Time // when it became idle
 	owed  io.Reader // the unread rest of the last answer (h1Body.park); nil if none
+
+	lim h1HeadLimit // under br: bounds the answer's head (rawhttphead.go)
 }
 
 // finish reads the rest of the last answer on lc, if it owes one, within
@@ -417,7 +420,8 @@ func (lc *h1Conn) finish() bool {
 }
 
 func newH1Conn(c net.Conn) *h1Conn {
-	lc := &h1Conn{c: c, br: bufio.NewReaderSize(c, 4<<10)}
+	lc := &h1Conn{c: c}
+	lc.br = newH1Reader(lc)
 	lc.cw.w = c
 	lc.bw = bufio.NewWriterSize(&lc.cw, 4<<10)
 	if sc, ok := c.(syscall.Conn); ok {

@@ -129,6 +129,9 @@ func (u *upstream) callOnce(ctx context.Context, c *upConn, tool string, args js
 	if ctx.Err() == nil && (s.wasSessionMissing() || (cctx.Err() == nil && u.g.root.Err() == nil && endedUnsent(c, s, err))) {
 		return nil, true, err
 	}
+	if s.wasRanStatus() {
+		err = fmt.Errorf("%w: %w", errMayHaveReached, err)
+	}
 	return nil, false, u.callError(ctx, cctx, c, tool, err)
 }
 
@@ -157,7 +160,9 @@ func (u *upstream) callError(ctx, cctx context.Context, c *upConn, tool string, 
 		return u.unavailable(ctx, tool, "the gateway is shutting down; the call was cancelled and may have run", approval.OutcomeCancelledAfterDispatch, err)
 	}
 	var wire *jsonrpc.Error
-	if errors.As(err, &wire) {
+	// The SDK marks as rejected some failures of a call that may have
+	// reached the upstream (httpreached.go): those may have run.
+	if errors.As(err, &wire) && (wire.Code != codeRejected || !reached(err)) {
 		switch {
 		case wire.Code == codeRejected:
 			// The request never reached the upstream (HTTP: its POST failed).
