@@ -59,6 +59,24 @@ func TestServeHelp(t *testing.T) {
 	}
 }
 
+// TestPolicyHelpNamesCheckFlags: "toolgate policy help" lists check with
+// the flags it takes, as "toolgate --help" does, and does not call it
+// offline (it reads the token files and variables, the socket directory
+// and the secrets serve would read, so it is run where serve runs).
+func TestPolicyHelpNamesCheckFlags(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	run(t.Context(), []string{"policy", "help"}, strings.NewReader(""), &stdout, &stderr)
+	out := stdout.String() + stderr.String()
+	for _, want := range []string{"check [--dev] [--stdio] [--insecure-no-auth] FILE", "where serve runs"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("policy help:\n%s\nwant it to contain %q", out, want)
+		}
+	}
+	if strings.Contains(out, "offline") {
+		t.Errorf("policy help calls check offline:\n%s", out)
+	}
+}
+
 // TestCheckWarnsOfMissingUpstreamCommand: a stdio upstream whose command
 // is not there passes the check (serve starts and keeps retrying it), but
 // the check says so instead of "ok" alone; a command that is there does
