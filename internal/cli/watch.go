@@ -193,6 +193,8 @@ func eventLine(ev api.Event) string {
 		return head + "  " + clean(a.ID) + "  " + what + "  " + eventDetail(ev, *a)
 	case ev.SessionID != "":
 		return head + "  session " + clean(ev.SessionID) + "  by " + clean(ev.Actor)
+	case ev.GrantID != "":
+		return head + "  grant " + clean(ev.GrantID) + "  by " + clean(ev.Actor)
 	}
 	return head + "  by " + clean(ev.Actor)
 }
