@@ -7,8 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"toolgate/internal/audit"
 	"toolgate/internal/cli"
@@ -67,6 +69,19 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err != nil {
 		fmt.Fprintf(stderr, "toolgate: %s: %v\n", *path, err)
 		return 2
+	}
+	if cfg.Storage.Driver == "sqlite" {
+		// Opening a SQLite path that does not exist would create an empty
+		// store and report its empty chain as verified: with a relative
+		// storage.path, that is what running from another directory does.
+		if _, err := os.Stat(cfg.Storage.Path); errors.Is(err, iofs.ErrNotExist) {
+			abs, aerr := filepath.Abs(cfg.Storage.Path)
+			if aerr != nil {
+				abs = cfg.Storage.Path
+			}
+			fmt.Fprintf(stderr, "toolgate: audit verify: no store at %s (storage.path %q; a relative path is taken from the working directory, as serve takes it): nothing verified\n", abs, cfg.Storage.Path)
+			return 1
+		}
 	}
 	db, err := sqlstore.Open(ctx, sqlstore.Config{Driver: cfg.Storage.Driver, Path: cfg.Storage.Path, DSN: cfg.Storage.DSN,
 		MaxConns: 2, Logger: slog.New(slog.DiscardHandler)})

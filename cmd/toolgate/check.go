@@ -30,17 +30,27 @@ func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 		fmt.Fprintln(stderr, "usage: toolgate policy check [--dev] [--stdio] [--insecure-no-auth] FILE")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	// Flags may come after FILE too ("policy check FILE --dev", as one
+	// adds a flag to the command just run): parse again after each word.
+	var files []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			return 2
 		}
-		return 2
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
-	if fs.NArg() != 1 {
+	if len(files) != 1 {
 		fs.Usage()
 		return 2
 	}
-	path := fs.Arg(0)
+	path := files[0]
 	cfg, problems, _ := config.Check(path, sys.lookupEnv)
 	if len(problems) == 0 {
 		for _, w := range serveWarnings(cfg, f, sys) {

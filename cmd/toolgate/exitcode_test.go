@@ -59,6 +59,41 @@ func TestServeHelp(t *testing.T) {
 	}
 }
 
+// TestPolicyHelpNamesCheckFlags: "toolgate policy help" lists check with
+// the flags it takes, as "toolgate --help" does, and does not call it
+// offline (it reads the token files and variables, the socket directory
+// and the secrets serve would read, so it is run where serve runs).
+func TestPolicyHelpNamesCheckFlags(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	run(t.Context(), []string{"policy", "help"}, strings.NewReader(""), &stdout, &stderr)
+	out := stdout.String() + stderr.String()
+	for _, want := range []string{"check [--dev] [--stdio] [--insecure-no-auth] FILE", "where serve runs"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("policy help:\n%s\nwant it to contain %q", out, want)
+		}
+	}
+	if strings.Contains(out, "offline") {
+		t.Errorf("policy help calls check offline:\n%s", out)
+	}
+}
+
+// TestCheckTakesFlagsAfterTheFile: "policy check FILE --dev" checks as
+// "policy check --dev FILE" does. A new user told "run with --dev" added
+// it at the end of the command just run and got the usage text alone.
+func TestCheckTakesFlagsAfterTheFile(t *testing.T) {
+	path := writeConfig(t, "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\npolicy: { default: allow }\n")
+	for _, args := range [][]string{{"--dev", path}, {path, "--dev"}} {
+		var stdout, stderr bytes.Buffer
+		if code := checkCmd(args, &stdout, &stderr, testSystem(nil)); code != 0 || !strings.Contains(stdout.String(), path+": ok") {
+			t.Errorf("policy check %v: exit %d\nstdout:\n%s\nstderr:\n%s", args, code, stdout.String(), stderr.String())
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := checkCmd([]string{path, path}, &stdout, &stderr, testSystem(nil)); code != 2 {
+		t.Errorf("policy check with two files: exit %d, want 2", code)
+	}
+}
+
 // TestCheckWarnsOfMissingUpstreamCommand: a stdio upstream whose command
 // is not there passes the check (serve starts and keeps retrying it), but
 // the check says so instead of "ok" alone; a command that is there does

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"syscall"
 
 	"toolgate/internal/api"
 	"toolgate/internal/config"
@@ -66,9 +67,17 @@ func bindListeners(ctx context.Context, p plan, log *slog.Logger) (_ *listeners,
 	if p.adminAddr != "" {
 		lc := &api.ListenConfig{Logger: log}
 		ln, err := lc.Listen(ctx, p.adminAddr)
-		if errors.Is(err, api.ErrUnsafeSocketDir) {
+		switch {
+		case errors.Is(err, api.ErrUnsafeSocketDir):
 			return nil, fmt.Errorf("%w: listen.admin: %w", errConfig, err)
-		} else if err != nil {
+		case errors.Is(err, syscall.EADDRINUSE) && p.mcpAddr == "":
+			// Only --stdio has no agent listener. Its admin listener is on
+			// because the config sets listen.admin, most often the config
+			// of the serve already listening there.
+			return nil, fmt.Errorf("listen.admin: %w (--stdio opens the admin listener only because listen.admin is set: "+
+				"leave it out of this config (serve still listens on %s by default) and decide its calls through the serve sharing its store)",
+				err, config.Default().Listen.Admin)
+		case err != nil:
 			return nil, fmt.Errorf("listen.admin: %w", err)
 		}
 		url := p.adminAddr

@@ -67,7 +67,9 @@
 // The event routes (when Options.Events is set; 404 otherwise) read the
 // store's change feed (store.Store.Feed), filtered to what the caller may
 // see: an approval's events when it may see the approval (its tenant), a
-// session's when it may see the session, the deployment policy's always.
+// session's when it may see the session, a grant's when it may see the
+// grant (its tenant; none to a caller with a tenant when Options.Grants is
+// not set), the deployment policy's always.
 // Positions are feed cursors, "<tx>.<seq>" (store.Cursor): each [Event]
 // carries its own. The feed's order is final, so a reader resuming at a
 // cursor never skips an event that committed late (on Postgres an event

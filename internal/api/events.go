@@ -51,6 +51,9 @@ type Event struct {
 	At         time.Time `json:"at"`
 	ApprovalID string    `json:"approval_id,omitempty"`
 	SessionID  string    `json:"session_id,omitempty"`
+	// GrantID names the grant of a grant event (grant_created, grant_used,
+	// grant_revoked).
+	GrantID string `json:"grant_id,omitempty"`
 	// Approval is the approval the event is about, as it is now (its state
 	// may be newer than the event's); approval events only.
 	Approval *Approval `json:"approval,omitempty"`
@@ -171,7 +174,7 @@ func (s *Server) EventPage(ctx context.Context, c Caller, since store.Cursor, li
 		return EventPage{}, fmt.Errorf("read events after %s: %w", since, err)
 	}
 	page := EventPage{Events: []Event{}, Next: since.String(), More: len(es) == limit}
-	f := eventFilter{s: s, c: c.inner(), approvals: map[approval.ID]*Approval{}, sessions: map[string]bool{}}
+	f := eventFilter{s: s, c: c.inner(), approvals: map[approval.ID]*Approval{}, sessions: map[string]bool{}, grants: map[string]bool{}}
 	for _, e := range es {
 		page.Next = e.Cursor.String()
 		out, ok, err := f.visible(ctx, e.Event)
@@ -193,17 +196,30 @@ type eventFilter struct {
 	c         caller
 	approvals map[approval.ID]*Approval // nil: not visible
 	sessions  map[string]bool
+	grants    map[string]bool
 }
 
 // visible returns the wire form of ev and whether f's caller may see it:
 // an approval event when it may see the approval (its tenant); a session
 // event when it may see the session (its tenant; a caller without a
-// tenant sees every session); a policy event always (the deployment
-// policy is readable by every reader).
+// tenant sees every session); a grant event when it may see the grant
+// (its tenant, as GET /v1/grants; a grant that is gone, or a server
+// without grants, shows a caller with a tenant nothing); a policy event
+// always (the deployment policy is readable by every reader).
 func (f *eventFilter) visible(ctx context.Context, ev approval.Event) (Event, bool, error) {
 	out := Event{Seq: ev.Seq, Type: string(ev.Type), State: string(ev.State), Actor: ev.Actor, At: utc(ev.At),
-		ApprovalID: string(ev.RequestID), SessionID: ev.SessionID}
+		ApprovalID: string(ev.RequestID), SessionID: ev.SessionID, GrantID: ev.GrantID}
 	switch {
+	case ev.GrantID != "":
+		ok, seen := f.grants[ev.GrantID]
+		if !seen {
+			var err error
+			if ok, err = f.grantVisible(ctx, ev.GrantID); err != nil {
+				return Event{}, false, err
+			}
+			f.grants[ev.GrantID] = ok
+		}
+		return out, ok, nil
 	case ev.RequestID != "":
 		a, seen := f.approvals[ev.RequestID]
 		if !seen {
@@ -233,6 +249,23 @@ func (f *eventFilter) visible(ctx context.Context, ev approval.Event) (Event, bo
 		return out, ok, nil
 	}
 	return out, true, nil
+}
+
+func (f *eventFilter) grantVisible(ctx context.Context, id string) (bool, error) {
+	if f.c.principal.Tenant == "" {
+		return true, nil
+	}
+	if f.s.grants == nil {
+		return false, nil
+	}
+	g, err := f.s.grants.GetGrant(ctx, id)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		}
+		return false, fmt.Errorf("read grant %s: %w", id, err)
+	}
+	return grantVisible(f.c, g), nil
 }
 
 func (f *eventFilter) sessionVisible(ctx context.Context, id session.ID) (bool, error) {

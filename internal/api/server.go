@@ -253,6 +253,11 @@ func (s *Server) handle(h func(w http.ResponseWriter, r *http.Request) error) ht
 	})
 }
 
+// unknownAdminToken is the 401 message for a token the admin API does not
+// know. It says which token belongs here, since the one a new user most
+// often sends by mistake is the agent's (--dev prints both, alike).
+const unknownAdminToken = "unknown token: the admin API takes an approver's token (approvers[] in the config, or the approver token serve --dev printed), not an agent's"
+
 // require authenticates the request and checks that the caller has one of
 // roles before calling h.
 func (s *Server) require(roles []string, h func(w http.ResponseWriter, r *http.Request, c caller) error) func(w http.ResponseWriter, r *http.Request) error {
@@ -263,7 +268,7 @@ func (s *Server) require(roles []string, h func(w http.ResponseWriter, r *http.R
 		}
 		p, have, ok := s.auth(token)
 		if !ok {
-			return &apiError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Msg: "unknown token"}
+			return &apiError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Msg: unknownAdminToken}
 		}
 		if !slices.ContainsFunc(have, func(role string) bool { return slices.Contains(roles, role) }) {
 			return &apiError{Status: http.StatusForbidden, Code: CodeForbidden, Msg: "this needs one of the roles " + strings.Join(roles, ", ")}

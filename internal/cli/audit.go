@@ -106,11 +106,7 @@ func runAuditExport(ctx context.Context, args []string, stdout io.Writer, env fu
 	hc.Timeout = 0
 	resp, err := hc.Do(req)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return fmt.Errorf("GET %s: %w", path, err)
+		return c.requestError(http.MethodGet, path, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

@@ -42,7 +42,10 @@ const usageText = `Usage: toolgate approvals <command> [flags]
 
 Commands:
   list [--state S] [--limit N] [--cursor C]
-        List approvals: id, state, server, tool, requester, time left.
+        List approvals: id, state, server, tool, requester, time left
+        and the arguments (the display copy on one line, cut at 60
+        characters, after "!" when show has display warnings; read them
+        whole with show before you approve).
         --state is pending (default), all, approved, denied, expired,
         cancelled, consumed or invalidated.
   show <id>

@@ -128,11 +128,14 @@ func TestList(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	want := `ID                                    STATE    SERVER  TOOL        REQUESTED BY       EXPIRES IN
-01900000-0000-7000-8000-00000000000a  pending  pay     transfer    desktop for carol  5m0s
-01900000-0000-7000-8000-00000000000b  pending  pay     refund      desktop            1m30s
-0abcdef0-1111-7000-8000-000000000001  pending  fs      write_file  desktop for carol  5m0s
-0fedcba0-2222-7000-8000-000000000002  pending  shell   run         desktop for carol  5m0s
+	// The arguments column tells apart calls of one tool (which invoice?):
+	// the display copy on one line, escaped as show escapes it, cut with
+	// "…", and marked "!" when show has display warnings.
+	want := `ID                                    STATE    SERVER  TOOL        REQUESTED BY       EXPIRES IN  ARGUMENTS
+01900000-0000-7000-8000-00000000000a  pending  pay     transfer    desktop for carol  5m0s        {"to":"acct-1","amount":5}
+01900000-0000-7000-8000-00000000000b  pending  pay     refund      desktop            1m30s       {"to":"acct-1","amount":5}
+0abcdef0-1111-7000-8000-000000000001  pending  fs      write_file  desktop for carol  5m0s        {"to":"acct-1","amount":5}
+0fedcba0-2222-7000-8000-000000000002  pending  shell   run         desktop for carol  5m0s        ! {"command":"rm -rf ~ \u001B[2K\u001B[1Gls -la","path":"/srv…
 `
 	if diff := cmp.Diff(want, out); diff != "" {
 		t.Errorf("list output (-want +got):\n%s", diff)

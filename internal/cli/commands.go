@@ -40,7 +40,7 @@ func runList(ctx context.Context, c *client, o *options, _ []string, out io.Writ
 		return err
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tSERVER\tTOOL\tREQUESTED BY\tEXPIRES IN")
+	fmt.Fprintln(tw, "ID\tSTATE\tSERVER\tTOOL\tREQUESTED BY\tEXPIRES IN\tARGUMENTS")
 	for _, a := range l.Approvals {
 		by := a.RequestedBy
 		if a.OnBehalfOf != "" {
@@ -50,12 +50,27 @@ func runList(ctx context.Context, c *client, o *options, _ []string, out io.Writ
 		if a.Kind != "" && a.Kind != "tool_call" { // a policy change: show what it changes
 			server, tool = "("+a.Kind+")", a.Target
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(a.ID), clean(a.State), clean(server), clean(tool), clean(by), expiresIn(a, resp.now))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", clean(a.ID), clean(a.State), clean(server), clean(tool), clean(by), expiresIn(a, resp.now), listArgs(a))
 	}
 	if l.NextCursor != "" {
 		fmt.Fprintf(tw, "\nmore: toolgate approvals list --state %s --limit %d --cursor %s\n", clean(o.state), o.limit, clean(l.NextCursor))
 	}
 	return tw.Flush()
+}
+
+// listArgsWidth is how many characters of the arguments a list line shows.
+const listArgsWidth = 60
+
+// listArgs is the list's arguments column: the display copy on one line,
+// cut at listArgsWidth, after "! " when show would open with display
+// warnings (hidden characters, redactions). It tells apart calls of one
+// tool; what to approve is read in full with show (or pinned with --hash).
+func listArgs(a api.Approval) string {
+	s := argsCut(a.Arguments, listArgsWidth)
+	if len(a.DisplayWarnings) > 0 {
+		s = "! " + s
+	}
+	return s
 }
 
 // expiresIn is the time left before a pending request expires, as seen by

@@ -20,8 +20,11 @@ import (
 const policyUsageText = `Usage: toolgate policy <command> [flags]
 
 Commands:
-  check FILE
-        Validate a config file offline; prints every problem.
+  check [--dev] [--stdio] [--insecure-no-auth] FILE
+        Run every check serve runs before it starts, as serve with those
+        flags would (token variables and files, the admin socket
+        directory, secrets kept from upstreams): prints every problem and
+        exits 2 if serve would refuse to start. Run it where serve runs.
   explain (--config FILE | --addr A) --server S --tool T [--args JSON] [--principal P]
         How the policy decides one call, rule by rule (see "policy explain --help").
   test CASES.yaml [--config FILE | --addr A] [-v]

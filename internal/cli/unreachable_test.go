@@ -43,6 +43,28 @@ func TestNoGatewayAtTheAddress(t *testing.T) {
 	}
 }
 
+// TestAuditExportWithNoGatewayAtTheAddress: audit export asks, as list
+// does, whether serve runs at the address (it read only "connection
+// refused").
+func TestAuditExportWithNoGatewayAtTheAddress(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	_ = ln.Close()
+	var out, errb strings.Builder
+	env := map[string]string{cli.EnvAddr: closed, cli.EnvToken: "tok"}
+	if code := cli.RunAuditExport(t.Context(), nil, &out, &errb, func(k string) string { return env[k] }); code != cli.ExitFailure {
+		t.Errorf("exit %d, want %d", code, cli.ExitFailure)
+	}
+	for _, want := range []string{"is toolgate serve running", closed, "--addr or TOOLGATE_ADDR"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr %q, want it to contain %q", errb.String(), want)
+		}
+	}
+}
+
 // TestWatchWithNoGatewayAtTheAddress: watch keeps retrying when nothing
 // listens (the gateway may be starting), and each retry's note asks, as
 // list does, whether serve runs at that address (a new user started watch

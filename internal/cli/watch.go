@@ -193,6 +193,8 @@ func eventLine(ev api.Event) string {
 		return head + "  " + clean(a.ID) + "  " + what + "  " + eventDetail(ev, *a)
 	case ev.SessionID != "":
 		return head + "  session " + clean(ev.SessionID) + "  by " + clean(ev.Actor)
+	case ev.GrantID != "":
+		return head + "  grant " + clean(ev.GrantID) + "  by " + clean(ev.Actor)
 	}
 	return head + "  by " + clean(ev.Actor)
 }
@@ -243,15 +245,19 @@ func eventDetail(ev api.Event, a api.Approval) string {
 }
 
 // argsLine is the display copy on one line, cut at 120 characters.
-func argsLine(args json.RawMessage) string {
+func argsLine(args json.RawMessage) string { return argsCut(args, 120) }
+
+// argsCut is the display copy on one line, escaped, cut at n characters
+// (the last of them "…" when cut).
+func argsCut(args json.RawMessage, n int) string {
 	var b bytes.Buffer
 	if err := json.Compact(&b, args); err != nil {
 		b.Reset()
 		b.Write(args)
 	}
 	s := clean(string(api.EscapeJSON(b.Bytes())))
-	if r := []rune(s); len(r) > 120 {
-		s = string(r[:119]) + "…"
+	if r := []rune(s); len(r) > n {
+		s = string(r[:n-1]) + "…"
 	}
 	return s
 }

@@ -244,3 +244,39 @@ func TestWatchReplayShowsTheRequestsTimeout(t *testing.T) {
 		t.Errorf("line %q, want a requested line saying %q", l, "expires in 30m0s")
 	}
 }
+
+// TestWatchNamesTheGrant: a grant event's line names its grant (the line
+// said only "by bob", so a watcher could not tell which grant was made,
+// used or revoked).
+func TestWatchNamesTheGrant(t *testing.T) {
+	db := sqlitetest.Open(t)
+	g := gate.New(db, &policy.Policy{Default: policy.Allow}, nil)
+	srv := httptest.NewServer(api.New(g, authenticate, &api.Options{Events: db, Grants: g}))
+	t.Cleanup(srv.Close)
+	r := request("01900000-0000-7000-8000-000000000001")
+	r.CreatedAt = time.Now().UTC()
+	r.ExpiresAt = r.CreatedAt.Add(time.Hour)
+	if err := db.CreateRequest(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	_, gr, err := g.ApproveWithGrant(t.Context(), r.ID, approval.Principal{ID: "bob"}, "fine", "", approval.GrantTerms{TTL: time.Hour})
+	if err != nil || gr == nil {
+		t.Fatalf("grant: %v, %v", gr, err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	out := &lines{ch: make(chan string, 100)}
+	go cli.Run(ctx, []string{"watch", "--since", "0"}, out, &lines{ch: make(chan string, 100)}, func(k string) string {
+		return map[string]string{cli.EnvAddr: srv.URL, cli.EnvToken: "bob-tok"}[k]
+	})
+	for {
+		l := out.next(t)
+		if !strings.Contains(l, "grant_created") {
+			continue
+		}
+		if !strings.Contains(l, "grant "+gr.ID) || !strings.Contains(l, "by bob") {
+			t.Errorf("line %q, want it to name grant %s and bob", l, gr.ID)
+		}
+		return
+	}
+}

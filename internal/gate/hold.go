@@ -725,6 +725,7 @@ func (g *Gate) abandon(ctx context.Context, c Call, id approval.ID, cause error)
 		}
 		if expired {
 			g.metrics.ApprovalDecided(string(approval.StateExpired))
+			g.log.InfoContext(ctx, "approval expired", "approval", id) // as the sweeper logs it
 		}
 		g.hub.wake(string(id))
 		if ctx.Err() != nil {

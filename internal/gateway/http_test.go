@@ -56,9 +56,11 @@ func TestHTTPFront(t *testing.T) {
 		body       string
 		wantStatus int
 		wantAuth   string // WWW-Authenticate contains
+		wantBody   string // the body contains
 	}{
 		{name: "missing bearer", body: initializeBody, wantStatus: http.StatusUnauthorized, wantAuth: "Bearer"},
-		{name: "bad bearer", token: "nope", body: initializeBody, wantStatus: http.StatusUnauthorized, wantAuth: "invalid_token"},
+		// An approver's token sent here by mistake: the answer says which token /mcp takes.
+		{name: "bad bearer", token: "nope", body: initializeBody, wantStatus: http.StatusUnauthorized, wantAuth: "invalid_token", wantBody: "takes an agent's token"},
 		{name: "unknown session (C04)", token: aliceToken, session: "nope", body: listTools, wantStatus: http.StatusNotFound},
 		{name: "body too large", token: aliceToken, body: `{"pad":"` + strings.Repeat("x", 2048) + `"}`, wantStatus: http.StatusRequestEntityTooLarge},
 		{name: "initialize", token: aliceToken, body: initializeBody, wantStatus: http.StatusOK},
@@ -71,6 +73,9 @@ func TestHTTPFront(t *testing.T) {
 			}
 			if got := resp.Header.Get("WWW-Authenticate"); !strings.Contains(got, tt.wantAuth) || (tt.wantAuth == "") != (got == "") {
 				t.Errorf("WWW-Authenticate %q, want it to contain %q", got, tt.wantAuth)
+			}
+			if !strings.Contains(body, tt.wantBody) {
+				t.Errorf("body %q, want it to contain %q", body, tt.wantBody)
 			}
 		})
 	}

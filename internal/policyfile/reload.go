@@ -110,8 +110,9 @@ func (r *Reloader) Reload(ctx context.Context) error {
 	r.holder.Store(&next)
 	r.metrics.PolicyReloaded()
 	r.log.InfoContext(ctx, "policy reloaded", "old_revision", curRev, "revision", newRev, "changes", strings.Join(changes, "; "))
-	if !sameOutsidePolicy(r.running, cfg) {
-		r.log.WarnContext(ctx, "config keys outside policy changed; they take effect only after a restart", "path", r.path)
+	if keys := changedOutsidePolicy(r.running, cfg); len(keys) > 0 {
+		r.log.WarnContext(ctx, "config keys outside policy changed; they take effect only after a restart",
+			"path", r.path, "keys", strings.Join(keys, ","))
 	}
 	return nil
 }
@@ -194,9 +195,26 @@ func source(s string) string {
 	return s
 }
 
-// sameOutsidePolicy reports whether a and b agree on every key but the
-// policy section.
-func sameOutsidePolicy(a, b config.Config) bool {
-	a.Policy, b.Policy = policy.Policy{}, policy.Policy{}
-	return reflect.DeepEqual(a, b)
+// changedOutsidePolicy names the top-level keys of the file, other than
+// policy, whose values differ between a and b, in the order of
+// config.Config ("listen", "servers", …; "${VAR} references" when only
+// which variables the file references changed).
+func changedOutsidePolicy(a, b config.Config) []string {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	var keys []string
+	refs := false
+	for i := range va.NumField() {
+		name, _, _ := strings.Cut(va.Type().Field(i).Tag.Get("yaml"), ",")
+		switch {
+		case name == "policy" || reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()):
+		case name == "-" || name == "":
+			refs = true // not a key: it changes with the key that holds the reference
+		default:
+			keys = append(keys, name)
+		}
+	}
+	if refs && len(keys) == 0 {
+		keys = append(keys, "${VAR} references")
+	}
+	return keys
 }
