@@ -120,9 +120,27 @@ func newH1Transport(fallback http.RoundTripper, proxy func(*http.Request) (*url.
 
 // lean reports whether req goes the lean way.
 func (t *h1Transport) lean(req *http.Request) bool {
-	return t.host != "" && req.Method == http.MethodPost && req.URL.Scheme == "http" && req.URL.Host == t.host &&
+	return t.leanURL(req.URL) && req.Method == http.MethodPost &&
 		req.Body != nil && req.Body != http.NoBody && req.ContentLength > 0 && len(req.TransferEncoding) == 0 &&
 		len(req.Trailer) == 0 && req.Header.Get("Expect") == ""
+}
+
+// leanURL reports whether POSTs to u can go the lean way.
+func (t *h1Transport) leanURL(u *url.URL) bool {
+	return t.host != "" && u.Scheme == "http" && u.Host == t.host
+}
+
+// h1Under returns the h1Transport under hc (an HTTP upstream's client,
+// newUpstreamHTTPClient); nil if there is none.
+func h1Under(hc *http.Client) *h1Transport {
+	if hc == nil {
+		return nil
+	}
+	if ct, ok := hc.Transport.(*captureRoundTripper); ok {
+		t, _ := ct.base.(*h1Transport)
+		return t
+	}
+	return nil
 }
 
 // RoundTrip implements http.RoundTripper.
