@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -26,13 +27,15 @@ import (
 //
 // A h1Transport does the exchange on the calling goroutine: it takes an
 // idle connection of its own pool (or dials one), writes the request
-// with (*http.Request).Write and reads the answer with http.ReadResponse
-// on the connection's bufio.Reader. The response body reads from the
+// as (*http.Request).Write would (writeH1Request, rawhttphead.go) and
+// reads the answer with http.ReadResponse on the connection's
+// bufio.Reader. The response body reads from the
 // connection directly; read to its end it gives the connection back to
 // the pool, closed early it closes the connection.
 //
 // Only what it can do exactly goes this way: POSTs with a body of known
-// length, no trailers and no Expect header, to the plain http:// origin
+// length, no trailers, no Expect header, no Close, and no Host other than
+// the URL's, to the plain http:// origin (an ASCII host without a zone)
 // of servers.<name>.url when no proxy applies to it, on Linux (the
 // liveness peek below). Everything else (TLS, a proxy, GET event
 // streams, DELETE) goes to the net/http Transport as before. A 1xx
@@ -83,10 +86,13 @@ var aLongTimeAgo = time.Unix(1, 0)
 type h1Transport struct {
 	fallback http.RoundTripper // the net/http Transport, for everything not lean
 	host     string            // URL.Host the pool serves; "" if nothing goes lean
-	addr     string            // host:port to dial
-	dialer   net.Dialer
-	maxIdle  int
-	alive    func(syscall.RawConn) bool // h1Alive; tests replace it
+	// hostHeader is the Host header of its requests (http.NewRequest's:
+	// host without an empty port).
+	hostHeader string
+	addr       string // host:port to dial
+	dialer     net.Dialer
+	maxIdle    int
+	alive      func(syscall.RawConn) bool // h1Alive; tests replace it
 
 	mu     sync.Mutex
 	idle   []*h1Conn // most recently used last
@@ -102,7 +108,9 @@ func newH1Transport(fallback http.RoundTripper, proxy func(*http.Request) (*url.
 	t := &h1Transport{fallback: fallback, maxIdle: maxIdle, alive: h1Alive,
 		dialer: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}}
 	u, err := url.Parse(endpoint)
-	if err != nil || u.Scheme != "http" || u.Host == "" || !h1Supported {
+	if err != nil || u.Scheme != "http" || u.Host == "" || strings.ContainsAny(u.Host, "%") || !isASCII(u.Host) || !h1Supported {
+		// A zone or a host that is not ASCII: Request.Write rewrites
+		// it, writeH1Request does not.
 		return t
 	}
 	if proxy != nil {
@@ -114,20 +122,20 @@ func newH1Transport(fallback http.RoundTripper, proxy func(*http.Request) (*url.
 	if port == "" {
 		port = "80"
 	}
-	t.host, t.addr = u.Host, net.JoinHostPort(u.Hostname(), port)
+	t.host, t.hostHeader, t.addr = u.Host, strings.TrimSuffix(u.Host, ":"), net.JoinHostPort(u.Hostname(), port)
 	return t
 }
 
 // lean reports whether req goes the lean way.
 func (t *h1Transport) lean(req *http.Request) bool {
-	return t.leanURL(req.URL) && req.Method == http.MethodPost &&
+	return t.leanURL(req.URL) && req.Method == http.MethodPost && !req.Close && (req.Host == "" || req.Host == t.hostHeader) &&
 		req.Body != nil && req.Body != http.NoBody && req.ContentLength > 0 && len(req.TransferEncoding) == 0 &&
 		len(req.Trailer) == 0 && req.Header.Get("Expect") == ""
 }
 
 // leanURL reports whether POSTs to u can go the lean way.
 func (t *h1Transport) leanURL(u *url.URL) bool {
-	return t.host != "" && u.Scheme == "http" && u.Host == t.host
+	return t.host != "" && u.Scheme == "http" && u.Host == t.host && u.Opaque == "" && u.User == nil
 }
 
 // h1Under returns the h1Transport under hc (an HTTP upstream's client,
@@ -165,6 +173,16 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+// isASCII reports whether s is printable ASCII.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
 // A h1Retry is the error of a request none of which was written to a
 // reused connection, and whose body can be read again.
 type h1Retry struct{ err error }
@@ -187,13 +205,7 @@ func (t *h1Transport) exchange(req *http.Request, body io.ReadCloser) (*http.Res
 	}
 	stop := context.AfterFunc(ctx, func() { _ = lc.c.SetDeadline(aLongTimeAgo) })
 	lc.cw.n = 0
-	out := req
-	if body != req.Body {
-		r := *req
-		r.Body = body
-		out = &r
-	}
-	err = out.Write(lc.bw) // closes body
+	err = writeH1Request(lc.bw, req, body) // closes body
 	if err == nil {
 		err = lc.bw.Flush()
 	}

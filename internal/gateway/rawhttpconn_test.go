@@ -377,6 +377,8 @@ func TestH1WhatIsNotLean(t *testing.T) {
 	}{
 		{"https://up.example/mcp", nil},
 		{"http://up.example/mcp", proxy},
+		{"http://[fe80::1%25eth0]:8080/mcp", nil}, // a zone: Request.Write drops it
+		{"http://bücher.example/mcp", nil},        // not ASCII: Request.Write encodes it
 	} {
 		if h1 := newH1Transport(&h1RecordingRT{}, c.proxy, c.url, 4); h1.host != "" {
 			t.Errorf("%s (proxy %v): lean", c.url, c.proxy != nil)
@@ -390,13 +392,18 @@ func TestH1WhatIsNotLean(t *testing.T) {
 	other, _ := http.NewRequest(http.MethodPost, "http://other.invalid/mcp", strings.NewReader("x"))
 	expect, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/mcp", strings.NewReader("x"))
 	expect.Header.Set("Expect", "100-continue")
-	for _, req := range []*http.Request{get, chunked, other, expect} {
+	closing, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/mcp", strings.NewReader("x"))
+	closing.Close = true
+	otherHost, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/mcp", strings.NewReader("x"))
+	otherHost.Host = "virtual.example"
+	reqs := []*http.Request{get, chunked, other, expect, closing, otherHost}
+	for _, req := range reqs {
 		if resp, err := h1.RoundTrip(req); err == nil {
 			_ = resp.Body.Close()
 		}
 	}
-	if n := fb.n.Load(); n != 4 {
-		t.Errorf("%d of 4 requests went to the fallback", n)
+	if n := fb.n.Load(); n != int32(len(reqs)) {
+		t.Errorf("%d of %d requests went to the fallback", n, len(reqs))
 	}
 }
 
