@@ -92,7 +92,7 @@ type h1Transport struct {
 	addr       string // host:port to dial
 	dialer     net.Dialer
 	maxIdle    int
-	alive      func(syscall.RawConn) bool // h1Alive; tests replace it
+	alive      func(*h1Conn) bool // h1Alive; tests replace it
 
 	mu     sync.Mutex
 	idle   []*h1Conn // most recently used last
@@ -277,7 +277,7 @@ func (t *h1Transport) get(ctx context.Context) (lc *h1Conn, reused bool, err err
 			continue
 		}
 		if lc.owed != nil {
-			switch h1Peek(lc.rc) {
+			switch lc.peek() {
 			case h1Readable:
 				if !lc.finish() {
 					lc.close()
@@ -300,7 +300,7 @@ func (t *h1Transport) get(ctx context.Context) (lc *h1Conn, reused bool, err err
 				continue
 			}
 		}
-		if t.alive(lc.rc) {
+		if t.alive(lc) {
 			return lc, true, nil
 		}
 		lc.close()
@@ -334,7 +334,7 @@ func (t *h1Transport) putBack(lcs []*h1Conn) {
 	}
 }
 
-// An h1PeekState is what an idle connection has to read (h1Peek).
+// An h1PeekState is what an idle connection has to read (h1Peeker).
 type h1PeekState int
 
 const (
@@ -343,10 +343,10 @@ const (
 	h1Readable                    // bytes to read
 )
 
-// h1Alive reports whether the idle connection of rc is still open and
-// has nothing to read. A FIN, a reset, or bytes no request asked for mean
-// the connection is not used again.
-func h1Alive(rc syscall.RawConn) bool { return h1Peek(rc) == h1Quiet }
+// h1Alive reports whether the idle connection lc is still open and has
+// nothing to read. A FIN, a reset, or bytes no request asked for mean the
+// connection is not used again.
+func h1Alive(lc *h1Conn) bool { return lc.peek() == h1Quiet }
 
 // release ends an exchange on lc: back to the pool when keep and the
 // request's context did not end (stop), closed otherwise. owed is the
@@ -396,7 +396,7 @@ func (t *h1Transport) takeStale(now time.Time) *h1Conn {
 // settle puts a stale connection (takeStale) back whose end has arrived
 // by now, and closes any other.
 func (t *h1Transport) settle(lc *h1Conn) {
-	if time.Since(lc.since) < h1IdleMax && lc.owed != nil && h1Peek(lc.rc) == h1Readable && lc.finish() && t.alive(lc.rc) {
+	if time.Since(lc.since) < h1IdleMax && lc.owed != nil && lc.peek() == h1Readable && lc.finish() && t.alive(lc) {
 		t.putBack([]*h1Conn{lc})
 		return
 	}
@@ -428,7 +428,11 @@ type h1Conn struct {
 	cw    countWriter
 	since time.Time // when it became idle
 	owed  io.Reader // the unread rest of the last answer (h1Body.park); nil if none
+	pk    h1Peeker
 }
+
+// peek tells what the idle connection lc has to read (h1Peeker).
+func (lc *h1Conn) peek() h1PeekState { return lc.pk.peek(lc.rc) }
 
 // finish reads the rest of the last answer on lc, if it owes one, within
 // h1FinishWait and drainMax bytes; false: it could not (lc is not used

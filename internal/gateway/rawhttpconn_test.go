@@ -10,10 +10,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 )
 
@@ -91,7 +91,7 @@ func (t *h1Transport) idleDead() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, lc := range t.idle {
-		if h1Alive(lc.rc) {
+		if h1Alive(lc) {
 			return false
 		}
 	}
@@ -302,7 +302,7 @@ func TestH1ReusesOneConnection(t *testing.T) {
 // server gets it once.
 func TestH1RetriesOnlyWhatWasNotWritten(t *testing.T) {
 	h1, u, posts := h1Bare(t, nil)
-	h1.alive = func(syscall.RawConn) bool { return true }
+	h1.alive = func(*h1Conn) bool { return true }
 	resp, err := h1Post(t, t.Context(), h1, u, "one")
 	if err != nil {
 		t.Fatal(err)
@@ -485,5 +485,54 @@ func TestH1StreamKeptOpenAfterTheAnswer(t *testing.T) {
 	calls := f.up.takeCalls()
 	if len(calls) != 3 || calls[0].tool != "hang" || calls[1].tool != "echo" || calls[2].tool != "echo" {
 		t.Errorf("tools/call POSTs %+v, want hang, echo, echo, once each", calls)
+	}
+}
+
+// TestH1PeekAllocatesNothing: the liveness peek before each reuse of a
+// connection tells an open, quiet connection from one with bytes to read
+// and from one the other side closed, without an allocation per peek.
+func TestH1PeekAllocatesNothing(t *testing.T) {
+	if !h1Supported {
+		t.Skip("no lean HTTP/1.1 exchange on this system")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := newH1Conn(c)
+	defer lc.close()
+	if st := lc.peek(); st != h1Quiet {
+		t.Fatalf("open connection: peek %v, want quiet", st)
+	}
+	if !raceEnabled {
+		if n := testing.AllocsPerRun(100, func() { _ = lc.peek() }); n != 0 {
+			t.Errorf("peek: %.1f allocations, want 0", n)
+		}
+	}
+	if _, err := srv.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	for lc.peek() == h1Quiet { // the byte arrives: waited for, not slept on
+		runtime.Gosched()
+	}
+	if st := lc.peek(); st != h1Readable {
+		t.Fatalf("after a byte: peek %v, want readable", st)
+	}
+	_, _ = lc.br.ReadByte()
+	_ = srv.Close()
+	for lc.peek() == h1Quiet {
+		runtime.Gosched()
+	}
+	if st := lc.peek(); st != h1Gone {
+		t.Fatalf("after the other side closed: peek %v, want gone", st)
 	}
 }
