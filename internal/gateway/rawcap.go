@@ -283,8 +283,8 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 		if id == nil {
 			s = nil
 		}
-		resp.Body = &sseTee{ReadCloser: resp.Body, s: s, id: id, max: t.max, routes: t.routes,
-			up: t.up, owner: t.owner, origin: originFrom(req.Context()), log: t.log}
+		resp.Body = (&sseTee{ReadCloser: resp.Body, s: s, id: id, max: t.max, routes: t.routes,
+			up: t.up, owner: t.owner, origin: originFrom(req.Context()), log: t.log}).useBufs()
 	}
 	return resp, nil
 }

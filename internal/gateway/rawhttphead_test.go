@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -124,5 +125,29 @@ func TestWriteH1RequestAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("writeH1Request: %.1f allocations per request, want 0", allocs)
+	}
+}
+
+// TestSSETeeFirstAnswerNeedsNoGrowth: a sseTee starts with room for a
+// tools/call answer of a few hundred bytes, so reading the first event of
+// a fresh stream (each raw call's) allocates the tee only; its buffers
+// used to grow from nothing (4–6 allocations more per call).
+func TestSSETeeFirstAnswerNeedsNoGrowth(t *testing.T) {
+	if raceEnabled {
+		t.Skip("-race: allocations differ")
+	}
+	ev := "event: message\nid: 1\ndata: " + `{"jsonrpc":"2.0","id":"tg-h7","result":{"content":[{"type":"text","text":"` +
+		strings.Repeat("x", 100) + `"}]}}` + "\n\n"
+	rc := io.NopCloser(repeatReader{[]byte(ev)})
+	p := make([]byte, len(ev))
+	log := slog.New(slog.DiscardHandler)
+	allocs := testing.AllocsPerRun(100, func() {
+		tee := (&sseTee{ReadCloser: rc, max: 1 << 20, log: log}).useBufs()
+		if n, err := io.ReadFull(tee, p); err != nil || string(p[:n]) != ev {
+			t.Fatalf("read %q, %v; want the event as it came", p[:n], err)
+		}
+	})
+	if allocs > 1 {
+		t.Errorf("%v allocations for a fresh stream's first event, want 1 (the tee)", allocs)
 	}
 }
