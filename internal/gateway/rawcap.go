@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"sync"
 
@@ -273,13 +272,12 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	if resp.StatusCode != http.StatusOK {
 		return resp, nil
 	}
-	media, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	switch media {
-	case "application/json":
+	switch ct := resp.Header.Get("Content-Type"); {
+	case mediaTypeIs(ct, mediaJSON):
 		if id != nil {
 			resp.Body = &jsonLimit{body: resp.Body, s: s, id: id, max: t.max, size: resp.ContentLength, log: t.log}
 		}
-	case "text/event-stream":
+	case mediaTypeIs(ct, mediaEventStream):
 		if id == nil {
 			s = nil
 		}

@@ -342,15 +342,16 @@ func (u *upstream) readRawAnswer(ctx context.Context, c *upConn, req *http.Reque
 		}
 		return nil, false, fmt.Errorf("the upstream answered HTTP %d", code)
 	}
-	media, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	switch media {
-	case "application/json":
+	switch ct := resp.Header.Get("Content-Type"); {
+	case mediaTypeIs(ct, mediaJSON):
 		return u.readRawJSON(resp, id)
-	case "text/event-stream":
+	case mediaTypeIs(ct, mediaEventStream):
 		raw, err := u.readRawStream(ctx, c, resp.Body, id)
 		return raw, false, err
+	default:
+		media, _, _ := mime.ParseMediaType(ct)
+		return nil, false, fmt.Errorf("the upstream answered with unsupported content type %q", media)
 	}
-	return nil, false, fmt.Errorf("the upstream answered with unsupported content type %q", media)
 }
 
 // readRawJSON reads the JSON answer body of a raw call with id, at most

@@ -92,3 +92,31 @@ func writeH1Value(w *bufio.Writer, v string) {
 		v = v[i+1:]
 	}
 }
+
+// Media types of an HTTP upstream's answers.
+const (
+	mediaJSON        = "application/json"
+	mediaEventStream = "text/event-stream"
+)
+
+// mediaTypeIs reports whether the Content-Type value v has the media type
+// want (lower case ASCII), as mime.ParseMediaType(v) would report it: the
+// part before any ';', case-insensitive, without surrounding space; the
+// parameters are not read. ParseMediaType builds a map of them per call.
+func mediaTypeIs(v, want string) bool {
+	base, _, _ := strings.Cut(v, ";")
+	base = strings.TrimSpace(base)
+	if len(base) != len(want) {
+		return false
+	}
+	for i := 0; i < len(base); i++ {
+		c := base[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != want[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strings"
 	"testing"
@@ -150,4 +151,39 @@ func TestSSETeeFirstAnswerNeedsNoGrowth(t *testing.T) {
 	if allocs > 1 {
 		t.Errorf("%v allocations for a fresh stream's first event, want 1 (the tee)", allocs)
 	}
+}
+
+// TestMediaTypeIsParseMediaType: mediaTypeIs tells the two media types of
+// an upstream's answers as mime.ParseMediaType does.
+func TestMediaTypeIsParseMediaType(t *testing.T) {
+	values := []string{
+		"", "text/event-stream", "application/json", "Text/Event-Stream", " application/JSON ; charset=utf-8",
+		"application/json;", "application/json; charset", "application/json; =x", "text/event-stream;;",
+		"application/json, text/event-stream", "application/jsonx", "application/json x", "application/ json",
+		"application /json", "application\t/json", "\tapplication/json\t", "text/event-ſtream", "application/jſon",
+		"text/event-stream; charset=\"utf-8", "APPLICATION/JSON", "application/json\x00", "\u00a0application/json",
+		"application/json\u2028", "json", "text/event-stream\r\n", "application/json (comment)",
+	}
+	for _, v := range values {
+		media, _, _ := mime.ParseMediaType(v)
+		for _, want := range []string{mediaJSON, mediaEventStream} {
+			if got := mediaTypeIs(v, want); got != (media == want) {
+				t.Errorf("mediaTypeIs(%q, %q) = %v; ParseMediaType: %q", v, want, got, media)
+			}
+		}
+	}
+}
+
+func FuzzMediaTypeIs(f *testing.F) {
+	for _, v := range []string{"text/event-stream", " Application/JSON; charset=utf-8", "text/event-ſtream", "application/json;;"} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		media, _, _ := mime.ParseMediaType(v)
+		for _, want := range []string{mediaJSON, mediaEventStream} {
+			if got := mediaTypeIs(v, want); got != (media == want) {
+				t.Errorf("mediaTypeIs(%q, %q) = %v; ParseMediaType: %q", v, want, got, media)
+			}
+		}
+	})
 }
