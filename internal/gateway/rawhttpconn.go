@@ -92,7 +92,7 @@ type h1Transport struct {
 	addr       string // host:port to dial
 	dialer     net.Dialer
 	maxIdle    int
-	alive      func(*h1Conn) bool // h1Alive; tests replace it
+	alive      func(syscall.RawConn) bool // nil: the connection's own peek (h1Conn.alive); tests set it
 
 	mu     sync.Mutex
 	idle   []*h1Conn // most recently used last
@@ -105,7 +105,7 @@ type h1Transport struct {
 // (servers.<name>.url) over fallback, keeping at most maxIdle idle
 // connections. proxy is fallback's Proxy (nil: none).
 func newH1Transport(fallback http.RoundTripper, proxy func(*http.Request) (*url.URL, error), endpoint string, maxIdle int) *h1Transport {
-	t := &h1Transport{fallback: fallback, maxIdle: maxIdle, alive: h1Alive,
+	t := &h1Transport{fallback: fallback, maxIdle: maxIdle,
 		dialer: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}}
 	u, err := url.Parse(endpoint)
 	if err != nil || u.Scheme != "http" || u.Host == "" || strings.ContainsAny(u.Host, "%") || !isASCII(u.Host) || !h1Supported {
@@ -300,7 +300,7 @@ func (t *h1Transport) get(ctx context.Context) (lc *h1Conn, reused bool, err err
 				continue
 			}
 		}
-		if t.alive(lc) {
+		if t.isAlive(lc) {
 			return lc, true, nil
 		}
 		lc.close()
@@ -343,10 +343,19 @@ const (
 	h1Readable                    // bytes to read
 )
 
-// h1Alive reports whether the idle connection lc is still open and has
-// nothing to read. A FIN, a reset, or bytes no request asked for mean the
-// connection is not used again.
-func h1Alive(lc *h1Conn) bool { return lc.peek() == h1Quiet }
+// h1Alive reports whether the idle connection of rc is still open and
+// has nothing to read (h1Peek). A FIN, a reset, or bytes no request asked
+// for mean the connection is not used again.
+func h1Alive(rc syscall.RawConn) bool { return h1Peek(rc) == h1Quiet }
+
+// isAlive is h1Alive of lc, by its own peek (which allocates nothing)
+// unless a test set t.alive.
+func (t *h1Transport) isAlive(lc *h1Conn) bool {
+	if t.alive != nil {
+		return t.alive(lc.rc)
+	}
+	return lc.peek() == h1Quiet
+}
 
 // release ends an exchange on lc: back to the pool when keep and the
 // request's context did not end (stop), closed otherwise. owed is the
@@ -396,7 +405,7 @@ func (t *h1Transport) takeStale(now time.Time) *h1Conn {
 // settle puts a stale connection (takeStale) back whose end has arrived
 // by now, and closes any other.
 func (t *h1Transport) settle(lc *h1Conn) {
-	if time.Since(lc.since) < h1IdleMax && lc.owed != nil && lc.peek() == h1Readable && lc.finish() && t.alive(lc) {
+	if time.Since(lc.since) < h1IdleMax && lc.owed != nil && lc.peek() == h1Readable && lc.finish() && t.isAlive(lc) {
 		t.putBack([]*h1Conn{lc})
 		return
 	}

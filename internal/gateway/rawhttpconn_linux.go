@@ -41,3 +41,9 @@ func (p *h1Peeker) read(fd uintptr) bool {
 	}
 	return true
 }
+
+// h1Peek is a h1Peeker's peek at rc, with a peeker of its own.
+func h1Peek(rc syscall.RawConn) h1PeekState {
+	var p h1Peeker
+	return p.peek(rc)
+}

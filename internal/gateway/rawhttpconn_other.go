@@ -12,3 +12,5 @@ const h1Supported = false
 type h1Peeker struct{}
 
 func (*h1Peeker) peek(syscall.RawConn) h1PeekState { return h1Gone }
+
+func h1Peek(syscall.RawConn) h1PeekState { return h1Gone }

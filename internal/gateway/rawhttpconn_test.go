@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 )
 
@@ -91,7 +92,7 @@ func (t *h1Transport) idleDead() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, lc := range t.idle {
-		if h1Alive(lc) {
+		if h1Alive(lc.rc) {
 			return false
 		}
 	}
@@ -302,7 +303,7 @@ func TestH1ReusesOneConnection(t *testing.T) {
 // server gets it once.
 func TestH1RetriesOnlyWhatWasNotWritten(t *testing.T) {
 	h1, u, posts := h1Bare(t, nil)
-	h1.alive = func(*h1Conn) bool { return true }
+	h1.alive = func(syscall.RawConn) bool { return true }
 	resp, err := h1Post(t, t.Context(), h1, u, "one")
 	if err != nil {
 		t.Fatal(err)
