@@ -107,7 +107,9 @@ func (u *upstream) rawHTTPOnce(ctx context.Context, c *upConn, tool string, args
 // never changed once built, and every request of the session refers to
 // them: the round trippers under the session copy a request before they
 // change it (captureRoundTripper, as the http.RoundTripper contract
-// requires), and http.Client copies the headers it sets. Per call, a POST
+// requires), and http.Client copies the headers it sets (the upstream's
+// client has no cookie jar, the one thing that would add headers to the
+// request itself: newUpstreamHTTPClient). Per call, a POST
 // used to parse the endpoint and build the header map anew (11
 // allocations).
 type rawHTTPHead struct {
