@@ -3,12 +3,16 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -186,4 +190,46 @@ func FuzzMediaTypeIs(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRawHTTPHeadStaysAsBuilt: the raw POSTs of a session share one header
+// map (rawHTTPHead); with configured headers added on the way (the round
+// tripper's copy) and many calls at once, the shared map stays as it was
+// built (under -race a change to it by any layer is a reported race).
+func TestRawHTTPHeadStaysAsBuilt(t *testing.T) {
+	f := newRawHTTPFixture(t, false, ServerConfig{Headers: map[string]string{"X-Upstream-Key": "k-1"}}, nil)
+	u := f.g.ups["up"]
+	const callers, calls = 8, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, callers*calls)
+	for range callers {
+		wg.Go(func() {
+			for range calls {
+				if _, ok, err := u.callRaw(t.Context(), "echo", json.RawMessage(`{"message":"m"}`)); !ok || err != nil {
+					errs <- fmt.Errorf("raw call: ok %v, %w", ok, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	c, err := u.session()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := c.rawHead.Load()
+	if h == nil {
+		t.Fatal("no rawHTTPHead after raw calls")
+	}
+	want := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
+		"Mcp-Protocol-Version": {c.cs.InitializeResult().ProtocolVersion}, "Mcp-Session-Id": {c.cs.ID()}}
+	if !maps.EqualFunc(h.header, want, slices.Equal) {
+		t.Errorf("the session's shared headers are now %v, want %v", h.header, want)
+	}
+	if !h.lean {
+		t.Error("an http:// upstream without a proxy: its raw POSTs should go over the h1Transport")
+	}
 }
