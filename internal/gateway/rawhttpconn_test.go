@@ -403,7 +403,7 @@ func TestH1WhatIsNotLean(t *testing.T) {
 			_ = resp.Body.Close()
 		}
 	}
-	if n := fb.n.Load(); n != int32(len(reqs)) {
+	if n := int(fb.n.Load()); n != len(reqs) {
 		t.Errorf("%d of %d requests went to the fallback", n, len(reqs))
 	}
 }
