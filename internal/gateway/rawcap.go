@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"sync"
 
@@ -294,18 +293,17 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	if resp.StatusCode != http.StatusOK {
 		return resp, nil
 	}
-	media, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	switch media {
-	case "application/json":
+	switch ct := resp.Header.Get("Content-Type"); {
+	case mediaTypeIs(ct, mediaJSON):
 		if id != nil {
 			resp.Body = &jsonLimit{body: resp.Body, s: s, id: id, max: t.max, size: resp.ContentLength, log: t.log}
 		}
-	case "text/event-stream":
+	case mediaTypeIs(ct, mediaEventStream):
 		if id == nil {
 			s = nil
 		}
-		resp.Body = &sseTee{ReadCloser: resp.Body, s: s, id: id, max: t.max, routes: t.routes,
-			up: t.up, owner: t.owner, origin: originFrom(req.Context()), log: t.log}
+		resp.Body = (&sseTee{ReadCloser: resp.Body, s: s, id: id, max: t.max, routes: t.routes,
+			up: t.up, owner: t.owner, origin: originFrom(req.Context()), log: t.log}).useBufs()
 	}
 	return resp, nil
 }

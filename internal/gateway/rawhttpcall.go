@@ -10,7 +10,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -99,22 +101,91 @@ func (u *upstream) rawHTTPOnce(ctx context.Context, c *upConn, tool string, args
 	return raw, true, nil
 }
 
-// newRawHTTPRequest builds a POST of body to c's endpoint with the headers
-// the SDK's client sends on c's session.
-func newRawHTTPRequest(ctx context.Context, c *upConn, body []byte) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body)) //nolint:gosec // G704: servers.<name>.url, the operator's configuration
+// A rawHTTPHead is what every raw POST on one upstream session shares,
+// built once per session (upConn.rawHead): the endpoint parsed once and the
+// headers the SDK's client sends on that session. Its URL and Header are
+// never changed once built, and every request of the session refers to
+// them: the round trippers under the session copy a request before they
+// change it (captureRoundTripper, as the http.RoundTripper contract
+// requires), and http.Client copies the headers it sets (the upstream's
+// client has no cookie jar, the one thing that would add headers to the
+// request itself: newUpstreamHTTPClient). Per call, a POST
+// used to parse the endpoint and build the header map anew (11
+// allocations).
+type rawHTTPHead struct {
+	url    *url.URL
+	host   string
+	header http.Header
+	// lean: the session's POSTs to url go over an h1Transport
+	// (rawhttpconn.go), whose answers' bodies end with the call
+	// (postRawCall).
+	lean bool
+}
+
+// rawHTTPHeadOf returns c's rawHTTPHead, building it at the first call.
+// The session's id and protocol version are fixed once it is initialised
+// (rawHTTPApplies).
+func rawHTTPHeadOf(c *upConn) (*rawHTTPHead, error) {
+	if h := c.rawHead.Load(); h != nil {
+		return h, nil
+	}
+	u, err := url.Parse(c.url)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
+	hdr := http.Header{
+		"Content-Type": {"application/json"},
+		"Accept":       {"application/json, text/event-stream"},
+	}
 	if ir := c.cs.InitializeResult(); ir != nil {
-		req.Header.Set("Mcp-Protocol-Version", ir.ProtocolVersion)
+		hdr["Mcp-Protocol-Version"] = []string{ir.ProtocolVersion}
 	}
 	if sid := c.cs.ID(); sid != "" {
-		req.Header.Set("Mcp-Session-Id", sid)
+		hdr["Mcp-Session-Id"] = []string{sid}
 	}
-	return req, nil
+	// As http.NewRequest: the Host header is the URL's host without an
+	// empty port.
+	h := &rawHTTPHead{url: u, host: strings.TrimSuffix(u.Host, ":"), header: hdr}
+	if t := h1Under(c.hc); t != nil {
+		h.lean = t.leanURL(u)
+	}
+	c.rawHead.Store(h)
+	return h, nil
+}
+
+// A rawPostBody is the body of a raw POST: its bytes, readable again
+// (GetBody) for h1Transport's retry of a request none of which was sent.
+type rawPostBody struct{ bytes.Reader }
+
+func (*rawPostBody) Close() error { return nil }
+
+// newRawHTTPRequest builds a POST of body to c's endpoint with the headers
+// the SDK's client sends on c's session; lean reports that it goes over an
+// h1Transport.
+func newRawHTTPRequest(ctx context.Context, c *upConn, body []byte) (_ *http.Request, lean bool, _ error) {
+	h, err := rawHTTPHeadOf(c)
+	if err != nil {
+		return nil, false, err
+	}
+	rb := &rawPostBody{}
+	rb.Reset(body)
+	req := (&http.Request{
+		Method:        http.MethodPost,
+		URL:           h.url,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        h.header,
+		Body:          rb,
+		ContentLength: int64(len(body)),
+		GetBody: func() (io.ReadCloser, error) {
+			r := &rawPostBody{}
+			r.Reset(body)
+			return r, nil
+		},
+		Host: h.host,
+	}).WithContext(ctx)
+	return req, h.lean, nil
 }
 
 // rejected is the error of a POST that never reached the upstream, as the
@@ -124,21 +195,29 @@ func rejected(err error) error {
 }
 
 // postRawCall POSTs the tools/call body with id and reads its answer.
-// The request has a context of its own, cancelled with ctx until the
-// answer is read: after it, the rest of the body (the end of the event
-// stream) is left to the connection's next request (h1Body.park) or, on
-// a connection of net/http's Transport, read in the background (drain),
-// so that the connection goes back to the pool instead of being closed. A body read to its end (a
-// JSON answer) is closed at once: its connection is back in the pool.
+//
+// Over an h1Transport (lean) the request runs in ctx itself: a body read
+// to its end (a JSON answer, or an event stream whose end came with the
+// answer) has given its connection back already; otherwise the rest of the
+// body (the end of the event stream) is left to the connection's next
+// request (h1Body.park). If ctx ends first, h1Transport breaks the
+// connection's reads and closes it.
+//
+// Otherwise (net/http's Transport: TLS, a proxy) the request has a context
+// of its own, cancelled with ctx until the answer is read: after it, the
+// rest of the body is read in the background (drain), so that the
+// connection goes back to the pool instead of being closed.
 func (u *upstream) postRawCall(ctx context.Context, c *upConn, id string, body []byte) (json.RawMessage, error) {
-	reqCtx, cancelReq := context.WithCancel(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(ctx, cancelReq)
-	req, err := newRawHTTPRequest(reqCtx, c, body)
+	req, lean, err := newRawHTTPRequest(ctx, c, body)
 	if err != nil {
-		stop()
-		cancelReq()
 		return nil, rejected(err)
 	}
+	if lean {
+		return u.postRawCallLean(ctx, c, req, id)
+	}
+	reqCtx, cancelReq := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancelReq)
+	req = req.WithContext(reqCtx)
 	resp, err := c.hc.Do(req) //nolint:gosec // G704: servers.<name>.url, the operator's configuration
 	if err != nil {
 		stop()
@@ -161,6 +240,29 @@ func (u *upstream) postRawCall(ctx context.Context, c *upConn, id string, body [
 		cancelReq()
 	default:
 		u.drain(resp.Body, cancelReq)
+	}
+	return raw, err
+}
+
+// postRawCallLean is postRawCall's request req over an h1Transport.
+func (u *upstream) postRawCallLean(ctx context.Context, c *upConn, req *http.Request, id string) (json.RawMessage, error) {
+	resp, err := c.hc.Do(req) //nolint:gosec // G704: servers.<name>.url, the operator's configuration
+	if err != nil {
+		if errors.Is(err, errH1Sent) {
+			// Written (rawhttpconn.go): the upstream may have run it.
+			return nil, err
+		}
+		return nil, rejected(err)
+	}
+	raw, complete, err := u.readRawAnswer(ctx, c, req, resp, id)
+	if hb := h1BodyOf(resp.Body); hb != nil && !complete {
+		// The connection's next request reads the rest; closed instead
+		// if ctx has ended (h1Transport.release).
+		hb.park()
+	} else {
+		// Read to its end (its connection is back in the pool), or not
+		// the h1Transport's after all (a redirect elsewhere): closed.
+		_ = resp.Body.Close()
 	}
 	return raw, err
 }
@@ -245,15 +347,16 @@ func (u *upstream) readRawAnswer(ctx context.Context, c *upConn, req *http.Reque
 		}
 		return nil, false, fmt.Errorf("the upstream answered HTTP %d", code)
 	}
-	media, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	switch media {
-	case "application/json":
+	switch ct := resp.Header.Get("Content-Type"); {
+	case mediaTypeIs(ct, mediaJSON):
 		return u.readRawJSON(resp, id)
-	case "text/event-stream":
+	case mediaTypeIs(ct, mediaEventStream):
 		raw, err := u.readRawStream(ctx, c, resp.Body, id)
 		return raw, false, err
+	default:
+		media, _, _ := mime.ParseMediaType(ct)
+		return nil, false, fmt.Errorf("the upstream answered with unsupported content type %q", media)
 	}
-	return nil, false, fmt.Errorf("the upstream answered with unsupported content type %q", media)
 }
 
 // readRawJSON reads the JSON answer body of a raw call with id, at most
@@ -518,7 +621,7 @@ func (u *upstream) relayRawRequest(ctx context.Context, m sseMessage) (mcp.Resul
 // postRawMessage POSTs a notification or a response (b) on c's session;
 // the upstream accepts it with 202 (or 204).
 func (u *upstream) postRawMessage(ctx context.Context, c *upConn, b []byte) error {
-	req, err := newRawHTTPRequest(ctx, c, b)
+	req, _, err := newRawHTTPRequest(ctx, c, b)
 	if err != nil {
 		return err
 	}

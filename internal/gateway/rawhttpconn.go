@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -26,18 +27,20 @@ import (
 //
 // A h1Transport does the exchange on the calling goroutine: it takes an
 // idle connection of its own pool (or dials one), writes the request
-// with (*http.Request).Write and reads the answer with http.ReadResponse
-// on the connection's bufio.Reader. The response body reads from the
+// as (*http.Request).Write would (writeH1Request, rawhttphead.go) and
+// reads the answer with http.ReadResponse on the connection's
+// bufio.Reader. The response body reads from the
 // connection directly; read to its end it gives the connection back to
 // the pool, closed early it closes the connection.
 //
 // Only what it can do exactly goes this way: POSTs with a body of known
-// length, no trailers and no Expect header, to the plain http:// origin
+// length, no trailers, no Expect header, no Close, and no Host other than
+// the URL's, to the plain http:// origin (an ASCII host without a zone)
 // of servers.<name>.url when no proxy applies to it, on Linux (the
 // liveness peek below). Everything else (TLS, a proxy, GET event
 // streams, DELETE) goes to the net/http Transport as before. 1xx
 // answers before the final one are passed over as net/http does, within
-// its bound on the head (rawhttphead.go); a 101, a malformed answer, or a
+// its bound on the head (rawhttpheadlimit.go); a 101, a malformed answer, or a
 // broken connection fails the request closed.
 //
 // The rest of an answer: a raw call's event stream is read up to the
@@ -84,10 +87,13 @@ var aLongTimeAgo = time.Unix(1, 0)
 type h1Transport struct {
 	fallback http.RoundTripper // the net/http Transport, for everything not lean
 	host     string            // URL.Host the pool serves; "" if nothing goes lean
-	addr     string            // host:port to dial
-	dialer   net.Dialer
-	maxIdle  int
-	alive    func(syscall.RawConn) bool // h1Alive; tests replace it
+	// hostHeader is the Host header of its requests (http.NewRequest's:
+	// host without an empty port).
+	hostHeader string
+	addr       string // host:port to dial
+	dialer     net.Dialer
+	maxIdle    int
+	alive      func(syscall.RawConn) bool // nil: the connection's own peek (h1Conn.alive); tests set it
 
 	mu     sync.Mutex
 	idle   []*h1Conn // most recently used last
@@ -100,10 +106,12 @@ type h1Transport struct {
 // (servers.<name>.url) over fallback, keeping at most maxIdle idle
 // connections. proxy is fallback's Proxy (nil: none).
 func newH1Transport(fallback http.RoundTripper, proxy func(*http.Request) (*url.URL, error), endpoint string, maxIdle int) *h1Transport {
-	t := &h1Transport{fallback: fallback, maxIdle: maxIdle, alive: h1Alive,
+	t := &h1Transport{fallback: fallback, maxIdle: maxIdle,
 		dialer: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}}
 	u, err := url.Parse(endpoint)
-	if err != nil || u.Scheme != "http" || u.Host == "" || !h1Supported {
+	if err != nil || u.Scheme != "http" || u.Host == "" || strings.ContainsAny(u.Host, "%") || !isASCII(u.Host) || !h1Supported {
+		// A zone or a host that is not ASCII: Request.Write rewrites
+		// it, writeH1Request does not.
 		return t
 	}
 	if proxy != nil {
@@ -115,15 +123,33 @@ func newH1Transport(fallback http.RoundTripper, proxy func(*http.Request) (*url.
 	if port == "" {
 		port = "80"
 	}
-	t.host, t.addr = u.Host, net.JoinHostPort(u.Hostname(), port)
+	t.host, t.hostHeader, t.addr = u.Host, strings.TrimSuffix(u.Host, ":"), net.JoinHostPort(u.Hostname(), port)
 	return t
 }
 
 // lean reports whether req goes the lean way.
 func (t *h1Transport) lean(req *http.Request) bool {
-	return t.host != "" && req.Method == http.MethodPost && req.URL.Scheme == "http" && req.URL.Host == t.host &&
+	return t.leanURL(req.URL) && req.Method == http.MethodPost && !req.Close && (req.Host == "" || req.Host == t.hostHeader) &&
 		req.Body != nil && req.Body != http.NoBody && req.ContentLength > 0 && len(req.TransferEncoding) == 0 &&
 		len(req.Trailer) == 0 && req.Header.Get("Expect") == ""
+}
+
+// leanURL reports whether POSTs to u can go the lean way.
+func (t *h1Transport) leanURL(u *url.URL) bool {
+	return t.host != "" && u.Scheme == "http" && u.Host == t.host && u.Opaque == "" && u.User == nil
+}
+
+// h1Under returns the h1Transport under hc (an HTTP upstream's client,
+// newUpstreamHTTPClient); nil if there is none.
+func h1Under(hc *http.Client) *h1Transport {
+	if hc == nil {
+		return nil
+	}
+	if ct, ok := hc.Transport.(*captureRoundTripper); ok {
+		t, _ := ct.base.(*h1Transport)
+		return t
+	}
+	return nil
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -148,6 +174,16 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+// isASCII reports whether s is printable ASCII.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
 // A h1Retry is the error of a request none of which was written to a
 // reused connection, and whose body can be read again.
 type h1Retry struct{ err error }
@@ -170,13 +206,7 @@ func (t *h1Transport) exchange(req *http.Request, body io.ReadCloser) (*http.Res
 	}
 	stop := context.AfterFunc(ctx, func() { _ = lc.c.SetDeadline(aLongTimeAgo) })
 	lc.cw.n = 0
-	out := req
-	if body != req.Body {
-		r := *req
-		r.Body = body
-		out = &r
-	}
-	err = out.Write(lc.bw) // closes body
+	err = writeH1Request(lc.bw, req, body) // closes body
 	if err == nil {
 		err = lc.bw.Flush()
 	}
@@ -194,7 +224,7 @@ func (t *h1Transport) exchange(req *http.Request, body io.ReadCloser) (*http.Res
 		}
 		return nil, fmt.Errorf("%w: write: %w", errH1Sent, err)
 	}
-	resp, err := lc.readHead(req) // rawhttphead.go
+	resp, err := lc.readHead(req) // rawhttpheadlimit.go
 	if err == nil && resp.StatusCode < 200 {
 		_ = resp.Body.Close()
 		err = fmt.Errorf("an informational answer (HTTP %d) toolgate does not expect", resp.StatusCode)
@@ -248,7 +278,7 @@ func (t *h1Transport) get(ctx context.Context) (lc *h1Conn, reused bool, err err
 			continue
 		}
 		if lc.owed != nil {
-			switch h1Peek(lc.rc) {
+			switch lc.peek() {
 			case h1Readable:
 				if !lc.finish() {
 					lc.close()
@@ -271,7 +301,7 @@ func (t *h1Transport) get(ctx context.Context) (lc *h1Conn, reused bool, err err
 				continue
 			}
 		}
-		if t.alive(lc.rc) {
+		if t.isAlive(lc) {
 			return lc, true, nil
 		}
 		lc.close()
@@ -305,7 +335,7 @@ func (t *h1Transport) putBack(lcs []*h1Conn) {
 	}
 }
 
-// An h1PeekState is what an idle connection has to read (h1Peek).
+// An h1PeekState is what an idle connection has to read (h1Peeker).
 type h1PeekState int
 
 const (
@@ -315,9 +345,18 @@ const (
 )
 
 // h1Alive reports whether the idle connection of rc is still open and
-// has nothing to read. A FIN, a reset, or bytes no request asked for mean
-// the connection is not used again.
+// has nothing to read (h1Peek). A FIN, a reset, or bytes no request asked
+// for mean the connection is not used again.
 func h1Alive(rc syscall.RawConn) bool { return h1Peek(rc) == h1Quiet }
+
+// isAlive is h1Alive of lc, by its own peek (which allocates nothing)
+// unless a test set t.alive.
+func (t *h1Transport) isAlive(lc *h1Conn) bool {
+	if t.alive != nil {
+		return t.alive(lc.rc)
+	}
+	return lc.peek() == h1Quiet
+}
 
 // release ends an exchange on lc: back to the pool when keep and the
 // request's context did not end (stop), closed otherwise. owed is the
@@ -367,7 +406,7 @@ func (t *h1Transport) takeStale(now time.Time) *h1Conn {
 // settle puts a stale connection (takeStale) back whose end has arrived
 // by now, and closes any other.
 func (t *h1Transport) settle(lc *h1Conn) {
-	if time.Since(lc.since) < h1IdleMax && lc.owed != nil && h1Peek(lc.rc) == h1Readable && lc.finish() && t.alive(lc.rc) {
+	if time.Since(lc.since) < h1IdleMax && lc.owed != nil && lc.peek() == h1Readable && lc.finish() && t.isAlive(lc) {
 		t.putBack([]*h1Conn{lc})
 		return
 	}
@@ -399,9 +438,13 @@ type h1Conn struct {
 	cw    countWriter
 	since time.Time // when it became idle
 	owed  io.Reader // the unread rest of the last answer (h1Body.park); nil if none
+	pk    h1Peeker
 
-	lim h1HeadLimit // under br: bounds the answer's head (rawhttphead.go)
+	lim h1HeadLimit // under br: bounds the answer's head (rawhttpheadlimit.go)
 }
+
+// peek tells what the idle connection lc has to read (h1Peeker).
+func (lc *h1Conn) peek() h1PeekState { return lc.pk.peek(lc.rc) }
 
 // finish reads the rest of the last answer on lc, if it owes one, within
 // h1FinishWait and drainMax bytes; false: it could not (lc is not used

@@ -4,8 +4,13 @@ package gateway
 
 import "syscall"
 
-// h1Supported: without h1Peek, HTTP upstreams go through net/http's
+// h1Supported: without h1Peeker, HTTP upstreams go through net/http's
 // Transport only (rawhttpconn.go).
 const h1Supported = false
+
+// A h1Peeker sees every connection as gone (nothing goes lean).
+type h1Peeker struct{}
+
+func (*h1Peeker) peek(syscall.RawConn) h1PeekState { return h1Gone }
 
 func h1Peek(syscall.RawConn) h1PeekState { return h1Gone }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -377,6 +378,8 @@ func TestH1WhatIsNotLean(t *testing.T) {
 	}{
 		{"https://up.example/mcp", nil},
 		{"http://up.example/mcp", proxy},
+		{"http://[fe80::1%25eth0]:8080/mcp", nil}, // a zone: Request.Write drops it
+		{"http://bücher.example/mcp", nil},        // not ASCII: Request.Write encodes it
 	} {
 		if h1 := newH1Transport(&h1RecordingRT{}, c.proxy, c.url, 4); h1.host != "" {
 			t.Errorf("%s (proxy %v): lean", c.url, c.proxy != nil)
@@ -390,13 +393,18 @@ func TestH1WhatIsNotLean(t *testing.T) {
 	other, _ := http.NewRequest(http.MethodPost, "http://other.invalid/mcp", strings.NewReader("x"))
 	expect, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/mcp", strings.NewReader("x"))
 	expect.Header.Set("Expect", "100-continue")
-	for _, req := range []*http.Request{get, chunked, other, expect} {
+	closing, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/mcp", strings.NewReader("x"))
+	closing.Close = true
+	otherHost, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/mcp", strings.NewReader("x"))
+	otherHost.Host = "virtual.example"
+	reqs := []*http.Request{get, chunked, other, expect, closing, otherHost}
+	for _, req := range reqs {
 		if resp, err := h1.RoundTrip(req); err == nil {
 			_ = resp.Body.Close()
 		}
 	}
-	if n := fb.n.Load(); n != 4 {
-		t.Errorf("%d of 4 requests went to the fallback", n)
+	if n := int(fb.n.Load()); n != len(reqs) {
+		t.Errorf("%d of %d requests went to the fallback", n, len(reqs))
 	}
 }
 
@@ -478,5 +486,54 @@ func TestH1StreamKeptOpenAfterTheAnswer(t *testing.T) {
 	calls := f.up.takeCalls()
 	if len(calls) != 3 || calls[0].tool != "hang" || calls[1].tool != "echo" || calls[2].tool != "echo" {
 		t.Errorf("tools/call POSTs %+v, want hang, echo, echo, once each", calls)
+	}
+}
+
+// TestH1PeekAllocatesNothing: the liveness peek before each reuse of a
+// connection tells an open, quiet connection from one with bytes to read
+// and from one the other side closed, without an allocation per peek.
+func TestH1PeekAllocatesNothing(t *testing.T) {
+	if !h1Supported {
+		t.Skip("no lean HTTP/1.1 exchange on this system")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := newH1Conn(c)
+	defer lc.close()
+	if st := lc.peek(); st != h1Quiet {
+		t.Fatalf("open connection: peek %v, want quiet", st)
+	}
+	if !raceEnabled {
+		if n := testing.AllocsPerRun(100, func() { _ = lc.peek() }); n != 0 {
+			t.Errorf("peek: %.1f allocations, want 0", n)
+		}
+	}
+	if _, err := srv.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	for lc.peek() == h1Quiet { // the byte arrives: waited for, not slept on
+		runtime.Gosched()
+	}
+	if st := lc.peek(); st != h1Readable {
+		t.Fatalf("after a byte: peek %v, want readable", st)
+	}
+	_, _ = lc.br.ReadByte()
+	_ = srv.Close()
+	for lc.peek() == h1Quiet {
+		runtime.Gosched()
+	}
+	if st := lc.peek(); st != h1Gone {
+		t.Fatalf("after the other side closed: peek %v, want gone", st)
 	}
 }

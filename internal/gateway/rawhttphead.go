@@ -3,70 +3,120 @@ package gateway
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 )
 
-// The answer head of a lean exchange (rawhttpconn.go), read within the
-// bounds net/http's Transport keeps (branch attack14): at most
-// h1MaxHead bytes for all of it, informational (1xx) answers before the
-// final one skipped. http.ReadResponse alone reads a header of any size
-// into memory (an upstream sending an endless header line took toolgate's
-// memory with it), and the lean exchange used to fail a call answered
-// after a 100 Continue or a 103 Early Hints, which net/http's Transport
-// passes over, although the call had run.
-
-// h1MaxHead bounds the bytes of an answer's head, 1xx answers included:
-// net/http's Transport's default (MaxResponseHeaderBytes unset).
-const h1MaxHead = 10 << 20
-
-// h1Max1xx is how many informational answers may come before the final
-// one (net/http's Transport: 5).
-const h1Max1xx = 5
-
-// An h1HeadLimit is the reader under an h1Conn's bufio.Reader: while on,
-// it lets at most left more bytes through.
-type h1HeadLimit struct {
-	lc   *h1Conn
-	on   bool
-	left int64
-}
-
-func (l *h1HeadLimit) Read(p []byte) (int, error) {
-	if !l.on {
-		return l.lc.c.Read(p)
+// writeH1Request writes the lean request req (h1Transport.lean) with body
+// in place of req.Body to w, byte for byte as (*http.Request).Write writes
+// it: the request line, Host, User-Agent (Go's default unless req has
+// one; none if req's is empty), Content-Length, then req's other headers
+// sorted by name, each value with its line breaks turned into spaces and
+// its surrounding blanks trimmed, then the body. Request.Write formats
+// the request line and Host with fmt, builds a transfer writer and a
+// sorted copy of the headers per request (6 allocations per POST); this
+// writes into w's buffer instead. body is closed, as Request.Write closes
+// it; a body whose length is not req.ContentLength is an error (nothing
+// may have been flushed yet, or part of it: the caller closes the
+// connection either way).
+func writeH1Request(w *bufio.Writer, req *http.Request, body io.ReadCloser) error {
+	defer func() { _ = body.Close() }()
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
 	}
-	if l.left <= 0 {
-		return 0, fmt.Errorf("the upstream's answer head is over %d bytes", h1MaxHead)
-	}
-	if int64(len(p)) > l.left {
-		p = p[:l.left]
-	}
-	n, err := l.lc.c.Read(p)
-	l.left -= int64(n)
-	return n, err
-}
-
-// readHead reads the final answer to req on lc, passing over informational
-// answers (not 101), within h1MaxHead bytes for them all.
-func (lc *h1Conn) readHead(req *http.Request) (*http.Response, error) {
-	lc.lim.on, lc.lim.left = true, h1MaxHead-int64(lc.br.Buffered())
-	defer func() { lc.lim.on = false }()
-	for range h1Max1xx + 1 {
-		resp, err := http.ReadResponse(lc.br, req)
-		if err != nil {
-			return nil, err
+	_, _ = w.WriteString(req.Method)
+	_ = w.WriteByte(' ')
+	_, _ = w.WriteString(req.URL.RequestURI())
+	_, _ = w.WriteString(" HTTP/1.1\r\nHost: ")
+	_, _ = w.WriteString(host)
+	ua := "Go-http-client/1.1"
+	if vv, ok := req.Header["User-Agent"]; ok {
+		ua = ""
+		if len(vv) > 0 {
+			ua = vv[0]
 		}
-		if resp.StatusCode < 100 || resp.StatusCode > 199 || resp.StatusCode == http.StatusSwitchingProtocols {
-			return resp, nil
-		}
-		_ = resp.Body.Close() // a 1xx answer has no body
 	}
-	return nil, fmt.Errorf("more than %d informational answers", h1Max1xx)
+	if ua != "" {
+		_, _ = w.WriteString("\r\nUser-Agent: ")
+		writeH1Value(w, ua)
+	}
+	_, _ = w.WriteString("\r\nContent-Length: ")
+	_, _ = w.Write(strconv.AppendInt(w.AvailableBuffer(), req.ContentLength, 10))
+	_, _ = w.WriteString("\r\n")
+	var keys [16]string
+	ks := keys[:0]
+	for k := range req.Header {
+		switch k {
+		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
+			// Request.Write's own, or not lean.
+		default:
+			ks = append(ks, k)
+		}
+	}
+	slices.Sort(ks)
+	for _, k := range ks {
+		for _, v := range req.Header[k] {
+			_, _ = w.WriteString(k)
+			_, _ = w.WriteString(": ")
+			writeH1Value(w, v)
+			_, _ = w.WriteString("\r\n")
+		}
+	}
+	_, _ = w.WriteString("\r\n")
+	n, err := io.Copy(w, body)
+	switch {
+	case err != nil:
+		return err
+	case n != req.ContentLength:
+		return fmt.Errorf("http: ContentLength=%d with Body length %d", req.ContentLength, n)
+	}
+	return nil
 }
 
-// newH1Reader returns the bufio.Reader of lc, reading through its head
-// limit.
-func newH1Reader(lc *h1Conn) *bufio.Reader {
-	lc.lim.lc = lc
-	return bufio.NewReaderSize(&lc.lim, 4<<10)
+// writeH1Value writes the header value v as Request.Write does: CR and
+// LF become spaces, and spaces, tabs, CRs and LFs around it are trimmed.
+func writeH1Value(w *bufio.Writer, v string) {
+	v = strings.Trim(v, " \t\r\n")
+	for {
+		i := strings.IndexAny(v, "\r\n")
+		if i < 0 {
+			_, _ = w.WriteString(v)
+			return
+		}
+		_, _ = w.WriteString(v[:i])
+		_ = w.WriteByte(' ')
+		v = v[i+1:]
+	}
+}
+
+// Media types of an HTTP upstream's answers.
+const (
+	mediaJSON        = "application/json"
+	mediaEventStream = "text/event-stream"
+)
+
+// mediaTypeIs reports whether the Content-Type value v has the media type
+// want (lower case ASCII), as mime.ParseMediaType(v) would report it: the
+// part before any ';', case-insensitive, without surrounding space; the
+// parameters are not read. ParseMediaType builds a map of them per call.
+func mediaTypeIs(v, want string) bool {
+	base, _, _ := strings.Cut(v, ";")
+	base = strings.TrimSpace(base)
+	if len(base) != len(want) {
+		return false
+	}
+	for i := 0; i < len(base); i++ {
+		c := base[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != want[i] {
+			return false
+		}
+	}
+	return true
 }

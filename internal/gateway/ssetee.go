@@ -54,6 +54,21 @@ type sseTee struct {
 	inData    bool   // over: the current line is a data line
 	head      []byte // over: the first bytes of the current line, while too few to tell its field
 	scan      idScanner
+
+	// bufs start out, line, event and data (useBufs): a stream's
+	// buffers grew from nothing, 4–6 allocations per POST's stream.
+	bufs [4][sseTeeBuf]byte
+}
+
+// sseTeeBuf is the room each buffer of a sseTee starts with: a tools/call
+// answer of a few hundred bytes fits; a larger event grows it as before.
+const sseTeeBuf = 384
+
+// useBufs points t's buffers at its own room (t.bufs). t must not be
+// copied afterwards.
+func (t *sseTee) useBufs() *sseTee {
+	t.out, t.line, t.event, t.data = t.bufs[0][:0], t.bufs[1][:0], t.bufs[2][:0], t.bufs[3][:0]
+	return t
 }
 
 func (t *sseTee) Read(p []byte) (int, error) {

@@ -52,6 +52,9 @@ type upConn struct {
 	// (rawhttpcall.go); nil and "" for stdio.
 	hc  *http.Client
 	url string
+	// rawHead is what the session's raw POSTs share, built at the
+	// first (rawhttpcall.go).
+	rawHead atomic.Pointer[rawHTTPHead]
 	// logMu orders the logging/setLevel requests sent on cs
 	// (upstream.setLoggingLevel).
 	logMu sync.Mutex
