@@ -51,7 +51,9 @@ import (
 //     upstream, toolgate's child), approve-load-cpu-ms (heldload, the
 //     agents reading their answers), approve-bench-cpu-ms (this process:
 //     the approvers); approve-machine-cores: the machine's busy cores on
-//     average (/proc/stat, other users' processes included); with
+//     average (/proc/stat, other users' processes included);
+//     approve-one-p-%: the share of toolgate's GOMAXPROCS samples (every
+//     250 ms, its /metrics) that read one P (procs.Follow); with
 //     TOOLGATE_BENCH_PROFILE also a 2 s execution trace of toolgate
 //     (…-approve-trace.out; go tool trace -pprof=sync and the like);
 //
@@ -245,9 +247,11 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	} else {
 		close(cpuProfiled)
 	}
+	procsW := watchProcs(b.Context(), g.Admin)
 	statuses := approveAll(b.Context(), g.Admin, ids, 32, 20*time.Minute)
 	res := load.results(b, 20*time.Minute)
 	took := time.Since(start)
+	oneP := procsW.stop()
 	cpu1 = cpu()
 	procs1 := readApprove(pid, dbPID, load)
 	<-cpuProfiled
@@ -291,6 +295,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	b.ReportMetric(perApproval(procs1.load-procs0.load), "approve-load-cpu-ms")
 	b.ReportMetric(perApproval(procs1.bench-procs0.bench), "approve-bench-cpu-ms")
 	b.ReportMetric(float64(procs1.machine-procs0.machine)/clockTicks/took.Seconds(), "approve-machine-cores")
+	b.ReportMetric(oneP, "approve-one-p-%") // samples of toolgate's GOMAXPROCS that read 1 (procs.Follow)
 	b.ReportMetric(rssGC, "rss-gc-MB")
 	b.ReportMetric(float64(live)/float64(n), "live-B/call") // the process's fixed heap included
 	b.ReportMetric(rssIdle, "rss-idle-MB")
