@@ -140,9 +140,6 @@ func (l *listeners) attach(ctx context.Context, cfg config.Config, f serveFlags,
 			// Slack's interaction endpoint (when configured) sits in front
 			// of the API; it authenticates by Slack's signature.
 			x.h = c.notes.handler(h)
-			// Its POSTs (approvals) count as calls in flight for
-			// procs.Follow: approve-all is many at once.
-			x.h = c.load.Handler(x.h)
 			x.opts.MaxConns = p.caps.admin
 			x.opts.ReadTimeout = adminReadTimeout(cfg.Listen.ReadHeaderTimeout)
 		}

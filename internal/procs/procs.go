@@ -20,7 +20,6 @@ package procs
 
 import (
 	"context"
-	"net/http"
 	"sync/atomic"
 	"time"
 )
@@ -59,26 +58,6 @@ func (l *Load) End() {
 	if l != nil {
 		l.cur.Add(-1)
 	}
-}
-
-// Handler is h with each POST it serves counted in l (Begin before, End
-// after): for the admin listener, whose POSTs (approvals, denials) are
-// work in flight too. Approving thousands of held calls at once (32
-// approvers) runs from the admin API while the calls it dispatches are
-// parked off the MCP front, whose count then reads 0; with toolgate
-// under Busy of a CPU (on Postgres the database does much of the work),
-// Follow had set one P for 79 % of an approve-all (docs/performance.md,
-// "heldpeak3"). GETs (event streams, the inbox's pages) are not counted.
-func (l *Load) Handler(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			h.ServeHTTP(w, r)
-			return
-		}
-		l.Begin()
-		defer l.End()
-		h.ServeHTTP(w, r)
-	})
 }
 
 // InFlight returns the calls in flight now and the most since Follow

@@ -2,8 +2,6 @@ package procs
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -82,41 +80,4 @@ func TestFollow(t *testing.T) {
 // TestFollowDefaultOne: with one P as the default Follow changes nothing.
 func TestFollowDefaultOne(t *testing.T) {
 	Follow(t.Context(), &Load{}, 1, func(int) { t.Fatal("set called") }, nil)
-}
-
-// TestHandlerCountsPosts: the POSTs a Load's Handler serves are in flight
-// while they run (two at once read as two: Follow sets the default), GETs
-// are not counted, and nothing stays counted after they end.
-func TestHandlerCountsPosts(t *testing.T) {
-	l := &Load{}
-	entered := make(chan struct{})
-	release := make(chan struct{})
-	h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
-		entered <- struct{}{}
-		<-release
-	}))
-	var wg sync.WaitGroup
-	for _, method := range []string{http.MethodPost, http.MethodPost, http.MethodGet} {
-		wg.Go(func() {
-			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(method, "/v1/approvals/x/approve", nil))
-		})
-	}
-	for range 3 {
-		<-entered
-	}
-	if now, most := l.InFlight(); now != 2 || most != 2 {
-		t.Errorf("two POSTs and a GET running: in flight %d (most %d), want 2 (2)", now, most)
-	}
-	close(release)
-	wg.Wait()
-	if now, _ := l.InFlight(); now != 0 {
-		t.Errorf("after they ended: %d in flight, want 0", now)
-	}
-	var nilLoad *Load // counts nothing, serves all the same
-	served := false
-	nilLoad.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served = true })).
-		ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/", nil))
-	if !served {
-		t.Error("a nil Load's Handler did not serve the request")
-	}
 }
