@@ -8,10 +8,9 @@
 // a collection every few dozen calls. toolgate instead lets the heap grow
 // by about [Headroom] past the live heap, between GOGC=50 and GOGC=400
 // (400 while the live heap is under 16 MiB; past 32 MiB the goal stays at
-// [HeldGoal], 96 MiB, until half the live heap is more than that, from
+// [HeldGoal], 96 MiB, until 1.5× the live heap is more than that, from
 // 64 MiB of live heap on: [PercentFor]; [Tune] follows the live heap), so
-// the collector runs a
-// quarter as often while the proxy is idle-ish and the heap does not grow
+// the collector runs a quarter as often while the proxy is idle-ish and the heap does not grow
 // to five times, or twice, a large live heap (ten thousand held calls). A fixed GOGC=400 with a fixed soft
 // memory limit of 512 MiB, the previous default, made the collector run
 // without pause once held calls needed more than the limit (measured in
