@@ -51,7 +51,9 @@ import (
 //     upstream, toolgate's child), approve-load-cpu-ms (heldload, the
 //     agents reading their answers), approve-bench-cpu-ms (this process:
 //     the approvers); approve-machine-cores: the machine's busy cores on
-//     average (/proc/stat, other users' processes included); with
+//     average (/proc/stat, other users' processes included);
+//     approve-one-p-%: the share of toolgate's GOMAXPROCS samples (every
+//     250 ms, its /metrics) that read one P (procs.Follow); with
 //     TOOLGATE_BENCH_PROFILE also a 2 s execution trace of toolgate
 //     (…-approve-trace.out; go tool trace -pprof=sync and the like);
 //
@@ -183,7 +185,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	admitCPU1 := cpu()
 
 	rss := rssMB(b, pid)
-	heldMem := readMemSplit(b, g.Admin) // no collection: the burst's heap as it is
+	heldMem := readMemSplit(b, g.Admin).rssSplit(b, pid) // no collection: the burst's heap as it is
 	goroutines, stack, live, heldGoroutines := heldRuntime(b, g.Admin)
 	rssGC := rssMB(b, pid) // after the collections heldRuntime asked for
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
@@ -216,7 +218,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		writeCPUSplit(b, filepath.Join(dir, fmt.Sprintf("%s-%d-idle-split.txt", driver, n)), cpu0, cpu1, idle)
 	}
 	rssIdle := rssMB(b, pid) // after holding idle: what the held calls cost while they wait
-	idleMem := readMemSplit(b, g.Admin)
+	idleMem := readMemSplit(b, g.Admin).rssSplit(b, pid)
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		saveProfile(b, g.Admin, "/debug/pprof/heap?debug=1", filepath.Join(dir, fmt.Sprintf("%s-%d-idle-heap.txt", driver, n)))
 	}
@@ -245,9 +247,11 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	} else {
 		close(cpuProfiled)
 	}
+	procsW := watchProcs(b.Context(), g.Admin)
 	statuses := approveAll(b.Context(), g.Admin, ids, 32, 20*time.Minute)
 	res := load.results(b, 20*time.Minute)
 	took := time.Since(start)
+	oneP := procsW.stop()
 	cpu1 = cpu()
 	procs1 := readApprove(pid, dbPID, load)
 	<-cpuProfiled
@@ -291,6 +295,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	b.ReportMetric(perApproval(procs1.load-procs0.load), "approve-load-cpu-ms")
 	b.ReportMetric(perApproval(procs1.bench-procs0.bench), "approve-bench-cpu-ms")
 	b.ReportMetric(float64(procs1.machine-procs0.machine)/clockTicks/took.Seconds(), "approve-machine-cores")
+	b.ReportMetric(oneP, "approve-one-p-%") // samples of toolgate's GOMAXPROCS that read 1 (procs.Follow)
 	b.ReportMetric(rssGC, "rss-gc-MB")
 	b.ReportMetric(float64(live)/float64(n), "live-B/call") // the process's fixed heap included
 	b.ReportMetric(rssIdle, "rss-idle-MB")
@@ -305,8 +310,18 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 // (HeapInuse, of which HeapAlloc is objects not yet swept or live), the
 // free heap the runtime has not returned to the OS (HeapIdle −
 // HeapReleased: part of the RSS), and the goroutine stacks (StackInuse).
+//
+// With the process's /proc status read at the same moment (rssSplit) it
+// also splits the RSS: the binary's file pages (RssFile), the runtime's
+// own metadata (runtime: GCSys, MSpanSys, MCacheSys, BuckHashSys and
+// OtherSys, as mapped: an upper bound of what of it is resident), and
+// what of the anonymous RSS none of the Go columns explain (not-Go: the
+// C heap of modernc's SQLite, which its libc maps itself; pgx buffers are
+// Go heap).
 type memSplit struct {
 	heapAlloc, heapInuse, heapFree, stack, nextGC uint64
+	runtime                                       uint64
+	rssAnon, rssFile                              float64 // MB; 0 unless rssSplit read them
 }
 
 // readMemSplit reads toolgate's memSplit without a collection.
@@ -338,17 +353,54 @@ func readMemSplit(tb testing.TB, admin string) memSplit {
 		return v
 	}
 	idle, released := field("HeapIdle"), field("HeapReleased")
+	sys := func(name string) uint64 { // "# MSpan = inuse / sys": the sys
+		i := strings.Index(string(body), "\n# "+name+" = ")
+		if i < 0 {
+			tb.Fatalf("no %s in the heap profile", name)
+		}
+		var inuse, v uint64
+		if _, err := fmt.Sscanf(string(body[i+1:]), "# "+name+" = %d / %d", &inuse, &v); err != nil {
+			tb.Fatalf("heap profile's %s line: %v", name, err)
+		}
+		return v
+	}
 	return memSplit{
 		heapAlloc: field("HeapAlloc"),
 		heapInuse: field("HeapInuse"),
 		heapFree:  idle - released,
 		stack:     field("Stack"),
 		nextGC:    field("NextGC"),
+		runtime:   sys("MSpan") + sys("MCache") + field("BuckHashSys") + field("GCSys") + field("OtherSys"),
 	}
 }
 
+// rssSplit adds pid's RssAnon and RssFile (MB, /proc/<pid>/status) to m.
+func (m memSplit) rssSplit(tb testing.TB, pid int) memSplit {
+	tb.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		for name, dst := range map[string]*float64{"RssAnon:": &m.rssAnon, "RssFile:": &m.rssFile} {
+			if v, ok := strings.CutPrefix(line, name); ok {
+				kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+				if err != nil {
+					tb.Fatal(err)
+				}
+				*dst = kb / 1024
+			}
+		}
+	}
+	return m
+}
+
 // report reports the split in MB as <what>-heap-inuse-MB, <what>-heap-free-MB,
-// <what>-stack-MB, <what>-heap-alloc-MB and <what>-gc-goal-MB.
+// <what>-stack-MB, <what>-heap-alloc-MB and <what>-gc-goal-MB, and, when
+// rssSplit read them, <what>-rss-file-MB, <what>-runtime-MB and
+// <what>-not-go-MB (RssAnon less the heap in use, the free heap, the
+// stacks and the runtime's metadata; negative when some of that is not
+// resident).
 func (m memSplit) report(b *testing.B, what string) {
 	b.Helper()
 	mb := func(v uint64) float64 { return float64(v) / (1 << 20) }
@@ -357,6 +409,11 @@ func (m memSplit) report(b *testing.B, what string) {
 	b.ReportMetric(mb(m.stack), what+"-stack-MB")
 	b.ReportMetric(mb(m.heapAlloc), what+"-heap-alloc-MB")
 	b.ReportMetric(mb(m.nextGC), what+"-gc-goal-MB")
+	if m.rssAnon > 0 {
+		b.ReportMetric(m.rssFile, what+"-rss-file-MB")
+		b.ReportMetric(mb(m.runtime), what+"-runtime-MB")
+		b.ReportMetric(m.rssAnon-mb(m.heapInuse+m.heapFree+m.stack+m.runtime), what+"-not-go-MB")
+	}
 }
 
 // heldRuntime reads toolgate's goroutine count and, after two collections,

@@ -581,11 +581,18 @@ type heldRead struct {
 	id       approval.ID
 	deadline time.Time
 	lease    bool
-	// last is the request as last read, nil before a read of the wait's
-	// own: the read made ahead (takePre) is not kept, it is the request
-	// the call is held on (heldCall.r: what a hold keeps of it, heldReq),
-	// which endHold falls back to.
-	last    *approval.Request
+	// last is the request the wait ended on (the read or the wake-up that
+	// ended it), nil while it goes on: the read made ahead (takePre) is not
+	// kept, it is the request the call is held on (heldCall.r: what a
+	// hold keeps of it, heldReq), which endHold falls back to.
+	last *approval.Request
+	// kept is what the wait keeps of its last read that found the request
+	// still pending (a wake-up that changed nothing here, a lease renewal
+	// that found it gone): the compact heldReq, not the whole Request
+	// with the display copy of its arguments, for the rest of the hold
+	// (docs/performance.md, "heldpeak3"); a wait that the store cannot be
+	// read during ends on it at its deadline (result).
+	kept    *heldReq
 	retry   *time.Timer      // set while the store cannot be read
 	retryC  <-chan time.Time // retry's channel after a failed read, else nil
 	backoff time.Duration
@@ -615,13 +622,18 @@ func (st *heldRead) takePre(pre *preRead) {
 	st.ahead = true
 }
 
-// result is the request the wait ended on: st.last, or a zero request
-// when the wait never read one of its own.
+// result is the request the wait ended on: st.last, else what st.kept
+// keeps of its last read, or a zero request when the wait never read one
+// of its own.
 func (st *heldRead) result() *approval.Request {
-	if st.last == nil {
-		return new(approval.Request)
+	switch {
+	case st.last != nil:
+		return st.last
+	case st.kept != nil:
+		r := st.kept.request()
+		return &r
 	}
-	return st.last
+	return new(approval.Request)
 }
 
 // takeDecided reports whether the wake-up w carried the request decided
@@ -654,19 +666,22 @@ func (st *heldRead) stop() {
 //go:noinline // the request and the log call stay out of waitFor's parked frame
 func (g *Gate) readHeld(ctx context.Context, st *heldRead) (done bool, err error) {
 	r, err := g.store.GetRequest(ctx, st.id)
-	if err == nil {
-		st.last = &r
-	}
 	now := g.now()
 	st.retryC = nil
 	switch {
 	case err == nil && r.State != approval.StatePending:
+		st.last = &r
 		return true, nil
 	case err == nil && (!now.Before(r.ExpiresAt) || !now.Before(st.deadline)):
+		st.last = &r
 		return true, errDeadline
 	case err == nil && st.lease && r.HeldBy != g.instance:
+		st.last = &r
 		return true, errLeaseLost
 	case err == nil:
+		// Still pending: the wait goes on, keeping only what it may end on.
+		q := heldReqOf(&r)
+		st.kept = &q
 		st.backoff = minRetry
 	case ctx.Err() == nil:
 		// The store cannot be read: keep holding and read again soon.

@@ -7,10 +7,10 @@
 // grown by its live size, which for a proxy with a few MB of live data means
 // a collection every few dozen calls. toolgate instead lets the heap grow
 // by about [Headroom] past the live heap, between GOGC=50 and GOGC=400
-// (400 while the live heap is under 16 MiB; past 64 MiB the headroom
-// shrinks as the live heap grows, to half the live heap from about 90 MiB
-// on: [PercentFor]; [Tune] follows the live heap), so the collector runs a
-// quarter as often while the proxy is idle-ish and the heap does not grow
+// (400 while the live heap is under 16 MiB; past 32 MiB the goal stays at
+// [HeldGoal], 96 MiB, until 1.5× the live heap is more than that, from
+// 64 MiB of live heap on: [PercentFor]; [Tune] follows the live heap), so
+// the collector runs a quarter as often while the proxy is idle-ish and the heap does not grow
 // to five times, or twice, a large live heap (ten thousand held calls). A fixed GOGC=400 with a fixed soft
 // memory limit of 512 MiB, the previous default, made the collector run
 // without pause once held calls needed more than the limit (measured in
@@ -52,14 +52,21 @@ const (
 	// Tune sets.
 	DefaultGCPercent = 400
 	// MinGCPercent is the least Tune sets: half of Go's own default, for
-	// a live heap past about 90 MiB (PercentFor). At Go's 100 the heap of
+	// a live heap of 64 MiB or more (PercentFor). At Go's 100 the heap of
 	// 10,000 held calls on Postgres grew to twice its live size, 150–200
 	// MB, right after the burst (docs/performance.md, "heldpeak2").
 	MinGCPercent = 50
 	// Headroom is how far (bytes) Tune lets the heap grow past the live heap
-	// before a collection while the live heap is at most Headroom; past it
-	// the headroom is Headroom × Headroom / live (PercentFor).
+	// before a collection while the live heap is at most HeldGoal −
+	// Headroom (32 MiB); past it the goal is HeldGoal (PercentFor).
 	Headroom = 64 << 20
+	// HeldGoal is the most the heap goal (live heap plus headroom) grows
+	// to while the live heap is between 32 and 64 MiB, where MinGCPercent
+	// takes over (1.5 × 64 MiB): the live heap of thousands of held calls
+	// (5 KB each), whose burst ends anywhere between two collections, so
+	// that the heap in use right after it is at most about this much
+	// (docs/performance.md, "heldpeak3").
+	HeldGoal = 96 << 20
 	// TuneEvery is how often serve's Tune looks at the live heap.
 	TuneEvery = time.Second
 	// TuneFast is how often Tune looks while the process allocates at
@@ -131,22 +138,26 @@ func Apply(getenv func(string) string) Settings {
 }
 
 // PercentFor is the GOGC that lets a heap with live bytes of live data grow
-// by Headroom before the next collection while live is at most Headroom,
-// and by Headroom × Headroom / live past it, within MinGCPercent and
-// DefaultGCPercent: 400 up to 16 MiB live, 100 at 64 MiB, 50 from about
-// 90.5 MiB on. Past Headroom the goal (live + headroom) still grows with
-// the live heap, but slowly (128 MiB at 64 MiB live, 136 MiB at 90 MiB),
-// and then at 1.5× live instead of Go's 2×: the heap of thousands of held
-// calls is long-lived, and what it keeps free or unswept above the live
-// heap is resident memory (docs/performance.md, "heldpeak2").
+// by Headroom before the next collection while live + Headroom is at most
+// HeldGoal, and up to HeldGoal past it, within MinGCPercent and
+// DefaultGCPercent: 400 up to 16 MiB live, 200 at 32 MiB, 100 at 48 MiB,
+// 50 from 64 MiB on. So the goal (live + headroom) grows with the live
+// heap up to 96 MiB at 32 MiB live, stays there while the live heap grows
+// to 64 MiB, and then is 1.5× live instead of Go's 2×: the heap of
+// thousands of held calls is long-lived, and what it keeps free or unswept
+// above the live heap is resident memory at the end of their burst
+// (docs/performance.md, "heldpeak2" and "heldpeak3": a goal of live +
+// 64 MiB up to 128 MiB left 10,000 held calls at 150–217 MB RSS).
 func PercentFor(live uint64) int {
 	if live == 0 {
 		return DefaultGCPercent
 	}
 	p := 100 * uint64(Headroom) / live
-	if live > Headroom {
-		// 100 × Headroom² / live²; 100 × 2⁵² fits a uint64.
-		p = 100 * uint64(Headroom) * uint64(Headroom) / live / live
+	if live+Headroom > HeldGoal {
+		p = 0 // MinGCPercent, from HeldGoal on
+		if live < HeldGoal {
+			p = 100 * (HeldGoal - live) / live
+		}
 	}
 	return int(min(max(p, MinGCPercent), DefaultGCPercent))
 }

@@ -119,11 +119,12 @@ func TestPercentFor(t *testing.T) {
 		1 << 20:   400,
 		16 << 20:  400,
 		32 << 20:  200,
-		64 << 20:  100,
-		72 << 20:  79, // 100 × (64/72)²: the headroom shrinks past 64 MiB
-		80 << 20:  64,
-		90 << 20:  50, // 50.6
-		91 << 20:  50, // 49.5: never below half of Go's default
+		40 << 20:  140, // the goal stays at HeldGoal (96 MiB) past 32 MiB live
+		48 << 20:  100,
+		60 << 20:  60,
+		63 << 20:  52,
+		64 << 20:  50,
+		72 << 20:  50, // never below half of Go's default
 		512 << 20: 50,
 	} {
 		if got := PercentFor(live); got != want {
@@ -132,27 +133,33 @@ func TestPercentFor(t *testing.T) {
 	}
 }
 
-// TestPercentForLargeHeaps: past Headroom of live heap the goal (live ×
-// (1 + GOGC/100)) keeps growing with the live heap (within the percent's
-// rounding down, under 1 MiB), is never above what Go's GOGC=100 would
-// allow (twice the live heap), and is 1.5× the live heap from about 90 MiB
-// on (heldpeak2: 10,000 held calls on Postgres).
+// TestPercentForLargeHeaps: past HeldGoal − Headroom (32 MiB) of live heap
+// the goal (live × (1 + GOGC/100)) is HeldGoal (within the percent's
+// rounding down, under 1 MiB) until 1.5× the live heap is more, from
+// 64 MiB of live heap on (heldpeak3: 10,000 held calls, about 50 MiB live,
+// ended their burst with up to live + 64 MiB of heap); it never decreases
+// as the live heap grows (within that rounding) and, from 48 MiB of live
+// heap on, is never above what Go's GOGC=100 would allow (twice the live
+// heap).
 func TestPercentForLargeHeaps(t *testing.T) {
 	const mb = 1 << 20
 	goal := func(live uint64) uint64 { return live + live*uint64(PercentFor(live))/100 } //nolint:gosec // PercentFor is within 50..400
-	prev := goal(Headroom)
-	if prev != 2*Headroom {
-		t.Errorf("goal at %d MiB live: %d MiB, want %d", Headroom/mb, prev/mb, 2*Headroom/mb)
+	prev := goal(HeldGoal - Headroom)
+	if prev != HeldGoal {
+		t.Errorf("goal at %d MiB live: %d MiB, want %d", (HeldGoal-Headroom)/mb, prev/mb, HeldGoal/mb)
 	}
-	for live := uint64(Headroom) + mb/4; live <= 1<<30; live += mb / 4 {
+	for live := uint64(HeldGoal-Headroom) + mb/4; live <= 1<<30; live += mb / 4 {
 		g := goal(live)
 		if g+mb < prev {
 			t.Errorf("goal at %.2f MiB live is %.2f MiB, down from %.2f MiB", float64(live)/mb, float64(g)/mb, float64(prev)/mb)
 		}
-		if g > 2*live {
+		if live >= HeldGoal/2 && g > 2*live {
 			t.Errorf("goal at %.2f MiB live is %.2f MiB, above twice the live heap", float64(live)/mb, float64(g)/mb)
 		}
-		if live >= 91*mb && g != live+live/2 {
+		if live <= 64*mb && (g > HeldGoal || g+mb < HeldGoal) {
+			t.Errorf("goal at %.2f MiB live is %.2f MiB, want HeldGoal (%d MiB)", float64(live)/mb, float64(g)/mb, HeldGoal/mb)
+		}
+		if live >= 64*mb && g != live+live/2 {
 			t.Errorf("goal at %.2f MiB live is %.2f MiB, want 1.5× live", float64(live)/mb, float64(g)/mb)
 		}
 		prev = g
