@@ -102,6 +102,35 @@ func (f *leanFixture) approveNext(t *testing.T) {
 	f.reviewNext(t, approval.VerdictApprove)
 }
 
+// doApproving sends req with c and, while the call waits for its
+// approval, approves the one pending request (approveNext); it returns
+// the answer with its whole body. An error sending or reading fails t.
+func (f *leanFixture) doApproving(t *testing.T, c *http.Client, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
+	type answer struct {
+		resp *http.Response
+		body []byte
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := c.Do(req)
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, err := io.ReadAll(resp.Body)
+		done <- answer{resp, b, err}
+	}()
+	f.approveNext(t)
+	a := <-done
+	if a.err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, a.err)
+	}
+	return a.resp, a.body
+}
+
 // reviewNext gives the one pending request verdict v.
 func (f *leanFixture) reviewNext(t *testing.T, v approval.Verdict) {
 	t.Helper()

@@ -238,29 +238,9 @@ func TestLeanHeldCallAnswers(t *testing.T) {
 			"Mcp-Protocol-Version": cs.InitializeResult().ProtocolVersion, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"} {
 			req.Header.Set(k, v)
 		}
-		type answer struct {
-			resp *http.Response
-			body []byte
-			err  error
-		}
-		done := make(chan answer, 1)
-		go func() {
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				done <- answer{err: err}
-				return
-			}
-			defer func() { _ = resp.Body.Close() }()
-			b, err := io.ReadAll(resp.Body)
-			done <- answer{resp, b, err}
-		}()
-		f.approveNext(t)
-		a := <-done
-		if a.err != nil {
-			t.Fatal(a.err)
-		}
-		ex := exchange{StatusCode: a.resp.StatusCode, Header: a.resp.Header, TransferEncoding: a.resp.TransferEncoding, ContentLength: a.resp.ContentLength}
-		if got := wantJSONAnswer(t, "held then approved", ex, a.body, "h-1"); !strings.Contains(string(got), `"text":"abc"`) {
+		resp, body := f.doApproving(t, http.DefaultClient, req)
+		ex := exchange{StatusCode: resp.StatusCode, Header: resp.Header, TransferEncoding: resp.TransferEncoding, ContentLength: resp.ContentLength}
+		if got := wantJSONAnswer(t, "held then approved", ex, body, "h-1"); !strings.Contains(string(got), `"text":"abc"`) {
 			t.Errorf("answer %s, want the upstream's result", got)
 		}
 	})

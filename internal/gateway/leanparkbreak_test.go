@@ -58,26 +58,9 @@ func TestLeanParkedCallNotOnTLSOrHTTP2(t *testing.T) {
 			"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": modernVersion, "Mcp-Method": "tools/call", "Mcp-Name": "up__big"} {
 			req.Header.Set(k, v)
 		}
-		type answer struct {
-			resp *http.Response
-			b    []byte
-			err  error
-		}
-		done := make(chan answer, 1)
-		go func() {
-			resp, err := tc.c.Do(req)
-			if err != nil {
-				done <- answer{err: err}
-				return
-			}
-			defer func() { _ = resp.Body.Close() }()
-			b, err := io.ReadAll(resp.Body)
-			done <- answer{resp, b, err}
-		}()
-		f.approveNext(t)
-		a := <-done
-		if a.err != nil || a.resp.StatusCode != http.StatusOK || a.resp.ProtoMajor != tc.proto || !bytes.Contains(a.b, []byte(`"id":7,`)) || bytes.Contains(a.b, []byte(`"isError":true`)) {
-			t.Fatalf("%s: %v %+v %s", tc.name, a.err, a.resp, a.b)
+		resp, b := f.doApproving(t, tc.c, req)
+		if resp.StatusCode != http.StatusOK || resp.ProtoMajor != tc.proto || !bytes.Contains(b, []byte(`"id":7,`)) || bytes.Contains(b, []byte(`"isError":true`)) {
+			t.Fatalf("%s: %+v %s", tc.name, resp, b)
 		}
 		if n := parked.Load(); n != 0 {
 			t.Fatalf("%s: %d calls parked, want 0", tc.name, n)
