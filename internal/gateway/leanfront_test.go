@@ -104,11 +104,12 @@ func (f *leanFixture) approveNext(t *testing.T) {
 
 // doApproving sends req with c and, while the call waits for its
 // approval, approves the one pending request (approveNext); it returns
-// the answer with its whole body. An error sending or reading fails t.
-func (f *leanFixture) doApproving(t *testing.T, c *http.Client, req *http.Request) (*http.Response, []byte) {
+// the answer's exchange and its whole body. An error sending or reading
+// fails t.
+func (f *leanFixture) doApproving(t *testing.T, c *http.Client, req *http.Request) (exchange, []byte) {
 	t.Helper()
 	type answer struct {
-		resp *http.Response
+		ex   exchange
 		body []byte
 		err  error
 	}
@@ -121,14 +122,14 @@ func (f *leanFixture) doApproving(t *testing.T, c *http.Client, req *http.Reques
 		}
 		defer func() { _ = resp.Body.Close() }()
 		b, err := io.ReadAll(resp.Body)
-		done <- answer{resp, b, err}
+		done <- answer{exchangeOf(resp), b, err}
 	}()
 	f.approveNext(t)
 	a := <-done
 	if a.err != nil {
 		t.Fatalf("%s %s: %v", req.Method, req.URL, a.err)
 	}
-	return a.resp, a.body
+	return a.ex, a.body
 }
 
 // reviewNext gives the one pending request verdict v.
@@ -425,9 +426,16 @@ func sessionRequest(t *testing.T, method, base, token, sid, version string, body
 // An exchange is what sessionExchange kept of a response.
 type exchange struct {
 	StatusCode       int
+	ProtoMajor       int
 	Header           http.Header
 	TransferEncoding []string
 	ContentLength    int64
+}
+
+// exchangeOf is the exchange of resp's answer.
+func exchangeOf(resp *http.Response) exchange {
+	return exchange{StatusCode: resp.StatusCode, ProtoMajor: resp.ProtoMajor, Header: resp.Header,
+		TransferEncoding: resp.TransferEncoding, ContentLength: resp.ContentLength}
 }
 
 // sessionExchange is sessionRequest reading (and closing) the whole answer.
@@ -436,5 +444,5 @@ func sessionExchange(t *testing.T, method, base, token, sid, version string, bod
 	resp := sessionRequest(t, method, base, token, sid, version, body)
 	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
-	return exchange{resp.StatusCode, resp.Header, resp.TransferEncoding, resp.ContentLength}, b
+	return exchangeOf(resp), b
 }

@@ -238,8 +238,7 @@ func TestLeanHeldCallAnswers(t *testing.T) {
 			"Mcp-Protocol-Version": cs.InitializeResult().ProtocolVersion, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"} {
 			req.Header.Set(k, v)
 		}
-		resp, body := f.doApproving(t, http.DefaultClient, req)
-		ex := exchange{StatusCode: resp.StatusCode, Header: resp.Header, TransferEncoding: resp.TransferEncoding, ContentLength: resp.ContentLength}
+		ex, body := f.doApproving(t, http.DefaultClient, req)
 		if got := wantJSONAnswer(t, "held then approved", ex, body, "h-1"); !strings.Contains(string(got), `"text":"abc"`) {
 			t.Errorf("answer %s, want the upstream's result", got)
 		}

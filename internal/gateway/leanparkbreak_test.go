@@ -58,9 +58,9 @@ func TestLeanParkedCallNotOnTLSOrHTTP2(t *testing.T) {
 			"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": modernVersion, "Mcp-Method": "tools/call", "Mcp-Name": "up__big"} {
 			req.Header.Set(k, v)
 		}
-		resp, b := f.doApproving(t, tc.c, req)
-		if resp.StatusCode != http.StatusOK || resp.ProtoMajor != tc.proto || !bytes.Contains(b, []byte(`"id":7,`)) || bytes.Contains(b, []byte(`"isError":true`)) {
-			t.Fatalf("%s: %+v %s", tc.name, resp, b)
+		ex, b := f.doApproving(t, tc.c, req)
+		if ex.StatusCode != http.StatusOK || ex.ProtoMajor != tc.proto || !bytes.Contains(b, []byte(`"id":7,`)) || bytes.Contains(b, []byte(`"isError":true`)) {
+			t.Fatalf("%s: %+v %s", tc.name, ex, b)
 		}
 		if n := parked.Load(); n != 0 {
 			t.Fatalf("%s: %d calls parked, want 0", tc.name, n)
