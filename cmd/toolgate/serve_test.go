@@ -47,39 +47,19 @@ func TestServeEarlyReturnLeavesNothing(t *testing.T) {
 		want   string
 	}{
 		{
-			name: "admin port in use",
-			config: func(t *testing.T) (string, string) {
-				t.Helper()
-				busy, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = busy.Close() })
-				mcp := freePort(t)
-				return "listen: { mcp: " + mcp + ", admin: " + busy.Addr().String() + " }\nstorage: { path: DB }\n" +
-					"servers:\n" + testUpstream("up", false) + principals, mcp
-			},
-			want: "listen.admin",
+			name:   "admin port in use",
+			config: busyAdminConfig,
+			want:   "listen.admin",
 		},
 		{
 			// A desktop client launching --stdio with the config serve
 			// uses: listen.admin is set there, so the --stdio gateway
 			// opens it too and finds serve on it. The error says why it
 			// opened one and how to have none.
-			name: "admin port in use under --stdio",
-			config: func(t *testing.T) (string, string) {
-				t.Helper()
-				busy, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = busy.Close() })
-				mcp := freePort(t)
-				return "listen: { mcp: " + mcp + ", admin: " + busy.Addr().String() + " }\nstorage: { path: DB }\n" +
-					"servers:\n" + testUpstream("up", false) + principals, mcp
-			},
-			args: []string{"--stdio"},
-			want: "--stdio opens the admin listener only because listen.admin is set",
+			name:   "admin port in use under --stdio",
+			config: busyAdminConfig,
+			args:   []string{"--stdio"},
+			want:   "--stdio opens the admin listener only because listen.admin is set",
 		},
 		{
 			name: "bad dsn",
@@ -280,4 +260,18 @@ policy: { default: allow }
 			t.Errorf("the upstream's environment contains %q", secret)
 		}
 	}
+}
+
+// busyAdminConfig is a config whose listen.admin is an address something
+// else already listens on, and the free MCP address it names.
+func busyAdminConfig(t *testing.T) (cfg string, mcp string) {
+	t.Helper()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = busy.Close() })
+	mcp = freePort(t)
+	return "listen: { mcp: " + mcp + ", admin: " + busy.Addr().String() + " }\nstorage: { path: DB }\n" +
+		"servers:\n" + testUpstream("up", false) + principals, mcp
 }
