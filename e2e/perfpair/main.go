@@ -1,0 +1,354 @@
+// Command perfpair measures toolgate binaries against direct-http in paired
+// rounds: every server is up at once, each target is loaded for the same
+// short time in turn, and the order of the targets is reversed every round,
+// so a change in what else runs on the machine falls on all rows alike.
+//
+//	perfpair -perf-bin DIR -bin LABEL=PATH [-bin LABEL=PATH ...]
+//	         [-upstream stdio|http] [-shared] [-rounds 6] [-c 16,1]
+//	         [-duration 3s] [-warmup 1s] [-payload-bytes 100] [-out DIR]
+//
+// DIR holds the binaries of ../shared/perf (`loadgen`, `echoserver`), as its
+// setup.sh builds them into $PERF_WORK/bin. Each toolgate binary gets the
+// configuration of ../shared/perf/toolgate/tg-run.sh (the allowed echo tool,
+// SQLite, no admin listener, --insecure-no-auth), plus `sessions: shared`
+// with -shared (one stdio child for all agent sessions, like the peer's
+// proxy). With -upstream http every toolgate binary gets its own
+// `echoserver -http` upstream, and the server CPU counted is toolgate's and
+// its upstream's; with stdio, loadgen counts toolgate and the child it spawns.
+//
+// The loadgen JSON lines go to DIR/results.jsonl (one per target, round and
+// concurrency); the summary on stdout gives per row the medians of calls/s,
+// p50 and server CPU per call, and per round each row's calls/s as a
+// multiple of direct-http's in the same round, and each binary's calls/s
+// and CPU per call against the first binary's.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// binFlag collects repeated -bin LABEL=PATH values.
+type binFlag []target
+
+func (b *binFlag) String() string { return fmt.Sprint(len(*b)) }
+
+func (b *binFlag) Set(s string) error {
+	label, path, ok := strings.Cut(s, "=")
+	if !ok || label == "" || path == "" {
+		return fmt.Errorf("want LABEL=PATH, got %q", s)
+	}
+	if label == directLabel {
+		return fmt.Errorf("label %q is the baseline's", label)
+	}
+	*b = append(*b, target{label: label, bin: path})
+	return nil
+}
+
+// directLabel is the baseline row: the go-sdk echoserver over HTTP, no proxy.
+const directLabel = "direct"
+
+// target is one row: a server listening on port whose processes are pids.
+type target struct {
+	label string
+	bin   string // toolgate binary; empty for the baseline
+	port  int
+	pids  []int
+}
+
+type options struct {
+	perfBin      string
+	bins         binFlag
+	upstream     string
+	shared       bool
+	rounds       int
+	conc         []int
+	duration     time.Duration
+	warmup       time.Duration
+	payloadBytes int
+	out          string
+}
+
+func main() {
+	var o options
+	var conc string
+	flag.StringVar(&o.perfBin, "perf-bin", os.Getenv("PERF_WORK")+"/bin", "directory with ../shared/perf's loadgen and echoserver")
+	flag.Var(&o.bins, "bin", "LABEL=PATH of a toolgate binary (repeatable; the first is the reference)")
+	flag.StringVar(&o.upstream, "upstream", "stdio", "toolgate's upstream: stdio (a child echoserver) or http (an echoserver -http per binary)")
+	flag.BoolVar(&o.shared, "shared", false, "stdio: one child for all agent sessions (sessions: shared)")
+	flag.IntVar(&o.rounds, "rounds", 6, "rounds; the target order is reversed every other round")
+	flag.StringVar(&conc, "c", "16,1", "comma-separated concurrencies, each measured in every round")
+	flag.DurationVar(&o.duration, "duration", 3*time.Second, "measured time per target, round and concurrency")
+	flag.DurationVar(&o.warmup, "warmup", time.Second, "loadgen warm-up before each measurement")
+	flag.IntVar(&o.payloadBytes, "payload-bytes", 100, "echo payload size in bytes")
+	flag.StringVar(&o.out, "out", "", "output directory (default: a new one under $TMPDIR)")
+	flag.Parse()
+	for _, s := range strings.Split(conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fatalf("-c: bad concurrency %q", s)
+		}
+		o.conc = append(o.conc, n)
+	}
+	if len(o.bins) == 0 {
+		fatalf("at least one -bin LABEL=PATH is needed")
+	}
+	if o.upstream != "stdio" && o.upstream != "http" {
+		fatalf("-upstream: want stdio or http, got %q", o.upstream)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, os.Stdout); err != nil {
+		fatalf("%v", err)
+	}
+}
+
+func fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "perfpair: "+format+"\n", args...)
+	os.Exit(2)
+}
+
+func run(ctx context.Context, o options, stdout io.Writer) error {
+	for _, name := range []string{"loadgen", "echoserver"} {
+		if _, err := os.Stat(filepath.Join(o.perfBin, name)); err != nil {
+			return fmt.Errorf("-perf-bin %s: %w (build it with ../shared/perf/setup.sh)", o.perfBin, err)
+		}
+	}
+	if o.out == "" {
+		d, err := os.MkdirTemp("", "perfpair-")
+		if err != nil {
+			return err
+		}
+		o.out = d
+	} else if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	var procs []*exec.Cmd
+	defer func() {
+		for _, p := range procs {
+			_ = p.Process.Signal(syscall.SIGTERM)
+		}
+		for _, p := range procs {
+			_ = p.Wait()
+		}
+	}()
+	start := func(name string, args ...string) (*exec.Cmd, error) {
+		log, err := os.Create(filepath.Join(o.out, fmt.Sprintf("%s-%d.log", filepath.Base(name), len(procs))))
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = log.Close() }()
+		cmd := exec.Command(name, args...)
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Start(); err != nil {
+			return nil, fmt.Errorf("start %s: %w", name, err)
+		}
+		procs = append(procs, cmd)
+		return cmd, nil
+	}
+	echo := filepath.Join(o.perfBin, "echoserver")
+	targets := make([]target, 0, len(o.bins)+1)
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	d, err := start(echo, "-http", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return err
+	}
+	targets = append(targets, target{label: directLabel, port: port, pids: []int{d.Process.Pid}})
+	for _, b := range o.bins {
+		t := b
+		upstream := ""
+		if o.upstream == "http" {
+			up, err := freePort()
+			if err != nil {
+				return err
+			}
+			u, err := start(echo, "-http", fmt.Sprintf("127.0.0.1:%d", up))
+			if err != nil {
+				return err
+			}
+			t.pids = append(t.pids, u.Process.Pid)
+			upstream = fmt.Sprintf("http://127.0.0.1:%d/mcp", up)
+		}
+		if t.port, err = freePort(); err != nil {
+			return err
+		}
+		conf, err := writeConfig(o.out, t, o.upstream, upstream, echo, o.shared)
+		if err != nil {
+			return err
+		}
+		g, err := start(t.bin, "serve", "--config", conf, "--insecure-no-auth", "--log-level", "warn")
+		if err != nil {
+			return err
+		}
+		t.pids = append([]int{g.Process.Pid}, t.pids...)
+		targets = append(targets, t)
+	}
+	for _, t := range targets {
+		if err := waitListening(ctx, t.port, 15*time.Second); err != nil {
+			return fmt.Errorf("%s: %w", t.label, err)
+		}
+	}
+	results := filepath.Join(o.out, "results.jsonl")
+	f, err := os.Create(results)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = f.Close() }()
+	loadgen := filepath.Join(o.perfBin, "loadgen")
+	for r := 1; r <= o.rounds; r++ {
+		for _, c := range o.conc {
+			for _, t := range roundOrder(targets, r) {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				pids := make([]string, len(t.pids))
+				for i, p := range t.pids {
+					pids[i] = strconv.Itoa(p)
+				}
+				cmd := exec.CommandContext(ctx, loadgen,
+					"-url", fmt.Sprintf("http://127.0.0.1:%d/mcp", t.port),
+					"-pid", strings.Join(pids, ","), "-label", t.label,
+					"-note", fmt.Sprintf("round=%d", r), "-concurrency", strconv.Itoa(c),
+					"-duration", o.duration.String(), "-warmup", o.warmup.String(),
+					"-payload-bytes", strconv.Itoa(o.payloadBytes))
+				cmd.Stdout = f
+				cmd.Stderr = os.Stderr
+				if err := cmd.Run(); err != nil {
+					return fmt.Errorf("loadgen %s round %d C=%d: %w", t.label, r, c, err)
+				}
+			}
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	rows, err := readResults(results)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "results: %s\n", results)
+	labels := make([]string, 0, len(targets))
+	for _, t := range targets {
+		labels = append(labels, t.label)
+	}
+	return summarise(stdout, rows, labels, o.conc)
+}
+
+// roundOrder is the order targets are loaded in round r (1-based): as given
+// in odd rounds, reversed in even ones.
+func roundOrder(targets []target, r int) []target {
+	out := append([]target(nil), targets...)
+	if r%2 == 0 {
+		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+			out[i], out[j] = out[j], out[i]
+		}
+	}
+	return out
+}
+
+// writeConfig writes t's toolgate configuration (the one tg-run.sh writes,
+// plus sessions: shared when shared) into a new directory under dir and
+// returns its path.
+func writeConfig(dir string, t target, kind, upstreamURL, echo string, shared bool) (string, error) {
+	d, err := os.MkdirTemp(dir, "tg-"+t.label+"-")
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "listen: {mcp: \"127.0.0.1:%d\", admin: \"\"}\n", t.port)
+	fmt.Fprintf(&b, "storage: {driver: sqlite, path: %q}\n", filepath.Join(d, "data", "toolgate.db"))
+	b.WriteString("servers:\n  echo:\n")
+	if kind == "http" {
+		fmt.Fprintf(&b, "    url: %q\n", upstreamURL)
+	} else {
+		fmt.Fprintf(&b, "    command: %q\n    args: []\n", echo)
+		if shared {
+			b.WriteString("    sessions: shared\n")
+		}
+	}
+	b.WriteString("    tool_prefix: false\npolicy:\n  default: deny\n  rules:\n")
+	b.WriteString("    - {name: echo allowed, server: echo, tools: [echo], effect: allow}\n")
+	path := filepath.Join(d, "toolgate.yaml")
+	return path, os.WriteFile(path, []byte(b.String()), 0o600)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func waitListening(ctx context.Context, port int, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+		if err == nil {
+			return c.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nothing listens on port %d after %s: %w", port, within, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// result is the part of a loadgen JSON line the summary reads.
+type result struct {
+	Label       string  `json:"label"`
+	Concurrency int     `json:"concurrency"`
+	Note        string  `json:"note"`
+	Calls       int     `json:"calls"`
+	Errors      int     `json:"errors"`
+	CallsPerS   float64 `json:"calls_per_s"`
+	P50us       float64 `json:"p50_us"`
+	CPUPerCall  float64 `json:"proc_cpu_us_per_call"`
+}
+
+func readResults(path string) ([]result, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	var rows []result
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		var r result
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		rows = append(rows, r)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, errors.New("no results")
+	}
+	return rows, nil
+}
