@@ -131,7 +131,7 @@ func newH1Transport(fallback http.RoundTripper, proxy func(*http.Request) (*url.
 func (t *h1Transport) lean(req *http.Request) bool {
 	return t.leanURL(req.URL) && req.Method == http.MethodPost && !req.Close && (req.Host == "" || req.Host == t.hostHeader) &&
 		req.Body != nil && req.Body != http.NoBody && req.ContentLength > 0 && len(req.TransferEncoding) == 0 &&
-		len(req.Trailer) == 0 && req.Header.Get("Expect") == ""
+		len(req.Trailer) == 0 && req.Header.Get("Expect") == "" && h1HeaderSendable(req.Header) // rawhttpheadvalid.go
 }
 
 // leanURL reports whether POSTs to u can go the lean way.
