@@ -130,3 +130,16 @@ func FuzzLeanHeadIsTransports(f *testing.F) {
 		checkLeanIsTransport(t, endpoint, key, value, body)
 	})
 }
+
+// BenchmarkH1HeaderSendable: the lean check's cost per request for the
+// headers of a raw POST with one configured header.
+func BenchmarkH1HeaderSendable(b *testing.B) {
+	h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
+		"Mcp-Session-Id": {"4FQGJ3OZ2D7VQ2YHLQ2TWSZ5CN"}, "Mcp-Protocol-Version": {"2025-06-18"},
+		"Authorization": {"Bearer 0123456789abcdef0123456789abcdef"}}
+	for b.Loop() {
+		if !h1HeaderSendable(h) {
+			b.Fatal("not sendable")
+		}
+	}
+}

@@ -12,15 +12,22 @@ import "net/http"
 // this refuses does not go lean (h1Transport.lean), so that the lean
 // exchange refuses it as the Transport does instead of writing a NUL, a
 // DEL, a line break or a name with one (header injection) to the
-// upstream (branch attack15).
+// upstream (branch attack15). Configured headers with such names or
+// values are refused when the configuration loads (config.Validate);
+// this is the lean exchange's own guard.
 func h1HeaderSendable(h http.Header) bool {
 	for k, vv := range h {
-		if !h1Token(k) {
+		if k == "" {
 			return false
+		}
+		for i := 0; i < len(k); i++ {
+			if !h1TokenByte[k[i]] {
+				return false
+			}
 		}
 		for _, v := range vv {
 			for i := 0; i < len(v); i++ {
-				if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+				if h1BadValueByte[v[i]] {
 					return false
 				}
 			}
@@ -29,21 +36,27 @@ func h1HeaderSendable(h http.Header) bool {
 	return true
 }
 
-// h1Token reports whether s is an HTTP token: one or more of
-// !#$%&'*+-.^_`|~, digits and ASCII letters.
-func h1Token(s string) bool {
-	if s == "" {
-		return false
+// h1TokenByte marks the bytes of an HTTP token: !#$%&'*+-.^_`|~, digits
+// and ASCII letters.
+var h1TokenByte = func() (t [256]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '!' || c == '#' || c == '$' || c == '%' || c == '&' || c == '\'' || c == '*' ||
-			c == '+' || c == '-' || c == '.' || c == '^' || c == '_' || c == '`' || c == '|' || c == '~':
-		default:
-			return false
-		}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
 	}
-	return true
-}
+	for _, c := range []byte("!#$%&'*+-.^_`|~") {
+		t[c] = true
+	}
+	return t
+}()
+
+// h1BadValueByte marks the bytes a header value must not hold: control
+// characters other than a tab, and DEL.
+var h1BadValueByte = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = c != '\t'
+	}
+	t[0x7f] = true
+	return t
+}()
