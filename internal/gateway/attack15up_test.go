@@ -214,4 +214,3 @@ func TestHTTPUpstreamGoneSaysNothingWasRun(t *testing.T) {
 		t.Errorf("the upstream got %d tools/call POSTs, want 2 (the calls before it went away)", n)
 	}
 }
-
