@@ -109,7 +109,7 @@ func newH1Transport(fallback http.RoundTripper, proxy func(*http.Request) (*url.
 	t := &h1Transport{fallback: fallback, maxIdle: maxIdle,
 		dialer: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}}
 	u, err := url.Parse(endpoint)
-	if err != nil || u.Scheme != "http" || u.Host == "" || strings.ContainsAny(u.Host, "%") || !isASCII(u.Host) || !h1Supported {
+	if err != nil || u.Scheme != "http" || u.Host == "" || strings.ContainsAny(u.Host, "%") || !isASCII(u.Host) || !h1ValidHost(u.Host) || !h1Supported {
 		// A zone or a host that is not ASCII: Request.Write rewrites
 		// it, writeH1Request does not.
 		return t

@@ -60,3 +60,28 @@ var h1BadValueByte = func() (t [256]bool) {
 	t[0x7f] = true
 	return t
 }()
+
+// h1ValidHost reports whether host, the endpoint's URL.Host, is a Host
+// header Request.Write writes as it is (httpguts.ValidHostHeader): for
+// another (url.Parse takes `"`, `<` and `>` in a host; Request.Write then
+// writes an empty Host) the endpoint does not go lean (newH1Transport).
+func h1ValidHost(host string) bool {
+	for i := 0; i < len(host); i++ {
+		if !h1HostByte[host[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+// h1HostByte marks the bytes of a valid Host header (httpguts'
+// validHostByte).
+var h1HostByte = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = h1TokenByte[c] && c != '#' && c != '^' && c != '`' && c != '|'
+	}
+	for _, c := range []byte("(),:;=[]") {
+		t[c] = true
+	}
+	return t
+}()
