@@ -386,6 +386,10 @@ func ruleLabel(p *policy.Policy, i int) string {
 // requires of every request's header names.
 func headerToken(s string) bool {
 	return s != "" && !strings.ContainsFunc(s, func(r rune) bool {
-		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r))
+		switch {
+		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
+			return false
+		}
+		return !strings.ContainsRune("!#$%&'*+-.^_`|~", r)
 	})
 }

@@ -26,7 +26,10 @@ func transportAccepts(t *testing.T, req *http.Request) bool {
 	r := req.Clone(context.Background())
 	r.Body = http.NoBody
 	r.ContentLength = 0
-	_, err := tr.RoundTrip(r)
+	resp, err := tr.RoundTrip(r)
+	if err == nil {
+		_ = resp.Body.Close()
+	}
 	return errors.Is(err, errDialed)
 }
 

@@ -14,8 +14,8 @@ import (
 // rawAgentPost sends one POST of a tools/call of up__echo on session sid
 // as bytes on a new TCP connection to the gateway at base, in protocol
 // proto ("HTTP/1.0" or "HTTP/1.1") with accept as its Accept header, and
-// reads the answer (the connection closed after it).
-func rawAgentPost(t *testing.T, base, sid, version, proto, accept, rid string) (*http.Response, string) {
+// reads the whole answer (the connection closed after it).
+func rawAgentPost(t *testing.T, base, sid, version, proto, accept, rid string) (exchange, string) {
 	t.Helper()
 	u, err := url.Parse(base)
 	if err != nil {
@@ -37,11 +37,12 @@ func rawAgentPost(t *testing.T, base, sid, version, proto, accept, rid string) (
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatalf("%s answer's body: %v", proto, err)
 	}
-	return resp, string(b)
+	return exchangeOf(resp), string(b)
 }
 
 // TestLeanJSONAnswerToOddAgents: what the lean front answers agents at the
