@@ -300,9 +300,15 @@ func validateServer(name string, s Server) []error {
 			add(".env: bad variable name %q", k)
 		}
 	}
-	for k := range s.Headers {
-		if k == "" || strings.ContainsFunc(k, func(r rune) bool { return r <= ' ' || r >= 0x7f || r == ':' }) {
+	for k, v := range s.Headers {
+		if !headerToken(k) {
 			add(".headers: bad header name %q", k)
+		}
+		// The value is not quoted: it may be a secret. net/http refuses
+		// a request with such a value (toolgate's lean exchange too), so
+		// every call would fail (branch attack15).
+		if strings.ContainsFunc(v, func(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }) {
+			add(".headers.%s: the value has a control character (a line break, NUL, escape or DEL), which HTTP does not allow; a value from ${VAR} or a file must not end with a newline", k)
 		}
 	}
 	if s.CallTimeout < 0 {
@@ -373,4 +379,17 @@ func ruleLabel(p *policy.Policy, i int) string {
 		return fmt.Sprintf("rules[%d] %q", i, n)
 	}
 	return fmt.Sprintf("rules[%d]", i)
+}
+
+// headerToken reports whether s is an HTTP header name (a token, RFC 9110
+// §5.1: letters, digits and !#$%&'*+-.^_`|~), as net/http's Transport
+// requires of every request's header names.
+func headerToken(s string) bool {
+	return s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+		switch {
+		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
+			return false
+		}
+		return !strings.ContainsRune("!#$%&'*+-.^_`|~", r)
+	})
 }

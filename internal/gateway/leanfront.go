@@ -334,7 +334,7 @@ func (g *Gateway) dispatchLean(ctx context.Context, d *dispatch) (json.RawMessag
 	raw, ok, err := u.callRaw(ctx, d.tool.Tool, d.args)
 	if ok {
 		if err == nil {
-			return raw, nil, nil
+			return repairUTF8(raw), nil, nil // rawutf8.go
 		}
 		res, err := dispatched(d, nil, err)
 		return nil, res, err

@@ -109,7 +109,7 @@ func newH1Transport(fallback http.RoundTripper, proxy func(*http.Request) (*url.
 	t := &h1Transport{fallback: fallback, maxIdle: maxIdle,
 		dialer: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}}
 	u, err := url.Parse(endpoint)
-	if err != nil || u.Scheme != "http" || u.Host == "" || strings.ContainsAny(u.Host, "%") || !isASCII(u.Host) || !h1Supported {
+	if err != nil || u.Scheme != "http" || u.Host == "" || strings.ContainsAny(u.Host, "%") || !isASCII(u.Host) || !h1ValidHost(u.Host) || !h1Supported {
 		// A zone or a host that is not ASCII: Request.Write rewrites
 		// it, writeH1Request does not.
 		return t
@@ -131,7 +131,7 @@ func newH1Transport(fallback http.RoundTripper, proxy func(*http.Request) (*url.
 func (t *h1Transport) lean(req *http.Request) bool {
 	return t.leanURL(req.URL) && req.Method == http.MethodPost && !req.Close && (req.Host == "" || req.Host == t.hostHeader) &&
 		req.Body != nil && req.Body != http.NoBody && req.ContentLength > 0 && len(req.TransferEncoding) == 0 &&
-		len(req.Trailer) == 0 && req.Header.Get("Expect") == ""
+		len(req.Trailer) == 0 && req.Header.Get("Expect") == "" && h1HeaderSendable(req.Header) // rawhttpheadvalid.go
 }
 
 // leanURL reports whether POSTs to u can go the lean way.
