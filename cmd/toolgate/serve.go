@@ -213,7 +213,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	td.add(func() { _ = db.Close() })
-	tp, shutdownTracing, err := telemetry.NewTracerProvider(ctx, os.Getenv, version)
+	tp, shutdownTracing, err := telemetry.NewTracerProvider(ctx, os.Getenv, buildVersion().Version)
 	if err != nil {
 		return nil, fmt.Errorf("tracing: %w", err)
 	}
@@ -273,7 +273,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 	if c.notes, err = newNotifications(cfg, db, c.gate, c.holder, deliveryMetrics, log); err != nil {
 		return nil, err
 	}
-	gwOpts := &gateway.Options{Logger: log, Version: version, Sessions: c.gate,
+	gwOpts := &gateway.Options{Logger: log, Version: buildVersion().Version, Sessions: c.gate,
 		MaxHold: cfg.Approvals.MaxHold, Tasks: c.gate, MRTR: c.gate,
 		HealthInterval:  cfg.Upstreams.HealthInterval,
 		MaxResultBytes:  int(cfg.Limits.MaxResultBytes),
