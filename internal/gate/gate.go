@@ -455,13 +455,13 @@ func (g *Gate) decide(ctx context.Context, c Call, chain session.Chain, dec poli
 		g.record(ctx, c, nil, adm)
 		return adm
 	}
-	g.metrics.ToolCall(c.Server, string(dec.Effect))
 	g.noteDecision(ctx, c, dec)
 	c.admitted = &dec // consume reuses it while the revision stays
 	// The hand-off has served (evaluate): a held call does not keep it,
 	// and the decision it carries, while it waits.
 	c.Prior = nil
 	adm := g.admitDecided(ctx, c, chain, dec)
+	g.metrics.ToolCall(c.Server, countedEffect(dec, adm))
 	if adm.held != nil {
 		// Admit waits for the decision; the admission is recorded after it.
 		adm.held.dec = &dec
@@ -490,6 +490,17 @@ func (g *Gate) admitDecided(ctx context.Context, c Call, chain session.Chain, de
 		g.log.ErrorContext(ctx, "policy returned an unknown effect; denying", "effect", dec.Effect)
 		return refuse("denied: policy returned an unknown effect")
 	}
+}
+
+// countedEffect is the effect label toolgate_tool_calls_total counts a
+// call under: what decided it. A call a grant allowed in place of an
+// approval is "grant" (telemetry.EffectGrant), whatever asked for the
+// approval; otherwise the policy's effect.
+func countedEffect(dec policy.Decision, adm Admission) string {
+	if adm.Grant != "" {
+		return telemetry.EffectGrant
+	}
+	return string(dec.Effect)
 }
 
 func refuse(msg string) Admission { return Admission{Message: msg} }
