@@ -94,7 +94,7 @@ func TestWatchRefusesACursorOfAnotherStore(t *testing.T) {
 			if started {
 				t.Fatalf("watch --since %s started (stderr %q); want it refused", tc.since, stderr)
 			}
-			if code != cli.ExitFailure || !strings.Contains(stderr, "422") || !strings.Contains(stderr, "not a position in this gateway's event log") {
+			if code != cli.ExitFailure || !strings.Contains(stderr, "422") || !strings.Contains(stderr, `since "`+tc.since+`" is not a position in this gateway's event log`) {
 				t.Errorf("exit %d, stderr %q; want %d and a message saying the cursor is not of this log", code, stderr, cli.ExitFailure)
 			}
 		})
