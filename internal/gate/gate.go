@@ -461,7 +461,7 @@ func (g *Gate) decide(ctx context.Context, c Call, chain session.Chain, dec poli
 	// and the decision it carries, while it waits.
 	c.Prior = nil
 	adm := g.admitDecided(ctx, c, chain, dec)
-	g.metrics.ToolCall(c.Server, countedEffect(dec, adm))
+	g.metrics.ToolCall(c.Server, countedEffect(c, chain, dec, adm))
 	if adm.held != nil {
 		// Admit waits for the decision; the admission is recorded after it.
 		adm.held.dec = &dec
@@ -495,10 +495,14 @@ func (g *Gate) admitDecided(ctx context.Context, c Call, chain session.Chain, de
 // countedEffect is the effect label toolgate_tool_calls_total counts a
 // call under: what decided it. A call a grant allowed in place of an
 // approval is "grant" (telemetry.EffectGrant), whatever asked for the
-// approval; otherwise the policy's effect.
-func countedEffect(dec policy.Decision, adm Admission) string {
-	if adm.Grant != "" {
+// approval; a call the policy allows but its session's require_approval
+// sends to a human is "approve"; otherwise the policy's effect.
+func countedEffect(c Call, chain session.Chain, dec policy.Decision, adm Admission) string {
+	switch {
+	case adm.Grant != "":
 		return telemetry.EffectGrant
+	case dec.Effect == policy.Allow && chain != nil && chain.RequiresApprovalItem(c.item()):
+		return string(policy.Approve)
 	}
 	return string(dec.Effect)
 }

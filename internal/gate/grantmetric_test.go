@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/policy"
+	"toolgate/internal/session"
 	"toolgate/internal/telemetry"
 )
 
@@ -31,5 +33,39 @@ func TestGrantedCallCountedAsGrant(t *testing.T) {
 	}
 	if got := count(telemetry.EffectGrant); got != 1 {
 		t.Errorf("effect grant counted %v, want 1 (the call the grant allowed)", got)
+	}
+}
+
+// TestSessionHeldCallCountedAsApprove: a call the deployment policy
+// allows but its session's require_approval sends to a human counts as
+// "approve" (it counted as "allow"), and one a grant then allows as
+// "grant"; a call the session does not hold stays "allow".
+func TestSessionHeldCallCountedAsApprove(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	clk := newClock()
+	holder := policy.NewHolder(allowAll())
+	db := newFixture(t, time.Minute, nil).db
+	sessAp := allowAll().Approval
+	sessAp.Mode = policy.ModeRetry
+	g := New(db, holder, &Options{Now: clk.now, ServerExists: knownServers, SessionApproval: sessAp, RetryWait: time.Nanosecond, Metrics: telemetry.NewMetrics(reg)})
+	f := &fixture{db: db, gate: g}
+	_, p := mustSession(t, g, host, session.NewSession{
+		Tools:           []string{"fs"},
+		RequireApproval: map[string]session.Requirement{"fs": {Tools: []string{"write_file"}}},
+	})
+	c := sessionCall(p, "fs", "write_file")
+	gr := grantVia(t, f, c, alice, approval.GrantTerms{TTL: time.Hour})
+	c2 := c
+	c2.Arguments = []byte(`{"path":"/b"}`)
+	if a := g.Admit(t.Context(), c2); !a.Allowed || a.Grant != gr.ID {
+		t.Fatalf("session call under the grant: %+v", a)
+	}
+	if a := g.Admit(t.Context(), sessionCall(p, "fs", "read_file")); !a.Allowed {
+		t.Fatalf("session read: %+v, want allowed", a)
+	}
+	for effect, want := range map[string]float64{"approve": 2, telemetry.EffectGrant: 1, "allow": 1} {
+		if got := counterValue(t, reg, "toolgate_tool_calls_total", map[string]string{"server": "fs", "effect": effect}); got != want {
+			t.Errorf("effect %s counted %v, want %v", effect, got, want)
+		}
 	}
 }
