@@ -492,21 +492,6 @@ func (g *Gate) admitDecided(ctx context.Context, c Call, chain session.Chain, de
 	}
 }
 
-// countedEffect is the effect label toolgate_tool_calls_total counts a
-// call under: what decided it. A call a grant allowed in place of an
-// approval is "grant" (telemetry.EffectGrant), whatever asked for the
-// approval; a call the policy allows but its session's require_approval
-// sends to a human is "approve"; otherwise the policy's effect.
-func countedEffect(c Call, chain session.Chain, dec policy.Decision, adm Admission) string {
-	switch {
-	case adm.Grant != "":
-		return telemetry.EffectGrant
-	case dec.Effect == policy.Allow && chain != nil && chain.RequiresApprovalItem(c.item()):
-		return string(policy.Approve)
-	}
-	return string(dec.Effect)
-}
-
 func refuse(msg string) Admission { return Admission{Message: msg} }
 
 // denied is the refusal of a call the policy decision dec denies.
@@ -783,7 +768,7 @@ func (g *Gate) settle(ctx context.Context, c Call, r approval.Request) Admission
 			a.Message = fmt.Sprintf("timed out: approval %s was approved but not used within its validity; nothing was run", r.ID)
 		}
 	case approval.StateCancelled:
-		a.Message = "cancelled; nothing was run"
+		a.Message = cancelledMessage(r)
 	case approval.StateInvalidated:
 		a.Message = "approval invalidated: " + r.Reason + "; nothing was run"
 	case approval.StateConsumed:
