@@ -445,6 +445,12 @@ func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (*sqls
 	if err != nil {
 		return nil, nil, err
 	}
+	// Which store this gateway uses (never the DSN: it may hold a password).
+	if db.Driver() == "postgres" {
+		log.InfoContext(ctx, "store opened; schema migrations are applied", "driver", db.Driver())
+	} else {
+		log.InfoContext(ctx, "store opened; schema migrations are applied", "driver", db.Driver(), "path", cfg.Path)
+	}
 	return db, func(ctx context.Context, g *gate.Gate, changed func()) {
 		db.WatchLog(ctx, func(id approval.ID) {
 			if id == "" {
