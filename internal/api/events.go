@@ -184,7 +184,7 @@ func (s *Server) resumeCursor(ctx context.Context, v, what string) (store.Cursor
 	case end.Before(c):
 		return c, foreign("it is past the end of the log")
 	case (c.Tx == 0) != (end.Tx == 0):
-		return c, foreign("it is of the other kind of store (SQLite or Postgres)")
+		return c, foreign("it is a cursor of the other kind of store, SQLite or Postgres")
 	}
 	first, err := s.events.FeedEntries(ctx, store.Cursor{}, 1)
 	if err != nil {
