@@ -159,10 +159,17 @@ func parseCursor(v, what string) (store.Cursor, error) {
 	return c, nil
 }
 
+// prunedLog is the optional part of an EventLog that says where the
+// prefix of the log retention deleted ends (sqlstore.DB.PrunedThrough).
+type prunedLog interface {
+	PrunedThrough(ctx context.Context) (store.Cursor, error)
+}
+
 // resumeCursor parses v (parseCursor) and checks that it is a position in
 // this store's change feed: the zero cursor, a cursor naming an event of
-// the log, or one before the oldest event kept (its event was pruned by
-// retention; the reader resumes at the oldest kept). A cursor past the end
+// the log, or one at or before the end of the prefix retention pruned (or
+// before the oldest event kept): its event was pruned, and the reader
+// resumes at the oldest kept. A cursor past the end
 // of the log, one naming no event where the log has them, or one of the
 // other kind of store (SQLite's cursors all have transaction 0,
 // Postgres's none) is 422: it comes from another store (or a log that was
@@ -177,6 +184,15 @@ func (s *Server) resumeCursor(ctx context.Context, v, what string) (store.Cursor
 	if err != nil {
 		return c, fmt.Errorf("read the end of the change feed: %w", err)
 	}
+	var pruned store.Cursor
+	if p, ok := s.events.(prunedLog); ok {
+		if pruned, err = p.PrunedThrough(ctx); err != nil {
+			return c, fmt.Errorf("read the pruned prefix of the change feed: %w", err)
+		}
+	}
+	if end.Before(pruned) {
+		end = pruned // every event was pruned: the log ended there
+	}
 	foreign := func(why string) error {
 		return invalid("%s %q is not a position in this gateway's event log (%s; the log ends at %s): it comes from another store, or the log was reset; pass 0 to read the log from its start, or leave it out for new events only", what, v, why, end)
 	}
@@ -185,6 +201,8 @@ func (s *Server) resumeCursor(ctx context.Context, v, what string) (store.Cursor
 		return c, foreign("it is past the end of the log")
 	case (c.Tx == 0) != (end.Tx == 0):
 		return c, foreign("it is a cursor of the other kind of store, SQLite or Postgres")
+	case !pruned.Before(c):
+		return c, nil // its event was pruned by retention
 	}
 	first, err := s.events.FeedEntries(ctx, store.Cursor{}, 1)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"toolgate/internal/cli"
 	"toolgate/internal/gate"
 	"toolgate/internal/policy"
+	"toolgate/internal/store"
 	"toolgate/internal/store/sqlstore/sqlitetest"
 )
 
@@ -104,4 +105,53 @@ func TestWatchRefusesACursorOfAnotherStore(t *testing.T) {
 			t.Errorf("watch --since %s (this log's end) did not start: %q", own, stderr)
 		}
 	})
+}
+
+// TestWatchResumesAtAPrunedCursor: a cursor whose event retention pruned,
+// even when every event was pruned, still starts the watch (the reader
+// lost only pruned events), while one past the pruned end is refused.
+func TestWatchResumesAtAPrunedCursor(t *testing.T) {
+	db := sqlitetest.Open(t)
+	g := gate.New(db, &policy.Policy{Default: policy.Allow}, nil)
+	srv := httptest.NewServer(api.New(g, authenticate, &api.Options{Events: db}))
+	t.Cleanup(srv.Close)
+	r := request("01900000-0000-7000-8000-000000000001")
+	r.CreatedAt = time.Now().UTC()
+	r.ExpiresAt = r.CreatedAt.Add(time.Hour)
+	if err := db.CreateRequest(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Review(t.Context(), r.ID, approval.Principal{ID: "bob"}, approval.VerdictDeny, "no", ""); err != nil {
+		t.Fatal(err)
+	}
+	es, err := db.FeedEntries(t.Context(), store.Cursor{}, 10)
+	if err != nil || len(es) != 3 {
+		t.Fatalf("feed: %d entries, %v", len(es), err)
+	}
+	pruned, err := db.Prune(t.Context(), store.Retention{Events: time.Minute}, time.Now().Add(time.Hour))
+	if err != nil || pruned.Events != 3 {
+		t.Fatalf("prune: %+v, %v; want the 3 events pruned", pruned, err)
+	}
+	env := func(k string) string { return map[string]string{cli.EnvAddr: srv.URL, cli.EnvToken: "bob-tok"}[k] }
+	for _, c := range []store.Cursor{es[0].Cursor, es[2].Cursor} {
+		ctx, cancel := context.WithCancel(t.Context())
+		errs := &lines{ch: make(chan string, 100)}
+		done := make(chan int, 1)
+		go func() { done <- cli.Run(ctx, []string{"watch", "--since", c.String()}, &lines{ch: make(chan string, 100)}, errs, env) }()
+		select {
+		case l := <-errs.ch:
+			if !strings.Contains(l, "watching approvals") {
+				t.Errorf("watch --since %s (pruned): %q, want it to start", c, l)
+			}
+		case code := <-done:
+			t.Errorf("watch --since %s (pruned) ended with %d, want it to start", c, code)
+		}
+		cancel()
+		<-done
+	}
+	past := store.Cursor{Seq: es[2].Cursor.Seq + 1}.String()
+	code := cli.Run(t.Context(), []string{"watch", "--since", past}, &lines{ch: make(chan string, 100)}, &lines{ch: make(chan string, 100)}, env)
+	if code != cli.ExitFailure {
+		t.Errorf("watch --since %s (past the pruned end) exit %d, want %d", past, code, cli.ExitFailure)
+	}
 }
