@@ -137,7 +137,9 @@ func TestWatchResumesAtAPrunedCursor(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		errs := &lines{ch: make(chan string, 100)}
 		done := make(chan int, 1)
-		go func() { done <- cli.Run(ctx, []string{"watch", "--since", c.String()}, &lines{ch: make(chan string, 100)}, errs, env) }()
+		go func() {
+			done <- cli.Run(ctx, []string{"watch", "--since", c.String()}, &lines{ch: make(chan string, 100)}, errs, env)
+		}()
 		select {
 		case l := <-errs.ch:
 			if !strings.Contains(l, "watching approvals") {
