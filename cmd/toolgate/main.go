@@ -22,9 +22,6 @@ import (
 	"toolgate/internal/cli"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 // errUsage and errConfig mark errors that exit with status 2: wrong
 // flags or arguments, and a config (or its surroundings: token files, the
 // admin socket's directory) that serve refuses to start with.
@@ -58,7 +55,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "audit":
 		return auditCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "toolgate", version)
+		fmt.Fprintln(stdout, "toolgate", buildVersion())
 		return 0
 	case "help", "-h", "--help":
 		usage(stdout)

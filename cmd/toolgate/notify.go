@@ -51,7 +51,7 @@ func newNotifications(cfg config.Config, s notify.Store, reviewer slack.Reviewer
 		var c notify.Channel
 		switch ch.Type {
 		case config.ChannelWebhook:
-			c, err = webhook.New(sec.URL, sec.Secret, &webhook.Options{PublicURL: cfg.Approvals.PublicURL, UserAgent: "toolgate/" + version})
+			c, err = webhook.New(sec.URL, sec.Secret, &webhook.Options{PublicURL: cfg.Approvals.PublicURL, UserAgent: "toolgate/" + buildVersion().Version})
 		case config.ChannelSlack:
 			var s *slack.Slack
 			s, err = slack.New(slack.Options{

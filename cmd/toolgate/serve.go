@@ -213,7 +213,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	td.add(func() { _ = db.Close() })
-	tp, shutdownTracing, err := telemetry.NewTracerProvider(ctx, os.Getenv, version)
+	tp, shutdownTracing, err := telemetry.NewTracerProvider(ctx, os.Getenv, buildVersion().Version)
 	if err != nil {
 		return nil, fmt.Errorf("tracing: %w", err)
 	}
@@ -273,7 +273,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 	if c.notes, err = newNotifications(cfg, db, c.gate, c.holder, deliveryMetrics, log); err != nil {
 		return nil, err
 	}
-	gwOpts := &gateway.Options{Logger: log, Version: version, Sessions: c.gate,
+	gwOpts := &gateway.Options{Logger: log, Version: buildVersion().Version, Sessions: c.gate,
 		MaxHold: cfg.Approvals.MaxHold, Tasks: c.gate, MRTR: c.gate,
 		HealthInterval:  cfg.Upstreams.HealthInterval,
 		MaxResultBytes:  int(cfg.Limits.MaxResultBytes),
@@ -444,6 +444,12 @@ func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (*sqls
 	})
 	if err != nil {
 		return nil, nil, err
+	}
+	// Which store this gateway uses (never the DSN: it may hold a password).
+	if db.Driver() == "postgres" {
+		log.InfoContext(ctx, "store opened; schema migrations are applied", "driver", db.Driver())
+	} else {
+		log.InfoContext(ctx, "store opened; schema migrations are applied", "driver", db.Driver(), "path", cfg.Path)
 	}
 	return db, func(ctx context.Context, g *gate.Gate, changed func()) {
 		db.WatchLog(ctx, func(id approval.ID) {

@@ -159,6 +159,11 @@ func TestServeStopsCleanly(t *testing.T) {
 	if stopping < 0 || stopped < stopping {
 		t.Errorf("stderr does not say stopping, then stopped:\n%s", out)
 	}
+	// And which store it used (newuser5: nothing said whether SQLite or
+	// Postgres was in use).
+	if !strings.Contains(out, `msg="store opened; schema migrations are applied" driver=sqlite path=`) {
+		t.Errorf("stderr does not name the store:\n%s", out)
+	}
 }
 
 // bearerTransport adds "Authorization: Bearer token" to every request.

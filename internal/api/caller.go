@@ -60,7 +60,16 @@ func (c Caller) Eligible(a Approval) error {
 
 // forbidden is the error of a caller without any of roles.
 func forbidden(roles []string) *apiError {
-	return &apiError{Status: http.StatusForbidden, Code: CodeForbidden, Msg: fmt.Sprintf("this needs one of the roles %v", roles)}
+	return &apiError{Status: http.StatusForbidden, Code: CodeForbidden, Msg: needsRoles(roles)}
+}
+
+// needsRoles says which roles a route needs: "this needs the role admin",
+// or "this needs one of the roles viewer, approver, admin".
+func needsRoles(roles []string) string {
+	if len(roles) == 1 {
+		return "this needs the role " + roles[0]
+	}
+	return "this needs one of the roles " + strings.Join(roles, ", ")
 }
 
 // ListApprovals returns one page of the approvals c may see (its tenant's,

@@ -159,6 +159,71 @@ func parseCursor(v, what string) (store.Cursor, error) {
 	return c, nil
 }
 
+// prunedLog is the optional part of an EventLog that says where the
+// prefix of the log retention deleted ends (sqlstore.DB.PrunedThrough).
+type prunedLog interface {
+	PrunedThrough(ctx context.Context) (store.Cursor, error)
+}
+
+// resumeCursor parses v (parseCursor) and checks that it is a position in
+// this store's change feed: the zero cursor, a cursor naming an event of
+// the log, or one at or before the end of the prefix retention pruned (or
+// before the oldest event kept): its event was pruned, and the reader
+// resumes at the oldest kept. A cursor past the end
+// of the log, one naming no event where the log has them, or one of the
+// other kind of store (SQLite's cursors all have transaction 0,
+// Postgres's none) is 422: it comes from another store (or a log that was
+// reset), and resuming there would silently skip or replay events
+// (newuser4).
+func (s *Server) resumeCursor(ctx context.Context, v, what string) (store.Cursor, error) {
+	c, err := parseCursor(v, what)
+	if err != nil || c == (store.Cursor{}) {
+		return c, err
+	}
+	end, err := s.events.FeedEnd(ctx)
+	if err != nil {
+		return c, fmt.Errorf("read the end of the change feed: %w", err)
+	}
+	var pruned store.Cursor
+	if p, ok := s.events.(prunedLog); ok {
+		if pruned, err = p.PrunedThrough(ctx); err != nil {
+			return c, fmt.Errorf("read the pruned prefix of the change feed: %w", err)
+		}
+	}
+	if end.Before(pruned) {
+		end = pruned // every event was pruned: the log ended there
+	}
+	foreign := func(why string) error {
+		return invalid("%s %q is not a position in this gateway's event log (%s; the log ends at %s): it comes from another store, or the log was reset; pass 0 to read the log from its start, or leave it out for new events only", what, v, why, end)
+	}
+	switch {
+	case end.Before(c):
+		return c, foreign("it is past the end of the log")
+	case (c.Tx == 0) != (end.Tx == 0):
+		return c, foreign("it is a cursor of the other kind of store, SQLite or Postgres")
+	case !pruned.Before(c):
+		return c, nil // its event was pruned by retention
+	}
+	first, err := s.events.FeedEntries(ctx, store.Cursor{}, 1)
+	if err != nil {
+		return c, fmt.Errorf("read the start of the change feed: %w", err)
+	}
+	if len(first) == 0 || c.Before(first[0].Cursor) {
+		// Before the oldest event kept: pruned since (retention).
+		return c, nil
+	}
+	if c.Seq > 0 {
+		at, err := s.events.FeedEntries(ctx, store.Cursor{Tx: c.Tx, Seq: c.Seq - 1}, 1)
+		if err != nil {
+			return c, fmt.Errorf("read the change feed at %s: %w", c, err)
+		}
+		if len(at) == 1 && at[0].Cursor == c {
+			return c, nil
+		}
+	}
+	return c, foreign("no event of the log has it")
+}
+
 // EventPage reads up to limit events of the change feed after since and
 // returns those c may see (see the package doc, "Events"). It reads the
 // log whatever c may see, so Next always advances past what was read.
@@ -312,13 +377,13 @@ func (s *Server) ServeEventStream(w http.ResponseWriter, r *http.Request, c Call
 	var cursor store.Cursor
 	switch last, since := strings.TrimSpace(r.Header.Get("Last-Event-ID")), r.URL.Query().Get("since"); {
 	case last != "":
-		c, err := parseCursor(last, "Last-Event-ID")
+		c, err := s.resumeCursor(ctx, last, "Last-Event-ID")
 		if err != nil {
 			return err
 		}
 		cursor = c
 	case since != "":
-		c, err := parseCursor(since, "since")
+		c, err := s.resumeCursor(ctx, since, "since")
 		if err != nil {
 			return err
 		}

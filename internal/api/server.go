@@ -271,7 +271,7 @@ func (s *Server) require(roles []string, h func(w http.ResponseWriter, r *http.R
 			return &apiError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Msg: unknownAdminToken}
 		}
 		if !slices.ContainsFunc(have, func(role string) bool { return slices.Contains(roles, role) }) {
-			return &apiError{Status: http.StatusForbidden, Code: CodeForbidden, Msg: "this needs one of the roles " + strings.Join(roles, ", ")}
+			return &apiError{Status: http.StatusForbidden, Code: CodeForbidden, Msg: needsRoles(roles)}
 		}
 		return h(w, r, caller{principal: p, roles: have})
 	}

@@ -166,7 +166,8 @@ func TestStatuses(t *testing.T) {
 		{name: "no token", method: "GET", path: "/v1/approvals", wantStatus: 401, wantCode: api.CodeUnauthorized},
 		{name: "unknown token", method: "GET", path: "/v1/approvals", token: "nope", wantStatus: 401, wantCode: api.CodeUnauthorized, wantMsg: "takes an approver's token"},
 		{name: "unknown token on review", method: "POST", path: "/v1/approvals/" + idPending + "/approve", token: "nope", wantStatus: 401, wantCode: api.CodeUnauthorized},
-		{name: "host role reads", method: "GET", path: "/v1/approvals", token: "host-tok", wantStatus: 403, wantCode: api.CodeForbidden},
+		{name: "host role reads", method: "GET", path: "/v1/approvals", token: "host-tok", wantStatus: 403, wantCode: api.CodeForbidden,
+			wantMsg: "this needs one of the roles viewer, approver, admin"},
 		{name: "viewer reads list", method: "GET", path: "/v1/approvals", token: "viewer-tok", wantStatus: 200},
 		{name: "viewer reads one", method: "GET", path: "/v1/approvals/" + idPending, token: "viewer-tok", wantStatus: 200},
 		{name: "viewer approves", method: "POST", path: "/v1/approvals/" + idPending + "/approve", token: "viewer-tok", wantStatus: 403, wantCode: api.CodeForbidden},
@@ -539,6 +540,10 @@ func TestProfiling(t *testing.T) {
 				t.Errorf("GET %s with %q: %d, want %d", path, token, got.status, want)
 			}
 		}
+	}
+	// A refusal names the one role that may (newuser5: "one of the roles admin").
+	if got := e.do(t, "GET", "/debug/pprof/heap", "alice-tok", ""); !strings.Contains(string(got.body), `"this needs the role admin"`) {
+		t.Errorf("approver refused with %s, want it to say the role admin is needed", got.body)
 	}
 	heap := e.do(t, "GET", "/debug/pprof/heap", "admin-tok", "")
 	// A profile is gzipped protocol buffers.

@@ -67,7 +67,9 @@ Commands:
         --json, each event's JSON), until interrupted. A dropped connection
         is reopened where it stopped. --since starts after the event with
         that cursor (<tx>.<seq>, each event's "cursor" in --json), or with
-        0 at the start of the log, instead of with new events only.
+        0 at the start of the log, instead of with new events only; a
+        cursor that is not of this gateway's log (from another store) is
+        refused.
 
 Flags for every command (before or after the arguments):
   --addr A    admin API address: http://host:port, https://host:port,

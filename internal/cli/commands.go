@@ -63,7 +63,8 @@ const listArgsWidth = 60
 
 // listArgs is the list's arguments column: the display copy on one line,
 // cut at listArgsWidth, after "! " when show would open with display
-// warnings (hidden characters, redactions). It tells apart calls of one
+// warnings (hidden characters, redactions) or, for a session policy
+// change, with what it widens. It tells apart calls of one
 // tool; what to approve is read in full with show (or pinned with --hash).
 func listArgs(a api.Approval) string {
 	s := argsCut(a.Arguments, listArgsWidth)

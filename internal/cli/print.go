@@ -179,9 +179,23 @@ func printApproval(out io.Writer, a api.Approval, now time.Time) error {
 	}
 
 	var head bytes.Buffer
-	if len(a.DisplayWarnings) > 0 || escaped > 0 {
-		head.WriteString("WARNING: the arguments are not shown exactly as a terminal would render them:\n")
+	// A session policy change carries what it widens among its display
+	// warnings ("widens: …"): that is what approving it grants, not a
+	// sign that its arguments are shown otherwise than a terminal would.
+	warnings := a.DisplayWarnings
+	if a.Kind == "session_policy" {
+		warnings = nil
 		for _, w := range a.DisplayWarnings {
+			if what, ok := strings.CutPrefix(w, "widens: "); ok {
+				fmt.Fprintf(&head, "NOTE: approving widens the session's policy: %s\n\n", clean(what))
+			} else {
+				warnings = append(warnings, w)
+			}
+		}
+	}
+	if len(warnings) > 0 || escaped > 0 {
+		head.WriteString("WARNING: the arguments are not shown exactly as a terminal would render them:\n")
+		for _, w := range warnings {
 			fmt.Fprintf(&head, "  ! %s\n", clean(w))
 		}
 		if escaped > 0 {

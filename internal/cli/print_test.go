@@ -26,3 +26,22 @@ func TestShowPolicyApproval(t *testing.T) {
 		t.Errorf("a policy approval shows a Server line:\n%s", out.String())
 	}
 }
+
+// TestShowPolicyApprovalWidens: what a session policy change widens is
+// said as such, not under the warning that the arguments hold hidden
+// characters or redactions (they hold neither).
+func TestShowPolicyApprovalWidens(t *testing.T) {
+	var out bytes.Buffer
+	a := api.Approval{ID: "01a22c51-0000-7000-8000-000000000002", State: "pending", Kind: "session_policy",
+		Target: "sess-1", BaseRevision: 2, Arguments: json.RawMessage(`{"require_approval":{"shell":["run"]}}`),
+		DisplayWarnings: []string{"widens: require_approval of shell"}}
+	if err := printApproval(&out, a, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "NOTE: approving widens the session's policy: require_approval of shell\n") {
+		t.Errorf("show output does not start by saying what the change widens:\n%s", out.String())
+	}
+	if strings.Contains(out.String(), "WARNING") || strings.Contains(out.String(), "Hidden characters") {
+		t.Errorf("show output warns of hidden characters the change does not hold:\n%s", out.String())
+	}
+}

@@ -102,7 +102,9 @@ func (c *client) watchOnce(ctx context.Context, last string, fromEnd, first bool
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Accept", "text/event-stream")
-	if !fromEnd {
+	if !fromEnd && !first {
+		// A reconnect; the first connection names --since in the query
+		// alone, so a refusal of it names since, the flag's name.
 		req.Header.Set("Last-Event-ID", last)
 	}
 	// No overall timeout: the stream stays open; the server sends a

@@ -455,13 +455,13 @@ func (g *Gate) decide(ctx context.Context, c Call, chain session.Chain, dec poli
 		g.record(ctx, c, nil, adm)
 		return adm
 	}
-	g.metrics.ToolCall(c.Server, string(dec.Effect))
 	g.noteDecision(ctx, c, dec)
 	c.admitted = &dec // consume reuses it while the revision stays
 	// The hand-off has served (evaluate): a held call does not keep it,
 	// and the decision it carries, while it waits.
 	c.Prior = nil
 	adm := g.admitDecided(ctx, c, chain, dec)
+	g.metrics.ToolCall(c.Server, countedEffect(c, chain, dec, adm))
 	if adm.held != nil {
 		// Admit waits for the decision; the admission is recorded after it.
 		adm.held.dec = &dec
@@ -768,7 +768,7 @@ func (g *Gate) settle(ctx context.Context, c Call, r approval.Request) Admission
 			a.Message = fmt.Sprintf("timed out: approval %s was approved but not used within its validity; nothing was run", r.ID)
 		}
 	case approval.StateCancelled:
-		a.Message = "cancelled; nothing was run"
+		a.Message = cancelledMessage(r)
 	case approval.StateInvalidated:
 		a.Message = "approval invalidated: " + r.Reason + "; nothing was run"
 	case approval.StateConsumed:

@@ -140,13 +140,16 @@ func TestApprovalConsumesTheHeldCallInItsTransaction(t *testing.T) {
 		// Each event carries the state it left the request in, as a
 		// decision and a consume in two changes would have (a webhook or
 		// chat message about "approved" says approved).
+		// The review and the approval are the reviewer's, the consume and
+		// the dispatch the gateway's (newuser4: the consume was alice's).
 		var logged []string
 		for _, ev := range evs {
 			if ev.RequestID == r.ID {
-				logged = append(logged, string(ev.Type)+"/"+string(ev.State))
+				logged = append(logged, string(ev.Type)+"/"+string(ev.State)+" by "+ev.Actor)
 			}
 		}
-		want := []string{"requested/pending", "reviewed/approved", "approved/approved", "consumed/consumed", "dispatched/consumed"}
+		want := []string{"requested/pending by " + agent.ID, "reviewed/approved by alice", "approved/approved by alice",
+			"consumed/consumed by toolgate", "dispatched/consumed by toolgate"}
 		if !slices.Equal(logged, want) {
 			t.Fatalf("events %v, want %v", logged, want)
 		}

@@ -48,6 +48,9 @@ func erredNote(dec policy.Decision) string {
 	if slices.ContainsFunc(dec.Errors, func(e policy.RuleError) bool { return e.Rule == dec.Rule }) {
 		return " (its condition could not be evaluated for these arguments, which never allows)"
 	}
+	if dec.Unseen {
+		return " (the command does not parse as shell, or runs code the policy cannot read: a shell, eval or a command name that is not literal; such a command matches every deny rule on commands)"
+	}
 	return ""
 }
 

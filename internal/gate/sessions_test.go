@@ -183,8 +183,9 @@ func TestSessionRevocationCancelsAndRefuses(t *testing.T) {
 	if err != nil || len(rev.Sessions) != 2 || len(rev.Cancelled) != 1 || rev.Cancelled[0] != held.ID {
 		t.Fatalf("RevokeSession = %+v, %v; want 2 sessions and %s cancelled", rev, err, held.ID)
 	}
-	if a := recv(t, ch); a.Allowed || !strings.Contains(a.Message, "cancelled") {
-		t.Fatalf("held call: %+v, want cancelled", a)
+	// The agent learns why (newuser5: it was told only "cancelled").
+	if a := recv(t, ch); a.Allowed || a.Message != store.ReasonSessionRevoked+"; nothing was run" {
+		t.Fatalf("held call: %+v, want cancelled saying the session was revoked", a)
 	}
 	if r, _ := f.db.GetRequest(t.Context(), held.ID); r.State != approval.StateCancelled || r.Reason != store.ReasonSessionRevoked {
 		t.Errorf("held request %s %q, want cancelled by revocation", r.State, r.Reason)

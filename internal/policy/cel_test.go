@@ -235,7 +235,7 @@ func TestArgumentsDecodedOnce(t *testing.T) {
 	ls := lazyState{raw: json.RawMessage(`{"amount":5,"cmd":"y"}`)}
 	c := transfer(`{"amount":5,"cmd":"y"}`)
 	for _, i := range e.byName(c.Kind, c.Server, c.Name()) {
-		if _, _, err := e.rules[i].matches(&c, &ls); err != nil {
+		if _, _, _, err := e.rules[i].matches(&c, &ls); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -245,7 +245,7 @@ func TestArgumentsDecodedOnce(t *testing.T) {
 	// Mark the decoded map: a second decode would lose the mark.
 	ls.s.argsMap["\x00mark"] = true
 	for _, i := range e.byName(c.Kind, c.Server, c.Name()) {
-		_, _, _ = e.rules[i].matches(&c, &ls)
+		_, _, _, _ = e.rules[i].matches(&c, &ls)
 	}
 	if ls.s.argsMap["\x00mark"] != true {
 		t.Fatal("the arguments were decoded again")
@@ -254,7 +254,7 @@ func TestArgumentsDecodedOnce(t *testing.T) {
 	fs := Call{Server: "fs", Tool: "read", Arguments: json.RawMessage(`{not json`)}
 	ls2 := lazyState{raw: fs.Arguments}
 	for _, i := range e.byName(fs.Kind, fs.Server, fs.Name()) {
-		_, _, _ = e.rules[i].matches(&fs, &ls2)
+		_, _, _, _ = e.rules[i].matches(&fs, &ls2)
 	}
 	if ls2.s != nil {
 		t.Error("arguments decoded for a call no argument-dependent rule names")

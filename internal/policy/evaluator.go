@@ -428,50 +428,54 @@ func (st *callState) command(name string) (*parsedCommand, error) {
 // cannot be decided (an error, unknown annotations) takes the strict
 // reading: it fails for an allow rule and holds for a deny or approve rule.
 // tainted reports a match that relied on the strict reading (see decide).
+// unseen reports a match of a deny or approve rule's command selector on
+// a command the matcher cannot read in full (parsedCommand.Opaque).
 // err reports the first error met, whatever the outcome.
-func (r *crule) matches(c *Call, ls *lazyState) (ok, tainted bool, err error) {
+func (r *crule) matches(c *Call, ls *lazyState) (ok, tainted, unseen bool, err error) {
 	strict := r.effect != Allow
 	if !r.principalMatches(&c.Principal) {
-		return false, false, nil
+		return false, false, false, nil
 	}
 	if r.annotations != nil {
 		if c.Annotations == nil {
 			if !strict {
-				return false, false, nil
+				return false, false, false, nil
 			}
 			tainted = true
 		} else if ok, _ := r.annotations.holds(c.Annotations); !ok {
-			return false, false, nil
+			return false, false, false, nil
 		}
 	}
 	if r.command != nil {
 		pc, cerr := ls.get().command(r.command.argument)
 		switch {
 		case cerr != nil && !strict:
-			return false, false, cerr
+			return false, false, false, cerr
 		case cerr != nil:
 			err, tainted = cerr, true
 		case !strict && !r.command.allows(pc).match:
-			return false, false, nil
+			return false, false, false, nil
 		case strict && !r.command.catches(pc).match:
-			return false, false, nil
+			return false, false, false, nil
+		case strict:
+			unseen = pc.Opaque != ""
 		}
 	}
 	if r.when != nil {
 		ok, werr := r.when.eval(&activation{c: *c, st: ls.get()})
 		switch {
 		case werr != nil && !strict:
-			return false, false, werr
+			return false, false, false, werr
 		case werr != nil:
 			tainted = true
 			if err == nil {
 				err = werr
 			}
 		case !ok:
-			return false, false, err
+			return false, false, false, err
 		}
 	}
-	return true, tainted, err
+	return true, tainted, unseen, err
 }
 
 // Evaluate decides c (see [Policy.Evaluate] for the precedence and how
@@ -488,12 +492,12 @@ func (e *Evaluator) Evaluate(c Call) (Decision, error) {
 		return Decision{Effect: Deny, Rule: DefaultRule, Revision: e.revision}, fmt.Errorf("policy: call kind %q: want tool, resource or prompt", c.Kind)
 	}
 	ls := lazyState{raw: c.Arguments, ann: c.Annotations}
-	var buf, tbuf [16]int32
-	matched, tainted := buf[:0], tbuf[:0]
+	var buf, tbuf, ubuf [16]int32
+	matched, tainted, unseen := buf[:0], tbuf[:0], ubuf[:0]
 	var errs []RuleError
 	for _, i := range e.byName(c.Kind, c.Server, c.Name()) {
 		r := &e.rules[i]
-		ok, t, err := r.matches(&c, &ls)
+		ok, t, u, err := r.matches(&c, &ls)
 		if err != nil {
 			errs = append(errs, RuleError{Rule: r.name, Err: err})
 		}
@@ -503,8 +507,16 @@ func (e *Evaluator) Evaluate(c Call) (Decision, error) {
 		if ok && t {
 			tainted = append(tainted, i)
 		}
+		if ok && u {
+			unseen = append(unseen, i)
+		}
 	}
 	d := e.decide(matched, tainted)
+	for _, i := range unseen {
+		if e.rules[i].name == d.Rule {
+			d.Unseen = true
+		}
+	}
 	if d.Effect == Approve && !d.NoEligibleApprovers && len(c.Grants) > 0 {
 		id, gerrs := e.matchGrant(&c, &ls, d.Approval)
 		errs = append(errs, gerrs...)

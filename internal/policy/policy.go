@@ -273,6 +273,11 @@ type Decision struct {
 	// match for deny and approve rules and as no match for allow rules).
 	// Their text may quote argument values: do not log it.
 	Errors []RuleError
+	// Unseen is true when the deciding rule's command selector matched a
+	// command it cannot read in full (it does not parse, or runs code
+	// through a shell, eval or a command name that is not literal), which
+	// deny and approve rules count as a match. It quotes nothing.
+	Unseen bool
 	// Revision is the revision of the evaluated policy when it was compiled
 	// with one ([Compile]); "" otherwise.
 	Revision string

@@ -225,6 +225,11 @@ func RequestedEvent(r approval.Request) approval.Event {
 	return approval.Event{RequestID: r.ID, Type: approval.EventRequested, State: r.State, Actor: r.RequestedBy, At: Millis(r.CreatedAt)}
 }
 
+// GatewayActor is the actor of the changes the gateway makes on its own
+// account (consume at dispatch, outcomes, expiry, cancellation), in the
+// event log and the audit trail.
+const GatewayActor = "toolgate"
+
 // ChangeEvents returns the events UpdateRequest writes for the change from
 // before to after, in this order:
 //
@@ -237,7 +242,10 @@ func RequestedEvent(r approval.Request) approval.Event {
 //     for approved/denied and ConsumedAt for consumed (when set), else now;
 //   - "dispatched", at now, when DispatchOutcome went from "" to a value.
 //
-// Every event carries after.State (the state as committed) and actor. Seq is
+// Every event carries after.State (the state as committed) and actor, but
+// in a joined change the consumed (or invalidated) event and what follows
+// carry GatewayActor: the gateway consumed the call at dispatch, the
+// reviewer only approved it (newuser4), as in a consume of its own. Seq is
 // left for the backend to assign. Every backend uses this function, so they
 // all write the same log.
 func ChangeEvents(before, after approval.Request, actor string, now time.Time) []approval.Event {
@@ -269,6 +277,7 @@ func ChangeEvents(before, after approval.Request, actor string, now time.Time) [
 	if joined {
 		ev(approval.EventApproved, after.DecidedAt)
 		state = after.State
+		actor = GatewayActor
 	}
 	if after.State != before.State {
 		at := now

@@ -32,7 +32,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolgate_tool_calls_total",
-			Help: "tools/call requests by upstream server and policy effect (allow, deny, approve).",
+			Help: "tools/call requests by upstream server and what decided them: the policy's effect (allow, deny, approve) or grant (a remembered grant allowed the call in place of an approval).",
 		}, []string{"server", "effect"}),
 		approvalRequests: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "toolgate_approval_requests_total",
@@ -83,7 +83,12 @@ func Handler(g prometheus.Gatherer) http.Handler {
 	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
 }
 
-// ToolCall counts one tools/call decided with effect.
+// EffectGrant is the effect label of a call a remembered grant allowed in
+// place of an approval (toolgate_tool_calls_total).
+const EffectGrant = "grant"
+
+// ToolCall counts one tools/call decided with effect (a policy effect or
+// EffectGrant).
 func (m *Metrics) ToolCall(server, effect string) {
 	if m != nil {
 		m.toolCalls.WithLabelValues(server, effect).Inc()
