@@ -241,7 +241,9 @@ func TestSDKPathHeldCallLeavesNoCount(t *testing.T) {
 		}, func(_ *testing.T, r callResult) bool { return r.err != nil || r.res.IsError }},
 		{"denied", func(t *testing.T, f *countFixture, _ *mcp.ClientSession, _ context.CancelFunc, _ approval.ID) {
 			f.reviewNext(t, approval.VerdictDeny)
-		}, func(t *testing.T, r callResult) bool { return r.err == nil && r.res.IsError && strings.Contains(textOf(t, r.res), "denied by carol") }},
+		}, func(t *testing.T, r callResult) bool {
+			return r.err == nil && r.res.IsError && strings.Contains(textOf(t, r.res), "denied by carol")
+		}},
 		{"panic in the wait", func(_ *testing.T, f *countFixture, _ *mcp.ClientSession, _ context.CancelFunc, id approval.ID) {
 			f.db.armed.Store(true)
 			f.gt.Wake(id) // a wake-up without a row: the wait reads the store
