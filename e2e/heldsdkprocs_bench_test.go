@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"cmp"
 	"context"
 	"os"
 	"path/filepath"
@@ -30,11 +29,14 @@ policy:
 // (oneP-%). A held SDK-path call counted in Options.Load for its whole
 // hold made every look see two calls in flight (0 % on one P); out of
 // the count while it waits (branch tidy15) the caller is alone.
-// TOOLGATE_PROCS_BIN names another toolgate binary to measure (a build
-// of the tree before, for interleaved before/after pairs); the default
-// is the one this tree built.
+// TOOLGATE_PROCS_BEFORE=1 measures the binary at $TMPDIR/toolgate-before
+// instead (build the tree before there, for interleaved before/after
+// pairs); the default is the one this tree built.
 func BenchmarkHeldSDKCallProcs(b *testing.B) {
-	bin := cmp.Or(os.Getenv("TOOLGATE_PROCS_BIN"), bins.toolgate)
+	bin := bins.toolgate
+	if os.Getenv("TOOLGATE_PROCS_BEFORE") == "1" {
+		bin = filepath.Join(os.TempDir(), "toolgate-before")
+	}
 	dir := b.TempDir()
 	g := startGatewayBin(b, bin, gatewayConfig(filepath.Join(dir, "gw.db"), upstreamServer(filepath.Join(dir, "record.log"))+heldSDKPolicy), nil)
 	bg := &benchGateway{MCP: g.MCP, Admin: g.Admin, tr: g.tr}

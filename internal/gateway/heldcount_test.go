@@ -138,7 +138,7 @@ func (f *countFixture) holdSDK(t *testing.T, ctx context.Context, cs *mcp.Client
 	case <-time.After(testWait):
 		t.Fatal("the held call got no progress notification")
 	}
-	rs, _, err := f.db.ListRequests(t.Context(), store.Filter{State: approval.StatePending})
+	rs, _, err := f.db.ListRequests(ctx, store.Filter{State: approval.StatePending})
 	if err != nil || len(rs) != 1 {
 		t.Fatalf("%d pending requests (%v), want 1", len(rs), err)
 	}
@@ -225,6 +225,7 @@ func TestSDKPathHeldCallLeavesNoCount(t *testing.T) {
 			cancel()
 		}, func(_ *testing.T, r callResult) bool { return r.err != nil }},
 		{"session deleted", func(t *testing.T, f *countFixture, cs *mcp.ClientSession, _ context.CancelFunc, _ approval.ID) {
+			t.Helper()
 			// The agent's DELETE of its session (the go-sdk client's Close
 			// waits for its calls first).
 			req, err := http.NewRequestWithContext(t.Context(), http.MethodDelete, f.base+"/mcp", nil)
@@ -240,14 +241,17 @@ func TestSDKPathHeldCallLeavesNoCount(t *testing.T) {
 			_ = resp.Body.Close()
 		}, func(_ *testing.T, r callResult) bool { return r.err != nil || r.res.IsError }},
 		{"denied", func(t *testing.T, f *countFixture, _ *mcp.ClientSession, _ context.CancelFunc, _ approval.ID) {
+			t.Helper()
 			f.reviewNext(t, approval.VerdictDeny)
 		}, func(t *testing.T, r callResult) bool {
+			t.Helper()
 			return r.err == nil && r.res.IsError && strings.Contains(textOf(t, r.res), "denied by carol")
 		}},
 		{"panic in the wait", func(_ *testing.T, f *countFixture, _ *mcp.ClientSession, _ context.CancelFunc, id approval.ID) {
 			f.db.armed.Store(true)
 			f.gt.Wake(id) // a wake-up without a row: the wait reads the store
 		}, func(t *testing.T, r callResult) bool {
+			t.Helper()
 			return r.err == nil && r.res.IsError && strings.Contains(textOf(t, r.res), "internal error")
 		}},
 	} {
