@@ -211,8 +211,9 @@ func TestSDKPathHeldCallLeavesTheLoad(t *testing.T) {
 }
 
 // TestSDKPathHeldCallLeavesNoCount: whatever ends a held SDK-path call's
-// hold (the agent cancelling it, the agent closing its session, a
-// denial, a panic in the wait's read of the store), its POST's count is
+// hold (the agent cancelling it, a DELETE of its session, a denial, its
+// rule revoked before the approval, a panic in the wait's read of the
+// store), its POST's count is
 // neither left behind nor taken twice: once nothing is served, nothing is
 // counted, and the next call counts as one.
 func TestSDKPathHeldCallLeavesNoCount(t *testing.T) {
@@ -247,6 +248,15 @@ func TestSDKPathHeldCallLeavesNoCount(t *testing.T) {
 			t.Helper()
 			return r.err == nil && r.res.IsError && strings.Contains(textOf(t, r.res), "denied by carol")
 		}},
+		{"rule revoked, then approved", func(t *testing.T, f *countFixture, _ *mcp.ClientSession, _ context.CancelFunc, _ approval.ID) {
+			t.Helper()
+			// The policy moves to deny the tool while the call is held: the
+			// approval's consume evaluates again and refuses it.
+			p := *f.pol.Load()
+			p.Rules = append([]policy.Rule{{Name: "big is gone", Server: "up", Tools: []string{"big"}, Effect: policy.Deny}}, p.Rules...)
+			f.pol.Store(&p)
+			f.approveNext(t)
+		}, func(_ *testing.T, r callResult) bool { return r.err == nil && r.res.IsError }},
 		{"panic in the wait", func(_ *testing.T, f *countFixture, _ *mcp.ClientSession, _ context.CancelFunc, id approval.ID) {
 			f.db.armed.Store(true)
 			f.gt.Wake(id) // a wake-up without a row: the wait reads the store
