@@ -30,24 +30,17 @@ type postCount struct {
 
 // leave takes the POST out of the count while a call it carries is held:
 // the first held call of the POST ends its count.
-func (n *postCount) leave() {
-	if n.load == nil {
-		return
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.over {
-		return
-	}
-	if n.held++; n.held == 1 {
-		n.load.End()
-	}
-}
+func (n *postCount) leave() { n.shift(1) }
 
 // enter puts the POST back in the count when a held call's wait is over
 // (it is about to be consumed and dispatched, or answered): the last
 // held call of the POST begins its count again. After close, nothing.
-func (n *postCount) enter() {
+func (n *postCount) enter() { n.shift(-1) }
+
+// shift changes the calls of the POST held now by d (1: one more held,
+// -1: one less), ending the POST's count when the first is held and
+// beginning it again when the last is not. After close, nothing.
+func (n *postCount) shift(d int) {
 	if n.load == nil {
 		return
 	}
@@ -56,7 +49,12 @@ func (n *postCount) enter() {
 	if n.over {
 		return
 	}
-	if n.held--; n.held == 0 {
+	was := n.held
+	n.held += d
+	switch {
+	case was == 0 && n.held == 1:
+		n.load.End()
+	case was == 1 && n.held == 0:
 		n.load.Begin()
 	}
 }
