@@ -39,8 +39,9 @@ func (f framesGatekeeper) AdmitTo(_ context.Context, _ *gate.Call, adm *gate.Adm
 	*adm = gate.Admission{Allowed: true}
 }
 
-// A held tools/call waits below admitCall only: the middleware's closure
-// and callTool, which builds the call, are the gateway's frames above it,
+// A held tools/call waits below admitCall only: the middleware's closure,
+// callTool, which builds the call, and admitCounted (which, without
+// Options.Load, only calls admitCall) are the gateway's frames above it,
 // and the dispatch (answerCall) runs after the wait. The runtime shrinks
 // the parked handler goroutine's stack to 8 KiB only while those frames
 // stay small (docs/performance.md, "Held calls at scale", step 3).
@@ -55,8 +56,8 @@ func TestHeldCallWaitsBelowAdmitCall(t *testing.T) {
 	got := <-gk.frames
 	// The closure is named middleware.func1, or middleware-fm.(…).middleware.func1
 	// when the SDK holds it as a method value.
-	want := []string{"(*Gateway).admitCall", "(*Gateway).callTool"}
-	if len(got) != 3 || !slices.Equal(got[:2], want) || !strings.HasSuffix(got[2], "(*Gateway).middleware.func1") {
+	want := []string{"(*Gateway).admitCall", "(*Gateway).admitCounted", "(*Gateway).callTool"}
+	if len(got) != 4 || !slices.Equal(got[:3], want) || !strings.HasSuffix(got[3], "(*Gateway).middleware.func1") {
 		t.Fatalf("the gatekeeper was asked from the gateway's frames %v, want %v and the middleware's closure", got, want)
 	}
 }

@@ -362,8 +362,11 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 		if modern && f.g.taskRequest(w, r, body, p) {
 			return
 		}
-		f.g.carriers.put(id, &carrier{ctx: r.Context(), principal: p, grace: f.opts.DropGrace, hb: hb, modern: modern, slot: slot, lean: f.lean, prior: prior})
+		post := &carrier{ctx: r.Context(), principal: p, grace: f.opts.DropGrace, hb: hb, modern: modern, slot: slot, lean: f.lean, prior: prior}
+		post.count.load = f.g.opts.Load // the POST is counted (serveCounted)
+		f.g.carriers.put(id, post)
 		defer f.g.carriers.delete(id)
+		defer post.count.close() // before serveCounted's End
 		next.ServeHTTP(w, r)
 		return
 	}
@@ -454,6 +457,9 @@ type carrier struct {
 	// prior is the gate's hand-off of the call this POST carries, made by
 	// the lean front when the gate would hold it (its policy decision).
 	prior *gate.HandOff
+	// count is the POST's part of Options.Load, which a held call it
+	// carries leaves while it waits (heldcount.go).
+	count postCount
 }
 
 // carriers is the registry of POSTs in flight, keyed by carrierHeader.

@@ -167,7 +167,7 @@ func (g *Gateway) callTool(ctx context.Context, method string, req mcp.Request, 
 		// agent none). Fail closed.
 		return nil, errRequestState(gate.ErrBadRequestState)
 	}
-	return g.answerCall(ctx, method, req, next, creq, &call, t, prog, args, relay, g.admitCall(ctx, &call), mrtr)
+	return g.answerCall(ctx, method, req, next, creq, &call, t, prog, args, relay, g.admitCounted(ctx, creq, &call), mrtr)
 }
 
 // toolCall is the gate.Call of principal p calling catalog tool t with the

@@ -91,7 +91,7 @@ func (g *Gateway) getPrompt(ctx context.Context, req mcp.Request) (result mcp.Re
 			return nil, errRequestState(gate.ErrBadRequestState)
 		}
 	}
-	adm := g.gk.Admit(ctx, call)
+	adm := *g.admitCounted(ctx, req, &call)
 	if !adm.Allowed {
 		return nil, refusalError(adm)
 	}

@@ -135,7 +135,7 @@ func (g *Gateway) readResource(ctx context.Context, req mcp.Request) (result mcp
 	} else {
 		call.MaxHold = g.opts.MaxHold
 	}
-	adm := g.gk.Admit(ctx, call)
+	adm := *g.admitCounted(ctx, req, &call)
 	if !adm.Allowed {
 		return nil, refusalError(adm)
 	}

@@ -1,0 +1,108 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"toolgate/internal/approval"
+)
+
+// abandon handles a hold that ended without a usable decision. At the
+// deadline it expires the request; if a decision landed first (the holder
+// read "pending" just before an approval committed), it settles that
+// decision for c, so an approval that was answered 200 is consumed by the
+// call that is still waiting for it. Writes the store cannot take right
+// now (unreachable, busy) are retried while the caller waits: answering
+// "timed out" for a request that is in fact approved would lose a human's
+// yes (issue 9, defect 13).
+func (g *Gate) abandon(ctx context.Context, c Call, id approval.ID, cause error) Admission {
+	switch {
+	case errors.Is(cause, errDeadline):
+		var (
+			r       approval.Request
+			expired bool
+		)
+		err := g.retryStore(ctx, func(actx context.Context) error {
+			var err error
+			r, err = g.store.UpdateRequest(actx, id, "toolgate", func(r *approval.Request) error { return r.Expire(g.now()) })
+			if errors.Is(err, approval.ErrResolved) || errors.Is(err, approval.ErrNotDue) {
+				// Someone else settled it first: act on what is stored.
+				r, err = g.store.GetRequest(actx, id)
+				return err
+			}
+			expired = err == nil
+			return err
+		})
+		if err != nil {
+			g.log.ErrorContext(ctx, "cannot expire approval; the caller is gone or the store failed", "approval", id, "err", err)
+			g.releaseHold(ctx, id)
+			return Admission{ApprovalID: id, Timeout: true, Message: "timed out waiting for approval; nothing was run"}
+		}
+		if expired {
+			g.metrics.ApprovalDecided(string(approval.StateExpired))
+			g.log.InfoContext(ctx, "approval expired", "approval", id) // as the sweeper logs it
+		}
+		g.hub.wake(string(id))
+		if ctx.Err() != nil {
+			c = Call{} // the caller is gone: nothing can be dispatched
+		}
+		return g.settle(ctx, c, r)
+	case errors.Is(cause, errLeaseLost):
+		return Admission{ApprovalID: id, Message: "refused: " + errLeaseLost.Error() + "; nothing was run here"}
+	case errors.Is(cause, errWaitPanicked):
+		// Left as when the caller goes away (below), but the caller is
+		// still there: it is told.
+		g.releaseHold(ctx, id)
+		return Admission{ApprovalID: id, Message: fmt.Sprintf("refused: %v; nothing was run. Approval %s stays pending: re-send the identical call to pick it up", errWaitPanicked, id)}
+	case errors.Is(cause, context.Canceled) && !g.stopping.Load():
+		// An explicit notifications/cancelled from the caller: record it,
+		// retrying for a while (the caller's context is already done).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.Lease)
+		defer cancel()
+		err := g.retryStore(rctx, func(actx context.Context) error {
+			_, err := g.store.UpdateRequest(actx, id, "toolgate", func(r *approval.Request) error { return r.Cancel(g.now()) })
+			return err
+		})
+		switch {
+		case err == nil:
+			g.metrics.ApprovalDecided(string(approval.StateCancelled))
+		case !errors.Is(err, approval.ErrResolved):
+			g.log.ErrorContext(ctx, "cannot cancel approval", "approval", id, "err", err)
+			g.releaseHold(ctx, id)
+		}
+		g.hub.wake(string(id))
+		g.log.InfoContext(ctx, "held call cancelled by the caller", "approval", id)
+		return Admission{Message: "cancelled by the caller", ApprovalID: id}
+	default:
+		// The caller went away or the gateway is stopping: leave the request
+		// as it is and release the lease, so an identical re-send can take it
+		// over at once.
+		g.releaseHold(ctx, id)
+		if g.stopping.Load() {
+			g.log.InfoContext(ctx, "gateway stopping; approval stays open for an identical re-send", "approval", id)
+			return Admission{ApprovalID: id, Message: fmt.Sprintf("the gateway is shutting down; nothing was run. Approval %s stays pending: re-send the identical call to pick it up", id)}
+		}
+		g.log.InfoContext(ctx, "caller gone while held; approval stays open for an identical re-send", "approval", id, "cause", cause)
+		return Admission{Message: "the caller went away while the call was held", ApprovalID: id}
+	}
+}
+
+// releaseHold stops renewing this process's hold on id and ends its lease
+// now, so an identical re-send can take the request over at once. It is
+// best effort: a lease that could not be released lapses by itself.
+func (g *Gate) releaseHold(ctx context.Context, id approval.ID) {
+	g.leases.drop(id, leaseHold, true)
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
+	defer cancel()
+	_, err := g.store.UpdateRequest(bg, id, "toolgate", func(r *approval.Request) error {
+		if r.HeldBy != g.instance || !r.LeaseUntil.After(g.now()) {
+			return errNoChange
+		}
+		r.Release(g.instance, g.now())
+		return nil
+	})
+	if err != nil && !errors.Is(err, errNoChange) {
+		g.log.WarnContext(ctx, "cannot release the lease of an abandoned hold", "approval", id, "err", err)
+	}
+}
