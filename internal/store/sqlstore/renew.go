@@ -24,13 +24,13 @@ const liveLease = `(state IN ('pending', 'approved') OR (state = 'consumed' AND 
 // effective lease from that row while its lease_until is leaseMarker. In
 // one transaction it
 //
-//  1. gives the requests marked for holder that no longer need a holder
-//     a concrete lease again, in one UPDATE: the instance's lease before
-//     this renewal, so they lapse when they would have lapsed had they
-//     been renewed per request (0, lapsed, when the instance has no row);
-//  2. reads the marked requests that still need a holder (index
-//     requests_instance_held, which holds only marked rows) and does the
-//     same to those not in ids;
+//  1. reads the requests marked for holder (index requests_instance_held,
+//     which holds only marked rows);
+//  2. gives those no longer needing a holder (in one UPDATE of them all,
+//     when there is any), and those not in ids, a concrete lease again:
+//     the instance's lease before this renewal, so they lapse when they
+//     would have lapsed had they been renewed per request (0, lapsed,
+//     when the instance has no row);
 //  3. marks the requests of ids holder holds with a concrete lease (newly
 //     held, taken over, or consumed since the last renewal: each is
 //     written once, not at every renewal), and those only;
@@ -45,11 +45,12 @@ const liveLease = `(state IN ('pending', 'approved') OR (state = 'consumed' AND 
 //
 // The reads stream: a row is looked up in the sorted ids and dropped, so
 // a renewal of N held requests keeps one flag per id and the ids it
-// renewed, not the N rows, an id set and the rows read again (heldpeak3
-// found a renewal of 10,000 ids in flight at the burst's end holding
-// ≈ 5 MB; docs/performance.md, "heldpeak4").
+// renewed, not the N rows, an id set and the rows read again; the rows
+// that no longer need a holder are not kept either, but unmarked by one
+// UPDATE after the read (heldpeak3 found a renewal of 10,000 ids in
+// flight at the burst's end; docs/performance.md, "heldpeak4").
 //
-// Steps 1 to 3 lock request rows before step 4 locks the instance row,
+// Steps 2 and 3 lock request rows before step 4 locks the instance row,
 // the order lockedRequest takes them in, so they cannot deadlock. On
 // Postgres it runs on the connection reserved for it (LeaseConns), not in
 // the main pool.
@@ -74,28 +75,40 @@ func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID,
 	}
 	err := db.inLeaseTx(ctx, func(t *tx) error {
 		clear(held)
-		if _, err := t.exec(ctx, `UPDATE requests
-			SET lease_until = COALESCE((SELECT lease_until FROM instance_leases WHERE instance = ?), 0)
-			WHERE held_by = ? AND lease_until = 253402300799999 AND NOT `+liveLease, holder, holder); err != nil {
-			return err
-		}
-		var unmark []any // live, marked, not in ids: rare (a lease dropped while its request still needs one)
-		rows, err := t.query(ctx, `SELECT id FROM requests
-			WHERE held_by = ? AND lease_until = 253402300799999 AND `+liveLease, holder)
+		var (
+			settled bool  // a marked row no longer needs a holder
+			unmark  []any // live, marked, not in ids: rare (a lease dropped while its request still needs one)
+		)
+		rows, err := t.query(ctx, `SELECT id, CASE WHEN `+liveLease+` THEN 1 ELSE 0 END FROM requests
+			WHERE held_by = ? AND lease_until = 253402300799999`, holder)
 		err = eachRow(rows, err, func(rows *sql.Rows) error {
-			var raw sql.RawBytes
-			if err := rows.Scan(&raw); err != nil {
+			var (
+				raw  sql.RawBytes
+				live int
+			)
+			if err := rows.Scan(&raw, &live); err != nil {
 				return err
 			}
-			if i, ok := searchID(sorted, raw); ok {
+			i, ok := searchID(sorted, raw)
+			switch {
+			case live != 1:
+				settled = true
+			case ok:
 				held[i] = true
-			} else {
+			default:
 				unmark = append(unmark, string(raw))
 			}
 			return nil
 		})
 		if err != nil {
 			return err
+		}
+		if settled {
+			if _, err := t.exec(ctx, `UPDATE requests
+				SET lease_until = COALESCE((SELECT lease_until FROM instance_leases WHERE instance = ?), 0)
+				WHERE held_by = ? AND lease_until = 253402300799999 AND NOT `+liveLease, holder, holder); err != nil {
+				return err
+			}
 		}
 		for chunk := range slices.Chunk(unmark, renewBatch) {
 			marks, args := inList(chunk, holder)
