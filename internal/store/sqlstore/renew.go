@@ -63,8 +63,8 @@ func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID,
 		sorted = slices.Sorted(slices.Values(ids))
 	}
 	held := make([]bool, len(sorted)) // held[i]: holder holds sorted[i]
+	var raw sql.RawBytes              // each row's id, in one buffer
 	hold := func(rows *sql.Rows) error {
-		var raw sql.RawBytes
 		if err := rows.Scan(&raw); err != nil {
 			return err
 		}
@@ -82,10 +82,7 @@ func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID,
 		rows, err := t.query(ctx, `SELECT id, CASE WHEN `+liveLease+` THEN 1 ELSE 0 END FROM requests
 			WHERE held_by = ? AND lease_until = 253402300799999`, holder)
 		err = eachRow(rows, err, func(rows *sql.Rows) error {
-			var (
-				raw  sql.RawBytes
-				live int
-			)
+			var live int
 			if err := rows.Scan(&raw, &live); err != nil {
 				return err
 			}
