@@ -416,21 +416,6 @@ func (db *DB) updateRequest(ctx context.Context, id approval.ID, actor string, w
 	return out, nil
 }
 
-// idArgs returns ids as query arguments.
-func idArgs(ids []approval.ID) []any {
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = string(id)
-	}
-	return args
-}
-
-// scanID scans a row of one id.
-func scanID(rows *sql.Rows) (approval.ID, error) {
-	var id approval.ID
-	return id, rows.Scan(&id)
-}
-
 // dueQuery lists the requests due as of the bound time (three times, unix
 // ms), most overdue first, at most the bound limit: pending ones past their
 // expiry, approved ones past their validity, and consumed ones without a
