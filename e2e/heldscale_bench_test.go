@@ -77,8 +77,6 @@ import (
 // agents speak the go-sdk client's newest revision (2026-07-28: each call
 // a stateless request); TOOLGATE_BENCH_PROTOCOL pins another (e.g.
 // 2025-11-25: calls on the agents' protocol sessions).
-// TOOLGATE_BENCH_PG_MAX_CONNS sets the Postgres pool's storage.max_conns
-// (default 16).
 // docs/performance.md has the numbers. Run it alone, it takes minutes:
 //
 //	go test -run '^$' -bench HeldCalls -benchtime 1x -timeout 60m ./e2e/
