@@ -125,14 +125,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	if driver == "postgres" {
 		cluster := startPGCluster(b)
 		dsn = cluster.DSN()
-		maxConns := "16"
-		if v := os.Getenv("TOOLGATE_BENCH_PG_MAX_CONNS"); v != "" { // another pool size for approve-all
-			if _, err := strconv.Atoi(v); err != nil {
-				b.Fatalf("TOOLGATE_BENCH_PG_MAX_CONNS=%q: %v", v, err)
-			}
-			maxConns = v
-		}
-		storage = "storage:\n  driver: postgres\n  dsn: " + q(cluster.DSN()) + "\n  max_conns: " + maxConns + "\n"
+		storage = "storage:\n  driver: postgres\n  dsn: " + q(cluster.DSN()) + "\n  max_conns: 16\n"
 		dbPID = cluster.cmd.Process.Pid
 	}
 	upstream := upstreamServer(record)
