@@ -78,7 +78,7 @@ const (
 	FastAbove = 32 << 20
 	// QuietBelow is the allocation rate (bytes per second) under which
 	// Tune sets the quiet limit (QuietLimitFor): at most one collection
-	// per LimitSlack/QuietBelow (8 s) more than GOGC's.
+	// per LimitSlack/QuietBelow (16 s) more than GOGC's.
 	QuietBelow = 1 << 20
 )
 
@@ -87,11 +87,7 @@ const (
 	// LimitSlack is what LimitFor adds to GOGC's goal and the runtime's
 	// other memory: room for the goal's and the other memory's growth
 	// between two looks, and the pacer's own headroom under a limit.
-	// 8 MiB (16 until heldpeak4): at 10,000 held calls the free heap the
-	// limit allows above the goal is part of the RSS at the burst's end,
-	// and the runtime's other memory grows by less than that between two
-	// looks (docs/performance.md, "heldpeak4").
-	LimitSlack = 8 << 20
+	LimitSlack = 16 << 20
 	// limitStep: Tune sets a new limit only when it moved by more.
 	limitStep = 1 << 20
 )
@@ -321,7 +317,7 @@ func (goRuntime) FreeOSMemory()              { debug.FreeOSMemory() }
 // quiet (allocating under QuietBelow per second; holding calls idle): the
 // live heap plus 1/32 of it, the runtime's other memory and LimitSlack,
 // at most ceiling (0: none). Tighter than GOGC's goal, but at that rate
-// the collections it adds are at most one per 8 s, and the free heap of
+// the collections it adds are at most one per 16 s, and the free heap of
 // the collection cycles before (the heap grew towards GOGC's goal) is
 // returned to the OS by the runtime's scavenger without a forced
 // collection, where the quiet release (ShouldRelease) needs more than

@@ -416,9 +416,6 @@ func TestLimitFor(t *testing.T) {
 		{"no collection yet: no limit", Stats{Total: 10 * mb}, 400, 0, math.MaxInt64},
 		{"no collection yet, in a cgroup: its limit", Stats{Total: 10 * mb}, 400, 200 * mb, 200 * mb},
 		{"other memory never negative", Stats{Live: 10 * mb, Total: 20 * mb, Objects: 30 * mb}, 100, 0, int64(20*mb+20*mb/32) + LimitSlack},
-		// 10,000 held calls at the burst's end (heldpeak3): 48 MiB live,
-		// the flat goal of 96 MiB, 20 MiB of other memory; 8 MiB of slack.
-		{"held calls: at most 8 MiB over the goal and the other memory", Stats{Live: 48 * mb, Goal: HeldGoal, Total: 200 * mb, Released: 40 * mb, Free: 60 * mb, Objects: 80 * mb}, 100, 0, int64(HeldGoal + HeldGoal/32 + 20*mb + 8*mb)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
