@@ -136,14 +136,15 @@ func (g *Gate) renewOnce(ctx context.Context) {
 	if len(renewed) == len(ids) {
 		return
 	}
-	ok := make(map[approval.ID]bool, len(renewed))
-	for _, id := range renewed {
-		ok[id] = true
-	}
+	// renewed is ids less the missing ones, in the same order: walked
+	// beside ids, without a set of the (thousands of) ids renewed.
+	j := 0
 	for _, id := range ids {
-		if !ok[id] {
-			g.hub.wake(string(id))
+		if j < len(renewed) && renewed[j] == id {
+			j++
+			continue
 		}
+		g.hub.wake(string(id))
 	}
 }
 

@@ -1,0 +1,206 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"slices"
+	"time"
+
+	"toolgate/internal/approval"
+)
+
+// renewBatch is how many ids one RenewLeases statement names.
+const renewBatch = 500
+
+// liveLease is the condition of a request that still needs a holder:
+// pending, approved, or consumed without a dispatch outcome.
+const liveLease = `(state IN ('pending', 'approved') OR (state = 'consumed' AND dispatch_outcome = ''))`
+
+// RenewLeases extends the leases holder holds on ids to until and returns
+// the ids it renewed, in the order of ids: see store.Store.RenewLeases. It
+// writes one row per renewal, holder's instance lease (instance_leases,
+// migration 14), not one per request: a request holder holds takes its
+// effective lease from that row while its lease_until is leaseMarker. In
+// one transaction it
+//
+//  1. reads the requests marked for holder (index requests_instance_held,
+//     which holds only marked rows);
+//  2. gives those no longer needing a holder (in one UPDATE of them all,
+//     when there is any), and those not in ids, a concrete lease again:
+//     the instance's lease before this renewal, so they lapse when they
+//     would have lapsed had they been renewed per request (0, lapsed,
+//     when the instance has no row);
+//  3. marks the requests of ids holder holds with a concrete lease (newly
+//     held, taken over, or consumed since the last renewal: each is
+//     written once, not at every renewal), and those only;
+//  4. sets the instance's lease to until; and
+//  5. on Postgres reads again which requests of ids holder holds. This
+//     read follows the instance row's lock (step 4), so a take-over that
+//     read the old lease under its share lock (lockedRequest) committed
+//     before it and is seen here, and a take-over that comes later waits
+//     for this renewal and sees the new lease: two instances never both
+//     believe they hold a request. SQLite's IMMEDIATE transaction lets
+//     nothing in between, so steps 2 and 3 already answer.
+//
+// The reads stream: a row is looked up in the sorted ids and dropped, so
+// a renewal of N held requests keeps one flag per id and the ids it
+// renewed, not the N rows, an id set and the rows read again; the rows
+// that no longer need a holder are not kept either, but unmarked by one
+// UPDATE after the read (heldpeak3 found a renewal of 10,000 ids in
+// flight at the burst's end; docs/performance.md, "heldpeak4").
+//
+// Steps 2 and 3 lock request rows before step 4 locks the instance row,
+// the order lockedRequest takes them in, so they cannot deadlock. On
+// Postgres it runs on the connection reserved for it (LeaseConns), not in
+// the main pool.
+func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID, until time.Time) ([]approval.ID, error) {
+	if holder == "" {
+		return nil, errors.New("renew leases: empty holder")
+	}
+	sorted := ids
+	if !slices.IsSorted(ids) {
+		sorted = slices.Sorted(slices.Values(ids))
+	}
+	held := make([]bool, len(sorted)) // held[i]: holder holds sorted[i]
+	var raw sql.RawBytes              // each row's id, in one buffer
+	hold := func(rows *sql.Rows) error {
+		if err := rows.Scan(&raw); err != nil {
+			return err
+		}
+		if i, ok := searchID(sorted, raw); ok {
+			held[i] = true
+		}
+		return nil
+	}
+	err := db.inLeaseTx(ctx, func(t *tx) error {
+		clear(held)
+		var (
+			settled bool  // a marked row no longer needs a holder
+			unmark  []any // live, marked, not in ids: rare (a lease dropped while its request still needs one)
+		)
+		rows, err := t.query(ctx, `SELECT id, CASE WHEN `+liveLease+` THEN 1 ELSE 0 END FROM requests
+			WHERE held_by = ? AND lease_until = 253402300799999`, holder)
+		err = eachRow(rows, err, func(rows *sql.Rows) error {
+			var live int
+			if err := rows.Scan(&raw, &live); err != nil {
+				return err
+			}
+			i, ok := searchID(sorted, raw)
+			switch {
+			case live != 1:
+				settled = true
+			case ok:
+				held[i] = true
+			default:
+				unmark = append(unmark, string(raw))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if settled {
+			if _, err := t.exec(ctx, `UPDATE requests
+				SET lease_until = COALESCE((SELECT lease_until FROM instance_leases WHERE instance = ?), 0)
+				WHERE held_by = ? AND lease_until = 253402300799999 AND NOT `+liveLease, holder, holder); err != nil {
+				return err
+			}
+		}
+		for chunk := range slices.Chunk(unmark, renewBatch) {
+			marks, args := inList(chunk, holder)
+			if _, err := t.exec(ctx, `UPDATE requests
+				SET lease_until = COALESCE((SELECT lease_until FROM instance_leases WHERE instance = ?), 0)
+				WHERE held_by = ? AND lease_until = 253402300799999 AND id IN (`+marks+`)`,
+				append([]any{holder}, args...)...); err != nil {
+				return err
+			}
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		mark := make([]any, 0, min(len(sorted), renewBatch))
+		markChunk := func() error {
+			marks, args := inList(mark, holder)
+			rows, err := t.query(ctx, `UPDATE requests SET lease_until = 253402300799999
+				WHERE held_by = ? AND id IN (`+marks+`) AND lease_until IS DISTINCT FROM 253402300799999
+				AND `+liveLease+` RETURNING id`, args...)
+			mark = mark[:0]
+			return eachRow(rows, err, hold)
+		}
+		for i, id := range sorted {
+			if held[i] || (i > 0 && sorted[i-1] == id) {
+				continue
+			}
+			if mark = append(mark, string(id)); len(mark) == renewBatch {
+				if err := markChunk(); err != nil {
+					return err
+				}
+			}
+		}
+		if len(mark) > 0 {
+			if err := markChunk(); err != nil {
+				return err
+			}
+		}
+		if _, err := t.exec(ctx, `INSERT INTO instance_leases (instance, lease_until) VALUES (?, ?)
+			ON CONFLICT (instance) DO UPDATE SET lease_until = excluded.lease_until`, holder, until.UnixMilli()); err != nil {
+			return err
+		}
+		if t.forUpdate() != "" {
+			clear(held)
+			rows, err := t.query(ctx, `SELECT id FROM requests
+				WHERE held_by = ? AND lease_until = 253402300799999 AND `+liveLease, holder)
+			return eachRow(rows, err, hold)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, db.wrap("renew leases", err)
+	}
+	n := 0
+	for _, id := range ids {
+		if i, _ := slices.BinarySearch(sorted, id); held[i] {
+			n++
+		}
+	}
+	renewed := make([]approval.ID, 0, n)
+	for _, id := range ids {
+		if i, _ := slices.BinarySearch(sorted, id); held[i] {
+			renewed = append(renewed, id)
+		}
+	}
+	return renewed, nil
+}
+
+// searchID finds raw in sorted ids without converting it to a string.
+func searchID(sorted []approval.ID, raw []byte) (int, bool) {
+	lo, hi := 0, len(sorted)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1) //nolint:gosec // lo+hi ≥ 0
+		if string(sorted[m]) < string(raw) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(sorted) && string(sorted[lo]) == string(raw)
+}
+
+// eachRow calls fn on each row of rows (a query's result, or its error)
+// and closes rows: a streaming collect that keeps no row.
+func eachRow(rows *sql.Rows, err error, fn func(*sql.Rows) error) error {
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rows.Close() }() // on early returns; the error of the last Close is returned below
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return rows.Close()
+}
