@@ -76,7 +76,7 @@
 // with a lower seq can commit after one with a higher seq). since= is a
 // cursor, or "0" (and "") for the start of the log; a plain sequence
 // number above 0 is 422, since "after seq N" is no position in the feed.
-// The stream also refuses (422) a since= or Last-Event-ID that is no
+// Both routes also refuse (422) a since= (or the stream's Last-Event-ID) that is no
 // position in this store's feed: past its end, naming no event of it, or
 // of the other store kind (a cursor from another store; see
 // Server.resumeCursor).

@@ -120,7 +120,14 @@ func (s *Server) routeEvents() {
 
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, c caller) error {
 	q := r.URL.Query()
-	since, err := parseCursor(q.Get("since"), "since")
+	// The page checks since as the stream does (resumeCursor): a cursor
+	// from another store, or past the end of this log, is 422 rather than
+	// an empty page whose next repeats it (or the whole log replayed).
+	check := parseCursor
+	if s.events != nil {
+		check = func(v, what string) (store.Cursor, error) { return s.resumeCursor(r.Context(), v, what) }
+	}
+	since, err := check(q.Get("since"), "since")
 	if err != nil {
 		return err
 	}
