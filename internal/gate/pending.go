@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/store"
 )
 
 // InboxLink is the approver inbox's page of approval id
@@ -80,11 +81,27 @@ func (g *Gate) StatusMessage(r approval.Request) string {
 		}
 		return fmt.Sprintf("approval %s timed out: no decision before %s; nothing was run", r.ID, g.shortTime(r.ExpiresAt))
 	case approval.StateCancelled:
-		return fmt.Sprintf("approval %s cancelled; nothing was run", r.ID)
+		return fmt.Sprintf("approval %s %s; nothing was run", r.ID, cancelledWhy(r.Reason))
 	case approval.StateInvalidated:
 		return fmt.Sprintf("approval %s invalidated: %s; nothing was run", r.ID, r.Reason)
 	}
 	return fmt.Sprintf("approval %s is %s", r.ID, r.State)
+}
+
+// cancelledWhy says why a request was cancelled when its reason is one
+// the gateway wrote (the session was revoked, the caller cancelled, the
+// session's policy changed), else just "cancelled" (polish16). Only these
+// fixed reasons are quoted: a statusMessage carries no free text.
+func cancelledWhy(reason string) string {
+	switch reason {
+	case store.ReasonSessionRevoked:
+		return reason // "cancelled: the session was revoked"
+	case approval.ReasonCancelled:
+		return "cancelled by its caller"
+	case ReasonPolicyRevision:
+		return "cancelled: " + ReasonPolicyRevision
+	}
+	return "cancelled"
 }
 
 // shortTime writes t as 15:04Z (UTC), with the date in front when it is

@@ -189,6 +189,9 @@ func TestSessionRevocationCancelsAndRefuses(t *testing.T) {
 	}
 	if r, _ := f.db.GetRequest(t.Context(), held.ID); r.State != approval.StateCancelled || r.Reason != store.ReasonSessionRevoked {
 		t.Errorf("held request %s %q, want cancelled by revocation", r.State, r.Reason)
+	} else if got, want := f.gate.StatusMessage(r), "approval "+string(held.ID)+" cancelled: the session was revoked; nothing was run"; got != want {
+		// A task's statusMessage says why too (polish16: it said only "cancelled").
+		t.Errorf("StatusMessage = %q, want %q", got, want)
 	}
 	for _, p := range []approval.Principal{pp, cp} {
 		if a := f.gate.Admit(t.Context(), sessionCall(p, "fs", "read_text_file")); a.Allowed || !strings.Contains(a.Message, "revoked") {
