@@ -270,6 +270,9 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 		Retention:            store.Retention(cfg.Retention),
 		GrantMaxTTL:          cfg.Grants.MaxTTL,
 	})
+	// The id approvals show prints as "Held by" for the calls this process
+	// holds (random per process).
+	log.InfoContext(ctx, "gateway instance", "instance", c.gate.Instance())
 	if c.notes, err = newNotifications(cfg, db, c.gate, c.holder, deliveryMetrics, log); err != nil {
 		return nil, err
 	}

@@ -327,7 +327,8 @@ func TestApprovalJSONShape(t *testing.T) {
 			"approvers": ["alice", "group:ops"],
 			"reviews": [{"by": "alice", "verdict": "approve", "reason": "ok", "at": "2026-01-02T03:04:05Z"}],
 			"decided_by": "alice", "decided_at": "2026-01-02T03:04:05Z", "reason": "ok",
-			"consumed_at": "2026-01-02T03:04:06Z", "dispatch_outcome": "ok"}`},
+			"consumed_at": "2026-01-02T03:04:06Z", "dispatch_outcome": "ok",
+			"held_by": "instance-1", "held_until": "2026-01-02T03:04:05Z"}`},
 		{name: "pending omits what does not apply", id: idPending, want: `{
 			"id": "` + idPending + `", "state": "pending", "server": "pay", "tool": "transfer",
 			"arguments": {"to": "acct-1", "amount": 5}, "arguments_hash": "` + hashA + `",

@@ -55,6 +55,15 @@ type Approval struct {
 	// PolicyRevision is the revision of the deployment policy that asked
 	// for the approval (sha256:…); omitted when unknown.
 	PolicyRevision string `json:"policy_revision,omitempty"`
+	// HeldBy names the gateway instance whose caller waits on the call
+	// (or that last held it: the one that ran it), HeldUntil when that
+	// instance's claim lapses unless renewed (a past time: it let go, or
+	// it died). Both omitted when no instance held the call (retry mode,
+	// a policy request). An optional field added by polish16: with two
+	// instances on one store an operator can tell which one holds it (each
+	// logs its id at start, "gateway instance").
+	HeldBy    string    `json:"held_by,omitempty"`
+	HeldUntil time.Time `json:"held_until,omitzero"`
 	// Grant is the grant an approve with a grant attached made (only on
 	// the answer of that approve; see ApproveBody.Grant).
 	Grant *Grant `json:"grant,omitempty"`
@@ -166,6 +175,10 @@ func fromRequest(r approval.Request) Approval {
 		Target:            r.Target,
 		BaseRevision:      r.BaseRevision,
 		PolicyRevision:    r.PolicyRevision,
+		HeldBy:            r.HeldBy,
+	}
+	if r.HeldBy != "" {
+		a.HeldUntil = utc(r.LeaseUntil)
 	}
 	if len(a.Arguments) == 0 {
 		a.Arguments = json.RawMessage("null")

@@ -177,6 +177,19 @@ func printApproval(out io.Writer, a api.Approval, now time.Time) error {
 	if a.DispatchOutcome != "" {
 		field("Outcome", a.DispatchOutcome)
 	}
+	if a.HeldBy != "" {
+		// Which gateway instance has (or had) the call: with several on
+		// one store, the one whose log names this id.
+		held := a.HeldBy
+		switch {
+		case a.HeldUntil.IsZero():
+		case a.HeldUntil.After(now):
+			held += " (its claim runs to " + stamp(a.HeldUntil) + ", renewed while it holds the call)"
+		default:
+			held += " (its claim ended at " + stamp(a.HeldUntil) + ")"
+		}
+		field("Held by", held)
+	}
 
 	var head bytes.Buffer
 	// A session policy change carries what it widens among its display

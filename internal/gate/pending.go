@@ -14,6 +14,11 @@ import (
 // configured.
 func (g *Gate) InboxLink(id approval.ID) string { return g.inboxLink(id) }
 
+// Instance is the id this gateway process writes as held_by on the calls
+// it holds (Options.Instance, else a random id chosen by New); serve logs
+// it at start so an operator can tell instances apart in approvals show.
+func (g *Gate) Instance() string { return g.instance }
+
 // pendingAnswer is the answer of a call that waits for a decision on r
 // but is answered now (max hold, multi round-trip): it names the approval,
 // where to review it and how to continue.
