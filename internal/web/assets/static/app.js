@@ -172,20 +172,38 @@
     const es = new EventSource("/ui/events" + (since ? "?since=" + encodeURIComponent(since) : ""));
     es.addEventListener("open", () => setLive(true));
     approvalEvents.forEach((t) => es.addEventListener(t, onEvent));
-    es.addEventListener("error", () => {
+    es.addEventListener("error", async () => {
       setLive(false);
-      if (es.readyState === EventSource.CLOSED) {
-        // The server refused the stream (signed out, or unavailable):
-        // check after a pause and start again.
-        setTimeout(async () => {
-          try {
-            const res = await fetch("/ui/fragment/inbox", { credentials: "same-origin" });
-            if (res.status === 401) { window.location.reload(); return; }
-          } catch (err) { /* offline: try again below */ }
-          connect();
-        }, 3000);
+      if (es.readyState !== EventSource.CLOSED) return; // EventSource retries by itself
+      // The server refused the stream; an EventSource does not say why,
+      // so ask once with the same URL. Signed out (401): reload to the
+      // sign-in. The page's position is not in this gateway's log (422,
+      // e.g. the gateway now uses another store): retrying cannot help,
+      // so stop and say so; a reload starts from the log's current end.
+      // Anything else (unavailable, offline): start again after a pause.
+      const status = await refusal(es.url);
+      if (status === 401) { window.location.reload(); return; }
+      if (status === 422) {
+        if (live) {
+          live.dataset.live = "refused";
+          live.textContent = "this page's position is not in this gateway's log: reload";
+        }
+        return;
       }
+      setTimeout(connect, 3000);
     });
+  }
+  // refusal is the status of a GET of url, 0 when it cannot be read; a
+  // stream that opens (200) is closed at once.
+  async function refusal(url) {
+    const ctl = new AbortController();
+    try {
+      const res = await fetch(url, { credentials: "same-origin", signal: ctl.signal, headers: { Accept: "text/event-stream" } });
+      ctl.abort();
+      return res.status;
+    } catch (err) {
+      return 0;
+    }
   }
 
   tick();
