@@ -123,11 +123,13 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, c caller) er
 	// The page checks since as the stream does (resumeCursor): a cursor
 	// from another store, or past the end of this log, is 422 rather than
 	// an empty page whose next repeats it (or the whole log replayed).
-	check := parseCursor
+	var since store.Cursor
+	var err error
 	if s.events != nil {
-		check = func(v, what string) (store.Cursor, error) { return s.resumeCursor(r.Context(), v, what) }
+		since, err = s.resumeCursor(r.Context(), q.Get("since"), "since")
+	} else {
+		since, err = parseCursor(q.Get("since"), "since") // EventPage answers 404
 	}
-	since, err := check(q.Get("since"), "since")
 	if err != nil {
 		return err
 	}
