@@ -373,6 +373,11 @@ func TestRemovedTokenEndsItsSessions(t *testing.T) {
 	if a := b.do("GET", "/ui/fragment/inbox", nil); a.status != 401 {
 		t.Errorf("fragment status %d, want 401", a.status)
 	}
+	// The page's script tells "signed out" (reload to sign in) from a
+	// refused position (422: stop) by this status (polish16).
+	if a := b.do("GET", "/ui/events", nil); a.status != 401 {
+		t.Errorf("event stream status %d, want 401", a.status)
+	}
 }
 
 func TestExpiredSession(t *testing.T) {
