@@ -373,8 +373,9 @@ func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{},
 	)
 	for {
 		var (
-			st Stats
-			ok bool
+			st    Stats
+			ok    bool
+			early bool // woken by a collection: the live heap jumped
 		)
 		select {
 		case <-ctx.Done():
@@ -390,6 +391,7 @@ func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{},
 			if prevAt.IsZero() || st.Live <= prev.Live+JumpAbove {
 				continue // the timer still runs
 			}
+			early = true
 		}
 		now := time.Now()
 		if p := PercentFor(st.Live); p != current {
@@ -403,7 +405,10 @@ func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{},
 			if rate(st.Allocs-prev.Allocs, elapsed) >= FastAbove {
 				next = iv.Fast
 			}
-			quiet = rate(st.Allocs-prev.Allocs, elapsed) < QuietBelow
+			// An early look is never quiet: the live heap alone grew by
+			// JumpAbove within one look's interval (its elapsed time may
+			// be next to nothing, its rate then meaningless).
+			quiet = !early && rate(st.Allocs-prev.Allocs, elapsed) < QuietBelow
 		}
 		if setLimit {
 			l := LimitFor(st, current, ceiling)
