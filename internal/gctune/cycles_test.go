@@ -51,7 +51,7 @@ func TestTuneLooksEarlyWhenTheLiveHeapJumps(t *testing.T) {
 			defer mu.Unlock()
 			st.Live, st.Allocs = live, st.Allocs+allocated
 		}
-		cycles := make(chan struct{})
+		cycles := make(chan struct{}, 1) // as GCCycles: a send never waits for tune
 		rt := &fakeRuntime{}
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
