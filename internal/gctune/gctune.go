@@ -27,7 +27,11 @@
 // the process allocates fast [Tune] looks every [TuneFast] instead of every
 // [TuneEvery], so that GOGC and the limit follow a burst of a few seconds.
 // Once the process is quiet it returns what free heap is left at once
-// ([ShouldRelease]).
+// ([ShouldRelease]). Between its looks a hook on each completed collection
+// ([GCCycles]) makes it look at once when the live heap grew by more than
+// [JumpAbove] since the last look, so that a live heap that jumps right
+// after a quiet look (its limit is tight: [QuietLimitFor]) does not run the
+// collector back to back until the next one.
 //
 // The environment variables GOGC and GOMEMLIMIT, when set, win (the
 // runtime has read them already; Apply and Tune then leave that setting
@@ -275,7 +279,8 @@ func ShouldRelease(free, allocated uint64, elapsed, sinceRelease time.Duration) 
 // says so. It does nothing when s's GOGC came from the environment (an
 // operator who sets GOGC manages the collector; a release forces a
 // collection). It runs on the caller's goroutine (serve runs it in its
-// group).
+// group), and also looks as soon as a collection finds the live heap more
+// than JumpAbove above the last look's (GCCycles).
 func Tune(ctx context.Context, s Settings) {
 	if s.GCPercentSource != "default" {
 		return // no hook either: the operator manages the collector
