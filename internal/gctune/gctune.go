@@ -407,8 +407,8 @@ func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{},
 		quiet := false
 		if !prevAt.IsZero() {
 			elapsed := now.Sub(prevAt)
-			if rate(st.Allocs-prev.Allocs, elapsed) >= FastAbove {
-				next = iv.Fast
+			if early || rate(st.Allocs-prev.Allocs, elapsed) >= FastAbove {
+				next = iv.Fast // an early look: the heap is growing fast
 			}
 			// An early look is never quiet: the live heap alone grew by
 			// JumpAbove within one look's interval (its elapsed time may
