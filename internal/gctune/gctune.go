@@ -27,7 +27,11 @@
 // the process allocates fast [Tune] looks every [TuneFast] instead of every
 // [TuneEvery], so that GOGC and the limit follow a burst of a few seconds.
 // Once the process is quiet it returns what free heap is left at once
-// ([ShouldRelease]).
+// ([ShouldRelease]). Between its looks a hook on each completed collection
+// ([GCCycles]) makes it look at once when the live heap grew by more than
+// [JumpAbove] since the last look, so that a live heap that jumps right
+// after a quiet look (its limit is tight: [QuietLimitFor]) does not run the
+// collector back to back until the next one.
 //
 // The environment variables GOGC and GOMEMLIMIT, when set, win (the
 // runtime has read them already; Apply and Tune then leave that setting
@@ -90,6 +94,13 @@ const (
 	LimitSlack = 16 << 20
 	// limitStep: Tune sets a new limit only when it moved by more.
 	limitStep = 1 << 20
+	// JumpAbove is how much the live heap must grow (bytes) between two
+	// looks for a completed collection to make Tune look before its timer:
+	// half of LimitSlack, so that a live heap that jumps past the quiet
+	// limit (live + 1/32 + other + LimitSlack) is seen one or two
+	// collections later, while a heap that grows slowly (held calls,
+	// 5 KB each) waits for the timed looks as before.
+	JumpAbove = LimitSlack / 2
 )
 
 // CgroupMemoryMax is where cgroup v2 publishes the memory limit of the
@@ -268,9 +279,13 @@ func ShouldRelease(free, allocated uint64, elapsed, sinceRelease time.Duration) 
 // says so. It does nothing when s's GOGC came from the environment (an
 // operator who sets GOGC manages the collector; a release forces a
 // collection). It runs on the caller's goroutine (serve runs it in its
-// group).
+// group), and also looks as soon as a collection finds the live heap more
+// than JumpAbove above the last look's (GCCycles).
 func Tune(ctx context.Context, s Settings) {
-	tune(ctx, s, Intervals{Slow: TuneEvery, Fast: TuneFast}, newStatsReader(), goRuntime{})
+	if s.GCPercentSource != "default" {
+		return // no hook either: the operator manages the collector
+	}
+	tune(ctx, s, Intervals{Slow: TuneEvery, Fast: TuneFast}, GCCycles(ctx), newStatsReader(), goRuntime{})
 }
 
 // Intervals are tune's times between looks: Slow normally, Fast while the
@@ -332,8 +347,18 @@ func QuietLimitFor(st Stats, ceiling int64) int64 {
 	return LimitFor(q, 0, ceiling)
 }
 
-// tune is Tune with the intervals, the runtime's reader and setters given.
-func tune(ctx context.Context, s Settings, iv Intervals, read func() (Stats, bool), rt Runtime) {
+// tune is Tune with the intervals, the collection cycles' signal (cycles;
+// nil: none), the runtime's reader and setters given.
+//
+// Between its timed looks tune also wakes at each signal on cycles (a
+// completed collection: GCCycles) and looks early when the live heap grew by
+// more than JumpAbove since the last look: a live heap that jumps (thousands
+// of calls held at once, one large result) right after a quiet look outgrows
+// the quiet limit, and until the limit follows it the collector runs back
+// to back (docs/performance.md, "gcjump"). The early look is the look the
+// next timer would have made, only sooner: the same GOGC and limit for the
+// same stats.
+func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{}, read func() (Stats, bool), rt Runtime) {
 	if s.GCPercentSource != "default" {
 		return
 	}
@@ -352,14 +377,26 @@ func tune(ctx context.Context, s Settings, iv Intervals, read func() (Stats, boo
 		lastRelease time.Time // zero: none yet
 	)
 	for {
+		var (
+			st    Stats
+			ok    bool
+			early bool // woken by a collection: the live heap jumped
+		)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		}
-		st, ok := read()
-		if !ok {
-			return // keep the start values
+			if st, ok = read(); !ok {
+				return // keep the start values
+			}
+		case <-cycles:
+			if st, ok = read(); !ok {
+				return
+			}
+			if prevAt.IsZero() || st.Live <= prev.Live+JumpAbove {
+				continue // the timer still runs
+			}
+			early = true
 		}
 		now := time.Now()
 		if p := PercentFor(st.Live); p != current {
@@ -370,10 +407,13 @@ func tune(ctx context.Context, s Settings, iv Intervals, read func() (Stats, boo
 		quiet := false
 		if !prevAt.IsZero() {
 			elapsed := now.Sub(prevAt)
-			if rate(st.Allocs-prev.Allocs, elapsed) >= FastAbove {
-				next = iv.Fast
+			if early || rate(st.Allocs-prev.Allocs, elapsed) >= FastAbove {
+				next = iv.Fast // an early look: the heap is growing fast
 			}
-			quiet = rate(st.Allocs-prev.Allocs, elapsed) < QuietBelow
+			// An early look is never quiet: the live heap alone grew by
+			// JumpAbove within one look's interval (its elapsed time may
+			// be next to nothing, its rate then meaningless).
+			quiet = !early && rate(st.Allocs-prev.Allocs, elapsed) < QuietBelow
 		}
 		if setLimit {
 			l := LimitFor(st, current, ceiling)
@@ -401,7 +441,7 @@ func tune(ctx context.Context, s Settings, iv Intervals, read func() (Stats, boo
 			}
 		}
 		prev, prevAt = st, now
-		t.Reset(next)
+		t.Reset(next) // Go ≥ 1.23: no stale tick after Reset
 	}
 }
 

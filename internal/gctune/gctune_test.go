@@ -207,7 +207,7 @@ func runTuneEvery(t *testing.T, s Settings, iv Intervals, stats func() Stats, rt
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tune(ctx, s, iv, func() (Stats, bool) { return stats(), true }, rt)
+		tune(ctx, s, iv, nil, func() (Stats, bool) { return stats(), true }, rt)
 	}()
 	steps(func() {
 		time.Sleep(time.Second)
@@ -371,7 +371,7 @@ func TestTuneReleasesAtMostEveryReleaseEvery(t *testing.T) {
 // changed, and tune never forces a collection to release memory.
 func TestTuneLeavesGOGCFromTheEnvironment(t *testing.T) {
 	rt := &fakeRuntime{}
-	tune(t.Context(), Settings{GCPercentSource: "env"}, Intervals{Slow: time.Second, Fast: time.Second},
+	tune(t.Context(), Settings{GCPercentSource: "env"}, Intervals{Slow: time.Second, Fast: time.Second}, nil,
 		func() (Stats, bool) { t.Error("read the runtime's stats"); return Stats{}, false }, rt)
 	if len(rt.percents)+len(rt.releases)+len(rt.limits) != 0 {
 		t.Errorf("changed the runtime: %+v", rt)

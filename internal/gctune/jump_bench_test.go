@@ -61,7 +61,7 @@ func BenchmarkLiveHeapJump(b *testing.B) {
 					debug.SetGCPercent(DefaultGCPercent)
 					wg.Go(func() {
 						tune(ctx, Settings{GCPercent: DefaultGCPercent, GCPercentSource: "default", MemoryLimitSource: "none"},
-							Intervals{Slow: TuneEvery, Fast: TuneFast}, newStatsReader(), goRuntime{})
+							Intervals{Slow: TuneEvery, Fast: TuneFast}, GCCycles(ctx), newStatsReader(), goRuntime{})
 					})
 					// Tune's quiet look sets a limit (the process allocates
 					// next to nothing meanwhile).
