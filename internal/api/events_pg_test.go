@@ -25,18 +25,9 @@ func TestEventStreamDeliversALateCommit(t *testing.T) {
 	dsn := pgtest.Fresh(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	db, err := sqlstore.Open(ctx, sqlstore.Config{Driver: sqlstore.DriverPostgres, DSN: dsn})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	pol := &policy.Policy{Default: policy.Allow, Approval: policy.Approval{Timeout: time.Minute, Mode: "hold", Approvals: 1}}
-	g := gate.New(db, pol, nil)
 	bc := new(api.Broadcast)
-	admin := api.New(g, authenticate, &api.Options{Events: db, EventsChanged: bc.Wait, EventPoll: time.Hour})
-	srv := httptest.NewServer(admin)
-	t.Cleanup(srv.Close)
-	t.Cleanup(admin.EndStreams)
+	f := pgEventsAdmin(t, ctx, dsn, bc.Wait)
+	db, admin, srv := f.db, f.admin, f.srv
 
 	r := pending("01900000-0000-7000-8000-000000000001")
 	r.CreatedAt = time.Now().UTC()
@@ -102,4 +93,33 @@ func TestEventStreamDeliversALateCommit(t *testing.T) {
 	if len(page.Events) != 1 || page.Events[0].Actor != "late" || page.Next != second.id {
 		t.Errorf("page after %s = %+v; want the late event, next %s", first.id, page, second.id)
 	}
+}
+
+// pgAdmin is an admin API served over a Postgres store (pgEventsAdmin).
+type pgAdmin struct {
+	db    *sqlstore.DB
+	g     *gate.Gate
+	admin *api.Server
+	srv   *httptest.Server
+}
+
+// pgEventsAdmin opens the Postgres store at dsn and serves the admin API
+// over it: a gate allowing everything, holds of a minute, the event log
+// polled once an hour, so a stream hears of new events by changed when it
+// is not nil (see [api.Options.EventsChanged]). All of it is closed when
+// t ends.
+func pgEventsAdmin(t *testing.T, ctx context.Context, dsn string, changed func() <-chan struct{}) pgAdmin {
+	t.Helper()
+	db, err := sqlstore.Open(ctx, sqlstore.Config{Driver: sqlstore.DriverPostgres, DSN: dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	pol := &policy.Policy{Default: policy.Allow, Approval: policy.Approval{Timeout: time.Minute, Mode: "hold", Approvals: 1}}
+	g := gate.New(db, pol, nil)
+	admin := api.New(g, authenticate, &api.Options{Events: db, EventsChanged: changed, EventPoll: time.Hour})
+	srv := httptest.NewServer(admin)
+	t.Cleanup(srv.Close)
+	t.Cleanup(admin.EndStreams)
+	return pgAdmin{db: db, g: g, admin: admin, srv: srv}
 }

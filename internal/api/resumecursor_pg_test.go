@@ -4,17 +4,12 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"toolgate/internal/api"
 	"toolgate/internal/approval"
-	"toolgate/internal/gate"
-	"toolgate/internal/policy"
 	"toolgate/internal/store"
-	"toolgate/internal/store/sqlstore"
 	"toolgate/internal/store/sqlstore/pgtest"
 )
 
@@ -27,17 +22,8 @@ func TestEventStreamRefusesAForeignCursorOnPostgres(t *testing.T) {
 	dsn := pgtest.Fresh(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	db, err := sqlstore.Open(ctx, sqlstore.Config{Driver: sqlstore.DriverPostgres, DSN: dsn})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	pol := &policy.Policy{Default: policy.Allow, Approval: policy.Approval{Timeout: time.Minute, Mode: "hold", Approvals: 1}}
-	g := gate.New(db, pol, nil)
-	admin := api.New(g, authenticate, &api.Options{Events: db, EventPoll: time.Hour})
-	srv := httptest.NewServer(admin)
-	t.Cleanup(srv.Close)
-	t.Cleanup(admin.EndStreams)
+	f := pgEventsAdmin(t, ctx, dsn, nil)
+	db, g, srv := f.db, f.g, f.srv
 	for i, id := range []string{"01900000-0000-7000-8000-000000000001", "01900000-0000-7000-8000-000000000002"} {
 		r := pending(id)
 		r.CreatedAt = time.Now().UTC()
