@@ -60,12 +60,14 @@ func (l *Load) End() {
 	}
 }
 
-// InFlight returns the calls in flight now and the most since Follow
-// last looked.
+// InFlight returns the calls in flight now and the most since the last
+// look (Follow's or Look's).
 func (l *Load) InFlight() (now, most int64) { return l.cur.Load(), l.peak.Load() }
 
-// take returns the most calls in flight since the last take.
-func (l *Load) take() int64 { return l.peak.Swap(l.cur.Load()) }
+// Look returns the most calls in flight since the last look and begins a
+// new one from the calls in flight now. Follow looks every Every; a
+// second looker (a test) shares Follow's looks.
+func (l *Load) Look() int64 { return l.peak.Swap(l.cur.Load()) }
 
 // Follow sets the number of Ps with set from l until ctx ends, and then
 // sets def back. def is the default number (runtime.GOMAXPROCS(0) at
@@ -101,7 +103,7 @@ func Follow(ctx context.Context, l *Load, def int, set func(int), cpu func() tim
 		now := cpu()
 		busy := float64(now-used) > Busy*float64(Every)
 		used = now
-		if l.take() > 1 || busy {
+		if l.Look() > 1 || busy {
 			calm = 0
 			if cur != def {
 				set(def)
