@@ -109,14 +109,19 @@ func testLeanParkedGoroutines(t *testing.T, events bool) {
 	// poller: the connections' goroutines of net/http are gone.
 	// Goroutines on their way out (an admission that has just handed its
 	// call to the waiter, a connection's goroutine after the hijack) are
-	// waited for.
+	// waited for. The process's own goroutines may come and go meanwhile
+	// (database/sql's connection cleaner, an earlier test's last ones: a
+	// full package run under -race on a loaded machine once counted 4
+	// more with 0 waiters), so up to stray of them are let pass: a
+	// goroutine per parked call would be k more.
+	const stray = k / 2
 	for deadline := time.Now().Add(testWait); ; time.Sleep(5 * time.Millisecond) {
 		d := runtime.NumGoroutine() - before
-		if d <= waiting+2 {
+		if d <= waiting+stray {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d more goroutines with %d calls parked, want at most %d (%d waiters and the poller)", d, k, waiting+2, waiting)
+			t.Fatalf("%d more goroutines with %d calls parked, want at most %d (%d waiters, the poller and %d strays)", d, k, waiting+stray, waiting, stray-1)
 		}
 	}
 
