@@ -95,6 +95,7 @@ type detailView struct {
 	HeldBy    string
 	HeldUntil string
 	HeldLive  bool
+	HeldEnded bool // the call has ended: its holder lets the claim lapse
 	// CanGrant: the approve may remember a grant (a tool call, not a
 	// policy approval); Grant is what the approver typed for it.
 	CanGrant bool
@@ -121,6 +122,11 @@ func (s *Server) detailData(r *http.Request, c *session, id approval.ID) (*detai
 		Pending: a.State == "pending", ReasonText: visible(a.Reason), Consumed: human(a.ConsumedAt)}
 	if a.HeldBy != "" {
 		d.HeldBy = visible(a.HeldBy)
+		switch a.State {
+		case "denied", "expired", "cancelled", "invalidated":
+			d.HeldEnded = true
+		}
+		d.HeldEnded = d.HeldEnded || a.DispatchOutcome != ""
 		if !a.HeldUntil.IsZero() {
 			d.HeldUntil, d.HeldLive = human(a.HeldUntil), a.HeldUntil.After(now)
 		}

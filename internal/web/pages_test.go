@@ -413,6 +413,15 @@ func TestDetailShowsWhoHoldsTheCall(t *testing.T) {
 	ended := e.request(2, `{"a":2}`, func(r *approval.Request) {
 		r.HeldBy, r.LeaseUntil = "gw-gone-2", e.now.Add(-time.Hour).Truncate(time.Second)
 	})
+	ran := e.request(4, `{"a":4}`, func(r *approval.Request) {
+		r.HeldBy, r.LeaseUntil = "gw-done-4", e.now.Add(time.Hour).Truncate(time.Second)
+	})
+	if _, err := e.g.Review(t.Context(), ran.ID, approval.Principal{ID: "alice"}, approval.VerdictDeny, "no", ""); err != nil {
+		t.Fatal(err)
+	}
+	if page := b2(t, e).page("/ui/approvals/" + string(ran.ID)); !strings.Contains(page, "it held the call, which has ended") || strings.Contains(page, "renewed while it holds the call") {
+		t.Errorf("the detail of a denied call does not say its holder let go")
+	}
 	none := e.request(3, `{"a":3}`)
 	b := e.browser()
 	b.signIn(bobTok)
@@ -435,4 +444,12 @@ func TestDetailShowsWhoHoldsTheCall(t *testing.T) {
 	if page := b.page("/ui/approvals/" + string(none.ID)); strings.Contains(page, "Held by") {
 		t.Errorf("the detail of a call no instance held shows a holder")
 	}
+}
+
+// b2 is a browser signed in as bob.
+func b2(t *testing.T, e *env) *browser {
+	t.Helper()
+	b := e.browser()
+	b.signIn(bobTok)
+	return b
 }
