@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"toolgate/internal/api"
+	"toolgate/internal/approval"
 	"toolgate/internal/cli"
 	"toolgate/internal/gate"
 	"toolgate/internal/policy"
@@ -80,5 +81,38 @@ func TestShowSaysWhichInstanceHoldsTheCall(t *testing.T) {
 	}
 	if out := show(string(free.ID)); strings.Contains(out, "Held by") {
 		t.Errorf("show of a call no instance held says Held by:\n%s", out)
+	}
+}
+
+// TestShowOfAnEndedCallSaysNothingHoldsIt: once the call has ended (it
+// ran, or, here, it was denied) its holder's claim is left to lapse; show said
+// "its claim runs to …, renewed while it holds the call" for the seconds
+// until then, as if something still held it.
+func TestShowOfAnEndedCallSaysNothingHoldsIt(t *testing.T) {
+	db := sqlitetest.Open(t)
+	g := gate.New(db, &policy.Policy{Default: policy.Allow}, &gate.Options{Instance: "gw-east-7"})
+	srv := httptest.NewServer(api.New(g, authenticate, &api.Options{}))
+	t.Cleanup(srv.Close)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	ran := request("01900000-0000-7000-8000-000000000003")
+	ran.CreatedAt, ran.ExpiresAt = now, now.Add(time.Hour)
+	ran.Renew(g.Instance(), now.Add(30*time.Minute))
+	if err := db.CreateRequest(t.Context(), ran); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Review(t.Context(), ran.ID, approval.Principal{ID: "alice"}, approval.VerdictDeny, "no", ""); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := cli.Run(t.Context(), []string{"show", string(ran.ID)}, &out, &errb, func(k string) string {
+		return map[string]string{cli.EnvAddr: srv.URL, cli.EnvToken: "bob-tok"}[k]
+	}); code != 0 {
+		t.Fatalf("show: exit %d: %s", code, errb.String())
+	}
+	if want := "Held by:            gw-east-7 (it held the call, which has ended)"; !strings.Contains(out.String(), want) {
+		t.Errorf("show of a denied call lacks %q:\n%s", want, out.String())
+	}
+	if strings.Contains(out.String(), "renewed while it holds the call") {
+		t.Errorf("show of a denied call says it is still held:\n%s", out.String())
 	}
 }

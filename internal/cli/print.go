@@ -182,6 +182,9 @@ func printApproval(out io.Writer, a api.Approval, now time.Time) error {
 		// one store, the one whose log names this id.
 		held := a.HeldBy
 		switch {
+		case ended(a):
+			// Its holder lets the claim lapse once the call has ended.
+			held += " (it held the call, which has ended)"
 		case a.HeldUntil.IsZero():
 		case a.HeldUntil.After(now):
 			held += " (its claim runs to " + stamp(a.HeldUntil) + ", renewed while it holds the call)"
@@ -229,4 +232,15 @@ func stamp(t time.Time) string {
 		return "-"
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// ended reports whether nothing will run a's call any more: it ran (an
+// outcome is recorded) or it was decided against, expired, cancelled or
+// invalidated.
+func ended(a api.Approval) bool {
+	switch a.State {
+	case "denied", "expired", "cancelled", "invalidated":
+		return true
+	}
+	return a.DispatchOutcome != ""
 }

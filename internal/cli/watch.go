@@ -219,13 +219,18 @@ func eventDetail(ev api.Event, a api.Approval) string {
 		return fmt.Sprintf("by %s, rule %q, %d approval(s) needed, expires in %v: %s",
 			by, clean(a.Rule), max(a.RequiredApprovals, 1), max(left, 0), argsLine(a.Arguments))
 	case "reviewed":
-		for _, rv := range a.Reviews {
+		for i, rv := range a.Reviews {
 			if rv.By == ev.Actor {
 				s := fmt.Sprintf("%s by %s", clean(rv.Verdict), clean(rv.By))
 				if rv.Reason != "" {
 					s += ": " + clean(rv.Reason)
 				}
-				return s + fmt.Sprintf(" (%d of %d approvals)", approvals(a), max(a.RequiredApprovals, 1))
+				// The event carries the approval as it is when read: count
+				// the approving reviews up to this one, so a replayed first
+				// of two says "1 of 2", as it did live.
+				upTo := a
+				upTo.Reviews = a.Reviews[:i+1]
+				return s + fmt.Sprintf(" (%d of %d approvals)", approvals(upTo), max(a.RequiredApprovals, 1))
 			}
 		}
 		return "by " + clean(ev.Actor)

@@ -280,3 +280,45 @@ func TestWatchNamesTheGrant(t *testing.T) {
 		return
 	}
 }
+
+// TestWatchReplayCountsApprovalsAsOfEachReview: replayed with --since, the
+// first of two approving reviews says "1 of 2", not the count the request
+// has now (each event carries the approval as it is when read).
+func TestWatchReplayCountsApprovalsAsOfEachReview(t *testing.T) {
+	db := sqlitetest.Open(t)
+	g := gate.New(db, &policy.Policy{Default: policy.Allow}, nil)
+	srv := httptest.NewServer(api.New(g, authenticate, &api.Options{Events: db}))
+	t.Cleanup(srv.Close)
+	r := request("01900000-0000-7000-8000-000000000003")
+	r.CreatedAt = time.Now().UTC()
+	r.ExpiresAt = r.CreatedAt.Add(time.Hour)
+	r.RequiredApprovals = 2
+	if err := db.CreateRequest(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	for _, who := range []string{"alice", "bob"} {
+		if _, err := g.Review(t.Context(), r.ID, approval.Principal{ID: who}, approval.VerdictApprove, "ok by "+who, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	out := &lines{ch: make(chan string, 100)}
+	go cli.Run(ctx, []string{"watch", "--since", "0"}, out, &lines{ch: make(chan string, 100)}, func(k string) string {
+		return map[string]string{cli.EnvAddr: srv.URL, cli.EnvToken: "bob-tok"}[k]
+	})
+	want := [][]string{
+		{"requested", "2 approval(s) needed"},
+		{"reviewed", "approve by alice: ok by alice (1 of 2 approvals)"},
+		{"reviewed", "approve by bob: ok by bob (2 of 2 approvals)"},
+		{"approved", "by bob"},
+	}
+	for _, w := range want {
+		l := out.next(t)
+		for _, part := range w {
+			if !strings.Contains(l, part) {
+				t.Errorf("line %q, want it to contain %q", l, part)
+			}
+		}
+	}
+}

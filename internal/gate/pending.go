@@ -54,7 +54,7 @@ func progressOf(r approval.Request) string {
 
 // StatusMessage is a short account of where the call of approval r
 // stands, for a task's statusMessage: "awaiting approval <id>: 1 of 2
-// approvals; expires 12:05Z; <inbox link>" while pending, then what was
+// approvals; expires 12:05:30Z; <inbox link>" while pending, then what was
 // decided and whether the call ran. It carries no approver's free text
 // (a reason), which the model would read: denial reasons go in the
 // result only.
@@ -109,12 +109,14 @@ func cancelledWhy(reason string) string {
 	return "cancelled"
 }
 
-// shortTime writes t as 15:04Z (UTC), with the date in front when it is
-// not today's (UTC) by the gate's clock.
+// shortTime writes t as 15:04:05Z (UTC), with the date in front when it
+// is not today's (UTC) by the gate's clock. To the second: a rule's
+// timeout may be seconds long (to the minute, a 30-second request "timed
+// out: no decision before" a time before it was made).
 func (g *Gate) shortTime(t time.Time) string {
 	t = t.UTC()
 	if t.Format(time.DateOnly) == g.now().UTC().Format(time.DateOnly) {
-		return t.Format("15:04Z")
+		return t.Format("15:04:05Z")
 	}
-	return t.Format("2006-01-02 15:04Z")
+	return t.Format("2006-01-02 15:04:05Z")
 }

@@ -89,6 +89,13 @@ type detailView struct {
 	Expired    bool // pending past its deadline (the sweeper is about to expire it)
 	ReasonText string
 	Consumed   string
+	// HeldBy is the gateway instance that holds (or last held) the call,
+	// HeldUntil when its claim runs out, HeldLive whether that is still
+	// ahead (as `approvals show` prints them); empty when none held it.
+	HeldBy    string
+	HeldUntil string
+	HeldLive  bool
+	HeldEnded bool // the call has ended: its holder lets the claim lapse
 	// CanGrant: the approve may remember a grant (a tool call, not a
 	// policy approval); Grant is what the approver typed for it.
 	CanGrant bool
@@ -113,6 +120,17 @@ func (s *Server) detailData(r *http.Request, c *session, id approval.ID) (*detai
 	d := &detailView{row: newRow(a, c.caller, now), Mode: visible(a.Mode), Tenant: visible(a.Tenant),
 		Target: visible(a.Target), Base: a.BaseRevision, PolicyRev: visible(a.PolicyRevision),
 		Pending: a.State == "pending", ReasonText: visible(a.Reason), Consumed: human(a.ConsumedAt)}
+	if a.HeldBy != "" {
+		d.HeldBy = visible(a.HeldBy)
+		switch a.State {
+		case "denied", "expired", "cancelled", "invalidated":
+			d.HeldEnded = true
+		}
+		d.HeldEnded = d.HeldEnded || a.DispatchOutcome != ""
+		if !a.HeldUntil.IsZero() {
+			d.HeldUntil, d.HeldLive = human(a.HeldUntil), a.HeldUntil.After(now)
+		}
+	}
 	d.Expired = a.State == string(approval.StateExpired) || (d.Pending && !now.Before(a.ExpiresAt))
 	d.Policy = a.Kind == approval.KindSessionPolicy || a.Kind == approval.KindPolicyChange
 	d.CanGrant = !d.Policy

@@ -401,3 +401,55 @@ func TestDeeplyNestedArguments(t *testing.T) {
 		t.Error("the deepest value is not shown")
 	}
 }
+
+// TestDetailShowsWhoHoldsTheCall: the detail page names the gateway
+// instance that holds (or held) the call and when its claim runs out, as
+// the REST approval (held_by, held_until) and `approvals show` do.
+func TestDetailShowsWhoHoldsTheCall(t *testing.T) {
+	e := newEnv(t, nil)
+	live := e.request(1, `{"a":1}`, func(r *approval.Request) {
+		r.HeldBy, r.LeaseUntil = "gw-live-1", e.now.Add(time.Hour).Truncate(time.Second)
+	})
+	ended := e.request(2, `{"a":2}`, func(r *approval.Request) {
+		r.HeldBy, r.LeaseUntil = "gw-gone-2", e.now.Add(-time.Hour).Truncate(time.Second)
+	})
+	ran := e.request(4, `{"a":4}`, func(r *approval.Request) {
+		r.HeldBy, r.LeaseUntil = "gw-done-4", e.now.Add(time.Hour).Truncate(time.Second)
+	})
+	if _, err := e.g.Review(t.Context(), ran.ID, approval.Principal{ID: "alice"}, approval.VerdictDeny, "no", ""); err != nil {
+		t.Fatal(err)
+	}
+	if page := b2(t, e).page("/ui/approvals/" + string(ran.ID)); !strings.Contains(page, "it held the call, which has ended") || strings.Contains(page, "renewed while it holds the call") {
+		t.Errorf("the detail of a denied call does not say its holder let go")
+	}
+	none := e.request(3, `{"a":3}`)
+	b := e.browser()
+	b.signIn(bobTok)
+	for _, c := range []struct {
+		r    approval.Request
+		want []string
+	}{
+		{live, []string{"<dt>Held by</dt>", "gw-live-1", "its claim runs to " + live.LeaseUntil.UTC().Format("2006-01-02 15:04:05 UTC")}},
+		{ended, []string{"<dt>Held by</dt>", "gw-gone-2", "its claim ended at " + ended.LeaseUntil.UTC().Format("2006-01-02 15:04:05 UTC")}},
+	} {
+		for _, path := range []string{"/ui/approvals/" + string(c.r.ID), "/ui/fragment/approvals/" + string(c.r.ID)} {
+			page := b.page(path)
+			for _, w := range c.want {
+				if !strings.Contains(page, w) {
+					t.Errorf("%s does not contain %q", path, w)
+				}
+			}
+		}
+	}
+	if page := b.page("/ui/approvals/" + string(none.ID)); strings.Contains(page, "Held by") {
+		t.Errorf("the detail of a call no instance held shows a holder")
+	}
+}
+
+// b2 is a browser signed in as bob.
+func b2(t *testing.T, e *env) *browser {
+	t.Helper()
+	b := e.browser()
+	b.signIn(bobTok)
+	return b
+}
