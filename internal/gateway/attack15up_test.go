@@ -19,7 +19,11 @@ import (
 // head pre+"HTTP/1.1 200 OK" padded (an X-Pad header) to exactly size
 // bytes, 1xx answers in pre included, then the JSON answer msg; each
 // write of step bytes is flushed on its own (a TCP segment each: the
-// connection has no Nagle delay).
+// connection has no Nagle delay). The answer says Connection: close, as
+// the connection is closed after it: without it, toolgate could keep the
+// connection and send the next call on it before the close arrived (a
+// call that may have run, and never reached the upstream: 3 runs in 50
+// under load).
 func answerHead(t *testing.T, pre string, size, step int, msg string) func(http.ResponseWriter, *http.Request, json.RawMessage) {
 	t.Helper()
 	return func(w http.ResponseWriter, _ *http.Request, id json.RawMessage) {
@@ -30,7 +34,7 @@ func answerHead(t *testing.T, pre string, size, step int, msg string) func(http.
 		}
 		defer func() { _ = c.Close() }()
 		body := strings.ReplaceAll(msg, "$ID", string(id))
-		tail := fmt.Sprintf("Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+		tail := fmt.Sprintf("Content-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n", len(body))
 		head := pre + "HTTP/1.1 200 OK\r\n"
 		if size > 0 {
 			pad := size - len(head) - len("X-Pad: \r\n") - len(tail)

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -267,16 +269,54 @@ func TestLargeResults(t *testing.T) {
 func TestCallTimeout(t *testing.T) {
 	// Case C08 "mute": call_timeout fails the call with a JSON-RPC error that
 	// names it, and the upstream sees the cancellation.
+	//
+	// Under load the 100 ms can pass before the call's POST is written:
+	// the upstream then never sees the call, and the test waited for its
+	// end for good (until the package's timeout: once in a 50-run shard
+	// under load). A call is waited for only once it reached the
+	// upstream: an echo call answered after it (the upstream session's
+	// POSTs are written one after another) tells whether it did; else it
+	// is tried again.
 	h := newHooks()
-	sc := ServerConfig{Name: "up", URL: httpUpstream(t, newUpstreamServer(h)), CallTimeout: 100 * time.Millisecond}
+	var arrived atomic.Int32
+	srv := newUpstreamServer(h)
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			if bytes.Contains(body, []byte(`"name":"sleep"`)) {
+				arrived.Add(1)
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		sdk.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	sc := ServerConfig{Name: "up", URL: ts.URL, CallTimeout: 100 * time.Millisecond}
 	g := newGateway(t, []ServerConfig{sc}, allowAll(), nil)
 	cs := connectHTTP(t, serveHTTP(t, g, nil), aliceToken, nil, nil)
-	_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__sleep"})
-	var wire *jsonrpc.Error
-	if !errors.As(err, &wire) || wire.Code != CodeUpstreamTimeout || !strings.Contains(wire.Message, "call_timeout 100ms") {
-		t.Fatalf("CallTool = %v, want a JSON-RPC error %d naming call_timeout 100ms", err, CodeUpstreamTimeout)
+	for attempt := 1; ; attempt++ {
+		_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__sleep"})
+		var wire *jsonrpc.Error
+		if !errors.As(err, &wire) || wire.Code != CodeUpstreamTimeout || !strings.Contains(wire.Message, "call_timeout 100ms") {
+			t.Fatalf("CallTool = %v, want a JSON-RPC error %d naming call_timeout 100ms", err, CodeUpstreamTimeout)
+		}
+		// The echo is bound by call_timeout too: one that timed out is no
+		// sign either way, and the attempt is made again.
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__echo", Arguments: map[string]any{}})
+		if err == nil && !res.IsError && arrived.Load() > 0 {
+			break
+		}
+		if attempt == 10 {
+			t.Fatalf("none of %d calls seen to reach the upstream before its call_timeout (last echo: %v)", attempt, err)
+		}
 	}
-	if cause := <-h.ended; !errors.Is(cause, context.Canceled) {
-		t.Errorf("upstream handler ended with %v, want context.Canceled (notifications/cancelled)", cause)
+	select {
+	case cause := <-h.ended:
+		if !errors.Is(cause, context.Canceled) {
+			t.Errorf("upstream handler ended with %v, want context.Canceled (notifications/cancelled)", cause)
+		}
+	case <-time.After(testWait):
+		t.Fatal("the upstream's handler of the timed-out call did not end (no notifications/cancelled)")
 	}
 }

@@ -121,13 +121,21 @@ func (f *countFixture) inFlight(t *testing.T) int64 {
 // counts it; Options.Load does not).
 func (f *countFixture) waitUncounted(t *testing.T) {
 	t.Helper()
+	waitLoadZero(t, f.load)
+}
+
+// waitLoadZero waits until load counts no call in flight: a POST is
+// counted until its handler returns, a moment after its answer reached
+// the client. A count left behind fails it (after testWait).
+func waitLoadZero(t *testing.T, load *procs.Load) {
+	t.Helper()
 	deadline := time.Now().Add(testWait)
 	for {
-		if n, _ := f.load.InFlight(); n == 0 {
+		if n, _ := load.InFlight(); n == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			n, _ := f.load.InFlight()
+			n, _ := load.InFlight()
 			t.Fatalf("%d calls still counted in flight", n)
 		}
 		time.Sleep(time.Millisecond)
@@ -292,6 +300,11 @@ func TestSDKPathHeldCallLeavesNoCount(t *testing.T) {
 			ev := newClientEvents()
 			cs := connectHTTP(t, f.base, aliceToken, ev, nil)
 			waitInitialized(t, f.g, cs.ID())
+			// The client's notifications/initialized POST is counted until
+			// its handler returns, which can be after the hold below.
+			if n := f.inFlight(t); n != 0 {
+				t.Fatalf("in flight before the call: %d, want 0", n)
+			}
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			id, done := f.holdSDK(t, ctx, cs, ev, 2)

@@ -29,6 +29,32 @@ func parkedStacks(frame string) []string {
 	return out
 }
 
+// goroutineIDs returns the ids of the goroutines of a dump's stacks.
+func goroutineIDs(stacks []string) map[string]bool {
+	ids := map[string]bool{}
+	for _, g := range stacks {
+		if f := strings.Fields(g); len(f) > 1 && f[0] == "goroutine" {
+			ids[f[1]] = true
+		}
+	}
+	return ids
+}
+
+// newGoroutines is the stacks of the goroutines not in existing, except
+// those containing frame: what a test that counts goroutines prints when
+// the count is over (a flake seen twice in 60 runs under load, cause not
+// known yet).
+func newGoroutines(existing map[string]bool, frame string) string {
+	var b strings.Builder
+	for _, g := range parkedStacks("goroutine ") {
+		if f := strings.Fields(g); len(f) > 1 && !existing[f[1]] && !strings.Contains(g, frame) {
+			b.WriteString(g)
+			b.WriteString("\n\n")
+		}
+	}
+	return b.String()
+}
+
 // waitParkedCount waits until the park hook counted n parked calls (a
 // call's request is pending, admitted on the connection's goroutine,
 // just before it is parked).
@@ -76,6 +102,7 @@ func testLeanParkedGoroutines(t *testing.T, events bool) {
 		waiting = 0
 	}
 	before := runtime.NumGoroutine()
+	existing := goroutineIDs(parkedStacks("goroutine "))
 	conns := make([]io.Closer, 0, k)
 	for i := range k {
 		c, host := dialRaw(t, base)
@@ -121,7 +148,8 @@ func testLeanParkedGoroutines(t *testing.T, events bool) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d more goroutines with %d calls parked, want at most %d (%d waiters, the poller and %d strays)", d, k, waiting+stray, waiting, stray-1)
+			t.Fatalf("%d more goroutines with %d calls parked, want at most %d (%d waiters, the poller and %d strays); the new ones but the waiters:\n%s",
+				d, k, waiting+stray, waiting, stray-1, newGoroutines(existing, "(*leanHold).waitParked"))
 		}
 	}
 

@@ -22,7 +22,10 @@ func TestHTTPFrontCountsRequestsInFlight(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("call: %v %+v", err, res)
 	}
-	if n, peak := load.InFlight(); n != 0 || peak < 1 {
-		t.Fatalf("in flight after the call: %d (most %d), want 0 (most at least 1)", n, peak)
+	if _, peak := load.InFlight(); peak < 1 {
+		t.Fatalf("most in flight after the call: %d, want at least 1", peak)
 	}
+	// The call's POST is counted until its handler returns, a moment
+	// after the client has the answer: waited for, not read at once.
+	waitLoadZero(t, load)
 }

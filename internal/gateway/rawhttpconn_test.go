@@ -20,9 +20,52 @@ import (
 
 // h1ConnTracker follows the connections of an httptest server.
 type h1ConnTracker struct {
-	mu    sync.Mutex
-	state map[net.Conn]http.ConnState
-	seen  map[string]bool // the remote addresses of all connections so far
+	mu      sync.Mutex
+	state   map[net.Conn]http.ConnState
+	seen    map[string]bool // the remote addresses of all connections so far
+	streams map[string]bool // the remote addresses of connections that carried a GET
+}
+
+// wrap notes the connections that carry a GET (an event stream that
+// stays open: a connection active for good) and serves h.
+func (ct *h1ConnTracker) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			ct.mu.Lock()
+			if ct.streams == nil {
+				ct.streams = map[string]bool{}
+			}
+			ct.streams[r.RemoteAddr] = true
+			ct.mu.Unlock()
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// settled reports whether h1's pool holds every connection the server
+// has served a POST on: no POST is being served and each connection
+// idle at the server is in the pool, none on its way back to it (an
+// answer is read, and the connection released, a moment after the call's
+// result is passed on).
+func (ct *h1ConnTracker) settled(h1 *h1Transport) bool {
+	h1.mu.Lock()
+	pooled := map[string]bool{}
+	for _, lc := range h1.idle {
+		pooled[lc.c.LocalAddr().String()] = true
+	}
+	h1.mu.Unlock()
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	for c, s := range ct.state {
+		a := c.RemoteAddr().String()
+		if ct.streams[a] {
+			continue
+		}
+		if s != http.StateIdle || !pooled[a] {
+			return false
+		}
+	}
+	return len(pooled) > 0
 }
 
 func (ct *h1ConnTracker) hook(c net.Conn, s http.ConnState) {
@@ -61,7 +104,7 @@ func newH1Fixture(t *testing.T, jsonAnswers bool) (*rawHTTPFixture, *h1ConnTrack
 	t.Helper()
 	up, _ := newScriptedUpstream(t, jsonAnswers)
 	ct := &h1ConnTracker{}
-	ts := httptest.NewUnstartedServer(up)
+	ts := httptest.NewUnstartedServer(ct.wrap(up))
 	ts.Config.ConnState = ct.hook
 	ts.Start()
 	t.Cleanup(ts.Close)
@@ -114,11 +157,10 @@ func TestH1UpstreamClosedIdleConnection(t *testing.T) {
 			f.up.takeCalls()
 			// The first call's connection is idle once its answer was
 			// read (JSON), or once its stream's end was drained (SSE).
-			waitUntil(t, func() bool {
-				h1.mu.Lock()
-				defer h1.mu.Unlock()
-				return len(h1.idle) > 0
-			})
+			// Every connection is waited for: one still on its way back
+			// to the pool, not closed below, was taken by the next call
+			// (1 run in 30 under load).
+			waitUntil(t, func() bool { return ct.settled(h1) })
 			dials := h1.dials.Load()
 			// Until every pooled connection has seen its FIN here (the
 			// server marks a connection idle just after its answer).
