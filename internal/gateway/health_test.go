@@ -140,8 +140,12 @@ func TestBusyUpstreamStaysConnected(t *testing.T) {
 	t.Cleanup(stop) // before ts.Close: the stream tool must end
 
 	var logs logBuffer
+	// A busy check is one whose ping timed out with bytes from the
+	// upstream meanwhile (progress every 2 ms): at a 250 ms timeout a
+	// loaded -race run once had a goroutine unscheduled for all of it (1
+	// run in 30 at load 40–49); a second costs this test ≈ 9 s.
 	g := newGateway(t, []ServerConfig{{Name: "up", URL: ts.URL}}, allowAll(),
-		&Options{Logger: logs.logger(), HealthInterval: 20 * time.Millisecond, pingTimeout: 250 * time.Millisecond})
+		&Options{Logger: logs.logger(), HealthInterval: 20 * time.Millisecond, pingTimeout: time.Second})
 	cs := connectHTTP(t, serveHTTP(t, g, nil), aliceToken, nil, nil)
 	first := waitUpstream(t, g, "up", nil)
 

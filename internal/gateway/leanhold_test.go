@@ -223,7 +223,10 @@ func answerOf(t *testing.T, lines <-chan string) (data string, beats int) {
 // the approval stays pending).
 func TestLeanHeldCallKeepsItsSessionAndEndsWithIt(t *testing.T) {
 	verifyNoLeaks(t)
-	const idle = 300 * time.Millisecond
+	// idle bounds the agent's connect too (initialize to its
+	// notifications/initialized): at 300 ms a loaded -race run lost the
+	// session before the call was sent (1 run in 20 or fewer).
+	const idle = time.Second
 	f := newLeanFixture(t, &HTTPOptions{SessionTimeout: idle, HeartbeatFirst: idle / 4, Heartbeat: idle / 4})
 	cs := connectHTTP(t, f.base, aliceToken, nil, nil)
 	sid, version := cs.ID(), cs.InitializeResult().ProtocolVersion
