@@ -290,6 +290,13 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 		// (httpreached.go).
 		s.markRanStatus()
 	}
+	if id != nil {
+		// An answer the SDK would end its session on fails only this
+		// request (sdkbreak.go).
+		if r := brokenStatus(resp, id, t.log); r != nil {
+			return r, nil
+		}
+	}
 	if resp.StatusCode != http.StatusOK {
 		return resp, nil
 	}
