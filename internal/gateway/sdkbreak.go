@@ -47,7 +47,7 @@ func brokenAnswerResponse(id json.RawMessage, why string) []byte {
 	b, _ := json.Marshal(map[string]any{
 		"jsonrpc": "2.0",
 		"id":      id,
-		"error": map[string]any{"code": codeBrokenAnswer, "message": "the upstream's answer was broken (" + why + ")",
+		"error": map[string]any{"code": codeBrokenAnswer, "message": "the upstream sent a malformed response (" + why + ")",
 			"data": json.RawMessage(brokenAnswerData)},
 	})
 	return b
@@ -67,7 +67,7 @@ func isBrokenAnswer(wire *jsonrpc.Error) bool {
 // broken: a failure saying the call may have run, recorded as a
 // transport error.
 func (u *upstream) brokenAnswerFailure(ctx context.Context, tool string, wire *jsonrpc.Error, err error) *callFailure {
-	u.log.WarnContext(ctx, "upstream answer broken; the call fails and may have run", "tool", tool, "err", wire.Message)
+	u.log.DebugContext(ctx, "call failed: the upstream answer was broken", "tool", tool, "err", wire.Message)
 	return &callFailure{
 		msg:     fmt.Sprintf("upstream %q: tool %q: %s; the call may have run", u.name, tool, wire.Message),
 		outcome: approval.OutcomeTransportError,
