@@ -336,34 +336,6 @@ func slotRequestID(body []byte, s *slot) json.RawMessage {
 	return m.ID
 }
 
-// captureMessage fills s from data if data is the response with id, and
-// reports whether it was. A progress notification in data goes to routes
-// (if not nil).
-func captureMessage(s *slot, id json.RawMessage, data []byte, routes *progressRoutes) bool {
-	var m struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
-		Result json.RawMessage `json:"result"`
-	}
-	if json.Unmarshal(data, &m) != nil {
-		return false
-	}
-	if len(m.ID) == 0 {
-		if m.Method == methodProgress && routes != nil {
-			routes.relayWire(m.Params)
-		}
-		return false
-	}
-	if !bytes.Equal(bytes.TrimSpace(m.ID), bytes.TrimSpace(id)) {
-		return false
-	}
-	if len(m.Result) > 0 {
-		s.set(m.Result)
-	}
-	return true
-}
-
 // withRawNumbers replaces structuredContent and _meta of res, the result
 // as the SDK decoded it, with their bytes in raw, the same result as
 // received, so that their numbers pass through unchanged; the upstream's
