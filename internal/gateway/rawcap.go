@@ -293,7 +293,7 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	if id != nil {
 		// An answer the SDK would end its session on fails only this
 		// request (sdkbreak.go).
-		if r := brokenStatus(resp, id, t.log); r != nil {
+		if r := brokenStatus(req.Context(), resp, id, t.log); r != nil {
 			return r, nil
 		}
 	}

@@ -153,14 +153,14 @@ func sameID(a, b json.RawMessage) bool {
 	return x == y // strings or float64s
 }
 
-// brokenStatus returns, for resp, the answer to the tools/call POST with
+// brokenStatus returns, for resp (ctx is its request's, for the log), the answer to the tools/call POST with
 // id, the JSON answer the SDK gets in its place when the SDK would end its
 // session on it: a 2xx answer that is neither JSON nor an event stream,
 // or a status other than 401, 403 (left to the SDK: credentials), 404
 // (the session is gone; handled before), 500, 429, 502, 503, 504 (the SDK
 // fails only the call; httpreached.go) without a JSON-RPC error body. It returns nil when
 // resp goes to the SDK as it is.
-func brokenStatus(resp *http.Response, id json.RawMessage, log *slog.Logger) *http.Response {
+func brokenStatus(ctx context.Context, resp *http.Response, id json.RawMessage, log *slog.Logger) *http.Response {
 	code := resp.StatusCode
 	var why string
 	switch {
@@ -186,7 +186,7 @@ func brokenStatus(resp *http.Response, id json.RawMessage, log *slog.Logger) *ht
 	}
 	_ = resp.Body.Close()
 	if log != nil {
-		log.WarnContext(context.Background(), "upstream answer broken; its call fails and may have run", "why", why)
+		log.WarnContext(ctx, "upstream answer broken; its call fails and may have run", "why", why)
 	}
 	b := brokenAnswerResponse(id, why)
 	return &http.Response{
