@@ -46,12 +46,20 @@ func (t *jsonLimit) load() io.Reader {
 	}
 	buf, err := io.ReadAll(io.LimitReader(t.body, int64(t.max)+1))
 	if err != nil {
-		return io.MultiReader(bytes.NewReader(buf), iotestErrReader{err})
+		// The SDK would end its session on the read error: only this
+		// call fails (sdkbreak.go).
+		return t.broken("the body ended early or could not be read")
 	}
 	if len(buf) > t.max {
 		return t.tooLarge(t.size)
 	}
-	captureMessage(t.s, t.id, buf, nil)
+	result, why := checkAnswer(buf, t.id)
+	if why != "" {
+		return t.broken(why)
+	}
+	if len(result) > 0 {
+		t.s.set(result)
+	}
 	return bytes.NewReader(buf)
 }
 
@@ -61,7 +69,9 @@ func (t *jsonLimit) tooLarge(n int64) io.Reader {
 	return bytes.NewReader(resultTooLargeResponse(t.id, n, t.max))
 }
 
-// iotestErrReader returns err on every Read.
-type iotestErrReader struct{ err error }
-
-func (r iotestErrReader) Read([]byte) (int, error) { return 0, r.err }
+// broken logs why the JSON answer is broken (never its bytes) and returns
+// the error response the SDK gets in its place.
+func (t *jsonLimit) broken(why string) io.Reader {
+	t.log.WarnContext(context.Background(), "upstream answer broken; its call fails and may have run", "why", why, "id", string(t.id))
+	return bytes.NewReader(brokenAnswerResponse(t.id, why))
+}

@@ -290,6 +290,13 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 		// (httpreached.go).
 		s.markRanStatus()
 	}
+	if id != nil {
+		// An answer the SDK would end its session on fails only this
+		// request (sdkbreak.go).
+		if r := brokenStatus(req.Context(), resp, id, t.log); r != nil {
+			return r, nil
+		}
+	}
 	if resp.StatusCode != http.StatusOK {
 		return resp, nil
 	}
@@ -327,34 +334,6 @@ func slotRequestID(body []byte, s *slot) json.RawMessage {
 		return nil
 	}
 	return m.ID
-}
-
-// captureMessage fills s from data if data is the response with id, and
-// reports whether it was. A progress notification in data goes to routes
-// (if not nil).
-func captureMessage(s *slot, id json.RawMessage, data []byte, routes *progressRoutes) bool {
-	var m struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
-		Result json.RawMessage `json:"result"`
-	}
-	if json.Unmarshal(data, &m) != nil {
-		return false
-	}
-	if len(m.ID) == 0 {
-		if m.Method == methodProgress && routes != nil {
-			routes.relayWire(m.Params)
-		}
-		return false
-	}
-	if !bytes.Equal(bytes.TrimSpace(m.ID), bytes.TrimSpace(id)) {
-		return false
-	}
-	if len(m.Result) > 0 {
-		s.set(m.Result)
-	}
-	return true
 }
 
 // withRawNumbers replaces structuredContent and _meta of res, the result

@@ -45,6 +45,7 @@ type sseTee struct {
 	event []byte // the raw lines of the current event
 	data  []byte // the joined data of the current event
 	done  bool   // the slot was filled
+	named bool   // the current event has a name other than "message"
 	err   error  // the body's read error, returned once out is drained
 
 	// The current event is larger than max: it is scanned, not kept.
@@ -81,12 +82,7 @@ func (t *sseTee) Read(p []byte) (int, error) {
 		t.feed(p[:n])
 		if err != nil {
 			t.err = err
-			// An unterminated last event goes out as it came (an
-			// over-large one is gone).
-			t.out = append(t.out, t.event...)
-			t.out = append(t.out, t.line...)
-			t.event, t.line = nil, nil
-			t.over, t.head, t.scan = false, nil, idScanner{}
+			t.end() // sdkbreak.go
 		}
 	}
 	n := copy(p, t.out)
@@ -215,28 +211,43 @@ func (t *sseTee) logger() *slog.Logger {
 func (t *sseTee) endLine() {
 	raw := t.line
 	line := bytes.TrimRight(raw, "\r\n")
-	t.event = append(t.event, raw...)
-	t.line = t.line[:0]
 	if len(line) > 0 {
-		field, value, _ := bytes.Cut(line, []byte(":"))
-		if string(field) == "data" {
+		field, value, found := bytes.Cut(line, []byte(":"))
+		if !found {
+			// The SDK ends its session on a line without a colon
+			// (sdkbreak.go); for SSE it names a field with an empty
+			// value, which no event of MCP's has: dropped.
+			t.line = t.line[:0]
+			return
+		}
+		t.event = append(t.event, raw...)
+		t.line = t.line[:0]
+		switch string(field) {
+		case "data":
 			if len(t.data) > 0 {
 				t.data = append(t.data, '\n')
 			}
 			t.data = append(t.data, bytes.TrimSpace(value)...)
+		case "event":
+			name := string(bytes.TrimSpace(value))
+			t.named = name != "" && name != "message"
 		}
 		return
 	}
+	t.event = append(t.event, raw...)
+	t.line = t.line[:0]
 	// The blank line: the event is complete.
 	t.out = append(t.out, t.endEvent()...)
-	t.event, t.data = t.event[:0], t.data[:0]
+	t.event, t.data, t.named = t.event[:0], t.data[:0], false
 }
 
 // endEvent acts on the complete event and returns the bytes the SDK gets
 // for it.
 func (t *sseTee) endEvent() []byte {
-	if len(t.data) == 0 || t.done {
-		return t.event // nothing follows a POST's result
+	if len(t.data) == 0 || t.done || t.named {
+		// Nothing follows a POST's result; the SDK skips events with
+		// another name than "message".
+		return t.event
 	}
 	if t.s == nil {
 		// A response (no method) matters only to a slot: passed on
@@ -247,27 +258,36 @@ func (t *sseTee) endEvent() []byte {
 		}
 	}
 	var m struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
+		upAnswer
 		Params json.RawMessage `json:"params"`
-		Result json.RawMessage `json:"result"`
 	}
 	if json.Unmarshal(t.data, &m) != nil {
-		return t.event
+		return t.brokenEvent("not a JSON-RPC message")
+	}
+	var method string
+	if m.Method != nil {
+		if json.Unmarshal(*m.Method, &method) != nil {
+			return t.brokenEvent("the method is not a string")
+		}
+		if err := sdkDecodable(t.data); err != nil {
+			return t.brokenEvent(err.Error())
+		}
+	} else if why := checkResponseShape(t.data, &m.upAnswer); why != "" {
+		return t.brokenEvent(why)
 	}
 	switch {
-	case m.Method == "":
-		if t.s != nil && !t.done && len(m.ID) > 0 && bytes.Equal(bytes.TrimSpace(m.ID), bytes.TrimSpace(t.id)) {
+	case method == "":
+		if t.s != nil && !t.done && len(m.ID) > 0 && sameID(m.ID, t.id) {
 			if len(m.Result) > 0 {
 				t.s.set(m.Result)
 			}
 			t.done = true
 		}
-	case len(m.ID) == 0 && m.Method == methodProgress:
+	case len(m.ID) == 0 && method == methodProgress:
 		if t.routes != nil {
 			t.routes.relayWire(m.Params)
 		}
-	case len(m.ID) == 0 && m.Method == methodLog:
+	case len(m.ID) == 0 && method == methodLog:
 		if t.up != nil {
 			// A response body's reader has no context of its own.
 			t.up.routeLog(context.Background(), t.origin, t.owner, m.Params)

@@ -168,6 +168,8 @@ func (u *upstream) callError(ctx, cctx context.Context, c *upConn, tool string, 
 			// The request never reached the upstream (HTTP: its POST failed).
 			u.checkHealth()
 			return u.unavailable(ctx, tool, "the call could not be sent to it; nothing was run", approval.OutcomeTransportError, err)
+		case isBrokenAnswer(wire):
+			return u.brokenAnswerFailure(ctx, tool, wire, err)
 		case isResultTooLarge(wire):
 			return &callFailure{msg: fmt.Sprintf("upstream %q: tool %q: %s", u.name, tool, wire.Message), outcome: approval.OutcomeToolError, cause: err}
 		}

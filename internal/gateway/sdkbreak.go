@@ -1,0 +1,270 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"toolgate/internal/approval"
+)
+
+// One broken answer, one failed call (branch sdkbreak). The go-sdk
+// v1.8.0 streamable client ends its whole session, and with it every call
+// in flight on it, on a broken answer to one POST: a JSON body it cannot
+// read to its end or decode (streamableClientConn.handleJSON calls fail),
+// an event stream line without a colon or an event it cannot decode
+// (processStream calls fail), a non-2xx status other than 404 and the
+// transient 500, 429, 502, 503 and 504 without a JSON-RPC error body (Write calls fail on
+// checkResponse's error), and a 2xx answer that is neither JSON nor an
+// event stream (Write returns an error the jsonrpc2 connection keeps as
+// its writeErr). An answer to another id is dropped by jsonrpc2, and the
+// call waits for call_timeout. captureRoundTripper (rawcap.go) checks
+// every answer to a tools/call on the SDK path before the SDK reads it and
+// puts in place of a broken one a JSON-RPC error response to that call
+// (brokenAnswerResponse): the SDK hands it to that call alone, and
+// callError reports it as "may have run" (the upstream had the call).
+
+// codeBrokenAnswer is the code of the error response the gateway puts in
+// place of an upstream's broken answer to a call; with brokenAnswerData it
+// is recognised (isBrokenAnswer) and reported as "may have run".
+const codeBrokenAnswer = -32014
+
+// brokenAnswerData marks the data of brokenAnswerResponse's error.
+const brokenAnswerData = `{"toolgate":"broken_answer"}`
+
+// brokenAnswerResponse is the JSON-RPC error response to id that replaces
+// the upstream's broken answer to it (why says what was wrong; never any
+// of the answer's bytes, which may hold the call's data).
+func brokenAnswerResponse(id json.RawMessage, why string) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0",
+		"id":      id,
+		"error": map[string]any{"code": codeBrokenAnswer, "message": "the upstream sent a malformed response (" + why + ")",
+			"data": json.RawMessage(brokenAnswerData)},
+	})
+	return b
+}
+
+// isBrokenAnswer reports whether wire is the gateway's own
+// brokenAnswerResponse error.
+func isBrokenAnswer(wire *jsonrpc.Error) bool {
+	if wire.Code != codeBrokenAnswer {
+		return false
+	}
+	var d struct{ Toolgate string }
+	return json.Unmarshal(wire.Data, &d) == nil && d.Toolgate == "broken_answer"
+}
+
+// brokenAnswerFailure is what the agent gets for a call whose answer was
+// broken: a failure saying the call may have run, recorded as a
+// transport error.
+func (u *upstream) brokenAnswerFailure(ctx context.Context, tool string, wire *jsonrpc.Error, err error) *callFailure {
+	u.log.DebugContext(ctx, "call failed: the upstream answer was broken", "tool", tool, "err", wire.Message)
+	return &callFailure{
+		msg:     fmt.Sprintf("upstream %q: tool %q: %s; the call may have run", u.name, tool, wire.Message),
+		outcome: approval.OutcomeTransportError,
+		cause:   err,
+	}
+}
+
+// upAnswer is the part of a JSON-RPC message checkAnswer reads.
+type upAnswer struct {
+	JSONRPC *string          `json:"jsonrpc"`
+	ID      json.RawMessage  `json:"id"`
+	Method  *json.RawMessage `json:"method"`
+	Result  json.RawMessage  `json:"result"`
+	Error   json.RawMessage  `json:"error"`
+}
+
+// checkAnswer returns "" when data is a JSON-RPC response to id that the
+// go-sdk decodes, with its result (nil for an error response), and
+// otherwise why it is not.
+func checkAnswer(data []byte, id json.RawMessage) (json.RawMessage, string) {
+	var m upAnswer
+	if json.Unmarshal(data, &m) != nil {
+		return nil, "not a JSON-RPC message"
+	}
+	if why := checkResponseShape(data, &m); why != "" {
+		return nil, why
+	}
+	if m.Method != nil {
+		return nil, "a request where the answer was due"
+	}
+	if !sameID(m.ID, id) {
+		return nil, "an answer to another id"
+	}
+	return m.Result, ""
+}
+
+// checkResponseShape returns "" when the decoded message m (of data) has
+// what the go-sdk's decoder requires of a response, and otherwise why not.
+func checkResponseShape(data []byte, m *upAnswer) string {
+	if m.JSONRPC == nil || *m.JSONRPC != "2.0" {
+		return `"jsonrpc" is not "2.0"`
+	}
+	if jsonDepth(data) > maxJSONDepth {
+		return fmt.Sprintf("nested deeper than %d levels", maxJSONDepth)
+	}
+	if e := bytes.TrimSpace(m.Error); len(e) > 0 && string(e) != "null" && !wireErrorShape(e) {
+		return "an error that is not a JSON-RPC error object"
+	}
+	return ""
+}
+
+// wireErrorShape reports whether e is an object whose code (if any) is an
+// int64 and whose message (if any) is a string, as the go-sdk decodes it.
+func wireErrorShape(e []byte) bool {
+	var w struct {
+		Code    *json.Number `json:"code"`
+		Message *string      `json:"message"`
+	}
+	if e[0] != '{' || json.Unmarshal(e, &w) != nil {
+		return false
+	}
+	if w.Code != nil {
+		if _, err := strconv.ParseInt(w.Code.String(), 10, 64); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// sameID reports whether the JSON ids a and b are the same id.
+func sameID(a, b json.RawMessage) bool {
+	a, b = bytes.TrimSpace(a), bytes.TrimSpace(b)
+	if bytes.Equal(a, b) {
+		return true
+	}
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return x == y // strings or float64s
+}
+
+// brokenStatus returns, for resp (ctx is its request's, for the log), the answer to the tools/call POST with
+// id, the JSON answer the SDK gets in its place when the SDK would end its
+// session on it: a 2xx answer that is neither JSON nor an event stream,
+// or a status other than 401, 403 (left to the SDK: credentials), 404
+// (the session is gone; handled before), 500, 429, 502, 503, 504 (the SDK
+// fails only the call; httpreached.go) without a JSON-RPC error body. It returns nil when
+// resp goes to the SDK as it is.
+func brokenStatus(ctx context.Context, resp *http.Response, id json.RawMessage, log *slog.Logger) *http.Response {
+	code := resp.StatusCode
+	var why string
+	switch {
+	case code == http.StatusUnauthorized || code == http.StatusForbidden || code == http.StatusNotFound ||
+		code == http.StatusInternalServerError || code == http.StatusTooManyRequests || code == http.StatusBadGateway || code == http.StatusServiceUnavailable ||
+		code == http.StatusGatewayTimeout:
+		return nil
+	case code >= 200 && code < 300:
+		ct := resp.Header.Get("Content-Type")
+		if mediaTypeIs(ct, mediaJSON) || mediaTypeIs(ct, mediaEventStream) {
+			return nil
+		}
+		why = fmt.Sprintf("HTTP %d that is neither JSON nor an event stream", code)
+	default:
+		// The SDK fails only the call when the body is a JSON-RPC
+		// error response; it reads the body whole for that.
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody+1))
+		if err == nil && len(body) <= maxErrorBody && isWireErrorResponse(body) {
+			resp.Body = readCloser{Reader: bytes.NewReader(body), c: resp.Body}
+			return nil
+		}
+		why = fmt.Sprintf("HTTP status %d", code)
+	}
+	_ = resp.Body.Close()
+	if log != nil {
+		log.WarnContext(ctx, "upstream answer broken; its call fails and may have run", "why", why)
+	}
+	b := brokenAnswerResponse(id, why)
+	return &http.Response{
+		Status: "200 OK", StatusCode: http.StatusOK, Proto: resp.Proto, ProtoMajor: resp.ProtoMajor, ProtoMinor: resp.ProtoMinor,
+		Header:        http.Header{"Content-Type": {mediaJSON}},
+		Body:          io.NopCloser(bytes.NewReader(b)),
+		ContentLength: int64(len(b)),
+		Request:       resp.Request,
+	}
+}
+
+// maxErrorBody bounds the body of a non-2xx answer read to see whether it
+// is a JSON-RPC error response.
+const maxErrorBody = 64 << 10
+
+// isWireErrorResponse reports whether body is a JSON-RPC response with an
+// error the go-sdk decodes.
+func isWireErrorResponse(body []byte) bool {
+	var m upAnswer
+	if json.Unmarshal(body, &m) != nil || m.Method != nil || checkResponseShape(body, &m) != "" {
+		return false
+	}
+	e := bytes.TrimSpace(m.Error)
+	return len(e) > 0 && string(e) != "null"
+}
+
+// brokenEvent returns what the SDK gets in place of the current event,
+// whose message it cannot decode (why): the error response to its request
+// when the event answers one (an id and no method), else nothing. The
+// event's bytes are never logged.
+func (t *sseTee) brokenEvent(why string) []byte {
+	var scan idScanner
+	scan.feed(t.data)
+	if scan.method || classifyID(scan.id) != idOK {
+		t.logger().WarnContext(context.Background(), "upstream SSE: dropped an event the SDK cannot decode",
+			"why", why, "bytes", len(t.data))
+		return nil
+	}
+	t.logger().WarnContext(context.Background(), "upstream answer broken; its request fails and may have run",
+		"why", why, "id", string(scan.id))
+	if t.s != nil && sameID(scan.id, t.id) {
+		t.done = true
+	}
+	return brokenEventBytes(scan.id, why)
+}
+
+// brokenEventBytes is the event carrying brokenAnswerResponse(id, why).
+func brokenEventBytes(id json.RawMessage, why string) []byte {
+	b := append([]byte("event: message\ndata: "), brokenAnswerResponse(id, why)...)
+	return append(b, "\n\n"...)
+}
+
+// end handles the end of the stream (t.err is set). An unterminated last
+// event is handled as a whole one (the SDK dispatches it at the end of
+// its input) and fails its request if it is cut; an over-large one is
+// gone. When a POST's stream for a call with a slot broke (an event cut
+// short, or a read error) before the call's answer, the SDK gets an error
+// response to the call in its place: it would otherwise end its session
+// on the cut event, or resume the stream with Last-Event-ID, which
+// toolgate does not do for a call (the raw path fails the call).
+func (t *sseTee) end() {
+	cut := t.over || len(t.line) > 0 || len(t.event) > 0
+	if !t.over {
+		if len(t.line) > 0 {
+			t.line = append(t.line, '\n')
+			t.endLine()
+		}
+		if len(t.event) > 0 {
+			t.out = append(t.out, t.endEvent()...)
+		}
+	}
+	t.event, t.line, t.data, t.named = nil, nil, nil, false
+	t.over, t.head, t.scan = false, nil, idScanner{}
+	if (cut || !errors.Is(t.err, io.EOF)) && t.s != nil && t.id != nil && !t.done {
+		why := "the event stream broke before the answer"
+		t.logger().WarnContext(context.Background(), "upstream answer broken; its request fails and may have run",
+			"why", why, "id", string(t.id))
+		t.out = append(t.out, brokenEventBytes(t.id, why)...)
+		t.done = true
+	}
+}

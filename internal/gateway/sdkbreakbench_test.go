@@ -1,0 +1,54 @@
+package gateway
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/gate"
+	"toolgate/internal/policy"
+)
+
+// BenchmarkCallSDKPathHTTP is an allowed call on the SDK path (it carries
+// a progress token, so the lean front hands it to the go-sdk) to an HTTP
+// upstream answering in JSON (/json) or with an event stream (/sse): the
+// path whose answers captureRoundTripper checks before the SDK reads them
+// (sdkbreak.go). Interleave runs of two trees to compare them:
+//
+//	go test -run '^$' -bench CallSDKPathHTTP -benchtime 2000x -count 5 ./internal/gateway/
+func BenchmarkCallSDKPathHTTP(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		json bool
+	}{{"json", true}, {"sse", false}} {
+		b.Run(c.name, func(b *testing.B) {
+			s := newUpstreamServer(nil)
+			up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{JSONResponse: c.json}))
+			b.Cleanup(up.Close)
+			g, err := New(b.Context(), []ServerConfig{{Name: "up", URL: up.URL}}, gate.New(nil, policy.NewHolder(benchPolicy), nil), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = g.Close() })
+			h, err := g.Handler(testAuth, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ts := httptest.NewServer(h)
+			b.Cleanup(ts.Close)
+			cs := benchConnect(b, ts.URL+"/mcp", aliceToken)
+			p := &mcp.CallToolParams{Name: "up__echo", Arguments: benchArgs}
+			p.SetProgressToken("bench")
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				res, err := cs.CallTool(b.Context(), p)
+				if err != nil || res.IsError {
+					b.Fatalf("call: %v %+v", err, res)
+				}
+			}
+		})
+	}
+}
