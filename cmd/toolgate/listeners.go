@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"syscall"
+	"time"
 
 	"toolgate/internal/api"
 	"toolgate/internal/config"
@@ -15,6 +16,11 @@ import (
 	"toolgate/internal/httpserve"
 	"toolgate/internal/telemetry"
 )
+
+// agentKeepAlive is the base of the agent listener's TCP keep-alive (Go's
+// default period): each connection's idle time before its first probe is
+// drawn from [agentKeepAlive, 2·agentKeepAlive).
+const agentKeepAlive = 15 * time.Second
 
 // listener is one open HTTP listener with, once attached, its handler.
 type listener struct {
@@ -57,11 +63,14 @@ func bindListeners(ctx context.Context, p plan, log *slog.Logger) (_ *listeners,
 		}
 	}()
 	if p.mcpAddr != "" {
-		var nlc net.ListenConfig
+		// Keep-alive is set per connection, out of step (held calls'
+		// connections are silent for minutes: httpserve.SpreadKeepAlive).
+		nlc := net.ListenConfig{KeepAlive: -1}
 		ln, err := nlc.Listen(ctx, "tcp", p.mcpAddr)
 		if err != nil {
 			return nil, fmt.Errorf("listen.mcp: %w", err)
 		}
+		ln = httpserve.SpreadKeepAlive(ln, agentKeepAlive)
 		lns.list = append(lns.list, listener{name: "mcp", url: "http://" + ln.Addr().String() + "/mcp", ln: ln})
 	}
 	if p.adminAddr != "" {

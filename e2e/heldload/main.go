@@ -24,12 +24,15 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -57,6 +60,14 @@ func run(ctx context.Context) int {
 		*sessions = max(1, *n/100)
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: *n, MaxConnsPerHost: 0}
+	if os.Getenv("HELDLOAD_KEEPALIVE") == "spread" {
+		// Each connection's TCP keep-alive idle time drawn from [15 s, 30 s)
+		// (as toolgate's agent listener does), instead of Go's 15 s for all:
+		// agents on many hosts do not probe in step, one process that
+		// connected n times in a burst does (docs/performance.md,
+		// "Keep-alive probes in step").
+		tr.DialContext = spreadDial
+	}
 	tokens := strings.Split(os.Getenv("TESTCLIENT_TOKENS"), ",")
 	if tokens[0] == "" {
 		tokens = []string{os.Getenv("TESTCLIENT_TOKEN")}
@@ -125,4 +136,23 @@ func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.base.RoundTrip(r)
+}
+
+// spreadDial dials with TCP keep-alive whose idle time is drawn per
+// connection from [15 s, 30 s) in whole seconds; unanswered probes every
+// 15 s, nine of them close the connection (Go's defaults otherwise).
+func spreadDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := net.Dialer{KeepAlive: -1}
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		idle := 15*time.Second + rand.N[time.Duration](15)*time.Second
+		if err := tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: idle, Interval: 15 * time.Second, Count: 9}); err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
 }
