@@ -359,9 +359,8 @@ func TestH1MisbehavingAnswers(t *testing.T) {
 			if n := len(f.up.takeCalls()); n != 1 {
 				t.Errorf("%s %s: the upstream got %d tools/call POSTs, want 1", path, c.name, n)
 			}
-			// The next call works; on the SDK path once the go-sdk
-			// client's session, which a broken answer fails for every
-			// call on it, is open again.
+			// The next call works (TestSDKPathBrokenAnswerFailsOnlyItsCall:
+			// at once, on the same session, since branch sdkbreak).
 			f.untilWorks(t, call, fmt.Sprintf("%s-%d-next", path, i))
 		}
 	}
