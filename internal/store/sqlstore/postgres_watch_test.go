@@ -194,6 +194,11 @@ func TestWatchReconnects(t *testing.T) {
 		// catch-up after the reconnect can report it.
 		silent := testID(100 + round)
 		writeSilently(t, b, silent)
+		// The catch-up reads the change feed, which shows the write
+		// only once older transactions on the server have ended (other
+		// packages' tests share it): read before that, it missed the
+		// write and, the poll being an hour, nothing called changed.
+		feedShowsAll(t, b)
 		var ok bool
 		if err := b.sql.QueryRowContext(t.Context(), `SELECT pg_terminate_backend($1)`, old).Scan(&ok); err != nil || !ok {
 			t.Fatalf("pg_terminate_backend(%d) = %v, %v", old, ok, err)
