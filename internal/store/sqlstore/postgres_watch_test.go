@@ -393,3 +393,75 @@ func TestParseNotification(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchCatchesUpPastAnOlderTransaction: a write committed while
+// Watch's listening connection is down is hidden from the feed, and so
+// from the reconnection's catch-up, while an older transaction elsewhere
+// on the server is open; once that one ends, Watch reads the feed again
+// and reports the write without waiting for the safety poll (an hour
+// here). Seen as a flaky TestWatchReconnects and
+// TestHeldCallsDecidedAcrossInstancesOnPostgres (internal/gate) when
+// other packages' tests held transactions on the shared server.
+func TestWatchCatchesUpPastAnOlderTransaction(t *testing.T) {
+	dsn := pgtest.Fresh(t)
+	a, b := openTest(t, noPoll(dsn)), openTest(t, noPoll(dsn))
+	w := startWatch(t, a)
+	w.expect(t, "after connecting", "")
+	listeners := func() []uint32 {
+		t.Helper()
+		rows, err := b.sql.QueryContext(t.Context(), `SELECT pid FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = $1`, WatchApplicationName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = rows.Close() }()
+		var pids []uint32
+		for rows.Next() {
+			var pid uint32
+			if err := rows.Scan(&pid); err != nil {
+				t.Fatal(err)
+			}
+			pids = append(pids, pid)
+		}
+		return pids
+	}
+	old := listeners()
+	if len(old) != 1 {
+		t.Fatalf("listening backends = %v, want one", old)
+	}
+
+	// An older transaction with an xid, open on a connection of its own.
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.WithoutCancel(t.Context())) })
+	older, err := conn.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := older.Exec(t.Context(), `SELECT pg_current_xact_id()`); err != nil {
+		t.Fatal(err)
+	}
+	silent := testID(300)
+	writeSilently(t, b, silent) // no NOTIFY: only a catch-up can report it
+	var ok bool
+	if err := b.sql.QueryRowContext(t.Context(), `SELECT pg_terminate_backend($1)`, old[0]).Scan(&ok); err != nil || !ok {
+		t.Fatalf("pg_terminate_backend(%d) = %v, %v", old[0], ok, err)
+	}
+	// Wait for the reconnection (its catch-up runs while older is open).
+	for {
+		if now := listeners(); len(now) == 1 && now[0] != old[0] {
+			break
+		}
+		select {
+		case id := <-w.calls:
+			t.Fatalf("changed(%q) before the older transaction ended", id)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := older.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	w.expectAmong(t, "after the older transaction ended", silent)
+}
