@@ -1,0 +1,89 @@
+package sqlstore
+
+import (
+	"context"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"toolgate/internal/approval"
+)
+
+// TestRenewLeasesCancelledMidStream: a renewal of more than two
+// statements' worth of ids (renewBatch) whose context is cancelled at
+// every point of its run, one run after another, either answers every id
+// renewed and every request then has the new lease, or answers an error
+// and no id; never some ids, and never a half-renewed set: all the
+// requests' leases stay equal (each the one of the last renewal that
+// committed), so no held call believes its lease was renewed when it was
+// not (attack16).
+func TestRenewLeasesCancelledMidStream(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.driver, func(t *testing.T) {
+			db := openTest(t, b.fresh(t))
+			const n = 2*renewBatch + 10
+			ns := make([]int, n)
+			for i := range ns {
+				ns[i] = i + 1
+			}
+			ids := createHeld(t, db, "gw-a", t0.Add(time.Minute), ns...)
+			// A request settled before the runs: never answered.
+			if _, err := db.UpdateRequest(t.Context(), ids[5], "bob", func(r *approval.Request) error { return r.Cancel(t0.Add(time.Second)) }); err != nil {
+				t.Fatal(err)
+			}
+			live := slices.Delete(slices.Clone(ids), 5, 6)
+			asked := slices.Clone(ids)
+			slices.Reverse(asked) // unsorted: the answer follows the order asked
+			want := slices.Clone(live)
+			slices.Reverse(want)
+			errs, oks := 0, 0
+			for i := range 60 {
+				until := t0.Add(time.Duration(10+i) * time.Minute)
+				ctx, cancel := context.WithCancel(t.Context())
+				yielded := make(chan struct{})
+				go func() {
+					defer close(yielded)
+					for range i * 3 {
+						runtime.Gosched()
+					}
+					cancel()
+				}()
+				got, err := db.RenewLeases(ctx, "gw-a", asked, until)
+				<-yielded
+				if err != nil {
+					errs++
+					if got != nil {
+						t.Fatalf("run %d: an error (%v) with ids answered renewed: %d of them", i, err, len(got))
+					}
+				} else {
+					oks++
+					if !slices.Equal(got, want) {
+						t.Fatalf("run %d: renewed %d ids, want the %d live ones in the order asked", i, len(got), len(want))
+					}
+				}
+				// All or nothing: every live request has one lease, and a
+				// renewal that answered has given it.
+				first, err := db.GetRequest(t.Context(), live[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != nil && !first.LeaseUntil.Equal(until) {
+					t.Fatalf("run %d: answered renewed, but the lease is %s, want %s", i, first.LeaseUntil, until)
+				}
+				for _, id := range []approval.ID{live[renewBatch-1], live[renewBatch], live[len(live)-1]} {
+					r, err := db.GetRequest(t.Context(), id)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !r.LeaseUntil.Equal(first.LeaseUntil) || r.HeldBy != "gw-a" {
+						t.Fatalf("run %d: %s holds %q to %s, %s to %s: a half-renewed set", i, id, r.HeldBy, r.LeaseUntil, live[0], first.LeaseUntil)
+					}
+				}
+			}
+			t.Logf("%d runs renewed, %d ended by the cancellation", oks, errs)
+			// Whatever the runs did, a renewal afterwards answers them all.
+			mustRenew(t, db, "gw-a", asked, t0.Add(time.Hour), want...)
+		})
+	}
+}
