@@ -2,8 +2,11 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,6 +87,110 @@ func TestRenewLeasesCancelledMidStream(t *testing.T) {
 			t.Logf("%d runs renewed, %d ended by the cancellation", oks, errs)
 			// Whatever the runs did, a renewal afterwards answers them all.
 			mustRenew(t, db, "gw-a", asked, t0.Add(time.Hour), want...)
+		})
+	}
+}
+
+// errNotLapsed refuses a take-over of a request whose lease still runs.
+var errNotLapsed = errors.New("the lease still runs")
+
+// TestRenewLeasesRacingTakeOvers: while gw-a renews its leases on more
+// than a statement's worth of requests (their leases lapsed as of now),
+// gw-b takes over each one whose lease it reads lapsed, from four
+// goroutines, and a fifth cancels some. No request is both answered
+// renewed to gw-a and taken over by gw-b (two instances believing they
+// hold one call), and each answered renewed is held by gw-a at the end.
+// The renewal starts once 40 take-overs were tried, so some come before
+// it, some during it and the rest after it
+// (attack16).
+func TestRenewLeasesRacingTakeOvers(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.driver, func(t *testing.T) {
+			db := openTest(t, b.fresh(t))
+			ctx := t.Context()
+			const n = renewBatch + 150
+			ns := make([]int, n)
+			for i := range ns {
+				ns[i] = i + 1
+			}
+			ids := createHeld(t, db, "gw-a", t0.Add(time.Minute), ns...)
+			mustRenew(t, db, "gw-a", ids, t0.Add(time.Minute), ids...) // marked: the lease is the instance's
+			now := t0.Add(5 * time.Minute)                               // gw-a's lease has lapsed
+
+			var (
+				wg    sync.WaitGroup
+				mu    sync.Mutex
+				taken = map[approval.ID]bool{}
+				start = make(chan struct{})
+				some  = make(chan struct{}) // closed once 40 take-overs were tried
+				tried atomic.Int64
+			)
+			for w := range 4 {
+				wg.Go(func() {
+					<-start
+					for i := w; i < n; i += 4 {
+						id := ids[(i*7)%n]
+						_, err := db.UpdateRequest(ctx, id, "gw-b", func(r *approval.Request) error {
+							if r.State.Terminal() || r.HeldBy != "gw-a" || now.Before(r.LeaseUntil) {
+								return errNotLapsed
+							}
+							r.Renew("gw-b", now.Add(time.Hour))
+							return nil
+						})
+						if tried.Add(1) == 40 {
+							close(some)
+						}
+						switch {
+						case err == nil:
+							mu.Lock()
+							taken[id] = true
+							mu.Unlock()
+						case !errors.Is(err, errNotLapsed):
+							t.Errorf("take-over of %s: %v", id, err)
+						}
+					}
+				})
+			}
+			wg.Go(func() {
+				<-start
+				for i := 0; i < n; i += 9 {
+					if _, err := db.UpdateRequest(ctx, ids[i], "bob", func(r *approval.Request) error {
+						if r.State.Terminal() {
+							return errNotLapsed
+						}
+						return r.Cancel(now)
+					}); err != nil && !errors.Is(err, errNotLapsed) {
+						t.Errorf("cancel of %s: %v", ids[i], err)
+					}
+				}
+			})
+			var renewed []approval.ID
+			var rerr error
+			wg.Go(func() {
+				<-some // the renewal runs amid the take-overs, not before them
+				renewed, rerr = db.RenewLeases(ctx, "gw-a", ids, now.Add(10*time.Minute))
+			})
+			close(start)
+			wg.Wait()
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			if !slices.IsSorted(renewed) {
+				t.Error("renewed ids not in the order asked")
+			}
+			for _, id := range renewed {
+				if taken[id] {
+					t.Errorf("%s: answered renewed to gw-a and taken over by gw-b", id)
+				}
+				r, err := db.GetRequest(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.HeldBy != "gw-a" {
+					t.Errorf("%s: answered renewed to gw-a, held by %q", id, r.HeldBy)
+				}
+			}
+			t.Logf("%d renewed, %d taken over, of %d", len(renewed), len(taken), n)
 		})
 	}
 }
