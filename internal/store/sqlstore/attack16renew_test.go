@@ -115,7 +115,7 @@ func TestRenewLeasesRacingTakeOvers(t *testing.T) {
 			}
 			ids := createHeld(t, db, "gw-a", t0.Add(time.Minute), ns...)
 			mustRenew(t, db, "gw-a", ids, t0.Add(time.Minute), ids...) // marked: the lease is the instance's
-			now := t0.Add(5 * time.Minute)                               // gw-a's lease has lapsed
+			now := t0.Add(5 * time.Minute)                             // gw-a's lease has lapsed
 
 			var (
 				wg    sync.WaitGroup
