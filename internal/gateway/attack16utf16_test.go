@@ -143,3 +143,28 @@ func TestRepairUTF8LoneSurrogates(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRepairUTF8Escaped: repairUTF8's cost on a valid result whose
+// text has escapes (a line break and a quote every 10 bytes, 1 KB): each
+// backslash is looked at for a lone surrogate.
+func BenchmarkRepairUTF8Escaped(b *testing.B) {
+	raw := json.RawMessage(`{"content":[{"type":"text","text":"` + strings.Repeat(`abcdefg\n\"`, 100) + `"}]}`)
+	for b.Loop() {
+		if len(repairUTF8(raw)) != len(raw) {
+			b.Fatal("changed")
+		}
+	}
+}
+
+// BenchmarkRepairUTF8Unicode: repairUTF8's cost on a valid result written
+// as Python's json.dumps writes text by default (ensure_ascii: every
+// non-ASCII character a \u escape, an emoji a surrogate pair), 1 KB: each
+// \u escape is looked at.
+func BenchmarkRepairUTF8Unicode(b *testing.B) {
+	raw := json.RawMessage(`{"content":[{"type":"text","text":"` + strings.Repeat(`caf\u00e9 \ud83d\ude00 `, 40) + `"}]}`)
+	for b.Loop() {
+		if len(repairUTF8(raw)) != len(raw) {
+			b.Fatal("changed")
+		}
+	}
+}

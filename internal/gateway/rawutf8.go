@@ -47,19 +47,33 @@ func repairUTF8(raw json.RawMessage) json.RawMessage {
 }
 
 // hasLoneSurrogate reports whether raw (valid JSON) has a \u escape of a
-// UTF-16 surrogate that is not half of a high-low pair of escapes.
+// UTF-16 surrogate that is not half of a high-low pair of escapes. It
+// looks only at each "\u" (one vectorized search when there is none),
+// and further only at those of a surrogate: after an odd run of
+// backslashes, "\u" is text after an escaped backslash.
 func hasLoneSurrogate(raw []byte) bool {
 	for i := 0; ; {
-		j := bytes.IndexByte(raw[i:], '\\')
+		j := bytes.Index(raw[i:], []byte(`\u`))
 		if j < 0 {
 			return false
 		}
-		i += j
-		n := escapeLen(raw[i:])
-		if n == 6 && isSurrogateEscape(raw[i:]) {
-			return true
+		p := i + j
+		i = p + 2
+		if p+2 >= len(raw) || raw[p+2]|0x20 != 'd' || !isSurrogateEscape(raw[p:]) {
+			continue
 		}
-		i += n
+		k := p
+		for k > 0 && raw[k-1] == '\\' {
+			k--
+		}
+		if (p-k)%2 == 1 {
+			continue // "\\u": an escaped backslash, then a u
+		}
+		if escapeLen(raw[p:]) == 12 {
+			i = p + 12 // a high-low pair
+			continue
+		}
+		return true
 	}
 }
 

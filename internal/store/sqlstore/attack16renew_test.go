@@ -13,8 +13,8 @@ import (
 	"toolgate/internal/approval"
 )
 
-// TestRenewLeasesCancelledMidStream: a renewal of more than two
-// statements' worth of ids (renewBatch) whose context is cancelled at
+// TestRenewLeasesCancelledMidStream: a renewal of more than a
+// statement's worth of ids (renewBatch) whose context is cancelled at
 // every point of its run, one run after another, either answers every id
 // renewed and every request then has the new lease, or answers an error
 // and no id; never some ids, and never a half-renewed set: all the
@@ -25,7 +25,7 @@ func TestRenewLeasesCancelledMidStream(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.driver, func(t *testing.T) {
 			db := openTest(t, b.fresh(t))
-			const n = 2*renewBatch + 10
+			const n = renewBatch + 10
 			ns := make([]int, n)
 			for i := range ns {
 				ns[i] = i + 1
@@ -41,13 +41,13 @@ func TestRenewLeasesCancelledMidStream(t *testing.T) {
 			want := slices.Clone(live)
 			slices.Reverse(want)
 			errs, oks := 0, 0
-			for i := range 60 {
+			for i := range 30 {
 				until := t0.Add(time.Duration(10+i) * time.Minute)
 				ctx, cancel := context.WithCancel(t.Context())
 				yielded := make(chan struct{})
 				go func() {
 					defer close(yielded)
-					for range i * 3 {
+					for range i * 6 {
 						runtime.Gosched()
 					}
 					cancel()
@@ -108,7 +108,7 @@ func TestRenewLeasesRacingTakeOvers(t *testing.T) {
 		t.Run(b.driver, func(t *testing.T) {
 			db := openTest(t, b.fresh(t))
 			ctx := t.Context()
-			const n = renewBatch + 150
+			const n = renewBatch + 60
 			ns := make([]int, n)
 			for i := range ns {
 				ns[i] = i + 1
