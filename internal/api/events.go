@@ -230,6 +230,18 @@ func (s *Server) resumeCursor(ctx context.Context, v, what string) (store.Cursor
 			return c, nil
 		}
 	}
+	if p, ok := s.events.(prunedLog); ok {
+		// Retention may have pruned c's event since the reads above (it
+		// was kept when first was read): at or before the pruned prefix
+		// now, c is a cursor this log gave out (attack16).
+		now, err := p.PrunedThrough(ctx)
+		if err != nil {
+			return c, fmt.Errorf("read the pruned prefix of the change feed: %w", err)
+		}
+		if !now.Before(c) {
+			return c, nil
+		}
+	}
 	return c, foreign("no event of the log has it")
 }
 
