@@ -31,45 +31,8 @@ func TestDispatchOutcomes(t *testing.T) {
 	cs := connectHTTP(t, serveHTTP(t, gw, nil), aliceToken, nil, nil)
 	approver := approval.Principal{ID: "carol", Kind: "human"}
 
-	// approveNext approves the one pending request and returns its id.
-	approveNext := func() approval.ID {
-		t.Helper()
-		deadline := time.Now().Add(testWait)
-		for {
-			rs, _, err := db.ListRequests(t.Context(), store.Filter{State: approval.StatePending})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(rs) == 1 {
-				if _, err := g.Review(t.Context(), rs[0].ID, approver, approval.VerdictApprove, "", ""); err != nil {
-					t.Fatal(err)
-				}
-				return rs[0].ID
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d pending requests, want 1", len(rs))
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	// outcome waits until request id records its dispatch outcome.
-	outcome := func(id approval.ID) approval.Outcome {
-		t.Helper()
-		deadline := time.Now().Add(testWait)
-		for {
-			r, err := db.GetRequest(t.Context(), id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.DispatchOutcome != approval.OutcomeNone {
-				return r.DispatchOutcome
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("request %s has no dispatch outcome (state %s)", id, r.State)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	approveNext := func() approval.ID { t.Helper(); return approveOnlyPending(t, db, g, approver) }
+	outcome := func(id approval.ID) approval.Outcome { t.Helper(); return waitOutcome(t, db, id) }
 
 	t.Run("cancelled after dispatch", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
@@ -130,4 +93,46 @@ func TestDispatchOutcomes(t *testing.T) {
 			t.Errorf("outcome %q, want %q", o, approval.OutcomeTransportError)
 		}
 	})
+}
+
+// approveOnlyPending waits until db has exactly one pending request,
+// approves it through g as approver and returns its id.
+func approveOnlyPending(t *testing.T, db store.Store, g *gate.Gate, approver approval.Principal) approval.ID {
+	t.Helper()
+	deadline := time.Now().Add(testWait)
+	for {
+		rs, _, err := db.ListRequests(t.Context(), store.Filter{State: approval.StatePending})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) == 1 {
+			if _, err := g.Review(t.Context(), rs[0].ID, approver, approval.VerdictApprove, "", ""); err != nil {
+				t.Fatal(err)
+			}
+			return rs[0].ID
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pending requests, want 1", len(rs))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitOutcome waits until request id records its dispatch outcome.
+func waitOutcome(t *testing.T, db store.Store, id approval.ID) approval.Outcome {
+	t.Helper()
+	deadline := time.Now().Add(testWait)
+	for {
+		r, err := db.GetRequest(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.DispatchOutcome != approval.OutcomeNone {
+			return r.DispatchOutcome
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("request %s has no dispatch outcome (state %s)", id, r.State)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

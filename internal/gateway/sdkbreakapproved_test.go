@@ -11,7 +11,6 @@ import (
 	"toolgate/internal/approval"
 	"toolgate/internal/gate"
 	"toolgate/internal/policy"
-	"toolgate/internal/store"
 	"toolgate/internal/store/sqlstore/sqlitetest"
 )
 
@@ -37,43 +36,8 @@ func TestApprovedCallsBesideABrokenAnswer(t *testing.T) {
 	gw := newGateway(t, []ServerConfig{{Name: "up", URL: url}}, g, nil)
 	cs := connectHTTP(t, serveHTTP(t, gw, nil), aliceToken, nil, nil)
 	approver := approval.Principal{ID: "carol", Kind: "human"}
-	approveNext := func() approval.ID {
-		t.Helper()
-		deadline := time.Now().Add(testWait)
-		for {
-			rs, _, err := db.ListRequests(t.Context(), store.Filter{State: approval.StatePending})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(rs) == 1 {
-				if _, err := g.Review(t.Context(), rs[0].ID, approver, approval.VerdictApprove, "", ""); err != nil {
-					t.Fatal(err)
-				}
-				return rs[0].ID
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d pending requests, want 1", len(rs))
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	outcome := func(id approval.ID) approval.Outcome {
-		t.Helper()
-		deadline := time.Now().Add(testWait)
-		for {
-			r, err := db.GetRequest(t.Context(), id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.DispatchOutcome != approval.OutcomeNone {
-				return r.DispatchOutcome
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("request %s recorded no outcome", id)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	approveNext := func() approval.ID { t.Helper(); return approveOnlyPending(t, db, g, approver) }
+	outcome := func(id approval.ID) approval.Outcome { t.Helper(); return waitOutcome(t, db, id) }
 	call := func(tool string) chan *mcp.CallToolResult {
 		done := make(chan *mcp.CallToolResult, 1)
 		go func() {
