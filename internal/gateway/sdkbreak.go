@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strconv"
 
@@ -169,8 +170,11 @@ func brokenStatus(ctx context.Context, resp *http.Response, id json.RawMessage, 
 		code == http.StatusGatewayTimeout:
 		return nil
 	case code >= 200 && code < 300:
-		ct := resp.Header.Get("Content-Type")
-		if mediaTypeIs(ct, mediaJSON) || mediaTypeIs(ct, mediaEventStream) {
+		// The SDK reads the media type with mime.ParseMediaType and
+		// takes one it cannot parse (a bad or repeated parameter) for
+		// none at all: it ends its session on that as well (review16).
+		mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+		if err == nil && (mt == mediaJSON || mt == mediaEventStream) {
 			return nil
 		}
 		why = fmt.Sprintf("HTTP %d that is neither JSON nor an event stream", code)
