@@ -9,7 +9,10 @@ import (
 // review16Cases are answers a second reader of sdkbreak tried: valid
 // answers in forms the go-sdk reads (want the whole result) and a content
 // type whose parameters mime.ParseMediaType rejects, which the go-sdk
-// reads as no content type at all and ends its session on.
+// reads as no content type at all, and keys in another case than the
+// go-sdk's case-sensitive decoder reads (it ends its session on each of
+// these "(bad)" answers); and a response with a null id on the stream
+// before the answer (the go-sdk ends its session on that event too).
 func review16Cases() []struct {
 	name string
 	raw  func(id string) string
@@ -46,8 +49,18 @@ func review16Cases() []struct {
 				"data:{\"jsonrpc\":\"2.0\",\"id\":\"srv-1\",\"method\":\"ping\"}\r\n\r\n" +
 				"id: 7\r\ndata: " + r[:25] + "\r\ndata: " + r[25:] + "\r\n\r\n"
 		}},
-		{"JSON media type with a bad parameter", func(id string) string { return body("application/json; charset", result(id)) }},
-		{"event stream media type with a bad parameter", func(id string) string {
+		{"JSON answer with keys ID and JSONRPC (bad)", func(id string) string {
+			return body("application/json", `{"JSONRPC":"2.0","ID":`+id+`,"result":{"content":[{"type":"text","text":"whole"}]}}`)
+		}},
+		{"event answer with key ID (bad)", func(id string) string {
+			return sse("text/event-stream") + "data: " + `{"jsonrpc":"2.0","ID":` + id + `,"result":{"content":[{"type":"text","text":"whole"}]}}` + "\n\n"
+		}},
+		{"event with a null id before the answer", func(id string) string {
+			return sse("text/event-stream") + "data: " + `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}` + "\n\n" +
+				"data: " + result(id) + "\n\n"
+		}},
+		{"JSON media type with a bad parameter (bad)", func(id string) string { return body("application/json; charset", result(id)) }},
+		{"event stream media type with a bad parameter (bad)", func(id string) string {
 			return sse("text/event-stream; a=1; a=2") + "event: message\ndata: " + result(id) + "\n\n"
 		}},
 	}
@@ -69,7 +82,7 @@ func TestReview16AnswersOnSDKPath(t *testing.T) {
 		<-h.arrived
 		got := f.sdkCall(t, fmt.Sprintf("broken-%d", i), "vendor", `{}`)
 		whole := strings.Contains(got, `"text":"whole"`) && !strings.Contains(got, `"isError":true`)
-		valid := !strings.Contains(c.name, "bad parameter")
+		valid := !strings.HasSuffix(c.name, "(bad)")
 		if valid && !whole {
 			t.Errorf("%s: got %q, want the whole result", c.name, got)
 		}

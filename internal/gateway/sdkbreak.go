@@ -83,6 +83,27 @@ type upAnswer struct {
 	Method  *json.RawMessage `json:"method"`
 	Result  json.RawMessage  `json:"result"`
 	Error   json.RawMessage  `json:"error"`
+	Params  json.RawMessage  `json:"params"`
+}
+
+// decode fills m from data as the go-sdk's decoder reads it: its keys
+// match exactly ("id", never "ID", which encoding/json would also take
+// for it; the go-sdk then finds no id and ends its session: review16).
+func (m *upAnswer) decode(data []byte) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return err
+	}
+	*m = upAnswer{ID: obj["id"], Result: obj["result"], Error: obj["error"], Params: obj["params"]}
+	if v, ok := obj["jsonrpc"]; ok {
+		if err := json.Unmarshal(v, &m.JSONRPC); err != nil {
+			return err
+		}
+	}
+	if v, ok := obj["method"]; ok {
+		m.Method = &v
+	}
+	return nil
 }
 
 // checkAnswer returns "" when data is a JSON-RPC response to id that the
@@ -90,7 +111,7 @@ type upAnswer struct {
 // otherwise why it is not.
 func checkAnswer(data []byte, id json.RawMessage) (json.RawMessage, string) {
 	var m upAnswer
-	if json.Unmarshal(data, &m) != nil {
+	if m.decode(data) != nil {
 		return nil, "not a JSON-RPC message"
 	}
 	if why := checkResponseShape(data, &m); why != "" {
@@ -210,7 +231,7 @@ const maxErrorBody = 64 << 10
 // error the go-sdk decodes.
 func isWireErrorResponse(body []byte) bool {
 	var m upAnswer
-	if json.Unmarshal(body, &m) != nil || m.Method != nil || checkResponseShape(body, &m) != "" {
+	if m.decode(body) != nil || m.Method != nil || checkResponseShape(body, &m) != "" {
 		return false
 	}
 	e := bytes.TrimSpace(m.Error)
