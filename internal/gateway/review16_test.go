@@ -102,3 +102,25 @@ func TestReview16AnswersOnSDKPath(t *testing.T) {
 		}
 	}
 }
+
+// TestReview16UpstreamErrorWithRejectedCode: an upstream's own JSON-RPC
+// error answer to a call, with code -32005 (in the range JSON-RPC leaves
+// to servers, and the go-sdk's code for "rejected by transport"), comes
+// after the upstream had the call: the agent must never read "nothing was
+// run" for it, on the SDK path or the lean path.
+func TestReview16UpstreamErrorWithRejectedCode(t *testing.T) {
+	verifyNoLeaks(t)
+	f := newRawHTTPFixture(t, true, ServerConfig{}, nil)
+	h1Of(t, f.g)
+	f.up.set("vendor", answerBytes(t, false, func(id string) string {
+		b := `{"jsonrpc":"2.0","id":` + id + `,"error":{"code":-32005,"message":"quota exceeded after the write"}}`
+		return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
+	}))
+	for name, call := range map[string]func(*testing.T, string, string, string) string{"sdk": f.sdkCall, "lean": f.call} {
+		got := call(t, "rej-"+name, "vendor", `{}`)
+		if strings.Contains(got, "nothing was run") {
+			t.Errorf("%s path: got %q, which says nothing was run for a call the upstream answered", name, got)
+		}
+		f.up.takeCalls()
+	}
+}
