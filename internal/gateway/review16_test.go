@@ -55,6 +55,12 @@ func review16Cases() []struct {
 		{"event answer with key ID (bad)", func(id string) string {
 			return sse("text/event-stream") + "data: " + `{"jsonrpc":"2.0","ID":` + id + `,"result":{"content":[{"type":"text","text":"whole"}]}}` + "\n\n"
 		}},
+		{"JSON error answer with a code in a string (bad)", func(id string) string {
+			return body("application/json", `{"jsonrpc":"2.0","id":`+id+`,"error":{"code":"5","message":"m"}}`)
+		}},
+		{"JSON error answer with keys Code and code", func(id string) string {
+			return body("application/json", `{"jsonrpc":"2.0","id":`+id+`,"error":{"Code":"x","code":1,"message":"upstream's own error"}}`)
+		}},
 		{"event with a null id before the answer", func(id string) string {
 			return sse("text/event-stream") + "data: " + `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}` + "\n\n" +
 				"data: " + result(id) + "\n\n"
@@ -83,7 +89,11 @@ func TestReview16AnswersOnSDKPath(t *testing.T) {
 		got := f.sdkCall(t, fmt.Sprintf("broken-%d", i), "vendor", `{}`)
 		whole := strings.Contains(got, `"text":"whole"`) && !strings.Contains(got, `"isError":true`)
 		valid := !strings.HasSuffix(c.name, "(bad)")
-		if valid && !whole {
+		own := strings.Contains(c.name, "Code and code")
+		if own && !strings.Contains(got, "upstream's own error") {
+			t.Errorf("%s: got %q, want the upstream's own error", c.name, got)
+		}
+		if valid && !own && !whole {
 			t.Errorf("%s: got %q, want the whole result", c.name, got)
 		}
 		if !valid && !strings.Contains(got, "may have run") {

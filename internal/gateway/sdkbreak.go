@@ -144,16 +144,30 @@ func checkResponseShape(data []byte, m *upAnswer) string {
 // wireErrorShape reports whether e is an object whose code (if any) is an
 // int64 and whose message (if any) is a string, as the go-sdk decodes it.
 func wireErrorShape(e []byte) bool {
-	var w struct {
-		Code    *json.Number `json:"code"`
-		Message *string      `json:"message"`
-	}
-	if e[0] != '{' || json.Unmarshal(e, &w) != nil {
+	// Keys match exactly, as in upAnswer.decode: encoding/json would
+	// also take "Code" for "code" (review16).
+	var obj map[string]json.RawMessage
+	if e[0] != '{' || json.Unmarshal(e, &obj) != nil {
 		return false
 	}
-	if w.Code != nil {
-		if _, err := strconv.ParseInt(w.Code.String(), 10, 64); err != nil {
+	if v, ok := obj["message"]; ok {
+		var m *string
+		if json.Unmarshal(v, &m) != nil {
 			return false
+		}
+	}
+	if v, ok := obj["code"]; ok {
+		if v = bytes.TrimSpace(v); len(v) > 0 && v[0] == '"' {
+			return false // json.Number takes "5"; the go-sdk's int64 does not
+		}
+		var c *json.Number
+		if json.Unmarshal(v, &c) != nil {
+			return false
+		}
+		if c != nil {
+			if _, err := strconv.ParseInt(c.String(), 10, 64); err != nil {
+				return false
+			}
 		}
 	}
 	return true
