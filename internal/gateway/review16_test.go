@@ -65,6 +65,9 @@ func review16Cases() []struct {
 			return sse("text/event-stream") + "data: " + `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}` + "\n\n" +
 				"data: " + result(id) + "\n\n"
 		}},
+		{"stream with an event id ends before the answer (bad)", func(string) string {
+			return sse("text/event-stream") + "id: 1\ndata: " + `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}` + "\n\n"
+		}},
 		{"JSON media type with a bad parameter (bad)", func(id string) string { return body("application/json; charset", result(id)) }},
 		{"event stream media type with a bad parameter (bad)", func(id string) string {
 			return sse("text/event-stream; a=1; a=2") + "event: message\ndata: " + result(id) + "\n\n"

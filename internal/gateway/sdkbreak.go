@@ -282,7 +282,7 @@ func brokenEventBytes(id json.RawMessage, why string) []byte {
 // event is handled as a whole one (the SDK dispatches it at the end of
 // its input) and fails its request if it is cut; an over-large one is
 // gone. When a POST's stream for a call with a slot broke (an event cut
-// short, or a read error) before the call's answer, the SDK gets an error
+// short, or a read error) or ended before the call's answer, the SDK gets an error
 // response to the call in its place: it would otherwise end its session
 // on the cut event, or resume the stream with Last-Event-ID, which
 // toolgate does not do for a call (the raw path fails the call).
@@ -299,8 +299,15 @@ func (t *sseTee) end() {
 	}
 	t.event, t.line, t.data, t.named = nil, nil, nil, false
 	t.over, t.head, t.scan = false, nil, idScanner{}
-	if (cut || !errors.Is(t.err, io.EOF)) && t.s != nil && t.id != nil && !t.done {
+	// A stream that ended cleanly before the answer fails the call too
+	// (review16): after an event with an id the SDK resumes it with
+	// Last-Event-ID and ends its session when that fails; without one
+	// the call waited for call_timeout for an answer that cannot come.
+	if t.s != nil && t.id != nil && !t.done {
 		why := "the event stream broke before the answer"
+		if !cut && errors.Is(t.err, io.EOF) {
+			why = "the event stream ended before the answer"
+		}
 		t.logger().WarnContext(context.Background(), "upstream answer broken; its request fails and may have run",
 			"why", why, "id", string(t.id))
 		t.out = append(t.out, brokenEventBytes(t.id, why)...)

@@ -195,7 +195,7 @@ func (t *sseTee) endOver() {
 	t.out = append(t.out, "data: "...)
 	t.out = append(t.out, resultTooLargeResponse(scan.id, size, t.max)...)
 	t.out = append(t.out, "\n\n"...)
-	if bytes.Equal(bytes.TrimSpace(scan.id), bytes.TrimSpace(t.id)) {
+	if sameID(scan.id, t.id) {
 		t.done = true
 	}
 }
