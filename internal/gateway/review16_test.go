@@ -68,6 +68,12 @@ func review16Cases() []struct {
 		{"stream with an event id ends before the answer (bad)", func(string) string {
 			return sse("text/event-stream") + "id: 1\ndata: " + `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}` + "\n\n"
 		}},
+		{"202 with a JSON media type and no body (bad)", func(string) string {
+			return "HTTP/1.1 202 Accepted\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+		}},
+		{"201 event stream cut in an event (bad)", func(id string) string {
+			return "HTTP/1.1 201 Created\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\ndata: " + result(id)[:20]
+		}},
 		{"JSON media type with a bad parameter (bad)", func(id string) string { return body("application/json; charset", result(id)) }},
 		{"event stream media type with a bad parameter (bad)", func(id string) string {
 			return sse("text/event-stream; a=1; a=2") + "event: message\ndata: " + result(id) + "\n\n"
