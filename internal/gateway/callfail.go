@@ -16,6 +16,18 @@ import (
 // request never reached the upstream (for HTTP, its POST failed).
 const codeRejected = -32005
 
+// rejectedMessage is the message of that error (the go-sdk's, and
+// rawhttpcall.go's rejected).
+const rejectedMessage = "rejected by transport"
+
+// transportRejected reports whether wire is the transport's own "rejected
+// by transport" error. An upstream's own JSON-RPC error answer with code
+// -32005 (in the range JSON-RPC leaves to servers) is not: the upstream
+// had the call (review16).
+func transportRejected(wire *jsonrpc.Error) bool {
+	return wire.Code == codeRejected && wire.Message == rejectedMessage && len(wire.Data) == 0
+}
+
 // A callFailure is a dispatched call that got no answer from the upstream,
 // or one the gateway refused to pass on. The agent gets an isError result
 // with msg, which names the upstream (or, when wire is set, that JSON-RPC

@@ -297,7 +297,9 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 			return r, nil
 		}
 	}
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
+		// Any 2xx: the SDK reads a call's JSON or event stream answer
+		// the same with 201, 202 or 204 as with 200 (review16).
 		return resp, nil
 	}
 	switch ct := resp.Header.Get("Content-Type"); {

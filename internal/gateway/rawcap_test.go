@@ -19,6 +19,7 @@ func TestSSETee(t *testing.T) {
 	tooLarge := func(stream string, max int) string {
 		return "data: " + string(resultTooLargeResponse(json.RawMessage("5"), int64(len(stream)-1), max)) + "\n\n"
 	}
+	ended := string(brokenEventBytes(json.RawMessage("5"), "the event stream ended before the answer"))
 	long := "data: {\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"" + strings.Repeat("y", 200) + "\"}]},\n" +
 		"data: \"jsonrpc\":\"2.0\",\"id\":5}\n\n"
 	tests := []struct {
@@ -44,8 +45,11 @@ func TestSSETee(t *testing.T) {
 			want:   result,
 		},
 		{
+			// The stream ends before the answer: the call fails
+			// (review16).
 			name:   "another id",
 			stream: "data: {\"jsonrpc\":\"2.0\",\"id\":6,\"result\":" + result + "}\n\n",
+			out:    "data: {\"jsonrpc\":\"2.0\",\"id\":6,\"result\":" + result + "}\n\n" + ended,
 		},
 		{
 			name:   "the answer too large",
@@ -76,7 +80,7 @@ func TestSSETee(t *testing.T) {
 			name:   "a large request from the server is dropped",
 			stream: "data: {\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"sampling/createMessage\",\"params\":{\"x\":\"" + strings.Repeat("z", 150) + "\"}}\n\n",
 			max:    120,
-			out:    "",
+			out:    ended,
 		},
 		{
 			// The SDK dispatches an unterminated last event at the end

@@ -191,7 +191,7 @@ func newRawHTTPRequest(ctx context.Context, c *upConn, body []byte) (_ *http.Req
 // rejected is the error of a POST that never reached the upstream, as the
 // SDK reports it (callError: "nothing was run").
 func rejected(err error) error {
-	return fmt.Errorf("%w: %w", &jsonrpc.Error{Code: codeRejected, Message: "rejected by transport"}, err)
+	return fmt.Errorf("%w: %w", &jsonrpc.Error{Code: codeRejected, Message: rejectedMessage}, err)
 }
 
 // postRawCall POSTs the tools/call body with id and reads its answer.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strconv"
 
@@ -82,6 +83,27 @@ type upAnswer struct {
 	Method  *json.RawMessage `json:"method"`
 	Result  json.RawMessage  `json:"result"`
 	Error   json.RawMessage  `json:"error"`
+	Params  json.RawMessage  `json:"params"`
+}
+
+// decode fills m from data as the go-sdk's decoder reads it: its keys
+// match exactly ("id", never "ID", which encoding/json would also take
+// for it; the go-sdk then finds no id and ends its session: review16).
+func (m *upAnswer) decode(data []byte) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return err
+	}
+	*m = upAnswer{ID: obj["id"], Result: obj["result"], Error: obj["error"], Params: obj["params"]}
+	if v, ok := obj["jsonrpc"]; ok {
+		if err := json.Unmarshal(v, &m.JSONRPC); err != nil {
+			return err
+		}
+	}
+	if v, ok := obj["method"]; ok {
+		m.Method = &v
+	}
+	return nil
 }
 
 // checkAnswer returns "" when data is a JSON-RPC response to id that the
@@ -89,7 +111,7 @@ type upAnswer struct {
 // otherwise why it is not.
 func checkAnswer(data []byte, id json.RawMessage) (json.RawMessage, string) {
 	var m upAnswer
-	if json.Unmarshal(data, &m) != nil {
+	if m.decode(data) != nil {
 		return nil, "not a JSON-RPC message"
 	}
 	if why := checkResponseShape(data, &m); why != "" {
@@ -122,16 +144,30 @@ func checkResponseShape(data []byte, m *upAnswer) string {
 // wireErrorShape reports whether e is an object whose code (if any) is an
 // int64 and whose message (if any) is a string, as the go-sdk decodes it.
 func wireErrorShape(e []byte) bool {
-	var w struct {
-		Code    *json.Number `json:"code"`
-		Message *string      `json:"message"`
-	}
-	if e[0] != '{' || json.Unmarshal(e, &w) != nil {
+	// Keys match exactly, as in upAnswer.decode: encoding/json would
+	// also take "Code" for "code" (review16).
+	var obj map[string]json.RawMessage
+	if e[0] != '{' || json.Unmarshal(e, &obj) != nil {
 		return false
 	}
-	if w.Code != nil {
-		if _, err := strconv.ParseInt(w.Code.String(), 10, 64); err != nil {
+	if v, ok := obj["message"]; ok {
+		var m *string
+		if json.Unmarshal(v, &m) != nil {
 			return false
+		}
+	}
+	if v, ok := obj["code"]; ok {
+		if v = bytes.TrimSpace(v); len(v) > 0 && v[0] == '"' {
+			return false // json.Number takes "5"; the go-sdk's int64 does not
+		}
+		var c *json.Number
+		if json.Unmarshal(v, &c) != nil {
+			return false
+		}
+		if c != nil {
+			if _, err := strconv.ParseInt(c.String(), 10, 64); err != nil {
+				return false
+			}
 		}
 	}
 	return true
@@ -169,8 +205,11 @@ func brokenStatus(ctx context.Context, resp *http.Response, id json.RawMessage, 
 		code == http.StatusGatewayTimeout:
 		return nil
 	case code >= 200 && code < 300:
-		ct := resp.Header.Get("Content-Type")
-		if mediaTypeIs(ct, mediaJSON) || mediaTypeIs(ct, mediaEventStream) {
+		// The SDK reads the media type with mime.ParseMediaType and
+		// takes one it cannot parse (a bad or repeated parameter) for
+		// none at all: it ends its session on that as well (review16).
+		mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+		if err == nil && (mt == mediaJSON || mt == mediaEventStream) {
 			return nil
 		}
 		why = fmt.Sprintf("HTTP %d that is neither JSON nor an event stream", code)
@@ -206,7 +245,7 @@ const maxErrorBody = 64 << 10
 // error the go-sdk decodes.
 func isWireErrorResponse(body []byte) bool {
 	var m upAnswer
-	if json.Unmarshal(body, &m) != nil || m.Method != nil || checkResponseShape(body, &m) != "" {
+	if m.decode(body) != nil || m.Method != nil || checkResponseShape(body, &m) != "" {
 		return false
 	}
 	e := bytes.TrimSpace(m.Error)
@@ -243,7 +282,7 @@ func brokenEventBytes(id json.RawMessage, why string) []byte {
 // event is handled as a whole one (the SDK dispatches it at the end of
 // its input) and fails its request if it is cut; an over-large one is
 // gone. When a POST's stream for a call with a slot broke (an event cut
-// short, or a read error) before the call's answer, the SDK gets an error
+// short, or a read error) or ended before the call's answer, the SDK gets an error
 // response to the call in its place: it would otherwise end its session
 // on the cut event, or resume the stream with Last-Event-ID, which
 // toolgate does not do for a call (the raw path fails the call).
@@ -260,8 +299,15 @@ func (t *sseTee) end() {
 	}
 	t.event, t.line, t.data, t.named = nil, nil, nil, false
 	t.over, t.head, t.scan = false, nil, idScanner{}
-	if (cut || !errors.Is(t.err, io.EOF)) && t.s != nil && t.id != nil && !t.done {
+	// A stream that ended cleanly before the answer fails the call too
+	// (review16): after an event with an id the SDK resumes it with
+	// Last-Event-ID and ends its session when that fails; without one
+	// the call waited for call_timeout for an answer that cannot come.
+	if t.s != nil && t.id != nil && !t.done {
 		why := "the event stream broke before the answer"
+		if !cut && errors.Is(t.err, io.EOF) {
+			why = "the event stream ended before the answer"
+		}
 		t.logger().WarnContext(context.Background(), "upstream answer broken; its request fails and may have run",
 			"why", why, "id", string(t.id))
 		t.out = append(t.out, brokenEventBytes(t.id, why)...)

@@ -195,7 +195,7 @@ func (t *sseTee) endOver() {
 	t.out = append(t.out, "data: "...)
 	t.out = append(t.out, resultTooLargeResponse(scan.id, size, t.max)...)
 	t.out = append(t.out, "\n\n"...)
-	if bytes.Equal(bytes.TrimSpace(scan.id), bytes.TrimSpace(t.id)) {
+	if sameID(scan.id, t.id) {
 		t.done = true
 	}
 }
@@ -257,11 +257,8 @@ func (t *sseTee) endEvent() []byte {
 			return t.event
 		}
 	}
-	var m struct {
-		upAnswer
-		Params json.RawMessage `json:"params"`
-	}
-	if json.Unmarshal(t.data, &m) != nil {
+	var m upAnswer
+	if m.decode(t.data) != nil {
 		return t.brokenEvent("not a JSON-RPC message")
 	}
 	var method string
@@ -272,8 +269,12 @@ func (t *sseTee) endEvent() []byte {
 		if err := sdkDecodable(t.data); err != nil {
 			return t.brokenEvent(err.Error())
 		}
-	} else if why := checkResponseShape(t.data, &m.upAnswer); why != "" {
+	} else if why := checkResponseShape(t.data, &m); why != "" {
 		return t.brokenEvent(why)
+	} else if classifyID(m.ID) == idNone {
+		// The go-sdk ends its session on a response without an id
+		// (review16): dropped.
+		return t.brokenEvent("a response without an id")
 	}
 	switch {
 	case method == "":

@@ -162,9 +162,9 @@ func (u *upstream) callError(ctx, cctx context.Context, c *upConn, tool string, 
 	var wire *jsonrpc.Error
 	// The SDK marks as rejected some failures of a call that may have
 	// reached the upstream (httpreached.go): those may have run.
-	if errors.As(err, &wire) && (wire.Code != codeRejected || !reached(err)) {
+	if errors.As(err, &wire) && (!transportRejected(wire) || !reached(err)) {
 		switch {
-		case wire.Code == codeRejected:
+		case transportRejected(wire):
 			// The request never reached the upstream (HTTP: its POST failed).
 			u.checkHealth()
 			return u.unavailable(ctx, tool, "the call could not be sent to it; nothing was run", approval.OutcomeTransportError, err)
