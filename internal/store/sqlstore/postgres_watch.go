@@ -129,10 +129,12 @@ func (d *postgresDialect) listenOnce(ctx context.Context, db *DB, call func(appr
 		return false, db.wrap("watch: read the snapshot", err)
 	}
 	catchUp()
-	stop := make(chan struct{})
+	// catchUpPast ends with this connection: its query too, so that a
+	// reconnection never waits for a pool connection or a hung server.
+	pastCtx, stopPast := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { d.catchUpPast(ctx, stop, db, horizon, catchUp) })
-	defer func() { close(stop); wg.Wait() }()
+	wg.Go(func() { d.catchUpPast(pastCtx, db, horizon, catchUp) })
+	defer func() { stopPast(); wg.Wait() }()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
@@ -148,11 +150,12 @@ func (d *postgresDialect) listenOnce(ctx context.Context, db *DB, call func(appr
 
 // catchUpPast calls catchUp once every transaction older than horizon
 // (an xid8) has ended on the server, checking after minBackoff, doubling
-// up to the safety poll, until stop or ctx ends. Without it, a decision
-// committed while the listening connection was down, and hidden from the
-// reconnection's catch-up by an older transaction still open elsewhere,
-// waited for the safety poll (an hour in the tests: never seen).
-func (d *postgresDialect) catchUpPast(ctx context.Context, stop <-chan struct{}, db *DB, horizon string, catchUp func()) {
+// up to the safety poll, until ctx ends (listenOnce ends it with its
+// connection). Without it, a decision committed while the listening
+// connection was down, and hidden from the reconnection's catch-up by an
+// older transaction still open elsewhere, waited for the safety poll (an
+// hour in the tests: never seen).
+func (d *postgresDialect) catchUpPast(ctx context.Context, db *DB, horizon string, catchUp func()) {
 	wait := minBackoff
 	for {
 		var past bool
@@ -168,9 +171,6 @@ func (d *postgresDialect) catchUpPast(ctx context.Context, stop <-chan struct{},
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-stop:
 			t.Stop()
 			return
 		case <-t.C:
