@@ -95,7 +95,14 @@ func BenchmarkCallThroughGatewayAudited(b *testing.B) {
 
 func benchGateway(b *testing.B, gt *gate.Gate) {
 	b.Helper()
-	g, err := New(b.Context(), []ServerConfig{{Name: "up", URL: benchUpstream(b)}}, gt, nil)
+	benchCalls(b, benchFront(b, []ServerConfig{{Name: "up", URL: benchUpstream(b)}}, gt), "up__echo")
+}
+
+// benchFront serves a gateway of servers and gt over HTTP and returns
+// alice's session with it; everything ends with b.
+func benchFront(b *testing.B, servers []ServerConfig, gt *gate.Gate) *mcp.ClientSession {
+	b.Helper()
+	g, err := New(b.Context(), servers, gt, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -106,7 +113,7 @@ func benchGateway(b *testing.B, gt *gate.Gate) {
 	}
 	ts := httptest.NewServer(h)
 	b.Cleanup(ts.Close)
-	benchCalls(b, benchConnect(b, ts.URL+"/mcp", aliceToken), "up__echo")
+	return benchConnect(b, ts.URL+"/mcp", aliceToken)
 }
 
 // BenchmarkCallThroughGateway2026 is BenchmarkCallThroughGateway with a
@@ -168,18 +175,7 @@ func BenchmarkCallThroughGatewayStdio(b *testing.B) {
 			p := &policy.Policy{Default: policy.Deny, Rules: []policy.Rule{{Name: "all", Server: "up", Effect: policy.Allow}}}
 			sc := stdioServer("up")
 			sc.Sessions = mode
-			g, err := New(b.Context(), []ServerConfig{sc}, gate.New(nil, policy.NewHolder(p), nil), nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = g.Close() })
-			h, err := g.Handler(testAuth, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ts := httptest.NewServer(h)
-			b.Cleanup(ts.Close)
-			cs := benchConnect(b, ts.URL+"/mcp", aliceToken)
+			cs := benchFront(b, []ServerConfig{sc}, gate.New(nil, policy.NewHolder(p), nil))
 			// The first call of a per-agent session starts its process.
 			if _, err := cs.CallTool(b.Context(), &mcp.CallToolParams{Name: "up__echo", Arguments: benchArgs}); err != nil {
 				b.Fatal(err)

@@ -27,18 +27,7 @@ func BenchmarkCallSDKPathHTTP(b *testing.B) {
 			s := newUpstreamServer(nil)
 			up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{JSONResponse: c.json}))
 			b.Cleanup(up.Close)
-			g, err := New(b.Context(), []ServerConfig{{Name: "up", URL: up.URL}}, gate.New(nil, policy.NewHolder(benchPolicy), nil), nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = g.Close() })
-			h, err := g.Handler(testAuth, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ts := httptest.NewServer(h)
-			b.Cleanup(ts.Close)
-			cs := benchConnect(b, ts.URL+"/mcp", aliceToken)
+			cs := benchFront(b, []ServerConfig{{Name: "up", URL: up.URL}}, gate.New(nil, policy.NewHolder(benchPolicy), nil))
 			p := &mcp.CallToolParams{Name: "up__echo", Arguments: benchArgs}
 			p.SetProgressToken("bench")
 			b.ReportAllocs()
