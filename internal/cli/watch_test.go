@@ -196,12 +196,7 @@ func TestWatchPrintsDecisions(t *testing.T) {
 	if _, err := g.Review(t.Context(), r.ID, approval.Principal{ID: "bob"}, approval.VerdictDeny, "no: too much", ""); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	out := &lines{ch: make(chan string, 100)}
-	go cli.Run(ctx, []string{"watch", "--since", "0"}, out, &lines{ch: make(chan string, 100)}, func(k string) string {
-		return map[string]string{cli.EnvAddr: srv.URL, cli.EnvToken: "bob-tok"}[k]
-	})
+	out := watchFromStart(t, srv.URL)
 	want := [][]string{
 		{"requested", string(r.ID), "pay__transfer", "by desktop for carol", `rule "payments"`, `\u202E`},
 		{"reviewed", "deny by bob: no: too much"},
@@ -234,12 +229,7 @@ func TestWatchReplayShowsTheRequestsTimeout(t *testing.T) {
 	if err := db.CreateRequest(t.Context(), r); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	out := &lines{ch: make(chan string, 100)}
-	go cli.Run(ctx, []string{"watch", "--since", "0"}, out, &lines{ch: make(chan string, 100)}, func(k string) string {
-		return map[string]string{cli.EnvAddr: srv.URL, cli.EnvToken: "bob-tok"}[k]
-	})
+	out := watchFromStart(t, srv.URL)
 	if l := out.next(t); !strings.Contains(l, "requested") || !strings.Contains(l, "expires in 30m0s") {
 		t.Errorf("line %q, want a requested line saying %q", l, "expires in 30m0s")
 	}
@@ -263,12 +253,7 @@ func TestWatchNamesTheGrant(t *testing.T) {
 	if err != nil || gr == nil {
 		t.Fatalf("grant: %v, %v", gr, err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	out := &lines{ch: make(chan string, 100)}
-	go cli.Run(ctx, []string{"watch", "--since", "0"}, out, &lines{ch: make(chan string, 100)}, func(k string) string {
-		return map[string]string{cli.EnvAddr: srv.URL, cli.EnvToken: "bob-tok"}[k]
-	})
+	out := watchFromStart(t, srv.URL)
 	for {
 		l := out.next(t)
 		if !strings.Contains(l, "grant_created") {
@@ -301,12 +286,7 @@ func TestWatchReplayCountsApprovalsAsOfEachReview(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	out := &lines{ch: make(chan string, 100)}
-	go cli.Run(ctx, []string{"watch", "--since", "0"}, out, &lines{ch: make(chan string, 100)}, func(k string) string {
-		return map[string]string{cli.EnvAddr: srv.URL, cli.EnvToken: "bob-tok"}[k]
-	})
+	out := watchFromStart(t, srv.URL)
 	want := [][]string{
 		{"requested", "2 approval(s) needed"},
 		{"reviewed", "approve by alice: ok by alice (1 of 2 approvals)"},
@@ -321,4 +301,17 @@ func TestWatchReplayCountsApprovalsAsOfEachReview(t *testing.T) {
 			}
 		}
 	}
+}
+
+// watchFromStart runs "approvals watch --since 0" against the API at url
+// as bob until the test ends, and returns its output's lines.
+func watchFromStart(t *testing.T, url string) *lines {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	out := &lines{ch: make(chan string, 100)}
+	go cli.Run(ctx, []string{"watch", "--since", "0"}, out, &lines{ch: make(chan string, 100)}, func(k string) string {
+		return map[string]string{cli.EnvAddr: url, cli.EnvToken: "bob-tok"}[k]
+	})
+	return out
 }

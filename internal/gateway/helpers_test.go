@@ -206,20 +206,7 @@ func addUpstreamTools(s *mcp.Server, h *hooks) {
 			return text("done"), nil
 		})
 	s.AddTool(&mcp.Tool{Name: "fifo", Description: "returns what it reads from the named pipe at path", InputSchema: objectSchema},
-		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			var a struct{ Path string }
-			_ = json.Unmarshal(req.Params.Arguments, &a)
-			f, err := os.Open(a.Path) // blocks until the test opens it for writing
-			if err != nil {
-				return nil, err
-			}
-			defer func() { _ = f.Close() }()
-			b, err := io.ReadAll(f)
-			if err != nil {
-				return nil, err
-			}
-			return text(string(b)), nil
-		})
+		readFIFO)
 	// stdio-only behaviours of the child process.
 	s.AddTool(&mcp.Tool{Name: "garbage", Description: "writes a line that is not JSON-RPC to stdout", InputSchema: objectSchema},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -594,4 +581,22 @@ func (r *restartable) stop() {
 	_ = r.srv.Close()
 	<-r.done
 	r.srv = nil
+}
+
+// readFIFO is a tool that answers what it reads from the named pipe at its
+// argument path: it blocks until the test opens the pipe for writing, and
+// answers once the test closes it.
+func readFIFO(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a struct{ Path string }
+	_ = json.Unmarshal(req.Params.Arguments, &a)
+	f, err := os.Open(a.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil
 }

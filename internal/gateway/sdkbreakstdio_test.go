@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -35,20 +34,7 @@ func init() {
 // answers "stray done".
 func sdkBreakServer() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "sdkbreak", Version: "1"}, nil)
-	s.AddTool(&mcp.Tool{Name: "wait", InputSchema: objectSchema}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		var a struct{ Path string }
-		_ = json.Unmarshal(req.Params.Arguments, &a)
-		f, err := os.Open(a.Path) // blocks until the test opens it for writing
-		if err != nil {
-			return nil, err
-		}
-		defer func() { _ = f.Close() }()
-		b, err := io.ReadAll(f)
-		if err != nil {
-			return nil, err
-		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil
-	})
+	s.AddTool(&mcp.Tool{Name: "wait", InputSchema: objectSchema}, readFIFO)
 	s.AddTool(&mcp.Tool{Name: "stray", InputSchema: objectSchema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		for _, l := range []string{
 			`{"jsonrpc":"2.0","id":987654321,"result":{"content":[]}}`,
