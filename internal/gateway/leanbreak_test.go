@@ -129,6 +129,31 @@ func TestLeanFrontForgetsAnExpiredSession(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	_ = ls.ss.Wait() // the idle timer closed it
+	// Forgotten before it was closed: once Wait returns, the lean front
+	// no longer knows the session.
+	var still bool
+	g.leanRegs.Range(func(k, _ any) bool {
+		still = k.(*leanSessions).get(sid) != nil
+		return !still
+	})
+	if still {
+		t.Fatal("the lean front still knows the session after it was closed")
+	}
+	// go-sdk v1.8.0 drops a closed session from its handler's map only
+	// after Close returns (ServerSession.Close runs onClose after
+	// conn.Close), and answers a POST in that window with an empty 200.
+	// Wait until its handler answers 404 to a ping.
+	for {
+		resp, _ := sessionExchange(t, http.MethodPost, base, aliceToken, sid, version,
+			strings.NewReader(`{"jsonrpc":"2.0","id":6,"method":"ping"}`))
+		if resp.StatusCode == http.StatusNotFound {
+			break
+		}
+		if t.Context().Err() != nil {
+			t.Fatalf("the SDK still serves the closed session: %d", resp.StatusCode)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	trail.take()
 	resp, b := sessionExchange(t, http.MethodPost, base, aliceToken, sid, version,
 		strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"up__echo","arguments":{}}}`))
