@@ -19,22 +19,29 @@ func Check(path string, env Env) (cfg Config, problems, warnings []string) {
 		return Config{}, []string{err.Error()}, nil
 	}
 	defer func() { _ = f.Close() }() // read only: nothing to lose
-	cfg, errs, err := parseAll(f, env)
+	cfg, root, errs, err := parseAll(f, env)
 	if err != nil {
+		if at, ok := atLine(path, err.Error()); ok {
+			return Config{}, []string{at}, nil
+		}
 		return Config{}, []string{path + ": " + err.Error()}, nil
 	}
 	// Validate what could be decoded even when parsing found problems, so
 	// every problem is reported at once (a value that failed to decode keeps
 	// its default, which Validate may then accept).
-	errs = append(errs, cfg.Validate())
-	if len(errs) == 1 && errs[0] == nil {
+	errs = withLines(root, append(errs, cfg.Validate()))
+	if len(errs) == 0 {
 		for _, w := range cfg.Warnings() {
 			warnings = append(warnings, path+": "+w)
 		}
 		return cfg, nil, warnings
 	}
 	for _, line := range Lines(errors.Join(errs...)) {
-		problems = append(problems, path+": "+line)
+		if at, ok := atLine(path, line); ok {
+			problems = append(problems, at)
+		} else {
+			problems = append(problems, path+": "+line)
+		}
 	}
 	return Config{}, problems, nil
 }

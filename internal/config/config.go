@@ -335,11 +335,14 @@ func Default() Config {
 // errors of Validate. On a validation error Load still returns the decoded
 // Config; on a parse error it returns the zero Config.
 func Load(r io.Reader, env Env) (Config, error) {
-	cfg, err := parse(r, env)
+	cfg, root, errs, err := parseAll(r, env)
 	if err != nil {
 		return Config{}, err
 	}
-	return cfg, cfg.Validate()
+	if len(errs) > 0 {
+		return Config{}, errors.Join(withLines(root, errs)...)
+	}
+	return cfg, errors.Join(withLines(root, []error{cfg.Validate()})...)
 }
 
 // LoadFile is Load on the file at path; errors are prefixed with the path.
@@ -351,18 +354,20 @@ func LoadFile(path string, env Env) (Config, error) {
 	defer func() { _ = f.Close() }() // read only: nothing to lose
 	cfg, err := Load(f, env)
 	if err != nil {
-		return cfg, fmt.Errorf("load config %s:\n%w", path, err)
+		return cfg, fmt.Errorf("load config %s:\n%w", path, AtFile(path, err))
 	}
 	return cfg, nil
 }
 
+// parse is parseAll with its problems joined (the decoded Config only when
+// there are none), without validating.
 func parse(r io.Reader, env Env) (Config, error) {
-	cfg, errs, err := parseAll(r, env)
+	cfg, root, errs, err := parseAll(r, env)
 	if err != nil {
 		return Config{}, err
 	}
 	if len(errs) > 0 {
-		return Config{}, errors.Join(errs...)
+		return Config{}, errors.Join(withLines(root, errs)...)
 	}
 	return cfg, nil
 }
@@ -372,44 +377,47 @@ func parse(r io.Reader, env Env) (Config, error) {
 // keys, unset variables and type errors are collected in errs and the
 // rest of the document is still decoded, so a caller (Check) can go on to
 // validate it and report every problem at once.
-func parseAll(r io.Reader, env Env) (Config, []error, error) {
+func parseAll(r io.Reader, env Env) (Config, *yaml.Node, []error, error) {
 	if env == nil {
 		env = func(string) (string, bool) { return "", false }
 	}
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return Config{}, nil, fmt.Errorf("read config: %w", err)
+		return Config{}, nil, nil, fmt.Errorf("read config: %w", err)
 	}
 	cfg := Default()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return cfg, nil, nil // an empty file is all defaults
+			return cfg, nil, nil, nil // an empty file is all defaults
 		}
-		return Config{}, nil, syntaxError(err)
+		return Config{}, nil, nil, syntaxError(err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return Config{}, nil, syntaxError(err)
+			return Config{}, nil, nil, syntaxError(err)
 		}
-		return Config{}, nil, fmt.Errorf("line %d: a config file holds one YAML document", extra.Line)
+		return Config{}, nil, nil, fmt.Errorf("line %d: a config file holds one YAML document", extra.Line)
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
 	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
-		return cfg, nil, nil // a file of comments only
+		return cfg, nil, nil, nil // a file of comments only
 	}
 	if root.Kind != yaml.MappingNode {
-		return Config{}, nil, fmt.Errorf("line %d: the config must be a mapping of keys to values", root.Line)
+		return Config{}, nil, nil, fmt.Errorf("line %d: the config must be a mapping of keys to values", root.Line)
 	}
 	var errs []error
 	refs := collectRefs(root) // before expansion replaces the ${VAR}s
 	errs = append(errs, expandTree(root, env)...)
 	errs = append(errs, checkKeys(root, cfgType, "")...)
+	for _, err := range policy.ExplicitZeros(mapValue(root, "policy")) {
+		errs = append(errs, fmt.Errorf("policy.%w", err))
+	}
 	// Decoding ignores unknown keys and goes on past type errors, so what
 	// can be decoded is, for Check to validate.
 	const unset = "\x00unset"
@@ -424,14 +432,15 @@ func parseAll(r io.Reader, env Env) (Config, []error, error) {
 	if err != nil {
 		var te *yaml.TypeError
 		if !errors.As(err, &te) {
-			return Config{}, nil, err
+			return Config{}, nil, nil, err
 		}
 		for _, e := range te.Errors {
 			errs = append(errs, errors.New(e))
 		}
 	}
-	return cfg, errs, nil
+	return cfg, root, errs, nil
 }
+
 
 // syntaxError drops the "yaml: " prefix of go-yaml's syntax errors, which
 // already name the line.

@@ -268,9 +268,9 @@ func TestCheck(t *testing.T) {
 	_, problems, _ = Check(bad, MapEnv(nil))
 	// Parse problems do not hide validation problems: all are reported at once.
 	want := []string{
-		bad + `: line 2: ${DRIVER} is not set`,
-		bad + `: line 3: unknown key "drvier" in storage`,
-		bad + `: listen.mcp "nope": want host:port`,
+		bad + `:2: ${DRIVER} is not set`,
+		bad + `:3: unknown key "drvier" in storage`,
+		bad + `:4: listen.mcp "nope": want host:port`,
 	}
 	if len(problems) != len(want) {
 		t.Fatalf("Check(bad) = %q", problems)
@@ -289,7 +289,7 @@ func TestCheck(t *testing.T) {
 
 	syntax := write("syntax.yaml", "listen:\n  mcp: [\n")
 	_, problems, _ = Check(syntax, nil)
-	if len(problems) != 1 || !strings.Contains(problems[0], "line ") {
+	if len(problems) != 1 || !strings.HasPrefix(problems[0], syntax+":2: ") {
 		t.Errorf("Check(syntax) = %q", problems)
 	}
 
@@ -308,7 +308,7 @@ func TestLoadFileNamesThePath(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), `storage.driver "x"`) {
 		t.Errorf("LoadFile = %v", err)
 	}
-	if diff := cmp.Diff([]string{"load config " + p + ":", `storage.driver "x": want sqlite or postgres`}, Lines(err)); diff != "" {
+	if diff := cmp.Diff([]string{"load config " + p + ":", p + `:1: storage.driver "x": want sqlite or postgres`}, Lines(err)); diff != "" {
 		t.Errorf("Lines(LoadFile error) (-want +got):\n%s", diff)
 	}
 }

@@ -375,26 +375,28 @@ func ruleLabel(p *Policy, i int) string {
 // argument or with an empty pattern; empty annotation selectors; bad
 // principals entries; monitor on an allow rule; and rule names, explicit or
 // defaulted, that repeat or are "default". It returns nil if p is valid.
+// Each error is a *[FieldError] naming the rule and key it is about.
 func (p *Policy) Validate() []error {
 	var errs []error
+	top := func(format string, args ...any) { errs = append(errs, fieldError(-1, fmt.Errorf(format, args...))) }
 	if !p.Default.Valid() {
-		errs = append(errs, fmt.Errorf("default %q: want allow, deny or approve", p.Default))
+		top("default %q: want allow, deny or approve", p.Default)
 	}
 	a := p.Approval
 	if a.Timeout <= 0 {
-		errs = append(errs, fmt.Errorf("approval.timeout %s: must be > 0", a.Timeout))
+		top("approval.timeout %s: must be > 0", a.Timeout)
 	}
 	if a.Mode != ModeHold && a.Mode != ModeRetry {
-		errs = append(errs, fmt.Errorf("approval.mode %q: want hold or retry", a.Mode))
+		top("approval.mode %q: want hold or retry", a.Mode)
 	}
 	if a.Approvals < 1 {
-		errs = append(errs, fmt.Errorf("approval.approvals %d: must be >= 1", a.Approvals))
+		top("approval.approvals %d: must be >= 1 (for calls that need no approval, use effect: allow)", a.Approvals)
 	}
 	if a.ValidFor <= 0 {
-		errs = append(errs, fmt.Errorf("approval.valid_for %s: must be > 0", a.ValidFor))
+		top("approval.valid_for %s: must be > 0", a.ValidFor)
 	}
 	for _, err := range validateApprovers(a.Approvers) {
-		errs = append(errs, fmt.Errorf("approval.%w", err))
+		top("approval.%w", err)
 	}
 
 	env, envErr := envFor(p)
@@ -403,7 +405,9 @@ func (p *Policy) Validate() []error {
 		r := &p.Rules[i]
 		label := ruleLabel(p, i)
 		add := func(format string, args ...any) {
-			errs = append(errs, fmt.Errorf(label+": "+format, args...))
+			fe := fieldError(i, fmt.Errorf(format, args...))
+			fe.Err = fmt.Errorf("%s: %w", label, fe.Err)
+			errs = append(errs, fe)
 		}
 		name := p.RuleName(i)
 		if name == DefaultRule {
