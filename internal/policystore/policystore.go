@@ -106,8 +106,9 @@ func New(s store.Store, opts *Options) *Service {
 }
 
 // Parse decodes a policy from YAML or JSON text (JSON is YAML), refusing
-// unknown keys and a "source" key (where the policy comes from is the
-// config file's business), and validates it ([policy.Policy.Validate]).
+// unknown keys, a "source" key (where the policy comes from is the
+// config file's business) and explicit zeros in rules' approval overrides
+// ([policy.ExplicitZeros]), and validates it ([policy.Policy.Validate]).
 // Errors wrap ErrInvalid.
 func Parse(text []byte) (*policy.Policy, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(text))
@@ -115,6 +116,12 @@ func Parse(text []byte) (*policy.Policy, error) {
 	var p policy.Policy
 	if err := dec.Decode(&p); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(text, &doc); err == nil { // it decoded above
+		if errs := policy.ExplicitZeros(&doc); len(errs) > 0 {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+		}
 	}
 	if p.Source != "" {
 		return nil, fmt.Errorf("%w: source: the policy source is set in the config file, not in a proposal", ErrInvalid)

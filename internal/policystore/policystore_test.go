@@ -215,6 +215,9 @@ func TestParseRefuses(t *testing.T) {
 		base + "extra: 1\n",
 		"source: store\n" + base,
 		"{not yaml",
+		// An explicit zero in a rule's approval would silently inherit.
+		"default: allow\napproval: {timeout: 5m, mode: hold, approvals: 1, valid_for: 10m}\nrules:\n  - {name: w, tools: [x], effect: approve, approval: {approvals: 0}}\n",
+		`{"default":"allow","approval":{"timeout":"5m","mode":"hold","approvals":1,"valid_for":"10m"},"rules":[{"name":"w","effect":"approve","approval":{"valid_for":"0s"}}]}`,
 	} {
 		if _, err := policystore.Parse([]byte(text)); !errors.Is(err, policystore.ErrInvalid) {
 			t.Errorf("Parse(%q) = %v, want ErrInvalid", text, err)
