@@ -415,6 +415,7 @@ func parseAll(r io.Reader, env Env) (Config, *yaml.Node, []error, error) {
 	refs := collectRefs(root) // before expansion replaces the ${VAR}s
 	errs = append(errs, expandTree(root, env)...)
 	errs = append(errs, checkKeys(root, cfgType, "")...)
+	errs = append(errs, explicitZeros(root)...)
 	for _, err := range policy.ExplicitZeros(mapValue(root, "policy")) {
 		errs = append(errs, fmt.Errorf("policy.%w", err))
 	}

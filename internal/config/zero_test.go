@@ -128,3 +128,32 @@ policy:
 		t.Errorf("LoadFile error:\n%v\nwant the when problem at %s:11:", err, path)
 	}
 }
+
+// TestConfigExplicitZero: connect_timeout and a channel's max_age, where a
+// zero would silently mean the default, refuse an explicit 0 with its line;
+// call_timeout: 0 (no limit) and retention 0 (keep forever) stay valid.
+func TestConfigExplicitZero(t *testing.T) {
+	base := "listen: { mcp: 127.0.0.1:0 }\nservers:\n  pay:\n    url: \"http://127.0.0.1:9/mcp\"\n"
+	tests := []struct{ name, extra, want string }{
+		{"connect_timeout 0s", "    connect_timeout: 0s\n", "line 5: servers.pay.connect_timeout: 0s is not allowed"},
+		{"connect_timeout 0", "    connect_timeout: 0\n", "line 5: servers.pay.connect_timeout: 0 is not allowed"},
+		{"max_age 0s", "notify:\n  channels:\n    - { name: ops, type: webhook, url_env: HOOK, max_age: 0s }\n",
+			"line 7: notify.channels[0].max_age: 0s is not allowed"},
+		{"call_timeout 0", "    call_timeout: 0\nretention: { requests: 0, events: 0s }\n", ""},
+		{"connect_timeout set", "    connect_timeout: 2m\n", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := load(t, base+tt.extra, map[string]string{"HOOK": "http://127.0.0.1:9/hook"})
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Load: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Load error:\n%v\nwant it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
