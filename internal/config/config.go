@@ -442,7 +442,6 @@ func parseAll(r io.Reader, env Env) (Config, *yaml.Node, []error, error) {
 	return cfg, root, errs, nil
 }
 
-
 // syntaxError drops the "yaml: " prefix of go-yaml's syntax errors, which
 // already name the line.
 func syntaxError(err error) error {

@@ -42,7 +42,7 @@ func TestUnknownArgFields(t *testing.T) {
 		Rules: []Rule{
 			{Name: "big", Server: "pay", Tools: []string{"transfer"}, When: `args.ammount > 1000`, Effect: Approve},
 			{Name: "ok", Server: "pay", Tools: []string{"transfer"}, When: `args.amount > 1000 && has(args.memo)`, Effect: Approve},
-			{Name: "any pay", Server: "pay", When: `args.to == "x"`, Effect: Deny},         // refund has "to"
+			{Name: "any pay", Server: "pay", When: `args.to == "x"`, Effect: Deny},                         // refund has "to"
 			{Name: "glob", Server: "p*", Tools: []string{"re*"}, When: `args["amount"] > 1`, Effect: Deny}, // refund lacks amount
 			{Name: "unknown tool", Server: "fs", When: `args.pth == "/"`, Effect: Deny},
 			{Name: "prompts only", Server: "pay", Prompts: []string{"x"}, When: `args.nope == 1`, Effect: Deny},
