@@ -11,23 +11,27 @@ import (
 )
 
 // checkCmd runs "toolgate policy check [--dev] [--stdio]
-// [--insecure-no-auth] FILE": it loads and validates FILE and then runs
+// [--insecure-no-auth] [--tools SERVER=FILE]... FILE": it loads and validates FILE and then runs
 // preflight, the checks serve runs before it starts, with serve's flags
 // and in this process's environment (token variables, token files, the
 // admin socket directory, the secrets kept from upstreams). It prints
 // every problem and exits 2 when there is any, so it fails exactly when
 // `serve --config FILE` with the same flags, run here, would refuse to
 // start; warnings are printed and do not fail. Run it where, and as whom,
-// serve runs.
+// serve runs. With --tools (the tools/list of a configured server), it also
+// warns about when conditions that read an argument field the input schema
+// of no tool their rule matches declares (a typo never matches).
 func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 	var f serveFlags
+	var tools toolsFlag
 	fs := flag.NewFlagSet("policy check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.BoolVar(&f.dev, "dev", false, "check as serve --dev would (it mints agent and approver tokens)")
 	fs.BoolVar(&f.stdio, "stdio", false, "check as serve --stdio would (no agent listener; no admin listener unless configured)")
 	fs.BoolVar(&f.insecureNoAuth, "insecure-no-auth", false, "check as serve --insecure-no-auth would")
+	fs.Var(&tools, "tools", "SERVER=FILE: the JSON of the server's tools/list; warn about when conditions reading argument fields its tools' input schemas do not declare (repeatable)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: toolgate policy check [--dev] [--stdio] [--insecure-no-auth] FILE")
+		fmt.Fprintln(stderr, "usage: toolgate policy check [--dev] [--stdio] [--insecure-no-auth] [--tools SERVER=FILE]... FILE")
 		fs.PrintDefaults()
 	}
 	// Flags may come after FILE too ("policy check FILE --dev", as one
@@ -55,6 +59,20 @@ func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 	if len(problems) == 0 {
 		for _, w := range serveWarnings(cfg, f, sys) {
 			fmt.Fprintf(stderr, "warning: %s: %s\n", path, w)
+		}
+		if len(tools) > 0 {
+			known, err := readTools(cfg, tools)
+			if err != nil {
+				fmt.Fprintf(stderr, "toolgate policy check: %v\n", err)
+				return 2
+			}
+			var unknown []error
+			for _, err := range cfg.Policy.UnknownArgFields(known) {
+				unknown = append(unknown, fmt.Errorf("policy.%w", err))
+			}
+			for _, w := range config.AtLines(path, unknown) {
+				fmt.Fprintf(stderr, "warning: %s\n", w)
+			}
 		}
 		if _, err := preflight(cfg, f, sys); err != nil {
 			for _, line := range config.Lines(err) {

@@ -29,7 +29,7 @@ func Check(path string, env Env) (cfg Config, problems, warnings []string) {
 	// Validate what could be decoded even when parsing found problems, so
 	// every problem is reported at once (a value that failed to decode keeps
 	// its default, which Validate may then accept).
-	errs = withLines(root, append(errs, cfg.Validate()))
+	errs = withLines(root, append(append(errs, zeroErrors(root)...), cfg.Validate()))
 	if len(errs) == 0 {
 		for _, w := range cfg.Warnings() {
 			warnings = append(warnings, path+": "+w)

@@ -342,7 +342,7 @@ func Load(r io.Reader, env Env) (Config, error) {
 	if len(errs) > 0 {
 		return Config{}, errors.Join(withLines(root, errs)...)
 	}
-	return cfg, errors.Join(withLines(root, []error{cfg.Validate()})...)
+	return cfg, errors.Join(withLines(root, append(zeroErrors(root), cfg.Validate()))...)
 }
 
 // LoadFile is Load on the file at path; errors are prefixed with the path.
@@ -415,10 +415,6 @@ func parseAll(r io.Reader, env Env) (Config, *yaml.Node, []error, error) {
 	refs := collectRefs(root) // before expansion replaces the ${VAR}s
 	errs = append(errs, expandTree(root, env)...)
 	errs = append(errs, checkKeys(root, cfgType, "")...)
-	errs = append(errs, explicitZeros(root)...)
-	for _, err := range policy.ExplicitZeros(mapValue(root, "policy")) {
-		errs = append(errs, fmt.Errorf("policy.%w", err))
-	}
 	// Decoding ignores unknown keys and goes on past type errors, so what
 	// can be decoded is, for Check to validate.
 	const unset = "\x00unset"

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -149,3 +150,27 @@ type fileError struct {
 
 func (e *fileError) Error() string { return e.text }
 func (e *fileError) Unwrap() error { return e.err }
+
+// AtLines returns each of errs, problems found in the config file at path
+// beyond what Check reports (such as policy.UnknownArgFields' warnings,
+// whose keys are below "policy"), as one line "path:12: msg" naming the
+// line of the key it is about, or "path: msg" when the file does not have
+// it (or cannot be read again).
+func AtLines(path string, errs []error) []string {
+	var root *yaml.Node
+	if data, err := os.ReadFile(path); err == nil {
+		var doc yaml.Node
+		if yaml.Unmarshal(data, &doc) == nil && len(doc.Content) == 1 {
+			root = doc.Content[0]
+		}
+	}
+	var out []string
+	for _, err := range withLines(root, errs) {
+		if at, ok := atLine(path, err.Error()); ok {
+			out = append(out, at)
+		} else {
+			out = append(out, path+": "+err.Error())
+		}
+	}
+	return out
+}

@@ -5,7 +5,23 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"toolgate/internal/policy"
 )
+
+// zeroErrors lists the explicit zeros of the config document root that are
+// refused (explicitZeros, policy.ExplicitZeros). They are validation
+// problems: the document decodes.
+func zeroErrors(root *yaml.Node) []error {
+	if root == nil {
+		return nil
+	}
+	errs := explicitZeros(root)
+	for _, err := range policy.ExplicitZeros(mapValue(root, "policy")) {
+		errs = append(errs, fmt.Errorf("policy.%w", err))
+	}
+	return errs
+}
 
 // explicitZeros refuses the config keys where a zero would silently mean
 // the default rather than what it reads as: servers.<name>.connect_timeout

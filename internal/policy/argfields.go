@@ -109,8 +109,12 @@ func (p *Policy) UnknownArgFields(tools []ToolArgs) []error {
 				}
 				what = fmt.Sprintf("none of the %d tools the rule matches declares it (%s)", len(matched), strings.Join(names, ", "))
 			}
+			outcome := "so the condition errors where it reads it and this allow rule does not match those calls"
+			if r.Effect != Allow {
+				outcome = fmt.Sprintf("so the condition errors where it reads it, which counts as a match: this %s rule decides those calls", r.Effect)
+			}
 			errs = append(errs, &FieldError{Rule: i, Key: "when",
-				Err: fmt.Errorf("%s: when reads args.%s, but %s; the condition never sees such a field (reading it is an error, which never allows)", ruleLabel(p, i), f, what)})
+				Err: fmt.Errorf("%s: when reads args.%s, but %s; %s", ruleLabel(p, i), f, what, outcome)})
 		}
 	}
 	return errs
