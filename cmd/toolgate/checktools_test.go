@@ -1,0 +1,70 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCheckToolsWarnsAboutArgTypos: with --tools SERVER=FILE (the server's
+// tools/list), policy check warns about a when condition reading a field
+// the tool's input schema lacks, with the file's line, and still exits 0;
+// a correct field, and no --tools, warn nothing. A --tools flag naming a
+// server that is not configured, or a file that is not a tools list, is a
+// usage error (exit 2).
+func TestCheckToolsWarnsAboutArgTypos(t *testing.T) {
+	path := writeConfig(t, "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\n"+principals+`servers:
+  pay: { url: "http://127.0.0.1:9/mcp" }
+policy:
+  default: allow
+  rules:
+    - name: big
+      server: pay
+      tools: [transfer]
+      when: args.ammount > 1000
+      effect: approve
+    - name: fine
+      server: pay
+      tools: [transfer]
+      when: args.amount > 10 && has(args.to)
+      effect: approve
+`)
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	schema := `[{"name":"transfer","inputSchema":{"type":"object","properties":{"amount":{"type":"number"},"to":{"type":"string"}}}}]`
+	files := map[string]string{
+		"result":   write("result.json", `{"tools":`+schema+`}`),
+		"response": write("response.json", `{"jsonrpc":"2.0","id":1,"result":{"tools":`+schema+`}}`),
+		"array":    write("array.json", schema),
+	}
+	want := `warning: ` + path + `:16: policy.rules[0] "big": when reads args.ammount, but the input schema of pay/transfer does not declare it (it declares: amount, to)`
+	for form, file := range files {
+		var stdout, stderr strings.Builder
+		code := checkCmd([]string{path, "--tools", "pay=" + file}, &stdout, &stderr, testSystem(nil))
+		if code != 0 || !strings.Contains(stderr.String(), want) || strings.Contains(stderr.String(), `"fine"`) {
+			t.Errorf("%s: policy check exited %d\nstderr:\n%s\nwant exit 0 and\n%s", form, code, stderr.String(), want)
+		}
+	}
+
+	var stderr strings.Builder
+	if code := checkCmd([]string{path}, &strings.Builder{}, &stderr, testSystem(nil)); code != 0 || strings.Contains(stderr.String(), "ammount") {
+		t.Errorf("without --tools: exit %d\n%s", code, stderr.String())
+	}
+	for _, bad := range [][]string{
+		{"--tools", "fs=" + files["result"]},
+		{"--tools", "pay=" + write("bad.json", `{"nope": 1}`)},
+		{"--tools", "pay"},
+	} {
+		stderr.Reset()
+		if code := checkCmd(append([]string{path}, bad...), &strings.Builder{}, &stderr, testSystem(nil)); code != 2 {
+			t.Errorf("%q: exit %d, want 2\n%s", bad, code, stderr.String())
+		}
+	}
+}
