@@ -67,7 +67,7 @@ func TestPolicyHelpNamesCheckFlags(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	run(t.Context(), []string{"policy", "help"}, strings.NewReader(""), &stdout, &stderr)
 	out := stdout.String() + stderr.String()
-	for _, want := range []string{"check [--dev] [--stdio] [--insecure-no-auth] FILE", "where serve runs"} {
+	for _, want := range []string{"check [--dev] [--stdio] [--insecure-no-auth] [--tools SERVER=FILE]... FILE", "where serve runs"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("policy help:\n%s\nwant it to contain %q", out, want)
 		}

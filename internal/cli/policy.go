@@ -20,11 +20,14 @@ import (
 const policyUsageText = `Usage: toolgate policy <command> [flags]
 
 Commands:
-  check [--dev] [--stdio] [--insecure-no-auth] FILE
+  check [--dev] [--stdio] [--insecure-no-auth] [--tools SERVER=FILE]... FILE
         Run every check serve runs before it starts, as serve with those
         flags would (token variables and files, the admin socket
-        directory, secrets kept from upstreams): prints every problem and
-        exits 2 if serve would refuse to start. Run it where serve runs.
+        directory, secrets kept from upstreams): prints every problem
+        (FILE:LINE: where it has a line) and exits 2 if serve would refuse
+        to start. Run it where serve runs. --tools (the JSON of a server's
+        tools/list) also warns about when conditions reading argument
+        fields the tools' input schemas do not declare.
   explain (--config FILE | --addr A) --server S --tool T [--args JSON] [--principal P]
         How the policy decides one call, rule by rule (see "policy explain --help").
   test CASES.yaml [--config FILE | --addr A] [-v]

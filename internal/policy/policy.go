@@ -35,6 +35,9 @@ const GroupPrefix = "group:"
 
 // Approval holds the parameters of an approval. In Policy.Approval every
 // field is required; in a Rule each zero field inherits the policy's value.
+// A policy document that writes a zero into a rule's approval ("approvals:
+// 0") is refused where it is decoded (see [ExplicitZeros]): the field is
+// zero only when the document leaves it out.
 type Approval struct {
 	// Timeout is how long a request may stay pending before it expires.
 	Timeout time.Duration `yaml:"timeout,omitempty"`
