@@ -48,7 +48,7 @@ func Check(path string, env Env) (cfg Config, problems, warnings []string) {
 
 // Lines flattens err, as returned by Load or Validate, into one line per
 // problem: a joined error is listed one by one, and multi-line messages
-// are split (LoadFile's error gives a "load config PATH:" line first). It returns nil for a nil error.
+// are split (LoadFile's error gives a "load config:" line first). It returns nil for a nil error.
 func Lines(err error) []string {
 	if err == nil {
 		return nil

@@ -345,7 +345,9 @@ func Load(r io.Reader, env Env) (Config, error) {
 	return cfg, errors.Join(withLines(root, append(zeroErrors(root), cfg.Validate()))...)
 }
 
-// LoadFile is Load on the file at path; errors are prefixed with the path.
+// LoadFile is Load on the file at path; its error says "load config:" and
+// then each problem as "path:12: msg", or "path: msg" when it names no
+// line (see AtFile).
 func LoadFile(path string, env Env) (Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -354,7 +356,7 @@ func LoadFile(path string, env Env) (Config, error) {
 	defer func() { _ = f.Close() }() // read only: nothing to lose
 	cfg, err := Load(f, env)
 	if err != nil {
-		return cfg, fmt.Errorf("load config %s:\n%w", path, AtFile(path, err))
+		return cfg, fmt.Errorf("load config:\n%w", AtFile(path, err))
 	}
 	return cfg, nil
 }

@@ -112,9 +112,9 @@ func lineAt(root *yaml.Node, path string) int {
 	return line
 }
 
-// AtFile returns err (as Load returns it) with each problem that names its
-// line ("line 12: msg") naming it as "path:12: msg" instead; the others
-// are kept as they are. A joined error stays joined.
+// AtFile returns err (as Load returns it) with each problem naming path
+// once: "path:12: msg" for a problem that names its line ("line 12: msg"),
+// "path: msg" for one that does not. A joined error stays joined.
 func AtFile(path string, err error) error {
 	if err == nil {
 		return nil
@@ -126,10 +126,11 @@ func AtFile(path string, err error) error {
 		}
 		return errors.Join(out...)
 	}
-	if text, ok := atLine(path, err.Error()); ok {
-		return &fileError{text: text, err: err}
+	text, ok := atLine(path, err.Error())
+	if !ok {
+		text = path + ": " + text
 	}
-	return err
+	return &fileError{text: text, err: err}
 }
 
 // atLine rewrites the problem msg "line 12: rest" as "path:12: rest"; ok
@@ -142,7 +143,7 @@ func atLine(path, msg string) (string, bool) {
 	return path + ":" + m[1] + ": " + msg[len(m[0]):], true
 }
 
-// fileError is a problem with its file and line in front.
+// fileError is a problem with its file (and line) in front.
 type fileError struct {
 	text string
 	err  error

@@ -308,7 +308,7 @@ func TestLoadFileNamesThePath(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), `storage.driver "x"`) {
 		t.Errorf("LoadFile = %v", err)
 	}
-	if diff := cmp.Diff([]string{"load config " + p + ":", p + `:1: storage.driver "x": want sqlite or postgres`}, Lines(err)); diff != "" {
+	if diff := cmp.Diff([]string{"load config:", p + `:1: storage.driver "x": want sqlite or postgres`}, Lines(err)); diff != "" {
 		t.Errorf("Lines(LoadFile error) (-want +got):\n%s", diff)
 	}
 }

@@ -97,7 +97,7 @@ func (r *Reloader) Reload(ctx context.Context) error {
 		r.metrics.PolicyReloadFailed()
 		r.log.ErrorContext(ctx, "policy reload failed; the current policy stays in force",
 			"revision", curRev, "path", r.path, "err", strings.Join(config.Lines(err), "; "))
-		return fmt.Errorf("load config %s:\n%w", r.path, config.AtFile(r.path, err))
+		return fmt.Errorf("load config:\n%w", config.AtFile(r.path, err))
 	}
 	next := cfg.Policy // a fresh copy, never modified after Store
 	newRev := policy.Revision(&next)
