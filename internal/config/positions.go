@@ -50,6 +50,9 @@ func withLines(root *yaml.Node, errs []error) []error {
 			if line == 0 {
 				line = lineAt(root, "policy."+fe.Path())
 			}
+			if fe.Key == "when" {
+				line += celLine(root, fe, err.Error())
+			}
 		} else {
 			msg := err.Error()
 			end := strings.IndexAny(msg, " :")
@@ -64,6 +67,30 @@ func withLines(root *yaml.Node, errs []error) []error {
 		out = append(out, err)
 	}
 	return out
+}
+
+// celLineRE finds the line within a CEL expression that a compile error
+// names.
+var celLineRE = regexp.MustCompile(`: <input>:(\d+):\d+: `)
+
+// celLine returns how many lines below the when key of fe the CEL error
+// msg is: for a literal block ("when: |"), whose k-th line is k lines
+// below the key, the line the error names; otherwise 0.
+func celLine(root *yaml.Node, fe *policy.FieldError, msg string) int {
+	m := celLineRE.FindStringSubmatch(msg)
+	if m == nil {
+		return 0
+	}
+	rules := mapValue(mapValue(root, "policy"), "rules")
+	if rules == nil || rules.Kind != yaml.SequenceNode || fe.Rule < 0 || fe.Rule >= len(rules.Content) {
+		return 0
+	}
+	v := mapValue(rules.Content[fe.Rule], "when")
+	if v == nil || v.Style != yaml.LiteralStyle {
+		return 0
+	}
+	k, _ := strconv.Atoi(m[1])
+	return min(k, max(1, strings.Count(strings.TrimRight(v.Value, "\n"), "\n")+1)) // an error at the end names the last line
 }
 
 // lineRE matches a problem that names its line.

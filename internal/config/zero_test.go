@@ -97,16 +97,22 @@ policy:
     - name: big
       server: pay
       when: |
-        args.amount >
+        args.amount > 1 &&
+          principal.grups == []
       effect: deny
     - tools: ["[bad"]
+      effect: deny
+    - name: eof
+      when: |
+        args.amount >
       effect: deny
 `
 	_, err := load(t, text, nil)
 	for _, want := range []string{
 		`line 5: servers.pay.call_timeout -1s: must be >= 0`,
-		`line 11: policy.rules[0] "big": when: `,
-		`line 14: policy.rules[1]: tools[0]: `,
+		`line 13: policy.rules[0] "big": when: <input>:2:`, // the expression's line 2
+		`line 15: policy.rules[1]: tools[0]: `,
+		`line 19: policy.rules[2] "eof": when: <input>:2:1: Syntax error`, // at the end: its last line`
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Load error:\n%v\nwant it to contain %q", err, want)
@@ -118,14 +124,14 @@ policy:
 	}
 	_, problems, _ := Check(path, nil)
 	got := strings.Join(problems, "\n")
-	for _, want := range []string{path + `:5: servers.pay.call_timeout`, path + `:11: policy.rules[0] "big": when: `, path + `:14: policy.rules[1]: tools[0]`} {
+	for _, want := range []string{path + `:5: servers.pay.call_timeout`, path + `:13: policy.rules[0] "big": when: `, path + `:15: policy.rules[1]: tools[0]`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("Check problems:\n%s\nwant a line starting %q", got, want)
 		}
 	}
 	_, err = LoadFile(path, nil)
-	if err == nil || !strings.Contains(err.Error(), "\n"+path+`:11: policy.rules[0] "big": when: `) {
-		t.Errorf("LoadFile error:\n%v\nwant the when problem at %s:11:", err, path)
+	if err == nil || !strings.Contains(err.Error(), "\n"+path+`:13: policy.rules[0] "big": when: `) {
+		t.Errorf("LoadFile error:\n%v\nwant the when problem at %s:13:", err, path)
 	}
 }
 
