@@ -41,6 +41,7 @@ func TestExplicitZeroIsRefused(t *testing.T) {
 		{"valid_for 0s", "{ valid_for: 0s }", `line 12: policy.rules[0] "w": approval.valid_for: 0s is not allowed`},
 		{"timeout negative", "\n        mode: hold\n        timeout: -1s", `line 14: policy.rules[0] "w": approval.timeout -1s: must be > 0 (or omitted to inherit)`},
 		{"approvals negative", "{ approvals: -1 }", `line 12: policy.rules[0] "w": approval.approvals -1: must be >= 1`},
+		{"approvers empty", "{ approvers: [] }", `line 12: policy.rules[0] "w": approval.approvers: an empty list is not allowed: it would silently inherit policy.approval.approvers`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -57,7 +57,8 @@ func fieldError(rule int, err error) *FieldError {
 
 // ExplicitZeros reports each approval override of a rule that the document
 // n (a policy mapping, as decoded into a [Policy]) writes as zero:
-// "approvals: 0", "timeout: 0s", "valid_for: 0s". In a rule's approval a
+// "approvals: 0", "timeout: 0s", "valid_for: 0s" (and "approvers: []"). In
+// a rule's approval a
 // zero field inherits the policy's value, so an explicit zero would
 // silently mean the default (one approver, the default timeout) where its
 // author most likely meant "none" or "never": it is refused, with the rule,
@@ -98,6 +99,11 @@ func ExplicitZeros(n *yaml.Node) []error {
 			}
 			errs = append(errs, &FieldError{Rule: i, Key: "approval." + f.key, Line: v.Line,
 				Err: fmt.Errorf("%s: approval.%s: %s is not allowed: a zero would silently inherit the policy's value; %s", label, f.key, v.Value, f.instead)})
+		}
+		// An empty list inherits too, where "approvers: []" reads as "anyone".
+		if v := resolve(mapValue(a, "approvers")); v != nil && v.Kind == yaml.SequenceNode && len(v.Content) == 0 {
+			errs = append(errs, &FieldError{Rule: i, Key: "approval.approvers", Line: v.Line,
+				Err: fmt.Errorf("%s: approval.approvers: an empty list is not allowed: it would silently inherit policy.approval.approvers, not mean anyone; omit it to inherit, or list who may review", label)})
 		}
 	}
 	return errs
