@@ -69,7 +69,8 @@ func TestUnknownArgFields(t *testing.T) {
 			t.Errorf("error %d = %v (%+v), want prefix %q and key when", i, err, fe, want[i])
 		}
 	}
-	if fe := errs[0].(*FieldError); fe.Path() != "rules[0].when" {
-		t.Errorf("Path = %q", fe.Path())
+	var fe *FieldError
+	if !errors.As(errs[0], &fe) || fe.Path() != "rules[0].when" {
+		t.Errorf("FieldError %+v, want path rules[0].when", fe)
 	}
 }
