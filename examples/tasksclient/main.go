@@ -151,13 +151,13 @@ func (c *client) callAndWait(ctx context.Context, out io.Writer, tool string, ar
 		}
 		select {
 		case <-ctx.Done():
-			return c.cancel(t.TaskID, out)
+			return c.cancel(ctx, t.TaskID, out)
 		case <-time.After(wait):
 		}
 		id := t.TaskID
 		raw, err := c.rpc(ctx, "tasks/get", id, map[string]any{"taskId": id})
 		if ctx.Err() != nil {
-			return c.cancel(id, out)
+			return c.cancel(ctx, id, out)
 		}
 		if err != nil {
 			return fmt.Errorf("tasks/get %s: %w", id, err)
@@ -170,10 +170,11 @@ func (c *client) callAndWait(ctx context.Context, out io.Writer, tool string, ar
 	}
 }
 
-// cancel withdraws the task after an interrupt: toolgate cancels its
-// approval, and nothing runs.
-func (c *client) cancel(taskID string, out io.Writer) error {
-	ctx, done := context.WithTimeout(context.Background(), 10*time.Second)
+// cancel withdraws the task after an interrupt (ctx is done): toolgate
+// cancels its approval, and nothing runs. The request outlives ctx's
+// cancellation, for at most 10 seconds.
+func (c *client) cancel(ctx context.Context, taskID string, out io.Writer) error {
+	ctx, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer done()
 	if _, err := c.rpc(ctx, "tasks/cancel", taskID, map[string]any{"taskId": taskID}); err != nil {
 		return fmt.Errorf("interrupted; tasks/cancel %s: %w", taskID, err)
