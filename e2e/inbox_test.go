@@ -383,7 +383,7 @@ func TestApprovalsWatch(t *testing.T) {
 	a := awaitPendingArgs(t, g.Admin, args)
 	latency := printed.Sub(createdAt(t, g.Admin, a.ID))
 	t.Logf("timing: approvals watch printed the request %v after it was held", latency.Round(time.Millisecond))
-	for _, want := range []string{a.ID, "t__echo_raw", "by agent-1", `rule "echo needs a human"`, `{"watch":"me"}`} {
+	for _, want := range []string{a.ID, "t · echo_raw", "by agent-1", `rule "echo needs a human"`, `{"watch":"me"}`} {
 		if !strings.Contains(line, want) {
 			t.Errorf("watch printed %q, want it to contain %q", line, want)
 		}

@@ -42,10 +42,12 @@ const usageText = `Usage: toolgate approvals <command> [flags]
 
 Commands:
   list [--state S] [--limit N] [--cursor C]
-        List approvals: id, state, server, tool, requester, time left
-        and the arguments (the display copy on one line, cut at 60
-        characters, after "!" when show has display warnings; read them
-        whole with show before you approve).
+        List approvals: id, state, server, tool (the real names rules
+        match; "prompt NAME" or "resource URI" for a prompts/get or
+        resources/read), requester, time left and the arguments (the
+        display copy on one line, cut at 60 characters, after "!" when
+        show has display warnings; read them whole with show before you
+        approve).
         --state is pending (default), all, approved, denied, expired,
         cancelled, consumed or invalidated.
   show <id>
@@ -63,8 +65,9 @@ Commands:
   deny <id> --reason R
         Deny. The reason is required: the agent reads it.
   watch [--since CURSOR]
-        Print requests and decisions as they happen, one line each (with
-        --json, each event's JSON), until interrupted. A dropped connection
+        Print requests and decisions as they happen, one line each: time,
+        event, approval id, "server · tool" as list names them, details
+        (with --json, each event's JSON), until interrupted. A dropped connection
         is reopened where it stopped. --since starts after the event with
         that cursor (<tx>.<seq>, each event's "cursor" in --json), or with
         0 at the start of the log, instead of with new events only; a

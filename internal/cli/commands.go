@@ -46,10 +46,7 @@ func runList(ctx context.Context, c *client, o *options, _ []string, out io.Writ
 		if a.OnBehalfOf != "" {
 			by += " for " + a.OnBehalfOf
 		}
-		server, tool := a.Server, a.Tool
-		if a.Kind != "" && a.Kind != "tool_call" { // a policy change: show what it changes
-			server, tool = "("+a.Kind+")", a.Target
-		}
+		server, tool := subject(a)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", clean(a.ID), clean(a.State), clean(server), clean(tool), clean(by), expiresIn(a, resp.now), listArgs(a))
 	}
 	if l.NextCursor != "" {
@@ -235,7 +232,7 @@ func resolveID(ctx context.Context, c *client, arg string) (string, error) {
 		var ids, lines []string
 		for _, a := range l.Approvals {
 			ids = append(ids, a.ID)
-			lines = append(lines, fmt.Sprintf("%s  %s  %s__%s", a.ID, a.State, a.Server, a.Tool))
+			lines = append(lines, fmt.Sprintf("%s  %s  %s", clean(a.ID), clean(a.State), subjectLine(a)))
 		}
 		return ids, lines, l.NextCursor != "", nil
 	})

@@ -282,7 +282,7 @@ func resolveGrantID(ctx context.Context, c *client, arg string) (string, error) 
 		var ids, lines []string
 		for _, g := range l.Grants {
 			ids = append(ids, g.ID)
-			lines = append(lines, fmt.Sprintf("%s  %s  %s__%s", g.ID, g.State, g.Server, g.Tool))
+			lines = append(lines, fmt.Sprintf("%s  %s  %s · %s", clean(g.ID), clean(g.State), clean(g.Server), clean(g.Tool)))
 		}
 		return ids, lines, l.NextCursor != "", nil
 	})

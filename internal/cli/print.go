@@ -94,6 +94,14 @@ func printApproval(out io.Writer, a api.Approval, now time.Time) error {
 		field("Kind", "session policy change (the session asks for more power)")
 		field("Session", a.Target)
 		field("Base revision", fmt.Sprint(a.BaseRevision))
+	case "prompt_get":
+		field("Kind", "prompt_get (a prompts/get)")
+		field("Server", a.Server)
+		field("Prompt", a.Tool)
+	case "resource_read":
+		field("Kind", "resource_read (a resources/read)")
+		field("Server", a.Server)
+		field("Resource", a.Tool)
 	case "policy_change":
 		field("Kind", "deployment policy change")
 		field("Target", a.Target)

@@ -188,11 +188,7 @@ func eventLine(ev api.Event) string {
 	a := ev.Approval
 	switch {
 	case a != nil:
-		what := clean(a.Server) + "__" + clean(a.Tool)
-		if a.Kind != "" && a.Kind != "tool_call" {
-			what = "(" + clean(a.Kind) + ") " + clean(a.Target)
-		}
-		return head + "  " + clean(a.ID) + "  " + what + "  " + eventDetail(ev, *a)
+		return head + "  " + clean(a.ID) + "  " + subjectLine(*a) + "  " + eventDetail(ev, *a)
 	case ev.SessionID != "":
 		return head + "  session " + clean(ev.SessionID) + "  by " + clean(ev.Actor)
 	case ev.GrantID != "":

@@ -127,7 +127,7 @@ func TestWatchReconnectsWhereItStopped(t *testing.T) {
 		t.Errorf("first stream sent Last-Event-ID %q, want none", id)
 	}
 	second := create(2)
-	if l := out.next(t); !strings.Contains(l, "requested") || !strings.Contains(l, second) || !strings.Contains(l, "pay__transfer") {
+	if l := out.next(t); !strings.Contains(l, "requested") || !strings.Contains(l, second) || !strings.Contains(l, "pay · transfer") {
 		t.Fatalf("watch printed %q, want the second request", l)
 	}
 	// The server dropped the stream after that event: watch reconnects after it.
@@ -198,7 +198,7 @@ func TestWatchPrintsDecisions(t *testing.T) {
 	}
 	out := watchFromStart(t, srv.URL)
 	want := [][]string{
-		{"requested", string(r.ID), "pay__transfer", "by desktop for carol", `rule "payments"`, `\u202E`},
+		{"requested", string(r.ID), "pay · transfer", "by desktop for carol", `rule "payments"`, `\u202E`},
 		{"reviewed", "deny by bob: no: too much"},
 		{"denied", "by bob: no: too much"},
 	}

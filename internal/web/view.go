@@ -91,6 +91,10 @@ func subject(a api.Approval) (kind, title string) {
 		return "session policy", "session " + shortID(a.Target) + " asks for more"
 	case "policy_change":
 		return "policy change", "deployment policy change"
+	case "prompt_get": // Tool is the prompt's real name; Target is empty
+		return "prompt", visible(a.Server) + " · " + visible(a.Tool)
+	case "resource_read": // Tool is the resource's real URI
+		return "resource", visible(a.Server) + " · " + visible(a.Tool)
 	}
 	return visible(a.Kind), visible(a.Kind) + " " + visible(a.Target)
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"toolgate/internal/api"
 )
 
 func TestSummarize(t *testing.T) {
@@ -69,5 +71,23 @@ func TestParseValueKeepsOrderAndLiterals(t *testing.T) {
 	deep := strings.Repeat("[", maxDepth+2) + strings.Repeat("]", maxDepth+2)
 	if _, err := parseValue([]byte(deep)); err == nil {
 		t.Error("a value nested past maxDepth parsed; want an error (the page would recurse without bound)")
+	}
+}
+
+// TestSubjectNamesAPromptOrResource: the inbox titles a held prompts/get
+// or resources/read with its server and the prompt or resource (it said
+// "prompt_get " and nothing more: the name is in Tool, Target is empty).
+func TestSubjectNamesAPromptOrResource(t *testing.T) {
+	for _, c := range []struct {
+		a                   api.Approval
+		wantKind, wantTitle string
+	}{
+		{api.Approval{Server: "fs", Tool: "write_file"}, "", "fs · write_file"},
+		{api.Approval{Kind: "prompt_get", Server: "ev", Tool: "args-prompt"}, "prompt", "ev · args-prompt"},
+		{api.Approval{Kind: "resource_read", Server: "docs", Tool: "file:///a.md"}, "resource", "docs · file:///a.md"},
+	} {
+		if kind, title := subject(c.a); kind != c.wantKind || title != c.wantTitle {
+			t.Errorf("subject(%s %s %s) = %q, %q; want %q, %q", c.a.Kind, c.a.Server, c.a.Tool, kind, title, c.wantKind, c.wantTitle)
+		}
 	}
 }

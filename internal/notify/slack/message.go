@@ -159,6 +159,10 @@ func subjectText(r approval.Request) string {
 		return "session " + r.Target + " policy"
 	case approval.KindPolicyChange:
 		return "deployment policy"
+	case approval.KindPromptGet: // Tool is the real prompt name
+		return r.Server + " · prompt " + r.Tool
+	case approval.KindResourceRead: // Tool is the real resource URI
+		return r.Server + " · resource " + r.Tool
 	}
 	return r.Server + " · " + r.Tool
 }

@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// tasksExampleBin builds examples/tasksclient once, next to the other
+// binaries.
+var tasksExampleBin = sync.OnceValues(func() (string, error) {
+	out := filepath.Join(filepath.Dir(bins.toolgate), "tasksclient")
+	return out, goBuild(out, "toolgate/examples/tasksclient")
+})
+
+// TestTasksClientExample runs examples/tasksclient, the README's Tasks
+// client, against the quickstart policy in front of the real npm filesystem
+// server: its write is answered with a task, the program prints the task's
+// statusMessage while the call is held, and once the approval goes through
+// the CLI it prints the tool's result and exits 0; the file is written once.
+func TestTasksClientExample(t *testing.T) {
+	n := findNPM(t)
+	sandbox, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, fsConfig(t, n, sandbox, "5m"), nil)
+	bin, err := tasksExampleBin()
+	if err != nil {
+		t.Fatalf("build examples/tasksclient: %v", err)
+	}
+	const content = "written by a task\n"
+	cmd := exec.Command(bin, "-url", g.MCP, "-tool", "fs__write_file",
+		"-args", `{"path":"task.txt","content":"written by a task\n"}`)
+	cmd.Env = append(childEnv(), "TOOLGATE_AGENT_TOKEN="+agentToken)
+	stderr := new(syncBuffer)
+	cmd.Stderr = stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start tasksclient: %v", err)
+	}
+	lines := make(chan string)
+	exited := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		exited <- cmd.Wait() // after the last read, as StdoutPipe requires
+	}()
+	var printed []string
+	// next returns the program's next line of output; false once it has
+	// closed its output.
+	next := func() (string, bool) {
+		t.Helper()
+		select {
+		case l, ok := <-lines:
+			if ok {
+				printed = append(printed, l)
+			}
+			return l, ok
+		case <-time.After(waitFor):
+			t.Fatalf("tasksclient printed nothing more within %v; so far:\n%s\nstderr:\n%s", waitFor, strings.Join(printed, "\n"), stderr)
+			return "", false
+		}
+	}
+	waited := false
+	t.Cleanup(func() {
+		if waited {
+			return
+		}
+		_ = cmd.Process.Kill()
+		for range lines {
+		}
+		if err := <-exited; err != nil {
+			t.Logf("tasksclient, killed at cleanup: %v", err)
+		}
+	})
+
+	var status string
+	for status == "" {
+		l, ok := next()
+		if !ok {
+			t.Fatalf("tasksclient ended without a status; it printed:\n%s\nstderr:\n%s", strings.Join(printed, "\n"), stderr)
+		}
+		if s, ok := strings.CutPrefix(l, "status: "); ok {
+			status = s
+		}
+	}
+	p := waitPending(t, g.Admin, 1)[0]
+	if !strings.HasPrefix(status, "awaiting approval "+p.ID+": 0 of 1 approvals; expires ") {
+		t.Errorf("first status %q, want the held approval %s awaiting its reviewer", status, p.ID)
+	}
+	if !strings.HasPrefix(printed[0], "task tgt_") || !strings.HasSuffix(printed[0], ": working") {
+		t.Errorf("first line %q, want the task id and working", printed[0])
+	}
+	mustNotExist(t, filepath.Join(sandbox, "task.txt"))
+
+	mustCLI(t, g.Admin, "approve", p.ID)
+	for _, ok := next(); ok; _, ok = next() {
+	}
+	select {
+	case err := <-exited:
+		waited = true
+		if err != nil {
+			t.Fatalf("tasksclient: %v; it printed:\n%s\nstderr:\n%s", err, strings.Join(printed, "\n"), stderr)
+		}
+	case <-time.After(waitFor):
+		t.Fatalf("tasksclient did not exit within %v", waitFor)
+	}
+	out := strings.Join(printed, "\n")
+	for _, want := range []string{
+		"status: approval " + p.ID + ": the call ran",
+		"result: Successfully wrote to task.txt",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("tasksclient printed:\n%s\nwant a line %q", out, want)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(sandbox, "task.txt")); err != nil || string(b) != content {
+		t.Errorf("task.txt: %q, %v; want %q", b, err, content)
+	}
+	if st := showJSON(t, g.Admin, p.ID); st.State != "consumed" || st.DispatchOutcome != "ok" {
+		t.Errorf("approval after the task: state %s, outcome %s; want consumed, ok", st.State, st.DispatchOutcome)
+	}
+}
