@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -127,5 +129,64 @@ func TestSSETeeWithoutSlotPassesOnlyDecodableResponses(t *testing.T) {
 	}
 	if !answered {
 		t.Errorf("the valid response after them is gone: the tee gave %q", out)
+	}
+}
+
+// TestSDKPathAnswerForAnotherSessionKeepsTheSession: an upstream that
+// answers a call on the SDK path with another Mcp-Session-Id than the
+// session's (a load balancer mixing up backends, or a restarted server)
+// fails that call only, as "may have run", while the call beside it gets
+// its result and the next call works. The go-sdk client took it for a
+// write error ("mismatching session IDs") and its connection refused
+// every later call.
+func TestSDKPathAnswerForAnotherSessionKeepsTheSession(t *testing.T) {
+	verifyNoLeaks(t)
+	f := newRawHTTPFixture(t, true, ServerConfig{}, nil)
+	for i, ct := range []string{"application/json", "text/event-stream"} {
+		before, err := f.g.ups["up"].session()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := newHeld()
+		f.up.set("hang", h.answer)
+		f.up.set("vendor", func(w http.ResponseWriter, r *http.Request, id json.RawMessage) {
+			if r.Header.Get("Mcp-Session-Id") == "" {
+				t.Error("the call came without a session id: the upstream is not stateful")
+			}
+			w.Header().Set("Mcp-Session-Id", "another-session")
+			w.Header().Set("Content-Type", ct)
+			msg := `{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"content":[{"type":"text","text":"whole"}]}}`
+			if ct == "text/event-stream" {
+				msg = "event: message\ndata: " + msg + "\n\n"
+			}
+			_, _ = io.WriteString(w, msg)
+		})
+		other := make(chan string, 1)
+		go func() { other <- f.sdkCall(t, fmt.Sprintf("held-%d", i), "hang", `{}`) }()
+		<-h.arrived
+		got := f.sdkCall(t, fmt.Sprintf("mixed-%d", i), "vendor", `{}`)
+		if strings.Contains(got, "nothing was run") || !strings.Contains(got, "may have run") {
+			t.Errorf("%s: the call's answer %q, want a failure saying it may have run", ct, got)
+		}
+		close(h.release)
+		if a := <-other; !strings.Contains(a, "held answer") || strings.Contains(a, `"isError":true`) {
+			t.Errorf("%s: the call in flight beside it got %q, want its result", ct, a)
+		}
+		if a := f.sdkCall(t, fmt.Sprintf("next-%d", i), "echo", `{"n":1}`); !strings.Contains(a, `{\"n\":1}`) {
+			t.Errorf("%s: the next call got %q, want its result", ct, a)
+		}
+		if after, err := f.g.ups["up"].session(); err != nil || after != before {
+			t.Errorf("%s: the upstream session was replaced (%v): the go-sdk ended it", ct, err)
+		}
+		calls := map[string]int{}
+		for _, sc := range f.up.takeCalls() {
+			calls[sc.tool]++
+		}
+		if calls["vendor"] != 1 || calls["hang"] != 1 || calls["echo"] != 1 {
+			t.Errorf("%s: the upstream got %v tools/call POSTs, want each call once", ct, calls)
+		}
+		if t.Failed() {
+			f.untilWorks(t, f.sdkCall, fmt.Sprintf("recover-%d", i))
+		}
 	}
 }

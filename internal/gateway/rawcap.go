@@ -296,6 +296,9 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 		if r := brokenStatus(req.Context(), resp, id, t.log); r != nil {
 			return r, nil
 		}
+		if r := answerForAnotherSession(req.Context(), req, resp, id, t.log); r != nil {
+			return r, nil
+		}
 	}
 	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		// Any 2xx: the SDK reads a call's JSON or event stream answer
