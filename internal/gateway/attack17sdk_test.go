@@ -41,6 +41,25 @@ func attack17SDKCases() []struct {
 		{"event id object", stray(`{"a":1}`)},
 		{"event id array", stray(`[1]`)},
 		{"event id 1e400", stray(`1e400`)},
+		{"202 empty JSON", func(string) string {
+			return "HTTP/1.1 202 Accepted\r\nContent-Type: application/json\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+		}},
+		{"204 JSON", func(string) string {
+			return "HTTP/1.1 204 No Content\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
+		}},
+		{"204 event stream", func(string) string {
+			return "HTTP/1.1 204 No Content\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+		}},
+		{"JSON answer twice", func(id string) string {
+			b := result(id) + result(id)
+			return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
+		}},
+		{"JSON type with parameters", func(id string) string {
+			b := result(id)
+			return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: Application/JSON ; charset=\"UTF-8\"\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
+		}},
+		{"event name in capitals", func(id string) string { return sse + "event: Message\ndata: " + result(id) + "\n\n" }},
+		{"event retry and id then cut", func(id string) string { return sse + "retry: 1\nid: 5\n\n" }},
 		{"error event id false", func(id string) string {
 			return sse + "event: message\ndata: " + `{"jsonrpc":"2.0","id":false,"error":{"code":1,"message":"x"}}` + "\n\n" +
 				"event: message\ndata: " + result(id) + "\n\n"
