@@ -187,6 +187,8 @@ func eventLine(ev api.Event) string {
 	head := fmt.Sprintf("%s  %-11s", at, clean(ev.Type))
 	a := ev.Approval
 	switch {
+	case ev.Type == api.EventsMissed:
+		return head + "  events after " + clean(ev.After) + " through " + clean(ev.Cursor) + " were pruned by retention before this watch read them"
 	case a != nil:
 		what := clean(a.Server) + "__" + clean(a.Tool)
 		if a.Kind != "" && a.Kind != "tool_call" {
