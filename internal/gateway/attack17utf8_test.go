@@ -3,8 +3,11 @@ package gateway
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestSDKPathRawMembersValidUTF8: structuredContent and _meta of a
@@ -54,5 +57,19 @@ func TestSDKPathRawMembersValidUTF8(t *testing.T) {
 				t.Errorf("lean answer %#v, the SDK path's %#v", answers["raw"], answers["sdk"])
 			}
 		})
+	}
+}
+
+// BenchmarkWithRawNumbersValid: withRawNumbers's cost on an SDK-path
+// result with structuredContent and _meta in valid UTF-8 (the usual
+// case), where repairUTF8 only checks them (attack17).
+func BenchmarkWithRawNumbersValid(b *testing.B) {
+	raw := json.RawMessage(`{"content":[{"type":"text","text":"ok"}],"structuredContent":{"rows":[` +
+		strings.Repeat(`{"id":12345678901234567890,"name":"row name here","v":1.5},`, 15) + `{}]},"_meta":{"trace":"abc-123"}}`)
+	for b.Loop() {
+		var res mcp.CallToolResult
+		if _, err := withRawNumbers(&res, raw); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
