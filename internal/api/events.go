@@ -54,6 +54,10 @@ type Event struct {
 	// GrantID names the grant of a grant event (grant_created, grant_used,
 	// grant_revoked).
 	GrantID string `json:"grant_id,omitempty"`
+	// After is, on an events_missed notice (EventsMissed), the position
+	// the stream resumed at: the events after it through Cursor were
+	// pruned by retention before this stream read them.
+	After string `json:"after,omitempty"`
 	// Approval is the approval the event is about, as it is now (its state
 	// may be newer than the event's); approval events only.
 	Approval *Approval `json:"approval,omitempty"`
@@ -395,20 +399,24 @@ func (s *Server) ServeEventStream(w http.ResponseWriter, r *http.Request, c Call
 		return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Msg: "this server keeps no event log"}
 	}
 	ctx := r.Context()
-	var cursor store.Cursor
+	var cursor, missed store.Cursor
 	switch last, since := strings.TrimSpace(r.Header.Get("Last-Event-ID")), r.URL.Query().Get("since"); {
 	case last != "":
 		c, err := s.resumeCursor(ctx, last, "Last-Event-ID")
 		if err != nil {
 			return err
 		}
-		cursor = c
+		if cursor, missed, err = s.prunedPast(ctx, c); err != nil {
+			return err
+		}
 	case since != "":
 		c, err := s.resumeCursor(ctx, since, "since")
 		if err != nil {
 			return err
 		}
-		cursor = c
+		if cursor, missed, err = s.prunedPast(ctx, c); err != nil {
+			return err
+		}
 	default:
 		c, err := s.events.FeedEnd(ctx)
 		if err != nil {
@@ -426,6 +434,12 @@ func (s *Server) ServeEventStream(w http.ResponseWriter, r *http.Request, c Call
 	//nolint:gosec // G705: numbers into a text/event-stream answer, no HTML
 	if _, err := fmt.Fprintf(w, "retry: %d\n: stream after %s\n\n", eventRetry.Milliseconds(), cursor); err != nil {
 		return nil
+	}
+	if missed != (store.Cursor{}) {
+		if err := s.writeMissed(w, cursor, missed); err != nil {
+			return nil
+		}
+		cursor = missed
 	}
 	if err := rc.Flush(); err != nil {
 		return nil

@@ -187,6 +187,8 @@ func eventLine(ev api.Event) string {
 	head := fmt.Sprintf("%s  %-11s", at, clean(ev.Type))
 	a := ev.Approval
 	switch {
+	case ev.Type == api.EventsMissed:
+		return head + "  events after " + clean(ev.After) + " through " + clean(ev.Cursor) + " were pruned by retention before this watch read them"
 	case a != nil:
 		return head + "  " + clean(a.ID) + "  " + subjectLine(*a) + "  " + eventDetail(ev, *a)
 	case ev.SessionID != "":

@@ -296,6 +296,9 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 		if r := brokenStatus(req.Context(), resp, id, t.log); r != nil {
 			return r, nil
 		}
+		if r := answerForAnotherSession(req.Context(), req, resp, id, t.log); r != nil {
+			return r, nil
+		}
 	}
 	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		// Any 2xx: the SDK reads a call's JSON or event stream answer
@@ -341,7 +344,9 @@ func slotRequestID(body []byte, s *slot) json.RawMessage {
 // withRawNumbers replaces structuredContent and _meta of res, the result
 // as the SDK decoded it, with their bytes in raw, the same result as
 // received, so that their numbers pass through unchanged; the upstream's
-// server-info _meta entry is dropped (notes §6). Both are read by their
+// server-info _meta entry is dropped (notes §6). Their bytes that are not
+// UTF-8 and lone surrogate escapes become U+FFFD, as on the lean path
+// (repairUTF8; attack17). Both are read by their
 // exact keys, as the SDK's decoder reads them (resultMembersOf). It is
 // decodeResult for a result the SDK could decode, without decoding the rest a second time
 // (the SDK's decoder allocates a 32 KiB buffer per decode;
@@ -363,13 +368,13 @@ func withRawNumbers(res *mcp.CallToolResult, raw json.RawMessage) (*mcp.CallTool
 			if meta == nil {
 				meta = mcp.Meta{}
 			}
-			meta[k] = v
+			meta[k] = repairUTF8(v) // as the lean path gives it (rawutf8.go; attack17)
 		}
 	}
 	res.Meta = meta
 	res.StructuredContent = nil
 	if len(n.structuredContent) > 0 && string(n.structuredContent) != "null" {
-		res.StructuredContent = json.RawMessage(n.structuredContent)
+		res.StructuredContent = repairUTF8(json.RawMessage(n.structuredContent))
 	}
 	return res, nil
 }
@@ -397,7 +402,7 @@ func decodeResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
 		return nil, err
 	}
 	if hasSC && string(bytes.TrimSpace(sc)) != "null" {
-		res.StructuredContent = sc
+		res.StructuredContent = repairUTF8(sc)
 	}
 	if hasMeta {
 		var m map[string]json.RawMessage
@@ -411,7 +416,7 @@ func decodeResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
 			if res.Meta == nil {
 				res.Meta = mcp.Meta{}
 			}
-			res.Meta[k] = v
+			res.Meta[k] = repairUTF8(v)
 		}
 	}
 	return &res, nil

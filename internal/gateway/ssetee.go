@@ -253,7 +253,7 @@ func (t *sseTee) endEvent() []byte {
 		// A response (no method) matters only to a slot: passed on
 		// without a decode (a raw call's answer is read by
 		// readRawStream, the SDK's by the SDK).
-		if _, method, ok := scanEventHead(t.data); ok && !method {
+		if id, method, ok := scanEventHead(t.data); ok && !method && sdkTakesID(id) {
 			return t.event
 		}
 	}
@@ -275,6 +275,10 @@ func (t *sseTee) endEvent() []byte {
 		// The go-sdk ends its session on a response without an id
 		// (review16): dropped.
 		return t.brokenEvent("a response without an id")
+	} else if !sdkTakesID(m.ID) {
+		// Nor does it take an id of true, an object, an array or a
+		// number past float64 (attack17): dropped.
+		return t.brokenEvent("a response whose id is not a string or a number")
 	}
 	switch {
 	case method == "":

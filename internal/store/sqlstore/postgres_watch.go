@@ -46,12 +46,14 @@ func (d *postgresDialect) watch(ctx context.Context, db *DB, w watchFuncs) {
 		}
 		w.appended()
 	}
-	catchUp := func() {
+	catchUp := func() error {
 		mu.Lock()
 		defer mu.Unlock()
-		if err := feed.sync(ctx, w); err != nil && ctx.Err() == nil {
-			db.log.WarnContext(ctx, "read postgres change feed; retrying at the next poll", "err", err)
+		err := feed.sync(ctx, w)
+		if err != nil && ctx.Err() == nil {
+			db.log.WarnContext(ctx, "read postgres change feed; retrying", "err", err)
 		}
+		return err
 	}
 	wg.Go(func() {
 		tick := time.NewTicker(d.poll)
@@ -61,7 +63,7 @@ func (d *postgresDialect) watch(ctx context.Context, db *DB, w watchFuncs) {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				catchUp()
+				_ = catchUp() // logged; the next poll tries again
 			}
 		}
 	})
@@ -72,7 +74,7 @@ func (d *postgresDialect) watch(ctx context.Context, db *DB, w watchFuncs) {
 
 // listenLoop runs listenOnce until ctx is done, waiting with backoff
 // between attempts.
-func (d *postgresDialect) listenLoop(ctx context.Context, db *DB, call func(approval.ID, bool), catchUp func()) {
+func (d *postgresDialect) listenLoop(ctx context.Context, db *DB, call func(approval.ID, bool), catchUp func() error) {
 	backoff := minBackoff
 	failing := false // the last connection attempt failed and was logged
 	for {
@@ -106,7 +108,7 @@ func (d *postgresDialect) listenLoop(ctx context.Context, db *DB, call func(appr
 // (what changed while it was not listening) and then calls call(id,
 // created) for each notification until the connection fails or ctx is done. It reports
 // whether it got as far as listening.
-func (d *postgresDialect) listenOnce(ctx context.Context, db *DB, call func(approval.ID, bool), catchUp func()) (connected bool, err error) {
+func (d *postgresDialect) listenOnce(ctx context.Context, db *DB, call func(approval.ID, bool), catchUp func() error) (connected bool, err error) {
 	conn, err := pgx.ConnectConfig(ctx, d.listen.Copy())
 	if err != nil {
 		return false, db.wrap("watch: connect", err)
@@ -128,7 +130,7 @@ func (d *postgresDialect) listenOnce(ctx context.Context, db *DB, call func(appr
 	if err := conn.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text`).Scan(&horizon); err != nil {
 		return false, db.wrap("watch: read the snapshot", err)
 	}
-	catchUp()
+	_ = catchUp() // logged; catchUpPast reads again until a read succeeds
 	// catchUpPast ends with this connection: its query too, so that a
 	// reconnection never waits for a pool connection or a hung server.
 	pastCtx, stopPast := context.WithCancel(ctx)
@@ -154,19 +156,20 @@ func (d *postgresDialect) listenOnce(ctx context.Context, db *DB, call func(appr
 // connection). Without it, a decision committed while the listening
 // connection was down, and hidden from the reconnection's catch-up by an
 // older transaction still open elsewhere, waited for the safety poll (an
-// hour in the tests: never seen).
-func (d *postgresDialect) catchUpPast(ctx context.Context, db *DB, horizon string, catchUp func()) {
+// hour in the tests: never seen). A read that fails (the snapshot's or the
+// catch-up's) is tried again on the same schedule until one succeeds: a
+// pool connection that died with the listening one, or a failover, left
+// the decision to the safety poll (attack17).
+func (d *postgresDialect) catchUpPast(ctx context.Context, db *DB, horizon string, catchUp func() error) {
 	wait := minBackoff
 	for {
 		var past bool
 		err := db.sql.QueryRowContext(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::xid8`, horizon).Scan(&past)
-		if err == nil && past {
-			catchUp()
+		if err == nil && past && catchUp() == nil {
 			return
 		}
 		if err != nil && ctx.Err() == nil {
-			db.log.DebugContext(ctx, "watch: read the snapshot after a reconnection; the safety poll catches up", "err", err)
-			return
+			db.log.DebugContext(ctx, "watch: read the snapshot after a reconnection; retrying", "err", err)
 		}
 		t := time.NewTimer(wait)
 		select {

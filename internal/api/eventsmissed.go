@@ -1,0 +1,55 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"toolgate/internal/store"
+)
+
+// EventsMissed is the type of the notice an event stream sends first when
+// it resumes (since= or Last-Event-ID) at a position whose following
+// events retention pruned before the stream read them: the client learns
+// that it missed events (attack17; before, the stream went on with what
+// was left, and nothing told the client). The notice's cursor (its SSE
+// id) is the end of the pruned prefix, where the stream goes on; its
+// after is the position the client gave. It is sent whether or not the
+// pruned events were ones the caller could see (they are gone: the
+// stream cannot tell).
+const EventsMissed = "events_missed"
+
+// prunedPast returns where a stream resumed at c starts, and the end of
+// the pruned prefix when retention pruned events after c (else the zero
+// cursor): it starts at c itself either way; the notice moves it on.
+// The zero cursor (0: the log from its start, what is kept) misses
+// nothing.
+func (s *Server) prunedPast(ctx context.Context, c store.Cursor) (store.Cursor, store.Cursor, error) {
+	p, ok := s.events.(prunedLog)
+	if !ok || c == (store.Cursor{}) {
+		// 0 asks for the log from its start: what is kept.
+		return c, store.Cursor{}, nil
+	}
+	through, err := p.PrunedThrough(ctx)
+	if err != nil {
+		return c, store.Cursor{}, fmt.Errorf("read the pruned prefix of the change feed: %w", err)
+	}
+	if !c.Before(through) {
+		return c, store.Cursor{}, nil
+	}
+	return c, through, nil
+}
+
+// writeMissed writes the EventsMissed notice of a stream resumed at after
+// whose events through were pruned.
+func (s *Server) writeMissed(w http.ResponseWriter, after, through store.Cursor) error {
+	ev := Event{Cursor: through.String(), Type: EventsMissed, Actor: store.GatewayActor, At: s.now().UTC(), After: after.String()}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	//nolint:gosec // G705: a cursor and JSON into a text/event-stream answer, no HTML
+	_, err = fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", through, EventsMissed, EscapeJSON(data))
+	return err
+}
