@@ -269,7 +269,7 @@ func TestRawHTTPCallFailures(t *testing.T) {
 				{"notjson", `the upstream sent a malformed response`},
 				{"otherid", `the upstream sent a malformed response`},
 				{"huge", `exceeds limits.max_result_bytes`},
-				{"plain", `is unavailable`},
+				{"plain", `the upstream sent a malformed response (HTTP 200 that is neither JSON nor an event stream); the call may have run`},
 				{"dies", `is unavailable: the connection failed during the call; the call may have run`},
 			} {
 				if mode == "sse" && c.tool == "otherid" {

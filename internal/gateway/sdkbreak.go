@@ -45,13 +45,25 @@ const brokenAnswerData = `{"toolgate":"broken_answer"}`
 // the upstream's broken answer to it (why says what was wrong; never any
 // of the answer's bytes, which may hold the call's data).
 func brokenAnswerResponse(id json.RawMessage, why string) []byte {
+	e := brokenAnswerError(why)
 	b, _ := json.Marshal(map[string]any{
 		"jsonrpc": "2.0",
 		"id":      id,
-		"error": map[string]any{"code": codeBrokenAnswer, "message": "the upstream sent a malformed response (" + why + ")",
-			"data": json.RawMessage(brokenAnswerData)},
+		"error":   map[string]any{"code": e.Code, "message": e.Message, "data": e.Data},
 	})
 	return b
+}
+
+// brokenAnswerError is the error of a call whose answer was malformed
+// (why), on every path (branch sdkbreak2): the SDK path over HTTP gets it
+// in brokenAnswerResponse, stdio's stdout guard puts that response in
+// place of a malformed answer line, and the raw paths (rawcall.go,
+// rawhttpcall.go) return it. callError turns it into
+// brokenAnswerFailure: an isError result saying the call may have run,
+// recorded transport_error.
+func brokenAnswerError(why string) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: codeBrokenAnswer, Message: "the upstream sent a malformed response (" + why + ")",
+		Data: json.RawMessage(brokenAnswerData)}
 }
 
 // isBrokenAnswer reports whether wire is the gateway's own
