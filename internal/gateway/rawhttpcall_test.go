@@ -90,6 +90,15 @@ func (s *scriptedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				f(w, r, m.ID)
 				return
 			}
+		case m.Method == "resources/read" || m.Method == "prompts/get" || m.Method == "completion/complete":
+			// Scripted by method (sdkbreak2's tests): a tool's name has no "/".
+			s.mu.Lock()
+			f := s.script[m.Method]
+			s.mu.Unlock()
+			if f != nil {
+				f(w, r, m.ID)
+				return
+			}
 		case m.Method == "notifications/cancelled" || (m.Method == "" && bytes.Contains(body, []byte(`"scripted-`))):
 			s.other <- scriptedPost{body: string(body), header: r.Header.Clone()}
 			if m.Method == "" {

@@ -199,8 +199,10 @@ func transportFailure(err error) bool {
 
 // notCallResult is the failure of a call of tool whose answer is a
 // response but not a tools/call result (err says why): a malformed answer
-// (brokenAnswerFailure), on every path.
+// (brokenAnswerFailure), on every path. Neither the agent's message nor
+// the log carries err's text: encoding/json quotes the bytes it could not
+// read, which are the call's result data.
 func (u *upstream) notCallResult(ctx context.Context, tool string, err error) *callFailure {
-	u.log.WarnContext(ctx, "upstream result is not a tools/call result", "tool", tool, "err", err)
-	return u.brokenAnswerFailure(ctx, tool, brokenAnswerError("not a tools/call result: "+err.Error()), err)
+	u.log.WarnContext(ctx, "upstream result is not a tools/call result; the call fails", "tool", tool)
+	return u.brokenAnswerFailure(ctx, tool, brokenAnswerError("not a tools/call result"), err)
 }
