@@ -109,18 +109,6 @@ func resultTooLargeError(n int64, limit int) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: codeResultTooLarge, Message: msg, Data: json.RawMessage(toolgateErrorData)}
 }
 
-// malformedResponse is the JSON-RPC error response that replaces a
-// response to id the SDK could not decode (why), so that only that call
-// fails.
-func malformedResponse(id json.RawMessage, why string) []byte {
-	b, _ := json.Marshal(map[string]any{
-		"jsonrpc": "2.0",
-		"id":      id,
-		"error":   map[string]any{"code": jsonrpc.CodeInternalError, "message": "the upstream sent a malformed response (" + why + ")"},
-	})
-	return b
-}
-
 // isResultTooLarge reports whether wire is the gateway's own
 // resultTooLargeResponse error.
 func isResultTooLarge(wire *jsonrpc.Error) bool {

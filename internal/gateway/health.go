@@ -154,7 +154,9 @@ func (u *upstream) watchHealth(ctx context.Context, c *upConn) error {
 		}
 		start := time.Now()
 		pctx, cancel := context.WithTimeout(ctx, u.g.opts.pingTimeout)
-		err := c.cs.Ping(pctx, nil)
+		// Its answer is checked as a call's (withAnswerCheck): a broken
+		// one or a 401 fails the ping, counted below, not the session.
+		err := c.cs.Ping(withAnswerCheck(pctx, "ping"), nil)
 		cancel()
 		if ctx.Err() != nil {
 			return nil

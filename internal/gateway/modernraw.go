@@ -77,8 +77,7 @@ func (g *Gateway) dispatchModernRaw(ctx context.Context, u *upstream, d *dispatc
 	}
 	res, err := decodeRawForModern(raw)
 	if err != nil {
-		g.log.WarnContext(ctx, "upstream result is not a tools/call result", "server", d.tool.Server, "tool", d.tool.Tool, "err", err)
-		res, err = dispatched(d, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the upstream sent a malformed response (not a tools/call result: " + err.Error() + ")"})
+		res, err = dispatched(d, nil, u.notCallResult(ctx, d.tool.Tool, err))
 		return modernAnswer{res: res, err: err}, nil, true
 	}
 	res, err = g.relayResult(d.call, res)

@@ -114,7 +114,7 @@ func (g *Gateway) getPrompt(ctx context.Context, req mcp.Request) (result mcp.Re
 			}
 		}
 		var err error
-		res, err = c.cs.GetPrompt(ctx, params)
+		res, err = c.cs.GetPrompt(withAnswerCheck(ctx, "prompts/get"), params)
 		return err
 	})
 	if err == nil && relay != nil {
@@ -177,7 +177,7 @@ func (g *Gateway) complete(ctx context.Context, req mcp.Request) (mcp.Result, er
 	o := g.newOrigin(ctx, cr.Session, p, u.name)
 	err := g.forward(ctx, u, o, func(ctx context.Context, c *upConn, _ *agentConn) error {
 		var err error
-		res, err = c.cs.Complete(ctx, &params)
+		res, err = c.cs.Complete(withAnswerCheck(ctx, "completion/complete"), &params)
 		return err
 	})
 	if err != nil {

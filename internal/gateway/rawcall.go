@@ -335,7 +335,7 @@ func parseRawID(raw json.RawMessage) (uint64, bool) {
 // must be an object, or its error, which must have an integer code and a
 // string message (the rules the SDK's decoder applies, sdkDecodable).
 // Anything else is a malformed answer, which fails only that call with
-// the error malformedResponse gives the SDK path; why then says what is
+// the error the SDK path gets (brokenAnswerError); why then says what is
 // wrong with it.
 func parseRawAnswer(line []byte) (a rawAnswer, why string) {
 	if r, ok := scanRawAnswer(line); ok {
@@ -349,7 +349,7 @@ func parseRawAnswer(line []byte) (a rawAnswer, why string) {
 // answer or a line scanRawAnswer leaves to it.
 func parseRawAnswerDecoded(line []byte) (a rawAnswer, why string) {
 	malformed := func(why string) (rawAnswer, string) {
-		return rawAnswer{err: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the upstream sent a malformed response (" + why + ")"}}, why
+		return rawAnswer{err: brokenAnswerError(why)}, why
 	}
 	if jsonDepth(line) > maxJSONDepth {
 		return malformed(fmt.Sprintf("nested deeper than %d levels", maxJSONDepth))

@@ -35,6 +35,7 @@ type slot struct {
 	posted         bool                  // guarded by mu: the tools/call's POST went to the HTTP transport
 	ranStatus      bool                  // guarded by mu: the upstream answered it with a status after which it may have run (mayHaveRunStatus)
 	each           func(json.RawMessage) // tools/list slots: called with each page's result, under mu
+	check          string                // answer-check slots (withAnswerCheck): the request's method
 }
 
 type slotKey struct{}
@@ -50,10 +51,24 @@ func withListSlot(ctx context.Context, each func(json.RawMessage)) context.Conte
 	return context.WithValue(ctx, slotKey{}, &slot{each: each})
 }
 
+// withAnswerCheck returns ctx with a slot that has the answer to the one
+// request of method (resources/read, prompts/get, completion/complete)
+// sent in ctx checked as a tools/call's is (sdkbreak.go): a broken answer
+// fails that request only, instead of ending the SDK's session with every
+// call in flight on it (branch sdkbreak2). Its result is kept in the slot
+// and not used. Only these requests pay for the check (their body is
+// read once more to find the id); tools/call has its own slot.
+func withAnswerCheck(ctx context.Context, method string) context.Context {
+	return context.WithValue(ctx, slotKey{}, &slot{check: method})
+}
+
 // captures reports whether s takes the result of a request of method.
 func (s *slot) captures(method string) bool {
-	if s.each != nil {
+	switch {
+	case s.each != nil:
 		return method == "tools/list"
+	case s.check != "":
+		return method == s.check
 	}
 	return method == "tools/call"
 }

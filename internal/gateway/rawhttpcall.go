@@ -345,7 +345,12 @@ func (u *upstream) readRawAnswer(ctx context.Context, c *upConn, req *http.Reque
 		if a, why := parseRawAnswer(bytes.TrimSpace(b)); why == "" && a.err != nil {
 			return nil, false, a.err // the upstream's JSON-RPC error, as the SDK surfaces it
 		}
-		return nil, false, fmt.Errorf("the upstream answered HTTP %d", code)
+		if mayHaveRunStatus(code) {
+			return nil, false, fmt.Errorf("the upstream answered HTTP %d", code)
+		}
+		// As the SDK path says it (brokenStatus): a malformed answer.
+		u.log.WarnContext(ctx, "upstream HTTP: a malformed answer to a call; the call fails", "status", code)
+		return nil, false, brokenAnswerError(fmt.Sprintf("HTTP status %d", code))
 	}
 	switch ct := resp.Header.Get("Content-Type"); {
 	case mediaTypeIs(ct, mediaJSON):
@@ -354,8 +359,10 @@ func (u *upstream) readRawAnswer(ctx context.Context, c *upConn, req *http.Reque
 		raw, err := u.readRawStream(ctx, c, resp.Body, id)
 		return raw, false, err
 	default:
+		// As the SDK path says it (brokenStatus): a malformed answer.
 		media, _, _ := mime.ParseMediaType(ct)
-		return nil, false, fmt.Errorf("the upstream answered with unsupported content type %q", media)
+		u.log.WarnContext(ctx, "upstream HTTP: a malformed answer to a call; the call fails", "content_type", media)
+		return nil, false, brokenAnswerError(fmt.Sprintf("HTTP %d that is neither JSON nor an event stream", resp.StatusCode))
 	}
 }
 
@@ -387,7 +394,7 @@ func (u *upstream) rawAnswerFor(msg []byte, id string) (json.RawMessage, error) 
 	}
 	if json.Unmarshal(msg, &head) == nil && len(head.ID) > 0 && string(bytes.TrimSpace(head.ID)) != strconv.Quote(id) {
 		u.log.Warn("upstream answered a call with another id; the call fails", "id", id, "bytes", len(msg))
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the upstream sent a malformed response (it answers another request)"}
+		return nil, brokenAnswerError("an answer to another id")
 	}
 	return u.rawAnswer(msg)
 }
@@ -499,7 +506,7 @@ func (u *upstream) readRawStream(ctx context.Context, c *upConn, body io.Reader,
 		if err := json.Unmarshal(msg, &m); err != nil {
 			// The SDK would fail the whole session; only this call fails.
 			u.log.Warn("upstream SSE: an event that is not a JSON-RPC message; the call fails", "bytes", len(msg))
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the upstream sent a malformed response (an event that is not a JSON-RPC message)"}
+			return nil, brokenAnswerError("an event that is not a JSON-RPC message")
 		}
 		switch {
 		case m.Method == "" && string(bytes.TrimSpace(m.ID)) == quoted:

@@ -90,6 +90,15 @@ func (s *scriptedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				f(w, r, m.ID)
 				return
 			}
+		case m.Method == "resources/read" || m.Method == "prompts/get" || m.Method == "completion/complete":
+			// Scripted by method (sdkbreak2's tests): a tool's name has no "/".
+			s.mu.Lock()
+			f := s.script[m.Method]
+			s.mu.Unlock()
+			if f != nil {
+				f(w, r, m.ID)
+				return
+			}
 		case m.Method == "notifications/cancelled" || (m.Method == "" && bytes.Contains(body, []byte(`"scripted-`))):
 			s.other <- scriptedPost{body: string(body), header: r.Header.Clone()}
 			if m.Method == "" {
@@ -269,7 +278,7 @@ func TestRawHTTPCallFailures(t *testing.T) {
 				{"notjson", `the upstream sent a malformed response`},
 				{"otherid", `the upstream sent a malformed response`},
 				{"huge", `exceeds limits.max_result_bytes`},
-				{"plain", `is unavailable`},
+				{"plain", `the upstream sent a malformed response (HTTP 200 that is neither JSON nor an event stream); the call may have run`},
 				{"dies", `is unavailable: the connection failed during the call; the call may have run`},
 			} {
 				if mode == "sse" && c.tool == "otherid" {

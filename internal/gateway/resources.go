@@ -144,7 +144,7 @@ func (g *Gateway) readResource(ctx context.Context, req mcp.Request) (result mcp
 	o := g.newOrigin(ctx, rr.Session, p, u.name)
 	err = g.forward(ctx, u, o, func(ctx context.Context, c *upConn, _ *agentConn) error {
 		var err error
-		res, err = c.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: real, Meta: rr.Params.Meta})
+		res, err = c.cs.ReadResource(withAnswerCheck(ctx, "resources/read"), &mcp.ReadResourceParams{URI: real, Meta: rr.Params.Meta})
 		return err
 	})
 	g.finish(ctx, &adm, err, false)

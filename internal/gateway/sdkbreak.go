@@ -45,13 +45,25 @@ const brokenAnswerData = `{"toolgate":"broken_answer"}`
 // the upstream's broken answer to it (why says what was wrong; never any
 // of the answer's bytes, which may hold the call's data).
 func brokenAnswerResponse(id json.RawMessage, why string) []byte {
+	e := brokenAnswerError(why)
 	b, _ := json.Marshal(map[string]any{
 		"jsonrpc": "2.0",
 		"id":      id,
-		"error": map[string]any{"code": codeBrokenAnswer, "message": "the upstream sent a malformed response (" + why + ")",
-			"data": json.RawMessage(brokenAnswerData)},
+		"error":   map[string]any{"code": e.Code, "message": e.Message, "data": e.Data},
 	})
 	return b
+}
+
+// brokenAnswerError is the error of a call whose answer was malformed
+// (why), on every path (branch sdkbreak2): the SDK path over HTTP gets it
+// in brokenAnswerResponse, stdio's stdout guard puts that response in
+// place of a malformed answer line, and the raw paths (rawcall.go,
+// rawhttpcall.go) return it. callError turns it into
+// brokenAnswerFailure: an isError result saying the call may have run,
+// recorded transport_error.
+func brokenAnswerError(why string) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: codeBrokenAnswer, Message: "the upstream sent a malformed response (" + why + ")",
+		Data: json.RawMessage(brokenAnswerData)}
 }
 
 // isBrokenAnswer reports whether wire is the gateway's own
@@ -191,8 +203,9 @@ func sameID(a, b json.RawMessage) bool {
 
 // brokenStatus returns, for resp (ctx is its request's, for the log), the answer to the tools/call POST with
 // id, the JSON answer the SDK gets in its place when the SDK would end its
-// session on it: a 2xx answer that is neither JSON nor an event stream,
-// or a status other than 401, 403 (left to the SDK: credentials), 404
+// session on it: a 401 or 403 (the transport's rejection: nothing was
+// run), a 2xx answer that is neither JSON nor an event stream,
+// or a status other than 404
 // (the session is gone; handled before), 500, 429, 502, 503, 504 (the SDK
 // fails only the call; httpreached.go) without a JSON-RPC error body. It returns nil when
 // resp goes to the SDK as it is.
@@ -200,7 +213,21 @@ func brokenStatus(ctx context.Context, resp *http.Response, id json.RawMessage, 
 	code := resp.StatusCode
 	var why string
 	switch {
-	case code == http.StatusUnauthorized || code == http.StatusForbidden || code == http.StatusNotFound ||
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		// Refused before it was processed (MCP 2025-11-25,
+		// "Authorization"), as the raw path says it (readRawAnswer): the
+		// request fails as rejected, "nothing was run", and the session
+		// and the calls in flight on it go on (the SDK ended the session
+		// on it: branch sdkbreak2). The health check that follows sees
+		// the same refusal and reconnects after unreachableLimit.
+		_ = resp.Body.Close()
+		if log != nil {
+			log.WarnContext(ctx, "HTTP upstream refused a request's credentials; nothing was run", "status", code)
+		}
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id,
+			"error": map[string]any{"code": codeRejected, "message": rejectedMessage}})
+		return jsonAnswer(resp, b)
+	case code == http.StatusNotFound ||
 		code == http.StatusInternalServerError || code == http.StatusTooManyRequests || code == http.StatusBadGateway || code == http.StatusServiceUnavailable ||
 		code == http.StatusGatewayTimeout:
 		return nil
@@ -227,7 +254,12 @@ func brokenStatus(ctx context.Context, resp *http.Response, id json.RawMessage, 
 	if log != nil {
 		log.WarnContext(ctx, "upstream answer broken; its call fails and may have run", "why", why)
 	}
-	b := brokenAnswerResponse(id, why)
+	return jsonAnswer(resp, brokenAnswerResponse(id, why))
+}
+
+// jsonAnswer is the 200 JSON answer with body b the SDK gets in place of
+// resp.
+func jsonAnswer(resp *http.Response, b []byte) *http.Response {
 	return &http.Response{
 		Status: "200 OK", StatusCode: http.StatusOK, Proto: resp.Proto, ProtoMajor: resp.ProtoMajor, ProtoMinor: resp.ProtoMinor,
 		Header:        http.Header{"Content-Type": {mediaJSON}},

@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -206,13 +208,14 @@ func TestSDKDecodable(t *testing.T) {
 // messages pass unchanged; garbage is skipped; a response the SDK could not
 // decode, and a response over the limit, become error responses to their
 // ids (only those calls fail); an oversized notification is skipped. A
-// stray line is logged with a prefix; a malformed answer's bytes (the
-// call's result data) are not.
+// stray line is logged by its length, hash and whether it is JSON, never
+// its bytes (branch sdkbreak2: it may carry a call's data or a secret);
+// nor are a malformed answer's bytes (the call's result data).
 func TestStdoutGuard(t *testing.T) {
 	big := strings.Repeat("r", 200)
 	in := strings.Join([]string{
 		`{"jsonrpc":"2.0","id":1,"result":{}}`,
-		`debug: starting`,
+		`debug: token=stray-secret-1`,
 		`{"jsonrpc":"2.0","id":2,"error":"boom-result-data"}`,
 		`{"result":{"text":"` + big + `"},"jsonrpc":"2.0","id":3}`,
 		`{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"` + big + `"}}`,
@@ -234,7 +237,7 @@ func TestStdoutGuard(t *testing.T) {
 		id   string
 		code int64
 		msg  string
-	}{{"2", -32603, "malformed response"}, {"3", codeResultTooLarge, "exceeds limits.max_result_bytes (128 bytes)"}} {
+	}{{"2", codeBrokenAnswer, "malformed response"}, {"3", codeResultTooLarge, "exceeds limits.max_result_bytes (128 bytes)"}} {
 		var got struct {
 			ID    json.RawMessage `json:"id"`
 			Error struct {
@@ -246,12 +249,16 @@ func TestStdoutGuard(t *testing.T) {
 			t.Errorf("line %d = %s, want an error response to id %s with code %d saying %q", i+1, lines[i+1], want.id, want.code, want.msg)
 		}
 	}
-	for _, want := range []string{`line="debug: starting"`, "skipped a message larger than limits.max_result_bytes that answers no call", "a malformed answer to a call; the call fails"} {
+	// The stray line by its length, hash and JSON-ness, never its bytes
+	// (it may be a broken message carrying a call's data or a secret).
+	sum := sha256.Sum256([]byte("debug: token=stray-secret-1"))
+	stray := fmt.Sprintf("bytes=27 sha256=%x json=false", sum[:6])
+	for _, want := range []string{stray, "skipped a message larger than limits.max_result_bytes that answers no call", "a malformed answer to a call; the call fails"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, logs.String())
 		}
 	}
-	if strings.Contains(logs.String(), "boom-result-data") {
+	if strings.Contains(logs.String(), "boom-result-data") || strings.Contains(logs.String(), "stray-secret") {
 		t.Errorf("the log carries a malformed answer's bytes:\n%s", logs.String())
 	}
 }

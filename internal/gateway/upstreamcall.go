@@ -90,7 +90,7 @@ func (u *upstream) callOnce(ctx context.Context, c *upConn, tool string, args js
 		res, err := decodeCallResult(raw)
 		if err != nil {
 			u.log.WarnContext(ctx, "upstream result is not a tools/call result", "tool", tool, "err", err)
-			return nil, false, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the upstream sent a malformed response (not a tools/call result: " + err.Error() + ")"}
+			return nil, false, u.notCallResult(ctx, tool, err)
 		}
 		return res, false, nil
 	}
@@ -119,6 +119,11 @@ func (u *upstream) callOnce(ctx context.Context, c *upConn, tool string, args js
 		}
 		if derr == nil {
 			return r, false, nil
+		}
+		if err != nil {
+			// Neither the SDK nor toolgate reads the answer as a
+			// tools/call result: a malformed answer, as on the raw paths.
+			return nil, false, u.notCallResult(ctx, tool, derr)
 		}
 		u.log.WarnContext(ctx, "upstream result kept as decoded by the SDK", "tool", tool, "err", derr)
 	}
@@ -190,4 +195,14 @@ func (u *upstream) callError(ctx, cctx context.Context, c *upConn, tool string, 
 func transportFailure(err error) bool {
 	var oe *net.OpError
 	return errors.As(err, &oe) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// notCallResult is the failure of a call of tool whose answer is a
+// response but not a tools/call result (err says why): a malformed answer
+// (brokenAnswerFailure), on every path. Neither the agent's message nor
+// the log carries err's text: encoding/json quotes the bytes it could not
+// read, which are the call's result data.
+func (u *upstream) notCallResult(ctx context.Context, tool string, err error) *callFailure {
+	u.log.WarnContext(ctx, "upstream result is not a tools/call result; the call fails", "tool", tool)
+	return u.brokenAnswerFailure(ctx, tool, brokenAnswerError("not a tools/call result"), err)
 }

@@ -3,16 +3,14 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"unicode/utf8"
 )
-
-// maxLoggedStdout bounds how much of a skipped stdout line is logged.
-const maxLoggedStdout = 256
 
 // newStdoutGuard returns the reader that stands between a stdio upstream's
 // stdout (r) and the SDK's reader, so that one bad line cannot end the
@@ -59,12 +57,13 @@ func newStdoutGuard(ctx context.Context, r io.Reader, max int, log *slog.Logger,
 				// session. Its bytes are the call's result data: not logged.
 				log.WarnContext(ctx, "upstream stdout: a malformed answer to a call; the call fails",
 					"reason", reason, "bytes", len(line), "id", string(scan.id))
-				return append(malformedResponse(scan.id, reason), '\n')
+				return append(brokenAnswerResponse(scan.id, reason), '\n')
 			}
-			// A stray line (a print, garbage) is the server's own output, as
-			// its stderr is: a prefix is logged to find what printed it.
+			// A stray line (a print, garbage, or a broken message that
+			// may carry tool output or a secret): never its bytes, only
+			// what tells lines apart (strayLineAttrs).
 			log.WarnContext(ctx, "upstream stdout: skipped a line that is not a JSON-RPC message",
-				"reason", reason, "bytes", len(line), "line", logPrefix(line))
+				append([]any{"reason", reason}, strayLineAttrs(line)...)...)
 			return nil
 		}
 		return append(line, '\n')
@@ -167,16 +166,13 @@ func sdkDecodable(line []byte) error {
 	return nil
 }
 
-// logPrefix returns at most maxLoggedStdout bytes of b, cut at a rune
-// boundary. Only for an upstream's stray output, never for bytes that
-// answer a call (they are the call's result data, which is not logged).
-func logPrefix(b []byte) string {
-	if len(b) <= maxLoggedStdout {
-		return string(b)
-	}
-	b = b[:maxLoggedStdout]
-	for len(b) > 0 && !utf8.Valid(b) {
-		b = b[:len(b)-1]
-	}
-	return string(b) + "…"
+// strayLineAttrs are the log attributes of a stray stdout line (one that
+// is not a JSON-RPC message): its length, the first 12 hex digits of its
+// SHA-256 (the same line logs the same hash, so repeats are told apart
+// without the bytes) and whether it is valid JSON. Its bytes are never
+// logged: a stray line can be a broken message carrying a call's data
+// (branch sdkbreak2; docs/architecture.md says how to see them).
+func strayLineAttrs(line []byte) []any {
+	sum := sha256.Sum256(line)
+	return []any{"bytes", len(line), "sha256", hex.EncodeToString(sum[:6]), "json", json.Valid(line)}
 }
