@@ -27,10 +27,13 @@ import (
 //     keep-alives as the agent saw them, those that end in the window;
 //     ka-gap-max-s: the longest of those and of the gaps still open at
 //     the window's end;
-//   - ka-beats, ka-beat-spread-ms and ka-beat-spread-max-ms: the bursts
-//     of keep-alives (arrivals closer than a quarter of the interval),
-//     and how long, median and longest, a burst took from its first
-//     keep-alive to its last as the agents received them.
+//   - ka-peak-100ms: the most keep-alives the agents received in any
+//     100 ms of the window (all N at once: one burst; N/64 a step of the
+//     phased beat);
+//   - ka-bursts, ka-burst-ms and ka-burst-max-ms: the bursts of
+//     keep-alives (runs of arrivals less than 50 ms apart), and how long,
+//     median and longest, a burst took from its first keep-alive to its
+//     last as the agents received them.
 //
 // With or without progress tokens it reports idle-drops (packets dropped
 // by the machine's full receive backlogs during the window,
@@ -131,6 +134,7 @@ func quantile[T int64 | time.Duration](xs []T, q float64) T {
 
 // beatStats is what the agents saw of the keep-alives in [from, to).
 type beatStats struct {
+	peak                    int // the most arrivals in 100 ms
 	perCall                 float64
 	gaps                    []time.Duration // sorted: those that end in the window
 	open                    time.Duration   // the longest still open at its end
@@ -139,9 +143,8 @@ type beatStats struct {
 }
 
 // readBeatStats reads heldload's -progress file (lines "<i> <unix ns>")
-// and measures the keep-alives of n calls in [from, to); interval is the
-// keep-alive interval (bursts are arrivals closer than interval/4).
-func readBeatStats(tb testing.TB, file string, n int, from, to time.Time, interval time.Duration) beatStats {
+// and measures the keep-alives of n calls in [from, to).
+func readBeatStats(tb testing.TB, file string, n int, from, to time.Time) beatStats {
 	tb.Helper()
 	f, err := os.Open(file) //nolint:gosec // the benchmark's own temporary file
 	if err != nil {
@@ -183,7 +186,7 @@ func readBeatStats(tb testing.TB, file string, n int, from, to time.Time, interv
 	var spreads []time.Duration
 	for k := 0; k < len(in); {
 		j := k
-		for j+1 < len(in) && time.Duration(in[j+1]-in[j]) < interval/4 {
+		for j+1 < len(in) && time.Duration(in[j+1]-in[j]) < 50*time.Millisecond {
 			j++
 		}
 		spreads = append(spreads, time.Duration(in[j]-in[k]))
@@ -191,6 +194,12 @@ func readBeatStats(tb testing.TB, file string, n int, from, to time.Time, interv
 	}
 	slices.Sort(spreads)
 	st := beatStats{perCall: float64(len(in)) / float64(n), gaps: gaps, open: open, beats: len(spreads)}
+	for k, j := 0, 0; j < len(in); j++ { // in[k..j]: the arrivals of the 100 ms up to in[j]
+		for time.Duration(in[j]-in[k]) >= 100*time.Millisecond {
+			k++
+		}
+		st.peak = max(st.peak, j-k+1)
+	}
 	if len(spreads) > 0 {
 		st.spreadMedian, st.spreadMax = quantile(spreads, 0.5), spreads[len(spreads)-1]
 	}
@@ -207,9 +216,10 @@ func (st beatStats) report(b *testing.B) {
 		longest = max(longest, st.gaps[len(st.gaps)-1])
 	}
 	b.ReportMetric(longest.Seconds(), "ka-gap-max-s")
-	b.ReportMetric(float64(st.beats), "ka-beats")
-	b.ReportMetric(float64(st.spreadMedian)/float64(time.Millisecond), "ka-beat-spread-ms")
-	b.ReportMetric(float64(st.spreadMax)/float64(time.Millisecond), "ka-beat-spread-max-ms")
+	b.ReportMetric(float64(st.peak), "ka-peak-100ms")
+	b.ReportMetric(float64(st.beats), "ka-bursts")
+	b.ReportMetric(float64(st.spreadMedian)/float64(time.Millisecond), "ka-burst-ms")
+	b.ReportMetric(float64(st.spreadMax)/float64(time.Millisecond), "ka-burst-max-ms")
 }
 
 // reportProbes reports the p99 and the largest /healthz latency.

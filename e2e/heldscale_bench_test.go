@@ -149,11 +149,8 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		listen += "  read_header_timeout: " + d.String() + "\n"
 	}
 	policy := heldScalePolicy
-	keepAlive := benchKeepAlive(b)
-	if keepAlive > 0 {
+	if keepAlive := benchKeepAlive(b); keepAlive > 0 {
 		policy = strings.Replace(policy, "approvals:\n", "approvals:\n  keepalive: "+keepAlive.String()+"\n", 1)
-	} else {
-		keepAlive = 15 * time.Second // the default
 	}
 	cfg := listen + storage + loadAgentsYAML() + upstream + policy
 	logLevel := "warn"
@@ -301,7 +298,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		}
 	}
 	if progressLog != "" {
-		readBeatStats(b, progressLog, n, idleFrom, idleTo, keepAlive).report(b)
+		readBeatStats(b, progressLog, n, idleFrom, idleTo).report(b)
 	}
 	if drops0 >= 0 && drops1 >= 0 {
 		b.ReportMetric(float64(drops1-drops0), "idle-drops")

@@ -84,7 +84,9 @@ func TestBeatEveryIntervalForEveryWaiter(t *testing.T) {
 		for i := range 200 {
 			wg.Go(func() {
 				time.Sleep(time.Duration(i) * 377 * time.Millisecond) // joins spread over 7.5 intervals
-				ctx, cancel := context.WithTimeout(t.Context(), time.Duration(1+i%5)*interval+time.Duration(i)*91*time.Millisecond+50*time.Millisecond) // never at the instant of a beat
+				// lives 1–5 intervals and a bit, never ending at the instant of a beat
+				life := time.Duration(1+i%5)*interval + time.Duration(i)*91*time.Millisecond + 50*time.Millisecond
+				ctx, cancel := context.WithTimeout(t.Context(), life)
 				defer cancel()
 				at := make(chan time.Time, 16)
 				joined := time.Now()
