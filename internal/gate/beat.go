@@ -31,6 +31,11 @@ type beat struct {
 	cur     int         // guarded by mu: the slot the timer closes next
 	waiters int         // guarded by mu
 	timer   *time.Timer // guarded by mu: nil while nobody waits
+	// due is when the timer should fire (guarded by mu): each step is
+	// set from the last one's due time, not from when its callback ran,
+	// so that the callbacks' lateness (tens of milliseconds on a loaded
+	// machine, 64 times an interval) does not stretch the interval.
+	due time.Time
 }
 
 // beatSlot is one phase of a beat.
@@ -65,6 +70,7 @@ func (b *beat) join() (slot uint8, ch <-chan struct{}) {
 	b.slots[best].waiters++
 	b.waiters++
 	if b.timer == nil {
+		b.due = time.Now().Add(b.step)
 		b.timer = time.AfterFunc(b.step, b.fire)
 	}
 	return uint8(best), b.chanOf(best) //nolint:gosec // best < beatSlots ≤ 255
@@ -108,6 +114,14 @@ func (b *beat) fire() {
 	}
 	b.cur = (b.cur + 1) % len(b.slots)
 	if b.waiters > 0 && b.timer != nil {
-		b.timer.Reset(b.step)
+		// The next step is due a step after this one was; when the
+		// callbacks fell behind it comes at once, catching up, but never
+		// from more than an interval back (a stopped process).
+		now := time.Now()
+		b.due = b.due.Add(b.step)
+		if floor := now.Add(-b.interval); b.due.Before(floor) {
+			b.due = floor
+		}
+		b.timer.Reset(max(b.due.Sub(now), 0))
 	}
 }

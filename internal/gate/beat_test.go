@@ -152,3 +152,30 @@ func TestBeatShortInterval(t *testing.T) {
 		}
 	}
 }
+
+// A step that fires late does not push the later ones back: they stay
+// on the schedule of the first (each step due a step after the last one
+// was due, not after its callback ran), so on a loaded machine, where
+// each callback runs a little late, 64 steps do not stretch the interval
+// by 64 times that lateness.
+func TestBeatLateStepKeepsTheSchedule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBeat(time.Duration(beatSlots) * time.Second) // steps of 1 s
+		start := time.Now()
+		slot, _ := b.join()
+		b.mu.Lock()
+		b.timer.Stop() // the first step's callback is late: run by hand below
+		b.mu.Unlock()
+		time.Sleep(1300 * time.Millisecond)
+		b.fire() // 300 ms late
+		time.Sleep(2*time.Second + time.Millisecond - time.Since(start))
+		synctest.Wait()
+		b.mu.Lock()
+		cur, due := b.cur, b.due.Sub(start)
+		b.mu.Unlock()
+		if cur != 2 || due != 3*time.Second {
+			t.Errorf("at +2.001 s: %d steps fired, the next due at +%v; want 2, +3s (the second step on time)", cur, due)
+		}
+		b.leave(slot)
+	})
+}
