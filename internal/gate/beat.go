@@ -70,7 +70,7 @@ func (b *beat) join() (slot uint8, ch <-chan struct{}) {
 	b.slots[best].waiters++
 	b.waiters++
 	if b.timer == nil {
-		b.due = time.Now().Add(b.step)
+		b.due = time.Now().Add(b.step) //nolint:forbidigo // the runtime timer's own (monotonic) clock, never persisted: see fire
 		b.timer = time.AfterFunc(b.step, b.fire)
 	}
 	return uint8(best), b.chanOf(best) //nolint:gosec // best < beatSlots ≤ 255
@@ -117,7 +117,7 @@ func (b *beat) fire() {
 		// The next step is due a step after this one was; when the
 		// callbacks fell behind it comes at once, catching up, but never
 		// from more than an interval back (a stopped process).
-		now := time.Now()
+		now := time.Now() //nolint:forbidigo // as in join: due is the timer's schedule, not the gate's time
 		b.due = b.due.Add(b.step)
 		if floor := now.Add(-b.interval); b.due.Before(floor) {
 			b.due = floor
