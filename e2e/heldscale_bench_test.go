@@ -77,7 +77,10 @@ import (
 // sets another number of sessions (N: one session per held call). The
 // agents speak the go-sdk client's newest revision (2026-07-28: each call
 // a stateless request); TOOLGATE_BENCH_PROTOCOL pins another (e.g.
-// 2025-11-25: calls on the agents' protocol sessions).
+// 2025-11-25: calls on the agents' protocol sessions). With
+// TOOLGATE_BENCH_PROGRESS=1 every call carries a progress token and the
+// idle window measures the gate's keep-alive beat (TOOLGATE_BENCH_KEEPALIVE,
+// TOOLGATE_BENCH_IDLE, TOOLGATE_BENCH_PROBE: heldbeat_bench_test.go).
 // docs/performance.md has the numbers. Run it alone, it takes minutes:
 //
 //	go test -run '^$' -bench HeldCalls -benchtime 1x -timeout 60m ./e2e/
