@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -76,7 +77,10 @@ import (
 // sets another number of sessions (N: one session per held call). The
 // agents speak the go-sdk client's newest revision (2026-07-28: each call
 // a stateless request); TOOLGATE_BENCH_PROTOCOL pins another (e.g.
-// 2025-11-25: calls on the agents' protocol sessions).
+// 2025-11-25: calls on the agents' protocol sessions). With
+// TOOLGATE_BENCH_PROGRESS=1 every call carries a progress token and the
+// idle window measures the gate's keep-alive beat (TOOLGATE_BENCH_KEEPALIVE,
+// TOOLGATE_BENCH_IDLE, TOOLGATE_BENCH_PROBE: heldbeat_bench_test.go).
 // docs/performance.md has the numbers. Run it alone, it takes minutes:
 //
 //	go test -run '^$' -bench HeldCalls -benchtime 1x -timeout 60m ./e2e/
@@ -147,7 +151,11 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		}
 		listen += "  read_header_timeout: " + d.String() + "\n"
 	}
-	cfg := listen + storage + loadAgentsYAML() + upstream + heldScalePolicy
+	policy := heldScalePolicy
+	if keepAlive := benchKeepAlive(b); keepAlive > 0 {
+		policy = strings.Replace(policy, "approvals:\n", "approvals:\n  keepalive: "+keepAlive.String()+"\n", 1)
+	}
+	cfg := listen + storage + loadAgentsYAML() + upstream + policy
 	logLevel := "warn"
 	switch os.Getenv("TOOLGATE_BENCH_LOG_LEVEL") { // debug: to see why calls failed in a burst
 	case "debug":
@@ -165,7 +173,15 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	cpu := func() cpuReading { return readCPU(pid, dbPID) }
 	admitCPU0 := cpu()
 	start := time.Now()
-	load := startLoadTokens(b, g.MCP, "t__echo_raw", "scale", n, tokens)
+	var progressArgs []string
+	progressLog := ""
+	if os.Getenv("TOOLGATE_BENCH_PROGRESS") == "1" {
+		// every call with a progress token: the gate's beat sends each a
+		// keep-alive every keepAlive (heldbeat_bench_test.go)
+		progressLog = filepath.Join(dir, "progress.log")
+		progressArgs = []string{"-progress", progressLog}
+	}
+	load := startLoadTokens(b, g.MCP, "t__echo_raw", "scale", n, tokens, progressArgs...)
 	var pending []apiApproval
 	for deadline := time.Now().Add(20 * time.Minute); len(pending) < n; time.Sleep(250 * time.Millisecond) {
 		if k := load.answered(); k > 0 {
@@ -198,7 +214,15 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		}
 	}
 	tail, tailCPU := waitTail(b, cpu)
-	const idle = 10 * time.Second
+	idle := benchIdle(b)
+	probeCtx, stopProbe := context.WithCancel(b.Context())
+	probed := make(chan []time.Duration, 1)
+	if os.Getenv("TOOLGATE_BENCH_PROBE") == "1" {
+		go func() { probed <- probeLatency(probeCtx, g.Admin) }()
+	} else {
+		probed <- nil
+	}
+	drops0, idleFrom := softnetDrops(), time.Now()
 	cpu0 := cpu()
 	idleProfiled := make(chan struct{})
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
@@ -212,6 +236,9 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	time.Sleep(idle) // holding idle is what is measured
 	<-idleProfiled
 	cpu1 := cpu()
+	drops1, idleTo := softnetDrops(), time.Now()
+	stopProbe()
+	probes := <-probed
 	idleCPU := percentOfCore(cpu1.total()-cpu0.total(), idle)
 	idleGateway := percentOfCore(cpu1.gateway-cpu0.gateway, idle)
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
@@ -272,6 +299,15 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		if r := res[i]; r.word != "ok" || r.text != args || counts["echo_raw "+args] != 1 {
 			b.Fatalf("call %d: %s %q, ran %d times; want ok with its arguments, once", i, r.word, r.text, counts["echo_raw "+args])
 		}
+	}
+	if progressLog != "" {
+		readBeatStats(b, progressLog, n, idleFrom, idleTo).report(b)
+	}
+	if drops0 >= 0 && drops1 >= 0 {
+		b.ReportMetric(float64(drops1-drops0), "idle-drops")
+	}
+	if probes != nil {
+		reportProbes(b, probes)
 	}
 	b.ReportMetric(hold.Seconds(), "hold-s")
 	b.ReportMetric(rss, "rss-MB")
@@ -501,13 +537,14 @@ func saveProfile(tb testing.TB, admin, path, file string) {
 }
 
 // startLoadTokens is startLoad with the calls spread over tokens.
-func startLoadTokens(tb testing.TB, mcpURL, tool, tag string, n int, tokens []string) *loadProc {
+// extra are more heldload arguments.
+func startLoadTokens(tb testing.TB, mcpURL, tool, tag string, n int, tokens []string, extra ...string) *loadProc {
 	tb.Helper()
 	b, err := plainBins()
 	if err != nil {
 		tb.Fatalf("build: %v", err)
 	}
-	cmd := exec.Command(b.heldload, "-mcp", mcpURL, "-tool", tool, "-tag", tag, "-n", strconv.Itoa(n))
+	cmd := exec.Command(b.heldload, append([]string{"-mcp", mcpURL, "-tool", tool, "-tag", tag, "-n", strconv.Itoa(n)}, extra...)...)
 	if s := os.Getenv("TOOLGATE_BENCH_SESSIONS"); s != "" {
 		sessions, err := strconv.Atoi(s)
 		if err != nil || sessions <= 0 {

@@ -15,7 +15,14 @@
 // a separate process, built without the race detector, so that thousands
 // of held calls do not hit the detector's goroutine limit in the test.
 //
-//	heldload -mcp URL -tool NAME -n N [-sessions S] [-tag TAG]
+// With -progress FILE every call sends a progress token (its i), so that
+// the gateway sends it keep-alives while it is held; heldload notes when
+// each progress notification arrived and, before it exits, writes one
+// line per notification to FILE: "<i> <unix nanoseconds>", in the order
+// they arrived (docs/performance.md, "The keep-alive beat under 10,000
+// held calls").
+//
+//	heldload -mcp URL -tool NAME -n N [-sessions S] [-tag TAG] [-progress FILE]
 package main
 
 import (
@@ -51,9 +58,10 @@ func run(ctx context.Context) int {
 	sessions := flag.Int("sessions", 0, "MCP client sessions to spread the calls over (default n/100, at least 1)")
 	tag := flag.String("tag", "load", "the tag in every call's arguments")
 	protocol := flag.String("protocol", "", "MCP revision to ask for (default: the go-sdk client's newest, 2026-07-28)")
+	progressFile := flag.String("progress", "", "send a progress token with each call and write when each progress notification arrived to this file")
 	flag.Parse()
 	if *endpoint == "" || *tool == "" || *n <= 0 || *sessions < 0 || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: heldload -mcp URL -tool NAME -n N [-sessions S] [-tag TAG] [-protocol VERSION]")
+		fmt.Fprintln(os.Stderr, "usage: heldload -mcp URL -tool NAME -n N [-sessions S] [-tag TAG] [-protocol VERSION] [-progress FILE]")
 		return 2
 	}
 	if *sessions == 0 {
@@ -73,10 +81,16 @@ func run(ctx context.Context) int {
 		tokens = []string{os.Getenv("TESTCLIENT_TOKEN")}
 	}
 	*sessions = max(*sessions, len(tokens))
+	var arrivals *progressLog
+	var copts *mcp.ClientOptions
+	if *progressFile != "" {
+		arrivals = &progressLog{}
+		copts = &mcp.ClientOptions{ProgressNotificationHandler: arrivals.note}
+	}
 	css := make([]*mcp.ClientSession, *sessions)
 	for i := range css {
 		hc := &http.Client{Transport: &bearer{token: tokens[i%len(tokens)], base: tr}}
-		c := mcp.NewClient(&mcp.Implementation{Name: "heldload", Version: "1"}, nil)
+		c := mcp.NewClient(&mcp.Implementation{Name: "heldload", Version: "1"}, copts)
 		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: *endpoint, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: *protocol})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "heldload: connect:", err)
@@ -98,7 +112,11 @@ func run(ctx context.Context) int {
 	for i := range *n {
 		wg.Go(func() {
 			args, _ := json.Marshal(map[string]any{"tag": *tag, "i": i})
-			res, err := css[i%len(css)].CallTool(ctx, &mcp.CallToolParams{Name: *tool, Arguments: json.RawMessage(args)})
+			params := &mcp.CallToolParams{Name: *tool, Arguments: json.RawMessage(args)}
+			if arrivals != nil {
+				params.SetProgressToken(i)
+			}
+			res, err := css[i%len(css)].CallTool(ctx, params)
 			if err != nil {
 				line(i, "error", err.Error())
 				return
@@ -117,6 +135,12 @@ func run(ctx context.Context) int {
 		})
 	}
 	wg.Wait()
+	if arrivals != nil {
+		if err := arrivals.write(*progressFile); err != nil {
+			fmt.Fprintln(os.Stderr, "heldload:", err)
+			return 1
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if err := out.Flush(); err != nil {
@@ -124,6 +148,52 @@ func run(ctx context.Context) int {
 		return 1
 	}
 	return 0
+}
+
+// progressLog notes when each progress notification arrived, by the
+// call's progress token (its i), in memory until write.
+type progressLog struct {
+	mu   sync.Mutex
+	call []int64 // guarded by mu: the call's i (-1: a token heldload did not send)
+	at   []int64 // guarded by mu: unix nanoseconds
+}
+
+func (p *progressLog) note(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	at := time.Now().UnixNano()
+	i := int64(-1)
+	switch t := req.Params.ProgressToken.(type) {
+	case float64:
+		i = int64(t)
+	case int:
+		i = int64(t)
+	case int64:
+		i = t
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.call = append(p.call, i)
+	p.at = append(p.at, at)
+}
+
+func (p *progressLog) write(file string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f, err := os.Create(file) //nolint:gosec // the file the caller named
+	if err != nil {
+		return fmt.Errorf("progress log: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	for k := range p.call {
+		_, _ = fmt.Fprintf(w, "%d %d\n", p.call[k], p.at[k]) // a failed write shows at Flush
+	}
+	if err := w.Flush(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("progress log: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("progress log: %w", err)
+	}
+	return nil
 }
 
 // bearer adds the Authorization header to every request.

@@ -66,7 +66,7 @@ func (g *Gate) waitFor(ctx context.Context, st *heldRead) (*approval.Request, er
 			case <-st.kaC:
 				// A keep-alive needs no read of the store.
 				st.keepAlive(ctx)
-				st.kaC = g.beat.next()
+				st.kaC = g.beat.next(st.kaSlot)
 			case <-st.timer.C:
 				// Re-read once more: a decision may have landed at the
 				// deadline (or the clock was stepped back: see due).
@@ -89,12 +89,12 @@ func newHeldRead(id approval.ID, deadline time.Time, keepAlive func(context.Cont
 }
 
 // startHeld starts st's wait, after its first keep-alive: its place in
-// the gate's beat and its deadline's timer.
+// the gate's beat (a slot of it) and its deadline's timer.
 //
 //go:noinline // its temporaries stay out of waitFor's parked frame
 func (g *Gate) startHeld(st *heldRead) {
 	if st.keepAlive != nil {
-		st.kaC = g.beat.join()
+		st.kaSlot, st.kaC = g.beat.join()
 	}
 	st.timer = time.NewTimer(st.deadline.Sub(g.now()))
 }
@@ -104,7 +104,7 @@ func (g *Gate) startHeld(st *heldRead) {
 //go:noinline // its temporaries stay out of waitFor's parked frame
 func (g *Gate) stopHeld(st *heldRead) {
 	if st.keepAlive != nil {
-		g.beat.leave()
+		g.beat.leave(st.kaSlot)
 	}
 	st.timer.Stop()
 	st.stop()
@@ -115,6 +115,7 @@ type heldRead struct {
 	id       approval.ID
 	deadline time.Time
 	lease    bool
+	kaSlot   uint8 // the beat's slot kaC is of (beat.join)
 	// last is the request the wait ended on (the read or the wake-up that
 	// ended it), nil while it goes on: the read made ahead (takePre) is not
 	// kept, it is the request the call is held on (heldCall.r: what a

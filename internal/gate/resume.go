@@ -98,9 +98,10 @@ func (g *Gate) waitChange(ctx context.Context, id approval.ID, until time.Time, 
 	timer := time.NewTimer(max(until.Sub(g.now()), 0))
 	defer timer.Stop()
 	var kaC <-chan struct{}
+	var slot uint8
 	if keepAlive != nil {
-		kaC = g.beat.join()
-		defer g.beat.leave()
+		slot, kaC = g.beat.join()
+		defer g.beat.leave(slot)
 	}
 	for {
 		select {
@@ -110,7 +111,7 @@ func (g *Gate) waitChange(ctx context.Context, id approval.ID, until time.Time, 
 			return nil
 		case <-kaC:
 			keepAlive(ctx)
-			kaC = g.beat.next()
+			kaC = g.beat.next(slot)
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}
