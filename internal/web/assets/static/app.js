@@ -14,6 +14,9 @@
   // Event types of approvals (the stream's "event:" field).
   const approvalEvents = ["requested", "reviewed", "approved", "denied", "expired",
     "cancelled", "consumed", "invalidated", "dispatched"];
+  // The notice a resumed stream sends first when retention pruned events
+  // it had not read (api.EventsMissed): the page may be stale.
+  const missedEvent = "events_missed";
 
   function formatLeft(ms) {
     if (ms <= 0) return "expired";
@@ -143,8 +146,11 @@
   function onEvent(e) {
     let ev;
     try { ev = JSON.parse(e.data); } catch (err) { return; }
-    if (inboxRegion) schedule(inboxRegion, ev.approval_id);
-    if (detailRegion && ev.approval_id === detailRegion.dataset.approval) {
+    // events_missed (a resumed stream whose events retention pruned):
+    // any approval may have changed, the one shown too.
+    const id = ev.type === missedEvent ? (detailRegion && detailRegion.dataset.approval) : ev.approval_id;
+    if (inboxRegion) schedule(inboxRegion, id);
+    if (detailRegion && id === detailRegion.dataset.approval) {
       const reason = detailRegion.querySelector("textarea[name=reason]");
       const typing = Array.from(detailRegion.querySelectorAll("[data-grant] input, [data-grant] textarea")).some((el) => el.value.trim() !== "");
       if ((reason && reason.value.trim() !== "") || typing) {
@@ -155,7 +161,7 @@
           note.hidden = false;
         }
       } else {
-        schedule(detailRegion, ev.approval_id);
+        schedule(detailRegion, id);
       }
     }
   }
@@ -172,6 +178,7 @@
     const es = new EventSource("/ui/events" + (since ? "?since=" + encodeURIComponent(since) : ""));
     es.addEventListener("open", () => setLive(true));
     approvalEvents.forEach((t) => es.addEventListener(t, onEvent));
+    es.addEventListener(missedEvent, onEvent);
     es.addEventListener("error", async () => {
       setLive(false);
       if (es.readyState !== EventSource.CLOSED) return; // EventSource retries by itself
