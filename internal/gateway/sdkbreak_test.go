@@ -95,33 +95,43 @@ func TestSDKPathBrokenAnswerFailsOnlyItsCall(t *testing.T) {
 	f := newRawHTTPFixture(t, true, ServerConfig{}, nil)
 	h1Of(t, f.g)
 	for i, c := range sdkBreakCases() {
-		h := newHeld()
-		f.up.set("hang", h.answer)
-		f.up.set("vendor", answerBytes(t, c.rst, c.raw))
-		other := make(chan string, 1)
-		go func() { other <- f.sdkCall(t, fmt.Sprintf("held-%d", i), "hang", `{}`) }()
-		<-h.arrived
-		got := f.sdkCall(t, fmt.Sprintf("broken-%d", i), "vendor", `{}`)
-		whole := strings.Contains(got, `"text":"whole"`) && !strings.Contains(got, `"isError":true`)
-		if strings.Contains(got, "nothing was run") || (!whole && !strings.Contains(got, "may have run")) {
-			t.Errorf("%s: the broken call's answer %q, want a failure saying it may have run (or the whole result)", c.name, got)
-		}
-		close(h.release)
-		if a := <-other; !strings.Contains(a, "held answer") || strings.Contains(a, `"isError":true`) {
-			t.Errorf("%s: the call in flight beside it got %q, want its result", c.name, a)
-		}
-		if a := f.sdkCall(t, fmt.Sprintf("next-%d", i), "echo", `{"n":1}`); !strings.Contains(a, `{\"n\":1}`) {
-			t.Errorf("%s: the next call got %q, want its result", c.name, a)
-		}
-		calls := map[string]int{}
-		for _, sc := range f.up.takeCalls() {
-			calls[sc.tool]++
-		}
-		if calls["vendor"] != 1 || calls["hang"] != 1 || calls["echo"] != 1 {
-			t.Errorf("%s: the upstream got %v tools/call POSTs, want each call once", c.name, calls)
-		}
-		if t.Failed() {
-			f.untilWorks(t, f.sdkCall, fmt.Sprintf("recover-%d", i))
-		}
+		f.brokenBeside(t, i, c.name, "broken", answerBytes(t, c.rst, c.raw))
+	}
+}
+
+// brokenBeside runs case i (name): a tools/call of tool "vendor"
+// answered by answer (tagged tag) while a call of "hang" is in flight. The
+// call gets its whole result or a failure saying it may have run, the
+// call beside it its result, the next call works, and the upstream got
+// each call once.
+func (f *rawHTTPFixture) brokenBeside(t *testing.T, i int, name, tag string, answer func(http.ResponseWriter, *http.Request, json.RawMessage)) {
+	t.Helper()
+	h := newHeld()
+	f.up.set("hang", h.answer)
+	f.up.set("vendor", answer)
+	other := make(chan string, 1)
+	go func() { other <- f.sdkCall(t, fmt.Sprintf("held-%d", i), "hang", `{}`) }()
+	<-h.arrived
+	got := f.sdkCall(t, fmt.Sprintf("%s-%d", tag, i), "vendor", `{}`)
+	whole := strings.Contains(got, `"text":"whole"`) && !strings.Contains(got, `"isError":true`)
+	if strings.Contains(got, "nothing was run") || (!whole && !strings.Contains(got, "may have run")) {
+		t.Errorf("%s: the %s call's answer %q, want a failure saying it may have run (or the whole result)", name, tag, got)
+	}
+	close(h.release)
+	if a := <-other; !strings.Contains(a, "held answer") || strings.Contains(a, `"isError":true`) {
+		t.Errorf("%s: the call in flight beside it got %q, want its result", name, a)
+	}
+	if a := f.sdkCall(t, fmt.Sprintf("next-%d", i), "echo", `{"n":1}`); !strings.Contains(a, `{\"n\":1}`) {
+		t.Errorf("%s: the next call got %q, want its result", name, a)
+	}
+	calls := map[string]int{}
+	for _, sc := range f.up.takeCalls() {
+		calls[sc.tool]++
+	}
+	if calls["vendor"] != 1 || calls["hang"] != 1 || calls["echo"] != 1 {
+		t.Errorf("%s: the upstream got %v tools/call POSTs, want each call once", name, calls)
+	}
+	if t.Failed() {
+		f.untilWorks(t, f.sdkCall, fmt.Sprintf("recover-%d", i))
 	}
 }

@@ -1,10 +1,8 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 )
@@ -28,12 +26,5 @@ func answerForAnotherSession(ctx context.Context, req *http.Request, resp *http.
 	if log != nil {
 		log.WarnContext(ctx, "upstream answer broken; its call fails and may have run", "why", why)
 	}
-	b := brokenAnswerResponse(id, why)
-	return &http.Response{
-		Status: "200 OK", StatusCode: http.StatusOK, Proto: resp.Proto, ProtoMajor: resp.ProtoMajor, ProtoMinor: resp.ProtoMinor,
-		Header:        http.Header{"Content-Type": {mediaJSON}},
-		Body:          io.NopCloser(bytes.NewReader(b)),
-		ContentLength: int64(len(b)),
-		Request:       resp.Request,
-	}
+	return jsonAnswer(resp, brokenAnswerResponse(id, why))
 }
