@@ -246,6 +246,12 @@ cases:
 	if !strings.Contains(out, `effect:      allow, decided by rule "read-only tools"`) || !strings.Contains(out, "annotations: read_only true") {
 		t.Errorf("explain --addr echo_raw:\n%s", out)
 	}
+	// $TOOLGATE_ADDR, as for the other admin commands, when neither
+	// --config nor --addr is given.
+	out = mustToolgate(t, g.Admin, approverToken, "policy", "explain", "--server", "t", "--tool", "echo_raw", "--principal", agentID)
+	if !strings.Contains(out, `effect:      allow, decided by rule "read-only tools"`) || !strings.Contains(out, "annotations: read_only true") {
+		t.Errorf("explain with $TOOLGATE_ADDR, echo_raw:\n%s", out)
+	}
 	if out := mustToolgate(t, g.Admin, approverToken, "policy", "test", pass, "--addr", g.Admin); !strings.Contains(out, "PASS: 6 cases") {
 		t.Errorf("policy test (live):\n%s", out)
 	}

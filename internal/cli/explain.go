@@ -29,7 +29,8 @@ verdicts and the approval parameters.
 
   --config FILE     evaluate the policy of this config file
   --addr A          or ask the live gateway's admin API (POST /v1/policy/explain;
-                    any role that may read approvals); --token or $` + EnvToken + `
+                    any role that may read approvals); --token or $` + EnvToken + `.
+                    Without --config or --addr: $` + EnvAddr + ` when it is set
   --server S        the real server name (not the exposed <server>__<tool>)
   --tool T          the real tool name
   --args JSON       the call's arguments object (default {})
@@ -72,6 +73,9 @@ func RunExplain(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	fs.StringVar(&o.annotations, "annotations", "", "true annotation hints")
 	fs.BoolVar(&o.json, "json", false, "print JSON")
 	err := fs.Parse(args)
+	if err == nil && o.config == "" && o.addr == "" {
+		o.addr = envAddr(lookup) // as the other commands that ask the admin API
+	}
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		_, _ = io.WriteString(stdout, explainUsageText)
@@ -81,7 +85,7 @@ func RunExplain(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	case fs.NArg() > 0:
 		return usageExit(stderr, "explain", fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
 	case (o.config == "") == (o.addr == ""):
-		return usageExit(stderr, "explain", "give exactly one of --config FILE or --addr A")
+		return usageExit(stderr, "explain", "give exactly one of --config FILE or --addr A (or set $"+EnvAddr+")")
 	case o.server == "" || o.tool == "":
 		return usageExit(stderr, "explain", "--server and --tool are required")
 	}
@@ -173,6 +177,15 @@ func parseAnnotations(s string) (*policy.Annotations, error) {
 type explainer struct {
 	cfg    *config.Config // file mode
 	client *client        // live mode
+}
+
+// envAddr is $TOOLGATE_ADDR by lookup, or "" (lookup nil or unset).
+func envAddr(lookup config.Env) string {
+	if lookup == nil {
+		return ""
+	}
+	v, _ := lookup(EnvAddr)
+	return v
 }
 
 // newExplainer prepares file mode (--config) or live mode (--addr).

@@ -32,7 +32,8 @@ the policy decided (and why); the exit status is 1 if any case fails.
 
 The policy is the one of --config FILE, else of the config file named by
 the cases file's "config:" key (relative to the cases file), or, with
---addr, the live gateway's (POST /v1/policy/explain; --token or $` + EnvToken + `).
+--addr (else $` + EnvAddr + `), the live gateway's (POST /v1/policy/explain;
+--token or $` + EnvToken + `).
 
 CASES.yaml:
 
@@ -107,12 +108,16 @@ func RunPolicyTest(ctx context.Context, args []string, stdout, stderr io.Writer,
 		return usageExit(stderr, "test", err.Error())
 	}
 	if o.config == "" && o.addr == "" {
-		if cf.Config == "" {
-			return usageExit(stderr, "test", "no policy: give --config, --addr, or a config: key in the cases file")
-		}
-		o.config = cf.Config
-		if !filepath.IsAbs(o.config) {
-			o.config = filepath.Join(filepath.Dir(pos[0]), o.config)
+		switch {
+		case cf.Config != "":
+			o.config = cf.Config
+			if !filepath.IsAbs(o.config) {
+				o.config = filepath.Join(filepath.Dir(pos[0]), o.config)
+			}
+		case envAddr(lookup) != "":
+			o.addr = envAddr(lookup)
+		default:
+			return usageExit(stderr, "test", "no policy: give --config, --addr, a config: key in the cases file, or set $"+EnvAddr)
 		}
 	}
 	ex, err := newExplainer(o, lookup, stderr)
