@@ -49,26 +49,11 @@ func TestResumeCursorPrunedDuringTheCheck(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			db := sqlitetest.Open(t)
 			g := gate.New(db, &policy.Policy{Default: policy.Allow}, nil)
-			now := time.Now().UTC()
 			// Request 1 is denied (terminal): its events may be pruned.
 			// Request 2 stays pending: its event, the last, is kept.
-			for n, id := range []approval.ID{"01900000-0000-7000-8000-000000000001", "01900000-0000-7000-8000-000000000002"} {
-				r := pending(string(id))
-				r.Tenant = "acme"
-				r.CreatedAt = now.Add(time.Duration(n) * time.Millisecond)
-				r.ExpiresAt = now.Add(time.Hour)
-				if err := db.CreateRequest(t.Context(), r); err != nil {
-					t.Fatal(err)
-				}
-				if n == 0 {
-					if _, err := g.Review(t.Context(), id, approval.Principal{ID: "bob", Kind: "human"}, approval.VerdictDeny, "no", ""); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			es, err := db.FeedEntries(t.Context(), store.Cursor{}, 10)
-			if err != nil || len(es) < 3 || es[len(es)-1].Event.RequestID != "01900000-0000-7000-8000-000000000002" {
-				t.Fatalf("events %+v (%v), want request 1's, then request 2's", es, err)
+			es := deniedThenPending(t, db, g)
+			if es[len(es)-1].Event.RequestID != "01900000-0000-7000-8000-000000000002" {
+				t.Fatalf("events %+v, want request 2's last", es)
 			}
 			c := es[len(es)-2].Cursor // request 1's last: pruned during the check
 			log := &pruneAmidLog{DB: db, at: store.Cursor{Tx: c.Tx, Seq: c.Seq - 1}}
@@ -115,4 +100,32 @@ func TestResumeCursorPrunedDuringTheCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// deniedThenPending creates two requests of tenant acme in db, ids
+// ...0001 and ...0002, a millisecond apart; denies the first (through g)
+// and leaves the second pending. It returns the change feed from the
+// start (request 1's events, then request 2's).
+func deniedThenPending(t *testing.T, db *sqlstore.DB, g *gate.Gate) []store.FeedEntry {
+	t.Helper()
+	now := time.Now().UTC()
+	for n, id := range []approval.ID{"01900000-0000-7000-8000-000000000001", "01900000-0000-7000-8000-000000000002"} {
+		r := pending(string(id))
+		r.Tenant = "acme"
+		r.CreatedAt = now.Add(time.Duration(n) * time.Millisecond)
+		r.ExpiresAt = now.Add(time.Hour)
+		if err := db.CreateRequest(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			if _, err := g.Review(t.Context(), id, approval.Principal{ID: "bob", Kind: "human"}, approval.VerdictDeny, "no", ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	es, err := db.FeedEntries(t.Context(), store.Cursor{}, 10)
+	if err != nil || len(es) < 3 {
+		t.Fatalf("events %+v (%v), want request 1's, then request 2's", es, err)
+	}
+	return es
 }

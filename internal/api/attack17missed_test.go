@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"toolgate/internal/api"
-	"toolgate/internal/approval"
 	"toolgate/internal/gate"
 	"toolgate/internal/policy"
 	"toolgate/internal/store"
@@ -29,28 +28,10 @@ import (
 func TestStreamResumedPastPrunedEventsSaysSo(t *testing.T) {
 	db := sqlitetest.Open(t)
 	g := gate.New(db, &policy.Policy{Default: policy.Allow}, nil)
-	now := time.Now().UTC()
 	// Request 1 is denied (terminal): its events may be pruned. Request
-	// 2 stays pending: its events are kept.
+	// 2 (kept) stays pending: its events are kept.
 	const kept = "01900000-0000-7000-8000-000000000002"
-	for n, id := range []approval.ID{"01900000-0000-7000-8000-000000000001", kept} {
-		r := pending(string(id))
-		r.Tenant = "acme"
-		r.CreatedAt = now.Add(time.Duration(n) * time.Millisecond)
-		r.ExpiresAt = now.Add(time.Hour)
-		if err := db.CreateRequest(t.Context(), r); err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			if _, err := g.Review(t.Context(), id, approval.Principal{ID: "bob", Kind: "human"}, approval.VerdictDeny, "no", ""); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	es, err := db.FeedEntries(t.Context(), store.Cursor{}, 10)
-	if err != nil || len(es) < 3 {
-		t.Fatalf("events %+v (%v), want request 1's, then request 2's", es, err)
-	}
+	es := deniedThenPending(t, db, g)
 	seen := es[0].Cursor // the client saw request 1's first event only
 	if _, err := db.Prune(t.Context(), store.Retention{Events: time.Millisecond}, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
