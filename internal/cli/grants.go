@@ -197,9 +197,11 @@ func runGrantRevoke(ctx context.Context, c *client, o *grantOptions, args []stri
 	return err
 }
 
-// grantSummary says in one line what a grant allows.
+// grantSummary says in one line what a grant allows, naming the tool as
+// "server · tool" as every other surface does (list, show, watch, the
+// inbox, Slack), never the agent-facing "<server>__<tool>" alias.
 func grantSummary(g api.Grant) string {
-	return fmt.Sprintf("%s may call %s__%s until %s%s", clean(g.Principal), clean(g.Server), clean(g.Tool), stamp(g.ExpiresAt), termsText(g.MaxUses, g.When))
+	return fmt.Sprintf("%s may call %s · %s until %s%s", clean(g.Principal), clean(g.Server), clean(g.Tool), stamp(g.ExpiresAt), termsText(g.MaxUses, g.When))
 }
 
 // termsText is the use cap and predicate of grant terms, as a suffix.

@@ -58,7 +58,7 @@ func grantsCmd(t testingContext, args []string, out, errw *bytes.Buffer, env fun
 	return cli.RunGrants(t.Context(), args, out, errw, env)
 }
 
-var grantLine = regexp.MustCompile(`grant ([0-9a-f-]{36}): desktop may call pay__transfer until \S+, at most 2 times, when args.amount <= 100`)
+var grantLine = regexp.MustCompile(`grant ([0-9a-f-]{36}): desktop may call pay · transfer until \S+, at most 2 times, when args.amount <= 100`)
 
 func TestGrantCommands(t *testing.T) {
 	e := newGrantEnv(t)
