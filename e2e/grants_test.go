@@ -24,7 +24,7 @@ policy:
       approval: { timeout: 5m, mode: retry }
 `
 
-var grantMade = regexp.MustCompile(`grant ([0-9a-f-]{36}): agent-1 may call t__echo_raw until \S+, at most 5 times, when args.n < 10`)
+var grantMade = regexp.MustCompile(`grant ([0-9a-f-]{36}): agent-1 may call t · echo_raw until \S+, at most 5 times, when args.n < 10`)
 
 // apiGrant is the part of the admin API's grant JSON the tests read.
 type apiGrant struct {
