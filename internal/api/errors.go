@@ -82,10 +82,13 @@ func sessionError(err error) *apiError {
 		return ae
 	}
 	var widen *session.WidenError
+	var reqWiden *session.RequirementWidenError
 	e := &apiError{Err: err}
 	switch {
 	case errors.As(err, &widen):
 		e.Status, e.Code, e.Msg = http.StatusForbidden, CodeWiden, widen.Error()
+	case errors.As(err, &reqWiden):
+		e.Status, e.Code, e.Msg = http.StatusForbidden, CodeWiden, reqWiden.Error()
 	case errors.Is(err, session.ErrWiden):
 		e.Status, e.Code, e.Msg = http.StatusForbidden, CodeWiden, "child tools may only narrow the parent session tool policy"
 	case errors.Is(err, session.ErrUnknownServer), errors.Is(err, session.ErrBadRef):

@@ -167,7 +167,7 @@ func TestSessionRoutesNarrowing(t *testing.T) {
 func TestSessionRoutesGetPutDelete(t *testing.T) {
 	e := newSessionEnv(t)
 	root := e.mustCreate(t, e.admin, "host-tok", `{"require_approval":{"fs":["write_file"]}}`)
-	child := e.mustCreate(t, e.agent, root.Token, `{"tools":["fs"],"require_approval":{"fs":false,"pay":["b","a","a"]}}`)
+	child := e.mustCreate(t, e.agent, root.Token, `{"tools":["fs"],"require_approval":{"pay":["b","a","a"]}}`)
 	if root.Session.Mode != session.ModeDefault || root.Session.Effective.ToolsFrom != "deployment" {
 		t.Errorf("root = %+v, want default mode tracking the deployment", root.Session)
 	}

@@ -44,8 +44,10 @@ func (g *Gate) serverExists(server string) bool {
 // session (actor.SessionID set) the new session is its child: every
 // explicit ref must lie within the parent's effective set (else an error
 // wrapping session.ErrWiden whose text names the ref, see
-// session.WidenError), and the child's tenant and on_behalf_of are the
-// parent's. Otherwise it is a root session in actor's tenant. Other errors:
+// session.WidenError), every require_approval it states must cover what
+// the parent's chain requires of that server (else a
+// *session.RequirementWidenError, also wrapping session.ErrWiden), and
+// the child's tenant and on_behalf_of are the parent's. Otherwise it is a root session in actor's tenant. Other errors:
 // session.ErrBadRef, session.ErrUnknownServer, session.ErrRevoked (the
 // parent is revoked), store errors.
 func (g *Gate) CreateSession(ctx context.Context, actor approval.Principal, req session.NewSession) (session.Session, string, error) {
@@ -89,6 +91,11 @@ func (g *Gate) CreateSession(ctx context.Context, actor approval.Principal, req 
 			return session.Session{}, "", fmt.Errorf("create child of %s: %w", actor.SessionID, session.ErrRevoked)
 		}
 		if s.Tools, err = parent.CheckNarrow(req.Tools, g.serverExists); err != nil {
+			return session.Session{}, "", err
+		}
+		// A child may not state a requirement weaker than its parent's (it
+		// would be overridden silently by the union): refuse it by name.
+		if s.RequireApproval, err = parent.CheckRequirements(req.RequireApproval, g.serverExists); err != nil {
 			return session.Session{}, "", err
 		}
 		s.Mode = parent.ChildMode(s.Tools)

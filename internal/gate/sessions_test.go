@@ -134,8 +134,13 @@ func TestSessionRequirementIsAUnionAndHolds(t *testing.T) {
 	parent, pp := mustSession(t, f.gate, host, session.NewSession{
 		RequireApproval: map[string]session.Requirement{"fs": {Tools: []string{"write_file"}}},
 	})
-	// The child "sets fs: false": it cannot switch its parent's requirement off.
-	_, cp := mustSession(t, f.gate, pp, session.NewSession{RequireApproval: map[string]session.Requirement{"fs": {}}})
+	// A child cannot switch its parent's requirement off: stating fs: false
+	// is refused (it would be overridden by the union), and a child that
+	// states nothing has its parent's.
+	if _, _, err := f.gate.CreateSession(t.Context(), pp, session.NewSession{RequireApproval: map[string]session.Requirement{"fs": {}}}); !errors.Is(err, session.ErrWiden) {
+		t.Fatalf("child stating fs: false: %v, want ErrWiden", err)
+	}
+	_, cp := mustSession(t, f.gate, pp, session.NewSession{})
 	if a := f.gate.Admit(t.Context(), sessionCall(cp, "fs", "read_text_file")); !a.Allowed {
 		t.Fatalf("read_text_file: %+v, want allowed", a)
 	}

@@ -57,7 +57,8 @@ func (ch Change) IsZero() bool { return ch.Tools == nil && len(ch.RequireApprova
 // (serverExists), the parent chain c[1:] does not allow it, or it widens
 // and names a tool the deployment does not expose (toolExists, when not
 // nil; prompt and resource refs are not checked against the catalog); a requirement is past the ceiling when its server is not
-// configured. Errors: ErrEmptyChange, ErrBadRef, ErrCeiling. A nil
+// configured, or when it drops a tool the parent chain c[1:] requires
+// approval for (the union with the parent's would keep it). Errors: ErrEmptyChange, ErrBadRef, ErrCeiling. A nil
 // serverExists accepts every valid server name.
 func (c Chain) Classify(ch Change, serverExists func(string) bool, toolExists func(server, tool string) bool) (Change, []string, error) {
 	if len(c) == 0 {
@@ -104,6 +105,14 @@ func (c Chain) Classify(ch Change, serverExists func(string) bool, toolExists fu
 			return Change{}, nil, &CeilingError{What: "unknown server " + srv + " in require_approval"}
 		}
 		r := NormalizeRequirement(ch.RequireApproval[srv])
+		if len(c) > 1 {
+			// The session's requirement is the union with its ancestors':
+			// dropping what they require would change nothing, so it is
+			// past the ceiling rather than an approval that does nothing.
+			if p := NormalizeRequirement(c[1:].Requirements()[srv]); weakens(p, r) {
+				return Change{}, nil, &CeilingError{What: "the parent session requires approval for " + srv + " (its effective require_approval." + srv + " is " + requirementText(p) + "), so require_approval." + srv + " = " + requirementText(r) + " would change nothing"}
+			}
+		}
 		if out.RequireApproval == nil {
 			out.RequireApproval = map[string]Requirement{}
 		}

@@ -1,0 +1,56 @@
+package session
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// CheckRequirements checks the require_approval a child of c states and
+// returns it normalized (NormalizeRequirements). A child's requirement is
+// the union of its own and its ancestors', so a stated requirement that
+// drops something the parent chain c requires of that server (false, or
+// a list missing a tool, under the parent's true or list) would be
+// overridden without a word and the child would believe it got what it
+// asked for: the first such server (in name order) gives a
+// *RequirementWidenError (wrapping ErrWiden) naming it and the parent's
+// effective value. A child may restate the parent's requirement or add to
+// it. Key errors wrap ErrBadRef or ErrUnknownServer, as in
+// NormalizeRequirements.
+func (c Chain) CheckRequirements(m map[string]Requirement, serverExists func(string) bool) (map[string]Requirement, error) {
+	out, err := NormalizeRequirements(m, serverExists)
+	if err != nil {
+		return nil, err
+	}
+	parent := c.Requirements()
+	for _, srv := range sortedKeys(m) {
+		if asked := NormalizeRequirement(m[srv]); weakens(parent[srv], asked) {
+			return nil, &RequirementWidenError{Server: srv, Asked: asked, Parent: NormalizeRequirement(parent[srv])}
+		}
+	}
+	return out, nil
+}
+
+// A RequirementWidenError names the first server whose require_approval a
+// child states weaker than its parent session's effective requirement. It
+// wraps ErrWiden; its text is the API's 403 message.
+type RequirementWidenError struct {
+	Server string
+	Asked  Requirement
+	Parent Requirement
+}
+
+func (e *RequirementWidenError) Error() string {
+	return fmt.Sprintf("a child session may only narrow its parent's policy, and require_approval.%s = %s would drop approvals the parent session requires (its effective require_approval.%s is %s); state %s, or a list that includes every tool in it, or leave %s out to inherit it",
+		e.Server, requirementText(e.Asked), e.Server, requirementText(e.Parent), requirementText(e.Parent), e.Server)
+}
+
+func (e *RequirementWidenError) Unwrap() error { return ErrWiden }
+
+// requirementText is r as JSON: true, false or the tool list.
+func requirementText(r Requirement) string {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return "?"
+	}
+	return string(b)
+}
