@@ -247,9 +247,15 @@ func TestSessionsEndToEnd(t *testing.T) {
 		t.Errorf("child with tools [] lists %v", got)
 	}
 
-	// An inherited child that switches its own requirement off still has
-	// its parent's: echo_raw is held. Revoking the root cancels it.
-	inh := sessCreate(t, agentBase, root.Token, map[string]any{"require_approval": map[string]any{"t": false}})
+	// A child cannot switch its parent's requirement off: asking for it is
+	// refused (403 widen, naming the field and the parent's value) rather
+	// than accepted and silently overridden. An inherited child has its
+	// parent's: echo_raw is held. Revoking the root cancels it.
+	status, b = sessHTTP(t, "POST", agentBase+"/v1/sessions", root.Token, map[string]any{"require_approval": map[string]any{"t": false}})
+	if status != http.StatusForbidden || !strings.Contains(string(b), `"widen"`) || !strings.Contains(string(b), "require_approval.t = false") {
+		t.Errorf("child switching its parent's requirement off = %d %s, want 403 widen naming require_approval.t", status, b)
+	}
+	inh := sessCreate(t, agentBase, root.Token, map[string]any{})
 	if inh.Session.Mode != "inherited" {
 		t.Errorf("child without tools: mode %q, want inherited", inh.Session.Mode)
 	}

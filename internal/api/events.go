@@ -72,6 +72,13 @@ type EventPage struct {
 	Events []Event `json:"events"`
 	Next   string  `json:"next"`
 	More   bool    `json:"more"`
+	// Missed is set when retention pruned events after since before this
+	// page read them: the same events_missed notice ([EventsMissed]) the
+	// stream sends, its after since, its cursor the end of the pruned
+	// prefix. The page's events are those kept after it. Absent when
+	// nothing was missed, and for since 0 (the log from its start: what is
+	// kept).
+	Missed *Event `json:"missed,omitempty"`
 }
 
 // Defaults of the event routes.
@@ -264,6 +271,14 @@ func (s *Server) EventPage(ctx context.Context, c Caller, since store.Cursor, li
 		return EventPage{}, fmt.Errorf("read events after %s: %w", since, err)
 	}
 	page := EventPage{Events: []Event{}, Next: since.String(), More: len(es) == limit}
+	through, err := s.missedBefore(ctx, since, es)
+	if err != nil {
+		return EventPage{}, err
+	}
+	if through != (store.Cursor{}) {
+		page.Missed = s.missedNotice(since, through)
+		page.Next = through.String() // nothing read: resume past the pruned prefix
+	}
 	f := eventFilter{s: s, c: c.inner(), approvals: map[approval.ID]*Approval{}, sessions: map[string]bool{}, grants: map[string]bool{}}
 	for _, e := range es {
 		page.Next = e.Cursor.String()
@@ -493,6 +508,13 @@ func (s *Server) sendEvents(ctx context.Context, w http.ResponseWriter, c Caller
 		if err != nil {
 			return cursor, err
 		}
+		if page.Missed != nil {
+			// Retention pruned events after cursor while this stream was
+			// behind: say so, as a resumed stream does at its start.
+			if err := writeNotice(w, page.Missed); err != nil {
+				return cursor, errWrite
+			}
+		}
 		var buf bytes.Buffer
 		for _, ev := range page.Events {
 			buf.Reset()
@@ -510,7 +532,14 @@ func (s *Server) sendEvents(ctx context.Context, w http.ResponseWriter, c Caller
 		if err != nil {
 			return cursor, err
 		}
-		if next != cursor && (len(page.Events) == 0 || page.Events[len(page.Events)-1].Cursor != page.Next) {
+		var lastID string // the id the client saw last from this page
+		switch {
+		case len(page.Events) > 0:
+			lastID = page.Events[len(page.Events)-1].Cursor
+		case page.Missed != nil:
+			lastID = page.Missed.Cursor
+		}
+		if next != cursor && lastID != page.Next {
 			// Events the caller may not see were read last: move the
 			// client's Last-Event-ID past them without an event.
 			if _, err := fmt.Fprintf(w, "id: %s\n\n", page.Next); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 
 	"toolgate/internal/store"
@@ -41,15 +42,51 @@ func (s *Server) prunedPast(ctx context.Context, c store.Cursor) (store.Cursor, 
 	return c, through, nil
 }
 
+// missedBefore returns the end of the pruned prefix when a read of the
+// change feed after since that returned es missed events retention pruned
+// (else the zero cursor): since lies before the pruned prefix's end, and
+// the read returned no event at or before it. The prefix is read after
+// es, so a prune that came after the read (es then holds events at or
+// before it) is not taken for a miss; one that came before is. This is
+// what GET /v1/events reports as its page's missed, and what a stream
+// that fell behind while retention ran (polish18; before, only a
+// resumed stream's start was checked) sends as an events_missed notice
+// between its events. The zero since (the log from its start) misses
+// nothing.
+func (s *Server) missedBefore(ctx context.Context, since store.Cursor, es []store.FeedEntry) (store.Cursor, error) {
+	p, ok := s.events.(prunedLog)
+	if !ok || since == (store.Cursor{}) {
+		return store.Cursor{}, nil
+	}
+	through, err := p.PrunedThrough(ctx)
+	if err != nil {
+		return store.Cursor{}, fmt.Errorf("read the pruned prefix of the change feed: %w", err)
+	}
+	if !since.Before(through) || (len(es) > 0 && !through.Before(es[0].Cursor)) {
+		return store.Cursor{}, nil
+	}
+	return through, nil
+}
+
+// missedNotice is the EventsMissed notice of a read after after whose
+// events through were pruned.
+func (s *Server) missedNotice(after, through store.Cursor) *Event {
+	return &Event{Cursor: through.String(), Type: EventsMissed, Actor: store.GatewayActor, At: s.now().UTC(), After: after.String()}
+}
+
 // writeMissed writes the EventsMissed notice of a stream resumed at after
 // whose events through were pruned.
 func (s *Server) writeMissed(w http.ResponseWriter, after, through store.Cursor) error {
-	ev := Event{Cursor: through.String(), Type: EventsMissed, Actor: store.GatewayActor, At: s.now().UTC(), After: after.String()}
+	return writeNotice(w, s.missedNotice(after, through))
+}
+
+// writeNotice writes an EventsMissed notice as one SSE event.
+func writeNotice(w io.Writer, ev *Event) error {
 	data, err := json.Marshal(ev)
 	if err != nil {
 		return err
 	}
 	//nolint:gosec // G705: a cursor and JSON into a text/event-stream answer, no HTML
-	_, err = fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", through, EventsMissed, EscapeJSON(data))
+	_, err = fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", ev.Cursor, EventsMissed, EscapeJSON(data))
 	return err
 }
