@@ -105,7 +105,22 @@ func TestTasksClientExample(t *testing.T) {
 	}
 	mustNotExist(t, filepath.Join(sandbox, "task.txt"))
 
-	mustCLI(t, g.Admin, "approve", p.ID)
+	// A call held as an MCP task runs once approved whether or not the
+	// agent still waits: show and approve (the CLI, a separate process)
+	// say so rather than "runs only if its caller is still waiting"
+	// (polish18), from the API's held_as.
+	var raw map[string]any
+	adminGet(t, g.Admin+"/v1/approvals/"+p.ID, &raw)
+	if raw["held_as"] != "task" {
+		t.Errorf("GET approval: held_as %v, want task", raw["held_as"])
+	}
+	if out := mustCLI(t, g.Admin, "show", p.ID); !strings.Contains(out, "hold (an MCP task: once approved it runs whether or not the agent is still connected)") {
+		t.Errorf("show printed %q, want the mode to say it is an MCP task", out)
+	}
+	approved := mustCLI(t, g.Admin, "approve", p.ID)
+	if !strings.Contains(approved, "held as an MCP task, the call runs whether or not the agent is still connected") || strings.Contains(approved, "still waiting") {
+		t.Errorf("approve printed %q, want that the task runs whether or not the agent is still connected", approved)
+	}
 	for _, ok := next(); ok; _, ok = next() {
 	}
 	select {

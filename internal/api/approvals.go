@@ -92,7 +92,9 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, c caller) error {
 	if err != nil {
 		return err
 	}
-	s.writeJSON(w, r, http.StatusOK, fromRequest(a))
+	out := fromRequest(a)
+	s.heldAs(r.Context(), &out)
+	s.writeJSON(w, r, http.StatusOK, out)
 	return nil
 }
 
@@ -139,6 +141,7 @@ func (s *Server) review(w http.ResponseWriter, r *http.Request, c caller, id app
 	}
 	out := fromRequest(got)
 	out.Duplicate = dup
+	s.heldAs(r.Context(), &out)
 	s.writeJSON(w, r, http.StatusOK, out)
 	return nil
 }
@@ -348,4 +351,29 @@ func isIDText(s string) bool {
 		}
 	}
 	return true
+}
+
+// TaskHolder is the optional part of [Approvals] that says whether a
+// request holds a call made as an MCP task. *gate.Gate implements it.
+type TaskHolder interface {
+	HeldAsTask(ctx context.Context, id approval.ID) (bool, error)
+}
+
+// heldAs fills out.HeldAs when s's approvals can tell (TaskHolder): only a
+// held tool call can be a task. A failed look-up is logged and leaves the
+// field out (it only changes what the answer says about the call's
+// caller, never a decision).
+func (s *Server) heldAs(ctx context.Context, out *Approval) {
+	th, ok := s.approvals.(TaskHolder)
+	if !ok || out.Kind != "" || out.Mode != "hold" {
+		return
+	}
+	task, err := th.HeldAsTask(ctx, approval.ID(out.ID))
+	if err != nil {
+		s.log.WarnContext(ctx, "cannot tell whether an approval holds a task", "approval", out.ID, keyErr, err)
+		return
+	}
+	if task {
+		out.HeldAs = HeldAsTask
+	}
 }

@@ -104,7 +104,9 @@ func (s *Server) GetApproval(ctx context.Context, c Caller, id approval.ID) (App
 	if err != nil {
 		return Approval{}, err
 	}
-	return fromRequest(a), nil
+	out := fromRequest(a)
+	s.heldAs(ctx, &out)
+	return out, nil
 }
 
 // Review records c's verdict on id through the same code as POST
@@ -128,6 +130,7 @@ func (s *Server) Review(ctx context.Context, c Caller, id approval.ID, v approva
 	}
 	out := fromRequest(got)
 	out.Duplicate = dup
+	s.heldAs(ctx, &out)
 	return out, nil
 }
 

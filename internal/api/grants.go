@@ -293,6 +293,7 @@ func (s *Server) grantApprove(ctx context.Context, c caller, id approval.ID, rea
 	}
 	out := fromRequest(got)
 	out.Duplicate = dup
+	s.heldAs(ctx, &out)
 	if made != nil {
 		g := fromGrant(*made, s.now())
 		out.Grant = &g

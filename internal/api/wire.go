@@ -64,6 +64,14 @@ type Approval struct {
 	// logs its id at start, "gateway instance").
 	HeldBy    string    `json:"held_by,omitempty"`
 	HeldUntil time.Time `json:"held_until,omitzero"`
+	// HeldAs is "task" when the call was made as an MCP task (the Tasks
+	// extension): once approved it runs whether or not the agent is still
+	// connected, and the agent reads the result with tasks/get. Omitted
+	// otherwise (a 2025 hold runs only if its caller still waits; a
+	// retry-mode call when its caller re-sends it). Set on GET
+	// /v1/approvals/{id} and the review answers, not on list pages.
+	// Added by polish18.
+	HeldAs string `json:"held_as,omitempty"`
 	// Grant is the grant an approve with a grant attached made (only on
 	// the answer of that approve; see ApproveBody.Grant).
 	Grant *Grant `json:"grant,omitempty"`
@@ -73,6 +81,10 @@ type Approval struct {
 	// the verdict and reason that stand. Omitted otherwise.
 	Duplicate bool `json:"duplicate,omitempty"`
 }
+
+// HeldAsTask is the value of [Approval.HeldAs] for a call held as an MCP
+// task.
+const HeldAsTask = "task"
 
 // Review is one reviewer's vote in [Approval.Reviews].
 type Review struct {

@@ -180,7 +180,8 @@ func duplicateSummary(a api.Approval, verb string, withTerms bool) string {
 // stateSummary says where a request stands after a review, as the API
 // answered it, and no more: an approved call runs only if its caller is
 // still there to take it (hold) or re-sends it (retry), which the answer
-// cannot tell; a consume in the review's own transaction shows as
+// cannot tell, except a call held as an MCP task (held_as "task"), which
+// runs whether or not its agent is still connected; a consume in the review's own transaction shows as
 // consumed (dispatched) or invalidated (not run).
 func stateSummary(a api.Approval) string {
 	by := clean(a.DecidedBy)
@@ -193,6 +194,8 @@ func stateSummary(a api.Approval) string {
 			return fmt.Sprintf("now approved (decided by %s)", by)
 		case a.Mode == "retry":
 			return fmt.Sprintf("now approved (decided by %s); the call runs only if its caller re-sends it", by)
+		case a.HeldAs == api.HeldAsTask:
+			return fmt.Sprintf("now approved (decided by %s); held as an MCP task, the call runs whether or not the agent is still connected (the agent reads the result with tasks/get)", by)
 		}
 		return fmt.Sprintf("now approved (decided by %s); the call runs only if its caller is still waiting", by)
 	case "denied":

@@ -118,7 +118,11 @@ func printApproval(out io.Writer, a api.Approval, now time.Time) error {
 	if a.Tenant != "" {
 		field("Tenant", a.Tenant)
 	}
-	field("Mode", a.Mode)
+	if a.HeldAs == api.HeldAsTask {
+		field("Mode", a.Mode+" (an MCP task: once approved it runs whether or not the agent is still connected)")
+	} else {
+		field("Mode", a.Mode)
+	}
 	field("Created", stamp(a.CreatedAt))
 	expires := stamp(a.ExpiresAt)
 	if a.State == "pending" {

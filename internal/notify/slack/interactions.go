@@ -256,6 +256,8 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The decision is recorded before the call is dispatched (or
 		// checked and invalidated): say no more than that.
 		note += "; the call runs only if its caller re-sends it"
+	case got.State == approval.StateApproved && call && h.heldAsTask(r.Context(), got):
+		note += "; held as an MCP task, the call runs whether or not the agent is still connected"
 	case got.State == approval.StateApproved && call:
 		note += "; the call runs only if its caller is still waiting"
 	}
@@ -264,6 +266,23 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "state": got.State})
+}
+
+// heldAsTask reports whether r holds a call made as an MCP task, when
+// the Reviewer can tell (a HeldAsTask method, as *gate.Gate has); a
+// failed look-up is logged and reads as not a task.
+func (h *Interactions) heldAsTask(ctx context.Context, r approval.Request) bool {
+	th, ok := h.o.Reviewer.(interface {
+		HeldAsTask(ctx context.Context, id approval.ID) (bool, error)
+	})
+	if !ok || r.Mode != "hold" {
+		return false
+	}
+	task, err := th.HeldAsTask(ctx, r.ID)
+	if err != nil {
+		h.o.Logger.WarnContext(ctx, "cannot tell whether an approval holds a task", "approval", r.ID, "err", err)
+	}
+	return task
 }
 
 // parse reads a block_actions payload with one toolgate button.
