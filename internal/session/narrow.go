@@ -40,8 +40,12 @@ type RequirementWidenError struct {
 }
 
 func (e *RequirementWidenError) Error() string {
-	return fmt.Sprintf("a child session may only narrow its parent's policy, and require_approval.%s = %s would drop approvals the parent session requires (its effective require_approval.%s is %s); state %s, or a list that includes every tool in it, or leave %s out to inherit it",
-		e.Server, requirementText(e.Asked), e.Server, requirementText(e.Parent), requirementText(e.Parent), e.Server)
+	instead := "true"
+	if !e.Parent.All {
+		instead = "true, or a list that includes " + requirementText(e.Parent)
+	}
+	return fmt.Sprintf("a child session may only narrow its parent's policy, and require_approval.%s = %s would drop approvals the parent session requires (its effective require_approval.%s is %s); state %s, or leave %s out to inherit it",
+		e.Server, requirementText(e.Asked), e.Server, requirementText(e.Parent), instead, e.Server)
 }
 
 func (e *RequirementWidenError) Unwrap() error { return ErrWiden }

@@ -54,7 +54,12 @@ func TestCheckRequirements(t *testing.T) {
 
 func TestRequirementWidenErrorText(t *testing.T) {
 	err := &RequirementWidenError{Server: "fs", Asked: Requirement{}, Parent: Requirement{Tools: []string{"b", "a"}}}
-	want := `a child session may only narrow its parent's policy, and require_approval.fs = false would drop approvals the parent session requires (its effective require_approval.fs is ["a","b"]); state ["a","b"], or a list that includes every tool in it, or leave fs out to inherit it`
+	want := `a child session may only narrow its parent's policy, and require_approval.fs = false would drop approvals the parent session requires (its effective require_approval.fs is ["a","b"]); state true, or a list that includes ["a","b"], or leave fs out to inherit it`
+	if err.Error() != want {
+		t.Errorf("text\n%s\nwant\n%s", err.Error(), want)
+	}
+	err = &RequirementWidenError{Server: "fs", Asked: Requirement{Tools: []string{"w"}}, Parent: Requirement{All: true}}
+	want = `a child session may only narrow its parent's policy, and require_approval.fs = ["w"] would drop approvals the parent session requires (its effective require_approval.fs is true); state true, or leave fs out to inherit it`
 	if err.Error() != want {
 		t.Errorf("text\n%s\nwant\n%s", err.Error(), want)
 	}
