@@ -1,0 +1,184 @@
+package policy
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// writeCall is a fs/write_file call with the JSON string path as its path.
+func writeCall(path string) Call {
+	arg, _ := json.Marshal(map[string]any{"path": path, "content": "x"})
+	return Call{Server: "fs", Tool: "write_file", Arguments: arg, Principal: Principal{ID: "agent-1"}}
+}
+
+// TestPathWithin: path.within(p, dir) is true only for an absolute path
+// with no ".." segment whose clean form is dir or below it; a relative,
+// empty or NUL-holding path and any ".." segment are errors, never false,
+// so that the condition fails closed in every rule position: an allow rule
+// does not match (the call is held), and a deny or approve rule matches.
+// startsWith, the condition the docs used to show, is wrong on the same
+// table.
+func TestPathWithin(t *testing.T) {
+	const dir = "/tmp/work"
+	cases := []struct {
+		path   string
+		within bool   // path.within(path, dir)
+		err    string // substring of the error, "" for none
+	}{
+		{"/tmp/work/a.txt", true, ""},
+		{"/tmp/work/sub/a.txt", true, ""},
+		{"/tmp/work", true, ""},
+		{"/tmp/work/", true, ""},
+		{"/tmp//work///a", true, ""},
+		{"/tmp/work/./a", true, ""},
+		{"/tmp/./work/a", true, ""},
+		{"/tmp/workbench/a", false, ""},
+		{"/tmp/work-other", false, ""},
+		{"/tmp", false, ""},
+		{"/", false, ""},
+		{"/etc/passwd", false, ""},
+		{"/tmp/work/../x", false, "'..'"},
+		{"/tmp/work/../../etc/cron.d/x", false, "'..'"},
+		{"/tmp/work/a/../b", false, "'..'"},
+		{"/tmp/work/..", false, "'..'"},
+		{"/../tmp/work/a", false, "'..'"},
+		{"tmp/work/a", false, "not absolute"},
+		{"./tmp/work/a", false, "not absolute"},
+		{"../work/a", false, "not absolute"},
+		{"~/work/a", false, "not absolute"},
+		{" /tmp/work/a", false, "not absolute"},
+		{`C:\tmp\work\a`, false, "not absolute"},
+		{"", false, "empty"},
+		{"/tmp/work/a\x00/../../../etc", false, "NUL"},
+		{"/tmp/work/a\x00", false, "NUL"},
+	}
+	e := mustCompile(t, newPolicy(Approve,
+		Rule{Name: "within", Server: "fs", Tools: []string{"write_file"}, Effect: Allow, When: `path.within(args.path, "/tmp/work")`}))
+	approve := mustCompile(t, newPolicy(Allow,
+		Rule{Name: "outside", Server: "fs", Tools: []string{"write_file"}, Effect: Approve, When: `!path.within(args.path, "/tmp/work")`}))
+	deny := mustCompile(t, newPolicy(Allow,
+		Rule{Name: "inside", Server: "fs", Tools: []string{"write_file"}, Effect: Deny, When: `path.within(args.path, "/tmp/work")`}))
+	naive := mustCompile(t, newPolicy(Approve,
+		Rule{Name: "prefix", Server: "fs", Tools: []string{"write_file"}, Effect: Allow, When: `args.path.startsWith("/tmp/work/")`}))
+	naiveWrong := 0
+	for _, c := range cases {
+		t.Run(c.path, func(t *testing.T) {
+			got, err := pathWithin(c.path, dir)
+			if got != c.within || (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {
+				t.Fatalf("pathWithin(%q, %q) = %v, %v; want %v and an error holding %q", c.path, dir, got, err, c.within, c.err)
+			}
+			if err != nil && strings.Contains(err.Error(), strings.TrimPrefix(c.path, "/")) && c.path != "" {
+				t.Errorf("the error %q quotes the path", err)
+			}
+			// As an allow rule: allowed only when within; else the default holds it.
+			want := Approve
+			if c.within {
+				want = Allow
+			}
+			if d := eval(t, e, writeCall(c.path)); d.Effect != want || (len(d.Errors) > 0) != (c.err != "") {
+				t.Errorf("allow when within: %s by %q (errors %v), want %s", d.Effect, d.Rule, d.Errors, want)
+			}
+			// As an approve rule on the negation: held unless within.
+			want = Approve
+			if c.within {
+				want = Allow
+			}
+			if d := eval(t, approve, writeCall(c.path)); d.Effect != want {
+				t.Errorf("approve unless within: %s by %q (errors %v), want %s", d.Effect, d.Rule, d.Errors, want)
+			}
+			// As a deny rule: an error denies too (the path cannot be read).
+			want = Allow
+			if c.within || c.err != "" {
+				want = Deny
+			}
+			if d := eval(t, deny, writeCall(c.path)); d.Effect != want {
+				t.Errorf("deny when within: %s by %q (errors %v), want %s", d.Effect, d.Rule, d.Errors, want)
+			}
+			if d := eval(t, naive, writeCall(c.path)); (d.Effect == Allow) != c.within {
+				naiveWrong++
+			}
+		})
+	}
+	if naiveWrong == 0 {
+		t.Errorf("startsWith decided every case like path.within: the table does not show the difference")
+	}
+}
+
+// TestPathClean: path.clean(p) is the lexical clean form of an absolute
+// path without ".." segments, and an error (strict reading) for anything
+// else; a deny rule on exact files holds for spellings of them.
+func TestPathClean(t *testing.T) {
+	for in, want := range map[string]string{
+		"/etc/passwd": "/etc/passwd", "//etc/./passwd": "/etc/passwd", "/etc/": "/etc", "/": "/", "///": "/",
+	} {
+		if got, err := pathClean(in); got != want || err != nil {
+			t.Errorf("pathClean(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "etc/passwd", "/etc/../etc/passwd", "/etc/passwd\x00", ".."} {
+		if got, err := pathClean(in); err == nil {
+			t.Errorf("pathClean(%q) = %q, want an error", in, got)
+		}
+	}
+	e := mustCompile(t, newPolicy(Allow,
+		Rule{Name: "secrets", Server: "fs", Effect: Deny, When: `path.clean(args.path) in ["/etc/shadow", "/etc/passwd"]`}))
+	for path, want := range map[string]Effect{
+		"/etc/passwd": Deny, "/etc//passwd": Deny, "/etc/./shadow": Deny, "/tmp/../etc/passwd": Deny,
+		"etc/passwd": Deny, "/etc/hosts": Allow,
+	} {
+		if d := eval(t, e, writeCall(path)); d.Effect != want {
+			t.Errorf("%q: %s (errors %v), want %s", path, d.Effect, d.Errors, want)
+		}
+	}
+}
+
+// TestPathFunctionsLoad: the path functions type-check with a string and
+// a dyn argument, refuse other types at load, refuse a literal directory
+// that can never hold (relative, with "..", empty), and a non-string
+// argument at run time is an error (strict reading).
+func TestPathFunctionsLoad(t *testing.T) {
+	for _, ok := range []string{
+		`path.within(args.path, "/tmp/work")`,
+		`path.within(args.path, "/")`,
+		`path.within(args.path, args.root)`,
+		`args.paths.all(p, path.within(p, "/tmp/work"))`,
+		`path.clean(args.path) == "/etc/passwd"`,
+		`path.within(path.clean(args.path), "/srv")`,
+	} {
+		p := newPolicy(Approve, Rule{Name: "r", Server: "fs", Effect: Allow, When: ok})
+		if errs := p.Validate(); errs != nil {
+			t.Errorf("%s: %v", ok, errs)
+		}
+	}
+	for src, want := range map[string]string{
+		`path.within(args.path, 1)`:             "no matching overload",
+		`path.within(args.path)`:                "no matching overload",
+		`path.clean(1) == "/"`:                  "no matching overload",
+		`path.within(args.path, "tmp/work")`:    "not absolute",
+		`path.within(args.path, "/tmp/../etc")`: "'..'",
+		`path.within(args.path, "")`:            "empty",
+		`path.within("x", "/a\u0000")`:          "NUL",
+		`path.clean(args.path)`:                 "bool",
+	} {
+		p := newPolicy(Approve, Rule{Name: "r", Server: "fs", Effect: Allow, When: src})
+		errs := p.Validate()
+		if len(errs) == 0 || !strings.Contains(errs[0].Error(), want) {
+			t.Errorf("%s: errors %v, want one holding %q", src, errs, want)
+		}
+	}
+	e := mustCompile(t, newPolicy(Approve,
+		Rule{Name: "r", Server: "fs", Effect: Allow, When: `args.paths.all(p, path.within(p, "/tmp/work"))`}))
+	for args, want := range map[string]Effect{
+		`{"paths":["/tmp/work/a","/tmp/work/b"]}`:       Allow,
+		`{"paths":["/tmp/work/a","/tmp/work/../etc/x"]}`: Approve,
+		`{"paths":["/tmp/work/a",5]}`:                   Approve,
+		`{"paths":"/tmp/work/a"}`:                       Approve,
+	} {
+		c := writeCall("")
+		c.Arguments = json.RawMessage(args)
+		if d := eval(t, e, c); d.Effect != want {
+			t.Errorf("%s: %s (errors %v), want %s", args, d.Effect, d.Errors, want)
+		}
+	}
+}
