@@ -170,10 +170,10 @@ func TestPathFunctionsLoad(t *testing.T) {
 	e := mustCompile(t, newPolicy(Approve,
 		Rule{Name: "r", Server: "fs", Effect: Allow, When: `args.paths.all(p, path.within(p, "/tmp/work"))`}))
 	for args, want := range map[string]Effect{
-		`{"paths":["/tmp/work/a","/tmp/work/b"]}`:       Allow,
+		`{"paths":["/tmp/work/a","/tmp/work/b"]}`:        Allow,
 		`{"paths":["/tmp/work/a","/tmp/work/../etc/x"]}`: Approve,
-		`{"paths":["/tmp/work/a",5]}`:                   Approve,
-		`{"paths":"/tmp/work/a"}`:                       Approve,
+		`{"paths":["/tmp/work/a",5]}`:                    Approve,
+		`{"paths":"/tmp/work/a"}`:                        Approve,
 	} {
 		c := writeCall("")
 		c.Arguments = json.RawMessage(args)

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestCheckWarnsAboutShadowedRules: policy check warns about an allow rule
+// that an approve rule without a condition covers (the docs' example of an
+// allow that never wins), naming both rules with the file's lines, and
+// still exits 0; it says nothing when the approve rule's own condition
+// makes it undecidable, and a policy with path.within loads.
+func TestCheckWarnsAboutShadowedRules(t *testing.T) {
+	head := "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\n" + principals + `servers:
+  fs: { url: "http://127.0.0.1:9/mcp" }
+policy:
+  default: approve
+  rules:
+    - name: writes
+      server: fs
+      tools: [write_file, edit_file]
+`
+	allow := `    - name: scratch writes
+      server: fs
+      tools: [write_file]
+      when: path.within(args.path, "/tmp/work")
+      effect: allow
+`
+	path := writeConfig(t, head+"      effect: approve\n"+allow)
+	var stdout, stderr strings.Builder
+	code := checkCmd([]string{path}, &stdout, &stderr, testSystem(nil))
+	want := `warning: ` + path + `:17: policy.rules[1] "scratch writes" (allow) never decides a call: policy.rules[0] "writes" (approve, ` + path + `:13) matches every call it matches, and approve beats allow`
+	if code != 0 || !strings.Contains(stderr.String(), want) {
+		t.Errorf("policy check exited %d\nstderr:\n%s\nwant exit 0 and\n%s", code, stderr.String(), want)
+	}
+
+	path = writeConfig(t, head+"      when: '!path.within(args.path, \"/tmp/work\")'\n      effect: approve\n"+allow)
+	stderr.Reset()
+	if code := checkCmd([]string{path}, &stdout, &stderr, testSystem(nil)); code != 0 || strings.Contains(stderr.String(), "never decides") {
+		t.Errorf("with the opposite condition on the approve rule: exit %d\n%s", code, stderr.String())
+	}
+}
