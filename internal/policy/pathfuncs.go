@@ -72,9 +72,11 @@ func pathClean(p string) (string, error) {
 	case p[0] != '/':
 		return "", errors.New("the path is not absolute (it does not start with /)")
 	}
-	for seg := range strings.SplitSeq(p, "/") {
-		if seg == ".." {
-			return "", errors.New("the path has a '..' segment")
+	if strings.Contains(p, "..") {
+		for seg := range strings.SplitSeq(p, "/") {
+			if seg == ".." {
+				return "", errors.New("the path has a '..' segment")
+			}
 		}
 	}
 	return path.Clean(p), nil
@@ -95,7 +97,9 @@ func pathWithin(p, dir string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("the directory: %w", err)
 	}
-	return cd == "/" || cp == cd || strings.HasPrefix(cp, cd+"/"), nil
+	// Below dir: dir's clean form, then a "/" (dir "/" ends in one).
+	rest, ok := strings.CutPrefix(cp, cd)
+	return ok && (rest == "" || cd == "/" || rest[0] == '/'), nil
 }
 
 // checkPathLiterals refuses a path.within whose directory is a string

@@ -2,8 +2,11 @@ package policy
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // writeCall is a fs/write_file call with the JSON string path as its path.
@@ -179,6 +182,66 @@ func TestPathFunctionsLoad(t *testing.T) {
 		c.Arguments = json.RawMessage(args)
 		if d := eval(t, e, c); d.Effect != want {
 			t.Errorf("%s: %s (errors %v), want %s", args, d.Effect, d.Errors, want)
+		}
+	}
+}
+
+// TestPathWithinDirs: the directory is cleaned like the path; "/" holds
+// every absolute path.
+func TestPathWithinDirs(t *testing.T) {
+	for _, c := range []struct {
+		p, dir string
+		want   bool
+	}{
+		{"/x", "/", true}, {"/", "/", true}, {"/tmp/work/a", "/tmp/work/", true}, {"/tmp/work", "//tmp/./work", true},
+		{"/tmp/work2", "/tmp/work/", false}, {"/tmp", "/tmp/work", false}, {"/tmp/wor", "/tmp/work", false},
+	} {
+		if got, err := pathWithin(c.p, c.dir); got != c.want || err != nil {
+			t.Errorf("pathWithin(%q, %q) = %v, %v; want %v", c.p, c.dir, got, err, c.want)
+		}
+	}
+}
+
+// TestPathDocExample: the rules of docs/policy.md "Paths" load and decide
+// as the page says.
+func TestPathDocExample(t *testing.T) {
+	b, err := os.ReadFile("../../docs/policy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(b), "### Paths: `path.within` and `path.clean`")
+	m := yamlBlockRE.FindStringSubmatch(sec)
+	if !ok || m == nil {
+		t.Fatal("docs/policy.md has no Paths section with a yaml block")
+	}
+	p := newPolicy(Approve)
+	if err := yaml.Unmarshal([]byte(m[1]), p); err != nil {
+		t.Fatal(err)
+	}
+	e := mustCompile(t, p)
+	if s := p.Shadowed(); len(s) > 0 {
+		t.Errorf("Shadowed() = %v", s)
+	}
+	call := func(tool, args string) Call {
+		return Call{Server: "fs", Tool: tool, Arguments: json.RawMessage(args), Principal: Principal{ID: "agent-1"}}
+	}
+	for _, c := range []struct {
+		c    Call
+		want Effect
+	}{
+		{call("write_file", `{"path":"/tmp/work/a.txt"}`), Allow},
+		{call("write_file", `{"path":"/tmp/work/../etc/cron.d/x"}`), Deny}, // "no secrets" errs: a deny
+		{call("write_file", `{"path":"/tmp/workbench/a"}`), Approve},
+		{call("edit_file", `{"path":"work/a"}`), Deny},
+		{call("move_file", `{"source":"/tmp/work/a","destination":"/tmp/work/b"}`), Allow},
+		{call("move_file", `{"source":"/tmp/work/a","destination":"/srv/b"}`), Approve},
+		{call("read_text_file", `{"path":"/etc//shadow"}`), Deny},
+		{call("read_text_file", `{"path":"/tmp/../etc/sudoers"}`), Deny},
+		{call("read_text_file", `{"path":"/etc/hosts"}`), Approve},
+		{call("list_allowed_directories", `{}`), Approve},
+	} {
+		if d := eval(t, e, c.c); d.Effect != c.want {
+			t.Errorf("%s %s: %s by %q (errors %v), want %s", c.c.Tool, c.c.Arguments, d.Effect, d.Rule, d.Errors, c.want)
 		}
 	}
 }
