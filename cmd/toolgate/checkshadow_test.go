@@ -3,13 +3,17 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"toolgate/internal/cli"
+	"toolgate/internal/config"
 )
 
 // TestCheckWarnsAboutShadowedRules: policy check warns about an allow rule
 // that an approve rule without a condition covers (the docs' example of an
 // allow that never wins), naming both rules with the file's lines, and
 // still exits 0; it says nothing when the approve rule's own condition
-// makes it undecidable, and a policy with path.within loads.
+// makes it undecidable, and a policy with path.within loads and is
+// explained (policy explain --config).
 func TestCheckWarnsAboutShadowedRules(t *testing.T) {
 	head := "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\n" + principals + `servers:
   fs: { url: "http://127.0.0.1:9/mcp" }
@@ -38,5 +42,20 @@ policy:
 	stderr.Reset()
 	if code := checkCmd([]string{path}, &stdout, &stderr, testSystem(nil)); code != 0 || strings.Contains(stderr.String(), "never decides") {
 		t.Errorf("with the opposite condition on the approve rule: exit %d\n%s", code, stderr.String())
+	}
+
+	env := config.MapEnv(map[string]string{"CMD_TEST_AGENT_TOKEN": testAgentToken, "CMD_TEST_APPROVER_TOKEN": testApproverToken})
+	for args, want := range map[string]string{
+		`{"path":"/tmp/work/a.txt"}`:    `effect:      allow, decided by rule "scratch writes"`,
+		`{"path":"/tmp/work/../etc/x"}`: `evaluation error (path.within: the path has a '..' segment)`,
+	} {
+		var out, errOut strings.Builder
+		code := cli.RunExplain(t.Context(), []string{"--config", path, "--server", "fs", "--tool", "write_file", "--args", args}, &out, &errOut, env)
+		if code != 0 || !strings.Contains(out.String(), want) {
+			t.Errorf("policy explain %s: exit %d\n%s%s\nwant %q", args, code, out.String(), errOut.String(), want)
+		}
+		if strings.Contains(args, "..") && !strings.Contains(out.String(), `effect:      approve, decided by rule "writes"`) {
+			t.Errorf("policy explain %s: not held by the approve rule\n%s", args, out.String())
+		}
 	}
 }
