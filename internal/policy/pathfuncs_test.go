@@ -245,3 +245,24 @@ func TestPathDocExample(t *testing.T) {
 		}
 	}
 }
+
+// TestPathWithinGrant: a grant's predicate has the path functions too;
+// an erroring path never matches the grant (the call stays held), and a
+// literal directory that cannot hold is refused like in a rule.
+func TestPathWithinGrant(t *testing.T) {
+	e := mustCompile(t, newPolicy(Approve))
+	g := grantFor("g1", `path.within(args.path, "/srv/repo/docs")`)
+	g.Server, g.Tool = "fs", "write_file"
+	for path, want := range map[string]Effect{
+		"/srv/repo/docs/a.md": Allow, "/srv/repo/docs/../src/main.go": Approve, "docs/a.md": Approve, "/srv/repo/docsx": Approve,
+	} {
+		c := writeCall(path)
+		c.Grants, c.Now = []Grant{g}, propNow
+		if d := eval(t, e, c); d.Effect != want {
+			t.Errorf("%q: %s by grant %q (errors %v), want %s", path, d.Effect, d.Grant, d.Errors, want)
+		}
+	}
+	if err := CheckGrantPredicate(`path.within(args.path, "docs")`); err == nil || !strings.Contains(err.Error(), "not absolute") {
+		t.Errorf("CheckGrantPredicate with a relative directory = %v", err)
+	}
+}
