@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -265,4 +266,50 @@ func TestPathWithinGrant(t *testing.T) {
 	if err := CheckGrantPredicate(`path.within(args.path, "docs")`); err == nil || !strings.Contains(err.Error(), "not absolute") {
 		t.Errorf("CheckGrantPredicate with a relative directory = %v", err)
 	}
+}
+
+// refSegments is the reference model of pathClean: the names of an
+// absolute path without ".." and NUL, or ok false.
+func refSegments(p string) (segs []string, ok bool) {
+	if p == "" || p[0] != '/' || strings.ContainsRune(p, 0) {
+		return nil, false
+	}
+	for _, s := range strings.Split(p, "/") {
+		switch s {
+		case "..":
+			return nil, false
+		case "", ".":
+		default:
+			segs = append(segs, s)
+		}
+	}
+	return segs, true
+}
+
+// FuzzPathWithin checks pathWithin and pathClean against a model that
+// compares segment lists (no prefix arithmetic on strings).
+func FuzzPathWithin(f *testing.F) {
+	for _, s := range [][2]string{
+		{"/tmp/work/a", "/tmp/work"}, {"/tmp/workbench", "/tmp/work"}, {"/tmp/work/../x", "/tmp/work"},
+		{"/", "/"}, {"//a//b/", "/a/"}, {"/a/./b", "/a/b"}, {"a/b", "/a"}, {"/a\x00", "/"}, {"/a/..b", "/a"},
+		{"/a/b..", "/a"}, {"/...", "/"}, {"", "/"}, {"/a", ""},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, p, dir string) {
+		ps, okP := refSegments(p)
+		ds, okD := refSegments(dir)
+		got, err := pathWithin(p, dir)
+		if (err == nil) != (okP && okD) {
+			t.Fatalf("pathWithin(%q, %q) error %v; model: path ok %v, dir ok %v", p, dir, err, okP, okD)
+		}
+		want := okP && okD && len(ps) >= len(ds) && slices.Equal(ps[:len(ds)], ds)
+		if got != want {
+			t.Fatalf("pathWithin(%q, %q) = %v, model %v", p, dir, got, want)
+		}
+		c, err := pathClean(p)
+		if (err == nil) != okP || (okP && c != "/"+strings.Join(ps, "/")) {
+			t.Fatalf("pathClean(%q) = %q, %v; model %v %q", p, c, err, okP, "/"+strings.Join(ps, "/"))
+		}
+	})
 }
