@@ -19,7 +19,8 @@ import (
 // `serve --config FILE` with the same flags, run here, would refuse to
 // start; warnings are printed and do not fail. Run it where, and as whom,
 // serve runs. It warns about rules that never decide a call (an allow rule
-// an approve or deny rule covers: config.ShadowedRules). With --tools (the
+// an approve or deny rule covers: config.ShadowedRules) and about when
+// conditions testing a path by string prefix (policy.PathPrefixes). With --tools (the
 // tools/list of a configured server), it also warns about when conditions
 // that read an argument field the input schema of no tool their rule
 // matches declares (a typo never matches).
@@ -63,6 +64,13 @@ func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 			fmt.Fprintf(stderr, "warning: %s: %s\n", path, w)
 		}
 		for _, w := range config.ShadowedRules(path, cfg) {
+			fmt.Fprintf(stderr, "warning: %s\n", w)
+		}
+		var prefixes []error
+		for _, err := range cfg.Policy.PathPrefixes() {
+			prefixes = append(prefixes, fmt.Errorf("policy.%w", err))
+		}
+		for _, w := range config.AtLines(path, prefixes) {
 			fmt.Fprintf(stderr, "warning: %s\n", w)
 		}
 		if len(tools) > 0 {

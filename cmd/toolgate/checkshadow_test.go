@@ -38,9 +38,17 @@ policy:
 		t.Errorf("policy check exited %d\nstderr:\n%s\nwant exit 0 and\n%s", code, stderr.String(), want)
 	}
 
+	// A path tested by string prefix draws a warning with its line.
+	prefix := writeConfig(t, head+"      when: '!args.path.startsWith(\"/tmp/work/\")'\n      effect: approve\n"+allow)
+	stderr.Reset()
+	want = `warning: ` + prefix + `:16: policy.rules[0] "writes": when tests the string prefix "/tmp/work/", which also holds for "/tmp/work/../elsewhere"`
+	if code := checkCmd([]string{prefix}, &stdout, &stderr, testSystem(nil)); code != 0 || !strings.Contains(stderr.String(), want) || strings.Contains(stderr.String(), "never decides") {
+		t.Errorf("with a prefix condition: exit %d\n%s\nwant\n%s", code, stderr.String(), want)
+	}
+
 	path = writeConfig(t, head+"      when: '!path.within(args.path, \"/tmp/work\")'\n      effect: approve\n"+allow)
 	stderr.Reset()
-	if code := checkCmd([]string{path}, &stdout, &stderr, testSystem(nil)); code != 0 || strings.Contains(stderr.String(), "never decides") {
+	if code := checkCmd([]string{path}, &stdout, &stderr, testSystem(nil)); code != 0 || strings.Contains(stderr.String(), "warning") {
 		t.Errorf("with the opposite condition on the approve rule: exit %d\n%s", code, stderr.String())
 	}
 

@@ -125,3 +125,49 @@ func checkPathLiterals(ast *cel.Ast) error {
 	}))
 	return errors.Join(errs...)
 }
+
+// PathPrefixes reports each When condition of p that tests a string
+// prefix which looks like an absolute path (x.startsWith("/tmp/work/");
+// a bare "/" tests that a path is absolute and is not reported): the
+// prefix also holds for "<prefix>../elsewhere", which a server resolves
+// out of the directory, and "/tmp/work" also for "/tmp/workbench". Each
+// error is a *[FieldError] with Key "when" (policy check warns with the
+// line). p must be valid.
+func (p *Policy) PathPrefixes() []error {
+	var errs []error
+	env, err := newCELEnv()
+	if err != nil {
+		return nil
+	}
+	for i := range p.Rules {
+		src := p.Rules[i].When
+		if src == "" || !strings.Contains(src, "startsWith") {
+			continue
+		}
+		ast, iss := env.Parse(src)
+		if iss != nil && iss.Err() != nil {
+			continue
+		}
+		var prefixes []string
+		celast.PreOrderVisit(ast.NativeRep().Expr(), celast.NewExprVisitor(func(e celast.Expr) {
+			if e.Kind() != celast.CallKind {
+				return
+			}
+			c := e.AsCall()
+			if c.FunctionName() != "startsWith" || !c.IsMemberFunction() || len(c.Args()) != 1 || c.Args()[0].Kind() != celast.LiteralKind {
+				return
+			}
+			// A bare "/" tests that the path is absolute: fine.
+			if s, ok := c.Args()[0].AsLiteral().(types.String); ok && strings.HasPrefix(string(s), "/") && strings.Trim(string(s), "/") != "" {
+				prefixes = append(prefixes, string(s))
+			}
+		}))
+		for _, pre := range prefixes {
+			dir := strings.TrimRight(pre, "/")
+			errs = append(errs, &FieldError{Rule: i, Key: "when", Err: fmt.Errorf(
+				"%s: when tests the string prefix %q, which also holds for %q (a server resolves the '..' out of the directory); for a path, write path.within(ARG, %q) (docs/policy.md \"Paths\")",
+				ruleLabel(p, i), pre, strings.TrimSuffix(pre, "/")+"/../elsewhere", dir)})
+		}
+	}
+	return errs
+}

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -312,4 +314,32 @@ func FuzzPathWithin(f *testing.F) {
 			t.Fatalf("pathClean(%q) = %q, %v; model %v %q", p, c, err, okP, "/"+strings.Join(ps, "/"))
 		}
 	})
+}
+
+// TestPathPrefixes: a startsWith with a literal that looks like an
+// absolute path is reported, with the rule; other prefixes, a bare "/"
+// (an absoluteness test) and path.within are not.
+func TestPathPrefixes(t *testing.T) {
+	p := newPolicy(Approve,
+		Rule{Name: "scratch", Server: "fs", Effect: Allow, When: `args.path.startsWith("/tmp/work/")`},
+		Rule{Name: "new", Server: "pay", Effect: Approve, When: `args.to.startsWith("new-")`},
+		Rule{Name: "within", Server: "fs", Effect: Allow, When: `path.within(args.path, "/tmp/work")`},
+		Rule{Name: "both", Server: "fs", Effect: Deny, When: `has(args.p) && (args.p.startsWith("/etc") || args.q.startsWith("/"))`},
+	)
+	mustCompile(t, p)
+	var got []string
+	for _, err := range p.PathPrefixes() {
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Key != "when" {
+			t.Fatalf("%v: not a FieldError of when", err)
+		}
+		got = append(got, fmt.Sprint(fe.Rule, " ", err))
+	}
+	want := []string{
+		`0 rules[0] "scratch": when tests the string prefix "/tmp/work/", which also holds for "/tmp/work/../elsewhere" (a server resolves the '..' out of the directory); for a path, write path.within(ARG, "/tmp/work") (docs/policy.md "Paths")`,
+		`3 rules[3] "both": when tests the string prefix "/etc", which also holds for "/etc/../elsewhere" (a server resolves the '..' out of the directory); for a path, write path.within(ARG, "/etc") (docs/policy.md "Paths")`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("PathPrefixes:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }

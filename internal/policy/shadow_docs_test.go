@@ -14,8 +14,9 @@ import (
 var yamlBlockRE = regexp.MustCompile("(?s)```ya?ml\n(.*?)```")
 
 // TestShadowedRepoPolicies: no policy in the repo's examples and docs has
-// a rule Shadowed reports (each would be a false warning of policy check,
-// or a documented policy with a dead rule). A block that is not a whole
+// a rule Shadowed reports or a condition PathPrefixes reports (each would
+// be a false warning of policy check, or a documented policy with a dead
+// rule or a path tested by prefix). A block that is not a whole
 // policy document (a fragment) is skipped; enough of them must be read.
 func TestShadowedRepoPolicies(t *testing.T) {
 	var docs []string
@@ -61,6 +62,9 @@ func TestShadowedRepoPolicies(t *testing.T) {
 		read++
 		for _, s := range p.Shadowed() {
 			t.Errorf("%s: %s never decides a call: %s covers it", name, ruleLabel(p, s.Rule), ruleLabel(p, s.By))
+		}
+		for _, err := range p.PathPrefixes() {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 	if read < 3 {
