@@ -18,9 +18,12 @@ import (
 // every problem and exits 2 when there is any, so it fails exactly when
 // `serve --config FILE` with the same flags, run here, would refuse to
 // start; warnings are printed and do not fail. Run it where, and as whom,
-// serve runs. With --tools (the tools/list of a configured server), it also
-// warns about when conditions that read an argument field the input schema
-// of no tool their rule matches declares (a typo never matches).
+// serve runs. It warns about rules that never decide a call (an allow rule
+// an approve or deny rule covers: config.ShadowedRules) and about when
+// conditions testing a path by string prefix (policy.PathPrefixes). With --tools (the
+// tools/list of a configured server), it also warns about when conditions
+// that read an argument field the input schema of no tool their rule
+// matches declares (a typo never matches).
 func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 	var f serveFlags
 	var tools toolsFlag
@@ -59,6 +62,16 @@ func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 	if len(problems) == 0 {
 		for _, w := range serveWarnings(cfg, f, sys) {
 			fmt.Fprintf(stderr, "warning: %s: %s\n", path, w)
+		}
+		for _, w := range config.ShadowedRules(path, cfg) {
+			fmt.Fprintf(stderr, "warning: %s\n", w)
+		}
+		var prefixes []error
+		for _, err := range cfg.Policy.PathPrefixes() {
+			prefixes = append(prefixes, fmt.Errorf("policy.%w", err))
+		}
+		for _, w := range config.AtLines(path, prefixes) {
+			fmt.Fprintf(stderr, "warning: %s\n", w)
 		}
 		if len(tools) > 0 {
 			known, err := readTools(cfg, tools)

@@ -42,8 +42,11 @@ const principalTypeName = "toolgate.Principal"
 //	annotations  map(string, bool)   read_only, destructive, idempotent,
 //	                                 open_world; reading one is an error
 //	                                 when the server is not trusted
+//
+// and the path functions path.within(p, dir) and path.clean(p)
+// (pathfuncs.go).
 func newCELEnv() (*cel.Env, error) {
-	return cel.NewEnv(
+	opts := []cel.EnvOption{
 		cel.Types(cel.NativeTypeFor[celPrincipal](types.ParseStructTags(true), cel.NativeTypeAlias(principalTypeName))),
 		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable("principal", cel.ObjectType(principalTypeName)),
@@ -53,7 +56,8 @@ func newCELEnv() (*cel.Env, error) {
 		cel.Variable("annotations", cel.MapType(cel.StringType, cel.BoolType)),
 		cel.CrossTypeNumericComparisons(true),
 		cel.ParserExpressionSizeLimit(MaxExpressionLength),
-	)
+	}
+	return cel.NewEnv(append(opts, pathFunctions()...)...)
 }
 
 // condition is a compiled When expression.
@@ -77,6 +81,9 @@ func compileCondition(env *cel.Env, src string) (*condition, error) {
 	}
 	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
 		return nil, fmt.Errorf("must evaluate to a bool, not %s", cel.FormatCELType(t))
+	}
+	if err := checkPathLiterals(ast); err != nil {
+		return nil, err
 	}
 	prg, err := env.Program(ast, cel.CostLimit(CostLimit))
 	if err != nil {

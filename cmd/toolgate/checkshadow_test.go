@@ -1,0 +1,69 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"toolgate/internal/cli"
+	"toolgate/internal/config"
+)
+
+// TestCheckWarnsAboutShadowedRules: policy check warns about an allow rule
+// that an approve rule without a condition covers (the docs' example of an
+// allow that never wins), naming both rules with the file's lines, and
+// still exits 0; it says nothing when the approve rule's own condition
+// makes it undecidable, and a policy with path.within loads and is
+// explained (policy explain --config).
+func TestCheckWarnsAboutShadowedRules(t *testing.T) {
+	head := "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\n" + principals + `servers:
+  fs: { url: "http://127.0.0.1:9/mcp" }
+policy:
+  default: approve
+  rules:
+    - name: writes
+      server: fs
+      tools: [write_file, edit_file]
+`
+	allow := `    - name: scratch writes
+      server: fs
+      tools: [write_file]
+      when: path.within(args.path, "/tmp/work")
+      effect: allow
+`
+	path := writeConfig(t, head+"      effect: approve\n"+allow)
+	var stdout, stderr strings.Builder
+	code := checkCmd([]string{path}, &stdout, &stderr, testSystem(nil))
+	want := `warning: ` + path + `:17: policy.rules[1] "scratch writes" (allow) never decides a call: policy.rules[0] "writes" (approve, ` + path + `:13) matches every call it matches, and approve beats allow`
+	if code != 0 || !strings.Contains(stderr.String(), want) {
+		t.Errorf("policy check exited %d\nstderr:\n%s\nwant exit 0 and\n%s", code, stderr.String(), want)
+	}
+
+	// A path tested by string prefix draws a warning with its line.
+	prefix := writeConfig(t, head+"      when: '!args.path.startsWith(\"/tmp/work/\")'\n      effect: approve\n"+allow)
+	stderr.Reset()
+	want = `warning: ` + prefix + `:16: policy.rules[0] "writes": when tests the string prefix "/tmp/work/", which also holds for "/tmp/work/../elsewhere"`
+	if code := checkCmd([]string{prefix}, &stdout, &stderr, testSystem(nil)); code != 0 || !strings.Contains(stderr.String(), want) || strings.Contains(stderr.String(), "never decides") {
+		t.Errorf("with a prefix condition: exit %d\n%s\nwant\n%s", code, stderr.String(), want)
+	}
+
+	path = writeConfig(t, head+"      when: '!path.within(args.path, \"/tmp/work\")'\n      effect: approve\n"+allow)
+	stderr.Reset()
+	if code := checkCmd([]string{path}, &stdout, &stderr, testSystem(nil)); code != 0 || strings.Contains(stderr.String(), "warning") {
+		t.Errorf("with the opposite condition on the approve rule: exit %d\n%s", code, stderr.String())
+	}
+
+	env := config.MapEnv(map[string]string{"CMD_TEST_AGENT_TOKEN": testAgentToken, "CMD_TEST_APPROVER_TOKEN": testApproverToken})
+	for args, want := range map[string]string{
+		`{"path":"/tmp/work/a.txt"}`:    `effect:      allow, decided by rule "scratch writes"`,
+		`{"path":"/tmp/work/../etc/x"}`: `evaluation error (path.within: the path has a '..' segment)`,
+	} {
+		var out, errOut strings.Builder
+		code := cli.RunExplain(t.Context(), []string{"--config", path, "--server", "fs", "--tool", "write_file", "--args", args}, &out, &errOut, env)
+		if code != 0 || !strings.Contains(out.String(), want) {
+			t.Errorf("policy explain %s: exit %d\n%s%s\nwant %q", args, code, out.String(), errOut.String(), want)
+		}
+		if strings.Contains(args, "..") && !strings.Contains(out.String(), `effect:      approve, decided by rule "writes"`) {
+			t.Errorf("policy explain %s: not held by the approve rule\n%s", args, out.String())
+		}
+	}
+}
