@@ -58,7 +58,7 @@ var errUpstreamGone = errors.New("the upstream session ended")
 // of the line) or the JSON-RPC error to fail it with.
 type rawAnswer struct {
 	result json.RawMessage
-	err    *jsonrpc.Error
+	err    error // the upstream's *jsonrpc.Error, or the gateway's *verdictError
 }
 
 // A rawWaiter is one raw call waiting for its answer.
@@ -75,6 +75,8 @@ type rawCalls struct {
 	log *slog.Logger
 
 	passed atomic.Uint64 // lines the stdout guard handed to the SDK
+
+	madeMarks // the guard's verdicts in place of answers the SDK reads (verdict.go)
 
 	mu      sync.Mutex
 	next    uint64                // guarded by mu: the number of the last id used

@@ -193,10 +193,12 @@ func (t *sseTee) endOver() {
 	t.logger().WarnContext(context.Background(), "upstream result larger than limits.max_result_bytes discarded; its request fails",
 		"bytes", size, "limit", t.max, "id", string(scan.id))
 	t.out = append(t.out, "data: "...)
-	t.out = append(t.out, resultTooLargeResponse(scan.id, size, t.max)...)
+	v := resultTooLargeError(size, t.max)
+	t.out = append(t.out, verdictResponse(scan.id, v)...)
 	t.out = append(t.out, "\n\n"...)
 	if sameID(scan.id, t.id) {
 		t.done = true
+		t.s.markVerdict(v)
 	}
 }
 
