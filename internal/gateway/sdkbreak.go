@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"strconv"
 
-
 	"toolgate/internal/approval"
 )
 
