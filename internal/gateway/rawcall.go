@@ -502,7 +502,14 @@ func (u *upstream) callRaw(ctx context.Context, tool string, args json.RawMessag
 	default:
 		return nil, false, nil
 	}
-	return u.rawResult(tool, raw, err)
+	if raw, ok, err = u.rawResult(tool, raw, err); err == nil {
+		// Passed on unread: refused when the SDK path would refuse it
+		// (resultshape.go).
+		if why := callResultShape(raw); why != "" {
+			return nil, true, u.notCallResult(ctx, tool, errors.New(why))
+		}
+	}
+	return raw, ok, err
 }
 
 // rawResult is the end of a raw call of tool that sent it (callRaw,
