@@ -295,6 +295,7 @@ func (t *sseTee) brokenEvent(why string) []byte {
 		t.done = true
 		t.s.markVerdict(v)
 	}
+	t.sink.mark(scan.id, v)
 	return brokenEventBytes(scan.id, v)
 }
 

@@ -39,6 +39,7 @@ type sseTee struct {
 	owner  *agentConn
 	origin *origin
 	log    *slog.Logger
+	sink   *rawSink // a raw call's POST: where its verdicts go (verdict.go); may be nil
 
 	out   []byte // bytes ready for the SDK
 	line  []byte // the current partial line, raw
@@ -200,6 +201,7 @@ func (t *sseTee) endOver() {
 		t.done = true
 		t.s.markVerdict(v)
 	}
+	t.sink.mark(scan.id, v)
 }
 
 func (t *sseTee) logger() *slog.Logger {

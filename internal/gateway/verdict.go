@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"sync"
@@ -166,4 +167,69 @@ func (r *rawCalls) takeMade(id jsonrpc.ID) *verdictError {
 type madeMarks struct {
 	madeMu sync.Mutex
 	made   map[jsonrpc.ID]*verdictError // guarded by madeMu
+}
+
+// A rawSink is the context of a raw HTTP call's POST (rawhttpcall.go): it
+// takes the verdict sseTee puts in place of an over-large or undecodable
+// event answering that call (id, the call's JSON id), which readRawStream
+// then reads as an error response like any other. The raw call reads the
+// verdict from here, never from those bytes (verdict.go). One allocation:
+// the sink is the context.
+type rawSink struct {
+	context.Context
+	id string // the call's id as a JSON string
+
+	mu sync.Mutex
+	v  *verdictError // guarded by mu
+}
+
+type rawSinkKey struct{}
+
+// withRawSink returns ctx as the context of the raw call with the JSON
+// id quoted.
+func withRawSink(ctx context.Context, quoted string) *rawSink {
+	return &rawSink{Context: ctx, id: quoted}
+}
+
+func (r *rawSink) Value(key any) any {
+	if key == (rawSinkKey{}) {
+		return r
+	}
+	return r.Context.Value(key)
+}
+
+// rawSinkFrom returns the raw call's sink of ctx, or nil.
+func rawSinkFrom(ctx context.Context) *rawSink {
+	r, _ := ctx.Value(rawSinkKey{}).(*rawSink)
+	return r
+}
+
+// mark records the verdict v sseTee put in place of the answer with id,
+// when id is the call's. r may be nil.
+func (r *rawSink) mark(id json.RawMessage, v *verdictError) {
+	if r == nil || !sameID(id, json.RawMessage(r.id)) {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.v == nil {
+		r.v = v
+	}
+}
+
+// verdictFor returns err, the error readRawStream returned for the call,
+// as the verdict marked on r when there is one and err is the error
+// response that carried it.
+func (r *rawSink) verdictFor(err error) error {
+	if r == nil || err == nil {
+		return err
+	}
+	r.mu.Lock()
+	v := r.v
+	r.mu.Unlock()
+	var wire *jsonrpc.Error
+	if v == nil || !errors.As(err, &wire) {
+		return err
+	}
+	return v
 }
