@@ -140,3 +140,28 @@ func TestLeanRefusesNotCallResult(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCallResultShape is the lean path's check of a plain result
+// (one text item of 1 KiB): a scan without a decode, no allocation.
+func BenchmarkCallResultShape(b *testing.B) {
+	raw := []byte(`{"content":[{"type":"text","text":"` + strings.Repeat("x", 1024) + `"}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if callResultShape(raw) != "" {
+			b.Fatal("refused")
+		}
+	}
+}
+
+// TestCallResultShapeOnPlainResultsAllocatesNothing: the check the lean
+// path adds to every call allocates nothing for plain text results.
+func TestCallResultShapeOnPlainResultsAllocatesNothing(t *testing.T) {
+	raw := []byte(`{"content":[{"type":"text","text":"ok","_meta":{"a":1}},{"type":"text","text":"two"}],"isError":false,"_meta":{"k":"v"}}`)
+	if n := testing.AllocsPerRun(100, func() {
+		if callResultShape(raw) != "" {
+			t.Fatal("refused")
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations per check, want 0", n)
+	}
+}
