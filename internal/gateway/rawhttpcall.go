@@ -209,7 +209,7 @@ func rejected(err error) error {
 // connection goes back to the pool instead of being closed.
 func (u *upstream) postRawCall(ctx context.Context, c *upConn, id string, body []byte) (json.RawMessage, error) {
 	// The call's verdicts from sseTee come through its context (verdict.go).
-	ctx = withRawSink(ctx, strconv.Quote(id))
+	ctx = withRawSink(ctx, id)
 	req, lean, err := newRawHTTPRequest(ctx, c, body)
 	if err != nil {
 		return nil, rejected(err)

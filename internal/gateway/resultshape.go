@@ -34,7 +34,7 @@ func callResultShape(raw []byte) string {
 // valid tools/call result of the common shape: isError absent, null or a
 // boolean, _meta absent, null or an object, content absent, null or a list
 // of items each with exactly a "type" of "text" and a string "text" (and
-// maybe an object or null "_meta"). false means "decide by a decode", not
+// maybe an object or null "_meta"; plainTextMembers). false means "decide by a decode", not
 // "refuse".
 func plainCallResult(raw []byte) bool {
 	r, ok := scanResult(raw)
@@ -52,27 +52,45 @@ func plainCallResult(raw []byte) bool {
 	if len(r.content) == 0 || string(r.content) == "null" {
 		return true
 	}
-	e := scanElements(r.content, 1)
-	for {
-		it, more := e.next()
-		if !more {
-			return !e.bad
-		}
-		if !plainTextItem(it) {
+	return plainTextItems(r.content)
+}
+
+// plainTextItems reports whether the list c (one valid JSON value, an
+// array) holds only plain text items (plainTextItem), reading each item's
+// members as it goes: one pass over the list.
+func plainTextItems(c []byte) bool {
+	s := jsonScan{b: c, i: 1}
+	for n := 0; ; n++ {
+		s.ws()
+		if s.i >= len(c) {
 			return false
 		}
+		if c[s.i] == ']' {
+			return true
+		}
+		if n > 0 {
+			if c[s.i] != ',' {
+				return false
+			}
+			s.i++
+			s.ws()
+		}
+		if s.i >= len(c) || c[s.i] != '{' {
+			return false
+		}
+		m := scanMembers(c[s.i:], 2, false)
+		if !plainTextMembers(&m) {
+			return false
+		}
+		s.i += m.s.i
 	}
 }
 
-// plainTextItem reports whether the content item it (one valid JSON value)
-// is an object with exactly "type":"text", a string "text" and maybe a
-// "_meta" that is an object or null, every key unescaped and unrepeated.
-func plainTextItem(it []byte) bool {
-	if len(it) == 0 || it[0] != '{' {
-		return false
-	}
+// plainTextMembers reports whether the object m reads is a plain text
+// item: exactly "type":"text", a string "text" and maybe a "_meta" that is
+// an object or null, every key unescaped and unrepeated.
+func plainTextMembers(m *membersScan) bool {
 	var typ, text bool
-	m := scanMembers(it, 2, false)
 	for {
 		k, esc, v, more := m.next()
 		if !more {

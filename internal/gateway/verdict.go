@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -177,7 +178,7 @@ type madeMarks struct {
 // the sink is the context.
 type rawSink struct {
 	context.Context
-	id string // the call's id as a JSON string
+	id string // the call's id, a JSON string without escapes, unquoted
 
 	mu sync.Mutex
 	v  *verdictError // guarded by mu
@@ -185,10 +186,10 @@ type rawSink struct {
 
 type rawSinkKey struct{}
 
-// withRawSink returns ctx as the context of the raw call with the JSON
-// id quoted.
-func withRawSink(ctx context.Context, quoted string) *rawSink {
-	return &rawSink{Context: ctx, id: quoted}
+// withRawSink returns ctx as the context of the raw call with id (a
+// string that needs no escapes in JSON).
+func withRawSink(ctx context.Context, id string) *rawSink {
+	return &rawSink{Context: ctx, id: id}
 }
 
 func (r *rawSink) Value(key any) any {
@@ -207,7 +208,10 @@ func rawSinkFrom(ctx context.Context) *rawSink {
 // mark records the verdict v sseTee put in place of the answer with id,
 // when id is the call's. r may be nil.
 func (r *rawSink) mark(id json.RawMessage, v *verdictError) {
-	if r == nil || !sameID(id, json.RawMessage(r.id)) {
+	if r == nil {
+		return
+	}
+	if id = bytes.TrimSpace(id); len(id) != len(r.id)+2 || id[0] != '"' || string(id[1:len(id)-1]) != r.id {
 		return
 	}
 	r.mu.Lock()
