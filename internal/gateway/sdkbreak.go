@@ -28,8 +28,9 @@ import (
 // call waits for call_timeout. captureRoundTripper (rawcap.go) checks
 // every answer to a tools/call on the SDK path before the SDK reads it and
 // puts in place of a broken one a JSON-RPC error response to that call
-// (brokenAnswerResponse): the SDK hands it to that call alone, and
-// callError reports it as "may have run" (the upstream had the call).
+// (verdictResponse of brokenAnswerError): the SDK hands it to that call
+// alone, and callError reports it as "may have run" (the upstream had
+// the call).
 
 // codeBrokenAnswer is the code of the error response the gateway puts in
 // place of an upstream's broken answer to a call. The code and
@@ -39,19 +40,12 @@ import (
 // send as well.
 const codeBrokenAnswer = -32014
 
-// brokenAnswerData is the data of brokenAnswerResponse's error.
+// brokenAnswerData is the data of that error response.
 const brokenAnswerData = `{"toolgate":"broken_answer"}`
-
-// brokenAnswerResponse is the JSON-RPC error response to id that replaces
-// the upstream's broken answer to it (why says what was wrong; never any
-// of the answer's bytes, which may hold the call's data).
-func brokenAnswerResponse(id json.RawMessage, why string) []byte {
-	return verdictResponse(id, brokenAnswerError(why))
-}
 
 // brokenAnswerError is the verdict on a call whose answer was malformed
 // (why), on every path (branch sdkbreak2): the SDK path over HTTP gets it
-// in brokenAnswerResponse (its slot marked), stdio's stdout guard puts
+// in its error response (its slot marked), stdio's stdout guard puts
 // that response in place of a malformed answer line (rawCalls.markMade),
 // and the raw paths (rawcall.go, rawhttpcall.go) return it. callError
 // turns it into brokenAnswerFailure: an isError result saying the call
