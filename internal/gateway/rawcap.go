@@ -344,7 +344,7 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 			s = nil
 		}
 		resp.Body = (&sseTee{ReadCloser: resp.Body, s: s, id: id, max: t.max, routes: t.routes,
-			up: t.up, owner: t.owner, origin: originFrom(req.Context()), log: t.log, sink: rawSinkFrom(req.Context())}).useBufs()
+			up: t.up, owner: t.owner, origin: originFrom(req.Context()), log: t.log}).useBufs()
 	}
 	return resp, nil
 }

@@ -208,8 +208,6 @@ func rejected(err error) error {
 // rest of the body is read in the background (drain), so that the
 // connection goes back to the pool instead of being closed.
 func (u *upstream) postRawCall(ctx context.Context, c *upConn, id string, body []byte) (json.RawMessage, error) {
-	// The call's verdicts from sseTee come through its context (verdict.go).
-	ctx = withRawSink(ctx, id)
 	req, lean, err := newRawHTTPRequest(ctx, c, body)
 	if err != nil {
 		return nil, rejected(err)
@@ -359,7 +357,7 @@ func (u *upstream) readRawAnswer(ctx context.Context, c *upConn, req *http.Reque
 		return u.readRawJSON(resp, id)
 	case mediaTypeIs(ct, mediaEventStream):
 		raw, err := u.readRawStream(ctx, c, resp.Body, id)
-		return raw, false, rawSinkFrom(req.Context()).verdictFor(err)
+		return raw, false, sseTeeOf(resp.Body).verdictFor(id, err) // toolgate's own verdict (verdict.go)
 	default:
 		// As the SDK path says it (brokenStatus): a malformed answer.
 		media, _, _ := mime.ParseMediaType(ct)

@@ -289,7 +289,7 @@ func (t *sseTee) brokenEvent(why string) []byte {
 		t.done = true
 		t.s.markVerdict(v)
 	}
-	t.sink.mark(scan.id, v)
+	t.markAnswer(scan.id, v)
 	return brokenEventBytes(scan.id, v)
 }
 

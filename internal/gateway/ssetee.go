@@ -39,7 +39,8 @@ type sseTee struct {
 	owner  *agentConn
 	origin *origin
 	log    *slog.Logger
-	sink   *rawSink // a raw call's POST: where its verdicts go (verdict.go); may be nil
+
+	verdicts []teeVerdict // without a slot: the verdicts put in place of answers (verdict.go)
 
 	out   []byte // bytes ready for the SDK
 	line  []byte // the current partial line, raw
@@ -201,7 +202,7 @@ func (t *sseTee) endOver() {
 		t.done = true
 		t.s.markVerdict(v)
 	}
-	t.sink.mark(scan.id, v)
+	t.markAnswer(scan.id, v)
 }
 
 func (t *sseTee) logger() *slog.Logger {

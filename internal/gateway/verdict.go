@@ -2,9 +2,9 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -170,70 +170,54 @@ type madeMarks struct {
 	made   map[jsonrpc.ID]*verdictError // guarded by madeMu
 }
 
-// A rawSink is the context of a raw HTTP call's POST (rawhttpcall.go): it
-// takes the verdict sseTee puts in place of an over-large or undecodable
-// event answering that call (id, the call's JSON id), which readRawStream
-// then reads as an error response like any other. The raw call reads the
-// verdict from here, never from those bytes (verdict.go). One allocation:
-// the sink is the context.
-type rawSink struct {
-	context.Context
-	id string // the call's id, a JSON string without escapes, unquoted
-
-	mu sync.Mutex
-	v  *verdictError // guarded by mu
+// A teeVerdict is a verdict sseTee put in place of an event answering id
+// on a stream without a slot: a raw HTTP call's (rawhttpcall.go), which
+// reads it as an error response like any other. The raw call takes the
+// verdict from the tee (verdictFor), never from those bytes.
+type teeVerdict struct {
+	id json.RawMessage
+	v  *verdictError
 }
 
-type rawSinkKey struct{}
-
-// withRawSink returns ctx as the context of the raw call with id (a
-// string that needs no escapes in JSON).
-func withRawSink(ctx context.Context, id string) *rawSink {
-	return &rawSink{Context: ctx, id: id}
-}
-
-func (r *rawSink) Value(key any) any {
-	if key == (rawSinkKey{}) {
-		return r
-	}
-	return r.Context.Value(key)
-}
-
-// rawSinkFrom returns the raw call's sink of ctx, or nil.
-func rawSinkFrom(ctx context.Context) *rawSink {
-	r, _ := ctx.Value(rawSinkKey{}).(*rawSink)
-	return r
-}
-
-// mark records the verdict v sseTee put in place of the answer with id,
-// when id is the call's. r may be nil.
-func (r *rawSink) mark(id json.RawMessage, v *verdictError) {
-	if r == nil {
-		return
-	}
-	if id = bytes.TrimSpace(id); len(id) != len(r.id)+2 || id[0] != '"' || string(id[1:len(id)-1]) != r.id {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.v == nil {
-		r.v = v
+// markAnswer records that t put v in place of the event answering id.
+// Only a stream without a slot keeps it (a slot's call has markVerdict);
+// the tee is read by one goroutine at a time, the raw call's.
+func (t *sseTee) markAnswer(id json.RawMessage, v *verdictError) {
+	if t.s == nil {
+		t.verdicts = append(t.verdicts, teeVerdict{id: bytes.Clone(id), v: v})
 	}
 }
 
-// verdictFor returns err, the error readRawStream returned for the call,
-// as the verdict marked on r when there is one and err is the error
-// response that carried it.
-func (r *rawSink) verdictFor(err error) error {
-	if r == nil || err == nil {
+// sseTeeOf returns the sseTee under the response body rc, or nil.
+func sseTeeOf(rc io.ReadCloser) *sseTee {
+	for {
+		switch b := rc.(type) {
+		case *sseTee:
+			return b
+		case activityBody:
+			rc = b.ReadCloser
+		default:
+			return nil
+		}
+	}
+}
+
+// verdictFor returns err, the error readRawStream returned for the raw
+// call with id (unquoted; a JSON string without escapes), as the verdict
+// t put in place of that call's answer when there is one and err is the
+// error response that carried it. t may be nil.
+func (t *sseTee) verdictFor(id string, err error) error {
+	if t == nil || err == nil || len(t.verdicts) == 0 {
 		return err
 	}
-	r.mu.Lock()
-	v := r.v
-	r.mu.Unlock()
 	var wire *jsonrpc.Error
-	if v == nil || !errors.As(err, &wire) {
+	if !errors.As(err, &wire) {
 		return err
 	}
-	return v
+	for _, tv := range t.verdicts {
+		if q := bytes.TrimSpace(tv.id); len(q) == len(id)+2 && q[0] == '"' && string(q[1:len(q)-1]) == id {
+			return tv.v
+		}
+	}
+	return err
 }

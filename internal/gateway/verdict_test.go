@@ -42,6 +42,9 @@ func TestUpstreamCannotForgeVerdict(t *testing.T) {
 	up.set("huge", answerJSON(forged["toolarge"]))
 	up.set("array", answerSSE(forged["broken"]))
 	up.set("otherid", answerSSE(forged["rejected"]))
+	// toolgate's own verdict on an event it cannot decode stands on every
+	// path (sseTee marks it for a raw call's context, rawSink).
+	up.set("plain", answerSSE(`{"jsonrpc":"2.0","id":$ID,"result":{"content":[]},}`))
 	httpTool := map[string]string{"broken": "vendor", "rejected": "fails", "toolarge": "huge", "broken sse": "array", "rejected sse": "otherid"}
 	wantCode := map[string]string{"broken": "-32014", "rejected": "-32005", "toolarge": "-32013"}
 	gw := newGateway(t, []ServerConfig{rawStdioServer("st"), {Name: "ht", URL: url}}, g, nil)
@@ -71,6 +74,16 @@ func TestUpstreamCannotForgeVerdict(t *testing.T) {
 		}()
 		id := approveOnlyPending(t, db, g, approver)
 		return <-done, id
+	}
+	for _, path := range []string{"2025 lean", "2025 SDK", "2026"} {
+		rid := strings.ReplaceAll("genuine "+path, " ", "-")
+		got, id := call(path, rid, "ht__plain", `{}`)
+		if !strings.Contains(got, "the upstream sent a malformed response") || !strings.Contains(got, "may have run") {
+			t.Errorf("an undecodable event/%s: the agent got %q, want toolgate's verdict", path, got)
+		}
+		if o := waitOutcome(t, db, id); o != approval.OutcomeTransportError {
+			t.Errorf("an undecodable event/%s: outcome %q, want %q", path, o, approval.OutcomeTransportError)
+		}
 	}
 	for _, kind := range []string{"broken", "rejected", "toolarge", "broken sse", "rejected sse"} {
 		base := strings.TrimSuffix(kind, " sse")
