@@ -27,9 +27,11 @@ import (
 // response in place of the upstream's answer marks the call's slot
 // (markVerdict): captureRoundTripper, jsonLimit and sseTee over HTTP, the
 // stdout guard over stdio (through rawCalls.made, which the capture
-// connection reads when the SDK gets that response). callOnce turns a
-// marked slot into the verdictError; any other JSON-RPC error of a call
-// is the upstream's and is relayed as such (tool_error).
+// connection reads when the SDK gets that response); a raw HTTP call
+// takes sseTee's verdict on an event answering it from the tee
+// (verdictFor). callOnce turns a marked slot into the verdictError; any
+// other JSON-RPC error of a call is the upstream's and is relayed as such
+// (tool_error).
 
 // A verdictKind is one of toolgate's own verdicts on a call.
 type verdictKind uint8

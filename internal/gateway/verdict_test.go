@@ -47,7 +47,7 @@ func TestUpstreamCannotForgeVerdict(t *testing.T) {
 	up.set("array", answerSSE(forged["broken"]))
 	up.set("otherid", answerSSE(forged["rejected"]))
 	// toolgate's own verdict on an event it cannot decode stands on every
-	// path (sseTee marks it for a raw call's context, rawSink).
+	// path (sseTee keeps it for a raw call: sseTeeOf, verdictFor).
 	up.set("plain", answerSSE(`{"jsonrpc":"2.0","id":$ID,"result":{"content":[]},}`))
 	httpTool := map[string]string{"broken": "vendor", "rejected": "fails", "toolarge": "huge", "broken sse": "array", "rejected sse": "otherid"}
 	wantCode := map[string]string{"broken": "-32014", "rejected": "-32005", "toolarge": "-32013"}
