@@ -20,14 +20,6 @@ const codeRejected = -32005
 // rawhttpcall.go's rejected).
 const rejectedMessage = "rejected by transport"
 
-// transportRejected reports whether wire is the transport's own "rejected
-// by transport" error. An upstream's own JSON-RPC error answer with code
-// -32005 (in the range JSON-RPC leaves to servers) is not: the upstream
-// had the call (review16).
-func transportRejected(wire *jsonrpc.Error) bool {
-	return wire.Code == codeRejected && wire.Message == rejectedMessage && len(wire.Data) == 0
-}
-
 // A callFailure is a dispatched call that got no answer from the upstream,
 // or one the gateway refused to pass on. The agent gets an isError result
 // with msg, which names the upstream (or, when wire is set, that JSON-RPC
@@ -78,43 +70,28 @@ func dispatched(d *dispatch, res *mcp.CallToolResult, err error) (*mcp.CallToolR
 	return res, err
 }
 
-// toolgateErrorData marks the data of the JSON-RPC errors the gateway puts in
-// place of an upstream message it could not pass on (resultTooLarge).
+// toolgateErrorData is the data of the JSON-RPC error the gateway puts in
+// place of an upstream result over the size limit (resultTooLargeResponse;
+// only a carrier: the verdict is marked where it is made, verdict.go).
 const toolgateErrorData = `{"toolgate":"result_too_large"}`
 
 // codeResultTooLarge is the code of the error response the gateway puts in
-// place of an upstream result over the size limit. With toolgateErrorData
-// it is recognised and turned into an isError result.
+// place of an upstream result over the size limit.
 const codeResultTooLarge = -32013
 
 // resultTooLargeResponse is the JSON-RPC error response that replaces an
 // upstream response to id of n bytes (n < 0: at least limit+1) over limit.
 func resultTooLargeResponse(id json.RawMessage, n int64, limit int) []byte {
-	e := resultTooLargeError(n, limit)
-	b, _ := json.Marshal(map[string]any{
-		"jsonrpc": "2.0",
-		"id":      id,
-		"error":   map[string]any{"code": e.Code, "message": e.Message, "data": e.Data},
-	})
-	return b
+	return verdictResponse(id, resultTooLargeError(n, limit))
 }
 
-// resultTooLargeError is the JSON-RPC error of resultTooLargeResponse.
-func resultTooLargeError(n int64, limit int) *jsonrpc.Error {
+// resultTooLargeError is the verdict on a call whose result (n bytes; n <
+// 0: more than limit) is over limit (verdict.go).
+func resultTooLargeError(n int64, limit int) *verdictError {
 	size := fmt.Sprintf("%d bytes", n)
 	if n < 0 {
 		size = fmt.Sprintf("more than %d bytes", limit)
 	}
 	msg := fmt.Sprintf("the result (%s) exceeds limits.max_result_bytes (%d bytes) and was discarded; the tool ran", size, limit)
-	return &jsonrpc.Error{Code: codeResultTooLarge, Message: msg, Data: json.RawMessage(toolgateErrorData)}
-}
-
-// isResultTooLarge reports whether wire is the gateway's own
-// resultTooLargeResponse error.
-func isResultTooLarge(wire *jsonrpc.Error) bool {
-	if wire.Code != codeResultTooLarge {
-		return false
-	}
-	var d struct{ Toolgate string }
-	return json.Unmarshal(wire.Data, &d) == nil && d.Toolgate == "result_too_large"
+	return &verdictError{kind: verdictTooLarge, msg: msg}
 }

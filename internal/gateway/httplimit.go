@@ -66,12 +66,16 @@ func (t *jsonLimit) load() io.Reader {
 func (t *jsonLimit) tooLarge(n int64) io.Reader {
 	t.log.WarnContext(context.Background(), "upstream result larger than limits.max_result_bytes discarded; its call fails",
 		"bytes", n, "limit", t.max, "id", string(t.id))
-	return bytes.NewReader(resultTooLargeResponse(t.id, n, t.max))
+	v := resultTooLargeError(n, t.max)
+	t.s.markVerdict(v)
+	return bytes.NewReader(verdictResponse(t.id, v))
 }
 
 // broken logs why the JSON answer is broken (never its bytes) and returns
 // the error response the SDK gets in its place.
 func (t *jsonLimit) broken(why string) io.Reader {
 	t.log.WarnContext(context.Background(), "upstream answer broken; its call fails and may have run", "why", why, "id", string(t.id))
-	return bytes.NewReader(brokenAnswerResponse(t.id, why))
+	v := brokenAnswerError(why)
+	t.s.markVerdict(v)
+	return bytes.NewReader(verdictResponse(t.id, v))
 }

@@ -58,7 +58,7 @@ var errUpstreamGone = errors.New("the upstream session ended")
 // of the line) or the JSON-RPC error to fail it with.
 type rawAnswer struct {
 	result json.RawMessage
-	err    *jsonrpc.Error
+	err    error // the upstream's *jsonrpc.Error, or the gateway's *verdictError
 }
 
 // A rawWaiter is one raw call waiting for its answer.
@@ -75,6 +75,8 @@ type rawCalls struct {
 	log *slog.Logger
 
 	passed atomic.Uint64 // lines the stdout guard handed to the SDK
+
+	madeMarks // the guard's verdicts in place of answers the SDK reads (verdict.go)
 
 	mu      sync.Mutex
 	next    uint64                // guarded by mu: the number of the last id used
@@ -500,7 +502,14 @@ func (u *upstream) callRaw(ctx context.Context, tool string, args json.RawMessag
 	default:
 		return nil, false, nil
 	}
-	return u.rawResult(tool, raw, err)
+	if raw, ok, err = u.rawResult(tool, raw, err); err == nil {
+		// Passed on unread: refused when the SDK path would refuse it
+		// (resultshape.go).
+		if why := callResultShape(raw); why != "" {
+			return nil, true, u.notCallResult(ctx, tool, errors.New(why))
+		}
+	}
+	return raw, ok, err
 }
 
 // rawResult is the end of a raw call of tool that sent it (callRaw,

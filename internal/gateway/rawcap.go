@@ -36,6 +36,7 @@ type slot struct {
 	ranStatus      bool                  // guarded by mu: the upstream answered it with a status after which it may have run (mayHaveRunStatus)
 	each           func(json.RawMessage) // tools/list slots: called with each page's result, under mu
 	check          string                // answer-check slots (withAnswerCheck): the request's method
+	verdict        *verdictError         // guarded by mu: the gateway's own verdict put in place of the answer (verdict.go)
 }
 
 type slotKey struct{}
@@ -209,6 +210,14 @@ func (c *captureConn) route(ctx context.Context, m jsonrpc.Message) bool {
 			if s, ok := c.pending.LoadAndDelete(r.ID); ok {
 				s.(*slot).set(r.Result)
 			}
+		} else if c.raw != nil {
+			// The stdout guard's own verdict in place of the answer, or
+			// the upstream's error (verdict.go).
+			if v := c.raw.takeMade(r.ID); v != nil {
+				if s, ok := c.pending.LoadAndDelete(r.ID); ok {
+					s.(*slot).markVerdict(v)
+				}
+			}
 		}
 		c.inflight.Delete(r.ID)
 	case *jsonrpc.Request:
@@ -291,6 +300,11 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
+		if id != nil {
+			// The SDK reports it as rejected by transport: that verdict
+			// is the transport's (verdict.go).
+			s.markVerdict(&verdictError{kind: verdictRejected, msg: rejectedMessage})
+		}
 		return resp, err
 	}
 	if t.onRead != nil {
@@ -308,10 +322,10 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	if id != nil {
 		// An answer the SDK would end its session on fails only this
 		// request (sdkbreak.go).
-		if r := brokenStatus(req.Context(), resp, id, t.log); r != nil {
+		if r := brokenStatus(req.Context(), resp, id, s, t.log); r != nil {
 			return r, nil
 		}
-		if r := answerForAnotherSession(req.Context(), req, resp, id, t.log); r != nil {
+		if r := answerForAnotherSession(req.Context(), req, resp, id, s, t.log); r != nil {
 			return r, nil
 		}
 	}

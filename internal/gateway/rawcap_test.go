@@ -19,7 +19,7 @@ func TestSSETee(t *testing.T) {
 	tooLarge := func(stream string, max int) string {
 		return "data: " + string(resultTooLargeResponse(json.RawMessage("5"), int64(len(stream)-1), max)) + "\n\n"
 	}
-	ended := string(brokenEventBytes(json.RawMessage("5"), "the event stream ended before the answer"))
+	ended := string(brokenEventBytes(json.RawMessage("5"), brokenAnswerError("the event stream ended before the answer")))
 	long := "data: {\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"" + strings.Repeat("y", 200) + "\"}]},\n" +
 		"data: \"jsonrpc\":\"2.0\",\"id\":5}\n\n"
 	tests := []struct {

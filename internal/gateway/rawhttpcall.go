@@ -188,10 +188,10 @@ func newRawHTTPRequest(ctx context.Context, c *upConn, body []byte) (_ *http.Req
 	return req, h.lean, nil
 }
 
-// rejected is the error of a POST that never reached the upstream, as the
-// SDK reports it (callError: "nothing was run").
+// rejected is the verdict on a POST that never reached the upstream, as the
+// SDK reports it (callError: "nothing was run"; verdict.go).
 func rejected(err error) error {
-	return fmt.Errorf("%w: %w", &jsonrpc.Error{Code: codeRejected, Message: rejectedMessage}, err)
+	return &verdictError{kind: verdictRejected, msg: rejectedMessage, cause: err}
 }
 
 // postRawCall POSTs the tools/call body with id and reads its answer.
@@ -357,7 +357,7 @@ func (u *upstream) readRawAnswer(ctx context.Context, c *upConn, req *http.Reque
 		return u.readRawJSON(resp, id)
 	case mediaTypeIs(ct, mediaEventStream):
 		raw, err := u.readRawStream(ctx, c, resp.Body, id)
-		return raw, false, err
+		return raw, false, sseTeeOf(resp.Body).verdictFor(id, err) // toolgate's own verdict (verdict.go)
 	default:
 		// As the SDK path says it (brokenStatus): a malformed answer.
 		media, _, _ := mime.ParseMediaType(ct)

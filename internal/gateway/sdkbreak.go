@@ -12,8 +12,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-
 	"toolgate/internal/approval"
 )
 
@@ -30,59 +28,39 @@ import (
 // call waits for call_timeout. captureRoundTripper (rawcap.go) checks
 // every answer to a tools/call on the SDK path before the SDK reads it and
 // puts in place of a broken one a JSON-RPC error response to that call
-// (brokenAnswerResponse): the SDK hands it to that call alone, and
-// callError reports it as "may have run" (the upstream had the call).
+// (verdictResponse of brokenAnswerError): the SDK hands it to that call
+// alone, and callError reports it as "may have run" (the upstream had
+// the call).
 
 // codeBrokenAnswer is the code of the error response the gateway puts in
-// place of an upstream's broken answer to a call; with brokenAnswerData it
-// is recognised (isBrokenAnswer) and reported as "may have run".
+// place of an upstream's broken answer to a call. The code and
+// brokenAnswerData only carry the verdict to the SDK: what callError makes
+// of it is marked on the call's slot by the code that put it there
+// (verdict.go), never read back from the bytes, which an upstream can
+// send as well.
 const codeBrokenAnswer = -32014
 
-// brokenAnswerData marks the data of brokenAnswerResponse's error.
+// brokenAnswerData is the data of that error response.
 const brokenAnswerData = `{"toolgate":"broken_answer"}`
 
-// brokenAnswerResponse is the JSON-RPC error response to id that replaces
-// the upstream's broken answer to it (why says what was wrong; never any
-// of the answer's bytes, which may hold the call's data).
-func brokenAnswerResponse(id json.RawMessage, why string) []byte {
-	e := brokenAnswerError(why)
-	b, _ := json.Marshal(map[string]any{
-		"jsonrpc": "2.0",
-		"id":      id,
-		"error":   map[string]any{"code": e.Code, "message": e.Message, "data": e.Data},
-	})
-	return b
-}
-
-// brokenAnswerError is the error of a call whose answer was malformed
+// brokenAnswerError is the verdict on a call whose answer was malformed
 // (why), on every path (branch sdkbreak2): the SDK path over HTTP gets it
-// in brokenAnswerResponse, stdio's stdout guard puts that response in
-// place of a malformed answer line, and the raw paths (rawcall.go,
-// rawhttpcall.go) return it. callError turns it into
-// brokenAnswerFailure: an isError result saying the call may have run,
-// recorded transport_error.
-func brokenAnswerError(why string) *jsonrpc.Error {
-	return &jsonrpc.Error{Code: codeBrokenAnswer, Message: "the upstream sent a malformed response (" + why + ")",
-		Data: json.RawMessage(brokenAnswerData)}
-}
-
-// isBrokenAnswer reports whether wire is the gateway's own
-// brokenAnswerResponse error.
-func isBrokenAnswer(wire *jsonrpc.Error) bool {
-	if wire.Code != codeBrokenAnswer {
-		return false
-	}
-	var d struct{ Toolgate string }
-	return json.Unmarshal(wire.Data, &d) == nil && d.Toolgate == "broken_answer"
+// in its error response (its slot marked), stdio's stdout guard puts
+// that response in place of a malformed answer line (rawCalls.markMade),
+// and the raw paths (rawcall.go, rawhttpcall.go) return it. callError
+// turns it into brokenAnswerFailure: an isError result saying the call
+// may have run, recorded transport_error.
+func brokenAnswerError(why string) *verdictError {
+	return &verdictError{kind: verdictBroken, msg: "the upstream sent a malformed response (" + why + ")"}
 }
 
 // brokenAnswerFailure is what the agent gets for a call whose answer was
-// broken: a failure saying the call may have run, recorded as a
+// broken (v): a failure saying the call may have run, recorded as a
 // transport error.
-func (u *upstream) brokenAnswerFailure(ctx context.Context, tool string, wire *jsonrpc.Error, err error) *callFailure {
-	u.log.DebugContext(ctx, "call failed: the upstream answer was broken", "tool", tool, "err", wire.Message)
+func (u *upstream) brokenAnswerFailure(ctx context.Context, tool string, v *verdictError, err error) *callFailure {
+	u.log.DebugContext(ctx, "call failed: the upstream answer was broken", "tool", tool, "err", v.msg)
 	return &callFailure{
-		msg:     fmt.Sprintf("upstream %q: tool %q: %s; the call may have run", u.name, tool, wire.Message),
+		msg:     fmt.Sprintf("upstream %q: tool %q: %s; the call may have run", u.name, tool, v.msg),
 		outcome: approval.OutcomeTransportError,
 		cause:   err,
 	}
@@ -209,7 +187,7 @@ func sameID(a, b json.RawMessage) bool {
 // (the session is gone; handled before), 500, 429, 502, 503, 504 (the SDK
 // fails only the call; httpreached.go) without a JSON-RPC error body. It returns nil when
 // resp goes to the SDK as it is.
-func brokenStatus(ctx context.Context, resp *http.Response, id json.RawMessage, log *slog.Logger) *http.Response {
+func brokenStatus(ctx context.Context, resp *http.Response, id json.RawMessage, s *slot, log *slog.Logger) *http.Response {
 	code := resp.StatusCode
 	var why string
 	switch {
@@ -224,12 +202,18 @@ func brokenStatus(ctx context.Context, resp *http.Response, id json.RawMessage, 
 		if log != nil {
 			log.WarnContext(ctx, "HTTP upstream refused a request's credentials; nothing was run", "status", code)
 		}
-		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id,
-			"error": map[string]any{"code": codeRejected, "message": rejectedMessage}})
-		return jsonAnswer(resp, b)
-	case code == http.StatusNotFound ||
-		code == http.StatusInternalServerError || code == http.StatusTooManyRequests || code == http.StatusBadGateway || code == http.StatusServiceUnavailable ||
+		v := &verdictError{kind: verdictRejected, msg: rejectedMessage}
+		s.markVerdict(v)
+		return jsonAnswer(resp, verdictResponse(id, v))
+	case code == http.StatusNotFound:
+		return nil
+	case code == http.StatusInternalServerError || code == http.StatusTooManyRequests || code == http.StatusBadGateway || code == http.StatusServiceUnavailable ||
 		code == http.StatusGatewayTimeout:
+		// The SDK fails the call as rejected by transport without
+		// reading the body: that verdict is the transport's (verdict.go;
+		// after a 500, 502 or 504 the call may have run all the same:
+		// markRanStatus).
+		s.markVerdict(&verdictError{kind: verdictRejected, msg: rejectedMessage})
 		return nil
 	case code >= 200 && code < 300:
 		// The SDK reads the media type with mime.ParseMediaType and
@@ -254,7 +238,9 @@ func brokenStatus(ctx context.Context, resp *http.Response, id json.RawMessage, 
 	if log != nil {
 		log.WarnContext(ctx, "upstream answer broken; its call fails and may have run", "why", why)
 	}
-	return jsonAnswer(resp, brokenAnswerResponse(id, why))
+	v := brokenAnswerError(why)
+	s.markVerdict(v)
+	return jsonAnswer(resp, verdictResponse(id, v))
 }
 
 // jsonAnswer is the 200 JSON answer with body b the SDK gets in place of
@@ -298,15 +284,19 @@ func (t *sseTee) brokenEvent(why string) []byte {
 	}
 	t.logger().WarnContext(context.Background(), "upstream answer broken; its request fails and may have run",
 		"why", why, "id", string(scan.id))
+	v := brokenAnswerError(why)
 	if t.s != nil && sameID(scan.id, t.id) {
 		t.done = true
+		t.s.markVerdict(v)
 	}
-	return brokenEventBytes(scan.id, why)
+	t.markAnswer(scan.id, v)
+	return brokenEventBytes(scan.id, v)
 }
 
-// brokenEventBytes is the event carrying brokenAnswerResponse(id, why).
-func brokenEventBytes(id json.RawMessage, why string) []byte {
-	b := append([]byte("event: message\ndata: "), brokenAnswerResponse(id, why)...)
+// brokenEventBytes is the event carrying the verdict v as the error
+// response to id.
+func brokenEventBytes(id json.RawMessage, v *verdictError) []byte {
+	b := append([]byte("event: message\ndata: "), verdictResponse(id, v)...)
 	return append(b, "\n\n"...)
 }
 
@@ -342,7 +332,9 @@ func (t *sseTee) end() {
 		}
 		t.logger().WarnContext(context.Background(), "upstream answer broken; its request fails and may have run",
 			"why", why, "id", string(t.id))
-		t.out = append(t.out, brokenEventBytes(t.id, why)...)
+		v := brokenAnswerError(why)
+		t.s.markVerdict(v)
+		t.out = append(t.out, brokenEventBytes(t.id, v)...)
 		t.done = true
 	}
 }

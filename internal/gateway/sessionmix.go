@@ -16,7 +16,7 @@ import (
 // had it). It returns nil when resp goes to the SDK as it is. A session id
 // in the answer of a request sent without one is left to the SDK (it
 // adopts it).
-func answerForAnotherSession(ctx context.Context, req *http.Request, resp *http.Response, id json.RawMessage, log *slog.Logger) *http.Response {
+func answerForAnotherSession(ctx context.Context, req *http.Request, resp *http.Response, id json.RawMessage, s *slot, log *slog.Logger) *http.Response {
 	sent, got := req.Header.Get("Mcp-Session-Id"), resp.Header.Get("Mcp-Session-Id")
 	if sent == "" || got == "" || got == sent || resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		return nil
@@ -26,5 +26,7 @@ func answerForAnotherSession(ctx context.Context, req *http.Request, resp *http.
 	if log != nil {
 		log.WarnContext(ctx, "upstream answer broken; its call fails and may have run", "why", why)
 	}
-	return jsonAnswer(resp, brokenAnswerResponse(id, why))
+	v := brokenAnswerError(why)
+	s.markVerdict(v)
+	return jsonAnswer(resp, verdictResponse(id, v))
 }

@@ -40,6 +40,8 @@ type sseTee struct {
 	origin *origin
 	log    *slog.Logger
 
+	verdicts []teeVerdict // without a slot: the verdicts put in place of answers (verdict.go)
+
 	out   []byte // bytes ready for the SDK
 	line  []byte // the current partial line, raw
 	event []byte // the raw lines of the current event
@@ -193,11 +195,14 @@ func (t *sseTee) endOver() {
 	t.logger().WarnContext(context.Background(), "upstream result larger than limits.max_result_bytes discarded; its request fails",
 		"bytes", size, "limit", t.max, "id", string(scan.id))
 	t.out = append(t.out, "data: "...)
-	t.out = append(t.out, resultTooLargeResponse(scan.id, size, t.max)...)
+	v := resultTooLargeError(size, t.max)
+	t.out = append(t.out, verdictResponse(scan.id, v)...)
 	t.out = append(t.out, "\n\n"...)
 	if sameID(scan.id, t.id) {
 		t.done = true
+		t.s.markVerdict(v)
 	}
+	t.markAnswer(scan.id, v)
 }
 
 func (t *sseTee) logger() *slog.Logger {

@@ -107,6 +107,7 @@ func (u *upstream) callOnce(ctx context.Context, c *upConn, tool string, args js
 		r.apply(params)
 	}
 	res, err := c.cs.CallTool(cctx, params)
+	err = sdkVerdict(c, s, err)
 	if raw := s.result(); raw != nil {
 		// The SDK decoded the result already unless a number in it failed
 		// (1e400): then the raw bytes are decoded again, once.
@@ -164,21 +165,27 @@ func (u *upstream) callError(ctx, cctx context.Context, c *upConn, tool string, 
 	case errors.Is(cause, ErrShutdown):
 		return u.unavailable(ctx, tool, "the gateway is shutting down; the call was cancelled and may have run", approval.OutcomeCancelledAfterDispatch, err)
 	}
-	var wire *jsonrpc.Error
-	// The SDK marks as rejected some failures of a call that may have
-	// reached the upstream (httpreached.go): those may have run.
-	if errors.As(err, &wire) && (!transportRejected(wire) || !reached(err)) {
-		switch {
-		case transportRejected(wire):
-			// The request never reached the upstream (HTTP: its POST failed).
-			u.checkHealth()
-			return u.unavailable(ctx, tool, "the call could not be sent to it; nothing was run", approval.OutcomeTransportError, err)
-		case isBrokenAnswer(wire):
-			return u.brokenAnswerFailure(ctx, tool, wire, err)
-		case isResultTooLarge(wire):
-			return &callFailure{msg: fmt.Sprintf("upstream %q: tool %q: %s", u.name, tool, wire.Message), outcome: approval.OutcomeToolError, cause: err}
+	// toolgate's own verdicts are Go values set where they were made
+	// (verdict.go); a JSON-RPC error with the same code and data is the
+	// upstream's own and is relayed as such.
+	if v := verdictOf(err); v != nil {
+		switch v.kind {
+		case verdictRejected:
+			// The SDK marks as rejected some failures of a call that
+			// may have reached the upstream (httpreached.go): those
+			// may have run.
+			if !reached(err) {
+				// The request never reached the upstream (HTTP: its POST failed).
+				u.checkHealth()
+				return u.unavailable(ctx, tool, "the call could not be sent to it; nothing was run", approval.OutcomeTransportError, err)
+			}
+		case verdictBroken:
+			return u.brokenAnswerFailure(ctx, tool, v, err)
+		case verdictTooLarge:
+			return &callFailure{msg: fmt.Sprintf("upstream %q: tool %q: %s", u.name, tool, v.msg), outcome: approval.OutcomeToolError, cause: err}
 		}
-		return wire
+	} else if wire := (*jsonrpc.Error)(nil); errors.As(err, &wire) {
+		return wire // the upstream answered with an error
 	}
 	if c.proc != nil {
 		if xe := c.proc.exitError(u.g.opts.TerminateGrace); xe != nil {

@@ -34,6 +34,14 @@ import (
 // (it reads for as long as the session lasts), so it is used without one.
 func newStdoutGuard(ctx context.Context, r io.Reader, max int, log *slog.Logger, raw *rawCalls) *lineFilter {
 	ctx = context.WithoutCancel(ctx)
+	// made is the verdict in place of the answer line with id: marked for
+	// the capture connection, which marks the call's slot (verdict.go).
+	made := func(id json.RawMessage, v *verdictError) []byte {
+		if raw != nil {
+			raw.markMade(id, v)
+		}
+		return append(verdictResponse(id, v), '\n')
+	}
 	handle := func(l jsonLine) []byte {
 		if l.over {
 			if l.scan.method || classifyID(l.scan.id) != idOK {
@@ -43,7 +51,7 @@ func newStdoutGuard(ctx context.Context, r io.Reader, max int, log *slog.Logger,
 			}
 			log.WarnContext(ctx, "upstream result larger than limits.max_result_bytes discarded; its call fails",
 				"bytes", l.size, "limit", max, "id", string(l.scan.id))
-			return append(resultTooLargeResponse(l.scan.id, l.size, max), '\n')
+			return made(l.scan.id, resultTooLargeError(l.size, max))
 		}
 		line := trimSpace(l.data)
 		if len(line) == 0 {
@@ -57,7 +65,7 @@ func newStdoutGuard(ctx context.Context, r io.Reader, max int, log *slog.Logger,
 				// session. Its bytes are the call's result data: not logged.
 				log.WarnContext(ctx, "upstream stdout: a malformed answer to a call; the call fails",
 					"reason", reason, "bytes", len(line), "id", string(scan.id))
-				return append(brokenAnswerResponse(scan.id, reason), '\n')
+				return made(scan.id, brokenAnswerError(reason))
 			}
 			// A stray line (a print, garbage, or a broken message that
 			// may carry tool output or a secret): never its bytes, only
