@@ -4,6 +4,8 @@ import (
 	"slices"
 
 	"go.yaml.in/yaml/v3"
+
+	"toolgate/internal/policy"
 )
 
 // VarRefs records the ${VAR}s a config file referenced in the places that
@@ -78,18 +80,10 @@ func deref(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-// mapValue returns the value of key in mapping n, or nil.
+// mapValue returns the value of key in mapping n, or nil; a key n merges
+// ("<<: *anchor") counts as the decoder has it (policy.MappingValue).
 func mapValue(n *yaml.Node, key string) *yaml.Node {
-	n = deref(n)
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return deref(n.Content[i+1])
-		}
-	}
-	return nil
+	return deref(policy.MappingValue(n, key))
 }
 
 // eachEntry calls f for each key and value of mapping n (nothing when n is
