@@ -151,7 +151,11 @@ func TestSDKPathBrokenListOrSubscribeFailsOnlyIt(t *testing.T) {
 					other <- textOf(t, res)
 				}
 			}()
-			<-h.arrived
+			select {
+			case <-h.arrived:
+			case a := <-other:
+				t.Fatalf("%s, %s: the call to hold at the upstream ended first: %q", r.method, name, a)
+			}
 			up.set(r.method, answerBytes(t, false, raw))
 			err := guarded(r.do)
 			switch {
