@@ -48,7 +48,7 @@ func (s *methodScript) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		f := s.by[key]
 		s.mu.Unlock()
-		if f != nil && len(m.ID) > 0 {
+		if f != nil {
 			f(w, r, m.ID)
 			return
 		}

@@ -317,6 +317,9 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 		if r := answerForAnotherSession(req.Context(), req, resp, id, t.log); r != nil {
 			return r, nil
 		}
+	} else if r := refusedNotice(req.Context(), req, resp, t.log); r != nil {
+		// A refused notification or answer ends nothing (sdknotify.go).
+		return r, nil
 	}
 	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		// Any 2xx: the SDK reads a call's JSON or event stream answer
