@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,13 +18,32 @@ import (
 // POSTs when an agent cancels an SDK-path call (a 400 text/plain, as a
 // server that does not take the notification may answer) ends nothing
 // else: a tools/call in flight beside it on the same upstream session
-// gets its result. The go-sdk v1.8.0 client took the refused
-// notification's status for a broken connection and ended its session,
-// and with it every call in flight (their results lost, though they ran).
+// gets its result. So does a 202 to it that names another Mcp-Session-Id.
+// The go-sdk v1.8.0 client took either for a broken connection and ended
+// its session, and with it every call in flight (their results lost,
+// though they ran).
 func TestSDKPathRefusedNotificationKeepsTheSession(t *testing.T) {
 	verifyNoLeaks(t)
+	for name, refuse := range map[string]func(http.ResponseWriter){
+		"400 text/plain": func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte("unsupported"))
+		},
+		"202 for another session": func(w http.ResponseWriter) {
+			w.Header().Set("Mcp-Session-Id", "another")
+			w.WriteHeader(http.StatusAccepted)
+		},
+	} {
+		t.Run(name, func(t *testing.T) { refusedNotificationBeside(t, refuse) })
+	}
+}
+
+// refusedNotificationBeside runs TestSDKPathRefusedNotificationKeepsTheSession
+// with the upstream answering notifications/cancelled with refuse.
+func refusedNotificationBeside(t *testing.T, refuse func(http.ResponseWriter)) {
 	srv := newFeatureServer("f", nil)
-	for _, name := range []string{"hang", "stuck"} {
+	for _, name := range []string{"hang", "stuck", "quick"} {
 		srv.AddTool(&mcp.Tool{Name: name, InputSchema: objectSchema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "unscripted"}}}, nil
 		})
@@ -41,9 +61,7 @@ func TestSDKPathRefusedNotificationKeepsTheSession(t *testing.T) {
 
 	refused := make(chan struct{}, 1)
 	up.set("notifications/cancelled", func(w http.ResponseWriter, _ *http.Request, _ json.RawMessage) {
-		w.Header().Set("Content-Type", "text/plain")
-		w.WriteHeader(http.StatusBadRequest)
-		_, _ = w.Write([]byte("unsupported"))
+		refuse(w)
 		select {
 		case refused <- struct{}{}:
 		default:
@@ -83,14 +101,38 @@ func TestSDKPathRefusedNotificationKeepsTheSession(t *testing.T) {
 	<-refused
 	// Either the refusal is taken (logged) and the session goes on, or the
 	// go-sdk ends the session (the gateway logs it and reconnects).
+	// A session the go-sdk keeps but whose connection took the answer for
+	// a failed write refuses every later call: calls go on until one
+	// fails or the refusal is logged.
 	stop := make(chan struct{})
+	var probing sync.WaitGroup
+	defer probing.Wait()
 	defer close(stop)
+	probe := make(chan string, 1)
+	probing.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			p := &mcp.CallToolParams{Name: "up__quick", Arguments: map[string]any{}}
+			p.SetProgressToken("quick")
+			res, err := cs.CallTool(t.Context(), p)
+			if err != nil || res.IsError {
+				probe <- fmt.Sprint(res, err)
+				return
+			}
+		}
+	})
 	select {
 	case <-logSignal(logs, "refused a notification", stop):
 	case <-logSignal(logs, "upstream unavailable; reconnecting", stop):
 		t.Fatalf("the refused notifications/cancelled ended the upstream session:\n%s", logs.String())
 	case a := <-beside:
 		t.Fatalf("the call in flight beside the cancelled one ended before its answer: %q", a)
+	case a := <-probe:
+		t.Fatalf("a call after the refused notifications/cancelled failed: %s", a)
 	}
 	release()
 	if a := <-beside; a != "held answer" {

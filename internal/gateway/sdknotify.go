@@ -26,14 +26,18 @@ import (
 // request's, whose answer the SDK waits on (brokenStatus handles those
 // that have an answer check).
 func refusedNotice(ctx context.Context, req *http.Request, resp *http.Response, log *slog.Logger) *http.Response {
+	if req.Method != http.MethodPost || req.GetBody == nil {
+		return nil
+	}
 	code := resp.StatusCode
-	sent, got := req.Header.Get("Mcp-Session-Id"), resp.Header.Get("Mcp-Session-Id")
 	var why string
 	switch {
-	case req.Method != http.MethodPost || req.GetBody == nil:
-		return nil
 	case code >= 200 && code < 300:
-		if sent == "" || got == "" || got == sent {
+		sent := req.Header.Get("Mcp-Session-Id")
+		if sent == "" {
+			return nil
+		}
+		if got := resp.Header.Get("Mcp-Session-Id"); got == "" || got == sent {
 			return nil
 		}
 		why = "an answer for another session"
