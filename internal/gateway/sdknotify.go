@@ -78,8 +78,8 @@ func isTransientStatus(code int) bool {
 }
 
 // carriesNoRequest reports whether req's body (read again with GetBody) is
-// a single JSON-RPC notification or response: a message with no id, or
-// one with no method.
+// a single JSON-RPC notification (other than notifications/initialized)
+// or response: a message with no id, or one with no method.
 func carriesNoRequest(req *http.Request) bool {
 	rc, err := req.GetBody()
 	if err != nil {
@@ -93,6 +93,12 @@ func carriesNoRequest(req *http.Request) bool {
 		Method *string         `json:"method"`
 	}
 	if json.NewDecoder(rc).Decode(&m) != nil {
+		return false
+	}
+	if m.Method != nil && *m.Method == "notifications/initialized" {
+		// Part of connecting: a refusal fails the connect, as before (a
+		// session the server did not take as initialized would refuse
+		// every call).
 		return false
 	}
 	id := bytes.TrimSpace(m.ID)
