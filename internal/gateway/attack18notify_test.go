@@ -42,6 +42,7 @@ func TestSDKPathRefusedNotificationKeepsTheSession(t *testing.T) {
 // refusedNotificationBeside runs TestSDKPathRefusedNotificationKeepsTheSession
 // with the upstream answering notifications/cancelled with refuse.
 func refusedNotificationBeside(t *testing.T, refuse func(http.ResponseWriter)) {
+	t.Helper()
 	srv := newFeatureServer("f", nil)
 	for _, name := range []string{"hang", "stuck", "quick"} {
 		srv.AddTool(&mcp.Tool{Name: name, InputSchema: objectSchema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
