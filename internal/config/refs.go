@@ -4,6 +4,8 @@ import (
 	"slices"
 
 	"go.yaml.in/yaml/v3"
+
+	"toolgate/internal/policy"
 )
 
 // VarRefs records the ${VAR}s a config file referenced in the places that
@@ -25,7 +27,8 @@ type VarRefs struct {
 }
 
 // collectRefs scans the parsed (not yet expanded) document for the
-// references VarRefs keeps. Aliases are followed; merge keys are not.
+// references VarRefs keeps. Aliases and merge keys are followed, as the
+// decoder applies them (eachEntry, mapValue).
 func collectRefs(root *yaml.Node) VarRefs {
 	var refs VarRefs
 	secret := func(name, path string) {
@@ -78,31 +81,53 @@ func deref(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-// mapValue returns the value of key in mapping n, or nil.
+// mapValue returns the value of key in mapping n, or nil; a key n merges
+// ("<<: *anchor") counts as the decoder has it (policy.MappingValue).
 func mapValue(n *yaml.Node, key string) *yaml.Node {
-	n = deref(n)
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return deref(n.Content[i+1])
-		}
-	}
-	return nil
+	return deref(policy.MappingValue(n, key))
 }
 
 // eachEntry calls f for each key and value of mapping n (nothing when n is
-// not a mapping).
+// not a mapping) as the decoder has them: n's own keys, then those of the
+// mappings it merges ("<<: *a", "<<: [*a, *b]", in order, recursively)
+// that no earlier one has (attack18: a ${VAR} in a merged header is a
+// reference too).
 func eachEntry(n *yaml.Node, f func(key string, v *yaml.Node)) {
+	eachMerged(n, map[string]bool{}, f, 0)
+}
+
+func eachMerged(n *yaml.Node, seen map[string]bool, f func(key string, v *yaml.Node), depth int) {
 	n = deref(n)
-	if n == nil || n.Kind != yaml.MappingNode {
+	if n == nil || n.Kind != yaml.MappingNode || depth > maxMergeDepth {
 		return
 	}
+	var merges []*yaml.Node
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		f(n.Content[i].Value, deref(n.Content[i+1]))
+		k := n.Content[i]
+		if k.Kind == yaml.ScalarNode && k.Value == "<<" && k.ShortTag() == "!!merge" {
+			merges = append(merges, n.Content[i+1])
+			continue
+		}
+		if seen[k.Value] {
+			continue
+		}
+		seen[k.Value] = true
+		f(k.Value, deref(n.Content[i+1]))
+	}
+	for _, m := range merges {
+		list := []*yaml.Node{m}
+		if m = deref(m); m != nil && m.Kind == yaml.SequenceNode {
+			list = m.Content
+		}
+		for _, e := range list {
+			eachMerged(e, seen, f, depth+1)
+		}
 	}
 }
+
+// maxMergeDepth bounds how deep eachEntry follows merges of merges (a
+// document that parsed has no cycle; this only bounds the work).
+const maxMergeDepth = 64
 
 // referenced lists the variable names a scalar's ${NAME} and
 // ${NAME:-default} forms reference, in order, without duplicates.

@@ -28,7 +28,7 @@ func (u *upstream) listItems(ctx context.Context, cs *mcp.ClientSession) (server
 	}
 	if caps.Prompts != nil {
 		it.promptsCap = true
-		for p, err := range cs.Prompts(ctx, nil) {
+		for p, err := range cs.Prompts(withAnswerCheck(ctx, "prompts/list"), nil) {
 			if err != nil {
 				return serverItems{}, fmt.Errorf("list prompts: %w", err)
 			}
@@ -37,13 +37,13 @@ func (u *upstream) listItems(ctx context.Context, cs *mcp.ClientSession) (server
 	}
 	if caps.Resources != nil {
 		it.resourcesCap = true
-		for r, err := range cs.Resources(ctx, nil) {
+		for r, err := range cs.Resources(withAnswerCheck(ctx, "resources/list"), nil) {
 			if err != nil {
 				return serverItems{}, fmt.Errorf("list resources: %w", err)
 			}
 			it.resources = append(it.resources, r)
 		}
-		for t, err := range cs.ResourceTemplates(ctx, nil) {
+		for t, err := range cs.ResourceTemplates(withAnswerCheck(ctx, "resources/templates/list"), nil) {
 			if err != nil {
 				return serverItems{}, fmt.Errorf("list resource templates: %w", err)
 			}

@@ -238,7 +238,7 @@ func (u *upstream) setLoggingLevel(ctx context.Context, c *upConn, level func() 
 	lctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
 	defer cancel()
 	//lint:ignore SA1019 logging is deprecated only from 2026-07-28; sessions are pinned to 2025-11-25.
-	if err := c.cs.SetLoggingLevel(lctx, &mcp.SetLoggingLevelParams{Level: lvl}); err != nil {
+	if err := c.cs.SetLoggingLevel(withAnswerCheck(lctx, "logging/setLevel"), &mcp.SetLoggingLevelParams{Level: lvl}); err != nil {
 		u.log.DebugContext(ctx, "upstream logging/setLevel", "level", lvl, "err", err)
 	}
 }

@@ -52,13 +52,16 @@ func withListSlot(ctx context.Context, each func(json.RawMessage)) context.Conte
 	return context.WithValue(ctx, slotKey{}, &slot{each: each})
 }
 
-// withAnswerCheck returns ctx with a slot that has the answer to the one
-// request of method (resources/read, prompts/get, completion/complete)
-// sent in ctx checked as a tools/call's is (sdkbreak.go): a broken answer
-// fails that request only, instead of ending the SDK's session with every
-// call in flight on it (branch sdkbreak2). Its result is kept in the slot
-// and not used. Only these requests pay for the check (their body is
-// read once more to find the id); tools/call has its own slot.
+// withAnswerCheck returns ctx with a slot that has the answer to each
+// request of method (resources/read, prompts/get, completion/complete,
+// ping; the pages of prompts/list, resources/list and
+// resources/templates/list; resources/subscribe and unsubscribe,
+// logging/setLevel: attack18) sent in ctx checked as a tools/call's is
+// (sdkbreak.go): a broken answer fails that request only, instead of
+// ending the SDK's session with every call in flight on it (branch
+// sdkbreak2). Its result is kept in the slot and not used. Only these
+// requests pay for the check (their body is read once more to find the
+// id); tools/call and tools/list have their own slots.
 func withAnswerCheck(ctx context.Context, method string) context.Context {
 	return context.WithValue(ctx, slotKey{}, &slot{check: method})
 }
@@ -328,6 +331,9 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 		if r := answerForAnotherSession(req.Context(), req, resp, id, s, t.log); r != nil {
 			return r, nil
 		}
+	} else if r := refusedNotice(req.Context(), req, resp, t.log); r != nil {
+		// A refused notification or answer ends nothing (sdknotify.go).
+		return r, nil
 	}
 	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		// Any 2xx: the SDK reads a call's JSON or event stream answer

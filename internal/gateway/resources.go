@@ -207,7 +207,7 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 		if !g.subs.add(k, req.Session, req.Params.URI, c) {
 			return nil
 		}
-		if err := c.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: real}); err != nil {
+		if err := c.cs.Subscribe(withAnswerCheck(ctx, "resources/subscribe"), &mcp.SubscribeParams{URI: real}); err != nil {
 			g.subs.remove(k, req.Session)
 			return err
 		}
@@ -231,7 +231,7 @@ func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) 
 		if !g.subs.remove(subKey{server: u.name, owner: ac, uri: real}, req.Session) {
 			return nil
 		}
-		return c.cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: real})
+		return c.cs.Unsubscribe(withAnswerCheck(ctx, "resources/unsubscribe"), &mcp.UnsubscribeParams{URI: real})
 	})
 }
 
@@ -406,7 +406,7 @@ func (s *subscriptions) resubscribe(ctx context.Context, u *upstream, owner *age
 	s.mu.Unlock()
 	for _, uri := range uris {
 		sctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
-		if err := c.cs.Subscribe(sctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		if err := c.cs.Subscribe(withAnswerCheck(sctx, "resources/subscribe"), &mcp.SubscribeParams{URI: uri}); err != nil {
 			u.log.WarnContext(ctx, "cannot renew a resource subscription on the new upstream session", "err", err)
 		}
 		cancel()

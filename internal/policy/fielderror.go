@@ -126,11 +126,48 @@ func isZero(v *yaml.Node, count bool) bool {
 	return err == nil && f == 0
 }
 
-// mapValue returns the value of key in mapping m, or nil.
-func mapValue(m *yaml.Node, key string) *yaml.Node {
+// mapValue returns the value of key in mapping m, or nil (see
+// [MappingValue]).
+func mapValue(m *yaml.Node, key string) *yaml.Node { return MappingValue(m, key) }
+
+// MappingValue returns the value that decoding the mapping m (an alias of
+// one, or a document holding one) gives key, or nil: the value of the key
+// m writes itself, else of the first mapping it merges ("<<: *a", "<<:
+// [*a, *b]") that has it, as the decoder applies merges. A zero merged
+// from an anchor is decoded as one written in place (attack18).
+func MappingValue(m *yaml.Node, key string) *yaml.Node {
+	return mergedValue(m, key, 0)
+}
+
+// maxMerge bounds how deep merges of merges are followed (a document that
+// decoded has no cycle; this only bounds the work).
+const maxMerge = 64
+
+func mergedValue(m *yaml.Node, key string, depth int) *yaml.Node {
+	m = resolve(m)
+	if m == nil || m.Kind != yaml.MappingNode || depth > maxMerge {
+		return nil
+	}
+	var merges []*yaml.Node
 	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Kind == yaml.ScalarNode && m.Content[i].Value == key {
+		k := m.Content[i]
+		switch {
+		case k.Kind != yaml.ScalarNode:
+		case k.Value == "<<" && k.ShortTag() == "!!merge":
+			merges = append(merges, m.Content[i+1])
+		case k.Value == key:
 			return m.Content[i+1]
+		}
+	}
+	for _, v := range merges {
+		list := []*yaml.Node{v}
+		if v = resolve(v); v != nil && v.Kind == yaml.SequenceNode {
+			list = v.Content
+		}
+		for _, e := range list {
+			if r := mergedValue(e, key, depth+1); r != nil {
+				return r
+			}
 		}
 	}
 	return nil
