@@ -47,7 +47,7 @@ type leanHold struct {
 	s    *leanSession
 	m    leanRequest
 	t    Tool
-	call *gate.Call      // Prior set: the hand-off of AdmitUnlessHeld
+	call *gate.Call // Prior set: the hand-off of AdmitUnlessHeld
 	// prog is the agent's progress channel when it sent a token
 	// (leanprog.go): call.KeepAlive writes the keep-alives on it while
 	// the call is held, answerLean relays the upstream's progress.
