@@ -156,9 +156,9 @@ func (f *leanFixture) reviewNext(t *testing.T, v approval.Verdict) {
 
 // TestLeanFrontServesPlainCallsAndHandsOffTheRest: on one go-sdk client
 // session, a plain allowed call and a denied one are answered by the lean
-// front (one policy evaluation each); a call with a progress token, an
-// unknown tool and arguments that are not an object are handed to the SDK
-// path; a call the policy holds is held by the lean front (one evaluation
+// front (one policy evaluation each), and so is a call with a lone
+// progress token (leanprog.go); one with more in its _meta, an unknown
+// tool and arguments that are not an object are handed to the SDK path; a call the policy holds is held by the lean front (one evaluation
 // in all, one request: leanhold_test.go has the other answers), and each
 // gets the answer the SDK path gives.
 func TestLeanFrontServesPlainCallsAndHandsOffTheRest(t *testing.T) {
@@ -197,7 +197,14 @@ func TestLeanFrontServesPlainCallsAndHandsOffTheRest(t *testing.T) {
 	if res, err = cs.CallTool(ctx, p); err != nil || textOf(t, res) != `{"b":2}` {
 		t.Fatalf("call with a progress token: %v %+v", err, res)
 	}
-	handedOff("progress token")
+	if got := f.trail.take(); len(got) != 1 || !got[0] {
+		t.Fatalf("call with a progress token: lean trail %v, want [true] (leanprog.go)", got)
+	}
+	p = &mcp.CallToolParams{Name: "up__echo", Arguments: json.RawMessage(`{"b":3}`), Meta: mcp.Meta{"progressToken": "tok-2", "x": 1}}
+	if res, err = cs.CallTool(ctx, p); err != nil || textOf(t, res) != `{"b":3}` {
+		t.Fatalf("call with a progress token and more _meta: %v %+v", err, res)
+	}
+	handedOff("progress token and more _meta")
 	if _, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__nope", Arguments: json.RawMessage(`{}`)}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
 		t.Fatalf("unknown tool: %v, want the SDK path's unknown tool error", err)
 	}
