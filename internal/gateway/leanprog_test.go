@@ -269,3 +269,19 @@ func TestLeanProgressWriteFailsClientGone(t *testing.T) {
 		t.Errorf("gone %d times after %d writes, want once after 1", gone, w.writes)
 	}
 }
+
+// sdkPathMetaKey is a _meta member that keeps a tools/call on the SDK
+// path (the lean front takes a lone progress token since branch
+// leanprog, which tests used to reach the SDK path); the SDK path ignores
+// it.
+const sdkPathMetaKey = "toolgate-test/sdk-path"
+
+// sdkPathToken gives p progress token tok and sdkPathMetaKey: an SDK-path
+// call with a progress token.
+func sdkPathToken(p *mcp.CallToolParams, tok any) {
+	if p.Meta == nil {
+		p.Meta = mcp.Meta{}
+	}
+	p.Meta[sdkPathMetaKey] = true
+	p.SetProgressToken(tok)
+}
