@@ -37,8 +37,9 @@ policy:
 // TestLeanCallsEndToEnd (issue 13): through the real binary, a go-sdk
 // client on one 2025-11-25 session makes the calls toolgate's lean front
 // answers (allowed, denied, cancelled, and a held call approved through
-// the CLI, which the front holds: heldOnLeanFront) and those it hands to
-// the SDK path (a progress token, arguments that are not an object), and
+// the CLI, which the front holds: heldOnLeanFront; a call with a progress
+// token, allowed and held, since branch leanprog) and those it hands to
+// the SDK path (arguments that are not an object), and
 // raw POSTs on the session (oversized, malformed
 // JSON); each gets the answer the SDK path gives. Then a TypeScript SDK
 // client pinned to 2025-11-25 does the same on its own session.
@@ -75,6 +76,22 @@ func TestLeanCallsEndToEnd(t *testing.T) {
 	mustCLI(t, g.Admin, "approve", id)
 	if got := mustOK(t, await(t, held)); !strings.Contains(got, "9223372036854775807") {
 		t.Errorf("held then approved call: %q, want the upstream's big integers", got)
+	}
+	// A held call with a progress token is held by the lean front too
+	// (branch leanprog), its first keep-alive at once.
+	hp := &mcp.CallToolParams{Name: "t__big_result", Arguments: json.RawMessage(`{"go":"held-token"}`)}
+	hp.SetProgressToken("go-held")
+	held = callAsync(ctx, cs, hp)
+	id = waitPending(t, g.Admin, 1)[0].ID
+	select {
+	case <-progress:
+	case <-time.After(waitFor):
+		t.Fatal("no keep-alive for the held call with a progress token")
+	}
+	heldOnLeanFront(t, g, false)
+	mustCLI(t, g.Admin, "approve", id)
+	if got := mustOK(t, await(t, held)); !strings.Contains(got, "9223372036854775807") {
+		t.Errorf("held call with a token, approved: %q, want the upstream's big integers", got)
 	}
 	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "t__echo_raw", Arguments: json.RawMessage(`"x"`)}); err == nil || !strings.Contains(err.Error(), "must be a JSON object") {
 		t.Errorf("string arguments: %v, want invalid params", err)

@@ -26,7 +26,7 @@ import (
 // go-sdk client's CallTool), and returns the answer.
 func (f *rawHTTPFixture) sdkCall(t *testing.T, rid, tool, args string) string {
 	t.Helper()
-	body := `{"jsonrpc":"2.0","id":"` + rid + `","method":"tools/call","params":{"name":"up__` + tool + `","arguments":` + args + `,"_meta":{"progressToken":"` + rid + `"}}}`
+	body := `{"jsonrpc":"2.0","id":"` + rid + `","method":"tools/call","params":{"name":"up__` + tool + `","arguments":` + args + `,"_meta":{"progressToken":"` + rid + `","` + sdkPathMetaKey + `":true}}}`
 	resp, b := sessionExchange(t, http.MethodPost, f.base, aliceToken, f.sid, f.ver, strings.NewReader(body))
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("POST %s: %d %s", rid, resp.StatusCode, b)

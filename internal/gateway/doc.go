@@ -15,7 +15,9 @@
 //   - middleware.go: the one receiving middleware that resolves a tools/call,
 //     asks the [Gatekeeper], and dispatches admitted calls upstream.
 //   - progress.go: keep-alive progress while a call is held and relay of
-//     upstream progress to the caller's own token.
+//     upstream progress to the caller's own token; leanprog.go: the same
+//     for the lean front's calls with a progress token, written on the
+//     call's own stream under the agent's token bytes.
 //   - http.go, heartbeat.go: the agent-facing Streamable HTTP handler with
 //     bearer authentication, the carrier watch that cancels a call whose
 //     POST went away (notes §3), and SSE comment heartbeats (notes §4).

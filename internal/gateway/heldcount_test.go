@@ -149,7 +149,7 @@ func (f *countFixture) holdSDK(t *testing.T, ctx context.Context, cs *mcp.Client
 	t.Helper()
 	done := make(chan callResult, 1)
 	p := &mcp.CallToolParams{Name: "up__big", Arguments: json.RawMessage(`{"n":` + strconv.Itoa(n) + `}`)}
-	p.SetProgressToken("held")
+	sdkPathToken(p, "held")
 	go func() {
 		res, err := cs.CallTool(ctx, p)
 		done <- callResult{res, err}

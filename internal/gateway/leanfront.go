@@ -26,7 +26,8 @@ import (
 // buffer; docs/performance.md), goes through the one gate
 // ([gate.Gate.AdmitUnlessHeld]) and is dispatched through upstream.call
 // like the tool handler's. Everything else — batches, other methods, a
-// _meta (progress token, approval resume, protocol metadata), task,
+// _meta other than a lone progress token (leanprog.go; approval resume,
+// protocol metadata), task,
 // inputResponses or requestState, the policy tool, an unknown tool, a
 // session not (yet) usable, a header the SDK would check — is handed to
 // the SDK path unchanged. A plain call the gate would hold is held by the
@@ -84,7 +85,7 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody,
 		}
 		return true, nil, nil
 	}
-	m, t, ok := f.plainCall(body)
+	m, t, tok, ok := f.plainCall(body)
 	la, isLean := f.g.gk.(leanAdmitter)
 	if !ok || !isLean || f.g.root.Err() != nil {
 		f.note(false)
@@ -111,9 +112,23 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody,
 	later.stop = context.AfterFunc(r.Context(), func() {
 		time.AfterFunc(f.opts.DropGrace, func() { cancel(ErrClientGone) })
 	})
-	call := f.g.toolCall(p, t, m.Params.Arguments, nil)
+	var prog *callProgress
+	if tok != nil {
+		// The agent's progress goes on this POST's stream, written by the
+		// front (leanprog.go); a failed write is the client gone, as the
+		// POST's end is.
+		prog = newLeanProgress(ctx, w, tok, f.g.log, func() {
+			time.AfterFunc(f.opts.DropGrace, func() { cancel(ErrClientGone) })
+		})
+	}
+	call := f.g.toolCall(p, t, m.Params.Arguments, prog)
 	adm := new(gate.Admission)
+	// Keep-alives matter only to a held call, which AdmitUnlessHeld hands
+	// back; asked with them it would hand back every call undecided.
+	keepAlive := call.KeepAlive
+	call.KeepAlive = nil
 	h := la.AdmitUnlessHeld(ctx, &call, adm)
+	call.KeepAlive = keepAlive
 	if h != nil && !f.holdsLean() {
 		f.note(false)
 		return false, h, nil
@@ -133,9 +148,9 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody,
 		// The gate would hold it: the front holds it on this goroutine
 		// (leanhold.go), with the decision AdmitUnlessHeld took.
 		call.Prior = h
-		return true, nil, &leanHold{f: f, ctx: ctx, w: w, p: p, s: s, m: m, t: t, call: &call}
+		return true, nil, &leanHold{f: f, ctx: ctx, w: w, p: p, s: s, m: m, t: t, call: &call, prog: prog}
 	}
-	f.answerLean(ctx, w, p, s, m, t, &call, adm)
+	f.answerLean(ctx, w, p, s, m, t, &call, adm, prog)
 	return true, nil, nil
 }
 
@@ -148,26 +163,37 @@ func (f *httpFront) note(served bool) {
 }
 
 // plainCall decodes body and reports whether it is one plain tools/call
-// of a tool in the catalog (see serveLean).
-func (f *httpFront) plainCall(body []byte) (leanRequest, Tool, bool) {
+// of a tool in the catalog (see serveLean); tok is its progress token, as
+// sent, when its _meta carries one and nothing else (leanProgressToken;
+// only for a body the scanner read, whose keys are all exact), nil when it
+// has no _meta.
+func (f *httpFront) plainCall(body []byte) (m leanRequest, t Tool, tok json.RawMessage, ok bool) {
 	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' {
-		return leanRequest{}, Tool{}, false
+		return leanRequest{}, Tool{}, nil, false
 	}
-	m, err := decodeLeanRequest(body)
+	m, scanned, err := decodeLeanRequestScanned(body)
 	if err != nil || m.JSONRPC != "2.0" || m.Method != "tools/call" || m.Params == nil ||
-		classifyID(m.ID) != idOK || m.Params.Meta != nil || m.Params.Task != nil ||
+		classifyID(m.ID) != idOK || m.Params.Task != nil ||
 		m.Params.InputResponses != nil || m.Params.RequestState != nil || checkArguments(m.Params.Arguments) != nil ||
 		m.Params.Name == PolicyToolName {
-		return m, Tool{}, false
+		return m, Tool{}, nil, false
 	}
-	t, ok := f.g.catalog.lookup(m.Params.Name)
+	if m.Params.Meta != nil {
+		if !scanned {
+			return m, Tool{}, nil, false
+		}
+		if tok, ok = leanProgressToken(m.Params.Meta); !ok {
+			return m, Tool{}, nil, false
+		}
+	}
+	t, ok = f.g.catalog.lookup(m.Params.Name)
 	if !ok {
-		return m, t, false
+		return m, t, nil, false
 	}
 	if u := f.g.ups[t.Server]; u == nil || u.answersRounds() {
-		return m, t, false
+		return m, t, nil, false
 	}
-	return m, t, true
+	return m, t, tok, true
 }
 
 // answersRounds reports whether a call to u may be answered with a
@@ -253,8 +279,12 @@ func startLeanStream(w http.ResponseWriter) {
 // or after holding it): a refusal (a denial, or a held call's rejection,
 // expiry, cancellation or max-hold pending answer, with the approval's
 // _meta), or the dispatch upstream, whose outcome it records.
+//
+// prog, when not nil, is the agent's progress channel (leanprog.go): the
+// upstream's progress for the call is relayed on it, under the agent's
+// token, before the answer, as on the SDK path (handle).
 func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approval.Principal,
-	s *leanSession, m leanRequest, t Tool, call *gate.Call, adm *gate.Admission) {
+	s *leanSession, m leanRequest, t Tool, call *gate.Call, adm *gate.Admission, prog *callProgress) {
 	g := f.g
 	defer func() {
 		// A panic of the answer fails closed, as on the 2026-07-28 path
@@ -285,12 +315,20 @@ func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approv
 	}
 	o := g.newOrigin(ctx, s.ss, p, t.Server)
 	o.lean = &leanLog{w: w, level: func() (mcp.LoggingLevel, bool) { return g.levels.explicit(s.ss) }, stream: newLeanStream(w, s)}
-	d := &dispatch{tool: t, args: args, origin: o, call: *call}
+	d := &dispatch{tool: t, args: args, origin: o, call: *call, progress: prog}
 	if g.dispatchHook != nil {
 		g.dispatchHook()
 	}
+	if prog != nil {
+		g.routes.start(prog)
+		defer prog.finishOnce(g.routes) // a panic of the dispatch: its relay still stops
+	}
 	raw, res, err := g.dispatchLean(ctx, d)
 	o.finish()
+	if prog != nil {
+		// What the upstream sent before its result goes out before it.
+		prog.finishOnce(g.routes)
+	}
 	o.lean.stream.close()
 	if err == nil && asksForInput(res, raw) {
 		g.log.WarnContext(ctx, "upstream answered a lean call with an input round; refused", "server", t.Server, "tool", t.Tool)
@@ -331,7 +369,11 @@ func (g *Gateway) dispatchLean(ctx context.Context, d *dispatch) (json.RawMessag
 		return nil, nil, errUnknownTool(d.tool.Name)
 	}
 	ctx = withOrigin(ctx, d.origin)
-	raw, ok, err := u.callRaw(ctx, d.tool.Tool, d.args)
+	var token string
+	if d.progress != nil {
+		token = d.progress.upstreamToken
+	}
+	raw, ok, err := u.callRawProgress(ctx, d.tool.Tool, d.args, token)
 	if ok {
 		if err == nil {
 			return repairUTF8(raw), nil, nil // rawutf8.go
@@ -339,7 +381,7 @@ func (g *Gateway) dispatchLean(ctx context.Context, d *dispatch) (json.RawMessag
 		res, err := dispatched(d, nil, err)
 		return nil, res, err
 	}
-	res, err := u.call(ctx, d.tool.Tool, d.args, nil)
+	res, err := u.call(ctx, d.tool.Tool, d.args, d.progress)
 	res, err = dispatched(d, res, err)
 	return nil, res, err
 }

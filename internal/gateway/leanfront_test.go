@@ -156,9 +156,9 @@ func (f *leanFixture) reviewNext(t *testing.T, v approval.Verdict) {
 
 // TestLeanFrontServesPlainCallsAndHandsOffTheRest: on one go-sdk client
 // session, a plain allowed call and a denied one are answered by the lean
-// front (one policy evaluation each); a call with a progress token, an
-// unknown tool and arguments that are not an object are handed to the SDK
-// path; a call the policy holds is held by the lean front (one evaluation
+// front (one policy evaluation each), and so is a call with a lone
+// progress token (leanprog.go); one with more in its _meta, an unknown
+// tool and arguments that are not an object are handed to the SDK path; a call the policy holds is held by the lean front (one evaluation
 // in all, one request: leanhold_test.go has the other answers), and each
 // gets the answer the SDK path gives.
 func TestLeanFrontServesPlainCallsAndHandsOffTheRest(t *testing.T) {
@@ -197,7 +197,14 @@ func TestLeanFrontServesPlainCallsAndHandsOffTheRest(t *testing.T) {
 	if res, err = cs.CallTool(ctx, p); err != nil || textOf(t, res) != `{"b":2}` {
 		t.Fatalf("call with a progress token: %v %+v", err, res)
 	}
-	handedOff("progress token")
+	if got := f.trail.take(); len(got) != 1 || !got[0] {
+		t.Fatalf("call with a progress token: lean trail %v, want [true] (leanprog.go)", got)
+	}
+	p = &mcp.CallToolParams{Name: "up__echo", Arguments: json.RawMessage(`{"b":3}`), Meta: mcp.Meta{"progressToken": "tok-2", "x": 1}}
+	if res, err = cs.CallTool(ctx, p); err != nil || textOf(t, res) != `{"b":3}` {
+		t.Fatalf("call with a progress token and more _meta: %v %+v", err, res)
+	}
+	handedOff("progress token and more _meta")
 	if _, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__nope", Arguments: json.RawMessage(`{}`)}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
 		t.Fatalf("unknown tool: %v, want the SDK path's unknown tool error", err)
 	}
@@ -358,8 +365,9 @@ func waitInitialized(t *testing.T, g *Gateway, sid string) {
 
 // TestPlainCallOnlyForPlainCalls: the lean front's classification of a
 // body takes only one tools/call of a catalog tool with a keepable id,
-// object (or no) arguments and no _meta, task, inputResponses or
-// requestState; everything else goes to the SDK path.
+// object (or no) arguments, no _meta other than a lone progress token
+// the front gives back exactly (leanprog.go), and no task, inputResponses
+// or requestState; everything else goes to the SDK path.
 func TestPlainCallOnlyForPlainCalls(t *testing.T) {
 	fx := newLeanFixture(t, nil)
 	f := &httpFront{g: fx.g}
@@ -371,32 +379,60 @@ func TestPlainCallOnlyForPlainCalls(t *testing.T) {
 		call(`"s-1"`, `{"name":"up__echo"}`),
 		" \n" + call(`-9007199254740991`, `{"name":"up__echo","arguments":{}}`),
 	} {
-		if _, _, plain := f.plainCall([]byte(ok)); !plain {
-			t.Errorf("%s: handed off, want it served", ok)
+		if _, _, tok, plain := f.plainCall([]byte(ok)); !plain || tok != nil {
+			t.Errorf("%s: handed off (or a token %s), want it served", ok, tok)
+		}
+	}
+	for params, want := range map[string]string{
+		`{"name":"up__echo","_meta":{"progressToken":"p-1"}}`:                  `"p-1"`,
+		`{"_meta": { "progressToken" : 7 } ,"name":"up__echo"}`:                `7`,
+		`{"name":"up__echo","_meta":{"progressToken":-9007199254740991}}`:      `-9007199254740991`,
+		`{"name":"up__echo","_meta":{"progressToken":"<&> ~"},"arguments":{}}`: `"<&> ~"`,
+	} {
+		_, _, tok, plain := f.plainCall([]byte(call(`1`, params)))
+		if !plain || string(tok) != want {
+			t.Errorf("%s: served %v with token %s, want served with %s", params, plain, tok, want)
 		}
 	}
 	for name, body := range map[string]string{
-		"batch":          `[` + call(`1`, `{"name":"up__echo"}`) + `]`,
-		"other method":   `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`,
-		"notification":   `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"up__echo"}}`,
-		"old jsonrpc":    `{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"up__echo"}}`,
-		"no params":      `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`,
-		"progress token": call(`1`, `{"name":"up__echo","_meta":{"progressToken":"p"}}`),
-		"resume":         call(`1`, `{"name":"up__echo","_meta":{"toolgate/approval":"apr_1"}}`),
-		"task":           call(`1`, `{"name":"up__echo","task":{"ttl":1000}}`),
-		"inputResponses": call(`1`, `{"name":"up__echo","inputResponses":{}}`),
-		"requestState":   call(`1`, `{"name":"up__echo","requestState":"x"}`),
-		"array args":     call(`1`, `{"name":"up__echo","arguments":[1]}`),
-		"policy tool":    call(`1`, `{"name":"`+PolicyToolName+`","arguments":{}}`),
-		"unknown tool":   call(`1`, `{"name":"up__nope"}`),
-		"fraction id":    call(`1.5`, `{"name":"up__echo"}`),
-		"huge id":        call(`9007199254740992`, `{"name":"up__echo"}`),
-		"object id":      call(`{"x":1}`, `{"name":"up__echo"}`),
-		"null id":        call(`null`, `{"name":"up__echo"}`),
-		"truncated":      call(`1`, `{"name":"up__echo"`),
-		"trailing data":  call(`1`, `{"name":"up__echo"}`) + ` {}`,
+		"batch":             `[` + call(`1`, `{"name":"up__echo"}`) + `]`,
+		"other method":      `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`,
+		"notification":      `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"up__echo"}}`,
+		"old jsonrpc":       `{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"up__echo"}}`,
+		"no params":         `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`,
+		"token and more":    call(`1`, `{"name":"up__echo","_meta":{"progressToken":"p","x":1}}`),
+		"token twice":       call(`1`, `{"name":"up__echo","_meta":{"progressToken":"p","progressToken":"q"}}`),
+		"token escaped":     call(`1`, `{"name":"up__echo","_meta":{"progressToken":"p\u0041"}}`),
+		"token non-ASCII":   call(`1`, `{"name":"up__echo","_meta":{"progressToken":"pé"}}`),
+		"token key escaped": call(`1`, `{"name":"up__echo","_meta":{"progress\u0054oken":"p"}}`),
+		"token key folded":  call(`1`, `{"name":"up__echo","_meta":{"ProgressToken":"p"}}`),
+		"meta key folded":   call(`1`, `{"name":"up__echo","_Meta":{"progressToken":"p"}}`),
+		"meta twice":        call(`1`, `{"name":"up__echo","_meta":{"progressToken":"p"},"_meta":{"progressToken":"q"}}`),
+		"token too big":     call(`1`, `{"name":"up__echo","_meta":{"progressToken":9007199254740993}}`),
+		"token fraction":    call(`1`, `{"name":"up__echo","_meta":{"progressToken":1.0}}`),
+		"token exponent":    call(`1`, `{"name":"up__echo","_meta":{"progressToken":1e3}}`),
+		"token minus zero":  call(`1`, `{"name":"up__echo","_meta":{"progressToken":-0}}`),
+		"token null":        call(`1`, `{"name":"up__echo","_meta":{"progressToken":null}}`),
+		"token bool":        call(`1`, `{"name":"up__echo","_meta":{"progressToken":true}}`),
+		"token object":      call(`1`, `{"name":"up__echo","_meta":{"progressToken":{}}}`),
+		"empty meta":        call(`1`, `{"name":"up__echo","_meta":{}}`),
+		"null meta":         call(`1`, `{"name":"up__echo","_meta":null}`),
+		"array meta":        call(`1`, `{"name":"up__echo","_meta":[]}`),
+		"resume":            call(`1`, `{"name":"up__echo","_meta":{"toolgate/approval":"apr_1"}}`),
+		"task":              call(`1`, `{"name":"up__echo","task":{"ttl":1000}}`),
+		"inputResponses":    call(`1`, `{"name":"up__echo","inputResponses":{}}`),
+		"requestState":      call(`1`, `{"name":"up__echo","requestState":"x"}`),
+		"array args":        call(`1`, `{"name":"up__echo","arguments":[1]}`),
+		"policy tool":       call(`1`, `{"name":"`+PolicyToolName+`","arguments":{}}`),
+		"unknown tool":      call(`1`, `{"name":"up__nope"}`),
+		"fraction id":       call(`1.5`, `{"name":"up__echo"}`),
+		"huge id":           call(`9007199254740992`, `{"name":"up__echo"}`),
+		"object id":         call(`{"x":1}`, `{"name":"up__echo"}`),
+		"null id":           call(`null`, `{"name":"up__echo"}`),
+		"truncated":         call(`1`, `{"name":"up__echo"`),
+		"trailing data":     call(`1`, `{"name":"up__echo"}`) + ` {}`,
 	} {
-		if _, _, plain := f.plainCall([]byte(body)); plain {
+		if _, _, _, plain := f.plainCall([]byte(body)); plain {
 			t.Errorf("%s: %s served by the lean front, want it handed off", name, body)
 		}
 	}

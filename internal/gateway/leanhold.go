@@ -47,7 +47,11 @@ type leanHold struct {
 	s    *leanSession
 	m    leanRequest
 	t    Tool
-	call *gate.Call      // Prior set: the hand-off of AdmitUnlessHeld
+	call *gate.Call // Prior set: the hand-off of AdmitUnlessHeld
+	// prog is the agent's progress channel when it sent a token
+	// (leanprog.go): call.KeepAlive writes the keep-alives on it while
+	// the call is held, answerLean relays the upstream's progress.
+	prog *callProgress
 	adm  *gate.Admission // the gate's answer, once wait returned
 	// hctx is set while a call admitted ahead of its wait (admitFirst)
 	// is held: the context to wait with (gate.Gate.WaitHold), and hold,
@@ -195,5 +199,5 @@ func (l *leanHold) answer() {
 		writeModernAnswer(l.mw, l.f.g.impl, l.m.ID, l.f.g.answerModernSafe(l.ctx, l.p, l.t, l.call, l.adm, l.relay))
 		return
 	}
-	l.f.answerLean(l.ctx, l.w, l.p, l.s, l.m, l.t, l.call, l.adm)
+	l.f.answerLean(l.ctx, l.w, l.p, l.s, l.m, l.t, l.call, l.adm, l.prog)
 }

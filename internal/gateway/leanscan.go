@@ -12,12 +12,21 @@ import (
 // else goes to json.Unmarshal, so the answer is always the decode's
 // (TestScanLeanRequestIsTheDecode, FuzzScanLeanRequest).
 func decodeLeanRequest(body []byte) (leanRequest, error) {
+	m, _, err := decodeLeanRequestScanned(body)
+	return m, err
+}
+
+// decodeLeanRequestScanned is decodeLeanRequest, and reports whether the
+// scanner read body: then every key of it was exact (none that
+// encoding/json folds, where the SDK's decoder does not), which is what a
+// _meta the lean front takes needs (leanProgressToken).
+func decodeLeanRequestScanned(body []byte) (leanRequest, bool, error) {
 	if m, ok := scanLeanRequest(body); ok {
-		return m, nil
+		return m, true, nil
 	}
 	var m leanRequest
 	err := json.Unmarshal(body, &m)
-	return m, err
+	return m, false, err
 }
 
 // The member names of leanRequest and of its params.
@@ -30,11 +39,13 @@ var (
 // JSON object whose members named jsonrpc, method and params.name are
 // strings without escapes or non-ASCII bytes, whose params is an object,
 // and which has no key encoding/json would fold to one of leanRequest's,
-// no escaped key, no repeated member and no _meta, task, inputResponses
-// or requestState in params; ok false otherwise (and for invalid JSON).
+// no escaped key, no repeated member and no task, inputResponses or
+// requestState in params; ok false otherwise (and for invalid JSON).
 // Other members are skipped as the decode skips them. It allocates the
-// params, copies of id and arguments (as json.RawMessage's UnmarshalJSON
-// copies), and the strings other than "2.0" and "tools/call".
+// params, copies of id, arguments and _meta (as json.RawMessage's
+// UnmarshalJSON copies), and the strings other than "2.0" and
+// "tools/call". A _meta is kept as its bytes (the lean front takes one
+// that carries only a progress token: leanProgressToken).
 func scanLeanRequest(body []byte) (leanRequest, bool) {
 	var m leanRequest
 	var jsonrpc, id, method, params []byte
@@ -79,7 +90,7 @@ func scanLeanRequest(body []byte) (leanRequest, bool) {
 	if id != nil {
 		m.ID = append(json.RawMessage(nil), id...)
 	}
-	var name, args []byte
+	var name, args, meta []byte
 	ps := scanMembers(params, 1, false)
 	for {
 		k, esc, v, more := ps.next()
@@ -95,7 +106,9 @@ func scanLeanRequest(body []byte) (leanRequest, bool) {
 			dup, name = name != nil, v
 		case "arguments":
 			dup, args = args != nil, v
-		case "_meta", "task", "inputResponses", "requestState":
+		case "_meta":
+			dup, meta = meta != nil, v
+		case "task", "inputResponses", "requestState":
 			return m, false
 		}
 		if dup {
@@ -113,6 +126,9 @@ func scanLeanRequest(body []byte) (leanRequest, bool) {
 	}
 	if args != nil {
 		m.Params.Arguments = append(json.RawMessage(nil), args...)
+	}
+	if meta != nil {
+		m.Params.Meta = append(json.RawMessage(nil), meta...)
 	}
 	return m, true
 }

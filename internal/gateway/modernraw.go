@@ -104,11 +104,11 @@ func (u *upstream) callModernRaw(ctx context.Context, tool string, args json.Raw
 	switch {
 	case rawHTTPApplies(ctx, c):
 		var sent bool
-		if raw, sent, err = u.rawHTTPOnce(ctx, c, tool, args); !sent {
+		if raw, sent, err = u.rawHTTPOnce(ctx, c, tool, args, ""); !sent {
 			return nil, false, nil // 404: upstream.call reconnects and sends it
 		}
 	case rawApplies(ctx, c):
-		raw, err = u.rawOnce(ctx, c, tool, args)
+		raw, err = u.rawOnce(ctx, c, tool, args, "")
 	case c.raw != nil && c.modernEra() && r != nil && r.caps != nil:
 		meta, merr := u.modernMeta(c, r)
 		if merr != nil {

@@ -70,7 +70,7 @@ func TestMalformedAnswerOneOutcome(t *testing.T) {
 				body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%q,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, rid, tool, args)
 				_, b = sessionExchange(t, http.MethodPost, base, aliceToken, sid, ver, strings.NewReader(body))
 			case "2025 SDK":
-				body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%q,"method":"tools/call","params":{"name":%q,"arguments":%s,"_meta":{"progressToken":%q}}}`, rid, tool, args, rid)
+				body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%q,"method":"tools/call","params":{"name":%q,"arguments":%s,"_meta":{"progressToken":%q,%q:true}}}`, rid, tool, args, rid, sdkPathMetaKey)
 				_, b = sessionExchange(t, http.MethodPost, base, aliceToken, sid, ver, strings.NewReader(body))
 			case "2026":
 				_, _, b = modernPost(t, base, tool, modernCallBody(`"`+rid+`"`, tool, args, ""), nil)

@@ -33,13 +33,19 @@ type callProgress struct {
 	// context sends it elsewhere or loses it (notes §4).
 	ctx context.Context
 	log *slog.Logger
+	// write, when set (a lean call: leanprog.go), sends a notification in
+	// place of ss.NotifyProgress: the SDK does not know the call.
+	write func(value, total float64, msg string) error
 
 	// upstreamToken is the gateway-unique token set on the upstream call;
 	// empty until relay starts.
 	upstreamToken string
-	queue         chan *mcp.ProgressNotificationParams
-	drain         chan struct{} // closed by finish: forward what is queued, then stop
-	stopped       chan struct{} // closed when the forwarding goroutine has stopped
+	// Made with the first notification queued (startForwarding), under
+	// qmu; read by the forwarding goroutine and, after closed is set, by
+	// finish.
+	queue   chan *mcp.ProgressNotificationParams
+	drain   chan struct{} // closed by finish: forward what is queued, then stop
+	stopped chan struct{} // closed when the forwarding goroutine has stopped
 
 	// qmu guards the queueing side. It is never held while sending, so the
 	// upstream's read loop, which queues, never waits for the caller.
@@ -48,6 +54,7 @@ type callProgress struct {
 	lastQueued float64 // guarded by qmu: the upstream value last queued
 	dropped    int     // guarded by qmu: notifications dropped, the queue full
 	closed     bool    // guarded by qmu: finish ran; later ones are late
+	forwarding bool    // guarded by qmu: the forwarding goroutine was started
 
 	mu         sync.Mutex // held while sending, so values go out in order
 	keepAlives int        // guarded by mu
@@ -97,7 +104,12 @@ func (p *callProgress) keepAlive(_ context.Context, msg string) {
 // send notifies the caller. p.mu must be held.
 func (p *callProgress) send(value, total float64, msg string) {
 	p.last, p.sent = value, true
-	err := p.ss.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{ProgressToken: p.token, Progress: value, Total: total, Message: msg})
+	var err error
+	if p.write != nil {
+		err = p.write(value, total, msg)
+	} else {
+		err = p.ss.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{ProgressToken: p.token, Progress: value, Total: total, Message: msg})
+	}
 	if err != nil && p.ctx.Err() == nil {
 		p.log.DebugContext(p.ctx, "progress not delivered", "err", err)
 	}
@@ -115,6 +127,9 @@ func (p *callProgress) enqueue(n *mcp.ProgressNotificationParams) {
 		return
 	}
 	p.queued, p.lastQueued = true, n.Progress
+	if !p.forwarding {
+		p.startForwarding()
+	}
 	select {
 	case p.queue <- n:
 	default:
@@ -159,8 +174,9 @@ func newProgressRoutes(linger time.Duration, log *slog.Logger) *progressRoutes {
 }
 
 // start begins relaying upstream progress for p: it assigns p a fresh
-// upstream token and starts the goroutine that forwards, in queue order.
-// finish ends it.
+// upstream token. The goroutine that forwards, in queue order, starts with
+// the first notification queued (enqueue): a call whose upstream sends no
+// progress costs none. finish ends it.
 func (r *progressRoutes) start(p *callProgress) {
 	p.mu.Lock()
 	p.relaying = true
@@ -168,9 +184,6 @@ func (r *progressRoutes) start(p *callProgress) {
 		p.base = float64(p.keepAlives) + 1
 	}
 	p.mu.Unlock()
-	p.queue = make(chan *mcp.ProgressNotificationParams, relayQueue)
-	p.drain = make(chan struct{})
-	p.stopped = make(chan struct{})
 
 	r.mu.Lock()
 	r.next++
@@ -179,7 +192,15 @@ func (r *progressRoutes) start(p *callProgress) {
 		r.routes[p.upstreamToken] = p
 	}
 	r.mu.Unlock()
+}
 
+// startForwarding starts the goroutine that forwards p's queue. p.qmu
+// must be held.
+func (p *callProgress) startForwarding() {
+	p.queue = make(chan *mcp.ProgressNotificationParams, relayQueue)
+	p.drain = make(chan struct{})
+	p.stopped = make(chan struct{})
+	p.forwarding = true
 	go func() {
 		defer close(p.stopped)
 		for {
@@ -210,10 +231,12 @@ func (r *progressRoutes) start(p *callProgress) {
 func (r *progressRoutes) finish(p *callProgress) {
 	p.qmu.Lock()
 	p.closed = true
-	dropped := p.dropped
+	dropped, forwarding := p.dropped, p.forwarding
 	p.qmu.Unlock()
-	close(p.drain)
-	<-p.stopped
+	if forwarding {
+		close(p.drain)
+		<-p.stopped
+	}
 	p.mu.Lock()
 	p.finished = true
 	p.mu.Unlock()
@@ -234,6 +257,18 @@ func (r *progressRoutes) finish(p *callProgress) {
 		delete(r.routes, tok)
 		delete(r.timers, tok)
 	})
+}
+
+// finishOnce is r.finish(p) the first time it is called for p (a lean
+// call finishes before its answer and, should the dispatch panic, in a
+// deferred call); later calls do nothing.
+func (p *callProgress) finishOnce(r *progressRoutes) {
+	p.mu.Lock()
+	done := p.finished
+	p.mu.Unlock()
+	if !done {
+		r.finish(p)
+	}
 }
 
 // route returns the caller of upstream progress token tok, or nil.

@@ -225,7 +225,7 @@ func TestProgressBurstBeforeResult(t *testing.T) {
 // queuedRoute registers a route for token with a queue but no forwarding
 // goroutine, so a test can inspect what was queued.
 func queuedRoute(r *progressRoutes, token string) *callProgress {
-	p := &callProgress{upstreamToken: token, queue: make(chan *mcp.ProgressNotificationParams, relayQueue)}
+	p := &callProgress{upstreamToken: token, queue: make(chan *mcp.ProgressNotificationParams, relayQueue), forwarding: true}
 	r.routes[token] = p
 	return p
 }

@@ -471,6 +471,14 @@ func rawApplies(ctx context.Context, c *upConn) bool {
 // other failure (unavailable, timeout, cancelled, shutdown, an oversized
 // or malformed answer) as a *callFailure carrying its dispatch outcome.
 func (u *upstream) callRaw(ctx context.Context, tool string, args json.RawMessage) (result json.RawMessage, ok bool, err error) {
+	return u.callRawProgress(ctx, tool, args, "")
+}
+
+// callRawProgress is callRaw with progressToken, unless "", sent as the
+// call's _meta.progressToken (a gateway token of the progress routes: the
+// upstream's progress for it is relayed from the wire, rawcap.go and
+// ssetee.go, before the result is returned).
+func (u *upstream) callRawProgress(ctx context.Context, tool string, args json.RawMessage, progressToken string) (result json.RawMessage, ok bool, err error) {
 	o := originFrom(ctx)
 	if (o != nil && o.modern) || relayRoundFrom(ctx) != nil {
 		return nil, false, nil
@@ -494,11 +502,11 @@ func (u *upstream) callRaw(ctx context.Context, tool string, args json.RawMessag
 	switch {
 	case rawHTTPApplies(ctx, c):
 		var sent bool
-		if raw, sent, err = u.rawHTTPOnce(ctx, c, tool, args); !sent {
+		if raw, sent, err = u.rawHTTPOnce(ctx, c, tool, args, progressToken); !sent {
 			return nil, false, nil // 404: upstream.call re-initialises and sends it
 		}
 	case rawApplies(ctx, c):
-		raw, err = u.rawOnce(ctx, c, tool, args)
+		raw, err = u.rawOnce(ctx, c, tool, args, progressToken)
 	default:
 		return nil, false, nil
 	}
@@ -531,10 +539,10 @@ func (u *upstream) rawResult(tool string, raw json.RawMessage, err error) (json.
 // rawOnce is callOnce's raw path: it sends the call on c's raw calls with
 // call_timeout and the gateway's shutdown applied, and turns a failure into
 // what callError makes of it.
-func (u *upstream) rawOnce(ctx context.Context, c *upConn, tool string, args json.RawMessage) (json.RawMessage, error) {
+func (u *upstream) rawOnce(ctx context.Context, c *upConn, tool string, args json.RawMessage, progressToken string) (json.RawMessage, error) {
 	cctx, done := u.callContext(ctx)
 	defer done()
-	raw, err := c.raw.call(cctx, tool, args, "", originFrom(ctx))
+	raw, err := c.raw.call(cctx, tool, args, progressToken, originFrom(ctx))
 	if err != nil {
 		return nil, u.callError(ctx, cctx, c, tool, err)
 	}

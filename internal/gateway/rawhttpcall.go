@@ -71,12 +71,13 @@ func rawHTTPApplies(ctx context.Context, c *upConn) bool {
 }
 
 // rawHTTPOnce sends tools/call tool with the arguments args on the HTTP
-// session c without the SDK and returns the raw result object. sent is
+// session c without the SDK (progressToken, unless "", as its
+// _meta.progressToken) and returns the raw result object. sent is
 // false when the upstream answered 404 to the session id (nothing ran; the
 // caller falls back to upstream.call, which re-initialises). The errors
 // are those of callOnce (callError).
-func (u *upstream) rawHTTPOnce(ctx context.Context, c *upConn, tool string, args json.RawMessage) (raw json.RawMessage, sent bool, err error) {
-	mk, err := rawRequest(rawHTTPIDPrefix, tool, args, "")
+func (u *upstream) rawHTTPOnce(ctx context.Context, c *upConn, tool string, args json.RawMessage, progressToken string) (raw json.RawMessage, sent bool, err error) {
+	mk, err := rawRequest(rawHTTPIDPrefix, tool, args, progressToken)
 	if err != nil {
 		return nil, true, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: " + err.Error()}
 	}

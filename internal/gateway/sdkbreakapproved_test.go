@@ -42,7 +42,7 @@ func TestApprovedCallsBesideABrokenAnswer(t *testing.T) {
 		done := make(chan *mcp.CallToolResult, 1)
 		go func() {
 			p := &mcp.CallToolParams{Name: "up__" + tool, Arguments: map[string]any{}}
-			p.SetProgressToken(tool) // the SDK path
+			sdkPathToken(p, tool) // the SDK path
 			res, err := cs.CallTool(t.Context(), p)
 			if err != nil {
 				t.Errorf("%s: %v", tool, err)

@@ -29,7 +29,7 @@ func BenchmarkCallSDKPathHTTP(b *testing.B) {
 			b.Cleanup(up.Close)
 			cs := benchFront(b, []ServerConfig{{Name: "up", URL: up.URL}}, gate.New(nil, policy.NewHolder(benchPolicy), nil))
 			p := &mcp.CallToolParams{Name: "up__echo", Arguments: benchArgs}
-			p.SetProgressToken("bench")
+			sdkPathToken(p, "bench")
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {

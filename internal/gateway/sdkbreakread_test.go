@@ -87,7 +87,7 @@ func TestSDKPathBrokenReadFailsOnlyIt(t *testing.T) {
 			other := make(chan string, 1)
 			go func() {
 				p := &mcp.CallToolParams{Name: "up__hang", Arguments: map[string]any{}}
-				p.SetProgressToken("hang")
+				sdkPathToken(p, "hang")
 				res, err := cs.CallTool(context.WithoutCancel(t.Context()), p)
 				switch {
 				case err != nil:

@@ -74,7 +74,7 @@ func TestStdioStrayLinesFailNoCall(t *testing.T) {
 	waited := make(chan answer, 1)
 	go func() {
 		p := &mcp.CallToolParams{Name: "up__wait", Arguments: map[string]any{"path": path}}
-		p.SetProgressToken("wait")
+		sdkPathToken(p, "wait")
 		res, err := cs.CallTool(context.WithoutCancel(t.Context()), p)
 		waited <- answer{res, err}
 	}()
@@ -83,7 +83,7 @@ func TestStdioStrayLinesFailNoCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &mcp.CallToolParams{Name: "up__stray"}
-	p.SetProgressToken("stray")
+	sdkPathToken(p, "stray")
 	res, err := cs.CallTool(t.Context(), p)
 	if err != nil || res.IsError || textOf(t, res) != "stray done" {
 		t.Errorf("the stray call: %v %+v", err, res)

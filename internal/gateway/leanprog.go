@@ -1,0 +1,142 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+)
+
+// Calls with a progress token on the lean front (issue 13). A plain
+// tools/call whose params carry `_meta: {"progressToken": T}` and nothing
+// else in _meta is served by the lean front like one without (leanfront.go)
+// when the front can give T back exactly as the agent sent it: the agent's
+// progress, the keep-alives of a held call and the upstream's progress of
+// an allowed one, is written by the front itself on the call's own event
+// stream under the bytes of T (the SDK path decodes T into a float64 or a
+// string and encodes it again, which gives the same bytes for the tokens
+// taken here). Keep-alives come from the gate's one beat (Call.KeepAlive,
+// as on the SDK path); the upstream's progress from the progress routes
+// (progress.go), fed from the wire by the raw paths. See
+// docs/architecture.md, "The lean front".
+
+// leanProgressToken returns the progress token of a tools/call's _meta,
+// meta (its bytes as sent), when meta is a JSON object whose only member
+// is exactly "progressToken" (no escape in the key, not repeated) and its
+// value is one the lean front reproduces exactly as the SDK path would
+// send it back: a string of printable ASCII without escapes, or an
+// integer in canonical form within ±(2^53−1) (the SDK decodes a number
+// token into a float64: a larger one, a fraction or an exponent comes
+// back changed, and "-0" as "-0" only by chance of the encoder). ok false
+// for anything else, which keeps the call on the SDK path.
+func leanProgressToken(meta json.RawMessage) (json.RawMessage, bool) {
+	ms := scanMembers(meta, 2, false)
+	var tok []byte
+	for {
+		k, esc, v, more := ms.next()
+		if !more {
+			break
+		}
+		if esc || tok != nil || string(k) != `"progressToken"` {
+			return nil, false
+		}
+		tok = v
+	}
+	if ms.bad || tok == nil {
+		return nil, false
+	}
+	tok = bytes.TrimSpace(tok)
+	switch c := tok[0]; {
+	case c == '"':
+		if _, ok := plainString(tok); !ok {
+			return nil, false
+		}
+		for _, b := range tok[1 : len(tok)-1] {
+			if b < 0x20 || b == 0x7f {
+				return nil, false
+			}
+		}
+	case c == '-' || isDigit(c):
+		s := string(tok)
+		if s == "-0" || (len(s) > 1 && s[0] == '0') || (len(s) > 2 && s[0] == '-' && s[1] == '0') {
+			return nil, false
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n > maxSafeID || n < -maxSafeID || strconv.FormatInt(n, 10) != s {
+			return nil, false
+		}
+	default:
+		return nil, false
+	}
+	return tok, true
+}
+
+// leanProgressParams are a notifications/progress message's params, with
+// the agent's token as it sent it, encoded as the SDK's
+// mcp.ProgressNotificationParams are (members in its order, the same
+// omissions; the SDK path drops the upstream's _meta of a forwarded one).
+type leanProgressParams struct {
+	ProgressToken json.RawMessage `json:"progressToken"`
+	Message       string          `json:"message,omitempty"`
+	Progress      float64         `json:"progress"`
+	Total         float64         `json:"total,omitempty"`
+}
+
+// leanProgressMessage is the notifications/progress message to the agent
+// as the SDK's jsonrpc2 encodes one (no HTML escaping).
+func leanProgressMessage(token json.RawMessage, value, total float64, msg string) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(struct {
+		JSONRPC string             `json:"jsonrpc"`
+		Method  string             `json:"method"`
+		Params  leanProgressParams `json:"params"`
+	}{"2.0", methodProgress, leanProgressParams{ProgressToken: token, Message: msg, Progress: value, Total: total}})
+	return bytes.TrimRight(b.Bytes(), "\n"), err
+}
+
+// newLeanProgress is the progress channel of a lean call with the agent's
+// token tok, writing on w, the call's response. A write that fails means
+// the client is gone: gone is called (it cancels the call as the POST's
+// end does), and nothing more is written.
+func newLeanProgress(ctx context.Context, w http.ResponseWriter, tok json.RawMessage, log *slog.Logger, gone func()) *callProgress {
+	p := &callProgress{token: tok, ctx: ctx, log: log}
+	var failed bool // guarded by p.mu: every send holds it
+	p.write = func(value, total float64, msg string) error {
+		if failed {
+			return errClientWriteFailed
+		}
+		b, err := leanProgressMessage(tok, value, total, msg)
+		if err != nil {
+			return err
+		}
+		if err := writeSSEErr(w, b); err != nil {
+			failed = true
+			gone()
+			return err
+		}
+		return nil
+	}
+	return p
+}
+
+// errClientWriteFailed is what a lean call's progress write returns after
+// one failed: the client is gone.
+var errClientWriteFailed = errors.New("an earlier write to the client failed")
+
+// writeSSEErr writes data as one "message" event, flushes, and reports
+// the first error.
+func writeSSEErr(w http.ResponseWriter, data []byte) error {
+	b := make([]byte, 0, len(sseMessagePrefix+sseMessageSuffix)+len(data))
+	b = append(b, sseMessagePrefix...)
+	b = append(b, data...)
+	b = append(b, sseMessageSuffix...)
+	if _, err := w.Write(b); err != nil { //nolint:gosec // G705: a JSON-RPC event served as text/event-stream, never HTML
+		return err
+	}
+	return http.NewResponseController(w).Flush()
+}
