@@ -10,8 +10,9 @@
 // the test approves it), then t__slow {"ts":"cancel"}: after one line on stdin (the test saw it
 // start upstream) the call is aborted. Each step's line also carries "contentType": the
 // Content-Type of the answer to its tools/call POST (application/json when toolgate answered
-// with the result alone, text/event-stream when it streamed). Errors outside a step go to
-// stderr with exit status 1.
+// with the result alone, text/event-stream when it streamed) and "headersMs": how long that POST
+// waited for its answer's headers (toolgate streams a call it has not answered within its first
+// heartbeat, 1 s). Errors outside a step go to stderr with exit status 1.
 import { createInterface } from 'node:readline';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 
@@ -22,10 +23,13 @@ const emit = (v) => process.stdout.write(JSON.stringify(v) + '\n');
 const client = new Client({ name: 'e2e-ts-lean', version: '1' }, { versionNegotiation: { mode: 'legacy' } });
 // The Content-Type of the last answer to a tools/call POST.
 let contentType = '';
+let headersMs = 0;
 const recordingFetch = async (input, init) => {
+  const t0 = performance.now();
   const res = await fetch(input, init);
   if (init?.method === 'POST' && typeof init?.body === 'string' && init.body.includes('"tools/call"')) {
     contentType = res.headers.get('content-type') ?? '';
+    headersMs = Math.round(performance.now() - t0);
   }
   return res;
 };
@@ -37,9 +41,9 @@ const step = async (name, params, options) => {
   contentType = '';
   try {
     const result = await client.callTool(params, options);
-    emit({ step: name, result, contentType });
+    emit({ step: name, result, contentType, headersMs });
   } catch (err) {
-    emit({ step: name, error: String(err?.message ?? err), contentType });
+    emit({ step: name, error: String(err?.message ?? err), contentType, headersMs });
   }
 };
 try {
