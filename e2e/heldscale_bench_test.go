@@ -71,6 +71,11 @@ import (
 //     (HeapAlloc), divided by N (the process's fixed heap included);
 //   - rss-idle-MB: the RSS at the end of the 10 s of holding idle (after
 //     gctune has had time to return the burst's free heap to the OS);
+//   - idle-drops, approve-drops: packets the kernel dropped for a full
+//     receive backlog (/proc/net/softnet_stat, the machine's counter) over
+//     the idle window and over approve-all; idle-retrans,
+//     approve-retrans: TCP segments sent again (/proc/net/snmp); the
+//     log gives each window's wall-clock bounds (heldnet_bench_test.go);
 //
 // and fails unless every call ran exactly once with its own arguments.
 // The calls share 100 MCP client sessions (one per agent); TOOLGATE_BENCH_SESSIONS
@@ -222,7 +227,8 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	} else {
 		probed <- nil
 	}
-	drops0, idleFrom := softnetDrops(), time.Now()
+	net0 := readNet()
+	idleFrom := net0.at
 	cpu0 := cpu()
 	idleProfiled := make(chan struct{})
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
@@ -236,7 +242,8 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	time.Sleep(idle) // holding idle is what is measured
 	<-idleProfiled
 	cpu1 := cpu()
-	drops1, idleTo := softnetDrops(), time.Now()
+	net1 := readNet()
+	idleTo := net1.at
 	stopProbe()
 	probes := <-probed
 	idleCPU := percentOfCore(cpu1.total()-cpu0.total(), idle)
@@ -261,6 +268,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	start = time.Now()
 	cpu0 = cpu()
 	procs0 := readApprove(pid, dbPID, load)
+	net2 := readNet()
 	cpuProfiled := make(chan struct{})
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		go func() { // the first seconds of approve-all
@@ -278,6 +286,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	statuses := approveAll(b.Context(), g.Admin, ids, 32, 20*time.Minute)
 	res := load.results(b, 20*time.Minute)
 	took := time.Since(start)
+	net3 := readNet()
 	oneP := procsW.stop()
 	cpu1 = cpu()
 	procs1 := readApprove(pid, dbPID, load)
@@ -303,9 +312,8 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	if progressLog != "" {
 		readBeatStats(b, progressLog, n, idleFrom, idleTo).report(b)
 	}
-	if drops0 >= 0 && drops1 >= 0 {
-		b.ReportMetric(float64(drops1-drops0), "idle-drops")
-	}
+	net0.report(b, "idle", net1)
+	net2.report(b, "approve", net3)
 	if probes != nil {
 		reportProbes(b, probes)
 	}
