@@ -76,6 +76,7 @@ import (
 //     the idle window and over approve-all; idle-retrans,
 //     approve-retrans: TCP segments sent again (/proc/net/snmp); the
 //     log gives each window's wall-clock bounds (heldnet_bench_test.go);
+//   - approve-gcs: toolgate's garbage collections during approve-all;
 //
 // and fails unless every call ran exactly once with its own arguments.
 // The calls share 100 MCP client sessions (one per agent); TOOLGATE_BENCH_SESSIONS
@@ -269,6 +270,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	cpu0 = cpu()
 	procs0 := readApprove(pid, dbPID, load)
 	net2 := readNet()
+	gc0 := readMemSplit(b, g.Admin).numGC
 	cpuProfiled := make(chan struct{})
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		go func() { // the first seconds of approve-all
@@ -287,6 +289,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	res := load.results(b, 20*time.Minute)
 	took := time.Since(start)
 	net3 := readNet()
+	gc1 := readMemSplit(b, g.Admin).numGC
 	oneP := procsW.stop()
 	cpu1 = cpu()
 	procs1 := readApprove(pid, dbPID, load)
@@ -314,6 +317,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	}
 	net0.report(b, "idle", net1)
 	net2.report(b, "approve", net3)
+	b.ReportMetric(float64(gc1-gc0), "approve-gcs") // toolgate's collections during approve-all
 	if probes != nil {
 		reportProbes(b, probes)
 	}
@@ -364,6 +368,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 // Go heap).
 type memSplit struct {
 	heapAlloc, heapInuse, heapFree, stack, nextGC uint64
+	numGC                                         uint64 // collections since toolgate started
 	runtime                                       uint64
 	rssAnon, rssFile                              float64 // MB; 0 unless rssSplit read them
 }
@@ -410,6 +415,7 @@ func readMemSplit(tb testing.TB, admin string) memSplit {
 	}
 	return memSplit{
 		heapAlloc: field("HeapAlloc"),
+		numGC:     field("NumGC"),
 		heapInuse: field("HeapInuse"),
 		heapFree:  idle - released,
 		stack:     field("Stack"),
