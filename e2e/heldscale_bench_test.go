@@ -79,6 +79,8 @@ import (
 //   - approve-gcs: toolgate's garbage collections during approve-all;
 //
 // and fails unless every call ran exactly once with its own arguments.
+// On Postgres toolgate's pool has 16 connections (max_conns);
+// TOOLGATE_BENCH_MAX_CONNS sets another size.
 // The calls share 100 MCP client sessions (one per agent); TOOLGATE_BENCH_SESSIONS
 // sets another number of sessions (N: one session per held call). The
 // agents speak the go-sdk client's newest revision (2026-07-28: each call
@@ -135,7 +137,14 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	if driver == "postgres" {
 		cluster := startPGCluster(b)
 		dsn = cluster.DSN()
-		storage = "storage:\n  driver: postgres\n  dsn: " + q(cluster.DSN()) + "\n  max_conns: 16\n"
+		maxConns := "16"
+		if v := os.Getenv("TOOLGATE_BENCH_MAX_CONNS"); v != "" { // the pool's size (approve-all's queue)
+			if k, err := strconv.Atoi(v); err != nil || k <= 0 {
+				b.Fatalf("TOOLGATE_BENCH_MAX_CONNS=%q: want a positive number", v)
+			}
+			maxConns = v
+		}
+		storage = "storage:\n  driver: postgres\n  dsn: " + q(cluster.DSN()) + "\n  max_conns: " + maxConns + "\n"
 		dbPID = cluster.cmd.Process.Pid
 	}
 	upstream := upstreamServer(record)
