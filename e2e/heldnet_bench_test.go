@@ -77,3 +77,25 @@ func snmpField(text, prefix, field string) int64 {
 	}
 	return -1
 }
+
+// TestSNMPField reads a field from /proc/net/snmp's pairs of lines (the
+// prefix's first line names the fields, its second holds the values).
+func TestSNMPField(t *testing.T) {
+	const text = "Ip: Forwarding DefaultTTL\nIp: 1 64\n" +
+		"Tcp: RtoAlgorithm ActiveOpens RetransSegs InErrs\nTcp: 1 42 1234 0\n" +
+		"Udp: InDatagrams\nUdp: 7\n"
+	for _, c := range []struct {
+		prefix, field string
+		want          int64
+	}{
+		{"Tcp:", "RetransSegs", 1234},
+		{"Tcp:", "ActiveOpens", 42},
+		{"Udp:", "InDatagrams", 7},
+		{"Tcp:", "NoSuchField", -1},
+		{"Icmp:", "InMsgs", -1},
+	} {
+		if got := snmpField(text, c.prefix, c.field); got != c.want {
+			t.Errorf("snmpField(%s %s) = %d, want %d", c.prefix, c.field, got, c.want)
+		}
+	}
+}
