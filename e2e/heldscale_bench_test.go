@@ -77,6 +77,8 @@ import (
 //     approve-retrans: TCP segments sent again (/proc/net/snmp); the
 //     log gives each window's wall-clock bounds (heldnet_bench_test.go);
 //   - approve-gcs: toolgate's garbage collections during approve-all;
+//     on Postgres approve-autovacuums: autovacuum's runs (vacuum or
+//     analyse, toolgate's tables) that ended meanwhile;
 //
 // and fails unless every call ran exactly once with its own arguments.
 // On Postgres toolgate's pool has 16 connections (max_conns);
@@ -271,9 +273,10 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	for i, a := range pending {
 		ids[i] = a.ID
 	}
-	var commits0 int64
+	var commits0, vacuums0 int64
 	if dsn != "" {
 		commits0 = pgStatStart(b, dsn)
+		vacuums0 = pgAutovacuums(b, dsn)
 	}
 	start = time.Now()
 	cpu0 = cpu()
@@ -310,6 +313,9 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	}
 	if dsn != "" {
 		pgStatSave(b, dsn, commits0, n)
+		// autovacuum and autoanalyze runs that ended during approve-all (and
+		// the checks just above)
+		b.ReportMetric(float64(pgAutovacuums(b, dsn)-vacuums0), "approve-autovacuums")
 	}
 	counts := map[string]int{}
 	for _, line := range readRecord(b, record) {
