@@ -71,8 +71,18 @@ import (
 //     (HeapAlloc), divided by N (the process's fixed heap included);
 //   - rss-idle-MB: the RSS at the end of the 10 s of holding idle (after
 //     gctune has had time to return the burst's free heap to the OS);
+//   - idle-drops, approve-drops: packets the kernel dropped for a full
+//     receive backlog (/proc/net/softnet_stat, the machine's counter) over
+//     the idle window and over approve-all; idle-retrans,
+//     approve-retrans: TCP segments sent again (/proc/net/snmp); the
+//     log gives each window's wall-clock bounds (heldnet_bench_test.go);
+//   - approve-gcs: toolgate's garbage collections during approve-all;
+//     on Postgres approve-autovacuums: autovacuum's runs (vacuum or
+//     analyse, toolgate's tables) that ended meanwhile;
 //
 // and fails unless every call ran exactly once with its own arguments.
+// On Postgres toolgate's pool has 16 connections (max_conns);
+// TOOLGATE_BENCH_MAX_CONNS sets another size.
 // The calls share 100 MCP client sessions (one per agent); TOOLGATE_BENCH_SESSIONS
 // sets another number of sessions (N: one session per held call). The
 // agents speak the go-sdk client's newest revision (2026-07-28: each call
@@ -129,7 +139,14 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	if driver == "postgres" {
 		cluster := startPGCluster(b)
 		dsn = cluster.DSN()
-		storage = "storage:\n  driver: postgres\n  dsn: " + q(cluster.DSN()) + "\n  max_conns: 16\n"
+		maxConns := "16"
+		if v := os.Getenv("TOOLGATE_BENCH_MAX_CONNS"); v != "" { // the pool's size (approve-all's queue)
+			if k, err := strconv.Atoi(v); err != nil || k <= 0 {
+				b.Fatalf("TOOLGATE_BENCH_MAX_CONNS=%q: want a positive number", v)
+			}
+			maxConns = v
+		}
+		storage = "storage:\n  driver: postgres\n  dsn: " + q(cluster.DSN()) + "\n  max_conns: " + maxConns + "\n"
 		dbPID = cluster.cmd.Process.Pid
 	}
 	upstream := upstreamServer(record)
@@ -222,7 +239,8 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	} else {
 		probed <- nil
 	}
-	drops0, idleFrom := softnetDrops(), time.Now()
+	net0 := readNet()
+	idleFrom := net0.at
 	cpu0 := cpu()
 	idleProfiled := make(chan struct{})
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
@@ -236,7 +254,8 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	time.Sleep(idle) // holding idle is what is measured
 	<-idleProfiled
 	cpu1 := cpu()
-	drops1, idleTo := softnetDrops(), time.Now()
+	net1 := readNet()
+	idleTo := net1.at
 	stopProbe()
 	probes := <-probed
 	idleCPU := percentOfCore(cpu1.total()-cpu0.total(), idle)
@@ -254,13 +273,16 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	for i, a := range pending {
 		ids[i] = a.ID
 	}
-	var commits0 int64
+	var commits0, vacuums0 int64
 	if dsn != "" {
 		commits0 = pgStatStart(b, dsn)
+		vacuums0 = pgAutovacuums(b, dsn)
 	}
 	start = time.Now()
 	cpu0 = cpu()
 	procs0 := readApprove(pid, dbPID, load)
+	net2 := readNet()
+	gc0 := readMemSplit(b, g.Admin).numGC
 	cpuProfiled := make(chan struct{})
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		go func() { // the first seconds of approve-all
@@ -278,6 +300,8 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	statuses := approveAll(b.Context(), g.Admin, ids, 32, 20*time.Minute)
 	res := load.results(b, 20*time.Minute)
 	took := time.Since(start)
+	net3 := readNet()
+	gc1 := readMemSplit(b, g.Admin).numGC
 	oneP := procsW.stop()
 	cpu1 = cpu()
 	procs1 := readApprove(pid, dbPID, load)
@@ -289,6 +313,9 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	}
 	if dsn != "" {
 		pgStatSave(b, dsn, commits0, n)
+		// autovacuum and autoanalyze runs that ended during approve-all (and
+		// the checks just above)
+		b.ReportMetric(float64(pgAutovacuums(b, dsn)-vacuums0), "approve-autovacuums")
 	}
 	counts := map[string]int{}
 	for _, line := range readRecord(b, record) {
@@ -303,9 +330,9 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	if progressLog != "" {
 		readBeatStats(b, progressLog, n, idleFrom, idleTo).report(b)
 	}
-	if drops0 >= 0 && drops1 >= 0 {
-		b.ReportMetric(float64(drops1-drops0), "idle-drops")
-	}
+	net0.report(b, "idle", net1)
+	net2.report(b, "approve", net3)
+	b.ReportMetric(float64(gc1-gc0), "approve-gcs") // toolgate's collections during approve-all
 	if probes != nil {
 		reportProbes(b, probes)
 	}
@@ -356,6 +383,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 // Go heap).
 type memSplit struct {
 	heapAlloc, heapInuse, heapFree, stack, nextGC uint64
+	numGC                                         uint64 // collections since toolgate started
 	runtime                                       uint64
 	rssAnon, rssFile                              float64 // MB; 0 unless rssSplit read them
 }
@@ -402,6 +430,7 @@ func readMemSplit(tb testing.TB, admin string) memSplit {
 	}
 	return memSplit{
 		heapAlloc: field("HeapAlloc"),
+		numGC:     field("NumGC"),
 		heapInuse: field("HeapInuse"),
 		heapFree:  idle - released,
 		stack:     field("Stack"),

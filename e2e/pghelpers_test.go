@@ -339,6 +339,9 @@ func (c *pgCluster) start(tb testing.TB) error {
 	cmd := c.command(filepath.Join(c.bin, "postgres"), "-D", filepath.Join(c.dir, "data"),
 		"-k", c.dir, "-p", strconv.Itoa(c.port), "-c", "listen_addresses=127.0.0.1",
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	if os.Getenv("TOOLGATE_BENCH_PG_AUTOVACUUM") == "off" { // BenchmarkHeldCalls: approve-all without autovacuum
+		cmd.Args = append(cmd.Args, "-c", "autovacuum=off")
+	}
 	if os.Getenv("TOOLGATE_BENCH_PGSTAT") != "" { // BenchmarkHeldCalls: statements per approval
 		cmd.Args = append(cmd.Args, "-c", "shared_preload_libraries=pg_stat_statements",
 			"-c", "pg_stat_statements.track=all", "-c", "pg_stat_statements.track_utility=on")

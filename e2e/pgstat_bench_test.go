@@ -102,3 +102,21 @@ func pgStatSave(b *testing.B, dsn string, commits0 int64, n int) {
 	b.ReportMetric(top, "pg-statements/approval")
 	b.ReportMetric(float64(commits)/float64(n), "pg-commits/approval")
 }
+
+// pgAutovacuums returns how many times autovacuum has vacuumed or
+// analysed a table of dsn's database so far (pg_stat_user_tables), for
+// BenchmarkHeldCalls' approve-autovacuums: whether the cluster's
+// maintenance after the burst ran during approve-all.
+func pgAutovacuums(tb testing.TB, dsn string) int64 {
+	tb.Helper()
+	conn, err := pgx.Connect(tb.Context(), dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(tb.Context())) }()
+	var n int64
+	if err := conn.QueryRow(tb.Context(), `SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0)::bigint FROM pg_stat_user_tables`).Scan(&n); err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}

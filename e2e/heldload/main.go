@@ -22,6 +22,10 @@
 // they arrived (docs/performance.md, "The keep-alive beat under 10,000
 // held calls").
 //
+// Each connection's TCP keep-alive idle time is drawn from [15 s, 30 s),
+// so that the n connections of one burst do not probe in step
+// (HELDLOAD_KEEPALIVE=go: Go's default, 15 s for every connection).
+//
 //	heldload -mcp URL -tool NAME -n N [-sessions S] [-tag TAG] [-progress FILE]
 package main
 
@@ -68,12 +72,16 @@ func run(ctx context.Context) int {
 		*sessions = max(1, *n/100)
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: *n, MaxConnsPerHost: 0}
-	if os.Getenv("HELDLOAD_KEEPALIVE") == "spread" {
+	if os.Getenv("HELDLOAD_KEEPALIVE") != "go" {
 		// Each connection's TCP keep-alive idle time drawn from [15 s, 30 s)
 		// (as toolgate's agent listener does), instead of Go's 15 s for all:
 		// agents on many hosts do not probe in step, one process that
-		// connected n times in a burst does (docs/performance.md,
-		// "Keep-alive probes in step").
+		// connected n times in a burst does, and on loopback its probes,
+		// over a thousand in one timer tick, overflow the kernel's receive
+		// backlog: the drops were the harness's own (docs/performance.md,
+		// "Keep-alive probes in step", "Postgres under 10,000 held calls:
+		// the agents' probes in step"). HELDLOAD_KEEPALIVE=go keeps Go's
+		// default, every connection in step.
 		tr.DialContext = spreadDial
 	}
 	tokens := strings.Split(os.Getenv("TESTCLIENT_TOKENS"), ",")
