@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"log/slog"
 	"strconv"
@@ -187,7 +188,10 @@ func (r *progressRoutes) start(p *callProgress) {
 
 	r.mu.Lock()
 	r.next++
-	p.upstreamToken = "toolgate-" + strconv.FormatUint(r.next, 10)
+	// The counter keeps tokens unique; the random part keeps an upstream
+	// from naming another call's from its own (the routes are every
+	// upstream's, and relayWire routes by the token alone: review18).
+	p.upstreamToken = "toolgate-" + strconv.FormatUint(r.next, 10) + "-" + rand.Text()
 	if !r.closed {
 		r.routes[p.upstreamToken] = p
 	}
