@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -100,5 +101,52 @@ func TestPolicyRequestCannotDropParentRequirement(t *testing.T) {
 	got := send(t, e.admin, "GET", "/v1/sessions/"+child.ID, "host-tok", "")
 	if s := decodeAs[api.Session](t, got); s.Revision != 1 {
 		t.Errorf("revision %d after refused requests, want 1", s.Revision)
+	}
+}
+
+// TestPutChildRequirementMayOnlyNarrow is polish19's item 1: the admin
+// PUT …/require-approval on a child session accepted and stored a value
+// weaker than its parent chain's (false under true, a list missing the
+// parent's tool), which the union then overrode: GET showed an own
+// setting that lied about what happens. It is refused as creating such a
+// child is (403 widen, naming the field and the parent's effective
+// value), nothing is written, and restating or adding is accepted.
+func TestPutChildRequirementMayOnlyNarrow(t *testing.T) {
+	e := newSessionEnv(t)
+	root := e.mustCreate(t, e.admin, "host-tok", `{"require_approval":{"fs":true,"pay":["refund"]}}`)
+	mid := e.mustCreate(t, e.agent, root.Token, `{}`)
+	child := e.mustCreate(t, e.agent, mid.Token, `{}`) // inherits the root's through mid
+	put := func(server, body string, rev int64) answer {
+		return send(t, e.admin, "PUT", "/v1/sessions/"+child.ID+"/servers/"+server+"/require-approval", "host-tok", body,
+			"If-Match", strconv.FormatInt(rev, 10))
+	}
+	for _, tc := range []struct{ server, body, asked, parent string }{
+		{"fs", `false`, "require_approval.fs = false", "its effective require_approval.fs is true"},
+		{"fs", `["write_file"]`, `require_approval.fs = ["write_file"]`, "its effective require_approval.fs is true"},
+		{"pay", `["transfer"]`, `require_approval.pay = ["transfer"]`, `its effective require_approval.pay is ["refund"]`},
+		{"pay", `false`, "require_approval.pay = false", `its effective require_approval.pay is ["refund"]`},
+	} {
+		a := put(tc.server, tc.body, 1)
+		if a.status != http.StatusForbidden || a.code(t) != api.CodeWiden {
+			t.Fatalf("PUT %s %s = %d %s, want 403 %s", tc.server, tc.body, a.status, a.body, api.CodeWiden)
+		}
+		for _, w := range []string{tc.asked, tc.parent, "a child session may only narrow its parent's policy"} {
+			if !strings.Contains(a.message(t), w) {
+				t.Errorf("PUT %s %s: message %q lacks %q", tc.server, tc.body, a.message(t), w)
+			}
+		}
+	}
+	if s := decodeAs[api.Session](t, send(t, e.admin, "GET", "/v1/sessions/"+child.ID, "host-tok", "")); s.Revision != 1 || len(s.RequireApproval) != 0 {
+		t.Fatalf("after refused PUTs: revision %d, own require_approval %v; want 1 and none", s.Revision, s.RequireApproval)
+	}
+	if a := put("pay", `["refund","transfer"]`, 1); a.status != http.StatusOK {
+		t.Fatalf("PUT adding to the parent's = %d %s, want 200", a.status, a.body)
+	}
+	if a := put("fs", `true`, 2); a.status != http.StatusOK {
+		t.Fatalf("PUT restating the parent's = %d %s, want 200", a.status, a.body)
+	}
+	// A root session has no parent: any value is its own to set.
+	if a := send(t, e.admin, "PUT", "/v1/sessions/"+root.ID+"/servers/fs/require-approval", "host-tok", `false`, "If-Match", "1"); a.status != http.StatusOK {
+		t.Fatalf("PUT false on the root = %d %s, want 200", a.status, a.body)
 	}
 }

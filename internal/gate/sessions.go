@@ -120,8 +120,12 @@ func (g *Gate) SessionChain(ctx context.Context, id session.ID) (session.Chain, 
 // ifMatch. It returns the session after the write and whether anything
 // changed; an unchanged value writes nothing and records no event. The new
 // value applies from the session's next call: calls already evaluated keep
-// theirs. Errors: session.ErrStaleRevision, session.ErrUnknownServer,
-// session.ErrBadRef, session.ErrRevoked, store.ErrNotFound.
+// theirs. On a child session r may not be weaker than what its parent
+// chain requires of server (the union would override it without a word,
+// as for a new child's): that is a *session.RequirementWidenError
+// (wrapping session.ErrWiden). Other errors: session.ErrStaleRevision,
+// session.ErrUnknownServer, session.ErrBadRef, session.ErrRevoked,
+// store.ErrNotFound.
 func (g *Gate) SetSessionRequirement(ctx context.Context, actor approval.Principal, id session.ID, server string, r session.Requirement, ifMatch int64) (session.Session, bool, error) {
 	if !session.ValidServerName(server) {
 		return session.Session{}, false, fmt.Errorf("%w: server %q", session.ErrBadRef, server)
@@ -130,6 +134,15 @@ func (g *Gate) SetSessionRequirement(ctx context.Context, actor approval.Princip
 		return session.Session{}, false, fmt.Errorf("%w: %q", session.ErrUnknownServer, server)
 	}
 	r = session.NormalizeRequirement(r)
+	ch, err := g.store.Chain(ctx, id)
+	if err != nil {
+		return session.Session{}, false, err
+	}
+	if len(ch) > 1 && !ch.Revoked() { // a revoked chain is refused by the update
+		if err := ch[1:].CheckRequirement(server, r); err != nil {
+			return session.Session{}, false, err
+		}
+	}
 	s, changed, err := g.store.UpdateSession(ctx, id, actor.ID, g.now(), func(s *session.Session) error {
 		if s.Revision != ifMatch {
 			return fmt.Errorf("%w: revision is %d, If-Match %d", session.ErrStaleRevision, s.Revision, ifMatch)

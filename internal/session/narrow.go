@@ -37,6 +37,10 @@ type RequirementWidenError struct {
 	Server string
 	Asked  Requirement
 	Parent Requirement
+	// Set is true when the value was set on an existing child (the admin
+	// PUT …/require-approval), where there is nothing to leave out: false
+	// is the value asked.
+	Set bool
 }
 
 func (e *RequirementWidenError) Error() string {
@@ -44,8 +48,23 @@ func (e *RequirementWidenError) Error() string {
 	if !e.Parent.All {
 		instead = "true, or a list that includes " + requirementText(e.Parent)
 	}
-	return fmt.Sprintf("a child session may only narrow its parent's policy, and require_approval.%s = %s would drop approvals the parent session requires (its effective require_approval.%s is %s); state %s, or leave %s out to inherit it",
-		e.Server, requirementText(e.Asked), e.Server, requirementText(e.Parent), instead, e.Server)
+	tail := fmt.Sprintf("; state %s, or leave %s out to inherit it", instead, e.Server)
+	if e.Set {
+		tail = fmt.Sprintf("; set %s (the child inherits its parent's requirement whatever it states)", instead)
+	}
+	return fmt.Sprintf("a child session may only narrow its parent's policy, and require_approval.%s = %s would drop approvals the parent session requires (its effective require_approval.%s is %s)%s",
+		e.Server, requirementText(e.Asked), e.Server, requirementText(e.Parent), tail)
+}
+
+// CheckRequirement checks r, the requirement of server being set on a
+// child of c (c is the child's parent chain), as CheckRequirements does
+// for a new child: a value weaker than c's effective requirement of
+// server is a *RequirementWidenError (Set true). r must be normalized.
+func (c Chain) CheckRequirement(server string, r Requirement) error {
+	if parent := c.Requirements()[server]; weakens(parent, r) {
+		return &RequirementWidenError{Server: server, Asked: r, Parent: NormalizeRequirement(parent), Set: true}
+	}
+	return nil
 }
 
 func (e *RequirementWidenError) Unwrap() error { return ErrWiden }
