@@ -266,12 +266,21 @@ func (s *Server) EventPage(ctx context.Context, c Caller, since store.Cursor, li
 	if s.events == nil {
 		return EventPage{}, &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Msg: "this server keeps no event log"}
 	}
+	return s.eventPage(ctx, c, since, limit, true)
+}
+
+// eventPage is EventPage. fromStart says that a zero since is the log
+// from its start (what is kept, which misses nothing), as GET /v1/events
+// and a stream asked for since 0 read it first; otherwise a zero since is
+// a position like any other (a stream that started at the end of an
+// empty log): events pruned after it were missed.
+func (s *Server) eventPage(ctx context.Context, c Caller, since store.Cursor, limit int, fromStart bool) (EventPage, error) {
 	es, err := s.events.FeedEntries(ctx, since, limit)
 	if err != nil {
 		return EventPage{}, fmt.Errorf("read events after %s: %w", since, err)
 	}
 	page := EventPage{Events: []Event{}, Next: since.String(), More: len(es) == limit}
-	through, err := s.missedBefore(ctx, since, es)
+	through, err := s.missedBefore(ctx, since, es, fromStart)
 	if err != nil {
 		return EventPage{}, err
 	}
@@ -415,6 +424,9 @@ func (s *Server) ServeEventStream(w http.ResponseWriter, r *http.Request, c Call
 	}
 	ctx := r.Context()
 	var cursor, missed store.Cursor
+	// fromStart: the cursor is the zero one the client asked for (the
+	// log from its start), until the first read.
+	fromStart := false
 	switch last, since := strings.TrimSpace(r.Header.Get("Last-Event-ID")), r.URL.Query().Get("since"); {
 	case last != "":
 		c, err := s.resumeCursor(ctx, last, "Last-Event-ID")
@@ -424,6 +436,7 @@ func (s *Server) ServeEventStream(w http.ResponseWriter, r *http.Request, c Call
 		if cursor, missed, err = s.prunedPast(ctx, c); err != nil {
 			return err
 		}
+		fromStart = cursor == store.Cursor{}
 	case since != "":
 		c, err := s.resumeCursor(ctx, since, "since")
 		if err != nil {
@@ -432,10 +445,11 @@ func (s *Server) ServeEventStream(w http.ResponseWriter, r *http.Request, c Call
 		if cursor, missed, err = s.prunedPast(ctx, c); err != nil {
 			return err
 		}
+		fromStart = cursor == store.Cursor{}
 	default:
-		c, err := s.events.FeedEnd(ctx)
+		c, err := s.feedEnd(ctx)
 		if err != nil {
-			return fmt.Errorf("read the end of the change feed: %w", err)
+			return err
 		}
 		cursor = c
 	}
@@ -468,10 +482,10 @@ func (s *Server) ServeEventStream(w http.ResponseWriter, r *http.Request, c Call
 		if s.eventsChanged != nil {
 			changed = s.eventsChanged() // before reading: no change is missed
 		}
-		next, err := s.sendEvents(ctx, w, c, cursor)
+		next, err := s.sendEvents(ctx, w, c, cursor, fromStart)
 		switch {
 		case err == nil:
-			cursor = next
+			cursor, fromStart = next, false
 		case ctx.Err() != nil, errors.Is(err, errWrite):
 			return nil
 		default:
@@ -501,13 +515,15 @@ func (s *Server) ServeEventStream(w http.ResponseWriter, r *http.Request, c Call
 var errWrite = errors.New("write to the event stream failed")
 
 // sendEvents writes every event after cursor that c may see and returns the
-// new cursor (the position of the last event read).
-func (s *Server) sendEvents(ctx context.Context, w http.ResponseWriter, c Caller, cursor store.Cursor) (store.Cursor, error) {
+// new cursor (the position of the last event read). fromStart is
+// eventPage's, for the first page.
+func (s *Server) sendEvents(ctx context.Context, w http.ResponseWriter, c Caller, cursor store.Cursor, fromStart bool) (store.Cursor, error) {
 	for {
-		page, err := s.EventPage(ctx, c, cursor, defaultEventLimit)
+		page, err := s.eventPage(ctx, c, cursor, defaultEventLimit, fromStart)
 		if err != nil {
 			return cursor, err
 		}
+		fromStart = false
 		if page.Missed != nil {
 			// Retention pruned events after cursor while this stream was
 			// behind: say so, as a resumed stream does at its start.

@@ -51,11 +51,12 @@ func (s *Server) prunedPast(ctx context.Context, c store.Cursor) (store.Cursor, 
 // what GET /v1/events reports as its page's missed, and what a stream
 // that fell behind while retention ran (polish18; before, only a
 // resumed stream's start was checked) sends as an events_missed notice
-// between its events. The zero since (the log from its start) misses
-// nothing.
-func (s *Server) missedBefore(ctx context.Context, since store.Cursor, es []store.FeedEntry) (store.Cursor, error) {
+// between its events. The zero since misses nothing when fromStart (the
+// log from its start: what is kept); otherwise (a stream that started at
+// the end of an empty log) it is checked as any other.
+func (s *Server) missedBefore(ctx context.Context, since store.Cursor, es []store.FeedEntry, fromStart bool) (store.Cursor, error) {
 	p, ok := s.events.(prunedLog)
-	if !ok || since == (store.Cursor{}) {
+	if !ok || (fromStart && since == (store.Cursor{})) {
 		return store.Cursor{}, nil
 	}
 	through, err := p.PrunedThrough(ctx)
@@ -89,4 +90,30 @@ func writeNotice(w io.Writer, ev *Event) error {
 	//nolint:gosec // G705: a cursor and JSON into a text/event-stream answer, no HTML
 	_, err = fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", ev.Cursor, EventsMissed, EscapeJSON(data))
 	return err
+}
+
+// feedEnd returns where a stream without a position starts: the end of
+// the change feed, or, when the log is empty because retention pruned
+// all of it, the end of the pruned prefix (events pruned before the
+// stream started were not missed by it). The pruned prefix is read first:
+// a prune between the two reads then errs towards a notice, never
+// towards silence. When both are zero the stream starts at the zero
+// cursor, and events pruned after it are reported (polish19: a stream
+// started on an empty log never checked).
+func (s *Server) feedEnd(ctx context.Context) (store.Cursor, error) {
+	var through store.Cursor
+	if p, ok := s.events.(prunedLog); ok {
+		var err error
+		if through, err = p.PrunedThrough(ctx); err != nil {
+			return store.Cursor{}, fmt.Errorf("read the pruned prefix of the change feed: %w", err)
+		}
+	}
+	end, err := s.events.FeedEnd(ctx)
+	if err != nil {
+		return store.Cursor{}, fmt.Errorf("read the end of the change feed: %w", err)
+	}
+	if end.Before(through) {
+		return through, nil
+	}
+	return end, nil
 }
