@@ -293,7 +293,14 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 	cat.gw = c.gw
 	// A new policy may hide or show tools (policy.list_denied): tell the
 	// MCP sessions whose lists changed.
-	c.holder.OnStore(c.gw.SessionsChanged)
+	// Rules that never decide a call are logged for each revision put in
+	// force, as policy check warns about them.
+	shadows := &config.ShadowLog{Log: log}
+	shadows.Policy(ctx, c.holder.Load())
+	c.holder.OnStore(func() {
+		c.gw.SessionsChanged()
+		shadows.Policy(ctx, c.holder.Load())
+	})
 	return c, nil
 }
 

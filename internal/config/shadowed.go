@@ -1,10 +1,15 @@
 package config
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
+
+	"toolgate/internal/policy"
 )
 
 // ShadowedRules returns one warning per rule of the policy of cfg (read
@@ -43,4 +48,38 @@ func ShadowedRules(path string, cfg Config) []string {
 			at(s.Rule), ruleLabel(p, s.Rule), a.Effect, ruleLabel(p, s.By), b.Effect, at(s.By), b.Effect, a.Effect, hint))
 	}
 	return out
+}
+
+// A ShadowLog logs, at WARN, the rules of each policy put in force that
+// never decide a call (policy.Policy.Shadowed: what `toolgate policy
+// check` warns about), once per revision: serve calls Policy at start and
+// after every store of the policy holder (a reload, a store revision),
+// and a reload that changes nothing logs nothing again. Records name the
+// rules by index and name and their effects, never arguments. Safe for
+// concurrent use.
+type ShadowLog struct {
+	Log *slog.Logger
+
+	mu   sync.Mutex
+	last string // revision last logged
+}
+
+// Policy logs the never-deciding rules of p unless p's revision is the one
+// it logged last. A nil p logs nothing.
+func (l *ShadowLog) Policy(ctx context.Context, p *policy.Policy) {
+	if p == nil {
+		return
+	}
+	rev := policy.Revision(p)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if rev == l.last {
+		return
+	}
+	l.last = rev
+	for _, s := range p.Shadowed() {
+		l.Log.WarnContext(ctx, "policy rule never decides a call: a rule of a stronger effect matches every call it matches (toolgate policy check names both lines)",
+			"revision", rev, "rule", "policy."+ruleLabel(p, s.Rule), "effect", p.Rules[s.Rule].Effect,
+			"by", "policy."+ruleLabel(p, s.By), "by_effect", p.Rules[s.By].Effect)
+	}
 }
