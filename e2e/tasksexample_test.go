@@ -117,6 +117,13 @@ func TestTasksClientExample(t *testing.T) {
 	if out := mustCLI(t, g.Admin, "show", p.ID); !strings.Contains(out, "hold (an MCP task: once approved it runs whether or not the agent is still connected)") {
 		t.Errorf("show printed %q, want the mode to say it is an MCP task", out)
 	}
+	// The inbox's detail view says so too (polish19).
+	b := newBrowser(t)
+	b.signIn(g.Admin, approverToken)
+	b.open(g.Admin, "/ui/approvals/"+p.ID)
+	if got := b.text(css(`#detail [data-held-as="task"]`)); !strings.Contains(got, "Held as an MCP task: once approved it runs whether or not the agent is still connected") {
+		t.Errorf("the inbox's detail view says %q, want that the task runs whether or not the agent is still connected", got)
+	}
 	approved := mustCLI(t, g.Admin, "approve", p.ID)
 	if !strings.Contains(approved, "held as an MCP task, the call runs whether or not the agent is still connected") || strings.Contains(approved, "still waiting") {
 		t.Errorf("approve printed %q, want that the task runs whether or not the agent is still connected", approved)

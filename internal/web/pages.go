@@ -80,6 +80,7 @@ type detailView struct {
 	Target     string
 	Base       int64
 	Mode       string
+	HeldAsTask bool // a call made as an MCP task: it runs once approved, connected or not
 	Tenant     string
 	PolicyRev  string
 	Approvers  []string
@@ -119,7 +120,8 @@ func (s *Server) detailData(r *http.Request, c *session, id approval.ID) (*detai
 	now := s.now()
 	d := &detailView{row: newRow(a, c.caller, now), Mode: visible(a.Mode), Tenant: visible(a.Tenant),
 		Target: visible(a.Target), Base: a.BaseRevision, PolicyRev: visible(a.PolicyRevision),
-		Pending: a.State == "pending", ReasonText: visible(a.Reason), Consumed: human(a.ConsumedAt)}
+		Pending: a.State == "pending", ReasonText: visible(a.Reason), Consumed: human(a.ConsumedAt),
+		HeldAsTask: a.HeldAs == api.HeldAsTask}
 	if a.HeldBy != "" {
 		d.HeldBy = visible(a.HeldBy)
 		switch a.State {
