@@ -26,12 +26,50 @@ func (f *toolsFlag) Set(v string) error {
 	return nil
 }
 
-// listedTool is one tool of a tools/list result, as far as check needs it.
+// listedTool is one tool of a tools/list result, as far as check needs it:
+// its input schema's top-level keywords.
 type listedTool struct {
-	Name        string `json:"name"`
-	InputSchema struct {
-		Properties map[string]json.RawMessage `json:"properties"`
-	} `json:"inputSchema"`
+	Name        string                     `json:"name"`
+	InputSchema map[string]json.RawMessage `json:"inputSchema"`
+}
+
+// openKeywords are the top-level JSON Schema keywords through which an
+// input schema can declare or admit fields other than those of its
+// properties: a schema with any of them does not say which fields are
+// unknown.
+var openKeywords = []string{"$ref", "$dynamicRef", "$recursiveRef", "allOf", "anyOf", "oneOf", "not",
+	"if", "then", "else", "dependentSchemas", "dependencies", "patternProperties", "propertyNames"}
+
+// fields returns the names of the top-level properties t's input schema
+// declares, and whether the schema says that they are all it has: it is
+// a plain object schema (none of openKeywords) that lists properties or
+// forbids others (additionalProperties false), and neither
+// additionalProperties nor unevaluatedProperties admits more (absent or
+// false). Otherwise (a $ref, allOf, anyOf…, additionalProperties true or
+// a schema, no schema or a schema that is not an object) a field it does
+// not list may still be one of the tool's.
+func (t listedTool) fields() ([]string, bool) {
+	var props map[string]json.RawMessage
+	if raw, ok := t.InputSchema["properties"]; ok && json.Unmarshal(raw, &props) != nil {
+		return nil, false
+	}
+	names := slices.Sorted(maps.Keys(props))
+	for _, k := range openKeywords {
+		if _, ok := t.InputSchema[k]; ok {
+			return names, false
+		}
+	}
+	isFalse := func(k string) (absent, no bool) {
+		raw, ok := t.InputSchema[k]
+		return !ok, ok && strings.TrimSpace(string(raw)) == "false"
+	}
+	addAbsent, addFalse := isFalse("additionalProperties")
+	unevalAbsent, unevalFalse := isFalse("unevaluatedProperties")
+	if !(addAbsent || addFalse) || !(unevalAbsent || unevalFalse) {
+		return names, false
+	}
+	_, listed := t.InputSchema["properties"]
+	return names, listed || addFalse
 }
 
 // readTools reads the --tools files: each the JSON of an upstream server's
@@ -55,7 +93,8 @@ func readTools(cfg config.Config, specs []string) ([]policy.ToolArgs, error) {
 			return nil, fmt.Errorf("--tools %s: %w", spec, err)
 		}
 		for _, t := range tools {
-			out = append(out, policy.ToolArgs{Server: server, Tool: t.Name, Properties: slices.Sorted(maps.Keys(t.InputSchema.Properties))})
+			props, closed := t.fields()
+			out = append(out, policy.ToolArgs{Server: server, Tool: t.Name, Properties: props, Open: !closed})
 		}
 	}
 	return out, nil

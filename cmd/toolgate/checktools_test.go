@@ -68,3 +68,62 @@ policy:
 		}
 	}
 }
+
+// TestCheckToolsOnlyWhereTheSchemaSays is polish19's item 5: --tools
+// warned about any field missing from the input schema's top-level
+// properties, also where the schema declares fields elsewhere ($ref,
+// allOf, anyOf…) or admits others explicitly, where the field may well be
+// the tool's. It warns only when the schema says what its fields are: a
+// plain object schema that lists properties (or forbids all others).
+func TestCheckToolsOnlyWhereTheSchemaSays(t *testing.T) {
+	path := writeConfig(t, "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\n"+principals+`servers:
+  pay: { url: "http://127.0.0.1:9/mcp" }
+policy:
+  default: allow
+  rules:
+    - name: big
+      server: pay
+      tools: [transfer]
+      when: args.amount > 1000
+      effect: approve
+`)
+	amountElsewhere := map[string]string{
+		"$ref":                      `{"$ref":"#/$defs/t","$defs":{"t":{"type":"object","properties":{"amount":{"type":"number"}}}}}`,
+		"allOf":                     `{"type":"object","properties":{"to":{}},"allOf":[{"properties":{"amount":{"type":"number"}}}]}`,
+		"anyOf":                     `{"anyOf":[{"type":"object","properties":{"amount":{}}},{"type":"object","properties":{"to":{}}}]}`,
+		"oneOf":                     `{"type":"object","oneOf":[{"properties":{"amount":{}}}]}`,
+		"if/then":                   `{"type":"object","properties":{"to":{}},"if":{"required":["to"]},"then":{"properties":{"amount":{}}}}`,
+		"patternProperties":         `{"type":"object","properties":{"to":{}},"patternProperties":{"^am":{}}}`,
+		"additionalProperties true": `{"type":"object","properties":{"to":{}},"additionalProperties":true}`,
+		"additionalProperties {}":   `{"type":"object","properties":{"to":{}},"additionalProperties":{"type":"number"}}`,
+		"no properties":             `{"type":"object"}`,
+	}
+	closed := map[string]string{
+		"properties":                 `{"type":"object","properties":{"to":{}}}`,
+		"additionalProperties false": `{"type":"object","properties":{"to":{}},"additionalProperties":false}`,
+		"nothing allowed":            `{"type":"object","additionalProperties":false}`,
+	}
+	dir := t.TempDir()
+	check := func(name, schema string) string {
+		t.Helper()
+		file := filepath.Join(dir, strings.NewReplacer("/", "_", " ", "_", "$", "").Replace(name)+".json")
+		if err := os.WriteFile(file, []byte(`[{"name":"transfer","inputSchema":`+schema+`}]`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var stderr strings.Builder
+		if code := checkCmd([]string{path, "--tools", "pay=" + file}, &strings.Builder{}, &stderr, testSystem(nil)); code != 0 {
+			t.Fatalf("%s: exit %d\n%s", name, code, stderr.String())
+		}
+		return stderr.String()
+	}
+	for name, schema := range amountElsewhere {
+		if out := check(name, schema); strings.Contains(out, "args.amount") {
+			t.Errorf("%s: the schema may declare amount, but check warns:\n%s", name, out)
+		}
+	}
+	for name, schema := range closed {
+		if out := check(name, schema); !strings.Contains(out, "when reads args.amount, but the input schema of pay/transfer does not declare it") {
+			t.Errorf("%s: the schema does not declare amount, but check does not warn:\n%s", name, out)
+		}
+	}
+}

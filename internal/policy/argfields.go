@@ -62,10 +62,14 @@ func ArgFields(src string) ([]string, error) {
 }
 
 // ToolArgs is what one tool's input schema declares: the tool's real
-// server and name and the names of its top-level properties.
+// server and name and the names of its top-level properties. Open is true
+// when the schema does not say that those are all its fields (a $ref,
+// allOf, anyOf…, or other fields admitted explicitly): a field it does
+// not list may still be the tool's, so none is reported as unknown.
 type ToolArgs struct {
 	Server, Tool string
 	Properties   []string
+	Open         bool
 }
 
 // UnknownArgFields reports each When condition of p that reads an
@@ -73,7 +77,9 @@ type ToolArgs struct {
 // match declares: most likely a typo, since the condition then never sees
 // the value (reading a missing field is an evaluation error, which never
 // allows). A rule that matches none of tools is not checked (its tools are
-// unknown). Each error is a *[FieldError] with Key "when"; p must be valid.
+// unknown), and neither is a field when one of the tools the rule matches
+// has an Open schema. Each error is a *[FieldError] with Key "when"; p
+// must be valid.
 func (p *Policy) UnknownArgFields(tools []ToolArgs) []error {
 	var errs []error
 	for i := range p.Rules {
@@ -91,7 +97,7 @@ func (p *Policy) UnknownArgFields(tools []ToolArgs) []error {
 				matched = append(matched, &tools[k])
 			}
 		}
-		if len(matched) == 0 {
+		if len(matched) == 0 || slices.ContainsFunc(matched, func(t *ToolArgs) bool { return t.Open }) {
 			continue
 		}
 		for _, f := range fields {
