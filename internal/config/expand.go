@@ -203,7 +203,21 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) []error {
 			return nil
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			errs = append(errs, checkKeys(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value))...)
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
+				// "<<: *anchor" merges the anchored mapping's entries
+				// here (polish19: "servers: {<<: …}" was checked as a
+				// server named "<<").
+				targets := []*yaml.Node{v}
+				if v.Kind == yaml.SequenceNode {
+					targets = v.Content
+				}
+				for _, m := range targets {
+					errs = append(errs, checkKeys(m, t, path)...)
+				}
+				continue
+			}
+			errs = append(errs, checkKeys(v, t.Elem(), join(path, k.Value))...)
 		}
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {

@@ -45,12 +45,9 @@ func collectRefs(root *yaml.Node) VarRefs {
 			secret(v, "storage.dsn")
 		}
 	}
-	servers := deref(mapValue(root, "servers"))
-	if servers == nil || servers.Kind != yaml.MappingNode {
-		return refs
-	}
-	for i := 0; i+1 < len(servers.Content); i += 2 {
-		name, srv := servers.Content[i].Value, servers.Content[i+1]
+	// The servers as the decoder has them: merged ones too ("servers:
+	// {<<: …}").
+	eachEntry(mapValue(root, "servers"), func(name string, srv *yaml.Node) {
 		eachEntry(mapValue(srv, "headers"), func(key string, v *yaml.Node) {
 			path := "servers." + name + ".headers." + key
 			for _, ref := range referenced(v) {
@@ -69,7 +66,7 @@ func collectRefs(root *yaml.Node) VarRefs {
 				refs.Env["servers."+name+".env."+key] = names
 			}
 		})
-	}
+	})
 	return refs
 }
 
