@@ -99,6 +99,7 @@ func (g *Gateway) getPrompt(ctx context.Context, req mcp.Request) (result mcp.Re
 	u := g.ups[pr.Server]
 	var res *mcp.GetPromptResult
 	o := g.newOrigin(ctx, gr.Session, p, u.name)
+	var upErr error // the upstream request's error, toolgate's verdict marked (requestOutcome)
 	err = g.forward(ctx, u, o, func(ctx context.Context, c *upConn, ac *agentConn) error {
 		params := &mcp.GetPromptParams{Name: pr.Prompt, Arguments: gr.Params.Arguments, Meta: gr.Params.Meta}
 		if relay != nil && ac == nil {
@@ -114,13 +115,15 @@ func (g *Gateway) getPrompt(ctx context.Context, req mcp.Request) (result mcp.Re
 			}
 		}
 		var err error
-		res, err = c.cs.GetPrompt(withAnswerCheck(ctx, "prompts/get"), params)
+		cctx := withAnswerCheck(ctx, "prompts/get")
+		res, err = c.cs.GetPrompt(cctx, params)
+		upErr = sdkVerdict(c, slotFrom(cctx), err)
 		return err
 	})
 	if err == nil && relay != nil {
 		res, err = g.relayPrompt(call, res)
 	}
-	g.finish(ctx, &adm, err, false)
+	g.finishRequest(ctx, &adm, err, upErr)
 	if err != nil {
 		return nil, err
 	}

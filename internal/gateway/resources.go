@@ -142,12 +142,15 @@ func (g *Gateway) readResource(ctx context.Context, req mcp.Request) (result mcp
 	defer g.recoverAnswer(ctx, u.name, real, &adm, &result, &rerr)
 	var res *mcp.ReadResourceResult
 	o := g.newOrigin(ctx, rr.Session, p, u.name)
+	var upErr error // the upstream request's error, toolgate's verdict marked (requestOutcome)
 	err = g.forward(ctx, u, o, func(ctx context.Context, c *upConn, _ *agentConn) error {
 		var err error
-		res, err = c.cs.ReadResource(withAnswerCheck(ctx, "resources/read"), &mcp.ReadResourceParams{URI: real, Meta: rr.Params.Meta})
+		cctx := withAnswerCheck(ctx, "resources/read")
+		res, err = c.cs.ReadResource(cctx, &mcp.ReadResourceParams{URI: real, Meta: rr.Params.Meta})
+		upErr = sdkVerdict(c, slotFrom(cctx), err)
 		return err
 	})
-	g.finish(ctx, &adm, err, false)
+	g.finishRequest(ctx, &adm, err, upErr)
 	if err != nil {
 		return nil, err
 	}
@@ -165,19 +168,38 @@ func (g *Gateway) readResource(ctx context.Context, req mcp.Request) (result mcp
 	return res, nil
 }
 
-// finish records the dispatch outcome of an admitted request, once
-// (recoverAnswer records nothing after it).
-func (g *Gateway) finish(ctx context.Context, adm *gate.Admission, err error, toolError bool) {
+// finishRequest records the dispatch outcome of an admitted
+// resources/read or prompts/get that forward answered with err, as the
+// tools/call path records a call's (polish19): upErr is the upstream
+// request's own error (sdkVerdict: toolgate's verdict, when one was
+// marked), nil when forward failed before or around it.
+func (g *Gateway) finishRequest(ctx context.Context, adm *gate.Admission, err, upErr error) {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
-	o := approval.OutcomeOK
-	switch {
-	case err != nil:
-		o = approval.OutcomeTransportError
-	case toolError:
-		o = approval.OutcomeToolError
+	adm.FinishOnce(fctx, requestOutcome(err, upErr), gate.Recorded{})
+}
+
+// requestOutcome is the outcome of a request other than tools/call that
+// forward answered with err, the upstream request having failed with
+// upErr: ok without err; toolgate's own verdict as callError records it
+// (a result over the size limit: the upstream ran it, tool_error; a
+// malformed answer or one never sent: transport_error); any other
+// JSON-RPC error is the upstream's answer (tool_error, whatever its code
+// or data); anything else (no session, a failed connection, a
+// cancellation) transport_error.
+func requestOutcome(err, upErr error) approval.Outcome {
+	var wire *jsonrpc.Error
+	switch v := verdictOf(upErr); {
+	case err == nil:
+		return approval.OutcomeOK
+	case v != nil && v.kind == verdictTooLarge:
+		return approval.OutcomeToolError
+	case v != nil:
+		return approval.OutcomeTransportError
+	case upErr != nil && errors.As(upErr, &wire):
+		return approval.OutcomeToolError
 	}
-	adm.FinishOnce(fctx, o, gate.Recorded{})
+	return approval.OutcomeTransportError
 }
 
 // subscribe is the downstream server's SubscribeHandler: the URI is
