@@ -14,12 +14,7 @@ import (
 // server that is not configured, or a file that is not a tools list, is a
 // usage error (exit 2).
 func TestCheckToolsWarnsAboutArgTypos(t *testing.T) {
-	path := writeConfig(t, "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\n"+principals+`servers:
-  pay: { url: "http://127.0.0.1:9/mcp" }
-policy:
-  default: allow
-  rules:
-    - name: big
+	path := payPolicyConfig(t, `    - name: big
       server: pay
       tools: [transfer]
       when: args.ammount > 1000
@@ -76,12 +71,7 @@ policy:
 // the tool's. It warns only when the schema says what its fields are: a
 // plain object schema that lists properties (or forbids all others).
 func TestCheckToolsOnlyWhereTheSchemaSays(t *testing.T) {
-	path := writeConfig(t, "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\n"+principals+`servers:
-  pay: { url: "http://127.0.0.1:9/mcp" }
-policy:
-  default: allow
-  rules:
-    - name: big
+	path := payPolicyConfig(t, `    - name: big
       server: pay
       tools: [transfer]
       when: args.amount > 1000
@@ -126,4 +116,17 @@ policy:
 			t.Errorf("%s: the schema does not declare amount, but check does not warn:\n%s", name, out)
 		}
 	}
+}
+
+// payPolicyConfig writes a config with the HTTP server pay and a policy
+// (default allow) of rules, the YAML of its rules list, and returns its
+// path.
+func payPolicyConfig(t *testing.T, rules string) string {
+	t.Helper()
+	return writeConfig(t, "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\n"+principals+`servers:
+  pay: { url: "http://127.0.0.1:9/mcp" }
+policy:
+  default: allow
+  rules:
+`+rules)
 }

@@ -170,13 +170,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) []error {
 			k, v := n.Content[i], n.Content[i+1]
 			if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
 				// "<<: *anchor" merges the anchored mapping(s) here.
-				targets := []*yaml.Node{v}
-				if v.Kind == yaml.SequenceNode {
-					targets = v.Content
-				}
-				for _, m := range targets {
-					errs = append(errs, checkKeys(m, t, path)...)
-				}
+				errs = append(errs, checkMerged(v, t, path)...)
 				keep = append(keep, k, v)
 				continue
 			}
@@ -208,13 +202,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) []error {
 				// "<<: *anchor" merges the anchored mapping's entries
 				// here (polish19: "servers: {<<: …}" was checked as a
 				// server named "<<").
-				targets := []*yaml.Node{v}
-				if v.Kind == yaml.SequenceNode {
-					targets = v.Content
-				}
-				for _, m := range targets {
-					errs = append(errs, checkKeys(m, t, path)...)
-				}
+				errs = append(errs, checkMerged(v, t, path)...)
 				continue
 			}
 			errs = append(errs, checkKeys(v, t.Elem(), join(path, k.Value))...)
@@ -226,6 +214,20 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) []error {
 		for i, c := range n.Content {
 			errs = append(errs, checkKeys(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
 		}
+	}
+	return errs
+}
+
+// checkMerged is checkKeys of each mapping a merge key's value v names
+// ("<<: *a" or "<<: [*a, *b]"), as a mapping of type t at path.
+func checkMerged(v *yaml.Node, t reflect.Type, path string) []error {
+	targets := []*yaml.Node{v}
+	if v.Kind == yaml.SequenceNode {
+		targets = v.Content
+	}
+	var errs []error
+	for _, m := range targets {
+		errs = append(errs, checkKeys(m, t, path)...)
 	}
 	return errs
 }
