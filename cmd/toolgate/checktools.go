@@ -59,17 +59,18 @@ func (t listedTool) fields() ([]string, bool) {
 			return names, false
 		}
 	}
-	isFalse := func(k string) (absent, no bool) {
+	// admits reports whether keyword k is there and not false: other
+	// fields are admitted explicitly.
+	admits := func(k string) bool {
 		raw, ok := t.InputSchema[k]
-		return !ok, ok && strings.TrimSpace(string(raw)) == "false"
+		return ok && strings.TrimSpace(string(raw)) != "false"
 	}
-	addAbsent, addFalse := isFalse("additionalProperties")
-	unevalAbsent, unevalFalse := isFalse("unevaluatedProperties")
-	if !(addAbsent || addFalse) || !(unevalAbsent || unevalFalse) {
+	if admits("additionalProperties") || admits("unevaluatedProperties") {
 		return names, false
 	}
 	_, listed := t.InputSchema["properties"]
-	return names, listed || addFalse
+	_, forbids := t.InputSchema["additionalProperties"] // present and not admitting: false
+	return names, listed || forbids
 }
 
 // readTools reads the --tools files: each the JSON of an upstream server's

@@ -62,7 +62,8 @@ func TestStreamFromEmptyLogReportsPrunedEvents(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	_, live := openStream(t, ctx, srv, "/v1/events/stream", "admin-tok")
+	liveResp, live := openStream(t, ctx, srv, "/v1/events/stream", "admin-tok")
+	defer liveResp.Body.Close()
 	through, err := db.PrunedThrough(t.Context())
 	if err != nil || through == (store.Cursor{}) {
 		t.Fatalf("pruned through %s (%v), want past 0", through, err)
@@ -86,7 +87,8 @@ func TestStreamFromEmptyLogReportsPrunedEvents(t *testing.T) {
 	if end, err := db.FeedEnd(t.Context()); err != nil || end != (store.Cursor{}) {
 		t.Fatalf("feed end after pruning everything = %s (%v), want an empty log", end, err)
 	}
-	_, late := openStream(t, ctx, srv, "/v1/events/stream", "admin-tok")
+	lateResp, late := openStream(t, ctx, srv, "/v1/events/stream", "admin-tok")
+	defer lateResp.Body.Close()
 	fresh := approval.ID("01900000-0000-7000-8000-000000000023")
 	addRequest(t, db, g, fresh, false)
 	wake.Notify()
