@@ -62,11 +62,14 @@ func TestServeEarlyReturnLeavesNothing(t *testing.T) {
 			want:   "--stdio opens the admin listener only because listen.admin is set",
 		},
 		{
-			name: "bad dsn",
+			// A DSN that parses (one that does not is refused before the
+			// listeners open: TestCheckRefusesWhatServeRefuses), with
+			// nothing listening at its address.
+			name: "store unreachable",
 			config: func(t *testing.T) (string, string) {
 				t.Helper()
 				mcp := freePort(t)
-				return "listen: { mcp: " + mcp + ", admin: 127.0.0.1:0 }\nstorage: { driver: postgres, dsn: \"postgres://%zz\" }\n" + principals, mcp
+				return "listen: { mcp: " + mcp + ", admin: 127.0.0.1:0 }\nstorage: { driver: postgres, dsn: \"postgres://u@" + freePort(t) + "/db?sslmode=disable&connect_timeout=5\" }\n" + principals, mcp
 			},
 			want: "open store",
 		},
