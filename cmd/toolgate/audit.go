@@ -82,6 +82,12 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "toolgate: %s: %v\n", *path, err)
 		return 2
 	}
+	if cfg.Storage.Driver == sqlstore.DriverPostgres {
+		if err := sqlstore.CheckDSN(cfg.Storage.DSN); err != nil {
+			fmt.Fprintf(stderr, "toolgate: %s: storage.dsn: %v\n", *path, err)
+			return 2
+		}
+	}
 	if cfg.Storage.Driver == "sqlite" {
 		// Opening a SQLite path that does not exist would create an empty
 		// store and report its empty chain as verified: with a relative
