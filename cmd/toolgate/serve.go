@@ -215,6 +215,9 @@ type core struct {
 // it goes. On error what was started is undone by td.
 func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log *slog.Logger, td *teardown) (*core, error) {
 	db, watch, err := openStore(ctx, cfg.Storage, log)
+	if err != nil && cfg.Storage.Driver == sqlstore.DriverPostgres && errors.Is(err, store.ErrUnavailable) {
+		return nil, fmt.Errorf("open store: %w (is Postgres running at the address storage.dsn names, and does the database exist? docs/deploy.md)", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}

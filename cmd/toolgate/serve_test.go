@@ -71,7 +71,7 @@ func TestServeEarlyReturnLeavesNothing(t *testing.T) {
 				mcp := freePort(t)
 				return "listen: { mcp: " + mcp + ", admin: 127.0.0.1:0 }\nstorage: { driver: postgres, dsn: \"postgres://u@" + freePort(t) + "/db?sslmode=disable&connect_timeout=5\" }\n" + principals, mcp
 			},
-			want: "open store",
+			want: "connection refused (is Postgres running at the address storage.dsn names",
 		},
 		{
 			name: "upstream fails to start",
