@@ -27,3 +27,18 @@ func TestAuditVerifyWithoutAStore(t *testing.T) {
 		t.Errorf("audit verify left a store at %s (%v)", db, err)
 	}
 }
+
+// TestAuditVerifyRefusesADSNThatDoesNotParse: a storage.dsn that does not
+// parse is an invalid config (exit 2, as serve and policy check say), and
+// the message does not show the string, which may hold a password.
+func TestAuditVerifyRefusesADSNThatDoesNotParse(t *testing.T) {
+	path := writeConfig(t, "storage: { driver: postgres, dsn: \"host=127.0.0.1 password = pg-s3cret-91 sslmode=bogus\" }\n")
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{"audit", "verify", "--config", path}, strings.NewReader(""), &stdout, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "storage.dsn: invalid Postgres connection string: failed to configure TLS (sslmode is invalid)") {
+		t.Errorf("exit %d, stderr %q: want 2 naming storage.dsn and what is wrong", code, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "pg-s3cret-91") {
+		t.Errorf("stderr shows the password: %q", stderr.String())
+	}
+}

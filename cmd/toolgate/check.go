@@ -33,18 +33,23 @@ func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 	fs.BoolVar(&f.stdio, "stdio", false, "check as serve --stdio would (no agent listener; no admin listener unless configured)")
 	fs.BoolVar(&f.insecureNoAuth, "insecure-no-auth", false, "check as serve --insecure-no-auth would")
 	fs.Var(&tools, "tools", "SERVER=FILE: the JSON of the server's tools/list; warn about when conditions reading argument fields its tools' input schemas do not declare (repeatable)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: toolgate policy check [--dev] [--stdio] [--insecure-no-auth] [--tools SERVER=FILE]... FILE")
+	usage := func(w io.Writer) {
+		fmt.Fprintln(w, "usage: toolgate policy check [--dev] [--stdio] [--insecure-no-auth] [--tools SERVER=FILE]... FILE")
+		fs.SetOutput(w)
 		fs.PrintDefaults()
+		fs.SetOutput(stderr)
 	}
+	fs.Usage = func() {} // printed below: to stdout when asked for, else to stderr
 	// Flags may come after FILE too ("policy check FILE --dev", as one
 	// adds a flag to the command just run): parse again after each word.
 	var files []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				usage(stdout)
 				return 0
 			}
+			usage(stderr)
 			return 2
 		}
 		if fs.NArg() == 0 {
@@ -54,7 +59,7 @@ func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 		args = fs.Args()[1:]
 	}
 	if len(files) != 1 {
-		fs.Usage()
+		usage(stderr)
 		return 2
 	}
 	path := files[0]

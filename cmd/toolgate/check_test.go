@@ -14,6 +14,7 @@ import (
 // problem (issue 9 item 9), including the secrets kept from upstreams
 // (item 1).
 func TestCheckRefusesWhatServeRefuses(t *testing.T) {
+	const dsnPassword = "pg-s3cret-7d1c"
 	listen := "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\n"
 	tokenFile := filepath.Join(t.TempDir(), "alice.token")
 	if err := os.WriteFile(tokenFile, []byte("file-token-7f3e21c9d0b84a65\n"), 0o600); err != nil {
@@ -89,6 +90,14 @@ approvers:
 			want: `servers.up.env.PGURL: the value is the password in storage.dsn`,
 		},
 		{
+			// pgx's own error would show this password (it redacts
+			// "password=x" but not "password = x") and fail the start
+			// with exit 1 after policy check passed.
+			name: "dsn that does not parse",
+			cfg:  "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { driver: postgres, dsn: \"host=127.0.0.1 password = " + dsnPassword + " sslmode=bogus\" }\n" + principals,
+			want: "storage.dsn: invalid Postgres connection string: failed to configure TLS (sslmode is invalid)",
+		},
+		{
 			name: "no agent tokens",
 			cfg:  listen + "approvers:\n  - { id: alice, token_env: CMD_TEST_APPROVER_TOKEN, roles: [admin] }\n",
 			want: "no agent tokens configured",
@@ -133,8 +142,10 @@ approvers:
 			if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("serve = %v, want an invalid-config error (exit 2) naming %q", err, tt.want)
 			}
-			if strings.Contains(stderr.String(), testApproverToken) || (err != nil && strings.Contains(err.Error(), testApproverToken)) {
-				t.Error("a message shows the token itself")
+			for _, secret := range []string{testApproverToken, dsnPassword} {
+				if strings.Contains(stderr.String(), secret) || (err != nil && strings.Contains(err.Error(), secret)) {
+					t.Errorf("a message shows the secret %q itself", secret)
+				}
 			}
 		})
 	}

@@ -54,7 +54,7 @@ func TestServeHelp(t *testing.T) {
 	if code := run(t.Context(), []string{"serve", "-h"}, strings.NewReader(""), &stdout, &stderr); code != 0 {
 		t.Errorf("serve -h exited %d, want 0", code)
 	}
-	out := stderr.String()
+	out := stdout.String()
 	for _, want := range []string{"Usage: toolgate serve --config FILE", "-ready-file", "Exit status: 0 "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("serve -h:\n%s\nwant it to contain %q", out, want)
@@ -141,5 +141,57 @@ func TestCheckCountsProblemsNotLines(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), path+": 2 problem(s)") || !strings.Contains(stderr.String(), "^") {
 		t.Errorf("stderr:\n%s\nwant the carets and %q", stderr.String(), "2 problem(s)")
+	}
+}
+
+// TestHelpGoesToStdout: help asked for (-h, --help, help) is printed to
+// stdout with exit 0, for every command and subcommand alike, so that
+// "toolgate serve -h | less" shows it; serve, policy check and audit
+// verify printed theirs to stderr.
+func TestHelpGoesToStdout(t *testing.T) {
+	for _, args := range [][]string{
+		{"--help"}, {"help"},
+		{"serve", "-h"}, {"serve", "--help"},
+		{"policy", "help"}, {"policy", "check", "-h"}, {"policy", "explain", "-h"}, {"policy", "test", "-h"}, {"policy", "show", "-h"},
+		{"approvals", "-h"}, {"approvals", "list", "-h"}, {"approvals", "approve", "-h"},
+		{"grants", "-h"},
+		{"audit", "-h"}, {"audit", "verify", "-h"}, {"audit", "export", "-h"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(t.Context(), args, strings.NewReader(""), &stdout, &stderr)
+			if code != 0 || !strings.Contains(strings.ToLower(stdout.String()), "usage") || stderr.Len() > 0 {
+				t.Errorf("toolgate %s: exit %d, want 0 with the help on stdout and nothing on stderr\nstdout:\n%s\nstderr:\n%s",
+					strings.Join(args, " "), code, stdout.String(), stderr.String())
+			}
+		})
+	}
+}
+
+// TestMissingCommandSaysWhatToType: a command group given no command, or
+// one it does not know, exits 2 naming every command it has ("toolgate
+// policy" left out explain and test) and, for audit verify, the flag it
+// needs.
+func TestMissingCommandSaysWhatToType(t *testing.T) {
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"policy"}, []string{"check", "explain", "test", "propose", "show", "diff", "apply"}},
+		{[]string{"policy", "tset"}, []string{"check", "explain", "test", "propose", "show", "diff", "apply"}},
+		{[]string{"audit"}, []string{"missing command: want verify or export"}},
+		{[]string{"audit", "verify"}, []string{"audit verify needs --config FILE"}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(t.Context(), tt.args, strings.NewReader(""), &stdout, &stderr)
+			first, _, _ := strings.Cut(stderr.String(), "\n")
+			for _, w := range tt.want {
+				if code != 2 || !strings.Contains(first, w) {
+					t.Errorf("toolgate %s: exit %d, first line of stderr %q; want exit 2 naming %q", strings.Join(tt.args, " "), code, first, w)
+				}
+			}
+		})
 	}
 }

@@ -51,6 +51,10 @@ func (l *listeners) ready() map[string]string {
 	return out
 }
 
+// addrInUse says what to do about a listen address in use; most often it
+// is a serve of the same config still running.
+const addrInUse = "another process listens there, often a toolgate serve still running: stop it, or give this one other listen addresses (port 0 picks a free one)"
+
 // bindListeners opens the agent and admin listeners that are on, first of
 // all, so that an address in use fails the start before the store opens
 // or an upstream starts. Connections wait in the backlog until serving
@@ -67,6 +71,9 @@ func bindListeners(ctx context.Context, p plan, log *slog.Logger) (_ *listeners,
 		// connections are silent for minutes: httpserve.SpreadKeepAlive).
 		nlc := net.ListenConfig{KeepAlive: -1}
 		ln, err := nlc.Listen(ctx, "tcp", p.mcpAddr)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("listen.mcp: %w (%s)", err, addrInUse)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("listen.mcp: %w", err)
 		}
@@ -86,6 +93,8 @@ func bindListeners(ctx context.Context, p plan, log *slog.Logger) (_ *listeners,
 			return nil, fmt.Errorf("listen.admin: %w (--stdio opens the admin listener only because listen.admin is set: "+
 				"leave it out of this config (serve still listens on %s by default) and decide its calls through the serve sharing its store)",
 				err, config.Default().Listen.Admin)
+		case errors.Is(err, syscall.EADDRINUSE):
+			return nil, fmt.Errorf("listen.admin: %w (%s)", err, addrInUse)
 		case err != nil:
 			return nil, fmt.Errorf("listen.admin: %w", err)
 		}

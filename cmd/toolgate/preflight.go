@@ -14,6 +14,7 @@ import (
 	"toolgate/internal/approval"
 	"toolgate/internal/config"
 	"toolgate/internal/gateway"
+	"toolgate/internal/store/sqlstore"
 )
 
 // system is what serve and `policy check` read from the machine: the
@@ -69,6 +70,14 @@ func preflight(cfg config.Config, f serveFlags, sys system) (plan, error) {
 		p.mcpAddr = ""
 		if !cfg.Listen.AdminSet {
 			p.adminAddr = "" // stdio mode opens no admin port unless configured
+		}
+	}
+	// A DSN that does not parse is the config's fault (exit 2), found
+	// before anything starts; one that parses but cannot connect fails
+	// the start later (exit 1).
+	if cfg.Storage.Driver == sqlstore.DriverPostgres && cfg.Storage.DSN != "" {
+		if err := sqlstore.CheckDSN(cfg.Storage.DSN); err != nil {
+			errs = append(errs, fmt.Errorf("storage.dsn: %w", err))
 		}
 	}
 	if err := cfg.CheckTokenFiles(sys.euid); err != nil {

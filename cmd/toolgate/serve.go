@@ -44,8 +44,9 @@ type serveFlags struct {
 }
 
 // parseServeFlags parses serve's arguments. It returns ok false (and no
-// error) for -h.
-func parseServeFlags(args []string, stderr io.Writer) (f serveFlags, ok bool, err error) {
+// error) for -h, whose help goes to stdout; a usage error prints the help
+// to stderr.
+func parseServeFlags(args []string, stdout, stderr io.Writer) (f serveFlags, ok bool, err error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.config, "config", "", "path to the YAML config (required)")
@@ -55,21 +56,26 @@ func parseServeFlags(args []string, stderr io.Writer) (f serveFlags, ok bool, er
 	fs.StringVar(&f.readyFile, "ready-file", "", "write the bound addresses as JSON to this file once listening")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug|info|warn|error")
 	fs.BoolVar(&f.watch, "watch", false, "reload the policy when the config file changes (checked every second), as on SIGHUP")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: toolgate serve --config FILE [--dev] [--stdio] [--insecure-no-auth]\n"+
+	usage := func(w io.Writer) {
+		fmt.Fprint(w, "Usage: toolgate serve --config FILE [--dev] [--stdio] [--insecure-no-auth]\n"+
 			"                      [--ready-file F] [--log-level L] [--watch]\n\n")
+		fs.SetOutput(w)
 		fs.PrintDefaults()
-		fmt.Fprint(stderr, "\n\"toolgate policy check [--dev] [--stdio] [--insecure-no-auth] FILE\" runs the same checks without starting.\n"+
+		fs.SetOutput(stderr)
+		fmt.Fprint(w, "\n\"toolgate policy check [--dev] [--stdio] [--insecure-no-auth] FILE\" runs the same checks without starting.\n"+
 			"Exit status: 0 stopped by a signal (or the --stdio client left), 1 failure, 2 usage or invalid config.\n")
 	}
+	fs.Usage = func() {} // printed below: to stdout when asked for, else to stderr
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
 			return f, false, nil
 		}
+		usage(stderr)
 		return f, false, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if f.config == "" || fs.NArg() > 0 {
-		fs.Usage()
+		usage(stderr)
 		return f, false, fmt.Errorf("%w: serve needs --config FILE and no positional arguments", errUsage)
 	}
 	return f, true, nil
@@ -100,7 +106,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 // started, first stopped), so an early return leaves nothing running: no
 // goroutine, listener, child process or open store.
 func serveWith(ctx context.Context, args []string, sio serveIO) error {
-	f, ok, err := parseServeFlags(args, sio.stderr)
+	f, ok, err := parseServeFlags(args, sio.stdout, sio.stderr)
 	if !ok {
 		return err
 	}
@@ -209,6 +215,9 @@ type core struct {
 // it goes. On error what was started is undone by td.
 func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log *slog.Logger, td *teardown) (*core, error) {
 	db, watch, err := openStore(ctx, cfg.Storage, log)
+	if err != nil && cfg.Storage.Driver == sqlstore.DriverPostgres && errors.Is(err, store.ErrUnavailable) {
+		return nil, fmt.Errorf("open store: %w (is Postgres running at the address storage.dsn names, and does the database exist? docs/deploy.md)", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}

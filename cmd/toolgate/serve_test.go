@@ -49,7 +49,7 @@ func TestServeEarlyReturnLeavesNothing(t *testing.T) {
 		{
 			name:   "admin port in use",
 			config: busyAdminConfig,
-			want:   "listen.admin",
+			want:   "address already in use (another process listens there, often a toolgate serve still running",
 		},
 		{
 			// A desktop client launching --stdio with the config serve
@@ -62,13 +62,16 @@ func TestServeEarlyReturnLeavesNothing(t *testing.T) {
 			want:   "--stdio opens the admin listener only because listen.admin is set",
 		},
 		{
-			name: "bad dsn",
+			// A DSN that parses (one that does not is refused before the
+			// listeners open: TestCheckRefusesWhatServeRefuses), with
+			// nothing listening at its address.
+			name: "store unreachable",
 			config: func(t *testing.T) (string, string) {
 				t.Helper()
 				mcp := freePort(t)
-				return "listen: { mcp: " + mcp + ", admin: 127.0.0.1:0 }\nstorage: { driver: postgres, dsn: \"postgres://%zz\" }\n" + principals, mcp
+				return "listen: { mcp: " + mcp + ", admin: 127.0.0.1:0 }\nstorage: { driver: postgres, dsn: \"postgres://u@" + freePort(t) + "/db?sslmode=disable&connect_timeout=5\" }\n" + principals, mcp
 			},
-			want: "open store",
+			want: "connection refused (is Postgres running at the address storage.dsn names",
 		},
 		{
 			name: "upstream fails to start",
@@ -279,4 +282,21 @@ func busyAdminConfig(t *testing.T) (cfg string, mcp string) {
 	mcp = freePort(t)
 	return "listen: { mcp: " + mcp + ", admin: " + busy.Addr().String() + " }\nstorage: { path: DB }\n" +
 		"servers:\n" + testUpstream("up", false) + principals, mcp
+}
+
+// TestServeSaysWhatToDoWhenItsAddressIsTaken: a second serve of the same
+// config (the walkthrough run twice) fails on the agent listener's
+// address and says what to do, not only "address already in use".
+func TestServeSaysWhatToDoWhenItsAddressIsTaken(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = busy.Close() }()
+	path := writeConfig(t, "listen: { mcp: "+busy.Addr().String()+", admin: 127.0.0.1:0 }\nstorage: { path: DB }\n"+principals)
+	err = serveWith(t.Context(), []string{"--config", path},
+		serveIO{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, sys: testSystem(nil)})
+	if err == nil || !strings.Contains(err.Error(), "listen.mcp: ") || !strings.Contains(err.Error(), "often a toolgate serve still running: stop it") {
+		t.Fatalf("serve = %v, want an error naming listen.mcp and what to do", err)
+	}
 }

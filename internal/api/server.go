@@ -255,8 +255,9 @@ func (s *Server) handle(h func(w http.ResponseWriter, r *http.Request) error) ht
 
 // unknownAdminToken is the 401 message for a token the admin API does not
 // know. It says which token belongs here, since the one a new user most
-// often sends by mistake is the agent's (--dev prints both, alike).
-const unknownAdminToken = "unknown token: the admin API takes an approver's token (approvers[] in the config, or the approver token serve --dev printed), not an agent's"
+// often sends by mistake is the agent's (--dev prints both, alike), and
+// the next is the one an earlier serve --dev printed.
+const unknownAdminToken = "unknown token: the admin API takes an approver's token (approvers[] in the config, or the approver token the running serve --dev printed: each start prints new ones), not an agent's"
 
 // require authenticates the request and checks that the caller has one of
 // roles before calling h.

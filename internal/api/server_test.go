@@ -164,7 +164,7 @@ func TestStatuses(t *testing.T) {
 		wantMsg      string // substring of the error message
 	}{
 		{name: "no token", method: "GET", path: "/v1/approvals", wantStatus: 401, wantCode: api.CodeUnauthorized},
-		{name: "unknown token", method: "GET", path: "/v1/approvals", token: "nope", wantStatus: 401, wantCode: api.CodeUnauthorized, wantMsg: "takes an approver's token"},
+		{name: "unknown token", method: "GET", path: "/v1/approvals", token: "nope", wantStatus: 401, wantCode: api.CodeUnauthorized, wantMsg: "takes an approver's token (approvers[] in the config, or the approver token the running serve --dev printed: each start prints new ones)"},
 		{name: "unknown token on review", method: "POST", path: "/v1/approvals/" + idPending + "/approve", token: "nope", wantStatus: 401, wantCode: api.CodeUnauthorized},
 		{name: "host role reads", method: "GET", path: "/v1/approvals", token: "host-tok", wantStatus: 403, wantCode: api.CodeForbidden,
 			wantMsg: "this needs one of the roles viewer, approver, admin"},

@@ -324,7 +324,7 @@ func TestReview(t *testing.T) {
 		wantReason string
 		wantOut    string
 	}{
-		{name: "approve", args: []string{"approve", idA}, id: idA, wantState: approval.StateApproved, wantOut: idA + ": approve recorded; now approved (decided by alice); the call runs only if its caller is still waiting\n"},
+		{name: "approve", args: []string{"approve", idA}, id: idA, wantState: approval.StateApproved, wantOut: idA + ": approve recorded; now approved (decided by alice); the call runs only if its caller is still waiting, or re-sends it\n"},
 		{name: "flags after id", args: []string{"approve", idA, "--reason", "looks right"}, id: idA, wantState: approval.StateApproved, wantReason: "looks right"},
 		{name: "flag with equals", args: []string{"approve", "--reason=ok then", idA}, id: idA, wantState: approval.StateApproved, wantReason: "ok then"},
 		{name: "single dash flag", args: []string{"approve", idA, "-reason", "single"}, id: idA, wantState: approval.StateApproved, wantReason: "single"},

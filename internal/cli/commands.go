@@ -197,7 +197,10 @@ func stateSummary(a api.Approval) string {
 		case a.HeldAs == api.HeldAsTask:
 			return fmt.Sprintf("now approved (decided by %s); held as an MCP task, the call runs whether or not the agent is still connected (the agent reads the result with tasks/get)", by)
 		}
-		return fmt.Sprintf("now approved (decided by %s); the call runs only if its caller is still waiting", by)
+		// A caller that went away can still take it up: an identical
+		// re-send from the same principal picks up an approved request
+		// whose holder is gone (until valid_for ends).
+		return fmt.Sprintf("now approved (decided by %s); the call runs only if its caller is still waiting, or re-sends it", by)
 	case "denied":
 		return fmt.Sprintf("now denied (decided by %s)", by)
 	case "consumed":

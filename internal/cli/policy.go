@@ -73,7 +73,7 @@ type policyOptions struct {
 // policyCommands are the REST commands of `toolgate policy`.
 var policyCommands = group[policyOptions]{
 	name:  "policy",
-	want:  "check, propose, show, diff or apply",
+	want:  "check, explain, test, propose, show, diff or apply",
 	usage: PolicyUsage,
 	conn:  func(o *policyOptions) *conn { return &o.conn },
 	check: func(_ string, o *policyOptions) error {

@@ -439,7 +439,7 @@ func (f *httpFront) authenticate(w http.ResponseWriter, r *http.Request) (approv
 		w.Header().Set("WWW-Authenticate", `Bearer realm="toolgate", error="invalid_token"`)
 		// Says which token belongs here: the one most often sent by mistake
 		// is the approver's (serve --dev prints both, alike).
-		http.Error(w, "invalid bearer token: /mcp takes an agent's token (agents[] in the config, a session's token, or the agent token serve --dev printed), not an approver's", http.StatusUnauthorized)
+		http.Error(w, "invalid bearer token: /mcp takes an agent's token (agents[] in the config, a session's token, or the agent token the running serve --dev printed: each start prints new ones), not an approver's", http.StatusUnauthorized)
 		return approval.Principal{}, false
 	}
 	return p, true

@@ -60,7 +60,7 @@ func TestHTTPFront(t *testing.T) {
 	}{
 		{name: "missing bearer", body: initializeBody, wantStatus: http.StatusUnauthorized, wantAuth: "Bearer"},
 		// An approver's token sent here by mistake: the answer says which token /mcp takes.
-		{name: "bad bearer", token: "nope", body: initializeBody, wantStatus: http.StatusUnauthorized, wantAuth: "invalid_token", wantBody: "takes an agent's token"},
+		{name: "bad bearer", token: "nope", body: initializeBody, wantStatus: http.StatusUnauthorized, wantAuth: "invalid_token", wantBody: "takes an agent's token (agents[] in the config, a session's token, or the agent token the running serve --dev printed: each start prints new ones)"},
 		{name: "unknown session (C04)", token: aliceToken, session: "nope", body: listTools, wantStatus: http.StatusNotFound},
 		{name: "body too large", token: aliceToken, body: `{"pad":"` + strings.Repeat("x", 2048) + `"}`, wantStatus: http.StatusRequestEntityTooLarge},
 		{name: "initialize", token: aliceToken, body: initializeBody, wantStatus: http.StatusOK},

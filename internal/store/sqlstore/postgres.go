@@ -93,8 +93,7 @@ type postgresDialect struct {
 func openPostgres(ctx context.Context, cfg Config) (main, lease, admin *sql.DB, _ dialect, _ error) {
 	pcfg, err := pgxpool.ParseConfig(cfg.DSN)
 	if err != nil {
-		// pgconn's ParseConfigError redacts the password.
-		return nil, nil, nil, nil, err
+		return nil, nil, nil, nil, dsnError(err) // without the DSN
 	}
 	switch {
 	case cfg.MaxConns > math.MaxInt32:
