@@ -20,6 +20,7 @@ import (
 	"toolgate/internal/approval"
 	"toolgate/internal/audit"
 	"toolgate/internal/config"
+	"toolgate/internal/execpages"
 	"toolgate/internal/gate"
 	"toolgate/internal/gateway"
 	"toolgate/internal/gctune"
@@ -91,13 +92,16 @@ type serveIO struct {
 	onReady        func(ready map[string]string)
 	gc             *gctune.Settings // what serve applied; nil in tests
 	procs          bool             // follow the calls in flight with GOMAXPROCS (procs.Follow); false in tests
+	// releaseExec unmaps the executable's pages once start-up is over
+	// (execpages.ReleaseAfter); false in tests.
+	releaseExec bool
 }
 
 func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	gc := gctune.Apply(os.Getenv) // GOGC and GOMEMLIMIT from the environment win
 	// GOMAXPROCS from the environment wins, as GOGC does.
 	return serveWith(ctx, args, serveIO{stdin: stdin, stdout: stdout, stderr: stderr, sys: osSystem(), gc: &gc,
-		procs: os.Getenv("GOMAXPROCS") == ""})
+		procs: os.Getenv("GOMAXPROCS") == "", releaseExec: true})
 }
 
 // serveWith runs `toolgate serve` until ctx ends, the stdio client leaves
@@ -341,6 +345,9 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 	eg.Go(func() error { return c.gate.Run(ctx) })
 	if gc := sio.gc; gc != nil {
 		eg.Go(func() error { gctune.Tune(ctx, *gc); return nil })
+	}
+	if sio.releaseExec {
+		eg.Go(func() error { execpages.ReleaseAfter(ctx, execpages.StartupTail, log); return nil })
 	}
 	if sio.procs {
 		eg.Go(func() error { procs.Follow(ctx, c.load, runtime.GOMAXPROCS(0), setProcs, processCPU); return nil })

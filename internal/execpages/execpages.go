@@ -1,0 +1,143 @@
+// Package execpages gives back, once start-up is over, the pages of the
+// executable that start-up mapped into the process.
+//
+// toolgate's executable is about 50 MB (two SQL drivers, CEL, protobuf,
+// Prometheus, OTel, the web inbox). Start-up (package init, config,
+// migrations, the first use of the serve path) touches code and read-only
+// data all over it, and on Linux each read fault on a file mapping maps the
+// page's neighbourhood too (fault-around, large page-cache folios): about
+// 29 MB of the executable stay mapped, although an idle gateway touches
+// 4–6 MB of it again (docs/performance.md, "Memory"). Those pages are
+// clean and belong to the page cache; the process's RSS counts them all the
+// same.
+//
+// [Release] unmaps them (madvise MADV_DONTNEED on the executable's
+// read-only mappings). The pages stay in the page cache: what the process
+// uses afterwards it maps again with a minor fault, without reading the
+// disk. The kernel does the same to any process when it reclaims memory,
+// so nothing the program sees changes. A mapping that holds a private copy
+// of a page (a debugger's breakpoint, relocations written by the dynamic
+// loader) is left alone: MADV_DONTNEED would drop the copy.
+package execpages
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// mapping is one entry of /proc/PID/smaps.
+type mapping struct {
+	start, end uint64
+	perms      string
+	dev        string // major:minor, hex, as the kernel prints it
+	inode      uint64
+	rss        uint64 // bytes
+	anonymous  uint64 // bytes: private copies of the file's pages
+}
+
+// parseSmaps reads the mappings of /proc/PID/smaps.
+func parseSmaps(b []byte) ([]mapping, error) {
+	var out []mapping
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if k, ok := strings.CutSuffix(f[0], ":"); ok {
+			// A field of the current mapping ("Rss:   1234 kB").
+			if len(out) == 0 || len(f) < 2 || (k != "Rss" && k != "Anonymous") {
+				continue
+			}
+			kb, err := strconv.ParseUint(f[1], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("smaps: %q: %w", line, err)
+			}
+			m := &out[len(out)-1]
+			if k == "Rss" {
+				m.rss = kb << 10
+			} else {
+				m.anonymous = kb << 10
+			}
+			continue
+		}
+		// A mapping's header: start-end perms offset dev inode [path].
+		if len(f) < 5 {
+			return nil, fmt.Errorf("smaps: unexpected line %q", line)
+		}
+		lo, hi, ok := strings.Cut(f[0], "-")
+		if !ok {
+			return nil, fmt.Errorf("smaps: unexpected line %q", line)
+		}
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		inode, err3 := strconv.ParseUint(f[4], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil || end < start {
+			return nil, fmt.Errorf("smaps: unexpected line %q", line)
+		}
+		out = append(out, mapping{start: start, end: end, perms: f[1], dev: f[3], inode: inode})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("smaps: %w", err)
+	}
+	return out, nil
+}
+
+// droppable returns the mappings of the file (dev, inode) that Release may
+// unmap: read-only, private, and holding no private copy of a page.
+func droppable(ms []mapping, dev string, inode uint64) []mapping {
+	var out []mapping
+	for _, m := range ms {
+		if m.dev != dev || m.inode != inode || inode == 0 {
+			continue
+		}
+		if len(m.perms) < 4 || m.perms[1] == 'w' || m.perms[3] != 'p' || m.anonymous != 0 {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// containing returns the mapping that holds addr.
+func containing(ms []mapping, addr uint64) (mapping, bool) {
+	for _, m := range ms {
+		if m.start <= addr && addr < m.end {
+			return m, true
+		}
+	}
+	return mapping{}, false
+}
+
+// StartupTail is how long after serve is ready ReleaseAfter waits: the
+// listeners' and background loops' first rounds (the first sweep, poll and
+// health check, the upstreams' tool lists) are start-up too, and map about
+// 10 MB more of the executable than they touch again later.
+const StartupTail = 10 * time.Second
+
+// ReleaseAfter calls [Release] once, d after it is called, unless ctx ends
+// first. It logs the outcome at debug level: a failure leaves only pages
+// mapped that need not be.
+func ReleaseAfter(ctx context.Context, d time.Duration, log *slog.Logger) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-t.C:
+	}
+	n, err := Release()
+	if err != nil {
+		log.Debug("executable pages not released", "err", err)
+		return
+	}
+	log.Debug("executable pages released", "resident_bytes", n)
+}
