@@ -139,15 +139,20 @@ func TestLeanParkedStreamAsBefore(t *testing.T) {
 		name string
 		opts HTTPOptions
 		meta string
+		// pipelined: the client sends its next request right after the
+		// held call's, before any answer.
+		pipelined bool
 		// ready is whether the client read what the held call writes
 		// before it is approved (nil: approve once it is pending).
 		ready func(line string) bool
 	}{
-		{"heartbeat", HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}, "",
+		{"heartbeat", HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}, "", false,
 			func(l string) bool { return l == strings.TrimSpace(heartbeatComment) }},
-		{"json", HTTPOptions{HeartbeatFirst: time.Hour, Heartbeat: time.Hour, DropGrace: time.Hour}, "", nil},
-		{"token", HTTPOptions{HeartbeatFirst: time.Hour, Heartbeat: time.Hour, DropGrace: time.Hour}, `{"progressToken":"p-7"}`,
+		{"json", HTTPOptions{HeartbeatFirst: time.Hour, Heartbeat: time.Hour, DropGrace: time.Hour}, "", false, nil},
+		{"token", HTTPOptions{HeartbeatFirst: time.Hour, Heartbeat: time.Hour, DropGrace: time.Hour}, `{"progressToken":"p-7"}`, false,
 			func(l string) bool { return strings.HasPrefix(l, "data: ") }},
+		{"pipelined", HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}, "", true,
+			func(l string) bool { return l == strings.TrimSpace(heartbeatComment) }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -165,7 +170,17 @@ func TestLeanParkedStreamAsBefore(t *testing.T) {
 				c, host := dialRaw(t, b)
 				wr := newWireReader(c)
 				sid, version := cs.ID(), cs.InitializeResult().ProtocolVersion
-				if _, err := io.WriteString(c, rawSessionPOST(host, sid, version, "h-1", "up__big", `{"n":2}`, tc.meta)); err != nil {
+				// A ping: answered at once, no heartbeat (HeartbeatFirst is a
+				// millisecond in some cases).
+				ping := `{"jsonrpc":"2.0","id":"a-1","method":"ping"}`
+				next := fmt.Sprintf("POST /mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
+					"Accept: application/json, text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: %s\r\n"+
+					"Content-Length: %d\r\n\r\n%s", host, aliceToken, sid, version, len(ping), ping)
+				req := rawSessionPOST(host, sid, version, "h-1", "up__big", `{"n":2}`, tc.meta)
+				if tc.pipelined {
+					req += next
+				}
+				if _, err := io.WriteString(c, req); err != nil {
 					t.Fatal(err)
 				}
 				id := string(f.waitState(t, approval.StatePending, 1)[0].ID)
@@ -189,8 +204,10 @@ func TestLeanParkedStreamAsBefore(t *testing.T) {
 				}
 				f.waitState(t, approval.StateConsumed, i+1)
 				// The next request on the same connection: an allowed call.
-				if _, err := io.WriteString(c, rawSessionPOST(host, sid, version, "a-1", "up__echo", `{"text":"hi"}`, "")); err != nil {
-					t.Fatal(err)
+				if !tc.pipelined {
+					if _, err := io.WriteString(c, next); err != nil {
+						t.Fatal(err)
+					}
 				}
 				wr.response(t, nil)
 				wires[i] = wireOf(t, wr.raw.Bytes(), []string{id, sid})
@@ -202,9 +219,98 @@ func TestLeanParkedStreamAsBefore(t *testing.T) {
 			if diff := cmp.Diff(wires[1], wires[0]); diff != "" {
 				t.Errorf("parked (+) against held on the connection's goroutine (-):\n%s", diff)
 			}
-			if !strings.Contains(wires[0], `"id":"h-1","result"`) || !strings.Contains(wires[0], `"id":"a-1","result"`) {
+			if !strings.Contains(wires[0], `"id":"h-1","result"`) || !strings.Contains(wires[0], `"id":"a-1","result":{}`) {
 				t.Errorf("want both answers on the wire:\n%s", wires[0])
 			}
 		})
+	}
+}
+
+// TestLeanParkedStreamNoCommentWithKeepAlives (issue 13): a held call
+// with a progress token, parked or on the connection's goroutine, gets
+// the gate's keep-alives and no ": hb" comment besides while it is held
+// (the heartbeat every millisecond of silence would write one after
+// each keep-alive); its answer follows as before.
+func TestLeanParkedStreamNoCommentWithKeepAlives(t *testing.T) {
+	verifyNoLeaks(t)
+	opts := HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Millisecond, DropGrace: time.Hour}
+	h := newHooks()
+	close(h.release)
+	f := newLeanProgFixture(t, ServerConfig{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}, h, 20*time.Millisecond, &opts)
+	base, parked := parkedFront(t, f, &opts)
+	f.g.noPark = true
+	onConn := serveHTTP(t, f.g, &opts)
+	f.g.noPark = false
+	for i, b := range []string{base, onConn} {
+		cs := connectHTTP(t, b, aliceToken, nil, nil)
+		waitInitialized(t, f.g, cs.ID())
+		c, host := dialRaw(t, b)
+		if _, err := io.WriteString(c, rawSessionPOST(host, cs.ID(), cs.InitializeResult().ProtocolVersion, "h-1", "up__big", `{"n":2}`,
+			`{"progressToken":1}`)); err != nil {
+			t.Fatal(err)
+		}
+		wr := newWireReader(c)
+		keepAlives, comments := 0, 0
+		var answer string
+		wr.response(t, func(l string) {
+			switch {
+			case l == strings.TrimSpace(heartbeatComment) && keepAlives < 3:
+				comments++
+			case strings.HasPrefix(l, `data: {"jsonrpc":"2.0","method":"notifications/progress"`):
+				if keepAlives++; keepAlives == 3 {
+					f.approveNext(t)
+				}
+			case strings.HasPrefix(l, "data: "):
+				answer = l
+			}
+		})
+		if comments != 0 || keepAlives < 3 || !strings.Contains(answer, `"id":"h-1","result"`) {
+			t.Errorf("front %d: %d comments among the first 3 keep-alives (want none), %d keep-alives, answer %q", i, comments, keepAlives, answer)
+		}
+		f.waitState(t, approval.StateConsumed, i+1)
+		_ = c.Close()
+	}
+	if n := parked.Load(); n != 1 {
+		t.Errorf("%d calls parked, want 1", n)
+	}
+}
+
+// TestLeanParkedStreamDrop (issue 13): a parked 2025-era held call whose
+// client drops its connection is cancelled as the end of its POST
+// cancels one held on the connection's goroutine: ErrClientGone after the
+// drop grace, which leaves the approval pending and releases its hold.
+func TestLeanParkedStreamDrop(t *testing.T) {
+	verifyNoLeaks(t)
+	opts := HTTPOptions{HeartbeatFirst: time.Hour, Heartbeat: time.Hour, DropGrace: time.Millisecond}
+	f := newLeanFixture(t, &opts)
+	base, parked := parkedFront(t, f, &opts)
+	f.g.noPark = true
+	onConn := serveHTTP(t, f.g, &opts)
+	f.g.noPark = false
+	for i, b := range []string{base, onConn} {
+		cs := connectHTTP(t, b, aliceToken, nil, nil)
+		waitInitialized(t, f.g, cs.ID())
+		c, host := dialRaw(t, b)
+		if _, err := io.WriteString(c, rawSessionPOST(host, cs.ID(), cs.InitializeResult().ProtocolVersion, "h-1", "up__big", `{"n":`+strconv.Itoa(2+i)+`}`, "")); err != nil {
+			t.Fatal(err)
+		}
+		id := f.waitState(t, approval.StatePending, i+1)
+		if i == 0 {
+			waitParkedCount(t, parked, 1)
+		}
+		_ = c.Close()
+		deadline := time.Now().Add(testWait)
+		for released := false; !released; {
+			released = true
+			for _, r := range f.waitState(t, approval.StatePending, i+1) {
+				released = released && r.LeaseLapsed(time.Now())
+			}
+			if !released && time.Now().After(deadline) {
+				t.Fatalf("front %d: the dropped call's hold was not released: %+v", i, id)
+			}
+		}
+	}
+	if n := parked.Load(); n != 1 {
+		t.Errorf("%d calls parked, want 1", n)
 	}
 }
