@@ -65,7 +65,7 @@ func (w *wireReader) response(t *testing.T, until func(line string)) {
 }
 
 var (
-	wireDate   = regexp.MustCompile(`(?m)^Date: [^\r]*\r$`)
+	wireDate   = regexp.MustCompile(`(?m)^Date: [^\r\n]*`)
 	wireExpiry = regexp.MustCompile(`expires at [0-9TZ:.+-]+`)
 )
 
@@ -88,7 +88,7 @@ func wireOf(t *testing.T, raw []byte, ids []string) string {
 		if !ok {
 			t.Fatalf("no end of head in %q", raw)
 		}
-		h := wireDate.ReplaceAllString(string(head), "Date: <date>\r")
+		h := wireDate.ReplaceAllString(string(head), "Date: <date>")
 		out.WriteString(norm(h) + "\r\n\r\n")
 		m := regexp.MustCompile(`(?m)^Content-Length: (\d+)\r$`).FindStringSubmatch(string(head))
 		if m != nil {
