@@ -39,7 +39,8 @@ type parkedStream struct {
 	kept    parkedHeader // the header as the front set it, until Header rebuilds it
 	h       http.Header  // nil until asked for
 	status  int
-	head    bool   // the status line and header went out (chunked)
+	head    bool   // the status line and header went out
+	chunked bool   // and the body is chunked (no Content-Length)
 	buf     []byte // written, not yet sent
 	timeout time.Duration
 	err     error  // the first failed write: nothing is written after it
@@ -91,9 +92,19 @@ func (s *parkedStream) FlushError() error {
 		s.head = true
 		s.writeHead(&b, -1)
 	}
-	appendChunk(&b, s.buf)
-	s.buf = s.buf[:0]
+	s.appendBody(&b)
 	return s.send(b.Bytes())
+}
+
+// appendBody appends what was written and not yet sent, as a chunk when
+// the body is chunked.
+func (s *parkedStream) appendBody(b *bytes.Buffer) {
+	if s.chunked {
+		appendChunk(b, s.buf)
+	} else {
+		b.Write(s.buf)
+	}
+	s.buf = s.buf[:0]
 }
 
 // finish ends the response once the call is answered: the last chunk and
@@ -114,8 +125,10 @@ func (s *parkedStream) finish() error {
 		s.writeHead(&b, n)
 		b.Write(s.buf)
 	} else {
-		appendChunk(&b, s.buf)
-		b.WriteString("0\r\n\r\n")
+		s.appendBody(&b)
+		if s.chunked {
+			b.WriteString("0\r\n\r\n")
+		}
 	}
 	s.buf = nil
 	return s.send(b.Bytes())
@@ -149,6 +162,7 @@ func (s *parkedStream) writeHead(b *bytes.Buffer, contentLength int) {
 		b.WriteString("Content-Type: " + http.DetectContentType(s.buf) + "\r\n")
 	}
 	if contentLength < 0 && h.Get("Content-Length") == "" {
+		s.chunked = true
 		b.WriteString("Transfer-Encoding: chunked\r\n")
 	}
 	b.WriteString("\r\n")

@@ -142,16 +142,20 @@ func TestLeanParkedStreamAsBefore(t *testing.T) {
 		// pipelined: the client sends its next request right after the
 		// held call's, before any answer.
 		pipelined bool
+		n         int // the size of the held call's result (up__big)
 		// ready is whether the client read what the held call writes
 		// before it is approved (nil: approve once it is pending).
 		ready func(line string) bool
 	}{
-		{"heartbeat", HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}, "", false,
+		{"heartbeat", HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}, "", false, 0,
 			func(l string) bool { return l == strings.TrimSpace(heartbeatComment) }},
-		{"json", HTTPOptions{HeartbeatFirst: time.Hour, Heartbeat: time.Hour, DropGrace: time.Hour}, "", false, nil},
-		{"token", HTTPOptions{HeartbeatFirst: time.Hour, Heartbeat: time.Hour, DropGrace: time.Hour}, `{"progressToken":"p-7"}`, false,
+		{"json", HTTPOptions{HeartbeatFirst: time.Hour, Heartbeat: time.Hour, DropGrace: time.Hour}, "", false, 0, nil},
+		{"json-big", HTTPOptions{HeartbeatFirst: time.Hour, Heartbeat: time.Hour, DropGrace: time.Hour}, "", false, 5000, nil},
+		{"stream-big", HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}, "", false, 5000,
+			func(l string) bool { return l == strings.TrimSpace(heartbeatComment) }},
+		{"token", HTTPOptions{HeartbeatFirst: time.Hour, Heartbeat: time.Hour, DropGrace: time.Hour}, `{"progressToken":"p-7"}`, false, 0,
 			func(l string) bool { return strings.HasPrefix(l, "data: ") }},
-		{"pipelined", HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}, "", true,
+		{"pipelined", HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}, "", true, 0,
 			func(l string) bool { return l == strings.TrimSpace(heartbeatComment) }},
 	}
 	for _, tc := range cases {
@@ -176,7 +180,7 @@ func TestLeanParkedStreamAsBefore(t *testing.T) {
 				next := fmt.Sprintf("POST /mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
 					"Accept: application/json, text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: %s\r\n"+
 					"Content-Length: %d\r\n\r\n%s", host, aliceToken, sid, version, len(ping), ping)
-				req := rawSessionPOST(host, sid, version, "h-1", "up__big", `{"n":2}`, tc.meta)
+				req := rawSessionPOST(host, sid, version, "h-1", "up__big", `{"n":`+strconv.Itoa(max(tc.n, 2))+`}`, tc.meta)
 				if tc.pipelined {
 					req += next
 				}
