@@ -317,6 +317,9 @@ type Gateway struct {
 	// admitted dispatch (answerModern, answerLean): a panic there is a
 	// panic of the dispatch (answerfail.go).
 	dispatchHook func()
+	// noPark, when set (tests) before Handler, keeps the held lean calls
+	// of its front on their connections' goroutines (leanHold.park).
+	noPark bool
 	// parkWrite, when set (tests), replaces parkedWriteTimeout.
 	parkWrite time.Duration
 	// parkPoll watches the connections of parked calls (leanwatch_linux.go),

@@ -166,7 +166,7 @@ func (g *Gateway) Handler(authn Authenticator, opts *HTTPOptions) (http.Handler,
 		}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
 		next, nextModern = requireToken(next), requireToken(nextModern)
 	}
-	front := &httpFront{g: g, authn: authn, opts: o, next: next, modern: nextModern, lean: lean, hook: g.leanHook, park: g.parkHook,
+	front := &httpFront{g: g, authn: authn, opts: o, next: next, modern: nextModern, lean: lean, hook: g.leanHook, park: g.parkHook, noPark: g.noPark,
 		limits: newSessionLimiter(o.MaxSessions, o.MaxSessionsPerPrincipal, o.SessionTimeout, g.liveSessionSet)}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", front)
@@ -204,6 +204,9 @@ type httpFront struct {
 	lean *leanSessions
 	hook leanHook // tests only; nil otherwise
 	park parkHook // tests only; nil otherwise
+	// noPark (tests only) keeps every held call on its connection's
+	// goroutine (leanHold.park).
+	noPark bool
 }
 
 func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -143,14 +143,13 @@ func (l *leanHold) end() {
 
 // wait admits the held call (call.Prior set), holding it on the calling
 // goroutine with the event stream's heartbeat armed (keep-alives, as
-// bindRequest arms them on the SDK path), and keeps the gate's answer.
+// bindRequest arms them on the SDK path; the keep-alives of a call with a
+// progress token stand for them), and keeps the gate's answer.
 // The call waits below admitCall, as on the SDK path.
 //
 //go:noinline // ServeHTTP's and this frame are all that stay parked above admitCall
 func (l *leanHold) wait() {
-	if l.w != nil {
-		l.w.arm()
-	}
+	l.armHold()
 	switch {
 	case l.hctx != nil:
 		// Admitted and held by admitFirst: only the wait is left.
@@ -161,6 +160,17 @@ func (l *leanHold) wait() {
 		// admitFirst had the answer at once.
 	default:
 		l.adm = l.f.g.admitCall(l.ctx, l.call)
+	}
+}
+
+// armHold arms the held call's heartbeat (a 2025-era session's call). A
+// call with a progress token gets the gate's keep-alives while held, the
+// first at once (it sends the headers), then one every keep-alive
+// interval: no ": hb" comment besides (heartbeat.go); answerLean arms the
+// heartbeat for the dispatch.
+func (l *leanHold) armHold() {
+	if l.w != nil && l.prog == nil {
+		l.w.arm()
 	}
 }
 

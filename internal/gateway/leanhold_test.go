@@ -303,8 +303,9 @@ func (leanFramesGatekeeper) AdmitUnlessHeld(context.Context, *gate.Call, *gate.A
 	return &gate.HandOff{}
 }
 
-// TestLeanHeldCallWaitsInSmallFrames: a call the lean front holds waits
-// below admitCall, leanHold.wait and ServeHTTP only: the front's reading,
+// TestLeanHeldCallWaitsInSmallFrames: a call the lean front holds on its
+// connection's goroutine (not parked) waits below admitCall, leanHold.wait
+// and ServeHTTP only: the front's reading,
 // decoding (serve, serveLean) and answering run in frames that have
 // returned or not yet started (docs/performance.md, "Held calls at
 // scale").
@@ -313,6 +314,7 @@ func TestLeanHeldCallWaitsInSmallFrames(t *testing.T) {
 	g := newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(nil))}}, gk, nil)
 	trail := &leanTrail{}
 	g.leanHook = trail.hook
+	g.noPark = true // held on the connection's goroutine, not parked (leanpark.go)
 	cs := connectHTTP(t, serveHTTP(t, g, nil), aliceToken, nil, nil)
 	waitInitialized(t, g, cs.ID())
 	trail.take()

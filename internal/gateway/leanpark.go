@@ -69,10 +69,16 @@ type parkHook func()
 //
 //go:noinline // its frame is gone before a call held on the connection's goroutine waits
 func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
-	if l.mw == nil || r.ProtoMajor != 1 || r.TLS != nil || l.later.cancel == nil {
+	g := l.f.g
+	if r.ProtoMajor != 1 || r.TLS != nil || l.later.cancel == nil || l.f.noPark {
 		return false
 	}
-	g := l.f.g
+	// A 2025-era session's call streams its response (leanstream.go): on
+	// HTTP/1.1 only (chunked), and not when the client asked to close.
+	stream := l.w != nil
+	if (!stream && l.mw == nil) || (stream && (r.ProtoMinor != 1 || r.Close)) {
+		return false
+	}
 	g.closeMux.Lock()
 	defer g.closeMux.Unlock()
 	if g.closed || g.root.Err() != nil {
@@ -105,8 +111,25 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 		l.f.park() // before the answer can be written
 	}
 	l.pc = &parkedConn{conn: conn, header: header, pending: pending}
+	if stream {
+		timeout := parkedWriteTimeout
+		if d := g.parkWrite; d > 0 {
+			timeout = d
+		}
+		ps := &parkedStream{conn: conn, kept: header, timeout: timeout, gone: l.clientGone}
+		l.w.parkOn(ps)
+		l.pc.header, l.pc.stream = nil, ps
+	}
 	go l.admitParked()
 	return true
+}
+
+// clientGone cancels the parked 2025-era call l after the drop grace, as
+// the end of its POST does on the connection's goroutine (serveLean):
+// its connection ended, or a write on it failed.
+func (l *leanHold) clientGone() {
+	cancel := l.later.cancel
+	time.AfterFunc(l.f.opts.DropGrace, func() { cancel(ErrClientGone) })
 }
 
 // A parkedConn is what a parked call keeps of its connection: the
@@ -118,6 +141,9 @@ type parkedConn struct {
 	header  parkedHeader
 	pending []byte
 	watch   dropWatch
+	// stream, for a 2025-era session's call (header nil), is its
+	// response, which its heartbeatWriter writes on (leanstream.go).
+	stream *parkedStream
 }
 
 // admitParked admits the parked call l (the policy, the store write of
@@ -128,7 +154,12 @@ type parkedConn struct {
 // parked call"). A call decided at once is answered here.
 func (l *leanHold) admitParked() {
 	cancel := l.later.cancel
-	l.pc.watch = l.f.g.watchParked(l.pc.conn, func() { cancel(context.Canceled) })
+	gone := func() { cancel(context.Canceled) }
+	if l.pc.stream != nil {
+		gone = l.clientGone
+	}
+	l.pc.watch = l.f.g.watchParked(l.pc.conn, gone)
+	l.armHold()
 	if sp, ok := l.f.g.gk.(admitterSplit); ok && l.admitFirst(sp) {
 		if as, ok := sp.(admitterAsync); ok && !l.f.g.opts.HeldGoroutines {
 			// Waited for without a goroutine: the gate calls heldDone.
@@ -172,6 +203,10 @@ func (l *leanHold) waitParked() {
 //
 //go:noinline // its locals stay out of waitParked's parked frame
 func (l *leanHold) answerParked() {
+	if l.pc.stream != nil {
+		l.answerStream()
+		return
+	}
 	conn, pending, cw := l.pc.conn, l.pc.pending, l.pc.watch
 	h, herr := l.pc.header.header()
 	if herr != nil {

@@ -1,0 +1,234 @@
+package gateway
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Parked 2025-era held calls (issue 13). A held call of a 2025-era
+// session on the lean front (leanhold.go) writes on its POST's response
+// while it is held: the `: hb` comments (heartbeat.go) and, when the agent
+// sent a progress token, the gate's keep-alives (leanprog.go), and its
+// answer goes as the event stream's last event, or, when nothing went out
+// before it, as the whole response in application/json. Parked off
+// net/http's connection (leanHold.park), the call's heartbeatWriter writes
+// on a parkedStream instead of net/http's response: a ResponseWriter on the
+// taken connection that frames what it is given as net/http's server
+// would have framed it on that connection (HTTP/1.1, keep-alive): the
+// status line and header at the first flush, then one chunk per flush,
+// and, once the call is answered (finish), the last chunk and the
+// terminating one, or, when nothing was flushed, the whole response with
+// its Content-Length. After it the connection is served as net/http would
+// have served it (serveRest): the client may send its next request on it.
+
+// chunkingSize is how much an unflushed response may hold before it goes
+// out chunked: net/http's bufferBeforeChunkingSize. A response whose
+// handler returns holding no more (and that set no Content-Length) gets a
+// Content-Length instead.
+const chunkingSize = 2048
+
+// A parkedStream is the response of a parked 2025-era held call, written
+// on its connection (see above). Its writer (the call's heartbeatWriter,
+// under its mutex) serialises every use of it.
+type parkedStream struct {
+	conn    net.Conn
+	kept    parkedHeader // the header as the front set it, until Header rebuilds it
+	h       http.Header  // nil until asked for
+	status  int
+	head    bool   // the status line and header went out
+	chunked bool   // and the body is chunked (no Content-Length)
+	buf     []byte // written, not yet sent
+	timeout time.Duration
+	err     error  // the first failed write: nothing is written after it
+	gone    func() // called once, at the first failed write (the client went away)
+}
+
+func (s *parkedStream) Header() http.Header {
+	if s.h == nil {
+		h, err := s.kept.header()
+		if err != nil {
+			h = http.Header{}
+		}
+		s.h, s.kept = h, nil
+	}
+	return s.h
+}
+
+func (s *parkedStream) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+}
+
+func (s *parkedStream) Write(p []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	if s.err != nil {
+		return 0, s.err
+	}
+	s.buf = append(s.buf, p...)
+	if !s.head && len(s.buf) > chunkingSize {
+		// net/http starts the chunked stream once its buffer is full.
+		if err := s.FlushError(); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// FlushError sends what was written as a chunk, after the status line and
+// header when they did not go out yet (http.ResponseController uses it).
+func (s *parkedStream) FlushError() error {
+	if s.err != nil {
+		return s.err
+	}
+	var b bytes.Buffer
+	if !s.head {
+		s.head = true
+		s.writeHead(&b, -1)
+	}
+	s.appendBody(&b)
+	return s.send(b.Bytes())
+}
+
+// appendBody appends what was written and not yet sent, as a chunk when
+// the body is chunked.
+func (s *parkedStream) appendBody(b *bytes.Buffer) {
+	if s.chunked {
+		appendChunk(b, s.buf)
+	} else {
+		b.Write(s.buf)
+	}
+	s.buf = s.buf[:0]
+}
+
+// finish ends the response once the call is answered: the last chunk and
+// the terminating one, or, when nothing went out, the whole response (with
+// a Content-Length unless the header has one), as net/http ends a
+// handler's response.
+func (s *parkedStream) finish() error {
+	if s.err != nil {
+		return s.err
+	}
+	var b bytes.Buffer
+	if !s.head {
+		s.head = true
+		n := len(s.buf)
+		if s.Header().Get("Content-Length") != "" {
+			n = -1
+		}
+		s.writeHead(&b, n)
+		b.Write(s.buf)
+	} else {
+		s.appendBody(&b)
+		if s.chunked {
+			b.WriteString("0\r\n\r\n")
+		}
+	}
+	s.buf = nil
+	return s.send(b.Bytes())
+}
+
+// writeHead writes the status line and header as net/http's server
+// writes them for an HTTP/1.1 keep-alive response: the handler's header
+// sorted, then the Date, the Content-Length (contentLength ≥ 0: the
+// handler is done and set none), a sniffed Content-Type when none was set
+// and, without a Content-Length, "Transfer-Encoding: chunked".
+func (s *parkedStream) writeHead(b *bytes.Buffer, contentLength int) {
+	h := s.Header()
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	text := http.StatusText(s.status)
+	if text == "" {
+		text = "status code " + strconv.Itoa(s.status)
+	}
+	fmt.Fprintf(b, "HTTP/1.1 %03d %s\r\n", s.status, text)
+	_ = h.Write(b) // a bytes.Buffer does not fail
+	if _, ok := h["Date"]; !ok {
+		b.WriteString("Date: ")
+		b.Write(time.Now().UTC().AppendFormat(nil, http.TimeFormat))
+		b.WriteString("\r\n")
+	}
+	if contentLength >= 0 {
+		b.WriteString("Content-Length: " + strconv.Itoa(contentLength) + "\r\n")
+	}
+	if _, ok := h["Content-Type"]; !ok && len(s.buf) > 0 {
+		b.WriteString("Content-Type: " + http.DetectContentType(s.buf) + "\r\n")
+	}
+	if contentLength < 0 && h.Get("Content-Length") == "" {
+		s.chunked = true
+		b.WriteString("Transfer-Encoding: chunked\r\n")
+	}
+	b.WriteString("\r\n")
+}
+
+// appendChunk appends p as one chunk of a chunked body (nothing when p is
+// empty: an empty chunk would end the body).
+func appendChunk(b *bytes.Buffer, p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	b.WriteString(strconv.FormatInt(int64(len(p)), 16))
+	b.WriteString("\r\n")
+	b.Write(p)
+	b.WriteString("\r\n")
+}
+
+// send writes p on the connection within the stream's timeout; the first
+// failure is kept (and gone called): the client is gone, or stopped
+// reading.
+func (s *parkedStream) send(p []byte) error {
+	_ = s.conn.SetWriteDeadline(time.Now().Add(s.timeout))
+	_, err := s.conn.Write(p)
+	_ = s.conn.SetWriteDeadline(time.Time{})
+	if err != nil {
+		s.err = err
+		if s.gone != nil {
+			s.gone()
+		}
+	}
+	return err
+}
+
+// parkOn makes h write on s, the parked stream of its call, in place of
+// net/http's response (leanHold.park); nothing was written yet.
+func (h *heartbeatWriter) parkOn(s *parkedStream) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.w = s
+}
+
+// finishParked ends s, the parked stream h writes on (parkedStream.finish),
+// once the call is answered and h stopped.
+func (h *heartbeatWriter) finishParked(s *parkedStream) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return s.finish()
+}
+
+// answerStream answers the parked 2025-era call l on its stream, as
+// ServeHTTP answers a call held on the connection's goroutine, ends the
+// response as net/http would after the handler returned, and serves the
+// connection on (serveRest), with what the client sent after the POST.
+//
+//go:noinline // its locals stay out of waitParked's parked frame
+func (l *leanHold) answerStream() {
+	conn, pending, cw, ps := l.pc.conn, l.pc.pending, l.pc.watch, l.pc.stream
+	l.pc = nil
+	l.answer()
+	l.end()
+	got, _ := cw.stop()
+	pending = append(pending, got...)
+	if err := l.w.finishParked(ps); err != nil {
+		l.f.g.log.Debug("cannot write a parked call's answer", "err", err)
+		_ = conn.Close()
+		return
+	}
+	l.f.serveRest(conn, pending)
+}
