@@ -221,15 +221,19 @@ func (b *browser) wait(d time.Duration, what string, sel chromedp.CSS) {
 	b.doWithin(d, what, chromedp.WaitVisible(sel))
 }
 
-// text is the text content of the first element sel matches.
+// text is the text content of the first element sel matches, once one is
+// in the page. It is read in the page in one evaluation: the live page may
+// re-render the element between a DevTools node query and a read of that
+// node ("No node with given id found", seen in CI under load).
 func (b *browser) text(sel chromedp.CSS) string {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, waitFor)
-	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.TextContent(sel))
-	if err != nil {
-		b.t.Fatalf("browser: text of %s: %v%s", sel, err, b.location())
+	b.doWithin(waitFor, "text of "+string(sel), chromedp.WaitReady(sel))
+	expr := fmt.Sprintf(`(() => { const el = document.querySelector(%q); return el ? [true, el.textContent] : [false, ""]; })()`, string(sel))
+	v := eval[[]any](b, expr)
+	if len(v) != 2 || v[0] != true {
+		b.t.Fatalf("browser: text of %s: the element is gone%s", sel, b.location())
 	}
+	s, _ := v[1].(string)
 	return strings.TrimSpace(s)
 }
 
