@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -41,6 +42,10 @@ type callProgress struct {
 	// upstreamToken is the gateway-unique token set on the upstream call;
 	// empty until relay starts.
 	upstreamToken string
+	// scope is the upstream session the call was last sent on
+	// (upstream.progressScope; bindTo); nil before. Progress read off
+	// another session is not the call's (relayWire).
+	scope atomic.Pointer[progressScope]
 	// Made with the first notification queued (startForwarding), under
 	// qmu; read by the forwarding goroutine and, after closed is set, by
 	// finish.
@@ -117,9 +122,7 @@ func (p *callProgress) send(value, total float64, msg string) {
 }
 
 // enqueue queues an upstream progress notification for forwarding without
-// blocking. The same notification may come twice, first from the wire (see
-// progressRoutes.relayWire), then from the SDK's handler; the second copy,
-// and any value that does not increase, is not queued. A full queue drops
+// blocking. A value that does not increase is not queued. A full queue drops
 // it (counted); after finish it is late and dropped quietly.
 func (p *callProgress) enqueue(n *mcp.ProgressNotificationParams) {
 	p.qmu.Lock()
@@ -162,6 +165,11 @@ func (p *callProgress) forward(n *mcp.ProgressNotificationParams) {
 type progressRoutes struct {
 	linger time.Duration
 	log    *slog.Logger
+
+	// foreign counts the notifications dropped because they named a
+	// call's token from another upstream session or another call's POST
+	// stream than the call's own (relayWire, relayPost).
+	foreign atomic.Uint64
 
 	mu     sync.Mutex
 	next   uint64                   // guarded by mu
@@ -286,37 +294,115 @@ func (r *progressRoutes) route(tok any) *callProgress {
 	return r.routes[s]
 }
 
-// relay queues an upstream progress notification the SDK's client handler
-// delivered, without blocking; unknown tokens are dropped. That handler may
-// run after the call's result was delivered (go-sdk internal/jsonrpc2
-// conn.go: readIncoming retires responses itself but queues notifications
-// for handleAsync), so relayWire is what keeps order; this path only adds
-// what the wire taps did not see, such as progress an HTTP upstream sent on
-// its standalone GET stream.
-func (r *progressRoutes) relay(n *mcp.ProgressNotificationParams) {
-	if n == nil {
-		return
+// A progressScope names one upstream session, the one a call was sent on
+// (upstream.progressScope): its stdio connection, or its HTTP session id.
+// The upstream's progress for the call is taken only from that session
+// (attack19): the routes are every upstream's and every agent's, and an
+// upstream that saw a call's token (a server behind per-agent sessions
+// sees every agent's) must not reach another session's caller with it.
+type progressScope struct {
+	raw *rawCalls // a stdio session's
+	up  *upstream // with sid: an HTTP session
+	sid string
+}
+
+// bindTo records that p's upstream token goes out on the session of scope
+// (nil: one toolgate cannot name, whose progress is then dropped), before
+// it is sent; a retry on a new session binds again.
+func (p *callProgress) bindTo(scope *progressScope) {
+	p.scope.Store(scope)
+}
+
+// progressScope is the session c of u, as its calls' progress is bound
+// to it: a stdio session's connection, an HTTP session's id; nil for an
+// HTTP session without an id (then only the POST streams carry progress,
+// relayPost).
+func (u *upstream) progressScope(c *upConn) *progressScope {
+	switch {
+	case c.raw != nil:
+		return &progressScope{raw: c.raw}
+	case c.hc != nil:
+		if sid := c.cs.ID(); sid != "" {
+			return &progressScope{up: u, sid: sid}
+		}
 	}
-	p := r.route(n.ProgressToken)
+	return nil
+}
+
+// sendingProgress binds p, when not nil, to the session c it is about to
+// be sent on and returns ctx carrying it for the HTTP POST that sends it
+// (captureRoundTripper: progress on that POST's stream is p's alone).
+func (u *upstream) sendingProgress(ctx context.Context, c *upConn, p *callProgress) context.Context {
 	if p == nil {
-		r.log.Debug("upstream progress for an unknown token dropped")
-		return
+		return ctx
 	}
-	p.enqueue(n)
+	p.bindTo(u.progressScope(c))
+	return context.WithValue(ctx, progressCallKey{}, p)
+}
+
+type progressCallKey struct{}
+
+// progressCallFrom returns the call whose progress ctx's request carries
+// (sendingProgress), or nil.
+func progressCallFrom(ctx context.Context) *callProgress {
+	p, _ := ctx.Value(progressCallKey{}).(*callProgress)
+	return p
+}
+
+// sameScope reports whether a and b name the same upstream session;
+// nil names none.
+func sameScope(a, b *progressScope) bool {
+	return a != nil && b != nil && *a == *b
 }
 
 // relayWire queues the params of a notifications/progress message as read
-// off an upstream connection, in wire order, before the SDK sees it or any
-// message after it. It never blocks; params it cannot decode and unknown
-// tokens are left to the SDK's handler (relay).
-func (r *progressRoutes) relayWire(params json.RawMessage) {
+// off the upstream session scope (a stdio connection, or an HTTP session's
+// standalone stream), in wire order, before the SDK sees it or any message
+// after it. It never blocks. Progress whose token names a call sent on
+// another session is dropped and counted (another agent's, or another
+// tenant's, call); params it cannot decode and unknown tokens are dropped.
+// The SDK's client handler does not route progress: it cannot tell where
+// a notification arrived, and everything it sees passed here first.
+func (r *progressRoutes) relayWire(scope *progressScope, params json.RawMessage) {
 	var n mcp.ProgressNotificationParams
 	if json.Unmarshal(params, &n) != nil {
 		return
 	}
-	if p := r.route(n.ProgressToken); p != nil {
-		p.enqueue(&n)
+	p := r.route(n.ProgressToken)
+	if p == nil {
+		return
 	}
+	if !sameScope(p.scope.Load(), scope) {
+		r.dropForeign("upstream progress for a call sent on another upstream session dropped")
+		return
+	}
+	p.enqueue(&n)
+}
+
+// relayPost queues the params of a notifications/progress message read off
+// the event stream of an HTTP POST that carried the call of p (nil: a POST
+// of anything else). Such a stream belongs to its request: progress on it
+// under any other token than p's is dropped and counted, however the
+// token routes.
+func (r *progressRoutes) relayPost(p *callProgress, params json.RawMessage) {
+	var n mcp.ProgressNotificationParams
+	if json.Unmarshal(params, &n) != nil {
+		return
+	}
+	if tok, ok := n.ProgressToken.(string); !ok || p == nil || tok != p.upstreamToken {
+		if r.route(n.ProgressToken) != nil {
+			r.dropForeign("upstream progress for a call on another request's event stream dropped")
+		}
+		return
+	}
+	p.enqueue(&n)
+}
+
+// dropForeign counts and logs (debug) one notification dropped as another
+// call's.
+func (r *progressRoutes) dropForeign(msg string) {
+	r.foreign.Add(1)
+	r.log.Debug(msg)
 }
 
 // close forgets every route and stops the pending removals.
