@@ -100,6 +100,7 @@ func TestUpstreamProgressBoundToItsCall(t *testing.T) {
 			return sc
 		}},
 		{"http shared", func(t *testing.T) ServerConfig {
+			t.Helper()
 			return ServerConfig{Name: "up", URL: httpUpstream(t, newUpstreamServer(nil)), Sessions: SessionsShared}
 		}},
 	}
