@@ -3,10 +3,13 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -195,5 +198,29 @@ func TestUpstreamProgressOnTheSessionStream(t *testing.T) {
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("lean %v: progress (-want +got):\n%s", lean, diff)
 		}
+	}
+}
+
+// TestProgressQueueBoundedInBytes (attack19): the relay queue of one call
+// held relayQueue notifications whatever their size, each up to
+// limits.max_result_bytes (64 MiB): an upstream sending large progress
+// messages to a caller that reads slowly made toolgate hold 256 of them
+// (16 GiB) for one call. What waits is now bounded in bytes as well; past
+// the bound notifications are dropped and counted like a full queue's.
+func TestProgressQueueBoundedInBytes(t *testing.T) {
+	r := newProgressRoutes(time.Minute, slog.New(slog.DiscardHandler))
+	scope := &progressScope{sid: "s"}
+	p := queuedRoute(r, "toolgate-1", scope)
+	msg := strings.Repeat("m", 64<<10)
+	const sent = 64 // 4 MiB of messages
+	for i := range sent {
+		r.relayWire(scope, json.RawMessage(fmt.Sprintf(`{"progressToken":"toolgate-1","progress":%d,"message":%q}`, i+1, msg)))
+	}
+	held := len(p.queue) * len(msg)
+	if held > relayQueueBytes+len(msg) {
+		t.Errorf("%d notifications (%d bytes of messages) wait for a caller that does not read, want at most %d bytes", len(p.queue), held, relayQueueBytes)
+	}
+	if p.dropped != sent-len(p.queue) {
+		t.Errorf("dropped %d, want %d (the ones not queued)", p.dropped, sent-len(p.queue))
 	}
 }

@@ -22,6 +22,20 @@ const keepAliveMessage = "waiting for approval"
 // counted, and the count is logged when the call ends.
 const relayQueue = 256
 
+// relayQueueBytes bounds the bytes (as read off the wire) of the upstream
+// progress notifications waiting to be forwarded for one call: each may be
+// up to limits.max_result_bytes, and relayQueue of those would be held for
+// a caller that reads slowly (attack19). Past it they are dropped and
+// counted as past relayQueue; one alone is always queued.
+const relayQueueBytes = 1 << 20
+
+// A queuedProgress is one notification waiting to be forwarded, with its
+// size on the wire.
+type queuedProgress struct {
+	n    *mcp.ProgressNotificationParams
+	size int
+}
+
 // A callProgress is the progress channel back to one caller that sent a
 // progress token: keep-alives while the call is held, then the upstream's
 // progress, all under the caller's own token with strictly increasing
@@ -49,7 +63,7 @@ type callProgress struct {
 	// Made with the first notification queued (startForwarding), under
 	// qmu; read by the forwarding goroutine and, after closed is set, by
 	// finish.
-	queue   chan *mcp.ProgressNotificationParams
+	queue   chan queuedProgress
 	drain   chan struct{} // closed by finish: forward what is queued, then stop
 	stopped chan struct{} // closed when the forwarding goroutine has stopped
 
@@ -59,6 +73,7 @@ type callProgress struct {
 	queued     bool    // guarded by qmu: a notification was queued
 	lastQueued float64 // guarded by qmu: the upstream value last queued
 	dropped    int     // guarded by qmu: notifications dropped, the queue full
+	bytes      int     // guarded by qmu: the wire size of those queued, not yet forwarded
 	closed     bool    // guarded by qmu: finish ran; later ones are late
 	forwarding bool    // guarded by qmu: the forwarding goroutine was started
 
@@ -121,10 +136,11 @@ func (p *callProgress) send(value, total float64, msg string) {
 	}
 }
 
-// enqueue queues an upstream progress notification for forwarding without
-// blocking. A value that does not increase is not queued. A full queue drops
-// it (counted); after finish it is late and dropped quietly.
-func (p *callProgress) enqueue(n *mcp.ProgressNotificationParams) {
+// enqueue queues an upstream progress notification, of size bytes on the
+// wire, for forwarding without blocking. A value that does not increase is
+// not queued. A full queue (relayQueue, relayQueueBytes) drops it
+// (counted); after finish it is late and dropped quietly.
+func (p *callProgress) enqueue(n *mcp.ProgressNotificationParams, size int) {
 	p.qmu.Lock()
 	defer p.qmu.Unlock()
 	if p.closed || (p.queued && n.Progress <= p.lastQueued) {
@@ -134,11 +150,24 @@ func (p *callProgress) enqueue(n *mcp.ProgressNotificationParams) {
 	if !p.forwarding {
 		p.startForwarding()
 	}
+	if p.bytes > 0 && p.bytes+size > relayQueueBytes {
+		p.dropped++
+		return
+	}
 	select {
-	case p.queue <- n:
+	case p.queue <- queuedProgress{n, size}:
+		p.bytes += size
 	default:
 		p.dropped++
 	}
+}
+
+// forwardQueued forwards q and frees its bytes of the queue's bound.
+func (p *callProgress) forwardQueued(q queuedProgress) {
+	p.forward(q.n)
+	p.qmu.Lock()
+	p.bytes -= q.size
+	p.qmu.Unlock()
 }
 
 // forward sends one upstream progress notification to the caller, its value
@@ -209,7 +238,7 @@ func (r *progressRoutes) start(p *callProgress) {
 // startForwarding starts the goroutine that forwards p's queue. p.qmu
 // must be held.
 func (p *callProgress) startForwarding() {
-	p.queue = make(chan *mcp.ProgressNotificationParams, relayQueue)
+	p.queue = make(chan queuedProgress, relayQueue)
 	p.drain = make(chan struct{})
 	p.stopped = make(chan struct{})
 	p.forwarding = true
@@ -217,13 +246,13 @@ func (p *callProgress) startForwarding() {
 		defer close(p.stopped)
 		for {
 			select {
-			case n := <-p.queue:
-				p.forward(n)
+			case q := <-p.queue:
+				p.forwardQueued(q)
 			case <-p.drain:
 				for {
 					select {
-					case n := <-p.queue:
-						p.forward(n)
+					case q := <-p.queue:
+						p.forwardQueued(q)
 					default:
 						return
 					}
@@ -253,7 +282,7 @@ func (r *progressRoutes) finish(p *callProgress) {
 	p.finished = true
 	p.mu.Unlock()
 	if dropped > 0 {
-		p.log.WarnContext(p.ctx, "upstream progress dropped: relay queue full", "dropped", dropped, "queue", relayQueue)
+		p.log.WarnContext(p.ctx, "upstream progress dropped: relay queue full", "dropped", dropped, "queue", relayQueue, "queue_bytes", relayQueueBytes)
 	}
 
 	tok := p.upstreamToken
@@ -376,7 +405,7 @@ func (r *progressRoutes) relayWire(scope *progressScope, params json.RawMessage)
 		r.dropForeign("upstream progress for a call sent on another upstream session dropped")
 		return
 	}
-	p.enqueue(&n)
+	p.enqueue(&n, len(params))
 }
 
 // relayPost queues the params of a notifications/progress message read off
@@ -395,7 +424,7 @@ func (r *progressRoutes) relayPost(p *callProgress, params json.RawMessage) {
 		}
 		return
 	}
-	p.enqueue(&n)
+	p.enqueue(&n, len(params))
 }
 
 // dropForeign counts and logs (debug) one notification dropped as another

@@ -226,7 +226,7 @@ func TestProgressBurstBeforeResult(t *testing.T) {
 // with a queue but no forwarding goroutine, so a test can inspect what was
 // queued.
 func queuedRoute(r *progressRoutes, token string, scope *progressScope) *callProgress {
-	p := &callProgress{upstreamToken: token, queue: make(chan *mcp.ProgressNotificationParams, relayQueue), forwarding: true}
+	p := &callProgress{upstreamToken: token, queue: make(chan queuedProgress, relayQueue), forwarding: true}
 	p.bindTo(scope)
 	r.routes[token] = p
 	return p
@@ -235,7 +235,7 @@ func queuedRoute(r *progressRoutes, token string, scope *progressScope) *callPro
 func queuedValues(p *callProgress) []float64 {
 	var out []float64
 	for len(p.queue) > 0 {
-		out = append(out, (<-p.queue).Progress)
+		out = append(out, (<-p.queue).n.Progress)
 	}
 	return out
 }
