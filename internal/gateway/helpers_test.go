@@ -207,6 +207,7 @@ func addUpstreamTools(s *mcp.Server, h *hooks) {
 		})
 	s.AddTool(&mcp.Tool{Name: "fifo", Description: "returns what it reads from the named pipe at path", InputSchema: objectSchema},
 		readFIFO)
+	addProgressForgeTools(s)
 	// stdio-only behaviours of the child process.
 	s.AddTool(&mcp.Tool{Name: "garbage", Description: "writes a line that is not JSON-RPC to stdout", InputSchema: objectSchema},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

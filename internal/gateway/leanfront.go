@@ -369,11 +369,7 @@ func (g *Gateway) dispatchLean(ctx context.Context, d *dispatch) (json.RawMessag
 		return nil, nil, errUnknownTool(d.tool.Name)
 	}
 	ctx = withOrigin(ctx, d.origin)
-	var token string
-	if d.progress != nil {
-		token = d.progress.upstreamToken
-	}
-	raw, ok, err := u.callRawProgress(ctx, d.tool.Tool, d.args, token)
+	raw, ok, err := u.callRawProgress(ctx, d.tool.Tool, d.args, d.progress)
 	if ok {
 		if err == nil {
 			return repairUTF8(raw), nil, nil // rawutf8.go

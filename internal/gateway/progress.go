@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -20,6 +21,20 @@ const keepAliveMessage = "waiting for approval"
 // forwarded for one call. Past it they are dropped (progress is advisory),
 // counted, and the count is logged when the call ends.
 const relayQueue = 256
+
+// relayQueueBytes bounds the bytes (as read off the wire) of the upstream
+// progress notifications waiting to be forwarded for one call: each may be
+// up to limits.max_result_bytes, and relayQueue of those would be held for
+// a caller that reads slowly (attack19). Past it they are dropped and
+// counted as past relayQueue; one alone is always queued.
+const relayQueueBytes = 1 << 20
+
+// A queuedProgress is one notification waiting to be forwarded, with its
+// size on the wire.
+type queuedProgress struct {
+	n    *mcp.ProgressNotificationParams
+	size int
+}
 
 // A callProgress is the progress channel back to one caller that sent a
 // progress token: keep-alives while the call is held, then the upstream's
@@ -41,10 +56,14 @@ type callProgress struct {
 	// upstreamToken is the gateway-unique token set on the upstream call;
 	// empty until relay starts.
 	upstreamToken string
+	// scope is the upstream session the call was last sent on
+	// (upstream.progressScope; bindTo); nil before. Progress read off
+	// another session is not the call's (relayWire).
+	scope atomic.Pointer[progressScope]
 	// Made with the first notification queued (startForwarding), under
 	// qmu; read by the forwarding goroutine and, after closed is set, by
 	// finish.
-	queue   chan *mcp.ProgressNotificationParams
+	queue   chan queuedProgress
 	drain   chan struct{} // closed by finish: forward what is queued, then stop
 	stopped chan struct{} // closed when the forwarding goroutine has stopped
 
@@ -54,6 +73,7 @@ type callProgress struct {
 	queued     bool    // guarded by qmu: a notification was queued
 	lastQueued float64 // guarded by qmu: the upstream value last queued
 	dropped    int     // guarded by qmu: notifications dropped, the queue full
+	bytes      int     // guarded by qmu: the wire size of those queued, not yet forwarded
 	closed     bool    // guarded by qmu: finish ran; later ones are late
 	forwarding bool    // guarded by qmu: the forwarding goroutine was started
 
@@ -116,12 +136,11 @@ func (p *callProgress) send(value, total float64, msg string) {
 	}
 }
 
-// enqueue queues an upstream progress notification for forwarding without
-// blocking. The same notification may come twice, first from the wire (see
-// progressRoutes.relayWire), then from the SDK's handler; the second copy,
-// and any value that does not increase, is not queued. A full queue drops
-// it (counted); after finish it is late and dropped quietly.
-func (p *callProgress) enqueue(n *mcp.ProgressNotificationParams) {
+// enqueue queues an upstream progress notification, of size bytes on the
+// wire, for forwarding without blocking. A value that does not increase is
+// not queued. A full queue (relayQueue, relayQueueBytes) drops it
+// (counted); after finish it is late and dropped quietly.
+func (p *callProgress) enqueue(n *mcp.ProgressNotificationParams, size int) {
 	p.qmu.Lock()
 	defer p.qmu.Unlock()
 	if p.closed || (p.queued && n.Progress <= p.lastQueued) {
@@ -131,11 +150,24 @@ func (p *callProgress) enqueue(n *mcp.ProgressNotificationParams) {
 	if !p.forwarding {
 		p.startForwarding()
 	}
+	if p.bytes > 0 && p.bytes+size > relayQueueBytes {
+		p.dropped++
+		return
+	}
 	select {
-	case p.queue <- n:
+	case p.queue <- queuedProgress{n, size}:
+		p.bytes += size
 	default:
 		p.dropped++
 	}
+}
+
+// forwardQueued forwards q and frees its bytes of the queue's bound.
+func (p *callProgress) forwardQueued(q queuedProgress) {
+	p.forward(q.n)
+	p.qmu.Lock()
+	p.bytes -= q.size
+	p.qmu.Unlock()
 }
 
 // forward sends one upstream progress notification to the caller, its value
@@ -162,6 +194,11 @@ func (p *callProgress) forward(n *mcp.ProgressNotificationParams) {
 type progressRoutes struct {
 	linger time.Duration
 	log    *slog.Logger
+
+	// foreign counts the notifications dropped because they named a
+	// call's token from another upstream session or another call's POST
+	// stream than the call's own (relayWire, relayPost).
+	foreign atomic.Uint64
 
 	mu     sync.Mutex
 	next   uint64                   // guarded by mu
@@ -201,7 +238,7 @@ func (r *progressRoutes) start(p *callProgress) {
 // startForwarding starts the goroutine that forwards p's queue. p.qmu
 // must be held.
 func (p *callProgress) startForwarding() {
-	p.queue = make(chan *mcp.ProgressNotificationParams, relayQueue)
+	p.queue = make(chan queuedProgress, relayQueue)
 	p.drain = make(chan struct{})
 	p.stopped = make(chan struct{})
 	p.forwarding = true
@@ -209,13 +246,13 @@ func (p *callProgress) startForwarding() {
 		defer close(p.stopped)
 		for {
 			select {
-			case n := <-p.queue:
-				p.forward(n)
+			case q := <-p.queue:
+				p.forwardQueued(q)
 			case <-p.drain:
 				for {
 					select {
-					case n := <-p.queue:
-						p.forward(n)
+					case q := <-p.queue:
+						p.forwardQueued(q)
 					default:
 						return
 					}
@@ -245,7 +282,7 @@ func (r *progressRoutes) finish(p *callProgress) {
 	p.finished = true
 	p.mu.Unlock()
 	if dropped > 0 {
-		p.log.WarnContext(p.ctx, "upstream progress dropped: relay queue full", "dropped", dropped, "queue", relayQueue)
+		p.log.WarnContext(p.ctx, "upstream progress dropped: relay queue full", "dropped", dropped, "queue", relayQueue, "queue_bytes", relayQueueBytes)
 	}
 
 	tok := p.upstreamToken
@@ -286,37 +323,115 @@ func (r *progressRoutes) route(tok any) *callProgress {
 	return r.routes[s]
 }
 
-// relay queues an upstream progress notification the SDK's client handler
-// delivered, without blocking; unknown tokens are dropped. That handler may
-// run after the call's result was delivered (go-sdk internal/jsonrpc2
-// conn.go: readIncoming retires responses itself but queues notifications
-// for handleAsync), so relayWire is what keeps order; this path only adds
-// what the wire taps did not see, such as progress an HTTP upstream sent on
-// its standalone GET stream.
-func (r *progressRoutes) relay(n *mcp.ProgressNotificationParams) {
-	if n == nil {
-		return
+// A progressScope names one upstream session, the one a call was sent on
+// (upstream.progressScope): its stdio connection, or its HTTP session id.
+// The upstream's progress for the call is taken only from that session
+// (attack19): the routes are every upstream's and every agent's, and an
+// upstream that saw a call's token (a server behind per-agent sessions
+// sees every agent's) must not reach another session's caller with it.
+type progressScope struct {
+	raw *rawCalls // a stdio session's
+	up  *upstream // with sid: an HTTP session
+	sid string
+}
+
+// bindTo records that p's upstream token goes out on the session of scope
+// (nil: one toolgate cannot name, whose progress is then dropped), before
+// it is sent; a retry on a new session binds again.
+func (p *callProgress) bindTo(scope *progressScope) {
+	p.scope.Store(scope)
+}
+
+// progressScope is the session c of u, as its calls' progress is bound
+// to it: a stdio session's connection, an HTTP session's id; nil for an
+// HTTP session without an id (then only the POST streams carry progress,
+// relayPost).
+func (u *upstream) progressScope(c *upConn) *progressScope {
+	switch {
+	case c.raw != nil:
+		return &progressScope{raw: c.raw}
+	case c.hc != nil:
+		if sid := c.cs.ID(); sid != "" {
+			return &progressScope{up: u, sid: sid}
+		}
 	}
-	p := r.route(n.ProgressToken)
+	return nil
+}
+
+// sendingProgress binds p, when not nil, to the session c it is about to
+// be sent on and returns ctx carrying it for the HTTP POST that sends it
+// (captureRoundTripper: progress on that POST's stream is p's alone).
+func (u *upstream) sendingProgress(ctx context.Context, c *upConn, p *callProgress) context.Context {
 	if p == nil {
-		r.log.Debug("upstream progress for an unknown token dropped")
-		return
+		return ctx
 	}
-	p.enqueue(n)
+	p.bindTo(u.progressScope(c))
+	return context.WithValue(ctx, progressCallKey{}, p)
+}
+
+type progressCallKey struct{}
+
+// progressCallFrom returns the call whose progress ctx's request carries
+// (sendingProgress), or nil.
+func progressCallFrom(ctx context.Context) *callProgress {
+	p, _ := ctx.Value(progressCallKey{}).(*callProgress)
+	return p
+}
+
+// sameScope reports whether a and b name the same upstream session;
+// nil names none.
+func sameScope(a, b *progressScope) bool {
+	return a != nil && b != nil && *a == *b
 }
 
 // relayWire queues the params of a notifications/progress message as read
-// off an upstream connection, in wire order, before the SDK sees it or any
-// message after it. It never blocks; params it cannot decode and unknown
-// tokens are left to the SDK's handler (relay).
-func (r *progressRoutes) relayWire(params json.RawMessage) {
+// off the upstream session scope (a stdio connection, or an HTTP session's
+// standalone stream), in wire order, before the SDK sees it or any message
+// after it. It never blocks. Progress whose token names a call sent on
+// another session is dropped and counted (another agent's, or another
+// tenant's, call); params it cannot decode and unknown tokens are dropped.
+// The SDK's client handler does not route progress: it cannot tell where
+// a notification arrived, and everything it sees passed here first.
+func (r *progressRoutes) relayWire(scope *progressScope, params json.RawMessage) {
 	var n mcp.ProgressNotificationParams
 	if json.Unmarshal(params, &n) != nil {
 		return
 	}
-	if p := r.route(n.ProgressToken); p != nil {
-		p.enqueue(&n)
+	p := r.route(n.ProgressToken)
+	if p == nil {
+		return
 	}
+	if !sameScope(p.scope.Load(), scope) {
+		r.dropForeign("upstream progress for a call sent on another upstream session dropped")
+		return
+	}
+	p.enqueue(&n, len(params))
+}
+
+// relayPost queues the params of a notifications/progress message read off
+// the event stream of an HTTP POST that carried the call of p (nil: a POST
+// of anything else). Such a stream belongs to its request: progress on it
+// under any other token than p's is dropped and counted, however the
+// token routes.
+func (r *progressRoutes) relayPost(p *callProgress, params json.RawMessage) {
+	var n mcp.ProgressNotificationParams
+	if json.Unmarshal(params, &n) != nil {
+		return
+	}
+	if tok, ok := n.ProgressToken.(string); !ok || p == nil || tok != p.upstreamToken {
+		if r.route(n.ProgressToken) != nil {
+			r.dropForeign("upstream progress for a call on another request's event stream dropped")
+		}
+		return
+	}
+	p.enqueue(&n, len(params))
+}
+
+// dropForeign counts and logs (debug) one notification dropped as another
+// call's.
+func (r *progressRoutes) dropForeign(msg string) {
+	r.foreign.Add(1)
+	r.log.Debug(msg)
 }
 
 // close forgets every route and stops the pending removals.

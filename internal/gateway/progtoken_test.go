@@ -27,8 +27,11 @@ func TestUpstreamProgressTokensCannotBeGuessed(t *testing.T) {
 	defer r.finish(seen)
 	other := &callProgress{ctx: t.Context(), log: slog.New(slog.DiscardHandler)}
 	other.write = func(float64, float64, string) error { return nil }
-	r.start(other) // another agent's call on another upstream
+	r.start(other) // another agent's call, on the same upstream session
 	defer r.finish(other)
+	scope := &progressScope{sid: "shared"}
+	seen.bindTo(scope)
+	other.bindTo(scope)
 	if seen.upstreamToken == other.upstreamToken {
 		t.Fatalf("two calls got the token %q", seen.upstreamToken)
 	}
@@ -42,7 +45,7 @@ func TestUpstreamProgressTokensCannotBeGuessed(t *testing.T) {
 		}
 		for d := uint64(1); d <= 64; d++ {
 			guess := seen.upstreamToken[:loc[0]] + strconv.FormatUint(n+d, 10) + seen.upstreamToken[loc[1]:]
-			r.relayWire(json.RawMessage(fmt.Sprintf(`{"progressToken":%q,"progress":1,"message":"forged"}`, guess)))
+			r.relayWire(scope, json.RawMessage(fmt.Sprintf(`{"progressToken":%q,"progress":1,"message":"forged"}`, guess)))
 			if r.route(guess) == other {
 				t.Fatalf("the token %q, guessed from %q, routes to another call's progress", guess, seen.upstreamToken)
 			}

@@ -471,14 +471,14 @@ func rawApplies(ctx context.Context, c *upConn) bool {
 // other failure (unavailable, timeout, cancelled, shutdown, an oversized
 // or malformed answer) as a *callFailure carrying its dispatch outcome.
 func (u *upstream) callRaw(ctx context.Context, tool string, args json.RawMessage) (result json.RawMessage, ok bool, err error) {
-	return u.callRawProgress(ctx, tool, args, "")
+	return u.callRawProgress(ctx, tool, args, nil)
 }
 
-// callRawProgress is callRaw with progressToken, unless "", sent as the
-// call's _meta.progressToken (a gateway token of the progress routes: the
-// upstream's progress for it is relayed from the wire, rawcap.go and
-// ssetee.go, before the result is returned).
-func (u *upstream) callRawProgress(ctx context.Context, tool string, args json.RawMessage, progressToken string) (result json.RawMessage, ok bool, err error) {
+// callRawProgress is callRaw with prog's gateway token, when prog is not
+// nil, sent as the call's _meta.progressToken: the upstream's progress for
+// it is relayed from the wire, rawcap.go and ssetee.go, before the result
+// is returned, from the session it was sent on alone (progress.go).
+func (u *upstream) callRawProgress(ctx context.Context, tool string, args json.RawMessage, prog *callProgress) (result json.RawMessage, ok bool, err error) {
 	o := originFrom(ctx)
 	if (o != nil && o.modern) || relayRoundFrom(ctx) != nil {
 		return nil, false, nil
@@ -499,6 +499,10 @@ func (u *upstream) callRawProgress(ctx context.Context, tool string, args json.R
 		}
 	}
 	var raw json.RawMessage
+	var progressToken string
+	if prog != nil && (rawHTTPApplies(ctx, c) || rawApplies(ctx, c)) {
+		ctx, progressToken = u.sendingProgress(ctx, c, prog), prog.upstreamToken
+	}
 	switch {
 	case rawHTTPApplies(ctx, c):
 		var sent bool

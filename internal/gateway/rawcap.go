@@ -154,7 +154,11 @@ func (t captureTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &captureConn{Connection: c, routes: t.routes, up: t.up, owner: t.owner, raw: t.raw}, nil
+	var scope *progressScope
+	if t.raw != nil {
+		scope = &progressScope{raw: t.raw}
+	}
+	return &captureConn{Connection: c, routes: t.routes, up: t.up, owner: t.owner, raw: t.raw, scope: scope}, nil
 }
 
 // captureConn records the id of each outgoing tools/call whose context has
@@ -170,9 +174,10 @@ type captureConn struct {
 	routes   *progressRoutes
 	up       *upstream
 	owner    *agentConn
-	raw      *rawCalls // may be nil
-	pending  sync.Map  // jsonrpc.ID → *slot
-	inflight sync.Map  // jsonrpc.ID → *origin; per-agent sessions only
+	raw      *rawCalls      // may be nil
+	scope    *progressScope // the session, for its calls' progress; nil without raw
+	pending  sync.Map       // jsonrpc.ID → *slot
+	inflight sync.Map       // jsonrpc.ID → *origin; per-agent sessions only
 }
 
 func (c *captureConn) Write(ctx context.Context, msg jsonrpc.Message) error {
@@ -227,7 +232,7 @@ func (c *captureConn) route(ctx context.Context, m jsonrpc.Message) bool {
 		switch {
 		case r.IsCall():
 		case r.Method == methodProgress && c.routes != nil:
-			c.routes.relayWire(r.Params)
+			c.routes.relayWire(c.scope, r.Params)
 		case r.Method == methodLog && c.up != nil:
 			c.up.routeLog(ctx, c.inflightOrigin(), c.owner, r.Params)
 			return true
@@ -349,8 +354,16 @@ func (t *captureRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 		if id == nil {
 			s = nil
 		}
-		resp.Body = (&sseTee{ReadCloser: resp.Body, s: s, id: id, max: t.max, routes: t.routes,
-			up: t.up, owner: t.owner, origin: originFrom(req.Context()), log: t.log}).useBufs()
+		tee := &sseTee{ReadCloser: resp.Body, s: s, id: id, max: t.max, routes: t.routes,
+			up: t.up, owner: t.owner, origin: originFrom(req.Context()), log: t.log}
+		// Progress on a POST's stream is its request's (relayPost); on
+		// the session's standalone stream, its session's (relayWire).
+		if req.Method == http.MethodPost {
+			tee.post, tee.call = true, progressCallFrom(req.Context())
+		} else if sid := req.Header.Get("Mcp-Session-Id"); sid != "" && t.up != nil {
+			tee.scope = &progressScope{up: t.up, sid: sid}
+		}
+		resp.Body = tee.useBufs()
 	}
 	return resp, nil
 }

@@ -39,6 +39,12 @@ type sseTee struct {
 	owner  *agentConn
 	origin *origin
 	log    *slog.Logger
+	// post: the stream answers a POST, whose call (nil: none with a
+	// progress token) alone may have progress on it; else scope is the
+	// HTTP session of the standalone stream (nil: unknown).
+	post  bool
+	call  *callProgress
+	scope *progressScope
 
 	verdicts []teeVerdict // without a slot: the verdicts put in place of answers (verdict.go)
 
@@ -294,8 +300,12 @@ func (t *sseTee) endEvent() []byte {
 			t.done = true
 		}
 	case len(m.ID) == 0 && method == methodProgress:
-		if t.routes != nil {
-			t.routes.relayWire(m.Params)
+		switch {
+		case t.routes == nil:
+		case t.post:
+			t.routes.relayPost(t.call, m.Params)
+		default:
+			t.routes.relayWire(t.scope, m.Params)
 		}
 	case len(m.ID) == 0 && method == methodLog:
 		if t.up != nil {

@@ -240,11 +240,10 @@ func (u *upstream) newClientWith(caps *mcp.ClientCapabilities, owner *agentConn)
 			u.elicitationComplete(req.Params)
 		},
 		// Notification handlers run one at a time per session: these never
-		// block. Progress and log messages are mostly handled from the wire,
-		// in order (rawcap.go); these handlers add only what that did not see.
-		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-			g.routes.relay(req.Params)
-		},
+		// block. Progress and log messages are handled from the wire, in
+		// order (rawcap.go, ssetee.go): there toolgate knows the session
+		// and the request stream they came on, which progress is bound to
+		// (progress.go); the SDK's handler would not, so it has none.
 		LoggingMessageHandler: func(ctx context.Context, req *mcp.LoggingMessageRequest) {
 			u.logMessage(ctx, req.Params)
 		},

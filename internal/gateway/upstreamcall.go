@@ -77,6 +77,7 @@ func (u *upstream) callContext(ctx context.Context) (cctx context.Context, done 
 func (u *upstream) callOnce(ctx context.Context, c *upConn, tool string, args json.RawMessage, prog *callProgress) (_ *mcp.CallToolResult, retry bool, _ error) {
 	cctx, done := u.callContext(ctx)
 	defer done()
+	cctx = u.sendingProgress(cctx, c, prog)
 	if rawApplies(ctx, c) {
 		// Without the SDK: one line out, the answer line back (rawcall.go).
 		var token string
