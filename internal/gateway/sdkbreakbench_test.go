@@ -19,24 +19,33 @@ import (
 //
 //	go test -run '^$' -bench CallSDKPathHTTP -benchtime 2000x -count 5 ./internal/gateway/
 func BenchmarkCallSDKPathHTTP(b *testing.B) {
+	p := &mcp.CallToolParams{Name: "up__echo", Arguments: benchArgs}
+	sdkPathToken(p, "bench")
+	benchHTTPUpstream(b, func() *mcp.Server { return newUpstreamServer(nil) }, func(b *testing.B, cs *mcp.ClientSession) {
+		res, err := cs.CallTool(b.Context(), p)
+		if err != nil || res.IsError {
+			b.Fatalf("call: %v %+v", err, res)
+		}
+	})
+}
+
+// benchHTTPUpstream runs op in a loop against a go-sdk HTTP upstream
+// serving newServer() through benchFront (an allow-all gate), once with
+// JSON answers (/json) and once with event streams (/sse).
+func benchHTTPUpstream(b *testing.B, newServer func() *mcp.Server, op func(b *testing.B, cs *mcp.ClientSession)) {
 	for _, c := range []struct {
 		name string
 		json bool
 	}{{"json", true}, {"sse", false}} {
 		b.Run(c.name, func(b *testing.B) {
-			s := newUpstreamServer(nil)
+			s := newServer()
 			up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{JSONResponse: c.json}))
 			b.Cleanup(up.Close)
 			cs := benchFront(b, []ServerConfig{{Name: "up", URL: up.URL}}, gate.New(nil, policy.NewHolder(benchPolicy), nil))
-			p := &mcp.CallToolParams{Name: "up__echo", Arguments: benchArgs}
-			sdkPathToken(p, "bench")
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				res, err := cs.CallTool(b.Context(), p)
-				if err != nil || res.IsError {
-					b.Fatalf("call: %v %+v", err, res)
-				}
+				op(b, cs)
 			}
 		})
 	}
