@@ -52,8 +52,21 @@ var scriptedTools = []string{"vendor", "fails", "array", "notjson", "otherid", "
 
 func newScriptedUpstream(t *testing.T, jsonAnswers bool) (*scriptedUpstream, string) {
 	t.Helper()
-	srv := newUpstreamServer(nil)
-	for _, name := range scriptedTools {
+	return scriptedUpstreamOf(t, newUpstreamServer(nil), jsonAnswers, scriptedTools...)
+}
+
+// newScriptedFeatureUpstream is a scriptedUpstream (JSON answers) of a
+// feature server (newFeatureServer) with a tool "hang" to script.
+func newScriptedFeatureUpstream(t *testing.T) (*scriptedUpstream, string) {
+	t.Helper()
+	return scriptedUpstreamOf(t, newFeatureServer("f", nil), true, "hang")
+}
+
+// scriptedUpstreamOf serves srv, with the tools named added (answering
+// "unscripted"), as a scriptedUpstream.
+func scriptedUpstreamOf(t *testing.T, srv *mcp.Server, jsonAnswers bool, tools ...string) (*scriptedUpstream, string) {
+	t.Helper()
+	for _, name := range tools {
 		srv.AddTool(&mcp.Tool{Name: name, InputSchema: objectSchema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "unscripted"}}}, nil
 		})
@@ -90,15 +103,11 @@ func (s *scriptedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				f(w, r, m.ID)
 				return
 			}
-		case m.Method == "resources/read" || m.Method == "prompts/get" || m.Method == "completion/complete":
-			// Scripted by method (sdkbreak2's tests): a tool's name has no "/".
-			s.mu.Lock()
-			f := s.script[m.Method]
-			s.mu.Unlock()
-			if f != nil {
-				f(w, r, m.ID)
-				return
-			}
+		case s.scripted(m.Method) != nil:
+			// Scripted by method (sdkbreak2's and attack18's tests): a
+			// tool's name has no "/".
+			s.scripted(m.Method)(w, r, m.ID)
+			return
 		case m.Method == "notifications/cancelled" || (m.Method == "" && bytes.Contains(body, []byte(`"scripted-`))):
 			s.other <- scriptedPost{body: string(body), header: r.Header.Clone()}
 			if m.Method == "" {
@@ -108,6 +117,16 @@ func (s *scriptedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.next.ServeHTTP(w, r)
+}
+
+// scripted is the script of method, or nil.
+func (s *scriptedUpstream) scripted(method string) func(http.ResponseWriter, *http.Request, json.RawMessage) {
+	if method == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.script[method]
 }
 
 func (s *scriptedUpstream) set(tool string, f func(w http.ResponseWriter, r *http.Request, id json.RawMessage)) {
