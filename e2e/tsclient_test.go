@@ -66,6 +66,72 @@ func tsV2Node(t *testing.T) string {
 	return tsNode(t, "@modelcontextprotocol/client")
 }
 
+// tsClient is a TypeScript client script (under tsclient/) running under
+// node, bounded by 2*waitFor: its stdin, and its stdout line by line.
+type tsClient struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stdin  io.Writer
+	lines  *bufio.Scanner
+	stderr *syncBuffer
+	waited bool
+}
+
+// startTSClient starts node tsclient/script with args; if the test does
+// not wait for it, it is killed and reaped on cleanup.
+func startTSClient(t *testing.T, node, script string, args ...string) *tsClient {
+	t.Helper()
+	path, err := filepath.Abs(filepath.Join("tsclient", script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*waitFor)
+	c := &tsClient{t: t, cmd: exec.CommandContext(ctx, node, append([]string{path}, args...)...), stderr: new(syncBuffer)}
+	c.cmd.Env = childEnv()
+	c.cmd.Stderr = c.stderr
+	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	stdout, err := c.cmd.StdoutPipe()
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("start %s: %v", node, err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if !c.waited {
+			_ = c.cmd.Wait()
+		}
+	})
+	c.lines = bufio.NewScanner(stdout)
+	c.lines.Buffer(nil, 1<<20)
+	return c
+}
+
+// line returns the client's next line of output; what names it in the
+// failure when there is none.
+func (c *tsClient) line(what string) []byte {
+	c.t.Helper()
+	if !c.lines.Scan() {
+		c.t.Fatalf("TypeScript client printed nothing for %s (%v)\nstderr:\n%s", what, c.lines.Err(), c.stderr.String())
+	}
+	return c.lines.Bytes()
+}
+
+// wait waits for the client to exit and fails the test unless it exits 0.
+func (c *tsClient) wait() {
+	c.t.Helper()
+	c.waited = true
+	if err := c.cmd.Wait(); err != nil {
+		c.t.Fatalf("TypeScript client: %v\nstderr:\n%s", err, c.stderr.String())
+	}
+}
+
 // TestTypeScriptV2Client (issue 11): a TypeScript SDK v2 client
 // (@modelcontextprotocol/client 2.4.0) pinned to 2026-07-28 lists the
 // tools and runs an allowed call through toolgate. A held call (the client
@@ -76,44 +142,13 @@ func tsV2Node(t *testing.T) string {
 func TestTypeScriptV2Client(t *testing.T) {
 	node := tsV2Node(t)
 	g, record := startUpstreamGateway(t, tsV2Policy)
-	script, err := filepath.Abs(filepath.Join("tsclient", "v2.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const allowedArgs, heldArgs = `{"client":"ts-v2"}`, `{"id":"ts-v2","seconds":0.01}`
-	ctx, cancel := context.WithTimeout(t.Context(), 2*waitFor)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, script, g.MCP, agentToken, "t__echo_raw", allowedArgs, "t__slow", heldArgs)
-	cmd.Env = childEnv()
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", node, err)
-	}
-	waited := false
-	defer func() {
-		if !waited {
-			cancel()
-			_ = cmd.Wait()
-		}
-	}()
-	lines := bufio.NewScanner(stdout)
-	lines.Buffer(nil, 1<<20)
+	c := startTSClient(t, node, "v2.mjs", g.MCP, agentToken, "t__echo_raw", allowedArgs, "t__slow", heldArgs)
 	next := func(step string, v any) {
 		t.Helper()
-		if !lines.Scan() {
-			t.Fatalf("TypeScript client printed nothing for %s (%v)\nstderr:\n%s", step, lines.Err(), stderr.String())
-		}
-		if err := json.Unmarshal(lines.Bytes(), v); err != nil {
-			t.Fatalf("%s: client output %q: %v", step, lines.Bytes(), err)
+		b := c.line(step)
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("%s: client output %q: %v", step, b, err)
 		}
 	}
 
@@ -147,7 +182,7 @@ func TestTypeScriptV2Client(t *testing.T) {
 	}
 
 	mustCLI(t, g.Admin, "approve", p.ID)
-	if _, err := io.WriteString(stdin, "approved\n"); err != nil {
+	if _, err := io.WriteString(c.stdin, "approved\n"); err != nil {
 		t.Fatalf("tell the client: %v", err)
 	}
 	var resent struct {
@@ -157,10 +192,7 @@ func TestTypeScriptV2Client(t *testing.T) {
 	if resent.Result.IsError || resent.Result.text() != "slept" {
 		t.Errorf("re-sent held call returned %+v, want the upstream's \"slept\"", resent.Result)
 	}
-	waited = true
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("TypeScript client: %v\nstderr:\n%s", err, stderr.String())
-	}
+	c.wait()
 	if n := countRecord(t, record, "echo_raw "+allowedArgs); n != 1 {
 		t.Errorf("upstream ran the allowed call %d times, want 1", n)
 	}
