@@ -287,18 +287,22 @@ func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // The session is closed on cleanup.
 func (g *gw) connect(t *testing.T, opts *mcp.ClientOptions, capture *syncBuffer) *mcp.ClientSession {
 	t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "e2e-agent", Version: "1"}, opts)
-	tr := &mcp.StreamableClientTransport{
-		Endpoint:   g.MCP,
-		HTTPClient: &http.Client{Transport: &bearer{token: agentToken, capture: capture, base: g.tr}},
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	return connectMCP(t, "e2e-agent", g.MCP, &bearer{token: agentToken, capture: capture, base: g.tr}, opts)
+}
+
+// connectMCP opens a 2025-era MCP session to endpoint as client name,
+// sending its requests through rt, within waitFor; closed on cleanup.
+func connectMCP(tb testing.TB, name, endpoint string, rt http.RoundTripper, opts *mcp.ClientOptions) *mcp.ClientSession {
+	tb.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, opts)
+	tr := &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: rt}}
+	ctx, cancel := context.WithTimeout(tb.Context(), waitFor)
 	defer cancel()
 	cs, err := c.Connect(ctx, tr, era2025)
 	if err != nil {
-		t.Fatalf("connect to %s: %v", g.MCP, err)
+		tb.Fatalf("connect to %s: %v", endpoint, err)
 	}
-	t.Cleanup(func() { _ = cs.Close() })
+	tb.Cleanup(func() { _ = cs.Close() })
 	return cs
 }
 
