@@ -103,6 +103,13 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 
+// Len is the number of bytes written so far.
+func (s *syncBuffer) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Len()
+}
+
 func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -199,11 +206,19 @@ func startGatewayBin(tb testing.TB, bin, cfgYAML string, env map[string]string, 
 		checkChildLog(tb, "toolgate serve", stderr)
 	})
 
+	// Bounded by waitFor without progress: toolgate logs each step of its
+	// start (--log-level debug), and on a loaded machine its SQLite
+	// migrations alone took minutes, a step every few seconds.
 	deadline := time.NewTimer(waitFor)
 	defer deadline.Stop()
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
+	logged := 0
 	for {
+		if n := stderr.Len(); n != logged {
+			logged = n
+			deadline.Reset(waitFor)
+		}
 		b, err := os.ReadFile(ready)
 		if err == nil {
 			var addrs struct{ MCP, Admin string }
@@ -218,7 +233,7 @@ func startGatewayBin(tb testing.TB, bin, cfgYAML string, env map[string]string, 
 		case <-g.exited:
 			tb.Fatalf("toolgate exited before it was ready: %v\nstderr:\n%s", waitErr, stderr)
 		case <-deadline.C:
-			tb.Fatalf("toolgate not ready after %v\nstderr:\n%s", waitFor, stderr)
+			tb.Fatalf("toolgate not ready, and nothing logged for %v\nstderr:\n%s", waitFor, stderr)
 		case <-tick.C:
 		}
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // tsV2Policy is modernPolicy (t__echo_raw allowed, t__slow held) with a
@@ -67,12 +69,15 @@ func tsV2Node(t *testing.T) string {
 }
 
 // tsClient is a TypeScript client script (under tsclient/) running under
-// node, bounded by 2*waitFor: its stdin, and its stdout line by line.
+// node: its stdin, and its stdout line by line. Each line is awaited for
+// waitFor; the script as a whole is bounded only by the test (a bound on
+// the whole, 2*waitFor, failed TestLeanCallsEndToEnd on a loaded machine
+// whose every step was within its own).
 type tsClient struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	stdin  io.Writer
-	lines  *bufio.Scanner
+	lines  chan []byte // closed at the end of its stdout
 	stderr *syncBuffer
 	waited bool
 }
@@ -85,7 +90,7 @@ func startTSClient(t *testing.T, node, script string, args ...string) *tsClient 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*waitFor)
+	ctx, cancel := context.WithCancel(t.Context())
 	c := &tsClient{t: t, cmd: exec.CommandContext(ctx, node, append([]string{path}, args...)...), stderr: new(syncBuffer)}
 	c.cmd.Env = childEnv()
 	c.cmd.Stderr = c.stderr
@@ -102,30 +107,57 @@ func startTSClient(t *testing.T, node, script string, args ...string) *tsClient 
 		cancel()
 		t.Fatalf("start %s: %v", node, err)
 	}
+	c.lines = make(chan []byte, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			c.lines <- bytes.Clone(sc.Bytes())
+		}
+		close(c.lines)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if !c.waited {
+			for range c.lines { // until the killed script's stdout ends
+			}
 			_ = c.cmd.Wait()
 		}
 	})
-	c.lines = bufio.NewScanner(stdout)
-	c.lines.Buffer(nil, 1<<20)
 	return c
 }
 
-// line returns the client's next line of output; what names it in the
-// failure when there is none.
+// line returns the client's next line of output, waiting waitFor for it;
+// what names it in the failure when there is none.
 func (c *tsClient) line(what string) []byte {
 	c.t.Helper()
-	if !c.lines.Scan() {
-		c.t.Fatalf("TypeScript client printed nothing for %s (%v)\nstderr:\n%s", what, c.lines.Err(), c.stderr.String())
+	select {
+	case l, ok := <-c.lines:
+		if !ok {
+			c.t.Fatalf("TypeScript client printed nothing for %s (its output ended)\nstderr:\n%s", what, c.stderr.String())
+		}
+		return l
+	case <-time.After(waitFor):
+		c.t.Fatalf("TypeScript client printed nothing for %s within %v\nstderr:\n%s", what, waitFor, c.stderr.String())
+		return nil
 	}
-	return c.lines.Bytes()
 }
 
-// wait waits for the client to exit and fails the test unless it exits 0.
+// wait waits (waitFor) for the client's output to end, then for it to
+// exit, and fails the test unless it exits 0.
 func (c *tsClient) wait() {
 	c.t.Helper()
+	for {
+		select {
+		case _, ok := <-c.lines:
+			if ok {
+				continue
+			}
+		case <-time.After(waitFor):
+			c.t.Fatalf("TypeScript client did not end within %v\nstderr:\n%s", waitFor, c.stderr.String())
+		}
+		break
+	}
 	c.waited = true
 	if err := c.cmd.Wait(); err != nil {
 		c.t.Fatalf("TypeScript client: %v\nstderr:\n%s", err, c.stderr.String())
