@@ -68,11 +68,16 @@ func tsV2Node(t *testing.T) string {
 	return tsNode(t, "@modelcontextprotocol/client")
 }
 
+// tsLineWait bounds the wait for each line of a tsClient: what the whole
+// script had before, since the first line includes node's start and the
+// SDK's loading (over 30 s on a machine at load average 40).
+const tsLineWait = 2 * waitFor
+
 // tsClient is a TypeScript client script (under tsclient/) running under
 // node: its stdin, and its stdout line by line. Each line is awaited for
-// waitFor; the script as a whole is bounded only by the test (a bound on
-// the whole, 2*waitFor, failed TestLeanCallsEndToEnd on a loaded machine
-// whose every step was within its own).
+// tsLineWait; the script as a whole is bounded only by the test (a bound
+// on the whole, 2*waitFor, failed TestLeanCallsEndToEnd on a loaded
+// machine whose every step was within its own).
 type tsClient struct {
 	t      *testing.T
 	cmd    *exec.Cmd
@@ -127,7 +132,7 @@ func startTSClient(t *testing.T, node, script string, args ...string) *tsClient 
 	return c
 }
 
-// line returns the client's next line of output, waiting waitFor for it;
+// line returns the client's next line of output, waiting tsLineWait for it;
 // what names it in the failure when there is none.
 func (c *tsClient) line(what string) []byte {
 	c.t.Helper()
@@ -137,13 +142,13 @@ func (c *tsClient) line(what string) []byte {
 			c.t.Fatalf("TypeScript client printed nothing for %s (its output ended)\nstderr:\n%s", what, c.stderr.String())
 		}
 		return l
-	case <-time.After(waitFor):
-		c.t.Fatalf("TypeScript client printed nothing for %s within %v\nstderr:\n%s", what, waitFor, c.stderr.String())
+	case <-time.After(tsLineWait):
+		c.t.Fatalf("TypeScript client printed nothing for %s within %v\nstderr:\n%s", what, tsLineWait, c.stderr.String())
 		return nil
 	}
 }
 
-// wait waits (waitFor) for the client's output to end, then for it to
+// wait waits (tsLineWait) for the client's output to end, then for it to
 // exit, and fails the test unless it exits 0.
 func (c *tsClient) wait() {
 	c.t.Helper()
@@ -153,8 +158,8 @@ func (c *tsClient) wait() {
 			if ok {
 				continue
 			}
-		case <-time.After(waitFor):
-			c.t.Fatalf("TypeScript client did not end within %v\nstderr:\n%s", waitFor, c.stderr.String())
+		case <-time.After(tsLineWait):
+			c.t.Fatalf("TypeScript client did not end within %v\nstderr:\n%s", tsLineWait, c.stderr.String())
 		}
 		break
 	}
