@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -21,18 +23,21 @@ import (
 func BenchmarkCallSDKPathHTTP(b *testing.B) {
 	p := &mcp.CallToolParams{Name: "up__echo", Arguments: benchArgs}
 	sdkPathToken(p, "bench")
-	benchHTTPUpstream(b, func() *mcp.Server { return newUpstreamServer(nil) }, func(b *testing.B, cs *mcp.ClientSession) {
-		res, err := cs.CallTool(b.Context(), p)
+	benchHTTPUpstream(b, func() *mcp.Server { return newUpstreamServer(nil) }, func(ctx context.Context, cs *mcp.ClientSession) error {
+		res, err := cs.CallTool(ctx, p)
 		if err != nil || res.IsError {
-			b.Fatalf("call: %v %+v", err, res)
+			return fmt.Errorf("call: %v %+v", err, res)
 		}
+		return nil
 	})
 }
 
 // benchHTTPUpstream runs op in a loop against a go-sdk HTTP upstream
 // serving newServer() through benchFront (an allow-all gate), once with
-// JSON answers (/json) and once with event streams (/sse).
-func benchHTTPUpstream(b *testing.B, newServer func() *mcp.Server, op func(b *testing.B, cs *mcp.ClientSession)) {
+// JSON answers (/json) and once with event streams (/sse); an error of op
+// fails the benchmark.
+func benchHTTPUpstream(b *testing.B, newServer func() *mcp.Server, op func(ctx context.Context, cs *mcp.ClientSession) error) {
+	b.Helper()
 	for _, c := range []struct {
 		name string
 		json bool
@@ -45,7 +50,9 @@ func benchHTTPUpstream(b *testing.B, newServer func() *mcp.Server, op func(b *te
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				op(b, cs)
+				if err := op(b.Context(), cs); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

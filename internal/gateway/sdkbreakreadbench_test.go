@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"context"
+	"fmt"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -11,10 +13,11 @@ import (
 // stream: the request whose answer branch sdkbreak2 checks (withAnswerCheck).
 func BenchmarkReadSDKPathHTTP(b *testing.B) {
 	p := &mcp.ReadResourceParams{URI: "test://static"}
-	benchHTTPUpstream(b, func() *mcp.Server { return newFeatureServer("f", nil) }, func(b *testing.B, cs *mcp.ClientSession) {
-		res, err := cs.ReadResource(b.Context(), p)
+	benchHTTPUpstream(b, func() *mcp.Server { return newFeatureServer("f", nil) }, func(ctx context.Context, cs *mcp.ClientSession) error {
+		res, err := cs.ReadResource(ctx, p)
 		if err != nil || len(res.Contents) != 1 {
-			b.Fatalf("read: %v %+v", err, res)
+			return fmt.Errorf("read: %v %+v", err, res)
 		}
+		return nil
 	})
 }
