@@ -25,8 +25,11 @@ func BenchmarkCallSDKPathHTTP(b *testing.B) {
 	sdkPathToken(p, "bench")
 	benchHTTPUpstream(b, func() *mcp.Server { return newUpstreamServer(nil) }, func(ctx context.Context, cs *mcp.ClientSession) error {
 		res, err := cs.CallTool(ctx, p)
-		if err != nil || res.IsError {
-			return fmt.Errorf("call: %v %+v", err, res)
+		if err != nil {
+			return fmt.Errorf("call: %w", err)
+		}
+		if res.IsError {
+			return fmt.Errorf("call: %+v", res)
 		}
 		return nil
 	})

@@ -15,8 +15,11 @@ func BenchmarkReadSDKPathHTTP(b *testing.B) {
 	p := &mcp.ReadResourceParams{URI: "test://static"}
 	benchHTTPUpstream(b, func() *mcp.Server { return newFeatureServer("f", nil) }, func(ctx context.Context, cs *mcp.ClientSession) error {
 		res, err := cs.ReadResource(ctx, p)
-		if err != nil || len(res.Contents) != 1 {
-			return fmt.Errorf("read: %v %+v", err, res)
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		if len(res.Contents) != 1 {
+			return fmt.Errorf("read: %+v", res)
 		}
 		return nil
 	})
