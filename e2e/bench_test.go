@@ -326,17 +326,5 @@ func startBenchGateway(tb testing.TB, cfgYAML, dsn string) *benchGateway {
 // connect opens an MCP session to g as the test agent, closed on cleanup.
 func (g *benchGateway) connect(tb testing.TB) *mcp.ClientSession {
 	tb.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "bench-agent", Version: "1"}, nil)
-	tr := &mcp.StreamableClientTransport{
-		Endpoint:   g.MCP,
-		HTTPClient: &http.Client{Transport: &bearer{token: agentToken, base: g.tr}},
-	}
-	ctx, cancel := context.WithTimeout(tb.Context(), waitFor)
-	defer cancel()
-	cs, err := c.Connect(ctx, tr, era2025)
-	if err != nil {
-		tb.Fatalf("connect to %s: %v", g.MCP, err)
-	}
-	tb.Cleanup(func() { _ = cs.Close() })
-	return cs
+	return connectMCP(tb, "bench-agent", g.MCP, &bearer{token: agentToken, base: g.tr}, nil)
 }

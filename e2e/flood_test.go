@@ -26,8 +26,8 @@ var testFloodBin = sync.OnceValues(func() (string, error) {
 })
 
 // floodWait bounds the opening of a flood's connections, which takes from
-// seconds on an idle machine to minutes on a loaded one (it is a bound, not
-// a measurement).
+// seconds on an idle machine to minutes on a loaded one, and the steps of
+// a call during the flood (it is a bound, not a measurement).
 const floodWait = 10 * time.Minute
 
 // flood is one running e2e/testflood process.
@@ -165,13 +165,15 @@ func TestIdleConnectionFlood(t *testing.T) {
 		t.Errorf("the gateway has %d open descriptors, at its limit %d", open, limit)
 	}
 
-	// Agents and approvers still get in.
+	// Agents and approvers still get in. The wait for the approval and
+	// for the call's answer are bounded by floodWait: on a loaded machine
+	// the steps together took 25 s, near waitFor (30 s).
 	start = time.Now()
 	cs := g.connect(t, nil, nil)
 	ch := callAsync(t.Context(), cs, &mcp.CallToolParams{Name: "t__echo_raw", Arguments: json.RawMessage(`{"during":"flood"}`)})
-	p := waitPending(t, g.Admin, 1)[0]
+	p := waitPendingWithin(t, g.Admin, 1, floodWait)[0]
 	mustCLI(t, g.Admin, "approve", p.ID)
-	if got := mustOK(t, await(t, ch)); got != `{"during":"flood"}` {
+	if got := mustOK(t, awaitWithin(t, ch, floodWait)); got != `{"during":"flood"}` {
 		t.Errorf("the held call returned %q", got)
 	}
 	if got := readRecord(t, record); len(got) != 1 {

@@ -103,6 +103,13 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 
+// Len is the number of bytes written so far.
+func (s *syncBuffer) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Len()
+}
+
 func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -199,11 +206,19 @@ func startGatewayBin(tb testing.TB, bin, cfgYAML string, env map[string]string, 
 		checkChildLog(tb, "toolgate serve", stderr)
 	})
 
+	// Bounded by waitFor without progress: toolgate logs each step of its
+	// start (--log-level debug), and on a loaded machine its SQLite
+	// migrations alone took minutes, a step every few seconds.
 	deadline := time.NewTimer(waitFor)
 	defer deadline.Stop()
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
+	logged := 0
 	for {
+		if n := stderr.Len(); n != logged {
+			logged = n
+			deadline.Reset(waitFor)
+		}
 		b, err := os.ReadFile(ready)
 		if err == nil {
 			var addrs struct{ MCP, Admin string }
@@ -218,14 +233,17 @@ func startGatewayBin(tb testing.TB, bin, cfgYAML string, env map[string]string, 
 		case <-g.exited:
 			tb.Fatalf("toolgate exited before it was ready: %v\nstderr:\n%s", waitErr, stderr)
 		case <-deadline.C:
-			tb.Fatalf("toolgate not ready after %v\nstderr:\n%s", waitFor, stderr)
+			tb.Fatalf("toolgate not ready, and nothing logged for %v\nstderr:\n%s", waitFor, stderr)
 		case <-tick.C:
 		}
 	}
 }
 
 // stopProcess sends SIGTERM, then SIGKILL if the process has not exited
-// (exited closed) within a few seconds, and waits for it.
+// (exited closed) within waitFor, and waits for it. waitFor, not less: a
+// -race gateway that has just shed thousands of connections on a loaded
+// 2-core machine took over 10 s to exit (TestIdleConnectionFlood, branch
+// tests19), though it stops in about 3 s once it runs.
 func stopProcess(tb testing.TB, p *os.Process, exited <-chan struct{}) {
 	tb.Helper()
 	select {
@@ -237,9 +255,9 @@ func stopProcess(tb testing.TB, p *os.Process, exited <-chan struct{}) {
 	select {
 	case <-exited:
 		return
-	case <-time.After(10 * time.Second):
+	case <-time.After(waitFor):
 	}
-	tb.Errorf("process %d did not exit within 10s of SIGTERM; killing it", p.Pid)
+	tb.Errorf("process %d did not exit within %v of SIGTERM; killing it", p.Pid, waitFor)
 	_ = p.Kill()
 	<-exited
 }
@@ -284,18 +302,22 @@ func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // The session is closed on cleanup.
 func (g *gw) connect(t *testing.T, opts *mcp.ClientOptions, capture *syncBuffer) *mcp.ClientSession {
 	t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "e2e-agent", Version: "1"}, opts)
-	tr := &mcp.StreamableClientTransport{
-		Endpoint:   g.MCP,
-		HTTPClient: &http.Client{Transport: &bearer{token: agentToken, capture: capture, base: g.tr}},
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	return connectMCP(t, "e2e-agent", g.MCP, &bearer{token: agentToken, capture: capture, base: g.tr}, opts)
+}
+
+// connectMCP opens a 2025-era MCP session to endpoint as client name,
+// sending its requests through rt, within waitFor; closed on cleanup.
+func connectMCP(tb testing.TB, name, endpoint string, rt http.RoundTripper, opts *mcp.ClientOptions) *mcp.ClientSession {
+	tb.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, opts)
+	tr := &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: rt}}
+	ctx, cancel := context.WithTimeout(tb.Context(), waitFor)
 	defer cancel()
 	cs, err := c.Connect(ctx, tr, era2025)
 	if err != nil {
-		t.Fatalf("connect to %s: %v", g.MCP, err)
+		tb.Fatalf("connect to %s: %v", endpoint, err)
 	}
-	t.Cleanup(func() { _ = cs.Close() })
+	tb.Cleanup(func() { _ = cs.Close() })
 	return cs
 }
 
@@ -401,7 +423,13 @@ func adminGet(tb testing.TB, u string, v any) {
 // and returns them. More than n pending fails at once.
 func waitPending(t *testing.T, admin string, n int) []apiApproval {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
+	return waitPendingWithin(t, admin, n, waitFor)
+}
+
+// waitPendingWithin is waitPending with the bound d.
+func waitPendingWithin(t *testing.T, admin string, n int, d time.Duration) []apiApproval {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for {
 		got := approvals(t, admin, "pending")
 		switch {
@@ -410,7 +438,7 @@ func waitPending(t *testing.T, admin string, n int) []apiApproval {
 		case len(got) > n:
 			t.Fatalf("%d approvals pending, want %d: %+v", len(got), n, got)
 		case time.Now().After(deadline):
-			t.Fatalf("%d approvals pending after %v, want %d", len(got), waitFor, n)
+			t.Fatalf("%d approvals pending after %v, want %d", len(got), d, n)
 		}
 		time.Sleep(pollEvery)
 	}

@@ -98,19 +98,7 @@ func startTeamGateway(t *testing.T, sections string) (*gw, string) {
 // connectAs is gw.connect as the agent whose token is token.
 func (g *gw) connectAs(t *testing.T, token string) *mcp.ClientSession {
 	t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "e2e-agent", Version: "1"}, nil)
-	tr := &mcp.StreamableClientTransport{
-		Endpoint:   g.MCP,
-		HTTPClient: &http.Client{Transport: &bearer{token: token, base: g.tr}},
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
-	defer cancel()
-	cs, err := c.Connect(ctx, tr, era2025)
-	if err != nil {
-		t.Fatalf("connect to %s: %v", g.MCP, err)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
-	return cs
+	return connectMCP(t, "e2e-agent", g.MCP, &bearer{token: token, base: g.tr}, nil)
 }
 
 // toolCall is a tools/call of tool with the raw JSON arguments args.

@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -144,36 +142,7 @@ func TestLeanCallsEndToEnd(t *testing.T) {
 func leanTypeScript(t *testing.T, g *gw, record string) {
 	t.Helper()
 	node := tsV2Node(t)
-	script, err := filepath.Abs(filepath.Join("tsclient", "lean2025.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*waitFor)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, script, g.MCP, agentToken)
-	cmd.Env = childEnv()
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", node, err)
-	}
-	waited := false
-	defer func() {
-		if !waited {
-			cancel()
-			_ = cmd.Wait()
-		}
-	}()
-	lines := bufio.NewScanner(stdout)
-	lines.Buffer(nil, 1<<20)
+	c := startTSClient(t, node, "lean2025.mjs", g.MCP, agentToken)
 	type line struct {
 		Step            string   `json:"step"`
 		Session         string   `json:"session"`
@@ -193,12 +162,10 @@ func leanTypeScript(t *testing.T, g *gw, record string) {
 	}
 	next := func(want string) line {
 		t.Helper()
-		if !lines.Scan() {
-			t.Fatalf("TypeScript client printed nothing for %s (%v)\nstderr:\n%s", want, lines.Err(), stderr.String())
-		}
+		b := c.line(want)
 		var l line
-		if err := json.Unmarshal(lines.Bytes(), &l); err != nil || l.Step != want {
-			t.Fatalf("client output %q (%v), want step %s", lines.Bytes(), err, want)
+		if err := json.Unmarshal(b, &l); err != nil || l.Step != want {
+			t.Fatalf("client output %q (%v), want step %s", b, err, want)
 		}
 		return l
 	}
@@ -225,17 +192,14 @@ func leanTypeScript(t *testing.T, g *gw, record string) {
 		t.Errorf("TypeScript held then approved call: %+v", l)
 	}
 	waitRecord(t, record, `slow started {"ts":"cancel"}`)
-	if _, err := io.WriteString(stdin, "cancel\n"); err != nil {
+	if _, err := io.WriteString(c.stdin, "cancel\n"); err != nil {
 		t.Fatal(err)
 	}
 	waitRecord(t, record, `slow cancelled {"ts":"cancel"}`)
 	if l := next("cancelled"); l.Error == "" {
 		t.Errorf("TypeScript cancelled call: %+v, want an error", l)
 	}
-	waited = true
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("TypeScript client: %v\nstderr:\n%s", err, stderr.String())
-	}
+	c.wait()
 }
 
 // heldOnLeanFront checks, in the goroutine dump of g's toolgate, that the

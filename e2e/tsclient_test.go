@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // tsV2Policy is modernPolicy (t__echo_raw allowed, t__slow held) with a
@@ -66,6 +68,107 @@ func tsV2Node(t *testing.T) string {
 	return tsNode(t, "@modelcontextprotocol/client")
 }
 
+// tsLineWait bounds the wait for each line of a tsClient: what the whole
+// script had before, since the first line includes node's start and the
+// SDK's loading (over 30 s on a machine at load average 40).
+const tsLineWait = 2 * waitFor
+
+// tsClient is a TypeScript client script (under tsclient/) running under
+// node: its stdin, and its stdout line by line. Each line is awaited for
+// tsLineWait; the script as a whole is bounded only by the test (a bound
+// on the whole, 2*waitFor, failed TestLeanCallsEndToEnd on a loaded
+// machine whose every step was within its own).
+type tsClient struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stdin  io.Writer
+	lines  chan []byte // closed at the end of its stdout
+	stderr *syncBuffer
+	waited bool
+}
+
+// startTSClient starts node tsclient/script with args; if the test does
+// not wait for it, it is killed and reaped on cleanup.
+func startTSClient(t *testing.T, node, script string, args ...string) *tsClient {
+	t.Helper()
+	path, err := filepath.Abs(filepath.Join("tsclient", script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	c := &tsClient{t: t, cmd: exec.CommandContext(ctx, node, append([]string{path}, args...)...), stderr: new(syncBuffer)}
+	c.cmd.Env = childEnv()
+	c.cmd.Stderr = c.stderr
+	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	stdout, err := c.cmd.StdoutPipe()
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("start %s: %v", node, err)
+	}
+	c.lines = make(chan []byte, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			c.lines <- bytes.Clone(sc.Bytes())
+		}
+		close(c.lines)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if !c.waited {
+			for range c.lines { // until the killed script's stdout ends
+			}
+			_ = c.cmd.Wait()
+		}
+	})
+	return c
+}
+
+// line returns the client's next line of output, waiting tsLineWait for it;
+// what names it in the failure when there is none.
+func (c *tsClient) line(what string) []byte {
+	c.t.Helper()
+	select {
+	case l, ok := <-c.lines:
+		if !ok {
+			c.t.Fatalf("TypeScript client printed nothing for %s (its output ended)\nstderr:\n%s", what, c.stderr.String())
+		}
+		return l
+	case <-time.After(tsLineWait):
+		c.t.Fatalf("TypeScript client printed nothing for %s within %v\nstderr:\n%s", what, tsLineWait, c.stderr.String())
+		return nil
+	}
+}
+
+// wait waits (tsLineWait) for the client's output to end, then for it to
+// exit, and fails the test unless it exits 0.
+func (c *tsClient) wait() {
+	c.t.Helper()
+	for {
+		select {
+		case _, ok := <-c.lines:
+			if ok {
+				continue
+			}
+		case <-time.After(tsLineWait):
+			c.t.Fatalf("TypeScript client did not end within %v\nstderr:\n%s", tsLineWait, c.stderr.String())
+		}
+		break
+	}
+	c.waited = true
+	if err := c.cmd.Wait(); err != nil {
+		c.t.Fatalf("TypeScript client: %v\nstderr:\n%s", err, c.stderr.String())
+	}
+}
+
 // TestTypeScriptV2Client (issue 11): a TypeScript SDK v2 client
 // (@modelcontextprotocol/client 2.4.0) pinned to 2026-07-28 lists the
 // tools and runs an allowed call through toolgate. A held call (the client
@@ -76,44 +179,13 @@ func tsV2Node(t *testing.T) string {
 func TestTypeScriptV2Client(t *testing.T) {
 	node := tsV2Node(t)
 	g, record := startUpstreamGateway(t, tsV2Policy)
-	script, err := filepath.Abs(filepath.Join("tsclient", "v2.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const allowedArgs, heldArgs = `{"client":"ts-v2"}`, `{"id":"ts-v2","seconds":0.01}`
-	ctx, cancel := context.WithTimeout(t.Context(), 2*waitFor)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, script, g.MCP, agentToken, "t__echo_raw", allowedArgs, "t__slow", heldArgs)
-	cmd.Env = childEnv()
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", node, err)
-	}
-	waited := false
-	defer func() {
-		if !waited {
-			cancel()
-			_ = cmd.Wait()
-		}
-	}()
-	lines := bufio.NewScanner(stdout)
-	lines.Buffer(nil, 1<<20)
+	c := startTSClient(t, node, "v2.mjs", g.MCP, agentToken, "t__echo_raw", allowedArgs, "t__slow", heldArgs)
 	next := func(step string, v any) {
 		t.Helper()
-		if !lines.Scan() {
-			t.Fatalf("TypeScript client printed nothing for %s (%v)\nstderr:\n%s", step, lines.Err(), stderr.String())
-		}
-		if err := json.Unmarshal(lines.Bytes(), v); err != nil {
-			t.Fatalf("%s: client output %q: %v", step, lines.Bytes(), err)
+		b := c.line(step)
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("%s: client output %q: %v", step, b, err)
 		}
 	}
 
@@ -147,7 +219,7 @@ func TestTypeScriptV2Client(t *testing.T) {
 	}
 
 	mustCLI(t, g.Admin, "approve", p.ID)
-	if _, err := io.WriteString(stdin, "approved\n"); err != nil {
+	if _, err := io.WriteString(c.stdin, "approved\n"); err != nil {
 		t.Fatalf("tell the client: %v", err)
 	}
 	var resent struct {
@@ -157,10 +229,7 @@ func TestTypeScriptV2Client(t *testing.T) {
 	if resent.Result.IsError || resent.Result.text() != "slept" {
 		t.Errorf("re-sent held call returned %+v, want the upstream's \"slept\"", resent.Result)
 	}
-	waited = true
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("TypeScript client: %v\nstderr:\n%s", err, stderr.String())
-	}
+	c.wait()
 	if n := countRecord(t, record, "echo_raw "+allowedArgs); n != 1 {
 		t.Errorf("upstream ran the allowed call %d times, want 1", n)
 	}

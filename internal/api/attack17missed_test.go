@@ -11,10 +11,6 @@ import (
 	"time"
 
 	"toolgate/internal/api"
-	"toolgate/internal/gate"
-	"toolgate/internal/policy"
-	"toolgate/internal/store"
-	"toolgate/internal/store/sqlstore/sqlitetest"
 )
 
 // TestStreamResumedPastPrunedEventsSaysSo: an event stream resumed
@@ -26,20 +22,11 @@ import (
 // Resuming at the end of the pruned prefix, or with since=0 (the log
 // from its start), misses nothing and says nothing.
 func TestStreamResumedPastPrunedEventsSaysSo(t *testing.T) {
-	db := sqlitetest.Open(t)
-	g := gate.New(db, &policy.Policy{Default: policy.Allow}, nil)
-	// Request 1 is denied (terminal): its events may be pruned. Request
-	// 2 (kept) stays pending: its events are kept.
+	// Request 1 is denied (terminal): its events are pruned. Request 2
+	// (kept) stays pending: its events are kept. The client saw request
+	// 1's first event only.
 	const kept = "01900000-0000-7000-8000-000000000002"
-	es := deniedThenPending(t, db, g)
-	seen := es[0].Cursor // the client saw request 1's first event only
-	if _, err := db.Prune(t.Context(), store.Retention{Events: time.Millisecond}, time.Now().Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	through, err := db.PrunedThrough(t.Context())
-	if err != nil || !seen.Before(through) {
-		t.Fatalf("pruned through %s (%v), want past %s", through, err, seen)
-	}
+	db, g, seen, through := prunedPastSeen(t)
 	s := api.New(g, authenticate, &api.Options{Events: db, EventPoll: time.Hour})
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)

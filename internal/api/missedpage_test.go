@@ -28,17 +28,7 @@ import (
 // event after since was pruned moves next past the pruned prefix, so the
 // next page does not report the same miss again.
 func TestEventPagePastPrunedEventsSaysSo(t *testing.T) {
-	db := sqlitetest.Open(t)
-	g := gate.New(db, &policy.Policy{Default: policy.Allow}, nil)
-	es := deniedThenPending(t, db, g)
-	seen := es[0].Cursor
-	if _, err := db.Prune(t.Context(), store.Retention{Events: time.Millisecond}, time.Now().Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	through, err := db.PrunedThrough(t.Context())
-	if err != nil || !seen.Before(through) {
-		t.Fatalf("pruned through %s (%v), want past %s", through, err, seen)
-	}
+	db, g, seen, through := prunedPastSeen(t)
 	h := api.New(g, authenticate, &api.Options{Events: db})
 	page := func(since string) api.EventPage {
 		t.Helper()
@@ -186,6 +176,26 @@ func addRequest(t *testing.T, db *sqlstore.DB, g *gate.Gate, id approval.ID, den
 			t.Fatal(err)
 		}
 	}
+}
+
+// prunedPastSeen opens a SQLite store with deniedThenPending's requests
+// (through a gate that allows everything) and prunes the events of the
+// denied request 1. It returns the cursor of request 1's first event (the
+// position a client saw) and the end of the pruned prefix, which lies
+// past it.
+func prunedPastSeen(t *testing.T) (db *sqlstore.DB, g *gate.Gate, seen, through store.Cursor) {
+	t.Helper()
+	db = sqlitetest.Open(t)
+	g = gate.New(db, &policy.Policy{Default: policy.Allow}, nil)
+	seen = deniedThenPending(t, db, g)[0].Cursor
+	if _, err := db.Prune(t.Context(), store.Retention{Events: time.Millisecond}, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	through, err := db.PrunedThrough(t.Context())
+	if err != nil || !seen.Before(through) {
+		t.Fatalf("pruned through %s (%v), want past %s", through, err, seen)
+	}
+	return db, g, seen, through
 }
 
 // pruneAll denies request 2 of deniedThenPending and prunes every event.

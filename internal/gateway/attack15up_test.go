@@ -186,13 +186,8 @@ func TestHTTPUpstreamGoneSaysNothingWasRun(t *testing.T) {
 	up, url := newScriptedUpstream(t, true)
 	target := strings.TrimPrefix(url, "http://")
 	relay := newTCPRelay(t, target)
-	f := &rawHTTPFixture{up: up, trail: &leanTrail{}}
-	f.g = newGateway(t, []ServerConfig{{Name: "up", URL: "http://" + relay.l.Addr().String()}}, allowAll(), nil)
-	f.g.leanHook = f.trail.hook
-	f.base = serveHTTP(t, f.g, nil)
-	cs := connectHTTP(t, f.base, aliceToken, nil, nil)
-	f.sid, f.ver = cs.ID(), cs.InitializeResult().ProtocolVersion
-	waitInitialized(t, f.g, f.sid)
+	f := rawHTTPFixtureOf(t, ServerConfig{URL: "http://" + relay.l.Addr().String()}, nil)
+	f.up = up
 	h1Of(t, f.g)
 	for _, path := range []string{"raw", "sdk"} {
 		call := f.call

@@ -58,6 +58,25 @@ func loneSurrogateEscape(b []byte) bool {
 	return false
 }
 
+// rawAndSDKAnswers has a scripted HTTP upstream answer tool "vendor" with
+// msg ($ID its call's id; an answer in JSON when mode is "json", else an
+// event stream) and calls it through the gateway on the lean raw path and
+// on the SDK path; it returns each path's answer to the agent ("raw",
+// "sdk"), the JSON-RPC message.
+func rawAndSDKAnswers(t *testing.T, mode, msg string) map[string][]byte {
+	t.Helper()
+	f := newRawHTTPFixture(t, mode == "json", ServerConfig{}, nil)
+	if mode == "json" {
+		f.up.set("vendor", answerJSON(msg))
+	} else {
+		f.up.set("vendor", answerSSE(msg))
+	}
+	return map[string][]byte{
+		"raw": sseData(t, f.call(t, "raw-"+mode, "vendor", `{}`)),
+		"sdk": sseData(t, f.sdkCall(t, "sdk-"+mode, "vendor", `{}`)),
+	}
+}
+
 // TestLeanAnswerOfLoneSurrogateEscapes: an upstream whose result holds \u
 // escapes of lone UTF-16 surrogates (\ud800 alone, a low \udc00 alone, a
 // high followed by a high) is answered on the lean path as on the SDK
@@ -70,20 +89,11 @@ func TestLeanAnswerOfLoneSurrogateEscapes(t *testing.T) {
 	const text = `lone \ud800 high, \uDC00 low, \ud800\ud800 two highs, pair \ud83d\ude00, \\ud800 not an escape`
 	for _, mode := range []string{"json", "sse"} {
 		t.Run(mode, func(t *testing.T) {
-			f := newRawHTTPFixture(t, mode == "json", ServerConfig{}, nil)
 			msg := `{"jsonrpc":"2.0","id":$ID,"result":{"content":[{"type":"text","text":"` + text + `"}]}}`
-			if mode == "json" {
-				f.up.set("vendor", answerJSON(msg))
-			} else {
-				f.up.set("vendor", answerSSE(msg))
-			}
+			got := rawAndSDKAnswers(t, mode, msg)
 			answers := map[string]any{}
 			for _, path := range []string{"raw", "sdk"} {
-				call := f.call
-				if path == "sdk" {
-					call = f.sdkCall
-				}
-				data := sseData(t, call(t, path+"-"+mode, "vendor", `{}`))
+				data := got[path]
 				if loneSurrogateEscape(data) {
 					t.Errorf("%s: answer %s holds a lone surrogate escape", path, data)
 				}

@@ -20,22 +20,13 @@ import (
 func TestSDKPathRawMembersValidUTF8(t *testing.T) {
 	for _, mode := range []string{"json", "sse"} {
 		t.Run(mode, func(t *testing.T) {
-			f := newRawHTTPFixture(t, mode == "json", ServerConfig{}, nil)
 			bad := "bad \xff byte, lone \\ud800 high, \\uDC00 low, pair \\ud83d\\ude00, \\\\ud800 text"
 			msg := `{"jsonrpc":"2.0","id":$ID,"result":{"content":[{"type":"text","text":"t"}],` +
 				`"structuredContent":{"s":"` + bad + `","n":12345678901234567890},"_meta":{"m":"` + bad + `"}}}`
-			if mode == "json" {
-				f.up.set("vendor", answerJSON(msg))
-			} else {
-				f.up.set("vendor", answerSSE(msg))
-			}
+			got := rawAndSDKAnswers(t, mode, msg)
 			answers := map[string]any{}
 			for _, path := range []string{"raw", "sdk"} {
-				call := f.call
-				if path == "sdk" {
-					call = f.sdkCall
-				}
-				data := sseData(t, call(t, path+"-"+mode, "vendor", `{}`))
+				data := got[path]
 				if !utf8.Valid(data) {
 					t.Errorf("%s: answer %q is not valid UTF-8", path, data)
 				}

@@ -1,60 +1,12 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
-
-// methodScript is an HTTP upstream (next, a go-sdk server) whose answers
-// to the POSTs of a JSON-RPC method (or, for tools/call, of a tool) a
-// test can script.
-type methodScript struct {
-	next http.Handler
-	mu   sync.Mutex
-	by   map[string]func(http.ResponseWriter, *http.Request, json.RawMessage) // guarded by mu
-}
-
-func (s *methodScript) set(key string, f func(http.ResponseWriter, *http.Request, json.RawMessage)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.by[key] = f
-}
-
-func (s *methodScript) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodPost {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params struct {
-				Name string `json:"name"`
-			} `json:"params"`
-		}
-		_ = json.Unmarshal(body, &m)
-		key := m.Method
-		if key == "tools/call" {
-			key = m.Params.Name
-		}
-		s.mu.Lock()
-		f := s.by[key]
-		s.mu.Unlock()
-		if f != nil {
-			f(w, r, m.ID)
-			return
-		}
-	}
-	s.next.ServeHTTP(w, r)
-}
 
 // TestSDKPathBrokenListOrSubscribeFailsOnlyIt (attack18): an HTTP
 // upstream's broken answer (a 400 text/plain, a JSON body that is not
@@ -69,17 +21,8 @@ func (s *methodScript) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // result lost, though it ran); these requests had no answer check.
 func TestSDKPathBrokenListOrSubscribeFailsOnlyIt(t *testing.T) {
 	verifyNoLeaks(t)
-	srv := newFeatureServer("f", nil)
-	srv.AddTool(&mcp.Tool{Name: "hang", InputSchema: objectSchema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "unscripted"}}}, nil
-	})
-	up := &methodScript{
-		next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: true}),
-		by:   map[string]func(http.ResponseWriter, *http.Request, json.RawMessage){},
-	}
-	ts := httptest.NewServer(up)
-	t.Cleanup(ts.Close)
-	g := newGateway(t, []ServerConfig{{Name: "up", URL: ts.URL}}, allowAll(), nil)
+	up, url := newScriptedFeatureUpstream(t)
+	g := newGateway(t, []ServerConfig{{Name: "up", URL: url}}, allowAll(), nil)
 	cs := connectHTTP(t, serveHTTP(t, g, nil), aliceToken, nil, nil)
 	before := waitUpstream(t, g, "up", nil)
 	u := g.ups["up"]

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -43,20 +42,9 @@ func TestSDKPathRefusedNotificationKeepsTheSession(t *testing.T) {
 // with the upstream answering notifications/cancelled with refuse.
 func refusedNotificationBeside(t *testing.T, refuse func(http.ResponseWriter)) {
 	t.Helper()
-	srv := newFeatureServer("f", nil)
-	for _, name := range []string{"hang", "stuck", "quick"} {
-		srv.AddTool(&mcp.Tool{Name: name, InputSchema: objectSchema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "unscripted"}}}, nil
-		})
-	}
-	up := &methodScript{
-		next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: true}),
-		by:   map[string]func(http.ResponseWriter, *http.Request, json.RawMessage){},
-	}
-	ts := httptest.NewServer(up)
-	t.Cleanup(ts.Close)
+	up, url := scriptedUpstreamOf(t, newFeatureServer("f", nil), true, "hang", "stuck", "quick")
 	logs := &logBuffer{}
-	g := newGateway(t, []ServerConfig{{Name: "up", URL: ts.URL}}, allowAll(), &Options{Logger: logs.logger()})
+	g := newGateway(t, []ServerConfig{{Name: "up", URL: url}}, allowAll(), &Options{Logger: logs.logger()})
 	cs := connectHTTP(t, serveHTTP(t, g, nil), aliceToken, nil, nil)
 	before := waitUpstream(t, g, "up", nil)
 

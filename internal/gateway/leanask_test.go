@@ -68,20 +68,7 @@ func newMultiAskServer() *mcp.Server {
 // the lean front, completes with the agent's answers, and the requests
 // reached the agent on the call's own POST stream under the front's ids.
 func TestLeanCallCarriesItsUpstreamRequests(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		cfg  func(t *testing.T) ServerConfig
-	}{
-		{"http shared", func(t *testing.T) ServerConfig {
-			t.Helper()
-			return ServerConfig{Name: "up", URL: httpUpstream(t, newFeatureServer("http", nil))}
-		}},
-		{"stdio per agent", func(t *testing.T) ServerConfig { t.Helper(); return featureStdio("up") }},
-		{"http per agent", func(t *testing.T) ServerConfig {
-			t.Helper()
-			return ServerConfig{Name: "up", URL: httpUpstream(t, newFeatureServer("http", nil)), Sessions: SessionsPerAgent}
-		}},
-	} {
+	for _, tc := range featureUpstreams() {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newGateway(t, []ServerConfig{tc.cfg(t), {Name: "multi", URL: httpUpstream(t, newMultiAskServer())}}, leanGate(t), nil)
 			trail := &leanTrail{}

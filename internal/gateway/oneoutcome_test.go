@@ -7,12 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"toolgate/internal/approval"
-	"toolgate/internal/gate"
-	"toolgate/internal/policy"
-	"toolgate/internal/store/sqlstore/sqlitetest"
 )
 
 // TestMalformedAnswerOneOutcome: an upstream's malformed answer to a call a
@@ -30,10 +26,8 @@ import (
 // SQLite store, go-sdk upstreams.
 func TestMalformedAnswerOneOutcome(t *testing.T) {
 	verifyNoLeaks(t)
-	db := sqlitetest.Open(t)
-	g := gate.New(db, &policy.Policy{Default: policy.Approve, Approval: policy.Approval{Timeout: time.Minute, Mode: policy.ModeHold, Approvals: 1, ValidFor: time.Minute}},
-		&gate.Options{})
-	up, url := newScriptedUpstream(t, true)
+	rig := newApprovedRig(t)
+	up := rig.up
 	bad := map[string]string{ // answer kind → its JSON-RPC message ($ID: the call's id)
 		"jsonrpc 1.0":   `{"jsonrpc":"1.0","id":$ID,"result":{"content":[]}}`,
 		"not a result":  `{"jsonrpc":"2.0","id":$ID,"result":{"content":5}}`,
@@ -50,36 +44,6 @@ func TestMalformedAnswerOneOutcome(t *testing.T) {
 		http.Error(w, "bad", http.StatusBadRequest)
 	})
 	httpTool := map[string]string{"jsonrpc 1.0": "vendor", "not a result": "array", "plain text": "plain", "HTTP 400 text": "notjson"}
-	gw := newGateway(t, []ServerConfig{rawStdioServer("st"), {Name: "ht", URL: url}}, g, nil)
-	waitUpstream(t, gw, "st", nil)
-	base := serveHTTP(t, gw, nil)
-	cs := connectHTTP(t, base, aliceToken, nil, nil)
-	sid, ver := cs.ID(), cs.InitializeResult().ProtocolVersion
-	waitInitialized(t, gw, sid)
-	approver := approval.Principal{ID: "carol", Kind: "human"}
-
-	// call sends a tools/call of tool with args the way path says and
-	// returns the agent's answer once a human approved it, and its ID.
-	call := func(path, rid, tool, args string) (string, approval.ID) {
-		t.Helper()
-		done := make(chan string, 1)
-		go func() {
-			var b []byte
-			switch path {
-			case "2025 lean":
-				body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%q,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, rid, tool, args)
-				_, b = sessionExchange(t, http.MethodPost, base, aliceToken, sid, ver, strings.NewReader(body))
-			case "2025 SDK":
-				body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%q,"method":"tools/call","params":{"name":%q,"arguments":%s,"_meta":{"progressToken":%q,%q:true}}}`, rid, tool, args, rid, sdkPathMetaKey)
-				_, b = sessionExchange(t, http.MethodPost, base, aliceToken, sid, ver, strings.NewReader(body))
-			case "2026":
-				_, _, b = modernPost(t, base, tool, modernCallBody(`"`+rid+`"`, tool, args, ""), nil)
-			}
-			done <- string(b)
-		}()
-		id := approveOnlyPending(t, db, g, approver)
-		return <-done, id
-	}
 	// The agent gets the same words on every path: the message with the
 	// call's names and the why, apart from the why's own detail.
 	wantMsg := regexp.MustCompile(`upstream \\"(st|ht)\\": tool \\"(reply|vendor|array|plain|notjson)\\": the upstream sent a malformed response \(([^)]*)\); the call may have run`)
@@ -89,7 +53,7 @@ func TestMalformedAnswerOneOutcome(t *testing.T) {
 			if server == "st" && bad[kind] == "" {
 				continue // HTTP only
 			}
-			for _, path := range []string{"2025 lean", "2025 SDK", "2026"} {
+			for _, path := range approvedPaths {
 				name := fmt.Sprintf("%s/%s/%s", kind, server, path)
 				rid := strings.NewReplacer(" ", "-", "/", "-", ".", "-").Replace(name)
 				tool, args := "ht__"+httpTool[kind], `{}`
@@ -97,7 +61,7 @@ func TestMalformedAnswerOneOutcome(t *testing.T) {
 					b, _ := json.Marshal(map[string]any{"marker": rid, "lines": []string{bad[kind]}})
 					tool, args = "st__reply", string(b)
 				}
-				got, id := call(path, rid, tool, args)
+				got, id := rig.call(path, rid, tool, args)
 				m := wantMsg.FindStringSubmatch(got)
 				if m == nil || !strings.Contains(got, `"isError":true`) {
 					t.Errorf("%s: the agent got %q, want an isError result saying the upstream sent a malformed response and the call may have run", name, got)
@@ -107,7 +71,7 @@ func TestMalformedAnswerOneOutcome(t *testing.T) {
 					}
 					whys[kind][strings.SplitN(m[3], ":", 2)[0]] = true
 				}
-				if o := waitOutcome(t, db, id); o != approval.OutcomeTransportError {
+				if o := waitOutcome(t, rig.db, id); o != approval.OutcomeTransportError {
 					t.Errorf("%s: outcome %q, want %q", name, o, approval.OutcomeTransportError)
 				}
 			}

@@ -111,13 +111,8 @@ func TestRawHTTPCallCancelDoesNotDelayTheAnswer(t *testing.T) {
 		case <-release:
 		}
 	})
-	f := &rawHTTPFixture{up: up, trail: &leanTrail{}}
-	f.g = newGateway(t, []ServerConfig{{Name: "up", URL: ts.URL, CallTimeout: 50 * time.Millisecond}}, allowAll(), nil)
-	f.g.leanHook = f.trail.hook
-	f.base = serveHTTP(t, f.g, nil)
-	cs := connectHTTP(t, f.base, aliceToken, nil, nil)
-	f.sid, f.ver = cs.ID(), cs.InitializeResult().ProtocolVersion
-	waitInitialized(t, f.g, f.sid)
+	f := rawHTTPFixtureOf(t, ServerConfig{URL: ts.URL, CallTimeout: 50 * time.Millisecond}, nil)
+	f.up = up
 
 	got := f.call(t, "h-1", "hang", `{}`)
 	close(answered)

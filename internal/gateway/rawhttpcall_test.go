@@ -52,8 +52,21 @@ var scriptedTools = []string{"vendor", "fails", "array", "notjson", "otherid", "
 
 func newScriptedUpstream(t *testing.T, jsonAnswers bool) (*scriptedUpstream, string) {
 	t.Helper()
-	srv := newUpstreamServer(nil)
-	for _, name := range scriptedTools {
+	return scriptedUpstreamOf(t, newUpstreamServer(nil), jsonAnswers, scriptedTools...)
+}
+
+// newScriptedFeatureUpstream is a scriptedUpstream (JSON answers) of a
+// feature server (newFeatureServer) with a tool "hang" to script.
+func newScriptedFeatureUpstream(t *testing.T) (*scriptedUpstream, string) {
+	t.Helper()
+	return scriptedUpstreamOf(t, newFeatureServer("f", nil), true, "hang")
+}
+
+// scriptedUpstreamOf serves srv, with the tools named added (answering
+// "unscripted"), as a scriptedUpstream.
+func scriptedUpstreamOf(t *testing.T, srv *mcp.Server, jsonAnswers bool, tools ...string) (*scriptedUpstream, string) {
+	t.Helper()
+	for _, name := range tools {
 		srv.AddTool(&mcp.Tool{Name: name, InputSchema: objectSchema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "unscripted"}}}, nil
 		})
@@ -90,15 +103,11 @@ func (s *scriptedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				f(w, r, m.ID)
 				return
 			}
-		case m.Method == "resources/read" || m.Method == "prompts/get" || m.Method == "completion/complete":
-			// Scripted by method (sdkbreak2's tests): a tool's name has no "/".
-			s.mu.Lock()
-			f := s.script[m.Method]
-			s.mu.Unlock()
-			if f != nil {
-				f(w, r, m.ID)
-				return
-			}
+		case s.scripted(m.Method) != nil:
+			// Scripted by method (sdkbreak2's and attack18's tests): a
+			// tool's name has no "/".
+			s.scripted(m.Method)(w, r, m.ID)
+			return
 		case m.Method == "notifications/cancelled" || (m.Method == "" && bytes.Contains(body, []byte(`"scripted-`))):
 			s.other <- scriptedPost{body: string(body), header: r.Header.Clone()}
 			if m.Method == "" {
@@ -108,6 +117,16 @@ func (s *scriptedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.next.ServeHTTP(w, r)
+}
+
+// scripted is the script of method, or nil.
+func (s *scriptedUpstream) scripted(method string) func(http.ResponseWriter, *http.Request, json.RawMessage) {
+	if method == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.script[method]
 }
 
 func (s *scriptedUpstream) set(tool string, f func(w http.ResponseWriter, r *http.Request, id json.RawMessage)) {
@@ -144,7 +163,8 @@ func answerSSE(msgs ...string) func(http.ResponseWriter, *http.Request, json.Raw
 }
 
 // rawHTTPFixture is a gateway with the HTTP upstream "up" (a scripted
-// go-sdk server) and an agent session on its lean front.
+// go-sdk server; nil from rawHTTPFixtureOf) and an agent session on its
+// lean front.
 type rawHTTPFixture struct {
 	up       *scriptedUpstream
 	g        *Gateway
@@ -156,8 +176,18 @@ type rawHTTPFixture struct {
 func newRawHTTPFixture(t *testing.T, jsonAnswers bool, sc ServerConfig, opts *Options) *rawHTTPFixture {
 	t.Helper()
 	up, url := newScriptedUpstream(t, jsonAnswers)
-	sc.Name, sc.URL = "up", url
-	f := &rawHTTPFixture{up: up, trail: &leanTrail{}}
+	sc.URL = url
+	f := rawHTTPFixtureOf(t, sc, opts)
+	f.up = up
+	return f
+}
+
+// rawHTTPFixtureOf is a rawHTTPFixture in front of the HTTP upstream sc
+// (named "up"); its up is nil.
+func rawHTTPFixtureOf(t *testing.T, sc ServerConfig, opts *Options) *rawHTTPFixture {
+	t.Helper()
+	sc.Name = "up"
+	f := &rawHTTPFixture{trail: &leanTrail{}}
 	f.g = newGateway(t, []ServerConfig{sc}, allowAll(), opts)
 	f.g.leanHook = f.trail.hook
 	f.base = serveHTTP(t, f.g, nil)
@@ -486,15 +516,14 @@ func TestRawHTTPCallLeaksNothing(t *testing.T) {
 	}
 }
 
-// TestRawHTTPCallReusesConnections: after a raw call's answer the rest of
-// its event stream is read (drain), so the connection goes back to the
-// pool: sequential calls do not open a connection each. (Closing the body
-// right after the answer, before the stream's end arrived, opened a new
-// connection for 7 of 50 calls.)
-func TestRawHTTPCallReusesConnections(t *testing.T) {
-	var dials atomic.Int64
+// dialCountedFixture is a rawHTTPFixture in front of a go-sdk HTTP
+// upstream (newUpstreamServer) answering in JSON or with event streams,
+// and the count of the connections that upstream accepted.
+func dialCountedFixture(t *testing.T, jsonAnswers bool) (*rawHTTPFixture, *atomic.Int64) {
+	t.Helper()
+	dials := new(atomic.Int64)
 	s := newUpstreamServer(nil)
-	ts := httptest.NewUnstartedServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	ts := httptest.NewUnstartedServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{JSONResponse: jsonAnswers}))
 	ts.Config.ConnState = func(_ net.Conn, st http.ConnState) {
 		if st == http.StateNew {
 			dials.Add(1)
@@ -502,13 +531,16 @@ func TestRawHTTPCallReusesConnections(t *testing.T) {
 	}
 	ts.Start()
 	t.Cleanup(ts.Close)
-	f := &rawHTTPFixture{trail: &leanTrail{}}
-	f.g = newGateway(t, []ServerConfig{{Name: "up", URL: ts.URL}}, allowAll(), nil)
-	f.g.leanHook = f.trail.hook
-	f.base = serveHTTP(t, f.g, nil)
-	cs := connectHTTP(t, f.base, aliceToken, nil, nil)
-	f.sid, f.ver = cs.ID(), cs.InitializeResult().ProtocolVersion
-	waitInitialized(t, f.g, f.sid)
+	return rawHTTPFixtureOf(t, ServerConfig{URL: ts.URL}, nil), dials
+}
+
+// TestRawHTTPCallReusesConnections: after a raw call's answer the rest of
+// its event stream is read (drain), so the connection goes back to the
+// pool: sequential calls do not open a connection each. (Closing the body
+// right after the answer, before the stream's end arrived, opened a new
+// connection for 7 of 50 calls.)
+func TestRawHTTPCallReusesConnections(t *testing.T) {
+	f, dials := dialCountedFixture(t, false)
 	f.call(t, "first", "echo", `{}`)
 	u := f.g.ups["up"]
 	u.drains.Wait()
@@ -533,23 +565,7 @@ func TestRawHTTPCallReusesConnections(t *testing.T) {
 // goroutine reading the rest in the background, which each call started
 // before (issue 13).
 func TestRawHTTPJSONAnswerNeedsNoDrain(t *testing.T) {
-	var dials atomic.Int64
-	s := newUpstreamServer(nil)
-	ts := httptest.NewUnstartedServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{JSONResponse: true}))
-	ts.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		if st == http.StateNew {
-			dials.Add(1)
-		}
-	}
-	ts.Start()
-	t.Cleanup(ts.Close)
-	f := &rawHTTPFixture{trail: &leanTrail{}}
-	f.g = newGateway(t, []ServerConfig{{Name: "up", URL: ts.URL}}, allowAll(), nil)
-	f.g.leanHook = f.trail.hook
-	f.base = serveHTTP(t, f.g, nil)
-	cs := connectHTTP(t, f.base, aliceToken, nil, nil)
-	f.sid, f.ver = cs.ID(), cs.InitializeResult().ProtocolVersion
-	waitInitialized(t, f.g, f.sid)
+	f, dials := dialCountedFixture(t, true)
 	u := f.g.ups["up"]
 	f.call(t, "first", "echo", `{}`)
 	u.drains.Wait()

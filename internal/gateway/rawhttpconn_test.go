@@ -108,14 +108,8 @@ func newH1Fixture(t *testing.T, jsonAnswers bool) (*rawHTTPFixture, *h1ConnTrack
 	ts.Config.ConnState = ct.hook
 	ts.Start()
 	t.Cleanup(ts.Close)
-	f := &rawHTTPFixture{up: up, trail: &leanTrail{}}
-	f.g = newGateway(t, []ServerConfig{{Name: "up", URL: ts.URL}}, allowAll(), nil)
-	f.g.leanHook = f.trail.hook
-	f.base = serveHTTP(t, f.g, nil)
-	cs := connectHTTP(t, f.base, aliceToken, nil, nil)
-	f.sid, f.ver = cs.ID(), cs.InitializeResult().ProtocolVersion
-	waitInitialized(t, f.g, f.sid)
-	f.trail.take()
+	f := rawHTTPFixtureOf(t, ServerConfig{URL: ts.URL}, nil)
+	f.up = up
 	return f, ct
 }
 

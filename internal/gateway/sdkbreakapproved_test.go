@@ -4,14 +4,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"toolgate/internal/approval"
-	"toolgate/internal/gate"
-	"toolgate/internal/policy"
-	"toolgate/internal/store/sqlstore/sqlitetest"
 )
 
 // TestApprovedCallsBesideABrokenAnswer: two calls a human approved run on
@@ -23,9 +19,7 @@ import (
 // and SQLite store.
 func TestApprovedCallsBesideABrokenAnswer(t *testing.T) {
 	verifyNoLeaks(t)
-	db := sqlitetest.Open(t)
-	g := gate.New(db, &policy.Policy{Default: policy.Approve, Approval: policy.Approval{Timeout: time.Minute, Mode: policy.ModeHold, Approvals: 1, ValidFor: time.Minute}},
-		&gate.Options{})
+	db, g := holdGate(t)
 	up, url := newScriptedUpstream(t, true)
 	h := newHeld()
 	up.set("hang", h.answer)

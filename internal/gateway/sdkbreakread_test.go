@@ -2,10 +2,7 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -23,18 +20,8 @@ import (
 // until toolgate reconnected (branch sdkbreak2).
 func TestSDKPathBrokenReadFailsOnlyIt(t *testing.T) {
 	verifyNoLeaks(t)
-	srv := newFeatureServer("f", nil)
-	srv.AddTool(&mcp.Tool{Name: "hang", InputSchema: objectSchema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "unscripted"}}}, nil
-	})
-	up := &scriptedUpstream{
-		next:   mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: true}),
-		script: map[string]func(http.ResponseWriter, *http.Request, json.RawMessage){},
-		other:  make(chan scriptedPost, 16),
-	}
-	ts := httptest.NewServer(up)
-	t.Cleanup(ts.Close)
-	g := newGateway(t, []ServerConfig{{Name: "up", URL: ts.URL}}, allowAll(), nil)
+	up, url := newScriptedFeatureUpstream(t)
+	g := newGateway(t, []ServerConfig{{Name: "up", URL: url}}, allowAll(), nil)
 	cs := connectHTTP(t, serveHTTP(t, g, nil), aliceToken, nil, nil)
 	before := waitUpstream(t, g, "up", nil)
 

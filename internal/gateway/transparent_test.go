@@ -209,16 +209,18 @@ func TestListsShowOnlyWhatTheCallerMayUse(t *testing.T) {
 	}
 }
 
-func TestServerRequestsReachTheirAgent(t *testing.T) {
-	// Two agents call the same upstream at once; each is asked its own
-	// question, answers it, and gets its own log message; neither sees
-	// the other's. On an HTTP upstream the shared session's POST streams
-	// tell the calls apart; on a stdio upstream each agent session gets its
-	// own process.
-	for _, tc := range []struct {
-		name string
-		cfg  func(t *testing.T) ServerConfig
-	}{
+// A featureUpstream is a way to configure a feature server
+// (newFeatureServer) as the upstream "up".
+type featureUpstream struct {
+	name string
+	cfg  func(t *testing.T) ServerConfig
+}
+
+// featureUpstreams are an HTTP upstream with one shared session, a stdio
+// upstream (a process per agent) and an HTTP upstream with a session per
+// agent.
+func featureUpstreams() []featureUpstream {
+	return []featureUpstream{
 		{"http shared", func(t *testing.T) ServerConfig {
 			t.Helper()
 			return ServerConfig{Name: "up", URL: httpUpstream(t, newFeatureServer("http", nil))}
@@ -228,7 +230,16 @@ func TestServerRequestsReachTheirAgent(t *testing.T) {
 			t.Helper()
 			return ServerConfig{Name: "up", URL: httpUpstream(t, newFeatureServer("http", nil)), Sessions: SessionsPerAgent}
 		}},
-	} {
+	}
+}
+
+func TestServerRequestsReachTheirAgent(t *testing.T) {
+	// Two agents call the same upstream at once; each is asked its own
+	// question, answers it, and gets its own log message; neither sees
+	// the other's. On an HTTP upstream the shared session's POST streams
+	// tell the calls apart; on a stdio upstream each agent session gets its
+	// own process.
+	for _, tc := range featureUpstreams() {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newGateway(t, []ServerConfig{tc.cfg(t)}, allowAll(), nil)
 			base := serveHTTP(t, g, nil)
