@@ -510,7 +510,7 @@ func TestUnixSocket(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	if want := idU + ": approve recorded; now approved (decided by alice); the call runs only if its caller is still waiting\n"; out != want {
+	if want := idU + ": approve recorded; now approved (decided by alice); the call runs only if its caller is still waiting, or re-sends it\n"; out != want {
 		t.Errorf("output %q, want %q", out, want)
 	}
 	code, out, _ = e.run(t, "show", idU)

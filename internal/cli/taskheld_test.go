@@ -67,7 +67,7 @@ func TestApproveTaskHeldCall(t *testing.T) {
 	if out, want := run("approve", taskID), taskID+": approve recorded; now approved (decided by alice); held as an MCP task, the call runs whether or not the agent is still connected (the agent reads the result with tasks/get)\n"; out != want {
 		t.Errorf("approve of the task-held call printed\n%q, want\n%q", out, want)
 	}
-	if out, want := run("approve", holdID), holdID+": approve recorded; now approved (decided by alice); the call runs only if its caller is still waiting\n"; out != want {
+	if out, want := run("approve", holdID), holdID+": approve recorded; now approved (decided by alice); the call runs only if its caller is still waiting, or re-sends it\n"; out != want {
 		t.Errorf("approve of a 2025 hold printed\n%q, want\n%q", out, want)
 	}
 }
