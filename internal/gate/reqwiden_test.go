@@ -83,7 +83,7 @@ func TestRequirementPUTsRaceWithRevocation(t *testing.T) {
 		t.Helper()
 		f := newFixtureOn(t, db, time.Minute, &Options{ServerExists: knownServers, SessionApproval: allowAll().Approval})
 		f.pol.p.Store(allowAll())
-		for range 10 {
+		for range 4 {
 			parent, pp := mustSession(t, f.gate, host, session.NewSession{})
 			child, _ := mustSession(t, f.gate, pp, session.NewSession{})
 			errs := make([]error, 3)
