@@ -71,7 +71,10 @@ func tsV2Node(t *testing.T) string {
 // tsLineWait bounds the wait for each line of t's tsClient: what the
 // whole script had before, since the first line includes node's start and
 // the SDK's loading (over 30 s on a machine at load average 40).
-func tsLineWait(t *testing.T) time.Duration { return 2 * waitFor(t) }
+func tsLineWait(t *testing.T) time.Duration {
+	t.Helper()
+	return 2 * waitFor(t)
+}
 
 // tsClient is a TypeScript client script (under tsclient/) running under
 // node: its stdin, and its stdout line by line. Each line is awaited for
