@@ -239,12 +239,7 @@ func testSessionUpdate(t *testing.T, s store.Store) {
 // parent first (none for a root), and that its error writes nothing.
 func testSessionUpdateWithChain(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	root := rootSession(1)
-	mustCreateSession(t, s, root, "host-app")
-	child := childSession(2, root.ID, session.ModeInherited, nil)
-	mustCreateSession(t, s, child, root.Principal)
-	grand := childSession(3, child.ID, session.ModeInherited, nil)
-	mustCreateSession(t, s, grand, child.Principal)
+	root, child, grand := threeGenerations(t, s)
 	now := t0.Add(time.Minute)
 	for _, tc := range []struct {
 		id   session.ID
@@ -276,14 +271,22 @@ func testSessionUpdateWithChain(t *testing.T, s store.Store) {
 	}
 }
 
+// threeGenerations creates root session sid(1), its child sid(2) and
+// their grandchild sid(3), both inheriting.
+func threeGenerations(t *testing.T, s store.Store) (root, child, grand session.Session) {
+	t.Helper()
+	root = rootSession(1)
+	mustCreateSession(t, s, root, "host-app")
+	child = childSession(2, root.ID, session.ModeInherited, nil)
+	mustCreateSession(t, s, child, root.Principal)
+	grand = childSession(3, child.ID, session.ModeInherited, nil)
+	mustCreateSession(t, s, grand, child.Principal)
+	return root, child, grand
+}
+
 func testSessionRevoke(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	root := rootSession(1)
-	mustCreateSession(t, s, root, "host-app")
-	child := childSession(2, root.ID, session.ModeInherited, nil)
-	mustCreateSession(t, s, child, root.Principal)
-	grand := childSession(3, child.ID, session.ModeInherited, nil)
-	mustCreateSession(t, s, grand, child.Principal)
+	root, child, grand := threeGenerations(t, s)
 	other := rootSession(4)
 	mustCreateSession(t, s, other, "host-app")
 
