@@ -116,7 +116,7 @@ func raceOnce(ctx context.Context, g *gw, cs *mcp.ClientSession, i int) (r raceR
 	ch := callAsync(ctx, cs, toolCall("t__echo_raw", r.args))
 
 	// Find the request: pending, or, if the call already returned, in any state.
-	deadline := time.Now().Add(waitFor)
+	deadline := time.Now().Add(waitFor(ctx))
 	var a approvalDoc
 	for {
 		var ok bool
@@ -149,8 +149,8 @@ func raceOnce(ctx context.Context, g *gw, cs *mcp.ClientSession, i int) (r raceR
 	var cr callResult
 	select {
 	case cr = <-ch:
-	case <-time.After(waitFor):
-		return fail("the call did not return within %v", waitFor)
+	case <-time.After(waitFor(ctx)):
+		return fail("the call did not return within %v", waitFor(ctx))
 	}
 	if cr.err != nil {
 		return fail("the call failed: %v", cr.err)
@@ -160,7 +160,7 @@ func raceOnce(ctx context.Context, g *gw, cs *mcp.ClientSession, i int) (r raceR
 	// after: when the held call's own expiry write fails (a loaded machine:
 	// "begin: context deadline exceeded"), it answers timed out at once and
 	// the sweeper expires the request later.
-	settleBy := time.Now().Add(waitFor)
+	settleBy := time.Now().Add(waitFor(ctx))
 	for {
 		final, err := fetchApprovalE(ctx, g.Admin, a.ID)
 		if err != nil {

@@ -84,7 +84,7 @@ func (a reviewedApproval) approvedByUs() bool {
 // approver. It does not fail the test, so it can run in a goroutine.
 func readReviewed(ctx context.Context, admin, id string) (reviewedApproval, error) {
 	var a reviewedApproval
-	ctx, cancel := context.WithTimeout(ctx, waitFor)
+	ctx, cancel := context.WithTimeout(ctx, waitFor(ctx))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/v1/approvals/"+id, nil)
 	if err != nil {
@@ -222,7 +222,7 @@ func TestApproveAllResolvesALostAnswer(t *testing.T) {
 				t.Errorf("the approve of %s whose answer is lost answered %d, want 200\n%s", id, rec.Code, rec.Body)
 				return
 			}
-			for deadline := time.Now().Add(waitFor); ; time.Sleep(pollEvery) {
+			for deadline := time.Now().Add(waitFor(t)); ; time.Sleep(pollEvery) {
 				a, err := readReviewed(t.Context(), g.Admin, id)
 				if err == nil && a.State == "consumed" {
 					return

@@ -214,14 +214,14 @@ func TestAuditTwoInstancesPostgres(t *testing.T) {
 	// Each export chains what its instance has queued first. The chain
 	// follows Postgres's change feed, which shows an event once every
 	// older transaction on the server has ended (other tests share it):
-	// export until the last events are there (or give up after 30 s).
+	// export until the last events are there (or give up after waitFor).
 	auditExport(t, gws[0].Admin)
 	var (
 		lines []exportLine
 		recs  []exportRecord
 		count map[string]int
 	)
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	for deadline := time.Now().Add(waitFor(t)); ; {
 		lines, recs = auditExport(t, gws[1].Admin)
 		count = map[string]int{}
 		for _, r := range recs {

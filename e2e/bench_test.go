@@ -144,7 +144,7 @@ type sample struct {
 // measures when the upstream starts executing it.
 func approveOnce(b *testing.B, cs *mcp.ClientSession, up *stampUpstream, approver *benchGateway, key string) sample {
 	b.Helper()
-	ctx, cancel := context.WithTimeout(b.Context(), waitFor)
+	ctx, cancel := context.WithTimeout(b.Context(), waitFor(b))
 	defer cancel()
 	stamped := up.expect(key)
 	args := `{"key":` + strconv.Quote(key) + `}`
@@ -166,7 +166,7 @@ func approveOnce(b *testing.B, cs *mcp.ClientSession, up *stampUpstream, approve
 			case r := <-ch:
 				b.Fatalf("call %s returned before it was approved: (%v, %q)", key, r.err, resultText(r))
 			case <-ctx.Done():
-				b.Fatalf("call %s not pending at %s within %v", key, approver.Admin, waitFor)
+				b.Fatalf("call %s not pending at %s within %v", key, approver.Admin, waitFor(b))
 			case <-time.After(2 * time.Millisecond):
 			}
 		}
@@ -182,7 +182,7 @@ func approveOnce(b *testing.B, cs *mcp.ClientSession, up *stampUpstream, approve
 	select {
 	case td = <-stamped:
 	case <-ctx.Done():
-		b.Fatalf("call %s approved but not dispatched within %v", key, waitFor)
+		b.Fatalf("call %s approved but not dispatched within %v", key, waitFor(b))
 	}
 	res := <-ch
 	if res.err != nil || res.res.IsError {
@@ -299,7 +299,7 @@ func startBenchGateway(tb testing.TB, cfgYAML, dsn string) *benchGateway {
 			tb.Logf("toolgate serve stderr:\n%s", stderr)
 		}
 	})
-	deadline := time.Now().Add(waitFor)
+	deadline := time.Now().Add(waitFor(tb))
 	for {
 		if raw, err := os.ReadFile(ready); err == nil {
 			var addrs struct{ MCP, Admin string }
@@ -317,7 +317,7 @@ func startBenchGateway(tb testing.TB, cfgYAML, dsn string) *benchGateway {
 		default:
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("toolgate not ready after %v:\n%s", waitFor, stderr)
+			tb.Fatalf("toolgate not ready after %v:\n%s", waitFor(tb), stderr)
 		}
 		time.Sleep(pollEvery)
 	}

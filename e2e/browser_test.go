@@ -135,7 +135,7 @@ func (b *browser) clean() {
 // do runs steps, bounded by waitFor; it fails the test with what on error.
 func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	b.doWithin(waitFor, what, steps...)
+	b.doWithin(waitFor(b.t), what, steps...)
 }
 
 // doWithin is do with its own bound.
@@ -157,7 +157,7 @@ func (b *browser) doWithin(d time.Duration, what string, steps ...chromedp.Actio
 // it is visible.
 func (b *browser) clickLive(what string, sel chromedp.CSS) {
 	b.t.Helper()
-	b.wait(waitFor, what, sel)
+	b.wait(waitFor(b.t), what, sel)
 	expr := fmt.Sprintf(`(() => { const el = document.querySelector(%q); if (!el) return false; el.click(); return true; })()`, string(sel))
 	if !eval[bool](b, expr) {
 		b.t.Fatalf("browser: %s: %s is gone%s", what, sel, b.location())
@@ -179,7 +179,7 @@ func (b *browser) location() string {
 // eval evaluates a JavaScript expression in the page (a promise is awaited).
 func eval[T any](b *browser, expr string) T {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, waitFor)
+	ctx, cancel := context.WithTimeout(b.ctx, waitFor(b.t))
 	defer cancel()
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
 	if err != nil {
@@ -227,7 +227,7 @@ func (b *browser) wait(d time.Duration, what string, sel chromedp.CSS) {
 // node ("No node with given id found", seen in CI under load).
 func (b *browser) text(sel chromedp.CSS) string {
 	b.t.Helper()
-	b.doWithin(waitFor, "text of "+string(sel), chromedp.WaitReady(sel))
+	b.doWithin(waitFor(b.t), "text of "+string(sel), chromedp.WaitReady(sel))
 	expr := fmt.Sprintf(`(() => { const el = document.querySelector(%q); return el ? [true, el.textContent] : [false, ""]; })()`, string(sel))
 	v := eval[[]any](b, expr)
 	if len(v) != 2 || v[0] != true {

@@ -167,7 +167,7 @@ func TestIdleConnectionFlood(t *testing.T) {
 
 	// Agents and approvers still get in. The wait for the approval and
 	// for the call's answer are bounded by floodWait: on a loaded machine
-	// the steps together took 25 s, near waitFor (30 s).
+	// the steps together took 25 s, near waitFor's floor (waitMin, 30 s).
 	start = time.Now()
 	cs := g.connect(t, nil, nil)
 	ch := callAsync(t.Context(), cs, &mcp.CallToolParams{Name: "t__echo_raw", Arguments: json.RawMessage(`{"during":"flood"}`)})

@@ -256,10 +256,10 @@ func TestFilesystemRoots(t *testing.T) {
 			}
 			select {
 			case <-asked:
-			case <-time.After(waitFor):
+			case <-time.After(waitFor(t)):
 				t.Fatal("the server's roots/list never reached the agent")
 			}
-			deadline := time.Now().Add(waitFor)
+			deadline := time.Now().Add(waitFor(t))
 			for got := first; !strings.Contains(got, outside); got = allowed() {
 				if time.Now().After(deadline) {
 					t.Fatalf("the server's directories stayed %q, want the agent's root %s", got, outside)

@@ -25,8 +25,29 @@ import (
 
 // waitFor bounds every wait on another process: startup, a held call
 // appearing, a record line. Reaching it fails the test; it is never used to
-// assert how long something took.
-const waitFor = 30 * time.Second
+// assert how long something took. It scales with the test binary's
+// -timeout, through the deadline of x (a *testing.T, or a context with a
+// deadline): an eighth of the time left, so that CI, which gives the suite
+// a longer -timeout on a loaded machine, waits longer; at least waitMin
+// (the fixed bound of old), at most waitMax. Without a deadline (-timeout
+// 0, a benchmark, a context without one) it is waitMin.
+func waitFor(x any) time.Duration {
+	d, ok := x.(interface{ Deadline() (time.Time, bool) })
+	if !ok {
+		return waitMin
+	}
+	end, ok := d.Deadline()
+	if !ok {
+		return waitMin
+	}
+	return min(max(time.Until(end)/8, waitMin), waitMax)
+}
+
+// waitMin and waitMax bound waitFor.
+const (
+	waitMin = 30 * time.Second
+	waitMax = 5 * time.Minute
+)
 
 // pollEvery is the interval of the bounded polls across processes.
 const pollEvery = 20 * time.Millisecond
@@ -209,7 +230,7 @@ func startGatewayBin(tb testing.TB, bin, cfgYAML string, env map[string]string, 
 	// Bounded by waitFor without progress: toolgate logs each step of its
 	// start (--log-level debug), and on a loaded machine its SQLite
 	// migrations alone took minutes, a step every few seconds.
-	deadline := time.NewTimer(waitFor)
+	deadline := time.NewTimer(waitFor(tb))
 	defer deadline.Stop()
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
@@ -217,7 +238,7 @@ func startGatewayBin(tb testing.TB, bin, cfgYAML string, env map[string]string, 
 	for {
 		if n := stderr.Len(); n != logged {
 			logged = n
-			deadline.Reset(waitFor)
+			deadline.Reset(waitFor(tb))
 		}
 		b, err := os.ReadFile(ready)
 		if err == nil {
@@ -233,7 +254,7 @@ func startGatewayBin(tb testing.TB, bin, cfgYAML string, env map[string]string, 
 		case <-g.exited:
 			tb.Fatalf("toolgate exited before it was ready: %v\nstderr:\n%s", waitErr, stderr)
 		case <-deadline.C:
-			tb.Fatalf("toolgate not ready, and nothing logged for %v\nstderr:\n%s", waitFor, stderr)
+			tb.Fatalf("toolgate not ready, and nothing logged for %v\nstderr:\n%s", waitFor(tb), stderr)
 		case <-tick.C:
 		}
 	}
@@ -255,9 +276,9 @@ func stopProcess(tb testing.TB, p *os.Process, exited <-chan struct{}) {
 	select {
 	case <-exited:
 		return
-	case <-time.After(waitFor):
+	case <-time.After(waitFor(tb)):
 	}
-	tb.Errorf("process %d did not exit within %v of SIGTERM; killing it", p.Pid, waitFor)
+	tb.Errorf("process %d did not exit within %v of SIGTERM; killing it", p.Pid, waitFor(tb))
 	_ = p.Kill()
 	<-exited
 }
@@ -311,7 +332,7 @@ func connectMCP(tb testing.TB, name, endpoint string, rt http.RoundTripper, opts
 	tb.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, opts)
 	tr := &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: rt}}
-	ctx, cancel := context.WithTimeout(tb.Context(), waitFor)
+	ctx, cancel := context.WithTimeout(tb.Context(), waitFor(tb))
 	defer cancel()
 	cs, err := c.Connect(ctx, tr, era2025)
 	if err != nil {
@@ -374,7 +395,7 @@ func approvals(tb testing.TB, admin, state string) []apiApproval {
 // state other than want and pending fails at once.
 func waitState(t *testing.T, admin, id, want string) apiApproval {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
+	deadline := time.Now().Add(waitFor(t))
 	for {
 		var a apiApproval
 		adminGet(t, admin+"/v1/approvals/"+id, &a)
@@ -384,7 +405,7 @@ func waitState(t *testing.T, admin, id, want string) apiApproval {
 		case a.State != "pending":
 			t.Fatalf("approval %s is %s, want %s", id, a.State, want)
 		case time.Now().After(deadline):
-			t.Fatalf("approval %s still pending after %v, want %s", id, waitFor, want)
+			t.Fatalf("approval %s still pending after %v, want %s", id, waitFor(t), want)
 		}
 		time.Sleep(pollEvery)
 	}
@@ -394,7 +415,7 @@ func waitState(t *testing.T, admin, id, want string) apiApproval {
 // into v.
 func adminGet(tb testing.TB, u string, v any) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(tb.Context(), waitFor)
+	ctx, cancel := context.WithTimeout(tb.Context(), waitFor(tb))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -423,7 +444,7 @@ func adminGet(tb testing.TB, u string, v any) {
 // and returns them. More than n pending fails at once.
 func waitPending(t *testing.T, admin string, n int) []apiApproval {
 	t.Helper()
-	return waitPendingWithin(t, admin, n, waitFor)
+	return waitPendingWithin(t, admin, n, waitFor(t))
 }
 
 // waitPendingWithin is waitPending with the bound d.
@@ -478,7 +499,7 @@ func readRecord(tb testing.TB, path string) []string {
 // all lines.
 func waitRecord(t *testing.T, path, want string) []string {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
+	deadline := time.Now().Add(waitFor(t))
 	for {
 		lines := readRecord(t, path)
 		for _, l := range lines {
@@ -487,7 +508,7 @@ func waitRecord(t *testing.T, path, want string) []string {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("record %s has no line %q after %v; lines: %q", path, want, waitFor, lines)
+			t.Fatalf("record %s has no line %q after %v; lines: %q", path, want, waitFor(t), lines)
 		}
 		time.Sleep(pollEvery)
 	}
@@ -516,8 +537,8 @@ func await(t *testing.T, ch <-chan callResult) callResult {
 	select {
 	case r := <-ch:
 		return r
-	case <-time.After(waitFor):
-		t.Fatalf("call did not return within %v", waitFor)
+	case <-time.After(waitFor(t)):
+		t.Fatalf("call did not return within %v", waitFor(t))
 		return callResult{}
 	}
 }

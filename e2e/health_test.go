@@ -41,7 +41,7 @@ func startHTTPUpstreamAt(t *testing.T, addr, record string) *httpUpstream {
 		u.stop(t)
 		checkChildLog(t, "testupstream -http", u.stderr)
 	})
-	deadline := time.Now().Add(waitFor)
+	deadline := time.Now().Add(waitFor(t))
 	for {
 		if b, err := os.ReadFile(ready); err == nil {
 			u.URL = strings.TrimSpace(string(b))
@@ -58,7 +58,7 @@ func startHTTPUpstreamAt(t *testing.T, addr, record string) *httpUpstream {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("testupstream -http not ready after %v", waitFor)
+			t.Fatalf("testupstream -http not ready after %v", waitFor(t))
 		}
 		time.Sleep(pollEvery)
 	}
@@ -105,8 +105,8 @@ func waitReadyzStatus(t *testing.T, admin string, want int) (readyReport, time.D
 		if status == want {
 			return rep, time.Since(start)
 		}
-		if time.Since(start) > waitFor {
-			t.Fatalf("/readyz still %d after %v, want %d: %+v", status, waitFor, want, rep)
+		if time.Since(start) > waitFor(t) {
+			t.Fatalf("/readyz still %d after %v, want %d: %+v", status, waitFor(t), want, rep)
 		}
 		time.Sleep(pollEvery)
 	}

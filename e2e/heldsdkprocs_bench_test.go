@@ -50,7 +50,7 @@ func BenchmarkHeldSDKCallProcs(b *testing.B) {
 		_, err := held.CallTool(ctx, p)
 		answered <- err
 	}()
-	for deadline := time.Now().Add(waitFor); len(approvals(b, g.Admin, "pending")) != 1; time.Sleep(pollEvery) {
+	for deadline := time.Now().Add(waitFor(b)); len(approvals(b, g.Admin, "pending")) != 1; time.Sleep(pollEvery) {
 		if time.Now().After(deadline) {
 			b.Fatal("the SDK-path call was not held")
 		}

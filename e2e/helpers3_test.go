@@ -133,7 +133,7 @@ func adminDo(ctx context.Context, method, u, token string, body any) (int, []byt
 		}
 		rd = bytes.NewReader(b)
 	}
-	ctx, cancel := context.WithTimeout(ctx, waitFor)
+	ctx, cancel := context.WithTimeout(ctx, waitFor(ctx))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
@@ -265,7 +265,7 @@ func findApprovalByArgs(ctx context.Context, admin, state, args string) (approva
 // returns it.
 func awaitPendingArgs(t *testing.T, admin, args string) approvalDoc {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
+	deadline := time.Now().Add(waitFor(t))
 	for {
 		a, ok, err := findApprovalByArgs(t.Context(), admin, "pending", args)
 		switch {
@@ -274,7 +274,7 @@ func awaitPendingArgs(t *testing.T, admin, args string) approvalDoc {
 		case ok:
 			return a
 		case time.Now().After(deadline):
-			t.Fatalf("no pending approval with arguments %s after %v", args, waitFor)
+			t.Fatalf("no pending approval with arguments %s after %v", args, waitFor(t))
 		}
 		time.Sleep(pollEvery)
 	}
@@ -313,7 +313,7 @@ func resultApprovalMeta(t *testing.T, res *mcp.CallToolResult) (id, state, mode,
 // and returns that line.
 func (g *gw) waitLog(t *testing.T, parts ...string) string {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
+	deadline := time.Now().Add(waitFor(t))
 	for {
 		for _, line := range strings.Split(g.stderr.String(), "\n") {
 			all := true
@@ -325,7 +325,7 @@ func (g *gw) waitLog(t *testing.T, parts ...string) string {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no log line of toolgate contains all of %q after %v", parts, waitFor)
+			t.Fatalf("no log line of toolgate contains all of %q after %v", parts, waitFor(t))
 		}
 		time.Sleep(pollEvery)
 	}
@@ -373,7 +373,7 @@ func startKillableGateway(t *testing.T, cfgYAML string, env map[string]string) (
 // waitReady waits until the ready file names g's listeners.
 func (g *gw) waitReady(t *testing.T, ready string, start time.Time) {
 	t.Helper()
-	deadline := time.NewTimer(waitFor)
+	deadline := time.NewTimer(waitFor(t))
 	defer deadline.Stop()
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
@@ -391,7 +391,7 @@ func (g *gw) waitReady(t *testing.T, ready string, start time.Time) {
 		case <-g.exited:
 			t.Fatalf("toolgate exited before it was ready\nstderr:\n%s", g.stderr)
 		case <-deadline.C:
-			t.Fatalf("toolgate not ready after %v\nstderr:\n%s", waitFor, g.stderr)
+			t.Fatalf("toolgate not ready after %v\nstderr:\n%s", waitFor(t), g.stderr)
 		case <-tick.C:
 		}
 	}
@@ -448,8 +448,8 @@ func (p *clientProc) wait(t *testing.T) string {
 	t.Helper()
 	select {
 	case <-p.done:
-	case <-time.After(waitFor):
-		t.Fatalf("testclient did not exit within %v", waitFor)
+	case <-time.After(waitFor(t)):
+		t.Fatalf("testclient did not exit within %v", waitFor(t))
 	}
 	if p.err != nil {
 		t.Fatalf("testclient: %v\nstdout: %s\nstderr: %s", p.err, p.stdout, p.stderr)

@@ -75,7 +75,7 @@ func TestInboxInBrowser(t *testing.T) {
 		b.recordRows()
 		ch := callAsync(t.Context(), cs, toolCall("t__echo_raw", args))
 		a := awaitPendingArgs(t, g.Admin, args)
-		b.wait(waitFor, "the held call's row", css(`.card[data-approval-id="%s"][data-state="pending"]`, a.ID))
+		b.wait(waitFor(t), "the held call's row", css(`.card[data-approval-id="%s"][data-state="pending"]`, a.ID))
 		// From the moment the gateway held the call (the request's
 		// created_at) to the moment the row entered the page, both on this
 		// machine's clock.
@@ -93,7 +93,7 @@ func TestInboxInBrowser(t *testing.T) {
 		}
 
 		b.clickLive("open the detail page", css(`.card[data-approval-id="%s"] a.title`, a.ID))
-		b.wait(waitFor, "the detail page", css(`article[data-approval-id="%s"]`, a.ID))
+		b.wait(waitFor(t), "the detail page", css(`article[data-approval-id="%s"]`, a.ID))
 		if n := eval[int](b, `document.querySelectorAll("article img, article script, a[href^='javascript'], [onerror]").length`); n != 0 {
 			t.Errorf("the detail page made %d elements out of argument text", n)
 		}
@@ -116,7 +116,7 @@ func TestInboxInBrowser(t *testing.T) {
 		if n := countLines(readRecord(t, recT), "echo_raw "+jsonCompact(t, args)); n != 1 {
 			t.Errorf("the upstream ran the call %d times, want once", n)
 		}
-		b.wait(waitFor, "the consumed state", css(`article[data-approval-id="%s"][data-state="consumed"]`, a.ID))
+		b.wait(waitFor(t), "the consumed state", css(`article[data-approval-id="%s"][data-state="consumed"]`, a.ID))
 		b.clean()
 	})
 
@@ -149,9 +149,9 @@ func TestInboxInBrowser(t *testing.T) {
 		ch := callAsync(t.Context(), cs, toolCall("x__echo_raw", args))
 		a := awaitPendingArgs(t, g.Admin, args)
 		b.open(g.Admin, "/ui/approvals/"+a.ID)
-		b.wait(waitFor, "the expired state", css(`article[data-approval-id="%s"][data-state="expired"]`, a.ID))
-		b.wait(waitFor, "disabled buttons", css(`article[data-approval-id="%s"] [data-action="approve"]:disabled`, a.ID))
-		b.wait(waitFor, "disabled buttons", css(`article[data-approval-id="%s"] [data-action="deny"]:disabled`, a.ID))
+		b.wait(waitFor(t), "the expired state", css(`article[data-approval-id="%s"][data-state="expired"]`, a.ID))
+		b.wait(waitFor(t), "disabled buttons", css(`article[data-approval-id="%s"] [data-action="approve"]:disabled`, a.ID))
+		b.wait(waitFor(t), "disabled buttons", css(`article[data-approval-id="%s"] [data-action="deny"]:disabled`, a.ID))
 		if msg := mustIsError(t, await(t, ch)); !strings.Contains(msg, "timed out") {
 			t.Errorf("the agent got %q, want timed out", msg)
 		}
@@ -175,7 +175,7 @@ func TestInboxInBrowser(t *testing.T) {
 			argsOf[a.ID] = args
 		}
 		for _, id := range ids {
-			b.wait(waitFor, "row "+id, css(`.card[data-approval-id="%s"]`, id))
+			b.wait(waitFor(t), "row "+id, css(`.card[data-approval-id="%s"]`, id))
 		}
 		picked := []string{ids[0], ids[2], ids[4]}
 		for _, id := range picked {
@@ -410,7 +410,7 @@ func pipeLines(r io.Reader, out chan<- string) {
 // the process exits or waitFor passes first.
 func waitLine(t *testing.T, lines <-chan string, want string, exited <-chan error) string {
 	t.Helper()
-	deadline := time.NewTimer(waitFor)
+	deadline := time.NewTimer(waitFor(t))
 	defer deadline.Stop()
 	var seen []string
 	for {
@@ -426,7 +426,7 @@ func waitLine(t *testing.T, lines <-chan string, want string, exited <-chan erro
 		case err := <-exited:
 			t.Fatalf("approvals watch exited (%v) before printing %q; got %q", err, want, seen)
 		case <-deadline.C:
-			t.Fatalf("no line with %q after %v; got %q", want, waitFor, seen)
+			t.Fatalf("no line with %q after %v; got %q", want, waitFor(t), seen)
 		}
 	}
 }

@@ -41,7 +41,7 @@ func TestInboxStopsWhenItsPositionIsRefused(t *testing.T) {
 		return err
 	}))
 	b.do("open the inbox with a foreign position", chromedp.Navigate(g.Admin+"/ui/"))
-	b.wait(waitFor, "the refusal in the live indicator", css(`#live[data-live="refused"]`))
+	b.wait(waitFor(t), "the refusal in the live indicator", css(`#live[data-live="refused"]`))
 	if got, want := b.text(css(`#live`)), "this page's position is not in this gateway's log: reload"; got != want {
 		t.Errorf("live indicator says %q, want %q", got, want)
 	}

@@ -64,7 +64,7 @@ func TestLeanCallsEndToEnd(t *testing.T) {
 	for i := range 2 { // the client hands notifications to its handler asynchronously
 		select {
 		case <-progress:
-		case <-time.After(waitFor):
+		case <-time.After(waitFor(t)):
 			t.Fatalf("%d progress notifications, want 2", i)
 		}
 	}
@@ -83,7 +83,7 @@ func TestLeanCallsEndToEnd(t *testing.T) {
 	id = waitPending(t, g.Admin, 1)[0].ID
 	select {
 	case <-progress:
-	case <-time.After(waitFor):
+	case <-time.After(waitFor(t)):
 		t.Fatal("no keep-alive for the held call with a progress token")
 	}
 	heldOnLeanFront(t, g, true)

@@ -17,7 +17,7 @@ import (
 // optionally on session sid, and returns the status and body.
 func rawPost(t *testing.T, g *gw, sid, body string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor(t))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.MCP, strings.NewReader(body))
 	if err != nil {

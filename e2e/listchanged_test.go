@@ -76,7 +76,7 @@ func listen(t *testing.T, g *gw, token string, notifications map[string]any) <-c
 // methods, failing the test if the stream ends or none comes in waitFor.
 func nextMethod(t *testing.T, msgs <-chan map[string]any, methods ...string) map[string]any {
 	t.Helper()
-	timeout := time.After(waitFor)
+	timeout := time.After(waitFor(t))
 	for {
 		select {
 		case m, ok := <-msgs:
@@ -89,7 +89,7 @@ func nextMethod(t *testing.T, msgs <-chan map[string]any, methods ...string) map
 				}
 			}
 		case <-timeout:
-			t.Fatalf("no %v on the listen stream within %v", methods, waitFor)
+			t.Fatalf("no %v on the listen stream within %v", methods, waitFor(t))
 		}
 	}
 }

@@ -44,13 +44,13 @@ func TestLostCommitOfConsumeRunsOnce(t *testing.T) {
 		ch := callAsync(t.Context(), cs, toolCall("t__echo_raw", args))
 		a := waitPendingArgs(t, g.Admin, args)
 		cut.arm()
-		ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+		ctx, cancel := context.WithTimeout(t.Context(), waitFor(t))
 		first := postReview(ctx, approver, a.ID, "approve", "ok")
 		cancel()
 		var res cutResult
 		select {
 		case res = <-cut.cuts:
-		case <-time.After(waitFor):
+		case <-time.After(waitFor(t)):
 			t.Fatalf("call %d: no consume's commit was cut (approve answered %d %v)", i, first.Status, first.Err)
 		}
 		if !res.committed {
@@ -65,7 +65,7 @@ func TestLostCommitOfConsumeRunsOnce(t *testing.T) {
 			// The decision's joined consume committed unseen: the approver
 			// is told it failed, and its retry that it is recorded.
 			paths["the decision's joined consume"]++
-			ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+			ctx, cancel := context.WithTimeout(t.Context(), waitFor(t))
 			again := postReview(ctx, approver, a.ID, "approve", "ok")
 			cancel()
 			if again.Err != nil || again.Status != http.StatusOK {
@@ -95,7 +95,7 @@ func TestLostCommitOfConsumeRunsOnce(t *testing.T) {
 // (recorded after the caller was answered), and returns it.
 func waitOutcome(t *testing.T, admin, id string) apiApproval {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
+	deadline := time.Now().Add(waitFor(t))
 	for {
 		var a apiApproval
 		adminGet(t, admin+"/v1/approvals/"+id, &a)
@@ -103,7 +103,7 @@ func waitOutcome(t *testing.T, admin, id string) apiApproval {
 			return a
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("approval %s has no dispatch outcome after %v (state %s)", id, waitFor, a.State)
+			t.Fatalf("approval %s has no dispatch outcome after %v (state %s)", id, waitFor(t), a.State)
 		}
 		time.Sleep(pollEvery)
 	}
@@ -126,7 +126,7 @@ func TestLostCommitOfOutcomeRecordedOnce(t *testing.T) {
 	ch := callAsync(t.Context(), cs, toolCall("t__echo_raw", args))
 	a := waitPendingArgs(t, g.Admin, args)
 	cut.armLedger()
-	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor(t))
 	first := postReview(ctx, g.Admin, a.ID, "approve", "ok")
 	cancel()
 	if first.Err != nil || first.Status != http.StatusOK {
@@ -140,7 +140,7 @@ func TestLostCommitOfOutcomeRecordedOnce(t *testing.T) {
 		if !res.committed {
 			t.Fatal("the cut transaction did not commit; the test proves nothing")
 		}
-	case <-time.After(waitFor):
+	case <-time.After(waitFor(t)):
 		t.Fatal("no ledger write's commit was cut")
 	}
 	final := waitOutcome(t, g.Admin, a.ID)
@@ -148,7 +148,7 @@ func TestLostCommitOfOutcomeRecordedOnce(t *testing.T) {
 		t.Fatalf("approval %s ended %s/%q, want consumed/ok", a.ID, final.State, final.DispatchOutcome)
 	}
 	// The retry's own line comes last; wait for it (the caller was answered first).
-	deadline := time.Now().Add(waitFor)
+	deadline := time.Now().Add(waitFor(t))
 	for !strings.Contains(g.stderr.String(), "dispatch outcome recorded after retrying") {
 		if log := g.stderr.String(); strings.Contains(log, "cannot record dispatch outcome\"") {
 			t.Fatalf("the retry did not recognise its own outcome:\n%s", log)

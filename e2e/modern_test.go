@@ -83,7 +83,7 @@ func post2026(t *testing.T, g *gw, headers map[string]string, body string) (int,
 // post2026As is post2026 as the agent whose token is token.
 func post2026As(t *testing.T, g *gw, token string, headers map[string]string, body string) (int, map[string]any) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor(t))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.MCP, strings.NewReader(body))
 	if err != nil {

@@ -82,7 +82,7 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // "type/outcome" of every attempt for id it got instead.
 func (h *hookReceiver) waitEvent(t *testing.T, id, typ, outcome string) {
 	t.Helper()
-	deadline := time.After(waitFor)
+	deadline := time.After(waitFor(t))
 	for {
 		h.mu.Lock()
 		var got []string
@@ -112,7 +112,7 @@ func (h *hookReceiver) waitEvent(t *testing.T, id, typ, outcome string) {
 // distinct events, and returns every attempt so far.
 func (h *hookReceiver) waitAccepted(t *testing.T, n int) []hookAttempt {
 	t.Helper()
-	deadline := time.After(waitFor)
+	deadline := time.After(waitFor(t))
 	for {
 		h.mu.Lock()
 		accepted := map[string]bool{}
@@ -129,7 +129,7 @@ func (h *hookReceiver) waitAccepted(t *testing.T, n int) []hookAttempt {
 		select {
 		case <-changed:
 		case <-deadline:
-			t.Fatalf("the receiver accepted %d events, want %d, after %v", len(accepted), n, waitFor)
+			t.Fatalf("the receiver accepted %d events, want %d, after %v", len(accepted), n, waitFor(t))
 		}
 	}
 }
@@ -258,7 +258,7 @@ approvals:
 // waitMetric polls admin's /metrics until series reaches want.
 func waitMetric(t *testing.T, admin, series string, want float64) {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
+	deadline := time.Now().Add(waitFor(t))
 	for {
 		got := scrapeMetrics(t, admin)[series]
 		if got >= want {
@@ -268,7 +268,7 @@ func waitMetric(t *testing.T, admin, series string, want float64) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s = %v after %v, want %v", series, got, waitFor, want)
+			t.Fatalf("%s = %v after %v, want %v", series, got, waitFor(t), want)
 		}
 		time.Sleep(pollEvery)
 	}
@@ -358,7 +358,7 @@ func TestWebhookTwoInstancesPostgres(t *testing.T) {
 	}
 	// The outbox agrees: one attempt each, all delivered, and nothing left
 	// to deliver again later.
-	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor(t))
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -368,7 +368,7 @@ func TestWebhookTwoInstancesPostgres(t *testing.T) {
 	// The receiver has the last body before its sender has read the
 	// response and marked the row delivered: ask until the rows settle.
 	var rows, delivered, once int
-	for deadline := time.Now().Add(waitFor); ; time.Sleep(pollEvery) {
+	for deadline := time.Now().Add(waitFor(t)); ; time.Sleep(pollEvery) {
 		if err := conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE state = 'delivered'), count(*) FILTER (WHERE attempts = 1) FROM deliveries`).Scan(&rows, &delivered, &once); err != nil {
 			t.Fatal(err)
 		}
@@ -381,7 +381,7 @@ func TestWebhookTwoInstancesPostgres(t *testing.T) {
 	}
 	key := `toolgate_deliveries_total{channel="hook",outcome="delivered"}`
 	var ma, mb map[string]float64
-	for deadline := time.Now().Add(waitFor); ; time.Sleep(pollEvery) {
+	for deadline := time.Now().Add(waitFor(t)); ; time.Sleep(pollEvery) {
 		ma, mb = scrapeMetrics(t, a.Admin), scrapeMetrics(t, b.Admin)
 		if ma[key]+mb[key] >= 2*calls || time.Now().After(deadline) {
 			break

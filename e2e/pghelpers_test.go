@@ -63,7 +63,7 @@ func freshPGDatabase(tb testing.TB, dsn string) string {
 		tb.Fatalf("create test database: %v", err)
 	}
 	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor(tb))
 		defer cancel()
 		if err := pgExec(ctx, dsn, `DROP DATABASE IF EXISTS `+ident+` WITH (FORCE)`); err != nil {
 			tb.Errorf("drop test database %s: %v", name, err)
@@ -155,7 +155,7 @@ func postReview(ctx context.Context, admin, id, verb, reason string) reviewResul
 // mustReview is postReview that fails the test unless the answer is 200.
 func mustReview(t *testing.T, admin, id, verb, reason string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor(t))
 	defer cancel()
 	if r := postReview(ctx, admin, id, verb, reason); r.Err != nil || r.Status != http.StatusOK {
 		t.Fatalf("%s %s through %s: status %d, err %v\n%s", verb, id, admin, r.Status, r.Err, r.Body)
@@ -166,13 +166,13 @@ func mustReview(t *testing.T, admin, id, verb, reason string) {
 // shows arguments equal (as JSON values) to args, and returns it.
 func waitPendingArgs(t *testing.T, admin, args string) apiApproval {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
+	deadline := time.Now().Add(waitFor(t))
 	for {
 		if a := pendingWithArgs(t, admin, args); a != nil {
 			return *a
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no pending approval with arguments %s at %s after %v", args, admin, waitFor)
+			t.Fatalf("no pending approval with arguments %s at %s after %v", args, admin, waitFor(t))
 		}
 		time.Sleep(pollEvery)
 	}
@@ -356,7 +356,7 @@ func (c *pgCluster) start(tb testing.TB) error {
 		c.waitErr = cmd.Wait()
 		close(exited)
 	}()
-	deadline := time.Now().Add(waitFor)
+	deadline := time.Now().Add(waitFor(tb))
 	for {
 		ctx, cancel := context.WithTimeout(tb.Context(), time.Second)
 		err := pgExec(ctx, c.DSN(), `SELECT 1`)
@@ -372,7 +372,7 @@ func (c *pgCluster) start(tb testing.TB) error {
 		}
 		if time.Now().After(deadline) {
 			c.Stop(tb)
-			return fmt.Errorf("postgres not accepting connections after %v: %w; server.log ends:\n%s", waitFor, err, c.logTail())
+			return fmt.Errorf("postgres not accepting connections after %v: %w; server.log ends:\n%s", waitFor(tb), err, c.logTail())
 		}
 		time.Sleep(pollEvery)
 	}
@@ -389,8 +389,8 @@ func (c *pgCluster) Stop(tb testing.TB) {
 	_ = c.cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case <-c.exited:
-	case <-time.After(waitFor):
-		tb.Errorf("postgres did not stop within %v of SIGINT; sending SIGQUIT", waitFor)
+	case <-time.After(waitFor(tb)):
+		tb.Errorf("postgres did not stop within %v of SIGINT; sending SIGQUIT", waitFor(tb))
 		_ = c.cmd.Process.Signal(syscall.SIGQUIT)
 		<-c.exited
 	}
@@ -431,7 +431,7 @@ func approvalAt(t *testing.T, admin, id string) apiApproval {
 // raceReviews runs the functions at once (released together once every
 // goroutine has started) and returns their results in order.
 func raceReviews(ctx context.Context, fns ...func(context.Context) reviewResult) []reviewResult {
-	ctx, cancel := context.WithTimeout(ctx, waitFor)
+	ctx, cancel := context.WithTimeout(ctx, waitFor(ctx))
 	defer cancel()
 	out := make([]reviewResult, len(fns))
 	var ready, done sync.WaitGroup
@@ -469,7 +469,7 @@ func rawMCPPost(t *testing.T, endpoint, sid, body string) rawMCPResponse {
 // response).
 func rawMCP(t *testing.T, method, endpoint, sid, body string) rawMCPResponse {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor(t))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, endpoint, strings.NewReader(body))
 	if err != nil {
@@ -505,7 +505,7 @@ func rawMCP(t *testing.T, method, endpoint, sid, body string) rawMCPResponse {
 // plainGet GETs u without credentials and returns the status and body.
 func plainGet(t *testing.T, u string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor(t))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -524,14 +524,14 @@ func plainGet(t *testing.T, u string) (int, string) {
 // waitReadyz polls admin's /readyz until it answers 200.
 func waitReadyz(t *testing.T, admin string) {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
+	deadline := time.Now().Add(waitFor(t))
 	for {
 		status, body := plainGet(t, admin+"/readyz")
 		if status == http.StatusOK {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s/readyz still %d after %v\n%s", admin, status, waitFor, body)
+			t.Fatalf("%s/readyz still %d after %v\n%s", admin, status, waitFor(t), body)
 		}
 		time.Sleep(pollEvery)
 	}
@@ -540,7 +540,7 @@ func waitReadyz(t *testing.T, admin string) {
 // tryApprovals lists the approvals in state through the admin API at admin,
 // returning an error instead of failing the test.
 func tryApprovals(ctx context.Context, admin, state string) ([]apiApproval, error) {
-	ctx, cancel := context.WithTimeout(ctx, waitFor)
+	ctx, cancel := context.WithTimeout(ctx, waitFor(ctx))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/v1/approvals?state="+state+"&limit=1000", nil)
 	if err != nil {
@@ -575,7 +575,7 @@ func resultText(r callResult) string {
 // dsn (the gateways' pools and LISTEN connections) and returns how many.
 func pgTerminateOthers(t *testing.T, dsn string) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor(t))
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {

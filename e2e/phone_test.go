@@ -19,7 +19,7 @@ func TestInboxFitsAPhone(t *testing.T) {
 	callAsync(t.Context(), cs, toolCall("t__echo_raw", args))
 	a := awaitPendingArgs(t, g.Admin, args)
 	b.signIn(g.Admin, approverToken)
-	b.wait(waitFor, "the held call's row", css(`.card[data-approval-id="%s"]`, a.ID))
+	b.wait(waitFor(t), "the held call's row", css(`.card[data-approval-id="%s"]`, a.ID))
 	pages := []struct{ path, ready string }{
 		{"/ui/", `.card[data-approval-id="` + a.ID + `"]`},
 		{"/ui/approvals/" + a.ID, `article[data-approval-id="` + a.ID + `"]`},
@@ -30,7 +30,7 @@ func TestInboxFitsAPhone(t *testing.T) {
 		if p.path != "/ui/" {
 			b.do("open "+p.path, chromedp.Navigate(g.Admin+p.path))
 		}
-		b.wait(waitFor, p.path, css("%s", p.ready))
+		b.wait(waitFor(t), p.path, css("%s", p.ready))
 		if w := eval[int](b, `window.innerWidth`); w != 390 {
 			t.Fatalf("%s: the viewport is %d pixels wide, want 390", p.path, w)
 		}

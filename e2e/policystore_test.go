@@ -82,7 +82,7 @@ func runToolgate(t *testing.T, addr, token string, args ...string) cliResult {
 // exit status.
 func runToolgateEnv(t *testing.T, env map[string]string, args ...string) cliResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor(t))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bins.toolgate, args...)
 	cmd.Env = childEnv()
@@ -131,7 +131,7 @@ func writePolicyFile(t *testing.T, dir, name, body string) string {
 // echoAllowed calls t__echo_raw once and reports whether it ran.
 func echoAllowed(t *testing.T, cs *mcp.ClientSession) bool {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor(t))
 	defer cancel()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "t__echo_raw", Arguments: json.RawMessage(`{"probe":true}`)})
 	if err != nil {
@@ -143,10 +143,10 @@ func echoAllowed(t *testing.T, cs *mcp.ClientSession) bool {
 // waitEcho polls until t__echo_raw through cs is allowed (want) or not.
 func waitEcho(t *testing.T, cs *mcp.ClientSession, want bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
+	deadline := time.Now().Add(waitFor(t))
 	for echoAllowed(t, cs) != want {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: t__echo_raw allowed is still %v after %v", what, !want, waitFor)
+			t.Fatalf("%s: t__echo_raw allowed is still %v after %v", what, !want, waitFor(t))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

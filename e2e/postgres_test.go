@@ -405,7 +405,7 @@ func TestPostgresConnectionsDropped(t *testing.T) {
 	}
 
 	t.Run("approval through B right after the drop", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+		ctx, cancel := context.WithTimeout(t.Context(), waitFor(t))
 		defer cancel()
 		r := postReview(ctx, b.Admin, p.ID, "approve", "")
 		if r.Err != nil || r.Status != http.StatusOK {
@@ -427,7 +427,7 @@ func TestPostgresConnectionsDropped(t *testing.T) {
 		defer cancel()
 		ch := callAsync(ctx, cs, echoCall(args))
 		// Either it is held (and then denied here), or it comes back refused.
-		deadline := time.Now().Add(waitFor)
+		deadline := time.Now().Add(waitFor(t))
 		for {
 			select {
 			case r := <-ch:
@@ -446,7 +446,7 @@ func TestPostgresConnectionsDropped(t *testing.T) {
 				}
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("gated call neither held nor answered after %v", waitFor)
+				t.Fatalf("gated call neither held nor answered after %v", waitFor(t))
 			}
 			time.Sleep(pollEvery)
 		}

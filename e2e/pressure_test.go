@@ -454,7 +454,7 @@ func TestPostgresOutageDuringApprovals(t *testing.T) {
 		calls[i] = callAsync(t.Context(), sessions[i%len(sessions)], toolCall("t__echo_raw", fmt.Sprintf(`{"i":%d,"tag":"outage"}`, i)))
 	}
 	var pending []apiApproval
-	for deadline := time.Now().Add(waitFor); len(pending) < n; time.Sleep(pollEvery) {
+	for deadline := time.Now().Add(waitFor(t)); len(pending) < n; time.Sleep(pollEvery) {
 		if pending = listAll(t, g.Admin, "pending"); time.Now().After(deadline) {
 			t.Fatalf("%d of %d calls pending", len(pending), n)
 		}

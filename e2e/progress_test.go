@@ -42,7 +42,7 @@ func (l *progressLog) list() []mcp.ProgressNotificationParams {
 // waitCount waits until at least n notifications arrived and returns them.
 func (l *progressLog) waitCount(t *testing.T, n int) []mcp.ProgressNotificationParams {
 	t.Helper()
-	deadline := time.After(waitFor)
+	deadline := time.After(waitFor(t))
 	for {
 		if got := l.list(); len(got) >= n {
 			return got
@@ -50,7 +50,7 @@ func (l *progressLog) waitCount(t *testing.T, n int) []mcp.ProgressNotificationP
 		select {
 		case <-l.more:
 		case <-deadline:
-			t.Fatalf("got %d progress notifications after %v, want at least %d: %+v", len(l.list()), waitFor, n, l.list())
+			t.Fatalf("got %d progress notifications after %v, want at least %d: %+v", len(l.list()), waitFor(t), n, l.list())
 		}
 	}
 }

@@ -90,12 +90,12 @@ policy:
 
 	b := newBrowser(t)
 	b.signIn(g.Admin, approverToken)
-	b.wait(waitFor, "four held calls", css(`.cards > li:nth-child(4)`))
+	b.wait(waitFor(t), "four held calls", css(`.cards > li:nth-child(4)`))
 	b.clean()
 	shoot(t, b, "inbox.png")
 
 	b.open(g.Admin, "/ui/approvals/"+detailID)
-	b.wait(waitFor, "the warnings", css(`.warnings`))
+	b.wait(waitFor(t), "the warnings", css(`.warnings`))
 	shoot(t, b, "inbox-detail.png")
 	b.clean()
 }
@@ -104,7 +104,7 @@ policy:
 // to -screenshots when set.
 func shoot(t *testing.T, b *browser, name string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, waitFor)
+	ctx, cancel := context.WithTimeout(b.ctx, waitFor(t))
 	defer cancel()
 	// Fixed countdown text would be nicer for diffs, but the picture shows
 	// the page as it is: time left included.

@@ -103,12 +103,12 @@ func refuseToStart(t *testing.T, cfgYAML string, env map[string]string, extraArg
 	var err error
 	select {
 	case err = <-done:
-	case <-time.After(waitFor):
+	case <-time.After(waitFor(t)):
 		_ = cmd.Process.Kill()
 		if err := <-done; err != nil {
 			t.Logf("killed: %v", err)
 		}
-		t.Fatalf("toolgate serve still runs after %v; want it to refuse to start\nstderr:\n%s", waitFor, stderr)
+		t.Fatalf("toolgate serve still runs after %v; want it to refuse to start\nstderr:\n%s", waitFor(t), stderr)
 	}
 	if strings.Contains(stderr.String(), "WARNING: DATA RACE") {
 		t.Errorf("toolgate serve reported a data race:\n%s", stderr)

@@ -121,7 +121,7 @@ func (g *gw) sessConnect(t *testing.T, token string, opts *mcp.ClientOptions) *m
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "e2e-session-agent", Version: "1"}, opts)
 	tr := &mcp.StreamableClientTransport{Endpoint: g.MCP, HTTPClient: &http.Client{Transport: &bearer{token: token, base: g.tr}}}
-	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor(t))
 	defer cancel()
 	cs, err := c.Connect(ctx, tr, era2025)
 	if err != nil {

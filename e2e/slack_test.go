@@ -78,7 +78,7 @@ func (s *slackStandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // calls, whose raw body contains every one of parts.
 func (s *slackStandIn) waitCall(t *testing.T, method string, parts ...string) slackCall {
 	t.Helper()
-	deadline := time.After(waitFor)
+	deadline := time.After(waitFor(t))
 	for {
 		s.mu.Lock()
 		calls, changed := append([]slackCall(nil), s.calls...), s.changed
@@ -98,7 +98,7 @@ func (s *slackStandIn) waitCall(t *testing.T, method string, parts ...string) sl
 		select {
 		case <-changed:
 		case <-deadline:
-			t.Fatalf("no %s call holding %q after %v; calls: %d", method, parts, waitFor, len(calls))
+			t.Fatalf("no %s call holding %q after %v; calls: %d", method, parts, waitFor(t), len(calls))
 		}
 	}
 }

@@ -137,13 +137,13 @@ func TestSocketCLI(t *testing.T) {
 		t.Errorf("approvals list succeeded while the socket directory was 0755:\n%s", r.Stdout)
 	}
 	// The gateway's stderr reaches the buffer through a pipe: poll for it.
-	for deadline := time.Now().Add(waitFor); ; time.Sleep(pollEvery) {
+	for deadline := time.Now().Add(waitFor(t)); ; time.Sleep(pollEvery) {
 		log := g.stderr.String()
 		if strings.Contains(log, "admin connection refused") && strings.Contains(log, "has mode 0755; want 0700") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("gateway log does not report the refused connection after %v:\n%s", waitFor, log)
+			t.Fatalf("gateway log does not report the refused connection after %v:\n%s", waitFor(t), log)
 		}
 	}
 

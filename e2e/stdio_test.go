@@ -32,7 +32,7 @@ storage:
 ` + principalsYAML + upstreamServer(recordStdio) + heldEchoPolicy
 	cmd, stderr, _ := gatewayCommand(t, stdioCfg, nil, "--stdio")
 	c := mcp.NewClient(&mcp.Implementation{Name: "e2e-stdio-agent", Version: "1"}, nil)
-	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor(t))
 	defer cancel()
 	start := time.Now()
 	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)

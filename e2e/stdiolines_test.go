@@ -40,7 +40,7 @@ func (p *stdioPeer) next() rpcAnswer {
 		}
 		a.raw = line
 		return a
-	case <-time.After(waitFor):
+	case <-time.After(waitFor(p.t)):
 		p.t.Fatal("no answer from toolgate --stdio")
 		return rpcAnswer{}
 	}
@@ -141,7 +141,7 @@ policy:
 	_ = in.Close()
 	select {
 	case <-exited:
-	case <-time.After(waitFor):
+	case <-time.After(waitFor(t)):
 		t.Fatal("toolgate --stdio did not exit after its stdin closed")
 	}
 	if waitErr != nil {

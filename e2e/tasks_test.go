@@ -91,7 +91,7 @@ func (c *taskClient) get(taskID string) (map[string]any, map[string]any) {
 // waitStatus polls tasks/get until the task has status want.
 func (c *taskClient) waitStatus(taskID, want string) map[string]any {
 	c.t.Helper()
-	deadline := time.Now().Add(waitFor)
+	deadline := time.Now().Add(waitFor(c.t))
 	for {
 		res, e := c.get(taskID)
 		if e != nil {
@@ -101,7 +101,7 @@ func (c *taskClient) waitStatus(taskID, want string) map[string]any {
 			return res
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("task %s is %v after %v, want %s: %v", taskID, res["status"], waitFor, want, res)
+			c.t.Fatalf("task %s is %v after %v, want %s: %v", taskID, res["status"], waitFor(c.t), want, res)
 		}
 		time.Sleep(10 * pollEvery) // a person decides; no need to poll faster
 	}

@@ -68,8 +68,8 @@ func TestTasksClientExample(t *testing.T) {
 				printed = append(printed, l)
 			}
 			return l, ok
-		case <-time.After(waitFor):
-			t.Fatalf("tasksclient printed nothing more within %v; so far:\n%s\nstderr:\n%s", waitFor, strings.Join(printed, "\n"), stderr)
+		case <-time.After(waitFor(t)):
+			t.Fatalf("tasksclient printed nothing more within %v; so far:\n%s\nstderr:\n%s", waitFor(t), strings.Join(printed, "\n"), stderr)
 			return "", false
 		}
 	}
@@ -136,8 +136,8 @@ func TestTasksClientExample(t *testing.T) {
 		if err != nil {
 			t.Fatalf("tasksclient: %v; it printed:\n%s\nstderr:\n%s", err, strings.Join(printed, "\n"), stderr)
 		}
-	case <-time.After(waitFor):
-		t.Fatalf("tasksclient did not exit within %v", waitFor)
+	case <-time.After(waitFor(t)):
+		t.Fatalf("tasksclient did not exit within %v", waitFor(t))
 	}
 	out := strings.Join(printed, "\n")
 	for _, want := range []string{

@@ -68,7 +68,7 @@ var probes atomic.Int64
 // gated call answers "approval required" instead).
 func echoRuns(t *testing.T, cs *mcp.ClientSession) bool {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor(t))
 	defer cancel()
 	// Distinct arguments: an identical re-send would wait for the first.
 	args := fmt.Sprintf(`{"probe":%d}`, probes.Add(1))

@@ -47,7 +47,7 @@ func (l *agentLog) add(f func()) {
 // wait waits until cond holds (read under the log's lock).
 func (l *agentLog) wait(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.NewTimer(waitFor)
+	deadline := time.NewTimer(waitFor(t))
 	defer deadline.Stop()
 	for {
 		l.mu.Lock()
@@ -120,7 +120,7 @@ func (g *gw) connectCapable(t *testing.T, token, who string, l *agentLog) *mcp.C
 	c := mcp.NewClient(&mcp.Implementation{Name: "e2e-" + who, Version: "1"}, opts)
 	setup(c)
 	tr := &mcp.StreamableClientTransport{Endpoint: g.MCP, HTTPClient: &http.Client{Transport: &bearer{token: token, base: g.tr}}}
-	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor(t))
 	defer cancel()
 	cs, err := c.Connect(ctx, tr, era2025)
 	if err != nil {
@@ -162,7 +162,7 @@ func directTools(t *testing.T, n npm) []string {
 	// and announced with list_changed.
 	select {
 	case <-listed:
-	case <-time.After(waitFor):
+	case <-time.After(waitFor(t)):
 		t.Fatal("the everything server did not announce its capability-dependent tools")
 	}
 	var names []string
@@ -198,7 +198,7 @@ policy:
 	// Every tool, as ev__<tool>: the gateway's own session declared the
 	// capabilities, so the capability-dependent tools are there too.
 	var got []string
-	deadline := time.Now().Add(waitFor)
+	deadline := time.Now().Add(waitFor(t))
 	for {
 		got = got[:0]
 		for tl, err := range cs.Tools(ctx, nil) {
@@ -338,7 +338,7 @@ func startHTTPUpstream(t *testing.T, extra ...string) (string, string) {
 		stopProcess(t, cmd.Process, exited)
 		checkChildLog(t, "testupstream -http", stderr)
 	})
-	deadline := time.Now().Add(waitFor)
+	deadline := time.Now().Add(waitFor(t))
 	for {
 		if b, err := os.ReadFile(ready); err == nil && len(b) > 0 {
 			return string(b), record
@@ -497,7 +497,7 @@ policy:
 		if r.err != nil || len(r.res.Messages) == 0 || !strings.Contains(r.res.Messages[0].Content.(*mcp.TextContent).Text, "Oslo") {
 			t.Errorf("prompts/get after approval = %+v, %v", r.res, r.err)
 		}
-	case <-time.After(waitFor):
+	case <-time.After(waitFor(t)):
 		t.Fatal("prompts/get still held after the approval")
 	}
 	if got := waitState(t, g.Admin, a.ID, "consumed"); got.DispatchOutcome != "ok" {

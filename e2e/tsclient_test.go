@@ -68,10 +68,13 @@ func tsV2Node(t *testing.T) string {
 	return tsNode(t, "@modelcontextprotocol/client")
 }
 
-// tsLineWait bounds the wait for each line of a tsClient: what the whole
-// script had before, since the first line includes node's start and the
-// SDK's loading (over 30 s on a machine at load average 40).
-const tsLineWait = 2 * waitFor
+// tsLineWait bounds the wait for each line of t's tsClient: what the
+// whole script had before, since the first line includes node's start and
+// the SDK's loading (over 30 s on a machine at load average 40).
+func tsLineWait(t *testing.T) time.Duration {
+	t.Helper()
+	return 2 * waitFor(t)
+}
 
 // tsClient is a TypeScript client script (under tsclient/) running under
 // node: its stdin, and its stdout line by line. Each line is awaited for
@@ -142,8 +145,8 @@ func (c *tsClient) line(what string) []byte {
 			c.t.Fatalf("TypeScript client printed nothing for %s (its output ended)\nstderr:\n%s", what, c.stderr.String())
 		}
 		return l
-	case <-time.After(tsLineWait):
-		c.t.Fatalf("TypeScript client printed nothing for %s within %v\nstderr:\n%s", what, tsLineWait, c.stderr.String())
+	case <-time.After(tsLineWait(c.t)):
+		c.t.Fatalf("TypeScript client printed nothing for %s within %v\nstderr:\n%s", what, tsLineWait(c.t), c.stderr.String())
 		return nil
 	}
 }
@@ -158,8 +161,8 @@ func (c *tsClient) wait() {
 			if ok {
 				continue
 			}
-		case <-time.After(tsLineWait):
-			c.t.Fatalf("TypeScript client did not end within %v\nstderr:\n%s", tsLineWait, c.stderr.String())
+		case <-time.After(tsLineWait(c.t)):
+			c.t.Fatalf("TypeScript client did not end within %v\nstderr:\n%s", tsLineWait(c.t), c.stderr.String())
 		}
 		break
 	}

@@ -28,7 +28,7 @@ func TestTypeScriptTimeoutCancelsHeldCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*waitFor)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*waitFor(t))
 	defer cancel()
 	// 3 s: long enough for the hold to start and its first progress
 	// notification (sent when the hold starts) to arrive, far below the

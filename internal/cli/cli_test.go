@@ -209,7 +209,7 @@ func TestShow(t *testing.T) {
 State:              denied
 Server:             pay
 Tool:               transfer
-Rule:               payments
+Rule:               payments (the first matching approve rule; the timeout, approvals and valid_for are the strictest of all the matching approve rules: policy explain names them)
 Requested by:       desktop
 On behalf of:       carol
 Mode:               hold

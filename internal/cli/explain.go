@@ -294,7 +294,13 @@ func printExplanation(out io.Writer, x policy.Explanation) {
 		if len(a.Approvers) > 0 {
 			approvers = strings.Join(a.Approvers, ", ")
 		}
-		p("approval:    %d approval(s) from %s, timeout %s, valid_for %s, mode %s", a.Approvals, approvers, a.Timeout, a.ValidFor, a.Mode)
+		timeout := a.Timeout
+		if a.TimeoutRule != "" && a.TimeoutRule != x.Rule {
+			// The shortest of the matching approve rules' (not the deciding
+			// rule's): say whose, as approvals show hints.
+			timeout += fmt.Sprintf(" (from rule %q)", a.TimeoutRule)
+		}
+		p("approval:    %d approval(s) from %s, timeout %s, valid_for %s, mode %s", a.Approvals, approvers, timeout, a.ValidFor, a.Mode)
 	}
 	if x.NoEligibleApprovers {
 		p("             the matching approve rules have no approver in common: nobody can approve, so the call is refused")

@@ -195,15 +195,48 @@ func TestArgsJSON(t *testing.T) {
 	}
 }
 
-// TestExplainText checks the text of policy explain against a file.
-func TestExplainText(t *testing.T) {
-	dir := writeFiles(t, map[string]string{"toolgate.yaml": testConfig})
+// TestExplainNamesTheTimeoutRule (fixes20): with two matching approve
+// rules, the call is decided by the first, but the hold timeout is the
+// shortest of the two; explain said only "decided by" the first, so an
+// operator read the first rule's timeout as the one that applies. It now
+// names the rule the timeout comes from when that is another rule.
+func TestExplainNamesTheTimeoutRule(t *testing.T) {
+	cfg := strings.Replace(testConfig, `    - name: trial
+`, `    - name: quick refunds
+      server: pay
+      tools: [refund]
+      effect: approve
+      approval: {timeout: 1m}
+    - name: trial
+`, 1)
+	out := explainRefund(t, cfg)
+	for _, want := range []string{
+		`effect:      approve, decided by rule "finance only"`,
+		`approval:    2 approval(s) from anyone with the approver role, timeout 1m0s (from rule "quick refunds"), valid_for 10m0s, mode hold`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// explainRefund runs policy explain on the config cfg for desktop's
+// pay refund and returns what it printed.
+func explainRefund(t *testing.T, cfg string) string {
+	t.Helper()
+	dir := writeFiles(t, map[string]string{"toolgate.yaml": cfg})
 	var out, errb bytes.Buffer
 	code := RunExplain(t.Context(), []string{"--config", filepath.Join(dir, "toolgate.yaml"), "--server", "pay", "--tool", "refund", "--principal", "desktop"},
 		&out, &errb, func(string) (string, bool) { return "", false })
 	if code != ExitOK {
 		t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
 	}
+	return out.String()
+}
+
+// TestExplainText checks the text of policy explain against a file.
+func TestExplainText(t *testing.T) {
+	text := explainRefund(t, testConfig)
 	for _, want := range []string{
 		"call:        server pay, tool refund, principal desktop (groups finance)",
 		`effect:      approve, decided by rule "finance only"`,
@@ -215,13 +248,14 @@ func TestExplainText(t *testing.T) {
 		`[0] "small transfers" allow: no match`,
 		"default: approve",
 	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
 		}
 	}
 	// --json is the explanation itself.
-	out.Reset()
-	code = RunExplain(t.Context(), []string{"--json", "--config", filepath.Join(dir, "toolgate.yaml"), "--server", "pay", "--tool", "transfer", "--args", `{"amount":7}`},
+	dir := writeFiles(t, map[string]string{"toolgate.yaml": testConfig})
+	var out, errb bytes.Buffer
+	code := RunExplain(t.Context(), []string{"--json", "--config", filepath.Join(dir, "toolgate.yaml"), "--server", "pay", "--tool", "transfer", "--args", `{"amount":7}`},
 		&out, &errb, nil)
 	var x struct {
 		Effect string `json:"effect"`

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"toolgate/internal/api"
+	"toolgate/internal/policy"
 )
 
 // clean returns s with every character that could hide or reorder text on a
@@ -110,7 +111,7 @@ func printApproval(out io.Writer, a api.Approval, now time.Time) error {
 		field("Kind", a.Kind)
 		field("Target", a.Target)
 	}
-	field("Rule", a.Rule)
+	field("Rule", ruleText(a))
 	field("Requested by", a.RequestedBy)
 	if a.OnBehalfOf != "" {
 		field("On behalf of", a.OnBehalfOf)
@@ -255,4 +256,22 @@ func ended(a api.Approval) bool {
 		return true
 	}
 	return a.DispatchOutcome != ""
+}
+
+// sessionRule is the rule a call held by its session's require_approval
+// names (gate.SessionRule).
+const sessionRule = "session require_approval"
+
+// ruleText is the rule of a: a policy rule's name says that it is the
+// first matching approve rule, and that the timeout, approvals and
+// valid_for combine every matching one, which policy explain shows rule
+// by rule (the timeout's may be another rule's).
+func ruleText(a api.Approval) string {
+	switch {
+	case a.Rule == "" || a.Rule == policy.DefaultRule || a.Rule == sessionRule:
+		return a.Rule
+	case a.Kind != "" && a.Kind != "tool_call" && a.Kind != "prompt_get" && a.Kind != "resource_read":
+		return a.Rule
+	}
+	return a.Rule + " (the first matching approve rule; the timeout, approvals and valid_for are the strictest of all the matching approve rules: policy explain names them)"
 }

@@ -27,6 +27,29 @@ func TestShowPolicyApproval(t *testing.T) {
 	}
 }
 
+// TestShowRuleSaysTheTimeoutMayComeFromAnother (fixes20): show named the
+// first matching approve rule alone, while the hold timeout (and the
+// approvals and valid_for) combine every matching approve rule, as policy
+// explain shows them; show now says so.
+func TestShowRuleSaysTheTimeoutMayComeFromAnother(t *testing.T) {
+	for _, tc := range []struct {
+		rule, want string
+	}{
+		{"finance only", "Rule:               finance only (the first matching approve rule; the timeout, approvals and valid_for are the strictest of all the matching approve rules: policy explain names them)\n"},
+		{"default", "Rule:               default\n"},
+		{"session require_approval", "Rule:               session require_approval\n"},
+	} {
+		var out bytes.Buffer
+		a := api.Approval{ID: "01a22c51-0000-7000-8000-000000000003", State: "pending", Server: "pay", Tool: "refund", Rule: tc.rule, Arguments: json.RawMessage(`{}`)}
+		if err := printApproval(&out, a, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("rule %q: show output lacks %q:\n%s", tc.rule, tc.want, out.String())
+		}
+	}
+}
+
 // TestShowPolicyApprovalWidens: what a session policy change widens is
 // said as such, not under the warning that the arguments hold hidden
 // characters or redactions (they hold neither).

@@ -134,16 +134,15 @@ func (g *Gate) SetSessionRequirement(ctx context.Context, actor approval.Princip
 		return session.Session{}, false, fmt.Errorf("%w: %q", session.ErrUnknownServer, server)
 	}
 	r = session.NormalizeRequirement(r)
-	ch, err := g.store.Chain(ctx, id)
-	if err != nil {
-		return session.Session{}, false, err
-	}
-	if len(ch) > 1 && !ch.Revoked() { // a revoked chain is refused by the update
-		if err := ch[1:].CheckRequirement(server, r); err != nil {
-			return session.Session{}, false, err
+	// The parent chain is checked inside the write's transaction, which
+	// holds the ancestors' rows: a PUT on the parent cannot commit between
+	// the check and the write.
+	s, changed, err := g.store.UpdateSessionWithChain(ctx, id, actor.ID, g.now(), func(s *session.Session, ancestors session.Chain) error {
+		if len(ancestors) > 0 && !ancestors.Revoked() { // a revoked chain is refused by the update
+			if err := ancestors.CheckRequirement(server, r); err != nil {
+				return err
+			}
 		}
-	}
-	s, changed, err := g.store.UpdateSession(ctx, id, actor.ID, g.now(), func(s *session.Session) error {
 		if s.Revision != ifMatch {
 			return fmt.Errorf("%w: revision is %d, If-Match %d", session.ErrStaleRevision, s.Revision, ifMatch)
 		}

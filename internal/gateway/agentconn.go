@@ -237,14 +237,14 @@ func (ac *agentConn) route() *origin {
 	return &origin{ss: ac.ss, principal: ac.principal, ctx: ctx, borrowed: true, reg: ac.u.g.origins, log: ac.u.log, server: ac.u.name, lean: lean}
 }
 
-// sendLog forwards a log message of no request to the agent session,
-// without blocking; false once ac is closed.
-func (ac *agentConn) sendLog(p *mcp.LoggingMessageParams) bool {
+// sendLog forwards a log message of no request, of size bytes on the
+// wire, to the agent session, without blocking; false once ac is closed.
+func (ac *agentConn) sendLog(p *mcp.LoggingMessageParams, size int) bool {
 	return ac.logs.push(func() {
 		if err := ac.ss.Log(ac.u.g.root, p); err != nil {
 			ac.u.log.Debug("upstream log message not delivered to the agent", "err", err)
 		}
-	})
+	}, size)
 }
 
 // rootsChanged tells ac's upstream session that the agent's roots changed

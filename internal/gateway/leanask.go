@@ -119,7 +119,7 @@ func (l *leanStream) withdraw(id, reason string) {
 
 // cancelledEvent is notifications/cancelled for the question id.
 func cancelledEvent(id, reason string) []byte {
-	b, _ := json.Marshal(struct {
+	b, _ := marshalWire(struct {
 		JSONRPC string              `json:"jsonrpc"`
 		Method  string              `json:"method"`
 		Params  mcp.CancelledParams `json:"params"`
@@ -148,7 +148,7 @@ func (l *leanStream) ask(ctx context.Context, method string, params any, res mcp
 		Method  string `json:"method"`
 		Params  any    `json:"params,omitempty"`
 	}{"2.0", id, method, params}
-	b, err := json.Marshal(msg)
+	b, err := marshalWire(msg)
 	if err != nil {
 		return true, fmt.Errorf("cannot encode %s: %w", method, err)
 	}
@@ -179,6 +179,19 @@ func (l *leanStream) ask(ctx context.Context, method string, params any, res mcp
 		}
 		return true, context.Cause(ctx)
 	}
+}
+
+// marshalWire encodes a JSON-RPC message to the agent as the SDK's
+// jsonrpc2 encodes one: without HTML escaping (json.Marshal would send <,
+// > and & as \u003c…, other bytes than the SDK path's).
+func marshalWire(msg any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(msg); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
 // askLean puts the server→client request method (params as ask checked

@@ -75,16 +75,7 @@ func TestLeanCallCarriesItsUpstreamRequests(t *testing.T) {
 			g.leanHook = trail.hook
 			base := serveHTTP(t, g, nil)
 			rec := &agentRecord{}
-			opts, setup := capableClient("alice", rec, false)
-			c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, opts)
-			setup(c)
-			wire := &tee{next: bearer{token: aliceToken, next: http.DefaultTransport}}
-			cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp",
-				HTTPClient: &http.Client{Transport: wire}, DisableStandaloneSSE: true}, era2025)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = cs.Close() })
+			cs, wire := connectTeeAgent(t, base, rec)
 			waitInitialized(t, g, cs.ID())
 			trail.take()
 			for _, call := range []struct{ tool, want string }{
@@ -119,6 +110,24 @@ func TestLeanCallCarriesItsUpstreamRequests(t *testing.T) {
 			}
 		})
 	}
+}
+
+// connectTeeAgent connects alice's capable agent (capableClient, recording
+// in rec), which opens no standalone GET stream, to the gateway at base;
+// wire holds what the gateway sent it.
+func connectTeeAgent(t *testing.T, base string, rec *agentRecord) (cs *mcp.ClientSession, wire *tee) {
+	t.Helper()
+	opts, setup := capableClient("alice", rec, false)
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, opts)
+	setup(c)
+	wire = &tee{next: bearer{token: aliceToken, next: http.DefaultTransport}}
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp",
+		HTTPClient: &http.Client{Transport: wire}, DisableStandaloneSSE: true}, era2025)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs, wire
 }
 
 // rawLeanCall is a tools/call POSTed by hand on an agent's session, its

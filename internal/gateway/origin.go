@@ -82,29 +82,30 @@ func (o *origin) routeToken() string {
 	return o.token
 }
 
-// sendLog forwards an upstream log message to the agent, in order, before
-// the request's result. It reports false when the request already
-// finished (the message belongs to no request any more).
-func (o *origin) sendLog(p *mcp.LoggingMessageParams) bool {
+// sendLog forwards an upstream log message, of size bytes on the wire, to
+// the agent, in order, before the request's result. It reports false when
+// the request already finished (the message belongs to no request any
+// more).
+func (o *origin) sendLog(p *mcp.LoggingMessageParams, size int) bool {
 	if o.ss == nil {
 		return false
 	}
 	if o.lean != nil {
-		return o.logs.push(func() { o.lean.send(p) })
+		return o.logs.push(func() { o.lean.send(p) }, size)
 	}
 	return o.logs.push(func() {
 		// Log applies the agent session's own logging/setLevel.
 		if err := o.ss.Log(o.ctx, p); err != nil && o.ctx.Err() == nil {
 			o.log.DebugContext(o.ctx, "upstream log message not delivered to the agent", "err", err)
 		}
-	})
+	}, size)
 }
 
 // finish ends o: queued log messages are sent first, later ones are
 // refused, and its route token is forgotten.
 func (o *origin) finish() {
 	if dropped := o.logs.close(); dropped > 0 {
-		o.log.WarnContext(o.ctx, "upstream log messages dropped: relay queue full", "dropped", dropped, "queue", relayQueue)
+		o.log.WarnContext(o.ctx, "upstream log messages dropped: relay queue full", "dropped", dropped, "queue", relayQueue, "queue_bytes", relayQueueBytes)
 	}
 	o.tokenOnce.Do(func() {}) // no token can be made after this
 	if o.token != "" {
@@ -135,29 +136,41 @@ func (r *origins) get(tok string) *origin {
 // An orderedSender runs pushed functions one at a time, in push order, on
 // a goroutine it starts only when there is work, so pushing never blocks
 // the upstream's reader. close waits for what was pushed and refuses the
-// rest. At most relayQueue functions wait; more are dropped and counted.
+// rest. At most relayQueue functions, of at most relayQueueBytes (the
+// sizes their pushers give), wait; more are dropped and counted. One alone
+// is always queued.
 type orderedSender struct {
 	mu      sync.Mutex
-	q       []func() // guarded by mu
-	running bool     // guarded by mu: the goroutine runs
-	closed  bool     // guarded by mu
-	dropped int      // guarded by mu
+	q       []sized // guarded by mu
+	bytes   int     // guarded by mu: the sizes of q and of the one running
+	running bool    // guarded by mu: the goroutine runs
+	closed  bool    // guarded by mu
+	dropped int     // guarded by mu
 	wg      sync.WaitGroup
 }
 
-// push queues f and reports whether it was accepted (false after close or
-// when the queue is full).
-func (s *orderedSender) push(f func()) bool {
+// A sized is a function waiting in an orderedSender, with the size of
+// what it sends.
+type sized struct {
+	f    func()
+	size int
+}
+
+// push queues f, which sends size bytes, and reports whether it was
+// accepted (false after close; a full queue drops it, and that counts as
+// accepted).
+func (s *orderedSender) push(f func(), size int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return false
 	}
-	if len(s.q) >= relayQueue {
+	if len(s.q) >= relayQueue || (s.bytes > 0 && s.bytes+size > relayQueueBytes) {
 		s.dropped++
 		return true // dropped, but it was this request's: not for anyone else
 	}
-	s.q = append(s.q, f)
+	s.q = append(s.q, sized{f, size})
+	s.bytes += size
 	if !s.running {
 		s.running = true
 		s.wg.Add(1)
@@ -175,10 +188,13 @@ func (s *orderedSender) run() {
 			s.mu.Unlock()
 			return
 		}
-		f := s.q[0]
+		next := s.q[0]
 		s.q = s.q[1:]
 		s.mu.Unlock()
-		f()
+		next.f()
+		s.mu.Lock()
+		s.bytes -= next.size
+		s.mu.Unlock()
 	}
 }
 

@@ -236,10 +236,10 @@ func (u *upstream) routeLog(ctx context.Context, o *origin, ac *agentConn, param
 		u.log.WarnContext(ctx, "upstream log message does not parse; dropped", "err", err)
 		return
 	}
-	if o != nil && o.sendLog(&p) {
+	if o != nil && o.sendLog(&p, len(params)) {
 		return
 	}
-	if ac != nil && ac.sendLog(&p) {
+	if ac != nil && ac.sendLog(&p, len(params)) {
 		return
 	}
 	u.logMessage(ctx, &p)

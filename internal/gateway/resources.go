@@ -278,7 +278,7 @@ func (u *upstream) resourceUpdated(cs *mcp.ClientSession, p *mcp.ResourceUpdated
 			_ = u.g.server.ResourceUpdated(u.g.root, &mcp.ResourceUpdatedNotificationParams{URI: exposed, Meta: meta})
 			u.g.deliveries.delete(tok)
 		}
-	})
+	}, len(p.URI))
 }
 
 // deliverMetaKey marks a notification the gateway broadcasts through the

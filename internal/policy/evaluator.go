@@ -552,8 +552,9 @@ func (e *Evaluator) decide(matched, tainted []int32) Decision {
 		if rule == DefaultRule {
 			d.Approval = e.p.Approval
 			d.Approval.Approvers = slices.Clone(e.p.Approval.Approvers)
+			d.TimeoutRule = DefaultRule
 		} else {
-			d.Approval, d.NoEligibleApprovers = e.combine(matched)
+			d.Approval, d.NoEligibleApprovers, d.TimeoutRule = e.combine(matched)
 		}
 	}
 	switch {
@@ -597,9 +598,12 @@ func (e *Evaluator) pick(matched, skip []int32, all bool) (Effect, string) {
 // combine merges the approval parameters of the matching enforced approve
 // rules in file order: the largest Approvals, the shortest Timeout and
 // ValidFor, the first Mode, and the intersection of the non-empty
-// Approvers lists (an empty intersection sets the second result).
-func (e *Evaluator) combine(matched []int32) (Approval, bool) {
+// Approvers lists (an empty intersection sets the second result). The
+// third is the name of the rule whose Timeout applies (the first with the
+// shortest).
+func (e *Evaluator) combine(matched []int32) (Approval, bool, string) {
 	var out Approval
+	var timeoutRule string
 	seen := false
 	narrowed := false // out.Approvers holds a real (non-"anyone") list
 	for _, i := range matched {
@@ -609,13 +613,15 @@ func (e *Evaluator) combine(matched []int32) (Approval, bool) {
 		}
 		a := &r.approval
 		if !seen {
-			out, seen = *a, true
+			out, seen, timeoutRule = *a, true, r.name
 			out.Approvers = dedupe(a.Approvers)
 			narrowed = len(out.Approvers) > 0
 			continue
 		}
 		out.Approvals = max(out.Approvals, a.Approvals)
-		out.Timeout = min(out.Timeout, a.Timeout)
+		if a.Timeout < out.Timeout {
+			out.Timeout, timeoutRule = a.Timeout, r.name
+		}
 		out.ValidFor = min(out.ValidFor, a.ValidFor)
 		switch {
 		case len(a.Approvers) == 0:
@@ -629,9 +635,9 @@ func (e *Evaluator) combine(matched []int32) (Approval, bool) {
 	}
 	if narrowed && len(out.Approvers) == 0 {
 		out.Approvers = nil
-		return out, true
+		return out, true, timeoutRule
 	}
-	return out, false
+	return out, false, timeoutRule
 }
 
 // DeniedRegardless reports whether the policy denies c whatever its

@@ -44,10 +44,12 @@ type ApprovalText struct {
 	Approvals int      `json:"approvals"`
 	Approvers []string `json:"approvers"`
 	ValidFor  string   `json:"valid_for"`
+	// TimeoutRule names the rule the timeout comes from (Decision.TimeoutRule).
+	TimeoutRule string `json:"timeout_rule,omitempty"`
 }
 
-func explainApproval(a Approval) *ApprovalText {
-	return &ApprovalText{Timeout: a.Timeout.String(), Mode: a.Mode, Approvals: a.Approvals, Approvers: nonNil(a.Approvers), ValidFor: a.ValidFor.String()}
+func explainApproval(a Approval, timeoutRule string) *ApprovalText {
+	return &ApprovalText{Timeout: a.Timeout.String(), Mode: a.Mode, Approvals: a.Approvals, Approvers: nonNil(a.Approvers), ValidFor: a.ValidFor.String(), TimeoutRule: timeoutRule}
 }
 
 // RuleTrace is one rule's part of an Explanation.
@@ -84,7 +86,7 @@ func (e *Evaluator) Explain(c Call) Explanation {
 		Rules: []RuleTrace{},
 	}
 	if d.Effect == Approve {
-		x.Approval = explainApproval(d.Approval)
+		x.Approval = explainApproval(d.Approval, d.TimeoutRule)
 	}
 	st := &callState{raw: c.Arguments, ann: c.Annotations}
 	for i := range e.rules {

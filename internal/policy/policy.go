@@ -265,6 +265,11 @@ type Decision struct {
 	// Approval holds the combined approval parameters; it is set only when
 	// Effect is Approve.
 	Approval Approval
+	// TimeoutRule names the rule whose timeout Approval.Timeout is: the
+	// first matching approve rule with the shortest, which need not be
+	// Rule; Rule itself when the default decides. Set only when Effect is
+	// Approve.
+	TimeoutRule string
 	// NoEligibleApprovers is true when matching approve rules name approver
 	// lists with nothing in common, so nobody can review the call; the
 	// gate refuses such a call. Approval.Approvers is then empty, which on

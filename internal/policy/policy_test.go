@@ -116,17 +116,17 @@ func TestCombineApprovals(t *testing.T) {
 		{
 			name:   "default approve uses policy defaults",
 			policy: newPolicy(Approve),
-			want:   Decision{Effect: Approve, Rule: DefaultRule, Approval: defaults},
+			want:   Decision{Effect: Approve, Rule: DefaultRule, TimeoutRule: DefaultRule, Approval: defaults},
 		},
 		{
 			name:   "one rule without overrides inherits everything",
 			policy: newPolicy(Allow, ap("r", nil)),
-			want:   Decision{Effect: Approve, Rule: "r", Matched: []string{"r"}, Approval: defaults},
+			want:   Decision{Effect: Approve, Rule: "r", TimeoutRule: "r", Matched: []string{"r"}, Approval: defaults},
 		},
 		{
 			name:   "zero override fields inherit",
 			policy: newPolicy(Allow, ap("r", &Approval{Approvals: 2})),
-			want: Decision{Effect: Approve, Rule: "r", Matched: []string{"r"},
+			want: Decision{Effect: Approve, Rule: "r", TimeoutRule: "r", Matched: []string{"r"},
 				Approval: Approval{Timeout: 5 * time.Minute, Mode: ModeHold, Approvals: 2, ValidFor: 10 * time.Minute}},
 		},
 		{
@@ -136,7 +136,7 @@ func TestCombineApprovals(t *testing.T) {
 				ap("b", &Approval{Approvals: 3, Timeout: 2 * time.Minute, Mode: ModeHold, ValidFor: time.Minute}),
 				ap("c", &Approval{Timeout: 20 * time.Minute}),
 			),
-			want: Decision{Effect: Approve, Rule: "a", Matched: []string{"a", "b", "c"},
+			want: Decision{Effect: Approve, Rule: "a", TimeoutRule: "b", Matched: []string{"a", "b", "c"},
 				Approval: Approval{Timeout: 2 * time.Minute, Mode: ModeRetry, Approvals: 3, ValidFor: time.Minute}},
 		},
 		{
@@ -146,7 +146,7 @@ func TestCombineApprovals(t *testing.T) {
 				ap("inherits-hold", nil),
 				ap("retry", &Approval{Mode: ModeRetry}),
 			),
-			want: Decision{Effect: Approve, Rule: "inherits-hold", Matched: []string{"allow-first", "inherits-hold", "retry"}, Approval: defaults},
+			want: Decision{Effect: Approve, Rule: "inherits-hold", TimeoutRule: "inherits-hold", Matched: []string{"allow-first", "inherits-hold", "retry"}, Approval: defaults},
 		},
 		{
 			name: "approvers intersect; an empty list does not narrow",
@@ -156,7 +156,7 @@ func TestCombineApprovals(t *testing.T) {
 				ap("anyone-too", &Approval{Approvals: 1}),
 				ap("sec", &Approval{Approvers: []string{"bob", "carol", "group:ops"}}),
 			),
-			want: Decision{Effect: Approve, Rule: "anyone", Matched: []string{"anyone", "ops", "anyone-too", "sec"},
+			want: Decision{Effect: Approve, Rule: "anyone", TimeoutRule: "anyone", Matched: []string{"anyone", "ops", "anyone-too", "sec"},
 				Approval: Approval{Timeout: 5 * time.Minute, Mode: ModeHold, Approvals: 1, ValidFor: 10 * time.Minute, Approvers: []string{"group:ops", "bob"}}},
 		},
 		{
@@ -165,7 +165,7 @@ func TestCombineApprovals(t *testing.T) {
 				ap("alice", &Approval{Approvers: []string{"alice"}}),
 				ap("ops", &Approval{Approvers: []string{"group:ops"}}),
 			),
-			want: Decision{Effect: Approve, Rule: "alice", Matched: []string{"alice", "ops"}, NoEligibleApprovers: true,
+			want: Decision{Effect: Approve, Rule: "alice", TimeoutRule: "alice", Matched: []string{"alice", "ops"}, NoEligibleApprovers: true,
 				Approval: Approval{Timeout: 5 * time.Minute, Mode: ModeHold, Approvals: 1, ValidFor: 10 * time.Minute}},
 		},
 		{
@@ -176,7 +176,7 @@ func TestCombineApprovals(t *testing.T) {
 					ap("inherit", nil),
 					ap("narrow", &Approval{Approvers: []string{"group:ops", "alice"}}),
 				}},
-			want: Decision{Effect: Approve, Rule: "inherit", Matched: []string{"inherit", "narrow"},
+			want: Decision{Effect: Approve, Rule: "inherit", TimeoutRule: "inherit", Matched: []string{"inherit", "narrow"},
 				Approval: Approval{Timeout: time.Minute, Mode: ModeHold, Approvals: 1, ValidFor: time.Minute, Approvers: []string{"group:ops"}}},
 		},
 		{

@@ -328,6 +328,14 @@ type SessionStore interface {
 	// policy fields may change. A revoked session gives session.ErrRevoked
 	// without calling fn. fn may run more than once.
 	UpdateSession(ctx context.Context, id session.ID, actor string, now time.Time, fn func(*session.Session) error) (s session.Session, changed bool, err error)
+	// UpdateSessionWithChain is UpdateSession for a change that depends on
+	// the session's ancestors: inside the same transaction, after the
+	// session's row is held, it reads the ancestors (parent first; nil for
+	// a root) and passes them to fn. Their rows are held until the
+	// transaction ends, so no ancestor's policy changes between fn's check
+	// and the write (and it is serialized with RevokeSession and a child's
+	// CreateSession, which take the same lock first).
+	UpdateSessionWithChain(ctx context.Context, id session.ID, actor string, now time.Time, fn func(*session.Session, session.Chain) error) (s session.Session, changed bool, err error)
 	// RevokeSession revokes the session and all its descendants in one
 	// transaction, at now: one "session_revoked" event each (actor); every
 	// pending approval request of their principals (session.PrincipalID)

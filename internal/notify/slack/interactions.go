@@ -259,7 +259,9 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case got.State == approval.StateApproved && call && h.heldAsTask(r.Context(), got):
 		note += "; held as an MCP task, the call runs whether or not the agent is still connected"
 	case got.State == approval.StateApproved && call:
-		note += "; the call runs only if its caller is still waiting"
+		// As the CLI says it (newuser19): a caller that went away can
+		// still take it up by re-sending the identical call.
+		note += "; the call runs only if its caller is still waiting, or re-sends it"
 	}
 	h.feedback(r.Context(), app, p, note+".")
 	h.o.Logger.InfoContext(r.Context(), "approval reviewed from Slack", "approval", id, "slack_user", p.User.ID, "verdict", verdict, "state", got.State)

@@ -185,7 +185,7 @@ func TestInteractionQuorum(t *testing.T) {
 	}
 	for _, want := range []string{
 		"C0OPS/U0ALICE: Your approval of fs · write_file was recorded; the request is pending (1 of 2 approvals).",
-		"C0OPS/U0BOB: Your approval of fs · write_file was recorded; the request is approved; the call runs only if its caller is still waiting.",
+		"C0OPS/U0BOB: Your approval of fs · write_file was recorded; the request is approved; the call runs only if its caller is still waiting, or re-sends it.",
 	} {
 		select {
 		case got := <-w.notes:

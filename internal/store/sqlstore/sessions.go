@@ -140,6 +140,18 @@ func (db *DB) Chain(ctx context.Context, id session.ID) (session.Chain, error) {
 // its row and stores a changed policy with the next revision and a
 // session_policy_changed event. See store.SessionStore.
 func (db *DB) UpdateSession(ctx context.Context, id session.ID, actor string, now time.Time, fn func(*session.Session) error) (session.Session, bool, error) {
+	return db.updateSession(ctx, id, actor, now, false, func(s *session.Session, _ session.Chain) error { return fn(s) })
+}
+
+// UpdateSessionWithChain is UpdateSession that also passes fn the
+// session's ancestors, read and held inside the transaction: see
+// store.SessionStore.UpdateSessionWithChain.
+func (db *DB) UpdateSessionWithChain(ctx context.Context, id session.ID, actor string, now time.Time, fn func(*session.Session, session.Chain) error) (session.Session, bool, error) {
+	return db.updateSession(ctx, id, actor, now, true, fn)
+}
+
+// updateSession is UpdateSession (UpdateSessionWithChain with withChain).
+func (db *DB) updateSession(ctx context.Context, id session.ID, actor string, now time.Time, withChain bool, fn func(*session.Session, session.Chain) error) (session.Session, bool, error) {
 	var (
 		out     session.Session
 		changed bool
@@ -147,6 +159,14 @@ func (db *DB) UpdateSession(ctx context.Context, id session.ID, actor string, no
 	)
 	err := db.inTx(ctx, func(t *tx) error {
 		fnErr, changed = nil, false
+		if withChain {
+			// The sessions lock first, as RevokeSession takes it before the
+			// rows it updates (top down): holding the session's row and then
+			// waiting for its parent's would otherwise deadlock with it.
+			if err := t.lock(ctx, lockSessions); err != nil {
+				return err
+			}
+		}
 		old, err := getSessionWhere(ctx, t, `id = ?`+t.forUpdate(), string(id))
 		if err != nil {
 			return err
@@ -158,13 +178,19 @@ func (db *DB) UpdateSession(ctx context.Context, id session.ID, actor string, no
 		if cur.Revoked() {
 			return session.ErrRevoked
 		}
+		var ancestors session.Chain
+		if withChain && cur.ParentID != "" {
+			if ancestors, err = t.heldChain(ctx, cur.ParentID); err != nil {
+				return err
+			}
+		}
 		next := cur
 		next.Tools = append([]string(nil), cur.Tools...)
 		if cur.Tools != nil && next.Tools == nil {
 			next.Tools = []string{}
 		}
 		next.RequireApproval = cloneRequirements(cur.RequireApproval)
-		if err := fn(&next); err != nil {
+		if err := fn(&next, ancestors); err != nil {
 			fnErr = err
 			return err
 		}
@@ -198,6 +224,25 @@ func (db *DB) UpdateSession(ctx context.Context, id session.ID, actor string, no
 		return session.Session{}, false, db.wrap("update session "+string(id), err)
 	}
 	return out, changed, nil
+}
+
+// heldChain reads the chain of session id with every session in it held
+// until t ends (on SQLite the one writer holds everything). A parent's
+// row is never changed but for its policy and its revocation, so the
+// sessions of the chain are known before they are held; read again once
+// held, their policy is the one committed last (READ COMMITTED takes a
+// new snapshot per statement).
+func (t *tx) heldChain(ctx context.Context, id session.ID) (session.Chain, error) {
+	c, err := readChain(ctx, t, id)
+	if err != nil || t.forUpdate() == "" {
+		return c, err
+	}
+	for _, s := range c {
+		if _, err := getSessionWhere(ctx, t, `id = ?`+t.forUpdate(), string(s.ID)); err != nil {
+			return nil, err
+		}
+	}
+	return readChain(ctx, t, id)
 }
 
 func cloneRequirements(m map[string]session.Requirement) map[string]session.Requirement {

@@ -22,6 +22,7 @@ var sessionTests = []struct {
 	{"SessionCreateGet", testSessionCreateGet},
 	{"SessionChildAndChain", testSessionChildAndChain},
 	{"SessionUpdate", testSessionUpdate},
+	{"SessionUpdateWithChain", testSessionUpdateWithChain},
 	{"SessionRevoke", testSessionRevoke},
 	{"SessionEventsShareTheLog", testSessionEventsShareTheLog},
 	{"CountPendingInTree", testCountPendingInTree},
@@ -234,14 +235,58 @@ func testSessionUpdate(t *testing.T, s store.Store) {
 	}
 }
 
+// testSessionUpdateWithChain checks that fn gets the session's ancestors,
+// parent first (none for a root), and that its error writes nothing.
+func testSessionUpdateWithChain(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	root, child, grand := threeGenerations(t, s)
+	now := t0.Add(time.Minute)
+	for _, tc := range []struct {
+		id   session.ID
+		want []session.ID
+	}{{root.ID, nil}, {grand.ID, []session.ID{child.ID, root.ID}}} {
+		var got []session.ID
+		if _, _, err := s.UpdateSessionWithChain(ctx, tc.id, "host-app", now, func(_ *session.Session, c session.Chain) error {
+			got = nil
+			for _, ss := range c {
+				got = append(got, ss.ID)
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("UpdateSessionWithChain(%s) = %v", tc.id, err)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("ancestors of %s (-want +got):\n%s", tc.id, diff)
+		}
+	}
+	boom := errors.New("boom")
+	if _, _, err := s.UpdateSessionWithChain(ctx, grand.ID, "host-app", now, func(ss *session.Session, _ session.Chain) error {
+		ss.RequireApproval = map[string]session.Requirement{"pay": {All: true}}
+		return boom
+	}); !errors.Is(err, boom) {
+		t.Errorf("UpdateSessionWithChain(fn error) = %v, want boom", err)
+	}
+	if cur, _ := s.GetSession(ctx, grand.ID); cur.Revision != 1 {
+		t.Errorf("after fn's error: revision %d, want 1", cur.Revision)
+	}
+}
+
+// threeGenerations creates root session sid(1), its child sid(2) and
+// their grandchild sid(3), both inheriting.
+func threeGenerations(t *testing.T, s store.Store) (root, child, grand session.Session) {
+	t.Helper()
+	root = rootSession(1)
+	mustCreateSession(t, s, root, "host-app")
+	child = childSession(2, root.ID, session.ModeInherited, nil)
+	mustCreateSession(t, s, child, root.Principal)
+	grand = childSession(3, child.ID, session.ModeInherited, nil)
+	mustCreateSession(t, s, grand, child.Principal)
+	return root, child, grand
+}
+
 func testSessionRevoke(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	root := rootSession(1)
-	mustCreateSession(t, s, root, "host-app")
-	child := childSession(2, root.ID, session.ModeInherited, nil)
-	mustCreateSession(t, s, child, root.Principal)
-	grand := childSession(3, child.ID, session.ModeInherited, nil)
-	mustCreateSession(t, s, grand, child.Principal)
+	root, child, grand := threeGenerations(t, s)
 	other := rootSession(4)
 	mustCreateSession(t, s, other, "host-app")
 
