@@ -129,3 +129,37 @@ func indent(s string) string {
 	}
 	return strings.Join(lines, "\n") + "\n"
 }
+
+// TestApprovePolicyChangeSaysApplied: approving a widening proposal applies
+// it in the approve request itself; the approve command says so and names
+// the new revision (it said "approved and dispatched; no outcome recorded
+// yet", the words of a tool call, though nothing is dispatched).
+func TestApprovePolicyChangeSaysApplied(t *testing.T) {
+	addr := policyAPI(t)
+	wide := filepath.Join(t.TempDir(), "wide.yaml")
+	if err := os.WriteFile(wide, []byte("default: allow\napproval: {timeout: 5m, mode: hold, approvals: 1, valid_for: 10m}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runPolicy(t, addr, "root-tok", "propose", wide)
+	id, _, _ := strings.Cut(strings.TrimPrefix(stdout, "approval required: "), "\n")
+	if code != 0 || !strings.HasPrefix(stdout, "approval required: ") {
+		t.Fatalf("propose: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	var out, errOut bytes.Buffer
+	env := func(k string) string {
+		switch k {
+		case cli.EnvAddr:
+			return addr
+		case cli.EnvToken:
+			return "ada-tok"
+		}
+		return ""
+	}
+	if code := cli.Run(t.Context(), []string{"approve", id}, &out, &errOut, env); code != 0 {
+		t.Fatalf("approve: exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	const want = "now approved (decided by ada) and applied: the deployment policy is revision 2"
+	if !strings.Contains(out.String(), want) || strings.Contains(out.String(), "dispatched") {
+		t.Errorf("approve said:\n%s\nwant it to contain %q (and not \"dispatched\")", out.String(), want)
+	}
+}
