@@ -55,7 +55,13 @@ func policyAPI(t *testing.T) string {
 func runPolicy(t *testing.T, addr, token string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	env := func(k string) string {
+	code = cli.RunPolicy(t.Context(), args, &out, &errOut, addrTokenEnv(addr, token))
+	return code, out.String(), errOut.String()
+}
+
+// addrTokenEnv is an environment with only TOOLGATE_ADDR and TOOLGATE_TOKEN.
+func addrTokenEnv(addr, token string) func(string) string {
+	return func(k string) string {
 		switch k {
 		case cli.EnvAddr:
 			return addr
@@ -64,8 +70,6 @@ func runPolicy(t *testing.T, addr, token string, args ...string) (code int, stdo
 		}
 		return ""
 	}
-	code = cli.RunPolicy(t.Context(), args, &out, &errOut, env)
-	return code, out.String(), errOut.String()
 }
 
 func TestPolicyCommands(t *testing.T) {
@@ -146,16 +150,7 @@ func TestApprovePolicyChangeSaysApplied(t *testing.T) {
 		t.Fatalf("propose: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	var out, errOut bytes.Buffer
-	env := func(k string) string {
-		switch k {
-		case cli.EnvAddr:
-			return addr
-		case cli.EnvToken:
-			return "ada-tok"
-		}
-		return ""
-	}
-	if code := cli.Run(t.Context(), []string{"approve", id}, &out, &errOut, env); code != 0 {
+	if code := cli.Run(t.Context(), []string{"approve", id}, &out, &errOut, addrTokenEnv(addr, "ada-tok")); code != 0 {
 		t.Fatalf("approve: exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
 	const want = "now approved (decided by ada) and applied: the deployment policy is revision 2"
