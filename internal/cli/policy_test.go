@@ -157,4 +157,11 @@ func TestApprovePolicyChangeSaysApplied(t *testing.T) {
 	if !strings.Contains(out.String(), want) || strings.Contains(out.String(), "dispatched") {
 		t.Errorf("approve said:\n%s\nwant it to contain %q (and not \"dispatched\")", out.String(), want)
 	}
+	out.Reset()
+	if code := cli.Run(t.Context(), []string{"show", id}, &out, &errOut, addrTokenEnv(addr, "ada-tok")); code != 0 {
+		t.Fatalf("show: exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	if !strings.Contains(out.String(), ", as deployment policy revision 2\n") || strings.Contains(out.String(), "Dispatched") {
+		t.Errorf("show printed:\n%s\nwant an Applied line naming revision 2, no Dispatched line", out.String())
+	}
 }
