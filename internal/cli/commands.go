@@ -182,7 +182,8 @@ func duplicateSummary(a api.Approval, verb string, withTerms bool) string {
 // still there to take it (hold) or re-sends it (retry), which the answer
 // cannot tell, except a call held as an MCP task (held_as "task"), which
 // runs whether or not its agent is still connected; a consume in the review's own transaction shows as
-// consumed (dispatched) or invalidated (not run).
+// consumed (dispatched; for a deployment policy change, applied) or
+// invalidated (not run).
 func stateSummary(a api.Approval) string {
 	by := clean(a.DecidedBy)
 	switch a.State {
@@ -204,6 +205,12 @@ func stateSummary(a api.Approval) string {
 	case "denied":
 		return fmt.Sprintf("now denied (decided by %s)", by)
 	case "consumed":
+		if a.Kind == "policy_change" {
+			// The approve request applied it in its own transaction
+			// (docs/policy.md, "Approving"): base_revision+1 is the new
+			// revision. Nothing is dispatched.
+			return fmt.Sprintf("now approved (decided by %s) and applied: the deployment policy is revision %d", by, a.BaseRevision+1)
+		}
 		if a.DispatchOutcome == "" {
 			return fmt.Sprintf("approved (decided by %s) and dispatched; no outcome recorded yet", by)
 		}

@@ -55,7 +55,13 @@ func policyAPI(t *testing.T) string {
 func runPolicy(t *testing.T, addr, token string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	env := func(k string) string {
+	code = cli.RunPolicy(t.Context(), args, &out, &errOut, addrTokenEnv(addr, token))
+	return code, out.String(), errOut.String()
+}
+
+// addrTokenEnv is an environment with only TOOLGATE_ADDR and TOOLGATE_TOKEN.
+func addrTokenEnv(addr, token string) func(string) string {
+	return func(k string) string {
 		switch k {
 		case cli.EnvAddr:
 			return addr
@@ -64,8 +70,6 @@ func runPolicy(t *testing.T, addr, token string, args ...string) (code int, stdo
 		}
 		return ""
 	}
-	code = cli.RunPolicy(t.Context(), args, &out, &errOut, env)
-	return code, out.String(), errOut.String()
 }
 
 func TestPolicyCommands(t *testing.T) {
@@ -128,4 +132,36 @@ func indent(s string) string {
 		lines[i] = "  " + l
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// TestApprovePolicyChangeSaysApplied: approving a widening proposal applies
+// it in the approve request itself; the approve command says so and names
+// the new revision (it said "approved and dispatched; no outcome recorded
+// yet", the words of a tool call, though nothing is dispatched).
+func TestApprovePolicyChangeSaysApplied(t *testing.T) {
+	addr := policyAPI(t)
+	wide := filepath.Join(t.TempDir(), "wide.yaml")
+	if err := os.WriteFile(wide, []byte("default: allow\napproval: {timeout: 5m, mode: hold, approvals: 1, valid_for: 10m}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runPolicy(t, addr, "root-tok", "propose", wide)
+	id, _, _ := strings.Cut(strings.TrimPrefix(stdout, "approval required: "), "\n")
+	if code != 0 || !strings.HasPrefix(stdout, "approval required: ") {
+		t.Fatalf("propose: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	var out, errOut bytes.Buffer
+	if code := cli.Run(t.Context(), []string{"approve", id}, &out, &errOut, addrTokenEnv(addr, "ada-tok")); code != 0 {
+		t.Fatalf("approve: exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	const want = "now approved (decided by ada) and applied: the deployment policy is revision 2"
+	if !strings.Contains(out.String(), want) || strings.Contains(out.String(), "dispatched") {
+		t.Errorf("approve said:\n%s\nwant it to contain %q (and not \"dispatched\")", out.String(), want)
+	}
+	out.Reset()
+	if code := cli.Run(t.Context(), []string{"show", id}, &out, &errOut, addrTokenEnv(addr, "ada-tok")); code != 0 {
+		t.Fatalf("show: exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	if !strings.Contains(out.String(), ", as deployment policy revision 2\n") || strings.Contains(out.String(), "Dispatched") {
+		t.Errorf("show printed:\n%s\nwant an Applied line naming revision 2, no Dispatched line", out.String())
+	}
 }

@@ -184,7 +184,12 @@ func printApproval(out io.Writer, a api.Approval, now time.Time) error {
 	if a.Reason != "" {
 		field("Reason", a.Reason)
 	}
-	if !a.ConsumedAt.IsZero() {
+	switch {
+	case a.ConsumedAt.IsZero():
+	case a.Kind == "policy_change" && a.State == "consumed":
+		// Applied by the approve request itself; nothing is dispatched.
+		field("Applied", fmt.Sprintf("%s, as deployment policy revision %d", stamp(a.ConsumedAt), a.BaseRevision+1))
+	default:
 		field("Dispatched", stamp(a.ConsumedAt))
 	}
 	if a.DispatchOutcome != "" {

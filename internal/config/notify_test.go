@@ -101,6 +101,7 @@ func TestNotifyValidate(t *testing.T) {
   backoff_max: 1m
   channels:`, []string{"notify.poll 0s", "notify.timeout -1s", "notify.backoff_max 1m0s: must be >= notify.backoff (2m0s)"}},
 		{"slack user id shape", `slack_user_id: U0ALICE`, `slack_user_id: alice`, []string{`approvers[0].slack_user_id "alice": want a Slack user id`}},
+		{"slack user id too short", `slack_user_id: U0ALICE`, `slack_user_id: U1`, []string{`approvers[0].slack_user_id "U1": want a Slack user id: U or W, then at least two upper-case letters or digits`}},
 		{"slack user id twice", `roles: [approver] }`, `roles: [approver], slack_user_id: U0ALICE }`, []string{`approvers[1].slack_user_id "U0ALICE": also used by approvers[0]`}},
 		{"public url", `public_url: "https://toolgate.example/inbox"`, `public_url: "toolgate.example"`, []string{`approvals.public_url "toolgate.example": scheme ""`}},
 		{"public url query", `public_url: "https://toolgate.example/inbox"`, `public_url: "https://toolgate.example/?a=1"`, []string{`must not have a query or fragment`}},

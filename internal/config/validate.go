@@ -157,7 +157,7 @@ func (c Config) Validate() error {
 		}
 		if u := a.SlackUserID; u != "" {
 			if !slackUserRE.MatchString(u) {
-				add("%s.slack_user_id %q: want a Slack user id (U or W, then upper-case letters and digits)", where, u)
+				add("%s.slack_user_id %q: want a Slack user id: U or W, then at least two upper-case letters or digits (U024BE7LH)", where, u)
 			} else if prev, dup := slackOwner[u]; dup {
 				add("%s.slack_user_id %q: also used by %s", where, u, prev)
 			} else {

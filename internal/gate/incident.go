@@ -8,6 +8,7 @@ import (
 
 	"toolgate/internal/session"
 	"toolgate/internal/store"
+	"toolgate/internal/telemetry"
 )
 
 // Store errors never reach an agent as they are: their text can name
@@ -33,6 +34,7 @@ func newErrorID() string { return rand.Text()[:12] }
 // the Incident to answer with.
 func (g *Gate) incident(ctx context.Context, msg string, err error, attrs ...any) *Incident {
 	in := &Incident{ID: newErrorID(), Err: err}
+	g.metrics.StoreError(telemetry.StoreOpCall)
 	g.log.ErrorContext(ctx, msg, append(attrs, "error_id", in.ID, "err", err)...)
 	return in
 }

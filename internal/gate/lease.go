@@ -9,6 +9,7 @@ import (
 
 	"toolgate/internal/approval"
 	"toolgate/internal/store"
+	"toolgate/internal/telemetry"
 )
 
 // Leases. A holder's claim on a request is a lease (approval.Request.HeldBy
@@ -129,6 +130,7 @@ func (g *Gate) renewOnce(ctx context.Context) {
 	g.health.report(err, g.now())
 	if err != nil {
 		if ctx.Err() == nil {
+			g.metrics.StoreError(telemetry.StoreOpLeaseRenewal)
 			g.log.WarnContext(ctx, "cannot renew the leases of held approvals; retrying", "held", len(ids), "err", err)
 		}
 		return

@@ -10,6 +10,7 @@ import (
 	"toolgate/internal/approval"
 	"toolgate/internal/session"
 	"toolgate/internal/store"
+	"toolgate/internal/telemetry"
 )
 
 // Get returns one request or store.ErrNotFound, for the admin API: it reads
@@ -243,6 +244,7 @@ func (g *Gate) sweep(ctx context.Context) {
 	g.health.report(err, g.now())
 	if err != nil {
 		if ctx.Err() == nil {
+			g.metrics.StoreError(telemetry.StoreOpSweep)
 			g.log.WarnContext(ctx, "sweep: cannot list due requests", "err", err)
 		}
 		return

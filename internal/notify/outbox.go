@@ -144,8 +144,16 @@ func New(s Store, routes []Route, opts *Options) (*Outbox, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("new outbox: %w", err)
 	}
+	names := make([]string, 0, len(b.routes))
 	for i := range b.routes {
 		b.byName[b.routes[i].Name] = &b.routes[i]
+		names = append(names, b.routes[i].Name)
+	}
+	if z, ok := o.Metrics.(interface{ ZeroChannels(names ...string) }); ok {
+		// Every channel's outcomes are exported from the start, at 0, so
+		// that an alert on the increase of failed deliveries fires on the
+		// first one (a series that appears at 1 shows no increase).
+		z.ZeroChannels(names...)
 	}
 	return b, nil
 }

@@ -12,12 +12,14 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"toolgate/internal/approval"
 	"toolgate/internal/config"
 	"toolgate/internal/store"
 	"toolgate/internal/store/sqlstore"
 	"toolgate/internal/store/sqlstore/sqlitetest"
+	"toolgate/internal/telemetry"
 )
 
 // call is one Deliver call a recorder saw.
@@ -448,6 +450,50 @@ func TestEventNamesMatchConfig(t *testing.T) {
 	for _, e := range config.DefaultNotifyEvents {
 		if _, ok := eventTypes[e]; !ok {
 			t.Errorf("default event %q unknown", e)
+		}
+	}
+}
+
+// TestChannelOutcomesExportedAtZero: an operator alerts on the increase of
+// toolgate_deliveries_total{outcome="failed"}; a series that first appears
+// at 1 shows no increase, so every channel's outcomes are exported at 0
+// as soon as the outbox exists.
+func TestChannelOutcomesExportedAtZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	routes := []Route{
+		{Name: "ops-hook", Channel: &recorder{}, Events: []string{Requested}, MaxAge: time.Hour},
+		{Name: "slack-ops", Channel: &recorder{}, Events: []string{Requested}, MaxAge: time.Hour},
+	}
+	if _, err := New(sqlitetest.Open(t), routes, &Options{Metrics: telemetry.NewDeliveryMetrics(reg)}); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, mf := range mfs {
+		if mf.GetName() != "toolgate_deliveries_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var ch, outcome string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "channel":
+					ch = l.GetValue()
+				case "outcome":
+					outcome = l.GetValue()
+				}
+			}
+			got[ch+" "+outcome] = m.GetCounter().GetValue() == 0
+		}
+	}
+	for _, r := range routes {
+		for _, o := range []string{OutcomeDelivered, OutcomeRetried, OutcomeFailed, OutcomeSkipped} {
+			if zero, ok := got[r.Name+" "+o]; !ok || !zero {
+				t.Errorf("toolgate_deliveries_total{channel=%q,outcome=%q}: present %v at 0 %v, want present at 0", r.Name, o, ok, zero)
+			}
 		}
 	}
 }

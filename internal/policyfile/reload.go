@@ -4,7 +4,8 @@
 // validated again; a valid policy is swapped into the [policy.Holder] the
 // gate evaluates, and an invalid file leaves the old policy in force, is
 // logged and is counted. Only the policy section is applied; every other
-// key needs a restart (a warning says so when they differ).
+// key, and every agent or approver token (read from its variable or file
+// at start), needs a restart (a warning says so when they differ).
 package policyfile
 
 import (
@@ -45,7 +46,8 @@ type Options struct {
 // Holder. Its methods are safe for concurrent use; reloads are serialised.
 type Reloader struct {
 	path    string
-	running config.Config // the config the process started with
+	running config.Config     // the config the process started with
+	tokens  map[string]string // principalTokens of running at New; nil if unreadable then
 	holder  *policy.Holder
 	log     *slog.Logger
 	metrics *telemetry.Metrics
@@ -70,6 +72,7 @@ func New(path string, running config.Config, h *policy.Holder, opts *Options) *R
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	r := &Reloader{path: path, running: running, holder: h, log: o.Logger, metrics: o.Metrics, env: o.Env, check: o.Check}
+	r.tokens, _ = principalTokens(running, o.Env)
 	if b, err := os.ReadFile(path); err == nil {
 		r.seen, r.read = sha256.Sum256(b), true
 	}
@@ -113,6 +116,9 @@ func (r *Reloader) Reload(ctx context.Context) error {
 	if keys := changedOutsidePolicy(r.running, cfg); len(keys) > 0 {
 		r.log.WarnContext(ctx, "config keys outside policy changed; they take effect only after a restart",
 			"path", r.path, "keys", strings.Join(keys, ","))
+	}
+	if w := tokenWarning(r.tokens, cfg, r.env); w != "" {
+		r.log.WarnContext(ctx, w, "path", r.path)
 	}
 	return nil
 }

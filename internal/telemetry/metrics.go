@@ -24,7 +24,23 @@ type Metrics struct {
 	policyReloadFails prometheus.Counter
 	policyMonitored   *prometheus.CounterVec
 	connectionsShed   *prometheus.CounterVec
+	storeErrors       *prometheus.CounterVec
 }
+
+// Store operations whose failures toolgate_store_errors_total counts (its
+// op label). Each is exported at 0 from the start, as is each reason of
+// toolgate_dispatch_refusals_total, so an alert on its increase fires on
+// the first failure (a series that first appears at 1 shows no increase).
+const (
+	// StoreOpLeaseRenewal: renewing this instance's claims (leases) on the
+	// calls it holds and the dispatches it runs.
+	StoreOpLeaseRenewal = "lease_renewal"
+	// StoreOpSweep: listing the requests due to expire.
+	StoreOpSweep = "sweep"
+	// StoreOpCall: a gated call (or a session's policy request) refused
+	// because the store failed; its agent read an error id.
+	StoreOpCall = "call"
+)
 
 // NewMetrics creates the metrics and registers them (and the Go and process
 // collectors) on reg.
@@ -71,9 +87,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "toolgate_http_connections_shed_total",
 			Help: "Connections closed by a listener's connection cap, by listener (mcp, admin) and how: evicted (idle, closed to make room) or refused (answered 503: every other connection carried a request).",
 		}, []string{"listener", "how"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolgate_store_errors_total",
+			Help: "Failed store operations of this instance, by op: lease_renewal (renewing its claims on held calls and dispatches; failing for approvals.lease lets other instances take them over), sweep (expiring due requests), call (a gated call refused, its agent given an error id that the log line with the cause carries).",
+		}, []string{"op"}),
+	}
+	for _, op := range []string{StoreOpLeaseRenewal, StoreOpSweep, StoreOpCall} {
+		m.storeErrors.WithLabelValues(op)
+	}
+	for _, reason := range []string{"invalidated", "not_approved", "store_error"} {
+		m.dispatchRefusals.WithLabelValues(reason)
 	}
 	reg.MustRegister(m.toolCalls, m.approvalRequests, m.approvalDecisions, m.approvalWait, m.approvalsPending, m.dispatchRefusals,
-		m.policyReloads, m.policyReloadFails, m.policyMonitored, m.connectionsShed,
+		m.policyReloads, m.policyReloadFails, m.policyMonitored, m.connectionsShed, m.storeErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -157,5 +183,12 @@ func (m *Metrics) PolicyMonitored(server, verdict string) {
 func (m *Metrics) ConnectionShed(listener, how string) {
 	if m != nil {
 		m.connectionsShed.WithLabelValues(listener, how).Inc()
+	}
+}
+
+// StoreError counts one failed store operation op (StoreOp…).
+func (m *Metrics) StoreError(op string) {
+	if m != nil {
+		m.storeErrors.WithLabelValues(op).Inc()
 	}
 }

@@ -39,6 +39,25 @@ func (m *DeliveryMetrics) Delivery(channel, outcome string) {
 	}
 }
 
+// deliveryOutcomes are the outcome label values of toolgate_deliveries_total
+// (notify.Outcome…).
+var deliveryOutcomes = []string{"delivered", "retried", "failed", "skipped"}
+
+// ZeroChannels exports every outcome of each channel named at 0, before
+// anything is delivered: an alert on the increase of failed deliveries
+// then fires on the first one (a series that first appears at 1 shows no
+// increase). The notification outbox calls it with its channels.
+func (m *DeliveryMetrics) ZeroChannels(names ...string) {
+	if m == nil {
+		return
+	}
+	for _, ch := range names {
+		for _, o := range deliveryOutcomes {
+			m.deliveries.WithLabelValues(ch, o)
+		}
+	}
+}
+
 // Delivered observes the latency of one delivery on channel, in seconds.
 func (m *DeliveryMetrics) Delivered(channel string, seconds float64) {
 	if m != nil {

@@ -1,0 +1,40 @@
+package telemetry
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TestAlertSeriesExportedAtZero: the labelled counters an operator alerts
+// on (docs/deploy.md, "What to alert on") exist at 0 before anything
+// happened; a series that first appears at 1 shows no increase, so an
+// alert on increase(…) would miss the first failure.
+func TestAlertSeriesExportedAtZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	NewMetrics(reg)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				got[mf.GetName()+" "+l.GetName()+"="+l.GetValue()] = m.GetCounter().GetValue() == 0
+			}
+		}
+	}
+	for _, want := range []string{
+		"toolgate_dispatch_refusals_total reason=invalidated",
+		"toolgate_dispatch_refusals_total reason=not_approved",
+		"toolgate_dispatch_refusals_total reason=store_error",
+		"toolgate_store_errors_total op=lease_renewal",
+		"toolgate_store_errors_total op=sweep",
+		"toolgate_store_errors_total op=call",
+	} {
+		if zero, ok := got[want]; !ok || !zero {
+			t.Errorf("%s: present %v at 0 %v, want present at 0", want, ok, zero)
+		}
+	}
+}
