@@ -110,7 +110,8 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 	if l.f.park != nil {
 		l.f.park() // before the answer can be written
 	}
-	l.pc = &parkedConn{conn: conn, header: header, pending: pending}
+	srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server)
+	l.pc = &parkedConn{conn: conn, header: header, pending: pending, srv: srv}
 	if stream {
 		timeout := parkedWriteTimeout
 		if d := g.parkWrite; d > 0 {
@@ -144,6 +145,9 @@ type parkedConn struct {
 	// stream, for a 2025-era session's call (header nil), is its
 	// response, which its heartbeatWriter writes on (leanstream.go).
 	stream *parkedStream
+	// srv is the server the POST came through (nil if unknown), whose
+	// handler serves what follows the answer (serveRest).
+	srv *http.Server
 }
 
 // admitParked admits the parked call l (the policy, the store write of
@@ -207,7 +211,7 @@ func (l *leanHold) answerParked() {
 		l.answerStream()
 		return
 	}
-	conn, pending, cw := l.pc.conn, l.pc.pending, l.pc.watch
+	conn, pending, cw, srv := l.pc.conn, l.pc.pending, l.pc.watch, l.pc.srv
 	h, herr := l.pc.header.header()
 	if herr != nil {
 		l.f.g.log.Error("cannot rebuild a parked call's response header; answering without it", "err", herr)
@@ -233,7 +237,7 @@ func (l *leanHold) answerParked() {
 		_ = conn.Close()
 		return
 	}
-	l.f.serveRest(conn, pending)
+	l.f.serveRest(conn, pending, srv)
 }
 
 // A dropWatch notices that a parked call's client went away (the end of
@@ -371,15 +375,25 @@ func (p *parkedResponse) writeTo(conn net.Conn, closing bool, timeout time.Durat
 
 // serveRest serves what follows a parked call's answer on conn (pending:
 // the bytes the client sent after the POST, read already) with a net/http
-// server of its own, handing /mcp to the front as the gateway's handler
-// does, until the connection closes, is taken over again (another parked
-// call) or the gateway closes.
-func (f *httpFront) serveRest(conn net.Conn, pending []byte) {
+// server of its own, until the connection closes, is taken over again
+// (another parked call) or the gateway closes. It serves as from, the
+// server the POST came through, would have: from's whole handler (a
+// listener serves more than /mcp: toolgate serve's agent listener has the
+// agents' session API beside it), its header bound and body timeouts;
+// without from (nil), /mcp alone, handed to the front as the gateway's
+// handler does.
+func (f *httpFront) serveRest(conn net.Conn, pending []byte, from *http.Server) {
 	pre := bytes.NewReader(pending)
 	c := net.Conn(&prefixConn{Conn: conn, pre: pre, r: io.MultiReader(pre, conn)})
 	l := &oneConnListener{c: c, addr: conn.LocalAddr(), done: make(chan struct{})}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", f)
+	var handler http.Handler
+	if from != nil && from.Handler != nil {
+		handler = from.Handler
+	} else {
+		mux := http.NewServeMux()
+		mux.Handle("/mcp", f)
+		handler = mux
+	}
 	// ended is closed once the connection's goroutine is done with it
 	// (closed or taken over): serveRest waits for it, so that the
 	// gateway's Close, waiting for serveRest, leaves no goroutine of it
@@ -393,7 +407,7 @@ func (f *httpFront) serveRest(conn net.Conn, pending []byte) {
 	// request until its first idle.
 	tell, _ := conn.(connStater)
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           handler,
 		ReadHeaderTimeout: parkedWriteTimeout,
 		IdleTimeout:       restIdleTimeout,
 		ErrorLog:          slog.NewLogLogger(f.g.log.Handler(), slog.LevelWarn),
@@ -406,6 +420,12 @@ func (f *httpFront) serveRest(conn net.Conn, pending []byte) {
 				_ = l.Close()
 			}
 		},
+	}
+	if from != nil {
+		srv.MaxHeaderBytes, srv.ReadTimeout, srv.WriteTimeout = from.MaxHeaderBytes, from.ReadTimeout, from.WriteTimeout
+		if from.ErrorLog != nil {
+			srv.ErrorLog = from.ErrorLog
+		}
 	}
 	stop := context.AfterFunc(f.g.root, func() { _ = srv.Close() })
 	defer stop()

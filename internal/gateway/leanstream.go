@@ -219,7 +219,7 @@ func (h *heartbeatWriter) finishParked(s *parkedStream) error {
 //
 //go:noinline // its locals stay out of waitParked's parked frame
 func (l *leanHold) answerStream() {
-	conn, pending, cw, ps := l.pc.conn, l.pc.pending, l.pc.watch, l.pc.stream
+	conn, pending, cw, ps, srv := l.pc.conn, l.pc.pending, l.pc.watch, l.pc.stream, l.pc.srv
 	l.pc = nil
 	l.answer()
 	l.end()
@@ -230,5 +230,5 @@ func (l *leanHold) answerStream() {
 		_ = conn.Close()
 		return
 	}
-	l.f.serveRest(conn, pending)
+	l.f.serveRest(conn, pending, srv)
 }
