@@ -1,15 +1,20 @@
 package gateway
 
 import (
+	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/httpserve"
 )
 
 // TestParkedStreamRestAsTheListener (attack20): after a parked 2025-era
@@ -92,3 +97,127 @@ func TestParkedStreamRestAsTheListener(t *testing.T) {
 	}
 }
 
+
+// parkedSessionCall opens a 2025-era session through sessions (a server
+// of the same handler) and sends one held tools/call on a raw connection
+// to base; once it is pending and parked it is approved at its first
+// heartbeat, and its response read. It returns the connection and what
+// reads it.
+func parkedSessionCall(t *testing.T, f *leanFixture, sessions, base string, parked *atomic.Int64) (net.Conn, *wireReader, string) {
+	t.Helper()
+	cs := connectHTTP(t, sessions, aliceToken, nil, nil)
+	waitInitialized(t, f.g, cs.ID())
+	c, host := dialRaw(t, base)
+	wr := newWireReader(c)
+	if _, err := io.WriteString(c, rawSessionPOST(host, cs.ID(), cs.InitializeResult().ProtocolVersion, "h-1", "up__big", `{"n":2}`, "")); err != nil {
+		t.Fatal(err)
+	}
+	f.waitState(t, approval.StatePending, 1)
+	waitParkedCount(t, parked, 1)
+	approved := false
+	wr.response(t, func(l string) {
+		if !approved && l == strings.TrimSpace(heartbeatComment) {
+			approved = true
+			f.approveNext(t)
+		}
+	})
+	f.waitState(t, approval.StateConsumed, 1)
+	ping := `{"jsonrpc":"2.0","id":"a-1","method":"ping"}`
+	next := fmt.Sprintf("POST /mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
+		"Accept: application/json, text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: %s\r\n"+
+		"Content-Length: %d\r\n\r\n%s", host, aliceToken, cs.ID(), cs.InitializeResult().ProtocolVersion, len(ping), ping)
+	return c, wr, next
+}
+
+// cappedFront serves f's gateway on a listener capped at max connections
+// (httpserve.Limit) with the read-header and idle timeouts given, and on
+// an uncapped one for the sessions' own requests; it returns both bases,
+// the capped listener and the count of parked calls.
+func cappedFront(t *testing.T, f *leanFixture, opts *HTTPOptions, max int, readHeader, idle time.Duration) (capped, sessions string, l *httpserve.Listener, parked *atomic.Int64) {
+	t.Helper()
+	parked = new(atomic.Int64)
+	f.g.parkHook = func() { parked.Add(1) }
+	h, err := f.g.Handler(testAuth, opts)
+	f.g.parkHook = nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l = httpserve.Limit(ln, max, nil)
+	srv := &http.Server{Handler: h, ConnState: l.ConnState, ReadHeaderTimeout: readHeader, IdleTimeout: idle}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(l)
+	}()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		<-served
+	})
+	return "http://" + ln.Addr().String(), ts.URL, l, parked
+}
+
+// TestParkedStreamIdleAfterAnswerIsEvictable (attack20): once a parked
+// 2025-era held call is answered and its client sent nothing more, its
+// connection is idle for a listener that caps connections, as net/http's
+// is after a response: at the cap a new connection evicts it. Before, the
+// listener counted it as carrying a request (hijacked) until serveRest's
+// read-header timeout closed it, and refused new connections meanwhile.
+func TestParkedStreamIdleAfterAnswerIsEvictable(t *testing.T) {
+	verifyNoLeaks(t)
+	opts := HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}
+	f := newLeanFixture(t, &opts)
+	base, sessions, l, parked := cappedFront(t, f, &opts, 2, testWait, time.Hour)
+	a, wr, _ := parkedSessionCall(t, f, sessions, base, parked)
+	for deadline := time.Now().Add(testWait); l.Idle() != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the connection of the answered parked call is not idle for the listener (open %d, idle %d)", l.Open(), l.Idle())
+		}
+	}
+	b, _ := dialRaw(t, base)
+	for deadline := time.Now().Add(testWait); l.Open() != 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections open, want 2", l.Open())
+		}
+	}
+	_, _ = dialRaw(t, base) // at the cap: evicts the longest idle
+	_ = a.SetReadDeadline(time.Now().Add(testWait))
+	if n, err := wr.br.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the idle connection of the answered parked call was not evicted (read %v, %v)", n, err)
+	}
+	_ = b.Close()
+}
+
+// TestParkedStreamNextRequestAfterIdle (attack20): a client may send its
+// next request on the connection of an answered parked 2025-era call
+// after a pause longer than the listener's read-header timeout (up to its
+// idle timeout), as after any response of net/http's: the read-header
+// timeout runs from the request's first byte. The pause is a sleep: time
+// past a timeout is what is tested (it cannot fail with the fix; without
+// it the connection is closed before the request).
+func TestParkedStreamNextRequestAfterIdle(t *testing.T) {
+	verifyNoLeaks(t)
+	opts := HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}
+	f := newLeanFixture(t, &opts)
+	const readHeader = 20 * time.Millisecond
+	base, sessions, _, parked := cappedFront(t, f, &opts, 100, readHeader, time.Hour)
+	c, wr, next := parkedSessionCall(t, f, sessions, base, parked)
+	time.Sleep(10 * readHeader)
+	if _, err := io.WriteString(c, next); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(wr.br, nil)
+	if err != nil {
+		t.Fatalf("the next request after a pause: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if !strings.Contains(string(body), `"id":"a-1","result":{}`) {
+		t.Errorf("the next request after a pause: %s %s", resp.Status, body)
+	}
+}

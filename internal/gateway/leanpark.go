@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"toolgate/internal/gate"
+	"toolgate/internal/httpserve"
 )
 
 // Parking a held call off net/http's connection (issue 13). A
@@ -237,7 +238,7 @@ func (l *leanHold) answerParked() {
 		_ = conn.Close()
 		return
 	}
-	l.f.serveRest(conn, pending, srv)
+	l.f.serveRest(conn, pending, true, srv)
 }
 
 // A dropWatch notices that a parked call's client went away (the end of
@@ -374,26 +375,42 @@ func (p *parkedResponse) writeTo(conn net.Conn, closing bool, timeout time.Durat
 }
 
 // serveRest serves what follows a parked call's answer on conn (pending:
-// the bytes the client sent after the POST, read already) with a net/http
-// server of its own, until the connection closes, is taken over again
-// (another parked call) or the gateway closes. It serves as from, the
-// server the POST came through, would have: from's whole handler (a
+// the bytes the client sent after the POST, read already; waiting: the
+// client sent more, read already or left in the connection) with a
+// net/http server of its own, until the connection closes, is taken over
+// again (another parked call) or the gateway closes. It serves as from,
+// the server the POST came through, would have: from's whole handler (a
 // listener serves more than /mcp: toolgate serve's agent listener has the
-// agents' session API beside it), its header bound and body timeouts;
-// without from (nil), /mcp alone, handed to the front as the gateway's
-// handler does.
-func (f *httpFront) serveRest(conn net.Conn, pending []byte, from *http.Server) {
-	pre := bytes.NewReader(pending)
-	c := net.Conn(&prefixConn{Conn: conn, pre: pre, r: io.MultiReader(pre, conn)})
-	l := &oneConnListener{c: c, addr: conn.LocalAddr(), done: make(chan struct{})}
-	var handler http.Handler
-	if from != nil && from.Handler != nil {
+// agents' session API beside it), header bound and timeouts; without from
+// (nil), /mcp alone, handed to the front as the gateway's handler does.
+// A connection the client sent nothing more on is idle, as net/http's is
+// after a response: it may send nothing for the idle timeout, and the
+// read-header timeout of its next request runs from that request's first
+// byte (httpserve.AwaitFirstByte).
+func (f *httpFront) serveRest(conn net.Conn, pending []byte, waiting bool, from *http.Server) {
+	handler := http.Handler(nil)
+	headerWait, idleWait := parkedWriteTimeout, restIdleTimeout
+	if from != nil {
 		handler = from.Handler
-	} else {
+		if from.ReadHeaderTimeout > 0 {
+			headerWait = from.ReadHeaderTimeout
+		}
+		if from.IdleTimeout > 0 {
+			idleWait = from.IdleTimeout
+		}
+	}
+	if handler == nil {
 		mux := http.NewServeMux()
 		mux.Handle("/mcp", f)
 		handler = mux
 	}
+	under := conn
+	if !waiting {
+		under = httpserve.AwaitFirstByte(conn, idleWait)
+	}
+	pre := bytes.NewReader(pending)
+	c := net.Conn(&prefixConn{Conn: under, pre: pre, r: io.MultiReader(pre, under)})
+	l := &oneConnListener{c: c, addr: conn.LocalAddr(), done: make(chan struct{})}
 	// ended is closed once the connection's goroutine is done with it
 	// (closed or taken over): serveRest waits for it, so that the
 	// gateway's Close, waiting for serveRest, leaves no goroutine of it
@@ -402,17 +419,17 @@ func (f *httpFront) serveRest(conn net.Conn, pending []byte, from *http.Server) 
 	var endOnce sync.Once
 	// A listener that caps connections (httpserve.Listener) learns when
 	// the connection idles between requests, so that it may evict it as
-	// any idle one; "new" is not passed on: the connection may carry a
-	// request read already (pending), and it stays one that carries a
-	// request until its first idle.
+	// any idle one; "new" is passed on only when the client sent nothing
+	// more (the connection is idle): else it carries a request, and stays
+	// one that carries a request until its first idle.
 	tell, _ := conn.(connStater)
 	srv := &http.Server{
 		Handler:           handler,
-		ReadHeaderTimeout: parkedWriteTimeout,
-		IdleTimeout:       restIdleTimeout,
+		ReadHeaderTimeout: headerWait,
+		IdleTimeout:       idleWait,
 		ErrorLog:          slog.NewLogLogger(f.g.log.Handler(), slog.LevelWarn),
 		ConnState: func(_ net.Conn, s http.ConnState) {
-			if tell != nil && s != http.StateNew {
+			if tell != nil && (s != http.StateNew || !waiting) {
 				tell.ConnState(s)
 			}
 			if s == http.StateClosed || s == http.StateHijacked {

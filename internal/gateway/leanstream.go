@@ -223,12 +223,12 @@ func (l *leanHold) answerStream() {
 	l.pc = nil
 	l.answer()
 	l.end()
-	got, _ := cw.stop()
+	got, more := cw.stop()
 	pending = append(pending, got...)
 	if err := l.w.finishParked(ps); err != nil {
 		l.f.g.log.Debug("cannot write a parked call's answer", "err", err)
 		_ = conn.Close()
 		return
 	}
-	l.f.serveRest(conn, pending, srv)
+	l.f.serveRest(conn, pending, more || len(pending) > 0, srv)
 }
