@@ -97,7 +97,6 @@ func TestParkedStreamRestAsTheListener(t *testing.T) {
 	}
 }
 
-
 // parkedSessionCall opens a 2025-era session through sessions (a server
 // of the same handler) and sends one held tools/call on a raw connection
 // to base; once it is pending and parked it is approved at its first

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -52,7 +53,43 @@ import (
 
 // parkedWriteTimeout bounds the writing of a parked call's answer: a
 // client that stops reading must not keep its waiter (and Close) forever.
+// It is how long a write may take none of the answer (writeParked), not
+// the whole answer's time: a slow reader gets it all, as on net/http's
+// connection.
 const parkedWriteTimeout = 30 * time.Second
+
+// writeParked writes p on conn, the connection of a parked call. It gives
+// up when timeout passes with none of what is left taken (the client
+// stopped reading), or, once a timeout passed, when stop is closed (the
+// gateway closing); a client that keeps reading gets all of p however
+// long that takes (attack20: 30 s for the whole cut a large answer to a
+// slow link).
+func writeParked(conn net.Conn, p []byte, timeout time.Duration, stop <-chan struct{}) (int, error) {
+	defer func() { _ = conn.SetWriteDeadline(time.Time{}) }()
+	written := 0
+	for {
+		_ = conn.SetWriteDeadline(time.Now().Add(timeout))
+		n, err := conn.Write(p[written:])
+		written += n
+		if err == nil || n == 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return written, err
+		}
+		select {
+		case <-stop:
+			return written, err
+		default:
+		}
+	}
+}
+
+// A parkedWriter writes on a parked call's connection (writeParked).
+type parkedWriter struct {
+	conn    net.Conn
+	timeout time.Duration
+	stop    <-chan struct{}
+}
+
+func (w parkedWriter) Write(p []byte) (int, error) { return writeParked(w.conn, p, w.timeout, w.stop) }
 
 // restIdleTimeout is how long a connection served after a parked call
 // (serveRest) may idle between requests.
@@ -118,7 +155,7 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 		if d := g.parkWrite; d > 0 {
 			timeout = d
 		}
-		ps := &parkedStream{conn: conn, kept: header, timeout: timeout, gone: l.clientGone}
+		ps := &parkedStream{conn: conn, kept: header, timeout: timeout, stop: g.root.Done(), gone: l.clientGone}
 		l.w.parkOn(ps)
 		l.pc.header, l.pc.stream = nil, ps
 	}
@@ -229,7 +266,7 @@ func (l *leanHold) answerParked() {
 	if d := l.f.g.parkWrite; d > 0 {
 		timeout = d
 	}
-	if werr := pw.writeTo(conn, !more, timeout); werr != nil {
+	if werr := pw.writeTo(parkedWriter{conn: conn, timeout: timeout, stop: l.f.g.root.Done()}, !more); werr != nil {
 		log.Debug("cannot write a parked call's answer", "err", werr)
 		_ = conn.Close()
 		return
@@ -347,11 +384,11 @@ func (p *parkedResponse) Write(b []byte) (int, error) {
 	return p.body.Write(b)
 }
 
-// writeTo writes p on conn as an HTTP/1.1 response with a Content-Length
+// writeTo writes p on w as an HTTP/1.1 response with a Content-Length
 // and a Date, as net/http writes a handler's whole answer, with
-// "Connection: close" when closing (the connection is closed after it),
-// within timeout (a client that stops reading gets its connection closed).
-func (p *parkedResponse) writeTo(conn net.Conn, closing bool, timeout time.Duration) error {
+// "Connection: close" when closing (the connection is closed after it);
+// a client that stops reading gets its connection closed (writeParked).
+func (p *parkedResponse) writeTo(w parkedWriter, closing bool) error {
 	h := p.h
 	if closing {
 		h.Del("Connection")
@@ -365,9 +402,7 @@ func (p *parkedResponse) writeTo(conn net.Conn, closing bool, timeout time.Durat
 	}
 	resp := &http.Response{StatusCode: status, ProtoMajor: 1, ProtoMinor: 1, Header: h,
 		ContentLength: int64(p.body.Len()), Body: io.NopCloser(&p.body), Close: closing}
-	bw := bufio.NewWriterSize(conn, p.body.Len()+512)
-	_ = conn.SetWriteDeadline(time.Now().Add(timeout))
-	defer func() { _ = conn.SetWriteDeadline(time.Time{}) }()
+	bw := bufio.NewWriterSize(w, p.body.Len()+512)
 	if err := resp.Write(bw); err != nil {
 		return err
 	}
