@@ -57,6 +57,7 @@ func TestParkedAnswerToASlowReader(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				defer func() { _ = resp.Body.Close() }()
 				got, err := io.ReadAll(resp.Body)
 				if err != nil || len(got) != size {
 					t.Errorf("read %d bytes of the answer (want %d): %v; the write: %v", len(got), size, err, <-werr)
