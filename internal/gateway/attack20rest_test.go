@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -52,22 +53,12 @@ func TestParkedStreamRestAsTheListener(t *testing.T) {
 	onConnBase, _ := listener(true)
 	var got [2]string
 	for i, b := range []string{parkedBase, onConnBase} {
-		cs := connectHTTP(t, b, aliceToken, nil, nil)
-		waitInitialized(t, f.g, cs.ID())
-		c, host := dialRaw(t, b)
-		wr := newWireReader(c)
-		if _, err := io.WriteString(c, rawSessionPOST(host, cs.ID(), cs.InitializeResult().ProtocolVersion, "h-1", "up__big", `{"n":2}`, "")); err != nil {
-			t.Fatal(err)
+		count := parked
+		if i == 1 {
+			count = nil
 		}
-		f.waitState(t, approval.StatePending, 1)
-		approved := false
-		wr.response(t, func(l string) {
-			if !approved && l == strings.TrimSpace(heartbeatComment) {
-				approved = true
-				f.approveNext(t)
-			}
-		})
-		f.waitState(t, approval.StateConsumed, i+1)
+		c, wr, _ := parkedSessionCall(t, f, b, b, count, i+1)
+		host := strings.TrimPrefix(b, "http://")
 		var out strings.Builder
 		// The agents' session API beside /mcp, then a header over the
 		// listener's bound.
@@ -99,10 +90,11 @@ func TestParkedStreamRestAsTheListener(t *testing.T) {
 
 // parkedSessionCall opens a 2025-era session through sessions (a server
 // of the same handler) and sends one held tools/call on a raw connection
-// to base; once it is pending and parked it is approved at its first
-// heartbeat, and its response read. It returns the connection and what
-// reads it.
-func parkedSessionCall(t *testing.T, f *leanFixture, sessions, base string, parked *atomic.Int64) (net.Conn, *wireReader, string) {
+// to base; once it is pending (and parked, when parked counts the calls
+// parked) it is approved at its first heartbeat, and its response read,
+// the n-th call consumed. It returns the connection, what reads it, and a
+// ping on the session to send next.
+func parkedSessionCall(t *testing.T, f *leanFixture, sessions, base string, parked *atomic.Int64, n int) (net.Conn, *wireReader, string) {
 	t.Helper()
 	cs := connectHTTP(t, sessions, aliceToken, nil, nil)
 	waitInitialized(t, f.g, cs.ID())
@@ -112,7 +104,9 @@ func parkedSessionCall(t *testing.T, f *leanFixture, sessions, base string, park
 		t.Fatal(err)
 	}
 	f.waitState(t, approval.StatePending, 1)
-	waitParkedCount(t, parked, 1)
+	if parked != nil {
+		waitParkedCount(t, parked, 1)
+	}
 	approved := false
 	wr.response(t, func(l string) {
 		if !approved && l == strings.TrimSpace(heartbeatComment) {
@@ -120,7 +114,7 @@ func parkedSessionCall(t *testing.T, f *leanFixture, sessions, base string, park
 			f.approveNext(t)
 		}
 	})
-	f.waitState(t, approval.StateConsumed, 1)
+	f.waitState(t, approval.StateConsumed, n)
 	ping := `{"jsonrpc":"2.0","id":"a-1","method":"ping"}`
 	next := fmt.Sprintf("POST /mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
 		"Accept: application/json, text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: %s\r\n"+
@@ -172,10 +166,20 @@ func TestParkedStreamIdleAfterAnswerIsEvictable(t *testing.T) {
 	opts := HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}
 	f := newLeanFixture(t, &opts)
 	base, sessions, l, parked := cappedFront(t, f, &opts, 2, testWait, time.Hour)
-	a, wr, _ := parkedSessionCall(t, f, sessions, base, parked)
+	a, wr, _ := parkedSessionCall(t, f, sessions, base, parked, 1)
+	b := waitEvicted(t, l, base, a, wr.br)
+	_ = b.Close()
+}
+
+// waitEvicted waits until a, the one connection open to base's capped
+// listener l, is idle for l, opens a second one (b, returned) and a third,
+// which l, at its cap of two, makes room for by evicting the longest idle:
+// a, read through br, must be closed.
+func waitEvicted(t *testing.T, l *httpserve.Listener, base string, a net.Conn, br *bufio.Reader) net.Conn {
+	t.Helper()
 	for deadline := time.Now().Add(testWait); l.Idle() != 1; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the connection of the answered parked call is not idle for the listener (open %d, idle %d)", l.Open(), l.Idle())
+			t.Fatalf("the connection answered after a parked call is not idle for the listener (open %d, idle %d)", l.Open(), l.Idle())
 		}
 	}
 	b, _ := dialRaw(t, base)
@@ -186,10 +190,10 @@ func TestParkedStreamIdleAfterAnswerIsEvictable(t *testing.T) {
 	}
 	_, _ = dialRaw(t, base) // at the cap: evicts the longest idle
 	_ = a.SetReadDeadline(time.Now().Add(testWait))
-	if n, err := wr.br.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("the idle connection of the answered parked call was not evicted (read %v, %v)", n, err)
+	if n, err := br.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the idle connection answered after a parked call was not evicted (read %v, %v)", n, err)
 	}
-	_ = b.Close()
+	return b
 }
 
 // TestParkedStreamNextRequestAfterIdle (attack20): a client may send its
@@ -205,7 +209,7 @@ func TestParkedStreamNextRequestAfterIdle(t *testing.T) {
 	f := newLeanFixture(t, &opts)
 	const readHeader = 20 * time.Millisecond
 	base, sessions, _, parked := cappedFront(t, f, &opts, 100, readHeader, time.Hour)
-	c, wr, next := parkedSessionCall(t, f, sessions, base, parked)
+	c, wr, next := parkedSessionCall(t, f, sessions, base, parked, 1)
 	time.Sleep(10 * readHeader)
 	if _, err := io.WriteString(c, next); err != nil {
 		t.Fatal(err)

@@ -3,14 +3,11 @@ package gateway
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"toolgate/internal/approval"
 	"toolgate/internal/httpserve"
@@ -65,26 +62,8 @@ func TestLeanServedAfterParkIsEvictableWhenIdle(t *testing.T) {
 		t.Fatalf("pipelined answer %d %s", resp.StatusCode, b)
 	}
 	<-f.h.args
-	// The connection goes idle once its answer is written; wait for the
-	// listener to know it (it is the only open one).
-	for deadline := time.Now().Add(testWait); l.Idle() != 1; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the connection served after the parked call is not idle for the listener (open %d, idle %d)", l.Open(), l.Idle())
-		}
-	}
-
-	b, _ := dialRaw(t, base)
-	for deadline := time.Now().Add(testWait); l.Open() != 2; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections open, want 2", l.Open())
-		}
-	}
-	_, _ = dialRaw(t, base) // at the cap: evicts the longest idle
-
-	_ = a.SetReadDeadline(time.Now().Add(testWait))
-	if n, err := br.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("the idle connection served after the parked call was not evicted (read %v, %v)", n, err)
-	}
+	// The connection goes idle once its answer is written.
+	b := waitEvicted(t, l, base, a, br)
 	if _, err := io.WriteString(b, rawModernRequest(host, "4", "up__echo", `{"b":1}`)); err != nil {
 		t.Fatal(err)
 	}
