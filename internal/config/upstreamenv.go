@@ -132,5 +132,18 @@ func (c Config) validateServerEnv(name string, s Server, secretNames, tokenNames
 			}
 		}
 	}
+	// Its command line too: the server gets it, and every local user
+	// sees it (attack20).
+	paths := []string{where + ".command"}
+	for i := range s.Args {
+		paths = append(paths, fmt.Sprintf("%s.args[%d]", where, i))
+	}
+	for _, path := range append(paths, where+".dir") {
+		for _, ref := range c.Refs.Cmd[path] {
+			if what, secret := secretNames[ref]; secret {
+				add("%s: references ${%s}, which holds %s; toolgate never passes its secrets to an upstream", path, ref, what)
+			}
+		}
+	}
 	return errs
 }
