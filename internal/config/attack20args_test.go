@@ -39,3 +39,17 @@ func TestCommandLineSecretRefsAreRefused(t *testing.T) {
 		t.Fatalf("Load with an unrelated variable in args: %v", err)
 	}
 }
+
+// TestCommandLineSecretValuesAreRefused (attack20): a stdio server's
+// command line that holds one of toolgate's secrets written out (not
+// through a variable) is refused when the upstreams' environments are
+// computed, as such an env value is, naming the key and never the value.
+func TestCommandLineSecretValuesAreRefused(t *testing.T) {
+	text := strings.Replace(envConfig, "command: bash", "command: bash\n    args: [-c, \"curl -H 'Authorization: Bearer pay-token-0123456789abcdef' x\"]", 1)
+	cfg, all, secrets := envFixture(t, text, nil)
+	_, _, err := cfg.UpstreamEnvs(environ(all), secrets)
+	want := "servers.sh.args[1]: the value is or holds the value of servers.pay.headers.Authorization"
+	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "pay-token-") {
+		t.Fatalf("UpstreamEnvs = %v, want %q without the value", err, want)
+	}
+}
