@@ -4,13 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"io"
-	"net"
 	"net/http"
-	"sync/atomic"
 	"testing"
 
 	"toolgate/internal/approval"
-	"toolgate/internal/httpserve"
 )
 
 // TestLeanServedAfterParkIsEvictableWhenIdle: a connection served after a
@@ -23,36 +20,14 @@ import (
 func TestLeanServedAfterParkIsEvictableWhenIdle(t *testing.T) {
 	verifyNoLeaks(t)
 	f := newLeanFixture(t, nil)
-	var parked atomic.Int64
-	f.g.parkHook = func() { parked.Add(1) }
-	h, err := f.g.Handler(testAuth, nil)
-	f.g.parkHook = nil
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := httpserve.Limit(ln, 2, nil)
-	srv := &http.Server{Handler: h, ConnState: l.ConnState, ReadHeaderTimeout: testWait}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(l)
-	}()
-	t.Cleanup(func() {
-		_ = srv.Close()
-		<-served
-	})
-	base := "http://" + ln.Addr().String()
+	base, _, l, parked := cappedFront(t, f, nil, 2, testWait, 0)
 
 	a, host := dialRaw(t, base)
 	if _, err := io.WriteString(a, rawModernRequest(host, "2", "up__big", `{"n":5}`)+rawModernRequest(host, "3", "up__echo", `{"after":1}`)); err != nil {
 		t.Fatal(err)
 	}
 	f.waitState(t, approval.StatePending, 1)
-	waitParkedCount(t, &parked, 1)
+	waitParkedCount(t, parked, 1)
 	f.approveNext(t)
 	br := bufio.NewReader(a)
 	if resp, b := readRaw(t, br); resp.StatusCode != http.StatusOK || !bytes.Contains(b, []byte(`"id":2,`)) {
