@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"slices"
 
 	"go.yaml.in/yaml/v3"
@@ -24,6 +25,11 @@ type VarRefs struct {
 	// Env maps servers.<name>.env.<KEY> paths to the variables the value
 	// references.
 	Env map[string][]string
+	// Cmd maps servers.<name>.command, .args[<i>] and .dir paths to the
+	// variables the value references: a stdio server's command line is
+	// handed to it (and shown to every local user) as its env is
+	// (attack20).
+	Cmd map[string][]string
 }
 
 // collectRefs scans the parsed (not yet expanded) document for the
@@ -66,6 +72,21 @@ func collectRefs(root *yaml.Node) VarRefs {
 				refs.Env["servers."+name+".env."+key] = names
 			}
 		})
+		cmd := func(path string, v *yaml.Node) {
+			if names := referenced(deref(v)); len(names) > 0 {
+				if refs.Cmd == nil {
+					refs.Cmd = map[string][]string{}
+				}
+				refs.Cmd[path] = names
+			}
+		}
+		cmd("servers."+name+".command", mapValue(srv, "command"))
+		cmd("servers."+name+".dir", mapValue(srv, "dir"))
+		if args := mapValue(srv, "args"); args != nil && args.Kind == yaml.SequenceNode {
+			for i, a := range args.Content {
+				cmd(fmt.Sprintf("servers.%s.args[%d]", name, i), a)
+			}
+		}
 	})
 	return refs
 }

@@ -27,8 +27,8 @@ func inBaseEnv(name string) bool {
 // wins). Nothing else of toolgate's environment is passed.
 //
 // It never passes a secret (see [Config.Secrets]): it returns an error,
-// naming the key, when a server's env value or a passed-through variable's
-// value is one, or when env_passthrough names a variable that holds one;
+// naming the key, when a server's env value, a passed-through variable's
+// value or a part of its command line (command, args, dir) is one, or when env_passthrough names a variable that holds one;
 // a BaseEnv variable whose value is a secret is left out and listed in
 // dropped ("servers.fs: USER"), for serve to log. The error joins every
 // problem. Validate already refuses what can be seen without the
@@ -87,6 +87,17 @@ func (c Config) UpstreamEnvs(environ []string, s *Secrets) (envs map[string]map[
 			}
 			env[k] = srv.Env[k]
 		}
+		// Its command line too (attack20): the server gets it, and every
+		// local user sees it.
+		line := map[string]string{where + ".command": srv.Command, where + ".dir": srv.Dir}
+		for i, a := range srv.Args {
+			line[fmt.Sprintf("%s.args[%d]", where, i)] = a
+		}
+		for _, path := range slices.Sorted(maps.Keys(line)) {
+			if what, secret := s.Match(line[path]); secret {
+				errs = append(errs, fmt.Errorf("%s: the value is or holds %s; toolgate never passes its secrets to an upstream", path, what))
+			}
+		}
 		envs[name] = env
 	}
 	if len(errs) > 0 {
@@ -129,6 +140,19 @@ func (c Config) validateServerEnv(name string, s Server, secretNames, tokenNames
 		for _, ref := range c.Refs.Env[where+".env."+k] {
 			if what, secret := secretNames[ref]; secret {
 				add("%s.env.%s: references ${%s}, which holds %s; toolgate never passes its secrets to an upstream", where, k, ref, what)
+			}
+		}
+	}
+	// Its command line too: the server gets it, and every local user
+	// sees it (attack20).
+	paths := []string{where + ".command"}
+	for i := range s.Args {
+		paths = append(paths, fmt.Sprintf("%s.args[%d]", where, i))
+	}
+	for _, path := range append(paths, where+".dir") {
+		for _, ref := range c.Refs.Cmd[path] {
+			if what, secret := secretNames[ref]; secret {
+				add("%s: references ${%s}, which holds %s; toolgate never passes its secrets to an upstream", path, ref, what)
 			}
 		}
 	}

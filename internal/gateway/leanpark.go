@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"toolgate/internal/gate"
+	"toolgate/internal/httpserve"
 )
 
 // Parking a held call off net/http's connection (issue 13). A
@@ -51,7 +53,43 @@ import (
 
 // parkedWriteTimeout bounds the writing of a parked call's answer: a
 // client that stops reading must not keep its waiter (and Close) forever.
+// It is how long a write may take none of the answer (writeParked), not
+// the whole answer's time: a slow reader gets it all, as on net/http's
+// connection.
 const parkedWriteTimeout = 30 * time.Second
+
+// writeParked writes p on conn, the connection of a parked call. It gives
+// up when timeout passes with none of what is left taken (the client
+// stopped reading), or, once a timeout passed, when stop is closed (the
+// gateway closing); a client that keeps reading gets all of p however
+// long that takes (attack20: 30 s for the whole cut a large answer to a
+// slow link).
+func writeParked(conn net.Conn, p []byte, timeout time.Duration, stop <-chan struct{}) (int, error) {
+	defer func() { _ = conn.SetWriteDeadline(time.Time{}) }()
+	written := 0
+	for {
+		_ = conn.SetWriteDeadline(time.Now().Add(timeout))
+		n, err := conn.Write(p[written:])
+		written += n
+		if err == nil || n == 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return written, err
+		}
+		select {
+		case <-stop:
+			return written, err
+		default:
+		}
+	}
+}
+
+// A parkedWriter writes on a parked call's connection (writeParked).
+type parkedWriter struct {
+	conn    net.Conn
+	timeout time.Duration
+	stop    <-chan struct{}
+}
+
+func (w parkedWriter) Write(p []byte) (int, error) { return writeParked(w.conn, p, w.timeout, w.stop) }
 
 // restIdleTimeout is how long a connection served after a parked call
 // (serveRest) may idle between requests.
@@ -110,13 +148,14 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 	if l.f.park != nil {
 		l.f.park() // before the answer can be written
 	}
-	l.pc = &parkedConn{conn: conn, header: header, pending: pending}
+	srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server)
+	l.pc = &parkedConn{conn: conn, header: header, pending: pending, srv: srv}
 	if stream {
 		timeout := parkedWriteTimeout
 		if d := g.parkWrite; d > 0 {
 			timeout = d
 		}
-		ps := &parkedStream{conn: conn, kept: header, timeout: timeout, gone: l.clientGone}
+		ps := &parkedStream{conn: conn, kept: header, timeout: timeout, stop: g.root.Done(), gone: l.clientGone}
 		l.w.parkOn(ps)
 		l.pc.header, l.pc.stream = nil, ps
 	}
@@ -144,6 +183,9 @@ type parkedConn struct {
 	// stream, for a 2025-era session's call (header nil), is its
 	// response, which its heartbeatWriter writes on (leanstream.go).
 	stream *parkedStream
+	// srv is the server the POST came through (nil if unknown), whose
+	// handler serves what follows the answer (serveRest).
+	srv *http.Server
 }
 
 // admitParked admits the parked call l (the policy, the store write of
@@ -207,7 +249,7 @@ func (l *leanHold) answerParked() {
 		l.answerStream()
 		return
 	}
-	conn, pending, cw := l.pc.conn, l.pc.pending, l.pc.watch
+	conn, pending, cw, srv := l.pc.conn, l.pc.pending, l.pc.watch, l.pc.srv
 	h, herr := l.pc.header.header()
 	if herr != nil {
 		l.f.g.log.Error("cannot rebuild a parked call's response header; answering without it", "err", herr)
@@ -224,7 +266,7 @@ func (l *leanHold) answerParked() {
 	if d := l.f.g.parkWrite; d > 0 {
 		timeout = d
 	}
-	if werr := pw.writeTo(conn, !more, timeout); werr != nil {
+	if werr := pw.writeTo(parkedWriter{conn: conn, timeout: timeout, stop: l.f.g.root.Done()}, !more); werr != nil {
 		log.Debug("cannot write a parked call's answer", "err", werr)
 		_ = conn.Close()
 		return
@@ -233,7 +275,7 @@ func (l *leanHold) answerParked() {
 		_ = conn.Close()
 		return
 	}
-	l.f.serveRest(conn, pending)
+	l.f.serveRest(conn, pending, true, srv)
 }
 
 // A dropWatch notices that a parked call's client went away (the end of
@@ -342,11 +384,11 @@ func (p *parkedResponse) Write(b []byte) (int, error) {
 	return p.body.Write(b)
 }
 
-// writeTo writes p on conn as an HTTP/1.1 response with a Content-Length
+// writeTo writes p on w as an HTTP/1.1 response with a Content-Length
 // and a Date, as net/http writes a handler's whole answer, with
-// "Connection: close" when closing (the connection is closed after it),
-// within timeout (a client that stops reading gets its connection closed).
-func (p *parkedResponse) writeTo(conn net.Conn, closing bool, timeout time.Duration) error {
+// "Connection: close" when closing (the connection is closed after it);
+// a client that stops reading gets its connection closed (writeParked).
+func (p *parkedResponse) writeTo(w parkedWriter, closing bool) error {
 	h := p.h
 	if closing {
 		h.Del("Connection")
@@ -360,9 +402,7 @@ func (p *parkedResponse) writeTo(conn net.Conn, closing bool, timeout time.Durat
 	}
 	resp := &http.Response{StatusCode: status, ProtoMajor: 1, ProtoMinor: 1, Header: h,
 		ContentLength: int64(p.body.Len()), Body: io.NopCloser(&p.body), Close: closing}
-	bw := bufio.NewWriterSize(conn, p.body.Len()+512)
-	_ = conn.SetWriteDeadline(time.Now().Add(timeout))
-	defer func() { _ = conn.SetWriteDeadline(time.Time{}) }()
+	bw := bufio.NewWriterSize(w, p.body.Len()+512)
 	if err := resp.Write(bw); err != nil {
 		return err
 	}
@@ -370,16 +410,42 @@ func (p *parkedResponse) writeTo(conn net.Conn, closing bool, timeout time.Durat
 }
 
 // serveRest serves what follows a parked call's answer on conn (pending:
-// the bytes the client sent after the POST, read already) with a net/http
-// server of its own, handing /mcp to the front as the gateway's handler
-// does, until the connection closes, is taken over again (another parked
-// call) or the gateway closes.
-func (f *httpFront) serveRest(conn net.Conn, pending []byte) {
+// the bytes the client sent after the POST, read already; waiting: the
+// client sent more, read already or left in the connection) with a
+// net/http server of its own, until the connection closes, is taken over
+// again (another parked call) or the gateway closes. It serves as from,
+// the server the POST came through, would have: from's whole handler (a
+// listener serves more than /mcp: toolgate serve's agent listener has the
+// agents' session API beside it), header bound and timeouts; without from
+// (nil), /mcp alone, handed to the front as the gateway's handler does.
+// A connection the client sent nothing more on is idle, as net/http's is
+// after a response: it may send nothing for the idle timeout, and the
+// read-header timeout of its next request runs from that request's first
+// byte (httpserve.AwaitFirstByte).
+func (f *httpFront) serveRest(conn net.Conn, pending []byte, waiting bool, from *http.Server) {
+	handler := http.Handler(nil)
+	headerWait, idleWait := parkedWriteTimeout, restIdleTimeout
+	if from != nil {
+		handler = from.Handler
+		if from.ReadHeaderTimeout > 0 {
+			headerWait = from.ReadHeaderTimeout
+		}
+		if from.IdleTimeout > 0 {
+			idleWait = from.IdleTimeout
+		}
+	}
+	if handler == nil {
+		mux := http.NewServeMux()
+		mux.Handle("/mcp", f)
+		handler = mux
+	}
+	under := conn
+	if !waiting {
+		under = httpserve.AwaitFirstByte(conn, idleWait)
+	}
 	pre := bytes.NewReader(pending)
-	c := net.Conn(&prefixConn{Conn: conn, pre: pre, r: io.MultiReader(pre, conn)})
+	c := net.Conn(&prefixConn{Conn: under, pre: pre, r: io.MultiReader(pre, under)})
 	l := &oneConnListener{c: c, addr: conn.LocalAddr(), done: make(chan struct{})}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", f)
 	// ended is closed once the connection's goroutine is done with it
 	// (closed or taken over): serveRest waits for it, so that the
 	// gateway's Close, waiting for serveRest, leaves no goroutine of it
@@ -388,17 +454,17 @@ func (f *httpFront) serveRest(conn net.Conn, pending []byte) {
 	var endOnce sync.Once
 	// A listener that caps connections (httpserve.Listener) learns when
 	// the connection idles between requests, so that it may evict it as
-	// any idle one; "new" is not passed on: the connection may carry a
-	// request read already (pending), and it stays one that carries a
-	// request until its first idle.
+	// any idle one; "new" is passed on only when the client sent nothing
+	// more (the connection is idle): else it carries a request, and stays
+	// one that carries a request until its first idle.
 	tell, _ := conn.(connStater)
 	srv := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: parkedWriteTimeout,
-		IdleTimeout:       restIdleTimeout,
+		Handler:           handler,
+		ReadHeaderTimeout: headerWait,
+		IdleTimeout:       idleWait,
 		ErrorLog:          slog.NewLogLogger(f.g.log.Handler(), slog.LevelWarn),
 		ConnState: func(_ net.Conn, s http.ConnState) {
-			if tell != nil && s != http.StateNew {
+			if tell != nil && (s != http.StateNew || !waiting) {
 				tell.ConnState(s)
 			}
 			if s == http.StateClosed || s == http.StateHijacked {
@@ -406,6 +472,12 @@ func (f *httpFront) serveRest(conn net.Conn, pending []byte) {
 				_ = l.Close()
 			}
 		},
+	}
+	if from != nil {
+		srv.MaxHeaderBytes, srv.ReadTimeout, srv.WriteTimeout = from.MaxHeaderBytes, from.ReadTimeout, from.WriteTimeout
+		if from.ErrorLog != nil {
+			srv.ErrorLog = from.ErrorLog
+		}
 	}
 	stop := context.AfterFunc(f.g.root, func() { _ = srv.Close() })
 	defer stop()

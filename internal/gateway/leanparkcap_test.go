@@ -3,17 +3,11 @@ package gateway
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"toolgate/internal/approval"
-	"toolgate/internal/httpserve"
 )
 
 // TestLeanServedAfterParkIsEvictableWhenIdle: a connection served after a
@@ -26,36 +20,14 @@ import (
 func TestLeanServedAfterParkIsEvictableWhenIdle(t *testing.T) {
 	verifyNoLeaks(t)
 	f := newLeanFixture(t, nil)
-	var parked atomic.Int64
-	f.g.parkHook = func() { parked.Add(1) }
-	h, err := f.g.Handler(testAuth, nil)
-	f.g.parkHook = nil
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := httpserve.Limit(ln, 2, nil)
-	srv := &http.Server{Handler: h, ConnState: l.ConnState, ReadHeaderTimeout: testWait}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(l)
-	}()
-	t.Cleanup(func() {
-		_ = srv.Close()
-		<-served
-	})
-	base := "http://" + ln.Addr().String()
+	base, _, l, parked := cappedFront(t, f, nil, 2, testWait, 0)
 
 	a, host := dialRaw(t, base)
 	if _, err := io.WriteString(a, rawModernRequest(host, "2", "up__big", `{"n":5}`)+rawModernRequest(host, "3", "up__echo", `{"after":1}`)); err != nil {
 		t.Fatal(err)
 	}
 	f.waitState(t, approval.StatePending, 1)
-	waitParkedCount(t, &parked, 1)
+	waitParkedCount(t, parked, 1)
 	f.approveNext(t)
 	br := bufio.NewReader(a)
 	if resp, b := readRaw(t, br); resp.StatusCode != http.StatusOK || !bytes.Contains(b, []byte(`"id":2,`)) {
@@ -65,26 +37,8 @@ func TestLeanServedAfterParkIsEvictableWhenIdle(t *testing.T) {
 		t.Fatalf("pipelined answer %d %s", resp.StatusCode, b)
 	}
 	<-f.h.args
-	// The connection goes idle once its answer is written; wait for the
-	// listener to know it (it is the only open one).
-	for deadline := time.Now().Add(testWait); l.Idle() != 1; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the connection served after the parked call is not idle for the listener (open %d, idle %d)", l.Open(), l.Idle())
-		}
-	}
-
-	b, _ := dialRaw(t, base)
-	for deadline := time.Now().Add(testWait); l.Open() != 2; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections open, want 2", l.Open())
-		}
-	}
-	_, _ = dialRaw(t, base) // at the cap: evicts the longest idle
-
-	_ = a.SetReadDeadline(time.Now().Add(testWait))
-	if n, err := br.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("the idle connection served after the parked call was not evicted (read %v, %v)", n, err)
-	}
+	// The connection goes idle once its answer is written.
+	b := waitEvicted(t, l, base, a, br)
 	if _, err := io.WriteString(b, rawModernRequest(host, "4", "up__echo", `{"b":1}`)); err != nil {
 		t.Fatal(err)
 	}

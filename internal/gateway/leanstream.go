@@ -39,12 +39,13 @@ type parkedStream struct {
 	kept    parkedHeader // the header as the front set it, until Header rebuilds it
 	h       http.Header  // nil until asked for
 	status  int
-	head    bool   // the status line and header went out
-	chunked bool   // and the body is chunked (no Content-Length)
-	buf     []byte // written, not yet sent
-	timeout time.Duration
-	err     error  // the first failed write: nothing is written after it
-	gone    func() // called once, at the first failed write (the client went away)
+	head    bool            // the status line and header went out
+	chunked bool            // and the body is chunked (no Content-Length)
+	buf     []byte          // written, not yet sent
+	timeout time.Duration   // for a write that takes nothing (writeParked)
+	stop    <-chan struct{} // closed when the gateway closes
+	err     error           // the first failed write: nothing is written after it
+	gone    func()          // called once, at the first failed write (the client went away)
 }
 
 func (s *parkedStream) Header() http.Header {
@@ -180,13 +181,11 @@ func appendChunk(b *bytes.Buffer, p []byte) {
 	b.WriteString("\r\n")
 }
 
-// send writes p on the connection within the stream's timeout; the first
-// failure is kept (and gone called): the client is gone, or stopped
-// reading.
+// send writes p on the connection (writeParked: a client that takes none
+// of it within the stream's timeout fails it); the first failure is kept
+// (and gone called): the client is gone, or stopped reading.
 func (s *parkedStream) send(p []byte) error {
-	_ = s.conn.SetWriteDeadline(time.Now().Add(s.timeout))
-	_, err := s.conn.Write(p)
-	_ = s.conn.SetWriteDeadline(time.Time{})
+	_, err := writeParked(s.conn, p, s.timeout, s.stop)
 	if err != nil {
 		s.err = err
 		if s.gone != nil {
@@ -219,16 +218,16 @@ func (h *heartbeatWriter) finishParked(s *parkedStream) error {
 //
 //go:noinline // its locals stay out of waitParked's parked frame
 func (l *leanHold) answerStream() {
-	conn, pending, cw, ps := l.pc.conn, l.pc.pending, l.pc.watch, l.pc.stream
+	conn, pending, cw, ps, srv := l.pc.conn, l.pc.pending, l.pc.watch, l.pc.stream, l.pc.srv
 	l.pc = nil
 	l.answer()
 	l.end()
-	got, _ := cw.stop()
+	got, more := cw.stop()
 	pending = append(pending, got...)
 	if err := l.w.finishParked(ps); err != nil {
 		l.f.g.log.Debug("cannot write a parked call's answer", "err", err)
 		_ = conn.Close()
 		return
 	}
-	l.f.serveRest(conn, pending)
+	l.f.serveRest(conn, pending, more || len(pending) > 0, srv)
 }

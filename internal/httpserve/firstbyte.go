@@ -24,6 +24,15 @@ import (
 // timeout (a connection that sends nothing is closed then, and it is idle
 // to the connection cap, which closes it first when it needs room).
 
+// AwaitFirstByte returns c, whose next request a server other than
+// Serve's will read (toolgate's connections served on after a parked
+// call's answer), with that request's read-header timeout counted from its
+// first byte, as for the connections Serve accepts: until then c may send
+// nothing for wait.
+func AwaitFirstByte(c net.Conn, wait time.Duration) net.Conn {
+	return &firstByteConn{Conn: c, waitUntil: time.Now().Add(wait)}
+}
+
 // firstByteListener wraps the connections it accepts in firstByteConns.
 type firstByteListener struct {
 	net.Listener
