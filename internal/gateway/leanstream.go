@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -45,6 +46,29 @@ type parkedStream struct {
 	timeout time.Duration
 	err     error  // the first failed write: nothing is written after it
 	gone    func() // called once, at the first failed write (the client went away)
+	// held is set while the call is held (until answerStream): what is
+	// flushed then, a keep-alive or a ": hb" comment, is written from
+	// the gate's beat or a timer, which must not wait for one client, so
+	// it is written without waiting (writeNow): a connection that cannot
+	// take it at once is the client gone, as a failed write is. The
+	// answer, and the progress relayed before it, wait up to timeout.
+	held bool
+}
+
+// errWouldBlock is a held call's write that its connection could not take
+// at once (parkedStream.held): the client stopped reading.
+var errWouldBlock = errors.New("the client's connection took no more without waiting")
+
+// quickWriteTimeout bounds writeQuick: a held call's write on a
+// connection that cannot be written without waiting (writeNow).
+const quickWriteTimeout = 10 * time.Millisecond
+
+// writeQuick writes p on conn within quickWriteTimeout.
+func writeQuick(conn net.Conn, p []byte) error {
+	_ = conn.SetWriteDeadline(time.Now().Add(quickWriteTimeout))
+	_, err := conn.Write(p)
+	_ = conn.SetWriteDeadline(time.Time{})
+	return err
 }
 
 func (s *parkedStream) Header() http.Header {
@@ -184,9 +208,14 @@ func appendChunk(b *bytes.Buffer, p []byte) {
 // failure is kept (and gone called): the client is gone, or stopped
 // reading.
 func (s *parkedStream) send(p []byte) error {
-	_ = s.conn.SetWriteDeadline(time.Now().Add(s.timeout))
-	_, err := s.conn.Write(p)
-	_ = s.conn.SetWriteDeadline(time.Time{})
+	var err error
+	if s.held {
+		err = writeNow(s.conn, p)
+	} else {
+		_ = s.conn.SetWriteDeadline(time.Now().Add(s.timeout))
+		_, err = s.conn.Write(p)
+		_ = s.conn.SetWriteDeadline(time.Time{})
+	}
 	if err != nil {
 		s.err = err
 		if s.gone != nil {
@@ -202,6 +231,15 @@ func (h *heartbeatWriter) parkOn(s *parkedStream) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.w = s
+}
+
+// answering marks s, the parked stream h writes on, no longer held: the
+// call's answer (and the progress relayed before it) may wait for the
+// client (parkedStream.held).
+func (h *heartbeatWriter) answering(s *parkedStream) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s.held = false
 }
 
 // finishParked ends s, the parked stream h writes on (parkedStream.finish),
@@ -221,6 +259,7 @@ func (h *heartbeatWriter) finishParked(s *parkedStream) error {
 func (l *leanHold) answerStream() {
 	conn, pending, cw, ps := l.pc.conn, l.pc.pending, l.pc.watch, l.pc.stream
 	l.pc = nil
+	l.w.answering(ps)
 	l.answer()
 	l.end()
 	got, _ := cw.stop()
