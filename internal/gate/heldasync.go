@@ -58,6 +58,7 @@ const (
 	evDeadline                   // the deadline's timer
 	evRetry                      // the retry's timer (the store could not be read)
 	evCancel                     // the call's context ended
+	evPanic                      // a keep-alive panicked (onBeat)
 )
 
 // An asyncHold is a held call waited for without a goroutine (see above).
@@ -108,16 +109,16 @@ func (g *Gate) holdEvents(hctx context.Context, h *heldCall, admitEnd bool, done
 	wctx, w := g.startWait(hctx, h)
 	a := &asyncHold{g: g, ctx: hctx, wctx: wctx, h: h, w: w, done: done, admitEnd: admitEnd}
 	st := w.st
-	if st.keepAlive != nil {
-		// The first one at once, as waitFor sends it, then the beat's.
-		a.onBeat()
-		a.ka = g.beat.joinFunc(a.onBeat)
-	}
 	st.onRetry = a.onRetry
 	// No step runs before the wait is set up: events that come meanwhile
 	// are only recorded (kick). a.mu is not held here, so that the hub's
 	// lock is never taken under it (a wake-up takes a.mu under the hub's).
 	a.running = true
+	if st.keepAlive != nil {
+		// The first one at once, as waitFor sends it, then the beat's.
+		a.onBeat()
+		a.ka = g.beat.joinFunc(a.onBeat)
+	}
 	var ev uint8
 	var woken *wakeup
 	if st.ahead {
@@ -151,14 +152,17 @@ func (a *asyncHold) onRetry()         { a.kick(evRetry, nil) }
 func (a *asyncHold) onCancel()        { a.kick(evCancel, nil) }
 
 // onBeat sends the call's keep-alive: the first from holdEvents, then one
-// at its slot's every beat, on the beat's goroutine (see above). A panic in it is logged and the wait goes on:
-// nothing above it recovers, and it must not end the process (nor
-// the beat's other calls' keep-alives).
+// at its slot's every beat, on the beat's goroutine (see above). A panic
+// in it would end the process (nothing above it recovers) and the beat's
+// other calls' keep-alives: it ends the wait as a panic in a step does
+// (evPanic, errWaitPanicked), as a keep-alive's panic in waitFor does
+// (waitPanicked).
 func (a *asyncHold) onBeat() {
 	defer func() {
 		if v := recover(); v != nil {
-			a.g.log.Error("panic in a held call's keep-alive", "approval", a.w.st.id,
+			a.g.log.Error("panic in a held call's keep-alive; refusing the call, the approval stays pending", "approval", a.w.st.id,
 				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			a.kick(evPanic, nil)
 		}
 	}()
 	a.w.st.keepAlive(a.wctx)
@@ -235,6 +239,13 @@ func (a *asyncHold) stepSafe(ev uint8, woken *wakeup) (over bool) {
 // (a.got, a.err set).
 func (a *asyncHold) step(ev uint8, woken *wakeup) bool {
 	st := a.w.st
+	if ev&evPanic != 0 {
+		if st.unsub != nil {
+			st.unsub()
+		}
+		a.got, a.err = new(approval.Request), errWaitPanicked
+		return true
+	}
 	if ev&evCancel != 0 || a.wctx.Err() != nil {
 		if st.unsub != nil { // nil before the first read's subscription
 			st.unsub()
