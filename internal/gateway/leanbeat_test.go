@@ -28,10 +28,11 @@ type tokenStream struct {
 // lines.
 func openTokenStream(t *testing.T, c net.Conn) *tokenStream {
 	t.Helper()
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil) //nolint:bodyclose // closed by rest, else at the test's end
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = resp.Body.Close() })
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("held call's response: %d %q, want 200 text/event-stream", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
