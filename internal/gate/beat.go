@@ -41,7 +41,23 @@ type beat struct {
 // beatSlot is one phase of a beat.
 type beatSlot struct {
 	ch      chan struct{} // closed at the slot's next beat; nil until asked for
-	waiters int
+	waiters int           // channel and callback waiters
+
+	// fmu guards fns and is held while the slot's beat calls them
+	// (fire), so that leaveFunc returns only once its function is not
+	// running and will not run again.
+	fmu sync.Mutex
+	fns []*beatFunc
+}
+
+// A beatFunc is a waiter that the beat calls back (joinFunc) instead of
+// waking it through a channel: a held call waited for without a
+// goroutine (asyncHold) keeps one instead of a goroutine parked on the
+// slot's channel.
+type beatFunc struct {
+	fn   func()
+	slot uint8
+	idx  int // in its slot's fns; guarded by the slot's fmu
 }
 
 func newBeat(interval time.Duration) *beat {
@@ -57,6 +73,50 @@ func newBeat(interval time.Duration) *beat {
 func (b *beat) join() (slot uint8, ch <-chan struct{}) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	best := b.take()
+	return uint8(best), b.chanOf(best) //nolint:gosec // best < beatSlots ≤ 255
+}
+
+// joinFunc registers fn as a waiter called back at its slot's every beat,
+// from the beat's own goroutine: fn must be short, must not block or
+// panic, and must not call the beat. Its first call comes about an
+// interval after joining at the latest, as a channel waiter's first beat
+// (a beat of its slot between take and its entry in fns passes it by);
+// leaveFunc ends it.
+func (b *beat) joinFunc(fn func()) *beatFunc {
+	b.mu.Lock()
+	s := b.take()
+	b.mu.Unlock()
+	f := &beatFunc{fn: fn, slot: uint8(s)} //nolint:gosec // s < beatSlots ≤ 255
+	sl := &b.slots[s]
+	sl.fmu.Lock()
+	f.idx = len(sl.fns)
+	sl.fns = append(sl.fns, f)
+	sl.fmu.Unlock()
+	return f
+}
+
+// leaveFunc unregisters f; once it returns f's function is not running
+// and is not called again. It must not be called from f's function.
+func (b *beat) leaveFunc(f *beatFunc) {
+	sl := &b.slots[f.slot]
+	sl.fmu.Lock()
+	last := len(sl.fns) - 1
+	sl.fns[f.idx] = sl.fns[last]
+	sl.fns[f.idx].idx = f.idx
+	sl.fns[last] = nil
+	sl.fns = sl.fns[:last]
+	if len(sl.fns) == 0 {
+		sl.fns = nil // a slot emptied after a burst keeps no array
+	}
+	sl.fmu.Unlock()
+	b.leave(f.slot)
+}
+
+// take counts a new waiter in the slot with the fewest waiters (of those,
+// the one whose beat is furthest off), starting the clock if it was
+// stopped, and returns the slot. b.mu must be held.
+func (b *beat) take() int {
 	// The slot that fires last (the one before cur) is looked at first, so
 	// that of slots with as many waiters the furthest off wins.
 	n := len(b.slots)
@@ -73,7 +133,7 @@ func (b *beat) join() (slot uint8, ch <-chan struct{}) {
 		b.due = time.Now().Add(b.step) //nolint:forbidigo // the runtime timer's own (monotonic) clock, never persisted: see fire
 		b.timer = time.AfterFunc(b.step, b.fire)
 	}
-	return uint8(best), b.chanOf(best) //nolint:gosec // best < beatSlots ≤ 255
+	return best
 }
 
 // next returns the channel of slot's beat after the one that fired.
@@ -103,8 +163,21 @@ func (b *beat) leave(slot uint8) {
 	}
 }
 
-// fire closes the current slot's channel and moves on to the next slot.
+// fire closes the current slot's channel, moves on to the next slot, and
+// then calls the slot's callback waiters back (joinFunc), in no
+// particular order.
 func (b *beat) fire() {
+	s := b.advance()
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	for _, f := range s.fns {
+		f.fn()
+	}
+}
+
+// advance is fire's part under b.mu: the channel closed, the clock moved on.
+// It returns the slot that beat.
+func (b *beat) advance() *beatSlot {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := &b.slots[b.cur]
@@ -124,4 +197,5 @@ func (b *beat) fire() {
 		}
 		b.timer.Reset(max(b.due.Sub(now), 0))
 	}
+	return s
 }

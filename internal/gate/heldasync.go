@@ -40,9 +40,16 @@ import (
 // same goroutine settles it as WaitHold does after waitFor (endHold,
 // afterHold, endAdmit) and hands the answer to the caller's done.
 //
-// A call with keep-alives (Call.KeepAlive: SDK-path calls that carry a
-// progress token) is waited for on a goroutine of its own, as WaitHold:
-// the gateway's parked 2026-07-28 calls, the one caller, have none.
+// A call with keep-alives (Call.KeepAlive: the caller sent a progress
+// token) gets them without a goroutine too: the first at once, from
+// WaitHoldFunc's caller (as waitFor sends it before it waits), then one
+// at each beat of its slot of the gate's beat, called back from the
+// beat's own goroutine (beat.joinFunc; onBeat), until the wait is over
+// (finish leaves the beat first, and leaveFunc returns only once no
+// keep-alive of the call runs: none goes out after it). The keep-alive
+// must not block: the gateway's parked 2025-era calls write it on their
+// connection without waiting (leanstream.go), and take a write that
+// would block for the client gone.
 
 // Events of an asyncHold, a set.
 const (
@@ -51,6 +58,7 @@ const (
 	evDeadline                   // the deadline's timer
 	evRetry                      // the retry's timer (the store could not be read)
 	evCancel                     // the call's context ended
+	evPanic                      // a keep-alive panicked (onBeat)
 )
 
 // An asyncHold is a held call waited for without a goroutine (see above).
@@ -65,6 +73,7 @@ type asyncHold struct {
 	admitEnd bool
 
 	stopCtx func() bool // ends the watch on wctx
+	ka      *beatFunc   // the call's keep-alives on the gate's beat; nil without
 
 	// got and err are what the wait ended on (waitFor's results); owned
 	// by the step that ends it.
@@ -87,21 +96,15 @@ type asyncHold struct {
 // costs its asyncHold, a hub subscription and two runtime timers (see
 // above). hctx is the context AdmitOrHold returned; its end (cancel,
 // caller gone, shutdown) ends the wait as it ends WaitHold's.
+// A call with keep-alives costs a place on the gate's beat besides; its
+// first keep-alive is sent before WaitHoldFunc returns.
 func (g *Gate) WaitHoldFunc(hctx context.Context, hc HeldCall, done func(*Admission)) {
-	h := hc.h
-	if h.c.KeepAlive != nil {
-		// Keep-alives come from the gate's beat, a channel: this call
-		// waits on a goroutine (see above).
-		go func() { done(g.WaitHold(hctx, hc)) }()
-		return
-	}
-	g.holdEvents(hctx, h, true, done)
+	g.holdEvents(hctx, hc.h, true, done)
 }
 
 // holdEvents holds h's call on its request as holdOn does, without a
 // goroutine (see above), and calls done with the answer after afterHold
-// (and endAdmit when admitEnd is set, as WaitHold). h's call has no
-// keep-alives.
+// (and endAdmit when admitEnd is set, as WaitHold).
 func (g *Gate) holdEvents(hctx context.Context, h *heldCall, admitEnd bool, done func(*Admission)) {
 	wctx, w := g.startWait(hctx, h)
 	a := &asyncHold{g: g, ctx: hctx, wctx: wctx, h: h, w: w, done: done, admitEnd: admitEnd}
@@ -111,6 +114,11 @@ func (g *Gate) holdEvents(hctx context.Context, h *heldCall, admitEnd bool, done
 	// are only recorded (kick). a.mu is not held here, so that the hub's
 	// lock is never taken under it (a wake-up takes a.mu under the hub's).
 	a.running = true
+	if st.keepAlive != nil {
+		// The first one at once, as waitFor sends it, then the beat's.
+		a.onBeat()
+		a.ka = g.beat.joinFunc(a.onBeat)
+	}
 	var ev uint8
 	var woken *wakeup
 	if st.ahead {
@@ -142,6 +150,23 @@ func (a *asyncHold) onWake(w *wakeup) { a.kick(evWake, w) }
 func (a *asyncHold) onDeadline()      { a.kick(evDeadline, nil) }
 func (a *asyncHold) onRetry()         { a.kick(evRetry, nil) }
 func (a *asyncHold) onCancel()        { a.kick(evCancel, nil) }
+
+// onBeat sends the call's keep-alive: the first from holdEvents, then one
+// at its slot's every beat, on the beat's goroutine (see above). A panic
+// in it would end the process (nothing above it recovers) and the beat's
+// other calls' keep-alives: it ends the wait as a panic in a step does
+// (evPanic, errWaitPanicked), as a keep-alive's panic in waitFor does
+// (waitPanicked).
+func (a *asyncHold) onBeat() {
+	defer func() {
+		if v := recover(); v != nil {
+			a.g.log.Error("panic in a held call's keep-alive; refusing the call, the approval stays pending", "approval", a.w.st.id,
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			a.kick(evPanic, nil)
+		}
+	}()
+	a.w.st.keepAlive(a.wctx)
+}
 
 // kick records the event ev (w: the subscription woken, for evWake) and
 // starts a step unless one runs (or the wait ended).
@@ -214,6 +239,13 @@ func (a *asyncHold) stepSafe(ev uint8, woken *wakeup) (over bool) {
 // (a.got, a.err set).
 func (a *asyncHold) step(ev uint8, woken *wakeup) bool {
 	st := a.w.st
+	if ev&evPanic != 0 {
+		if st.unsub != nil {
+			st.unsub()
+		}
+		a.got, a.err = new(approval.Request), errWaitPanicked
+		return true
+	}
 	if ev&evCancel != 0 || a.wctx.Err() != nil {
 		if st.unsub != nil { // nil before the first read's subscription
 			st.unsub()
@@ -271,6 +303,9 @@ func (a *asyncHold) finish() {
 			a.done(&Admission{ApprovalID: id, Message: "refused: internal error while answering the held call; nothing was run here"})
 		}
 	}()
+	if a.ka != nil {
+		a.g.beat.leaveFunc(a.ka) // no keep-alive after the wait (see above)
+	}
 	a.w.st.timer.Stop()
 	a.stopCtx()
 	a.w.st.stop()

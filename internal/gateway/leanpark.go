@@ -155,7 +155,7 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 		if d := g.parkWrite; d > 0 {
 			timeout = d
 		}
-		ps := &parkedStream{conn: conn, kept: header, timeout: timeout, stop: g.root.Done(), gone: l.clientGone}
+		ps := &parkedStream{conn: conn, kept: header, timeout: timeout, stop: g.root.Done(), gone: l.clientGone, held: true}
 		l.w.parkOn(ps)
 		l.pc.header, l.pc.stream = nil, ps
 	}

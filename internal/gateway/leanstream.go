@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -46,6 +47,29 @@ type parkedStream struct {
 	stop    <-chan struct{} // closed when the gateway closes
 	err     error           // the first failed write: nothing is written after it
 	gone    func()          // called once, at the first failed write (the client went away)
+	// held is set while the call is held (until answerStream): what is
+	// flushed then, a keep-alive or a ": hb" comment, is written from
+	// the gate's beat or a timer, which must not wait for one client, so
+	// it is written without waiting (writeNow): a connection that cannot
+	// take it at once is the client gone, as a failed write is. The
+	// answer, and the progress relayed before it, wait up to timeout.
+	held bool
+}
+
+// errWouldBlock is a held call's write that its connection could not take
+// at once (parkedStream.held): the client stopped reading.
+var errWouldBlock = errors.New("the client's connection took no more without waiting")
+
+// quickWriteTimeout bounds writeQuick: a held call's write on a
+// connection that cannot be written without waiting (writeNow).
+const quickWriteTimeout = 10 * time.Millisecond
+
+// writeQuick writes p on conn within quickWriteTimeout.
+func writeQuick(conn net.Conn, p []byte) error {
+	_ = conn.SetWriteDeadline(time.Now().Add(quickWriteTimeout))
+	_, err := conn.Write(p)
+	_ = conn.SetWriteDeadline(time.Time{})
+	return err
 }
 
 func (s *parkedStream) Header() http.Header {
@@ -185,7 +209,12 @@ func appendChunk(b *bytes.Buffer, p []byte) {
 // of it within the stream's timeout fails it); the first failure is kept
 // (and gone called): the client is gone, or stopped reading.
 func (s *parkedStream) send(p []byte) error {
-	_, err := writeParked(s.conn, p, s.timeout, s.stop)
+	var err error
+	if s.held {
+		err = writeNow(s.conn, p)
+	} else {
+		_, err = writeParked(s.conn, p, s.timeout, s.stop)
+	}
 	if err != nil {
 		s.err = err
 		if s.gone != nil {
@@ -201,6 +230,15 @@ func (h *heartbeatWriter) parkOn(s *parkedStream) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.w = s
+}
+
+// answering marks s, the parked stream h writes on, no longer held: the
+// call's answer (and the progress relayed before it) may wait for the
+// client (parkedStream.held).
+func (h *heartbeatWriter) answering(s *parkedStream) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s.held = false
 }
 
 // finishParked ends s, the parked stream h writes on (parkedStream.finish),
@@ -220,6 +258,7 @@ func (h *heartbeatWriter) finishParked(s *parkedStream) error {
 func (l *leanHold) answerStream() {
 	conn, pending, cw, ps, srv := l.pc.conn, l.pc.pending, l.pc.watch, l.pc.stream, l.pc.srv
 	l.pc = nil
+	l.w.answering(ps)
 	l.answer()
 	l.end()
 	got, more := cw.stop()
