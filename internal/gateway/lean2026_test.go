@@ -433,7 +433,7 @@ func TestPlainModernKeepsTheCapabilitiesAsSent(t *testing.T) {
 	caps := `{"elicitation":{"form":{}},"sampling":{},"roots":{"listChanged":true}}`
 	body := strings.Replace(modernCallBody("2", "up__echo", `{"a":1}`, ""), `clientCapabilities":{}`, `clientCapabilities":`+caps, 1)
 	h := http.Header{"Mcp-Name": {"up__echo"}}
-	_, _, relay, ok := f.plainModern(h, []byte(body))
+	_, _, relay, _, ok := f.plainModern(h, []byte(body))
 	if !ok || relay == nil {
 		t.Fatal("plainModern: not plain")
 	}
@@ -448,7 +448,7 @@ func TestPlainModernKeepsTheCapabilitiesAsSent(t *testing.T) {
 		t.Errorf("the round's _meta upstream: %s, %v; want the capabilities %s", out, err, caps)
 	}
 	bad := strings.Replace(modernCallBody("3", "up__echo", `{}`, ""), `clientCapabilities":{}`, `clientCapabilities":{"x":}`, 1)
-	if _, _, _, ok := f.plainModern(h, []byte(bad)); ok {
+	if _, _, _, _, ok := f.plainModern(h, []byte(bad)); ok {
 		t.Error("invalid capabilities: plain, want handed to the SDK path")
 	}
 }

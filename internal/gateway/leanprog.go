@@ -48,7 +48,17 @@ func leanProgressToken(meta json.RawMessage) (json.RawMessage, bool) {
 	if ms.bad || tok == nil {
 		return nil, false
 	}
+	return leanTokenValue(tok)
+}
+
+// leanTokenValue returns tok, a progress token's value as sent, trimmed,
+// when the lean front gives it back exactly as the SDK path would (see
+// leanProgressToken); ok false otherwise.
+func leanTokenValue(tok []byte) (json.RawMessage, bool) {
 	tok = bytes.TrimSpace(tok)
+	if len(tok) == 0 {
+		return nil, false
+	}
 	switch c := tok[0]; {
 	case c == '"':
 		if _, ok := plainString(tok); !ok {
