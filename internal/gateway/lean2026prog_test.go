@@ -375,4 +375,3 @@ func TestLeanModernTokenCancelAndDrop(t *testing.T) {
 		})
 	}
 }
-
