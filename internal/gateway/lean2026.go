@@ -267,27 +267,7 @@ func modernToken(scanned bool, meta json.RawMessage) (json.RawMessage, bool) {
 	if !scanned {
 		return nil, false
 	}
-	ms := scanMembers(meta, 2, false)
-	var tok []byte
-	for {
-		k, esc, v, more := ms.next()
-		if !more {
-			break
-		}
-		if esc {
-			return nil, false
-		}
-		if string(k) == `"progressToken"` {
-			if tok != nil {
-				return nil, false
-			}
-			tok = v
-		}
-	}
-	if ms.bad || tok == nil {
-		return nil, false
-	}
-	return leanTokenValue(tok)
+	return metaToken(meta, false)
 }
 
 // answerModern is the answer to the lean 2026-07-28 call (decided as

@@ -29,27 +29,7 @@ func BenchmarkCallThroughGateway2026WithToken(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			p := &policy.Policy{Default: policy.Deny, Rules: []policy.Rule{{Name: "all", Server: "up", Effect: policy.Allow}}}
-			g, err := New(b.Context(), []ServerConfig{c.up(b)}, gate.New(nil, policy.NewHolder(p), nil), nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = g.Close() })
-			h, err := g.Handler(testAuth, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ts := httptest.NewServer(h)
-			b.Cleanup(ts.Close)
-			cl := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
-			cs, err := cl.Connect(b.Context(), &mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp",
-				HTTPClient: &http.Client{Transport: bearer{token: aliceToken, next: http.DefaultTransport}}}, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = cs.Close() })
-			if v := cs.InitializeResult().ProtocolVersion; v != modernVersion {
-				b.Fatalf("negotiated %s, want %s", v, modernVersion)
-			}
+			cs := benchFront2026(b, []ServerConfig{c.up(b)}, gate.New(nil, policy.NewHolder(p), nil), nil)
 			// The first call opens the upstream's session for 2026 agents.
 			if _, err := cs.CallTool(b.Context(), &mcp.CallToolParams{Name: "up__echo", Arguments: benchArgs}); err != nil {
 				b.Fatal(err)
@@ -66,4 +46,34 @@ func BenchmarkCallThroughGateway2026WithToken(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchFront2026 serves a gateway of servers and gt over HTTP (opts) and
+// returns a go-sdk client session with it speaking 2026-07-28 (alice's
+// token; no protocol session: each call a stateless POST); everything
+// ends with b.
+func benchFront2026(b *testing.B, servers []ServerConfig, gt *gate.Gate, opts *HTTPOptions) *mcp.ClientSession {
+	b.Helper()
+	g, err := New(b.Context(), servers, gt, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = g.Close() })
+	h, err := g.Handler(testAuth, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts := httptest.NewServer(h)
+	b.Cleanup(ts.Close)
+	cl := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	cs, err := cl.Connect(b.Context(), &mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{token: aliceToken, next: http.DefaultTransport}}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cs.Close() })
+	if v := cs.InitializeResult().ProtocolVersion; v != modernVersion {
+		b.Fatalf("negotiated %s, want %s", v, modernVersion)
+	}
+	return cs
 }

@@ -33,6 +33,13 @@ import (
 // back changed, and "-0" as "-0" only by chance of the encoder). ok false
 // for anything else, which keeps the call on the SDK path.
 func leanProgressToken(meta json.RawMessage) (json.RawMessage, bool) {
+	return metaToken(meta, true)
+}
+
+// metaToken returns the progress token of _meta bytes meta as
+// leanProgressToken takes it; with only false, other members (none with
+// an escaped key) may stand beside it (a 2026-07-28 call's: modernToken).
+func metaToken(meta json.RawMessage, only bool) (json.RawMessage, bool) {
 	ms := scanMembers(meta, 2, false)
 	var tok []byte
 	for {
@@ -40,10 +47,13 @@ func leanProgressToken(meta json.RawMessage) (json.RawMessage, bool) {
 		if !more {
 			break
 		}
-		if esc || tok != nil || string(k) != `"progressToken"` {
+		isTok := string(k) == `"progressToken"`
+		if esc || (isTok && tok != nil) || (only && !isTok) {
 			return nil, false
 		}
-		tok = v
+		if isTok {
+			tok = v
+		}
 	}
 	if ms.bad || tok == nil {
 		return nil, false
