@@ -30,8 +30,11 @@ import (
 // agents, modernconn.go, with the agent's client capabilities as the relay
 // round), a denied one refused; both answered with the status, headers and
 // bytes the SDK path writes (TestLeanModernAnswersAsTheSDK). A call the gate
-// would hold is handed to the SDK path with the decision taken
-// (carrier.prior), as is everything that is not plain: see plainModern.
+// would hold is held by the front (leanhold.go, leanpark.go), or, with a
+// Gatekeeper that cannot admit in place, handed to the SDK path with the
+// decision taken (carrier.prior); everything that is not plain goes to
+// the SDK path: see plainModern. A call with a progress token gets its
+// progress on its own response (lean2026prog_test.go).
 // See docs/architecture.md, "The lean front".
 
 // serveLeanModern answers the 2026-07-28 POST r (body read already) of
@@ -91,13 +94,16 @@ func (f *httpFront) serveLeanModern(w http.ResponseWriter, r *http.Request, body
 	if f.g.root.Err() != nil {
 		cancel(ErrShutdown)
 	}
-	// Nothing is written until the answer, which is all the response
-	// carries: it goes as application/json (writeModernJSON), so no
-	// header is set before it.
+	// Without a token nothing is written until the answer, which is all
+	// the response carries: it goes as application/json
+	// (writeModernJSON), so no header is set before it. With one, only
+	// the agent's progress may go before it (see above).
 	if h != nil {
-		// The gate would hold it: the front holds it on this goroutine
-		// (leanhold.go), with the decision AdmitUnlessHeld took. Nothing
-		// is written until the answer (no SSE comments on 2026 POSTs).
+		// The gate would hold it: the front holds it (leanhold.go; parked
+		// off the connection on HTTP/1.1, leanpark.go), with the decision
+		// AdmitUnlessHeld took. No SSE comments on 2026 POSTs: without a
+		// token nothing is written until the answer, with one the gate's
+		// keep-alives.
 		call.Prior = h
 		// Held, it keeps of the request only the id to answer with (the
 		// arguments are the call's; the _meta, name and method strings go).
@@ -187,8 +193,9 @@ func sdkLoopback(addr string) bool {
 // plainModern decodes body and reports whether it is one plain 2026-07-28
 // tools/call of a catalog tool: Mcp-Name equal to the tool's name, a
 // _meta with only the protocol version (2026-07-28), the client's
-// capabilities and info (no progress token, log level, approval resume or
-// other key), no task, inputResponses or requestState, a client that
+// capabilities and info and a progress token the front gives back as the
+// SDK path does (tok: modernToken; no log level, approval resume or other
+// key), no task, inputResponses or requestState, a client that
 // declared neither the Tasks extension nor (on a gateway answering held
 // calls with rounds) URL elicitation, a tool that runs as a task only or
 // binds headers to parameters, or the policy tool. relay carries the client's

@@ -73,8 +73,9 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 	if r.ProtoMajor != 1 || r.TLS != nil || l.later.cancel == nil || l.f.noPark {
 		return false
 	}
-	// A 2025-era session's call streams its response (leanstream.go): on
-	// HTTP/1.1 only (chunked), and not when the client asked to close.
+	// A 2025-era session's call, and a 2026-07-28 call with a progress
+	// token, streams its response (leanstream.go): on HTTP/1.1 only
+	// (chunked), and not when the client asked to close.
 	stream := l.w != nil
 	if (!stream && l.mw == nil) || (stream && (r.ProtoMinor != 1 || r.Close)) {
 		return false
