@@ -72,7 +72,7 @@ func (f *httpFront) serveLeanModern(w http.ResponseWriter, r *http.Request, body
 		w = hw
 		// A failed write is the client gone: cancelled at once, as the
 		// POST's end cancels it.
-		prog = newLeanProgress(ctx, hw, tok, f.g.log, func() { cancel(context.Canceled) })
+		prog = newLeanProgress(ctx, hw, tok, f.g.log, func() { cancel(context.Canceled) }) //nolint:contextcheck // as AdmitUnlessHeld below: the call's own context (leanModernBase)
 	}
 	call := f.g.toolCall(p, t, m.Params.Arguments, prog)
 	adm := new(gate.Admission)
