@@ -375,3 +375,39 @@ func TestLeanModernTokenCancelAndDrop(t *testing.T) {
 		})
 	}
 }
+
+// TestMetaToken: the progress token of a _meta as each era's lean path
+// takes it (metaToken): alone (2025, only) or beside other members
+// (2026-07-28), never with an escaped key or repeated, and only a value
+// the front gives back as the SDK path does.
+func TestMetaToken(t *testing.T) {
+	for _, c := range []struct {
+		meta       string
+		only, want string // the token taken with only true and false; "" none
+	}{
+		{`{"progressToken":7}`, `7`, `7`},
+		{`{ "progressToken" : "a-b" }`, `"a-b"`, `"a-b"`},
+		{`{"progressToken":7,"x":1}`, ``, `7`},
+		{`{"x":{"progressToken":1},"progressToken":-3}`, ``, `-3`},
+		{`{"progressToken":1,"progressToken":1}`, ``, ``},
+		{`{"progress\u0054oken":1}`, ``, ``},
+		{`{"progressToken":1,"\u0078":1}`, ``, ``},
+		{`{"x":1}`, ``, ``},
+		{`{}`, ``, ``},
+		{`{"progressToken":1.0}`, ``, ``},
+		{`{"progressToken":"\u0041"}`, ``, ``},
+		{`{"progressToken":true}`, ``, ``},
+		{`{"progressToken":1`, ``, ``},
+	} {
+		for _, only := range []bool{true, false} {
+			want := c.want
+			if only {
+				want = c.only
+			}
+			tok, ok := metaToken([]byte(c.meta), only)
+			if ok != (want != "") || string(tok) != want {
+				t.Errorf("metaToken(%s, only %v) = %s, %v; want %q", c.meta, only, tok, ok, want)
+			}
+		}
+	}
+}
