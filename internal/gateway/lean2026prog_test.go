@@ -29,6 +29,9 @@ func rawModernTokenRequest(host, id, tool, args, tok string) string {
 // routes (progressRoutes.start).
 var upstreamTokenText = regexp.MustCompile(`toolgate-[0-9]+-[A-Z2-7]+`)
 
+// metaExpiry matches the expiry toolgate's approval _meta names.
+var metaExpiry = regexp.MustCompile(`"expires_at":"[^"]*"`)
+
 // TestLeanModernTokenAsTheSDKPath (issue 13): a 2026-07-28 tools/call
 // whose _meta carries a progress token is served by the lean front (one
 // POST, one policy evaluation) and its raw HTTP/1.1 client reads the
@@ -108,7 +111,10 @@ func TestLeanModernTokenAsTheSDKPath(t *testing.T) {
 				wr.response(t, nil)
 				// The upstream's token (the progress tool's answer names it)
 				// is the gateway's, new for each call.
-				wires[i] = upstreamTokenText.ReplaceAllString(wireOf(t, wr.raw.Bytes(), ids), "toolgate-<n>-<rand>")
+				// So is a refusal's expiry in its _meta (wireOf normalises
+				// the keep-alives' "expires at").
+				w := upstreamTokenText.ReplaceAllString(wireOf(t, wr.raw.Bytes(), ids), "toolgate-<n>-<rand>")
+				wires[i] = metaExpiry.ReplaceAllString(w, `"expires_at":"<t>"`)
 				_ = c.Close()
 			}
 			if diff := cmp.Diff(wires[1], wires[0]); diff != "" {
