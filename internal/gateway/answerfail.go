@@ -33,13 +33,13 @@ import (
 
 // answerModernSafe is answerModern with a panic of the answer made into
 // an internal error (answerPanicked).
-func (g *Gateway) answerModernSafe(ctx context.Context, p approval.Principal, t Tool, call *gate.Call, adm *gate.Admission, relay *relayRound) (ans modernAnswer) {
+func (g *Gateway) answerModernSafe(ctx context.Context, p approval.Principal, t Tool, call *gate.Call, adm *gate.Admission, relay *relayRound, prog *callProgress) (ans modernAnswer) {
 	defer func() {
 		if v := recover(); v != nil {
 			ans = g.answerPanicked(ctx, t, adm, v)
 		}
 	}()
-	return g.answerModern(ctx, p, t, call, adm, relay)
+	return g.answerModern(ctx, p, t, call, adm, relay, prog)
 }
 
 // answerPanicked logs the panic v of the answer to the call of t admitted
@@ -80,7 +80,7 @@ func (l *leanHold) writeParked(pw *parkedResponse) {
 		ans := g.answerPanicked(l.ctx, l.t, l.adm, v)
 		writeModernAnswer(pw, g.impl, l.m.ID, ans)
 	}()
-	writeModernAnswer(pw, g.impl, l.m.ID, g.answerModern(l.ctx, l.p, l.t, l.call, l.adm, l.relay))
+	writeModernAnswer(pw, g.impl, l.m.ID, g.answerModern(l.ctx, l.p, l.t, l.call, l.adm, l.relay, l.prog))
 }
 
 // recoverAnswer is deferred by an SDK-path handler other than tools/call

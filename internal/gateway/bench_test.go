@@ -126,27 +126,7 @@ func BenchmarkCallThroughGateway2026(b *testing.B) {
 		opts *HTTPOptions
 	}{{"lean", nil}, {"sdk", &HTTPOptions{DisableLeanCalls: true}}} {
 		b.Run(c.name, func(b *testing.B) {
-			g, err := New(b.Context(), []ServerConfig{{Name: "up", URL: benchUpstream(b)}}, gate.New(nil, policy.NewHolder(benchPolicy), nil), nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = g.Close() })
-			h, err := g.Handler(testAuth, c.opts)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ts := httptest.NewServer(h)
-			b.Cleanup(ts.Close)
-			cl := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
-			cs, err := cl.Connect(b.Context(), &mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp",
-				HTTPClient: &http.Client{Transport: bearer{token: aliceToken, next: http.DefaultTransport}}}, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = cs.Close() })
-			if v := cs.InitializeResult().ProtocolVersion; v != modernVersion {
-				b.Fatalf("negotiated %s, want %s", v, modernVersion)
-			}
+			cs := benchFront2026(b, []ServerConfig{{Name: "up", URL: benchUpstream(b)}}, gate.New(nil, policy.NewHolder(benchPolicy), nil), c.opts)
 			benchCalls(b, cs, "up__echo")
 		})
 	}
@@ -246,27 +226,7 @@ func BenchmarkCallThroughGateway2026Stdio(b *testing.B) {
 	p := &policy.Policy{Default: policy.Deny, Rules: []policy.Rule{{Name: "all", Server: "up", Effect: policy.Allow}}}
 	sc := stdioServer("up")
 	sc.Sessions = SessionsShared
-	g, err := New(b.Context(), []ServerConfig{sc}, gate.New(nil, policy.NewHolder(p), nil), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = g.Close() })
-	h, err := g.Handler(testAuth, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ts := httptest.NewServer(h)
-	b.Cleanup(ts.Close)
-	cl := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
-	cs, err := cl.Connect(b.Context(), &mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp",
-		HTTPClient: &http.Client{Transport: bearer{token: aliceToken, next: http.DefaultTransport}}}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cs.Close() })
-	if v := cs.InitializeResult().ProtocolVersion; v != modernVersion {
-		b.Fatalf("negotiated %s, want %s", v, modernVersion)
-	}
+	cs := benchFront2026(b, []ServerConfig{sc}, gate.New(nil, policy.NewHolder(p), nil), nil)
 	// The first call opens the upstream's session for 2026 agents.
 	if _, err := cs.CallTool(b.Context(), &mcp.CallToolParams{Name: "up__echo", Arguments: benchArgs}); err != nil {
 		b.Fatal(err)

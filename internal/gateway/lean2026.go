@@ -30,8 +30,11 @@ import (
 // agents, modernconn.go, with the agent's client capabilities as the relay
 // round), a denied one refused; both answered with the status, headers and
 // bytes the SDK path writes (TestLeanModernAnswersAsTheSDK). A call the gate
-// would hold is handed to the SDK path with the decision taken
-// (carrier.prior), as is everything that is not plain: see plainModern.
+// would hold is held by the front (leanhold.go, leanpark.go), or, with a
+// Gatekeeper that cannot admit in place, handed to the SDK path with the
+// decision taken (carrier.prior); everything that is not plain goes to
+// the SDK path: see plainModern. A call with a progress token gets its
+// progress on its own response (lean2026prog_test.go).
 // See docs/architecture.md, "The lean front".
 
 // serveLeanModern answers the 2026-07-28 POST r (body read already) of
@@ -46,7 +49,7 @@ func (f *httpFront) serveLeanModern(w http.ResponseWriter, r *http.Request, body
 		f.note(false)
 		return false, nil, nil
 	}
-	m, t, relay, ok := f.plainModern(r.Header, body)
+	m, t, relay, tok, ok := f.plainModern(r.Header, body)
 	if !ok {
 		f.note(false)
 		return false, nil, nil
@@ -56,9 +59,29 @@ func (f *httpFront) serveLeanModern(w http.ResponseWriter, r *http.Request, body
 	// recorded as such, with no grace as on a 2025 session.
 	ctx, cancel := context.WithCancelCause(context.WithValue(leanModernBase(r), modernKey{}, true))
 	stop := context.AfterFunc(r.Context(), func() { cancel(context.Canceled) })
-	call := f.g.toolCall(p, t, m.Params.Arguments, nil)
+	var hw *heartbeatWriter
+	var prog *callProgress
+	if tok != nil {
+		// The agent's progress (keep-alives while held, the upstream's
+		// once dispatched) goes on this POST's response as an event
+		// stream, as the SDK's stateless handler sends it; an answer with
+		// nothing before it goes alone as application/json
+		// (writeModernJSON). Never armed: no SSE comments on 2026 POSTs.
+		hw = newHeartbeatWriter(w, f.opts.HeartbeatFirst, f.opts.Heartbeat)
+		hw.deferStream()
+		w = hw
+		// A failed write is the client gone: cancelled at once, as the
+		// POST's end cancels it.
+		prog = newLeanProgress(ctx, hw, tok, f.g.log, func() { cancel(context.Canceled) }) //nolint:contextcheck // as AdmitUnlessHeld below: the call's own context (leanModernBase)
+	}
+	call := f.g.toolCall(p, t, m.Params.Arguments, prog)
 	adm := new(gate.Admission)
+	// Keep-alives matter only to a held call, which AdmitUnlessHeld hands
+	// back; asked with them it would hand back every call undecided.
+	keepAlive := call.KeepAlive
+	call.KeepAlive = nil
 	h := la.AdmitUnlessHeld(ctx, &call, adm) //nolint:contextcheck // the call's own context: r's span without r's other values (leanModernBase)
+	call.KeepAlive = keepAlive
 	if h != nil && !f.holdsLean() {
 		stop()
 		cancel(nil)
@@ -71,20 +94,28 @@ func (f *httpFront) serveLeanModern(w http.ResponseWriter, r *http.Request, body
 	if f.g.root.Err() != nil {
 		cancel(ErrShutdown)
 	}
-	// Nothing is written until the answer, which is all the response
-	// carries: it goes as application/json (writeModernJSON), so no
-	// header is set before it.
+	// Without a token nothing is written until the answer, which is all
+	// the response carries: it goes as application/json
+	// (writeModernJSON), so no header is set before it. With one, only
+	// the agent's progress may go before it (see above).
 	if h != nil {
-		// The gate would hold it: the front holds it on this goroutine
-		// (leanhold.go), with the decision AdmitUnlessHeld took. Nothing
-		// is written until the answer (no SSE comments on 2026 POSTs).
+		// The gate would hold it: the front holds it (leanhold.go; parked
+		// off the connection on HTTP/1.1, leanpark.go), with the decision
+		// AdmitUnlessHeld took. No SSE comments on 2026 POSTs: without a
+		// token nothing is written until the answer, with one the gate's
+		// keep-alives.
 		call.Prior = h
 		// Held, it keeps of the request only the id to answer with (the
 		// arguments are the call's; the _meta, name and method strings go).
-		return true, nil, &leanHold{f: f, ctx: ctx, mw: w, p: p, m: leanRequest{ID: m.ID}, t: t, call: &call, relay: relay,
+		l := &leanHold{f: f, ctx: ctx, mw: w, p: p, m: leanRequest{ID: m.ID}, t: t, call: &call, relay: relay, modern: true,
 			later: leanCleanups{untrack: untrack, stop: stop, cancel: cancel}}
+		if hw != nil {
+			// Its keep-alives stream (parked: leanstream.go).
+			l.mw, l.w, l.prog = nil, hw, prog
+		}
+		return true, nil, l
 	}
-	writeModernAnswer(w, f.g.impl, m.ID, f.g.answerModernSafe(ctx, p, t, &call, adm, relay)) //nolint:contextcheck // as above
+	writeModernAnswer(w, f.g.impl, m.ID, f.g.answerModernSafe(ctx, p, t, &call, adm, relay, prog)) //nolint:contextcheck // as above
 	untrack()
 	stop()
 	cancel(nil)
@@ -162,56 +193,64 @@ func sdkLoopback(addr string) bool {
 // plainModern decodes body and reports whether it is one plain 2026-07-28
 // tools/call of a catalog tool: Mcp-Name equal to the tool's name, a
 // _meta with only the protocol version (2026-07-28), the client's
-// capabilities and info (no progress token, log level, approval resume or
-// other key), no task, inputResponses or requestState, a client that
+// capabilities and info and a progress token the front gives back as the
+// SDK path does (tok: modernToken; no log level, approval resume or other
+// key), no task, inputResponses or requestState, a client that
 // declared neither the Tasks extension nor (on a gateway answering held
 // calls with rounds) URL elicitation, a tool that runs as a task only or
 // binds headers to parameters, or the policy tool. relay carries the client's
 // capabilities upstream, as the middleware's relay round does.
-func (f *httpFront) plainModern(h http.Header, body []byte) (leanRequest, Tool, *relayRound, bool) {
-	var m leanRequest
+func (f *httpFront) plainModern(h http.Header, body []byte) (m leanRequest, t Tool, relay *relayRound, tok json.RawMessage, ok bool) {
 	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' {
-		return m, Tool{}, nil, false
+		return m, Tool{}, nil, nil, false
 	}
-	if json.Unmarshal(body, &m) != nil || m.JSONRPC != "2.0" || m.Method != "tools/call" || m.Params == nil ||
+	// The scanner's struct is the decode's (leanscan.go); scanned says
+	// every key of the body was exact, which a progress token needs.
+	m, scanned, err := decodeLeanRequestScanned(body)
+	if err != nil || m.JSONRPC != "2.0" || m.Method != "tools/call" || m.Params == nil ||
 		classifyID(m.ID) != idOK || m.Params.Meta == nil || m.Params.Task != nil ||
 		m.Params.InputResponses != nil || m.Params.RequestState != nil || checkArguments(m.Params.Arguments) != nil ||
 		m.Params.Name == PolicyToolName || h.Get("Mcp-Name") != m.Params.Name {
-		return m, Tool{}, nil, false
+		return m, Tool{}, nil, nil, false
 	}
 	var meta map[string]json.RawMessage
 	if json.Unmarshal(m.Params.Meta, &meta) != nil {
-		return m, Tool{}, nil, false
+		return m, Tool{}, nil, nil, false
 	}
 	var version string
 	for k, v := range meta {
 		switch k {
 		case mcpwire.MetaProtocolVersion:
 			if json.Unmarshal(v, &version) != nil || version != modernVersion {
-				return m, Tool{}, nil, false
+				return m, Tool{}, nil, nil, false
 			}
 		case mcpwire.MetaClientCapabilities, mcpwire.MetaClientInfo:
 			if b := bytes.TrimSpace(v); len(b) == 0 || b[0] != '{' {
-				return m, Tool{}, nil, false
+				return m, Tool{}, nil, nil, false
+			}
+		case progressTokenKey:
+			// Taken as leanprog.go takes a 2025 call's (modernToken).
+			if tok, ok = modernToken(scanned, m.Params.Meta); !ok {
+				return m, Tool{}, nil, nil, false
 			}
 		default:
-			return m, Tool{}, nil, false
+			return m, Tool{}, nil, nil, false
 		}
 	}
 	rawCaps, ok := meta[mcpwire.MetaClientCapabilities]
 	if version == "" || !ok {
-		return m, Tool{}, nil, false
+		return m, Tool{}, nil, nil, false
 	}
 	caps, err := mcpwire.ParseClientCapabilities(rawCaps)
 	if err != nil || caps.Has(mcpwire.TasksExtension) || (caps.ElicitationURL && f.g.opts.MRTR != nil) {
-		return m, Tool{}, nil, false
+		return m, Tool{}, nil, nil, false
 	}
-	t, ok := f.g.catalog.lookup(m.Params.Name)
+	t, ok = f.g.catalog.lookup(m.Params.Name)
 	if !ok || t.TaskSupport == TaskSupportRequired || t.headerParams {
-		return m, t, nil, false
+		return m, t, nil, nil, false
 	}
 	if f.g.ups[t.Server] == nil {
-		return m, t, nil, false
+		return m, t, nil, nil, false
 	}
 	// The capabilities as the agent sent them (valid JSON: the body
 	// decoded; their own copy, made by the decode of meta), not decoded
@@ -219,7 +258,23 @@ func (f *httpFront) plainModern(h http.Header, body []byte) (leanRequest, Tool, 
 	// round until it is answered, and the round only re-encodes them
 	// upstream (a json.RawMessage marshals as itself, as the rounds of a
 	// direct task carry them: continueDirectTask).
-	return m, t, &relayRound{caps: rawCaps}, true
+	return m, t, &relayRound{caps: rawCaps}, tok, true
+}
+
+// progressTokenKey is the _meta member of a request's progress token.
+const progressTokenKey = "progressToken"
+
+// modernToken returns the progress token of a 2026-07-28 call's _meta,
+// meta (its bytes as sent), when the lean front gives it back exactly as
+// the SDK path would: the body was read by the validating scanner (every
+// key of it exact: scanned), no key of meta is escaped, "progressToken"
+// is not repeated, and its value is one leanTokenValue takes. ok false
+// keeps the call on the SDK path.
+func modernToken(scanned bool, meta json.RawMessage) (json.RawMessage, bool) {
+	if !scanned {
+		return nil, false
+	}
+	return metaToken(meta, false)
 }
 
 // answerModern is the answer to the lean 2026-07-28 call (decided as
@@ -229,7 +284,11 @@ func (f *httpFront) plainModern(h http.Header, body []byte) (leanRequest, Tool, 
 // way and a plain result is answered from its bytes (modernraw.go). A
 // decoded result is returned with its resultType unset: writeModernResult
 // adds it, as the SDK does.
-func (g *Gateway) answerModern(ctx context.Context, p approval.Principal, t Tool, call *gate.Call, adm *gate.Admission, relay *relayRound) modernAnswer {
+//
+// prog, when not nil, is the agent's progress channel (a call with a
+// progress token): the upstream's progress for the call is relayed on it,
+// under the agent's token, before the answer, as on the SDK path (handle).
+func (g *Gateway) answerModern(ctx context.Context, p approval.Principal, t Tool, call *gate.Call, adm *gate.Admission, relay *relayRound, prog *callProgress) modernAnswer {
 	if adm.Replay != nil {
 		// As answerCall does (only a call naming its approval gets one;
 		// a plain call names none).
@@ -248,9 +307,17 @@ func (g *Gateway) answerModern(ctx context.Context, p approval.Principal, t Tool
 	}
 	u := g.ups[t.Server]
 	o := g.newOrigin(ctx, nil, p, t.Server)
-	d := &dispatch{tool: t, args: args, origin: o, relay: relay, call: *call}
+	d := &dispatch{tool: t, args: args, origin: o, relay: relay, call: *call, progress: prog}
+	if prog != nil {
+		g.routes.start(prog)
+		defer prog.finishOnce(g.routes) // a panic of the dispatch: its relay still stops
+	}
 	if ans, raw, ok := g.dispatchModernRaw(ctx, u, d); ok {
 		o.finish()
+		if prog != nil {
+			// What the upstream sent before its result goes out before it.
+			prog.finishOnce(g.routes)
+		}
 		oc := d.outcome
 		if oc == approval.OutcomeNone {
 			oc = outcome(ans.res, ans.err)
@@ -266,8 +333,11 @@ func (g *Gateway) answerModern(ctx context.Context, p approval.Principal, t Tool
 		finishModern(ctx, adm, oc, rec)
 		return ans
 	}
-	res, err := u.call(withRelayRound(withOrigin(ctx, o), relay), t.Tool, args, nil)
+	res, err := u.call(withRelayRound(withOrigin(ctx, o), relay), t.Tool, args, prog)
 	o.finish()
+	if prog != nil {
+		prog.finishOnce(g.routes)
+	}
 	if err == nil {
 		res, err = g.relayResult(d.call, res)
 	}
@@ -362,7 +432,16 @@ func writeModernResultBytes(w http.ResponseWriter, id json.RawMessage, rb []byte
 // and with its Content-Length, in one write. (The SDK's stateless handler
 // answers as an event stream with the message as its one event: the same
 // JSON-RPC bytes, which a client must take either way.)
+//
+// On the response of a call with a progress token (a heartbeatWriter,
+// left undecided) the answer goes that way only when nothing was written
+// before it; after keep-alives or the upstream's progress it is the event
+// stream's last event, as the SDK's handler writes it (writeLastSSE).
 func writeModernJSON(w http.ResponseWriter, msg []byte) {
+	if _, ok := w.(*heartbeatWriter); ok {
+		writeLastSSE(w, msg)
+		return
+	}
 	h := w.Header()
 	h.Set("Cache-Control", "no-cache, no-transform")
 	h.Set("Content-Type", "application/json")

@@ -205,7 +205,9 @@ func equalHeaders(a, b http.Header) bool {
 
 // TestLeanModernHandsOffWhatIsNotPlain: 2026-07-28 POSTs the lean front
 // must not answer go to the SDK path, which answers them as before: a
-// progress token, a log level, an approval resume or another _meta key,
+// progress token the front would not give back as the SDK path does (a
+// plain one is the front's since branch tok26: lean2026prog_test.go), a
+// log level, an approval resume or another _meta key,
 // requestState, inputResponses, a task, the Tasks extension or URL
 // elicitation declared (MRTR rounds are off here, so URL elicitation alone
 // stays lean), an Mcp-Name or Mcp-Method that does not match the body, a
@@ -226,7 +228,7 @@ func TestLeanModernHandsOffWhatIsNotPlain(t *testing.T) {
 		name, tool, body string
 		hdr              map[string]string
 	}{
-		{"progress token", "up__echo", echo(`"progressToken":"p1"`), nil},
+		{"progress token as a fraction", "up__echo", echo(`"progressToken":1.5`), nil},
 		{"log level", "up__echo", echo(`"io.modelcontextprotocol/logLevel":"debug"`), nil},
 		{"other _meta key", "up__echo", echo(`"vendor/x":1`), nil},
 		{"approval resume", "up__echo", echo(`"toolgate/approval":"nope"`), nil},
@@ -433,7 +435,7 @@ func TestPlainModernKeepsTheCapabilitiesAsSent(t *testing.T) {
 	caps := `{"elicitation":{"form":{}},"sampling":{},"roots":{"listChanged":true}}`
 	body := strings.Replace(modernCallBody("2", "up__echo", `{"a":1}`, ""), `clientCapabilities":{}`, `clientCapabilities":`+caps, 1)
 	h := http.Header{"Mcp-Name": {"up__echo"}}
-	_, _, relay, ok := f.plainModern(h, []byte(body))
+	_, _, relay, _, ok := f.plainModern(h, []byte(body))
 	if !ok || relay == nil {
 		t.Fatal("plainModern: not plain")
 	}
@@ -448,7 +450,7 @@ func TestPlainModernKeepsTheCapabilitiesAsSent(t *testing.T) {
 		t.Errorf("the round's _meta upstream: %s, %v; want the capabilities %s", out, err, caps)
 	}
 	bad := strings.Replace(modernCallBody("3", "up__echo", `{}`, ""), `clientCapabilities":{}`, `clientCapabilities":{"x":}`, 1)
-	if _, _, _, ok := f.plainModern(h, []byte(bad)); ok {
+	if _, _, _, _, ok := f.plainModern(h, []byte(bad)); ok {
 		t.Error("invalid capabilities: plain, want handed to the SDK path")
 	}
 }

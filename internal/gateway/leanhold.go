@@ -60,9 +60,11 @@ type leanHold struct {
 	hold gate.HeldCall
 	// mw, for a 2026-07-28 request's call (lean2026.go; w and s nil),
 	// is its POST's response, answered by writeModernResult; relay is
-	// its relay round.
-	mw    http.ResponseWriter
-	relay *relayRound
+	// its relay round. modern marks such a call; one with a progress
+	// token has w (never armed) and prog in place of mw.
+	mw     http.ResponseWriter
+	relay  *relayRound
+	modern bool
 	// pc is the connection of a call parked off net/http's (leanpark.go).
 	pc *parkedConn
 	// later are the cleanups the handling of its POST deferred.
@@ -205,8 +207,12 @@ type admitterSplit interface {
 //
 //go:noinline // answerLean's arguments stay off ServeHTTP's frame
 func (l *leanHold) answer() {
-	if l.mw != nil {
-		writeModernAnswer(l.mw, l.f.g.impl, l.m.ID, l.f.g.answerModernSafe(l.ctx, l.p, l.t, l.call, l.adm, l.relay))
+	if l.modern {
+		var w http.ResponseWriter = l.w // with a progress token: its stream
+		if l.mw != nil {
+			w = l.mw
+		}
+		writeModernAnswer(w, l.f.g.impl, l.m.ID, l.f.g.answerModernSafe(l.ctx, l.p, l.t, l.call, l.adm, l.relay, l.prog))
 		return
 	}
 	l.f.answerLean(l.ctx, l.w, l.p, l.s, l.m, l.t, l.call, l.adm, l.prog)

@@ -111,8 +111,9 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 	if r.ProtoMajor != 1 || r.TLS != nil || l.later.cancel == nil || l.f.noPark {
 		return false
 	}
-	// A 2025-era session's call streams its response (leanstream.go): on
-	// HTTP/1.1 only (chunked), and not when the client asked to close.
+	// A 2025-era session's call, and a 2026-07-28 call with a progress
+	// token, streams its response (leanstream.go): on HTTP/1.1 only
+	// (chunked), and not when the client asked to close.
 	stream := l.w != nil
 	if (!stream && l.mw == nil) || (stream && (r.ProtoMinor != 1 || r.Close)) {
 		return false
@@ -155,12 +156,25 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 		if d := g.parkWrite; d > 0 {
 			timeout = d
 		}
-		ps := &parkedStream{conn: conn, kept: header, timeout: timeout, stop: g.root.Done(), gone: l.clientGone, held: true}
+		ps := &parkedStream{conn: conn, kept: header, timeout: timeout, stop: g.root.Done(), gone: l.streamGone, held: true}
 		l.w.parkOn(ps)
 		l.pc.header, l.pc.stream = nil, ps
 	}
 	go l.admitParked()
 	return true
+}
+
+// streamGone is what the end of a parked stream's connection, or a failed
+// write on it, does to its call l: a 2026-07-28 call (with a progress
+// token) is cancelled at once with context.Canceled, as the POST's end
+// cancels it on the connection's goroutine (serveLeanModern); a 2025-era
+// one after the drop grace (clientGone).
+func (l *leanHold) streamGone() {
+	if l.modern {
+		l.later.cancel(context.Canceled)
+		return
+	}
+	l.clientGone()
 }
 
 // clientGone cancels the parked 2025-era call l after the drop grace, as
@@ -198,7 +212,7 @@ func (l *leanHold) admitParked() {
 	cancel := l.later.cancel
 	gone := func() { cancel(context.Canceled) }
 	if l.pc.stream != nil {
-		gone = l.clientGone
+		gone = l.streamGone
 	}
 	l.pc.watch = l.f.g.watchParked(l.pc.conn, gone)
 	l.armHold()

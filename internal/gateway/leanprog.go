@@ -33,6 +33,13 @@ import (
 // back changed, and "-0" as "-0" only by chance of the encoder). ok false
 // for anything else, which keeps the call on the SDK path.
 func leanProgressToken(meta json.RawMessage) (json.RawMessage, bool) {
+	return metaToken(meta, true)
+}
+
+// metaToken returns the progress token of _meta bytes meta as
+// leanProgressToken takes it; with only false, other members (none with
+// an escaped key) may stand beside it (a 2026-07-28 call's: modernToken).
+func metaToken(meta json.RawMessage, only bool) (json.RawMessage, bool) {
 	ms := scanMembers(meta, 2, false)
 	var tok []byte
 	for {
@@ -40,15 +47,28 @@ func leanProgressToken(meta json.RawMessage) (json.RawMessage, bool) {
 		if !more {
 			break
 		}
-		if esc || tok != nil || string(k) != `"progressToken"` {
+		isTok := string(k) == `"progressToken"`
+		if esc || (isTok && tok != nil) || (only && !isTok) {
 			return nil, false
 		}
-		tok = v
+		if isTok {
+			tok = v
+		}
 	}
 	if ms.bad || tok == nil {
 		return nil, false
 	}
+	return leanTokenValue(tok)
+}
+
+// leanTokenValue returns tok, a progress token's value as sent, trimmed,
+// when the lean front gives it back exactly as the SDK path would (see
+// leanProgressToken); ok false otherwise.
+func leanTokenValue(tok []byte) (json.RawMessage, bool) {
 	tok = bytes.TrimSpace(tok)
+	if len(tok) == 0 {
+		return nil, false
+	}
 	switch c := tok[0]; {
 	case c == '"':
 		if _, ok := plainString(tok); !ok {

@@ -60,7 +60,7 @@ func (g *Gateway) dispatchModernRaw(ctx context.Context, u *upstream, d *dispatc
 	if r := d.relay; r != nil && (r.responses != nil || r.state != "") {
 		return modernAnswer{}, nil, false
 	}
-	raw, ok, err := u.callModernRaw(withOrigin(ctx, d.origin), d.tool.Tool, d.args, d.relay)
+	raw, ok, err := u.callModernRaw(withOrigin(ctx, d.origin), d.tool.Tool, d.args, d.relay, d.progress)
 	if !ok {
 		return modernAnswer{}, nil, false
 	}
@@ -95,28 +95,41 @@ func (g *Gateway) dispatchModernRaw(ctx context.Context, u *upstream, d *dispatc
 // capabilities in the round) or an HTTP upstream answered 404; then
 // nothing was sent and the caller uses upstream.call. The results and
 // errors are callRaw's.
-func (u *upstream) callModernRaw(ctx context.Context, tool string, args json.RawMessage, r *relayRound) (result json.RawMessage, ok bool, err error) {
+//
+// prog, when not nil, is the call's progress channel (its route started:
+// progressRoutes.start): the call carries its upstream token, as
+// callRawProgress sends a 2025 agent's, bound to the session it goes on
+// (upstream.sendingProgress), and the upstream's progress is taken off
+// the wire (rawcap.go, ssetee.go).
+func (u *upstream) callModernRaw(ctx context.Context, tool string, args json.RawMessage, r *relayRound, prog *callProgress) (result json.RawMessage, ok bool, err error) {
 	c, err := u.modernSession(ctx)
 	if err != nil {
 		return nil, true, u.unavailable(ctx, tool, "its session for 2026-07-28 agents could not be opened; nothing was sent to it", approval.OutcomeTransportError, err)
 	}
+	rawHTTP, rawStdio := rawHTTPApplies(ctx, c), rawApplies(ctx, c)
+	modernStdio := !rawHTTP && !rawStdio && c.raw != nil && c.modernEra() && r != nil && r.caps != nil
+	if !rawHTTP && !rawStdio && !modernStdio {
+		return nil, false, nil
+	}
+	var token string
+	if prog != nil {
+		ctx, token = u.sendingProgress(ctx, c, prog), prog.upstreamToken
+	}
 	var raw json.RawMessage
 	switch {
-	case rawHTTPApplies(ctx, c):
+	case rawHTTP:
 		var sent bool
-		if raw, sent, err = u.rawHTTPOnce(ctx, c, tool, args, ""); !sent {
+		if raw, sent, err = u.rawHTTPOnce(ctx, c, tool, args, token); !sent {
 			return nil, false, nil // 404: upstream.call reconnects and sends it
 		}
-	case rawApplies(ctx, c):
-		raw, err = u.rawOnce(ctx, c, tool, args, "")
-	case c.raw != nil && c.modernEra() && r != nil && r.caps != nil:
-		meta, merr := u.modernMeta(c, r)
+	case rawStdio:
+		raw, err = u.rawOnce(ctx, c, tool, args, token)
+	default:
+		meta, merr := u.modernMeta(c, r, token)
 		if merr != nil {
 			return nil, false, nil
 		}
 		raw, err = u.rawOnceMeta(ctx, c, tool, args, meta)
-	default:
-		return nil, false, nil
 	}
 	return u.rawResult(tool, raw, err)
 }
@@ -124,17 +137,22 @@ func (u *upstream) callModernRaw(ctx context.Context, tool string, args json.Raw
 // modernMeta is the _meta of a tools/call of the relay round r on the
 // 2026-era session c, as the SDK's CallTool sends it (relayRound.apply,
 // then injectRequestMeta): the session's protocol version, toolgate's
-// client info (upstream.newClientWith) and the agent's capabilities.
-func (u *upstream) modernMeta(c *upConn, r *relayRound) ([]byte, error) {
+// client info (upstream.newClientWith) and the agent's capabilities, and
+// the upstream progress token tok unless it is empty (SetProgressToken).
+func (u *upstream) modernMeta(c *upConn, r *relayRound, tok string) ([]byte, error) {
 	ir := c.cs.InitializeResult()
 	if ir == nil {
 		return nil, errors.New("the session is not initialised")
 	}
-	return json.Marshal(map[string]any{
+	meta := map[string]any{
 		mcp.MetaKeyProtocolVersion:    ir.ProtocolVersion,
 		mcp.MetaKeyClientInfo:         &mcp.Implementation{Name: "toolgate", Version: u.g.opts.Version},
 		mcp.MetaKeyClientCapabilities: r.caps,
-	})
+	}
+	if tok != "" {
+		meta[progressTokenKey] = tok
+	}
+	return json.Marshal(meta)
 }
 
 // rawOnceMeta is rawOnce with meta as the call's _meta.
