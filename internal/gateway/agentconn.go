@@ -225,7 +225,9 @@ func (ac *agentConn) track(o *origin) func() {
 // the agent's latest request in flight when there is one. The request may
 // not belong to that request (a server asks for roots on its own, for
 // example right after it started), so it is not cancelled when that
-// request ends: the origin is borrowed.
+// request ends: the origin is borrowed. When that request is answered
+// before the question is written, the question goes on the session's
+// standalone stream instead (origin.viaSDK).
 func (ac *agentConn) route() *origin {
 	ac.mu.Lock()
 	defer ac.mu.Unlock()
@@ -234,7 +236,7 @@ func (ac *agentConn) route() *origin {
 	if n := len(ac.inflight); n > 0 && ac.inflight[n-1].ctx.Err() == nil {
 		ctx, lean = ac.inflight[n-1].ctx, ac.inflight[n-1].lean
 	}
-	return &origin{ss: ac.ss, principal: ac.principal, ctx: ctx, borrowed: true, reg: ac.u.g.origins, log: ac.u.log, server: ac.u.name, lean: lean}
+	return &origin{ss: ac.ss, principal: ac.principal, ctx: ctx, standalone: ac.u.g.root, borrowed: true, reg: ac.u.g.origins, log: ac.u.log, server: ac.u.name, lean: lean}
 }
 
 // sendLog forwards a log message of no request, of size bytes on the

@@ -35,6 +35,9 @@ type origin struct {
 	// than for one of its requests (agentConn.route): ctx only picks the
 	// stream, and its end does not withdraw a question put through it.
 	borrowed bool
+	// standalone, for a borrowed origin, is a context of no request: a
+	// question sent with it goes on the agent session's standalone stream.
+	standalone context.Context
 	// modern marks a 2026-07-28 request's origin: its agent session lasts
 	// the request, so it is served by the shared upstream session.
 	modern bool

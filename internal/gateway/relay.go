@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -173,7 +174,7 @@ func (o *origin) ask(ctx context.Context, method string, params mcp.Params, urlI
 		if lr, ok, lerr := o.askLean(fctx, method, p); ok {
 			res, err = lr, lerr
 		} else {
-			res, err = o.ss.CreateMessageWithTools(fctx, p)
+			res, err = o.viaSDK(fctx, ctx, method, func(c context.Context) (mcp.Result, error) { return o.ss.CreateMessageWithTools(c, p) })
 		}
 	case *mcp.ElicitParams:
 		if p == nil {
@@ -197,7 +198,7 @@ func (o *origin) ask(ctx context.Context, method string, params mcp.Params, urlI
 		if lr, ok, lerr := o.askLean(fctx, method, p); ok {
 			res, err = lr, lerr
 		} else {
-			res, err = o.ss.Elicit(fctx, p)
+			res, err = o.viaSDK(fctx, ctx, method, func(c context.Context) (mcp.Result, error) { return o.ss.Elicit(c, p) })
 		}
 	case *mcp.ListRootsParams: // may be nil: roots/list has no required params
 		if caps == nil || caps.RootsV2 == nil {
@@ -206,7 +207,7 @@ func (o *origin) ask(ctx context.Context, method string, params mcp.Params, urlI
 		if lr, ok, lerr := o.askLean(fctx, method, p); ok {
 			res, err = lr, lerr
 		} else {
-			res, err = o.ss.ListRoots(fctx, p)
+			res, err = o.viaSDK(fctx, ctx, method, func(c context.Context) (mcp.Result, error) { return o.ss.ListRoots(c, p) })
 		}
 	default:
 		return nil, &jsonrpc.Error{Code: codeNotSupported, Message: "toolgate does not forward " + method}
@@ -224,6 +225,35 @@ func (o *origin) ask(ctx context.Context, method string, params mcp.Params, urlI
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the agent did not answer %s: %v", method, err)}
 	}
 	return res, nil
+}
+
+// viaSDK puts a question to the agent the SDK's way: send(fctx). ctx is
+// the upstream's side of the question. A borrowed origin's question can
+// find the request whose stream it borrowed answered in the meantime; the
+// SDK then refuses to write it ("rejected by transport: write to closed
+// stream": nothing was sent), and it is sent once more on the agent
+// session's standalone stream, where a question of no request belongs.
+func (o *origin) viaSDK(fctx, ctx context.Context, method string, send func(context.Context) (mcp.Result, error)) (mcp.Result, error) {
+	res, err := send(fctx)
+	if err == nil || !o.borrowed || o.standalone == nil || !unsent(err) {
+		return res, err
+	}
+	o.log.DebugContext(ctx, "server→client request: the agent's request it would ride on was answered; sent on the session's stream", "method", method)
+	sctx, cancel := context.WithCancel(o.standalone)
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	return send(sctx)
+}
+
+// unsent reports whether err is the go-sdk's refusal to write a message on
+// the stream of a request already answered: code -32005 ("rejected by
+// transport", codeRejected) with "write to closed stream", which the SDK
+// returns before anything reaches the agent. (An agent that answered with
+// that very code and text would only be asked its own question once more.)
+func unsent(err error) bool {
+	var wire *jsonrpc.Error
+	return errors.As(err, &wire) && wire.Code == codeRejected && strings.Contains(err.Error(), "write to closed stream")
 }
 
 // routeLog delivers one upstream log message (the params of a
