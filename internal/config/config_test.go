@@ -201,7 +201,8 @@ func TestDesignExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := policy.Decision{Effect: policy.Approve, Rule: "payments need two", Matched: []string{"payments need two"},
-		Approval: policy.Approval{Timeout: 10 * time.Minute, Mode: "hold", Approvals: 2, Approvers: []string{"group:ops"}, ValidFor: 10 * time.Minute}}
+		Approval:    policy.Approval{Timeout: 10 * time.Minute, Mode: "hold", Approvals: 2, Approvers: []string{"group:ops"}, ValidFor: 10 * time.Minute},
+		TimeoutRule: "payments need two"}
 	if diff := cmp.Diff(want, d); diff != "" {
 		t.Errorf("pay.transfer (-want +got):\n%s", diff)
 	}
