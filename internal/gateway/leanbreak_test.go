@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"mime"
 	"net/http"
 	"slices"
 	"strings"
@@ -252,5 +253,48 @@ func TestLeanHeadersAcceptAsTheSDK(t *testing.T) {
 		if got := leanHeaders(h, version); got != tc.want {
 			t.Errorf("Accept %q: lean %v, want %v (as the SDK accepts it)", tc.accept, got, tc.want)
 		}
+	}
+}
+
+// TestLeanHeadersContentTypeAndRefusedHeaders: leanHeaders looks headers
+// up by their canonical keys and compares the common Content-Type before
+// parsing it; the answer is the one the parse gives for every spelling,
+// and a header set under any spelling (Header.Set canonicalises, as
+// net/http's reader does) still sends the POST to the SDK path.
+func TestLeanHeadersContentTypeAndRefusedHeaders(t *testing.T) {
+	const version = "2025-11-25"
+	base := func() http.Header {
+		h := http.Header{}
+		h.Set("Content-Type", "application/json")
+		h.Set("Accept", "application/json, text/event-stream")
+		h.Set("MCP-Protocol-Version", version)
+		return h
+	}
+	for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON",
+		"application/json;", "application/jsonl", "text/plain", "", "application/json, text/plain"} {
+		h := base()
+		h.Set("Content-Type", ct)
+		mt, _, err := mime.ParseMediaType(ct)
+		if want := err == nil && mt == "application/json"; leanHeaders(h, version) != want {
+			t.Errorf("Content-Type %q: lean %v, want %v", ct, !want, want)
+		}
+	}
+	if h := base(); !leanHeaders(h, version) {
+		t.Fatal("the plain headers are not lean")
+	}
+	if h := base(); leanHeaders(h, "2025-06-18") {
+		t.Error("another MCP-Protocol-Version is lean")
+	}
+	for _, name := range []string{"Last-Event-ID", "MCP-Method", "Mcp-Name"} {
+		h := base()
+		h.Set(name, "x")
+		if leanHeaders(h, version) {
+			t.Errorf("with %s: lean, want the SDK path", name)
+		}
+	}
+	h := base()
+	h.Del("Content-Type")
+	if leanHeaders(h, version) {
+		t.Error("without Content-Type: lean, want the SDK path")
 	}
 }

@@ -233,15 +233,26 @@ const errAskedForInput = "the upstream asked for more input during this call, wh
 // JSON and event streams accepted, the negotiated MCP-Protocol-Version, and
 // none of the headers it checks against the body (Mcp-Method, Mcp-Name) or
 // refuses on a POST (Last-Event-ID).
+//
+// The headers are looked up by their canonical keys, as net/http stores
+// them (h.Get with another spelling canonicalises it, an allocation per
+// POST), and the common Content-Type is compared before it is parsed.
 func leanHeaders(h http.Header, version string) bool {
-	if mt, _, err := mime.ParseMediaType(h.Get("Content-Type")); err != nil || mt != "application/json" {
+	if ct := h["Content-Type"]; len(ct) == 0 || ct[0] != "application/json" {
+		var v string
+		if len(ct) > 0 {
+			v = ct[0]
+		}
+		if mt, _, err := mime.ParseMediaType(v); err != nil || mt != "application/json" {
+			return false
+		}
+	}
+	if !acceptsJSONAndEvents(h["Accept"]) {
 		return false
 	}
-	if !acceptsJSONAndEvents(h.Values("Accept")) {
-		return false
-	}
-	return version != "" && h.Get("Mcp-Protocol-Version") == version && version < modernVersion &&
-		len(h.Values("Mcp-Method")) == 0 && len(h.Values("Mcp-Name")) == 0 && len(h.Values("Last-Event-ID")) == 0
+	pv := h["Mcp-Protocol-Version"]
+	return version != "" && len(pv) > 0 && pv[0] == version && version < modernVersion &&
+		len(h["Mcp-Method"]) == 0 && len(h["Mcp-Name"]) == 0 && len(h["Last-Event-Id"]) == 0
 }
 
 // acceptsJSONAndEvents reports whether the Accept header values accept

@@ -78,6 +78,12 @@ type rawCalls struct {
 
 	madeMarks // the guard's verdicts in place of answers the SDK reads (verdict.go)
 
+	// free keeps the waiters of answered calls for the next ones: a
+	// waiter whose answer was received is no longer in waiting and gets
+	// no other send (deliver sends once, to a waiter it took out of
+	// waiting), so its channel is empty and can be reused.
+	free sync.Pool
+
 	mu      sync.Mutex
 	next    uint64                // guarded by mu: the number of the last id used
 	waiting map[uint64]*rawWaiter // guarded by mu
@@ -199,7 +205,11 @@ func (r *rawCalls) send(ctx context.Context, mk func(n uint64) []byte, o *origin
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
-	w := &rawWaiter{ch: make(chan rawAnswer, 1), origin: o}
+	w, _ := r.free.Get().(*rawWaiter)
+	if w == nil {
+		w = &rawWaiter{ch: make(chan rawAnswer, 1)}
+	}
+	w.origin = o
 	r.mu.Lock()
 	if r.goneErr != nil {
 		err := r.goneErr
@@ -217,6 +227,11 @@ func (r *rawCalls) send(ctx context.Context, mk func(n uint64) []byte, o *origin
 	}
 	select {
 	case a := <-w.ch:
+		// Answered: deliver took w out of waiting and sent its one
+		// answer, so w is free (only here: on the other ways out an
+		// answer may still be on its way to w.ch).
+		w.origin = nil
+		r.free.Put(w)
 		if a.err != nil {
 			return nil, a.err
 		}
