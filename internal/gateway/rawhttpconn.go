@@ -278,9 +278,12 @@ func (t *h1Transport) get(ctx context.Context) (lc *h1Conn, reused bool, err err
 			continue
 		}
 		if lc.owed != nil {
-			switch lc.takeEnd() {
+			switch lc.peek() {
 			case h1Readable:
-				// Read: lc owes nothing now.
+				if !lc.finish() {
+					lc.close()
+					continue
+				}
 			case h1Quiet:
 				if now.Sub(lc.since) >= h1OwedWait {
 					lc.close()
@@ -436,7 +439,6 @@ type h1Conn struct {
 	since time.Time // when it became idle
 	owed  io.Reader // the unread rest of the last answer (h1Body.park); nil if none
 	pk    h1Peeker
-	end   [512]byte // what takeEnd takes from the connection
 
 	lim h1HeadLimit // under br: bounds the answer's head (rawhttpheadlimit.go)
 }
@@ -446,45 +448,18 @@ func (lc *h1Conn) peek() h1PeekState { return lc.pk.peek(lc.rc) }
 
 // finish reads the rest of the last answer on lc, if it owes one, within
 // h1FinishWait and drainMax bytes; false: it could not (lc is not used
-// again). What takeEnd took from the connection is read first; the
-// deadline is set only if the rest has to be waited for (h1HeadLimit).
+// again).
 func (lc *h1Conn) finish() bool {
 	if lc.owed == nil {
 		return true
 	}
-	lc.lim.finishing, lc.lim.waited = true, false
+	if lc.c.SetReadDeadline(time.Now().Add(h1FinishWait)) != nil {
+		return false
+	}
 	n, err := io.Copy(io.Discard, io.LimitReader(lc.owed, drainMax+1))
 	lc.owed = nil
-	lc.lim.finishing = false
-	// io.Copy ends without an error at the answer's end (or at the limit);
-	// anything after the end is bytes no request asked for.
-	ok := err == nil && n <= drainMax && lc.br.Buffered() == 0 && len(lc.lim.taken) == 0
-	lc.lim.taken = nil
-	if lc.lim.waited {
-		ok = lc.c.SetReadDeadline(time.Time{}) == nil && ok
-	}
-	return ok
-}
-
-// takeEnd reads the end of the last answer lc owes if it has begun to
-// arrive: h1Readable once it is read (lc owes nothing), h1Quiet if
-// nothing of it has come yet (nothing was read), h1Gone if lc is not to
-// be used again (closed by the upstream, failed, or an end finish could
-// not read). One non-blocking read takes what has come (h1Peeker.take),
-// where a peek used to look first and finish then set and cleared a read
-// deadline around its read (branch httpup21).
-func (lc *h1Conn) takeEnd() h1PeekState {
-	if lc.br.Buffered() == 0 {
-		n, st := lc.pk.take(lc.rc, lc.end[:])
-		if st != h1Readable {
-			return st
-		}
-		lc.lim.taken = lc.end[:n]
-	}
-	if !lc.finish() {
-		return h1Gone
-	}
-	return h1Readable
+	// io.Copy ends without an error at the answer's end (or at the limit).
+	return err == nil && n <= drainMax && lc.br.Buffered() == 0 && lc.c.SetReadDeadline(time.Time{}) == nil
 }
 
 func newH1Conn(c net.Conn) *h1Conn {

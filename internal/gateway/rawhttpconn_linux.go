@@ -15,11 +15,6 @@ type h1Peeker struct {
 	st h1PeekState
 	b  [1]byte
 	fn func(fd uintptr) bool
-
-	// take's: the buffer it reads into, and how much it read.
-	buf    []byte
-	n      int
-	takeFn func(fd uintptr) bool
 }
 
 func (p *h1Peeker) peek(rc syscall.RawConn) h1PeekState {
@@ -51,38 +46,4 @@ func (p *h1Peeker) read(fd uintptr) bool {
 func h1Peek(rc syscall.RawConn) h1PeekState {
 	var p h1Peeker
 	return p.peek(rc)
-}
-
-// take reads what the idle connection of rc has to read into buf without
-// waiting: n bytes (h1Readable), nothing yet (h1Quiet), or its end or an
-// error (h1Gone). As peek, its read function is made once per connection.
-func (p *h1Peeker) take(rc syscall.RawConn, buf []byte) (int, h1PeekState) {
-	if rc == nil {
-		return 0, h1Gone
-	}
-	if p.takeFn == nil {
-		p.takeFn = p.readIn
-	}
-	p.buf, p.n, p.st = buf, 0, h1Gone
-	err := rc.Read(p.takeFn)
-	p.buf = nil
-	if err != nil {
-		return 0, h1Gone
-	}
-	return p.n, p.st
-}
-
-func (p *h1Peeker) readIn(fd uintptr) bool {
-	for {
-		n, err := syscall.Read(int(fd), p.buf)
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err == syscall.EAGAIN:
-			p.st = h1Quiet
-		case err == nil && n > 0:
-			p.st, p.n = h1Readable, n
-		}
-		return true
-	}
 }

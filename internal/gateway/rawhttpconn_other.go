@@ -13,6 +13,4 @@ type h1Peeker struct{}
 
 func (*h1Peeker) peek(syscall.RawConn) h1PeekState { return h1Gone }
 
-func (*h1Peeker) take(syscall.RawConn, []byte) (int, h1PeekState) { return 0, h1Gone }
-
 func h1Peek(syscall.RawConn) h1PeekState { return h1Gone }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"net/http"
-	"time"
 )
 
 // The answer head of a lean exchange (rawhttpconn.go), read within the
@@ -25,31 +24,14 @@ const h1MaxHead = 10 << 20
 const h1Max1xx = 5
 
 // An h1HeadLimit is the reader under an h1Conn's bufio.Reader: while on,
-// it lets at most left more bytes through. While the owed end of an
-// answer is read (h1Conn.finish), it gives what takeEnd took first, and
-// waits for more from the connection at most h1FinishWait.
+// it lets at most left more bytes through.
 type h1HeadLimit struct {
 	lc   *h1Conn
 	on   bool
 	left int64
-
-	finishing bool
-	taken     []byte // read from the connection by takeEnd, not yet given
-	waited    bool   // finishing set the connection's read deadline
 }
 
 func (l *h1HeadLimit) Read(p []byte) (int, error) {
-	if len(l.taken) > 0 {
-		n := copy(p, l.taken)
-		l.taken = l.taken[n:]
-		return n, nil
-	}
-	if l.finishing && !l.waited {
-		if err := l.lc.c.SetReadDeadline(time.Now().Add(h1FinishWait)); err != nil {
-			return 0, err
-		}
-		l.waited = true
-	}
 	if !l.on {
 		return l.lc.c.Read(p)
 	}
