@@ -98,4 +98,3 @@ func TestLogQueueHoldsWireBytes(t *testing.T) {
 			waiting, wire, held, 4*wire)
 	}
 }
-
