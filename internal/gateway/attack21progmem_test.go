@@ -28,6 +28,7 @@ func TestProgressQueueHoldsNoMeta(t *testing.T) {
 	if waiting == 0 {
 		t.Fatal("no notification waits")
 	}
+	t.Logf("%d waiting, %d bytes on the wire, %d bytes held", waiting, waiting*len(meta), held)
 	if wire := waiting * len(meta); held > 4*int64(wire) {
 		t.Errorf("%d notifications of %d bytes on the wire wait holding %d bytes, want at most %d (four times their wire bytes)",
 			waiting, wire, held, 4*wire)

@@ -93,6 +93,7 @@ func TestLogQueueHoldsWireBytes(t *testing.T) {
 	if waiting == 0 {
 		t.Fatal("no message waits")
 	}
+	t.Logf("%d waiting, %d bytes on the wire, %d bytes held", waiting, waiting*len(msg), held)
 	if wire := waiting * len(msg); held > 4*int64(wire) {
 		t.Errorf("%d log messages of %d bytes on the wire wait holding %d bytes, want at most %d (four times their wire bytes)",
 			waiting, wire, held, 4*wire)
