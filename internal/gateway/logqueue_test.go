@@ -77,11 +77,11 @@ func TestLogQueueHoldsWireBytes(t *testing.T) {
 	u := &upstream{log: slog.New(slog.DiscardHandler)}
 	u.routeLog(t.Context(), o, nil, json.RawMessage(`{"level":"info","data":"first"}`)) // its write blocks
 	<-w.writing
-	// Messages of empty objects, relayQueueBytes of them in all.
+	// Six messages of empty objects, 384 KiB in all (within the bound).
 	const each = 64 << 10
 	msg := json.RawMessage(`{"level":"info","data":[` + strings.Repeat(`{},`, each/3) + `{}]}`)
 	before := heapInUse()
-	for range relayQueueBytes / len(msg) {
+	for range 6 {
 		u.routeLog(t.Context(), o, nil, msg)
 	}
 	held := int64(heapInUse()) - int64(before) //nolint:gosec // heaps' sizes fit
