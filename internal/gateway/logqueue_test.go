@@ -63,3 +63,39 @@ func TestLogQueueBoundedInBytes(t *testing.T) {
 		t.Errorf("log:\n%s\nwant the relay queue full warning with %q", logs.String(), want)
 	}
 }
+
+// TestLogQueueHoldsWireBytes (attack21): the log messages waiting for a
+// caller that does not read hold about the bytes relayQueueBytes counts,
+// not their data decoded: decoded into Go values (any) a message of empty
+// objects held about twenty times its wire bytes, so the 1 MiB bound
+// held 20 MiB per request. A message's data now waits as the upstream
+// sent it, and goes to the agent as such.
+func TestLogQueueHoldsWireBytes(t *testing.T) {
+	w := &blockedWriter{writing: make(chan struct{}), release: make(chan struct{})}
+	o := &origin{ss: &mcp.ServerSession{}, ctx: t.Context(), log: slog.New(slog.DiscardHandler)}
+	o.lean = &leanLog{w: w, level: func() (mcp.LoggingLevel, bool) { return "debug", true }}
+	u := &upstream{log: slog.New(slog.DiscardHandler)}
+	u.routeLog(t.Context(), o, nil, json.RawMessage(`{"level":"info","data":"first"}`)) // its write blocks
+	<-w.writing
+	// Six messages of empty objects, 384 KiB in all (within the bound).
+	const each = 64 << 10
+	msg := json.RawMessage(`{"level":"info","data":[` + strings.Repeat(`{},`, each/3) + `{}]}`)
+	before := heapInUse()
+	for range 6 {
+		u.routeLog(t.Context(), o, nil, msg)
+	}
+	held := int64(heapInUse()) - int64(before) //nolint:gosec // heaps' sizes fit
+	o.logs.mu.Lock()
+	waiting := len(o.logs.q)
+	o.logs.mu.Unlock()
+	close(w.release)
+	o.finish()
+	if waiting == 0 {
+		t.Fatal("no message waits")
+	}
+	t.Logf("%d waiting, %d bytes on the wire, %d bytes held", waiting, waiting*len(msg), held)
+	if wire := waiting * len(msg); held > 4*int64(wire) {
+		t.Errorf("%d log messages of %d bytes on the wire wait holding %d bytes, want at most %d (four times their wire bytes)",
+			waiting, wire, held, 4*wire)
+	}
+}

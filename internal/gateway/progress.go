@@ -154,6 +154,9 @@ func (p *callProgress) enqueue(n *mcp.ProgressNotificationParams, size int) {
 		p.dropped++
 		return
 	}
+	// Its _meta is never forwarded (forward): decoded into Go values it
+	// would hold many times the bytes counted here while it waits.
+	n.Meta = nil
 	select {
 	case p.queue <- queuedProgress{n, size}:
 		p.bytes += size

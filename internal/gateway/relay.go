@@ -260,17 +260,34 @@ func unsent(err error) bool {
 // notifications/message read off the wire): to the agent request o it
 // belongs to, else to the agent session that owns the upstream session
 // (ac), else to toolgate's log. It never blocks the upstream's reader.
+//
+// The message's data is kept as the upstream sent it (a json.RawMessage,
+// which goes to the agent as its bytes, compacted): decoded into Go values
+// it would hold many times its wire bytes (about 20 for empty objects)
+// while it waits in a queue bounded by those bytes (relayQueueBytes).
 func (u *upstream) routeLog(ctx context.Context, o *origin, ac *agentConn, params json.RawMessage) {
-	var p mcp.LoggingMessageParams
+	var data json.RawMessage
+	p := mcp.LoggingMessageParams{Data: &data} // decoded into data
 	if err := json.Unmarshal(params, &p); err != nil {
 		u.log.WarnContext(ctx, "upstream log message does not parse; dropped", "err", err)
 		return
+	}
+	p.Data = nil
+	if data != nil {
+		p.Data = data
 	}
 	if o != nil && o.sendLog(&p, len(params)) {
 		return
 	}
 	if ac != nil && ac.sendLog(&p, len(params)) {
 		return
+	}
+	if data != nil {
+		// toolgate's own log shows the data decoded, as before.
+		var v any
+		if json.Unmarshal(data, &v) == nil {
+			p.Data = v
+		}
 	}
 	u.logMessage(ctx, &p)
 }
