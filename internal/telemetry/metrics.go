@@ -26,6 +26,7 @@ type Metrics struct {
 	policyMonitored   *prometheus.CounterVec
 	connectionsShed   *prometheus.CounterVec
 	storeErrors       *prometheus.CounterVec
+	leasesTakenOver   prometheus.Counter
 }
 
 // Store operations whose failures toolgate_store_errors_total counts (its
@@ -90,6 +91,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Failed store operations of this instance, by op: lease_renewal (renewing its claims on held calls and dispatches; failing for approvals.lease lets other instances take them over), sweep (expiring due requests), call (a gated call refused, its agent given an error id that the log line with the cause carries).",
 		}, []string{"op"}),
 	}
+	m.leasesTakenOver = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "toolgate_leases_taken_over_total",
+		Help: "Held calls this instance took over from another instance whose hold had lapsed or been let go (it died, lost the store for approvals.lease, or its caller left): an identical re-send or a resume reached this instance.",
+	})
 	for _, op := range []string{StoreOpLeaseRenewal, StoreOpSweep, StoreOpCall} {
 		m.storeErrors.WithLabelValues(op)
 	}
@@ -97,7 +102,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.dispatchRefusals.WithLabelValues(reason)
 	}
 	reg.MustRegister(m.toolCalls, m.approvalRequests, m.approvalDecisions, m.approvalWait, m.approvalsPending, m.dispatchRefusals,
-		m.policyReloads, m.policyReloadFails, m.policyMonitored, m.connectionsShed, m.storeErrors,
+		m.policyReloads, m.policyReloadFails, m.policyMonitored, m.connectionsShed, m.storeErrors, m.leasesTakenOver,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -191,6 +196,13 @@ func (m *Metrics) PolicyMonitored(server, verdict string) {
 func (m *Metrics) ConnectionShed(listener, how string) {
 	if m != nil {
 		m.connectionsShed.WithLabelValues(listener, how).Inc()
+	}
+}
+
+// LeaseTakenOver counts one held call taken over from another instance.
+func (m *Metrics) LeaseTakenOver() {
+	if m != nil {
+		m.leasesTakenOver.Inc()
 	}
 }
 
