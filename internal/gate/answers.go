@@ -45,13 +45,25 @@ func (g *Gate) heldMessage(id approval.ID, rule string, expiresAt time.Time) str
 	return fmt.Sprintf("waiting for approval %s (rule %q)%s; the request expires at %s", id, rule, where, expiresAt.UTC().Format(time.RFC3339))
 }
 
+// approvedMessage is the progress message of a call held on request id
+// of rule that is approved already (a re-send taken over after the
+// approval): what happens next, not "waiting for approval".
+func approvedMessage(id approval.ID, rule string) string {
+	return fmt.Sprintf("approval %s (rule %q) was granted; running the call", id, rule)
+}
+
 // keepAlive returns the keep-alive of c while it is held on request id of
-// rule expiring at expiresAt, or nil when c has none.
-func (g *Gate) keepAlive(c Call, id approval.ID, rule string, expiresAt time.Time) func(context.Context) {
+// rule expiring at expiresAt, known to be in state, or nil when c has
+// none. Its message is heldMessage, or approvedMessage when state is
+// approved.
+func (g *Gate) keepAlive(c Call, id approval.ID, rule string, expiresAt time.Time, state approval.State) func(context.Context) {
 	if c.KeepAlive == nil {
 		return nil
 	}
 	msg := g.heldMessage(id, rule, expiresAt)
+	if state == approval.StateApproved {
+		msg = approvedMessage(id, rule)
+	}
 	return func(ctx context.Context) { c.KeepAlive(ctx, msg) }
 }
 

@@ -68,15 +68,20 @@ func (g *Gate) attach(ctx context.Context, c Call, open []approval.Request) (adm
 // it by then.
 func (g *Gate) takeOver(ctx context.Context, r approval.Request) (approval.Request, bool) {
 	for attempt := 0; attempt < 2; attempt++ {
+		var from string // the instance that held it last
 		taken, err := g.store.UpdateRequest(ctx, r.ID, "toolgate", func(cur *approval.Request) error {
 			now := g.now()
 			if (cur.State != approval.StatePending && cur.State != approval.StateApproved) || !cur.LeaseLapsed(now) {
 				return errNoChange
 			}
+			from = cur.HeldBy
 			cur.Renew(g.instance, now.Add(g.opts.Lease))
 			return nil
 		})
 		if err == nil {
+			if from != "" && from != g.instance {
+				g.metrics.LeaseTakenOver()
+			}
 			return taken, true
 		}
 		if attempt > 0 || !errors.Is(err, errNoChange) {

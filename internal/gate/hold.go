@@ -273,7 +273,7 @@ func (g *Gate) startWait(ctx context.Context, h *heldCall) (context.Context, *ho
 	}
 	wctx, span := g.opts.Tracer.Start(ctx, "approval wait", trace.WithAttributes(attribute.String("approval.id", string(h.r.id))))
 	w.span = span
-	w.st = newHeldRead(h.r.id, deadline, g.keepAlive(*h.c, h.r.id, h.r.rule, h.r.expiresAt), true)
+	w.st = newHeldRead(h.r.id, deadline, g.keepAlive(*h.c, h.r.id, h.r.rule, h.r.expiresAt, h.r.state), true)
 	if h.pre != nil {
 		// The wait starts from the read made ahead; nothing keeps the
 		// preRead itself for the hold.
@@ -353,7 +353,7 @@ func (g *Gate) resend(ctx context.Context, c Call, r approval.Request) Admission
 		deadline = r.ExpiresAt
 	}
 	wctx, span := g.opts.Tracer.Start(ctx, "approval wait", trace.WithAttributes(attribute.String("approval.id", string(r.ID))))
-	got, err := g.wait(wctx, r.ID, deadline, g.keepAlive(c, r.ID, r.Rule, r.ExpiresAt), false)
+	got, err := g.wait(wctx, r.ID, deadline, g.keepAlive(c, r.ID, r.Rule, r.ExpiresAt, r.State), false)
 	endWait(span, got, err)
 	switch {
 	case errors.Is(err, errDeadline) && g.now().Before(r.ExpiresAt):

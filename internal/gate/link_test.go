@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +89,39 @@ func TestRequestRecordsPolicyRevision(t *testing.T) {
 	}
 	if a := recv(t, ch); !a.Allowed {
 		t.Fatalf("%+v", a)
+	}
+}
+
+// TestApprovedResendKeepAliveSaysApproved (ops20): the re-send of a call
+// approved while nobody held it (identical, or naming the approval: a
+// 2026-era resume) is taken over and run at once, but the first progress
+// keep-alive it was sent said "waiting for approval". It now says the
+// approval was granted and the call runs.
+func TestApprovedResendKeepAliveSaysApproved(t *testing.T) {
+	for _, resume := range []bool{false, true} {
+		f := newFixture(t, time.Minute, &Options{KeepAlive: time.Hour})
+		ctx, cancel := context.WithCancelCause(t.Context())
+		ch := admitAsync(ctx, f.gate, writeCall("/approved-resend"))
+		r := waitPending(t, f.db, 1)[0]
+		cancel(errors.New("client connection dropped"))
+		recv(t, ch)
+		if _, err := f.gate.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "", ""); err != nil {
+			t.Fatal(err)
+		}
+		var msgs []string
+		c := writeCall("/approved-resend")
+		if resume {
+			c.Resume = r.ID
+		}
+		c.KeepAlive = func(_ context.Context, msg string) { msgs = append(msgs, msg) }
+		a := f.gate.Admit(t.Context(), c)
+		if !a.Allowed || a.ApprovalID != r.ID {
+			t.Fatalf("resume %v: re-send %+v, want it to run through %s", resume, a, r.ID)
+		}
+		a.Finish(t.Context(), approval.OutcomeOK)
+		want := "approval " + string(r.ID) + ` (rule "` + r.Rule + `") was granted; running the call`
+		if len(msgs) == 0 || msgs[0] != want {
+			t.Fatalf("resume %v: keep-alives %q, want the first to be %q", resume, msgs, want)
+		}
 	}
 }

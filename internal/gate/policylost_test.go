@@ -115,7 +115,7 @@ func (s *failConsume) UpdateRequest(ctx context.Context, id approval.ID, actor s
 	return s.Store.UpdateRequest(ctx, id, actor, fn)
 }
 
-// lostSessionWrite is a real store whose first UpdateSession that changes
+// lostSessionWrite is a real store whose first session write that changes
 // a session, once armed, commits and then answers errLostCommit.
 type lostSessionWrite struct {
 	store.Store
@@ -123,8 +123,10 @@ type lostSessionWrite struct {
 	lost  atomic.Int32
 }
 
-func (s *lostSessionWrite) UpdateSession(ctx context.Context, id session.ID, actor string, now time.Time, fn func(*session.Session) error) (session.Session, bool, error) {
-	got, changed, err := s.Store.UpdateSession(ctx, id, actor, now, fn)
+// UpdateSessionWithChain is the write of a policy request (UpdateSession
+// before fixes21).
+func (s *lostSessionWrite) UpdateSessionWithChain(ctx context.Context, id session.ID, actor string, now time.Time, fn func(*session.Session, session.Chain) error) (session.Session, bool, error) {
+	got, changed, err := s.Store.UpdateSessionWithChain(ctx, id, actor, now, fn)
 	if err != nil || !changed || !s.armed.CompareAndSwap(true, false) {
 		return got, changed, err
 	}
@@ -186,16 +188,18 @@ func TestFailedApprovedSessionWriteIsNotApplied(t *testing.T) {
 	})
 }
 
-// failSessionWrite is a real store whose first UpdateSession, once armed,
+// failSessionWrite is a real store whose first session write, once armed,
 // fails without writing.
 type failSessionWrite struct {
 	store.Store
 	armed atomic.Bool
 }
 
-func (s *failSessionWrite) UpdateSession(ctx context.Context, id session.ID, actor string, now time.Time, fn func(*session.Session) error) (session.Session, bool, error) {
+// UpdateSessionWithChain is the write of a policy request (UpdateSession
+// before fixes21).
+func (s *failSessionWrite) UpdateSessionWithChain(ctx context.Context, id session.ID, actor string, now time.Time, fn func(*session.Session, session.Chain) error) (session.Session, bool, error) {
 	if s.armed.CompareAndSwap(true, false) {
 		return session.Session{}, false, errOutage
 	}
-	return s.Store.UpdateSession(ctx, id, actor, now, fn)
+	return s.Store.UpdateSessionWithChain(ctx, id, actor, now, fn)
 }

@@ -188,9 +188,12 @@ func (g *Gate) requestSessionPolicy(ctx context.Context, actor approval.Principa
 func (g *Gate) applyNarrowing(ctx context.Context, actor approval.Principal, chain session.Chain, norm session.Change) (PolicyResult, error) {
 	for attempt := 0; ; attempt++ {
 		base := chain[0].Revision
-		s, changed, err := g.store.UpdateSession(ctx, chain[0].ID, actor.ID, g.now(), func(s *session.Session) error {
+		s, changed, err := g.store.UpdateSessionWithChain(ctx, chain[0].ID, actor.ID, g.now(), func(s *session.Session, ancestors session.Chain) error {
 			if s.Revision != base {
 				return fmt.Errorf("%w: revision is %d, classified at %d", session.ErrStaleRevision, s.Revision, base)
+			}
+			if err := g.checkCeiling(s, ancestors, norm); err != nil {
+				return err
 			}
 			norm.Apply(s)
 			return nil
@@ -217,6 +220,20 @@ func (g *Gate) applyNarrowing(ctx context.Context, actor approval.Principal, cha
 		}
 		return PolicyResult{Status: PolicyApplied, Session: s, Changed: changed}, nil
 	}
+}
+
+// checkCeiling checks norm against s's parent chain ancestors as they are
+// inside the write's transaction (UpdateSessionWithChain holds their
+// rows): a change of an ancestor that committed after the request read
+// the chain may have lowered the ceiling (session.ErrCeiling). What the
+// change widens is not looked at again: s's revision is checked by the
+// caller.
+func (g *Gate) checkCeiling(s *session.Session, ancestors session.Chain, norm session.Change) error {
+	if len(ancestors) == 0 {
+		return nil
+	}
+	_, _, err := append(session.Chain{*s}, ancestors...).Classify(norm, g.serverExists, nil)
+	return err
 }
 
 // useIdentical looks for an open request identical to this one. ok is
@@ -307,9 +324,12 @@ func (g *Gate) applyApproved(ctx context.Context, actor approval.Principal, cur 
 		return PolicyResult{}, false, nil
 	}
 	g.hub.wake(string(r.ID))
-	s, changed, err := g.store.UpdateSession(ctx, cur.ID, actor.ID, g.now(), func(s *session.Session) error {
+	s, changed, err := g.store.UpdateSessionWithChain(ctx, cur.ID, actor.ID, g.now(), func(s *session.Session, ancestors session.Chain) error {
 		if s.Revision != consumed.BaseRevision {
 			return fmt.Errorf("%w: revision is %d, approved against %d", ErrPolicyChanged, s.Revision, consumed.BaseRevision)
+		}
+		if err := g.checkCeiling(s, ancestors, norm); err != nil {
+			return err
 		}
 		norm.Apply(s)
 		return nil

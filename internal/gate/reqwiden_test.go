@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -100,6 +101,72 @@ func TestRequirementPUTsRaceWithRevocation(t *testing.T) {
 				if err != nil && !errors.Is(err, session.ErrWiden) && !errors.Is(err, session.ErrRevoked) {
 					t.Fatalf("operation %d: %v", i, err)
 				}
+			}
+		}
+	})
+}
+
+// parentChangeAtWrite is a real store on which, once armed, the first
+// write of session child (UpdateSession or UpdateSessionWithChain) runs
+// put (a change of the parent, to its commit) before it goes on: a parent
+// change that commits after the child's change was checked, before it is
+// written.
+type parentChangeAtWrite struct{ parentPutFirst }
+
+// Chain does not fire: only the write does.
+func (s *parentChangeAtWrite) Chain(ctx context.Context, id session.ID) (session.Chain, error) {
+	return s.Store.Chain(ctx, id)
+}
+
+func (s *parentChangeAtWrite) UpdateSession(ctx context.Context, id session.ID, actor string, now time.Time, fn func(*session.Session) error) (session.Session, bool, error) {
+	s.fire(id)
+	return s.Store.UpdateSession(ctx, id, actor, now, fn)
+}
+
+// TestPolicyRequestCeilingSeesAConcurrentParentChange (fixes21): a
+// session's own policy request checked its change against its parent
+// chain as read before the write, and the write (applyNarrowing's, or
+// that of an approved change) held the session's row only: a change of
+// the parent that committed in between went unseen, so the child ended up
+// allowing a tool its parent no longer allows. The check now runs again
+// inside the write's transaction, the ancestors' rows held
+// (UpdateSessionWithChain), as for PUT …/require-approval (fixes20).
+func TestPolicyRequestCeilingSeesAConcurrentParentChange(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		f, clk, _, _ := newPolicyFixture(t, db)
+		for _, path := range []struct {
+			name  string
+			child []string  // the child's tools
+			ask   *[]string // what the child asks for
+		}{
+			{name: "narrowing", child: []string{"fs__read", "fs__write"}, ask: tools("fs__write")},
+			{name: "approved widening", child: []string{"fs__read"}, ask: tools("fs__read", "fs__write")},
+		} {
+			_, pp := mustSession(t, f.gate, host, session.NewSession{Tools: []string{"fs__read", "fs__write"}})
+			child, cp := mustSession(t, f.gate, pp, session.NewSession{Tools: path.child})
+			if path.name == "approved widening" {
+				res := mustRequest(t, f.gate, cp, session.Change{Tools: path.ask})
+				if res.Status != PolicyApprovalRequired {
+					t.Fatalf("%s: first request %+v, want an approval required", path.name, res)
+				}
+				approve(t, f.gate, res.Approval.ID)
+			}
+			var parentErr error
+			ps := &parentChangeAtWrite{parentPutFirst{Store: db, child: child.ID, put: func() {
+				// The parent's own request drops fs__write: it only
+				// narrows, so it applies at once.
+				_, parentErr = f.gate.RequestSessionPolicy(t.Context(), pp, session.ID(pp.SessionID), session.Change{Tools: tools("fs__read")})
+			}}}
+			ps.armed.Store(true)
+			g := New(ps, f.pol, clk.opts(&Options{ServerExists: knownServers, SessionApproval: allowAll().Approval}))
+			res, err := g.RequestSessionPolicy(t.Context(), cp, child.ID, session.Change{Tools: path.ask})
+			if ps.armed.Load() || parentErr != nil {
+				t.Fatalf("%s: the parent's change did not run during the child's request (armed %v): %v", path.name, ps.armed.Load(), parentErr)
+			}
+			got := currentSession(t, f.gate, child.ID)
+			if !errors.Is(err, session.ErrCeiling) || !slices.Equal(got.Tools, path.child) {
+				t.Errorf("%s: child's request after the parent dropped fs__write = %s, %v (child tools now %v), want ErrCeiling and the tools unchanged (%v)", path.name, res.Status, err, got.Tools, path.child)
 			}
 		}
 	})

@@ -82,7 +82,7 @@ func (g *Gate) resume(ctx context.Context, c Call) Admission {
 		if lu := r.LeaseUntil.Add(10 * time.Millisecond); !r.LeaseUntil.IsZero() && lu.After(now) && lu.Before(until) {
 			until = lu // look again when the holder's lease would have lapsed
 		}
-		if err := g.waitChange(ctx, id, until, g.keepAlive(c, r.ID, r.Rule, r.ExpiresAt)); err != nil {
+		if err := g.waitChange(ctx, id, until, g.keepAlive(c, r.ID, r.Rule, r.ExpiresAt, r.State)); err != nil {
 			return Admission{ApprovalID: id, Message: "the caller went away while waiting; nothing was run"}
 		}
 	}

@@ -231,6 +231,9 @@ func (g *Gate) sweep(ctx context.Context) {
 	now := g.now()
 	if n, err := g.store.CountPending(ctx, ""); err == nil {
 		g.metrics.PendingApprovals(n)
+	} else if ctx.Err() == nil {
+		// Not the last count: a steady gauge would hide the outage.
+		g.metrics.PendingUnknown()
 	}
 	if now.Sub(g.lastPrune) >= ledgerPruneEvery {
 		g.lastPrune = now

@@ -95,6 +95,12 @@ func (w parkedWriter) Write(p []byte) (int, error) { return writeParked(w.conn, 
 // (serveRest) may idle between requests.
 const restIdleTimeout = 2 * time.Minute
 
+// restShutdownGrace is how long, once the gateway closes, a request in
+// flight on a connection serveRest serves may take to finish before the
+// connection is closed: httpserve's shutdown timeout, as for the
+// listener's own connections.
+const restShutdownGrace = httpserve.DefaultShutdownTimeout
+
 // parkHook, when set (tests), is told of each held call the front parked
 // off net/http's connection.
 type parkHook func()
@@ -472,6 +478,10 @@ func (f *httpFront) serveRest(conn net.Conn, pending []byte, waiting bool, from 
 	// more (the connection is idle): else it carries a request, and stays
 	// one that carries a request until its first idle.
 	tell, _ := conn.(connStater)
+	// busy: the connection carries a request (or the client sent more
+	// than the POST, not yet read); set by ConnState, read at Close.
+	var busy atomic.Bool
+	busy.Store(waiting)
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: headerWait,
@@ -480,6 +490,12 @@ func (f *httpFront) serveRest(conn net.Conn, pending []byte, waiting bool, from 
 		ConnState: func(_ net.Conn, s http.ConnState) {
 			if tell != nil && (s != http.StateNew || !waiting) {
 				tell.ConnState(s)
+			}
+			switch s {
+			case http.StateActive:
+				busy.Store(true)
+			case http.StateIdle:
+				busy.Store(false)
 			}
 			if s == http.StateClosed || s == http.StateHijacked {
 				endOnce.Do(func() { close(ended) })
@@ -493,8 +509,32 @@ func (f *httpFront) serveRest(conn net.Conn, pending []byte, waiting bool, from 
 			srv.ErrorLog = from.ErrorLog
 		}
 	}
-	stop := context.AfterFunc(f.g.root, func() { _ = srv.Close() })
-	defer stop()
+	// At the gateway's Close the server shuts down as net/http's does: an
+	// idle connection is closed, a request in flight finishes (its
+	// response says "Connection: close") for up to restShutdownGrace, then
+	// the connection is closed.
+	served, drained := make(chan struct{}), make(chan struct{})
+	stop := context.AfterFunc(f.g.root, func() {
+		defer close(drained)
+		srv.SetKeepAlivesEnabled(false)
+		if !busy.Load() {
+			_ = srv.Close()
+			return
+		}
+		t := time.NewTimer(restShutdownGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			_ = srv.Close()
+		case <-served:
+		}
+	})
+	defer func() {
+		close(served)
+		if !stop() {
+			<-drained
+		}
+	}()
 	_ = srv.Serve(l)
 	// A server closed before it accepted the connection (the gateway
 	// closing) leaves it to us.

@@ -5,6 +5,7 @@ package telemetry
 
 import (
 	"net/http"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -18,13 +19,14 @@ type Metrics struct {
 	approvalRequests  prometheus.Counter
 	approvalDecisions *prometheus.CounterVec
 	approvalWait      prometheus.Histogram
-	approvalsPending  prometheus.Gauge
+	approvalsPending  *pendingGauge
 	dispatchRefusals  *prometheus.CounterVec
 	policyReloads     prometheus.Counter
 	policyReloadFails prometheus.Counter
 	policyMonitored   *prometheus.CounterVec
 	connectionsShed   *prometheus.CounterVec
 	storeErrors       *prometheus.CounterVec
+	leasesTakenOver   prometheus.Counter
 }
 
 // Store operations whose failures toolgate_store_errors_total counts (its
@@ -63,10 +65,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Seconds a held call waited for its decision.",
 			Buckets: []float64{0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600},
 		}),
-		approvalsPending: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "toolgate_approvals_pending",
-			Help: "Pending approval requests in the store, as of the last sweep.",
-		}),
+		approvalsPending: newPendingGauge(),
 		dispatchRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolgate_dispatch_refusals_total",
 			Help: "Approved calls refused at dispatch, by reason (invalidated, not_approved, store_error).",
@@ -92,6 +91,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Failed store operations of this instance, by op: lease_renewal (renewing its claims on held calls and dispatches; failing for approvals.lease lets other instances take them over), sweep (expiring due requests), call (a gated call refused, its agent given an error id that the log line with the cause carries).",
 		}, []string{"op"}),
 	}
+	m.leasesTakenOver = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "toolgate_leases_taken_over_total",
+		Help: "Held calls this instance took over from another instance whose hold had lapsed or been let go (it died, lost the store for approvals.lease, or its caller left): an identical re-send or a resume reached this instance.",
+	})
 	for _, op := range []string{StoreOpLeaseRenewal, StoreOpSweep, StoreOpCall} {
 		m.storeErrors.WithLabelValues(op)
 	}
@@ -99,7 +102,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.dispatchRefusals.WithLabelValues(reason)
 	}
 	reg.MustRegister(m.toolCalls, m.approvalRequests, m.approvalDecisions, m.approvalWait, m.approvalsPending, m.dispatchRefusals,
-		m.policyReloads, m.policyReloadFails, m.policyMonitored, m.connectionsShed, m.storeErrors,
+		m.policyReloads, m.policyReloadFails, m.policyMonitored, m.connectionsShed, m.storeErrors, m.leasesTakenOver,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -145,7 +148,17 @@ func (m *Metrics) ApprovalWaited(seconds float64) {
 // PendingApprovals sets the pending gauge.
 func (m *Metrics) PendingApprovals(n int) {
 	if m != nil {
-		m.approvalsPending.Set(float64(n))
+		m.approvalsPending.set(float64(n), true)
+	}
+}
+
+// PendingUnknown marks the pending count unknown (the store could not
+// count it): toolgate_approvals_pending is left out of /metrics until the
+// next PendingApprovals, rather than report the last count through an
+// outage.
+func (m *Metrics) PendingUnknown() {
+	if m != nil {
+		m.approvalsPending.set(0, false)
 	}
 }
 
@@ -186,9 +199,54 @@ func (m *Metrics) ConnectionShed(listener, how string) {
 	}
 }
 
+// LeaseTakenOver counts one held call taken over from another instance.
+func (m *Metrics) LeaseTakenOver() {
+	if m != nil {
+		m.leasesTakenOver.Inc()
+	}
+}
+
 // StoreError counts one failed store operation op (StoreOp…).
 func (m *Metrics) StoreError(op string) {
 	if m != nil {
 		m.storeErrors.WithLabelValues(op).Inc()
+	}
+}
+
+// pendingGauge is toolgate_approvals_pending: a gauge that is collected
+// only while its value is known (see Metrics.PendingUnknown). It starts
+// known at 0, as a plain gauge does.
+type pendingGauge struct {
+	desc  *prometheus.Desc
+	mu    sync.Mutex
+	n     float64 // guarded by mu
+	known bool    // guarded by mu
+}
+
+func newPendingGauge() *pendingGauge {
+	return &pendingGauge{
+		desc: prometheus.NewDesc("toolgate_approvals_pending",
+			"Pending approval requests in the store, as of the last sweep; absent while the store cannot count them.", nil, nil),
+		known: true,
+	}
+}
+
+func (p *pendingGauge) set(n float64, known bool) {
+	p.mu.Lock()
+	p.n, p.known = n, known
+	p.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector.
+func (p *pendingGauge) Describe(ch chan<- *prometheus.Desc) { ch <- p.desc }
+
+// Collect implements prometheus.Collector: nothing while the count is
+// unknown.
+func (p *pendingGauge) Collect(ch chan<- prometheus.Metric) {
+	p.mu.Lock()
+	n, known := p.n, p.known
+	p.mu.Unlock()
+	if known {
+		ch <- prometheus.MustNewConstMetric(p.desc, prometheus.GaugeValue, n)
 	}
 }

@@ -38,3 +38,39 @@ func TestAlertSeriesExportedAtZero(t *testing.T) {
 		}
 	}
 }
+
+// TestPendingGaugeAbsentWhileUnknown: toolgate_approvals_pending is left
+// out while the count is unknown (PendingUnknown) and back with the next
+// count.
+func TestPendingGaugeAbsentWhileUnknown(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	pending := func() (float64, bool) {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "toolgate_approvals_pending" && len(mf.GetMetric()) == 1 {
+				return mf.GetMetric()[0].GetGauge().GetValue(), true
+			}
+		}
+		return 0, false
+	}
+	for _, step := range []struct {
+		set     func()
+		n       float64
+		present bool
+	}{
+		{func() {}, 0, true},
+		{func() { m.PendingApprovals(4) }, 4, true},
+		{m.PendingUnknown, 0, false},
+		{func() { m.PendingApprovals(2) }, 2, true},
+	} {
+		step.set()
+		if n, ok := pending(); n != step.n || ok != step.present {
+			t.Fatalf("pending %v present %v, want %v present %v", n, ok, step.n, step.present)
+		}
+	}
+}
