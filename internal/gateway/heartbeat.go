@@ -39,6 +39,10 @@ type heartbeatWriter struct {
 	undecided bool
 	stopped   bool        // guarded by mu
 	timer     *time.Timer // guarded by mu; nil until armed
+	// stream is set once a heartbeat went out on the response, an event
+	// stream: the later ones need not look at its header again (a parked
+	// stream keeps none after it went out: leanstream.go). Guarded by mu.
+	stream bool
 }
 
 func newHeartbeatWriter(w http.ResponseWriter, first, every time.Duration) *heartbeatWriter {
@@ -116,8 +120,10 @@ func (h *heartbeatWriter) beat() {
 	if h.undecided {
 		h.decideStream()
 	}
-	if media, _, _ := mime.ParseMediaType(h.w.Header().Get("Content-Type")); media != "text/event-stream" {
-		return
+	if !h.stream {
+		if media, _, _ := mime.ParseMediaType(h.w.Header().Get("Content-Type")); media != "text/event-stream" {
+			return
+		}
 	}
 	if !h.wroteHeader {
 		h.wroteHeader = true
@@ -126,6 +132,7 @@ func (h *heartbeatWriter) beat() {
 	if _, err := io.WriteString(h.w, heartbeatComment); err != nil {
 		return
 	}
+	h.stream = true // the header went out as an event stream's
 	if err := http.NewResponseController(h.w).Flush(); err != nil {
 		return
 	}
