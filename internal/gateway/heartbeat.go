@@ -2,9 +2,9 @@ package gateway
 
 import (
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -39,9 +39,10 @@ type heartbeatWriter struct {
 	undecided bool
 	stopped   bool        // guarded by mu
 	timer     *time.Timer // guarded by mu; nil until armed
-	// stream is set once a heartbeat went out on the response, an event
-	// stream: the later ones need not look at its header again (a parked
-	// stream keeps none after it went out: leanstream.go). Guarded by mu.
+	// stream is whether the response is an event stream, as its header
+	// said when it was written (wroteHeader): the heartbeats after it need
+	// not look at the header again (a parked stream keeps none once it
+	// went out: leanstream.go). Guarded by mu.
 	stream bool
 }
 
@@ -61,7 +62,7 @@ func (h *heartbeatWriter) WriteHeader(code int) {
 		h.decideStream()
 	}
 	h.undecided = false
-	h.wroteHeader = true
+	h.wroteHeader, h.stream = true, isEventStream(h.w.Header())
 	h.w.WriteHeader(code)
 }
 
@@ -71,7 +72,9 @@ func (h *heartbeatWriter) Write(p []byte) (int, error) {
 	if h.undecided {
 		h.decideStream()
 	}
-	h.wroteHeader = true
+	if !h.wroteHeader {
+		h.wroteHeader, h.stream = true, isEventStream(h.w.Header())
+	}
 	n, err := h.w.Write(p)
 	switch {
 	case h.stopped:
@@ -120,23 +123,30 @@ func (h *heartbeatWriter) beat() {
 	if h.undecided {
 		h.decideStream()
 	}
-	if !h.stream {
-		if media, _, _ := mime.ParseMediaType(h.w.Header().Get("Content-Type")); media != "text/event-stream" {
+	if !h.wroteHeader {
+		if !isEventStream(h.w.Header()) {
 			return
 		}
-	}
-	if !h.wroteHeader {
-		h.wroteHeader = true
+		h.wroteHeader, h.stream = true, true
 		h.w.WriteHeader(http.StatusOK)
+	} else if !h.stream {
+		return
 	}
 	if _, err := io.WriteString(h.w, heartbeatComment); err != nil {
 		return
 	}
-	h.stream = true // the header went out as an event stream's
 	if err := http.NewResponseController(h.w).Flush(); err != nil {
 		return
 	}
 	h.timer.Reset(h.every)
+}
+
+// isEventStream reports whether h's Content-Type is an event stream's
+// (its media type, without parameters, case aside), without allocating:
+// every lean response asks it once.
+func isEventStream(h http.Header) bool {
+	media, _, _ := strings.Cut(h.Get("Content-Type"), ";")
+	return strings.EqualFold(strings.TrimSpace(media), "text/event-stream")
 }
 
 // deferStream leaves the response undecided (see undecided): its headers
