@@ -30,7 +30,7 @@ func TestGCCycles(t *testing.T) {
 }
 
 // TestTuneLooksEarlyWhenTheLiveHeapJumps: after a quiet look set the quiet
-// goal (QuietPercentFor), a collection that finds the live heap JumpAbove or more above the
+// limit, a collection that finds the live heap JumpAbove or more above the
 // last look's makes tune look at once, without waiting for its timer: GOGC
 // and the limit follow the new live heap. A collection with the live heap
 // grown less, or before any look, changes nothing.
@@ -80,10 +80,10 @@ func TestTuneLooksEarlyWhenTheLiveHeapJumps(t *testing.T) {
 			synctest.Wait()
 		}
 		mu.Lock()
-		quiet := LimitFor(st, QuietPercentFor(st), 0)
+		quiet := QuietLimitFor(st, 0)
 		mu.Unlock()
 		if l := limits(); len(l) != 2 || l[1] != quiet {
-			t.Fatalf("limits %v, want the quiet goal's limit %d last", l, quiet)
+			t.Fatalf("limits %v, want the quiet limit %d last", l, quiet)
 		}
 
 		grow(20*mb+JumpAbove, 8*mb) // grew, but not by more than JumpAbove
@@ -131,9 +131,8 @@ func (r signalRuntime) SetMemoryLimit(bytes int64) {
 // quiet look, a live heap that jumps by 256 MiB at once
 // (BenchmarkLiveHeapJump's) takes a bounded number of collections when
 // tune looks at each collection. Without the early look the quiet limit
-// (QuietLimitFor, tune's quiet setting before QuietPercentFor) stayed
-// until the next timed look and the jump took 19–27 collections (Go's
-// default: 6).
+// stayed until the next timed look and the jump took 19–27 collections
+// (Go's default: 6).
 //
 // tune's cycles channel is the test's: after each collection the
 // allocating loop hands it to tune and waits until tune has handled it,
@@ -169,15 +168,10 @@ func TestTuneFollowsALiveHeapJump(t *testing.T) {
 	// quiet limit again and took 18 collections.
 	read := newStatsReader()
 	var jumping atomic.Bool
-	looked := make(chan struct{}, 2) // the looks before the jump
 	quietRead := func() (Stats, bool) {
 		st, ok := read()
 		if !jumping.Load() {
 			st.Allocs = 0
-			select {
-			case looked <- struct{}{}:
-			default:
-			}
 		}
 		return st, ok
 	}
@@ -201,13 +195,11 @@ func TestTuneFollowsALiveHeapJump(t *testing.T) {
 		}
 	}
 	// The first look sets GOGC's limit (GOGC 400: at least 16 MiB of
-	// heap goal above the live heap), the second, quiet, the quiet goal
-	// (QuietPercentFor: at this small live heap, GOGC 400 again, and its
-	// limit). Once the second look has read the stats, it has set them
-	// before tune next waits, which is when handled's first send is taken.
-	quiet := <-rt.limits
+	// heap goal above the live heap), the second, quiet, the quiet one
+	// (about 16 MiB lower: set).
+	var quiet int64
 	for range 2 {
-		<-looked
+		quiet = <-rt.limits
 	}
 	jumping.Store(true)
 	_, n0 := gcCPU()
@@ -221,7 +213,7 @@ func TestTuneFollowsALiveHeapJump(t *testing.T) {
 	}
 	_, n1 := gcCPU()
 	runtime.KeepAlive(keep)
-	t.Logf("limit before the jump %d MiB, %d collections in the jump, limit at its end %d MiB", quiet>>20, n1-n0, debug.SetMemoryLimit(-1)>>20)
+	t.Logf("quiet limit %d MiB, %d collections in the jump, limit at its end %d MiB", quiet>>20, n1-n0, debug.SetMemoryLimit(-1)>>20)
 	if n1-n0 > 14 {
 		t.Errorf("%d collections for a 256 MiB jump of the live heap, want at most 14 (Go's default: 6)", n1-n0)
 	}

@@ -328,28 +328,8 @@ func (goRuntime) SetGCPercent(p int)         { debug.SetGCPercent(p) }
 func (goRuntime) SetMemoryLimit(bytes int64) { debug.SetMemoryLimit(bytes) }
 func (goRuntime) FreeOSMemory()              { debug.FreeOSMemory() }
 
-// QuietPercentFor is the GOGC Tune sets while the process is quiet
-// (allocating under QuietBelow per second; holding calls idle): the one
-// whose goal is the live heap plus LimitSlack, as QuietLimitFor's limit
-// made it, at least 1 and at most PercentFor's. A goal rather than a
-// limit: under a limit that binds, every span the allocator takes from
-// pages the scavenger returned makes it return as many others first
-// (runtime.(*mheap).allocSpan), so that an idle process paid a madvise
-// for about every page it allocated, the collector's own work buffers
-// included; with the goal, what a collection frees is reused as it is
-// (docs/performance.md, "held25c"). Live 0: PercentFor's.
-func QuietPercentFor(st Stats) int {
-	p := PercentFor(st.Live)
-	if st.Live == 0 {
-		return p
-	}
-	q := 100 * uint64(LimitSlack) / (st.Live + st.Stacks + st.Globals)
-	return int(min(max(q, 1), uint64(p))) //nolint:gosec // at most p, an int
-}
-
-// QuietLimitFor is the soft memory limit Tune set while the process was
-// quiet before QuietPercentFor (2026-12-04, branch held25c); kept for
-// comparison in tests (allocating under QuietBelow per second; holding calls idle): the
+// QuietLimitFor is the soft memory limit Tune sets while the process is
+// quiet (allocating under QuietBelow per second; holding calls idle): the
 // live heap plus 1/32 of it, the runtime's other memory and LimitSlack,
 // at most ceiling (0: none). Tighter than GOGC's goal, but at that rate
 // the collections it adds are at most one per 16 s, and the free heap of
@@ -419,6 +399,10 @@ func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{},
 			early = true
 		}
 		now := time.Now()
+		if p := PercentFor(st.Live); p != current {
+			rt.SetGCPercent(p)
+			current = p
+		}
 		next := iv.Slow
 		quiet := false
 		if !prevAt.IsZero() {
@@ -431,16 +415,11 @@ func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{},
 			// be next to nothing, its rate then meaningless).
 			quiet = !early && rate(st.Allocs-prev.Allocs, elapsed) < QuietBelow
 		}
-		p := PercentFor(st.Live)
-		if quiet {
-			p = QuietPercentFor(st)
-		}
-		if p != current {
-			rt.SetGCPercent(p)
-			current = p
-		}
 		if setLimit {
 			l := LimitFor(st, current, ceiling)
+			if quiet {
+				l = QuietLimitFor(st, ceiling)
+			}
 			if l-limit > limitStep || l-limit < -limitStep { // both ≥ 0: no overflow
 				rt.SetMemoryLimit(l)
 				limit = l
