@@ -2,9 +2,9 @@ package gateway
 
 import (
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -39,6 +39,11 @@ type heartbeatWriter struct {
 	undecided bool
 	stopped   bool        // guarded by mu
 	timer     *time.Timer // guarded by mu; nil until armed
+	// stream is whether the response is an event stream, as its header
+	// said when it was written (wroteHeader): the heartbeats after it need
+	// not look at the header again (a parked stream keeps none once it
+	// went out: leanstream.go). Guarded by mu.
+	stream bool
 }
 
 func newHeartbeatWriter(w http.ResponseWriter, first, every time.Duration) *heartbeatWriter {
@@ -57,7 +62,7 @@ func (h *heartbeatWriter) WriteHeader(code int) {
 		h.decideStream()
 	}
 	h.undecided = false
-	h.wroteHeader = true
+	h.wroteHeader, h.stream = true, isEventStream(h.w.Header())
 	h.w.WriteHeader(code)
 }
 
@@ -67,7 +72,9 @@ func (h *heartbeatWriter) Write(p []byte) (int, error) {
 	if h.undecided {
 		h.decideStream()
 	}
-	h.wroteHeader = true
+	if !h.wroteHeader {
+		h.wroteHeader, h.stream = true, isEventStream(h.w.Header())
+	}
 	n, err := h.w.Write(p)
 	switch {
 	case h.stopped:
@@ -116,12 +123,14 @@ func (h *heartbeatWriter) beat() {
 	if h.undecided {
 		h.decideStream()
 	}
-	if media, _, _ := mime.ParseMediaType(h.w.Header().Get("Content-Type")); media != "text/event-stream" {
-		return
-	}
 	if !h.wroteHeader {
-		h.wroteHeader = true
+		if !isEventStream(h.w.Header()) {
+			return
+		}
+		h.wroteHeader, h.stream = true, true
 		h.w.WriteHeader(http.StatusOK)
+	} else if !h.stream {
+		return
 	}
 	if _, err := io.WriteString(h.w, heartbeatComment); err != nil {
 		return
@@ -130,6 +139,14 @@ func (h *heartbeatWriter) beat() {
 		return
 	}
 	h.timer.Reset(h.every)
+}
+
+// isEventStream reports whether h's Content-Type is an event stream's
+// (its media type, without parameters, case aside), without allocating:
+// every lean response asks it once.
+func isEventStream(h http.Header) bool {
+	media, _, _ := strings.Cut(h.Get("Content-Type"), ";")
+	return strings.EqualFold(strings.TrimSpace(media), "text/event-stream")
 }
 
 // deferStream leaves the response undecided (see undecided): its headers

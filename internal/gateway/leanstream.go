@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -72,7 +73,15 @@ func writeQuick(conn net.Conn, p []byte) error {
 	return err
 }
 
+// Header is the response's header. Once the status line and header went
+// out it is not kept (the map of a held call's header is ≈ 700 bytes,
+// ten thousand of them 7 MB): what is set then has no effect, as on
+// net/http's response after its header was written, and each call gets an
+// empty one.
 func (s *parkedStream) Header() http.Header {
+	if s.head {
+		return http.Header{}
+	}
 	if s.h == nil {
 		h, err := s.kept.header()
 		if err != nil {
@@ -112,13 +121,39 @@ func (s *parkedStream) FlushError() error {
 	if s.err != nil {
 		return s.err
 	}
-	var b bytes.Buffer
+	b := getFrame()
+	defer putFrame(b)
 	if !s.head {
-		s.head = true
-		s.writeHead(&b, -1)
+		s.writeHead(b, -1)
+		s.head, s.h = true, nil
 	}
-	s.appendBody(&b)
+	s.appendBody(b)
 	return s.send(b.Bytes())
+}
+
+// frames are the buffers a parked stream's flush frames its bytes in
+// (the chunk, after the head the first time): what it sends is written
+// before the flush returns, so that the buffer is free again then (a
+// held call's keep-alive allocates none).
+var frames = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledFrame is the largest frame buffer put back into frames: a
+// large answer's is left to the collector.
+const maxPooledFrame = 64 << 10
+
+func getFrame() *bytes.Buffer {
+	b, _ := frames.Get().(*bytes.Buffer)
+	if b == nil {
+		b = new(bytes.Buffer)
+	}
+	b.Reset()
+	return b
+}
+
+func putFrame(b *bytes.Buffer) {
+	if b.Cap() <= maxPooledFrame {
+		frames.Put(b)
+	}
 }
 
 // appendBody appends what was written and not yet sent, as a chunk when
@@ -128,6 +163,12 @@ func (s *parkedStream) appendBody(b *bytes.Buffer) {
 		appendChunk(b, s.buf)
 	} else {
 		b.Write(s.buf)
+	}
+	if s.held {
+		// Not kept between keep-alives (one every 15 s): its capacity
+		// would stay with each of thousands of held calls.
+		s.buf = nil
+		return
 	}
 	s.buf = s.buf[:0]
 }
@@ -140,17 +181,18 @@ func (s *parkedStream) finish() error {
 	if s.err != nil {
 		return s.err
 	}
-	var b bytes.Buffer
+	b := getFrame()
+	defer putFrame(b)
 	if !s.head {
-		s.head = true
 		n := len(s.buf)
 		if s.Header().Get("Content-Length") != "" {
 			n = -1
 		}
-		s.writeHead(&b, n)
+		s.writeHead(b, n)
+		s.head, s.h = true, nil
 		b.Write(s.buf)
 	} else {
-		s.appendBody(&b)
+		s.appendBody(b)
 		if s.chunked {
 			b.WriteString("0\r\n\r\n")
 		}
