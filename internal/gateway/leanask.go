@@ -183,7 +183,9 @@ func (l *leanStream) ask(ctx context.Context, method string, params any, res mcp
 
 // marshalWire encodes a JSON-RPC message to the agent as the SDK's
 // jsonrpc2 encodes one: without HTML escaping (json.Marshal would send <,
-// > and & as \u003c…, other bytes than the SDK path's).
+// > and & as \u003c…, other bytes than the SDK path's). Every message the
+// lean front writes itself (questions, progress, log messages) is encoded
+// with it.
 func marshalWire(msg any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)

@@ -647,16 +647,11 @@ func (l *leanLog) send(p *mcp.LoggingMessageParams) {
 	if !ok || levelRank(p.Level) < levelRank(lvl) {
 		return
 	}
-	// As the SDK's jsonrpc2 encodes it: no HTML escaping (json.Marshal
-	// would send <, > and & as \u003c…, other bytes than the SDK path's).
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(struct {
+	if b, err := marshalWire(struct {
 		JSONRPC string                    `json:"jsonrpc"`
 		Method  string                    `json:"method"`
 		Params  *mcp.LoggingMessageParams `json:"params"`
 	}{"2.0", "notifications/message", p}); err == nil {
-		writeSSE(l.w, bytes.TrimRight(b.Bytes(), "\n"))
+		writeSSE(l.w, b)
 	}
 }

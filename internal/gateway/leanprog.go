@@ -108,15 +108,11 @@ type leanProgressParams struct {
 // leanProgressMessage is the notifications/progress message to the agent
 // as the SDK's jsonrpc2 encodes one (no HTML escaping).
 func leanProgressMessage(token json.RawMessage, value, total float64, msg string) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	err := enc.Encode(struct {
+	return marshalWire(struct {
 		JSONRPC string             `json:"jsonrpc"`
 		Method  string             `json:"method"`
 		Params  leanProgressParams `json:"params"`
 	}{"2.0", methodProgress, leanProgressParams{ProgressToken: token, Message: msg, Progress: value, Total: total}})
-	return bytes.TrimRight(b.Bytes(), "\n"), err
 }
 
 // newLeanProgress is the progress channel of a lean call with the agent's
