@@ -25,13 +25,7 @@ func TestLeanParkedTokenCallEndsOnDeleteAndClose(t *testing.T) {
 	for _, end := range []string{"delete", "close"} {
 		t.Run(end, func(t *testing.T) {
 			opts := HTTPOptions{HeartbeatFirst: time.Hour, Heartbeat: time.Hour, DropGrace: time.Hour}
-			h := newHooks()
-			close(h.release)
-			f := newLeanProgFixture(t, ServerConfig{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}, h, 5*time.Millisecond, &opts)
-			base, parked := parkedFront(t, f, &opts)
-			cs := connectHTTP(t, base, aliceToken, nil, nil)
-			waitInitialized(t, f.g, cs.ID())
-			sid, version := cs.ID(), cs.InitializeResult().ProtocolVersion
+			f, base, parked, sid, version := parkedTokenSession(t, 5*time.Millisecond, &opts)
 			c, host := dialRaw(t, base)
 			if _, err := io.WriteString(c, rawSessionPOST(host, sid, version, "d-1", "up__big", `{"n":1}`, `{"progressToken":"d"}`)); err != nil {
 				t.Fatal(err)
@@ -54,7 +48,7 @@ func TestLeanParkedTokenCallEndsOnDeleteAndClose(t *testing.T) {
 				t.Errorf("answer after %s: %s, want the isError 'went away' result under id d-1", end, last)
 			}
 			f.waitState(t, approval.StatePending, 1)
-			if n := h.count("big"); n != 0 {
+			if n := f.h.count("big"); n != 0 {
 				t.Errorf("the call ran %d times", n)
 			}
 		})

@@ -25,14 +25,8 @@ func TestParkedStalledReaderDoesNotHoldTheBeat(t *testing.T) {
 	}
 	verifyNoLeaks(t)
 	opts := HTTPOptions{HeartbeatFirst: time.Hour, Heartbeat: time.Hour, DropGrace: time.Millisecond}
-	h := newHooks()
-	close(h.release)
 	// A 1 ms beat has one slot: every call's keep-alive on one callback run.
-	f := newLeanProgFixture(t, ServerConfig{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}, h, time.Millisecond, &opts)
-	base, parked := parkedFront(t, f, &opts)
-	cs := connectHTTP(t, base, aliceToken, nil, nil)
-	waitInitialized(t, f.g, cs.ID())
-	sid, version := cs.ID(), cs.InitializeResult().ProtocolVersion
+	f, base, parked, sid, version := parkedTokenSession(t, time.Millisecond, &opts)
 
 	// The stalled client: a small receive buffer, and it never reads.
 	host := strings.TrimPrefix(base, "http://")

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,13 +87,7 @@ func TestLeanParkedCallsWithTokenNoGoroutine(t *testing.T) {
 	}
 	verifyNoLeaks(t)
 	opts := HTTPOptions{HeartbeatFirst: time.Hour, Heartbeat: time.Hour, DropGrace: time.Millisecond}
-	h := newHooks()
-	close(h.release)
-	f := newLeanProgFixture(t, ServerConfig{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}, h, 20*time.Millisecond, &opts)
-	base, parked := parkedFront(t, f, &opts)
-	cs := connectHTTP(t, base, aliceToken, nil, nil)
-	waitInitialized(t, f.g, cs.ID())
-	sid, version := cs.ID(), cs.InitializeResult().ProtocolVersion
+	f, base, parked, sid, version := parkedTokenSession(t, 20*time.Millisecond, &opts)
 
 	const k = 12
 	before := runtime.NumGoroutine()
@@ -194,4 +189,20 @@ func argN(t *testing.T, r approval.Request) int {
 		t.Fatalf("arguments %s: %v", r.Arguments, err)
 	}
 	return a.N
+}
+
+// parkedTokenSession is a lean front that parks held calls (parkedFront)
+// on a fixture whose upstream "up" answers at once, the gate's keep-alives
+// every beat (newLeanProgFixture), and a 2025-era agent session on it,
+// open until the test ends: the fixture, the front's base URL, its count
+// of parked calls, and the session's id and protocol version.
+func parkedTokenSession(t *testing.T, beat time.Duration, opts *HTTPOptions) (f *leanFixture, base string, parked *atomic.Int64, sid, version string) {
+	t.Helper()
+	h := newHooks()
+	close(h.release)
+	f = newLeanProgFixture(t, ServerConfig{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}, h, beat, opts)
+	base, parked = parkedFront(t, f, opts)
+	cs := connectHTTP(t, base, aliceToken, nil, nil)
+	waitInitialized(t, f.g, cs.ID())
+	return f, base, parked, cs.ID(), cs.InitializeResult().ProtocolVersion
 }

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"syscall"
 	"testing"
@@ -15,30 +14,6 @@ import (
 
 	"toolgate/internal/approval"
 )
-
-// tcpPair is a connected pair of loopback TCP connections: the server's
-// end (as a parked call's) and the client's.
-func tcpPair(t *testing.T) (server, client net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = ln.Close() }()
-	client, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err = ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = client.Close()
-		_ = server.Close()
-	})
-	return server, client
-}
 
 // waitGone waits until gone is closed, failing after testWait.
 func waitGone(t *testing.T, gone <-chan struct{}, what string) {

@@ -18,21 +18,7 @@ import (
 // (errWouldBlock) instead of holding the beat, and the client is taken
 // for gone, once; nothing is written after it.
 func TestParkedStreamHeldWriteDoesNotWait(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = ln.Close() }()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = client.Close() }()
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = server.Close() }()
+	server, client := tcpPair(t)
 	_ = client.(*net.TCPConn).SetReadBuffer(4096)
 	_ = server.(*net.TCPConn).SetWriteBuffer(4096)
 
@@ -60,20 +46,7 @@ func TestParkedStreamHeldWriteDoesNotWait(t *testing.T) {
 // of them (docs/performance.md, "held25c"). What goes out is unchanged:
 // the head, a chunk per keep-alive, and a ": hb" comment after them.
 func TestParkedStreamKeepsNothingWhileHeld(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = ln.Close() }()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = client.Close() }()
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	server, client := tcpPair(t)
 	s := &parkedStream{conn: server, kept: keepHeader(http.Header{"Mcp-Session-Id": {"s1"}}), timeout: testWait, held: true}
 	hw := newHeartbeatWriter(nil, time.Hour, time.Hour)
 	hw.parkOn(s)
