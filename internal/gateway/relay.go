@@ -247,14 +247,23 @@ func (o *origin) viaSDK(fctx, ctx context.Context, method string, send func(cont
 }
 
 // unsent reports whether err is the go-sdk's refusal to write a message on
-// the stream of a request already answered: code -32005 ("rejected by
-// transport", codeRejected) with "write to closed stream", which the SDK
-// returns before anything reaches the agent. (An agent that answered with
-// that very code and text would only be asked its own question once more.)
+// the stream of a request already answered, which it returns before
+// anything reaches the agent: its sentinel error (code -32005, codeRejected,
+// with the message "rejected by transport" alone) wrapped with "write to
+// closed stream" after it. An agent's answer of code -32005 is not: the
+// agent's error is the innermost of err, so err's text ends with its
+// message; a message of the sentinel's text alone cannot end err's text
+// with "write to closed stream", and a message that ends so is not the
+// sentinel's. Such an answer reached the agent (its human may have seen
+// the question) and is not put to it again.
 func unsent(err error) bool {
 	var wire *jsonrpc.Error
-	return errors.As(err, &wire) && wire.Code == codeRejected && strings.Contains(err.Error(), "write to closed stream")
+	return errors.As(err, &wire) && wire.Code == codeRejected && wire.Message == sdkRejected &&
+		strings.HasSuffix(err.Error(), sdkRejected+": write to closed stream")
 }
+
+// sdkRejected is the message of the go-sdk's jsonrpc2.ErrRejected.
+const sdkRejected = "rejected by transport"
 
 // routeLog delivers one upstream log message (the params of a
 // notifications/message read off the wire): to the agent request o it
