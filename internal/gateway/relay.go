@@ -271,9 +271,10 @@ const sdkRejected = "rejected by transport"
 // (ac), else to toolgate's log. It never blocks the upstream's reader.
 //
 // The message's data is kept as the upstream sent it (a json.RawMessage,
-// which goes to the agent as its bytes, compacted): decoded into Go values
-// it would hold many times its wire bytes (about 20 for empty objects)
-// while it waits in a queue bounded by those bytes (relayQueueBytes).
+// which goes to the agent as its bytes, compacted, in valid UTF-8:
+// repairUTF8): decoded into Go values it would hold many times its wire
+// bytes (about 20 for empty objects) while it waits in a queue bounded by
+// those bytes (relayQueueBytes).
 func (u *upstream) routeLog(ctx context.Context, o *origin, ac *agentConn, params json.RawMessage) {
 	var data json.RawMessage
 	p := mcp.LoggingMessageParams{Data: &data} // decoded into data
@@ -283,7 +284,11 @@ func (u *upstream) routeLog(ctx context.Context, o *origin, ac *agentConn, param
 	}
 	p.Data = nil
 	if data != nil {
-		p.Data = data
+		// As a result's raw members (repairUTF8): bytes that are not
+		// UTF-8 and lone surrogate escapes go as U+FFFD, which decoding
+		// into Go values made of them, or a strict decoder refuses the
+		// agent's whole message.
+		p.Data = repairUTF8(data)
 	}
 	if o != nil && o.sendLog(&p, len(params)) {
 		return
