@@ -229,7 +229,12 @@ const ledgerPruneEvery = time.Minute
 
 func (g *Gate) sweep(ctx context.Context) {
 	now := g.now()
-	if n, err := g.store.CountPending(ctx, ""); err == nil {
+	// One attempt, bounded: a store that stopped answering is a count
+	// unknown, not the last one kept while the sweep waits.
+	cctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	n, err := g.store.CountPending(cctx, "")
+	cancel()
+	if err == nil {
 		g.metrics.PendingApprovals(n)
 	} else if ctx.Err() == nil {
 		// Not the last count: a steady gauge would hide the outage.
