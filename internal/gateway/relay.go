@@ -283,17 +283,20 @@ func (u *upstream) routeLog(ctx context.Context, o *origin, ac *agentConn, param
 		return
 	}
 	p.Data = nil
+	size := len(params) // what the message holds while it waits
 	if data != nil {
 		// As a result's raw members (repairUTF8): bytes that are not
 		// UTF-8 and lone surrogate escapes go as U+FFFD, which decoding
 		// into Go values made of them, or a strict decoder refuses the
-		// agent's whole message.
-		p.Data = repairUTF8(data)
+		// agent's whole message. U+FFFD takes 3 bytes for one.
+		fixed := repairUTF8(data)
+		size += len(fixed) - len(data)
+		p.Data = fixed
 	}
-	if o != nil && o.sendLog(&p, len(params)) {
+	if o != nil && o.sendLog(&p, size) {
 		return
 	}
-	if ac != nil && ac.sendLog(&p, len(params)) {
+	if ac != nil && ac.sendLog(&p, size) {
 		return
 	}
 	if data != nil {
