@@ -22,14 +22,12 @@ import (
 // write), and the agent's error goes back to the upstream.
 func TestBorrowedQuestionAgentRefusalAskedOnce(t *testing.T) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "front", Version: "1"}, nil)
-	type inFlight struct {
-		ctx context.Context
-		ss  *mcp.ServerSession
-	}
-	inCall := make(chan inFlight, 1)
+	inCall := make(chan context.Context, 1)
+	sessions := make(chan *mcp.ServerSession, 1)
 	release := make(chan struct{})
 	mcp.AddTool(srv, &mcp.Tool{Name: "t", InputSchema: objectSchema}, func(ctx context.Context, req *mcp.CallToolRequest, _ map[string]any) (*mcp.CallToolResult, any, error) {
-		inCall <- inFlight{ctx, req.Session}
+		sessions <- req.Session
+		inCall <- ctx
 		<-release
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
 	})
@@ -53,14 +51,14 @@ func TestBorrowedQuestionAgentRefusalAskedOnce(t *testing.T) {
 		_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "t", Arguments: map[string]any{}})
 		called <- err
 	}()
-	call := <-inCall // a request in flight: its stream is open
+	ss, ctx := <-sessions, <-inCall // a request in flight: its stream is open
 	defer func() {
 		close(release)
 		if err := <-called; err != nil {
 			t.Error(err)
 		}
 	}()
-	o := &origin{ss: call.ss, ctx: call.ctx, borrowed: true, standalone: t.Context(), log: slog.New(slog.DiscardHandler)}
+	o := &origin{ss: ss, ctx: ctx, borrowed: true, standalone: t.Context(), log: slog.New(slog.DiscardHandler)}
 	_, err = o.ask(t.Context(), methodElicit, &mcp.ElicitParams{Message: "approve the transfer?", RequestedSchema: objectSchema}, nil)
 	var wire *jsonrpc.Error
 	if !errors.As(err, &wire) || wire.Code != codeRejected {
