@@ -18,14 +18,15 @@
 // so nothing the program sees changes. A mapping that holds a private copy
 // of a page (a debugger's breakpoint, relocations written by the dynamic
 // loader) is left alone: MADV_DONTNEED would drop the copy.
+//
+// [WhenQuiet] decides when: once start-up is over, and again each time the
+// process turns quiet after calls (they map part of the executable back).
 package execpages
 
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -117,27 +118,8 @@ func containing(ms []mapping, addr uint64) (mapping, bool) {
 	return mapping{}, false
 }
 
-// StartupTail is how long after serve is ready ReleaseAfter waits: the
+// StartupTail is how long after serve is ready WhenQuiet first releases: the
 // listeners' and background loops' first rounds (the first sweep, poll and
 // health check, the upstreams' tool lists) are start-up too, and map about
 // 10 MB more of the executable than they touch again later.
 const StartupTail = 10 * time.Second
-
-// ReleaseAfter calls [Release] once, d after it is called, unless ctx ends
-// first. It logs the outcome at debug level: a failure leaves only pages
-// mapped that need not be.
-func ReleaseAfter(ctx context.Context, d time.Duration, log *slog.Logger) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return
-	case <-t.C:
-	}
-	n, err := Release()
-	if err != nil {
-		log.Debug("executable pages not released", "err", err)
-		return
-	}
-	log.Debug("executable pages released", "resident_bytes", n)
-}

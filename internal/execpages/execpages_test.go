@@ -1,11 +1,7 @@
 package execpages
 
 import (
-	"context"
-	"log/slog"
 	"testing"
-	"testing/synctest"
-	"time"
 )
 
 const smapsSample = `00400000-0147d000 r-xp 00000000 fe:00 10273766                           /usr/bin/toolgate
@@ -70,25 +66,4 @@ func TestParseSmapsRejectsGarbage(t *testing.T) {
 			t.Errorf("parseSmaps(%q): no error", s)
 		}
 	}
-}
-
-// TestReleaseAfterStopsWithContext: ReleaseAfter returns when ctx ends
-// before its delay, without releasing anything.
-func TestReleaseAfterStopsWithContext(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() {
-			ReleaseAfter(ctx, time.Hour, slog.New(slog.DiscardHandler))
-			close(done)
-		}()
-		synctest.Wait()
-		select {
-		case <-done:
-			t.Fatal("ReleaseAfter returned before ctx ended or its delay passed")
-		default:
-		}
-		cancel()
-		<-done
-	})
 }
