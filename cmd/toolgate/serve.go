@@ -349,7 +349,10 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 	}
 	if sio.releaseExec {
 		act := execpages.Activity{Seen: c.load.Seen, CPU: processCPU}
-		eg.Go(func() error { execpages.WhenQuiet(ctx, execpages.StartupTail, act, releaseIdle(sio.gc, log)); return nil })
+		eg.Go(func() error {
+			execpages.WhenQuiet(ctx, execpages.StartupTail, act, releaseIdle(sio.gc, log))
+			return nil
+		})
 	}
 	if sio.procs {
 		eg.Go(func() error { procs.Follow(ctx, c.load, runtime.GOMAXPROCS(0), setProcs, processCPU); return nil })

@@ -61,8 +61,8 @@ func WhenQuiet(ctx context.Context, first time.Duration, act Activity, release f
 	tick := time.NewTicker(QuietLook)
 	defer tick.Stop()
 	lastSeen, lastCPU := seen(), cpu()
-	busy := false                   // busy since the last release
-	var calm time.Duration          // quiet this long since busy
+	busy := false          // busy since the last release
+	var calm time.Duration // quiet this long since busy
 	budget := time.Duration(QuietCPU * float64(QuietLook))
 	for {
 		select {
