@@ -19,8 +19,9 @@ const (
 	QuietLook = 5 * time.Second
 	// QuietCPU is the most CPU, as a share of one CPU over a look, that a
 	// quiet process uses: an idle gateway's loops (polls, sweeps, health
-	// checks) use about 0.1 %; work no request counts (approving held
-	// calls, a burst of anything) uses more.
+	// checks) use 0.4–0.5 % (BenchmarkIdleMemory's quiet-cpu-%); work no
+	// request counts (approving held calls, a burst of anything) uses
+	// more.
 	QuietCPU = 0.02
 )
 
