@@ -350,7 +350,7 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 	if sio.releaseExec {
 		act := execpages.Activity{Seen: c.load.Seen, CPU: processCPU}
 		eg.Go(func() error {
-			execpages.WhenQuiet(ctx, execpages.StartupTail, act, releaseIdle(sio.gc, log))
+			execpages.WhenQuiet(ctx, execpages.StartupTail, act, releaseIdle(log))
 			return nil
 		})
 	}
