@@ -106,7 +106,7 @@ policy:
 type stat struct {
 	at     time.Time
 	cpu    time.Duration // user and system
-	minflt uint64        // minor page faults
+	minflt int64         // minor page faults
 }
 
 // procStat reads pid's CPU time and minor faults from /proc/<pid>/stat.
@@ -122,8 +122,8 @@ func procStat(b *testing.B, pid int) stat {
 	if !ok || len(f) < 13 {
 		b.Fatalf("/proc/%d/stat: %q", pid, raw)
 	}
-	num := func(i int) uint64 { // field i (1-based, as in proc(5))
-		n, err := strconv.ParseUint(f[i-3], 10, 64)
+	num := func(i int) int64 { // field i (1-based, as in proc(5))
+		n, err := strconv.ParseInt(f[i-3], 10, 64)
 		if err != nil {
 			b.Fatalf("/proc/%d/stat field %d: %v", pid, i, err)
 		}

@@ -26,6 +26,7 @@ func (p *quietProcess) activity() Activity {
 
 // start runs WhenQuiet on p until the test ends, first after first.
 func (p *quietProcess) start(t *testing.T, first time.Duration) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() {

@@ -68,6 +68,7 @@ func BenchmarkCallAfterRelease(b *testing.B) {
 // pageFaults is the process's minor and major page faults and its system
 // CPU time so far.
 func pageFaults(b *testing.B) (minor, major int64, sys time.Duration) {
+	b.Helper()
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		b.Fatal(err)
