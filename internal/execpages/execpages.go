@@ -27,6 +27,8 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -42,32 +44,49 @@ type mapping struct {
 	anonymous  uint64 // bytes: private copies of the file's pages
 }
 
-// parseSmaps reads the mappings of /proc/PID/smaps.
-func parseSmaps(b []byte) ([]mapping, error) {
+// readSmaps reads the mappings of the smaps file at path.
+func readSmaps(path string) ([]mapping, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("smaps: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	return parseSmaps(f)
+}
+
+// parseSmaps reads the mappings of /proc/PID/smaps. Of each mapping's
+// fields it keeps Rss and Anonymous, and it allocates only for the
+// mappings' headers: each release parses the file once, in a quiet
+// process, and what it allocates stays on the heap until a collection.
+func parseSmaps(r io.Reader) ([]mapping, error) {
 	var out []mapping
-	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	for sc.Scan() {
-		line := sc.Text()
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		if k, ok := strings.CutSuffix(f[0], ":"); ok {
+		line := sc.Bytes()
+		if k, v, ok := bytes.Cut(line, []byte(":")); ok && bytes.IndexByte(k, ' ') < 0 && !bytes.Contains(k, []byte("-")) {
 			// A field of the current mapping ("Rss:   1234 kB").
-			if len(out) == 0 || len(f) < 2 || (k != "Rss" && k != "Anonymous") {
+			var dst *uint64
+			switch {
+			case len(out) == 0:
+				continue
+			case string(k) == "Rss":
+				dst = &out[len(out)-1].rss
+			case string(k) == "Anonymous":
+				dst = &out[len(out)-1].anonymous
+			default:
 				continue
 			}
-			kb, err := strconv.ParseUint(f[1], 10, 64)
+			num, _, _ := bytes.Cut(bytes.TrimLeft(v, " \t"), []byte(" "))
+			kb, err := strconv.ParseUint(string(num), 10, 64)
 			if err != nil {
 				return nil, fmt.Errorf("smaps: %q: %w", line, err)
 			}
-			m := &out[len(out)-1]
-			if k == "Rss" {
-				m.rss = kb << 10
-			} else {
-				m.anonymous = kb << 10
-			}
+			*dst = kb << 10
+			continue
+		}
+		f := strings.Fields(string(line))
+		if len(f) == 0 {
 			continue
 		}
 		// A mapping's header: start-end perms offset dev inode [path].

@@ -1,6 +1,7 @@
 package execpages
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -36,7 +37,7 @@ Anonymous:             0 kB
 // an anonymous page (relocations, a breakpoint), not another file, not a
 // shared mapping.
 func TestDroppable(t *testing.T) {
-	ms, err := parseSmaps([]byte(smapsSample))
+	ms, err := parseSmaps(strings.NewReader(smapsSample))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestDroppable(t *testing.T) {
 func TestParseSmapsRejectsGarbage(t *testing.T) {
 	for _, s := range []string{"zz-10 r-xp 0 fe:00 1 /x\n", "00400000 r-xp 0 fe:00 1 /x\n", "00400000-00500000 r-xp\n",
 		"00400000-00500000 r-xp 0 fe:00 1 /x\nRss: lots kB\n"} {
-		if _, err := parseSmaps([]byte(s)); err == nil {
+		if _, err := parseSmaps(strings.NewReader(s)); err == nil {
 			t.Errorf("parseSmaps(%q): no error", s)
 		}
 	}
