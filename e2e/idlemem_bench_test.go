@@ -25,7 +25,15 @@ import (
 //     executable's start-up pages (execpages.StartupTail after ready, plus
 //     idleSettle);
 //   - calls-rss-MB, …: the same idleSettle after idleCalls allowed calls
-//     from one agent session (still connected).
+//     from one agent session (still connected);
+//   - quiet-rss-MB, …: idleQuiet after the last call, once the process has
+//     turned quiet (execpages.WhenQuiet releases again QuietAfter after the
+//     last call, at one of its looks every QuietLook), plus idleSettle;
+//   - quiet-cpu-%: toolgate's CPU (user and system, share of one CPU)
+//     over that quiet wait: the idle loops, against execpages.QuietCPU;
+//   - first-call-us, first-call-faults: the latency of the next call (as
+//     the agent sees it) and toolgate's minor page faults during it;
+//     next-call-us, next-call-faults: the same for the call after it.
 //
 // RssFile is the executable's pages mapped in the process (clean, shared
 // with the page cache); RssAnon is the heap, stacks and the runtime's
@@ -39,6 +47,10 @@ func BenchmarkIdleMemory(b *testing.B) {
 const (
 	idleCalls  = 100
 	idleSettle = 5 * time.Second // after the release or the last call
+	// idleQuiet is how long after the last call the quiet read comes:
+	// execpages.QuietAfter plus two of its looks, plus idleSettle. (Literal,
+	// so that the bench runs on a tree without the quiet release too.)
+	idleQuiet = 30*time.Second + 2*5*time.Second + idleSettle
 )
 
 func benchIdleMemory(b *testing.B) {
@@ -67,8 +79,58 @@ policy:
 			b.Fatalf("call %d: %v %+v", i, err, res)
 		}
 	}
+	last := time.Now()
 	time.Sleep(idleSettle)
 	reportMemory(b, "calls", pid)
+
+	cpu0 := procStat(b, pid)
+	time.Sleep(idleQuiet - time.Since(last))
+	cpu1 := procStat(b, pid)
+	reportMemory(b, "quiet", pid)
+	b.ReportMetric(100*(cpu1.cpu-cpu0.cpu).Seconds()/cpu1.at.Sub(cpu0.at).Seconds(), "quiet-cpu-%")
+
+	for _, what := range []string{"first", "next"} {
+		before := procStat(b, pid)
+		start := time.Now()
+		res, err := cs.CallTool(b.Context(), &mcp.CallToolParams{Name: "t__echo_raw", Arguments: map[string]any{"i": what}})
+		took := time.Since(start)
+		if err != nil || res.IsError {
+			b.Fatalf("%s call after the quiet wait: %v %+v", what, err, res)
+		}
+		b.ReportMetric(float64(took.Microseconds()), what+"-call-us")
+		b.ReportMetric(float64(procStat(b, pid).minflt-before.minflt), what+"-call-faults")
+	}
+}
+
+// stat is what procStat reads of a process.
+type stat struct {
+	at     time.Time
+	cpu    time.Duration // user and system
+	minflt int64         // minor page faults
+}
+
+// procStat reads pid's CPU time and minor faults from /proc/<pid>/stat.
+func procStat(b *testing.B, pid int) stat {
+	b.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command (which may hold spaces), from state (3).
+	_, rest, ok := strings.Cut(string(raw), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		b.Fatalf("/proc/%d/stat: %q", pid, raw)
+	}
+	num := func(i int) int64 { // field i (1-based, as in proc(5))
+		n, err := strconv.ParseInt(f[i-3], 10, 64)
+		if err != nil {
+			b.Fatalf("/proc/%d/stat field %d: %v", pid, i, err)
+		}
+		return n
+	}
+	const ticks = 100 // USER_HZ
+	return stat{at: time.Now(), minflt: num(10), cpu: time.Duration(num(14)+num(15)) * time.Second / ticks}
 }
 
 // reportMemory reports pid's VmRSS, RssAnon, RssFile and Pss in MB as

@@ -92,8 +92,9 @@ type serveIO struct {
 	onReady        func(ready map[string]string)
 	gc             *gctune.Settings // what serve applied; nil in tests
 	procs          bool             // follow the calls in flight with GOMAXPROCS (procs.Follow); false in tests
-	// releaseExec unmaps the executable's pages once start-up is over
-	// (execpages.ReleaseAfter); false in tests.
+	// releaseExec unmaps the executable's pages once start-up is over and
+	// whenever the process turns quiet (execpages.WhenQuiet, releaseIdle);
+	// false in tests.
 	releaseExec bool
 }
 
@@ -347,7 +348,11 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 		eg.Go(func() error { gctune.Tune(ctx, *gc); return nil })
 	}
 	if sio.releaseExec {
-		eg.Go(func() error { execpages.ReleaseAfter(ctx, execpages.StartupTail, log); return nil })
+		act := execpages.Activity{Seen: c.load.Seen, CPU: processCPU}
+		eg.Go(func() error {
+			execpages.WhenQuiet(ctx, execpages.StartupTail, act, releaseIdle(log))
+			return nil
+		})
 	}
 	if sio.procs {
 		eg.Go(func() error { procs.Follow(ctx, c.load, runtime.GOMAXPROCS(0), setProcs, processCPU); return nil })

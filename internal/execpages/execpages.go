@@ -18,14 +18,17 @@
 // so nothing the program sees changes. A mapping that holds a private copy
 // of a page (a debugger's breakpoint, relocations written by the dynamic
 // loader) is left alone: MADV_DONTNEED would drop the copy.
+//
+// [WhenQuiet] decides when: once start-up is over, and again each time the
+// process turns quiet after calls (they map part of the executable back).
 package execpages
 
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
-	"log/slog"
+	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -41,32 +44,49 @@ type mapping struct {
 	anonymous  uint64 // bytes: private copies of the file's pages
 }
 
-// parseSmaps reads the mappings of /proc/PID/smaps.
-func parseSmaps(b []byte) ([]mapping, error) {
+// readSmaps reads the mappings of the smaps file at path.
+func readSmaps(path string) ([]mapping, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("smaps: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	return parseSmaps(f)
+}
+
+// parseSmaps reads the mappings of /proc/PID/smaps. Of each mapping's
+// fields it keeps Rss and Anonymous, and it allocates only for the
+// mappings' headers: each release parses the file once, in a quiet
+// process, and what it allocates stays on the heap until a collection.
+func parseSmaps(r io.Reader) ([]mapping, error) {
 	var out []mapping
-	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	for sc.Scan() {
-		line := sc.Text()
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		if k, ok := strings.CutSuffix(f[0], ":"); ok {
+		line := sc.Bytes()
+		if k, v, ok := bytes.Cut(line, []byte(":")); ok && bytes.IndexByte(k, ' ') < 0 && !bytes.Contains(k, []byte("-")) {
 			// A field of the current mapping ("Rss:   1234 kB").
-			if len(out) == 0 || len(f) < 2 || (k != "Rss" && k != "Anonymous") {
+			var dst *uint64
+			switch {
+			case len(out) == 0:
+				continue
+			case string(k) == "Rss":
+				dst = &out[len(out)-1].rss
+			case string(k) == "Anonymous":
+				dst = &out[len(out)-1].anonymous
+			default:
 				continue
 			}
-			kb, err := strconv.ParseUint(f[1], 10, 64)
+			num, _, _ := bytes.Cut(bytes.TrimLeft(v, " \t"), []byte(" "))
+			kb, err := strconv.ParseUint(string(num), 10, 64)
 			if err != nil {
 				return nil, fmt.Errorf("smaps: %q: %w", line, err)
 			}
-			m := &out[len(out)-1]
-			if k == "Rss" {
-				m.rss = kb << 10
-			} else {
-				m.anonymous = kb << 10
-			}
+			*dst = kb << 10
+			continue
+		}
+		f := strings.Fields(string(line))
+		if len(f) == 0 {
 			continue
 		}
 		// A mapping's header: start-end perms offset dev inode [path].
@@ -117,27 +137,8 @@ func containing(ms []mapping, addr uint64) (mapping, bool) {
 	return mapping{}, false
 }
 
-// StartupTail is how long after serve is ready ReleaseAfter waits: the
+// StartupTail is how long after serve is ready WhenQuiet first releases: the
 // listeners' and background loops' first rounds (the first sweep, poll and
 // health check, the upstreams' tool lists) are start-up too, and map about
 // 10 MB more of the executable than they touch again later.
 const StartupTail = 10 * time.Second
-
-// ReleaseAfter calls [Release] once, d after it is called, unless ctx ends
-// first. It logs the outcome at debug level: a failure leaves only pages
-// mapped that need not be.
-func ReleaseAfter(ctx context.Context, d time.Duration, log *slog.Logger) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return
-	case <-t.C:
-	}
-	n, err := Release()
-	if err != nil {
-		log.Debug("executable pages not released", "err", err)
-		return
-	}
-	log.Debug("executable pages released", "resident_bytes", n)
-}

@@ -1,11 +1,8 @@
 package execpages
 
 import (
-	"context"
-	"log/slog"
+	"strings"
 	"testing"
-	"testing/synctest"
-	"time"
 )
 
 const smapsSample = `00400000-0147d000 r-xp 00000000 fe:00 10273766                           /usr/bin/toolgate
@@ -40,7 +37,7 @@ Anonymous:             0 kB
 // an anonymous page (relocations, a breakpoint), not another file, not a
 // shared mapping.
 func TestDroppable(t *testing.T) {
-	ms, err := parseSmaps([]byte(smapsSample))
+	ms, err := parseSmaps(strings.NewReader(smapsSample))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,29 +63,8 @@ func TestDroppable(t *testing.T) {
 func TestParseSmapsRejectsGarbage(t *testing.T) {
 	for _, s := range []string{"zz-10 r-xp 0 fe:00 1 /x\n", "00400000 r-xp 0 fe:00 1 /x\n", "00400000-00500000 r-xp\n",
 		"00400000-00500000 r-xp 0 fe:00 1 /x\nRss: lots kB\n"} {
-		if _, err := parseSmaps([]byte(s)); err == nil {
+		if _, err := parseSmaps(strings.NewReader(s)); err == nil {
 			t.Errorf("parseSmaps(%q): no error", s)
 		}
 	}
-}
-
-// TestReleaseAfterStopsWithContext: ReleaseAfter returns when ctx ends
-// before its delay, without releasing anything.
-func TestReleaseAfterStopsWithContext(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() {
-			ReleaseAfter(ctx, time.Hour, slog.New(slog.DiscardHandler))
-			close(done)
-		}()
-		synctest.Wait()
-		select {
-		case <-done:
-			t.Fatal("ReleaseAfter returned before ctx ended or its delay passed")
-		default:
-		}
-		cancel()
-		<-done
-	})
 }

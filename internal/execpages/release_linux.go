@@ -2,7 +2,6 @@ package execpages
 
 import (
 	"fmt"
-	"os"
 	"reflect"
 	"syscall"
 )
@@ -12,11 +11,7 @@ import (
 // error leaves the process as it was, or with fewer pages mapped: either is
 // safe.
 func Release() (uint64, error) {
-	b, err := os.ReadFile("/proc/self/smaps")
-	if err != nil {
-		return 0, fmt.Errorf("release executable pages: %w", err)
-	}
-	ms, err := parseSmaps(b)
+	ms, err := readSmaps("/proc/self/smaps")
 	if err != nil {
 		return 0, fmt.Errorf("release executable pages: %w", err)
 	}

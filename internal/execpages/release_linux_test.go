@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"os"
 	"reflect"
 	"syscall"
 	"testing"
@@ -17,11 +16,7 @@ const madvPopulateRead = 22
 // as /proc/self/smaps shows them now.
 func exeMappings(t *testing.T) []mapping {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/smaps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms, err := parseSmaps(b)
+	ms, err := readSmaps("/proc/self/smaps")
 	if err != nil {
 		t.Fatal(err)
 	}

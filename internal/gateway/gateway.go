@@ -129,7 +129,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Load, when set, counts the MCP POSTs the HTTP front serves (a held
 	// call only until it is held; GET streams not at all), for
-	// procs.Follow.
+	// procs.Follow, and (Load.Saw) the messages a stdio agent sends, for
+	// execpages.WhenQuiet.
 	Load *procs.Load
 	// Version is the version the gateway reports in its MCP server info.
 	Version string
@@ -579,7 +580,7 @@ var ErrShutdown = errors.New("gateway shutting down")
 // Only protocol messages are written to out.
 func (g *Gateway) ServeStdio(ctx context.Context, in io.ReadCloser, out io.WriteCloser, p approval.Principal) error {
 	lw := &lockedWriter{w: out}
-	guard := newStdinGuard(in, lw, g.opts.MaxRequestBytes)
+	guard := newStdinGuard(in, lw, g.opts.MaxRequestBytes, g.opts.Load.Saw)
 	// The guard passes on lines of at most MaxRequestBytes.
 	t := &mcp.IOTransport{Reader: readCloser{guard, in}, Writer: lw, MaxLineLength: g.opts.MaxRequestBytes + sdkLimitSlack}
 	sid := "stdio-" + rand.Text()

@@ -14,9 +14,11 @@ import (
 // which MCP 2025-06-18 and later no longer allow; it answers ids past 2^53
 // or with a fraction under a different id.) A line longer than max bytes
 // (limits.max_request_bytes) is read to its end without being kept and
-// answered with an error under its id.
-func newStdinGuard(in io.Reader, out *lockedWriter, max int) *lineFilter {
+// answered with an error under its id. Each line it reads calls seen (the
+// gateway's Options.Load.Saw: what tells a quiet process from a busy one).
+func newStdinGuard(in io.Reader, out *lockedWriter, max int, seen func()) *lineFilter {
 	return newLineFilter(in, max, func(l jsonLine) []byte {
+		seen()
 		if l.over {
 			e := invalidMessage(l.scan.id, "the message (%d bytes) exceeds limits.max_request_bytes (%d bytes)", l.size, max)
 			_, _ = out.Write(errorLine(e))

@@ -33,10 +33,13 @@ const (
 	Busy = 0.7
 )
 
-// Load counts the calls in flight and the most since the last look. Its
-// methods are safe for concurrent use; a nil *Load counts nothing.
+// Load counts the calls in flight and the most since the last look, and
+// the requests seen so far (for execpages.WhenQuiet: a process that saw
+// none for a while is quiet). Its methods are safe for concurrent use; a
+// nil *Load counts nothing.
 type Load struct {
 	cur, peak atomic.Int64
+	seen      atomic.Uint64
 }
 
 // Begin records a call that starts; End must follow.
@@ -44,6 +47,7 @@ func (l *Load) Begin() {
 	if l == nil {
 		return
 	}
+	l.seen.Add(1)
 	n := l.cur.Add(1)
 	for {
 		p := l.peak.Load()
@@ -58,6 +62,23 @@ func (l *Load) End() {
 	if l != nil {
 		l.cur.Add(-1)
 	}
+}
+
+// Saw records a request that is not counted in flight (a stdio agent's
+// message): Seen counts it, Follow does not.
+func (l *Load) Saw() {
+	if l != nil {
+		l.seen.Add(1)
+	}
+}
+
+// Seen returns how many requests Begin and Saw recorded so far; only its
+// changes mean anything. A nil *Load has seen none.
+func (l *Load) Seen() uint64 {
+	if l == nil {
+		return 0
+	}
+	return l.seen.Load()
 }
 
 // InFlight returns the calls in flight now and the most since the last

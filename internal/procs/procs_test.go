@@ -81,3 +81,24 @@ func TestFollow(t *testing.T) {
 func TestFollowDefaultOne(t *testing.T) {
 	Follow(t.Context(), &Load{}, 1, func(int) { t.Fatal("set called") }, nil)
 }
+
+// TestSeen: Seen counts each Begin and Saw, not End; Saw leaves the calls
+// in flight alone; a nil Load sees nothing.
+func TestSeen(t *testing.T) {
+	l := &Load{}
+	l.Begin()
+	l.End()
+	l.Saw()
+	l.Begin()
+	if got := l.Seen(); got != 3 {
+		t.Fatalf("Seen = %d, want 3", got)
+	}
+	if now, most := l.InFlight(); now != 1 || most != 1 {
+		t.Fatalf("InFlight = %d, %d, want 1, 1", now, most)
+	}
+	var none *Load
+	none.Saw()
+	if none.Seen() != 0 {
+		t.Fatal("a nil Load saw something")
+	}
+}

@@ -1,0 +1,128 @@
+package execpages
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// quietProcess is a process for WhenQuiet: its requests seen, its CPU
+// time and the releases WhenQuiet made, each an atomic the test changes
+// or reads between synctest.Wait calls.
+type quietProcess struct {
+	seen     atomic.Uint64
+	cpu      atomic.Int64 // ns
+	releases atomic.Int64
+}
+
+func (p *quietProcess) activity() Activity {
+	return Activity{
+		Seen: p.seen.Load,
+		CPU:  func() time.Duration { return time.Duration(p.cpu.Load()) },
+	}
+}
+
+// start runs WhenQuiet on p until the test ends, first after first.
+func (p *quietProcess) start(t *testing.T, first time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		WhenQuiet(ctx, first, p.activity(), func() { p.releases.Add(1) })
+		close(done)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// after sleeps d and waits for WhenQuiet to settle, then checks the
+// releases so far.
+func (p *quietProcess) after(t *testing.T, d time.Duration, want int64, why string) {
+	t.Helper()
+	time.Sleep(d)
+	synctest.Wait()
+	if got := p.releases.Load(); got != want {
+		t.Fatalf("%s: %d releases, want %d", why, got, want)
+	}
+}
+
+// TestWhenQuietReleasesOncePerQuietPeriod: one release at the start-up's
+// tail; none on a process that stays idle (nothing to give back); one
+// QuietAfter after the last request; none while requests come, however
+// long; then one again QuietAfter after they stop.
+func TestWhenQuietReleasesOncePerQuietPeriod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &quietProcess{}
+		p.start(t, StartupTail)
+		p.after(t, StartupTail-time.Millisecond, 0, "before the start-up's tail")
+		p.after(t, time.Millisecond, 1, "at the start-up's tail")
+		p.after(t, 10*QuietAfter, 1, "idle since start-up")
+
+		p.seen.Add(1) // one call
+		p.after(t, QuietLook, 1, "at the look that saw the call")
+		p.after(t, QuietAfter-QuietLook, 1, "QuietAfter less one look after the call's look")
+		p.after(t, QuietLook, 2, "QuietAfter after the call's look")
+		p.after(t, 10*QuietAfter, 2, "idle after the quiet release")
+
+		// A call every QuietLook for ten quiet periods: busy throughout.
+		for range 10 * QuietAfter / QuietLook {
+			p.seen.Add(1)
+			p.after(t, QuietLook, 2, "while calls come")
+		}
+		p.after(t, QuietAfter, 3, "QuietAfter after the last call")
+	})
+}
+
+// TestWhenQuietWaitsOutBusyCPU: a process that sees no request but uses
+// more than QuietCPU of a CPU (approving held calls, a burst of work no
+// request counts) is busy: released QuietAfter after the work stops, not
+// during it; CPU under QuietCPU (the idle loops) is quiet.
+func TestWhenQuietWaitsOutBusyCPU(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &quietProcess{}
+		p.start(t, StartupTail)
+		p.after(t, StartupTail, 1, "at the start-up's tail")
+		busy := time.Duration(2 * QuietCPU * float64(QuietLook))
+		idle := time.Duration(QuietCPU * float64(QuietLook) / 2)
+		for range 20 {
+			p.cpu.Add(int64(busy))
+			p.after(t, QuietLook, 1, "while the process is busy")
+		}
+		for range QuietAfter/QuietLook - 1 {
+			p.cpu.Add(int64(idle))
+			p.after(t, QuietLook, 1, "after the work, less than QuietAfter")
+		}
+		p.cpu.Add(int64(idle))
+		p.after(t, QuietLook, 2, "QuietAfter after the work")
+	})
+}
+
+// TestWhenQuietStopsWithContext: WhenQuiet returns when ctx ends, before
+// its first release or after it, without releasing.
+func TestWhenQuietStopsWithContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, wait := range []time.Duration{time.Second, StartupTail + 3*QuietAfter} {
+			var releases atomic.Int64
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan struct{})
+			go func() {
+				WhenQuiet(ctx, StartupTail, Activity{}, func() { releases.Add(1) })
+				close(done)
+			}()
+			time.Sleep(wait)
+			synctest.Wait()
+			select {
+			case <-done:
+				t.Fatal("WhenQuiet returned before ctx ended")
+			default:
+			}
+			n := releases.Load()
+			cancel()
+			<-done
+			if releases.Load() != n {
+				t.Fatal("WhenQuiet released after ctx ended")
+			}
+		}
+	})
+}
