@@ -9,6 +9,7 @@ import (
 	"toolgate/internal/approval"
 	"toolgate/internal/policy"
 	"toolgate/internal/store"
+	"toolgate/internal/telemetry"
 )
 
 // openIdentical returns the open requests an identical call (same
@@ -95,7 +96,7 @@ func (g *Gate) takeOver(ctx context.Context, r approval.Request) (approval.Reque
 		})
 		if err == nil {
 			if from != "" && from != g.instance {
-				g.metrics.LeaseTakenOver()
+				g.metrics.LeaseTakenOver(telemetry.TakenOverResend)
 			}
 			return taken, true
 		}
