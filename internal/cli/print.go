@@ -299,5 +299,8 @@ func ruleText(a api.Approval) string {
 	case a.Kind != "" && a.Kind != "tool_call" && a.Kind != "prompt_get" && a.Kind != "resource_read":
 		return a.Rule
 	}
+	if a.TimeoutRule != "" {
+		return a.Rule + fmt.Sprintf(" (the first matching approve rule; the timeout came from rule %q; the approvals and valid_for are the strictest of all the matching approve rules: policy explain names them)", a.TimeoutRule)
+	}
 	return a.Rule + " (the first matching approve rule; the timeout, approvals and valid_for are the strictest of all the matching approve rules: policy explain names them)"
 }

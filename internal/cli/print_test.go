@@ -38,9 +38,12 @@ func TestShowRuleSaysTheTimeoutMayComeFromAnother(t *testing.T) {
 		{"finance only", "Rule:               finance only (the first matching approve rule; the timeout, approvals and valid_for are the strictest of all the matching approve rules: policy explain names them)\n"},
 		{"default", "Rule:               default\n"},
 		{"session require_approval", "Rule:               session require_approval\n"},
+		// fixes22: the request records the rule its timeout came from.
+		{"finance only+wire cap", "Rule:               finance only (the first matching approve rule; the timeout came from rule \"wire cap\"; the approvals and valid_for are the strictest of all the matching approve rules: policy explain names them)\n"},
 	} {
 		var out bytes.Buffer
-		a := api.Approval{ID: "01a22c51-0000-7000-8000-000000000003", State: "pending", Server: "pay", Tool: "refund", Rule: tc.rule, Arguments: json.RawMessage(`{}`)}
+		rule, timeoutRule, _ := strings.Cut(tc.rule, "+")
+		a := api.Approval{ID: "01a22c51-0000-7000-8000-000000000003", State: "pending", Server: "pay", Tool: "refund", Rule: rule, TimeoutRule: timeoutRule, Arguments: json.RawMessage(`{}`)}
 		if err := printApproval(&out, a, time.Now()); err != nil {
 			t.Fatal(err)
 		}
