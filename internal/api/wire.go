@@ -55,6 +55,9 @@ type Approval struct {
 	// PolicyRevision is the revision of the deployment policy that asked
 	// for the approval (sha256:…); omitted when unknown.
 	PolicyRevision string `json:"policy_revision,omitempty"`
+	// TimeoutRule names the rule whose timeout the request took, when it
+	// is known and differs from Rule (several approve rules matched).
+	TimeoutRule string `json:"timeout_rule,omitempty"`
 	// HeldBy names the gateway instance whose caller waits on the call
 	// (or that last held it: the one that ran it), HeldUntil when that
 	// instance's claim lapses unless renewed (a past time: it let go, or
@@ -188,6 +191,9 @@ func fromRequest(r approval.Request) Approval {
 		BaseRevision:      r.BaseRevision,
 		PolicyRevision:    r.PolicyRevision,
 		HeldBy:            r.HeldBy,
+	}
+	if r.TimeoutRule != r.Rule {
+		a.TimeoutRule = r.TimeoutRule
 	}
 	if r.HeldBy != "" {
 		a.HeldUntil = utc(r.LeaseUntil)

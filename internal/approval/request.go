@@ -165,6 +165,11 @@ type Request struct {
 	// decision asked for this approval (policy.Decision.Revision), shown to
 	// approvers; "" when unknown.
 	PolicyRevision string `json:"policy_revision,omitempty"`
+	// TimeoutRule names the rule whose timeout ExpiresAt came from
+	// (policy.Decision.TimeoutRule): with several matching approve rules,
+	// the strictest timeout may be another's than Rule's. Empty when
+	// unknown (requests made before migration 17, policy requests).
+	TimeoutRule string `json:"timeout_rule,omitempty"`
 }
 
 // Binding is what an approval is bound to; consume compares it with the call

@@ -91,8 +91,7 @@ func (r *Request) Review(rv Reviewer, v Verdict, reason, pinnedHash string, now 
 		return fmt.Errorf("%w: state is %s", ErrResolved, r.State)
 	case !now.Before(r.ExpiresAt):
 		return ErrExpired
-	case strings.EqualFold(rv.ID, r.RequestedBy) || (r.OnBehalfOf != "" && strings.EqualFold(rv.ID, r.OnBehalfOf)):
-		// Compared without case: "Alice" in on_behalf_of is alice (fail closed).
+	case IsRequester(rv.ID, r.RequestedBy, r.OnBehalfOf):
 		return ErrSelfReview
 	case !r.eligible(rv):
 		return ErrNotEligible
@@ -118,7 +117,7 @@ func (r *Request) Eligible(rv Reviewer) error {
 	switch {
 	case rv.ID == "":
 		return ErrNotEligible
-	case strings.EqualFold(rv.ID, r.RequestedBy) || (r.OnBehalfOf != "" && strings.EqualFold(rv.ID, r.OnBehalfOf)):
+	case IsRequester(rv.ID, r.RequestedBy, r.OnBehalfOf):
 		return ErrSelfReview
 	case !r.eligible(rv):
 		return ErrNotEligible
@@ -127,6 +126,15 @@ func (r *Request) Eligible(rv Reviewer) error {
 		return ErrDuplicate
 	}
 	return nil
+}
+
+// IsRequester reports whether id is the requester of a request made by
+// requestedBy on behalf of onBehalfOf, who may not review it
+// (ErrSelfReview): compared without case, "Alice" in on_behalf_of is
+// alice (fail closed). A listing of a request's approvers marks them
+// with it (the proposer of a policy change is among its admins).
+func IsRequester(id, requestedBy, onBehalfOf string) bool {
+	return strings.EqualFold(id, requestedBy) || (onBehalfOf != "" && strings.EqualFold(id, onBehalfOf))
 }
 
 func (r *Request) reviewBy(id string) (Review, bool) {

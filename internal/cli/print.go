@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"toolgate/internal/api"
+	"toolgate/internal/approval"
 	"toolgate/internal/policy"
 )
 
@@ -135,11 +136,7 @@ func printApproval(out io.Writer, a api.Approval, now time.Time) error {
 	}
 	field("Expires", expires)
 	field("Required approvals", fmt.Sprintf("%d (%d so far)", max(a.RequiredApprovals, 1), approvals(a)))
-	approvers := "anyone with the approver role"
-	if len(a.Approvers) > 0 {
-		approvers = strings.Join(a.Approvers, ", ")
-	}
-	field("Approvers", approvers)
+	field("Approvers", approversText(a))
 	field("Arguments hash", a.ArgumentsHash)
 	if a.Kind == "session_policy" || a.Kind == "policy_change" {
 		body.WriteString("Proposed change:\n")
@@ -271,12 +268,39 @@ const sessionRule = "session require_approval"
 // first matching approve rule, and that the timeout, approvals and
 // valid_for combine every matching one, which policy explain shows rule
 // by rule (the timeout's may be another rule's).
+// approversText lists a's approvers, marking the requester (who may not
+// review it: the proposer of a deployment policy change is among the
+// admins listed), and says so when nobody else is listed.
+func approversText(a api.Approval) string {
+	if len(a.Approvers) == 0 {
+		return "anyone with the approver role"
+	}
+	names := make([]string, len(a.Approvers))
+	others := false
+	for i, ap := range a.Approvers {
+		names[i] = ap
+		if approval.IsRequester(ap, a.RequestedBy, a.OnBehalfOf) {
+			names[i] += " (requested it: may not review)"
+		} else {
+			others = true
+		}
+	}
+	text := strings.Join(names, ", ")
+	if !others {
+		text += "; nobody else may review it"
+	}
+	return text
+}
+
 func ruleText(a api.Approval) string {
 	switch {
 	case a.Rule == "" || a.Rule == policy.DefaultRule || a.Rule == sessionRule:
 		return a.Rule
 	case a.Kind != "" && a.Kind != "tool_call" && a.Kind != "prompt_get" && a.Kind != "resource_read":
 		return a.Rule
+	}
+	if a.TimeoutRule != "" {
+		return a.Rule + fmt.Sprintf(" (the first matching approve rule; the timeout came from rule %q; the approvals and valid_for are the strictest of all the matching approve rules: policy explain names them)", a.TimeoutRule)
 	}
 	return a.Rule + " (the first matching approve rule; the timeout, approvals and valid_for are the strictest of all the matching approve rules: policy explain names them)"
 }

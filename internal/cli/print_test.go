@@ -38,9 +38,12 @@ func TestShowRuleSaysTheTimeoutMayComeFromAnother(t *testing.T) {
 		{"finance only", "Rule:               finance only (the first matching approve rule; the timeout, approvals and valid_for are the strictest of all the matching approve rules: policy explain names them)\n"},
 		{"default", "Rule:               default\n"},
 		{"session require_approval", "Rule:               session require_approval\n"},
+		// fixes22: the request records the rule its timeout came from.
+		{"finance only+wire cap", "Rule:               finance only (the first matching approve rule; the timeout came from rule \"wire cap\"; the approvals and valid_for are the strictest of all the matching approve rules: policy explain names them)\n"},
 	} {
 		var out bytes.Buffer
-		a := api.Approval{ID: "01a22c51-0000-7000-8000-000000000003", State: "pending", Server: "pay", Tool: "refund", Rule: tc.rule, Arguments: json.RawMessage(`{}`)}
+		rule, timeoutRule, _ := strings.Cut(tc.rule, "+")
+		a := api.Approval{ID: "01a22c51-0000-7000-8000-000000000003", State: "pending", Server: "pay", Tool: "refund", Rule: rule, TimeoutRule: timeoutRule, Arguments: json.RawMessage(`{}`)}
 		if err := printApproval(&out, a, time.Now()); err != nil {
 			t.Fatal(err)
 		}
@@ -66,5 +69,31 @@ func TestShowPolicyApprovalWidens(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "WARNING") || strings.Contains(out.String(), "Hidden characters") {
 		t.Errorf("show output warns of hidden characters the change does not hold:\n%s", out.String())
+	}
+}
+
+// TestShowMarksTheRequesterAmongApprovers (ops20): the approvers of a
+// deployment policy change are the deployment admins, the proposer among
+// them; show listed the proposer as an approver although the proposer can
+// never review the change (approval.ErrSelfReview). The requester is
+// marked, and a list with nobody else says so.
+func TestShowMarksTheRequesterAmongApprovers(t *testing.T) {
+	for _, tc := range []struct {
+		approvers []string
+		want      string
+	}{
+		{[]string{"Alice", "bob"}, "Approvers:          Alice (requested it: may not review), bob\n"},
+		{[]string{"alice"}, "Approvers:          alice (requested it: may not review); nobody else may review it\n"},
+		{[]string{"bob", "carol"}, "Approvers:          bob, carol\n"},
+	} {
+		var out bytes.Buffer
+		a := api.Approval{ID: "01a22c51-0000-7000-8000-000000000004", State: "pending", Kind: "policy_change", Target: "deployment",
+			BaseRevision: 4, RequestedBy: "alice", Approvers: tc.approvers, Arguments: json.RawMessage(`{}`)}
+		if err := printApproval(&out, a, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("approvers %v: show output lacks %q:\n%s", tc.approvers, tc.want, out.String())
+		}
 	}
 }

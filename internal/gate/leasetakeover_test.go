@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func TestLeaseTakenOverCounted(t *testing.T) {
 	f := newFixture(t, time.Minute, &Options{Instance: "a", Lease: 30 * time.Second, Metrics: telemetry.NewMetrics(regA)})
 	b := New(f.db, f.pol, &Options{Instance: "b", Lease: 30 * time.Second, Metrics: telemetry.NewMetrics(reg)})
 	takenOver := func() float64 {
-		return counterValue(t, reg, "toolgate_leases_taken_over_total", nil)
+		return counterValue(t, reg, "toolgate_leases_taken_over_total", map[string]string{"how": "resend"})
 	}
 	found := false
 	mfs, _ := reg.Gather()
@@ -61,7 +62,7 @@ func TestLeaseTakenOverCounted(t *testing.T) {
 		recv(t, ch)
 	}
 	r := waitPending(t, f.db, 1)[0]
-	if n := counterValue(t, regA, "toolgate_leases_taken_over_total", nil); n != 0 {
+	if n := counterValue(t, regA, "toolgate_leases_taken_over_total", map[string]string{"how": "resend"}); n != 0 {
 		t.Errorf("a counted %v take-overs of its own holds, want 0", n)
 	}
 	// The identical re-send reaches b, which takes the hold over.
@@ -79,5 +80,49 @@ func TestLeaseTakenOverCounted(t *testing.T) {
 		t.Fatalf("%+v", a)
 	} else {
 		a.Finish(t.Context(), approval.OutcomeOK)
+	}
+}
+
+// TestSweepOfALapsedDispatchCounted (closing21): the take-over counter
+// counted only re-sends and resumes. The other act on another instance's
+// lapsed claim is the sweeper's: a call that instance consumed and was
+// dispatching when it stopped gets the outcome unknown. It is counted
+// (how="outcome_unknown"); an expiry of a request another instance holds
+// is not a take-over, nor is the sweep of a dispatch of the sweeper's own
+// instance.
+func TestSweepOfALapsedDispatchCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	f := newFixture(t, time.Minute, &Options{Instance: "a"})
+	var ahead atomic.Int64 // b's clock runs ahead by this (set to an hour: a's leases and the requests' expiry lapsed)
+	later := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	sweeper := New(f.db, f.pol, &Options{Instance: "b", Now: later, Metrics: telemetry.NewMetrics(reg)})
+	count := func(how string) float64 {
+		return counterValue(t, reg, "toolgate_leases_taken_over_total", map[string]string{"how": how})
+	}
+	// a consumes an approved call and "dies" mid-dispatch (no Finish); a
+	// second call stays pending, held by a.
+	ch := admitAsync(t.Context(), f.gate, writeCall("/dispatching"))
+	r := waitPending(t, f.db, 1)[0]
+	if _, err := f.gate.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if a := recv(t, ch); !a.Allowed {
+		t.Fatalf("%+v", a)
+	}
+	held := admitAsync(t.Context(), f.gate, writeCall("/held"))
+	waitPending(t, f.db, 1)
+	ahead.Store(int64(time.Hour))
+	sweeper.sweep(t.Context())
+	if got, err := f.db.GetRequest(t.Context(), r.ID); err != nil || got.DispatchOutcome != approval.OutcomeUnknown {
+		t.Fatalf("outcome %q (%v), want unknown", got.DispatchOutcome, err)
+	}
+	if n := count("outcome_unknown"); n != 1 {
+		t.Errorf("counted %v outcome_unknown take-overs after b swept a's lapsed dispatch, want 1", n)
+	}
+	if n := count("resend"); n != 0 {
+		t.Errorf("counted %v resend take-overs, want 0 (the held call expired)", n)
+	}
+	if a := recv(t, held); !a.Timeout {
+		t.Errorf("held call: %+v, want timed out", a)
 	}
 }

@@ -104,6 +104,7 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 		Approvers:         ap.Approvers,
 		ValidFor:          ap.ValidFor,
 		PolicyRevision:    dec.Revision,
+		TimeoutRule:       dec.TimeoutRule,
 	}
 	if c.Kind != approval.KindToolCall {
 		r.Kind = c.Kind // tool calls keep the empty kind, as before issue 10

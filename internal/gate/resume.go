@@ -58,7 +58,9 @@ func (g *Gate) resume(ctx context.Context, c Call) Admission {
 			}
 			return Admission{ApprovalID: id, Held: r, Meta: g.approvalMeta(r), Message: usedMessage(r)}
 		case approval.StatePending, approval.StateApproved:
-			if !g.leases.has(id, leaseHold) && r.LeaseLapsed(now) {
+			if !g.leases.holding(id) && (r.LeaseLapsed(now) || r.HeldBy == g.instance) {
+				// Nobody holds it, or this process's own call did and went
+				// away (takeOver).
 				taken, ok := g.takeOver(ctx, r)
 				if ok {
 					return g.holdTaken(ctx, c, taken)

@@ -258,15 +258,20 @@ func (g *Gate) sweep(ctx context.Context) {
 		return
 	}
 	for _, id := range ids {
+		var from string // the dispatcher of a consumed request
 		r, err := g.store.UpdateRequest(ctx, id, "toolgate", func(r *approval.Request) error {
 			if r.State == approval.StateConsumed && !g.mayCallUnknown(r.ID, now) {
 				return approval.ErrNotDue
 			}
+			from = r.HeldBy
 			return r.Sweep(now)
 		})
 		switch {
 		case err == nil && r.State == approval.StateConsumed:
-			g.log.WarnContext(ctx, "dispatch outcome unknown: the dispatching process stopped before the upstream answered", "approval", id)
+			if from != g.instance {
+				g.metrics.LeaseTakenOver(telemetry.TakenOverOutcomeUnknown)
+			}
+			g.log.WarnContext(ctx, "dispatch outcome unknown: the dispatching process stopped before the upstream answered", "approval", id, "instance", from)
 			g.hub.wake(string(id))
 		case err == nil:
 			g.metrics.ApprovalDecided(string(approval.StateExpired))

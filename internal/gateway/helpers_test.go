@@ -26,6 +26,19 @@ import (
 // testWait bounds how long a test waits for an event before failing.
 const testWait = 30 * time.Second
 
+// nearDeadline is when a wait of t that should be over at once gives up,
+// failing with its own message rather than hanging until the test binary
+// is killed: a tenth of the time left before the test's deadline (testWait
+// from now when it has none).
+func nearDeadline(t *testing.T) time.Time {
+	t.Helper()
+	d, ok := t.Deadline()
+	if !ok {
+		return time.Now().Add(testWait)
+	}
+	return d.Add(-time.Until(d) / 10)
+}
+
 // envUpstream switches the test binary into a stdio upstream server
 // (see TestMain): the stdio tests run the test binary itself as the child.
 const envUpstream = "TOOLGATE_GATEWAY_TEST_UPSTREAM"

@@ -3,10 +3,12 @@ package gateway
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -26,9 +28,13 @@ type tokenStream struct {
 }
 
 // openTokenStream reads the head of c's response and returns its body's
-// lines.
+// lines. Reads of c give up near the test's deadline (nearDeadline): a
+// keep-alive or an answer that never comes fails the test with a message.
 func openTokenStream(t *testing.T, c net.Conn) *tokenStream {
 	t.Helper()
+	if err := c.SetReadDeadline(nearDeadline(t)); err != nil {
+		t.Fatal(err)
+	}
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil) //nolint:bodyclose // closed by rest, else at the test's end
 	if err != nil {
 		t.Fatal(err)
@@ -45,6 +51,9 @@ func (s *tokenStream) keepAlives(t *testing.T, n int) {
 	t.Helper()
 	for got := 0; got < n; {
 		if !s.sc.Scan() {
+			if err := s.sc.Err(); errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("%d keep-alives came, want %d: no more came before the test's deadline (is the gate's beat held?)", got, n)
+			}
 			t.Fatalf("stream ended after %d keep-alives, want %d (%v)", got, n, s.sc.Err())
 		}
 		if l := s.sc.Text(); strings.HasPrefix(l, `data: {"jsonrpc":"2.0","method":"notifications/progress"`) {
@@ -65,7 +74,9 @@ func (s *tokenStream) rest(t *testing.T) string {
 			last = l
 		}
 	}
-	if err := s.sc.Err(); err != nil {
+	if err := s.sc.Err(); errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the stream did not end before the test's deadline (last data line %s)", last)
+	} else if err != nil {
 		t.Fatal(err)
 	}
 	_ = s.body.Close()

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,18 +41,23 @@ func TestBorrowedQuestionAfterItsRequestWasAnswered(t *testing.T) {
 			return next(ctx, method, req)
 		}
 	})
-	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	// The SDK writes the head of the agent's standalone stream (its GET)
+	// while it registers the stream, under the stream's lock, which a
+	// write to the stream takes: once the head is written, a message of
+	// no request goes out on that stream.
+	standalone := make(chan struct{})
+	var once sync.Once
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			w = &headWritten{ResponseWriter: w, written: func() { once.Do(func() { close(standalone) }) }}
+		}
+		h.ServeHTTP(w, r)
+	}))
 	defer ts.Close()
 
-	pinged := make(chan struct{}, 1)
 	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{}},
-		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
-			select {
-			case pinged <- struct{}{}:
-			default:
-			}
-		},
 	})
 	//lint:ignore SA1019 roots are deprecated only from 2026-07-28; this agent speaks 2025-11-25.
 	c.AddRoots(&mcp.Root{URI: "file:///agent-root"})
@@ -61,12 +67,11 @@ func TestBorrowedQuestionAfterItsRequestWasAnswered(t *testing.T) {
 	}
 	defer func() { _ = cs.Close() }()
 	ss := <-sessions
-	// Wait until the client's standalone stream is open: a notification of
-	// no request is written only then.
-	for ss.NotifyProgress(t.Context(), &mcp.ProgressNotificationParams{ProgressToken: "open?", Progress: 1}) != nil {
-		time.Sleep(time.Millisecond)
+	select { // the client's standalone stream is open
+	case <-standalone:
+	case <-time.After(time.Until(nearDeadline(t))):
+		t.Fatal("the agent never opened its standalone stream (GET)")
 	}
-	<-pinged
 
 	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "t", Arguments: map[string]any{}}); err != nil {
 		t.Fatal(err)
@@ -87,3 +92,20 @@ func TestBorrowedQuestionAfterItsRequestWasAnswered(t *testing.T) {
 		t.Errorf("roots = %+v, want the agent's one root", res)
 	}
 }
+
+// headWritten is a ResponseWriter that calls written when the response's
+// head is written with 200.
+type headWritten struct {
+	http.ResponseWriter
+	written func()
+}
+
+func (w *headWritten) WriteHeader(code int) {
+	w.ResponseWriter.WriteHeader(code)
+	if code == http.StatusOK {
+		w.written()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the writer's Flush.
+func (w *headWritten) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -26,7 +26,7 @@ type Metrics struct {
 	policyMonitored   *prometheus.CounterVec
 	connectionsShed   *prometheus.CounterVec
 	storeErrors       *prometheus.CounterVec
-	leasesTakenOver   prometheus.Counter
+	leasesTakenOver   *prometheus.CounterVec
 }
 
 // Store operations whose failures toolgate_store_errors_total counts (its
@@ -42,6 +42,17 @@ const (
 	// StoreOpCall: a gated call (or a session's policy request) refused
 	// because the store failed; its agent read an error id.
 	StoreOpCall = "call"
+)
+
+// How a claim of another instance was taken over (LeaseTakenOver).
+const (
+	// TakenOverResend: an identical re-send or a resume held a call here
+	// whose holder elsewhere had gone.
+	TakenOverResend = "resend"
+	// TakenOverOutcomeUnknown: the sweeper recorded the dispatch outcome
+	// of a call another instance consumed as unknown, that instance's
+	// dispatch lease having lapsed (it stopped before the upstream answered).
+	TakenOverOutcomeUnknown = "outcome_unknown"
 )
 
 // NewMetrics creates the metrics and registers them (and the Go and process
@@ -91,10 +102,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Failed store operations of this instance, by op: lease_renewal (renewing its claims on held calls and dispatches; failing for approvals.lease lets other instances take them over), sweep (expiring due requests), call (a gated call refused, its agent given an error id that the log line with the cause carries).",
 		}, []string{"op"}),
 	}
-	m.leasesTakenOver = prometheus.NewCounter(prometheus.CounterOpts{
+	m.leasesTakenOver = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "toolgate_leases_taken_over_total",
-		Help: "Held calls this instance took over from another instance whose hold had lapsed or been let go (it died, lost the store for approvals.lease, or its caller left): an identical re-send or a resume reached this instance.",
-	})
+		Help: "Claims of another instance this instance took over after they lapsed or were let go (it died, lost the store for approvals.lease, or its caller left), by how: resend (an identical re-send or a resume held the call here), outcome_unknown (the sweeper recorded the outcome of a call it was dispatching as unknown).",
+	}, []string{"how"})
+	for _, how := range []string{TakenOverResend, TakenOverOutcomeUnknown} {
+		m.leasesTakenOver.WithLabelValues(how)
+	}
 	for _, op := range []string{StoreOpLeaseRenewal, StoreOpSweep, StoreOpCall} {
 		m.storeErrors.WithLabelValues(op)
 	}
@@ -199,10 +213,11 @@ func (m *Metrics) ConnectionShed(listener, how string) {
 	}
 }
 
-// LeaseTakenOver counts one held call taken over from another instance.
-func (m *Metrics) LeaseTakenOver() {
+// LeaseTakenOver counts one claim of another instance taken over, how
+// (TakenOver…).
+func (m *Metrics) LeaseTakenOver(how string) {
 	if m != nil {
-		m.leasesTakenOver.Inc()
+		m.leasesTakenOver.WithLabelValues(how).Inc()
 	}
 }
 

@@ -145,6 +145,9 @@ func (s *Server) detailData(r *http.Request, c *session, id approval.ID) (*detai
 		d.Warnings = append(d.Warnings, visible(w))
 	}
 	for _, ap := range a.Approvers {
+		if approval.IsRequester(ap, a.RequestedBy, a.OnBehalfOf) {
+			ap += " (requested it: may not review)" // the proposer of a policy change is among its admins
+		}
 		d.Approvers = append(d.Approvers, visible(ap))
 	}
 	for _, rv := range a.Reviews {

@@ -453,3 +453,16 @@ func b2(t *testing.T, e *env) *browser {
 	b.signIn(bobTok)
 	return b
 }
+
+// TestDetailMarksTheRequesterAmongApprovers (ops20): the detail page
+// listed the requester (the proposer of a deployment policy change is
+// among the admins who approve it) as an approver, though the requester
+// may never review it; it is marked.
+func TestDetailMarksTheRequesterAmongApprovers(t *testing.T) {
+	e := newEnv(t, nil)
+	r := e.request(1, `{"a":1}`, func(r *approval.Request) { r.Approvers = []string{"agent-1", "bob"} })
+	page := b2(t, e).page("/ui/approvals/" + string(r.ID))
+	if !strings.Contains(page, "agent-1 (requested it: may not review), bob") {
+		t.Errorf("the detail does not mark the requester among the approvers:\n%s", page)
+	}
+}

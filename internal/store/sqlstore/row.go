@@ -24,10 +24,10 @@ const requestColumns = `id, state, server, tool, arguments, arguments_hash, disp
 	tool_digest, rule, mode, requested_by, on_behalf_of, tenant, created_at, expires_at,
 	required_approvals, approvers, valid_for_ms, reviews, decided_by, decided_at, reason,
 	consumed_at, dispatch_outcome, held_by, lease_until, answered_at, kind, target, base_revision,
-	policy_revision, consume_token`
+	policy_revision, consume_token, timeout_rule`
 
 // numRequestColumns is the number of names in requestColumns.
-const numRequestColumns = 32
+const numRequestColumns = 33
 
 // leaseMarker is the value of requests.lease_until that says "the lease
 // of my holder's instance" (migration 14, docs/architecture.md "Instance
@@ -78,6 +78,7 @@ type requestRow struct {
 	baseRevision            int64
 	policyRevision          string
 	consumeToken            string
+	timeoutRule             string
 	// holderLease is read, not stored: the lease of the holder's
 	// instance when leaseUntil is leaseMarker (see requestSelect).
 	holderLease sql.NullInt64
@@ -122,7 +123,7 @@ func (w *requestRow) args() []any {
 		w.toolDigest, w.rule, w.mode, w.requestedBy, w.onBehalfOf, w.tenant, w.createdAt, w.expiresAt,
 		w.requiredApprovals, w.approvers, w.validForMS, w.reviews, w.decidedBy, w.decidedAt, w.reason,
 		w.consumedAt, w.dispatchOutcome, w.heldBy, w.leaseUntil, w.answeredAt, w.kind, w.target, w.baseRevision,
-		w.policyRevision, w.consumeToken}
+		w.policyRevision, w.consumeToken, w.timeoutRule}
 }
 
 // dest returns pointers to the fields of the row in requestSelect order, for Scan.
@@ -131,7 +132,7 @@ func (w *requestRow) dest() []any {
 		&w.toolDigest, &w.rule, &w.mode, &w.requestedBy, &w.onBehalfOf, &w.tenant, &w.createdAt, &w.expiresAt,
 		&w.requiredApprovals, &w.approvers, &w.validForMS, &w.reviews, &w.decidedBy, &w.decidedAt, &w.reason,
 		&w.consumedAt, &w.dispatchOutcome, &w.heldBy, &w.leaseUntil, &w.answeredAt, &w.kind, &w.target, &w.baseRevision,
-		&w.policyRevision, &w.consumeToken, &w.holderLease}
+		&w.policyRevision, &w.consumeToken, &w.timeoutRule, &w.holderLease}
 }
 
 // encodeRequest encodes r for storage, truncating times and ValidFor to
@@ -147,7 +148,7 @@ func encodeRequest(r approval.Request) (requestRow, error) {
 		consumedAt: nullMillis(r.ConsumedAt), dispatchOutcome: string(r.DispatchOutcome),
 		heldBy: r.HeldBy, leaseUntil: nullMillis(r.LeaseUntil), answeredAt: nullMillis(r.AnsweredAt),
 		kind: r.Kind, target: r.Target, baseRevision: r.BaseRevision, policyRevision: r.PolicyRevision,
-		consumeToken: r.ConsumeToken,
+		consumeToken: r.ConsumeToken, timeoutRule: r.TimeoutRule,
 	}
 	if w.leaseUntil.Int64 == leaseMarker {
 		return requestRow{}, fmt.Errorf("lease_until %v is reserved", r.LeaseUntil)
@@ -187,7 +188,7 @@ func (w *requestRow) decode() (approval.Request, error) {
 		ConsumedAt: fromNullMillis(w.consumedAt), DispatchOutcome: approval.Outcome(w.dispatchOutcome),
 		HeldBy: w.heldBy, LeaseUntil: fromNullMillis(w.leaseUntil), AnsweredAt: fromNullMillis(w.answeredAt),
 		Kind: w.kind, Target: w.target, BaseRevision: w.baseRevision, PolicyRevision: w.policyRevision,
-		ConsumeToken: w.consumeToken,
+		ConsumeToken: w.consumeToken, TimeoutRule: w.timeoutRule,
 	}
 	if w.leaseUntil.Valid && w.leaseUntil.Int64 == leaseMarker {
 		r.LeaseUntil = fromNullMillis(w.holderLease)

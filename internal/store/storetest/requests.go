@@ -55,6 +55,7 @@ func testCreateGet(t *testing.T, s store.Store) {
 	want.BaseRevision = 7
 	want.PolicyRevision = "sha256:5e1f"
 	want.ConsumeToken = "K4ZQ7T2XWJ3M5N6P8R9S2T3V4W"
+	want.TimeoutRule = "strictest"
 	requireAllSet(t, want)
 	got := mustUpdate(t, s, r.ID, "alice", func(cur *approval.Request) error {
 		*cur = want
