@@ -11,9 +11,10 @@ const (
 	// next to no CPU, before WhenQuiet releases again. An agent's calls come
 	// in bursts a few seconds apart (the model thinks between them); 30 s
 	// without one is a pause, and releasing at the start of it costs the
-	// next call about 300 minor faults, a fraction of a millisecond, against
-	// about 10 MB of RSS for the rest of the pause (docs/performance.md,
-	// "Idle memory after calls").
+	// next call about 150 minor faults (≈ 19 µs of system CPU each on the
+	// measuring VM: a few milliseconds once), against about 8 MB of RSS for
+	// the rest of the pause (docs/performance.md, "Idle memory after
+	// calls").
 	QuietAfter = 30 * time.Second
 	// QuietLook is how often WhenQuiet looks at the process's activity.
 	QuietLook = 5 * time.Second
