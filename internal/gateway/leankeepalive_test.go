@@ -19,7 +19,9 @@ import (
 // does not take is left to them.
 func TestKeepAliveEventAsMarshalWire(t *testing.T) {
 	tokens := []string{`"t1"`, `"a b/c:~"`, `""`, `7`, `-42`, `9007199254740991`}
-	msgs := []string{"", keepAliveMessage, "waiting for approval 01JBX9 (t · echo_raw)", "waiting for approval 01JBX9 (t echo_raw)", "<&>'%"}
+	msgs := []string{"", keepAliveMessage, "waiting for approval 01JBX9 (t · echo_raw)", "<&>'%", `say "hi"`, `a\b\"c"\`,
+		`waiting for approval 01KBNX4DN7Q7JDKBV9SAGM3CGE (rule "scale"); an approver can review it at https://tg.example/inbox?id=01KB&x=<1>; the request expires at 2026-12-04T13:41:07Z`,
+		`approval 01KBNX4DN7Q7JDKBV9SAGM3CGE (rule "a \"quoted\" rule") was granted; running the call`}
 	values := []float64{1, 2, 15, 1e6, 1e15, maxSafeProgress - 1}
 	for _, tok := range tokens {
 		for _, msg := range msgs {
@@ -54,8 +56,6 @@ func TestKeepAliveEventAsMarshalWire(t *testing.T) {
 		{`"t"`, maxSafeProgress, 0, ""},     // beyond 2^53
 		{`"t"`, math.NaN(), 0, ""},          // NaN
 		{`"t"`, math.Inf(1), 0, ""},         // +Inf
-		{`"t"`, 1, 0, `say "hi"`},           // a quote
-		{`"t"`, 1, 0, `a\b`},                // a backslash
 		{`"t"`, 1, 0, "two\nlines"},         // a control character
 		{`"t"`, 1, 0, "caf\u00e9"},          // beyond ASCII
 		{`"t"`, 1, 0, "del\x7f"},            // DEL
@@ -67,10 +67,10 @@ func TestKeepAliveEventAsMarshalWire(t *testing.T) {
 	}
 }
 
-// isASCIIText reports whether msg is printable ASCII without '"' or '\'.
+// isASCIIText reports whether msg is printable ASCII.
 func isASCIIText(msg string) bool {
 	for i := range len(msg) {
-		if c := msg[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+		if c := msg[i]; c < 0x20 || c > 0x7e {
 			return false
 		}
 	}
@@ -93,12 +93,13 @@ func TestHeldKeepAliveAllocatesNothing(t *testing.T) {
 	hw.deferStream()
 	gone := func() { t.Error("the client went away") }
 	p := newLeanProgress(t.Context(), hw, json.RawMessage(`"tok-1"`), slog.New(slog.DiscardHandler), gone)
-	p.keepAlive(t.Context(), "") // the head
-	p.keepAlive(t.Context(), "") // pools filled
+	msg := `waiting for approval 01KBNX4DN7Q7JDKBV9SAGM3CGE (rule "scale"); the request expires at 2026-12-04T13:41:07Z` // the gate's
+	p.keepAlive(t.Context(), msg) // the head
+	p.keepAlive(t.Context(), msg) // pools filled
 	runs := 0
 	n := testing.AllocsPerRun(100, func() {
 		runs++
-		p.keepAlive(t.Context(), "")
+		p.keepAlive(t.Context(), msg)
 	})
 	// One is left: net's SyscallConn makes an 8-byte rawConn per call.
 	if n > 1 && !raceEnabled { // -race: sync.Pool drops a share of what is put back
@@ -117,8 +118,11 @@ func TestHeldKeepAliveAllocatesNothing(t *testing.T) {
 			t.Errorf("the wire lacks %q", want)
 		}
 	}
-	ev := sseMessagePrefix + `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"tok-1","message":"` +
-		keepAliveMessage + `","progress":` + strconv.Itoa(last) + `}}` + sseMessageSuffix
+	m, err := leanProgressMessage(json.RawMessage(`"tok-1"`), float64(last), 0, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := sseMessagePrefix + string(m) + sseMessageSuffix
 	if chunk := strconv.FormatInt(int64(len(ev)), 16) + "\r\n" + ev + "\r\n"; !bytes.HasSuffix(got, []byte(chunk)) {
 		t.Errorf("the wire ends %q, want the last keep-alive as one chunk %q", got[max(0, len(got)-len(chunk)):], chunk)
 	}

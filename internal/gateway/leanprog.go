@@ -196,16 +196,16 @@ func putEventBuf(bp *[]byte) {
 // leanProgressMessage(tok, value, total, msg) as one "message" event
 // (writeSSEErr's bytes) in a buffer of eventBufs, without encoding/json,
 // when the message is a keep-alive's: no total, an integer progress in
-// (0, 2^53) and a message of printable ASCII that JSON writes as it is
-// (no '"' or '\'), and a token in ASCII. ok false for any other: the
-// caller encodes it.
+// (0, 2^53), a message of printable ASCII (in JSON as it is, but '"' and
+// '\' escaped) and a token in ASCII. ok false for any other: the caller
+// encodes it.
 // TestKeepAliveEventAsMarshalWire holds it to leanProgressMessage's bytes.
 func appendKeepAliveEvent(tok json.RawMessage, value, total float64, msg string) (*[]byte, bool) {
 	if total != 0 || value <= 0 || value >= maxSafeProgress || value != math.Trunc(value) {
 		return nil, false
 	}
 	for i := range len(msg) {
-		if c := msg[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+		if c := msg[i]; c < 0x20 || c > 0x7e {
 			return nil, false
 		}
 	}
@@ -223,7 +223,12 @@ func appendKeepAliveEvent(tok json.RawMessage, value, total float64, msg string)
 	b = append(b, tok...)
 	if msg != "" {
 		b = append(b, `,"message":"`...)
-		b = append(b, msg...)
+		for i := range len(msg) { // the gate's names the rule in quotes
+			if c := msg[i]; c == '"' || c == '\\' {
+				b = append(b, '\\')
+			}
+			b = append(b, msg[i])
+		}
 		b = append(b, '"')
 	}
 	b = append(b, `,"progress":`...)
