@@ -93,9 +93,10 @@ func TestHeldKeepAliveAllocatesNothing(t *testing.T) {
 	hw.deferStream()
 	gone := func() { t.Error("the client went away") }
 	p := newLeanProgress(t.Context(), hw, json.RawMessage(`"tok-1"`), slog.New(slog.DiscardHandler), gone)
-	msg := `waiting for approval 01KBNX4DN7Q7JDKBV9SAGM3CGE (rule "scale"); the request expires at 2026-12-04T13:41:07Z` // the gate's
-	p.keepAlive(t.Context(), msg)                                                                                        // the head
-	p.keepAlive(t.Context(), msg)                                                                                        // pools filled
+	// the gate's message, the rule named in quotes
+	msg := `waiting for approval 01KBNX4DN7Q7JDKBV9SAGM3CGE (rule "scale"); the request expires at 2026-12-04T13:41:07Z`
+	p.keepAlive(t.Context(), msg) // the head
+	p.keepAlive(t.Context(), msg) // pools filled
 	runs := 0
 	n := testing.AllocsPerRun(100, func() {
 		runs++
