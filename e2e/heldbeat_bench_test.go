@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -41,7 +42,12 @@ import (
 // and with TOOLGATE_BENCH_PROBE=1 idle-probe-p99-ms, idle-probe-max-ms:
 // the latency of the admin listener's /healthz, asked every 20 ms through
 // the window (how long toolgate keeps a small request waiting while the
-// beat's burst runs; the probes' own CPU is in idle-cpu-%).
+// beat's burst runs; the probes' own CPU is in idle-cpu-%). The prober
+// reads each answer to its end, so its one connection is reused, as a
+// well-behaved client's; TOOLGATE_BENCH_PROBE=newconn closes each body
+// unread instead, so every probe is a new TCP connection (what =1 did
+// before 2026-12-04, fourth session: rows measured with it compare with
+// the earlier sections of docs/performance.md).
 
 // benchKeepAlive is the approvals.keepalive of TOOLGATE_BENCH_KEEPALIVE
 // (0: the default).
@@ -95,10 +101,25 @@ func softnetDrops() int64 {
 	return sum
 }
 
+// benchProbe is TOOLGATE_BENCH_PROBE: "" (no probes), "1" (probes that
+// reuse their connection) or "newconn" (a new connection per probe).
+func benchProbe(tb testing.TB) string {
+	tb.Helper()
+	switch v := os.Getenv("TOOLGATE_BENCH_PROBE"); v {
+	case "", "1", "newconn":
+		return v
+	default:
+		tb.Fatalf("TOOLGATE_BENCH_PROBE=%q: want 1 or newconn", v)
+		return ""
+	}
+}
+
 // probeLatency asks admin's /healthz every 20 ms until ctx ends and
 // returns each answer's latency. It runs on a goroutine of the caller's;
-// failed requests are left out.
-func probeLatency(ctx context.Context, admin string) []time.Duration {
+// failed requests, and answers other than 200, are left out. Each answer
+// is read to its end, so the transport reuses the connection; with
+// newConn each body is closed unread, so every probe opens a new one.
+func probeLatency(ctx context.Context, admin string, newConn bool) []time.Duration {
 	var out []time.Duration
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -119,7 +140,13 @@ func probeLatency(ctx context.Context, admin string) []time.Duration {
 		if err != nil {
 			continue
 		}
+		if !newConn {
+			_, err = io.Copy(io.Discard, resp.Body)
+		}
 		_ = resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			continue
+		}
 		out = append(out, time.Since(t0))
 	}
 }

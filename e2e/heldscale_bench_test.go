@@ -234,8 +234,8 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	idle := benchIdle(b)
 	probeCtx, stopProbe := context.WithCancel(b.Context())
 	probed := make(chan []time.Duration, 1)
-	if os.Getenv("TOOLGATE_BENCH_PROBE") == "1" {
-		go func() { probed <- probeLatency(probeCtx, g.Admin) }()
+	if probe := benchProbe(b); probe != "" {
+		go func() { probed <- probeLatency(probeCtx, g.Admin, probe == "newconn") }()
 	} else {
 		probed <- nil
 	}
@@ -244,6 +244,9 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	cpu0 := cpu()
 	idleProfiled := make(chan struct{})
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
+		// what the idle window allocates: the delta of these two is
+		// go tool pprof -base <..>-idle-allocs-0.pprof <..>-idle-allocs-1.pprof
+		saveProfile(b, g.Admin, "/debug/pprof/allocs", filepath.Join(dir, fmt.Sprintf("%s-%d-idle-allocs-0.pprof", driver, n)))
 		go func() { // where the idle CPU goes (gctune's release, heartbeats, leases)
 			defer close(idleProfiled)
 			saveProfile(b, g.Admin, "/debug/pprof/profile?seconds=9", filepath.Join(dir, fmt.Sprintf("%s-%d-idle-cpu.pprof", driver, n)))
@@ -253,6 +256,9 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	}
 	time.Sleep(idle) // holding idle is what is measured
 	<-idleProfiled
+	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
+		saveProfile(b, g.Admin, "/debug/pprof/allocs", filepath.Join(dir, fmt.Sprintf("%s-%d-idle-allocs-1.pprof", driver, n)))
+	}
 	cpu1 := cpu()
 	net1 := readNet()
 	idleTo := net1.at

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
+	"sync"
 )
 
 // Calls with a progress token on the lean front (issue 13). A plain
@@ -126,11 +128,20 @@ func newLeanProgress(ctx context.Context, w http.ResponseWriter, tok json.RawMes
 		if failed {
 			return errClientWriteFailed
 		}
-		b, err := leanProgressMessage(tok, value, total, msg)
-		if err != nil {
-			return err
+		var err error
+		if bp, ok := appendKeepAliveEvent(tok, value, total, msg); ok {
+			// a held call's keep-alive, one every 15 s for each of
+			// thousands of held calls: framed in a pooled buffer
+			err = writeEventErr(w, *bp)
+			putEventBuf(bp)
+		} else {
+			var b []byte
+			if b, err = leanProgressMessage(tok, value, total, msg); err != nil {
+				return err
+			}
+			err = writeSSEErr(w, b)
 		}
-		if err := writeSSEErr(w, b); err != nil {
+		if err != nil {
 			failed = true
 			gone()
 			return err
@@ -151,8 +162,78 @@ func writeSSEErr(w http.ResponseWriter, data []byte) error {
 	b = append(b, sseMessagePrefix...)
 	b = append(b, data...)
 	b = append(b, sseMessageSuffix...)
-	if _, err := w.Write(b); err != nil { //nolint:gosec // G705: a JSON-RPC event served as text/event-stream, never HTML
+	return writeEventErr(w, b)
+}
+
+// writeEventErr writes ev, a framed event, flushes, and reports the first
+// error.
+func writeEventErr(w http.ResponseWriter, ev []byte) error {
+	if _, err := w.Write(ev); err != nil { //nolint:gosec // G705: a JSON-RPC event served as text/event-stream, never HTML
 		return err
 	}
 	return http.NewResponseController(w).Flush()
+}
+
+// maxSafeProgress bounds the progress values appendKeepAliveEvent writes
+// itself: integers encoding/json writes as their decimal digits.
+const maxSafeProgress = 1 << 53
+
+// eventBufs are the buffers appendKeepAliveEvent frames a keep-alive in.
+var eventBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
+// maxPooledEvent is the largest event buffer put back into eventBufs.
+const maxPooledEvent = 4 << 10
+
+// putEventBuf gives bp, from appendKeepAliveEvent, back to eventBufs.
+func putEventBuf(bp *[]byte) {
+	if cap(*bp) <= maxPooledEvent {
+		*bp = (*bp)[:0]
+		eventBufs.Put(bp)
+	}
+}
+
+// appendKeepAliveEvent frames the notifications/progress message of
+// leanProgressMessage(tok, value, total, msg) as one "message" event
+// (writeSSEErr's bytes) in a buffer of eventBufs, without encoding/json,
+// when the message is a keep-alive's: no total, an integer progress in
+// (0, 2^53), a message of printable ASCII (in JSON as it is, but '"' and
+// '\' escaped) and a token in ASCII. ok false for any other: the caller
+// encodes it.
+// TestKeepAliveEventAsMarshalWire holds it to leanProgressMessage's bytes.
+func appendKeepAliveEvent(tok json.RawMessage, value, total float64, msg string) (*[]byte, bool) {
+	if total != 0 || value <= 0 || value >= maxSafeProgress || value != math.Trunc(value) {
+		return nil, false
+	}
+	for i := range len(msg) {
+		if c := msg[i]; c < 0x20 || c > 0x7e {
+			return nil, false
+		}
+	}
+	for _, c := range tok { // a token leanTokenValue took, in ASCII
+		if c < 0x20 || c > 0x7e {
+			return nil, false
+		}
+	}
+	bp, _ := eventBufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	b := append((*bp)[:0], sseMessagePrefix...)
+	b = append(b, `{"jsonrpc":"2.0","method":"`+methodProgress+`","params":{"progressToken":`...)
+	b = append(b, tok...)
+	if msg != "" {
+		b = append(b, `,"message":"`...)
+		for i := range len(msg) { // the gate's names the rule in quotes
+			if c := msg[i]; c == '"' || c == '\\' {
+				b = append(b, '\\')
+			}
+			b = append(b, msg[i])
+		}
+		b = append(b, '"')
+	}
+	b = append(b, `,"progress":`...)
+	b = strconv.AppendInt(b, int64(value), 10)
+	b = append(b, "}}"+sseMessageSuffix...)
+	*bp = b
+	return bp, true
 }

@@ -44,6 +44,7 @@ type parkedStream struct {
 	head    bool            // the status line and header went out
 	chunked bool            // and the body is chunked (no Content-Length)
 	buf     []byte          // written, not yet sent
+	bufp    *[]byte         // buf's array, from bodies, while held (Write)
 	timeout time.Duration   // for a write that takes nothing (writeParked)
 	stop    <-chan struct{} // closed when the gateway closes
 	err     error           // the first failed write: nothing is written after it
@@ -98,12 +99,25 @@ func (s *parkedStream) WriteHeader(code int) {
 	}
 }
 
-func (s *parkedStream) Write(p []byte) (int, error) {
+func (s *parkedStream) Write(p []byte) (int, error) { return writeParkedBody(s, p) }
+
+// WriteString is Write of a string: io.WriteString uses it, so that a
+// held call's ": hb" comment (heartbeatWriter.beat) is not copied first.
+func (s *parkedStream) WriteString(p string) (int, error) { return writeParkedBody(s, p) }
+
+// writeParkedBody is parkedStream's Write and WriteString.
+func writeParkedBody[T string | []byte](s *parkedStream, p T) (int, error) {
 	if s.status == 0 {
 		s.status = http.StatusOK
 	}
 	if s.err != nil {
 		return 0, s.err
+	}
+	if s.buf == nil && s.held && s.head {
+		// a keep-alive or ": hb" of a held call: written from a pooled
+		// array, given back once sent (appendBody)
+		s.bufp = getBody()
+		s.buf = *s.bufp
 	}
 	s.buf = append(s.buf, p...)
 	if !s.head && len(s.buf) > chunkingSize {
@@ -156,6 +170,34 @@ func putFrame(b *bytes.Buffer) {
 	}
 }
 
+// bodies are the arrays a held call's parked stream keeps what is written
+// in until it is flushed (parkedStream.Write): one keep-alive's or
+// comment's bytes, sent and given back at once.
+var bodies = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
+// getBody takes an empty array from bodies.
+func getBody() *[]byte {
+	bp, _ := bodies.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	*bp = (*bp)[:0]
+	return bp
+}
+
+// putBody gives s.buf's array back to bodies when it came from there (a
+// large one is left to the collector); s.buf is not used after it.
+func (s *parkedStream) putBody() {
+	if s.bufp == nil {
+		return
+	}
+	if cap(s.buf) <= maxPooledFrame {
+		*s.bufp = s.buf[:0]
+		bodies.Put(s.bufp)
+	}
+	s.bufp = nil
+}
+
 // appendBody appends what was written and not yet sent, as a chunk when
 // the body is chunked.
 func (s *parkedStream) appendBody(b *bytes.Buffer) {
@@ -167,6 +209,7 @@ func (s *parkedStream) appendBody(b *bytes.Buffer) {
 	if s.held {
 		// Not kept between keep-alives (one every 15 s): its capacity
 		// would stay with each of thousands of held calls.
+		s.putBody()
 		s.buf = nil
 		return
 	}
@@ -241,7 +284,7 @@ func appendChunk(b *bytes.Buffer, p []byte) {
 	if len(p) == 0 {
 		return
 	}
-	b.WriteString(strconv.FormatInt(int64(len(p)), 16))
+	b.Write(strconv.AppendInt(b.AvailableBuffer(), int64(len(p)), 16))
 	b.WriteString("\r\n")
 	b.Write(p)
 	b.WriteString("\r\n")

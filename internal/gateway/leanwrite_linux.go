@@ -4,6 +4,7 @@ package gateway
 
 import (
 	"net"
+	"sync"
 	"syscall"
 )
 
@@ -20,29 +21,65 @@ func writeNow(conn net.Conn, p []byte) error {
 	if err != nil {
 		return writeQuick(conn, p)
 	}
-	var werr error
-	cerr := rc.Write(func(fd uintptr) bool {
-		for len(p) > 0 {
-			n, err := syscall.Write(int(fd), p)
-			switch {
-			case n > 0:
-				p = p[n:]
-			case err == syscall.EINTR:
-			case err == syscall.EAGAIN:
-				werr = errWouldBlock
-				return true
-			case err != nil:
-				werr = err
-				return true
-			default:
-				werr = errWouldBlock // no error, nothing written
-				return true
-			}
-		}
-		return true // never wait for the socket to take more
-	})
+	w := getNowWrite()
+	w.p = p
+	cerr := rc.Write(w.fn)
+	werr := w.err
+	putNowWrite(w)
 	if cerr != nil {
 		return cerr
 	}
 	return werr
+}
+
+// A nowWrite is one writeNow's state, pooled with its function bound once,
+// so that a held call's keep-alive (one every 15 s for each of thousands)
+// allocates no closure for the raw connection's Write.
+type nowWrite struct {
+	p   []byte
+	err error
+	fn  func(fd uintptr) bool // w.write
+}
+
+var nowWrites = sync.Pool{New: func() any {
+	w := new(nowWrite)
+	w.fn = w.write
+	return w
+}}
+
+func getNowWrite() *nowWrite {
+	w, _ := nowWrites.Get().(*nowWrite)
+	if w == nil {
+		w = new(nowWrite)
+		w.fn = w.write
+	}
+	return w
+}
+
+func putNowWrite(w *nowWrite) {
+	w.p, w.err = nil, nil
+	nowWrites.Put(w)
+}
+
+// write is the raw connection's Write function: it writes w.p without
+// waiting for the socket to take more, and keeps the outcome in w.err.
+func (w *nowWrite) write(fd uintptr) bool {
+	for len(w.p) > 0 {
+		n, err := syscall.Write(int(fd), w.p)
+		switch {
+		case n > 0:
+			w.p = w.p[n:]
+		case err == syscall.EINTR:
+		case err == syscall.EAGAIN:
+			w.err = errWouldBlock
+			return true
+		case err != nil:
+			w.err = err
+			return true
+		default:
+			w.err = errWouldBlock // no error, nothing written
+			return true
+		}
+	}
+	return true // never wait for the socket to take more
 }

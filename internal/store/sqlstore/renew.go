@@ -17,6 +17,13 @@ const renewBatch = 500
 // pending, approved, or consumed without a dispatch outcome.
 const liveLease = `(state IN ('pending', 'approved') OR (state = 'consumed' AND dispatch_outcome = ''))`
 
+// heldRowsQuery is RenewLeases' first read: the requests marked for a
+// holder, each with whether it still needs one. The index
+// requests_instance_held covers it (migration 0018): no table look-up per
+// held request.
+const heldRowsQuery = `SELECT id, CASE WHEN ` + liveLease + ` THEN 1 ELSE 0 END FROM requests
+	WHERE held_by = ? AND lease_until = 253402300799999`
+
 // RenewLeases extends the leases holder holds on ids to until and returns
 // the ids it renewed, in the order of ids: see store.Store.RenewLeases. It
 // writes one row per renewal, holder's instance lease (instance_leases,
@@ -79,8 +86,7 @@ func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID,
 			settled bool  // a marked row no longer needs a holder
 			unmark  []any // live, marked, not in ids: rare (a lease dropped while its request still needs one)
 		)
-		rows, err := t.query(ctx, `SELECT id, CASE WHEN `+liveLease+` THEN 1 ELSE 0 END FROM requests
-			WHERE held_by = ? AND lease_until = 253402300799999`, holder)
+		rows, err := t.query(ctx, heldRowsQuery, holder)
 		err = eachRow(rows, err, func(rows *sql.Rows) error {
 			var live int
 			if err := rows.Scan(&raw, &live); err != nil {
