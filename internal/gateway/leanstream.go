@@ -241,8 +241,18 @@ func (s *parkedStream) finish() error {
 		}
 	}
 	s.buf = nil
-	return s.send(b.Bytes())
+	if err := s.send(b.Bytes()); err != nil {
+		return err
+	}
+	// The connection serves the client's next request now (serveRest):
+	// a write after the end would go into that one's response.
+	s.err = errParkedFinished
+	return nil
 }
+
+// errParkedFinished is what a parked stream's writes return after its
+// response ended (parkedStream.finish): nothing more is written on it.
+var errParkedFinished = errors.New("the parked call's response has ended")
 
 // writeHead writes the status line and header as net/http's server
 // writes them for an HTTP/1.1 keep-alive response: the handler's header

@@ -77,3 +77,38 @@ func TestParkedStreamKeepsNothingWhileHeld(t *testing.T) {
 		}
 	}
 }
+
+// TestParkedStreamWritesNothingAfterItsEnd: once a parked call's response
+// ended (finish), its connection serves the client's next request, so a
+// late write on the stream (a keep-alive, a comment, another finish) must
+// not reach the wire, where it would open the next response (attack22).
+func TestParkedStreamWritesNothingAfterItsEnd(t *testing.T) {
+	server, client := tcpPair(t)
+	s := &parkedStream{conn: server, kept: keepHeader(http.Header{"Content-Type": {"text/event-stream"}}), timeout: testWait}
+	if _, err := s.Write([]byte("data: {}\n\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FlushError(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write([]byte(": hb\n\n")); !errors.Is(err, errParkedFinished) {
+		t.Errorf("a write after the end returned %v, want errParkedFinished", err)
+	}
+	if err := s.FlushError(); !errors.Is(err, errParkedFinished) {
+		t.Errorf("a flush after the end returned %v, want errParkedFinished", err)
+	}
+	if err := s.finish(); !errors.Is(err, errParkedFinished) {
+		t.Errorf("a second end returned %v, want errParkedFinished", err)
+	}
+	_ = server.Close()
+	got, err := io.ReadAll(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasSuffix(got, []byte("0\r\n\r\n")) || bytes.Contains(got, []byte(": hb")) {
+		t.Errorf("the wire after the end: want it to end with the last chunk and hold no later write:\n%q", got)
+	}
+}
