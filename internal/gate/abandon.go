@@ -90,12 +90,8 @@ func (g *Gate) abandon(ctx context.Context, c Call, id approval.ID, cause error)
 
 // releaseHold stops renewing this process's hold on id and ends its lease
 // now, so an identical re-send can take the request over at once. It is
-// best effort: a lease that could not be released lapses by itself (an
-// identical re-send in this process takes it over at once: takeOver).
-// Until the release is written, such a re-send waits for it
-// (leases.releasing).
+// best effort: a lease that could not be released lapses by itself.
 func (g *Gate) releaseHold(ctx context.Context, id approval.ID) {
-	defer g.leases.releasing(id)()
 	g.leases.drop(id, leaseHold, true)
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
 	defer cancel()

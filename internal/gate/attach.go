@@ -49,7 +49,7 @@ func (g *Gate) attach(ctx context.Context, c Call, open []approval.Request) (adm
 			}
 		case r.Mode == policy.ModeRetry && !c.Task:
 			return g.resend(ctx, c, r), true
-		case g.leases.holding(r.ID):
+		case g.leases.has(r.ID, leaseHold):
 			// A live call in this process holds it: two live identical calls
 			// never share one approval.
 		default:
@@ -62,33 +62,18 @@ func (g *Gate) attach(ctx context.Context, c Call, open []approval.Request) (adm
 	return Admission{}, false
 }
 
-// takeOver makes this process the holder of r if r's lease lapsed, or if
-// the lease is this process's own and no call of this process holds it
-// (its call went away and the release of its lease is not written yet,
-// or could not be written): the re-send of a dropped call does not wait
-// for its own lease to lapse. A release in flight is waited for; the
-// lease is then taken over at once. A lease held by another process may
-// belong to a live call or to one that just died (kill -9, a dropped
-// client on another instance): it waits once until that lease would end,
-// then tries again; a holder that is alive has renewed it by then. The
-// take-over marks the lease held in this process (leases.claim) in the
-// transaction that writes it, so that two re-sends never both take it.
+// takeOver makes this process the holder of r if r's lease lapsed. A lease
+// held by another process may belong to a live call or to one that just
+// died (kill -9, a dropped client on another instance): it waits once until
+// that lease would end, then tries again; a holder that is alive has renewed
+// it by then.
 func (g *Gate) takeOver(ctx context.Context, r approval.Request) (approval.Request, bool) {
 	for attempt := 0; attempt < 2; attempt++ {
-		var (
-			from     string          // the instance that held it last
-			claimed  bool            // this attempt's leases.claim succeeded
-			released <-chan struct{} // a release of this process's lease in flight
-		)
+		var from string // the instance that held it last
 		taken, err := g.store.UpdateRequest(ctx, r.ID, "toolgate", func(cur *approval.Request) error {
 			now := g.now()
-			if (cur.State != approval.StatePending && cur.State != approval.StateApproved) || (!cur.LeaseLapsed(now) && cur.HeldBy != g.instance) {
+			if (cur.State != approval.StatePending && cur.State != approval.StateApproved) || !cur.LeaseLapsed(now) {
 				return errNoChange
-			}
-			if !claimed {
-				if claimed, released = g.leases.claim(r.ID); !claimed {
-					return errNoChange // a call here holds it, or its release is in flight
-				}
 			}
 			from = cur.HeldBy
 			cur.Renew(g.instance, now.Add(g.opts.Lease))
@@ -100,40 +85,20 @@ func (g *Gate) takeOver(ctx context.Context, r approval.Request) (approval.Reque
 			}
 			return taken, true
 		}
-		if claimed {
-			g.leases.drop(r.ID, leaseHold, false)
-		}
 		if attempt > 0 || !errors.Is(err, errNoChange) {
 			return approval.Request{}, false
 		}
-		switch {
-		case released != nil:
-			// This process's own lease, its release in flight: wait for it.
-		case g.leases.holding(r.ID):
-			return approval.Request{}, false // a live call of this process holds it
-		default:
-			// Held by another instance (or settled meanwhile): wait once
-			// until its lease would end.
-			cur, err := g.store.GetRequest(ctx, r.ID)
-			if err != nil || (cur.State != approval.StatePending && cur.State != approval.StateApproved) {
-				return approval.Request{}, false
-			}
-			if cur.HeldBy == g.instance {
-				continue // this process's own again: look at once
-			}
-			t := time.NewTimer(min(cur.LeaseUntil.Sub(g.now()), g.opts.Lease) + 10*time.Millisecond)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return approval.Request{}, false
-			case <-t.C:
-			}
-			continue
+		cur, err := g.store.GetRequest(ctx, r.ID)
+		if err != nil || (cur.State != approval.StatePending && cur.State != approval.StateApproved) {
+			return approval.Request{}, false
 		}
+		wait := min(cur.LeaseUntil.Sub(g.now()), g.opts.Lease) + 10*time.Millisecond
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return approval.Request{}, false
-		case <-released:
+		case <-t.C:
 		}
 	}
 	return approval.Request{}, false

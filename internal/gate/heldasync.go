@@ -328,7 +328,6 @@ func (a *asyncHold) finish() {
 // request no longer pending or approved (consumed: notDispatched's) keeps
 // its lease, which is no longer the hold's.
 func (g *Gate) releaseRefused(ctx context.Context, id approval.ID) {
-	defer g.leases.releasing(id)() // as releaseHold
 	g.leases.drop(id, leaseHold, true)
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
 	defer cancel()

@@ -52,73 +52,9 @@ type leases struct {
 
 	mu   sync.Mutex
 	held map[approval.ID]leaseKind // guarded by mu
-	// inRelease are the holds being released (releasing), each with the
-	// channel closed when its release was written (or failed); nil until
-	// the first release. Guarded by mu.
-	inRelease map[approval.ID]*release
-}
-
-// release is a release of a hold in flight (leases.inRelease).
-type release struct {
-	done chan struct{}
-	n    int // releases of the id in flight
 }
 
 func newLeases() *leases { return &leases{held: map[approval.ID]leaseKind{}} }
-
-// releasing marks id's hold as being released until end is called: the
-// release stops renewing it (drop) and then ends its lease in the store.
-// Meanwhile the store still shows this process's lease, which no live
-// call of this process holds any more: an identical re-send here waits
-// for the release (claim) instead of for the lease to lapse.
-func (l *leases) releasing(id approval.ID) (end func()) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.inRelease == nil {
-		l.inRelease = map[approval.ID]*release{}
-	}
-	rel := l.inRelease[id]
-	if rel == nil {
-		rel = &release{done: make(chan struct{})}
-		l.inRelease[id] = rel
-	}
-	rel.n++
-	return func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if rel.n--; rel.n == 0 {
-			delete(l.inRelease, id)
-			close(rel.done)
-		}
-	}
-}
-
-// claim makes a call of this process the holder of id (leaseHold) unless
-// a call of this process holds it or its release is in flight (then
-// released is closed once that release was written). A take-over calls
-// it in the transaction that writes the lease, so that two re-sends of
-// this process never both take the request over: the second one sees
-// the first one's claim.
-func (l *leases) claim(id approval.ID) (ok bool, released <-chan struct{}) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if rel := l.inRelease[id]; rel != nil {
-		return false, rel.done
-	}
-	if l.held[id] != 0 {
-		return false, nil
-	}
-	l.held[id] = leaseHold
-	return true, nil
-}
-
-// holding reports whether a live call of this process holds id (for any
-// kind), its hold not being released: what claim refuses for good.
-func (l *leases) holding(id approval.ID) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.held[id] != 0 && l.inRelease[id] == nil
-}
 
 // add marks id as held for k.
 func (l *leases) add(id approval.ID, k leaseKind) {
