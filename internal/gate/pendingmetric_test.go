@@ -24,19 +24,7 @@ func TestPendingGaugeNotStaleWhileStoreDown(t *testing.T) {
 	if a := g.Admit(t.Context(), writeCall("/pending-gauge")); a.Allowed || a.ApprovalID == "" {
 		t.Fatalf("%+v, want a pending approval", a)
 	}
-	pending := func() (float64, bool) {
-		t.Helper()
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() == "toolgate_approvals_pending" && len(mf.GetMetric()) > 0 {
-				return mf.GetMetric()[0].GetGauge().GetValue(), true
-			}
-		}
-		return 0, false
-	}
+	pending := func() (float64, bool) { t.Helper(); return pendingGauge(t, reg) }
 	g.sweep(t.Context())
 	if n, ok := pending(); !ok || n != 1 {
 		t.Fatalf("after a sweep: pending %v (present %v), want 1", n, ok)
@@ -48,4 +36,21 @@ func TestPendingGaugeNotStaleWhileStoreDown(t *testing.T) {
 	if n, ok := pending(); ok {
 		t.Fatalf("after a sweep that could not count: pending %v, want the series absent (the count is unknown)", n)
 	}
+}
+
+// pendingGauge reads toolgate_approvals_pending from reg: its value, and
+// whether the series is present at all (absent while the count is
+// unknown).
+func pendingGauge(t *testing.T, reg *prometheus.Registry) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "toolgate_approvals_pending" && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
 }

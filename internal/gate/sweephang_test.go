@@ -48,19 +48,7 @@ func TestPendingGaugeNotStaleWhileStoreHangs(t *testing.T) {
 		if a := g.Admit(t.Context(), writeCall("/pending-gauge-hang")); a.Allowed || a.ApprovalID == "" {
 			t.Fatalf("%+v, want a pending approval", a)
 		}
-		pending := func() (float64, bool) {
-			t.Helper()
-			mfs, err := reg.Gather()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, mf := range mfs {
-				if mf.GetName() == "toolgate_approvals_pending" && len(mf.GetMetric()) > 0 {
-					return mf.GetMetric()[0].GetGauge().GetValue(), true
-				}
-			}
-			return 0, false
-		}
+		pending := func() (float64, bool) { t.Helper(); return pendingGauge(t, reg) }
 		g.sweep(t.Context())
 		if n, ok := pending(); !ok || n != 1 {
 			t.Fatalf("after a sweep: pending %v (present %v), want 1", n, ok)
