@@ -36,7 +36,7 @@ func (g *Gate) abandon(ctx context.Context, c Call, id approval.ID, cause error)
 		})
 		if err != nil {
 			g.log.ErrorContext(ctx, "cannot expire approval; the caller is gone or the store failed", "approval", id, "err", err)
-			g.releaseHold(ctx, id)
+			g.releaseHold(ctx, id, c.hold)
 			return Admission{ApprovalID: id, Timeout: true, Message: "timed out waiting for approval; nothing was run"}
 		}
 		if expired {
@@ -53,7 +53,7 @@ func (g *Gate) abandon(ctx context.Context, c Call, id approval.ID, cause error)
 	case errors.Is(cause, errWaitPanicked):
 		// Left as when the caller goes away (below), but the caller is
 		// still there: it is told.
-		g.releaseHold(ctx, id)
+		g.releaseHold(ctx, id, c.hold)
 		return Admission{ApprovalID: id, Message: fmt.Sprintf("refused: %v; nothing was run. Approval %s stays pending: re-send the identical call to pick it up", errWaitPanicked, id)}
 	case errors.Is(cause, context.Canceled) && !g.stopping.Load():
 		// An explicit notifications/cancelled from the caller: record it,
@@ -69,7 +69,7 @@ func (g *Gate) abandon(ctx context.Context, c Call, id approval.ID, cause error)
 			g.metrics.ApprovalDecided(string(approval.StateCancelled))
 		case !errors.Is(err, approval.ErrResolved):
 			g.log.ErrorContext(ctx, "cannot cancel approval", "approval", id, "err", err)
-			g.releaseHold(ctx, id)
+			g.releaseHold(ctx, id, c.hold)
 		}
 		g.hub.wake(string(id))
 		g.log.InfoContext(ctx, "held call cancelled by the caller", "approval", id)
@@ -78,7 +78,7 @@ func (g *Gate) abandon(ctx context.Context, c Call, id approval.ID, cause error)
 		// The caller went away or the gateway is stopping: leave the request
 		// as it is and release the lease, so an identical re-send can take it
 		// over at once.
-		g.releaseHold(ctx, id)
+		g.releaseHold(ctx, id, c.hold)
 		if g.stopping.Load() {
 			g.log.InfoContext(ctx, "gateway stopping; approval stays open for an identical re-send", "approval", id)
 			return Admission{ApprovalID: id, Message: fmt.Sprintf("the gateway is shutting down; nothing was run. Approval %s stays pending: re-send the identical call to pick it up", id)}
@@ -88,11 +88,16 @@ func (g *Gate) abandon(ctx context.Context, c Call, id approval.ID, cause error)
 	}
 }
 
-// releaseHold stops renewing this process's hold on id and ends its lease
-// now, so an identical re-send can take the request over at once. It is
-// best effort: a lease that could not be released lapses by itself.
-func (g *Gate) releaseHold(ctx context.Context, id approval.ID) {
-	g.leases.drop(id, leaseHold, true)
+// releaseHold ends the hold m of a call on id (Call.hold): it stops
+// renewing it and ends its lease now, so an identical re-send can take the
+// request over at once. It is best effort: a lease that could not be
+// released lapses by itself. A hold that is not m (none, or an identical
+// re-send's that took the request over since m ended) is left alone, its
+// lease with it.
+func (g *Gate) releaseHold(ctx context.Context, id approval.ID, m holdMark) {
+	if !g.leases.unhold(id, m, true) {
+		return
+	}
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
 	defer cancel()
 	_, err := g.store.UpdateRequest(bg, id, "toolgate", func(r *approval.Request) error {

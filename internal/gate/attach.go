@@ -108,11 +108,10 @@ func (g *Gate) takeOver(ctx context.Context, r approval.Request) (approval.Reque
 // records its task first (an identical call may have made r) and is told
 // it is held. Admit waits for the decision (heldCall).
 func (g *Gate) holdTaken(ctx context.Context, c Call, r approval.Request) Admission {
-	g.leases.add(r.ID, leaseHold) // Admit drops it after the wait (waitHeld)
+	c.hold = g.leases.hold(r.ID, false) // Admit ends it after the wait (afterHold)
 	if c.Task {
 		if err := g.recordTask(ctx, c, r); err != nil && !errors.Is(err, store.ErrAlreadyExists) {
-			g.releaseHold(ctx, r.ID)
-			g.leases.drop(r.ID, leaseHold, false)
+			g.releaseHold(ctx, r.ID, c.hold)
 			return g.storeRefusal(ctx, msgStoreUnavailable, "cannot record the task of an approval request; denying", err, "approval", r.ID)
 		}
 	}

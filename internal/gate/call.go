@@ -87,6 +87,10 @@ type Call struct {
 	// for it (Gate.ReviewIf) and its own carry the same one; "" makes
 	// each consume draw its own (consumeCheck).
 	consumeToken string
+	// hold is the lease mark of this call's hold (leases.hold), set when
+	// the call is held (on a request it created or took over); 0 when it
+	// holds none. Releasing the hold ends only this mark (releaseHold).
+	hold holdMark
 }
 
 // Admission is the gate's answer to a Call. When Allowed is false the call

@@ -161,7 +161,7 @@ func (g *Gate) afterConsume(ctx context.Context, c Call, id approval.ID, r appro
 			}
 		}
 		g.metrics.DispatchRefused("store_error")
-		g.releaseHold(ctx, id)
+		g.releaseHold(ctx, id, c.hold)
 		in := g.incident(ctx, "cannot consume approval; refusing", err, "approval", id)
 		return Admission{ApprovalID: id, Message: fmt.Sprintf("refused: the approval could not be used because the approval store failed; nothing was run (error id %s)", in.ID)}
 	}
@@ -194,7 +194,7 @@ func (g *Gate) finishConsumed(ctx context.Context, id approval.ID, o approval.Ou
 	defer func() {
 		if !returned {
 			g.log.ErrorContext(ctx, "panic while recording a dispatch outcome; the approval's dispatch lease is released, its outcome is left to the sweep (unknown)", "approval", id, "outcome", o)
-			g.leases.drop(id, leaseDispatch, false)
+			g.leases.drop(id, leaseDispatch)
 		}
 	}()
 	g.recordOutcome(ctx, id, o, g.ledgerRecord(id, d))
@@ -255,7 +255,7 @@ func (g *Gate) recordOutcome(ctx context.Context, id approval.ID, o approval.Out
 	cancel()
 	g.health.report(err, g.now())
 	if err == nil || !transient(err) {
-		g.leases.drop(id, leaseDispatch, false)
+		g.leases.drop(id, leaseDispatch)
 		if err != nil {
 			g.log.ErrorContext(ctx, "cannot record dispatch outcome", "approval", id, "outcome", o, "err", err)
 			if rec != nil {
@@ -266,7 +266,7 @@ func (g *Gate) recordOutcome(ctx context.Context, id approval.ID, o approval.Out
 	}
 	g.log.WarnContext(ctx, "cannot record dispatch outcome yet; retrying in the background", "approval", id, "outcome", o, "err", err)
 	g.outcomes.Go(func() {
-		defer g.leases.drop(id, leaseDispatch, false)
+		defer g.leases.drop(id, leaseDispatch)
 		if err := g.retryStore(g.bg, write); err != nil {
 			g.log.ErrorContext(g.bg, "cannot record dispatch outcome", "approval", id, "outcome", o, "err", err)
 			if rec != nil {

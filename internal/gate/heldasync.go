@@ -299,7 +299,7 @@ func (a *asyncHold) finish() {
 			"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 		if !answered {
 			answered = true
-			g.letGoRefused(a.ctx, id, h.c.consumeToken)
+			g.letGoRefused(a.ctx, id, h.c.consumeToken, h.c.hold)
 			a.done(&Admission{ApprovalID: id, Message: "refused: internal error while answering the held call; nothing was run here"})
 		}
 	}()
@@ -327,8 +327,10 @@ func (a *asyncHold) finish() {
 // for a caller gone, the request is left as it is, its lease released. A
 // request no longer pending or approved (consumed: notDispatched's) keeps
 // its lease, which is no longer the hold's.
-func (g *Gate) releaseRefused(ctx context.Context, id approval.ID) {
-	g.leases.drop(id, leaseHold, true)
+func (g *Gate) releaseRefused(ctx context.Context, id approval.ID, m holdMark) {
+	if !g.leases.unhold(id, m, true) {
+		return // afterHold ended the hold (the request was settled or released), or m is none
+	}
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
 	defer cancel()
 	_, err := g.store.UpdateRequest(bg, id, "toolgate", func(r *approval.Request) error {
@@ -350,7 +352,7 @@ func (g *Gate) releaseRefused(ctx context.Context, id approval.ID) {
 // (for the sweeper to call "unknown") for a call that never ran. A
 // request consumed by another call, or not consumed, is left alone.
 func (g *Gate) notDispatched(ctx context.Context, id approval.ID, tok string) {
-	defer g.leases.drop(id, leaseDispatch, false)
+	defer g.leases.drop(id, leaseDispatch)
 	if tok == "" {
 		return
 	}

@@ -217,7 +217,7 @@ func (g *Gate) waitHeld(ctx context.Context, adm *Admission) {
 //
 //go:noinline // its locals stay out of waitHeld's parked frame
 func (g *Gate) afterHold(ctx context.Context, h *heldCall, adm *Admission) {
-	g.leases.drop(h.r.id, leaseHold, false)
+	g.leases.unhold(h.r.id, h.c.hold, false) // this hold's mark only: released already when abandoned
 	if h.dec != nil {
 		adm.Monitor = h.dec.Monitor
 		g.recordHeld(ctx, h, adm) // waitpanic.go
@@ -319,7 +319,7 @@ func (g *Gate) endHold(ctx context.Context, h *heldCall, w *holdWait, gotp *appr
 	case errors.Is(err, errDeadline) && deadline.Before(h.r.expiresAt) && got.State == approval.StatePending:
 		// MaxHold passed first: the caller cannot wait longer. The request
 		// stays open for the identical re-send (or the next round).
-		g.releaseHold(ctx, h.r.id)
+		g.releaseHold(ctx, h.r.id, h.c.hold)
 		g.log.InfoContext(ctx, "call answered before its approval was decided (max hold); the approval stays pending", "approval", h.r.id)
 		*adm = g.pendingAnswer(got)
 	case err != nil:

@@ -51,40 +51,101 @@ type leases struct {
 	renewing sync.Mutex
 
 	mu   sync.Mutex
-	held map[approval.ID]leaseKind // guarded by mu
+	held map[approval.ID]leaseMark // guarded by mu
+	last holdMark                  // the last hold's mark (hold); guarded by mu
 }
 
-func newLeases() *leases { return &leases{held: map[approval.ID]leaseKind{}} }
+// A holdMark names the leaseHold mark of one hold (leases.hold); 0 names
+// none. A hold ends only the mark it made (unhold): an abandoned hold let
+// go of its mark when it released its lease and again after its wait, and
+// an identical re-send that took the request over in between lost its
+// mark to the second drop (its lease no longer renewed while it waited,
+// and a second re-send could take the request over too; closing22).
+type holdMark uint64
 
-// add marks id as held for k.
-func (l *leases) add(id approval.ID, k leaseKind) {
+// leaseMark is why this process holds a request's lease, and, with
+// leaseHold, whose hold it is.
+type leaseMark struct {
+	kinds leaseKind
+	hold  holdMark // the hold of leaseHold; 0 without
+}
+
+func newLeases() *leases { return &leases{held: map[approval.ID]leaseMark{}} }
+
+// hold marks id as held (leaseHold, with leaseCreating while creating)
+// for a new hold, and returns its mark, which ends it (unhold).
+func (l *leases) hold(id approval.ID, creating bool) holdMark {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.held[id] |= k
+	l.last++
+	k := leaseHold
+	if creating {
+		k |= leaseCreating
+	}
+	m := l.held[id]
+	m.kinds |= k
+	m.hold = l.last
+	l.held[id] = m
+	return l.last
 }
 
-// drop unmarks id for k; with wait set, it returns only once no renewal
-// batch that may name id is in flight, so a release written afterwards is
-// not undone by that batch.
-func (l *leases) drop(id approval.ID, k leaseKind, wait bool) {
+// unhold ends the hold m of id (leaseHold and leaseCreating) and reports
+// whether it did: a mark another hold made since is left alone. With wait
+// set, it returns only once no renewal batch that may name id is in
+// flight, so a release written afterwards is not undone by that batch.
+func (l *leases) unhold(id approval.ID, m holdMark, wait bool) bool {
+	if m == 0 {
+		return false
+	}
 	if wait {
 		l.renewing.Lock()
 		defer l.renewing.Unlock()
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if v := l.held[id] &^ k; v == 0 {
+	cur, ok := l.held[id]
+	if !ok || cur.hold != m {
+		return false
+	}
+	l.set(id, leaseMark{kinds: cur.kinds &^ (leaseHold | leaseCreating)})
+	return true
+}
+
+// set stores id's mark, deleting it when no kind is left. l.mu is held.
+func (l *leases) set(id approval.ID, m leaseMark) {
+	if m.kinds == 0 {
 		delete(l.held, id)
 	} else {
-		l.held[id] = v
+		l.held[id] = m
 	}
+}
+
+// add marks id as held for k, which is not leaseHold (hold makes that).
+func (l *leases) add(id approval.ID, k leaseKind) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := l.held[id]
+	m.kinds |= k
+	l.held[id] = m
+}
+
+// drop unmarks id for k, which is not leaseHold (unhold ends that).
+func (l *leases) drop(id approval.ID, k leaseKind) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m, ok := l.held[id]
+	if !ok {
+		return
+	}
+	m.kinds &^= k
+	l.set(id, m)
 }
 
 // has reports whether id is held for k.
 func (l *leases) has(id approval.ID, k leaseKind) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.held[id]&k != 0
+	return l.held[id].kinds&k != 0
 }
 
 // ids returns every id held, sorted, except those still being created
@@ -93,8 +154,8 @@ func (l *leases) ids() []approval.ID {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ids := make([]approval.ID, 0, len(l.held))
-	for id, k := range l.held {
-		if k&leaseCreating == 0 {
+	for id, m := range l.held {
+		if m.kinds&leaseCreating == 0 {
 			ids = append(ids, id)
 		}
 	}

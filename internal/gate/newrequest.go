@@ -119,16 +119,16 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 		r.Renew(g.instance, now.Add(g.opts.Lease))
 		// Before the row exists, so no identical call can think it
 		// abandoned; not renewed until the creation returned (leaseCreating).
-		g.leases.add(id, leaseHold|leaseCreating)
+		c.hold = g.leases.hold(id, true)
 	}
 	pre := g.subscribeCreated(id, r.Mode != policy.ModeRetry && !c.Defer) // before the request exists
 	err = g.store.CreateRequest(ctx, r, g.pendingCaps(c.Principal, chain)...)
 	if r.Mode != policy.ModeRetry {
-		g.leases.drop(id, leaseCreating, false)
+		g.leases.drop(id, leaseCreating)
 	}
 	if err != nil {
 		pre.drop()
-		g.dropHold(r)
+		g.leases.unhold(id, c.hold, false)
 		return g.createRefusal(ctx, c, err)
 	}
 	g.metrics.ApprovalRequested()
@@ -138,7 +138,7 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 		if err := g.recordTask(ctx, c, r); err != nil {
 			pre.drop()
 			g.withdrawUnrecorded(ctx, r.ID)
-			g.dropHold(r)
+			g.leases.unhold(id, c.hold, false)
 			return g.storeRefusal(ctx, msgStoreUnavailable, "cannot record the task of an approval request; denying", err, "approval", id)
 		}
 	}
@@ -152,14 +152,6 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 		c.OnHold(r)
 	}
 	return heldOnCreated(c, r, pre) // Admit waits, once this frame is gone (heldCall)
-}
-
-// dropHold ends this process's hold on the lease of r, which hold took
-// before creating r, when r will not be waited on.
-func (g *Gate) dropHold(r approval.Request) {
-	if r.Mode != policy.ModeRetry {
-		g.leases.drop(r.ID, leaseHold, false)
-	}
 }
 
 // Names of the pending caps, as their config keys; refusals name them.

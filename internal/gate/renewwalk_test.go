@@ -40,7 +40,7 @@ func TestRenewalWakesOnlyTheMissing(t *testing.T) {
 	ids = append(ids, approval.ID("01900000-0000-7000-8000-0000000000ff")) // unknown to the store
 	subs := make([]*wakeup, len(ids))
 	for i, id := range ids {
-		g.leases.add(id, leaseHold)
+		g.leases.hold(id, false)
 		w, cancel := g.hub.subscribe(string(id))
 		t.Cleanup(cancel)
 		subs[i] = w

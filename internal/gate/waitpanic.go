@@ -44,7 +44,7 @@ func (g *Gate) waitPanicked(ctx context.Context, h *heldCall, w *holdWait, v any
 	if cl := w.withdraw(); cl != nil {
 		<-cl.done // a decision's consume for the call, if any, has committed or not
 	}
-	g.letGoRefused(ctx, id, h.c.consumeToken)
+	g.letGoRefused(ctx, id, h.c.consumeToken, h.c.hold)
 	return &Admission{ApprovalID: id, Message: "refused: internal error while answering the held call; nothing was run here"}
 }
 
@@ -57,8 +57,8 @@ func (g *Gate) waitPanicked(ctx context.Context, h *heldCall, w *holdWait, v any
 // to the caller's recovery, and the hold's lease mark used to stay, the
 // request renewed by this process for as long as it ran with no call
 // waiting on it.
-func (g *Gate) letGoRefused(ctx context.Context, id approval.ID, tok string) {
-	defer g.releaseRefused(ctx, id)
+func (g *Gate) letGoRefused(ctx context.Context, id approval.ID, tok string, m holdMark) {
+	defer g.releaseRefused(ctx, id, m)
 	g.notDispatched(ctx, id, tok)
 }
 
