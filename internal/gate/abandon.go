@@ -91,13 +91,17 @@ func (g *Gate) abandon(ctx context.Context, c Call, id approval.ID, cause error)
 // releaseHold ends the hold m of a call on id (Call.hold): it stops
 // renewing it and ends its lease now, so an identical re-send can take the
 // request over at once. It is best effort: a lease that could not be
-// released lapses by itself. A hold that is not m (none, or an identical
-// re-send's that took the request over since m ended) is left alone, its
-// lease with it.
+// released lapses by itself (an identical re-send in this process takes
+// it over at once: takeOver). Until the release is written, such a
+// re-send waits for it (leases.release). A hold that is not m (none, or
+// an identical re-send's that took the request over since m ended) is
+// left alone, its lease with it.
 func (g *Gate) releaseHold(ctx context.Context, id approval.ID, m holdMark) {
-	if !g.leases.unhold(id, m, true) {
+	end := g.leases.release(id, m)
+	if end == nil {
 		return
 	}
+	defer end()
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
 	defer cancel()
 	_, err := g.store.UpdateRequest(bg, id, "toolgate", func(r *approval.Request) error {

@@ -49,31 +49,48 @@ func (g *Gate) attach(ctx context.Context, c Call, open []approval.Request) (adm
 			}
 		case r.Mode == policy.ModeRetry && !c.Task:
 			return g.resend(ctx, c, r), true
-		case g.leases.has(r.ID, leaseHold):
+		case g.leases.holding(r.ID):
 			// A live call in this process holds it: two live identical calls
 			// never share one approval.
 		default:
-			if taken, ok := g.takeOver(ctx, r); ok {
+			if taken, m := g.takeOver(ctx, r); m != 0 {
 				g.log.InfoContext(ctx, "identical call took over an abandoned request", "approval", r.ID, "state", taken.State)
-				return g.holdTaken(ctx, c, taken), true
+				return g.holdTaken(ctx, c, taken, m), true
 			}
 		}
 	}
 	return Admission{}, false
 }
 
-// takeOver makes this process the holder of r if r's lease lapsed. A lease
-// held by another process may belong to a live call or to one that just
-// died (kill -9, a dropped client on another instance): it waits once until
-// that lease would end, then tries again; a holder that is alive has renewed
-// it by then.
-func (g *Gate) takeOver(ctx context.Context, r approval.Request) (approval.Request, bool) {
+// takeOver makes this process the holder of r if r's lease lapsed, or if
+// the lease is this process's own and no call of this process holds it
+// (its call went away and the release of its lease is not written yet,
+// or could not be written): the re-send of a dropped call does not wait
+// for its own lease to lapse. A release in flight is waited for; the
+// lease is then taken over at once. A lease held by another process may
+// belong to a live call or to one that just died (kill -9, a dropped
+// client on another instance): it waits once until that lease would end,
+// then tries again; a holder that is alive has renewed it by then. The
+// take-over marks the lease held in this process (leases.claim) in the
+// transaction that writes it, so that two re-sends never both take it;
+// m is that hold's mark (0: not taken over).
+func (g *Gate) takeOver(ctx context.Context, r approval.Request) (taken approval.Request, m holdMark) {
 	for attempt := 0; attempt < 2; attempt++ {
-		var from string // the instance that held it last
-		taken, err := g.store.UpdateRequest(ctx, r.ID, "toolgate", func(cur *approval.Request) error {
+		var (
+			from     string          // the instance that held it last
+			released <-chan struct{} // a release of this process's lease in flight
+			err      error
+		)
+		m = 0
+		taken, err = g.store.UpdateRequest(ctx, r.ID, "toolgate", func(cur *approval.Request) error {
 			now := g.now()
-			if (cur.State != approval.StatePending && cur.State != approval.StateApproved) || !cur.LeaseLapsed(now) {
+			if (cur.State != approval.StatePending && cur.State != approval.StateApproved) || (!cur.LeaseLapsed(now) && cur.HeldBy != g.instance) {
 				return errNoChange
+			}
+			if m == 0 {
+				if m, released = g.leases.claim(r.ID); m == 0 {
+					return errNoChange // a call here holds it, or its release is in flight
+				}
 			}
 			from = cur.HeldBy
 			cur.Renew(g.instance, now.Add(g.opts.Lease))
@@ -83,32 +100,51 @@ func (g *Gate) takeOver(ctx context.Context, r approval.Request) (approval.Reque
 			if from != "" && from != g.instance {
 				g.metrics.LeaseTakenOver(telemetry.TakenOverResend)
 			}
-			return taken, true
+			return taken, m
 		}
+		g.leases.unhold(r.ID, m) // the claim's, if it made one
 		if attempt > 0 || !errors.Is(err, errNoChange) {
-			return approval.Request{}, false
+			return approval.Request{}, 0
 		}
-		cur, err := g.store.GetRequest(ctx, r.ID)
-		if err != nil || (cur.State != approval.StatePending && cur.State != approval.StateApproved) {
-			return approval.Request{}, false
+		switch {
+		case released != nil:
+			// This process's own lease, its release in flight: wait for it.
+		case g.leases.holding(r.ID):
+			return approval.Request{}, 0 // a live call of this process holds it
+		default:
+			// Held by another instance (or settled meanwhile): wait once
+			// until its lease would end.
+			cur, err := g.store.GetRequest(ctx, r.ID)
+			if err != nil || (cur.State != approval.StatePending && cur.State != approval.StateApproved) {
+				return approval.Request{}, 0
+			}
+			if cur.HeldBy == g.instance {
+				continue // this process's own again: look at once
+			}
+			t := time.NewTimer(min(cur.LeaseUntil.Sub(g.now()), g.opts.Lease) + 10*time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return approval.Request{}, 0
+			case <-t.C:
+			}
+			continue
 		}
-		wait := min(cur.LeaseUntil.Sub(g.now()), g.opts.Lease) + 10*time.Millisecond
-		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			t.Stop()
-			return approval.Request{}, false
-		case <-t.C:
+			return approval.Request{}, 0
+		case <-released:
 		}
 	}
-	return approval.Request{}, false
+	return approval.Request{}, 0
 }
 
-// holdTaken holds c on r, which this process just took over: a task
-// records its task first (an identical call may have made r) and is told
-// it is held. Admit waits for the decision (heldCall).
-func (g *Gate) holdTaken(ctx context.Context, c Call, r approval.Request) Admission {
-	c.hold = g.leases.hold(r.ID, false) // Admit ends it after the wait (afterHold)
+// holdTaken holds c on r, which this process just took over (its hold's
+// mark m: takeOver): a task records its task first (an identical call may
+// have made r) and is told it is held. Admit waits for the decision
+// (heldCall).
+func (g *Gate) holdTaken(ctx context.Context, c Call, r approval.Request, m holdMark) Admission {
+	c.hold = m // Admit ends it after the wait (afterHold)
 	if c.Task {
 		if err := g.recordTask(ctx, c, r); err != nil && !errors.Is(err, store.ErrAlreadyExists) {
 			g.releaseHold(ctx, r.ID, c.hold)

@@ -328,9 +328,11 @@ func (a *asyncHold) finish() {
 // request no longer pending or approved (consumed: notDispatched's) keeps
 // its lease, which is no longer the hold's.
 func (g *Gate) releaseRefused(ctx context.Context, id approval.ID, m holdMark) {
-	if !g.leases.unhold(id, m, true) {
+	end := g.leases.release(id, m) // as releaseHold
+	if end == nil {
 		return // afterHold ended the hold (the request was settled or released), or m is none
 	}
+	defer end()
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
 	defer cancel()
 	_, err := g.store.UpdateRequest(bg, id, "toolgate", func(r *approval.Request) error {

@@ -217,7 +217,7 @@ func (g *Gate) waitHeld(ctx context.Context, adm *Admission) {
 //
 //go:noinline // its locals stay out of waitHeld's parked frame
 func (g *Gate) afterHold(ctx context.Context, h *heldCall, adm *Admission) {
-	g.leases.unhold(h.r.id, h.c.hold, false) // this hold's mark only: released already when abandoned
+	g.leases.unhold(h.r.id, h.c.hold) // this hold's mark only: released already when abandoned
 	if h.dec != nil {
 		adm.Monitor = h.dec.Monitor
 		g.recordHeld(ctx, h, adm) // waitpanic.go

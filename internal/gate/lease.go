@@ -53,6 +53,16 @@ type leases struct {
 	mu   sync.Mutex
 	held map[approval.ID]leaseMark // guarded by mu
 	last holdMark                  // the last hold's mark (hold); guarded by mu
+	// inRelease are the holds being released (release), each with the
+	// channel closed when its release was written (or failed); nil until
+	// the first release. Guarded by mu.
+	inRelease map[approval.ID]*release
+}
+
+// release is a release of a hold in flight (leases.inRelease).
+type release struct {
+	done chan struct{}
+	n    int // releases of the id in flight
 }
 
 // A holdMark names the leaseHold mark of one hold (leases.hold); 0 names
@@ -90,25 +100,88 @@ func (l *leases) hold(id approval.ID, creating bool) holdMark {
 }
 
 // unhold ends the hold m of id (leaseHold and leaseCreating) and reports
-// whether it did: a mark another hold made since is left alone. With wait
-// set, it returns only once no renewal batch that may name id is in
-// flight, so a release written afterwards is not undone by that batch.
-func (l *leases) unhold(id approval.ID, m holdMark, wait bool) bool {
-	if m == 0 {
-		return false
-	}
-	if wait {
-		l.renewing.Lock()
-		defer l.renewing.Unlock()
-	}
+// whether it did: a mark another hold made since is left alone.
+func (l *leases) unhold(id approval.ID, m holdMark) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.unholdLocked(id, m)
+}
+
+// unholdLocked is unhold with l.mu held.
+func (l *leases) unholdLocked(id approval.ID, m holdMark) bool {
 	cur, ok := l.held[id]
-	if !ok || cur.hold != m {
+	if m == 0 || !ok || cur.hold != m {
 		return false
 	}
 	l.set(id, leaseMark{kinds: cur.kinds &^ (leaseHold | leaseCreating)})
 	return true
+}
+
+// release ends the hold m of id (as unhold) for a release of its lease
+// in the store, and returns end, to call once that release was written
+// (or failed), or nil when m is not id's hold (nothing to release). It
+// returns only once no renewal batch that may name id is in flight, so
+// the release written afterwards is not undone by that batch. Until end
+// is called, the store still shows this process's lease, which no live
+// call of this process holds any more: an identical re-send here waits
+// for the release (claim) instead of for the lease to lapse.
+func (l *leases) release(id approval.ID, m holdMark) (end func()) {
+	if m == 0 {
+		return nil
+	}
+	l.renewing.Lock()
+	defer l.renewing.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.unholdLocked(id, m) {
+		return nil
+	}
+	if l.inRelease == nil {
+		l.inRelease = map[approval.ID]*release{}
+	}
+	rel := l.inRelease[id]
+	if rel == nil {
+		rel = &release{done: make(chan struct{})}
+		l.inRelease[id] = rel
+	}
+	rel.n++
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if rel.n--; rel.n == 0 {
+			delete(l.inRelease, id)
+			close(rel.done)
+		}
+	}
+}
+
+// claim makes a new hold of id, as hold does, and returns its mark,
+// unless this process holds id (for any kind) or a release of its hold is
+// in flight: then m is 0, and released, for a release in flight, is
+// closed once that release was written. A take-over calls it in the
+// transaction that writes the lease, so that two re-sends of this process
+// never both take the request over: the second one sees the first one's
+// mark.
+func (l *leases) claim(id approval.ID) (m holdMark, released <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if rel := l.inRelease[id]; rel != nil {
+		return 0, rel.done
+	}
+	if l.held[id].kinds != 0 {
+		return 0, nil
+	}
+	l.last++
+	l.held[id] = leaseMark{kinds: leaseHold, hold: l.last}
+	return l.last, nil
+}
+
+// holding reports whether a live call of this process holds id (for any
+// kind), its hold not being released: what claim refuses for good.
+func (l *leases) holding(id approval.ID) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held[id].kinds != 0 && l.inRelease[id] == nil
 }
 
 // set stores id's mark, deleting it when no kind is left. l.mu is held.

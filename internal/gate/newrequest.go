@@ -128,7 +128,7 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 	}
 	if err != nil {
 		pre.drop()
-		g.leases.unhold(id, c.hold, false)
+		g.leases.unhold(id, c.hold)
 		return g.createRefusal(ctx, c, err)
 	}
 	g.metrics.ApprovalRequested()
@@ -138,7 +138,7 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 		if err := g.recordTask(ctx, c, r); err != nil {
 			pre.drop()
 			g.withdrawUnrecorded(ctx, r.ID)
-			g.leases.unhold(id, c.hold, false)
+			g.leases.unhold(id, c.hold)
 			return g.storeRefusal(ctx, msgStoreUnavailable, "cannot record the task of an approval request; denying", err, "approval", id)
 		}
 	}

@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -14,17 +15,14 @@ import (
 )
 
 // releaseHook is a store whose next request write can be held back
-// before it runs (block: the write waits until it is closed; entered is
-// closed then) or after it committed (after: the write returns once it is
-// closed; entered is closed when it committed), or failed (fail), and
-// which reports when the write after that one returned (looked, when
-// armed).
+// (block: the write waits until it is closed; entered is closed then) or
+// failed (fail), and which reports when the write after that returned
+// (looked).
 type releaseHook struct {
 	store.Store
 	mu      sync.Mutex
-	block   chan struct{} // the next write waits for it to close before it runs
-	after   chan struct{} // the next write returns once it is closed, after it committed
-	entered chan struct{} // closed when the write held back by block or after got there
+	block   chan struct{} // the next write waits for it to close; entered is closed then
+	entered chan struct{}
 	fail    error         // the next write fails with it
 	looked  chan struct{} // closed when the write after the held back one returned
 	armed   bool          // looked is armed: the next write that returns closes it
@@ -32,9 +30,9 @@ type releaseHook struct {
 
 func (s *releaseHook) UpdateRequest(ctx context.Context, id approval.ID, actor string, fn func(*approval.Request) error) (approval.Request, error) {
 	s.mu.Lock()
-	block, after, entered, fail := s.block, s.after, s.entered, s.fail
-	s.block, s.after, s.entered, s.fail = nil, nil, nil, nil
-	looked, armed := s.looked, s.armed && block == nil && after == nil && fail == nil
+	block, entered, fail := s.block, s.entered, s.fail
+	s.block, s.entered, s.fail = nil, nil, nil
+	looked, armed := s.looked, s.armed && block == nil && fail == nil
 	if armed {
 		s.armed = false
 	}
@@ -47,14 +45,36 @@ func (s *releaseHook) UpdateRequest(ctx context.Context, id approval.ID, actor s
 		return approval.Request{}, fail
 	}
 	r, err := s.Store.UpdateRequest(ctx, id, actor, fn)
-	if after != nil {
-		close(entered)
-		<-after
-	}
 	if armed {
 		close(looked)
 	}
 	return r, err
+}
+
+// pauseAtLog is a log handler that holds back the first record with
+// message msg until resume is closed, reached being closed then; it
+// drops every record.
+type pauseAtLog struct {
+	msg             string
+	reached, resume chan struct{}
+	once            *sync.Once
+}
+
+func newPauseAtLog(msg string) *pauseAtLog {
+	return &pauseAtLog{msg: msg, reached: make(chan struct{}), resume: make(chan struct{}), once: new(sync.Once)}
+}
+
+func (*pauseAtLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h *pauseAtLog) WithAttrs([]slog.Attr) slog.Handler     { return h }
+func (h *pauseAtLog) WithGroup(string) slog.Handler          { return h }
+func (h *pauseAtLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.once.Do(func() {
+			close(h.reached)
+			<-h.resume
+		})
+	}
+	return nil
 }
 
 // untilNearDeadline returns a channel that fires shortly before the test's
@@ -86,25 +106,18 @@ func heldWaiting(c Call) (Call, <-chan struct{}) {
 // re-send that took the request over between the two lost its mark to the
 // second drop: its lease was no longer renewed while it still waited, and
 // a second re-send could take the request over too (two live identical
-// calls on one approval). Each hold now drops only the mark it made. On
-// both stores.
+// calls on one approval). Each hold now drops only the mark it made. The
+// dropped call is held back between the two at its log line "caller gone
+// while held". On both stores.
 func TestDroppedHoldLeavesTheResendsLeaseMark(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
 		t.Helper()
 		pol := &swappable{}
 		pol.p.Store(testPolicy(time.Hour))
-		hs := &releaseHook{Store: db}
-		g := New(hs, pol, &Options{Lease: time.Hour})
+		pause := newPauseAtLog("caller gone while held; approval stays open for an identical re-send")
+		g := New(db, pol, &Options{Lease: time.Hour, Logger: slog.New(pause)})
 		watch(t, db, g)
 		fail := untilNearDeadline(t)
-		wait := func(ch <-chan struct{}, what string) {
-			t.Helper()
-			select {
-			case <-ch:
-			case <-fail:
-				t.Fatalf("never saw %s", what)
-			}
-		}
 		ctx, cancel := context.WithCancelCause(t.Context())
 		first, waiting := heldWaiting(writeCall("/dropped-twice"))
 		dropped := admitAsync(ctx, g, first)
@@ -114,14 +127,12 @@ func TestDroppedHoldLeavesTheResendsLeaseMark(t *testing.T) {
 			t.Fatalf("not held: %+v", a)
 		}
 		r := waitPending(t, db, 1)[0]
-		// The dropped call's release is written, then held back before
-		// its hold ends.
-		released, resume := make(chan struct{}), make(chan struct{})
-		hs.mu.Lock()
-		hs.after, hs.entered = resume, released
-		hs.mu.Unlock()
 		cancel(errors.New("client connection dropped")) // not an explicit cancel: the request stays pending
-		wait(released, "the dropped call's release written")
+		select {
+		case <-pause.reached: // its lease released, its wait not over
+		case <-fail:
+			t.Fatal("the dropped call never released its lease")
+		}
 
 		resend := writeCall("/dropped-twice")
 		heldOn := make(chan approval.ID, 1)
@@ -135,7 +146,7 @@ func TestDroppedHoldLeavesTheResendsLeaseMark(t *testing.T) {
 		case <-fail:
 			t.Fatal("the re-send never took the released request over")
 		}
-		close(resume)
+		close(pause.resume)
 		if a := recv(t, dropped); a.Allowed {
 			t.Fatal("dropped call was allowed")
 		}
@@ -154,4 +165,114 @@ func TestDroppedHoldLeavesTheResendsLeaseMark(t *testing.T) {
 			t.Fatalf("lease marks left: %v", ids)
 		}
 	})
+}
+
+// TestResendTakesOverItsOwnReleasedLease (closing21): a call whose caller
+// went away leaves its request pending and releases its lease so that an
+// identical re-send takes it over at once. A re-send to the same instance
+// that looked while the release was still being written (a renewal batch
+// in flight, a slow store), or after it could not be written, found the
+// instance's own lease running and waited for it to lapse (up to one
+// lease, 15 s by default; an hour here). It now waits for the release in
+// flight, and takes over a lease of its own instance that no call of the
+// process holds. Two re-sends never both hold it. On both stores.
+func TestResendTakesOverItsOwnReleasedLease(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		inFlight bool // the dropped call's release is held back while a re-send looks; else it fails
+	}{
+		{"release in flight", true},
+		{"release failed", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+				t.Helper()
+				pol := &swappable{}
+				pol.p.Store(testPolicy(time.Hour))
+				hs := &releaseHook{Store: db}
+				g := New(hs, pol, &Options{Lease: time.Hour})
+				watch(t, db, g)
+				ctx, cancel := context.WithCancelCause(t.Context())
+				first, waiting := heldWaiting(writeCall("/own-lease"))
+				dropped := admitAsync(ctx, g, first)
+				select {
+				case <-waiting:
+				case a := <-dropped:
+					t.Fatalf("not held: %+v", a)
+				}
+				r := waitPending(t, db, 1)[0]
+				open := make(chan struct{})
+				hs.mu.Lock()
+				if tc.inFlight {
+					hs.block, hs.entered = open, make(chan struct{})
+				} else {
+					hs.fail = errors.New("store unreachable")
+				}
+				entered := hs.entered
+				hs.looked, hs.armed = make(chan struct{}), true
+				hs.mu.Unlock()
+				fail := untilNearDeadline(t)
+				wait := func(ch <-chan struct{}, what string) {
+					t.Helper()
+					select {
+					case <-ch:
+					case <-fail:
+						t.Fatalf("never saw %s", what)
+					}
+				}
+				cancel(errors.New("client connection dropped"))
+				if tc.inFlight {
+					wait(entered, "the dropped call's release written")
+				} else if a := recv(t, dropped); a.Allowed {
+					t.Fatal("dropped call was allowed")
+				}
+				// Two identical re-sends: one takes the request over, the
+				// other (a second live call) gets a request of its own.
+				heldOn := make(chan approval.ID, 2)
+				var resends []<-chan Admission
+				for range 2 {
+					c := writeCall("/own-lease")
+					c.OnHold = func(r approval.Request) { heldOn <- r.ID }
+					resends = append(resends, admitAsync(t.Context(), g, c))
+				}
+				wait(hs.looked, "a re-send look at the request")
+				close(open)
+				if tc.inFlight {
+					if a := recv(t, dropped); a.Allowed {
+						t.Fatal("dropped call was allowed")
+					}
+				}
+				var ids []approval.ID
+				for range 2 {
+					select {
+					case id := <-heldOn:
+						ids = append(ids, id)
+					case <-fail:
+						t.Fatalf("re-sends held on %v, want two: a re-send still waits for the lease of its own instance, which the dropped call released (or could not)", ids)
+					}
+				}
+				if (ids[0] == r.ID) == (ids[1] == r.ID) {
+					t.Fatalf("re-sends held on %v, want exactly one on %s", ids, r.ID)
+				}
+				if got, err := db.GetRequest(t.Context(), r.ID); err != nil || got.HeldBy != g.instance || got.LeaseLapsed(time.Now()) {
+					t.Fatalf("request %s held by %q until %v (%v), want by %s", r.ID, got.HeldBy, got.LeaseUntil, err, g.instance)
+				}
+				for _, id := range ids {
+					if _, err := g.Review(t.Context(), id, alice, approval.VerdictApprove, "ok", ""); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for _, ch := range resends {
+					a := recv(t, ch)
+					if !a.Allowed {
+						t.Fatalf("re-send after approval: %+v", a)
+					}
+					a.Finish(t.Context(), approval.OutcomeOK)
+				}
+				if ids := g.leases.ids(); len(ids) != 0 {
+					t.Fatalf("lease marks left: %v", ids)
+				}
+			})
+		})
+	}
 }

@@ -58,10 +58,12 @@ func (g *Gate) resume(ctx context.Context, c Call) Admission {
 			}
 			return Admission{ApprovalID: id, Held: r, Meta: g.approvalMeta(r), Message: usedMessage(r)}
 		case approval.StatePending, approval.StateApproved:
-			if !g.leases.has(id, leaseHold) && r.LeaseLapsed(now) {
-				taken, ok := g.takeOver(ctx, r)
-				if ok {
-					return g.holdTaken(ctx, c, taken)
+			if !g.leases.holding(id) && (r.LeaseLapsed(now) || r.HeldBy == g.instance) {
+				// Nobody holds it, or this process's own call did and went
+				// away (takeOver).
+				taken, m := g.takeOver(ctx, r)
+				if m != 0 {
+					return g.holdTaken(ctx, c, taken, m)
 				}
 				continue // someone else took it meanwhile: look again
 			}
