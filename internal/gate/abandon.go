@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/store"
 )
 
 // abandon handles a hold that ended without a usable decision. At the
@@ -111,7 +112,7 @@ func (g *Gate) releaseHold(ctx context.Context, id approval.ID, m holdMark) {
 		r.Release(g.instance, g.now())
 		return nil
 	})
-	if err != nil && !errors.Is(err, errNoChange) {
+	if err != nil && !errors.Is(err, errNoChange) && !errors.Is(err, store.ErrNotFound) { // not found: a creation that did not commit
 		g.log.WarnContext(ctx, "cannot release the lease of an abandoned hold", "approval", id, "err", err)
 	}
 }

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -20,25 +21,31 @@ import (
 type committedButFailed struct {
 	store.Store
 	armed atomic.Bool
+	// fail, when set, is what an armed creation reports after its commit
+	// (else store.ErrUnavailable).
+	fail func() error
 }
 
 func (s *committedButFailed) CreateRequest(ctx context.Context, r approval.Request, caps ...store.Cap) error {
 	if err := s.Store.CreateRequest(ctx, r, caps...); err != nil {
 		return err
 	}
-	if s.armed.Load() {
-		return fmt.Errorf("attack14: after the commit: %w", store.ErrUnavailable)
+	switch {
+	case !s.armed.Load():
+		return nil
+	case s.fail != nil:
+		return s.fail()
 	}
-	return nil
+	return fmt.Errorf("attack14: after the commit: %w", store.ErrUnavailable)
 }
 
 // TestCreationFailedAfterItsCommit (attack14, heldpeak2's lease marks): a
 // held call whose request's creation reports a failure after the row
 // committed is denied (the store is unavailable), and leaves no lease mark
 // behind (leaseHold and leaseCreating both dropped: nothing renews the
-// row's own lease). The row stays pending until its lease lapses; then an
-// identical re-send takes it over, waits, and is allowed once on its
-// approval. Renewals meanwhile wake no call wrongly. On both stores.
+// row's own lease). The row stays pending, leased to this instance, whose
+// identical re-send takes it over (at once: no call of this process holds
+// it, takeOver), waits, and is allowed once on its approval. Renewals meanwhile wake no call wrongly. On both stores.
 func TestCreationFailedAfterItsCommit(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
 		t.Helper()
@@ -96,5 +103,66 @@ func TestCreationFailedAfterItsCommit(t *testing.T) {
 		if ids := g.leases.ids(); len(ids) != 0 {
 			t.Fatalf("lease marks left after the outcome: %v", ids)
 		}
+	})
+}
+
+// TestCreationCancelledAtItsCommitReleasesItsLease (closing22): a held
+// call whose caller went away while its request's creation committed (on
+// Postgres a COMMIT cancelled in flight can land; here the creation
+// commits and then reports the cancellation) left the request pending and
+// leased to its instance for a whole lease, which an identical re-send on
+// another instance waited out. Its lease is now released as a dropped held
+// call's is, and the re-send takes the request over at once. On both
+// stores.
+func TestCreationCancelledAtItsCommitReleasesItsLease(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		pol := &swappable{}
+		pol.p.Store(testPolicy(time.Hour))
+		ctx, cancel := context.WithCancelCause(t.Context())
+		cs := &committedButFailed{Store: db, fail: func() error {
+			cancel(errors.New("client connection dropped"))
+			return fmt.Errorf("commit: %w", context.Canceled)
+		}}
+		g := New(cs, pol, &Options{Lease: time.Hour})
+		cs.armed.Store(true)
+		if a := g.Admit(ctx, writeCall("/cancelled-at-commit")); a.Allowed {
+			t.Fatalf("cancelled call allowed: %+v", a)
+		}
+		cs.armed.Store(false)
+		orphan := waitPending(t, db, 1)[0]
+		r, err := db.GetRequest(t.Context(), orphan.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.LeaseLapsed(time.Now()) {
+			t.Fatalf("request %s still leased to %s until %v after its caller went away during its creation: an identical re-send on another instance waits that long", r.ID, r.HeldBy, r.LeaseUntil)
+		}
+		if ids := g.leases.ids(); len(ids) != 0 {
+			t.Fatalf("lease marks left: %v", ids)
+		}
+
+		other := New(db, pol, &Options{Lease: time.Hour, Instance: "gw-other"})
+		watch(t, db, other)
+		resend := writeCall("/cancelled-at-commit")
+		heldOn := make(chan approval.ID, 1)
+		resend.OnHold = func(r approval.Request) { heldOn <- r.ID }
+		ch := admitAsync(t.Context(), other, resend)
+		select {
+		case id := <-heldOn:
+			if id != orphan.ID {
+				t.Fatalf("re-send held on %s, want the orphaned %s", id, orphan.ID)
+			}
+		case <-untilNearDeadline(t):
+			t.Fatal("the re-send on another instance never took the request over")
+		}
+		if _, err := other.Review(t.Context(), orphan.ID, alice, approval.VerdictApprove, "ok", ""); err != nil {
+			t.Fatal(err)
+		}
+		a := recv(t, ch)
+		if !a.Allowed || a.ApprovalID != orphan.ID {
+			t.Fatalf("re-send after approval: %+v, want allowed on %s", a, orphan.ID)
+		}
+		a.Finish(t.Context(), approval.OutcomeOK)
 	})
 }

@@ -128,7 +128,16 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 	}
 	if err != nil {
 		pre.drop()
-		g.leases.unhold(id, c.hold)
+		if ctx.Err() != nil {
+			// The caller went away during the creation, which may have
+			// committed all the same (on Postgres a COMMIT cancelled in
+			// flight can land): its lease is released as a dropped held
+			// call's is, or an identical re-send on another instance
+			// waited a whole lease for it. The caller waits for nothing.
+			g.releaseHold(ctx, id, c.hold)
+		} else {
+			g.leases.unhold(id, c.hold)
+		}
 		return g.createRefusal(ctx, c, err)
 	}
 	g.metrics.ApprovalRequested()
