@@ -118,8 +118,10 @@ type Store interface {
 	// leases held by holder on ids to until: only requests that holder
 	// still holds (HeldBy == holder) and that still need a holder
 	// (pending, approved, or consumed with no dispatch outcome). It returns
-	// the ids it renewed, in the order of ids; an id missing from the
-	// answer was taken over, released or settled. It writes no events. A
+	// the ids it renewed, in the order of ids (it may return ids itself
+	// when it renewed every one: the caller must not change ids while it
+	// uses the answer); an id missing from the answer was taken over,
+	// released or settled. It writes no events. A
 	// held request holder no
 	// longer names stops being renewed and lapses at the lease the
 	// previous renewal gave it. sqlstore renews one row per holder

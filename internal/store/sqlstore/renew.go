@@ -25,7 +25,8 @@ const heldRowsQuery = `SELECT id, CASE WHEN ` + liveLease + ` THEN 1 ELSE 0 END 
 	WHERE held_by = ? AND lease_until = 253402300799999`
 
 // RenewLeases extends the leases holder holds on ids to until and returns
-// the ids it renewed, in the order of ids: see store.Store.RenewLeases. It
+// the ids it renewed, in the order of ids (ids itself when it renewed
+// every one): see store.Store.RenewLeases. It
 // writes one row per renewal, holder's instance lease (instance_leases,
 // migration 14), not one per request: a request holder holds takes its
 // effective lease from that row while its lease_until is leaseMarker. In
@@ -71,6 +72,7 @@ func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID,
 	}
 	held := make([]bool, len(sorted)) // held[i]: holder holds sorted[i]
 	var raw sql.RawBytes              // each row's id, in one buffer
+	var live int64                    // heldRowsQuery's flag, scanned in place: one variable, not one per row
 	hold := func(rows *sql.Rows) error {
 		if err := rows.Scan(&raw); err != nil {
 			return err
@@ -88,7 +90,6 @@ func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID,
 		)
 		rows, err := t.query(ctx, heldRowsQuery, holder)
 		err = eachRow(rows, err, func(rows *sql.Rows) error {
-			var live int
 			if err := rows.Scan(&raw, &live); err != nil {
 				return err
 			}
@@ -125,7 +126,7 @@ func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID,
 		if len(ids) == 0 {
 			return nil
 		}
-		mark := make([]any, 0, min(len(sorted), renewBatch))
+		var mark []any // made when an id needs its mark: usually none does
 		markChunk := func() error {
 			marks, args := inList(mark, holder)
 			rows, err := t.query(ctx, `UPDATE requests SET lease_until = 253402300799999
@@ -137,6 +138,9 @@ func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID,
 		for i, id := range sorted {
 			if held[i] || (i > 0 && sorted[i-1] == id) {
 				continue
+			}
+			if mark == nil {
+				mark = make([]any, 0, min(len(sorted)-i, renewBatch))
 			}
 			if mark = append(mark, string(id)); len(mark) == renewBatch {
 				if err := markChunk(); err != nil {
@@ -169,6 +173,9 @@ func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID,
 		if i, _ := slices.BinarySearch(sorted, id); held[i] {
 			n++
 		}
+	}
+	if n == len(ids) {
+		return ids, nil // every one renewed (the usual renewal): no copy of thousands of ids
 	}
 	renewed := make([]approval.ID, 0, n)
 	for _, id := range ids {
