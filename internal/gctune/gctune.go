@@ -26,11 +26,8 @@
 // it as it next takes a span, during the burst rather than after it. While
 // the process allocates fast [Tune] looks every [TuneFast] instead of every
 // [TuneEvery], so that GOGC and the limit follow a burst of a few seconds.
-// Once the process is quiet, the quiet limit ([QuietLimitFor]) has the
-// runtime return the free heap above it after its next collection, without
-// a collection of its own; only when the environment set GOMEMLIMIT (no
-// limit of Tune's) does Tune return it itself, at once, by a forced
-// collection ([ShouldRelease]). Between its looks a hook on each completed collection
+// Once the process is quiet it returns what free heap is left at once
+// ([ShouldRelease]). Between its looks a hook on each completed collection
 // ([GCCycles]) makes it look at once when the live heap grew by more than
 // [JumpAbove] since the last look, so that a live heap that jumps right
 // after a quiet look (its limit is tight: [QuietLimitFor]) does not run the
@@ -253,9 +250,7 @@ func LimitFor(st Stats, percent int, ceiling int64) int64 {
 	return int64(limit) //nolint:gosec // limit < noLimit ≤ math.MaxInt64
 }
 
-// ShouldRelease reports whether Tune releases the free heap now (only when
-// the environment set GOMEMLIMIT: otherwise the quiet limit returns it,
-// QuietLimitFor): more than
+// ShouldRelease reports whether Tune releases the free heap now: more than
 // ReleaseAbove of it is free (bytes), the process allocated (bytes) over
 // the last elapsed so little that the free heap would last ReleaseQuiet at
 // that rate, and the previous release is at least ReleaseEvery ago
@@ -279,11 +274,11 @@ func ShouldRelease(free, allocated uint64, elapsed, sinceRelease time.Duration) 
 // Tune follows the runtime until ctx ends, looking every TuneEvery, or
 // every TuneFast while the process allocates FastAbove bytes per second or
 // more: it sets GOGC to PercentFor the live heap, the soft memory limit to
-// LimitFor, or QuietLimitFor while quiet (unless GOMEMLIMIT is set; under a
-// cgroup's limit, at most that), and, when GOMEMLIMIT is set, releases the
-// heap's free pages to the OS when ShouldRelease says so. It does nothing
-// when s's GOGC came from the environment (an operator who sets GOGC
-// manages the collector; a release forces a collection). It runs on the caller's goroutine (serve runs it in its
+// LimitFor (unless GOMEMLIMIT is set; under a cgroup's limit, at most
+// that), and releases the heap's free pages to the OS when ShouldRelease
+// says so. It does nothing when s's GOGC came from the environment (an
+// operator who sets GOGC manages the collector; a release forces a
+// collection). It runs on the caller's goroutine (serve runs it in its
 // group), and also looks as soon as a collection finds the live heap more
 // than JumpAbove above the last look's (GCCycles).
 func Tune(ctx context.Context, s Settings) {
@@ -344,13 +339,8 @@ func (goRuntime) FreeOSMemory()              { debug.FreeOSMemory() }
 // ReleaseAbove free, a rate that would take ReleaseQuiet to reuse it,
 // and at most one release per ReleaseEvery: after a burst whose free heap
 // the limit already returned, 42–44 MB of a Postgres instance's idle heap
-// stayed free (docs/performance.md, "heldpeak"). The scavenger wakes after
-// each collection: the free heap above this limit is returned after the
-// next one, the runtime's own (at the latest once the heap grew by about
-// LimitSlack), so Tune forces no release while it sets this limit: the
-// forced one was a full collection of the live heap (10,000 held calls:
-// ≈ 1 % of a core over the half minute after their burst;
-// docs/performance.md, "held23"). Live 0: no limit (or the ceiling).
+// stayed free (docs/performance.md, "heldpeak"). Live 0: no limit (or
+// the ceiling).
 func QuietLimitFor(st Stats, ceiling int64) int64 {
 	q := st
 	q.Goal = 0
@@ -441,9 +431,7 @@ func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{},
 			if !lastRelease.IsZero() {
 				since = now.Sub(lastRelease)
 			}
-			// Only without a limit of tune's: with one, the quiet limit
-			// has the runtime return the free heap (QuietLimitFor).
-			if !setLimit && ShouldRelease(st.Free, st.Allocs-prev.Allocs, elapsed, since) {
+			if ShouldRelease(st.Free, st.Allocs-prev.Allocs, elapsed, since) {
 				rt.FreeOSMemory()
 				now = time.Now()
 				lastRelease = now

@@ -278,9 +278,8 @@ func TestShouldRelease(t *testing.T) {
 	}
 }
 
-// TestTuneReleasesAfterTheBurst: with GOMEMLIMIT from the environment (no
-// quiet limit of tune's), while a burst allocates fast, the free heap
-// stays; once the process is quiet it is released, at most once per
+// TestTuneReleasesAfterTheBurst: while a burst allocates fast, the free
+// heap stays; once the process is quiet it is released, at most once per
 // ReleaseEvery, and a release is not repeated while nothing new is free.
 func TestTuneReleasesAfterTheBurst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -298,7 +297,7 @@ func TestTuneReleasesAfterTheBurst(t *testing.T) {
 		start := time.Now()
 		rt := &fakeRuntime{}
 		releases := func() int { rt.mu.Lock(); defer rt.mu.Unlock(); return len(rt.releases) }
-		runTune(t, Settings{GCPercent: 400, GCPercentSource: "default", MemoryLimitSource: "env"},
+		runTune(t, Settings{GCPercent: 400, GCPercentSource: "default"},
 			func() Stats { mu.Lock(); defer mu.Unlock(); return st }, rt,
 			func(tick func()) {
 				for range 5 { // the burst: 80 MB/s allocated, 400 MB free
@@ -349,11 +348,11 @@ func TestTuneReleasesAfterTheBurst(t *testing.T) {
 
 // TestTuneReleasesAtMostEveryReleaseEvery: free heap that stays above the
 // bound (the release could not return it) is not released again on every
-// look (GOMEMLIMIT from the environment: tune's only way to return it).
+// look.
 func TestTuneReleasesAtMostEveryReleaseEvery(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := &fakeRuntime{}
-		runTune(t, Settings{GCPercent: 400, GCPercentSource: "default", MemoryLimitSource: "env"},
+		runTune(t, Settings{GCPercent: 400, GCPercentSource: "default"},
 			func() Stats { return Stats{Live: 200 << 20, Free: 400 << 20} }, rt,
 			func(tick func()) {
 				for range int(ReleaseEvery/time.Second) + 5 {
@@ -366,55 +365,6 @@ func TestTuneReleasesAtMostEveryReleaseEvery(t *testing.T) {
 			t.Errorf("%d releases in %v, want 2 (one per %v)", len(rt.releases), ReleaseEvery+5*time.Second, ReleaseEvery)
 		}
 	})
-}
-
-// TestTuneForcesNoReleaseUnderItsQuietLimit: when tune sets the limit (no
-// GOMEMLIMIT), a burst's free heap is left to the quiet limit, which the
-// runtime's scavenger follows after its next collection: no forced
-// collection (FreeOSMemory) when the burst is over, the quiet limit set
-// instead. With or without a cgroup's ceiling.
-func TestTuneForcesNoReleaseUnderItsQuietLimit(t *testing.T) {
-	const mb = 1 << 20
-	for _, s := range []Settings{
-		{GCPercent: 400, GCPercentSource: "default", MemoryLimitSource: "none"},
-		{GCPercent: 400, GCPercentSource: "default", MemoryLimit: 4 << 30, MemoryLimitSource: "default"},
-	} {
-		t.Run(s.MemoryLimitSource, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				var (
-					mu sync.Mutex
-					st = Stats{Live: 60 * mb, Total: 200 * mb, Objects: 90 * mb}
-				)
-				set := func(free, allocPerTick uint64) {
-					mu.Lock()
-					st.Free = free
-					st.Allocs += allocPerTick
-					mu.Unlock()
-				}
-				rt := &fakeRuntime{}
-				runTune(t, s, func() Stats { mu.Lock(); defer mu.Unlock(); return st }, rt,
-					func(tick func()) {
-						for range 5 { // the burst: 80 MB/s allocated, 400 MB free
-							set(400*mb, 80*mb)
-							tick()
-						}
-						for range 30 { // quiet, the burst's free heap still there
-							set(400*mb, QuietBelow/4)
-							tick()
-						}
-					})
-				rt.mu.Lock()
-				defer rt.mu.Unlock()
-				if len(rt.releases) != 0 {
-					t.Errorf("forced %d releases after the burst, want none (the quiet limit returns the free heap)", len(rt.releases))
-				}
-				quiet := QuietLimitFor(st, s.MemoryLimit)
-				if len(rt.limits) == 0 || rt.limits[len(rt.limits)-1] != quiet {
-					t.Errorf("limits %v, want the quiet limit %d last", rt.limits, quiet)
-				}
-			})
-		})
-	}
 }
 
 // TestTuneLeavesGOGCFromTheEnvironment: a GOGC the operator set is never
