@@ -52,6 +52,13 @@ type leases struct {
 
 	mu   sync.Mutex
 	held map[approval.ID]leaseKind // guarded by mu
+
+	// unmarked, guarded by renewing: the last renewal named no id and
+	// succeeded, so the store has no request marked for this instance
+	// (only a renewal marks one, and one naming no id unmarks every
+	// marked request). Until an id is held again a renewal has nothing
+	// to do and is skipped: an idle process writes nothing every Lease/3.
+	unmarked bool
 }
 
 func newLeases() *leases { return &leases{held: map[approval.ID]leaseKind{}} }
@@ -103,9 +110,11 @@ func (l *leases) ids() []approval.ID {
 }
 
 // renewLeases renews every lease this process holds, every Lease/3, until
-// ctx ends. A request missing from the store's answer was taken over or
-// settled elsewhere: its waiter is woken to re-read it. Whether the store
-// answered is recorded for the sweeper (storeHealth).
+// ctx ends; while it holds none and the last renewal left nothing marked,
+// it skips the store (leases.unmarked). A request missing from the store's
+// answer was taken over or settled elsewhere: its waiter is woken to
+// re-read it. Whether the store answered is recorded for the sweeper
+// (storeHealth).
 func (g *Gate) renewLeases(ctx context.Context) {
 	t := time.NewTicker(g.opts.Lease / 3)
 	defer t.Stop()
@@ -124,10 +133,14 @@ func (g *Gate) renewOnce(ctx context.Context) {
 	g.leases.renewing.Lock()
 	defer g.leases.renewing.Unlock()
 	ids := g.leases.ids()
+	if len(ids) == 0 && g.leases.unmarked {
+		return // nothing held, nothing marked (leases.unmarked); the sweeper reports the store's health
+	}
 	rctx, cancel := context.WithTimeout(ctx, g.opts.Lease)
 	defer cancel()
 	renewed, err := g.store.RenewLeases(rctx, g.instance, ids, g.now().Add(g.opts.Lease))
 	g.health.report(err, g.now())
+	g.leases.unmarked = err == nil && len(ids) == 0
 	if err != nil {
 		if ctx.Err() == nil {
 			g.metrics.StoreError(telemetry.StoreOpLeaseRenewal)
