@@ -246,7 +246,11 @@ func (r *rawCalls) sendLine(ctx context.Context, mk func(n uint64) []byte, o *or
 
 	if _, err := r.w.Write(mk(id)); err != nil {
 		r.forget(id)
-		return nil, fmt.Errorf("write tools/call to the upstream: %w", err)
+		what := "tools/call"
+		if ping {
+			what = "ping"
+		}
+		return nil, fmt.Errorf("write %s to the upstream: %w", what, err)
 	}
 	select {
 	case a := <-w.ch:
