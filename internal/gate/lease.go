@@ -62,6 +62,13 @@ type leases struct {
 	// (guarded by renewing): 16 bytes per held call, not allocated again
 	// every Lease/3 (docs/performance.md, "held23").
 	batch []approval.ID
+
+	// unmarked, guarded by renewing: the last renewal named no id and
+	// succeeded, so the store has no request marked for this instance
+	// (only a renewal marks one, and one naming no id unmarks every
+	// marked request). Until an id is held again a renewal has nothing
+	// to do and is skipped: an idle process writes nothing every Lease/3.
+	unmarked bool
 }
 
 // release is a release of a hold in flight (leases.inRelease).
@@ -245,9 +252,11 @@ func (l *leases) appendIDs(dst []approval.ID) []approval.ID {
 }
 
 // renewLeases renews every lease this process holds, every Lease/3, until
-// ctx ends. A request missing from the store's answer was taken over or
-// settled elsewhere: its waiter is woken to re-read it. Whether the store
-// answered is recorded for the sweeper (storeHealth).
+// ctx ends; while it holds none and the last renewal left nothing marked,
+// it skips the store (leases.unmarked). A request missing from the store's
+// answer was taken over or settled elsewhere: its waiter is woken to
+// re-read it. Whether the store answered is recorded for the sweeper
+// (storeHealth).
 func (g *Gate) renewLeases(ctx context.Context) {
 	t := time.NewTicker(g.opts.Lease / 3)
 	defer t.Stop()
@@ -266,6 +275,9 @@ func (g *Gate) renewOnce(ctx context.Context) {
 	g.leases.renewing.Lock()
 	defer g.leases.renewing.Unlock()
 	ids := g.leases.appendIDs(g.leases.batch[:0])
+	if len(ids) == 0 && g.leases.unmarked {
+		return // nothing held, nothing marked (leases.unmarked); the sweeper reports the store's health
+	}
 	defer func() {
 		clear(ids) // keeps no id alive until the next renewal
 		if cap(ids) > 2*len(ids)+1024 {
@@ -277,6 +289,7 @@ func (g *Gate) renewOnce(ctx context.Context) {
 	defer cancel()
 	renewed, err := g.store.RenewLeases(rctx, g.instance, ids, g.now().Add(g.opts.Lease))
 	g.health.report(err, g.now())
+	g.leases.unmarked = err == nil && len(ids) == 0
 	if err != nil {
 		if ctx.Err() == nil {
 			g.metrics.StoreError(telemetry.StoreOpLeaseRenewal)

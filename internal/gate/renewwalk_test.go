@@ -58,3 +58,49 @@ func TestRenewalWakesOnlyTheMissing(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleRenewalSkipsTheStore: a process that holds no lease does not
+// write to the store every Lease/3 (issue 13: the idle process's 5 s
+// transaction mapped its code back after each release of the executable's
+// pages). The first renewal goes to the store, and so does every renewal
+// while a lease is held, the one after the last lease is dropped (it
+// unmarks the requests marked for this instance) and every one after a
+// failed renewal; the others are skipped.
+func TestIdleRenewalSkipsTheStore(t *testing.T) {
+	f := newFaultyFixture(t, time.Minute, nil)
+	g := f.gate
+	now := time.Now()
+	r := approval.Request{ID: approval.ID("01900000-0000-7000-8000-000000000001"), State: approval.StatePending,
+		Server: "fs", Tool: "write", Arguments: []byte(`{}`), ArgumentsHash: "sha256:00", RequestedBy: "agent",
+		CreatedAt: now, ExpiresAt: now.Add(time.Hour), RequiredApprovals: 1}
+	r.Renew(g.instance, now.Add(time.Minute))
+	if err := f.db.CreateRequest(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	step := func(what string, want int) {
+		t.Helper()
+		g.renewOnce(t.Context())
+		if got := f.store.count("RenewLeases"); got != want {
+			t.Fatalf("%s: %d renewals reached the store, want %d", what, got, want)
+		}
+	}
+	step("first renewal, nothing held", 1)
+	step("nothing held since a renewal of nothing", 1)
+	step("still nothing held", 1)
+	m := g.leases.hold(r.ID, false)
+	step("a lease held", 2)
+	step("the lease still held", 3)
+	g.leases.unhold(r.ID, m)
+	step("the renewal after the last lease was dropped", 4)
+	step("nothing held since", 4)
+
+	f.store.down.Store(true)
+	m = g.leases.hold(r.ID, false)
+	step("a lease held, the store down", 5)
+	g.leases.unhold(r.ID, m)
+	step("nothing held after a failed renewal", 6)
+	step("nothing held after a failed renewal of nothing", 7)
+	f.store.down.Store(false)
+	step("the store back", 8)
+	step("nothing held since a renewal of nothing", 8)
+}

@@ -154,9 +154,9 @@ func (u *upstream) watchHealth(ctx context.Context, c *upConn) error {
 		}
 		start := time.Now()
 		pctx, cancel := context.WithTimeout(ctx, u.g.opts.pingTimeout)
-		// Its answer is checked as a call's (withAnswerCheck): a broken
-		// one or a 401 fails the ping, counted below, not the session.
-		err := c.cs.Ping(withAnswerCheck(pctx, "ping"), nil)
+		// A broken answer or a 401 fails the ping, counted below, not
+		// the session (ping).
+		err := u.ping(pctx, c)
 		cancel()
 		if ctx.Err() != nil {
 			return nil
@@ -182,6 +182,22 @@ func (u *upstream) watchHealth(ctx context.Context, c *upConn) error {
 		}
 		u.setUnreachable(ctx, c, err)
 	}
+}
+
+// ping sends one ping on c. On a stdio session that does not speak
+// 2026-07-28 it is written as a raw line (rawcall.go) and its answer taken
+// from the stdout guard: an idle gateway's only regular upstream traffic
+// then runs the code of its raw calls, not the SDK's request machinery,
+// which mapped ≈ 3 MiB of the executable back after every release of its
+// pages (issue 13, docs/performance.md "The idle loops' pages"). Other
+// sessions ping through the SDK, the answer checked as a call's
+// (withAnswerCheck): a broken one or a 401 fails the ping, not the
+// session.
+func (u *upstream) ping(ctx context.Context, c *upConn) error {
+	if c.raw != nil && !c.modernEra() {
+		return c.raw.ping(ctx)
+	}
+	return c.cs.Ping(withAnswerCheck(ctx, "ping"), nil)
 }
 
 // sawTraffic records that bytes arrived from the upstream.

@@ -192,3 +192,29 @@ func TestBusyUpstreamStaysConnected(t *testing.T) {
 	// Silent: the same unanswered pings make it unreachable.
 	waitState(t, g, "up", StateUnreachable)
 }
+
+// TestStdioHealthPingIsRaw: the health check of a stdio upstream session
+// (not 2026-07-28) is a raw line with a "tg-" id, answered through the
+// stdout guard, not the SDK's Ping (issue 13: the SDK's request machinery
+// mapped ≈ 3 MiB of the executable back on every check of an idle
+// gateway). The answered pings keep the upstream connected, are not
+// counted as calls, and calls go on working beside them.
+func TestStdioHealthPingIsRaw(t *testing.T) {
+	g, u, _ := rawTestGateway(t, &Options{HealthInterval: 5 * time.Millisecond})
+	c, _ := u.session()
+	pings := func() uint64 {
+		c.raw.mu.Lock()
+		defer c.raw.mu.Unlock()
+		return c.raw.pings
+	}
+	waitUntil(t, func() bool { return pings() >= 3 })
+	if h := g.Health(); len(h) != 1 || h[0].State != StateConnected {
+		t.Errorf("health after %d raw pings = %+v, want connected", pings(), h)
+	}
+	if res, err := rawCall(t, t.Context(), u, "echo", `{"a":1}`); err != nil || !strings.Contains(string(res), `{\"a\":1}`) {
+		t.Errorf("a call beside the pings: %s, %v", res, err)
+	}
+	if n := c.raw.count(); n != 1 {
+		t.Errorf("raw calls counted: %d, want 1 (pings are not calls)", n)
+	}
+}

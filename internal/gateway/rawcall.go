@@ -86,6 +86,7 @@ type rawCalls struct {
 
 	mu      sync.Mutex
 	next    uint64                // guarded by mu: the number of the last id used
+	pings   uint64                // guarded by mu: how many of those ids were health pings (ping)
 	waiting map[uint64]*rawWaiter // guarded by mu
 	read    uint64                // guarded by mu: messages the SDK has read (sdkRead)
 	parked  []parkedAnswer        // guarded by mu: answers waiting for earlier lines, by after
@@ -167,7 +168,7 @@ func (r *rawCalls) sdkRead() {
 func (r *rawCalls) count() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.next
+	return r.next - r.pings
 }
 
 // anyOrigin returns the agent request of some raw call waiting now, or nil.
@@ -202,6 +203,25 @@ func (r *rawCalls) call(ctx context.Context, tool string, args json.RawMessage, 
 
 // send is call with the request line mk writes for an id.
 func (r *rawCalls) send(ctx context.Context, mk func(n uint64) []byte, o *origin) (json.RawMessage, error) {
+	return r.sendLine(ctx, mk, o, false)
+}
+
+// ping sends a ping (health.go) and waits for its answer, as call does.
+// It is not counted as a call (count).
+func (r *rawCalls) ping(ctx context.Context) error {
+	_, err := r.sendLine(ctx, rawPingLine, nil, true)
+	return err
+}
+
+// rawPingLine is the ping request line with the raw id n.
+func rawPingLine(n uint64) []byte {
+	b := append(make([]byte, 0, 48), `{"jsonrpc":"2.0","id":"`+rawIDPrefix...)
+	b = strconv.AppendUint(b, n, 10)
+	return append(b, `","method":"ping"}`+"\n"...)
+}
+
+// sendLine is send; ping says the line is a health ping.
+func (r *rawCalls) sendLine(ctx context.Context, mk func(n uint64) []byte, o *origin, ping bool) (json.RawMessage, error) {
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
@@ -218,12 +238,19 @@ func (r *rawCalls) send(ctx context.Context, mk func(n uint64) []byte, o *origin
 	}
 	r.next++
 	id := r.next
+	if ping {
+		r.pings++
+	}
 	r.waiting[id] = w
 	r.mu.Unlock()
 
 	if _, err := r.w.Write(mk(id)); err != nil {
 		r.forget(id)
-		return nil, fmt.Errorf("write tools/call to the upstream: %w", err)
+		what := "tools/call"
+		if ping {
+			what = "ping"
+		}
+		return nil, fmt.Errorf("write %s to the upstream: %w", what, err)
 	}
 	select {
 	case a := <-w.ch:
