@@ -1,0 +1,95 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// lineRecorder is the child's stdin of a rawCalls under test: it keeps the
+// lines written.
+type lineRecorder struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *lineRecorder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, string(bytes.TrimSuffix(p, []byte("\n"))))
+	return len(p), nil
+}
+
+func (l *lineRecorder) last() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lines) == 0 {
+		return ""
+	}
+	return l.lines[len(l.lines)-1]
+}
+
+// TestRawCallBounds: a raw stdio call is ended by call_timeout with
+// errCallTimeout and by the gateway's shutdown with ErrShutdown, and the
+// upstream is told with notifications/cancelled giving the reasons a
+// timed-out and a cancelled context give (as when the call ran in
+// callContext's context); a waiter reused after an answered call times out
+// again at its own call_timeout, not earlier and not never.
+func TestRawCallBounds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := &lineRecorder{}
+		r := newRawCalls(w, 1<<20, slog.New(slog.DiscardHandler))
+		const timeout = 30 * time.Second
+		b := rawBounds{shutdown: make(chan struct{}), timeout: timeout}
+
+		// Answered calls first, so that the waiter (and its timer) of
+		// the timed call below is a reused one.
+		for i := uint64(1); i <= 3; i++ {
+			done := make(chan error, 1)
+			go func() {
+				_, err := r.callBounded(t.Context(), b, "echo", nil, "", nil)
+				done <- err
+			}()
+			synctest.Wait()
+			r.deliver(i, rawAnswer{result: []byte(`{"content":[]}`)})
+			if err := <-done; err != nil {
+				t.Fatalf("answered call %d: %v", i, err)
+			}
+			time.Sleep(timeout / 2) // each armed timer stopped: none fires
+		}
+
+		start := time.Now()
+		_, err := r.callBounded(t.Context(), b, "echo", nil, "", nil)
+		if !errors.Is(err, errCallTimeout) {
+			t.Fatalf("unanswered call: err %v, want errCallTimeout", err)
+		}
+		if d := time.Since(start); d != timeout {
+			t.Errorf("unanswered call ended after %v, want call_timeout %v", d, timeout)
+		}
+		if got := w.last(); !strings.Contains(got, `"method":"notifications/cancelled"`) || !strings.Contains(got, `"requestId":"tg-4"`) ||
+			!strings.Contains(got, `"reason":"`+context.DeadlineExceeded.Error()+`"`) {
+			t.Errorf("after call_timeout the upstream got %s, want notifications/cancelled for tg-4 with reason %q", got, context.DeadlineExceeded)
+		}
+
+		shutdown := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			_, err := r.callBounded(t.Context(), rawBounds{shutdown: shutdown, timeout: timeout}, "echo", nil, "", nil)
+			done <- err
+		}()
+		synctest.Wait()
+		close(shutdown)
+		if err := <-done; !errors.Is(err, ErrShutdown) {
+			t.Fatalf("call during shutdown: err %v, want ErrShutdown", err)
+		}
+		if got := w.last(); !strings.Contains(got, `"requestId":"tg-5"`) || !strings.Contains(got, `"reason":"`+context.Canceled.Error()+`"`) {
+			t.Errorf("after shutdown the upstream got %s, want notifications/cancelled for tg-5 with reason %q", got, context.Canceled)
+		}
+	})
+}
