@@ -93,3 +93,22 @@ func TestRawCallBounds(t *testing.T) {
 		}
 	})
 }
+
+// TestIDScannerAllocatesOnlyTheID: reading the id of a raw call's answer
+// line (rawCalls.divert, every answer of a stdio upstream) allocates the
+// id it keeps and nothing else: the current key and the id's bytes so far
+// are kept in the scanner itself.
+func TestIDScannerAllocatesOnlyTheID(t *testing.T) {
+	line := []byte(`{"jsonrpc":"2.0","id":"tg-123456","result":{"content":[{"type":"text","text":"hello"}],"isError":false}}`)
+	var s idScanner
+	allocs := testing.AllocsPerRun(200, func() {
+		s = idScanner{}
+		s.feed(line)
+	})
+	if string(s.id) != `"tg-123456"` || s.method {
+		t.Fatalf("scanned id %s (method %v), want \"tg-123456\" and no method", s.id, s.method)
+	}
+	if allocs > 1 {
+		t.Errorf("%v allocations per answer line scanned, want at most 1 (the id kept)", allocs)
+	}
+}
