@@ -500,7 +500,10 @@ func rawRequestMeta(prefix, tool string, args json.RawMessage, meta []byte) (fun
 		args = b.Bytes()
 	}
 	return func(n uint64) []byte {
-		b := make([]byte, 0, 80+len(tool)+len(args)+len(meta))
+		// The line's fixed text is 103 bytes with the longest id and the
+		// name's quotes, plus `,"_meta":` with meta: sized so that no
+		// append below grows it (an escaped name aside).
+		b := make([]byte, 0, 112+len(prefix)+len(tool)+len(args)+len(meta))
 		b = append(b, `{"jsonrpc":"2.0","id":"`...)
 		b = append(b, prefix...)
 		b = strconv.AppendUint(b, n, 10)

@@ -112,3 +112,21 @@ func TestIDScannerAllocatesOnlyTheID(t *testing.T) {
 		t.Errorf("%v allocations per answer line scanned, want at most 1 (the id kept)", allocs)
 	}
 }
+
+// TestRawRequestLineAllocatesOnce: the tools/call line of a raw call is
+// made in one allocation (it was sized 23 bytes short, so every line was
+// copied into a second one while it was written).
+func TestRawRequestLineAllocatesOnce(t *testing.T) {
+	mk, err := rawRequestLine("echo", []byte(`{"message":"`+strings.Repeat("x", 100)+`"}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := uint64(1<<64 - 1) // the longest id
+	if allocs := testing.AllocsPerRun(100, func() { _ = mk(id) }); allocs > 1 {
+		t.Errorf("%v allocations per tools/call line, want 1", allocs)
+	}
+	if line := string(mk(id)); !strings.HasPrefix(line, `{"jsonrpc":"2.0","id":"tg-18446744073709551615","method":"tools/call","params":{"name":"echo","arguments":{"message":"xx`) ||
+		!strings.HasSuffix(line, `"}}}`+"\n") {
+		t.Errorf("line %q", line)
+	}
+}
