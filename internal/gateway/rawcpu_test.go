@@ -10,6 +10,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // lineRecorder is the child's stdin of a rawCalls under test: it keeps the
@@ -128,5 +131,32 @@ func TestRawRequestLineAllocatesOnce(t *testing.T) {
 	if line := string(mk(id)); !strings.HasPrefix(line, `{"jsonrpc":"2.0","id":"tg-18446744073709551615","method":"tools/call","params":{"name":"echo","arguments":{"message":"xx`) ||
 		!strings.HasSuffix(line, `"}}}`+"\n") {
 		t.Errorf("line %q", line)
+	}
+}
+
+// TestStdioCallTimeout: on a stdio upstream (the raw path, rawOnce) a call
+// that outlives call_timeout fails with the JSON-RPC error that names it,
+// as on the SDK path, and the session serves the next call.
+func TestStdioCallTimeout(t *testing.T) {
+	sc := stdioServer("up")
+	sc.Sessions = SessionsShared
+	sc.CallTimeout = 100 * time.Millisecond
+	g := newGateway(t, []ServerConfig{sc}, allowAll(), nil)
+	cs := connectHTTP(t, serveHTTP(t, g, nil), aliceToken, nil, nil)
+	_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__sleep"})
+	var wire *jsonrpc.Error
+	if !errors.As(err, &wire) || wire.Code != CodeUpstreamTimeout || !strings.Contains(wire.Message, "call_timeout 100ms") {
+		t.Fatalf("CallTool = %v, want a JSON-RPC error %d naming call_timeout 100ms", err, CodeUpstreamTimeout)
+	}
+	c, err := g.ups["up"].session()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := c.raw.count(); n != 1 {
+		t.Errorf("%d raw calls sent, want the one (the call did not go the raw way)", n)
+	}
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__echo", Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Errorf("the next call: %v, %v", res, err)
 	}
 }
