@@ -153,13 +153,17 @@ type idScanner struct {
 	escaped  bool
 	state    int
 	inKey    bool
-	key      []byte // the current top-level key, up to maxScannedKey bytes
-	keyOver  bool
-	keep     bool   // the current value is the id's: keep its bytes
-	val      []byte // bytes of the id's value so far
-	valOver  bool
-	id       json.RawMessage // the id's raw value, once read whole
-	method   bool            // a top-level "method" member was seen
+	// key and val are arrays, not slices, so that scanning allocates
+	// nothing but the id it keeps (issue 13: the raw call's answer line).
+	key     [maxScannedKey]byte // the current top-level key: its first nkey bytes
+	nkey    int
+	keyOver bool
+	keep    bool               // the current value is the id's: keep its bytes
+	val     [maxScannedID]byte // bytes of the id's value so far: the first nval
+	nval    int
+	valOver bool
+	id      json.RawMessage // the id's raw value, once read whole
+	method  bool            // a top-level "method" member was seen
 }
 
 const (
@@ -205,8 +209,9 @@ func (s *idScanner) step(c byte) {
 		}
 		switch {
 		case s.inKey:
-			if len(s.key) < maxScannedKey {
-				s.key = append(s.key, c)
+			if s.nkey < maxScannedKey {
+				s.key[s.nkey] = c
+				s.nkey++
 			} else {
 				s.keyOver = true
 			}
@@ -220,10 +225,10 @@ func (s *idScanner) step(c byte) {
 		case ':':
 			if s.state == wantColon {
 				s.state = inValue
-				key := string(s.key)
-				s.keep = !s.keyOver && key == "id"
-				s.method = s.method || (!s.keyOver && key == "method")
-				s.val, s.valOver = s.val[:0], false
+				key := s.key[:s.nkey]
+				s.keep = !s.keyOver && string(key) == "id"
+				s.method = s.method || (!s.keyOver && string(key) == "method")
+				s.nval, s.valOver = 0, false
 			}
 			return
 		case ',':
@@ -237,7 +242,7 @@ func (s *idScanner) step(c byte) {
 		case '"':
 			if s.state == wantKey {
 				s.inString, s.inKey = true, true
-				s.key, s.keyOver = s.key[:0], false
+				s.nkey, s.keyOver = 0, false
 				return
 			}
 		}
@@ -256,8 +261,9 @@ func (s *idScanner) step(c byte) {
 }
 
 func (s *idScanner) keepByte(c byte) {
-	if len(s.val) < maxScannedID {
-		s.val = append(s.val, c)
+	if s.nval < maxScannedID {
+		s.val[s.nval] = c
+		s.nval++
 	} else {
 		s.valOver = true
 	}
@@ -265,7 +271,7 @@ func (s *idScanner) keepByte(c byte) {
 
 func (s *idScanner) endValue() {
 	if s.keep && !s.valOver {
-		s.id = json.RawMessage(bytes.TrimSpace(bytes.Clone(s.val)))
+		s.id = json.RawMessage(bytes.Clone(bytes.TrimSpace(s.val[:s.nval])))
 	}
 	s.keep = false
 }

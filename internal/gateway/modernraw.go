@@ -165,7 +165,7 @@ func (u *upstream) rawOnceMeta(ctx context.Context, c *upConn, tool string, args
 	defer done()
 	raw, err := c.raw.send(cctx, mk, originFrom(ctx))
 	if err != nil {
-		return nil, u.callError(ctx, cctx, c, tool, err)
+		return nil, u.callError(ctx, context.Cause(cctx), c, tool, err)
 	}
 	return raw, nil
 }

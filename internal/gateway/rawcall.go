@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -65,6 +66,18 @@ type rawAnswer struct {
 type rawWaiter struct {
 	ch     chan rawAnswer // cap 1; receives the answer once
 	origin *origin        // the agent request it serves; may be nil
+	timer  *time.Timer    // call_timeout's, made once and reused with the waiter; stopped when idle
+}
+
+// rawBounds are what ends a raw call besides its caller's context and the
+// session's end: the gateway's shutdown (ErrShutdown) and call_timeout
+// (errCallTimeout). They stand in for a derived context per call (what
+// upstream.callContext makes: two contexts, a timer context and an
+// AfterFunc on the gateway's root, all registered with and removed from
+// their parents), which the raw path does not need (issue 13).
+type rawBounds struct {
+	shutdown <-chan struct{} // closed when the gateway shuts down; nil: never
+	timeout  time.Duration   // call_timeout; 0: none
 }
 
 // rawCalls are the raw calls of one stdio upstream session. Its methods
@@ -194,22 +207,31 @@ func (r *rawCalls) anyOrigin() *origin {
 // upstream's progress for it is relayed from the wire (rawcap.go) before
 // the answer is delivered.
 func (r *rawCalls) call(ctx context.Context, tool string, args json.RawMessage, progressToken string, o *origin) (json.RawMessage, error) {
+	return r.callBounded(ctx, rawBounds{}, tool, args, progressToken, o)
+}
+
+// callBounded is call, also ended by b: by the gateway's shutdown with the
+// error ErrShutdown and by call_timeout with errCallTimeout (either way
+// the upstream is sent notifications/cancelled, with the reason a
+// cancelled or timed-out context gives: context.Canceled,
+// context.DeadlineExceeded).
+func (r *rawCalls) callBounded(ctx context.Context, b rawBounds, tool string, args json.RawMessage, progressToken string, o *origin) (json.RawMessage, error) {
 	mk, err := rawRequestLine(tool, args, progressToken)
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: " + err.Error()}
 	}
-	return r.send(ctx, mk, o)
+	return r.sendBounded(ctx, b, mk, o, false)
 }
 
 // send is call with the request line mk writes for an id.
 func (r *rawCalls) send(ctx context.Context, mk func(n uint64) []byte, o *origin) (json.RawMessage, error) {
-	return r.sendLine(ctx, mk, o, false)
+	return r.sendBounded(ctx, rawBounds{}, mk, o, false)
 }
 
 // ping sends a ping (health.go) and waits for its answer, as call does.
 // It is not counted as a call (count).
 func (r *rawCalls) ping(ctx context.Context) error {
-	_, err := r.sendLine(ctx, rawPingLine, nil, true)
+	_, err := r.sendBounded(ctx, rawBounds{}, rawPingLine, nil, true)
 	return err
 }
 
@@ -220,8 +242,9 @@ func rawPingLine(n uint64) []byte {
 	return append(b, `","method":"ping"}`+"\n"...)
 }
 
-// sendLine is send; ping says the line is a health ping.
-func (r *rawCalls) sendLine(ctx context.Context, mk func(n uint64) []byte, o *origin, ping bool) (json.RawMessage, error) {
+// sendBounded is send, also ended by b (see callBounded); ping says the
+// line is a health ping.
+func (r *rawCalls) sendBounded(ctx context.Context, b rawBounds, mk func(n uint64) []byte, o *origin, ping bool) (json.RawMessage, error) {
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
@@ -244,7 +267,21 @@ func (r *rawCalls) sendLine(ctx context.Context, mk func(n uint64) []byte, o *or
 	r.waiting[id] = w
 	r.mu.Unlock()
 
+	var timeout <-chan time.Time
+	if b.timeout > 0 {
+		if w.timer == nil {
+			w.timer = time.NewTimer(b.timeout)
+		} else {
+			w.timer.Reset(b.timeout) // stopped: see below
+		}
+		timeout = w.timer.C
+	}
+	// w.stopTimer on every way out, before w may go back to free (since
+	// Go 1.23 a stopped timer's channel holds no stale value, so a reused
+	// waiter's Reset starts clean). Not deferred: a deferred Stop could
+	// run after another call took w from free and armed it.
 	if _, err := r.w.Write(mk(id)); err != nil {
+		w.stopTimer()
 		r.forget(id)
 		what := "tools/call"
 		if ping {
@@ -258,12 +295,14 @@ func (r *rawCalls) sendLine(ctx context.Context, mk func(n uint64) []byte, o *or
 		// answer, so w is free (only here: on the other ways out an
 		// answer may still be on its way to w.ch).
 		w.origin = nil
+		w.stopTimer()
 		r.free.Put(w)
 		if a.err != nil {
 			return nil, a.err
 		}
 		return a.result, nil
 	case <-r.gone:
+		w.stopTimer()
 		r.forget(id)
 		select {
 		case a := <-w.ch: // it was answered just before the end
@@ -278,10 +317,29 @@ func (r *rawCalls) sendLine(ctx context.Context, mk func(n uint64) []byte, o *or
 		r.mu.Unlock()
 		return nil, err
 	case <-ctx.Done():
+		w.stopTimer()
 		if r.forget(id) {
 			r.cancel(id, ctx.Err())
 		}
 		return nil, context.Cause(ctx)
+	case <-b.shutdown:
+		w.stopTimer()
+		if r.forget(id) {
+			r.cancel(id, context.Canceled)
+		}
+		return nil, ErrShutdown
+	case <-timeout:
+		if r.forget(id) {
+			r.cancel(id, context.DeadlineExceeded)
+		}
+		return nil, errCallTimeout
+	}
+}
+
+// stopTimer stops w's call_timeout timer, if it has one.
+func (w *rawWaiter) stopTimer() {
+	if w.timer != nil {
+		w.timer.Stop()
 	}
 }
 
@@ -465,7 +523,10 @@ func rawRequestMeta(prefix, tool string, args json.RawMessage, meta []byte) (fun
 		args = b.Bytes()
 	}
 	return func(n uint64) []byte {
-		b := make([]byte, 0, 80+len(tool)+len(args)+len(meta))
+		// The line's fixed text is 103 bytes with the longest id and the
+		// name's quotes, plus `,"_meta":` with meta: sized so that no
+		// append below grows it (an escaped name aside).
+		b := make([]byte, 0, 112+len(prefix)+len(tool)+len(args)+len(meta))
 		b = append(b, `{"jsonrpc":"2.0","id":"`...)
 		b = append(b, prefix...)
 		b = strconv.AppendUint(b, n, 10)
@@ -586,13 +647,20 @@ func (u *upstream) rawResult(tool string, raw json.RawMessage, err error) (json.
 // call_timeout and the gateway's shutdown applied, and turns a failure into
 // what callError makes of it.
 func (u *upstream) rawOnce(ctx context.Context, c *upConn, tool string, args json.RawMessage, progressToken string) (json.RawMessage, error) {
-	cctx, done := u.callContext(ctx)
-	defer done()
-	raw, err := c.raw.call(cctx, tool, args, progressToken, originFrom(ctx))
+	// Bounded without a derived context (rawBounds): the error of a call
+	// ended by shutdown or call_timeout is its cause, as callContext's
+	// context would have had it.
+	raw, err := c.raw.callBounded(ctx, u.rawBounds(), tool, args, progressToken, originFrom(ctx))
 	if err != nil {
-		return nil, u.callError(ctx, cctx, c, tool, err)
+		return nil, u.callError(ctx, err, c, tool, err)
 	}
 	return raw, nil
+}
+
+// rawBounds are the bounds of a raw call on u: the gateway's shutdown and
+// call_timeout (as callContext applies them).
+func (u *upstream) rawBounds() rawBounds {
+	return rawBounds{shutdown: u.g.root.Done(), timeout: u.cfg.CallTimeout}
 }
 
 // dropServerInfo returns the result object raw without the server-info

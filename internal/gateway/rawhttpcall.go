@@ -97,7 +97,7 @@ func (u *upstream) rawHTTPOnce(ctx context.Context, c *upConn, tool string, args
 			why := context.Cause(cctx)
 			u.background(func() { u.sendRawCancel(ctx, c, id, why) })
 		}
-		return nil, true, u.callError(ctx, cctx, c, tool, err)
+		return nil, true, u.callError(ctx, context.Cause(cctx), c, tool, err)
 	}
 	return raw, true, nil
 }

@@ -86,7 +86,7 @@ func (u *upstream) callOnce(ctx context.Context, c *upConn, tool string, args js
 		}
 		raw, err := c.raw.call(cctx, tool, args, token, originFrom(ctx))
 		if err != nil {
-			return nil, false, u.callError(ctx, cctx, c, tool, err)
+			return nil, false, u.callError(ctx, context.Cause(cctx), c, tool, err)
 		}
 		res, err := decodeCallResult(raw)
 		if err != nil {
@@ -139,7 +139,7 @@ func (u *upstream) callOnce(ctx context.Context, c *upConn, tool string, args js
 	if s.wasRanStatus() {
 		err = fmt.Errorf("%w: %w", errMayHaveReached, err)
 	}
-	return nil, false, u.callError(ctx, cctx, c, tool, err)
+	return nil, false, u.callError(ctx, context.Cause(cctx), c, tool, err)
 }
 
 // endedUnsent reports whether a tools/call on the HTTP session c failed with
@@ -153,13 +153,17 @@ func endedUnsent(c *upConn, s *slot, err error) bool {
 }
 
 // callError turns a failed CallTool into the error the agent gets (see call).
-func (u *upstream) callError(ctx, cctx context.Context, c *upConn, tool string, err error) error {
+// cause is why the call's own bounds ended it: context.Cause of
+// callContext's context, or on the raw stdio path (rawBounds) the call's
+// error itself (errCallTimeout, ErrShutdown); nil or anything else when
+// neither did.
+func (u *upstream) callError(ctx context.Context, cause error, c *upConn, tool string, err error) error {
 	if ctx.Err() != nil {
 		// The caller went away after the call was sent: it may have run.
 		return &callFailure{msg: "call cancelled", wire: &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: "call cancelled: " + context.Cause(ctx).Error()},
 			outcome: approval.OutcomeCancelledAfterDispatch, cause: context.Cause(ctx)}
 	}
-	switch cause := context.Cause(cctx); {
+	switch {
 	case errors.Is(cause, errCallTimeout):
 		msg := fmt.Sprintf("upstream %q: tool %q: no result within call_timeout %s; the call was cancelled upstream", u.name, tool, u.cfg.CallTimeout)
 		return &callFailure{msg: msg, wire: &jsonrpc.Error{Code: CodeUpstreamTimeout, Message: msg}, outcome: approval.OutcomeCancelledAfterDispatch, cause: err}
