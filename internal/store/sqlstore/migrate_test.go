@@ -80,19 +80,7 @@ func TestMigrationsReleasedUnchanged(t *testing.T) {
 func oldDatabase(t *testing.T, b backend, upTo int, rows string) Config {
 	t.Helper()
 	cfg := b.fresh(t)
-	var (
-		raw *sql.DB
-		err error
-	)
-	switch cfg.Driver {
-	case DriverSQLite:
-		raw, err = sql.Open("sqlite", cfg.Path+"?_pragma=foreign_keys(ON)")
-	case DriverPostgres:
-		raw, err = sql.Open("pgx", cfg.DSN)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := openRaw(t, cfg)
 	defer func() { _ = raw.Close() }()
 	ctx := t.Context()
 	d := map[string]dialect{DriverSQLite: &sqliteDialect{}, DriverPostgres: &postgresDialect{}}[cfg.Driver]
@@ -120,6 +108,25 @@ func oldDatabase(t *testing.T, b backend, upTo int, rows string) Config {
 		}
 	}
 	return cfg
+}
+
+// openRaw opens cfg's database without the store (no migrations).
+func openRaw(t *testing.T, cfg Config) *sql.DB {
+	t.Helper()
+	var (
+		raw *sql.DB
+		err error
+	)
+	switch cfg.Driver {
+	case DriverSQLite:
+		raw, err = sql.Open("sqlite", cfg.Path+"?_pragma=foreign_keys(ON)")
+	case DriverPostgres:
+		raw, err = sql.Open("pgx", cfg.DSN)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
 }
 
 // release5 is testdata/release5/want.json: what the store of commit
