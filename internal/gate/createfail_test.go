@@ -144,18 +144,7 @@ func TestCreationCancelledAtItsCommitReleasesItsLease(t *testing.T) {
 
 		other := New(db, pol, &Options{Lease: time.Hour, Instance: "gw-other"})
 		watch(t, db, other)
-		resend := writeCall("/cancelled-at-commit")
-		heldOn := make(chan approval.ID, 1)
-		resend.OnHold = func(r approval.Request) { heldOn <- r.ID }
-		ch := admitAsync(t.Context(), other, resend)
-		select {
-		case id := <-heldOn:
-			if id != orphan.ID {
-				t.Fatalf("re-send held on %s, want the orphaned %s", id, orphan.ID)
-			}
-		case <-untilNearDeadline(t):
-			t.Fatal("the re-send on another instance never took the request over")
-		}
+		ch := resendHeldOn(t, other, "/cancelled-at-commit", orphan.ID, untilNearDeadline(t))
 		if _, err := other.Review(t.Context(), orphan.ID, alice, approval.VerdictApprove, "ok", ""); err != nil {
 			t.Fatal(err)
 		}

@@ -90,14 +90,42 @@ func untilNearDeadline(t *testing.T) <-chan time.Time {
 	return time.After(time.Until(d) * 9 / 10)
 }
 
-// heldWaiting returns c with a keep-alive that closes the channel it
-// returns as c's wait starts (the first keep-alive is sent then): a call
-// cancelled after that is abandoned by its wait, not during its creation.
-func heldWaiting(c Call) (Call, <-chan struct{}) {
+// admitHeld admits c on g under ctx and returns its admission's channel
+// once c's wait for a decision started (its first keep-alive is sent
+// then): a call cancelled after that is abandoned by its wait, not during
+// its creation. It fails t if c is answered instead.
+func admitHeld(ctx context.Context, t *testing.T, g *Gate, c Call) <-chan Admission {
+	t.Helper()
 	waiting := make(chan struct{})
 	var once sync.Once
 	c.KeepAlive = func(context.Context, string) { once.Do(func() { close(waiting) }) }
-	return c, waiting
+	ch := admitAsync(ctx, g, c)
+	select {
+	case <-waiting:
+	case a := <-ch:
+		t.Fatalf("not held: %+v", a)
+	}
+	return ch
+}
+
+// resendHeldOn admits an identical call of path on g and fails t unless
+// it is held on want (it took that request over) before fail fires. It
+// returns the re-send's admission channel.
+func resendHeldOn(t *testing.T, g *Gate, path string, want approval.ID, fail <-chan time.Time) <-chan Admission {
+	t.Helper()
+	resend := writeCall(path)
+	heldOn := make(chan approval.ID, 1)
+	resend.OnHold = func(r approval.Request) { heldOn <- r.ID }
+	ch := admitAsync(t.Context(), g, resend)
+	select {
+	case id := <-heldOn:
+		if id != want {
+			t.Fatalf("re-send held on %s, want the abandoned %s", id, want)
+		}
+	case <-fail:
+		t.Fatalf("the re-send never took %s over", want)
+	}
+	return ch
 }
 
 // TestDroppedHoldLeavesTheResendsLeaseMark (closing22): the lease marks of
@@ -119,13 +147,7 @@ func TestDroppedHoldLeavesTheResendsLeaseMark(t *testing.T) {
 		watch(t, db, g)
 		fail := untilNearDeadline(t)
 		ctx, cancel := context.WithCancelCause(t.Context())
-		first, waiting := heldWaiting(writeCall("/dropped-twice"))
-		dropped := admitAsync(ctx, g, first)
-		select {
-		case <-waiting:
-		case a := <-dropped:
-			t.Fatalf("not held: %+v", a)
-		}
+		dropped := admitHeld(ctx, t, g, writeCall("/dropped-twice"))
 		r := waitPending(t, db, 1)[0]
 		cancel(errors.New("client connection dropped")) // not an explicit cancel: the request stays pending
 		select {
@@ -134,18 +156,7 @@ func TestDroppedHoldLeavesTheResendsLeaseMark(t *testing.T) {
 			t.Fatal("the dropped call never released its lease")
 		}
 
-		resend := writeCall("/dropped-twice")
-		heldOn := make(chan approval.ID, 1)
-		resend.OnHold = func(r approval.Request) { heldOn <- r.ID }
-		took := admitAsync(t.Context(), g, resend)
-		select {
-		case id := <-heldOn:
-			if id != r.ID {
-				t.Fatalf("re-send held on %s, want the released %s", id, r.ID)
-			}
-		case <-fail:
-			t.Fatal("the re-send never took the released request over")
-		}
+		took := resendHeldOn(t, g, "/dropped-twice", r.ID, fail)
 		close(pause.resume)
 		if a := recv(t, dropped); a.Allowed {
 			t.Fatal("dropped call was allowed")
@@ -193,13 +204,7 @@ func TestResendTakesOverItsOwnReleasedLease(t *testing.T) {
 				g := New(hs, pol, &Options{Lease: time.Hour})
 				watch(t, db, g)
 				ctx, cancel := context.WithCancelCause(t.Context())
-				first, waiting := heldWaiting(writeCall("/own-lease"))
-				dropped := admitAsync(ctx, g, first)
-				select {
-				case <-waiting:
-				case a := <-dropped:
-					t.Fatalf("not held: %+v", a)
-				}
+				dropped := admitHeld(ctx, t, g, writeCall("/own-lease"))
 				r := waitPending(t, db, 1)[0]
 				open := make(chan struct{})
 				hs.mu.Lock()
