@@ -259,6 +259,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 		Logger:                 log,
 		KeepAlive:              cfg.Approvals.KeepAlive,
 		SweepInterval:          cfg.Approvals.SweepInterval,
+		Watched:                true, // c.watch reports every change (openStore)
 		Lease:                  cfg.Approvals.Lease,
 		RetryWait:              max(cfg.Approvals.RetryWait, time.Nanosecond), // 0 answers at once
 		MaxPendingPerPrincipal: cfg.Approvals.MaxPendingPerPrincipal,
@@ -490,7 +491,10 @@ func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (*sqls
 			} else {
 				g.Wake(id)
 			}
-		}, changed) // new events for the notification outbox and the audit chain
+		}, func() {
+			g.Changed() // a new request: the sweeper's next due time may be earlier
+			changed()   // new events for the notification outbox and the audit chain
+		})
 	}, nil
 }
 

@@ -105,6 +105,12 @@ type Options struct {
 	RetryWait time.Duration
 	// SweepInterval is how often Run expires overdue requests; default 1s.
 	SweepInterval time.Duration
+	// Watched says that the caller reports every change another process
+	// or instance makes to the store (Wake, WakeAll and Changed, from
+	// sqlstore.DB.WatchLog). With a store that tells its next due times
+	// (store.DueTimer), Run's sweeper then skips the store while nothing
+	// can be due (sweepDue); without, it sweeps every SweepInterval.
+	Watched bool
 	// Retention says what Run prunes from the store, every PruneInterval
 	// (default 1h); the zero value prunes nothing (see store.Retention).
 	Retention     store.Retention
@@ -192,6 +198,7 @@ type Gate struct {
 	identical identicalLocks // retry-mode look-up and creation, per call (identical.go)
 
 	lastPrune time.Time // owned by Run's goroutine (sweep): the ledger's last prune
+	due       sweepDue  // when the sweeper next has work (sweepdue.go)
 
 	leases *leases     // the leases this process renews
 	beat   *beat       // the keep-alive clock of every held call
@@ -261,6 +268,10 @@ func New(s store.Store, p Evaluator, opts *Options) *Gate {
 	}
 	g := &Gate{store: s, policy: p, log: o.Logger, now: o.Now, instance: o.Instance, opts: o, redact: rd, hub: newHub(),
 		metrics: o.Metrics, leases: newLeases(), beat: newBeat(o.KeepAlive)}
+	if dt, ok := s.(store.DueTimer); ok && o.Watched {
+		g.due.timer = dt
+		g.store = changeNoting{Store: s, due: &g.due}
+	}
 	// Until the store has answered for a lease, holders elsewhere that an
 	// outage kept from renewing are given the benefit of the doubt.
 	g.health.since = o.Now()

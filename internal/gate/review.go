@@ -149,11 +149,22 @@ func (j *joinedConsume) end(r approval.Request, used bool) {
 
 // Wake makes the calls held on id re-read it. The store's watcher calls it
 // for each request another process or instance changed (sqlstore.DB.Watch).
-func (g *Gate) Wake(id approval.ID) { g.hub.wake(string(id)) }
+func (g *Gate) Wake(id approval.ID) {
+	g.due.noteChange()
+	g.hub.wake(string(id))
+}
 
 // WakeAll makes every held call re-read its request. The store's watcher
 // calls it once, when it starts following the change feed.
-func (g *Gate) WakeAll() { g.hub.wakeAll() }
+func (g *Gate) WakeAll() {
+	g.due.noteChange()
+	g.hub.wakeAll()
+}
+
+// Changed tells the gate that the store's event log grew (a request was
+// created, in this process or another): the sweeper reads its next due
+// times again (Options.Watched). The store's watcher calls it.
+func (g *Gate) Changed() { g.due.noteChange() }
 
 // Stop marks the gate as shutting down: holds that end from now on leave
 // their requests pending instead of cancelling them.
@@ -161,7 +172,8 @@ func (g *Gate) Stop() { g.stopping.Store(true) }
 
 // Run does the gate's periodic work until ctx ends: every SweepInterval it
 // expires overdue requests (each expiry is a compare-and-set, so several
-// sweepers, one per process, are harmless); every Lease/3 it renews the
+// sweepers, one per process, are harmless; with Options.Watched only
+// when something can be due, sweepDue); every Lease/3 it renews the
 // leases this process holds, in one batch; every PruneInterval it prunes
 // what Options.Retention lets go. When ctx ends it stops the gate and
 // waits for dispatch outcomes still being written, up to one lease.
@@ -174,7 +186,7 @@ func (g *Gate) Run(ctx context.Context) error {
 	t := time.NewTicker(g.opts.SweepInterval)
 	defer t.Stop()
 	for {
-		g.sweep(ctx)
+		g.sweepIfDue(ctx)
 		select {
 		case <-ctx.Done():
 			g.Stop()
@@ -229,8 +241,9 @@ const ledgerPruneEvery = time.Minute
 
 func (g *Gate) sweep(ctx context.Context) {
 	now := g.now()
-	// One attempt, bounded: a store that stopped answering is a count
-	// unknown, not the last one kept while the sweep waits.
+	// Each store call is one attempt, bounded: a store that stopped
+	// answering is a count unknown, not the last one kept while the sweep
+	// waits, and a call that hangs does not stop the sweeps after it.
 	cctx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	n, err := g.store.CountPending(cctx, "")
 	cancel()
@@ -240,15 +253,20 @@ func (g *Gate) sweep(ctx context.Context) {
 		// Not the last count: a steady gauge would hide the outage.
 		g.metrics.PendingUnknown()
 	}
-	if now.Sub(g.lastPrune) >= ledgerPruneEvery {
+	if now.Sub(g.lastPrune) >= ledgerPruneEvery && g.due.ledgerDue(now) {
 		g.lastPrune = now
-		if n, err := g.store.PruneLedger(ctx, now); err != nil && ctx.Err() == nil {
+		cctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		n, err := g.store.PruneLedger(cctx, now)
+		cancel()
+		if err != nil && ctx.Err() == nil {
 			g.log.WarnContext(ctx, "sweep: cannot prune the result ledger", "err", err)
 		} else if n > 0 {
 			g.log.DebugContext(ctx, "sweep: pruned expired results, tasks and request states", "rows", n)
 		}
 	}
-	ids, err := g.store.Due(ctx, now, 100)
+	cctx, cancel = context.WithTimeout(ctx, attemptTimeout)
+	ids, err := g.store.Due(cctx, now, 100)
+	cancel()
 	g.health.report(err, g.now())
 	if err != nil {
 		if ctx.Err() == nil {
@@ -258,29 +276,37 @@ func (g *Gate) sweep(ctx context.Context) {
 		return
 	}
 	for _, id := range ids {
-		var from string // the dispatcher of a consumed request
-		r, err := g.store.UpdateRequest(ctx, id, "toolgate", func(r *approval.Request) error {
-			if r.State == approval.StateConsumed && !g.mayCallUnknown(r.ID, now) {
-				return approval.ErrNotDue
-			}
-			from = r.HeldBy
-			return r.Sweep(now)
-		})
-		switch {
-		case err == nil && r.State == approval.StateConsumed:
-			if from != g.instance {
-				g.metrics.LeaseTakenOver(telemetry.TakenOverOutcomeUnknown)
-			}
-			g.log.WarnContext(ctx, "dispatch outcome unknown: the dispatching process stopped before the upstream answered", "approval", id, "instance", from)
-			g.hub.wake(string(id))
-		case err == nil:
-			g.metrics.ApprovalDecided(string(approval.StateExpired))
-			g.log.InfoContext(ctx, "approval expired", "approval", id)
-			g.hub.wake(string(id))
-		case errors.Is(err, approval.ErrNotDue), errors.Is(err, approval.ErrResolved):
-		default:
-			g.log.WarnContext(ctx, "sweep: cannot expire", "approval", id, "err", err)
+		g.sweepOne(ctx, id, now)
+	}
+}
+
+// sweepOne moves the due request id on (approval.Request.Sweep), one
+// bounded attempt.
+func (g *Gate) sweepOne(ctx context.Context, id approval.ID, now time.Time) {
+	var from string // the dispatcher of a consumed request
+	cctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	defer cancel()
+	r, err := g.store.UpdateRequest(cctx, id, "toolgate", func(r *approval.Request) error {
+		if r.State == approval.StateConsumed && !g.mayCallUnknown(r.ID, now) {
+			return approval.ErrNotDue
 		}
+		from = r.HeldBy
+		return r.Sweep(now)
+	})
+	switch {
+	case err == nil && r.State == approval.StateConsumed:
+		if from != g.instance {
+			g.metrics.LeaseTakenOver(telemetry.TakenOverOutcomeUnknown)
+		}
+		g.log.WarnContext(ctx, "dispatch outcome unknown: the dispatching process stopped before the upstream answered", "approval", id, "instance", from)
+		g.hub.wake(string(id))
+	case err == nil:
+		g.metrics.ApprovalDecided(string(approval.StateExpired))
+		g.log.InfoContext(ctx, "approval expired", "approval", id)
+		g.hub.wake(string(id))
+	case errors.Is(err, approval.ErrNotDue), errors.Is(err, approval.ErrResolved):
+	default:
+		g.log.WarnContext(ctx, "sweep: cannot expire", "approval", id, "err", err)
 	}
 }
 

@@ -49,6 +49,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"FnErrorWritesNothing", testFnErrorWritesNothing},
 		{"ExpiryNeverOverwritesDecision", testExpiryNeverOverwritesDecision},
 		{"Due", testDue},
+		{"NextDue", testNextDue},
 		{"TimesRoundTripUTCms", testTimesRoundTripUTCms},
 		{"Events", testEvents},
 		{"CountPending", testCountPending},

@@ -1,0 +1,142 @@
+package gate
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/session"
+	"toolgate/internal/store"
+)
+
+// sweepDue is when Run's sweeper next has work, so that an idle gate does
+// not ask the store every SweepInterval (issue 13: the idle process's
+// pages). It is used only with Options.Watched and a store that tells its
+// next due times (store.DueTimer); otherwise every interval sweeps.
+//
+// The sweeper reads the due times after each sweep and sleeps through
+// the intervals before the earliest one, unless a write happened since
+// that read: one of this gate's own (changeNoting) or one another
+// process or instance made, which the store's watch reports (Wake,
+// WakeAll, Changed). A write that no event reports only puts a time
+// later (a lease renewal), so a due time read earlier is early, never
+// late; a consumed request still dispatching is swept every interval
+// (its lease moves with unevented renewals, and the sweeper's view of
+// the store's health, storeHealth, stays as continuous as before while
+// there is one).
+type sweepDue struct {
+	timer   store.DueTimer // nil: sweep every interval
+	changed atomic.Bool    // a write since the last read of the due times
+
+	// Owned by Run's goroutine.
+	known bool           // the fields below are from a read with no write since
+	times store.DueTimes // that read
+}
+
+// noteChange records a write the due times may not include.
+func (d *sweepDue) noteChange() {
+	if !d.changed.Load() {
+		d.changed.Store(true)
+	}
+}
+
+// idle reports whether nothing can be due at now: the due times are
+// known, no write happened since they were read, nothing is dispatching
+// and the earliest request's time is after now. Whether the ledger needs
+// a prune is ledgerDue's.
+func (d *sweepDue) idle(now time.Time) bool {
+	if d.timer == nil || !d.known || d.changed.Load() || d.times.Dispatching {
+		return false
+	}
+	return d.times.Requests.IsZero() || now.Before(d.times.Requests)
+}
+
+// ledgerDue reports whether the ledger may hold a row that expired by now
+// (always, without due times).
+func (d *sweepDue) ledgerDue(now time.Time) bool {
+	if d.timer == nil || !d.known || d.changed.Load() {
+		return true
+	}
+	return !d.times.Ledger.IsZero() && !now.Before(d.times.Ledger)
+}
+
+// sweepIfDue sweeps unless nothing can be due (sweepDue), then reads the
+// next due times, one bounded attempt; a failed read leaves them unknown,
+// so the next interval sweeps (fail closed: a time not known is a time
+// that may have come).
+func (g *Gate) sweepIfDue(ctx context.Context) {
+	now := g.now()
+	d := &g.due
+	if d.idle(now) && !(d.ledgerDue(now) && now.Sub(g.lastPrune) >= ledgerPruneEvery) {
+		return
+	}
+	// Before the sweep's reads: a write from here on is noted again and
+	// seen at the next interval.
+	d.changed.Store(false)
+	g.sweep(ctx)
+	if d.timer == nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	t, err := d.timer.NextDue(cctx)
+	cancel()
+	d.known, d.times = err == nil, t
+	if err != nil && ctx.Err() == nil {
+		g.log.WarnContext(ctx, "sweep: cannot read the next due time; sweeping every interval", "err", err)
+	}
+}
+
+// changeNoting is the gate's store with every write that may make a
+// request or a ledger row due earlier noted in sweepDue (New, with
+// Options.Watched): the gate's own writes count without waiting for the
+// watch.
+type changeNoting struct {
+	store.Store
+	due *sweepDue
+}
+
+func (c changeNoting) CreateRequest(ctx context.Context, r approval.Request, caps ...store.Cap) error {
+	defer c.due.noteChange()
+	return c.Store.CreateRequest(ctx, r, caps...)
+}
+
+func (c changeNoting) UpdateRequest(ctx context.Context, id approval.ID, actor string, fn func(*approval.Request) error) (approval.Request, error) {
+	defer c.due.noteChange()
+	return c.Store.UpdateRequest(ctx, id, actor, fn)
+}
+
+func (c changeNoting) UpdateRequestWithChain(ctx context.Context, id approval.ID, actor string, fn func(*approval.Request, session.Chain) error) (approval.Request, error) {
+	defer c.due.noteChange()
+	return c.Store.UpdateRequestWithChain(ctx, id, actor, fn)
+}
+
+func (c changeNoting) RecordDispatch(ctx context.Context, r store.Result, actor string, fn func(*approval.Request) error) (approval.Request, error) {
+	defer c.due.noteChange()
+	return c.Store.RecordDispatch(ctx, r, actor, fn)
+}
+
+func (c changeNoting) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outcome, rec *store.Result, actor string) (approval.Request, error) {
+	defer c.due.noteChange()
+	return c.Store.RecordOutcome(ctx, id, o, rec, actor)
+}
+
+func (c changeNoting) PutResult(ctx context.Context, r store.Result) error {
+	defer c.due.noteChange()
+	return c.Store.PutResult(ctx, r)
+}
+
+func (c changeNoting) CreateTask(ctx context.Context, t store.Task) error {
+	defer c.due.noteChange()
+	return c.Store.CreateTask(ctx, t)
+}
+
+func (c changeNoting) SwapTask(ctx context.Context, id approval.ID, from string, fromArgs []byte, to string, toArgs []byte, until time.Time) (bool, error) {
+	defer c.due.noteChange()
+	return c.Store.SwapTask(ctx, id, from, fromArgs, to, toArgs, until)
+}
+
+func (c changeNoting) UseRequestState(ctx context.Context, nonce string, id approval.ID, expiresAt time.Time) error {
+	defer c.due.noteChange()
+	return c.Store.UseRequestState(ctx, nonce, id, expiresAt)
+}
