@@ -13,6 +13,7 @@ import (
 	"toolgate/internal/approval"
 	"toolgate/internal/store"
 	"toolgate/internal/store/sqlstore"
+	"toolgate/internal/store/sqlstore/pgtest"
 	"toolgate/internal/store/sqlstore/sqlitetest"
 	"toolgate/internal/telemetry"
 )
@@ -197,4 +198,69 @@ func TestIdleSweeperLeavesTheStoreAlone(t *testing.T) {
 		}
 		idle("after the held call's timeout")
 	})
+}
+
+// TestWatchedSweeperExpiresOnPostgres: on Postgres, with the watch as
+// serve wires it, a watched gate whose sweeper sleeps while nothing is due
+// still expires a request it created, one another instance created (its
+// only news is the watch's NOTIFY), and a held call's timeout.
+func TestWatchedSweeperExpiresOnPostgres(t *testing.T) {
+	dsn := pgtest.Fresh(t)
+	open := func() *sqlstore.DB {
+		db, err := sqlstore.Open(t.Context(), sqlstore.Config{Driver: sqlstore.DriverPostgres, DSN: dsn, Poll: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		return db
+	}
+	dbA, dbB := open(), open()
+	pol := &swappable{}
+	pol.p.Store(retryPolicy(time.Second))
+	g := New(dbA, pol, &Options{Watched: true, RetryWait: time.Nanosecond, SweepInterval: 100 * time.Millisecond, Instance: "a"})
+	if g.due.timer == nil {
+		t.Fatal("a watched gate on Postgres sweeps every interval: the store does not tell its due times")
+	}
+	other := New(dbB, pol, &Options{RetryWait: time.Nanosecond, Instance: "b"}) // its sweeper does not run
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	wg.Go(func() { _ = g.Run(ctx) })
+	wg.Go(func() {
+		dbA.WatchLog(ctx, func(id approval.ID) {
+			if id == "" {
+				g.WakeAll()
+			} else {
+				g.Wake(id)
+			}
+		}, g.Changed)
+	})
+	expires := func(who string, a Admission) {
+		t.Helper()
+		if a.Allowed || a.ApprovalID == "" {
+			t.Fatalf("%s: %+v, want a pending approval", who, a)
+		}
+		deadline := time.Now().Add(30 * time.Second) // a hang guard
+		for {
+			r, err := dbA.GetRequest(t.Context(), a.ApprovalID)
+			if err == nil && r.State == approval.StateExpired {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: 30 s after a 1 s expiry the request is %s (err %v), want expired", who, r.State, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	expires("this gate's request", g.Admit(ctx, writeCall("/own")))
+	expires("another instance's request", other.Admit(ctx, writeCall("/other")))
+	pol.p.Store(testPolicy(time.Second)) // hold mode
+	select {
+	case a := <-admitAsync(ctx, g, writeCall("/held")):
+		if a.Allowed {
+			t.Errorf("the held call was allowed at its timeout: %+v", a)
+		}
+	case <-time.After(30 * time.Second): // a hang guard
+		t.Fatal("the held call was not answered 30 s after its 1 s timeout")
+	}
 }
