@@ -241,18 +241,9 @@ const ledgerPruneEvery = time.Minute
 
 func (g *Gate) sweep(ctx context.Context) {
 	now := g.now()
-	// Each store call is one attempt, bounded: a store that stopped
-	// answering is a count unknown, not the last one kept while the sweep
-	// waits, and a call that hangs does not stop the sweeps after it.
-	cctx, cancel := context.WithTimeout(ctx, attemptTimeout)
-	n, err := g.store.CountPending(cctx, "")
-	cancel()
-	if err == nil {
-		g.metrics.PendingApprovals(n)
-	} else if ctx.Err() == nil {
-		// Not the last count: a steady gauge would hide the outage.
-		g.metrics.PendingUnknown()
-	}
+	// Each store call is one attempt, bounded: a call that hangs does not
+	// stop the sweeps after it.
+	g.countPending(ctx)
 	if now.Sub(g.lastPrune) >= ledgerPruneEvery && g.due.ledgerDue(now) {
 		g.lastPrune = now
 		cctx, cancel := context.WithTimeout(ctx, attemptTimeout)
@@ -264,7 +255,7 @@ func (g *Gate) sweep(ctx context.Context) {
 			g.log.DebugContext(ctx, "sweep: pruned expired results, tasks and request states", "rows", n)
 		}
 	}
-	cctx, cancel = context.WithTimeout(ctx, attemptTimeout)
+	cctx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	ids, err := g.store.Due(cctx, now, 100)
 	cancel()
 	g.health.report(err, g.now())
@@ -277,6 +268,21 @@ func (g *Gate) sweep(ctx context.Context) {
 	}
 	for _, id := range ids {
 		g.sweepOne(ctx, id, now)
+	}
+}
+
+// countPending sets the pending gauge from the store's count, one
+// bounded attempt: a store that stopped answering is a count unknown, not
+// the last one kept while the sweep waits.
+func (g *Gate) countPending(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	n, err := g.store.CountPending(cctx, "")
+	cancel()
+	if err == nil {
+		g.metrics.PendingApprovals(n)
+	} else if ctx.Err() == nil {
+		// Not the last count: a steady gauge would hide the outage.
+		g.metrics.PendingUnknown()
 	}
 }
 

@@ -61,7 +61,8 @@ func (d *sweepDue) ledgerDue(now time.Time) bool {
 	return !d.times.Ledger.IsZero() && !now.Before(d.times.Ledger)
 }
 
-// sweepIfDue sweeps unless nothing can be due (sweepDue), then reads the
+// sweepIfDue sweeps unless nothing can be due (sweepDue; then it only
+// counts the pending requests), then reads the
 // next due times, one bounded attempt; a failed read leaves them unknown,
 // so the next interval sweeps (fail closed: a time not known is a time
 // that may have come).
@@ -69,6 +70,9 @@ func (g *Gate) sweepIfDue(ctx context.Context) {
 	now := g.now()
 	d := &g.due
 	if d.idle(now) && !(d.ledgerDue(now) && now.Sub(g.lastPrune) >= ledgerPruneEvery) {
+		// The pending gauge is still read every interval: it is absent
+		// through an outage (docs/deploy.md), not the last count kept.
+		g.countPending(ctx)
 		return
 	}
 	// Before the sweep's reads: a write from here on is noted again and
