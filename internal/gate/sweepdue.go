@@ -69,7 +69,8 @@ func (d *sweepDue) ledgerDue(now time.Time) bool {
 func (g *Gate) sweepIfDue(ctx context.Context) {
 	now := g.now()
 	d := &g.due
-	if d.idle(now) && !(d.ledgerDue(now) && now.Sub(g.lastPrune) >= ledgerPruneEvery) {
+	pruneDue := d.ledgerDue(now) && now.Sub(g.lastPrune) >= ledgerPruneEvery
+	if d.idle(now) && !pruneDue {
 		// The pending gauge is still read every interval: it is absent
 		// through an outage (docs/deploy.md), not the last count kept.
 		g.countPending(ctx)
