@@ -230,7 +230,9 @@ func TestCreationFailedAfterItsCommitReleasesItsLease(t *testing.T) {
 }
 
 // blockedWrites is the real store, whose request writes wait until open
-// is closed, each reported on entered first.
+// is closed, each reported on entered first. The wait does not count
+// against the write's deadline (the release's attemptTimeout): under
+// load the test's admissions may take longer than that.
 type blockedWrites struct {
 	store.Store
 	open    chan struct{}
@@ -240,7 +242,7 @@ type blockedWrites struct {
 func (s *blockedWrites) UpdateRequest(ctx context.Context, id approval.ID, actor string, fn func(*approval.Request) error) (approval.Request, error) {
 	s.entered <- id
 	<-s.open
-	return s.Store.UpdateRequest(ctx, id, actor, fn)
+	return s.Store.UpdateRequest(context.WithoutCancel(ctx), id, actor, fn)
 }
 
 // TestCreationFailureReleasesAreBounded: the background releases of

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 // once it took the request over (max_hold 50 s after up to one lease,
 // 15 s: 65 s, past the 60 s timeout of the clients max_hold is set for,
 // whose timeout then cancels the approval). Here the other instance's
-// lease ends 2 s after the re-send comes, its MaxHold is 200 ms: it is
+// lease ends 5 s after the re-send comes, its MaxHold is 200 ms: it is
 // answered pending at its MaxHold, having taken nothing over. On both
 // stores.
 func TestTakeOverWaitCountsAgainstMaxHold(t *testing.T) {
@@ -30,14 +31,16 @@ func TestTakeOverWaitCountsAgainstMaxHold(t *testing.T) {
 		if r.HeldBy != "gw-x" || r.LeaseLapsed(time.Now()) {
 			t.Fatalf("request %s held by %q until %v, want by gw-x", r.ID, r.HeldBy, r.LeaseUntil)
 		}
-		// Instance y's clock runs ahead so that x's lease ends 2 s from now.
-		ahead := time.Until(r.LeaseUntil) - 2*time.Second
-		y := New(db, pol, &Options{Lease: time.Hour, Instance: "gw-y", Now: func() time.Time { return time.Now().Add(ahead) }})
+		// Instance y's clock runs ahead so that, to y, x's lease ends 5 s
+		// after the re-send came.
+		var ahead atomic.Int64
+		y := New(db, pol, &Options{Lease: time.Hour, Instance: "gw-y", Now: func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }})
 		watch(t, db, y)
 		c := writeCall("/max-hold-take-over")
 		c.MaxHold = 200 * time.Millisecond
 		tookOver := make(chan approval.ID, 1)
 		c.OnHold = func(r approval.Request) { tookOver <- r.ID }
+		ahead.Store(int64(time.Until(r.LeaseUntil) - 5*time.Second))
 		a := y.Admit(t.Context(), c)
 		select {
 		case id := <-tookOver:
