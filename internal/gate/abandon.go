@@ -113,24 +113,25 @@ func (g *Gate) releaseHold(ctx context.Context, id approval.ID, m holdMark) {
 // answer, and the refusals that start them can come by the thousand.
 const maxBackgroundReleases = 4
 
-// releaseLater is releaseHold written in the background, best effort, for
-// a call that is answered without waiting for it: one whose request's
-// creation reported a store failure that may have come after its commit
-// (a lost COMMIT reply). The hold's mark ends now; the release is written
-// by a goroutine the gate owns (Run waits for it), bounded by
-// attemptTimeout, and until it is written an identical re-send in this
-// process waits for it (leases.release). With maxBackgroundReleases
-// written already, the lease is left to lapse by itself (closing23: the
-// request stayed leased for a whole lease, 15 s, which an identical
-// re-send on another instance waited out).
+// releaseLater is releaseHold in the background, best effort, for a call
+// that is answered without waiting for it: one whose request's creation
+// reported a store failure that may have come after its commit (a lost
+// COMMIT reply). The hold's mark ends now (leases.releaseMark: from then
+// until the release is written an identical re-send in this process waits
+// for it); a goroutine the gate owns (Run waits for it) waits for a
+// renewal batch in flight (up to a lease in an outage, which the refusal
+// must not) and writes the release, bounded by attemptTimeout. With
+// maxBackgroundReleases under way already, the lease is left to lapse by
+// itself (closing23: the request stayed leased for a whole lease, 15 s,
+// which an identical re-send on another instance waited out).
 func (g *Gate) releaseLater(id approval.ID, m holdMark) {
 	select {
 	case g.releasing <- struct{}{}:
 	default:
-		g.leases.unhold(id, m) // too many in flight: the lease lapses by itself
+		g.leases.unhold(id, m) // too many under way: the lease lapses by itself
 		return
 	}
-	end := g.leases.release(id, m)
+	end := g.leases.releaseMark(id, m)
 	if end == nil {
 		<-g.releasing
 		return
@@ -138,6 +139,7 @@ func (g *Gate) releaseLater(id approval.ID, m holdMark) {
 	g.releases.Go(func() {
 		defer func() { <-g.releasing }()
 		defer end()
+		g.leases.afterBatch()
 		ctx, cancel := context.WithTimeout(g.bg, attemptTimeout)
 		defer cancel()
 		g.writeRelease(ctx, id)

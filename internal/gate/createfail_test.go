@@ -247,7 +247,8 @@ func (s *blockedWrites) UpdateRequest(ctx context.Context, id approval.ID, actor
 
 // TestCreationFailureReleasesAreBounded: the background releases of
 // creations that failed after their commit (releaseLater) never hold up
-// the refusal, even when the store does not answer the release, and at
+// the refusal, even when the store does not answer the release or a
+// renewal batch is in flight (which a release waits for), and at
 // most maxBackgroundReleases are written at once; the leases of the
 // others are left to lapse (nothing of this process holds them). Every
 // release written ends its lease; none leaves a lease mark behind.
@@ -261,6 +262,7 @@ func TestCreationFailureReleasesAreBounded(t *testing.T) {
 		g := New(cs, pol, &Options{Lease: time.Hour})
 		cs.armed.Store(true)
 		n := maxBackgroundReleases + 2
+		g.leases.renewing.Lock() // a renewal batch in flight (in an outage: up to a lease)
 		for i := range n {
 			// Each refused while the releases before it are still blocked.
 			if a := g.Admit(t.Context(), writeCall(fmt.Sprintf("/failed-after-commit-%d", i))); a.Allowed || !strings.Contains(a.Message, "denied: the approval store is unavailable") {
@@ -271,6 +273,7 @@ func TestCreationFailureReleasesAreBounded(t *testing.T) {
 		if got := len(g.releasing); got != maxBackgroundReleases {
 			t.Fatalf("%d background releases under way, want %d", got, maxBackgroundReleases)
 		}
+		g.leases.renewing.Unlock()
 		released := map[approval.ID]bool{}
 		for range maxBackgroundReleases {
 			released[<-bw.entered] = true
