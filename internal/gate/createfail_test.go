@@ -131,29 +131,37 @@ func TestCreationCancelledAtItsCommitReleasesItsLease(t *testing.T) {
 		}
 		cs.armed.Store(false)
 		orphan := waitPending(t, db, 1)[0]
-		r, err := db.GetRequest(t.Context(), orphan.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !r.LeaseLapsed(time.Now()) {
-			t.Fatalf("request %s still leased to %s until %v after its caller went away during its creation: an identical re-send on another instance waits that long", r.ID, r.HeldBy, r.LeaseUntil)
-		}
-		if ids := g.leases.ids(); len(ids) != 0 {
-			t.Fatalf("lease marks left: %v", ids)
-		}
-
-		other := New(db, pol, &Options{Lease: time.Hour, Instance: "gw-other"})
-		watch(t, db, other)
-		ch := resendHeldOn(t, other, "/cancelled-at-commit", orphan.ID, untilNearDeadline(t))
-		if _, err := other.Review(t.Context(), orphan.ID, alice, approval.VerdictApprove, "ok", ""); err != nil {
-			t.Fatal(err)
-		}
-		a := recv(t, ch)
-		if !a.Allowed || a.ApprovalID != orphan.ID {
-			t.Fatalf("re-send after approval: %+v, want allowed on %s", a, orphan.ID)
-		}
-		a.Finish(t.Context(), approval.OutcomeOK)
+		takenOverElsewhere(t, db, g, pol, "/cancelled-at-commit", orphan.ID, "its caller went away during its creation")
 	})
+}
+
+// takenOverElsewhere fails t unless request id, left pending by a call of
+// g (after what), is no longer leased, g keeps no lease mark, and an
+// identical re-send of path on another instance takes it over at once and
+// runs on its approval.
+func takenOverElsewhere(t *testing.T, db *sqlstore.DB, g *Gate, pol *swappable, path string, id approval.ID, what string) {
+	t.Helper()
+	r, err := db.GetRequest(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.LeaseLapsed(time.Now()) {
+		t.Fatalf("request %s still leased to %s until %v after %s: an identical re-send on another instance waits that long", r.ID, r.HeldBy, r.LeaseUntil, what)
+	}
+	if ids := g.leases.ids(); len(ids) != 0 {
+		t.Fatalf("lease marks left: %v", ids)
+	}
+	other := New(db, pol, &Options{Lease: time.Hour, Instance: "gw-other"})
+	watch(t, db, other)
+	ch := resendHeldOn(t, other, path, id, untilNearDeadline(t))
+	if _, err := other.Review(t.Context(), id, alice, approval.VerdictApprove, "ok", ""); err != nil {
+		t.Fatal(err)
+	}
+	a := recv(t, ch)
+	if !a.Allowed || a.ApprovalID != id {
+		t.Fatalf("re-send after approval: %+v, want allowed on %s", a, id)
+	}
+	a.Finish(t.Context(), approval.OutcomeOK)
 }
 
 // writeSeen is the real store, reporting each request write that
@@ -204,28 +212,7 @@ func TestCreationFailedAfterItsCommitReleasesItsLease(t *testing.T) {
 		case <-untilNearDeadline(t):
 			t.Fatalf("request %s: its lease was never released after its creation failed (the caller still there): an identical re-send on another instance waits a whole lease", orphan.ID)
 		}
-		r, err := db.GetRequest(t.Context(), orphan.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !r.LeaseLapsed(time.Now()) {
-			t.Fatalf("request %s still leased to %s until %v after its creation failed: an identical re-send on another instance waits that long", r.ID, r.HeldBy, r.LeaseUntil)
-		}
-		if ids := g.leases.ids(); len(ids) != 0 {
-			t.Fatalf("lease marks left: %v", ids)
-		}
-
-		other := New(db, pol, &Options{Lease: time.Hour, Instance: "gw-other"})
-		watch(t, db, other)
-		ch := resendHeldOn(t, other, "/failed-after-commit", orphan.ID, untilNearDeadline(t))
-		if _, err := other.Review(t.Context(), orphan.ID, alice, approval.VerdictApprove, "ok", ""); err != nil {
-			t.Fatal(err)
-		}
-		a = recv(t, ch)
-		if !a.Allowed || a.ApprovalID != orphan.ID {
-			t.Fatalf("re-send after approval: %+v, want allowed on %s", a, orphan.ID)
-		}
-		a.Finish(t.Context(), approval.OutcomeOK)
+		takenOverElsewhere(t, db, g, pol, "/failed-after-commit", orphan.ID, "its creation failed")
 	})
 }
 
