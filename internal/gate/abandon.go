@@ -124,7 +124,7 @@ const maxBackgroundReleases = 4
 // maxBackgroundReleases under way already, the lease is left to lapse by
 // itself (closing23: the request stayed leased for a whole lease, 15 s,
 // which an identical re-send on another instance waited out).
-func (g *Gate) releaseLater(id approval.ID, m holdMark) {
+func (g *Gate) releaseLater(ctx context.Context, id approval.ID, m holdMark) {
 	select {
 	case g.releasing <- struct{}{}:
 	default:
@@ -140,9 +140,10 @@ func (g *Gate) releaseLater(id approval.ID, m holdMark) {
 		defer func() { <-g.releasing }()
 		defer end()
 		g.leases.afterBatch()
-		ctx, cancel := context.WithTimeout(g.bg, attemptTimeout)
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
 		defer cancel()
-		g.writeRelease(ctx, id)
+		defer context.AfterFunc(g.bg, cancel)() // stopped when Run ends
+		g.writeRelease(wctx, id)
 	})
 }
 

@@ -143,7 +143,7 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 			// lost COMMIT reply): the lease is released in the
 			// background, so that neither this refusal waits for a store
 			// in trouble nor a re-send on another instance for the lease.
-			g.releaseLater(id, c.hold)
+			g.releaseLater(ctx, id, c.hold)
 		}
 		return g.createRefusal(ctx, c, err)
 	}
