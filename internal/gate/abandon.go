@@ -142,7 +142,6 @@ func (g *Gate) releaseLater(ctx context.Context, id approval.ID, m holdMark) {
 		g.leases.afterBatch()
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
 		defer cancel()
-		defer context.AfterFunc(g.bg, cancel)() // stopped when Run ends
 		g.writeRelease(wctx, id)
 	})
 }

@@ -180,7 +180,7 @@ func (g *Gate) Run(ctx context.Context) error {
 			g.Stop()
 			wg.Wait()
 			g.drainOutcomes()
-			g.releases.Wait() // each bounded by attemptTimeout, and stopped with g.bg
+			g.releases.Wait() // each bounded by attemptTimeout
 			return nil
 		case <-t.C:
 		}
