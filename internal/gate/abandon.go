@@ -105,7 +105,51 @@ func (g *Gate) releaseHold(ctx context.Context, id approval.ID, m holdMark) {
 	defer end()
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
 	defer cancel()
-	_, err := g.store.UpdateRequest(bg, id, "toolgate", func(r *approval.Request) error {
+	g.writeRelease(bg, id)
+}
+
+// maxBackgroundReleases bounds the releases releaseLater writes at once:
+// in an outage each may wait attemptTimeout for a store that does not
+// answer, and the refusals that start them can come by the thousand.
+const maxBackgroundReleases = 4
+
+// releaseLater is releaseHold in the background, best effort, for a call
+// that is answered without waiting for it: one whose request's creation
+// reported a store failure that may have come after its commit (a lost
+// COMMIT reply). The hold's mark ends now (leases.releaseMark: from then
+// until the release is written an identical re-send in this process waits
+// for it); a goroutine the gate owns (Run waits for it) waits for a
+// renewal batch in flight (up to a lease in an outage, which the refusal
+// must not) and writes the release, bounded by attemptTimeout. With
+// maxBackgroundReleases under way already, the lease is left to lapse by
+// itself (closing23: the request stayed leased for a whole lease, 15 s,
+// which an identical re-send on another instance waited out).
+func (g *Gate) releaseLater(ctx context.Context, id approval.ID, m holdMark) {
+	select {
+	case g.releasing <- struct{}{}:
+	default:
+		g.leases.unhold(id, m) // too many under way: the lease lapses by itself
+		return
+	}
+	end := g.leases.releaseMark(id, m)
+	if end == nil {
+		<-g.releasing
+		return
+	}
+	g.releases.Go(func() {
+		defer func() { <-g.releasing }()
+		defer end()
+		g.leases.afterBatch()
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
+		defer cancel()
+		g.writeRelease(wctx, id)
+	})
+}
+
+// writeRelease ends this process's lease on request id in the store, if
+// it still holds it: releaseHold's write, under ctx.
+func (g *Gate) writeRelease(ctx context.Context, id approval.ID) {
+	_, err := g.store.UpdateRequest(ctx, id, "toolgate", func(r *approval.Request) error {
 		if r.HeldBy != g.instance || !r.LeaseUntil.After(g.now()) {
 			return errNoChange
 		}

@@ -30,6 +30,10 @@ func (g *Gate) openIdentical(ctx context.Context, c Call, hash string) (open []a
 // released) is taken over. ok is false when there is nothing to attach to
 // and a new request must be made.
 func (g *Gate) attach(ctx context.Context, c Call, open []approval.Request) (adm Admission, ok bool) {
+	var holdBy time.Time // c's MaxHold, counted from here (takeOver's wait included)
+	if c.MaxHold > 0 {
+		holdBy = g.now().Add(c.MaxHold)
+	}
 	for _, r := range open {
 		switch {
 		case !c.sameKind(r.Kind):
@@ -53,9 +57,15 @@ func (g *Gate) attach(ctx context.Context, c Call, open []approval.Request) (adm
 			// A live call in this process holds it: two live identical calls
 			// never share one approval.
 		default:
-			if taken, m := g.takeOver(ctx, r); m != 0 {
+			taken, m := g.takeOver(ctx, r, holdBy)
+			if m != 0 {
 				g.log.InfoContext(ctx, "identical call took over an abandoned request", "approval", r.ID, "state", taken.State)
-				return g.holdTaken(ctx, c, taken, m), true
+				return g.holdTaken(ctx, c, taken, m, holdBy), true
+			}
+			if !holdBy.IsZero() && !g.now().Before(holdBy) && ctx.Err() == nil {
+				// Its MaxHold passed while it waited for another
+				// instance's lease: answered as at MaxHold's end.
+				return g.pendingAnswer(r), true
 			}
 		}
 	}
@@ -73,8 +83,9 @@ func (g *Gate) attach(ctx context.Context, c Call, open []approval.Request) (adm
 // then tries again; a holder that is alive has renewed it by then. The
 // take-over marks the lease held in this process (leases.claim) in the
 // transaction that writes it, so that two re-sends never both take it;
-// m is that hold's mark (0: not taken over).
-func (g *Gate) takeOver(ctx context.Context, r approval.Request) (taken approval.Request, m holdMark) {
+// m is that hold's mark (0: not taken over). Neither wait goes past
+// holdBy (the call's MaxHold; zero: none): the call is answered by then.
+func (g *Gate) takeOver(ctx context.Context, r approval.Request, holdBy time.Time) (taken approval.Request, m holdMark) {
 	for attempt := 0; attempt < 2; attempt++ {
 		var (
 			from     string          // the instance that held it last
@@ -121,30 +132,57 @@ func (g *Gate) takeOver(ctx context.Context, r approval.Request) (taken approval
 			if cur.HeldBy == g.instance {
 				continue // this process's own again: look at once
 			}
-			t := time.NewTimer(min(cur.LeaseUntil.Sub(g.now()), g.opts.Lease) + 10*time.Millisecond)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			d := min(cur.LeaseUntil.Sub(g.now()), g.opts.Lease) + 10*time.Millisecond
+			if !holdBy.IsZero() {
+				d = min(d, holdBy.Sub(g.now())) // the call is answered then (attach)
+			}
+			d = max(d, 0)
+			if !g.waitTakeOver(ctx, d, nil) || (!holdBy.IsZero() && !g.now().Before(holdBy)) {
 				return approval.Request{}, 0
-			case <-t.C:
 			}
 			continue
 		}
-		select {
-		case <-ctx.Done():
+		d := time.Duration(-1) // no bound but ctx
+		if !holdBy.IsZero() {
+			d = max(holdBy.Sub(g.now()), 0)
+		}
+		if !g.waitTakeOver(ctx, d, released) {
 			return approval.Request{}, 0
-		case <-released:
 		}
 	}
 	return approval.Request{}, 0
 }
 
+// waitTakeOver waits for released (nil: never), or d (< 0: no bound),
+// and reports whether it was not ctx's end or d that ended the wait, or,
+// with released nil, whether d passed before ctx ended.
+func (g *Gate) waitTakeOver(ctx context.Context, d time.Duration, released <-chan struct{}) bool {
+	var timeout <-chan time.Time
+	if d >= 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timeout:
+		return released == nil
+	case <-released:
+		return true
+	}
+}
+
 // holdTaken holds c on r, which this process just took over (its hold's
 // mark m: takeOver): a task records its task first (an identical call may
 // have made r) and is told it is held. Admit waits for the decision
-// (heldCall).
-func (g *Gate) holdTaken(ctx context.Context, c Call, r approval.Request, m holdMark) Admission {
+// (heldCall), until holdBy at most (c's MaxHold, counted from before the
+// take-over's wait; zero: none).
+func (g *Gate) holdTaken(ctx context.Context, c Call, r approval.Request, m holdMark, holdBy time.Time) Admission {
 	c.hold = m // Admit ends it after the wait (afterHold)
+	if !holdBy.IsZero() {
+		c.MaxHold = max(holdBy.Sub(g.now()), 1) // > 0: passed already, the wait ends at once (endHold answers pending)
+	}
 	if c.Task {
 		if err := g.recordTask(ctx, c, r); err != nil && !errors.Is(err, store.ErrAlreadyExists) {
 			g.releaseHold(ctx, r.ID, c.hold)

@@ -206,6 +206,11 @@ type Gate struct {
 	// outcomes counts the background writers of dispatch outcomes the
 	// store could not take at once (see recordOutcome); Run waits for them.
 	outcomes sync.WaitGroup
+	// releases counts the background releases of leases (releaseLater),
+	// at most maxBackgroundReleases at once (releasing); Run waits for
+	// them.
+	releases  sync.WaitGroup
+	releasing chan struct{}
 	// bg is canceled when Run ends; background writers stop retrying then.
 	bg       context.Context
 	bgCancel context.CancelFunc
@@ -267,7 +272,7 @@ func New(s store.Store, p Evaluator, opts *Options) *Gate {
 		rd = *o.Redaction
 	}
 	g := &Gate{store: s, policy: p, log: o.Logger, now: o.Now, instance: o.Instance, opts: o, redact: rd, hub: newHub(),
-		metrics: o.Metrics, leases: newLeases(), beat: newBeat(o.KeepAlive)}
+		metrics: o.Metrics, leases: newLeases(), beat: newBeat(o.KeepAlive), releasing: make(chan struct{}, maxBackgroundReleases)}
 	if dt, ok := s.(store.DueTimer); ok && o.Watched {
 		g.due.timer = dt
 		g.store = changeNoting{Store: s, due: &g.due}

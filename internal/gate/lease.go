@@ -143,6 +143,15 @@ func (l *leases) release(id approval.ID, m holdMark) (end func()) {
 	}
 	l.renewing.Lock()
 	defer l.renewing.Unlock()
+	return l.releaseMark(id, m)
+}
+
+// releaseMark is release without waiting for a renewal batch in flight:
+// before writing the release, its caller waits for one (afterBatch).
+func (l *leases) releaseMark(id approval.ID, m holdMark) (end func()) {
+	if m == 0 {
+		return nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.unholdLocked(id, m) {
@@ -165,6 +174,14 @@ func (l *leases) release(id approval.ID, m holdMark) (end func()) {
 			close(rel.done)
 		}
 	}
+}
+
+// afterBatch returns once no renewal batch that began before it is in
+// flight: one that named an id whose mark ended before (releaseMark) has
+// ended, and none begun since names it.
+func (l *leases) afterBatch() {
+	l.renewing.Lock()
+	defer l.renewing.Unlock()
 }
 
 // claim makes a new hold of id, as hold does, and returns its mark,

@@ -128,15 +128,22 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 	}
 	if err != nil {
 		pre.drop()
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			// The caller went away during the creation, which may have
 			// committed all the same (on Postgres a COMMIT cancelled in
 			// flight can land): its lease is released as a dropped held
 			// call's is, or an identical re-send on another instance
 			// waited a whole lease for it. The caller waits for nothing.
 			g.releaseHold(ctx, id, c.hold)
-		} else {
-			g.leases.unhold(id, c.hold)
+		case r.Mode == policy.ModeRetry || createRefused(err):
+			g.leases.unhold(id, c.hold) // nothing was written (or no lease)
+		default:
+			// A store failure, which may have come after the commit (a
+			// lost COMMIT reply): the lease is released in the
+			// background, so that neither this refusal waits for a store
+			// in trouble nor a re-send on another instance for the lease.
+			g.releaseLater(ctx, id, c.hold)
 		}
 		return g.createRefusal(ctx, c, err)
 	}
@@ -178,6 +185,15 @@ func (g *Gate) pendingCaps(p approval.Principal, chain session.Chain) []store.Ca
 		own = store.Cap{Scope: store.CapSessionTree, Key: string(chain[len(chain)-1].ID), Limit: g.opts.MaxPendingPerPrincipal, Name: capPerPrincipal}
 	}
 	return []store.Cap{own, {Scope: store.CapTotal, Limit: g.opts.MaxPending, Name: capTotal}}
+}
+
+// createRefused reports whether err, from CreateRequest, is the store's
+// refusal inside the transaction (a cap, a session revoked meanwhile),
+// which wrote nothing, rather than a failure that may have come after
+// its commit.
+func createRefused(err error) bool {
+	var ce *store.CapError
+	return errors.As(err, &ce) || errors.Is(err, session.ErrRevoked)
 }
 
 // createRefusal is the answer to a call whose request the store refused

@@ -61,9 +61,12 @@ func (g *Gate) resume(ctx context.Context, c Call) Admission {
 			if !g.leases.holding(id) && (r.LeaseLapsed(now) || r.HeldBy == g.instance) {
 				// Nobody holds it, or this process's own call did and went
 				// away (takeOver).
-				taken, m := g.takeOver(ctx, r)
+				taken, m := g.takeOver(ctx, r, deadline)
 				if m != 0 {
-					return g.holdTaken(ctx, c, taken, m)
+					return g.holdTaken(ctx, c, taken, m, deadline)
+				}
+				if !deadline.IsZero() && !g.now().Before(deadline) {
+					return g.pendingAnswer(r) // its MaxHold passed while the take-over waited
 				}
 				continue // someone else took it meanwhile: look again
 			}

@@ -192,6 +192,7 @@ func (g *Gate) Run(ctx context.Context) error {
 			g.Stop()
 			wg.Wait()
 			g.drainOutcomes()
+			g.releases.Wait() // each bounded by attemptTimeout
 			return nil
 		case <-t.C:
 		}

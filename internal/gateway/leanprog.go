@@ -120,7 +120,9 @@ func leanProgressMessage(token json.RawMessage, value, total float64, msg string
 // newLeanProgress is the progress channel of a lean call with the agent's
 // token tok, writing on w, the call's response. A write that fails means
 // the client is gone: gone is called (it cancels the call as the POST's
-// end does), and nothing more is written.
+// end does), and nothing more is written. A write refused because a
+// parked stream's response ended (errParkedFinished) is not: nothing more
+// is written, and gone is not called.
 func newLeanProgress(ctx context.Context, w http.ResponseWriter, tok json.RawMessage, log *slog.Logger, gone func()) *callProgress {
 	p := &callProgress{token: tok, ctx: ctx, log: log}
 	var failed bool // guarded by p.mu: every send holds it
@@ -143,7 +145,12 @@ func newLeanProgress(ctx context.Context, w http.ResponseWriter, tok json.RawMes
 		}
 		if err != nil {
 			failed = true
-			gone()
+			if !errors.Is(err, errParkedFinished) {
+				// Not a parked stream whose response ended (a late
+				// keep-alive after the answer): the client is still
+				// there, serving its next request on the connection.
+				gone()
+			}
 			return err
 		}
 		return nil

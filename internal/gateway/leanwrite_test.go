@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -110,5 +112,41 @@ func TestParkedStreamWritesNothingAfterItsEnd(t *testing.T) {
 	}
 	if !bytes.HasSuffix(got, []byte("0\r\n\r\n")) || bytes.Contains(got, []byte(": hb")) {
 		t.Errorf("the wire after the end: want it to end with the last chunk and hold no later write:\n%q", got)
+	}
+}
+
+// TestLateKeepAliveAfterParkedAnswerIsNotTheClientGone (attack23): a
+// keep-alive written on a parked call's stream after its response ended
+// (finish: the connection already serves the client's next request) is
+// refused by the stream (errParkedFinished), which is not the client
+// going away: the call's progress must not call gone for it, as it did
+// for any failed write (harmless while the call is answered, but it armed
+// the drop grace's cancel of a call that was over and took a client that
+// is still there for gone).
+func TestLateKeepAliveAfterParkedAnswerIsNotTheClientGone(t *testing.T) {
+	server, client := tcpPair(t)
+	s := &parkedStream{conn: server, kept: keepHeader(http.Header{"Mcp-Session-Id": {"s1"}}), timeout: testWait, held: true}
+	hw := newHeartbeatWriter(nil, time.Hour, time.Hour)
+	hw.parkOn(s)
+	hw.deferStream()
+	gone := 0
+	p := newLeanProgress(t.Context(), hw, json.RawMessage(`"tok-1"`), slog.New(slog.DiscardHandler), func() { gone++ })
+	p.keepAlive(t.Context(), "waiting for approval") // the head and the first event
+	hw.answering(s)
+	hw.stop()
+	if err := hw.finishParked(s); err != nil {
+		t.Fatal(err)
+	}
+	p.keepAlive(t.Context(), "waiting for approval") // late: after the response ended
+	if gone != 0 {
+		t.Errorf("a keep-alive after the parked call's answer called gone %d times, want none: the client did not go away", gone)
+	}
+	_ = server.Close()
+	got, err := io.ReadAll(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasSuffix(got, []byte("0\r\n\r\n")) || bytes.Count(got, []byte(`"progress":`)) != 1 {
+		t.Errorf("the wire: want one keep-alive, then the end, and nothing after it:\n%q", got)
 	}
 }
