@@ -96,7 +96,10 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody,
 	// they run once it is answered (leanCleanups.settle).
 	var later leanCleanups
 	defer func() { later.settle(held) }()
-	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
+	// The call's own context keeps r's span and nothing else of r's
+	// (leanModernBase): a held call no longer keeps net/http's request and
+	// connection contexts (docs/performance.md, "held24").
+	ctx, cancel := context.WithCancelCause(leanModernBase(r))
 	later.cancel = cancel
 	untrackID, ok := s.track(key, cancel)
 	if !ok {
