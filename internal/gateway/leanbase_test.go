@@ -64,17 +64,13 @@ func (g ctxGatekeeper) AdmitOrHold(ctx context.Context, c *gate.Call, adm *gate.
 // cancel maps and the connection's address for as long as it was held
 // (docs/performance.md, "held24").
 func TestLeanSessionCallKeepsNoRequestContext(t *testing.T) {
-	fx := newLeanFixture(t, nil) // for its gate, store and policy
-	gk := ctxGatekeeper{Gate: fx.gt, ctxs: make(chan context.Context, 1)}
-	f := &leanFixture{gt: fx.gt, db: fx.db, pol: fx.pol, trail: &leanTrail{}, h: newHooks()}
-	f.g = newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(f.h))}}, gk, nil)
-	f.g.leanHook = f.trail.hook
-	f.base = serveHTTP(t, f.g, nil)
+	ctxs := make(chan context.Context, 1)
+	f := newLeanFixtureGK(t, nil, nil, func(gt *gate.Gate) Gatekeeper { return ctxGatekeeper{Gate: gt, ctxs: ctxs} })
 	cs := connectHTTP(t, f.base, aliceToken, nil, nil)
 	sid, version := cs.ID(), cs.InitializeResult().ProtocolVersion
 	waitInitialized(t, f.g, sid)
 	lines := heldPOST(t, f.base, sid, version)
-	ctx := <-gk.ctxs
+	ctx := <-ctxs
 	for _, k := range []any{http.LocalAddrContextKey, http.ServerContextKey, httpPrincipalKey{}} {
 		if v := ctx.Value(k); v != nil {
 			t.Errorf("the held call's context keeps the request's %v: %v", k, v)
