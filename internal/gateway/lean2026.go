@@ -122,7 +122,8 @@ func (f *httpFront) serveLeanModern(w http.ResponseWriter, r *http.Request, body
 	return true, nil, nil
 }
 
-// leanModernBase is the base of a lean 2026-07-28 call's own context:
+// leanModernBase is the base of a lean call's own context (2026-07-28,
+// and a 2025-era session's since branch held24):
 // r's span, when it has one, and none of r's other values, which nothing
 // on the call's path reads (the principal is passed as such). On
 // context.WithoutCancel(r.Context()) a held call kept net/http's request

@@ -96,7 +96,10 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody,
 	// they run once it is answered (leanCleanups.settle).
 	var later leanCleanups
 	defer func() { later.settle(held) }()
-	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
+	// The call's own context keeps r's span and nothing else of r's
+	// (leanModernBase): a held call no longer keeps net/http's request and
+	// connection contexts (docs/performance.md, "held24").
+	ctx, cancel := context.WithCancelCause(leanModernBase(r))
 	later.cancel = cancel
 	untrackID, ok := s.track(key, cancel)
 	if !ok {
@@ -117,7 +120,7 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody,
 		// The agent's progress goes on this POST's stream, written by the
 		// front (leanprog.go); a failed write is the client gone, as the
 		// POST's end is.
-		prog = newLeanProgress(ctx, w, tok, f.g.log, func() {
+		prog = newLeanProgress(ctx, w, tok, f.g.log, func() { //nolint:contextcheck // the call's own context: r's span without r's other values (leanModernBase)
 			time.AfterFunc(f.opts.DropGrace, func() { cancel(ErrClientGone) })
 		})
 	}
@@ -127,7 +130,7 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody,
 	// back; asked with them it would hand back every call undecided.
 	keepAlive := call.KeepAlive
 	call.KeepAlive = nil
-	h := la.AdmitUnlessHeld(ctx, &call, adm)
+	h := la.AdmitUnlessHeld(ctx, &call, adm) //nolint:contextcheck // as above
 	call.KeepAlive = keepAlive
 	if h != nil && !f.holdsLean() {
 		f.note(false)
@@ -150,7 +153,7 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody,
 		call.Prior = h
 		return true, nil, &leanHold{f: f, ctx: ctx, w: w, p: p, s: s, m: m, t: t, call: &call, prog: prog}
 	}
-	f.answerLean(ctx, w, p, s, m, t, &call, adm, prog)
+	f.answerLean(ctx, w, p, s, m, t, &call, adm, prog) //nolint:contextcheck // as above
 	return true, nil, nil
 }
 

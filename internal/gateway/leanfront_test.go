@@ -78,6 +78,13 @@ func newLeanFixture(t *testing.T, opts *HTTPOptions) *leanFixture {
 // newLeanFixtureWith is newLeanFixture with the gateway's options gopts.
 func newLeanFixtureWith(t *testing.T, gopts *Options, opts *HTTPOptions) *leanFixture {
 	t.Helper()
+	return newLeanFixtureGK(t, gopts, opts, func(gt *gate.Gate) Gatekeeper { return gt })
+}
+
+// newLeanFixtureGK is newLeanFixtureWith with the gateway's gatekeeper
+// made by gk from the fixture's gate (a wrapper around it).
+func newLeanFixtureGK(t *testing.T, gopts *Options, opts *HTTPOptions, gk func(*gate.Gate) Gatekeeper) *leanFixture {
+	t.Helper()
 	db := sqlitetest.Open(t)
 	pol := &countingPolicy{Holder: policy.NewHolder(&policy.Policy{
 		Default:  policy.Allow,
@@ -90,7 +97,7 @@ func newLeanFixtureWith(t *testing.T, gopts *Options, opts *HTTPOptions) *leanFi
 	gt := gate.New(db, pol, &gate.Options{})
 	h := newHooks()
 	f := &leanFixture{gt: gt, db: db, pol: pol, trail: &leanTrail{}, h: h}
-	f.g = newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}}, gt, gopts)
+	f.g = newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}}, gk(gt), gopts)
 	f.g.leanHook = f.trail.hook
 	f.base = serveHTTP(t, f.g, opts)
 	return f
