@@ -150,9 +150,10 @@ func HashDisplay(raw json.RawMessage, rd Redaction) (hash string, disp json.RawM
 // display writes the display copy of the parsed n (size: the length of
 // its source, a capacity hint).
 func display(n *node, size int, rd Redaction) (json.RawMessage, []string) {
-	d := displayer{rd: &rd, seen: make(map[string]bool), warnings: []string{}}
+	d := displayer{rd: &rd, warnings: []string{}}
 	d.buf.Grow(size)
-	d.value(n, "$")
+	var shallow [8]pathStep // the path, on the stack while it is shallow
+	d.value(n, shallow[:0])
 	return json.RawMessage(d.buf.Bytes()), d.warnings
 }
 
@@ -160,17 +161,44 @@ type displayer struct {
 	rd       *Redaction
 	buf      bytes.Buffer
 	warnings []string
-	seen     map[string]bool
+	seen     map[string]bool // made by the first warning
+}
+
+// A pathStep is one step of the path from the root to a value: into a
+// member (key) or an element (index). The display passes the path down
+// and writes it out (location) only for a warning: building each member's
+// path as a string cost an allocation per member (issue 13).
+type pathStep struct {
+	key   string
+	index int
+	elem  bool
+}
+
+// location is the JSONPath-like location of the value being written: $,
+// then .name or ["name"] per member and [i] per element.
+func location(steps []pathStep) string {
+	path := "$"
+	for _, st := range steps {
+		if st.elem {
+			path += "[" + strconv.Itoa(st.index) + "]"
+		} else {
+			path = memberPath(path, st.key)
+		}
+	}
+	return path
 }
 
 func (d *displayer) warn(w string) {
 	if !d.seen[w] {
+		if d.seen == nil {
+			d.seen = make(map[string]bool)
+		}
 		d.seen[w] = true
 		d.warnings = append(d.warnings, w)
 	}
 }
 
-func (d *displayer) value(n *node, path string) {
+func (d *displayer) value(n *node, path []pathStep) {
 	switch n.kind {
 	case kindLiteral, kindNumber:
 		d.buf.WriteString(n.text)
@@ -182,7 +210,7 @@ func (d *displayer) value(n *node, path string) {
 			if i > 0 {
 				d.buf.WriteByte(',')
 			}
-			d.value(&n.elems[i], path+"["+strconv.Itoa(i)+"]")
+			d.value(&n.elems[i], append(path, pathStep{index: i, elem: true}))
 		}
 		d.buf.WriteByte(']')
 	case kindObject:
@@ -192,28 +220,32 @@ func (d *displayer) value(n *node, path string) {
 			if i > 0 {
 				d.buf.WriteByte(',')
 			}
-			p := memberPath(path, m.key)
-			d.warnInvisible(m.key, p, "key contains")
-			writeDisplayString(&d.buf, m.key)
-			d.buf.WriteByte(':')
-			if why, ok := d.rd.secretKey(m.key); ok {
-				writeDisplayString(&d.buf, "[redacted: key "+strconv.Quote(why)+"]")
-				// The agent chooses key names: tell the reviewer a value is
-				// hidden, so hiding cannot pass unnoticed.
-				d.warn(fmt.Sprintf("%s: value hidden (key %q); the hash covers the real value", p, why))
-				continue
-			}
-			d.value(&m.val, p)
+			d.member(m, append(path, pathStep{key: m.key}))
 		}
 		d.buf.WriteByte('}')
 	}
 }
 
-func (d *displayer) str(s, path string) {
+// member writes the key and value of m, whose step ends path.
+func (d *displayer) member(m *member, path []pathStep) {
+	d.warnInvisible(m.key, path, "key contains")
+	writeDisplayString(&d.buf, m.key)
+	d.buf.WriteByte(':')
+	if why, ok := d.rd.secretKey(m.key); ok {
+		writeDisplayString(&d.buf, "[redacted: key "+strconv.Quote(why)+"]")
+		// The agent chooses key names: tell the reviewer a value is
+		// hidden, so hiding cannot pass unnoticed.
+		d.warn(fmt.Sprintf("%s: value hidden (key %q); the hash covers the real value", location(path), why))
+		return
+	}
+	d.value(&m.val, path)
+}
+
+func (d *displayer) str(s string, path []pathStep) {
 	for _, re := range d.rd.Patterns {
 		if re.MatchString(s) {
 			s = re.ReplaceAllLiteralString(s, "[redacted: looks like "+patternWhat(re)+"]")
-			d.warn(fmt.Sprintf("%s: text hidden (looks like %s); the hash covers the real value", path, patternWhat(re)))
+			d.warn(fmt.Sprintf("%s: text hidden (looks like %s); the hash covers the real value", location(path), patternWhat(re)))
 		}
 	}
 	d.warnInvisible(s, path, "contains")
@@ -225,7 +257,7 @@ func (d *displayer) str(s, path string) {
 				cut += size
 			}
 			s = s[:cut] + fmt.Sprintf("…[truncated for display: %d of %d characters shown]", limit, count)
-			d.warn(fmt.Sprintf("%s: string of %d characters truncated to %d for display only; the hash covers the full value", path, count, limit))
+			d.warn(fmt.Sprintf("%s: string of %d characters truncated to %d for display only; the hash covers the full value", location(path), count, limit))
 		}
 	}
 	writeDisplayString(&d.buf, s)
@@ -235,7 +267,7 @@ func (d *displayer) str(s, path string) {
 // first appearance. Tab and line feed are escaped but not warned about: they
 // are ordinary in multi-line content (a file body, a script), and the JSON
 // display copy shows them as \t and \n, so they cannot hide text.
-func (d *displayer) warnInvisible(s, path, verb string) {
+func (d *displayer) warnInvisible(s string, path []pathStep, verb string) {
 	var done []rune
 	for _, r := range s {
 		if !flagged(r) || r == '\t' || r == '\n' {
@@ -243,7 +275,7 @@ func (d *displayer) warnInvisible(s, path, verb string) {
 		}
 		if !containsRune(done, r) {
 			done = append(done, r)
-			d.warn(fmt.Sprintf("%s: %s U+%04X %s", path, verb, r, runeName(r)))
+			d.warn(fmt.Sprintf("%s: %s U+%04X %s", location(path), verb, r, runeName(r)))
 		}
 	}
 }

@@ -35,3 +35,26 @@ func TestHashDisplayIsHashAndDisplay(t *testing.T) {
 		}
 	}
 }
+
+// TestDisplayBuildsNoPathWithoutWarnings: a display copy with nothing to
+// warn about builds no member's or element's path (issue 13: one string
+// per member, for the audit record of every allowed call), while the
+// warnings still name the full path.
+func TestDisplayBuildsNoPathWithoutWarnings(t *testing.T) {
+	rd := DefaultRedaction()
+	plain := json.RawMessage(`{"path":"/tmp/x","content":"hello","mode":1,"tags":["a","b",{"deep":[true,null]}],"more":{"k":"v","w":"x"}}`)
+	parsed := testing.AllocsPerRun(100, func() { _, _ = parse(plain) })
+	displayed := testing.AllocsPerRun(100, func() { _, _, _ = Display(plain, rd) })
+	// Beyond the parse: the copy's buffer, the redaction's copy, the
+	// warnings' list header (the base built 14 path strings more).
+	if displayed > parsed+3 {
+		t.Errorf("displaying 11 members and elements allocated %v times, the parse %v: want at most 3 more (no path without a warning)", displayed, parsed)
+	}
+	_, warnings, err := Display(json.RawMessage(`{"a":[{"b c":{"d":"x\u200by"}}]}`), rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `$.a[0]["b c"].d: contains U+200B ZERO WIDTH SPACE`; len(warnings) != 1 || warnings[0] != want {
+		t.Errorf("warnings %q, want [%q]", warnings, want)
+	}
+}
