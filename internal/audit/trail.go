@@ -285,6 +285,7 @@ func link(head store.AuditHead, src []store.AuditSource, calls []Record) ([]stor
 	slices.SortStableFunc(recs, func(a, b Record) int { return cmp.Compare(a.At, b.At) })
 	out := make([]store.AuditEntry, 0, len(recs))
 	prev, seq := head.Hash, head.Seq
+	var lh linkHasher
 	for _, r := range recs {
 		seq++
 		r.Seq = seq
@@ -296,7 +297,7 @@ func link(head store.AuditHead, src []store.AuditSource, calls []Record) ([]stor
 		if err != nil {
 			return nil, err
 		}
-		e := store.AuditEntry{Seq: seq, At: at, Tenant: r.Tenant, Record: b, PrevHash: prev, Hash: LinkHash(prev, b)}
+		e := store.AuditEntry{Seq: seq, At: at, Tenant: r.Tenant, Record: b, PrevHash: prev, Hash: lh.hash(prev, b)}
 		out = append(out, e)
 		prev = e.Hash
 	}
