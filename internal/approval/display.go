@@ -147,14 +147,54 @@ func HashDisplay(raw json.RawMessage, rd Redaction) (hash string, disp json.RawM
 	return hashNode(&n, len(raw)), disp, warnings, nil
 }
 
+// A ShownArguments is what HashDisplayCanonical gives for arguments.
+type ShownArguments struct {
+	Hash     string          // Hash(raw)
+	Display  json.RawMessage // Display(raw, rd)'s copy
+	Warnings []string        // Display(raw, rd)'s warnings
+	// Canonical is Canonicalize(Display), and Depth the nesting of
+	// arrays and objects in Display (0 for a scalar): the audit trail
+	// records the display copy in canonical form.
+	Canonical json.RawMessage
+	Depth     int
+}
+
+// HashDisplayCanonical is HashDisplay, and the display copy's canonical
+// form, from one parse of raw: the copy's canonical form is written from
+// the parsed tree with the display's changes (redacted values, hidden
+// text, cuts) made in it, where Canonicalize would parse the copy again
+// (issue 13: for the audit record of every allowed call).
+func HashDisplayCanonical(raw json.RawMessage, rd Redaction) (ShownArguments, error) {
+	if len(raw) == 0 {
+		raw = json.RawMessage(`{}`)
+	}
+	n, err := parse(raw)
+	if err != nil {
+		return ShownArguments{}, err
+	}
+	hash := hashNode(&n, len(raw)) // before the display changes n
+	d := displayer{rd: &rd, warnings: []string{}, rewrite: true}
+	d.write(&n, len(raw))
+	var b bytes.Buffer
+	b.Grow(d.buf.Len())
+	writeCanonical(&b, &n)
+	return ShownArguments{Hash: hash, Display: json.RawMessage(d.buf.Bytes()), Warnings: d.warnings,
+		Canonical: json.RawMessage(b.Bytes()), Depth: d.depth}, nil
+}
+
 // display writes the display copy of the parsed n (size: the length of
 // its source, a capacity hint).
 func display(n *node, size int, rd Redaction) (json.RawMessage, []string) {
 	d := displayer{rd: &rd, warnings: []string{}}
+	d.write(n, size)
+	return json.RawMessage(d.buf.Bytes()), d.warnings
+}
+
+// write writes the display copy of n into d.buf.
+func (d *displayer) write(n *node, size int) {
 	d.buf.Grow(size)
 	var shallow [8]pathStep // the path, on the stack while it is shallow
 	d.value(n, shallow[:0])
-	return json.RawMessage(d.buf.Bytes()), d.warnings
 }
 
 type displayer struct {
@@ -162,6 +202,10 @@ type displayer struct {
 	buf      bytes.Buffer
 	warnings []string
 	seen     map[string]bool // made by the first warning
+	// rewrite makes the tree what the copy shows (HashDisplayCanonical):
+	// a string as shown, a redacted value as its marker.
+	rewrite bool
+	depth   int // the copy's deepest nesting of arrays and objects
 }
 
 // A pathStep is one step of the path from the root to a value: into a
@@ -203,8 +247,11 @@ func (d *displayer) value(n *node, path []pathStep) {
 	case kindLiteral, kindNumber:
 		d.buf.WriteString(n.text)
 	case kindString:
-		d.str(n.text, path)
+		if s := d.str(n.text, path); d.rewrite {
+			n.text = s
+		}
 	case kindArray:
+		d.deeper(path)
 		d.buf.WriteByte('[')
 		for i := range n.elems {
 			if i > 0 {
@@ -214,6 +261,7 @@ func (d *displayer) value(n *node, path []pathStep) {
 		}
 		d.buf.WriteByte(']')
 	case kindObject:
+		d.deeper(path)
 		d.buf.WriteByte('{')
 		for i := range n.members {
 			m := &n.members[i]
@@ -232,7 +280,11 @@ func (d *displayer) member(m *member, path []pathStep) {
 	writeDisplayString(&d.buf, m.key)
 	d.buf.WriteByte(':')
 	if why, ok := d.rd.secretKey(m.key); ok {
-		writeDisplayString(&d.buf, "[redacted: key "+strconv.Quote(why)+"]")
+		marker := "[redacted: key " + strconv.Quote(why) + "]"
+		writeDisplayString(&d.buf, marker)
+		if d.rewrite {
+			m.val = node{kind: kindString, text: marker}
+		}
 		// The agent chooses key names: tell the reviewer a value is
 		// hidden, so hiding cannot pass unnoticed.
 		d.warn(fmt.Sprintf("%s: value hidden (key %q); the hash covers the real value", location(path), why))
@@ -241,7 +293,13 @@ func (d *displayer) member(m *member, path []pathStep) {
 	d.value(&m.val, path)
 }
 
-func (d *displayer) str(s string, path []pathStep) {
+// deeper notes an array or object at the end of path.
+func (d *displayer) deeper(path []pathStep) {
+	d.depth = max(d.depth, len(path)+1)
+}
+
+// str writes the string s at path as the copy shows it, and returns that.
+func (d *displayer) str(s string, path []pathStep) string {
 	for _, re := range d.rd.Patterns {
 		if re.MatchString(s) {
 			s = re.ReplaceAllLiteralString(s, "[redacted: looks like "+patternWhat(re)+"]")
@@ -261,6 +319,7 @@ func (d *displayer) str(s string, path []pathStep) {
 		}
 	}
 	writeDisplayString(&d.buf, s)
+	return s
 }
 
 // warnInvisible adds one warning per distinct flagged rune in s, in order of

@@ -70,6 +70,11 @@ type Record struct {
 	Reason string `json:"reason,omitempty"`
 	// Outcome is a dispatched event's dispatch outcome.
 	Outcome string `json:"outcome,omitempty"`
+
+	// argumentsCanonical, when set, is Arguments' canonical form, as
+	// the parse that made Arguments wrote it (callRecord): canonicalPlain
+	// need not parse them again.
+	argumentsCanonical []byte
 }
 
 // Time formats t as a Record's At.
