@@ -618,6 +618,11 @@ func (b *leanBody) get() ([]byte, error) {
 	} else {
 		b.body, b.err = io.ReadAll(body)
 	}
+	if b.err == nil {
+		// Read to its end: closed, net/http need not read the rest of it
+		// before the answer (its response's discard copy, issue 13).
+		_ = b.r.Body.Close()
+	}
 	return b.body, b.err
 }
 
