@@ -333,7 +333,7 @@ func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approv
 	parts.log = leanLog{w: w, levels: g.levels, ss: s.ss, stream: &parts.stream}
 	o.lean = &parts.log
 	d := &parts.dispatch
-	*d = dispatch{tool: t, args: args, origin: o, call: *call, progress: prog}
+	d.tool, d.args, d.origin, d.call, d.progress = t, args, o, *call, prog
 	if g.dispatchHook != nil {
 		g.dispatchHook()
 	}
