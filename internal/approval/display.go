@@ -147,73 +147,163 @@ func HashDisplay(raw json.RawMessage, rd Redaction) (hash string, disp json.RawM
 	return hashNode(&n, len(raw)), disp, warnings, nil
 }
 
+// A ShownArguments is what HashDisplayCanonical gives for arguments.
+type ShownArguments struct {
+	Hash     string          // Hash(raw)
+	Display  json.RawMessage // Display(raw, rd)'s copy
+	Warnings []string        // Display(raw, rd)'s warnings
+	// Canonical is Canonicalize(Display), and Depth the nesting of
+	// arrays and objects in Display (0 for a scalar): the audit trail
+	// records the display copy in canonical form.
+	Canonical json.RawMessage
+	Depth     int
+}
+
+// HashDisplayCanonical is HashDisplay, and the display copy's canonical
+// form, from one parse of raw: the copy's canonical form is written from
+// the parsed tree with the display's changes (redacted values, hidden
+// text, cuts) made in it, where Canonicalize would parse the copy again
+// (issue 13: for the audit record of every allowed call).
+func HashDisplayCanonical(raw json.RawMessage, rd Redaction) (ShownArguments, error) {
+	if len(raw) == 0 {
+		raw = json.RawMessage(`{}`)
+	}
+	n, err := parse(raw)
+	if err != nil {
+		return ShownArguments{}, err
+	}
+	hash := hashNode(&n, len(raw)) // before the display changes n
+	d := displayer{rd: &rd, warnings: []string{}, rewrite: true}
+	d.write(&n, len(raw))
+	var b bytes.Buffer
+	b.Grow(d.buf.Len())
+	writeCanonical(&b, &n)
+	return ShownArguments{Hash: hash, Display: json.RawMessage(d.buf.Bytes()), Warnings: d.warnings,
+		Canonical: json.RawMessage(b.Bytes()), Depth: d.depth}, nil
+}
+
 // display writes the display copy of the parsed n (size: the length of
 // its source, a capacity hint).
 func display(n *node, size int, rd Redaction) (json.RawMessage, []string) {
-	d := displayer{rd: &rd, seen: make(map[string]bool), warnings: []string{}}
-	d.buf.Grow(size)
-	d.value(n, "$")
+	d := displayer{rd: &rd, warnings: []string{}}
+	d.write(n, size)
 	return json.RawMessage(d.buf.Bytes()), d.warnings
+}
+
+// write writes the display copy of n into d.buf.
+func (d *displayer) write(n *node, size int) {
+	d.buf.Grow(size)
+	var shallow [8]pathStep // the path, on the stack while it is shallow
+	d.value(n, shallow[:0])
 }
 
 type displayer struct {
 	rd       *Redaction
 	buf      bytes.Buffer
 	warnings []string
-	seen     map[string]bool
+	seen     map[string]bool // made by the first warning
+	// rewrite makes the tree what the copy shows (HashDisplayCanonical):
+	// a string as shown, a redacted value as its marker.
+	rewrite bool
+	depth   int // the copy's deepest nesting of arrays and objects
+}
+
+// A pathStep is one step of the path from the root to a value: into a
+// member (key) or an element (index). The display passes the path down
+// and writes it out (location) only for a warning: building each member's
+// path as a string cost an allocation per member (issue 13).
+type pathStep struct {
+	key   string
+	index int
+	elem  bool
+}
+
+// location is the JSONPath-like location of the value being written: $,
+// then .name or ["name"] per member and [i] per element.
+func location(steps []pathStep) string {
+	path := "$"
+	for _, st := range steps {
+		if st.elem {
+			path += "[" + strconv.Itoa(st.index) + "]"
+		} else {
+			path = memberPath(path, st.key)
+		}
+	}
+	return path
 }
 
 func (d *displayer) warn(w string) {
 	if !d.seen[w] {
+		if d.seen == nil {
+			d.seen = make(map[string]bool)
+		}
 		d.seen[w] = true
 		d.warnings = append(d.warnings, w)
 	}
 }
 
-func (d *displayer) value(n *node, path string) {
+func (d *displayer) value(n *node, path []pathStep) {
 	switch n.kind {
 	case kindLiteral, kindNumber:
 		d.buf.WriteString(n.text)
 	case kindString:
-		d.str(n.text, path)
+		if s := d.str(n.text, path); d.rewrite {
+			n.text = s
+		}
 	case kindArray:
+		d.deeper(path)
 		d.buf.WriteByte('[')
 		for i := range n.elems {
 			if i > 0 {
 				d.buf.WriteByte(',')
 			}
-			d.value(&n.elems[i], path+"["+strconv.Itoa(i)+"]")
+			d.value(&n.elems[i], append(path, pathStep{index: i, elem: true}))
 		}
 		d.buf.WriteByte(']')
 	case kindObject:
+		d.deeper(path)
 		d.buf.WriteByte('{')
 		for i := range n.members {
 			m := &n.members[i]
 			if i > 0 {
 				d.buf.WriteByte(',')
 			}
-			p := memberPath(path, m.key)
-			d.warnInvisible(m.key, p, "key contains")
-			writeDisplayString(&d.buf, m.key)
-			d.buf.WriteByte(':')
-			if why, ok := d.rd.secretKey(m.key); ok {
-				writeDisplayString(&d.buf, "[redacted: key "+strconv.Quote(why)+"]")
-				// The agent chooses key names: tell the reviewer a value is
-				// hidden, so hiding cannot pass unnoticed.
-				d.warn(fmt.Sprintf("%s: value hidden (key %q); the hash covers the real value", p, why))
-				continue
-			}
-			d.value(&m.val, p)
+			d.member(m, append(path, pathStep{key: m.key}))
 		}
 		d.buf.WriteByte('}')
 	}
 }
 
-func (d *displayer) str(s, path string) {
+// member writes the key and value of m, whose step ends path.
+func (d *displayer) member(m *member, path []pathStep) {
+	d.warnInvisible(m.key, path, "key contains")
+	writeDisplayString(&d.buf, m.key)
+	d.buf.WriteByte(':')
+	if why, ok := d.rd.secretKey(m.key); ok {
+		marker := "[redacted: key " + strconv.Quote(why) + "]"
+		writeDisplayString(&d.buf, marker)
+		if d.rewrite {
+			m.val = node{kind: kindString, text: marker}
+		}
+		// The agent chooses key names: tell the reviewer a value is
+		// hidden, so hiding cannot pass unnoticed.
+		d.warn(fmt.Sprintf("%s: value hidden (key %q); the hash covers the real value", location(path), why))
+		return
+	}
+	d.value(&m.val, path)
+}
+
+// deeper notes an array or object at the end of path.
+func (d *displayer) deeper(path []pathStep) {
+	d.depth = max(d.depth, len(path)+1)
+}
+
+// str writes the string s at path as the copy shows it, and returns that.
+func (d *displayer) str(s string, path []pathStep) string {
 	for _, re := range d.rd.Patterns {
 		if re.MatchString(s) {
 			s = re.ReplaceAllLiteralString(s, "[redacted: looks like "+patternWhat(re)+"]")
-			d.warn(fmt.Sprintf("%s: text hidden (looks like %s); the hash covers the real value", path, patternWhat(re)))
+			d.warn(fmt.Sprintf("%s: text hidden (looks like %s); the hash covers the real value", location(path), patternWhat(re)))
 		}
 	}
 	d.warnInvisible(s, path, "contains")
@@ -225,17 +315,18 @@ func (d *displayer) str(s, path string) {
 				cut += size
 			}
 			s = s[:cut] + fmt.Sprintf("…[truncated for display: %d of %d characters shown]", limit, count)
-			d.warn(fmt.Sprintf("%s: string of %d characters truncated to %d for display only; the hash covers the full value", path, count, limit))
+			d.warn(fmt.Sprintf("%s: string of %d characters truncated to %d for display only; the hash covers the full value", location(path), count, limit))
 		}
 	}
 	writeDisplayString(&d.buf, s)
+	return s
 }
 
 // warnInvisible adds one warning per distinct flagged rune in s, in order of
 // first appearance. Tab and line feed are escaped but not warned about: they
 // are ordinary in multi-line content (a file body, a script), and the JSON
 // display copy shows them as \t and \n, so they cannot hide text.
-func (d *displayer) warnInvisible(s, path, verb string) {
+func (d *displayer) warnInvisible(s string, path []pathStep, verb string) {
 	var done []rune
 	for _, r := range s {
 		if !flagged(r) || r == '\t' || r == '\n' {
@@ -243,7 +334,7 @@ func (d *displayer) warnInvisible(s, path, verb string) {
 		}
 		if !containsRune(done, r) {
 			done = append(done, r)
-			d.warn(fmt.Sprintf("%s: %s U+%04X %s", path, verb, r, runeName(r)))
+			d.warn(fmt.Sprintf("%s: %s U+%04X %s", location(path), verb, r, runeName(r)))
 		}
 	}
 }

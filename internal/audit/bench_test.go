@@ -2,8 +2,11 @@ package audit_test
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"toolgate/internal/audit"
 	"toolgate/internal/gate"
@@ -62,4 +65,27 @@ func BenchmarkAdmitAllowed(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkFlushCalls measures the trail's own work per allowed call: a
+// batch of 100 calls (with perfpair's kind of arguments) decided, then
+// chained and appended to a real SQLite store by Flush; ns/op and
+// allocs/op are per batch:
+//
+//	go test -run '^$' -bench FlushCalls ./internal/audit/
+func BenchmarkFlushCalls(b *testing.B) {
+	db := openSQLite(b, filepath.Join(b.TempDir(), "tg.db"))
+	tr := audit.New(db, &audit.Options{QueueSize: 1 << 10})
+	d := gate.Decided{Principal: agent, Server: "echo", Tool: "echo", Allowed: true, Rule: "all", PolicyRevision: "sha256:0",
+		Arguments: json.RawMessage(`{"text":"` + strings.Repeat("x", 100) + `"}`)}
+	b.ReportAllocs()
+	for b.Loop() {
+		for range 100 {
+			d.At = time.Now()
+			tr.Decided(b.Context(), d)
+		}
+		if err := tr.Flush(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

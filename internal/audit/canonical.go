@@ -26,6 +26,9 @@ func (r Record) canonicalPlain() ([]byte, bool) {
 	}
 	var args []byte
 	if len(r.Arguments) > 0 {
+		args = r.argumentsCanonical
+	}
+	if len(r.Arguments) > 0 && args == nil {
 		// The display copy's canonical form is the record's member:
 		// json.Marshal only compacts it (and escapes HTML characters,
 		// which Canonicalize writes literally again).

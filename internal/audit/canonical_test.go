@@ -2,6 +2,8 @@ package audit
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"reflect"
 	"strings"
 	"testing"
@@ -138,5 +140,26 @@ func BenchmarkRecordCanonical(b *testing.B) {
 		if _, err := r.Canonical(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestLinkHasherIsLinkHash: the batch's link hasher gives LinkHash's
+// "sha256:" + hex SHA-256 of prev followed by the record, link after
+// link, with one allocation per link (the hash's string; LinkHash made a
+// hash state, a sum, its hex and the joined string: 4).
+func TestLinkHasherIsLinkHash(t *testing.T) {
+	var l linkHasher
+	prev := ""
+	for _, rec := range []string{`{"seq":1}`, `{"seq":2,"type":"allowed"}`, `{}`} {
+		sum := sha256.Sum256([]byte(prev + rec))
+		want := "sha256:" + hex.EncodeToString(sum[:])
+		if got := l.hash(prev, []byte(rec)); got != want || LinkHash(prev, []byte(rec)) != want {
+			t.Fatalf("link of %s after %q: %s (LinkHash %s), want %s", rec, prev, got, LinkHash(prev, []byte(rec)), want)
+		}
+		prev = want
+	}
+	rec := []byte(`{"seq":3,"type":"allowed","tool":"echo"}`)
+	if n := testing.AllocsPerRun(100, func() { _ = l.hash(prev, rec) }); n > 1 {
+		t.Errorf("a link's hash allocated %v times, want 1", n)
 	}
 }

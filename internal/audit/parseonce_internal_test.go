@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -41,5 +42,47 @@ func TestCallRecordParsesArgumentsOnce(t *testing.T) {
 	// A second parse of 40 members costs more than 40 allocations.
 	if got > hash+disp-40 {
 		t.Errorf("callRecord: %v allocations; Hash %v + Display %v: the arguments were parsed twice", got, hash, disp)
+	}
+}
+
+// TestCallRecordCanonicalParsesArgumentsOnce: an allowed call's chained
+// record (callRecord, then Canonical) writes the display copy's canonical
+// form from the parse that made the copy (HashDisplayCanonical); it used
+// to parse the copy again (json.Valid, Canonicalize). The record is what
+// canonicalDecoded gives, for arguments with redacted and hidden values.
+func TestCallRecordCanonicalParsesArgumentsOnce(t *testing.T) {
+	tr := New(nil, nil)
+	call := func(args string) gate.Decided {
+		return gate.Decided{At: time.Unix(1, 0), Principal: approval.Principal{ID: "alice"}, Server: "up", Tool: "echo", Arguments: json.RawMessage(args), Allowed: true, Rule: "all"}
+	}
+	for _, args := range []string{`{}`, `{"b":1,"a":[1,2,{"z":null,"y":true}]}`, `{"password":"hunter2","nested":{"api_key":{"x":[1]}},"t":"a\u200bb<&>"}`,
+		`{"auth":"Bearer abcdefghijklmnopqrstuvwxyz0123456789","n":1E2}`, `[1,"x"]`, `"only"`} {
+		rec := tr.callRecord(call(args))
+		got, err := rec.Canonical()
+		want, werr := rec.canonicalDecoded()
+		if err != nil || werr != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: record %s (%v), canonicalDecoded %s (%v)", args, got, err, want, werr)
+		}
+	}
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range 40 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"k%d":"value %d"`, i, i)
+	}
+	b.WriteString("}")
+	d := call(b.String())
+	parse := testing.AllocsPerRun(20, func() { _, _ = approval.Canonicalize(d.Arguments) })
+	rec := testing.AllocsPerRun(20, func() { _ = tr.callRecord(d) })
+	chained := testing.AllocsPerRun(20, func() {
+		if _, err := tr.callRecord(d).Canonical(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// Parsing the copy of 40 members again costs more than 40.
+	if chained-rec > parse-40 {
+		t.Errorf("Canonical of a call's record: %v allocations (callRecord %v, a parse %v): the display copy was parsed again", chained-rec, rec, parse)
 	}
 }

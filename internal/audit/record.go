@@ -70,6 +70,11 @@ type Record struct {
 	Reason string `json:"reason,omitempty"`
 	// Outcome is a dispatched event's dispatch outcome.
 	Outcome string `json:"outcome,omitempty"`
+
+	// argumentsCanonical, when set, is Arguments' canonical form, as
+	// the parse that made Arguments wrote it (callRecord): canonicalPlain
+	// need not parse them again.
+	argumentsCanonical []byte
 }
 
 // Time formats t as a Record's At.
@@ -102,10 +107,25 @@ func (r Record) canonicalDecoded() ([]byte, error) {
 // prev (the previous link's hash, "" for the first) followed by record
 // (canonical JSON).
 func LinkHash(prev string, record []byte) string {
-	h := sha256.New()
-	h.Write([]byte(prev))
-	h.Write(record)
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	var l linkHasher
+	return l.hash(prev, record)
+}
+
+// A linkHasher computes LinkHash for the links of one batch with one
+// string per link (issue 13: a hash state, a sum, its hex and the joined
+// string per link before): what it hashes is copied into one buffer that
+// the batch reuses.
+type linkHasher struct {
+	in  []byte
+	out [len("sha256:") + 2*sha256.Size]byte
+}
+
+func (l *linkHasher) hash(prev string, record []byte) string {
+	l.in = append(append(l.in[:0], prev...), record...)
+	sum := sha256.Sum256(l.in)
+	copy(l.out[:], "sha256:")
+	hex.Encode(l.out[len("sha256:"):], sum[:])
+	return string(l.out[:])
 }
 
 // fromEvent describes an event of the event log.

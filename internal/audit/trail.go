@@ -264,10 +264,14 @@ func (t *Trail) callRecord(d gate.Decided) Record {
 		m := d.Monitor
 		r.Monitor = &m
 	}
-	// One parse of the arguments for both (a Display error is a Hash error).
-	if h, disp, warnings, err := approval.HashDisplay(d.Arguments, t.redact); err == nil {
-		r.ArgumentsHash = h
-		r.Arguments, r.DisplayWarnings = disp, warnings
+	// One parse of the arguments for the hash, the display copy and its
+	// canonical form (a Display error is a Hash error).
+	if a, err := approval.HashDisplayCanonical(d.Arguments, t.redact); err == nil {
+		r.ArgumentsHash = a.Hash
+		r.Arguments, r.DisplayWarnings = a.Display, a.Warnings
+		if a.Depth < approval.MaxDepth { // nested in the record, as canonicalPlain checks
+			r.argumentsCanonical = a.Canonical
+		}
 	} else {
 		r.DisplayWarnings = []string{"arguments are not valid JSON: " + err.Error()}
 	}
@@ -285,6 +289,7 @@ func link(head store.AuditHead, src []store.AuditSource, calls []Record) ([]stor
 	slices.SortStableFunc(recs, func(a, b Record) int { return cmp.Compare(a.At, b.At) })
 	out := make([]store.AuditEntry, 0, len(recs))
 	prev, seq := head.Hash, head.Seq
+	var lh linkHasher
 	for _, r := range recs {
 		seq++
 		r.Seq = seq
@@ -296,7 +301,7 @@ func link(head store.AuditHead, src []store.AuditSource, calls []Record) ([]stor
 		if err != nil {
 			return nil, err
 		}
-		e := store.AuditEntry{Seq: seq, At: at, Tenant: r.Tenant, Record: b, PrevHash: prev, Hash: LinkHash(prev, b)}
+		e := store.AuditEntry{Seq: seq, At: at, Tenant: r.Tenant, Record: b, PrevHash: prev, Hash: lh.hash(prev, b)}
 		out = append(out, e)
 		prev = e.Hash
 	}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"toolgate/internal/policy"
 )
 
@@ -45,6 +47,14 @@ func (g *Gate) AdmitUnlessHeld(ctx context.Context, c *Call, adm *Admission) *Ha
 	dec, err := g.evalPolicy(g.policyCall(*c, c.Arguments))
 	if err == nil && dec.Effect == policy.Approve {
 		return &HandOff{dec: &dec, principal: c.Principal.ID, kind: c.Kind, server: c.Server, tool: c.Tool, args: c.Arguments}
+	}
+	if _, off := g.opts.Tracer.(noop.Tracer); off {
+		// No span to start, keep in the context or end: the no-op
+		// tracer's Start would only store its span in a new context
+		// (issue 13, an allowed call's allocations). Its spans record
+		// nothing, so decide sees no difference.
+		*adm = g.decide(ctx, *c, nil, dec, err)
+		return nil
 	}
 	ctx, span := g.startAdmit(ctx, c, start)
 	*adm = g.decide(ctx, *c, nil, dec, err)

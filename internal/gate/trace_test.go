@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/policy"
 )
 
 func TestSpans(t *testing.T) {
@@ -92,5 +93,27 @@ func TestNoopTracerSpansBuildNothing(t *testing.T) {
 	ctx, _ := f.gate.startAdmit(trace.ContextWithSpanContext(t.Context(), parent), &c, start)
 	if got := trace.SpanContextFromContext(ctx); !got.Equal(parent) {
 		t.Errorf("span context %v, want the caller's %v", got, parent)
+	}
+}
+
+// TestNoopTracerAllowedCallAllocatesNoContext checks that the lean
+// front's admission of an allowed call (AdmitUnlessHeld) with tracing
+// off stores no span in a new context (issue 13): the no-op tracer's
+// Start allocated a context per call for a span that records nothing.
+func TestNoopTracerAllowedCallAllocatesNoContext(t *testing.T) {
+	g := New(nil, policy.NewHolder(&policy.Policy{Default: policy.Deny, Rules: []policy.Rule{{Name: "all", Server: "fs", Effect: policy.Allow}}}), nil)
+	c := Call{Principal: approval.Principal{ID: "agent"}, Server: "fs", Tool: "read_file", Arguments: []byte(`{"path":"/r"}`)}
+	var adm Admission
+	ctx := t.Context()
+	admit := func() {
+		cc := c
+		if h := g.AdmitUnlessHeld(ctx, &cc, &adm); h != nil || !adm.Allowed {
+			t.Fatalf("%+v %+v", h, adm)
+		}
+	}
+	// 3: the policy's decision and the gate's (the base also stored the
+	// no-op span in a new context: 4).
+	if n := testing.AllocsPerRun(200, admit); n > 3 {
+		t.Errorf("an allowed call's admission with tracing off allocated %v times, want at most 3 (no context for the no-op span)", n)
 	}
 }

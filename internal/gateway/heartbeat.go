@@ -182,10 +182,12 @@ func (h *heartbeatWriter) answerJSON(msg []byte) bool {
 		return false
 	}
 	h.undecided = false
+	// As Header.Set sets them (the keys are canonical), the three values
+	// in one allocation (issue 13: Set makes a list per value).
+	v := make([]string, 3)
+	v[0], v[1], v[2] = "no-cache, no-transform", "application/json", strconv.Itoa(len(msg))
 	hd := h.w.Header()
-	hd.Set("Cache-Control", "no-cache, no-transform")
-	hd.Set("Content-Type", "application/json")
-	hd.Set("Content-Length", strconv.Itoa(len(msg)))
+	hd["Cache-Control"], hd["Content-Type"], hd["Content-Length"] = v[0:1:1], v[1:2:2], v[2:3:3]
 	h.wroteHeader = true
 	h.stopped = true
 	if h.timer != nil {

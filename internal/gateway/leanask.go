@@ -60,11 +60,22 @@ type leanStream struct {
 	mu      sync.Mutex
 	closed  bool                // guarded by mu: the call's answer is being written
 	waiting map[string]struct{} // guarded by mu: ids of the call's own questions not answered yet
-	done    chan struct{}       // closed by close
+	// done is closed by close; made by the first question that waits on
+	// it (doneChan), as most calls ask none. Guarded by mu.
+	done chan struct{}
 }
 
-func newLeanStream(w http.ResponseWriter, s *leanSession) *leanStream {
-	return &leanStream{w: w, s: s, done: make(chan struct{})}
+// doneChan returns the channel close closes, made on first use.
+func (l *leanStream) doneChan() chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done == nil {
+		l.done = make(chan struct{})
+		if l.closed {
+			close(l.done)
+		}
+	}
+	return l.done
 }
 
 // close ends l before the call's answer is written: a question of the
@@ -83,7 +94,9 @@ func (l *leanStream) close() {
 	}
 	clear(l.waiting)
 	l.closed = true
-	close(l.done)
+	if l.done != nil {
+		close(l.done)
+	}
 }
 
 // write writes data as one event, unless l is closed (false). A non-empty
@@ -152,7 +165,7 @@ func (l *leanStream) ask(ctx context.Context, method string, params any, res mcp
 	if err != nil {
 		return true, fmt.Errorf("cannot encode %s: %w", method, err)
 	}
-	own, done := id, l.done
+	own, done := id, l.doneChan()
 	if borrowed {
 		own, done = "", nil
 	}

@@ -352,7 +352,7 @@ func TestLeanStreamQuestionEnds(t *testing.T) {
 	newStream := func() (*leanStream, *leanSession, *sseSink) {
 		sink := &sseSink{h: http.Header{}, writes: make(chan string, 4)}
 		s := newLeanSession(nil, "alice", "2025-11-25", 0, nil)
-		return newLeanStream(sink, s), s, sink
+		return &leanStream{w: sink, s: s}, s, sink
 	}
 	type out struct {
 		written bool

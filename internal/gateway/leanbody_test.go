@@ -1,12 +1,14 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -168,5 +170,34 @@ func TestLeanBodyContentLengthAloneAllocatesLittle(t *testing.T) {
 	}
 	if n := after.TotalAlloc - before.TotalAlloc; n > claimed/8 {
 		t.Fatalf("get of an empty body claiming %d bytes allocated %d bytes", claimed, n)
+	}
+}
+
+// TestLeanBodyClosedOnceRead: a body read to its end (its Content-Length,
+// or chunked to its last chunk) is closed, so net/http does not copy the
+// rest of it away before the answer (issue 13: its discard copy ran for
+// every lean call); one cut short by the limit is left to net/http.
+func TestLeanBodyClosedOnceRead(t *testing.T) {
+	const msg = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`
+	for name, raw := range map[string]string{
+		"content-length": "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: " + strconv.Itoa(len(msg)) + "\r\n\r\n" + msg,
+		"chunked":        "POST /mcp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + strconv.FormatInt(int64(len(msg)), 16) + "\r\n" + msg + "\r\n0\r\n\r\n",
+	} {
+		for _, limit := range []int64{1 << 20, 10} {
+			r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lb := &leanBody{w: httptest.NewRecorder(), r: r, max: limit}
+			body, err := lb.get()
+			_, after := r.Body.Read(make([]byte, 1))
+			if limit > int64(len(msg)) {
+				if err != nil || string(body) != msg || !errors.Is(after, http.ErrBodyReadAfterClose) {
+					t.Errorf("%s: body %q (%v), then a read gave %v; want the message, then %v", name, body, err, after, http.ErrBodyReadAfterClose)
+				}
+			} else if err == nil || errors.Is(after, http.ErrBodyReadAfterClose) {
+				t.Errorf("%s over the limit: error %v, then a read gave %v; want the limit's error and the body left open", name, err, after)
+			}
+		}
 	}
 }

@@ -327,9 +327,16 @@ func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approv
 	if adm.Arguments != nil {
 		args = adm.Arguments
 	}
-	o := g.newOrigin(ctx, s.ss, p, t.Server)
-	o.lean = &leanLog{w: w, level: func() (mcp.LoggingLevel, bool) { return g.levels.explicit(s.ss) }, stream: newLeanStream(w, s)}
-	d := &dispatch{tool: t, args: args, origin: o, call: *call, progress: prog}
+	// The call's origin, log writer, stream and dispatch, in one
+	// allocation (issue 13: they were five, with the level's closure).
+	parts := new(leanCallParts)
+	o := &parts.origin
+	g.initOrigin(o, ctx, s.ss, p, t.Server)
+	parts.stream = leanStream{w: w, s: s}
+	parts.log = leanLog{w: w, levels: g.levels, ss: s.ss, stream: &parts.stream}
+	o.lean = &parts.log
+	d := &parts.dispatch
+	d.tool, d.args, d.origin, d.call, d.progress = t, args, o, *call, prog
 	if g.dispatchHook != nil {
 		g.dispatchHook()
 	}
@@ -614,6 +621,11 @@ func (b *leanBody) get() ([]byte, error) {
 	} else {
 		b.body, b.err = io.ReadAll(body)
 	}
+	if b.err == nil {
+		// Read to its end: closed, net/http need not read the rest of it
+		// before the answer (its response's discard copy, issue 13).
+		_ = b.r.Body.Close()
+	}
 	return b.body, b.err
 }
 
@@ -638,15 +650,33 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 // call's own event stream, at the level the agent session asked for (none
 // until it asked, as the SDK does).
 type leanLog struct {
-	w     http.ResponseWriter
-	level func() (mcp.LoggingLevel, bool)
+	w http.ResponseWriter
+	// The agent session's own logging level: level when set (tests),
+	// else levels' for ss.
+	level  func() (mcp.LoggingLevel, bool)
+	levels *levels
+	ss     *mcp.ServerSession
 	// stream carries the upstream's requests to the agent about the call
 	// (leanask.go).
 	stream *leanStream
 }
 
+// leanCallParts is what answerLean keeps for one dispatched call.
+type leanCallParts struct {
+	origin   origin
+	log      leanLog
+	stream   leanStream
+	dispatch dispatch
+}
+
 func (l *leanLog) send(p *mcp.LoggingMessageParams) {
-	lvl, ok := l.level()
+	var lvl mcp.LoggingLevel
+	var ok bool
+	if l.level != nil {
+		lvl, ok = l.level()
+	} else {
+		lvl, ok = l.levels.explicit(l.ss)
+	}
 	if !ok || levelRank(p.Level) < levelRank(lvl) {
 		return
 	}

@@ -70,7 +70,15 @@ func originFrom(ctx context.Context) *origin {
 // session ss to upstream server, handled with ctx. Call finish when the
 // upstream answered.
 func (g *Gateway) newOrigin(ctx context.Context, ss *mcp.ServerSession, p approval.Principal, server string) *origin {
-	return &origin{ss: ss, principal: p, server: server, ctx: ctx, reg: g.origins, log: g.log, modern: isModernRequest(ctx)}
+	o := new(origin)
+	g.initOrigin(o, ctx, ss, p, server)
+	return o
+}
+
+// initOrigin sets the zero origin o as newOrigin makes one (the lean
+// front keeps it with the call's other parts: leanCallParts).
+func (g *Gateway) initOrigin(o *origin, ctx context.Context, ss *mcp.ServerSession, p approval.Principal, server string) {
+	*o = origin{ss: ss, principal: p, server: server, ctx: ctx, reg: g.origins, log: g.log, modern: isModernRequest(ctx)}
 }
 
 // routeToken returns the token under which o can be found again from a
