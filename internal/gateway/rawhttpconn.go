@@ -208,7 +208,12 @@ func (t *h1Transport) exchange(req *http.Request, body io.ReadCloser) (*http.Res
 	lc.cw.n = 0
 	err = writeH1Request(lc.bw, req, body) // closes body
 	if err == nil {
+		// The request's last bytes are written from within a wait for
+		// the answer (h1Awaiter), so that the read after them does not
+		// find the answer missing first.
+		lc.cw.await = true
 		err = lc.bw.Flush()
+		lc.cw.await = false
 	}
 	if err != nil {
 		stop()
@@ -469,22 +474,38 @@ func newH1Conn(c net.Conn) *h1Conn {
 	lc.bw = bufio.NewWriterSize(&lc.cw, 4<<10)
 	if sc, ok := c.(syscall.Conn); ok {
 		lc.rc, _ = sc.SyscallConn()
+		lc.cw.rc = lc.rc
 	}
 	return lc
 }
 
 func (lc *h1Conn) close() { _ = lc.c.Close() }
 
-// A countWriter counts the bytes its writer accepted.
+// A countWriter counts the bytes its writer accepted. While await is
+// set and the connection has a RawConn, a write waits for the answer
+// once its bytes are out (h1Awaiter); what that write could not take at
+// once goes through w.
 type countWriter struct {
-	w io.Writer
-	n int64
+	w     io.Writer
+	n     int64
+	rc    syscall.RawConn
+	await bool
+	aw    h1Awaiter
 }
 
 func (w *countWriter) Write(p []byte) (int, error) {
+	written := 0
+	if w.await && w.rc != nil {
+		n, err := w.aw.write(w.rc, p)
+		w.n += int64(n)
+		if err != nil || n == len(p) {
+			return n, err
+		}
+		written, p = n, p[n:]
+	}
 	n, err := w.w.Write(p)
 	w.n += int64(n)
-	return n, err
+	return written + n, err
 }
 
 // A h1Body is the body of a lean answer. Read to its end it gives its

@@ -14,3 +14,8 @@ type h1Peeker struct{}
 func (*h1Peeker) peek(syscall.RawConn) h1PeekState { return h1Gone }
 
 func h1Peek(syscall.RawConn) h1PeekState { return h1Gone }
+
+// An h1Awaiter is never used (nothing goes lean).
+type h1Awaiter struct{}
+
+func (*h1Awaiter) write(syscall.RawConn, []byte) (int, error) { return 0, nil }
