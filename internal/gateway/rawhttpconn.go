@@ -27,7 +27,8 @@ import (
 //
 // A h1Transport does the exchange on the calling goroutine: it takes an
 // idle connection of its own pool (or dials one), writes the request
-// as (*http.Request).Write would (writeH1Request, rawhttphead.go) and
+// as (*http.Request).Write would (writeH1Request, rawhttphead.go), its
+// last bytes from within the wait for the answer (h1Awaiter), and
 // reads the answer with http.ReadResponse on the connection's
 // bufio.Reader. The response body reads from the
 // connection directly; read to its end it gives the connection back to
