@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
+	"syscall"
 	"testing"
 )
 
@@ -14,8 +16,10 @@ import (
 // and return once the answer has begun, whatever the socket takes at once:
 // an answer already there, one that comes after the bytes, a write larger
 // than the socket's buffers (the rest through the connection), the
-// upstream closing instead of answering, and a connection past its
-// deadline (nothing written, the deadline's error).
+// upstream closing instead of answering, an upstream that reset the
+// connection (the write's error, as the connection's Write reports it),
+// and a connection past its deadline (nothing written, the deadline's
+// error).
 func TestH1AwaitWrite(t *testing.T) {
 	if !h1Supported {
 		t.Skip("no lean HTTP/1.1 exchange on this system")
@@ -90,6 +94,22 @@ func TestH1AwaitWrite(t *testing.T) {
 		}
 		if _, err := lc.br.ReadByte(); !errors.Is(err, io.EOF) {
 			t.Fatalf("read after the upstream closed: %v, want EOF", err)
+		}
+	})
+
+	t.Run("reset by the upstream", func(t *testing.T) {
+		srv, c := tcpPair(t)
+		lc := newH1Conn(c)
+		_ = srv.(*net.TCPConn).SetLinger(0)
+		_ = srv.Close()
+		for lc.peek() == h1Quiet { // the reset arrives: waited for, not slept on
+			runtime.Gosched()
+		}
+		n, counted, err := await(lc, []byte("abc"))
+		var op *net.OpError
+		if n != 0 || counted != 0 || !errors.As(err, &op) || op.Op != "write" || op.Addr == nil ||
+			!(errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)) {
+			t.Fatalf("write %d (counted %d), %v; want nothing written, the write's error as the connection reports it", n, counted, err)
 		}
 	})
 

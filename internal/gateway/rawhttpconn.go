@@ -487,7 +487,7 @@ func (lc *h1Conn) close() { _ = lc.c.Close() }
 // once its bytes are out (h1Awaiter); what that write could not take at
 // once goes through w.
 type countWriter struct {
-	w     io.Writer
+	w     net.Conn
 	n     int64
 	rc    syscall.RawConn
 	await bool
@@ -497,7 +497,7 @@ type countWriter struct {
 func (w *countWriter) Write(p []byte) (int, error) {
 	written := 0
 	if w.await && w.rc != nil {
-		n, err := w.aw.write(w.rc, p)
+		n, err := w.aw.write(w.w, w.rc, p)
 		w.n += int64(n)
 		if err != nil || n == len(p) {
 			return n, err

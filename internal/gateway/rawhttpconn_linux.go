@@ -76,7 +76,7 @@ type h1Awaiter struct {
 // n < len(p) with a nil error: the socket took no more at once, the
 // rest is the caller's to write. An error of the wait alone (a deadline,
 // a closed connection) is not returned: the answer's read reports it.
-func (a *h1Awaiter) write(rc syscall.RawConn, p []byte) (n int, err error) {
+func (a *h1Awaiter) write(c net.Conn, rc syscall.RawConn, p []byte) (n int, err error) {
 	if a.fn == nil {
 		a.fn = a.step
 	}
@@ -84,7 +84,11 @@ func (a *h1Awaiter) write(rc syscall.RawConn, p []byte) (n int, err error) {
 	rerr := rc.Read(a.fn)
 	n, err = a.n, a.err
 	a.p, a.err = nil, nil
-	if err == nil && n == 0 && rerr != nil {
+	switch {
+	case err != nil:
+		// As the connection's own Write reports it.
+		err = &net.OpError{Op: "write", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+	case n == 0 && rerr != nil:
 		// Nothing written: the read could not begin (closed, or past
 		// its deadline).
 		err = rerr
@@ -109,7 +113,7 @@ func (a *h1Awaiter) step(fd uintptr) bool {
 		case err == syscall.EAGAIN:
 			return true // the rest through the connection (countWriter)
 		case err != nil:
-			a.err = &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", err)}
+			a.err = os.NewSyscallError("write", err)
 			return true
 		case n <= 0:
 			a.err = io.ErrShortWrite
