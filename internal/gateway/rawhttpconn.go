@@ -205,7 +205,7 @@ func (t *h1Transport) exchange(req *http.Request, body io.ReadCloser) (*http.Res
 		_ = body.Close()
 		return nil, err
 	}
-	stop := context.AfterFunc(ctx, func() { _ = lc.c.SetDeadline(aLongTimeAgo) })
+	stop := context.AfterFunc(ctx, lc.breakOff)
 	lc.cw.n = 0
 	err = writeH1Request(lc.bw, req, body) // closes body
 	if err == nil {
@@ -447,6 +447,11 @@ type h1Conn struct {
 	pk    h1Peeker
 
 	lim h1HeadLimit // under br: bounds the answer's head (rawhttpheadlimit.go)
+
+	// breakOff sets a past deadline on c: its blocked reads and writes
+	// return at once. Made once per connection for the exchanges'
+	// context.AfterFunc (a closure per exchange was an allocation).
+	breakOff func()
 }
 
 // peek tells what the idle connection lc has to read (h1Peeker).
@@ -470,6 +475,7 @@ func (lc *h1Conn) finish() bool {
 
 func newH1Conn(c net.Conn) *h1Conn {
 	lc := &h1Conn{c: c}
+	lc.breakOff = func() { _ = c.SetDeadline(aLongTimeAgo) }
 	lc.br = newH1Reader(lc)
 	lc.cw.w = c
 	lc.bw = bufio.NewWriterSize(&lc.cw, 4<<10)
