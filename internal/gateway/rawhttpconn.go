@@ -27,7 +27,8 @@ import (
 //
 // A h1Transport does the exchange on the calling goroutine: it takes an
 // idle connection of its own pool (or dials one), writes the request
-// as (*http.Request).Write would (writeH1Request, rawhttphead.go) and
+// as (*http.Request).Write would (writeH1Request, rawhttphead.go), its
+// last bytes from within the wait for the answer (h1Awaiter), and
 // reads the answer with http.ReadResponse on the connection's
 // bufio.Reader. The response body reads from the
 // connection directly; read to its end it gives the connection back to
@@ -204,11 +205,16 @@ func (t *h1Transport) exchange(req *http.Request, body io.ReadCloser) (*http.Res
 		_ = body.Close()
 		return nil, err
 	}
-	stop := context.AfterFunc(ctx, func() { _ = lc.c.SetDeadline(aLongTimeAgo) })
+	stop := context.AfterFunc(ctx, lc.breakOff)
 	lc.cw.n = 0
 	err = writeH1Request(lc.bw, req, body) // closes body
 	if err == nil {
+		// The request's last bytes are written from within a wait for
+		// the answer (h1Awaiter), so that the read after them does not
+		// find the answer missing first.
+		lc.cw.await = true
 		err = lc.bw.Flush()
+		lc.cw.await = false
 	}
 	if err != nil {
 		stop()
@@ -441,6 +447,11 @@ type h1Conn struct {
 	pk    h1Peeker
 
 	lim h1HeadLimit // under br: bounds the answer's head (rawhttpheadlimit.go)
+
+	// breakOff sets a past deadline on c: its blocked reads and writes
+	// return at once. Made once per connection for the exchanges'
+	// context.AfterFunc (a closure per exchange was an allocation).
+	breakOff func()
 }
 
 // peek tells what the idle connection lc has to read (h1Peeker).
@@ -464,27 +475,44 @@ func (lc *h1Conn) finish() bool {
 
 func newH1Conn(c net.Conn) *h1Conn {
 	lc := &h1Conn{c: c}
+	lc.breakOff = func() { _ = c.SetDeadline(aLongTimeAgo) }
 	lc.br = newH1Reader(lc)
 	lc.cw.w = c
 	lc.bw = bufio.NewWriterSize(&lc.cw, 4<<10)
 	if sc, ok := c.(syscall.Conn); ok {
 		lc.rc, _ = sc.SyscallConn()
+		lc.cw.rc = lc.rc
 	}
 	return lc
 }
 
 func (lc *h1Conn) close() { _ = lc.c.Close() }
 
-// A countWriter counts the bytes its writer accepted.
+// A countWriter counts the bytes its writer accepted. While await is
+// set and the connection has a RawConn, a write waits for the answer
+// once its bytes are out (h1Awaiter); what that write could not take at
+// once goes through w.
 type countWriter struct {
-	w io.Writer
-	n int64
+	w     net.Conn
+	n     int64
+	rc    syscall.RawConn
+	await bool
+	aw    h1Awaiter
 }
 
 func (w *countWriter) Write(p []byte) (int, error) {
+	written := 0
+	if w.await && w.rc != nil {
+		n, err := w.aw.write(w.w, w.rc, p)
+		w.n += int64(n)
+		if err != nil || n == len(p) {
+			return n, err
+		}
+		written, p = n, p[n:]
+	}
 	n, err := w.w.Write(p)
 	w.n += int64(n)
-	return n, err
+	return written + n, err
 }
 
 // A h1Body is the body of a lean answer. Read to its end it gives its

@@ -2,7 +2,10 @@
 
 package gateway
 
-import "syscall"
+import (
+	"net"
+	"syscall"
+)
 
 // h1Supported: without h1Peeker, HTTP upstreams go through net/http's
 // Transport only (rawhttpconn.go).
@@ -14,3 +17,8 @@ type h1Peeker struct{}
 func (*h1Peeker) peek(syscall.RawConn) h1PeekState { return h1Gone }
 
 func h1Peek(syscall.RawConn) h1PeekState { return h1Gone }
+
+// An h1Awaiter is never used (nothing goes lean).
+type h1Awaiter struct{}
+
+func (*h1Awaiter) write(net.Conn, syscall.RawConn, []byte) (int, error) { return 0, nil }
