@@ -129,15 +129,7 @@ func TestIdleSweeperLeavesTheStoreAlone(t *testing.T) {
 		var wg sync.WaitGroup
 		defer func() { cancel(); wg.Wait() }()
 		wg.Go(func() { _ = g.Run(ctx) })
-		wg.Go(func() {
-			db.WatchLog(ctx, func(id approval.ID) {
-				if id == "" {
-					g.WakeAll()
-				} else {
-					g.Wake(id)
-				}
-			}, g.Changed)
-		})
+		wg.Go(func() { watchFor(ctx, db, g) })
 		idle := func(when string) {
 			t.Helper()
 			before := cs.dues.Load()
@@ -226,15 +218,7 @@ func TestWatchedSweeperExpiresOnPostgres(t *testing.T) {
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 	wg.Go(func() { _ = g.Run(ctx) })
-	wg.Go(func() {
-		dbA.WatchLog(ctx, func(id approval.ID) {
-			if id == "" {
-				g.WakeAll()
-			} else {
-				g.Wake(id)
-			}
-		}, g.Changed)
-	})
+	wg.Go(func() { watchFor(ctx, dbA, g) })
 	expires := func(who string, a Admission) {
 		t.Helper()
 		if a.Allowed || a.ApprovalID == "" {
@@ -263,4 +247,16 @@ func TestWatchedSweeperExpiresOnPostgres(t *testing.T) {
 	case <-time.After(30 * time.Second): // a hang guard
 		t.Fatal("the held call was not answered 30 s after its 1 s timeout")
 	}
+}
+
+// watchFor wakes g on the changes db's watch reports, as serve wires it
+// (openStore).
+func watchFor(ctx context.Context, db *sqlstore.DB, g *Gate) {
+	db.WatchLog(ctx, func(id approval.ID) {
+		if id == "" {
+			g.WakeAll()
+		} else {
+			g.Wake(id)
+		}
+	}, g.Changed)
 }
