@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -349,7 +350,12 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 		eg.Go(func() error { gctune.Tune(ctx, *gc); return nil })
 	}
 	if sio.releaseExec {
-		act := execpages.Activity{Seen: c.load.Seen, CPU: processCPU}
+		act := execpages.Activity{Seen: c.load.Seen, CPU: processCPU, Collections: gcCycles()}
+		if gc := sio.gc; gc != nil && gc.GCPercentSource == "default" {
+			// The heap too, unless the operator manages the collector
+			// (GOGC set), as gctune does.
+			act.Collect = debug.FreeOSMemory
+		}
 		eg.Go(func() error {
 			execpages.WhenQuiet(ctx, execpages.StartupTail, act, releaseIdle(log))
 			return nil

@@ -20,7 +20,12 @@
 // loader) is left alone: MADV_DONTNEED would drop the copy.
 //
 // [WhenQuiet] decides when: once start-up is over, and again each time the
-// process turns quiet after calls (they map part of the executable back).
+// process turns quiet after calls (they map part of the executable back),
+// or collects while quiet (growing the stacks the collection shrank maps
+// the executable's stack tables back). It can also have the heap collected
+// and its free pages returned before the quiet release: the garbage of the
+// calls is most of what the heap grew by (docs/performance.md, "Idle
+// memory after calls: the heap").
 package execpages
 
 import (
