@@ -66,7 +66,7 @@ func (s *Server) inboxFragment(w http.ResponseWriter, r *http.Request, c *sessio
 		http.Error(w, http.StatusText(status), status)
 		return
 	}
-	s.write(w, r, s.pages["inbox"], "inbox-list", http.StatusOK, view{User: c.user(), CSRF: c.csrf, Since: c.since, Inbox: v})
+	s.write(w, r, "inbox", "inbox-list", http.StatusOK, view{User: c.user(), CSRF: c.csrf, Since: c.since, Inbox: v})
 }
 
 // detailView is one approval in full.
@@ -219,7 +219,7 @@ func (s *Server) detailFragment(w http.ResponseWriter, r *http.Request, c *sessi
 		http.Error(w, http.StatusText(status), status)
 		return
 	}
-	s.write(w, r, s.pages["detail"], "detail-main", http.StatusOK, view{User: c.user(), CSRF: c.csrf, Since: c.since, Detail: d})
+	s.write(w, r, "detail", "detail-main", http.StatusOK, view{User: c.user(), CSRF: c.csrf, Since: c.since, Detail: d})
 }
 
 // matchesView lists the approvals an ambiguous short id matches.

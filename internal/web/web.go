@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"toolgate/internal/api"
@@ -81,7 +82,7 @@ type Server struct {
 	ttl      time.Duration
 	public   string // origin of PublicURL, or ""
 	secure   bool   // PublicURL is https
-	pages    map[string]*template.Template
+	pages    func() (map[string]*template.Template, error) // parsed on first use
 	static   fs.FS
 	mux      *http.ServeMux
 }
@@ -127,9 +128,12 @@ func New(backend Backend, sessions Sessions, identify Identify, opts *Options) (
 		return nil, err
 	}
 	s.static = static
-	if s.pages, err = parsePages(); err != nil {
-		return nil, err
-	}
+	// Parsed on the first page served, not here: the parsed templates
+	// are about 450 KB of live heap (and 600 KB allocated) that a gateway
+	// whose inbox nobody opens keeps for nothing (docs/performance.md,
+	// "Idle memory after calls: the heap"). They are embedded, so parsing
+	// cannot fail in a built binary (TestPagesParse).
+	s.pages = sync.OnceValues(parsePages)
 	s.routes()
 	return s, nil
 }
@@ -253,14 +257,21 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, page string, sta
 	v.Page = page
 	v.Status = status
 	v.ServerNow = stamp(s.now())
-	s.write(w, r, s.pages[page], "layout", status, v)
+	s.write(w, r, page, "layout", status, v)
 }
 
-// write executes template name of t into a buffer first, so a template
-// error is a clean 500 rather than half a page.
-func (s *Server) write(w http.ResponseWriter, r *http.Request, t *template.Template, name string, status int, data any) {
+// write executes template name of page (parsing the pages on first use)
+// into a buffer first, so a template error is a clean 500 rather than half
+// a page.
+func (s *Server) write(w http.ResponseWriter, r *http.Request, page, name string, status int, data any) {
+	pages, err := s.pages()
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "parse inbox pages", "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
 	var buf bytes.Buffer
-	if err := t.ExecuteTemplate(&buf, name, data); err != nil {
+	if err := pages[page].ExecuteTemplate(&buf, name, data); err != nil {
 		s.log.ErrorContext(r.Context(), "render inbox page", "template", name, "err", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
