@@ -80,8 +80,8 @@ type Server struct {
 	log      *slog.Logger
 	now      func() time.Time
 	ttl      time.Duration
-	public   string // origin of PublicURL, or ""
-	secure   bool   // PublicURL is https
+	public   string                                        // origin of PublicURL, or ""
+	secure   bool                                          // PublicURL is https
 	pages    func() (map[string]*template.Template, error) // parsed on first use
 	static   fs.FS
 	mux      *http.ServeMux
