@@ -80,11 +80,12 @@ type Server struct {
 	log      *slog.Logger
 	now      func() time.Time
 	ttl      time.Duration
-	public   string                                        // origin of PublicURL, or ""
-	secure   bool                                          // PublicURL is https
-	pages    func() (map[string]*template.Template, error) // parsed on first use
-	static   fs.FS
-	mux      *http.ServeMux
+	public   string // origin of PublicURL, or ""
+	secure   bool   // PublicURL is https
+	// pages parses the pages on its first call (parsePages), once.
+	pages  func() (map[string]*template.Template, error)
+	static fs.FS
+	mux    *http.ServeMux
 }
 
 //go:embed assets
