@@ -28,7 +28,8 @@ import (
 //     from one agent session (still connected);
 //   - quiet-rss-MB, …: idleQuiet after the last call, once the process has
 //     turned quiet (execpages.WhenQuiet releases again QuietAfter after the
-//     last call, at one of its looks every QuietLook), plus idleSettle;
+//     last call, at one of its looks every QuietLook, having collected the
+//     heap CollectBefore earlier), plus idleSettle;
 //   - quiet-cpu-%: toolgate's CPU (user and system, share of one CPU)
 //     over that quiet wait: the idle loops, against execpages.QuietCPU;
 //   - first-call-us, first-call-faults: the latency of the next call (as
