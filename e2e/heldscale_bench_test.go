@@ -239,6 +239,8 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	} else {
 		probed <- nil
 	}
+	pgStatIdleStart(b, dsn)
+	counts0 := readIdleCounts(b, pid, dsn)
 	net0 := readNet()
 	idleFrom := net0.at
 	cpu0 := cpu()
@@ -262,6 +264,8 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	cpu1 := cpu()
 	net1 := readNet()
 	idleTo := net1.at
+	counts0.report(b, readIdleCounts(b, pid, dsn), idleTo.Sub(idleFrom), dsn != "")
+	pgStatIdleSave(b, dsn, idleTo.Sub(idleFrom))
 	stopProbe()
 	probes := <-probed
 	idleCPU := percentOfCore(cpu1.total()-cpu0.total(), idle)
