@@ -241,6 +241,10 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	}
 	pgStatIdleStart(b, dsn)
 	counts0 := readIdleCounts(b, pid, dsn)
+	var idleVacuums0 int64
+	if dsn != "" {
+		idleVacuums0 = pgAutovacuums(b, dsn)
+	}
 	net0 := readNet()
 	idleFrom := net0.at
 	cpu0 := cpu()
@@ -266,6 +270,14 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	idleTo := net1.at
 	counts0.report(b, readIdleCounts(b, pid, dsn), idleTo.Sub(idleFrom), dsn != "")
 	pgStatIdleSave(b, dsn, idleTo.Sub(idleFrom))
+	if dsn != "" {
+		// autovacuum's runs that ended in the idle window: the burst's
+		// maintenance, not the cost of holding (its CPU is in the split)
+		b.ReportMetric(float64(pgAutovacuums(b, dsn)-idleVacuums0), "idle-autovacuums")
+		if file := os.Getenv("TOOLGATE_BENCH_PGSTAT"); file != "" {
+			writeCPUSplit(b, file+".idle-split", cpu0, cpu1, idle)
+		}
+	}
 	stopProbe()
 	probes := <-probed
 	idleCPU := percentOfCore(cpu1.total()-cpu0.total(), idle)
