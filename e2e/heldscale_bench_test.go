@@ -239,6 +239,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	} else {
 		probed <- nil
 	}
+	idleGCs0 := readMemSplit(b, g.Admin).numGC // no collection: the heap profile's MemStats
 	pgStatIdleStart(b, dsn)
 	counts0 := readIdleCounts(b, pid, dsn)
 	var idleVacuums0 int64
@@ -287,6 +288,9 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	}
 	rssIdle := rssMB(b, pid) // after holding idle: what the held calls cost while they wait
 	idleMem := readMemSplit(b, g.Admin).rssSplit(b, pid)
+	// toolgate's collections in the idle window (and the moments around
+	// it): gctune's release of the burst's free heap, when it falls there
+	b.ReportMetric(float64(idleMem.numGC-idleGCs0), "idle-gcs")
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		saveProfile(b, g.Admin, "/debug/pprof/heap?debug=1", filepath.Join(dir, fmt.Sprintf("%s-%d-idle-heap.txt", driver, n)))
 	}
