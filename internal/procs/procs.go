@@ -31,14 +31,6 @@ const (
 	// Busy is the share of one CPU (of the time between two looks) the
 	// process may use and still run on one P.
 	Busy = 0.7
-	// Slow is how often Follow looks while the default is in effect and
-	// its last look saw more than one call in flight or the process busy:
-	// from there only Calm calm looks in a row lead anywhere (one P), so
-	// looking every Every only woke a process holding thousands of calls
-	// idle ten times a second, each wake-up taking the runtime's sysmon
-	// out of its sleep too (docs/performance.md, "pgidle25"). The first
-	// calm look comes at most Slow late, the next ones every Every.
-	Slow = time.Second
 )
 
 // Load counts the calls in flight and the most since the last look, and
@@ -117,7 +109,6 @@ func Follow(ctx context.Context, l *Load, def int, set func(int), cpu func() tim
 	t := time.NewTicker(Every)
 	defer t.Stop()
 	cur, calm := def, 0
-	period := Every // the ticker's
 	used := cpu()
 	defer func() {
 		if cur != def {
@@ -131,7 +122,7 @@ func Follow(ctx context.Context, l *Load, def int, set func(int), cpu func() tim
 		case <-t.C:
 		}
 		now := cpu()
-		busy := float64(now-used) > Busy*float64(period)
+		busy := float64(now-used) > Busy*float64(Every)
 		used = now
 		if l.Look() > 1 || busy {
 			calm = 0
@@ -139,15 +130,7 @@ func Follow(ctx context.Context, l *Load, def int, set func(int), cpu func() tim
 				set(def)
 				cur = def
 			}
-			if period != Slow {
-				period = Slow
-				t.Reset(Slow)
-			}
 			continue
-		}
-		if period != Every {
-			period = Every
-			t.Reset(Every)
 		}
 		if calm++; calm >= Calm && cur != 1 {
 			set(1)
