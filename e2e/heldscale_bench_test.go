@@ -239,6 +239,13 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	} else {
 		probed <- nil
 	}
+	idleGCs0 := readMemSplit(b, g.Admin).numGC // no collection: the heap profile's MemStats
+	pgStatIdleStart(b, dsn)
+	counts0 := readIdleCounts(b, pid, dsn)
+	var idleVacuums0 int64
+	if dsn != "" {
+		idleVacuums0 = pgAutovacuums(b, dsn)
+	}
 	net0 := readNet()
 	idleFrom := net0.at
 	cpu0 := cpu()
@@ -262,6 +269,16 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	cpu1 := cpu()
 	net1 := readNet()
 	idleTo := net1.at
+	counts0.report(b, readIdleCounts(b, pid, dsn), idleTo.Sub(idleFrom), dsn != "")
+	pgStatIdleSave(b, dsn, idleTo.Sub(idleFrom))
+	if dsn != "" {
+		// autovacuum's runs that ended in the idle window: the burst's
+		// maintenance, not the cost of holding (its CPU is in the split)
+		b.ReportMetric(float64(pgAutovacuums(b, dsn)-idleVacuums0), "idle-autovacuums")
+		if file := os.Getenv("TOOLGATE_BENCH_PGSTAT"); file != "" {
+			writeCPUSplit(b, file+".idle-split", cpu0, cpu1, idle)
+		}
+	}
 	stopProbe()
 	probes := <-probed
 	idleCPU := percentOfCore(cpu1.total()-cpu0.total(), idle)
@@ -271,6 +288,9 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	}
 	rssIdle := rssMB(b, pid) // after holding idle: what the held calls cost while they wait
 	idleMem := readMemSplit(b, g.Admin).rssSplit(b, pid)
+	// toolgate's collections in the idle window (and the moments around
+	// it): gctune's release of the burst's free heap, when it falls there
+	b.ReportMetric(float64(idleMem.numGC-idleGCs0), "idle-gcs")
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		saveProfile(b, g.Admin, "/debug/pprof/heap?debug=1", filepath.Join(dir, fmt.Sprintf("%s-%d-idle-heap.txt", driver, n)))
 	}

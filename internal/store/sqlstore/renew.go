@@ -43,13 +43,22 @@ const heldRowsQuery = `SELECT id, CASE WHEN ` + liveLease + ` THEN 1 ELSE 0 END 
 //     held, taken over, or consumed since the last renewal: each is
 //     written once, not at every renewal), and those only;
 //  4. sets the instance's lease to until; and
-//  5. on Postgres reads again which requests of ids holder holds. This
-//     read follows the instance row's lock (step 4), so a take-over that
-//     read the old lease under its share lock (lockedRequest) committed
-//     before it and is seen here, and a take-over that comes later waits
-//     for this renewal and sees the new lease: two instances never both
-//     believe they hold a request. SQLite's IMMEDIATE transaction lets
-//     nothing in between, so steps 2 and 3 already answer.
+//  5. on Postgres counts the live requests still marked for holder, and
+//     reads again which of ids they are only when the count falls short
+//     of those steps 1–3 found held (a take-over or a settlement since
+//     step 1; the set only shrinks, renewquiet.go). This follows the
+//     instance row's lock (step 4), so a take-over that read the old
+//     lease under its share lock (lockedRequest) committed before it and
+//     is seen here, and a take-over that comes later waits for this
+//     renewal and sees the new lease: two instances never both believe
+//     they hold a request. SQLite's IMMEDIATE transaction lets nothing in
+//     between, so steps 2 and 3 already answer.
+//
+// When ids are those of holder's last committed renewal, a quiet renewal
+// runs first (renewQuiet): it writes the instance row and counts the live
+// rows marked for holder, and answers ids when they are all there;
+// otherwise it writes nothing and the steps above run. Idle, a renewal of
+// N held requests then reads no row.
 //
 // The reads stream: a row is looked up in the sorted ids and dropped, so
 // a renewal of N held requests keeps one flag per id and the ids it
@@ -69,6 +78,17 @@ func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID,
 	sorted := ids
 	if !slices.IsSorted(ids) {
 		sorted = slices.Sorted(slices.Values(ids))
+	}
+	if db.renewed.same(holder, sorted) {
+		// The same ids as the last renewal: count, do not read (renewquiet.go).
+		ok, err := db.renewQuiet(ctx, holder, sorted, until)
+		if err != nil {
+			db.renewed.commit(holder, sorted, err)
+			return nil, db.wrap("renew leases", err)
+		}
+		if ok {
+			return ids, nil
+		}
 	}
 	held := make([]bool, len(sorted)) // held[i]: holder holds sorted[i]
 	var raw sql.RawBytes              // each row's id, in one buffer
@@ -153,18 +173,30 @@ func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID,
 				return err
 			}
 		}
-		if _, err := t.exec(ctx, `INSERT INTO instance_leases (instance, lease_until) VALUES (?, ?)
-			ON CONFLICT (instance) DO UPDATE SET lease_until = excluded.lease_until`, holder, until.UnixMilli()); err != nil {
+		if _, err := t.exec(ctx, upsertInstanceLease, holder, until.UnixMilli()); err != nil {
 			return err
 		}
-		if t.forUpdate() != "" {
-			clear(held)
-			rows, err := t.query(ctx, `SELECT id FROM requests
-				WHERE held_by = ? AND lease_until = 253402300799999 AND `+liveLease, holder)
-			return eachRow(rows, err, hold)
+		if t.forUpdate() == "" {
+			return nil
 		}
-		return nil
+		// Step 5, counted first: the rows marked for holder now are a
+		// subset of those held (only this transaction marked any since
+		// step 1; see renewquiet.go), so as many live ones as held are
+		// the same ones, and only a count that falls short (a take-over or
+		// a settlement since step 1) needs the rows.
+		var marked int64
+		if err := t.queryRow(ctx, quietCountQuery, holder).Scan(&marked); err != nil {
+			return err
+		}
+		if marked == int64(countTrue(held)) {
+			return nil
+		}
+		clear(held)
+		rows, err = t.query(ctx, `SELECT id FROM requests
+			WHERE held_by = ? AND lease_until = 253402300799999 AND `+liveLease, holder)
+		return eachRow(rows, err, hold)
 	})
+	db.renewed.commit(holder, sorted, err)
 	if err != nil {
 		return nil, db.wrap("renew leases", err)
 	}
@@ -198,6 +230,21 @@ func searchID(sorted []approval.ID, raw []byte) (int, bool) {
 		}
 	}
 	return lo, lo < len(sorted) && string(sorted[lo]) == string(raw)
+}
+
+// upsertInstanceLease writes a holder's instance lease (RenewLeases).
+const upsertInstanceLease = `INSERT INTO instance_leases (instance, lease_until) VALUES (?, ?)
+	ON CONFLICT (instance) DO UPDATE SET lease_until = excluded.lease_until`
+
+// countTrue is the number of true flags in held.
+func countTrue(held []bool) int {
+	n := 0
+	for _, h := range held {
+		if h {
+			n++
+		}
+	}
+	return n
 }
 
 // eachRow calls fn on each row of rows (a query's result, or its error)

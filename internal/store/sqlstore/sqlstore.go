@@ -87,6 +87,9 @@ type DB struct {
 	// transactions and the prepared statements of each pool (batch.go).
 	batch          *batcher
 	rcache, wcache *stmtCache
+	// renewed: each holder's last committed renewal's ids, for a quiet
+	// renewal that counts instead of reading (renewquiet.go).
+	renewed renewMemo
 }
 
 // Open opens the database cfg names and applies pending migrations, in one
