@@ -124,20 +124,8 @@ func (g *Gate) takeOver(ctx context.Context, r approval.Request, holdBy time.Tim
 			return approval.Request{}, 0 // a live call of this process holds it
 		default:
 			// Held by another instance (or settled meanwhile): wait once
-			// until its lease would end.
-			cur, err := g.store.GetRequest(ctx, r.ID)
-			if err != nil || (cur.State != approval.StatePending && cur.State != approval.StateApproved) {
-				return approval.Request{}, 0
-			}
-			if cur.HeldBy == g.instance {
-				continue // this process's own again: look at once
-			}
-			d := min(cur.LeaseUntil.Sub(g.now()), g.opts.Lease) + 10*time.Millisecond
-			if !holdBy.IsZero() {
-				d = min(d, holdBy.Sub(g.now())) // the call is answered then (attach)
-			}
-			d = max(d, 0)
-			if !g.waitTakeOver(ctx, d, nil) || (!holdBy.IsZero() && !g.now().Before(holdBy)) {
+			// until its lease would end, or until it is released.
+			if !g.waitForeignLease(ctx, r.ID, holdBy) {
 				return approval.Request{}, 0
 			}
 			continue
