@@ -64,8 +64,13 @@ func (g *Gate) attach(ctx context.Context, c Call, open []approval.Request) (adm
 			}
 			if !holdBy.IsZero() && !g.now().Before(holdBy) && ctx.Err() == nil {
 				// Its MaxHold passed while it waited for another
-				// instance's lease: answered as at MaxHold's end.
-				return g.pendingAnswer(r), true
+				// instance's lease: answered as at MaxHold's end, by the
+				// request as it is now.
+				a, cur, ok := g.answerAfterWait(ctx, r)
+				if !ok {
+					a = g.settle(ctx, Call{}, cur) // decided or used meanwhile
+				}
+				return a, true
 			}
 		}
 	}
@@ -168,6 +173,10 @@ func (g *Gate) waitTakeOver(ctx context.Context, d time.Duration, released <-cha
 // take-over's wait; zero: none).
 func (g *Gate) holdTaken(ctx context.Context, c Call, r approval.Request, m holdMark, holdBy time.Time) Admission {
 	c.hold = m // Admit ends it after the wait (afterHold)
+	if refusal, ok := g.takenSessionRefusal(ctx, c); !ok {
+		g.releaseHold(ctx, r.ID, m)
+		return refusal
+	}
 	if !holdBy.IsZero() {
 		c.MaxHold = max(holdBy.Sub(g.now()), 1) // > 0: passed already, the wait ends at once (endHold answers pending)
 	}

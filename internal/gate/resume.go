@@ -66,7 +66,11 @@ func (g *Gate) resume(ctx context.Context, c Call) Admission {
 					return g.holdTaken(ctx, c, taken, m, deadline)
 				}
 				if !deadline.IsZero() && !g.now().Before(deadline) {
-					return g.pendingAnswer(r) // its MaxHold passed while the take-over waited
+					// Its MaxHold passed while the take-over waited: answered
+					// by the request as it is now (settled: by the loop).
+					if a, _, ok := g.answerAfterWait(ctx, r); ok {
+						return a
+					}
 				}
 				continue // someone else took it meanwhile: look again
 			}

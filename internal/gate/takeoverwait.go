@@ -2,9 +2,13 @@ package gate
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/session"
+	"toolgate/internal/store"
 )
 
 // touchedKey is the hub key of the take-over waits (waitForeignLease)
@@ -77,3 +81,66 @@ func (g *Gate) foreignLeaseWait(ctx context.Context, id approval.ID, holdBy time
 // instance's lease read their request again, so that a released lease is
 // taken over at once.
 func (g *Gate) Touched() { g.hub.wake(touchedKey) }
+
+// takenSessionRefusal checks, for holdTaken, the session of c (a
+// session principal's call; "" for others) again: a take-over may have
+// waited up to a lease for another holder, and a session revoked or
+// narrowed meanwhile (the tool now outside its policy) must not hold
+// the request (fail closed; the consume would refuse it too, but only
+// after a person decided). It returns the refusal, and ok false, when c
+// may no longer run, or when the session cannot be read.
+func (g *Gate) takenSessionRefusal(ctx context.Context, c Call) (refusal Admission, ok bool) {
+	if c.Principal.SessionID == "" {
+		return Admission{}, true
+	}
+	ch, err := g.store.Chain(ctx, session.ID(c.Principal.SessionID))
+	why := sessionRefusal(ch, err, c)
+	switch {
+	case why == "":
+		return Admission{}, true
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return g.storeRefusal(ctx, fmt.Sprintf("refused: %s; nothing was run", why), "cannot read the session policy after a take-over; refusing", err, "session", c.Principal.SessionID), false
+	}
+	g.log.InfoContext(ctx, "identical call refused after its take-over: its session changed while it waited", "session", c.Principal.SessionID)
+	return refuse(fmt.Sprintf("refused: %s; nothing was run", why)), false
+}
+
+// answerAfterWait answers a call whose MaxHold passed while its
+// take-over waited for another holder of r (attach, resume), by r as it
+// is now (r as read before the wait when it cannot be read): pending,
+// with the approvals it has; approved, saying that another call holds
+// the approval, not that it waits for a decision; any other state, ok
+// false (the caller answers it by that state: settle, resume's loop).
+func (g *Gate) answerAfterWait(ctx context.Context, r approval.Request) (a Admission, cur approval.Request, ok bool) {
+	cur, err := g.store.GetRequest(ctx, r.ID)
+	if err != nil {
+		cur = r
+	}
+	switch cur.State {
+	case approval.StatePending:
+		return g.pendingAnswer(cur), cur, true
+	case approval.StateApproved:
+		return g.heldElsewhereAnswer(cur), cur, true
+	}
+	return Admission{}, cur, false
+}
+
+// heldElsewhereAnswer is pendingAnswer for an approved request r that
+// another call holds (its lease had not ended by the call's MaxHold):
+// the call waits for no decision, and the approval's validity, not the
+// request's expiry, is when it lapses.
+func (g *Gate) heldElsewhereAnswer(r approval.Request) Admission {
+	valid := "it does not lapse"
+	if vu := r.ValidUntil(); !vu.IsZero() {
+		valid = "it is valid until " + vu.UTC().Format(time.RFC3339)
+	}
+	return Admission{
+		ApprovalID: r.ID,
+		Pending:    true,
+		Held:       r,
+		Meta:       g.approvalMeta(r),
+		Message: fmt.Sprintf("approval %s was approved by %s (rule %q), but another identical call holds it until %s: that call runs it, or lets it go if it went away. "+
+			"Nothing was run by this call. Re-send the identical call to continue: it runs once the approval is free (if the other call has run it by then, the re-send needs a new approval); %s.",
+			r.ID, r.DecidedBy, r.Rule, r.LeaseUntil.UTC().Format(time.RFC3339), valid),
+	}
+}
