@@ -215,7 +215,6 @@ func planStore(old requestRow, cur approval.Request, actor string, now time.Time
 	}, nil
 }
 
-
 // requestColumnNames are the names of requestColumns, in its order.
 var requestColumnNames = func() []string {
 	names := strings.Split(requestColumns, ",")
