@@ -112,6 +112,10 @@ func (g *Gate) takeOver(ctx context.Context, r approval.Request, holdBy time.Tim
 			cur.Renew(g.instance, now.Add(g.opts.Lease))
 			return nil
 		})
+		if err != nil && m != 0 && !errors.Is(err, errNoChange) && ctx.Err() == nil {
+			// The write may have committed, its reply lost: look.
+			taken, err = g.takenAfterAll(ctx, r.ID)
+		}
 		if err == nil {
 			if from != "" && from != g.instance {
 				g.metrics.LeaseTakenOver(telemetry.TakenOverResend)

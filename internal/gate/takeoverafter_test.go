@@ -2,6 +2,8 @@ package gate
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -140,6 +142,74 @@ func TestAnswerAfterTheWaitOnAnApprovedRequest(t *testing.T) {
 		valid := cur.ValidUntil().UTC().Format(time.RFC3339)
 		if strings.Contains(a.Message, "is pending") || !strings.Contains(a.Message, "approved by alice") || !strings.Contains(a.Message, valid) {
 			t.Fatalf("re-send told %q; want it approved by alice, held by another call, valid until %s", a.Message, valid)
+		}
+	})
+}
+
+// lostUpdateReply is a store whose next request write of id, once armed,
+// commits and then reports store.ErrUnavailable (a lost COMMIT reply).
+type lostUpdateReply struct {
+	store.Store
+	id    approval.ID
+	armed atomic.Bool
+}
+
+func (s *lostUpdateReply) UpdateRequest(ctx context.Context, id approval.ID, actor string, fn func(*approval.Request) error) (approval.Request, error) {
+	r, err := s.Store.UpdateRequest(ctx, id, actor, fn)
+	if err == nil && id == s.id && s.armed.CompareAndSwap(true, false) {
+		return approval.Request{}, fmt.Errorf("fixes25: after the commit: %w", store.ErrUnavailable)
+	}
+	return r, err
+}
+
+// TestTakeOverWhoseReplyWasLost (fixes25): a take-over's write that
+// committed but reported an error (a lost COMMIT reply) left the
+// re-send without the request: it made a new one, and the old one stayed
+// pending and leased to this instance, held by no call and not renewed,
+// for a whole lease (an identical re-send elsewhere waited it out). The
+// take-over now reads the request after such an error and holds it when
+// this instance's lease on it is stored. On both stores.
+func TestTakeOverWhoseReplyWasLost(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		pol := &swappable{}
+		pol.p.Store(testPolicy(time.Hour))
+		ls := &lostUpdateReply{Store: db}
+		g := New(ls, pol, &Options{Lease: time.Hour})
+		ctx, drop := context.WithCancelCause(t.Context())
+		dropped := admitHeld(ctx, t, g, writeCall("/lost-take-over-reply"))
+		r := waitPending(t, db, 1)[0]
+		drop(errors.New("client connection dropped")) // the request stays pending, its lease released
+		if a := recv(t, dropped); a.Allowed {
+			t.Fatalf("dropped call answered %+v", a)
+		}
+		ls.id = r.ID
+		ls.armed.Store(true)
+		c := writeCall("/lost-take-over-reply")
+		heldOn := make(chan approval.ID, 1)
+		c.OnHold = func(r approval.Request) { heldOn <- r.ID }
+		resend := admitAsync(t.Context(), g, c)
+		select {
+		case id := <-heldOn:
+			if id != r.ID {
+				t.Fatalf("the re-send is held on a new request %s; %s, which its take-over's write leased to this instance, stays leased and held by no call", id, r.ID)
+			}
+		case a := <-resend:
+			t.Fatalf("the re-send was answered %+v, want held on %s", a, r.ID)
+		}
+		if ls.armed.Load() {
+			t.Fatal("the take-over's write was not the one that lost its reply")
+		}
+		if _, err := g.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "ok", ""); err != nil {
+			t.Fatal(err)
+		}
+		a := recv(t, resend)
+		if !a.Allowed || a.ApprovalID != r.ID {
+			t.Fatalf("the re-send after approval: %+v, want allowed on %s", a, r.ID)
+		}
+		a.Finish(t.Context(), approval.OutcomeOK)
+		if ids := g.leases.ids(); len(ids) != 0 {
+			t.Fatalf("lease marks left: %v", ids)
 		}
 	})
 }

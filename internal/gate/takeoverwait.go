@@ -144,3 +144,27 @@ func (g *Gate) heldElsewhereAnswer(r approval.Request) Admission {
 			r.ID, r.DecidedBy, r.Rule, r.LeaseUntil.UTC().Format(time.RFC3339), valid),
 	}
 }
+
+// takenAfterAll reads request id after a take-over's write reported an
+// error while its claim's mark was made (takeOver): a lost commit reply
+// (a connection that broke after the COMMIT was sent) leaves the request
+// leased to this instance, which the take-over then did not hold: the
+// re-send made a new request, and the old one stayed leased, held by
+// no call, for a whole lease (an identical re-send elsewhere waited it
+// out). If the request is open and this instance's lease on it runs, it
+// is this take-over's: the mark is this process's only hold on it (the
+// claim refuses a second), so whether the write committed or the lease
+// was this process's already (its release failed), the call holds it
+// and its renewals keep it. Otherwise, or when the read fails, the
+// take-over failed (errNoChange, or the read's error).
+func (g *Gate) takenAfterAll(ctx context.Context, id approval.ID) (approval.Request, error) {
+	cur, err := g.store.GetRequest(ctx, id)
+	if err != nil {
+		return approval.Request{}, err
+	}
+	if (cur.State != approval.StatePending && cur.State != approval.StateApproved) || cur.HeldBy != g.instance || cur.LeaseLapsed(g.now()) {
+		return approval.Request{}, errNoChange
+	}
+	g.log.InfoContext(ctx, "a take-over's write reported an error but its lease is stored: taken over", "approval", id)
+	return cur, nil
+}
