@@ -48,6 +48,7 @@ func TestTakeOverRechecksTheSession(t *testing.T) {
 		want   string
 	}{
 		{"narrowed", func(t *testing.T, db *sqlstore.DB, id session.ID) {
+			t.Helper()
 			if _, _, err := db.UpdateSession(context.Background(), id, "host-app", time.Now(), func(s *session.Session) error {
 				s.Mode, s.Tools = session.ModeExplicit, []string{"pay"}
 				return nil
@@ -56,6 +57,7 @@ func TestTakeOverRechecksTheSession(t *testing.T) {
 			}
 		}, "outside the session's policy"},
 		{"revoked", func(t *testing.T, db *sqlstore.DB, id session.ID) {
+			t.Helper()
 			if _, err := db.RevokeSession(context.Background(), id, "host-app", time.Now()); err != nil {
 				t.Error(err)
 			}
