@@ -490,7 +490,7 @@ func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (*sqls
 		log.InfoContext(ctx, "store opened; schema migrations are applied", "driver", db.Driver(), "path", cfg.Path)
 	}
 	return db, func(ctx context.Context, g *gate.Gate, changed func()) {
-		db.WatchLog(ctx, func(id approval.ID) {
+		db.WatchLogTouched(ctx, func(id approval.ID) {
 			if id == "" {
 				g.WakeAll() // anything may have changed
 				changed()
@@ -500,7 +500,7 @@ func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (*sqls
 		}, func() {
 			g.Changed() // a new request: the sweeper's next due time may be earlier
 			changed()   // new events for the notification outbox and the audit chain
-		})
+		}, g.Touched) // SQLite: a commit the log may not show (a lease's release)
 	}, nil
 }
 

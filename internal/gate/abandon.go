@@ -156,7 +156,13 @@ func (g *Gate) writeRelease(ctx context.Context, id approval.ID) {
 		r.Release(g.instance, g.now())
 		return nil
 	})
-	if err != nil && !errors.Is(err, errNoChange) && !errors.Is(err, store.ErrNotFound) { // not found: a creation that did not commit
+	switch {
+	case err == nil:
+		// A re-send here waiting on this lease without a mark of its own
+		// (resume's wait for a live holder) looks again at once; other
+		// instances hear of it through the watch (sqlstore, release.go).
+		g.hub.wake(string(id))
+	case !errors.Is(err, errNoChange) && !errors.Is(err, store.ErrNotFound): // not found: a creation that did not commit
 		g.log.WarnContext(ctx, "cannot release the lease of an abandoned hold", "approval", id, "err", err)
 	}
 }

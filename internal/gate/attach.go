@@ -64,8 +64,13 @@ func (g *Gate) attach(ctx context.Context, c Call, open []approval.Request) (adm
 			}
 			if !holdBy.IsZero() && !g.now().Before(holdBy) && ctx.Err() == nil {
 				// Its MaxHold passed while it waited for another
-				// instance's lease: answered as at MaxHold's end.
-				return g.pendingAnswer(r), true
+				// instance's lease: answered as at MaxHold's end, by the
+				// request as it is now.
+				a, cur, ok := g.answerAfterWait(ctx, r)
+				if !ok {
+					a = g.settle(ctx, Call{}, cur) // decided or used meanwhile
+				}
+				return a, true
 			}
 		}
 	}
@@ -107,6 +112,10 @@ func (g *Gate) takeOver(ctx context.Context, r approval.Request, holdBy time.Tim
 			cur.Renew(g.instance, now.Add(g.opts.Lease))
 			return nil
 		})
+		if err != nil && m != 0 && !errors.Is(err, errNoChange) && ctx.Err() == nil {
+			// The write may have committed, its reply lost: look.
+			taken, err = g.takenAfterAll(ctx, r.ID)
+		}
 		if err == nil {
 			if from != "" && from != g.instance {
 				g.metrics.LeaseTakenOver(telemetry.TakenOverResend)
@@ -124,20 +133,8 @@ func (g *Gate) takeOver(ctx context.Context, r approval.Request, holdBy time.Tim
 			return approval.Request{}, 0 // a live call of this process holds it
 		default:
 			// Held by another instance (or settled meanwhile): wait once
-			// until its lease would end.
-			cur, err := g.store.GetRequest(ctx, r.ID)
-			if err != nil || (cur.State != approval.StatePending && cur.State != approval.StateApproved) {
-				return approval.Request{}, 0
-			}
-			if cur.HeldBy == g.instance {
-				continue // this process's own again: look at once
-			}
-			d := min(cur.LeaseUntil.Sub(g.now()), g.opts.Lease) + 10*time.Millisecond
-			if !holdBy.IsZero() {
-				d = min(d, holdBy.Sub(g.now())) // the call is answered then (attach)
-			}
-			d = max(d, 0)
-			if !g.waitTakeOver(ctx, d, nil) || (!holdBy.IsZero() && !g.now().Before(holdBy)) {
+			// until its lease would end, or until it is released.
+			if !g.waitForeignLease(ctx, r.ID, holdBy) {
 				return approval.Request{}, 0
 			}
 			continue
@@ -180,6 +177,10 @@ func (g *Gate) waitTakeOver(ctx context.Context, d time.Duration, released <-cha
 // take-over's wait; zero: none).
 func (g *Gate) holdTaken(ctx context.Context, c Call, r approval.Request, m holdMark, holdBy time.Time) Admission {
 	c.hold = m // Admit ends it after the wait (afterHold)
+	if refusal, ok := g.takenSessionRefusal(ctx, c); !ok {
+		g.releaseHold(ctx, r.ID, m)
+		return refusal
+	}
 	if !holdBy.IsZero() {
 		c.MaxHold = max(holdBy.Sub(g.now()), 1) // > 0: passed already, the wait ends at once (endHold answers pending)
 	}

@@ -66,7 +66,11 @@ func (g *Gate) resume(ctx context.Context, c Call) Admission {
 					return g.holdTaken(ctx, c, taken, m, deadline)
 				}
 				if !deadline.IsZero() && !g.now().Before(deadline) {
-					return g.pendingAnswer(r) // its MaxHold passed while the take-over waited
+					// Its MaxHold passed while the take-over waited: answered
+					// by the request as it is now (settled: by the loop).
+					if a, _, ok := g.answerAfterWait(ctx, r); ok {
+						return a
+					}
 				}
 				continue // someone else took it meanwhile: look again
 			}
@@ -87,7 +91,8 @@ func (g *Gate) resume(ctx context.Context, c Call) Admission {
 		if lu := r.LeaseUntil.Add(10 * time.Millisecond); !r.LeaseUntil.IsZero() && lu.After(now) && lu.Before(until) {
 			until = lu // look again when the holder's lease would have lapsed
 		}
-		if err := g.waitChange(ctx, id, until, g.keepAlive(c, r.ID, r.Rule, r.ExpiresAt, r.State)); err != nil {
+		foreign := r.HeldBy != "" && r.HeldBy != g.instance // its release reaches this process through the watch
+		if err := g.waitChange(ctx, id, until, foreign, g.keepAlive(c, r.ID, r.Rule, r.ExpiresAt, r.State)); err != nil {
 			return Admission{ApprovalID: id, Message: "the caller went away while waiting; nothing was run"}
 		}
 	}
@@ -95,11 +100,18 @@ func (g *Gate) resume(ctx context.Context, c Call) Admission {
 
 // waitChange returns when request id may have changed (a wake-up: a local
 // change, or the store's watcher for another process or instance), at
-// until, or with ctx's cause when ctx ends. Its keep-alives come from the
-// gate's one beat, like a held call's.
-func (g *Gate) waitChange(ctx context.Context, id approval.ID, until time.Time, keepAlive func(context.Context)) error {
+// until, or with ctx's cause when ctx ends; with touched, also on the
+// watch's Touched (a release by another instance on SQLite). Its
+// keep-alives come from the gate's one beat, like a held call's.
+func (g *Gate) waitChange(ctx context.Context, id approval.ID, until time.Time, touched bool, keepAlive func(context.Context)) error {
 	woke, unsub := g.hub.subscribe(string(id))
 	defer unsub()
+	var touchedC <-chan struct{}
+	if touched {
+		tw, unsubTouched := g.hub.subscribe(touchedKey)
+		defer unsubTouched()
+		touchedC = tw.C
+	}
 	timer := time.NewTimer(max(until.Sub(g.now()), 0))
 	defer timer.Stop()
 	var kaC <-chan struct{}
@@ -111,6 +123,8 @@ func (g *Gate) waitChange(ctx context.Context, id approval.ID, until time.Time, 
 	for {
 		select {
 		case <-woke.C:
+			return nil
+		case <-touchedC:
 			return nil
 		case <-timer.C:
 			return nil

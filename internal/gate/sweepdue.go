@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/grant"
 	"toolgate/internal/session"
 	"toolgate/internal/store"
 )
@@ -144,4 +145,29 @@ func (c changeNoting) SwapTask(ctx context.Context, id approval.ID, from string,
 func (c changeNoting) UseRequestState(ctx context.Context, nonce string, id approval.ID, expiresAt time.Time) error {
 	defer c.due.noteChange()
 	return c.Store.UseRequestState(ctx, nonce, id, expiresAt)
+}
+
+func (c changeNoting) UpdateRequestGranting(ctx context.Context, id approval.ID, actor string, fn func(*approval.Request) (*grant.Grant, error)) (approval.Request, *grant.Grant, error) {
+	defer c.due.noteChange()
+	return c.Store.UpdateRequestGranting(ctx, id, actor, fn)
+}
+
+func (c changeNoting) ApplyPolicyApproval(ctx context.Context, id approval.ID, rev store.PolicyRevision, actor string, now time.Time) (store.PolicyRevision, approval.Request, error) {
+	defer c.due.noteChange()
+	return c.Store.ApplyPolicyApproval(ctx, id, rev, actor, now)
+}
+
+func (c changeNoting) RevokeSession(ctx context.Context, id session.ID, actor string, now time.Time) (store.Revocation, error) {
+	defer c.due.noteChange()
+	return c.Store.RevokeSession(ctx, id, actor, now)
+}
+
+func (c changeNoting) CancelDirectTask(ctx context.Context, id approval.ID) (bool, error) {
+	defer c.due.noteChange()
+	return c.Store.CancelDirectTask(ctx, id)
+}
+
+func (c changeNoting) DropTaskArguments(ctx context.Context, id approval.ID) error {
+	defer c.due.noteChange()
+	return c.Store.DropTaskArguments(ctx, id)
 }

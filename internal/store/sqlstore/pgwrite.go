@@ -120,6 +120,9 @@ func (db *DB) pgUpdateOnce(ctx context.Context, pg *postgresDialect, id approval
 			q, args := eventsStatement(pg, p.events)
 			b.Queue(dollarPlaceholders(q), args...)
 		}
+		if q, args := releaseNotice(pg, p); q != "" {
+			b.Queue(dollarPlaceholders(q), args...)
+		}
 	}
 	if also != nil {
 		b.Queue(dollarPlaceholders(also.q), also.args...)

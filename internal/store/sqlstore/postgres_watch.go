@@ -38,13 +38,15 @@ func (d *postgresDialect) watch(ctx context.Context, db *DB, w watchFuncs) {
 		wg   sync.WaitGroup
 		feed = follower{db: db}
 	)
-	call := func(id approval.ID, created bool) {
+	call := func(id approval.ID, created, released bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		if !created {
 			w.changed(id)
 		}
-		w.appended()
+		if !released { // a release's notification: the log did not grow (releaseNotice)
+			w.appended()
+		}
 	}
 	catchUp := func() error {
 		mu.Lock()
@@ -74,7 +76,7 @@ func (d *postgresDialect) watch(ctx context.Context, db *DB, w watchFuncs) {
 
 // listenLoop runs listenOnce until ctx is done, waiting with backoff
 // between attempts.
-func (d *postgresDialect) listenLoop(ctx context.Context, db *DB, call func(approval.ID, bool), catchUp func() error) {
+func (d *postgresDialect) listenLoop(ctx context.Context, db *DB, call func(id approval.ID, created, released bool), catchUp func() error) {
 	backoff := minBackoff
 	failing := false // the last connection attempt failed and was logged
 	for {
@@ -106,9 +108,9 @@ func (d *postgresDialect) listenLoop(ctx context.Context, db *DB, call func(appr
 
 // listenOnce connects, LISTENs on Channel, catches up with the change feed
 // (what changed while it was not listening) and then calls call(id,
-// created) for each notification until the connection fails or ctx is done. It reports
+// created, released) for each notification until the connection fails or ctx is done. It reports
 // whether it got as far as listening.
-func (d *postgresDialect) listenOnce(ctx context.Context, db *DB, call func(approval.ID, bool), catchUp func() error) (connected bool, err error) {
+func (d *postgresDialect) listenOnce(ctx context.Context, db *DB, call func(id approval.ID, created, released bool), catchUp func() error) (connected bool, err error) {
 	conn, err := pgx.ConnectConfig(ctx, d.listen.Copy())
 	if err != nil {
 		return false, db.wrap("watch: connect", err)
@@ -145,8 +147,12 @@ func (d *postgresDialect) listenOnce(ctx context.Context, db *DB, call func(appr
 		if n.Channel != Channel {
 			continue
 		}
+		if id, ok := parseRelease(n.Payload); ok {
+			call(id, false, true)
+			continue
+		}
 		id, created := parseNotification(n.Payload)
-		call(id, created)
+		call(id, created, false)
 	}
 }
 

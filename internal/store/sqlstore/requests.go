@@ -149,6 +149,11 @@ func (t *tx) storeRequest(ctx context.Context, old requestRow, cur approval.Requ
 	} else if n != 1 {
 		return approval.Request{}, errChangedUnderLock(old.id, n)
 	}
+	if q, args := releaseNotice(t.d, p); q != "" {
+		if _, err := t.exec(ctx, q, args...); err != nil {
+			return approval.Request{}, fmt.Errorf("notify the release of %s: %w", old.id, err)
+		}
+	}
 	return p.out, t.writeEvents(ctx, p.events)
 }
 
@@ -168,6 +173,10 @@ type storePlan struct {
 	update     string           // with ? placeholders
 	updateArgs []any
 	events     []event
+	// released: the change ends its holder's lease early and writes no
+	// event (approval.Request.Release), which the watch would not
+	// report: on Postgres it is notified all the same (releaseNotice).
+	released bool
 }
 
 // planStore plans storing cur over old, a row read and locked, with the
@@ -195,12 +204,14 @@ func planStore(old requestRow, cur approval.Request, actor string, now time.Time
 		return storePlan{out: out}, err
 	}
 	q, args := changedColumns(old, w)
+	evs := eventRows(store.ChangeEvents(before, out, actor, now)...)
 	return storePlan{
 		out:        out,
 		changed:    true,
 		update:     q,
 		updateArgs: append(args, old.id, old.state),
-		events:     eventRows(store.ChangeEvents(before, out, actor, now)...),
+		events:     evs,
+		released:   len(evs) == 0 && isRelease(before, out),
 	}, nil
 }
 

@@ -184,6 +184,9 @@ func (d *sqliteDialect) watch(ctx context.Context, db *DB, w watchFuncs) {
 		v, err := dataVersion(ctx, db, &conn)
 		if err == nil && (!seen || v != last || !feed.ok) {
 			if err = feed.sync(ctx, w); err == nil {
+				if seen && w.touched != nil {
+					w.touched() // a commit that may have written no event (a lease's release)
+				}
 				last, seen = v, true
 			}
 		}

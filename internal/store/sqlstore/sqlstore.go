@@ -451,6 +451,19 @@ func (db *DB) Watch(ctx context.Context, changed func(id approval.ID)) {
 // wake on it. appended is called like changed (one call at a time, never
 // concurrently with changed) and may be spurious.
 func (db *DB) WatchLog(ctx context.Context, changed func(id approval.ID), appended func()) {
+	db.WatchLogTouched(ctx, changed, appended, nil)
+}
+
+// WatchLogTouched is WatchLog that also reports the writes the event
+// log does not show (a lease's release, which ends a held call's lease
+// early so that an identical re-send may take its request over): on
+// SQLite it calls touched (when not nil) after every commit of another
+// connection, of this process or another, that it noticed, once that
+// commit's events were reported (at most once per poll, and spurious
+// for commits that released nothing); on Postgres a release is notified
+// and reported as changed(id) of its request, and touched is never
+// called. touched is called like changed.
+func (db *DB) WatchLogTouched(ctx context.Context, changed func(id approval.ID), appended, touched func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -461,7 +474,7 @@ func (db *DB) WatchLog(ctx context.Context, changed func(id approval.ID), append
 		case <-ctx.Done():
 		}
 	})
-	db.d.watch(ctx, db, watchFuncs{changed: changed, appended: appended})
+	db.d.watch(ctx, db, watchFuncs{changed: changed, appended: appended, touched: touched})
 	cancel()
 	wg.Wait()
 }

@@ -14,6 +14,9 @@ const watchPage = 500
 type watchFuncs struct {
 	changed  func(approval.ID)
 	appended func()
+	// touched, when not nil, is called on SQLite after any commit of
+	// another connection, once its events were reported (DB.WatchLogTouched).
+	touched func()
 }
 
 // A follower keeps Watch's place in the change feed and turns the events
