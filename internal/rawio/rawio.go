@@ -25,7 +25,6 @@ import (
 	"os"
 	"sync"
 	"syscall"
-	"unsafe"
 )
 
 // A Conn is a net.Conn whose Read and Write go through its descriptor
@@ -167,13 +166,14 @@ func rawConnOf(c net.Conn) (syscall.RawConn, bool) {
 	return rc, true
 }
 
-// nonblocking reports whether rc's descriptor is in non-blocking mode.
+// nonblocking reports whether rc's descriptor is in non-blocking mode
+// (and the system calls here are this system's: Linux).
 func nonblocking(rc syscall.RawConn) bool {
+	if !enabled {
+		return false
+	}
 	nb := false
-	err := rc.Control(func(fd uintptr) {
-		fl, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, fd, syscall.F_GETFL, 0)
-		nb = e == 0 && fl&syscall.O_NONBLOCK != 0
-	})
+	err := rc.Control(func(fd uintptr) { nb = isNonblock(fd) })
 	return err == nil && nb
 }
 
@@ -218,10 +218,10 @@ func (o *op) read(rc syscall.RawConn, p []byte) (int, error) {
 // readFD is one read of fd into o.p: done (true) unless it would block.
 func (o *op) readFD(fd uintptr) bool {
 	for {
-		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(o.p))), uintptr(len(o.p)))
+		r, e := sysRead(fd, o.p)
 		switch e {
 		case 0:
-			o.n = int(r)
+			o.n = r
 			return true
 		case syscall.EINTR:
 			continue
@@ -251,11 +251,10 @@ func (o *op) write(rc syscall.RawConn, p []byte) (int, error) {
 // on an error, not done while the descriptor takes no more.
 func (o *op) writeFD(fd uintptr) bool {
 	for o.n < len(o.p) {
-		rest := o.p[o.n:]
-		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(rest))), uintptr(len(rest)))
+		r, e := sysWrite(fd, o.p[o.n:])
 		switch e {
 		case 0:
-			o.n += int(r)
+			o.n += r
 		case syscall.EINTR:
 		case syscall.EAGAIN:
 			return false

@@ -1,0 +1,41 @@
+//go:build linux
+
+package gateway
+
+import (
+	"bufio"
+	"io"
+	"testing"
+	"time"
+
+	"toolgate/internal/rawio"
+)
+
+// A stdio upstream's pipes are written and read through rawio (no
+// scheduler bookkeeping per line: docs/performance.md, "cpu25"), and the
+// process still ends as before: its stdout at EOF once it exited.
+func TestProcessPipesRaw(t *testing.T) {
+	p, err := startProcess(ServerConfig{Name: "cat", Command: "cat"}, io.Discard, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, ok := p.in.(*rawio.File); !ok {
+		t.Errorf("stdin is written through %T, want *rawio.File", p.in)
+	}
+	if _, ok := p.out.(*rawio.File); !ok {
+		t.Errorf("stdout is read through %T, want *rawio.File", p.out)
+	}
+	if _, err := p.Write([]byte("{\"jsonrpc\":\"2.0\"}\n")); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(p.out)
+	line, err := br.ReadString('\n')
+	if err != nil || line != "{\"jsonrpc\":\"2.0\"}\n" {
+		t.Fatalf("read back %q, %v", line, err)
+	}
+	_ = p.stdin.Close() // cat exits at the end of its input
+	if _, err := br.ReadByte(); err != io.EOF { //nolint:errorlint // io.EOF itself, as os.File gives it
+		t.Fatalf("stdout after the process ended: %v, want io.EOF", err)
+	}
+}

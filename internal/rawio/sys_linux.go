@@ -1,0 +1,30 @@
+//go:build linux && !race
+
+package rawio
+
+import (
+	"syscall"
+	"unsafe"
+)
+
+// enabled: the wrappers are used (Linux; a race build: sys_linux_race.go).
+const enabled = true
+
+// sysRead is read(2) of fd into p, the scheduler not told (see the
+// package doc): fd is non-blocking, so it returns at once.
+func sysRead(fd uintptr, p []byte) (int, syscall.Errno) {
+	r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	return int(r), e
+}
+
+// sysWrite is write(2) of p on fd, as sysRead.
+func sysWrite(fd uintptr, p []byte) (int, syscall.Errno) {
+	r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	return int(r), e
+}
+
+// isNonblock reports whether fd has O_NONBLOCK set.
+func isNonblock(fd uintptr) bool {
+	fl, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, fd, syscall.F_GETFL, 0)
+	return e == 0 && fl&syscall.O_NONBLOCK != 0
+}
