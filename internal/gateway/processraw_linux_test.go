@@ -34,7 +34,8 @@ func TestProcessPipesRaw(t *testing.T) {
 	if err != nil || line != "{\"jsonrpc\":\"2.0\"}\n" {
 		t.Fatalf("read back %q, %v", line, err)
 	}
-	_ = p.stdin.Close() // cat exits at the end of its input
+	// cat exits at the end of its input.
+	_ = p.stdin.Close()
 	if _, err := br.ReadByte(); err != io.EOF { //nolint:errorlint // io.EOF itself, as os.File gives it
 		t.Fatalf("stdout after the process ended: %v, want io.EOF", err)
 	}
