@@ -5,6 +5,8 @@ package gateway
 import (
 	"bufio"
 	"io"
+	"net"
+	"net/http"
 	"testing"
 	"time"
 
@@ -38,5 +40,30 @@ func TestProcessPipesRaw(t *testing.T) {
 	_ = p.stdin.Close()
 	if _, err := br.ReadByte(); err != io.EOF { //nolint:errorlint // io.EOF itself, as os.File gives it
 		t.Fatalf("stdout after the process ended: %v, want io.EOF", err)
+	}
+}
+
+// An HTTP upstream's connections are read and written through rawio too,
+// and keep their descriptor (the peek and the write-then-wait use it).
+func TestH1DialRaw(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	h1 := newH1Transport(http.DefaultTransport, nil, "http://"+ln.Addr().String()+"/mcp", 2)
+	lc, _, err := h1.dial(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.close()
+	if _, ok := lc.c.(*rawio.Conn); !ok {
+		t.Errorf("the upstream connection is %T, want *rawio.Conn", lc.c)
+	}
+	if lc.rc == nil {
+		t.Error("the upstream connection lost its descriptor (RawConn)")
+	}
+	if st := lc.peek(); st != h1Quiet {
+		t.Errorf("peek of a quiet open connection = %v, want h1Quiet", st)
 	}
 }

@@ -177,6 +177,17 @@ func nonblocking(rc syscall.RawConn) bool {
 	return err == nil && nb
 }
 
+// Write is one write(2) of p on fd, a non-blocking descriptor, the
+// scheduler not told (see the package doc): for a syscall.RawConn's Read
+// or Write function. It returns the bytes written, or 0 and the error
+// (EAGAIN: the descriptor takes no more now). ENOSYS elsewhere than Linux.
+func Write(fd uintptr, p []byte) (int, syscall.Errno) { return sysWrite(fd, p) }
+
+// Peek is one recv(2) of fd, a non-blocking socket, into p with
+// MSG_PEEK|MSG_DONTWAIT, as Write: the bytes waiting (0 at the stream's
+// end), nothing consumed; EAGAIN when none are waiting.
+func Peek(fd uintptr, p []byte) (int, syscall.Errno) { return sysPeek(fd, p) }
+
 // An op is one direction's state: the buffer and outcome of the Read or
 // Write in progress, with the function the RawConn calls bound once (no
 // closure per call).

@@ -22,6 +22,11 @@ func sysWrite(fd uintptr, p []byte) (int, syscall.Errno) {
 	return max(n, 0), errnoOf(err)
 }
 
+func sysPeek(fd uintptr, p []byte) (int, syscall.Errno) {
+	n, _, err := syscall.Recvfrom(int(fd), p, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	return max(n, 0), errnoOf(err)
+}
+
 func errnoOf(err error) syscall.Errno {
 	if err == nil {
 		return 0

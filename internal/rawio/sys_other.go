@@ -10,4 +10,5 @@ const enabled = false
 
 func sysRead(uintptr, []byte) (int, syscall.Errno)  { return 0, syscall.ENOSYS }
 func sysWrite(uintptr, []byte) (int, syscall.Errno) { return 0, syscall.ENOSYS }
+func sysPeek(uintptr, []byte) (int, syscall.Errno)  { return 0, syscall.ENOSYS }
 func isNonblock(uintptr) bool                       { return false }
