@@ -33,7 +33,12 @@ func TestServeReadsConnectionsRaw(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- Serve(ctx, ln, h, &Options{MaxConns: 4}) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -68,8 +73,12 @@ func TestServeReadsConnectionsRaw(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil || res.StatusCode != http.StatusNoContent {
-		t.Fatalf("response %v, %v", res, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusNoContent {
+		t.Fatalf("status %d, want 204", res.StatusCode)
 	}
 }
 

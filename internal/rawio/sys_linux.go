@@ -13,7 +13,7 @@ const enabled = true
 // sysRead is read(2) of fd into p, the scheduler not told (see the
 // package doc): fd is non-blocking, so it returns at once.
 func sysRead(fd uintptr, p []byte) (int, syscall.Errno) {
-	r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p))) //nolint:gosec // G103: p's address for read(2), kept alive by RawSyscall (uintptrkeepalive)
 	if e != 0 {
 		return 0, e
 	}
@@ -22,7 +22,7 @@ func sysRead(fd uintptr, p []byte) (int, syscall.Errno) {
 
 // sysWrite is write(2) of p on fd, as sysRead.
 func sysWrite(fd uintptr, p []byte) (int, syscall.Errno) {
-	r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p))) //nolint:gosec // G103: as sysRead
 	if e != 0 {
 		return 0, e
 	}
@@ -31,7 +31,7 @@ func sysWrite(fd uintptr, p []byte) (int, syscall.Errno) {
 
 // sysPeek is recv(2) of fd into p with MSG_PEEK|MSG_DONTWAIT, as sysRead.
 func sysPeek(fd uintptr, p []byte) (int, syscall.Errno) {
-	r, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)),
+	r, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)), //nolint:gosec // G103: as sysRead
 		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
 	if e != 0 {
 		return 0, e
