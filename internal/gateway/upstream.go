@@ -313,7 +313,7 @@ func (u *upstream) connectAt(ctx context.Context, client *mcp.Client, owner *age
 	if err != nil {
 		return nil, err
 	}
-	var stdout io.Reader = p.out
+	stdout := p.out
 	if shared {
 		stdout = activityReader{r: p.out, saw: u.sawTraffic}
 	}
