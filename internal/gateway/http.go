@@ -430,14 +430,15 @@ func (f *httpFront) authenticate(w http.ResponseWriter, r *http.Request) (approv
 		}
 		return approval.Principal{ID: "anonymous", Kind: "agent"}, true
 	}
-	// Parsed exactly as auth.RequireBearerToken parses it.
-	fields := strings.Fields(r.Header.Get("Authorization"))
-	if len(fields) != 2 || !strings.EqualFold(fields[0], "bearer") {
+	// Parsed exactly as auth.RequireBearerToken parses it (its
+	// strings.Fields, without the slice: bearerToken).
+	token, ok := bearerToken(r.Header.Get("Authorization"))
+	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="toolgate"`)
 		http.Error(w, "missing bearer token", http.StatusUnauthorized)
 		return approval.Principal{}, false
 	}
-	p, ok := f.authn(fields[1])
+	p, ok := f.authn(token)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="toolgate", error="invalid_token"`)
 		// Says which token belongs here: the one most often sent by mistake
@@ -446,6 +447,28 @@ func (f *httpFront) authenticate(w http.ResponseWriter, r *http.Request) (approv
 		return approval.Principal{}, false
 	}
 	return p, true
+}
+
+// bearerToken is the token of an Authorization value that, split as
+// strings.Fields splits it, is exactly two fields, the first "bearer" in
+// any case; ok false otherwise. It allocates nothing (strings.Fields made
+// a slice per request).
+func bearerToken(v string) (token string, ok bool) {
+	n := 0
+	for f := range strings.FieldsSeq(v) {
+		switch n {
+		case 0:
+			if !strings.EqualFold(f, "bearer") {
+				return "", false
+			}
+		case 1:
+			token = f
+		default:
+			return "", false
+		}
+		n++
+	}
+	return token, n == 2
 }
 
 // A carrier is one POST in flight, as a call it carries sees it.

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"toolgate/internal/rawio"
 )
 
 // A process is one running stdio upstream. Its stdout is the protocol's read
@@ -17,7 +19,12 @@ type process struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stdout io.ReadCloser
-	grace  time.Duration
+	// in and out write stdin and read stdout without the scheduler's
+	// system-call bookkeeping (rawio), when their descriptors allow it;
+	// else stdin and stdout themselves.
+	in    io.Writer
+	out   io.Reader
+	grace time.Duration
 
 	writeMu sync.Mutex // one Write (one JSON-RPC line) at a time on stdin
 
@@ -54,7 +61,17 @@ func startProcess(cfg ServerConfig, stderr io.Writer, grace time.Duration) (*pro
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", cfg.Command, err)
 	}
-	p := &process{cmd: cmd, stdin: stdin, stdout: stdout, grace: grace, exited: make(chan struct{})}
+	p := &process{cmd: cmd, stdin: stdin, stdout: stdout, in: stdin, out: stdout, grace: grace, exited: make(chan struct{})}
+	if f, ok := stdin.(rawio.SyscallFile); ok {
+		if rf := rawio.WrapFile(f); rf != nil {
+			p.in = rf
+		}
+	}
+	if f, ok := stdout.(rawio.SyscallFile); ok {
+		if rf := rawio.WrapFile(f); rf != nil {
+			p.out = rf
+		}
+	}
 	go func() {
 		// Wait closes stdout once the process has exited, which ends the
 		// session's read loop and fails calls in flight at once (case C08).
@@ -70,7 +87,7 @@ func startProcess(cfg ServerConfig, stderr io.Writer, grace time.Duration) (*pro
 func (p *process) Write(b []byte) (int, error) {
 	p.writeMu.Lock()
 	defer p.writeMu.Unlock()
-	return p.stdin.Write(b)
+	return p.in.Write(b)
 }
 
 // Close ends the process as the MCP stdio transport says: close its stdin,

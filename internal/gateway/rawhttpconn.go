@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"toolgate/internal/rawio"
 )
 
 // The HTTP/1.1 exchange of an HTTP upstream's POSTs without net/http's
@@ -322,7 +324,9 @@ func (t *h1Transport) dial(ctx context.Context) (*h1Conn, bool, error) {
 		return nil, false, err
 	}
 	t.dials.Add(1)
-	return newH1Conn(c), false, nil
+	// Read and written without the scheduler's system-call bookkeeping
+	// (rawio; docs/performance.md, "cpu25").
+	return newH1Conn(rawio.WrapConn(c)), false, nil
 }
 
 // putBack returns idle connections get passed over to the pool.

@@ -5,6 +5,8 @@ import (
 	"net"
 	"os"
 	"syscall"
+
+	"toolgate/internal/rawio"
 )
 
 // h1Supported: the lean HTTP/1.1 exchange (rawhttpconn.go) needs
@@ -37,11 +39,12 @@ func (p *h1Peeker) peek(rc syscall.RawConn) h1PeekState {
 }
 
 func (p *h1Peeker) read(fd uintptr) bool {
-	n, _, err := syscall.Recvfrom(int(fd), p.b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	// Without the scheduler's system-call bookkeeping (rawio).
+	n, err := rawio.Peek(fd, p.b[:])
 	switch {
 	case err == syscall.EAGAIN:
 		p.st = h1Quiet
-	case err == nil && n > 0:
+	case err == 0 && n > 0:
 		p.st = h1Readable
 	}
 	return true
@@ -103,16 +106,15 @@ func (a *h1Awaiter) step(fd uintptr) bool {
 		return true
 	}
 	for a.n < len(a.p) {
-		n, err := syscall.Write(int(fd), a.p[a.n:])
-		if n > 0 {
-			a.n += n
-		}
+		// Without the scheduler's system-call bookkeeping (rawio).
+		n, err := rawio.Write(fd, a.p[a.n:])
+		a.n += n
 		switch {
 		case err == syscall.EINTR:
 			continue
 		case err == syscall.EAGAIN:
 			return true // the rest through the connection (countWriter)
-		case err != nil:
+		case err != 0:
 			a.err = os.NewSyscallError("write", err)
 			return true
 		case n <= 0:

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+
+	"toolgate/internal/rawio"
 )
 
 // h1ConnTracker follows the connections of an httptest server.
@@ -351,7 +353,7 @@ func TestH1RetriesOnlyWhatWasNotWritten(t *testing.T) {
 		t.Fatalf("%d idle connections, want 1", len(h1.idle))
 	}
 	// Still open for reading (the peek finds it alive), refuses writes.
-	if err := h1.idle[0].c.(*net.TCPConn).CloseWrite(); err != nil {
+	if err := h1.idle[0].c.(*rawio.Conn).Conn.(*net.TCPConn).CloseWrite(); err != nil {
 		h1.mu.Unlock()
 		t.Fatal(err)
 	}

@@ -313,9 +313,9 @@ func (u *upstream) connectAt(ctx context.Context, client *mcp.Client, owner *age
 	if err != nil {
 		return nil, err
 	}
-	var stdout io.Reader = p.stdout
+	stdout := p.out
 	if shared {
-		stdout = activityReader{r: p.stdout, saw: u.sawTraffic}
+		stdout = activityReader{r: p.out, saw: u.sawTraffic}
 	}
 	raw := newRawCalls(p, u.g.opts.MaxResultBytes, u.log)
 	out := newStdoutGuard(ctx, stdout, u.g.opts.MaxResultBytes, u.log, raw)

@@ -109,7 +109,7 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, opts *Options) 
 	}
 	// The first request's read-header timeout runs from its first byte
 	// (firstbyte.go); the cap, outside it, still sees the Listener's conns.
-	ln = &firstByteListener{Listener: ln, wait: o.IdleTimeout}
+	ln = &firstByteListener{Listener: rawListener{ln}, wait: o.IdleTimeout}
 	if o.MaxConns > 0 {
 		l := Limit(ln, o.MaxConns, &LimitOptions{Name: o.Name, Logger: o.Logger, OnShed: o.OnShed})
 		ln = l
