@@ -192,6 +192,9 @@ func (g *Gate) Run(ctx context.Context) error {
 			g.Stop()
 			wg.Wait()
 			g.drainOutcomes()
+			g.releasesMu.Lock()
+			g.releasesDone = true // no release begins from here on (releaseLater)
+			g.releasesMu.Unlock()
 			g.releases.Wait() // each bounded by attemptTimeout
 			return nil
 		case <-t.C:
