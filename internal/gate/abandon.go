@@ -125,6 +125,15 @@ const maxBackgroundReleases = 4
 // itself (closing23: the request stayed leased for a whole lease, 15 s,
 // which an identical re-send on another instance waited out).
 func (g *Gate) releaseLater(ctx context.Context, id approval.ID, m holdMark) {
+	// Under releasesMu: Run's Wait for the releases begins after this
+	// one's Go, or this one sees releasesDone (attack25: a release begun
+	// while or after Run waited wrote after Run returned).
+	g.releasesMu.Lock()
+	defer g.releasesMu.Unlock()
+	if g.releasesDone {
+		g.leases.unhold(id, m) // Run is done: the lease lapses by itself
+		return
+	}
 	select {
 	case g.releasing <- struct{}{}:
 	default:

@@ -211,6 +211,10 @@ type Gate struct {
 	// them.
 	releases  sync.WaitGroup
 	releasing chan struct{}
+	// releasesDone is set when Run waits for the releases: none begins
+	// after it. Guarded by releasesMu.
+	releasesMu   sync.Mutex
+	releasesDone bool
 	// bg is canceled when Run ends; background writers stop retrying then.
 	bg       context.Context
 	bgCancel context.CancelFunc

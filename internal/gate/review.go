@@ -192,6 +192,9 @@ func (g *Gate) Run(ctx context.Context) error {
 			g.Stop()
 			wg.Wait()
 			g.drainOutcomes()
+			g.releasesMu.Lock()
+			g.releasesDone = true // no release begins from here on (releaseLater)
+			g.releasesMu.Unlock()
 			g.releases.Wait() // each bounded by attemptTimeout
 			return nil
 		case <-t.C:
@@ -274,11 +277,18 @@ func (g *Gate) sweep(ctx context.Context) {
 
 // countPending sets the pending gauge from the store's count, one
 // bounded attempt: a store that stopped answering is a count unknown, not
-// the last one kept while the sweep waits.
+// the last one kept while the sweep waits. The count's outcome is the
+// store's health as the sweeper sees it (storeHealth): an idle watched
+// sweeper makes no other call (attack25: an outage that began while it
+// was idle went unseen, and a lapsed dispatch elsewhere was called
+// unknown as soon as the store was back, not a lease later).
 func (g *Gate) countPending(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	n, err := g.store.CountPending(cctx, "")
 	cancel()
+	if ctx.Err() == nil {
+		g.health.report(err, g.now())
+	}
 	if err == nil {
 		g.metrics.PendingApprovals(n)
 	} else if ctx.Err() == nil {

@@ -213,7 +213,8 @@ func (t *h1Transport) exchange(req *http.Request, body io.ReadCloser) (*http.Res
 	if err == nil {
 		// The request's last bytes are written from within a wait for
 		// the answer (h1Awaiter), so that the read after them does not
-		// find the answer missing first.
+		// find the answer missing first: when they are all of it
+		// (countWriter).
 		lc.cw.await = true
 		err = lc.bw.Flush()
 		lc.cw.await = false
@@ -493,9 +494,13 @@ func newH1Conn(c net.Conn) *h1Conn {
 func (lc *h1Conn) close() { _ = lc.c.Close() }
 
 // A countWriter counts the bytes its writer accepted. While await is
-// set and the connection has a RawConn, a write waits for the answer
-// once its bytes are out (h1Awaiter); what that write could not take at
-// once goes through w.
+// set and the connection has a RawConn, a write that carries the
+// request's first bytes (n is 0) waits for the answer once its bytes are
+// out (h1Awaiter); what that write could not take at once goes through
+// w. A later write does not wait: the upstream may have answered what
+// it got before (an answer before the whole body), and the wait, which
+// begins with the connection's readiness reset, would wait for more
+// than that answer (attack25: until the call's context ended).
 type countWriter struct {
 	w     net.Conn
 	n     int64
@@ -506,7 +511,7 @@ type countWriter struct {
 
 func (w *countWriter) Write(p []byte) (int, error) {
 	written := 0
-	if w.await && w.rc != nil {
+	if w.await && w.rc != nil && w.n == 0 {
 		n, err := w.aw.write(w.w, w.rc, p)
 		w.n += int64(n)
 		if err != nil || n == len(p) {
