@@ -219,12 +219,21 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 
 	rss := rssMB(b, pid)
 	heldMem := readMemSplit(b, g.Admin).rssSplit(b, pid) // no collection: the burst's heap as it is
+	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
+		// the heap profile as of the burst's last collection (no gc=1): the
+		// live heap that set the goal at "held", batch work in flight
+		// included; go tool pprof -diff_base it against …-heap.pprof
+		saveProfile(b, g.Admin, "/debug/pprof/heap", filepath.Join(dir, fmt.Sprintf("%s-%d-held-nogc-heap.pprof", driver, n)))
+	}
 	goroutines, stack, live, heldGoroutines := heldRuntime(b, g.Admin)
 	rssGC := rssMB(b, pid) // after the collections heldRuntime asked for
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		// the goroutines alive at "held", before the collections (the
 		// goroutine profile saveProfiles writes is after them)
 		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d-held-goroutine.txt", driver, n)), []byte(heldGoroutines), 0o600)
+		// toolgate's log until "held" (with GODEBUG=gctrace=1 in the
+		// environment: each collection's heap before, after and live)
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d-held-stderr.txt", driver, n)), []byte(g.stderr.String()), 0o600)
 		saveProfiles(b, g.Admin, filepath.Join(dir, fmt.Sprintf("%s-%d", driver, n)))
 		if smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid)); err == nil { // the RSS by mapping: binary, heap arenas, others
 			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d-smaps.txt", driver, n)), smaps, 0o600)

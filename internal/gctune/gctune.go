@@ -6,10 +6,10 @@
 // Go's default (GOGC=100, no memory limit) collects every time the heap has
 // grown by its live size, which for a proxy with a few MB of live data means
 // a collection every few dozen calls. toolgate instead lets the heap grow
-// by about [Headroom] past the live heap, between GOGC=50 and GOGC=400
-// (400 while the live heap is under 16 MiB; past 32 MiB the goal stays at
-// [HeldGoal], 96 MiB, until 1.5× the live heap is more than that, from
-// 64 MiB of live heap on: [PercentFor]; [Tune] follows the live heap), so
+// by about [Headroom] past the live heap, at most GOGC=400 (400 while the
+// live heap is under 16 MiB; past 32 MiB the goal stays at [HeldGoal],
+// 96 MiB, until 1.5× the live heap less [HeldTrim] is more than that, from
+// about 75 MiB of live heap on: [PercentFor]; [Tune] follows the live heap), so
 // the collector runs a quarter as often while the proxy is idle-ish and the heap does not grow
 // to five times, or twice, a large live heap (ten thousand held calls). A fixed GOGC=400 with a fixed soft
 // memory limit of 512 MiB, the previous default, made the collector run
@@ -55,18 +55,27 @@ const (
 	// DefaultGCPercent is GOGC while the live heap is small, and the most
 	// Tune sets.
 	DefaultGCPercent = 400
-	// MinGCPercent is the least Tune sets: half of Go's own default, for
-	// a live heap of 64 MiB or more (PercentFor). At Go's 100 the heap of
+	// MinGCPercent is half of Go's own default: the goal grows by
+	// 1 + MinGCPercent/100 bytes per live byte past HeldGoal (PercentFor),
+	// and GOGC approaches it for large live heaps. At Go's 100 the heap of
 	// 10,000 held calls on Postgres grew to twice its live size, 150–200
 	// MB, right after the burst (docs/performance.md, "heldpeak2").
 	MinGCPercent = 50
+	// HeldTrim is what PercentFor takes off 1.5× the live heap past
+	// HeldGoal: the goal stays at HeldGoal until 1.5 × live − HeldTrim is
+	// more (≈ 74.7 MiB live), so that the batch work in flight at the end
+	// of a burst of held calls (the audit trail's catch-up, the last
+	// admissions, a reviewer's list: 10–13 MiB on ≈ 60 MiB of held
+	// calls) does not raise the goal by half of itself (docs/performance.md,
+	// "rss26").
+	HeldTrim = 16 << 20
 	// Headroom is how far (bytes) Tune lets the heap grow past the live heap
 	// before a collection while the live heap is at most HeldGoal −
 	// Headroom (32 MiB); past it the goal is HeldGoal (PercentFor).
 	Headroom = 64 << 20
 	// HeldGoal is the most the heap goal (live heap plus headroom) grows
-	// to while the live heap is between 32 and 64 MiB, where MinGCPercent
-	// takes over (1.5 × 64 MiB): the live heap of thousands of held calls
+	// to while the live heap is between 32 and ≈ 74.7 MiB, where 1.5 ×
+	// live − HeldTrim takes over: the live heap of thousands of held calls
 	// (5 KB each), whose burst ends anywhere between two collections, so
 	// that the heap in use right after it is at most about this much
 	// (docs/performance.md, "heldpeak3").
@@ -150,27 +159,29 @@ func Apply(getenv func(string) string) Settings {
 
 // PercentFor is the GOGC that lets a heap with live bytes of live data grow
 // by Headroom before the next collection while live + Headroom is at most
-// HeldGoal, and up to HeldGoal past it, within MinGCPercent and
-// DefaultGCPercent: 400 up to 16 MiB live, 200 at 32 MiB, 100 at 48 MiB,
-// 50 from 64 MiB on. So the goal (live + headroom) grows with the live
-// heap up to 96 MiB at 32 MiB live, stays there while the live heap grows
-// to 64 MiB, and then is 1.5× live instead of Go's 2×: the heap of
-// thousands of held calls is long-lived, and what it keeps free or unswept
-// above the live heap is resident memory at the end of their burst
-// (docs/performance.md, "heldpeak2" and "heldpeak3": a goal of live +
-// 64 MiB up to 128 MiB left 10,000 held calls at 150–217 MB RSS).
+// HeldGoal, and up to HeldGoal past it, at most DefaultGCPercent: 400 up
+// to 16 MiB live, 200 at 32 MiB, 100 at 48 MiB, 50 at 64 MiB, 33 at
+// 72 MiB. So the goal (live + headroom) grows with the live heap up to
+// 96 MiB at 32 MiB live and stays there until 1.5× the live heap less
+// HeldTrim is more, from about 74.7 MiB of live heap on (GOGC 28), and
+// then grows by 1.5 bytes per live byte (GOGC 46 at 512 MiB, towards
+// MinGCPercent): the heap of thousands of held calls is long-lived, and
+// what it keeps free or unswept above the live heap is resident memory at
+// the end of their burst (docs/performance.md, "heldpeak2", "heldpeak3":
+// a goal of live + 64 MiB up to 128 MiB left 10,000 held calls at
+// 150–217 MB RSS; "rss26": their burst ends with 10–13 MiB of batch work
+// in flight on top of ≈ 60 MiB, and 1.5× that live heap was a goal of
+// 108–112 MiB).
 func PercentFor(live uint64) int {
 	if live == 0 {
 		return DefaultGCPercent
 	}
-	p := 100 * uint64(Headroom) / live
-	if live+Headroom > HeldGoal {
-		p = 0 // MinGCPercent, from HeldGoal on
-		if live < HeldGoal {
-			p = 100 * (HeldGoal - live) / live
-		}
+	goal := live + Headroom
+	if goal > HeldGoal {
+		// live > HeldGoal − Headroom (32 MiB): 1.5 × live − HeldTrim > live
+		goal = max(HeldGoal, live+live*MinGCPercent/100-HeldTrim)
 	}
-	return int(min(max(p, MinGCPercent), DefaultGCPercent))
+	return int(min(100*(goal-live)/live, DefaultGCPercent))
 }
 
 // Release policy: when to hand the heap's free pages back to the OS.
