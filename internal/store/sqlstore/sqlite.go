@@ -30,6 +30,19 @@ const DefaultWatchInterval = 250 * time.Millisecond
 // takes microseconds). One more connection is Watch's.
 const sqliteReadConns = 4
 
+// sqliteCacheKiB is each SQLite connection's page cache (PRAGMA
+// cache_size, in KiB), a quarter of SQLite's default 2,000 KiB. The cache
+// is C heap (modernc's libc), outside the Go heap and its collector, and
+// that allocator rounds a page's slot (4 KiB of page and its header) up to
+// 8 KiB, so a full default cache holds ≈ 3.7 MB of memory; toolgate keeps
+// up to nine connections (two writers, sqliteReadConns + 1 readers,
+// AdminConns), and after 10,000 held calls were admitted and listed their
+// caches were 10–20 MB of toolgate's RSS (docs/performance.md, "rss26").
+// The queries that read many pages (a reviewer's list, the audit trail's
+// catch-up) read them once per query; the pages stay in the OS's page
+// cache.
+const sqliteCacheKiB = 512
+
 // sqliteDialect is SQLite through modernc.org/sqlite: ? placeholders, every
 // transaction IMMEDIATE (_txlock=immediate), so it holds the write lock from
 // BEGIN and needs no row or named locks.
@@ -40,7 +53,8 @@ type sqliteDialect struct {
 // openSQLite creates cfg.Path's directory (0700) and file (0600) if
 // needed and opens it with WAL journaling, a 5 s busy timeout, foreign keys
 // and IMMEDIATE transactions (STYLE R21), and temporary files (the
-// savepoints' journals of the group commit) in memory. Nothing is read yet.
+// savepoints' journals of the group commit) in memory, and a page cache of
+// sqliteCacheKiB per connection. Nothing is read yet.
 //
 // It returns two bounded pools on the file. Writes go through one
 // connection, the group commit's (batch.go): SQLite lets one transaction
@@ -75,7 +89,9 @@ func openSQLite(cfg Config) (read, write, admin *sql.DB, _ dialect, _ error) {
 	}
 	dsn := path + "?_pragma=journal_mode(WAL)" +
 		fmt.Sprintf("&_pragma=busy_timeout(%d)", busyTimeout.Milliseconds()) +
-		"&_pragma=foreign_keys(ON)&_pragma=temp_store(MEMORY)&_txlock=immediate"
+		"&_pragma=foreign_keys(ON)&_pragma=temp_store(MEMORY)" +
+		fmt.Sprintf("&_pragma=cache_size(%d)", -sqliteCacheKiB) + // negative: KiB
+		"&_txlock=immediate"
 	write, err = sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, nil, nil, nil, err
