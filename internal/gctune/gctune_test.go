@@ -563,7 +563,8 @@ func TestTuneSetsTheQuietLimit(t *testing.T) {
 				tick()
 			})
 		normal, quiet := LimitFor(st, PercentFor(st.Live), 0), QuietLimitFor(st, 0) // GOGC 34 at 100 MiB live
-		if quiet >= normal-30*mb {                                                  // GOGC 34: 34 MiB of headroom
+		// GOGC 34 at 100 MiB live: 34 MiB of headroom
+		if quiet >= normal-30*mb {
 			t.Fatalf("quiet limit %d MiB, normal %d MiB: want the quiet one about GOGC's headroom lower", quiet/mb, normal/mb)
 		}
 		if want := []int64{normal, quiet, normal}; !slices.Equal(rt.limits, want) {
