@@ -250,3 +250,27 @@ func TestH1HeadAllocations(t *testing.T) {
 		t.Errorf("reading the go-sdk's event stream answer allocated %.0f times, want at most 9", allocs)
 	}
 }
+
+// BenchmarkH1Head reads the go-sdk's event stream answer (head, event,
+// end) on a lean connection, as TestH1HeadAllocations does.
+func BenchmarkH1Head(b *testing.B) {
+	raw := []byte(goSDKHead + chunk(goSDKEvent) + "0\r\n\r\n")
+	c := &bytesConn{r: bytes.NewReader(nil)}
+	lc := newH1Conn(c)
+	req := &http.Request{Method: http.MethodPost}
+	buf := make([]byte, 512)
+	b.ReportAllocs()
+	for b.Loop() {
+		c.r.Reset(raw)
+		lc.br.Reset(&lc.lim)
+		resp, err := lc.readHead(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			if _, err := resp.Body.Read(buf); err != nil {
+				break
+			}
+		}
+	}
+}
