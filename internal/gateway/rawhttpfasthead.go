@@ -50,7 +50,7 @@ func readH1HeadFast(br *bufio.Reader, req *http.Request) (resp *http.Response, o
 	if _, err := br.Peek(1); err != nil {
 		// Peek consumed the reader's error: returned here as
 		// ReadResponse's first ReadLine returns it.
-		if err == io.EOF {
+		if err == io.EOF { //nolint:errorlint // as ReadResponse compares it
 			err = io.ErrUnexpectedEOF
 		}
 		return nil, true, err
@@ -280,7 +280,7 @@ func (b *h1LenBody) Read(p []byte) (int, error) {
 	n, err := b.br.Read(p)
 	b.left -= int64(n)
 	switch {
-	case err == io.EOF && b.left > 0:
+	case err == io.EOF && b.left > 0: //nolint:errorlint // as net/http's body compares it
 		err = io.ErrUnexpectedEOF
 	case err == nil && n > 0 && b.left == 0:
 		err = io.EOF
@@ -304,7 +304,7 @@ type h1ChunkedBody struct {
 
 func (b *h1ChunkedBody) Read(p []byte) (int, error) {
 	n, err := b.cr.Read(p)
-	if err == io.EOF {
+	if err == io.EOF { //nolint:errorlint // as net/http's body compares it
 		if e := b.readTrailer(); e != nil {
 			err = e
 		}
@@ -332,7 +332,7 @@ func (b *h1ChunkedBody) readTrailer() error {
 	}
 	hdr, err := textproto.NewReader(b.br).ReadMIMEHeader()
 	if err != nil {
-		if err == io.EOF {
+		if err == io.EOF { //nolint:errorlint // as net/http's readTrailer compares it
 			return errH1TrailerEOF
 		}
 		return err

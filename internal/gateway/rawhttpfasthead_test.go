@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -121,7 +122,7 @@ func readBoth(t *testing.T, raw string, wrap func(io.Reader) io.Reader) (fast bo
 			took bool
 		)
 		if useFast {
-			resp, took, err = readH1HeadFast(br, req)
+			resp, took, err = readH1HeadFast(br, req) //nolint:bodyclose // closed below once read
 		}
 		if !took {
 			resp, err = http.ReadResponse(br, req)
@@ -133,6 +134,7 @@ func readBoth(t *testing.T, raw string, wrap func(io.Reader) io.Reader) (fast bo
 		}
 		r.resp, r.noBody = resp, resp.Body == http.NoBody
 		b, rerr := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
 		r.body = b
 		if rerr != nil {
 			r.rerr = rerr.Error()
@@ -235,12 +237,13 @@ func TestH1HeadAllocations(t *testing.T) {
 		for {
 			_, err := resp.Body.Read(buf)
 			if err != nil {
-				if err != io.EOF {
+				if !errors.Is(err, io.EOF) {
 					failed = err
 				}
 				break
 			}
 		}
+		_ = resp.Body.Close()
 	})
 	if failed != nil {
 		t.Fatal(failed)
@@ -272,5 +275,6 @@ func BenchmarkH1Head(b *testing.B) {
 				break
 			}
 		}
+		_ = resp.Body.Close()
 	}
 }
