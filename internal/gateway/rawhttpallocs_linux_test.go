@@ -17,7 +17,7 @@ import (
 // testing.AllocsPerRun counts the client side alone.
 type cannedUpstream struct{ ln net.Listener }
 
-func newCannedUpstream(t *testing.T) *cannedUpstream {
+func newCannedUpstream(t testing.TB) *cannedUpstream {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -159,5 +159,27 @@ func TestRawHTTPCallAllocations(t *testing.T) {
 	t.Logf("%.1f allocations per raw HTTP call", allocs)
 	if allocs > 40 {
 		t.Errorf("a raw tools/call on an HTTP upstream allocated %.1f times, want at most 40", allocs)
+	}
+}
+
+// BenchmarkRawCallHTTPCanned is BenchmarkRawCallHTTP against the
+// cannedUpstream: toolgate's side of the leg with little else on the CPU.
+func BenchmarkRawCallHTTPCanned(b *testing.B) {
+	up := newCannedUpstream(b)
+	g, err := New(b.Context(), []ServerConfig{{Name: "up", URL: up.url()}}, allowAll(), &Options{Logger: (&logBuffer{}).logger(), HealthInterval: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = g.Close() })
+	u := g.ups["up"]
+	args := json.RawMessage(`{"message":"hi"}`)
+	if _, ok, err := u.callRaw(b.Context(), "echo", args); !ok || err != nil {
+		b.Fatal("first call: ", ok, err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok, err := u.callRaw(b.Context(), "echo", args); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
 	}
 }
