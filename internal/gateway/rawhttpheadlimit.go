@@ -51,9 +51,6 @@ func (l *h1HeadLimit) Read(p []byte) (int, error) {
 func (lc *h1Conn) readHead(req *http.Request) (*http.Response, error) {
 	lc.lim.on, lc.lim.left = true, h1MaxHead-int64(lc.br.Buffered())
 	defer func() { lc.lim.on = false }()
-	if resp, ok, err := readH1HeadFast(lc.br, req); ok { // rawhttpfasthead.go
-		return resp, err
-	}
 	for range h1Max1xx + 1 {
 		resp, err := http.ReadResponse(lc.br, req)
 		if err != nil {
