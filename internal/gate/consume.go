@@ -264,8 +264,7 @@ func (g *Gate) recordOutcome(ctx context.Context, id approval.ID, o approval.Out
 		}
 		return
 	}
-	g.log.WarnContext(ctx, "cannot record dispatch outcome yet; retrying in the background", "approval", id, "outcome", o, "err", err)
-	g.outcomes.Go(func() {
+	started := g.outcomeLater(func() {
 		defer g.leases.drop(id, leaseDispatch)
 		if err := g.retryStore(g.bg, write); err != nil {
 			g.log.ErrorContext(g.bg, "cannot record dispatch outcome", "approval", id, "outcome", o, "err", err)
@@ -276,6 +275,32 @@ func (g *Gate) recordOutcome(ctx context.Context, id approval.ID, o approval.Out
 		}
 		g.log.InfoContext(g.bg, "dispatch outcome recorded after retrying", "approval", id, "outcome", o)
 	})
+	if !started {
+		// Run is stopping or done: nothing writes it later. The lease,
+		// no longer renewed, lapses, and a live sweeper (another
+		// instance's, or this one's next start) records "unknown", as for
+		// a writer drainOutcomes stopped.
+		g.leases.drop(id, leaseDispatch)
+		g.log.ErrorContext(ctx, "stopping: cannot record dispatch outcome; it will be recorded unknown", "approval", id, "outcome", o, "err", err)
+		return
+	}
+	g.log.WarnContext(ctx, "cannot record dispatch outcome yet; retrying in the background", "approval", id, "outcome", o, "err", err)
+}
+
+// outcomeLater starts fn, the background writer of an outcome the store
+// could not take at once, on g.outcomes, which Run waits for
+// (drainOutcomes). It reports false, starting nothing, once Run has begun
+// to wait (outcomesDone): a writer begun then was not waited for, and
+// wrote after Run returned (serve closes the store then), its Go racing
+// the Wait (as attack25's releases did, releaseLater).
+func (g *Gate) outcomeLater(fn func()) bool {
+	g.outcomesMu.Lock()
+	defer g.outcomesMu.Unlock()
+	if g.outcomesDone {
+		return false
+	}
+	g.outcomes.Go(fn)
+	return true
 }
 
 // errOwnOutcome aborts a retried outcome write that finds its outcome

@@ -206,6 +206,10 @@ type Gate struct {
 	// outcomes counts the background writers of dispatch outcomes the
 	// store could not take at once (see recordOutcome); Run waits for them.
 	outcomes sync.WaitGroup
+	// outcomesDone is set when Run waits for the outcome writers: none
+	// begins after it (outcomeLater). Guarded by outcomesMu.
+	outcomesMu   sync.Mutex
+	outcomesDone bool
 	// releases counts the background releases of leases (releaseLater),
 	// at most maxBackgroundReleases at once (releasing); Run waits for
 	// them.

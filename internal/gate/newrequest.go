@@ -188,12 +188,13 @@ func (g *Gate) pendingCaps(p approval.Principal, chain session.Chain) []store.Ca
 }
 
 // createRefused reports whether err, from CreateRequest, is the store's
-// refusal inside the transaction (a cap, a session revoked meanwhile),
+// refusal inside the transaction (a cap, a session revoked meanwhile, a
+// session_policy request's base revision that moved: store.ErrConflict),
 // which wrote nothing, rather than a failure that may have come after
 // its commit.
 func createRefused(err error) bool {
 	var ce *store.CapError
-	return errors.As(err, &ce) || errors.Is(err, session.ErrRevoked)
+	return errors.As(err, &ce) || errors.Is(err, session.ErrRevoked) || errors.Is(err, store.ErrConflict)
 }
 
 // createRefusal is the answer to a call whose request the store refused

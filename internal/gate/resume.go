@@ -32,86 +32,122 @@ func (g *Gate) resume(ctx context.Context, c Call) Admission {
 		deadline = g.now().Add(c.MaxHold)
 	}
 	for {
-		r, err := g.store.GetRequest(ctx, id)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			return refuse(fmt.Sprintf("approval %s does not exist; nothing was run", id))
-		case err != nil:
-			g.log.ErrorContext(ctx, "cannot read a resumed approval; refusing", "approval", id, "err", err)
-			return refuse("refused: the approval store is unavailable; nothing was run")
-		case r.RequestedBy != c.Principal.ID || r.Server != c.Server || r.Tool != c.Tool || r.ArgumentsHash != hash || !c.sameKind(r.Kind):
-			return Admission{ApprovalID: id, Message: fmt.Sprintf("approval %s was made for a different call (another caller, tool or arguments); nothing was run", id)}
-		}
-		now := g.now()
-		switch r.State {
-		case approval.StateConsumed:
-			rec, err := g.store.GetResult(ctx, id)
-			if err == nil {
-				g.log.InfoContext(ctx, "re-send of a consumed approval answered from the result ledger", "approval", id)
-				return Admission{ApprovalID: id, Held: r, Meta: g.approvalMeta(r), Replay: &Recorded{Result: rec.Result, Error: rec.Error, Truncated: rec.Truncated}}
-			}
-			if !errors.Is(err, store.ErrNotFound) {
-				return refuse("refused: the approval store is unavailable; nothing was run")
-			}
-			if r.DispatchOutcome == approval.OutcomeNone && !r.LeaseLapsed(now) {
-				break // still being dispatched: wait for its result
-			}
-			return Admission{ApprovalID: id, Held: r, Meta: g.approvalMeta(r), Message: usedMessage(r)}
-		case approval.StatePending, approval.StateApproved:
-			if !g.leases.holding(id) && (r.LeaseLapsed(now) || r.HeldBy == g.instance) {
-				// Nobody holds it, or this process's own call did and went
-				// away (takeOver).
-				taken, m := g.takeOver(ctx, r, deadline)
-				if m != 0 {
-					return g.holdTaken(ctx, c, taken, m, deadline)
-				}
-				if !deadline.IsZero() && !g.now().Before(deadline) {
-					// Its MaxHold passed while the take-over waited: answered
-					// by the request as it is now (settled: by the loop).
-					if a, _, ok := g.answerAfterWait(ctx, r); ok {
-						return a
-					}
-				}
-				continue // someone else took it meanwhile: look again
-			}
-			// A live call holds it: wait for its decision without a lease.
-		default:
-			if c.Task {
-				g.dropTaskArguments(ctx, id)
-			}
-			return g.settle(ctx, Call{}, r)
-		}
-		if !deadline.IsZero() && !now.Before(deadline) {
-			return g.pendingAnswer(r)
-		}
-		until := r.ExpiresAt.Add(r.ValidFor)
-		if !deadline.IsZero() && deadline.Before(until) {
-			until = deadline
-		}
-		if lu := r.LeaseUntil.Add(10 * time.Millisecond); !r.LeaseUntil.IsZero() && lu.After(now) && lu.Before(until) {
-			until = lu // look again when the holder's lease would have lapsed
-		}
-		foreign := r.HeldBy != "" && r.HeldBy != g.instance // its release reaches this process through the watch
-		if err := g.waitChange(ctx, id, until, foreign, g.keepAlive(c, r.ID, r.Rule, r.ExpiresAt, r.State)); err != nil {
-			return Admission{ApprovalID: id, Message: "the caller went away while waiting; nothing was run"}
+		// Subscribe before reading: a change between the read and the
+		// wait (a decision, an outcome, a release here or, through the
+		// watch, elsewhere) wakes the wait at once instead of being seen
+		// only at its timer.
+		sub := g.subscribeChange(id)
+		a, again := g.resumeRound(ctx, c, hash, deadline, sub)
+		sub.drop(g.hub)
+		if !again {
+			return a
 		}
 	}
 }
 
-// waitChange returns when request id may have changed (a wake-up: a local
-// change, or the store's watcher for another process or instance), at
-// until, or with ctx's cause when ctx ends; with touched, also on the
-// watch's Touched (a release by another instance on SQLite). Its
-// keep-alives come from the gate's one beat, like a held call's.
-func (g *Gate) waitChange(ctx context.Context, id approval.ID, until time.Time, touched bool, keepAlive func(context.Context)) error {
-	woke, unsub := g.hub.subscribe(string(id))
-	defer unsub()
-	var touchedC <-chan struct{}
-	if touched {
-		tw, unsubTouched := g.hub.subscribe(touchedKey)
-		defer unsubTouched()
-		touchedC = tw.C
+// A changeSub is a wait's subscriptions to one request's wake-ups and to
+// Touched, made before the wait reads the request (resume).
+type changeSub struct{ woke, touched *wakeup }
+
+// subscribeChange subscribes to the wake-ups of id and to Touched.
+func (g *Gate) subscribeChange(id approval.ID) changeSub {
+	woke, _ := g.hub.subscribe(string(id))
+	touched, _ := g.hub.subscribe(touchedKey)
+	return changeSub{woke: woke, touched: touched}
+}
+
+// drop ends s's subscriptions; it may be called more than once.
+func (s changeSub) drop(h *hub) {
+	h.unsubscribe(s.woke)
+	h.unsubscribe(s.touched)
+}
+
+// resumeRound is one round of resume: it reads the request and answers
+// c, or takes the request over and holds it, or waits for a change (sub,
+// made before the read) and reports again: the next round reads it anew.
+func (g *Gate) resumeRound(ctx context.Context, c Call, hash string, deadline time.Time, sub changeSub) (a Admission, again bool) {
+	id := c.Resume
+	r, err := g.store.GetRequest(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return refuse(fmt.Sprintf("approval %s does not exist; nothing was run", id)), false
+	case err != nil:
+		g.log.ErrorContext(ctx, "cannot read a resumed approval; refusing", "approval", id, "err", err)
+		return refuse("refused: the approval store is unavailable; nothing was run"), false
+	case r.RequestedBy != c.Principal.ID || r.Server != c.Server || r.Tool != c.Tool || r.ArgumentsHash != hash || !c.sameKind(r.Kind):
+		return Admission{ApprovalID: id, Message: fmt.Sprintf("approval %s was made for a different call (another caller, tool or arguments); nothing was run", id)}, false
 	}
+	now := g.now()
+	switch r.State {
+	case approval.StateConsumed:
+		rec, err := g.store.GetResult(ctx, id)
+		if err == nil {
+			g.log.InfoContext(ctx, "re-send of a consumed approval answered from the result ledger", "approval", id)
+			return Admission{ApprovalID: id, Held: r, Meta: g.approvalMeta(r), Replay: &Recorded{Result: rec.Result, Error: rec.Error, Truncated: rec.Truncated}}, false
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return refuse("refused: the approval store is unavailable; nothing was run"), false
+		}
+		if r.DispatchOutcome == approval.OutcomeNone && !r.LeaseLapsed(now) {
+			break // still being dispatched: wait for its result
+		}
+		return Admission{ApprovalID: id, Held: r, Meta: g.approvalMeta(r), Message: usedMessage(r)}, false
+	case approval.StatePending, approval.StateApproved:
+		if !g.leases.holding(id) && (r.LeaseLapsed(now) || r.HeldBy == g.instance) {
+			// Nobody holds it, or this process's own call did and went
+			// away (takeOver). Nothing of this round waits on sub: it
+			// is not kept through the take-over's wait and the hold.
+			sub.drop(g.hub)
+			taken, m := g.takeOver(ctx, r, deadline)
+			if m != 0 {
+				return g.holdTaken(ctx, c, taken, m, deadline), false
+			}
+			if !deadline.IsZero() && !g.now().Before(deadline) {
+				// Its MaxHold passed while the take-over waited: answered
+				// by the request as it is now (settled: by the loop).
+				if a, _, ok := g.answerAfterWait(ctx, r); ok {
+					return a, false
+				}
+			}
+			return Admission{}, true // someone else took it meanwhile: look again
+		}
+		// A live call holds it: wait for its decision without a lease.
+	default:
+		if c.Task {
+			g.dropTaskArguments(ctx, id)
+		}
+		return g.settle(ctx, Call{}, r), false
+	}
+	if !deadline.IsZero() && !now.Before(deadline) {
+		return g.pendingAnswer(r), false
+	}
+	until := r.ExpiresAt.Add(r.ValidFor)
+	if !deadline.IsZero() && deadline.Before(until) {
+		until = deadline
+	}
+	if lu := r.LeaseUntil.Add(10 * time.Millisecond); !r.LeaseUntil.IsZero() && lu.After(now) && lu.Before(until) {
+		until = lu // look again when the holder's lease would have lapsed
+	}
+	var touched <-chan struct{}
+	if r.HeldBy != "" && r.HeldBy != g.instance {
+		touched = sub.touched.C // its release reaches this process through the watch
+	} else {
+		g.hub.unsubscribe(sub.touched) // not kept through the wait: Touched wakes every subscriber
+	}
+	if err := g.waitChange(ctx, sub.woke.C, touched, until, g.keepAlive(c, r.ID, r.Rule, r.ExpiresAt, r.State)); err != nil {
+		return Admission{ApprovalID: id, Message: "the caller went away while waiting; nothing was run"}, false
+	}
+	return Admission{}, true
+}
+
+// waitChange returns when woke is closed (request id may have changed: a
+// local change, or the store's watcher for another process or instance),
+// when touched is (a nil channel: never; the watch's Touched, a release
+// by another instance on SQLite), at until, or with ctx's cause when ctx
+// ends. Both channels are subscriptions made before the request was read
+// (subscribeChange). Its keep-alives come from the gate's one beat, like
+// a held call's.
+func (g *Gate) waitChange(ctx context.Context, woke, touched <-chan struct{}, until time.Time, keepAlive func(context.Context)) error {
 	timer := time.NewTimer(max(until.Sub(g.now()), 0))
 	defer timer.Stop()
 	var kaC <-chan struct{}
@@ -122,9 +158,9 @@ func (g *Gate) waitChange(ctx context.Context, id approval.ID, until time.Time, 
 	}
 	for {
 		select {
-		case <-woke.C:
+		case <-woke:
 			return nil
-		case <-touchedC:
+		case <-touched:
 			return nil
 		case <-timer.C:
 			return nil

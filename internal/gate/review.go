@@ -204,8 +204,13 @@ func (g *Gate) Run(ctx context.Context) error {
 
 // drainOutcomes waits for the background writers of dispatch outcomes, at
 // most one lease; then it stops them (their requests' leases lapse and
-// the sweeper of a live process records "unknown").
+// the sweeper of a live process records "unknown"). No writer begins once
+// it waits (outcomeLater): an outcome the store cannot take from then on
+// is left to that sweeper too.
 func (g *Gate) drainOutcomes() {
+	g.outcomesMu.Lock()
+	g.outcomesDone = true
+	g.outcomesMu.Unlock()
 	done := make(chan struct{})
 	go func() { g.outcomes.Wait(); close(done) }()
 	t := time.NewTimer(g.opts.Lease)

@@ -34,6 +34,16 @@ type process struct {
 	closeOnce sync.Once
 }
 
+// rawPipe returns pipe (one end of a child's stdin or stdout) read and
+// written through rawio, or nil when its descriptor does not allow it
+// (not an *os.File, or a blocking one): then the pipe itself is used.
+func rawPipe(pipe any) *rawio.File {
+	if f, ok := pipe.(rawio.SyscallFile); ok {
+		return rawio.WrapFile(f)
+	}
+	return nil
+}
+
 // startProcess starts the command of cfg. stderr receives the child's
 // stderr; it must not block for long. grace is the TerminateGrace.
 func startProcess(cfg ServerConfig, stderr io.Writer, grace time.Duration) (*process, error) {
@@ -62,15 +72,11 @@ func startProcess(cfg ServerConfig, stderr io.Writer, grace time.Duration) (*pro
 		return nil, fmt.Errorf("start %s: %w", cfg.Command, err)
 	}
 	p := &process{cmd: cmd, stdin: stdin, stdout: stdout, in: stdin, out: stdout, grace: grace, exited: make(chan struct{})}
-	if f, ok := stdin.(rawio.SyscallFile); ok {
-		if rf := rawio.WrapFile(f); rf != nil {
-			p.in = rf
-		}
+	if rf := rawPipe(stdin); rf != nil {
+		p.in = rf
 	}
-	if f, ok := stdout.(rawio.SyscallFile); ok {
-		if rf := rawio.WrapFile(f); rf != nil {
-			p.out = rf
-		}
+	if rf := rawPipe(stdout); rf != nil {
+		p.out = rf
 	}
 	go func() {
 		// Wait closes stdout once the process has exited, which ends the

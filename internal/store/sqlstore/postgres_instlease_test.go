@@ -81,10 +81,21 @@ func TestTakeOverWaitsForRenewalInFlight(t *testing.T) {
 // it lost it, and only the new holder believes it holds it.
 func TestRenewalWaitsForTakeOverInFlight(t *testing.T) {
 	db := openTest(t, postgresConfig(pgtest.Fresh(t)))
-	ctx := t.Context()
 	ids := createHeld(t, db, "gw-a", t0.Add(time.Minute), 1, 2)
 	mustRenew(t, db, "gw-a", ids, t0.Add(5*time.Minute), ids...)
+	if got := renewDuringTakeOver(t, db, ids); len(got) != 1 || got[0] != ids[1] {
+		t.Errorf("renewal after the take-over renewed %v, want only [%s]", got, ids[1])
+	}
+}
 
+// renewDuringTakeOver renews ids for gw-a (until t0+20m) while gw-b's
+// take-over of ids[0] (at t0+10m), which has read its lapsed lease and
+// not committed, is in flight: the renewal must wait for it (waitBlocked
+// fails the test otherwise). It returns what the renewal reported
+// renewed, once the take-over committed; it checks that ids[0] is gw-b's.
+func renewDuringTakeOver(t *testing.T, db *DB, ids []approval.ID) []approval.ID {
+	t.Helper()
+	ctx := t.Context()
 	read := make(chan struct{})
 	proceed := make(chan struct{})
 	takenOver := make(chan error, 1)
@@ -122,10 +133,8 @@ func TestRenewalWaitsForTakeOverInFlight(t *testing.T) {
 		t.Fatalf("take-over: %v", err)
 	}
 	<-done
-	if got := <-renewed; len(got) != 1 || got[0] != ids[1] {
-		t.Errorf("renewal after the take-over renewed %v, want only [%s]", got, ids[1])
-	}
 	if h, _ := leaseOf(t, db, ids[0]); h != "gw-b" {
 		t.Errorf("held by %q, want gw-b", h)
 	}
+	return <-renewed
 }

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"toolgate/internal/approval"
 	"toolgate/internal/store/sqlstore/pgtest"
 )
 
@@ -18,52 +17,10 @@ import (
 // go on believing it holds the request the new holder holds.
 func TestRenewalCountsAfterTakeOverInFlight(t *testing.T) {
 	db := openTest(t, postgresConfig(pgtest.Fresh(t)))
-	ctx := t.Context()
 	ids := createHeld(t, db, "gw-a", t0.Add(time.Minute), 1, 2, 3)
 	mustRenew(t, db, "gw-a", ids[:2], t0.Add(5*time.Minute), ids[:2]...)
-
-	read := make(chan struct{})
-	proceed := make(chan struct{})
-	takenOver := make(chan error, 1)
-	go func() {
-		first := true
-		_, err := db.UpdateRequest(ctx, ids[0], "gw-b", func(r *approval.Request) error {
-			if !r.LeaseLapsed(t0.Add(10 * time.Minute)) {
-				return errKeep
-			}
-			if first {
-				first = false
-				close(read)
-				<-proceed
-			}
-			r.Renew("gw-b", t0.Add(11*time.Minute))
-			return nil
-		})
-		takenOver <- err
-	}()
-	<-read
-
-	renewed := make(chan []approval.ID, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		got, err := db.RenewLeases(ctx, "gw-a", ids, t0.Add(20*time.Minute))
-		if err != nil {
-			t.Error(err)
-		}
-		renewed <- got
-	}()
-	waitBlocked(t, db, done)
-	close(proceed)
-	if err := <-takenOver; err != nil {
-		t.Fatalf("take-over: %v", err)
-	}
-	<-done
-	if got := <-renewed; len(got) != 2 || got[0] != ids[1] || got[1] != ids[2] {
+	if got := renewDuringTakeOver(t, db, ids); len(got) != 2 || got[0] != ids[1] || got[1] != ids[2] {
 		t.Errorf("renewal after the take-over renewed %v, want [%s %s]", got, ids[1], ids[2])
-	}
-	if h, _ := leaseOf(t, db, ids[0]); h != "gw-b" {
-		t.Errorf("held by %q, want gw-b", h)
 	}
 	if raw := rawLease(t, db, ids[2]); raw != leaseMarker {
 		t.Errorf("the id named anew: stored lease_until %d, want the marker", raw)
