@@ -1,0 +1,244 @@
+//go:build linux && !race
+
+package rawio
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// BenchmarkTimerLateBehindCPU measures the trade-off in the package doc
+// (docs/architecture.md, "Scheduler Ps follow the calls in flight"):
+// with every P busy with a CPU-bound goroutine that began right after a
+// read, how late do timers fire, when that read was raw (sysmon left
+// asleep) and when it was an ordinary one (sysmon woken)?
+//
+// Per op, another process (this test binary, TestRawioKicker) writes one
+// byte on each of procs connections at a moment no timer of this process
+// knows of; each connection's goroutine here reads it (through a Conn when
+// raw, else the *net.TCPConn), arms a 5 ms time.AfterFunc (a call's own
+// timer: a hold timeout, a heartbeat), computes for spin without a system
+// call or an allocation, and answers one byte. A 100 ms ticker runs
+// throughout (procs.Follow's look in serve). Reported: the ticker's worst
+// and 99th-percentile lateness (from the time it was due to its receipt),
+// and the worst lateness of the 5 ms timers, in ms.
+func BenchmarkTimerLateBehindCPU(b *testing.B) {
+	if os.Getenv("RAWIO_BENCH_PREEMPT") == "" {
+		b.Skip("RAWIO_BENCH_PREEMPT=1 runs it (a second per op, needs a quiet P count)")
+	}
+	spin := 100 * time.Millisecond
+	if s := os.Getenv("RAWIO_BENCH_SPIN"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		spin = d
+	}
+	tick := 100 * time.Millisecond
+	if s := os.Getenv("RAWIO_BENCH_TICK"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tick = d
+	}
+	for _, work := range []string{"compute", "allocate"} {
+		for _, procs := range []int{1, 2} {
+			for _, raw := range []bool{false, true} {
+				b.Run(fmt.Sprintf("%s/procs=%d/raw=%v", work, procs, raw), func(b *testing.B) {
+					benchLate(b, procs, raw, spin, tick, work == "allocate")
+				})
+			}
+		}
+	}
+}
+
+func benchLate(b *testing.B, procs int, raw bool, spin, tick time.Duration, alloc bool) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	kicker := exec.Command(os.Args[0], "-test.run=^TestRawioKicker$", "-test.count=1")
+	kicker.Env = append(os.Environ(), "RAWIO_KICK_ADDR="+ln.Addr().String(),
+		"RAWIO_KICK_CONNS="+strconv.Itoa(procs), "RAWIO_KICK_ROUNDS="+strconv.Itoa(b.N))
+	kicker.Stderr = os.Stderr
+	if err := kicker.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = kicker.Wait() }()
+	conns := make([]net.Conn, procs)
+	for i := range conns {
+		c, err := ln.Accept()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = c.Close() }()
+		if raw {
+			c = WrapConn(c)
+		}
+		conns[i] = c
+	}
+
+	var (
+		mu      sync.Mutex
+		ticks   []time.Duration
+		afters  []time.Duration
+		stop    = make(chan struct{})
+		tickEnd = make(chan struct{})
+	)
+	go func() {
+		defer close(tickEnd)
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case due := <-t.C:
+				late := time.Since(due)
+				mu.Lock()
+				ticks = append(ticks, late)
+				mu.Unlock()
+			}
+		}
+	}()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Go(func() {
+			one := make([]byte, 1)
+			for range b.N {
+				if _, err := c.Read(one); err != nil {
+					b.Error(err)
+					return
+				}
+				armed := time.Now()
+				time.AfterFunc(5*time.Millisecond, func() {
+					late := time.Since(armed) - 5*time.Millisecond
+					mu.Lock()
+					afters = append(afters, late)
+					mu.Unlock()
+				})
+				if alloc {
+					burnAllocating(spin)
+				} else {
+					burn(spin)
+				}
+				if _, err := c.Write(one); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	close(stop)
+	<-tickEnd
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(ticks)
+	slices.Sort(afters)
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	if len(ticks) > 0 {
+		b.ReportMetric(ms(ticks[len(ticks)-1]), "tick-late-max-ms")
+		b.ReportMetric(ms(ticks[len(ticks)*99/100]), "tick-late-p99-ms")
+	}
+	if len(afters) > 0 {
+		b.ReportMetric(ms(afters[len(afters)-1]), "timer-late-max-ms")
+		b.ReportMetric(ms(afters[len(afters)/2]), "timer-late-p50-ms")
+	}
+}
+
+// burn computes for d: no system call (time.Now is the vDSO's), no
+// allocation, so nothing but a preemption stops it.
+func burn(d time.Duration) {
+	end := time.Now().Add(d)
+	x := uint64(1)
+	for time.Now().Before(end) {
+		for range 1000 {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+	}
+	sink = x
+}
+
+var sink uint64
+
+// doc is a 1 MB JSON document (a large tool argument) for burnAllocating.
+var doc = func() []byte {
+	var b strings.Builder
+	b.WriteString(`{"items":[`)
+	for i := 0; b.Len() < 1<<20; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"id":%d,"name":"item %d","tags":["a","b","c"],"value":%d.5}`, i, i, i)
+	}
+	b.WriteString(`]}`)
+	return []byte(b.String())
+}()
+
+// burnAllocating decodes doc for d, as a large argument's parse
+// allocates: the collections it starts wake sysmon (startTheWorld).
+func burnAllocating(d time.Duration) {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		var v any
+		if err := json.Unmarshal(doc, &v); err != nil {
+			panic(err)
+		}
+		sinkAny = v
+	}
+}
+
+var sinkAny any
+
+// TestRawioKicker is BenchmarkTimerLateBehindCPU's other process: it
+// dials RAWIO_KICK_CONNS connections to RAWIO_KICK_ADDR and, per round,
+// after 150–250 ms (no timer of the benchmark's process knows when),
+// writes one byte on each (raw: no system call of its own wakes anything
+// there) and waits for each one's answer.
+func TestRawioKicker(t *testing.T) {
+	addr := os.Getenv("RAWIO_KICK_ADDR")
+	if addr == "" {
+		t.Skip("BenchmarkTimerLateBehindCPU's helper process")
+	}
+	n, _ := strconv.Atoi(os.Getenv("RAWIO_KICK_CONNS"))
+	rounds, _ := strconv.Atoi(os.Getenv("RAWIO_KICK_ROUNDS"))
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	one := []byte{1}
+	for range rounds {
+		time.Sleep(150*time.Millisecond + rand.N(100*time.Millisecond))
+		for _, c := range conns {
+			if _, err := c.Write(one); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, c := range conns {
+			if _, err := c.Read(one); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
