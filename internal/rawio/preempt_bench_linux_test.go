@@ -1,10 +1,12 @@
 //go:build linux && !race
 
-package rawio
+package rawio_test
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -16,6 +18,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/rawio"
 )
 
 // BenchmarkTimerLateBehindCPU measures the trade-off in the package doc
@@ -53,18 +58,18 @@ func BenchmarkTimerLateBehindCPU(b *testing.B) {
 		}
 		tick = d
 	}
-	for _, work := range []string{"compute", "allocate"} {
+	for _, work := range []string{"compute", "allocate", "hash"} {
 		for _, procs := range []int{1, 2} {
 			for _, raw := range []bool{false, true} {
 				b.Run(fmt.Sprintf("%s/procs=%d/raw=%v", work, procs, raw), func(b *testing.B) {
-					benchLate(b, procs, raw, spin, tick, work == "allocate")
+					benchLate(b, procs, raw, spin, tick, work)
 				})
 			}
 		}
 	}
 }
 
-func benchLate(b *testing.B, procs int, raw bool, spin, tick time.Duration, alloc bool) {
+func benchLate(b *testing.B, procs int, raw bool, spin, tick time.Duration, work string) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -73,7 +78,7 @@ func benchLate(b *testing.B, procs int, raw bool, spin, tick time.Duration, allo
 	defer func() { _ = ln.Close() }()
 	kicker := exec.Command(os.Args[0], "-test.run=^TestRawioKicker$", "-test.count=1")
 	kicker.Env = append(os.Environ(), "RAWIO_KICK_ADDR="+ln.Addr().String(),
-		"RAWIO_KICK_CONNS="+strconv.Itoa(procs), "RAWIO_KICK_ROUNDS="+strconv.Itoa(b.N))
+		"RAWIO_KICK_CONNS="+strconv.Itoa(procs), "RAWIO_KICK_ROUNDS="+strconv.Itoa(b.N), "RAWIO_KICK_ARGS="+strconv.FormatBool(work == "hash"))
 	kicker.Stderr = os.Stderr
 	if err := kicker.Start(); err != nil {
 		b.Fatal(err)
@@ -87,7 +92,7 @@ func benchLate(b *testing.B, procs int, raw bool, spin, tick time.Duration, allo
 		}
 		defer func() { _ = c.Close() }()
 		if raw {
-			c = WrapConn(c)
+			c = rawio.WrapConn(c)
 		}
 		conns[i] = c
 	}
@@ -96,6 +101,7 @@ func benchLate(b *testing.B, procs int, raw bool, spin, tick time.Duration, allo
 		mu      sync.Mutex
 		ticks   []time.Duration
 		afters  []time.Duration
+		steps   []time.Duration
 		stop    = make(chan struct{})
 		tickEnd = make(chan struct{})
 	)
@@ -120,10 +126,24 @@ func benchLate(b *testing.B, procs int, raw bool, spin, tick time.Duration, allo
 	for _, c := range conns {
 		wg.Go(func() {
 			one := make([]byte, 1)
+			var args []byte
 			for range b.N {
-				if _, err := c.Read(one); err != nil {
+				if _, err := io.ReadFull(c, one); err != nil {
 					b.Error(err)
 					return
+				}
+				if work == "hash" {
+					// The argument: 4 bytes of length, then the JSON.
+					var n [4]byte
+					if _, err := io.ReadFull(c, n[:]); err != nil {
+						b.Error(err)
+						return
+					}
+					args = slices.Grow(args[:0], int(binary.BigEndian.Uint32(n[:])))[:binary.BigEndian.Uint32(n[:])]
+					if _, err := io.ReadFull(c, args); err != nil {
+						b.Error(err)
+						return
+					}
 				}
 				armed := time.Now()
 				time.AfterFunc(5*time.Millisecond, func() {
@@ -132,11 +152,22 @@ func benchLate(b *testing.B, procs int, raw bool, spin, tick time.Duration, allo
 					afters = append(afters, late)
 					mu.Unlock()
 				})
-				if alloc {
+				switch work {
+				case "allocate":
 					burnAllocating(spin)
-				} else {
+				case "hash":
+					// The gate's work on a held call's argument.
+					if _, err := approval.HashDisplayCanonical(args, approval.Redaction{}); err != nil {
+						b.Error(err)
+						return
+					}
+				default:
 					burn(spin)
 				}
+				step := time.Since(armed)
+				mu.Lock()
+				steps = append(steps, step)
+				mu.Unlock()
 				if _, err := c.Write(one); err != nil {
 					b.Error(err)
 					return
@@ -156,6 +187,10 @@ func benchLate(b *testing.B, procs int, raw bool, spin, tick time.Duration, allo
 	if len(ticks) > 0 {
 		b.ReportMetric(ms(ticks[len(ticks)-1]), "tick-late-max-ms")
 		b.ReportMetric(ms(ticks[len(ticks)*99/100]), "tick-late-p99-ms")
+	}
+	if len(steps) > 0 {
+		slices.Sort(steps)
+		b.ReportMetric(ms(steps[len(steps)/2]), "step-p50-ms")
 	}
 	if len(afters) > 0 {
 		b.ReportMetric(ms(afters[len(afters)-1]), "timer-late-max-ms")
@@ -178,11 +213,14 @@ func burn(d time.Duration) {
 
 var sink uint64
 
-// doc is a 1 MB JSON document (a large tool argument) for burnAllocating.
-var doc = func() []byte {
+// doc is a 1 MB JSON document (a large tool argument) for burnAllocating;
+// doc4 one of 4 MB, the argument of "hash".
+var doc, doc4 = jsonDoc(1 << 20), jsonDoc(4 << 20)
+
+func jsonDoc(size int) []byte {
 	var b strings.Builder
 	b.WriteString(`{"items":[`)
-	for i := 0; b.Len() < 1<<20; i++ {
+	for i := 0; b.Len() < size; i++ {
 		if i > 0 {
 			b.WriteByte(',')
 		}
@@ -190,7 +228,7 @@ var doc = func() []byte {
 	}
 	b.WriteString(`]}`)
 	return []byte(b.String())
-}()
+}
 
 // burnAllocating decodes doc for d, as a large argument's parse
 // allocates: the collections it starts wake sysmon (startTheWorld).
@@ -228,13 +266,22 @@ func TestRawioKicker(t *testing.T) {
 		conns[i] = c
 	}
 	one := []byte{1}
+	msg := one
+	if os.Getenv("RAWIO_KICK_ARGS") == "true" {
+		msg = binary.BigEndian.AppendUint32([]byte{1}, uint32(len(doc4))) //nolint:gosec // 4 MB
+		msg = append(msg, doc4...)
+	}
 	for range rounds {
 		time.Sleep(150*time.Millisecond + rand.N(100*time.Millisecond))
+		var wg sync.WaitGroup
 		for _, c := range conns {
-			if _, err := c.Write(one); err != nil {
-				t.Fatal(err)
-			}
+			wg.Go(func() {
+				if _, err := c.Write(msg); err != nil {
+					t.Error(err)
+				}
+			})
 		}
+		wg.Wait()
 		for _, c := range conns {
 			if _, err := c.Read(one); err != nil {
 				t.Fatal(err)
