@@ -157,7 +157,7 @@ func pgLock(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing bool
 		return nil, requestRow{}, err
 	}
 	var b pgx.Batch
-	b.Queue(`BEGIN`)
+	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`) // as txOnce's (readCommitted)
 	b.Queue(pgLockRequest, string(id))
 	b.Queue(pgLockLease, string(id))
 	br := conn.SendBatch(ctx, &b)

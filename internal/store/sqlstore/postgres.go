@@ -109,14 +109,6 @@ func openPostgres(ctx context.Context, cfg Config) (main, lease, admin *sql.DB, 
 	if pcfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		pcfg.ConnConfig.RuntimeParams["application_name"] = PoolApplicationName
 	}
-	// The store's transactions are written for READ COMMITTED (a statement
-	// that waited for a lock sees what committed meanwhile: the lease
-	// renewal's count after the instance row, the re-checks of the
-	// conditional writes), whatever the server, database, role or DSN
-	// make the default: under REPEATABLE READ a renewal counted from a
-	// snapshot taken before its wait and kept a request another instance
-	// had taken over (TestRenewalSeesTakeOverWhateverTheDefaultIsolation).
-	pcfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "read committed"
 	d := &postgresDialect{listen: pcfg.ConnConfig.Copy(), poll: cfg.Poll}
 	d.listen.RuntimeParams["application_name"] = WatchApplicationName
 	if d.poll == 0 {
