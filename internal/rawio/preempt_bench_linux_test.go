@@ -29,15 +29,21 @@ import (
 // read, how late do timers fire, when that read was raw (sysmon left
 // asleep) and when it was an ordinary one (sysmon woken)?
 //
-// Per op, another process (this test binary, TestRawioKicker) writes one
-// byte on each of procs connections at a moment no timer of this process
-// knows of; each connection's goroutine here reads it (through a Conn when
-// raw, else the *net.TCPConn), arms a 5 ms time.AfterFunc (a call's own
-// timer: a hold timeout, a heartbeat), computes for spin without a system
-// call or an allocation, and answers one byte. A 100 ms ticker runs
-// throughout (procs.Follow's look in serve). Reported: the ticker's worst
-// and 99th-percentile lateness (from the time it was due to its receipt),
-// and the worst lateness of the 5 ms timers, in ms.
+// Per op, another process (this test binary, TestRawioKicker) writes on
+// each of procs connections at a moment no timer of this process knows
+// of: one byte, and for "hash" a 4 MB JSON argument after it. Each
+// connection's goroutine here reads it (through a rawio.Conn when raw,
+// else the *net.TCPConn), arms a 5 ms time.AfterFunc (a call's own timer:
+// a hold timeout, a heartbeat), works, and answers one byte. The work:
+// "compute" computes for RAWIO_BENCH_SPIN (100 ms) with no system call or
+// allocation, "allocate" decodes a 1 MB document as long, "hash" runs
+// approval.HashDisplayCanonical on the argument (the gate's work on a held
+// call's arguments). A ticker of RAWIO_BENCH_TICK (100 ms, procs.Follow's
+// look in serve) runs throughout. Reported, in ms: the work's median
+// (step-p50), the ticker's worst and 99th-percentile lateness (from the
+// time it was due to its receipt), and the 5 ms timers' worst and median
+// lateness. RAWIO_BENCH_PREEMPT=1 runs it; not in a race build (whose
+// reads are the syscall package's).
 func BenchmarkTimerLateBehindCPU(b *testing.B) {
 	if os.Getenv("RAWIO_BENCH_PREEMPT") == "" {
 		b.Skip("RAWIO_BENCH_PREEMPT=1 runs it (a second per op, needs a quiet P count)")
@@ -70,13 +76,14 @@ func BenchmarkTimerLateBehindCPU(b *testing.B) {
 }
 
 func benchLate(b *testing.B, procs int, raw bool, spin, tick time.Duration, work string) {
+	b.Helper()
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer func() { _ = ln.Close() }()
-	kicker := exec.Command(os.Args[0], "-test.run=^TestRawioKicker$", "-test.count=1")
+	kicker := exec.Command(os.Args[0], "-test.run=^TestRawioKicker$", "-test.count=1") //nolint:gosec // G702: this test binary, run again
 	kicker.Env = append(os.Environ(), "RAWIO_KICK_ADDR="+ln.Addr().String(),
 		"RAWIO_KICK_CONNS="+strconv.Itoa(procs), "RAWIO_KICK_ROUNDS="+strconv.Itoa(b.N), "RAWIO_KICK_ARGS="+strconv.FormatBool(work == "hash"))
 	kicker.Stderr = os.Stderr
@@ -259,7 +266,7 @@ func TestRawioKicker(t *testing.T) {
 	rounds, _ := strconv.Atoi(os.Getenv("RAWIO_KICK_ROUNDS"))
 	conns := make([]net.Conn, n)
 	for i := range conns {
-		c, err := net.Dial("tcp", addr)
+		c, err := net.Dial("tcp", addr) //nolint:gosec // G704: the benchmark's own listener
 		if err != nil {
 			t.Fatal(err)
 		}
