@@ -12,11 +12,11 @@ import (
 	"toolgate/internal/store/sqlstore/pgtest"
 )
 
-// repeatableReadDatabase returns a fresh database whose sessions begin
-// their transactions in REPEATABLE READ unless they say otherwise (ALTER
+// isolatedDatabase returns a fresh database whose sessions begin their
+// transactions at isolation level unless they say otherwise (ALTER
 // DATABASE … SET default_transaction_isolation: an operator's setting,
 // as are the role's and postgresql.conf's).
-func repeatableReadDatabase(t *testing.T) string {
+func isolatedDatabase(t *testing.T, level string) string {
 	t.Helper()
 	dsn := pgtest.Fresh(t)
 	conn, err := pgx.Connect(t.Context(), dsn)
@@ -24,9 +24,13 @@ func repeatableReadDatabase(t *testing.T) string {
 		t.Fatal(err)
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
-	if _, err := conn.Exec(t.Context(), `DO $$ BEGIN
-		EXECUTE format('ALTER DATABASE %I SET default_transaction_isolation = %L', current_database(), 'repeatable read');
-	END $$`); err != nil {
+	var name string
+	if err := conn.QueryRow(t.Context(), `SELECT current_database()`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	// level is one of the test's constants (SET takes no parameters).
+	if _, err := conn.Exec(t.Context(), `ALTER DATABASE `+pgx.Identifier{name}.Sanitize()+
+		` SET default_transaction_isolation = '`+level+`'`); err != nil {
 		t.Fatal(err)
 	}
 	return dsn
@@ -40,17 +44,24 @@ func repeatableReadDatabase(t *testing.T) string {
 // snapshot of the transaction's first one, taken before the wait: the
 // count missed the take-over and the old holder was told it still held
 // the request the new holder held (two instances both holding it: both
-// may run its call). The store's connections now ask for READ COMMITTED
-// themselves. Both renewals: the full one (a new id named) and the quiet
-// one (the ids of the last renewal).
+// may run its call). The store's transactions now ask for READ COMMITTED
+// themselves. Under a SERIALIZABLE default the base was safe (both
+// transactions serializable: the pair fails with 40001 and is retried);
+// those cases show that asking READ COMMITTED keeps it so. Both renewals:
+// the full one (a new id named) and the quiet one (the ids of the last
+// renewal).
 func TestRenewalSeesTakeOverWhateverTheDefaultIsolation(t *testing.T) {
-	for _, quiet := range []bool{false, true} {
-		name := "full"
-		if quiet {
-			name = "quiet"
+	for _, tc := range []struct {
+		level string
+		quiet bool
+	}{{"repeatable read", false}, {"repeatable read", true}, {"serializable", false}, {"serializable", true}} {
+		name := tc.level + "/full"
+		if tc.quiet {
+			name = tc.level + "/quiet"
 		}
 		t.Run(name, func(t *testing.T) {
-			db := openTest(t, postgresConfig(repeatableReadDatabase(t)))
+			quiet := tc.quiet
+			db := openTest(t, postgresConfig(isolatedDatabase(t, tc.level)))
 			ctx := t.Context()
 			ids := createHeld(t, db, "gw-a", t0.Add(time.Minute), 1, 2, 3)
 			first := ids[:2]
@@ -100,7 +111,7 @@ func TestRenewalSeesTakeOverWhateverTheDefaultIsolation(t *testing.T) {
 				t.Fatalf("held by %q, want gw-b (the take-over committed)", h)
 			}
 			if got := <-renewed; slices.Contains(got, ids[0]) {
-				t.Errorf("with REPEATABLE READ as the database's default, gw-a's renewal after gw-b's take-over of %s renewed %v: both instances hold it", ids[0], got)
+				t.Errorf("with %s as the database's default isolation, gw-a's renewal after gw-b's take-over of %s renewed %v: both instances hold it", tc.level, ids[0], got)
 			}
 		})
 	}

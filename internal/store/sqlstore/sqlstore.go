@@ -231,8 +231,8 @@ func (db *DB) retry(ctx context.Context, once func() error) error {
 	}
 }
 
-// readCommitted is the isolation every Postgres transaction asks for
-// (txOnce; pgLock's BEGIN says it too). The store's transactions are
+// readCommitted is the isolation txOnce's Postgres transactions ask for
+// (pgLock's pipelined writes lock all they read: see there). They are
 // written for it (a statement that waited for a lock sees what committed
 // meanwhile: the lease renewal's count after the instance row, the
 // conditional writes' re-checks), whatever the server, database or role
