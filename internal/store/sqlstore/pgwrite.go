@@ -157,6 +157,11 @@ func pgLock(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing bool
 		return nil, requestRow{}, err
 	}
 	var b pgx.Batch
+	// At the session's default isolation, not txOnce's READ COMMITTED: its
+	// reads lock what they read (under REPEATABLE READ a row changed
+	// meanwhile fails with 40001, retried), and under a SERIALIZABLE
+	// default a take-over stays visible to an older instance's
+	// serializable renewal (docs/performance.md, "attack26").
 	b.Queue(`BEGIN`)
 	b.Queue(pgLockRequest, string(id))
 	b.Queue(pgLockLease, string(id))
