@@ -13,8 +13,12 @@ import "runtime"
 // yielded, the call answers first and the reader reads after. Nothing is
 // yielded while f holds more of stdout (another line is there to hand
 // on at once), and a call that is not alone never waits for the reader.
+// Only on one P: with more, a yielded reader waits in the global run
+// queue behind the goroutines of every other call in flight (at C=16 the
+// child, idle most of the time, often has one call at a time, so alone
+// says little there), and the woken call may run on another P anyway.
 func yieldToAnswered(f *lineFilter) {
-	if f.lines.r.Buffered() > 0 {
+	if f.lines.r.Buffered() > 0 || runtime.GOMAXPROCS(0) != 1 {
 		return
 	}
 	runtime.Gosched()
