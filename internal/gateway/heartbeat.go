@@ -44,6 +44,10 @@ type heartbeatWriter struct {
 	// not look at the header again (a parked stream keeps none once it
 	// went out: leanstream.go). Guarded by mu.
 	stream bool
+	// json is whether the answer went as the whole response, as
+	// application/json (answerJSON): sendJSON may send it before the
+	// handler returns. Guarded by mu.
+	json bool
 }
 
 func newHeartbeatWriter(w http.ResponseWriter, first, every time.Duration) *heartbeatWriter {
@@ -190,6 +194,7 @@ func (h *heartbeatWriter) answerJSON(msg []byte) bool {
 	hd["Cache-Control"], hd["Content-Type"], hd["Content-Length"] = v[0:1:1], v[1:2:2], v[2:3:3]
 	h.wroteHeader = true
 	h.stopped = true
+	h.json = true
 	if h.timer != nil {
 		h.timer.Stop()
 	}

@@ -154,6 +154,10 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody,
 		return true, nil, &leanHold{f: f, ctx: ctx, w: w, p: p, s: s, m: m, t: t, call: &call, prog: prog}
 	}
 	f.answerLean(ctx, w, p, s, m, t, &call, adm, prog) //nolint:contextcheck // as above
+	// A JSON answer leaves now, its id free first; the other cleanups
+	// after it (leanflush.go).
+	later.freeID()
+	w.sendJSON()
 	return true, nil, nil
 }
 

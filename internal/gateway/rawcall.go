@@ -143,17 +143,19 @@ func (r *rawCalls) end(cause error) {
 }
 
 // answer hands a to the call waiting for id once the SDK has read every
-// line the guard passed it before a's line (see "Wire order" above).
-func (r *rawCalls) answer(id uint64, a rawAnswer) {
+// line the guard passed it before a's line (see "Wire order" above). It
+// reports whether a was handed over now to the only call that waited
+// (deliver); false when it was parked.
+func (r *rawCalls) answer(id uint64, a rawAnswer) (alone bool) {
 	after := r.passed.Load()
 	r.mu.Lock()
 	if r.read < after {
 		r.parked = append(r.parked, parkedAnswer{id: id, a: a, after: after})
 		r.mu.Unlock()
-		return
+		return false
 	}
 	r.mu.Unlock()
-	r.deliver(id, a)
+	return r.deliver(id, a)
 }
 
 // sdkRead records that the SDK has read (and toolgate has routed) one more
@@ -371,51 +373,54 @@ func (r *rawCalls) cancel(id uint64, why error) {
 
 // deliver hands a to the call waiting for id; an answer nobody waits for
 // (it came after its call was cancelled, or it names no call) is dropped.
-func (r *rawCalls) deliver(id uint64, a rawAnswer) {
+// It reports whether a went to a call that was the only one waiting: no
+// other raw call of the session waits for an answer now.
+func (r *rawCalls) deliver(id uint64, a rawAnswer) (alone bool) {
 	r.mu.Lock()
 	w := r.waiting[id]
 	delete(r.waiting, id)
+	alone = w != nil && len(r.waiting) == 0
 	r.mu.Unlock()
 	if w == nil {
 		r.log.Debug("upstream answer to a raw call nobody waits for dropped (cancelled, or an unknown id)", "id", rawIDPrefix+strconv.FormatUint(id, 10))
-		return
+		return false
 	}
 	w.ch <- a
+	return alone
 }
 
 // divert takes the stdout line l when it answers a raw call (a response
-// whose id is a "tg-" string), and reports whether it did; every other
-// line is left to the SDK. It parses only what it needs: a line that does
-// not contain `"tg-` is not looked at further.
-func (r *rawCalls) divert(l jsonLine) bool {
+// whose id is a "tg-" string), and reports whether it did (taken); every
+// other line is left to the SDK. alone is whether the answer went at once
+// to the only call that waited (answer). It parses only what it needs: a
+// line that does not contain `"tg-` is not looked at further.
+func (r *rawCalls) divert(l jsonLine) (taken, alone bool) {
 	var scan idScanner
 	if l.over {
 		scan = l.scan
 	} else {
 		if !bytes.Contains(l.data, rawIDMarker) {
-			return false
+			return false, false
 		}
 		scan.feed(trimSpace(l.data))
 	}
 	if scan.method {
-		return false // a request or notification of the upstream's
+		return false, false // a request or notification of the upstream's
 	}
 	id, ok := parseRawID(scan.id)
 	if !ok {
-		return false
+		return false, false
 	}
 	if l.over {
 		r.log.Warn("upstream result larger than limits.max_result_bytes discarded; its call fails",
 			"bytes", l.size, "limit", r.max, "id", string(scan.id))
-		r.answer(id, rawAnswer{err: resultTooLargeError(l.size, r.max)})
-		return true
+		return true, r.answer(id, rawAnswer{err: resultTooLargeError(l.size, r.max)})
 	}
 	a, why := parseRawAnswer(trimSpace(l.data))
 	if why != "" {
 		r.log.Warn("upstream stdout: a malformed answer to a call; the call fails", "reason", why, "bytes", l.size)
 	}
-	r.answer(id, a)
-	return true
+	return true, r.answer(id, a)
 }
 
 // parseRawID returns n for the raw JSON string "tg-<n>" (n a decimal

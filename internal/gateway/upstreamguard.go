@@ -79,8 +79,12 @@ func newStdoutGuard(ctx context.Context, r io.Reader, max int, log *slog.Logger,
 	if raw == nil {
 		return newLineFilter(r, max, handle)
 	}
-	f := newLineFilter(r, max, func(l jsonLine) []byte {
-		if raw.divert(l) {
+	var f *lineFilter
+	f = newLineFilter(r, max, func(l jsonLine) []byte {
+		if taken, alone := raw.divert(l); taken {
+			if alone {
+				yieldToAnswered(f)
+			}
 			return nil
 		}
 		out := handle(l)
