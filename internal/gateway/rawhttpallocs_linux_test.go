@@ -17,21 +17,21 @@ import (
 // testing.AllocsPerRun counts the client side alone.
 type cannedUpstream struct{ ln net.Listener }
 
-func newCannedUpstream(t testing.TB) *cannedUpstream {
-	t.Helper()
+func newCannedUpstream(tb testing.TB) *cannedUpstream {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	u := &cannedUpstream{ln: ln}
-	t.Cleanup(func() { _ = ln.Close() })
+	tb.Cleanup(func() { _ = ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			t.Cleanup(func() { _ = c.Close() })
+			tb.Cleanup(func() { _ = c.Close() })
 			go u.serve(c)
 		}
 	}()
