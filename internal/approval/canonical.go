@@ -82,8 +82,11 @@ func writeCanonical(b *bytes.Buffer, n *node) {
 		}
 		b.WriteByte(']')
 	case kindObject:
-		ms := slices.Clone(n.members)
-		slices.SortFunc(ms, func(x, y member) int { return compareUTF16(x.key, y.key) })
+		ms := n.members // keys are unique (parse refuses duplicates)
+		if !slices.IsSortedFunc(ms, byKey) {
+			ms = slices.Clone(ms)
+			slices.SortFunc(ms, byKey)
+		}
 		b.WriteByte('{')
 		for i := range ms {
 			if i > 0 {
@@ -96,6 +99,10 @@ func writeCanonical(b *bytes.Buffer, n *node) {
 		b.WriteByte('}')
 	}
 }
+
+// byKey orders members by key as RFC 8785 §3.2.3 sorts properties: by
+// their UTF-16 code units.
+func byKey(x, y member) int { return compareUTF16(x.key, y.key) }
 
 const lowerHex = "0123456789abcdef"
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -72,6 +73,13 @@ type parser struct {
 	data  []byte
 	pos   int
 	depth int
+	// elems and members are the open arrays' elements and the open
+	// objects' members, each level's on top of its parent's: a finished
+	// array or object copies its own out at their exact count, so its
+	// slice is not grown (and copied) by append per value on the way
+	// (issue 13: a 4 MB argument of small objects allocated 43× its size).
+	elems   []node
+	members []member
 }
 
 func (p *parser) errorf(format string, args ...any) error {
@@ -142,13 +150,14 @@ func (p *parser) array() (node, error) {
 		p.pos++
 		return n, nil
 	}
+	base := len(p.elems)
 	for {
 		p.skipSpace()
 		v, err := p.value()
 		if err != nil {
 			return node{}, err
 		}
-		n.elems = append(n.elems, v)
+		p.elems = append(p.elems, v)
 		p.skipSpace()
 		if p.pos >= len(p.data) {
 			return node{}, p.errorf("unterminated array")
@@ -158,6 +167,9 @@ func (p *parser) array() (node, error) {
 			p.pos++
 		case ']':
 			p.pos++
+			n.elems = slices.Clone(p.elems[base:])
+			clear(p.elems[base:])
+			p.elems = p.elems[:base]
 			return n, nil
 		default:
 			return node{}, p.errorf("expected ',' or ']' in array")
@@ -178,6 +190,7 @@ func (p *parser) object() (node, error) {
 		return n, nil
 	}
 	var seen map[string]struct{}
+	base := len(p.members)
 	for {
 		p.skipSpace()
 		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
@@ -188,13 +201,9 @@ func (p *parser) object() (node, error) {
 		if err != nil {
 			return node{}, err
 		}
-		if seen == nil {
-			seen = make(map[string]struct{})
-		}
-		if _, dup := seen[k]; dup {
+		if duplicate(k, p.members[base:], &seen) {
 			return node{}, fmt.Errorf("%w: offset %d: key %s", ErrDuplicateKey, keyAt, quoteShort(k))
 		}
-		seen[k] = struct{}{}
 		p.skipSpace()
 		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
 			return node{}, p.errorf("expected ':' after object key")
@@ -205,7 +214,7 @@ func (p *parser) object() (node, error) {
 		if err != nil {
 			return node{}, err
 		}
-		n.members = append(n.members, member{key: k, val: v})
+		p.members = append(p.members, member{key: k, val: v})
 		p.skipSpace()
 		if p.pos >= len(p.data) {
 			return node{}, p.errorf("unterminated object")
@@ -215,11 +224,43 @@ func (p *parser) object() (node, error) {
 			p.pos++
 		case '}':
 			p.pos++
+			n.members = slices.Clone(p.members[base:])
+			clear(p.members[base:])
+			p.members = p.members[:base]
 			return n, nil
 		default:
 			return node{}, p.errorf("expected ',' or '}' in object")
 		}
 	}
+}
+
+// scanKeys is the member count up to which duplicate compares a key with
+// the object's earlier ones instead of keeping a set of them: a set per
+// small object was an allocation or more per object.
+const scanKeys = 16
+
+// duplicate reports whether k is the key of one of the object's members so
+// far (ms); past scanKeys members it keeps them in *seen.
+func duplicate(k string, ms []member, seen *map[string]struct{}) bool {
+	if len(ms) < scanKeys {
+		for i := range ms {
+			if ms[i].key == k {
+				return true
+			}
+		}
+		return false
+	}
+	if *seen == nil {
+		*seen = make(map[string]struct{}, 2*len(ms))
+		for i := range ms {
+			(*seen)[ms[i].key] = struct{}{}
+		}
+	}
+	if _, dup := (*seen)[k]; dup {
+		return true
+	}
+	(*seen)[k] = struct{}{}
+	return false
 }
 
 // quoteShort quotes s for an error message, cut to 40 bytes so a hostile key
