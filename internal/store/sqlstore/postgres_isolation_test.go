@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"toolgate/internal/approval"
 	"toolgate/internal/store/sqlstore/pgtest"
 )
 
@@ -62,7 +61,6 @@ func TestRenewalSeesTakeOverWhateverTheDefaultIsolation(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			quiet := tc.quiet
 			db := openTest(t, postgresConfig(isolatedDatabase(t, tc.level)))
-			ctx := t.Context()
 			ids := createHeld(t, db, "gw-a", t0.Add(time.Minute), 1, 2, 3)
 			first := ids[:2]
 			if quiet {
@@ -70,47 +68,7 @@ func TestRenewalSeesTakeOverWhateverTheDefaultIsolation(t *testing.T) {
 			}
 			mustRenew(t, db, "gw-a", first, t0.Add(5*time.Minute), first...)
 
-			read := make(chan struct{})
-			proceed := make(chan struct{})
-			takenOver := make(chan error, 1)
-			go func() {
-				once := true
-				_, err := db.UpdateRequest(ctx, ids[0], "gw-b", func(r *approval.Request) error {
-					if !r.LeaseLapsed(t0.Add(10 * time.Minute)) {
-						return errKeep
-					}
-					if once {
-						once = false
-						close(read)
-						<-proceed
-					}
-					r.Renew("gw-b", t0.Add(11*time.Minute))
-					return nil
-				})
-				takenOver <- err
-			}()
-			<-read
-
-			renewed := make(chan []approval.ID, 1)
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				got, err := db.RenewLeases(ctx, "gw-a", ids, t0.Add(20*time.Minute))
-				if err != nil {
-					t.Error(err)
-				}
-				renewed <- got
-			}()
-			waitBlocked(t, db, done)
-			close(proceed)
-			if err := <-takenOver; err != nil {
-				t.Fatalf("take-over: %v", err)
-			}
-			<-done
-			if h, _ := leaseOf(t, db, ids[0]); h != "gw-b" {
-				t.Fatalf("held by %q, want gw-b (the take-over committed)", h)
-			}
-			if got := <-renewed; slices.Contains(got, ids[0]) {
+			if got := renewDuringTakeOver(t, db, ids); slices.Contains(got, ids[0]) {
 				t.Errorf("with %s as the database's default isolation, gw-a's renewal after gw-b's take-over of %s renewed %v: both instances hold it", tc.level, ids[0], got)
 			}
 		})
