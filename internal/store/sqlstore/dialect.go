@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"strconv"
 	"strings"
 
@@ -17,6 +18,20 @@ type dialect interface {
 	name() string
 	// rebind rewrites a query written with ? placeholders for the database.
 	rebind(query string) string
+	// txOptions is what txOnce's transactions begin with: nil on SQLite,
+	// whose IMMEDIATE transactions are serial; READ COMMITTED on Postgres,
+	// whatever the server, database or role make the default. They are
+	// written for it (a statement that waited for a lock sees what
+	// committed meanwhile: the lease renewal's count after the instance
+	// row, the conditional writes' re-checks): under REPEATABLE READ a
+	// renewal counted from a snapshot taken before its wait and kept a
+	// request another instance had taken over
+	// (TestRenewalSeesTakeOverWhateverTheDefaultIsolation). Asked per
+	// transaction, not as a startup parameter, which a pooler such as
+	// PgBouncer may refuse; the same one statement and round trip as
+	// BEGIN. (pgLock's pipelined writes keep the default: they lock all
+	// they read.)
+	txOptions() *sql.TxOptions
 	// forUpdate is the clause that, appended to a SELECT inside inTx,
 	// locks the rows it reads until the transaction ends: " FOR UPDATE" on
 	// Postgres; "" on SQLite, whose IMMEDIATE transactions hold the

@@ -74,6 +74,9 @@ type postgresDialect struct {
 	admin  *pgxpool.Pool   // AdminConns connections reserved for the admin API's reads; closed by close
 	listen *pgx.ConnConfig // template of Watch's dedicated connection
 	poll   time.Duration   // Watch's safety poll
+	// readCommitted is txOptions' answer, kept here so that beginning a
+	// transaction allocates nothing for it.
+	readCommitted sql.TxOptions
 }
 
 // openPostgres parses cfg.DSN, builds a pgxpool (nothing is connected yet)
@@ -109,7 +112,7 @@ func openPostgres(ctx context.Context, cfg Config) (main, lease, admin *sql.DB, 
 	if pcfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		pcfg.ConnConfig.RuntimeParams["application_name"] = PoolApplicationName
 	}
-	d := &postgresDialect{listen: pcfg.ConnConfig.Copy(), poll: cfg.Poll}
+	d := &postgresDialect{listen: pcfg.ConnConfig.Copy(), poll: cfg.Poll, readCommitted: sql.TxOptions{Isolation: sql.LevelReadCommitted}}
 	d.listen.RuntimeParams["application_name"] = WatchApplicationName
 	if d.poll == 0 {
 		d.poll = DefaultPoll
@@ -140,7 +143,9 @@ func openPostgres(ctx context.Context, cfg Config) (main, lease, admin *sql.DB, 
 func (*postgresDialect) name() string           { return DriverPostgres }
 func (*postgresDialect) rebind(q string) string { return dollarPlaceholders(q) }
 func (*postgresDialect) forUpdate() string      { return " FOR UPDATE" }
-func (d *postgresDialect) close()               { d.pool.Close(); d.lease.Close(); d.admin.Close() }
+
+func (d *postgresDialect) txOptions() *sql.TxOptions { return &d.readCommitted }
+func (d *postgresDialect) close()                    { d.pool.Close(); d.lease.Close(); d.admin.Close() }
 
 func (*postgresDialect) lock(ctx context.Context, t *tx, l lockName) error {
 	_, err := t.exec(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(l))

@@ -126,7 +126,9 @@ func openSQLite(cfg Config) (read, write, admin *sql.DB, _ dialect, _ error) {
 func (*sqliteDialect) name() string           { return DriverSQLite }
 func (*sqliteDialect) rebind(q string) string { return q }
 func (*sqliteDialect) forUpdate() string      { return "" }
-func (*sqliteDialect) close()                 {}
+
+func (*sqliteDialect) txOptions() *sql.TxOptions { return nil }
+func (*sqliteDialect) close()                    {}
 
 func (*sqliteDialect) lock(context.Context, *tx, lockName) error             { return nil }
 func (*sqliteDialect) lockKey(context.Context, *tx, lockSpace, string) error { return nil }

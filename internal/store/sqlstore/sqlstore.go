@@ -231,24 +231,8 @@ func (db *DB) retry(ctx context.Context, once func() error) error {
 	}
 }
 
-// readCommitted is the isolation txOnce's Postgres transactions ask for
-// (pgLock's pipelined writes lock all they read: see there). They are
-// written for it (a statement that waited for a lock sees what committed
-// meanwhile: the lease renewal's count after the instance row, the
-// conditional writes' re-checks), whatever the server, database or role
-// make the default: under REPEATABLE READ a renewal counted from a
-// snapshot taken before its wait and kept a request another instance had
-// taken over (TestRenewalSeesTakeOverWhateverTheDefaultIsolation). Asked
-// per transaction, not as a startup parameter, which a pooler such as
-// PgBouncer may refuse; the same one statement and round trip as BEGIN.
-var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
-
 func (db *DB) txOnce(ctx context.Context, on *sql.DB, fn func(*tx) error) error {
-	var opts *sql.TxOptions // SQLite: its IMMEDIATE transactions are serial
-	if db.d.name() == DriverPostgres {
-		opts = readCommitted
-	}
-	stx, err := on.BeginTx(ctx, opts)
+	stx, err := on.BeginTx(ctx, db.d.txOptions())
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
