@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"toolgate/internal/approval"
 	"toolgate/internal/store"
@@ -125,34 +126,33 @@ const maxBackgroundReleases = 4
 // itself (closing23: the request stayed leased for a whole lease, 15 s,
 // which an identical re-send on another instance waited out).
 func (g *Gate) releaseLater(ctx context.Context, id approval.ID, m holdMark) {
-	// Under releasesMu: Run's Wait for the releases begins after this
-	// one's Go, or this one sees releasesDone (attack25: a release begun
-	// while or after Run waited wrote after Run returned).
-	g.releasesMu.Lock()
-	defer g.releasesMu.Unlock()
-	if g.releasesDone {
-		g.leases.unhold(id, m) // Run is done: the lease lapses by itself
-		return
-	}
-	select {
-	case g.releasing <- struct{}{}:
-	default:
-		g.leases.unhold(id, m) // too many under way: the lease lapses by itself
-		return
-	}
-	end := g.leases.releaseMark(id, m)
-	if end == nil {
-		<-g.releasing
-		return
-	}
-	g.releases.Go(func() {
-		defer func() { <-g.releasing }()
-		defer end()
-		g.leases.afterBatch()
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
-		defer cancel()
-		g.writeRelease(wctx, id)
+	// Under the group's lock: Run's Wait for the releases begins after
+	// this one's Go, or this one finds the group stopped (attack25: a
+	// release begun while or after Run waited wrote after Run returned).
+	started := g.releases.start(func(wg *sync.WaitGroup) {
+		select {
+		case g.releasing <- struct{}{}:
+		default:
+			g.leases.unhold(id, m) // too many under way: the lease lapses by itself
+			return
+		}
+		end := g.leases.releaseMark(id, m)
+		if end == nil {
+			<-g.releasing
+			return
+		}
+		wg.Go(func() {
+			defer func() { <-g.releasing }()
+			defer end()
+			g.leases.afterBatch()
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
+			defer cancel()
+			g.writeRelease(wctx, id)
+		})
 	})
+	if !started {
+		g.leases.unhold(id, m) // Run is done: the lease lapses by itself
+	}
 }
 
 // writeRelease ends this process's lease on request id in the store, if

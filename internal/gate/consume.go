@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"toolgate/internal/approval"
 	"toolgate/internal/policy"
@@ -290,17 +291,9 @@ func (g *Gate) recordOutcome(ctx context.Context, id approval.ID, o approval.Out
 // outcomeLater starts fn, the background writer of an outcome the store
 // could not take at once, on g.outcomes, which Run waits for
 // (drainOutcomes). It reports false, starting nothing, once Run has begun
-// to wait (outcomesDone): a writer begun then was not waited for, and
-// wrote after Run returned (serve closes the store then), its Go racing
-// the Wait (as attack25's releases did, releaseLater).
+// to wait (background.stop).
 func (g *Gate) outcomeLater(fn func()) bool {
-	g.outcomesMu.Lock()
-	defer g.outcomesMu.Unlock()
-	if g.outcomesDone {
-		return false
-	}
-	g.outcomes.Go(fn)
-	return true
+	return g.outcomes.start(func(wg *sync.WaitGroup) { wg.Go(fn) })
 }
 
 // errOwnOutcome aborts a retried outcome write that finds its outcome

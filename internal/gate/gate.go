@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -203,22 +202,13 @@ type Gate struct {
 	leases *leases     // the leases this process renews
 	beat   *beat       // the keep-alive clock of every held call
 	health storeHealth // whether the store answered lately (for the sweeper)
-	// outcomes counts the background writers of dispatch outcomes the
-	// store could not take at once (see recordOutcome); Run waits for them.
-	outcomes sync.WaitGroup
-	// outcomesDone is set when Run waits for the outcome writers: none
-	// begins after it (outcomeLater). Guarded by outcomesMu.
-	outcomesMu   sync.Mutex
-	outcomesDone bool
-	// releases counts the background releases of leases (releaseLater),
-	// at most maxBackgroundReleases at once (releasing); Run waits for
-	// them.
-	releases  sync.WaitGroup
+	// outcomes are the background writers of dispatch outcomes the store
+	// could not take at once (see recordOutcome); Run waits for them.
+	outcomes background
+	// releases are the background releases of leases (releaseLater), at
+	// most maxBackgroundReleases at once (releasing); Run waits for them.
+	releases  background
 	releasing chan struct{}
-	// releasesDone is set when Run waits for the releases: none begins
-	// after it. Guarded by releasesMu.
-	releasesMu   sync.Mutex
-	releasesDone bool
 	// bg is canceled when Run ends; background writers stop retrying then.
 	bg       context.Context
 	bgCancel context.CancelFunc

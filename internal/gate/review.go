@@ -192,9 +192,7 @@ func (g *Gate) Run(ctx context.Context) error {
 			g.Stop()
 			wg.Wait()
 			g.drainOutcomes()
-			g.releasesMu.Lock()
-			g.releasesDone = true // no release begins from here on (releaseLater)
-			g.releasesMu.Unlock()
+			g.releases.stop() // no release begins from here on (releaseLater)
 			g.releases.Wait() // each bounded by attemptTimeout
 			return nil
 		case <-t.C:
@@ -208,9 +206,7 @@ func (g *Gate) Run(ctx context.Context) error {
 // it waits (outcomeLater): an outcome the store cannot take from then on
 // is left to that sweeper too.
 func (g *Gate) drainOutcomes() {
-	g.outcomesMu.Lock()
-	g.outcomesDone = true
-	g.outcomesMu.Unlock()
+	g.outcomes.stop()
 	done := make(chan struct{})
 	go func() { g.outcomes.Wait(); close(done) }()
 	t := time.NewTimer(g.opts.Lease)
