@@ -31,11 +31,9 @@ func (g *Gate) waitForeignLease(ctx context.Context, id approval.ID, holdBy time
 	for {
 		// Subscribe before reading: a release between the read and the
 		// wait is not lost.
-		woke, unsub := g.hub.subscribe(string(id))
-		touched, unsubTouched := g.hub.subscribe(touchedKey)
-		ok, again := g.foreignLeaseWait(ctx, id, holdBy, &until, woke.C, touched.C)
-		unsub()
-		unsubTouched()
+		sub := g.subscribeChange(id)
+		ok, again := g.foreignLeaseWait(ctx, id, holdBy, &until, sub.woke.C, sub.touched.C)
+		sub.drop(g.hub)
 		if !again {
 			return ok
 		}
