@@ -24,6 +24,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -44,7 +45,7 @@ func main() {
 	rev := flag.String("rev", "83cc2d6", "git revision whose "+currentDoc+" is the old file")
 	oldPath := flag.String("old", "", "the old file (instead of -rev)")
 	flag.Parse()
-	old, err := readOld(*rev, *oldPath)
+	old, err := readOld(context.Background(), *rev, *oldPath)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "perfhistory:", err)
 		os.Exit(2)
@@ -72,7 +73,7 @@ func main() {
 		len(splitSections(lines(old))))
 }
 
-func readOld(rev, path string) (string, error) {
+func readOld(ctx context.Context, rev, path string) (string, error) {
 	if path != "" {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -80,7 +81,7 @@ func readOld(rev, path string) (string, error) {
 		}
 		return string(b), nil
 	}
-	out, err := exec.Command("git", "show", rev+":"+currentDoc).Output()
+	out, err := exec.CommandContext(ctx, "git", "show", rev+":"+currentDoc).Output()
 	if err != nil {
 		return "", fmt.Errorf("git show %s:%s: %w", rev, currentDoc, err)
 	}
@@ -229,21 +230,26 @@ func checkCitations(root string, docs []doc) ([]string, error) {
 		text[d.path] = strings.Join(d.lines, "\n")
 	}
 	var problems []string
-	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", root, err)
+	}
+	defer func() { _ = r.Close() }() // read only
+	fsys := r.FS()
+	err = fs.WalkDir(fsys, ".", func(rel string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel := filepath.ToSlash(strings.TrimPrefix(p, root+string(filepath.Separator)))
 		if e.IsDir() {
 			if rel != "." && (strings.HasPrefix(e.Name(), ".") || e.Name() == "node_modules" || rel == historyDir || rel == "scripts/perfhistory") {
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		if rel == currentDoc || !(strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, ".md")) {
+		if rel == currentDoc || (!strings.HasSuffix(rel, ".go") && !strings.HasSuffix(rel, ".md")) {
 			return nil
 		}
-		b, err := os.ReadFile(p)
+		b, err := fs.ReadFile(fsys, rel)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", rel, err)
 		}
