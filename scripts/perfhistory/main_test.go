@@ -81,3 +81,39 @@ func TestCheckCitations(t *testing.T) {
 		t.Fatalf("problems %q, want two (z.go's \"Nowhere\" too)", got)
 	}
 }
+
+// repoRoot is the repository's root, two levels above this package.
+const repoRoot = "../.."
+
+// TestRepositoryCitationsResolve keeps every `docs/performance.md, "Title"`
+// citation in the repository's code and docs findable: a section moved to
+// the history must be in docs/performance.md's index.
+func TestRepositoryCitationsResolve(t *testing.T) {
+	docs, err := readNew(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := checkCitations(repoRoot, docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// TestHistoryKeepsEveryOldSection runs the move's check against the page
+// as it was before the restructure (main 83cc2d6), when git has that commit.
+func TestHistoryKeepsEveryOldSection(t *testing.T) {
+	old, err := readOld(t.Context(), "83cc2d6", "")
+	if err != nil {
+		t.Skipf("no git history here: %v", err)
+	}
+	docs, err := readNew(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range checkSections(old, docs) {
+		t.Error(p)
+	}
+}
