@@ -1,12 +1,14 @@
 // Command perfhistory checks that the move of docs/performance.md's history
-// into docs/performance/history-*.md lost nothing, and that the sections
-// cited from code and docs can still be found.
+// into docs/performance/history-*.md lost nothing, that the sections cited
+// from code and docs can still be found, and that the indexes list the
+// sections; it can rewrite the indexes.
 //
 //	go run ./scripts/perfhistory              # against main 83cc2d6's docs/performance.md
 //	go run ./scripts/perfhistory -rev REV     # against REV's (after moving more sections)
 //	go run ./scripts/perfhistory -old FILE    # against a file
+//	go run ./scripts/perfhistory -write-index # rewrite the indexes, then check
 //
-// Run it from the repository root. Two checks, each failure printed, exit
+// Run it from the repository root. Three checks, each failure printed, exit
 // status 1 if any:
 //
 //  1. Every section of the old docs/performance.md (a heading line outside
@@ -20,6 +22,10 @@
 //     docs/performance.md contains (its index of the history lists every moved
 //     heading); a citation of a history file must name one of that file's
 //     headings.
+//  3. Each history file's head lists its sections (between "Sections:" and
+//     the marker line), and docs/performance.md's "## History" lists every
+//     history file's, with GitHub's anchors. -write-index rewrites both
+//     from the headings: after moving a section, run it.
 package main
 
 import (
@@ -44,7 +50,14 @@ const (
 func main() {
 	rev := flag.String("rev", "83cc2d6", "git revision whose "+currentDoc+" is the old file")
 	oldPath := flag.String("old", "", "the old file (instead of -rev)")
+	write := flag.Bool("write-index", false, "rewrite the history files' and "+currentDoc+"'s indexes first")
 	flag.Parse()
+	if *write {
+		if err := writeIndexes("."); err != nil {
+			fmt.Fprintln(os.Stderr, "perfhistory:", err)
+			os.Exit(2)
+		}
+	}
 	old, err := readOld(context.Background(), *rev, *oldPath)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "perfhistory:", err)
@@ -62,6 +75,7 @@ func main() {
 		os.Exit(2)
 	}
 	problems = append(problems, cites...)
+	problems = append(problems, staleIndexes(docs)...)
 	for _, p := range problems {
 		fmt.Println(p)
 	}
@@ -295,4 +309,27 @@ func resolve(text map[string]string, target, cited string) string {
 		}
 	}
 	return fmt.Sprintf("cites %s %q, which is none of its headings", target, cited)
+}
+
+// writeIndexes rewrites the indexes of the documents under root.
+func writeIndexes(root string) error {
+	docs, err := readNew(root)
+	if err != nil {
+		return err
+	}
+	fresh, problems := indexed(docs)
+	if len(problems) > 0 {
+		return fmt.Errorf("cannot write the indexes: %s", strings.Join(problems, "; "))
+	}
+	for i, d := range fresh {
+		if strings.Join(d.lines, "\n") == strings.Join(docs[i].lines, "\n") {
+			continue
+		}
+		// The files exist: WriteFile keeps their mode (the 0o600 is for a
+		// file it would create, which it does not).
+		if err := os.WriteFile(filepath.Join(root, d.path), []byte(strings.Join(d.lines, "\n")+"\n"), 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", d.path, err)
+		}
+	}
+	return nil
 }
