@@ -31,10 +31,10 @@ const MaxDepth = 1000
 type kind uint8
 
 const (
-	kindLiteral kind = iota // true, false or null: its text in the document
-	kindNumber              // the exact literal received, in the document
-	kindString              // a string with no escape: its text in the document
-	kindOwnString           // a decoded (or, in the display, rewritten) string: tree.strs[a]
+	kindLiteral   kind = iota // true, false or null: its text in the document
+	kindNumber                // the exact literal received, in the document
+	kindString                // a string with no escape: its text in the document
+	kindOwnString             // a decoded (or, in the display, rewritten) string: tree.strs[a]
 	kindArray
 	kindObject
 )
