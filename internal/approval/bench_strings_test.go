@@ -7,15 +7,15 @@ import (
 )
 
 // stringArgs are 4 MB one-string arguments of three kinds of text: code
-// with an escaped line feed every 10 bytes, plain ASCII, and mixed
-// Latin/CJK UTF-8 with a few escapes.
+// (escaped tabs, line feeds and quotes), plain ASCII, and mixed Latin/CJK
+// UTF-8 with a few escapes.
 func stringArgs() map[string]json.RawMessage {
 	const size = 4 << 20
 	wrap := func(s string) json.RawMessage {
 		return json.RawMessage(`{"path":"/tmp/x","content":"` + s + `","n":[1,2,3]}`)
 	}
 	return map[string]json.RawMessage{
-		"code":  wrap(strings.Repeat(`abcdefgh\n`, size/10)),
+		"code":  wrap(strings.Repeat(`\tif err != nil {\n\t\treturn fmt.Errorf(\"open %s: %w\", name, err)\n\t}\n`, size/64)),
 		"ascii": wrap(strings.Repeat(`The quick brown fox jumps over the lazy dog. `, size/45)),
 		"utf8":  wrap(strings.Repeat(`héllo wörld, 日本語のテキスト \"q\" `, size/48)),
 	}
@@ -25,7 +25,7 @@ func stringArgs() map[string]json.RawMessage {
 // Canonicalize and HashDisplayCanonical on each 4 MB string argument.
 func BenchmarkStrings(b *testing.B) {
 	for _, name := range []string{"code", "ascii", "utf8"} {
-		raw := stringArgs()[name]
+		raw, rd := stringArgs()[name], DefaultRedaction()
 		run := func(op string, f func() error) {
 			b.Run(name+"/"+op, func(b *testing.B) {
 				b.SetBytes(int64(len(raw)))
@@ -38,9 +38,9 @@ func BenchmarkStrings(b *testing.B) {
 			})
 		}
 		run("hash", func() error { _, err := Hash(raw); return err })
-		run("display", func() error { _, _, err := Display(raw, DefaultRedaction()); return err })
+		run("display", func() error { _, _, err := Display(raw, rd); return err })
 		run("displayall", func() error { _, _, err := Display(raw, Redaction{}); return err })
 		run("canonical", func() error { _, err := Canonicalize(raw); return err })
-		run("hdc", func() error { _, err := HashDisplayCanonical(raw, DefaultRedaction()); return err })
+		run("hdc", func() error { _, err := HashDisplayCanonical(raw, rd); return err })
 	}
 }

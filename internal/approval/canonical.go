@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"hash"
 	"slices"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -60,7 +61,7 @@ func Hash(raw json.RawMessage) (string, error) {
 // it to SHA-256, and strings are written in pieces of hashChunk/8 bytes
 // (6 bytes at most each): the canonical form of a large argument is not
 // held whole to be hashed (issue 13).
-const hashChunk = 32 << 10
+const hashChunk = 16 << 10
 
 // hashTree is Hash of the parsed t (size: the length of its source, a
 // capacity hint).
@@ -105,6 +106,45 @@ func (w *canonWriter) str(s string) {
 	w.buf = append(w.buf, '"')
 }
 
+// run appends s, which needs no escaping, in pieces when hashing.
+func (w *canonWriter) run(s string) {
+	if w.h == nil {
+		w.buf = append(w.buf, s...)
+		return
+	}
+	for len(s) > 0 {
+		piece := s[:min(len(s), hashChunk/8)]
+		s = s[len(piece):]
+		w.buf = append(w.buf, piece...)
+		w.flush()
+	}
+}
+
+// escaped writes the string whose text between the quotes is raw, escapes
+// and all, without decoding it first: between its escapes a string token
+// holds nothing the canonical form escapes, and each escape is written as
+// the canonical form writes the rune it stands for.
+func (w *canonWriter) escaped(raw string) {
+	w.buf = append(w.buf, '"')
+	for {
+		k := strings.IndexByte(raw, '\\')
+		if k < 0 {
+			w.run(raw)
+			break
+		}
+		w.run(raw[:k])
+		r, next := escapeAt(raw, k)
+		if r < utf8.RuneSelf && canonEscape[r] {
+			w.buf = appendCanonicalByte(w.buf, byte(r))
+		} else {
+			w.buf = utf8.AppendRune(w.buf, r)
+		}
+		raw = raw[next:]
+	}
+	w.buf = append(w.buf, '"')
+	w.flush()
+}
+
 func (w *canonWriter) value(i uint32) {
 	t := w.t
 	n := t.nodes[i]
@@ -114,6 +154,8 @@ func (w *canonWriter) value(i uint32) {
 		w.flush()
 	case kindString, kindOwnString:
 		w.str(t.text(n))
+	case kindEscString:
+		w.escaped(t.src[n.a : n.a+n.b])
 	case kindArray:
 		w.buf = append(w.buf, '[')
 		for k := range n.b {
@@ -201,26 +243,29 @@ func appendCanonicalRuns(b []byte, s string) []byte {
 		if !canonEscape[c] {
 			continue
 		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\b':
-			b = append(b, `\b`...)
-		case '\t':
-			b = append(b, `\t`...)
-		case '\n':
-			b = append(b, `\n`...)
-		case '\f':
-			b = append(b, `\f`...)
-		case '\r':
-			b = append(b, `\r`...)
-		default:
-			b = append(b, '\\', 'u', '0', '0', lowerHex[c>>4], lowerHex[c&0xF])
-		}
+		b = appendCanonicalByte(append(b, s[start:i]...), c)
 		start = i + 1
 	}
 	return append(b, s[start:]...)
+}
+
+// appendCanonicalByte appends the escape of c, a byte canonEscape marks.
+func appendCanonicalByte(b []byte, c byte) []byte {
+	switch c {
+	case '"', '\\':
+		return append(b, '\\', c)
+	case '\b':
+		return append(b, `\b`...)
+	case '\t':
+		return append(b, `\t`...)
+	case '\n':
+		return append(b, `\n`...)
+	case '\f':
+		return append(b, `\f`...)
+	case '\r':
+		return append(b, `\r`...)
+	}
+	return append(b, '\\', 'u', '0', '0', lowerHex[c>>4], lowerHex[c&0xF])
 }
 
 // compareUTF16 orders two valid UTF-8 strings by their UTF-16 code units,

@@ -191,9 +191,22 @@ func display(t *tree, size int, rd Redaction) (json.RawMessage, []string) {
 
 // write writes the display copy of d.t into d.buf.
 func (d *displayer) write(size int) {
-	d.buf = make([]byte, 0, size)
+	d.buf = make([]byte, 0, displaySize(d.t, size, d.rd.MaxString))
 	var shallow [8]pathStep // the path, on the stack while it is shallow
 	d.value(d.t.root, shallow[:0])
+}
+
+// displaySize estimates the length of the display copy of t (size: the
+// length of its source): the source's, less what cutting its long strings
+// to limit runes (4 bytes each at most) and a marker removes.
+func displaySize(t *tree, size, limit int) int {
+	if limit <= 0 {
+		return size
+	}
+	for _, n := range t.long {
+		size -= max(0, n-(4*limit+128))
+	}
+	return size
 }
 
 type displayer struct {
@@ -248,7 +261,7 @@ func (d *displayer) value(i uint32, path []pathStep) {
 	switch n := t.nodes[i]; n.kind {
 	case kindLiteral, kindNumber:
 		d.buf = append(d.buf, t.text(n)...)
-	case kindString, kindOwnString:
+	case kindString, kindEscString, kindOwnString:
 		if text := t.text(n); d.rewrite {
 			if s := d.str(text, path); s != text {
 				t.own(i, s)

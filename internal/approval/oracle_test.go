@@ -166,4 +166,3 @@ func TestCompareUTF16AsBase(t *testing.T) {
 		}
 	}
 }
-

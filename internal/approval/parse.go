@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -34,7 +35,8 @@ const (
 	kindLiteral   kind = iota // true, false or null: its text in the document
 	kindNumber                // the exact literal received, in the document
 	kindString                // a string with no escape: its text in the document
-	kindOwnString             // a decoded (or, in the display, rewritten) string: tree.strs[a]
+	kindEscString             // a string value with escapes: its raw text in the document
+	kindOwnString             // a decoded key, or a value the display rewrote: tree.strs[a]
 	kindArray
 	kindObject
 )
@@ -43,6 +45,9 @@ const (
 //
 //   - literal, number, string: the text is tree.src[a:a+b] (the bytes of
 //     the document itself: no copy per value);
+//   - escaped string: tree.src[a:a+b] is its text as written, between the
+//     quotes, escapes and all: the canonical form is written from it and
+//     only the display decodes it (unescape);
 //   - own string: the text is tree.strs[a];
 //   - array: its b elements are tree.nodes[a:a+b];
 //   - object: its b members are tree.nodes[a:a+2b], key then value, in
@@ -62,12 +67,24 @@ type tree struct {
 	strs  []string
 	nodes []node
 	root  uint32 // the index of the top value in nodes
+	// long holds the length of each string value of longString bytes
+	// or more, as written: the display cuts them, and sizes its buffer
+	// by what is left.
+	long []int
 }
 
-// text is the text of a literal, number or string node.
+// longString is the length from which parse notes a string value in
+// tree.long.
+const longString = 4 << 10
+
+// text is the text of a literal, number or string node (an escaped
+// string's decoded, in a new string).
 func (t *tree) text(n node) string {
-	if n.kind == kindOwnString {
+	switch n.kind {
+	case kindOwnString:
 		return t.strs[n.a]
+	case kindEscString:
+		return unescape(t.src[n.a : n.a+n.b])
 	}
 	return t.src[n.a : n.a+n.b]
 }
@@ -173,7 +190,7 @@ func (p *parser) value() (node, error) {
 	case c == '[':
 		return p.array()
 	case c == '"':
-		return p.str()
+		return p.str(false)
 	case c == '-' || ('0' <= c && c <= '9'):
 		return p.number()
 	case c == 't':
@@ -267,7 +284,7 @@ func (p *parser) object() (node, error) {
 			return node{}, p.errorf("expected a string key in object")
 		}
 		keyAt := p.pos
-		kn, err := p.str()
+		kn, err := p.str(true)
 		if err != nil {
 			return node{}, err
 		}
@@ -399,10 +416,11 @@ var strStop = [256]bool{'"': true, '\\': true,
 }
 
 // str reads a string token (p.pos at its opening quote) and returns its
-// node: a span of the document when it has no escape, its decoded text
-// otherwise. It rejects raw control characters, invalid UTF-8, bad
-// escapes and unpaired surrogates, each with the offset of the first one.
-func (p *parser) str() (node, error) {
+// node: a span of the document, unless it has escapes and is a key (then
+// its decoded text: keys are compared). It rejects raw control
+// characters, invalid UTF-8, bad escapes and unpaired surrogates, each
+// with the offset of the first one.
+func (p *parser) str(key bool) (node, error) {
 	open := p.pos
 	p.pos++
 	start := p.pos
@@ -417,32 +435,43 @@ func (p *parser) str() (node, error) {
 			return node{}, p.strError()
 		}
 		p.pos = i + 1
+		if !key && i-start >= longString {
+			p.t.long = append(p.t.long, i-start)
+		}
 		return node{kind: kindString, a: uint32(start), b: uint32(i - start)}, nil
 	}
-	// An escape (or an error): decode into the scratch buffer, run by run.
+	// An escape (or an error): check the escapes, and decode a key into
+	// the scratch buffer, run by run.
 	b := p.scratch[:0]
 	run := start
 	for i < len(d) {
 		switch c := d[i]; {
 		case c == '"':
-			b = append(b, d[run:i]...)
 			if !utf8.Valid(d[start:i]) {
 				p.pos = open
 				return node{}, p.strError()
 			}
 			p.pos = i + 1
+			if !key && i-start >= longString {
+				p.t.long = append(p.t.long, i-start)
+			}
+			if !key {
+				return node{kind: kindEscString, a: uint32(start), b: uint32(i - start)}, nil
+			}
+			b = append(b, d[run:i]...)
 			p.scratch = b
 			p.t.strs = append(p.t.strs, string(b))
 			return node{kind: kindOwnString, a: uint32(len(p.t.strs) - 1)}, nil
 		case c == '\\':
-			b = append(b, d[run:i]...)
 			p.pos = i
 			r, err := p.escape()
 			if err != nil {
 				p.pos = open
 				return node{}, p.strError()
 			}
-			b = utf8.AppendRune(b, r)
+			if key {
+				b = utf8.AppendRune(append(b, d[run:i]...), r)
+			}
 			i = p.pos
 			run = i
 		case strStop[c]: // a control character
@@ -559,4 +588,66 @@ func (p *parser) hex4() (rune, error) {
 	}
 	p.pos += 4
 	return r, nil
+}
+
+// unescape decodes the text of a string token between its quotes, raw,
+// which parse has checked.
+func unescape(raw string) string {
+	var b strings.Builder
+	b.Grow(len(raw))
+	for {
+		k := strings.IndexByte(raw, '\\')
+		if k < 0 {
+			b.WriteString(raw)
+			return b.String()
+		}
+		b.WriteString(raw[:k])
+		r, next := escapeAt(raw, k)
+		b.WriteRune(r)
+		raw = raw[next:]
+	}
+}
+
+// escapeAt decodes the escape at raw[i] (a backslash) in text parse has
+// checked, and returns the rune and the index past the escape (past both
+// halves of a surrogate pair).
+func escapeAt(raw string, i int) (rune, int) {
+	switch c := raw[i+1]; c {
+	case 'b':
+		return '\b', i + 2
+	case 'f':
+		return '\f', i + 2
+	case 'n':
+		return '\n', i + 2
+	case 'r':
+		return '\r', i + 2
+	case 't':
+		return '\t', i + 2
+	case 'u':
+	default: // '"', '\\', '/'
+		return rune(c), i + 2
+	}
+	r := hexRune(raw[i+2 : i+6])
+	if utf16.IsSurrogate(r) { // a high surrogate, a low one after it (parse checked)
+		return utf16.DecodeRune(r, hexRune(raw[i+8:i+12])), i + 12
+	}
+	return r, i + 6
+}
+
+// hexRune is the value of four hex digits.
+func hexRune(h string) rune {
+	var r rune
+	for i := range 4 {
+		c := h[i]
+		r <<= 4
+		switch {
+		case c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a':
+			r |= rune(c - 'a' + 10)
+		default:
+			r |= rune(c - 'A' + 10)
+		}
+	}
+	return r
 }
