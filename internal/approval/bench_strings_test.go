@@ -44,3 +44,30 @@ func BenchmarkStrings(b *testing.B) {
 		run("hdc", func() error { _, err := HashDisplayCanonical(raw, rd); return err })
 	}
 }
+
+// BenchmarkSmallArguments runs HashDisplayCanonical and Hash on the
+// arguments of an ordinary call (the cost on every call).
+func BenchmarkSmallArguments(b *testing.B) {
+	rd := DefaultRedaction()
+	for name, raw := range map[string]json.RawMessage{
+		"message": json.RawMessage(`{"message":"hi"}`),
+		"nested":  json.RawMessage(`{"path":"/tmp/x","content":"hello\nworld","mode":420,"opts":{"force":true,"tags":["a","b"]}}`),
+	} {
+		b.Run(name+"/hdc", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := HashDisplayCanonical(raw, rd); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(name+"/hash", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Hash(raw); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

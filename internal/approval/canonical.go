@@ -37,7 +37,7 @@ func Canonicalize(raw []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := canonWriter{t: t, buf: make([]byte, 0, len(raw))}
+	w := canonWriter{t: &t, buf: make([]byte, 0, len(raw))}
 	w.value(t.root)
 	return w.buf, nil
 }
@@ -54,7 +54,7 @@ func Hash(raw json.RawMessage) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return hashTree(t, len(raw)), nil
+	return hashTree(&t, len(raw)), nil
 }
 
 // hashChunk is how much canonical text hashTree gathers before it hands
@@ -66,12 +66,22 @@ const hashChunk = 16 << 10
 // hashTree is Hash of the parsed t (size: the length of its source, a
 // capacity hint).
 func hashTree(t *tree, size int) string {
-	h := sha256.New()
-	w := canonWriter{t: t, h: h, buf: make([]byte, 0, min(size, hashChunk)+hashChunk)}
-	w.value(t.root)
-	h.Write(w.buf)
 	var sum [sha256.Size]byte
-	return "sha256:" + hex.EncodeToString(h.Sum(sum[:0]))
+	if size <= hashChunk { // whole: no digest to allocate
+		w := canonWriter{t: t, buf: make([]byte, 0, size)}
+		w.value(t.root)
+		sum = sha256.Sum256(w.buf)
+	} else {
+		h := sha256.New()
+		w := canonWriter{t: t, h: h, buf: make([]byte, 0, 2*hashChunk)}
+		w.value(t.root)
+		h.Write(w.buf)
+		h.Sum(sum[:0])
+	}
+	var out [len("sha256:") + 2*sha256.Size]byte
+	copy(out[:], "sha256:")
+	hex.Encode(out[len("sha256:"):], sum[:])
+	return string(out[:])
 }
 
 // A canonWriter writes the canonical form of a tree into buf, or, with h

@@ -128,7 +128,7 @@ func Display(raw json.RawMessage, rd Redaction) (json.RawMessage, []string, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	disp, warnings := display(t, len(raw), rd)
+	disp, warnings := display(&t, len(raw), rd)
 	return disp, warnings, nil
 }
 
@@ -143,8 +143,8 @@ func HashDisplay(raw json.RawMessage, rd Redaction) (hash string, disp json.RawM
 	if err != nil {
 		return "", nil, nil, err
 	}
-	disp, warnings = display(t, len(raw), rd)
-	return hashTree(t, len(raw)), disp, warnings, nil
+	disp, warnings = display(&t, len(raw), rd)
+	return hashTree(&t, len(raw)), disp, warnings, nil
 }
 
 // A ShownArguments is what HashDisplayCanonical gives for arguments.
@@ -172,10 +172,10 @@ func HashDisplayCanonical(raw json.RawMessage, rd Redaction) (ShownArguments, er
 	if err != nil {
 		return ShownArguments{}, err
 	}
-	hash := hashTree(t, len(raw)) // before the display changes t
-	d := displayer{t: t, rd: &rd, warnings: []string{}, rewrite: true}
+	hash := hashTree(&t, len(raw)) // before the display changes t
+	d := displayer{t: &t, rd: &rd, warnings: []string{}, rewrite: true}
 	d.write(len(raw))
-	w := canonWriter{t: t, buf: make([]byte, 0, len(d.buf))}
+	w := canonWriter{t: &t, buf: make([]byte, 0, len(d.buf))}
 	w.value(t.root)
 	return ShownArguments{Hash: hash, Display: json.RawMessage(d.buf), Warnings: d.warnings,
 		Canonical: json.RawMessage(w.buf), Depth: d.depth}, nil

@@ -100,24 +100,24 @@ const maxDocument = 1<<32 - 1
 
 // parse reads exactly one JSON value (RFC 8259) from data, with optional
 // surrounding whitespace. Errors wrap ErrInvalidJSON or ErrDuplicateKey.
-func parse(data []byte) (*tree, error) {
+func parse(data []byte) (tree, error) {
 	if len(data) > maxDocument {
-		return nil, fmt.Errorf("%w: a document of %d bytes, longer than %d", ErrInvalidJSON, len(data), maxDocument)
+		return tree{}, fmt.Errorf("%w: a document of %d bytes, longer than %d", ErrInvalidJSON, len(data), maxDocument)
 	}
-	t := &tree{src: string(data), nodes: make([]node, 0, countNodes(data))}
-	p := parser{data: data, t: t}
+	n := countNodes(data)
+	p := parser{data: data, t: tree{src: string(data), nodes: make([]node, 0, n)}, stack: make([]node, 0, min(n, 32))}
 	p.skipSpace()
 	v, err := p.value()
 	if err != nil {
-		return nil, err
+		return tree{}, err
 	}
 	p.skipSpace()
 	if p.pos != len(p.data) {
-		return nil, p.errorf("trailing data after the value")
+		return tree{}, p.errorf("trailing data after the value")
 	}
-	t.root = uint32(len(t.nodes))
-	t.nodes = append(t.nodes, v)
-	return t, nil
+	p.t.root = uint32(len(p.t.nodes))
+	p.t.nodes = append(p.t.nodes, v)
+	return p.t, nil
 }
 
 // countNodes bounds the number of nodes parse makes of d: one per '[',
@@ -156,7 +156,7 @@ type parser struct {
 	data  []byte
 	pos   int
 	depth int
-	t     *tree
+	t     tree // what it has read
 	// stack holds the open arrays' elements and the open objects' keys
 	// and values, each level's on top of its parent's: a finished array
 	// or object moves its own to the end of t.nodes, contiguous.

@@ -125,7 +125,7 @@ func BenchmarkHashDisplayCanonicalObjects(b *testing.B) {
 // HashDisplayCanonical (the copy, 12 bytes per value, the display copy
 // and its canonical form). The base's nodes of 72 bytes, a slice per
 // array and object and a string per key, number and string value cost
-// 7.3 allocations per object and 19× the size.
+// 8 allocations per object (147,725 for 18,462) and 19× the size.
 func TestTreeOfSmallObjectsAllocations(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1 MB argument")

@@ -23,7 +23,7 @@ func allocatedBy(f func()) uint64 {
 // output; 2.25× with the runtime's own). The base
 // decoded the string by appending to a growing builder, copied it into
 // the tree, held the whole canonical form to hash it and sized the
-// display's buffer by the argument although the copy is cut: 6 to 7
+// display's buffer by the argument although the copy is cut: 5.3 to 7.3
 // times the size.
 func TestLargeStringAllocations(t *testing.T) {
 	if testing.Short() {
