@@ -113,6 +113,20 @@ func trickyArguments() []string {
 		"{\"bidi\":\"\u202eabc\u202c\",\"tag\":\"\U000E0041\",\"bom\":\"\ufeff\",\"del\":\"\x7f\",\"c1\":\"\u0085\"}",
 		`{"blank":"\u3164\uffa0\u115f\u034f","cf":"\u0600\u06dd\u070f\u0890\u08e2\u180e\ufff9\U000110bd"}`,
 	}
+	// Past hashChunk, so the hash is streamed: unsorted objects and
+	// escapes across the pieces' boundaries.
+	var big strings.Builder
+	big.WriteByte('[')
+	for i := range 700 {
+		if i > 0 {
+			big.WriteByte(',')
+		}
+		fmt.Fprintf(&big, `{"z%d":"a\u00e9\n\"x%s","a":[1,-0,1e400,{"y":null,"x":"\ud83d\ude00"}],"é":"\u0001\/","\ue000\u0001\"":%d}`,
+			i, strings.Repeat(`\t`, i%7), i)
+	}
+	big.WriteByte(']')
+	docs = append(docs, big.String(), `"`+strings.Repeat(`\u0007\"é\n`, 5000)+`"`,
+		`{"b":"`+strings.Repeat("x\u00e9", 9000)+`","a":"`+strings.Repeat("\u2028", 9000)+`"}`)
 	return docs
 }
 
