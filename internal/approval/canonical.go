@@ -145,7 +145,7 @@ func (w *canonWriter) escaped(raw string) {
 		w.run(raw[:k])
 		r, next := escapeAt(raw, k)
 		if r < utf8.RuneSelf && canonEscape[r] {
-			w.buf = appendCanonicalByte(w.buf, byte(r))
+			w.buf = appendCanonicalByte(w.buf, byte(r)) //nolint:gosec // r < utf8.RuneSelf
 		} else {
 			w.buf = utf8.AppendRune(w.buf, r)
 		}

@@ -92,11 +92,18 @@ func (t *tree) text(n node) string {
 // own makes t.nodes[i] the string s (a rewritten or replaced value).
 func (t *tree) own(i uint32, s string) {
 	t.strs = append(t.strs, s)
-	t.nodes[i] = node{kind: kindOwnString, a: uint32(len(t.strs) - 1)}
+	t.nodes[i] = node{kind: kindOwnString, a: u32(len(t.strs) - 1)}
 }
 
 // maxDocument is the longest document parse reads: offsets are uint32.
 const maxDocument = 1<<32 - 1
+
+// u32 is n as a node's offset, length or index: parse refuses documents
+// longer than maxDocument, and each of those is at most the document's
+// length (its string count, its node count plus one).
+func u32(n int) uint32 {
+	return uint32(n) //nolint:gosec // n ≤ maxDocument, checked by parse
+}
 
 // parse reads exactly one JSON value (RFC 8259) from data, with optional
 // surrounding whitespace. Errors wrap ErrInvalidJSON or ErrDuplicateKey.
@@ -115,7 +122,7 @@ func parse(data []byte) (tree, error) {
 	if p.pos != len(p.data) {
 		return tree{}, p.errorf("trailing data after the value")
 	}
-	p.t.root = uint32(len(p.t.nodes))
+	p.t.root = u32(len(p.t.nodes))
 	p.t.nodes = append(p.t.nodes, v)
 	return p.t, nil
 }
@@ -210,7 +217,7 @@ func (p *parser) literal(word string) (node, error) {
 	}
 	at := p.pos
 	p.pos += len(word)
-	return node{kind: kindLiteral, a: uint32(at), b: uint32(len(word))}, nil
+	return node{kind: kindLiteral, a: u32(at), b: u32(len(word))}, nil
 }
 
 func (p *parser) enter() error {
@@ -227,7 +234,7 @@ func (p *parser) close(k kind, base, count int) node {
 	first := len(p.t.nodes)
 	p.t.nodes = append(p.t.nodes, p.stack[base:]...)
 	p.stack = p.stack[:base]
-	return node{kind: k, a: uint32(first), b: uint32(count)}
+	return node{kind: k, a: u32(first), b: u32(count)}
 }
 
 func (p *parser) array() (node, error) {
@@ -393,7 +400,7 @@ func (p *parser) number() (node, error) {
 			return node{}, p.errorf("invalid number: no digits in exponent")
 		}
 	}
-	return node{kind: kindNumber, a: uint32(start), b: uint32(p.pos - start)}, nil
+	return node{kind: kindNumber, a: u32(start), b: u32(p.pos - start)}, nil
 }
 
 func (p *parser) digits() int {
@@ -438,7 +445,7 @@ func (p *parser) str(key bool) (node, error) {
 		if !key && i-start >= longString {
 			p.t.long = append(p.t.long, i-start)
 		}
-		return node{kind: kindString, a: uint32(start), b: uint32(i - start)}, nil
+		return node{kind: kindString, a: u32(start), b: u32(i - start)}, nil
 	}
 	// An escape (or an error): check the escapes, and decode a key into
 	// the scratch buffer, run by run.
@@ -456,12 +463,12 @@ func (p *parser) str(key bool) (node, error) {
 				p.t.long = append(p.t.long, i-start)
 			}
 			if !key {
-				return node{kind: kindEscString, a: uint32(start), b: uint32(i - start)}, nil
+				return node{kind: kindEscString, a: u32(start), b: u32(i - start)}, nil
 			}
 			b = append(b, d[run:i]...)
 			p.scratch = b
 			p.t.strs = append(p.t.strs, string(b))
-			return node{kind: kindOwnString, a: uint32(len(p.t.strs) - 1)}, nil
+			return node{kind: kindOwnString, a: u32(len(p.t.strs) - 1)}, nil
 		case c == '\\':
 			p.pos = i
 			r, err := p.escape()
