@@ -29,7 +29,8 @@ import (
 //     distinct, and 1.0, 1 and 1e0 are three different values; "-0" stays "-0".
 //
 // Errors wrap ErrInvalidJSON (syntax error, trailing data, invalid UTF-8,
-// an unpaired surrogate escape, nesting deeper than MaxDepth) or
+// an unpaired surrogate escape, nesting deeper than MaxDepth, a document
+// of 4 GiB or more) or
 // ErrDuplicateKey (an object names one key twice, compared after unescaping).
 // Canonicalize is idempotent: Canonicalize of its output returns the output.
 func Canonicalize(raw []byte) ([]byte, error) {
@@ -162,7 +163,12 @@ func (w *canonWriter) value(i uint32) {
 	case kindLiteral, kindNumber:
 		w.buf = append(w.buf, t.text(n)...)
 		w.flush()
-	case kindString, kindOwnString:
+	case kindString, kindASCII: // nothing in it to escape (parse checked)
+		w.buf = append(w.buf, '"')
+		w.run(t.text(n))
+		w.buf = append(w.buf, '"')
+		w.flush()
+	case kindOwnString:
 		w.str(t.text(n))
 	case kindEscString:
 		w.escaped(t.src[n.a : n.a+n.b])
@@ -213,7 +219,7 @@ func (w *canonWriter) value(i uint32) {
 
 // member writes the member whose key is t.nodes[i] and value t.nodes[i+1].
 func (w *canonWriter) member(i uint32) {
-	w.str(w.t.text(w.t.nodes[i]))
+	w.value(i)
 	w.buf = append(w.buf, ':')
 	w.value(i + 1)
 }

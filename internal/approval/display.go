@@ -261,13 +261,13 @@ func (d *displayer) value(i uint32, path []pathStep) {
 	switch n := t.nodes[i]; n.kind {
 	case kindLiteral, kindNumber:
 		d.buf = append(d.buf, t.text(n)...)
-	case kindString, kindEscString, kindOwnString:
+	case kindString, kindASCII, kindEscString, kindOwnString:
 		if text := t.text(n); d.rewrite {
-			if s := d.str(text, path); s != text {
+			if s := d.str(text, n.kind == kindASCII, path); s != text {
 				t.own(i, s)
 			}
 		} else {
-			d.str(text, path)
+			d.str(text, n.kind == kindASCII, path)
 		}
 	case kindArray:
 		d.deeper(path)
@@ -297,8 +297,12 @@ func (d *displayer) value(i uint32, path []pathStep) {
 // its step ends path.
 func (d *displayer) member(i uint32, path []pathStep) {
 	key := path[len(path)-1].key
-	d.warnInvisible(key, path, "key contains")
-	d.buf = appendDisplayString(d.buf, key)
+	if d.t.nodes[i].kind == kindASCII { // nothing to flag or escape
+		d.buf = append(append(append(d.buf, '"'), key...), '"')
+	} else {
+		d.warnInvisible(key, path, "key contains")
+		d.buf = appendDisplayString(d.buf, key)
+	}
 	d.buf = append(d.buf, ':')
 	if why, ok := d.rd.secretKey(key); ok {
 		marker := "[redacted: key " + strconv.Quote(why) + "]"
@@ -319,27 +323,40 @@ func (d *displayer) deeper(path []pathStep) {
 	d.depth = max(d.depth, len(path)+1)
 }
 
-// str writes the string s at path as the copy shows it, and returns that.
-func (d *displayer) str(s string, path []pathStep) string {
+// str writes the string s at path as the copy shows it, and returns that;
+// ascii says s is printable ASCII only (kindASCII).
+func (d *displayer) str(s string, ascii bool, path []pathStep) string {
 	for _, re := range d.rd.Patterns {
 		if re.MatchString(s) {
 			s = re.ReplaceAllLiteralString(s, "[redacted: looks like "+patternWhat(re)+"]")
 			d.warn(fmt.Sprintf("%s: text hidden (looks like %s); the hash covers the real value", location(path), patternWhat(re)))
+			ascii = false
 		}
 	}
-	d.warnInvisible(s, path, "contains")
+	if !ascii {
+		d.warnInvisible(s, path, "contains")
+	}
+	cut := false
 	if limit := d.rd.MaxString; limit > 0 && len(s) > limit { // bytes ≥ runes: a cheap first test
-		if count := utf8.RuneCountInString(s); count > limit {
-			cut := 0
-			for range limit {
-				_, size := utf8.DecodeRuneInString(s[cut:])
-				cut += size
+		count, at := len(s), limit // ASCII: a byte per rune
+		if !ascii {
+			count, at = utf8.RuneCountInString(s), 0
+			for range min(limit, count) {
+				_, size := utf8.DecodeRuneInString(s[at:])
+				at += size
 			}
-			s = s[:cut] + fmt.Sprintf("…[truncated for display: %d of %d characters shown]", limit, count)
+		}
+		if count > limit {
+			cut = true
+			s = s[:at] + fmt.Sprintf("…[truncated for display: %d of %d characters shown]", limit, count)
 			d.warn(fmt.Sprintf("%s: string of %d characters truncated to %d for display only; the hash covers the full value", location(path), count, limit))
 		}
 	}
-	d.buf = appendDisplayString(d.buf, s)
+	if ascii && !cut {
+		d.buf = append(append(append(d.buf, '"'), s...), '"')
+	} else {
+		d.buf = appendDisplayString(d.buf, s)
+	}
 	return s
 }
 

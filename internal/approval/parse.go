@@ -17,7 +17,7 @@ import (
 var (
 	// ErrInvalidJSON reports a document that is not one RFC 8259 JSON value:
 	// a syntax error, trailing data, invalid UTF-8, a lone surrogate escape,
-	// or nesting deeper than MaxDepth.
+	// nesting deeper than MaxDepth, or a document of 4 GiB or more.
 	ErrInvalidJSON = errors.New("approval: invalid JSON")
 	// ErrDuplicateKey reports an object that names the same key twice, at
 	// any depth (keys are compared after unescaping).
@@ -35,6 +35,7 @@ const (
 	kindLiteral   kind = iota // true, false or null: its text in the document
 	kindNumber                // the exact literal received, in the document
 	kindString                // a string with no escape: its text in the document
+	kindASCII                 // a string of printable ASCII only (no escape, no DEL): the same
 	kindEscString             // a string value with escapes: its raw text in the document
 	kindOwnString             // a decoded key, or a value the display rewrote: tree.strs[a]
 	kindArray
@@ -43,8 +44,9 @@ const (
 
 // A node is one parsed JSON value in 12 bytes; a and b depend on its kind:
 //
-//   - literal, number, string: the text is tree.src[a:a+b] (the bytes of
-//     the document itself: no copy per value);
+//   - literal, number, string, ASCII string: the text is tree.src[a:a+b]
+//     (the bytes of the document itself: no copy per value); the canonical
+//     form and (for ASCII strings) the display copy write it as it is;
 //   - escaped string: tree.src[a:a+b] is its text as written, between the
 //     quotes, escapes and all: the canonical form is written from it and
 //     only the display decodes it (unescape);
@@ -433,19 +435,28 @@ func (p *parser) str(key bool) (node, error) {
 	start := p.pos
 	d := p.data
 	i := p.pos
+	var high byte // DEL and the bytes of UTF-8 sequences seen
 	for i < len(d) && !strStop[d[i]] {
+		high |= d[i] & 0x80
+		if d[i] == 0x7F {
+			high = 0x80
+		}
 		i++
 	}
 	if i < len(d) && d[i] == '"' {
-		if !utf8.Valid(d[start:i]) {
-			p.pos = open
-			return node{}, p.strError()
+		k := kindASCII
+		if high != 0 {
+			if !utf8.Valid(d[start:i]) {
+				p.pos = open
+				return node{}, p.strError()
+			}
+			k = kindString
 		}
 		p.pos = i + 1
 		if !key && i-start >= longString {
 			p.t.long = append(p.t.long, i-start)
 		}
-		return node{kind: kindString, a: u32(start), b: u32(i - start)}, nil
+		return node{kind: k, a: u32(start), b: u32(i - start)}, nil
 	}
 	// An escape (or an error): check the escapes, and decode a key into
 	// the scratch buffer, run by run.
