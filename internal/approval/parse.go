@@ -135,6 +135,9 @@ func parse(data []byte) (tree, error) {
 func countNodes(d []byte) int {
 	n := 1
 	for i := 0; i < len(d); i++ {
+		if !countStop[d[i]] {
+			continue
+		}
 		switch d[i] {
 		case '"':
 			j := i + 1
@@ -160,6 +163,9 @@ func countNodes(d []byte) int {
 	}
 	return n
 }
+
+// countStop marks the bytes countNodes looks at.
+var countStop = [256]bool{'"': true, '[': true, '{': true, ',': true, ':': true}
 
 type parser struct {
 	data  []byte
