@@ -372,6 +372,10 @@ func (d *displayer) warnInvisible(s string, path []pathStep, verb string) {
 			i++
 			continue
 		}
+		if n := safeLead[c]; n != 0 {
+			i += int(n)
+			continue
+		}
 		r, size := rune(c), 1
 		if c >= utf8.RuneSelf {
 			r, size = utf8.DecodeRuneInString(s[i:])
@@ -489,9 +493,26 @@ var plainASCII = func() (q [256]bool) {
 	return q
 }()
 
-// appendDisplayString appends s as a JSON string in which every flagged
-// rune is a \uXXXX escape (a surrogate pair above U+FFFF), copying the
-// runs between them.
+// safeLead is, for the first byte of a UTF-8 sequence whose every rune is
+// shown as it is (none is flagged), the sequence's length; 0 for the
+// others. Text in most scripts (Latin, Greek, Cyrillic, Hebrew, CJK, …)
+// is skipped without decoding a rune.
+var safeLead = func() (t [256]uint8) {
+	for c := 0xC3; c <= 0xDF; c++ { // U+00C0–U+07FF but for U+034F, U+0600–U+0605, U+061C, U+06DD, U+070F
+		if c != 0xCD && c != 0xD8 && c != 0xDB && c != 0xDC {
+			t[c] = 2
+		}
+	}
+	for c := 0xE4; c <= 0xEE; c++ { // U+4000–U+EFFF
+		t[c] = 3
+	}
+	t[0xF1], t[0xF2], t[0xF4] = 4, 4, 4 // U+40000–U+BFFFF, U+100000–U+10FFFF
+	return t
+}()
+
+// appendDisplayString appends s (valid UTF-8) as a JSON string in which
+// every flagged rune is a \uXXXX escape (a surrogate pair above U+FFFF),
+// copying the runs between them.
 func appendDisplayString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
@@ -499,6 +520,10 @@ func appendDisplayString(b []byte, s string) []byte {
 		c := s[i]
 		if plainASCII[c] {
 			i++
+			continue
+		}
+		if n := safeLead[c]; n != 0 {
+			i += int(n)
 			continue
 		}
 		if c >= utf8.RuneSelf {
@@ -558,7 +583,7 @@ func flagged(r rune) bool {
 		return true
 	case r == 0x034F, r == 0x115F, r == 0x1160, r == 0x17B4, r == 0x17B5, r == 0x3164, r == 0xFFA0:
 		return true
-	case r > 0x206F && r < 0xFEFF: // no format character (Cf) in between: most CJK text
+	case r > 0xAD && r < 0x600, r > 0x206F && r < 0xFEFF: // no format character (Cf) in these
 		return false
 	}
 	return unicode.Is(unicode.Cf, r)

@@ -167,6 +167,21 @@ func TestFlaggedAsBase(t *testing.T) {
 	}
 }
 
+// TestSafeLeadIsNotFlagged: every rune whose UTF-8 form starts with a
+// byte safeLead skips is one the base shows as it is, and safeLead skips
+// its whole length.
+func TestSafeLeadIsNotFlagged(t *testing.T) {
+	for r := rune(0x80); r <= utf8.MaxRune; r++ {
+		if !utf8.ValidRune(r) {
+			continue
+		}
+		b := utf8.AppendRune(nil, r)
+		if n := safeLead[b[0]]; n != 0 && (oracle.Flagged(r) || int(n) != len(b)) {
+			t.Fatalf("U+%04X: safeLead[%#x] = %d, flagged by the base %v, %d bytes", r, b[0], n, oracle.Flagged(r), len(b))
+		}
+	}
+}
+
 // TestCompareUTF16AsBase: keys order as the base ordered them, including
 // past a common prefix that ends inside a multi-byte rune.
 func TestCompareUTF16AsBase(t *testing.T) {
