@@ -181,7 +181,7 @@ func HashDisplayCanonical(raw json.RawMessage, rd Redaction) (ShownArguments, er
 		Canonical: json.RawMessage(w.buf), Depth: d.depth}, nil
 }
 
-// display writes the display copy of the parsed n (size: the length of
+// display writes the display copy of the parsed t (size: the length of
 // its source, a capacity hint).
 func display(t *tree, size int, rd Redaction) (json.RawMessage, []string) {
 	d := displayer{t: t, rd: &rd, warnings: []string{}}
