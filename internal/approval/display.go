@@ -124,11 +124,11 @@ func Display(raw json.RawMessage, rd Redaction) (json.RawMessage, []string, erro
 	if len(raw) == 0 {
 		raw = json.RawMessage(`{}`)
 	}
-	n, err := parse(raw)
+	t, err := parse(raw)
 	if err != nil {
 		return nil, nil, err
 	}
-	disp, warnings := display(&n, len(raw), rd)
+	disp, warnings := display(&t, len(raw), rd)
 	return disp, warnings, nil
 }
 
@@ -139,12 +139,12 @@ func HashDisplay(raw json.RawMessage, rd Redaction) (hash string, disp json.RawM
 	if len(raw) == 0 {
 		raw = json.RawMessage(`{}`)
 	}
-	n, err := parse(raw)
+	t, err := parse(raw)
 	if err != nil {
 		return "", nil, nil, err
 	}
-	disp, warnings = display(&n, len(raw), rd)
-	return hashNode(&n, len(raw)), disp, warnings, nil
+	disp, warnings = display(&t, len(raw), rd)
+	return hashTree(&t, len(raw)), disp, warnings, nil
 }
 
 // A ShownArguments is what HashDisplayCanonical gives for arguments.
@@ -168,38 +168,51 @@ func HashDisplayCanonical(raw json.RawMessage, rd Redaction) (ShownArguments, er
 	if len(raw) == 0 {
 		raw = json.RawMessage(`{}`)
 	}
-	n, err := parse(raw)
+	t, err := parse(raw)
 	if err != nil {
 		return ShownArguments{}, err
 	}
-	hash := hashNode(&n, len(raw)) // before the display changes n
-	d := displayer{rd: &rd, warnings: []string{}, rewrite: true}
-	d.write(&n, len(raw))
-	var b bytes.Buffer
-	b.Grow(d.buf.Len())
-	writeCanonical(&b, &n)
-	return ShownArguments{Hash: hash, Display: json.RawMessage(d.buf.Bytes()), Warnings: d.warnings,
-		Canonical: json.RawMessage(b.Bytes()), Depth: d.depth}, nil
+	hash := hashTree(&t, len(raw)) // before the display changes t
+	d := displayer{t: &t, rd: &rd, warnings: []string{}, rewrite: true}
+	d.write(len(raw))
+	w := canonWriter{t: &t, buf: make([]byte, 0, len(d.buf))}
+	w.value(t.root)
+	return ShownArguments{Hash: hash, Display: json.RawMessage(d.buf), Warnings: d.warnings,
+		Canonical: json.RawMessage(w.buf), Depth: d.depth}, nil
 }
 
-// display writes the display copy of the parsed n (size: the length of
+// display writes the display copy of the parsed t (size: the length of
 // its source, a capacity hint).
-func display(n *node, size int, rd Redaction) (json.RawMessage, []string) {
-	d := displayer{rd: &rd, warnings: []string{}}
-	d.write(n, size)
-	return json.RawMessage(d.buf.Bytes()), d.warnings
+func display(t *tree, size int, rd Redaction) (json.RawMessage, []string) {
+	d := displayer{t: t, rd: &rd, warnings: []string{}}
+	d.write(size)
+	return json.RawMessage(d.buf), d.warnings
 }
 
-// write writes the display copy of n into d.buf.
-func (d *displayer) write(n *node, size int) {
-	d.buf.Grow(size)
+// write writes the display copy of d.t into d.buf.
+func (d *displayer) write(size int) {
+	d.buf = make([]byte, 0, displaySize(d.t, size, d.rd.MaxString))
 	var shallow [8]pathStep // the path, on the stack while it is shallow
-	d.value(n, shallow[:0])
+	d.value(d.t.root, shallow[:0])
+}
+
+// displaySize estimates the length of the display copy of t (size: the
+// length of its source): the source's, less what cutting its long strings
+// to limit runes (4 bytes each at most) and a marker removes.
+func displaySize(t *tree, size, limit int) int {
+	if limit <= 0 {
+		return size
+	}
+	for _, n := range t.long {
+		size -= max(0, n-(4*limit+128))
+	}
+	return size
 }
 
 type displayer struct {
+	t        *tree
 	rd       *Redaction
-	buf      bytes.Buffer
+	buf      []byte
 	warnings []string
 	seen     map[string]bool // made by the first warning
 	// rewrite makes the tree what the copy shows (HashDisplayCanonical):
@@ -242,55 +255,67 @@ func (d *displayer) warn(w string) {
 	}
 }
 
-func (d *displayer) value(n *node, path []pathStep) {
-	switch n.kind {
+// value writes t.nodes[i], at path.
+func (d *displayer) value(i uint32, path []pathStep) {
+	t := d.t
+	switch n := t.nodes[i]; n.kind {
 	case kindLiteral, kindNumber:
-		d.buf.WriteString(n.text)
-	case kindString:
-		if s := d.str(n.text, path); d.rewrite {
-			n.text = s
+		d.buf = append(d.buf, t.text(n)...)
+	case kindString, kindASCII, kindEscString, kindOwnString:
+		if text := t.text(n); d.rewrite {
+			if s := d.str(text, n.kind == kindASCII, path); s != text {
+				t.own(i, s)
+			}
+		} else {
+			d.str(text, n.kind == kindASCII, path)
 		}
 	case kindArray:
 		d.deeper(path)
-		d.buf.WriteByte('[')
-		for i := range n.elems {
-			if i > 0 {
-				d.buf.WriteByte(',')
+		d.buf = append(d.buf, '[')
+		for k := range n.b {
+			if k > 0 {
+				d.buf = append(d.buf, ',')
 			}
-			d.value(&n.elems[i], append(path, pathStep{index: i, elem: true}))
+			d.value(n.a+k, append(path, pathStep{index: int(k), elem: true}))
 		}
-		d.buf.WriteByte(']')
+		d.buf = append(d.buf, ']')
 	case kindObject:
 		d.deeper(path)
-		d.buf.WriteByte('{')
-		for i := range n.members {
-			m := &n.members[i]
-			if i > 0 {
-				d.buf.WriteByte(',')
+		d.buf = append(d.buf, '{')
+		for k := range n.b {
+			if k > 0 {
+				d.buf = append(d.buf, ',')
 			}
-			d.member(m, append(path, pathStep{key: m.key}))
+			key := n.a + 2*k
+			d.member(key, append(path, pathStep{key: t.text(t.nodes[key])}))
 		}
-		d.buf.WriteByte('}')
+		d.buf = append(d.buf, '}')
 	}
 }
 
-// member writes the key and value of m, whose step ends path.
-func (d *displayer) member(m *member, path []pathStep) {
-	d.warnInvisible(m.key, path, "key contains")
-	writeDisplayString(&d.buf, m.key)
-	d.buf.WriteByte(':')
-	if why, ok := d.rd.secretKey(m.key); ok {
+// member writes the member whose key is t.nodes[i] and value t.nodes[i+1];
+// its step ends path.
+func (d *displayer) member(i uint32, path []pathStep) {
+	key := path[len(path)-1].key
+	if d.t.nodes[i].kind == kindASCII { // nothing to flag or escape
+		d.buf = append(append(append(d.buf, '"'), key...), '"')
+	} else {
+		d.warnInvisible(key, path, "key contains")
+		d.buf = appendDisplayString(d.buf, key)
+	}
+	d.buf = append(d.buf, ':')
+	if why, ok := d.rd.secretKey(key); ok {
 		marker := "[redacted: key " + strconv.Quote(why) + "]"
-		writeDisplayString(&d.buf, marker)
+		d.buf = appendDisplayString(d.buf, marker)
 		if d.rewrite {
-			m.val = node{kind: kindString, text: marker}
+			d.t.own(i+1, marker)
 		}
 		// The agent chooses key names: tell the reviewer a value is
 		// hidden, so hiding cannot pass unnoticed.
 		d.warn(fmt.Sprintf("%s: value hidden (key %q); the hash covers the real value", location(path), why))
 		return
 	}
-	d.value(&m.val, path)
+	d.value(i+1, path)
 }
 
 // deeper notes an array or object at the end of path.
@@ -298,27 +323,40 @@ func (d *displayer) deeper(path []pathStep) {
 	d.depth = max(d.depth, len(path)+1)
 }
 
-// str writes the string s at path as the copy shows it, and returns that.
-func (d *displayer) str(s string, path []pathStep) string {
+// str writes the string s at path as the copy shows it, and returns that;
+// ascii says s is printable ASCII only (kindASCII).
+func (d *displayer) str(s string, ascii bool, path []pathStep) string {
 	for _, re := range d.rd.Patterns {
 		if re.MatchString(s) {
 			s = re.ReplaceAllLiteralString(s, "[redacted: looks like "+patternWhat(re)+"]")
 			d.warn(fmt.Sprintf("%s: text hidden (looks like %s); the hash covers the real value", location(path), patternWhat(re)))
+			ascii = false
 		}
 	}
-	d.warnInvisible(s, path, "contains")
+	if !ascii {
+		d.warnInvisible(s, path, "contains")
+	}
+	cut := false
 	if limit := d.rd.MaxString; limit > 0 && len(s) > limit { // bytes ≥ runes: a cheap first test
-		if count := utf8.RuneCountInString(s); count > limit {
-			cut := 0
-			for range limit {
-				_, size := utf8.DecodeRuneInString(s[cut:])
-				cut += size
+		count, at := len(s), limit // ASCII: a byte per rune
+		if !ascii {
+			count, at = utf8.RuneCountInString(s), 0
+			for range min(limit, count) {
+				_, size := utf8.DecodeRuneInString(s[at:])
+				at += size
 			}
-			s = s[:cut] + fmt.Sprintf("…[truncated for display: %d of %d characters shown]", limit, count)
+		}
+		if count > limit {
+			cut = true
+			s = s[:at] + fmt.Sprintf("…[truncated for display: %d of %d characters shown]", limit, count)
 			d.warn(fmt.Sprintf("%s: string of %d characters truncated to %d for display only; the hash covers the full value", location(path), count, limit))
 		}
 	}
-	writeDisplayString(&d.buf, s)
+	if ascii && !cut {
+		d.buf = append(append(append(d.buf, '"'), s...), '"')
+	} else {
+		d.buf = appendDisplayString(d.buf, s)
+	}
 	return s
 }
 
@@ -328,7 +366,21 @@ func (d *displayer) str(s string, path []pathStep) string {
 // display copy shows them as \t and \n, so they cannot hide text.
 func (d *displayer) warnInvisible(s string, path []pathStep, verb string) {
 	var done []rune
-	for _, r := range s {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if quietASCII[c] {
+			i++
+			continue
+		}
+		if n := safeLead[c]; n != 0 {
+			i += int(n)
+			continue
+		}
+		r, size := rune(c), 1
+		if c >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(s[i:])
+		}
+		i += size
 		if !flagged(r) || r == '\t' || r == '\n' {
 			continue
 		}
@@ -338,6 +390,16 @@ func (d *displayer) warnInvisible(s string, path []pathStep, verb string) {
 		}
 	}
 }
+
+// quietASCII marks the ASCII bytes that are never warned about: printable
+// ASCII, tab and line feed.
+var quietASCII = func() (q [256]bool) {
+	for c := 0x20; c < 0x7F; c++ {
+		q[c] = true
+	}
+	q['\t'], q['\n'] = true, true
+	return q
+}()
 
 func containsRune(rs []rune, r rune) bool {
 	for _, x := range rs {
@@ -402,7 +464,7 @@ func memberPath(path, k string) string {
 	var b bytes.Buffer
 	b.WriteString(path)
 	b.WriteByte('[')
-	writeDisplayString(&b, k)
+	b.Write(appendDisplayString(b.AvailableBuffer(), k))
 	b.WriteByte(']')
 	return b.String()
 }
@@ -421,42 +483,92 @@ func isIdent(k string) bool {
 
 const upperHex = "0123456789ABCDEF"
 
-// writeDisplayString writes s as a JSON string in which every flagged rune
-// is a \uXXXX escape (a surrogate pair above U+FFFF).
-func writeDisplayString(b *bytes.Buffer, s string) {
-	b.WriteByte('"')
-	for _, r := range s {
-		switch {
-		case r == '"' || r == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(byte(r))
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case flagged(r):
-			if r > 0xFFFF {
-				hi, lo := utf16Units(r)
-				writeU(b, hi)
-				writeU(b, lo)
-			} else {
-				writeU(b, r)
-			}
-		default:
-			b.WriteRune(r)
+// plainASCII marks the bytes a display string copies as they are:
+// printable ASCII but '"' and '\\'. The others are escaped, or (0x80 and
+// up) start a rune that is decoded and checked.
+var plainASCII = func() (q [256]bool) {
+	for c := 0x20; c < 0x7F; c++ {
+		q[c] = c != '"' && c != '\\'
+	}
+	return q
+}()
+
+// safeLead is, for the first byte of a UTF-8 sequence whose every rune is
+// shown as it is (none is flagged), the sequence's length; 0 for the
+// others. Text in most scripts (Latin, Greek, Cyrillic, Hebrew, CJK, …)
+// is skipped without decoding a rune.
+var safeLead = func() (t [256]uint8) {
+	for c := 0xC3; c <= 0xDF; c++ { // U+00C0–U+07FF but for U+034F, U+0600–U+0605, U+061C, U+06DD, U+070F
+		if c != 0xCD && c != 0xD8 && c != 0xDB && c != 0xDC {
+			t[c] = 2
 		}
 	}
-	b.WriteByte('"')
+	for c := 0xE4; c <= 0xEE; c++ { // U+4000–U+EFFF
+		t[c] = 3
+	}
+	t[0xF1], t[0xF2], t[0xF4] = 4, 4, 4 // U+40000–U+BFFFF, U+100000–U+10FFFF
+	return t
+}()
+
+// appendDisplayString appends s (valid UTF-8) as a JSON string in which
+// every flagged rune is a \uXXXX escape (a surrogate pair above U+FFFF),
+// copying the runs between them.
+func appendDisplayString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if plainASCII[c] {
+			i++
+			continue
+		}
+		if n := safeLead[c]; n != 0 {
+			i += int(n)
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			switch {
+			case r == utf8.RuneError && size == 1: // not in parsed text; as range would
+				b = utf8.AppendRune(append(b, s[start:i]...), r)
+			case flagged(r):
+				b = append(b, s[start:i]...)
+				if r > 0xFFFF {
+					hi, lo := utf16Units(r)
+					b = appendU(appendU(b, hi), lo)
+				} else {
+					b = appendU(b, r)
+				}
+			default:
+				i += size
+				continue
+			}
+			i += size
+			start = i
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\t':
+			b = append(b, `\t`...)
+		case '\n':
+			b = append(b, `\n`...)
+		case '\r':
+			b = append(b, `\r`...)
+		default: // the other controls and DEL
+			b = appendU(b, rune(c))
+		}
+		i++
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
-func writeU(b *bytes.Buffer, r rune) {
-	b.WriteString(`\u`)
-	b.WriteByte(upperHex[r>>12&0xF])
-	b.WriteByte(upperHex[r>>8&0xF])
-	b.WriteByte(upperHex[r>>4&0xF])
-	b.WriteByte(upperHex[r&0xF])
+func appendU(b []byte, r rune) []byte {
+	return append(b, '\\', 'u', upperHex[r>>12&0xF], upperHex[r>>8&0xF], upperHex[r>>4&0xF], upperHex[r&0xF])
 }
 
 // flagged reports whether r is shown escaped and warned about: controls,
@@ -471,6 +583,8 @@ func flagged(r rune) bool {
 		return true
 	case r == 0x034F, r == 0x115F, r == 0x1160, r == 0x17B4, r == 0x17B5, r == 0x3164, r == 0xFFA0:
 		return true
+	case r > 0xAD && r < 0x600, r > 0x206F && r < 0xFEFF: // no format character (Cf) in these
+		return false
 	}
 	return unicode.Is(unicode.Cf, r)
 }

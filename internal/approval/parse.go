@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -18,7 +17,7 @@ import (
 var (
 	// ErrInvalidJSON reports a document that is not one RFC 8259 JSON value:
 	// a syntax error, trailing data, invalid UTF-8, a lone surrogate escape,
-	// or nesting deeper than MaxDepth.
+	// nesting deeper than MaxDepth, or a document of 4 GiB or more.
 	ErrInvalidJSON = errors.New("approval: invalid JSON")
 	// ErrDuplicateKey reports an object that names the same key twice, at
 	// any depth (keys are compared after unescaping).
@@ -33,53 +32,152 @@ const MaxDepth = 1000
 type kind uint8
 
 const (
-	kindLiteral kind = iota // true, false or null: text is written as is
-	kindNumber              // text is the exact literal received
-	kindString              // text is the decoded string (valid UTF-8)
+	kindLiteral   kind = iota // true, false or null: its text in the document
+	kindNumber                // the exact literal received, in the document
+	kindString                // a string with no escape: its text in the document
+	kindASCII                 // a string of printable ASCII only (no escape, no DEL): the same
+	kindEscString             // a string value with escapes: its raw text in the document
+	kindOwnString             // a decoded key, or a value the display rewrote: tree.strs[a]
 	kindArray
 	kindObject
 )
 
-// node is one parsed JSON value. Objects keep their members in document order.
+// A node is one parsed JSON value in 12 bytes; a and b depend on its kind:
+//
+//   - literal, number, string, ASCII string: the text is tree.src[a:a+b]
+//     (the bytes of the document itself: no copy per value); the canonical
+//     form and (for ASCII strings) the display copy write it as it is;
+//   - escaped string: tree.src[a:a+b] is its text as written, between the
+//     quotes, escapes and all: the canonical form is written from it and
+//     only the display decodes it (unescape);
+//   - own string: the text is tree.strs[a];
+//   - array: its b elements are tree.nodes[a:a+b];
+//   - object: its b members are tree.nodes[a:a+2b], key then value, in
+//     document order (a key is a string or own string node).
+//
+// Issue 13: a node of 72 bytes with its own slices, and a string per key,
+// number and string, cost 20× a large argument's size.
 type node struct {
-	kind    kind
-	text    string
-	elems   []node
-	members []member
+	a, b uint32
+	kind kind
 }
 
-type member struct {
-	key string
-	val node
+// A tree is a parsed document: its text, the strings that are not a span
+// of it, and its nodes, each container's children contiguous.
+type tree struct {
+	src   string // the document (one copy)
+	strs  []string
+	nodes []node
+	root  uint32 // the index of the top value in nodes
+	// long holds the length of each string value of longString bytes
+	// or more, as written: the display cuts them, and sizes its buffer
+	// by what is left.
+	long []int
+}
+
+// longString is the length from which parse notes a string value in
+// tree.long.
+const longString = 4 << 10
+
+// text is the text of a literal, number or string node (an escaped
+// string's decoded, in a new string).
+func (t *tree) text(n node) string {
+	switch n.kind {
+	case kindOwnString:
+		return t.strs[n.a]
+	case kindEscString:
+		return unescape(t.src[n.a : n.a+n.b])
+	}
+	return t.src[n.a : n.a+n.b]
+}
+
+// own makes t.nodes[i] the string s (a rewritten or replaced value).
+func (t *tree) own(i uint32, s string) {
+	t.strs = append(t.strs, s)
+	t.nodes[i] = node{kind: kindOwnString, a: u32(len(t.strs) - 1)}
+}
+
+// maxDocument is the longest document parse reads: offsets are uint32.
+const maxDocument = 1<<32 - 1
+
+// u32 is n as a node's offset, length or index: parse refuses documents
+// longer than maxDocument, and each of those is at most the document's
+// length (its string count, its node count plus one).
+func u32(n int) uint32 {
+	return uint32(n) //nolint:gosec // n ≤ maxDocument, checked by parse
 }
 
 // parse reads exactly one JSON value (RFC 8259) from data, with optional
 // surrounding whitespace. Errors wrap ErrInvalidJSON or ErrDuplicateKey.
-func parse(data []byte) (node, error) {
-	p := parser{data: data}
+func parse(data []byte) (tree, error) {
+	if len(data) > maxDocument {
+		return tree{}, fmt.Errorf("%w: a document of %d bytes, longer than %d", ErrInvalidJSON, len(data), maxDocument)
+	}
+	n := countNodes(data)
+	p := parser{data: data, t: tree{src: string(data), nodes: make([]node, 0, n)}, stack: make([]node, 0, min(n, 32))}
 	p.skipSpace()
 	v, err := p.value()
 	if err != nil {
-		return node{}, err
+		return tree{}, err
 	}
 	p.skipSpace()
 	if p.pos != len(p.data) {
-		return node{}, p.errorf("trailing data after the value")
+		return tree{}, p.errorf("trailing data after the value")
 	}
-	return v, nil
+	p.t.root = u32(len(p.t.nodes))
+	p.t.nodes = append(p.t.nodes, v)
+	return p.t, nil
 }
+
+// countNodes bounds the number of nodes parse makes of d: one per '[',
+// '{', ',' and ':' outside strings, and the top value. It does not check
+// the syntax (parse does); the bound sizes tree.nodes in one allocation.
+func countNodes(d []byte) int {
+	n := 1
+	for i := 0; i < len(d); i++ {
+		if !countStop[d[i]] {
+			continue
+		}
+		switch d[i] {
+		case '"':
+			j := i + 1
+			for {
+				k := bytes.IndexByte(d[j:], '"')
+				if k < 0 {
+					return n
+				}
+				j += k
+				bs := 0 // backslashes before the quote: an odd count escapes it
+				for m := j - 1; m > i && d[m] == '\\'; m-- {
+					bs++
+				}
+				if bs%2 == 0 {
+					break
+				}
+				j++
+			}
+			i = j
+		case '[', '{', ',', ':':
+			n++
+		}
+	}
+	return n
+}
+
+// countStop marks the bytes countNodes looks at.
+var countStop = [256]bool{'"': true, '[': true, '{': true, ',': true, ':': true}
 
 type parser struct {
 	data  []byte
 	pos   int
 	depth int
-	// elems and members are the open arrays' elements and the open
-	// objects' members, each level's on top of its parent's: a finished
-	// array or object copies its own out at their exact count, so its
-	// slice is not grown (and copied) by append per value on the way
-	// (issue 13: a 4 MB argument of small objects allocated 43× its size).
-	elems   []node
-	members []member
+	t     tree // what it has read
+	// stack holds the open arrays' elements and the open objects' keys
+	// and values, each level's on top of its parent's: a finished array
+	// or object moves its own to the end of t.nodes, contiguous.
+	stack []node
+	// scratch is where a string with escapes is decoded.
+	scratch []byte
 }
 
 func (p *parser) errorf(format string, args ...any) error {
@@ -107,8 +205,7 @@ func (p *parser) value() (node, error) {
 	case c == '[':
 		return p.array()
 	case c == '"':
-		s, err := p.str()
-		return node{kind: kindString, text: s}, err
+		return p.str(false)
 	case c == '-' || ('0' <= c && c <= '9'):
 		return p.number()
 	case c == 't':
@@ -126,8 +223,9 @@ func (p *parser) literal(word string) (node, error) {
 	if !bytes.HasPrefix(p.data[p.pos:], []byte(word)) {
 		return node{}, p.errorf("invalid literal")
 	}
+	at := p.pos
 	p.pos += len(word)
-	return node{kind: kindLiteral, text: word}, nil
+	return node{kind: kindLiteral, a: u32(at), b: u32(len(word))}, nil
 }
 
 func (p *parser) enter() error {
@@ -138,26 +236,34 @@ func (p *parser) enter() error {
 	return nil
 }
 
+// close moves the children of the container that starts at base on the
+// stack to the end of the tree's nodes.
+func (p *parser) close(k kind, base, count int) node {
+	first := len(p.t.nodes)
+	p.t.nodes = append(p.t.nodes, p.stack[base:]...)
+	p.stack = p.stack[:base]
+	return node{kind: k, a: u32(first), b: u32(count)}
+}
+
 func (p *parser) array() (node, error) {
 	if err := p.enter(); err != nil {
 		return node{}, err
 	}
 	defer func() { p.depth-- }()
 	p.pos++ // '['
-	n := node{kind: kindArray}
 	p.skipSpace()
 	if p.pos < len(p.data) && p.data[p.pos] == ']' {
 		p.pos++
-		return n, nil
+		return node{kind: kindArray}, nil
 	}
-	base := len(p.elems)
+	base := len(p.stack)
 	for {
 		p.skipSpace()
 		v, err := p.value()
 		if err != nil {
 			return node{}, err
 		}
-		p.elems = append(p.elems, v)
+		p.stack = append(p.stack, v)
 		p.skipSpace()
 		if p.pos >= len(p.data) {
 			return node{}, p.errorf("unterminated array")
@@ -167,10 +273,7 @@ func (p *parser) array() (node, error) {
 			p.pos++
 		case ']':
 			p.pos++
-			n.elems = slices.Clone(p.elems[base:])
-			clear(p.elems[base:])
-			p.elems = p.elems[:base]
-			return n, nil
+			return p.close(kindArray, base, len(p.stack)-base), nil
 		default:
 			return node{}, p.errorf("expected ',' or ']' in array")
 		}
@@ -183,25 +286,25 @@ func (p *parser) object() (node, error) {
 	}
 	defer func() { p.depth-- }()
 	p.pos++ // '{'
-	n := node{kind: kindObject}
 	p.skipSpace()
 	if p.pos < len(p.data) && p.data[p.pos] == '}' {
 		p.pos++
-		return n, nil
+		return node{kind: kindObject}, nil
 	}
 	var seen map[string]struct{}
-	base := len(p.members)
+	base := len(p.stack)
 	for {
 		p.skipSpace()
 		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
 			return node{}, p.errorf("expected a string key in object")
 		}
 		keyAt := p.pos
-		k, err := p.str()
+		kn, err := p.str(true)
 		if err != nil {
 			return node{}, err
 		}
-		if duplicate(k, p.members[base:], &seen) {
+		k := p.t.text(kn)
+		if p.duplicate(k, base, &seen) {
 			return node{}, fmt.Errorf("%w: offset %d: key %s", ErrDuplicateKey, keyAt, quoteShort(k))
 		}
 		p.skipSpace()
@@ -214,7 +317,7 @@ func (p *parser) object() (node, error) {
 		if err != nil {
 			return node{}, err
 		}
-		p.members = append(p.members, member{key: k, val: v})
+		p.stack = append(p.stack, kn, v)
 		p.skipSpace()
 		if p.pos >= len(p.data) {
 			return node{}, p.errorf("unterminated object")
@@ -224,10 +327,7 @@ func (p *parser) object() (node, error) {
 			p.pos++
 		case '}':
 			p.pos++
-			n.members = slices.Clone(p.members[base:])
-			clear(p.members[base:])
-			p.members = p.members[:base]
-			return n, nil
+			return p.close(kindObject, base, (len(p.stack)-base)/2), nil
 		default:
 			return node{}, p.errorf("expected ',' or '}' in object")
 		}
@@ -239,21 +339,23 @@ func (p *parser) object() (node, error) {
 // small object was an allocation or more per object.
 const scanKeys = 16
 
-// duplicate reports whether k is the key of one of the object's members so
-// far (ms); past scanKeys members it keeps them in *seen.
-func duplicate(k string, ms []member, seen *map[string]struct{}) bool {
-	if len(ms) < scanKeys {
-		for i := range ms {
-			if ms[i].key == k {
+// duplicate reports whether k is the key of one of the members so far of
+// the object whose keys and values start at base on the stack; past
+// scanKeys members it keeps them in *seen.
+func (p *parser) duplicate(k string, base int, seen *map[string]struct{}) bool {
+	ms := p.stack[base:]
+	if len(ms) < 2*scanKeys {
+		for i := 0; i < len(ms); i += 2 {
+			if p.t.text(ms[i]) == k {
 				return true
 			}
 		}
 		return false
 	}
 	if *seen == nil {
-		*seen = make(map[string]struct{}, 2*len(ms))
-		for i := range ms {
-			(*seen)[ms[i].key] = struct{}{}
+		*seen = make(map[string]struct{}, len(ms))
+		for i := 0; i < len(ms); i += 2 {
+			(*seen)[p.t.text(ms[i])] = struct{}{}
 		}
 	}
 	if _, dup := (*seen)[k]; dup {
@@ -306,7 +408,7 @@ func (p *parser) number() (node, error) {
 			return node{}, p.errorf("invalid number: no digits in exponent")
 		}
 	}
-	return node{kind: kindNumber, text: string(d[start:p.pos])}, nil
+	return node{kind: kindNumber, a: u32(start), b: u32(p.pos - start)}, nil
 }
 
 func (p *parser) digits() int {
@@ -317,55 +419,127 @@ func (p *parser) digits() int {
 	return p.pos - start
 }
 
-// str reads a string token and returns its decoded value. It rejects raw
-// control characters, invalid UTF-8, bad escapes and unpaired surrogates.
-func (p *parser) str() (string, error) {
-	p.pos++ // opening quote
+// strStop marks the bytes that end a plain run inside a string: the
+// closing quote, a backslash and control characters. Bytes of UTF-8
+// sequences are all 0x80 or more, so none of them stops a run; the runs
+// are checked with utf8.Valid.
+var strStop = [256]bool{'"': true, '\\': true,
+	0x00: true, 0x01: true, 0x02: true, 0x03: true, 0x04: true, 0x05: true, 0x06: true, 0x07: true,
+	0x08: true, 0x09: true, 0x0A: true, 0x0B: true, 0x0C: true, 0x0D: true, 0x0E: true, 0x0F: true,
+	0x10: true, 0x11: true, 0x12: true, 0x13: true, 0x14: true, 0x15: true, 0x16: true, 0x17: true,
+	0x18: true, 0x19: true, 0x1A: true, 0x1B: true, 0x1C: true, 0x1D: true, 0x1E: true, 0x1F: true,
+}
+
+// str reads a string token (p.pos at its opening quote) and returns its
+// node: a span of the document, unless it has escapes and is a key (then
+// its decoded text: keys are compared). It rejects raw control
+// characters, invalid UTF-8, bad escapes and unpaired surrogates, each
+// with the offset of the first one.
+func (p *parser) str(key bool) (node, error) {
+	open := p.pos
+	p.pos++
 	start := p.pos
 	d := p.data
-	// Fast path: no escapes and only printable ASCII.
-	for p.pos < len(d) {
-		c := d[p.pos]
-		if c == '"' {
-			s := string(d[start:p.pos])
-			p.pos++
-			return s, nil
+	i := p.pos
+	var high byte // DEL and the bytes of UTF-8 sequences seen
+	for i < len(d) && !strStop[d[i]] {
+		high |= d[i] & 0x80
+		if d[i] == 0x7F {
+			high = 0x80
 		}
-		if c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
-			break
-		}
-		p.pos++
+		i++
 	}
-	var b strings.Builder
-	run := start // start of the bytes copied as they are
+	if i < len(d) && d[i] == '"' {
+		k := kindASCII
+		if high != 0 {
+			if !utf8.Valid(d[start:i]) {
+				p.pos = open
+				return node{}, p.strError()
+			}
+			k = kindString
+		}
+		p.pos = i + 1
+		if !key && i-start >= longString {
+			p.t.long = append(p.t.long, i-start)
+		}
+		return node{kind: k, a: u32(start), b: u32(i - start)}, nil
+	}
+	// An escape (or an error): check the escapes, and decode a key into
+	// the scratch buffer, run by run.
+	b := p.scratch[:0]
+	run := start
+	for i < len(d) {
+		switch c := d[i]; {
+		case c == '"':
+			if !utf8.Valid(d[start:i]) {
+				p.pos = open
+				return node{}, p.strError()
+			}
+			p.pos = i + 1
+			if !key && i-start >= longString {
+				p.t.long = append(p.t.long, i-start)
+			}
+			if !key {
+				return node{kind: kindEscString, a: u32(start), b: u32(i - start)}, nil
+			}
+			b = append(b, d[run:i]...)
+			p.scratch = b
+			p.t.strs = append(p.t.strs, string(b))
+			return node{kind: kindOwnString, a: u32(len(p.t.strs) - 1)}, nil
+		case c == '\\':
+			p.pos = i
+			r, err := p.escape()
+			if err != nil {
+				p.pos = open
+				return node{}, p.strError()
+			}
+			if key {
+				b = utf8.AppendRune(append(b, d[run:i]...), r)
+			}
+			i = p.pos
+			run = i
+		case strStop[c]: // a control character
+			p.pos = open
+			return node{}, p.strError()
+		default:
+			i++
+			for i < len(d) && !strStop[d[i]] {
+				i++
+			}
+		}
+	}
+	p.pos = open
+	return node{}, p.strError()
+}
+
+// strError reads the string token at p.pos rune by rune, as the parse
+// did before it read runs, and returns the first error in it: the error
+// (and its offset) str reports for a bad string.
+func (p *parser) strError() error {
+	p.pos++ // opening quote
+	d := p.data
 	for p.pos < len(d) {
 		c := d[p.pos]
 		switch {
 		case c == '"':
-			b.Write(d[run:p.pos])
-			p.pos++
-			return b.String(), nil
+			return p.errorf("string read in runs failed but not rune by rune")
 		case c < 0x20:
-			return "", p.errorf("control character U+%04X in string", c)
+			return p.errorf("control character U+%04X in string", c)
 		case c == '\\':
-			b.Write(d[run:p.pos])
-			r, err := p.escape()
-			if err != nil {
-				return "", err
+			if _, err := p.escape(); err != nil {
+				return err
 			}
-			b.WriteRune(r)
-			run = p.pos
 		case c < utf8.RuneSelf:
 			p.pos++
 		default:
 			r, size := utf8.DecodeRune(d[p.pos:])
 			if r == utf8.RuneError && size <= 1 {
-				return "", p.errorf("invalid UTF-8")
+				return p.errorf("invalid UTF-8")
 			}
 			p.pos += size
 		}
 	}
-	return "", p.errorf("unterminated string")
+	return p.errorf("unterminated string")
 }
 
 // escape reads one escape sequence (p.pos at the backslash), joining a
@@ -438,4 +612,66 @@ func (p *parser) hex4() (rune, error) {
 	}
 	p.pos += 4
 	return r, nil
+}
+
+// unescape decodes the text of a string token between its quotes, raw,
+// which parse has checked.
+func unescape(raw string) string {
+	var b strings.Builder
+	b.Grow(len(raw))
+	for {
+		k := strings.IndexByte(raw, '\\')
+		if k < 0 {
+			b.WriteString(raw)
+			return b.String()
+		}
+		b.WriteString(raw[:k])
+		r, next := escapeAt(raw, k)
+		b.WriteRune(r)
+		raw = raw[next:]
+	}
+}
+
+// escapeAt decodes the escape at raw[i] (a backslash) in text parse has
+// checked, and returns the rune and the index past the escape (past both
+// halves of a surrogate pair).
+func escapeAt(raw string, i int) (rune, int) {
+	switch c := raw[i+1]; c {
+	case 'b':
+		return '\b', i + 2
+	case 'f':
+		return '\f', i + 2
+	case 'n':
+		return '\n', i + 2
+	case 'r':
+		return '\r', i + 2
+	case 't':
+		return '\t', i + 2
+	case 'u':
+	default: // '"', '\\', '/'
+		return rune(c), i + 2
+	}
+	r := hexRune(raw[i+2 : i+6])
+	if utf16.IsSurrogate(r) { // a high surrogate, a low one after it (parse checked)
+		return utf16.DecodeRune(r, hexRune(raw[i+8:i+12])), i + 12
+	}
+	return r, i + 6
+}
+
+// hexRune is the value of four hex digits.
+func hexRune(h string) rune {
+	var r rune
+	for i := range 4 {
+		c := h[i]
+		r <<= 4
+		switch {
+		case c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a':
+			r |= rune(c - 'a' + 10)
+		default:
+			r |= rune(c - 'A' + 10)
+		}
+	}
+	return r
 }

@@ -1,0 +1,546 @@
+package oracle
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Redaction says what the display copy of tool arguments hides or shortens.
+// The zero value hides nothing and never truncates. See DefaultRedaction.
+//
+// A key is compared after normalizing it: lowercased, with every rune that is
+// not a letter or a digit removed (so "X-Api-Key", "x_api_key" and
+// "x\u200bapikey" all read "xapikey").
+type Redaction struct {
+	// Keys are normalized substrings: a member whose normalized key contains
+	// one has its whole value (any type, the whole subtree) redacted.
+	Keys []string
+	// ExactKeys are normalized keys that are secret only when the whole key
+	// equals them: short words that would over-match as substrings ("auth"
+	// is in "author", "pin" in "spinner").
+	ExactKeys []string
+	// ExceptKeys are normalized keys never redacted by key name, for common
+	// harmless keys that a substring would otherwise catch ("max_tokens").
+	// String values under them are still checked against Patterns.
+	ExceptKeys []string
+	// Patterns match secret-shaped text inside any string value; each match
+	// is replaced by the redaction marker. The reason shown is taken from the
+	// pattern's first named group with underscores read as spaces, so
+	// (?P<a_JWT>…) gives "looks like a JWT"; an unnamed pattern gives "looks
+	// like a secret".
+	Patterns []*regexp.Regexp
+	// MaxString is the most characters (runes) of a string value shown;
+	// longer ones are cut with a visible marker. 0 or less means no limit.
+	MaxString int
+}
+
+// DefaultRedaction returns the redaction used unless configured otherwise.
+//
+// Keys (substring of the normalized key): password, passwd, passphrase,
+// secret, token, apikey, accesskey, authkey, privatekey, signingkey,
+// encryptionkey, authorization, cookie, credential, sessionid, sessionkey.
+// ExactKeys: auth, pass, pwd, pin, otp, cvv, cvc. ExceptKeys: the usual
+// LLM token-count parameters (maxtokens, maxnewtokens, maxoutputtokens,
+// maxcompletiontokens, maxinputtokens, numtokens, tokencount, tokenlimit).
+//
+// Patterns: "Bearer <token>" (8+ token characters; Bearer, bearer or
+// BEARER), JWTs (eyJ….….…), PEM private key blocks (to the END line, or to
+// the end of the string when it is cut), AWS access key ids (AKIA/ASIA +
+// 16), GitHub tokens (ghp_/gho_/ghu_/ghs_/ghr_, github_pat_), Slack tokens
+// (xox?-), API keys shaped like sk-…, sk_live_…, rk_live_… (OpenAI,
+// Anthropic, Stripe), Google API keys (AIza…), and the "//user:password@"
+// part of URLs. Patterns match anywhere, also inside longer words: they
+// err towards hiding.
+//
+// MaxString is 4096.
+func DefaultRedaction() Redaction {
+	return Redaction{
+		Keys: []string{
+			"password", "passwd", "passphrase", "secret", "token", "apikey",
+			"accesskey", "authkey", "privatekey", "signingkey", "encryptionkey",
+			"authorization", "cookie", "credential", "sessionid", "sessionkey",
+		},
+		ExactKeys: []string{"auth", "pass", "pwd", "pin", "otp", "cvv", "cvc"},
+		ExceptKeys: []string{
+			"maxtokens", "maxnewtokens", "maxoutputtokens", "maxcompletiontokens",
+			"maxinputtokens", "numtokens", "tokencount", "tokenlimit",
+		},
+		// Each pattern starts with a literal so that regexp can skip ahead
+		// with a substring search: a leading \b or (?i) would make every
+		// pattern an NFA walk over the whole string (≈70 ms per 2 MiB).
+		Patterns: []*regexp.Regexp{
+			regexp.MustCompile(`(?P<a_bearer_token>Bearer[ \t]+[A-Za-z0-9\-._~+/]{8,}=*)`),
+			regexp.MustCompile(`(?P<a_bearer_token>bearer[ \t]+[A-Za-z0-9\-._~+/]{8,}=*)`),
+			regexp.MustCompile(`(?P<a_bearer_token>BEARER[ \t]+[A-Za-z0-9\-._~+/]{8,}=*)`),
+			regexp.MustCompile(`(?P<a_JWT>eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*)`),
+			regexp.MustCompile(`(?P<a_private_key>-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|[\s\S]*$))`),
+			regexp.MustCompile(`(?P<an_AWS_access_key_id>AKIA[0-9A-Z]{16})`),
+			regexp.MustCompile(`(?P<an_AWS_access_key_id>ASIA[0-9A-Z]{16})`),
+			regexp.MustCompile(`(?P<a_GitHub_token>gh(?:[pousr]_[A-Za-z0-9]{30,}|ithub_pat_[A-Za-z0-9_]{30,}))`),
+			regexp.MustCompile(`(?P<a_Slack_token>xox[abposr]-[A-Za-z0-9-]{10,})`),
+			regexp.MustCompile(`(?P<an_API_key>sk(?:-|_live_|_test_)[A-Za-z0-9_-]{20,})`),
+			regexp.MustCompile(`(?P<an_API_key>rk_(?:live|test)_[A-Za-z0-9_-]{20,})`),
+			regexp.MustCompile(`(?P<a_Google_API_key>AIza[0-9A-Za-z_-]{35})`),
+			regexp.MustCompile(`(?P<credentials_in_a_URL>//[^\s/:@]*:[^\s/@]+@)`),
+		},
+		MaxString: 4096,
+	}
+}
+
+// Display returns the display copy of the tool arguments raw: the copy shown
+// to approvers and stored, while the hash (see Hash) always covers the real
+// arguments. The copy is compact JSON with the same structure, key order
+// and number literals as raw, except that:
+//
+//   - the value of a member whose key looks secret (see Redaction) is
+//     replaced, whole subtree and all, by the string `[redacted: key "<k>"]`,
+//     where <k> is the matching entry of the Redaction lists;
+//   - text inside a string that matches a Redaction pattern is replaced by
+//     `[redacted: looks like <what>]` (a string that is only a secret becomes
+//     just the marker);
+//   - a string longer than MaxString runes is cut, with a marker saying how
+//     long it was, and a warning that the cut is for display only;
+//   - control characters (C0, DEL, C1), format characters (Unicode
+//     category Cf: bidi controls, zero-width and invisible characters, tag
+//     characters, U+FEFF…), line and paragraph separators and a few blank
+//     letters (U+034F, U+115F, U+1160, U+17B4, U+17B5, U+3164, U+FFA0) are
+//     written as \uXXXX escapes with uppercase hex (\t, \n and \r keep their
+//     short escapes) in strings and keys, so decoding the copy gives back
+//     the original text while the JSON text shows them. Each string (or key)
+//     that has one gets a warning per distinct character, such as
+//     `$.to: contains U+200B ZERO WIDTH SPACE`.
+//
+// Locations are JSONPath-like: $ is the root, .name or ["name"] a member and
+// [i] an array element. Warnings are in document order, without repeats,
+// and never nil. Empty or nil raw displays as {}. Errors wrap ErrInvalidJSON
+// or ErrDuplicateKey, as for Canonicalize.
+func Display(raw json.RawMessage, rd Redaction) (json.RawMessage, []string, error) {
+	if len(raw) == 0 {
+		raw = json.RawMessage(`{}`)
+	}
+	n, err := parse(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	disp, warnings := display(&n, len(raw), rd)
+	return disp, warnings, nil
+}
+
+// HashDisplay returns Hash(raw) and Display(raw, rd) from one parse of
+// raw (the audit trail records both for every call). Errors are those of
+// Hash, which Display shares.
+func HashDisplay(raw json.RawMessage, rd Redaction) (hash string, disp json.RawMessage, warnings []string, err error) {
+	if len(raw) == 0 {
+		raw = json.RawMessage(`{}`)
+	}
+	n, err := parse(raw)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	disp, warnings = display(&n, len(raw), rd)
+	return hashNode(&n, len(raw)), disp, warnings, nil
+}
+
+// A ShownArguments is what HashDisplayCanonical gives for arguments.
+type ShownArguments struct {
+	Hash     string          // Hash(raw)
+	Display  json.RawMessage // Display(raw, rd)'s copy
+	Warnings []string        // Display(raw, rd)'s warnings
+	// Canonical is Canonicalize(Display), and Depth the nesting of
+	// arrays and objects in Display (0 for a scalar): the audit trail
+	// records the display copy in canonical form.
+	Canonical json.RawMessage
+	Depth     int
+}
+
+// HashDisplayCanonical is HashDisplay, and the display copy's canonical
+// form, from one parse of raw: the copy's canonical form is written from
+// the parsed tree with the display's changes (redacted values, hidden
+// text, cuts) made in it, where Canonicalize would parse the copy again
+// (issue 13: for the audit record of every allowed call).
+func HashDisplayCanonical(raw json.RawMessage, rd Redaction) (ShownArguments, error) {
+	if len(raw) == 0 {
+		raw = json.RawMessage(`{}`)
+	}
+	n, err := parse(raw)
+	if err != nil {
+		return ShownArguments{}, err
+	}
+	hash := hashNode(&n, len(raw)) // before the display changes n
+	d := displayer{rd: &rd, warnings: []string{}, rewrite: true}
+	d.write(&n, len(raw))
+	var b bytes.Buffer
+	b.Grow(d.buf.Len())
+	writeCanonical(&b, &n)
+	return ShownArguments{Hash: hash, Display: json.RawMessage(d.buf.Bytes()), Warnings: d.warnings,
+		Canonical: json.RawMessage(b.Bytes()), Depth: d.depth}, nil
+}
+
+// display writes the display copy of the parsed n (size: the length of
+// its source, a capacity hint).
+func display(n *node, size int, rd Redaction) (json.RawMessage, []string) {
+	d := displayer{rd: &rd, warnings: []string{}}
+	d.write(n, size)
+	return json.RawMessage(d.buf.Bytes()), d.warnings
+}
+
+// write writes the display copy of n into d.buf.
+func (d *displayer) write(n *node, size int) {
+	d.buf.Grow(size)
+	var shallow [8]pathStep // the path, on the stack while it is shallow
+	d.value(n, shallow[:0])
+}
+
+type displayer struct {
+	rd       *Redaction
+	buf      bytes.Buffer
+	warnings []string
+	seen     map[string]bool // made by the first warning
+	// rewrite makes the tree what the copy shows (HashDisplayCanonical):
+	// a string as shown, a redacted value as its marker.
+	rewrite bool
+	depth   int // the copy's deepest nesting of arrays and objects
+}
+
+// A pathStep is one step of the path from the root to a value: into a
+// member (key) or an element (index). The display passes the path down
+// and writes it out (location) only for a warning: building each member's
+// path as a string cost an allocation per member (issue 13).
+type pathStep struct {
+	key   string
+	index int
+	elem  bool
+}
+
+// location is the JSONPath-like location of the value being written: $,
+// then .name or ["name"] per member and [i] per element.
+func location(steps []pathStep) string {
+	path := "$"
+	for _, st := range steps {
+		if st.elem {
+			path += "[" + strconv.Itoa(st.index) + "]"
+		} else {
+			path = memberPath(path, st.key)
+		}
+	}
+	return path
+}
+
+func (d *displayer) warn(w string) {
+	if !d.seen[w] {
+		if d.seen == nil {
+			d.seen = make(map[string]bool)
+		}
+		d.seen[w] = true
+		d.warnings = append(d.warnings, w)
+	}
+}
+
+func (d *displayer) value(n *node, path []pathStep) {
+	switch n.kind {
+	case kindLiteral, kindNumber:
+		d.buf.WriteString(n.text)
+	case kindString:
+		if s := d.str(n.text, path); d.rewrite {
+			n.text = s
+		}
+	case kindArray:
+		d.deeper(path)
+		d.buf.WriteByte('[')
+		for i := range n.elems {
+			if i > 0 {
+				d.buf.WriteByte(',')
+			}
+			d.value(&n.elems[i], append(path, pathStep{index: i, elem: true}))
+		}
+		d.buf.WriteByte(']')
+	case kindObject:
+		d.deeper(path)
+		d.buf.WriteByte('{')
+		for i := range n.members {
+			m := &n.members[i]
+			if i > 0 {
+				d.buf.WriteByte(',')
+			}
+			d.member(m, append(path, pathStep{key: m.key}))
+		}
+		d.buf.WriteByte('}')
+	}
+}
+
+// member writes the key and value of m, whose step ends path.
+func (d *displayer) member(m *member, path []pathStep) {
+	d.warnInvisible(m.key, path, "key contains")
+	writeDisplayString(&d.buf, m.key)
+	d.buf.WriteByte(':')
+	if why, ok := d.rd.secretKey(m.key); ok {
+		marker := "[redacted: key " + strconv.Quote(why) + "]"
+		writeDisplayString(&d.buf, marker)
+		if d.rewrite {
+			m.val = node{kind: kindString, text: marker}
+		}
+		// The agent chooses key names: tell the reviewer a value is
+		// hidden, so hiding cannot pass unnoticed.
+		d.warn(fmt.Sprintf("%s: value hidden (key %q); the hash covers the real value", location(path), why))
+		return
+	}
+	d.value(&m.val, path)
+}
+
+// deeper notes an array or object at the end of path.
+func (d *displayer) deeper(path []pathStep) {
+	d.depth = max(d.depth, len(path)+1)
+}
+
+// str writes the string s at path as the copy shows it, and returns that.
+func (d *displayer) str(s string, path []pathStep) string {
+	for _, re := range d.rd.Patterns {
+		if re.MatchString(s) {
+			s = re.ReplaceAllLiteralString(s, "[redacted: looks like "+patternWhat(re)+"]")
+			d.warn(fmt.Sprintf("%s: text hidden (looks like %s); the hash covers the real value", location(path), patternWhat(re)))
+		}
+	}
+	d.warnInvisible(s, path, "contains")
+	if limit := d.rd.MaxString; limit > 0 && len(s) > limit { // bytes ≥ runes: a cheap first test
+		if count := utf8.RuneCountInString(s); count > limit {
+			cut := 0
+			for range limit {
+				_, size := utf8.DecodeRuneInString(s[cut:])
+				cut += size
+			}
+			s = s[:cut] + fmt.Sprintf("…[truncated for display: %d of %d characters shown]", limit, count)
+			d.warn(fmt.Sprintf("%s: string of %d characters truncated to %d for display only; the hash covers the full value", location(path), count, limit))
+		}
+	}
+	writeDisplayString(&d.buf, s)
+	return s
+}
+
+// warnInvisible adds one warning per distinct flagged rune in s, in order of
+// first appearance. Tab and line feed are escaped but not warned about: they
+// are ordinary in multi-line content (a file body, a script), and the JSON
+// display copy shows them as \t and \n, so they cannot hide text.
+func (d *displayer) warnInvisible(s string, path []pathStep, verb string) {
+	var done []rune
+	for _, r := range s {
+		if !flagged(r) || r == '\t' || r == '\n' {
+			continue
+		}
+		if !containsRune(done, r) {
+			done = append(done, r)
+			d.warn(fmt.Sprintf("%s: %s U+%04X %s", location(path), verb, r, runeName(r)))
+		}
+	}
+}
+
+func containsRune(rs []rune, r rune) bool {
+	for _, x := range rs {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
+// secretKey reports whether the member key k must be redacted, and the
+// Redaction entry that matched.
+func (rd *Redaction) secretKey(k string) (string, bool) {
+	if len(rd.Keys) == 0 && len(rd.ExactKeys) == 0 {
+		return "", false
+	}
+	nk := normalizeKey(k)
+	for _, e := range rd.ExceptKeys {
+		if nk == e {
+			return "", false
+		}
+	}
+	for _, e := range rd.ExactKeys {
+		if nk == e {
+			return e, true
+		}
+	}
+	for _, e := range rd.Keys {
+		if e != "" && strings.Contains(nk, e) {
+			return e, true
+		}
+	}
+	return "", false
+}
+
+// normalizeKey lowercases k and drops every rune that is not a letter or digit.
+func normalizeKey(k string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			return unicode.ToLower(r)
+		}
+		return -1
+	}, k)
+}
+
+// patternWhat names what a Redaction pattern finds, from its first named group.
+func patternWhat(re *regexp.Regexp) string {
+	for _, name := range re.SubexpNames() {
+		if name != "" {
+			return strings.ReplaceAll(name, "_", " ")
+		}
+	}
+	return "a secret"
+}
+
+// memberPath extends path with the member key k: .k for identifier-like
+// keys, ["k"] (with the display escaping) otherwise.
+func memberPath(path, k string) string {
+	if isIdent(k) {
+		return path + "." + k
+	}
+	var b bytes.Buffer
+	b.WriteString(path)
+	b.WriteByte('[')
+	writeDisplayString(&b, k)
+	b.WriteByte(']')
+	return b.String()
+}
+
+// isIdent reports whether k matches [A-Za-z_][A-Za-z0-9_]*.
+func isIdent(k string) bool {
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9' {
+			continue
+		}
+		return false
+	}
+	return k != ""
+}
+
+const upperHex = "0123456789ABCDEF"
+
+// writeDisplayString writes s as a JSON string in which every flagged rune
+// is a \uXXXX escape (a surrogate pair above U+FFFF).
+func writeDisplayString(b *bytes.Buffer, s string) {
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(byte(r))
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case flagged(r):
+			if r > 0xFFFF {
+				hi, lo := utf16Units(r)
+				writeU(b, hi)
+				writeU(b, lo)
+			} else {
+				writeU(b, r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+}
+
+func writeU(b *bytes.Buffer, r rune) {
+	b.WriteString(`\u`)
+	b.WriteByte(upperHex[r>>12&0xF])
+	b.WriteByte(upperHex[r>>8&0xF])
+	b.WriteByte(upperHex[r>>4&0xF])
+	b.WriteByte(upperHex[r&0xF])
+}
+
+// flagged reports whether r is shown escaped and warned about: controls,
+// format characters, line/paragraph separators and blank letters.
+func flagged(r rune) bool {
+	switch {
+	case r < 0x20, r >= 0x7F && r <= 0x9F:
+		return true
+	case r < 0xAD:
+		return false
+	case r == 0x2028, r == 0x2029:
+		return true
+	case r == 0x034F, r == 0x115F, r == 0x1160, r == 0x17B4, r == 0x17B5, r == 0x3164, r == 0xFFA0:
+		return true
+	}
+	return unicode.Is(unicode.Cf, r)
+}
+
+// runeName names a flagged rune for warnings: the Unicode name (or the
+// control's usual alias) for the characters people meet, a category
+// otherwise.
+func runeName(r rune) string {
+	if r < 0x20 {
+		return c0Names[r]
+	}
+	if n, ok := invisibleNames[r]; ok {
+		return n
+	}
+	switch {
+	case r >= 0x80 && r <= 0x9F:
+		return "C1 CONTROL"
+	case r >= 0xE0020 && r <= 0xE007F:
+		return "TAG CHARACTER"
+	}
+	return "FORMAT CHARACTER"
+}
+
+var c0Names = [0x20]string{
+	"NULL", "START OF HEADING", "START OF TEXT", "END OF TEXT",
+	"END OF TRANSMISSION", "ENQUIRY", "ACKNOWLEDGE", "BELL",
+	"BACKSPACE", "CHARACTER TABULATION", "LINE FEED", "LINE TABULATION",
+	"FORM FEED", "CARRIAGE RETURN", "SHIFT OUT", "SHIFT IN",
+	"DATA LINK ESCAPE", "DEVICE CONTROL ONE", "DEVICE CONTROL TWO", "DEVICE CONTROL THREE",
+	"DEVICE CONTROL FOUR", "NEGATIVE ACKNOWLEDGE", "SYNCHRONOUS IDLE", "END OF TRANSMISSION BLOCK",
+	"CANCEL", "END OF MEDIUM", "SUBSTITUTE", "ESCAPE",
+	"INFORMATION SEPARATOR FOUR", "INFORMATION SEPARATOR THREE", "INFORMATION SEPARATOR TWO", "INFORMATION SEPARATOR ONE",
+}
+
+var invisibleNames = map[rune]string{
+	0x007F: "DELETE",
+	0x0085: "NEXT LINE",
+	0x00AD: "SOFT HYPHEN",
+	0x034F: "COMBINING GRAPHEME JOINER",
+	0x061C: "ARABIC LETTER MARK",
+	0x115F: "HANGUL CHOSEONG FILLER",
+	0x1160: "HANGUL JUNGSEONG FILLER",
+	0x17B4: "KHMER VOWEL INHERENT AQ",
+	0x17B5: "KHMER VOWEL INHERENT AA",
+	0x180E: "MONGOLIAN VOWEL SEPARATOR",
+	0x200B: "ZERO WIDTH SPACE",
+	0x200C: "ZERO WIDTH NON-JOINER",
+	0x200D: "ZERO WIDTH JOINER",
+	0x200E: "LEFT-TO-RIGHT MARK",
+	0x200F: "RIGHT-TO-LEFT MARK",
+	0x2028: "LINE SEPARATOR",
+	0x2029: "PARAGRAPH SEPARATOR",
+	0x202A: "LEFT-TO-RIGHT EMBEDDING",
+	0x202B: "RIGHT-TO-LEFT EMBEDDING",
+	0x202C: "POP DIRECTIONAL FORMATTING",
+	0x202D: "LEFT-TO-RIGHT OVERRIDE",
+	0x202E: "RIGHT-TO-LEFT OVERRIDE",
+	0x2060: "WORD JOINER",
+	0x2061: "FUNCTION APPLICATION",
+	0x2062: "INVISIBLE TIMES",
+	0x2063: "INVISIBLE SEPARATOR",
+	0x2064: "INVISIBLE PLUS",
+	0x2066: "LEFT-TO-RIGHT ISOLATE",
+	0x2067: "RIGHT-TO-LEFT ISOLATE",
+	0x2068: "FIRST STRONG ISOLATE",
+	0x2069: "POP DIRECTIONAL ISOLATE",
+	0x3164: "HANGUL FILLER",
+	0xFEFF: "ZERO WIDTH NO-BREAK SPACE",
+	0xFFA0: "HALFWIDTH HANGUL FILLER",
+	0xFFF9: "INTERLINEAR ANNOTATION ANCHOR",
+	0xFFFA: "INTERLINEAR ANNOTATION SEPARATOR",
+	0xFFFB: "INTERLINEAR ANNOTATION TERMINATOR",
+}
