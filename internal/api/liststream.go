@@ -34,8 +34,9 @@ type listWriter struct {
 	w    http.ResponseWriter
 	buf  bytes.Buffer
 	enc  *json.Encoder
-	n    int  // approvals encoded
-	sent bool // headers and some of the body sent
+	esc  []byte // the escaped copy of a piece that needed one (EscapeJSON), reused
+	n    int    // approvals encoded
+	sent bool   // headers and some of the body sent
 }
 
 func newListWriter(w http.ResponseWriter) *listWriter {
@@ -93,7 +94,12 @@ func (lw *listWriter) flush() error {
 		lw.w.WriteHeader(http.StatusOK)
 		lw.sent = true
 	}
-	_, err := lw.w.Write(EscapeJSON(lw.buf.Bytes()))
+	out := lw.buf.Bytes()
+	if i := firstToEscape(out); i >= 0 { // EscapeJSON, into a buffer kept for the next piece
+		lw.esc = appendEscaped(lw.esc[:0], out, i)
+		out = lw.esc
+	}
+	_, err := lw.w.Write(out)
 	lw.buf.Reset()
 	return err
 }
