@@ -1,0 +1,105 @@
+package sqlstore
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/store"
+)
+
+// TestEachLeaseAsGetRequest (held27): EachLease reads, in chunks of
+// leaseChunk ids, the state and lease GetRequest reports for each id:
+// rows with their own lease, rows renewed through their instance's lease
+// (leaseMarker), a request nobody holds; ids with no request are skipped,
+// repeated ids read once per chunk they are in.
+func TestEachLeaseAsGetRequest(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.driver, func(t *testing.T) {
+			db := openTest(t, b.fresh(t))
+			ctx := t.Context()
+			ns := make([]int, leaseChunk+40)
+			for i := range ns {
+				ns[i] = i + 1
+			}
+			ids := createHeld(t, db, "gw-a", t0.Add(time.Minute), ns...)
+			renewed := ids[:leaseChunk/2]
+			if _, err := db.RenewLeases(ctx, "gw-a", renewed, t0.Add(time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			free := pendingRequest(testID(len(ns) + 1))
+			if err := db.CreateRequest(ctx, free); err != nil {
+				t.Fatal(err)
+			}
+			ask := append(slices.Clone(ids), free.ID, testID(len(ns)+2), ids[0])
+			got := map[approval.ID]store.Lease{}
+			if err := db.EachLease(ctx, ask, func(l store.Lease) { got[l.ID] = l }); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(ids)+1 {
+				t.Errorf("EachLease of %d ids (%d requests) handed %d leases", len(ask), len(ids)+1, len(got))
+			}
+			for _, id := range append(slices.Clone(ids), free.ID) {
+				r, err := db.GetRequest(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := store.Lease{ID: id, State: r.State, HeldBy: r.HeldBy, LeaseUntil: r.LeaseUntil}
+				if l := got[id]; l != want {
+					t.Errorf("%s: EachLease %+v, GetRequest %+v", id, l, want)
+				}
+			}
+			if l := got[renewed[0]]; !l.LeaseUntil.Equal(t0.Add(time.Hour)) {
+				t.Errorf("a renewed request's lease %v, want the instance's %v", l.LeaseUntil, t0.Add(time.Hour))
+			}
+		})
+	}
+}
+
+// TestEachRequestAsListRequests (held27): EachRequest hands the page
+// ListRequests returns, in its order, with its cursor; an error of fn
+// ends the page and is returned as is, with no cursor.
+func TestEachRequestAsListRequests(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.driver, func(t *testing.T) {
+			db := openTest(t, b.fresh(t))
+			ctx := t.Context()
+			for i := range 25 {
+				if err := db.CreateRequest(ctx, pendingRequest(testID(i+1))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, f := range []store.Filter{{}, {Limit: 10}, {Limit: 10, Cursor: string(testID(20))}, {Limit: 25}, {Limit: 24, Descending: true}} {
+				want, wantNext, err := db.ListRequests(ctx, f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []approval.ID
+				next, err := db.EachRequest(ctx, f, func(r approval.Request) error { got = append(got, r.ID); return nil })
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantIDs := make([]approval.ID, len(want))
+				for i, r := range want {
+					wantIDs[i] = r.ID
+				}
+				if !slices.Equal(got, wantIDs) || next != wantNext {
+					t.Errorf("%+v: EachRequest %v next %q; ListRequests %v next %q", f, got, next, wantIDs, wantNext)
+				}
+			}
+			stop := errors.New("stop")
+			k := 0
+			next, err := db.EachRequest(ctx, store.Filter{Limit: 10}, func(approval.Request) error {
+				if k++; k == 3 {
+					return stop
+				}
+				return nil
+			})
+			if !errors.Is(err, stop) || next != "" || k != 3 {
+				t.Errorf("fn failing at the third request: %d handed, next %q, err %v; want 3, \"\", the error as is", k, next, err)
+			}
+		})
+	}
+}
