@@ -43,8 +43,8 @@ func listAuth(token string) (approval.Principal, []string, bool) {
 // revision, a held one with its lease, a timeout rule other than the
 // rule, tenants. pad bytes of padding make each request's arguments
 // larger.
-func fillListed(t testing.TB, db *sqlstore.DB, n, pad int) {
-	t.Helper()
+func fillListed(tb testing.TB, db *sqlstore.DB, n, pad int) {
+	tb.Helper()
 	ctx := context.Background()
 	base := time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)
 	for i := range n {
@@ -69,7 +69,7 @@ func fillListed(t testing.TB, db *sqlstore.DB, n, pad int) {
 			r.PolicyRevision = "rev-9"
 		}
 		if err := db.CreateRequest(ctx, r); err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 		switch i % 5 {
 		case 0, 4:
@@ -81,7 +81,7 @@ func fillListed(t testing.TB, db *sqlstore.DB, n, pad int) {
 				}
 				return nil
 			}); err != nil {
-				t.Fatal(err)
+				tb.Fatal(err)
 			}
 		case 1:
 			if _, err := db.UpdateRequest(ctx, id, "test", func(r *approval.Request) error {
@@ -89,7 +89,7 @@ func fillListed(t testing.TB, db *sqlstore.DB, n, pad int) {
 				r.Reviews = []approval.Review{{By: "bob", Verdict: approval.VerdictDeny, Reason: "no \u2066way", At: base.Add(2 * time.Second)}}
 				return nil
 			}); err != nil {
-				t.Fatal(err)
+				tb.Fatal(err)
 			}
 		case 3:
 			if _, err := db.UpdateRequest(ctx, id, "test", func(r *approval.Request) error {
@@ -98,7 +98,7 @@ func fillListed(t testing.TB, db *sqlstore.DB, n, pad int) {
 				r.Reviews = []approval.Review{{By: "alice", Verdict: approval.VerdictApprove, At: base.Add(3 * time.Second)}}
 				return nil
 			}); err != nil {
-				t.Fatal(err)
+				tb.Fatal(err)
 			}
 		}
 	}
@@ -133,6 +133,7 @@ func wholeList(t *testing.T, s *Server, g *gate.Gate, token string, f store.Filt
 // listFlushAt (sent in pieces).
 func TestListBodyAsBefore(t *testing.T) {
 	eachstore.Run(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		fillListed(t, db, 120, 600)
 		g := gate.New(db, &policy.Policy{Default: policy.Allow}, nil)
 		s := New(g, listAuth, nil)
@@ -324,6 +325,7 @@ func TestListWritesAsItReads(t *testing.T) {
 // listOnce lists a page of 1,000 through s into w and fails unless it was
 // answered 200.
 func listOnce(tb testing.TB, s *Server, w *countingWriter) {
+	tb.Helper()
 	req := httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/v1/approvals?limit=1000", nil)
 	req.Header.Set("Authorization", "Bearer bob")
 	w.n = 0
