@@ -103,3 +103,40 @@ func TestEachRequestAsListRequests(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkEachLease: the batched read of Touched with 10,000 take-overs
+// waiting (SQLite), against 10,000 GetRequests (one per wait, as each
+// wait read its request before).
+func BenchmarkEachLease(b *testing.B) {
+	db := openTest(b, backends[0].fresh(b))
+	ns := make([]int, 10000)
+	for i := range ns {
+		ns[i] = i + 1
+	}
+	ids := make([]approval.ID, len(ns))
+	for i, n := range ns {
+		r := pendingRequest(testID(n))
+		r.Renew("gw-a", t0.Add(time.Minute))
+		if err := db.CreateRequest(b.Context(), r); err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = r.ID
+	}
+	b.Run("EachLease", func(b *testing.B) {
+		for b.Loop() {
+			k := 0
+			if err := db.EachLease(b.Context(), ids, func(store.Lease) { k++ }); err != nil || k != len(ids) {
+				b.Fatal(k, err)
+			}
+		}
+	})
+	b.Run("GetRequest", func(b *testing.B) {
+		for b.Loop() {
+			for _, id := range ids {
+				if _, err := db.GetRequest(b.Context(), id); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}
