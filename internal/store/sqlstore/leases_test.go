@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -139,4 +140,17 @@ func BenchmarkEachLease(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestDecodeListAsUnmarshal (held27): decodeList's short cuts for "null"
+// and "[]" give what json.Unmarshal gives (nil, and empty but not nil),
+// and anything else is json.Unmarshal's.
+func TestDecodeListAsUnmarshal(t *testing.T) {
+	for _, text := range []string{"null", "[]", `["a","b"]`, `[ ]`, `[{"by":"x"}]`, `{`, `[1]`} {
+		var got, want []string
+		gotErr, wantErr := decodeList(text, &got), json.Unmarshal([]byte(text), &want)
+		if (gotErr == nil) != (wantErr == nil) || !slices.Equal(got, want) || (got == nil) != (want == nil) {
+			t.Errorf("%s: decodeList %#v, %v; json.Unmarshal %#v, %v", text, got, gotErr, want, wantErr)
+		}
+	}
 }
