@@ -69,18 +69,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c caller) error {
 	if len(f.IDSuffix) > idLen || strings.Trim(f.IDSuffix, "0123456789abcdef-") != "" {
 		return invalid("id_suffix %q: want at most %d hex digits and dashes", f.IDSuffix, idLen)
 	}
-	rs, next, err := s.approvals.List(r.Context(), f)
-	if err != nil {
-		return fmt.Errorf("list approvals: %w", err)
-	}
-	out := List{Approvals: make([]Approval, 0, len(rs)), NextCursor: next}
-	for _, a := range rs {
-		if visible(c, a) { // the filter already scopes by tenant; this is a second lock
-			out.Approvals = append(out.Approvals, fromRequest(a))
-		}
-	}
-	s.writeJSON(w, r, http.StatusOK, out)
-	return nil
+	return s.streamList(r.Context(), w, c, f)
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request, c caller) error {

@@ -42,7 +42,11 @@ func EscapeJSON(b []byte) []byte {
 	if i < 0 {
 		return b
 	}
-	out := make([]byte, 0, len(b)+16)
+	return appendEscaped(make([]byte, 0, len(b)+16), b, i)
+}
+
+// appendEscaped appends b escaped to out, b[:i] needing none.
+func appendEscaped(out, b []byte, i int) []byte {
 	out = append(out, b[:i]...)
 	for i < len(b) {
 		r, n := utf8.DecodeRune(b[i:])

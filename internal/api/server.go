@@ -23,6 +23,11 @@ type Approvals interface {
 	// List returns one page of requests and the cursor of the next page
 	// ("" at the end).
 	List(ctx context.Context, f store.Filter) ([]approval.Request, string, error)
+	// EachRequest is List that hands the page's requests to fn one at a
+	// time, in order, as they are read (GET /v1/approvals streams its
+	// page). An error of fn ends the page and is returned as is; next is
+	// "" whenever err is not nil.
+	EachRequest(ctx context.Context, f store.Filter, fn func(approval.Request) error) (next string, err error)
 	// Review records verdict v by the authenticated reviewer and returns the
 	// request after the change. Errors (errors.Is): store.ErrNotFound;
 	// approval.ErrDuplicate when the reviewer repeats the same verdict, in

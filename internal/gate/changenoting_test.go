@@ -47,7 +47,7 @@ var storeMethods = map[string]string{
 	"Close":                    "not a write",
 	// Reads.
 	"Chain": read, "CountPending": read, "CountPendingInTree": read, "CurrentPolicy": read, "Due": read,
-	"Events": read, "Feed": read, "FeedEnd": read, "GetGrant": read, "GetPolicy": read, "GetRequest": read,
+	"EachLease": read, "EachRequest": read, "Events": read, "Feed": read, "FeedEnd": read, "GetGrant": read, "GetPolicy": read, "GetRequest": read,
 	"GetResult": read, "GetSession": read, "GetTask": read, "GetWebSession": read, "GrantUses": read,
 	"ListGrants": read, "ListRequests": read, "OpenIdentical": read, "Ping": read, "SessionByToken": read,
 	"UsableGrants": read, "ViewRequest": read,

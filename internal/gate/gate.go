@@ -191,6 +191,8 @@ type Gate struct {
 	opts     Options
 	redact   approval.Redaction
 	hub      *hub
+	// touch are the take-over waits Touched may wake.
+	touch    touchWaits
 	metrics  *telemetry.Metrics
 	stopping atomic.Bool
 

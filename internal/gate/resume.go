@@ -38,7 +38,7 @@ func (g *Gate) resume(ctx context.Context, c Call) Admission {
 		// only at its timer.
 		sub := g.subscribeChange(id)
 		a, again := g.resumeRound(ctx, c, hash, deadline, sub)
-		sub.drop(g.hub)
+		g.dropChange(sub)
 		if !again {
 			return a
 		}
@@ -46,20 +46,24 @@ func (g *Gate) resume(ctx context.Context, c Call) Admission {
 }
 
 // A changeSub is a wait's subscriptions to one request's wake-ups and to
-// Touched, made before the wait reads the request (resume).
-type changeSub struct{ woke, touched *wakeup }
+// Touched, made before the wait reads the request (resume). The wait
+// notes what it read in touched (touchWaits.saw): Touched wakes it only
+// when the request moved since.
+type changeSub struct {
+	woke    *wakeup
+	touched *touchWait
+}
 
 // subscribeChange subscribes to the wake-ups of id and to Touched.
 func (g *Gate) subscribeChange(id approval.ID) changeSub {
 	woke, _ := g.hub.subscribe(string(id))
-	touched, _ := g.hub.subscribe(touchedKey)
-	return changeSub{woke: woke, touched: touched}
+	return changeSub{woke: woke, touched: g.touch.add(id)}
 }
 
-// drop ends s's subscriptions; it may be called more than once.
-func (s changeSub) drop(h *hub) {
-	h.unsubscribe(s.woke)
-	h.unsubscribe(s.touched)
+// dropChange ends s's subscriptions; it may be called more than once.
+func (g *Gate) dropChange(s changeSub) {
+	g.hub.unsubscribe(s.woke)
+	g.touch.drop(s.touched)
 }
 
 // resumeRound is one round of resume: it reads the request and answers
@@ -68,6 +72,9 @@ func (s changeSub) drop(h *hub) {
 func (g *Gate) resumeRound(ctx context.Context, c Call, hash string, deadline time.Time, sub changeSub) (a Admission, again bool) {
 	id := c.Resume
 	r, err := g.store.GetRequest(ctx, id)
+	if err == nil {
+		g.touch.saw(sub.touched, r)
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return refuse(fmt.Sprintf("approval %s does not exist; nothing was run", id)), false
@@ -97,7 +104,7 @@ func (g *Gate) resumeRound(ctx context.Context, c Call, hash string, deadline ti
 			// Nobody holds it, or this process's own call did and went
 			// away (takeOver). Nothing of this round waits on sub: it
 			// is not kept through the take-over's wait and the hold.
-			sub.drop(g.hub)
+			g.dropChange(sub)
 			taken, m := g.takeOver(ctx, r, deadline)
 			if m != 0 {
 				return g.holdTaken(ctx, c, taken, m, deadline), false
@@ -132,7 +139,7 @@ func (g *Gate) resumeRound(ctx context.Context, c Call, hash string, deadline ti
 	if r.HeldBy != "" && r.HeldBy != g.instance {
 		touched = sub.touched.C // its release reaches this process through the watch
 	} else {
-		g.hub.unsubscribe(sub.touched) // not kept through the wait: Touched wakes every subscriber
+		g.touch.drop(sub.touched) // not kept through the wait: Touched reads every waited request
 	}
 	if err := g.waitChange(ctx, sub.woke.C, touched, until, g.keepAlive(c, r.ID, r.Rule, r.ExpiresAt, r.State)); err != nil {
 		return Admission{ApprovalID: id, Message: "the caller went away while waiting; nothing was run"}, false

@@ -25,6 +25,13 @@ func (g *Gate) List(ctx context.Context, f store.Filter) ([]approval.Request, st
 	return g.store.ListRequests(ctx, f)
 }
 
+// EachRequest is List that hands the page's requests to fn one at a time,
+// as the store reads them (store.Store.EachRequest), on the connections a
+// store reserves for people's reads.
+func (g *Gate) EachRequest(ctx context.Context, f store.Filter, fn func(approval.Request) error) (string, error) {
+	return g.store.EachRequest(ctx, f, fn)
+}
+
 // Review records reviewer's verdict on id and wakes the held call. It returns
 // the request after the change. When the same reviewer repeats the same
 // verdict it returns the current request together with approval.ErrDuplicate.

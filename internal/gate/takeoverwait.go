@@ -11,11 +11,6 @@ import (
 	"toolgate/internal/store"
 )
 
-// touchedKey is the hub key of the take-over waits (waitForeignLease)
-// that a write the store's watch cannot name wakes (Touched). Request
-// ids are UUIDs: none is this.
-const touchedKey = "\x00touched"
-
 // waitForeignLease waits, for takeOver, until the lease another instance
 // holds on request id ends: it is released (that instance's held call
 // went away; the watch reports the release: Wake on Postgres, Touched on
@@ -32,8 +27,8 @@ func (g *Gate) waitForeignLease(ctx context.Context, id approval.ID, holdBy time
 		// Subscribe before reading: a release between the read and the
 		// wait is not lost.
 		sub := g.subscribeChange(id)
-		ok, again := g.foreignLeaseWait(ctx, id, holdBy, &until, sub.woke.C, sub.touched.C)
-		sub.drop(g.hub)
+		ok, again := g.foreignLeaseWait(ctx, id, holdBy, &until, sub)
+		g.dropChange(sub)
 		if !again {
 			return ok
 		}
@@ -42,10 +37,14 @@ func (g *Gate) waitForeignLease(ctx context.Context, id approval.ID, holdBy time
 
 // foreignLeaseWait is one round of waitForeignLease: it reads request id
 // and waits until the lease would end (until, set on the first round),
-// holdBy, ctx's end, or a wake-up (woke, touched). again is true after a
-// wake-up whose cause is not known yet: the next round reads the request.
-func (g *Gate) foreignLeaseWait(ctx context.Context, id approval.ID, holdBy time.Time, until *time.Time, woke, touched <-chan struct{}) (ok, again bool) {
+// holdBy, ctx's end, or a wake-up (sub, made before the read). again is
+// true after a wake-up whose cause is not known yet: the next round reads
+// the request.
+func (g *Gate) foreignLeaseWait(ctx context.Context, id approval.ID, holdBy time.Time, until *time.Time, sub changeSub) (ok, again bool) {
 	cur, err := g.store.GetRequest(ctx, id)
+	if err == nil {
+		g.touch.saw(sub.touched, cur)
+	}
 	if err != nil || (cur.State != approval.StatePending && cur.State != approval.StateApproved) {
 		return false, false
 	}
@@ -67,8 +66,8 @@ func (g *Gate) foreignLeaseWait(ctx context.Context, id approval.ID, holdBy time
 		return false, false
 	case <-t.C:
 		return holdBy.IsZero() || g.now().Before(holdBy), false
-	case <-woke:
-	case <-touched:
+	case <-sub.woke.C:
+	case <-sub.touched.C:
 	}
 	return false, true
 }
@@ -76,9 +75,11 @@ func (g *Gate) foreignLeaseWait(ctx context.Context, id approval.ID, holdBy time
 // Touched tells the gate that the store was written in a way its change
 // feed may not show (on SQLite, any commit of another connection:
 // sqlstore.DB.WatchLogTouched): the take-overs waiting for another
-// instance's lease read their request again, so that a released lease is
-// taken over at once.
-func (g *Gate) Touched() { g.hub.wake(touchedKey) }
+// instance's lease are woken when their request's lease moved, so that a
+// released lease is taken over at once. It reads the leases of every
+// waited request in one batch before it returns (touchWaits), nothing
+// when no take-over waits.
+func (g *Gate) Touched() { g.touched(g.bg) }
 
 // takenSessionRefusal checks, for holdTaken, the session of c (a
 // session principal's call; "" for others) again: a take-over may have

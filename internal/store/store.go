@@ -24,6 +24,15 @@ var (
 	ErrUnavailable = errors.New("store: unavailable")
 )
 
+// A Lease is a request's state and lease as GetRequest reads them
+// (Store.EachLease).
+type Lease struct {
+	ID         approval.ID
+	State      approval.State
+	HeldBy     string
+	LeaseUntil time.Time
+}
+
 // Filter selects requests for ListRequests. Zero fields do not filter.
 type Filter struct {
 	State       approval.State
@@ -92,6 +101,18 @@ type Store interface {
 	// ListRequests returns one page and the cursor of the next ("" at the
 	// end). It lists for people and their tools, like ViewRequest.
 	ListRequests(ctx context.Context, f Filter) (rs []approval.Request, next string, err error)
+	// EachRequest is ListRequests that hands the page's requests to fn one
+	// at a time, in order, as they are read, instead of collecting them
+	// (the admin API streams a page of up to 1,000). An error of fn ends
+	// the read and is returned as is. next is "" whenever err is not nil.
+	EachRequest(ctx context.Context, f Filter, fn func(approval.Request) error) (next string, err error)
+	// EachLease reads the lease of each request of ids that exists, in
+	// a few statements (one per few hundred ids), and hands it to fn, in
+	// no particular order; an id with no request is skipped. The lease is
+	// as GetRequest would report it (State, HeldBy, LeaseUntil). A take-over
+	// waiting for another instance's lease reads them all at once when the
+	// store tells of writes it cannot name (gate.Gate.Touched).
+	EachLease(ctx context.Context, ids []approval.ID, fn func(Lease)) error
 	// UpdateRequest runs fn on the current value inside one transaction that
 	// holds the row (SQLite: an IMMEDIATE transaction; Postgres: SELECT … FOR
 	// UPDATE), then stores the result and writes one event per change: a

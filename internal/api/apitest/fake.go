@@ -111,6 +111,21 @@ func (a *Approvals) List(ctx context.Context, f store.Filter) ([]approval.Reques
 	return out, "", nil
 }
 
+// EachRequest implements [api.Approvals]: List's page handed to fn one
+// request at a time.
+func (a *Approvals) EachRequest(ctx context.Context, f store.Filter, fn func(approval.Request) error) (string, error) {
+	rs, next, err := a.List(ctx, f)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range rs {
+		if err := fn(r); err != nil {
+			return "", err
+		}
+	}
+	return next, nil
+}
+
 // Review implements [api.Approvals] with approval.Request.Review.
 func (a *Approvals) Review(ctx context.Context, id approval.ID, reviewer approval.Principal, v approval.Verdict, reason, pinnedHash string) (approval.Request, error) {
 	return a.ReviewIf(ctx, id, reviewer, v, reason, pinnedHash, nil)

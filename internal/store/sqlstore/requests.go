@@ -258,12 +258,64 @@ func changedColumns(old, cur requestRow) (string, []any) {
 // the inbox): it reads on the pool reserved for them (AdminConns), never
 // waiting behind the calls' reads and writes in the other pools.
 func (db *DB) ListRequests(ctx context.Context, f store.Filter) ([]approval.Request, string, error) {
-	limit := f.Limit
+	var rs []approval.Request
+	next, err := db.EachRequest(ctx, f, func(r approval.Request) error {
+		rs = append(rs, r)
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return rs, next, nil
+}
+
+// EachRequest is ListRequests that hands the page's requests to fn one at
+// a time, in order, as each row is read and decoded, instead of collecting
+// the page: what it keeps is one row, whatever the page's size. The read
+// (and its connection of the admin pool) stays open while fn runs. An
+// error of fn ends the read and is returned as is; the store's errors are
+// wrapped as ListRequests wraps them. next is ListRequests' cursor, known
+// only once the page was read: it is "" whenever err is not nil.
+func (db *DB) EachRequest(ctx context.Context, f store.Filter, fn func(approval.Request) error) (next string, err error) {
+	q, args, limit := listQuery(f)
+	rows, err := db.adminReads().query(ctx, q, args...)
+	if err != nil {
+		return "", db.wrap("list requests", err)
+	}
+	defer func() { _ = rows.Close() }() // on early returns; the last Close's error is returned below
+	n, last := 0, ""
+	for rows.Next() {
+		if n == limit {
+			next = last // a row past the page: there is a next page
+			break
+		}
+		r, err := scanRequest(rows)
+		if err != nil {
+			return "", db.wrap("list requests", err)
+		}
+		n, last = n+1, string(r.ID)
+		if err := fn(r); err != nil {
+			return "", err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", db.wrap("list requests", err)
+	}
+	if err := rows.Close(); err != nil {
+		return "", db.wrap("list requests", err)
+	}
+	return next, nil
+}
+
+// listQuery returns ListRequests' query for f (with ? placeholders), its
+// arguments, and the page size: the query reads one row more than that,
+// which tells whether a next page exists.
+func listQuery(f store.Filter) (q string, args []any, limit int) {
+	limit = f.Limit
 	if limit <= 0 {
 		limit = defaultLimit
 	}
 	var where []string
-	var args []any
 	add := func(cond string, vs ...any) {
 		where = append(where, cond)
 		args = append(args, vs...)
@@ -323,23 +375,13 @@ func (db *DB) ListRequests(ctx context.Context, f store.Filter) ([]approval.Requ
 			add(`id > ?`, f.Cursor)
 		}
 	}
-	q := `SELECT ` + requestSelect + ` FROM requests`
+	q = `SELECT ` + requestSelect + ` FROM requests`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	q += order
 	args = append(args, limit+1)
-	rows, err := db.adminReads().query(ctx, q, args...)
-	rs, err := collect(rows, err, scanRequest)
-	if err != nil {
-		return nil, "", db.wrap("list requests", err)
-	}
-	next := ""
-	if len(rs) > limit {
-		rs = rs[:limit]
-		next = string(rs[limit-1].ID)
-	}
-	return rs, next, nil
+	return q, args, limit
 }
 
 // UpdateRequest runs fn on the stored request inside one transaction that

@@ -196,14 +196,14 @@ func (w *requestRow) decode() (approval.Request, error) {
 	if w.arguments.Valid {
 		r.Arguments = json.RawMessage(w.arguments.String)
 	}
-	if err := json.Unmarshal([]byte(w.displayWarnings), &r.DisplayWarnings); err != nil {
+	if err := decodeList(w.displayWarnings, &r.DisplayWarnings); err != nil {
 		return approval.Request{}, fmt.Errorf("decode display_warnings of %s: %w", w.id, err)
 	}
-	if err := json.Unmarshal([]byte(w.approvers), &r.Approvers); err != nil {
+	if err := decodeList(w.approvers, &r.Approvers); err != nil {
 		return approval.Request{}, fmt.Errorf("decode approvers of %s: %w", w.id, err)
 	}
 	var rvs []storedReview
-	if err := json.Unmarshal([]byte(w.reviews), &rvs); err != nil {
+	if err := decodeList(w.reviews, &rvs); err != nil {
 		return approval.Request{}, fmt.Errorf("decode reviews of %s: %w", w.id, err)
 	}
 	if rvs != nil {
@@ -213,6 +213,22 @@ func (w *requestRow) decode() (approval.Request, error) {
 		}
 	}
 	return r, nil
+}
+
+// decodeList is json.Unmarshal of text, a JSON list as jsonText wrote it,
+// into *dst (nil): "null" leaves it nil and "[]" makes it empty, not nil,
+// as json.Unmarshal does, without its copy of text and its decoder (most
+// requests' warnings, approvers and reviews are one or the other; every
+// read of a request decodes all three).
+func decodeList[T any](text string, dst *[]T) error {
+	switch text {
+	case "null":
+		return nil
+	case "[]":
+		*dst = []T{}
+		return nil
+	}
+	return json.Unmarshal([]byte(text), dst)
 }
 
 // jsonText marshals v; a nil slice becomes "null", so nil and empty lists

@@ -1,0 +1,136 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/store"
+)
+
+// listFlushAt is how many bytes of a listed page listWriter gathers before
+// it writes them to the client: a page of up to 1,000 approvals (≈ 1 KB
+// each, more with large arguments) is sent in pieces of about this size,
+// each row encoded as it is read, instead of being decoded, converted and
+// encoded whole (≈ 10 KB live per listed approval at once; docs/performance.md,
+// "held27").
+const listFlushAt = 32 << 10
+
+// listWriteTimeout bounds the writing of one listed page (≈ 1 MB at most
+// with small arguments): the store's read of the page is open meanwhile.
+const listWriteTimeout = 30 * time.Second
+
+// A listWriter writes the body of GET /v1/approvals as the store reads its
+// rows: byte for byte what writeJSON writes for the whole [List] (the same
+// encoder options, EscapeJSON applied to each piece, which starts and ends
+// at an approval's boundary, where the text is ASCII), with writeJSON's
+// headers. Nothing is sent before listFlushAt bytes were gathered or the
+// page ended, so an error before that is still answered as an error.
+type listWriter struct {
+	w    http.ResponseWriter
+	buf  bytes.Buffer
+	enc  *json.Encoder
+	esc  []byte // the escaped copy of a piece that needed one (EscapeJSON), reused
+	n    int    // approvals encoded
+	sent bool   // headers and some of the body sent
+}
+
+func newListWriter(w http.ResponseWriter) *listWriter {
+	lw := &listWriter{w: w}
+	lw.enc = json.NewEncoder(&lw.buf)
+	// As writeJSON: no HTML escaping.
+	lw.enc.SetEscapeHTML(false)
+	lw.buf.WriteString(`{"approvals":[`)
+	return lw
+}
+
+// add encodes a as the list's next approval, and writes what was gathered
+// once it reaches listFlushAt.
+func (lw *listWriter) add(a *Approval) error {
+	mark := lw.buf.Len()
+	if lw.n > 0 {
+		lw.buf.WriteByte(',')
+	}
+	if err := lw.enc.Encode(a); err != nil {
+		lw.buf.Truncate(mark)
+		return fmt.Errorf("encode approval %s: %w", a.ID, err)
+	}
+	lw.buf.Truncate(lw.buf.Len() - 1) // Encode's newline
+	lw.n++
+	if lw.buf.Len() >= listFlushAt {
+		return lw.flush()
+	}
+	return nil
+}
+
+// end closes the list with next as its cursor and writes the rest.
+func (lw *listWriter) end(next string) error {
+	lw.buf.WriteString(`],"next_cursor":`)
+	if err := lw.enc.Encode(next); err != nil { // ends with the newline writeJSON's Encode writes
+		return fmt.Errorf("encode next_cursor: %w", err)
+	}
+	lw.buf.WriteByte('}')
+	// Encode wrote the cursor's newline before the brace: move it after.
+	b := lw.buf.Bytes()
+	b[len(b)-2], b[len(b)-1] = '}', '\n'
+	return lw.flush()
+}
+
+// flush writes what was gathered, sending writeJSON's headers first.
+func (lw *listWriter) flush() error {
+	if !lw.sent {
+		h := lw.w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Cache-Control", "no-store")
+		h.Set("X-Content-Type-Options", "nosniff")
+		// The store's read stays open while the page is written: a client
+		// that stops reading must not hold it (and its connection of the
+		// admin pool) for longer than this.
+		_ = http.NewResponseController(lw.w).SetWriteDeadline(time.Now().Add(listWriteTimeout))
+		lw.w.WriteHeader(http.StatusOK)
+		lw.sent = true
+	}
+	out := lw.buf.Bytes()
+	if i := firstToEscape(out); i >= 0 { // EscapeJSON, into a buffer kept for the next piece
+		lw.esc = appendEscaped(lw.esc[:0], out, i)
+		out = lw.esc
+	}
+	_, err := lw.w.Write(out)
+	lw.buf.Reset()
+	return err
+}
+
+// streamList lists the approvals of f that c may see, writing each as the
+// store reads it (listWriter). An error before anything was sent is
+// returned (the usual error answer follows). After the first bytes were
+// sent the status and part of the page are with the client, which must
+// not take the part for the whole: the handler panics with
+// http.ErrAbortHandler, which makes net/http end the response without
+// its terminating chunk (HTTP/1.1; HTTP/2 resets the stream), so the
+// client reads an error (unexpected EOF), never a page that ends early.
+func (s *Server) streamList(ctx context.Context, w http.ResponseWriter, c caller, f store.Filter) error {
+	lw := newListWriter(w)
+	var a Approval
+	next, err := s.approvals.EachRequest(ctx, f, func(r approval.Request) error {
+		if !visible(c, r) { // the filter already scopes by tenant; this is a second lock
+			return nil
+		}
+		a = fromRequest(r)
+		return lw.add(&a)
+	})
+	if err == nil {
+		err = lw.end(next)
+	}
+	if err == nil || !lw.sent {
+		if err != nil {
+			return fmt.Errorf("list approvals: %w", err)
+		}
+		return nil
+	}
+	s.log.ErrorContext(ctx, "list approvals: the page broke off after its first bytes were sent; the response is aborted", keyErr, err)
+	panic(http.ErrAbortHandler)
+}

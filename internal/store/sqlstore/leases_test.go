@@ -1,0 +1,156 @@
+package sqlstore
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/store"
+)
+
+// TestEachLeaseAsGetRequest (held27): EachLease reads, in chunks of
+// leaseChunk ids, the state and lease GetRequest reports for each id:
+// rows with their own lease, rows renewed through their instance's lease
+// (leaseMarker), a request nobody holds; ids with no request are skipped,
+// repeated ids read once per chunk they are in.
+func TestEachLeaseAsGetRequest(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.driver, func(t *testing.T) {
+			db := openTest(t, b.fresh(t))
+			ctx := t.Context()
+			ns := make([]int, leaseChunk+40)
+			for i := range ns {
+				ns[i] = i + 1
+			}
+			ids := createHeld(t, db, "gw-a", t0.Add(time.Minute), ns...)
+			renewed := ids[:leaseChunk/2]
+			if _, err := db.RenewLeases(ctx, "gw-a", renewed, t0.Add(time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			free := pendingRequest(testID(len(ns) + 1))
+			if err := db.CreateRequest(ctx, free); err != nil {
+				t.Fatal(err)
+			}
+			ask := append(slices.Clone(ids), free.ID, testID(len(ns)+2), ids[0])
+			got := map[approval.ID]store.Lease{}
+			if err := db.EachLease(ctx, ask, func(l store.Lease) { got[l.ID] = l }); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(ids)+1 {
+				t.Errorf("EachLease of %d ids (%d requests) handed %d leases", len(ask), len(ids)+1, len(got))
+			}
+			for _, id := range append(slices.Clone(ids), free.ID) {
+				r, err := db.GetRequest(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := store.Lease{ID: id, State: r.State, HeldBy: r.HeldBy, LeaseUntil: r.LeaseUntil}
+				if l := got[id]; l != want {
+					t.Errorf("%s: EachLease %+v, GetRequest %+v", id, l, want)
+				}
+			}
+			if l := got[renewed[0]]; !l.LeaseUntil.Equal(t0.Add(time.Hour)) {
+				t.Errorf("a renewed request's lease %v, want the instance's %v", l.LeaseUntil, t0.Add(time.Hour))
+			}
+		})
+	}
+}
+
+// TestEachRequestAsListRequests (held27): EachRequest hands the page
+// ListRequests returns, in its order, with its cursor; an error of fn
+// ends the page and is returned as is, with no cursor.
+func TestEachRequestAsListRequests(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.driver, func(t *testing.T) {
+			db := openTest(t, b.fresh(t))
+			ctx := t.Context()
+			for i := range 25 {
+				if err := db.CreateRequest(ctx, pendingRequest(testID(i+1))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, f := range []store.Filter{{}, {Limit: 10}, {Limit: 10, Cursor: string(testID(20))}, {Limit: 25}, {Limit: 24, Descending: true}} {
+				want, wantNext, err := db.ListRequests(ctx, f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []approval.ID
+				next, err := db.EachRequest(ctx, f, func(r approval.Request) error { got = append(got, r.ID); return nil })
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantIDs := make([]approval.ID, len(want))
+				for i, r := range want {
+					wantIDs[i] = r.ID
+				}
+				if !slices.Equal(got, wantIDs) || next != wantNext {
+					t.Errorf("%+v: EachRequest %v next %q; ListRequests %v next %q", f, got, next, wantIDs, wantNext)
+				}
+			}
+			stop := errors.New("stop")
+			k := 0
+			next, err := db.EachRequest(ctx, store.Filter{Limit: 10}, func(approval.Request) error {
+				if k++; k == 3 {
+					return stop
+				}
+				return nil
+			})
+			if !errors.Is(err, stop) || next != "" || k != 3 {
+				t.Errorf("fn failing at the third request: %d handed, next %q, err %v; want 3, \"\", the error as is", k, next, err)
+			}
+		})
+	}
+}
+
+// BenchmarkEachLease: the batched read of Touched with 10,000 take-overs
+// waiting (SQLite), against 10,000 GetRequests (one per wait, as each
+// wait read its request before).
+func BenchmarkEachLease(b *testing.B) {
+	db := openTest(b, backends[0].fresh(b))
+	ns := make([]int, 10000)
+	for i := range ns {
+		ns[i] = i + 1
+	}
+	ids := make([]approval.ID, len(ns))
+	for i, n := range ns {
+		r := pendingRequest(testID(n))
+		r.Renew("gw-a", t0.Add(time.Minute))
+		if err := db.CreateRequest(b.Context(), r); err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = r.ID
+	}
+	b.Run("EachLease", func(b *testing.B) {
+		for b.Loop() {
+			k := 0
+			if err := db.EachLease(b.Context(), ids, func(store.Lease) { k++ }); err != nil || k != len(ids) {
+				b.Fatal(k, err)
+			}
+		}
+	})
+	b.Run("GetRequest", func(b *testing.B) {
+		for b.Loop() {
+			for _, id := range ids {
+				if _, err := db.GetRequest(b.Context(), id); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}
+
+// TestDecodeListAsUnmarshal (held27): decodeList's short cuts for "null"
+// and "[]" give what json.Unmarshal gives (nil, and empty but not nil),
+// and anything else is json.Unmarshal's.
+func TestDecodeListAsUnmarshal(t *testing.T) {
+	for _, text := range []string{"null", "[]", `["a","b"]`, `[ ]`, `[{"by":"x"}]`, `{`, `[1]`} {
+		var got, want []string
+		gotErr, wantErr := decodeList(text, &got), json.Unmarshal([]byte(text), &want)
+		if (gotErr == nil) != (wantErr == nil) || !slices.Equal(got, want) || (got == nil) != (want == nil) {
+			t.Errorf("%s: decodeList %#v, %v; json.Unmarshal %#v, %v", text, got, gotErr, want, wantErr)
+		}
+	}
+}
