@@ -29,8 +29,11 @@ func oracleCanonical(raw []byte) (out []byte, dup bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, false, fmt.Errorf("trailing data: %v", err)
+	switch _, err := dec.Token(); {
+	case err == nil:
+		return nil, false, errors.New("trailing data")
+	case !errors.Is(err, io.EOF):
+		return nil, false, fmt.Errorf("after the value: %w", err)
 	}
 	return b.Bytes(), dup, nil
 }
