@@ -122,6 +122,14 @@ func (g *Gate) resumeRound(ctx context.Context, c Call, hash string, deadline ti
 		return g.pendingAnswer(r), false
 	}
 	until := r.ExpiresAt.Add(r.ValidFor)
+	if r.State == approval.StateConsumed || !until.After(now) {
+		// A consumed request's validity is spent: its dispatch ends with
+		// its outcome (woke) or its lease's end (below), whenever its
+		// tool is done; and a wait never ends before it begins (attack27:
+		// a tool that ran past the approval's validity made the re-send
+		// read the request and the ledger again and again without pause).
+		until = now.Add(g.opts.Lease)
+	}
 	if !deadline.IsZero() && deadline.Before(until) {
 		until = deadline
 	}
