@@ -53,6 +53,7 @@ func TestResumeWaitsForALongDispatchWithoutSpinning(t *testing.T) {
 		p.Approval.ValidFor = time.Minute
 		pol.p.Store(p)
 		g := New(s, pol, &Options{Instance: "a"})
+		watch(t, db, g) // the outcome's commit wakes the re-send, as cmd wires it
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() { _ = g.Run(ctx); close(done) }() // renews the dispatch lease
