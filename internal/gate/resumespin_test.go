@@ -70,7 +70,7 @@ func TestResumeWaitsForALongDispatchWithoutSpinning(t *testing.T) {
 			t.Fatalf("admission %+v, want allowed", a)
 		}
 		// The tool runs past the approval's validity.
-		time.Sleep(r.ExpiresAt.Add(r.ValidFor).Sub(time.Now()) + time.Minute)
+		time.Sleep(time.Until(r.ExpiresAt.Add(r.ValidFor)) + time.Minute)
 		cur, err := db.GetRequest(t.Context(), r.ID)
 		if err != nil || cur.State != approval.StateConsumed || cur.DispatchOutcome != approval.OutcomeNone || cur.LeaseLapsed(time.Now()) {
 			t.Fatalf("request while its tool runs: %+v %v; want consumed, no outcome, leased", cur, err)
