@@ -98,7 +98,7 @@ func (g *Gate) resumeRound(ctx context.Context, c Call, hash string, deadline ti
 			// away (takeOver). Nothing of this round waits on sub: it
 			// is not kept through the take-over's wait and the hold.
 			sub.drop(g.hub)
-			taken, m := g.takeOver(ctx, r, deadline)
+			taken, m, failed := g.takeOver(ctx, r, deadline)
 			if m != 0 {
 				return g.holdTaken(ctx, c, taken, m, deadline), false
 			}
@@ -108,6 +108,13 @@ func (g *Gate) resumeRound(ctx context.Context, c Call, hash string, deadline ti
 				if a, _, ok := g.answerAfterWait(ctx, r); ok {
 					return a, false
 				}
+			}
+			if failed != nil {
+				// The store refused the take-over's write: refused, as a
+				// failed read is (attack27: "look again" tried it again at
+				// once, without pause, for as long as the store refused).
+				g.log.ErrorContext(ctx, "cannot take over a resumed approval; refusing", "approval", id, "err", failed)
+				return refuse("refused: the approval store is unavailable; nothing was run"), false
 			}
 			return Admission{}, true // someone else took it meanwhile: look again
 		}

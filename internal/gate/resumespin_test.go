@@ -91,3 +91,60 @@ func TestResumeWaitsForALongDispatchWithoutSpinning(t *testing.T) {
 		}
 	})
 }
+
+// writesFail is a real store whose request writes fail once armed (a
+// store that answers reads but refuses writes: a failover's read-only
+// standby, a full disk), counting the reads of request id and calling
+// onMany (once) at the many-th.
+type writesFail struct {
+	readCounter
+}
+
+func (s *writesFail) UpdateRequest(ctx context.Context, id approval.ID, actor string, fn func(*approval.Request) error) (approval.Request, error) {
+	if s.armed.Load() {
+		return approval.Request{}, store.ErrUnavailable
+	}
+	return s.Store.UpdateRequest(ctx, id, actor, fn)
+}
+
+// TestResumeTakeOverRefusedByTheStoreDoesNotSpin (attack27): a re-send
+// naming an approval nobody holds takes it over (resume's takeOver); when
+// the store refuses that write, the round said "someone else took it
+// meanwhile: look again", and the next round read the request and tried
+// again at once, without pause, for as long as the store refused writes.
+// The re-send is now refused, as a failed read refuses it: nothing was
+// run.
+func TestResumeTakeOverRefusedByTheStoreDoesNotSpin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := sqlitetest.Open(t)
+		rctx, rcancel := context.WithCancelCause(t.Context())
+		s := &writesFail{readCounter{Store: db, many: 50, onMany: func() { rcancel(errors.New("the re-send spins")) }}}
+		pol := &swappable{}
+		pol.p.Store(testPolicy(time.Hour))
+		g := New(s, pol, &Options{Instance: "a"})
+		watch(t, db, g)
+		c := writeCall("/take-over-refused")
+		yctx, ycancel := context.WithCancelCause(t.Context())
+		first := admitAsync(yctx, g, c)
+		r := waitPending(t, db, 1)[0]
+		ycancel(errors.New("connection closed")) // the call goes away: its lease is released
+		if a := recv(t, first); a.Allowed {
+			t.Fatalf("first call: %+v, want not run", a)
+		}
+		synctest.Wait()
+		if cur, err := db.GetRequest(t.Context(), r.ID); err != nil || !cur.LeaseLapsed(time.Now()) {
+			t.Fatalf("after the call went away: %v, lease until %s; want its lease released", err, cur.LeaseUntil)
+		}
+
+		s.id = r.ID
+		s.armed.Store(true)
+		c.Resume = r.ID
+		got := recv(t, admitAsync(rctx, g, c))
+		if n := s.reads.Load(); n > 3 {
+			t.Errorf("the re-send read the request %d times while the store refused its take-over: want it refused", n)
+		}
+		if got.Allowed || !strings.Contains(got.Message, "store is unavailable") || !strings.Contains(got.Message, "nothing was run") {
+			t.Errorf("re-send: %q, want it refused: the store is unavailable, nothing was run", got.Message)
+		}
+	})
+}
