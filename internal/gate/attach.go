@@ -57,7 +57,7 @@ func (g *Gate) attach(ctx context.Context, c Call, open []approval.Request) (adm
 			// A live call in this process holds it: two live identical calls
 			// never share one approval.
 		default:
-			taken, m := g.takeOver(ctx, r, holdBy)
+			taken, m, _ := g.takeOver(ctx, r, holdBy)
 			if m != 0 {
 				g.log.InfoContext(ctx, "identical call took over an abandoned request", "approval", r.ID, "state", taken.State)
 				return g.holdTaken(ctx, c, taken, m, holdBy), true
@@ -90,14 +90,16 @@ func (g *Gate) attach(ctx context.Context, c Call, open []approval.Request) (adm
 // transaction that writes it, so that two re-sends never both take it;
 // m is that hold's mark (0: not taken over). Neither wait goes past
 // holdBy (the call's MaxHold; zero: none): the call is answered by then.
-func (g *Gate) takeOver(ctx context.Context, r approval.Request, holdBy time.Time) (taken approval.Request, m holdMark) {
+// failed is, when it was not taken over, the store's error of the last
+// attempt's write when that failed (not a lease found held), else nil.
+func (g *Gate) takeOver(ctx context.Context, r approval.Request, holdBy time.Time) (taken approval.Request, m holdMark, failed error) {
 	for attempt := 0; attempt < 2; attempt++ {
 		var (
 			from     string          // the instance that held it last
 			released <-chan struct{} // a release of this process's lease in flight
 			err      error
 		)
-		m = 0
+		m, failed = 0, nil
 		taken, err = g.store.UpdateRequest(ctx, r.ID, "toolgate", func(cur *approval.Request) error {
 			now := g.now()
 			if (cur.State != approval.StatePending && cur.State != approval.StateApproved) || (!cur.LeaseLapsed(now) && cur.HeldBy != g.instance) {
@@ -112,6 +114,9 @@ func (g *Gate) takeOver(ctx context.Context, r approval.Request, holdBy time.Tim
 			cur.Renew(g.instance, now.Add(g.opts.Lease))
 			return nil
 		})
+		if err != nil && !errors.Is(err, errNoChange) {
+			failed = err // the store refused this attempt's write
+		}
 		if err != nil && m != 0 && !errors.Is(err, errNoChange) && ctx.Err() == nil {
 			// The write may have committed, its reply lost: look.
 			taken, err = g.takenAfterAll(ctx, r.ID)
@@ -120,22 +125,22 @@ func (g *Gate) takeOver(ctx context.Context, r approval.Request, holdBy time.Tim
 			if from != "" && from != g.instance {
 				g.metrics.LeaseTakenOver(telemetry.TakenOverResend)
 			}
-			return taken, m
+			return taken, m, nil
 		}
 		g.leases.unhold(r.ID, m) // the claim's, if it made one
 		if attempt > 0 || !errors.Is(err, errNoChange) {
-			return approval.Request{}, 0
+			return approval.Request{}, 0, failed
 		}
 		switch {
 		case released != nil:
 			// This process's own lease, its release in flight: wait for it.
 		case g.leases.holding(r.ID):
-			return approval.Request{}, 0 // a live call of this process holds it
+			return approval.Request{}, 0, failed // a live call of this process holds it
 		default:
 			// Held by another instance (or settled meanwhile): wait once
 			// until its lease would end, or until it is released.
 			if !g.waitForeignLease(ctx, r.ID, holdBy) {
-				return approval.Request{}, 0
+				return approval.Request{}, 0, failed
 			}
 			continue
 		}
@@ -144,10 +149,10 @@ func (g *Gate) takeOver(ctx context.Context, r approval.Request, holdBy time.Tim
 			d = max(holdBy.Sub(g.now()), 0)
 		}
 		if !g.waitTakeOver(ctx, d, released) {
-			return approval.Request{}, 0
+			return approval.Request{}, 0, failed
 		}
 	}
-	return approval.Request{}, 0
+	return approval.Request{}, 0, failed
 }
 
 // waitTakeOver waits for released (nil: never), or d (< 0: no bound),

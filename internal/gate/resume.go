@@ -105,7 +105,7 @@ func (g *Gate) resumeRound(ctx context.Context, c Call, hash string, deadline ti
 			// away (takeOver). Nothing of this round waits on sub: it
 			// is not kept through the take-over's wait and the hold.
 			g.dropChange(sub)
-			taken, m := g.takeOver(ctx, r, deadline)
+			taken, m, failed := g.takeOver(ctx, r, deadline)
 			if m != 0 {
 				return g.holdTaken(ctx, c, taken, m, deadline), false
 			}
@@ -115,6 +115,13 @@ func (g *Gate) resumeRound(ctx context.Context, c Call, hash string, deadline ti
 				if a, _, ok := g.answerAfterWait(ctx, r); ok {
 					return a, false
 				}
+			}
+			if failed != nil {
+				// The store refused the take-over's write: refused, as a
+				// failed read is (attack27: "look again" tried it again at
+				// once, without pause, for as long as the store refused).
+				g.log.ErrorContext(ctx, "cannot take over a resumed approval; refusing", "approval", id, "err", failed)
+				return refuse("refused: the approval store is unavailable; nothing was run"), false
 			}
 			return Admission{}, true // someone else took it meanwhile: look again
 		}
@@ -129,6 +136,14 @@ func (g *Gate) resumeRound(ctx context.Context, c Call, hash string, deadline ti
 		return g.pendingAnswer(r), false
 	}
 	until := r.ExpiresAt.Add(r.ValidFor)
+	if r.State == approval.StateConsumed || !until.After(now) {
+		// A consumed request's validity is spent: its dispatch ends with
+		// its outcome (woke) or its lease's end (below), whenever its
+		// tool is done; and a wait never ends before it begins (attack27:
+		// a tool that ran past the approval's validity made the re-send
+		// read the request and the ledger again and again without pause).
+		until = now.Add(g.opts.Lease)
+	}
 	if !deadline.IsZero() && deadline.Before(until) {
 		until = deadline
 	}
