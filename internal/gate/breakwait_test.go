@@ -183,11 +183,12 @@ func TestEventWaitReadsAgainAfterAStoreOutage(t *testing.T) {
 		// SQLite), given here too: in a busy suite the watch's connection
 		// can take longer than this test waits (its safety poll is 5 s).
 		g.Wake(id)
-		for i := 0; fs.count("GetRequest") < 3; i++ { // the wake's read and two retries failed
-			if i == 2000 {
-				t.Fatal("the held call never read its request again")
-			}
-			time.Sleep(5 * time.Millisecond)
+		// The wake's read and two retries failed: waited on the reads
+		// themselves (a clock-bounded poll flaked under -race at load 16–26).
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		if !fs.waitCount(ctx, "GetRequest", 3) {
+			t.Fatalf("the held call never read its request again (%d reads)", fs.count("GetRequest"))
 		}
 		if len(ch) != 0 {
 			t.Fatalf("answered while the store was down: %+v", <-ch)

@@ -36,6 +36,7 @@ type faulty struct {
 
 	mu    sync.Mutex
 	calls map[string]int // guarded by mu
+	tick  chan struct{}  // closed and cleared on every call; guarded by mu
 
 	// beforeConsume, when set, runs before every UpdateRequest and
 	// UpdateRequestWithChain (the consume goes through one of them).
@@ -51,6 +52,10 @@ func newFaulty(s store.Store) *faulty { return &faulty{Store: s, calls: map[stri
 func (f *faulty) call(name string) error {
 	f.mu.Lock()
 	f.calls[name]++
+	if f.tick != nil {
+		close(f.tick)
+		f.tick = nil
+	}
 	f.mu.Unlock()
 	if f.down.Load() {
 		f.fails.Add(1)
@@ -63,6 +68,28 @@ func (f *faulty) count(name string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls[name]
+}
+
+// waitCount waits until name was called at least n times; false when ctx
+// ended first. It waits on the calls themselves, not on a clock.
+func (f *faulty) waitCount(ctx context.Context, name string, n int) bool {
+	for {
+		f.mu.Lock()
+		got := f.calls[name]
+		if f.tick == nil {
+			f.tick = make(chan struct{})
+		}
+		tick := f.tick
+		f.mu.Unlock()
+		if got >= n {
+			return true
+		}
+		select {
+		case <-tick:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 func (f *faulty) reset() {
