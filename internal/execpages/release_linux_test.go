@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"syscall"
 	"testing"
-	"unsafe"
 )
 
 // madvPopulateRead maps a range's pages (Linux 5.14; MADV_POPULATE_READ).
@@ -105,7 +104,7 @@ func TestReleaseUnmapsOtherFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, ok := containing(ms, uint64(uintptr(unsafe.Pointer(&data[0]))))
+		m, ok := containing(ms, uint64(reflect.ValueOf(data).Pointer()))
 		if !ok {
 			t.Fatal("no mapping holds the mapped file")
 		}
