@@ -197,6 +197,9 @@ func (d *sqliteDialect) watch(ctx context.Context, db *DB, w watchFuncs) {
 	defer ver.close()
 	for {
 		v, err := ver.read(ctx, db)
+		if st := db.settled; st != nil {
+			st.polled(err == nil && (!seen || v != last), err)
+		}
 		if err == nil && (!seen || v != last || !feed.ok) {
 			if err = feed.sync(ctx, w); err == nil {
 				if seen && w.touched != nil {
