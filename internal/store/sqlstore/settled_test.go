@@ -52,7 +52,10 @@ func TestSettledStates(t *testing.T) {
 // watch reports another connection's commit.
 func TestSettledFollowsTheWatch(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "toolgate.db")
-	a := openTest(t, Config{Driver: DriverSQLite, Path: path, WatchInterval: 5 * time.Millisecond})
+	// An interval of a second: Settled vouches for 4 of them after a
+	// successful poll, time enough for the first reading's feed and
+	// callback under the race detector on a loaded machine.
+	a := openTest(t, Config{Driver: DriverSQLite, Path: path, WatchInterval: time.Second})
 	b := openTest(t, sqliteConfig(path))
 	if _, ok := a.Settled(); ok {
 		t.Fatal("vouches before the watch runs")
