@@ -17,7 +17,9 @@
 // disk. The kernel does the same to any process when it reclaims memory,
 // so nothing the program sees changes. A mapping that holds a private copy
 // of a page (a debugger's breakpoint, relocations written by the dynamic
-// loader) is left alone: MADV_DONTNEED would drop the copy.
+// loader) is left alone: MADV_DONTNEED would drop the copy. The shared
+// libraries' read-only mappings (libc and the dynamic loader, in a cgo
+// build) go the same way: an idle Go process does not run them.
 //
 // [WhenQuiet] decides when: once start-up is over, and again each time the
 // process turns quiet after calls (they map part of the executable back),
