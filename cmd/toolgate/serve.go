@@ -243,6 +243,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 	c.trail = audit.New(db, &audit.Options{
 		Logger: log, QueueSize: cfg.Audit.QueueSize, Poll: cfg.Audit.Poll, Retention: cfg.Audit.Retention,
 		Redaction: p.redaction, Metrics: telemetry.NewAuditMetrics(c.reg),
+		Settled: db.Settled, // c.watch runs the SQLite watch it reads (openStore)
 	})
 	cat := &lazyCatalog{}
 	c.cat = cat
@@ -261,6 +262,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 		KeepAlive:              cfg.Approvals.KeepAlive,
 		SweepInterval:          cfg.Approvals.SweepInterval,
 		Watched:                true, // c.watch reports every change (openStore)
+		Settled:                db.Settled,
 		Lease:                  cfg.Approvals.Lease,
 		RetryWait:              max(cfg.Approvals.RetryWait, time.Nanosecond), // 0 answers at once
 		MaxPendingPerPrincipal: cfg.Approvals.MaxPendingPerPrincipal,

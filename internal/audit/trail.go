@@ -41,6 +41,12 @@ type Options struct {
 	// Poll is how often the trail looks for new events without being
 	// woken (the store's change feed normally wakes it); default 5s.
 	Poll time.Duration
+	// Settled, when not nil, returns a generation of the store's commits
+	// and whether it is current (sqlstore.DB.Settled): Run then skips a
+	// Poll's look while the generation is current and unchanged since its
+	// last append that succeeded and no call is queued (nothing can be
+	// new: every event is a commit).
+	Settled func() (gen uint64, ok bool)
 	// Linger is how long a decided call may wait in the queue for others
 	// to be chained with it (one write transaction for many calls) before
 	// the trail appends; a full Batch is appended at once. Default 100ms;
@@ -156,6 +162,7 @@ func (t *Trail) Run(ctx context.Context) error {
 	defer tick.Stop()
 	var lastPrune time.Time
 	var linger <-chan time.Time // set while queued calls linger
+	var flushed settledFlush    // the generation at the last append that succeeded
 	for {
 		select {
 		case <-t.calls:
@@ -175,20 +182,63 @@ func (t *Trail) Run(ctx context.Context) error {
 			return nil
 		case <-t.wake:
 		case <-tick.C:
+			if t.settledSince(flushed) {
+				t.prune(ctx, &lastPrune)
+				continue
+			}
 		}
 		linger = nil
-		if err := t.Flush(ctx); err != nil && ctx.Err() == nil {
+		gen, ok := t.settled()
+		err := t.Flush(ctx)
+		flushed = settledFlush{gen: gen, ok: ok && err == nil}
+		if err != nil && ctx.Err() == nil {
 			t.metrics.ChainFailed()
 			t.log.WarnContext(ctx, "audit: appending to the chain failed; will retry", "err", err)
 		}
-		if t.opts.Retention > 0 && t.now().Sub(lastPrune) >= time.Hour {
-			lastPrune = t.now()
-			if n, err := t.s.PruneAudit(ctx, t.now().Add(-t.opts.Retention)); err != nil {
-				t.log.WarnContext(ctx, "audit: pruning failed", "err", err)
-			} else if n > 0 {
-				t.log.InfoContext(ctx, "audit: pruned links", "links", n)
-			}
-		}
+		t.prune(ctx, &lastPrune)
+	}
+}
+
+// settledFlush is the generation of the store's commits (Options.Settled)
+// when Run's last append began.
+type settledFlush struct {
+	gen uint64
+	ok  bool // the append succeeded and gen was current
+}
+
+// settled returns Options.Settled's generation (ok false without it).
+func (t *Trail) settled() (uint64, bool) {
+	if t.opts.Settled == nil {
+		return 0, false
+	}
+	return t.opts.Settled()
+}
+
+// settledSince reports whether a Poll's look can be skipped: the store's
+// generation is current and the same as when the last append that
+// succeeded began (f), and no call waits in the queue. Every event is a
+// commit, which moves the generation; a call queued since the append is
+// in the queue. So an idle gateway's trail asks the store nothing
+// (docs/performance.md, branch idle27).
+func (t *Trail) settledSince(f settledFlush) bool {
+	if !f.ok || len(t.queue) > 0 {
+		return false
+	}
+	gen, ok := t.settled()
+	return ok && gen == f.gen
+}
+
+// prune prunes the chain when Retention is set and an hour has passed
+// since *last.
+func (t *Trail) prune(ctx context.Context, last *time.Time) {
+	if t.opts.Retention <= 0 || t.now().Sub(*last) < time.Hour {
+		return
+	}
+	*last = t.now()
+	if n, err := t.s.PruneAudit(ctx, t.now().Add(-t.opts.Retention)); err != nil {
+		t.log.WarnContext(ctx, "audit: pruning failed", "err", err)
+	} else if n > 0 {
+		t.log.InfoContext(ctx, "audit: pruned links", "links", n)
 	}
 }
 

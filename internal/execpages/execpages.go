@@ -17,7 +17,9 @@
 // disk. The kernel does the same to any process when it reclaims memory,
 // so nothing the program sees changes. A mapping that holds a private copy
 // of a page (a debugger's breakpoint, relocations written by the dynamic
-// loader) is left alone: MADV_DONTNEED would drop the copy.
+// loader) is left alone: MADV_DONTNEED would drop the copy. The shared
+// libraries' read-only mappings (libc and the dynamic loader, in a cgo
+// build) go the same way: an idle Go process does not run them.
 //
 // [WhenQuiet] decides when: once start-up is over, and again each time the
 // process turns quiet after calls (they map part of the executable back),
@@ -124,12 +126,40 @@ func droppable(ms []mapping, dev string, inode uint64) []mapping {
 		if m.dev != dev || m.inode != inode || inode == 0 {
 			continue
 		}
-		if len(m.perms) < 4 || m.perms[1] == 'w' || m.perms[3] != 'p' || m.anonymous != 0 {
-			continue
+		if clean(m) {
+			out = append(out, m)
 		}
-		out = append(out, m)
 	}
 	return out
+}
+
+// libraries returns the mappings of files other than the executable (dev,
+// inode) that Release may unmap: read-only, private, holding no private
+// copy of a page, and resident. In a dynamically linked toolgate (the
+// default `go build`: cgo) these are the C library's and the dynamic
+// loader's code and constants, which start-up maps (about 1.4 MB) and an
+// idle Go process does not run: the runtime calls into them only to start
+// a thread or to map memory. Anonymous mappings (inode 0: the heap, the
+// vDSO) are not files.
+func libraries(ms []mapping, dev string, inode uint64) []mapping {
+	var out []mapping
+	for _, m := range ms {
+		if m.inode == 0 || (m.dev == dev && m.inode == inode) || m.rss == 0 {
+			continue
+		}
+		if clean(m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// clean reports whether m is read-only, private, and holds no private copy
+// of a page: what MADV_DONTNEED only unmaps (the pages stay in the page
+// cache), not a mapping whose pages it would drop (written data,
+// relocations, a breakpoint) nor a shared one.
+func clean(m mapping) bool {
+	return len(m.perms) >= 4 && m.perms[1] != 'w' && m.perms[3] == 'p' && m.anonymous == 0
 }
 
 // containing returns the mapping that holds addr.

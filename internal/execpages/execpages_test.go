@@ -58,6 +58,11 @@ func TestDroppable(t *testing.T) {
 	if got := droppable(ms, "00:00", 0); len(got) != 0 {
 		t.Fatalf("droppable(anonymous) = %+v", got)
 	}
+	// The other files: the C library's code, not the heap, not the
+	// executable's own mappings.
+	if got := libraries(ms, exe.dev, exe.inode); len(got) != 1 || got[0].start != 0x7f795f824000 {
+		t.Fatalf("libraries = %+v, want libc's r-xp mapping", got)
+	}
 }
 
 func TestParseSmapsRejectsGarbage(t *testing.T) {

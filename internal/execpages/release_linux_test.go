@@ -1,9 +1,12 @@
 package execpages
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"syscall"
 	"testing"
@@ -70,5 +73,56 @@ func TestReleaseUnmapsTheExecutable(t *testing.T) {
 	sum := sha256.Sum256([]byte("toolgate"))
 	if got, want := hex.EncodeToString(sum[:4]), "f360d91f"; got != want {
 		t.Fatalf("sha256 after Release = %s, want %s", got, want)
+	}
+}
+
+// TestReleaseUnmapsOtherFiles maps a file read-only (as the dynamic loader
+// maps the C library), reads all of it, releases, and checks that its pages
+// left the RSS and that it still reads the same (from the page cache).
+func TestReleaseUnmapsOtherFiles(t *testing.T) {
+	const size = 256 << 10
+	want := make([]byte, size)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	path := filepath.Join(t.TempDir(), "lib.so")
+	if err := os.WriteFile(path, want, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	data, err := syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ, syscall.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = syscall.Munmap(data) }()
+	resident := func() uint64 {
+		ms, err := readSmaps("/proc/self/smaps")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, ok := containing(ms, uint64(reflect.ValueOf(data).Pointer()))
+		if !ok {
+			t.Fatal("no mapping holds the mapped file")
+		}
+		return m.rss
+	}
+	if !bytes.Equal(data, want) {
+		t.Fatal("the mapped file does not read as written")
+	}
+	if got := resident(); got != size {
+		t.Fatalf("after reading it, %d of the mapped file's %d bytes are resident, want all", got, size)
+	}
+	if _, err := Release(); err != nil {
+		t.Fatal(err)
+	}
+	if got := resident(); got != 0 {
+		t.Fatalf("after Release, %d of the mapped file's %d bytes are still resident, want none", got, size)
+	}
+	if !bytes.Equal(data, want) {
+		t.Fatal("after Release the mapped file no longer reads as written")
 	}
 }

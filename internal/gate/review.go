@@ -290,7 +290,7 @@ func (g *Gate) sweep(ctx context.Context) {
 // sweeper makes no other call (attack25: an outage that began while it
 // was idle went unseen, and a lapsed dispatch elsewhere was called
 // unknown as soon as the store was back, not a lease later).
-func (g *Gate) countPending(ctx context.Context) {
+func (g *Gate) countPending(ctx context.Context) bool {
 	cctx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	n, err := g.store.CountPending(cctx, "")
 	cancel()
@@ -303,6 +303,7 @@ func (g *Gate) countPending(ctx context.Context) {
 		// Not the last count: a steady gauge would hide the outage.
 		g.metrics.PendingUnknown()
 	}
+	return err == nil
 }
 
 // sweepOne moves the due request id on (approval.Request.Sweep), one

@@ -72,11 +72,13 @@ func (g *Gate) sweepIfDue(ctx context.Context) {
 	d := &g.due
 	pruneDue := d.ledgerDue(now) && now.Sub(g.lastPrune) >= ledgerPruneEvery
 	if d.idle(now) && !pruneDue {
-		// The pending gauge is still read every interval: it is absent
+		// The pending gauge is still read every interval unless the
+		// store's watch vouches for it (countUnlessSettled): it is absent
 		// through an outage (docs/deploy.md), not the last count kept.
-		g.countPending(ctx)
+		g.countUnlessSettled(ctx)
 		return
 	}
+	g.counted.ok = false
 	// Before the sweep's reads: a write from here on is noted again and
 	// seen at the next interval.
 	d.changed.Store(false)
@@ -91,6 +93,40 @@ func (g *Gate) sweepIfDue(ctx context.Context) {
 	if err != nil && ctx.Err() == nil {
 		g.log.WarnContext(ctx, "sweep: cannot read the next due time; sweeping every interval", "err", err)
 	}
+}
+
+// settledCount is the generation of the store's commits (Options.Settled)
+// at the sweeper's last pending count that succeeded. Owned by Run's
+// goroutine.
+type settledCount struct {
+	gen uint64
+	ok  bool // the count succeeded and gen was current
+}
+
+// countUnlessSettled counts the pending requests (countPending) unless the
+// store's watch vouches that nothing was committed and none of its polls
+// failed since the last count that succeeded (Options.Settled: the same
+// generation, current both times). Only the idle sweeper calls it, when no
+// write was noted and nothing can be due (sweepDue.idle), so the count
+// cannot have changed; what the count still adds is the store's health
+// (storeHealth, the gauge absent through an outage), which the watch's
+// polls, every 250 ms on SQLite, vouch for meanwhile: a failing poll moves
+// the generation, and this counts (and reports the failure) at the next
+// interval. An idle gateway then asks the store nothing from its sweeper,
+// and does not map SQLite's query code back after an idle release
+// (docs/performance.md, branch idle27).
+func (g *Gate) countUnlessSettled(ctx context.Context) {
+	var (
+		gen uint64
+		ok  bool
+	)
+	if g.opts.Settled != nil {
+		gen, ok = g.opts.Settled()
+	}
+	if ok && g.counted.ok && g.counted.gen == gen {
+		return
+	}
+	g.counted = settledCount{gen: gen, ok: g.countPending(ctx) && ok}
 }
 
 // changeNoting is the gate's store with every write that may make a

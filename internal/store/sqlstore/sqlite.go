@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"os"
@@ -187,19 +188,18 @@ func (d *sqliteDialect) watch(ctx context.Context, db *DB, w watchFuncs) {
 	tick := time.NewTicker(d.interval)
 	defer tick.Stop()
 	var (
-		conn    *sql.Conn
+		ver     versionReader
 		last    int64
-		seen    bool // last holds a reading from conn
+		seen    bool // last holds a reading from ver's connection
 		failing bool // the previous round failed and was logged
 		feed    = follower{db: db}
 	)
-	defer func() {
-		if conn != nil {
-			_ = conn.Close()
-		}
-	}()
+	defer ver.close()
 	for {
-		v, err := dataVersion(ctx, db, &conn)
+		v, err := ver.read(ctx, db)
+		if st := db.settled; st != nil {
+			st.polled(err == nil && (!seen || v != last), err)
+		}
 		if err == nil && (!seen || v != last || !feed.ok) {
 			if err = feed.sync(ctx, w); err == nil {
 				if seen && w.touched != nil {
@@ -216,10 +216,7 @@ func (d *sqliteDialect) watch(ctx context.Context, db *DB, w watchFuncs) {
 				db.log.WarnContext(ctx, "watch sqlite changes", "err", err)
 				failing = true
 			}
-			if conn != nil {
-				_ = conn.Close()
-				conn = nil
-			}
+			ver.close()
 			seen = false
 		case failing:
 			db.log.InfoContext(ctx, "watch sqlite changes recovered")
@@ -233,19 +230,83 @@ func (d *sqliteDialect) watch(ctx context.Context, db *DB, w watchFuncs) {
 	}
 }
 
-// dataVersion reads PRAGMA data_version on *conn, taking a connection from
-// the pool first if *conn is nil.
-func dataVersion(ctx context.Context, db *DB, conn **sql.Conn) (int64, error) {
-	if *conn == nil {
+// versionReader reads PRAGMA data_version on one connection of db, with
+// the statement prepared once, on the driver's connection: SQLite's parser
+// and code generator (tokenizer, pragma table, the VDBE's assembly) then run
+// once per connection instead of every interval, so an idle gateway's poll
+// no longer maps their code back after an idle release (docs/performance.md,
+// branch idle27), and a poll allocates less (no
+// database/sql rows or statement per poll). The zero value is ready; not
+// safe for concurrent use.
+type versionReader struct {
+	conn *sql.Conn
+	// stmt is prepared on conn's driver connection and used only within
+	// conn.Raw, which holds that connection.
+	stmt driver.Stmt
+	dest [1]driver.Value
+}
+
+// read returns PRAGMA data_version, taking a connection from the pool and
+// preparing the statement on it first if it has none. After an error the
+// caller closes it (close), so the next read starts on a new connection.
+func (r *versionReader) read(ctx context.Context, db *DB) (int64, error) {
+	if r.conn == nil {
 		c, err := db.sql.Conn(ctx)
 		if err != nil {
 			return 0, db.wrap("watch", err)
 		}
-		*conn = c
+		r.conn = c
 	}
 	var v int64
-	if err := (*conn).QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v); err != nil {
+	err := r.conn.Raw(func(dc any) error {
+		if r.stmt == nil {
+			p, ok := dc.(driver.ConnPrepareContext)
+			if !ok {
+				return fmt.Errorf("sqlite driver connection %T cannot prepare", dc)
+			}
+			st, err := p.PrepareContext(ctx, `PRAGMA data_version`)
+			if err != nil {
+				return err
+			}
+			r.stmt = st
+		}
+		q, ok := r.stmt.(driver.StmtQueryContext)
+		if !ok {
+			return fmt.Errorf("sqlite statement %T cannot query", r.stmt)
+		}
+		rows, err := q.QueryContext(ctx, nil)
+		if err != nil {
+			return err
+		}
+		err = rows.Next(r.dest[:])
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		n, ok := r.dest[0].(int64)
+		if !ok {
+			return fmt.Errorf("PRAGMA data_version = %T, want an integer", r.dest[0])
+		}
+		v = n
+		return nil
+	})
+	if err != nil {
 		return 0, db.wrap("watch", err)
 	}
 	return v, nil
+}
+
+// close closes the statement and returns the connection to the pool.
+func (r *versionReader) close() {
+	if r.conn == nil {
+		return
+	}
+	if r.stmt != nil {
+		_ = r.conn.Raw(func(any) error { return r.stmt.Close() })
+		r.stmt = nil
+	}
+	_ = r.conn.Close()
+	r.conn = nil
 }

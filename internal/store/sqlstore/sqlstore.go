@@ -90,6 +90,9 @@ type DB struct {
 	// renewed: each holder's last committed renewal's ids, for a quiet
 	// renewal that counts instead of reading (renewquiet.go).
 	renewed renewMemo
+	// settled: SQLite only (nil on Postgres): what the watch saw of the
+	// store's commits (Settled).
+	settled *settledState
 }
 
 // Open opens the database cfg names and applies pending migrations, in one
@@ -117,6 +120,9 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	case DriverSQLite:
 		op = "open sqlite " + cfg.Path
 		db.sql, db.wsql, db.asql, db.d, err = openSQLite(cfg)
+		if d, ok := db.d.(*sqliteDialect); ok {
+			db.settled = &settledState{base: time.Now(), every: d.interval}
+		}
 	case DriverPostgres:
 		op = "open postgres"
 		db.sql, db.lsql, db.asql, db.d, err = openPostgres(ctx, cfg)
