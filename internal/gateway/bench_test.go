@@ -34,7 +34,7 @@ func benchUpstream(b *testing.B) string {
 	return ts.URL
 }
 
-func benchConnect(b *testing.B, endpoint, token string) *mcp.ClientSession {
+func benchConnect(b testing.TB, endpoint, token string) *mcp.ClientSession {
 	b.Helper()
 	rt := http.DefaultTransport
 	if token != "" {
