@@ -157,7 +157,7 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody,
 		// The gate would hold it: the front holds it on this goroutine
 		// (leanhold.go), with the decision AdmitUnlessHeld took.
 		call.Prior = h
-		watch.arm()
+		watch.watchEnd()
 		later.stop = watch.stop
 		return true, nil, &leanHold{f: f, ctx: ctx, w: w, p: p, s: s, m: m, t: t, call: &call, prog: prog}
 	}

@@ -8,18 +8,19 @@ import (
 
 // A lean call's two watches — the POST's end, which cancels the call
 // (ErrClientGone, after DropGrace), and the POST's heartbeats — matter
-// only while the call waits. An allowed call dispatched raw to a shared
-// stdio session arms them once its line is written to the child (in
+// only while the call waits. An allowed call dispatched raw to a stdio
+// session arms them once its line is written to the child (in
 // rawCalls.sendBounded, through the call's origin), so neither the
 // context.AfterFunc on net/http's request context nor the heartbeat's
 // timer is on the path between the agent's request and the line (issue
 // 13: at one call in flight every µs there is the call's). Every other
-// way arms them before it can wait: a held call before it is held
-// (serveLean), a per-agent session before it is opened and an HTTP
-// upstream before its POST (callRawProgress), the SDK's path before the
-// call (dispatchLean); a refusal never waits and arms nothing. A client
-// that went away before they were armed is seen at once:
-// context.AfterFunc on a context that ended runs its func then.
+// way arms them before it can wait: a held call its POST-end watch
+// before it is held (serveLean; its heartbeats are the hold's), a
+// per-agent session before it is opened and an HTTP upstream before its
+// POST (callRawProgress), the SDK's path before the call
+// (dispatchLean); a refusal never waits and arms nothing. A client that
+// went away before they were armed is seen at once: context.AfterFunc on
+// a context that ended runs its func then.
 
 // A leanWatch arms a lean call's watches once (arm).
 type leanWatch struct {
@@ -39,11 +40,17 @@ func (w *leanWatch) arm() {
 		return
 	}
 	w.armed = true
+	w.watchEnd()
+	w.hb.arm()
+}
+
+// watchEnd arms the watch on the POST's end alone (a held call's
+// heartbeats are its hold's: leanHold.wait).
+func (w *leanWatch) watchEnd() {
 	cancel, grace := w.cancel, w.grace
 	w.stop = context.AfterFunc(w.r.Context(), func() {
 		time.AfterFunc(grace, func() { cancel(ErrClientGone) })
 	})
-	w.hb.arm()
 }
 
 // armWatch arms the watches of the lean call o serves, if any (see
