@@ -585,7 +585,10 @@ func canonicalID(raw json.RawMessage) string {
 		}
 	}
 	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
-		return "n:" + strconv.FormatInt(n, 10)
+		// One allocation, the key's (FormatInt's string and the
+		// concatenation were two for ids past 99).
+		var buf [24]byte
+		return string(strconv.AppendInt(append(buf[:0], "n:"...), n, 10))
 	}
 	return "x:" + string(raw)
 }
@@ -649,14 +652,16 @@ func (b *leanBody) get() ([]byte, error) {
 		return b.body, b.err
 	}
 	b.read = true
-	body := http.MaxBytesReader(b.w, b.r.Body, b.max)
 	if n := b.r.ContentLength; n >= 0 && n <= min(b.max, leanBodyPrealloc) {
+		// At most its Content-Length, which is within max: the body
+		// itself, without the MaxBytesReader (its allocation) that could
+		// not fire.
 		b.body = make([]byte, n)
 		var k int
-		k, b.err = io.ReadFull(body, b.body)
+		k, b.err = io.ReadFull(b.r.Body, b.body)
 		b.body = b.body[:k]
 	} else {
-		b.body, b.err = io.ReadAll(body)
+		b.body, b.err = io.ReadAll(http.MaxBytesReader(b.w, b.r.Body, b.max))
 	}
 	if b.err == nil {
 		// Read to its end: closed, net/http need not read the rest of it

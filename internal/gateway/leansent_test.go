@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -115,4 +117,37 @@ func TestLeanStdioWatchesWhileWaiting(t *testing.T) {
 	}
 	cancel() // the agent goes away: the call is cancelled and untracked
 	waitNoCalls(t, g)
+}
+
+// TestLeanInPathAllocations: the lean front's body read of a POST with a
+// Content-Length makes the body's buffer alone (no MaxBytesReader, which
+// cannot fire within the limit), and a numeric id's in-flight key is one
+// allocation (issue 13: both are on the path from the agent's request to
+// the child's line).
+func TestLeanInPathAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	const msg = `{"jsonrpc":"2.0","id":12345,"method":"tools/call","params":{"name":"echo"}}`
+	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	body := strings.NewReader(msg)
+	r.Body, r.ContentLength = io.NopCloser(body), int64(len(msg))
+	w := httptest.NewRecorder()
+	if n := testing.AllocsPerRun(100, func() {
+		body.Reset(msg)
+		lb := leanBody{w: w, r: r, max: 1 << 20}
+		if b, err := lb.get(); err != nil || len(b) != len(msg) {
+			t.Fatalf("get: %q, %v", b, err)
+		}
+	}); n > 1 {
+		t.Errorf("the body's read made %v allocations, want 1 (its buffer)", n)
+	}
+	id := json.RawMessage(`12345`)
+	if n := testing.AllocsPerRun(100, func() {
+		if k := canonicalID(id); k != "n:12345" {
+			t.Fatalf("canonicalID: %q", k)
+		}
+	}); n > 1 {
+		t.Errorf("canonicalID of a numeric id made %v allocations, want 1", n)
+	}
 }
