@@ -379,6 +379,7 @@ func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approv
 		defer prog.finishOnce(g.routes) // a panic of the dispatch: its relay still stops
 	}
 	raw, res, err := g.dispatchLean(ctx, d)
+	stepMark(27)
 	o.finish()
 	if prog != nil {
 		// What the upstream sent before its result goes out before it.
@@ -401,6 +402,7 @@ func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approv
 		if adm.ApprovalID != "" {
 			rec.Result = raw
 		}
+		stepMark(28)
 		adm.FinishOnce(fctx, oc, rec) // once: a panic in it must not make the recovery above write it again
 		stepMark(22)
 		writeLeanRaw(w, m.ID, raw)

@@ -44,7 +44,7 @@ func TestStepTrace(t *testing.T) {
 	}
 	rows := stepRows()
 	prev := 0
-	for _, i := range []int{1, 2, 3, 4, 5, 6, 24, 25, 26, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23} {
+	for _, i := range []int{1, 2, 3, 4, 5, 6, 24, 25, 26, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 27, 28, 22, 23} {
 		var d []int64
 		for _, r := range rows {
 			if r[i] != 0 && r[prev] != 0 {
