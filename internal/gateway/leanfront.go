@@ -117,7 +117,7 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody,
 	// call means the client went away (after the grace an explicit cancel
 	// gets to arrive in). Armed, with the heartbeats, once the call can
 	// wait (leansent.go).
-	watch := leanWatch{r: r, cancel: cancel, grace: f.opts.DropGrace, hb: w}
+	watch := leanWatch{end: r.Context(), cancel: cancel, grace: f.opts.DropGrace, hb: w}
 	stepMark(9)
 	var prog *callProgress
 	if tok != nil {

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"net/http"
 	"time"
 )
 
@@ -24,7 +23,10 @@ import (
 
 // A leanWatch arms a lean call's watches once (arm).
 type leanWatch struct {
-	r      *http.Request           // the POST: its context ends with it
+	// end is the POST's context (http.Request.Context), which ends with
+	// it: kept, as origin.ctx is, because the watch is armed later on
+	// the call's way down, where only the call's own context is passed.
+	end    context.Context         //nolint:containedctx // see above
 	cancel context.CancelCauseFunc // the call's own context's
 	grace  time.Duration           // HTTPOptions.DropGrace
 	hb     *heartbeatWriter        // the POST's heartbeats
@@ -48,7 +50,7 @@ func (w *leanWatch) arm() {
 // heartbeats are its hold's: leanHold.wait).
 func (w *leanWatch) watchEnd() {
 	cancel, grace := w.cancel, w.grace
-	w.stop = context.AfterFunc(w.r.Context(), func() {
+	w.stop = context.AfterFunc(w.end, func() {
 		time.AfterFunc(grace, func() { cancel(ErrClientGone) })
 	})
 }
