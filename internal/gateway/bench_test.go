@@ -34,8 +34,9 @@ func benchUpstream(b *testing.B) string {
 	return ts.URL
 }
 
-func benchConnect(b *testing.B, endpoint, token string) *mcp.ClientSession {
-	b.Helper()
+func benchConnect(tb testing.TB, endpoint, token string) *mcp.ClientSession {
+	tb.Helper()
+	b := tb
 	rt := http.DefaultTransport
 	if token != "" {
 		rt = bearer{token: token, next: rt}

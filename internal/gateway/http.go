@@ -210,6 +210,7 @@ type httpFront struct {
 }
 
 func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	stepMark(0)
 	held := f.serveCounted(w, r)
 	if held != nil {
 		// A call the lean front holds is parked off net/http's connection
@@ -259,11 +260,19 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 	if !ok {
 		return
 	}
+	stepMark(1)
 	if r.ContentLength > f.opts.MaxBody {
 		http.Error(w, fmt.Sprintf("request body of %d bytes exceeds the limit of %d bytes", r.ContentLength, f.opts.MaxBody), http.StatusRequestEntityTooLarge)
 		return
 	}
-	r = r.WithContext(context.WithValue(r.Context(), httpPrincipalKey{}, p))
+	stepMark(2)
+	// The principal goes into the context the SDK path reads it from
+	// (requireToken): for a POST after the lean front, which takes p as
+	// it is and answers most calls without it (a request's copy and a
+	// context fewer per lean call).
+	if r.Method != http.MethodPost {
+		r = withPrincipal(r, p)
+	}
 	switch r.Method {
 	case http.MethodDelete:
 		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
@@ -295,11 +304,13 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 				later.end = ls.start(f.opts.SessionTimeout)
 			}
 			lb := &leanBody{w: w, r: r, max: f.opts.MaxBody}
+			stepMark(3)
 			if f.cancelLean(w, lb, p, ls) || f.replyLean(w, lb, p, ls) {
 				return
 			}
 			hb = newHeartbeatWriter(w, f.opts.HeartbeatFirst, f.opts.Heartbeat)
 			later.hb = hb
+			stepMark(4)
 			var served bool
 			if served, prior, held = f.serveLean(hb, r, lb, p, ls); served {
 				return
@@ -309,6 +320,7 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 				return
 			}
 		}
+		r = withPrincipal(r, p)
 		if sid == "" {
 			// Only initialize may open a session; a 2026-07-28 request needs
 			// none. The SDK would open (and at once drop) a session for any
@@ -420,6 +432,12 @@ func isModern(h http.Header, body []byte) bool {
 	}
 	_, ok := one.Params.Meta["io.modelcontextprotocol/protocolVersion"]
 	return ok || one.Method == "server/discover"
+}
+
+// withPrincipal is r with p in its context, where the SDK path's
+// requireToken reads it.
+func withPrincipal(r *http.Request, p approval.Principal) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), httpPrincipalKey{}, p))
 }
 
 func (f *httpFront) authenticate(w http.ResponseWriter, r *http.Request) (approval.Principal, bool) {

@@ -74,6 +74,7 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody,
 	if !leanHeaders(r.Header, s.version) || !s.isInitialized() || s.principal != p.ID {
 		return false, nil, nil
 	}
+	stepMark(5)
 	body, err := lb.get()
 	if err != nil {
 		// As the SDK answers it (it would read the same bytes).
@@ -85,7 +86,9 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody,
 		}
 		return true, nil, nil
 	}
+	stepMark(6)
 	m, t, tok, ok := f.plainCall(body)
+	stepMark(7)
 	la, isLean := f.g.gk.(leanAdmitter)
 	if !ok || !isLean || f.g.root.Err() != nil {
 		f.note(false)
@@ -109,12 +112,13 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody,
 		return true, nil, nil
 	}
 	later.untrackID = untrackID
+	stepMark(8)
 	// As bindRequest does for the SDK path: a POST that ends before its
 	// call means the client went away (after the grace an explicit cancel
-	// gets to arrive in).
-	later.stop = context.AfterFunc(r.Context(), func() {
-		time.AfterFunc(f.opts.DropGrace, func() { cancel(ErrClientGone) })
-	})
+	// gets to arrive in). Armed, with the heartbeats, once the call can
+	// wait (leansent.go).
+	watch := leanWatch{end: r.Context(), cancel: cancel, grace: f.opts.DropGrace, hb: w}
+	stepMark(9)
 	var prog *callProgress
 	if tok != nil {
 		// The agent's progress goes on this POST's stream, written by the
@@ -126,12 +130,14 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody,
 	}
 	call := f.g.toolCall(p, t, m.Params.Arguments, prog)
 	adm := new(gate.Admission)
+	stepMark(10)
 	// Keep-alives matter only to a held call, which AdmitUnlessHeld hands
 	// back; asked with them it would hand back every call undecided.
 	keepAlive := call.KeepAlive
 	call.KeepAlive = nil
 	h := la.AdmitUnlessHeld(ctx, &call, adm) //nolint:contextcheck // as above
 	call.KeepAlive = keepAlive
+	stepMark(11)
 	if h != nil && !f.holdsLean() {
 		f.note(false)
 		return false, h, nil
@@ -151,13 +157,18 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody,
 		// The gate would hold it: the front holds it on this goroutine
 		// (leanhold.go), with the decision AdmitUnlessHeld took.
 		call.Prior = h
+		watch.watchEnd()
+		later.stop = watch.stop
 		return true, nil, &leanHold{f: f, ctx: ctx, w: w, p: p, s: s, m: m, t: t, call: &call, prog: prog}
 	}
-	f.answerLean(ctx, w, p, s, m, t, &call, adm, prog) //nolint:contextcheck // as above
+	stepMark(12)
+	f.answerLean(ctx, w, p, s, m, t, &call, adm, prog, &watch) //nolint:contextcheck // as above
+	later.stop = watch.stop
 	// A JSON answer leaves now, its id free first; the other cleanups
 	// after it (leanflush.go).
 	later.freeID()
 	w.sendJSON()
+	stepMark(23)
 	return true, nil, nil
 }
 
@@ -179,6 +190,7 @@ func (f *httpFront) plainCall(body []byte) (m leanRequest, t Tool, tok json.RawM
 		return leanRequest{}, Tool{}, nil, false
 	}
 	m, scanned, err := decodeLeanRequestScanned(body)
+	stepMark(24)
 	if err != nil || m.JSONRPC != "2.0" || m.Method != "tools/call" || m.Params == nil ||
 		classifyID(m.ID) != idOK || m.Params.Task != nil ||
 		m.Params.InputResponses != nil || m.Params.RequestState != nil || checkArguments(m.Params.Arguments) != nil ||
@@ -193,7 +205,9 @@ func (f *httpFront) plainCall(body []byte) (m leanRequest, t Tool, tok json.RawM
 			return m, Tool{}, nil, false
 		}
 	}
+	stepMark(25)
 	t, ok = f.g.catalog.lookup(m.Params.Name)
+	stepMark(26)
 	if !ok {
 		return m, t, nil, false
 	}
@@ -301,8 +315,13 @@ func startLeanStream(w http.ResponseWriter) {
 // prog, when not nil, is the agent's progress channel (leanprog.go): the
 // upstream's progress for the call is relayed on it, under the agent's
 // token, before the answer, as on the SDK path (handle).
+//
+// watch, when not nil, holds the call's watches not armed yet: a
+// dispatched call arms them once it can wait (leansent.go), and watch
+// says on return whether they were (its stop). With nil, the heartbeats
+// are armed before the dispatch.
 func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approval.Principal,
-	s *leanSession, m leanRequest, t Tool, call *gate.Call, adm *gate.Admission, prog *callProgress) {
+	s *leanSession, m leanRequest, t Tool, call *gate.Call, adm *gate.Admission, prog *callProgress, watch *leanWatch) {
 	g := f.g
 	defer func() {
 		// A panic of the answer fails closed, as on the 2026-07-28 path
@@ -323,24 +342,35 @@ func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approv
 		writeLeanResult(w, m.ID, refusalResult(*adm), nil)
 		return
 	}
-	// Heartbeats while it runs, as bindRequest arms them for the SDK path.
-	w.arm()
+	// The call's origin, log writer, stream, dispatch and watches, in one
+	// allocation (issue 13: they were five, with the level's closure).
+	parts := new(leanCallParts)
+	if watch != nil {
+		// Heartbeats while it runs, as bindRequest arms them for the SDK
+		// path, from when it can wait (leansent.go).
+		parts.watch = *watch
+		defer func() { *watch = parts.watch }()
+	} else {
+		w.arm()
+	}
+	stepMark(13)
 	// What the gate decided on (Options.Rewrite may have changed the
 	// agent's bytes), as the SDK path dispatches it.
 	args := call.Arguments
 	if adm.Arguments != nil {
 		args = adm.Arguments
 	}
-	// The call's origin, log writer, stream and dispatch, in one
-	// allocation (issue 13: they were five, with the level's closure).
-	parts := new(leanCallParts)
 	o := &parts.origin
 	g.initOrigin(o, ctx, s.ss, p, t.Server)
+	if watch != nil {
+		o.watch = &parts.watch
+	}
 	parts.stream = leanStream{w: w, s: s}
 	parts.log = leanLog{w: w, levels: g.levels, ss: s.ss, stream: &parts.stream}
 	o.lean = &parts.log
 	d := &parts.dispatch
 	d.tool, d.args, d.origin, d.call, d.progress = t, args, o, *call, prog
+	stepMark(14)
 	if g.dispatchHook != nil {
 		g.dispatchHook()
 	}
@@ -349,6 +379,7 @@ func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approv
 		defer prog.finishOnce(g.routes) // a panic of the dispatch: its relay still stops
 	}
 	raw, res, err := g.dispatchLean(ctx, d)
+	stepMark(27)
 	o.finish()
 	if prog != nil {
 		// What the upstream sent before its result goes out before it.
@@ -371,7 +402,9 @@ func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approv
 		if adm.ApprovalID != "" {
 			rec.Result = raw
 		}
+		stepMark(28)
 		adm.FinishOnce(fctx, oc, rec) // once: a panic in it must not make the recovery above write it again
+		stepMark(22)
 		writeLeanRaw(w, m.ID, raw)
 		return
 	}
@@ -394,6 +427,7 @@ func (g *Gateway) dispatchLean(ctx context.Context, d *dispatch) (json.RawMessag
 		return nil, nil, errUnknownTool(d.tool.Name)
 	}
 	ctx = withOrigin(ctx, d.origin)
+	stepMark(15)
 	raw, ok, err := u.callRawProgress(ctx, d.tool.Tool, d.args, d.progress)
 	if ok {
 		if err == nil {
@@ -402,6 +436,7 @@ func (g *Gateway) dispatchLean(ctx context.Context, d *dispatch) (json.RawMessag
 		res, err := dispatched(d, nil, err)
 		return nil, res, err
 	}
+	d.origin.armWatch() // the SDK's way can wait (leansent.go)
 	res, err := u.call(ctx, d.tool.Tool, d.args, d.progress)
 	res, err = dispatched(d, res, err)
 	return nil, res, err
@@ -552,7 +587,10 @@ func canonicalID(raw json.RawMessage) string {
 		}
 	}
 	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
-		return "n:" + strconv.FormatInt(n, 10)
+		// One allocation, the key's (FormatInt's string and the
+		// concatenation were two for ids past 99).
+		var buf [24]byte
+		return string(strconv.AppendInt(append(buf[:0], "n:"...), n, 10))
 	}
 	return "x:" + string(raw)
 }
@@ -616,14 +654,16 @@ func (b *leanBody) get() ([]byte, error) {
 		return b.body, b.err
 	}
 	b.read = true
-	body := http.MaxBytesReader(b.w, b.r.Body, b.max)
 	if n := b.r.ContentLength; n >= 0 && n <= min(b.max, leanBodyPrealloc) {
+		// At most its Content-Length, which is within max: the body
+		// itself, without the MaxBytesReader (its allocation) that could
+		// not fire.
 		b.body = make([]byte, n)
 		var k int
-		k, b.err = io.ReadFull(body, b.body)
+		k, b.err = io.ReadFull(b.r.Body, b.body)
 		b.body = b.body[:k]
 	} else {
-		b.body, b.err = io.ReadAll(body)
+		b.body, b.err = io.ReadAll(http.MaxBytesReader(b.w, b.r.Body, b.max))
 	}
 	if b.err == nil {
 		// Read to its end: closed, net/http need not read the rest of it
@@ -671,6 +711,7 @@ type leanCallParts struct {
 	log      leanLog
 	stream   leanStream
 	dispatch dispatch
+	watch    leanWatch
 }
 
 func (l *leanLog) send(p *mcp.LoggingMessageParams) {

@@ -53,6 +53,9 @@ type origin struct {
 	// lean, for a call the lean front serves (leanfront.go), writes log
 	// messages on the call's own event stream, which the SDK does not know.
 	lean *leanLog
+	// watch, for a lean call (leansent.go), arms the call's watches once
+	// its line is sent; nil otherwise.
+	watch *leanWatch
 }
 
 type originKey struct{}

@@ -222,6 +222,7 @@ func (r *rawCalls) callBounded(ctx context.Context, b rawBounds, tool string, ar
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: " + err.Error()}
 	}
+	stepMark(18)
 	return r.sendBounded(ctx, b, mk, o, false)
 }
 
@@ -282,6 +283,7 @@ func (r *rawCalls) sendBounded(ctx context.Context, b rawBounds, mk func(n uint6
 	// Go 1.23 a stopped timer's channel holds no stale value, so a reused
 	// waiter's Reset starts clean). Not deferred: a deferred Stop could
 	// run after another call took w from free and armed it.
+	stepMark(19)
 	if _, err := r.w.Write(mk(id)); err != nil {
 		w.stopTimer()
 		r.forget(id)
@@ -291,11 +293,15 @@ func (r *rawCalls) sendBounded(ctx context.Context, b rawBounds, mk func(n uint6
 		}
 		return nil, fmt.Errorf("write %s to the upstream: %w", what, err)
 	}
+	stepMark(20)
+	// A lean call's watches from now on, while it waits (leansent.go).
+	o.armWatch()
 	select {
 	case a := <-w.ch:
 		// Answered: deliver took w out of waiting and sent its one
 		// answer, so w is free (only here: on the other ways out an
 		// answer may still be on its way to w.ch).
+		stepMark(21)
 		w.origin = nil
 		w.stopTimer()
 		r.free.Put(w)
@@ -597,6 +603,7 @@ func (u *upstream) callRawProgress(ctx context.Context, tool string, args json.R
 	case err != nil:
 		return nil, true, u.unavailable(ctx, tool, err.Error()+"; nothing was sent to it", approval.OutcomeTransportError, err)
 	case ac != nil:
+		o.armWatch() // opening its session can wait (leansent.go)
 		defer ac.track(o)()
 		if c, err = ac.session(ctx); err != nil {
 			return nil, true, u.unavailable(ctx, tool, "its session for this agent could not be opened; nothing was sent to it", approval.OutcomeTransportError, err)
@@ -606,6 +613,7 @@ func (u *upstream) callRawProgress(ctx context.Context, tool string, args json.R
 			return nil, true, u.unavailable(ctx, tool, err.Error()+"; nothing was sent to it", approval.OutcomeTransportError, err)
 		}
 	}
+	stepMark(16)
 	var raw json.RawMessage
 	var progressToken string
 	if prog != nil && (rawHTTPApplies(ctx, c) || rawApplies(ctx, c)) {
@@ -613,11 +621,13 @@ func (u *upstream) callRawProgress(ctx context.Context, tool string, args json.R
 	}
 	switch {
 	case rawHTTPApplies(ctx, c):
+		o.armWatch() // the POST can wait from its first byte (leansent.go)
 		var sent bool
 		if raw, sent, err = u.rawHTTPOnce(ctx, c, tool, args, progressToken); !sent {
 			return nil, false, nil // 404: upstream.call re-initialises and sends it
 		}
 	case rawApplies(ctx, c):
+		stepMark(17)
 		raw, err = u.rawOnce(ctx, c, tool, args, progressToken)
 	default:
 		return nil, false, nil

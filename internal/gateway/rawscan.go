@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 )
 
 // A validating scanner over the raw bytes of an upstream's tools/call
@@ -47,6 +48,12 @@ func (s *jsonScan) str() (v []byte, esc, ok bool) {
 	i := s.i + 1
 	for i < len(s.b) {
 		c := s.b[i]
+		if strPlain[c] {
+			// Most bytes: one load and one branch, not the switch's
+			// compares (issue 13: every lean call's body is read here).
+			i++
+			continue
+		}
 		switch {
 		case c == '"':
 			s.i = i + 1
@@ -80,6 +87,15 @@ func (s *jsonScan) str() (v []byte, esc, ok bool) {
 	}
 	return nil, false, false
 }
+
+// strPlain says which bytes stand for themselves inside a JSON string:
+// all but the quote, the backslash and the control characters.
+var strPlain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHexDigit(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
@@ -354,7 +370,7 @@ func keyString(key []byte, esc bool) (string, bool) {
 // escape) is one encoding/json's struct decode would match to one of
 // names (case-insensitively, with Unicode's simple folding: "ſ" is "s",
 // "K" (Kelvin) is "k") without being it exactly; true too when an escaped
-// key cannot be read.
+// key cannot be read. The names are ASCII.
 func keyFolds(key []byte, esc bool, names ...string) bool {
 	k := key[1 : len(key)-1]
 	if esc {
@@ -364,7 +380,20 @@ func keyFolds(key []byte, esc bool, names ...string) bool {
 		}
 		k = []byte(s)
 	}
+	ascii := true
+	for _, c := range k {
+		if c >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
 	for _, n := range names {
+		// An ASCII key folds only to a name of its length (the names are
+		// ASCII; the folds that change a length, like K to the Kelvin sign,
+		// need a byte past ASCII): EqualFold need not be asked.
+		if ascii && len(k) != len(n) {
+			continue
+		}
 		if string(k) != n && bytes.EqualFold(k, []byte(n)) {
 			return true
 		}
