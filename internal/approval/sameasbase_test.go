@@ -1,24 +1,54 @@
 package approval
 
 import (
-	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf16"
 	"unicode/utf8"
-
-	"toolgate/internal/approval/internal/oracle"
 )
 
-// baseRedaction is rd for the oracle (the base's code, package oracle).
-func baseRedaction(rd Redaction) oracle.Redaction {
-	return oracle.Redaction{Keys: rd.Keys, ExactKeys: rd.ExactKeys, ExceptKeys: rd.ExceptKeys,
-		Patterns: rd.Patterns, MaxString: rd.MaxString}
+// baseAnswer is what the base (main 83cc2d6, before args27's parse kept
+// offsets into the document and wrote strings in runs) answered for one
+// of trickyArguments under one of goldenRedactions, recorded in
+// testdata/base-answers.json.gz: outputs as SHA-256 hex digests, warnings
+// and error messages as they were.
+type baseAnswer struct {
+	Redaction, Doc          int
+	Hash, HashErr           string
+	Canonical, CanonicalErr string
+	Display                 string
+	Warnings                []string
+	DisplayErr              string
+	All                     shownDigest // HashDisplayCanonical
 }
 
-// errText is err's message, or "" for nil: the sentinels are the
-// oracle's own variables, the messages are what callers see.
+// shownDigest is ShownArguments with its byte outputs as digests.
+type shownDigest struct {
+	Hash      string
+	Display   string
+	Warnings  []string
+	Canonical string
+	Depth     int
+	Err       string
+}
+
+// goldenRedactions are the redactions base-answers.json.gz was recorded
+// with, by index.
+func goldenRedactions() []Redaction {
+	return []Redaction{{}, DefaultRedaction(), {MaxString: 3}}
+}
+
+func digest(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+
+// errText is err's message, or "" for nil: the messages are what callers
+// see.
 func errText(err error) string {
 	if err == nil {
 		return ""
@@ -26,36 +56,53 @@ func errText(err error) string {
 	return err.Error()
 }
 
+// readGolden decodes testdata/NAME (gzip when it ends in .gz) into v.
+func readGolden(t *testing.T, name string, v any) {
+	t.Helper()
+	f, err := os.Open("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	var r interface{ Read([]byte) (int, error) } = f
+	if strings.HasSuffix(name, ".gz") {
+		z, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = z
+	}
+	if err := json.NewDecoder(r).Decode(v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+}
+
 // sameAsBase fails t unless Hash, Canonicalize, Display and
-// HashDisplayCanonical answer raw exactly as the base did (package
-// oracle): the same bytes, warnings and error messages.
-func sameAsBase(t *testing.T, raw []byte, rd Redaction) {
+// HashDisplayCanonical answer raw exactly as the base did (want): the same
+// bytes, warnings and error messages.
+func sameAsBase(t *testing.T, raw []byte, rd Redaction, want baseAnswer) {
 	t.Helper()
 	show := raw
 	if len(show) > 80 {
 		show = append(slices.Clip(show[:80]), "…"...)
 	}
-	ord := baseRedaction(rd)
 	h, err := Hash(raw)
-	bh, berr := oracle.Hash(raw)
-	if h != bh || errText(err) != errText(berr) {
-		t.Fatalf("%q: Hash %s %v, base %s %v", show, h, err, bh, berr)
+	if h != want.Hash || errText(err) != want.HashErr {
+		t.Fatalf("%q: Hash %s %v, base %s %s", show, h, err, want.Hash, want.HashErr)
 	}
 	c, err := Canonicalize(raw)
-	bc, berr := oracle.Canonicalize(raw)
-	if !bytes.Equal(c, bc) || errText(err) != errText(berr) {
-		t.Fatalf("%q: Canonicalize %q %v, base %q %v", show, c, err, bc, berr)
+	if digest(c) != want.Canonical || errText(err) != want.CanonicalErr {
+		t.Fatalf("%q: Canonicalize %q (%s) %v, base %s %s", show, c, digest(c), err, want.Canonical, want.CanonicalErr)
 	}
 	d, w, err := Display(raw, rd)
-	bd, bw, berr := oracle.Display(raw, ord)
-	if !bytes.Equal(d, bd) || !slices.Equal(w, bw) || errText(err) != errText(berr) {
-		t.Fatalf("%q: Display %q %q %v, base %q %q %v", show, d, w, err, bd, bw, berr)
+	if digest(d) != want.Display || !slices.Equal(w, want.Warnings) || errText(err) != want.DisplayErr {
+		t.Fatalf("%q: Display %q %q %v, base %s %q %s", show, d, w, err, want.Display, want.Warnings, want.DisplayErr)
 	}
 	a, err := HashDisplayCanonical(slices.Clone(raw), rd)
-	ba, berr := oracle.HashDisplayCanonical(slices.Clone(raw), ord)
-	if a.Hash != ba.Hash || !bytes.Equal(a.Display, ba.Display) || !slices.Equal(a.Warnings, ba.Warnings) ||
-		!bytes.Equal(a.Canonical, ba.Canonical) || a.Depth != ba.Depth || errText(err) != errText(berr) {
-		t.Fatalf("%q: HashDisplayCanonical %+v %v, base %+v %v", show, a, err, ba, berr)
+	got := shownDigest{a.Hash, digest(a.Display), a.Warnings, digest(a.Canonical), a.Depth, errText(err)}
+	if got.Hash != want.All.Hash || got.Display != want.All.Display || !slices.Equal(got.Warnings, want.All.Warnings) ||
+		got.Canonical != want.All.Canonical || got.Depth != want.All.Depth || got.Err != want.All.Err {
+		t.Fatalf("%q: HashDisplayCanonical %+v, base %+v", show, got, want.All)
 	}
 }
 
@@ -133,36 +180,47 @@ func trickyArguments() []string {
 // TestSameAsBase: every output, error messages included, is the base's
 // on documents chosen to break the runs, the offsets and the key order.
 func TestSameAsBase(t *testing.T) {
-	for _, rd := range []Redaction{{}, DefaultRedaction(), {MaxString: 3}} {
-		for _, doc := range trickyArguments() {
-			sameAsBase(t, []byte(doc), rd)
-		}
+	var want []baseAnswer
+	readGolden(t, "base-answers.json.gz", &want)
+	rds, docs := goldenRedactions(), trickyArguments()
+	if len(want) != len(rds)*len(docs) {
+		t.Fatalf("base-answers.json.gz holds %d answers, want %d: the corpus changed; record the base's answers again", len(want), len(rds)*len(docs))
+	}
+	for _, w := range want {
+		sameAsBase(t, []byte(docs[w.Doc]), rds[w.Redaction], w)
 	}
 }
 
-// FuzzSameAsBase: for any input and display limit, every output is the
-// base's.
-func FuzzSameAsBase(f *testing.F) {
-	for _, doc := range trickyArguments() {
-		if len(doc) < 1000 {
-			f.Add([]byte(doc), 0)
-			f.Add([]byte(doc), 5)
-		}
+// baseFlagged is the base's flagged runes (testdata/base-flagged.json,
+// inclusive ranges).
+func baseFlagged(t *testing.T) func(rune) bool {
+	t.Helper()
+	var ranges [][2]rune
+	readGolden(t, "base-flagged.json", &ranges)
+	if len(ranges) == 0 {
+		t.Fatal("base-flagged.json: no ranges")
 	}
-	f.Fuzz(func(t *testing.T, raw []byte, maxString int) {
-		rd := DefaultRedaction()
-		rd.MaxString = maxString % 64
-		sameAsBase(t, raw, rd)
-		sameAsBase(t, raw, Redaction{})
-	})
+	return func(r rune) bool {
+		_, found := slices.BinarySearchFunc(ranges, r, func(rg [2]rune, r rune) int {
+			switch {
+			case rg[1] < r:
+				return -1
+			case rg[0] > r:
+				return 1
+			}
+			return 0
+		})
+		return found
+	}
 }
 
 // TestFlaggedAsBase: the display flags exactly the runes the base did, for
 // every rune (flagged skips the Cf table for U+2070–U+FEFE).
 func TestFlaggedAsBase(t *testing.T) {
+	base := baseFlagged(t)
 	for r := rune(0); r <= utf8.MaxRune; r++ {
-		if flagged(r) != oracle.Flagged(r) {
-			t.Fatalf("flagged(U+%04X) = %v, the base's %v", r, flagged(r), oracle.Flagged(r))
+		if flagged(r) != base(r) {
+			t.Fatalf("flagged(U+%04X) = %v, the base's %v", r, flagged(r), base(r))
 		}
 	}
 }
@@ -171,26 +229,28 @@ func TestFlaggedAsBase(t *testing.T) {
 // byte safeLead skips is one the base shows as it is, and safeLead skips
 // its whole length.
 func TestSafeLeadIsNotFlagged(t *testing.T) {
+	base := baseFlagged(t)
 	for r := rune(0x80); r <= utf8.MaxRune; r++ {
 		if !utf8.ValidRune(r) {
 			continue
 		}
 		b := utf8.AppendRune(nil, r)
-		if n := safeLead[b[0]]; n != 0 && (oracle.Flagged(r) || int(n) != len(b)) {
-			t.Fatalf("U+%04X: safeLead[%#x] = %d, flagged by the base %v, %d bytes", r, b[0], n, oracle.Flagged(r), len(b))
+		if n := safeLead[b[0]]; n != 0 && (base(r) || int(n) != len(b)) {
+			t.Fatalf("U+%04X: safeLead[%#x] = %d, flagged by the base %v, %d bytes", r, b[0], n, base(r), len(b))
 		}
 	}
 }
 
-// TestCompareUTF16AsBase: keys order as the base ordered them, including
-// past a common prefix that ends inside a multi-byte rune.
+// TestCompareUTF16AsBase: keys order by their UTF-16 code units (RFC 8785,
+// 3.2.3; utf16.Encode as the reference), including past a common prefix
+// that ends inside a multi-byte rune.
 func TestCompareUTF16AsBase(t *testing.T) {
 	keys := []string{"", "a", "ab", "a\x7f", "a\u0080", "aé", "aê", "a\u07ff", "a\u0800", "a\ue000", "a\uffff",
 		"a\U00010000", "a\U0001F600", "a\U0001F601", "a\U0010FFFF", "\uffff", "\U0001F600", "é", "ê", "日", "本"}
 	for _, a := range keys {
 		for _, b := range keys {
-			if got, want := compareUTF16(a, b), oracle.CompareUTF16(a, b); got != want {
-				t.Errorf("compareUTF16(%q, %q) = %d, the base's %d", a, b, got, want)
+			if got, want := compareUTF16(a, b), slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b))); got != want {
+				t.Errorf("compareUTF16(%q, %q) = %d, UTF-16 order %d", a, b, got, want)
 			}
 		}
 	}
