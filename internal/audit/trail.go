@@ -46,7 +46,7 @@ type Options struct {
 	// Poll's look while the generation is current and unchanged since its
 	// last append that succeeded and no call is queued (nothing can be
 	// new: every event is a commit).
-	Settled func() (gen uint64, ok bool)
+	Settled store.Settled
 	// Linger is how long a decided call may wait in the queue for others
 	// to be chained with it (one write transaction for many calls) before
 	// the trail appends; a full Batch is appended at once. Default 100ms;
@@ -161,8 +161,8 @@ func (t *Trail) Run(ctx context.Context) error {
 	tick := time.NewTicker(t.opts.Poll)
 	defer tick.Stop()
 	var lastPrune time.Time
-	var linger <-chan time.Time // set while queued calls linger
-	var flushed settledFlush    // the generation at the last append that succeeded
+	var linger <-chan time.Time   // set while queued calls linger
+	var flushed store.SettledMark // the generation at the last append that succeeded
 	for {
 		select {
 		case <-t.calls:
@@ -182,50 +182,25 @@ func (t *Trail) Run(ctx context.Context) error {
 			return nil
 		case <-t.wake:
 		case <-tick.C:
-			if t.settledSince(flushed) {
+			if len(t.queue) == 0 && flushed.Unchanged(t.opts.Settled) {
+				// Nothing can be new: every event is a commit, which
+				// moves the generation, and a call queued since the
+				// last append is in the queue. An idle gateway's trail
+				// asks the store nothing (docs/performance.md, branch
+				// idle27).
 				t.prune(ctx, &lastPrune)
 				continue
 			}
 		}
 		linger = nil
-		gen, ok := t.settled()
-		err := t.Flush(ctx)
-		flushed = settledFlush{gen: gen, ok: ok && err == nil}
+		var err error
+		flushed.Look(t.opts.Settled, func() bool { err = t.Flush(ctx); return err == nil })
 		if err != nil && ctx.Err() == nil {
 			t.metrics.ChainFailed()
 			t.log.WarnContext(ctx, "audit: appending to the chain failed; will retry", "err", err)
 		}
 		t.prune(ctx, &lastPrune)
 	}
-}
-
-// settledFlush is the generation of the store's commits (Options.Settled)
-// when Run's last append began.
-type settledFlush struct {
-	gen uint64
-	ok  bool // the append succeeded and gen was current
-}
-
-// settled returns Options.Settled's generation (ok false without it).
-func (t *Trail) settled() (uint64, bool) {
-	if t.opts.Settled == nil {
-		return 0, false
-	}
-	return t.opts.Settled()
-}
-
-// settledSince reports whether a Poll's look can be skipped: the store's
-// generation is current and the same as when the last append that
-// succeeded began (f), and no call waits in the queue. Every event is a
-// commit, which moves the generation; a call queued since the append is
-// in the queue. So an idle gateway's trail asks the store nothing
-// (docs/performance.md, branch idle27).
-func (t *Trail) settledSince(f settledFlush) bool {
-	if !f.ok || len(t.queue) > 0 {
-		return false
-	}
-	gen, ok := t.settled()
-	return ok && gen == f.gen
 }
 
 // prune prunes the chain when Retention is set and an hour has passed

@@ -114,7 +114,7 @@ type Options struct {
 	// and whether it is current (sqlstore.DB.Settled): with Watched, the
 	// idle sweeper skips its pending count while the generation is
 	// current and unchanged since its last count (countUnlessSettled).
-	Settled func() (gen uint64, ok bool)
+	Settled store.Settled
 	// Retention says what Run prunes from the store, every PruneInterval
 	// (default 1h); the zero value prunes nothing (see store.Retention).
 	Retention     store.Retention
@@ -203,9 +203,9 @@ type Gate struct {
 
 	identical identicalLocks // retry-mode look-up and creation, per call (identical.go)
 
-	lastPrune time.Time    // owned by Run's goroutine (sweep): the ledger's last prune
-	due       sweepDue     // when the sweeper next has work (sweepdue.go)
-	counted   settledCount // owned by Run's goroutine: the idle sweeper's last count (sweepdue.go)
+	lastPrune time.Time         // owned by Run's goroutine (sweep): the ledger's last prune
+	due       sweepDue          // when the sweeper next has work (sweepdue.go)
+	counted   store.SettledMark // owned by Run's goroutine: the idle sweeper's last count (sweepdue.go)
 
 	leases *leases     // the leases this process renews
 	beat   *beat       // the keep-alive clock of every held call

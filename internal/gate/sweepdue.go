@@ -78,7 +78,7 @@ func (g *Gate) sweepIfDue(ctx context.Context) {
 		g.countUnlessSettled(ctx)
 		return
 	}
-	g.counted.ok = false
+	g.counted = store.SettledMark{}
 	// Before the sweep's reads: a write from here on is noted again and
 	// seen at the next interval.
 	d.changed.Store(false)
@@ -95,14 +95,6 @@ func (g *Gate) sweepIfDue(ctx context.Context) {
 	}
 }
 
-// settledCount is the generation of the store's commits (Options.Settled)
-// at the sweeper's last pending count that succeeded. Owned by Run's
-// goroutine.
-type settledCount struct {
-	gen uint64
-	ok  bool // the count succeeded and gen was current
-}
-
 // countUnlessSettled counts the pending requests (countPending) unless the
 // store's watch vouches that nothing was committed and none of its polls
 // failed since the last count that succeeded (Options.Settled: the same
@@ -116,17 +108,10 @@ type settledCount struct {
 // and does not map SQLite's query code back after an idle release
 // (docs/performance.md, branch idle27).
 func (g *Gate) countUnlessSettled(ctx context.Context) {
-	var (
-		gen uint64
-		ok  bool
-	)
-	if g.opts.Settled != nil {
-		gen, ok = g.opts.Settled()
-	}
-	if ok && g.counted.ok && g.counted.gen == gen {
+	if g.counted.Unchanged(g.opts.Settled) {
 		return
 	}
-	g.counted = settledCount{gen: gen, ok: g.countPending(ctx) && ok}
+	g.counted.Look(g.opts.Settled, func() bool { return g.countPending(ctx) })
 }
 
 // changeNoting is the gate's store with every write that may make a
