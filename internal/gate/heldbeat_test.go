@@ -19,14 +19,42 @@ type kaCall struct {
 	n, late  atomic.Int64
 	answered atomic.Bool
 	panics   bool // the second keep-alive panics
+	// inWait counts the keep-alives sent from inside WaitHoldFunc (on
+	// the caller's goroutine, not the beat's); firstInWait is set when
+	// the first of all was one of them.
+	inWait      atomic.Int64
+	firstInWait atomic.Bool
 }
 
 func (k *kaCall) keepAlive(context.Context, string) {
 	if k.answered.Load() {
 		k.late.Add(1)
 	}
-	if k.n.Add(1) == 2 && k.panics {
+	n := k.n.Add(1)
+	if calledFrom("(*Gate).holdEvents") {
+		k.inWait.Add(1)
+		if n == 1 {
+			k.firstInWait.Store(true)
+		}
+	}
+	if n == 2 && k.panics {
 		panic("heldbeat: in a keep-alive")
+	}
+}
+
+// calledFrom reports whether fn (a function name without its package
+// path, e.g. "(*Gate).holdEvents") is on the calling goroutine's stack.
+func calledFrom(fn string) bool {
+	pc := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pc[:runtime.Callers(2, pc)])
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, "."+fn) {
+			return true
+		}
+		if !more {
+			return false
+		}
 	}
 }
 
@@ -54,7 +82,6 @@ func TestEventWaitKeepAlivesWithoutGoroutine(t *testing.T) {
 	chs := make([]<-chan *Admission, n)
 	ids := make([]approval.ID, n)
 	cancels := make([]context.CancelFunc, n)
-	first := make([]int64, n) // keep-alives when WaitHoldFunc returned
 	for i := range n {
 		k := &kaCall{panics: i == 5}
 		kas[i] = k
@@ -68,7 +95,6 @@ func TestEventWaitKeepAlivesWithoutGoroutine(t *testing.T) {
 		t.Cleanup(cancel)
 		var ch <-chan *Admission
 		ids[i], ch = holdOnEvents(t, ctx, f.gate, c, nil)
-		first[i] = k.n.Load()
 		answered := make(chan *Admission, 4)
 		go func() {
 			for a := range ch {
@@ -86,9 +112,13 @@ func TestEventWaitKeepAlivesWithoutGoroutine(t *testing.T) {
 	if w := parkedStacksOf("(*Gate).waitFor"); w != 0 {
 		t.Fatalf("%d held calls wait on a goroutine, want none", w)
 	}
-	for i, got := range first {
-		if got != 1 {
-			t.Errorf("call %d: %d keep-alives when WaitHoldFunc returned, want the first", i, got)
+	// The first keep-alive is sent inside WaitHoldFunc, the others by the
+	// beat's goroutine. (Counting the keep-alives when WaitHoldFunc has
+	// returned is not the same: a beat whose slot comes up within a
+	// millisecond or two may send the second before the caller looks.)
+	for i, k := range kas {
+		if got := k.inWait.Load(); got != 1 || !k.firstInWait.Load() {
+			t.Errorf("call %d: %d keep-alives sent inside WaitHoldFunc (the first of all: %v), want exactly the first", i, got, k.firstInWait.Load())
 		}
 	}
 
