@@ -10,8 +10,10 @@
 //	kill -INT %1; perf script -i hop.data -F comm,pid,tid,cpu,time,event,trace > hop.txt
 //	go run ./e2e/hopcount -calls 2000 -group toolgate=PID -group child=PID hop.txt
 //
-// -group NAME=PID[,PID…] names a process group (repeatable); a process
-// whose command starts with "loadgen" is the group "loadgen". Each group's
+// -group NAME=PID[,PID…] names a process group (repeatable); unless a
+// group is named "loadgen", every process whose command starts with
+// "loadgen" is the group "loadgen" (its requests, writes of at least
+// -request-bytes, count the calls when -calls is 0). Each group's
 // block gives, per call: system calls by name, with read and write split
 // by outcome (data, EAGAIN, EOF), futex by operation and epoll_pwait by
 // whether it waited (timeout ≠ 0) or only looked (timeout 0); the threads
@@ -34,6 +36,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -127,17 +130,24 @@ type counter struct {
 	minRequest uint64
 	wakes      []wake
 	migrations []int // threads moved to another CPU
+	// namedLoadgen: a group named "loadgen" was given, so no process is
+	// in it by its command alone (another loadgen may share the machine).
+	namedLoadgen bool
 }
 
 func newCounter(groups map[int]string) *counter {
-	return &counter{groupOf: groups, tidOf: map[int]string{}, pend: map[int]pending{}, groups: map[string]*counts{}}
+	c := &counter{groupOf: groups, tidOf: map[int]string{}, pend: map[int]pending{}, groups: map[string]*counts{}}
+	for _, g := range groups {
+		c.namedLoadgen = c.namedLoadgen || g == "loadgen"
+	}
+	return c
 }
 
 func (c *counter) group(e event) string {
 	if g, ok := c.groupOf[e.pid]; ok {
 		return g
 	}
-	if strings.HasPrefix(e.comm, "loadgen") {
+	if !c.namedLoadgen && strings.HasPrefix(e.comm, "loadgen") {
 		return "loadgen"
 	}
 	return ""
@@ -320,7 +330,7 @@ func callName(p pending, ret int64) string {
 // report writes each group's counts per call, groups in order.
 func report(w io.Writer, c *counter, order []string, calls int) {
 	per := func(n int) float64 { return float64(n) / float64(calls) }
-	if _, ok := c.groups["loadgen"]; ok {
+	if _, ok := c.groups["loadgen"]; ok && !slices.Contains(order, "loadgen") {
 		order = append(order, "loadgen")
 	}
 	for _, g := range order {

@@ -102,6 +102,31 @@ func TestHopCountCallsGiven(t *testing.T) {
 	}
 }
 
+func TestHopCountNamedLoadgen(t *testing.T) {
+	// A second loadgen (pid 500) on the machine: with the group named, its
+	// requests and system calls are not counted.
+	other := "         loadgen   500/500   [001]  10.000050:   raw_syscalls:sys_enter: NR 1 (7, c000, 1c5, 0, 0, 0)\n" +
+		"         loadgen   500/500   [001]  10.000051:    raw_syscalls:sys_exit: NR 1 = 453\n"
+	path := filepath.Join(t.TempDir(), "hop.txt")
+	if err := os.WriteFile(path, []byte(trace+other), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := run([]string{"-group", "toolgate=100", "-group", "loadgen=300", path}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "calls: 2 (loadgen requests in the trace: 2)") || !strings.Contains(out.String(), "== loadgen: 1.50 system calls per call") {
+		t.Errorf("another loadgen was counted:\n%s", out.String())
+	}
+	out.Reset()
+	if err := run([]string{"-group", "toolgate=100", path}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "calls: 3 (loadgen requests in the trace: 3)") {
+		t.Errorf("without a loadgen group every loadgen counts:\n%s", out.String())
+	}
+}
+
 func TestParseEventCommandWithSpacesAndSlash(t *testing.T) {
 	e, ok := parseEvent("  kworker/1:0H-kb   55/55   [001]  1.5:       sched:sched_wakeup: comm=x pid=9 prio=120 target_cpu=001")
 	if !ok || e.comm != "kworker/1:0H-kb" || e.pid != 55 || e.tid != 55 || e.name != "sched:sched_wakeup" || field(e.trace, "pid") != "9" {
