@@ -4,11 +4,16 @@
 // the text of a system-wide `perf record` taken while a load generator
 // made a known number of calls, and prints one block per process group.
 //
-//	perf record -a -o hop.data -e raw_syscalls:sys_enter -e raw_syscalls:sys_exit \
+//	perf record -a -m 16M -o hop.data -e raw_syscalls:sys_enter -e raw_syscalls:sys_exit \
 //	    -e sched:sched_switch -e sched:sched_wakeup -e sched:sched_migrate_task -- sleep 600 &
-//	loadgen -url http://127.0.0.1:PORT/mcp -concurrency 1 -n 2000 -warmup 0 -payload-bytes 100
-//	kill -INT %1; perf script -i hop.data -F comm,pid,tid,cpu,time,event,trace > hop.txt
-//	go run ./e2e/hopcount -calls 2000 -group toolgate=PID -group child=PID hop.txt
+//	perf=$!; sleep 1
+//	loadgen -url http://127.0.0.1:PORT/mcp -concurrency 1 -n 2000 -warmup 0 -payload-bytes 100 &
+//	lg=$!; wait $lg; kill -INT $perf; wait $perf
+//	perf script -i hop.data -F comm,pid,tid,cpu,time,event,trace > hop.txt
+//	go run ./e2e/hopcount -calls 2000 -group toolgate=PID -group child=PID -group loadgen=$lg hop.txt
+//
+// (-m 16M: a smaller buffer loses events at a few thousand calls a second
+// on a busy machine.)
 //
 // -group NAME=PID[,PID…] names a process group (repeatable); unless a
 // group is named "loadgen", every process whose command starts with
