@@ -9,14 +9,15 @@
 //     byte, one upstream TCP connection per agent connection and a
 //     goroutine per direction (io.Copy): the floor of any two-hop proxy on
 //     the machine, HTTP parsing included in neither hop;
+//
 //   - otherwise: net/http's httputil.ReverseProxy (a request parsed and
 //     written again, the answer's head likewise, an event stream flushed as
 //     it comes): the floor of a proxy built on net/http.
 //
-//	go build -o /tmp/perffloor-tcp ./e2e/perffloor
-//	go build -o /tmp/perffloor-http ./e2e/perffloor
-//	go run ./e2e/perfpair -perf-bin /tmp/hp7perf/bin -upstream http \
-//	    -bin toolgate=/tmp/toolgate -bin tcp=/tmp/perffloor-tcp -bin rproxy=/tmp/perffloor-http
+//     go build -o /tmp/perffloor-tcp ./e2e/perffloor
+//     go build -o /tmp/perffloor-http ./e2e/perffloor
+//     go run ./e2e/perfpair -perf-bin /tmp/hp7perf/bin -upstream http \
+//     -bin toolgate=/tmp/toolgate -bin tcp=/tmp/perffloor-tcp -bin rproxy=/tmp/perffloor-http
 package main
 
 import (
