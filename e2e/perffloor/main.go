@@ -25,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -45,16 +44,15 @@ var (
 )
 
 func main() {
-	log.SetFlags(0)
 	listen, upstream, err := config(os.Args[1:])
 	if err != nil {
-		log.Fatalf("perffloor: %v", err)
+		fatalf("%v", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
-		log.Fatalf("perffloor: %v", err)
+		fatalf("%v", err)
 	}
 	go func() {
 		<-ctx.Done()
@@ -66,7 +64,7 @@ func main() {
 		err = reverseProxy(ln, upstream)
 	}
 	if err != nil && ctx.Err() == nil {
-		log.Fatalf("perffloor: %v", err)
+		fatalf("%v", err)
 	}
 }
 
@@ -137,4 +135,9 @@ func reverseProxy(ln net.Listener, up *url.URL) error {
 	}
 	srv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
 	return srv.Serve(ln)
+}
+
+func fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "perffloor: "+format+"\n", args...)
+	os.Exit(2)
 }
