@@ -297,6 +297,10 @@ func (db *DB) EachRequest(ctx context.Context, f store.Filter, fn func(approval.
 		if err != nil {
 			return "", err
 		}
+		if len(batch) == 0 {
+			return "", nil
+		}
+		last := string(batch[len(batch)-1].ID)
 		for i := range batch {
 			if err := fn(batch[i]); err != nil {
 				return "", err
@@ -304,10 +308,9 @@ func (db *DB) EachRequest(ctx context.Context, f store.Filter, fn func(approval.
 			batch[i] = approval.Request{} // not kept past fn
 		}
 		n += len(batch)
-		if !more || len(batch) == 0 {
+		if !more {
 			return "", nil
 		}
-		last := string(batch[len(batch)-1].ID)
 		if n == limit {
 			return last, nil // a row past the page: there is a next page
 		}
