@@ -32,8 +32,8 @@ func FuzzOracleAtChunkEdges(f *testing.F) {
 		`\u0000`, `{"a":"\u0001","b":[1,2]}`, "\xc3", "\xe2\x82", `\`, `\u12`, `x\"y`,
 		`-1.5e-400`, `123456789012345678901234567890`,
 	} {
-		for _, shift := range []int{0, 1, 2, 3, 5, 6, 7, 12, 2048, 2049} {
-			f.Add([]byte(s), uint16(shift))
+		for _, shift := range []uint16{0, 1, 2, 3, 5, 6, 7, 12, 2048, 2049} {
+			f.Add([]byte(s), shift)
 		}
 	}
 	f.Fuzz(func(t *testing.T, raw []byte, shift uint16) {
