@@ -1,9 +1,12 @@
 package approval
 
 import (
+	"bytes"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // atChunkEdges places raw where the streamed hash cuts its text (attack28):
@@ -37,15 +40,41 @@ func FuzzOracleAtChunkEdges(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, raw []byte, shift uint16) {
+		pad := hashChunk - int(shift%4096)
 		for _, doc := range atChunkEdges(raw, int(shift%4096)) {
 			checkAgainstOracle(t, doc)
-			h, herr := Hash(doc)
-			got, gerr := HashDisplayCanonical(slices.Clone(doc), DefaultRedaction())
-			if (herr == nil) != (gerr == nil) || (herr == nil && got.Hash != h) {
-				t.Fatalf("HashDisplayCanonical: %s %v; Hash: %s %v", got.Hash, gerr, h, herr)
-			}
+			// The display cuts the long string where raw's escapes and
+			// runes start (a limit in runes a few past the padding).
+			rd := DefaultRedaction()
+			rd.MaxString = pad + int(shift%8)
+			checkShownAtEdges(t, doc, rd)
+			checkShownAtEdges(t, doc, DefaultRedaction())
 		}
 	})
+}
+
+// checkShownAtEdges checks HashDisplayCanonical of doc against Hash,
+// Display and Canonicalize, as FuzzHashDisplayCanonical does.
+func checkShownAtEdges(t *testing.T, doc []byte, rd Redaction) {
+	t.Helper()
+	h, herr := Hash(doc)
+	got, gerr := HashDisplayCanonical(slices.Clone(doc), rd)
+	if (herr == nil) != (gerr == nil) || (herr == nil && got.Hash != h) {
+		t.Fatalf("HashDisplayCanonical: %s %v; Hash: %s %v", got.Hash, gerr, h, herr)
+	}
+	if herr != nil {
+		return
+	}
+	disp, warnings, err := Display(doc, rd)
+	if err != nil || !bytes.Equal(got.Display, disp) || !slices.Equal(got.Warnings, warnings) {
+		t.Fatalf("copy %.200q %q, Display's %.200q %q (%v)", got.Display, got.Warnings, disp, warnings, err)
+	}
+	if !json.Valid(disp) || !utf8.Valid(disp) {
+		t.Fatalf("display copy %.300q is not valid JSON", disp)
+	}
+	if want, err := Canonicalize(disp); got.Depth < MaxDepth && (err != nil || !bytes.Equal(got.Canonical, want)) {
+		t.Fatalf("canonical %.200q, Canonicalize of the copy %.200q (%v)", got.Canonical, want, err)
+	}
 }
 
 // TestOracleAtChunkEdges runs the edges for every shift of a few texts
@@ -59,6 +88,9 @@ func TestOracleAtChunkEdges(t *testing.T) {
 		for shift := range 16 {
 			for _, doc := range atChunkEdges([]byte(s), shift) {
 				checkAgainstOracle(t, doc)
+				rd := DefaultRedaction()
+				rd.MaxString = hashChunk - shift + shift%8
+				checkShownAtEdges(t, doc, rd)
 			}
 			for _, doc := range atChunkEdges([]byte(s), 2048+shift) {
 				checkAgainstOracle(t, doc)
