@@ -20,8 +20,12 @@ import (
 // "held27").
 const listFlushAt = 32 << 10
 
-// listWriteTimeout bounds the writing of one listed page (≈ 1 MB at most
-// with small arguments): the store's read of the page is open meanwhile.
+// listWriteTimeout bounds the writing of each piece of a listed page (set
+// before each write): a client that stops reading is cut off this long
+// after its last progress, and one that reads a large page slowly but
+// steadily is not (attack28: it bounded the whole page while the store's
+// read stayed open during the writes; sqlstore's EachRequest now ends
+// each read before fn runs).
 const listWriteTimeout = 30 * time.Second
 
 // A listWriter writes the body of GET /v1/approvals as the store reads its
@@ -87,13 +91,12 @@ func (lw *listWriter) flush() error {
 		h.Set("Content-Type", "application/json")
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Content-Type-Options", "nosniff")
-		// The store's read stays open while the page is written: a client
-		// that stops reading must not hold it (and its connection of the
-		// admin pool) for longer than this.
-		_ = http.NewResponseController(lw.w).SetWriteDeadline(time.Now().Add(listWriteTimeout))
 		lw.w.WriteHeader(http.StatusOK)
 		lw.sent = true
 	}
+	// Each piece within listWriteTimeout: a client that stops reading
+	// does not keep the handler (and a page's buffer) for longer.
+	_ = http.NewResponseController(lw.w).SetWriteDeadline(time.Now().Add(listWriteTimeout))
 	out := lw.buf.Bytes()
 	if i := firstToEscape(out); i >= 0 { // EscapeJSON, into a buffer kept for the next piece
 		lw.esc = appendEscaped(lw.esc[:0], out, i)

@@ -103,8 +103,10 @@ type Store interface {
 	ListRequests(ctx context.Context, f Filter) (rs []approval.Request, next string, err error)
 	// EachRequest is ListRequests that hands the page's requests to fn one
 	// at a time, in order, as they are read, instead of collecting them
-	// (the admin API streams a page of up to 1,000). An error of fn ends
-	// the read and is returned as is. next is "" whenever err is not nil.
+	// (the admin API streams a page of up to 1,000); fn runs with no read
+	// of the store open (sqlstore reads the page in batches). An error of
+	// fn ends the page and is returned as is. next is "" whenever err is
+	// not nil.
 	EachRequest(ctx context.Context, f Filter, fn func(approval.Request) error) (next string, err error)
 	// EachLease reads the lease of each request of ids that exists, in
 	// a few statements (one per few hundred ids), and hands it to fn, in

@@ -270,41 +270,93 @@ func (db *DB) ListRequests(ctx context.Context, f store.Filter) ([]approval.Requ
 }
 
 // EachRequest is ListRequests that hands the page's requests to fn one at
-// a time, in order, as each row is read and decoded, instead of collecting
-// the page: what it keeps is one row, whatever the page's size. The read
-// (and its connection of the admin pool) stays open while fn runs. An
-// error of fn ends the read and is returned as is; the store's errors are
-// wrapped as ListRequests wraps them. next is ListRequests' cursor, known
-// only once the page was read: it is "" whenever err is not nil.
+// a time, in order, instead of collecting the page: it reads the page in
+// batches of at most eachBatchRows rows (and about eachBatchBytes of
+// arguments), one statement each, resumed after the batch's last id, and
+// hands a batch to fn once its read has ended. What it keeps is one batch,
+// whatever the page's size, and no connection of the admin pool is held
+// while fn runs (attack28: GET /v1/approvals writes to its client from fn,
+// and a client that stopped reading held the read, and with two of them
+// the pool, for the list's 30 s write deadline). A page read in batches is
+// not one snapshot: a row written meanwhile may show as of its batch's
+// read, as across pages. An error of fn ends the page and is returned as
+// is; the store's errors are wrapped as ListRequests wraps them. next is
+// ListRequests' cursor, known only once the page was read: it is ""
+// whenever err is not nil.
 func (db *DB) EachRequest(ctx context.Context, f store.Filter, fn func(approval.Request) error) (next string, err error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	var batch []approval.Request
+	for n := 0; ; {
+		g := f
+		g.Limit = min(limit-n, eachBatchRows)
+		var more bool
+		batch, more, err = db.requestBatch(ctx, g, batch[:0])
+		if err != nil {
+			return "", err
+		}
+		if len(batch) == 0 {
+			return "", nil
+		}
+		last := string(batch[len(batch)-1].ID)
+		for i := range batch {
+			if err := fn(batch[i]); err != nil {
+				return "", err
+			}
+			batch[i] = approval.Request{} // not kept past fn
+		}
+		n += len(batch)
+		if !more {
+			return "", nil
+		}
+		if n == limit {
+			return last, nil // a row past the page: there is a next page
+		}
+		f.Cursor = last
+	}
+}
+
+// eachBatchRows and eachBatchBytes bound one read of EachRequest: the rows
+// it decodes and keeps before fn sees them, and (checked after each row)
+// their arguments' bytes.
+const (
+	eachBatchRows  = 64
+	eachBatchBytes = 256 << 10
+)
+
+// requestBatch reads the requests of f (f.Limit at most, fewer once their
+// arguments reach eachBatchBytes) into out, with the read ended (its
+// connection back in the pool) when it returns. more reports a row past
+// those returned (or, after a batch cut by its bytes, that one may exist).
+func (db *DB) requestBatch(ctx context.Context, f store.Filter, out []approval.Request) (_ []approval.Request, more bool, err error) {
 	q, args, limit := listQuery(f)
 	rows, err := db.adminReads().query(ctx, q, args...)
 	if err != nil {
-		return "", db.wrap("list requests", err)
+		return out, false, db.wrap("list requests", err)
 	}
 	defer func() { _ = rows.Close() }() // on early returns; the last Close's error is returned below
-	n, last := 0, ""
+	size := 0
 	for rows.Next() {
-		if n == limit {
-			next = last // a row past the page: there is a next page
+		if len(out) == limit || size >= eachBatchBytes {
+			more = true
 			break
 		}
 		r, err := scanRequest(rows)
 		if err != nil {
-			return "", db.wrap("list requests", err)
+			return out, false, db.wrap("list requests", err)
 		}
-		n, last = n+1, string(r.ID)
-		if err := fn(r); err != nil {
-			return "", err
-		}
+		out = append(out, r)
+		size += len(r.Arguments)
 	}
 	if err := rows.Err(); err != nil {
-		return "", db.wrap("list requests", err)
+		return out, false, db.wrap("list requests", err)
 	}
 	if err := rows.Close(); err != nil {
-		return "", db.wrap("list requests", err)
+		return out, false, db.wrap("list requests", err)
 	}
-	return next, nil
+	return out, more, nil
 }
 
 // listQuery returns ListRequests' query for f (with ? placeholders), its
