@@ -173,15 +173,47 @@ func Apply(getenv func(string) string) Settings {
 // in flight on top of ≈ 60 MiB, and 1.5× that live heap was a goal of
 // 108–112 MiB).
 func PercentFor(live uint64) int {
+	return PercentForScan(live, 0)
+}
+
+// GoalFor is the heap goal (bytes) toolgate aims at for live bytes of live
+// heap (PercentFor): live + Headroom up to HeldGoal, HeldGoal until
+// 1.5 × live − HeldTrim is more, then that. Live 0: 0 (no goal yet).
+func GoalFor(live uint64) uint64 {
 	if live == 0 {
-		return DefaultGCPercent
+		return 0
 	}
 	goal := live + Headroom
 	if goal > HeldGoal {
 		// live > HeldGoal − Headroom (32 MiB): 1.5 × live − HeldTrim > live
 		goal = max(HeldGoal, live+live*MinGCPercent/100-HeldTrim)
 	}
-	return int(min(100*(goal-live)/live, DefaultGCPercent))
+	return goal
+}
+
+// MinScanPercent is the least GOGC PercentForScan sets: the collector's
+// work per allocated byte at most 4× Go's default (GOGC=100), however
+// many goroutine stacks it scans (a burst of 10,000 connections in
+// flight: up to 145 MB of stacks on 63–94 MiB of live heap).
+const MinScanPercent = 25
+
+// PercentForScan is the GOGC that makes the runtime's own heap goal,
+// live + (live + scan) × GOGC/100, where scan is the goroutine stacks and
+// globals the last collection scanned (bytes: Stats.Stacks + Stats.Globals),
+// equal GoalFor(live), between MinScanPercent and DefaultGCPercent. The
+// runtime counts the stacks in the goal, so a GOGC that follows the live
+// heap alone let the goal of a burst of admissions (thousands of
+// connections in flight, tens of MB of stacks) grow by GOGC/100 of the
+// stacks as well: 118–134 MiB instead of HeldGoal at N = 5,000, and that
+// goal (the soft limit follows it: LimitFor) is what stayed resident as
+// free heap when the burst ended (docs/performance.md, "gc28"). Live 0:
+// DefaultGCPercent.
+func PercentForScan(live, scan uint64) int {
+	if live == 0 {
+		return DefaultGCPercent
+	}
+	p := 100 * (GoalFor(live) - live) / (live + scan)
+	return int(max(min(p, DefaultGCPercent), MinScanPercent))
 }
 
 // Release policy: when to hand the heap's free pages back to the OS.
@@ -410,7 +442,7 @@ func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{},
 			early = true
 		}
 		now := time.Now()
-		if p := PercentFor(st.Live); p != current {
+		if p := PercentForScan(st.Live, st.Stacks+st.Globals); p != current {
 			rt.SetGCPercent(p)
 			current = p
 		}
