@@ -238,6 +238,26 @@ const (
 	ReleaseEvery = 5 * time.Minute
 )
 
+// BurstStacks is the least peak of goroutine stacks (bytes scanned by a
+// collection: Stats.Stacks) that makes its fall a burst's end
+// (BurstEnded): thousands of connections in flight at once (a burst of
+// 5,000 admissions peaked at 20–56 MB, one of 10,000 at up to 145 MB),
+// far above a proxy serving allowed calls (1–3 MB).
+const BurstStacks = 16 << 20
+
+// BurstEnded reports whether goroutine stacks of stacks bytes (as of the
+// last collection) mark the end of a burst whose stacks peaked at peak
+// bytes: the peak was at least BurstStacks and the stacks are down to an
+// eighth of it or less. The goroutines of a burst of admissions exit as
+// their calls are held (a held call keeps no goroutine), and their stacks
+// become free heap, which the runtime's scavenger returns at about 1 % of
+// the CPU (tens of seconds for tens of MB), on top of the room the burst's
+// heap had under its goal: 57–73 MB free at the end of a burst of 5,000
+// (docs/performance.md, "gc28"). Tune then returns it at once.
+func BurstEnded(peak, stacks uint64) bool {
+	return peak >= BurstStacks && stacks <= peak/8
+}
+
 // Stats is what Tune reads from the runtime on each look (runtime/metrics).
 type Stats struct {
 	Live   uint64 // the heap's live bytes as of the last collection (/gc/heap/live:bytes)
@@ -418,6 +438,7 @@ func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{},
 		prev        Stats
 		prevAt      time.Time // zero: no look yet
 		lastRelease time.Time // zero: none yet
+		stackPeak   uint64    // the most goroutine stacks since the last burst's end (BurstEnded)
 	)
 	for {
 		var (
@@ -436,11 +457,16 @@ func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{},
 			if st, ok = read(); !ok {
 				return
 			}
+			stackPeak = max(stackPeak, st.Stacks)
+			if BurstEnded(stackPeak, st.Stacks) {
+				break // a look now, as a timed one: the burst's end
+			}
 			if prevAt.IsZero() || st.Live <= prev.Live+JumpAbove {
 				continue // the timer still runs
 			}
 			early = true
 		}
+		stackPeak = max(stackPeak, st.Stacks)
 		now := time.Now()
 		if p := PercentForScan(st.Live, st.Stacks+st.Globals); p != current {
 			rt.SetGCPercent(p)
@@ -474,10 +500,19 @@ func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{},
 			if !lastRelease.IsZero() {
 				since = now.Sub(lastRelease)
 			}
-			if ShouldRelease(st.Free, st.Allocs-prev.Allocs, elapsed, since) {
+			// A burst's end releases once per burst (its stacks must peak
+			// again), apart from the quiet release and its ReleaseEvery.
+			burstEnd := BurstEnded(stackPeak, st.Stacks)
+			if burstEnd {
+				stackPeak = st.Stacks
+			}
+			quietRelease := ShouldRelease(st.Free, st.Allocs-prev.Allocs, elapsed, since)
+			if quietRelease || (burstEnd && st.Free > ReleaseAbove) {
 				rt.FreeOSMemory()
 				now = time.Now()
-				lastRelease = now
+				if quietRelease {
+					lastRelease = now
+				}
 				if st2, ok := read(); ok {
 					st = st2 // the release's own collection allocates
 				}
