@@ -9,7 +9,9 @@
 // by about [Headroom] past the live heap, at most GOGC=400 (400 while the
 // live heap is under 16 MiB; past 32 MiB the goal stays at [HeldGoal],
 // 96 MiB, until 1.5× the live heap less [HeldTrim] is more than that, from
-// about 75 MiB of live heap on: [PercentFor]; [Tune] follows the live heap), so
+// about 75 MiB of live heap on: [PercentFor], [GoalFor]; [Tune] follows the
+// live heap, and counts the goroutine stacks and globals the runtime adds
+// to its goal, so that a burst's stacks do not raise it: [PercentForScan]), so
 // the collector runs a quarter as often while the proxy is idle-ish and the heap does not grow
 // to five times, or twice, a large live heap (ten thousand held calls). A fixed GOGC=400 with a fixed soft
 // memory limit of 512 MiB, the previous default, made the collector run
@@ -27,11 +29,13 @@
 // the process allocates fast [Tune] looks every [TuneFast] instead of every
 // [TuneEvery], so that GOGC and the limit follow a burst of a few seconds.
 // Once the process is quiet it returns what free heap is left at once
-// ([ShouldRelease]). Between its looks a hook on each completed collection
-// ([GCCycles]) makes it look at once when the live heap grew by more than
-// [JumpAbove] since the last look, so that a live heap that jumps right
-// after a quiet look (its limit is tight: [QuietLimitFor]) does not run the
-// collector back to back until the next one.
+// ([ShouldRelease]), and so it does at a burst's end, when the goroutine
+// stacks of thousands of connections in flight are gone ([BurstEnded]).
+// Between its looks a hook on each completed collection ([GCCycles]) makes
+// it look at once when the live heap grew by more than [JumpAbove] since
+// the last look, so that a live heap that jumps right after a quiet look
+// (its limit is tight: [QuietLimitFor]) does not run the collector back to
+// back until the next one, and when a burst's stacks are gone.
 //
 // The environment variables GOGC and GOMEMLIMIT, when set, win (the
 // runtime has read them already; Apply and Tune then leave that setting
@@ -336,14 +340,15 @@ func ShouldRelease(free, allocated uint64, elapsed, sinceRelease time.Duration) 
 
 // Tune follows the runtime until ctx ends, looking every TuneEvery, or
 // every TuneFast while the process allocates FastAbove bytes per second or
-// more: it sets GOGC to PercentFor the live heap, the soft memory limit to
+// more: it sets GOGC to PercentForScan the live heap and the stacks and
+// globals the last collection scanned, the soft memory limit to
 // LimitFor (unless GOMEMLIMIT is set; under a cgroup's limit, at most
 // that), and releases the heap's free pages to the OS when ShouldRelease
-// says so. It does nothing when s's GOGC came from the environment (an
+// says so or a burst ended (BurstEnded, with more than ReleaseAbove free). It does nothing when s's GOGC came from the environment (an
 // operator who sets GOGC manages the collector; a release forces a
 // collection). It runs on the caller's goroutine (serve runs it in its
 // group), and also looks as soon as a collection finds the live heap more
-// than JumpAbove above the last look's (GCCycles).
+// than JumpAbove above the last look's or a burst's end (GCCycles).
 func Tune(ctx context.Context, s Settings) {
 	if s.GCPercentSource != "default" {
 		return // no hook either: the operator manages the collector
