@@ -425,7 +425,8 @@ func QuietLimitFor(st Stats, ceiling int64) int64 {
 // the quiet limit, and until the limit follows it the collector runs back
 // to back (docs/performance.md, "gcjump"). The early look is the look the
 // next timer would have made, only sooner: the same GOGC and limit for the
-// same stats.
+// same stats. A collection that finds a burst's stacks gone (BurstEnded)
+// makes tune look at once too, as a timed look, and release the free heap.
 func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{}, read func() (Stats, bool), rt Runtime) {
 	if s.GCPercentSource != "default" {
 		return
