@@ -1,6 +1,7 @@
 package gctune
 
 import (
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 )
@@ -67,13 +68,14 @@ func TestTuneKeepsTheGoalFlatThroughABurst(t *testing.T) {
 		{Live: 63 * mb, Stacks: 145 * mb},
 	}
 	synctest.Test(t, func(t *testing.T) {
-		var i int
+		var at atomic.Int64 // the burst's step tune reads
 		rt := &fakeRuntime{}
 		var goals []uint64
 		runTune(t, Settings{GCPercent: 400, GCPercentSource: "default", MemoryLimitSource: "none"},
-			func() Stats { return burst[i] }, rt,
+			func() Stats { return burst[at.Load()] }, rt,
 			func(tick func()) {
-				for i = range burst {
+				for i := range burst {
+					at.Store(int64(i))
 					tick()
 					rt.mu.Lock()
 					goals = append(goals, runtimeGoal(burst[i], rt.percents[len(rt.percents)-1]))
