@@ -22,7 +22,7 @@ type heldCall struct {
 type heldPart struct {
 	next *heldPart
 	buf  []byte
-	ptrs [6]*int
+	_    [6]*int // pointer words the collector scans
 }
 
 // heldMixSink keeps the held calls reachable.
