@@ -2,6 +2,7 @@ package gctune
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -27,6 +28,28 @@ func TestBurstEnded(t *testing.T) {
 		if got := BurstEnded(tt.peak, tt.stacks); got != tt.want {
 			t.Errorf("BurstEnded(%d MiB peak, %d MiB now) = %v, want %v", tt.peak/mb, tt.stacks/mb, got, tt.want)
 		}
+	}
+}
+
+// TestBurstWatch: one end per burst, on the stacks of gc28's runs
+// (gctrace, MB): the 10,000 burst's stacks fall from 157 MB through 17
+// (the end: an eighth) to 0, which is not a second burst.
+func TestBurstWatch(t *testing.T) {
+	const mb = 1 << 20
+	var w burstWatch
+	var ends []int
+	for i, s := range []uint64{
+		0, 3, 7, 54, 62, 104, 149, 157, 150, 104, 100, 81, 65, 52, 46, 34, 27, 22, 17, 13, 4, 0, 0, // 10,000 (the end at 17)
+		8, 20, 56, 19, 3, 2, // 5,000 (the end at 3)
+		9, 4, 1, 0, // a proxy's stacks
+		18, 0, // 18 MiB above the low of 0
+	} {
+		if w.see(s * mb) {
+			ends = append(ends, i)
+		}
+	}
+	if want := []int{18, 27, 34}; !slices.Equal(ends, want) {
+		t.Errorf("burst ends at looks %v, want %v", ends, want)
 	}
 }
 

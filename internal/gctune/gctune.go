@@ -251,8 +251,9 @@ const BurstStacks = 16 << 20
 
 // BurstEnded reports whether goroutine stacks of stacks bytes (as of the
 // last collection) mark the end of a burst whose stacks peaked at peak
-// bytes: the peak was at least BurstStacks and the stacks are down to an
-// eighth of it or less. The goroutines of a burst of admissions exit as
+// bytes, both counted from the stacks' low before the burst (burstWatch):
+// the peak was at least BurstStacks and the stacks are down to an eighth
+// of it or less. The goroutines of a burst of admissions exit as
 // their calls are held (a held call keeps no goroutine), and their stacks
 // become free heap, which the runtime's scavenger returns at about 1 % of
 // the CPU (tens of seconds for tens of MB), on top of the room the burst's
@@ -444,13 +445,14 @@ func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{},
 		prev        Stats
 		prevAt      time.Time // zero: no look yet
 		lastRelease time.Time // zero: none yet
-		stackPeak   uint64    // the most goroutine stacks since the last burst's end (BurstEnded)
+		bursts      burstWatch
 	)
 	for {
 		var (
 			st    Stats
 			ok    bool
 			early bool // woken by a collection: the live heap jumped
+			ended bool // a burst's stacks are gone (BurstEnded)
 		)
 		select {
 		case <-ctx.Done():
@@ -459,12 +461,12 @@ func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{},
 			if st, ok = read(); !ok {
 				return // keep the start values
 			}
+			ended = bursts.see(st.Stacks)
 		case <-cycles:
 			if st, ok = read(); !ok {
 				return
 			}
-			stackPeak = max(stackPeak, st.Stacks)
-			if BurstEnded(stackPeak, st.Stacks) {
+			if ended = bursts.see(st.Stacks); ended {
 				break // a look now, as a timed one: the burst's end
 			}
 			if prevAt.IsZero() || st.Live <= prev.Live+JumpAbove {
@@ -472,7 +474,6 @@ func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{},
 			}
 			early = true
 		}
-		stackPeak = max(stackPeak, st.Stacks)
 		now := time.Now()
 		if p := PercentForScan(st.Live, st.Stacks+st.Globals); p != current {
 			rt.SetGCPercent(p)
@@ -506,14 +507,10 @@ func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{},
 			if !lastRelease.IsZero() {
 				since = now.Sub(lastRelease)
 			}
-			// A burst's end releases once per burst (its stacks must peak
-			// again), apart from the quiet release and its ReleaseEvery.
-			burstEnd := BurstEnded(stackPeak, st.Stacks)
-			if burstEnd {
-				stackPeak = st.Stacks
-			}
+			// A burst's end releases once per burst (burstWatch), apart
+			// from the quiet release and its ReleaseEvery.
 			quietRelease := ShouldRelease(st.Free, st.Allocs-prev.Allocs, elapsed, since)
-			if quietRelease || (burstEnd && st.Free > ReleaseAbove) {
+			if quietRelease || (ended && st.Free > ReleaseAbove) {
 				rt.FreeOSMemory()
 				now = time.Now()
 				if quietRelease {
