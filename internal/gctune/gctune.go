@@ -488,8 +488,9 @@ func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{},
 			}
 			// An early look is never quiet: the live heap alone grew by
 			// JumpAbove within one look's interval (its elapsed time may
-			// be next to nothing, its rate then meaningless).
-			quiet = !early && rate(st.Allocs-prev.Allocs, elapsed) < QuietBelow
+			// be next to nothing, its rate then meaningless); nor is a
+			// burst's end, which a collection can signal as soon.
+			quiet = !early && !ended && rate(st.Allocs-prev.Allocs, elapsed) < QuietBelow
 		}
 		if setLimit {
 			l := LimitFor(st, current, ceiling)
