@@ -110,6 +110,14 @@ func TestTuneReleasesAtTheBurstsEnd(t *testing.T) {
 		if n := releases(); n != 1 {
 			t.Fatalf("%d releases at the burst's end, want 1 (at once, not at the next timed look)", n)
 		}
+		mu.Lock()
+		quiet := QuietLimitFor(st, 0)
+		mu.Unlock()
+		rt.mu.Lock()
+		if l := rt.limits; len(l) > 0 && l[len(l)-1] == quiet {
+			t.Errorf("the burst's end (no time since the last look) set the quiet limit %d", quiet)
+		}
+		rt.mu.Unlock()
 		set(2 * mb)
 		collected()
 		time.Sleep(time.Second) // a timed look
