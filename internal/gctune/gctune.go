@@ -208,9 +208,9 @@ const MinScanPercent = 25
 // runtime counts the stacks in the goal, so a GOGC that follows the live
 // heap alone let the goal of a burst of admissions (thousands of
 // connections in flight, tens of MB of stacks) grow by GOGC/100 of the
-// stacks as well: 118–134 MiB instead of HeldGoal at N = 5,000, and that
-// goal (the soft limit follows it: LimitFor) is what stayed resident as
-// free heap when the burst ended (docs/performance.md, "gc28"). Live 0:
+// stacks as well: 118–187 MB instead of HeldGoal at N = 5,000 (203 on
+// Postgres), and the heap grew to that goal (the soft limit follows it:
+// LimitFor), which was free heap when the burst ended (docs/performance.md, "gc28"). Live 0:
 // DefaultGCPercent.
 func PercentForScan(live, scan uint64) int {
 	if live == 0 {
@@ -245,7 +245,7 @@ const (
 // BurstStacks is the least peak of goroutine stacks (bytes scanned by a
 // collection: Stats.Stacks) that makes its fall a burst's end
 // (BurstEnded): thousands of connections in flight at once (a burst of
-// 5,000 admissions peaked at 20–56 MB, one of 10,000 at up to 145 MB),
+// 5,000 admissions peaked at 33–67 MB, one of 10,000 at up to 157 MB),
 // far above a proxy serving allowed calls (1–3 MB).
 const BurstStacks = 16 << 20
 
@@ -257,7 +257,7 @@ const BurstStacks = 16 << 20
 // their calls are held (a held call keeps no goroutine), and their stacks
 // become free heap, which the runtime's scavenger returns at about 1 % of
 // the CPU (tens of seconds for tens of MB), on top of the room the burst's
-// heap had under its goal: 57–73 MB free at the end of a burst of 5,000
+// heap had under its goal: 58–156 MB free at the end of a burst of 5,000
 // (docs/performance.md, "gc28"). Tune then returns it at once.
 func BurstEnded(peak, stacks uint64) bool {
 	return peak >= BurstStacks && stacks <= peak/8
@@ -345,9 +345,9 @@ func ShouldRelease(free, allocated uint64, elapsed, sinceRelease time.Duration) 
 // globals the last collection scanned, the soft memory limit to
 // LimitFor (unless GOMEMLIMIT is set; under a cgroup's limit, at most
 // that), and releases the heap's free pages to the OS when ShouldRelease
-// says so or a burst ended (BurstEnded, with more than ReleaseAbove free). It does nothing when s's GOGC came from the environment (an
-// operator who sets GOGC manages the collector; a release forces a
-// collection). It runs on the caller's goroutine (serve runs it in its
+// says so or a burst ended (BurstEnded, with more than ReleaseAbove free).
+// It does nothing when s's GOGC came from the environment (an operator who
+// sets GOGC manages the collector; a release forces a collection). It runs on the caller's goroutine (serve runs it in its
 // group), and also looks as soon as a collection finds the live heap more
 // than JumpAbove above the last look's or a burst's end (GCCycles).
 func Tune(ctx context.Context, s Settings) {
