@@ -218,7 +218,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	admitCPU1 := cpu()
 
 	rss := rssMB(b, pid)
-	peakRSS := hwmMB(b, pid) // the burst's peak (VmHWM), up to "held"
+	peakRSS := hwmMB(b, pid)                             // the burst's peak (VmHWM), up to "held"
 	heldMem := readMemSplit(b, g.Admin).rssSplit(b, pid) // no collection: the burst's heap as it is
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		// the heap profile as of the burst's last collection (no gc=1): the
