@@ -218,6 +218,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	admitCPU1 := cpu()
 
 	rss := rssMB(b, pid)
+	peakRSS := hwmMB(b, pid)                             // the burst's peak (VmHWM), up to "held"
 	heldMem := readMemSplit(b, g.Admin).rssSplit(b, pid) // no collection: the burst's heap as it is
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		// the heap profile as of the burst's last collection (no gc=1): the
@@ -373,6 +374,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	}
 	b.ReportMetric(hold.Seconds(), "hold-s")
 	b.ReportMetric(rss, "rss-MB")
+	b.ReportMetric(peakRSS, "held-peak-rss-MB")
 	// CPU of toolgate and the database per admission, from the first call
 	// sent until all N are pending (the pending-list polls included).
 	b.ReportMetric(float64(admitCPU1.total()-admitCPU0.total())/clockTicks*1000/float64(n), "admit-cpu-ms")

@@ -9,7 +9,9 @@
 // by about [Headroom] past the live heap, at most GOGC=400 (400 while the
 // live heap is under 16 MiB; past 32 MiB the goal stays at [HeldGoal],
 // 96 MiB, until 1.5× the live heap less [HeldTrim] is more than that, from
-// about 75 MiB of live heap on: [PercentFor]; [Tune] follows the live heap), so
+// about 75 MiB of live heap on: [PercentFor], [GoalFor]; [Tune] follows the
+// live heap, and counts the goroutine stacks and globals the runtime adds
+// to its goal, so that a burst's stacks do not raise it: [PercentForScan]), so
 // the collector runs a quarter as often while the proxy is idle-ish and the heap does not grow
 // to five times, or twice, a large live heap (ten thousand held calls). A fixed GOGC=400 with a fixed soft
 // memory limit of 512 MiB, the previous default, made the collector run
@@ -27,11 +29,13 @@
 // the process allocates fast [Tune] looks every [TuneFast] instead of every
 // [TuneEvery], so that GOGC and the limit follow a burst of a few seconds.
 // Once the process is quiet it returns what free heap is left at once
-// ([ShouldRelease]). Between its looks a hook on each completed collection
-// ([GCCycles]) makes it look at once when the live heap grew by more than
-// [JumpAbove] since the last look, so that a live heap that jumps right
-// after a quiet look (its limit is tight: [QuietLimitFor]) does not run the
-// collector back to back until the next one.
+// ([ShouldRelease]), and so it does at a burst's end, when the goroutine
+// stacks of thousands of connections in flight are gone ([BurstEnded]).
+// Between its looks a hook on each completed collection ([GCCycles]) makes
+// it look at once when the live heap grew by more than [JumpAbove] since
+// the last look, so that a live heap that jumps right after a quiet look
+// (its limit is tight: [QuietLimitFor]) does not run the collector back to
+// back until the next one, and when a burst's stacks are gone.
 //
 // The environment variables GOGC and GOMEMLIMIT, when set, win (the
 // runtime has read them already; Apply and Tune then leave that setting
@@ -173,15 +177,47 @@ func Apply(getenv func(string) string) Settings {
 // in flight on top of ≈ 60 MiB, and 1.5× that live heap was a goal of
 // 108–112 MiB).
 func PercentFor(live uint64) int {
+	return PercentForScan(live, 0)
+}
+
+// GoalFor is the heap goal (bytes) toolgate aims at for live bytes of live
+// heap (PercentFor): live + Headroom up to HeldGoal, HeldGoal until
+// 1.5 × live − HeldTrim is more, then that. Live 0: 0 (no goal yet).
+func GoalFor(live uint64) uint64 {
 	if live == 0 {
-		return DefaultGCPercent
+		return 0
 	}
 	goal := live + Headroom
 	if goal > HeldGoal {
 		// live > HeldGoal − Headroom (32 MiB): 1.5 × live − HeldTrim > live
 		goal = max(HeldGoal, live+live*MinGCPercent/100-HeldTrim)
 	}
-	return int(min(100*(goal-live)/live, DefaultGCPercent))
+	return goal
+}
+
+// MinScanPercent is the least GOGC PercentForScan sets: the collector's
+// work per allocated byte at most 4× Go's default (GOGC=100), however
+// many goroutine stacks it scans (a burst of 10,000 connections in
+// flight: up to 145 MB of stacks on 63–94 MiB of live heap).
+const MinScanPercent = 25
+
+// PercentForScan is the GOGC that makes the runtime's own heap goal,
+// live + (live + scan) × GOGC/100, where scan is the goroutine stacks and
+// globals the last collection scanned (bytes: Stats.Stacks + Stats.Globals),
+// equal GoalFor(live), between MinScanPercent and DefaultGCPercent. The
+// runtime counts the stacks in the goal, so a GOGC that follows the live
+// heap alone let the goal of a burst of admissions (thousands of
+// connections in flight, tens of MB of stacks) grow by GOGC/100 of the
+// stacks as well: 118–187 MB instead of HeldGoal at N = 5,000 (203 on
+// Postgres), and the heap grew to that goal (the soft limit follows it:
+// LimitFor), which was free heap when the burst ended (docs/performance.md, "gc28"). Live 0:
+// DefaultGCPercent.
+func PercentForScan(live, scan uint64) int {
+	if live == 0 {
+		return DefaultGCPercent
+	}
+	p := 100 * (GoalFor(live) - live) / (live + scan)
+	return int(max(min(p, DefaultGCPercent), MinScanPercent))
 }
 
 // Release policy: when to hand the heap's free pages back to the OS.
@@ -205,6 +241,27 @@ const (
 	// so bursts that come back every few seconds must not pay it each time.
 	ReleaseEvery = 5 * time.Minute
 )
+
+// BurstStacks is the least peak of goroutine stacks (bytes scanned by a
+// collection: Stats.Stacks) that makes its fall a burst's end
+// (BurstEnded): thousands of connections in flight at once (a burst of
+// 5,000 admissions peaked at 33–67 MB, one of 10,000 at up to 157 MB),
+// far above a proxy serving allowed calls (1–3 MB).
+const BurstStacks = 16 << 20
+
+// BurstEnded reports whether goroutine stacks of stacks bytes (as of the
+// last collection) mark the end of a burst whose stacks peaked at peak
+// bytes, both counted from the stacks' low before the burst (burstWatch):
+// the peak was at least BurstStacks and the stacks are down to an eighth
+// of it or less. The goroutines of a burst of admissions exit as
+// their calls are held (a held call keeps no goroutine), and their stacks
+// become free heap, which the runtime's scavenger returns at about 1 % of
+// the CPU (tens of seconds for tens of MB), on top of the room the burst's
+// heap had under its goal: 58–156 MB free at the end of a burst of 5,000
+// (docs/performance.md, "gc28"). Tune then returns it at once.
+func BurstEnded(peak, stacks uint64) bool {
+	return peak >= BurstStacks && stacks <= peak/8
+}
 
 // Stats is what Tune reads from the runtime on each look (runtime/metrics).
 type Stats struct {
@@ -284,14 +341,15 @@ func ShouldRelease(free, allocated uint64, elapsed, sinceRelease time.Duration) 
 
 // Tune follows the runtime until ctx ends, looking every TuneEvery, or
 // every TuneFast while the process allocates FastAbove bytes per second or
-// more: it sets GOGC to PercentFor the live heap, the soft memory limit to
+// more: it sets GOGC to PercentForScan the live heap and the stacks and
+// globals the last collection scanned, the soft memory limit to
 // LimitFor (unless GOMEMLIMIT is set; under a cgroup's limit, at most
 // that), and releases the heap's free pages to the OS when ShouldRelease
-// says so. It does nothing when s's GOGC came from the environment (an
-// operator who sets GOGC manages the collector; a release forces a
-// collection). It runs on the caller's goroutine (serve runs it in its
+// says so or a burst ended (BurstEnded, with more than ReleaseAbove free).
+// It does nothing when s's GOGC came from the environment (an operator who
+// sets GOGC manages the collector; a release forces a collection). It runs on the caller's goroutine (serve runs it in its
 // group), and also looks as soon as a collection finds the live heap more
-// than JumpAbove above the last look's (GCCycles).
+// than JumpAbove above the last look's or a burst's end (GCCycles).
 func Tune(ctx context.Context, s Settings) {
 	if s.GCPercentSource != "default" {
 		return // no hook either: the operator manages the collector
@@ -368,7 +426,8 @@ func QuietLimitFor(st Stats, ceiling int64) int64 {
 // the quiet limit, and until the limit follows it the collector runs back
 // to back (docs/performance.md, "gcjump"). The early look is the look the
 // next timer would have made, only sooner: the same GOGC and limit for the
-// same stats.
+// same stats. A collection that finds a burst's stacks gone (BurstEnded)
+// makes tune look at once too, as a timed look, and release the free heap.
 func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{}, read func() (Stats, bool), rt Runtime) {
 	if s.GCPercentSource != "default" {
 		return
@@ -386,12 +445,14 @@ func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{},
 		prev        Stats
 		prevAt      time.Time // zero: no look yet
 		lastRelease time.Time // zero: none yet
+		bursts      burstWatch
 	)
 	for {
 		var (
 			st    Stats
 			ok    bool
 			early bool // woken by a collection: the live heap jumped
+			ended bool // a burst's stacks are gone (BurstEnded)
 		)
 		select {
 		case <-ctx.Done():
@@ -400,9 +461,13 @@ func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{},
 			if st, ok = read(); !ok {
 				return // keep the start values
 			}
+			ended = bursts.see(st.Stacks)
 		case <-cycles:
 			if st, ok = read(); !ok {
 				return
+			}
+			if ended = bursts.see(st.Stacks); ended {
+				break // a look now, as a timed one: the burst's end
 			}
 			if prevAt.IsZero() || st.Live <= prev.Live+JumpAbove {
 				continue // the timer still runs
@@ -410,7 +475,7 @@ func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{},
 			early = true
 		}
 		now := time.Now()
-		if p := PercentFor(st.Live); p != current {
+		if p := PercentForScan(st.Live, st.Stacks+st.Globals); p != current {
 			rt.SetGCPercent(p)
 			current = p
 		}
@@ -423,8 +488,9 @@ func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{},
 			}
 			// An early look is never quiet: the live heap alone grew by
 			// JumpAbove within one look's interval (its elapsed time may
-			// be next to nothing, its rate then meaningless).
-			quiet = !early && rate(st.Allocs-prev.Allocs, elapsed) < QuietBelow
+			// be next to nothing, its rate then meaningless); nor is a
+			// burst's end, which a collection can signal as soon.
+			quiet = !early && !ended && rate(st.Allocs-prev.Allocs, elapsed) < QuietBelow
 		}
 		if setLimit {
 			l := LimitFor(st, current, ceiling)
@@ -442,10 +508,15 @@ func tune(ctx context.Context, s Settings, iv Intervals, cycles <-chan struct{},
 			if !lastRelease.IsZero() {
 				since = now.Sub(lastRelease)
 			}
-			if ShouldRelease(st.Free, st.Allocs-prev.Allocs, elapsed, since) {
+			// A burst's end releases once per burst (burstWatch), apart
+			// from the quiet release and its ReleaseEvery.
+			quietRelease := ShouldRelease(st.Free, st.Allocs-prev.Allocs, elapsed, since)
+			if quietRelease || (ended && st.Free > ReleaseAbove) {
 				rt.FreeOSMemory()
 				now = time.Now()
-				lastRelease = now
+				if quietRelease {
+					lastRelease = now
+				}
 				if st2, ok := read(); ok {
 					st = st2 // the release's own collection allocates
 				}
