@@ -43,14 +43,14 @@ func TestSkipSafeIsNotFlagged(t *testing.T) {
 // unprefixed is rd with each pattern rewritten so that it has no literal
 // prefix (an alternative that never matches) and so is always run: the
 // base's way, one MatchString per pattern per string.
-func unprefixed(t testing.TB, rd Redaction) Redaction {
-	t.Helper()
+func unprefixed(tb testing.TB, rd Redaction) Redaction {
+	tb.Helper()
 	out := rd
 	out.Patterns = make([]*regexp.Regexp, len(rd.Patterns))
 	for k, re := range rd.Patterns {
 		u := regexp.MustCompile(`(?:` + re.String() + `)|[^\x00-\x{10FFFF}]`)
 		if p, _ := u.LiteralPrefix(); p != "" {
-			t.Fatalf("%s: prefix %q", u, p)
+			tb.Fatalf("%s: prefix %q", u, p)
 		}
 		out.Patterns[k] = u
 	}
@@ -59,17 +59,17 @@ func unprefixed(t testing.TB, rd Redaction) Redaction {
 
 // sameAsEveryPattern fails t unless Display and HashDisplayCanonical of
 // raw with rd answer as with every pattern run on every string.
-func sameAsEveryPattern(t testing.TB, raw []byte, rd, every Redaction) {
-	t.Helper()
+func sameAsEveryPattern(tb testing.TB, raw []byte, rd, every Redaction) {
+	tb.Helper()
 	d, w, err := Display(raw, rd)
 	wd, ww, werr := Display(raw, every)
 	if !bytes.Equal(d, wd) || !slices.Equal(w, ww) || errText(err) != errText(werr) {
-		t.Fatalf("%.200q: Display %.300q %q %v; every pattern run %.300q %q %v", raw, d, w, err, wd, ww, werr)
+		tb.Fatalf("%.200q: Display %.300q %q %v; every pattern run %.300q %q %v", raw, d, w, err, wd, ww, werr)
 	}
 	a, err := HashDisplayCanonical(raw, rd)
 	b, werr := HashDisplayCanonical(raw, every)
 	if !bytes.Equal(a.Display, b.Display) || !slices.Equal(a.Warnings, b.Warnings) || !bytes.Equal(a.Canonical, b.Canonical) || errText(err) != errText(werr) {
-		t.Fatalf("%.200q: HashDisplayCanonical %.300q %q %v; every pattern run %.300q %q %v", raw, a.Display, a.Warnings, err, b.Display, b.Warnings, werr)
+		tb.Fatalf("%.200q: HashDisplayCanonical %.300q %q %v; every pattern run %.300q %q %v", raw, a.Display, a.Warnings, err, b.Display, b.Warnings, werr)
 	}
 }
 
