@@ -12,7 +12,7 @@ import (
 // not printable ASCII (stringScan.found) instead of once per pattern.
 // Below it, a pattern whose prefix the string lacks is skipped after a
 // substring search (mayMatch), without building the prefix table.
-const scanPatternsFrom = 256
+const scanPatternsFrom = 1 << 10
 
 // A stringScan is what one walk over a string (scan) finds: the runes it
 // has that the display flags, in order of first appearance and each once;
@@ -22,8 +22,8 @@ type stringScan struct {
 	flagged []rune
 	runes   int
 	// found has bit k set when Patterns[k] may match: the first two
-	// bytes of its literal prefix (or two with the same pairHash) occur
-	// in the string, or the index cannot tell (prefixIndex.always).
+	// bytes of its literal prefix occur in the string, or the index
+	// cannot tell (prefixIndex.always).
 	found uint64
 }
 
@@ -34,20 +34,17 @@ type stringScan struct {
 // One pass for all of them instead of one per pattern (each
 // regexp.MatchString searches the string for its prefix).
 type prefixIndex struct {
-	// pair has bit k set at pairHash of the first two bytes of pattern
-	// k's prefix. Only pairs of ASCII bytes are indexed: scan visits
-	// every ASCII byte and skips the bytes of other runes.
-	pair [1 << 10]uint64
+	// first and second have bit k set at the first and the second byte
+	// of pattern k's prefix: first[a]&second[b] are the patterns whose
+	// prefix starts with a, b. Only pairs of ASCII bytes are indexed:
+	// scan visits every ASCII byte and skips the bytes of other runes.
+	first, second [utf8.RuneSelf]uint64
 	// always has bit k set for the patterns the index cannot rule out:
 	// no literal prefix, one of one byte or one whose first two bytes
 	// are not both ASCII. Patterns from the 64th on are not indexed
 	// (mayMatch).
 	always uint64
 }
-
-// pairHash is where the pair of ASCII bytes a, b is noted in
-// prefixIndex.pair; pairs that collide only make a pattern run.
-func pairHash(a, b byte) uint { return (uint(a)<<3 ^ uint(b)) & (1<<10 - 1) }
 
 func newPrefixIndex(patterns []*regexp.Regexp) *prefixIndex {
 	ix := &prefixIndex{}
@@ -57,7 +54,8 @@ func newPrefixIndex(patterns []*regexp.Regexp) *prefixIndex {
 			ix.always |= 1 << k
 			continue
 		}
-		ix.pair[pairHash(p[0], p[1])] |= 1 << k
+		ix.first[p[0]] |= 1 << k
+		ix.second[p[1]] |= 1 << k
 	}
 	return ix
 }
@@ -82,20 +80,20 @@ func scan(s string, ix *prefixIndex) stringScan {
 		ix = &noPrefixes
 	}
 	found := ix.always
-	var prev byte // the ASCII byte before, 0 after another rune
-	extra := 0    // bytes past the first of multi-byte runes: runes = len(s) - extra
+	var after uint64 // ix.first of the byte before (none after a rune past ASCII)
+	extra := 0       // bytes past the first of multi-byte runes: runes = len(s) - extra
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			found |= ix.pair[pairHash(prev, c)]
-			prev = c
+			found |= after & ix.second[c]
+			after = ix.first[c]
 			i++
 			if !quietASCII[c] && !containsRune(sc.flagged, rune(c)) { // C0 but tab and line feed, DEL
 				sc.flagged = append(sc.flagged, rune(c))
 			}
 			continue
 		}
-		prev = 0
+		after = 0
 		if n := skipSafe(s, i); n != 0 {
 			i += n
 			extra += n - 1

@@ -124,13 +124,13 @@ func TestPatternsAsEveryPattern(t *testing.T) {
 		for _, f := range fill {
 			docs = append(docs,
 				`{"s":"`+f+s+`"}`,
-				`{"s":"`+strings.Repeat(f+"x", 300/(len(f)+1))+s+f+`"}`,
-				`{"s":"`+s+strings.Repeat(f+"y", 300/(len(f)+1))+`"}`,
-				`["`+strings.Repeat("日", 100)+s+strings.Repeat("é", 100)+`"]`,
+				`{"s":"`+strings.Repeat(f+"x", scanPatternsFrom/(len(f)+1))+s+f+`"}`,
+				`{"s":"`+s+strings.Repeat(f+"y", scanPatternsFrom/(len(f)+1))+`"}`,
+				`["`+strings.Repeat("日", scanPatternsFrom/6)+s+strings.Repeat("é", scanPatternsFrom/4)+`"]`,
 			)
 		}
 	}
-	long := strings.Repeat("日本 ", 100)
+	long := strings.Repeat("日本 ", scanPatternsFrom/7+1)
 	docs = append(docs,
 		`{"s":"`+long+`Bear\u0065r abcdefghijklmnop"}`, `{"s":"`+long+`e\u0079JhbGciOi.eyJzdWIiOiIx.sig"}`,
 		`{"s":"`+long+`\/\/u:p@host"}`, `{"s":"`+long+`x1\u0032345 x999"}`, `{"s":"`+long+`日AKIAABCDEFGHIJKLMNOP"}`,
