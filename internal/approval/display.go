@@ -335,9 +335,10 @@ func (d *displayer) deeper(path []pathStep) {
 func (d *displayer) str(s string, ascii bool, path []pathStep) string {
 	var sc stringScan
 	scanned, indexed := false, false // sc is s's; sc.found too
-	if !ascii {
+	long := len(s) >= scanPatternsFrom && len(d.rd.Patterns) > 0
+	if !ascii || long {
 		var ix *prefixIndex
-		if len(s) >= scanPatternsFrom && len(d.rd.Patterns) > 0 {
+		if long {
 			if d.ix == nil {
 				d.ix = newPrefixIndex(d.rd.Patterns)
 			}
