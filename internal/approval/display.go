@@ -218,7 +218,8 @@ type displayer struct {
 	// rewrite makes the tree what the copy shows (HashDisplayCanonical):
 	// a string as shown, a redacted value as its marker.
 	rewrite bool
-	depth   int // the copy's deepest nesting of arrays and objects
+	depth   int          // the copy's deepest nesting of arrays and objects
+	ix      *prefixIndex // the patterns' prefixes, made for the first long string (str)
 }
 
 // A pathStep is one step of the path from the root to a value: into a
@@ -325,22 +326,45 @@ func (d *displayer) deeper(path []pathStep) {
 
 // str writes the string s at path as the copy shows it, and returns that;
 // ascii says s is printable ASCII only (kindASCII).
+//
+// A string that is not printable ASCII is walked once (scan) for its
+// flagged runes, its length in runes and, from scanPatternsFrom bytes on,
+// the patterns' literal prefixes: a pattern whose prefix it lacks cannot
+// match and is not run. A pattern that matches changes s: the patterns
+// after it look for their prefixes in the new s, which is walked again.
 func (d *displayer) str(s string, ascii bool, path []pathStep) string {
-	for _, re := range d.rd.Patterns {
-		if re.MatchString(s) {
-			s = re.ReplaceAllLiteralString(s, "[redacted: looks like "+patternWhat(re)+"]")
-			d.warn(fmt.Sprintf("%s: text hidden (looks like %s); the hash covers the real value", location(path), patternWhat(re)))
-			ascii = false
+	var sc stringScan
+	scanned, indexed := false, false // sc is s's; sc.found too
+	long := len(s) >= scanPatternsFrom && len(d.rd.Patterns) > 0
+	if !ascii || long {
+		var ix *prefixIndex
+		if long {
+			if d.ix == nil {
+				d.ix = newPrefixIndex(d.rd.Patterns)
+			}
+			ix = d.ix
 		}
+		sc, scanned, indexed = scan(s, ix), true, ix != nil
+	}
+	for k, re := range d.rd.Patterns {
+		if !mayMatch(k, re, s, sc.found, indexed) || !re.MatchString(s) {
+			continue
+		}
+		s = re.ReplaceAllLiteralString(s, "[redacted: looks like "+patternWhat(re)+"]")
+		d.warn(fmt.Sprintf("%s: text hidden (looks like %s); the hash covers the real value", location(path), patternWhat(re)))
+		ascii, scanned, indexed = false, false, false
 	}
 	if !ascii {
-		d.warnInvisible(s, path, "contains")
+		if !scanned {
+			sc = scan(s, nil)
+		}
+		d.warnRunes(sc.flagged, path, "contains")
 	}
 	cut := false
 	if limit := d.rd.MaxString; limit > 0 && len(s) > limit { // bytes ≥ runes: a cheap first test
 		count, at := len(s), limit // ASCII: a byte per rune
 		if !ascii {
-			count, at = utf8.RuneCountInString(s), 0
+			count, at = sc.runes, 0
 			for range min(limit, count) {
 				_, size := utf8.DecodeRuneInString(s[at:])
 				at += size
@@ -365,30 +389,7 @@ func (d *displayer) str(s string, ascii bool, path []pathStep) string {
 // are ordinary in multi-line content (a file body, a script), and the JSON
 // display copy shows them as \t and \n, so they cannot hide text.
 func (d *displayer) warnInvisible(s string, path []pathStep, verb string) {
-	var done []rune
-	for i := 0; i < len(s); {
-		c := s[i]
-		if quietASCII[c] {
-			i++
-			continue
-		}
-		if n := safeLead[c]; n != 0 {
-			i += int(n)
-			continue
-		}
-		r, size := rune(c), 1
-		if c >= utf8.RuneSelf {
-			r, size = utf8.DecodeRuneInString(s[i:])
-		}
-		i += size
-		if !flagged(r) || r == '\t' || r == '\n' {
-			continue
-		}
-		if !containsRune(done, r) {
-			done = append(done, r)
-			d.warn(fmt.Sprintf("%s: %s U+%04X %s", location(path), verb, r, runeName(r)))
-		}
-	}
+	d.warnRunes(scan(s, nil).flagged, path, verb)
 }
 
 // quietASCII marks the ASCII bytes that are never warned about: printable
@@ -522,11 +523,11 @@ func appendDisplayString(b []byte, s string) []byte {
 			i++
 			continue
 		}
-		if n := safeLead[c]; n != 0 {
-			i += int(n)
-			continue
-		}
 		if c >= utf8.RuneSelf {
+			if n := skipSafe(s, i); n != 0 {
+				i += n
+				continue
+			}
 			r, size := utf8.DecodeRuneInString(s[i:])
 			switch {
 			case r == utf8.RuneError && size == 1: // not in parsed text; as range would

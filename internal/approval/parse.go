@@ -626,11 +626,20 @@ func unescape(raw string) string {
 			return b.String()
 		}
 		b.WriteString(raw[:k])
+		if c := shortEscape[raw[k+1]]; c != 0 { // a byte: no rune to encode
+			b.WriteByte(c)
+			raw = raw[k+2:]
+			continue
+		}
 		r, next := escapeAt(raw, k)
 		b.WriteRune(r)
 		raw = raw[next:]
 	}
 }
+
+// shortEscape is the byte a two-character escape \X stands for, by X (0
+// for 'u' and the bytes that are no escape).
+var shortEscape = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
 
 // escapeAt decodes the escape at raw[i] (a backslash) in text parse has
 // checked, and returns the rune and the index past the escape (past both

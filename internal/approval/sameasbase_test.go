@@ -98,6 +98,17 @@ func sameAsBase(t *testing.T, raw []byte, rd Redaction, want baseAnswer) {
 	if digest(d) != want.Display || !slices.Equal(w, want.Warnings) || errText(err) != want.DisplayErr {
 		t.Fatalf("%q: Display %q %q %v, base %s %q %s", show, d, w, err, want.Display, want.Warnings, want.DisplayErr)
 	}
+	// Parse, then Display before Hash: neither changes the tree.
+	if p, err := Parse(raw); err != nil || errText(err) != want.HashErr {
+		if errText(err) != want.HashErr || errText(err) != want.DisplayErr {
+			t.Fatalf("%q: Parse %v, base's Hash %s, Display %s", show, err, want.HashErr, want.DisplayErr)
+		}
+	} else {
+		pd, pw := p.Display(rd)
+		if ph := p.Hash(); ph != want.Hash || digest(pd) != want.Display || !slices.Equal(pw, want.Warnings) {
+			t.Fatalf("%q: Parsed's Display %q %q and Hash %s, base %s %q %s", show, pd, pw, ph, want.Display, want.Warnings, want.Hash)
+		}
+	}
 	a, err := HashDisplayCanonical(slices.Clone(raw), rd)
 	got := shownDigest{a.Hash, digest(a.Display), a.Warnings, digest(a.Canonical), a.Depth, errText(err)}
 	if got.Hash != want.All.Hash || got.Display != want.All.Display || !slices.Equal(got.Warnings, want.All.Warnings) ||

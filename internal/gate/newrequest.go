@@ -23,10 +23,14 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 	if dec.NoEligibleApprovers {
 		return refuse(fmt.Sprintf("denied: rule %q requires approval but no approver is eligible to review it", dec.Rule))
 	}
-	hash, err := approval.Hash(c.Arguments)
+	// One parse of the arguments for their hash and, when a request is
+	// made, its display copy (they were parsed for each). args is dead
+	// once the copy is made: a held call keeps neither.
+	args, err := approval.Parse(c.Arguments)
 	if err != nil {
 		return refuse(fmt.Sprintf("invalid arguments: %v", err))
 	}
+	hash := args.Hash()
 	open, refusal, ok := g.openIdentical(ctx, c, hash)
 	if !ok {
 		return refusal
@@ -74,10 +78,7 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 			return adm
 		}
 	}
-	display, warnings, err := approval.Display(c.Arguments, g.redact)
-	if err != nil {
-		return refuse(fmt.Sprintf("invalid arguments: %v", err))
-	}
+	display, warnings := args.Display(g.redact)
 	id, err := approval.NewID()
 	if err != nil {
 		return g.storeRefusal(ctx, msgStoreUnavailable, "cannot make an approval id; denying", err, "server", c.Server, "tool", c.Tool)
