@@ -31,7 +31,11 @@ func TestListRowAllocatesLittle(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	perRow := float64(after.TotalAlloc-before.TotalAlloc) / (rounds * 1000)
 	t.Logf("%.0f B allocated per listed request", perRow)
-	if limit := 2500.0; perRow > limit {
+	limit := 2500.0
+	if raceEnabled {
+		limit = 4000 // ≈ 2,800–3,000 now under -race, ≈ 5,300 on the base
+	}
+	if perRow > limit {
 		t.Errorf("listing 1,000 requests allocated %.0f B per listed request, want at most %.0f (one requestRow and Scan destinations for the page, the decode's request on the stack, plain lists without json.Unmarshal, the page's buffers kept)", perRow, limit)
 	}
 }
