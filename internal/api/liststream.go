@@ -43,13 +43,36 @@ type listWriter struct {
 	sent bool   // headers and some of the body sent
 }
 
-func newListWriter(w http.ResponseWriter) *listWriter {
-	lw := &listWriter{w: w}
-	lw.enc = json.NewEncoder(&lw.buf)
-	// As writeJSON: no HTML escaping.
-	lw.enc.SetEscapeHTML(false)
+// listKeep is the largest buffer a listWriter keeps for the next page: a
+// page of large arguments grows them past it, and they are dropped.
+const listKeep = 4 * listFlushAt
+
+// newListWriter returns a listWriter writing to w: one the last page left
+// in s.listWriters, with its buffers (≈ 2 × 40 KB a page of 1,000 grew
+// afresh, by doubling, on every page; docs/performance.md, list28), or a
+// new one. putListWriter gives it back.
+func (s *Server) newListWriter(w http.ResponseWriter) *listWriter {
+	lw, _ := s.listWriters.Get().(*listWriter)
+	if lw == nil {
+		lw = &listWriter{}
+		lw.enc = json.NewEncoder(&lw.buf)
+		// As writeJSON: no HTML escaping.
+		lw.enc.SetEscapeHTML(false)
+	}
+	lw.w, lw.n, lw.sent = w, 0, false
+	lw.buf.Reset()
 	lw.buf.WriteString(`{"approvals":[`)
 	return lw
+}
+
+// putListWriter keeps lw for the next page, unless its buffers grew past
+// listKeep.
+func (s *Server) putListWriter(lw *listWriter) {
+	lw.w = nil
+	if lw.buf.Cap() > listKeep || cap(lw.esc) > listKeep {
+		return
+	}
+	s.listWriters.Put(lw)
 }
 
 // add encodes a as the list's next approval, and writes what was gathered
@@ -116,7 +139,8 @@ func (lw *listWriter) flush() error {
 // its terminating chunk (HTTP/1.1; HTTP/2 resets the stream), so the
 // client reads an error (unexpected EOF), never a page that ends early.
 func (s *Server) streamList(ctx context.Context, w http.ResponseWriter, c caller, f store.Filter) error {
-	lw := newListWriter(w)
+	lw := s.newListWriter(w)
+	defer s.putListWriter(lw)
 	var a Approval
 	next, err := s.approvals.EachRequest(ctx, f, func(r approval.Request) error {
 		if !visible(c, r) { // the filter already scopes by tenant; this is a second lock

@@ -137,6 +137,10 @@ type Server struct {
 	heartbeat     time.Duration
 	streamsDone   chan struct{} // closed by EndStreams
 	endOnce       sync.Once
+
+	// listWriters keeps the *listWriter of GET /v1/approvals (its
+	// buffers) from one page to the next (liststream.go).
+	listWriters sync.Pool
 }
 
 // New returns a Server over a, authenticating with auth. A nil auth rejects

@@ -32,19 +32,25 @@ func (s *Server) inboxData(r *http.Request, c *session) (*inboxView, error) {
 	if cursor != "" && !isIDText(cursor) {
 		cursor = ""
 	}
-	l, err := s.backend.ListApprovals(r.Context(), c.caller, store.Filter{State: approval.StatePending, Descending: true, Limit: inboxLimit, Cursor: cursor})
+	// Each approval becomes its row as the store reads it: the page keeps
+	// 100 rows (a summary cut at summaryLen each), never 100 approvals
+	// with their arguments whole. The page is rendered once read, so an
+	// error midway is an error page, never a short list.
+	v := &inboxView{Cursor: cursor, CanReview: c.caller.CanReview()}
+	now := s.now()
+	next, err := s.backend.EachApproval(r.Context(), c.caller, store.Filter{State: approval.StatePending, Descending: true, Limit: inboxLimit, Cursor: cursor},
+		func(a *api.Approval) error {
+			rw := newRow(*a, c.caller, now)
+			if rw.Eligible {
+				v.Eligible++
+			}
+			v.Rows = append(v.Rows, rw)
+			return nil
+		})
 	if err != nil {
 		return nil, err
 	}
-	v := &inboxView{More: l.NextCursor, Cursor: cursor, CanReview: c.caller.CanReview()}
-	now := s.now()
-	for _, a := range l.Approvals {
-		rw := newRow(a, c.caller, now)
-		if rw.Eligible {
-			v.Eligible++
-		}
-		v.Rows = append(v.Rows, rw)
-	}
+	v.More = next
 	return v, nil
 }
 
@@ -482,19 +488,20 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, c *session) {
 			Error: "Check the filters: " + strings.Join(problems, "; ") + "."})
 		return
 	}
-	l, err := s.backend.ListApprovals(r.Context(), c.caller, f)
+	now := s.now()
+	nextCursor, err := s.backend.EachApproval(r.Context(), c.caller, f, func(a *api.Approval) error {
+		v.Rows = append(v.Rows, newRow(*a, c.caller, now))
+		return nil
+	})
 	if err != nil {
+		v.Rows = nil
 		s.fail(w, r, c, err)
 		return
 	}
-	now := s.now()
-	for _, a := range l.Approvals {
-		v.Rows = append(v.Rows, newRow(a, c.caller, now))
-	}
-	if l.NextCursor != "" {
+	if nextCursor != "" {
 		next := url.Values{}
 		for k, val := range map[string]string{"state": hf.State, "server": hf.Server, "tool": hf.Tool, "requester": hf.Requester,
-			"from": hf.From, "to": hf.To, "cursor": l.NextCursor} {
+			"from": hf.From, "to": hf.To, "cursor": nextCursor} {
 			if val != "" {
 				next.Set(k, val)
 			}

@@ -24,6 +24,10 @@ import (
 // rules to the caller, so the inbox has no decision path of its own.
 type Backend interface {
 	ListApprovals(ctx context.Context, c api.Caller, f store.Filter) (api.List, error)
+	// EachApproval is ListApprovals handing fn each approval as the store
+	// reads it (*a is valid during the call only), so that a page keeps
+	// what it shows of each (a row) rather than every approval whole.
+	EachApproval(ctx context.Context, c api.Caller, f store.Filter, fn func(a *api.Approval) error) (next string, err error)
 	GetApproval(ctx context.Context, c api.Caller, id approval.ID) (api.Approval, error)
 	Review(ctx context.Context, c api.Caller, id approval.ID, v approval.Verdict, reason, pinnedHash string) (api.Approval, error)
 	RequesterSessions(ctx context.Context, c api.Caller, a api.Approval) ([]api.SessionLink, error)

@@ -147,10 +147,46 @@ func BenchmarkEachLease(b *testing.B) {
 // and anything else is json.Unmarshal's.
 func TestDecodeListAsUnmarshal(t *testing.T) {
 	for _, text := range []string{"null", "[]", `["a","b"]`, `[ ]`, `[{"by":"x"}]`, `{`, `[1]`} {
-		var got, want []string
-		gotErr, wantErr := decodeList(text, &got), json.Unmarshal([]byte(text), &want)
+		var want []string
+		got, gotErr := decodeList[string](text)
+		wantErr := json.Unmarshal([]byte(text), &want)
 		if (gotErr == nil) != (wantErr == nil) || !slices.Equal(got, want) || (got == nil) != (want == nil) {
 			t.Errorf("%s: decodeList %#v, %v; json.Unmarshal %#v, %v", text, got, gotErr, want, wantErr)
 		}
 	}
+}
+
+// decodeStringsCases are stored lists of strings: jsonText's own output
+// and texts it never writes (spaces, escapes, broken shapes).
+var decodeStringsCases = []string{
+	"null", "[]", `[""]`, `["a"]`, `["a","b"]`, `["a","","b"]`, `["hidden character U+202E"]`,
+	`["group:ops","alice"]`, `["😀 é","ü"]`, `["a", "b"]`, `[ "a"]`, `["a",]`, `["a",","b"]`, `["a""b"]`,
+	`["a\"b"]`, `["\u003cx\u003e"]`, `["a\\"]`, "[\"a\tb\"]", "[\"a\x7fb\"]", "[\"\xff\"]", "[\"a\xc3\"]",
+	`["a"`, `"a"]`, `[1]`, `["a",1]`, `{"a":"b"}`, `["]`, `[""","]`, `["","",""]`, `[",","]`, `["a"],["b"]`,
+}
+
+// TestDecodeStringsAsUnmarshal (list28): decodeStrings' short cut for
+// plain lists gives json.Unmarshal's list and error, nil and empty kept
+// apart.
+func TestDecodeStringsAsUnmarshal(t *testing.T) {
+	for _, text := range decodeStringsCases {
+		checkDecodeStrings(t, text)
+	}
+}
+
+func checkDecodeStrings(t *testing.T, text string) {
+	t.Helper()
+	var want []string
+	got, gotErr := decodeStrings(text)
+	wantErr := json.Unmarshal([]byte(text), &want)
+	if (gotErr == nil) != (wantErr == nil) || (wantErr == nil && (!slices.Equal(got, want) || (got == nil) != (want == nil))) {
+		t.Errorf("%q: decodeStrings %#v, %v; json.Unmarshal %#v, %v", text, got, gotErr, want, wantErr)
+	}
+}
+
+func FuzzDecodeStrings(f *testing.F) {
+	for _, text := range decodeStringsCases {
+		f.Add(text)
+	}
+	f.Fuzz(func(t *testing.T, text string) { checkDecodeStrings(t, text) })
 }

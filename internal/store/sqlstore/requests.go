@@ -102,6 +102,27 @@ func scanRequestRow(rows *sql.Rows) (requestRow, error) {
 	return w, rows.Scan(w.dest()...)
 }
 
+// A requestScanner reads the rows of one query into one requestRow and
+// its Scan destinations, kept from row to row: a page read row by row
+// (EachRequest) then allocates them once instead of once per row (≈ 1 KB:
+// the row and 34 pointers as interfaces). decode copies what it keeps of
+// the row (strings are shared, not the row), so reusing it is safe.
+type requestScanner struct {
+	w    requestRow
+	dest []any
+}
+
+// scan reads the current row of rows and decodes it.
+func (s *requestScanner) scan(rows *sql.Rows) (approval.Request, error) {
+	if s.dest == nil {
+		s.dest = s.w.dest()
+	}
+	if err := rows.Scan(s.dest...); err != nil {
+		return approval.Request{}, err
+	}
+	return s.w.decode()
+}
+
 func scanRequest(rows *sql.Rows) (approval.Request, error) {
 	w, err := scanRequestRow(rows)
 	if err != nil {
@@ -338,12 +359,13 @@ func (db *DB) requestBatch(ctx context.Context, f store.Filter, out []approval.R
 	}
 	defer func() { _ = rows.Close() }() // on early returns; the last Close's error is returned below
 	size := 0
+	var sc requestScanner
 	for rows.Next() {
 		if len(out) == limit || size >= eachBatchBytes {
 			more = true
 			break
 		}
-		r, err := scanRequest(rows)
+		r, err := sc.scan(rows)
 		if err != nil {
 			return out, false, db.wrap("list requests", err)
 		}

@@ -195,6 +195,11 @@ func (d *sqliteDialect) watch(ctx context.Context, db *DB, w watchFuncs) {
 		feed    = follower{db: db}
 	)
 	defer ver.close()
+	var touch *touchWorker
+	if w.touched != nil {
+		touch = startTouchWorker(ctx, w.touched)
+		defer touch.wait() // ctx is done whenever watch returns
+	}
 	for {
 		v, err := ver.read(ctx, db)
 		if st := db.settled; st != nil {
@@ -202,8 +207,8 @@ func (d *sqliteDialect) watch(ctx context.Context, db *DB, w watchFuncs) {
 		}
 		if err == nil && (!seen || v != last || !feed.ok) {
 			if err = feed.sync(ctx, w); err == nil {
-				if seen && w.touched != nil {
-					w.touched() // a commit that may have written no event (a lease's release)
+				if seen && touch != nil {
+					touch.kick() // a commit that may have written no event (a lease's release); off this goroutine
 				}
 				last, seen = v, true
 			}

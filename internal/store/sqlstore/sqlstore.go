@@ -468,7 +468,11 @@ func (db *DB) WatchLog(ctx context.Context, changed func(id approval.ID), append
 // commit's events were reported (at most once per poll, and spurious
 // for commits that released nothing); on Postgres a release is notified
 // and reported as changed(id) of its request, and touched is never
-// called. touched is called like changed.
+// called. touched runs on a goroutine of the watch's own, one call at a
+// time, possibly while changed or appended runs, so that a slow touched
+// does not hold up the next poll and its changed(id) calls; commits seen
+// while it runs ask for one more call after it, not one each (see
+// touchWorker). WatchLogTouched returns once the touched in flight did.
 func (db *DB) WatchLogTouched(ctx context.Context, changed func(id approval.ID), appended, touched func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

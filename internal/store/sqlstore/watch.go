@@ -15,7 +15,8 @@ type watchFuncs struct {
 	changed  func(approval.ID)
 	appended func()
 	// touched, when not nil, is called on SQLite after any commit of
-	// another connection, once its events were reported (DB.WatchLogTouched).
+	// another connection, once its events were reported, from a goroutine
+	// of its own (touchWorker, DB.WatchLogTouched).
 	touched func()
 }
 
