@@ -26,7 +26,16 @@ type process struct {
 	out   io.Reader
 	grace time.Duration
 
-	writeMu sync.Mutex // one Write (one JSON-RPC line) at a time on stdin
+	// writeSem is the write lock (a channel, so that WriteBounded can
+	// give up waiting for it): one line at a time on stdin.
+	writeSem chan struct{}
+	// dl is stdin's write deadline (nil when it has none); deadlineSet,
+	// guarded by writeSem, says one may be set (boundedwrite.go).
+	dl          deadliner
+	deadlineSet bool
+	// finishing counts the goroutines writing the rest of a line whose
+	// bound passed (WriteBounded); Close waits for them.
+	finishing sync.WaitGroup
 
 	exited  chan struct{} // closed when the process has been waited for
 	exitErr error         // set before exited is closed
@@ -71,9 +80,14 @@ func startProcess(cfg ServerConfig, stderr io.Writer, grace time.Duration) (*pro
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", cfg.Command, err)
 	}
-	p := &process{cmd: cmd, stdin: stdin, stdout: stdout, in: stdin, out: stdout, grace: grace, exited: make(chan struct{})}
+	p := &process{cmd: cmd, stdin: stdin, stdout: stdout, in: stdin, out: stdout, grace: grace, exited: make(chan struct{}), writeSem: make(chan struct{}, 1)}
 	if rf := rawPipe(stdin); rf != nil {
 		p.in = rf
+		// Only a pollable pipe honours a deadline (a blocking one would
+		// report it and block anyway).
+		if d, ok := stdin.(deadliner); ok {
+			p.dl = d
+		}
 	}
 	if rf := rawPipe(stdout); rf != nil {
 		p.out = rf
@@ -91,8 +105,9 @@ func startProcess(cfg ServerConfig, stderr io.Writer, grace time.Duration) (*pro
 // message as one Write of its line, and so do raw calls (rawcall.go), so
 // lines from both never interleave on the pipe.
 func (p *process) Write(b []byte) (int, error) {
-	p.writeMu.Lock()
-	defer p.writeMu.Unlock()
+	p.lock(nil, nil)
+	defer p.unlock()
+	p.setDeadline(time.Time{})
 	return p.in.Write(b)
 }
 
@@ -101,7 +116,8 @@ func (p *process) Write(b []byte) (int, error) {
 // It returns once the process has been waited for.
 func (p *process) Close() error {
 	p.closeOnce.Do(func() {
-		_ = p.stdin.Close()
+		_ = p.stdin.Close() // also ends a rest of a line still being written (WriteBounded)
+		defer p.finishing.Wait()
 		if p.waitExit(p.grace) {
 			return
 		}

@@ -284,9 +284,14 @@ func (r *rawCalls) sendBounded(ctx context.Context, b rawBounds, mk func(n uint6
 	// waiter's Reset starts clean). Not deferred: a deferred Stop could
 	// run after another call took w from free and armed it.
 	stepMark(19)
-	if _, err := r.w.Write(mk(id)); err != nil {
+	if err := r.writeLine(ctx, b, mk(id), timeout); err != nil {
 		w.stopTimer()
-		r.forget(id)
+		if r.forget(id) && errors.Is(err, errLinePartlySent) {
+			r.cancel(id, context.DeadlineExceeded)
+		}
+		if ctx.Err() != nil && errors.Is(err, errLineNotSent) {
+			return nil, context.Cause(ctx)
+		}
 		what := "tools/call"
 		if ping {
 			what = "ping"
@@ -370,11 +375,48 @@ func (r *rawCalls) cancel(id uint64, why error) {
 		"params":  map[string]any{"requestId": rawIDPrefix + strconv.FormatUint(id, 10), "reason": why.Error()},
 	})
 	if err == nil {
-		_, err = r.w.Write(append(b, '\n'))
+		if bw, ok := r.w.(boundedLineWriter); ok {
+			// Best effort and bounded: a child that stopped reading
+			// must not hold the cancelled call's caller (attack28).
+			t := time.NewTimer(cancelBound)
+			err = bw.WriteBounded(append(b, '\n'), time.Now().Add(cancelBound), nil, t.C)
+			t.Stop()
+		} else {
+			_, err = r.w.Write(append(b, '\n'))
+		}
 	}
 	if err != nil {
 		r.log.Debug("notifications/cancelled for a raw call not sent", "err", err)
 	}
+}
+
+// cancelBound is how long cancel waits for the child to take its line.
+const cancelBound = 500 * time.Millisecond
+
+// A boundedLineWriter writes one line by a deadline (process.WriteBounded,
+// boundedwrite.go).
+type boundedLineWriter interface {
+	WriteBounded(line []byte, deadline time.Time, stop <-chan struct{}, timeout <-chan time.Time) error
+}
+
+// writeLine writes a raw call's line within its bounds when r.w can
+// (boundedLineWriter): by call_timeout (timeout is its timer's channel,
+// nil without one) or ctx's deadline, waiting for the write lock at most
+// until then or until ctx is done. Else it is one Write.
+func (r *rawCalls) writeLine(ctx context.Context, b rawBounds, line []byte, timeout <-chan time.Time) error {
+	bw, ok := r.w.(boundedLineWriter)
+	if !ok {
+		_, err := r.w.Write(line)
+		return err
+	}
+	var deadline time.Time
+	if b.timeout > 0 {
+		deadline = time.Now().Add(b.timeout)
+	}
+	if d, ok := ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
+		deadline = d
+	}
+	return bw.WriteBounded(line, deadline, ctx.Done(), timeout)
 }
 
 // deliver hands a to the call waiting for id; an answer nobody waits for

@@ -1,0 +1,105 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+)
+
+// A child that stops reading its stdin (busy in a long tool call, wedged)
+// fills the pipe (64 KiB on Linux), and a write to it then blocks. Before
+// WriteBounded a raw call's write waited for as long as that lasted: past
+// its call_timeout, and every later line of the session waited behind it
+// for the write lock (attack28, docs/architecture.md). WriteBounded ends
+// the wait at the call's bound instead, with the pipe's write deadline
+// (the runtime poller's, as for a net.Conn).
+//
+// A line is never cut: a write that took none of the line's bytes by the
+// bound fails with errLineNotSent (nothing reached the child); one that
+// took part of them fails with errLinePartlySent, and the rest of the line
+// is written by a goroutine the process owns, which holds the write lock
+// until it is done (or the process ends), so that the child's stream stays
+// whole. Later writers wait for the lock within their own bounds.
+
+// errLineNotSent: the bound passed before the child took any byte of the
+// line; nothing was sent.
+var errLineNotSent = errors.New("the upstream did not read its stdin before the call's bound: the call was not sent")
+
+// errLinePartlySent: the bound passed while the child had taken part of
+// the line; the rest is sent when the child reads again, so the call may
+// still run.
+var errLinePartlySent = errors.New("the upstream stopped reading its stdin while the call was being written: the rest is sent when it reads again, and the call may still run")
+
+// deadliner is the pipe's write deadline (an *os.File, or os/exec's
+// wrapper of one).
+type deadliner interface {
+	SetWriteDeadline(t time.Time) error
+}
+
+// lock takes the write lock, or gives up when stop is closed or fires
+// (nil: never). It reports whether it took it.
+func (p *process) lock(stop <-chan struct{}, timeout <-chan time.Time) bool {
+	select {
+	case p.writeSem <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case p.writeSem <- struct{}{}:
+		return true
+	case <-stop:
+		return false
+	case <-timeout:
+		return false
+	}
+}
+
+func (p *process) unlock() { <-p.writeSem }
+
+// setDeadline sets the pipe's write deadline to t (zero: none), skipping
+// the runtime call when there is none to clear. The write lock must be
+// held.
+func (p *process) setDeadline(t time.Time) {
+	if p.dl == nil || (t.IsZero() && !p.deadlineSet) {
+		return
+	}
+	_ = p.dl.SetWriteDeadline(t)
+	p.deadlineSet = !t.IsZero()
+}
+
+// WriteBounded writes line, one JSON-RPC message, to the child's stdin as
+// Write does, but gives up by deadline (zero: no bound), when stop is
+// closed, or when timeout fires while it waits for the write lock. It
+// returns errLineNotSent when no byte of line was written, and
+// errLinePartlySent (the rest following later, see above) when some were;
+// both wrap os.ErrDeadlineExceeded when the deadline ended the write.
+func (p *process) WriteBounded(line []byte, deadline time.Time, stop <-chan struct{}, timeout <-chan time.Time) error {
+	if !p.lock(stop, timeout) {
+		return errLineNotSent
+	}
+	p.setDeadline(deadline)
+	n, err := p.in.Write(line)
+	if err == nil {
+		p.unlock()
+		return nil
+	}
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		p.unlock()
+		return err
+	}
+	if n == 0 {
+		p.unlock()
+		return fmt.Errorf("%w (%w)", errLineNotSent, os.ErrDeadlineExceeded)
+	}
+	rest := bytes.Clone(line[n:])
+	p.finishing.Add(1)
+	go func() {
+		defer p.finishing.Done()
+		defer p.unlock()
+		p.setDeadline(time.Time{})
+		_, _ = p.in.Write(rest) // an error: the process ended, and its stdin with it
+	}()
+	return fmt.Errorf("%w (%w)", errLinePartlySent, os.ErrDeadlineExceeded)
+}
