@@ -192,6 +192,14 @@ func (u *upstream) callError(ctx context.Context, cause error, c *upConn, tool s
 	} else if wire := (*jsonrpc.Error)(nil); errors.As(err, &wire) {
 		return wire // the upstream answered with an error
 	}
+	// A stdio child that did not read its stdin by the call's bound
+	// (boundedwrite.go).
+	switch {
+	case errors.Is(err, errLineNotSent):
+		return u.unavailable(ctx, tool, fmt.Sprintf("it did not read its stdin within the call's bound (call_timeout %s); the call was not sent and nothing was run", u.cfg.CallTimeout), approval.OutcomeTransportError, err)
+	case errors.Is(err, errLinePartlySent):
+		return u.unavailable(ctx, tool, fmt.Sprintf("it stopped reading its stdin while the call was being written (call_timeout %s); the rest is sent when it reads again, so the call may still run", u.cfg.CallTimeout), approval.OutcomeTransportError, err)
+	}
 	if c.proc != nil {
 		if xe := c.proc.exitError(u.g.opts.TerminateGrace); xe != nil {
 			return u.unavailable(ctx, tool, fmt.Sprintf("its process ended during the call (%v) and is being restarted; the call may have run", xe), approval.OutcomeTransportError, err)
