@@ -132,21 +132,6 @@ func Display(raw json.RawMessage, rd Redaction) (json.RawMessage, []string, erro
 	return disp, warnings, nil
 }
 
-// HashDisplay returns Hash(raw) and Display(raw, rd) from one parse of
-// raw (the audit trail records both for every call). Errors are those of
-// Hash, which Display shares.
-func HashDisplay(raw json.RawMessage, rd Redaction) (hash string, disp json.RawMessage, warnings []string, err error) {
-	if len(raw) == 0 {
-		raw = json.RawMessage(`{}`)
-	}
-	t, err := parse(raw)
-	if err != nil {
-		return "", nil, nil, err
-	}
-	disp, warnings = display(&t, len(raw), rd)
-	return hashTree(&t, len(raw)), disp, warnings, nil
-}
-
 // A ShownArguments is what HashDisplayCanonical gives for arguments.
 type ShownArguments struct {
 	Hash     string          // Hash(raw)

@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-// TestHashDisplayIsHashAndDisplay: HashDisplay answers as Hash and
-// Display do, errors included.
-func TestHashDisplayIsHashAndDisplay(t *testing.T) {
+// TestParsedIsHashAndDisplay: one Parse answers as Hash and Display do,
+// errors included.
+func TestParsedIsHashAndDisplay(t *testing.T) {
 	rd := DefaultRedaction()
 	for _, raw := range []string{
 		``, `{}`, `{"to":"acct-1","amount":5}`, `{"b":1,"a":[1,2,{"z":null,"y":true}]}`,
@@ -20,9 +20,9 @@ func TestHashDisplayIsHashAndDisplay(t *testing.T) {
 	} {
 		h, herr := Hash(json.RawMessage(raw))
 		d, w, derr := Display(json.RawMessage(raw), rd)
-		gh, gd, gw, gerr := HashDisplay(json.RawMessage(raw), rd)
+		gh, gd, gw, gerr := hashDisplay(json.RawMessage(raw), rd)
 		if (herr == nil) != (gerr == nil) || (herr != nil && herr.Error() != gerr.Error()) || (derr == nil) != (herr == nil) {
-			t.Errorf("%.40s: HashDisplay error %v; Hash %v, Display %v", raw, gerr, herr, derr)
+			t.Errorf("%.40s: Parse error %v; Hash %v, Display %v", raw, gerr, herr, derr)
 			continue
 		}
 		if herr != nil {
@@ -32,7 +32,7 @@ func TestHashDisplayIsHashAndDisplay(t *testing.T) {
 			continue
 		}
 		if gh != h || string(gd) != string(d) || !slices.Equal(gw, w) {
-			t.Errorf("%.40s: HashDisplay %s %s %q; Hash and Display %s %s %q", raw, gh, gd, gw, h, d, w)
+			t.Errorf("%.40s: Parse's Hash and Display %s %s %q; Hash and Display %s %s %q", raw, gh, gd, gw, h, d, w)
 		}
 	}
 }
@@ -64,7 +64,7 @@ func TestDisplayBuildsNoPathWithoutWarnings(t *testing.T) {
 // TestHashDisplayCanonicalIsCanonicalizeOfTheCopy: the display copy's
 // canonical form written from the one parse is Canonicalize of the copy,
 // its depth the copy's nesting, and the hash, copy and warnings are
-// HashDisplay's, for arguments with redacted keys and text, invisible
+// one Parse's, for arguments with redacted keys and text, invisible
 // characters, cut strings, numbers, escapes and deep nesting.
 func TestHashDisplayCanonicalIsCanonicalizeOfTheCopy(t *testing.T) {
 	rd := DefaultRedaction()
@@ -79,17 +79,17 @@ func TestHashDisplayCanonicalIsCanonicalizeOfTheCopy(t *testing.T) {
 		`{"auth":"Bearer abcdefghijklmnopqrstuvwxyz0123456789"}`, `{"key":"AKIAABCDEFGHIJKLMNOP and more"}`,
 		deep, deepSecret, `{"a":1,"a":2}`, `{"a":`, "{\"bad\":\"\xff\"}", "{\"\xfe\":1}",
 	} {
-		h, disp, w, err := HashDisplay(json.RawMessage(raw), rd)
+		h, disp, w, err := hashDisplay(json.RawMessage(raw), rd)
 		got, gerr := HashDisplayCanonical(json.RawMessage(raw), rd)
 		if (err == nil) != (gerr == nil) {
-			t.Errorf("%.40s: error %v, HashDisplay's %v", raw, gerr, err)
+			t.Errorf("%.40s: error %v, Parse's %v", raw, gerr, err)
 			continue
 		}
 		if err != nil {
 			continue
 		}
 		if got.Hash != h || !bytes.Equal(got.Display, disp) || !slices.Equal(got.Warnings, w) {
-			t.Errorf("%.40s: %s %s %q, HashDisplay's %s %s %q", raw, got.Hash, got.Display, got.Warnings, h, disp, w)
+			t.Errorf("%.40s: %s %s %q, Parse's %s %s %q", raw, got.Hash, got.Display, got.Warnings, h, disp, w)
 		}
 		want, cerr := Canonicalize(disp)
 		if cerr != nil || !bytes.Equal(got.Canonical, want) {
@@ -119,4 +119,14 @@ func nesting(t *testing.T, b []byte) int {
 			depth--
 		}
 	}
+}
+
+// hashDisplay is the hash and display copy of raw from one Parse.
+func hashDisplay(raw json.RawMessage, rd Redaction) (string, json.RawMessage, []string, error) {
+	p, err := Parse(raw)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	d, w := p.Display(rd)
+	return p.Hash(), d, w, nil
 }
