@@ -13,8 +13,8 @@ import (
 // instead of collecting the page: what it keeps is one approval, whatever
 // the page's arguments weigh (the inbox's page of 100 with 1 MB arguments
 // held 100 MB at once; docs/performance.md, branch list28). *a is reused:
-// it is valid only during fn's call. The store's read stays open while fn
-// runs. next is ListApprovals' cursor; it is "" whenever err is not nil.
+// it is valid only during fn's call. fn runs between the store's batched
+// reads (no store connection is held meanwhile). next is ListApprovals' cursor; it is "" whenever err is not nil.
 // An error of fn ends the read; every error is returned wrapped as
 // ListApprovals wraps its own, so [PublicError] answers it the same way.
 func (s *Server) EachApproval(ctx context.Context, c Caller, f store.Filter, fn func(a *Approval) error) (next string, err error) {

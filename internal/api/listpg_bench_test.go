@@ -1,11 +1,8 @@
 package api
 
 import (
-	"net/http"
 	"testing"
 
-	"toolgate/internal/gate"
-	"toolgate/internal/policy"
 	"toolgate/internal/store/sqlstore"
 	"toolgate/internal/store/sqlstore/pgtest"
 )
@@ -19,13 +16,5 @@ func BenchmarkListApprovalsPostgres(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = db.Close() })
-	fillListed(b, db, 1000, 0)
-	s := New(gate.New(db, &policy.Policy{Default: policy.Allow}, nil), listAuth, nil)
-	w := &countingWriter{h: http.Header{}}
-	b.ReportAllocs()
-	for b.Loop() {
-		listOnce(b, s, w)
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(w.n)/1000, "body-B/row")
+	benchList(b, db)
 }

@@ -1,14 +1,6 @@
 package api
 
-import (
-	"net/http"
-	"runtime"
-	"testing"
-
-	"toolgate/internal/gate"
-	"toolgate/internal/policy"
-	"toolgate/internal/store/sqlstore/sqlitetest"
-)
+import "testing"
 
 // TestListRowAllocatesLittle (list28): a listed request allocates what
 // its row's strings, its conversion and its encoding need, not also a
@@ -17,20 +9,7 @@ import (
 // page's buffers grown afresh: ≈ 1.4 KB per listed request (1,000 with
 // small arguments), ≈ 3.7 KB on main 37478e1.
 func TestListRowAllocatesLittle(t *testing.T) {
-	db := sqlitetest.Open(t)
-	fillListed(t, db, 1000, 0)
-	s := New(gate.New(db, &policy.Policy{Default: policy.Allow}, nil), listAuth, nil)
-	w := &countingWriter{h: http.Header{}}
-	listOnce(t, s, w) // warm: statement caches, pools
-	const rounds = 3
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for range rounds {
-		listOnce(t, s, w)
-	}
-	runtime.ReadMemStats(&after)
-	perRow := float64(after.TotalAlloc-before.TotalAlloc) / (rounds * 1000)
-	t.Logf("%.0f B allocated per listed request", perRow)
+	perRow := allocPerListedRow(t)
 	limit := 2500.0
 	if raceEnabled {
 		limit = 4000 // ≈ 2,800–3,000 now under -race, ≈ 5,300 on the base
