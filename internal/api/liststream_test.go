@@ -345,6 +345,7 @@ func BenchmarkListApprovals(b *testing.B) {
 // benchList lists 1,000 requests with small arguments in db, page by page
 // as GET /v1/approvals?limit=1000 does, b.N times.
 func benchList(b *testing.B, db *sqlstore.DB) {
+	b.Helper()
 	fillListed(b, db, 1000, 0)
 	s := New(gate.New(db, &policy.Policy{Default: policy.Allow}, nil), listAuth, nil)
 	w := &countingWriter{h: http.Header{}}
