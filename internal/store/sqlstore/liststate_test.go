@@ -24,23 +24,7 @@ func TestListOfAStateReadsItsPage(t *testing.T) {
 		{State: approval.StateDenied, Descending: true, Limit: 50},
 	} {
 		q, args, _ := listQuery(f)
-		rows, err := db.sql.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		if err := rows.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if p := strings.Join(plan, "; "); strings.Contains(p, "TEMP B-TREE") || !strings.Contains(p, "requests_state_id") {
+		if p := queryPlan(t, db, q, args...); strings.Contains(p, "TEMP B-TREE") || !strings.Contains(p, "requests_state_id") {
 			t.Errorf("filter %+v: the plan is %q, want the rows of the state read in id order (requests_state_id), not sorted", f, p)
 		}
 	}

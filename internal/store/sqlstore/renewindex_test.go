@@ -17,10 +17,20 @@ func TestRenewalReadIsCovered(t *testing.T) {
 	if _, err := db.RenewLeases(t.Context(), "gw-a", ids, t0.Add(2*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := db.sql.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+heldRowsQuery, "gw-a")
+	if got := queryPlan(t, db, heldRowsQuery, "gw-a"); !strings.Contains(got, "USING COVERING INDEX requests_instance_held") {
+		t.Errorf("the renewal's read is planned as %q, want it from the covering index requests_instance_held", got)
+	}
+}
+
+// queryPlan returns SQLite's EXPLAIN QUERY PLAN of q with args in db: the
+// detail of each step, joined by "; ".
+func queryPlan(t *testing.T, db *DB, q string, args ...any) string {
+	t.Helper()
+	rows, err := db.sql.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() { _ = rows.Close() }()
 	var plan []string
 	for rows.Next() {
 		var id, parent, unused int
@@ -33,8 +43,5 @@ func TestRenewalReadIsCovered(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	_ = rows.Close()
-	if got := strings.Join(plan, "; "); !strings.Contains(got, "USING COVERING INDEX requests_instance_held") {
-		t.Errorf("the renewal's read is planned as %q, want it from the covering index requests_instance_held", got)
-	}
+	return strings.Join(plan, "; ")
 }
