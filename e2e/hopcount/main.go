@@ -31,7 +31,11 @@
 // trace divided by -calls, so a trace should hold the calls and little
 // else (start perf before the load, stop it after).
 //
-// docs/performance.md, "stdio28", has the counts of the stdio hop at C=1.
+// With -steps PROXY,UPSTREAM it times each call's steps through the two
+// named groups instead (steps.go).
+//
+// docs/performance.md, "stdio28", has the counts of the stdio hop at C=1;
+// "http29" the steps of the HTTP hop against the byte relay.
 package main
 
 import (
@@ -65,8 +69,9 @@ var syscallNames = map[int]string{
 type event struct {
 	comm     string
 	pid, tid int
-	name     string // "raw_syscalls:sys_enter", "sched:sched_switch", …
-	trace    string // what follows the event's name
+	name     string  // "raw_syscalls:sys_enter", "sched:sched_switch", …
+	trace    string  // what follows the event's name
+	us       float64 // the event's time in µs (0 when it does not parse)
 }
 
 // parseEvent parses one line, or reports false for a line that is not an
@@ -89,6 +94,12 @@ func parseEvent(line string) (event, bool) {
 					return event{}, false
 				}
 				e := event{comm: strings.TrimSpace(line[:i]), pid: pid, tid: tid, name: strings.TrimSpace(f[1])}
+				// f[0] is "[CPU] SECONDS".
+				if _, ts, ok := strings.Cut(f[0], "]"); ok {
+					if sec, err := strconv.ParseFloat(strings.TrimSpace(ts), 64); err == nil {
+						e.us = sec * 1e6
+					}
+				}
 				if len(f) == 3 {
 					e.trace = f[2]
 				}
@@ -420,6 +431,7 @@ func run(args []string, out io.Writer) error {
 	calls := fs.Int("calls", 0, "calls the trace holds (the divisor); 0: the loadgen's requests counted in the trace")
 	minRequest := fs.Uint64("request-bytes", 300, "with -calls 0: the smallest write of the loadgen that is a call's request")
 	fs.Var(&groups, "group", "NAME=PID[,PID…]: a process group (repeatable)")
+	steps := fs.String("steps", "", "PROXY,UPSTREAM: instead of counts, time each call's steps through the two named groups (steps.go)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -431,6 +443,9 @@ func run(args []string, out io.Writer) error {
 		return err
 	}
 	defer func() { _ = f.Close() }()
+	if *steps != "" {
+		return runSteps(f, out, groups.pids, *steps)
+	}
 	c := newCounter(groups.pids)
 	c.minRequest = *minRequest
 	sc := bufio.NewScanner(f)
