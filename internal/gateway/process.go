@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"sync"
@@ -17,8 +18,8 @@ import (
 // side; Write and Close are the write side (Close ends the process).
 type process struct {
 	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stdout io.ReadCloser
+	stdin  *os.File
+	stdout *os.File
 	// in and out write stdin and read stdout without the scheduler's
 	// system-call bookkeeping (rawio), when their descriptors allow it;
 	// else stdin and stdout themselves.
@@ -69,15 +70,18 @@ func startProcess(cfg ServerConfig, stderr io.Writer, grace time.Duration) (*pro
 	cmd.Stderr = stderr
 	// Wait would otherwise wait for a grandchild that keeps stderr open.
 	cmd.WaitDelay = grace
-	stdin, err := cmd.StdinPipe()
+	stdin, stdout, childIn, childOut, err := childStdio()
 	if err != nil {
-		return nil, fmt.Errorf("stdin pipe: %w", err)
+		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	cmd.Stdin, cmd.Stdout = childIn, childOut
+	err = cmd.Start()
+	// The child has its own copies (or none, when it did not start).
+	_ = childIn.Close()
+	_ = childOut.Close()
 	if err != nil {
-		return nil, fmt.Errorf("stdout pipe: %w", err)
-	}
-	if err := cmd.Start(); err != nil {
+		_ = stdin.Close()
+		_ = stdout.Close()
 		return nil, fmt.Errorf("start %s: %w", cfg.Command, err)
 	}
 	p := &process{cmd: cmd, stdin: stdin, stdout: stdout, in: stdin, out: stdout, grace: grace, exited: make(chan struct{}), writeSem: make(chan struct{}, 1)}
@@ -85,17 +89,17 @@ func startProcess(cfg ServerConfig, stderr io.Writer, grace time.Duration) (*pro
 		p.in = rf
 		// Only a pollable pipe honours a deadline (a blocking one would
 		// report it and block anyway).
-		if d, ok := stdin.(deadliner); ok {
-			p.dl = d
-		}
+		p.dl = stdin
 	}
 	if rf := rawPipe(stdout); rf != nil {
 		p.out = rf
 	}
 	go func() {
-		// Wait closes stdout once the process has exited, which ends the
-		// session's read loop and fails calls in flight at once (case C08).
+		// stdout is closed once the process has exited (as os/exec's
+		// StdoutPipe is by Wait), which ends the session's read loop and
+		// fails calls in flight at once (case C08).
 		p.exitErr = cmd.Wait()
+		_ = stdout.Close()
 		close(p.exited)
 	}()
 	return p, nil
