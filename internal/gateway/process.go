@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"slices"
 	"sync"
@@ -18,8 +17,8 @@ import (
 // side; Write and Close are the write side (Close ends the process).
 type process struct {
 	cmd    *exec.Cmd
-	stdin  *os.File
-	stdout *os.File
+	stdin  io.WriteCloser
+	stdout io.ReadCloser
 	// in and out write stdin and read stdout without the scheduler's
 	// system-call bookkeeping (rawio), when their descriptors allow it;
 	// else stdin and stdout themselves.
@@ -70,18 +69,15 @@ func startProcess(cfg ServerConfig, stderr io.Writer, grace time.Duration) (*pro
 	cmd.Stderr = stderr
 	// Wait would otherwise wait for a grandchild that keeps stderr open.
 	cmd.WaitDelay = grace
-	stdin, stdout, childIn, childOut, err := childStdio()
+	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("stdin pipe: %w", err)
 	}
-	cmd.Stdin, cmd.Stdout = childIn, childOut
-	err = cmd.Start()
-	// The child has its own copies (or none, when it did not start).
-	_ = childIn.Close()
-	_ = childOut.Close()
+	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		_ = stdin.Close()
-		_ = stdout.Close()
+		return nil, fmt.Errorf("stdout pipe: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", cfg.Command, err)
 	}
 	p := &process{cmd: cmd, stdin: stdin, stdout: stdout, in: stdin, out: stdout, grace: grace, exited: make(chan struct{}), writeSem: make(chan struct{}, 1)}
@@ -89,17 +85,17 @@ func startProcess(cfg ServerConfig, stderr io.Writer, grace time.Duration) (*pro
 		p.in = rf
 		// Only a pollable pipe honours a deadline (a blocking one would
 		// report it and block anyway).
-		p.dl = stdin
+		if d, ok := stdin.(deadliner); ok {
+			p.dl = d
+		}
 	}
 	if rf := rawPipe(stdout); rf != nil {
 		p.out = rf
 	}
 	go func() {
-		// stdout is closed once the process has exited (as os/exec's
-		// StdoutPipe is by Wait), which ends the session's read loop and
-		// fails calls in flight at once (case C08).
+		// Wait closes stdout once the process has exited, which ends the
+		// session's read loop and fails calls in flight at once (case C08).
 		p.exitErr = cmd.Wait()
-		_ = stdout.Close()
 		close(p.exited)
 	}()
 	return p, nil
