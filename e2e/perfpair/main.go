@@ -4,7 +4,7 @@
 // so a change in what else runs on the machine falls on all rows alike.
 //
 //	perfpair -perf-bin DIR -bin LABEL=PATH [-bin LABEL=PATH ...]
-//	         [-upstream stdio|http] [-shared] [-rounds 6] [-c 16,1]
+//	         [-upstream stdio|http] [-shared] [-setsid] [-rounds 6] [-c 16,1]
 //	         [-duration 3s] [-warmup 1s] [-payload-bytes 100] [-out DIR]
 //
 // DIR holds the binaries of ../shared/perf (`loadgen`, `echoserver`), as its
@@ -15,6 +15,10 @@
 // proxy). With -upstream http every toolgate binary gets its own
 // `echoserver -http` upstream, and the server CPU counted is toolgate's and
 // its upstream's; with stdio, loadgen counts toolgate and the child it spawns.
+// With -setsid every server starts in a session of its own, as run.sh starts
+// them: with the kernel's autogroup scheduling each is then a scheduling
+// group of its own (docs/performance.md, "stdio29"); without, all of them
+// and loadgen share perfpair's.
 //
 // The loadgen JSON lines go to DIR/results.jsonl (one per target, round and
 // concurrency); the summary on stdout gives per row the medians of calls/s,
@@ -75,6 +79,7 @@ type options struct {
 	bins         binFlag
 	upstream     string
 	shared       bool
+	setsid       bool
 	rounds       int
 	conc         []int
 	duration     time.Duration
@@ -90,6 +95,7 @@ func main() {
 	flag.Var(&o.bins, "bin", "LABEL=PATH of a toolgate binary (repeatable; the first is the reference)")
 	flag.StringVar(&o.upstream, "upstream", "stdio", "toolgate's upstream: stdio (a child echoserver) or http (an echoserver -http per binary)")
 	flag.BoolVar(&o.shared, "shared", false, "stdio: one child for all agent sessions (sessions: shared)")
+	flag.BoolVar(&o.setsid, "setsid", false, "start every server in a session of its own, as ../shared/perf/run.sh does (its own scheduling group under autogroup)")
 	flag.IntVar(&o.rounds, "rounds", 6, "rounds; the target order is reversed every other round")
 	flag.StringVar(&conc, "c", "16,1", "comma-separated concurrencies, each measured in every round")
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "measured time per target, round and concurrency")
@@ -152,7 +158,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 			return nil, err
 		}
 		defer func() { _ = log.Close() }()
-		cmd := exec.Command(name, args...)
+		cmd := serverCommand(name, args, o.setsid)
 		cmd.Stdout, cmd.Stderr = log, log
 		if err := cmd.Start(); err != nil {
 			return nil, fmt.Errorf("start %s: %w", name, err)
@@ -249,6 +255,17 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		labels = append(labels, t.label)
 	}
 	return summarise(stdout, rows, labels, o.conc)
+}
+
+// serverCommand is the command that starts a server (direct-http's
+// echoserver, a toolgate, an HTTP upstream), in a session of its own when
+// ownSession is set (-setsid).
+func serverCommand(name string, args []string, ownSession bool) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	if ownSession {
+		inOwnSession(cmd)
+	}
+	return cmd
 }
 
 // roundOrder is the order targets are loaded in round r (1-based): as given
