@@ -118,7 +118,7 @@ func TestBoundedLinesArriveWhole(t *testing.T) {
 			t.Fatalf("a line the child read is not one line written whole: %s", l.Pad)
 		}
 		want := 1<<10 + (l.G*each+l.I)*1531%(128<<10)
-		if len(l.Pad) != want || strings0(l.Pad) != 'a'+byte(l.I) || seen[k] {
+		if len(l.Pad) != want || int(strings0(l.Pad)) != 'a'+l.I || seen[k] {
 			t.Fatalf("line %v: %d bytes of pad (want %d), seen before %v", k, len(l.Pad), want, seen[k])
 		}
 		seen[k] = true
