@@ -83,12 +83,8 @@ func startProcess(cfg ServerConfig, stderr io.Writer, grace time.Duration) (*pro
 	p := &process{cmd: cmd, stdin: stdin, stdout: stdout, in: stdin, out: stdout, grace: grace, exited: make(chan struct{}), writeSem: make(chan struct{}, 1)}
 	if rf := rawPipe(stdin); rf != nil {
 		p.in = rf
-		// Only a pollable pipe honours a deadline (a blocking one would
-		// report it and block anyway).
-		if d, ok := stdin.(deadliner); ok {
-			p.dl = d
-		}
 	}
+	p.dl = writeDeadline(stdin)
 	if rf := rawPipe(stdout); rf != nil {
 		p.out = rf
 	}
@@ -99,6 +95,18 @@ func startProcess(cfg ServerConfig, stderr io.Writer, grace time.Duration) (*pro
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// writeDeadline is stdin's write deadline when it honours one: a pipe the
+// runtime poller watches, whether rawio writes it (Linux) or stdin itself
+// (elsewhere, where WrapFile declines every file). A blocking file, which
+// would report a deadline and block anyway, answers SetWriteDeadline with
+// os.ErrNoDeadline: nil.
+func writeDeadline(stdin any) deadliner {
+	if d, ok := stdin.(deadliner); ok && d.SetWriteDeadline(time.Time{}) == nil {
+		return d
+	}
+	return nil
 }
 
 // Write writes b to the child's stdin in one piece: the SDK writes each
