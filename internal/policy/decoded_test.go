@@ -65,3 +65,40 @@ func TestEvaluateReusesDecoded(t *testing.T) {
 		t.Errorf("other arguments with an earlier decode: %s %q (same decode: %v); want allow by no rule or grant, decoded afresh", d.Effect, d.Grant, d.Decoded == first.Decoded)
 	}
 }
+
+// BenchmarkGrantCheckLargeArgs (args29) is a held call's grant check on
+// large arguments (4,000-byte strings under keys): the policy evaluated
+// again with a grant whose predicate reads one member, decoding the
+// arguments again (the base) or reading the admission's decode.
+func BenchmarkGrantCheckLargeArgs(b *testing.B) {
+	e, err := Compile(newPolicy(Allow, Rule{Name: "watched", Server: "fs", Tools: []string{"write"}, Effect: Approve, When: `args.path != ""`}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, size := range []int{64 << 10, 1 << 20} {
+		var sb strings.Builder
+		sb.WriteString(`{"path":"/tmp/x"`)
+		for i := 0; sb.Len() < size; i++ {
+			fmt.Fprintf(&sb, `,"part%d":%q`, i, strings.Repeat("y", 4000))
+		}
+		sb.WriteString("}")
+		c := Call{Server: "fs", Tool: "write", Principal: Principal{ID: "agent"}, Arguments: json.RawMessage(sb.String()), Now: propNow}
+		admitted, _ := e.Evaluate(c)
+		c.Grants = []Grant{{ID: "g1", Principal: "agent", Server: "fs", Tool: "write", When: `args.path.startsWith("/tmp/")`, ExpiresAt: propNow.Add(1e12), ApprovedBy: []GrantApprover{{ID: "alice"}}}}
+		for _, mode := range []string{"decode", "reuse"} {
+			b.Run(fmt.Sprintf("%dKB/%s", size>>10, mode), func(b *testing.B) {
+				cc := c
+				if mode == "reuse" {
+					cc.Decoded = admitted.Decoded
+				}
+				b.SetBytes(int64(len(c.Arguments)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if d, _ := e.Evaluate(cc); d.Grant != "g1" {
+						b.Fatalf("decision %s %q", d.Effect, d.Grant)
+					}
+				}
+			})
+		}
+	}
+}

@@ -128,3 +128,23 @@ func BenchmarkSummary(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDetailTree (args29) is what the approval's own page makes of
+// large arguments beyond its row: the whole display copy as a node tree
+// (parseValue; the page shows every value, so this stays whole).
+func BenchmarkDetailTree(b *testing.B) {
+	for _, shape := range benchShapes {
+		for _, sz := range benchSizes {
+			d := largeDisplay(b, shape, sz.size)
+			b.Run(shape+"/"+sz.name, func(b *testing.B) {
+				b.SetBytes(int64(len(d)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := parseValue(d); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
