@@ -131,8 +131,8 @@ func TestSummaryShowsNoSecret(t *testing.T) {
 
 // FuzzSummaryAsBase: summarizeWhole is the base's for any text.
 func FuzzSummaryAsBase(f *testing.F) {
-	for _, c := range summaryCases() {
-		if len(c) < 8<<10 {
+	for i, c := range summaryCases() { // a sample, so that the fuzzer gets going
+		if len(c) < 2<<10 && i%7 == 0 {
 			f.Add([]byte(c), uint8(summaryLen))
 		}
 	}
