@@ -476,11 +476,15 @@ func (g *Gate) decide(ctx context.Context, c Call, chain session.Chain, dec poli
 		return adm
 	}
 	g.noteDecision(ctx, c, dec)
+	// What the evaluation decoded serves a held call's grant check (one
+	// decode of its arguments, args29); no kept decision holds it.
+	decoded := dec.Decoded
+	dec.Decoded = nil
 	c.admitted = &dec // consume reuses it while the revision stays
 	// The hand-off has served (evaluate): a held call does not keep it,
 	// and the decision it carries, while it waits.
 	c.Prior = nil
-	adm := g.admitDecided(ctx, c, chain, dec)
+	adm := g.admitDecided(ctx, c, chain, dec, decoded)
 	g.metrics.ToolCall(c.Server, countedEffect(c, chain, dec, adm))
 	if adm.held != nil {
 		// Admit waits for the decision; the admission is recorded after it.
@@ -492,20 +496,21 @@ func (g *Gate) decide(ctx context.Context, c Call, chain session.Chain, dec poli
 	return adm
 }
 
-// admitDecided acts on the policy decision dec for c.
-func (g *Gate) admitDecided(ctx context.Context, c Call, chain session.Chain, dec policy.Decision) Admission {
+// admitDecided acts on the policy decision dec for c; decoded is what
+// the evaluation decoded of c (for hold's grant check), or nil.
+func (g *Gate) admitDecided(ctx context.Context, c Call, chain session.Chain, dec policy.Decision, decoded *policy.Decoded) Admission {
 	switch dec.Effect {
 	case policy.Allow:
 		if chain.RequiresApprovalItem(c.item()) {
 			sd := g.sessionApproval()
 			sd.Revision = dec.Revision
-			return g.hold(ctx, c, chain, sd, g.sessionGrants(sd))
+			return g.hold(ctx, c, chain, sd, g.sessionGrants(sd), decoded)
 		}
 		return Admission{Allowed: true}
 	case policy.Deny:
 		return denied(c, dec)
 	case policy.Approve:
-		return g.hold(ctx, c, chain, dec, g.evalPolicy)
+		return g.hold(ctx, c, chain, dec, g.evalPolicy, decoded)
 	default:
 		g.log.ErrorContext(ctx, "policy returned an unknown effect; denying", "effect", dec.Effect)
 		return refuse("denied: policy returned an unknown effect")

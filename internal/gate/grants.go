@@ -35,8 +35,11 @@ type grantMatcher interface {
 // grant was used; otherwise decide's last decision (the policy may have
 // moved meanwhile) or dec. Nothing here allows on an error: a store or
 // evaluation error leaves dec (the call is held, or refused if the store
-// cannot hold it either).
-func (g *Gate) withGrants(ctx context.Context, c Call, dec policy.Decision, hash string, decide func(policy.Call) (policy.Decision, error)) policy.Decision {
+// cannot hold it either). decoded (or nil) is what the admission's
+// evaluation decoded of c's arguments: decide's evaluations read them from
+// it (policy.Call.Decoded) instead of decoding them again; no decision it
+// returns keeps it.
+func (g *Gate) withGrants(ctx context.Context, c Call, dec policy.Decision, hash string, decide func(policy.Call) (policy.Decision, error), decoded *policy.Decoded) policy.Decision {
 	if c.Kind != "" && c.Kind != approval.KindToolCall {
 		return dec // grants remember tool calls only (the policy checks it too)
 	}
@@ -51,11 +54,15 @@ func (g *Gate) withGrants(ctx context.Context, c Call, dec policy.Decision, hash
 	}
 	pc := g.policyCall(c, c.Arguments)
 	pc.Now = now
+	pc.Decoded = decoded // the admission's decode of the arguments, if any
 	for len(gs) > 0 {
 		pc.Grants = policyGrants(gs)
 		d, err := decide(pc)
 		if err != nil {
 			return dec
+		}
+		if d.Decoded != nil {
+			pc.Decoded, d.Decoded = d.Decoded, nil
 		}
 		if d.Grant == "" {
 			return d

@@ -67,7 +67,9 @@ func (g *Gate) AdmitUnlessHeld(ctx context.Context, c *Call, adm *Admission) *Ha
 func (g *Gate) evaluate(c Call) (policy.Decision, error) {
 	if h := c.Prior; h != nil && h.dec != nil && h.dec.Revision != "" && h.takenFor(c) {
 		if r, ok := g.policy.(revisioned); ok && r.Revision() == h.dec.Revision {
-			return *h.dec, nil
+			d := *h.dec
+			h.dec.Decoded = nil // now the admission's (decide), not the hand-off's
+			return d, nil
 		}
 	}
 	return g.evalPolicy(g.policyCall(c, c.Arguments))

@@ -18,8 +18,10 @@ import (
 // then, when decide is not nil, the caller's grants get their chance
 // ([Gate.withGrants]; decide is how the policy chooses among them); then
 // a pending identical request is attached to, or a new one made. chain is
-// c's session chain (nil for other principals).
-func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy.Decision, decide func(policy.Call) (policy.Decision, error)) Admission {
+// c's session chain (nil for other principals). decoded is what the
+// admission's policy evaluation decoded of c's arguments (or nil): the
+// grant check reads them from it.
+func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy.Decision, decide func(policy.Call) (policy.Decision, error), decoded *policy.Decoded) Admission {
 	if dec.NoEligibleApprovers {
 		return refuse(fmt.Sprintf("denied: rule %q requires approval but no approver is eligible to review it", dec.Rule))
 	}
@@ -60,7 +62,7 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 		}
 	}
 	if decide != nil {
-		switch d := g.withGrants(ctx, c, dec, hash, decide); {
+		switch d := g.withGrants(ctx, c, dec, hash, decide, decoded); {
 		case d.Grant != "":
 			return Admission{Allowed: true, Grant: d.Grant}
 		case d.Effect == policy.Deny: // the policy moved meanwhile

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -355,19 +356,43 @@ func (r *crule) principalMatches(p *Principal) bool {
 }
 
 // lazyState makes the callState of an evaluation on first use, so that a
-// call that no argument-dependent rule looks at allocates nothing for it.
+// call that no argument-dependent rule looks at allocates nothing for it;
+// or takes it from Call.Decoded.
 type lazyState struct {
 	s   *callState
+	d   *Decoded // s's, handed back as Decision.Decoded
 	raw json.RawMessage
 	ann *Annotations
 }
 
+// lazyFor is the lazyState of an evaluation of c: c.Decoded's state when
+// that was decoded from the same argument bytes (the annotations' value
+// is made again when c's annotations are another's).
+func lazyFor(c *Call) lazyState {
+	ls := lazyState{raw: c.Arguments, ann: c.Annotations}
+	if d := c.Decoded; d != nil && bytes.Equal(d.st.raw, c.Arguments) {
+		if d.st.ann != c.Annotations {
+			d.st.ann, d.st.annVal = c.Annotations, nil
+		}
+		ls.d, ls.s = d, &d.st
+	}
+	return ls
+}
+
 func (l *lazyState) get() *callState {
 	if l.s == nil {
-		l.s = &callState{raw: l.raw, ann: l.ann}
+		l.d = &Decoded{st: callState{raw: l.raw, ann: l.ann}}
+		l.s = &l.d.st
 	}
 	return l.s
 }
+
+// Decoded is what an evaluation decoded of a call to decide it: the
+// arguments as conditions read them, the command a command selector
+// parsed, the annotations' value ([Decision.Decoded]). Given back as
+// [Call.Decoded] to an evaluation of the same call, it spares that
+// evaluation decoding them again. Not safe for concurrent use.
+type Decoded struct{ st callState }
 
 // callState holds what one evaluation decoded, so that several rules share
 // it: the arguments, the annotations' CEL value, and parsed commands.
@@ -491,7 +516,7 @@ func (e *Evaluator) Evaluate(c Call) (Decision, error) {
 	if !c.Kind.Valid() {
 		return Decision{Effect: Deny, Rule: DefaultRule, Revision: e.revision}, fmt.Errorf("policy: call kind %q: want tool, resource or prompt", c.Kind)
 	}
-	ls := lazyState{raw: c.Arguments, ann: c.Annotations}
+	ls := lazyFor(&c)
 	var buf, tbuf, ubuf [16]int32
 	matched, tainted, unseen := buf[:0], tbuf[:0], ubuf[:0]
 	var errs []RuleError
@@ -525,6 +550,7 @@ func (e *Evaluator) Evaluate(c Call) (Decision, error) {
 		}
 	}
 	d.Errors = errs
+	d.Decoded = ls.d
 	return d, nil
 }
 

@@ -149,7 +149,7 @@ func GrantErrorRule(id string) string { return "grant " + id }
 // c.Grants; the gate also asks for calls a session's require_approval
 // holds).
 func (e *Evaluator) MatchGrant(c Call, need Approval) (string, []RuleError) {
-	ls := lazyState{raw: c.Arguments, ann: c.Annotations}
+	ls := lazyFor(&c)
 	return e.matchGrant(&c, &ls, need)
 }
 

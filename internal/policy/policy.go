@@ -225,6 +225,11 @@ type Call struct {
 	// Now is the time grants are checked at (their expiry); it is needed
 	// only with Grants, and a zero Now matches no grant.
 	Now time.Time
+	// Decoded, when not nil, is what an earlier evaluation of this call
+	// decoded (its Decision.Decoded): an evaluation of the same arguments
+	// (byte for byte) reads them from it instead of decoding them again.
+	// The gate evaluates a held call again for the caller's grants.
+	Decoded *Decoded
 }
 
 // Monitor verdicts: what a rule in monitor mode would have done.
@@ -293,6 +298,12 @@ type Decision struct {
 	// approve decision into this allow; "" otherwise. Rule, Matched and
 	// Approval then still say which approval the grant stood in for.
 	Grant string
+	// Decoded is what this evaluation decoded of the call's arguments
+	// (nil when no rule or grant read them), for Call.Decoded of a later
+	// evaluation of the same call. It holds the decoded arguments: a
+	// caller that keeps the Decision longer than the call's admission
+	// should drop it.
+	Decoded *Decoded
 }
 
 // RuleName returns the name of p.Rules[i]: its Name, or "rule[<i>]" if the
