@@ -27,7 +27,7 @@ var subcommands = [][]string{
 // stdin, and returns its exit code, stdout and stderr.
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), os.Args[0], args...)
+	cmd := exec.CommandContext(t.Context(), os.Args[0], args...) //nolint:gosec // G702: this test binary, with the test's own arguments
 	cmd.Env = []string{envCLI + "=1", "PATH=" + os.Getenv("PATH")}
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
