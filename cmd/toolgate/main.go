@@ -55,8 +55,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "audit":
 		return auditCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "toolgate", buildVersion())
-		return 0
+		return versionCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0

@@ -22,10 +22,18 @@ import (
 // TestMain), which the serve tests run as their upstream.
 const envUpstream = "TOOLGATE_CMD_TEST_UPSTREAM"
 
+// envCLI switches the test binary into toolgate itself: run on its
+// arguments, exiting with run's code (helpcodes_test.go runs the CLI as a
+// separate process so).
+const envCLI = "TOOLGATE_CMD_TEST_CLI"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(envUpstream) == "stdio" {
 		runTestUpstream()
 		return
+	}
+	if os.Getenv(envCLI) == "1" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }

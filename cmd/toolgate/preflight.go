@@ -54,7 +54,8 @@ type plan struct {
 }
 
 // preflight runs every check serve makes before it opens anything, on a
-// config that loaded (so Validate passed): approver and notification
+// config that loaded (so Validate passed): a SQLite storage.path whose
+// directory exists (checkStoragePath), approver and notification
 // secret files private to the service user, every token and notification
 // secret resolvable, a safe admin socket directory,
 // an approver for every approve rule (unless approvals.allow_no_approvers),
@@ -79,6 +80,9 @@ func preflight(cfg config.Config, f serveFlags, sys system) (plan, error) {
 		if err := sqlstore.CheckDSN(cfg.Storage.DSN); err != nil {
 			errs = append(errs, fmt.Errorf("storage.dsn: %w", err))
 		}
+	}
+	if err := checkStoragePath(cfg.Storage); err != nil {
+		errs = append(errs, err)
 	}
 	if err := cfg.CheckTokenFiles(sys.euid); err != nil {
 		errs = append(errs, err)

@@ -1,9 +1,42 @@
 package main
 
 import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
 	"runtime/debug"
 	"strings"
 )
+
+// versionCmd is "toolgate version": it prints "toolgate " and the
+// buildInfo, exit 0. It takes no flags or arguments: -h/--help prints its
+// usage to stdout (exit 0), anything else its usage to stderr (exit 2).
+func versionCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	usage := func(w io.Writer) {
+		fmt.Fprint(w, "Usage: toolgate version\n\n"+
+			"Prints this binary's version (and, when the Go toolchain stamped it, the commit and its time).\n"+
+			"Exit status: 0 ok, 2 usage.\n")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
+			return 0
+		}
+		fmt.Fprintln(stderr, "toolgate: version:", err)
+		usage(stderr)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "toolgate: version takes no arguments, got %q\n", fs.Args())
+		usage(stderr)
+		return 2
+	}
+	fmt.Fprintln(stdout, "toolgate", buildVersion())
+	return 0
+}
 
 // version is set at build time with -ldflags "-X main.version=..."; a
 // linked-in version wins over the build information. Empty when none was

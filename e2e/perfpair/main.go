@@ -288,6 +288,10 @@ func writeConfig(dir string, t target, kind, upstreamURL, echo string, shared bo
 	if err != nil {
 		return "", err
 	}
+	// serve creates only the default storage path's directory.
+	if err := os.Mkdir(filepath.Join(d, "data"), 0o700); err != nil {
+		return "", err
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen: {mcp: \"127.0.0.1:%d\", admin: \"\"}\n", t.port)
 	fmt.Fprintf(&b, "storage: {driver: sqlite, path: %q}\n", filepath.Join(d, "data", "toolgate.db"))

@@ -69,7 +69,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c caller) error {
 	if len(f.IDSuffix) > idLen || strings.Trim(f.IDSuffix, "0123456789abcdef-") != "" {
 		return invalid("id_suffix %q: want at most %d hex digits and dashes", f.IDSuffix, idLen)
 	}
-	return s.streamList(r.Context(), w, c, f)
+	return s.streamList(w, r, c, f)
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request, c caller) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -127,7 +128,27 @@ func (lw *listWriter) flush() error {
 	}
 	_, err := lw.w.Write(out)
 	lw.buf.Reset()
-	return err
+	if err != nil {
+		return &clientWriteError{err: err}
+	}
+	return nil
+}
+
+// A clientWriteError is a failed write of a listed page to the client: it
+// went away, or stopped reading for listWriteTimeout. It is no fault of
+// toolgate's or of its store.
+type clientWriteError struct{ err error }
+
+func (e *clientWriteError) Error() string { return "write to the client: " + e.err.Error() }
+func (e *clientWriteError) Unwrap() error { return e.err }
+
+// clientGone reports whether err, which ended a list in ctx (the
+// request's context), came from the client's side: a write to it failed,
+// or it went away (net/http cancels the request's context when its
+// connection closes), which also ends the store's read.
+func clientGone(ctx context.Context, err error) bool {
+	var we *clientWriteError
+	return errors.As(err, &we) || ctx.Err() != nil
 }
 
 // streamList lists the approvals of f that c may see, writing each as the
@@ -138,7 +159,10 @@ func (lw *listWriter) flush() error {
 // http.ErrAbortHandler, which makes net/http end the response without
 // its terminating chunk (HTTP/1.1; HTTP/2 resets the stream), so the
 // client reads an error (unexpected EOF), never a page that ends early.
-func (s *Server) streamList(ctx context.Context, w http.ResponseWriter, c caller, f store.Filter) error {
+// A client that went away or stopped reading (clientGone) is logged at
+// INFO, not as a failure, and its response aborted so.
+func (s *Server) streamList(w http.ResponseWriter, r *http.Request, c caller, f store.Filter) error {
+	ctx := r.Context()
 	lw := s.newListWriter(w)
 	defer s.putListWriter(lw)
 	var a Approval
@@ -151,6 +175,12 @@ func (s *Server) streamList(ctx context.Context, w http.ResponseWriter, c caller
 	})
 	if err == nil {
 		err = lw.end(next)
+	}
+	if err != nil && clientGone(ctx, err) {
+		s.log.InfoContext(ctx, "list approvals: the client went away (or stopped reading); the response is aborted",
+			keyMethod, r.Method, keyPath, r.URL.Path, keyRemote, r.RemoteAddr, keyPrincipal, c.principal.ID,
+			keySent, lw.n, keyErr, err)
+		panic(http.ErrAbortHandler)
 	}
 	if err == nil || !lw.sent {
 		if err != nil {

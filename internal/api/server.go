@@ -307,6 +307,8 @@ const (
 	keyErr       = "err"
 	keyApproval  = "approval"
 	keyPrincipal = "principal"
+	keyRemote    = "remote"
+	keySent      = "sent_approvals"
 )
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, e *apiError) {

@@ -69,6 +69,12 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	case "stdio-stall":
+		if err := runStallUpstream(); err != nil {
+			fmt.Fprintln(os.Stderr, "upstream:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	case "stdio":
 		s := mcp.NewServer(&mcp.Implementation{Name: "test-upstream", Version: "1"}, nil)
 		addUpstreamTools(s, nil)

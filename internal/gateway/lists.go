@@ -269,6 +269,10 @@ func (g *Gateway) forward(ctx context.Context, u *upstream, o *origin, f func(ct
 	}
 	var wire *jsonrpc.Error
 	switch {
+	case errors.Is(err, errLineNotSent), errors.Is(err, errLinePartlySent):
+		// A stdio child that did not read its stdin by the request's
+		// bound (sdkwrite.go): toolgate's error, not the upstream's.
+		return &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q: %v", u.name, err)}
 	case errors.As(err, &wire):
 		return wire
 	case ctx.Err() != nil:

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -147,6 +148,11 @@ type captureTransport struct {
 	up     *upstream  // nil: log messages are left to the SDK's handler
 	owner  *agentConn // the agent session a per-agent session belongs to; nil if shared
 	raw    *rawCalls  // the session's raw calls, whose requests are in flight too; may be nil
+	// w is the transport's writer to the child; each message is written
+	// by its bound: its context's deadline, or bound (call_timeout) from
+	// now (sdkwrite.go). Nil: the transport's writes are unbounded.
+	w     *sdkWriter
+	bound time.Duration
 }
 
 func (t captureTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -158,7 +164,7 @@ func (t captureTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if t.raw != nil {
 		scope = &progressScope{raw: t.raw}
 	}
-	return &captureConn{Connection: c, routes: t.routes, up: t.up, owner: t.owner, raw: t.raw, scope: scope}, nil
+	return &captureConn{Connection: c, routes: t.routes, up: t.up, owner: t.owner, raw: t.raw, scope: scope, w: t.w, bound: t.bound}, nil
 }
 
 // captureConn records the id of each outgoing tools/call whose context has
@@ -178,6 +184,8 @@ type captureConn struct {
 	scope    *progressScope // the session, for its calls' progress; nil without raw
 	pending  sync.Map       // jsonrpc.ID → *slot
 	inflight sync.Map       // jsonrpc.ID → *origin; per-agent sessions only
+	w        *sdkWriter     // may be nil; see captureTransport
+	bound    time.Duration
 }
 
 func (c *captureConn) Write(ctx context.Context, msg jsonrpc.Message) error {
@@ -192,7 +200,10 @@ func (c *captureConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 			context.AfterFunc(ctx, func() { c.inflight.Delete(id) })
 		}
 	}
-	return c.Connection.Write(ctx, msg)
+	if c.w == nil {
+		return c.Connection.Write(ctx, msg)
+	}
+	return c.w.write(ctx, c.bound, func() error { return c.Connection.Write(ctx, msg) })
 }
 
 func (c *captureConn) Read(ctx context.Context) (jsonrpc.Message, error) {

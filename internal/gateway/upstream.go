@@ -319,8 +319,9 @@ func (u *upstream) connectAt(ctx context.Context, client *mcp.Client, owner *age
 	}
 	raw := newRawCalls(p, u.g.opts.MaxResultBytes, u.log)
 	out := newStdoutGuard(ctx, stdout, u.g.opts.MaxResultBytes, u.log, raw)
-	t := captureTransport{Transport: &mcp.IOTransport{Reader: io.NopCloser(out), Writer: p, MaxLineLength: u.g.opts.MaxResultBytes + sdkLimitSlack},
-		routes: u.g.routes, up: u, owner: owner, raw: raw}
+	w := newSDKWriter(p)
+	t := captureTransport{Transport: &mcp.IOTransport{Reader: io.NopCloser(out), Writer: w, MaxLineLength: u.g.opts.MaxResultBytes + sdkLimitSlack},
+		routes: u.g.routes, up: u, owner: owner, raw: raw, w: w, bound: u.cfg.CallTimeout}
 	cs, err := client.Connect(ctx, t, opts)
 	if err != nil {
 		_ = p.Close()

@@ -170,6 +170,15 @@ func (u *upstream) callError(ctx context.Context, cause error, c *upConn, tool s
 	case errors.Is(cause, ErrShutdown):
 		return u.unavailable(ctx, tool, "the gateway is shutting down; the call was cancelled and may have run", approval.OutcomeCancelledAfterDispatch, err)
 	}
+	// A stdio child that did not read its stdin by the call's bound
+	// (boundedwrite.go; on the SDK path the error also wraps the SDK's
+	// "rejected by transport", sdkwrite.go, which is not the upstream's).
+	switch {
+	case errors.Is(err, errLineNotSent):
+		return u.unavailable(ctx, tool, fmt.Sprintf("it did not read its stdin within the call's bound (call_timeout %s); the call was not sent and nothing was run", u.cfg.CallTimeout), approval.OutcomeTransportError, err)
+	case errors.Is(err, errLinePartlySent):
+		return u.unavailable(ctx, tool, fmt.Sprintf("it stopped reading its stdin while the call was being written (call_timeout %s); the rest is sent when it reads again, so the call may still run", u.cfg.CallTimeout), approval.OutcomeTransportError, err)
+	}
 	// toolgate's own verdicts are Go values set where they were made
 	// (verdict.go); a JSON-RPC error with the same code and data is the
 	// upstream's own and is relayed as such.
@@ -191,14 +200,6 @@ func (u *upstream) callError(ctx context.Context, cause error, c *upConn, tool s
 		}
 	} else if wire := (*jsonrpc.Error)(nil); errors.As(err, &wire) {
 		return wire // the upstream answered with an error
-	}
-	// A stdio child that did not read its stdin by the call's bound
-	// (boundedwrite.go).
-	switch {
-	case errors.Is(err, errLineNotSent):
-		return u.unavailable(ctx, tool, fmt.Sprintf("it did not read its stdin within the call's bound (call_timeout %s); the call was not sent and nothing was run", u.cfg.CallTimeout), approval.OutcomeTransportError, err)
-	case errors.Is(err, errLinePartlySent):
-		return u.unavailable(ctx, tool, fmt.Sprintf("it stopped reading its stdin while the call was being written (call_timeout %s); the rest is sent when it reads again, so the call may still run", u.cfg.CallTimeout), approval.OutcomeTransportError, err)
 	}
 	if c.proc != nil {
 		if xe := c.proc.exitError(u.g.opts.TerminateGrace); xe != nil {
