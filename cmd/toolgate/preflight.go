@@ -55,7 +55,7 @@ type plan struct {
 
 // preflight runs every check serve makes before it opens anything, on a
 // config that loaded (so Validate passed): a SQLite storage.path whose
-// directory exists (checkStoragePath), approver and notification
+// directory is not a file (checkStoragePath), approver and notification
 // secret files private to the service user, every token and notification
 // secret resolvable, a safe admin socket directory,
 // an approver for every approve rule (unless approvals.allow_no_approvers),
@@ -165,6 +165,9 @@ func serveWarnings(cfg config.Config, f serveFlags, sys system) []string {
 	out = append(out, cfg.ShortTokens(sys.lookupEnv, sys.readFile)...)
 	out = append(out, commandWarnings(cfg, sys)...)
 	if w := capsFor(cfg.Listen, sys.nofile).warning; w != "" {
+		out = append(out, w)
+	}
+	if w := storagePathWarning(cfg.Storage); w != "" {
 		out = append(out, w)
 	}
 	return out

@@ -6,31 +6,51 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"toolgate/internal/config"
 	"toolgate/internal/store/sqlstore"
 )
 
-// checkStoragePath refuses a SQLite storage.path whose directory does not
-// exist (or is not a directory). Only the default path's directory
-// (./data, of ./data/toolgate.db) is created by serve: the quickstart's
-// first start needs it, and it is always the same place. A configured
-// path is the operator's; a typo in it (/var/lib/toolgat/...) would
-// otherwise start an empty store, with every pending approval "gone",
-// and policy check would say ok. A relative path is taken from the
-// working directory, as the store opens it.
-func checkStoragePath(s config.Storage) error {
+// storagePathWarning says, for a SQLite storage.path whose directory does
+// not exist, that serve will create it (mode 0700) and start a new, empty
+// store there: a mistyped path (/var/lib/toolgat/...) would otherwise do so
+// silently, with every pending approval out of sight, while policy check
+// said ok. serve logs it at WARN; policy check prints it. The directory is
+// still created, not refused: the default path's ./data and the templates
+// that point storage.path into a fresh directory (../shared/perf's
+// tg-run.sh) rely on that. "" when the directory exists, the path is the
+// default one, or the store is not SQLite. A relative path is taken from
+// the working directory, as the store opens it.
+func storagePathWarning(s config.Storage) string {
 	if s.Driver != sqlstore.DriverSQLite || s.Path == "" {
-		return nil
+		return ""
 	}
 	if filepath.Clean(s.Path) == filepath.Clean(config.Default().Storage.Path) {
+		return ""
+	}
+	dir := filepath.Dir(s.Path)
+	if _, err := os.Stat(dir); errors.Is(err, iofs.ErrNotExist) {
+		return fmt.Sprintf("storage.path %q: directory %s does not exist; serve creates it and starts a new, empty store there (if the path is mistyped, the existing store and its pending approvals are not read)", s.Path, absPath(dir))
+	}
+	return ""
+}
+
+// checkStoragePath refuses a SQLite storage.path whose directory is not a
+// directory (a file, or a path through one), naming the key and the path;
+// the store could not be opened there. A missing directory is
+// storagePathWarning's.
+func checkStoragePath(s config.Storage) error {
+	if s.Driver != sqlstore.DriverSQLite || s.Path == "" {
 		return nil
 	}
 	dir := filepath.Dir(s.Path)
 	fi, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, iofs.ErrNotExist):
-		return fmt.Errorf("storage.path %q: directory %s does not exist; create it (mode 0700, owned by the service user) or correct the path (serve creates only the default path's directory, ./data, so that a mistyped path does not start an empty store)", s.Path, absPath(dir))
+		return nil
+	case errors.Is(err, syscall.ENOTDIR):
+		return fmt.Errorf("storage.path %q: %s is not a directory", s.Path, absPath(dir))
 	case err != nil:
 		return fmt.Errorf("storage.path %q: directory %s: %w", s.Path, absPath(dir), err)
 	case !fi.IsDir():

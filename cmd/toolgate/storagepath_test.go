@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,13 +9,14 @@ import (
 	"testing"
 )
 
-// TestStoragePathDirectoryMustExist (fixes29): a configured SQLite
-// storage.path whose directory does not exist (a typo) is refused by
-// serve (exit 2, nothing created) and reported by policy check, naming
-// the key and the path; so is one whose "directory" is a file. A path in
-// an existing directory passes, and so does the default path, whose
-// directory (./data) serve creates on its first start.
-func TestStoragePathDirectoryMustExist(t *testing.T) {
+// TestStoragePathDirectory: a configured SQLite storage.path whose
+// directory does not exist (a typo, or a fresh directory a template points
+// into) is accepted, with a warning naming the key, the path and the empty
+// store it means, from policy check (exit 0) and from serve, which creates
+// the directory; one whose "directory" is a file, or runs through one, is
+// refused by both (exit 2). A path in an existing directory and the
+// default path give no warning.
+func TestStoragePathDirectory(t *testing.T) {
 	listen := "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\n"
 	dir := t.TempDir()
 	file := filepath.Join(dir, "a-file")
@@ -26,12 +26,14 @@ func TestStoragePathDirectoryMustExist(t *testing.T) {
 	missing := filepath.Join(dir, "toolgat", "toolgate.db")
 	tests := []struct {
 		name, path string
-		want       string // "" when accepted
+		warn       string // "" when no warning
+		refuse     string // "" when accepted
 	}{
-		{"directory missing", missing, `storage.path "` + missing + `": directory ` + filepath.Dir(missing) + ` does not exist`},
-		{"two levels missing", filepath.Join(dir, "no", "such", "toolgate.db"), "does not exist"},
-		{"directory is a file", filepath.Join(file, "toolgate.db"), "is not a directory"},
-		{"directory exists", filepath.Join(dir, "toolgate.db"), ""},
+		{"directory missing", missing, `storage.path "` + missing + `": directory ` + filepath.Dir(missing) + ` does not exist; serve creates it and starts a new, empty store`, ""},
+		{"two levels missing", filepath.Join(dir, "no", "such", "toolgate.db"), "does not exist", ""},
+		{"directory is a file", filepath.Join(file, "toolgate.db"), "", file + " is not a directory"},
+		{"path through a file", filepath.Join(file, "sub", "toolgate.db"), "", filepath.Join(file, "sub") + " is not a directory"},
+		{"directory exists", filepath.Join(dir, "toolgate.db"), "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -39,27 +41,29 @@ func TestStoragePathDirectoryMustExist(t *testing.T) {
 			sys := testSystem(nil)
 			var stdout, stderr strings.Builder
 			code := checkCmd([]string{path}, &stdout, &stderr, sys)
-			if tt.want == "" {
-				if code != 0 || strings.Contains(stderr.String(), "storage.path") {
-					t.Errorf("policy check exited %d, want 0\nstderr:\n%s", code, stderr.String())
+			switch {
+			case tt.refuse != "":
+				if code != 2 || !strings.Contains(stderr.String(), tt.refuse) {
+					t.Errorf("policy check exited %d, want 2 naming %q\nstderr:\n%s", code, tt.refuse, stderr.String())
 				}
+			case code != 0:
+				t.Errorf("policy check exited %d, want 0\nstderr:\n%s", code, stderr.String())
+			case tt.warn == "" && strings.Contains(stderr.String(), "storage.path"):
+				t.Errorf("policy check warned about storage.path:\n%s", stderr.String())
+			case tt.warn != "" && (!strings.Contains(stderr.String(), "warning: "+path+": storage.path") || !strings.Contains(stderr.String(), tt.warn)):
+				t.Errorf("policy check's stderr lacks the warning %q:\n%s", tt.warn, stderr.String())
+			}
+			if tt.refuse == "" {
 				return
 			}
-			if code != 2 || !strings.Contains(stderr.String(), tt.want) {
-				t.Errorf("policy check exited %d, want 2 naming %q\nstderr:\n%s", code, tt.want, stderr.String())
-			}
-			// A context already done: a serve that accepted the config
-			// returns at once (with the directory created) instead of
-			// serving.
+			// A context already done: serve refuses the config before it
+			// opens anything.
 			ctx, cancel := context.WithCancel(t.Context())
 			cancel()
 			err := serveWith(ctx, []string{"--config", path},
 				serveIO{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, sys: sys})
-			if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("serve = %v, want an invalid-config error (exit 2) naming %q", err, tt.want)
-			}
-			if _, err := os.Stat(filepath.Dir(tt.path)); !errors.Is(err, os.ErrNotExist) && !strings.Contains(tt.want, "not a directory") {
-				t.Errorf("serve created %s (stat: %v)", filepath.Dir(tt.path), err)
+			if err == nil || !strings.Contains(err.Error(), tt.refuse) {
+				t.Errorf("serve = %v, want an error naming %q", err, tt.refuse)
 			}
 		})
 	}
@@ -68,8 +72,8 @@ func TestStoragePathDirectoryMustExist(t *testing.T) {
 		t.Chdir(t.TempDir()) // no ./data here
 		path := writeConfig(t, listen+principals)
 		var stdout, stderr strings.Builder
-		if code := checkCmd([]string{path}, &stdout, &stderr, testSystem(nil)); code != 0 {
-			t.Errorf("policy check of the default storage.path exited %d, want 0\nstderr:\n%s", code, stderr.String())
+		if code := checkCmd([]string{path}, &stdout, &stderr, testSystem(nil)); code != 0 || strings.Contains(stderr.String(), "storage.path") {
+			t.Errorf("policy check of the default storage.path exited %d, want 0 without a storage.path warning\nstderr:\n%s", code, stderr.String())
 		}
 	})
 }
