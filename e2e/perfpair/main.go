@@ -288,7 +288,8 @@ func writeConfig(dir string, t target, kind, upstreamURL, echo string, shared bo
 	if err != nil {
 		return "", err
 	}
-	// serve creates only the default storage path's directory.
+	// The data directory before serve: a configured path whose directory
+	// is missing is created, but with a warning in the log.
 	if err := os.Mkdir(filepath.Join(d, "data"), 0o700); err != nil {
 		return "", err
 	}
