@@ -35,6 +35,19 @@ func (db *DB) CreateRequest(ctx context.Context, r approval.Request, caps ...sto
 	if err != nil {
 		return fmt.Errorf("create request %s: %w", r.ID, err)
 	}
+	if pg, ok := db.d.(*postgresDialect); ok {
+		if own, total, ok := pgCreatable(r, caps); ok {
+			err = db.pgCreate(ctx, pg, r, w, own, total)
+			if !errors.Is(err, errPGCreateRefused) {
+				if err != nil {
+					return db.wrap("create request "+string(r.ID), err)
+				}
+				return nil
+			}
+			// Refused (a cap, a session, the id): the transaction below
+			// checks again and says which.
+		}
+	}
 	err = db.inTx(ctx, func(t *tx) error {
 		if err := t.checkCreate(ctx, r, caps); err != nil {
 			return err
