@@ -84,7 +84,7 @@ func (db *DB) pgCreateOnce(ctx context.Context, pg *postgresDialect, r approval.
 	if err != nil {
 		return err
 	}
-	conn, err := pg.pool.Acquire(ctx)
+	conn, err := pg.create.Acquire(ctx) // CreateConns: not behind the main pool's queue
 	if err != nil {
 		return err
 	}
