@@ -84,7 +84,7 @@ func (db *DB) pgCreateOnce(ctx context.Context, pg *postgresDialect, r approval.
 	if err != nil {
 		return err
 	}
-	conn, err := pg.create.Acquire(ctx) // CreateConns: not behind the main pool's queue
+	conn, err := pg.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}

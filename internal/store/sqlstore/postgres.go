@@ -59,22 +59,6 @@ const AdminApplicationName = "toolgate-admin"
 // queue on them.
 const AdminConns = 2
 
-// CreateApplicationName is the application_name of the connections
-// reserved for creating requests (see CreateConns), as pg_stat_activity
-// shows it.
-const CreateApplicationName = "toolgate-create"
-
-// CreateConns is the size of the pool reserved for pipelined request
-// creations on Postgres (pgCreate: a request of a principal that is no
-// session's), opened next to the main pool from the same DSN. Every
-// creation takes the total cap's advisory lock, so creations run one at a
-// time whatever the pool: in the main pool, the creations waiting for
-// that lock held its connections and the reads of the calls behind them
-// (identical requests, grants) waited for one; at 5,000 held calls
-// arriving at once the pool was the queue. Two connections let one
-// creation's round trip overlap another's hold of the lock.
-const CreateConns = 2
-
 // DefaultPoll is the safety poll interval of Watch on Postgres when
 // Config.Poll is 0.
 const DefaultPoll = 5 * time.Second
@@ -87,7 +71,6 @@ type postgresDialect struct {
 	pool   *pgxpool.Pool   // behind the *sql.DB; closed by close
 	lease  *pgxpool.Pool   // LeaseConns connections reserved for RenewLeases; closed by close
 	admin  *pgxpool.Pool   // AdminConns connections reserved for the admin API's reads; closed by close
-	create *pgxpool.Pool   // CreateConns connections reserved for pipelined creations (pgCreate); closed by close
 	listen *pgx.ConnConfig // template of Watch's dedicated connection
 	poll   time.Duration   // Watch's safety poll
 	// readCommitted is txOptions' answer, kept here so that beginning a
@@ -100,9 +83,7 @@ type postgresDialect struct {
 // *sql.DB on a pool of LeaseConns connections (application_name
 // LeaseApplicationName) reserved for lease renewals, and a third on a pool
 // of AdminConns connections (AdminApplicationName) reserved for the admin
-// API's reads; it also opens the pool of CreateConns connections
-// (CreateApplicationName) reserved for pipelined creations, which it keeps
-// in the dialect (pgCreate uses pgx directly). The pool keeps
+// API's reads. The pool keeps
 // pgxpool's behaviour: every connection is pinged before it is handed out,
 // so right after a restart or failover a dead connection used a moment ago
 // does not fail the next gated call or decision (pgxpool pings only
@@ -141,9 +122,6 @@ func openPostgres(ctx context.Context, cfg Config) (main, lease, admin *sql.DB, 
 	acfg := pcfg.Copy()
 	acfg.MaxConns, acfg.MinConns, acfg.MinIdleConns = AdminConns, 0, 0
 	acfg.ConnConfig.RuntimeParams["application_name"] = AdminApplicationName
-	ccfg := pcfg.Copy()
-	ccfg.MaxConns, ccfg.MinConns, ccfg.MinIdleConns = CreateConns, 0, 0
-	ccfg.ConnConfig.RuntimeParams["application_name"] = CreateApplicationName
 	if d.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -156,12 +134,6 @@ func openPostgres(ctx context.Context, cfg Config) (main, lease, admin *sql.DB, 
 		d.lease.Close()
 		return nil, nil, nil, nil, err
 	}
-	if d.create, err = pgxpool.NewWithConfig(ctx, ccfg); err != nil {
-		d.pool.Close()
-		d.lease.Close()
-		d.admin.Close()
-		return nil, nil, nil, nil, err
-	}
 	// The *sql.DBs keep no idle connections of their own: the pools do.
 	// Reads and writes share the main pool (row locks order the writers).
 	return stdlib.OpenDBFromPool(d.pool), stdlib.OpenDBFromPool(d.lease), stdlib.OpenDBFromPool(d.admin), d, nil
@@ -172,12 +144,7 @@ func (*postgresDialect) rebind(q string) string { return dollarPlaceholders(q) }
 func (*postgresDialect) forUpdate() string      { return " FOR UPDATE" }
 
 func (d *postgresDialect) txOptions() *sql.TxOptions { return &d.readCommitted }
-func (d *postgresDialect) close() {
-	d.pool.Close()
-	d.lease.Close()
-	d.admin.Close()
-	d.create.Close()
-}
+func (d *postgresDialect) close()                    { d.pool.Close(); d.lease.Close(); d.admin.Close() }
 
 func (*postgresDialect) lock(ctx context.Context, t *tx, l lockName) error {
 	_, err := t.exec(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(l))
