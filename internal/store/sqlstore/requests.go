@@ -21,7 +21,9 @@ import (
 // and the requesting session (see store.Store.CreateRequest): on Postgres
 // under transaction-scoped advisory locks per cap scope and session tree,
 // taken in one order; on SQLite the IMMEDIATE transaction already excludes
-// every other writer.
+// every other writer. On Postgres a request of a principal that is no
+// session's, under its own cap and the total, is created in one pipeline
+// (pgCreate), and only a refusal runs the transaction below.
 func (db *DB) CreateRequest(ctx context.Context, r approval.Request, caps ...store.Cap) error {
 	switch {
 	case r.ID == "":
