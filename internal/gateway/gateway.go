@@ -324,9 +324,9 @@ type Gateway struct {
 	// parkWrite, when set (tests), replaces parkedWriteTimeout.
 	parkWrite time.Duration
 	// parkPoll watches the connections of parked calls (leanwatch_linux.go),
-	// started by the first parked call; parkPollFailed: it cannot run
-	// here. Both guarded by closeMux.
-	parkPoll       *connPoller
+	// started by the first parked call (stored under closeMux, read
+	// without it); parkPollFailed: it cannot run here, guarded by closeMux.
+	parkPoll       atomic.Pointer[connPoller]
 	parkPollFailed bool
 }
 

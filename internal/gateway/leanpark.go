@@ -124,16 +124,14 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 	if (!stream && l.mw == nil) || (stream && (r.ProtoMinor != 1 || r.Close)) {
 		return false
 	}
-	g.closeMux.Lock()
-	defer g.closeMux.Unlock()
-	if g.closed || g.root.Err() != nil {
+	if !g.parkStarts() {
 		return false
 	}
-	g.startParkPoller()
 	header := keepHeader(w.Header())
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		// HTTP/2, or a writer that cannot hand its connection over.
+		g.wg.Done()
 		return false
 	}
 	// What the client sent after the POST's body, already read into
@@ -151,7 +149,6 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 		l.later.stop = nil
 	}
 	l.mw = nil // the response (and through it the request and net/http's buffers) is not kept
-	g.wg.Add(1)
 	if l.f.park != nil {
 		l.f.park() // before the answer can be written
 	}
@@ -306,11 +303,30 @@ type dropWatch interface {
 	stop() (got []byte, more bool)
 }
 
+// parkStarts reports whether a call may be parked (the gateway is not
+// closed) and if so counts it in the gateway's WaitGroup, which the
+// parked call's goroutine leaves (or park, when it parks nothing after
+// all), and starts the shared poller of parked connections. Only this
+// holds closeMux, not park's hijack of the connection, which waits for
+// net/http's background read to stop: at thousands of calls parked at
+// once, with the lock held through it, most of the burst's goroutines
+// queued on closeMux (docs/performance.md, "held29").
+func (g *Gateway) parkStarts() bool {
+	g.closeMux.Lock()
+	defer g.closeMux.Unlock()
+	if g.closed || g.root.Err() != nil {
+		return false
+	}
+	g.startParkPoller()
+	g.wg.Add(1)
+	return true
+}
+
 // startParkPoller starts the gateway's shared poller of parked
 // connections (leanwatch_linux.go) unless it runs or cannot run; closeMux
 // is held and the gateway is not closed.
 func (g *Gateway) startParkPoller() {
-	if g.parkPoll != nil || g.parkPollFailed {
+	if g.parkPoll.Load() != nil || g.parkPollFailed {
 		return
 	}
 	p, err := newConnPoller(g.log)
@@ -318,7 +334,7 @@ func (g *Gateway) startParkPoller() {
 		g.parkPollFailed = true
 		return
 	}
-	g.parkPoll = p
+	g.parkPoll.Store(p)
 	stop := context.AfterFunc(g.root, p.stopLoop)
 	g.wg.Go(func() {
 		defer stop()
@@ -330,10 +346,7 @@ func (g *Gateway) startParkPoller() {
 // going away (gone): on the gateway's shared poller when there is one,
 // else on a reader goroutine of its own (connWatch).
 func (g *Gateway) watchParked(conn net.Conn, gone func()) dropWatch {
-	g.closeMux.Lock()
-	p := g.parkPoll
-	g.closeMux.Unlock()
-	if p != nil {
+	if p := g.parkPoll.Load(); p != nil {
 		if w, ok := p.watch(conn, gone); ok {
 			return w
 		}

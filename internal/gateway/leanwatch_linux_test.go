@@ -54,7 +54,8 @@ func TestConnPollerLoopFails(t *testing.T) {
 	}
 	close(fail)
 	<-ran
-	g := &Gateway{parkPoll: p}
+	g := &Gateway{}
+	g.parkPoll.Store(p)
 	after, ac := tcpPair(t)
 	goneAfter := make(chan struct{})
 	wa := g.watchParked(after, func() { close(goneAfter) })

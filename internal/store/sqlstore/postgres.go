@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"math"
 	"net"
@@ -153,9 +152,8 @@ func (*postgresDialect) lock(ctx context.Context, t *tx, l lockName) error {
 }
 
 func (*postgresDialect) lockKey(ctx context.Context, t *tx, space lockSpace, key string) error {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(key))                                                                             // never fails
-	_, err := t.exec(ctx, `SELECT pg_advisory_xact_lock(?::int4, ?::int4)`, int32(space), int32(h.Sum32())) //nolint:gosec // G115: the hash's bits, reinterpreted
+	k1, k2 := lockKeyArgs(space, key)
+	_, err := t.exec(ctx, `SELECT pg_advisory_xact_lock(?::int4, ?::int4)`, k1, k2)
 	return err
 }
 

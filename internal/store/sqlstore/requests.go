@@ -21,7 +21,9 @@ import (
 // and the requesting session (see store.Store.CreateRequest): on Postgres
 // under transaction-scoped advisory locks per cap scope and session tree,
 // taken in one order; on SQLite the IMMEDIATE transaction already excludes
-// every other writer.
+// every other writer. On Postgres a request of a principal that is no
+// session's, under its own cap and the total, is created in one pipeline
+// (pgCreate), and only a refusal runs the transaction below.
 func (db *DB) CreateRequest(ctx context.Context, r approval.Request, caps ...store.Cap) error {
 	switch {
 	case r.ID == "":
@@ -34,6 +36,19 @@ func (db *DB) CreateRequest(ctx context.Context, r approval.Request, caps ...sto
 	w, err := encodeRequest(r)
 	if err != nil {
 		return fmt.Errorf("create request %s: %w", r.ID, err)
+	}
+	if pg, ok := db.d.(*postgresDialect); ok {
+		if own, total, ok := pgCreatable(r, caps); ok {
+			err = db.pgCreate(ctx, pg, r, w, own, total)
+			if !errors.Is(err, errPGCreateRefused) {
+				if err != nil {
+					return db.wrap("create request "+string(r.ID), err)
+				}
+				return nil
+			}
+			// Refused (a cap, a session, the id): the transaction below
+			// checks again and says which.
+		}
 	}
 	err = db.inTx(ctx, func(t *tx) error {
 		if err := t.checkCreate(ctx, r, caps); err != nil {
