@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"hash/fnv"
 
 	"github.com/jackc/pgx/v5"
@@ -130,14 +129,7 @@ func pgCreateResults(br pgx.BatchResults, n, nlocks int) error {
 			return err
 		}
 	}
-	tag, err := br.Exec()
-	if err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	if tag.String() == "ROLLBACK" {
-		return fmt.Errorf("commit: %w", pgx.ErrTxCommitRollback)
-	}
-	return nil
+	return pgCommitResult(br)
 }
 
 // lockKeyArgs are the two keys of Postgres' advisory lock for key in

@@ -222,6 +222,13 @@ func pgCommitBatch(br pgx.BatchResults, n int, guarded bool, id string) error {
 			return err
 		}
 	}
+	return pgCommitResult(br)
+}
+
+// pgCommitResult reads a pipeline's last result, its COMMIT's: an error,
+// or a COMMIT that rolled back (an earlier statement of the transaction
+// failed), means nothing was committed.
+func pgCommitResult(br pgx.BatchResults) error {
 	tag, err := br.Exec()
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
