@@ -21,14 +21,15 @@ const keyToken = "ghp_0123456789abcdefghijABCDEFGHIJ01234567"
 // TestSecretKeysNeverShown (fixes30): a secret in an object key is hidden
 // on every surface that shows the display copy: `approvals list`, `show`
 // and `show --json` (the CLI as a process), the REST API, the inbox's
-// pages, and `audit export` (a held call's request and an allowed call's
+// pages, a webhook's event, and `audit export` (a held call's request and an allowed call's
 // record). The call itself still gets the real key. Before, the key was
 // shown as sent (attack29, finding 1).
 func TestSecretKeysNeverShown(t *testing.T) {
 	dir := t.TempDir()
 	record := filepath.Join(dir, "record.log")
-	cfg := gatewayConfig(filepath.Join(dir, "toolgate.db"), auditorYAML+upstreamServer(record)+auditPolicy)
-	g := startGateway(t, cfg, map[string]string{"E2E_AUDITOR_TOKEN": auditorToken})
+	rc := startHookReceiver(t, 0)
+	cfg := gatewayConfig(filepath.Join(dir, "toolgate.db"), auditorYAML+upstreamServer(record)+auditPolicy+webhookSection(""))
+	g := startGateway(t, cfg, map[string]string{"E2E_AUDITOR_TOKEN": auditorToken, "HOOK_URL": rc.URL, "HOOK_SECRET": hookSecret})
 	cs := g.connect(t, nil, nil)
 	args := json.RawMessage(`{"n":0,"env":{"GITHUB=` + keyToken + `":"","HOME":"/root"}}`)
 
@@ -57,6 +58,12 @@ func TestSecretKeysNeverShown(t *testing.T) {
 		}
 		noToken("GET "+path, string(body))
 	}
+	rc.waitEvent(t, id, "requested", "")
+	rc.mu.Lock()
+	for _, a := range rc.attempts {
+		noToken("the webhook's "+a.Body.Type+" event", a.Raw)
+	}
+	rc.mu.Unlock()
 	inbox := signedInInbox(t, g.Admin, approverToken)
 	for _, path := range []string{"/ui/", "/ui/approvals/" + id} {
 		noToken("inbox "+path, inboxPage(t, inbox, g.Admin+path))

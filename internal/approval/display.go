@@ -102,6 +102,11 @@ func DefaultRedaction() Redaction {
 //   - the value of a member whose key looks secret (see Redaction) is
 //     replaced, whole subtree and all, by the string `[redacted: key "<k>"]`,
 //     where <k> is the matching entry of the Redaction lists;
+//   - a member key that a Redaction pattern matches is replaced by
+//     `[redacted key <n>]`, n counting the object's hidden keys from 1 and
+//     skipping any key of the object as received and any earlier marker, so
+//     that the copy's keys stay unique; the member's value is shown (and
+//     redacted by the key as received) as for any other member;
 //   - text inside a string that matches a Redaction pattern is replaced by
 //     `[redacted: looks like <what>]` (a string that is only a secret becomes
 //     just the marker);
