@@ -3,6 +3,7 @@ package approval
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"reflect"
@@ -29,8 +30,8 @@ func orderedDecode(b []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := d.Token(); err != io.EOF {
-		return nil, fmt.Errorf("trailing data: %v", err)
+	if _, err := d.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("trailing data: %w", err)
 	}
 	return v, nil
 }
