@@ -119,13 +119,48 @@ func (p *process) WriteBounded(line []byte, deadline time.Time, stop <-chan stru
 	}
 	rest := bytes.Clone(line[n:])
 	p.finishing.Add(1)
+	p.qmu.Lock()
+	p.finisher = true
+	p.qmu.Unlock()
 	go func() {
 		defer p.finishing.Done()
 		defer p.unlock()
 		p.setDeadline(time.Time{})
-		_, _ = p.in.Write(rest) // an error: the process ended, and its stdin with it
+		_, err := p.in.Write(rest) // an error: the process ended, and its stdin with it
+		for {
+			p.qmu.Lock()
+			q := p.queued
+			p.queued = nil
+			if len(q) == 0 {
+				p.finisher = false
+				p.qmu.Unlock()
+				return
+			}
+			p.qmu.Unlock()
+			for _, l := range q {
+				if err == nil {
+					_, err = p.in.Write(l)
+				}
+			}
+		}
 	}()
 	return fmt.Errorf("%w (%w)", errLinePartlySent, os.ErrDeadlineExceeded)
+}
+
+// WriteAfterRest queues line, one JSON-RPC message, to be written right
+// after the rest of a partly written line (WriteBounded), when such a
+// rest is being written, and reports whether it did; the caller does not
+// wait for it. A line that can only follow that rest (a cancellation of
+// the call it carries, rawCalls.cancel) so goes as soon as the child
+// reads again, without its caller waiting for the write lock.
+func (p *process) WriteAfterRest(line []byte) bool {
+	p.qmu.Lock()
+	defer p.qmu.Unlock()
+	if !p.finisher {
+		return false
+	}
+	p.queued = append(p.queued, bytes.Clone(line))
+	return true
 }
 
 // stopWrite writes b to stdin (whose deadline the caller set) until it is

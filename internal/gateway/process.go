@@ -37,6 +37,11 @@ type process struct {
 	// finishing counts the goroutines writing the rest of a line whose
 	// bound passed (WriteBounded); Close waits for them.
 	finishing sync.WaitGroup
+	// finisher says such a goroutine runs, and queued holds the lines it
+	// writes after the rest (WriteAfterRest); both guarded by qmu.
+	qmu      sync.Mutex
+	finisher bool
+	queued   [][]byte
 
 	exited  chan struct{} // closed when the process has been waited for
 	exitErr error         // set before exited is closed

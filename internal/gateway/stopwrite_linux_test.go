@@ -4,10 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -153,5 +157,74 @@ func TestCancelledSDKWriteReturnsAtOnce(t *testing.T) {
 	var bwe *boundedWriteError
 	if !errors.As(err, &bwe) || !errors.Is(err, errLinePartlySent) {
 		t.Fatalf("the cancelled SDK message: %v, want a *boundedWriteError, %v", err, errLinePartlySent)
+	}
+}
+
+// TestCancelledRawCallReturnsAtOnce (fixes30): a raw call whose line the
+// child took only part of when its caller's context was cancelled
+// returned after rawCalls.cancel had waited up to 500 ms (cancelBound)
+// for the write lock that the rest of the line holds, which it never got
+// while the child did not read: the child never heard of the
+// cancellation, and the caller got the write's error, not its context's.
+// Now the call returns its context's cause at once, and the cancellation
+// is queued right after the rest (WriteAfterRest): the child reads the
+// call's line whole, then notifications/cancelled for it.
+func TestCancelledRawCallReturnsAtOnce(t *testing.T) {
+	p, out := startGatedCat(t)
+	r := newRawCalls(p, 1<<20, slog.New(slog.DiscardHandler))
+	pad := strings.Repeat("x", 512<<10) // > the pipe's 64 KiB
+	mk := func(n uint64) []byte {
+		return []byte(`{"jsonrpc":"2.0","id":"` + rawIDPrefix + strconv.FormatUint(n, 10) + `","method":"tools/call","params":{"name":"t","arguments":{"pad":"` + pad + `"}}}` + "\n")
+	}
+	ctx, cancel := context.WithCancelCause(t.Context())
+	why := errors.New("the agent went away")
+	done := make(chan error, 1)
+	go func() {
+		// Cancelled once the call is under way (its line being made),
+		// before the line is written: whenever the cancellation comes
+		// during the write, the outcome is the same.
+		_, err := r.sendBounded(ctx, rawBounds{}, func(n uint64) []byte { cancel(why); return mk(n) }, nil, false)
+		done <- err
+	}()
+	if err := hangGuard(t, "the cancelled raw call", done); !errors.Is(err, why) {
+		t.Fatalf("the cancelled raw call: %v, want its context's cause %q", err, why)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan []byte, 2)
+	go func() {
+		for range 2 {
+			l, err := out.ReadBytes('\n')
+			if err != nil {
+				close(lines)
+				return
+			}
+			lines <- l
+		}
+	}()
+	line := func() []byte {
+		t.Helper()
+		select {
+		case l := <-lines:
+			return l
+		case <-time.After(20 * time.Second):
+			t.Fatal("the child copied no line in 20 s")
+			return nil
+		}
+	}
+	if first := line(); !bytes.Equal(first, mk(1)) {
+		t.Fatalf("the child read a first line of %d bytes, want the call's line whole (%d)", len(first), len(mk(1)))
+	}
+	var note struct {
+		Method string
+		Params struct {
+			RequestID string
+			Reason    string
+		}
+	}
+	second := line()
+	if err := json.Unmarshal(second, &note); err != nil || note.Method != "notifications/cancelled" || note.Params.RequestID != rawIDPrefix+"1" || note.Params.Reason != why.Error() {
+		t.Fatalf("the child read %q (%v) after the call, want its notifications/cancelled with the reason", second, err)
 	}
 }
