@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -101,6 +102,11 @@ func DefaultRedaction() Redaction {
 //   - the value of a member whose key looks secret (see Redaction) is
 //     replaced, whole subtree and all, by the string `[redacted: key "<k>"]`,
 //     where <k> is the matching entry of the Redaction lists;
+//   - a member key that a Redaction pattern matches is replaced by
+//     `[redacted key <n>]`, n counting the object's hidden keys from 1 and
+//     skipping any key of the object as received and any earlier marker, so
+//     that the copy's keys stay unique; the member's value is shown (and
+//     redacted by the key as received) as for any other member;
 //   - text inside a string that matches a Redaction pattern is replaced by
 //     `[redacted: looks like <what>]` (a string that is only a secret becomes
 //     just the marker);
@@ -268,28 +274,90 @@ func (d *displayer) value(i uint32, path []pathStep) {
 	case kindObject:
 		d.deeper(path)
 		d.buf = append(d.buf, '{')
+		var hidden []hiddenKey // the keys hidden so far in this object
 		for k := range n.b {
 			if k > 0 {
 				d.buf = append(d.buf, ',')
 			}
-			key := n.a + 2*k
-			d.member(key, append(path, pathStep{key: t.text(t.nodes[key])}))
+			hidden = d.member(n, n.a+2*k, hidden, path)
+		}
+		if d.rewrite {
+			// After the loop: keyMarker compares each marker with the
+			// object's keys as received.
+			for _, h := range hidden {
+				t.own(h.i, h.marker)
+			}
 		}
 		d.buf = append(d.buf, '}')
 	}
 }
 
-// member writes the member whose key is t.nodes[i] and value t.nodes[i+1];
-// its step ends path.
-func (d *displayer) member(i uint32, path []pathStep) {
-	key := path[len(path)-1].key
-	if d.t.nodes[i].kind == kindASCII { // nothing to flag or escape
+// A hiddenKey is a member key of an object that the copy shows as marker
+// (keyMarker): t.nodes[i].
+type hiddenKey struct {
+	i      uint32
+	marker string
+}
+
+// member writes the member of obj whose key is t.nodes[i] and value
+// t.nodes[i+1], at path (obj's). A key that a pattern matches is shown as
+// a marker (keyMarker), added to hidden, which it returns.
+func (d *displayer) member(obj node, i uint32, hidden []hiddenKey, path []pathStep) []hiddenKey {
+	key := d.t.text(d.t.nodes[i])
+	what, hide := d.keyPattern(key)
+	shown := key
+	if hide {
+		shown = d.keyMarker(obj, len(hidden)+1, hidden)
+		hidden = append(hidden, hiddenKey{i: i, marker: shown})
+	}
+	path = append(path, pathStep{key: shown})
+	switch {
+	case hide: // the marker is printable ASCII
+		d.buf = append(append(append(d.buf, '"'), shown...), '"')
+		d.warn(fmt.Sprintf("%s: key hidden (looks like %s); the hash covers the real key", location(path), what))
+	case d.t.nodes[i].kind == kindASCII: // nothing to flag or escape
 		d.buf = append(append(append(d.buf, '"'), key...), '"')
-	} else {
+	default:
 		d.warnInvisible(key, path, "key contains")
 		d.buf = appendDisplayString(d.buf, key)
 	}
 	d.buf = append(d.buf, ':')
+	d.memberValue(i, key, path)
+	return hidden
+}
+
+// keyPattern reports whether a Redaction pattern matches the key k, and
+// what that pattern finds (patternWhat).
+func (d *displayer) keyPattern(k string) (string, bool) {
+	for j, re := range d.rd.Patterns {
+		if mayMatch(j, re, k, 0, false) && re.MatchString(k) {
+			return patternWhat(re), true
+		}
+	}
+	return "", false
+}
+
+// keyMarker is the text shown for the nth key hidden in obj (from 1):
+// "[redacted key <m>]", m the least number from n on that is neither a
+// key of obj as received nor an earlier marker of it (hidden), so that
+// the copy's keys stay unique (Canonicalize and the audit refuse
+// duplicates).
+func (d *displayer) keyMarker(obj node, n int, hidden []hiddenKey) string {
+	for m := n; ; m++ {
+		marker := "[redacted key " + strconv.Itoa(m) + "]"
+		taken := slices.ContainsFunc(hidden, func(h hiddenKey) bool { return h.marker == marker })
+		for k := uint32(0); k < obj.b && !taken; k++ {
+			taken = d.t.text(d.t.nodes[obj.a+2*k]) == marker
+		}
+		if !taken {
+			return marker
+		}
+	}
+}
+
+// memberValue writes the value t.nodes[i+1] of the member whose key, as
+// received, is key, at path (the member's).
+func (d *displayer) memberValue(i uint32, key string, path []pathStep) {
 	if why, ok := d.rd.secretKey(key); ok {
 		marker := "[redacted: key " + strconv.Quote(why) + "]"
 		d.buf = appendDisplayString(d.buf, marker)

@@ -27,10 +27,14 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 	}
 	// One parse of the arguments for their hash and, when a request is
 	// made, its display copy (they were parsed for each). args is dead
-	// once the copy is made: a held call keeps neither.
+	// once the copy is made, or before attach may wait: a held call
+	// keeps neither.
 	args, err := approval.Parse(c.Arguments)
 	if err != nil {
 		return refuse(fmt.Sprintf("invalid arguments: %v", err))
+	}
+	if parsedHook != nil {
+		parsedHook(args)
 	}
 	hash := args.Hash()
 	open, refusal, ok := g.openIdentical(ctx, c, hash)
@@ -55,6 +59,14 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 			unlock()
 		}
 	}
+	if len(open) > 0 {
+		// attach may hold the call for a whole lease (takeOver's wait for
+		// another instance's): the parse is not kept through it, and is
+		// made again for the display copy only when attach declines and a
+		// request is made after all (rare: a live call of this process
+		// holds the open one).
+		args = nil
+	}
 	decided := slices.ContainsFunc(open, func(r approval.Request) bool { return r.State != approval.StatePending })
 	if decided {
 		if adm, ok := g.attach(ctx, c, open); ok {
@@ -78,6 +90,11 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 	if !decided {
 		if adm, ok := g.attach(ctx, c, open); ok {
 			return adm
+		}
+	}
+	if args == nil {
+		if args, err = approval.Parse(c.Arguments); err != nil {
+			return refuse(fmt.Sprintf("invalid arguments: %v", err))
 		}
 	}
 	display, warnings := args.Display(g.redact)
@@ -172,6 +189,10 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 	}
 	return heldOnCreated(c, r, pre) // Admit waits, once this frame is gone (heldCall)
 }
+
+// parsedHook, when set (by tests only), sees each parse of a held call's
+// arguments that hold makes.
+var parsedHook func(*approval.Parsed)
 
 // Names of the pending caps, as their config keys; refusals name them.
 const (

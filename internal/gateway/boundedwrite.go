@@ -71,16 +71,40 @@ func (p *process) setDeadline(t time.Time) {
 
 // WriteBounded writes line, one JSON-RPC message, to the child's stdin as
 // Write does, but gives up by deadline (zero: no bound), when stop is
-// closed, or when timeout fires while it waits for the write lock. It
+// closed (also while the line is being written: the write returns at
+// once), or when timeout fires while it waits for the write lock. It
 // returns errLineNotSent when no byte of line was written, and
 // errLinePartlySent (the rest following later, see above) when some were;
-// both wrap os.ErrDeadlineExceeded when the deadline ended the write.
+// both wrap os.ErrDeadlineExceeded when the deadline or stop ended the
+// write.
+//
+// What the pipe takes at once is written first (writeNow), with no
+// deadline and nothing watching stop: a child that reads costs no more
+// than Write. Only a line the pipe does not take whole is written by the
+// deadline, with stop watched by a goroutine (stopWrite).
 func (p *process) WriteBounded(line []byte, deadline time.Time, stop <-chan struct{}, timeout <-chan time.Time) error {
 	if !p.lock(stop, timeout) {
 		return errLineNotSent
 	}
-	p.setDeadline(deadline)
-	n, err := p.in.Write(line)
+	p.setDeadline(time.Time{})
+	n, err := 0, error(nil)
+	if p.inNow != nil {
+		n, err = p.inNow.WriteNow(line)
+		if err == nil && n == len(line) {
+			p.unlock()
+			return nil
+		}
+	}
+	if err == nil {
+		p.setDeadline(deadline)
+		var m int
+		if stop != nil && p.dl != nil {
+			m, err = p.stopWrite(line[n:], stop)
+		} else {
+			m, err = p.in.Write(line[n:])
+		}
+		n += m
+	}
 	if err == nil {
 		p.unlock()
 		return nil
@@ -95,11 +119,75 @@ func (p *process) WriteBounded(line []byte, deadline time.Time, stop <-chan stru
 	}
 	rest := bytes.Clone(line[n:])
 	p.finishing.Add(1)
+	p.qmu.Lock()
+	p.finisher = true
+	p.qmu.Unlock()
 	go func() {
 		defer p.finishing.Done()
 		defer p.unlock()
 		p.setDeadline(time.Time{})
-		_, _ = p.in.Write(rest) // an error: the process ended, and its stdin with it
+		_, err := p.in.Write(rest) // an error: the process ended, and its stdin with it
+		for {
+			p.qmu.Lock()
+			q := p.queued
+			p.queued = nil
+			if len(q) == 0 {
+				p.finisher = false
+				p.qmu.Unlock()
+				return
+			}
+			p.qmu.Unlock()
+			for _, l := range q {
+				if err == nil {
+					_, err = p.in.Write(l)
+				}
+			}
+		}
 	}()
 	return fmt.Errorf("%w (%w)", errLinePartlySent, os.ErrDeadlineExceeded)
+}
+
+// WriteAfterRest queues line, one JSON-RPC message, to be written right
+// after the rest of a partly written line (WriteBounded), when such a
+// rest is being written, and reports whether it did; the caller does not
+// wait for it. A line that can only follow that rest (a cancellation of
+// the call it carries, rawCalls.cancel) so goes as soon as the child
+// reads again, without its caller waiting for the write lock.
+func (p *process) WriteAfterRest(line []byte) bool {
+	p.qmu.Lock()
+	defer p.qmu.Unlock()
+	if !p.finisher {
+		return false
+	}
+	p.queued = append(p.queued, bytes.Clone(line))
+	return true
+}
+
+// stopWrite writes b to stdin (whose deadline the caller set) until it is
+// written, the deadline passes, or stop is closed: then a goroutine sets
+// the deadline to the past, which ends the write at once with
+// os.ErrDeadlineExceeded and the bytes written so far. It returns once
+// that goroutine has ended, so that it sets no deadline after; the
+// deadline is then taken to be set (the next write clears it). The write
+// lock must be held.
+func (p *process) stopWrite(b []byte, stop <-chan struct{}) (int, error) {
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		select {
+		case <-stop:
+			_ = p.dl.SetWriteDeadline(time.Unix(1, 0))
+		case <-done:
+		}
+	}()
+	n, err := p.in.Write(b)
+	close(done)
+	<-ended
+	p.deadlineSet = true
+	return n, err
+}
+
+// A nowWriter writes what a descriptor takes at once (rawio.File).
+type nowWriter interface {
+	WriteNow(b []byte) (int, error)
 }

@@ -23,6 +23,7 @@ type process struct {
 	// system-call bookkeeping (rawio), when their descriptors allow it;
 	// else stdin and stdout themselves.
 	in    io.Writer
+	inNow nowWriter // in, when it can write what the pipe takes at once (rawio)
 	out   io.Reader
 	grace time.Duration
 
@@ -36,6 +37,11 @@ type process struct {
 	// finishing counts the goroutines writing the rest of a line whose
 	// bound passed (WriteBounded); Close waits for them.
 	finishing sync.WaitGroup
+	// finisher says such a goroutine runs, and queued holds the lines it
+	// writes after the rest (WriteAfterRest); both guarded by qmu.
+	qmu      sync.Mutex
+	finisher bool
+	queued   [][]byte
 
 	exited  chan struct{} // closed when the process has been waited for
 	exitErr error         // set before exited is closed
@@ -82,7 +88,7 @@ func startProcess(cfg ServerConfig, stderr io.Writer, grace time.Duration) (*pro
 	}
 	p := &process{cmd: cmd, stdin: stdin, stdout: stdout, in: stdin, out: stdout, grace: grace, exited: make(chan struct{}), writeSem: make(chan struct{}, 1)}
 	if rf := rawPipe(stdin); rf != nil {
-		p.in = rf
+		p.in, p.inNow = rf, rf
 	}
 	p.dl = writeDeadline(stdin)
 	if rf := rawPipe(stdout); rf != nil {

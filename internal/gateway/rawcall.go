@@ -287,9 +287,13 @@ func (r *rawCalls) sendBounded(ctx context.Context, b rawBounds, mk func(n uint6
 	if err := r.writeLine(ctx, b, mk(id), timeout); err != nil {
 		w.stopTimer()
 		if r.forget(id) && errors.Is(err, errLinePartlySent) {
-			r.cancel(id, context.DeadlineExceeded)
+			why := error(context.DeadlineExceeded)
+			if ctx.Err() != nil {
+				why = context.Cause(ctx)
+			}
+			r.cancel(id, why) // after the rest of the line (WriteAfterRest)
 		}
-		if ctx.Err() != nil && errors.Is(err, errLineNotSent) {
+		if ctx.Err() != nil && (errors.Is(err, errLineNotSent) || errors.Is(err, errLinePartlySent)) {
 			return nil, context.Cause(ctx)
 		}
 		what := "tools/call"
@@ -375,6 +379,11 @@ func (r *rawCalls) cancel(id uint64, why error) {
 		"params":  map[string]any{"requestId": rawIDPrefix + strconv.FormatUint(id, 10), "reason": why.Error()},
 	})
 	if err == nil {
+		if aw, ok := r.w.(afterRestWriter); ok && aw.WriteAfterRest(append(b, '\n')) {
+			// The rest of a partly written line holds the write lock:
+			// this line goes right after it, nobody waiting for it.
+			return
+		}
 		if bw, ok := r.w.(boundedLineWriter); ok {
 			// Best effort and bounded: a child that stopped reading
 			// must not hold the cancelled call's caller (attack28).
@@ -392,6 +401,12 @@ func (r *rawCalls) cancel(id uint64, why error) {
 
 // cancelBound is how long cancel waits for the child to take its line.
 const cancelBound = 500 * time.Millisecond
+
+// An afterRestWriter queues a line after the rest of a partly written one
+// (process.WriteAfterRest, boundedwrite.go).
+type afterRestWriter interface {
+	WriteAfterRest(line []byte) bool
+}
 
 // A boundedLineWriter writes one line by a deadline (process.WriteBounded,
 // boundedwrite.go).

@@ -139,6 +139,18 @@ func (f *File) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// WriteNow writes what of p the descriptor takes now, without waiting
+// for it to take more: the bytes written (fewer than len(p), or none,
+// when the pipe is full), or an *os.PathError (Op "write") as Write's.
+// A deadline that has passed fails it before any byte is written.
+func (f *File) WriteNow(p []byte) (int, error) {
+	n, err := f.w.writeNow(f.rc, p)
+	if err != nil {
+		err = &os.PathError{Op: "write", Path: f.f.Name(), Err: unwrapFile(err)}
+	}
+	return n, err
+}
+
 // unwrapFile is what (*os.File).Read or Write puts in its PathError for
 // err: a system call's error or a deadline as it is, os.ErrClosed for the
 // poller's "use of closed file" (the only other error of a RawConn's Read
@@ -198,11 +210,13 @@ type op struct {
 	err error
 	rfn func(fd uintptr) bool
 	wfn func(fd uintptr) bool
+	nfn func(fd uintptr) bool // writeNowFD
 }
 
 func (o *op) init() {
 	o.rfn = o.readFD
 	o.wfn = o.writeFD
+	o.nfn = o.writeNowFD
 }
 
 func (o *op) read(rc syscall.RawConn, p []byte) (int, error) {
@@ -256,6 +270,28 @@ func (o *op) write(rc syscall.RawConn, p []byte) (int, error) {
 		err = werr
 	}
 	return n, err
+}
+
+// writeNow is write that gives up, with the bytes written, as soon as
+// the descriptor takes no more (writeNowFD).
+func (o *op) writeNow(rc syscall.RawConn, p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.p, o.n, o.err = p, 0, nil
+	err := rc.Write(o.nfn)
+	n, werr := o.n, o.err
+	o.p, o.err = nil, nil
+	if err == nil {
+		err = werr
+	}
+	return n, err
+}
+
+// writeNowFD is writeFD, done (true) also when the descriptor takes no
+// more: the RawConn never waits for it.
+func (o *op) writeNowFD(fd uintptr) bool {
+	o.writeFD(fd)
+	return true
 }
 
 // writeFD writes the rest of o.p on fd: done (true) once all of it went or
