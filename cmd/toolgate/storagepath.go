@@ -37,17 +37,24 @@ func storagePathWarning(s config.Storage) string {
 }
 
 // checkStoragePath refuses a SQLite storage.path whose directory is not a
-// directory (a file, or a path through one), naming the key and the path;
-// the store could not be opened there. A missing directory is
-// storagePathWarning's.
+// directory (a file, or a path through one), whose missing directory runs
+// through a symbolic link to a missing target (serve could not create it),
+// or that is itself a directory, naming the key and the path; the store
+// could not be opened there. A missing directory is storagePathWarning's.
 func checkStoragePath(s config.Storage) error {
 	if s.Driver != sqlstore.DriverSQLite || s.Path == "" {
 		return nil
+	}
+	if fi, err := os.Stat(s.Path); err == nil && fi.IsDir() {
+		return fmt.Errorf("storage.path %q: %s is a directory, not a file (name the database file in it)", s.Path, absPath(s.Path))
 	}
 	dir := filepath.Dir(s.Path)
 	fi, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, iofs.ErrNotExist):
+		if link := danglingLink(dir); link != "" {
+			return fmt.Errorf("storage.path %q: %s is a symbolic link to a missing directory; serve cannot create %s", s.Path, absPath(link), absPath(dir))
+		}
 		return nil
 	case errors.Is(err, syscall.ENOTDIR):
 		return fmt.Errorf("storage.path %q: %s is not a directory", s.Path, absPath(dir))
@@ -57,6 +64,22 @@ func checkStoragePath(s config.Storage) error {
 		return fmt.Errorf("storage.path %q: %s is not a directory", s.Path, absPath(dir))
 	}
 	return nil
+}
+
+// danglingLink returns the nearest of missing path dir and its parents
+// that exists as a symbolic link (whose target does not), or "".
+func danglingLink(dir string) string {
+	for p := dir; ; p = filepath.Dir(p) {
+		if fi, err := os.Lstat(p); err == nil {
+			if fi.Mode()&iofs.ModeSymlink != 0 {
+				return p
+			}
+			return ""
+		}
+		if filepath.Dir(p) == p {
+			return ""
+		}
+	}
 }
 
 // absPath is p made absolute, or p when that fails.
