@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -379,6 +380,13 @@ func checkMessage(line []byte) *messageError {
 		}
 		if p, ok := m["params"]; ok && !isJSONStructured(p) {
 			return invalidMessage(id, "params must be an object or an array")
+		}
+		// A request (an id member) must be answered, but the SDK takes one
+		// with a null id for a notification: on stdio nothing answers it.
+		// MCP allows no null id; a notification's passes (some send it).
+		var name string
+		if hasID && classifyID(id) == idNone && json.Unmarshal(method, &name) == nil && !strings.HasPrefix(name, "notifications/") {
+			return invalidMessage(nil, "a request's id must be a string or an integer, not null (a notification has no id)")
 		}
 	} else {
 		switch {
