@@ -19,8 +19,10 @@ import (
 // said ok. serve logs it at WARN; policy check prints it. The directory is
 // still created, not refused: the default path's ./data and the templates
 // that point storage.path into a fresh directory (../shared/perf's
-// tg-run.sh) rely on that. "" when the directory exists, the path is the
-// default one, or the store is not SQLite. A relative path is taken from
+// tg-run.sh) rely on that. It also warns about a directory every user may
+// write (/tmp): another user could place the store's -wal or -shm file, or
+// a link, there first (attack30). "" when the directory exists and is not
+// world-writable, the path is the default one, or the store is not SQLite. A relative path is taken from
 // the working directory, as the store opens it.
 func storagePathWarning(s config.Storage) string {
 	if s.Driver != sqlstore.DriverSQLite || s.Path == "" {
@@ -30,8 +32,12 @@ func storagePathWarning(s config.Storage) string {
 		return ""
 	}
 	dir := filepath.Dir(s.Path)
-	if _, err := os.Stat(dir); errors.Is(err, iofs.ErrNotExist) {
+	fi, err := os.Stat(dir)
+	if errors.Is(err, iofs.ErrNotExist) {
 		return fmt.Sprintf("storage.path %q: directory %s does not exist; serve creates it and starts a new, empty store there (if the path is mistyped, the existing store and its pending approvals are not read)", s.Path, absPath(dir))
+	}
+	if err == nil && fi.IsDir() && fi.Mode().Perm()&0o002 != 0 {
+		return fmt.Sprintf("storage.path %q: directory %s is writable by every user (mode %#o): any of them can put a file or link where the store or its -wal and -shm files go; use a directory only toolgate's user can write", s.Path, absPath(dir), fi.Mode().Perm())
 	}
 	return ""
 }
