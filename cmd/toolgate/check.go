@@ -32,9 +32,14 @@ func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 	fs.BoolVar(&f.dev, "dev", false, "check as serve --dev would (it mints agent and approver tokens)")
 	fs.BoolVar(&f.stdio, "stdio", false, "check as serve --stdio would (no agent listener; no admin listener unless configured)")
 	fs.BoolVar(&f.insecureNoAuth, "insecure-no-auth", false, "check as serve --insecure-no-auth would")
+	var files []string
+	fs.Func("config", "the config file, as serve takes it (or FILE)", func(v string) error {
+		files = append(files, v)
+		return nil
+	})
 	fs.Var(&tools, "tools", "SERVER=FILE: the JSON of the server's tools/list; warn about when conditions reading argument fields its tools' input schemas do not declare (repeatable)")
 	usage := func(w io.Writer) {
-		fmt.Fprintln(w, "usage: toolgate policy check [--dev] [--stdio] [--insecure-no-auth] [--tools SERVER=FILE]... FILE")
+		fmt.Fprintln(w, "usage: toolgate policy check [--dev] [--stdio] [--insecure-no-auth] [--tools SERVER=FILE]... FILE | --config FILE")
 		fs.SetOutput(w)
 		fs.PrintDefaults()
 		fs.SetOutput(stderr)
@@ -42,7 +47,6 @@ func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 	fs.Usage = func() {} // printed below: to stdout when asked for, else to stderr
 	// Flags may come after FILE too ("policy check FILE --dev", as one
 	// adds a flag to the command just run): parse again after each word.
-	var files []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {

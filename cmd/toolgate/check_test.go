@@ -200,3 +200,21 @@ policy:
 		t.Errorf("policy check --dev exited %d\n%s", code, stderr.String())
 	}
 }
+
+// TestCheckTakesServesConfigFlag (attack30): policy check takes the file
+// as serve does, --config FILE, as well as FILE; both at once are refused.
+// Before, a new user's "policy check --config FILE" (serve's words) was
+// answered "flag provided but not defined: -config".
+func TestCheckTakesServesConfigFlag(t *testing.T) {
+	path := writeConfig(t, "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\n"+principals)
+	for _, args := range [][]string{{"--config", path}, {"--config=" + path, "--dev"}, {"--dev", "--config", path}} {
+		var stdout, stderr strings.Builder
+		if code := checkCmd(args, &stdout, &stderr, testSystem(nil)); code != 0 || !strings.Contains(stdout.String(), path+": ok") {
+			t.Errorf("policy check %q exited %d\nstdout: %s\nstderr:\n%s", args, code, stdout.String(), stderr.String())
+		}
+	}
+	var stderr strings.Builder
+	if code := checkCmd([]string{"--config", path, path}, io.Discard, &stderr, testSystem(nil)); code != 2 || !strings.Contains(stderr.String(), "usage: toolgate policy check") {
+		t.Errorf("policy check with --config and FILE exited %d\n%s", code, stderr.String())
+	}
+}

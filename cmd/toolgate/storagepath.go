@@ -19,8 +19,10 @@ import (
 // said ok. serve logs it at WARN; policy check prints it. The directory is
 // still created, not refused: the default path's ./data and the templates
 // that point storage.path into a fresh directory (../shared/perf's
-// tg-run.sh) rely on that. "" when the directory exists, the path is the
-// default one, or the store is not SQLite. A relative path is taken from
+// tg-run.sh) rely on that. It also warns about a directory every user may
+// write (/tmp): another user could place the store's -wal or -shm file, or
+// a link, there first (attack30). "" when the directory exists and is not
+// world-writable, the path is the default one, or the store is not SQLite. A relative path is taken from
 // the working directory, as the store opens it.
 func storagePathWarning(s config.Storage) string {
 	if s.Driver != sqlstore.DriverSQLite || s.Path == "" {
@@ -30,24 +32,35 @@ func storagePathWarning(s config.Storage) string {
 		return ""
 	}
 	dir := filepath.Dir(s.Path)
-	if _, err := os.Stat(dir); errors.Is(err, iofs.ErrNotExist) {
+	fi, err := os.Stat(dir)
+	if errors.Is(err, iofs.ErrNotExist) {
 		return fmt.Sprintf("storage.path %q: directory %s does not exist; serve creates it and starts a new, empty store there (if the path is mistyped, the existing store and its pending approvals are not read)", s.Path, absPath(dir))
+	}
+	if err == nil && fi.IsDir() && fi.Mode().Perm()&0o002 != 0 {
+		return fmt.Sprintf("storage.path %q: directory %s is writable by every user (mode %#o): any of them can put a file or link where the store or its -wal and -shm files go; use a directory only toolgate's user can write", s.Path, absPath(dir), fi.Mode().Perm())
 	}
 	return ""
 }
 
 // checkStoragePath refuses a SQLite storage.path whose directory is not a
-// directory (a file, or a path through one), naming the key and the path;
-// the store could not be opened there. A missing directory is
-// storagePathWarning's.
+// directory (a file, or a path through one), whose missing directory runs
+// through a symbolic link to a missing target (serve could not create it),
+// or that is itself a directory, naming the key and the path; the store
+// could not be opened there. A missing directory is storagePathWarning's.
 func checkStoragePath(s config.Storage) error {
 	if s.Driver != sqlstore.DriverSQLite || s.Path == "" {
 		return nil
+	}
+	if fi, err := os.Stat(s.Path); err == nil && fi.IsDir() {
+		return fmt.Errorf("storage.path %q: %s is a directory, not a file (name the database file in it)", s.Path, absPath(s.Path))
 	}
 	dir := filepath.Dir(s.Path)
 	fi, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, iofs.ErrNotExist):
+		if link := danglingLink(dir); link != "" {
+			return fmt.Errorf("storage.path %q: %s is a symbolic link to a missing directory; serve cannot create %s", s.Path, absPath(link), absPath(dir))
+		}
 		return nil
 	case errors.Is(err, syscall.ENOTDIR):
 		return fmt.Errorf("storage.path %q: %s is not a directory", s.Path, absPath(dir))
@@ -57,6 +70,22 @@ func checkStoragePath(s config.Storage) error {
 		return fmt.Errorf("storage.path %q: %s is not a directory", s.Path, absPath(dir))
 	}
 	return nil
+}
+
+// danglingLink returns the nearest of missing path dir and its parents
+// that exists as a symbolic link (whose target does not), or "".
+func danglingLink(dir string) string {
+	for p := dir; ; p = filepath.Dir(p) {
+		if fi, err := os.Lstat(p); err == nil {
+			if fi.Mode()&iofs.ModeSymlink != 0 {
+				return p
+			}
+			return ""
+		}
+		if filepath.Dir(p) == p {
+			return ""
+		}
+	}
 }
 
 // absPath is p made absolute, or p when that fails.

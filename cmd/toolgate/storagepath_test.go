@@ -24,6 +24,17 @@ func TestStoragePathDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(dir, "toolgat", "toolgate.db")
+	open := filepath.Join(dir, "open")
+	if err := os.Mkdir(open, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o1777); err != nil { // as /tmp
+		t.Fatal(err)
+	}
+	dangling := filepath.Join(dir, "dangling")
+	if err := os.Symlink(filepath.Join(dir, "nowhere"), dangling); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name, path string
 		warn       string // "" when no warning
@@ -34,6 +45,11 @@ func TestStoragePathDirectory(t *testing.T) {
 		{"directory is a file", filepath.Join(file, "toolgate.db"), "", file + " is not a directory"},
 		{"path through a file", filepath.Join(file, "sub", "toolgate.db"), "", filepath.Join(file, "sub") + " is not a directory"},
 		{"directory exists", filepath.Join(dir, "toolgate.db"), "", ""},
+		{"directory writable by all", filepath.Join(open, "toolgate.db"), `storage.path "` + filepath.Join(open, "toolgate.db") + `": directory ` + open + ` is writable by every user (mode 0777)`, ""},
+		// attack30: both passed policy check (the first with the warning
+		// that serve creates the directory) and failed serve's open.
+		{"path is a directory", dir, "", dir + " is a directory, not a file"},
+		{"through a dangling symlink", filepath.Join(dangling, "sub", "toolgate.db"), "", dangling + " is a symbolic link to a missing"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

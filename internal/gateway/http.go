@@ -327,6 +327,11 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 			// other POST and answer 200 with an error; MCP says 400 (case C04).
 			var err error
 			body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, f.opts.MaxBody))
+			if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
+				// A body without a length (chunked) that runs past it.
+				http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
+				return
+			}
 			if err != nil {
 				http.Error(w, "cannot read the request body: "+err.Error(), http.StatusBadRequest)
 				return

@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -362,7 +363,8 @@ func checkMessage(line []byte) *messageError {
 	if string(bytes.TrimSpace(m["jsonrpc"])) != `"2.0"` {
 		return invalidMessage(id, `not a JSON-RPC 2.0 message ("jsonrpc": "2.0" is required)`)
 	}
-	switch classifyID(id) {
+	kind := classifyID(id)
+	switch kind {
 	case idInvalid:
 		return invalidMessage(nil, "the id must be a string, an integer or null")
 	case idMangled:
@@ -380,9 +382,15 @@ func checkMessage(line []byte) *messageError {
 		if p, ok := m["params"]; ok && !isJSONStructured(p) {
 			return invalidMessage(id, "params must be an object or an array")
 		}
+		// A request (an id member) must be answered, but the SDK takes one
+		// with a null id for a notification: on stdio nothing answers it.
+		// MCP allows no null id; a notification's passes (some send it).
+		if hasID && kind == idNone && !isNotification(method) {
+			return invalidMessage(nil, "a request's id must be a string or an integer, not null (a notification has no id)")
+		}
 	} else {
 		switch {
-		case !hasID || classifyID(id) == idNone:
+		case !hasID || kind == idNone:
 			return invalidMessage(nil, "neither a method nor an id")
 		case hasResult == hasError:
 			return invalidMessage(id, "a response must have exactly one of result and error")
@@ -394,6 +402,13 @@ func checkMessage(line []byte) *messageError {
 		return invalidMessage(id, "the message cannot be decoded")
 	}
 	return nil
+}
+
+// isNotification reports whether method (a JSON string) names an MCP
+// notification ("notifications/…").
+func isNotification(method json.RawMessage) bool {
+	var name string
+	return json.Unmarshal(method, &name) == nil && strings.HasPrefix(name, "notifications/")
 }
 
 func isJSONString(v json.RawMessage) bool {

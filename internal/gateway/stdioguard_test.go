@@ -86,6 +86,10 @@ func TestCheckMessage(t *testing.T) {
 		{name: "largest safe id", line: `{"jsonrpc":"2.0","id":9007199254740991,"method":"ping"}`},
 		{name: "notification", line: `{"jsonrpc":"2.0","method":"notifications/initialized"}`},
 		{name: "null id notification", line: `{"jsonrpc":"2.0","id":null,"method":"notifications/initialized"}`},
+		// attack30: the SDK took it for a notification of a request
+		// method: on stdio no answer at all (the client waits forever),
+		// on HTTP a 400 in plain text.
+		{name: "null id request", line: `{"jsonrpc":"2.0","id":null,"method":"tools/list"}`, code: -32600, id: "null", msg: "a request's id must be a string or an integer, not null"},
 		{name: "response", line: `{"jsonrpc":"2.0","id":3,"result":{}}`},
 		{name: "error response", line: `{"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"no"}}`},
 		{name: "deep nesting", line: `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":` + deep + `}}`, code: -32600, id: "null", msg: "deeper than 1000"},

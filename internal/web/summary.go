@@ -108,7 +108,7 @@ func (s *summarizer) members() error {
 			if err != nil {
 				return err
 			}
-			s.write(visible(k))
+			s.write(rowKey(k))
 			s.write(": ")
 		}
 		if s.full() {
@@ -191,7 +191,30 @@ func shownString(raw []byte) (string, bool, error) {
 		s = strings.ReplaceAll(p, "\n", "⏎")
 		cut = cutValue(s, valueLen)
 	}
-	return `"` + visible(cut) + `"`, all && cut == s, nil
+	return `"` + visible(rowEscape(cut)) + `"`, all && cut == s, nil
+}
+
+// rowEscape escapes the backslashes and quotes of s, a string value as the
+// row shows it between its quotes, so that no value can end its quotes
+// early and show members of its own making (attack30: a "command" of
+// `rm -rf ~ #", dry_run: true, note: "` showed as three members, dry_run
+// among them, and the row could be approved in bulk), nor pass a
+// backslash off as one of visible's escapes.
+func rowEscape(s string) string {
+	if !strings.ContainsAny(s, `"\`) {
+		return s
+	}
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s)
+}
+
+// rowKey is a member's key as the row shows it: as is, or quoted (with
+// rowEscape) when it holds a quote, a backslash, a colon or a comma, which
+// could pass one member off as several.
+func rowKey(k string) string {
+	if !strings.ContainsAny(k, `"\:,`) {
+		return visible(k)
+	}
+	return `"` + visible(rowEscape(k)) + `"`
 }
 
 // truncNote is how the display's truncation note starts (markerRE).

@@ -8,7 +8,8 @@ import (
 )
 
 // summarizeWholeBase is summarizeWhole as it was on main bfe5965 (args29's
-// base): the whole display copy parsed into a node tree with
+// base), with attack30's quoting of keys and values (rowKey, rowEscape):
+// the whole display copy parsed into a node tree with
 // json.Decoder.Token, then the line built from it. The summary must stay
 // exactly what this gives (TestSummaryAsBase, FuzzSummaryAsBase).
 func summarizeWholeBase(display json.RawMessage, maxLen int) (string, bool) {
@@ -27,7 +28,7 @@ func summarizeWholeBase(display json.RawMessage, maxLen int) (string, bool) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(visible(m.Key))
+			b.WriteString(rowKey(m.Key))
 			b.WriteString(": ")
 			v, w := shortValueBase(m)
 			b.WriteString(v)
@@ -51,7 +52,7 @@ func shortValueBase(n node) (string, bool) {
 	case "string":
 		s := strings.ReplaceAll(n.Str, "\n", "⏎")
 		cut := cutValue(s, valueLen)
-		return `"` + visible(cut) + `"`, cut == s
+		return `"` + visible(rowEscape(cut)) + `"`, cut == s
 	case "object":
 		return fmt.Sprintf("{%d %s}", len(n.Items), plural(len(n.Items), "key", "keys")), len(n.Items) == 0
 	case "array":
