@@ -150,3 +150,46 @@ func TestPanickingWriteReleasesItsTransaction(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupCommitIsBlocking: each SQLite group commit runs inside one
+// Config.Blocking section, ended before its callers learn the outcome
+// (serve lends the process its default Ps for it: procs.Spare).
+func TestGroupCommitIsBlocking(t *testing.T) {
+	var mu sync.Mutex
+	var started, ended int
+	cfg := backends[0].fresh(t)
+	cfg.Blocking = func() func() {
+		mu.Lock()
+		defer mu.Unlock()
+		started++
+		return func() {
+			mu.Lock()
+			defer mu.Unlock()
+			ended++
+		}
+	}
+	db := openTest(t, cfg)
+	ctx := t.Context()
+	mu.Lock()
+	s0, e0 := started, ended
+	mu.Unlock()
+	var inside bool
+	err := db.inTx(ctx, func(tx *tx) error {
+		mu.Lock()
+		inside = started == s0+1 && ended == e0
+		mu.Unlock()
+		_, err := tx.exec(ctx, `CREATE TABLE IF NOT EXISTS blocking_probe (x INTEGER)`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !inside {
+		t.Errorf("the write ran with %d sections started and %d ended since before it, want it inside one open section", started-s0, ended-e0)
+	}
+	if started != s0+1 || ended != e0+1 {
+		t.Errorf("one group commit: %d sections started and %d ended, want 1 and 1, ended before the write returned", started-s0, ended-e0)
+	}
+}
