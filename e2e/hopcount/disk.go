@@ -34,8 +34,8 @@ type diskCall struct {
 
 // A commit is a run of disk calls on one thread (see runDisk).
 type commit struct {
-	tid          int
-	start, end   float64
+	tid           int
+	start, end    float64
 	writes, syncs int
 }
 
