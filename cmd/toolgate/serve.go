@@ -201,7 +201,6 @@ type core struct {
 	gate     *gate.Gate
 	gw       *gateway.Gateway
 	load     *procs.Load // the MCP requests in flight, for procs.Follow
-	ps       *procs.Spare // procs.Follow's setter, lent to the store's commits
 	holder   *policy.Holder
 	cat      *lazyCatalog         // the gateway's tool catalog, for the gate and explain
 	policies *policystore.Service // nil with policy.source: file
@@ -221,10 +220,7 @@ type core struct {
 // policy.source: store) and the upstreams, adding each undo step to td as
 // it goes. On error what was started is undone by td.
 func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log *slog.Logger, td *teardown) (*core, error) {
-	// One P while one call at a time is served (procs.Follow), the
-	// default back while the store's commits block their thread.
-	ps := procs.NewSpare(runtime.GOMAXPROCS(0), setProcs)
-	db, watch, err := openStore(ctx, cfg.Storage, ps, log)
+	db, watch, err := openStore(ctx, cfg.Storage, log)
 	if err != nil && cfg.Storage.Driver == sqlstore.DriverPostgres && errors.Is(err, store.ErrUnavailable) {
 		return nil, fmt.Errorf("open store: %w (is Postgres running at the address storage.dsn names, and does the database exist? docs/deploy.md)", err)
 	}
@@ -241,7 +237,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 		defer cancel()
 		_ = shutdownTracing(sctx)
 	})
-	c := &core{db: db, watch: watch, ps: ps, reg: prometheus.NewRegistry()}
+	c := &core{db: db, watch: watch, reg: prometheus.NewRegistry()}
 	c.metrics = telemetry.NewMetrics(c.reg)
 	deliveryMetrics := telemetry.NewDeliveryMetrics(c.reg)
 	c.trail = audit.New(db, &audit.Options{
@@ -368,7 +364,7 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 		})
 	}
 	if sio.procs {
-		eg.Go(func() error { procs.Follow(ctx, c.load, runtime.GOMAXPROCS(0), c.ps.Set, processCPU); return nil })
+		eg.Go(func() error { procs.Follow(ctx, c.load, runtime.GOMAXPROCS(0), setProcs, processCPU); return nil })
 	}
 	eg.Go(func() error {
 		return reloadPolicy(ctx, f.config, cfg, c.holder, hup, f.watch, f.dev, log, c.metrics)
@@ -482,10 +478,9 @@ func (c *lazyCatalog) ItemDigest(kind, server, name string) (string, bool) {
 // reconnect and every storage.poll, with NOTIFY waking a held call at once
 // (sqlstore.DB.Watch); the watch wakes the gate's held calls and calls
 // changed.
-func openStore(ctx context.Context, cfg config.Storage, ps *procs.Spare, log *slog.Logger) (*sqlstore.DB, func(context.Context, *gate.Gate, func()), error) {
+func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (*sqlstore.DB, func(context.Context, *gate.Gate, func()), error) {
 	db, err := sqlstore.Open(ctx, sqlstore.Config{
 		Driver: cfg.Driver, Path: cfg.Path, DSN: cfg.DSN, MaxConns: cfg.MaxConns, Poll: cfg.Poll, Logger: log,
-		Blocking: ps.Blocking,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -172,11 +172,6 @@ func (b *batcher) commit(group []*writeReq) {
 	// and the functions' own statements ignore their callers' cancellation
 	// (tx.grouped): a lease renewal whose deadline passed mid-statement
 	// used to roll back the approvals and consumes batched with it.
-	if b.db.blocking != nil {
-		// The group's statements, page writes and WAL sync block this
-		// thread: another P serves the network meanwhile (Config.Blocking).
-		defer b.db.blocking()()
-	}
 	bg := context.WithoutCancel(live[0].ctx)
 	stx, err := b.db.wsql.BeginTx(bg, nil)
 	if err != nil {

@@ -67,11 +67,6 @@ type Config struct {
 	// (see store.ChangeEvents) and for schema_migrations; nil means
 	// time.Now.
 	Now func() time.Time
-	// Blocking, when set, is called (SQLite) as each group commit starts,
-	// and the function it returns as it ends: the commit's writes and WAL
-	// sync block its thread for milliseconds (serve: procs.Spare.Blocking).
-	// Postgres ignores it.
-	Blocking func() (done func())
 }
 
 // A DB is a store.Store on SQLite or Postgres, safe for concurrent use by
@@ -98,8 +93,6 @@ type DB struct {
 	// settled: SQLite only (nil on Postgres): what the watch saw of the
 	// store's commits (Settled).
 	settled *settledState
-	// blocking: Config.Blocking (SQLite; nil otherwise).
-	blocking func() (done func())
 }
 
 // Open opens the database cfg names and applies pending migrations, in one
@@ -112,7 +105,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if cfg.MaxConns < 0 || cfg.Poll < 0 || cfg.WatchInterval < 0 {
 		return nil, fmt.Errorf("open %s: negative MaxConns %d, Poll %v or WatchInterval %v", cfg.Driver, cfg.MaxConns, cfg.Poll, cfg.WatchInterval)
 	}
-	db := &DB{log: cfg.Logger, now: cfg.Now, done: make(chan struct{}), blocking: cfg.Blocking}
+	db := &DB{log: cfg.Logger, now: cfg.Now, done: make(chan struct{})}
 	if db.log == nil {
 		db.log = slog.New(slog.DiscardHandler)
 	}
