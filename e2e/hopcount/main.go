@@ -32,7 +32,9 @@
 // else (start perf before the load, stop it after).
 //
 // With -steps PROXY,UPSTREAM it times each call's steps through the two
-// named groups instead (steps.go).
+// named groups instead (steps.go); with -disk PROXY it finds the named
+// group's disk commits (SQLite's page writes and sync) and compares the
+// calls that overlap one with the others (disk.go).
 //
 // docs/performance.md, "stdio28", has the counts of the stdio hop at C=1;
 // "http29" the steps of the HTTP hop against the byte relay.
@@ -432,6 +434,7 @@ func run(args []string, out io.Writer) error {
 	minRequest := fs.Uint64("request-bytes", 300, "with -calls 0: the smallest write of the loadgen that is a call's request")
 	fs.Var(&groups, "group", "NAME=PID[,PID…]: a process group (repeatable)")
 	steps := fs.String("steps", "", "PROXY,UPSTREAM: instead of counts, time each call's steps through the two named groups (steps.go)")
+	disk := fs.String("disk", "", "PROXY: instead of counts, the named group's disk commits and the calls that overlap one (disk.go)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -445,6 +448,9 @@ func run(args []string, out io.Writer) error {
 	defer func() { _ = f.Close() }()
 	if *steps != "" {
 		return runSteps(f, out, groups.pids, *steps)
+	}
+	if *disk != "" {
+		return runDisk(f, out, groups.pids, *disk, *minRequest)
 	}
 	c := newCounter(groups.pids)
 	c.minRequest = *minRequest
