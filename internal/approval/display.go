@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -274,17 +273,17 @@ func (d *displayer) value(i uint32, path []pathStep) {
 	case kindObject:
 		d.deeper(path)
 		d.buf = append(d.buf, '{')
-		var hidden []hiddenKey // the keys hidden so far in this object
+		var hidden hiddenKeys // the keys hidden so far in this object
 		for k := range n.b {
 			if k > 0 {
 				d.buf = append(d.buf, ',')
 			}
-			hidden = d.member(n, n.a+2*k, hidden, path)
+			d.member(n, n.a+2*k, &hidden, path)
 		}
 		if d.rewrite {
 			// After the loop: keyMarker compares each marker with the
 			// object's keys as received.
-			for _, h := range hidden {
+			for _, h := range hidden.keys {
 				t.own(h.i, h.marker)
 			}
 		}
@@ -299,16 +298,27 @@ type hiddenKey struct {
 	marker string
 }
 
+// hiddenKeys are the keys of one object hidden so far, with what keyMarker
+// needs to number the next one in time independent of the object's size:
+// taken (built on the first hidden key) holds the object's keys as
+// received that read as a marker, and every marker given; last is the
+// number of the last marker given (markers are given in increasing order).
+type hiddenKeys struct {
+	keys  []hiddenKey
+	taken map[string]struct{}
+	last  int
+}
+
 // member writes the member of obj whose key is t.nodes[i] and value
 // t.nodes[i+1], at path (obj's). A key that a pattern matches is shown as
-// a marker (keyMarker), added to hidden, which it returns.
-func (d *displayer) member(obj node, i uint32, hidden []hiddenKey, path []pathStep) []hiddenKey {
+// a marker (keyMarker), added to hidden.
+func (d *displayer) member(obj node, i uint32, hidden *hiddenKeys, path []pathStep) {
 	key := d.t.text(d.t.nodes[i])
 	what, hide := d.keyPattern(key)
 	shown := key
 	if hide {
-		shown = d.keyMarker(obj, len(hidden)+1, hidden)
-		hidden = append(hidden, hiddenKey{i: i, marker: shown})
+		shown = d.keyMarker(obj, hidden)
+		hidden.keys = append(hidden.keys, hiddenKey{i: i, marker: shown})
 	}
 	path = append(path, pathStep{key: shown})
 	switch {
@@ -323,7 +333,6 @@ func (d *displayer) member(obj node, i uint32, hidden []hiddenKey, path []pathSt
 	}
 	d.buf = append(d.buf, ':')
 	d.memberValue(i, key, path)
-	return hidden
 }
 
 // keyPattern reports whether a Redaction pattern matches the key k, and
@@ -337,19 +346,26 @@ func (d *displayer) keyPattern(k string) (string, bool) {
 	return "", false
 }
 
-// keyMarker is the text shown for the nth key hidden in obj (from 1):
-// "[redacted key <m>]", m the least number from n on that is neither a
-// key of obj as received nor an earlier marker of it (hidden), so that
-// the copy's keys stay unique (Canonicalize and the audit refuse
-// duplicates).
-func (d *displayer) keyMarker(obj node, n int, hidden []hiddenKey) string {
-	for m := n; ; m++ {
-		marker := "[redacted key " + strconv.Itoa(m) + "]"
-		taken := slices.ContainsFunc(hidden, func(h hiddenKey) bool { return h.marker == marker })
-		for k := uint32(0); k < obj.b && !taken; k++ {
-			taken = d.t.text(d.t.nodes[obj.a+2*k]) == marker
+// keyMarker is the text shown for the nth key hidden in obj (from 1, n =
+// len(hidden.keys)+1): "[redacted key <m>]", m the least number from n on
+// that is neither a key of obj as received nor an earlier marker of it, so
+// that the copy's keys stay unique (Canonicalize and the audit refuse
+// duplicates). Every number from n to the last marker's is taken, so the
+// search starts after the last marker.
+func (d *displayer) keyMarker(obj node, hidden *hiddenKeys) string {
+	if hidden.taken == nil {
+		hidden.taken = make(map[string]struct{})
+		for k := range obj.b {
+			if s := d.t.text(d.t.nodes[obj.a+2*k]); strings.HasPrefix(s, "[redacted key ") {
+				hidden.taken[s] = struct{}{}
+			}
 		}
-		if !taken {
+	}
+	for m := max(len(hidden.keys)+1, hidden.last+1); ; m++ {
+		marker := "[redacted key " + strconv.Itoa(m) + "]"
+		if _, ok := hidden.taken[marker]; !ok {
+			hidden.taken[marker] = struct{}{}
+			hidden.last = m
 			return marker
 		}
 	}
