@@ -39,7 +39,6 @@ type parkQueue struct {
 	mu      sync.Mutex
 	waiting []*leanHold // in arrival order; guarded by mu
 	running int         // admitting goroutines; guarded by mu
-	peak    int         // the most calls ever waiting at once (tests); guarded by mu
 }
 
 func newParkQueue(max int, admit func(*leanHold)) *parkQueue {
@@ -58,7 +57,6 @@ func (q *parkQueue) add(l *leanHold) {
 		return
 	}
 	q.waiting = append(q.waiting, l)
-	q.peak = max(q.peak, len(q.waiting))
 	q.mu.Unlock()
 }
 
