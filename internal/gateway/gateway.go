@@ -328,7 +328,13 @@ type Gateway struct {
 	// without it); parkPollFailed: it cannot run here, guarded by closeMux.
 	parkPoll       atomic.Pointer[connPoller]
 	parkPollFailed bool
+	// parkQ admits parked calls a bounded number at a time
+	// (parkadmit.go); tests may replace it before Handler.
+	parkQ *parkQueue
 }
+
+// parkAdmits is the queue that admits the gateway's parked calls.
+func (g *Gateway) parkAdmits() *parkQueue { return g.parkQ }
 
 // New connects to every upstream in servers, lists their tools and builds the
 // catalog. It returns an error for an invalid or duplicate server config and
@@ -364,6 +370,7 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 		gk:       gk,
 		catalog:  newCatalog(),
 		ups:      map[string]*upstream{},
+		parkQ:    newParkQueue(parkAdmitters, (*leanHold).admitQueued),
 		routes:   newProgressRoutes(o.ProgressLinger, o.Logger),
 		carriers: &carriers{},
 		calls:    newSessionCalls(),

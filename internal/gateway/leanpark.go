@@ -163,7 +163,17 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 		l.w.parkOn(ps)
 		l.pc.header, l.pc.stream = nil, ps
 	}
-	go l.admitParked()
+	// The drop watch and the heartbeat start now, so that a call that
+	// waits for its admission (parkadmit.go) notices its client going
+	// away and keeps its stream alive meanwhile.
+	cancel := l.later.cancel
+	gone := func() { cancel(context.Canceled) }
+	if l.pc.stream != nil {
+		gone = l.streamGone
+	}
+	l.pc.watch = g.watchParked(conn, gone)
+	l.armHold()
+	g.parkAdmits().add(l)
 	return true
 }
 
@@ -206,19 +216,14 @@ type parkedConn struct {
 }
 
 // admitParked admits the parked call l (the policy, the store write of
-// its request and its first read: deep frames) on a goroutine that ends
-// once the call is held, and hands the hold to a fresh goroutine
-// (waitParked) whose stack never held those frames: the one goroutine a
-// parked call keeps while held (docs/performance.md, "One goroutine per
-// parked call"). A call decided at once is answered here.
+// its request and its first read: deep frames) on one of the gateway's
+// admitting goroutines (parkadmit.go), and hands the hold to the gate's
+// events (no goroutine) or to a fresh goroutine (waitParked) whose stack
+// never held those frames: the one goroutine a parked call keeps while
+// held (docs/performance.md, "One goroutine per parked call"). A call
+// decided at once is answered on a goroutine of its own, so that the
+// admitting goroutine does not wait for the client.
 func (l *leanHold) admitParked() {
-	cancel := l.later.cancel
-	gone := func() { cancel(context.Canceled) }
-	if l.pc.stream != nil {
-		gone = l.streamGone
-	}
-	l.pc.watch = l.f.g.watchParked(l.pc.conn, gone)
-	l.armHold()
 	if sp, ok := l.f.g.gk.(admitterSplit); ok && l.admitFirst(sp) {
 		if as, ok := sp.(admitterAsync); ok && !l.f.g.opts.HeldGoroutines {
 			// Waited for without a goroutine: the gate calls heldDone.
@@ -230,7 +235,7 @@ func (l *leanHold) admitParked() {
 		go l.waitParked()
 		return
 	}
-	l.waitParked()
+	go l.waitParked()
 }
 
 // admitterAsync is an admitterSplit that also waits for a held call's

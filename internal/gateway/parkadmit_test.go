@@ -1,0 +1,146 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/gate"
+	"toolgate/internal/store"
+)
+
+// blockingAdmits is the gate with its AdmitOrHold (a parked call's
+// admission) held until release is closed, counting the admissions in
+// flight and the arguments of each call it was asked to admit.
+type blockingAdmits struct {
+	*gate.Gate
+	release  chan struct{}
+	entered  chan struct{}
+	inFlight atomic.Int64
+	most     atomic.Int64
+	mu       sync.Mutex
+	args     []string // guarded by mu
+}
+
+func (b *blockingAdmits) AdmitOrHold(ctx context.Context, c *gate.Call, adm *gate.Admission) (context.Context, bool) {
+	n := b.inFlight.Add(1)
+	for m := b.most.Load(); n > m && !b.most.CompareAndSwap(m, n); m = b.most.Load() {
+	}
+	b.mu.Lock()
+	b.args = append(b.args, string(c.Arguments))
+	b.mu.Unlock()
+	b.entered <- struct{}{}
+	<-b.release
+	defer b.inFlight.Add(-1)
+	return b.Gate.AdmitOrHold(ctx, c, adm)
+}
+
+// TestParkedCallsAdmittedBounded: parked calls are admitted at most the
+// queue's bound at a time (here 2), in arrival order; the others wait in
+// the queue without a goroutine. A queued call whose client drops its
+// connection is never admitted: no request is created for it (fail
+// closed), while the calls queued after it still are. Each admitted call
+// is held, and once approved runs exactly once and gets its own answer.
+func TestParkedCallsAdmittedBounded(t *testing.T) {
+	verifyNoLeaks(t)
+	ba := &blockingAdmits{release: make(chan struct{}), entered: make(chan struct{}, 8)}
+	f := newLeanFixtureGK(t, nil, &HTTPOptions{DropGrace: time.Hour}, func(gt *gate.Gate) Gatekeeper {
+		ba.Gate = gt
+		return ba
+	})
+	f.g.parkQ = newParkQueue(2, (*leanHold).admitQueued)
+	base, parked := parkedFront(t, f, &HTTPOptions{DropGrace: time.Hour})
+	modernPost(t, base, "up__echo", modernCallBody("1", "up__echo", `{}`, ""), nil) // the session's upstream, connected
+	<-f.h.args
+
+	const calls, dropped = 5, 3 // call 3 (the second one queued) drops its connection
+	conns := make([]net.Conn, calls)
+	for i := range calls {
+		c, host := dialRaw(t, base)
+		conns[i] = c
+		if _, err := io.WriteString(c, rawModernRequest(host, fmt.Sprint(10+i), "up__big", fmt.Sprintf(`{"n":%d}`, 10+i))); err != nil {
+			t.Fatal(err)
+		}
+		waitParkedCount(t, parked, int64(i+1)) // one at a time: the queue's order is the calls'
+		if i < 2 {
+			select {
+			case <-ba.entered:
+			case <-time.After(testWait):
+				t.Fatalf("call %d was not admitted while %d admissions ran", i, i)
+			}
+		}
+	}
+	q := f.g.parkQ
+	queued := func() []*leanHold {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return append([]*leanHold(nil), q.waiting...)
+	}
+	if w := queued(); len(w) != calls-2 || ba.inFlight.Load() != 2 {
+		t.Fatalf("%d calls queued and %d admitting, want %d and 2", len(w), ba.inFlight.Load(), calls-2)
+	}
+	_ = conns[dropped].Close()
+	for deadline := time.Now().Add(testWait); queued()[dropped-2].ctx.Err() == nil; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the queued call whose client dropped was not cancelled")
+		}
+	}
+	close(ba.release)
+	for range calls - 3 { // the queued calls still there are admitted
+		select {
+		case <-ba.entered:
+		case <-time.After(testWait):
+			t.Fatal("a queued call was not admitted once the first admissions ended")
+		}
+	}
+	f.waitState(t, approval.StatePending, calls-1)
+	if m := ba.most.Load(); m != 2 {
+		t.Errorf("at most %d admissions ran at once, want 2", m)
+	}
+	ba.mu.Lock()
+	args := strings.Join(ba.args, " ")
+	ba.mu.Unlock()
+	if want := `{"n":10} {"n":11} {"n":12} {"n":14}`; args != want {
+		t.Errorf("admitted %s, want %s (in order, without the dropped call's)", args, want)
+	}
+	all, _, err := f.db.ListRequests(t.Context(), store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != calls-1 {
+		t.Fatalf("%d requests stored, want %d: the dropped call's must not be", len(all), calls-1)
+	}
+	for _, r := range all {
+		if _, err := f.gt.Review(t.Context(), r.ID, approval.Principal{ID: "carol", Kind: "human"}, approval.VerdictApprove, "", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, c := range conns {
+		if i == dropped {
+			continue
+		}
+		_ = c.SetReadDeadline(time.Now().Add(testWait))
+		resp, b := readRaw(t, bufio.NewReader(c))
+		if want := `"text":"` + bigText(10+i) + `"`; resp.StatusCode != 200 || !bytes.Contains(b, []byte(want)) || bytes.Contains(b, []byte(`"isError":true`)) {
+			t.Errorf("call %d: %d %s, want its own result", i, resp.StatusCode, b)
+		}
+	}
+	if n := f.h.count("big"); n != calls-1 {
+		t.Errorf("the approved calls ran %d times, want %d", n, calls-1)
+	}
+	q.mu.Lock()
+	running, waiting := q.running, len(q.waiting)
+	q.mu.Unlock()
+	if running != 0 || waiting != 0 {
+		t.Errorf("the queue has %d admitting goroutines and %d calls left, want none", running, waiting)
+	}
+}
