@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -49,6 +50,12 @@ func (s *Server) explainPolicy(w http.ResponseWriter, r *http.Request, c caller)
 	body.Tenant = c.principal.Tenant
 	if body.Server == "" || body.Tool == "" {
 		return invalid("server and tool are required")
+	}
+	// As a real tools/call: arguments, when present, must be an object
+	// (MCP's CallToolRequest; the gateway answers anything else -32602 and
+	// holds or runs nothing).
+	if a := bytes.TrimLeft(body.Arguments, " \t\r\n"); len(body.Arguments) > 0 && (len(a) == 0 || a[0] != '{') {
+		return invalid("arguments must be a JSON object, as in a tools/call")
 	}
 	x, err := s.explainer.Explain(r.Context(), body)
 	if errors.Is(err, ErrExplainInput) {

@@ -63,6 +63,12 @@ func TestExplainRoute(t *testing.T) {
 		{map[string]any{"server": "pay", "tool": "t", "extra": 1}, 422},
 		{map[string]any{"server": "pay", "tool": "t", "principal": "nobody"}, 422},
 		{json.RawMessage(`{"server":"pay","tool":"t","tool":"u"}`), 422},
+		// A real tools/call with arguments that are not an object is
+		// refused (-32602); explain does not explain it as if it ran.
+		{json.RawMessage(`{"server":"pay","tool":"transfer","arguments":[{"amount":1}]}`), 422},
+		{json.RawMessage(`{"server":"pay","tool":"transfer","arguments":"x"}`), 422},
+		{json.RawMessage(`{"server":"pay","tool":"transfer","arguments":null}`), 422},
+		{json.RawMessage(`{"server":"pay","tool":"transfer","arguments": {"amount":1}}`), 200},
 	} {
 		if code, body := policyDo(t, h, "POST", "/v1/policy/explain", "view-tok", c.body); code != c.code {
 			t.Errorf("body %v: %d %s, want %d", c.body, code, body, c.code)

@@ -137,6 +137,10 @@ func explainBody(server, tool, args, principal, annotations string) (api.Explain
 		if !json.Valid([]byte(args)) {
 			return b, errors.New("--args: not valid JSON")
 		}
+		if a := strings.TrimLeft(args, " \t\r\n"); a[0] != '{' {
+			// As a real tools/call (refused -32602 by the gateway).
+			return b, errors.New("--args: must be a JSON object, as in a tools/call")
+		}
 		b.Arguments = json.RawMessage(args)
 	}
 	if annotations != "" {
