@@ -188,6 +188,10 @@ type Options struct {
 
 // A Gate decides tool calls. Its methods are safe for concurrent use.
 type Gate struct {
+	// parsedHook, when set (by tests only, before the gate's first call),
+	// sees the parse of each held call's arguments that hold makes first.
+	parsedHook func(*approval.Parsed)
+
 	store    store.Store
 	policy   Evaluator
 	log      *slog.Logger

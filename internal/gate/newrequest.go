@@ -33,8 +33,8 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 	if err != nil {
 		return refuse(fmt.Sprintf("invalid arguments: %v", err))
 	}
-	if parsedHook != nil {
-		parsedHook(args)
+	if g.parsedHook != nil {
+		g.parsedHook(args)
 	}
 	hash := args.Hash()
 	open, refusal, ok := g.openIdentical(ctx, c, hash)
@@ -189,10 +189,6 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 	}
 	return heldOnCreated(c, r, pre) // Admit waits, once this frame is gone (heldCall)
 }
-
-// parsedHook, when set (by tests only), sees each parse of a held call's
-// arguments that hold makes.
-var parsedHook func(*approval.Parsed)
 
 // Names of the pending caps, as their config keys; refusals name them.
 const (

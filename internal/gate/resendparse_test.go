@@ -43,18 +43,18 @@ func TestResendWaitKeepsNoParse(t *testing.T) {
 
 	gone := make(chan struct{})
 	parsed := make(chan struct{}, 1)
-	parsedHook = func(p *approval.Parsed) {
+	b.parsedHook = func(p *approval.Parsed) {
 		runtime.AddCleanup(p, func(ch chan struct{}) { close(ch) }, gone)
 		parsed <- struct{}{}
 	}
-	t.Cleanup(func() { parsedHook = nil })
+	t.Cleanup(func() { b.parsedHook = nil })
 	onB := admitAsync(t.Context(), b, call())
 	select {
 	case <-parsed:
 	case a := <-onB:
 		t.Fatalf("b answered before it waited: %+v", a)
 	}
-	parsedHook = nil
+	b.parsedHook = nil
 	// The re-send is in takeOver's wait (a's lease has up to 5 s to run); its
 	// parse must be collectable now.
 	deadline := time.After(10 * time.Second)

@@ -333,9 +333,6 @@ type Gateway struct {
 	parkQ *parkQueue
 }
 
-// parkAdmits is the queue that admits the gateway's parked calls.
-func (g *Gateway) parkAdmits() *parkQueue { return g.parkQ }
-
 // New connects to every upstream in servers, lists their tools and builds the
 // catalog. It returns an error for an invalid or duplicate server config and
 // for a duplicate exposed tool name (case C05). An upstream that cannot be

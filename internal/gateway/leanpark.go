@@ -173,7 +173,7 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 	}
 	l.pc.watch = g.watchParked(conn, gone)
 	l.armHold()
-	g.parkAdmits().add(l)
+	g.parkQ.add(l)
 	return true
 }
 
