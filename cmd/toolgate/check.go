@@ -34,6 +34,9 @@ func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 	fs.BoolVar(&f.insecureNoAuth, "insecure-no-auth", false, "check as serve --insecure-no-auth would")
 	var files []string
 	fs.Func("config", "the config file, as serve takes it (or FILE)", func(v string) error {
+		if v == "" {
+			return errors.New("want a file's path")
+		}
 		files = append(files, v)
 		return nil
 	})
@@ -62,7 +65,10 @@ func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 		files = append(files, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-	if len(files) != 1 {
+	if len(files) != 1 || files[0] == "" {
+		if len(files) == 1 {
+			fmt.Fprintln(stderr, "toolgate: policy check: the config file's path is empty")
+		}
 		usage(stderr)
 		return 2
 	}

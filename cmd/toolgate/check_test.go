@@ -218,3 +218,25 @@ func TestCheckTakesServesConfigFlag(t *testing.T) {
 		t.Errorf("policy check with --config and FILE exited %d\n%s", code, stderr.String())
 	}
 }
+
+// TestCheckEmptyConfigPath: an empty path ("--config=", a shell variable
+// that was not set, or "") is a usage error naming what is wrong (exit 2),
+// as serve answers it; before, policy check answered "open : no such file
+// or directory" and ": 1 problem(s)" with exit 1 (attack31's lead).
+func TestCheckEmptyConfigPath(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--config="}, `invalid value "" for flag -config: want a file's path`},
+		{[]string{"--config", ""}, `invalid value "" for flag -config: want a file's path`},
+		{[]string{""}, "the config file's path is empty"},
+		{[]string{"--dev", ""}, "the config file's path is empty"},
+	} {
+		var stdout, stderr strings.Builder
+		code := checkCmd(tt.args, &stdout, &stderr, testSystem(nil))
+		if code != 2 || !strings.Contains(stderr.String(), tt.want) || !strings.Contains(stderr.String(), "usage: toolgate policy check") || strings.Contains(stderr.String(), "no such file") {
+			t.Errorf("policy check %q exited %d, want 2 with %q and the usage\nstdout: %s\nstderr:\n%s", tt.args, code, tt.want, stdout.String(), stderr.String())
+		}
+	}
+}
