@@ -290,9 +290,30 @@ const maxDepth = approval.MaxDepth
 
 // parseValue decodes a JSON text into a node tree.
 func parseValue(data []byte) (node, error) {
+	return parseTree(data, 0)
+}
+
+// maxTreeNodes is the most values (members, items, scalars) the detail
+// page shows as a tree. The tree's markup costs ≈ 2 KB of HTML and ≈ 40
+// allocations per value: 1 MB of small records was a 13 MB page and ≈
+// 330 MB allocated per view (fixes31). Larger arguments are shown as their
+// display copy's text, whole (detailData).
+const maxTreeNodes = 5000
+
+// errTreeTooLarge is parseTree's answer past its limit of values.
+var errTreeTooLarge = errors.New("more values than the page shows as a tree")
+
+// parseTree is parseValue, failing with errTreeTooLarge once the text has
+// more than limit values (none when limit is 0), after decoding at most
+// that many.
+func parseTree(data []byte, limit int) (node, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	n, err := decodeNode(dec, 0)
+	left := limit
+	if limit <= 0 {
+		left = -1
+	}
+	n, err := decodeNode(dec, 0, &left)
 	if err != nil {
 		return node{}, err
 	}
@@ -302,10 +323,16 @@ func parseValue(data []byte) (node, error) {
 	return n, nil
 }
 
-func decodeNode(dec *json.Decoder, depth int) (node, error) {
+// decodeNode decodes the next value of dec at depth; left counts down the
+// values the tree may still take (negative: no limit).
+func decodeNode(dec *json.Decoder, depth int, left *int) (node, error) {
 	if depth > maxDepth {
 		return node{}, errors.New("nested too deeply")
 	}
+	if *left == 0 {
+		return node{}, errTreeTooLarge
+	}
+	*left--
 	tok, err := dec.Token()
 	if err != nil {
 		return node{}, err
@@ -321,7 +348,7 @@ func decodeNode(dec *json.Decoder, depth int) (node, error) {
 					return node{}, err
 				}
 				key, _ := kt.(string)
-				child, err := decodeNode(dec, depth+1)
+				child, err := decodeNode(dec, depth+1, left)
 				if err != nil {
 					return node{}, err
 				}
@@ -333,7 +360,7 @@ func decodeNode(dec *json.Decoder, depth int) (node, error) {
 		case '[':
 			n := node{Kind: "array"}
 			for dec.More() {
-				child, err := decodeNode(dec, depth+1)
+				child, err := decodeNode(dec, depth+1, left)
 				if err != nil {
 					return node{}, err
 				}
