@@ -208,8 +208,11 @@ type displayer struct {
 	// rewrite makes the tree what the copy shows (HashDisplayCanonical):
 	// a string as shown, a redacted value as its marker.
 	rewrite bool
-	depth   int          // the copy's deepest nesting of arrays and objects
-	ix      *prefixIndex // the patterns' prefixes, made for the first long string (str)
+	depth   int // the copy's deepest nesting of arrays and objects
+	// ix is the patterns' prefix index (index), made for the first key
+	// or long string; held by value: the displayer stays on the stack.
+	ix     prefixIndex
+	ixMade bool
 }
 
 // A pathStep is one step of the path from the root to a value: into a
@@ -335,11 +338,30 @@ func (d *displayer) member(obj node, i uint32, hidden *hiddenKeys, path []pathSt
 	d.memberValue(i, key, path)
 }
 
+// index is the patterns' prefix index, made on the first call.
+func (d *displayer) index() *prefixIndex {
+	if !d.ixMade {
+		d.ix.add(d.rd.Patterns)
+		d.ixMade = true
+	}
+	return &d.ix
+}
+
 // keyPattern reports whether a Redaction pattern matches the key k, and
-// what that pattern finds (patternWhat).
+// what that pattern finds (patternWhat). The patterns' prefix index
+// (prefixIndex.pairs) rules out in one pass over k the patterns whose
+// prefix k lacks: a key none can match costs no regexp and no substring
+// search per pattern.
 func (d *displayer) keyPattern(k string) (string, bool) {
+	if len(d.rd.Patterns) == 0 {
+		return "", false
+	}
+	found := d.index().pairs(k)
+	if found == 0 && len(d.rd.Patterns) <= 64 {
+		return "", false
+	}
 	for j, re := range d.rd.Patterns {
-		if mayMatch(j, re, k, 0, false) && re.MatchString(k) {
+		if mayMatch(j, re, k, found, true) && re.MatchString(k) {
 			return patternWhat(re), true
 		}
 	}
@@ -408,10 +430,7 @@ func (d *displayer) str(s string, ascii bool, path []pathStep) string {
 	if !ascii || long {
 		var ix *prefixIndex
 		if long {
-			if d.ix == nil {
-				d.ix = newPrefixIndex(d.rd.Patterns)
-			}
-			ix = d.ix
+			ix = d.index()
 		}
 		sc, scanned, indexed = scan(s, ix), true, ix != nil
 	}
