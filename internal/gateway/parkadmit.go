@@ -88,14 +88,28 @@ func (q *parkQueue) next() *leanHold {
 // gateway's parkQueue (admitParked), unless its context ended while it
 // waited: then it is answered with that refusal (no admission, nothing
 // stored) on a goroutine of its own, as a call decided at once is, so
-// that an admitting goroutine never waits for a client.
+// that an admitting goroutine never waits for a client. The refusal is
+// counted and audited as any refused call is (gate.Gate.RefuseHandOff):
+// unrecorded, an agent could probe under a full queue which calls need
+// approval and leave no trace (attack31).
 func (l *leanHold) admitQueued() {
 	if err := l.ctx.Err(); err != nil {
 		cause := context.Cause(l.ctx)
-		l.adm = &gate.Admission{Message: fmt.Sprintf("refused: %v before the call was admitted; nothing was run", cause)}
+		msg := fmt.Sprintf("refused: %v before the call was admitted; nothing was run", cause)
+		adm := gate.Admission{Message: msg}
+		if r, ok := l.f.g.gk.(handOffRefuser); ok {
+			adm = r.RefuseHandOff(l.ctx, l.call, msg)
+		}
+		l.adm = &adm
 		l.f.g.log.Debug("a parked call ended before its admission; not admitted", "cause", cause)
 		go l.waitParked()
 		return
 	}
 	l.admitParked()
+}
+
+// A handOffRefuser refuses a handed-off call without admitting it, counting
+// and recording it ([gate.Gate.RefuseHandOff]).
+type handOffRefuser interface {
+	RefuseHandOff(ctx context.Context, c *gate.Call, message string) gate.Admission
 }
