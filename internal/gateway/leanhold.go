@@ -161,6 +161,16 @@ func (l *leanHold) wait() {
 	case l.adm != nil:
 		// admitFirst had the answer at once.
 	default:
+		if sp, ok := l.f.g.gk.(admitterSplit); ok {
+			// Admitted under one of the gateway's admission slots
+			// (admitbound.go), then held without it.
+			if l.admitFirst(sp) {
+				hctx, hold := l.hctx, l.hold
+				l.hctx, l.hold = nil, gate.HeldCall{}
+				l.adm = sp.WaitHold(hctx, hold)
+			}
+			return
+		}
 		l.adm = l.f.g.admitCall(l.ctx, l.call)
 	}
 }
@@ -186,7 +196,7 @@ func (l *leanHold) armHold() {
 //go:noinline // its frame is gone before the call waits
 func (l *leanHold) admitFirst(sp admitterSplit) bool {
 	adm := new(gate.Admission)
-	hctx, held := sp.AdmitOrHold(l.ctx, l.call, adm)
+	hctx, held := l.f.g.admitOrHold(l.ctx, sp, l.call, adm)
 	if held {
 		// Only the hold is kept while the call waits, not the Admission.
 		l.hold, l.hctx = adm.TakeHold(), hctx

@@ -220,6 +220,15 @@ func (g *Gateway) priorOf(req mcp.Request) *gate.HandOff {
 //go:noinline // see above
 func (g *Gateway) admitCall(ctx context.Context, call *gate.Call) *gate.Admission {
 	adm := new(gate.Admission)
+	if sp, ok := g.gk.(admitterSplit); ok {
+		// Admitted under one of the gateway's admission slots
+		// (admitbound.go), then held without it.
+		hctx, held := g.admitOrHold(ctx, sp, call, adm)
+		if !held {
+			return adm
+		}
+		return sp.WaitHold(hctx, adm.TakeHold())
+	}
 	if to, ok := g.gk.(admitterTo); ok {
 		to.AdmitTo(ctx, call, adm) // the call and its answer stay off this frame
 	} else {

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	"toolgate/internal/gate"
@@ -28,7 +27,7 @@ import (
 // acquires per admission; SQLite: group commits of up to 64 writes), so
 // the store is kept busy, and few enough that their stacks stay small
 // against the held calls' (128 × 32 KiB is 4 MiB).
-const parkAdmitters = 128
+const parkAdmitters = admitSlotsMax
 
 // A parkQueue admits parked calls, at most max at a time, in arrival
 // order. The zero value is not usable: see newParkQueue.
@@ -91,9 +90,8 @@ func (q *parkQueue) next() *leanHold {
 // that an admitting goroutine never waits for a client.
 func (l *leanHold) admitQueued() {
 	if err := l.ctx.Err(); err != nil {
-		cause := context.Cause(l.ctx)
-		l.adm = &gate.Admission{Message: fmt.Sprintf("refused: %v before the call was admitted; nothing was run", cause)}
-		l.f.g.log.Debug("a parked call ended before its admission; not admitted", "cause", cause)
+		l.adm = new(gate.Admission)
+		l.f.g.unadmitted(l.ctx, l.call, l.adm, context.Cause(l.ctx))
 		go l.waitParked()
 		return
 	}
