@@ -24,8 +24,12 @@ import (
 // waits for a slot (its client went away, a notifications/cancelled, a
 // session DELETE, Close) is not admitted: nothing is stored or run for it,
 // it is answered a refusal, and the audit trail records that refusal
-// (gate.Gate.Unadmitted). Calls the lean front decides at once
-// (gate.Gate.AdmitUnlessHeld: the policy only, no store) take no slot.
+// (gate.Gate.Unadmitted). A call the policy allows or denies outright
+// (gate.Gate.AdmitUnlessHeld: the policy only, no store; not an agent
+// session's call, a resumed one, a task, one with keep-alives) takes no
+// slot, on the lean front as on the SDK path: while the store hangs, the
+// slots' holders (held calls whose creation is retried while their
+// callers wait) do not keep the calls that never needed the store waiting.
 
 // admitSlotsMax bounds the admissions that run at once, parked or not:
 // more than the store takes at once (Postgres: a pool of 16 by default,
@@ -67,10 +71,20 @@ func (s admitSlots) release() { <-s }
 
 // admitOrHold is sp.AdmitOrHold(ctx, call, adm) under one of the
 // gateway's admission slots (see above): when ctx ends while the call
-// waits for a slot, *adm is a refusal (unadmitted) and held is false.
+// waits for a slot, *adm is a refusal (unadmitted) and held is false. A
+// call without a hand-off (call.Prior: the SDK path's, a task's) that the
+// Gatekeeper decides without holding it (leanAdmitter) is answered
+// without a slot; otherwise its hand-off goes with it to AdmitOrHold.
 //
 //go:noinline // its frame, and the admission's below it, are gone before a held call waits
 func (g *Gateway) admitOrHold(ctx context.Context, sp admitterSplit, call *gate.Call, adm *gate.Admission) (hctx context.Context, held bool) {
+	if la, ok := g.gk.(leanAdmitter); ok && call.Prior == nil {
+		h := la.AdmitUnlessHeld(ctx, call, adm)
+		if h == nil {
+			return nil, false // decided: *adm is the answer
+		}
+		call.Prior = h
+	}
 	if err := g.admits.acquire(ctx); err != nil {
 		g.unadmitted(ctx, call, adm, err)
 		return nil, false

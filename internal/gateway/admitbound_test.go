@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,8 @@ import (
 	"toolgate/internal/approval"
 	"toolgate/internal/gate"
 	"toolgate/internal/store"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // waitAcquiring waits until n goroutines wait for one of the gateway's
@@ -130,5 +133,59 @@ func TestHeldCallsAdmittedBoundedUnparked(t *testing.T) {
 	}
 	if n := f.h.count("big"); n != calls-1 {
 		t.Errorf("the approved calls ran %d times, want %d", n, calls-1)
+	}
+}
+
+// TestSDKPathAllowedCallTakesNoSlot: on the SDK path, with every admission
+// slot taken (as by held calls whose creation the store does not take), a
+// call the policy allows is still answered at once, and one the policy
+// would hold waits for a slot; when its agent gives up meanwhile it is
+// never admitted: nothing is stored, and it is recorded as never admitted.
+func TestSDKPathAllowedCallTakesNoSlot(t *testing.T) {
+	verifyNoLeaks(t)
+	ba := newBlockingAdmits()
+	ba.open()
+	opts := &HTTPOptions{DisableLeanCalls: true, DropGrace: time.Hour}
+	f := newLeanFixtureGK(t, nil, opts, func(gt *gate.Gate) Gatekeeper {
+		ba.Gate = gt
+		return ba
+	})
+	f.g.admits = newAdmitSlots(1)
+	f.g.admits <- struct{}{} // the one slot, taken
+	t.Cleanup(func() { <-f.g.admits })
+	cs := connectHTTP(t, f.base, aliceToken, nil, nil)
+
+	ctx, cancel := context.WithTimeout(t.Context(), testWait)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__echo", Arguments: map[string]any{"text": "hi"}})
+	if err != nil || res.IsError {
+		t.Fatalf("the allowed call: %v %+v, want its result without a slot", err, res)
+	}
+	hctx, hcancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(hctx, &mcp.CallToolParams{Name: "up__big", Arguments: map[string]any{"n": 7}})
+		done <- err
+	}()
+	waitAcquiring(t, 1)
+	hcancel()
+	if err := <-done; err == nil {
+		t.Error("the held call given up returned no error")
+	}
+	want := `{"n":7} refused: context canceled before the call was admitted; nothing was run`
+	for deadline := time.Now().Add(testWait); !slices.Equal(ba.unadmittedCalls(), []string{want}); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("recorded as never admitted: %q, want [%q]", ba.unadmittedCalls(), want)
+		}
+	}
+	if n := ba.inFlight.Load() + ba.most.Load(); n != 0 {
+		t.Errorf("%d admissions reached the gate's AdmitOrHold, want none", n)
+	}
+	all, _, err := f.db.ListRequests(t.Context(), store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 0 {
+		t.Errorf("%d requests stored, want none", len(all))
 	}
 }
