@@ -10,9 +10,11 @@ import (
 
 // The lean front holds a plain tools/call the gate would hold (issue 13:
 // a held call without the SDK's per-request machinery). It asks the gate
-// once more, through Gate.AdmitTo with the hand-off of AdmitUnlessHeld as
-// Call.Prior (so the policy is evaluated once and the admission recorded
-// once), on the POST's own goroutine, with the event stream's headers set
+// once more, through Gate.AdmitOrHold (under one of the gateway's
+// admission slots, admitbound.go) and Gate.WaitHold with the hand-off of
+// AdmitUnlessHeld as Call.Prior (so the policy is evaluated once and the
+// admission recorded once), on the POST's own goroutine, with the event
+// stream's headers set
 // and its heartbeat armed; the gate parks the call until it is decided,
 // expires, reaches HTTPOptions' MaxHold, or its context ends: the agent's
 // notifications/cancelled (cancelLean), a dropped connection
