@@ -64,7 +64,8 @@ func TestHeldCallsAdmittedBoundedUnparked(t *testing.T) {
 	f.g.noPark = true
 	f.g.admits = newAdmitSlots(2)
 	base := serveHTTP(t, f.g, opts)
-	t.Cleanup(ba.open) // before the gateway's Close (see open)
+	// Before the gateway's Close (see open).
+	t.Cleanup(ba.open)
 	modernPost(t, base, "up__echo", modernCallBody("1", "up__echo", `{}`, ""), nil) // the session's upstream, connected
 	<-f.h.args
 

@@ -98,7 +98,8 @@ func TestParkedCallsAdmittedBounded(t *testing.T) {
 	})
 	f.g.parkQ = newParkQueue(2, (*leanHold).admitQueued)
 	base, parked := parkedFront(t, f, &HTTPOptions{DropGrace: time.Hour})
-	t.Cleanup(ba.open) // before the gateway's Close (see open)
+	// Before the gateway's Close (see open).
+	t.Cleanup(ba.open)
 	modernPost(t, base, "up__echo", modernCallBody("1", "up__echo", `{}`, ""), nil) // the session's upstream, connected
 	<-f.h.args
 
