@@ -79,26 +79,3 @@ func (g *Gate) evaluate(c Call) (policy.Decision, error) {
 func (h *HandOff) takenFor(c Call) bool {
 	return h.principal == c.Principal.ID && h.kind == c.Kind && h.server == c.Server && h.tool == c.Tool && bytes.Equal(h.args, c.Arguments)
 }
-
-// RefuseHandOff refuses c, a call [Gate.AdmitUnlessHeld] handed off
-// (c.Prior), without admitting it, for a caller that answers it message
-// instead of holding it (the gateway's parked call whose client left while
-// it waited to be admitted): the call is counted (the tool-call metric,
-// with the effect its Prior's decision had) and recorded (the Recorder's
-// refused record, with that decision's rule) as a call whose hold was
-// refused is, once; nothing is stored. It returns the refusal. A Prior
-// without a decision taken for c gives a record without a rule and no
-// count.
-func (g *Gate) RefuseHandOff(ctx context.Context, c *Call, message string) Admission {
-	adm := refuse(message)
-	h := c.Prior
-	if h == nil || h.dec == nil || !h.takenFor(*c) {
-		g.record(ctx, *c, nil, adm)
-		return adm
-	}
-	dec := *h.dec
-	dec.Decoded = nil
-	g.metrics.ToolCall(c.Server, string(dec.Effect))
-	g.record(ctx, *c, &dec, adm)
-	return adm
-}
