@@ -130,3 +130,98 @@ func TestPostgresOutcomeAfterTheServerDroppedItsConnections(t *testing.T) {
 		t.Fatalf("RecordOutcome after the server closed the pool's connections = %q, %v; want ok", got.DispatchOutcome, err)
 	}
 }
+
+// liteExec runs q in a write transaction of db (SQLite: the batcher's).
+func liteExec(t *testing.T, db *DB, q string) {
+	t.Helper()
+	if err := db.inTx(t.Context(), func(tx *tx) error {
+		_, err := tx.exec(t.Context(), q)
+		return err
+	}); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// TestSQLiteOutcomeWithoutReadingTheRow: on SQLite RecordOutcome's write
+// is the guarded UPDATE … RETURNING with its event and ledger row
+// (liteRecordOutcome), not updateRequest's read, decode and encode: it
+// records a consumed request's outcome, its "dispatched" event and its
+// result itself, updates nothing and writes nothing once the sweeper
+// recorded "unknown", and writes all of it or nothing when the ledger's
+// INSERT fails.
+func TestSQLiteOutcomeWithoutReadingTheRow(t *testing.T) {
+	db := openTest(t, sqliteConfig(t.TempDir()+"/t.db"))
+	res := func(id approval.ID) *store.Result {
+		return &store.Result{RequestID: id, Result: json.RawMessage(`{"ok":true}`), RecordedAt: t0.Add(3 * time.Minute), ExpiresAt: t0.Add(time.Hour)}
+	}
+	for i, rec := range []*store.Result{res(testID(1)), nil} {
+		id := testID(i + 1)
+		consumedRequest(t, db, id)
+		got, done, err := db.liteRecordOutcome(t.Context(), id, approval.OutcomeOK, rec, "toolgate")
+		if err != nil || !done || got.DispatchOutcome != approval.OutcomeOK || got.ID != id || got.State != approval.StateConsumed {
+			t.Fatalf("liteRecordOutcome (result %v) = %s %s %q, %v, %v; want the consumed request with outcome ok, done", rec != nil, got.ID, got.State, got.DispatchOutcome, done, err)
+		}
+		if _, err := db.GetResult(t.Context(), id); (err == nil) != (rec != nil) {
+			t.Errorf("GetResult after the outcome (result %v) = %v", rec != nil, err)
+		}
+		evs, err := db.Events(t.Context(), 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := evs[len(evs)-1]
+		if last.RequestID != id || last.Type != approval.EventDispatched || last.State != approval.StateConsumed || last.Actor != "toolgate" || last.At.IsZero() {
+			t.Errorf("last event %+v, want %s dispatched, consumed, by toolgate, at a time", last, id)
+		}
+	}
+
+	id := testID(3)
+	consumedRequest(t, db, id)
+	if _, err := db.UpdateRequest(t.Context(), id, "toolgate", func(r *approval.Request) error {
+		return r.RecordOutcome(approval.OutcomeUnknown)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := db.Events(t.Context(), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range []*store.Result{res(id), nil} {
+		got, done, err := db.liteRecordOutcome(t.Context(), id, approval.OutcomeOK, rec, "toolgate")
+		if err != nil || done {
+			t.Fatalf("liteRecordOutcome after the sweeper's unknown = %q, %v, %v; want not done, no error", got.DispatchOutcome, done, err)
+		}
+	}
+	if _, err := db.RecordOutcome(t.Context(), id, approval.OutcomeOK, res(id), "toolgate"); !errors.Is(err, approval.ErrResolved) {
+		t.Errorf("RecordOutcome after the sweeper's unknown = %v, want ErrResolved", err)
+	}
+	if r, err := db.GetRequest(t.Context(), id); err != nil || r.DispatchOutcome != approval.OutcomeUnknown {
+		t.Errorf("outcome after the late writes = %q, %v; want unknown", r.DispatchOutcome, err)
+	}
+	if _, err := db.GetResult(t.Context(), id); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetResult after the late write = %v, want not found", err)
+	}
+	if after, err := db.Events(t.Context(), 0, 100); err != nil || len(after) != len(evs) {
+		t.Errorf("events after the late writes: %d, %v; want %d", len(after), err, len(evs))
+	}
+
+	// All or nothing: the ledger's INSERT fails, nothing is recorded.
+	id = testID(4)
+	consumedRequest(t, db, id)
+	if evs, err = db.Events(t.Context(), 0, 100); err != nil {
+		t.Fatal(err)
+	}
+	liteExec(t, db, `CREATE TRIGGER refuse_result BEFORE INSERT ON approval_results BEGIN SELECT RAISE(ABORT, 'result refused by the test'); END`)
+	if _, err := db.RecordOutcome(t.Context(), id, approval.OutcomeOK, res(id), "toolgate"); err == nil || !strings.Contains(err.Error(), "result refused by the test") {
+		t.Fatalf("RecordOutcome whose result fails = %v, want the trigger's error", err)
+	}
+	if r, err := db.GetRequest(t.Context(), id); err != nil || r.DispatchOutcome != "" {
+		t.Fatalf("outcome after the failed RecordOutcome = %q, %v; want none", r.DispatchOutcome, err)
+	}
+	if after, err := db.Events(t.Context(), 0, 100); err != nil || len(after) != len(evs) {
+		t.Errorf("events after the failed RecordOutcome: %d, %v; want %d", len(after), err, len(evs))
+	}
+	liteExec(t, db, `DROP TRIGGER refuse_result`)
+	if r, err := db.RecordOutcome(t.Context(), id, approval.OutcomeOK, res(id), "toolgate"); err != nil || r.DispatchOutcome != approval.OutcomeOK {
+		t.Fatalf("RecordOutcome = %q, %v; want ok", r.DispatchOutcome, err)
+	}
+}
