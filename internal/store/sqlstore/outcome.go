@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 
@@ -53,12 +52,11 @@ const (
 )
 
 // RecordOutcome records outcome o on consumed request id and rec, when not
-// nil, in the result ledger: see store.LedgerStore.RecordOutcome. Postgres
-// sends one statement (pgOutcome, pgOutcomeLedger); SQLite one transaction
-// of the guarded UPDATE, its event and the ledger's row, without reading
-// the row first (liteRecordOutcome). When the UPDATE updates nothing (the
-// request is not consumed without an outcome, or does not exist), nothing
-// was written, and RecordOutcome runs the general write, which reads the
+// nil, in the result ledger: see store.LedgerStore.RecordOutcome. SQLite
+// runs it as RecordDispatch (UpdateRequest without rec). Postgres sends
+// one statement (pgOutcome, pgOutcomeLedger); when it updates nothing
+// (the request is not consumed without an outcome, or does not exist), it
+// wrote nothing, and RecordOutcome runs the general write, which reads the
 // row and answers why (approval.ErrResolved, store.ErrNotFound).
 func (db *DB) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outcome, rec *store.Result, actor string) (approval.Request, error) {
 	probe := approval.Request{State: approval.StateConsumed}
@@ -78,16 +76,11 @@ func (db *DB) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outc
 		rec = &r
 		also = &statement{putResultSQL, putResultArgs(r)}
 	}
-	var (
-		out  approval.Request
-		done bool
-		err  error
-	)
-	if pg, ok := db.d.(*postgresDialect); ok {
-		out, done, err = db.pgRecordOutcome(ctx, pg, id, o, rec, actor)
-	} else {
-		out, done, err = db.liteRecordOutcome(ctx, id, o, rec, actor)
+	pg, ok := db.d.(*postgresDialect)
+	if !ok {
+		return db.updateRequest(ctx, id, actor, false, fn, also)
 	}
+	out, done, err := db.pgRecordOutcome(ctx, pg, id, o, rec, actor)
 	switch {
 	case err != nil:
 		return approval.Request{}, db.wrap("record outcome "+string(id), err)
@@ -166,54 +159,4 @@ func pgOutcomeOnce(ctx context.Context, pg *postgresDialect, q string, args []an
 	var pgErr *pgconn.PgError
 	again = conn.Conn().IsClosed() && (pgconn.SafeToRetry(err) || (!done && errors.As(err, &pgErr)))
 	return requestRow{}, false, again, err
-}
-
-// liteOutcomeUpdate is RecordOutcome's UPDATE on SQLite, pgOutcomeUpdate's
-// guard with ? placeholders (outcome, id): the check of
-// approval.Request.RecordOutcome in its WHERE clause, and the row as
-// written returned. SQLite runs one write transaction at a time, so no
-// outcome can be recorded between the check and the write.
-const liteOutcomeUpdate = `UPDATE requests SET dispatch_outcome = ?
-		WHERE id = ? AND state = 'consumed' AND dispatch_outcome = ''
-		RETURNING ` + requestSelect
-
-// liteRecordOutcome is RecordOutcome on SQLite: in one transaction (the
-// batcher's group commit), liteOutcomeUpdate, then, if it updated the
-// row, the "dispatched" event store.ChangeEvents gives a change of the
-// outcome alone, and the ledger's row of rec (putResultSQL; a result
-// already recorded is kept). It writes what updateRequest with
-// approval.Request.RecordOutcome writes, without reading, decoding and
-// encoding the row first (docs/performance.md, "approve31"). done is
-// false when the UPDATE updated no row, and then nothing was written.
-func (db *DB) liteRecordOutcome(ctx context.Context, id approval.ID, o approval.Outcome, rec *store.Result, actor string) (approval.Request, bool, error) {
-	var (
-		w    requestRow
-		done bool
-	)
-	err := db.inTx(ctx, func(t *tx) error {
-		done = false
-		err := t.queryRow(ctx, liteOutcomeUpdate, string(o), string(id)).Scan(w.dest()...)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		ev := approval.Event{RequestID: id, Type: approval.EventDispatched, State: approval.StateConsumed, Actor: actor, At: store.Millis(db.now())}
-		if err := t.writeEvents(ctx, eventRows(ev)); err != nil {
-			return err
-		}
-		if rec != nil {
-			if _, err := t.exec(ctx, putResultSQL, putResultArgs(*rec)...); err != nil {
-				return fmt.Errorf("record the result of %s: %w", id, err)
-			}
-		}
-		done = true
-		return nil
-	})
-	if err != nil || !done {
-		return approval.Request{}, false, err
-	}
-	out, err := w.decode()
-	return out, err == nil, err
 }
