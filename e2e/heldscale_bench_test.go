@@ -56,7 +56,9 @@ import (
 //     approve-one-p-%: the share of toolgate's GOMAXPROCS samples (every
 //     250 ms, its /metrics) that read one P (procs.Follow); with
 //     TOOLGATE_BENCH_PROFILE also a 2 s execution trace of toolgate
-//     (…-approve-trace.out; go tool trace -pprof=sync and the like);
+//     (…-approve-trace.out; go tool trace -pprof=sync and the like) and
+//     the allocations approve-all made (…-approve-allocs.pprof, against
+//     …-idle-allocs-1.pprof as -base);
 //
 // The upstream writes its record lines without fsyncing each one
 // (testupstream -record-nosync): with the fsync, which it serialises,
@@ -346,6 +348,11 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	cpu1 = cpu()
 	procs1 := readApprove(pid, dbPID, load)
 	<-cpuProfiled
+	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
+		// what approve-all allocated: go tool pprof -base
+		// <..>-idle-allocs-1.pprof <..>-approve-allocs.pprof
+		saveProfile(b, g.Admin, "/debug/pprof/allocs", filepath.Join(dir, fmt.Sprintf("%s-%d-approve-allocs.pprof", driver, n)))
+	}
 	for id, s := range statuses {
 		if s != 200 {
 			b.Fatalf("approve %s answered %d", id, s)
