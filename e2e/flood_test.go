@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -123,17 +122,7 @@ func TestIdleConnectionFlood(t *testing.T) {
 	const perListener, perProcess = 20000, 10000
 	// The connections are held by two flood processes per listener, so each
 	// needs perProcess descriptors; the gateway needs fewer (its caps).
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		t.Fatal(err)
-	}
-	if rl.Max < perProcess+512 {
-		t.Skipf("the hard RLIMIT_NOFILE is %d; a flood process needs %d descriptors", rl.Max, perProcess+512)
-	}
-	rl.Cur = rl.Max // children inherit it
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		t.Fatal(err)
-	}
+	raiseNofile(t, perProcess+512)
 	bin, err := testFloodBin()
 	if err != nil {
 		t.Fatal(err)

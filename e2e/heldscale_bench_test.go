@@ -56,7 +56,9 @@ import (
 //     approve-one-p-%: the share of toolgate's GOMAXPROCS samples (every
 //     250 ms, its /metrics) that read one P (procs.Follow); with
 //     TOOLGATE_BENCH_PROFILE also a 2 s execution trace of toolgate
-//     (…-approve-trace.out; go tool trace -pprof=sync and the like);
+//     (…-approve-trace.out; go tool trace -pprof=sync and the like) and
+//     the allocations approve-all made (…-approve-allocs.pprof, against
+//     …-idle-allocs-1.pprof as -base);
 //
 // The upstream writes its record lines without fsyncing each one
 // (testupstream -record-nosync): with the fsync, which it serialises,
@@ -88,6 +90,10 @@ import (
 // agents speak the go-sdk client's newest revision (2026-07-28: each call
 // a stateless request); TOOLGATE_BENCH_PROTOCOL pins another (e.g.
 // 2025-11-25: calls on the agents' protocol sessions). With
+// TOOLGATE_BENCH_CLOSE=1 every request says "Connection: close": a
+// 2025-era held call is then not parked but held on its connection's
+// goroutine, the path HTTP/2 and TLS take (admitted under the gateway's
+// admission slots, internal/gateway/admitbound.go). With
 // TOOLGATE_BENCH_PROGRESS=1 every call carries a progress token and the
 // idle window measures the gate's keep-alive beat (TOOLGATE_BENCH_KEEPALIVE,
 // TOOLGATE_BENCH_IDLE, TOOLGATE_BENCH_PROBE: heldbeat_bench_test.go).
@@ -342,6 +348,11 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	cpu1 = cpu()
 	procs1 := readApprove(pid, dbPID, load)
 	<-cpuProfiled
+	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
+		// what approve-all allocated: go tool pprof -base
+		// <..>-idle-allocs-1.pprof <..>-approve-allocs.pprof
+		saveProfile(b, g.Admin, "/debug/pprof/allocs", filepath.Join(dir, fmt.Sprintf("%s-%d-approve-allocs.pprof", driver, n)))
+	}
 	for id, s := range statuses {
 		if s != 200 {
 			b.Fatalf("approve %s answered %d", id, s)
@@ -620,6 +631,9 @@ func startLoadTokens(tb testing.TB, mcpURL, tool, tag string, n int, tokens []st
 	}
 	if v := os.Getenv("TOOLGATE_BENCH_PROTOCOL"); v != "" {
 		cmd.Args = append(cmd.Args, "-protocol", v)
+	}
+	if os.Getenv("TOOLGATE_BENCH_CLOSE") == "1" {
+		cmd.Args = append(cmd.Args, "-close")
 	}
 	cmd.Env = append(childEnv(), "TESTCLIENT_TOKENS="+strings.Join(tokens, ","))
 	return runLoad(tb, cmd)

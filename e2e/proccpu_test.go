@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -214,17 +213,6 @@ func waitTail(tb testing.TB, cpu func() cpuReading) (time.Duration, float64) {
 	}
 	last := cpu()
 	return time.Since(start), float64(last.total()-first.total()) / clockTicks
-}
-
-// selfTicks is this process's CPU time in clock ticks (user + system): the
-// benchmark's own approvers and polls.
-func selfTicks() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	tv := func(t syscall.Timeval) int64 { return (t.Sec*1_000_000 + int64(t.Usec)) * clockTicks / 1_000_000 }
-	return tv(ru.Utime) + tv(ru.Stime)
 }
 
 // machineTicks is the whole machine's busy CPU time in clock ticks, from

@@ -8,7 +8,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"syscall"
 
 	"toolgate/internal/api"
 	"toolgate/internal/approval"
@@ -32,12 +31,7 @@ type system struct {
 
 // osSystem returns the real system.
 func osSystem() system {
-	var rl syscall.Rlimit
-	var nofile uint64
-	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) == nil {
-		nofile = rl.Cur
-	}
-	return system{lookupEnv: os.LookupEnv, environ: os.Environ(), readFile: os.ReadFile, euid: os.Geteuid(), nofile: nofile}
+	return system{lookupEnv: os.LookupEnv, environ: os.Environ(), readFile: os.ReadFile, euid: os.Geteuid(), nofile: softNofile()}
 }
 
 // plan is what serve starts from once preflight has passed.

@@ -6,6 +6,7 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"toolgate/internal/config"
@@ -51,6 +52,9 @@ func checkStoragePath(s config.Storage) error {
 	if s.Driver != sqlstore.DriverSQLite || s.Path == "" {
 		return nil
 	}
+	if err := storagePathForm(s.Path); err != nil {
+		return err
+	}
 	if fi, err := os.Stat(s.Path); err == nil && fi.IsDir() {
 		return fmt.Errorf("storage.path %q: %s is a directory, not a file (name the database file in it)", s.Path, absPath(s.Path))
 	}
@@ -68,6 +72,26 @@ func checkStoragePath(s config.Storage) error {
 		return fmt.Errorf("storage.path %q: directory %s: %w", s.Path, absPath(dir), err)
 	case !fi.IsDir():
 		return fmt.Errorf("storage.path %q: %s is not a directory", s.Path, absPath(dir))
+	}
+	return nil
+}
+
+// storagePathForm refuses a SQLite storage.path that is not a plain file
+// path, as the store's open would (sqlstore) or should: one ending in a
+// separator (a directory: serve made it, then could not open it), an
+// in-memory database, SQLite options after '?', or a "file:" URI (the
+// store made a file of that literal name, mode 0600, and SQLite opened
+// the URI's file beside it with the umask's mode) (attack31).
+func storagePathForm(p string) error {
+	switch {
+	case os.IsPathSeparator(p[len(p)-1]):
+		return fmt.Errorf("storage.path %q ends in %q: it names a directory, not the database file (name the file in it)", p, p[len(p)-1:])
+	case p == ":memory:":
+		return fmt.Errorf("storage.path %q: an in-memory database is not a store (approvals would not outlive the process); name a file", p)
+	case strings.ContainsRune(p, '?'):
+		return fmt.Errorf("storage.path %q: SQLite options (\"?\") are not taken; name the file alone (toolgate sets its own)", p)
+	case strings.HasPrefix(p, "file:"):
+		return fmt.Errorf("storage.path %q: a \"file:\" URI is not taken; name the file as a path", p)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -50,10 +51,17 @@ func TestStoragePathDirectory(t *testing.T) {
 		// that serve creates the directory) and failed serve's open.
 		{"path is a directory", dir, "", dir + " is a directory, not a file"},
 		{"through a dangling symlink", filepath.Join(dangling, "sub", "toolgate.db"), "", dangling + " is a symbolic link to a missing"},
+		// attack31: each passed policy check (the first with the warning
+		// that serve creates the directory and starts a store there) and
+		// failed serve's open (the first having made the directory).
+		{"trailing separator", filepath.Join(dir, "data") + "/", "", `ends in "/": it names a directory, not the database file`},
+		{"memory", ":memory:", "", "an in-memory database is not a store"},
+		{"query", filepath.Join(dir, "toolgate.db") + "?mode=ro", "", `SQLite options ("?") are not taken`},
+		{"URI", "file:" + filepath.Join(dir, "toolgate.db"), "", `a "file:" URI is not taken`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := writeConfig(t, listen+"storage: { path: "+tt.path+" }\n"+principals)
+			path := writeConfig(t, listen+"storage: { path: "+strconv.Quote(tt.path)+" }\n"+principals)
 			sys := testSystem(nil)
 			var stdout, stderr strings.Builder
 			code := checkCmd([]string{path}, &stdout, &stderr, sys)

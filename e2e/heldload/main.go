@@ -63,6 +63,7 @@ func run(ctx context.Context) int {
 	tag := flag.String("tag", "load", "the tag in every call's arguments")
 	protocol := flag.String("protocol", "", "MCP revision to ask for (default: the go-sdk client's newest, 2026-07-28)")
 	progressFile := flag.String("progress", "", "send a progress token with each call and write when each progress notification arrived to this file")
+	closeConns := flag.Bool("close", false, "send every request with \"Connection: close\" (a 2025-era held call is then held on its connection's goroutine, not parked)")
 	flag.Parse()
 	if *endpoint == "" || *tool == "" || *n <= 0 || *sessions < 0 || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "usage: heldload -mcp URL -tool NAME -n N [-sessions S] [-tag TAG] [-protocol VERSION] [-progress FILE]")
@@ -97,7 +98,7 @@ func run(ctx context.Context) int {
 	}
 	css := make([]*mcp.ClientSession, *sessions)
 	for i := range css {
-		hc := &http.Client{Transport: &bearer{token: tokens[i%len(tokens)], base: tr}}
+		hc := &http.Client{Transport: &bearer{token: tokens[i%len(tokens)], base: tr, close: *closeConns}}
 		c := mcp.NewClient(&mcp.Implementation{Name: "heldload", Version: "1"}, copts)
 		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: *endpoint, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: *protocol})
 		if err != nil {
@@ -208,11 +209,13 @@ func (p *progressLog) write(file string) error {
 type bearer struct {
 	token string
 	base  http.RoundTripper
+	close bool // "Connection: close" on every request
 }
 
 func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
+	r.Close = r.Close || b.close
 	return b.base.RoundTrip(r)
 }
 

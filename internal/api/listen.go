@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -117,7 +116,7 @@ func (lc *ListenConfig) geteuid() func() int {
 // are exactly 0700. Owners and modes of the parent directories are not
 // checked: a parent writable by another user lets that user swap the
 // directory, but the replacement would not be owned by euid and so fails
-// the next check. Unix only (it reads syscall.Stat_t).
+// the next check. Unix only (fileOwner): elsewhere it fails, the owner unknown.
 func CheckSocketDir(dir string, euid int) error {
 	fail := func(format string, args ...any) error {
 		return unsafeDirError(fmt.Sprintf(format, args...))
@@ -140,12 +139,12 @@ func CheckSocketDir(dir string, euid int) error {
 	} else if real != dir {
 		return fail("socket directory %s has a symlink in its path (it resolves to %s); name the real path", dir, real)
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	uid, ok := fileOwner(fi)
 	if !ok {
 		return fail("socket directory %s: owner unknown on this system", dir)
 	}
-	if int64(st.Uid) != int64(euid) {
-		return fail("socket directory %s is owned by uid %d; want %d (the service user)", dir, st.Uid, euid)
+	if int64(uid) != int64(euid) {
+		return fail("socket directory %s is owned by uid %d; want %d (the service user)", dir, uid, euid)
 	}
 	if perm := fi.Mode().Perm(); perm != 0o700 {
 		return fail("socket directory %s has mode %04o; want 0700", dir, perm)

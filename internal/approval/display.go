@@ -101,11 +101,14 @@ func DefaultRedaction() Redaction {
 //   - the value of a member whose key looks secret (see Redaction) is
 //     replaced, whole subtree and all, by the string `[redacted: key "<k>"]`,
 //     where <k> is the matching entry of the Redaction lists;
-//   - a member key that a Redaction pattern matches is replaced by
-//     `[redacted key <n>]`, n counting the object's hidden keys from 1 and
-//     skipping any key of the object as received and any earlier marker, so
-//     that the copy's keys stay unique; the member's value is shown (and
-//     redacted by the key as received) as for any other member;
+//   - in a member key that a Redaction pattern matches, each match is
+//     replaced by `[redacted key <n>]` (a key that is only a secret becomes
+//     just the marker; the rest of the key stays in sight, as in a string
+//     value), n numbering the object's hidden keys from 1 up, skipping any
+//     number that would show a key of the object as received or one shown
+//     for an earlier key, so that the copy's keys stay unique; the member's
+//     value is shown (and redacted by the key as received) as for any
+//     other member;
 //   - text inside a string that matches a Redaction pattern is replaced by
 //     `[redacted: looks like <what>]` (a string that is only a secret becomes
 //     just the marker);
@@ -208,8 +211,11 @@ type displayer struct {
 	// rewrite makes the tree what the copy shows (HashDisplayCanonical):
 	// a string as shown, a redacted value as its marker.
 	rewrite bool
-	depth   int          // the copy's deepest nesting of arrays and objects
-	ix      *prefixIndex // the patterns' prefixes, made for the first long string (str)
+	depth   int // the copy's deepest nesting of arrays and objects
+	// ix is the patterns' prefix index (index), made for the first key
+	// or long string; held by value: the displayer stays on the stack.
+	ix     prefixIndex
+	ixMade bool
 }
 
 // A pathStep is one step of the path from the root to a value: into a
@@ -281,7 +287,7 @@ func (d *displayer) value(i uint32, path []pathStep) {
 			d.member(n, n.a+2*k, &hidden, path)
 		}
 		if d.rewrite {
-			// After the loop: keyMarker compares each marker with the
+			// After the loop: keyShown compares each shown key with the
 			// object's keys as received.
 			for _, h := range hidden.keys {
 				t.own(h.i, h.marker)
@@ -292,17 +298,18 @@ func (d *displayer) value(i uint32, path []pathStep) {
 }
 
 // A hiddenKey is a member key of an object that the copy shows as marker
-// (keyMarker): t.nodes[i].
+// (keyShown): t.nodes[i].
 type hiddenKey struct {
 	i      uint32
 	marker string
 }
 
-// hiddenKeys are the keys of one object hidden so far, with what keyMarker
+// hiddenKeys are the keys of one object hidden so far, with what keyShown
 // needs to number the next one in time independent of the object's size:
 // taken (built on the first hidden key) holds the object's keys as
-// received that read as a marker, and every marker given; last is the
-// number of the last marker given (markers are given in increasing order).
+// received that hold a marker's text, and every key shown for a hidden
+// one; last is the number of the last marker given (markers are given in
+// increasing order).
 type hiddenKeys struct {
 	keys  []hiddenKey
 	taken map[string]struct{}
@@ -310,20 +317,21 @@ type hiddenKeys struct {
 }
 
 // member writes the member of obj whose key is t.nodes[i] and value
-// t.nodes[i+1], at path (obj's). A key that a pattern matches is shown as
-// a marker (keyMarker), added to hidden.
+// t.nodes[i+1], at path (obj's). A key that a pattern matches is shown
+// with its matches hidden by a marker (keyShown), added to hidden.
 func (d *displayer) member(obj node, i uint32, hidden *hiddenKeys, path []pathStep) {
 	key := d.t.text(d.t.nodes[i])
 	what, hide := d.keyPattern(key)
 	shown := key
 	if hide {
-		shown = d.keyMarker(obj, hidden)
+		shown = d.keyShown(key, obj, hidden)
 		hidden.keys = append(hidden.keys, hiddenKey{i: i, marker: shown})
 	}
 	path = append(path, pathStep{key: shown})
 	switch {
-	case hide: // the marker is printable ASCII
-		d.buf = append(append(append(d.buf, '"'), shown...), '"')
+	case hide:
+		d.warnInvisible(shown, path, "key contains")
+		d.buf = appendDisplayString(d.buf, shown)
 		d.warn(fmt.Sprintf("%s: key hidden (looks like %s); the hash covers the real key", location(path), what))
 	case d.t.nodes[i].kind == kindASCII: // nothing to flag or escape
 		d.buf = append(append(append(d.buf, '"'), key...), '"')
@@ -335,38 +343,66 @@ func (d *displayer) member(obj node, i uint32, hidden *hiddenKeys, path []pathSt
 	d.memberValue(i, key, path)
 }
 
+// index is the patterns' prefix index, made on the first call.
+func (d *displayer) index() *prefixIndex {
+	if !d.ixMade {
+		d.ix.add(d.rd.Patterns)
+		d.ixMade = true
+	}
+	return &d.ix
+}
+
 // keyPattern reports whether a Redaction pattern matches the key k, and
-// what that pattern finds (patternWhat).
+// what that pattern finds (patternWhat). The patterns' prefix index
+// (prefixIndex.pairs) rules out in one pass over k the patterns whose
+// prefix k lacks: a key none can match costs no regexp and no substring
+// search per pattern.
 func (d *displayer) keyPattern(k string) (string, bool) {
+	if len(d.rd.Patterns) == 0 {
+		return "", false
+	}
+	found := d.index().pairs(k)
+	if found == 0 && len(d.rd.Patterns) <= 64 {
+		return "", false
+	}
 	for j, re := range d.rd.Patterns {
-		if mayMatch(j, re, k, 0, false) && re.MatchString(k) {
+		if mayMatch(j, re, k, found, true) && re.MatchString(k) {
 			return patternWhat(re), true
 		}
 	}
 	return "", false
 }
 
-// keyMarker is the text shown for the nth key hidden in obj (from 1, n =
-// len(hidden.keys)+1): "[redacted key <m>]", m the least number from n on
-// that is neither a key of obj as received nor an earlier marker of it, so
-// that the copy's keys stay unique (Canonicalize and the audit refuse
-// duplicates). Every number from n to the last marker's is taken, so the
-// search starts after the last marker.
-func (d *displayer) keyMarker(obj node, hidden *hiddenKeys) string {
+// keyShown is the text shown for key, the next key hidden in obj: key
+// with each Redaction pattern's matches replaced by "[redacted key <m>]",
+// m the least number after the last marker's (from 1) for which that text
+// is neither a key of obj as received nor shown for an earlier key of it,
+// so that the copy's keys stay unique (Canonicalize and the audit refuse
+// duplicates). Only the matches are hidden, as in a string value: a whole
+// key hidden for a token-shaped part of it would let an agent keep any
+// key's text (a path in a map of files) out of the reviewer's sight
+// (attack31). A text shown for a hidden key holds a marker, so only keys
+// as received that hold a marker's text can be the same.
+func (d *displayer) keyShown(key string, obj node, hidden *hiddenKeys) string {
 	if hidden.taken == nil {
 		hidden.taken = make(map[string]struct{})
 		for k := range obj.b {
-			if s := d.t.text(d.t.nodes[obj.a+2*k]); strings.HasPrefix(s, "[redacted key ") {
+			if s := d.t.text(d.t.nodes[obj.a+2*k]); strings.Contains(s, "[redacted key ") {
 				hidden.taken[s] = struct{}{}
 			}
 		}
 	}
-	for m := max(len(hidden.keys)+1, hidden.last+1); ; m++ {
-		marker := "[redacted key " + strconv.Itoa(m) + "]"
-		if _, ok := hidden.taken[marker]; !ok {
-			hidden.taken[marker] = struct{}{}
+	for m := hidden.last + 1; ; m++ {
+		shown := key
+		for j, re := range d.rd.Patterns {
+			if mayMatch(j, re, shown, 0, false) {
+				shown = re.ReplaceAllLiteralString(shown, "[redacted key "+strconv.Itoa(m)+"]")
+			}
+		}
+		if _, ok := hidden.taken[shown]; !ok {
+			hidden.taken[shown] = struct{}{}
 			hidden.last = m
-			return marker
+			return shown
 		}
 	}
 }
@@ -408,10 +444,7 @@ func (d *displayer) str(s string, ascii bool, path []pathStep) string {
 	if !ascii || long {
 		var ix *prefixIndex
 		if long {
-			if d.ix == nil {
-				d.ix = newPrefixIndex(d.rd.Patterns)
-			}
-			ix = d.ix
+			ix = d.index()
 		}
 		sc, scanned, indexed = scan(s, ix), true, ix != nil
 	}

@@ -46,8 +46,8 @@ type prefixIndex struct {
 	always uint64
 }
 
-func newPrefixIndex(patterns []*regexp.Regexp) *prefixIndex {
-	ix := &prefixIndex{}
+// add indexes patterns (the Redaction's) into the empty ix.
+func (ix *prefixIndex) add(patterns []*regexp.Regexp) {
 	for k := range min(len(patterns), 64) {
 		p, _ := patterns[k].LiteralPrefix()
 		if len(p) < 2 || p[0] >= utf8.RuneSelf || p[1] >= utf8.RuneSelf {
@@ -57,7 +57,6 @@ func newPrefixIndex(patterns []*regexp.Regexp) *prefixIndex {
 		ix.first[p[0]] |= 1 << k
 		ix.second[p[1]] |= 1 << k
 	}
-	return ix
 }
 
 // mayMatch reports whether Patterns[k] (re) can match s: false only when
@@ -70,6 +69,24 @@ func mayMatch(k int, re *regexp.Regexp, s string, found uint64, indexed bool) bo
 	}
 	p, _ := re.LiteralPrefix()
 	return p == "" || strings.Contains(s, p)
+}
+
+// pairs is what scan's found would be for s: the patterns whose prefix's
+// first two bytes occur in s, or that the index cannot rule out, without
+// scan's other work (for keys, which the display does not scan).
+func (ix *prefixIndex) pairs(s string) uint64 {
+	found := ix.always
+	var after uint64 // as in scan: none after a byte past ASCII
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			after = 0
+			continue
+		}
+		found |= after & ix.second[c]
+		after = ix.first[c]
+	}
+	return found
 }
 
 // scan walks s once (see stringScan); ix, when not nil, also looks for the

@@ -110,8 +110,8 @@ func secretTexts() []string {
 	}
 }
 
-// TestPatternsAsEveryPattern: a pattern the walk rules out is one that
-// would not have matched. Strings long enough for the prefix index (and
+// TestPatternsAsEveryPattern: a pattern the walk (or, for a key, the
+// prefix index's pass) rules out is one that would not have matched. Strings long enough for the prefix index (and
 // short ones, searched for the prefix) with each secret among ASCII,
 // escapes, kana and accented text, secrets split by escapes, and
 // patterns that only match once an earlier one rewrote the text.
@@ -127,6 +127,8 @@ func TestPatternsAsEveryPattern(t *testing.T) {
 				`{"s":"`+strings.Repeat(f+"x", scanPatternsFrom/(len(f)+1))+s+f+`"}`,
 				`{"s":"`+s+strings.Repeat(f+"y", scanPatternsFrom/(len(f)+1))+`"}`,
 				`["`+strings.Repeat("日", scanPatternsFrom/6)+s+strings.Repeat("é", scanPatternsFrom/4)+`"]`,
+				// Keys: ruled out by the prefix index (prefixIndex.pairs).
+				`{"`+f+s+`":1,"k`+s+f+`":{"`+s+`":2}}`,
 			)
 		}
 	}
@@ -159,7 +161,7 @@ func FuzzPatternsAsEveryPattern(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string, which int) {
 		i := (which%len(rds) + len(rds)) % len(rds)
-		for _, doc := range []string{`{"s":"` + s + `"}`, `["` + strings.Repeat(s, 1+scanPatternsFrom/max(1, len(s))) + `"]`} {
+		for _, doc := range []string{`{"s":"` + s + `"}`, `{"` + s + `":1,"é` + s + `x":2}`, `["` + strings.Repeat(s, 1+scanPatternsFrom/max(1, len(s))) + `"]`} {
 			sameAsEveryPattern(t, []byte(doc), rds[i], every[i])
 		}
 	})

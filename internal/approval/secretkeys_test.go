@@ -73,9 +73,10 @@ func orderedValue(d *json.Decoder) (any, error) {
 }
 
 // naiveKeysShown is the display copy of v (orderedDecode's) as the docs
-// say it, written the obvious way: a key that a pattern matches is
-// "[redacted key N]", N counting the object's hidden keys from 1 and
-// bumped past any key of the object as received and any earlier marker;
+// say it, written the obvious way: in a key that a pattern matches, every
+// pattern's matches are "[redacted key N]", N from the last hidden key's
+// number + 1 (from 1), bumped while the key shown is a key of the object
+// as received or shown for an earlier key;
 // a secret key's value (by the key as received) is a marker; every
 // pattern runs over every string value, then the cut.
 func naiveKeysShown(v any, rd *Redaction) any {
@@ -86,17 +87,21 @@ func naiveKeysShown(v any, rd *Redaction) any {
 		for _, m := range x {
 			used[m.Key] = true
 		}
-		hidden := 0
+		last := 0
 		for _, m := range x {
 			key := m.Key
 			for _, re := range rd.Patterns {
 				if re.MatchString(m.Key) {
-					hidden++
-					n := hidden
-					for used["[redacted key "+strconv.Itoa(n)+"]"] {
-						n++
+					for n := last + 1; ; n++ {
+						key = m.Key
+						for _, re := range rd.Patterns {
+							key = re.ReplaceAllLiteralString(key, "[redacted key "+strconv.Itoa(n)+"]")
+						}
+						if !used[key] {
+							last = n
+							break
+						}
 					}
-					key = "[redacted key " + strconv.Itoa(n) + "]"
 					used[key] = true
 					break
 				}
@@ -183,11 +188,11 @@ func TestSecretKeysHidden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"env":{"[redacted key 1]":"","[redacted key 2]":1,"HOME":"/root"}}`; string(disp) != want {
+	if want := `{"env":{"GITHUB=[redacted key 1]":"","[redacted key 2]":1,"HOME":"/root"}}`; string(disp) != want {
 		t.Errorf("copy %s, want %s", disp, want)
 	}
 	wantWarnings := []string{
-		`$.env["[redacted key 1]"]: key hidden (looks like a GitHub token); the hash covers the real key`,
+		`$.env["GITHUB=[redacted key 1]"]: key hidden (looks like a GitHub token); the hash covers the real key`,
 		`$.env["[redacted key 2]"]: key hidden (looks like a bearer token); the hash covers the real key`,
 	}
 	if !reflect.DeepEqual(warnings, wantWarnings) {
@@ -202,7 +207,7 @@ func TestSecretKeysHidden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"[redacted key 1]":1,"[redacted key 4]":2,"[redacted key 3]":3,"[redacted key 5]":"[redacted: key \"token\"]","[redacted key 2]":{"[redacted key 1]":4}}`; string(disp) != want {
+	if want := `{"[redacted key 1]":1,"x[redacted key 1]":2,"[redacted key 3]":3,"token [redacted key 2]":"[redacted: key \"token\"]","[redacted key 2]":{"y[redacted key 1]":4}}`; string(disp) != want {
 		t.Errorf("copy %s, want %s", disp, want)
 	}
 	checkKeysNaive(t, raw, rd, ghToken)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"syscall"
 	"unicode/utf8"
 
 	"toolgate/internal/approval"
@@ -182,7 +181,7 @@ func (c Config) StdioPrincipal() approval.Principal {
 // running as another user (nor a notification channel's secret: a Slack
 // signing secret lets its holder forge an approval click). Agents' token
 // files are not checked: an agent
-// may own its own token file. Unix only (it reads syscall.Stat_t).
+// may own its own token file. Unix only (fileOwner): elsewhere it fails, the owner unknown.
 func (c Config) CheckTokenFiles(euid int) error {
 	var errs []error
 	for i, a := range c.Approvers {
@@ -217,12 +216,12 @@ func checkPrivateFile(key, path string, euid int) error {
 	case !fi.Mode().IsRegular():
 		return fmt.Errorf("%s %s is not a regular file", key, path)
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	uid, ok := fileOwner(fi)
 	if !ok {
 		return fmt.Errorf("%s %s: owner unknown on this system", key, path)
 	}
-	if int64(st.Uid) != int64(euid) {
-		return fmt.Errorf("%s %s is owned by uid %d; want %d (the service user)", key, path, st.Uid, euid)
+	if int64(uid) != int64(euid) {
+		return fmt.Errorf("%s %s is owned by uid %d; want %d (the service user)", key, path, uid, euid)
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		return fmt.Errorf("%s %s has mode %04o; want 0600 (no group or other bits)", key, path, perm)

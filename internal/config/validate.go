@@ -211,8 +211,12 @@ func (c Config) Validate() error {
 	for k, p := range ap.Redact.Patterns {
 		if p == "" {
 			add("approvals.redact.patterns[%d]: empty", k)
-		} else if _, err := regexp.Compile(p); err != nil {
+		} else if re, err := regexp.Compile(p); err != nil {
 			add("approvals.redact.patterns[%d]: %w", k, err)
+		} else if re.MatchString("") {
+			// It would mark every string value and key at every
+			// character: the reviewer would read nothing (attack31).
+			add("approvals.redact.patterns[%d] %q: matches the empty string, so it would hide every string and key between every character; make it match at least one character (+ for *)", k, p)
 		}
 	}
 

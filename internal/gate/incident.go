@@ -41,7 +41,20 @@ func (g *Gate) incident(ctx context.Context, msg string, err error, attrs ...any
 
 // storeRefusal logs err (msg, attrs) under a new error id and returns the
 // refusal an agent gets: public, the error id appended.
+//
+// When ctx was cancelled (the caller went away, or the gateway is
+// closing) the failure is taken for that, not the store's: the refusal
+// names the cause, with no incident, error log or store-error count
+// (attack31: any agent dropping its held calls made false store
+// incidents, and the audit trail's reason said the store was
+// unavailable). A deadline that passed is still an incident: a store too
+// slow for it is the store's failure.
 func (g *Gate) storeRefusal(ctx context.Context, public, msg string, err error, attrs ...any) Admission {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		cause := context.Cause(ctx)
+		g.log.DebugContext(ctx, "the caller went away during the admission; refusing", append(attrs, "cause", cause, "err", err)...)
+		return refuse(fmt.Sprintf("refused: %v; nothing was run", cause))
+	}
 	in := g.incident(ctx, msg, err, attrs...)
 	return refuse(fmt.Sprintf("%s (error id %s)", public, in.ID))
 }

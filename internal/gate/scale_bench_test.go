@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -168,16 +167,6 @@ func benchHoldAndApprove(b *testing.B, db *sqlstore.DB, n int, turns *turnCounte
 			b.ReportMetric(float64(turns.turns.Load())/float64(n), "round-trips/approval")
 		}
 	}
-}
-
-// processCPU returns the user and system CPU time this process used so far.
-func processCPU(b *testing.B) time.Duration {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // freshPostgres creates a new database on the server of dsn for one

@@ -73,8 +73,7 @@ func (g *Gateway) directRound(ctx context.Context, t Tool, call gate.Call, adm *
 		g.renewDirectTask(runCtx, st.ID, cancel)
 	}()
 	if adm == nil {
-		a := g.gk.Admit(runCtx, call)
-		adm = &a
+		adm = g.admitCall(runCtx, &call)
 	}
 	var (
 		res mcp.Result

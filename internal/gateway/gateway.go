@@ -331,6 +331,9 @@ type Gateway struct {
 	// parkQ admits parked calls a bounded number at a time
 	// (parkadmit.go); tests may replace it before Handler.
 	parkQ *parkQueue
+	// admits bounds the admissions that run at once, on every path
+	// (admitbound.go); tests may replace it before Handler.
+	admits admitSlots
 }
 
 // New connects to every upstream in servers, lists their tools and builds the
@@ -368,6 +371,7 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 		catalog:  newCatalog(),
 		ups:      map[string]*upstream{},
 		parkQ:    newParkQueue(parkAdmitters, (*leanHold).admitQueued),
+		admits:   newAdmitSlots(admitSlotsMax),
 		routes:   newProgressRoutes(o.ProgressLinger, o.Logger),
 		carriers: &carriers{},
 		calls:    newSessionCalls(),

@@ -102,7 +102,7 @@ func (g *Gateway) admitCounted(ctx context.Context, req mcp.Request, call *gate.
 		return g.admitCall(ctx, call)
 	}
 	adm := new(gate.Admission)
-	hctx, held := sp.AdmitOrHold(ctx, call, adm)
+	hctx, held := g.admitOrHold(ctx, sp, call, adm)
 	if !held {
 		return adm
 	}

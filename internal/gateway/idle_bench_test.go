@@ -3,7 +3,6 @@
 package gateway
 
 import (
-	"syscall"
 	"testing"
 	"time"
 
@@ -63,15 +62,4 @@ func BenchmarkCallAfterRelease(b *testing.B) {
 			b.ReportMetric(float64(sys.Microseconds())/float64(b.N), "sys-us/op")
 		})
 	}
-}
-
-// pageFaults is the process's minor and major page faults and its system
-// CPU time so far.
-func pageFaults(b *testing.B) (minor, major int64, sys time.Duration) {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return ru.Minflt, ru.Majflt, time.Duration(ru.Stime.Nano())
 }

@@ -10,9 +10,11 @@ import (
 
 // The lean front holds a plain tools/call the gate would hold (issue 13:
 // a held call without the SDK's per-request machinery). It asks the gate
-// once more, through Gate.AdmitTo with the hand-off of AdmitUnlessHeld as
-// Call.Prior (so the policy is evaluated once and the admission recorded
-// once), on the POST's own goroutine, with the event stream's headers set
+// once more, through Gate.AdmitOrHold (under one of the gateway's
+// admission slots, admitbound.go) and Gate.WaitHold with the hand-off of
+// AdmitUnlessHeld as Call.Prior (so the policy is evaluated once and the
+// admission recorded once), on the POST's own goroutine, with the event
+// stream's headers set
 // and its heartbeat armed; the gate parks the call until it is decided,
 // expires, reaches HTTPOptions' MaxHold, or its context ends: the agent's
 // notifications/cancelled (cancelLean), a dropped connection
@@ -161,6 +163,16 @@ func (l *leanHold) wait() {
 	case l.adm != nil:
 		// admitFirst had the answer at once.
 	default:
+		if sp, ok := l.f.g.gk.(admitterSplit); ok {
+			// Admitted under one of the gateway's admission slots
+			// (admitbound.go), then held without it.
+			if l.admitFirst(sp) {
+				hctx, hold := l.hctx, l.hold
+				l.hctx, l.hold = nil, gate.HeldCall{}
+				l.adm = sp.WaitHold(hctx, hold)
+			}
+			return
+		}
 		l.adm = l.f.g.admitCall(l.ctx, l.call)
 	}
 }
@@ -186,7 +198,7 @@ func (l *leanHold) armHold() {
 //go:noinline // its frame is gone before the call waits
 func (l *leanHold) admitFirst(sp admitterSplit) bool {
 	adm := new(gate.Admission)
-	hctx, held := sp.AdmitOrHold(l.ctx, l.call, adm)
+	hctx, held := l.f.g.admitOrHold(l.ctx, sp, l.call, adm)
 	if held {
 		// Only the hold is kept while the call waits, not the Admission.
 		l.hold, l.hctx = adm.TakeHold(), hctx

@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -38,10 +36,7 @@ type callAnswer struct {
 // reading, and opening it for writing here returns only then.
 func startFIFOCall(t *testing.T, cs *mcp.ClientSession, exposed string) *inFlight {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "fifo")
-	if err := syscall.Mkfifo(path, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := mkfifo(t)
 	f := &inFlight{t: t, path: path, done: make(chan callAnswer, 1)}
 	go func() {
 		res, err := cs.CallTool(context.WithoutCancel(t.Context()), &mcp.CallToolParams{Name: exposed, Arguments: map[string]any{"path": path}})

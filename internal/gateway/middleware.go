@@ -210,7 +210,10 @@ func (g *Gateway) priorOf(req mcp.Request) *gate.HandOff {
 	return nil
 }
 
-// admitCall asks the Gatekeeper about call. A held call waits for its
+// admitCall asks the Gatekeeper about call: with one that admits in two
+// steps (admitterSplit: the gate), the admission under one of the
+// gateway's admission slots (admitOrHold, admitbound.go), then the wait
+// for a held call's decision without it. A held call waits for its
 // decision below this frame, for minutes: the middleware's work before
 // and after the wait is in frames that have returned or not yet started
 // (callTool, answerCall), so the parked goroutine's stack stays small
@@ -220,6 +223,15 @@ func (g *Gateway) priorOf(req mcp.Request) *gate.HandOff {
 //go:noinline // see above
 func (g *Gateway) admitCall(ctx context.Context, call *gate.Call) *gate.Admission {
 	adm := new(gate.Admission)
+	if sp, ok := g.gk.(admitterSplit); ok {
+		// Admitted under one of the gateway's admission slots
+		// (admitbound.go), then held without it.
+		hctx, held := g.admitOrHold(ctx, sp, call, adm)
+		if !held {
+			return adm
+		}
+		return sp.WaitHold(hctx, adm.TakeHold())
+	}
 	if to, ok := g.gk.(admitterTo); ok {
 		to.AdmitTo(ctx, call, adm) // the call and its answer stay off this frame
 	} else {

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	"toolgate/internal/gate"
@@ -28,7 +27,7 @@ import (
 // acquires per admission; SQLite: group commits of up to 64 writes), so
 // the store is kept busy, and few enough that their stacks stay small
 // against the held calls' (128 × 32 KiB is 4 MiB).
-const parkAdmitters = 128
+const parkAdmitters = admitSlotsMax
 
 // A parkQueue admits parked calls, at most max at a time, in arrival
 // order. The zero value is not usable: see newParkQueue.
@@ -88,12 +87,14 @@ func (q *parkQueue) next() *leanHold {
 // gateway's parkQueue (admitParked), unless its context ended while it
 // waited: then it is answered with that refusal (no admission, nothing
 // stored) on a goroutine of its own, as a call decided at once is, so
-// that an admitting goroutine never waits for a client.
+// that an admitting goroutine never waits for a client. The refusal is
+// counted and audited as any refused call is (Gateway.unadmitted):
+// unrecorded, an agent could probe under a full queue which calls need
+// approval and leave no trace (attack31).
 func (l *leanHold) admitQueued() {
 	if err := l.ctx.Err(); err != nil {
-		cause := context.Cause(l.ctx)
-		l.adm = &gate.Admission{Message: fmt.Sprintf("refused: %v before the call was admitted; nothing was run", cause)}
-		l.f.g.log.Debug("a parked call ended before its admission; not admitted", "cause", cause)
+		l.adm = new(gate.Admission)
+		l.f.g.unadmitted(l.ctx, l.call, l.adm, context.Cause(l.ctx))
 		go l.waitParked()
 		return
 	}

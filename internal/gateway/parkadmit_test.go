@@ -18,17 +18,56 @@ import (
 	"toolgate/internal/store"
 )
 
-// blockingAdmits is the gate with its AdmitOrHold (a parked call's
-// admission) held until release is closed, counting the admissions in
-// flight and the arguments of each call it was asked to admit.
+// blockingAdmits is the gate with its AdmitOrHold (a call's admission)
+// held until release is closed (open), counting the admissions in flight
+// and the arguments of each call it was asked to admit, and keeping the
+// arguments of each call the gateway reported never admitted.
 type blockingAdmits struct {
 	*gate.Gate
-	release  chan struct{}
-	entered  chan struct{}
-	inFlight atomic.Int64
-	most     atomic.Int64
-	mu       sync.Mutex
-	args     []string // guarded by mu
+	release    chan struct{}
+	opened     sync.Once
+	entered    chan struct{}
+	inFlight   atomic.Int64
+	most       atomic.Int64
+	mu         sync.Mutex
+	args       []string // guarded by mu
+	unadmitted []string // guarded by mu
+}
+
+func newBlockingAdmits() *blockingAdmits {
+	return &blockingAdmits{release: make(chan struct{}), entered: make(chan struct{}, 64)}
+}
+
+// open lets the admissions held and to come through. A test registers it
+// as a cleanup after its gateway's (cleanups run last first), so that a
+// failure does not leave the gateway's Close waiting for an admission
+// held here until the test binary's timeout.
+func (b *blockingAdmits) open() { b.opened.Do(func() { close(b.release) }) }
+
+func (b *blockingAdmits) Unadmitted(ctx context.Context, c *gate.Call, reason string) {
+	b.mu.Lock()
+	b.unadmitted = append(b.unadmitted, string(c.Arguments)+" "+reason)
+	b.mu.Unlock()
+	b.Gate.Unadmitted(ctx, c, reason)
+}
+
+// unadmittedCalls is what Unadmitted was told so far.
+func (b *blockingAdmits) unadmittedCalls() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.unadmitted...)
+}
+
+// waitEntered waits until n more admissions entered AdmitOrHold.
+func (b *blockingAdmits) waitEntered(t *testing.T, n int, what string) {
+	t.Helper()
+	for i := range n {
+		select {
+		case <-b.entered:
+		case <-time.After(testWait):
+			t.Fatalf("%s: %d of %d admissions entered the gate in %v", what, i, n, testWait)
+		}
+	}
 }
 
 func (b *blockingAdmits) AdmitOrHold(ctx context.Context, c *gate.Call, adm *gate.Admission) (context.Context, bool) {
@@ -52,13 +91,15 @@ func (b *blockingAdmits) AdmitOrHold(ctx context.Context, c *gate.Call, adm *gat
 // is held, and once approved runs exactly once and gets its own answer.
 func TestParkedCallsAdmittedBounded(t *testing.T) {
 	verifyNoLeaks(t)
-	ba := &blockingAdmits{release: make(chan struct{}), entered: make(chan struct{}, 8)}
+	ba := newBlockingAdmits()
 	f := newLeanFixtureGK(t, nil, &HTTPOptions{DropGrace: time.Hour}, func(gt *gate.Gate) Gatekeeper {
 		ba.Gate = gt
 		return ba
 	})
 	f.g.parkQ = newParkQueue(2, (*leanHold).admitQueued)
 	base, parked := parkedFront(t, f, &HTTPOptions{DropGrace: time.Hour})
+	// Before the gateway's Close (see open).
+	t.Cleanup(ba.open)
 	modernPost(t, base, "up__echo", modernCallBody("1", "up__echo", `{}`, ""), nil) // the session's upstream, connected
 	<-f.h.args
 
@@ -72,11 +113,7 @@ func TestParkedCallsAdmittedBounded(t *testing.T) {
 		}
 		waitParkedCount(t, parked, int64(i+1)) // one at a time: the queue's order is the calls'
 		if i < 2 {
-			select {
-			case <-ba.entered:
-			case <-time.After(testWait):
-				t.Fatalf("call %d was not admitted while %d admissions ran", i, i)
-			}
+			ba.waitEntered(t, 1, fmt.Sprintf("call %d while %d admissions ran", i, i))
 		}
 	}
 	q := f.g.parkQ
@@ -86,7 +123,7 @@ func TestParkedCallsAdmittedBounded(t *testing.T) {
 		return append([]*leanHold(nil), q.waiting...)
 	}
 	if w := queued(); len(w) != calls-2 || ba.inFlight.Load() != 2 {
-		t.Fatalf("%d calls queued and %d admitting, want %d and 2", len(w), ba.inFlight.Load(), calls-2)
+		t.Fatalf("%d calls queued and %d admitting, want %d and 2 (the queue's bound)", len(w), ba.inFlight.Load(), calls-2)
 	}
 	_ = conns[dropped].Close()
 	for deadline := time.Now().Add(testWait); queued()[dropped-2].ctx.Err() == nil; time.Sleep(5 * time.Millisecond) {
@@ -94,14 +131,8 @@ func TestParkedCallsAdmittedBounded(t *testing.T) {
 			t.Fatal("the queued call whose client dropped was not cancelled")
 		}
 	}
-	close(ba.release)
-	for range calls - 3 { // the queued calls still there are admitted
-		select {
-		case <-ba.entered:
-		case <-time.After(testWait):
-			t.Fatal("a queued call was not admitted once the first admissions ended")
-		}
-	}
+	ba.open()
+	ba.waitEntered(t, calls-3, "the queued calls still there, once the first admissions ended")
 	f.waitState(t, approval.StatePending, calls-1)
 	if m := ba.most.Load(); m != 2 {
 		t.Errorf("at most %d admissions ran at once, want 2", m)
@@ -118,6 +149,9 @@ func TestParkedCallsAdmittedBounded(t *testing.T) {
 	}
 	if len(all) != calls-1 {
 		t.Fatalf("%d requests stored, want %d: the dropped call's must not be", len(all), calls-1)
+	}
+	if got, want := ba.unadmittedCalls(), `{"n":13} refused: context canceled before the call was admitted; nothing was run`; len(got) != 1 || got[0] != want {
+		t.Errorf("recorded as never admitted: %q, want [%q]", got, want)
 	}
 	for _, r := range all {
 		if _, err := f.gt.Review(t.Context(), r.ID, approval.Principal{ID: "carol", Kind: "human"}, approval.VerdictApprove, "", ""); err != nil {

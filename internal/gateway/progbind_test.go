@@ -8,9 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -122,10 +120,7 @@ func TestUpstreamProgressBoundToItsCall(t *testing.T) {
 						}
 						waitInitialized(t, f.g, b.ID())
 					}
-					path := filepath.Join(t.TempDir(), "fifo")
-					if err := syscall.Mkfifo(path, 0o600); err != nil {
-						t.Fatal(err)
-					}
+					path := mkfifo(t)
 					params := &mcp.CallToolParams{Name: "up__gated", Arguments: map[string]any{"path": path}}
 					params.SetProgressToken("a-tok")
 					done := make(chan callAnswer, 1)

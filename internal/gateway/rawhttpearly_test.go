@@ -32,13 +32,11 @@ func (b *earlyBody) Read(p []byte) (int, error) {
 	}
 	if !b.waited {
 		b.waited = true
-		var buf [1]byte
 		asked := false
 		// Wait for the answer as a read does: the readiness is reset,
 		// then waited for; the answer is asked for only after the reset.
 		_ = b.rc().Read(func(fd uintptr) bool {
-			n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-			if err == nil && n > 0 {
+			if peeked(fd) {
 				return true
 			}
 			if !asked {

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -63,10 +61,7 @@ func TestStdioStrayLinesFailNoCall(t *testing.T) {
 	cs := connectHTTP(t, serveHTTP(t, g, nil), aliceToken, nil, nil)
 	before := waitUpstream(t, g, "up", nil)
 
-	path := filepath.Join(t.TempDir(), "fifo")
-	if err := syscall.Mkfifo(path, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := mkfifo(t)
 	type answer struct {
 		res *mcp.CallToolResult
 		err error

@@ -298,7 +298,7 @@ func (g *Gateway) runTask(ctx context.Context, t Tool, call gate.Call, done chan
 				}
 			}
 		}()
-		adm = g.gk.Admit(ctx, call)
+		adm = *g.admitCall(ctx, &call)
 		switch {
 		case adm.Replay != nil:
 			o.res, o.err = replayResult(adm)

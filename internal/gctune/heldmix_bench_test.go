@@ -5,9 +5,7 @@ import (
 	"math"
 	"runtime"
 	"runtime/debug"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // heldCall is a stand-in for one held call's live memory: ≈ 6 KB in a
@@ -31,15 +29,6 @@ var heldMixSink []*heldCall
 // allowedSink keeps the last allowed call's garbage from being optimized
 // away.
 var allowedSink []*heldPart
-
-// processCPU is the process's user + system CPU time.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkHeldHeapAllowedCalls (branch gc28) measures what GOGC costs a
 // proxy that serves allowed calls while it holds many calls: a live heap

@@ -80,7 +80,8 @@ type detailView struct {
 	row
 	Args       node
 	ArgsOK     bool
-	RawArgs    string // when the display copy does not parse (never expected)
+	RawArgs    []segment // the display copy as text: too many values for a tree (RawNote says so), or it does not parse (never expected)
+	RawNote    string
 	Warnings   []string
 	Policy     bool // a policy approval: Args is the proposed change
 	Target     string
@@ -142,10 +143,16 @@ func (s *Server) detailData(r *http.Request, c *session, id approval.ID) (*detai
 	d.Expired = a.State == string(approval.StateExpired) || (d.Pending && !now.Before(a.ExpiresAt))
 	d.Policy = a.Kind == approval.KindSessionPolicy || a.Kind == approval.KindPolicyChange
 	d.CanGrant = !d.Policy
-	if n, err := parseValue(a.Arguments); err == nil {
+	switch n, err := parseTree(a.Arguments, maxTreeNodes); {
+	case err == nil:
 		d.Args, d.ArgsOK = n, true
-	} else {
-		d.RawArgs = visible(string(a.Arguments))
+	case errors.Is(err, errTreeTooLarge):
+		// Every byte still shows, as text: markers and hidden characters
+		// marked as in the tree, the rest as the copy has it.
+		d.RawNote = fmt.Sprintf("These arguments have more than %d values: they are shown as their JSON text (%d bytes), whole, not as a tree.", maxTreeNodes, len(a.Arguments))
+		d.RawArgs = segments(string(a.Arguments), false)
+	default:
+		d.RawArgs = segments(string(a.Arguments), false)
 	}
 	for _, w := range a.DisplayWarnings {
 		d.Warnings = append(d.Warnings, visible(w))

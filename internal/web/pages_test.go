@@ -1,8 +1,10 @@
 package web_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -464,5 +466,91 @@ func TestDetailMarksTheRequesterAmongApprovers(t *testing.T) {
 	page := b2(t, e).page("/ui/approvals/" + string(r.ID))
 	if !strings.Contains(page, "agent-1 (requested it: may not review), bob") {
 		t.Errorf("the detail does not mark the requester among the approvers:\n%s", page)
+	}
+}
+
+// TestLookAlikeSpacesEscaped (fixes31): a space other than U+0020 and the
+// invisible characters show as escapes in the inbox row and on the detail
+// page, in values and keys; before, the row and the page showed U+00A0,
+// U+3000 and U+2000–U+200A, U+202F, U+205F as plain spaces, so "rm\u00a0-rf"
+// read as "rm -rf".
+func TestLookAlikeSpacesEscaped(t *testing.T) {
+	tags := regexp.MustCompile(`<[^>]*>`)
+	e := newEnv(t, nil)
+	b := e.browser()
+	b.signIn(bobTok)
+	runes := []rune{0x00A0, 0x1680, 0x2000, 0x2005, 0x200A, 0x202F, 0x205F, 0x3000, 0x2800, // look-alike spaces
+		0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0x202A, 0x202E, 0x2066, 0x2069} // zero-width, bidi
+	for i, r := range runes {
+		esc := fmt.Sprintf(`\u%04X`, r)
+		raw := fmt.Sprintf(`{"command":"rm%c-rf /tmp/x","k%cey":1}`, r, r)
+		req := e.request(i+1, raw)
+		for _, path := range []string{"/ui/", "/ui/fragment/inbox", "/ui/approvals/" + string(req.ID), "/ui/fragment/approvals/" + string(req.ID)} {
+			page := b.page(path)
+			if strings.ContainsRune(page, r) {
+				t.Errorf("%s: U+%04X shown raw", path, r)
+			}
+			text := tags.ReplaceAllString(page, "") // the detail page marks each escape with a span
+			for _, want := range []string{"rm" + esc + "-rf /tmp/x", "k" + esc + "ey"} {
+				if !strings.Contains(text, want) {
+					t.Errorf("%s: no %q", path, want)
+				}
+			}
+		}
+	}
+	detail := b.page("/ui/approvals/" + string(e.request(100, `{"to":"a`+"\u00a0"+`b"}`).ID))
+	if want := `title="look-alike space U&#43;00A0`; !strings.Contains(detail, want) {
+		t.Errorf("detail page: no %q", want)
+	}
+}
+
+// TestLargeArgumentsAsText (fixes31): arguments with more values than the
+// page shows as a tree show as their display copy's text, whole: every
+// value (the last record's too), the redaction marker marked, the hidden
+// character as the copy's escape (and its warning); the page stays near the copy's size
+// (the tree made 1 MB of records a 13 MB page). Small arguments keep the
+// tree.
+func TestLargeArgumentsAsText(t *testing.T) {
+	e := newEnv(t, nil)
+	b := e.browser()
+	b.signIn(bobTok)
+	var sb strings.Builder
+	sb.WriteString(`{"password":"hunter2","note":"a\u202eb","rows":[`)
+	const rows = 2000 // 4 values each: past the tree's 5,000
+	for i := range rows {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"id":%d,"name":"row <%d>"}`, i, i)
+	}
+	sb.WriteString(`]}`)
+	r := e.request(1, sb.String())
+	for _, path := range []string{"/ui/approvals/" + string(r.ID), "/ui/fragment/approvals/" + string(r.ID)} {
+		page := b.page(path)
+		for _, want := range []string{
+			`data-raw-args>These arguments have more than 5000 values`,
+			`{&#34;id&#34;:0,&#34;name&#34;:&#34;row &lt;0&gt;&#34;}`,
+			fmt.Sprintf(`{&#34;id&#34;:%d,&#34;name&#34;:&#34;row &lt;%d&gt;&#34;}]}`, rows-1, rows-1),
+			`<span class="redacted">[redacted: key \&#34;password\&#34;]</span>`, // in JSON text: its quotes escaped
+			`&#34;a\u202Eb&#34;`, // the display copy's escape, as text
+			`$.note: contains U&#43;202E RIGHT-TO-LEFT OVERRIDE`, // and the warning above
+		} {
+			if !strings.Contains(page, want) {
+				t.Errorf("%s: no %q", path, want)
+			}
+		}
+		if strings.Contains(page, "hunter2") || strings.Contains(page, "\u202e") {
+			t.Errorf("%s: a secret or a hidden character shown raw", path)
+		}
+		if n := strings.Count(page, `class="member"`); n != 0 {
+			t.Errorf("%s: %d tree members; want the text view only", path, n)
+		}
+		if len(page) > 4*len(r.Arguments)+64<<10 {
+			t.Errorf("%s: page of %d bytes for a display copy of %d", path, len(page), len(r.Arguments))
+		}
+	}
+	small := e.request(2, `{"rows":[{"id":1,"name":"x"}]}`)
+	if page := b.page("/ui/approvals/" + string(small.ID)); !strings.Contains(page, `class="member"`) || strings.Contains(page, "data-raw-args") {
+		t.Error("small arguments not shown as a tree")
 	}
 }

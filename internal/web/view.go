@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"toolgate/internal/api"
@@ -218,14 +219,14 @@ func age(d time.Duration) string {
 }
 
 // visible returns s with every character that could hide or reorder text
-// (api.IsHidden: controls including newlines, bidi and zero-width
-// characters) written as a visible \uXXXX escape (case C15). The template
-// then escapes it for HTML.
+// or pass for another (shownEscaped: controls including newlines, bidi and
+// zero-width characters, spaces other than U+0020) written as a visible
+// \uXXXX escape (case C15). The template then escapes it for HTML.
 func visible(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
 		r, w := utf8.DecodeRuneInString(s[i:])
-		if api.IsHidden(r) || (r == utf8.RuneError && w == 1) {
+		if shownEscaped(r) || (r == utf8.RuneError && w == 1) {
 			b.WriteString(escapeRune(r, s[i]))
 		} else {
 			b.WriteString(s[i : i+w])
@@ -289,9 +290,30 @@ const maxDepth = approval.MaxDepth
 
 // parseValue decodes a JSON text into a node tree.
 func parseValue(data []byte) (node, error) {
+	return parseTree(data, 0)
+}
+
+// maxTreeNodes is the most values (members, items, scalars) the detail
+// page shows as a tree. The tree costs ≈ 120 bytes of HTML, ≈ 2.9 KB
+// allocated and ≈ 72 allocations per value: 1 MB of small records was a
+// 13 MB page and ≈ 330 MB allocated per view (fixes31). Larger arguments are shown as their
+// display copy's text, whole (detailData).
+const maxTreeNodes = 5000
+
+// errTreeTooLarge is parseTree's answer past its limit of values.
+var errTreeTooLarge = errors.New("more values than the page shows as a tree")
+
+// parseTree is parseValue, failing with errTreeTooLarge once the text has
+// more than limit values (none when limit is 0), after decoding at most
+// that many.
+func parseTree(data []byte, limit int) (node, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	n, err := decodeNode(dec, 0)
+	left := limit
+	if limit <= 0 {
+		left = -1
+	}
+	n, err := decodeNode(dec, 0, &left)
 	if err != nil {
 		return node{}, err
 	}
@@ -301,10 +323,16 @@ func parseValue(data []byte) (node, error) {
 	return n, nil
 }
 
-func decodeNode(dec *json.Decoder, depth int) (node, error) {
+// decodeNode decodes the next value of dec at depth; left counts down the
+// values the tree may still take (negative: no limit).
+func decodeNode(dec *json.Decoder, depth int, left *int) (node, error) {
 	if depth > maxDepth {
 		return node{}, errors.New("nested too deeply")
 	}
+	if *left == 0 {
+		return node{}, errTreeTooLarge
+	}
+	*left--
 	tok, err := dec.Token()
 	if err != nil {
 		return node{}, err
@@ -320,7 +348,7 @@ func decodeNode(dec *json.Decoder, depth int) (node, error) {
 					return node{}, err
 				}
 				key, _ := kt.(string)
-				child, err := decodeNode(dec, depth+1)
+				child, err := decodeNode(dec, depth+1, left)
 				if err != nil {
 					return node{}, err
 				}
@@ -332,7 +360,7 @@ func decodeNode(dec *json.Decoder, depth int) (node, error) {
 		case '[':
 			n := node{Kind: "array"}
 			for dec.More() {
-				child, err := decodeNode(dec, depth+1)
+				child, err := decodeNode(dec, depth+1, left)
 				if err != nil {
 					return node{}, err
 				}
@@ -387,7 +415,7 @@ func segments(s string, block bool) []segment {
 		for i := 0; i < len(t); {
 			r, w := utf8.DecodeRuneInString(t[i:])
 			kept := block && (r == '\n' || r == '\t') // a text block shows these as they are
-			hidden := api.IsHidden(r) && !kept
+			hidden := shownEscaped(r) && !kept
 			if r == utf8.RuneError && w == 1 {
 				hidden = true
 			}
@@ -434,5 +462,26 @@ func escapeRune(r rune, b byte) string {
 
 // runeTitle names a hidden character for a tooltip.
 func runeTitle(r rune) string {
+	if lookAlikeSpace(r) {
+		return fmt.Sprintf("look-alike space U+%04X: it was escaped so it cannot pass for a plain space", r)
+	}
 	return fmt.Sprintf("hidden character U+%04X: it was escaped so it cannot hide or reorder text", r)
+}
+
+// shownEscaped reports whether the pages show r as an escape (escapeRune):
+// the characters api.IsHidden flags (controls, format characters such as
+// bidi controls, zero-width characters and U+FEFF, separators, variation
+// selectors, blank letters) and the look-alike spaces.
+func shownEscaped(r rune) bool {
+	return r >= 0x80 && lookAlikeSpace(r) || api.IsHidden(r)
+}
+
+// lookAlikeSpace reports whether r is a space other than U+0020 (Unicode
+// category Zs: U+00A0 NO-BREAK SPACE, U+1680, U+2000–U+200A, U+202F,
+// U+205F, U+3000 IDEOGRAPHIC SPACE) or U+2800 BRAILLE PATTERN BLANK: shown
+// as they are, a value with one reads as a value with a plain space
+// ("rm\u00a0-rf" as "rm -rf"). The REST API and the CLI leave them as
+// they are (api.IsHidden).
+func lookAlikeSpace(r rune) bool {
+	return r != ' ' && (r == 0x2800 || unicode.Is(unicode.Zs, r))
 }

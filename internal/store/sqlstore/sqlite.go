@@ -72,8 +72,10 @@ type sqliteDialect struct {
 // waiters, so a reviewer's list could wait there past its deadline.
 func openSQLite(cfg Config) (read, write, admin *sql.DB, _ dialect, _ error) {
 	path := cfg.Path
-	if path == "" || strings.ContainsRune(path, '?') || path == ":memory:" {
-		return nil, nil, nil, nil, fmt.Errorf("invalid path %q: want a file path without '?'", path)
+	if path == "" || strings.ContainsRune(path, '?') || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		// A "file:" URI would be opened by SQLite as the URI's file, not
+		// the one created below with mode 0600 (attack31).
+		return nil, nil, nil, nil, fmt.Errorf("invalid path %q: want a file path (not :memory:, no \"file:\" URI, no '?')", path)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)

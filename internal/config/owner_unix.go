@@ -1,0 +1,18 @@
+//go:build unix
+
+package config
+
+import (
+	"os"
+	"syscall"
+)
+
+// fileOwner is the uid that owns the file fi describes (from os.Lstat or
+// os.Stat), and false when the system does not say.
+func fileOwner(fi os.FileInfo) (uint32, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return st.Uid, true
+}
