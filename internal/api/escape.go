@@ -31,6 +31,23 @@ func IsHidden(r rune) bool {
 	return false
 }
 
+// IsLookAlikeSpace reports whether r is a space other than U+0020 (Unicode
+// category Zs: U+00A0 NO-BREAK SPACE, U+1680, U+2000–U+200A, U+202F,
+// U+205F, U+3000 IDEOGRAPHIC SPACE) or U+2800 BRAILLE PATTERN BLANK: shown
+// as they are, a value with one reads as a value with a plain space
+// ("rm\u00a0-rf" as "rm -rf").
+func IsLookAlikeSpace(r rune) bool {
+	return r != ' ' && (r == 0x2800 || unicode.Is(unicode.Zs, r))
+}
+
+// IsShownEscaped reports whether a surface a reviewer reads (the inbox, the
+// CLI's text output) shows r as an escape: the [IsHidden] characters and the
+// [IsLookAlikeSpace] ones. The REST API's JSON escapes only IsHidden, so that
+// text in languages that use no-break spaces stays as it is for programs.
+func IsShownEscaped(r rune) bool {
+	return IsHidden(r) || r >= 0x80 && IsLookAlikeSpace(r)
+}
+
 // EscapeJSON returns b, a JSON text, with every [IsHidden] character other
 // than JSON whitespace (tab, newline, carriage return) written as a \uXXXX
 // escape (a surrogate pair above U+FFFF), so the text keeps its meaning but
@@ -38,22 +55,33 @@ func IsHidden(r rune) bool {
 // so only string contents change. Invalid UTF-8 bytes become \uFFFD. It
 // returns b itself when nothing needs escaping.
 func EscapeJSON(b []byte) []byte {
-	i := firstToEscape(b)
+	return escapeJSON(b, IsHidden)
+}
+
+// EscapeJSONShown is [EscapeJSON] for a reviewer's eyes: it also escapes
+// the [IsLookAlikeSpace] characters ([IsShownEscaped]).
+func EscapeJSONShown(b []byte) []byte {
+	return escapeJSON(b, IsShownEscaped)
+}
+
+// escapeJSON is EscapeJSON escaping the characters esc reports.
+func escapeJSON(b []byte, esc func(rune) bool) []byte {
+	i := firstToEscape(b, esc)
 	if i < 0 {
 		return b
 	}
-	return appendEscaped(make([]byte, 0, len(b)+16), b, i)
+	return appendEscaped(make([]byte, 0, len(b)+16), b, i, esc)
 }
 
 // appendEscaped appends b escaped to out, b[:i] needing none.
-func appendEscaped(out, b []byte, i int) []byte {
+func appendEscaped(out, b []byte, i int, esc func(rune) bool) []byte {
 	out = append(out, b[:i]...)
 	for i < len(b) {
 		r, n := utf8.DecodeRune(b[i:])
 		switch {
 		case r == utf8.RuneError && n == 1:
 			out = append(out, `\uFFFD`...)
-		case r == '\t' || r == '\n' || r == '\r' || !IsHidden(r):
+		case r == '\t' || r == '\n' || r == '\r' || !esc(r):
 			out = append(out, b[i:i+n]...)
 		case r > 0xffff:
 			hi, lo := utf16.EncodeRune(r)
@@ -66,9 +94,9 @@ func appendEscaped(out, b []byte, i int) []byte {
 	return out
 }
 
-// firstToEscape returns the index of the first rune of b that EscapeJSON
-// would change, or -1.
-func firstToEscape(b []byte) int {
+// firstToEscape returns the index of the first rune of b that escapeJSON
+// with esc would change, or -1.
+func firstToEscape(b []byte, esc func(rune) bool) int {
 	for i := 0; i < len(b); {
 		c := b[i]
 		if c >= 0x20 && c < 0x7f {
@@ -79,7 +107,7 @@ func firstToEscape(b []byte) int {
 		if r == utf8.RuneError && n == 1 {
 			return i
 		}
-		if IsHidden(r) && r != '\t' && r != '\n' && r != '\r' {
+		if esc(r) && r != '\t' && r != '\n' && r != '\r' {
 			return i
 		}
 		i += n

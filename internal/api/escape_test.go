@@ -75,3 +75,21 @@ func TestIsHidden(t *testing.T) {
 		}
 	}
 }
+
+// TestEscapeJSONShown: the reviewer's variant also escapes the spaces other
+// than U+0020, and only inside the text (JSON's own whitespace stays);
+// EscapeJSON leaves them for programs.
+func TestEscapeJSONShown(t *testing.T) {
+	in := []byte("{\"a\": \"rm\u00a0-rf\u3000\u2800 \u202e\"}")
+	if got, want := string(api.EscapeJSONShown(in)), `{"a": "rm\u00A0-rf\u3000\u2800 \u202E"}`; got != want {
+		t.Errorf("EscapeJSONShown = %s, want %s", got, want)
+	}
+	if got, want := string(api.EscapeJSON(in)), "{\"a\": \"rm\u00a0-rf\u3000\u2800 \\u202E\"}"; got != want {
+		t.Errorf("EscapeJSON = %s, want %s", got, want)
+	}
+	for _, r := range []rune{' ', 'a', '\t'} {
+		if api.IsLookAlikeSpace(r) {
+			t.Errorf("IsLookAlikeSpace(%U) = true", r)
+		}
+	}
+}

@@ -122,8 +122,8 @@ func (lw *listWriter) flush() error {
 	// does not keep the handler (and a page's buffer) for longer.
 	_ = http.NewResponseController(lw.w).SetWriteDeadline(time.Now().Add(listWriteTimeout))
 	out := lw.buf.Bytes()
-	if i := firstToEscape(out); i >= 0 { // EscapeJSON, into a buffer kept for the next piece
-		lw.esc = appendEscaped(lw.esc[:0], out, i)
+	if i := firstToEscape(out, IsHidden); i >= 0 { // EscapeJSON, into a buffer kept for the next piece
+		lw.esc = appendEscaped(lw.esc[:0], out, i, IsHidden)
 		out = lw.esc
 	}
 	_, err := lw.w.Write(out)

@@ -574,3 +574,41 @@ func TestShortIDSuffix(t *testing.T) {
 		})
 	}
 }
+
+// TestShowEscapesLookAlikeSpaces: a space other than U+0020 (NBSP, the
+// ideographic space U+3000, U+2800) in the arguments is shown as an escape by
+// show and list, as the inbox does since fixes31; before, "rm\u00a0-rf"
+// printed as "rm -rf" and show gave no warning. show --json keeps the text
+// as the API sends it (a program's input, where such spaces are ordinary
+// text).
+func TestShowEscapesLookAlikeSpaces(t *testing.T) {
+	e := newEnv(t)
+	r := request("0aaaaaa0-3333-7000-8000-000000000004")
+	r.Arguments = json.RawMessage("{\"cmd\":\"rm\u00a0-rf /srv\",\"to\":\"acct\u3000x\u2800\"}")
+	e.fake.Add(r)
+	for _, args := range [][]string{{"show", string(r.ID)}, {"list"}} {
+		code, out, _ := e.run(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d", args, code)
+		}
+		for _, raw := range []string{"\u00a0", "\u3000", "\u2800"} {
+			if strings.Contains(out, raw) {
+				t.Errorf("%v: output holds a raw %U:\n%s", args, []rune(raw)[0], out)
+			}
+		}
+		if !strings.Contains(out, `rm\u00A0-rf`) {
+			t.Errorf("%v: no-break space not shown as an escape:\n%s", args, out)
+		}
+		if args[0] == "show" {
+			if !strings.Contains(out, `acct\u3000x\u2800`) {
+				t.Errorf("show: ideographic space or braille blank not shown as an escape:\n%s", out)
+			}
+			if !strings.HasPrefix(out, "WARNING: ") {
+				t.Errorf("show: no warning for escaped characters:\n%s", out)
+			}
+		}
+	}
+	if _, out, _ := e.run(t, "show", "--json", string(r.ID)); !strings.Contains(out, "rm\u00a0-rf") {
+		t.Errorf("show --json changed the API's text:\n%s", out)
+	}
+}

@@ -15,8 +15,9 @@ import (
 )
 
 // clean returns s with every character that could hide or reorder text on a
-// terminal (see api.IsHidden: controls including newlines, bidi and
-// zero-width characters) written as a visible escape: \u202E, or \U000E0041
+// terminal, or pass for a plain space (see api.IsShownEscaped: controls
+// including newlines, bidi and zero-width characters, spaces other than
+// U+0020) written as a visible escape: \u202E, or \U000E0041
 // above U+FFFF; invalid UTF-8 bytes as \xFF. Everything the server sends
 // passes through it (or through api.EscapeJSON) before it is printed
 // (case C15).
@@ -35,7 +36,7 @@ func cleanCount(s string) (string, int) {
 		case r == utf8.RuneError && w == 1:
 			fmt.Fprintf(&b, `\x%02X`, s[i])
 			n++
-		case !api.IsHidden(r):
+		case !api.IsShownEscaped(r):
 			b.WriteString(s[i : i+w])
 		case r > 0xffff:
 			fmt.Fprintf(&b, `\U%08X`, r)
@@ -148,7 +149,7 @@ func printApproval(out io.Writer, a api.Approval, now time.Time) error {
 		pretty.Reset()
 		pretty.Write(a.Arguments)
 	}
-	args := api.EscapeJSON(pretty.Bytes())
+	args := api.EscapeJSONShown(pretty.Bytes())
 	if !bytes.Equal(args, pretty.Bytes()) {
 		escaped++
 	}

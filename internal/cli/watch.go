@@ -260,7 +260,7 @@ func argsCut(args json.RawMessage, n int) string {
 		b.Reset()
 		b.Write(args)
 	}
-	s := clean(string(api.EscapeJSON(b.Bytes())))
+	s := clean(string(api.EscapeJSONShown(b.Bytes())))
 	if r := []rune(s); len(r) > n {
 		s = string(r[:n-1]) + "…"
 	}

@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"toolgate/internal/api"
@@ -226,7 +225,7 @@ func visible(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
 		r, w := utf8.DecodeRuneInString(s[i:])
-		if shownEscaped(r) || (r == utf8.RuneError && w == 1) {
+		if api.IsShownEscaped(r) || (r == utf8.RuneError && w == 1) {
 			b.WriteString(escapeRune(r, s[i]))
 		} else {
 			b.WriteString(s[i : i+w])
@@ -415,7 +414,7 @@ func segments(s string, block bool) []segment {
 		for i := 0; i < len(t); {
 			r, w := utf8.DecodeRuneInString(t[i:])
 			kept := block && (r == '\n' || r == '\t') // a text block shows these as they are
-			hidden := shownEscaped(r) && !kept
+			hidden := api.IsShownEscaped(r) && !kept
 			if r == utf8.RuneError && w == 1 {
 				hidden = true
 			}
@@ -462,26 +461,8 @@ func escapeRune(r rune, b byte) string {
 
 // runeTitle names a hidden character for a tooltip.
 func runeTitle(r rune) string {
-	if lookAlikeSpace(r) {
+	if api.IsLookAlikeSpace(r) {
 		return fmt.Sprintf("look-alike space U+%04X: it was escaped so it cannot pass for a plain space", r)
 	}
 	return fmt.Sprintf("hidden character U+%04X: it was escaped so it cannot hide or reorder text", r)
-}
-
-// shownEscaped reports whether the pages show r as an escape (escapeRune):
-// the characters api.IsHidden flags (controls, format characters such as
-// bidi controls, zero-width characters and U+FEFF, separators, variation
-// selectors, blank letters) and the look-alike spaces.
-func shownEscaped(r rune) bool {
-	return r >= 0x80 && lookAlikeSpace(r) || api.IsHidden(r)
-}
-
-// lookAlikeSpace reports whether r is a space other than U+0020 (Unicode
-// category Zs: U+00A0 NO-BREAK SPACE, U+1680, U+2000–U+200A, U+202F,
-// U+205F, U+3000 IDEOGRAPHIC SPACE) or U+2800 BRAILLE PATTERN BLANK: shown
-// as they are, a value with one reads as a value with a plain space
-// ("rm\u00a0-rf" as "rm -rf"). The REST API and the CLI leave them as
-// they are (api.IsHidden).
-func lookAlikeSpace(r rune) bool {
-	return r != ' ' && (r == 0x2800 || unicode.Is(unicode.Zs, r))
 }
