@@ -455,13 +455,11 @@ func (d *displayer) str(s string, ascii bool, path []pathStep) string {
 	}
 	var ms []match
 	for k, re := range d.rd.Patterns {
-		if !mayMatch(k, re, s, sc.found, indexed) {
+		if !mayMatch(k, re, s, sc.found, indexed) || !re.MatchString(s) {
 			continue
 		}
-		n := len(ms)
-		if ms = appendMatches(ms, re, k, s); len(ms) > n {
-			d.warn(fmt.Sprintf("%s: text hidden (looks like %s); the hash covers the real value", location(path), patternWhat(re)))
-		}
+		ms = appendMatches(ms, re, k, s)
+		d.warn(fmt.Sprintf("%s: text hidden (looks like %s); the hash covers the real value", location(path), patternWhat(re)))
 	}
 	if len(ms) > 0 {
 		s = hideMatches(s, ms, func(k int) string { return "[redacted: looks like " + patternWhat(d.rd.Patterns[k]) + "]" })
