@@ -111,7 +111,9 @@ func DefaultRedaction() Redaction {
 //     other member;
 //   - text inside a string that matches a Redaction pattern is replaced by
 //     `[redacted: looks like <what>]` (a string that is only a secret becomes
-//     just the marker);
+//     just the marker); every pattern looks in the text as received, and
+//     text that the matches of several cover in overlapping parts is one
+//     marker, <what> from the match that starts first (as in keys);
 //   - a string longer than MaxString runes is cut, with a marker saying how
 //     long it was, and a warning that the cut is for display only;
 //   - control characters (C0, DEL, C1), format characters (Unicode
