@@ -35,10 +35,7 @@ func naiveShown(v any, rd *Redaction) any {
 		}
 		return out
 	case string:
-		s := x
-		for _, re := range rd.Patterns {
-			s = re.ReplaceAllLiteralString(s, "[redacted: looks like "+patternWhat(re)+"]")
-		}
+		s := naiveHide(x, rd, func(re *regexp.Regexp) string { return "[redacted: looks like " + patternWhat(re) + "]" })
 		if n := utf8.RuneCountInString(s); rd.MaxString > 0 && n > rd.MaxString {
 			s = string([]rune(s)[:rd.MaxString]) + fmt.Sprintf("…[truncated for display: %d of %d characters shown]", rd.MaxString, n)
 		}

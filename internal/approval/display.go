@@ -111,7 +111,9 @@ func DefaultRedaction() Redaction {
 //     other member;
 //   - text inside a string that matches a Redaction pattern is replaced by
 //     `[redacted: looks like <what>]` (a string that is only a secret becomes
-//     just the marker);
+//     just the marker); every pattern looks in the text as received, and
+//     text that the matches of several cover in overlapping parts is one
+//     marker, <what> from the match that starts first (as in keys);
 //   - a string longer than MaxString runes is cut, with a marker saying how
 //     long it was, and a warning that the cut is for display only;
 //   - control characters (C0, DEL, C1), format characters (Unicode
@@ -378,7 +380,9 @@ func (d *displayer) keyPattern(k string) (string, bool) {
 // m the least number after the last marker's (from 1) for which that text
 // is neither a key of obj as received nor shown for an earlier key of it,
 // so that the copy's keys stay unique (Canonicalize and the audit refuse
-// duplicates). Only the matches are hidden, as in a string value: a whole
+// duplicates). The patterns' matches are those in key as received, the
+// text they cover hidden as in a string value (hideMatches). Only the
+// matches are hidden, as in a string value: a whole
 // key hidden for a token-shaped part of it would let an agent keep any
 // key's text (a path in a map of files) out of the reviewer's sight
 // (attack31). A text shown for a hidden key holds a marker, so only keys
@@ -392,13 +396,15 @@ func (d *displayer) keyShown(key string, obj node, hidden *hiddenKeys) string {
 			}
 		}
 	}
-	for m := hidden.last + 1; ; m++ {
-		shown := key
-		for j, re := range d.rd.Patterns {
-			if mayMatch(j, re, shown, 0, false) {
-				shown = re.ReplaceAllLiteralString(shown, "[redacted key "+strconv.Itoa(m)+"]")
-			}
+	var ms []match
+	for j, re := range d.rd.Patterns {
+		if mayMatch(j, re, key, 0, false) {
+			ms = appendMatches(ms, re, j, key)
 		}
+	}
+	for m := hidden.last + 1; ; m++ {
+		marker := "[redacted key " + strconv.Itoa(m) + "]"
+		shown := hideMatches(key, ms, func(int) string { return marker })
 		if _, ok := hidden.taken[shown]; !ok {
 			hidden.taken[shown] = struct{}{}
 			hidden.last = m
@@ -435,8 +441,9 @@ func (d *displayer) deeper(path []pathStep) {
 // A string that is not printable ASCII is walked once (scan) for its
 // flagged runes, its length in runes and, from scanPatternsFrom bytes on,
 // the patterns' literal prefixes: a pattern whose prefix it lacks cannot
-// match and is not run. A pattern that matches changes s: the patterns
-// after it look for their prefixes in the new s, which is walked again.
+// match and is not run. Every pattern looks for its matches in s as
+// received; the text their matches cover, overlapping ones together, is
+// hidden (hideMatches), and the new s is walked again.
 func (d *displayer) str(s string, ascii bool, path []pathStep) string {
 	var sc stringScan
 	scanned, indexed := false, false // sc is s's; sc.found too
@@ -448,13 +455,17 @@ func (d *displayer) str(s string, ascii bool, path []pathStep) string {
 		}
 		sc, scanned, indexed = scan(s, ix), true, ix != nil
 	}
+	var ms []match
 	for k, re := range d.rd.Patterns {
 		if !mayMatch(k, re, s, sc.found, indexed) || !re.MatchString(s) {
 			continue
 		}
-		s = re.ReplaceAllLiteralString(s, "[redacted: looks like "+patternWhat(re)+"]")
+		ms = appendMatches(ms, re, k, s)
 		d.warn(fmt.Sprintf("%s: text hidden (looks like %s); the hash covers the real value", location(path), patternWhat(re)))
-		ascii, scanned, indexed = false, false, false
+	}
+	if len(ms) > 0 {
+		s = hideMatches(s, ms, func(k int) string { return "[redacted: looks like " + patternWhat(d.rd.Patterns[k]) + "]" })
+		ascii, scanned = false, false
 	}
 	if !ascii {
 		if !scanned {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -93,10 +95,7 @@ func naiveKeysShown(v any, rd *Redaction) any {
 			for _, re := range rd.Patterns {
 				if re.MatchString(m.Key) {
 					for n := last + 1; ; n++ {
-						key = m.Key
-						for _, re := range rd.Patterns {
-							key = re.ReplaceAllLiteralString(key, "[redacted key "+strconv.Itoa(n)+"]")
-						}
+						key = naiveHide(m.Key, rd, func(*regexp.Regexp) string { return "[redacted key " + strconv.Itoa(n) + "]" })
 						if !used[key] {
 							last = n
 							break
@@ -120,10 +119,7 @@ func naiveKeysShown(v any, rd *Redaction) any {
 		}
 		return out
 	case string:
-		s := x
-		for _, re := range rd.Patterns {
-			s = re.ReplaceAllLiteralString(s, "[redacted: looks like "+patternWhat(re)+"]")
-		}
+		s := naiveHide(x, rd, func(re *regexp.Regexp) string { return "[redacted: looks like " + patternWhat(re) + "]" })
 		if n := utf8.RuneCountInString(s); rd.MaxString > 0 && n > rd.MaxString {
 			s = string([]rune(s)[:rd.MaxString]) + fmt.Sprintf("…[truncated for display: %d of %d characters shown]", rd.MaxString, n)
 		}
@@ -251,4 +247,47 @@ func FuzzDisplayKeysAsNaive(f *testing.F) {
 			checkKeysNaive(t, []byte(raw), rd)
 		}
 	})
+}
+
+// naiveHide is s with the text the patterns' matches in s cover hidden,
+// written the obvious way: the matches of every pattern in s as received,
+// merged while two overlap (or start at the same byte), each merged
+// stretch replaced by marker of the pattern (the first in rd.Patterns)
+// whose match starts it.
+func naiveHide(s string, rd *Redaction, marker func(*regexp.Regexp) string) string {
+	type span struct {
+		a, b int
+		re   *regexp.Regexp
+		k    int
+	}
+	var spans []span
+	for k, re := range rd.Patterns {
+		for _, loc := range re.FindAllStringIndex(s, -1) {
+			spans = append(spans, span{loc[0], loc[1], re, k})
+		}
+	}
+	for merged := true; merged; {
+		merged = false
+		for i := 0; i < len(spans) && !merged; i++ {
+			for j := i + 1; j < len(spans) && !merged; j++ {
+				x, y := spans[i], spans[j]
+				if x.a < y.b && y.a < x.b || x.a == y.a {
+					if y.a < x.a || y.a == x.a && y.k < x.k {
+						x.re, x.k = y.re, y.k
+					}
+					x.a, x.b = min(x.a, y.a), max(x.b, y.b)
+					spans[i] = x
+					spans = append(spans[:j], spans[j+1:]...)
+					merged = true
+				}
+			}
+		}
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].a < spans[j].a })
+	out, last := "", 0
+	for _, sp := range spans {
+		out += s[last:sp.a] + marker(sp.re)
+		last = sp.b
+	}
+	return out + s[last:]
 }

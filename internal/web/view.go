@@ -391,8 +391,9 @@ type segment struct {
 }
 
 // markerRE finds the markers the display copy writes (approval.Display):
-// redactions and the truncation note.
-var markerRE = regexp.MustCompile(`\[redacted: [^\]\n]{1,200}\]|…\[truncated for display: \d+ of \d+ characters shown\]`)
+// redactions (in a value, or the part of a key it hides) and the
+// truncation note.
+var markerRE = regexp.MustCompile(`\[redacted: [^\]\n]{1,200}\]|\[redacted key \d{1,9}\]|…\[truncated for display: \d+ of \d+ characters shown\]`)
 
 // segments splits s into the segments to show. With block set, line feeds
 // and tabs stay as they are (a text block shows them); otherwise they are
