@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"toolgate/internal/fileowner"
 )
 
 // ErrUnsafeSocketDir marks an admin socket whose directory fails the check
@@ -116,7 +118,7 @@ func (lc *ListenConfig) geteuid() func() int {
 // are exactly 0700. Owners and modes of the parent directories are not
 // checked: a parent writable by another user lets that user swap the
 // directory, but the replacement would not be owned by euid and so fails
-// the next check. Unix only (fileOwner): elsewhere it fails, the owner unknown.
+// the next check. Unix only (fileowner.Of): elsewhere it fails, the owner unknown.
 func CheckSocketDir(dir string, euid int) error {
 	fail := func(format string, args ...any) error {
 		return unsafeDirError(fmt.Sprintf(format, args...))
@@ -139,7 +141,7 @@ func CheckSocketDir(dir string, euid int) error {
 	} else if real != dir {
 		return fail("socket directory %s has a symlink in its path (it resolves to %s); name the real path", dir, real)
 	}
-	uid, ok := fileOwner(fi)
+	uid, ok := fileowner.Of(fi)
 	if !ok {
 		return fail("socket directory %s: owner unknown on this system", dir)
 	}

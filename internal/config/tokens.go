@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/fileowner"
 )
 
 // Credential is what a bearer token authenticates as.
@@ -181,7 +182,7 @@ func (c Config) StdioPrincipal() approval.Principal {
 // running as another user (nor a notification channel's secret: a Slack
 // signing secret lets its holder forge an approval click). Agents' token
 // files are not checked: an agent
-// may own its own token file. Unix only (fileOwner): elsewhere it fails, the owner unknown.
+// may own its own token file. Unix only (fileowner.Of): elsewhere it fails, the owner unknown.
 func (c Config) CheckTokenFiles(euid int) error {
 	var errs []error
 	for i, a := range c.Approvers {
@@ -216,7 +217,7 @@ func checkPrivateFile(key, path string, euid int) error {
 	case !fi.Mode().IsRegular():
 		return fmt.Errorf("%s %s is not a regular file", key, path)
 	}
-	uid, ok := fileOwner(fi)
+	uid, ok := fileowner.Of(fi)
 	if !ok {
 		return fmt.Errorf("%s %s: owner unknown on this system", key, path)
 	}

@@ -1,15 +1,15 @@
 //go:build unix
 
-package config
+package fileowner
 
 import (
 	"os"
 	"syscall"
 )
 
-// fileOwner is the uid that owns the file fi describes (from os.Lstat or
+// Of is the uid that owns the file fi describes (from os.Lstat or
 // os.Stat), and false when the system does not say.
-func fileOwner(fi os.FileInfo) (uint32, bool) {
+func Of(fi os.FileInfo) (uint32, bool) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return 0, false
