@@ -260,25 +260,22 @@ func (o *op) readFD(fd uintptr) bool {
 }
 
 func (o *op) write(rc syscall.RawConn, p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.p, o.n, o.err = p, 0, nil
-	err := rc.Write(o.wfn)
-	n, werr := o.n, o.err
-	o.p, o.err = nil, nil
-	if err == nil {
-		err = werr
-	}
-	return n, err
+	return o.writeWith(rc, o.wfn, p)
 }
 
 // writeNow is write that gives up, with the bytes written, as soon as
 // the descriptor takes no more (writeNowFD).
 func (o *op) writeNow(rc syscall.RawConn, p []byte) (int, error) {
+	return o.writeWith(rc, o.nfn, p)
+}
+
+// writeWith writes p with rc.Write(fn), fn one of o's bound write
+// functions (wfn, nfn), and returns the bytes written and the first error.
+func (o *op) writeWith(rc syscall.RawConn, fn func(uintptr) bool, p []byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.p, o.n, o.err = p, 0, nil
-	err := rc.Write(o.nfn)
+	err := rc.Write(fn)
 	n, werr := o.n, o.err
 	o.p, o.err = nil, nil
 	if err == nil {
