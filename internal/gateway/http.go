@@ -332,7 +332,12 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 			if hb != nil {
 				out = hb
 			}
-			if body, err := lb.get(); err == nil && refuseNotMessage(out, body) {
+			body, err := lb.get()
+			if err != nil {
+				answerBodyError(out, err)
+				return
+			}
+			if refuseNotMessage(out, body) {
 				return
 			}
 			lb.restore()

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -68,6 +69,33 @@ func TestBodyNotAMessageIsNotQuoted(t *testing.T) {
 		// A message still goes through on the same session.
 		if ex, b = sessionExchange(t, http.MethodPost, base, aliceToken, sid, "2025-06-18", strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/list"}`)); ex.StatusCode != http.StatusOK || !strings.Contains(string(b), "up__echo") {
 			t.Errorf("lean %v: tools/list after the refusals: %d %s", lean, ex.StatusCode, b)
+		}
+	}
+}
+
+// TestSessionBodyTooLargeWithoutLean (fixes32): on a session the lean
+// front does not serve, the body is now read before the SDK (to refuse one
+// that is no message); a chunked body past MaxBody is still answered 413
+// naming the limit, as on a lean session.
+func TestSessionBodyTooLargeWithoutLean(t *testing.T) {
+	for _, lean := range []bool{true, false} {
+		g := newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(nil))}}, allowAll(), nil)
+		base := serveHTTP(t, g, &HTTPOptions{DisableLeanCalls: !lean, MaxBody: 1024})
+		const init = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"fixes32","version":"1"}}}`
+		ex, b := sessionExchange(t, http.MethodPost, base, aliceToken, "", "", strings.NewReader(init))
+		sid := ex.Header.Get("Mcp-Session-Id")
+		if ex.StatusCode != http.StatusOK || sid == "" {
+			t.Fatalf("initialize: %d, session %q: %s", ex.StatusCode, sid, b)
+		}
+		sessionExchange(t, http.MethodPost, base, aliceToken, sid, "2025-06-18", strings.NewReader(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+		if lean {
+			waitInitialized(t, g, sid)
+		}
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__echo","arguments":{"pad":"` + strings.Repeat("x", 2048) + `"}}}`
+		// A reader of unknown length: the client sends the body chunked.
+		ex, got := sessionExchange(t, http.MethodPost, base, aliceToken, sid, "2025-06-18", io.MultiReader(strings.NewReader(body)))
+		if ex.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(got), "request body exceeds 1024 bytes") {
+			t.Errorf("lean %v: chunked body of %d bytes on a session: %d %q; want 413 naming the limit", lean, len(body), ex.StatusCode, got)
 		}
 	}
 }
