@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"toolgate/internal/audit"
 	"toolgate/internal/cli"
@@ -72,7 +73,7 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		usage(stderr)
 		return 2
 	}
-	if *path == "" || fs.NArg() > 0 {
+	if strings.TrimSpace(*path) == "" || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "toolgate: audit verify needs --config FILE and no positional arguments")
 		usage(stderr)
 		return 2

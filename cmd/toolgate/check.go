@@ -34,7 +34,7 @@ func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 	fs.BoolVar(&f.insecureNoAuth, "insecure-no-auth", false, "check as serve --insecure-no-auth would")
 	var files []string
 	fs.Func("config", "the config file, as serve takes it (or FILE)", func(v string) error {
-		if v == "" {
+		if strings.TrimSpace(v) == "" { // "", or blanks left by a quoted variable
 			return errors.New("want a file's path")
 		}
 		files = append(files, v)
@@ -65,9 +65,9 @@ func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 		files = append(files, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-	if len(files) != 1 || files[0] == "" {
+	if len(files) != 1 || strings.TrimSpace(files[0]) == "" {
 		if len(files) == 1 {
-			fmt.Fprintln(stderr, "toolgate: policy check: the config file's path is empty")
+			fmt.Fprintln(stderr, "toolgate: policy check: the config file's path is empty or blank")
 		}
 		usage(stderr)
 		return 2

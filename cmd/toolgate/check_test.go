@@ -222,7 +222,9 @@ func TestCheckTakesServesConfigFlag(t *testing.T) {
 // TestCheckEmptyConfigPath: an empty path ("--config=", a shell variable
 // that was not set, or "") is a usage error naming what is wrong (exit 2),
 // as serve answers it; before, policy check answered "open : no such file
-// or directory" and ": 1 problem(s)" with exit 1 (attack31's lead).
+// or directory" and ": 1 problem(s)" with exit 1 (attack31's lead). A
+// blank one (--config=" ") is the same usage error: on 31ac484 it got
+// "open  : no such file or directory" and " : 1 problem(s)" (fixes32).
 func TestCheckEmptyConfigPath(t *testing.T) {
 	for _, tt := range []struct {
 		args []string
@@ -232,6 +234,9 @@ func TestCheckEmptyConfigPath(t *testing.T) {
 		{[]string{"--config", ""}, `invalid value "" for flag -config: want a file's path`},
 		{[]string{""}, "the config file's path is empty"},
 		{[]string{"--dev", ""}, "the config file's path is empty"},
+		{[]string{"--config= "}, `invalid value " " for flag -config: want a file's path`},
+		{[]string{"--config", "\t \n"}, `invalid value "\t \n" for flag -config: want a file's path`},
+		{[]string{" "}, "the config file's path is empty or blank"},
 	} {
 		var stdout, stderr strings.Builder
 		code := checkCmd(tt.args, &stdout, &stderr, testSystem(nil))

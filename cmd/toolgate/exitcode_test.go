@@ -181,6 +181,8 @@ func TestMissingCommandSaysWhatToType(t *testing.T) {
 		{[]string{"policy", "tset"}, []string{"check", "explain", "test", "propose", "show", "diff", "apply"}},
 		{[]string{"audit"}, []string{"missing command: want verify or export"}},
 		{[]string{"audit", "verify"}, []string{"audit verify needs --config FILE"}},
+		{[]string{"audit", "verify", "--config= "}, []string{"audit verify needs --config FILE"}},
+		{[]string{"serve", "--config= "}, []string{"Usage: toolgate serve --config FILE"}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,7 +77,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (f serveFlags, ok 
 		usage(stderr)
 		return f, false, fmt.Errorf("%w: %w", errUsage, err)
 	}
-	if f.config == "" || fs.NArg() > 0 {
+	if strings.TrimSpace(f.config) == "" || fs.NArg() > 0 {
 		usage(stderr)
 		return f, false, fmt.Errorf("%w: serve needs --config FILE and no positional arguments", errUsage)
 	}

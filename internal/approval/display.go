@@ -33,7 +33,8 @@ type Redaction struct {
 	// is replaced by the redaction marker. The reason shown is taken from the
 	// pattern's first named group with underscores read as spaces, so
 	// (?P<a_JWT>…) gives "looks like a JWT"; an unnamed pattern gives "looks
-	// like a secret".
+	// like a secret". A pattern must not match an empty stretch of text
+	// (internal/config refuses one): its markers would hide nothing.
 	Patterns []*regexp.Regexp
 	// MaxString is the most characters (runes) of a string value shown;
 	// longer ones are cut with a visible marker. 0 or less means no limit.

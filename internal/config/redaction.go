@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"regexp"
+	"regexp/syntax"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -36,4 +38,45 @@ func normalizeKey(k string) string {
 		}
 		return -1
 	}, k)
+}
+
+// emptyMatch reports whether the regexp p (as regexp.Compile parses it)
+// can match an empty stretch of text anywhere: the empty string itself, or
+// an empty stretch inside a longer text, as `\b` or `x*\b` match between
+// two characters. Such a match covers nothing: the display would insert a
+// marker that hides nothing (attack31, fixes32). The test is on p's syntax
+// tree: some way through p consumes no character, whatever its empty-width
+// assertions (^, $, \A, \z, \b, \B) need; a pattern whose assertions can
+// never all hold (`\b\B`) is refused too, as it can never hide anything.
+// A p that does not parse reports false.
+func emptyMatch(p string) bool {
+	re, err := syntax.Parse(p, syntax.Perl)
+	return err == nil && nullable(re)
+}
+
+// nullable reports whether re has a way through it that consumes no
+// character, empty-width assertions counted as holding.
+func nullable(re *syntax.Regexp) bool {
+	switch re.Op {
+	case syntax.OpEmptyMatch, syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText, syntax.OpEndText,
+		syntax.OpWordBoundary, syntax.OpNoWordBoundary, syntax.OpStar, syntax.OpQuest:
+		return true
+	case syntax.OpLiteral:
+		return len(re.Rune) == 0
+	case syntax.OpCapture, syntax.OpPlus:
+		return nullable(re.Sub[0])
+	case syntax.OpRepeat:
+		return re.Min == 0 || nullable(re.Sub[0])
+	case syntax.OpConcat:
+		for _, sub := range re.Sub {
+			if !nullable(sub) {
+				return false
+			}
+		}
+		return true
+	case syntax.OpAlternate:
+		return slices.ContainsFunc(re.Sub, nullable)
+	default: // OpNoMatch, OpCharClass, OpAnyCharNotNL, OpAnyChar: one character or none
+		return false
+	}
 }

@@ -217,6 +217,10 @@ func (c Config) Validate() error {
 			// It would mark every string value and key at every
 			// character: the reviewer would read nothing (attack31).
 			add("approvals.redact.patterns[%d] %q: matches the empty string, so it would hide every string and key between every character; make it match at least one character (+ for *)", k, p)
+		} else if emptyMatch(p) {
+			// `\b` matches no "" but an empty stretch between two
+			// characters: markers that hide nothing (fixes32).
+			add("approvals.redact.patterns[%d] %q: can match an empty stretch between two characters (as \\b does), so it would insert markers that hide nothing; make every alternative match at least one character", k, p)
 		}
 	}
 

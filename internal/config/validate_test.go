@@ -112,6 +112,10 @@ func TestValidate(t *testing.T) {
 		{name: "bad redact pattern", old: `"^sk-"`, new: `"^sk-(("`, want: []string{"approvals.redact.patterns[0]: error parsing regexp"}},
 		// attack31: it marked every string value and key between every character.
 		{name: "redact pattern matching nothing", old: `"^sk-"`, new: `"[0-9]*"`, want: []string{`approvals.redact.patterns[0] "[0-9]*": matches the empty string`}},
+		// fixes32: no "" but an empty stretch between two characters.
+		{name: "redact pattern matching empty at a word boundary", old: `"^sk-"`, new: `'\b'`, want: []string{`approvals.redact.patterns[0] "\\b": can match an empty stretch between two characters`}},
+		{name: "redact pattern with an empty alternative", old: `"^sk-"`, new: `'sk-[a-z]+|x*\b'`, want: []string{`approvals.redact.patterns[0] "sk-[a-z]+|x*\\b": can match an empty stretch`}},
+		{name: "redact pattern bounded by word boundaries", old: `"^sk-"`, new: `'\bsk-[a-z]+\b'`},
 		{name: "empty redact key", old: `keys: [password]`, new: `keys: [""]`, want: []string{"approvals.redact.keys[0]: empty"}},
 		{name: "approval limits", old: `approvals: { redact`, new: `approvals: { keepalive: 0s, max_pending_per_principal: 0, max_pending: -1, retry_wait: -1s, max_hold: -1s, result_max_bytes: 100, result_ttl: 0s, sweep_interval: 0s, redact`,
 			want: []string{"approvals.keepalive", "approvals.max_pending_per_principal", "approvals.max_pending -1", "approvals.retry_wait", "approvals.max_hold", "approvals.result_max_bytes 100", "approvals.result_ttl", "approvals.sweep_interval"}},

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -295,6 +296,10 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 		var prior *gate.HandOff
 		var hb *heartbeatWriter
 		sid := r.Header.Get("Mcp-Session-Id")
+		var lb *leanBody // a session's POST body, read once
+		if sid != "" {
+			lb = &leanBody{w: w, r: r, max: f.opts.MaxBody}
+		}
 		if ls := f.lean.get(sid); ls != nil && sid != "" {
 			// A held call's POST is not over when serve returns: its
 			// cleanups then run after the answer (leanCleanups.settle).
@@ -303,7 +308,6 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 			if ls.principal == p.ID {
 				later.end = ls.start(f.opts.SessionTimeout)
 			}
-			lb := &leanBody{w: w, r: r, max: f.opts.MaxBody}
 			stepMark(3)
 			if f.cancelLean(w, lb, p, ls) || f.replyLean(w, lb, p, ls) {
 				return
@@ -320,6 +324,24 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 				return
 			}
 		}
+		if lb != nil && !lb.read {
+			// Not read by the lean front (no lean session, or not a call
+			// it serves): the SDK would answer a body that is no message
+			// with a text quoting it.
+			out := w
+			if hb != nil {
+				out = hb
+			}
+			body, err := lb.get()
+			if err != nil {
+				answerBodyError(out, err)
+				return
+			}
+			if refuseNotMessage(out, body) {
+				return
+			}
+			lb.restore()
+		}
 		r = withPrincipal(r, p)
 		if sid == "" {
 			// Only initialize may open a session; a 2026-07-28 request needs
@@ -334,6 +356,9 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 			}
 			if err != nil {
 				http.Error(w, "cannot read the request body: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			if refuseNotMessage(w, body) {
 				return
 			}
 			switch {
@@ -399,19 +424,49 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 // faithfully (checkMessage, as for stdio agents' lines): bytes after the
 // JSON value (the SDK served "{…} trailing" and "{…}{}"), or an id it
 // answers under another (1.5 as 1, 12345678901234567890123 as
-// -9223372036854775808). A batch is left to the SDK (2025-03-26 sessions
-// may send one; later ones get the SDK's refusal), and so are bodies that
-// are not JSON at all. It reports whether it answered.
+// -9223372036854775808); or a body that is no message (refuseNotMessage).
+// A batch of objects is left to the SDK (2025-03-26 sessions may send one;
+// later ones get the SDK's refusal). It reports whether it answered.
 func refuseUnfaithful(w http.ResponseWriter, body []byte) bool {
 	b := bytes.TrimLeft(body, " \t\r\n")
 	if len(b) == 0 || b[0] != '{' {
-		return false
+		return refuseNotMessage(w, body)
 	}
 	e := checkMessage(body)
 	if e == nil {
 		return false
 	}
 	writeRPCError(w, http.StatusBadRequest, e.ID, &jsonrpc.Error{Code: e.Code, Message: e.Message})
+	return true
+}
+
+// refuseNotMessage answers a POST body that does not start with '{' and
+// is not a batch of objects with a JSON-RPC error (400, application/json,
+// id null) that does not quote it, and reports whether it answered: a
+// parse error (-32700) when it is not JSON (or empty), an invalid request
+// (-32600) when it is JSON but no message (a string, a number, an array
+// holding one). The SDK answered both with a text/plain 400 quoting the
+// body ("malformed payload: … invalid token: <body>"; fixes32). A body
+// starting with '{' is left to checkMessage (refuseUnfaithful) or the SDK.
+func refuseNotMessage(w http.ResponseWriter, body []byte) bool {
+	b := bytes.TrimLeft(body, " \t\r\n")
+	if len(b) > 0 && b[0] == '{' {
+		return false
+	}
+	if !json.Valid(b) {
+		writeRPCError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: the body is not valid JSON"})
+		return true
+	}
+	if b[0] == '[' {
+		var batch []json.RawMessage
+		if json.Unmarshal(b, &batch) == nil && !slices.ContainsFunc(batch, func(m json.RawMessage) bool {
+			m = bytes.TrimLeft(m, " \t\r\n")
+			return len(m) == 0 || m[0] != '{'
+		}) {
+			return false
+		}
+	}
+	writeRPCError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: the body is not a JSON-RPC message (an object) nor a batch of them"})
 	return true
 }
 
@@ -625,8 +680,9 @@ func (s *sessionCalls) cancelAll(cause error) {
 }
 
 // isInitialize reports whether a JSON-RPC message (or batch) is an
-// initialize request. Anything unparsable is passed on to the SDK, which
-// answers it with a JSON-RPC parse error.
+// initialize request. Anything unparsable (an object with bytes after it:
+// refuseNotMessage refused the rest) reports true, for refuseUnfaithful to
+// answer.
 func isInitialize(body []byte) bool {
 	var one struct {
 		Method string `json:"method"`

@@ -77,13 +77,7 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody,
 	stepMark(5)
 	body, err := lb.get()
 	if err != nil {
-		// As the SDK answers it (it would read the same bytes).
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
-		} else {
-			http.Error(w, "failed to read body", http.StatusBadRequest)
-		}
+		answerBodyError(w, err)
 		return true, nil, nil
 	}
 	stepMark(6)
@@ -637,6 +631,16 @@ type leanBody struct {
 	read bool
 	body []byte
 	err  error
+}
+
+// answerBodyError answers a POST whose body could not be read (err from
+// leanBody.get) as the SDK answers it (it would read the same bytes).
+func answerBodyError(w http.ResponseWriter, err error) {
+	if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
+		return
+	}
+	http.Error(w, "failed to read body", http.StatusBadRequest)
 }
 
 // leanBodyPrealloc bounds, in bytes, the buffer leanBody.get makes from a

@@ -150,9 +150,9 @@ func (s *Server) detailData(r *http.Request, c *session, id approval.ID) (*detai
 		// Every byte still shows, as text: markers and hidden characters
 		// marked as in the tree, the rest as the copy has it.
 		d.RawNote = fmt.Sprintf("These arguments have more than %d values: they are shown as their JSON text (%d bytes), whole, not as a tree.", maxTreeNodes, len(a.Arguments))
-		d.RawArgs = segments(string(a.Arguments), false)
+		d.RawArgs = textSegments(string(a.Arguments))
 	default:
-		d.RawArgs = segments(string(a.Arguments), false)
+		d.RawArgs = textSegments(string(a.Arguments))
 	}
 	for _, w := range a.DisplayWarnings {
 		d.Warnings = append(d.Warnings, visible(w))

@@ -532,7 +532,8 @@ func TestLargeArgumentsAsText(t *testing.T) {
 			`{&#34;id&#34;:0,&#34;name&#34;:&#34;row &lt;0&gt;&#34;}`,
 			fmt.Sprintf(`{&#34;id&#34;:%d,&#34;name&#34;:&#34;row &lt;%d&gt;&#34;}]}`, rows-1, rows-1),
 			`<span class="redacted">[redacted: key \&#34;password\&#34;]</span>`, // in JSON text: its quotes escaped
-			`&#34;a\u202Eb&#34;`, // the display copy's escape, as text
+			// the display copy's escape, marked as on the tree (fixes32)
+			`&#34;a<span class="hidden" title="hidden character U&#43;202E: it was escaped so it cannot hide or reorder text">\u202E</span>b&#34;`,
 			`$.note: contains U&#43;202E RIGHT-TO-LEFT OVERRIDE`, // and the warning above
 		} {
 			if !strings.Contains(page, want) {
