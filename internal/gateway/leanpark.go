@@ -119,9 +119,10 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 	}
 	// A 2025-era session's call, and a 2026-07-28 call with a progress
 	// token, streams its response (leanstream.go): on HTTP/1.1 only
-	// (chunked), and not when the client asked to close.
+	// (chunked); a client that asked to close gets "Connection: close"
+	// and the connection's end after the answer, as from net/http.
 	stream := l.w != nil
-	if (!stream && l.mw == nil) || (stream && (r.ProtoMinor != 1 || r.Close)) {
+	if (!stream && l.mw == nil) || (stream && r.ProtoMinor != 1) {
 		return false
 	}
 	if !g.parkStarts() {
@@ -159,7 +160,7 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 		if d := g.parkWrite; d > 0 {
 			timeout = d
 		}
-		ps := &parkedStream{conn: conn, kept: header, timeout: timeout, stop: g.root.Done(), gone: l.streamGone, held: true}
+		ps := &parkedStream{conn: conn, kept: header, timeout: timeout, stop: g.root.Done(), gone: l.streamGone, held: true, close: r.Close}
 		l.w.parkOn(ps)
 		l.pc.header, l.pc.stream = nil, ps
 	}
