@@ -60,10 +60,11 @@ func TestHeldTLSMemory(t *testing.T) {
 	}
 }
 
-func benchHeldTLS(b *testing.T, mode string, n int) {
+func benchHeldTLS(t *testing.T, mode string, n int) {
+	t.Helper()
 	opts := &HTTPOptions{DropGrace: time.Hour}
 	// The lean fixture's gate with room for n pending calls of one agent.
-	db := sqlitetest.Open(b)
+	db := sqlitetest.Open(t)
 	pol := &countingPolicy{Holder: policy.NewHolder(&policy.Policy{
 		Default:  policy.Allow,
 		Approval: policy.Approval{Timeout: 10 * time.Minute, Mode: policy.ModeHold, Approvals: 1, ValidFor: time.Minute},
@@ -71,11 +72,11 @@ func benchHeldTLS(b *testing.T, mode string, n int) {
 	})}
 	gt := gate.New(db, pol, &gate.Options{MaxPendingPerPrincipal: n + 1})
 	f := &leanFixture{gt: gt, db: db, pol: pol, trail: &leanTrail{}, h: newHooks()}
-	f.g = newGateway(b, []ServerConfig{{Name: "up", URL: httpUpstream(b, newUpstreamServer(f.h))}}, gt, nil)
+	f.g = newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(f.h))}}, gt, nil)
 	f.g.noPark = mode == "h1-conn" || mode == "h2"
 	h, err := f.g.Handler(testAuth, opts)
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
@@ -94,53 +95,53 @@ func benchHeldTLS(b *testing.T, mode string, n int) {
 	setModernHeaders(req, "up__echo")
 	resp, err := client.Do(req)
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
 	client.CloseIdleConnections()
 	<-f.h.args
 
-	heap0, stack0, rss0, g0 := memNow(b)
+	heap0, stack0, rss0, g0 := memNow(t)
 	var cert []byte
 	if c := ts.Certificate(); c != nil {
 		cert = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestHeldTLSClient$", "-test.count", "1")
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestHeldTLSClient$", "-test.count", "1") //nolint:gosec // this test binary, fixed arguments
 	cmd.Env = append(os.Environ(), "TOOLGATE_HELDTLS_URL="+ts.URL, "TOOLGATE_HELDTLS_N="+strconv.Itoa(n),
 		"TOOLGATE_HELDTLS_MODE="+mode, "TOOLGATE_HELDTLS_CA="+base64.StdEncoding.EncodeToString(cert))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	pending := waitPendingN(b, f, n, func() {
+	pending := waitPendingN(t, f, n, func() {
 		select {
 		case err := <-exited:
-			b.Fatalf("the client ended before its calls were held: %v\n%s", err, out.Bytes())
+			t.Fatalf("the client ended before its calls were held: %v\n%s", err, out.Bytes())
 		default:
 		}
 	})
 	hold := time.Since(start)
 	// Let the connections' goroutines settle (a parked call's leaves).
 	time.Sleep(2 * time.Second)
-	heap1, stack1, rss1, g1 := memNow(b)
-	b.Logf("%s N=%d: heap-B/call %.0f  stack-B/call %.0f  rss-KB/call %.2f  goroutines/call %.3f  (heap %.1f MB, stack %.1f MB, rss %.1f MB while held)  hold-s %.1f",
+	heap1, stack1, rss1, g1 := memNow(t)
+	t.Logf("%s N=%d: heap-B/call %.0f  stack-B/call %.0f  rss-KB/call %.2f  goroutines/call %.3f  (heap %.1f MB, stack %.1f MB, rss %.1f MB while held)  hold-s %.1f",
 		mode, n, float64(heap1-heap0)/float64(n), float64(stack1-stack0)/float64(n), float64(rss1-rss0)/float64(n), float64(g1-g0)/float64(n),
 		float64(heap1)/1e6, float64(stack1)/1e6, float64(rss1)/1e3, hold.Seconds())
 	for _, r := range pending {
-		if _, err := f.gt.Review(b.Context(), r.ID, approval.Principal{ID: "carol", Kind: "human"}, approval.VerdictApprove, "", ""); err != nil {
-			b.Fatal(err)
+		if _, err := f.gt.Review(t.Context(), r.ID, approval.Principal{ID: "carol", Kind: "human"}, approval.VerdictApprove, "", ""); err != nil {
+			t.Fatal(err)
 		}
 	}
 	if err := <-exited; err != nil {
-		b.Fatalf("client: %v\n%s", err, out.Bytes())
+		t.Fatalf("client: %v\n%s", err, out.Bytes())
 	}
 	if got := f.h.count("big"); got != n {
-		b.Fatalf("big ran %d times, want %d", got, n)
+		t.Fatalf("big ran %d times, want %d", got, n)
 	}
 }
 
@@ -156,15 +157,15 @@ func setModernHeaders(req *http.Request, name string) {
 
 // memNow is the process's HeapAlloc and StackInuse after two collections,
 // its VmRSS in KB and its goroutines.
-func memNow(b *testing.T) (heap, stack, rssKB int64, goroutines int) {
-	b.Helper()
+func memNow(t *testing.T) (heap, stack, rssKB int64, goroutines int) {
+	t.Helper()
 	runtime.GC()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	st, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(st), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
@@ -176,16 +177,16 @@ func memNow(b *testing.T) (heap, stack, rssKB int64, goroutines int) {
 
 // waitPendingN waits until n requests are pending and returns them;
 // check fails the test meanwhile (the client ended).
-func waitPendingN(b *testing.T, f *leanFixture, n int, check func()) []approval.Request {
-	b.Helper()
+func waitPendingN(t *testing.T, f *leanFixture, n int, check func()) []approval.Request {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		var rs []approval.Request
 		cursor := ""
 		for {
-			page, next, err := f.db.ListRequests(b.Context(), store.Filter{State: approval.StatePending, Limit: 1000, Cursor: cursor})
+			page, next, err := f.db.ListRequests(t.Context(), store.Filter{State: approval.StatePending, Limit: 1000, Cursor: cursor})
 			if err != nil {
-				b.Fatal(err)
+				t.Fatal(err)
 			}
 			rs = append(rs, page...)
 			if next == "" {
@@ -198,7 +199,7 @@ func waitPendingN(b *testing.T, f *leanFixture, n int, check func()) []approval.
 		}
 		check()
 		if time.Now().After(deadline) {
-			b.Fatalf("%d pending, want %d", len(rs), n)
+			t.Fatalf("%d pending, want %d", len(rs), n)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -240,7 +241,7 @@ func TestHeldTLSClient(t *testing.T) {
 				err  error
 			)
 			if mode == "h2" {
-				req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(modernCallBody(id, "up__big", `{"n":1}`, "")))
+				req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(modernCallBody(id, "up__big", `{"n":1}`, ""))) //nolint:gosec // the benchmark's own server
 				setModernHeaders(req, "up__big")
 				resp, rerr := tr.RoundTrip(req)
 				if rerr != nil {
@@ -255,7 +256,7 @@ func TestHeldTLSClient(t *testing.T) {
 			} else {
 				var c net.Conn
 				if mode == "plain-parked" {
-					c, err = net.Dial("tcp", host)
+					c, err = net.Dial("tcp", host) //nolint:gosec // the benchmark's own server
 				} else {
 					c, err = tls.Dial("tcp", host, cfg)
 				}
