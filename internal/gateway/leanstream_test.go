@@ -311,6 +311,14 @@ func TestLeanParkedStreamNoCommentWithKeepAlives(t *testing.T) {
 // cancels one held on the connection's goroutine: ErrClientGone after the
 // drop grace, which leaves the approval pending and releases its hold.
 func TestLeanParkedStreamDrop(t *testing.T) {
+	t.Run("keep-alive", func(t *testing.T) { testLeanParkedStreamDrop(t, false) })
+	// A call whose request said "Connection: close" is parked too (since
+	// branch tlspark32), and its drop noticed alike.
+	t.Run("close", func(t *testing.T) { testLeanParkedStreamDrop(t, true) })
+}
+
+func testLeanParkedStreamDrop(t *testing.T, closing bool) {
+	t.Helper()
 	verifyNoLeaks(t)
 	opts := HTTPOptions{HeartbeatFirst: time.Hour, Heartbeat: time.Hour, DropGrace: time.Millisecond}
 	f := newLeanFixture(t, &opts)
@@ -322,7 +330,11 @@ func TestLeanParkedStreamDrop(t *testing.T) {
 		cs := connectHTTP(t, b, aliceToken, nil, nil)
 		waitInitialized(t, f.g, cs.ID())
 		c, host := dialRaw(t, b)
-		if _, err := io.WriteString(c, rawSessionPOST(host, cs.ID(), cs.InitializeResult().ProtocolVersion, "h-1", "up__big", `{"n":`+strconv.Itoa(2+i)+`}`, "")); err != nil {
+		req := rawSessionPOST(host, cs.ID(), cs.InitializeResult().ProtocolVersion, "h-1", "up__big", `{"n":`+strconv.Itoa(2+i)+`}`, "")
+		if closing {
+			req = strings.Replace(req, "\r\n\r\n", "\r\nConnection: close\r\n\r\n", 1)
+		}
+		if _, err := io.WriteString(c, req); err != nil {
 			t.Fatal(err)
 		}
 		id := f.waitState(t, approval.StatePending, i+1)
