@@ -90,10 +90,10 @@ import (
 // agents speak the go-sdk client's newest revision (2026-07-28: each call
 // a stateless request); TOOLGATE_BENCH_PROTOCOL pins another (e.g.
 // 2025-11-25: calls on the agents' protocol sessions). With
-// TOOLGATE_BENCH_CLOSE=1 every request says "Connection: close": a
-// 2025-era held call is then not parked but held on its connection's
-// goroutine, the path HTTP/2 and TLS take (admitted under the gateway's
-// admission slots, internal/gateway/admitbound.go). With
+// TOOLGATE_BENCH_CLOSE=1 every request says "Connection: close" (a
+// 2025-era held call so asked is parked since branch tlspark32, and its
+// connection closed after the answer; before, it was held on its
+// connection's goroutine, the path HTTP/2 takes). With
 // TOOLGATE_BENCH_PROGRESS=1 every call carries a progress token and the
 // idle window measures the gate's keep-alive beat (TOOLGATE_BENCH_KEEPALIVE,
 // TOOLGATE_BENCH_IDLE, TOOLGATE_BENCH_PROBE: heldbeat_bench_test.go).

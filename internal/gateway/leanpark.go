@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -45,10 +46,13 @@ import (
 // have served it after the held call's response. As with net/http's
 // backgroundRead, a drop is no longer noticed once such bytes came.
 //
-// HTTP/2, TLS (the requests served after the answer would lose r.TLS), a
-// connection net/http cannot hand over, a 2025-era session's
-// call, and a gateway that is closing keep the path on the connection's
-// goroutine (leanhold.go). Close waits for parked calls (the gateway's
+// A call that came over TLS (HTTP/1.1) is parked the same way on the
+// *tls.Conn (leanparktls.go); a 2025-era session's call is parked with
+// its stream (leanstream.go), also when its client asked to close the
+// connection. HTTP/2 (no hijack: its streams share one connection), an
+// HTTP/1.0 stream, a connection net/http cannot hand over and a gateway
+// that is closing keep the path on the connection's goroutine
+// (leanhold.go). Close waits for parked calls (the gateway's
 // WaitGroup), which its cancellation answers (ErrShutdown).
 
 // parkedWriteTimeout bounds the writing of a parked call's answer: a
@@ -114,14 +118,15 @@ type parkHook func()
 //go:noinline // its frame is gone before a call held on the connection's goroutine waits
 func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 	g := l.f.g
-	if r.ProtoMajor != 1 || r.TLS != nil || l.later.cancel == nil || l.f.noPark {
+	if r.ProtoMajor != 1 || l.later.cancel == nil || l.f.noPark {
 		return false
 	}
 	// A 2025-era session's call, and a 2026-07-28 call with a progress
 	// token, streams its response (leanstream.go): on HTTP/1.1 only
-	// (chunked), and not when the client asked to close.
+	// (chunked); a client that asked to close gets "Connection: close"
+	// and the connection's end after the answer, as from net/http.
 	stream := l.w != nil
-	if (!stream && l.mw == nil) || (stream && (r.ProtoMinor != 1 || r.Close)) {
+	if (!stream && l.mw == nil) || (stream && r.ProtoMinor != 1) {
 		return false
 	}
 	if !g.parkStarts() {
@@ -141,6 +146,14 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 		b, _ := brw.Peek(n)
 		pending = bytes.Clone(b)
 	}
+	// Over TLS, the rest of it may be in the TLS layer, decrypted
+	// (leanparktls.go).
+	var tlsEnd error
+	if tc, ok := conn.(*tls.Conn); ok {
+		var got []byte
+		got, tlsEnd = drainTLS(tc)
+		pending = append(pending, got...)
+	}
 	// r's context ends when ServeHTTP returns: the drop watch
 	// (admitParked) watches the connection instead. If the watch already fired, the call is
 	// cancelled already, and answered as such.
@@ -159,7 +172,7 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 		if d := g.parkWrite; d > 0 {
 			timeout = d
 		}
-		ps := &parkedStream{conn: conn, kept: header, timeout: timeout, stop: g.root.Done(), gone: l.streamGone, held: true}
+		ps := &parkedStream{conn: conn, kept: header, timeout: timeout, stop: g.root.Done(), gone: l.streamGone, held: true, close: r.Close}
 		l.w.parkOn(ps)
 		l.pc.header, l.pc.stream = nil, ps
 	}
@@ -171,7 +184,13 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 	if l.pc.stream != nil {
 		gone = l.streamGone
 	}
-	l.pc.watch = g.watchParked(conn, gone)
+	if tlsEnd != nil {
+		// The client ended the connection already (a close_notify).
+		l.pc.watch = goneWatch{}
+		gone()
+	} else {
+		l.pc.watch = g.watchParked(conn, gone)
+	}
 	l.armHold()
 	g.parkQ.add(l)
 	return true
@@ -476,6 +495,9 @@ func (f *httpFront) serveRest(conn net.Conn, pending []byte, waiting bool, from 
 		mux := http.NewServeMux()
 		mux.Handle("/mcp", f)
 		handler = mux
+	}
+	if tc, ok := conn.(*tls.Conn); ok {
+		handler = withTLSState(handler, tc)
 	}
 	under := conn
 	if !waiting {

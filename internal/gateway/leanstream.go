@@ -56,6 +56,10 @@ type parkedStream struct {
 	// take it at once is the client gone, as a failed write is. The
 	// answer, and the progress relayed before it, wait up to timeout.
 	held bool
+	// close is set when the client asked to close the connection after
+	// the response ("Connection: close"): the head says so and the
+	// connection ends after the response (answerStream).
+	close bool
 }
 
 // errWouldBlock is a held call's write that its connection could not take
@@ -257,10 +261,14 @@ var errParkedFinished = errors.New("the parked call's response has ended")
 // writeHead writes the status line and header as net/http's server
 // writes them for an HTTP/1.1 keep-alive response: the handler's header
 // sorted, then the Date, the Content-Length (contentLength ≥ 0: the
-// handler is done and set none), a sniffed Content-Type when none was set
-// and, without a Content-Length, "Transfer-Encoding: chunked".
+// handler is done and set none), a sniffed Content-Type when none was set,
+// "Connection: close" when the client asked to close and, without a
+// Content-Length, "Transfer-Encoding: chunked".
 func (s *parkedStream) writeHead(b *bytes.Buffer, contentLength int) {
 	h := s.Header()
+	if s.close {
+		h.Del("Connection") // as net/http's: one "Connection: close", below
+	}
 	if s.status == 0 {
 		s.status = http.StatusOK
 	}
@@ -280,6 +288,9 @@ func (s *parkedStream) writeHead(b *bytes.Buffer, contentLength int) {
 	}
 	if _, ok := h["Content-Type"]; !ok && len(s.buf) > 0 {
 		b.WriteString("Content-Type: " + http.DetectContentType(s.buf) + "\r\n")
+	}
+	if s.close {
+		b.WriteString("Connection: close\r\n")
 	}
 	if contentLength < 0 && h.Get("Content-Length") == "" {
 		s.chunked = true
@@ -363,5 +374,29 @@ func (l *leanHold) answerStream() {
 		_ = conn.Close()
 		return
 	}
+	if ps.close {
+		closeAfterReply(conn, more || len(pending) > 0)
+		return
+	}
 	l.f.serveRest(conn, pending, more || len(pending) > 0, srv)
+}
+
+// rstAvoidanceDelay is how long closeAfterReply lets a client that sent
+// more than it was answered read its answer before the connection is
+// closed: net/http's own delay (server.go) for the same case.
+const rstAvoidanceDelay = 500 * time.Millisecond
+
+// closeAfterReply closes conn, a parked call's connection whose client
+// asked to close it after the answer, which went out. When the client
+// sent more (unread: more), closing at once could make the kernel reset
+// the connection and lose the answer before the client read it, so, as
+// net/http does, conn's writing half is closed first and the connection
+// closed after rstAvoidanceDelay, without a goroutine meanwhile.
+func closeAfterReply(conn net.Conn, more bool) {
+	cw, ok := conn.(interface{ CloseWrite() error })
+	if !more || !ok || cw.CloseWrite() != nil {
+		_ = conn.Close()
+		return
+	}
+	time.AfterFunc(rstAvoidanceDelay, func() { _ = conn.Close() })
 }

@@ -142,20 +142,28 @@ func TestLeanParkedStreamAsBefore(t *testing.T) {
 		// pipelined: the client sends its next request right after the
 		// held call's, before any answer.
 		pipelined bool
-		n         int // the size of the held call's result (up__big)
+		// closing: the held call's request says "Connection: close"; the
+		// connection ends after its answer.
+		closing bool
+		n       int // the size of the held call's result (up__big)
 		// ready is whether the client read what the held call writes
 		// before it is approved (nil: approve once it is pending).
 		ready func(line string) bool
 	}{
-		{"heartbeat", HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}, "", false, 0,
+		{"heartbeat", HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}, "", false, false, 0,
 			func(l string) bool { return l == strings.TrimSpace(heartbeatComment) }},
-		{"json", HTTPOptions{HeartbeatFirst: time.Hour, Heartbeat: time.Hour, DropGrace: time.Hour}, "", false, 0, nil},
-		{"json-big", HTTPOptions{HeartbeatFirst: time.Hour, Heartbeat: time.Hour, DropGrace: time.Hour}, "", false, 5000, nil},
-		{"stream-big", HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}, "", false, 5000,
+		{"json", HTTPOptions{HeartbeatFirst: time.Hour, Heartbeat: time.Hour, DropGrace: time.Hour}, "", false, false, 0, nil},
+		{"json-big", HTTPOptions{HeartbeatFirst: time.Hour, Heartbeat: time.Hour, DropGrace: time.Hour}, "", false, false, 5000, nil},
+		{"stream-big", HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}, "", false, false, 5000,
 			func(l string) bool { return l == strings.TrimSpace(heartbeatComment) }},
-		{"token", HTTPOptions{HeartbeatFirst: time.Hour, Heartbeat: time.Hour, DropGrace: time.Hour}, `{"progressToken":"p-7"}`, false, 0,
+		{"token", HTTPOptions{HeartbeatFirst: time.Hour, Heartbeat: time.Hour, DropGrace: time.Hour}, `{"progressToken":"p-7"}`, false, false, 0,
 			func(l string) bool { return strings.HasPrefix(l, "data: ") }},
-		{"pipelined", HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}, "", true, 0,
+		{"pipelined", HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}, "", true, false, 0,
+			func(l string) bool { return l == strings.TrimSpace(heartbeatComment) }},
+		{"close-heartbeat", HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}, "", false, true, 0,
+			func(l string) bool { return l == strings.TrimSpace(heartbeatComment) }},
+		{"close-json", HTTPOptions{HeartbeatFirst: time.Hour, Heartbeat: time.Hour, DropGrace: time.Hour}, "", false, true, 0, nil},
+		{"close-pipelined", HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}, "", true, true, 0,
 			func(l string) bool { return l == strings.TrimSpace(heartbeatComment) }},
 	}
 	for _, tc := range cases {
@@ -181,6 +189,9 @@ func TestLeanParkedStreamAsBefore(t *testing.T) {
 					"Accept: application/json, text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: %s\r\n"+
 					"Content-Length: %d\r\n\r\n%s", host, aliceToken, sid, version, len(ping), ping)
 				req := rawSessionPOST(host, sid, version, "h-1", "up__big", `{"n":`+strconv.Itoa(max(tc.n, 2))+`}`, tc.meta)
+				if tc.closing {
+					req = strings.Replace(req, "\r\n\r\n", "\r\nConnection: close\r\n\r\n", 1)
+				}
 				if tc.pipelined {
 					req += next
 				}
@@ -207,6 +218,16 @@ func TestLeanParkedStreamAsBefore(t *testing.T) {
 					t.Fatalf("the response ended before the call was approved:\n%q", wr.raw.Bytes())
 				}
 				f.waitState(t, approval.StateConsumed, i+1)
+				if tc.closing {
+					// The connection ends after the answer; a pipelined
+					// request is not served.
+					if b, err := io.ReadAll(wr.br); err != nil || len(b) != 0 {
+						t.Fatalf("after the answer to a call that asked to close: %q, %v; want the connection's end", b, err)
+					}
+					wires[i] = wireOf(t, wr.raw.Bytes(), []string{id, sid})
+					_ = c.Close()
+					continue
+				}
 				// The next request on the same connection: an allowed call.
 				if !tc.pipelined {
 					if _, err := io.WriteString(c, next); err != nil {
@@ -222,6 +243,12 @@ func TestLeanParkedStreamAsBefore(t *testing.T) {
 			}
 			if diff := cmp.Diff(wires[1], wires[0]); diff != "" {
 				t.Errorf("parked (+) against held on the connection's goroutine (-):\n%s", diff)
+			}
+			if tc.closing {
+				if !strings.Contains(wires[0], `"id":"h-1","result"`) || !strings.Contains(wires[0], "\r\nConnection: close\r\n") {
+					t.Errorf("want the held call's answer saying Connection: close:\n%s", wires[0])
+				}
+				return
 			}
 			if !strings.Contains(wires[0], `"id":"h-1","result"`) || !strings.Contains(wires[0], `"id":"a-1","result":{}`) {
 				t.Errorf("want both answers on the wire:\n%s", wires[0])
@@ -284,6 +311,14 @@ func TestLeanParkedStreamNoCommentWithKeepAlives(t *testing.T) {
 // cancels one held on the connection's goroutine: ErrClientGone after the
 // drop grace, which leaves the approval pending and releases its hold.
 func TestLeanParkedStreamDrop(t *testing.T) {
+	t.Run("keep-alive", func(t *testing.T) { testLeanParkedStreamDrop(t, false) })
+	// A call whose request said "Connection: close" is parked too (since
+	// branch tlspark32), and its drop noticed alike.
+	t.Run("close", func(t *testing.T) { testLeanParkedStreamDrop(t, true) })
+}
+
+func testLeanParkedStreamDrop(t *testing.T, closing bool) {
+	t.Helper()
 	verifyNoLeaks(t)
 	opts := HTTPOptions{HeartbeatFirst: time.Hour, Heartbeat: time.Hour, DropGrace: time.Millisecond}
 	f := newLeanFixture(t, &opts)
@@ -295,7 +330,11 @@ func TestLeanParkedStreamDrop(t *testing.T) {
 		cs := connectHTTP(t, b, aliceToken, nil, nil)
 		waitInitialized(t, f.g, cs.ID())
 		c, host := dialRaw(t, b)
-		if _, err := io.WriteString(c, rawSessionPOST(host, cs.ID(), cs.InitializeResult().ProtocolVersion, "h-1", "up__big", `{"n":`+strconv.Itoa(2+i)+`}`, "")); err != nil {
+		req := rawSessionPOST(host, cs.ID(), cs.InitializeResult().ProtocolVersion, "h-1", "up__big", `{"n":`+strconv.Itoa(2+i)+`}`, "")
+		if closing {
+			req = strings.Replace(req, "\r\n\r\n", "\r\nConnection: close\r\n\r\n", 1)
+		}
+		if _, err := io.WriteString(c, req); err != nil {
 			t.Fatal(err)
 		}
 		id := f.waitState(t, approval.StatePending, i+1)

@@ -3,6 +3,7 @@
 package gateway
 
 import (
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -50,8 +51,12 @@ type pollWatch struct {
 	conn net.Conn
 	rc   syscall.RawConn
 	gone func()
+	// tls: conn is a *tls.Conn, rc its TCP socket's (leanparktls.go): a
+	// readable byte is handed to a reader goroutine (fire).
+	tls bool
 	// fb, guarded by p.mu, is the reader goroutine the watch was handed
-	// to when the poller's loop failed.
+	// to when the poller's loop failed, or, over TLS, when the client
+	// sent a record.
 	fb *connWatch
 }
 
@@ -146,6 +151,14 @@ func (p *connPoller) fire(key uint64) {
 	}
 	delete(p.watches, key)
 	_ = p.ctl(w, syscall.EPOLL_CTL_DEL)
+	if n > 0 && w.tls {
+		// A TLS record: the next request, a close_notify or a
+		// post-handshake message, which only the TLS layer can tell
+		// apart; a read through it decides (connWatch).
+		w.fb = watchConn(w.conn, w.gone)
+		p.mu.Unlock()
+		return
+	}
 	p.mu.Unlock()
 	if n == 0 {
 		// The end of the connection, or an error on it: the client went away.
@@ -191,7 +204,12 @@ func peek(rc syscall.RawConn) (int, error) {
 // no descriptor to watch or the set would not take it (the caller then
 // watches it on a goroutine).
 func (p *connPoller) watch(conn net.Conn, gone func()) (dropWatch, bool) {
-	sc, ok := conn.(syscall.Conn)
+	raw := conn
+	tc, isTLS := conn.(*tls.Conn)
+	if isTLS {
+		raw = tc.NetConn()
+	}
+	sc, ok := raw.(syscall.Conn)
 	if !ok {
 		return nil, false
 	}
@@ -206,7 +224,7 @@ func (p *connPoller) watch(conn net.Conn, gone func()) (dropWatch, bool) {
 		// caller watches conn on a goroutine.
 		return nil, false
 	}
-	w := &pollWatch{p: p, key: p.next, conn: conn, rc: rc, gone: gone}
+	w := &pollWatch{p: p, key: p.next, conn: conn, rc: rc, gone: gone, tls: isTLS}
 	p.next++
 	if err := p.ctl(w, syscall.EPOLL_CTL_ADD); err != nil {
 		return nil, false
