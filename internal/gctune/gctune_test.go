@@ -407,7 +407,7 @@ func TestLimitFor(t *testing.T) {
 	goal := uint64(100*mb + 103*mb) // GOGC=100
 	// The sum is 95 % of the limit (one nineteenth added): the runtime's
 	// scavenger keeps what it maps at 95 % of the limit.
-	retained := func(sum uint64) int64 { return int64(sum + RetainSlack + (sum+RetainSlack)/19) } //nolint:gosec // test sizes, far below math.MaxInt64
+	retained := func(sum uint64) int64 { return int64(sum + RetainSlack + (sum+RetainSlack)/19) }
 	want := retained(goal + goal/32 + 30*mb)
 	tests := []struct {
 		name    string
