@@ -105,11 +105,6 @@ const (
 	// other memory: room for the goal's and the other memory's growth
 	// between two looks, and the pacer's own headroom under a limit.
 	LimitSlack = 16 << 20
-	// RetainSlack is what LimitFor adds to GOGC's goal and the runtime's
-	// other memory before it makes that sum 95 % of the limit: the room
-	// for their growth between two looks that LimitSlack was, less what
-	// the scavenger kept free above it (see LimitFor).
-	RetainSlack = 4 << 20
 	// limitStep: Tune sets a new limit only when it moved by more.
 	limitStep = 1 << 20
 	// JumpAbove is how much the live heap must grow (bytes) between two
@@ -291,32 +286,19 @@ type Runtime interface {
 }
 
 // LimitFor is the soft memory limit Tune sets for st with GOGC at percent
-// (unless the process is quiet: QuietLimitFor): what the runtime may keep
-// mapped, GOGC's own heap goal (live + (live + stacks + globals) ×
-// percent/100, at least the collector's current goal), plus 1/32 of it
-// (the pacer keeps 3 % of a limit's heap goal as headroom), plus the
-// runtime's other memory (stacks, the unused part of spans, metadata: all
-// it mapped but released, free and object bytes), plus RetainSlack, made
-// 95 % of the limit (one nineteenth added); at most ceiling (a cgroup's
-// limit; 0: none). The runtime's scavenger returns free heap until what it
-// keeps mapped is 95 % of the limit; under GOGC alone it keeps 1.1× the
-// heap in use at the last collection (the goal and the spans' unused
-// part), 10–20 MiB of free heap above a held burst's goal at its end, the
-// burst's peak (docs/performance.md, "held32"). The limit's own heap goal
-// (97 % of the limit less the other memory) stays above GOGC's by about
-// 5 % of the goal plus RetainSlack, so the limit adds no collection to
-// GOGC's (the limit of 2026-12-02's heldmem3, live + 64 MiB, was tighter
-// than GOGC's goal and cost 43 % more CPU per admission:
-// docs/performance.md), and the free heap above it is what the allocator
-// returns when it next takes a span. Before the first collection (Live 0)
-// there is no goal to follow: no limit (math.MaxInt64, or the ceiling).
+// (unless the process is quiet: QuietLimitFor):
+// GOGC's own heap goal (live + (live + stacks + globals) × percent/100, at
+// least the collector's current goal), plus 1/32 of it (the pacer keeps 3 %
+// of a limit's heap goal as headroom), plus the runtime's other memory
+// (stacks, the unused part of spans, metadata: all it mapped but released,
+// free and object bytes), plus LimitSlack; at most ceiling (a cgroup's
+// limit; 0: none). So the limit adds no collection to GOGC's (the limit of
+// 2026-12-02's heldmem3, live + 64 MiB, was tighter than GOGC's goal and
+// cost 43 % more CPU per admission: docs/performance.md), and the free heap
+// above it is what the allocator returns when it next takes a span.
+// Before the first collection (Live 0) there is no goal to follow: no
+// limit (math.MaxInt64, or the ceiling).
 func LimitFor(st Stats, percent int, ceiling int64) int64 {
-	return limitFor(st, percent, ceiling, RetainSlack, true)
-}
-
-// limitFor is LimitFor with slack in place of RetainSlack, and the sum
-// made 95 % of the limit only when retain is set (QuietLimitFor: not).
-func limitFor(st Stats, percent int, ceiling int64, slack uint64, retain bool) int64 {
 	noLimit := int64(math.MaxInt64)
 	if ceiling > 0 {
 		noLimit = ceiling
@@ -329,10 +311,7 @@ func limitFor(st Stats, percent int, ceiling int64, slack uint64, retain bool) i
 	if heap := st.Released + st.Free + st.Objects; st.Total > heap {
 		other = st.Total - heap
 	}
-	limit := goal + goal/32 + other + slack
-	if retain {
-		limit += limit / 19 // the sum is 95 % of it
-	}
+	limit := goal + goal/32 + other + LimitSlack
 	if limit >= uint64(noLimit) {
 		return noLimit
 	}
@@ -434,7 +413,7 @@ func (goRuntime) FreeOSMemory()              { debug.FreeOSMemory() }
 func QuietLimitFor(st Stats, ceiling int64) int64 {
 	q := st
 	q.Goal = 0
-	return limitFor(q, 0, ceiling, LimitSlack, false)
+	return LimitFor(q, 0, ceiling)
 }
 
 // tune is Tune with the intervals, the collection cycles' signal (cycles;

@@ -405,10 +405,7 @@ func TestLimitFor(t *testing.T) {
 	// other memory.
 	st := Stats{Live: 100 * mb, Stacks: 2 * mb, Globals: 1 * mb, Total: 400 * mb, Released: 100 * mb, Free: 150 * mb, Objects: 120 * mb}
 	goal := uint64(100*mb + 103*mb) // GOGC=100
-	// The sum is 95 % of the limit (one nineteenth added): the runtime's
-	// scavenger keeps what it maps at 95 % of the limit.
-	retained := func(sum uint64) int64 { return int64(sum + RetainSlack + (sum+RetainSlack)/19) }
-	want := retained(goal + goal/32 + 30*mb)
+	want := int64(goal + goal/32 + 30*mb + LimitSlack)
 	tests := []struct {
 		name    string
 		st      Stats
@@ -417,13 +414,13 @@ func TestLimitFor(t *testing.T) {
 		want    int64
 	}{
 		{"GOGC's goal, the pacer's headroom, the other memory and the slack", st, 100, 0, want},
-		{"a higher GOGC, a higher goal", st, 200, 0, retained(100*mb + 206*mb + (100*mb+206*mb)/32 + 30*mb)},
-		{"the collector's current goal when higher", func() Stats { s := st; s.Goal = 300 * mb; return s }(), 100, 0, retained(300*mb + 300*mb/32 + 30*mb)},
+		{"a higher GOGC, a higher goal", st, 200, 0, int64(100*mb+206*mb+(100*mb+206*mb)/32+30*mb) + LimitSlack},
+		{"the collector's current goal when higher", func() Stats { s := st; s.Goal = 300 * mb; return s }(), 100, 0, int64(300*mb+300*mb/32+30*mb) + LimitSlack},
 		{"capped by a cgroup's limit", st, 100, 200 * mb, 200 * mb},
 		{"a cgroup's limit above it changes nothing", st, 100, 1 << 40, want},
 		{"no collection yet: no limit", Stats{Total: 10 * mb}, 400, 0, math.MaxInt64},
 		{"no collection yet, in a cgroup: its limit", Stats{Total: 10 * mb}, 400, 200 * mb, 200 * mb},
-		{"other memory never negative", Stats{Live: 10 * mb, Total: 20 * mb, Objects: 30 * mb}, 100, 0, retained(20*mb + 20*mb/32)},
+		{"other memory never negative", Stats{Live: 10 * mb, Total: 20 * mb, Objects: 30 * mb}, 100, 0, int64(20*mb+20*mb/32) + LimitSlack},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
