@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"time"
 
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -21,7 +22,16 @@ type HandOff struct {
 	// What dec was taken for; a Prior of another call is ignored.
 	principal, kind, server, tool string
 	args                          json.RawMessage
+	// session: handed back only to read the call's agent session's
+	// policy (AdmitSessionUnlessHeld decides it then, unless it holds).
+	session bool
 }
+
+// SessionRead reports whether h was handed back only because the call is
+// an agent session's, whose policy is read from the store first: the
+// caller may then decide it with [Gate.AdmitSessionUnlessHeld] before it
+// takes anything a held call's admission needs.
+func (h *HandOff) SessionRead() bool { return h != nil && h.session }
 
 // AdmitUnlessHeld is [Gate.AdmitTo] for a caller that answers allowed and
 // denied calls at once and holds the others only after more set-up: the
@@ -35,31 +45,83 @@ type HandOff struct {
 // It returns a non-nil HandOff instead, and leaves *adm alone, when the
 // policy asks for an approval (the call would be held), or when c is not a
 // plain call: a session principal (its session's policy is read first and
-// may require approval), Resume, Task, Defer, KeepAlive, OnHold or Prior
-// set. Then nothing about the call is recorded, counted or traced: the
-// caller must admit it through Admit or AdmitTo with Call.Prior set to the
-// HandOff, which does all of that once.
+// may require approval: [HandOff.SessionRead]), Resume, Task, Defer or
+// Prior set. Then nothing about the call is recorded, counted or traced:
+// the caller must admit it through Admit or AdmitTo with Call.Prior set to
+// the HandOff, which does all of that once. KeepAlive and OnHold matter
+// only to a held call: a call that has them and that the policy allows or
+// denies is decided here as any other.
 func (g *Gate) AdmitUnlessHeld(ctx context.Context, c *Call, adm *Admission) *HandOff {
-	if c.Principal.SessionID != "" || c.Resume != "" || c.Task || c.Defer || c.KeepAlive != nil || c.OnHold != nil || c.Prior != nil {
+	if c.Resume != "" || c.Task || c.Defer || c.Prior != nil {
 		return &HandOff{}
+	}
+	if c.Principal.SessionID != "" {
+		return &HandOff{session: true}
 	}
 	start := g.now()
 	dec, err := g.evalPolicy(g.policyCall(*c, c.Arguments))
 	if err == nil && dec.Effect == policy.Approve {
-		return &HandOff{dec: &dec, principal: c.Principal.ID, kind: c.Kind, server: c.Server, tool: c.Tool, args: c.Arguments}
+		return g.handOff(c, dec)
 	}
+	g.decideTraced(ctx, c, adm, start, func(ctx context.Context) Admission { return g.decide(ctx, *c, nil, dec, err) })
+	return nil
+}
+
+// AdmitSessionUnlessHeld is AdmitUnlessHeld for an agent session's call,
+// one AdmitUnlessHeld handed back for its session alone
+// ([HandOff.SessionRead]): it reads the session's policy (one read of the
+// store, Store.Chain; it waits while the store does) and decides *c as
+// admission would, recording, counting and tracing it once: refused when
+// the session is unknown, revoked or excludes the call, or when the store
+// cannot be read (fail closed); denied or allowed as the policy says,
+// unless the call would be held (the policy asks for an approval, or the
+// session requires one for what the policy allows). Then it returns a
+// HandOff carrying the policy decision, for Call.Prior as above; the
+// admission reads the session's policy again (held, the call is checked
+// against its session then, and again at dispatch). Any other call is
+// handed back as it is, undecided.
+func (g *Gate) AdmitSessionUnlessHeld(ctx context.Context, c *Call, adm *Admission) *HandOff {
+	if c.Principal.SessionID == "" || c.Resume != "" || c.Task || c.Defer || c.Prior != nil {
+		return &HandOff{}
+	}
+	start := g.now()
+	chain, refusal, ok := g.sessionChain(ctx, *c)
+	if !ok {
+		g.decideTraced(ctx, c, adm, start, func(ctx context.Context) Admission {
+			g.record(ctx, *c, nil, refusal)
+			return refusal
+		})
+		return nil
+	}
+	dec, err := g.evalPolicy(g.policyCall(*c, c.Arguments))
+	if err == nil && (dec.Effect == policy.Approve || dec.Effect == policy.Allow && chain.RequiresApprovalItem(c.item())) {
+		return g.handOff(c, dec)
+	}
+	g.decideTraced(ctx, c, adm, start, func(ctx context.Context) Admission { return g.decide(ctx, *c, chain, dec, err) })
+	return nil
+}
+
+// handOff is the HandOff of c, which the policy decision dec would hold.
+//
+//go:noinline // dec moves to the heap here, on a held call's path only, not in its callers for every call
+func (g *Gate) handOff(c *Call, dec policy.Decision) *HandOff {
+	return &HandOff{dec: &dec, principal: c.Principal.ID, kind: c.Kind, server: c.Server, tool: c.Tool, args: c.Arguments}
+}
+
+// decideTraced sets *adm to decide's answer for c, under the admission's
+// span started at start (none with the no-op tracer).
+func (g *Gate) decideTraced(ctx context.Context, c *Call, adm *Admission, start time.Time, decide func(context.Context) Admission) {
 	if _, off := g.opts.Tracer.(noop.Tracer); off {
 		// No span to start, keep in the context or end: the no-op
 		// tracer's Start would only store its span in a new context
 		// (issue 13, an allowed call's allocations). Its spans record
 		// nothing, so decide sees no difference.
-		*adm = g.decide(ctx, *c, nil, dec, err)
-		return nil
+		*adm = decide(ctx)
+		return
 	}
 	ctx, span := g.startAdmit(ctx, c, start)
-	*adm = g.decide(ctx, *c, nil, dec, err)
+	*adm = decide(ctx)
 	g.endAdmit(span, adm)
-	return nil
 }
 
 // evaluate is the policy decision for c: the one its Prior carries while

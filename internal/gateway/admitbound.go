@@ -25,11 +25,19 @@ import (
 // session DELETE, Close) is not admitted: nothing is stored or run for it,
 // it is answered a refusal, and the audit trail records that refusal
 // (gate.Gate.Unadmitted). A call the policy allows or denies outright
-// (gate.Gate.AdmitUnlessHeld: the policy only, no store; not an agent
-// session's call, a resumed one, a task, one with keep-alives) takes no
-// slot, on the lean front as on the SDK path: while the store hangs, the
-// slots' holders (held calls whose creation is retried while their
-// callers wait) do not keep the calls that never needed the store waiting.
+// (gate.Gate.AdmitUnlessHeld: the policy only, no store; not a resumed
+// call, a task or a deferred one; keep-alives and progress tokens make no
+// difference) takes no slot, on the lean front as on the SDK path and the
+// task runner's: while the store hangs, the slots' holders (held calls
+// whose creation is retried while their callers wait) do not keep the
+// calls that never needed the store waiting. An agent session's call
+// needs one read of the store first, its session's policy
+// (gate.Gate.AdmitSessionUnlessHeld): that read runs under one of the
+// gateway's session-read slots, at most sessionReadsMax at once and none
+// of the admission slots, so it is bounded as an admission is, and a
+// session's call the policies allow or deny is answered after it without
+// waiting behind held admissions. A call whose context ends while it
+// waits for a session-read slot is not admitted, as above.
 
 // admitSlotsMax bounds the admissions that run at once, parked or not:
 // more than the store takes at once (Postgres: a pool of 16 by default,
@@ -37,6 +45,12 @@ import (
 // writes), so the store stays busy, and few enough that their deep stacks
 // stay small against the held calls' (128 × 32 KiB is 4 MiB).
 const admitSlotsMax = 128
+
+// sessionReadsMax bounds the reads of agent sessions' policies that run
+// at once before an admission (admitUnlessHeld): a read is one short
+// statement, so fewer than admitSlotsMax keep the store busy, and a
+// stalled store keeps at most this many deep stacks waiting.
+const sessionReadsMax = 32
 
 // admitSlots is a counting semaphore of admissions: a send takes a slot,
 // a receive gives it back.
@@ -79,7 +93,7 @@ func (s admitSlots) release() { <-s }
 //go:noinline // its frame, and the admission's below it, are gone before a held call waits
 func (g *Gateway) admitOrHold(ctx context.Context, sp admitterSplit, call *gate.Call, adm *gate.Admission) (hctx context.Context, held bool) {
 	if la, ok := g.gk.(leanAdmitter); ok && call.Prior == nil {
-		h := la.AdmitUnlessHeld(ctx, call, adm)
+		h := g.admitUnlessHeld(ctx, la, call, adm)
 		if h == nil {
 			return nil, false // decided: *adm is the answer
 		}
@@ -91,6 +105,35 @@ func (g *Gateway) admitOrHold(ctx context.Context, sp admitterSplit, call *gate.
 	}
 	defer g.admits.release()
 	return sp.AdmitOrHold(ctx, call, adm)
+}
+
+// admitUnlessHeld is la.AdmitUnlessHeld(ctx, call, adm), and for an agent
+// session's call that it handed back for its session alone
+// (gate.HandOff.SessionRead) the session's policy read and the call
+// decided under one of the gateway's session-read slots, outside the
+// admission slots (see above), when la can (sessionAdmitter). It returns
+// nil when *adm is the answer, else the hand-off for the call's admission
+// (Call.Prior). When ctx ends while the call waits for a session-read
+// slot, *adm is a refusal (unadmitted) and it returns nil.
+func (g *Gateway) admitUnlessHeld(ctx context.Context, la leanAdmitter, call *gate.Call, adm *gate.Admission) *gate.HandOff {
+	h := la.AdmitUnlessHeld(ctx, call, adm)
+	sa, ok := la.(sessionAdmitter)
+	if !h.SessionRead() || !ok {
+		return h
+	}
+	if err := g.sessionReads.acquire(ctx); err != nil {
+		g.unadmitted(ctx, call, adm, err)
+		return nil
+	}
+	defer g.sessionReads.release()
+	return sa.AdmitSessionUnlessHeld(ctx, call, adm)
+}
+
+// sessionAdmitter is a Gatekeeper that decides an agent session's call
+// after reading its session's policy, unless it would hold it
+// ([gate.Gate.AdmitSessionUnlessHeld]).
+type sessionAdmitter interface {
+	AdmitSessionUnlessHeld(ctx context.Context, c *gate.Call, adm *gate.Admission) *gate.HandOff
 }
 
 // unadmitted sets *adm to the refusal of call, whose context ended

@@ -334,6 +334,10 @@ type Gateway struct {
 	// admits bounds the admissions that run at once, on every path
 	// (admitbound.go); tests may replace it before Handler.
 	admits admitSlots
+	// sessionReads bounds the reads of agent sessions' policies that
+	// decide calls before any admission slot (admitbound.go); tests may
+	// replace it before Handler.
+	sessionReads admitSlots
 }
 
 // New connects to every upstream in servers, lists their tools and builds the
@@ -365,24 +369,25 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 
 	root, stop := context.WithCancel(context.WithoutCancel(ctx))
 	g := &Gateway{
-		log:      o.Logger,
-		opts:     o,
-		gk:       gk,
-		catalog:  newCatalog(),
-		ups:      map[string]*upstream{},
-		parkQ:    newParkQueue(parkAdmitters, (*leanHold).admitQueued),
-		admits:   newAdmitSlots(admitSlotsMax),
-		routes:   newProgressRoutes(o.ProgressLinger, o.Logger),
-		carriers: &carriers{},
-		calls:    newSessionCalls(),
-		views:    newViews(),
-		items:    map[string]serverItems{},
-		origins:  &origins{},
-		subs:     newSubscriptions(),
-		levels:   newLevels(),
-		watched:  map[*mcp.ServerSession]bool{},
-		root:     root,
-		stop:     stop,
+		log:          o.Logger,
+		opts:         o,
+		gk:           gk,
+		catalog:      newCatalog(),
+		ups:          map[string]*upstream{},
+		parkQ:        newParkQueue(parkAdmitters, (*leanHold).admitQueued),
+		admits:       newAdmitSlots(admitSlotsMax),
+		sessionReads: newAdmitSlots(sessionReadsMax),
+		routes:       newProgressRoutes(o.ProgressLinger, o.Logger),
+		carriers:     &carriers{},
+		calls:        newSessionCalls(),
+		views:        newViews(),
+		items:        map[string]serverItems{},
+		origins:      &origins{},
+		subs:         newSubscriptions(),
+		levels:       newLevels(),
+		watched:      map[*mcp.ServerSession]bool{},
+		root:         root,
+		stop:         stop,
 	}
 	g.exposed.Store(buildExposure(nil, o.Logger))
 	// Everything MCP 2025-11-25 offers passes through (issue 10): the

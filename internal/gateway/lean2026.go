@@ -76,12 +76,9 @@ func (f *httpFront) serveLeanModern(w http.ResponseWriter, r *http.Request, body
 	}
 	call := f.g.toolCall(p, t, m.Params.Arguments, prog)
 	adm := new(gate.Admission)
-	// Keep-alives matter only to a held call, which AdmitUnlessHeld hands
-	// back; asked with them it would hand back every call undecided.
-	keepAlive := call.KeepAlive
-	call.KeepAlive = nil
-	h := la.AdmitUnlessHeld(ctx, &call, adm) //nolint:contextcheck // the call's own context: r's span without r's other values (leanModernBase)
-	call.KeepAlive = keepAlive
+	// Decided unless held; an agent session's call after its session's
+	// policy is read (admitbound.go).
+	h := f.g.admitUnlessHeld(ctx, la, &call, adm) //nolint:contextcheck // the call's own context: r's span without r's other values (leanModernBase)
 	if h != nil && !f.holdsLean() {
 		stop()
 		cancel(nil)

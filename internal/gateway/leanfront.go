@@ -125,12 +125,9 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody,
 	call := f.g.toolCall(p, t, m.Params.Arguments, prog)
 	adm := new(gate.Admission)
 	stepMark(10)
-	// Keep-alives matter only to a held call, which AdmitUnlessHeld hands
-	// back; asked with them it would hand back every call undecided.
-	keepAlive := call.KeepAlive
-	call.KeepAlive = nil
-	h := la.AdmitUnlessHeld(ctx, &call, adm) //nolint:contextcheck // as above
-	call.KeepAlive = keepAlive
+	// Decided unless held; an agent session's call after its session's
+	// policy is read (admitbound.go).
+	h := f.g.admitUnlessHeld(ctx, la, &call, adm) //nolint:contextcheck // as above
 	stepMark(11)
 	if h != nil && !f.holdsLean() {
 		f.note(false)
