@@ -27,6 +27,7 @@ func BenchmarkGetTask(b *testing.B) {
 		b.Fatal(err)
 	}
 	measure := func(b *testing.B, read func(i int) error) {
+		b.Helper()
 		cpu0 := cpuTime(b, backend)
 		for i := 0; b.Loop(); i++ {
 			if err := read(i); err != nil {
