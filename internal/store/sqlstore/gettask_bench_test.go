@@ -14,8 +14,9 @@ import (
 // BenchmarkGetTask reads a task (found) and a missing one on Postgres, the
 // REST API's read per decision (Gate.HeldAsTask): "pgx" is GetTask
 // (pgGetTask: one round trip, no ping), "database-sql" the read it
-// replaced (the pool's ping, then the query). Sub-benchmarks alternate
-// within each -count round, so their numbers pair up under one load.
+// replaced (the pool's ping, then the query). With -count each
+// sub-benchmark runs its rounds one after the other (pgx's, then
+// database-sql's): a short -benchtime keeps both within seconds.
 // cpu-us/op is this process's CPU and that of the one backend serving
 // the pool (MaxConns 1) per read.
 func BenchmarkGetTask(b *testing.B) {
