@@ -17,7 +17,8 @@ import (
 	"time"
 )
 
-// approveOne approves id through the admin API at admin, retrying an
+// approveOne approves id through the admin API at admin (through hc;
+// nil: a connection per attempt, postReviewVia), retrying an
 // answer that is neither 200 nor 409 (the store was down, the answer was
 // lost) like a person clicking again, until deadline passes or ctx ends,
 // and returns the status that counts. A retried attempt's 409 may be
@@ -26,10 +27,10 @@ import (
 // load in BenchmarkHeldCalls): it is resolved by reading the approval
 // (approvedByUs), and counts as 200 when this reviewer's approval is
 // what stands. Any other 409 is the answer.
-func approveOne(ctx context.Context, admin, id string, deadline time.Time) int {
+func approveOne(ctx context.Context, hc *http.Client, admin, id string, deadline time.Time) int {
 	retried := false
 	for {
-		r := postReview(ctx, admin, id, "approve", "")
+		r := postReviewVia(ctx, hc, admin, id, "approve", "")
 		switch {
 		case r.Err == nil && r.Status == http.StatusConflict && retried:
 			return landedStatus(ctx, admin, id, deadline)

@@ -58,7 +58,9 @@ import (
 //     TOOLGATE_BENCH_PROFILE also a 2 s execution trace of toolgate
 //     (…-approve-trace.out; go tool trace -pprof=sync and the like) and
 //     the allocations approve-all made (…-approve-allocs.pprof, against
-//     …-idle-allocs-1.pprof as -base);
+//     …-idle-allocs-1.pprof as -base); the approvers keep their
+//     connections (approverClient; TOOLGATE_BENCH_APPROVE_CLOSE=1: one
+//     per approval, as before pgapprove32);
 //
 // The upstream writes its record lines without fsyncing each one
 // (testupstream -record-nosync): with the fsync, which it serialises,
@@ -339,7 +341,11 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		close(cpuProfiled)
 	}
 	procsW := watchProcs(b.Context(), g.Admin)
-	statuses := approveAll(b.Context(), g.Admin, ids, 32, 20*time.Minute)
+	hc := approverClient(32)
+	statuses := approveAllVia(b.Context(), hc, g.Admin, ids, 32, 20*time.Minute)
+	if hc != nil {
+		hc.CloseIdleConnections()
+	}
 	res := load.results(b, 20*time.Minute)
 	took := time.Since(start)
 	net3 := readNet()
@@ -692,3 +698,19 @@ func errorKind(s string) string {
 }
 
 var uuidOrTime = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\d{4}-\d\d-\d\dT[0-9:.]+Z`)
+
+// approverClient is the client approve-all's n approvers share: it keeps
+// their connections to the admin API open between approvals, as an
+// approver's browser or the CLI's client (internal/cli) does, so each
+// approval is one request on a kept connection, not a TCP connection of
+// its own. TOOLGATE_BENCH_APPROVE_CLOSE=1 returns nil: a connection per
+// approval, closed after its answer, as the benchmark did until
+// 2026-12-05 (pgapprove32), to compare with the numbers measured so.
+func approverClient(n int) *http.Client {
+	if os.Getenv("TOOLGATE_BENCH_APPROVE_CLOSE") == "1" {
+		return nil
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = n
+	return &http.Client{Transport: t}
+}

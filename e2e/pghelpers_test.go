@@ -129,6 +129,13 @@ type reviewResult struct {
 // (verb "approve" or "deny") as the approver. It does not fail the test,
 // so it can run in a goroutine; the caller checks the result.
 func postReview(ctx context.Context, admin, id, verb, reason string) reviewResult {
+	return postReviewVia(ctx, nil, admin, id, verb, reason)
+}
+
+// postReviewVia is postReview through hc, which keeps its connections
+// as an approver's browser or the CLI's client does; nil: a connection
+// of its own, closed after the answer, as postReview.
+func postReviewVia(ctx context.Context, hc *http.Client, admin, id, verb, reason string) reviewResult {
 	body, _ := json.Marshal(map[string]string{"reason": reason})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, admin+"/v1/approvals/"+id+"/"+verb, bytes.NewReader(body))
 	if err != nil {
@@ -136,8 +143,11 @@ func postReview(ctx context.Context, admin, id, verb, reason string) reviewResul
 	}
 	req.Header.Set("Authorization", "Bearer "+approverToken)
 	req.Header.Set("Content-Type", "application/json")
-	req.Close = true // leave no idle connection to hold up the gateway's shutdown
-	resp, err := http.DefaultClient.Do(req)
+	if hc == nil {
+		hc = http.DefaultClient
+		req.Close = true // leave no idle connection to hold up the gateway's shutdown
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return reviewResult{Err: err}
 	}

@@ -173,6 +173,12 @@ func listAll(tb testing.TB, admin, state string) []apiApproval {
 // within passes, and returns each id's final status (approveOne: a re-send's
 // 409 for an approval whose first attempt landed counts as 200).
 func approveAll(ctx context.Context, admin string, ids []string, workers int, within time.Duration) map[string]int {
+	return approveAllVia(ctx, nil, admin, ids, workers, within)
+}
+
+// approveAllVia is approveAll through hc (nil: a connection per approve,
+// postReviewVia).
+func approveAllVia(ctx context.Context, hc *http.Client, admin string, ids []string, workers int, within time.Duration) map[string]int {
 	var (
 		mu     sync.Mutex
 		status = map[string]int{}
@@ -183,7 +189,7 @@ func approveAll(ctx context.Context, admin string, ids []string, workers int, wi
 	for range workers {
 		wg.Go(func() {
 			for id := range next {
-				s := approveOne(ctx, admin, id, deadline) // approveall_test.go
+				s := approveOne(ctx, hc, admin, id, deadline) // approveall_test.go
 				mu.Lock()
 				status[id] = s
 				mu.Unlock()

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"toolgate/internal/approval"
 	"toolgate/internal/session"
 	"toolgate/internal/store"
@@ -197,6 +199,9 @@ func (db *DB) SwapTask(ctx context.Context, id approval.ID, from string, fromArg
 	return n == 1, nil
 }
 
+// getTaskSQL reads a task's row (GetTask).
+const getTaskSQL = `SELECT principal, arguments, created_at, expires_at, state, lease_until FROM approval_tasks WHERE request_id = ?`
+
 // GetTask returns the task of request id or store.ErrNotFound.
 func (db *DB) GetTask(ctx context.Context, id approval.ID) (store.Task, error) {
 	var (
@@ -207,10 +212,15 @@ func (db *DB) GetTask(ctx context.Context, id approval.ID) (store.Task, error) {
 		state                sql.NullString
 		lease                sql.NullInt64
 	)
-	err := db.queryRow(ctx, `SELECT principal, arguments, created_at, expires_at, state, lease_until FROM approval_tasks WHERE request_id = ?`, string(id)).
-		Scan(&principal, &args, &createdAt, &expiresAt, &state, &lease)
+	dest := []any{&principal, &args, &createdAt, &expiresAt, &state, &lease}
+	var err error
+	if pg, ok := db.d.(*postgresDialect); ok {
+		err = pgGetTask(ctx, pg, id, dest)
+	} else {
+		err = db.queryRow(ctx, getTaskSQL, string(id)).Scan(dest...)
+	}
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
+	case errors.Is(err, sql.ErrNoRows), errors.Is(err, pgx.ErrNoRows):
 		return store.Task{}, db.wrap("get task "+string(id), store.ErrNotFound)
 	case err != nil:
 		return store.Task{}, db.wrap("get task "+string(id), err)
@@ -304,4 +314,30 @@ func boolInt(b bool) int64 {
 		return 1
 	}
 	return 0
+}
+
+// pgGetTask is GetTask's read on Postgres, scanned into dest: one round
+// trip on a connection of the main pool taken without the pool's ping
+// (skipPing), where database/sql's read took two (the ping, then the
+// query) and a transaction each on the server. The REST API reads it once
+// per decision (Gate.HeldAsTask). A read writes nothing, so when the
+// connection turns out broken (a restart or failover since it was last
+// used) it is sent once more on a pinged one. It returns pgx.ErrNoRows
+// when there is no task.
+func pgGetTask(ctx context.Context, pg *postgresDialect, id approval.ID, dest []any) error {
+	q := dollarPlaceholders(getTaskSQL)
+	once := func(ctx context.Context) (broken bool, err error) {
+		conn, err := pg.pool.Acquire(ctx)
+		if err != nil {
+			return false, err
+		}
+		defer conn.Release()
+		err = conn.QueryRow(ctx, q, string(id)).Scan(dest...)
+		return err != nil && conn.Conn().IsClosed(), err
+	}
+	broken, err := once(context.WithValue(ctx, skipPing{}, true))
+	if broken && ctx.Err() == nil {
+		_, err = once(ctx)
+	}
+	return err
 }
