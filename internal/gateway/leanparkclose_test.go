@@ -66,3 +66,34 @@ func TestLeanParkedCloseServesNothingMore(t *testing.T) {
 		t.Fatalf("the call pipelined after Connection: close ran %d times, want 0", n-echoes)
 	}
 }
+
+// TestLeanParkedTLSCloseServesNothingMore (attack33): as
+// TestLeanParkedCloseServesNothingMore over TLS: the answer says
+// "Connection: close", the connection ends after it (a close_notify) and
+// the call sent after it in the same record is never run.
+func TestLeanParkedTLSCloseServesNothingMore(t *testing.T) {
+	verifyNoLeaks(t)
+	opts := &HTTPOptions{DropGrace: time.Hour}
+	f := newLeanFixtureWith(t, nil, opts)
+	ts, parked := serveTLSParked(t, f.g, opts)
+	c, host := dialTLS(t, ts)
+	first := strings.Replace(rawModernRequest(host, "1", "up__big", `{"n":3}`), "\r\n\r\n", "\r\nConnection: close\r\n\r\n", 1)
+	if _, err := io.WriteString(c, first+rawModernRequest(host, "2", "up__echo", `{"after":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	f.waitState(t, approval.StatePending, 1)
+	waitParkedCount(t, parked, 1)
+	f.approveNext(t)
+	br := bufio.NewReader(c)
+	resp, b := readRaw(t, br)
+	if resp.StatusCode != http.StatusOK || !resp.Close || !bytes.Contains(b, []byte(`"id":1,"result"`)) {
+		t.Fatalf("held call: %d close=%t %s", resp.StatusCode, resp.Close, b)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(testWait))
+	if rest, err := io.ReadAll(br); len(rest) != 0 || err != nil {
+		t.Errorf("after the answer to a Connection: close request, the connection gave %q (%v), want its end", rest, err)
+	}
+	if n := f.h.count("echo"); n != 0 {
+		t.Fatalf("the call pipelined after Connection: close ran %d times, want 0", n)
+	}
+}
