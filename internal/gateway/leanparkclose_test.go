@@ -70,28 +70,42 @@ func TestLeanParkedCloseServesNothingMore(t *testing.T) {
 // TestLeanParkedTLSCloseServesNothingMore (attack33): as
 // TestLeanParkedCloseServesNothingMore over TLS: the answer says
 // "Connection: close", the connection ends after it (a close_notify) and
-// the call sent after it in the same record is never run.
+// the call sent after it, in the same record (drained at park time) or
+// while held (read through the TLS layer by the watch), is never run.
 func TestLeanParkedTLSCloseServesNothingMore(t *testing.T) {
 	verifyNoLeaks(t)
 	opts := &HTTPOptions{DropGrace: time.Hour}
 	f := newLeanFixtureWith(t, nil, opts)
 	ts, parked := serveTLSParked(t, f.g, opts)
-	c, host := dialTLS(t, ts)
-	first := strings.Replace(rawModernRequest(host, "1", "up__big", `{"n":3}`), "\r\n\r\n", "\r\nConnection: close\r\n\r\n", 1)
-	if _, err := io.WriteString(c, first+rawModernRequest(host, "2", "up__echo", `{"after":1}`)); err != nil {
-		t.Fatal(err)
-	}
-	f.waitState(t, approval.StatePending, 1)
-	waitParkedCount(t, parked, 1)
-	f.approveNext(t)
-	br := bufio.NewReader(c)
-	resp, b := readRaw(t, br)
-	if resp.StatusCode != http.StatusOK || !resp.Close || !bytes.Contains(b, []byte(`"id":1,"result"`)) {
-		t.Fatalf("held call: %d close=%t %s", resp.StatusCode, resp.Close, b)
-	}
-	_ = c.SetReadDeadline(time.Now().Add(testWait))
-	if rest, err := io.ReadAll(br); len(rest) != 0 || err != nil {
-		t.Errorf("after the answer to a Connection: close request, the connection gave %q (%v), want its end", rest, err)
+	for i, together := range []bool{true, false} {
+		c, host := dialTLS(t, ts)
+		first := strings.Replace(rawModernRequest(host, "1", "up__big", `{"n":3}`), "\r\n\r\n", "\r\nConnection: close\r\n\r\n", 1)
+		second := rawModernRequest(host, "2", "up__echo", `{"after":1}`)
+		if together {
+			first += second
+		}
+		if _, err := io.WriteString(c, first); err != nil {
+			t.Fatal(err)
+		}
+		f.waitState(t, approval.StatePending, 1)
+		waitParkedCount(t, parked, int64(i+1))
+		if !together {
+			if _, err := io.WriteString(c, second); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.approveNext(t)
+		br := bufio.NewReader(c)
+		resp, b := readRaw(t, br)
+		if resp.StatusCode != http.StatusOK || !resp.Close || !bytes.Contains(b, []byte(`"id":1,"result"`)) {
+			t.Fatalf("together %v: held call: %d close=%t %s", together, resp.StatusCode, resp.Close, b)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(testWait))
+		if rest, err := io.ReadAll(br); len(rest) != 0 || err != nil {
+			t.Errorf("together %v: after the answer to a Connection: close request, the connection gave %q (%v), want its end", together, rest, err)
+		}
+		_ = c.Close()
+		f.waitState(t, approval.StateConsumed, i+1)
 	}
 	if n := f.h.count("echo"); n != 0 {
 		t.Fatalf("the call pipelined after Connection: close ran %d times, want 0", n)
