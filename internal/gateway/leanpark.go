@@ -166,7 +166,7 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 		l.f.park() // before the answer can be written
 	}
 	srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server)
-	l.pc = &parkedConn{conn: conn, header: header, pending: pending, srv: srv}
+	l.pc = &parkedConn{conn: conn, header: header, pending: pending, srv: srv, close: r.Close}
 	if stream {
 		timeout := parkedWriteTimeout
 		if d := g.parkWrite; d > 0 {
@@ -232,6 +232,11 @@ type parkedConn struct {
 	// srv is the server the POST came through (nil if unknown), whose
 	// handler serves what follows the answer (serveRest).
 	srv *http.Server
+	// close is set when the client asked to close the connection after
+	// the response ("Connection: close", or HTTP/1.0 without
+	// keep-alive): the answer says so and nothing after it is served,
+	// as net/http does (RFC 9112 9.6).
+	close bool
 }
 
 // admitParked admits the parked call l (the policy, the store write of
@@ -282,7 +287,8 @@ func (l *leanHold) waitParked() {
 }
 
 // answerParked writes the answer to the parked call l on its connection
-// and closes it, or serves what the client sent after the POST.
+// and closes it, or serves what the client sent after the POST (not when
+// the client asked to close: parkedConn.close).
 //
 //go:noinline // its locals stay out of waitParked's parked frame
 func (l *leanHold) answerParked() {
@@ -290,7 +296,7 @@ func (l *leanHold) answerParked() {
 		l.answerStream()
 		return
 	}
-	conn, pending, cw, srv := l.pc.conn, l.pc.pending, l.pc.watch, l.pc.srv
+	conn, pending, cw, srv, closing := l.pc.conn, l.pc.pending, l.pc.watch, l.pc.srv, l.pc.close
 	h, herr := l.pc.header.header()
 	if herr != nil {
 		l.f.g.log.Error("cannot rebuild a parked call's response header; answering without it", "err", herr)
@@ -307,13 +313,16 @@ func (l *leanHold) answerParked() {
 	if d := l.f.g.parkWrite; d > 0 {
 		timeout = d
 	}
-	if werr := pw.writeTo(parkedWriter{conn: conn, timeout: timeout, stop: l.f.g.root.Done()}, !more); werr != nil {
+	closing = closing || !more
+	if werr := pw.writeTo(parkedWriter{conn: conn, timeout: timeout, stop: l.f.g.root.Done()}, closing); werr != nil {
 		log.Debug("cannot write a parked call's answer", "err", werr)
 		_ = conn.Close()
 		return
 	}
-	if !more {
-		_ = conn.Close()
+	if closing {
+		// A client that asked to close and sent more anyway gets its
+		// answer before the close; what it sent is not served.
+		closeAfterReply(conn, more)
 		return
 	}
 	l.f.serveRest(conn, pending, true, srv)

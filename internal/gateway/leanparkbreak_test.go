@@ -45,7 +45,7 @@ func TestLeanParkedCallOnTLSNotHTTP2(t *testing.T) {
 	h1.TLSClientConfig.NextProtos = []string{"http/1.1"}
 	t.Cleanup(h1.CloseIdleConnections)
 	for _, tc := range []struct {
-		name  string
+		name   string
 		c      *http.Client
 		proto  int
 		parked int64 // the calls parked so far
