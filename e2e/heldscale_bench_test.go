@@ -196,6 +196,12 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	}
 	pid := g.cmd.Process.Pid
 	cpu := func() cpuReading { return readCPU(pid, dbPID) }
+	profileDir := os.Getenv("TOOLGATE_BENCH_PROFILE")
+	profilePrefix := ""
+	if profileDir != "" {
+		profilePrefix = filepath.Join(profileDir, fmt.Sprintf("%s-%d", driver, n))
+	}
+	phases := watchPhases(b.Context(), b, pid, g.Admin, profilePrefix)
 	admitCPU0 := cpu()
 	start := time.Now()
 	var progressArgs []string
@@ -227,6 +233,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 
 	rss := rssMB(b, pid)
 	peakRSS := hwmMB(b, pid)                             // the burst's peak (VmHWM), up to "held"
+	phases.next(b)                                       // held
 	heldMem := readMemSplit(b, g.Admin).rssSplit(b, pid) // no collection: the burst's heap as it is
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		// the heap profile as of the burst's last collection (no gc=1): the
@@ -322,6 +329,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		commits0 = pgStatStart(b, dsn)
 		vacuums0 = pgAutovacuums(b, dsn)
 	}
+	phases.next(b) // approve
 	start = time.Now()
 	cpu0 = cpu()
 	procs0 := readApprove(pid, dbPID, load)
@@ -348,6 +356,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	}
 	res := load.results(b, 20*time.Minute)
 	took := time.Since(start)
+	phases.next(b) // after
 	net3 := readNet()
 	gc1 := readMemSplit(b, g.Admin).numGC
 	oneP := procsW.stop()
@@ -380,6 +389,9 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 			b.Fatalf("call %d: %s %q, ran %d times; want ok with its arguments, once", i, r.word, r.text, counts["echo_raw "+args])
 		}
 	}
+	time.Sleep(phaseAfter) // the after phase: what approve-all leaves
+	phases.stop(b)
+	phases.report(b, driver, n)
 	if progressLog != "" {
 		readBeatStats(b, progressLog, n, idleFrom, idleTo).report(b)
 	}
