@@ -36,7 +36,7 @@ const phaseEvery = 250 * time.Millisecond
 // highest sample of a phase, toolgate's runtime as its /metrics says
 // (heap in use, free heap not returned, stacks, goroutines), so a phase's
 // peak can be taken apart. With TOOLGATE_BENCH_PROFILE it also writes the
-// timeline (<driver>-<N>-rss-timeline.tsv) and, at each phase's highest
+// timeline (<driver>-<N>-rss-timeline.tsv, one line a second) and, at each phase's highest
 // sample (at most one a second), a heap profile without a collection
 // (<driver>-<N>-<phase>-peak-heap.pprof).
 type phaseWatch struct {
@@ -111,7 +111,7 @@ func (w *phaseWatch) stop(tb testing.TB) {
 // goal's number), and for each phase its peak sample's time since the
 // first call (<phase>-peak-at-s), heap in use, free heap, stacks,
 // goroutines and RssFile.
-func (w *phaseWatch) report(b *testing.B, driver string, n int) {
+func (w *phaseWatch) report(b *testing.B) {
 	b.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -137,7 +137,9 @@ func (w *phaseWatch) report(b *testing.B, driver string, n int) {
 	}
 	if w.profile != "" {
 		head := "t_s\tphase\trss_MB\theap_inuse_MB\theap_free_MB\tstack_MB\tgoal_MB\tgoroutines\trss_anon_MB\trss_file_MB\n"
-		_ = os.WriteFile(fmt.Sprintf("%s/%s-%d-rss-timeline.tsv", w.profile, driver, n), []byte(head+strings.Join(w.lines, "")), 0o600)
+		if err := os.WriteFile(w.profile+"-rss-timeline.tsv", []byte(head+strings.Join(w.lines, "")), 0o600); err != nil {
+			b.Error(err)
+		}
 	}
 }
 

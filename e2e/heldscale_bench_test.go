@@ -391,7 +391,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	}
 	time.Sleep(phaseAfter) // the after phase: what approve-all leaves
 	phases.stop(b)
-	phases.report(b, driver, n)
+	phases.report(b)
 	if progressLog != "" {
 		readBeatStats(b, progressLog, n, idleFrom, idleTo).report(b)
 	}
