@@ -38,7 +38,8 @@ const phaseEvery = 250 * time.Millisecond
 // peak can be taken apart. With TOOLGATE_BENCH_PROFILE it also writes the
 // timeline (<driver>-<N>-rss-timeline.tsv, one line a second) and, at each phase's highest
 // sample (at most one a second), a heap profile without a collection
-// (<driver>-<N>-<phase>-peak-heap.pprof).
+// and the goroutines (<driver>-<N>-<phase>-peak-heap.pprof,
+// …-peak-goroutine.txt).
 type phaseWatch struct {
 	pid     int
 	admin   string
@@ -189,7 +190,9 @@ func (w *phaseWatch) run(ctx context.Context) {
 		}
 		w.mu.Unlock()
 		if profileNow {
-			saveHeapQuiet(ctx, w.admin, fmt.Sprintf("%s-%s-peak-heap.pprof", w.profile, heldPhases[phase]))
+			prefix := fmt.Sprintf("%s-%s-peak", w.profile, heldPhases[phase])
+			saveQuiet(ctx, w.admin, "/debug/pprof/heap", prefix+"-heap.pprof")
+			saveQuiet(ctx, w.admin, "/debug/pprof/goroutine?debug=1", prefix+"-goroutine.txt")
 		}
 	}
 }
@@ -260,10 +263,11 @@ func readRuntime(ctx context.Context, admin string) (runtimeSample, error) {
 	return rt, nil
 }
 
-// saveHeapQuiet writes toolgate's heap profile (no collection) to file,
-// ignoring failures (a sample of the watch, not a measurement).
-func saveHeapQuiet(ctx context.Context, admin, file string) {
-	status, body, err := adminDo(ctx, http.MethodGet, admin+"/debug/pprof/heap", approverToken, nil)
+// saveQuiet writes toolgate's profile at path (the heap's: no
+// collection) to file, ignoring failures (a sample of the watch, not a
+// measurement).
+func saveQuiet(ctx context.Context, admin, path, file string) {
+	status, body, err := adminDo(ctx, http.MethodGet, admin+path, approverToken, nil)
 	if err != nil || status != http.StatusOK {
 		return
 	}
