@@ -68,7 +68,7 @@ type phasePeak struct {
 // runtimeSample is toolgate's runtime from its /metrics (MB, and the
 // goroutine count), and its RssAnon and RssFile (MB).
 type runtimeSample struct {
-	heapInuse, heapFree, stack, goal, rssAnon, rssFile float64
+	heapInuse, heapAlloc, heapFree, stack, goal, rssAnon, rssFile float64
 	goroutines                                         float64
 }
 
@@ -110,8 +110,9 @@ func (w *phaseWatch) stop(tb testing.TB) {
 // report reports <phase>-peak-MB for each phase (VmHWM; the highest
 // sample without clear_refs), run-peak-MB (the highest of them: the
 // goal's number), and for each phase its peak sample's time since the
-// first call (<phase>-peak-at-s), heap in use, free heap, stacks,
-// goroutines and RssFile.
+// first call (<phase>-peak-at-s), heap in use, objects in it (allocated:
+// live or not yet swept), free heap, GC goal, stacks, goroutines and
+// RssFile.
 func (w *phaseWatch) report(b *testing.B) {
 	b.Helper()
 	w.mu.Lock()
@@ -127,7 +128,9 @@ func (w *phaseWatch) report(b *testing.B) {
 		b.ReportMetric(peak, name+"-peak-MB")
 		b.ReportMetric(p.at.Seconds(), name+"-peak-at-s")
 		b.ReportMetric(p.rt.heapInuse, name+"-peak-heap-inuse-MB")
+		b.ReportMetric(p.rt.heapAlloc, name+"-peak-heap-alloc-MB")
 		b.ReportMetric(p.rt.heapFree, name+"-peak-heap-free-MB")
+		b.ReportMetric(p.rt.goal, name+"-peak-gc-goal-MB")
 		b.ReportMetric(p.rt.stack, name+"-peak-stack-MB")
 		b.ReportMetric(p.rt.goroutines, name+"-peak-goroutines")
 		b.ReportMetric(p.rt.rssFile, name+"-peak-rss-file-MB")
@@ -137,7 +140,7 @@ func (w *phaseWatch) report(b *testing.B) {
 		b.Log("clear_refs refused: the phase peaks are the highest samples (every 250 ms), not VmHWM")
 	}
 	if w.profile != "" {
-		head := "t_s\tphase\trss_MB\theap_inuse_MB\theap_free_MB\tstack_MB\tgoal_MB\tgoroutines\trss_anon_MB\trss_file_MB\n"
+		head := "t_s\tphase\trss_MB\theap_inuse_MB\theap_alloc_MB\theap_free_MB\tstack_MB\tgoal_MB\tgoroutines\trss_anon_MB\trss_file_MB\n"
 		if err := os.WriteFile(w.profile+"-rss-timeline.tsv", []byte(head+strings.Join(w.lines, "")), 0o600); err != nil {
 			b.Error(err)
 		}
@@ -181,8 +184,8 @@ func (w *phaseWatch) run(ctx context.Context) {
 		}
 		if line {
 			lastLine = now
-			w.lines = append(w.lines, fmt.Sprintf("%.1f\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.1f\t%.1f\n",
-				at.Seconds(), heldPhases[phase], rss, rt.heapInuse, rt.heapFree, rt.stack, rt.goal, rt.goroutines, rt.rssAnon, rt.rssFile))
+			w.lines = append(w.lines, fmt.Sprintf("%.1f\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.1f\t%.1f\n",
+				at.Seconds(), heldPhases[phase], rss, rt.heapInuse, rt.heapAlloc, rt.heapFree, rt.stack, rt.goal, rt.goroutines, rt.rssAnon, rt.rssFile))
 		}
 		profileNow := higher && w.profile != "" && now.Sub(p.profiled) >= time.Second
 		if profileNow {
@@ -252,6 +255,7 @@ func readRuntime(ctx context.Context, admin string) (runtimeSample, error) {
 	const mb = 1 << 20
 	rt := runtimeSample{
 		heapInuse:  get("go_memstats_heap_inuse_bytes") / mb,
+		heapAlloc:  get("go_memstats_heap_alloc_bytes") / mb,
 		heapFree:   (get("go_memstats_heap_idle_bytes") - get("go_memstats_heap_released_bytes")) / mb,
 		stack:      get("go_memstats_stack_inuse_bytes") / mb,
 		goal:       get("go_memstats_next_gc_bytes") / mb,
