@@ -24,6 +24,12 @@ import (
 //
 //   - hold-s: from the first call sent until all N are pending;
 //   - rss-MB: toolgate's resident memory while they are held;
+//   - held-peak-rss-MB: toolgate's peak RSS (VmHWM) up to "held", the
+//     admission's; run-peak-MB: the peak over the whole run (the 200 MB
+//     goal's number), and <phase>-peak-MB for each phase, admit, held
+//     (the measurements, tail and idle window), approve (approve-all) and
+//     after (3 s after the last answer), each with its peak sample's time
+//     and toolgate's runtime then (phaseWatch, heldphase_bench_test.go);
 //   - tail-s and tail-cpu-s: the burst's tail, from the end of the
 //     measurements above until toolgate and the database together use
 //     less than 3 % of a core over 2 s (at most 2 minutes), and the CPU
