@@ -69,7 +69,7 @@ type phasePeak struct {
 // goroutine count), and its RssAnon and RssFile (MB).
 type runtimeSample struct {
 	heapInuse, heapAlloc, heapFree, stack, goal, rssAnon, rssFile float64
-	goroutines                                         float64
+	goroutines                                                    float64
 }
 
 // watchPhases starts the watch in phase "admit" (call it right before
