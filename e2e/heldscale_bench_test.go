@@ -92,7 +92,9 @@ import (
 //
 // and fails unless every call ran exactly once with its own arguments.
 // On Postgres toolgate's pool has 16 connections (max_conns);
-// TOOLGATE_BENCH_MAX_CONNS sets another size.
+// TOOLGATE_BENCH_MAX_CONNS sets another size. TOOLGATE_BENCH_TOOLGATE=path
+// runs that toolgate binary instead of this tree's (old against new with
+// one benchmark).
 // The calls share 100 MCP client sessions (one per agent); TOOLGATE_BENCH_SESSIONS
 // sets another number of sessions (N: one session per held call). The
 // agents speak the go-sdk client's newest revision (2026-07-28: each call
@@ -194,7 +196,13 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	case "info":
 		logLevel = "info"
 	}
-	g := startGatewayBin(b, bins.toolgate, cfg, nil, "--log-level", logLevel)
+	toolgateBin := bins.toolgate
+	if v := os.Getenv("TOOLGATE_BENCH_TOOLGATE"); v != "" {
+		// a toolgate built elsewhere (e.g. from an older tree, without
+		// -race), measured by this tree's benchmark
+		toolgateBin = v
+	}
+	g := startGatewayBin(b, toolgateBin, cfg, nil, "--log-level", logLevel)
 
 	tokens := make([]string, loadAgents)
 	for i := range tokens {

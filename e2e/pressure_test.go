@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -27,17 +26,11 @@ import (
 
 // plainBins are toolgate and e2e/heldload built without the race detector,
 // for the tests that hold thousands of calls: a -race binary dies past
-// 8128 live goroutines. Built once, next to the other binaries;
-// TOOLGATE_BENCH_TOOLGATE=path takes that toolgate binary instead (to
-// measure another tree's binary with this tree's benchmark).
+// 8128 live goroutines. Built once, next to the other binaries.
 var plainBins = sync.OnceValues(func() (struct{ toolgate, heldload string }, error) {
 	dir := filepath.Dir(bins.toolgate)
 	b := struct{ toolgate, heldload string }{filepath.Join(dir, "toolgate-norace"), filepath.Join(dir, "heldload")}
-	if prebuilt := os.Getenv("TOOLGATE_BENCH_TOOLGATE"); prebuilt != "" {
-		// a toolgate built elsewhere (e.g. from an older tree), measured by
-		// this tree's benchmarks; built without -race
-		b.toolgate = prebuilt
-	} else if err := goBuildWith(b.toolgate, "toolgate/cmd/toolgate", false); err != nil {
+	if err := goBuildWith(b.toolgate, "toolgate/cmd/toolgate", false); err != nil {
 		return b, err
 	}
 	return b, goBuildWith(b.heldload, "toolgate/e2e/heldload", false)
