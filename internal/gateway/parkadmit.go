@@ -29,10 +29,12 @@ import (
 // against the held calls' (128 × 32 KiB is 4 MiB).
 const parkAdmitters = admitSlotsMax
 
-// A parkQueue admits parked calls, at most max at a time, in arrival
-// order. The zero value is not usable: see newParkQueue.
+// A parkQueue runs admit on parked calls, at most max at a time, in the
+// order they were added: their admissions (parkQ), or their answers once
+// decided (answerQ, parkanswer.go). The zero value is not usable: see
+// newParkQueue.
 type parkQueue struct {
-	admit func(*leanHold) // runs one call's admission; never blocks on the client
+	admit func(*leanHold) // runs one call's admission (or answer: answerQ)
 	max   int
 
 	mu      sync.Mutex

@@ -1,0 +1,31 @@
+package gateway
+
+// Answering parked calls a bounded number at a time (issue 13: the peak
+// while 10,000 held calls are approved). A parked call waited for without
+// a goroutine (gate.Gate.WaitHoldFunc) is answered, once decided, on the
+// gate's goroutine that ended its wait (heldDone): the call runs on its
+// upstream, its outcome is recorded, its answer written. Approvals can
+// come faster than calls run (32 approvers on SQLite: hundreds a second,
+// the upstream and the outcome writes slower), and each decided call had
+// a goroutine of its own until it was answered: 12,699 goroutines, 108 MB
+// of stacks and 295 MB of heap in use at approve-all's peak (536.7 MB RSS)
+// with 10,000 held calls on SQLite (docs/performance.md, "peak33"). The
+// decided calls now wait in a parkQueue that keeps only their *leanHold,
+// and at most parkAnswerers goroutines answer them in the order they were
+// decided; the gate's goroutine ends as soon as the call is queued.
+
+// parkAnswerers bounds how many decided parked calls are answered (run on
+// their upstream, recorded, written) at once: as many as the admissions
+// (admitSlotsMax), more than the store's group commit and an upstream's
+// pipe take at once, and few enough that their stacks and buffers stay
+// small (128 × ≈ 40 KB). A decided call waits behind at most that many
+// calls in flight; with 128 calls whose tools run for minutes, the next
+// decided parked call waits for one of them to end.
+const parkAnswerers = admitSlotsMax
+
+// answerQueued answers the decided parked call l (heldDone) on one of the
+// gateway's answering goroutines (answerQ).
+func (l *leanHold) answerQueued() {
+	defer l.f.g.wg.Done()
+	l.answerParked()
+}

@@ -1,0 +1,111 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/store"
+)
+
+// TestDecidedParkedCallsAnsweredBounded: parked calls, once approved, are
+// answered (run on their upstream, written) at most the answer queue's
+// bound at a time (here 2); the other decided calls wait in the queue
+// without a goroutine, and each is answered once a running answer ends:
+// every call ran exactly once and got its own result, and the queue is
+// empty afterwards.
+func TestDecidedParkedCallsAnsweredBounded(t *testing.T) {
+	verifyNoLeaks(t)
+	f := newLeanFixture(t, &HTTPOptions{DropGrace: time.Hour})
+	release := make(chan struct{})
+	released := false
+	open := func() {
+		if !released {
+			released = true
+			close(release)
+		}
+	}
+	var inFlight, most atomic.Int64
+	entered := make(chan struct{}, 16)
+	f.g.answerQ = newParkQueue(2, func(l *leanHold) {
+		n := inFlight.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		entered <- struct{}{}
+		<-release
+		inFlight.Add(-1)
+		l.answerQueued()
+	})
+	base, parked := parkedFront(t, f, &HTTPOptions{DropGrace: time.Hour})
+	t.Cleanup(open) // before the gateway's Close (cleanups run last first)
+	modernPost(t, base, "up__echo", modernCallBody("1", "up__echo", `{}`, ""), nil)
+	<-f.h.args
+
+	const calls = 5
+	conns := make([]net.Conn, calls)
+	for i := range calls {
+		c, host := dialRaw(t, base)
+		conns[i] = c
+		if _, err := io.WriteString(c, rawModernRequest(host, fmt.Sprint(10+i), "up__big", fmt.Sprintf(`{"n":%d}`, 10+i))); err != nil {
+			t.Fatal(err)
+		}
+		waitParkedCount(t, parked, int64(i+1))
+	}
+	f.waitState(t, approval.StatePending, calls)
+	all, _, err := f.db.ListRequests(t.Context(), store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range all {
+		if _, err := f.gt.Review(t.Context(), r.ID, approval.Principal{ID: "carol", Kind: "human"}, approval.VerdictApprove, "", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 {
+		select {
+		case <-entered:
+		case <-time.After(testWait):
+			t.Fatalf("%d of 2 decided calls entered the answer queue's goroutines", i)
+		}
+	}
+	q := f.g.answerQ
+	waiting := func() int {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.waiting)
+	}
+	for deadline := time.Now().Add(testWait); waiting() != calls-2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d decided calls wait in the queue, want %d", waiting(), calls-2)
+		}
+	}
+	if n := f.h.count("big"); n != 0 || inFlight.Load() != 2 {
+		t.Fatalf("before the release: %d runs, %d answers in flight; want 0 and 2 (the bound)", n, inFlight.Load())
+	}
+	open()
+	for i, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(testWait))
+		resp, b := readRaw(t, bufio.NewReader(c))
+		if want := `"text":"` + bigText(10+i) + `"`; resp.StatusCode != 200 || !bytes.Contains(b, []byte(want)) || bytes.Contains(b, []byte(`"isError":true`)) {
+			t.Errorf("call %d: %d %s, want its own result", i, resp.StatusCode, b)
+		}
+	}
+	if n := f.h.count("big"); n != calls {
+		t.Errorf("the approved calls ran %d times, want %d", n, calls)
+	}
+	if m := most.Load(); m != 2 {
+		t.Errorf("at most %d answers ran at once, want 2", m)
+	}
+	q.mu.Lock()
+	running, left := q.running, len(q.waiting)
+	q.mu.Unlock()
+	if running != 0 || left != 0 {
+		t.Errorf("the answer queue has %d goroutines and %d calls left, want none", running, left)
+	}
+}
