@@ -378,7 +378,7 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 		catalog:      newCatalog(),
 		ups:          map[string]*upstream{},
 		parkQ:        newParkQueue(parkAdmitters, (*leanHold).admitQueued),
-		answerQ:      newParkQueue(parkAnswerers, (*leanHold).answerQueued),
+		answerQ:      newAnswerQueue(),
 		admits:       newAdmitSlots(admitSlotsMax),
 		sessionReads: newAdmitSlots(sessionReadsMax),
 		routes:       newProgressRoutes(o.ProgressLinger, o.Logger),

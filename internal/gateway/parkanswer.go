@@ -1,5 +1,7 @@
 package gateway
 
+import "time"
+
 // Answering parked calls a bounded number at a time (issue 13: the peak
 // while 10,000 held calls are approved). A parked call waited for without
 // a goroutine (gate.Gate.WaitHoldFunc) is answered, once decided, on the
@@ -19,9 +21,24 @@ package gateway
 // (admitSlotsMax), more than the store's group commit and an upstream's
 // pipe take at once, and few enough that their stacks and buffers stay
 // small (128 × ≈ 40 KB). A decided call waits behind at most that many
-// calls in flight; with 128 calls whose tools run for minutes, the next
-// decided parked call waits for one of them to end.
+// calls in flight, and not longer than parkAnswerStall while none of them
+// ends.
 const parkAnswerers = admitSlotsMax
+
+// parkAnswerStall is answerQ's stall: when decided calls wait and none of
+// the running answers ended for that long (tools that run for minutes, or
+// a tool that waits for another parked call's answer: an upstream calling
+// back through the gateway), one more answering goroutine starts past
+// parkAnswerers, and one more each parkAnswerStall while that lasts, so
+// the queue never stops answering.
+const parkAnswerStall = time.Second
+
+// newAnswerQueue is the gateway's answerQ.
+func newAnswerQueue() *parkQueue {
+	q := newParkQueue(parkAnswerers, (*leanHold).answerQueued)
+	q.stall = parkAnswerStall
+	return q
+}
 
 // answerQueued answers the decided parked call l (heldDone) on one of the
 // gateway's answering goroutines (answerQ).

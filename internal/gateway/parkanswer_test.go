@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"toolgate/internal/approval"
@@ -108,4 +109,63 @@ func TestDecidedParkedCallsAnsweredBounded(t *testing.T) {
 	if running != 0 || left != 0 {
 		t.Errorf("the answer queue has %d goroutines and %d calls left, want none", running, left)
 	}
+}
+
+// TestAnswerQueueUnstalls: with its one goroutine stuck in a call that
+// waits for a queued call's answer (an upstream calling back through the
+// gateway), the answer queue starts one more goroutine after its stall,
+// not before, and both calls end; a queue whose calls keep ending starts
+// none past its bound.
+func TestAnswerQueueUnstalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		first, second := new(leanHold), new(leanHold)
+		secondDone := make(chan struct{})
+		var ran atomic.Int64
+		q := newParkQueue(1, func(l *leanHold) {
+			ran.Add(1)
+			if l == first {
+				<-secondDone // waits for the queued call's answer
+				return
+			}
+			close(secondDone)
+		})
+		q.stall = time.Second
+		q.add(first)
+		q.add(second)
+		time.Sleep(q.stall - time.Millisecond)
+		synctest.Wait()
+		if n := ran.Load(); n != 1 {
+			t.Fatalf("%d calls ran before the stall, want 1 (the bound)", n)
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if n := ran.Load(); n != 2 {
+			t.Fatalf("%d calls ran after the stall, want 2", n)
+		}
+		q.mu.Lock()
+		running, waiting := q.running, len(q.waiting)
+		q.mu.Unlock()
+		if running != 0 || waiting != 0 {
+			t.Fatalf("%d goroutines and %d calls left, want none", running, waiting)
+		}
+
+		// Calls that end, each within the stall: no goroutine past the bound.
+		var inFlight, most atomic.Int64
+		q = newParkQueue(1, func(*leanHold) {
+			n := inFlight.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(600 * time.Millisecond)
+			inFlight.Add(-1)
+		})
+		q.stall = time.Second
+		for range 5 {
+			q.add(new(leanHold))
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if m := most.Load(); m != 1 {
+			t.Fatalf("%d calls ran at once, want 1: each ended within the stall", m)
+		}
+	})
 }
