@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -168,4 +169,60 @@ func TestAnswerQueueUnstalls(t *testing.T) {
 			t.Fatalf("%d calls ran at once, want 1: each ended within the stall", m)
 		}
 	})
+}
+
+// TestQueuedStreamAnswerLeavesTheConnection: a 2025-era session's parked
+// call answered from the answer queue keeps its connection alive for the
+// client's next request, but the answering goroutine does not stay with
+// it: with one answering goroutine (and no stall), a second parked call
+// on another connection is answered while the first connection stays
+// open, and the first connection still serves its next request.
+func TestQueuedStreamAnswerLeavesTheConnection(t *testing.T) {
+	verifyNoLeaks(t)
+	opts := &HTTPOptions{HeartbeatFirst: time.Hour, Heartbeat: time.Hour, DropGrace: time.Hour}
+	h := newHooks()
+	close(h.release)
+	f := newLeanProgFixture(t, ServerConfig{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}, h, time.Hour, opts)
+	f.g.answerQ = newParkQueue(1, (*leanHold).answerQueued) // no stall: a stuck goroutine stays stuck
+	base, parked := parkedFront(t, f, opts)
+	cs := connectHTTP(t, base, aliceToken, nil, nil)
+	waitInitialized(t, f.g, cs.ID())
+	sid, version := cs.ID(), cs.InitializeResult().ProtocolVersion
+	var wires [2]*wireReader
+	var conns [2]net.Conn
+	for i := range 2 {
+		c, host := dialRaw(t, base)
+		conns[i], wires[i] = c, newWireReader(c)
+		_ = c.SetReadDeadline(time.Now().Add(testWait))
+		if _, err := io.WriteString(c, rawSessionPOST(host, sid, version, fmt.Sprintf("h-%d", i), "up__big", fmt.Sprintf(`{"n":%d}`, 10+i), "")); err != nil {
+			t.Fatal(err)
+		}
+		f.waitState(t, approval.StatePending, 1)
+		f.approveNext(t)
+		var body strings.Builder
+		wires[i].response(t, func(l string) { body.WriteString(l) })
+		if want := bigText(10 + i); !strings.Contains(body.String(), want) {
+			t.Fatalf("call %d answered %q, want its own result", i, body.String())
+		}
+		f.waitState(t, approval.StateConsumed, i+1)
+	}
+	if n := parked.Load(); n != 2 {
+		t.Fatalf("%d calls parked, want 2", n)
+	}
+	// The first connection, open all along, serves the client's next request.
+	host := strings.TrimPrefix(base, "http://")
+	ping := `{"jsonrpc":"2.0","id":"a-1","method":"ping"}`
+	if _, err := fmt.Fprintf(conns[0], "POST /mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
+		"Accept: application/json, text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: %s\r\n"+
+		"Content-Length: %d\r\n\r\n%s", host, aliceToken, sid, version, len(ping), ping); err != nil {
+		t.Fatal(err)
+	}
+	var got strings.Builder
+	wires[0].response(t, func(l string) { got.WriteString(l) })
+	if !strings.Contains(got.String(), `"id":"a-1","result":{}`) {
+		t.Errorf("the first connection's next request answered %q, want the ping's result", got.String())
+	}
+	for _, c := range conns {
+		_ = c.Close()
+	}
 }
