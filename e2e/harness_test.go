@@ -177,7 +177,7 @@ func gatewayCommandBin(tb testing.TB, bin, cfgYAML string, env map[string]string
 	if err := os.WriteFile(cfg, []byte(cfgYAML), 0o600); err != nil {
 		tb.Fatal(err)
 	}
-	cmd := exec.Command(bin, append([]string{"serve", "--config", cfg, "--log-level", "debug"}, extraArgs...)...)
+	cmd := exec.Command(bin, append([]string{"serve", "--config", cfg, "--log-level", "debug"}, extraArgs...)...) //nolint:gosec // bin is one this package built, or TOOLGATE_BENCH_TOOLGATE (the operator's own)
 	cmd.Dir = dir
 	cmd.Env = childEnv()
 	for k, v := range tokenEnv {

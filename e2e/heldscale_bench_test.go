@@ -24,6 +24,12 @@ import (
 //
 //   - hold-s: from the first call sent until all N are pending;
 //   - rss-MB: toolgate's resident memory while they are held;
+//   - held-peak-rss-MB: toolgate's peak RSS (VmHWM) up to "held", the
+//     admission's; run-peak-MB: the peak over the whole run (the 200 MB
+//     goal's number), and <phase>-peak-MB for each phase, admit, held
+//     (the measurements, tail and idle window), approve (approve-all) and
+//     after (3 s after the last answer), each with its peak sample's time
+//     and toolgate's runtime then (phaseWatch, heldphase_bench_test.go);
 //   - tail-s and tail-cpu-s: the burst's tail, from the end of the
 //     measurements above until toolgate and the database together use
 //     less than 3 % of a core over 2 s (at most 2 minutes), and the CPU
@@ -86,7 +92,9 @@ import (
 //
 // and fails unless every call ran exactly once with its own arguments.
 // On Postgres toolgate's pool has 16 connections (max_conns);
-// TOOLGATE_BENCH_MAX_CONNS sets another size.
+// TOOLGATE_BENCH_MAX_CONNS sets another size. TOOLGATE_BENCH_TOOLGATE=path
+// runs that toolgate binary instead of this tree's (old against new with
+// one benchmark).
 // The calls share 100 MCP client sessions (one per agent); TOOLGATE_BENCH_SESSIONS
 // sets another number of sessions (N: one session per held call). The
 // agents speak the go-sdk client's newest revision (2026-07-28: each call
@@ -188,7 +196,13 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	case "info":
 		logLevel = "info"
 	}
-	g := startGatewayBin(b, bins.toolgate, cfg, nil, "--log-level", logLevel)
+	toolgateBin := bins.toolgate
+	if v := os.Getenv("TOOLGATE_BENCH_TOOLGATE"); v != "" {
+		// a toolgate built elsewhere (e.g. from an older tree, without
+		// -race), measured by this tree's benchmark
+		toolgateBin = v
+	}
+	g := startGatewayBin(b, toolgateBin, cfg, nil, "--log-level", logLevel)
 
 	tokens := make([]string, loadAgents)
 	for i := range tokens {
@@ -196,6 +210,12 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	}
 	pid := g.cmd.Process.Pid
 	cpu := func() cpuReading { return readCPU(pid, dbPID) }
+	profileDir := os.Getenv("TOOLGATE_BENCH_PROFILE")
+	profilePrefix := ""
+	if profileDir != "" {
+		profilePrefix = filepath.Join(profileDir, fmt.Sprintf("%s-%d", driver, n))
+	}
+	phases := watchPhases(b.Context(), b, pid, g.Admin, profilePrefix)
 	admitCPU0 := cpu()
 	start := time.Now()
 	var progressArgs []string
@@ -227,6 +247,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 
 	rss := rssMB(b, pid)
 	peakRSS := hwmMB(b, pid)                             // the burst's peak (VmHWM), up to "held"
+	phases.next(b)                                       // held
 	heldMem := readMemSplit(b, g.Admin).rssSplit(b, pid) // no collection: the burst's heap as it is
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		// the heap profile as of the burst's last collection (no gc=1): the
@@ -322,6 +343,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		commits0 = pgStatStart(b, dsn)
 		vacuums0 = pgAutovacuums(b, dsn)
 	}
+	phases.next(b) // approve
 	start = time.Now()
 	cpu0 = cpu()
 	procs0 := readApprove(pid, dbPID, load)
@@ -348,6 +370,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	}
 	res := load.results(b, 20*time.Minute)
 	took := time.Since(start)
+	phases.next(b) // after
 	net3 := readNet()
 	gc1 := readMemSplit(b, g.Admin).numGC
 	oneP := procsW.stop()
@@ -380,6 +403,9 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 			b.Fatalf("call %d: %s %q, ran %d times; want ok with its arguments, once", i, r.word, r.text, counts["echo_raw "+args])
 		}
 	}
+	time.Sleep(phaseAfter) // the after phase: what approve-all leaves
+	phases.stop(b)
+	phases.report(b)
 	if progressLog != "" {
 		readBeatStats(b, progressLog, n, idleFrom, idleTo).report(b)
 	}

@@ -331,6 +331,9 @@ type Gateway struct {
 	// parkQ admits parked calls a bounded number at a time
 	// (parkadmit.go); tests may replace it before Handler.
 	parkQ *parkQueue
+	// answerQ answers decided parked calls a bounded number at a time
+	// (parkanswer.go); tests may replace it before Handler.
+	answerQ *parkQueue
 	// admits bounds the admissions that run at once, on every path
 	// (admitbound.go); tests may replace it before Handler.
 	admits admitSlots
@@ -375,6 +378,7 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 		catalog:      newCatalog(),
 		ups:          map[string]*upstream{},
 		parkQ:        newParkQueue(parkAdmitters, (*leanHold).admitQueued),
+		answerQ:      newAnswerQueue(),
 		admits:       newAdmitSlots(admitSlotsMax),
 		sessionReads: newAdmitSlots(sessionReadsMax),
 		routes:       newProgressRoutes(o.ProgressLinger, o.Logger),

@@ -268,13 +268,13 @@ type admitterAsync interface {
 	WaitHoldFunc(hctx context.Context, hc gate.HeldCall, done func(*gate.Admission))
 }
 
-// heldDone answers the parked call l with adm, the gate's answer after
-// a wait without a goroutine (admitParked), on the gate's goroutine that
-// ended the wait.
+// heldDone queues the parked call l, with adm, the gate's answer after a
+// wait without a goroutine (admitParked), to be answered by one of the
+// gateway's answering goroutines (parkanswer.go); the gate's goroutine
+// that ended the wait returns at once.
 func (l *leanHold) heldDone(adm *gate.Admission) {
-	defer l.f.g.wg.Done()
 	l.adm = adm
-	l.answerParked()
+	l.f.g.answerQ.add(l)
 }
 
 // waitParked holds the parked call l until it is decided and answers it
@@ -325,7 +325,7 @@ func (l *leanHold) answerParked() {
 		closeAfterReply(conn, more)
 		return
 	}
-	l.f.serveRest(conn, pending, true, srv)
+	l.serveRestOf(conn, pending, true, srv)
 }
 
 // A dropWatch notices that a parked call's client went away (the end of

@@ -378,7 +378,7 @@ func (l *leanHold) answerStream() {
 		closeAfterReply(conn, more || len(pending) > 0)
 		return
 	}
-	l.f.serveRest(conn, pending, more || len(pending) > 0, srv)
+	l.serveRestOf(conn, pending, more || len(pending) > 0, srv)
 }
 
 // rstAvoidanceDelay is how long closeAfterReply lets a client that sent

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"sync"
+	"time"
 
 	"toolgate/internal/gate"
 )
@@ -29,15 +30,25 @@ import (
 // against the held calls' (128 × 32 KiB is 4 MiB).
 const parkAdmitters = admitSlotsMax
 
-// A parkQueue admits parked calls, at most max at a time, in arrival
-// order. The zero value is not usable: see newParkQueue.
+// A parkQueue runs admit on parked calls, at most max at a time, in the
+// order they were added: their admissions (parkQ), or their answers once
+// decided (answerQ, parkanswer.go). The zero value is not usable: see
+// newParkQueue.
 type parkQueue struct {
-	admit func(*leanHold) // runs one call's admission; never blocks on the client
+	admit func(*leanHold) // runs one call's admission (or answer: answerQ)
 	max   int
+	// stall, when set, is how long calls may wait while none of the
+	// running ones ends before one more goroutine starts past max (and
+	// again each stall after that): answerQ's, whose calls run tools of
+	// any length, and a tool may itself wait for another queued call's
+	// answer (an upstream calling back through the gateway). 0: none.
+	stall time.Duration
 
 	mu      sync.Mutex
 	waiting []*leanHold // in arrival order; guarded by mu
 	running int         // admitting goroutines; guarded by mu
+	ended   uint64      // calls run to their end; guarded by mu
+	watch   bool        // a stall timer is set; guarded by mu
 }
 
 func newParkQueue(max int, admit func(*leanHold)) *parkQueue {
@@ -56,7 +67,38 @@ func (q *parkQueue) add(l *leanHold) {
 		return
 	}
 	q.waiting = append(q.waiting, l)
+	if q.stall > 0 && !q.watch {
+		q.watch = true
+		ended := q.ended
+		time.AfterFunc(q.stall, func() { q.unstall(ended) })
+	}
 	q.mu.Unlock()
+}
+
+// unstall runs when calls have waited stall since ended calls had ended:
+// if none ended since, one more goroutine starts on the first waiting
+// call (past max: the running ones are stuck, in long tools or waiting
+// for a queued call). While calls wait it looks again each stall.
+func (q *parkQueue) unstall(ended uint64) {
+	q.mu.Lock()
+	if len(q.waiting) == 0 {
+		q.watch = false
+		q.mu.Unlock()
+		return
+	}
+	var l *leanHold
+	if q.ended == ended {
+		l = q.waiting[0]
+		q.waiting[0] = nil
+		q.waiting = q.waiting[1:]
+		q.running++
+	}
+	now := q.ended
+	time.AfterFunc(q.stall, func() { q.unstall(now) })
+	q.mu.Unlock()
+	if l != nil {
+		go q.run(l)
+	}
 }
 
 // run admits l, then the calls waiting, until none waits.
@@ -72,6 +114,7 @@ func (q *parkQueue) run(l *leanHold) {
 func (q *parkQueue) next() *leanHold {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.ended++
 	if len(q.waiting) == 0 {
 		q.running--
 		q.waiting = nil // a burst's backing array goes with it

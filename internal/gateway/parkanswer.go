@@ -1,0 +1,75 @@
+package gateway
+
+import (
+	"net"
+	"net/http"
+	"time"
+)
+
+// Answering parked calls a bounded number at a time (issue 13: the peak
+// while 10,000 held calls are approved). A parked call waited for without
+// a goroutine (gate.Gate.WaitHoldFunc) is answered, once decided, on the
+// gate's goroutine that ended its wait (heldDone): the call runs on its
+// upstream, its outcome is recorded, its answer written. Approvals can
+// come faster than calls run (32 approvers on SQLite: hundreds a second,
+// the upstream and the outcome writes slower), and each decided call had
+// a goroutine of its own until it was answered: 12,699 goroutines, 108 MB
+// of stacks and 295 MB of heap in use at approve-all's peak (536.7 MB RSS)
+// with 10,000 held calls on SQLite (docs/performance.md, "peak33"). The
+// decided calls now wait in a parkQueue that keeps only their *leanHold,
+// and at most parkAnswerers goroutines answer them in the order they were
+// decided; the gate's goroutine ends as soon as the call is queued.
+
+// parkAnswerers bounds how many decided parked calls are answered (run on
+// their upstream, recorded, written) at once: as many as the admissions
+// (admitSlotsMax), more than the store's group commit and an upstream's
+// pipe take at once, and few enough that their stacks and buffers stay
+// small (128 × ≈ 40 KB). A decided call waits behind at most that many
+// calls in flight, and not longer than parkAnswerStall while none of them
+// ends.
+const parkAnswerers = admitSlotsMax
+
+// parkAnswerStall is answerQ's stall: when decided calls wait and none of
+// the running answers ended for that long (tools that run for minutes, or
+// a tool that waits for another parked call's answer: an upstream calling
+// back through the gateway), one more answering goroutine starts past
+// parkAnswerers, and one more each parkAnswerStall while that lasts, so
+// the queue never stops answering.
+const parkAnswerStall = time.Second
+
+// newAnswerQueue is the gateway's answerQ.
+func newAnswerQueue() *parkQueue {
+	q := newParkQueue(parkAnswerers, (*leanHold).answerQueued)
+	q.stall = parkAnswerStall
+	return q
+}
+
+// answerQueued answers the decided parked call l (heldDone) on one of the
+// gateway's answering goroutines (answerQ). What the client sends on the
+// connection after the answer (a kept-alive 2025-era session's next
+// request) is served on a goroutine of its own (serveRestOf), as net/http
+// serves a connection: an answering goroutine that served it would stay
+// with the connection until the client closed it (all 128 did at 640 of
+// 10,000 answers, and answering stopped).
+func (l *leanHold) answerQueued() {
+	defer l.f.g.wg.Done()
+	l.queued = true
+	l.answerParked()
+}
+
+// serveRestOf serves what the client sends on conn after the parked call
+// l's answer (httpFront.serveRest): on this goroutine, or, for a call
+// answered from the answer queue, on one of its own, counted in the
+// gateway's WaitGroup as the answer was.
+func (l *leanHold) serveRestOf(conn net.Conn, pending []byte, waiting bool, from *http.Server) {
+	f := l.f
+	if !l.queued {
+		f.serveRest(conn, pending, waiting, from)
+		return
+	}
+	f.g.wg.Add(1) // while the answer's count is held: Close has not returned
+	go func() {
+		defer f.g.wg.Done()
+		f.serveRest(conn, pending, waiting, from)
+	}()
+}
