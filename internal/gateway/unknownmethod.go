@@ -20,7 +20,7 @@ var knownMethods = map[string]bool{
 	"prompts/list": true, "prompts/get": true, "completion/complete": true,
 	"resources/list": true, "resources/templates/list": true, "resources/read": true,
 	"resources/subscribe": true, "resources/unsubscribe": true, "subscriptions/listen": true,
-	"logging/setLevel": true,
+	"logging/setLevel":          true,
 	"notifications/initialized": true, "notifications/cancelled": true,
 	"notifications/progress": true, "notifications/roots/list_changed": true,
 }
