@@ -527,14 +527,22 @@ func (d *displayer) lookAlikes(s string, spans []span, path []pathStep) []int {
 		return nil
 	}
 	var at []int
-	for i := 0; i < len(s); i++ {
-		if len(spans) > 0 && i >= spans[0].start {
-			i = spans[0].end - 1
+	for i := 0; ; {
+		j := strings.IndexByte(s[i:], '[')
+		if j < 0 {
+			break
+		}
+		p := i + j
+		i = p + 1
+		for len(spans) > 0 && spans[0].end <= p {
 			spans = spans[1:]
+		}
+		if len(spans) > 0 && p >= spans[0].start {
+			i = spans[0].end // in a marker the copy wrote
 			continue
 		}
-		if s[i] == '[' && (strings.HasPrefix(s[i+1:], "redacted") || strings.HasPrefix(s[i+1:], "truncated for display")) {
-			at = append(at, i)
+		if rest := s[p+1:]; strings.HasPrefix(rest, "redacted") || strings.HasPrefix(rest, "truncated for display") {
+			at = append(at, p)
 		}
 	}
 	if at != nil {
