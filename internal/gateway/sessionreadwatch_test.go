@@ -91,7 +91,9 @@ func TestLeanSessionReadWatchesTheClient(t *testing.T) {
 	}()
 	waitAcquiring(t, 1) // the call waits for a session-read slot
 	cancel()            // the client leaves: its connection is closed, no cancellation is sent
-	<-done
+	if err := <-done; err == nil {
+		t.Error("the request given up got an answer, want its context's error")
+	}
 
 	for deadline := time.Now().Add(testWait); ; time.Sleep(5 * time.Millisecond) {
 		got := ba.unadmittedCalls()
