@@ -326,21 +326,23 @@ func (d *displayer) member(obj node, i uint32, hidden *hiddenKeys, path []pathSt
 	key := d.t.text(d.t.nodes[i])
 	what, hide := d.keyPattern(key)
 	shown := key
+	var spans []span
 	if hide {
-		shown = d.keyShown(key, obj, hidden)
+		shown, spans = d.keyShown(key, obj, hidden)
 		hidden.keys = append(hidden.keys, hiddenKey{i: i, marker: shown})
 	}
 	path = append(path, pathStep{key: shown})
+	fakes := d.lookAlikes(shown, spans, path)
 	switch {
 	case hide:
 		d.warnInvisible(shown, path, "key contains")
-		d.buf = appendDisplayString(d.buf, shown)
+		d.buf = appendMarkedString(d.buf, shown, fakes)
 		d.warn(fmt.Sprintf("%s: key hidden (looks like %s); the hash covers the real key", location(path), what))
-	case d.t.nodes[i].kind == kindASCII: // nothing to flag or escape
+	case d.t.nodes[i].kind == kindASCII && fakes == nil: // nothing to flag or escape
 		d.buf = append(append(append(d.buf, '"'), key...), '"')
 	default:
 		d.warnInvisible(key, path, "key contains")
-		d.buf = appendDisplayString(d.buf, key)
+		d.buf = appendMarkedString(d.buf, key, fakes)
 	}
 	d.buf = append(d.buf, ':')
 	d.memberValue(i, key, path)
@@ -388,7 +390,7 @@ func (d *displayer) keyPattern(k string) (string, bool) {
 // key's text (a path in a map of files) out of the reviewer's sight
 // (attack31). A text shown for a hidden key holds a marker, so only keys
 // as received that hold a marker's text can be the same.
-func (d *displayer) keyShown(key string, obj node, hidden *hiddenKeys) string {
+func (d *displayer) keyShown(key string, obj node, hidden *hiddenKeys) (string, []span) {
 	if hidden.taken == nil {
 		hidden.taken = make(map[string]struct{})
 		for k := range obj.b {
@@ -405,11 +407,12 @@ func (d *displayer) keyShown(key string, obj node, hidden *hiddenKeys) string {
 	}
 	for m := hidden.last + 1; ; m++ {
 		marker := "[redacted key " + strconv.Itoa(m) + "]"
-		shown := hideMatches(key, ms, func(int) string { return marker })
+		var spans []span
+		shown := hideMatches(key, ms, func(int) string { return marker }, &spans)
 		if _, ok := hidden.taken[shown]; !ok {
 			hidden.taken[shown] = struct{}{}
 			hidden.last = m
-			return shown
+			return shown, spans
 		}
 	}
 }
@@ -464,8 +467,9 @@ func (d *displayer) str(s string, ascii bool, path []pathStep) string {
 		ms = appendMatches(ms, re, k, s)
 		d.warn(fmt.Sprintf("%s: text hidden (looks like %s); the hash covers the real value", location(path), patternWhat(re)))
 	}
+	var spans []span // the markers written in s
 	if len(ms) > 0 {
-		s = hideMatches(s, ms, func(k int) string { return "[redacted: looks like " + patternWhat(d.rd.Patterns[k]) + "]" })
+		s = hideMatches(s, ms, func(k int) string { return "[redacted: looks like " + patternWhat(d.rd.Patterns[k]) + "]" }, &spans)
 		ascii, scanned = false, false
 	}
 	if !ascii {
@@ -486,16 +490,80 @@ func (d *displayer) str(s string, ascii bool, path []pathStep) string {
 		}
 		if count > limit {
 			cut = true
-			s = s[:at] + fmt.Sprintf("…[truncated for display: %d of %d characters shown]", limit, count)
+			for len(spans) > 0 && spans[len(spans)-1].start >= at {
+				spans = spans[:len(spans)-1] // cut off
+			}
+			if n := len(spans); n > 0 && spans[n-1].end > at {
+				spans[n-1].end = at // cut into: what is left is still the copy's
+			}
+			note := fmt.Sprintf("…[truncated for display: %d of %d characters shown]", limit, count)
+			spans = append(spans, span{at, at + len(note)})
+			s = s[:at] + note
 			d.warn(fmt.Sprintf("%s: string of %d characters truncated to %d for display only; the hash covers the full value", location(path), count, limit))
 		}
 	}
-	if ascii && !cut {
+	fakes := d.lookAlikes(s, spans, path)
+	if ascii && !cut && fakes == nil {
 		d.buf = append(append(append(d.buf, '"'), s...), '"')
 	} else {
-		d.buf = appendDisplayString(d.buf, s)
+		d.buf = appendMarkedString(d.buf, s, fakes)
 	}
 	return s
+}
+
+// A span is the bytes [start, end) of a marker the copy wrote in a string.
+type span struct{ start, end int }
+
+// lookAlikes returns where, in s as the copy shows it at path, the
+// agent's own text starts like a marker: each '[' outside the markers
+// written (spans, in order) that begins "[redacted" or "[truncated for
+// display". The copy writes those as \u005B (appendMarkedString), so
+// that its text tells the two apart (the detail page shows only the
+// copy's markers as markers) while decoding it still gives the text
+// back, and warns once for s. Nil when there is none (the usual case:
+// one IndexByte).
+func (d *displayer) lookAlikes(s string, spans []span, path []pathStep) []int {
+	if strings.IndexByte(s, '[') < 0 {
+		return nil
+	}
+	var at []int
+	for i := 0; ; {
+		j := strings.IndexByte(s[i:], '[')
+		if j < 0 {
+			break
+		}
+		p := i + j
+		i = p + 1
+		for len(spans) > 0 && spans[0].end <= p {
+			spans = spans[1:]
+		}
+		if len(spans) > 0 && p >= spans[0].start {
+			i = spans[0].end // in a marker the copy wrote
+			continue
+		}
+		if rest := s[p+1:]; strings.HasPrefix(rest, "redacted") || strings.HasPrefix(rest, "truncated for display") {
+			at = append(at, p)
+		}
+	}
+	if at != nil {
+		d.warn(fmt.Sprintf(`%s: text written like a redaction marker, shown with its "[" as \u005B; it is the agent's text, not hidden by toolgate`, location(path)))
+	}
+	return at
+}
+
+// appendMarkedString is appendDisplayString, with the '[' at each of the
+// byte offsets fakes of s (lookAlikes) written \u005B.
+func appendMarkedString(b []byte, s string, fakes []int) []byte {
+	if fakes == nil {
+		return appendDisplayString(b, s)
+	}
+	b = append(b, '"')
+	last := 0
+	for _, p := range fakes {
+		b = appendU(appendDisplayBody(b, s[last:p]), '[')
+		last = p + 1
+	}
+	return append(appendDisplayBody(b, s[last:]), '"')
 }
 
 // warnInvisible adds one warning per distinct flagged rune in s, in order of
@@ -629,7 +697,11 @@ var safeLead = func() (t [256]uint8) {
 // every flagged rune is a \uXXXX escape (a surrogate pair above U+FFFF),
 // copying the runs between them.
 func appendDisplayString(b []byte, s string) []byte {
-	b = append(b, '"')
+	return append(appendDisplayBody(append(b, '"'), s), '"')
+}
+
+// appendDisplayBody is appendDisplayString without the quotes.
+func appendDisplayBody(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -678,8 +750,7 @@ func appendDisplayString(b []byte, s string) []byte {
 		i++
 		start = i
 	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	return append(b, s[start:]...)
 }
 
 func appendU(b []byte, r rune) []byte {

@@ -27,7 +27,10 @@ func appendMatches(ms []match, re *regexp.Regexp, k int, s string) []match {
 // (its spaces, its colon) kept a later pattern from matching, and what only
 // that one covered was shown (a URL's password after a user that looks
 // like an AWS access key id; attack32).
-func hideMatches(s string, ms []match, marker func(k int) string) string {
+//
+// When spans is not nil, the bytes of the result each marker takes are
+// appended to it, in order (lookAlikes).
+func hideMatches(s string, ms []match, marker func(k int) string, spans *[]span) string {
 	slices.SortFunc(ms, func(a, b match) int {
 		if a.start != b.start {
 			return a.start - b.start
@@ -43,7 +46,11 @@ func hideMatches(s string, ms []match, marker func(k int) string) string {
 			cur.end = max(cur.end, ms[i].end)
 		}
 		b.WriteString(s[last:cur.start])
-		b.WriteString(marker(cur.k))
+		m := marker(cur.k)
+		if spans != nil {
+			*spans = append(*spans, span{b.Len(), b.Len() + len(m)})
+		}
+		b.WriteString(m)
 		last = cur.end
 	}
 	b.WriteString(s[last:])

@@ -93,7 +93,7 @@ func (s admitSlots) release() { <-s }
 //go:noinline // its frame, and the admission's below it, are gone before a held call waits
 func (g *Gateway) admitOrHold(ctx context.Context, sp admitterSplit, call *gate.Call, adm *gate.Admission) (hctx context.Context, held bool) {
 	if la, ok := g.gk.(leanAdmitter); ok && call.Prior == nil {
-		h := g.admitUnlessHeld(ctx, la, call, adm)
+		h := g.admitUnlessHeld(ctx, la, call, adm, nil)
 		if h == nil {
 			return nil, false // decided: *adm is the answer
 		}
@@ -114,12 +114,18 @@ func (g *Gateway) admitOrHold(ctx context.Context, sp admitterSplit, call *gate.
 // admission slots (see above), when la can (sessionAdmitter). It returns
 // nil when *adm is the answer, else the hand-off for the call's admission
 // (Call.Prior). When ctx ends while the call waits for a session-read
-// slot, *adm is a refusal (unadmitted) and it returns nil.
-func (g *Gateway) admitUnlessHeld(ctx context.Context, la leanAdmitter, call *gate.Call, adm *gate.Admission) *gate.HandOff {
+// slot, *adm is a refusal (unadmitted) and it returns nil. beforeRead,
+// if not nil, is called before the wait for a session-read slot: the
+// 2025-era lean front arms its POST's drop watch there, so that a client
+// that leaves while the read waits ends ctx.
+func (g *Gateway) admitUnlessHeld(ctx context.Context, la leanAdmitter, call *gate.Call, adm *gate.Admission, beforeRead func()) *gate.HandOff {
 	h := la.AdmitUnlessHeld(ctx, call, adm)
 	sa, ok := la.(sessionAdmitter)
 	if !h.SessionRead() || !ok {
 		return h
+	}
+	if beforeRead != nil {
+		beforeRead()
 	}
 	if err := g.sessionReads.acquire(ctx); err != nil {
 		g.unadmitted(ctx, call, adm, err)

@@ -38,7 +38,7 @@ func TestParkedAnswerToASlowReader(t *testing.T) {
 		{"response", func(c net.Conn) error {
 			p := &parkedResponse{h: http.Header{"Content-Type": {"application/json"}}}
 			_, _ = p.Write(body)
-			return p.writeTo(parkedWriter{conn: c, timeout: parkedWriteTimeout}, true)
+			return p.writeTo(parkedWriter{conn: c, timeout: parkedWriteTimeout}, true, false)
 		}},
 	}
 	for _, w := range writers {

@@ -342,6 +342,15 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 			}
 			lb.restore()
 		}
+		if lb != nil && lb.err == nil {
+			out := w
+			if hb != nil {
+				out = hb
+			}
+			if refuseUnknownMethod(out, lb.body, false, false) {
+				return
+			}
+		}
 		r = withPrincipal(r, p)
 		if sid == "" {
 			// Only initialize may open a session; a 2026-07-28 request needs
@@ -387,7 +396,7 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 				http.Error(w, "Bad Request: missing Mcp-Session-Id header (only initialize, or a 2026-07-28 request, may be sent without one)", http.StatusBadRequest)
 				return
 			}
-			if refuseUnfaithful(w, body) {
+			if refuseUnfaithful(w, body) || refuseUnknownMethod(w, body, modern, modern && f.g.opts.Tasks != nil) {
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))

@@ -78,7 +78,7 @@ func (f *httpFront) serveLeanModern(w http.ResponseWriter, r *http.Request, body
 	adm := new(gate.Admission)
 	// Decided unless held; an agent session's call after its session's
 	// policy is read (admitbound.go).
-	h := f.g.admitUnlessHeld(ctx, la, &call, adm) //nolint:contextcheck // the call's own context: r's span without r's other values (leanModernBase)
+	h := f.g.admitUnlessHeld(ctx, la, &call, adm, nil) //nolint:contextcheck // the call's own context: r's span without r's other values (leanModernBase)
 	if h != nil && !f.holdsLean() {
 		stop()
 		cancel(nil)

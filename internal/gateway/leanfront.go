@@ -126,10 +126,14 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody,
 	adm := new(gate.Admission)
 	stepMark(10)
 	// Decided unless held; an agent session's call after its session's
-	// policy is read (admitbound.go).
-	h := f.g.admitUnlessHeld(ctx, la, &call, adm) //nolint:contextcheck // as above
+	// policy is read (admitbound.go), with the watch on the POST's end
+	// armed first: a client that leaves while the read waits cancels it.
+	h := f.g.admitUnlessHeld(ctx, la, &call, adm, watch.watchEnd) //nolint:contextcheck // as above
 	stepMark(11)
 	if h != nil && !f.holdsLean() {
+		if watch.stop != nil {
+			watch.stop()
+		}
 		f.note(false)
 		return false, h, nil
 	}

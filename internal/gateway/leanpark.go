@@ -33,7 +33,8 @@ import (
 // one-byte read notices it, connWatch), which notices a dropped
 // connection (the POST's end: context.Canceled at once, as
 // PropagateRequestCancellation makes it on the SDK path). The answer is
-// written by the waiter as an HTTP/1.1 response with the same
+// written by the waiter as an HTTP/1.1 response (HTTP/1.0 to an HTTP/1.0
+// request, as net/http answers it) with the same
 // status, headers and body the connection would have carried, with a
 // Content-Length, and "Connection: close": the connection cannot go back
 // to net/http's keep-alive pool, so it is closed after the answer.
@@ -166,15 +167,18 @@ func (l *leanHold) park(w http.ResponseWriter, r *http.Request) bool {
 		l.f.park() // before the answer can be written
 	}
 	srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server)
-	l.pc = &parkedConn{conn: conn, header: header, pending: pending, srv: srv, close: r.Close}
+	// What the answer keeps of the request's framing goes with whatever
+	// writes the answer's head: the stream, or else the parkedConn.
+	l.pc = &parkedConn{conn: conn, pending: pending, srv: srv}
 	if stream {
 		timeout := parkedWriteTimeout
 		if d := g.parkWrite; d > 0 {
 			timeout = d
 		}
-		ps := &parkedStream{conn: conn, kept: header, timeout: timeout, stop: g.root.Done(), gone: l.streamGone, held: true, close: r.Close}
-		l.w.parkOn(ps)
-		l.pc.header, l.pc.stream = nil, ps
+		l.pc.stream = &parkedStream{conn: conn, kept: header, timeout: timeout, stop: g.root.Done(), gone: l.streamGone, held: true, close: r.Close}
+		l.w.parkOn(l.pc.stream)
+	} else {
+		l.pc.header, l.pc.close, l.pc.http10 = header, r.Close, r.ProtoMinor == 0
 	}
 	// The drop watch and the heartbeat start now, so that a call that
 	// waits for its admission (parkadmit.go) notices its client going
@@ -235,8 +239,10 @@ type parkedConn struct {
 	// close is set when the client asked to close the connection after
 	// the response ("Connection: close", or HTTP/1.0 without
 	// keep-alive): the answer says so and nothing after it is served,
-	// as net/http does (RFC 9112 9.6).
-	close bool
+	// as net/http does (RFC 9112 9.6). http10: the request was HTTP/1.0,
+	// and so is the answer. Both are for an answer without a stream;
+	// a stream (HTTP/1.1 only) keeps its own (parkedStream.close).
+	close, http10 bool
 }
 
 // admitParked admits the parked call l (the policy, the store write of
@@ -296,7 +302,7 @@ func (l *leanHold) answerParked() {
 		l.answerStream()
 		return
 	}
-	conn, pending, cw, srv, closing := l.pc.conn, l.pc.pending, l.pc.watch, l.pc.srv, l.pc.close
+	conn, pending, cw, srv, closing, http10 := l.pc.conn, l.pc.pending, l.pc.watch, l.pc.srv, l.pc.close, l.pc.http10
 	h, herr := l.pc.header.header()
 	if herr != nil {
 		l.f.g.log.Error("cannot rebuild a parked call's response header; answering without it", "err", herr)
@@ -314,7 +320,7 @@ func (l *leanHold) answerParked() {
 		timeout = d
 	}
 	closing = closing || !more
-	if werr := pw.writeTo(parkedWriter{conn: conn, timeout: timeout, stop: l.f.g.root.Done()}, closing); werr != nil {
+	if werr := pw.writeTo(parkedWriter{conn: conn, timeout: timeout, stop: l.f.g.root.Done()}, closing, http10); werr != nil {
 		log.Debug("cannot write a parked call's answer", "err", werr)
 		_ = conn.Close()
 		return
@@ -450,14 +456,23 @@ func (p *parkedResponse) Write(b []byte) (int, error) {
 	return p.body.Write(b)
 }
 
-// writeTo writes p on w as an HTTP/1.1 response with a Content-Length
-// and a Date, as net/http writes a handler's whole answer, with
-// "Connection: close" when closing (the connection is closed after it);
-// a client that stops reading gets its connection closed (writeParked).
-func (p *parkedResponse) writeTo(w parkedWriter, closing bool) error {
+// writeTo writes p on w as an HTTP/1.1 response (HTTP/1.0 to an HTTP/1.0
+// request: http10) with a Content-Length and a Date, as net/http writes a
+// handler's whole answer, with "Connection: close" when closing (the
+// connection is closed after it); as net/http's, an HTTP/1.0 answer says
+// "Connection: keep-alive" when not closing and nothing when closing. A
+// client that stops reading gets its connection closed (writeParked).
+func (p *parkedResponse) writeTo(w parkedWriter, closing, http10 bool) error {
 	h := p.h
 	if closing {
 		h.Del("Connection")
+	}
+	minor, closeHeader := 1, closing
+	if http10 {
+		minor, closeHeader = 0, false
+		if _, set := h["Connection"]; !closing && !set {
+			h.Set("Connection", "keep-alive")
+		}
 	}
 	if h.Get("Date") == "" {
 		h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
@@ -466,8 +481,8 @@ func (p *parkedResponse) writeTo(w parkedWriter, closing bool) error {
 	if status == 0 {
 		status = http.StatusOK
 	}
-	resp := &http.Response{StatusCode: status, ProtoMajor: 1, ProtoMinor: 1, Header: h,
-		ContentLength: int64(p.body.Len()), Body: io.NopCloser(&p.body), Close: closing}
+	resp := &http.Response{StatusCode: status, ProtoMajor: 1, ProtoMinor: minor, Header: h,
+		ContentLength: int64(p.body.Len()), Body: io.NopCloser(&p.body), Close: closeHeader}
 	bw := bufio.NewWriterSize(w, p.body.Len()+512)
 	if err := resp.Write(bw); err != nil {
 		return err

@@ -47,8 +47,12 @@ func (w *leanWatch) arm() {
 }
 
 // watchEnd arms the watch on the POST's end alone (a held call's
-// heartbeats are its hold's: leanHold.wait).
+// heartbeats are its hold's: leanHold.wait), unless it is armed already
+// (before an agent session's policy read: serveLean).
 func (w *leanWatch) watchEnd() {
+	if w.stop != nil {
+		return
+	}
 	cancel, grace := w.cancel, w.grace
 	w.stop = context.AfterFunc(w.end, func() {
 		time.AfterFunc(grace, func() { cancel(ErrClientGone) })

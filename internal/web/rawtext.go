@@ -100,8 +100,13 @@ func (sp *textSplitter) escapes(i, end int) {
 	for i < end {
 		if t[i] == '\\' {
 			r, n := decodeEscape(t[i:])
-			if n > 2 && (r == utf8.RuneError || api.IsShownEscaped(r)) {
+			switch {
+			case n > 2 && (r == utf8.RuneError || api.IsShownEscaped(r)):
 				sp.mark(i, i+n, segment{Text: t[i : i+n], Class: "hidden", Title: runeTitle(r)})
+			case n == 6 && r == '[':
+				// The display copy writes so the "[" of the agent's text
+				// written like a marker (markLookAlikes).
+				sp.mark(i, i+n, segment{Text: t[i : i+n], Class: "hidden", Title: lookAlikeTitle})
 			}
 			i += max(n, 1)
 			continue

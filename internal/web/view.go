@@ -312,7 +312,7 @@ func parseTree(data []byte, limit int) (node, error) {
 	if limit <= 0 {
 		left = -1
 	}
-	n, err := decodeNode(dec, 0, &left)
+	n, err := decodeNode(dec, data, 0, &left)
 	if err != nil {
 		return node{}, err
 	}
@@ -324,7 +324,7 @@ func parseTree(data []byte, limit int) (node, error) {
 
 // decodeNode decodes the next value of dec at depth; left counts down the
 // values the tree may still take (negative: no limit).
-func decodeNode(dec *json.Decoder, depth int, left *int) (node, error) {
+func decodeNode(dec *json.Decoder, data []byte, depth int, left *int) (node, error) {
 	if depth > maxDepth {
 		return node{}, errors.New("nested too deeply")
 	}
@@ -332,6 +332,7 @@ func decodeNode(dec *json.Decoder, depth int, left *int) (node, error) {
 		return node{}, errTreeTooLarge
 	}
 	*left--
+	from := dec.InputOffset()
 	tok, err := dec.Token()
 	if err != nil {
 		return node{}, err
@@ -342,12 +343,14 @@ func decodeNode(dec *json.Decoder, depth int, left *int) (node, error) {
 		case '{':
 			n := node{Kind: "object"}
 			for dec.More() {
+				from := dec.InputOffset()
 				kt, err := dec.Token()
 				if err != nil {
 					return node{}, err
 				}
 				key, _ := kt.(string)
-				child, err := decodeNode(dec, depth+1, left)
+				key = markLookAlikes(data[from:dec.InputOffset()], key)
+				child, err := decodeNode(dec, data, depth+1, left)
 				if err != nil {
 					return node{}, err
 				}
@@ -359,7 +362,7 @@ func decodeNode(dec *json.Decoder, depth int, left *int) (node, error) {
 		case '[':
 			n := node{Kind: "array"}
 			for dec.More() {
-				child, err := decodeNode(dec, depth+1, left)
+				child, err := decodeNode(dec, data, depth+1, left)
 				if err != nil {
 					return node{}, err
 				}
@@ -370,7 +373,7 @@ func decodeNode(dec *json.Decoder, depth int, left *int) (node, error) {
 		}
 		return node{}, fmt.Errorf("unexpected %v", v)
 	case string:
-		return node{Kind: "string", Str: v}, nil
+		return node{Kind: "string", Str: markLookAlikes(data[from:dec.InputOffset()], v)}, nil
 	case json.Number:
 		return node{Kind: "literal", Literal: v.String()}, nil
 	case bool:
@@ -379,6 +382,57 @@ func decodeNode(dec *json.Decoder, depth int, left *int) (node, error) {
 		return node{Kind: "literal", Literal: "null"}, nil
 	}
 	return node{}, fmt.Errorf("unexpected token %v", tok)
+}
+
+// lookAlikeMark stands, in a string of the tree, for the "[" of the
+// agent's text written like a marker, which the display copy writes
+// \u005B (approval.Display): a byte that no decoded string holds (the
+// decoder makes invalid UTF-8 U+FFFD). segments shows it as that escape.
+const lookAlikeMark = "\xff"
+
+// lookAlikeTitle is the tooltip of such a "[".
+const lookAlikeTitle = "the agent's own text, written like a redaction marker: toolgate hid nothing here"
+
+// markLookAlikes returns v, the decoded JSON string whose text as written
+// (with what comes before it in the value: a comma, a colon, spaces) is
+// raw, with each "[" that raw writes \u005B replaced by lookAlikeMark.
+// Only strings that hold marker-like text are looked at.
+func markLookAlikes(raw []byte, v string) string {
+	if !strings.Contains(v, "[redacted") && !strings.Contains(v, "[truncated for display") {
+		return v
+	}
+	q := bytes.IndexByte(raw, '"')
+	if q < 0 || !bytes.Contains(raw, []byte(`\u005B`)) {
+		return v
+	}
+	var b strings.Builder
+	body := raw[q+1:]
+	last := 0
+	piece := func(end int) {
+		var t string
+		_ = json.Unmarshal(append(append([]byte{'"'}, body[last:end]...), '"'), &t) // a piece of a valid string
+		b.WriteString(t)
+	}
+	i := 0
+	for i < len(body) && body[i] != '"' {
+		if body[i] != '\\' {
+			i++
+			continue
+		}
+		if bytes.HasPrefix(body[i:], []byte(`\u005B`)) {
+			piece(i)
+			b.WriteString(lookAlikeMark)
+			i += 6
+			last = i
+			continue
+		}
+		i += 2
+	}
+	if i > len(body) {
+		return v // not a string as written (cannot be: the decoder read one)
+	}
+	piece(i)
+	return b.String()
 }
 
 // A segment is a piece of a string as the page shows it: plain text, a
@@ -413,6 +467,13 @@ func segments(s string, block bool) []segment {
 	text := func(t string) {
 		start := 0
 		for i := 0; i < len(t); {
+			if t[i] == lookAlikeMark[0] {
+				plain(t[start:i])
+				out = append(out, segment{Text: `\u005B`, Class: "hidden", Title: lookAlikeTitle})
+				i++
+				start = i
+				continue
+			}
 			r, w := utf8.DecodeRuneInString(t[i:])
 			kept := block && (r == '\n' || r == '\t') // a text block shows these as they are
 			hidden := api.IsShownEscaped(r) && !kept

@@ -1,0 +1,56 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// knownMethods are the methods a POST may carry to the SDK path: those
+// the go-sdk's server serves (v1.8.0, its serverMethodInfos). The task
+// methods (taskMethods) are served by the gateway itself on a 2026-07-28
+// request when tasks are on (tasks.go). The SDK answers any other method with a 400 text/plain (404 application/json for a
+// 2026-07-28 request) quoting the method name; refuseUnknownMethod
+// answers it first. A method missing here is refused although the SDK
+// would serve it: TestUnknownMethodNotQuoted sends each one to the SDK.
+var knownMethods = map[string]bool{
+	"initialize": true, "ping": true, "server/discover": true,
+	"tools/list": true, "tools/call": true,
+	"prompts/list": true, "prompts/get": true, "completion/complete": true,
+	"resources/list": true, "resources/templates/list": true, "resources/read": true,
+	"resources/subscribe": true, "resources/unsubscribe": true, "subscriptions/listen": true,
+	"logging/setLevel":          true,
+	"notifications/initialized": true, "notifications/cancelled": true,
+	"notifications/progress": true, "notifications/roots/list_changed": true,
+}
+
+// taskMethods are the methods the gateway serves on a 2026-07-28 request
+// when tasks are on ([Gateway.taskRequest]).
+var taskMethods = map[string]bool{"tasks/get": true, "tasks/cancel": true, "tasks/update": true}
+
+// refuseUnknownMethod answers the POST body about to go to the SDK path
+// when it is one message whose method no one serves (knownMethods, and
+// taskMethods when tasks is set) with
+// a JSON-RPC error -32601 "Method not found" (application/json) that does
+// not quote the method: the SDK's own answer quoted it in text/plain
+// ("JSON RPC not handled: \"<method>\" unsupported"). The status is the
+// SDK's: 404 for a 2026-07-28 request (modern), else 400; the id is the
+// request's (null for a notification). A body that is no single message
+// (a batch, a response, malformed) is left to the checks before and to
+// the SDK. It reports whether it answered.
+func refuseUnknownMethod(w http.ResponseWriter, body []byte, modern, tasks bool) bool {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method *string         `json:"method"`
+	}
+	if json.Unmarshal(body, &m) != nil || m.Method == nil || knownMethods[*m.Method] || (tasks && taskMethods[*m.Method]) {
+		return false
+	}
+	status := http.StatusBadRequest
+	if modern && m.ID != nil {
+		status = http.StatusNotFound
+	}
+	writeRPCError(w, status, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"})
+	return true
+}
