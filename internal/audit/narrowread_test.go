@@ -37,7 +37,7 @@ func (f *fullRequests) ChainAudit(ctx context.Context, limit, calls int, build f
 			if s.Request == nil {
 				continue
 			}
-			r, err := f.DB.GetRequest(ctx, s.Request.ID)
+			r, err := f.GetRequest(ctx, s.Request.ID)
 			if err != nil {
 				return nil, err
 			}
