@@ -18,7 +18,11 @@ type AuditSource struct {
 	// no request, session or grant).
 	PolicyRevision int64
 	// Request is the request the event names; nil for session and policy
-	// events, or when the request row is gone.
+	// events, or when the request row is gone. A store may fill only the
+	// fields an audit record uses (audit's fromEvent: ID, RequestedBy,
+	// OnBehalfOf, Tenant, Kind, Server, Tool, Rule, ArgumentsHash, Reviews,
+	// Reason, DispatchOutcome, and for a requested event Arguments and
+	// DisplayWarnings) and leave the others zero (sqlstore does).
 	Request *approval.Request
 	// Tenant is the tenant of the session a session event names, or of the
 	// grant a grant event names ("" when that row is gone).

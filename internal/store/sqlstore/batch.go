@@ -179,6 +179,20 @@ func (b *batcher) commit(group []*writeReq) {
 		return
 	}
 	t := &tx{sql: stx, d: b.db.d, db: b.db, grouped: true}
+	if len(live) == 1 {
+		// A group of one needs no savepoint: the transaction is its
+		// own, and rolling it back is rolling back to the savepoint.
+		// The SAVEPOINT and RELEASE were two more statements parsed
+		// and run for each such write (branch sqlapprove33).
+		if out[0] = call(live[0].fn, t); out[0] != nil {
+			_ = stx.Rollback()
+			return
+		}
+		if err := stx.Commit(); err != nil {
+			out[0] = fmt.Errorf("commit: %w", err)
+		}
+		return
+	}
 	for i, r := range live {
 		ctx := context.WithoutCancel(r.ctx)
 		if _, err := stx.ExecContext(ctx, `SAVEPOINT w`); err != nil {

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -148,5 +149,45 @@ func TestPanickingWriteReleasesItsTransaction(t *testing.T) {
 				t.Fatalf("a write of the row after the panic: %v", err)
 			}
 		})
+	}
+}
+
+// TestLoneWriteFailsAlone: a write that runs in a group of its own (no
+// savepoint) and fails after writing is rolled back whole, its caller gets
+// its error as is, and the batcher's next write commits.
+func TestLoneWriteFailsAlone(t *testing.T) {
+	db := openTest(t, backends[0].fresh(t))
+	if db.batch == nil {
+		t.Fatal("the SQLite store has no batcher")
+	}
+	ctx := t.Context()
+	if err := db.inTx(ctx, func(tx *tx) error {
+		_, err := tx.exec(ctx, `CREATE TABLE IF NOT EXISTS lone_probe (x INTEGER)`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	refused := errors.New("refused after writing")
+	err := db.inTx(ctx, func(tx *tx) error {
+		if _, err := tx.exec(ctx, `INSERT INTO lone_probe (x) VALUES (1)`); err != nil {
+			return err
+		}
+		return refused
+	})
+	if err != refused { //nolint:errorlint // the very error, not wrapped
+		t.Fatalf("failed write = %v, want its own error", err)
+	}
+	if err := db.inTx(ctx, func(tx *tx) error {
+		_, err := tx.exec(ctx, `INSERT INTO lone_probe (x) VALUES (2)`)
+		return err
+	}); err != nil {
+		t.Fatalf("the write after: %v", err)
+	}
+	var n, sum int
+	if err := db.sql.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(x), 0) FROM lone_probe`).Scan(&n, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || sum != 2 {
+		t.Errorf("rows = %d with sum %d, want only the second write's (1 row, 2)", n, sum)
 	}
 }

@@ -266,14 +266,18 @@ var requestColumnNames = func() []string {
 // UPDATE that names a column makes SQLite rewrite every index on it and
 // fire the triggers on it; a decision or an outcome changes a few of the
 // 32 columns, and none of the arguments, so most of the six indexes on
-// requests and the pending-count trigger are left alone.
+// requests and the pending-count trigger are left alone. It compares the
+// columns in place (requestColumnDiffs) and boxes only the values it
+// sets: building both rows' args to compare them boxed 66 values per
+// write (≈ 4.7 KB per approval during approve-all, branch sqlapprove33).
 func changedColumns(old, cur requestRow) (string, []any) {
-	was, now := old.args(), cur.args()
 	var q strings.Builder
+	q.Grow(96)
 	q.WriteString(`UPDATE requests SET `)
 	args := make([]any, 0, 8)
-	for i, v := range now {
-		if v == was[i] {
+	for i, diff := range requestColumnDiffs {
+		v, changed := diff(&old, &cur)
+		if !changed {
 			continue
 		}
 		if len(args) > 0 {
@@ -285,6 +289,58 @@ func changedColumns(old, cur requestRow) (string, []any) {
 	}
 	q.WriteString(` WHERE id = ? AND state = ?`)
 	return q.String(), args
+}
+
+// columnDiff compares one column of two rows and returns cur's value,
+// boxed, when it differs from old's.
+type columnDiff func(old, cur *requestRow) (v any, changed bool)
+
+// diffOf is the columnDiff of the field f selects.
+func diffOf[T comparable](f func(*requestRow) *T) columnDiff {
+	return func(old, cur *requestRow) (any, bool) {
+		if v := *f(cur); v != *f(old) {
+			return v, true
+		}
+		return nil, false
+	}
+}
+
+// requestColumnDiffs are the columnDiffs of requestColumns, in its order
+// (and requestRow.args'; TestColumnDiffsFollowArgs checks each).
+var requestColumnDiffs = [numRequestColumns]columnDiff{
+	diffOf(func(w *requestRow) *string { return &w.id }),
+	diffOf(func(w *requestRow) *string { return &w.state }),
+	diffOf(func(w *requestRow) *string { return &w.server }),
+	diffOf(func(w *requestRow) *string { return &w.tool }),
+	diffOf(func(w *requestRow) *sql.NullString { return &w.arguments }),
+	diffOf(func(w *requestRow) *string { return &w.argumentsHash }),
+	diffOf(func(w *requestRow) *string { return &w.displayWarnings }),
+	diffOf(func(w *requestRow) *string { return &w.toolDigest }),
+	diffOf(func(w *requestRow) *string { return &w.rule }),
+	diffOf(func(w *requestRow) *string { return &w.mode }),
+	diffOf(func(w *requestRow) *string { return &w.requestedBy }),
+	diffOf(func(w *requestRow) *string { return &w.onBehalfOf }),
+	diffOf(func(w *requestRow) *string { return &w.tenant }),
+	diffOf(func(w *requestRow) *int64 { return &w.createdAt }),
+	diffOf(func(w *requestRow) *int64 { return &w.expiresAt }),
+	diffOf(func(w *requestRow) *int64 { return &w.requiredApprovals }),
+	diffOf(func(w *requestRow) *string { return &w.approvers }),
+	diffOf(func(w *requestRow) *int64 { return &w.validForMS }),
+	diffOf(func(w *requestRow) *string { return &w.reviews }),
+	diffOf(func(w *requestRow) *string { return &w.decidedBy }),
+	diffOf(func(w *requestRow) *sql.NullInt64 { return &w.decidedAt }),
+	diffOf(func(w *requestRow) *string { return &w.reason }),
+	diffOf(func(w *requestRow) *sql.NullInt64 { return &w.consumedAt }),
+	diffOf(func(w *requestRow) *string { return &w.dispatchOutcome }),
+	diffOf(func(w *requestRow) *string { return &w.heldBy }),
+	diffOf(func(w *requestRow) *sql.NullInt64 { return &w.leaseUntil }),
+	diffOf(func(w *requestRow) *sql.NullInt64 { return &w.answeredAt }),
+	diffOf(func(w *requestRow) *string { return &w.kind }),
+	diffOf(func(w *requestRow) *string { return &w.target }),
+	diffOf(func(w *requestRow) *int64 { return &w.baseRevision }),
+	diffOf(func(w *requestRow) *string { return &w.policyRevision }),
+	diffOf(func(w *requestRow) *string { return &w.consumeToken }),
+	diffOf(func(w *requestRow) *string { return &w.timeoutRule }),
 }
 
 // ListRequests returns one page of requests matching f, ordered by id
