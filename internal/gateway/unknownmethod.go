@@ -40,17 +40,18 @@ var taskMethods = map[string]bool{"tasks/get": true, "tasks/cancel": true, "task
 // (a batch, a response, malformed) is left to the checks before and to
 // the SDK. It reports whether it answered.
 func refuseUnknownMethod(w http.ResponseWriter, body []byte, modern, tasks bool) bool {
-	var m struct {
-		ID     json.RawMessage `json:"id"`
-		Method *string         `json:"method"`
-	}
-	if json.Unmarshal(body, &m) != nil || m.Method == nil || knownMethods[*m.Method] || (tasks && taskMethods[*m.Method]) {
+	// Members by their exact names, as the SDK reads them: a struct's
+	// fields would also take "Method" or "METHOD" (attack34).
+	var m map[string]json.RawMessage
+	var method *string
+	if json.Unmarshal(body, &m) != nil || json.Unmarshal(m["method"], &method) != nil || method == nil || knownMethods[*method] || (tasks && taskMethods[*method]) {
 		return false
 	}
+	id, hasID := m["id"]
 	status := http.StatusBadRequest
-	if modern && m.ID != nil {
+	if modern && hasID {
 		status = http.StatusNotFound
 	}
-	writeRPCError(w, status, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"})
+	writeRPCError(w, status, id, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"})
 	return true
 }
