@@ -67,10 +67,6 @@ type leanHold struct {
 	mw     http.ResponseWriter
 	relay  *relayRound
 	modern bool
-	// queued marks a parked call answered from the answer queue
-	// (parkanswer.go): its connection's later requests are served on a
-	// goroutine of their own (serveRestOf).
-	queued bool
 	// pc is the connection of a call parked off net/http's (leanpark.go).
 	pc *parkedConn
 	// later are the cleanups the handling of its POST deferred.

@@ -494,7 +494,9 @@ func (p *parkedResponse) writeTo(w parkedWriter, closing, http10 bool) error {
 // the bytes the client sent after the POST, read already; waiting: the
 // client sent more, read already or left in the connection) with a
 // net/http server of its own, until the connection closes, is taken over
-// again (another parked call) or the gateway closes. It serves as from,
+// again (another parked call) or the gateway closes. It returns once the
+// server handed the connection to its connection goroutine, which is
+// counted in the gateway's WaitGroup until it is done with it. It serves as from,
 // the server the POST came through, would have: from's whole handler (a
 // listener serves more than /mcp: toolgate serve's agent listener has the
 // agents' session API beside it), header bound and timeouts; without from
@@ -529,13 +531,24 @@ func (f *httpFront) serveRest(conn net.Conn, pending []byte, waiting bool, from 
 	}
 	pre := bytes.NewReader(pending)
 	c := net.Conn(&prefixConn{Conn: under, pre: pre, r: io.MultiReader(pre, under)})
-	l := &oneConnListener{c: c, addr: conn.LocalAddr(), done: make(chan struct{})}
-	// ended is closed once the connection's goroutine is done with it
-	// (closed or taken over): serveRest waits for it, so that the
-	// gateway's Close, waiting for serveRest, leaves no goroutine of it
-	// behind (after a 413, net/http lingers half a second before closing).
-	ended := make(chan struct{})
-	var endOnce sync.Once
+	l := &oneConnListener{c: c, addr: conn.LocalAddr()}
+	// The server's Serve loop ends once it handed the connection to its
+	// connection goroutine (the listener's second Accept fails): what is
+	// left per connection is net/http's connection goroutine. The
+	// connection is counted in the gateway's WaitGroup until that
+	// goroutine is done with it (closed or taken over) and the shutdown
+	// below is done or will not run (two parties: left), so that the
+	// gateway's Close leaves no goroutine of it behind (after a 413,
+	// net/http lingers half a second before closing).
+	g := f.g
+	g.wg.Add(1) // while the caller's count is held: Close has not returned
+	var left atomic.Int32
+	left.Store(2)
+	release := func() {
+		if left.Add(-1) == 0 {
+			g.wg.Done()
+		}
+	}
 	// A listener that caps connections (httpserve.Listener) learns when
 	// the connection idles between requests, so that it may evict it as
 	// any idle one; "new" is passed on only when the client sent nothing
@@ -546,11 +559,24 @@ func (f *httpFront) serveRest(conn net.Conn, pending []byte, waiting bool, from 
 	// than the POST, not yet read); set by ConnState, read at Close.
 	var busy atomic.Bool
 	busy.Store(waiting)
+	// served is closed once the connection ended (ended).
+	served := make(chan struct{})
+	var stop func() bool
+	var endOnce sync.Once
+	ended := func() {
+		endOnce.Do(func() {
+			close(served)
+			if stop() {
+				release() // the shutdown will not run
+			}
+			release()
+		})
+	}
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: headerWait,
 		IdleTimeout:       idleWait,
-		ErrorLog:          slog.NewLogLogger(f.g.log.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 		ConnState: func(_ net.Conn, s http.ConnState) {
 			if tell != nil && (s != http.StateNew || !waiting) {
 				tell.ConnState(s)
@@ -560,10 +586,8 @@ func (f *httpFront) serveRest(conn net.Conn, pending []byte, waiting bool, from 
 				busy.Store(true)
 			case http.StateIdle:
 				busy.Store(false)
-			}
-			if s == http.StateClosed || s == http.StateHijacked {
-				endOnce.Do(func() { close(ended) })
-				_ = l.Close()
+			case http.StateClosed, http.StateHijacked:
+				ended()
 			}
 		},
 	}
@@ -576,10 +600,10 @@ func (f *httpFront) serveRest(conn net.Conn, pending []byte, waiting bool, from 
 	// At the gateway's Close the server shuts down as net/http's does: an
 	// idle connection is closed, a request in flight finishes (its
 	// response says "Connection: close") for up to restShutdownGrace, then
-	// the connection is closed.
-	served, drained := make(chan struct{}), make(chan struct{})
-	stop := context.AfterFunc(f.g.root, func() {
-		defer close(drained)
+	// the connection is closed. It runs after Serve returned: the server
+	// still closes the connections it tracks.
+	stop = context.AfterFunc(g.root, func() {
+		defer release()
 		srv.SetKeepAlivesEnabled(false)
 		if !busy.Load() {
 			_ = srv.Close()
@@ -593,12 +617,6 @@ func (f *httpFront) serveRest(conn net.Conn, pending []byte, waiting bool, from 
 		case <-served:
 		}
 	})
-	defer func() {
-		close(served)
-		if !stop() {
-			<-drained
-		}
-	}()
 	_ = srv.Serve(l)
 	// A server closed before it accepted the connection (the gateway
 	// closing) leaves it to us.
@@ -607,9 +625,8 @@ func (f *httpFront) serveRest(conn net.Conn, pending []byte, waiting bool, from 
 	l.mu.Unlock()
 	if c != nil {
 		_ = c.Close()
-		return
+		ended()
 	}
-	<-ended
 }
 
 // A connStater is a connection that is told its http.ConnState by
@@ -644,14 +661,17 @@ func (c *prefixConn) SyscallConn() (syscall.RawConn, error) {
 	return sc.SyscallConn()
 }
 
-// A oneConnListener accepts its one connection, then waits until closed.
+// A oneConnListener accepts its one connection; its next Accept fails
+// (errOneConnServed), which ends the server's Serve loop and leaves the
+// connection to its connection goroutine.
 type oneConnListener struct {
 	mu   sync.Mutex
 	c    net.Conn // nil once accepted
 	addr net.Addr
-	done chan struct{}
-	once sync.Once
 }
+
+// errOneConnServed ends a oneConnListener's server's Serve loop.
+var errOneConnServed = errors.New("the one connection was handed over")
 
 func (l *oneConnListener) Accept() (net.Conn, error) {
 	l.mu.Lock()
@@ -661,13 +681,9 @@ func (l *oneConnListener) Accept() (net.Conn, error) {
 	if c != nil {
 		return c, nil
 	}
-	<-l.done
-	return nil, net.ErrClosed
+	return nil, errOneConnServed
 }
 
-func (l *oneConnListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
+func (l *oneConnListener) Close() error { return nil }
 
 func (l *oneConnListener) Addr() net.Addr { return l.addr }

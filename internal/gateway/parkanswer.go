@@ -47,29 +47,19 @@ func newAnswerQueue() *parkQueue {
 // answerQueued answers the decided parked call l (heldDone) on one of the
 // gateway's answering goroutines (answerQ). What the client sends on the
 // connection after the answer (a kept-alive 2025-era session's next
-// request) is served on a goroutine of its own (serveRestOf), as net/http
-// serves a connection: an answering goroutine that served it would stay
-// with the connection until the client closed it (all 128 did at 640 of
-// 10,000 answers, and answering stopped).
+// request) is served on net/http's connection goroutine of a server of
+// the gateway's own (serveRestOf): an answering goroutine that served it
+// would stay with the connection until the client closed it (all 128 did
+// at 640 of 10,000 answers, and answering stopped).
 func (l *leanHold) answerQueued() {
 	defer l.f.g.wg.Done()
-	l.queued = true
 	l.answerParked()
 }
 
 // serveRestOf serves what the client sends on conn after the parked call
-// l's answer (httpFront.serveRest): on this goroutine, or, for a call
-// answered from the answer queue, on one of its own, counted in the
-// gateway's WaitGroup as the answer was.
+// l's answer (httpFront.serveRest), which hands the connection to a
+// net/http connection goroutine and returns: the answering goroutine is
+// free for the next decided call.
 func (l *leanHold) serveRestOf(conn net.Conn, pending []byte, waiting bool, from *http.Server) {
-	f := l.f
-	if !l.queued {
-		f.serveRest(conn, pending, waiting, from)
-		return
-	}
-	f.g.wg.Add(1) // while the answer's count is held: Close has not returned
-	go func() {
-		defer f.g.wg.Done()
-		f.serveRest(conn, pending, waiting, from)
-	}()
+	l.f.serveRest(conn, pending, waiting, from)
 }
