@@ -82,4 +82,3 @@ func TestAnsweredKeptAliveConnNoServeLoop(t *testing.T) {
 		}
 	}
 }
-
