@@ -331,7 +331,7 @@ func (l *leanHold) answerParked() {
 		closeAfterReply(conn, more)
 		return
 	}
-	l.serveRestOf(conn, pending, true, srv)
+	l.f.serveRest(conn, pending, true, srv)
 }
 
 // A dropWatch notices that a parked call's client went away (the end of

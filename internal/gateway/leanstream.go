@@ -378,7 +378,7 @@ func (l *leanHold) answerStream() {
 		closeAfterReply(conn, more || len(pending) > 0)
 		return
 	}
-	l.serveRestOf(conn, pending, more || len(pending) > 0, srv)
+	l.f.serveRest(conn, pending, more || len(pending) > 0, srv)
 }
 
 // rstAvoidanceDelay is how long closeAfterReply lets a client that sent

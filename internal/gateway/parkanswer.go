@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"net"
-	"net/http"
 	"time"
 )
 
@@ -48,18 +46,11 @@ func newAnswerQueue() *parkQueue {
 // gateway's answering goroutines (answerQ). What the client sends on the
 // connection after the answer (a kept-alive 2025-era session's next
 // request) is served on net/http's connection goroutine of a server of
-// the gateway's own (serveRestOf): an answering goroutine that served it
+// the gateway's own (httpFront.serveRest, which returns once it
+// handed the connection over): an answering goroutine that served it
 // would stay with the connection until the client closed it (all 128 did
 // at 640 of 10,000 answers, and answering stopped).
 func (l *leanHold) answerQueued() {
 	defer l.f.g.wg.Done()
 	l.answerParked()
-}
-
-// serveRestOf serves what the client sends on conn after the parked call
-// l's answer (httpFront.serveRest), which hands the connection to a
-// net/http connection goroutine and returns: the answering goroutine is
-// free for the next decided call.
-func (l *leanHold) serveRestOf(conn net.Conn, pending []byte, waiting bool, from *http.Server) {
-	l.f.serveRest(conn, pending, waiting, from)
 }
