@@ -148,10 +148,13 @@ func TestFollowQueued(t *testing.T) {
 
 // TestSchedWait: goroutines that queue for one P read as waiting, many
 // times the CPU they spin for (each waits behind the others' turns); a
-// process at rest adds next to nothing.
+// process at rest adds next to nothing; a look does not allocate.
 func TestSchedWait(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	wait := SchedWait()
+	if n := testing.AllocsPerRun(10, func() { wait() }); n != 0 {
+		t.Errorf("a look allocates %v times, want 0", n)
+	}
 	before := wait()
 	time.Sleep(50 * time.Millisecond)
 	if rest := wait() - before; rest > 5*time.Millisecond {
