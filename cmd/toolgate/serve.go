@@ -365,7 +365,7 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 		})
 	}
 	if sio.procs {
-		eg.Go(func() error { procs.Follow(ctx, c.load, runtime.GOMAXPROCS(0), setProcs, processCPU, procs.SchedWait()); return nil })
+		eg.Go(func() error { procs.Follow(ctx, c.load, runtime.GOMAXPROCS(0), setProcs, processCPU); return nil })
 	}
 	eg.Go(func() error {
 		return reloadPolicy(ctx, f.config, cfg, c.holder, hup, f.watch, f.dev, log, c.metrics)

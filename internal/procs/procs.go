@@ -7,18 +7,13 @@
 // is no idle P to start; with many calls in flight the default's second P
 // is worth having (GOMAXPROCS=1 cost C=16 a quarter of its calls/s).
 //
-// [Follow] looks at the most calls in flight since its last look, at the
-// process's CPU time and at the time its goroutines waited for a P, every
-// [Every]: after [Calm] looks in a row with at most one call, less than
-// [Busy] of a CPU used and less than [Queued] goroutines waiting on
-// average, it sets one P; at the first look with more calls, more CPU
-// used or more goroutines waiting (work the front does not count:
-// approving held calls, the audit trail, a burst of anything), it sets the
-// default back. The wait is what a process on one P sees when the
-// machine's other processes take its CPU: its one thread gets less than
-// Busy of a CPU however much work queues behind it, while the queue shows
-// (branch approve35). Each change stops the world briefly, so it happens
-// at most once per Calm×Every going down.
+// [Follow] looks at the most calls in flight since its last look, and at
+// the process's CPU time, every [Every]: after [Calm] looks in a row with
+// at most one call and less than [Busy] of a CPU used it sets one P; at
+// the first look with more calls, or with more CPU used (work the front
+// does not count: approving held calls, the audit trail, a burst of
+// anything), it sets the default back. Each change stops the
+// world briefly, so it happens at most once per Calm×Every going down.
 // When the environment sets GOMAXPROCS, or the default is one P already,
 // Follow does nothing.
 package procs
@@ -36,15 +31,6 @@ const (
 	// Busy is the share of one CPU (of the time between two looks) the
 	// process may use and still run on one P.
 	Busy = 0.7
-	// Queued is the mean number of goroutines runnable but not running
-	// (their summed wait for a P, per time between two looks) at which
-	// the process keeps the default Ps: work queued for the one P. On one
-	// P on a loaded machine (load 8–13, the OS's delays count too), one
-	// call at a time read under 7 in every look, approving 10,000 held
-	// calls on SQLite (the database's work on that P) 32 or more in 93 %
-	// of the looks, on Postgres (the database's work elsewhere) in 2 %
-	// (branch approve35, docs/performance.md).
-	Queued = 32
 )
 
 // Load counts the calls in flight and the most since the last look, and
@@ -112,23 +98,18 @@ func (l *Load) Look() int64 { return l.peak.Swap(l.cur.Load()) }
 // resumes the runtime's updates of it from a changed CPU limit).
 //
 // cpu returns the process's CPU time so far (user and system; serve:
-// getrusage); wait the time its goroutines spent runnable before they ran,
-// so far (serve: [SchedWait]); nil counts none.
-func Follow(ctx context.Context, l *Load, def int, set func(int), cpu, wait func() time.Duration) {
+// getrusage); nil counts none.
+func Follow(ctx context.Context, l *Load, def int, set func(int), cpu func() time.Duration) {
 	if def <= 1 {
 		return
 	}
-	none := func() time.Duration { return 0 }
 	if cpu == nil {
-		cpu = none
-	}
-	if wait == nil {
-		wait = none
+		cpu = func() time.Duration { return 0 }
 	}
 	t := time.NewTicker(Every)
 	defer t.Stop()
 	cur, calm := def, 0
-	used, waited := cpu(), wait()
+	used := cpu()
 	defer func() {
 		if cur != def {
 			set(def)
@@ -140,9 +121,9 @@ func Follow(ctx context.Context, l *Load, def int, set func(int), cpu, wait func
 			return
 		case <-t.C:
 		}
-		now, w := cpu(), wait()
-		busy := float64(now-used) > Busy*float64(Every) || float64(w-waited) > Queued*float64(Every)
-		used, waited = now, w
+		now := cpu()
+		busy := float64(now-used) > Busy*float64(Every)
+		used = now
 		if l.Look() > 1 || busy {
 			calm = 0
 			if cur != def {
