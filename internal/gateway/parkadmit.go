@@ -43,9 +43,11 @@ type parkQueue struct {
 	// another queued call's answer: an upstream calling back through the
 	// gateway). A call that has run for stall or longer no longer counts
 	// against max: each stall while calls wait, goroutines start for them
-	// until max calls run that started less than stall ago, as long as at
-	// most stallMost run in all; past stallMost, one more starts each
-	// stall in which no running call ended. 0: none (max is a hard bound).
+	// until max calls run that started less than stall ago (fewer by the
+	// calls that ended in that stall: running calls that turn over are
+	// not stuck), as long as at most stallMost run in all; past that, one
+	// more starts each stall in which no running call ended. 0: none (max
+	// is a hard bound).
 	stall time.Duration
 
 	mu      sync.Mutex
@@ -108,8 +110,10 @@ func (q *parkQueue) startSlot(now time.Time) *queueSlot {
 // ended a stall ago). Running calls that started a stall ago or earlier
 // are stalled (long tools, slow clients, a call waiting for a queued
 // call's answer): goroutines start on the first waiting calls until max
-// calls run that started since, up to stallMost in all; if none can
-// start that way and no call ended since, one more starts anyway.
+// calls run that started since, less as many as ended since (up to max:
+// then the calls turn over, slowed, not stuck), up to stallMost in all;
+// if none can start that way and no call ended since, one more starts
+// anyway.
 func (q *parkQueue) unstall(ended uint64) {
 	q.mu.Lock()
 	if len(q.waiting) == 0 {
@@ -124,7 +128,14 @@ func (q *parkQueue) unstall(ended uint64) {
 			fresh++
 		}
 	}
-	n := min(q.max-fresh, stallMost(q.max)-q.running)
+	// Calls that ended in the last stall: as many as max means the
+	// running calls turn over (slowed by a shared resource, not stuck),
+	// and more goroutines would only add to the contention.
+	turned := q.max
+	if d := q.ended - ended; d < uint64(turned) { //nolint:gosec // max is a positive bound (newParkQueue's callers)
+		turned = int(d) //nolint:gosec // less than max
+	}
+	n := min(q.max-fresh, q.max-turned, stallMost(q.max)-q.running)
 	if n <= 0 && q.ended == ended {
 		n = 1
 	}
