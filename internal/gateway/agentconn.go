@@ -169,7 +169,7 @@ func (ac *agentConn) call(ctx context.Context, tool string, args json.RawMessage
 		if err != nil {
 			// Nothing was sent: the agent gets an isError result naming
 			// the upstream (callfail.go).
-			return nil, ac.u.unavailable(ctx, tool, "its session for this agent could not be opened; nothing was sent to it", approval.OutcomeTransportError, err)
+			return nil, ac.u.unopened(ctx, tool, "its session for this agent could not be opened; nothing was sent to it", err)
 		}
 		res, retry, err := ac.u.callOnce(ctx, c, tool, args, prog)
 		if !retry {

@@ -55,6 +55,18 @@ func (u *upstream) unavailable(ctx context.Context, tool, what string, outcome a
 	}
 }
 
+// unopened is the failure of a call whose upstream session could not be
+// opened, so nothing was sent (what says which session and that). While
+// the gateway closes (Close refuses new sessions and cuts a dial short)
+// that is why, and the agent is told so rather than what. The outcome is
+// transport_error either way: nothing was sent.
+func (u *upstream) unopened(ctx context.Context, tool, what string, err error) *callFailure {
+	if errors.Is(err, ErrShutdown) || u.g.root.Err() != nil {
+		what = "the gateway is shutting down; the call was not sent and nothing was run"
+	}
+	return u.unavailable(ctx, tool, what, approval.OutcomeTransportError, err)
+}
+
 // dispatched turns what u.call returned into what the tool handler returns,
 // and records in d the dispatch outcome when the error decides it.
 func dispatched(d *dispatch, res *mcp.CallToolResult, err error) (*mcp.CallToolResult, error) {

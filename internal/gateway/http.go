@@ -347,7 +347,7 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 			if hb != nil {
 				out = hb
 			}
-			if refuseUnknownMethod(out, lb.body, false, false) {
+			if refuseUnknownMethod(out, lb.body, r.Header.Get("Mcp-Protocol-Version"), false, false) {
 				return
 			}
 		}
@@ -396,7 +396,7 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 				http.Error(w, "Bad Request: missing Mcp-Session-Id header (only initialize, or a 2026-07-28 request, may be sent without one)", http.StatusBadRequest)
 				return
 			}
-			if refuseUnfaithful(w, body) || refuseUnknownMethod(w, body, modern, modern && f.g.opts.Tasks != nil) {
+			if refuseUnfaithful(w, body) || refuseUnknownMethod(w, body, r.Header.Get("Mcp-Protocol-Version"), modern, modern && f.g.opts.Tasks != nil) {
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))

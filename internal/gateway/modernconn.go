@@ -111,7 +111,7 @@ func (u *upstream) modernCall(ctx context.Context, tool string, args json.RawMes
 	for attempt := 0; ; attempt++ {
 		c, err := u.modernSession(ctx)
 		if err != nil {
-			return nil, u.unavailable(ctx, tool, "its session for 2026-07-28 agents could not be opened; nothing was sent to it", approval.OutcomeTransportError, err)
+			return nil, u.unopened(ctx, tool, "its session for 2026-07-28 agents could not be opened; nothing was sent to it", err)
 		}
 		res, retry, err := u.callOnce(ctx, c, tool, args, prog)
 		if !retry {

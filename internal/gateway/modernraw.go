@@ -104,7 +104,7 @@ func (g *Gateway) dispatchModernRaw(ctx context.Context, u *upstream, d *dispatc
 func (u *upstream) callModernRaw(ctx context.Context, tool string, args json.RawMessage, r *relayRound, prog *callProgress) (result json.RawMessage, ok bool, err error) {
 	c, err := u.modernSession(ctx)
 	if err != nil {
-		return nil, true, u.unavailable(ctx, tool, "its session for 2026-07-28 agents could not be opened; nothing was sent to it", approval.OutcomeTransportError, err)
+		return nil, true, u.unopened(ctx, tool, "its session for 2026-07-28 agents could not be opened; nothing was sent to it", err)
 	}
 	rawHTTP, rawStdio := rawHTTPApplies(ctx, c), rawApplies(ctx, c)
 	modernStdio := !rawHTTP && !rawStdio && c.raw != nil && c.modernEra() && r != nil && r.caps != nil

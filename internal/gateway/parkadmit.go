@@ -37,22 +37,44 @@ const parkAdmitters = admitSlotsMax
 type parkQueue struct {
 	admit func(*leanHold) // runs one call's admission (or answer: answerQ)
 	max   int
-	// stall, when set, is how long calls may wait while none of the
-	// running ones ends before one more goroutine starts past max (and
-	// again each stall after that): answerQ's, whose calls run tools of
-	// any length, and a tool may itself wait for another queued call's
-	// answer (an upstream calling back through the gateway). 0: none.
+	// stall, when set, bounds how long a running call holds back the
+	// waiting ones (answerQ's, whose calls run tools of any length and
+	// write answers to clients of any speed; a tool may itself wait for
+	// another queued call's answer: an upstream calling back through the
+	// gateway). A call that has run for stall or longer no longer counts
+	// against max: each stall while calls wait, goroutines start for them
+	// until max calls run that started less than stall ago (fewer by the
+	// calls that ended in that stall: running calls that turn over are
+	// not stuck), as long as at most stallMost run in all; past that, one
+	// more starts each stall in which no running call ended. 0: none (max
+	// is a hard bound).
 	stall time.Duration
 
 	mu      sync.Mutex
-	waiting []*leanHold // in arrival order; guarded by mu
-	running int         // admitting goroutines; guarded by mu
-	ended   uint64      // calls run to their end; guarded by mu
-	watch   bool        // a stall timer is set; guarded by mu
+	waiting []*leanHold             // in arrival order; guarded by mu
+	running int                     // admitting goroutines; guarded by mu
+	ended   uint64                  // calls run to their end; guarded by mu
+	watch   bool                    // a stall timer is set; guarded by mu
+	slots   map[*queueSlot]struct{} // the running goroutines; guarded by mu
 }
 
+// A queueSlot is one of a parkQueue's running goroutines: started is
+// when its current call started (guarded by the queue's mu).
+type queueSlot struct {
+	started time.Time
+}
+
+// stallMost is how many goroutines a parkQueue with bound max runs at
+// most by the age rule (see parkQueue.stall): 4 × max. Under a burst of
+// decided calls each slowed by a shared resource (SQLite's one writer, a
+// loaded machine) every running call may be older than the stall; the
+// ceiling keeps such a burst's goroutines, their stacks and buffers,
+// bounded (10,000 decided at once were 537 MB when each had one:
+// docs/performance.md, "peak33").
+func stallMost(max int) int { return 4 * max }
+
 func newParkQueue(max int, admit func(*leanHold)) *parkQueue {
-	return &parkQueue{admit: admit, max: max}
+	return &parkQueue{admit: admit, max: max, slots: make(map[*queueSlot]struct{})}
 }
 
 // add queues l for admission, starting an admitting goroutine if fewer
@@ -61,9 +83,9 @@ func newParkQueue(max int, admit func(*leanHold)) *parkQueue {
 func (q *parkQueue) add(l *leanHold) {
 	q.mu.Lock()
 	if q.running < q.max {
-		q.running++
+		s := q.startSlot(time.Now())
 		q.mu.Unlock()
-		go q.run(l)
+		go q.run(s, l)
 		return
 	}
 	q.waiting = append(q.waiting, l)
@@ -75,10 +97,23 @@ func (q *parkQueue) add(l *leanHold) {
 	q.mu.Unlock()
 }
 
-// unstall runs when calls have waited stall since ended calls had ended:
-// if none ended since, one more goroutine starts on the first waiting
-// call (past max: the running ones are stuck, in long tools or waiting
-// for a queued call). While calls wait it looks again each stall.
+// startSlot counts one more running goroutine, its call started at now;
+// q.mu is held.
+func (q *parkQueue) startSlot(now time.Time) *queueSlot {
+	s := &queueSlot{started: now}
+	q.slots[s] = struct{}{}
+	q.running++
+	return s
+}
+
+// unstall runs each stall while calls wait (ended: how many calls had
+// ended a stall ago). Running calls that started a stall ago or earlier
+// are stalled (long tools, slow clients, a call waiting for a queued
+// call's answer): goroutines start on the first waiting calls until max
+// calls run that started since, less as many as ended since (up to max:
+// then the calls turn over, slowed, not stuck), up to stallMost in all;
+// if none can start that way and no call ended since, one more starts
+// anyway.
 func (q *parkQueue) unstall(ended uint64) {
 	q.mu.Lock()
 	if len(q.waiting) == 0 {
@@ -86,43 +121,69 @@ func (q *parkQueue) unstall(ended uint64) {
 		q.mu.Unlock()
 		return
 	}
-	var l *leanHold
-	if q.ended == ended {
-		l = q.waiting[0]
-		q.waiting[0] = nil
-		q.waiting = q.waiting[1:]
-		q.running++
+	now := time.Now()
+	fresh := 0
+	for s := range q.slots {
+		if now.Sub(s.started) < q.stall {
+			fresh++
+		}
 	}
-	now := q.ended
-	time.AfterFunc(q.stall, func() { q.unstall(now) })
+	// Calls that ended in the last stall: as many as max means the
+	// running calls turn over (slowed by a shared resource, not stuck),
+	// and more goroutines would only add to the contention.
+	turned := q.max
+	if d := q.ended - ended; d < uint64(turned) { //nolint:gosec // max is a positive bound (newParkQueue's callers)
+		turned = int(d) //nolint:gosec // less than max
+	}
+	n := min(q.max-fresh, q.max-turned, stallMost(q.max)-q.running)
+	if n <= 0 && q.ended == ended {
+		n = 1
+	}
+	n = min(max(n, 0), len(q.waiting))
+	type start struct {
+		s *queueSlot
+		l *leanHold
+	}
+	starts := make([]start, n)
+	for i := range starts {
+		starts[i] = start{q.startSlot(now), q.waiting[i]}
+		q.waiting[i] = nil
+	}
+	q.waiting = q.waiting[n:]
+	done := q.ended
+	time.AfterFunc(q.stall, func() { q.unstall(done) })
 	q.mu.Unlock()
-	if l != nil {
-		go q.run(l)
+	for _, st := range starts {
+		go q.run(st.s, st.l)
 	}
 }
 
-// run admits l, then the calls waiting, until none waits.
-func (q *parkQueue) run(l *leanHold) {
+// run admits l, then the calls waiting, until none waits; s is its slot.
+func (q *parkQueue) run(s *queueSlot, l *leanHold) {
 	for l != nil {
 		q.admit(l)
-		l = q.next()
+		l = q.next(s)
 	}
 }
 
-// next takes the first waiting call, or, when none waits, ends the
-// caller's turn as an admitting goroutine (nil).
-func (q *parkQueue) next() *leanHold {
+// next takes the first waiting call for slot s, or, when none waits, ends
+// the caller's turn as an admitting goroutine (nil).
+func (q *parkQueue) next(s *queueSlot) *leanHold {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.ended++
 	if len(q.waiting) == 0 {
 		q.running--
+		delete(q.slots, s)
 		q.waiting = nil // a burst's backing array goes with it
 		return nil
 	}
 	l := q.waiting[0]
 	q.waiting[0] = nil
 	q.waiting = q.waiting[1:]
+	if q.stall > 0 {
+		s.started = time.Now()
+	}
 	return l
 }
 

@@ -19,20 +19,18 @@ import (
 // decided; the gate's goroutine ends as soon as the call is queued.
 
 // parkAnswerers bounds how many decided parked calls are answered (run on
-// their upstream, recorded, written) at once: as many as the admissions
-// (admitSlotsMax), more than the store's group commit and an upstream's
-// pipe take at once, and few enough that their stacks and buffers stay
-// small (128 × ≈ 40 KB). A decided call waits behind at most that many
-// calls in flight, and not longer than parkAnswerStall while none of them
-// ends.
+// their upstream, recorded, written) at once while their answers are
+// quick: as many as the admissions (admitSlotsMax), more than the store's
+// group commit and an upstream's pipe take at once, and few enough that
+// their stacks and buffers stay small (128 × ≈ 40 KB). An answer that has
+// run for parkAnswerStall (a long tool, a client reading slowly) no longer
+// counts against it (parkQueue.stall), so a decided call waits at most
+// about two stalls behind such answers, up to 4 × parkAnswerers answers in
+// flight (stallMost), and past that one more each stall in which none ends.
 const parkAnswerers = admitSlotsMax
 
-// parkAnswerStall is answerQ's stall: when decided calls wait and none of
-// the running answers ended for that long (tools that run for minutes, or
-// a tool that waits for another parked call's answer: an upstream calling
-// back through the gateway), one more answering goroutine starts past
-// parkAnswerers, and one more each parkAnswerStall while that lasts, so
-// the queue never stops answering.
+// parkAnswerStall is answerQ's stall: how long an answer runs before it
+// stops holding back the decided calls that wait (see parkAnswerers).
 const parkAnswerStall = time.Second
 
 // newAnswerQueue is the gateway's answerQ.

@@ -232,3 +232,112 @@ func TestQueuedStreamAnswerLeavesTheConnection(t *testing.T) {
 		_ = c.Close()
 	}
 }
+
+// TestAnswerQueueLongToolsStartWithinAStall: 200 decided calls whose tools
+// run for a minute each, on the gateway's answer queue bound (128) and
+// stall: the 72 past the bound start one stall later, not one a stall
+// (the base started the last of them ≈ 72 s late). The memory bound
+// holds: 10,000 decided at once, each slowed past the stall (a shared
+// writer), never run more than 4 × the bound at once, and all end.
+func TestAnswerQueueLongToolsStartWithinAStall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var started atomic.Int64
+		q := newParkQueue(parkAnswerers, func(*leanHold) {
+			started.Add(1)
+			time.Sleep(time.Minute)
+		})
+		q.stall = parkAnswerStall
+		const calls = 200
+		for range calls {
+			q.add(new(leanHold))
+		}
+		synctest.Wait()
+		if n := started.Load(); n != parkAnswerers {
+			t.Fatalf("%d long tools started at once, want %d (the bound)", n, parkAnswerers)
+		}
+		time.Sleep(parkAnswerStall)
+		synctest.Wait()
+		if n := started.Load(); n != calls {
+			t.Errorf("%d of %d long tools started a stall after they were decided, want all", n, calls)
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+	})
+	synctest.Test(t, func(t *testing.T) {
+		var inFlight, most, ran atomic.Int64
+		q := newParkQueue(parkAnswerers, func(*leanHold) {
+			n := inFlight.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(3 * parkAnswerStall / 2)
+			inFlight.Add(-1)
+			ran.Add(1)
+		})
+		q.stall = parkAnswerStall
+		const calls = 10_000
+		for range calls {
+			q.add(new(leanHold))
+		}
+		for ran.Load() < calls {
+			time.Sleep(parkAnswerStall)
+		}
+		synctest.Wait()
+		// The first stall, before any call ended, cannot tell slow calls
+		// from stuck ones; after it the calls turn over and a stall adds
+		// only as many as fewer than the bound ended in it (here, all
+		// ending in step, now and then): never past 4 × the bound.
+		if m := most.Load(); m > int64(4*parkAnswerers) {
+			t.Errorf("%d answers ran at once under a burst, want at most %d", m, 4*parkAnswerers)
+		}
+		q.mu.Lock()
+		running, waiting := q.running, len(q.waiting)
+		q.mu.Unlock()
+		if running != 0 || waiting != 0 {
+			t.Errorf("%d goroutines and %d calls left, want none", running, waiting)
+		}
+	})
+}
+
+// TestAnswerQueueSlowClientHoldsNoSlot: with a bound of 2, answers
+// written to two clients that read slowly (one byte every 29 s of a large
+// answer: minutes) hold back the decided calls behind them one stall at
+// most, not until their writes end: from then on the quick answers run 2
+// at a time (the bound), not 1 (the base's one extra goroutine a stall,
+// which stopped adding once the quick answers kept ending).
+func TestAnswerQueueSlowClientHoldsNoSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slow := map[*leanHold]bool{new(leanHold): true, new(leanHold): true}
+		var inFlight, most, quick atomic.Int64
+		q := newParkQueue(2, func(l *leanHold) {
+			if slow[l] {
+				time.Sleep(10 * time.Minute)
+				return
+			}
+			n := inFlight.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(600 * time.Millisecond)
+			inFlight.Add(-1)
+			quick.Add(1)
+		})
+		q.stall = parkAnswerStall
+		for l := range slow {
+			q.add(l)
+		}
+		const calls = 20
+		for range calls {
+			q.add(new(leanHold))
+		}
+		// One stall, then 20 answers of 0.6 s two at a time: 6 s.
+		time.Sleep(parkAnswerStall + 6*time.Second + 500*time.Millisecond)
+		synctest.Wait()
+		if n := quick.Load(); n != calls {
+			t.Errorf("%d of %d quick answers ran behind two slow clients, want all", n, calls)
+		}
+		if m := most.Load(); m != 2 {
+			t.Errorf("%d quick answers ran at once, want 2 (the bound)", m)
+		}
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+	})
+}

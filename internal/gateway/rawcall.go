@@ -663,7 +663,7 @@ func (u *upstream) callRawProgress(ctx context.Context, tool string, args json.R
 		o.armWatch() // opening its session can wait (leansent.go)
 		defer ac.track(o)()
 		if c, err = ac.session(ctx); err != nil {
-			return nil, true, u.unavailable(ctx, tool, "its session for this agent could not be opened; nothing was sent to it", approval.OutcomeTransportError, err)
+			return nil, true, u.unopened(ctx, tool, "its session for this agent could not be opened; nothing was sent to it", err)
 		}
 	default:
 		if c, err = u.session(); err != nil {

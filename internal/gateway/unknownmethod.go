@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -36,15 +38,31 @@ var taskMethods = map[string]bool{"tasks/get": true, "tasks/cancel": true, "task
 // not quote the method: the SDK's own answer quoted it in text/plain
 // ("JSON RPC not handled: \"<method>\" unsupported"). The status is the
 // SDK's: 404 for a 2026-07-28 request (modern), else 400; the id is the
-// request's (null for a notification). A body that is no single message
-// (a batch, a response, malformed) is left to the checks before and to
-// the SDK. It reports whether it answered.
-func refuseUnknownMethod(w http.ResponseWriter, body []byte, modern, tasks bool) bool {
+// request's (null for a notification). version is the request's
+// Mcp-Protocol-Version header: where it allows batches (batchesAllowed),
+// a batch with such a message is refused as a whole, as the SDK refuses
+// it, with the same error, 400 and id null (2025-03-26: a POST the server
+// cannot accept gets an HTTP error status, its body a JSON-RPC error
+// without an id). Any other body (a batch where batches are refused, a
+// response, malformed) is left to the checks before and to the SDK. It
+// reports whether it answered.
+func refuseUnknownMethod(w http.ResponseWriter, body []byte, version string, modern, tasks bool) bool {
+	unknown := func(m map[string]json.RawMessage) bool {
+		var method *string
+		return json.Unmarshal(m["method"], &method) == nil && method != nil && !knownMethods[*method] && (!tasks || !taskMethods[*method])
+	}
+	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) > 0 && b[0] == '[' {
+		var batch []map[string]json.RawMessage
+		if !batchesAllowed(version) || json.Unmarshal(b, &batch) != nil || !slices.ContainsFunc(batch, unknown) {
+			return false
+		}
+		writeRPCError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"})
+		return true
+	}
 	// Members by their exact names, as the SDK reads them: a struct's
 	// fields would also take "Method" or "METHOD" (attack34).
 	var m map[string]json.RawMessage
-	var method *string
-	if json.Unmarshal(body, &m) != nil || json.Unmarshal(m["method"], &method) != nil || method == nil || knownMethods[*method] || (tasks && taskMethods[*method]) {
+	if json.Unmarshal(body, &m) != nil || !unknown(m) {
 		return false
 	}
 	id, hasID := m["id"]
@@ -54,4 +72,11 @@ func refuseUnknownMethod(w http.ResponseWriter, body []byte, modern, tasks bool)
 	}
 	writeRPCError(w, status, id, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"})
 	return true
+}
+
+// batchesAllowed reports whether the SDK takes a JSON-RPC batch on a POST
+// whose Mcp-Protocol-Version header is version (none: 2025-03-26, as the
+// SDK assumes): revisions before 2025-06-18, which removed batching.
+func batchesAllowed(version string) bool {
+	return version < "2025-06-18"
 }

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,7 +37,14 @@ func summarizeWhole(display json.RawMessage, maxLen int) (string, bool) {
 	}
 	out := s.b.String()
 	if s.runes > maxLen {
-		out = string([]rune(out)[:maxLen-1]) + "…"
+		// Cut by characters as written: lookAlikeMark is no valid UTF-8,
+		// which a conversion to runes would make U+FFFD.
+		cut := 0
+		for range maxLen - 1 {
+			_, w := utf8.DecodeRuneInString(out[cut:])
+			cut += w
+		}
+		out = out[:cut] + "…"
 		s.whole = false
 	}
 	return out, s.whole
@@ -108,7 +116,7 @@ func (s *summarizer) members() error {
 			if err != nil {
 				return err
 			}
-			s.write(rowKey(k))
+			s.write(rowKey(markRowLookAlikes(key, k)))
 			s.write(": ")
 		}
 		if s.full() {
@@ -178,7 +186,7 @@ func shownString(raw []byte) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	s := strings.ReplaceAll(p, "\n", "⏎")
+	s := strings.ReplaceAll(markRowLookAlikes(raw, p), "\n", "⏎")
 	cut := cutValue(s, valueLen)
 	// A truncation note has no bounded length: one that starts before the
 	// cut is read from the whole string, as is (defensively) a prefix
@@ -188,10 +196,99 @@ func shownString(raw []byte) (string, bool, error) {
 			return "", false, err
 		}
 		all = true
-		s = strings.ReplaceAll(p, "\n", "⏎")
+		s = strings.ReplaceAll(markRowLookAlikes(raw, p), "\n", "⏎")
 		cut = cutValue(s, valueLen)
 	}
-	return `"` + visible(rowEscape(cut)) + `"`, all && cut == s, nil
+	return `"` + rowShown(cut, func(t string) string { return visible(rowEscape(t)) }) + `"`, all && cut == s, nil
+}
+
+// markRowLookAlikes returns p, a prefix of the string written raw (between
+// its quotes, as in the display copy) decoded, with each "[" that raw
+// writes \u005B replaced by lookAlikeMark: the "[" of the agent's text
+// written like a marker (approval.Display), which the row shows apart from
+// the copy's own markers (rowSegments), as the detail page does
+// (markLookAlikes).
+func markRowLookAlikes(raw []byte, p string) string {
+	n := strings.Count(p, "[")
+	if n == 0 || !bytes.Contains(raw, []byte(`\u005B`)) {
+		return p
+	}
+	fake := make([]bool, 0, n) // each "[" of p, in order: written \u005B
+	for i := 0; i < len(raw) && len(fake) < n; {
+		switch {
+		case raw[i] == '[':
+			fake = append(fake, false)
+			i++
+		case raw[i] != '\\':
+			i++
+		case bytes.HasPrefix(raw[i:], []byte(`\u005B`)):
+			fake = append(fake, true)
+			i += 6
+		case bytes.HasPrefix(raw[i:], []byte(`\u005b`)):
+			fake = append(fake, false)
+			i += 6
+		default:
+			i += 2 // an escape: its rest holds no "[" nor backslash
+		}
+	}
+	var b strings.Builder
+	k := 0
+	for _, r := range p {
+		if r == '[' {
+			if k < len(fake) && fake[k] {
+				b.WriteString(lookAlikeMark)
+				k++
+				continue
+			}
+			k++
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// rowShown is show applied to the pieces of s between its lookAlikeMarks,
+// which are kept as they are (rowSegments shows them).
+func rowShown(s string, show func(string) string) string {
+	if !strings.Contains(s, lookAlikeMark) {
+		return show(s)
+	}
+	parts := strings.Split(s, lookAlikeMark)
+	for i, t := range parts {
+		parts[i] = show(t)
+	}
+	return strings.Join(parts, lookAlikeMark)
+}
+
+// rowSegments splits a row's summary (summarizeWhole: hidden characters
+// already written as escapes) into the segments the row shows: the
+// display copy's markers (markerRE) as badges, the "[" of the agent's
+// marker-like text (lookAlikeMark) as the escape \u005B titled as the
+// agent's text, as the detail page shows them (segments); the rest as is.
+func rowSegments(s string) []segment {
+	var out []segment
+	text := func(t string) {
+		for i, part := range strings.Split(t, lookAlikeMark) {
+			if i > 0 {
+				out = append(out, segment{Text: `\u005B`, Class: "hidden", Title: lookAlikeTitle})
+			}
+			if part != "" {
+				out = append(out, segment{Text: part})
+			}
+		}
+	}
+	last := 0
+	for _, m := range markerRE.FindAllStringIndex(s, -1) {
+		text(s[last:m[0]])
+		class := "redacted"
+		if strings.HasPrefix(s[m[0]:], "…[truncated") {
+			class = "cut"
+		}
+		out = append(out, segment{Text: s[m[0]:m[1]], Class: class})
+		last = m[1]
+	}
+	text(s[last:])
+	return out
 }
 
 // rowEscape escapes the backslashes and quotes of s, a string value as the
@@ -212,9 +309,9 @@ func rowEscape(s string) string {
 // could pass one member off as several.
 func rowKey(k string) string {
 	if !strings.ContainsAny(k, `"\:,`) {
-		return visible(k)
+		return rowShown(k, visible)
 	}
-	return `"` + visible(rowEscape(k)) + `"`
+	return `"` + rowShown(k, func(t string) string { return visible(rowEscape(t)) }) + `"`
 }
 
 // truncNote is how the display's truncation note starts (markerRE).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"toolgate/internal/approval"
 )
@@ -161,5 +162,35 @@ func TestSummaryMembersCannotBeForged(t *testing.T) {
 		if got, _ := summarizeWhole(json.RawMessage(tt.display), summaryLen); got != tt.want {
 			t.Errorf("summary of %s\n got %s\nwant %s", tt.display, got, tt.want)
 		}
+	}
+}
+
+// TestRowLookAlikeMarkers (fixes35): the row's summary keeps the "[" of
+// agent text the display copy wrote \u005B apart from the copy's own
+// markers, in values and keys, through the value's cut and the line's
+// cut: rowSegments shows it as the escape titled as the agent's text and
+// the copy's marker as a badge.
+func TestRowLookAlikeMarkers(t *testing.T) {
+	display := `{"\u005Bredacted key 1]":"[redacted key 2]","v":"a\u005Bredacted: x] [b]","tok":"[redacted: looks like a GitHub token]","pad":"` + strings.Repeat("p", 10) + `","z":"\u005Bredacted: late] ` + strings.Repeat("q", 60) + `"}`
+	s, whole := summarizeWhole(json.RawMessage(display), summaryLen)
+	if whole {
+		t.Errorf("summary %q whole, want cut", s)
+	}
+	var got []string
+	for _, sg := range rowSegments(s) {
+		switch sg.Class {
+		case "":
+			if strings.Contains(sg.Text, lookAlikeMark) || strings.ContainsRune(sg.Text, utf8.RuneError) {
+				t.Errorf("plain segment %q holds the mark or U+FFFD", sg.Text)
+			}
+		case "hidden":
+			got = append(got, sg.Class+":"+sg.Text)
+		default:
+			got = append(got, sg.Class+":"+sg.Text)
+		}
+	}
+	want := []string{`hidden:\u005B`, `redacted:[redacted key 2]`, `hidden:\u005B`, `redacted:[redacted: looks like a GitHub token]`, `hidden:\u005B`}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("segments of %q:\n got %q\nwant %q", s, got, want)
 	}
 }

@@ -169,10 +169,11 @@ func parsePages() (map[string]*template.Template, error) {
 
 // funcs are the template functions.
 var funcs = template.FuncMap{
-	"segments": segments,
-	"isBlock":  func(n node) bool { return n.Kind == "string" && strings.Contains(n.Str, "\n") },
-	"last":     func(i, n int) bool { return i == n-1 },
-	"plural":   plural,
+	"segments":    segments,
+	"rowSegments": rowSegments,
+	"isBlock":     func(n node) bool { return n.Kind == "string" && strings.Contains(n.Str, "\n") },
+	"last":        func(i, n int) bool { return i == n-1 },
+	"plural":      plural,
 }
 
 // routes mounts every route under /ui/.
