@@ -168,16 +168,18 @@ func TestAnsweredIdleConnEvicted(t *testing.T) {
 }
 
 // TestAnsweredIdleConnClientCloses (idle35): the client ending an
-// answered connection idle on the poller closes it on the gateway's side
-// (the capped listener forgets it) and ends its watch.
+// answered connection idle on the poller (closed, or reset) closes it on
+// the gateway's side (the capped listener forgets it) and ends its watch.
 func TestAnsweredIdleConnClientCloses(t *testing.T) {
 	verifyNoLeaks(t)
 	opts := HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}
 	f := newLeanFixture(t, &opts)
 	base, sessions, l, parked := cappedFront(t, f, &opts, 100, testWait, time.Hour)
-	c, _, _ := parkedSessionCall(t, f, sessions, base, parked, 1)
-	waitIdleWatches(t, f.g, 1)
-	_ = c.Close()
+	a, _, _ := parkedSessionCall(t, f, sessions, base, parked, 1)
+	b, _, _ := parkedSessionCall(t, f, sessions, base, nil, 2)
+	waitIdleWatches(t, f.g, 2)
+	dropConn(a, false)
+	dropConn(b, true)
 	waitIdleWatches(t, f.g, 0)
 	for deadline := time.Now().Add(testWait); l.Open() != 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
