@@ -504,17 +504,20 @@ func (p *parkedResponse) writeTo(w parkedWriter, closing, http10 bool) error {
 // A connection the client sent nothing more on is idle, as net/http's is
 // after a response: it may send nothing for the idle timeout, and the
 // read-header timeout of its next request runs from that request's first
-// byte (httpserve.AwaitFirstByte).
+// byte. On Linux it idles on the gateway's shared poller, without a
+// goroutine, until that byte comes (serveIdle, leanparkidle.go); else on
+// net/http's connection goroutine (httpserve.AwaitFirstByte).
 func (f *httpFront) serveRest(conn net.Conn, pending []byte, waiting bool, from *http.Server) {
+	if !waiting && f.serveIdle(conn, from) {
+		// Idle on the shared poller until the next request (leanparkidle.go).
+		return
+	}
 	handler := http.Handler(nil)
-	headerWait, idleWait := parkedWriteTimeout, restIdleTimeout
+	headerWait, idleWait := parkedWriteTimeout, restIdleWait(from)
 	if from != nil {
 		handler = from.Handler
 		if from.ReadHeaderTimeout > 0 {
 			headerWait = from.ReadHeaderTimeout
-		}
-		if from.IdleTimeout > 0 {
-			idleWait = from.IdleTimeout
 		}
 	}
 	if handler == nil {

@@ -58,6 +58,12 @@ type pollWatch struct {
 	// to when the poller's loop failed, or, over TLS, when the client
 	// sent a record.
 	fb *connWatch
+	// ready and left are set for an answered connection idle between
+	// requests (watchIdle; never TLS): ready is called at the first byte
+	// of the client's next request, left when the loop ends (the gateway
+	// closing, or the set failed) with the watch still in the set. Both
+	// are called without p.mu held, after the watch left the set.
+	ready, left func()
 }
 
 // newConnPoller makes the epoll set; run runs its loop.
@@ -103,14 +109,21 @@ func (p *connPoller) run() {
 	defer func() {
 		p.mu.Lock()
 		p.closed = true
-		if failed {
-			for _, w := range p.watches {
+		var idle []*pollWatch
+		for _, w := range p.watches {
+			switch {
+			case w.left != nil:
+				idle = append(idle, w)
+			case failed:
 				w.fb = watchConn(w.conn, w.gone)
 			}
 		}
 		clear(p.watches)
 		p.closeFDs()
 		p.mu.Unlock()
+		for _, w := range idle {
+			w.left()
+		}
 	}()
 	var events [64]syscall.EpollEvent
 	for {
@@ -151,6 +164,11 @@ func (p *connPoller) fire(key uint64) {
 	}
 	delete(p.watches, key)
 	_ = p.ctl(w, syscall.EPOLL_CTL_DEL)
+	if n > 0 && w.ready != nil {
+		p.mu.Unlock()
+		w.ready()
+		return
+	}
 	if n > 0 && w.tls {
 		// A TLS record: the next request, a close_notify or a
 		// post-handshake message, which only the TLS layer can tell
@@ -204,6 +222,32 @@ func peek(rc syscall.RawConn) (int, error) {
 // no descriptor to watch or the set would not take it (the caller then
 // watches it on a goroutine).
 func (p *connPoller) watch(conn net.Conn, gone func()) (dropWatch, bool) {
+	w, ok := p.add(conn, gone, nil, nil)
+	if !ok {
+		return nil, false
+	}
+	return w, true
+}
+
+// watchIdle starts watching conn, an answered connection idle between
+// requests, for the first byte of the client's next request (ready) or
+// its end (gone), one of which, or left (the loop ended first), is called
+// once unless unwatch took the watch out of the set first; ok is false
+// when conn is a TLS connection (decrypted bytes may wait in its layer),
+// has no descriptor or the set would not take it.
+func (p *connPoller) watchIdle(conn net.Conn, gone, ready, left func()) (idleWatch, bool) {
+	if _, isTLS := conn.(*tls.Conn); isTLS {
+		return nil, false
+	}
+	w, ok := p.add(conn, gone, ready, left)
+	if !ok {
+		return nil, false
+	}
+	return w, true
+}
+
+// add adds conn's watch to the set (watch, watchIdle).
+func (p *connPoller) add(conn net.Conn, gone, ready, left func()) (*pollWatch, bool) {
 	raw := conn
 	tc, isTLS := conn.(*tls.Conn)
 	if isTLS {
@@ -224,7 +268,7 @@ func (p *connPoller) watch(conn net.Conn, gone func()) (dropWatch, bool) {
 		// caller watches conn on a goroutine.
 		return nil, false
 	}
-	w := &pollWatch{p: p, key: p.next, conn: conn, rc: rc, gone: gone, tls: isTLS}
+	w := &pollWatch{p: p, key: p.next, conn: conn, rc: rc, gone: gone, tls: isTLS, ready: ready, left: left}
 	p.next++
 	if err := p.ctl(w, syscall.EPOLL_CTL_ADD); err != nil {
 		return nil, false
@@ -252,4 +296,20 @@ func (w *pollWatch) stop() ([]byte, bool) {
 	}
 	n, _ := peek(w.rc)
 	return nil, n > 0
+}
+
+// unwatch takes the watch out of the set and reports whether it was still
+// there (none of its callbacks ran or will run).
+func (w *pollWatch) unwatch() bool {
+	p := w.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.watches[w.key] != w {
+		return false
+	}
+	delete(p.watches, w.key)
+	if !p.closed {
+		_ = p.ctl(w, syscall.EPOLL_CTL_DEL)
+	}
+	return true
 }

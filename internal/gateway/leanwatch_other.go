@@ -20,3 +20,5 @@ func (*connPoller) run()      {}
 func (*connPoller) stopLoop() {}
 
 func (*connPoller) watch(net.Conn, func()) (dropWatch, bool) { return nil, false }
+
+func (*connPoller) watchIdle(net.Conn, func(), func(), func()) (idleWatch, bool) { return nil, false }

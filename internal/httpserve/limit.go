@@ -95,6 +95,21 @@ type conn struct {
 	closed bool          // guarded by l.mu
 	// inIdle mirrors elem != nil, for Read to look at without l.mu.
 	inIdle atomic.Bool
+	// onEvict, guarded by l.mu, is called before c is closed by an
+	// eviction (OnEvict).
+	onEvict func()
+}
+
+// OnEvict sets f (nil: none) to be called when the Listener evicts c,
+// before it closes c: whoever watches c's descriptor outside net/http (the
+// gateway's shared poller of idle kept-alive connections) stops watching
+// it first, as a closed descriptor leaves an epoll set without an event.
+// f runs on the goroutine of the Listener's Accept, without its lock held;
+// it must not block.
+func (c *conn) OnEvict(f func()) {
+	c.l.mu.Lock()
+	c.onEvict = f
+	c.l.mu.Unlock()
 }
 
 // Read reads from the connection; the first bytes read while c counts as
@@ -184,10 +199,12 @@ func (l *Listener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		var victim *conn
+		var onEvict func()
 		l.mu.Lock()
 		if l.open >= l.maxConns {
 			if victim = l.evictable(); victim != nil {
 				l.forget(victim)
+				onEvict, victim.onEvict = victim.onEvict, nil
 			}
 		}
 		if l.open >= l.maxConns {
@@ -209,6 +226,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		l.mu.Unlock()
 		if victim != nil {
+			if onEvict != nil {
+				onEvict()
+			}
 			_ = victim.Conn.Close()
 			l.shed("evicted")
 		}

@@ -250,3 +250,48 @@ func TestLimitConnKeepsItsDescriptor(t *testing.T) {
 		t.Fatalf("descriptor %d, %v", fd, err)
 	}
 }
+
+// TestLimitOnEvictBeforeClose (idle35): a connection's OnEvict hook runs
+// when the Listener evicts it, while its descriptor is still open (the
+// gateway takes it out of an epoll set there), and once only; a hook
+// cleared with nil does not run.
+func TestLimitOnEvictBeforeClose(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Limit(ln, 1, nil)
+	t.Cleanup(func() { _ = l.Close() })
+	accept := func() net.Conn {
+		t.Helper()
+		c := dial(t, ln.Addr().String())
+		t.Cleanup(func() { _ = c.Close() })
+		sc, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sc.Close() })
+		return sc
+	}
+	a := accept()
+	calls := 0
+	var ctlErr error
+	a.(interface{ OnEvict(func()) }).OnEvict(func() {
+		calls++
+		rc, err := a.(syscall.Conn).SyscallConn()
+		if err == nil {
+			err = rc.Control(func(uintptr) {})
+		}
+		ctlErr = err
+	})
+	b := accept() // evicts a, the one idle connection
+	if calls != 1 || ctlErr != nil {
+		t.Fatalf("OnEvict ran %d times (want 1), its descriptor then: %v (want open)", calls, ctlErr)
+	}
+	b.(interface{ OnEvict(func()) }).OnEvict(func() { t.Error("a cleared hook ran") })
+	b.(interface{ OnEvict(func()) }).OnEvict(nil)
+	_ = accept() // evicts b
+	if l.Open() != 1 {
+		t.Fatalf("%d connections open, want 1", l.Open())
+	}
+}
