@@ -123,14 +123,19 @@ func (s *Server) deny(w http.ResponseWriter, r *http.Request, c caller) error {
 
 // review records verdict v by the caller and answers with the request. A
 // repeated identical verdict is a success that returns the current request.
+//
+// The decision's write is asked whether the request holds a task
+// (store.TaskProbe), for the answer's held_as: a store that reads it in
+// the decision's transaction saves heldAs a read of its own.
 func (s *Server) review(w http.ResponseWriter, r *http.Request, c caller, id approval.ID, v approval.Verdict, reason, pinnedHash string) error {
-	got, dup, err := s.decide(r.Context(), c, id, v, reason, pinnedHash)
+	ctx := store.WithTaskProbe(r.Context(), &store.TaskProbe{ID: id})
+	got, dup, err := s.decide(ctx, c, id, v, reason, pinnedHash)
 	if err != nil {
 		return err
 	}
 	out := fromRequest(got)
 	out.Duplicate = dup
-	s.heldAs(r.Context(), &out)
+	s.heldAs(ctx, &out)
 	s.writeJSON(w, r, http.StatusOK, out)
 	return nil
 }

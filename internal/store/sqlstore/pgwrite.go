@@ -32,6 +32,9 @@ const (
 	pgLockRequest = `SELECT ` + requestSelect + ` FROM requests WHERE id = $1 FOR UPDATE`
 	pgLockLease   = `SELECT lease_until FROM instance_leases
 		WHERE instance = (SELECT held_by FROM requests WHERE id = $1 AND lease_until = 253402300799999) FOR SHARE`
+	// pgLockTask is the third statement when the write's context asks
+	// whether the request holds a task (store.TaskProbe).
+	pgLockTask = `SELECT EXISTS (SELECT 1 FROM approval_tasks WHERE request_id = $1)`
 )
 
 // pgGuardedUpdate wraps a request's UPDATE (its compare-and-set on id and
@@ -86,11 +89,16 @@ func (db *DB) pgUpdateRequest(ctx context.Context, pg *postgresDialect, id appro
 
 // pgUpdateOnce is one try of pgUpdateRequest.
 func (db *DB) pgUpdateOnce(ctx context.Context, pg *postgresDialect, id approval.ID, actor string, fn func(*approval.Request) error, also *statement) (approval.Request, error) {
-	conn, old, err := pgLock(ctx, pg.pool, id, true)
+	probe := store.TaskProbeFor(ctx, id)
+	var task *bool
+	if probe != nil {
+		task = new(bool)
+	}
+	conn, old, err := pgLock(ctx, pg.pool, id, true, task)
 	if conn == nil && err != nil && ctx.Err() == nil {
 		// The connection broke before anything was written (a restart or
 		// failover since it was last used): once more, pinged first.
-		conn, old, err = pgLock(ctx, pg.pool, id, false)
+		conn, old, err = pgLock(ctx, pg.pool, id, false, task)
 	}
 	if err != nil {
 		if conn != nil {
@@ -138,6 +146,9 @@ func (db *DB) pgUpdateOnce(ctx context.Context, pg *postgresDialect, id approval
 		return approval.Request{}, err
 	}
 	conn.Release()
+	if probe != nil {
+		probe.Read, probe.Task = true, *task
+	}
 	return p.out, nil
 }
 
@@ -146,8 +157,10 @@ func (db *DB) pgUpdateOnce(ctx context.Context, pg *postgresDialect, id approval
 // (pgLockRequest, pgLockLease). It returns the connection, inside the
 // transaction, with the row, or an error (store.ErrNotFound for a missing
 // row) and the connection to roll back, or nil when it broke (then the
-// pool destroyed it) or could not be acquired.
-func pgLock(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing bool) (*pgxpool.Conn, requestRow, error) {
+// pool destroyed it) or could not be acquired. When task is not nil the
+// pipeline also reads whether the request holds a task (pgLockTask) into
+// *task.
+func pgLock(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing bool, task *bool) (*pgxpool.Conn, requestRow, error) {
 	actx := ctx
 	if noPing {
 		actx = context.WithValue(ctx, skipPing{}, true)
@@ -165,6 +178,9 @@ func pgLock(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing bool
 	b.Queue(`BEGIN`)
 	b.Queue(pgLockRequest, string(id))
 	b.Queue(pgLockLease, string(id))
+	if task != nil {
+		b.Queue(pgLockTask, string(id))
+	}
 	br := conn.SendBatch(ctx, &b)
 	var (
 		w     requestRow
@@ -179,6 +195,9 @@ func pgLock(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing bool
 		if rows, err = br.Query(); err == nil {
 			lease, err = pgx.CollectRows(rows, pgx.RowTo[int64])
 		}
+	}
+	if err == nil && task != nil {
+		err = br.QueryRow().Scan(task)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr

@@ -25,14 +25,13 @@ func BenchmarkApprovalEventIndexes(b *testing.B) {
 	cfg := postgresConfig(pgtest.Fresh(b))
 	cfg.MaxConns = approvalIndexWorkers
 	db := openTest(b, cfg)
-	ctx := b.Context()
 	exec := func(q string) {
 		b.Helper()
-		if _, err := db.sql.ExecContext(ctx, q); err != nil {
+		if _, err := db.sql.ExecContext(b.Context(), q); err != nil {
 			b.Fatalf("%s: %v", q, err)
 		}
 	}
-	schema := map[string]func(){
+	benchApprovalBlocks(b, db, [2]string{"full", "partial"}, map[string]func(){
 		"partial": func() {
 			exec(`DROP INDEX events_session`)
 			exec(`CREATE INDEX events_session ON events (session_id, seq) WHERE session_id IS NOT NULL`)
@@ -45,10 +44,65 @@ func BenchmarkApprovalEventIndexes(b *testing.B) {
 			exec(`DROP INDEX events_grant`)
 			exec(`CREATE INDEX events_grant ON events (grant_id, seq)`)
 		},
+	}, `SELECT pg_relation_size('events_session') + pg_relation_size('events_grant')`)
+}
+
+// BenchmarkApprovalPrincipalIndex is BenchmarkApprovalEventIndexes for
+// migration 21 on Postgres: "both" with requests_requested_by_state as
+// before it (beside requests_pending), "one" without it; the index bytes
+// are those of every index of requests. It also reports, per approval
+// over the whole run, the rows requests took (n_tup_ins), its updates
+// (n_tup_upd) and how many of these were HOT (n_tup_hot_upd: no new index
+// entries); every other row version enters every full index.
+func BenchmarkApprovalPrincipalIndex(b *testing.B) {
+	cfg := postgresConfig(pgtest.Fresh(b))
+	cfg.MaxConns = approvalIndexWorkers
+	db := openTest(b, cfg)
+	exec := func(q string) {
+		b.Helper()
+		if _, err := db.sql.ExecContext(b.Context(), q); err != nil {
+			b.Fatalf("%s: %v", q, err)
+		}
 	}
+	var approvals atomic.Int64
+	benchApprovalBlocks(b, db, [2]string{"both", "one"}, map[string]func(){
+		"both": func() {
+			exec(`CREATE INDEX IF NOT EXISTS requests_requested_by_state ON requests (requested_by, state)`)
+		},
+		"one": func() { exec(`DROP INDEX IF EXISTS requests_requested_by_state`) },
+	}, `SELECT pg_indexes_size('requests')`, &approvals)
+	var ins, upd, hot int64
+	// Each backend sends its table counters when it goes idle, at most
+	// once a second: wait for the last approval's.
+	for range 100 {
+		if err := db.sql.QueryRowContext(b.Context(), `SELECT n_tup_ins, n_tup_upd, n_tup_hot_upd
+			FROM pg_stat_user_tables WHERE relname = 'requests'`).Scan(&ins, &upd, &hot); err != nil {
+			b.Fatal(err)
+		}
+		if ins == approvals.Load() && upd >= 2*ins {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	n := float64(approvals.Load())
+	b.ReportMetric(float64(ins)/n, "requests-inserts/approval")
+	b.ReportMetric(float64(upd)/n, "requests-updates/approval")
+	b.ReportMetric(float64(hot)/n, "requests-hot-updates/approval")
+}
+
+// benchApprovalBlocks approves requests on db, approvalIndexWorkers at a
+// time (create, approve and consume, outcome), in blocks of
+// approvalIndexBlock approvals with schema[kinds[0]] or schema[kinds[1]]
+// applied before each (ABBA, then BAAB; four rounds per b.N), and reports
+// each kind's median per approval: CPU (this process and every backend of
+// db's pools, µs) and the growth of size (a query of one bigint: bytes).
+// counted, when given, counts the approvals.
+func benchApprovalBlocks(b *testing.B, db *DB, kinds [2]string, schema map[string]func(), size string, counted ...*atomic.Int64) {
+	b.Helper()
+	ctx := b.Context()
 	indexBytes := func() int64 {
 		var n int64
-		if err := db.sql.QueryRowContext(ctx, `SELECT pg_relation_size('events_session') + pg_relation_size('events_grant')`).Scan(&n); err != nil {
+		if err := db.sql.QueryRowContext(ctx, size).Scan(&n); err != nil {
 			b.Fatal(err)
 		}
 		return n
@@ -90,6 +144,9 @@ func BenchmarkApprovalEventIndexes(b *testing.B) {
 		if _, err := db.RecordOutcome(ctx, r.ID, approval.OutcomeOK, nil, "gw-1"); err != nil {
 			b.Fatal(err)
 		}
+		for _, c := range counted {
+			c.Add(1)
+		}
 	}
 	block := func() {
 		var wg sync.WaitGroup
@@ -107,7 +164,7 @@ func BenchmarkApprovalEventIndexes(b *testing.B) {
 	grew := map[string][]float64{}
 	for b.Loop() {
 		for round := range 4 {
-			order := []string{"full", "partial"}
+			order := []string{kinds[0], kinds[1]}
 			if round%2 == 1 {
 				slices.Reverse(order)
 			}

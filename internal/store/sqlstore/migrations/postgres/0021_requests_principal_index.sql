@@ -1,0 +1,16 @@
+-- Two indexes served the reads of one principal's pending requests (the
+-- caps, the pipelined creation's guard, CountPending, CountPendingInTree):
+-- requests_requested_by_state (requested_by, state), from 0001, and
+-- requests_pending (requested_by) WHERE state = 'pending', from 0007.
+-- Postgres's planner reads them through requests_pending; the one other
+-- reader by principal, the web history page (requested_by, state <>
+-- 'pending', newest first), has requests_identical (requested_by,
+-- arguments_hash) by its leading column, as OpenIdentical reads it, or the
+-- primary key in id order. requests_requested_by_state took an entry for
+-- every row version of a request (neither the decision's update, which
+-- changes state, nor the outcome's, which changes dispatch_outcome, is
+-- HOT: both columns are indexed), three per approval; requests_pending
+-- takes one, at creation. So it goes. SQLite's 0021 drops
+-- requests_pending instead: its planner reads through the other one. The
+-- tests EXPLAIN every reader (docs/performance.md, branch pgapprove35).
+DROP INDEX requests_requested_by_state;

@@ -1,0 +1,12 @@
+-- Two indexes served the reads of one principal's pending requests (the
+-- caps, CountPending, CountPendingInTree): requests_requested_by_state
+-- (requested_by, state), from 0001, and requests_pending (requested_by)
+-- WHERE state = 'pending', from 0007. SQLite's planner (no statistics)
+-- takes the first for every one of them (two equality terms against one)
+-- and never the second, which only cost writes: an entry at each
+-- request's creation, removed again at its decision. Without the first it
+-- would take requests_state_id (state=?) and read every pending request to
+-- count one principal's, so SQLite keeps it and drops requests_pending;
+-- Postgres's 0021 drops the other one, which its planner does not need.
+-- The tests EXPLAIN every reader (docs/performance.md, branch pgapprove35).
+DROP INDEX requests_pending;
