@@ -107,6 +107,12 @@ import (
 // TOOLGATE_BENCH_PROGRESS=1 every call carries a progress token and the
 // idle window measures the gate's keep-alive beat (TOOLGATE_BENCH_KEEPALIVE,
 // TOOLGATE_BENCH_IDLE, TOOLGATE_BENCH_PROBE: heldbeat_bench_test.go).
+// The upstream is a stdio server, so 2025-era agents get one upstream
+// process per agent session (sessions: per_agent, its default), each
+// started on its agent's first approved call, during approve-all;
+// 2026-07-28 requests use the shared session (one process).
+// TOOLGATE_BENCH_UPSTREAM_SESSIONS=shared (or per_agent) sets the
+// server's sessions.
 // docs/performance.md has the numbers. Run it alone, it takes minutes:
 //
 //	go test -run '^$' -bench HeldCalls -benchtime 1x -timeout 60m ./e2e/
@@ -174,6 +180,18 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		upstream = strings.Replace(upstream, `args: ["-record", `+q(record)+`]`, `args: ["-record", `+q(record)+`, "-record-nosync"]`, 1)
 		if !strings.Contains(upstream, "-record-nosync") {
 			b.Fatalf("upstream config changed; -record-nosync not added:\n%s", upstream)
+		}
+	}
+	if v := os.Getenv("TOOLGATE_BENCH_UPSTREAM_SESSIONS"); v != "" {
+		// shared: one upstream process for every agent session; per_agent
+		// (a stdio server's default): one process per agent session, each
+		// started on its agent's first dispatched call
+		if v != "shared" && v != "per_agent" {
+			b.Fatalf("TOOLGATE_BENCH_UPSTREAM_SESSIONS=%q: want shared or per_agent", v)
+		}
+		upstream = strings.Replace(upstream, "    call_timeout: 60s\n", "    call_timeout: 60s\n    sessions: "+v+"\n", 1)
+		if !strings.Contains(upstream, "sessions: "+v) {
+			b.Fatalf("upstream config changed; sessions not set:\n%s", upstream)
 		}
 	}
 	listen := "listen:\n  mcp: 127.0.0.1:0\n  admin: 127.0.0.1:0\n"

@@ -46,6 +46,11 @@ func runTests(m *testing.M) int {
 			return 1
 		}
 	}
+	if v := os.Getenv("TOOLGATE_E2E_UPSTREAM"); v != "" {
+		// a command run in place of e2e/testupstream, e.g. a wrapper that
+		// copies the upstream's pipes or times it (docs/performance.md)
+		bins.upstream = v
+	}
 	return m.Run()
 }
 
