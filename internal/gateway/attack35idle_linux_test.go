@@ -5,6 +5,7 @@ package gateway
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -216,4 +217,35 @@ func openFDs(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(es)
+}
+
+// TestAttack35IdleConnRequestThenFIN (attack35): the client of an
+// answered connection idle on the poller sends its next request and at
+// once half-closes (FIN): a response comes (net/http cancels a request
+// whose client sent a FIN, so it may be empty, as on a fresh connection),
+// then the connection ends; no watch is left and the listener forgets it.
+func TestAttack35IdleConnRequestThenFIN(t *testing.T) {
+	verifyNoLeaks(t)
+	opts := HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}
+	f := newLeanFixture(t, &opts)
+	base, sessions, l, parked := cappedFront(t, f, &opts, 100, testWait, time.Hour)
+	c, wr, next := parkedSessionCall(t, f, sessions, base, parked, 1)
+	waitIdleWatches(t, f.g, 1)
+	if _, err := io.WriteString(c, next); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	// Answered (a response, whole); net/http takes the FIN for the
+	// client going away and may cancel the request first, so the SDK's
+	// answer may be empty: as on a fresh connection (attack35).
+	wr.response(t, nil)
+	readEnd(t, "after the FIN", c, wr.br)
+	waitIdleWatches(t, f.g, 0)
+	for deadline := time.Now().Add(testWait); l.Open() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the capped listener counts %d connections open, want none", l.Open())
+		}
+	}
 }
