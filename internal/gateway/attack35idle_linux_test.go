@@ -3,6 +3,7 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -247,5 +248,68 @@ func TestAttack35IdleConnRequestThenFIN(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the capped listener counts %d connections open, want none", l.Open())
 		}
+	}
+}
+
+// TestAttack35IdleConnsAllEvicted (attack35): a cap's worth of answered
+// connections idle on the poller, all evicted by as many new connections:
+// every one is taken out of the set and closed once (the process's
+// descriptors come back once the clients close theirs), and Close
+// returns.
+func TestAttack35IdleConnsAllEvicted(t *testing.T) {
+	verifyNoLeaks(t)
+	opts := HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}
+	f := newLeanFixture(t, &opts)
+	const k = 24
+	base, sessions, l, parked := cappedFront(t, f, &opts, k, testWait, time.Hour)
+	var olds []net.Conn
+	for i := range k {
+		c, _, _ := parkedSessionCall(t, f, sessions, base, parked, i+1)
+		olds = append(olds, c)
+	}
+	waitIdleWatches(t, f.g, k)
+	fds := openFDs(t)
+	var news []net.Conn
+	for range k {
+		c, _ := dialRaw(t, base)
+		news = append(news, c)
+	}
+	waitIdleWatches(t, f.g, 0)
+	for deadline := time.Now().Add(testWait); l.Open() != k; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d open, want %d (the new ones)", l.Open(), k)
+		}
+	}
+	for _, c := range olds {
+		_ = c.SetReadDeadline(time.Now().Add(testWait))
+		if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("an evicted connection still open: %v", err)
+		}
+		_ = c.Close()
+	}
+	for _, c := range news {
+		_ = c.Close()
+	}
+	for deadline := time.Now().Add(testWait); l.Open() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d open after the clients closed, want none", l.Open())
+		}
+	}
+	// Each evicted pair (client and server side) and each new pair is gone:
+	// at most the count before, less the k evicted pairs.
+	for deadline := time.Now().Add(testWait); openFDs(t) > fds-2*k; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d descriptors open, want at most %d", openFDs(t), fds-2*k)
+		}
+	}
+	closed := make(chan struct{})
+	go func() {
+		_ = f.g.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(testWait):
+		t.Fatal("Close hangs after the evictions")
 	}
 }
