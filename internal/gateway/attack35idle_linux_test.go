@@ -313,3 +313,56 @@ func TestAttack35IdleConnsAllEvicted(t *testing.T) {
 		t.Fatal("Close hangs after the evictions")
 	}
 }
+
+// TestAttack35IdleTLSKeepsOldPath (attack35): an answered 2025-era call
+// parked over TLS: its connection is not watched idle on the poller (the
+// TLS layer may hold decrypted bytes), serveRest's goroutine waits for
+// the next request, which is served, encrypted, on the same connection.
+func TestAttack35IdleTLSKeepsOldPath(t *testing.T) {
+	verifyNoLeaks(t)
+	opts := &HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}
+	f := newLeanFixtureWith(t, nil, opts)
+	ts, parked := serveTLSParked(t, f.g, opts)
+	cs := connectHTTP(t, ts.URL, aliceToken, nil, func(http.RoundTripper) http.RoundTripper {
+		return bearer{token: aliceToken, next: ts.Client().Transport}
+	})
+	waitInitialized(t, f.g, cs.ID())
+	c, host := dialTLS(t, ts)
+	wr := newWireReader(c)
+	if _, err := io.WriteString(c, rawSessionPOST(host, cs.ID(), cs.InitializeResult().ProtocolVersion, "h-1", "up__big", `{"n":2}`, "")); err != nil {
+		t.Fatal(err)
+	}
+	f.waitState(t, approval.StatePending, 1)
+	waitParkedCount(t, parked, 1)
+	approved := false
+	wr.response(t, func(l string) {
+		if !approved && l == strings.TrimSpace(heartbeatComment) {
+			approved = true
+			f.approveNext(t)
+		}
+	})
+	f.waitState(t, approval.StateConsumed, 1)
+	for deadline := time.Now().Add(testWait); len(restReaders()) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no serveRest reader for the answered TLS connection")
+		}
+	}
+	if n := idleWatches(f.g); n != 0 {
+		t.Fatalf("%d TLS connections watched idle on the poller, want none", n)
+	}
+	ping := `{"jsonrpc":"2.0","id":"a-1","method":"ping"}`
+	next := fmt.Sprintf("POST /mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
+		"Accept: application/json, text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: %s\r\n"+
+		"Content-Length: %d\r\n\r\n%s", host, aliceToken, cs.ID(), cs.InitializeResult().ProtocolVersion, len(ping), ping)
+	if _, err := io.WriteString(c, next); err != nil {
+		t.Fatal(err)
+	}
+	var body strings.Builder
+	wr.response(t, func(l string) { body.WriteString(l) })
+	if !strings.Contains(body.String(), `"id":"a-1","result":{}`) {
+		t.Fatalf("the next request over TLS: %q", body.String())
+	}
+	if n := f.h.count("big"); n != 1 {
+		t.Fatalf("big ran %d times, want 1", n)
+	}
+}
