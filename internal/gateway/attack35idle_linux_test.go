@@ -296,10 +296,12 @@ func TestAttack35IdleConnsAllEvicted(t *testing.T) {
 		}
 	}
 	// Each evicted pair (client and server side) and each new pair is gone:
-	// at most the count before, less the k evicted pairs.
-	for deadline := time.Now().Add(testWait); openFDs(t) > fds-2*k; time.Sleep(5 * time.Millisecond) {
+	// at most the count before, less the k evicted pairs (a few others
+	// may open meanwhile: slack; k server sides left open would be k more).
+	const slack = 4
+	for deadline := time.Now().Add(testWait); openFDs(t) > fds-2*k+slack; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d descriptors open, want at most %d", openFDs(t), fds-2*k)
+			t.Fatalf("%d descriptors open, want at most %d", openFDs(t), fds-2*k+slack)
 		}
 	}
 	closed := make(chan struct{})
