@@ -368,3 +368,65 @@ func TestAttack35IdleTLSKeepsOldPath(t *testing.T) {
 		t.Fatalf("big ran %d times, want 1", n)
 	}
 }
+
+// TestAttack35IdleConnCloseRacesNextRequest (attack35): the gateway's
+// Close while the clients of answered connections idle on the poller send
+// their next requests (the poller's hand-over to a server racing the end
+// of its loop): Close returns, no watch is left, every client's
+// connection is answered or ended, none hangs.
+func TestAttack35IdleConnCloseRacesNextRequest(t *testing.T) {
+	verifyNoLeaks(t)
+	opts := HTTPOptions{HeartbeatFirst: time.Millisecond, Heartbeat: time.Hour, DropGrace: time.Hour}
+	f := newLeanFixture(t, &opts)
+	const k = 6
+	base, sessions, _, parked := cappedFront(t, f, &opts, 100, testWait, time.Hour)
+	type kept struct {
+		c    net.Conn
+		wr   *wireReader
+		next string
+	}
+	var conns []kept
+	for i := range k {
+		c, wr, next := parkedSessionCall(t, f, sessions, base, parked, i+1)
+		conns = append(conns, kept{c, wr, next})
+	}
+	waitIdleWatches(t, f.g, k)
+	done := make(chan error, k)
+	for _, kc := range conns {
+		go func() {
+			if _, err := io.WriteString(kc.c, kc.next); err != nil {
+				done <- nil
+				return
+			}
+			_ = kc.c.SetReadDeadline(time.Now().Add(testWait))
+			for {
+				if _, err := kc.wr.br.ReadByte(); err != nil {
+					if errors.Is(err, os.ErrDeadlineExceeded) {
+						done <- err
+						return
+					}
+					done <- nil
+					return
+				}
+			}
+		}()
+	}
+	closed := make(chan struct{})
+	go func() {
+		_ = f.g.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(testWait):
+		t.Fatal("Close hangs while idle connections get their next requests")
+	}
+	if n := idleWatches(f.g); n != 0 {
+		t.Fatalf("%d watches left after Close", n)
+	}
+	for range k {
+		if err := <-done; err != nil {
+			t.Fatalf("a client's connection neither answered to its end nor ended: %v", err)
+		}
+	}
+}
