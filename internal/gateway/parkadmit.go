@@ -52,10 +52,9 @@ type parkQueue struct {
 
 	mu      sync.Mutex
 	waiting []*leanHold             // in arrival order; guarded by mu
-	running int                     // admitting goroutines; guarded by mu
 	ended   uint64                  // calls run to their end; guarded by mu
 	watch   bool                    // a stall timer is set; guarded by mu
-	slots   map[*queueSlot]struct{} // the running goroutines; guarded by mu
+	slots   map[*queueSlot]struct{} // the running goroutines (how many: len); guarded by mu
 }
 
 // A queueSlot is one of a parkQueue's running goroutines: started is
@@ -82,7 +81,7 @@ func newParkQueue(max int, admit func(*leanHold)) *parkQueue {
 // WaitGroup already counts l (parkStarts), so Close waits for its answer.
 func (q *parkQueue) add(l *leanHold) {
 	q.mu.Lock()
-	if q.running < q.max {
+	if len(q.slots) < q.max {
 		s := q.startSlot(time.Now())
 		q.mu.Unlock()
 		go q.run(s, l)
@@ -102,7 +101,6 @@ func (q *parkQueue) add(l *leanHold) {
 func (q *parkQueue) startSlot(now time.Time) *queueSlot {
 	s := &queueSlot{started: now}
 	q.slots[s] = struct{}{}
-	q.running++
 	return s
 }
 
@@ -135,7 +133,7 @@ func (q *parkQueue) unstall(ended uint64) {
 	if d := q.ended - ended; d < uint64(turned) { //nolint:gosec // max is a positive bound (newParkQueue's callers)
 		turned = int(d) //nolint:gosec // less than max
 	}
-	n := min(q.max-fresh, q.max-turned, stallMost(q.max)-q.running)
+	n := min(q.max-fresh, q.max-turned, stallMost(q.max)-len(q.slots))
 	if n <= 0 && q.ended == ended {
 		n = 1
 	}
@@ -173,7 +171,6 @@ func (q *parkQueue) next(s *queueSlot) *leanHold {
 	defer q.mu.Unlock()
 	q.ended++
 	if len(q.waiting) == 0 {
-		q.running--
 		delete(q.slots, s)
 		q.waiting = nil // a burst's backing array goes with it
 		return nil

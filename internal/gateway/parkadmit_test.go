@@ -172,7 +172,7 @@ func TestParkedCallsAdmittedBounded(t *testing.T) {
 		t.Errorf("the approved calls ran %d times, want %d", n, calls-1)
 	}
 	q.mu.Lock()
-	running, waiting := q.running, len(q.waiting)
+	running, waiting := len(q.slots), len(q.waiting)
 	q.mu.Unlock()
 	if running != 0 || waiting != 0 {
 		t.Errorf("the queue has %d admitting goroutines and %d calls left, want none", running, waiting)

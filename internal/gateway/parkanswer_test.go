@@ -107,7 +107,7 @@ func TestDecidedParkedCallsAnsweredBounded(t *testing.T) {
 	// The last answering goroutine ends after its answer is written.
 	for deadline := time.Now().Add(testWait); ; time.Sleep(5 * time.Millisecond) {
 		q.mu.Lock()
-		running, left := q.running, len(q.waiting)
+		running, left := len(q.slots), len(q.waiting)
 		q.mu.Unlock()
 		if running == 0 && left == 0 {
 			break
@@ -150,7 +150,7 @@ func TestAnswerQueueUnstalls(t *testing.T) {
 			t.Fatalf("%d calls ran after the stall, want 2", n)
 		}
 		q.mu.Lock()
-		running, waiting := q.running, len(q.waiting)
+		running, waiting := len(q.slots), len(q.waiting)
 		q.mu.Unlock()
 		if running != 0 || waiting != 0 {
 			t.Fatalf("%d goroutines and %d calls left, want none", running, waiting)
@@ -290,7 +290,7 @@ func TestAnswerQueueLongToolsStartWithinAStall(t *testing.T) {
 			t.Errorf("%d answers ran at once under a burst, want at most %d", m, 4*parkAnswerers)
 		}
 		q.mu.Lock()
-		running, waiting := q.running, len(q.waiting)
+		running, waiting := len(q.slots), len(q.waiting)
 		q.mu.Unlock()
 		if running != 0 || waiting != 0 {
 			t.Errorf("%d goroutines and %d calls left, want none", running, waiting)
