@@ -395,44 +395,14 @@ const lookAlikeTitle = "the agent's own text, written like a redaction marker: t
 
 // markLookAlikes returns v, the decoded JSON string whose text as written
 // (with what comes before it in the value: a comma, a colon, spaces) is
-// raw, with each "[" that raw writes \u005B replaced by lookAlikeMark.
-// Only strings that hold marker-like text are looked at.
+// raw, with each "[" that raw writes \u005B replaced by lookAlikeMark
+// (markRowLookAlikes, which the inbox row uses on a prefix). Only strings
+// that hold marker-like text are looked at.
 func markLookAlikes(raw []byte, v string) string {
 	if !strings.Contains(v, "[redacted") && !strings.Contains(v, "[truncated for display") {
 		return v
 	}
-	q := bytes.IndexByte(raw, '"')
-	if q < 0 || !bytes.Contains(raw, []byte(`\u005B`)) {
-		return v
-	}
-	var b strings.Builder
-	body := raw[q+1:]
-	last := 0
-	piece := func(end int) {
-		var t string
-		_ = json.Unmarshal(append(append([]byte{'"'}, body[last:end]...), '"'), &t) // a piece of a valid string
-		b.WriteString(t)
-	}
-	i := 0
-	for i < len(body) && body[i] != '"' {
-		if body[i] != '\\' {
-			i++
-			continue
-		}
-		if bytes.HasPrefix(body[i:], []byte(`\u005B`)) {
-			piece(i)
-			b.WriteString(lookAlikeMark)
-			i += 6
-			last = i
-			continue
-		}
-		i += 2
-	}
-	if i > len(body) {
-		return v // not a string as written (cannot be: the decoder read one)
-	}
-	piece(i)
-	return b.String()
+	return markRowLookAlikes(raw, v)
 }
 
 // A segment is a piece of a string as the page shows it: plain text, a
