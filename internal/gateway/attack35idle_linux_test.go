@@ -86,11 +86,7 @@ func TestAttack35IdleConnHalfRequestStalls(t *testing.T) {
 	}
 	waitIdleWatches(t, f.g, 0)
 	readEnd(t, "half a request stalled past the read-header timeout", c, wr.br)
-	for deadline := time.Now().Add(testWait); l.Open() != 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the capped listener counts %d connections open, want none", l.Open())
-		}
-	}
+	waitListenerEmpty(t, l)
 }
 
 // TestAttack35IdleConnOtherAgent (attack35): the next request on an
@@ -244,11 +240,7 @@ func TestAttack35IdleConnRequestThenFIN(t *testing.T) {
 	wr.response(t, nil)
 	readEnd(t, "after the FIN", c, wr.br)
 	waitIdleWatches(t, f.g, 0)
-	for deadline := time.Now().Add(testWait); l.Open() != 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the capped listener counts %d connections open, want none", l.Open())
-		}
-	}
+	waitListenerEmpty(t, l)
 }
 
 // TestAttack35IdleConnsAllEvicted (attack35): a cap's worth of answered
@@ -290,11 +282,7 @@ func TestAttack35IdleConnsAllEvicted(t *testing.T) {
 	for _, c := range news {
 		_ = c.Close()
 	}
-	for deadline := time.Now().Add(testWait); l.Open() != 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d open after the clients closed, want none", l.Open())
-		}
-	}
+	waitListenerEmpty(t, l)
 	// Each evicted pair (client and server side) and each new pair is gone:
 	// at most the count before, less the k evicted pairs (a few others
 	// may open meanwhile: slack; k server sides left open would be k more).

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"toolgate/internal/httpserve"
 )
 
 // idleWatches is the number of answered connections idle on g's shared
@@ -131,11 +133,7 @@ func TestAnsweredIdleConnIdleTimeout(t *testing.T) {
 		t.Errorf("closed after %v, before the idle timeout of %v", d, idle)
 	}
 	waitIdleWatches(t, f.g, 0)
-	for deadline := time.Now().Add(testWait); l.Open() != 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the capped listener counts %d connections open, want none", l.Open())
-		}
-	}
+	waitListenerEmpty(t, l)
 }
 
 // TestAnsweredIdleConnEvicted (idle35): the capped listener's eviction
@@ -181,6 +179,13 @@ func TestAnsweredIdleConnClientCloses(t *testing.T) {
 	dropConn(a, false)
 	dropConn(b, true)
 	waitIdleWatches(t, f.g, 0)
+	waitListenerEmpty(t, l)
+}
+
+// waitListenerEmpty waits until the capped listener l counts no open
+// connection (each closed connection forgotten), failing after testWait.
+func waitListenerEmpty(t *testing.T, l *httpserve.Listener) {
+	t.Helper()
 	for deadline := time.Now().Add(testWait); l.Open() != 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the capped listener counts %d connections open, want none", l.Open())
