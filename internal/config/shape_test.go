@@ -1,0 +1,58 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestShapeErrorsNameTheKeyAndTheFix: a value of the wrong shape (a single
+// value where a list is wanted, a list where a mapping is, a word where a
+// number or true/false is) is one problem naming its line, its key and what
+// to write, not go-yaml's "cannot unmarshal !!str `x` into []string"; what
+// go-yaml accepts (yes/no for a bool, 2.0 for a count, an empty value) stays
+// accepted.
+func TestShapeErrorsNameTheKeyAndTheFix(t *testing.T) {
+	const base = "servers:\n  fs:\n    command: fs-server\n"
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"string for a list", base + "policy:\n  rules:\n    - name: r\n      tools: move_file\n      effect: deny\n",
+			`line 7: policy.rules[0].tools: "move_file" is a single value; want a list: write [move_file]`},
+		{"mapping for a list", base + "    args: {a: 1}\n",
+			`line 4: servers.fs.args: want a list ([a, b], or one "- item" per line), not a mapping of keys to values`},
+		{"list for a mapping", "servers:\n  - fs:\n      command: x\n",
+			`line 2: servers: want a mapping of keys to values, not a list`},
+		{"list for a map value", "servers:\n  fs: [x]\n",
+			`line 2: servers.fs: want a mapping of keys to values, not a list`},
+		{"scalar for a struct", "policy:\n  approval: 5m\n",
+			`line 2: policy.approval: "5m" is a single value; want a mapping of keys to values`},
+		{"list for a string", base + "policy:\n  rules:\n    - name: r\n      tools: [x]\n      effect: [deny]\n",
+			`line 8: policy.rules[0].effect: want a single value, not a list`},
+		{"word for a bool", base + "    tool_prefix: yes please\n",
+			`line 4: servers.fs.tool_prefix: "yes please" is not true or false`},
+		{"word for a count", "approvals:\n  max_pending: lots\n",
+			`line 2: approvals.max_pending: "lots" is not a whole number`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(strings.NewReader(tc.yaml), nil)
+			if err == nil {
+				t.Fatalf("Load accepted:\n%s", tc.yaml)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error:\n%v\nwant it to contain %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "cannot unmarshal") {
+				t.Errorf("error still has go-yaml's text:\n%v", err)
+			}
+		})
+	}
+	for _, ok := range []string{
+		base + "    tool_prefix: no\n",
+		base + "    tool_prefix: false\n",
+		"approvals:\n  max_pending: 2.0\n",
+		"approvals:\n",
+		base + "    args:\n",
+	} {
+		if _, err := parse(strings.NewReader(ok), nil); err != nil {
+			t.Errorf("parse refused what go-yaml accepts:\n%s\nerror: %v", ok, err)
+		}
+	}
+}
