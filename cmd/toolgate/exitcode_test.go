@@ -116,7 +116,7 @@ func TestCheckWarnsOfMissingUpstreamCommand(t *testing.T) {
 		t.Errorf("policy check exited %d, want 0 (a warning)\nstderr:\n%s", code, stderr.String())
 	}
 	for _, want := range []string{
-		`servers.ghost.command "no-such-mcp-server" is not in PATH (` + bin + `)`,
+		`servers.ghost.command "no-such-mcp-server" is not in PATH (` + bin + `): serve starts without this upstream (its tools are missing) and keeps retrying it`,
 		`servers.abs.command "` + filepath.Join(bin, "missing") + `" is not an executable file`,
 	} {
 		if !strings.Contains(stderr.String(), "warning: "+path+": "+want) {

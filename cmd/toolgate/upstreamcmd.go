@@ -33,7 +33,7 @@ func commandWarnings(cfg config.Config, sys system) []string {
 		if !strings.Contains(cmd, "/") {
 			path, _ := sys.lookupEnv("PATH")
 			if !inPath(cmd, path) {
-				out = append(out, fmt.Sprintf("servers.%s.command %q is not in PATH (%s): serve would keep retrying this upstream; install it, or give its absolute path", name, cmd, path))
+				out = append(out, fmt.Sprintf("servers.%s.command %q is not in PATH (%s): serve starts without this upstream (its tools are missing) and keeps retrying it; install it, or give its absolute path", name, cmd, path))
 			}
 			continue
 		}
@@ -42,7 +42,7 @@ func commandWarnings(cfg config.Config, sys system) []string {
 			p = filepath.Join(dir, p)
 		}
 		if !isExecutable(p) {
-			out = append(out, fmt.Sprintf("servers.%s.command %q is not an executable file: serve would keep retrying this upstream", name, cmd))
+			out = append(out, fmt.Sprintf("servers.%s.command %q is not an executable file: serve starts without this upstream (its tools are missing) and keeps retrying it; make it executable, or fix the path", name, cmd))
 		}
 	}
 	return out
