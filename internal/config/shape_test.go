@@ -56,3 +56,24 @@ func TestShapeErrorsNameTheKeyAndTheFix(t *testing.T) {
 		}
 	}
 }
+
+// TestSyntaxErrorsSayWhatToLookFor: go-yaml names the first line of a
+// block with a badly indented line in it ("did not find expected key"),
+// and says "found character that cannot start any token" for a tab; both
+// now say what to look for.
+func TestSyntaxErrorsSayWhatToLookFor(t *testing.T) {
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"under-indented key", "servers:\n  fs:\n    command: x\n   args: [a]\n",
+			"line 1: did not find expected key (in the block that starts on line 1 a line is indented more or less than the keys beside it"},
+		{"over-indented key", "servers:\n  fs:\n    command: x\n      args: [a]\n",
+			"line 4: mapping values are not allowed in this context (a \"key:\" indented under a value: indent it like the keys beside it"},
+		{"tab", "servers:\n  fs:\n\tcommand: x\n", "line 3: found character that cannot start any token (a tab: YAML indents with spaces only)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(strings.NewReader(tc.yaml), nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error:\n%v\nwant it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
