@@ -77,3 +77,33 @@ func TestSyntaxErrorsSayWhatToLookFor(t *testing.T) {
 		})
 	}
 }
+
+// TestWarnsOfAnAdminListenerOffLoopback: an admin listener any other host
+// can reach, with no https public_url to say a TLS proxy is in front, is
+// warned about (tokens and cookies in clear text); loopback, a Unix socket,
+// none, or an https public_url are not.
+func TestWarnsOfAnAdminListenerOffLoopback(t *testing.T) {
+	const want = "without TLS: approver tokens and inbox cookies cross the network in clear text"
+	for _, tc := range []struct {
+		admin, publicURL string
+		warns            bool
+	}{
+		{"0.0.0.0:7071", "", true},
+		{":7071", "", true},
+		{"10.1.2.3:7071", "http://10.1.2.3:7071", true},
+		{"toolgate.internal:7071", "", true},
+		{"0.0.0.0:7071", "https://toolgate.example.com", false},
+		{"127.0.0.1:7071", "", false},
+		{"[::1]:7071", "", false},
+		{"localhost:7071", "", false},
+		{"unix:///run/toolgate/admin.sock", "", false},
+		{"", "", false},
+	} {
+		c := Default()
+		c.Listen.Admin, c.Approvals.PublicURL = tc.admin, tc.publicURL
+		got := strings.Join(c.Warnings(), "\n")
+		if strings.Contains(got, want) != tc.warns {
+			t.Errorf("listen.admin %q, public_url %q: warnings:\n%s\nwant a warning about it: %v", tc.admin, tc.publicURL, got, tc.warns)
+		}
+	}
+}
