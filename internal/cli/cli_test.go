@@ -399,7 +399,7 @@ func TestFailures(t *testing.T) {
 		{name: "ambiguous prefix", args: []string{"approve", "019000"}, wantCode: 1, wantErr: []string{"ambiguous", idA, idB, idC, "pay · refund"}},
 		{name: "no match", args: []string{"show", "0bbbbb"}, wantCode: 1, wantErr: []string{`no approval id starts or ends with "0bbbbb"`}},
 		{name: "unknown full id", args: []string{"show", "01900000-0000-7000-8000-0000000000ff"}, wantCode: 1, wantErr: []string{"toolgate: 404 not_found:"}},
-		{name: "already resolved", args: []string{"approve", idC}, wantCode: 1, wantErr: []string{"toolgate: 409 resolved:", "(state: denied)"}},
+		{name: "already resolved", args: []string{"approve", idC}, wantCode: 1, wantErr: []string{"toolgate: 409 resolved:", "(state: denied, decided by ", "): nothing was recorded"}},
 		{name: "conflicting verdict", vars: map[string]string{cli.EnvToken: "bob-tok"}, args: []string{"approve", idC}, wantCode: 1, wantErr: []string{"toolgate: 409 conflict:"}},
 		{name: "self review", vars: map[string]string{cli.EnvToken: "agent-tok"}, args: []string{"approve", idA}, wantCode: 1, wantErr: []string{"toolgate: 403 self_review:"}},
 		{name: "not eligible", vars: map[string]string{cli.EnvToken: "bob-tok"}, args: []string{"approve", idB}, wantCode: 1, wantErr: []string{"toolgate: 403 not_eligible:"}},
