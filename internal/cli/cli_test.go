@@ -388,7 +388,7 @@ func TestFailures(t *testing.T) {
 		{name: "extra argument", args: []string{"approve", idA, idB}, wantCode: 2, wantErr: []string{"approve <id>"}},
 		{name: "deny without reason", args: []string{"deny", idA}, wantCode: 2, wantErr: []string{"--reason"}},
 		{name: "deny with blank reason", args: []string{"deny", idA, "--reason", " "}, wantCode: 2, wantErr: []string{"--reason"}},
-		{name: "no token", vars: map[string]string{cli.EnvToken: ""}, args: []string{"list"}, wantCode: 2, wantErr: []string{"TOOLGATE_TOKEN"}},
+		{name: "no token", vars: map[string]string{cli.EnvToken: ""}, args: []string{"list"}, wantCode: 2, wantErr: []string{"no token: pass --token or set TOOLGATE_TOKEN to an approver's token (approvers[] in the config, or the approver token serve --dev printed)"}},
 		{name: "bad addr scheme", args: []string{"list", "--addr", "ftp://h:1"}, wantCode: 2, wantErr: []string{"--addr"}},
 		{name: "addr without a port", vars: map[string]string{cli.EnvAddr: "localhost"}, args: []string{"list"}, wantCode: 2, wantErr: []string{`--addr "localhost" has no port`, cli.DefaultAddr}},
 		{name: "http addr without a port", args: []string{"list", "--addr", "http://127.0.0.1/"}, wantCode: 2, wantErr: []string{"has no port"}},
