@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -41,7 +43,18 @@ func commandWarnings(cfg config.Config, sys system) []string {
 		if dir := cfg.Servers[name].Dir; !filepath.IsAbs(p) && dir != "" {
 			p = filepath.Join(dir, p)
 		}
-		if !isExecutable(p) {
+		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+			from := "the working directory"
+			if filepath.IsAbs(cmd) {
+				from = ""
+			} else if dir := cfg.Servers[name].Dir; dir != "" {
+				from = "servers." + name + ".dir"
+			}
+			if from != "" {
+				from = " (a relative command is found from " + from + ")"
+			}
+			out = append(out, fmt.Sprintf("servers.%s.command %q does not exist%s: serve starts without this upstream (its tools are missing) and keeps retrying it; fix the path", name, cmd, from))
+		} else if !isExecutable(p) {
 			out = append(out, fmt.Sprintf("servers.%s.command %q is not an executable file: serve starts without this upstream (its tools are missing) and keeps retrying it; make it executable, or fix the path", name, cmd))
 		}
 	}
