@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -105,5 +107,26 @@ func TestWarnsOfAnAdminListenerOffLoopback(t *testing.T) {
 		if strings.Contains(got, want) != tc.warns {
 			t.Errorf("listen.admin %q, public_url %q: warnings:\n%s\nwant a warning about it: %v", tc.admin, tc.publicURL, got, tc.warns)
 		}
+	}
+}
+
+// TestUnsetVariableReportedOnce: a key whose ${VAR} is unset is reported
+// once, as unset, not a second time as empty ("storage.dsn: required for
+// driver postgres"); a problem on another line still is.
+func TestUnsetVariableReportedOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "toolgate.yaml")
+	if err := os.WriteFile(path, []byte("storage:\n  driver: postgres\n  dsn: ${DATABASE_URL}\nlisten:\n  admin: nope\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, problems, _ := Check(path, nil)
+	got := strings.Join(problems, "\n")
+	if !strings.Contains(got, path+":3: ${DATABASE_URL} is not set") {
+		t.Errorf("problems:\n%s\nwant the unset variable on line 3", got)
+	}
+	if strings.Contains(got, "required for driver postgres") {
+		t.Errorf("problems:\n%s\nreport the empty dsn a second time", got)
+	}
+	if !strings.Contains(got, path+`:5: listen.admin "nope"`) {
+		t.Errorf("problems:\n%s\nwant listen.admin's problem still", got)
 	}
 }
