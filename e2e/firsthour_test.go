@@ -63,7 +63,8 @@ storage: { driver: postgres, dsn: "host=127.0.0.1 password = `+password+` sslmod
 // policy check and serve both exit 2 and name the file, the line and the
 // key; the first says what to write instead of go-yaml's "cannot unmarshal
 // !!str `move_file` into []string", the second names its agent's line as the
-// config's other problems do.
+// config's other problems do. A --log-level serve does not know names the
+// levels it does.
 func TestFirstHourConfigMistakes(t *testing.T) {
 	dir := t.TempDir()
 	env := map[string]string{"E2E_AGENT_TOKEN": agentToken, "E2E_APPROVER_TOKEN": approverToken}
@@ -84,6 +85,10 @@ policy:
 approvers:
   - { id: alice, token_env: E2E_APPROVER_TOKEN, roles: [approver] }
 `)
+	res := runToolgateEnv(t, env, "serve", "--config", typo, "--log-level", "verbose")
+	if want := `toolgate: usage: --log-level "verbose": want debug, info, warn or error`; res.Code != 2 || !strings.Contains(res.Stderr, want) {
+		t.Errorf("serve --log-level verbose: exit %d, want 2 naming %q\nstderr:\n%s", res.Code, want, res.Stderr)
+	}
 	for _, tc := range []struct{ path, want string }{
 		{list, list + `:10: policy.rules[0].tools: "move_file" is a single value; want a list: write [move_file]`},
 		{typo, typo + `:4: agents[0] "agent-1": token_env E2E_AGENT_TOKN is not set`},

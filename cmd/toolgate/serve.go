@@ -119,7 +119,7 @@ func serveWith(ctx context.Context, args []string, sio serveIO) error {
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return fmt.Errorf("%w: --log-level: %w", errUsage, err)
+		return fmt.Errorf("%w: --log-level %q: want debug, info, warn or error", errUsage, f.logLevel)
 	}
 	log := slog.New(slog.NewTextHandler(sio.stderr, &slog.HandlerOptions{Level: level}))
 	if gc := sio.gc; gc != nil {
