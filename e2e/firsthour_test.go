@@ -57,6 +57,51 @@ storage: { driver: postgres, dsn: "host=127.0.0.1 password = `+password+` sslmod
 	}
 }
 
+// TestFirstHourConfigMistakes runs the built binary on config mistakes a
+// new user makes, as separate processes: a single value where a list is
+// wanted ("tools: move_file") and a token variable with a typo in its name.
+// policy check and serve both exit 2 and name the file, the line and the
+// key; the first says what to write instead of go-yaml's "cannot unmarshal
+// !!str `move_file` into []string", the second names its agent's line as the
+// config's other problems do. A --log-level serve does not know names the
+// levels it does.
+func TestFirstHourConfigMistakes(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"E2E_AGENT_TOKEN": agentToken, "E2E_APPROVER_TOKEN": approverToken}
+	head := "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: " + q(filepath.Join(dir, "toolgate.db")) + " }\n"
+	list := writeFile(t, filepath.Join(dir, "list.yaml"), head+`agents:
+  - { id: agent-1, token_env: E2E_AGENT_TOKEN }
+approvers:
+  - { id: alice, token_env: E2E_APPROVER_TOKEN, roles: [approver] }
+policy:
+  rules:
+    - name: no moves
+      tools: move_file
+      effect: deny
+`)
+	typo := writeFile(t, filepath.Join(dir, "typo.yaml"), head+`agents:
+  - id: agent-1
+    token_env: E2E_AGENT_TOKN
+approvers:
+  - { id: alice, token_env: E2E_APPROVER_TOKEN, roles: [approver] }
+`)
+	res := runToolgateEnv(t, env, "serve", "--config", typo, "--log-level", "verbose")
+	if want := `toolgate: usage: --log-level "verbose": want debug, info, warn or error`; res.Code != 2 || !strings.Contains(res.Stderr, want) {
+		t.Errorf("serve --log-level verbose: exit %d, want 2 naming %q\nstderr:\n%s", res.Code, want, res.Stderr)
+	}
+	for _, tc := range []struct{ path, want string }{
+		{list, list + `:10: policy.rules[0].tools: "move_file" is a single value; want a list: write [move_file]`},
+		{typo, typo + `:4: agents[0] "agent-1": token_env E2E_AGENT_TOKN is not set`},
+	} {
+		for _, args := range [][]string{{"policy", "check", tc.path}, {"serve", "--config", tc.path}} {
+			res := runToolgateEnv(t, env, args...)
+			if res.Code != 2 || !strings.Contains(res.Stderr, tc.want) || strings.Contains(res.Stderr, "cannot unmarshal") {
+				t.Errorf("toolgate %s: exit %d, want 2 naming %q\nstderr:\n%s", strings.Join(args, " "), res.Code, tc.want, res.Stderr)
+			}
+		}
+	}
+}
+
 // writeFile writes text to path (mode 0600) and returns path.
 func writeFile(t *testing.T, path, text string) string {
 	t.Helper()

@@ -103,9 +103,7 @@ func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 			}
 		}
 		if _, err := preflight(cfg, f, sys); err != nil {
-			for _, line := range config.Lines(err) {
-				problems = append(problems, path+": "+line)
-			}
+			problems = append(problems, preflightLines(path, err)...)
 		}
 	}
 	if len(problems) > 0 {
@@ -123,4 +121,36 @@ func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", path)
 	return 0
+}
+
+// preflightLines is preflight's error err about the config file at path,
+// one line per problem: "path:12: msg" where the file has the key the
+// problem is about ("agents[0] \"bot\": token_env BOT_TOKEN is not set" names
+// the agent's line), "path: msg" otherwise. A problem's further lines are
+// lines of their own, "path: " in front, as config.Lines splits them.
+func preflightLines(path string, err error) []string {
+	var out []string
+	for _, at := range config.AtLines(path, flatten(err)) {
+		first, rest, _ := strings.Cut(at, "\n")
+		out = append(out, first)
+		for _, l := range config.Lines(errors.New(rest)) {
+			out = append(out, path+": "+l)
+		}
+	}
+	return out
+}
+
+// flatten lists the problems of err, taking joined errors apart.
+func flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok { //nolint:errorlint // only joins are taken apart
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
 }

@@ -109,15 +109,22 @@ func TestCheckWarnsOfMissingUpstreamCommand(t *testing.T) {
 	path := writeConfig(t, "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\nservers:\n"+
 		"  ghost: { command: no-such-mcp-server }\n"+
 		"  here: { command: present-server }\n"+
-		"  abs: { command: "+filepath.Join(bin, "missing")+" }\n"+principals)
+		"  abs: { command: "+filepath.Join(bin, "missing")+" }\n"+
+		"  rel: { command: ./bin/missing-server }\n"+
+		"  noexec: { command: "+filepath.Join(bin, "not-executable")+" }\n"+principals)
+	if err := os.WriteFile(filepath.Join(bin, "not-executable"), []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var stdout, stderr strings.Builder
 	code := checkCmd([]string{path}, &stdout, &stderr, testSystem(map[string]string{"PATH": bin}))
 	if code != 0 {
 		t.Errorf("policy check exited %d, want 0 (a warning)\nstderr:\n%s", code, stderr.String())
 	}
 	for _, want := range []string{
-		`servers.ghost.command "no-such-mcp-server" is not in PATH (` + bin + `)`,
-		`servers.abs.command "` + filepath.Join(bin, "missing") + `" is not an executable file`,
+		`servers.ghost.command "no-such-mcp-server" is not in PATH (` + bin + `): serve starts without this upstream (its tools are missing) and keeps retrying it`,
+		`servers.abs.command "` + filepath.Join(bin, "missing") + `" does not exist: serve starts without this upstream`,
+		`servers.rel.command "./bin/missing-server" does not exist (a relative command is found from the working directory)`,
+		`servers.noexec.command "` + filepath.Join(bin, "not-executable") + `" is not an executable file`,
 	} {
 		if !strings.Contains(stderr.String(), "warning: "+path+": "+want) {
 			t.Errorf("stderr:\n%s\nwant a warning %q", stderr.String(), want)

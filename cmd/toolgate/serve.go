@@ -119,7 +119,7 @@ func serveWith(ctx context.Context, args []string, sio serveIO) error {
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return fmt.Errorf("%w: --log-level: %w", errUsage, err)
+		return fmt.Errorf("%w: --log-level %q: want debug, info, warn or error", errUsage, f.logLevel)
 	}
 	log := slog.New(slog.NewTextHandler(sio.stderr, &slog.HandlerOptions{Level: level}))
 	if gc := sio.gc; gc != nil {
@@ -136,7 +136,13 @@ func serveWith(ctx context.Context, args []string, sio serveIO) error {
 	}
 	p, err := preflight(cfg, f, sio.sys)
 	if err != nil {
-		return fmt.Errorf("%w: %w", errConfig, err)
+		// Each problem names the file, and the line of its key where the
+		// file has one, as policy check prints it.
+		var lines []error
+		for _, l := range preflightLines(f.config, err) {
+			lines = append(lines, errors.New(l))
+		}
+		return fmt.Errorf("%w: %w", errConfig, errors.Join(lines...))
 	}
 	for _, d := range p.dropped {
 		log.Warn("variable not passed to the upstream: its value is one of toolgate's secrets", "variable", d)

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,7 +35,7 @@ func commandWarnings(cfg config.Config, sys system) []string {
 		if !strings.Contains(cmd, "/") {
 			path, _ := sys.lookupEnv("PATH")
 			if !inPath(cmd, path) {
-				out = append(out, fmt.Sprintf("servers.%s.command %q is not in PATH (%s): serve would keep retrying this upstream; install it, or give its absolute path", name, cmd, path))
+				out = append(out, fmt.Sprintf("servers.%s.command %q is not in PATH (%s): serve starts without this upstream (its tools are missing) and keeps retrying it; install it, or give its absolute path", name, cmd, path))
 			}
 			continue
 		}
@@ -41,8 +43,19 @@ func commandWarnings(cfg config.Config, sys system) []string {
 		if dir := cfg.Servers[name].Dir; !filepath.IsAbs(p) && dir != "" {
 			p = filepath.Join(dir, p)
 		}
-		if !isExecutable(p) {
-			out = append(out, fmt.Sprintf("servers.%s.command %q is not an executable file: serve would keep retrying this upstream", name, cmd))
+		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+			from := "the working directory"
+			if filepath.IsAbs(cmd) {
+				from = ""
+			} else if dir := cfg.Servers[name].Dir; dir != "" {
+				from = "servers." + name + ".dir"
+			}
+			if from != "" {
+				from = " (a relative command is found from " + from + ")"
+			}
+			out = append(out, fmt.Sprintf("servers.%s.command %q does not exist%s: serve starts without this upstream (its tools are missing) and keeps retrying it; fix the path", name, cmd, from))
+		} else if !isExecutable(p) {
+			out = append(out, fmt.Sprintf("servers.%s.command %q is not an executable file: serve starts without this upstream (its tools are missing) and keeps retrying it; make it executable, or fix the path", name, cmd))
 		}
 	}
 	return out

@@ -180,8 +180,9 @@ func (s *Server) decide(ctx context.Context, c caller, id approval.ID, v approva
 	return s.applyApprovedPolicy(ctx, c, got), dup, nil
 }
 
-// describeConflict adds the request's current state (and, for a hash
-// mismatch, its hash) to e's public message; best effort.
+// describeConflict adds the request's current state and who decided it
+// (or, for a hash mismatch, its hash) to e's public message, and that
+// nothing was recorded; best effort.
 func (s *Server) describeConflict(ctx context.Context, id approval.ID, e *apiError) {
 	cur, err := s.approvals.Get(ctx, id)
 	if err != nil {
@@ -191,7 +192,11 @@ func (s *Server) describeConflict(ctx context.Context, id approval.ID, e *apiErr
 		e.Msg += fmt.Sprintf(" (the request's hash is %s)", cur.ArgumentsHash)
 		return
 	}
-	e.Msg += fmt.Sprintf(" (state: %s)", cur.State)
+	if cur.DecidedBy != "" {
+		e.Msg += fmt.Sprintf(" (state: %s, decided by %s): nothing was recorded", cur.State, cur.DecidedBy)
+		return
+	}
+	e.Msg += fmt.Sprintf(" (state: %s): nothing was recorded", cur.State)
 }
 
 // lookup gets id, hiding other tenants' requests as not found.

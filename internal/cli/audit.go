@@ -75,7 +75,7 @@ func runAuditExport(ctx context.Context, args []string, stdout io.Writer, env fu
 	addr = cmp.Or(addr, env(EnvAddr), DefaultAddr)
 	token = cmp.Or(token, env(EnvToken))
 	if token == "" {
-		return usagef("no token: pass --token or set %s", EnvToken)
+		return usagef("no token: pass --token or set %s to an approver's token (approvers[] in the config, or the approver token serve --dev printed)", EnvToken)
 	}
 	c, err := newClient(addr, token)
 	if err != nil {

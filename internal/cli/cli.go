@@ -278,7 +278,7 @@ func parse(args []string, stdout io.Writer, env func(string) string) (command, *
 	o.addr = cmp.Or(o.addr, env(EnvAddr), DefaultAddr)
 	o.token = cmp.Or(o.token, env(EnvToken))
 	if o.token == "" {
-		return command{}, nil, nil, usagef("no token: pass --token or set %s", EnvToken)
+		return command{}, nil, nil, usagef("no token: pass --token or set %s to an approver's token (approvers[] in the config, or the approver token serve --dev printed)", EnvToken)
 	}
 	return cmd, o, fs.Args(), nil
 }

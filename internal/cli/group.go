@@ -118,7 +118,7 @@ func (g group[O]) run(ctx context.Context, args []string, stdout io.Writer, env 
 	c.addr = cmp.Or(c.addr, env(EnvAddr), DefaultAddr)
 	c.token = cmp.Or(c.token, env(EnvToken))
 	if c.token == "" {
-		return usagef("no token: pass --token or set %s", EnvToken)
+		return usagef("no token: pass --token or set %s to an approver's token (approvers[] in the config, or the approver token serve --dev printed)", EnvToken)
 	}
 	cl, err := newClient(c.addr, c.token)
 	if err != nil {

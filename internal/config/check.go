@@ -29,7 +29,15 @@ func Check(path string, env Env) (cfg Config, problems, warnings []string) {
 	// Validate what could be decoded even when parsing found problems, so
 	// every problem is reported at once (a value that failed to decode keeps
 	// its default, which Validate may then accept).
-	errs = withLines(root, append(append(errs, zeroErrors(root)...), cfg.Validate()))
+	unset := unsetLines(errs)
+	var later []error
+	for _, err := range withLines(root, append(zeroErrors(root), cfg.Validate())) {
+		if m := lineRE.FindStringSubmatch(err.Error()); m != nil && unset[m[1]] {
+			continue // the value is empty because its variable is unset: said once
+		}
+		later = append(later, err)
+	}
+	errs = append(withLines(root, errs), later...)
 	if len(errs) == 0 {
 		for _, w := range cfg.Warnings() {
 			warnings = append(warnings, path+": "+w)
@@ -68,4 +76,20 @@ func Lines(err error) []string {
 		}
 	}
 	return out
+}
+
+// unsetLines is the set of lines (as the digits of "line N: ") on which
+// errs, the problems of parsing, report an unset ${VAR}. A value whose
+// variable is unset is empty, so validation would report it a second time
+// ("storage.dsn: required for driver postgres" after "${DATABASE_URL} is
+// not set"); Check leaves such problems out.
+func unsetLines(errs []error) map[string]bool {
+	lines := map[string]bool{}
+	for _, err := range errs {
+		msg := err.Error()
+		if m := lineRE.FindStringSubmatch(msg); m != nil && strings.Contains(msg, "} is not set (write ${") {
+			lines[m[1]] = true
+		}
+	}
+	return lines
 }

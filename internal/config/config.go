@@ -394,12 +394,12 @@ func parseAll(r io.Reader, env Env) (Config, *yaml.Node, []error, error) {
 		if errors.Is(err, io.EOF) {
 			return cfg, nil, nil, nil // an empty file is all defaults
 		}
-		return Config{}, nil, nil, syntaxError(err)
+		return Config{}, nil, nil, syntaxError(err, data)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return Config{}, nil, nil, syntaxError(err)
+			return Config{}, nil, nil, syntaxError(err, data)
 		}
 		return Config{}, nil, nil, fmt.Errorf("line %d: a config file holds one YAML document", extra.Line)
 	}
@@ -441,11 +441,36 @@ func parseAll(r io.Reader, env Env) (Config, *yaml.Node, []error, error) {
 }
 
 // syntaxError drops the "yaml: " prefix of go-yaml's syntax errors, which
-// already name the line.
-func syntaxError(err error) error {
+// already name the line, and adds a hint for those that do not say what
+// is wrong in words a YAML beginner knows (see syntaxHint).
+func syntaxError(err error, data []byte) error {
 	msg := err.Error()
 	if rest, ok := strings.CutPrefix(msg, "yaml: "); ok {
-		return fmt.Errorf("%s", rest)
+		return fmt.Errorf("%s%s", rest, syntaxHint(rest, data))
 	}
 	return err
+}
+
+// syntaxHint is a hint for go-yaml syntax error msg ("line N: ...") in
+// data: a tab that indents line N (go-yaml: "found character that cannot
+// start any token"; YAML indents with spaces only), or a line indented
+// differently from the keys beside it in the block that starts at line N
+// (go-yaml: "did not find expected key", naming the block's first line, not
+// the line that is off), or a key more indented than the value before it
+// (go-yaml: "mapping values are not allowed in this context"). "" otherwise.
+func syntaxHint(msg string, data []byte) string {
+	var n int
+	if _, err := fmt.Sscanf(msg, "line %d:", &n); err != nil || n < 1 {
+		return ""
+	}
+	lines := strings.Split(string(data), "\n")
+	switch {
+	case strings.Contains(msg, "cannot start any token") && n <= len(lines) && strings.Contains(lines[n-1], "\t"):
+		return " (a tab: YAML indents with spaces only)"
+	case strings.Contains(msg, "mapping values are not allowed in this context"):
+		return " (a \"key:\" indented under a value: indent it like the keys beside it, or quote a value that holds \": \")"
+	case strings.Contains(msg, "did not find expected key"):
+		return fmt.Sprintf(" (in the block that starts on line %d a line is indented more or less than the keys beside it, or a list item's \"- \" is missing or extra)", n)
+	}
+	return ""
 }

@@ -188,6 +188,10 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) []error {
 				errs = append(errs, err)
 				continue // dropped: it keeps its default, and go-yaml does not report it again
 			}
+			if err := checkShape(v, f, join(path, k.Value)); err != nil {
+				errs = append(errs, err)
+				continue // dropped, as above
+			}
 			errs = append(errs, checkKeys(v, f, join(path, k.Value))...)
 			keep = append(keep, k, v)
 		}
@@ -205,6 +209,11 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) []error {
 				errs = append(errs, checkMerged(v, t, path)...)
 				continue
 			}
+			if err := checkShape(v, t.Elem(), join(path, k.Value)); err != nil {
+				errs = append(errs, err)
+				dropShape(v) // go-yaml does not report it again
+				continue
+			}
 			errs = append(errs, checkKeys(v, t.Elem(), join(path, k.Value))...)
 		}
 	case reflect.Slice:
@@ -212,7 +221,13 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) []error {
 			return nil
 		}
 		for i, c := range n.Content {
-			errs = append(errs, checkKeys(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
+			p := fmt.Sprintf("%s[%d]", path, i)
+			if err := checkShape(c, t.Elem(), p); err != nil {
+				errs = append(errs, err)
+				dropShape(c)
+				continue
+			}
+			errs = append(errs, checkKeys(c, t.Elem(), p)...)
 		}
 	}
 	return errs

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 
@@ -29,7 +30,10 @@ import (
 //     it would deny or hold proceed;
 //   - a rule selecting annotations of a named server that is not marked
 //     trust_annotations (the selector then takes the strictest reading for
-//     every tool of that server).
+//     every tool of that server);
+//   - an admin listener on a TCP address other than loopback while
+//     approvals.public_url is not https: approver tokens and inbox cookies
+//     would cross the network in clear text (adminExposed).
 //
 // Intersections between overlapping approve rules depend on the tools an
 // upstream lists, so they are judged per call (policy.Decision's
@@ -38,6 +42,10 @@ func (c Config) Warnings() []string {
 	var warns []string
 	warn := func(format string, args ...any) { warns = append(warns, fmt.Sprintf(format, args...)) }
 	p := &c.Policy
+
+	if w := c.adminExposed(); w != "" {
+		warns = append(warns, w)
+	}
 
 	for i, r := range p.Rules {
 		if r.Server == "" || !policy.IsGlob(r.Server) {
@@ -206,4 +214,32 @@ func (c Config) Unreviewable(extra ...Approver) []string {
 		}
 	}
 	return out
+}
+
+// adminExposed is the warning for listen.admin on a TCP address that is not
+// loopback (a named host other than localhost counts as not loopback: it
+// may resolve to anything) while approvals.public_url is not an https URL,
+// so nothing says a TLS proxy is in front: the CLI's, REST clients' and the
+// inbox's approver tokens and session cookies would cross the network in
+// clear text. "" otherwise (loopback, a Unix socket, no admin listener).
+func (c Config) adminExposed() string {
+	addr := c.Listen.Admin
+	if addr == "" || strings.HasPrefix(addr, "unix://") || strings.HasPrefix(c.Approvals.PublicURL, "https://") {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "" // Validate's problem
+	}
+	if host == "localhost" {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return ""
+	}
+	if host == "" {
+		host = "every interface"
+	}
+	return fmt.Sprintf("listen.admin %q listens on %s without TLS: approver tokens and inbox cookies cross the network in clear text; "+
+		"bind it to 127.0.0.1 or a unix:// socket and put a TLS reverse proxy in front (then set approvals.public_url to its https:// address; docs/deploy.md)", addr, host)
 }

@@ -522,7 +522,7 @@ func (f *httpFront) authenticate(w http.ResponseWriter, r *http.Request) (approv
 	token, ok := bearerToken(r.Header.Get("Authorization"))
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="toolgate"`)
-		http.Error(w, "missing bearer token", http.StatusUnauthorized)
+		http.Error(w, "missing bearer token: send the header \"Authorization: Bearer <agent token>\" (agents[] in the config, or the agent token serve --dev printed)", http.StatusUnauthorized)
 		return approval.Principal{}, false
 	}
 	p, ok := f.authn(token)

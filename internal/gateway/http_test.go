@@ -58,7 +58,7 @@ func TestHTTPFront(t *testing.T) {
 		wantAuth   string // WWW-Authenticate contains
 		wantBody   string // the body contains
 	}{
-		{name: "missing bearer", body: initializeBody, wantStatus: http.StatusUnauthorized, wantAuth: "Bearer"},
+		{name: "missing bearer", body: initializeBody, wantStatus: http.StatusUnauthorized, wantAuth: "Bearer", wantBody: `missing bearer token: send the header "Authorization: Bearer <agent token>"`},
 		// An approver's token sent here by mistake: the answer says which token /mcp takes.
 		{name: "bad bearer", token: "nope", body: initializeBody, wantStatus: http.StatusUnauthorized, wantAuth: "invalid_token", wantBody: "takes an agent's token (agents[] in the config, a session's token, or the agent token the running serve --dev printed: each start prints new ones)"},
 		{name: "unknown session (C04)", token: aliceToken, session: "nope", body: listTools, wantStatus: http.StatusNotFound},

@@ -284,7 +284,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case !ok:
 		s.log.WarnContext(r.Context(), "inbox sign-in with an unknown token")
-		s.showSignIn(w, r, next, http.StatusUnauthorized, "This token is not an approver token of this gateway.")
+		s.showSignIn(w, r, next, http.StatusUnauthorized, "This token is not an approver token of this gateway. Paste an approver's token (approvers in the config, or the approver token serve --dev printed: each start prints new ones), not an agent's.")
 		return
 	case !c.CanRead():
 		s.showSignIn(w, r, next, http.StatusForbidden, "This token's roles cannot read approvals (it needs viewer, approver or admin).")

@@ -252,7 +252,7 @@ func TestSignIn(t *testing.T) {
 		status int
 		want   string
 	}{
-		{name: "unknown token", token: "nope", status: 401, want: "not an approver token"},
+		{name: "unknown token", token: "nope", status: 401, want: "not an approver token of this gateway. Paste an approver&#39;s token (approvers in the config, or the approver token serve --dev printed: each start prints new ones), not an agent&#39;s."},
 		{name: "empty token", token: " ", status: 401, want: "Paste your approver token"},
 		{name: "host role cannot read approvals", token: hostTok, status: 403, want: "cannot read approvals"},
 		{name: "no csrf field", token: bobTok, edit: func(f url.Values, _ *browser) { f.Del("csrf") }, status: 403, want: "expired or did not come from this page"},

@@ -1,0 +1,99 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+
+// checkShape checks that node n has the shape the field type t at path
+// takes: a list for a slice, a mapping for a map or struct, a single value
+// for the rest, and true/false or a number for a bool or a number. A
+// mismatch is an error naming the line, the key and what to write (go-yaml
+// would say "cannot unmarshal !!str `x` into []string", with neither the key
+// nor the fix); the caller then drops the node, so go-yaml does not report
+// it again. An empty value (null), a type that decodes itself
+// (yaml.Unmarshaler) and an interface are left alone.
+func checkShape(n *yaml.Node, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return nil
+	}
+	if t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
+		return nil
+	}
+	got := map[yaml.Kind]string{yaml.SequenceNode: "a list", yaml.MappingNode: "a mapping of keys to values"}[n.Kind]
+	switch t.Kind() {
+	case reflect.Slice:
+		if n.Kind == yaml.SequenceNode {
+			return nil
+		}
+		if n.Kind == yaml.ScalarNode {
+			return fmt.Errorf("line %d: %s: %q is a single value; want a list: write [%s] (or one \"- %s\" per line under the key)", n.Line, path, n.Value, n.Value, n.Value)
+		}
+		return fmt.Errorf("line %d: %s: want a list ([a, b], or one \"- item\" per line), not %s", n.Line, path, got)
+	case reflect.Map, reflect.Struct:
+		if n.Kind == yaml.MappingNode {
+			return nil
+		}
+		if n.Kind == yaml.ScalarNode {
+			return fmt.Errorf("line %d: %s: %q is a single value; want a mapping of keys to values (\"key: value\" lines indented under %s, or {key: value})", n.Line, path, n.Value, lastKey(path))
+		}
+		return fmt.Errorf("line %d: %s: want a mapping of keys to values, not %s (a \"- \" starts a list item)", n.Line, path, got)
+	case reflect.Interface:
+		return nil
+	}
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: %s: want a single value, not %s", n.Line, path, got)
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		if n.ShortTag() != "!!bool" && !oldBool[n.Value] {
+			return fmt.Errorf("line %d: %s: %q is not true or false", n.Line, path, n.Value)
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if t == durationType {
+			return nil // checkDuration's
+		}
+		if f, err := strconv.ParseFloat(n.Value, 64); n.ShortTag() != "!!int" && (n.ShortTag() != "!!float" || err != nil || f != float64(int64(f))) {
+			return fmt.Errorf("line %d: %s: %q is not a whole number", n.Line, path, n.Value)
+		}
+	case reflect.Float32, reflect.Float64:
+		if _, err := strconv.ParseFloat(n.Value, 64); err != nil {
+			return fmt.Errorf("line %d: %s: %q is not a number", n.Line, path, n.Value)
+		}
+	}
+	return nil
+}
+
+// oldBool are the YAML 1.1 spellings go-yaml still decodes into a bool.
+var oldBool = map[string]bool{
+	"y": true, "Y": true, "yes": true, "Yes": true, "YES": true, "on": true, "On": true, "ON": true,
+	"n": true, "N": true, "no": true, "No": true, "NO": true, "off": true, "Off": true, "OFF": true,
+}
+
+// lastKey is the last key of a dotted path ("servers.fs" → "fs").
+func lastKey(path string) string {
+	if i := strings.LastIndexByte(path, '.'); i >= 0 {
+		return path[i+1:]
+	}
+	return path
+}
+
+// dropShape makes n, a map value or list item of the wrong shape, an empty
+// value, so that go-yaml decodes it as the zero value instead of reporting
+// it a second time. An alias node itself is replaced, never what it names.
+func dropShape(n *yaml.Node) {
+	*n = yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: n.Line, Column: n.Column}
+}
