@@ -115,17 +115,8 @@ type lineFilter struct {
 	end func(error)
 }
 
-// lineReadSize is the read buffer (bytes) of a lineFilter: each stdio
-// child's stdout has one for the child's life (a stdio server with
-// sessions: per_agent starts a child per agent session: 100 × 64 KiB was
-// 6.4 MB at approve-all's peak; docs/performance.md, "admit36"). A line
-// is copied out of it in any case (lineReader keeps its own buffer), so a
-// line longer than this takes more reads, not more copies; a pipe holds
-// 64 KiB.
-const lineReadSize = 16 << 10
-
 func newLineFilter(r io.Reader, max int, handle func(jsonLine) []byte) *lineFilter {
-	return &lineFilter{lines: newLineReader(bufio.NewReaderSize(r, lineReadSize), max), handle: handle}
+	return &lineFilter{lines: newLineReader(bufio.NewReaderSize(r, 64<<10), max), handle: handle}
 }
 
 func (f *lineFilter) Read(p []byte) (int, error) {
