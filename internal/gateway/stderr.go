@@ -3,8 +3,6 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -72,34 +70,6 @@ func (s *stderrLog) Write(p []byte) (int, error) {
 		p = p[i+1:]
 	}
 	return n, nil
-}
-
-// stderrChunk is the buffer (bytes) ReadFrom reads a child's stderr with.
-const stderrChunk = 1024
-
-// ReadFrom implements io.ReaderFrom: os/exec copies each child's stderr
-// into s with io.Copy on a goroutine that lives as long as the child, and
-// io.Copy would hold a 32 KiB buffer all that time; ReadFrom reads with
-// stderrChunk bytes (lines are put together in Write). A stdio server
-// with sessions: per_agent starts a child per agent session: 100 children
-// held 3.2 MB of copy buffers at approve-all's peak (docs/performance.md,
-// "admit36"). It returns the bytes read and r's error other than io.EOF.
-func (s *stderrLog) ReadFrom(r io.Reader) (int64, error) {
-	buf := make([]byte, stderrChunk)
-	var total int64
-	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			_, _ = s.Write(buf[:n]) // never fails
-			total += int64(n)
-		}
-		if errors.Is(err, io.EOF) {
-			return total, nil
-		}
-		if err != nil {
-			return total, err
-		}
-	}
 }
 
 // emit queues the buffered line. s.mu must be held.
