@@ -6,9 +6,10 @@ import (
 )
 
 // deferAcceptSeconds is the TCP_DEFER_ACCEPT of the agent listener: how
-// long (seconds, rounded by the kernel to SYN-ACK retransmissions: two,
-// about 3 s) a connection that sends nothing stays with the kernel before
-// it is accepted all the same. A client that writes within it (an HTTP
+// long (seconds; the kernel rounds it up to SYN-ACK retransmission periods,
+// 1 + 2 + 4 s) a connection that sends nothing stays with the kernel
+// before it is accepted all the same, at its SYN-ACK resent about 7 s
+// after the handshake. A client that writes within it (an HTTP
 // client writes its request right after the handshake) is accepted with
 // its first bytes already there.
 const deferAcceptSeconds = 5
