@@ -69,7 +69,9 @@ func bindListeners(ctx context.Context, p plan, log *slog.Logger) (_ *listeners,
 	if p.mcpAddr != "" {
 		// Keep-alive is set per connection, out of step (held calls'
 		// connections are silent for minutes: httpserve.SpreadKeepAlive).
-		nlc := net.ListenConfig{KeepAlive: -1}
+		// A connection is accepted once its first bytes arrived
+		// (deferAccept): until then net/http keeps no goroutine for it.
+		nlc := net.ListenConfig{KeepAlive: -1, Control: deferAccept}
 		ln, err := nlc.Listen(ctx, "tcp", p.mcpAddr)
 		if errors.Is(err, syscall.EADDRINUSE) {
 			return nil, fmt.Errorf("listen.mcp: %w (%s)", err, addrInUse)
