@@ -61,6 +61,26 @@ func pgGuardedUpdate(update string) string {
 	return `WITH upd AS (` + update + ` RETURNING 1) SELECT 1 / (SELECT count(*) FROM upd)`
 }
 
+// pgGuardedWrite is the first statement of the second pipeline of a write
+// that changed the row: its UPDATE guarded as pgGuardedUpdate, and the
+// events of the change inserted in a data-modifying WITH of the same
+// statement, with their notifications in its select list (the guard's
+// column first). One statement where there were two: the guard's error
+// aborts the statement, the events' INSERT with it, and the transaction.
+func pgGuardedWrite(pg *postgresDialect, p storePlan) (string, []any) {
+	if len(p.events) == 0 {
+		return pgGuardedUpdate(p.update), p.updateArgs
+	}
+	ins, insArgs := eventsInsert(p.events)
+	sel, selArgs := pg.notifications(p.events)
+	q := `WITH upd AS (` + p.update + ` RETURNING 1), ins AS (` + ins + `) SELECT 1 / (SELECT count(*) FROM upd)`
+	if sel != "" {
+		q += `, ` + sel
+	}
+	args := make([]any, 0, len(p.updateArgs)+len(insArgs)+len(selArgs))
+	return q, append(append(append(args, p.updateArgs...), insArgs...), selArgs...)
+}
+
 // skipPing in an Acquire's context tells the pool's ShouldPing not to
 // ping the connection first (openPostgres): pgUpdateRequest sends its
 // first pipeline, which writes nothing, without the ping's round trip and
@@ -137,11 +157,8 @@ func (db *DB) pgUpdateOnce(ctx context.Context, pg *postgresDialect, id approval
 	}
 	var b pgx.Batch
 	if p.changed {
-		b.Queue(dollarPlaceholders(pgGuardedUpdate(p.update)), p.updateArgs...)
-		if len(p.events) > 0 {
-			q, args := eventsStatement(pg, p.events)
-			b.Queue(dollarPlaceholders(q), args...)
-		}
+		q, args := pgGuardedWrite(pg, p)
+		b.Queue(dollarPlaceholders(q), args...)
 		if q, args := releaseNotice(pg, p); q != "" {
 			b.Queue(dollarPlaceholders(q), args...)
 		}
@@ -246,8 +263,7 @@ func pgLock(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing bool
 func pgCommitBatch(br pgx.BatchResults, n int, guarded bool, id string) error {
 	for i := range n - 1 {
 		if i == 0 && guarded {
-			var one int64
-			if err := br.QueryRow().Scan(&one); err != nil {
+			if err := pgGuardResult(br); err != nil {
 				if sqlState(err) == "22012" { // division_by_zero: the guard
 					return errChangedUnderLock(id, 0)
 				}
@@ -260,6 +276,30 @@ func pgCommitBatch(br pgx.BatchResults, n int, guarded bool, id string) error {
 		}
 	}
 	return pgCommitResult(br)
+}
+
+// pgGuardResult reads the one row of pgGuardedWrite: the guard's column,
+// then the notifications' (void), skipped.
+func pgGuardResult(br pgx.BatchResults) error {
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	dest := make([]any, len(rows.FieldDescriptions()))
+	var one int64
+	dest[0] = &one
+	if err := rows.Scan(dest...); err != nil {
+		return err
+	}
+	rows.Close()
+	return rows.Err()
 }
 
 // pgCommitResult reads a pipeline's last result, its COMMIT's: an error,
