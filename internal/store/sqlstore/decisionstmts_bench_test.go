@@ -286,4 +286,3 @@ func pgLockBase(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing 
 	}
 	return conn, w, nil
 }
-
