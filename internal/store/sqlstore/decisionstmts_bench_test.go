@@ -28,7 +28,8 @@ import (
 // approvalIndexBlock requests held under gw-1's instance lease (not
 // counted), then decides each with the task probe (approve and consume)
 // and records its outcome, approvalIndexWorkers at a time; the reported
-// CPU is this process's and every backend's of the database, per
+// CPU is this process's and every client backend's of the database (not
+// autovacuum's, which runs when it will), per
 // approval, the median over the blocks. The base's functions below are copies of e3d84af's
 // pgUpdateOnce and pgLock, for this comparison only.
 //
@@ -41,7 +42,7 @@ func BenchmarkDecisionStatements(b *testing.B) {
 	pg := db.d.(*postgresDialect)
 	backends := func() []int {
 		var pids []int
-		rows, err := db.sql.QueryContext(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
+		rows, err := db.sql.QueryContext(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend'`)
 		if err != nil {
 			b.Fatal(err)
 		}
