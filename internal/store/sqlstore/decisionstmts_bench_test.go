@@ -29,8 +29,8 @@ import (
 // counted), then decides each with the task probe (approve and consume)
 // and records its outcome, approvalIndexWorkers at a time; the reported
 // CPU is this process's and every client backend's of the database (not
-// autovacuum's, which runs when it will), per
-// approval, the median over the blocks. The base's functions below are copies of e3d84af's
+// autovacuum's, which runs when it will), per approval, the median over
+// the blocks. The base's functions below are copies of e3d84af's
 // pgUpdateOnce and pgLock, for this comparison only.
 //
 //	TOOLGATE_TEST_POSTGRES=… go test -run '^$' -bench DecisionStatements -benchtime 1x ./internal/store/sqlstore/
