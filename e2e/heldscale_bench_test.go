@@ -406,6 +406,11 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		}
 	}
 	if dsn != "" {
+		if file := os.Getenv("TOOLGATE_BENCH_PGSTAT"); file != "" {
+			// approve-all's CPU by process role; ms per approval =
+			// % of one core × approve-s × 10 / N
+			writeCPUSplit(b, file+".approve-split", cpu0, cpu1, took)
+		}
 		pgStatSave(b, dsn, commits0, n)
 		// autovacuum and autoanalyze runs that ended during approve-all (and
 		// the checks just above)

@@ -65,42 +65,45 @@ func pgStatSave(b *testing.B, dsn string, commits0 int64, n int) {
 		b.Fatal(err)
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(b.Context())) }()
-	rows, err := conn.Query(b.Context(), `SELECT calls, total_exec_time, rows, toplevel, query FROM pg_stat_statements
+	rows, err := conn.Query(b.Context(), `SELECT calls, total_exec_time, rows, toplevel, wal_bytes::bigint, query FROM pg_stat_statements
 		WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY calls DESC, total_exec_time DESC`)
 	if err != nil {
 		b.Fatal(err)
 	}
 	var (
-		out      strings.Builder
-		all, top float64
+		out           strings.Builder
+		all, top, wal float64
 	)
-	fmt.Fprintf(&out, "# per approval (N = %d): calls, exec ms, rows, top-level, query\n", n)
+	fmt.Fprintf(&out, "# per approval (N = %d): calls, exec ms, rows, top-level, WAL bytes, query\n", n)
 	for rows.Next() {
 		var (
 			calls, nrows int64
 			ms           float64
 			toplevel     bool
+			walBytes     int64
 			q            string
 		)
-		if err := rows.Scan(&calls, &ms, &nrows, &toplevel, &q); err != nil {
+		if err := rows.Scan(&calls, &ms, &nrows, &toplevel, &walBytes, &q); err != nil {
 			b.Fatal(err)
 		}
 		per := float64(calls) / float64(n)
 		all += per
 		if toplevel {
 			top += per
+			wal += float64(walBytes) / float64(n)
 		}
-		fmt.Fprintf(&out, "%.3f\t%.4f\t%.3f\t%v\t%s\n", per, ms/float64(n), float64(nrows)/float64(n), toplevel, strings.Join(strings.Fields(q), " "))
+		fmt.Fprintf(&out, "%.3f\t%.4f\t%.3f\t%v\t%.1f\t%s\n", per, ms/float64(n), float64(nrows)/float64(n), toplevel, float64(walBytes)/float64(n), strings.Join(strings.Fields(q), " "))
 	}
 	if err := rows.Err(); err != nil {
 		b.Fatal(err)
 	}
-	fmt.Fprintf(&out, "# statements/approval %.3f (top-level %.3f), commits/approval %.3f\n", all, top, float64(commits)/float64(n))
+	fmt.Fprintf(&out, "# statements/approval %.3f (top-level %.3f), commits/approval %.3f, statements' WAL bytes/approval %.1f\n", all, top, float64(commits)/float64(n), wal)
 	if err := os.WriteFile(file, []byte(out.String()), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(top, "pg-statements/approval")
 	b.ReportMetric(float64(commits)/float64(n), "pg-commits/approval")
+	b.ReportMetric(wal, "pg-wal-B/approval")
 }
 
 // pgAutovacuums returns how many times autovacuum has vacuumed or

@@ -55,6 +55,19 @@ func (t *tx) writeEvents(ctx context.Context, evs []event) error {
 func eventsStatement(d dialect, evs []event) (string, []any) {
 	// One statement for all of them (a decision writes two: reviewed and
 	// approved): one round trip on Postgres, one statement step on SQLite.
+	stmt, args := eventsInsert(evs)
+	// On Postgres the notifications go in the same statement: a
+	// data-modifying WITH runs to completion whether or not it is read.
+	if sel, nargs := d.notifications(evs); sel != "" {
+		stmt = `WITH ins AS (` + stmt + `) SELECT ` + sel
+		args = append(args, nargs...)
+	}
+	return stmt, args
+}
+
+// eventsInsert is the INSERT of evs (? placeholders) and its arguments,
+// without their notifications (eventsStatement).
+func eventsInsert(evs []event) (string, []any) {
 	var q strings.Builder
 	q.WriteString(`INSERT INTO events (request_id, session_id, policy_revision, grant_id, type, state, actor, at) VALUES `)
 	args := make([]any, 0, 8*len(evs))
@@ -66,14 +79,7 @@ func eventsStatement(d dialect, evs []event) (string, []any) {
 		args = append(args, nullString(string(ev.RequestID)), nullString(ev.SessionID), sql.NullInt64{Int64: ev.PolicyRevision, Valid: ev.PolicyRevision != 0},
 			nullString(ev.GrantID), string(ev.Type), string(ev.State), ev.Actor, ev.At.UnixMilli())
 	}
-	// On Postgres the notifications go in the same statement: a
-	// data-modifying WITH runs to completion whether or not it is read.
-	stmt := q.String()
-	if sel, nargs := d.notifications(evs); sel != "" {
-		stmt = `WITH ins AS (` + stmt + `) SELECT ` + sel
-		args = append(args, nargs...)
-	}
-	return stmt, args
+	return q.String(), args
 }
 
 func nullString(s string) sql.NullString {

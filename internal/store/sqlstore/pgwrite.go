@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 
@@ -22,19 +23,32 @@ import (
 // same pool: the reads that lock, then, after fn decided, the writes and
 // the COMMIT.
 
-// pgLockStatements are the statements of the first pipeline, after BEGIN:
-// the request's row, locked, then the lease of its holder's instance under
-// a share lock when the row takes its lease from it (leaseMarker), which
-// is lockedRequest's second read, in the same order; nothing when it does
-// not (the subquery is NULL). The second statement runs after the first
-// holds the row, so the row it reads is the one locked.
+// pgLockRow is the one statement of the first pipeline, after BEGIN: the
+// request's row, locked, then the lease of its holder's instance under a
+// share lock when the row takes its lease from it (leaseMarker), which is
+// lockedRequest's second read; NULL when it does not. The request's read
+// is a materialised WITH, so the row is locked before the lease is read
+// (lockedRequest's order: a lease read under its lock first would lock
+// the two rows in the renewal's order reversed). In one statement the
+// lease is read in the statement's snapshot, taken before any wait for
+// the row's lock: a lease row renewed or deleted since is locked as last
+// committed (READ COMMITTED follows the row to its newest version, as a
+// statement of its own would read it), but a lease row inserted since is
+// not seen; pgLock then reads it again by pgLockLease, a statement of its
+// own, when the marked row's lease read NULL.
+// pgLockRowTask also reads whether the request holds a task, when the
+// write's context asks (store.TaskProbe).
 const (
-	pgLockRequest = `SELECT ` + requestSelect + ` FROM requests WHERE id = $1 FOR UPDATE`
-	pgLockLease   = `SELECT lease_until FROM instance_leases
+	pgLockRow = `WITH r AS MATERIALIZED (SELECT ` + requestSelect + ` FROM requests WHERE id = $1 FOR UPDATE)
+		SELECT r.*, ` + pgLockedLease + ` FROM r`
+	pgLockRowTask = `WITH r AS MATERIALIZED (SELECT ` + requestSelect + ` FROM requests WHERE id = $1 FOR UPDATE)
+		SELECT r.*, ` + pgLockedLease + `, EXISTS (SELECT 1 FROM approval_tasks t WHERE t.request_id = r.id) FROM r`
+	pgLockedLease = `(SELECT l.lease_until FROM instance_leases l
+		WHERE l.instance = r.held_by AND r.lease_until = 253402300799999 FOR SHARE)`
+	// pgLockLease reads the lease of the holder's instance of the row the
+	// transaction locked, in a statement of its own (see pgLockRow).
+	pgLockLease = `SELECT lease_until FROM instance_leases
 		WHERE instance = (SELECT held_by FROM requests WHERE id = $1 AND lease_until = 253402300799999) FOR SHARE`
-	// pgLockTask is the third statement when the write's context asks
-	// whether the request holds a task (store.TaskProbe).
-	pgLockTask = `SELECT EXISTS (SELECT 1 FROM approval_tasks WHERE request_id = $1)`
 )
 
 // pgGuardedUpdate wraps a request's UPDATE (its compare-and-set on id and
@@ -47,6 +61,26 @@ func pgGuardedUpdate(update string) string {
 	return `WITH upd AS (` + update + ` RETURNING 1) SELECT 1 / (SELECT count(*) FROM upd)`
 }
 
+// pgGuardedWrite is the first statement of the second pipeline of a write
+// that changed the row: its UPDATE guarded as pgGuardedUpdate, and the
+// events of the change inserted in a data-modifying WITH of the same
+// statement, with their notifications in its select list (the guard's
+// column first). One statement where there were two: the guard's error
+// aborts the statement, the events' INSERT with it, and the transaction.
+func pgGuardedWrite(pg *postgresDialect, p storePlan) (string, []any) {
+	if len(p.events) == 0 {
+		return pgGuardedUpdate(p.update), p.updateArgs
+	}
+	ins, insArgs := eventsInsert(p.events)
+	sel, selArgs := pg.notifications(p.events)
+	q := `WITH upd AS (` + p.update + ` RETURNING 1), ins AS (` + ins + `) SELECT 1 / (SELECT count(*) FROM upd)`
+	if sel != "" {
+		q += `, ` + sel
+	}
+	args := make([]any, 0, len(p.updateArgs)+len(insArgs)+len(selArgs))
+	return q, append(append(append(args, p.updateArgs...), insArgs...), selArgs...)
+}
+
 // skipPing in an Acquire's context tells the pool's ShouldPing not to
 // ping the connection first (openPostgres): pgUpdateRequest sends its
 // first pipeline, which writes nothing, without the ping's round trip and
@@ -56,8 +90,8 @@ type skipPing struct{}
 
 // pgUpdateRequest is updateRequest without the session chain on Postgres:
 // the same transaction (the same statements, locks, checks and events)
-// in two round trips. The first pipeline is BEGIN and the locking reads
-// (pgLockRequest, pgLockLease); fn runs on the request read; the second
+// in two round trips. The first pipeline is BEGIN and the locking read
+// (pgLockRow: the row and its holder's lease); fn runs on the request read; the second
 // is the guarded UPDATE (pgGuardedUpdate), the events' INSERT with their
 // notifications, also, and COMMIT, and commits nothing when any of them
 // fails. When fn fails, or nothing changed and there is no also, the
@@ -123,11 +157,8 @@ func (db *DB) pgUpdateOnce(ctx context.Context, pg *postgresDialect, id approval
 	}
 	var b pgx.Batch
 	if p.changed {
-		b.Queue(dollarPlaceholders(pgGuardedUpdate(p.update)), p.updateArgs...)
-		if len(p.events) > 0 {
-			q, args := eventsStatement(pg, p.events)
-			b.Queue(dollarPlaceholders(q), args...)
-		}
+		q, args := pgGuardedWrite(pg, p)
+		b.Queue(dollarPlaceholders(q), args...)
 		if q, args := releaseNotice(pg, p); q != "" {
 			b.Queue(dollarPlaceholders(q), args...)
 		}
@@ -154,12 +185,12 @@ func (db *DB) pgUpdateOnce(ctx context.Context, pg *postgresDialect, id approval
 
 // pgLock acquires a connection of pool (without its ping when noPing),
 // begins a transaction and reads and locks the row of id in one pipeline
-// (pgLockRequest, pgLockLease). It returns the connection, inside the
+// (pgLockRow). It returns the connection, inside the
 // transaction, with the row, or an error (store.ErrNotFound for a missing
 // row) and the connection to roll back, or nil when it broke (then the
 // pool destroyed it) or could not be acquired. When task is not nil the
-// pipeline also reads whether the request holds a task (pgLockTask) into
-// *task.
+// pipeline also reads whether the request holds a task (pgLockRowTask)
+// into *task.
 func pgLock(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing bool, task *bool) (*pgxpool.Conn, requestRow, error) {
 	actx := ctx
 	if noPing {
@@ -176,31 +207,38 @@ func pgLock(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing bool
 	// default a take-over stays visible to an older instance's
 	// serializable renewal (docs/performance.md, "attack26").
 	b.Queue(`BEGIN`)
-	b.Queue(pgLockRequest, string(id))
-	b.Queue(pgLockLease, string(id))
 	if task != nil {
-		b.Queue(pgLockTask, string(id))
+		b.Queue(pgLockRowTask, string(id))
+	} else {
+		b.Queue(pgLockRow, string(id))
 	}
 	br := conn.SendBatch(ctx, &b)
 	var (
 		w     requestRow
-		lease []int64
+		lease sql.NullInt64
 	)
 	_, err = br.Exec()
 	if err == nil {
-		err = br.QueryRow().Scan(w.dest()...)
-	}
-	if err == nil {
-		var rows pgx.Rows
-		if rows, err = br.Query(); err == nil {
-			lease, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		dest := append(w.dest(), &lease)
+		if task != nil {
+			dest = append(dest, task)
 		}
-	}
-	if err == nil && task != nil {
-		err = br.QueryRow().Scan(task)
+		err = br.QueryRow().Scan(dest...)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
+	}
+	marked := err == nil && w.leaseUntil.Valid && w.leaseUntil.Int64 == leaseMarker
+	if marked && !lease.Valid {
+		// No lease row in the statement's snapshot: read it again in a
+		// snapshot taken now, with the row locked (see pgLockRow).
+		var rows pgx.Rows
+		if rows, err = conn.Query(ctx, pgLockLease, string(id)); err == nil {
+			var got []int64
+			if got, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err == nil && len(got) == 1 {
+				lease = sql.NullInt64{Int64: got[0], Valid: true}
+			}
+		}
 	}
 	switch {
 	case conn.Conn().IsClosed():
@@ -214,10 +252,7 @@ func pgLock(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing bool
 	if w.leaseUntil.Valid && w.leaseUntil.Int64 == leaseMarker {
 		// As lockedRequest: the lease read under the share lock, NULL
 		// when the instance has no lease row.
-		w.holderLease.Valid = len(lease) == 1
-		if w.holderLease.Valid {
-			w.holderLease.Int64 = lease[0]
-		}
+		w.holderLease = lease
 	}
 	return conn, w, nil
 }
@@ -228,8 +263,7 @@ func pgLock(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing bool
 func pgCommitBatch(br pgx.BatchResults, n int, guarded bool, id string) error {
 	for i := range n - 1 {
 		if i == 0 && guarded {
-			var one int64
-			if err := br.QueryRow().Scan(&one); err != nil {
+			if err := pgGuardResult(br); err != nil {
 				if sqlState(err) == "22012" { // division_by_zero: the guard
 					return errChangedUnderLock(id, 0)
 				}
@@ -242,6 +276,30 @@ func pgCommitBatch(br pgx.BatchResults, n int, guarded bool, id string) error {
 		}
 	}
 	return pgCommitResult(br)
+}
+
+// pgGuardResult reads the one row of pgGuardedWrite: the guard's column,
+// then the notifications' (void), skipped.
+func pgGuardResult(br pgx.BatchResults) error {
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	dest := make([]any, len(rows.FieldDescriptions()))
+	var one int64
+	dest[0] = &one
+	if err := rows.Scan(dest...); err != nil {
+		return err
+	}
+	rows.Close()
+	return rows.Err()
 }
 
 // pgCommitResult reads a pipeline's last result, its COMMIT's: an error,
