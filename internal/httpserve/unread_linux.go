@@ -46,9 +46,14 @@ func awaitByte(nc net.Conn) error {
 	if err != nil {
 		return errNoPeek
 	}
+	return rc.Read(peekDone)
+}
+
+// peekDone peeks at fd without blocking: false (wait for readability)
+// while nothing is there. A func of its own, not a closure: nothing is
+// allocated per wait.
+func peekDone(fd uintptr) bool {
 	var b [1]byte
-	return rc.Read(func(fd uintptr) bool {
-		_, e := rawio.Peek(fd, b[:])
-		return e != syscall.EAGAIN
-	})
+	_, e := rawio.Peek(fd, b[:])
+	return e != syscall.EAGAIN
 }
