@@ -35,8 +35,11 @@ type connPoller struct {
 	log  *slog.Logger
 	epfd int
 	wake [2]int // a pipe whose read end is in the set: its write ends the loop
-	// epollWait is syscall.EpollWait (tests make it fail).
+	// epollWait is syscall.EpollWait, epollCtl syscall.EpollCtl (tests
+	// make them fail: a set that cannot be waited on, a connection the set
+	// does not take); both are set before run.
 	epollWait func(epfd int, events []syscall.EpollEvent, msec int) (int, error)
+	epollCtl  func(epfd, op, fd int, event *syscall.EpollEvent) error
 
 	mu      sync.Mutex
 	closed  bool                  // guarded by mu: epfd and the pipe are closed
@@ -72,7 +75,7 @@ func newConnPoller(log *slog.Logger) (*connPoller, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &connPoller{log: log, epfd: epfd, watches: make(map[uint64]*pollWatch), next: 1, epollWait: syscall.EpollWait}
+	p := &connPoller{log: log, epfd: epfd, watches: make(map[uint64]*pollWatch), next: 1, epollWait: syscall.EpollWait, epollCtl: syscall.EpollCtl}
 	if err := syscall.Pipe2(p.wake[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
 		_ = syscall.Close(epfd)
 		return nil, err
@@ -190,7 +193,7 @@ func (p *connPoller) ctl(w *pollWatch, op int) error {
 	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT,
 		Fd: int32(uint32(w.key)), Pad: int32(uint32(w.key >> 32))} //nolint:gosec // split, not narrowed
 	var cerr error
-	err := w.rc.Control(func(fd uintptr) { cerr = syscall.EpollCtl(p.epfd, op, int(fd), &ev) })
+	err := w.rc.Control(func(fd uintptr) { cerr = p.epollCtl(p.epfd, op, int(fd), &ev) })
 	if err != nil {
 		return err
 	}

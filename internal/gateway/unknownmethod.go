@@ -15,7 +15,10 @@ import (
 // request when tasks are on (tasks.go). The SDK answers any other method with a 400 text/plain (404 application/json for a
 // 2026-07-28 request) quoting the method name; refuseUnknownMethod
 // answers it first. A method missing here is refused although the SDK
-// would serve it: TestUnknownMethodNotQuoted sends each one to the SDK.
+// would serve it: TestKnownMethodsAreTheSDKs compares the set with the
+// keys of serverMethodInfos in the source of the SDK version go.mod names
+// (an SDK upgrade that adds or drops a method fails it), and
+// TestUnknownMethodNotQuoted sends each one to the SDK.
 var knownMethods = map[string]bool{
 	"initialize": true, "ping": true, "server/discover": true,
 	"tools/list": true, "tools/call": true,

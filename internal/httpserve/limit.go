@@ -114,8 +114,23 @@ func (c *conn) OnEvict(f func()) {
 
 // Read reads from the connection; the first bytes read while c counts as
 // idle are a request's: c is no longer evicted (http.Server calls it
-// active only once the request's headers are read).
+// active only once the request's headers are read). While c counts as
+// idle, Read first waits for a byte without consuming it (awaitByte) and
+// takes c out of the idle list before it reads: an eviction, which looks
+// at the list under the same lock, either closed c before any byte left
+// its socket (Read fails, nothing of the request was read) or finds c
+// busy. Reading first and leaving the list after let an Accept in between
+// close a connection whose request net/http was reading (fixes36).
 func (c *conn) Read(p []byte) (int, error) {
+	if c.inIdle.Load() && awaitByte(c.Conn) == nil {
+		c.l.mu.Lock()
+		evicted := c.closed
+		c.l.unidle(c)
+		c.l.mu.Unlock()
+		if evicted {
+			return 0, net.ErrClosed
+		}
+	}
 	n, err := c.Conn.Read(p)
 	if n > 0 && c.inIdle.Load() {
 		c.l.mu.Lock()
@@ -124,6 +139,9 @@ func (c *conn) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// errNoPeek: awaitByte cannot wait on the connection's socket.
+var errNoPeek = errors.New("httpserve: no descriptor to peek")
 
 // unidle takes c out of the idle list. l.mu must be held.
 func (l *Listener) unidle(c *conn) {
