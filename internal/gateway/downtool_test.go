@@ -261,3 +261,38 @@ func firstMessage(b []byte) []byte {
 	}
 	return b
 }
+
+// TestUnavailableHidesTheURLQuery: a listed tool of an HTTP upstream whose
+// configured URL carries a credential in its query, called once the
+// upstream is gone, is answered "is unavailable" without the query (the
+// connect error quotes the URL; it was passed to the agent as it was).
+func TestUnavailableHidesTheURLQuery(t *testing.T) {
+	up := startRestartable(t, newUpstreamServer(nil))
+	g := newGateway(t, []ServerConfig{{Name: "pay", URL: up.url() + "?key=s3cret"}}, allowAll(), //nolint:gosec // G101: a made-up credential, to see it removed
+		&Options{HealthInterval: 50 * time.Millisecond})
+	cs := connectHTTP(t, serveHTTP(t, g, nil), aliceToken, nil, nil)
+	waitState(t, g, "pay", StateConnected)
+	up.stop()
+	waitState(t, g, "pay", StateReconnecting)
+	// The session's error is a connect attempt's once one has failed.
+	for u := g.ups["pay"]; ; {
+		u.mu.Lock()
+		msg, changed := u.downErr.Error(), u.changed
+		u.mu.Unlock()
+		if strings.Contains(msg, "s3cret") {
+			break
+		}
+		select {
+		case <-changed:
+		case <-time.After(testWait):
+			t.Fatalf("no connect attempt failed: %s", msg)
+		}
+	}
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "pay__echo", Arguments: map[string]any{"n": 1}})
+	if err != nil || !res.IsError || !strings.Contains(textOf(t, res), `upstream "pay" is unavailable`) {
+		t.Fatalf("call with pay down: %+v %v", res, err)
+	}
+	if text := textOf(t, res); strings.Contains(text, "s3cret") || !strings.Contains(text, up.url()) {
+		t.Errorf("answer %q: want the URL without its query", text)
+	}
+}
