@@ -65,7 +65,8 @@ type dispatchKey struct{}
 // the refusal as an isError result (never a JSON-RPC error for a policy
 // outcome) or runs the tool handler, which dispatches upstream, and then
 // records the outcome with Admission.Finish. An unknown tool is a
-// JSON-RPC invalid-params error (MCP 2025-11-25, tools: error handling).
+// JSON-RPC invalid-params error (MCP 2025-11-25, tools: error handling),
+// unless it may be a tool of an upstream that is down (downtool.go).
 func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method == "tools/call" {
@@ -136,6 +137,9 @@ func (g *Gateway) callTool(ctx context.Context, method string, req mcp.Request, 
 	}
 	t, ok := g.catalog.lookup(name)
 	if !ok {
+		if res, down := g.downTool(ctx, p, name, creq.Params.Arguments); down {
+			return ownAnswer(ctx, res), nil
+		}
 		return nil, errUnknownTool(name)
 	}
 	prog := newRequestProgress(ctx, creq, g.log)

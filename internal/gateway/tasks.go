@@ -219,6 +219,9 @@ type taskOutcome struct {
 func (g *Gateway) callAsTask(ctx context.Context, p approval.Principal, name string, args json.RawMessage, meta mcpwire.Meta) (any, *mcpwire.Error) {
 	t, ok := g.catalog.lookup(name)
 	if !ok {
+		if res, down := g.downTool(ctx, p, name, args); down {
+			return completeResult(res), nil
+		}
 		return nil, mcpwire.Errorf(mcpwire.CodeInvalidParams, "unknown tool: %s", name)
 	}
 	if len(args) == 0 {

@@ -1,0 +1,85 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/gate"
+)
+
+// A call of a tool the catalog does not know is "unknown tool" (invalid
+// params), except when the name is "<server>__<tool>" of a configured
+// upstream that is down: its tools are not known while it has no session,
+// so the name may well be right, and the agent is told the upstream is
+// unavailable, as for a call of a listed tool whose upstream went down
+// (callfail.go). Nothing is sent. The policy view decides whether the
+// agent may learn that: the same one tools/list uses (visibleTools).
+
+// refusalRecorder is a Gatekeeper that records a call the gateway refused
+// before asking it ([gate.Gate.RecordRefused]).
+type refusalRecorder interface {
+	RecordRefused(ctx context.Context, c gate.Call, reason string)
+}
+
+// downTool answers principal p's tools/call of name, which the catalog
+// does not know, with args (the agent's argument bytes), when name is
+// "<server>__<tool>" of a configured upstream (not unprefixed) that has no
+// session now (connecting, reconnecting, or closed) and p's view, as
+// tools/list computes it, would show that tool: an isError result naming
+// the upstream as unavailable, recorded in the audit trail as a refusal.
+// ok is false otherwise, and on any error reading p's view (fail closed):
+// the caller answers "unknown tool", which reveals nothing.
+func (g *Gateway) downTool(ctx context.Context, p approval.Principal, name string, args json.RawMessage) (res *mcp.CallToolResult, ok bool) {
+	server, tool, found := strings.Cut(name, nameSeparator)
+	if !found || tool == "" {
+		return nil, false
+	}
+	u := g.ups[server]
+	if u == nil || u.cfg.Unprefixed {
+		return nil, false
+	}
+	why, down := u.downSince()
+	if !down {
+		return nil, false // it is up and listed its tools: name is not one
+	}
+	if g.opts.Sessions != nil {
+		use, err := g.opts.Sessions.Usable(ctx, p)
+		if err != nil {
+			g.log.ErrorContext(ctx, "cannot read the session policy; answering unknown tool", "principal", p.ID, "err", err)
+			return nil, false
+		}
+		if !use(approval.KindToolCall, server, tool) {
+			return nil, false // hidden from p: as if the server had no such tool
+		}
+	}
+	what := fmt.Sprintf("%s; its tools are not known until it is connected, so the call was not sent and nothing was run; toolgate tries to connect again at least every %s",
+		why, u.healthInterval())
+	f := u.unavailable(ctx, tool, what, approval.OutcomeTransportError, errors.New(why))
+	if rec, ok := g.gk.(refusalRecorder); ok {
+		rec.RecordRefused(ctx, gate.Call{Principal: p, Server: server, Tool: tool, Arguments: args}, f.msg)
+	}
+	return errorResult(f.msg), true
+}
+
+// downSince reports whether u has no session now and, if so, since when
+// and why ("reconnecting since <RFC 3339 time>: <error>", with the
+// configured URL's credentials removed).
+func (u *upstream) downSince() (why string, down bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.conn != nil {
+		return "", false
+	}
+	err := "no session"
+	if u.downErr != nil {
+		err = u.downErr.Error()
+	}
+	return u.redact(fmt.Sprintf("%s since %s: %s", u.state, u.since.UTC().Format(time.RFC3339), err)), true
+}
