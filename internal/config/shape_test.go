@@ -130,3 +130,29 @@ func TestUnsetVariableReportedOnce(t *testing.T) {
 		t.Errorf("problems:\n%s\nwant listen.admin's problem still", got)
 	}
 }
+
+// TestShapeErrorsKeepSecretsOut: a value of the wrong shape where secrets
+// live (an upstream's args, env and headers, storage) or one a ${VAR} gave
+// is not echoed whole into the problem (stderr, serve's log): at most its
+// first 7 characters, as go-yaml's "cannot unmarshal" said on e3d84af.
+func TestShapeErrorsKeepSecretsOut(t *testing.T) {
+	const secret = "sk-live-S3CRETVALUE"
+	env := MapEnv(map[string]string{
+		"AUTH":         "Authorization: Bearer " + secret,
+		"DATABASE_URL": "postgres://toolgate:" + secret + "@db:5432/toolgate",
+	})
+	yml := "servers:\n  fs:\n    command: /bin/cat\n    args: --api-key=" + secret + "\n    env: API_KEY=" + secret + "\n" +
+		"  web:\n    url: https://example.com/mcp\n    headers: ${AUTH}\nstorage: ${DATABASE_URL}\n"
+	_, err := Load(strings.NewReader(yml), env)
+	if err == nil {
+		t.Fatalf("Load accepted:\n%s", yml)
+	}
+	for _, key := range []string{"servers.fs.args", "servers.fs.env", "servers.web.headers", "storage"} {
+		if !strings.Contains(err.Error(), key+": ") {
+			t.Errorf("error:\n%v\nwant a problem naming %s", err, key)
+		}
+	}
+	if strings.Contains(err.Error(), "S3CRET") {
+		t.Errorf("error echoes a secret:\n%v", err)
+	}
+}
