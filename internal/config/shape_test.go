@@ -95,6 +95,7 @@ func TestWarnsOfAnAdminListenerOffLoopback(t *testing.T) {
 		{"10.1.2.3:7071", "http://10.1.2.3:7071", true},
 		{"toolgate.internal:7071", "", true},
 		{"0.0.0.0:7071", "https://toolgate.example.com", false},
+		{"0.0.0.0:7071", "HTTPS://toolgate.example.com", false},
 		{"127.0.0.1:7071", "", false},
 		{"[::1]:7071", "", false},
 		{"localhost:7071", "", false},
