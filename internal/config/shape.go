@@ -62,7 +62,7 @@ func checkShape(n *yaml.Node, t reflect.Type, path string) error {
 	switch t.Kind() {
 	case reflect.Bool:
 		if n.ShortTag() != "!!bool" && !oldBool[n.Value] {
-			return fmt.Errorf("line %d: %s: %s is not true or false", n.Line, path, shown(n.Value))
+			return fmt.Errorf("line %d: %s: %s is not true or false%s", n.Line, path, shown(n.Value), quotedHint(n, "!!bool"))
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
@@ -70,7 +70,7 @@ func checkShape(n *yaml.Node, t reflect.Type, path string) error {
 			return nil // checkDuration's
 		}
 		if f, err := strconv.ParseFloat(n.Value, 64); n.ShortTag() != "!!int" && (n.ShortTag() != "!!float" || err != nil || f != float64(int64(f))) {
-			return fmt.Errorf("line %d: %s: %s is not a whole number", n.Line, path, shown(n.Value))
+			return fmt.Errorf("line %d: %s: %s is not a whole number%s", n.Line, path, shown(n.Value), quotedHint(n, "!!int"))
 		}
 	case reflect.Float32, reflect.Float64:
 		if _, err := strconv.ParseFloat(n.Value, 64); err != nil {
@@ -95,6 +95,16 @@ func shown(v string) string {
 		return strconv.Quote(v)
 	}
 	return strconv.Quote(strings.ToValidUTF8(v[:7], "")) + "…"
+}
+
+// quotedHint is the hint for a quoted scalar n that would read as tag
+// (!!bool, !!int) unquoted: `"true"` or `"5"` is text in YAML, and go-yaml
+// will not decode text into a bool or a number; "" otherwise.
+func quotedHint(n *yaml.Node, tag string) string {
+	if n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) == 0 || plainTag(n.Value) != tag {
+		return ""
+	}
+	return " (it is quoted, which makes it text: write it without quotes)"
 }
 
 // oldBool are the YAML 1.1 spellings go-yaml still decodes into a bool.

@@ -32,6 +32,10 @@ func TestShapeErrorsNameTheKeyAndTheFix(t *testing.T) {
 			`line 4: servers.fs.tool_prefix: "yes please" is not true or false`},
 		{"word for a count", "approvals:\n  max_pending: lots\n",
 			`line 2: approvals.max_pending: "lots" is not a whole number`},
+		{"quoted bool", base + "    tool_prefix: \"true\"\n",
+			`line 4: servers.fs.tool_prefix: "true" is not true or false (it is quoted, which makes it text: write it without quotes)`},
+		{"quoted count", "approvals:\n  max_pending: '5'\n",
+			`line 2: approvals.max_pending: "5" is not a whole number (it is quoted, which makes it text: write it without quotes)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load(strings.NewReader(tc.yaml), nil)
