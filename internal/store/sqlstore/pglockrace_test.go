@@ -67,4 +67,3 @@ func TestLockFollowsALeaseRowChangedWhileItWaited(t *testing.T) {
 		})
 	}
 }
-
