@@ -161,3 +161,22 @@ func TestShapeErrorsKeepSecretsOut(t *testing.T) {
 		t.Errorf("error echoes a secret:\n%v", err)
 	}
 }
+
+// TestUnsetVariableHidesNoOtherKey (attack36): the once-only report of an
+// unset ${VAR} leaves out the problems of its own key, not every problem
+// on its line: in a file written on one line (JSON, a flow mapping) the
+// other keys' problems are still reported.
+func TestUnsetVariableHidesNoOtherKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "toolgate.yaml")
+	if err := os.WriteFile(path, []byte(`{"listen": {"admin": "nope"}, "storage": {"driver": "postgres", "dsn": "${DATABASE_URL}"}}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, problems, _ := Check(path, nil)
+	got := strings.Join(problems, "\n")
+	if !strings.Contains(got, path+":1: ${DATABASE_URL} is not set") {
+		t.Errorf("problems:\n%s\nwant the unset variable on line 1", got)
+	}
+	if !strings.Contains(got, path+`:1: listen.admin "nope"`) {
+		t.Errorf("problems:\n%s\nwant listen.admin's problem on the same line still", got)
+	}
+}
