@@ -97,3 +97,17 @@ func readByte(t *testing.T, c net.Conn, want byte) {
 		t.Fatalf("read %q, %v; want %q", b, err, want)
 	}
 }
+
+// TestDeferAcceptRefusedStillListens (attack36): where the kernel refuses
+// TCP_DEFER_ACCEPT (here a Unix socket, which has no TCP options; a
+// sandbox's or emulation layer's TCP may too), the listener opens all the
+// same, accepting at the handshake as outside Linux: deferral saves memory,
+// it is not a reason for serve not to start.
+func TestDeferAcceptRefusedStillListens(t *testing.T) {
+	lc := net.ListenConfig{Control: deferAccept}
+	ln, err := lc.Listen(context.Background(), "unix", t.TempDir()+"/s.sock")
+	if err != nil {
+		t.Fatalf("listen with deferAccept where the option is refused: %v", err)
+	}
+	_ = ln.Close()
+}

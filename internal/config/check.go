@@ -3,7 +3,10 @@ package config
 import (
 	"errors"
 	"os"
+	"strconv"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Check loads and validates the config file at path, as `toolgate policy
@@ -29,7 +32,7 @@ func Check(path string, env Env) (cfg Config, problems, warnings []string) {
 	// Validate what could be decoded even when parsing found problems, so
 	// every problem is reported at once (a value that failed to decode keeps
 	// its default, which Validate may then accept).
-	unset := unsetLines(errs)
+	unset := unsetLines(errs, root)
 	var later []error
 	for _, err := range withLines(root, append(zeroErrors(root), cfg.Validate())) {
 		if m := lineRE.FindStringSubmatch(err.Error()); m != nil && unset[m[1]] {
@@ -79,17 +82,40 @@ func Lines(err error) []string {
 }
 
 // unsetLines is the set of lines (as the digits of "line N: ") on which
-// errs, the problems of parsing, report an unset ${VAR}. A value whose
-// variable is unset is empty, so validation would report it a second time
-// ("storage.dsn: required for driver postgres" after "${DATABASE_URL} is
-// not set"); Check leaves such problems out.
-func unsetLines(errs []error) map[string]bool {
+// errs, the problems of parsing, report an unset ${VAR}, among the lines
+// of root that hold one key. A value whose variable is unset is empty, so
+// validation would report it a second time ("storage.dsn: required for
+// driver postgres" after "${DATABASE_URL} is not set"); Check leaves such
+// problems out. A line with more keys (a flow mapping, a file written as
+// one line of JSON) is left out of the set: its other keys' problems are
+// not the variable's (attack36).
+func unsetLines(errs []error, root *yaml.Node) map[string]bool {
+	keys := map[int]int{}
+	countKeys(root, keys, map[*yaml.Node]bool{})
 	lines := map[string]bool{}
 	for _, err := range errs {
 		msg := err.Error()
 		if m := lineRE.FindStringSubmatch(msg); m != nil && strings.Contains(msg, "} is not set (write ${") {
-			lines[m[1]] = true
+			if n, _ := strconv.Atoi(m[1]); keys[n] <= 1 {
+				lines[m[1]] = true
+			}
 		}
 	}
 	return lines
+}
+
+// countKeys adds to keys, by line, the mapping keys of the tree at n.
+func countKeys(n *yaml.Node, keys map[int]int, seen map[*yaml.Node]bool) {
+	if n == nil || seen[n] {
+		return
+	}
+	seen[n] = true
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			keys[n.Content[i].Line]++
+		}
+	}
+	for _, c := range n.Content {
+		countKeys(c, keys, seen)
+	}
 }

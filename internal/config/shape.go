@@ -38,6 +38,9 @@ func checkShape(n *yaml.Node, t reflect.Type, path string) error {
 		if n.Kind == yaml.SequenceNode {
 			return nil
 		}
+		if n.Kind == yaml.ScalarNode && len(n.Value) > shownMax {
+			return fmt.Errorf("line %d: %s: %s is a single value; want a list: write [a, b] (or one \"- item\" per line under the key)", n.Line, path, shown(n.Value))
+		}
 		if n.Kind == yaml.ScalarNode {
 			return fmt.Errorf("line %d: %s: %q is a single value; want a list: write [%s] (or one \"- %s\" per line under the key)", n.Line, path, n.Value, n.Value, n.Value)
 		}
@@ -47,7 +50,7 @@ func checkShape(n *yaml.Node, t reflect.Type, path string) error {
 			return nil
 		}
 		if n.Kind == yaml.ScalarNode {
-			return fmt.Errorf("line %d: %s: %q is a single value; want a mapping of keys to values (\"key: value\" lines indented under %s, or {key: value})", n.Line, path, n.Value, lastKey(path))
+			return fmt.Errorf("line %d: %s: %s is a single value; want a mapping of keys to values (\"key: value\" lines indented under %s, or {key: value})", n.Line, path, shown(n.Value), lastKey(path))
 		}
 		return fmt.Errorf("line %d: %s: want a mapping of keys to values, not %s (a \"- \" starts a list item)", n.Line, path, got)
 	case reflect.Interface:
@@ -59,7 +62,7 @@ func checkShape(n *yaml.Node, t reflect.Type, path string) error {
 	switch t.Kind() {
 	case reflect.Bool:
 		if n.ShortTag() != "!!bool" && !oldBool[n.Value] {
-			return fmt.Errorf("line %d: %s: %q is not true or false", n.Line, path, n.Value)
+			return fmt.Errorf("line %d: %s: %s is not true or false%s", n.Line, path, shown(n.Value), quotedHint(n, "!!bool"))
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
@@ -67,14 +70,41 @@ func checkShape(n *yaml.Node, t reflect.Type, path string) error {
 			return nil // checkDuration's
 		}
 		if f, err := strconv.ParseFloat(n.Value, 64); n.ShortTag() != "!!int" && (n.ShortTag() != "!!float" || err != nil || f != float64(int64(f))) {
-			return fmt.Errorf("line %d: %s: %q is not a whole number", n.Line, path, n.Value)
+			return fmt.Errorf("line %d: %s: %s is not a whole number%s", n.Line, path, shown(n.Value), quotedHint(n, "!!int"))
 		}
 	case reflect.Float32, reflect.Float64:
 		if _, err := strconv.ParseFloat(n.Value, 64); err != nil {
-			return fmt.Errorf("line %d: %s: %q is not a number", n.Line, path, n.Value)
+			return fmt.Errorf("line %d: %s: %s is not a number", n.Line, path, shown(n.Value))
 		}
 	}
 	return nil
+}
+
+// shownMax is the longest value a shape error quotes whole. A value of the
+// wrong shape may be a secret (an upstream's "args: --api-key=…", "env:
+// KEY=…", "headers: ${AUTH}", "storage: ${DATABASE_URL}": a ${VAR} is
+// expanded before the shape is checked), and problems go to stderr and
+// serve's log; so, as go-yaml's "cannot unmarshal" did, a longer value
+// shows its first 7 bytes only.
+const shownMax = 10
+
+// shown is value v quoted for a shape error: whole up to shownMax bytes,
+// else its first 7 bytes and "…" (see shownMax).
+func shown(v string) string {
+	if len(v) <= shownMax {
+		return strconv.Quote(v)
+	}
+	return strconv.Quote(strings.ToValidUTF8(v[:7], "")) + "…"
+}
+
+// quotedHint is the hint for a quoted scalar n that would read as tag
+// (!!bool, !!int) unquoted: `"true"` or `"5"` is text in YAML, and go-yaml
+// will not decode text into a bool or a number; "" otherwise.
+func quotedHint(n *yaml.Node, tag string) string {
+	if n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) == 0 || plainTag(n.Value) != tag {
+		return ""
+	}
+	return " (it is quoted, which makes it text: write it without quotes)"
 }
 
 // oldBool are the YAML 1.1 spellings go-yaml still decodes into a bool.

@@ -32,6 +32,10 @@ func TestShapeErrorsNameTheKeyAndTheFix(t *testing.T) {
 			`line 4: servers.fs.tool_prefix: "yes please" is not true or false`},
 		{"word for a count", "approvals:\n  max_pending: lots\n",
 			`line 2: approvals.max_pending: "lots" is not a whole number`},
+		{"quoted bool", base + "    tool_prefix: \"true\"\n",
+			`line 4: servers.fs.tool_prefix: "true" is not true or false (it is quoted, which makes it text: write it without quotes)`},
+		{"quoted count", "approvals:\n  max_pending: '5'\n",
+			`line 2: approvals.max_pending: "5" is not a whole number (it is quoted, which makes it text: write it without quotes)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load(strings.NewReader(tc.yaml), nil)
@@ -95,6 +99,7 @@ func TestWarnsOfAnAdminListenerOffLoopback(t *testing.T) {
 		{"10.1.2.3:7071", "http://10.1.2.3:7071", true},
 		{"toolgate.internal:7071", "", true},
 		{"0.0.0.0:7071", "https://toolgate.example.com", false},
+		{"0.0.0.0:7071", "HTTPS://toolgate.example.com", false},
 		{"127.0.0.1:7071", "", false},
 		{"[::1]:7071", "", false},
 		{"localhost:7071", "", false},
@@ -128,5 +133,50 @@ func TestUnsetVariableReportedOnce(t *testing.T) {
 	}
 	if !strings.Contains(got, path+`:5: listen.admin "nope"`) {
 		t.Errorf("problems:\n%s\nwant listen.admin's problem still", got)
+	}
+}
+
+// TestShapeErrorsKeepSecretsOut: a value of the wrong shape where secrets
+// live (an upstream's args, env and headers, storage) or one a ${VAR} gave
+// is not echoed whole into the problem (stderr, serve's log): at most its
+// first 7 characters, as go-yaml's "cannot unmarshal" said on e3d84af.
+func TestShapeErrorsKeepSecretsOut(t *testing.T) {
+	const secret = "sk-live-S3CRETVALUE"
+	env := MapEnv(map[string]string{
+		"AUTH":         "Authorization: Bearer " + secret,
+		"DATABASE_URL": "postgres://toolgate:" + secret + "@db:5432/toolgate",
+	})
+	yml := "servers:\n  fs:\n    command: /bin/cat\n    args: --api-key=" + secret + "\n    env: API_KEY=" + secret + "\n" +
+		"  web:\n    url: https://example.com/mcp\n    headers: ${AUTH}\nstorage: ${DATABASE_URL}\n"
+	_, err := Load(strings.NewReader(yml), env)
+	if err == nil {
+		t.Fatalf("Load accepted:\n%s", yml)
+	}
+	for _, key := range []string{"servers.fs.args", "servers.fs.env", "servers.web.headers", "storage"} {
+		if !strings.Contains(err.Error(), key+": ") {
+			t.Errorf("error:\n%v\nwant a problem naming %s", err, key)
+		}
+	}
+	if strings.Contains(err.Error(), "S3CRET") {
+		t.Errorf("error echoes a secret:\n%v", err)
+	}
+}
+
+// TestUnsetVariableHidesNoOtherKey (attack36): the once-only report of an
+// unset ${VAR} leaves out the problems of its own key, not every problem
+// on its line: in a file written on one line (JSON, a flow mapping) the
+// other keys' problems are still reported.
+func TestUnsetVariableHidesNoOtherKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "toolgate.yaml")
+	if err := os.WriteFile(path, []byte(`{"listen": {"admin": "nope"}, "storage": {"driver": "postgres", "dsn": "${DATABASE_URL}"}}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, problems, _ := Check(path, nil)
+	got := strings.Join(problems, "\n")
+	if !strings.Contains(got, path+":1: ${DATABASE_URL} is not set") {
+		t.Errorf("problems:\n%s\nwant the unset variable on line 1", got)
+	}
+	if !strings.Contains(got, path+`:1: listen.admin "nope"`) {
+		t.Errorf("problems:\n%s\nwant listen.admin's problem on the same line still", got)
 	}
 }

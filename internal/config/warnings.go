@@ -224,7 +224,7 @@ func (c Config) Unreviewable(extra ...Approver) []string {
 // clear text. "" otherwise (loopback, a Unix socket, no admin listener).
 func (c Config) adminExposed() string {
 	addr := c.Listen.Admin
-	if addr == "" || strings.HasPrefix(addr, "unix://") || strings.HasPrefix(c.Approvals.PublicURL, "https://") {
+	if addr == "" || strings.HasPrefix(addr, "unix://") || isHTTPS(c.Approvals.PublicURL) {
 		return ""
 	}
 	host, _, err := net.SplitHostPort(addr)
@@ -242,4 +242,11 @@ func (c Config) adminExposed() string {
 	}
 	return fmt.Sprintf("listen.admin %q listens on %s without TLS: approver tokens and inbox cookies cross the network in clear text; "+
 		"bind it to 127.0.0.1 or a unix:// socket and put a TLS reverse proxy in front (then set approvals.public_url to its https:// address; docs/deploy.md)", addr, host)
+}
+
+// isHTTPS reports whether u is an https URL; a URL's scheme is case
+// insensitive (RFC 3986), and the inbox's Secure cookie reads
+// "HTTPS://…" as https too (url.Parse lowers the scheme).
+func isHTTPS(u string) bool {
+	return len(u) >= len("https://") && strings.EqualFold(u[:len("https://")], "https://")
 }
