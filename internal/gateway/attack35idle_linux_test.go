@@ -175,16 +175,7 @@ func TestAttack35IdleConnEvictRace(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d answered; open %d idle %d", answered, k, l.Open(), l.Idle())
-	closed := make(chan struct{})
-	go func() {
-		_ = f.g.Close()
-		close(closed)
-	}()
-	select {
-	case <-closed:
-	case <-time.After(testWait):
-		t.Fatal("Close hangs")
-	}
+	closeWithin(t, f.g, "Close hangs")
 	if n := idleWatches(f.g); n != 0 {
 		t.Fatalf("%d watches left", n)
 	}
@@ -292,16 +283,7 @@ func TestAttack35IdleConnsAllEvicted(t *testing.T) {
 			t.Fatalf("%d descriptors open, want at most %d", openFDs(t), fds-2*k+slack)
 		}
 	}
-	closed := make(chan struct{})
-	go func() {
-		_ = f.g.Close()
-		close(closed)
-	}()
-	select {
-	case <-closed:
-	case <-time.After(testWait):
-		t.Fatal("Close hangs after the evictions")
-	}
+	closeWithin(t, f.g, "Close hangs after the evictions")
 }
 
 // TestAttack35IdleTLSKeepsOldPath (attack35): an answered 2025-era call
@@ -399,16 +381,7 @@ func TestAttack35IdleConnCloseRacesNextRequest(t *testing.T) {
 			}
 		}()
 	}
-	closed := make(chan struct{})
-	go func() {
-		_ = f.g.Close()
-		close(closed)
-	}()
-	select {
-	case <-closed:
-	case <-time.After(testWait):
-		t.Fatal("Close hangs while idle connections get their next requests")
-	}
+	closeWithin(t, f.g, "Close hangs while idle connections get their next requests")
 	if n := idleWatches(f.g); n != 0 {
 		t.Fatalf("%d watches left after Close", n)
 	}

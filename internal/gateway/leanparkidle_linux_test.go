@@ -44,6 +44,22 @@ func waitIdleWatches(t *testing.T, g *Gateway, want int) {
 	}
 }
 
+// closeWithin closes g and fails with msg unless Close returns within
+// testWait (a watch or a queued answer it still waits for).
+func closeWithin(t *testing.T, g *Gateway, msg string) {
+	t.Helper()
+	closed := make(chan struct{})
+	go func() {
+		_ = g.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(testWait):
+		t.Fatal(msg)
+	}
+}
+
 // restReaders is the goroutines waiting in a read of a connection served
 // after a parked answer (serveRest's net/http connection goroutines, which
 // read through a prefixConn).
@@ -153,16 +169,7 @@ func TestAnsweredIdleConnEvicted(t *testing.T) {
 	if n := idleWatches(f.g); n != 0 {
 		t.Fatalf("%d connections watched after the eviction, want none", n)
 	}
-	closed := make(chan struct{})
-	go func() {
-		_ = f.g.Close()
-		close(closed)
-	}()
-	select {
-	case <-closed:
-	case <-time.After(testWait):
-		t.Fatal("the gateway's Close still waits after the idle connection was evicted")
-	}
+	closeWithin(t, f.g, "the gateway's Close still waits after the idle connection was evicted")
 }
 
 // TestAnsweredIdleConnClientCloses (idle35): the client ending an
