@@ -93,11 +93,52 @@ func TestStoragePathDirectory(t *testing.T) {
 	}
 
 	t.Run("default path", func(t *testing.T) {
-		t.Chdir(t.TempDir()) // no ./data here
 		path := writeConfig(t, listen+principals)
+		t.Chdir(filepath.Dir(path)) // no ./data here; started beside its config
 		var stdout, stderr strings.Builder
 		if code := checkCmd([]string{path}, &stdout, &stderr, testSystem(nil)); code != 0 || strings.Contains(stderr.String(), "storage.path") {
 			t.Errorf("policy check of the default storage.path exited %d, want 0 without a storage.path warning\nstderr:\n%s", code, stderr.String())
 		}
 	})
+}
+
+// TestStorageWhereWarning (newuser37): a config file elsewhere whose
+// relative storage.path names no file from the working directory gets a
+// warning from policy check that serve would make a new, empty store
+// there, naming the store beside the config file when there is one; a
+// start beside the config, or one that finds the store, is not warned.
+func TestStorageWhereWarning(t *testing.T) {
+	wd, cfgDir := t.TempDir(), t.TempDir()
+	t.Chdir(wd)
+	path := filepath.Join(cfgDir, "quickstart.yaml")
+	if err := os.WriteFile(path, []byte("listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\n"+"storage: { path: ./data/toolgate.db }\n"+principals), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check := func() string {
+		t.Helper()
+		var stdout, stderr strings.Builder
+		if code := checkCmd([]string{path}, &stdout, &stderr, testSystem(nil)); code != 0 {
+			t.Fatalf("policy check exited %d\n%s", code, stderr.String())
+		}
+		return stderr.String()
+	}
+	want := `warning: ` + path + `: storage.path "./data/toolgate.db" is relative, so it is taken from the working directory ` + wd +
+		`, not from the config file's directory ` + cfgDir + `; no store is there, so serve creates a new, empty one at ` + filepath.Join(wd, "data", "toolgate.db")
+	if got := check(); !strings.Contains(got, want+" (start serve from the directory") {
+		t.Errorf("stderr:\n%s\nwant %q", got, want)
+	}
+	beside := filepath.Join(cfgDir, "data", "toolgate.db")
+	if err := os.MkdirAll(filepath.Dir(beside), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(beside, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := check(); !strings.Contains(got, want+" while a store exists at "+beside+": start serve from "+cfgDir) {
+		t.Errorf("stderr:\n%s\nwant it to name the store at %s", got, beside)
+	}
+	t.Chdir(cfgDir)
+	if got := check(); strings.Contains(got, "storage.path") {
+		t.Errorf("started beside the config and its store, policy check warned:\n%s", got)
+	}
 }
