@@ -102,7 +102,7 @@ approvers:
 		t.Errorf("serve: %v\n%s", err, out.String())
 	}
 	for _, want := range []string{
-		`storage.path \"./toolgate.db\" is relative, so it is taken from the working directory ` + wd + `, not from the config file's directory ` + cfgDir,
+		`storage.path \"./toolgate.db\" is relative, so it is taken from the working directory ` + wd + `; no store is there, so serve creates a new, empty one at ` + filepath.Join(wd, "toolgate.db"),
 		`while a store exists at ` + filepath.Join(cfgDir, "toolgate.db"),
 		`msg="new, empty store created; schema migrations are applied" driver=sqlite path=` + filepath.Join(wd, "toolgate.db"),
 	} {

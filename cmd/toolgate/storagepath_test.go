@@ -103,15 +103,19 @@ func TestStoragePathDirectory(t *testing.T) {
 }
 
 // TestStorageWhereWarning (newuser37): a config file elsewhere whose
-// relative storage.path names no file from the working directory gets a
-// warning from policy check that serve would make a new, empty store
-// there, naming the store beside the config file when there is one; a
-// start beside the config, or one that finds the store, is not warned.
+// relative storage.path names no file from the working directory, while a
+// store of that path exists beside the config file (in its directory or
+// one above, as the quickstart's), gets a warning from policy check that
+// serve would make a new, empty store instead; a first start (no store
+// anywhere) and a start that finds the store are not warned.
 func TestStorageWhereWarning(t *testing.T) {
-	wd, cfgDir := t.TempDir(), t.TempDir()
+	wd, repo := t.TempDir(), t.TempDir()
 	t.Chdir(wd)
-	path := filepath.Join(cfgDir, "quickstart.yaml")
-	if err := os.WriteFile(path, []byte("listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\n"+"storage: { path: ./data/toolgate.db }\n"+principals), 0o600); err != nil {
+	path := filepath.Join(repo, "examples", "quickstart.yaml")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: ./data/toolgate.db }\n"+principals), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	check := func() string {
@@ -122,23 +126,24 @@ func TestStorageWhereWarning(t *testing.T) {
 		}
 		return stderr.String()
 	}
+	if got := check(); strings.Contains(got, "storage.path") {
+		t.Errorf("a first start (no store anywhere) is warned:\n%s", got)
+	}
+	existing := filepath.Join(repo, "data", "toolgate.db")
+	if err := os.MkdirAll(filepath.Dir(existing), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(existing, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	want := `warning: ` + path + `: storage.path "./data/toolgate.db" is relative, so it is taken from the working directory ` + wd +
-		`, not from the config file's directory ` + cfgDir + `; no store is there, so serve creates a new, empty one at ` + filepath.Join(wd, "data", "toolgate.db")
-	if got := check(); !strings.Contains(got, want+" (start serve from the directory") {
+		`; no store is there, so serve creates a new, empty one at ` + filepath.Join(wd, "data", "toolgate.db") +
+		`, while a store exists at ` + existing + ` (beside the config file ` + path + `): start serve from ` + repo + `, or give storage.path as an absolute path`
+	if got := check(); !strings.Contains(got, want) {
 		t.Errorf("stderr:\n%s\nwant %q", got, want)
 	}
-	beside := filepath.Join(cfgDir, "data", "toolgate.db")
-	if err := os.MkdirAll(filepath.Dir(beside), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(beside, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if got := check(); !strings.Contains(got, want+" while a store exists at "+beside+": start serve from "+cfgDir) {
-		t.Errorf("stderr:\n%s\nwant it to name the store at %s", got, beside)
-	}
-	t.Chdir(cfgDir)
+	t.Chdir(repo)
 	if got := check(); strings.Contains(got, "storage.path") {
-		t.Errorf("started beside the config and its store, policy check warned:\n%s", got)
+		t.Errorf("started where the store is, policy check warned:\n%s", got)
 	}
 }
