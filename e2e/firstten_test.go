@@ -114,3 +114,36 @@ approvers:
 		t.Errorf("the warning does not come before the store is created:\n%s", out.String())
 	}
 }
+
+// TestFirstTenApprovalsListNewestFirst (newuser37): `toolgate approvals
+// list`, a separate process against a real gateway holding two calls,
+// lists the newer first, as the web inbox does; `--oldest` lists them in
+// the REST API's order (its default), as the command did before.
+func TestFirstTenApprovalsListNewestFirst(t *testing.T) {
+	g, _ := startUpstreamGateway(t, heldEchoPolicy)
+	cs := g.connect(t, nil, nil)
+	callAsync(t.Context(), cs, toolCall("t__echo_raw", `{"n":1}`))
+	first := waitPending(t, g.Admin, 1)[0].ID
+	callAsync(t.Context(), cs, toolCall("t__echo_raw", `{"n":2}`))
+	var second string
+	for _, a := range waitPending(t, g.Admin, 2) {
+		if a.ID != first {
+			second = a.ID
+		}
+	}
+	rows := func(out string) []string {
+		var ids []string
+		for _, l := range strings.Split(out, "\n")[1:] {
+			if f := strings.Fields(l); len(f) > 0 {
+				ids = append(ids, f[0])
+			}
+		}
+		return ids
+	}
+	if got := rows(mustCLI(t, g.Admin, "list")); len(got) != 2 || got[0] != second || got[1] != first {
+		t.Errorf("approvals list rows %v, want [%s %s] (newest first)", got, second, first)
+	}
+	if got := rows(mustCLI(t, g.Admin, "list", "--oldest")); len(got) != 2 || got[0] != first || got[1] != second {
+		t.Errorf("approvals list --oldest rows %v, want [%s %s]", got, first, second)
+	}
+}
