@@ -17,7 +17,10 @@ import (
 // admin socket directory, the secrets kept from upstreams). It prints
 // every problem and exits 2 when there is any, so it fails exactly when
 // `serve --config FILE` with the same flags, run here, would refuse to
-// start; warnings are printed and do not fail. Run it where, and as whom,
+// start; warnings are printed and do not fail. A file with problems of
+// its own gets, in the same run, the environment's problems too
+// (config.EnvProblems: token variables and files, notification secrets)
+// and the missing upstream commands. Run it where, and as whom,
 // serve runs. It warns about rules that never decide a call (an allow rule
 // an approve or deny rule covers: config.ShadowedRules) and about when
 // conditions testing a path by string prefix (policy.PathPrefixes). With --tools (the
@@ -73,6 +76,7 @@ func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 		return 2
 	}
 	path := files[0]
+	f.config = path
 	cfg, problems, _ := config.Check(path, sys.lookupEnv)
 	if len(problems) == 0 {
 		for _, w := range serveWarnings(cfg, f, sys) {
@@ -103,6 +107,16 @@ func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 			}
 		}
 		if _, err := preflight(cfg, f, sys); err != nil {
+			problems = append(problems, preflightLines(path, err)...)
+		}
+	} else {
+		// The file has problems: still say, in the same run, what the
+		// environment lacks (token variables, files, commands), so one
+		// fix-and-rerun round shows everything.
+		for _, w := range commandWarnings(cfg, sys) {
+			fmt.Fprintf(stderr, "warning: %s: %s\n", path, w)
+		}
+		if err := cfg.EnvProblems(sys.lookupEnv, sys.readFile, sys.euid); err != nil {
 			problems = append(problems, preflightLines(path, err)...)
 		}
 	}

@@ -145,8 +145,11 @@ func unreviewable(cfg config.Config, f serveFlags) []string {
 // serveWarnings lists what serve logs as warnings and `policy check`
 // prints, without failing: the config's own warnings (without the one
 // about missing approvers when --dev mints one, or when unreviewable
-// makes it an error that says more), tokens short enough to guess, and
-// connection caps that exceed the descriptor limit.
+// makes it an error that says more), tokens short enough to guess,
+// webhook signing secrets shorter than an HMAC-SHA256 key should be,
+// connection caps that exceed the descriptor limit, and a relative SQLite
+// path about to make a new store away from the config file
+// (storageWhereWarning).
 func serveWarnings(cfg config.Config, f serveFlags, sys system) []string {
 	var out []string
 	refused := len(unreviewable(cfg, f)) > 0
@@ -157,11 +160,15 @@ func serveWarnings(cfg config.Config, f serveFlags, sys system) []string {
 		out = append(out, w)
 	}
 	out = append(out, cfg.ShortTokens(sys.lookupEnv, sys.readFile)...)
+	out = append(out, cfg.ShortNotifySecrets(sys.lookupEnv, sys.readFile)...)
 	out = append(out, commandWarnings(cfg, sys)...)
 	if w := capsFor(cfg.Listen, sys.nofile).warning; w != "" {
 		out = append(out, w)
 	}
 	if w := storagePathWarning(cfg.Storage); w != "" {
+		out = append(out, w)
+	}
+	if w := storageWhereWarning(cfg.Storage, f.config); w != "" {
 		out = append(out, w)
 	}
 	return out

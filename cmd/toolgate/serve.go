@@ -486,17 +486,25 @@ func (c *lazyCatalog) ItemDigest(kind, server, name string) (string, bool) {
 // (sqlstore.DB.Watch); the watch wakes the gate's held calls and calls
 // changed.
 func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (*sqlstore.DB, func(context.Context, *gate.Gate, func()), error) {
+	_, statErr := os.Stat(cfg.Path)
+	existed := cfg.Path != "" && statErr == nil
 	db, err := sqlstore.Open(ctx, sqlstore.Config{
 		Driver: cfg.Driver, Path: cfg.Path, DSN: cfg.DSN, MaxConns: cfg.MaxConns, Poll: cfg.Poll, Logger: log,
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	// Which store this gateway uses (never the DSN: it may hold a password).
-	if db.Driver() == "postgres" {
+	// Which store this gateway uses (never the DSN: it may hold a password),
+	// and for SQLite whether it was just created: a relative path is taken
+	// from the working directory, so a start from elsewhere makes a new,
+	// empty store (storageWhereWarning says so first).
+	switch {
+	case db.Driver() == "postgres":
 		log.InfoContext(ctx, "store opened; schema migrations are applied", "driver", db.Driver())
-	} else {
-		log.InfoContext(ctx, "store opened; schema migrations are applied", "driver", db.Driver(), "path", cfg.Path)
+	case existed:
+		log.InfoContext(ctx, "store opened; schema migrations are applied", "driver", db.Driver(), "path", absPath(cfg.Path))
+	default:
+		log.InfoContext(ctx, "new, empty store created; schema migrations are applied", "driver", db.Driver(), "path", absPath(cfg.Path))
 	}
 	return db, func(ctx context.Context, g *gate.Gate, changed func()) {
 		db.WatchLogTouched(ctx, func(id approval.ID) {

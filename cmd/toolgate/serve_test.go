@@ -163,8 +163,9 @@ func TestServeStopsCleanly(t *testing.T) {
 		t.Errorf("stderr does not say stopping, then stopped:\n%s", out)
 	}
 	// And which store it used (newuser5: nothing said whether SQLite or
-	// Postgres was in use).
-	if !strings.Contains(out, `msg="store opened; schema migrations are applied" driver=sqlite path=`) {
+	// Postgres was in use), by its absolute path, and that it is new
+	// (newuser37: a start from another directory made one silently).
+	if !strings.Contains(out, `msg="new, empty store created; schema migrations are applied" driver=sqlite path=/`) {
 		t.Errorf("stderr does not name the store:\n%s", out)
 	}
 }

@@ -119,3 +119,45 @@ func absPath(p string) string {
 	}
 	return p
 }
+
+// storageWhereWarning says, for a SQLite storage.path that is relative and
+// names no file from the working directory, while a store of that
+// relative path exists beside the config file (in its directory or one
+// above it, as the quickstart's ./data/toolgate.db is from the repository
+// root), that serve takes the path from the working directory and starts
+// a new, empty store there, with every pending approval and the audit
+// trail of the existing one out of sight: a quickstart started from
+// outside the repository did so silently. "" otherwise: a first start
+// anywhere makes its store without a warning (serve's log line names the
+// new store's absolute path). serve logs it at WARN; policy check prints
+// it. The path keeps meaning what it always did (relative to the working
+// directory, as every other relative path of the config): changing that
+// would move existing stores.
+func storageWhereWarning(s config.Storage, configPath string) string {
+	if s.Driver != sqlstore.DriverSQLite || s.Path == "" || filepath.IsAbs(s.Path) || configPath == "" {
+		return ""
+	}
+	if _, err := os.Stat(s.Path); err == nil || !errors.Is(err, iofs.ErrNotExist) {
+		return "" // the store is there (or cannot be looked at: the open says why)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	cfgDir := filepath.Dir(absPath(configPath))
+	for d := cfgDir; ; d = filepath.Dir(d) {
+		if other := filepath.Join(d, s.Path); d != wd && fileExists(other) {
+			return fmt.Sprintf("storage.path %q is relative, so it is taken from the working directory %s; no store is there, so serve creates a new, empty one at %s, while a store exists at %s (beside the config file %s): start serve from %s, or give storage.path as an absolute path",
+				s.Path, wd, filepath.Join(wd, s.Path), other, configPath, d)
+		}
+		if filepath.Dir(d) == d {
+			return ""
+		}
+	}
+}
+
+// fileExists reports whether p names an existing non-directory.
+func fileExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir()
+}

@@ -93,11 +93,57 @@ func TestStoragePathDirectory(t *testing.T) {
 	}
 
 	t.Run("default path", func(t *testing.T) {
-		t.Chdir(t.TempDir()) // no ./data here
 		path := writeConfig(t, listen+principals)
+		t.Chdir(filepath.Dir(path)) // no ./data here; started beside its config
 		var stdout, stderr strings.Builder
 		if code := checkCmd([]string{path}, &stdout, &stderr, testSystem(nil)); code != 0 || strings.Contains(stderr.String(), "storage.path") {
 			t.Errorf("policy check of the default storage.path exited %d, want 0 without a storage.path warning\nstderr:\n%s", code, stderr.String())
 		}
 	})
+}
+
+// TestStorageWhereWarning (newuser37): a config file elsewhere whose
+// relative storage.path names no file from the working directory, while a
+// store of that path exists beside the config file (in its directory or
+// one above, as the quickstart's), gets a warning from policy check that
+// serve would make a new, empty store instead; a first start (no store
+// anywhere) and a start that finds the store are not warned.
+func TestStorageWhereWarning(t *testing.T) {
+	wd, repo := t.TempDir(), t.TempDir()
+	t.Chdir(wd)
+	path := filepath.Join(repo, "examples", "quickstart.yaml")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: ./data/toolgate.db }\n"+principals), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check := func() string {
+		t.Helper()
+		var stdout, stderr strings.Builder
+		if code := checkCmd([]string{path}, &stdout, &stderr, testSystem(nil)); code != 0 {
+			t.Fatalf("policy check exited %d\n%s", code, stderr.String())
+		}
+		return stderr.String()
+	}
+	if got := check(); strings.Contains(got, "storage.path") {
+		t.Errorf("a first start (no store anywhere) is warned:\n%s", got)
+	}
+	existing := filepath.Join(repo, "data", "toolgate.db")
+	if err := os.MkdirAll(filepath.Dir(existing), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(existing, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := `warning: ` + path + `: storage.path "./data/toolgate.db" is relative, so it is taken from the working directory ` + wd +
+		`; no store is there, so serve creates a new, empty one at ` + filepath.Join(wd, "data", "toolgate.db") +
+		`, while a store exists at ` + existing + ` (beside the config file ` + path + `): start serve from ` + repo + `, or give storage.path as an absolute path`
+	if got := check(); !strings.Contains(got, want) {
+		t.Errorf("stderr:\n%s\nwant %q", got, want)
+	}
+	t.Chdir(repo)
+	if got := check(); strings.Contains(got, "storage.path") {
+		t.Errorf("started where the store is, policy check warned:\n%s", got)
+	}
 }

@@ -53,6 +53,13 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c caller) error {
 		}
 		f.Limit = n
 	}
+	switch o := q.Get("order"); o {
+	case "", "oldest":
+	case "newest":
+		f.Descending = true
+	default:
+		return invalid("order %q: want oldest (the default) or newest", o)
+	}
 	f.Cursor = q.Get("cursor")
 	if len(f.Cursor) > maxCursor {
 		return invalid("cursor longer than %d bytes", maxCursor)

@@ -148,6 +148,8 @@ func TestListBodyAsBefore(t *testing.T) {
 			{"bob", "state=pending&limit=1000", store.Filter{State: approval.StatePending, Limit: 1000}},
 			{"bob", "state=denied", store.Filter{State: approval.StateDenied}},
 			{"bob", "state=expired", store.Filter{State: approval.StateExpired}},
+			{"bob", "order=newest&limit=7", store.Filter{Limit: 7, Descending: true}},
+			{"bob", "order=oldest&limit=7", store.Filter{Limit: 7}},
 			{"erin", "limit=1000", store.Filter{Limit: 1000}},
 			{"erin", "limit=3&id_prefix=01900000-0000-7000-8000-00000000001", store.Filter{Limit: 3, IDPrefix: "01900000-0000-7000-8000-00000000001"}},
 		} {

@@ -217,6 +217,7 @@ func TestStatuses(t *testing.T) {
 		{name: "bad state", method: "GET", path: "/v1/approvals?state=waiting", token: "viewer-tok", wantStatus: 422, wantCode: api.CodeInvalid, wantMsg: "waiting"},
 		{name: "state all", method: "GET", path: "/v1/approvals?state=all", token: "viewer-tok", wantStatus: 200},
 		{name: "limit zero", method: "GET", path: "/v1/approvals?limit=0", token: "viewer-tok", wantStatus: 422, wantCode: api.CodeInvalid},
+		{name: "bad order", method: "GET", path: "/v1/approvals?order=latest", token: "viewer-tok", wantStatus: 422, wantCode: api.CodeInvalid, wantMsg: `order "latest": want oldest (the default) or newest`},
 		{name: "limit not a number", method: "GET", path: "/v1/approvals?limit=ten", token: "viewer-tok", wantStatus: 422, wantCode: api.CodeInvalid},
 		{name: "limit too big", method: "GET", path: "/v1/approvals?limit=1001", token: "viewer-tok", wantStatus: 422, wantCode: api.CodeInvalid},
 		{name: "limit max", method: "GET", path: "/v1/approvals?limit=1000", token: "viewer-tok", wantStatus: 200},

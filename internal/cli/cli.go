@@ -98,6 +98,7 @@ type options struct {
 	state       string
 	limit       int
 	cursor      string
+	oldest      bool // list --oldest: oldest first (the API's order=oldest)
 	reason      string
 	hash        string
 	since       string    // watch --since: a change-feed cursor, or 0 for the start of the log
@@ -120,9 +121,10 @@ type command struct {
 
 var commands = map[string]command{
 	"list": {
-		synopsis: "list [--state S] [--limit N] [--cursor C]",
+		synopsis: "list [--state S] [--limit N] [--cursor C] [--oldest]",
 		flags: func(fs *flag.FlagSet, o *options) {
 			fs.StringVar(&o.state, "state", "pending", "state to list, or all")
+			fs.BoolVar(&o.oldest, "oldest", false, "oldest first (default: newest first, as the web inbox)")
 			fs.IntVar(&o.limit, "limit", 50, "page size, 1 to 1000")
 			fs.StringVar(&o.cursor, "cursor", "", "next_cursor of the previous page")
 		},

@@ -130,17 +130,18 @@ func TestList(t *testing.T) {
 	}
 	// The arguments column tells apart calls of one tool (which invoice?):
 	// the display copy on one line, escaped as show escapes it, cut with
-	// "…", and marked "!" when show has display warnings.
+	// "…", and marked "!" when show has display warnings. Newest first, as
+	// the web inbox.
 	want := `ID                                    STATE    SERVER  TOOL        REQUESTED BY       EXPIRES IN  ARGUMENTS
-01900000-0000-7000-8000-00000000000a  pending  pay     transfer    desktop for carol  5m0s        {"to":"acct-1","amount":5}
-01900000-0000-7000-8000-00000000000b  pending  pay     refund      desktop            1m30s       {"to":"acct-1","amount":5}
-0abcdef0-1111-7000-8000-000000000001  pending  fs      write_file  desktop for carol  5m0s        {"to":"acct-1","amount":5}
 0fedcba0-2222-7000-8000-000000000002  pending  shell   run         desktop for carol  5m0s        ! {"command":"rm -rf ~ \u001B[2K\u001B[1Gls -la","path":"/srv…
+0abcdef0-1111-7000-8000-000000000001  pending  fs      write_file  desktop for carol  5m0s        {"to":"acct-1","amount":5}
+01900000-0000-7000-8000-00000000000b  pending  pay     refund      desktop            1m30s       {"to":"acct-1","amount":5}
+01900000-0000-7000-8000-00000000000a  pending  pay     transfer    desktop for carol  5m0s        {"to":"acct-1","amount":5}
 `
 	if diff := cmp.Diff(want, out); diff != "" {
 		t.Errorf("list output (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]store.Filter{{State: approval.StatePending, Limit: 50}}, e.fake.Filters()); diff != "" {
+	if diff := cmp.Diff([]store.Filter{{State: approval.StatePending, Limit: 50, Descending: true}}, e.fake.Filters()); diff != "" {
 		t.Errorf("filters (-want +got):\n%s", diff)
 	}
 }
@@ -151,9 +152,10 @@ func TestListFlags(t *testing.T) {
 		args []string
 		want store.Filter
 	}{
-		{name: "all", args: []string{"list", "--state", "all"}, want: store.Filter{Limit: 50}},
-		{name: "denied with limit", args: []string{"list", "--state=denied", "--limit", "2"}, want: store.Filter{State: approval.StateDenied, Limit: 2}},
-		{name: "command flags before the command", args: []string{"--limit", "3", "list", "--cursor", idA}, want: store.Filter{State: approval.StatePending, Limit: 3, Cursor: idA}},
+		{name: "all", args: []string{"list", "--state", "all"}, want: store.Filter{Limit: 50, Descending: true}},
+		{name: "denied with limit", args: []string{"list", "--state=denied", "--limit", "2"}, want: store.Filter{State: approval.StateDenied, Limit: 2, Descending: true}},
+		{name: "command flags before the command", args: []string{"--limit", "3", "list", "--cursor", idA}, want: store.Filter{State: approval.StatePending, Limit: 3, Cursor: idA, Descending: true}},
+		{name: "oldest first", args: []string{"list", "--oldest"}, want: store.Filter{State: approval.StatePending, Limit: 50}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,8 +173,13 @@ func TestListFlags(t *testing.T) {
 func TestListPaginationHint(t *testing.T) {
 	e := newEnv(t)
 	code, out, _ := e.run(t, "list", "--limit", "2")
-	if code != 0 || !strings.Contains(out, "--cursor "+idB) || strings.Contains(out, idU) {
+	if code != 0 || !strings.Contains(out, "\nmore: toolgate approvals list --state pending --limit 2 --cursor 0abcdef0-1111-7000-8000-000000000001\n") || strings.Contains(out, idA) {
 		t.Errorf("exit %d, output:\n%s", code, out)
+	}
+	// The hint keeps --oldest, so the next page follows the same order.
+	code, out, _ = e.run(t, "list", "--limit", "2", "--oldest")
+	if code != 0 || !strings.Contains(out, "\nmore: toolgate approvals list --state pending --limit 2 --oldest --cursor "+idB+"\n") || strings.Contains(out, idU) {
+		t.Errorf("--oldest: exit %d, output:\n%s", code, out)
 	}
 }
 

@@ -24,6 +24,11 @@ func runList(ctx context.Context, c *client, o *options, _ []string, out io.Writ
 	q := url.Values{}
 	q.Set("state", o.state)
 	q.Set("limit", strconv.Itoa(o.limit))
+	order, more := "newest", ""
+	if o.oldest {
+		order, more = "oldest", " --oldest"
+	}
+	q.Set("order", order)
 	if o.cursor != "" {
 		q.Set("cursor", o.cursor)
 	}
@@ -50,7 +55,7 @@ func runList(ctx context.Context, c *client, o *options, _ []string, out io.Writ
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", clean(a.ID), clean(a.State), clean(server), clean(tool), clean(by), expiresIn(a, resp.now), listArgs(a))
 	}
 	if l.NextCursor != "" {
-		fmt.Fprintf(tw, "\nmore: toolgate approvals list --state %s --limit %d --cursor %s\n", clean(o.state), o.limit, clean(l.NextCursor))
+		fmt.Fprintf(tw, "\nmore: toolgate approvals list --state %s --limit %d%s --cursor %s\n", clean(o.state), o.limit, more, clean(l.NextCursor))
 	}
 	return tw.Flush()
 }

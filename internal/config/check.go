@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -13,9 +14,12 @@ import (
 // check FILE` does, and returns every problem and warning as one line each,
 // prefixed with path: YAML syntax errors, unknown keys, type errors and
 // unset ${VAR}s (all with line numbers), then validation errors. The file
-// is valid when problems is empty; only then is cfg the loaded config
-// (warnings, too, are only listed then), on which cmd runs the checks of
-// serve that need the environment (token sources, secrets).
+// is valid when problems is empty; then cfg is the loaded config (warnings,
+// too, are only listed then), on which cmd runs the checks of serve that
+// need the environment (token sources, secrets). When the file parsed as
+// YAML but has problems, cfg is what could be decoded (a value that failed
+// to decode keeps its default): fit only for [Config.EnvProblems], which
+// assumes nothing Validate checks. After a syntax error cfg is zero.
 func Check(path string, env Env) (cfg Config, problems, warnings []string) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -54,7 +58,49 @@ func Check(path string, env Env) (cfg Config, problems, warnings []string) {
 			problems = append(problems, path+": "+line)
 		}
 	}
-	return Config{}, problems, nil
+	return cfg, problems, nil
+}
+
+// EnvProblems runs on c, a config that may not have passed Validate (as
+// Check decodes a file with problems), the checks of serve's preflight
+// that read the environment and files and assume nothing Validate checks:
+// each agent's and approver's token, where it has exactly one source,
+// token_env or token_file (set and not empty, readable and not empty);
+// approver and notification secret files private to the service user,
+// uid euid ([Config.CheckTokenFiles]); and the notification channels'
+// secrets ([Config.NotifySecrets]). It returns them joined, in the words
+// preflight uses, or nil. A token with no or several sources, or a
+// malformed token_sha256, is Validate's problem and is skipped here, so
+// nothing is said twice.
+func (c Config) EnvProblems(env Env, readFile func(string) ([]byte, error), euid int) error {
+	if env == nil {
+		env = func(string) (string, bool) { return "", false }
+	}
+	var errs []error
+	check := func(who string, t Token) {
+		if (t.TokenEnv == "") == (t.TokenFile == "") || t.TokenSHA256 != "" {
+			return
+		}
+		if t.TokenEnv != "" && !validVarName(t.TokenEnv) {
+			return
+		}
+		if _, err := t.resolve(env, readFile); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", who, err))
+		}
+	}
+	for i, a := range c.Agents {
+		check(fmt.Sprintf("agents[%d] %q", i, a.ID), a.Token)
+	}
+	for i, a := range c.Approvers {
+		check(fmt.Sprintf("approvers[%d] %q", i, a.ID), a.Token)
+	}
+	if err := c.CheckTokenFiles(euid); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := c.NotifySecrets(env, readFile); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // Lines flattens err, as returned by Load or Validate, into one line per

@@ -422,3 +422,41 @@ func (c Config) notifyWarnings() []string {
 	}
 	return warns
 }
+
+// MinWebhookSecretBytes is the length under which ShortNotifySecrets warns
+// about a webhook's signing secret: the 32 bytes of a SHA-256 output, the
+// hash of Toolgate-Signature's HMAC. RFC 2104 (section 3) calls keys
+// shorter than the hash output "strongly discouraged": a short key makes
+// signatures a receiver cannot tell from a guesser's.
+const MinWebhookSecretBytes = 32
+
+// ShortNotifySecrets returns a warning for every webhook channel whose
+// signing secret, read from secret_env or secret_file as NotifySecrets
+// reads it, is shorter than MinWebhookSecretBytes bytes. Each warning names
+// the channel, the variable or file and the length, never the secret.
+// Secrets that cannot be read are NotifySecrets' errors, not warnings; a
+// Slack signing secret is Slack's to choose and is not checked.
+func (c Config) ShortNotifySecrets(env Env, readFile func(string) ([]byte, error)) []string {
+	var out []string
+	for i, ch := range c.Notify.Channels {
+		if ch.Type != ChannelWebhook {
+			continue
+		}
+		var v, src string
+		switch {
+		case ch.SecretEnv != "" && env != nil:
+			v, _ = env(ch.SecretEnv)
+			src = "secret_env " + ch.SecretEnv
+		case ch.SecretFile != "" && readFile != nil:
+			b, err := readFile(ch.SecretFile)
+			if err != nil {
+				continue
+			}
+			v, src = string(bytes.TrimSpace(b)), "secret_file "+ch.SecretFile
+		}
+		if n := len(v); n > 0 && n < MinWebhookSecretBytes {
+			out = append(out, fmt.Sprintf("notify.channels[%d] %q: the signing secret of %s is %d bytes long; an HMAC-SHA256 key under %d bytes (RFC 2104) weakens Toolgate-Signature: use a random one (openssl rand -hex 32 makes 64)", i, ch.Name, src, n, MinWebhookSecretBytes))
+		}
+	}
+	return out
+}

@@ -211,3 +211,65 @@ func TestCheckTokenFilesCoversNotifySecrets(t *testing.T) {
 		t.Errorf("CheckTokenFiles (-want +got):\n%s", diff)
 	}
 }
+
+// TestShortNotifySecrets: a webhook secret under MinWebhookSecretBytes,
+// from a variable or a file, is a warning naming the channel, the source
+// and the length, never the secret; one of 32 bytes, a Slack signing
+// secret and an unset variable (NotifySecrets' error) are not.
+func TestShortNotifySecrets(t *testing.T) {
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short")
+	if err := os.WriteFile(short, []byte(" hunter2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := mustLoad(t, notifyBase, nil)
+	cfg.Notify.Channels = append(cfg.Notify.Channels, NotifyChannel{Name: "filed", Type: ChannelWebhook, URLEnv: "HOOK_URL", SecretFile: short})
+	got := cfg.ShortNotifySecrets(MapEnv(map[string]string{"HOOK_SECRET": "whsec"}), os.ReadFile)
+	want := []string{
+		`notify.channels[0] "ops-hook": the signing secret of secret_env HOOK_SECRET is 5 bytes long; an HMAC-SHA256 key under 32 bytes (RFC 2104) weakens Toolgate-Signature: use a random one (openssl rand -hex 32 makes 64)`,
+		`notify.channels[2] "filed": the signing secret of secret_file ` + short + ` is 7 bytes long; an HMAC-SHA256 key under 32 bytes (RFC 2104) weakens Toolgate-Signature: use a random one (openssl rand -hex 32 makes 64)`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ShortNotifySecrets (-want +got):\n%s", diff)
+	}
+	cfg.Notify.Channels = cfg.Notify.Channels[:2]
+	if got := cfg.ShortNotifySecrets(MapEnv(map[string]string{"HOOK_SECRET": strings.Repeat("s", 32)}), os.ReadFile); len(got) != 0 {
+		t.Errorf("a 32-byte secret: %q", got)
+	}
+	if got := cfg.ShortNotifySecrets(MapEnv(nil), os.ReadFile); len(got) != 0 {
+		t.Errorf("an unset variable: %q", got)
+	}
+}
+
+// TestEnvProblemsOfAFileWithProblems: Check returns what it decoded from a
+// file with a problem of its own, and EnvProblems finds in it the token
+// variable that is not set and the notification secret file that is
+// missing, without repeating what Validate said (a token with two
+// sources).
+func TestEnvProblemsOfAFileWithProblems(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "toolgate.yaml")
+	text := strings.Replace(notifyBase, "/run/slack.secret", filepath.Join(dir, "absent.secret"), 1) + `
+agents:
+  - { id: bot, token_env: BOT_TOKN }
+  - { id: both, token_env: BOTH, token_file: /nonexistent/both }
+`
+	text = strings.Replace(text, "effect: approve,", "effect: aprove,", 1)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := MapEnv(map[string]string{"ALICE": "a-token-long-enough-1", "BOB": "b-token-long-enough-2", "HOOK_URL": "https://hooks.example/x", "HOOK_SECRET": "s", "SLACK_TOKEN": "xoxb-1"})
+	cfg, problems, _ := Check(path, env)
+	if len(problems) == 0 {
+		t.Fatal("Check found no problem in a file with effect: aprove")
+	}
+	got := Lines(cfg.EnvProblems(env, os.ReadFile, os.Geteuid()))
+	want := []string{
+		`agents[0] "bot": token_env BOT_TOKN is not set`,
+		`notify.channels[1] "slack": secret_file ` + filepath.Join(dir, "absent.secret") + `: no such file or directory`, // as preflight says it, once per check
+		`notify.channels[1] "slack": secret_file ` + filepath.Join(dir, "absent.secret") + `: open ` + filepath.Join(dir, "absent.secret") + `: no such file or directory`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("EnvProblems (-want +got):\n%s", diff)
+	}
+}

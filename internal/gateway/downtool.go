@@ -16,11 +16,11 @@ import (
 
 // A call of a tool the catalog does not know is "unknown tool" (invalid
 // params), except when the name is "<server>__<tool>" of a configured
-// upstream that is down: its tools are not known while it has no session,
-// so the name may well be right, and the agent is told the upstream is
-// unavailable, as for a call of a listed tool whose upstream went down
-// (callfail.go). Nothing is sent. The policy view decides whether the
-// agent may learn that: the same one tools/list uses (visibleTools).
+// upstream that is down, or up but whose last tools/list failed: its tools
+// are not known, so the name may well be right, and the agent is told the
+// upstream is unavailable, as for a call of a listed tool whose upstream
+// went down (callfail.go). Nothing is sent. The policy view decides whether
+// the agent may learn that: the same one tools/list uses (visibleTools).
 
 // refusalRecorder is a Gatekeeper that records a call the gateway refused
 // before asking it ([gate.Gate.RecordRefused]).
@@ -31,7 +31,8 @@ type refusalRecorder interface {
 // downTool answers principal p's tools/call of name, which the catalog
 // does not know, with args (the agent's argument bytes), when name is
 // "<server>__<tool>" of a configured upstream (not unprefixed) that has no
-// session now (connecting, reconnecting, or closed) and p's view, as
+// session now (connecting, reconnecting, or closed), or whose last
+// tools/list failed, and p's view, as
 // tools/list computes it, would show that tool: an isError result naming
 // the upstream as unavailable, recorded in the audit trail as a refusal.
 // ok is false otherwise, and on any error reading p's view (fail closed):
@@ -46,8 +47,15 @@ func (g *Gateway) downTool(ctx context.Context, p approval.Principal, name strin
 		return nil, false
 	}
 	why, down := u.downSince()
+	what := fmt.Sprintf("%s; its tools are not known until it is connected, so the call was not sent and nothing was run; toolgate tries to connect again at least every %s",
+		why, u.healthInterval())
 	if !down {
-		return nil, false // it is up and listed its tools: name is not one
+		listErr := u.lastListErr()
+		if listErr == "" {
+			return nil, false // it is up and listed its tools: name is not one
+		}
+		why = "tools/list failed: " + listErr
+		what = fmt.Sprintf("%s; its tools are not known until a tools/list succeeds (at the next reconnect or tools/list_changed), so the call was not sent and nothing was run", why)
 	}
 	if g.opts.Sessions != nil {
 		use, err := g.opts.Sessions.Usable(ctx, p)
@@ -59,8 +67,6 @@ func (g *Gateway) downTool(ctx context.Context, p approval.Principal, name strin
 			return nil, false // hidden from p: as if the server had no such tool
 		}
 	}
-	what := fmt.Sprintf("%s; its tools are not known until it is connected, so the call was not sent and nothing was run; toolgate tries to connect again at least every %s",
-		why, u.healthInterval())
 	f := u.unavailable(ctx, tool, what, approval.OutcomeTransportError, errors.New(why))
 	if rec, ok := g.gk.(refusalRecorder); ok {
 		rec.RecordRefused(ctx, gate.Call{Principal: p, Server: server, Tool: tool, Arguments: args}, f.msg)
@@ -82,4 +88,31 @@ func (u *upstream) downSince() (why string, down bool) {
 		err = u.downErr.Error()
 	}
 	return u.redact(fmt.Sprintf("%s since %s: %s", u.state, u.since.UTC().Format(time.RFC3339), err)), true
+}
+
+// setListErr records the outcome of a tools/list of u: err when it failed
+// (kept with the configured URL's credentials removed), nil when it
+// succeeded.
+func (u *upstream) setListErr(err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if err == nil && u.listErr == nil {
+		return
+	}
+	u.listErr = nil
+	if err != nil {
+		u.listErr = errors.New(u.redact(err.Error()))
+	}
+	u.notifyLocked()
+}
+
+// lastListErr is why u's last tools/list failed, redacted; "" if it
+// succeeded or none was tried.
+func (u *upstream) lastListErr() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.listErr == nil {
+		return ""
+	}
+	return u.listErr.Error()
 }

@@ -463,6 +463,7 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 			tools, err := listTools(cctx, c.cs)
 			if err != nil {
 				c.close()
+				u.setListErr(err) // until a session lists them (downtool.go)
 				results <- first{u: u, err: fmt.Errorf("list tools: %w", err)}
 				return
 			}

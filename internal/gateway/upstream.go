@@ -116,6 +116,7 @@ type upstream struct {
 	state       string        // guarded by mu; StateConnecting, StateConnected… (health.go)
 	since       time.Time     // guarded by mu; when state began
 	unreachable error         // guarded by mu; the failed health check of conn, if any
+	listErr     error         // guarded by mu; why the last tools/list failed (redacted), nil once one succeeds (downtool.go)
 
 	lastRead atomic.Int64 // unix ns of the last bytes read on the shared session (health.go)
 
@@ -628,10 +629,12 @@ func (u *upstream) refreshLoop(ctx context.Context) {
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
-				u.log.WarnContext(ctx, "upstream tools/list", "err", err)
+				u.log.WarnContext(ctx, "upstream tools/list", "err", u.redact(err.Error()))
+				u.setListErr(err)
 			}
 			continue
 		}
+		u.setListErr(nil)
 		if changed, _ := u.g.replaceTools(u.name, tools, false); !changed && from != nil {
 			u.g.upstreamListChanged(true)
 		}
