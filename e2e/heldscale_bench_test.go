@@ -428,6 +428,9 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	}
 	time.Sleep(phaseAfter) // the after phase: what approve-all leaves
 	phases.stop(b)
+	if dsn != "" {
+		pgTablesSave(b, dsn, n)
+	}
 	phases.report(b)
 	if progressLog != "" {
 		readBeatStats(b, progressLog, n, idleFrom, idleTo).report(b)

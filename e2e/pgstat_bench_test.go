@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -27,7 +29,101 @@ func pgStatStart(tb testing.TB, dsn string) int64 {
 	if err := pgExec(ctx, dsn, `SELECT pg_stat_statements_reset()`); err != nil {
 		tb.Fatalf("pg_stat_statements_reset: %v", err)
 	}
+	pgTables0 = pgTables(tb, dsn)
 	return pgCommits(tb, dsn)
+}
+
+// pgTableCounts are one table's row counters (pg_stat_user_tables) and,
+// under the key "", the cluster's WAL position in bytes.
+type pgTableCounts struct{ ins, upd, hot, del int64 }
+
+// pgTables0 holds pgTables as pgStatStart read it (benchmarks run one at
+// a time).
+var pgTables0 map[string]pgTableCounts
+
+// pgTables reads every table's inserts, updates, heap-only updates and
+// deletes so far, and the WAL position (under "": ins).
+func pgTables(tb testing.TB, dsn string) map[string]pgTableCounts {
+	tb.Helper()
+	conn, err := pgx.Connect(tb.Context(), dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(tb.Context())) }()
+	if _, err := conn.Exec(tb.Context(), `SELECT pg_stat_clear_snapshot()`); err != nil {
+		tb.Fatal(err)
+	}
+	rows, err := conn.Query(tb.Context(), `SELECT relname::text, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del FROM pg_stat_user_tables
+		UNION ALL SELECT '', (pg_current_wal_lsn() - '0/0')::bigint, 0, 0, 0`)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m := map[string]pgTableCounts{}
+	for rows.Next() {
+		var (
+			name string
+			c    pgTableCounts
+		)
+		if err := rows.Scan(&name, &c.ins, &c.upd, &c.hot, &c.del); err != nil {
+			tb.Fatal(err)
+		}
+		m[name] = c
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+// pgTablesSave appends to the file TOOLGATE_BENCH_PGSTAT names, per
+// approval (n), each table's inserts, updates and heap-only updates since
+// pgStatStart and the cluster's WAL bytes; it reports the requests
+// table's HOT ratio and the WAL per approval (the WAL of everything in
+// the cluster from pgStatStart to now). It waits 11 s first: idle
+// backends flush their table counters late.
+func pgTablesSave(b *testing.B, dsn string, n int) {
+	b.Helper()
+	file := os.Getenv("TOOLGATE_BENCH_PGSTAT")
+	if file == "" || pgTables0 == nil {
+		return
+	}
+	// a backend that went idle flushes its counters within
+	// PGSTAT_IDLE_INTERVAL (10 s)
+	time.Sleep(11 * time.Second)
+	now := pgTables(b, dsn)
+	var out strings.Builder
+	fmt.Fprintf(&out, "# per approval (N = %d), since approve-all began: table, inserts, updates, heap-only updates, deletes\n", n)
+	names := make([]string, 0, len(now))
+	for name := range now {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	per := func(d int64) float64 { return float64(d) / float64(n) }
+	for _, name := range names {
+		c, c0 := now[name], pgTables0[name]
+		if name == "" {
+			continue
+		}
+		if c == c0 {
+			continue
+		}
+		fmt.Fprintf(&out, "%s\t%.3f\t%.3f\t%.3f\t%.3f\n", name, per(c.ins-c0.ins), per(c.upd-c0.upd), per(c.hot-c0.hot), per(c.del-c0.del))
+	}
+	wal := per(now[""].ins - pgTables0[""].ins)
+	fmt.Fprintf(&out, "# cluster WAL bytes/approval %.1f\n", wal)
+	f, err := os.OpenFile(file, os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	if _, err := f.WriteString(out.String()); err != nil {
+		b.Fatal(err)
+	}
+	r, r0 := now["requests"], pgTables0["requests"]
+	if upd := r.upd - r0.upd; upd > 0 {
+		b.ReportMetric(float64(r.hot-r0.hot)/float64(upd), "pg-requests-hot-ratio")
+	}
+	b.ReportMetric(wal, "pg-cluster-wal-B/approval")
 }
 
 // pgCommits returns the cluster's committed transactions

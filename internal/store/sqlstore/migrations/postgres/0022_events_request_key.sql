@@ -1,0 +1,16 @@
+-- events.request_id no longer references requests (id). The key's check
+-- ran once per event row (SELECT 1 FROM ONLY requests ... FOR KEY SHARE,
+-- in SPI), four times per approval (reviewed, approved, consumed,
+-- dispatched), each on the row the writing transaction had just inserted
+-- or updated itself. The store keeps what the key guaranteed: an event
+-- names a request only in the statement or transaction that inserted
+-- that request (CreateRequest, after an INSERT that must insert its row)
+-- or updated it under a guard that must match its row (the decision's
+-- pgGuardedWrite, storeRequest, RecordOutcome's INSERT ... SELECT FROM
+-- upd), and it all commits or nothing does; Prune deletes a request only
+-- when it is terminal (no more events can come) and none of its events
+-- is left. TestEventsNameOnlyStoredRequests checks each writer on a
+-- missing or refused request and a pruned store for events without their
+-- request (docs/performance.md, branch pgheld37). SQLite's 0022 keeps its
+-- key (dropping one means rebuilding the table there).
+ALTER TABLE events DROP CONSTRAINT events_request_id_fkey;
