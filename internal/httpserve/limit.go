@@ -402,7 +402,7 @@ func (l *Listener) maybeLog() {
 	if !l.logged.IsZero() && now.Sub(l.logged) < shedLogEvery {
 		return
 	}
-	l.log.Warn("connection cap reached: idle connections closed to make room, new ones refused when none was idle",
+	l.log.Warn("connection cap reached: idle or stalled connections closed to make room, new ones refused when none was",
 		"listener", l.name, "max_conns", l.maxConns, "evicted", l.evicted, "refused", l.refused)
 	l.logged, l.evicted, l.refused = now, 0, 0
 }

@@ -2,9 +2,11 @@ package httpserve
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -42,7 +44,7 @@ func stallServer(t *testing.T, l *Listener) (served func() []string, held chan s
 	t.Cleanup(func() {
 		release()
 		_ = srv.Close()
-		if err := <-done; err != http.ErrServerClosed {
+		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
 			t.Errorf("Serve = %v", err)
 		}
 	})
@@ -104,7 +106,7 @@ func closedByServer(t *testing.T, c net.Conn, who string) {
 	if n != 0 || err == nil {
 		t.Fatalf("%s: read %d bytes, %v; want the connection closed with nothing written", who, n, err)
 	}
-	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("%s: still open", who)
 	}
 }
