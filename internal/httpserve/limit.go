@@ -160,6 +160,9 @@ func (c *conn) OnEvict(f func()) {
 // (Listener.stalled) between its socket's read and that note returns
 // net.ErrClosed, not the bytes.
 func (c *conn) Read(p []byte) (int, error) {
+	// watched: c may be evicted during this Read (an eviction clears
+	// both flags, so they are read before).
+	watched := c.inIdle.Load() || c.inReading.Load()
 	if c.inIdle.Load() && awaitByte(c.Conn) == nil {
 		c.l.mu.Lock()
 		evicted := c.closed
@@ -170,12 +173,12 @@ func (c *conn) Read(p []byte) (int, error) {
 		}
 	}
 	n, err := c.Conn.Read(p)
-	if n > 0 && (c.inIdle.Load() || c.inReading.Load()) {
+	if n > 0 && watched {
 		c.l.mu.Lock()
 		evicted := c.closed
 		if c.inIdle.Load() {
 			c.l.startReading(c)
-		} else {
+		} else if c.inReading.Load() {
 			c.lastRead.Store(time.Now().UnixNano())
 		}
 		c.l.mu.Unlock()

@@ -15,9 +15,17 @@ import (
 
 // stallServer serves l's connections (l caps them) with a handler that
 // answers "ok <who>" and records each who it served; a request to /hold
-// is told on held and answered once release is closed.
+// is told on held and answered once release is called. net/http's end of
+// each connection (StateClosed) is told on connClosed.
 func stallServer(t *testing.T, l *Listener) (served func() []string, held chan string, release func()) {
 	t.Helper()
+	s, h, r, _ := stallServerClosed(t, l)
+	return s, h, r
+}
+
+func stallServerClosed(t *testing.T, l *Listener) (served func() []string, held chan string, release func(), connClosed chan struct{}) {
+	t.Helper()
+	connClosed = make(chan struct{}, 16)
 	var mu sync.Mutex
 	var whos []string
 	held = make(chan string, 4)
@@ -36,7 +44,12 @@ func stallServer(t *testing.T, l *Listener) (served func() []string, held chan s
 			}
 			_, _ = io.WriteString(w, "ok "+who)
 		}),
-		ConnState:         l.ConnState,
+		ConnState: func(c net.Conn, s http.ConnState) {
+			l.ConnState(c, s)
+			if s == http.StateClosed {
+				connClosed <- struct{}{}
+			}
+		},
 		ReadHeaderTimeout: time.Hour, // only the cap closes a stalled request here
 	}
 	done := make(chan error, 1)
@@ -52,7 +65,7 @@ func stallServer(t *testing.T, l *Listener) (served func() []string, held chan s
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]string(nil), whos...)
-	}, held, release
+	}, held, release, connClosed
 }
 
 // readingLen is the number of l's connections whose request is being read.
@@ -210,7 +223,7 @@ func TestCapStalledBytesGoNowhere(t *testing.T) {
 	pl := &pauseListener{Listener: inner, read: make(chan struct{}), proceed: make(chan struct{}), armed: make(chan struct{}, 1)}
 	pl.armed <- struct{}{}
 	l, shed := capListener(t, pl, 1, 0, 0)
-	served, _, _ := stallServer(t, l)
+	served, _, _, connClosed := stallServerClosed(t, l)
 	addr := inner.Addr().String()
 
 	a := dial(t, addr)
@@ -222,6 +235,13 @@ func TestCapStalledBytesGoNowhere(t *testing.T) {
 	readOK(t, bufio.NewReader(b), "b")
 	close(pl.proceed)
 	closedByServer(t, a, "a")
+	// net/http is done with a (b stays open, idle): whatever it did with
+	// a's Read is done.
+	select {
+	case <-connClosed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("net/http did not end a's connection in 10 s")
+	}
 	if got := strings.Join(shed.get(), ","); got != "evicted" {
 		t.Errorf("shed = %q, want evicted", got)
 	}
