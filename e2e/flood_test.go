@@ -37,11 +37,11 @@ type flood struct {
 	done  chan error
 }
 
-// startFlood starts testflood against addr with n connections; it is
-// stopped on cleanup.
-func startFlood(t *testing.T, bin, addr string, n int) *flood {
+// startFlood starts testflood against addr with n connections (and its
+// extra flags); it is stopped on cleanup.
+func startFlood(t *testing.T, bin, addr string, n int, extra ...string) *flood {
 	t.Helper()
-	cmd := exec.Command(bin, "-addr", addr, "-n", strconv.Itoa(n))
+	cmd := exec.Command(bin, append([]string{"-addr", addr, "-n", strconv.Itoa(n)}, extra...)...)
 	cmd.Env = childEnv()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -5,7 +5,9 @@
 //	testflood -addr 127.0.0.1:7071 -n 10000
 //
 // Every other connection first sends one keep-alive HTTP request
-// (GET /healthz) and then stays idle; the others send nothing. A
+// (GET /healthz) and then stays idle; the others send nothing. With
+// -one-byte every connection sends one byte of a request line ("G") and
+// then nothing (a stalled request). A
 // connection the server closes is not opened again. Once every
 // connection has been tried, testflood prints one line
 // "ready opened=N failed=M" on stdout, and then waits until its stdin is
@@ -31,6 +33,7 @@ func main() {
 	addr := flag.String("addr", "", "host:port to connect to")
 	n := flag.Int("n", 1000, "connections to open")
 	parallel := flag.Int("parallel", 256, "connections being opened at once")
+	oneByte := flag.Bool("one-byte", false, "every connection sends one byte of a request line and then nothing")
 	flag.Parse()
 	if *addr == "" || *n < 1 || *parallel < 1 {
 		fmt.Fprintln(os.Stderr, "usage: testflood -addr host:port -n N")
@@ -68,7 +71,10 @@ func main() {
 			mu.Lock()
 			conns = append(conns, c)
 			mu.Unlock()
-			if i%2 == 0 {
+			switch {
+			case *oneByte:
+				_, _ = io.WriteString(c, "G")
+			case i%2 == 0:
 				_, _ = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: flood\r\n\r\n")
 			}
 			// Read (the answer, if any) until the server closes it.

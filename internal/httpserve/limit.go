@@ -50,11 +50,17 @@ type LimitOptions struct {
 // or idle between keep-alive requests); a connection with a request in
 // flight (a held call, an event stream) is never closed, nor one whose
 // request has come but was not read yet (an overloaded process reads late:
-// in its socket, or being read, before http.Server calls it active). When every open
-// connection carries a request, the new one is answered 503 and closed at
-// once. So a flood of idle connections holds at most the cap's descriptors
-// and cannot crowd out work: new connections always get in while any idle
-// one can make room. Its methods are safe for concurrent use.
+// in its socket, or being read, before http.Server calls it active). When
+// no connection is idle, the one whose request headers stopped coming
+// longest ago is closed instead: its first bytes came at least
+// headerGrace ago, nothing came for headerStall and nothing waits unread
+// in its socket (a client that sent part of a request line and went
+// silent, which would otherwise hold its place until read_header_timeout;
+// listen37). When every open connection carries a request, the new one is
+// answered 503 and closed at once. So a flood of idle or stalled
+// connections holds at most the cap's descriptors and cannot crowd out
+// work: new connections always get in while any idle or stalled one can
+// make room. Its methods are safe for concurrent use.
 type Listener struct {
 	net.Listener
 	maxConns int
@@ -62,9 +68,17 @@ type Listener struct {
 	log      *slog.Logger
 	onShed   func(how string)
 
-	mu   sync.Mutex // guards the fields below and every conn's elem and closed
+	mu   sync.Mutex // guards the fields below and every conn's elem, closed, readElem and readSince
 	open int        // accepted and not yet closed
 	idle list.List  // *conn without a request in flight, longest waiting first
+	// reading holds the *conn whose request's first bytes were read and
+	// whose headers are not complete yet (http.Server has not called it
+	// active), in the order their first bytes came.
+	reading list.List
+	// headerGrace and headerStall: a connection in reading is closed at
+	// the cap (when none is idle) once its first bytes came headerGrace
+	// ago and nothing came for headerStall.
+	headerGrace, headerStall time.Duration
 	// Counts since the last log line, and when that was.
 	evicted, refused int
 	logged           time.Time
@@ -79,8 +93,19 @@ func Limit(ln net.Listener, maxConns int, opts *LimitOptions) *Listener {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Listener{Listener: ln, maxConns: maxConns, name: o.Name, log: o.Logger, onShed: o.OnShed}
+	return &Listener{Listener: ln, maxConns: maxConns, name: o.Name, log: o.Logger, onShed: o.OnShed,
+		headerGrace: headerGrace, headerStall: headerStall}
 }
+
+// headerGrace and headerStall: see Listener.headerGrace. An HTTP client
+// writes its request line and headers at once (one segment on loopback or
+// a LAN), so a request whose headers are still incomplete a second after
+// their first byte, and from which nothing came for half a second, is a
+// client that stalled or stopped on purpose, not one that is slow to send.
+const (
+	headerGrace = time.Second
+	headerStall = 500 * time.Millisecond
+)
 
 // maxEvictScan bounds how many of the longest-waiting idle connections
 // Accept looks at for one it may evict (each look is a system call): past
@@ -95,6 +120,14 @@ type conn struct {
 	closed bool          // guarded by l.mu
 	// inIdle mirrors elem != nil, for Read to look at without l.mu.
 	inIdle atomic.Bool
+	// readElem is c's element in l.reading while its request's headers
+	// are being read; readSince is when their first bytes were read.
+	readElem  *list.Element
+	readSince time.Time
+	// inReading mirrors readElem != nil; lastRead is when bytes were last
+	// read while it was set (Unix nanoseconds).
+	inReading atomic.Bool
+	lastRead  atomic.Int64
 	// onEvict, guarded by l.mu, is called before c is closed by an
 	// eviction (OnEvict).
 	onEvict func()
@@ -120,24 +153,86 @@ func (c *conn) OnEvict(f func()) {
 // at the list under the same lock, either closed c before any byte left
 // its socket (Read fails, nothing of the request was read) or finds c
 // busy. Reading first and leaving the list after let an Accept in between
-// close a connection whose request net/http was reading (fixes36).
+// close a connection whose request net/http was reading (fixes36). Leaving
+// the idle list, c joins the reading list until http.Server calls it
+// active (or idle, or closed); bytes read meanwhile are noted (lastRead)
+// under the lock an eviction takes: a connection closed as stalled
+// (Listener.stalled) between its socket's read and that note returns
+// net.ErrClosed, not the bytes.
 func (c *conn) Read(p []byte) (int, error) {
+	// watched: c may be evicted during this Read (an eviction clears
+	// both flags, so they are read before).
+	watched := c.inIdle.Load() || c.inReading.Load()
 	if c.inIdle.Load() && awaitByte(c.Conn) == nil {
 		c.l.mu.Lock()
 		evicted := c.closed
-		c.l.unidle(c)
+		c.l.startReading(c)
 		c.l.mu.Unlock()
 		if evicted {
 			return 0, net.ErrClosed
 		}
 	}
 	n, err := c.Conn.Read(p)
-	if n > 0 && c.inIdle.Load() {
+	if n > 0 && watched {
 		c.l.mu.Lock()
-		c.l.unidle(c)
+		evicted := c.closed
+		if c.inIdle.Load() {
+			c.l.startReading(c)
+		} else if c.inReading.Load() {
+			c.lastRead.Store(time.Now().UnixNano())
+		}
 		c.l.mu.Unlock()
+		if evicted {
+			// Closed as stalled after these bytes left the socket and
+			// before this Read noted them: they go nowhere, so net/http
+			// never serves a request whose connection is gone.
+			return 0, net.ErrClosed
+		}
 	}
 	return n, err
+}
+
+// startReading moves c from the idle list to the end of the reading list,
+// unless c is closed. l.mu must be held.
+func (l *Listener) startReading(c *conn) {
+	if c.closed {
+		return
+	}
+	l.unidle(c)
+	if c.readElem == nil {
+		now := time.Now()
+		c.readSince = now
+		c.lastRead.Store(now.UnixNano())
+		c.readElem = l.reading.PushBack(c)
+		c.inReading.Store(true)
+	}
+}
+
+// unreading takes c out of the reading list. l.mu must be held.
+func (l *Listener) unreading(c *conn) {
+	if c.readElem != nil {
+		l.reading.Remove(c.readElem)
+		c.readElem = nil
+		c.inReading.Store(false)
+	}
+}
+
+// stalled returns the connection of the reading list whose first bytes
+// came longest ago, at least headerGrace ago, from which nothing came for
+// headerStall and that has nothing unread in its socket, among the first
+// maxEvictScan; nil when there is none. l.mu must be held.
+func (l *Listener) stalled(now time.Time) *conn {
+	k := 0
+	for e := l.reading.Front(); e != nil && k < maxEvictScan; e, k = e.Next(), k+1 {
+		c := e.Value.(*conn)
+		if now.Sub(c.readSince) < l.headerGrace {
+			return nil // the rest came later still
+		}
+		if now.Sub(time.Unix(0, c.lastRead.Load())) >= l.headerStall && !hasUnread(c.Conn) {
+			return c
+		}
+	}
+	return nil
 }
 
 // errNoPeek: awaitByte cannot wait on the connection's socket.
@@ -206,6 +301,7 @@ func (l *Listener) forget(c *conn) {
 	c.closed = true
 	l.open--
 	l.unidle(c)
+	l.unreading(c)
 }
 
 // Accept waits for a connection and returns it, making room under the cap
@@ -220,7 +316,10 @@ func (l *Listener) Accept() (net.Conn, error) {
 		var onEvict func()
 		l.mu.Lock()
 		if l.open >= l.maxConns {
-			if victim = l.evictable(); victim != nil {
+			if victim = l.evictable(); victim == nil {
+				victim = l.stalled(time.Now())
+			}
+			if victim != nil {
 				l.forget(victim)
 				onEvict, victim.onEvict = victim.onEvict, nil
 			}
@@ -267,6 +366,7 @@ func (l *Listener) ConnState(nc net.Conn, state http.ConnState) {
 		return
 	}
 	l.unidle(c)
+	l.unreading(c)
 	switch state {
 	case http.StateNew, http.StateIdle:
 		l.pushIdle(c) // now the one that waited least
@@ -305,7 +405,7 @@ func (l *Listener) maybeLog() {
 	if !l.logged.IsZero() && now.Sub(l.logged) < shedLogEvery {
 		return
 	}
-	l.log.Warn("connection cap reached: idle connections closed to make room, new ones refused when none was idle",
+	l.log.Warn("connection cap reached: idle or stalled connections closed to make room, new ones refused when none was",
 		"listener", l.name, "max_conns", l.maxConns, "evicted", l.evicted, "refused", l.refused)
 	l.logged, l.evicted, l.refused = now, 0, 0
 }

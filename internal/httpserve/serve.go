@@ -64,10 +64,13 @@ type Options struct {
 	// server drains (toolgate ends held calls there, so draining is quick).
 	BeforeShutdown func()
 	// OnShed, when set, is called for each connection the cap closes: how
-	// is "evicted" (an idle connection closed to make room) or "refused"
-	// (a new connection answered 503 because every other one carries a
-	// request).
+	// is "evicted" (an idle or stalled connection closed to make room) or
+	// "refused" (a new connection answered 503 because every other one
+	// carries a request).
 	OnShed func(how string)
+
+	// headerGrace, when set, replaces the cap's headerGrace (tests).
+	headerGrace time.Duration
 }
 
 func (o *Options) withDefaults() Options {
@@ -112,6 +115,9 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, opts *Options) 
 	ln = &firstByteListener{Listener: rawListener{ln}, wait: o.IdleTimeout}
 	if o.MaxConns > 0 {
 		l := Limit(ln, o.MaxConns, &LimitOptions{Name: o.Name, Logger: o.Logger, OnShed: o.OnShed})
+		if o.headerGrace > 0 {
+			l.headerGrace = o.headerGrace
+		}
 		ln = l
 		srv.ConnState = l.ConnState
 	}
