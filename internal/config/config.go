@@ -87,7 +87,7 @@ type Listen struct {
 	AdminSet bool `yaml:"-"`
 	// MaxConnsMCP and MaxConnsAdmin cap the open connections of each
 	// listener; 0 (the default) lets serve derive the caps from the
-	// process's descriptor limit (README, listen.max_conns_*). At the cap,
+	// process's descriptor limit (docs/configuration.md, listen.max_conns_*). At the cap,
 	// the connection that has been idle (or has sent nothing) the longest
 	// is closed to make room; when every connection carries a request, the
 	// new one is answered 503 and closed.

@@ -28,7 +28,7 @@ func zeroErrors(root *yaml.Node) []error {
 // (0 would be 30s, while call_timeout: 0 means no limit) and
 // notify.channels[].max_age (0 would be 1h, not "never retry"). Omitting
 // the key keeps the default. The other duration and count keys either
-// refuse 0 in Validate or document what 0 means (README "Config keys").
+// refuse 0 in Validate or document what 0 means (docs/configuration.md, "What 0 means").
 // Policy approval overrides are policy.ExplicitZeros'.
 func explicitZeros(root *yaml.Node) []error {
 	var errs []error
