@@ -91,19 +91,20 @@ func TestThreeInstancesOnePostgres(t *testing.T) {
 			t.Errorf("approval %d (%s): state %s, outcome %q; want consumed, ok", i, id, doc.State, doc.DispatchOutcome)
 		}
 	}
-	holderOf := map[string]string{}
+	held := make([]string, calls) // "Held by" of each call, through C
 	for i, id := range ids {
 		out := mustCLI(t, c.Admin, "show", id)
-		holderOf[id] = heldByLine(out)
-		if holderOf[id] == "" {
+		if held[i] = heldByLine(out); held[i] == "" {
 			t.Errorf("approvals show %s on C names no holder:\n%s", id, out)
 		}
-		if i >= 2 && holderOf[id] != holderOf[ids[i-2]] {
-			t.Errorf("calls %d and %d came from one agent session but are held by %q and %q", i-2, i, holderOf[ids[i-2]], holderOf[id])
+	}
+	for i := 2; i < calls; i++ {
+		if held[i] != held[i%2] {
+			t.Errorf("calls %d and %d came from one agent session but are held by %q and %q", i%2, i, held[i%2], held[i])
 		}
 	}
-	if holderOf[ids[0]] == holderOf[ids[1]] {
-		t.Errorf("calls on A and B name one holder %q", holderOf[ids[0]])
+	if held[0] == held[1] {
+		t.Errorf("calls on A and B name one holder %q", held[0])
 	}
 
 	// The audit trail: one dispatch per approval, whichever instance wrote
@@ -300,4 +301,76 @@ func TestKilledHolderOnPostgres(t *testing.T) {
 			t.Errorf("audit: approval %s dispatched %d times, last outcome %q; want once, unknown", p.ID, dispatched, outcome)
 		}
 	})
+}
+
+// policyFollowBound is how soon after `toolgate policy propose` returned
+// the other instance must decide by the new revision. It bounds the wake-up
+// (a NOTIFY, then one read of the current revision), not the safety poll
+// (2 s), which the test would otherwise pass by luck one time in seven.
+const policyFollowBound = 300 * time.Millisecond
+
+// TestPolicyChangeReachesOtherInstance: with policy.source: store on two
+// instances sharing Postgres, a narrowing revision made through A is in
+// force on B by its next decision: B refuses the agent's call at once, not
+// after its next poll of the policy store. The widening that follows (an
+// approved proposal, applied through B's approval) is in force on A as soon.
+func TestPolicyChangeReachesOtherInstance(t *testing.T) {
+	dsn := freshPGDatabase(t, pgTestDSN(t))
+	dir := t.TempDir()
+	cfg := `
+listen:
+  mcp: 127.0.0.1:0
+  admin: 127.0.0.1:0
+storage:
+  driver: postgres
+  dsn: "${DATABASE_URL}"
+  max_conns: 4
+  poll: 1h
+` + policyStorePrincipals + policyStoreBody(filepath.Join(dir, "record.log"))
+	env := map[string]string{"DATABASE_URL": dsn}
+	for k, v := range policyStoreEnv {
+		env[k] = v
+	}
+	a := startGateway(t, cfg, env)
+	b := startGateway(t, cfg, env)
+	onA, onB := a.connect(t, nil, nil), b.connect(t, nil, nil)
+	if !echoAllowed(t, onB) || !echoAllowed(t, onA) {
+		t.Fatal("revision 1: t__echo_raw is refused, want allowed")
+	}
+
+	out := mustToolgate(t, a.Admin, aliceToken, "policy", "propose", writePolicyFile(t, dir, "narrow.yaml", policyEchoDenied))
+	if !strings.Contains(out, "applied: revision 2") {
+		t.Fatalf("narrowing proposal:\n%s\nwant applied as revision 2", out)
+	}
+	lag := followLag(t, onB, false)
+	t.Logf("B refused t__echo_raw %v after the narrowing made through A returned", lag)
+	if lag > policyFollowBound {
+		t.Errorf("B followed the narrowing revision %v after it was made, want within %v", lag, policyFollowBound)
+	}
+
+	out = mustToolgate(t, b.Admin, aliceToken, "policy", "propose", "--base", "2", writePolicyFile(t, dir, "wide.yaml", policyEchoAllowed))
+	m := approvalIDRe.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("widening proposal:\n%s\nwant an approval id", out)
+	}
+	mustToolgate(t, b.Admin, carolToken, "approvals", "approve", m[1])
+	lag = followLag(t, onA, true)
+	t.Logf("A allowed t__echo_raw %v after the widening approved through B returned", lag)
+	if lag > policyFollowBound {
+		t.Errorf("A followed the approved widening %v after it applied, want within %v", lag, policyFollowBound)
+	}
+}
+
+// followLag calls t__echo_raw through cs until its being allowed is want,
+// and returns how long that took from the first call.
+func followLag(t *testing.T, cs *mcp.ClientSession, want bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for echoAllowed(t, cs) != want {
+		if time.Since(start) > waitFor(t) {
+			t.Fatalf("t__echo_raw allowed is still %v after %v", !want, waitFor(t))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Since(start)
 }
