@@ -175,7 +175,11 @@ func heldByLine(out string) string {
 // killedHolderConfig is the config of TestKilledHolderOnPostgres: short
 // leases, a fast sweeper, the default notification events.
 func killedHolderConfig(record string) string {
-	return pgGatewayConfig(auditorYAML + upstreamServer(record) + multiPolicy + `
+	return pgGatewayConfig(auditorYAML + upstreamServer(record) + multiPolicy + `    - name: progress needs approval, briefly valid
+      server: t
+      tools: [progress]
+      effect: approve
+      approval: { timeout: 1m, valid_for: 2s }
 approvals:
   lease: 1s
   sweep_interval: 250ms
@@ -287,6 +291,9 @@ func TestKilledHolderOnPostgres(t *testing.T) {
 		if n := countRecord(t, record, "slow started "+args); n != 1 {
 			t.Errorf("the slow call started %d times, want once", n)
 		}
+		if got := fetchApproval(t, b.Admin, again.ID); got.State != "denied" {
+			t.Errorf("the re-send's approval is %s, want denied", got.State)
+		}
 		dispatched, outcome := 0, ""
 		for deadline := time.Now().Add(waitFor(t)); dispatched == 0 && time.Now().Before(deadline); time.Sleep(pollEvery) {
 			_, recs := auditExport(t, b.Admin)
@@ -299,6 +306,38 @@ func TestKilledHolderOnPostgres(t *testing.T) {
 		}
 		if dispatched != 1 || outcome != "unknown" {
 			t.Errorf("audit: approval %s dispatched %d times, last outcome %q; want once, unknown", p.ID, dispatched, outcome)
+		}
+	})
+
+	t.Run("approved, holder dead, nobody re-sends", func(t *testing.T) {
+		a, kill := startKillableGateway(t, cfg, env)
+		const args = `{"n":1,"case":"never-re-sent"}`
+		ch := callAsync(t.Context(), a.connect(t, nil, nil), toolCall("t__progress", args))
+		p := awaitPendingArgs(t, b.Admin, args)
+		if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		mustReview(t, b.Admin, p.ID, "approve", "")
+		kill()
+		if r := await(t, ch); r.err == nil {
+			t.Fatalf("the call returned %v after its gateway was killed, want a transport error", text(r.res))
+		}
+		// The approval is not kept forever, nor dropped silently: once
+		// valid_for (2 s) passes it ends, and the approver is told.
+		end := approvalAt(t, b.Admin, p.ID)
+		for deadline := time.Now().Add(waitFor(t)); end.State == "approved" && time.Now().Before(deadline); time.Sleep(pollEvery) {
+			end = approvalAt(t, b.Admin, p.ID)
+		}
+		t.Logf("approval %s ended %s (%s)", p.ID, end.State, end.Reason)
+		if end.State != "expired" {
+			t.Fatalf("approval %s is %s, want expired", p.ID, end.State)
+		}
+		rc.waitEvent(t, p.ID, "expired", "")
+		if n := countRecord(t, record, "progress "+args); n != 0 {
+			t.Errorf("the call ran %d times, want never", n)
+		}
+		if out := mustCLI(t, b.Admin, "show", p.ID); !strings.Contains(out, "expired") {
+			t.Errorf("approvals show on B:\n%s\nwant it expired", out)
 		}
 	})
 }
