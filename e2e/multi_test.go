@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -412,4 +414,65 @@ func followLag(t *testing.T, cs *mcp.ClientSession, want bool) time.Duration {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return time.Since(start)
+}
+
+// TestWatchOnOtherInstance: an approver follows the inbox's event stream
+// (`toolgate approvals watch`, a process) through instance B while the call
+// is held on A: B prints A's request, its approval made through A, and,
+// after A is killed mid-dispatch, the outcome "unknown" recorded by B's
+// sweeper: the approver sees that the call may have run rather than
+// nothing.
+func TestWatchOnOtherInstance(t *testing.T) {
+	dsn := freshPGDatabase(t, pgTestDSN(t))
+	rc := startHookReceiver(t, 0)
+	record := filepath.Join(t.TempDir(), "record.log")
+	cfg := killedHolderConfig(record)
+	env := multiEnv(dsn, rc.URL)
+	b := startGateway(t, cfg, env)
+	a, kill := startKillableGateway(t, cfg, env)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bins.toolgate, "approvals", "watch")
+	cmd.Env = append(childEnv(), "TOOLGATE_ADDR="+b.Admin, "TOOLGATE_TOKEN="+approverToken)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	lines, status := make(chan string, 100), make(chan string, 100)
+	go pipeLines(stdout, lines)
+	go pipeLines(stderr, status)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cancel()
+		<-exited // killed by the cancel
+	})
+	waitLine(t, status, "watching approvals at", exited)
+
+	const args = `{"case":"watched-from-b"}`
+	ch := callAsync(t.Context(), a.connect(t, nil, nil), toolCall("t__slow", args))
+	p := awaitPendingArgs(t, a.Admin, args)
+	if l := waitLine(t, lines, " requested ", exited); !strings.Contains(l, p.ID) {
+		t.Errorf("watch on B printed %q, want A's request %s", l, p.ID)
+	}
+	mustReview(t, a.Admin, p.ID, "approve", "")
+	if l := waitLine(t, lines, " approved ", exited); !strings.Contains(l, p.ID) || !strings.Contains(l, "by "+approverID) {
+		t.Errorf("watch on B printed %q for the approval made through A", l)
+	}
+	waitRecord(t, record, "slow started "+args)
+	kill()
+	if r := await(t, ch); r.err == nil {
+		t.Fatalf("the call returned %v after its gateway was killed, want a transport error", text(r.res))
+	}
+	if l := waitLine(t, lines, " dispatched ", exited); !strings.Contains(l, p.ID) || !strings.Contains(l, "outcome unknown") {
+		t.Errorf("watch on B printed %q, want the dispatch of %s with outcome unknown", l, p.ID)
+	}
 }
