@@ -342,6 +342,35 @@ func TestKilledHolderOnPostgres(t *testing.T) {
 			t.Errorf("approvals show on B:\n%s\nwant it expired", out)
 		}
 	})
+
+	t.Run("holder stopped with SIGTERM", func(t *testing.T) {
+		a, _ := startKillableGateway(t, cfg, env)
+		const args = `{"case":"rolling-restart"}`
+		ch := callAsync(t.Context(), a.connect(t, nil, nil), toolCall("t__echo_raw", args))
+		p := awaitPendingArgs(t, b.Admin, args)
+		if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if msg := resultText(await(t, ch)); !strings.Contains(msg, "shutting down") {
+			t.Errorf("the held call on the stopping instance was answered %q, want that the gateway is shutting down", msg)
+		}
+		<-a.exited
+		// The claim was released: the identical re-send on B continues the
+		// same request (approved before or after it arrives) and runs once.
+		start := time.Now()
+		re := callAsync(t.Context(), onB, toolCall("t__echo_raw", args))
+		mustCLI(t, b.Admin, "approve", p.ID)
+		if got := mustOK(t, await(t, re)); got != args {
+			t.Errorf("re-send on B returned %q, want %q", got, args)
+		}
+		t.Logf("re-send on B held, approved and answered %v after the stop", time.Since(start).Round(time.Millisecond))
+		if n := countRecord(t, record, "echo_raw "+args); n != 1 {
+			t.Errorf("the call ran %d times, want once", n)
+		}
+		if got := approvals(t, b.Admin, "pending"); len(got) != 0 {
+			t.Errorf("the re-send asked for a new approval: %+v", got)
+		}
+	})
 }
 
 // policyFollowBound is how soon after `toolgate policy propose` returned
