@@ -61,6 +61,13 @@ type Config struct {
 	// WatchInterval is how often Watch reads PRAGMA data_version on SQLite;
 	// 0 means DefaultWatchInterval. Postgres ignores it.
 	WatchInterval time.Duration
+	// IdleInTx is the Postgres idle_in_transaction_session_timeout of the
+	// pools' connections (the main pool, the lease and admin pools): the
+	// server ends a session that stays inside a transaction without sending
+	// anything for that long, and so releases its row locks. 0 means
+	// DefaultIdleInTx; a DSN that sets the parameter itself (options=-c …)
+	// keeps its own. SQLite ignores it.
+	IdleInTx time.Duration
 	// Logger receives debug and warning messages; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock for events whose request records no time of its own
