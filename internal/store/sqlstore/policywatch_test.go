@@ -14,9 +14,9 @@ import (
 
 // TestWatchReportsPolicyRevisions: a policy revision committed through
 // another *DB (another instance) calls WatchFuncs.Policy on the watching
-// one: on Postgres from its NOTIFY alone (the safety poll is an hour), on
-// SQLite from the change feed's policy_changed event. A request's change
-// does not. Before, only the policy store's own 2 s poll noticed it, and
+// one: on Postgres from its NOTIFY alone (the safety poll is an hour; one
+// call comes when the LISTEN is established), on SQLite from the change
+// feed's policy_changed event. A request's change does not. Before, only the policy store's own 2 s poll noticed it, and
 // an instance went on deciding by the old revision until then.
 func TestWatchReportsPolicyRevisions(t *testing.T) {
 	for _, c := range []struct {
@@ -58,6 +58,9 @@ func TestWatchReportsPolicyRevisions(t *testing.T) {
 			}
 			if id := nextChanged(t, changed); id != "" { // the watch has its place in the feed
 				t.Fatalf("first changed(%q), want changed(\"\")", id)
+			}
+			if c.name == "postgres" {
+				wait("once listening") // a revision committed before the LISTEN is read then
 			}
 
 			// A request's creation and decision: no Policy() call.

@@ -41,11 +41,13 @@ func (d *postgresDialect) watch(ctx context.Context, db *DB, w watchFuncs) {
 	call := func(id approval.ID, created, released bool) {
 		mu.Lock()
 		defer mu.Unlock()
-		if id == policyNotice {
+		if id == policyNotice || id == policyListening {
 			if w.policy != nil {
 				w.policy()
 			}
-			w.appended() // the revision's policy_changed event
+			if id == policyNotice {
+				w.appended() // the revision's policy_changed event
+			}
 			return
 		}
 		if !created {
@@ -139,6 +141,9 @@ func (d *postgresDialect) listenOnce(ctx context.Context, db *DB, call func(id a
 	if err := conn.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text`).Scan(&horizon); err != nil {
 		return false, db.wrap("watch: read the snapshot", err)
 	}
+	// A revision committed before the LISTEN sent no notification this
+	// connection saw: the policy's follower reads the current one now.
+	call(policyListening, false, false)
 	_ = catchUp() // logged; catchUpPast reads again until a read succeeds
 	// catchUpPast ends with this connection: its query too, so that a
 	// reconnection never waits for a pool connection or a hung server.
@@ -203,6 +208,10 @@ func (d *postgresDialect) catchUpPast(ctx context.Context, db *DB, horizon strin
 // PolicyChannel: no request has it (ids are UUIDs), and call turns it into
 // policy() and appended().
 const policyNotice approval.ID = "policy revision"
+
+// policyListening is the id listenOnce passes to call once it listens:
+// call turns it into policy() alone.
+const policyListening approval.ID = "policy listening"
 
 // parseNotification reads a payload on Channel, "<id> <state> <type>"
 // (postgresDialect.notifications): the request's id, and whether the

@@ -492,9 +492,10 @@ type WatchFuncs struct {
 	Touched  func()               // as in DB.WatchLogTouched
 	// Policy is called when a new deployment policy revision may have been
 	// committed by any process: on Postgres for each NOTIFY on
-	// PolicyChannel, and on both databases when a read of the change feed
-	// met a policy_changed event (SQLite: within one data_version poll of
-	// the commit). It is called like Changed (one call at a time, never
+	// PolicyChannel and once each time the LISTEN is (re)established (a
+	// revision committed while nobody listened), and on both databases
+	// when a read of the change feed met a policy_changed event (SQLite:
+	// within one data_version poll of the commit). It is called like Changed (one call at a time, never
 	// concurrently with Changed or Appended), must return quickly, and may
 	// be spurious; the caller reads the current revision itself.
 	Policy func()
