@@ -22,7 +22,8 @@ const (
 	maxBackoff = 5 * time.Second
 )
 
-// watch LISTENs on Channel (and PolicyChannel, reported as policy()) on one dedicated connection of its own, opened
+// watch LISTENs on Channel (and on PolicyChannel, reported as policy(),
+// as is each new LISTEN) on one dedicated connection of its own, opened
 // with pgx.Connect outside the pool (application_name
 // WatchApplicationName), reconnecting with a backoff from 100 ms doubling
 // to 5 s and logging a warning; it calls changed(id) and appended() for
