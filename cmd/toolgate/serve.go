@@ -204,7 +204,7 @@ func (t *teardown) run() {
 // policy service; startCore registers their undo steps.
 type core struct {
 	db       *sqlstore.DB
-	watch    func(context.Context, *gate.Gate, func())
+	watch    func(ctx context.Context, g *gate.Gate, changed, policy func())
 	gate     *gate.Gate
 	gw       *gateway.Gateway
 	load     *procs.Load // the MCP requests in flight, for procs.Follow
@@ -381,6 +381,10 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 			c.notes.wake()
 			c.events.Notify()
 			c.trail.Wake()
+		}, func() {
+			if c.policies != nil {
+				c.policies.Wake() // another instance's revision: in force before the next poll
+			}
 		})
 		return nil
 	})
@@ -484,8 +488,9 @@ func (c *lazyCatalog) ItemDigest(kind, server, name string) (string, bool) {
 // read when SQLite's PRAGMA data_version moves, or on Postgres after each
 // reconnect and every storage.poll, with NOTIFY waking a held call at once
 // (sqlstore.DB.Watch); the watch wakes the gate's held calls and calls
-// changed.
-func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (*sqlstore.DB, func(context.Context, *gate.Gate, func()), error) {
+// changed, and calls policy when a new deployment policy revision may have
+// been committed.
+func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (*sqlstore.DB, func(ctx context.Context, g *gate.Gate, changed, policy func()), error) {
 	_, statErr := os.Stat(cfg.Path)
 	existed := cfg.Path != "" && statErr == nil
 	db, err := sqlstore.Open(ctx, sqlstore.Config{
@@ -506,18 +511,23 @@ func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (*sqls
 	default:
 		log.InfoContext(ctx, "new, empty store created; schema migrations are applied", "driver", db.Driver(), "path", absPath(cfg.Path))
 	}
-	return db, func(ctx context.Context, g *gate.Gate, changed func()) {
-		db.WatchLogTouched(ctx, func(id approval.ID) {
-			if id == "" {
-				g.WakeAll() // anything may have changed
-				changed()
-			} else {
-				g.Wake(id)
-			}
-		}, func() {
-			g.Changed() // a new request: the sweeper's next due time may be earlier
-			changed()   // new events for the notification outbox and the audit chain
-		}, g.Touched) // SQLite: a commit the log may not show (a lease's release)
+	return db, func(ctx context.Context, g *gate.Gate, changed, policy func()) {
+		db.WatchEvents(ctx, sqlstore.WatchFuncs{
+			Changed: func(id approval.ID) {
+				if id == "" {
+					g.WakeAll() // anything may have changed
+					changed()
+				} else {
+					g.Wake(id)
+				}
+			},
+			Appended: func() {
+				g.Changed() // a new request: the sweeper's next due time may be earlier
+				changed()   // new events for the notification outbox and the audit chain
+			},
+			Touched: g.Touched, // SQLite: a commit the log may not show (a lease's release)
+			Policy:  policy,
+		})
 	}, nil
 }
 

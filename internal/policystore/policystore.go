@@ -79,6 +79,8 @@ type Service struct {
 
 	mu        sync.Mutex // serializes install
 	installed int64      // newest revision passed to Install
+
+	wake chan struct{} // Wake's signal to Follow; one pending at most
 }
 
 // New returns a Service over s.
@@ -102,7 +104,7 @@ func New(s store.Store, opts *Options) *Service {
 	if o.Poll <= 0 {
 		o.Poll = DefaultPoll
 	}
-	return &Service{store: s, opts: o, log: o.Logger}
+	return &Service{store: s, opts: o, log: o.Logger, wake: make(chan struct{}, 1)}
 }
 
 // Parse decodes a policy from YAML or JSON text (JSON is YAML), refusing
@@ -223,9 +225,20 @@ func (s *Service) Sync(ctx context.Context) error {
 	return s.install(ctx, cur)
 }
 
-// Follow calls Sync every Options.Poll until ctx is done, logging errors
-// (the policy in force stays), so this instance follows revisions made by
-// others.
+// Wake makes Follow call Sync now instead of at its next poll: the store
+// announced a new revision (sqlstore.WatchFuncs.Policy). It never blocks;
+// wakes that come while one is pending count once.
+func (s *Service) Wake() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Follow calls Sync every Options.Poll, and whenever Wake is called, until
+// ctx is done, logging errors (the policy in force stays), so this
+// instance follows revisions made by others: at once when the store
+// announces them, at the next poll when an announcement was lost.
 func (s *Service) Follow(ctx context.Context) {
 	t := time.NewTicker(s.opts.Poll)
 	defer t.Stop()
@@ -235,6 +248,7 @@ func (s *Service) Follow(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-s.wake:
 		}
 		if err := s.Sync(ctx); err != nil && ctx.Err() == nil {
 			if !failing {

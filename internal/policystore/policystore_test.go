@@ -1,6 +1,7 @@
 package policystore_test
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -205,6 +206,49 @@ func TestSyncFollowsAnotherInstance(t *testing.T) {
 		}
 		if got := in2.effect(t, "sh", "run"); got != policy.Deny || two.Installed() != 2 {
 			t.Errorf("after Sync, instance two has sh/run %s at revision %d, want deny at 2", got, two.Installed())
+		}
+	})
+}
+
+// TestWakeSyncsFollow: Follow, whose poll is an hour, installs another
+// instance's revision when woken (what the store's watch does on its
+// announcement), and a Wake while one is pending does not block.
+func TestWakeSyncsFollow(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		ctx := t.Context()
+		var in2 installs
+		installed := make(chan int64, 4)
+		one := policystore.New(db, nil)
+		two := policystore.New(db, &policystore.Options{Poll: time.Hour, Install: func(rev store.PolicyRevision, p *policy.Policy) {
+			in2.install(rev, p)
+			installed <- rev.Revision
+		}})
+		if _, err := one.Bootstrap(ctx, mustParse(t, base), "config"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := two.Bootstrap(ctx, mustParse(t, base), "config"); err != nil {
+			t.Fatal(err)
+		}
+		if got := <-installed; got != 1 {
+			t.Fatalf("bootstrap installed revision %d, want 1", got)
+		}
+		fctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); two.Follow(fctx) }()
+		defer func() { cancel(); <-done }()
+		if _, err := one.Propose(ctx, alice, 1, mustParse(t, narrower)); err != nil {
+			t.Fatal(err)
+		}
+		two.Wake()
+		two.Wake() // one pending already: returns at once
+		select {
+		case got := <-installed:
+			if got != 2 || in2.effect(t, "sh", "run") != policy.Deny {
+				t.Errorf("woken Follow installed revision %d, want 2 with sh/run denied", got)
+			}
+		case <-time.After(30 * time.Second): // a hang guard; the poll is an hour
+			t.Fatal("Wake did not make Follow install revision 2")
 		}
 	})
 }

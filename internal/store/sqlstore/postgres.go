@@ -44,6 +44,17 @@ const LeaseApplicationName = "toolgate-lease"
 // created) can take longer than a lease period and let the leases lapse.
 const LeaseConns = 1
 
+// DefaultIdleInTx is Config.IdleInTx's default. toolgate's transactions
+// send their statements back to back (milliseconds apart); a session idle
+// inside one for this long belongs to a process that stopped (a paused VM,
+// SIGSTOP, a stalled host) while holding row locks, such as its lease
+// renewal's lock on its instance lease, which every decision and take-over
+// of the requests it holds waits for. Without a bound they waited until
+// that process resumed or its TCP connection was declared dead (hours with
+// the kernel's default keep-alive), although its leases had lapsed long
+// before (branch multi37).
+const DefaultIdleInTx = 10 * time.Second
+
 // AdminApplicationName is the application_name of the connections reserved
 // for the admin API's reads (see AdminConns), as pg_stat_activity shows it.
 const AdminApplicationName = "toolgate-admin"
@@ -110,6 +121,14 @@ func openPostgres(ctx context.Context, cfg Config) (main, lease, admin *sql.DB, 
 	pcfg.ShouldPing = func(ctx context.Context, _ pgxpool.ShouldPingParams) bool { return ctx.Value(skipPing{}) == nil }
 	if pcfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		pcfg.ConnConfig.RuntimeParams["application_name"] = PoolApplicationName
+	}
+	if !strings.Contains(pcfg.ConnConfig.RuntimeParams["options"], "idle_in_transaction_session_timeout") &&
+		pcfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] == "" {
+		idle := cfg.IdleInTx
+		if idle <= 0 {
+			idle = DefaultIdleInTx
+		}
+		pcfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(idle.Milliseconds(), 10)
 	}
 	d := &postgresDialect{listen: pcfg.ConnConfig.Copy(), poll: cfg.Poll, readCommitted: sql.TxOptions{Isolation: sql.LevelReadCommitted}}
 	d.listen.RuntimeParams["application_name"] = WatchApplicationName

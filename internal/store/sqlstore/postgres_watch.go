@@ -22,7 +22,8 @@ const (
 	maxBackoff = 5 * time.Second
 )
 
-// watch LISTENs on Channel on one dedicated connection of its own, opened
+// watch LISTENs on Channel (and on PolicyChannel, reported as policy(),
+// as is each new LISTEN) on one dedicated connection of its own, opened
 // with pgx.Connect outside the pool (application_name
 // WatchApplicationName), reconnecting with a backoff from 100 ms doubling
 // to 5 s and logging a warning; it calls changed(id) and appended() for
@@ -41,6 +42,15 @@ func (d *postgresDialect) watch(ctx context.Context, db *DB, w watchFuncs) {
 	call := func(id approval.ID, created, released bool) {
 		mu.Lock()
 		defer mu.Unlock()
+		if id == policyNotice || id == policyListening {
+			if w.policy != nil {
+				w.policy()
+			}
+			if id == policyNotice {
+				w.appended() // the revision's policy_changed event
+			}
+			return
+		}
 		if !created {
 			w.changed(id)
 		}
@@ -120,7 +130,7 @@ func (d *postgresDialect) listenOnce(ctx context.Context, db *DB, call func(id a
 		defer cancel()
 		_ = conn.Close(closeCtx)
 	}()
-	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{Channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{Channel}.Sanitize()+`; LISTEN `+pgx.Identifier{PolicyChannel}.Sanitize()); err != nil {
 		return false, db.wrap("watch: listen", err)
 	}
 	// Every transaction that committed before the LISTEN has an xid below
@@ -132,6 +142,9 @@ func (d *postgresDialect) listenOnce(ctx context.Context, db *DB, call func(id a
 	if err := conn.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text`).Scan(&horizon); err != nil {
 		return false, db.wrap("watch: read the snapshot", err)
 	}
+	// A revision committed before the LISTEN sent no notification this
+	// connection saw: the policy's follower reads the current one now.
+	call(policyListening, false, false)
 	_ = catchUp() // logged; catchUpPast reads again until a read succeeds
 	// catchUpPast ends with this connection: its query too, so that a
 	// reconnection never waits for a pool connection or a hung server.
@@ -143,6 +156,10 @@ func (d *postgresDialect) listenOnce(ctx context.Context, db *DB, call func(id a
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return true, db.wrap("watch: wait for notification", err)
+		}
+		if n.Channel == PolicyChannel {
+			call(policyNotice, false, false)
+			continue
 		}
 		if n.Channel != Channel {
 			continue
@@ -187,6 +204,15 @@ func (d *postgresDialect) catchUpPast(ctx context.Context, db *DB, horizon strin
 		wait = min(2*wait, d.poll)
 	}
 }
+
+// policyNotice is the id listenOnce passes to call for a notification on
+// PolicyChannel: no request has it (ids are UUIDs), and call turns it into
+// policy() and appended().
+const policyNotice approval.ID = "policy revision"
+
+// policyListening is the id listenOnce passes to call once it listens:
+// call turns it into policy() alone.
+const policyListening approval.ID = "policy listening"
 
 // parseNotification reads a payload on Channel, "<id> <state> <type>"
 // (postgresDialect.notifications): the request's id, and whether the

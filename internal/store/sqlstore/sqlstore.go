@@ -61,6 +61,13 @@ type Config struct {
 	// WatchInterval is how often Watch reads PRAGMA data_version on SQLite;
 	// 0 means DefaultWatchInterval. Postgres ignores it.
 	WatchInterval time.Duration
+	// IdleInTx is the Postgres idle_in_transaction_session_timeout of the
+	// pools' connections (the main pool, the lease and admin pools): the
+	// server ends a session that stays inside a transaction without sending
+	// anything for that long, and so releases its row locks. 0 means
+	// DefaultIdleInTx; a DSN that sets the parameter itself (options=-c …)
+	// keeps its own. SQLite ignores it.
+	IdleInTx time.Duration
 	// Logger receives debug and warning messages; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock for events whose request records no time of its own
@@ -474,6 +481,29 @@ func (db *DB) WatchLog(ctx context.Context, changed func(id approval.ID), append
 // while it runs ask for one more call after it, not one each (see
 // touchWorker). WatchLogTouched returns once the touched in flight did.
 func (db *DB) WatchLogTouched(ctx context.Context, changed func(id approval.ID), appended, touched func()) {
+	db.WatchEvents(ctx, WatchFuncs{Changed: changed, Appended: appended, Touched: touched})
+}
+
+// WatchFuncs are the callbacks of DB.WatchEvents. Changed and Appended
+// are required; Touched and Policy may be nil.
+type WatchFuncs struct {
+	Changed  func(id approval.ID) // as in DB.Watch
+	Appended func()               // as in DB.WatchLog
+	Touched  func()               // as in DB.WatchLogTouched
+	// Policy is called when a new deployment policy revision may have been
+	// committed by any process: on Postgres for each NOTIFY on
+	// PolicyChannel and once each time the LISTEN is (re)established (a
+	// revision committed while nobody listened), and on both databases
+	// when a read of the change feed met a policy_changed event (SQLite:
+	// within one data_version poll of the commit). It is called like Changed (one call at a time, never
+	// concurrently with Changed or Appended), must return quickly, and may
+	// be spurious; the caller reads the current revision itself.
+	Policy func()
+}
+
+// WatchEvents is WatchLogTouched with the callbacks in w, Policy among
+// them.
+func (db *DB) WatchEvents(ctx context.Context, w WatchFuncs) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -484,7 +514,7 @@ func (db *DB) WatchLogTouched(ctx context.Context, changed func(id approval.ID),
 		case <-ctx.Done():
 		}
 	})
-	db.d.watch(ctx, db, watchFuncs{changed: changed, appended: appended, touched: touched})
+	db.d.watch(ctx, db, watchFuncs{changed: w.Changed, appended: w.Appended, touched: w.Touched, policy: w.Policy})
 	cancel()
 	wg.Wait()
 }

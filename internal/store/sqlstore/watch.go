@@ -18,6 +18,9 @@ type watchFuncs struct {
 	// another connection, once its events were reported, from a goroutine
 	// of its own (touchWorker, DB.WatchLogTouched).
 	touched func()
+	// policy, when not nil, is called like changed when a deployment policy
+	// revision may have been committed (WatchFuncs.Policy).
+	policy func()
 }
 
 // A follower keeps Watch's place in the change feed and turns the events
@@ -32,7 +35,8 @@ type follower struct {
 // end of the feed as its position and calls changed("") (whatever changed
 // before is re-read by the caller); later calls read the feed from the
 // position on and call changed(id) for each request with new events other
-// than its creation, and appended() after a page with any event. On an
+// than its creation, appended() after a page with any event, and policy()
+// after a page with a policy_changed event. On an
 // error the position stays where it was, so the next call catches up:
 // nothing is missed across failures.
 func (f *follower) sync(ctx context.Context, w watchFuncs) error {
@@ -55,13 +59,18 @@ func (f *follower) sync(ctx context.Context, w watchFuncs) error {
 			w.appended()
 		}
 		seen := make(map[approval.ID]bool, len(evs))
+		policy := false
 		for _, ev := range evs {
+			policy = policy || ev.Type == store.EventPolicyChanged
 			// A request's creation changes nothing anyone waits on: a
 			// waiter starts from the created request.
 			if ev.RequestID != "" && ev.Type != approval.EventRequested && !seen[ev.RequestID] {
 				seen[ev.RequestID] = true
 				w.changed(ev.RequestID)
 			}
+		}
+		if policy && w.policy != nil {
+			w.policy()
 		}
 		if len(evs) < watchPage {
 			return nil
