@@ -380,17 +380,14 @@ func TestKilledHolderOnPostgres(t *testing.T) {
 	})
 }
 
-// policyFollowBound is how soon after `toolgate policy propose` returned
-// the other instance must decide by the new revision. It bounds the wake-up
-// (a NOTIFY, then one read of the current revision), not the safety poll
-// (2 s), which the test would otherwise pass by luck one time in seven.
-const policyFollowBound = 300 * time.Millisecond
-
 // TestPolicyChangeReachesOtherInstance: with policy.source: store on two
 // instances sharing Postgres, a narrowing revision made through A is in
-// force on B by its next decision: B refuses the agent's call at once, not
-// after its next poll of the policy store. The widening that follows (an
-// approved proposal, applied through B's approval) is in force on A as soon.
+// force on B: B refuses the agent's call. The widening that follows (an
+// approved proposal, applied through B's approval) comes into force on A.
+// How soon is logged, not asserted (never a timed test): that the store's
+// announcement wakes the follower instead of its 2 s poll is shown without
+// a clock by TestWakeSyncsFollow (policystore, an hour's poll) and
+// TestWatchReportsPolicyRevisions (sqlstore, no poll).
 func TestPolicyChangeReachesOtherInstance(t *testing.T) {
 	dsn := freshPGDatabase(t, pgTestDSN(t))
 	dir := t.TempDir()
@@ -421,9 +418,6 @@ storage:
 	}
 	lag := followLag(t, onB, false)
 	t.Logf("B refused t__echo_raw %v after the narrowing made through A returned", lag)
-	if lag > policyFollowBound {
-		t.Errorf("B followed the narrowing revision %v after it was made, want within %v", lag, policyFollowBound)
-	}
 
 	out = mustToolgate(t, b.Admin, aliceToken, "policy", "propose", "--base", "2", writePolicyFile(t, dir, "wide.yaml", policyEchoAllowed))
 	m := approvalIDRe.FindStringSubmatch(out)
@@ -433,9 +427,6 @@ storage:
 	mustToolgate(t, b.Admin, carolToken, "approvals", "approve", m[1])
 	lag = followLag(t, onA, true)
 	t.Logf("A allowed t__echo_raw %v after the widening approved through B returned", lag)
-	if lag > policyFollowBound {
-		t.Errorf("A followed the approved widening %v after it applied, want within %v", lag, policyFollowBound)
-	}
 }
 
 // followLag calls t__echo_raw through cs until its being allowed is want,
