@@ -325,7 +325,7 @@ func (u *upstream) connectAt(ctx context.Context, client *mcp.Client, owner *age
 	cs, err := client.Connect(ctx, t, opts)
 	if err != nil {
 		_ = p.Close()
-		if xe := p.exitError(0); xe != nil {
+		if xe := p.startError(); xe != nil {
 			err = fmt.Errorf("%w (%w)", err, xe)
 		}
 		return nil, fmt.Errorf("initialize %s: %w", u.cfg.Command, err)
