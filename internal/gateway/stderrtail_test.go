@@ -36,6 +36,9 @@ func TestStdioStartFailureSaysWhy(t *testing.T) {
 	g := newGateway(t, []ServerConfig{dying, {Name: "up", URL: httpUpstream(t, newUpstreamServer(nil))}}, allowAll(),
 		&Options{RestartMin: time.Hour, HealthInterval: time.Hour, TerminateGrace: 10 * time.Second, Logger: logs.logger()})
 	logs.waitFor(t, `msg="upstream unavailable; reconnecting" server=fs`)
+	// The child's own lines are logged too, every one (drained from the
+	// start, not only once the first connects are over).
+	logs.waitFor(t, `msg="upstream stderr" server=fs line="line one"`)
 
 	var warn string
 	for line := range strings.SplitSeq(logs.String(), "\n") {

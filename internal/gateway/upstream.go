@@ -343,9 +343,6 @@ func (u *upstream) run(ctx context.Context, first *upConn) {
 	defer u.notify.close()
 	defer u.closeAgents()
 	defer u.closeModern()
-	if u.stderr != nil {
-		wg.Go(func() { u.stderr.run(ctx) })
-	}
 	defer wg.Wait()
 	if u.http != nil {
 		defer u.http.CloseIdleConnections()
