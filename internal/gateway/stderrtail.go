@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"toolgate/internal/approval"
@@ -33,7 +34,8 @@ const tailEnvMin = 8
 // arguments: only a start's failure quotes it, and no call has been sent by
 // then. Write never fails and never blocks for long.
 type stderrTail struct {
-	env map[string]string // the child's complete environment, for redaction
+	env     map[string]string // the child's complete environment, for redaction
+	stopped atomic.Bool       // the start succeeded: nothing more is kept
 
 	mu       sync.Mutex
 	lines    []string // guarded by mu: the last complete lines, oldest first
@@ -48,6 +50,9 @@ func newStderrTail(env map[string]string) *stderrTail {
 // Write implements io.Writer: it splits p into lines as stderrLog does
 // (each kept to maxStderrLine bytes) and keeps the last tailLines.
 func (t *stderrTail) Write(p []byte) (int, error) {
+	if t.stopped.Load() {
+		return len(p), nil
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := len(p)
@@ -77,6 +82,15 @@ func (t *stderrTail) Write(p []byte) (int, error) {
 		p = p[i+1:]
 	}
 	return n, nil
+}
+
+// stop ends the keeping, once the child has started: only a failed start
+// quotes the tail, and a running child's lines are not copied twice.
+func (t *stderrTail) stop() {
+	t.stopped.Store(true)
+	t.mu.Lock()
+	t.lines, t.cur = nil, nil
+	t.mu.Unlock()
 }
 
 // keep moves the current line to lines. t.mu must be held.

@@ -116,4 +116,9 @@ func TestStderrTailBounds(t *testing.T) {
 	if got := newStderrTail(nil).text(); got != "" {
 		t.Errorf("empty tail reads %q", got)
 	}
+	tail.stop()
+	fmt.Fprintf(tail, "after the start\n")
+	if got := tail.text(); got != "" {
+		t.Errorf("a stopped tail reads %q", got)
+	}
 }

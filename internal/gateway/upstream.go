@@ -330,6 +330,7 @@ func (u *upstream) connectAt(ctx context.Context, client *mcp.Client, owner *age
 		}
 		return nil, fmt.Errorf("initialize %s: %w", u.cfg.Command, err)
 	}
+	p.tail.stop()
 	return &upConn{cs: cs, proc: p, raw: raw}, nil
 }
 
