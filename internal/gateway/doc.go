@@ -7,7 +7,8 @@
 //     or Streamable HTTP), reconnected with backoff; per-call timeout; the
 //     one retry after an HTTP 404 for a stale upstream session (case C03).
 //   - process.go, stderr.go: the stdio child process and the draining of its
-//     stderr into the log (case C08).
+//     stderr into the log (case C08); stderrtail.go: its last stderr lines,
+//     redacted, quoted by the error of a start that failed.
 //   - rawcap.go: capture of the raw result bytes, so structuredContent and
 //     _meta keep their exact number literals (notes §6).
 //   - catalog.go: the tool catalog, exposed as "<server>__<tool>", with a

@@ -436,7 +436,14 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 	}
 
 	for _, sc := range servers {
-		g.ups[sc.Name] = newUpstream(sc, g)
+		u := newUpstream(sc, g)
+		g.ups[sc.Name] = u
+		if u.stderr != nil {
+			// Drained from now on, so that the lines of a child that
+			// fails its first start are logged as they come, before the
+			// warning that it is unavailable (which quotes the last ones).
+			g.wg.Go(func() { u.stderr.run(root) })
+		}
 	}
 
 	// Connect every upstream in parallel; each reports its own outcome.
@@ -498,6 +505,7 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 			}
 		}
 		stop()
+		g.wg.Wait() // the stderr drains
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	var items []serverItems

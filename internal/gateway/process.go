@@ -43,6 +43,8 @@ type process struct {
 	finisher bool
 	queued   [][]byte
 
+	tail *stderrTail // the last lines of its stderr (stderrtail.go)
+
 	exited  chan struct{} // closed when the process has been waited for
 	exitErr error         // set before exited is closed
 
@@ -72,7 +74,8 @@ func startProcess(cfg ServerConfig, stderr io.Writer, grace time.Duration) (*pro
 	}
 	slices.Sort(env)
 	cmd.Env = env
-	cmd.Stderr = stderr
+	tail := newStderrTail(cfg.Env)
+	cmd.Stderr = io.MultiWriter(stderr, tail)
 	// Wait would otherwise wait for a grandchild that keeps stderr open.
 	cmd.WaitDelay = grace
 	stdin, err := cmd.StdinPipe()
@@ -86,7 +89,7 @@ func startProcess(cfg ServerConfig, stderr io.Writer, grace time.Duration) (*pro
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", cfg.Command, err)
 	}
-	p := &process{cmd: cmd, stdin: stdin, stdout: stdout, in: stdin, out: stdout, grace: grace, exited: make(chan struct{}), writeSem: make(chan struct{}, 1)}
+	p := &process{cmd: cmd, stdin: stdin, stdout: stdout, in: stdin, out: stdout, grace: grace, tail: tail, exited: make(chan struct{}), writeSem: make(chan struct{}, 1)}
 	if rf := rawPipe(stdin); rf != nil {
 		p.in, p.inNow = rf, rf
 	}
@@ -146,6 +149,11 @@ func (p *process) Close() error {
 }
 
 func (p *process) waitExit(d time.Duration) bool {
+	select {
+	case <-p.exited:
+		return true // also for d 0: the select below may pick the timer
+	default:
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -153,6 +161,24 @@ func (p *process) waitExit(d time.Duration) bool {
 		return true
 	case <-t.C:
 		return false
+	}
+}
+
+// startError returns why the process failed its start, once it has been
+// closed: how it ended (exitError) and the last lines of its stderr, or nil
+// if neither is known. Only a start's failure quotes stderr: the lines
+// of a child that ran calls may hold their data, and were logged as they
+// came.
+func (p *process) startError() error {
+	xe := p.exitError(0)
+	tail := p.tail.text()
+	switch {
+	case tail == "":
+		return xe
+	case xe == nil:
+		return fmt.Errorf("its stderr ended with: %s", tail)
+	default:
+		return fmt.Errorf("%w; its stderr ended with: %s", xe, tail)
 	}
 }
 

@@ -326,11 +326,12 @@ func (u *upstream) connectAt(ctx context.Context, client *mcp.Client, owner *age
 	cs, err := client.Connect(ctx, t, opts)
 	if err != nil {
 		_ = p.Close()
-		if xe := p.exitError(0); xe != nil {
+		if xe := p.startError(); xe != nil {
 			err = fmt.Errorf("%w (%w)", err, xe)
 		}
 		return nil, fmt.Errorf("initialize %s: %w", u.cfg.Command, err)
 	}
+	p.tail.stop()
 	return &upConn{cs: cs, proc: p, raw: raw}, nil
 }
 
@@ -344,9 +345,6 @@ func (u *upstream) run(ctx context.Context, first *upConn) {
 	defer u.notify.close()
 	defer u.closeAgents()
 	defer u.closeModern()
-	if u.stderr != nil {
-		wg.Go(func() { u.stderr.run(ctx) })
-	}
 	defer wg.Wait()
 	if u.http != nil {
 		defer u.http.CloseIdleConnections()

@@ -1,0 +1,183 @@
+package gateway
+
+import (
+	"bytes"
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"toolgate/internal/approval"
+)
+
+// What of a stdio child's stderr a failed start quotes (stderrTail.text):
+// its last tailLines lines, each cut to tailLineBytes and all of them to
+// tailBytes, after redaction.
+const (
+	tailLines     = 5
+	tailLineBytes = 400
+	tailBytes     = 1024
+)
+
+// tailEnvMin is the shortest value of the child's environment that its
+// quoted stderr shows as "[redacted: $NAME]": shorter ones ("1", "/root")
+// would hide too much of a path or a number and are rarely secrets.
+const tailEnvMin = 8
+
+// A stderrTail keeps the last lines of one stdio child's stderr, so that a
+// child that dies while it starts can say why in the error of the failed
+// connect (issue 13's neighbour: the quickstart's filesystem server run from
+// another directory). It sees what the child wrote, never a tool's
+// arguments: only a start's failure quotes it, and no call has been sent by
+// then. Write never fails and never blocks for long.
+type stderrTail struct {
+	env     map[string]string // the child's complete environment, for redaction
+	stopped atomic.Bool       // the start succeeded: nothing more is kept
+
+	mu       sync.Mutex
+	lines    []string // guarded by mu: the last complete lines, oldest first
+	cur      []byte   // guarded by mu: the current partial line
+	skipping bool     // guarded by mu: discarding the rest of a too long line
+}
+
+func newStderrTail(env map[string]string) *stderrTail {
+	return &stderrTail{env: env}
+}
+
+// Write implements io.Writer: it splits p into lines as stderrLog does
+// (each kept to maxStderrLine bytes) and keeps the last tailLines.
+func (t *stderrTail) Write(p []byte) (int, error) {
+	if t.stopped.Load() {
+		return len(p), nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		chunk := p
+		if i >= 0 {
+			chunk = p[:i]
+		}
+		if !t.skipping {
+			room := maxStderrLine - len(t.cur)
+			if len(chunk) > room {
+				t.cur = append(t.cur, chunk[:room]...)
+				t.keep()
+				t.skipping = true
+			} else {
+				t.cur = append(t.cur, chunk...)
+			}
+		}
+		if i < 0 {
+			break
+		}
+		if !t.skipping {
+			t.keep()
+		}
+		t.skipping = false
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+// stop ends the keeping, once the child has started: only a failed start
+// quotes the tail, and a running child's lines are not copied twice.
+func (t *stderrTail) stop() {
+	t.stopped.Store(true)
+	t.mu.Lock()
+	t.lines, t.cur = nil, nil
+	t.mu.Unlock()
+}
+
+// keep moves the current line to lines. t.mu must be held.
+func (t *stderrTail) keep() {
+	line := string(bytes.TrimSuffix(t.cur, []byte("\r")))
+	t.cur = t.cur[:0]
+	if strings.TrimSpace(line) == "" {
+		return // a blank line explains nothing and would push out one that does
+	}
+	if len(t.lines) == tailLines {
+		t.lines = slices.Delete(t.lines, 0, 1)
+	}
+	t.lines = append(t.lines, line)
+}
+
+// text returns the kept lines (and a last line without its newline), each
+// redacted, quoted and cut, newest kept when they exceed tailBytes, joined
+// by " | "; "" when the child wrote nothing but blank lines.
+func (t *stderrTail) text() string {
+	t.mu.Lock()
+	lines := slices.Clone(t.lines)
+	if s := strings.TrimSpace(string(t.cur)); s != "" && !t.skipping {
+		lines = append(lines, string(t.cur))
+	}
+	t.mu.Unlock()
+	if len(lines) > tailLines {
+		lines = lines[len(lines)-tailLines:]
+	}
+	var out []string
+	size := 0
+	for i := len(lines) - 1; i >= 0; i-- {
+		q := strconv.Quote(cutUTF8(t.redact(lines[i]), tailLineBytes))
+		if size+len(q) > tailBytes && len(out) > 0 {
+			break
+		}
+		out = append(out, q)
+		size += len(q) + 3
+	}
+	slices.Reverse(out)
+	return strings.Join(out, " | ")
+}
+
+// redact hides in line the values of the child's environment (tailEnvMin
+// bytes or longer, longest first: the child may print its own environment,
+// which holds the credentials it was given) and text shaped like a secret
+// (approval.DefaultRedaction's patterns, as approvers' display copies).
+func (t *stderrTail) redact(line string) string {
+	names := make([]string, 0, len(t.env))
+	for k, v := range t.env {
+		if len(v) >= tailEnvMin {
+			names = append(names, k)
+		}
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(cmp.Compare(len(t.env[b]), len(t.env[a])), cmp.Compare(a, b))
+	})
+	for _, k := range names {
+		line = strings.ReplaceAll(line, t.env[k], "[redacted: $"+k+"]")
+	}
+	for _, re := range approval.DefaultRedaction().Patterns {
+		line = re.ReplaceAllStringFunc(line, func(string) string {
+			return "[redacted: looks like " + secretWhat(re.SubexpNames()) + "]"
+		})
+	}
+	return line
+}
+
+// secretWhat names what a redaction pattern finds, from its first named
+// group ("a_GitHub_token" says "a GitHub token").
+func secretWhat(names []string) string {
+	for _, n := range names {
+		if n != "" {
+			return strings.ReplaceAll(n, "_", " ")
+		}
+	}
+	return "a secret"
+}
+
+// cutUTF8 returns s cut to at most n bytes on a rune boundary, with "…"
+// when something was cut.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
+}

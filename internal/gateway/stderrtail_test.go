@@ -1,0 +1,124 @@
+package gateway
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// dyingScript is a stdio upstream that explains on stderr why it cannot
+// start, echoing its own credentials on the way, and exits with status 3
+// before it reads initialize (the quickstart's filesystem server given a
+// relative directory, started from elsewhere).
+const dyingScript = `echo "line one" >&2
+echo "line two" >&2
+echo >&2
+echo "env: API_TOKEN=$API_TOKEN" >&2
+echo "using ghp_abcdefghijklmnopqrstuvwxyz0123456789" >&2
+echo "Error: ENOENT: no such file or directory, stat 'examples/sandbox'" >&2
+echo "Usage: mcp-server-filesystem [allowed-directory] [additional-directories...]" >&2
+printf 'exiting' >&2
+exit 3`
+
+// TestStdioStartFailureSaysWhy: a real child that writes why it fails to
+// stderr and exits before initialize makes ONE warning that says so (its
+// exit status and its last five non-blank stderr lines, with its
+// environment's values and secret-shaped text redacted), and an agent's
+// call of one of its tools is told the same in the "unavailable" text.
+func TestStdioStartFailureSaysWhy(t *testing.T) {
+	const token = "tok-0123456789abcdef"
+	dying := ServerConfig{Name: "fs", Command: "/bin/sh", Args: []string{"-c", dyingScript},
+		Env: map[string]string{"API_TOKEN": token, "PATH": "/usr/bin:/bin"}}
+	var logs logBuffer
+	g := newGateway(t, []ServerConfig{dying, {Name: "up", URL: httpUpstream(t, newUpstreamServer(nil))}}, allowAll(),
+		&Options{RestartMin: time.Hour, HealthInterval: time.Hour, TerminateGrace: 10 * time.Second, Logger: logs.logger()})
+	logs.waitFor(t, `msg="upstream unavailable; reconnecting" server=fs`)
+	// The child's own lines are logged too, every one (drained from the
+	// start, not only once the first connects are over).
+	logs.waitFor(t, `msg="upstream stderr" server=fs line="line one"`)
+
+	var warn string
+	for line := range strings.SplitSeq(logs.String(), "\n") {
+		if strings.Contains(line, `msg="upstream unavailable; reconnecting" server=fs`) {
+			warn = line
+		}
+	}
+	cs := connectHTTP(t, serveHTTP(t, g, nil), aliceToken, nil, nil)
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "fs__read_text_file", Arguments: map[string]any{"path": "notes.txt"}})
+	if err != nil || !res.IsError {
+		t.Fatalf("fs__read_text_file: %+v %v, want an isError result", res, err)
+	}
+	text := textOf(t, res)
+	wantUnavailable(t, "fs", text)
+
+	// The log quotes with slog's escaping, the answer as it is.
+	for where, got := range map[string]string{"log line": warn, "answer": text} {
+		q := func(s string) string {
+			s = fmt.Sprintf("%q", s)
+			if where == "log line" {
+				s = strings.ReplaceAll(s, `"`, `\"`)
+			}
+			return s
+		}
+		for _, want := range []string{
+			"exit status 3",
+			q("env: API_TOKEN=[redacted: $API_TOKEN]"),
+			q("using [redacted: looks like a GitHub token]"),
+			q("Error: ENOENT: no such file or directory, stat 'examples/sandbox'"),
+			q("Usage: mcp-server-filesystem [allowed-directory] [additional-directories...]"),
+			q("exiting"),
+		} {
+			if !strings.Contains(got, want) {
+				t.Errorf("%s %q does not say %s", where, got, want)
+			}
+		}
+		for _, not := range []string{token, "ghp_abc", "line one", "line two", "notes.txt"} {
+			if strings.Contains(got, not) {
+				t.Errorf("%s %q shows %q", where, got, not)
+			}
+		}
+	}
+}
+
+// TestStderrTailBounds: the tail keeps the last five non-blank lines, cuts
+// each to tailLineBytes and drops the oldest past tailBytes, and a line
+// longer than maxStderrLine keeps its start only.
+func TestStderrTailBounds(t *testing.T) {
+	tail := newStderrTail(nil)
+	long := strings.Repeat("é", maxStderrLine) // 2 bytes each: cut at maxStderrLine bytes
+	fmt.Fprintf(tail, "first\n%s\nmid\r\n\n   \n", long)
+	for i := range 3 {
+		fmt.Fprintf(tail, "%c%s\n", 'a'+i, strings.Repeat("x", 300))
+	}
+	got := tail.text()
+	parts := strings.Split(got, " | ")
+	if len(parts) != 4 {
+		t.Fatalf("text has %d lines, want 4 (the oldest two of five dropped at %d bytes): %q", len(parts), tailBytes, got)
+	}
+	if len(got) > tailBytes+3*3 {
+		t.Errorf("text is %d bytes, want at most about %d", len(got), tailBytes)
+	}
+	if want := `"mid"`; parts[0] != want {
+		t.Errorf("oldest kept line = %q, want %q", parts[0], want)
+	}
+	if want := fmt.Sprintf("%q", "c"+strings.Repeat("x", 300)); parts[3] != want {
+		t.Errorf("newest line = %q, want %q", parts[3], want)
+	}
+
+	tail = newStderrTail(nil)
+	fmt.Fprintf(tail, "%s\n", long)
+	if want := fmt.Sprintf("%q", strings.Repeat("é", tailLineBytes/2)+"…"); tail.text() != want {
+		t.Errorf("a long line reads %q, want %q", tail.text(), want)
+	}
+	if got := newStderrTail(nil).text(); got != "" {
+		t.Errorf("empty tail reads %q", got)
+	}
+	tail.stop()
+	fmt.Fprintf(tail, "after the start\n")
+	if got := tail.text(); got != "" {
+		t.Errorf("a stopped tail reads %q", got)
+	}
+}
