@@ -629,8 +629,8 @@ func (u *upstream) refreshLoop(ctx context.Context) {
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
-				u.log.WarnContext(ctx, "upstream tools/list", "err", u.redact(err.Error()))
 				u.setListErr(err)
+				u.log.WarnContext(ctx, "upstream tools/list", "err", u.lastListErr())
 			}
 			continue
 		}
