@@ -634,10 +634,13 @@ func (u *upstream) refreshLoop(ctx context.Context) {
 			}
 			continue
 		}
-		u.setListErr(nil)
+		// The tools are in the catalog before the failure is cleared: a
+		// call in between is told the upstream is unavailable, never
+		// "unknown tool" for a name the list just gave.
 		if changed, _ := u.g.replaceTools(u.name, tools, false); !changed && from != nil {
 			u.g.upstreamListChanged(true)
 		}
+		u.setListErr(nil)
 	}
 }
 
