@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -76,7 +78,8 @@ func (g *Gateway) downTool(ctx context.Context, p approval.Principal, name strin
 
 // downSince reports whether u has no session now and, if so, since when
 // and why ("reconnecting since <RFC 3339 time>: <error>", with the
-// configured URL's credentials removed).
+// configured URL's credentials removed, clipped as a tools/list error: the
+// error may quote the upstream's answer to initialize).
 func (u *upstream) downSince() (why string, down bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -87,12 +90,18 @@ func (u *upstream) downSince() (why string, down bool) {
 	if u.downErr != nil {
 		err = u.downErr.Error()
 	}
-	return u.redact(fmt.Sprintf("%s since %s: %s", u.state, u.since.UTC().Format(time.RFC3339), err)), true
+	return clipText(u.redact(fmt.Sprintf("%s since %s: %s", u.state, u.since.UTC().Format(time.RFC3339), err)), maxListErrBytes), true
 }
 
+// maxListErrBytes is how much of a failed tools/list's error text
+// setListErr keeps (and of why an upstream is down, downSince): the
+// upstream chooses that text, and every call of one of its names would
+// hand all of it to the agent and the audit trail.
+const maxListErrBytes = 1024
+
 // setListErr records the outcome of a tools/list of u: err when it failed
-// (kept with the configured URL's credentials removed), nil when it
-// succeeded.
+// (kept with the configured URL's credentials removed, control characters
+// replaced by spaces, cut to maxListErrBytes), nil when it succeeded.
 func (u *upstream) setListErr(err error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -101,7 +110,7 @@ func (u *upstream) setListErr(err error) {
 	}
 	u.listErr = nil
 	if err != nil {
-		u.listErr = errors.New(u.redact(err.Error()))
+		u.listErr = errors.New(clipText(u.redact(err.Error()), maxListErrBytes))
 	}
 	u.notifyLocked()
 }
@@ -115,4 +124,23 @@ func (u *upstream) lastListErr() string {
 		return ""
 	}
 	return u.listErr.Error()
+}
+
+// clipText returns s with its control characters (newlines, escapes)
+// replaced by spaces and, if longer than n bytes, cut at a UTF-8 boundary
+// to at most n bytes followed by " [cut by toolgate]".
+func clipText(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + " [cut by toolgate]"
 }

@@ -627,15 +627,18 @@ func (u *upstream) refreshLoop(ctx context.Context) {
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
-				u.log.WarnContext(ctx, "upstream tools/list", "err", u.redact(err.Error()))
 				u.setListErr(err)
+				u.log.WarnContext(ctx, "upstream tools/list", "err", u.lastListErr())
 			}
 			continue
 		}
-		u.setListErr(nil)
+		// The tools are in the catalog before the failure is cleared: a
+		// call in between is told the upstream is unavailable, never
+		// "unknown tool" for a name the list just gave.
 		if changed, _ := u.g.replaceTools(u.name, tools, false); !changed && from != nil {
 			u.g.upstreamListChanged(true)
 		}
+		u.setListErr(nil)
 	}
 }
 

@@ -128,7 +128,17 @@ func openPostgres(ctx context.Context, cfg Config) (main, lease, admin *sql.DB, 
 		if idle <= 0 {
 			idle = DefaultIdleInTx
 		}
-		pcfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(idle.Milliseconds(), 10)
+		// Set once each connection is made, not as a startup parameter:
+		// a pooler such as PgBouncer refuses a startup parameter it does
+		// not track ("unsupported startup parameter"), and deploy.md
+		// supports one in session mode (attack37).
+		set := "SET idle_in_transaction_session_timeout = " + strconv.FormatInt(idle.Milliseconds(), 10)
+		pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			if _, err := c.Exec(ctx, set); err != nil {
+				return fmt.Errorf("set idle_in_transaction_session_timeout: %w", err)
+			}
+			return nil
+		}
 	}
 	d := &postgresDialect{listen: pcfg.ConnConfig.Copy(), poll: cfg.Poll, readCommitted: sql.TxOptions{Isolation: sql.LevelReadCommitted}}
 	d.listen.RuntimeParams["application_name"] = WatchApplicationName
