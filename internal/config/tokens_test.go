@@ -137,7 +137,7 @@ func TestCheckTokenFiles(t *testing.T) {
 		{name: "other bits", file: worldRead, euid: euid, want: `approvers[0] "bob": token_file ` + worldRead + ` has mode 0604; want 0600 (no group or other bits)`},
 		{name: "symlink to a private file", file: link, euid: euid, want: `approvers[0] "bob": token_file ` + link + ` is a symlink; want a regular file`},
 		{name: "directory", file: dir, euid: euid, want: `approvers[0] "bob": token_file ` + dir + ` is not a regular file`},
-		{name: "missing (the read says so)", file: filepath.Join(dir, "missing"), euid: euid},
+		{name: "missing", file: filepath.Join(dir, "missing"), euid: euid, want: `approvers[0] "bob": token_file ` + filepath.Join(dir, "missing") + `: no such file or directory`},
 		{name: "other owner", file: private, euid: euid + 1, want: fmt.Sprintf(`approvers[0] "bob": token_file %s is owned by uid %d; want %d (the service user)`, private, euid, euid+1)},
 	}
 	for _, tt := range tests {
@@ -175,7 +175,8 @@ func TestCheckTokenFilesApproversOnly(t *testing.T) {
 	}
 	want := []string{
 		`approvers[1] "h1": token_file ` + bad1 + ` has mode 0644; want 0600 (no group or other bits)`,
-	} // h2's absent file is Tokens' to report
+		`approvers[2] "h2": token_file ` + filepath.Join(dir, "absent") + `: no such file or directory`,
+	}
 	if diff := cmp.Diff(want, Lines(cfg.CheckTokenFiles(os.Geteuid()))); diff != "" {
 		t.Errorf("CheckTokenFiles (-want +got):\n%s", diff)
 	}
