@@ -1,0 +1,166 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/gate"
+)
+
+// shutdownAnswer is what the gate tells a held call's agent at shutdown
+// (gate.abandon), as the test gatekeepers below answer it.
+const shutdownAnswer = "the gateway is shutting down; nothing was run"
+
+// stdioBubbleAgent serves one stdio agent over pipes inside a synctest
+// bubble, with one tool ("up__echo") in the catalog and no upstream: the
+// gatekeepers of these tests never let a call through.
+type stdioBubbleAgent struct {
+	t    *testing.T
+	in   *io.PipeWriter
+	out  *bufio.Reader
+	done chan error
+}
+
+func newStdioBubbleAgent(t *testing.T, ctx context.Context, gk Gatekeeper, opts *Options) (*Gateway, *stdioBubbleAgent) {
+	t.Helper()
+	g, err := New(ctx, nil, gk, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	if err := g.applyTools("up", upstreamTools{defs: []*mcp.Tool{{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)}}}, true); err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	a := &stdioBubbleAgent{t: t, in: inW, out: bufio.NewReader(outR), done: make(chan error, 1)}
+	go func() { a.done <- g.ServeStdio(ctx, inR, outW, approval.Principal{ID: "desktop", Kind: "agent"}) }()
+	t.Cleanup(func() {
+		_ = inW.Close()
+		_ = outR.Close()
+	})
+	a.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if _, err := a.response(0); err != nil {
+		t.Fatal(err)
+	}
+	a.send(`{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`)
+	return g, a
+}
+
+func (a *stdioBubbleAgent) send(line string) {
+	a.t.Helper()
+	if _, err := io.WriteString(a.in, line+"\n"); err != nil {
+		a.t.Fatalf("write: %v", err)
+	}
+}
+
+// response reads lines until the response to id; an error when the
+// output ends first.
+func (a *stdioBubbleAgent) response(id int) (string, error) {
+	for {
+		line, err := a.out.ReadString('\n')
+		if err != nil {
+			return "", fmt.Errorf("the output ended before the response to %d: %w", id, err)
+		}
+		var m struct{ ID json.RawMessage }
+		if json.Unmarshal([]byte(line), &m) == nil && string(m.ID) == fmt.Sprint(id) {
+			return line, nil
+		}
+	}
+}
+
+// lateGatekeeper holds each call until its ctx ends; then it waits until
+// every other goroutine of the bubble is blocked (the gateway's shutdown
+// has gone as far as it goes without this answer: before shutdown37 it
+// had begun closing the session, whose connection then refused the
+// answer) and only then answers as the gate does at shutdown.
+type lateGatekeeper struct {
+	held chan struct{}
+}
+
+func (h *lateGatekeeper) Admit(ctx context.Context, c gate.Call) gate.Admission {
+	h.held <- struct{}{}
+	<-ctx.Done()
+	synctest.Wait()
+	return gate.Admission{Message: shutdownAnswer}
+}
+
+func TestShutdownWritesHeldAnswerStdio(t *testing.T) {
+	// The end of ServeStdio's ctx (serve's SIGTERM) cancels the held call;
+	// its answer is written before the session closes.
+	synctest.Test(t, func(t *testing.T) {
+		gk := &lateGatekeeper{held: make(chan struct{}, 1)}
+		ctx, cancel := context.WithCancel(t.Context())
+		_, a := newStdioBubbleAgent(t, ctx, gk, nil)
+		a.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__echo","arguments":{}}}`)
+		<-gk.held
+		cancel()
+		line, err := a.response(1)
+		if err != nil {
+			t.Fatalf("the held call's agent got no answer at shutdown: %v", err)
+		}
+		if !strings.Contains(line, `"isError":true`) || !strings.Contains(line, "shutting down") {
+			t.Errorf("the held call was answered %s, want an isError result saying the gateway is shutting down", line)
+		}
+		if err := <-a.done; !errors.Is(err, context.Canceled) {
+			t.Errorf("ServeStdio = %v, want context.Canceled", err)
+		}
+	})
+}
+
+// slowGatekeeper holds each call until its ctx ends, then answers only
+// once release is closed (a gate that takes its time).
+type slowGatekeeper struct {
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (h *slowGatekeeper) Admit(ctx context.Context, c gate.Call) gate.Admission {
+	h.held <- struct{}{}
+	<-ctx.Done()
+	<-h.release
+	return gate.Admission{Message: shutdownAnswer}
+}
+
+func TestShutdownAnswerWaitIsBounded(t *testing.T) {
+	// An answer that is not written within ShutdownGrace does not keep the
+	// session open longer: at the grace it is closed (and says so).
+	synctest.Test(t, func(t *testing.T) {
+		gk := &slowGatekeeper{held: make(chan struct{}, 1), release: make(chan struct{})}
+		logs := &logBuffer{}
+		ctx, cancel := context.WithCancel(t.Context())
+		const grace = 3 * time.Second
+		_, a := newStdioBubbleAgent(t, ctx, gk, &Options{ShutdownGrace: grace, Logger: logs.logger()})
+		a.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__echo","arguments":{}}}`)
+		<-gk.held
+		cancel()
+		const warn = "closing the stdio session with answers of cancelled calls not yet written"
+		time.Sleep(grace - time.Nanosecond)
+		synctest.Wait()
+		if strings.Contains(logs.String(), warn) {
+			t.Fatalf("the session was closed before the grace:\n%s", logs)
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if !strings.Contains(logs.String(), warn) {
+			t.Fatalf("the session was not closed at the grace:\n%s", logs)
+		}
+		// The SDK's Close waits for the handler; the late answer is
+		// dropped (the session is closing).
+		close(gk.release)
+		if err := <-a.done; !errors.Is(err, context.Canceled) {
+			t.Errorf("ServeStdio = %v, want context.Canceled", err)
+		}
+	})
+}
