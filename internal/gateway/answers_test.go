@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -161,6 +164,109 @@ func TestShutdownAnswerWaitIsBounded(t *testing.T) {
 		close(gk.release)
 		if err := <-a.done; !errors.Is(err, context.Canceled) {
 			t.Errorf("ServeStdio = %v, want context.Canceled", err)
+		}
+	})
+}
+
+// pipeListener is a net.Listener of in-memory connections (net.Pipe),
+// whose blocking is durable inside a synctest bubble, as a socket's is not.
+type pipeListener struct {
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), closed: make(chan struct{})}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+
+// dial is the client's side of a new connection.
+func (l *pipeListener) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	c, s := net.Pipe()
+	select {
+	case l.conns <- s:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "pipe" }
+
+func TestShutdownWritesHeldAnswerHTTP(t *testing.T) {
+	// Close cancels a call held on the SDK path of an HTTP agent (the
+	// go-sdk client, 2025-11-25); its answer reaches the agent before
+	// Close closes the session (before shutdown37: "request terminated
+	// without response").
+	synctest.Test(t, func(t *testing.T) {
+		gk := &lateGatekeeper{held: make(chan struct{}, 1)}
+		g, err := New(t.Context(), nil, gk, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.applyTools("up", upstreamTools{defs: []*mcp.Tool{{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)}}}, true); err != nil {
+			t.Fatal(err)
+		}
+		h, err := g.Handler(testAuth, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := newPipeListener()
+		srv := &http.Server{Handler: h}
+		served := make(chan struct{})
+		go func() { _ = srv.Serve(l); close(served) }()
+		tr := &http.Transport{DialContext: l.dial}
+		defer func() {
+			_ = srv.Close()
+			<-served
+			tr.CloseIdleConnections()
+		}()
+		c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+		cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: "http://pipe/mcp", HTTPClient: &http.Client{Transport: bearer{token: aliceToken, next: tr}}, DisableStandaloneSSE: true}, era2025)
+		if err != nil {
+			t.Fatalf("connect agent: %v", err)
+		}
+		defer func() { _ = cs.Close() }()
+		type result struct {
+			res *mcp.CallToolResult
+			err error
+		}
+		got := make(chan result, 1)
+		go func() {
+			res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__echo", Arguments: map[string]any{}})
+			got <- result{res, err}
+		}()
+		<-gk.held
+		closed := make(chan struct{})
+		go func() { _ = g.Close(); close(closed) }()
+		r := <-got
+		<-closed
+		if r.err != nil {
+			t.Fatalf("the held call's agent got %v at shutdown, want its answer", r.err)
+		}
+		if msg := textOf(t, r.res); !r.res.IsError || !strings.Contains(msg, "shutting down") {
+			t.Errorf("the held call was answered %q, want an isError result saying the gateway is shutting down", msg)
 		}
 	})
 }

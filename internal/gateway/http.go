@@ -420,7 +420,7 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 		post.count.load = f.g.opts.Load // the POST is counted (serveCounted)
 		f.g.carriers.put(id, post)
 		defer f.g.carriers.delete(id)
-		defer post.end() // its answers are written, or never will be
+		defer post.end()         // its answers are written, or never will be
 		defer post.count.close() // before serveCounted's End
 		next.ServeHTTP(w, r)
 		return
