@@ -78,9 +78,9 @@ func (a *answers) settled() <-chan struct{} {
 	return a.zero
 }
 
-// wait waits until no answer is owed, grace passes or ctx ends, and
-// reports whether no answer was owed any more.
-func (a *answers) wait(ctx context.Context, grace time.Duration) bool {
+// wait waits until no answer is owed or grace passes, and reports
+// whether no answer was owed any more.
+func (a *answers) wait(grace time.Duration) bool {
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
@@ -88,15 +88,13 @@ func (a *answers) wait(ctx context.Context, grace time.Duration) bool {
 		return true
 	case <-t.C:
 		return false
-	case <-ctx.Done():
-		return false
 	}
 }
 
 // waitAnswers is Close's wait for the answers owed, logged when the grace
 // ran out first.
 func (g *Gateway) waitAnswers() {
-	if !g.answers.wait(context.Background(), g.opts.ShutdownGrace) {
+	if !g.answers.wait(g.opts.ShutdownGrace) {
 		g.log.Warn("closing agent sessions with answers of cancelled calls not yet written", "grace", g.opts.ShutdownGrace)
 	}
 }

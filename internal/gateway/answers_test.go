@@ -233,7 +233,7 @@ func TestShutdownWritesHeldAnswerHTTP(t *testing.T) {
 			t.Fatal(err)
 		}
 		l := newPipeListener()
-		srv := &http.Server{Handler: h}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: time.Minute}
 		served := make(chan struct{})
 		go func() { _ = srv.Serve(l); close(served) }()
 		tr := &http.Transport{DialContext: l.dial}

@@ -630,7 +630,7 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.ReadCloser, out io.Write
 		// their answers be written before it (the SDK drops a response
 		// once Close began).
 		g.calls.cancelSession(sid, ErrShutdown)
-		if !owed.wait(context.Background(), g.opts.ShutdownGrace) {
+		if !owed.wait(g.opts.ShutdownGrace) {
 			g.log.Warn("closing the stdio session with answers of cancelled calls not yet written", "grace", g.opts.ShutdownGrace)
 		}
 		_ = ss.Close()
