@@ -81,10 +81,16 @@ func (a *answers) settled() <-chan struct{} {
 // wait waits until no answer is owed or grace passes, and reports
 // whether no answer was owed any more.
 func (a *answers) wait(grace time.Duration) bool {
+	settled := a.settled()
+	select {
+	case <-settled:
+		return true
+	default:
+	}
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
-	case <-a.settled():
+	case <-settled:
 		return true
 	case <-t.C:
 		return false

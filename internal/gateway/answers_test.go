@@ -15,6 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"toolgate/internal/approval"
@@ -269,4 +270,65 @@ func TestShutdownWritesHeldAnswerHTTP(t *testing.T) {
 			t.Errorf("the held call was answered %q, want an isError result saying the gateway is shutting down", msg)
 		}
 	})
+}
+
+// scriptConn is an mcp.Connection that reads the messages it was given
+// and records nothing.
+type scriptConn struct{ in []jsonrpc.Message }
+
+func (c *scriptConn) Read(context.Context) (jsonrpc.Message, error) {
+	if len(c.in) == 0 {
+		return nil, io.EOF
+	}
+	m := c.in[0]
+	c.in = c.in[1:]
+	return m, nil
+}
+func (*scriptConn) Write(context.Context, jsonrpc.Message) error { return nil }
+func (*scriptConn) Close() error                                 { return nil }
+func (*scriptConn) SessionID() string                            { return "" }
+
+func TestOwingConnCounts(t *testing.T) {
+	// Calls read are owed until a response with their id is written (one
+	// each, ids reused too); notifications and other responses owe
+	// nothing; Close releases what is left, in the parent too.
+	id := func(v int64) jsonrpc.ID { i, _ := jsonrpc.MakeID(float64(v)); return i }
+	var parent answers
+	owed := &answers{parent: &parent}
+	c := &owingConn{Connection: &scriptConn{in: []jsonrpc.Message{
+		&jsonrpc.Request{ID: id(1), Method: "tools/call"},
+		&jsonrpc.Request{ID: id(1), Method: "tools/call"},
+		&jsonrpc.Request{ID: id(2), Method: "ping"},
+		&jsonrpc.Request{Method: "notifications/initialized"},
+	}}, owed: owed, ids: map[jsonrpc.ID]int{}}
+	for range 4 {
+		if _, err := c.Read(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(a *answers) int { a.mu.Lock(); defer a.mu.Unlock(); return a.n }
+	if got := count(owed); got != 3 {
+		t.Fatalf("owed %d after reading three calls and a notification, want 3", got)
+	}
+	for _, m := range []jsonrpc.Message{&jsonrpc.Response{ID: id(1)}, &jsonrpc.Response{ID: id(7)}, &jsonrpc.Request{ID: id(9), Method: "roots/list"}} {
+		if err := c.Write(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, gotParent := count(owed), count(&parent); got != 2 || gotParent != 2 {
+		t.Fatalf("owed %d (parent %d) after one response to a call read, want 2 (2)", got, gotParent)
+	}
+	select {
+	case <-parent.settled():
+		t.Fatal("the parent settled with answers owed")
+	default:
+	}
+	_ = c.Close()
+	if got, gotParent := count(owed), count(&parent); got != 0 || gotParent != 0 {
+		t.Fatalf("owed %d (parent %d) after Close, want 0", got, gotParent)
+	}
+	<-parent.settled()
+	if !owed.wait(0) {
+		t.Error("wait reported answers owed after Close")
+	}
 }
