@@ -427,12 +427,11 @@ func TestKilledHolderOnPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The stopping instance answers the held call "the gateway is
-		// shutting down" (logged "gateway stopping; approval stays open");
-		// about one run in eight the agent gets a transport error instead
-		// (the answer lost as the listener closes: reported, not fixed
-		// here), so the answer is logged, not asserted.
+		// shutting down" (logged "gateway stopping; approval stays open"),
+		// written before the agent's session closes (shutdown37; before,
+		// about one run in eight got "request terminated without response").
 		if r := await(t, ch); r.err != nil {
-			t.Logf("the held call on the stopping instance ended with a transport error: %v", r.err)
+			t.Errorf("the held call on the stopping instance ended with a transport error: %v, want that the gateway is shutting down", r.err)
 		} else if msg := text(r.res); !r.res.IsError || !strings.Contains(msg, "shutting down") {
 			t.Errorf("the held call on the stopping instance was answered %q, want that the gateway is shutting down", msg)
 		}

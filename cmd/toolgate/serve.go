@@ -334,6 +334,12 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 // stops and runServe waits for all of them.
 func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns *listeners, hup <-chan os.Signal, log *slog.Logger, sio serveIO) error {
 	signalled := ctx // ends on SIGINT or SIGTERM (main's NotifyContext)
+	// On a signal the gate is stopped before any part sees the group's ctx
+	// end: a held call that the stdio session's end cancels is then
+	// answered "the gateway is shutting down", not "the caller went away".
+	ctx, cancel := context.WithCancel(context.WithoutCancel(signalled))
+	defer cancel()
+	defer context.AfterFunc(signalled, func() { c.gate.Stop(); cancel() })()
 	eg, ctx := errgroup.WithContext(ctx)
 	for _, l := range lns.list {
 		eg.Go(func() error {
@@ -345,7 +351,10 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 	}
 	eg.Go(func() error {
 		// On shutdown, end held calls first (their requests stay pending and
-		// expire at their stored deadline), so the listeners drain quickly.
+		// expire at their stored deadline), so the listeners drain quickly;
+		// Close waits (up to its ShutdownGrace, as long as the listeners
+		// wait for requests in flight) for their answers to be written
+		// before it closes the agent sessions.
 		<-ctx.Done()
 		if signalled.Err() != nil {
 			// Said at once: the upstreams' grace can take seconds.

@@ -18,6 +18,7 @@ import (
 
 	"toolgate/internal/approval"
 	"toolgate/internal/gate"
+	"toolgate/internal/httpserve"
 	"toolgate/internal/mcpwire"
 	"toolgate/internal/procs"
 )
@@ -207,6 +208,12 @@ type Options struct {
 	// rounds pointing at the approval's inbox page (modern.go). nil, or no
 	// public URL: such calls are held as usual (approvals.max_hold).
 	MRTR RequestStater
+	// ShutdownGrace bounds how long Close (and the end of ServeStdio's
+	// ctx) waits for the answers of the calls it cancels to be written
+	// before it closes the agent sessions (answers.go): a held call's "the
+	// gateway is shutting down". Default httpserve.DefaultShutdownTimeout
+	// (3 s), the listeners' own wait for requests in flight.
+	ShutdownGrace time.Duration
 }
 
 func (o *Options) withDefaults() Options {
@@ -250,6 +257,9 @@ func (o *Options) withDefaults() Options {
 	if r.ListPageSize <= 0 {
 		r.ListPageSize = DefaultListPageSize
 	}
+	if r.ShutdownGrace <= 0 {
+		r.ShutdownGrace = httpserve.DefaultShutdownTimeout
+	}
 	return r
 }
 
@@ -272,7 +282,10 @@ type Gateway struct {
 	routes   *progressRoutes
 	carriers *carriers
 	calls    *sessionCalls
-	views    *views
+	// answers counts the answers owed on agent sessions that Close waits
+	// for before closing them (answers.go).
+	answers answers
+	views   *views
 
 	// toolsMu serializes catalog updates with the matching changes of the
 	// downstream server's tool set.
@@ -543,6 +556,9 @@ func (g *Gateway) Close() error {
 	g.closeMux.Unlock()
 	g.stop()
 	g.calls.cancelAll(ErrShutdown)
+	// Their answers ("the gateway is shutting down") are written before
+	// the sessions close, which would drop them (answers.go).
+	g.waitAnswers()
 	// The agent sessions the gateway watches end now (their per-agent
 	// upstream sessions with them), so their watchers return.
 	g.closeWatched()
@@ -608,7 +624,9 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.ReadCloser, out io.Write
 	lw := &lockedWriter{w: out}
 	guard := newStdinGuard(in, lw, g.opts.MaxRequestBytes, g.opts.Load.Saw)
 	// The guard passes on lines of at most MaxRequestBytes.
-	t := &mcp.IOTransport{Reader: readCloser{guard, in}, Writer: lw, MaxLineLength: g.opts.MaxRequestBytes + sdkLimitSlack}
+	// The session's answers owed, counted in the gateway's too (answers.go).
+	owed := &answers{parent: &g.answers}
+	t := owingTransport{Transport: &mcp.IOTransport{Reader: readCloser{guard, in}, Writer: lw, MaxLineLength: g.opts.MaxRequestBytes + sdkLimitSlack}, owed: owed}
 	sid := "stdio-" + rand.Text()
 	sctx := context.WithValue(context.WithValue(ctx, principalKey{}, p), stdioSessionKey{}, sid)
 	ss, err := g.server.Connect(sctx, t, nil)
@@ -616,8 +634,13 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.ReadCloser, out io.Write
 		return fmt.Errorf("serve stdio: %w", err)
 	}
 	stop := context.AfterFunc(ctx, func() {
-		// Close waits for the calls in flight; end them first.
+		// Close waits for the calls in flight; end them first, and let
+		// their answers be written before it (the SDK drops a response
+		// once Close began).
 		g.calls.cancelSession(sid, ErrShutdown)
+		if !owed.wait(g.opts.ShutdownGrace) {
+			g.log.Warn("closing the stdio session with answers of cancelled calls not yet written", "grace", g.opts.ShutdownGrace)
+		}
 		_ = ss.Close()
 	})
 	defer stop()

@@ -420,6 +420,7 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 		post.count.load = f.g.opts.Load // the POST is counted (serveCounted)
 		f.g.carriers.put(id, post)
 		defer f.g.carriers.delete(id)
+		defer post.end()         // its answers are written, or never will be
 		defer post.count.close() // before serveCounted's End
 		next.ServeHTTP(w, r)
 		return
@@ -573,6 +574,12 @@ type carrier struct {
 	// count is the POST's part of Options.Load, which a held call it
 	// carries leaves while it waits (heldcount.go).
 	count postCount
+	// The POST's answer owed at shutdown (answers.go): owed is the
+	// gateway's count once a call was bound to the POST, ended that the
+	// POST's handler returned. Guarded by owedMu.
+	owedMu sync.Mutex
+	owed   *answers
+	ended  bool
 }
 
 // carriers is the registry of POSTs in flight, keyed by carrierHeader.

@@ -503,6 +503,8 @@ func (g *Gateway) bindRequest(ctx context.Context, req mcp.Request) (_ context.C
 	}
 	stop := func() bool { return false }
 	if post != nil {
+		// Close waits for the POST's answer before closing its session.
+		post.owe(&g.answers)
 		// A POST that ends before its call means the client went away. A
 		// go-sdk client that cancels also aborts the POST, and its
 		// notifications/cancelled arrives within the grace, so an explicit
