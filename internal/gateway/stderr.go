@@ -30,9 +30,8 @@ type stderrLog struct {
 	lines   chan stderrLine
 	dropped atomic.Int64
 
-	mu       sync.Mutex
-	buf      []byte // guarded by mu: the current partial line
-	skipping bool   // guarded by mu: discarding the rest of a too long line
+	mu    sync.Mutex
+	split lineSplitter // guarded by mu
 }
 
 func newStderrLog(server string, log *slog.Logger) *stderrLog {
@@ -43,44 +42,61 @@ func newStderrLog(server string, log *slog.Logger) *stderrLog {
 func (s *stderrLog) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := len(p)
+	s.split.write(p, s.emit)
+	return len(p), nil
+}
+
+// emit queues line. s.mu must be held.
+func (s *stderrLog) emit(line []byte, truncated bool) {
+	select {
+	case s.lines <- stderrLine{text: string(line), truncated: truncated}:
+	default:
+		s.dropped.Add(1)
+	}
+}
+
+// A lineSplitter cuts a byte stream into lines, each without its "\n" and
+// a trailing "\r" and kept to maxStderrLine bytes (the rest of a longer
+// line is dropped). Its owner's lock guards it.
+type lineSplitter struct {
+	buf      []byte // the current partial line
+	skipping bool   // discarding the rest of a too long line
+}
+
+// write feeds p, calling emit with each line it completes (truncated when
+// the line was cut); line is valid only during the call.
+func (l *lineSplitter) write(p []byte, emit func(line []byte, truncated bool)) {
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		chunk := p
 		if i >= 0 {
 			chunk = p[:i]
 		}
-		if !s.skipping {
-			room := maxStderrLine - len(s.buf)
+		if !l.skipping {
+			room := maxStderrLine - len(l.buf)
 			if len(chunk) > room {
-				s.buf = append(s.buf, chunk[:room]...)
-				s.emit(true)
-				s.skipping = true
+				l.buf = append(l.buf, chunk[:room]...)
+				l.flush(true, emit)
+				l.skipping = true
 			} else {
-				s.buf = append(s.buf, chunk...)
+				l.buf = append(l.buf, chunk...)
 			}
 		}
 		if i < 0 {
 			break
 		}
-		if !s.skipping {
-			s.emit(false)
+		if !l.skipping {
+			l.flush(false, emit)
 		}
-		s.skipping = false
+		l.skipping = false
 		p = p[i+1:]
 	}
-	return n, nil
 }
 
-// emit queues the buffered line. s.mu must be held.
-func (s *stderrLog) emit(truncated bool) {
-	line := stderrLine{text: string(bytes.TrimSuffix(s.buf, []byte("\r"))), truncated: truncated}
-	s.buf = s.buf[:0]
-	select {
-	case s.lines <- line:
-	default:
-		s.dropped.Add(1)
-	}
+// flush hands the current line to emit and empties it.
+func (l *lineSplitter) flush(truncated bool, emit func(line []byte, truncated bool)) {
+	emit(bytes.TrimSuffix(l.buf, []byte("\r")), truncated)
+	l.buf = l.buf[:0]
 }
 
 // run logs queued lines until ctx is done.

@@ -37,10 +37,9 @@ type stderrTail struct {
 	env     map[string]string // the child's complete environment, for redaction
 	stopped atomic.Bool       // the start succeeded: nothing more is kept
 
-	mu       sync.Mutex
-	lines    []string // guarded by mu: the last complete lines, oldest first
-	cur      []byte   // guarded by mu: the current partial line
-	skipping bool     // guarded by mu: discarding the rest of a too long line
+	mu    sync.Mutex
+	lines []string     // guarded by mu: the last complete lines, oldest first
+	split lineSplitter // guarded by mu
 }
 
 func newStderrTail(env map[string]string) *stderrTail {
@@ -55,33 +54,8 @@ func (t *stderrTail) Write(p []byte) (int, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		chunk := p
-		if i >= 0 {
-			chunk = p[:i]
-		}
-		if !t.skipping {
-			room := maxStderrLine - len(t.cur)
-			if len(chunk) > room {
-				t.cur = append(t.cur, chunk[:room]...)
-				t.keep()
-				t.skipping = true
-			} else {
-				t.cur = append(t.cur, chunk...)
-			}
-		}
-		if i < 0 {
-			break
-		}
-		if !t.skipping {
-			t.keep()
-		}
-		t.skipping = false
-		p = p[i+1:]
-	}
-	return n, nil
+	t.split.write(p, t.keep)
+	return len(p), nil
 }
 
 // stop ends the keeping, once the child has started: only a failed start
@@ -89,21 +63,20 @@ func (t *stderrTail) Write(p []byte) (int, error) {
 func (t *stderrTail) stop() {
 	t.stopped.Store(true)
 	t.mu.Lock()
-	t.lines, t.cur = nil, nil
+	t.lines, t.split = nil, lineSplitter{}
 	t.mu.Unlock()
 }
 
-// keep moves the current line to lines. t.mu must be held.
-func (t *stderrTail) keep() {
-	line := string(bytes.TrimSuffix(t.cur, []byte("\r")))
-	t.cur = t.cur[:0]
-	if strings.TrimSpace(line) == "" {
+// keep adds line to lines, dropping the oldest beyond tailLines. t.mu
+// must be held.
+func (t *stderrTail) keep(line []byte, _ bool) {
+	if len(bytes.TrimSpace(line)) == 0 {
 		return // a blank line explains nothing and would push out one that does
 	}
 	if len(t.lines) == tailLines {
 		t.lines = slices.Delete(t.lines, 0, 1)
 	}
-	t.lines = append(t.lines, line)
+	t.lines = append(t.lines, string(line))
 }
 
 // text returns the kept lines (and a last line without its newline), each
@@ -112,8 +85,8 @@ func (t *stderrTail) keep() {
 func (t *stderrTail) text() string {
 	t.mu.Lock()
 	lines := slices.Clone(t.lines)
-	if s := strings.TrimSpace(string(t.cur)); s != "" && !t.skipping {
-		lines = append(lines, string(t.cur))
+	if cur := t.split.buf; len(bytes.TrimSpace(cur)) > 0 && !t.split.skipping {
+		lines = append(lines, string(cur))
 	}
 	t.mu.Unlock()
 	if len(lines) > tailLines {
