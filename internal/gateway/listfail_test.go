@@ -24,12 +24,14 @@ import (
 )
 
 // failingList wraps a streamable HTTP MCP handler: while fail is set, it
-// answers every tools/list with a JSON-RPC error quoting self (the URL the
-// gateway is configured with, query and all), and passes the rest on.
+// answers every tools/list with a JSON-RPC error, whose message is msg if
+// set, else one quoting self (the URL the gateway is configured with, query
+// and all), and passes the rest on.
 type failingList struct {
 	next http.Handler
 	fail atomic.Bool
 	self atomic.Pointer[string]
+	msg  string
 }
 
 func (f *failingList) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -51,8 +53,13 @@ func (f *failingList) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.next.ServeHTTP(w, r)
 		return
 	}
+	text := f.msg
+	if text == "" {
+		text = fmt.Sprintf("catalog backend down (configured as %s)", *f.self.Load())
+	}
+	quoted, _ := json.Marshal(text)
 	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"catalog backend down (configured as %s)"}}`, msg.ID, *f.self.Load())
+	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":%s}}`, msg.ID, quoted)
 }
 
 // waitListErr waits until server's last tools/list failed (want true) or
