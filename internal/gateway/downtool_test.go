@@ -77,6 +77,24 @@ type downFixture struct {
 	narrow string // token of a session narrowed to up__echo
 }
 
+// narrowSession creates on gt a session of "host" narrowed to tools and
+// returns its token and an auth function that knows it besides testAuth's
+// tokens.
+func narrowSession(t *testing.T, gt *gate.Gate, tools ...string) (string, func(string) (approval.Principal, bool)) {
+	t.Helper()
+	s, tok, err := gt.CreateSession(t.Context(), approval.Principal{ID: "host", Kind: "human"}, session.NewSession{Tools: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	narrowed := approval.Principal{ID: s.Principal, Kind: "agent", SessionID: string(s.ID)}
+	return tok, func(token string) (approval.Principal, bool) {
+		if token == tok {
+			return narrowed, true
+		}
+		return testAuth(token)
+	}
+}
+
 func newDownFixture(t *testing.T) *downFixture {
 	t.Helper()
 	key, err := seal.NewKey(bytes.Repeat([]byte{9}, seal.KeySize))
@@ -87,24 +105,15 @@ func newDownFixture(t *testing.T) *downFixture {
 	pol := policy.NewHolder(&policy.Policy{Default: policy.Allow, Rules: []policy.Rule{{Name: "no hidden", Server: "hidden", Effect: policy.Deny}}})
 	gt := gate.New(sqlitetest.Open(t), pol, &gate.Options{Key: key, Recorder: rec})
 	f := &downFixture{gt: gt, rec: rec}
-	s, tok, err := gt.CreateSession(t.Context(), approval.Principal{ID: "host", Kind: "human"}, session.NewSession{Tools: []string{"up__echo"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok, auth := narrowSession(t, gt, "up__echo")
 	f.narrow = tok
-	narrowed := approval.Principal{ID: s.Principal, Kind: "agent", SessionID: string(s.ID)}
 	f.g = newGateway(t, []ServerConfig{
 		{Name: "up", URL: httpUpstream(t, newUpstreamServer(nil))},
 		{Name: "gone", Command: "/nonexistent/toolgate-test-server", Optional: true},
 		{Name: "web", URL: closedPortURL(t), Optional: true},
 		{Name: "hidden", Command: "/nonexistent/toolgate-hidden-server", Optional: true},
 	}, gt, &Options{Sessions: gt, Tasks: gt, HealthInterval: time.Hour, RestartMin: time.Hour})
-	h, err := f.g.Handler(func(token string) (approval.Principal, bool) {
-		if token == tok {
-			return narrowed, true
-		}
-		return testAuth(token)
-	}, nil)
+	h, err := f.g.Handler(auth, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

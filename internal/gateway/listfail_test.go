@@ -15,11 +15,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"toolgate/internal/approval"
 	"toolgate/internal/gate"
 	"toolgate/internal/policy"
 	"toolgate/internal/seal"
-	"toolgate/internal/session"
 	"toolgate/internal/store/sqlstore/sqlitetest"
 )
 
@@ -99,11 +97,7 @@ func TestListFailedToolIsUnavailable(t *testing.T) {
 	rec := &decidedLog{}
 	pol := policy.NewHolder(&policy.Policy{Default: policy.Allow})
 	gt := gate.New(sqlitetest.Open(t), pol, &gate.Options{Key: key, Recorder: rec})
-	s, narrowTok, err := gt.CreateSession(t.Context(), approval.Principal{ID: "host", Kind: "human"}, session.NewSession{Tools: []string{"up__echo"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	narrowed := approval.Principal{ID: s.Principal, Kind: "agent", SessionID: string(s.ID)}
+	narrowTok, auth := narrowSession(t, gt, "up__echo")
 
 	up := newUpstreamServer(nil)
 	fl := &failingList{next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil)}
@@ -117,12 +111,7 @@ func TestListFailedToolIsUnavailable(t *testing.T) {
 		{Name: "up", URL: httpUpstream(t, newUpstreamServer(nil))},
 		{Name: "flaky", URL: flakyURL, Optional: true},
 	}, gt, &Options{Sessions: gt, Tasks: gt, HealthInterval: time.Hour, RestartMin: 10 * time.Millisecond})
-	h, err := g.Handler(func(token string) (approval.Principal, bool) {
-		if token == narrowTok {
-			return narrowed, true
-		}
-		return testAuth(token)
-	}, nil)
+	h, err := g.Handler(auth, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
