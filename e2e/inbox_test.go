@@ -347,34 +347,7 @@ func TestApprovalsWatch(t *testing.T) {
 	g, _, _ := inboxGateway(t)
 	cs := g.connect(t, nil, nil)
 
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bins.toolgate, "approvals", "watch")
-	cmd.Env = append(childEnv(), "TOOLGATE_ADDR="+g.Admin, "TOOLGATE_TOKEN="+approverToken)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	lines := make(chan string, 100)
-	status := make(chan string, 100)
-	go pipeLines(stdout, lines)
-	go pipeLines(stderr, status)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-exited; err != nil {
-			t.Logf("approvals watch ended: %v (killed by the test's cancel)", err)
-		}
-	})
-	waitLine(t, status, "watching approvals at", exited)
+	lines, exited := startWatch(t, g.Admin)
 
 	const args = `{"watch":"me"}`
 	ch := callAsync(t.Context(), cs, toolCall("t__echo_raw", args))
@@ -404,6 +377,45 @@ func pipeLines(r io.Reader, out chan<- string) {
 		out <- sc.Text()
 	}
 	close(out)
+}
+
+// startWatch runs `toolgate approvals watch` against admin with the
+// approver's token until the test ends, and waits until it says it is
+// watching: its stdout comes on lines, its exit on exited (waitLine).
+func startWatch(t *testing.T, admin string) (lines <-chan string, exited <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	cmd := exec.CommandContext(ctx, bins.toolgate, "approvals", "watch")
+	cmd.Env = append(childEnv(), "TOOLGATE_ADDR="+admin, "TOOLGATE_TOKEN="+approverToken)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	out, status := make(chan string, 100), make(chan string, 100)
+	go pipeLines(stdout, out)
+	go pipeLines(stderr, status)
+	finished := make(chan struct{}) // closed after done has its value, which waitLine may take
+	go func() {
+		done <- cmd.Wait()
+		close(finished)
+	}()
+	t.Cleanup(func() {
+		cancel() // the watch is killed: its exit error says only that
+		<-finished
+	})
+	waitLine(t, status, "watching approvals at", done)
+	return out, done
 }
 
 // waitLine returns the first line from lines that contains want, failing if

@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -204,24 +202,8 @@ notify:
 // a clock by TestWakeSyncsFollow (policystore, an hour's poll) and
 // TestWatchReportsPolicyRevisions (sqlstore, no poll).
 func TestPolicyChangeReachesOtherInstance(t *testing.T) {
-	dsn := freshPGDatabase(t, pgTestDSN(t))
+	a, b := policyStorePostgres(t, "1h")
 	dir := t.TempDir()
-	cfg := `
-listen:
-  mcp: 127.0.0.1:0
-  admin: 127.0.0.1:0
-storage:
-  driver: postgres
-  dsn: "${DATABASE_URL}"
-  max_conns: 4
-  poll: 1h
-` + policyStorePrincipals + policyStoreBody(filepath.Join(dir, "record.log"))
-	env := map[string]string{"DATABASE_URL": dsn}
-	for k, v := range policyStoreEnv {
-		env[k] = v
-	}
-	a := startGateway(t, cfg, env)
-	b := startGateway(t, cfg, env)
 	onA, onB := a.connect(t, nil, nil), b.connect(t, nil, nil)
 	if !echoAllowed(t, onB) || !echoAllowed(t, onA) {
 		t.Fatal("revision 1: t__echo_raw is refused, want allowed")
@@ -273,33 +255,7 @@ func TestWatchOnOtherInstance(t *testing.T) {
 	b := startGateway(t, cfg, env)
 	a, kill := startKillableGateway(t, cfg, env)
 
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bins.toolgate, "approvals", "watch")
-	cmd.Env = append(childEnv(), "TOOLGATE_ADDR="+b.Admin, "TOOLGATE_TOKEN="+approverToken)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	lines, status := make(chan string, 100), make(chan string, 100)
-	go pipeLines(stdout, lines)
-	go pipeLines(stderr, status)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-exited; err != nil {
-			t.Logf("approvals watch ended: %v (killed by the test's cancel)", err)
-		}
-	})
-	waitLine(t, status, "watching approvals at", exited)
+	lines, exited := startWatch(t, b.Admin)
 
 	const args = `{"case":"watched-from-b"}`
 	ch := callAsync(t.Context(), a.connect(t, nil, nil), toolCall("t__slow", args))

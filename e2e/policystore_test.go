@@ -172,11 +172,11 @@ storage:
 	policyStoreScenario(t, a, b)
 }
 
-// TestPolicyStorePostgres runs the same scenario on two processes sharing
-// one Postgres database.
-func TestPolicyStorePostgres(t *testing.T) {
+// policyStorePostgres starts two gateways with policy.source: store on one
+// fresh Postgres database, whose storage.poll is poll.
+func policyStorePostgres(t *testing.T, poll string) (a, b *gw) {
+	t.Helper()
 	dsn := freshPGDatabase(t, pgTestDSN(t))
-	dir := t.TempDir()
 	cfg := `
 listen:
   mcp: 127.0.0.1:0
@@ -185,14 +185,19 @@ storage:
   driver: postgres
   dsn: "${DATABASE_URL}"
   max_conns: 4
-  poll: 1s
-` + policyStorePrincipals + policyStoreBody(filepath.Join(dir, "record.log"))
+  poll: ` + poll + `
+` + policyStorePrincipals + policyStoreBody(filepath.Join(t.TempDir(), "record.log"))
 	env := map[string]string{"DATABASE_URL": dsn}
 	for k, v := range policyStoreEnv {
 		env[k] = v
 	}
-	a := startGateway(t, cfg, env)
-	b := startGateway(t, cfg, env)
+	return startGateway(t, cfg, env), startGateway(t, cfg, env)
+}
+
+// TestPolicyStorePostgres runs the same scenario on two processes sharing
+// one Postgres database.
+func TestPolicyStorePostgres(t *testing.T) {
+	a, b := policyStorePostgres(t, "1s")
 	policyStoreScenario(t, a, b)
 }
 
