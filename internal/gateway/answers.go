@@ -97,11 +97,12 @@ func (a *answers) wait(grace time.Duration) bool {
 	}
 }
 
-// waitAnswers is Close's wait for the answers owed, logged when the grace
+// waitAnswers waits up to Options.ShutdownGrace for the answers a owes
+// before what (the sessions about to close) closes, logged when the grace
 // ran out first.
-func (g *Gateway) waitAnswers() {
-	if !g.answers.wait(g.opts.ShutdownGrace) {
-		g.log.Warn("closing agent sessions with answers of cancelled calls not yet written", "grace", g.opts.ShutdownGrace)
+func (g *Gateway) waitAnswers(a *answers, what string) {
+	if !a.wait(g.opts.ShutdownGrace) {
+		g.log.Warn("closing "+what+" with answers of cancelled calls not yet written", "grace", g.opts.ShutdownGrace)
 	}
 }
 

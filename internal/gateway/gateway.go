@@ -558,7 +558,7 @@ func (g *Gateway) Close() error {
 	g.calls.cancelAll(ErrShutdown)
 	// Their answers ("the gateway is shutting down") are written before
 	// the sessions close, which would drop them (answers.go).
-	g.waitAnswers()
+	g.waitAnswers(&g.answers, "agent sessions")
 	// The agent sessions the gateway watches end now (their per-agent
 	// upstream sessions with them), so their watchers return.
 	g.closeWatched()
@@ -638,9 +638,7 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.ReadCloser, out io.Write
 		// their answers be written before it (the SDK drops a response
 		// once Close began).
 		g.calls.cancelSession(sid, ErrShutdown)
-		if !owed.wait(g.opts.ShutdownGrace) {
-			g.log.Warn("closing the stdio session with answers of cancelled calls not yet written", "grace", g.opts.ShutdownGrace)
-		}
+		g.waitAnswers(owed, "the stdio session")
 		_ = ss.Close()
 	})
 	defer stop()
