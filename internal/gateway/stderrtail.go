@@ -148,9 +148,14 @@ func cutUTF8(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	i := n
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
+	return runePrefix(s, n) + "…"
+}
+
+// runePrefix returns the longest prefix of s of at most n bytes (n <
+// len(s)) that ends on a rune boundary.
+func runePrefix(s string, n int) string {
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
-	return s[:i] + "…"
+	return s[:n]
 }
