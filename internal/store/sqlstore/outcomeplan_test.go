@@ -8,7 +8,7 @@ import (
 // TestOutcomeFindsItsRowByID: RecordOutcome's statement on Postgres
 // (pgOutcome, pgOutcomeLedger) reads its request by id, not by reading
 // every request in dispatch. Its UPDATE repeats the condition of
-// requests_undispatched (state = 'consumed' AND dispatch_outcome = ”),
+// requests_undispatched (consumed, dispatch_outcome empty),
 // and with statistics gathered while the requests were pending, as during
 // an approve-all of held calls, the planner took that index, estimated at
 // one entry; keyed (state, dispatch_outcome) (migration 13) it then
