@@ -1,0 +1,86 @@
+package sqlstore
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestOutcomeFindsItsRowByID: RecordOutcome's statement on Postgres
+// (pgOutcome, pgOutcomeLedger) reads its request by id, not by reading
+// every request in dispatch. Its UPDATE repeats the condition of
+// requests_undispatched (consumed, dispatch_outcome empty),
+// and with statistics gathered while the requests were pending, as during
+// an approve-all of held calls, the planner took that index, estimated at
+// one entry; keyed (state, dispatch_outcome) (migration 13) it then
+// filtered every entry on id, keyed by id (migration 23) its index
+// condition is the id. The store holds 2,000 pending requests, analysed,
+// then 300 of them consumed without an outcome; the plans, custom and
+// generic, of both statements must look their row up by id and filter on
+// nothing else than the condition.
+func TestOutcomeFindsItsRowByID(t *testing.T) {
+	db := openTest(t, backends[1].fresh(t)) // Postgres
+	ctx := t.Context()
+	if _, err := db.sql.ExecContext(ctx, `INSERT INTO requests (id, state, server, tool, arguments, arguments_hash,
+			display_warnings, tool_digest, rule, mode, requested_by, on_behalf_of, tenant, created_at, expires_at,
+			required_approvals, approvers, valid_for_ms, reviews, decided_by, decided_at, reason, consumed_at,
+			dispatch_outcome, held_by, lease_until)
+		SELECT 'r-' || lpad(i::text, 5, '0'), 'pending', 's', 't', '{}', 'sha256:' || i, '[]', '', 'r', 'hold', 'agent', '', '',
+			i, i + 300000, 1, '[]', 0, '[]', '', NULL, '', NULL, '', 'instance-a', 253402300799999
+		FROM generate_series(1, 2000) AS i`); err != nil {
+		t.Fatalf("insert pending requests: %v", err)
+	}
+	if _, err := db.sql.ExecContext(ctx, `ANALYZE requests`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.sql.ExecContext(ctx, `UPDATE requests SET state = 'consumed', decided_by = 'alice', decided_at = 1,
+		consumed_at = 2, lease_until = 3 WHERE id <= 'r-00300'`); err != nil {
+		t.Fatalf("consume requests: %v", err)
+	}
+	args := []any{"r-00150", "ok", "dispatched", "consumed", "alice", int64(4), Channel, "r-00150 consumed"}
+	ledger := append(append([]any{}, args...), "{}", nil, 0, int64(2), int64(4), int64(5))
+	for _, mode := range []string{"auto", "force_generic_plan"} {
+		for _, s := range []struct {
+			name string
+			q    string
+			args []any
+		}{{"pgOutcome", pgOutcome, args}, {"pgOutcomeLedger", pgOutcomeLedger, ledger}} {
+			plan := outcomePlan(t, db, mode, s.q, s.args...)
+			t.Logf("%s, plan_cache_mode %s: %s", s.name, mode, plan)
+			if !strings.Contains(plan, "Index Cond: (id = ") || strings.Contains(plan, "Filter: (id = ") ||
+				strings.Contains(plan, "Seq Scan on requests") {
+				t.Errorf("%s (plan_cache_mode %s) does not look its request up by id: %s", s.name, mode, plan)
+			}
+		}
+	}
+}
+
+// outcomePlan is the plan (EXPLAIN, lines joined by "; ") of q with args
+// under plan_cache_mode mode, in a transaction rolled back after.
+func outcomePlan(t *testing.T, db *DB, mode, q string, args ...any) string {
+	t.Helper()
+	tx, err := db.sql.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(t.Context(), `SET LOCAL plan_cache_mode = `+mode); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := tx.QueryContext(t.Context(), "EXPLAIN "+q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rows.Close() }()
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, strings.TrimSpace(line))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(plan, "; ")
+}
