@@ -104,8 +104,5 @@ func check(fi os.FileInfo, euid int) error {
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		return fmt.Errorf(" has mode %04o; want 0600 (no group or other bits)", perm)
 	}
-	if fi.Size() > MaxBytes {
-		return fmt.Errorf(" is longer than %d bytes; a token or secret file is not that long", MaxBytes)
-	}
 	return nil
 }
