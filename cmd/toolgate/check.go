@@ -78,8 +78,9 @@ func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 	path := files[0]
 	f.config = path
 	cfg, problems, _ := config.Check(path, sys.lookupEnv)
+	read := sys.files(cfg)
 	if len(problems) == 0 {
-		for _, w := range serveWarnings(cfg, f, sys) {
+		for _, w := range serveWarnings(cfg, f, sys, read) {
 			fmt.Fprintf(stderr, "warning: %s: %s\n", path, w)
 		}
 		for _, w := range config.ShadowedRules(path, cfg) {
@@ -106,7 +107,7 @@ func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 				fmt.Fprintf(stderr, "warning: %s\n", w)
 			}
 		}
-		if _, err := preflight(cfg, f, sys); err != nil {
+		if _, err := preflight(cfg, f, sys, read); err != nil {
 			problems = append(problems, preflightLines(path, err)...)
 		}
 	} else {
@@ -116,7 +117,7 @@ func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 		for _, w := range commandWarnings(cfg, sys) {
 			fmt.Fprintf(stderr, "warning: %s: %s\n", path, w)
 		}
-		if err := cfg.EnvProblems(sys.lookupEnv, sys.readFile, sys.euid); err != nil {
+		if err := cfg.EnvProblems(sys.lookupEnv, read.ReadFile); err != nil {
 			problems = append(problems, preflightLines(path, err)...)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 
 	"toolgate/internal/approval"
 	"toolgate/internal/config"
@@ -24,19 +23,19 @@ type notifications struct {
 	interactions *slack.Interactions
 }
 
-// newNotifications builds the channels of notify.channels, reading their
-// secrets now (an unset variable or unreadable file is a usage error that
-// names it, never a value). s is the store the outbox works on; reviewer
+// newNotifications builds the channels of notify.channels with secrets,
+// theirs in the same order, as preflight read them (config.NotifySecrets;
+// nothing is read again here, so the bytes used are the ones checked). s is the store the outbox works on; reviewer
 // decides Slack button clicks (the gate); holder is the policy in force,
 // whose rules say which requests may be decided from chat.
-func newNotifications(cfg config.Config, s notify.Store, reviewer slack.Reviewer, holder *policy.Holder, m *telemetry.DeliveryMetrics, log *slog.Logger) (notifications, error) {
+func newNotifications(cfg config.Config, secrets []config.ChannelSecrets, s notify.Store, reviewer slack.Reviewer, holder *policy.Holder, m *telemetry.DeliveryMetrics, log *slog.Logger) (notifications, error) {
 	if len(cfg.Notify.Channels) == 0 {
 		return notifications{}, nil
 	}
-	secrets, err := cfg.NotifySecrets(os.LookupEnv, os.ReadFile)
-	if err != nil {
-		return notifications{}, fmt.Errorf("%w: %w", errConfig, err)
+	if len(secrets) != len(cfg.Notify.Channels) {
+		return notifications{}, fmt.Errorf("%w: %d notification channels but secrets for %d", errConfig, len(cfg.Notify.Channels), len(secrets))
 	}
+	var err error
 	chat := func(r approval.Request) bool {
 		p := holder.Load()
 		return p != nil && p.ChatApproval(r.Rule)

@@ -13,6 +13,7 @@ import (
 	"toolgate/internal/approval"
 	"toolgate/internal/config"
 	"toolgate/internal/gateway"
+	"toolgate/internal/privfile"
 	"toolgate/internal/store/sqlstore"
 )
 
@@ -22,8 +23,12 @@ import (
 type system struct {
 	lookupEnv config.Env
 	environ   []string
-	readFile  func(string) ([]byte, error)
-	euid      int
+	readFile  func(string) ([]byte, error) // agents' token files
+	// openPrivate opens an approver's token file or a notification
+	// secret file for privfile to check and read; nil is
+	// privfile.OpenNoFollow.
+	openPrivate func(string) (*os.File, error)
+	euid        int
 	// nofile is the soft RLIMIT_NOFILE (0 when unknown); the Go runtime
 	// raises it to the hard limit at start.
 	nofile uint64
@@ -34,12 +39,24 @@ func osSystem() system {
 	return system{lookupEnv: os.LookupEnv, environ: os.Environ(), readFile: os.ReadFile, euid: os.Geteuid(), nofile: softNofile()}
 }
 
+// files reads, once each, the token and secret files cfg names (see
+// config.Config.ReadFiles): serveWarnings and preflight take the result,
+// so a start or a `policy check` reads each file once and uses the bytes
+// it checked.
+func (sys system) files(cfg config.Config) config.Files {
+	return cfg.ReadFiles(privfile.Reader{Euid: sys.euid, Open: sys.openPrivate}, sys.readFile)
+}
+
 // plan is what serve starts from once preflight has passed.
 type plan struct {
-	creds     map[string]config.Credential // by token hash; --dev adds to it
-	mcpAddr   string                       // "" when the agent listener is off (--stdio)
-	adminAddr string                       // "" when the admin listener is off
-	upstreams []gateway.ServerConfig       // each stdio server with its complete environment
+	creds map[string]config.Credential // by token hash; --dev adds to it
+	// configured are the tokens of the config (creds before --dev adds
+	// to it), which a policy reload compares the file's with.
+	configured map[string]config.Credential
+	notify     []config.ChannelSecrets // of notify.channels, in order
+	mcpAddr    string                  // "" when the agent listener is off (--stdio)
+	adminAddr  string                  // "" when the admin listener is off
+	upstreams  []gateway.ServerConfig  // each stdio server with its complete environment
 	// dropped lists base variables left out of an upstream's environment
 	// because their value is a secret ("servers.fs: USER").
 	dropped   []string
@@ -48,17 +65,18 @@ type plan struct {
 }
 
 // preflight runs every check serve makes before it opens anything, on a
-// config that loaded (so Validate passed): a SQLite storage.path whose
-// directory is not a file (checkStoragePath), approver and notification
-// secret files private to the service user, every token and notification
-// secret resolvable, a safe admin socket directory,
+// config that loaded (so Validate passed), with the files sys.files read
+// for it: a SQLite storage.path whose directory is not a file
+// (checkStoragePath), approver and notification secret files private to
+// the service user (each problem said once: the check is the read), every
+// token and notification secret resolvable, a safe admin socket directory,
 // an approver for every approve rule (unless approvals.allow_no_approvers),
 // tokens for each listener that is on (--dev mints them), --insecure-no-auth
 // only on loopback, and stdio upstreams' environments free of toolgate's
 // secrets (issue 9). serve refuses to start, and `toolgate policy check`
 // exits 2, on the same error, which joins every problem; both call this
 // function so they cannot disagree.
-func preflight(cfg config.Config, f serveFlags, sys system) (plan, error) {
+func preflight(cfg config.Config, f serveFlags, sys system, files config.Files) (plan, error) {
 	var errs []error
 	p := plan{mcpAddr: cfg.Listen.MCP, adminAddr: cfg.Listen.Admin}
 	if f.stdio {
@@ -78,19 +96,16 @@ func preflight(cfg config.Config, f serveFlags, sys system) (plan, error) {
 	if err := checkStoragePath(cfg.Storage); err != nil {
 		errs = append(errs, err)
 	}
-	if err := cfg.CheckTokenFiles(sys.euid); err != nil {
-		errs = append(errs, err)
-	}
-	creds, err := cfg.Tokens(sys.lookupEnv, sys.readFile)
+	creds, err := cfg.Tokens(sys.lookupEnv, files.ReadFile)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	// The notification channels' secrets are read again when the outbox
-	// starts; a missing one is refused here first.
-	if _, nerr := cfg.NotifySecrets(sys.lookupEnv, sys.readFile); nerr != nil {
+	// The outbox starts with these secrets; it reads none of its own.
+	notes, nerr := cfg.NotifySecrets(sys.lookupEnv, files.ReadFile)
+	if nerr != nil {
 		errs = append(errs, nerr)
 	}
-	p.creds = creds
+	p.creds, p.configured, p.notify = creds, maps.Clone(creds), notes
 	// A Unix admin socket's directory is checked now and on every
 	// connection.
 	lc := &api.ListenConfig{Geteuid: func() int { return sys.euid }}
@@ -119,7 +134,7 @@ func preflight(cfg config.Config, f serveFlags, sys system) (plan, error) {
 	if p.redaction, err = cfg.Redaction(); err != nil {
 		errs = append(errs, err)
 	}
-	envs, dropped, err := cfg.UpstreamEnvs(sys.environ, cfg.Secrets(sys.lookupEnv, sys.readFile))
+	envs, dropped, err := cfg.UpstreamEnvs(sys.environ, cfg.Secrets(sys.lookupEnv, files.ReadFile))
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -150,7 +165,7 @@ func unreviewable(cfg config.Config, f serveFlags) []string {
 // connection caps that exceed the descriptor limit, and a relative SQLite
 // path about to make a new store away from the config file
 // (storageWhereWarning).
-func serveWarnings(cfg config.Config, f serveFlags, sys system) []string {
+func serveWarnings(cfg config.Config, f serveFlags, sys system, files config.Files) []string {
 	var out []string
 	refused := len(unreviewable(cfg, f)) > 0
 	for _, w := range cfg.Warnings() {
@@ -159,8 +174,8 @@ func serveWarnings(cfg config.Config, f serveFlags, sys system) []string {
 		}
 		out = append(out, w)
 	}
-	out = append(out, cfg.ShortTokens(sys.lookupEnv, sys.readFile)...)
-	out = append(out, cfg.ShortNotifySecrets(sys.lookupEnv, sys.readFile)...)
+	out = append(out, cfg.ShortTokens(sys.lookupEnv, files.ReadFile)...)
+	out = append(out, cfg.ShortNotifySecrets(sys.lookupEnv, files.ReadFile)...)
 	out = append(out, commandWarnings(cfg, sys)...)
 	if w := capsFor(cfg.Listen, sys.nofile).warning; w != "" {
 		out = append(out, w)

@@ -32,7 +32,11 @@ func notifyHUP() chan os.Signal {
 // with watch, when the file changes), refusing a policy that nobody could
 // review unless approvals.allow_no_approvers is set, as at start. With
 // policy.source store a SIGHUP is only logged.
-func reloadPolicy(ctx context.Context, path string, cfg config.Config, h *policy.Holder, hup <-chan os.Signal, watch, dev bool, log *slog.Logger, metrics *telemetry.Metrics) error {
+// tokens are the config's tokens serve started with (plan.configured) and
+// files reads a reloaded config's token files as serve read them
+// (system.files).
+func reloadPolicy(ctx context.Context, path string, cfg config.Config, h *policy.Holder, hup <-chan os.Signal, watch, dev bool, log *slog.Logger, metrics *telemetry.Metrics,
+	tokens map[string]config.Credential, files func(config.Config) config.Files) error {
 	log.Info("policy in force", "source", policySource(cfg), "revision", policy.Revision(h.Load()))
 	if policySource(cfg) != policy.SourceFile {
 		for {
@@ -60,7 +64,8 @@ func reloadPolicy(ctx context.Context, path string, cfg config.Config, h *policy
 		}
 		return nil
 	}
-	r := policyfile.New(path, cfg, h, &policyfile.Options{Logger: log, Metrics: metrics, Env: os.LookupEnv, Check: check})
+	r := policyfile.New(path, cfg, h, &policyfile.Options{Logger: log, Metrics: metrics, Env: os.LookupEnv, Check: check,
+		Tokens: tokens, ReadFiles: files})
 	var every time.Duration
 	if watch {
 		every = watchInterval

@@ -131,10 +131,11 @@ func serveWith(ctx context.Context, args []string, sio serveIO) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", errConfig, err) // err names the file
 	}
-	for _, w := range serveWarnings(cfg, f, sio.sys) {
+	files := sio.sys.files(cfg) // each token and secret file read once, checked as read
+	for _, w := range serveWarnings(cfg, f, sio.sys, files) {
 		log.Warn(w)
 	}
-	p, err := preflight(cfg, f, sio.sys)
+	p, err := preflight(cfg, f, sio.sys, files)
 	if err != nil {
 		// Each problem names the file, and the line of its key where the
 		// file has one, as policy check prints it.
@@ -213,6 +214,9 @@ type core struct {
 	policies *policystore.Service // nil with policy.source: file
 	reg      *prometheus.Registry
 	metrics  *telemetry.Metrics
+	// tokens are the config's tokens in force (plan.configured), which a
+	// policy reload compares the file's with.
+	tokens map[string]config.Credential
 	// notes are the notification outbox and Slack interactions (zero when
 	// notify.channels is empty).
 	notes notifications
@@ -244,7 +248,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 		defer cancel()
 		_ = shutdownTracing(sctx)
 	})
-	c := &core{db: db, watch: watch, reg: prometheus.NewRegistry()}
+	c := &core{db: db, watch: watch, reg: prometheus.NewRegistry(), tokens: p.configured}
 	c.metrics = telemetry.NewMetrics(c.reg)
 	deliveryMetrics := telemetry.NewDeliveryMetrics(c.reg)
 	c.trail = audit.New(db, &audit.Options{
@@ -298,7 +302,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 	// The id approvals show prints as "Held by" for the calls this process
 	// holds (random per process).
 	log.InfoContext(ctx, "gateway instance", "instance", c.gate.Instance())
-	if c.notes, err = newNotifications(cfg, db, c.gate, c.holder, deliveryMetrics, log); err != nil {
+	if c.notes, err = newNotifications(cfg, p.notify, db, c.gate, c.holder, deliveryMetrics, log); err != nil {
 		return nil, err
 	}
 	gwOpts := &gateway.Options{Logger: log, Version: buildVersion().Version, Sessions: c.gate,
@@ -383,7 +387,7 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 		eg.Go(func() error { procs.Follow(ctx, c.load, runtime.GOMAXPROCS(0), setProcs, processCPU); return nil })
 	}
 	eg.Go(func() error {
-		return reloadPolicy(ctx, f.config, cfg, c.holder, hup, f.watch, f.dev, log, c.metrics)
+		return reloadPolicy(ctx, f.config, cfg, c.holder, hup, f.watch, f.dev, log, c.metrics, c.tokens, sio.sys.files)
 	})
 	eg.Go(func() error {
 		c.watch(ctx, c.gate, func() {

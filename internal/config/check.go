@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"toolgate/internal/privfile"
 )
 
 // Check loads and validates the config file at path, as `toolgate policy
@@ -66,19 +68,28 @@ func Check(path string, env Env) (cfg Config, problems, warnings []string) {
 // that read the environment and files and assume nothing Validate checks:
 // each agent's and approver's token, where it has exactly one source,
 // token_env or token_file (set and not empty, readable and not empty);
-// approver and notification secret files private to the service user,
-// uid euid ([Config.CheckTokenFiles]); and the notification channels'
-// secrets ([Config.NotifySecrets]). It returns them joined, in the words
-// preflight uses, or nil. A token with no or several sources, or a
-// malformed token_sha256, is Validate's problem and is skipped here, so
-// nothing is said twice.
-func (c Config) EnvProblems(env Env, readFile func(string) ([]byte, error), euid int) error {
+// an approver's token file that is not private to the service user even
+// where the token has several sources; and the notification channels'
+// secrets ([Config.NotifySecrets]). readFile is the ReadFile of
+// [Config.ReadFiles], which checks approver and notification secret files
+// as it reads them, so each file's problem is said once. It returns them
+// joined, in the words preflight uses, or nil. A token with no or several
+// sources, or a malformed token_sha256, is Validate's problem and is
+// skipped here, so nothing is said twice.
+func (c Config) EnvProblems(env Env, readFile func(string) ([]byte, error)) error {
 	if env == nil {
 		env = func(string) (string, bool) { return "", false }
 	}
 	var errs []error
-	check := func(who string, t Token) {
+	check := func(who string, t Token, private bool) {
 		if (t.TokenEnv == "") == (t.TokenFile == "") || t.TokenSHA256 != "" {
+			// Validate's problem; but a file that is not private is
+			// this one's, whatever else the token sets.
+			if private && t.TokenFile != "" && readFile != nil {
+				if _, err := readFile(t.TokenFile); errors.As(err, new(*privfile.Error)) {
+					errs = append(errs, fmt.Errorf("%s: %w", who, readError("token_file", t.TokenFile, err)))
+				}
+			}
 			return
 		}
 		if t.TokenEnv != "" && !validVarName(t.TokenEnv) {
@@ -89,13 +100,10 @@ func (c Config) EnvProblems(env Env, readFile func(string) ([]byte, error), euid
 		}
 	}
 	for i, a := range c.Agents {
-		check(fmt.Sprintf("agents[%d] %q", i, a.ID), a.Token)
+		check(fmt.Sprintf("agents[%d] %q", i, a.ID), a.Token, false)
 	}
 	for i, a := range c.Approvers {
-		check(fmt.Sprintf("approvers[%d] %q", i, a.ID), a.Token)
-	}
-	if err := c.CheckTokenFiles(euid); err != nil {
-		errs = append(errs, err)
+		check(fmt.Sprintf("approvers[%d] %q", i, a.ID), a.Token, true)
 	}
 	if _, err := c.NotifySecrets(env, readFile); err != nil {
 		errs = append(errs, err)

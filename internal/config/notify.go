@@ -306,8 +306,9 @@ type ChannelSecrets struct {
 // error), files with readFile (contents trimmed of surrounding white space;
 // empty is an error). A URL must be an absolute http or https URL with a
 // host. The error joins every problem, each naming the channel and the
-// variable or file, never a value. Call it at serve time, after Validate
-// and CheckTokenFiles.
+// variable or file, never a value. Call it at serve time, after Validate,
+// with the ReadFile of [Config.ReadFiles]: a secret file that is not
+// private is then its error here.
 func (c Config) NotifySecrets(env Env, readFile func(string) ([]byte, error)) ([]ChannelSecrets, error) {
 	if env == nil {
 		env = func(string) (string, bool) { return "", false }
@@ -333,7 +334,7 @@ func (c Config) NotifySecrets(env Env, readFile func(string) ([]byte, error)) ([
 				}
 				b, err := readFile(file)
 				if err != nil {
-					errs = append(errs, fmt.Errorf("%s: %s_file %s: %w", where, key, file, err))
+					errs = append(errs, fmt.Errorf("%s: %w", where, readError(key+"_file", file, err)))
 					return ""
 				}
 				b = bytes.TrimSpace(b)
@@ -366,18 +367,14 @@ func (c Config) NotifySecrets(env Env, readFile func(string) ([]byte, error)) ([
 	return out, nil
 }
 
-// notifyFile is one secret file of a notification channel.
-type notifyFile struct{ where, key, path string }
-
-// notifyFiles lists the secret files of the notification channels, for
-// CheckTokenFiles.
-func (c Config) notifyFiles() []notifyFile {
-	var out []notifyFile
-	for i, ch := range c.Notify.Channels {
-		where := fmt.Sprintf("notify.channels[%d] %q", i, ch.Name)
-		for _, f := range []notifyFile{{where, "url_file", ch.URLFile}, {where, "secret_file", ch.SecretFile}, {where, "token_file", ch.TokenFile}} {
-			if f.path != "" {
-				out = append(out, f)
+// notifyFiles lists the secret files of the notification channels, which
+// ReadFiles reads as private.
+func (c Config) notifyFiles() []string {
+	var out []string
+	for _, ch := range c.Notify.Channels {
+		for _, p := range []string{ch.URLFile, ch.SecretFile, ch.TokenFile} {
+			if p != "" {
+				out = append(out, p)
 			}
 		}
 	}

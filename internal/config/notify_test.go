@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"toolgate/internal/privfile"
 )
 
 // notifyBase is a config with one webhook and one Slack channel; each case
@@ -194,7 +196,7 @@ func TestNotifySecrets(t *testing.T) {
 	}
 }
 
-func TestCheckTokenFilesCoversNotifySecrets(t *testing.T) {
+func TestPrivateFilesCoverNotifySecrets(t *testing.T) {
 	dir := t.TempDir()
 	open := filepath.Join(dir, "slack.secret")
 	if err := os.WriteFile(open, []byte("s\n"), 0o644); err != nil { //nolint:gosec // G306: the readable file under test
@@ -207,8 +209,8 @@ func TestCheckTokenFilesCoversNotifySecrets(t *testing.T) {
 		`notify.channels[0] "slack": secret_file ` + open + ` has mode 0644; want 0600 (no group or other bits)`,
 		`notify.channels[0] "slack": token_file ` + filepath.Join(dir, "absent") + `: no such file or directory`,
 	}
-	if diff := cmp.Diff(want, Lines(cfg.CheckTokenFiles(os.Geteuid()))); diff != "" {
-		t.Errorf("CheckTokenFiles (-want +got):\n%s", diff)
+	if diff := cmp.Diff(want, Lines(privateProblems(cfg, os.Geteuid()))); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
 	}
 }
 
@@ -263,11 +265,11 @@ agents:
 	if len(problems) == 0 {
 		t.Fatal("Check found no problem in a file with effect: aprove")
 	}
-	got := Lines(cfg.EnvProblems(env, os.ReadFile, os.Geteuid()))
+	files := cfg.ReadFiles(privfile.Reader{Euid: os.Geteuid()}, os.ReadFile)
+	got := Lines(cfg.EnvProblems(env, files.ReadFile))
 	want := []string{
 		`agents[0] "bot": token_env BOT_TOKN is not set`,
-		`notify.channels[1] "slack": secret_file ` + filepath.Join(dir, "absent.secret") + `: no such file or directory`, // as preflight says it, once per check
-		`notify.channels[1] "slack": secret_file ` + filepath.Join(dir, "absent.secret") + `: open ` + filepath.Join(dir, "absent.secret") + `: no such file or directory`,
+		`notify.channels[1] "slack": secret_file ` + filepath.Join(dir, "absent.secret") + `: no such file or directory`, // once: the check and the read are one
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("EnvProblems (-want +got):\n%s", diff)

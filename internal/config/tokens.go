@@ -6,12 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"unicode/utf8"
 
 	"toolgate/internal/approval"
-	"toolgate/internal/fileowner"
+	"toolgate/internal/privfile"
 )
 
 // Credential is what a bearer token authenticates as.
@@ -46,8 +45,9 @@ func TokenHash(token string) string {
 // (lowercased). The error joins every problem, each naming the principal and
 // the variable or file, never a token: unset variables, unreadable or
 // empty files, a principal with no or several token sources, and two
-// principals sharing one token. Call it at serve time, after Validate and
-// CheckTokenFiles.
+// principals sharing one token. Call it at serve time, after Validate,
+// with the ReadFile of [Config.ReadFiles]: an approver's token file that
+// is not private is then its error here.
 func (c Config) Tokens(env Env, readFile func(string) ([]byte, error)) (map[string]Credential, error) {
 	if env == nil {
 		env = func(string) (string, bool) { return "", false }
@@ -142,7 +142,7 @@ func (t Token) resolve(env Env, readFile func(string) ([]byte, error)) (string, 
 		}
 		b, err := readFile(t.TokenFile)
 		if err != nil {
-			return "", fmt.Errorf("token_file %s: %w", t.TokenFile, err)
+			return "", readError("token_file", t.TokenFile, err)
 		}
 		b = bytes.TrimSpace(b)
 		if len(b) == 0 {
@@ -170,62 +170,80 @@ func (c Config) StdioPrincipal() approval.Principal {
 	return approval.Principal{ID: "stdio", Kind: KindAgent}
 }
 
-// CheckTokenFiles reports every approver token_file, and every url_file,
-// secret_file and token_file of a notification channel, that is not private to
-// the service user, uid euid (the process's effective uid at serve time),
-// joined into one error, or nil. Each problem names the approver and the
-// file: it is a symlink (checked with os.Lstat on the file itself; its
-// parent directories are not checked), is not a regular file, cannot be
-// examined, is owned by another uid, or has any group or other permission
-// bit (want 0600 or stricter). The rule comes from issue 6 ("Out of the
-// agent's reach"): an approver's token must not be readable by an agent
-// running as another user (nor a notification channel's secret: a Slack
-// signing secret lets its holder forge an approval click). Agents' token
-// files are not checked: an agent
-// may own its own token file. Unix only (fileowner.Of): elsewhere it fails, the owner unknown.
-func (c Config) CheckTokenFiles(euid int) error {
-	var errs []error
-	for i, a := range c.Approvers {
-		if a.TokenFile == "" {
-			continue
-		}
-		if err := checkPrivateFile("token_file", a.TokenFile, euid); err != nil {
-			errs = append(errs, fmt.Errorf("approvers[%d] %q: %w", i, a.ID, err))
-		}
-	}
-	for _, f := range c.notifyFiles() {
-		if err := checkPrivateFile(f.key, f.path, euid); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", f.where, err))
-		}
-	}
-	return errors.Join(errs...)
+// Files are the contents of the files a config names for tokens and
+// secrets, each read once by [Config.ReadFiles]. Pass [Files.ReadFile] as
+// the readFile of Tokens, ShortTokens, NotifySecrets, ShortNotifySecrets,
+// Secrets and EnvProblems, so that one (re)load reads every file once and
+// all of them see the same bytes: those privfile checked on the descriptor
+// it read them from. The zero value has read nothing.
+type Files struct {
+	read map[string]fileRead
 }
 
-// checkPrivateFile reports why path is not a regular file owned by euid
-// without group or other permission bits, naming it as the config key key
-// (token_file, secret_file, …).
-func checkPrivateFile(key, path string, euid int) error {
-	fi, err := os.Lstat(path)
-	if pe := (*os.PathError)(nil); errors.As(err, &pe) {
-		return fmt.Errorf("%s %s: %w", key, path, pe.Err)
-	} else if err != nil {
-		return fmt.Errorf("%s %s: %w", key, path, err)
-	}
-	switch {
-	case fi.Mode()&os.ModeSymlink != 0:
-		return fmt.Errorf("%s %s is a symlink; want a regular file", key, path)
-	case !fi.Mode().IsRegular():
-		return fmt.Errorf("%s %s is not a regular file", key, path)
-	}
-	uid, ok := fileowner.Of(fi)
+type fileRead struct {
+	b   []byte
+	err error
+}
+
+// ReadFile returns what ReadFiles read at path: its content, or the error
+// (a *privfile.Error for a private file that is missing or not private).
+// A path the config does not name was not read and is an error.
+func (f Files) ReadFile(path string) ([]byte, error) {
+	r, ok := f.read[path]
 	if !ok {
-		return fmt.Errorf("%s %s: owner unknown on this system", key, path)
+		return nil, fmt.Errorf("%s: not one of the config's token or secret files", path)
 	}
-	if int64(uid) != int64(euid) {
-		return fmt.Errorf("%s %s is owned by uid %d; want %d (the service user)", key, path, uid, euid)
+	return r.b, r.err
+}
+
+// ReadFiles reads, once each, the files c names for tokens and secrets.
+// Every approver token_file, and every url_file, secret_file and token_file
+// of a notification channel, is read with private: it must be private to
+// the service user (privfile.Reader: a regular file owned by its Euid
+// without group or other bits, at most privfile.MaxBytes, checked on the
+// descriptor its bytes are read from, never through a symlink). The rule
+// comes from issue 6 ("Out of the agent's reach"): an approver's token
+// must not be readable by an agent running as another user (nor a
+// notification channel's secret: a Slack signing secret lets its holder
+// forge an approval click). Agents' token files are read with readFile
+// (nil reads none) and not checked: an agent may own its own token file. A
+// path named both ways is read as private.
+func (c Config) ReadFiles(private privfile.Reader, readFile func(string) ([]byte, error)) Files {
+	f := Files{read: map[string]fileRead{}}
+	for _, p := range c.privateFiles() {
+		if _, done := f.read[p]; !done {
+			b, err := private.Read(p)
+			f.read[p] = fileRead{b, err}
+		}
 	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Errorf("%s %s has mode %04o; want 0600 (no group or other bits)", key, path, perm)
+	for _, a := range c.Agents {
+		if _, done := f.read[a.TokenFile]; done || a.TokenFile == "" || readFile == nil {
+			continue
+		}
+		b, err := readFile(a.TokenFile)
+		f.read[a.TokenFile] = fileRead{b, err}
 	}
-	return nil
+	return f
+}
+
+// privateFiles lists the paths ReadFiles reads with privfile: approvers'
+// token files and the notification channels' secret files.
+func (c Config) privateFiles() []string {
+	var out []string
+	for _, a := range c.Approvers {
+		if a.TokenFile != "" {
+			out = append(out, a.TokenFile)
+		}
+	}
+	return append(out, c.notifyFiles()...)
+}
+
+// readError is err, from reading the file at path named by the config key
+// key (token_file, secret_file, …), worded with the key and path once: a
+// privfile error already starts with the path.
+func readError(key, path string, err error) error {
+	if pe := (*privfile.Error)(nil); errors.As(err, &pe) {
+		return fmt.Errorf("%s %w", key, err)
+	}
+	return fmt.Errorf("%s %s: %w", key, path, err)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/privfile"
 )
 
 func writeFile(path, text string) error { return os.WriteFile(path, []byte(text), 0o600) }
@@ -104,7 +105,19 @@ func TestTokensErrors(t *testing.T) {
 	}
 }
 
-func TestCheckTokenFiles(t *testing.T) {
+// privateProblems are the problems Tokens and NotifySecrets find in cfg's
+// files read by ReadFiles for the service user euid (no variables set).
+func privateProblems(cfg Config, euid int) error {
+	files := cfg.ReadFiles(privfile.Reader{Euid: euid}, os.ReadFile)
+	_, terr := cfg.Tokens(nil, files.ReadFile)
+	_, nerr := cfg.NotifySecrets(nil, files.ReadFile)
+	return errors.Join(terr, nerr)
+}
+
+// TestPrivateTokenFiles: an approver's token file is read only if it is a
+// regular file of the service user without group or other bits, and its
+// problem is said once, naming the approver and the file.
+func TestPrivateTokenFiles(t *testing.T) {
 	dir := t.TempDir()
 	file := func(name string, mode os.FileMode) string {
 		p := filepath.Join(dir, name)
@@ -143,19 +156,19 @@ func TestCheckTokenFiles(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := Config{Approvers: []Approver{{ID: "bob", Token: Token{TokenFile: tt.file}}}}
-			err := cfg.CheckTokenFiles(tt.euid)
+			err := privateProblems(cfg, tt.euid)
 			got := ""
 			if err != nil {
 				got = err.Error()
 			}
 			if got != tt.want {
-				t.Errorf("CheckTokenFiles = %q, want %q", got, tt.want)
+				t.Errorf("problems = %q, want %q", got, tt.want)
 			}
 		})
 	}
 }
 
-func TestCheckTokenFilesApproversOnly(t *testing.T) {
+func TestPrivateTokenFilesApproversOnly(t *testing.T) {
 	dir := t.TempDir()
 	shared := filepath.Join(dir, "agent.token")
 	if err := os.WriteFile(shared, []byte("agent\n"), 0o644); err != nil {
@@ -177,8 +190,8 @@ func TestCheckTokenFilesApproversOnly(t *testing.T) {
 		`approvers[1] "h1": token_file ` + bad1 + ` has mode 0644; want 0600 (no group or other bits)`,
 		`approvers[2] "h2": token_file ` + filepath.Join(dir, "absent") + `: no such file or directory`,
 	}
-	if diff := cmp.Diff(want, Lines(cfg.CheckTokenFiles(os.Geteuid()))); diff != "" {
-		t.Errorf("CheckTokenFiles (-want +got):\n%s", diff)
+	if diff := cmp.Diff(want, Lines(privateProblems(cfg, os.Geteuid()))); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
 	}
 }
 

@@ -1,5 +1,5 @@
 // Package fileowner reads the uid that owns a file, for the checks that
 // refuse a secret or a socket directory another user could read or swap
-// (config.CheckTokenFiles, api.CheckSocketDir). On systems without uids it
+// (privfile.Reader.Read, api.CheckSocketDir). On systems without uids it
 // reports the owner unknown, and those checks fail closed.
 package fileowner

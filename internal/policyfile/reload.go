@@ -22,6 +22,7 @@ import (
 
 	"toolgate/internal/config"
 	"toolgate/internal/policy"
+	"toolgate/internal/privfile"
 	"toolgate/internal/telemetry"
 )
 
@@ -40,6 +41,16 @@ type Options struct {
 	// refuse a policy nobody could review, as it does at start, and to log
 	// the config's warnings).
 	Check func(config.Config) error
+	// Tokens are the agent and approver tokens in force, as serve
+	// resolved them from the config at start (config.Config.Tokens;
+	// without --dev's): a reload whose file resolves to others warns. Nil
+	// reads them from the running config at New.
+	Tokens map[string]config.Credential
+	// ReadFiles reads the token and secret files of a config once each,
+	// for the tokens a reload compares (cmd passes the start's reader);
+	// nil reads approvers' files with privfile for os.Geteuid and agents'
+	// with os.ReadFile.
+	ReadFiles func(config.Config) config.Files
 }
 
 // A Reloader re-reads the config file at a path and swaps its policy into a
@@ -53,6 +64,7 @@ type Reloader struct {
 	metrics *telemetry.Metrics
 	env     config.Env
 	check   func(config.Config) error
+	files   func(config.Config) config.Files
 
 	mu   sync.Mutex
 	seen [sha256.Size]byte // guarded by mu: digest of the content last read by Reload or Changed
@@ -71,8 +83,17 @@ func New(path string, running config.Config, h *policy.Holder, opts *Options) *R
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Reloader{path: path, running: running, holder: h, log: o.Logger, metrics: o.Metrics, env: o.Env, check: o.Check}
-	r.tokens, _ = principalTokens(running, o.Env)
+	if o.ReadFiles == nil {
+		o.ReadFiles = func(c config.Config) config.Files {
+			return c.ReadFiles(privfile.Reader{Euid: os.Geteuid()}, os.ReadFile)
+		}
+	}
+	r := &Reloader{path: path, running: running, holder: h, log: o.Logger, metrics: o.Metrics, env: o.Env, check: o.Check, files: o.ReadFiles}
+	if o.Tokens != nil {
+		r.tokens = principals(o.Tokens)
+	} else {
+		r.tokens, _ = principalTokens(running, o.Env, r.files(running))
+	}
 	if b, err := os.ReadFile(path); err == nil {
 		r.seen, r.read = sha256.Sum256(b), true
 	}
@@ -117,7 +138,7 @@ func (r *Reloader) Reload(ctx context.Context) error {
 		r.log.WarnContext(ctx, "config keys outside policy changed; they take effect only after a restart",
 			"path", r.path, "keys", strings.Join(keys, ","))
 	}
-	if w := tokenWarning(r.tokens, cfg, r.env); w != "" {
+	if w := tokenWarning(r.tokens, cfg, r.env, r.files(cfg)); w != "" {
 		r.log.WarnContext(ctx, w, "path", r.path)
 	}
 	return nil

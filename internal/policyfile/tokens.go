@@ -2,7 +2,6 @@ package policyfile
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
@@ -16,14 +15,21 @@ import (
 // changedOutsidePolicy cannot tell).
 
 // principalTokens resolves the agent and approver tokens of c, as serve
-// does at start, to a map from principal (`approver "bob"`) to the
-// token's hash. The error is config.Config.Tokens': it names principals
-// and files, never a token.
-func principalTokens(c config.Config, env config.Env) (map[string]string, error) {
-	creds, err := c.Tokens(env, os.ReadFile)
+// does at start, with the files of c read once (config.Config.ReadFiles),
+// to a map from principal (`approver "bob"`) to the token's hash. The
+// error is config.Config.Tokens': it names principals and files, never a
+// token.
+func principalTokens(c config.Config, env config.Env, files config.Files) (map[string]string, error) {
+	creds, err := c.Tokens(env, files.ReadFile)
 	if err != nil {
 		return nil, err
 	}
+	return principals(creds), nil
+}
+
+// principals maps creds (by token hash) to a map from principal
+// (`approver "bob"`) to the token's hash.
+func principals(creds map[string]config.Credential) map[string]string {
 	out := make(map[string]string, len(creds))
 	for hash, cr := range creds {
 		kind := "approver"
@@ -32,7 +38,7 @@ func principalTokens(c config.Config, env config.Env) (map[string]string, error)
 		}
 		out[fmt.Sprintf("%s %q", kind, cr.Principal.ID)] = hash
 	}
-	return out, nil
+	return out
 }
 
 // changedTokens names, sorted, the principals whose token differs between
@@ -57,8 +63,8 @@ func changedTokens(a, b map[string]string) []string {
 // "" when the tokens in cfg's sources are the ones the process started
 // with. running is principalTokens of the start (nil when it could not be
 // read then).
-func tokenWarning(running map[string]string, cfg config.Config, env config.Env) string {
-	now, err := principalTokens(cfg, env)
+func tokenWarning(running map[string]string, cfg config.Config, env config.Env, files config.Files) string {
+	now, err := principalTokens(cfg, env, files)
 	if err != nil {
 		return "agent or approver tokens cannot be read; the tokens in force stay, and a restart would refuse to start: " +
 			strings.Join(config.Lines(err), "; ")
