@@ -139,11 +139,14 @@ func pidOfLocalPort(t *testing.T, port int, pids ...int) int {
 // one Postgres database; the instance attempting a delivery is killed
 // (SIGKILL) while the receiver holds the request, and the receiver then
 // answers 200 to the dead sender. The other instance takes the delivery
-// over once its lease (2 × notify.timeout + 5 s) lapses and sends the same
-// event again, with the same Toolgate-Event-Id and the next attempt
-// number: the documented at-least-once duplicate ("an instance died after
-// the receiver answered but before the answer was recorded"). No other
-// event is sent twice.
+// over once its lease lapses and sends the same event again, with the same
+// Toolgate-Event-Id and the next attempt number: the documented
+// at-least-once duplicate ("an instance died after the receiver answered
+// but before the answer was recorded"). No other event is sent twice.
+// notify.timeout is 5m: the lease is short and renewed while the request
+// is under way (notify.DefaultLease, 5 s; branch revise38), so the take-over
+// does not wait for the timeout; before, the lease was 2 × notify.timeout +
+// 5 s from the claim, here longer than any of the test's waits.
 func TestDeliveryOfKilledInstance(t *testing.T) {
 	dsn := freshPGDatabase(t, pgTestDSN(t))
 	rc := startHangingReceiver(t)
@@ -152,7 +155,7 @@ func TestDeliveryOfKilledInstance(t *testing.T) {
 notify:
   poll: 100ms
   backoff: 100ms
-  timeout: 2s
+  timeout: 5m
   channels:
     - name: hook
       type: webhook

@@ -268,6 +268,10 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 	if err != nil {
 		return nil, err
 	}
+	var catchUp func(context.Context) error // policy.source: file has nothing newer to read
+	if c.policies != nil {
+		catchUp = c.policies.Sync // the consume of a held call reads the newest revision first
+	}
 	c.gate = gate.New(db, c.holder, &gate.Options{
 		Logger:                 log,
 		KeepAlive:              cfg.Approvals.KeepAlive,
@@ -298,6 +302,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 		Recorder:             c.trail,
 		Retention:            store.Retention(cfg.Retention),
 		GrantMaxTTL:          cfg.Grants.MaxTTL,
+		CatchUpPolicy:        catchUp,
 	})
 	// The id approvals show prints as "Held by" for the calls this process
 	// holds (random per process).

@@ -36,6 +36,9 @@ func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
 	k := g.consumeCheck(c)
 	var r approval.Request
 	err := g.retryStore(ctx, func(actx context.Context) error {
+		if err := g.catchUpPolicy(actx, k); err != nil {
+			return err
+		}
 		var err error
 		if c.Principal.SessionID == "" {
 			// A call without a session has no chain to re-check: the check
@@ -88,15 +91,39 @@ func (g *Gate) consumeCheck(c Call) *consumeCheck {
 	if k.token == "" {
 		k.token = newConsumeToken()
 	}
-	dec, err := g.consumeDecision(c, out)
+	k.decide()
+	k.b = approval.Binding{Principal: c.Principal.ID, Server: c.Server, Tool: c.Tool, ArgumentsHash: hash, ToolDigest: g.currentDigest(c)}
+	return k
+}
+
+// decide sets k.deniedBy from the policy in force now (consumeDecision).
+func (k *consumeCheck) decide() {
+	dec, err := k.g.consumeDecision(k.c, k.out)
 	switch {
 	case err != nil:
 		k.deniedBy = "policy evaluation failed"
 	case dec.Effect == policy.Deny:
 		k.deniedBy = dec.Rule
+	default:
+		k.deniedBy = ""
 	}
-	k.b = approval.Binding{Principal: c.Principal.ID, Server: c.Server, Tool: c.Tool, ArgumentsHash: hash, ToolDigest: g.currentDigest(c)}
-	return k
+}
+
+// catchUpPolicy runs Options.CatchUpPolicy, if set, and decides k again
+// under the policy then in force: the store may hold a revision that this
+// instance's follower has not put in force yet. Its error is returned
+// (wrapped) for the consume to refuse the call, retried while transient:
+// nothing is dispatched under a policy that could not be brought up to
+// date.
+func (g *Gate) catchUpPolicy(ctx context.Context, k *consumeCheck) error {
+	if g.opts.CatchUpPolicy == nil {
+		return nil
+	}
+	if err := g.opts.CatchUpPolicy(ctx); err != nil {
+		return fmt.Errorf("read the newest policy revision: %w", err)
+	}
+	k.decide()
+	return nil
 }
 
 // apply consumes r, which must be approved (else approval.ErrNotApproved),

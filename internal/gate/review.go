@@ -53,7 +53,7 @@ func (g *Gate) ReviewIf(ctx context.Context, id approval.ID, reviewer approval.P
 	var decided *approval.Request
 	done := g.hub.decide(string(id))
 	defer func() { done(decided) }()
-	j := g.joinConsume(id, v)
+	j := g.joinConsume(ctx, id, v)
 	var shown approval.Request // the request as the decision left it, before a joined consume
 	fn := func(r *approval.Request, chain session.Chain) error {
 		j.used = false
@@ -127,12 +127,21 @@ type joinedConsume struct {
 
 // joinConsume claims the call held here on id, if any (hub.claim), for an
 // approving decision, and prepares its consume's check (consumeCheck)
-// before the transaction. A decision that is not an approval, or finds no
-// call offered, joins none.
-func (g *Gate) joinConsume(id approval.ID, v approval.Verdict) *joinedConsume {
+// before the transaction, under the newest policy revision
+// (catchUpPolicy). A decision that is not an approval, or finds no call
+// offered, joins none; nor does one that cannot read the newest revision:
+// the held call then consumes on its own (Gate.consume), which retries
+// that read and refuses the call when it fails.
+func (g *Gate) joinConsume(ctx context.Context, id approval.ID, v approval.Verdict) *joinedConsume {
 	j := &joinedConsume{}
 	if v != approval.VerdictApprove {
 		return j
+	}
+	if g.opts.CatchUpPolicy != nil {
+		if err := g.opts.CatchUpPolicy(ctx); err != nil {
+			g.log.WarnContext(ctx, "read the newest policy revision before consuming a held call with its approval; the call consumes on its own", "approval", id, "err", err)
+			return j
+		}
 	}
 	gone, c, cl, release := g.hub.claim(string(id))
 	if c == nil {

@@ -20,6 +20,7 @@ import (
 type Store interface {
 	FanOut(ctx context.Context, limit int, now time.Time, match func(approval.Event, approval.Request) []string, newID func() (string, error)) (store.FanOutResult, error)
 	ClaimDeliveries(ctx context.Context, owner string, now, leaseUntil time.Time, limit int) ([]store.Delivery, error)
+	RenewDelivery(ctx context.Context, id int64, owner string, leaseUntil time.Time) error
 	NextDelivery(ctx context.Context) (time.Time, bool, error)
 	FinishDelivery(ctx context.Context, id int64, owner string, res store.DeliveryResult) error
 	MessageRef(ctx context.Context, id approval.ID, channel string) (string, error)
@@ -57,8 +58,16 @@ type Options struct {
 	// Poll is the longest the outbox sleeps without looking for new events
 	// and due deliveries when nothing woke it (see Wake); default 1s.
 	Poll time.Duration
-	// Timeout bounds one attempt; default 10s. A lease lasts 2×Timeout+5s.
+	// Timeout bounds one attempt; default 10s.
 	Timeout time.Duration
+	// Lease is how long a claim on a delivery lasts unless renewed;
+	// default DefaultLease. The attempting instance renews it every
+	// Lease/4 until the attempt's outcome is recorded, so an attempt of
+	// any length keeps it, and another instance takes over the delivery
+	// of one that died within about Lease (branch revise38; before, a
+	// lease lasted 2×Timeout+5s and was never renewed). It must exceed
+	// the clock difference between instances.
+	Lease time.Duration
 	// Backoff is the wait before the second attempt; it doubles with each
 	// further failure up to BackoffMax. A wait of d is drawn from
 	// [d/2, d). Defaults 1s and 5m.
@@ -113,6 +122,9 @@ func New(s Store, routes []Route, opts *Options) (*Outbox, error) {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
+	}
+	if o.Lease <= 0 {
+		o.Lease = DefaultLease
 	}
 	if o.Backoff <= 0 {
 		o.Backoff = time.Second
@@ -256,9 +268,52 @@ func (b *Outbox) Run(ctx context.Context) error {
 	}
 }
 
-// lease is how long a claim lasts: long enough for an attempt and for
-// recording its outcome.
-func (b *Outbox) lease() time.Duration { return 2*b.o.Timeout + 5*time.Second }
+// DefaultLease is Options.Lease's default: short, since it is renewed
+// while an attempt is under way; long enough for a few renewals to fail
+// (a store that hiccups) before another instance may take over.
+const DefaultLease = 5 * time.Second
+
+// lease is how long a claim lasts without renewal (Options.Lease).
+func (b *Outbox) lease() time.Duration { return b.o.Lease }
+
+// keepLease renews this instance's lease on delivery d every Lease/4
+// (store.RenewDelivery) until the returned stop is called, which waits for
+// the renewer to end. Renewals use their own context, so a shutdown does
+// not let the lease lapse before the attempt's outcome is recorded. When
+// the lease is lost (another instance claimed the delivery after renewals
+// failed for a whole Lease) it stops renewing and logs it: the attempt
+// under way goes on, and the delivery may be sent twice, as the
+// at-least-once contract allows (receivers deduplicate by event id).
+func (b *Outbox) keepLease(ctx context.Context, d store.Delivery, log *slog.Logger) (stop func()) {
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		t := time.NewTicker(b.o.Lease / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.o.Lease/4)
+			err := b.store.RenewDelivery(rctx, d.ID, b.o.Owner, b.o.Now().Add(b.o.Lease))
+			cancel()
+			if errors.Is(err, store.ErrConflict) {
+				log.WarnContext(ctx, "notification lease lost while attempting it; it may be delivered again", "err", err)
+				return
+			}
+			if err != nil {
+				log.DebugContext(ctx, "renew the notification's lease; trying again", "err", err)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
+	}
+}
 
 // fanOut turns one batch of new events into deliveries and reports whether
 // more may be waiting.
@@ -310,6 +365,7 @@ func (b *Outbox) fanOut(ctx context.Context) (bool, error) {
 func (b *Outbox) attempt(ctx context.Context, d store.Delivery) {
 	rt := b.byName[d.Channel]
 	log := b.log.With("channel", d.Channel, "event", d.EventID, "type", d.Event.Type, "approval", d.Event.RequestID, "attempt", d.Attempts)
+	defer b.keepLease(ctx, d, log)() // until the outcome is recorded
 	finish := func(res store.DeliveryResult) {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()

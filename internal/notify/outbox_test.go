@@ -497,3 +497,40 @@ func TestChannelOutcomesExportedAtZero(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseRenewedWhileAttempting: an attempt that takes longer than the
+// lease keeps it (renewed, never more than Lease ahead) so no other
+// instance claims the delivery meanwhile; once the attempt's outcome is
+// recorded the lease is released and the event was sent once. Before
+// branch revise38 the lease was 2×Timeout+5s from the claim: an hour here.
+func TestLeaseRenewedWhileAttempting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const lease = 5 * time.Second // DefaultLease
+		release := make(chan struct{})
+		ch := &recorder{answerCtx: func(ctx context.Context) (string, error) {
+			<-release
+			return "", nil
+		}}
+		h := start(t, []Route{{Name: "hook", Channel: ch, Events: []string{Requested}, MaxAge: time.Hour}}, Options{Poll: time.Hour, Timeout: time.Hour}) // the default Lease
+		h.request(t, "writes", "fs")
+		for range 12 { // a minute of an attempt under way
+			time.Sleep(lease)
+			synctest.Wait()
+			ds := h.deliveries(t)
+			if len(ds) != 1 || ds[0].LeaseOwner == "" || !ds[0].LeaseUntil.After(time.Now()) || ds[0].LeaseUntil.After(time.Now().Add(lease)) {
+				t.Fatalf("at %v: deliveries = %+v, want one leased until at most %v ahead", time.Now(), ds, lease)
+			}
+			if got, err := h.db.ClaimDeliveries(t.Context(), "other", time.Now(), time.Now().Add(lease), 0); err != nil || len(got) != 0 {
+				t.Fatalf("another instance claimed %+v, %v while the attempt is under way", got, err)
+			}
+		}
+		close(release)
+		synctest.Wait()
+		if ds := h.deliveries(t); len(ds) != 1 || ds[0].State != store.DeliveryDelivered || ds[0].LeaseOwner != "" || ds[0].Attempts != 1 {
+			t.Errorf("deliveries = %+v, want one delivered on its first attempt", ds)
+		}
+		if n := len(ch.got()); n != 1 {
+			t.Errorf("sent %d times, want once", n)
+		}
+	})
+}

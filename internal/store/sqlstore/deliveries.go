@@ -220,6 +220,33 @@ func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now, leaseUntil
 	return out, nil
 }
 
+// RenewDelivery extends owner's lease on delivery id until leaseUntil
+// (unix milliseconds stored, like ClaimDeliveries'): the outbox renews a
+// short lease while its attempt is under way, so a lease whose holder died
+// lapses soon (branch revise38). The lease may have lapsed already, as
+// long as nobody claimed it meanwhile. If owner no longer holds it (another
+// instance claimed the delivery, or it was finished) nothing is written
+// and the error wraps store.ErrConflict.
+func (db *DB) RenewDelivery(ctx context.Context, id int64, owner string, leaseUntil time.Time) error {
+	var n int64
+	err := db.inTx(ctx, func(t *tx) error {
+		res, err := t.exec(ctx, `UPDATE deliveries SET lease_until = ? WHERE id = ? AND state = 'pending' AND lease_owner = ?`,
+			leaseUntil.UnixMilli(), id, owner)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return db.wrap(fmt.Sprintf("renew delivery %d", id), err)
+	}
+	if n == 0 {
+		return fmt.Errorf("renew delivery %d: not leased to %s: %w", id, owner, store.ErrConflict)
+	}
+	return nil
+}
+
 // NextDelivery returns when the earliest pending delivery could next be
 // claimed (its NextAt, or the end of a lease held on it), ignoring those
 // waiting behind an earlier event of their request; ok is false when there

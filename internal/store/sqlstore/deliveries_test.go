@@ -217,10 +217,24 @@ func TestClaimAndFinish(t *testing.T) {
 			if at, ok, err := db.NextDelivery(ctx); err != nil || !ok || !at.Equal(lease) {
 				t.Errorf("NextDelivery = %v, %v, %v; want the end of x's lease", at, ok, err)
 			}
-			// The lease lapses: y takes over, and x's late result is refused.
+			// x renews its lease; then it lapses: y takes over, and x's late
+			// renewal and result are refused.
+			if err := db.RenewDelivery(ctx, first.ID, "y", lease.Add(time.Second)); !errors.Is(err, store.ErrConflict) {
+				t.Fatalf("RenewDelivery by y, which holds no lease = %v, want ErrConflict", err)
+			}
+			if err := db.RenewDelivery(ctx, first.ID, "x", lease.Add(time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			if ds := claim("y", lease); len(ds) != 0 {
+				t.Fatalf("y claimed %+v at the end of the lease x renewed", ds)
+			}
+			lease = lease.Add(time.Second)
 			ds = claim("y", lease)
 			if len(ds) != 1 || ds[0].ID != first.ID || ds[0].Attempts != 2 {
 				t.Fatalf("claim after the lease = %+v, want the same delivery, attempt 2", ds)
+			}
+			if err := db.RenewDelivery(ctx, first.ID, "x", lease.Add(time.Minute)); !errors.Is(err, store.ErrConflict) {
+				t.Fatalf("RenewDelivery by x after losing the lease = %v, want ErrConflict", err)
 			}
 			err := db.FinishDelivery(ctx, first.ID, "x", store.DeliveryResult{State: store.DeliveryDelivered, At: lease})
 			if !errors.Is(err, store.ErrConflict) {
