@@ -35,7 +35,7 @@ const tailEnvMin = 8
 // arguments: only a start's failure quotes it, and no call has been sent by
 // then. Write never fails and never blocks for long.
 type stderrTail struct {
-	hide    []envShape  // the child's environment as it may be printed, longest first
+	red     *envRedactor
 	stopped atomic.Bool // the start succeeded: nothing more is kept
 
 	mu    sync.Mutex
@@ -50,14 +50,27 @@ type envShape struct {
 }
 
 // newStderrTail returns a tail that redacts the values of env, the child's
+// complete environment (newEnvRedactor).
+func newStderrTail(env map[string]string) *stderrTail {
+	return &stderrTail{red: newEnvRedactor(env)}
+}
+
+// An envRedactor hides a stdio child's environment and secret-shaped text
+// in what the child writes to stderr (the log's lines, a failed start's
+// tail). Its methods are safe for concurrent use.
+type envRedactor struct {
+	hide []envShape // the child's environment as it may be printed, longest first
+}
+
+// newEnvRedactor returns a redactor of the values of env, the child's
 // complete environment, in each shape a child may print them: as they are,
 // JSON-escaped (JSON.stringify(process.env) and config dumps write quotes,
 // backslashes and newlines escaped) and, for a value of several lines (a
 // PEM key), each of its lines, since the tail is kept line by line and no
 // one line holds the whole value. Shapes shorter than tailEnvMin bytes are
 // left in sight.
-func newStderrTail(env map[string]string) *stderrTail {
-	t := &stderrTail{}
+func newEnvRedactor(env map[string]string) *envRedactor {
+	t := &envRedactor{}
 	seen := map[string]bool{}
 	add := func(text, name string) {
 		if len(text) >= tailEnvMin && !seen[text] {
@@ -140,7 +153,7 @@ func (t *stderrTail) text() string {
 	var out []string
 	size := 0
 	for i := len(lines) - 1; i >= 0; i-- {
-		q := strconv.Quote(cutUTF8(t.redact(lines[i]), tailLineBytes))
+		q := strconv.Quote(cutUTF8(t.red.redact(lines[i]), tailLineBytes))
 		if size+len(q) > tailBytes && len(out) > 0 {
 			break
 		}
@@ -152,11 +165,11 @@ func (t *stderrTail) text() string {
 }
 
 // redact hides in line the values of the child's environment in the
-// shapes newStderrTail made, longest first (the child may print its own
+// shapes newEnvRedactor made, longest first (the child may print its own
 // environment, which holds the credentials it was given), and text shaped
 // like a secret (approval.DefaultRedaction's patterns, as approvers'
 // display copies).
-func (t *stderrTail) redact(line string) string {
+func (t *envRedactor) redact(line string) string {
 	for _, h := range t.hide {
 		line = strings.ReplaceAll(line, h.text, "[redacted: $"+h.name+"]")
 	}

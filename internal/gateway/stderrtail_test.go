@@ -41,6 +41,15 @@ func TestStdioStartFailureSaysWhy(t *testing.T) {
 	// The child's own lines are logged too, every one (drained from the
 	// start, not only once the first connects are over).
 	logs.waitFor(t, `msg="upstream stderr" server=fs line="line one"`)
+	// Logged redacted as the warning quotes them (on the base the token
+	// was in the log, in the line the child wrote).
+	logs.waitFor(t, `msg="upstream stderr" server=fs line="Usage: mcp-server-filesystem`)
+	if want := `line="env: API_TOKEN=[redacted: $API_TOKEN]"`; !strings.Contains(logs.String(), want) {
+		t.Errorf("the log does not show %s: %s", want, logs.String())
+	}
+	if strings.Contains(logs.String(), token) || strings.Contains(logs.String(), "ghp_abc") {
+		t.Errorf("the log shows the child's token: %s", logs.String())
+	}
 
 	var warn string
 	for line := range strings.SplitSeq(logs.String(), "\n") {
