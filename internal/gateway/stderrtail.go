@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,7 +60,8 @@ func newStderrTail(env map[string]string) *stderrTail {
 // in what the child writes to stderr (the log's lines, a failed start's
 // tail). Its methods are safe for concurrent use.
 type envRedactor struct {
-	hide []envShape // the child's environment as it may be printed, longest first
+	hide     []envShape       // the child's environment as it may be printed, longest first
+	patterns []*regexp.Regexp // approval.DefaultRedaction's, compiled once (each call compiles them)
 }
 
 // newEnvRedactor returns a redactor of the values of env, the child's
@@ -70,7 +72,7 @@ type envRedactor struct {
 // one line holds the whole value. Shapes shorter than tailEnvMin bytes are
 // left in sight.
 func newEnvRedactor(env map[string]string) *envRedactor {
-	t := &envRedactor{}
+	t := &envRedactor{patterns: approval.DefaultRedaction().Patterns}
 	seen := map[string]bool{}
 	add := func(text, name string) {
 		if len(text) >= tailEnvMin && !seen[text] {
@@ -173,7 +175,7 @@ func (t *envRedactor) redact(line string) string {
 	for _, h := range t.hide {
 		line = strings.ReplaceAll(line, h.text, "[redacted: $"+h.name+"]")
 	}
-	for _, re := range approval.DefaultRedaction().Patterns {
+	for _, re := range t.patterns {
 		line = re.ReplaceAllStringFunc(line, func(string) string {
 			return "[redacted: looks like " + secretWhat(re.SubexpNames()) + "]"
 		})
