@@ -235,7 +235,7 @@ func TestStderrLines(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newStderrLog("up", slog.New(slog.DiscardHandler))
+			s := newStderrLog("up", nil, slog.New(slog.DiscardHandler))
 			for _, w := range tt.writes {
 				if n, err := s.Write([]byte(w)); n != len(w) || err != nil {
 					t.Fatalf("Write = %d, %v", n, err)
@@ -253,7 +253,7 @@ func TestStderrLines(t *testing.T) {
 }
 
 func TestStderrNeverBlocks(t *testing.T) {
-	s := newStderrLog("up", slog.New(slog.DiscardHandler)) // nobody drains it
+	s := newStderrLog("up", nil, slog.New(slog.DiscardHandler)) // nobody drains it
 	for range stderrQueue + 10 {
 		_, _ = s.Write([]byte("line\n"))
 	}

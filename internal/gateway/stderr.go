@@ -26,6 +26,7 @@ type stderrLine struct {
 // run logs them. A full queue drops lines and counts them.
 type stderrLog struct {
 	server  string
+	red     *envRedactor
 	log     *slog.Logger
 	lines   chan stderrLine
 	dropped atomic.Int64
@@ -34,8 +35,12 @@ type stderrLog struct {
 	split lineSplitter // guarded by mu
 }
 
-func newStderrLog(server string, log *slog.Logger) *stderrLog {
-	return &stderrLog{server: server, log: log, lines: make(chan stderrLine, stderrQueue)}
+// newStderrLog returns the stderr log of server, whose lines are logged with
+// the values of env (the child's complete environment) and secret-shaped
+// text redacted, as a failed start's tail is: a child that prints its
+// environment or a token would otherwise put it in the log (attack38).
+func newStderrLog(server string, env map[string]string, log *slog.Logger) *stderrLog {
+	return &stderrLog{server: server, red: newEnvRedactor(env), log: log, lines: make(chan stderrLine, stderrQueue)}
 }
 
 // Write implements io.Writer. It never fails and never blocks on the logger.
@@ -109,10 +114,11 @@ func (s *stderrLog) run(ctx context.Context) {
 			if n := s.dropped.Swap(0); n > 0 {
 				s.log.WarnContext(ctx, "upstream stderr lines dropped", "server", s.server, "lines", n)
 			}
+			text := s.red.redact(l.text)
 			if l.truncated {
-				s.log.InfoContext(ctx, "upstream stderr", "server", s.server, "line", l.text, "truncated", true)
+				s.log.InfoContext(ctx, "upstream stderr", "server", s.server, "line", text, "truncated", true)
 			} else {
-				s.log.InfoContext(ctx, "upstream stderr", "server", s.server, "line", l.text)
+				s.log.InfoContext(ctx, "upstream stderr", "server", s.server, "line", text)
 			}
 		}
 	}

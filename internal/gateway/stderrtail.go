@@ -3,6 +3,8 @@ package gateway
 import (
 	"bytes"
 	"cmp"
+	"encoding/json"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,16 +36,74 @@ const tailEnvMin = 8
 // arguments: only a start's failure quotes it, and no call has been sent by
 // then. Write never fails and never blocks for long.
 type stderrTail struct {
-	env     map[string]string // the child's complete environment, for redaction
-	stopped atomic.Bool       // the start succeeded: nothing more is kept
+	red     *envRedactor
+	stopped atomic.Bool // the start succeeded: nothing more is kept
 
 	mu    sync.Mutex
 	lines []string     // guarded by mu: the last complete lines, oldest first
 	split lineSplitter // guarded by mu
 }
 
+// An envShape is text that shows the value of the environment variable
+// name: the value itself, its JSON-escaped form, or one of its lines.
+type envShape struct {
+	text, name string
+}
+
+// newStderrTail returns a tail that redacts the values of env, the child's
+// complete environment (newEnvRedactor).
 func newStderrTail(env map[string]string) *stderrTail {
-	return &stderrTail{env: env}
+	return &stderrTail{red: newEnvRedactor(env)}
+}
+
+// An envRedactor hides a stdio child's environment and secret-shaped text
+// in what the child writes to stderr (the log's lines, a failed start's
+// tail). Its methods are safe for concurrent use.
+type envRedactor struct {
+	hide     []envShape       // the child's environment as it may be printed, longest first
+	patterns []*regexp.Regexp // approval.DefaultRedaction's, compiled once (each call compiles them)
+}
+
+// newEnvRedactor returns a redactor of the values of env, the child's
+// complete environment, in each shape a child may print them: as they are,
+// JSON-escaped (JSON.stringify(process.env) and config dumps write quotes,
+// backslashes and newlines escaped) and, for a value of several lines (a
+// PEM key), each of its lines, since the tail is kept line by line and no
+// one line holds the whole value. Shapes shorter than tailEnvMin bytes are
+// left in sight.
+func newEnvRedactor(env map[string]string) *envRedactor {
+	t := &envRedactor{patterns: approval.DefaultRedaction().Patterns}
+	seen := map[string]bool{}
+	add := func(text, name string) {
+		if len(text) >= tailEnvMin && !seen[text] {
+			seen[text] = true
+			t.hide = append(t.hide, envShape{text: text, name: name})
+		}
+	}
+	for name, v := range env {
+		add(v, name)
+		add(jsonEscaped(v), name)
+		for line := range strings.SplitSeq(v, "\n") {
+			add(strings.TrimSuffix(line, "\r"), name)
+		}
+	}
+	slices.SortFunc(t.hide, func(a, b envShape) int {
+		return cmp.Or(cmp.Compare(len(b.text), len(a.text)), cmp.Compare(a.name, b.name), cmp.Compare(a.text, b.text))
+	})
+	return t
+}
+
+// jsonEscaped is s as a JSON string without its quotes, escaped as
+// JSON.stringify does (no HTML escaping).
+func jsonEscaped(s string) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(s) != nil {
+		return s // not reached: a string always encodes
+	}
+	q := strings.TrimSuffix(b.String(), "\n")
+	return q[1 : len(q)-1]
 }
 
 // Write implements io.Writer: it splits p into lines as stderrLog does
@@ -95,7 +155,7 @@ func (t *stderrTail) text() string {
 	var out []string
 	size := 0
 	for i := len(lines) - 1; i >= 0; i-- {
-		q := strconv.Quote(cutUTF8(t.redact(lines[i]), tailLineBytes))
+		q := strconv.Quote(cutUTF8(t.red.redact(lines[i]), tailLineBytes))
 		if size+len(q) > tailBytes && len(out) > 0 {
 			break
 		}
@@ -106,24 +166,16 @@ func (t *stderrTail) text() string {
 	return strings.Join(out, " | ")
 }
 
-// redact hides in line the values of the child's environment (tailEnvMin
-// bytes or longer, longest first: the child may print its own environment,
-// which holds the credentials it was given) and text shaped like a secret
-// (approval.DefaultRedaction's patterns, as approvers' display copies).
-func (t *stderrTail) redact(line string) string {
-	names := make([]string, 0, len(t.env))
-	for k, v := range t.env {
-		if len(v) >= tailEnvMin {
-			names = append(names, k)
-		}
+// redact hides in line the values of the child's environment in the
+// shapes newEnvRedactor made, longest first (the child may print its own
+// environment, which holds the credentials it was given), and text shaped
+// like a secret (approval.DefaultRedaction's patterns, as approvers'
+// display copies).
+func (t *envRedactor) redact(line string) string {
+	for _, h := range t.hide {
+		line = strings.ReplaceAll(line, h.text, "[redacted: $"+h.name+"]")
 	}
-	slices.SortFunc(names, func(a, b string) int {
-		return cmp.Or(cmp.Compare(len(t.env[b]), len(t.env[a])), cmp.Compare(a, b))
-	})
-	for _, k := range names {
-		line = strings.ReplaceAll(line, t.env[k], "[redacted: $"+k+"]")
-	}
-	for _, re := range approval.DefaultRedaction().Patterns {
+	for _, re := range t.patterns {
 		line = re.ReplaceAllStringFunc(line, func(string) string {
 			return "[redacted: looks like " + secretWhat(re.SubexpNames()) + "]"
 		})

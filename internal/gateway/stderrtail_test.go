@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +41,15 @@ func TestStdioStartFailureSaysWhy(t *testing.T) {
 	// The child's own lines are logged too, every one (drained from the
 	// start, not only once the first connects are over).
 	logs.waitFor(t, `msg="upstream stderr" server=fs line="line one"`)
+	// Logged redacted as the warning quotes them (on the base the token
+	// was in the log, in the line the child wrote).
+	logs.waitFor(t, `msg="upstream stderr" server=fs line="Usage: mcp-server-filesystem`)
+	if want := `line="env: API_TOKEN=[redacted: $API_TOKEN]"`; !strings.Contains(logs.String(), want) {
+		t.Errorf("the log does not show %s: %s", want, logs.String())
+	}
+	if strings.Contains(logs.String(), token) || strings.Contains(logs.String(), "ghp_abc") {
+		t.Errorf("the log shows the child's token: %s", logs.String())
+	}
 
 	var warn string
 	for line := range strings.SplitSeq(logs.String(), "\n") {
@@ -121,4 +132,53 @@ func TestStderrTailBounds(t *testing.T) {
 	if got := tail.text(); got != "" {
 		t.Errorf("a stopped tail reads %q", got)
 	}
+}
+
+// TestStderrTailRedactsEnvAsPrinted: a child that prints a value of its
+// environment in another shape than the value's own bytes is redacted
+// too: a multi-line value (a PEM key) printed as it is arrives one line
+// at a time, and none of the lines is the whole value; the same value,
+// or one with quotes and backslashes, printed JSON-escaped on one line
+// (JSON.stringify(process.env), a config dump) has other bytes. On the
+// base each of these showed the key's lines or the password to agents.
+func TestStderrTailRedactsEnvAsPrinted(t *testing.T) {
+	body := []string{
+		"QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVphYmNkZWZnaGlqa2xtbm9wcXJzdHV2",
+		"d3h5ejAxMjM0NTY3ODlBQkNERUZHSElKS0xNTk9QUVJTVFVWV1hZWmFiY2RlZmdo",
+		"aWprbG1ub3BxcnN0dXZ3eHl6MDEyMzQ1Njc4OUFCQ0RFRkdISUpLTE1OT1BRUlNU",
+		"VVZXWFlaYWJjZGVmZ2hpamtsbW5vcHFyc3R1dnd4eXo=",
+	}
+	key := "-----BEGIN PRIVATE KEY-----\n" + strings.Join(body, "\n") + "\n-----END PRIVATE KEY-----\n"
+	const pass = `pa"ss\w0rd<&>`
+	for name, printed := range map[string]string{
+		"key as is":      key,
+		"key as JSON":    fmt.Sprintf(`{"SIGNING_KEY":%s}`+"\n", jsStringify(t, key)),
+		"key, CRLF":      strings.ReplaceAll(key, "\n", "\r\n"),
+		"password JSON":  fmt.Sprintf(`config: {"DB_PASSWORD":%s}`+"\n", jsStringify(t, pass)),
+		"password plain": "config: DB_PASSWORD=" + pass + "\n",
+	} {
+		tail := newStderrTail(map[string]string{"SIGNING_KEY": key, "DB_PASSWORD": pass})
+		fmt.Fprint(tail, printed)
+		got := tail.text()
+		for _, secret := range append(slices.Clone(body), "w0rd") {
+			if strings.Contains(got, secret) {
+				t.Errorf("%s: the tail %q shows %q", name, got, secret)
+			}
+		}
+		if !strings.Contains(got, "[redacted: ") {
+			t.Errorf("%s: the tail %q says nothing was redacted", name, got)
+		}
+	}
+}
+
+// jsStringify is v as JSON.stringify writes it: no HTML escaping.
+func jsStringify(t *testing.T, v string) string {
+	t.Helper()
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }

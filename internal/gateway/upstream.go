@@ -166,7 +166,7 @@ func newUpstream(sc ServerConfig, g *Gateway) *upstream {
 		u.http = newUpstreamHTTPClient(&captureRoundTripper{base: lean, headers: sc.Headers, max: g.opts.MaxResultBytes, routes: g.routes,
 			log: u.log, onRead: u.sawTraffic, up: u}, u.log)
 	} else {
-		u.stderr = newStderrLog(sc.Name, g.log)
+		u.stderr = newStderrLog(sc.Name, sc.Env, g.log)
 	}
 	return u
 }

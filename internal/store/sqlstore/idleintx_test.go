@@ -2,9 +2,12 @@ package sqlstore
 
 import (
 	"context"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"toolgate/internal/approval"
 	"toolgate/internal/store/sqlstore/pgtest"
@@ -65,30 +68,58 @@ func TestFrozenRenewalDoesNotBlockTakeOver(t *testing.T) {
 }
 
 // TestIdleInTxKeepsTheDSNs: a DSN that sets
-// idle_in_transaction_session_timeout keeps its value.
+// idle_in_transaction_session_timeout keeps its value, however it spells
+// the name (PostgreSQL reads it case-blind and with dashes for
+// underscores), and so does the database's own setting (ALTER DATABASE …
+// SET). On the base the spellings other than the first were overwritten
+// with 10s.
 func TestIdleInTxKeepsTheDSNs(t *testing.T) {
 	dsn := pgtest.Fresh(t)
-	withOption := dsn + " options='-c idle_in_transaction_session_timeout=1h'"
-	if strings.HasPrefix(dsn, "postgres") {
+	with := func(param, value string) string {
+		if !strings.HasPrefix(dsn, "postgres") {
+			return dsn + " " + param + "='" + value + "'"
+		}
 		sep := "?"
 		if strings.Contains(dsn, "?") {
 			sep = "&"
 		}
-		withOption = dsn + sep + "options=-c%20idle_in_transaction_session_timeout%3D1h"
+		return dsn + sep + url.PathEscape(param) + "=" + strings.ReplaceAll(url.QueryEscape(value), "+", "%20")
 	}
-	db := openTest(t, Config{Driver: DriverPostgres, DSN: withOption})
-	var v string
-	if err := db.sql.QueryRowContext(t.Context(), `SHOW idle_in_transaction_session_timeout`).Scan(&v); err != nil {
-		t.Fatal(err)
+	show := func(db *DB) string {
+		var v string
+		if err := db.sql.QueryRowContext(t.Context(), `SHOW idle_in_transaction_session_timeout`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
 	}
-	if v != "1h" {
-		t.Errorf("idle_in_transaction_session_timeout %q, want the DSN's 1h", v)
+	for _, d := range []string{
+		with("options", "-c idle_in_transaction_session_timeout=1h"),
+		with("options", "-c IDLE_IN_TRANSACTION_SESSION_TIMEOUT=1h"),
+		with("options", "-c idle-in-transaction-session-timeout=1h"),
+		with("options", "--idle-in-transaction-session-timeout=1h"),
+		with("IDLE_IN_TRANSACTION_SESSION_TIMEOUT", "1h"),
+	} {
+		if v := show(openTest(t, Config{Driver: DriverPostgres, DSN: d})); v != "1h" {
+			t.Errorf("DSN %s: idle_in_transaction_session_timeout %q, want the DSN's 1h", d, v)
+		}
 	}
 	def := openTest(t, postgresConfig(dsn))
+	var v string
 	if err := def.asql.QueryRowContext(t.Context(), `SHOW idle_in_transaction_session_timeout`).Scan(&v); err != nil {
 		t.Fatal(err)
 	}
 	if v != "10s" {
 		t.Errorf("the admin pool's idle_in_transaction_session_timeout %q, want the default 10s", v)
+	}
+	// The test's own database (pgtest.Fresh), so no other test sees it.
+	var name string
+	if err := def.sql.QueryRowContext(t.Context(), `SELECT current_database()`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := def.sql.ExecContext(t.Context(), `ALTER DATABASE `+pgx.Identifier{name}.Sanitize()+` SET idle_in_transaction_session_timeout = '2min'`); err != nil {
+		t.Fatal(err)
+	}
+	if v := show(openTest(t, postgresConfig(dsn))); v != "2min" {
+		t.Errorf("a database set to 2min: idle_in_transaction_session_timeout %q, want 2min", v)
 	}
 }

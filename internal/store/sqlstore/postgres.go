@@ -122,23 +122,23 @@ func openPostgres(ctx context.Context, cfg Config) (main, lease, admin *sql.DB, 
 	if pcfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		pcfg.ConnConfig.RuntimeParams["application_name"] = PoolApplicationName
 	}
-	if !strings.Contains(pcfg.ConnConfig.RuntimeParams["options"], "idle_in_transaction_session_timeout") &&
-		pcfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] == "" {
-		idle := cfg.IdleInTx
-		if idle <= 0 {
-			idle = DefaultIdleInTx
+	idle := cfg.IdleInTx
+	if idle <= 0 {
+		idle = DefaultIdleInTx
+	}
+	// Set once each connection is made, not as a startup parameter: a
+	// pooler such as PgBouncer refuses a startup parameter it does not
+	// track ("unsupported startup parameter"), and deploy.md supports one
+	// in session mode (attack37). The server says whether the DSN (source
+	// "client": options=-c …, a runtime parameter, however the name is
+	// spelled), the role or the database set it; those keep their value
+	// (attack38: the DSN was searched for one spelling only).
+	set := fmt.Sprintf(setIdleInTx, idle.Milliseconds())
+	pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if _, err := c.Exec(ctx, set); err != nil {
+			return fmt.Errorf("set idle_in_transaction_session_timeout: %w", err)
 		}
-		// Set once each connection is made, not as a startup parameter:
-		// a pooler such as PgBouncer refuses a startup parameter it does
-		// not track ("unsupported startup parameter"), and deploy.md
-		// supports one in session mode (attack37).
-		set := "SET idle_in_transaction_session_timeout = " + strconv.FormatInt(idle.Milliseconds(), 10)
-		pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-			if _, err := c.Exec(ctx, set); err != nil {
-				return fmt.Errorf("set idle_in_transaction_session_timeout: %w", err)
-			}
-			return nil
-		}
+		return nil
 	}
 	d := &postgresDialect{listen: pcfg.ConnConfig.Copy(), poll: cfg.Poll, readCommitted: sql.TxOptions{Isolation: sql.LevelReadCommitted}}
 	d.listen.RuntimeParams["application_name"] = WatchApplicationName
@@ -284,3 +284,11 @@ func (*postgresDialect) unavailable(err error) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		pgconn.SafeToRetry(err) || pgconn.Timeout(err)
 }
+
+// setIdleInTx sets idle_in_transaction_session_timeout for the session to
+// %d milliseconds unless the DSN, the role or the database set it. It has
+// no parameters, so pgx sends it with the simple protocol (no prepared
+// statement on each new connection, nothing a pooler must track).
+const setIdleInTx = `SELECT set_config('idle_in_transaction_session_timeout', '%d', false)
+FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout'
+AND source NOT IN ('client', 'user', 'database', 'database user')`
