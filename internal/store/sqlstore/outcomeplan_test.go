@@ -38,18 +38,22 @@ func TestOutcomeFindsItsRowByID(t *testing.T) {
 	}
 	args := []any{"r-00150", "ok", "dispatched", "consumed", "alice", int64(4), Channel, "r-00150 consumed"}
 	ledger := append(append([]any{}, args...), "{}", nil, 0, int64(2), int64(4), int64(5))
+	assertFindsByID(t, db, "requests", "pgOutcome", pgOutcome, args...)
+	assertFindsByID(t, db, "requests", "pgOutcomeLedger", pgOutcomeLedger, ledger...)
+}
+
+// assertFindsByID fails t unless q's plans on Postgres, custom and
+// generic (plan_cache_mode auto and force_generic_plan), look its row of
+// table up by the id in an index condition, never filter an index's
+// entries or the table's rows on id, and read table by no sequential scan.
+func assertFindsByID(t *testing.T, db *DB, table, name, q string, args ...any) {
+	t.Helper()
 	for _, mode := range []string{"auto", "force_generic_plan"} {
-		for _, s := range []struct {
-			name string
-			q    string
-			args []any
-		}{{"pgOutcome", pgOutcome, args}, {"pgOutcomeLedger", pgOutcomeLedger, ledger}} {
-			plan := outcomePlan(t, db, mode, s.q, s.args...)
-			t.Logf("%s, plan_cache_mode %s: %s", s.name, mode, plan)
-			if !strings.Contains(plan, "Index Cond: (id = ") || strings.Contains(plan, "Filter: (id = ") ||
-				strings.Contains(plan, "Seq Scan on requests") {
-				t.Errorf("%s (plan_cache_mode %s) does not look its request up by id: %s", s.name, mode, plan)
-			}
+		plan := outcomePlan(t, db, mode, q, args...)
+		t.Logf("%s, plan_cache_mode %s: %s", name, mode, plan)
+		if !strings.Contains(plan, "Index Cond: (id = ") || strings.Contains(plan, "Filter: (id = ") ||
+			strings.Contains(plan, "Seq Scan on "+table) {
+			t.Errorf("%s (plan_cache_mode %s) does not look its %s row up by id: %s", name, mode, table, plan)
 		}
 	}
 }
