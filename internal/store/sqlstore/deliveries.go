@@ -169,13 +169,15 @@ const claimable = `d.state = 'pending' AND d.next_at <= ? AND (d.lease_until IS 
 		AND e.state = 'pending' AND e.event_seq < d.event_seq)`
 
 // claimDelivery leases one claimable delivery (owner, lease end, id, now
-// in unix ms): a compare-and-set on its state and lease.
+// in unix ms): a compare-and-set on its state (unindexedState: the row is
+// found by its id) and lease.
 const claimDelivery = `UPDATE deliveries SET lease_owner = ?, lease_until = ?, attempts = attempts + 1
-	WHERE id = ? AND state = 'pending' AND (lease_until IS NULL OR lease_until <= ?)`
+	WHERE id = ? AND ` + unindexedState + ` = 'pending' AND (lease_until IS NULL OR lease_until <= ?)`
 
 // finishDelivery reads the request and channel of delivery id while owner
-// (the second argument) holds its lease; FinishDelivery locks it.
-const finishDelivery = `SELECT request_id, channel FROM deliveries WHERE id = ? AND state = 'pending' AND lease_owner = ?`
+// (the second argument) holds its lease, the state compared through
+// unindexedState as in claimDelivery; FinishDelivery locks it.
+const finishDelivery = `SELECT request_id, channel FROM deliveries WHERE id = ? AND ` + unindexedState + ` = 'pending' AND lease_owner = ?`
 
 // ClaimDeliveries leases to owner, until leaseUntil, up to limit (0 means
 // 100) deliveries that can be attempted at now, most overdue first, counting
