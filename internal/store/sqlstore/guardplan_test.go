@@ -19,13 +19,7 @@ import (
 func TestGuardedWritesFindTheirRowByID(t *testing.T) {
 	db := openTest(t, backends[1].fresh(t)) // Postgres
 	ctx := t.Context()
-	for _, q := range []string{`INSERT INTO requests (id, state, server, tool, arguments, arguments_hash,
-			display_warnings, tool_digest, rule, mode, requested_by, on_behalf_of, tenant, created_at, expires_at,
-			required_approvals, approvers, valid_for_ms, reviews, decided_by, decided_at, reason, consumed_at,
-			dispatch_outcome, held_by, lease_until)
-		SELECT 'r-' || lpad(i::text, 5, '0'), 'pending', 's', 't', '{}', 'sha256:' || i, '[]', '', 'r', 'hold', 'agent', '', '',
-			i, i + 300000, 1, '[]', 0, '[]', '', NULL, '', NULL, '', 'instance-a', 253402300799999
-		FROM generate_series(1, 2000) AS i`,
+	for _, q := range []string{pendingRequestsSQL,
 		`INSERT INTO deliveries (event_id, event_seq, channel, request_id, event_type, event_state, actor, event_at,
 			state, attempts, next_at, lease_owner, lease_until, done_at, last_error)
 		SELECT 'e-' || i, i, 'slack', 'r-' || lpad(i::text, 5, '0'), 'created', 'pending', 'agent', i,

@@ -20,13 +20,7 @@ import (
 func TestOutcomeFindsItsRowByID(t *testing.T) {
 	db := openTest(t, backends[1].fresh(t)) // Postgres
 	ctx := t.Context()
-	if _, err := db.sql.ExecContext(ctx, `INSERT INTO requests (id, state, server, tool, arguments, arguments_hash,
-			display_warnings, tool_digest, rule, mode, requested_by, on_behalf_of, tenant, created_at, expires_at,
-			required_approvals, approvers, valid_for_ms, reviews, decided_by, decided_at, reason, consumed_at,
-			dispatch_outcome, held_by, lease_until)
-		SELECT 'r-' || lpad(i::text, 5, '0'), 'pending', 's', 't', '{}', 'sha256:' || i, '[]', '', 'r', 'hold', 'agent', '', '',
-			i, i + 300000, 1, '[]', 0, '[]', '', NULL, '', NULL, '', 'instance-a', 253402300799999
-		FROM generate_series(1, 2000) AS i`); err != nil {
+	if _, err := db.sql.ExecContext(ctx, pendingRequestsSQL); err != nil {
 		t.Fatalf("insert pending requests: %v", err)
 	}
 	if _, err := db.sql.ExecContext(ctx, `ANALYZE requests`); err != nil {
@@ -57,6 +51,16 @@ func assertFindsByID(t *testing.T, db *DB, table, name, q string, args ...any) {
 		}
 	}
 }
+
+// pendingRequestsSQL inserts 2,000 pending requests, r-00001 to r-02000,
+// held by instance-a on its instance's lease (leaseMarker).
+const pendingRequestsSQL = `INSERT INTO requests (id, state, server, tool, arguments, arguments_hash,
+			display_warnings, tool_digest, rule, mode, requested_by, on_behalf_of, tenant, created_at, expires_at,
+			required_approvals, approvers, valid_for_ms, reviews, decided_by, decided_at, reason, consumed_at,
+			dispatch_outcome, held_by, lease_until)
+		SELECT 'r-' || lpad(i::text, 5, '0'), 'pending', 's', 't', '{}', 'sha256:' || i, '[]', '', 'r', 'hold', 'agent', '', '',
+			i, i + 300000, 1, '[]', 0, '[]', '', NULL, '', NULL, '', 'instance-a', 253402300799999
+		FROM generate_series(1, 2000) AS i`
 
 // outcomePlan is the plan (EXPLAIN, lines joined by "; ") of q with args
 // under plan_cache_mode mode, in a transaction rolled back after.
