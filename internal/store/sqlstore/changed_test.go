@@ -30,7 +30,7 @@ func TestUpdateSetsOnlyChangedColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	q, args := changedColumns(old, cur)
-	want := `UPDATE requests SET state = ?, reviews = ?, decided_by = ?, decided_at = ?, reason = ? WHERE id = ? AND state = ?`
+	want := `UPDATE requests SET state = ?, reviews = ?, decided_by = ?, decided_at = ?, reason = ? WHERE id = ? AND (state || '') = ?`
 	if q != want {
 		t.Errorf("changedColumns =\n%s\nwant\n%s", q, want)
 	}
@@ -48,7 +48,7 @@ func TestColumnDiffsFollowArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q, args := changedColumns(old, old); len(args) != 0 || q != `UPDATE requests SET  WHERE id = ? AND state = ?` {
+	if q, args := changedColumns(old, old); len(args) != 0 || q != `UPDATE requests SET  WHERE id = ? AND (state || '') = ?` {
 		t.Errorf("unchanged row: %q %v, want no column set", q, args)
 	}
 	for i := range numRequestColumns {
@@ -66,7 +66,7 @@ func TestColumnDiffsFollowArgs(t *testing.T) {
 			t.Fatalf("column %d (%s): field type %T not handled by this test", i, requestColumnNames[i], p)
 		}
 		q, args := changedColumns(old, cur)
-		want := `UPDATE requests SET ` + requestColumnNames[i] + ` = ? WHERE id = ? AND state = ?`
+		want := `UPDATE requests SET ` + requestColumnNames[i] + ` = ? WHERE id = ? AND (state || '') = ?`
 		if q != want || len(args) != 1 || args[0] != cur.args()[i] {
 			t.Errorf("column %d changed: %q %v, want %q [%v]", i, q, args, want, cur.args()[i])
 		}

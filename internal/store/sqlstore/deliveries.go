@@ -168,6 +168,17 @@ const claimable = `d.state = 'pending' AND d.next_at <= ? AND (d.lease_until IS 
 	AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.request_id = d.request_id AND e.channel = d.channel
 		AND e.state = 'pending' AND e.event_seq < d.event_seq)`
 
+// claimDelivery leases one claimable delivery (owner, lease end, id, now
+// in unix ms): a compare-and-set on its state (unindexedState: the row is
+// found by its id) and lease.
+const claimDelivery = `UPDATE deliveries SET lease_owner = ?, lease_until = ?, attempts = attempts + 1
+	WHERE id = ? AND ` + unindexedState + ` = 'pending' AND (lease_until IS NULL OR lease_until <= ?)`
+
+// finishDelivery reads the request and channel of delivery id while owner
+// (the second argument) holds its lease, the state compared through
+// unindexedState as in claimDelivery; FinishDelivery locks it.
+const finishDelivery = `SELECT request_id, channel FROM deliveries WHERE id = ? AND ` + unindexedState + ` = 'pending' AND lease_owner = ?`
+
 // ClaimDeliveries leases to owner, until leaseUntil, up to limit (0 means
 // 100) deliveries that can be attempted at now, most overdue first, counting
 // one more attempt on each, and returns them as leased. A row another
@@ -199,9 +210,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now, leaseUntil
 			return err
 		}
 		for _, d := range ds {
-			res, err := t.exec(ctx, `UPDATE deliveries SET lease_owner = ?, lease_until = ?, attempts = attempts + 1
-				WHERE id = ? AND state = 'pending' AND (lease_until IS NULL OR lease_until <= ?)`,
-				owner, leaseUntil.UnixMilli(), d.ID, ms)
+			res, err := t.exec(ctx, claimDelivery, owner, leaseUntil.UnixMilli(), d.ID, ms)
 			if err != nil {
 				return err
 			}
@@ -284,8 +293,7 @@ func (db *DB) FinishDelivery(ctx context.Context, id int64, owner string, res st
 	}
 	err := db.inTx(ctx, func(t *tx) error {
 		var requestID, channel string
-		err := t.queryRow(ctx, `SELECT request_id, channel FROM deliveries WHERE id = ? AND state = 'pending' AND lease_owner = ?`+t.forUpdate(),
-			id, owner).Scan(&requestID, &channel)
+		err := t.queryRow(ctx, finishDelivery+t.forUpdate(), id, owner).Scan(&requestID, &channel)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("delivery %d is not leased to %s: %w", id, owner, store.ErrConflict)
 		} else if err != nil {

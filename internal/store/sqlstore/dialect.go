@@ -200,3 +200,15 @@ func dollarPlaceholders(q string) string {
 	}
 	return b.String()
 }
+
+// unindexedState is the column state as an expression no index covers,
+// for the guard of a write that names its row by primary key: a
+// compare-and-set such as "id = ? AND state = ?". Compared as the bare
+// column, the guard matches an index led by it (requests_state_expires,
+// deliveries_due), and with statistics that say the guarded value is rare
+// (gathered while every request was pending, every delivery delivered)
+// Postgres plans the write through that index and filters every entry in
+// that state on id. Through the expression only the primary key can find
+// the row; the guard still holds in the same WHERE clause (state is
+// text, so "state || ”" is state; NULL stays NULL). TestGuardedWritesFindTheirRowByID.
+const unindexedState = `(state || '')`

@@ -20,13 +20,7 @@ import (
 func TestOutcomeFindsItsRowByID(t *testing.T) {
 	db := openTest(t, backends[1].fresh(t)) // Postgres
 	ctx := t.Context()
-	if _, err := db.sql.ExecContext(ctx, `INSERT INTO requests (id, state, server, tool, arguments, arguments_hash,
-			display_warnings, tool_digest, rule, mode, requested_by, on_behalf_of, tenant, created_at, expires_at,
-			required_approvals, approvers, valid_for_ms, reviews, decided_by, decided_at, reason, consumed_at,
-			dispatch_outcome, held_by, lease_until)
-		SELECT 'r-' || lpad(i::text, 5, '0'), 'pending', 's', 't', '{}', 'sha256:' || i, '[]', '', 'r', 'hold', 'agent', '', '',
-			i, i + 300000, 1, '[]', 0, '[]', '', NULL, '', NULL, '', 'instance-a', 253402300799999
-		FROM generate_series(1, 2000) AS i`); err != nil {
+	if _, err := db.sql.ExecContext(ctx, pendingRequestsSQL); err != nil {
 		t.Fatalf("insert pending requests: %v", err)
 	}
 	if _, err := db.sql.ExecContext(ctx, `ANALYZE requests`); err != nil {
@@ -38,21 +32,35 @@ func TestOutcomeFindsItsRowByID(t *testing.T) {
 	}
 	args := []any{"r-00150", "ok", "dispatched", "consumed", "alice", int64(4), Channel, "r-00150 consumed"}
 	ledger := append(append([]any{}, args...), "{}", nil, 0, int64(2), int64(4), int64(5))
+	assertFindsByID(t, db, "requests", "pgOutcome", pgOutcome, args...)
+	assertFindsByID(t, db, "requests", "pgOutcomeLedger", pgOutcomeLedger, ledger...)
+}
+
+// assertFindsByID fails t unless q's plans on Postgres, custom and
+// generic (plan_cache_mode auto and force_generic_plan), look its row of
+// table up by the id in an index condition, never filter an index's
+// entries or the table's rows on id, and read table by no sequential scan.
+func assertFindsByID(t *testing.T, db *DB, table, name, q string, args ...any) {
+	t.Helper()
 	for _, mode := range []string{"auto", "force_generic_plan"} {
-		for _, s := range []struct {
-			name string
-			q    string
-			args []any
-		}{{"pgOutcome", pgOutcome, args}, {"pgOutcomeLedger", pgOutcomeLedger, ledger}} {
-			plan := outcomePlan(t, db, mode, s.q, s.args...)
-			t.Logf("%s, plan_cache_mode %s: %s", s.name, mode, plan)
-			if !strings.Contains(plan, "Index Cond: (id = ") || strings.Contains(plan, "Filter: (id = ") ||
-				strings.Contains(plan, "Seq Scan on requests") {
-				t.Errorf("%s (plan_cache_mode %s) does not look its request up by id: %s", s.name, mode, plan)
-			}
+		plan := outcomePlan(t, db, mode, q, args...)
+		t.Logf("%s, plan_cache_mode %s: %s", name, mode, plan)
+		if !strings.Contains(plan, "Index Cond: (id = ") || strings.Contains(plan, "Filter: (id = ") ||
+			strings.Contains(plan, "Seq Scan on "+table) {
+			t.Errorf("%s (plan_cache_mode %s) does not look its %s row up by id: %s", name, mode, table, plan)
 		}
 	}
 }
+
+// pendingRequestsSQL inserts 2,000 pending requests, r-00001 to r-02000,
+// held by instance-a on its instance's lease (leaseMarker).
+const pendingRequestsSQL = `INSERT INTO requests (id, state, server, tool, arguments, arguments_hash,
+			display_warnings, tool_digest, rule, mode, requested_by, on_behalf_of, tenant, created_at, expires_at,
+			required_approvals, approvers, valid_for_ms, reviews, decided_by, decided_at, reason, consumed_at,
+			dispatch_outcome, held_by, lease_until)
+		SELECT 'r-' || lpad(i::text, 5, '0'), 'pending', 's', 't', '{}', 'sha256:' || i, '[]', '', 'r', 'hold', 'agent', '', '',
+			i, i + 300000, 1, '[]', 0, '[]', '', NULL, '', NULL, '', 'instance-a', 253402300799999
+		FROM generate_series(1, 2000) AS i`
 
 // outcomePlan is the plan (EXPLAIN, lines joined by "; ") of q with args
 // under plan_cache_mode mode, in a transaction rolled back after.

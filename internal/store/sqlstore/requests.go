@@ -260,9 +260,15 @@ var requestColumnNames = func() []string {
 	return names
 }()
 
+// guardedWhere is the WHERE clause of changedColumns' UPDATE, its
+// compare-and-set on the row's id and old state; the state through
+// unindexedState, so the row is found by its key whatever the statistics say
+// of the old state.
+const guardedWhere = ` WHERE id = ? AND ` + unindexedState + ` = ?`
+
 // changedColumns returns the UPDATE of the requests row from old to cur
 // that sets only the columns whose values differ, its WHERE clause
-// (id = ? AND state = ?) still to be bound, and the values it sets. An
+// (guardedWhere: id and old state) still to be bound, and the values it sets. An
 // UPDATE that names a column makes SQLite rewrite every index on it and
 // fire the triggers on it; a decision or an outcome changes a few of the
 // 32 columns, and none of the arguments, so most of the six indexes on
@@ -287,7 +293,7 @@ func changedColumns(old, cur requestRow) (string, []any) {
 		q.WriteString(` = ?`)
 		args = append(args, v)
 	}
-	q.WriteString(` WHERE id = ? AND state = ?`)
+	q.WriteString(guardedWhere)
 	return q.String(), args
 }
 
