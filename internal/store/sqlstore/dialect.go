@@ -210,5 +210,6 @@ func dollarPlaceholders(q string) string {
 // Postgres plans the write through that index and filters every entry in
 // that state on id. Through the expression only the primary key can find
 // the row; the guard still holds in the same WHERE clause (state is
-// text, so "state || ”" is state; NULL stays NULL). TestGuardedWritesFindTheirRowByID.
+// text, so state with the empty string appended is state; NULL stays NULL).
+// TestGuardedWritesFindTheirRowByID.
 const unindexedState = `(state || '')`
