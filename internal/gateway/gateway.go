@@ -567,6 +567,12 @@ func (g *Gateway) Close() error {
 	return nil
 }
 
+// CallsInFlight returns how many agent requests the gateway is serving
+// now (tracked for cancellation at Close: tool calls and the other
+// requests that go through its middleware, held or dispatched), for
+// serve's log line of a shutdown that overran its bound.
+func (g *Gateway) CallsInFlight() int { return g.calls.count() }
+
 func (g *Gateway) serverNames() []string {
 	names := make([]string, 0, len(g.ups))
 	for n := range g.ups {
