@@ -314,9 +314,10 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 	}
 	gwOpts := &gateway.Options{Logger: log, Version: buildVersion().Version, Sessions: c.gate,
 		MaxHold: cfg.Approvals.MaxHold, Tasks: c.gate, MRTR: c.gate,
-		HealthInterval:  cfg.Upstreams.HealthInterval,
-		MaxResultBytes:  int(cfg.Limits.MaxResultBytes),
-		MaxRequestBytes: int(cfg.Limits.MaxRequestBytes)}
+		HealthInterval:    cfg.Upstreams.HealthInterval,
+		MaxResultBytes:    int(cfg.Limits.MaxResultBytes),
+		MaxRequestBytes:   int(cfg.Limits.MaxRequestBytes),
+		StdioWriteTimeout: cfg.Limits.StdioWriteTimeout}
 	c.load = &procs.Load{}
 	gwOpts.Load = c.load
 	if cfg.Sessions.RequestTool {
