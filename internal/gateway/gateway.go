@@ -665,7 +665,7 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.ReadCloser, out io.Write
 		// Close no longer waits on a write (they fail at once now); the
 		// goroutine above returns with it.
 		_ = ss.Close()
-		<-waited
+		_ = <-waited
 		return errAgentNotReading
 	}
 	if ctx.Err() != nil {
