@@ -94,6 +94,9 @@ type serveIO struct {
 	onReady        func(ready map[string]string)
 	gc             *gctune.Settings // what serve applied; nil in tests
 	procs          bool             // follow the calls in flight with GOMAXPROCS (procs.Follow); false in tests
+	// exit ends the process when a shutdown overruns shutdownBound
+	// (shutdownWatch); nil in tests, which arm no bound.
+	exit func(code int)
 	// releaseExec unmaps the executable's pages once start-up is over and
 	// whenever the process turns quiet (execpages.WhenQuiet, releaseIdle);
 	// false in tests.
@@ -104,7 +107,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	gc := gctune.Apply(os.Getenv) // GOGC and GOMEMLIMIT from the environment win
 	// GOMAXPROCS from the environment wins, as GOGC does.
 	return serveWith(ctx, args, serveIO{stdin: stdin, stdout: stdout, stderr: stderr, sys: osSystem(), gc: &gc,
-		procs: os.Getenv("GOMAXPROCS") == "", releaseExec: true})
+		procs: os.Getenv("GOMAXPROCS") == "", releaseExec: true, exit: os.Exit})
 }
 
 // serveWith runs `toolgate serve` until ctx ends, the stdio client leaves
@@ -126,6 +129,10 @@ func serveWith(ctx context.Context, args []string, sio serveIO) error {
 		log.Debug("garbage collector", "gogc", gc.GCPercent, "gogc_from", gc.GCPercentSource,
 			"memory_limit_bytes", gc.MemoryLimit, "memory_limit_from", gc.MemoryLimitSource)
 	}
+
+	// Registered before the teardown, so it still bounds the teardown.
+	watch := &shutdownWatch{}
+	defer watch.arm(ctx, shutdownBound, log, sio.exit)()
 
 	cfg, err := config.LoadFile(f.config, sio.sys.lookupEnv)
 	if err != nil {
@@ -167,6 +174,10 @@ func serveWith(ctx context.Context, args []string, sio serveIO) error {
 	if err != nil {
 		return err
 	}
+	watch.inFlight(func() []any {
+		return []any{"calls_in_flight", c.gw.CallsInFlight(), "approvals_in_dispatch", c.gate.Dispatching()}
+	})
+	td.add(func() { watch.at("closing the upstreams, tracing and the store") })
 	if err := lns.attach(ctx, cfg, f, p, c, log); err != nil {
 		return err
 	}
@@ -185,7 +196,7 @@ func serveWith(ctx context.Context, args []string, sio serveIO) error {
 	if sio.onReady != nil {
 		sio.onReady(ready)
 	}
-	return runServe(ctx, cfg, f, c, lns, hup, log, sio)
+	return runServe(ctx, cfg, f, c, lns, hup, log, sio, watch)
 }
 
 // teardown holds the undo steps of what serve started; run runs them last
@@ -312,9 +323,10 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 	}
 	gwOpts := &gateway.Options{Logger: log, Version: buildVersion().Version, Sessions: c.gate,
 		MaxHold: cfg.Approvals.MaxHold, Tasks: c.gate, MRTR: c.gate,
-		HealthInterval:  cfg.Upstreams.HealthInterval,
-		MaxResultBytes:  int(cfg.Limits.MaxResultBytes),
-		MaxRequestBytes: int(cfg.Limits.MaxRequestBytes)}
+		HealthInterval:    cfg.Upstreams.HealthInterval,
+		MaxResultBytes:    int(cfg.Limits.MaxResultBytes),
+		MaxRequestBytes:   int(cfg.Limits.MaxRequestBytes),
+		StdioWriteTimeout: cfg.Limits.StdioWriteTimeout}
 	c.load = &procs.Load{}
 	gwOpts.Load = c.load
 	if cfg.Sessions.RequestTool {
@@ -341,7 +353,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 // runServe runs everything that serve keeps running, in one group, until
 // ctx ends, the stdio client leaves, or one part fails; then every part
 // stops and runServe waits for all of them.
-func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns *listeners, hup <-chan os.Signal, log *slog.Logger, sio serveIO) error {
+func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns *listeners, hup <-chan os.Signal, log *slog.Logger, sio serveIO, watch *shutdownWatch) error {
 	signalled := ctx // ends on SIGINT or SIGTERM (main's NotifyContext)
 	// On a signal the gate is stopped before any part sees the group's ctx
 	// end: a held call that the stdio session's end cancels is then
@@ -365,6 +377,7 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 		// wait for requests in flight) for their answers to be written
 		// before it closes the agent sessions.
 		<-ctx.Done()
+		watch.at("answering held calls, closing the listeners, agent sessions and upstreams")
 		if signalled.Err() != nil {
 			// Said at once: the upstreams' grace can take seconds.
 			log.Info("stopping: held calls are answered now (their approvals stay pending), then the upstreams stop")
@@ -421,7 +434,11 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 			return errStdioDone
 		})
 	}
-	err := runWithTrail(ctx, c.trail, eg.Wait)
+	err := runWithTrail(ctx, c.trail, func() error {
+		err := eg.Wait()
+		watch.at("flushing the audit trail")
+		return err
+	})
 	if errors.Is(err, errStdioDone) {
 		err = nil
 	}

@@ -25,6 +25,9 @@
 //     it returns a text result of N bytes instead.
 //   - slow {"seconds": N}: blocks until its context ends (recording
 //     "cancelled") or, when N > 0, for N seconds.
+//   - hang: never returns: it records "hang started <arguments>" and
+//     blocks, ignoring cancellation, until the process exits (an upstream
+//     stuck in a call).
 //   - progress {"n": N}: sends N progress notifications (1..N of N) under the
 //     request's progress token, then returns "done".
 //   - ask {"tag": T}: sends the log message "log-T" (info), then asks its
@@ -267,6 +270,12 @@ func addTools(s *mcp.Server, rec *recorder) {
 				rec.add("slow", "finished "+args)
 				return text("slept"), nil
 			}
+		})
+
+	s.AddTool(&mcp.Tool{Name: "hang", Description: "never returns, ignoring cancellation", InputSchema: objectSchema},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			rec.add("hang", "started "+compact(req.Params.Arguments))
+			select {}
 		})
 
 	s.AddTool(&mcp.Tool{Name: "ask", Description: "logs, then asks its client a question (elicitation)", InputSchema: objectSchema},

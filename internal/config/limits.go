@@ -29,6 +29,11 @@ type Limits struct {
 	// MCPSessionIdleTimeout closes an agent's MCP session that made no
 	// request for this long (a held call keeps it busy). Default 10m.
 	MCPSessionIdleTimeout time.Duration `yaml:"mcp_session_idle_timeout"`
+	// StdioWriteTimeout bounds each write to the agent of serve --stdio
+	// (its stdout): an agent that stops reading ends the session, and so
+	// the process, with status 1 and a log line, instead of blocking it
+	// for good. Default 30s.
+	StdioWriteTimeout time.Duration `yaml:"stdio_write_timeout"`
 }
 
 // Upstreams holds settings shared by every upstream server.
@@ -52,6 +57,7 @@ func defaultLimits() Limits {
 		MaxMCPSessions:             10000,
 		MaxMCPSessionsPerPrincipal: 100,
 		MCPSessionIdleTimeout:      10 * time.Minute,
+		StdioWriteTimeout:          30 * time.Second,
 	}
 }
 
@@ -76,6 +82,9 @@ func (l Limits) validate() []error {
 	}
 	if l.MCPSessionIdleTimeout < time.Second {
 		add("limits.mcp_session_idle_timeout %s: must be at least 1s", l.MCPSessionIdleTimeout)
+	}
+	if l.StdioWriteTimeout < 100*time.Millisecond {
+		add("limits.stdio_write_timeout %s: must be at least 100ms", l.StdioWriteTimeout)
 	}
 	return errs
 }

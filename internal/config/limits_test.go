@@ -14,9 +14,10 @@ limits:
   max_mcp_sessions: 500
   max_mcp_sessions_per_principal: 5
   mcp_session_idle_timeout: 2m
+  stdio_write_timeout: 5s
 upstreams: { health_interval: 3s }
 `, nil)
-	want := Limits{MaxRequestBytes: 1000 * 1000, MaxResultBytes: 64 << 20, MaxMCPSessions: 500, MaxMCPSessionsPerPrincipal: 5, MCPSessionIdleTimeout: 2 * time.Minute}
+	want := Limits{MaxRequestBytes: 1000 * 1000, MaxResultBytes: 64 << 20, MaxMCPSessions: 500, MaxMCPSessionsPerPrincipal: 5, MCPSessionIdleTimeout: 2 * time.Minute, StdioWriteTimeout: 5 * time.Second}
 	if cfg.Limits != want {
 		t.Errorf("limits = %+v, want %+v", cfg.Limits, want)
 	}
@@ -24,7 +25,7 @@ upstreams: { health_interval: 3s }
 		t.Errorf("upstreams.health_interval = %s", cfg.Upstreams.HealthInterval)
 	}
 	def := Default()
-	if def.Limits.MaxRequestBytes != 8<<20 || def.Limits.MaxResultBytes != 64<<20 || def.Limits.MCPSessionIdleTimeout != 10*time.Minute ||
+	if def.Limits.MaxRequestBytes != 8<<20 || def.Limits.MaxResultBytes != 64<<20 || def.Limits.MCPSessionIdleTimeout != 10*time.Minute || def.Limits.StdioWriteTimeout != 30*time.Second ||
 		def.Limits.MaxMCPSessions != 10000 || def.Limits.MaxMCPSessionsPerPrincipal != 100 || def.Upstreams.HealthInterval != 10*time.Second {
 		t.Errorf("defaults: %+v %+v", def.Limits, def.Upstreams)
 	}
@@ -46,6 +47,7 @@ limits:
   max_mcp_sessions: 0
   max_mcp_sessions_per_principal: -1
   mcp_session_idle_timeout: 10ms
+  stdio_write_timeout: 1ms
 upstreams: { health_interval: 1ms }
 `), nil)
 	for _, want := range []string{
@@ -54,6 +56,7 @@ upstreams: { health_interval: 1ms }
 		"limits.max_mcp_sessions 0: must be >= 1",
 		"limits.max_mcp_sessions_per_principal -1: must be >= 1",
 		"limits.mcp_session_idle_timeout 10ms: must be at least 1s",
+		"limits.stdio_write_timeout 1ms: must be at least 100ms",
 		"upstreams.health_interval 1ms: must be at least 10ms",
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {

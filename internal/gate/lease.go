@@ -427,3 +427,24 @@ func (h *storeHealth) steadyFor(d time.Duration, now time.Time) bool {
 	defer h.mu.Unlock()
 	return !h.failed && !now.Before(h.since.Add(d))
 }
+
+// of returns the requests this process holds a lease of kind k on,
+// sorted.
+func (l *leases) of(k leaseKind) []approval.ID {
+	l.mu.Lock()
+	var ids []approval.ID
+	for id, m := range l.held {
+		if m.kinds&k != 0 {
+			ids = append(ids, id)
+		}
+	}
+	l.mu.Unlock()
+	slices.Sort(ids)
+	return ids
+}
+
+// Dispatching returns, sorted, the approvals this process consumed and
+// has not recorded a dispatch outcome for yet: what a process that ends
+// now leaves to a sweeper, which records them "unknown" once their lease
+// lapses (serve's log line of a shutdown that overran its bound).
+func (g *Gate) Dispatching() []approval.ID { return g.leases.of(leaseDispatch) }

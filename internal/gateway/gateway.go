@@ -214,6 +214,11 @@ type Options struct {
 	// gateway is shutting down". Default httpserve.DefaultShutdownTimeout
 	// (3 s), the listeners' own wait for requests in flight.
 	ShutdownGrace time.Duration
+	// StdioWriteTimeout bounds each write to a stdio agent (ServeStdio's
+	// out), the wait behind earlier writes included: an agent that stops
+	// reading ends its session with errAgentNotReading instead of blocking
+	// it for good (stdiowrite.go). 0: no bound.
+	StdioWriteTimeout time.Duration
 }
 
 func (o *Options) withDefaults() Options {
@@ -567,6 +572,12 @@ func (g *Gateway) Close() error {
 	return nil
 }
 
+// CallsInFlight returns how many agent requests the gateway is serving
+// now (tracked for cancellation at Close: tool calls and the other
+// requests that go through its middleware, held or dispatched), for
+// serve's log line of a shutdown that overran its bound.
+func (g *Gateway) CallsInFlight() int { return g.calls.count() }
+
 func (g *Gateway) serverNames() []string {
 	names := make([]string, 0, len(g.ups))
 	for n := range g.ups {
@@ -621,7 +632,7 @@ var ErrShutdown = errors.New("gateway shutting down")
 // or the session fails. Every call of this session is made as principal p.
 // Only protocol messages are written to out.
 func (g *Gateway) ServeStdio(ctx context.Context, in io.ReadCloser, out io.WriteCloser, p approval.Principal) error {
-	lw := &lockedWriter{w: out}
+	lw := newLockedWriter(out, g.opts.StdioWriteTimeout)
 	guard := newStdinGuard(in, lw, g.opts.MaxRequestBytes, g.opts.Load.Saw)
 	// The guard passes on lines of at most MaxRequestBytes.
 	// The session's answers owed, counted in the gateway's too (answers.go).
@@ -642,7 +653,21 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.ReadCloser, out io.Write
 		_ = ss.Close()
 	})
 	defer stop()
-	err = ss.Wait()
+	waited := make(chan error, 1)
+	go func() { waited <- ss.Wait() }()
+	select {
+	case err = <-waited:
+	case <-lw.stuck:
+		// The agent stopped reading: end the session (its calls cancelled;
+		// their answers cannot be written) rather than wait on it.
+		g.log.Error("ending the stdio session: the agent stopped reading its stdin (toolgate's stdout)", "limit", g.opts.StdioWriteTimeout)
+		g.calls.cancelSession(sid, errAgentNotReading)
+		// Close no longer waits on a write (they fail at once now); the
+		// goroutine above returns with it.
+		_ = ss.Close()
+		_ = <-waited
+		return errAgentNotReading
+	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}

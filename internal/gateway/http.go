@@ -695,6 +695,17 @@ func (s *sessionCalls) cancelAll(cause error) {
 	}
 }
 
+// count returns how many calls are in flight.
+func (s *sessionCalls) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, cs := range s.m {
+		cs.each(func(*trackedCall) { n++ })
+	}
+	return n
+}
+
 // isInitialize reports whether a JSON-RPC message (or batch) is an
 // initialize request. Anything unparsable (an object with bytes after it:
 // refuseNotMessage refused the rest) reports true, for refuseUnfaithful to

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"io"
-	"sync"
 )
 
 // newStdinGuard returns the reader that stands between a stdio agent (in)
@@ -35,22 +34,6 @@ func newStdinGuard(in io.Reader, out *lockedWriter, max int, seen func()) *lineF
 		return append(line, '\n')
 	})
 }
-
-// lockedWriter serialises writes, so the guard's error lines never
-// interleave with the SDK's messages (the SDK writes one message, newline
-// included, per Write).
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.WriteCloser
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func (l *lockedWriter) Close() error { return l.w.Close() }
 
 // trimSpace trims JSON whitespace (and nothing else) from both ends of b.
 func trimSpace(b []byte) []byte {

@@ -1,0 +1,128 @@
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// hangPolicy holds t__hang (an upstream tool that never returns, even when
+// cancelled) for a human.
+const hangPolicy = `
+policy:
+  default: deny
+  rules:
+    - name: hang needs approval
+      server: t
+      tools: [hang]
+      effect: approve
+      approval: { timeout: 1m }
+`
+
+// TestSIGTERMBoundedWithStuckUpstream stops `toolgate serve` with SIGTERM
+// while an approved call is in dispatch to an upstream tool that never
+// returns, cancelled or not: the process exits cleanly (the call is
+// cancelled at Close; the test only checks that it exits before waitFor)
+// and the approval ends consumed with the outcome cancelled_after_dispatch
+// recorded, not lost. It passes on the base too (branch ops38 found that
+// this path was bounded already); it pins what the store keeps.
+func TestSIGTERMBoundedWithStuckUpstream(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "shared.db")
+	record := filepath.Join(dir, "record.log")
+	g := startGateway(t, gatewayConfig(db, upstreamServer(record)+hangPolicy), nil)
+	cs := g.connect(t, nil, nil)
+	ch := callAsync(t.Context(), cs, &mcp.CallToolParams{Name: "t__hang", Arguments: json.RawMessage(`{"n":1}`)})
+	p := waitPending(t, g.Admin, 1)[0]
+	postVerdict(t, g.Admin, approverToken, p.ID, "approve", nil)
+	waitRecord(t, record, `hang started {"n":1}`)
+	start := time.Now()
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.exited:
+	case <-time.After(waitFor(t)):
+		t.Fatalf("toolgate serve did not exit within %v of SIGTERM with a call stuck upstream", waitFor(t))
+	}
+	t.Logf("exited %v after SIGTERM", time.Since(start).Round(time.Millisecond))
+	if r := await(t, ch); r.err == nil && !r.res.IsError {
+		t.Errorf("the call cut off by the shutdown succeeded: %q", text(r.res))
+	}
+	admin := startGateway(t, gatewayConfig(db, upstreamServer(filepath.Join(dir, "record2.log"))+hangPolicy), nil)
+	if a := showJSON(t, admin.Admin, p.ID); a.State != "consumed" || a.DispatchOutcome != "cancelled_after_dispatch" {
+		t.Errorf("approval %s is %s with outcome %q after the shutdown, want consumed with cancelled_after_dispatch", p.ID, a.State, a.DispatchOutcome)
+	}
+}
+
+// TestSIGTERMBoundedWithFrozenStore stops `toolgate serve` on Postgres
+// with SIGTERM after its database stopped answering (connections open,
+// nothing relayed) while a call was held: the process exits with status 1
+// once its shutdown overran its bound (15 s; the test only checks that it
+// exits before waitFor), and its last line says so, naming the step it
+// was at. On the base it logged "stopped" and then never exited (the
+// store's Close waited on the frozen connections).
+func TestSIGTERMBoundedWithFrozenStore(t *testing.T) {
+	dsn := freshPGDatabase(t, pgTestDSN(t))
+	fz, via := startPGFreeze(t, dsn)
+	dir := t.TempDir()
+	g, exitErr := startGatewayAnyExit(t, pgGatewayConfig(upstreamServer(filepath.Join(dir, "record.log"))+hangPolicy), map[string]string{"DATABASE_URL": via})
+	cs := g.connect(t, nil, nil)
+	_ = callAsync(t.Context(), cs, &mcp.CallToolParams{Name: "t__hang", Arguments: json.RawMessage(`{"n":2}`)})
+	waitPending(t, g.Admin, 1)
+	fz.freeze()
+	start := time.Now()
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.exited:
+	case <-time.After(waitFor(t)):
+		t.Fatalf("toolgate serve did not exit within %v of SIGTERM with its database frozen\nstderr:\n%s", waitFor(t), g.stderr)
+	}
+	t.Logf("exited %v after SIGTERM: %v", time.Since(start).Round(time.Millisecond), exitErr())
+	line := g.waitLog(t, "shutdown did not finish within its bound", "step=")
+	t.Logf("%s", line)
+	var xe *exec.ExitError
+	if err := exitErr(); !errors.As(err, &xe) || xe.ExitCode() != 1 {
+		t.Errorf("toolgate serve exited with %v after its shutdown overran its bound, want status 1", err)
+	}
+}
+
+// startGatewayAnyExit is startGateway for a process whose exit status the
+// test checks itself: its cleanup stops it (SIGTERM, then SIGKILL) and
+// accepts any exit. exitErr is the process's exit error, read once g.exited
+// is closed.
+func startGatewayAnyExit(t *testing.T, cfgYAML string, env map[string]string) (g *gw, exitErr func() error) {
+	t.Helper()
+	start := time.Now()
+	cmd, stderr, dir := gatewayCommand(t, cfgYAML, env)
+	ready := filepath.Join(dir, "ready.json")
+	cmd.Args = append(cmd.Args, "--ready-file", ready)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start toolgate: %v", err)
+	}
+	g = &gw{Dir: dir, cmd: cmd, stderr: stderr, exited: make(chan struct{}), tr: http.DefaultTransport.(*http.Transport).Clone()}
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		close(g.exited)
+	}()
+	t.Cleanup(func() {
+		g.tr.CloseIdleConnections()
+		stopProcess(t, cmd.Process, g.exited)
+		checkChildLog(t, "toolgate serve", stderr)
+	})
+	g.waitReady(t, ready, start)
+	return g, func() error {
+		<-g.exited
+		return waitErr
+	}
+}
