@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"toolgate/internal/api"
 	"toolgate/internal/approval"
 )
 
@@ -155,7 +157,7 @@ func (t *stderrTail) text() string {
 	var out []string
 	size := 0
 	for i := len(lines) - 1; i >= 0; i-- {
-		q := strconv.Quote(cutUTF8(t.red.redact(lines[i]), tailLineBytes))
+		q := quoteShown(cutUTF8(t.red.redact(lines[i]), tailLineBytes))
 		if size+len(q) > tailBytes && len(out) > 0 {
 			break
 		}
@@ -164,6 +166,30 @@ func (t *stderrTail) text() string {
 	}
 	slices.Reverse(out)
 	return strings.Join(out, " | ")
+}
+
+// quoteShown is strconv.Quote(s) that also writes as \u escapes the
+// characters strconv counts printable but a reviewer's surfaces show escaped
+// ([api.IsShownEscaped]: variation selectors, Hangul fillers and other blank
+// letters), so a child's stderr quoted to an agent cannot hide text in them.
+// strconv.Quote already escapes controls, bidi and zero-width characters.
+func quoteShown(s string) string {
+	q := strconv.Quote(s)
+	if !strings.ContainsFunc(q, api.IsShownEscaped) {
+		return q
+	}
+	var b strings.Builder
+	for _, r := range q {
+		switch {
+		case !api.IsShownEscaped(r):
+			b.WriteRune(r)
+		case r > 0xffff:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
 }
 
 // redact hides in line the values of the child's environment in the
