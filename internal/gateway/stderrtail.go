@@ -130,7 +130,8 @@ func (t *stderrTail) stop() {
 }
 
 // keep adds line to lines, dropping the oldest beyond tailLines. t.mu
-// must be held.
+// must be held. A line cut at maxStderrLine needs no trimCut here: text
+// quotes only its first tailLineBytes.
 func (t *stderrTail) keep(line []byte, _ bool) {
 	if len(bytes.TrimSpace(line)) == 0 {
 		return // a blank line explains nothing and would push out one that does
@@ -207,6 +208,25 @@ func (t *envRedactor) redact(line string) string {
 		})
 	}
 	return line
+}
+
+// trimCut returns line, a line lineSplitter cut at maxStderrLine, without
+// its longest ending that is the start of a shape redact hides: a value
+// that straddles the cut is not whole in the kept part, so redact would
+// not find it and its first bytes would be shown. The bytes dropped are
+// at most one shape's length short of it; a line that was not cut needs
+// no trimming.
+func (t *envRedactor) trimCut(line string) string {
+	drop := 0
+	for _, h := range t.hide {
+		for k := min(len(h.text)-1, len(line)); k > drop; k-- {
+			if strings.HasSuffix(line, h.text[:k]) {
+				drop = k
+				break
+			}
+		}
+	}
+	return line[:len(line)-drop]
 }
 
 // secretWhat names what a redaction pattern finds, from its first named
