@@ -36,7 +36,7 @@ type system struct {
 
 // osSystem returns the real system.
 func osSystem() system {
-	return system{lookupEnv: os.LookupEnv, environ: os.Environ(), readFile: os.ReadFile, euid: os.Geteuid(), nofile: softNofile()}
+	return system{lookupEnv: os.LookupEnv, environ: os.Environ(), readFile: privfile.ReadRegular, euid: os.Geteuid(), nofile: softNofile()}
 }
 
 // files reads, once each, the token and secret files cfg names (see

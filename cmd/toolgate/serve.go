@@ -526,8 +526,6 @@ func (c *lazyCatalog) ItemDigest(kind, server, name string) (string, bool) {
 // changed, and calls policy when a new deployment policy revision may have
 // been committed.
 func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (*sqlstore.DB, func(ctx context.Context, g *gate.Gate, changed, policy func()), error) {
-	_, statErr := os.Stat(cfg.Path)
-	existed := cfg.Path != "" && statErr == nil
 	db, err := sqlstore.Open(ctx, sqlstore.Config{
 		Driver: cfg.Driver, Path: cfg.Path, DSN: cfg.DSN, MaxConns: cfg.MaxConns, Poll: cfg.Poll, Logger: log,
 	})
@@ -535,13 +533,14 @@ func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (*sqls
 		return nil, nil, err
 	}
 	// Which store this gateway uses (never the DSN: it may hold a password),
-	// and for SQLite whether it was just created: a relative path is taken
-	// from the working directory, so a start from elsewhere makes a new,
-	// empty store (storageWhereWarning says so first).
+	// and for SQLite whether it is new (no schema was found: a file that
+	// did not exist, or one a failed first start left empty): a relative
+	// path is taken from the working directory, so a start from elsewhere
+	// makes a new, empty store (storageWhereWarning says so first).
 	switch {
 	case db.Driver() == "postgres":
 		log.InfoContext(ctx, "store opened; schema migrations are applied", "driver", db.Driver())
-	case existed:
+	case !db.Created():
 		log.InfoContext(ctx, "store opened; schema migrations are applied", "driver", db.Driver(), "path", absPath(cfg.Path))
 	default:
 		log.InfoContext(ctx, "new, empty store created; schema migrations are applied", "driver", db.Driver(), "path", absPath(cfg.Path))

@@ -206,7 +206,9 @@ func (f Files) ReadFile(path string) ([]byte, error) {
 // must not be readable by an agent running as another user (nor a
 // notification channel's secret: a Slack signing secret lets its holder
 // forge an approval click). Agents' token files are read with readFile
-// (nil reads none) and not checked: an agent may own its own token file. A
+// (nil reads none; serve passes privfile.ReadRegular: a regular file of at
+// most privfile.MaxBytes, a FIFO refused rather than waited on) and their
+// owner and mode are not checked: an agent may own its own token file. A
 // path named both ways is read as private.
 func (c Config) ReadFiles(private privfile.Reader, readFile func(string) ([]byte, error)) Files {
 	f := Files{read: map[string]fileRead{}}

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"toolgate/internal/api"
 	"toolgate/internal/approval"
 	"toolgate/internal/gate"
 )
@@ -125,12 +125,15 @@ func (u *upstream) lastListErr() string {
 	return u.listErr.Error()
 }
 
-// clipText returns s with its control characters (newlines, escapes)
-// replaced by spaces and, if longer than n bytes, cut at a UTF-8 boundary
+// clipText returns s with the characters a reviewer's surfaces show escaped
+// ([api.IsShownEscaped]: controls such as newlines and terminal escapes,
+// bidi overrides and isolates, zero-width characters, look-alike spaces)
+// replaced by spaces, so an upstream's text cannot reorder or hide what an
+// agent or the audit reads, and, if longer than n bytes, cut at a UTF-8 boundary
 // to at most n bytes followed by " [cut by toolgate]".
 func clipText(s string, n int) string {
 	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
+		if api.IsShownEscaped(r) {
 			return ' '
 		}
 		return r

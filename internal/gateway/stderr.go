@@ -114,7 +114,11 @@ func (s *stderrLog) run(ctx context.Context) {
 			if n := s.dropped.Swap(0); n > 0 {
 				s.log.WarnContext(ctx, "upstream stderr lines dropped", "server", s.server, "lines", n)
 			}
-			text := s.red.redact(l.text)
+			text := l.text
+			if l.truncated {
+				text = s.red.trimCut(text) // a value cut at maxStderrLine is not whole: redact cannot find it
+			}
+			text = s.red.redact(text)
 			if l.truncated {
 				s.log.InfoContext(ctx, "upstream stderr", "server", s.server, "line", text, "truncated", true)
 			} else {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"toolgate/internal/api"
 	"toolgate/internal/approval"
 )
 
@@ -128,7 +130,8 @@ func (t *stderrTail) stop() {
 }
 
 // keep adds line to lines, dropping the oldest beyond tailLines. t.mu
-// must be held.
+// must be held. A line cut at maxStderrLine needs no trimCut here: text
+// quotes only its first tailLineBytes.
 func (t *stderrTail) keep(line []byte, _ bool) {
 	if len(bytes.TrimSpace(line)) == 0 {
 		return // a blank line explains nothing and would push out one that does
@@ -155,7 +158,7 @@ func (t *stderrTail) text() string {
 	var out []string
 	size := 0
 	for i := len(lines) - 1; i >= 0; i-- {
-		q := strconv.Quote(cutUTF8(t.red.redact(lines[i]), tailLineBytes))
+		q := quoteShown(cutUTF8(t.red.redact(lines[i]), tailLineBytes))
 		if size+len(q) > tailBytes && len(out) > 0 {
 			break
 		}
@@ -164,6 +167,30 @@ func (t *stderrTail) text() string {
 	}
 	slices.Reverse(out)
 	return strings.Join(out, " | ")
+}
+
+// quoteShown is strconv.Quote(s) that also writes as \u escapes the
+// characters strconv counts printable but a reviewer's surfaces show escaped
+// ([api.IsShownEscaped]: variation selectors, Hangul fillers and other blank
+// letters), so a child's stderr quoted to an agent cannot hide text in them.
+// strconv.Quote already escapes controls, bidi and zero-width characters.
+func quoteShown(s string) string {
+	q := strconv.Quote(s)
+	if !strings.ContainsFunc(q, api.IsShownEscaped) {
+		return q
+	}
+	var b strings.Builder
+	for _, r := range q {
+		switch {
+		case !api.IsShownEscaped(r):
+			b.WriteRune(r)
+		case r > 0xffff:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
 }
 
 // redact hides in line the values of the child's environment in the
@@ -181,6 +208,25 @@ func (t *envRedactor) redact(line string) string {
 		})
 	}
 	return line
+}
+
+// trimCut returns line, a line lineSplitter cut at maxStderrLine, without
+// its longest ending that is the start of a shape redact hides: a value
+// that straddles the cut is not whole in the kept part, so redact would
+// not find it and its first bytes would be shown. The bytes dropped are
+// at most one shape's length short of it; a line that was not cut needs
+// no trimming.
+func (t *envRedactor) trimCut(line string) string {
+	drop := 0
+	for _, h := range t.hide {
+		for k := min(len(h.text)-1, len(line)); k > drop; k-- {
+			if strings.HasSuffix(line, h.text[:k]) {
+				drop = k
+				break
+			}
+		}
+	}
+	return line[:len(line)-drop]
 }
 
 // secretWhat names what a redaction pattern finds, from its first named

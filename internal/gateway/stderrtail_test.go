@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/api"
 )
 
 // dyingScript is a stdio upstream that explains on stderr why it cannot
@@ -131,6 +134,27 @@ func TestStderrTailBounds(t *testing.T) {
 	fmt.Fprintf(tail, "after the start\n")
 	if got := tail.text(); got != "" {
 		t.Errorf("a stopped tail reads %q", got)
+	}
+}
+
+// TestStderrTailEscapesHidden: a failed start quotes the child's stderr
+// with every character a reviewer's surfaces show escaped written as an
+// escape: bidi overrides and zero-width characters (strconv.Quote did
+// these on a33a630b too) and the blank letters and variation selectors
+// strconv counts printable (U+3164, U+FE0F: shown as they were on
+// a33a630b).
+func TestStderrTailEscapesHidden(t *testing.T) {
+	tail := newStderrTail(nil)
+	fmt.Fprint(tail, "bad \u202egnp.exe\u200b at \u3164 and \ufe0f and \U000e0100 ok é\n")
+	got := tail.text()
+	if i := strings.IndexFunc(got, api.IsShownEscaped); i >= 0 {
+		t.Errorf("the tail %q holds %q at %d", got, []rune(got[i:])[0], i)
+	}
+	if u, err := strconv.Unquote(got); err != nil || !strings.HasPrefix(u, "bad \u202egnp.exe\u200b at \u3164") {
+		t.Errorf("the tail %q unquotes to %q, %v: want the line back", got, u, err)
+	}
+	if !strings.Contains(got, "é") {
+		t.Errorf("the tail %q escapes a plain letter", got)
 	}
 }
 

@@ -49,7 +49,7 @@ type Options struct {
 	// ReadFiles reads the token and secret files of a config once each,
 	// for the tokens a reload compares (cmd passes the start's reader);
 	// nil reads approvers' files with privfile for os.Geteuid and agents'
-	// with os.ReadFile.
+	// with privfile.ReadRegular.
 	ReadFiles func(config.Config) config.Files
 }
 
@@ -85,7 +85,7 @@ func New(path string, running config.Config, h *policy.Holder, opts *Options) *R
 	}
 	if o.ReadFiles == nil {
 		o.ReadFiles = func(c config.Config) config.Files {
-			return c.ReadFiles(privfile.Reader{Euid: os.Geteuid()}, os.ReadFile)
+			return c.ReadFiles(privfile.Reader{Euid: os.Geteuid()}, privfile.ReadRegular)
 		}
 	}
 	r := &Reloader{path: path, running: running, holder: h, log: o.Logger, metrics: o.Metrics, env: o.Env, check: o.Check, files: o.ReadFiles}

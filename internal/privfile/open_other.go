@@ -10,3 +10,9 @@ import "os"
 func OpenNoFollow(path string) (*os.File, error) {
 	return os.Open(path)
 }
+
+// openNonBlock opens path read-only. Outside Unix there is no O_NONBLOCK
+// for open; ReadRegular refuses what is not a regular file after opening.
+func openNonBlock(path string) (*os.File, error) {
+	return os.Open(path)
+}

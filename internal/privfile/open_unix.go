@@ -14,3 +14,9 @@ import (
 func OpenNoFollow(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 }
+
+// openNonBlock opens path read-only without blocking on a FIFO
+// (O_NONBLOCK), following symlinks.
+func openNonBlock(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+}

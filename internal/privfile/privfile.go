@@ -67,12 +67,42 @@ func (r Reader) Read(path string) ([]byte, error) {
 		}
 		return nil, &Error{Path: path, problem: ": " + err.Error(), err: err}
 	}
+	return readChecked(f, path, func(fi os.FileInfo) error { return check(fi, r.Euid) })
+}
+
+// ReadRegular returns the content of the file at path if it is a regular
+// file of at most MaxBytes, whoever owns it and whatever its mode: an
+// agent's token_file, which the agent may own. It follows symlinks (a
+// Kubernetes secret volume's files are links), opens without blocking
+// (O_NONBLOCK on Unix: a FIFO there is refused, not waited on; outside
+// Unix a plain open) and checks the opened descriptor (fstat). Every
+// failure is an *Error naming path: it cannot be opened, is not a regular
+// file, or is longer than MaxBytes.
+func ReadRegular(path string) ([]byte, error) {
+	f, err := openNonBlock(path)
+	if err != nil {
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, &Error{Path: path, problem: ": " + err.Error(), err: err}
+	}
+	return readChecked(f, path, func(fi os.FileInfo) error {
+		if !fi.Mode().IsRegular() {
+			return errors.New(" is not a regular file")
+		}
+		return nil
+	})
+}
+
+// readChecked reads f, opened from path, once fstat on it passes check,
+// refusing more than MaxBytes, and closes it.
+func readChecked(f *os.File, path string, check func(os.FileInfo) error) ([]byte, error) {
 	defer f.Close() //nolint:errcheck // read-only
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, &Error{Path: path, problem: ": " + err.Error(), err: err}
 	}
-	if err := check(fi, r.Euid); err != nil {
+	if err := check(fi); err != nil {
 		return nil, &Error{Path: path, problem: err.Error()}
 	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxBytes+1))

@@ -150,3 +150,36 @@ func TestReadProblems(t *testing.T) {
 		t.Errorf("a missing file's error %v does not wrap fs.ErrNotExist", err)
 	}
 }
+
+// TestReadRegular: an agent's token file is read whoever owns it and
+// whatever its mode, through a symlink too, but a FIFO is refused without
+// blocking and a file over MaxBytes unread.
+func TestReadRegular(t *testing.T) {
+	dir := t.TempDir()
+	open := write(t, dir, "open.token", "tok\n", 0o644)
+	link := filepath.Join(dir, "link.token")
+	if err := os.Symlink(open, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{open, link} {
+		if b, err := ReadRegular(p); err != nil || string(b) != "tok\n" {
+			t.Errorf("ReadRegular(%s) = %q, %v; want the token", p, b, err)
+		}
+	}
+	fifo := filepath.Join(dir, "fifo.token")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := write(t, dir, "big.token", strings.Repeat("t", MaxBytes+1), 0o600)
+	for p, want := range map[string]string{
+		fifo:                             fifo + " is not a regular file",
+		big:                              fmt.Sprintf("%s is longer than %d bytes", big, MaxBytes),
+		dir:                              dir + " is not a regular file",
+		filepath.Join(dir, "missing.tk"): "no such file or directory",
+	} {
+		_, err := ReadRegular(p)
+		if pe := (*Error)(nil); !errors.As(err, &pe) || !strings.Contains(err.Error(), want) {
+			t.Errorf("ReadRegular(%s) = %v, want a *privfile.Error saying %q", p, err, want)
+		}
+	}
+}

@@ -79,6 +79,7 @@ func (db *DB) migrate(ctx context.Context) error {
 		if err := t.queryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
 			return fmt.Errorf("read schema version: %w", err)
 		}
+		db.created = current == 0
 		if latest := ms[len(ms)-1].version; current > latest {
 			return fmt.Errorf("database schema version %d is newer than this binary's %d", current, latest)
 		}
@@ -104,4 +105,13 @@ func (db *DB) migrate(ctx context.Context) error {
 		return db.wrap("migrate", err)
 	}
 	return nil
+}
+
+// Created reports whether Open found the database without a schema: no
+// migration recorded in schema_migrations, so it applied all of them to a
+// new, empty store. That holds for a SQLite file that did not exist and
+// for one a failed earlier start left empty; it is false for a store
+// another start had already migrated, whether or not it holds anything.
+func (db *DB) Created() bool {
+	return db.created
 }

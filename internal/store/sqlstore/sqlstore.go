@@ -100,6 +100,9 @@ type DB struct {
 	// settled: SQLite only (nil on Postgres): what the watch saw of the
 	// store's commits (Settled).
 	settled *settledState
+	// created: Open found no migration recorded (Created). Set once by
+	// migrate, before Open returns.
+	created bool
 }
 
 // Open opens the database cfg names and applies pending migrations, in one
