@@ -665,7 +665,9 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.ReadCloser, out io.Write
 		// Close no longer waits on a write (they fail at once now); the
 		// goroutine above returns with it.
 		_ = ss.Close()
-		_ = <-waited
+		if werr := <-waited; werr != nil {
+			g.log.Debug("the ended stdio session's wait", "err", werr)
+		}
 		return errAgentNotReading
 	}
 	if ctx.Err() != nil {
