@@ -159,7 +159,7 @@ func TestSessionsEndToEnd(t *testing.T) {
 	record := filepath.Join(dir, "record.log")
 	g := startGateway(t, sessConfig(filepath.Join(dir, "toolgate.db"), record), map[string]string{"E2E_HOST_TOKEN": sessHostToken})
 	agentBase := strings.TrimSuffix(g.MCP, "/mcp")
-	all := []string{"t__ask", "t__ask_mrtr", "t__big_result", "t__echo_raw", "t__progress", "t__slow", "t__toggle_tool"}
+	all := []string{"t__ask", "t__ask_mrtr", "t__big_result", "t__echo_raw", "t__hang", "t__progress", "t__slow", "t__toggle_tool"}
 
 	// Agent and session tokens never reach the admin listener; a host
 	// token does not work on the agent side.
