@@ -229,6 +229,11 @@ func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now, leaseUntil
 	return out, nil
 }
 
+// renewDelivery extends the lease of delivery id (the second argument)
+// while owner (the third) holds it, the state compared through
+// unindexedState as in claimDelivery.
+const renewDelivery = `UPDATE deliveries SET lease_until = ? WHERE id = ? AND ` + unindexedState + ` = 'pending' AND lease_owner = ?`
+
 // RenewDelivery extends owner's lease on delivery id until leaseUntil
 // (unix milliseconds stored, like ClaimDeliveries'): the outbox renews a
 // short lease while its attempt is under way, so a lease whose holder died
@@ -239,8 +244,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now, leaseUntil
 func (db *DB) RenewDelivery(ctx context.Context, id int64, owner string, leaseUntil time.Time) error {
 	var n int64
 	err := db.inTx(ctx, func(t *tx) error {
-		res, err := t.exec(ctx, `UPDATE deliveries SET lease_until = ? WHERE id = ? AND state = 'pending' AND lease_owner = ?`,
-			leaseUntil.UnixMilli(), id, owner)
+		res, err := t.exec(ctx, renewDelivery, leaseUntil.UnixMilli(), id, owner)
 		if err != nil {
 			return err
 		}

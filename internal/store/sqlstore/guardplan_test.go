@@ -62,9 +62,12 @@ func TestGuardedWritesFindTheirRowByID(t *testing.T) {
 			append(args, w.old.id, w.old.state)...)
 	}
 
-	// The deliveries' claim and finish (ClaimDeliveries, FinishDelivery).
+	// The deliveries' claim, renewal and finish (ClaimDeliveries,
+	// RenewDelivery, FinishDelivery).
 	assertFindsByID(t, db, "deliveries", "claim delivery", dollarPlaceholders(claimDelivery),
 		"instance-b", int64(10), int64(150), int64(6))
+	assertFindsByID(t, db, "deliveries", "renew delivery", dollarPlaceholders(renewDelivery),
+		int64(20), int64(150), "instance-a")
 	assertFindsByID(t, db, "deliveries", "finish delivery", dollarPlaceholders(finishDelivery+" FOR UPDATE"),
 		int64(150), "instance-a")
 }
