@@ -66,29 +66,5 @@ const pendingRequestsSQL = `INSERT INTO requests (id, state, server, tool, argum
 // under plan_cache_mode mode, in a transaction rolled back after.
 func outcomePlan(t *testing.T, db *DB, mode, q string, args ...any) string {
 	t.Helper()
-	tx, err := db.sql.BeginTx(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(t.Context(), `SET LOCAL plan_cache_mode = `+mode); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := tx.QueryContext(t.Context(), "EXPLAIN "+q, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = rows.Close() }()
-	var plan []string
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, strings.TrimSpace(line))
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return strings.Join(plan, "; ")
+	return explainPlan(t, db, `SET LOCAL plan_cache_mode = `+mode, q, args...)
 }

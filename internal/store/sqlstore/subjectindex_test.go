@@ -56,15 +56,23 @@ func lookupPlan(t *testing.T, db *DB, q string, args ...any) string {
 	if db.Driver() != DriverPostgres {
 		return queryPlan(t, db, q, args...)
 	}
+	return explainPlan(t, db, `SET LOCAL enable_seqscan = off`, db.d.rebind(q), args...)
+}
+
+// explainPlan is Postgres's EXPLAIN of q with args (lines trimmed and
+// joined by "; ") after the statement set, in a transaction rolled back
+// after: lookupPlan's and outcomePlan's.
+func explainPlan(t *testing.T, db *DB, set, q string, args ...any) string {
+	t.Helper()
 	tx, err := db.sql.BeginTx(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(t.Context(), `SET LOCAL enable_seqscan = off`); err != nil {
+	if _, err := tx.ExecContext(t.Context(), set); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := tx.QueryContext(t.Context(), "EXPLAIN "+db.d.rebind(q), args...)
+	rows, err := tx.QueryContext(t.Context(), "EXPLAIN "+q, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
