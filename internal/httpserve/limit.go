@@ -47,17 +47,23 @@ type LimitOptions struct {
 //
 // At the cap, accepting a connection first closes the connection that has
 // waited longest without carrying a request (opened and sent nothing yet,
-// or idle between keep-alive requests); a connection with a request in
-// flight (a held call, an event stream) is never closed, nor one whose
-// request has come but was not read yet (an overloaded process reads late:
-// in its socket, or being read, before http.Server calls it active). When
-// no connection is idle, the one whose request headers stopped coming
-// longest ago is closed instead: its first bytes came at least
-// headerGrace ago, nothing came for headerStall and nothing waits unread
-// in its socket (a client that sent part of a request line and went
-// silent, which would otherwise hold its place until read_header_timeout;
-// listen37). When every open connection carries a request, the new one is
-// answered 503 and closed at once. So a flood of idle or stalled
+// or idle between keep-alive requests), if it has waited idleGrace. A
+// connection with a request in flight (a held call, an event stream) is
+// never closed, nor one whose request has come but was not read yet (an
+// overloaded process reads late: in its socket, or being read, before
+// http.Server calls it active). When no connection has been idle that
+// long, the one whose request headers stopped coming longest ago is
+// closed instead: its first bytes came at least headerGrace ago, nothing
+// came for headerStall and nothing waits unread in its socket (a client
+// that sent part of a request line and went silent, which would otherwise
+// hold its place until read_header_timeout; listen37). Only when neither
+// is there does a connection idle for less than idleGrace go, the longest
+// waiting first: its client has just connected or just got an answer and
+// is likely about to send on it, and a POST whose connection is closed
+// under it fails with EOF (net/http's client retries only idempotent
+// requests), as an agent's notifications/initialized did during a
+// one-byte flood. When every open connection carries a request, the new
+// one is answered 503 and closed at once. So a flood of idle or stalled
 // connections holds at most the cap's descriptors and cannot crowd out
 // work: new connections always get in while any idle or stalled one can
 // make room. Its methods are safe for concurrent use.
@@ -79,6 +85,9 @@ type Listener struct {
 	// the cap (when none is idle) once its first bytes came headerGrace
 	// ago and nothing came for headerStall.
 	headerGrace, headerStall time.Duration
+	// idleGrace: an idle connection is closed at the cap before a stalled
+	// one only once it has been idle this long.
+	idleGrace time.Duration
 	// Counts since the last log line, and when that was.
 	evicted, refused int
 	logged           time.Time
@@ -94,7 +103,7 @@ func Limit(ln net.Listener, maxConns int, opts *LimitOptions) *Listener {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Listener{Listener: ln, maxConns: maxConns, name: o.Name, log: o.Logger, onShed: o.OnShed,
-		headerGrace: headerGrace, headerStall: headerStall}
+		headerGrace: headerGrace, headerStall: headerStall, idleGrace: idleGrace}
 }
 
 // headerGrace and headerStall: see Listener.headerGrace. An HTTP client
@@ -107,6 +116,12 @@ const (
 	headerStall = 500 * time.Millisecond
 )
 
+// idleGrace: see Listener.idleGrace. An agent sends its next request
+// within milliseconds of an answer when it has one (initialize, then
+// notifications/initialized, then tools/list), so a connection idle for a
+// second is one its client is not about to use.
+const idleGrace = time.Second
+
 // maxEvictScan bounds how many of the longest-waiting idle connections
 // Accept looks at for one it may evict (each look is a system call): past
 // them, the new connection is refused.
@@ -118,6 +133,8 @@ type conn struct {
 	l      *Listener
 	elem   *list.Element // in l.idle while it carries no request; guarded by l.mu
 	closed bool          // guarded by l.mu
+	// idleSince is when c last joined l.idle; guarded by l.mu.
+	idleSince time.Time
 	// inIdle mirrors elem != nil, for Read to look at without l.mu.
 	inIdle atomic.Bool
 	// readElem is c's element in l.reading while its request's headers
@@ -249,21 +266,38 @@ func (l *Listener) unidle(c *conn) {
 
 // pushIdle puts c at the end of the idle list. l.mu must be held.
 func (l *Listener) pushIdle(c *conn) {
+	c.idleSince = time.Now()
 	c.elem = l.idle.PushBack(c)
 	c.inIdle.Store(true)
 }
 
-// evictable returns the idle connection that has waited longest and has
-// no request waiting in its socket, among the first maxEvictScan; nil when
-// there is none. l.mu must be held.
-func (l *Listener) evictable() *conn {
+// evictable returns the idle connection that has waited longest, at least
+// minIdle (by now), and has no request waiting in its socket, among the
+// first maxEvictScan; nil when there is none. l.mu must be held.
+func (l *Listener) evictable(now time.Time, minIdle time.Duration) *conn {
 	k := 0
 	for e := l.idle.Front(); e != nil && k < maxEvictScan; e, k = e.Next(), k+1 {
-		if c := e.Value.(*conn); !hasUnread(c.Conn) {
+		c := e.Value.(*conn)
+		if now.Sub(c.idleSince) < minIdle {
+			return nil // the rest joined later still
+		}
+		if !hasUnread(c.Conn) {
 			return c
 		}
 	}
 	return nil
+}
+
+// victim returns the connection Accept closes to make room, in the
+// type's doc's order; nil when none may go. l.mu must be held.
+func (l *Listener) victim(now time.Time) *conn {
+	if c := l.evictable(now, l.idleGrace); c != nil {
+		return c
+	}
+	if c := l.stalled(now); c != nil {
+		return c
+	}
+	return l.evictable(now, 0)
 }
 
 // SyscallConn is the underlying connection's (syscall.Conn), so that a
@@ -316,10 +350,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		var onEvict func()
 		l.mu.Lock()
 		if l.open >= l.maxConns {
-			if victim = l.evictable(); victim == nil {
-				victim = l.stalled(time.Now())
-			}
-			if victim != nil {
+			if victim = l.victim(time.Now()); victim != nil {
 				l.forget(victim)
 				onEvict, victim.onEvict = victim.onEvict, nil
 			}

@@ -249,3 +249,61 @@ func TestCapStalledBytesGoNowhere(t *testing.T) {
 		t.Errorf("served %q, want b alone", got)
 	}
 }
+
+// TestCapSparesJustIdleOverStalled: at the cap, a keep-alive connection
+// that has just been answered stays open and a stalled request is closed
+// instead; once idle for idleGrace, the idle one goes first again. Before,
+// the idle one always went first: during a one-byte flood an agent's own
+// connection was closed between its initialize and its
+// notifications/initialized, whose POST then failed with EOF
+// (TestOneByteFloodAtTheCap, flaky in CI).
+func TestCapSparesJustIdleOverStalled(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		idleGrace time.Duration
+		evicted   string
+	}{
+		{"just idle", time.Hour, "a"},
+		{"idle long", 0, "b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inner := listenTCP(t)
+			l, shed := capListener(t, inner, 2, 0, 0)
+			l.idleGrace = tc.idleGrace
+			served, _, _ := stallServer(t, l)
+			addr := inner.Addr().String()
+
+			a := dial(t, addr)
+			write(t, a, "G")
+			waitFor(t, "a's byte read", func() bool { return readingLen(l) == 1 })
+			b := dial(t, addr)
+			br := bufio.NewReader(b)
+			send(t, b, "/?who=b")
+			readOK(t, br, "b")
+			waitFor(t, "b idle", func() bool { return l.Idle() == 1 })
+
+			c := dial(t, addr)
+			send(t, c, "/?who=c")
+			readOK(t, bufio.NewReader(c), "c")
+			if tc.evicted == "a" {
+				closedByServer(t, a, "a")
+				send(t, b, "/?who=b2")
+				readOK(t, br, "b2")
+			} else {
+				closedByServer(t, b, "b")
+				write(t, a, "ET /?who=a HTTP/1.1\r\nHost: x\r\n\r\n")
+				readOK(t, bufio.NewReader(a), "a")
+			}
+			if got := strings.Join(shed.get(), ","); got != "evicted" {
+				t.Errorf("shed = %q, want evicted", got)
+			}
+			want := "b,c,b2"
+			if tc.evicted == "b" {
+				want = "b,c,a"
+			}
+			if got := strings.Join(served(), ","); got != want {
+				t.Errorf("served %q, want %q", got, want)
+			}
+		})
+	}
+}
