@@ -213,3 +213,28 @@ func dollarPlaceholders(q string) string {
 // text, so state with the empty string appended is state; NULL stays NULL).
 // TestGuardedWritesFindTheirRowByID.
 const unindexedState = `(state || '')`
+
+// unindexedLive is liveLease (pending, approved, or consumed without a
+// dispatch outcome) with state compared through unindexedState, for a
+// statement that names its rows by primary key (RenewLeases' mark of the
+// ids it holds, Prune's openAmong). With the bare column the condition
+// is a BitmapOr of requests_state_expires (pending, approved) and
+// requests_undispatched, and with statistics that say live requests are
+// rare (gathered while every request was settled, before a burst of held
+// calls) Postgres planned the statements through it, reading every live
+// request for each list of ids (plans39). Through the expression neither
+// index matches, so only the primary key can find the rows; the condition
+// is the same. TestIDListsFindTheirRowsByID.
+const unindexedLive = `(` + unindexedState + ` IN ('pending', 'approved') OR (` +
+	unindexedState + ` = 'consumed' AND dispatch_outcome = ''))`
+
+// unindexedMarked is "lease_until = leaseMarker" as an expression that
+// does not imply the predicate of the partial index requests_instance_held
+// (migration 18), for a statement that names its rows by primary key and
+// asks whether they are marked (RenewLeases' unmark, pgLockLease). Beside
+// held_by, or alone with that index's INCLUDE (id), the bare comparison
+// let Postgres read the index and filter every request marked for the
+// holder (or for any holder) on id when statistics said few were marked
+// (gathered while the instance held none). lease_until + 0 is lease_until
+// (a bigint; NULL stays NULL). TestIDListsFindTheirRowsByID.
+const unindexedMarked = `(lease_until + 0) = 253402300799999`

@@ -46,9 +46,10 @@ const (
 	pgLockedLease = `(SELECT l.lease_until FROM instance_leases l
 		WHERE l.instance = r.held_by AND r.lease_until = 253402300799999 FOR SHARE)`
 	// pgLockLease reads the lease of the holder's instance of the row the
-	// transaction locked, in a statement of its own (see pgLockRow).
+	// transaction locked, in a statement of its own (see pgLockRow); the
+	// row is found by its id (unindexedMarked).
 	pgLockLease = `SELECT lease_until FROM instance_leases
-		WHERE instance = (SELECT held_by FROM requests WHERE id = $1 AND lease_until = 253402300799999) FOR SHARE`
+		WHERE instance = (SELECT held_by FROM requests WHERE id = $1 AND ` + unindexedMarked + `) FOR SHARE`
 )
 
 // pgGuardedUpdate wraps a request's UPDATE (its compare-and-set on id and

@@ -136,10 +136,7 @@ func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID,
 		}
 		for chunk := range slices.Chunk(unmark, renewBatch) {
 			marks, args := inList(chunk, holder)
-			if _, err := t.exec(ctx, `UPDATE requests
-				SET lease_until = COALESCE((SELECT lease_until FROM instance_leases WHERE instance = ?), 0)
-				WHERE held_by = ? AND lease_until = 253402300799999 AND id IN (`+marks+`)`,
-				append([]any{holder}, args...)...); err != nil {
+			if _, err := t.exec(ctx, renewUnmarkQuery(marks), append([]any{holder}, args...)...); err != nil {
 				return err
 			}
 		}
@@ -149,9 +146,7 @@ func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID,
 		var mark []any // made when an id needs its mark: usually none does
 		markChunk := func() error {
 			marks, args := inList(mark, holder)
-			rows, err := t.query(ctx, `UPDATE requests SET lease_until = 253402300799999
-				WHERE held_by = ? AND id IN (`+marks+`) AND lease_until IS DISTINCT FROM 253402300799999
-				AND `+liveLease+` RETURNING id`, args...)
+			rows, err := t.query(ctx, renewMarkQuery(marks), args...)
 			mark = mark[:0]
 			return eachRow(rows, err, hold)
 		}
@@ -216,6 +211,26 @@ func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID,
 		}
 	}
 	return renewed, nil
+}
+
+// renewUnmarkQuery gives the requests of an IN list (marks: the holder,
+// then the ids) marked for the holder a concrete lease again: the
+// instance's lease, 0 without one (RenewLeases' step 2). Its rows are
+// found by primary key (unindexedMarked).
+func renewUnmarkQuery(marks string) string {
+	return `UPDATE requests
+		SET lease_until = COALESCE((SELECT lease_until FROM instance_leases WHERE instance = ?), 0)
+		WHERE held_by = ? AND ` + unindexedMarked + ` AND id IN (` + marks + `)`
+}
+
+// renewMarkQuery marks the live requests of an IN list (marks: the ids,
+// after the holder) that the holder holds with a concrete lease, and
+// returns their ids (RenewLeases' step 3). Its rows are found by primary
+// key (unindexedLive).
+func renewMarkQuery(marks string) string {
+	return `UPDATE requests SET lease_until = 253402300799999
+		WHERE held_by = ? AND id IN (` + marks + `) AND lease_until IS DISTINCT FROM 253402300799999
+		AND ` + unindexedLive + ` RETURNING id`
 }
 
 // searchID finds raw in sorted ids without converting it to a string.

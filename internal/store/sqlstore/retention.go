@@ -177,7 +177,7 @@ func (db *DB) openAmong(ctx context.Context, evs []approval.Event) (map[approval
 		return open, nil
 	}
 	marks, args := inList(ids)
-	rows, err := db.query(ctx, `SELECT id FROM requests WHERE id IN (`+marks+`) AND `+openRequest, args...)
+	rows, err := db.query(ctx, openAmongQuery(marks), args...)
 	got, err := collect(rows, err, func(rows *sql.Rows) (approval.ID, error) {
 		var id approval.ID
 		return id, rows.Scan(&id)
@@ -186,6 +186,12 @@ func (db *DB) openAmong(ctx context.Context, evs []approval.Event) (map[approval
 		open[id] = true
 	}
 	return open, err
+}
+
+// openAmongQuery selects the requests of an IN list (marks) that are not
+// terminal (openRequest), found by primary key (unindexedLive).
+func openAmongQuery(marks string) string {
+	return `SELECT id FROM requests WHERE id IN (` + marks + `) AND ` + unindexedLive
 }
 
 // prunedThrough returns where the pruned prefix of the event log ends

@@ -56,21 +56,23 @@ func lookupPlan(t *testing.T, db *DB, q string, args ...any) string {
 	if db.Driver() != DriverPostgres {
 		return queryPlan(t, db, q, args...)
 	}
-	return explainPlan(t, db, `SET LOCAL enable_seqscan = off`, db.d.rebind(q), args...)
+	return explainPlan(t, db, []string{`SET LOCAL enable_seqscan = off`}, db.d.rebind(q), args...)
 }
 
 // explainPlan is Postgres's EXPLAIN of q with args (lines trimmed and
-// joined by "; ") after the statement set, in a transaction rolled back
+// joined by "; ") after the statements sets, in a transaction rolled back
 // after: lookupPlan's and outcomePlan's.
-func explainPlan(t *testing.T, db *DB, set, q string, args ...any) string {
+func explainPlan(t *testing.T, db *DB, sets []string, q string, args ...any) string {
 	t.Helper()
 	tx, err := db.sql.BeginTx(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(t.Context(), set); err != nil {
-		t.Fatal(err)
+	for _, set := range sets {
+		if _, err := tx.ExecContext(t.Context(), set); err != nil {
+			t.Fatalf("%s: %v", set, err)
+		}
 	}
 	rows, err := tx.QueryContext(t.Context(), "EXPLAIN "+q, args...)
 	if err != nil {
