@@ -56,10 +56,11 @@ func TestTrimCutDropsLongestStart(t *testing.T) {
 // bytes and a random line.
 func BenchmarkTrimCut(b *testing.B) {
 	r := rand.New(rand.NewPCG(39, 3))
+	const printable = " !\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrstuvwxyz{|}~"
 	random := func(n int) string {
 		c := make([]byte, n)
 		for i := range c {
-			c[i] = byte(' ' + r.IntN(95))
+			c[i] = printable[r.IntN(len(printable))]
 		}
 		return string(c)
 	}
