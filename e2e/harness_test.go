@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -143,10 +144,43 @@ type gw struct {
 	Admin string // admin API base URL, http://127.0.0.1:PORT
 	Dir   string // its working directory (holds the config)
 
-	cmd    *exec.Cmd
-	stderr *syncBuffer
-	exited chan struct{}   // closed when the process has exited
-	tr     *http.Transport // the agent clients' connections to it
+	cmd     *exec.Cmd
+	stderr  *syncBuffer
+	exited  chan struct{}   // closed when the process has exited
+	waitErr error           // the process's exit error; read once exited is closed
+	tr      *http.Transport // the agent clients' connections to it
+	exit    exitPolicy      // what its cleanup accepts of its exit
+	killed  atomic.Bool     // kill sent it SIGKILL: its cleanup accepts that exit
+}
+
+// An exitPolicy is what a started gateway's cleanup accepts of its exit.
+type exitPolicy int
+
+const (
+	// exitClean: status 0 on the cleanup's SIGTERM, unless the test killed
+	// it with SIGKILL (gw.kill).
+	exitClean exitPolicy = iota
+	// exitAny: any exit; the test checks it itself (gw.exitErr).
+	exitAny
+)
+
+// kill sends g's process SIGKILL, waits until it is gone, and drops the
+// agent clients' idle connections to it; its cleanup then accepts that
+// exit.
+func (g *gw) kill(t *testing.T) {
+	t.Helper()
+	g.killed.Store(true)
+	if err := g.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 toolgate: %v", err)
+	}
+	<-g.exited
+	g.tr.CloseIdleConnections()
+}
+
+// exitErr waits until g's process has exited and returns its exit error.
+func (g *gw) exitErr() error {
+	<-g.exited
+	return g.waitErr
 }
 
 // childEnv returns the environment for child processes: this process's,
@@ -194,7 +228,8 @@ func gatewayCommandBin(tb testing.TB, bin, cfgYAML string, env map[string]string
 // startGateway starts `toolgate serve` with cfgYAML and waits until its
 // ready file names its listeners. On cleanup it stops the process (SIGTERM,
 // then SIGKILL), waits for it, fails the test unless it exited with status
-// 0 or if it reported a data race, and prints its stderr if the test failed.
+// 0 (or the test killed it, gw.kill) or if it reported a data race, and
+// prints its stderr if the test failed.
 func startGateway(t *testing.T, cfgYAML string, env map[string]string, extraArgs ...string) *gw {
 	t.Helper()
 	return startGatewayBin(t, bins.toolgate, cfgYAML, env, extraArgs...)
@@ -203,6 +238,14 @@ func startGateway(t *testing.T, cfgYAML string, env map[string]string, extraArgs
 // startGatewayBin is startGateway for the toolgate binary bin.
 func startGatewayBin(tb testing.TB, bin, cfgYAML string, env map[string]string, extraArgs ...string) *gw {
 	tb.Helper()
+	return startGatewayExit(tb, bin, cfgYAML, env, exitClean, extraArgs...)
+}
+
+// startGatewayExit is startGatewayBin whose cleanup accepts what exit
+// says of the process's exit (exitAny: any, for a test that checks it with
+// gw.exitErr).
+func startGatewayExit(tb testing.TB, bin, cfgYAML string, env map[string]string, exit exitPolicy, extraArgs ...string) *gw {
+	tb.Helper()
 	start := time.Now()
 	cmd, stderr, dir := gatewayCommandBin(tb, bin, cfgYAML, env, extraArgs...)
 	ready := filepath.Join(dir, "ready.json")
@@ -210,10 +253,9 @@ func startGatewayBin(tb testing.TB, bin, cfgYAML string, env map[string]string, 
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("start toolgate: %v", err)
 	}
-	g := &gw{Dir: dir, cmd: cmd, stderr: stderr, exited: make(chan struct{}), tr: http.DefaultTransport.(*http.Transport).Clone()}
-	var waitErr error
+	g := &gw{Dir: dir, cmd: cmd, stderr: stderr, exited: make(chan struct{}), tr: http.DefaultTransport.(*http.Transport).Clone(), exit: exit}
 	go func() {
-		waitErr = cmd.Wait()
+		g.waitErr = cmd.Wait()
 		close(g.exited)
 	}()
 	tb.Cleanup(func() {
@@ -221,8 +263,8 @@ func startGatewayBin(tb testing.TB, bin, cfgYAML string, env map[string]string, 
 		// server's graceful shutdown (net/http waits for new connections).
 		g.tr.CloseIdleConnections()
 		stopProcess(tb, cmd.Process, g.exited)
-		if waitErr != nil {
-			tb.Errorf("toolgate serve did not exit cleanly on SIGTERM: %v", waitErr)
+		if g.waitErr != nil && g.exit == exitClean && !g.killed.Load() {
+			tb.Errorf("toolgate serve did not exit cleanly on SIGTERM: %v", g.waitErr)
 		}
 		checkChildLog(tb, "toolgate serve", stderr)
 	})
@@ -252,7 +294,7 @@ func startGatewayBin(tb testing.TB, bin, cfgYAML string, env map[string]string, 
 		}
 		select {
 		case <-g.exited:
-			tb.Fatalf("toolgate exited before it was ready: %v\nstderr:\n%s", waitErr, stderr)
+			tb.Fatalf("toolgate exited before it was ready: %v\nstderr:\n%s", g.waitErr, stderr)
 		case <-deadline.C:
 			tb.Fatalf("toolgate not ready, and nothing logged for %v\nstderr:\n%s", waitFor(tb), stderr)
 		case <-tick.C:

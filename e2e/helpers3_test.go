@@ -9,13 +9,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -328,72 +326,6 @@ func (g *gw) waitLog(t *testing.T, parts ...string) string {
 			t.Fatalf("no log line of toolgate contains all of %q after %v", parts, waitFor(t))
 		}
 		time.Sleep(pollEvery)
-	}
-}
-
-// startKillableGateway is startGateway for a process the test may kill
-// with SIGKILL (kill): its cleanup accepts that exit. kill waits until the
-// process is gone.
-func startKillableGateway(t *testing.T, cfgYAML string, env map[string]string) (g *gw, kill func()) {
-	t.Helper()
-	start := time.Now()
-	cmd, stderr, dir := gatewayCommand(t, cfgYAML, env)
-	ready := filepath.Join(dir, "ready.json")
-	cmd.Args = append(cmd.Args, "--ready-file", ready)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start toolgate: %v", err)
-	}
-	g = &gw{Dir: dir, cmd: cmd, stderr: stderr, exited: make(chan struct{}), tr: http.DefaultTransport.(*http.Transport).Clone()}
-	var waitErr error
-	killed := false
-	go func() {
-		waitErr = cmd.Wait()
-		close(g.exited)
-	}()
-	t.Cleanup(func() {
-		g.tr.CloseIdleConnections()
-		stopProcess(t, cmd.Process, g.exited)
-		if waitErr != nil && !killed {
-			t.Errorf("toolgate serve did not exit cleanly on SIGTERM: %v", waitErr)
-		}
-		checkChildLog(t, "toolgate serve", stderr)
-	})
-	g.waitReady(t, ready, start)
-	return g, func() {
-		t.Helper()
-		killed = true
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatalf("kill -9 toolgate: %v", err)
-		}
-		<-g.exited
-		g.tr.CloseIdleConnections()
-	}
-}
-
-// waitReady waits until the ready file names g's listeners.
-func (g *gw) waitReady(t *testing.T, ready string, start time.Time) {
-	t.Helper()
-	deadline := time.NewTimer(waitFor(t))
-	defer deadline.Stop()
-	tick := time.NewTicker(pollEvery)
-	defer tick.Stop()
-	for {
-		if b, err := os.ReadFile(ready); err == nil {
-			var addrs struct{ MCP, Admin string }
-			if err := json.Unmarshal(b, &addrs); err != nil {
-				t.Fatalf("ready file %s: %v\n%s", ready, err, b)
-			}
-			g.MCP, g.Admin = addrs.MCP, addrs.Admin
-			t.Logf("toolgate ready in %v: mcp %s, admin %s", time.Since(start).Round(time.Millisecond), g.MCP, g.Admin)
-			return
-		}
-		select {
-		case <-g.exited:
-			t.Fatalf("toolgate exited before it was ready\nstderr:\n%s", g.stderr)
-		case <-deadline.C:
-			t.Fatalf("toolgate not ready after %v\nstderr:\n%s", waitFor(t), g.stderr)
-		case <-tick.C:
-		}
 	}
 }
 

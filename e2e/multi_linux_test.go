@@ -164,8 +164,8 @@ notify:
       events: [requested, decided]
 `)
 	env := multiEnv(dsn, rc.URL)
-	a, killA := startKillableGateway(t, cfg, env)
-	b, killB := startKillableGateway(t, cfg, env)
+	a := startGateway(t, cfg, env)
+	b := startGateway(t, cfg, env)
 
 	const args = `{"case":"delivery-killed"}`
 	ch := callAsync(t.Context(), b.connect(t, nil, nil), toolCall("t__echo_raw", args))
@@ -179,9 +179,9 @@ notify:
 	survivor := b
 	switch pid {
 	case a.cmd.Process.Pid:
-		killA()
+		a.kill(t)
 	case b.cmd.Process.Pid:
-		killB()
+		b.kill(t)
 		survivor = a
 		if r := await(t, ch); r.err == nil {
 			t.Fatalf("the call returned %v after its gateway was killed, want a transport error", text(r.res))
@@ -293,7 +293,7 @@ func TestKilledHolderOnPostgres(t *testing.T) {
 	onB := b.connect(t, nil, nil)
 
 	t.Run("between decision and dispatch", func(t *testing.T) {
-		a, kill := startKillableGateway(t, cfg, env)
+		a := startGateway(t, cfg, env)
 		const args = `{"case":"stopped-before-dispatch"}`
 		ch := callAsync(t.Context(), a.connect(t, nil, nil), toolCall("t__echo_raw", args))
 		p := awaitPendingArgs(t, b.Admin, args)
@@ -304,7 +304,7 @@ func TestKilledHolderOnPostgres(t *testing.T) {
 		if got := fetchApproval(t, b.Admin, p.ID); got.State != "approved" {
 			t.Fatalf("approval is %s while its holder is stopped, want approved", got.State)
 		}
-		kill()
+		a.kill(t)
 		if r := await(t, ch); r.err == nil {
 			t.Fatalf("the call returned %v after its gateway was killed, want a transport error", text(r.res))
 		}
@@ -330,13 +330,13 @@ func TestKilledHolderOnPostgres(t *testing.T) {
 	})
 
 	t.Run("during dispatch", func(t *testing.T) {
-		a, kill := startKillableGateway(t, cfg, env)
+		a := startGateway(t, cfg, env)
 		const args = `{"case":"killed-in-dispatch"}`
 		ch := callAsync(t.Context(), a.connect(t, nil, nil), toolCall("t__slow", args))
 		p := awaitPendingArgs(t, b.Admin, args)
 		mustCLI(t, b.Admin, "approve", p.ID)
 		waitRecord(t, record, "slow started "+args)
-		kill()
+		a.kill(t)
 		if r := await(t, ch); r.err == nil {
 			t.Fatalf("the call returned %v after its gateway was killed, want a transport error", text(r.res))
 		}
@@ -390,7 +390,7 @@ func TestKilledHolderOnPostgres(t *testing.T) {
 	})
 
 	t.Run("approved, holder dead, nobody re-sends", func(t *testing.T) {
-		a, kill := startKillableGateway(t, cfg, env)
+		a := startGateway(t, cfg, env)
 		const args = `{"n":1,"case":"never-re-sent"}`
 		ch := callAsync(t.Context(), a.connect(t, nil, nil), toolCall("t__progress", args))
 		p := awaitPendingArgs(t, b.Admin, args)
@@ -398,7 +398,7 @@ func TestKilledHolderOnPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustReview(t, b.Admin, p.ID, "approve", "")
-		kill()
+		a.kill(t)
 		if r := await(t, ch); r.err == nil {
 			t.Fatalf("the call returned %v after its gateway was killed, want a transport error", text(r.res))
 		}
@@ -422,7 +422,7 @@ func TestKilledHolderOnPostgres(t *testing.T) {
 	})
 
 	t.Run("holder stopped with SIGTERM", func(t *testing.T) {
-		a, _ := startKillableGateway(t, cfg, env)
+		a := startGateway(t, cfg, env)
 		const args = `{"case":"rolling-restart"}`
 		ch := callAsync(t.Context(), a.connect(t, nil, nil), toolCall("t__echo_raw", args))
 		p := awaitPendingArgs(t, b.Admin, args)

@@ -253,7 +253,7 @@ func TestWatchOnOtherInstance(t *testing.T) {
 	cfg := killedHolderConfig(record)
 	env := multiEnv(dsn, rc.URL)
 	b := startGateway(t, cfg, env)
-	a, kill := startKillableGateway(t, cfg, env)
+	a := startGateway(t, cfg, env)
 
 	lines, exited := startWatch(t, b.Admin)
 
@@ -268,7 +268,7 @@ func TestWatchOnOtherInstance(t *testing.T) {
 		t.Errorf("watch on B printed %q for the approval made through A", l)
 	}
 	waitRecord(t, record, "slow started "+args)
-	kill()
+	a.kill(t)
 	if r := await(t, ch); r.err == nil {
 		t.Fatalf("the call returned %v after its gateway was killed, want a transport error", text(r.res))
 	}

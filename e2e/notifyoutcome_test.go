@@ -46,7 +46,7 @@ policy:
       approval: { timeout: 1m }
 `
 	env := map[string]string{"HOOK_URL": rc.URL, "HOOK_SECRET": hookSecret, "SLACK_BOT_TOKEN": slackToken}
-	first, kill := startKillableGateway(t, cfg, env)
+	first := startGateway(t, cfg, env)
 	cs := first.connect(t, nil, nil)
 	const args = `{"n":"unknown"}`
 	ch := callAsync(t.Context(), cs, toolCall("t__slow", args))
@@ -58,7 +58,7 @@ policy:
 	}
 	waitRecord(t, record, "slow started "+args)
 	si.waitCall(t, "chat.update", p.ID, "Approved by")
-	kill()
+	first.kill(t)
 	if r := await(t, ch); r.err == nil {
 		t.Fatalf("the call returned %v after its gateway was killed, want a transport error", text(r.res))
 	}

@@ -28,12 +28,12 @@ func TestRestartKeepsPending(t *testing.T) {
 	cfg := gatewayConfig(filepath.Join(dir, "toolgate.db"), upstreamServer(record)+leasePolicy)
 	const args = `{"amount":12,"to":"acct-9"}`
 
-	first, kill := startKillableGateway(t, cfg, nil)
+	first := startGateway(t, cfg, nil)
 	cs := first.connect(t, nil, nil)
 	ch := callAsync(t.Context(), cs, toolCall("t__echo_raw", args))
 	before := awaitPendingArgs(t, first.Admin, args)
 	start := time.Now()
-	kill()
+	first.kill(t)
 	if r := await(t, ch); r.err == nil {
 		t.Fatalf("the held call returned %v after its gateway was killed, want a transport error", text(r.res))
 	}

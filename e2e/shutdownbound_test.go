@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"errors"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"syscall"
@@ -73,7 +72,7 @@ func TestSIGTERMBoundedWithFrozenStore(t *testing.T) {
 	dsn := freshPGDatabase(t, pgTestDSN(t))
 	fz, via := startPGFreeze(t, dsn)
 	dir := t.TempDir()
-	g, exitErr := startGatewayAnyExit(t, pgGatewayConfig(upstreamServer(filepath.Join(dir, "record.log"))+hangPolicy), map[string]string{"DATABASE_URL": via})
+	g := startGatewayExit(t, bins.toolgate, pgGatewayConfig(upstreamServer(filepath.Join(dir, "record.log"))+hangPolicy), map[string]string{"DATABASE_URL": via}, exitAny)
 	cs := g.connect(t, nil, nil)
 	_ = callAsync(t.Context(), cs, &mcp.CallToolParams{Name: "t__hang", Arguments: json.RawMessage(`{"n":2}`)})
 	waitPending(t, g.Admin, 1)
@@ -87,42 +86,11 @@ func TestSIGTERMBoundedWithFrozenStore(t *testing.T) {
 	case <-time.After(waitFor(t)):
 		t.Fatalf("toolgate serve did not exit within %v of SIGTERM with its database frozen\nstderr:\n%s", waitFor(t), g.stderr)
 	}
-	t.Logf("exited %v after SIGTERM: %v", time.Since(start).Round(time.Millisecond), exitErr())
+	t.Logf("exited %v after SIGTERM: %v", time.Since(start).Round(time.Millisecond), g.exitErr())
 	line := g.waitLog(t, "shutdown did not finish within its bound", "step=")
 	t.Logf("%s", line)
 	var xe *exec.ExitError
-	if err := exitErr(); !errors.As(err, &xe) || xe.ExitCode() != 1 {
+	if err := g.exitErr(); !errors.As(err, &xe) || xe.ExitCode() != 1 {
 		t.Errorf("toolgate serve exited with %v after its shutdown overran its bound, want status 1", err)
-	}
-}
-
-// startGatewayAnyExit is startGateway for a process whose exit status the
-// test checks itself: its cleanup stops it (SIGTERM, then SIGKILL) and
-// accepts any exit. exitErr is the process's exit error, read once g.exited
-// is closed.
-func startGatewayAnyExit(t *testing.T, cfgYAML string, env map[string]string) (g *gw, exitErr func() error) {
-	t.Helper()
-	start := time.Now()
-	cmd, stderr, dir := gatewayCommand(t, cfgYAML, env)
-	ready := filepath.Join(dir, "ready.json")
-	cmd.Args = append(cmd.Args, "--ready-file", ready)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start toolgate: %v", err)
-	}
-	g = &gw{Dir: dir, cmd: cmd, stderr: stderr, exited: make(chan struct{}), tr: http.DefaultTransport.(*http.Transport).Clone()}
-	var waitErr error
-	go func() {
-		waitErr = cmd.Wait()
-		close(g.exited)
-	}()
-	t.Cleanup(func() {
-		g.tr.CloseIdleConnections()
-		stopProcess(t, cmd.Process, g.exited)
-		checkChildLog(t, "toolgate serve", stderr)
-	})
-	g.waitReady(t, ready, start)
-	return g, func() error {
-		<-g.exited
-		return waitErr
 	}
 }

@@ -211,13 +211,13 @@ func TestTaskSurvivesSIGKILLOnPostgres(t *testing.T) {
 	dsn := freshPGDatabase(t, pgTestDSN(t))
 	record := filepath.Join(t.TempDir(), "record.log")
 	env := map[string]string{"DATABASE_URL": dsn}
-	first, kill := startKillableGateway(t, pgGatewayConfig(upstreamServer(record)+tasksPolicy), env)
+	first := startGateway(t, pgGatewayConfig(upstreamServer(record)+tasksPolicy), env)
 	second := startGateway(t, pgGatewayConfig(upstreamServer(record)+tasksPolicy), env)
 	const args = `{"task":"survives"}`
 	task := (&taskClient{t: t, g: first, token: agentToken}).call("t__echo_raw", args)
 	taskID := task["taskId"].(string)
 	p := waitPending(t, second.Admin, 1)[0]
-	kill()
+	first.kill(t)
 
 	mustCLI(t, second.Admin, "approve", p.ID)
 	b := &taskClient{t: t, g: second, token: agentToken}

@@ -532,18 +532,21 @@ func openStore(ctx context.Context, cfg config.Storage, log *slog.Logger) (*sqls
 	if err != nil {
 		return nil, nil, err
 	}
-	// Which store this gateway uses (never the DSN: it may hold a password),
-	// and for SQLite whether it is new (no schema was found: a file that
-	// did not exist, or one a failed first start left empty): a relative
-	// path is taken from the working directory, so a start from elsewhere
-	// makes a new, empty store (storageWhereWarning says so first).
-	switch {
-	case db.Driver() == "postgres":
-		log.InfoContext(ctx, "store opened; schema migrations are applied", "driver", db.Driver())
-	case !db.Created():
-		log.InfoContext(ctx, "store opened; schema migrations are applied", "driver", db.Driver(), "path", absPath(cfg.Path))
-	default:
-		log.InfoContext(ctx, "new, empty store created; schema migrations are applied", "driver", db.Driver(), "path", absPath(cfg.Path))
+	// Which store this gateway uses (never the DSN: it may hold a password)
+	// and whether it is new: no schema was found (sqlstore.DB.Created; a
+	// SQLite file that did not exist or one a failed first start left
+	// empty, a Postgres database toolgate never migrated). A relative
+	// SQLite path is taken from the working directory, so a start from
+	// elsewhere makes a new, empty store (storageWhereWarning says so
+	// first); on Postgres a DSN naming another database does the same.
+	msg := "store opened; schema migrations are applied"
+	if db.Created() {
+		msg = "new, empty store created; schema migrations are applied"
+	}
+	if db.Driver() == "postgres" {
+		log.InfoContext(ctx, msg, "driver", db.Driver())
+	} else {
+		log.InfoContext(ctx, msg, "driver", db.Driver(), "path", absPath(cfg.Path))
 	}
 	return db, func(ctx context.Context, g *gate.Gate, changed, policy func()) {
 		db.WatchEvents(ctx, sqlstore.WatchFuncs{

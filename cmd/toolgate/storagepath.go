@@ -121,7 +121,8 @@ func absPath(p string) string {
 }
 
 // storageWhereWarning says, for a SQLite storage.path that is relative and
-// names no file from the working directory, while a store of that
+// names no store from the working directory (no file, or one holdsStore
+// knows to be without a schema), while a store of that
 // relative path exists beside the config file (in its directory or one
 // above it, as the quickstart's ./data/toolgate.db is from the repository
 // root), that serve takes the path from the working directory and starts
@@ -137,7 +138,7 @@ func storageWhereWarning(s config.Storage, configPath string) string {
 	if s.Driver != sqlstore.DriverSQLite || s.Path == "" || filepath.IsAbs(s.Path) || configPath == "" {
 		return ""
 	}
-	if _, err := os.Stat(s.Path); err == nil || !errors.Is(err, iofs.ErrNotExist) {
+	if fi, err := os.Stat(s.Path); (err == nil && (fi.IsDir() || holdsStore(s.Path))) || (err != nil && !errors.Is(err, iofs.ErrNotExist)) {
 		return "" // the store is there (or cannot be looked at: the open says why)
 	}
 	wd, err := os.Getwd()
@@ -146,7 +147,7 @@ func storageWhereWarning(s config.Storage, configPath string) string {
 	}
 	cfgDir := filepath.Dir(absPath(configPath))
 	for d := cfgDir; ; d = filepath.Dir(d) {
-		if other := filepath.Join(d, s.Path); d != wd && fileExists(other) {
+		if other := filepath.Join(d, s.Path); d != wd && holdsStore(other) {
 			return fmt.Sprintf("storage.path %q is relative, so it is taken from the working directory %s; no store is there, so serve creates a new, empty one at %s, while a store exists at %s (beside the config file %s): start serve from %s, or give storage.path as an absolute path",
 				s.Path, wd, filepath.Join(wd, s.Path), other, configPath, d)
 		}
@@ -156,8 +157,22 @@ func storageWhereWarning(s config.Storage, configPath string) string {
 	}
 }
 
-// fileExists reports whether p names an existing non-directory.
-func fileExists(p string) bool {
+// holdsStore reports whether p names a file that may hold a store: a
+// non-directory that is not known to be without a schema. It is the part
+// of sqlstore.DB.Created's rule (no schema: a new, empty store) that can
+// be read without opening the file, which storageWhereWarning must not do
+// (policy check runs it, and opening a SQLite file may create it or its
+// -shm): a file of 0 bytes whose write-ahead log (p-wal) is missing or
+// empty holds no schema, as a failed first start leaves it. A file with
+// bytes but no schema still counts as a store.
+func holdsStore(p string) bool {
 	fi, err := os.Stat(p)
-	return err == nil && !fi.IsDir()
+	if err != nil || fi.IsDir() {
+		return false
+	}
+	if fi.Size() > 0 {
+		return true
+	}
+	wal, err := os.Stat(p + "-wal")
+	return err == nil && wal.Size() > 0
 }

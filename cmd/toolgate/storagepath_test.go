@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"toolgate/internal/store/sqlstore"
 )
 
 // TestStoragePathDirectory: a configured SQLite storage.path whose
@@ -103,11 +105,15 @@ func TestStoragePathDirectory(t *testing.T) {
 }
 
 // TestStorageWhereWarning (newuser37): a config file elsewhere whose
-// relative storage.path names no file from the working directory, while a
+// relative storage.path names no store from the working directory, while a
 // store of that path exists beside the config file (in its directory or
 // one above, as the quickstart's), gets a warning from policy check that
 // serve would make a new, empty store instead; a first start (no store
-// anywhere) and a start that finds the store are not warned.
+// anywhere) and a start that finds the store are not warned. A file of 0
+// bytes is no store, by serve's rule (sqlstore.DB.Created: no schema): one
+// beside the config file is not warned about, one in the working directory
+// does not silence the warning (on 2e5a812 both went by the file's
+// existence).
 func TestStorageWhereWarning(t *testing.T) {
 	wd, repo := t.TempDir(), t.TempDir()
 	t.Chdir(wd)
@@ -126,14 +132,28 @@ func TestStorageWhereWarning(t *testing.T) {
 		}
 		return stderr.String()
 	}
+	emptyFile := func(p string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if got := check(); strings.Contains(got, "storage.path") {
 		t.Errorf("a first start (no store anywhere) is warned:\n%s", got)
 	}
 	existing := filepath.Join(repo, "data", "toolgate.db")
-	if err := os.MkdirAll(filepath.Dir(existing), 0o700); err != nil {
+	emptyFile(existing) // a failed first start there
+	if got := check(); strings.Contains(got, "storage.path") {
+		t.Errorf("an empty file beside the config (no schema) is warned about as a store:\n%s", got)
+	}
+	db, err := sqlstore.Open(t.Context(), sqlstore.Config{Driver: sqlstore.DriverSQLite, Path: existing})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(existing, nil, 0o600); err != nil {
+	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
 	want := `warning: ` + path + `: storage.path "./data/toolgate.db" is relative, so it is taken from the working directory ` + wd +
@@ -141,6 +161,10 @@ func TestStorageWhereWarning(t *testing.T) {
 		`, while a store exists at ` + existing + ` (beside the config file ` + path + `): start serve from ` + repo + `, or give storage.path as an absolute path`
 	if got := check(); !strings.Contains(got, want) {
 		t.Errorf("stderr:\n%s\nwant %q", got, want)
+	}
+	emptyFile(filepath.Join(wd, "data", "toolgate.db")) // a failed start from wd
+	if got := check(); !strings.Contains(got, want) {
+		t.Errorf("with an empty file in the working directory, stderr:\n%s\nwant %q", got, want)
 	}
 	t.Chdir(repo)
 	if got := check(); strings.Contains(got, "storage.path") {

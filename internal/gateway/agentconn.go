@@ -143,8 +143,8 @@ func (ac *agentConn) session(ctx context.Context) (*upConn, error) {
 		}
 		if err != nil {
 			ac.mu.Unlock()
-			ac.u.log.WarnContext(ctx, "per-agent upstream session not connected", "principal", ac.principal.ID, "err", err)
-			return nil, &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q: %v", ac.u.name, err)}
+			ac.u.log.WarnContext(ctx, "per-agent upstream session not connected", "principal", ac.principal.ID, "err", ac.u.errText(err))
+			return nil, ac.u.unreachableError(err)
 		}
 		ac.conn = c
 		ac.mu.Unlock()

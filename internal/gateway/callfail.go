@@ -44,14 +44,16 @@ func (f *callFailure) result() (*mcp.CallToolResult, error) {
 
 // unavailable is the failure of a call that could not reach u, or lost it:
 // the message names the upstream, says "unavailable" and what happened to
-// the call (what; the configured URL's query and user info are removed
-// from it, as what often quotes the connect error, which names the URL).
-// The cause is logged at debug level only: the change of
+// the call (what). what often quotes the connect error, which names the
+// URL and may quote the upstream: the configured URL's query and user info
+// are removed from it, and it is escaped and cut to 2 KiB by clipText
+// (callers put an upstream's words in it through errText, 1 KiB).
+// The cause is logged at debug level only (errText): the change of
 // the upstream's state is logged once (health.go), not per call.
 func (u *upstream) unavailable(ctx context.Context, tool, what string, outcome approval.Outcome, cause error) *callFailure {
-	u.log.DebugContext(ctx, "call failed: upstream unavailable", "tool", tool, "err", u.redact(fmt.Sprint(cause)))
+	u.log.DebugContext(ctx, "call failed: upstream unavailable", "tool", tool, "err", u.errText(cause))
 	return &callFailure{
-		msg:     fmt.Sprintf("upstream %q is unavailable: %s", u.name, u.redact(what)),
+		msg:     fmt.Sprintf("upstream %q is unavailable: %s", u.name, clipText(u.redact(what), 2*maxListErrBytes)),
 		outcome: outcome,
 		cause:   cause,
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"toolgate/internal/api"
@@ -123,6 +124,21 @@ func (u *upstream) lastListErr() string {
 		return ""
 	}
 	return u.listErr.Error()
+}
+
+// errText is err's text as it may reach an agent, the audit trail or the
+// log: the configured URL's credentials removed, escaped and cut to
+// maxListErrBytes by clipText ("<nil>" for nil). A connect or transport
+// error quotes what the upstream or its process said (an answer to
+// initialize, an HTTP body): that text is the upstream's to choose.
+func (u *upstream) errText(err error) string {
+	return clipText(u.redact(fmt.Sprint(err)), maxListErrBytes)
+}
+
+// unreachableError is the JSON-RPC error (CodeUpstreamUnavailable) an
+// agent gets for a request u could not take, err saying why (errText).
+func (u *upstream) unreachableError(err error) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q: %s", u.name, u.errText(err))}
 }
 
 // clipText returns s with the characters a reviewer's surfaces show escaped

@@ -50,7 +50,8 @@ type UpstreamHealth struct {
 	// Since is when State began.
 	Since time.Time
 	// LastError says why the upstream is not connected; empty when it is.
-	// Configured URLs in it have their query and user info removed.
+	// Configured URLs in it have their query and user info removed; the
+	// upstream's words in it are escaped and cut to 1 KiB (errText).
 	LastError string
 }
 
@@ -84,9 +85,9 @@ func (u *upstream) health() UpstreamHealth {
 	h := UpstreamHealth{Name: u.name, State: u.state, Required: !u.cfg.Optional, Since: u.since}
 	switch {
 	case u.state == StateUnreachable && u.unreachable != nil:
-		h.LastError = u.redact(u.unreachable.Error())
+		h.LastError = u.errText(u.unreachable)
 	case u.state != StateConnected && u.downErr != nil:
-		h.LastError = u.redact(u.downErr.Error())
+		h.LastError = u.errText(u.downErr)
 	}
 	return h
 }

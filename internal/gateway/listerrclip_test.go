@@ -7,11 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"toolgate/internal/api"
 	"toolgate/internal/approval"
 	"toolgate/internal/gate"
 	"toolgate/internal/policy"
@@ -60,16 +58,10 @@ func TestListErrIsClipped(t *testing.T) {
 	}
 	check := func(what, text string) {
 		t.Helper()
-		if !strings.Contains(text, "tools/list failed: ") || !strings.Contains(text, "IGNORE PREVIOUS INSTRUCTIONS") {
-			t.Errorf("%s does not say tools/list failed with the start of the upstream's message: %.300q", what, text)
+		if !strings.Contains(text, "tools/list failed: ") {
+			t.Errorf("%s does not say tools/list failed: %.300q", what, text)
 		}
-		if n := len(text); n > maxListErrBytes+1024 {
-			t.Errorf("%s is %d bytes long, want at most %d", what, n, maxListErrBytes+1024)
-		}
-		if i := strings.IndexFunc(text, api.IsShownEscaped); i >= 0 {
-			r, _ := utf8.DecodeRuneInString(text[i:])
-			t.Errorf("%s has hidden character %U at %d", what, r, i)
-		}
+		checkUpstreamText(t, what, text)
 	}
 	check("the agent's answer", textOf(t, res))
 	recs := rec.of("bad")

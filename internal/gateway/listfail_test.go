@@ -22,7 +22,7 @@ import (
 )
 
 // failingList wraps a streamable HTTP MCP handler: while fail is set, it
-// answers every tools/list with a JSON-RPC error, whose message is msg if
+// answers every tools/list (or method, when set) with a JSON-RPC error, whose message is msg if
 // set, else one quoting self (the URL the gateway is configured with, query
 // and all), and passes the rest on.
 type failingList struct {
@@ -30,6 +30,8 @@ type failingList struct {
 	fail atomic.Bool
 	self atomic.Pointer[string]
 	msg  string
+	// method is the request failed; "" means tools/list.
+	method string
 }
 
 func (f *failingList) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -46,7 +48,11 @@ func (f *failingList) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
 	}
-	if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/list" {
+	method := f.method
+	if method == "" {
+		method = "tools/list"
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.Method != method {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		f.next.ServeHTTP(w, r)
 		return

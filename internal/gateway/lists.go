@@ -252,7 +252,7 @@ func (g *Gateway) forward(ctx context.Context, u *upstream, o *origin, f func(ct
 	defer o.finish()
 	ac, err := u.agentConnFor(o)
 	if err != nil {
-		return &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q: %v", u.name, err)}
+		return u.unreachableError(err)
 	}
 	var c *upConn
 	if ac != nil {
@@ -261,7 +261,7 @@ func (g *Gateway) forward(ctx context.Context, u *upstream, o *origin, f func(ct
 		}
 		defer ac.track(o)()
 	} else if c, err = u.session(); err != nil {
-		return &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: err.Error()}
+		return &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: u.errText(err)}
 	}
 	err = f(withOrigin(ctx, o), c, ac)
 	if err == nil {
@@ -272,11 +272,11 @@ func (g *Gateway) forward(ctx context.Context, u *upstream, o *origin, f func(ct
 	case errors.Is(err, errLineNotSent), errors.Is(err, errLinePartlySent):
 		// A stdio child that did not read its stdin by the request's
 		// bound (sdkwrite.go): toolgate's error, not the upstream's.
-		return &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q: %v", u.name, err)}
+		return u.unreachableError(err)
 	case errors.As(err, &wire):
 		return wire
 	case ctx.Err() != nil:
 		return fmt.Errorf("request cancelled: %w", context.Cause(ctx))
 	}
-	return &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q: %v", u.name, err)}
+	return u.unreachableError(err)
 }

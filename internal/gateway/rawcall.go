@@ -658,7 +658,7 @@ func (u *upstream) callRawProgress(ctx context.Context, tool string, args json.R
 	ac, err := u.agentConnFor(o)
 	switch {
 	case err != nil:
-		return nil, true, u.unavailable(ctx, tool, err.Error()+"; nothing was sent to it", approval.OutcomeTransportError, err)
+		return nil, true, u.unavailable(ctx, tool, u.errText(err)+"; nothing was sent to it", approval.OutcomeTransportError, err)
 	case ac != nil:
 		o.armWatch() // opening its session can wait (leansent.go)
 		defer ac.track(o)()
@@ -667,7 +667,7 @@ func (u *upstream) callRawProgress(ctx context.Context, tool string, args json.R
 		}
 	default:
 		if c, err = u.session(); err != nil {
-			return nil, true, u.unavailable(ctx, tool, err.Error()+"; nothing was sent to it", approval.OutcomeTransportError, err)
+			return nil, true, u.unavailable(ctx, tool, u.errText(err)+"; nothing was sent to it", approval.OutcomeTransportError, err)
 		}
 	}
 	stepMark(16)
@@ -709,7 +709,7 @@ func (u *upstream) rawResult(tool string, raw json.RawMessage, err error) (json.
 	}
 	if bytes.Contains(raw, []byte(mcp.MetaKeyServerInfo)) {
 		if raw, err = dropServerInfo(raw); err != nil {
-			return nil, true, &callFailure{msg: fmt.Sprintf("upstream %q: tool %q: the result could not be read: %v", u.name, tool, err), outcome: approval.OutcomeToolError, cause: err}
+			return nil, true, &callFailure{msg: fmt.Sprintf("upstream %q: tool %q: the result could not be read: %s", u.name, tool, u.errText(err)), outcome: approval.OutcomeToolError, cause: err}
 		}
 	}
 	return raw, true, nil

@@ -25,7 +25,7 @@ import (
 func (u *upstream) call(ctx context.Context, tool string, args json.RawMessage, prog *callProgress) (*mcp.CallToolResult, error) {
 	if ac, err := u.agentConnFor(originFrom(ctx)); err != nil || ac != nil {
 		if err != nil {
-			return nil, u.unavailable(ctx, tool, err.Error()+"; nothing was sent to it", approval.OutcomeTransportError, err)
+			return nil, u.unavailable(ctx, tool, u.errText(err)+"; nothing was sent to it", approval.OutcomeTransportError, err)
 		}
 		return ac.call(ctx, tool, args, prog)
 	}
@@ -34,7 +34,7 @@ func (u *upstream) call(ctx context.Context, tool string, args json.RawMessage, 
 	}
 	c, err := u.session()
 	if err != nil {
-		return nil, u.unavailable(ctx, tool, err.Error()+"; nothing was sent to it", approval.OutcomeTransportError, err)
+		return nil, u.unavailable(ctx, tool, u.errText(err)+"; nothing was sent to it", approval.OutcomeTransportError, err)
 	}
 	res, retry, err := u.callOnce(ctx, c, tool, args, prog)
 	if !retry {
