@@ -426,7 +426,9 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 	if f.stdio {
 		pr := cfg.StdioPrincipal()
 		eg.Go(func() error {
-			err := c.gw.ServeStdio(ctx, io.NopCloser(sio.stdin), nopWriteCloser{sio.stdout}, pr)
+			out, outDone := stdioOut(sio.stdout)
+			err := c.gw.ServeStdio(ctx, io.NopCloser(sio.stdin), out, pr)
+			outDone()
 			c.gate.Stop()
 			if err != nil && ctx.Err() == nil {
 				return fmt.Errorf("stdio: %w", err)
@@ -486,6 +488,18 @@ var errStdioDone = errors.New("stdio client closed")
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// stdioOut is the agent's side of serve --stdio's stdout (w) and what to
+// call once the session ended: for the process's own stdout, a copy whose
+// writes take a deadline when it is a pipe or socket
+// (gateway.StdioOutput); for any other writer (in-process tests), w,
+// never closed.
+func stdioOut(w io.Writer) (io.WriteCloser, func()) {
+	if f, ok := w.(*os.File); ok {
+		return gateway.StdioOutput(f)
+	}
+	return nopWriteCloser{w}, func() {}
+}
 
 func writeReadyFile(path string, ready map[string]string) error {
 	b, err := json.Marshal(ready)
