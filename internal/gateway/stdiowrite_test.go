@@ -2,12 +2,18 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/approval"
 )
 
 // drainedPipe returns the write end of an os.Pipe (a pipe the runtime
@@ -171,3 +177,47 @@ func TestStdioWritesStaySerialised(t *testing.T) {
 	}
 }
 
+
+// TestServeStdioEndsWhenTheAgentStopsReadingAPipe: ServeStdio over a real
+// pipe (the write deadline's path) whose agent sends requests and never
+// reads their answers ends with errAgentNotReading once the pipe is full
+// and the bound passed: the SDK's writers blocked behind the stuck write
+// fail at once and its session closes. The 20 s is a hang guard.
+func TestServeStdioEndsWhenTheAgentStopsReadingAPipe(t *testing.T) {
+	g, err := New(t.Context(), nil, allowAll(), &Options{StdioWriteTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	if err := g.applyTools("up", upstreamTools{defs: []*mcp.Tool{{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)}}}, true); err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	t.Cleanup(func() { _ = inW.Close(); _ = outR.Close() })
+	done := make(chan error, 1)
+	go func() { done <- g.ServeStdio(t.Context(), inR, outW, approval.Principal{ID: "desktop", Kind: "agent"}) }()
+	go func() {
+		if _, err := io.WriteString(inW, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`+"\n"+
+			`{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`+"\n"); err != nil {
+			return
+		}
+		for i := 1; ; i++ {
+			// Each answer is about 150 bytes: a few hundred fill the pipe.
+			if _, err := fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`+"\n", i); err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, errAgentNotReading) {
+			t.Fatalf("ServeStdio: %v, want %v", err, errAgentNotReading)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("ServeStdio did not end 20 s after a bound of 100ms with an agent that does not read")
+	}
+}
