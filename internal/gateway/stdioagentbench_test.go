@@ -65,7 +65,9 @@ func BenchmarkServeStdioCall(b *testing.B) {
 		b.Fatal(err)
 	}
 	served := make(chan error, 1)
-	go func() { served <- g.ServeStdio(b.Context(), inR, outW, approval.Principal{ID: "desktop", Kind: "agent"}) }()
+	go func() {
+		served <- g.ServeStdio(b.Context(), inR, outW, approval.Principal{ID: "desktop", Kind: "agent"})
+	}()
 	b.Cleanup(func() {
 		_ = inW.Close()
 		<-served

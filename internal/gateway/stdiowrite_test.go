@@ -177,7 +177,6 @@ func TestStdioWritesStaySerialised(t *testing.T) {
 	}
 }
 
-
 // TestServeStdioEndsWhenTheAgentStopsReadingAPipe: ServeStdio over a real
 // pipe (the write deadline's path) whose agent sends requests and never
 // reads their answers ends with errAgentNotReading once the pipe is full
@@ -219,5 +218,24 @@ func TestServeStdioEndsWhenTheAgentStopsReadingAPipe(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("ServeStdio did not end 20 s after a bound of 100ms with an agent that does not read")
+	}
+}
+
+// TestCloseStepNamesClosesProgress: CloseStep, which serve's log line of
+// a shutdown that overran its bound carries, is empty before Close and
+// "closed" once it returned.
+func TestCloseStepNamesClosesProgress(t *testing.T) {
+	g, err := New(t.Context(), nil, allowAll(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := g.CloseStep(); s != "" {
+		t.Errorf("CloseStep before Close: %q, want empty", s)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s := g.CloseStep(); s != "closed" {
+		t.Errorf("CloseStep after Close: %q, want closed", s)
 	}
 }
