@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -70,7 +72,9 @@ func BenchmarkServeStdioCall(b *testing.B) {
 	}()
 	b.Cleanup(func() {
 		_ = inW.Close()
-		<-served
+		if err := <-served; err != nil && !errors.Is(err, context.Canceled) {
+			b.Errorf("ServeStdio: %v", err)
+		}
 		_ = outR.Close()
 	})
 	out := bufio.NewReaderSize(outR, 64<<10)

@@ -141,9 +141,9 @@ func TestStdioWritesStaySerialised(t *testing.T) {
 	lw := newLockedWriter(keepOpen{w}, time.Minute)
 	const writers, lines = 8, 50
 	errs := make(chan error, writers)
-	for i := range writers {
+	for _, c := range []byte("abcdefgh")[:writers] {
 		go func() {
-			line := append(bytes.Repeat([]byte{byte('a' + i)}, 100<<10), '\n') // > the pipe's buffer
+			line := append(bytes.Repeat([]byte{c}, 100<<10), '\n') // > the pipe's buffer
 			for range lines {
 				if _, err := lw.Write(line); err != nil {
 					errs <- err
