@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -66,8 +67,10 @@ func TestSIGTERMBoundedWithStuckUpstream(t *testing.T) {
 // nothing relayed) while a call was held: the process exits with status 1
 // once its shutdown overran its bound (15 s; the test only checks that it
 // exits before waitFor), and its last line says so, naming the step it
-// was at. On the base it logged "stopped" and then never exited (the
-// store's Close waited on the frozen connections).
+// was at: closing the store (shut39: before, the step named the upstreams,
+// tracing and the store together). On the base of ops38 it logged
+// "stopped" and then never exited (the store's Close waited on the frozen
+// connections).
 func TestSIGTERMBoundedWithFrozenStore(t *testing.T) {
 	dsn := freshPGDatabase(t, pgTestDSN(t))
 	fz, via := startPGFreeze(t, dsn)
@@ -89,6 +92,9 @@ func TestSIGTERMBoundedWithFrozenStore(t *testing.T) {
 	t.Logf("exited %v after SIGTERM: %v", time.Since(start).Round(time.Millisecond), g.exitErr())
 	line := g.waitLog(t, "shutdown did not finish within its bound", "step=")
 	t.Logf("%s", line)
+	if !strings.Contains(line, `step="closing the store"`) {
+		t.Errorf("the overrun's line does not name the store's close as its step:\n%s", line)
+	}
 	var xe *exec.ExitError
 	if err := g.exitErr(); !errors.As(err, &xe) || xe.ExitCode() != 1 {
 		t.Errorf("toolgate serve exited with %v after its shutdown overran its bound, want status 1", err)

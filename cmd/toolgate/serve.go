@@ -160,7 +160,7 @@ func serveWith(ctx context.Context, args []string, sio serveIO) error {
 		devLines = mintDevTokens(p.creds, p.mcpAddr != "", p.adminAddr != "")
 	}
 
-	var td teardown
+	td := teardown{at: watch.at}
 	defer td.run()
 	// SIGHUP reloads the policy (reload.go) and must not end the process.
 	hup := notifyHUP()
@@ -175,9 +175,8 @@ func serveWith(ctx context.Context, args []string, sio serveIO) error {
 		return err
 	}
 	watch.inFlight(func() []any {
-		return []any{"calls_in_flight", c.gw.CallsInFlight(), "approvals_in_dispatch", c.gate.Dispatching()}
+		return []any{"calls_in_flight", c.gw.CallsInFlight(), "approvals_in_dispatch", c.gate.Dispatching(), "gateway_close_step", c.gw.CloseStep()}
 	})
-	td.add(func() { watch.at("closing the upstreams, tracing and the store") })
 	if err := lns.attach(ctx, cfg, f, p, c, log); err != nil {
 		return err
 	}
@@ -201,15 +200,29 @@ func serveWith(ctx context.Context, args []string, sio serveIO) error {
 
 // teardown holds the undo steps of what serve started; run runs them last
 // first. It is not safe for concurrent use.
-type teardown []func()
+type teardown struct {
+	undo []func()
+	at   func(step string) // the shutdown watch's step (shutdownWatch.at)
+}
 
-func (t *teardown) add(f func()) { *t = append(*t, f) }
+func (t *teardown) add(f func()) { t.undo = append(t.undo, f) }
+
+// step adds an undo step the shutdown watch names while it runs, so a
+// shutdown that overran its bound says which one it was stuck in.
+func (t *teardown) step(name string, f func()) {
+	t.add(func() {
+		if t.at != nil {
+			t.at(name)
+		}
+		f()
+	})
+}
 
 func (t *teardown) run() {
-	for i := len(*t) - 1; i >= 0; i-- {
-		(*t)[i]()
+	for i := len(t.undo) - 1; i >= 0; i-- {
+		t.undo[i]()
 	}
-	*t = nil
+	t.undo = nil
 }
 
 // core is what serve runs on: the store, the gate, the gateway and the
@@ -249,12 +262,12 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	td.add(func() { _ = db.Close() })
+	td.step("closing the store", func() { _ = db.Close() })
 	tp, shutdownTracing, err := telemetry.NewTracerProvider(ctx, os.Getenv, buildVersion().Version)
 	if err != nil {
 		return nil, fmt.Errorf("tracing: %w", err)
 	}
-	td.add(func() {
+	td.step("flushing the traces", func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 		defer cancel()
 		_ = shutdownTracing(sctx)
@@ -335,7 +348,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 	if c.gw, err = gateway.New(ctx, p.upstreams, c.gate, gwOpts); err != nil {
 		return nil, fmt.Errorf("start upstreams: %w", err)
 	}
-	td.add(func() { _ = c.gw.Close() })
+	td.step("closing the upstreams", func() { _ = c.gw.Close() })
 	cat.gw = c.gw
 	// A new policy may hide or show tools (policy.list_denied): tell the
 	// MCP sessions whose lists changed.
@@ -426,7 +439,9 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 	if f.stdio {
 		pr := cfg.StdioPrincipal()
 		eg.Go(func() error {
-			err := c.gw.ServeStdio(ctx, io.NopCloser(sio.stdin), nopWriteCloser{sio.stdout}, pr)
+			out, outDone := stdioOut(sio.stdout)
+			err := c.gw.ServeStdio(ctx, io.NopCloser(sio.stdin), out, pr)
+			outDone()
 			c.gate.Stop()
 			if err != nil && ctx.Err() == nil {
 				return fmt.Errorf("stdio: %w", err)
@@ -486,6 +501,18 @@ var errStdioDone = errors.New("stdio client closed")
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// stdioOut is the agent's side of serve --stdio's stdout (w) and what to
+// call once the session ended: for the process's own stdout, a copy whose
+// writes take a deadline when it is a pipe or socket
+// (gateway.StdioOutput); for any other writer (in-process tests), w,
+// never closed.
+func stdioOut(w io.Writer) (io.WriteCloser, func()) {
+	if f, ok := w.(*os.File); ok {
+		return gateway.StdioOutput(f)
+	}
+	return nopWriteCloser{w}, func() {}
+}
 
 func writeReadyFile(path string, ready map[string]string) error {
 	b, err := json.Marshal(ready)

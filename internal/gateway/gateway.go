@@ -323,6 +323,7 @@ type Gateway struct {
 	wg          sync.WaitGroup
 	closeMux    sync.Mutex
 	closed      bool
+	closeStep   atomic.Pointer[string] // Close's step now (CloseStep)
 
 	// directRunners maps the task id of each direct task this gateway runs
 	// to the cancel func of its call (directtask.go).
@@ -550,7 +551,10 @@ func cmpString(a, b string) int { return cmp.Compare(a, b) }
 // ErrShutdown, refuses new ones, stops the upstream sessions and stdio
 // children, and waits for the gateway's goroutines. Call it before shutting
 // the HTTP server down, so held calls do not keep it waiting. Close is
-// idempotent.
+// idempotent. It has no bound of its own: its steps are bounded each
+// (ShutdownGrace for the answers, the upstreams' TerminateGrace), and what
+// is not (a goroutine waiting on a frozen upstream) is serve's 15 s
+// shutdown bound's to cut, whose log line names the step (CloseStep).
 func (g *Gateway) Close() error {
 	g.closeMux.Lock()
 	if g.closed {
@@ -559,17 +563,36 @@ func (g *Gateway) Close() error {
 	}
 	g.closed = true
 	g.closeMux.Unlock()
+	g.closingAt("cancelling the calls in flight")
 	g.stop()
 	g.calls.cancelAll(ErrShutdown)
 	// Their answers ("the gateway is shutting down") are written before
 	// the sessions close, which would drop them (answers.go).
+	g.closingAt("writing the answers of the calls cut off")
 	g.waitAnswers(&g.answers, "agent sessions")
 	// The agent sessions the gateway watches end now (their per-agent
 	// upstream sessions with them), so their watchers return.
+	g.closingAt("closing the agent sessions")
 	g.closeWatched()
+	g.closingAt("waiting for the upstream sessions' and parked calls' goroutines")
 	g.wg.Wait()
+	g.closingAt("stopping the upstreams")
 	g.routes.close()
+	g.closingAt("closed")
 	return nil
+}
+
+// closingAt records Close's step, for CloseStep.
+func (g *Gateway) closingAt(step string) { g.closeStep.Store(&step) }
+
+// CloseStep names the step Close is at ("" before Close, "closed" once it
+// returned), for serve's log line of a shutdown that overran its bound
+// (branch shut39).
+func (g *Gateway) CloseStep() string {
+	if s := g.closeStep.Load(); s != nil {
+		return *s
+	}
+	return ""
 }
 
 // CallsInFlight returns how many agent requests the gateway is serving

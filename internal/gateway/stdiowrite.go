@@ -3,7 +3,9 @@ package gateway
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"sync"
 	"time"
 )
@@ -24,14 +26,20 @@ var errAgentNotReading = errors.New("the stdio agent stopped reading: a write to
 // every later write fails at once, and stuck is closed, which ends
 // ServeStdio.
 //
-// A plain stdout has no write deadline (a pipe the agent made is
-// blocking), so a write runs in a goroutine of its own, on a copy of the
-// line; one that blocks for good ends with the process (serve --stdio
-// exits once ServeStdio returned) or when the agent closes the pipe. The
-// lock is held until the write returns, so nothing is written after the
-// part of a line.
+// When w honours a write deadline (a pipe or socket the runtime poller
+// watches: StdioOutput makes serve's stdout one, and os.Pipe's ends are
+// one) a write runs in the caller's goroutine under the deadline: nothing
+// is allocated and no goroutine is started for it (branch shut39; the
+// deadline's expiry ends the blocked write itself, so the SDK's own write
+// lock is released too). Otherwise (a blocking pipe, a file, an
+// in-process pipe) a write runs in a goroutine of its own, on a copy of
+// the line; one that blocks for good ends with the process (serve --stdio
+// exits once ServeStdio returned) or when the agent closes the pipe. In
+// both modes the lock is held until the write returns, so nothing is
+// written after the part of a line.
 type lockedWriter struct {
 	w     io.WriteCloser
+	dl    deadliner     // w's write deadline; nil: none (a write in a goroutine)
 	limit time.Duration // 0: no bound
 	sem   chan struct{} // the write lock
 	once  sync.Once
@@ -40,7 +48,11 @@ type lockedWriter struct {
 
 // newLockedWriter returns the bounded writer of w; limit 0 bounds nothing.
 func newLockedWriter(w io.WriteCloser, limit time.Duration) *lockedWriter {
-	return &lockedWriter{w: w, limit: limit, sem: make(chan struct{}, 1), stuck: make(chan struct{})}
+	l := &lockedWriter{w: w, limit: limit, sem: make(chan struct{}, 1), stuck: make(chan struct{})}
+	if limit > 0 {
+		l.dl = writeDeadline(w)
+	}
+	return l
 }
 
 type writeResult struct {
@@ -58,6 +70,9 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 		l.sem <- struct{}{}
 		defer func() { <-l.sem }()
 		return l.w.Write(p)
+	}
+	if l.dl != nil {
+		return l.writeUnder(p)
 	}
 	t := time.NewTimer(l.limit)
 	defer t.Stop()
@@ -85,7 +100,58 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	}
 }
 
+// writeUnder writes p in the caller's goroutine, under a write deadline
+// of limit from now (the wait for the lock included). The lock is taken
+// without a timer when it is free, which it is but for the guard's rare
+// error lines (the SDK serialises its own writes).
+func (l *lockedWriter) writeUnder(p []byte) (int, error) {
+	deadline := time.Now().Add(l.limit)
+	select {
+	case l.sem <- struct{}{}:
+	default:
+		t := time.NewTimer(l.limit)
+		select {
+		case l.sem <- struct{}{}:
+			t.Stop()
+		case <-l.stuck:
+			t.Stop()
+			return 0, errAgentNotReading
+		case <-t.C:
+			l.fail()
+			return 0, errAgentNotReading
+		}
+	}
+	defer func() { <-l.sem }()
+	if err := l.dl.SetWriteDeadline(deadline); err != nil {
+		// Not expected of a file that answered the probe; fail closed.
+		l.fail()
+		return 0, fmt.Errorf("%w: setting the write deadline: %w", errAgentNotReading, err)
+	}
+	n, err := l.w.Write(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		l.fail()
+		return n, errAgentNotReading
+	}
+	return n, err
+}
+
 // fail marks the writer stuck.
 func (l *lockedWriter) fail() { l.once.Do(func() { close(l.stuck) }) }
 
 func (l *lockedWriter) Close() error { return l.w.Close() }
+
+// keepOpen is a writer whose Close does nothing: ServeStdio's session
+// closes its writer when it ends, and serve's stdout is not the session's
+// to close (StdioOutput's duplicate is closed by done).
+type keepOpen struct{ io.Writer }
+
+func (keepOpen) Close() error { return nil }
+
+// SetWriteDeadline passes the deadline on to the writer, when it takes
+// one; os.ErrNoDeadline otherwise.
+func (k keepOpen) SetWriteDeadline(t time.Time) error {
+	if d, ok := k.Writer.(deadliner); ok {
+		return d.SetWriteDeadline(t)
+	}
+	return os.ErrNoDeadline
+}
