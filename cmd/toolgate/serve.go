@@ -439,7 +439,7 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 	if f.stdio {
 		pr := cfg.StdioPrincipal()
 		eg.Go(func() error {
-			out, outDone := stdioOut(sio.stdout)
+			out, outDone := stdioOut(sio.stdout, sio.stderr)
 			err := c.gw.ServeStdio(ctx, io.NopCloser(sio.stdin), out, pr)
 			outDone()
 			c.gate.Stop()
@@ -505,11 +505,12 @@ func (nopWriteCloser) Close() error { return nil }
 // stdioOut is the agent's side of serve --stdio's stdout (w) and what to
 // call once the session ended: for the process's own stdout, a copy whose
 // writes take a deadline when it is a pipe or socket
-// (gateway.StdioOutput); for any other writer (in-process tests), w,
-// never closed.
-func stdioOut(w io.Writer) (io.WriteCloser, func()) {
+// (gateway.StdioOutput), unless logs (serve's stderr) is the same pipe;
+// for any other writer (in-process tests), w, never closed.
+func stdioOut(w, logs io.Writer) (io.WriteCloser, func()) {
 	if f, ok := w.(*os.File); ok {
-		return gateway.StdioOutput(f)
+		lf, _ := logs.(*os.File)
+		return gateway.StdioOutput(f, lf)
 	}
 	return nopWriteCloser{w}, func() {}
 }

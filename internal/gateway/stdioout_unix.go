@@ -20,13 +20,16 @@ import (
 // which whoever else holds it shares; that is why a terminal or a regular
 // file (a shell's, say) is never changed: for them, and wherever any step
 // fails, the writer is f itself (never closed) and done does nothing; their
-// writes run in a goroutine each, bounded the same way. A process that
+// writes run in a goroutine each, bounded the same way. So is a pipe that
+// one of others (the process's stderr, the log's writer) is as well
+// (`2>&1`): made non-blocking under the log, a line logged while the agent
+// is slow to read would fail with EAGAIN and be lost. A process that
 // exits without done (the shutdown bound's exit) leaves the pipe
 // non-blocking; its other writers, if any, see EAGAIN on a full pipe.
-func StdioOutput(f *os.File) (w io.WriteCloser, done func()) {
+func StdioOutput(f *os.File, others ...*os.File) (w io.WriteCloser, done func()) {
 	plain := func() (io.WriteCloser, func()) { return keepOpen{f}, func() {} }
 	rc, err := f.SyscallConn()
-	if err != nil {
+	if err != nil || sharesFile(f, others) {
 		return plain()
 	}
 	var (
@@ -85,4 +88,36 @@ func StdioOutput(f *os.File) (w io.WriteCloser, done func()) {
 		_ = nf.Close()
 		restore()
 	}
+}
+
+// sharesFile reports whether f is the same file (device and inode) as one
+// of others, or whether that cannot be told (then f is left as it is).
+func sharesFile(f *os.File, others []*os.File) bool {
+	var st unix.Stat_t
+	if fstat(f, &st) != nil {
+		return true
+	}
+	for _, o := range others {
+		if o == nil {
+			continue
+		}
+		var ost unix.Stat_t
+		if fstat(o, &ost) != nil || (ost.Dev == st.Dev && ost.Ino == st.Ino) {
+			return true
+		}
+	}
+	return false
+}
+
+// fstat is unix.Fstat on f's descriptor.
+func fstat(f *os.File, st *unix.Stat_t) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.Fstat(int(fd), st) }); err != nil {
+		return err
+	}
+	return serr
 }

@@ -90,3 +90,48 @@ func TestStdioOutputLeavesAFileAlone(t *testing.T) {
 		t.Error("the file was made non-blocking")
 	}
 }
+
+// TestStdioOutputLeavesAPipeSharedWithTheLog: when serve's stderr is the
+// same pipe as its stdout (`2>&1`), the pipe stays blocking: made
+// non-blocking under the log, a line logged while the agent is slow to
+// read would fail with EAGAIN and be lost. A dup of the pipe is the same
+// file, as the shell's 2>&1 makes it.
+func TestStdioOutputLeavesAPipeSharedWithTheLog(t *testing.T) {
+	_, w := blockingPipe(t)
+	d, err := unix.Dup(int(w.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := os.NewFile(uintptr(d), "stderr")
+	t.Cleanup(func() { _ = logs.Close() })
+	out, done := StdioOutput(w, logs)
+	defer done()
+	if newLockedWriter(out, time.Minute).dl != nil {
+		t.Error("a pipe shared with the log takes a write deadline")
+	}
+	if nonblocking(t, logs) {
+		t.Error("the log's pipe was made non-blocking")
+	}
+	// Another pipe as the log leaves stdout's pipe to StdioOutput.
+	_, other := blockingPipe(t)
+	out2, done2 := StdioOutput(w, other)
+	defer done2()
+	if newLockedWriter(out2, time.Minute).dl == nil {
+		t.Error("a pipe not shared with the log takes no write deadline")
+	}
+}
+
+// blockingPipe is a pipe whose ends are blocking files (no poller), as a
+// process's inherited stdout is.
+func blockingPipe(t *testing.T) (r, w *os.File) {
+	t.Helper()
+	var p [2]int
+	if err := unix.Pipe(p[:]); err != nil {
+		t.Fatal(err)
+	}
+	unix.CloseOnExec(p[0])
+	unix.CloseOnExec(p[1])
+	r, w = os.NewFile(uintptr(p[0]), "r"), os.NewFile(uintptr(p[1]), "w")
+	t.Cleanup(func() { _ = r.Close(); _ = w.Close() })
+	return r, w
+}
