@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"toolgate/internal/approval"
@@ -54,6 +55,15 @@ func TestUpdateRequestReadingPolicyRevision(t *testing.T) {
 			}
 			if got := read(store.TxReads{}); got.PolicyRevision != 0 || got.Chain != nil {
 				t.Errorf("reading nothing: %+v, want the zero TxRead", got)
+			}
+			if b.driver == DriverPostgres {
+				// One index entry: MAX over the primary key, read backward
+				// (seqscan off stands for a table of many revisions).
+				plan := explainPlan(t, db, `SET LOCAL enable_seqscan = off`, newestRevision)
+				t.Logf("plan: %s", plan)
+				if !strings.Contains(plan, "Index Only Scan Backward using policy_revisions_pkey") || strings.Contains(plan, "Sort") {
+					t.Errorf("the newest revision's read plans %q, want a backward scan of the primary key", plan)
+				}
 			}
 		})
 	}
