@@ -50,8 +50,10 @@ func TestUpdateRequestReadingPolicyRevision(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if got := read(store.TxReads{PolicyRevision: true, Chain: true}); got.PolicyRevision != 2 {
-				t.Errorf("after revision 2: read %d, want 2", got.PolicyRevision)
+			for _, chain := range []bool{false, true} {
+				if got := read(store.TxReads{PolicyRevision: true, Chain: chain}); got.PolicyRevision != 2 {
+					t.Errorf("after revision 2 (chain %v): read %d, want 2", chain, got.PolicyRevision)
+				}
 			}
 			if got := read(store.TxReads{}); got.PolicyRevision != 0 || got.Chain != nil {
 				t.Errorf("reading nothing: %+v, want the zero TxRead", got)
@@ -77,6 +79,10 @@ func TestUpdateRequestReadingPolicyRevision(t *testing.T) {
 // the lock, it would see the old revision, commit the consume under it,
 // and the revision would commit right after.
 func TestConsumeWaitsForRevisionInFlight(t *testing.T) {
+	forEachConsumePath(t, consumeWaitsForRevisionInFlight)
+}
+
+func consumeWaitsForRevisionInFlight(t *testing.T, reads store.TxReads) {
 	db := openTest(t, postgresConfig(pgtest.Fresh(t)))
 	ctx := t.Context()
 	if err := appendTestRevision(ctx, db, 0); err != nil {
@@ -108,7 +114,7 @@ func TestConsumeWaitsForRevisionInFlight(t *testing.T) {
 	)
 	go func() {
 		defer close(done)
-		_, consErr = db.UpdateRequestReading(ctx, id, "toolgate", store.TxReads{PolicyRevision: true}, func(r *approval.Request, read store.TxRead) error {
+		_, consErr = db.UpdateRequestReading(ctx, id, "toolgate", reads, func(r *approval.Request, read store.TxRead) error {
 			seen = read.PolicyRevision
 			if read.PolicyRevision != 1 {
 				return errors.New("moved") // what the gate does: roll back
@@ -139,6 +145,10 @@ func TestConsumeWaitsForRevisionInFlight(t *testing.T) {
 // consume's shared one): the consume commits under revision 1 before
 // revision 2 exists, never after it.
 func TestRevisionWaitsForConsumeInFlight(t *testing.T) {
+	forEachConsumePath(t, revisionWaitsForConsumeInFlight)
+}
+
+func revisionWaitsForConsumeInFlight(t *testing.T, reads store.TxReads) {
 	db := openTest(t, postgresConfig(pgtest.Fresh(t)))
 	ctx := t.Context()
 	if err := appendTestRevision(ctx, db, 0); err != nil {
@@ -155,7 +165,7 @@ func TestRevisionWaitsForConsumeInFlight(t *testing.T) {
 		appended  = make(chan struct{})
 		started   bool
 	)
-	if _, err := db.UpdateRequestReading(ctx, id, "toolgate", store.TxReads{PolicyRevision: true}, func(r *approval.Request, read store.TxRead) error {
+	if _, err := db.UpdateRequestReading(ctx, id, "toolgate", reads, func(r *approval.Request, read store.TxRead) error {
 		if read.PolicyRevision != 1 {
 			t.Errorf("the consume read revision %d, want 1", read.PolicyRevision)
 		}
@@ -175,4 +185,13 @@ func TestRevisionWaitsForConsumeInFlight(t *testing.T) {
 	if appendErr != nil {
 		t.Fatalf("append revision 2 after the consume: %v", appendErr)
 	}
+}
+
+// forEachConsumePath runs fn as subtests reading the policy revision with
+// and without the chain: on Postgres the inTx path and the pipelined one
+// (pgUpdateRequest).
+func forEachConsumePath(t *testing.T, fn func(t *testing.T, reads store.TxReads)) {
+	t.Helper()
+	t.Run("pipelined", func(t *testing.T) { fn(t, store.TxReads{PolicyRevision: true}) })
+	t.Run("with chain", func(t *testing.T) { fn(t, store.TxReads{PolicyRevision: true, Chain: true}) })
 }

@@ -576,11 +576,11 @@ type statement struct {
 // updateRequest is UpdateRequest (UpdateRequestReading with reads);
 // also, when not nil, runs in the same transaction after the request
 // was stored (RecordDispatch's ledger write). On Postgres a write that
-// reads nothing more is pipelined (pgUpdateRequest): two round trips
-// instead of five or more, the same statements and locks.
+// reads no chain is pipelined (pgUpdateRequest): two round trips instead
+// of five or more, the same statements and locks.
 func (db *DB) updateRequest(ctx context.Context, id approval.ID, actor string, reads store.TxReads, fn func(*approval.Request, store.TxRead) error, also *statement) (approval.Request, error) {
-	if pg, ok := db.d.(*postgresDialect); ok && reads == (store.TxReads{}) {
-		return db.pgUpdateRequest(ctx, pg, id, actor, func(r *approval.Request) error { return fn(r, store.TxRead{}) }, also)
+	if pg, ok := db.d.(*postgresDialect); ok && !reads.Chain {
+		return db.pgUpdateRequest(ctx, pg, id, actor, reads.PolicyRevision, fn, also)
 	}
 	var (
 		out   approval.Request
