@@ -167,7 +167,7 @@ func revisionWaitsForConsumeInFlight(t *testing.T, reads store.TxReads) {
 	)
 	if _, err := db.UpdateRequestReading(ctx, id, "toolgate", reads, func(r *approval.Request, read store.TxRead) error {
 		if read.PolicyRevision != 1 {
-			t.Errorf("the consume read revision %d, want 1", read.PolicyRevision)
+			return fmt.Errorf("the consume read revision %d, want 1", read.PolicyRevision)
 		}
 		if !started {
 			started = true
@@ -175,7 +175,9 @@ func revisionWaitsForConsumeInFlight(t *testing.T, reads store.TxReads) {
 				defer close(appended)
 				appendErr = appendTestRevision(ctx, db, 1)
 			}()
-			waitBlocked(t, db, appended)
+			if err := blockedOrDone(ctx, db, appended); err != nil {
+				return fmt.Errorf("append during the consume: %w", err)
+			}
 		}
 		return r.Consume(r.Binding(), "", t0)
 	}); err != nil {
