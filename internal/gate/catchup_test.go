@@ -206,6 +206,7 @@ func TestConsumeSeesRevisionCommittedAfterItsCheck(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+				t.Helper()
 				sp := newStorePolicy(t, db, testPolicy(time.Minute))
 				ws := &revisionInWindow{Store: db}
 				g := New(ws, sp.holder, &Options{Policies: sp})

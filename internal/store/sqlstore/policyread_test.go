@@ -83,6 +83,7 @@ func TestConsumeWaitsForRevisionInFlight(t *testing.T) {
 }
 
 func consumeWaitsForRevisionInFlight(t *testing.T, reads store.TxReads) {
+	t.Helper()
 	db := openTest(t, postgresConfig(pgtest.Fresh(t)))
 	ctx := t.Context()
 	if err := appendTestRevision(ctx, db, 0); err != nil {
@@ -149,6 +150,7 @@ func TestRevisionWaitsForConsumeInFlight(t *testing.T) {
 }
 
 func revisionWaitsForConsumeInFlight(t *testing.T, reads store.TxReads) {
+	t.Helper()
 	db := openTest(t, postgresConfig(pgtest.Fresh(t)))
 	ctx := t.Context()
 	if err := appendTestRevision(ctx, db, 0); err != nil {
