@@ -152,27 +152,28 @@ func TestConsumeCatchesUpPolicy(t *testing.T) {
 // revision commits in that window.
 type revisionInWindow struct {
 	store.Store
-	mu   sync.Mutex
-	id   approval.ID
-	next *policy.Policy
-	err  error
+	mu    sync.Mutex
+	id    approval.ID
+	next  *policy.Policy
+	times int // writes of id that store next, each a new revision
+	err   error
 }
 
-func (s *revisionInWindow) arm(id approval.ID, next *policy.Policy) {
+func (s *revisionInWindow) arm(id approval.ID, next *policy.Policy, times int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.id, s.next = id, next
+	s.id, s.next, s.times = id, next, times
 }
 
 // fire stores the armed revision if the write is of the armed request.
 func (s *revisionInWindow) fire(ctx context.Context, id approval.ID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.next == nil || id != s.id {
+	if s.times == 0 || id != s.id || s.err != nil {
 		return
 	}
 	s.err = appendRevision(ctx, s.Store, s.next)
-	s.next = nil
+	s.times--
 }
 
 func (s *revisionInWindow) UpdateRequest(ctx context.Context, id approval.ID, actor string, fn func(*approval.Request) error) (approval.Request, error) {
@@ -215,7 +216,7 @@ func TestConsumeSeesRevisionCommittedAfterItsCheck(t *testing.T) {
 				ch := admitAsync(t.Context(), g, writeCall("/window-"+name))
 				r := waitPending(t, db, 1)[0]
 				waitOffered(t, offers, r.ID)
-				ws.arm(r.ID, denyWrites())
+				ws.arm(r.ID, denyWrites(), 1)
 				if here {
 					if _, err := g.Review(t.Context(), r.ID, alice, approval.VerdictApprove, "ok", ""); err != nil {
 						t.Fatal(err)
@@ -245,5 +246,42 @@ func TestConsumeSeesRevisionCommittedAfterItsCheck(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestConsumeRefusedWhenPolicyKeepsMoving: a new revision commits before
+// every transaction of the consume (here: one that still allows the
+// call): after maxRevisionMoves catch-ups the call is refused without
+// dispatching and its approval stays approved for a re-send.
+func TestConsumeRefusedWhenPolicyKeepsMoving(t *testing.T) {
+	f := newFixture(t, time.Minute, nil)
+	sp := newStorePolicy(t, f.db, testPolicy(time.Minute))
+	ws := &revisionInWindow{Store: f.db}
+	g := New(ws, sp.holder, &Options{Policies: sp})
+	watch(t, f.db, g)
+	ch := admitAsync(t.Context(), g, writeCall("/moving"))
+	r := waitPending(t, f.db, 1)[0]
+	ws.arm(r.ID, testPolicy(time.Minute), maxRevisionMoves+1)
+	if _, err := f.db.UpdateRequest(t.Context(), r.ID, "carol", func(r *approval.Request) error {
+		return r.Review(approval.Reviewer{ID: "carol"}, approval.VerdictApprove, "", "", time.Now())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	a := recv(t, ch)
+	if ws.err != nil {
+		t.Fatal(ws.err)
+	}
+	if a.Allowed || !strings.Contains(a.Message, "kept changing") {
+		t.Fatalf("write: allowed %v, %q; want refused, the policy kept changing", a.Allowed, a.Message)
+	}
+	got, err := f.db.GetRequest(t.Context(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != approval.StateApproved {
+		t.Errorf("state %s (%s), want approved (left for a re-send)", got.State, got.Reason)
+	}
+	if n := sp.syncs.Load(); n != maxRevisionMoves {
+		t.Errorf("%d catch-ups, want %d", n, maxRevisionMoves)
 	}
 }
