@@ -292,9 +292,9 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 	if err != nil {
 		return nil, err
 	}
-	var catchUp func(context.Context) error // policy.source: file has nothing newer to read
+	var policies gate.PolicyFollower // policy.source: file has nothing newer to read
 	if c.policies != nil {
-		catchUp = c.policies.Sync // the consume of a held call reads the newest revision first
+		policies = c.policies // the consume of a held call checks the newest revision in its transaction
 	}
 	c.gate = gate.New(db, c.holder, &gate.Options{
 		Logger:                 log,
@@ -326,7 +326,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 		Recorder:             c.trail,
 		Retention:            store.Retention(cfg.Retention),
 		GrantMaxTTL:          cfg.Grants.MaxTTL,
-		CatchUpPolicy:        catchUp,
+		Policies:             policies,
 	})
 	// The id approvals show prints as "Held by" for the calls this process
 	// holds (random per process).

@@ -18,6 +18,7 @@ var storeMethods = map[string]string{
 	"CreateRequest":          noted,
 	"UpdateRequest":          noted,
 	"UpdateRequestWithChain": noted,
+	"UpdateRequestReading":   noted,
 	"UpdateRequestGranting":  noted,
 	"ApplyPolicyApproval":    noted,
 	"RecordDispatch":         noted,

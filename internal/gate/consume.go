@@ -36,21 +36,59 @@ func (g *Gate) consume(ctx context.Context, c Call, id approval.ID) Admission {
 	k := g.consumeCheck(c)
 	var r approval.Request
 	err := g.retryStore(ctx, func(actx context.Context) error {
-		if err := g.catchUpPolicy(actx, k); err != nil {
-			return err
-		}
 		var err error
-		if c.Principal.SessionID == "" {
-			// A call without a session has no chain to re-check: the check
-			// ignores it, so the store need not read it.
-			r, err = g.store.UpdateRequest(actx, id, "toolgate", func(r *approval.Request) error { return k.apply(r, nil) })
-		} else {
-			r, err = g.store.UpdateRequestWithChain(actx, id, "toolgate", k.apply)
+		for moves := 0; ; moves++ {
+			r, err = g.consumeOnce(actx, id, k)
+			if !errors.Is(err, errRevisionMoved) || moves == maxRevisionMoves {
+				return err
+			}
+			if err := g.catchUpPolicy(actx, k); err != nil {
+				return err
+			}
 		}
-		return err
 	})
 	return g.afterConsume(ctx, c, id, r, k, err)
 }
+
+// consumeOnce is one transaction of consume: k.apply on id's row, with
+// what k needs read inside the transaction (k.reads).
+func (g *Gate) consumeOnce(ctx context.Context, id approval.ID, k *consumeCheck) (approval.Request, error) {
+	reads := k.reads()
+	switch {
+	case reads.PolicyRevision:
+		return g.store.UpdateRequestReading(ctx, id, "toolgate", reads, k.apply)
+	case reads.Chain:
+		return g.store.UpdateRequestWithChain(ctx, id, "toolgate", func(r *approval.Request, chain session.Chain) error {
+			return k.apply(r, store.TxRead{Chain: chain})
+		})
+	}
+	// A call without a session has no chain to re-check: the check
+	// ignores it, so the store need not read it.
+	return g.store.UpdateRequest(ctx, id, "toolgate", func(r *approval.Request) error { return k.apply(r, store.TxRead{}) })
+}
+
+// A PolicyFollower keeps the policy in force on the newest revision the
+// store holds (policy.source: store; policystore.Service is one).
+type PolicyFollower interface {
+	// Sync reads the store's newest revision and puts it in force when
+	// it is newer than the one in force. Errors: the store's, or a
+	// revision that does not parse (nothing is put in force).
+	Sync(ctx context.Context) error
+	// Installed returns the newest revision number put in force (0 for
+	// none). It moves after the policy it names is in force.
+	Installed() int64
+}
+
+// maxRevisionMoves bounds how many times one consume rolls back because
+// another revision of the policy committed after its check was made
+// (errRevisionMoved): the call is then refused, its approval left approved
+// for a re-send. Each move is a revision someone stored meanwhile.
+const maxRevisionMoves = 3
+
+// errRevisionMoved rolls back a consume whose check used another policy
+// revision than the store's newest, read inside its transaction
+// (consumeCheck.apply).
+var errRevisionMoved = errors.New("gate: the deployment policy moved since the call was checked")
 
 // A consumeCheck is what the consume of one approved request checks the
 // stored row against: the binding of the bytes about to be sent, the
@@ -64,6 +102,12 @@ type consumeCheck struct {
 	out      json.RawMessage // the arguments about to be sent
 	b        approval.Binding
 	deniedBy string // the rule that denies the call now, or why it cannot be evaluated; "" allows
+	// rev is the policy revision in force (Options.Policies.Installed)
+	// when deniedBy was decided, read before the evaluation: the policy
+	// evaluated is that revision's or a newer one. The consume commits
+	// only when the store's newest revision, read in its transaction, is
+	// rev (apply).
+	rev int64
 	// token is written with the consume (approval.Request.ConsumeToken):
 	// the held call's (Call.consumeToken), else one drawn for this check.
 	// A request found consumed with it and no outcome yet is this call's
@@ -96,8 +140,12 @@ func (g *Gate) consumeCheck(c Call) *consumeCheck {
 	return k
 }
 
-// decide sets k.deniedBy from the policy in force now (consumeDecision).
+// decide sets k.deniedBy from the policy in force now (consumeDecision),
+// and k.rev to its revision, read first.
 func (k *consumeCheck) decide() {
+	if p := k.g.opts.Policies; p != nil {
+		k.rev = p.Installed()
+	}
 	dec, err := k.g.consumeDecision(k.c, k.out)
 	switch {
 	case err != nil:
@@ -109,21 +157,25 @@ func (k *consumeCheck) decide() {
 	}
 }
 
-// catchUpPolicy runs Options.CatchUpPolicy, if set, and decides k again
-// under the policy then in force: the store may hold a revision that this
-// instance's follower has not put in force yet. Its error is returned
-// (wrapped) for the consume to refuse the call, retried while transient:
-// nothing is dispatched under a policy that could not be brought up to
-// date.
+// catchUpPolicy runs Options.Policies.Sync and decides k again under the
+// policy then in force: the store holds a revision (read by a consume's
+// transaction) that this instance's follower has not put in force yet.
+// Its error is returned (wrapped) for the consume to refuse the call,
+// retried while transient: nothing is dispatched under a policy that
+// could not be brought up to date.
 func (g *Gate) catchUpPolicy(ctx context.Context, k *consumeCheck) error {
-	if g.opts.CatchUpPolicy == nil {
-		return nil
-	}
-	if err := g.opts.CatchUpPolicy(ctx); err != nil {
+	if err := g.opts.Policies.Sync(ctx); err != nil {
 		return fmt.Errorf("read the newest policy revision: %w", err)
 	}
 	k.decide()
 	return nil
+}
+
+// reads is what the consume's transaction reads for apply: the session
+// chain of a call with a session, the newest policy revision with
+// Options.Policies.
+func (k *consumeCheck) reads() store.TxReads {
+	return store.TxReads{Chain: k.c.Principal.SessionID != "", PolicyRevision: k.g.opts.Policies != nil}
 }
 
 // apply consumes r, which must be approved (else approval.ErrNotApproved),
@@ -139,20 +191,28 @@ func (g *Gate) catchUpPolicy(ctx context.Context, k *consumeCheck) error {
 // renewing its lease in this transaction (so no sweeper calls its outcome
 // unknown before the dispatch lease is held), and checks nothing again:
 // the checks ran in the transaction that consumed it.
-func (k *consumeCheck) apply(r *approval.Request, chain session.Chain) error {
+//
+// With Options.Policies, read.PolicyRevision is the store's newest
+// revision, read under the policy lock: when it is not k.rev, apply
+// changes nothing and returns errRevisionMoved (the transaction rolls back,
+// the caller catches up and checks again).
+func (k *consumeCheck) apply(r *approval.Request, read store.TxRead) error {
 	if r.ConsumedWith(k.token) {
 		r.Renew(k.g.instance, k.g.now().Add(k.g.opts.Lease))
 		return nil
+	}
+	if k.g.opts.Policies != nil && read.PolicyRevision != k.rev {
+		return fmt.Errorf("%w: revision %d is the newest, the check used %d", errRevisionMoved, read.PolicyRevision, k.rev)
 	}
 	why := k.deniedBy
 	if why == "" && k.c.Principal.SessionID != "" {
 		// Sessions: only revocation and exclusion are re-checked; a
 		// changed require_approval does not touch a call already
 		// evaluated.
-		if chain == nil {
+		if read.Chain == nil {
 			why = sessionRefusal(nil, store.ErrNotFound, k.c)
 		} else {
-			why = sessionRefusal(chain, nil, k.c)
+			why = sessionRefusal(read.Chain, nil, k.c)
 		}
 	}
 	now := k.g.now()
@@ -187,6 +247,12 @@ func (g *Gate) afterConsume(ctx context.Context, c Call, id approval.ID, r appro
 				g.metrics.DispatchRefused("not_approved")
 				return g.settle(ctx, Call{}, cur)
 			}
+		}
+		if errors.Is(err, errRevisionMoved) {
+			g.metrics.DispatchRefused("policy_moved")
+			g.releaseHold(ctx, id, c.hold)
+			g.log.WarnContext(ctx, "the deployment policy kept changing while an approved call was consumed; not dispatching", "approval", id, "err", err)
+			return Admission{ApprovalID: id, Message: "refused: the deployment policy kept changing while the approval was being used; nothing was run. Re-send to use the approval under the policy in force."}
 		}
 		g.metrics.DispatchRefused("store_error")
 		g.releaseHold(ctx, id, c.hold)

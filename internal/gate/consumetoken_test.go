@@ -223,23 +223,23 @@ func TestConsumeTokenIsTheHoldersOnly(t *testing.T) {
 			ArgumentsHash: hash, ToolDigest: c.ToolDigest, ExpiresAt: g.now().Add(time.Hour)}
 	}
 	r := approved()
-	if err := mine.apply(r, nil); err != nil || r.State != approval.StateConsumed || r.ConsumeToken != mine.token || r.HeldBy != g.instance {
+	if err := mine.apply(r, store.TxRead{}); err != nil || r.State != approval.StateConsumed || r.ConsumeToken != mine.token || r.HeldBy != g.instance {
 		t.Fatalf("consume: %v, %s token %q held by %q; want consumed with its token, held here", err, r.State, r.ConsumeToken, r.HeldBy)
 	}
 	r.HeldBy, r.LeaseUntil = "", time.Time{}
-	if err := mine.apply(r, nil); err != nil || r.State != approval.StateConsumed || r.HeldBy != g.instance || r.LeaseUntil.IsZero() {
+	if err := mine.apply(r, store.TxRead{}); err != nil || r.State != approval.StateConsumed || r.HeldBy != g.instance || r.LeaseUntil.IsZero() {
 		t.Fatalf("own consume again: %v, %s held by %q until %v; want consumed, the lease renewed here", err, r.State, r.HeldBy, r.LeaseUntil)
 	}
-	if err := theirs.apply(r, nil); !errors.Is(err, approval.ErrNotApproved) {
+	if err := theirs.apply(r, store.TxRead{}); !errors.Is(err, approval.ErrNotApproved) {
 		t.Fatalf("another holder's consume of it: %v, want ErrNotApproved", err)
 	}
 	r.DispatchOutcome = approval.OutcomeUnknown
-	if err := mine.apply(r, nil); !errors.Is(err, approval.ErrNotApproved) {
+	if err := mine.apply(r, store.TxRead{}); !errors.Is(err, approval.ErrNotApproved) {
 		t.Fatalf("own consume with its outcome recorded: %v, want ErrNotApproved", err)
 	}
 	old := approved()
 	old.State = approval.StateConsumed // consumed before migration 15: no token
-	if err := theirs.apply(old, nil); !errors.Is(err, approval.ErrNotApproved) {
+	if err := theirs.apply(old, store.TxRead{}); !errors.Is(err, approval.ErrNotApproved) {
 		t.Fatalf("consume of a request consumed without a token: %v, want ErrNotApproved", err)
 	}
 	// settle: a consumed request is a refusal unless it carries c's token.

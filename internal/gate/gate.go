@@ -152,17 +152,22 @@ type Options struct {
 	// nil when they are unknown or its server is not trusted
 	// (servers.<name>.trust_annotations); nil means unknown for every tool.
 	Annotations func(server, tool string) *policy.Annotations
-	// CatchUpPolicy, when set, brings the policy in force up to the newest
-	// revision the store holds (policy.source: store, cmd passes
-	// policystore.Service.Sync: one indexed read, and an install when it
-	// is newer) before an approved call is consumed, so the re-check at
-	// consume never uses a revision another instance already replaced
-	// while this one's follower has not woken yet (branch revise38). Only
-	// the consume of held calls pays the read; allowed calls do not. An
-	// error refuses the call (the consume is retried while the error is
-	// transient, store.ErrUnavailable). nil: the policy in force is the
-	// newest (policy.source: file).
-	CatchUpPolicy func(ctx context.Context) error
+	// Policies, when set, is the follower of the deployment policy kept in
+	// the store (policy.source: store; cmd passes policystore.Service).
+	// The consume of an approved call then reads the store's newest
+	// revision number inside its transaction, under the policy lock
+	// (store.TxReads.PolicyRevision), and commits only when it is the
+	// revision its policy check used (Policies.Installed before the
+	// check); when another instance's revision came first, the
+	// transaction is rolled back, the policy brought up to date
+	// (Policies.Sync) and the call checked again, at most
+	// maxRevisionMoves times, after which it is refused. So no approved
+	// call is dispatched under a revision that was replaced before its
+	// consume committed, even while this instance's follower has not
+	// woken yet (branch consume39). Only consumes pay the read (no read
+	// before it, and none on allowed calls). nil: the policy in force is
+	// the newest (policy.source: file).
+	Policies PolicyFollower
 	// PolicyRequestTimeout is how long a session's pending policy request
 	// waits for a decision (config sessions.policy_request_timeout);
 	// default 300s. MaxPolicyRequests caps a session's pending policy

@@ -55,7 +55,7 @@ func (g *Gate) ReviewIf(ctx context.Context, id approval.ID, reviewer approval.P
 	defer func() { done(decided) }()
 	j := g.joinConsume(ctx, id, v)
 	var shown approval.Request // the request as the decision left it, before a joined consume
-	fn := func(r *approval.Request, chain session.Chain) error {
+	fn := func(r *approval.Request, read store.TxRead) error {
 		j.used = false
 		if reviewer.Tenant != "" && r.Tenant != reviewer.Tenant {
 			return store.ErrNotFound
@@ -74,8 +74,14 @@ func (g *Gate) ReviewIf(ctx context.Context, id approval.ID, reviewer approval.P
 		if j.k != nil && r.State == approval.StateApproved && r.HeldBy == g.instance && j.gone() == nil {
 			// The call is held here and its caller still waits: consume it
 			// in this transaction, with every check of the consume
-			// (Gate.consume).
-			if err := j.k.apply(r, chain); err != nil {
+			// (Gate.consume). When another policy revision came after
+			// the check, the decision commits alone and the call
+			// consumes on its own, which catches up (Gate.consume).
+			err := j.k.apply(r, read)
+			if errors.Is(err, errRevisionMoved) {
+				return nil
+			}
+			if err != nil {
 				return err
 			}
 			j.used = true
@@ -86,10 +92,15 @@ func (g *Gate) ReviewIf(ctx context.Context, id approval.ID, reviewer approval.P
 		r   approval.Request
 		err error
 	)
-	if j.k != nil && j.k.c.Principal.SessionID != "" {
-		r, err = g.store.UpdateRequestWithChain(ctx, id, reviewer.ID, fn)
-	} else {
-		r, err = g.store.UpdateRequest(ctx, id, reviewer.ID, func(r *approval.Request) error { return fn(r, nil) })
+	switch reads := j.reads(); {
+	case reads.PolicyRevision:
+		r, err = g.store.UpdateRequestReading(ctx, id, reviewer.ID, reads, fn)
+	case reads.Chain:
+		r, err = g.store.UpdateRequestWithChain(ctx, id, reviewer.ID, func(r *approval.Request, chain session.Chain) error {
+			return fn(r, store.TxRead{Chain: chain})
+		})
+	default:
+		r, err = g.store.UpdateRequest(ctx, id, reviewer.ID, func(r *approval.Request) error { return fn(r, store.TxRead{}) })
 	}
 	j.end(r, err == nil && j.used)
 	if errors.Is(err, approval.ErrDuplicate) {
@@ -127,21 +138,15 @@ type joinedConsume struct {
 
 // joinConsume claims the call held here on id, if any (hub.claim), for an
 // approving decision, and prepares its consume's check (consumeCheck)
-// before the transaction, under the newest policy revision
-// (catchUpPolicy). A decision that is not an approval, or finds no call
-// offered, joins none; nor does one that cannot read the newest revision:
-// the held call then consumes on its own (Gate.consume), which retries
-// that read and refuses the call when it fails.
+// before the transaction. A decision that is not an approval, or finds no
+// call offered, joins none. With Options.Policies nothing is read before
+// the transaction: it reads the newest revision itself (j.reads), and
+// when that is not the one the check used the call consumes on its own
+// (Gate.consume catches up).
 func (g *Gate) joinConsume(ctx context.Context, id approval.ID, v approval.Verdict) *joinedConsume {
 	j := &joinedConsume{}
 	if v != approval.VerdictApprove {
 		return j
-	}
-	if g.opts.CatchUpPolicy != nil {
-		if err := g.opts.CatchUpPolicy(ctx); err != nil {
-			g.log.WarnContext(ctx, "read the newest policy revision before consuming a held call with its approval; the call consumes on its own", "approval", id, "err", err)
-			return j
-		}
 	}
 	gone, c, cl, release := g.hub.claim(string(id))
 	if c == nil {
@@ -152,6 +157,15 @@ func (g *Gate) joinConsume(ctx context.Context, id approval.ID, v approval.Verdi
 	cl.k = j.k
 	j.release = release
 	return j
+}
+
+// reads is what the decision's transaction reads for the joined consume
+// (consumeCheck.reads), nothing when it joins none.
+func (j *joinedConsume) reads() store.TxReads {
+	if j.k == nil {
+		return store.TxReads{}
+	}
+	return j.k.reads()
 }
 
 // end releases the claim, if any, with the request as committed and

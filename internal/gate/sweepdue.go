@@ -138,6 +138,11 @@ func (c changeNoting) UpdateRequestWithChain(ctx context.Context, id approval.ID
 	return c.Store.UpdateRequestWithChain(ctx, id, actor, fn)
 }
 
+func (c changeNoting) UpdateRequestReading(ctx context.Context, id approval.ID, actor string, reads store.TxReads, fn func(*approval.Request, store.TxRead) error) (approval.Request, error) {
+	defer c.due.noteChange()
+	return c.Store.UpdateRequestReading(ctx, id, actor, reads, fn)
+}
+
 func (c changeNoting) RecordDispatch(ctx context.Context, r store.Result, actor string, fn func(*approval.Request) error) (approval.Request, error) {
 	defer c.due.noteChange()
 	return c.Store.RecordDispatch(ctx, r, actor, fn)

@@ -214,9 +214,10 @@ func (s *Service) Installed() int64 {
 
 // Sync reads the current revision (one indexed read) and puts it in
 // force if it is newer than the one in force. Follow calls it, and the
-// gate before consuming an approved call (gate.Options.CatchUpPolicy), so
-// an approved call is re-checked under the newest revision even when this
-// instance's follower has not woken yet. Errors: the store's (wrapping
+// gate when a consume's transaction found a newer revision than the one
+// its check used (gate.Options.Policies), so an approved call is
+// re-checked under the newest revision even when this instance's
+// follower has not woken yet. Errors: the store's (wrapping
 // store.ErrUnavailable when it cannot be reached), or a stored revision
 // that does not parse (nothing is put in force).
 func (s *Service) Sync(ctx context.Context) error {

@@ -137,6 +137,13 @@ type Store interface {
 	// finds it consumed) or sees the session revoked: once RevokeSession
 	// returned, nothing of that subtree can be consumed.
 	UpdateRequestWithChain(ctx context.Context, id approval.ID, actor string, fn func(*approval.Request, session.Chain) error) (approval.Request, error)
+	// UpdateRequestReading is UpdateRequest that also reads, inside the
+	// same transaction after the request's row is held, what reads asks
+	// for, and passes it to fn: the chain as UpdateRequestWithChain reads
+	// it, and the newest deployment policy revision under the policy lock
+	// (see [TxReads]). The consume of an approved call with
+	// policy.source: store uses it (gate.Options.Policies).
+	UpdateRequestReading(ctx context.Context, id approval.ID, actor string, reads TxReads, fn func(*approval.Request, TxRead) error) (approval.Request, error)
 	// RenewLeases extends, in one statement per few hundred ids, the
 	// leases held by holder on ids to until: only requests that holder
 	// still holds (HeldBy == holder) and that still need a holder
@@ -427,4 +434,31 @@ func SamePolicyOnly(a, b session.Session) bool {
 	a.Mode, a.Tools, a.RequireApproval = "", nil, nil
 	b.Mode, b.Tools, b.RequireApproval = "", nil, nil
 	return reflect.DeepEqual(a, b)
+}
+
+// TxReads says what UpdateRequestReading reads inside its transaction,
+// after the request's row is held.
+type TxReads struct {
+	// Chain asks for the requesting session's chain, as
+	// UpdateRequestWithChain reads it.
+	Chain bool
+	// PolicyRevision asks for the newest deployment policy revision
+	// number (0 when there is none; one indexed read). It is read under
+	// the policy lock taken shared and held until the transaction ends,
+	// which every writer of a revision (PolicyStore.AppendPolicy,
+	// ApplyPolicyApproval) takes exclusively: a revision either committed
+	// before the read, and is seen, or commits after this transaction.
+	// So a write that checks the number it reads against the revision
+	// its decision used commits only while that revision is the newest.
+	PolicyRevision bool
+}
+
+// TxRead is what UpdateRequestReading read (the zero value of what
+// TxReads did not ask for).
+type TxRead struct {
+	// Chain is the requesting session's chain, nil when the request is
+	// not a session's.
+	Chain session.Chain
+	// PolicyRevision is the newest deployment policy revision number.
+	PolicyRevision int64
 }

@@ -79,7 +79,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		approvalsPending: newPendingGauge(),
 		dispatchRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolgate_dispatch_refusals_total",
-			Help: "Approved calls refused at dispatch, by reason (invalidated, not_approved, store_error).",
+			Help: "Approved calls refused at dispatch, by reason (invalidated, not_approved, store_error, policy_moved).",
 		}, []string{"reason"}),
 		policyReloads: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "toolgate_policy_reloads_total",
@@ -112,7 +112,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, op := range []string{StoreOpLeaseRenewal, StoreOpSweep, StoreOpCall} {
 		m.storeErrors.WithLabelValues(op)
 	}
-	for _, reason := range []string{"invalidated", "not_approved", "store_error"} {
+	for _, reason := range []string{"invalidated", "not_approved", "store_error", "policy_moved"} {
 		m.dispatchRefusals.WithLabelValues(reason)
 	}
 	reg.MustRegister(m.toolCalls, m.approvalRequests, m.approvalDecisions, m.approvalWait, m.approvalsPending, m.dispatchRefusals,

@@ -29,6 +29,7 @@ func TestAlertSeriesExportedAtZero(t *testing.T) {
 		"toolgate_dispatch_refusals_total reason=invalidated",
 		"toolgate_dispatch_refusals_total reason=not_approved",
 		"toolgate_dispatch_refusals_total reason=store_error",
+		"toolgate_dispatch_refusals_total reason=policy_moved",
 		"toolgate_store_errors_total op=lease_renewal",
 		"toolgate_store_errors_total op=sweep",
 		"toolgate_store_errors_total op=call",

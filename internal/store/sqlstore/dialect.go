@@ -41,6 +41,10 @@ type dialect interface {
 	// lock takes the named lock l until t ends: a transaction-scoped
 	// advisory lock on Postgres; nothing on SQLite (see forUpdate).
 	lock(ctx context.Context, t *tx, l lockName) error
+	// lockShared takes l shared until t ends: it waits for a holder of
+	// lock, not for other shared holders (Postgres: a shared
+	// transaction-scoped advisory lock); nothing on SQLite.
+	lockShared(ctx context.Context, t *tx, l lockName) error
 	// notifications returns the select list (with ? placeholders) and its
 	// arguments that tell other instances about the changes whose event
 	// rows evs are (sent when the transaction commits): Postgres's
@@ -93,7 +97,7 @@ const (
 	// no longer taken.
 	lockEvents   = lockKeyBase + 1
 	lockSessions = lockKeyBase + 2 // held by child creations and revocations
-	lockPolicy   = lockKeyBase + 3 // held by each transaction that appends a policy revision
+	lockPolicy   = lockKeyBase + 3 // held by each transaction that appends a policy revision; shared by consumes that read the newest (store.TxReads)
 )
 
 // A lockSpace is a family of locks keyed by a string (tx.lockKey): the

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"toolgate/internal/approval"
-	"toolgate/internal/session"
 	"toolgate/internal/store"
 )
 
@@ -78,7 +77,7 @@ func (db *DB) RecordDispatch(ctx context.Context, r store.Result, actor string, 
 		return approval.Request{}, fmt.Errorf("record dispatch %s: %w", r.RequestID, err)
 	}
 	r = store.NormalizeResult(r)
-	return db.updateRequest(ctx, r.RequestID, actor, false, func(req *approval.Request, _ session.Chain) error { return fn(req) },
+	return db.updateRequest(ctx, r.RequestID, actor, store.TxReads{}, func(req *approval.Request, _ store.TxRead) error { return fn(req) },
 		&statement{putResultSQL, putResultArgs(r)})
 }
 

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"toolgate/internal/approval"
-	"toolgate/internal/session"
 	"toolgate/internal/store"
 )
 
@@ -63,7 +62,7 @@ func (db *DB) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outc
 	if err := probe.RecordOutcome(o); err != nil {
 		return approval.Request{}, fmt.Errorf("record outcome %s: %w", id, err)
 	}
-	fn := func(r *approval.Request, _ session.Chain) error { return r.RecordOutcome(o) }
+	fn := func(r *approval.Request, _ store.TxRead) error { return r.RecordOutcome(o) }
 	var also *statement
 	if rec != nil {
 		if rec.RequestID != id {
@@ -78,7 +77,7 @@ func (db *DB) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outc
 	}
 	pg, ok := db.d.(*postgresDialect)
 	if !ok {
-		return db.updateRequest(ctx, id, actor, false, fn, also)
+		return db.updateRequest(ctx, id, actor, store.TxReads{}, fn, also)
 	}
 	out, done, err := db.pgRecordOutcome(ctx, pg, id, o, rec, actor)
 	switch {
@@ -87,7 +86,7 @@ func (db *DB) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outc
 	case done:
 		return out, nil
 	}
-	return db.updateRequest(ctx, id, actor, false, fn, also)
+	return db.updateRequest(ctx, id, actor, store.TxReads{}, fn, also)
 }
 
 // pgRecordOutcome sends RecordOutcome's statement. done is false when it

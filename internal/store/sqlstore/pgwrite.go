@@ -92,14 +92,17 @@ type skipPing struct{}
 // pgUpdateRequest is updateRequest without the session chain on Postgres:
 // the same transaction (the same statements, locks, checks and events)
 // in two round trips. The first pipeline is BEGIN and the locking read
-// (pgLockRow: the row and its holder's lease); fn runs on the request read; the second
+// (pgLockRow: the row and its holder's lease), with withRev also the
+// policy lock taken shared and the newest revision read after it
+// (sharedRevision's statements, each its own snapshot), passed to fn in
+// store.TxRead; fn runs on the request read; the second
 // is the guarded UPDATE (pgGuardedUpdate), the events' INSERT with their
 // notifications, also, and COMMIT, and commits nothing when any of them
 // fails. When fn fails, or nothing changed and there is no also, the
 // transaction is rolled back (a third round trip, writing nothing).
 // Conflicts are retried as inTx retries them (db.retry), so fn may run
 // more than once.
-func (db *DB) pgUpdateRequest(ctx context.Context, pg *postgresDialect, id approval.ID, actor string, fn func(*approval.Request) error, also *statement) (approval.Request, error) {
+func (db *DB) pgUpdateRequest(ctx context.Context, pg *postgresDialect, id approval.ID, actor string, withRev bool, fn func(*approval.Request, store.TxRead) error, also *statement) (approval.Request, error) {
 	var (
 		out   approval.Request
 		fnErr error
@@ -107,8 +110,8 @@ func (db *DB) pgUpdateRequest(ctx context.Context, pg *postgresDialect, id appro
 	err := db.retry(ctx, func() error {
 		fnErr = nil
 		var err error
-		out, err = db.pgUpdateOnce(ctx, pg, id, actor, func(r *approval.Request) error {
-			fnErr = fn(r)
+		out, err = db.pgUpdateOnce(ctx, pg, id, actor, withRev, func(r *approval.Request, read store.TxRead) error {
+			fnErr = fn(r, read)
 			return fnErr
 		}, also)
 		return err
@@ -123,17 +126,24 @@ func (db *DB) pgUpdateRequest(ctx context.Context, pg *postgresDialect, id appro
 }
 
 // pgUpdateOnce is one try of pgUpdateRequest.
-func (db *DB) pgUpdateOnce(ctx context.Context, pg *postgresDialect, id approval.ID, actor string, fn func(*approval.Request) error, also *statement) (approval.Request, error) {
+func (db *DB) pgUpdateOnce(ctx context.Context, pg *postgresDialect, id approval.ID, actor string, withRev bool, fn func(*approval.Request, store.TxRead) error, also *statement) (approval.Request, error) {
 	probe := store.TaskProbeFor(ctx, id)
-	var task *bool
+	var (
+		task *bool
+		read store.TxRead
+		rev  *int64
+	)
 	if probe != nil {
 		task = new(bool)
 	}
-	conn, old, err := pgLock(ctx, pg.pool, id, true, task)
+	if withRev {
+		rev = &read.PolicyRevision
+	}
+	conn, old, err := pgLock(ctx, pg.pool, id, true, task, rev)
 	if conn == nil && err != nil && ctx.Err() == nil {
 		// The connection broke before anything was written (a restart or
 		// failover since it was last used): once more, pinged first.
-		conn, old, err = pgLock(ctx, pg.pool, id, false, task)
+		conn, old, err = pgLock(ctx, pg.pool, id, false, task, rev)
 	}
 	if err != nil {
 		if conn != nil {
@@ -143,7 +153,7 @@ func (db *DB) pgUpdateOnce(ctx context.Context, pg *postgresDialect, id approval
 	}
 	cur, err := old.decode()
 	if err == nil {
-		err = fn(&cur)
+		err = fn(&cur, read)
 	}
 	if err == nil && cur.ID != id {
 		err = fmt.Errorf("update changed the request id to %q", cur.ID)
@@ -191,8 +201,10 @@ func (db *DB) pgUpdateOnce(ctx context.Context, pg *postgresDialect, id approval
 // row) and the connection to roll back, or nil when it broke (then the
 // pool destroyed it) or could not be acquired. When task is not nil the
 // pipeline also reads whether the request holds a task (pgLockRowTask)
-// into *task.
-func pgLock(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing bool, task *bool) (*pgxpool.Conn, requestRow, error) {
+// into *task. When rev is not nil it then takes the policy lock shared
+// and reads the newest revision into *rev (tx.sharedRevision's
+// statements).
+func pgLock(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing bool, task *bool, rev *int64) (*pgxpool.Conn, requestRow, error) {
 	actx := ctx
 	if noPing {
 		actx = context.WithValue(ctx, skipPing{}, true)
@@ -213,6 +225,10 @@ func pgLock(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing bool
 	} else {
 		b.Queue(pgLockRow, string(id))
 	}
+	if rev != nil {
+		b.Queue(`SELECT pg_advisory_xact_lock_shared($1)`, int64(lockPolicy))
+		b.Queue(newestRevision)
+	}
 	br := conn.SendBatch(ctx, &b)
 	var (
 		w     requestRow
@@ -225,6 +241,11 @@ func pgLock(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing bool
 			dest = append(dest, task)
 		}
 		err = br.QueryRow().Scan(dest...)
+	}
+	if err == nil && rev != nil {
+		if _, err = br.Exec(); err == nil {
+			err = br.QueryRow().Scan(rev)
+		}
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr

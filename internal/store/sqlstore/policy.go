@@ -44,9 +44,29 @@ func (t *tx) lockedRevision(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	var n int64
-	err := t.queryRow(ctx, `SELECT COALESCE(MAX(revision), 0) FROM policy_revisions`).Scan(&n)
+	err := t.queryRow(ctx, newestRevision).Scan(&n)
 	return n, err
 }
+
+// sharedRevision takes the policy lock shared, held until t ends, and
+// returns the newest revision number (0 when there is none): the read of
+// store.TxReads.PolicyRevision. Shared holders do not wait for each
+// other; a revision's writer (lockedRevision) waits for them, and they
+// for it. The read is a statement of its own, after the lock: on
+// Postgres its snapshot then includes a revision whose writer held the
+// lock. MAX over the primary key reads one index entry.
+func (t *tx) sharedRevision(ctx context.Context) (int64, error) {
+	if err := t.d.lockShared(ctx, t, lockPolicy); err != nil {
+		return 0, fmt.Errorf("lock %s shared: %w", lockPolicy, err)
+	}
+	var n int64
+	err := t.queryRow(ctx, newestRevision).Scan(&n)
+	return n, err
+}
+
+// newestRevision selects the newest policy revision number, 0 when there
+// is none.
+const newestRevision = `SELECT COALESCE(MAX(revision), 0) FROM policy_revisions`
 
 // CurrentPolicy returns the newest policy revision or store.ErrNotFound.
 func (db *DB) CurrentPolicy(ctx context.Context) (store.PolicyRevision, error) {

@@ -180,6 +180,11 @@ func (*postgresDialect) lock(ctx context.Context, t *tx, l lockName) error {
 	return err
 }
 
+func (*postgresDialect) lockShared(ctx context.Context, t *tx, l lockName) error {
+	_, err := t.exec(ctx, `SELECT pg_advisory_xact_lock_shared(?)`, int64(l))
+	return err
+}
+
 func (*postgresDialect) lockKey(ctx context.Context, t *tx, space lockSpace, key string) error {
 	k1, k2 := lockKeyArgs(space, key)
 	_, err := t.exec(ctx, `SELECT pg_advisory_xact_lock(?::int4, ?::int4)`, k1, k2)

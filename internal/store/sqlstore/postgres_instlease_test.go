@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -14,19 +15,27 @@ import (
 // operation that should have waited did not).
 func waitBlocked(t *testing.T, db *DB, done <-chan struct{}) {
 	t.Helper()
+	if err := blockedOrDone(t.Context(), db, done); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// blockedOrDone is waitBlocked returning its failure, for a caller that
+// must not stop the test where it is (inside a store's transaction).
+func blockedOrDone(ctx context.Context, db *DB, done <-chan struct{}) error {
 	for {
 		select {
 		case <-done:
-			t.Fatal("the operation finished instead of waiting for the lock")
+			return errors.New("the operation finished instead of waiting for the lock")
 		default:
 		}
 		var n int
-		if err := db.asql.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM pg_stat_activity
+		if err := db.asql.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_stat_activity
 			WHERE wait_event_type = 'Lock' AND datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if n > 0 {
-			return
+			return nil
 		}
 	}
 }

@@ -544,14 +544,27 @@ func listQuery(f store.Filter) (q string, args []any, limit int) {
 // than once (see inTx). An unknown id returns an error wrapping
 // store.ErrNotFound without calling fn.
 func (db *DB) UpdateRequest(ctx context.Context, id approval.ID, actor string, fn func(*approval.Request) error) (approval.Request, error) {
-	return db.updateRequest(ctx, id, actor, false, func(r *approval.Request, _ session.Chain) error { return fn(r) }, nil)
+	return db.updateRequest(ctx, id, actor, store.TxReads{}, func(r *approval.Request, _ store.TxRead) error { return fn(r) }, nil)
 }
 
 // UpdateRequestWithChain is UpdateRequest that also passes fn the chain of
 // the requesting session, read inside the transaction after the request's
 // row is held: see store.Store.UpdateRequestWithChain.
 func (db *DB) UpdateRequestWithChain(ctx context.Context, id approval.ID, actor string, fn func(*approval.Request, session.Chain) error) (approval.Request, error) {
-	return db.updateRequest(ctx, id, actor, true, fn, nil)
+	return db.updateRequest(ctx, id, actor, store.TxReads{Chain: true}, func(r *approval.Request, read store.TxRead) error { return fn(r, read.Chain) }, nil)
+}
+
+// UpdateRequestReading is UpdateRequest that also passes fn what reads
+// asks for, read inside the transaction after the request's row is held:
+// see store.Store.UpdateRequestReading. The policy revision is read after
+// the policy lock is taken shared (Postgres: pg_advisory_xact_lock_shared,
+// then the read in a statement of its own, whose READ COMMITTED snapshot
+// is taken after the lock was granted, so a revision whose writer held
+// the lock has committed and is seen; SQLite: the IMMEDIATE transaction
+// already holds the database's write lock, which every revision's writer
+// needs too).
+func (db *DB) UpdateRequestReading(ctx context.Context, id approval.ID, actor string, reads store.TxReads, fn func(*approval.Request, store.TxRead) error) (approval.Request, error) {
+	return db.updateRequest(ctx, id, actor, reads, fn, nil)
 }
 
 // A statement is a query with ? placeholders and its arguments.
@@ -560,14 +573,14 @@ type statement struct {
 	args []any
 }
 
-// updateRequest is UpdateRequest (UpdateRequestWithChain with withChain);
+// updateRequest is UpdateRequest (UpdateRequestReading with reads);
 // also, when not nil, runs in the same transaction after the request
-// was stored (RecordDispatch's ledger write). On Postgres a write without
-// the chain is pipelined (pgUpdateRequest): two round trips instead of
-// five or more, the same statements and locks.
-func (db *DB) updateRequest(ctx context.Context, id approval.ID, actor string, withChain bool, fn func(*approval.Request, session.Chain) error, also *statement) (approval.Request, error) {
-	if pg, ok := db.d.(*postgresDialect); ok && !withChain {
-		return db.pgUpdateRequest(ctx, pg, id, actor, func(r *approval.Request) error { return fn(r, nil) }, also)
+// was stored (RecordDispatch's ledger write). On Postgres a write that
+// reads no chain is pipelined (pgUpdateRequest): two round trips instead
+// of five or more, the same statements and locks.
+func (db *DB) updateRequest(ctx context.Context, id approval.ID, actor string, reads store.TxReads, fn func(*approval.Request, store.TxRead) error, also *statement) (approval.Request, error) {
+	if pg, ok := db.d.(*postgresDialect); ok && !reads.Chain {
+		return db.pgUpdateRequest(ctx, pg, id, actor, reads.PolicyRevision, fn, also)
 	}
 	var (
 		out   approval.Request
@@ -583,8 +596,8 @@ func (db *DB) updateRequest(ctx context.Context, id approval.ID, actor string, w
 		if err != nil {
 			return err
 		}
-		var chain session.Chain
-		if withChain {
+		var read store.TxRead
+		if reads.Chain {
 			// Read after the row is held: a revocation that holds the row
 			// first has committed by now and is seen (READ COMMITTED takes
 			// a new snapshot per statement).
@@ -593,12 +606,17 @@ func (db *DB) updateRequest(ctx context.Context, id approval.ID, actor string, w
 				return err
 			}
 			if sid != "" {
-				if chain, err = readChain(ctx, t, sid); err != nil {
+				if read.Chain, err = readChain(ctx, t, sid); err != nil {
 					return err
 				}
 			}
 		}
-		if err := fn(&cur, chain); err != nil {
+		if reads.PolicyRevision {
+			if read.PolicyRevision, err = t.sharedRevision(ctx); err != nil {
+				return err
+			}
+		}
+		if err := fn(&cur, read); err != nil {
 			fnErr = err
 			return err
 		}

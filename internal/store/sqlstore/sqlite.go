@@ -134,6 +134,7 @@ func (*sqliteDialect) txOptions() *sql.TxOptions { return nil }
 func (*sqliteDialect) close()                    {}
 
 func (*sqliteDialect) lock(context.Context, *tx, lockName) error             { return nil }
+func (*sqliteDialect) lockShared(context.Context, *tx, lockName) error       { return nil }
 func (*sqliteDialect) lockKey(context.Context, *tx, lockSpace, string) error { return nil }
 
 // feedQuery: one transaction writes at a time, so seq order is commit
