@@ -24,10 +24,12 @@ const (
 	minAutoConns     = 16
 	assumedMaxNofile = 1 << 20
 	// connBytes is what an open agent connection without a request is
-	// taken to cost in memory, in bytes: measured 9.5–12.5 KB of RSS
-	// (silent, idle after a keep-alive request, one byte of a request
-	// line: docs/performance.md, "conn39"), rounded up.
-	connBytes = 16 << 10
+	// taken to cost in memory, in bytes: that of the costliest kind, one
+	// idle after a keep-alive request (net/http's 4 KiB bufio reader and
+	// writer, its 8 KiB goroutine stack, ≈ 21 KB of RSS; a silent one
+	// ≈ 9 KB, one that sent a byte ≈ 12 KB: docs/performance.md,
+	// "conn39"), rounded up.
+	connBytes = 24 << 10
 	// connMemShare: the derived agent cap's connections take at most
 	// 1/connMemShare of the memory ceiling, the rest staying for held
 	// calls, the store and the collector's headroom.

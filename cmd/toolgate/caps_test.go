@@ -39,7 +39,7 @@ func TestCapsFor(t *testing.T) {
 }
 
 // TestCapsForMemory checks that a known memory ceiling bounds the derived
-// agent cap (a quarter of it at connBytes each), never an explicit one
+// agent cap (a quarter of it at connBytes, 24 KiB, each), never an explicit one
 // nor the admin cap, and never raises the descriptors' bound.
 func TestCapsForMemory(t *testing.T) {
 	const mib = 1 << 20
@@ -53,7 +53,7 @@ func TestCapsForMemory(t *testing.T) {
 	}{
 		{name: "no ceiling", nofile: 1 << 20, mcp: maxAutoConnsMCP, mcpFrom: "nofile"},
 		{name: "512 MiB", nofile: 1 << 20, mem: 512 * mib, mcp: 512 * mib / 4 / connBytes, mcpFrom: "memory"},
-		{name: "128 MiB", nofile: 1 << 20, mem: 128 * mib, mcp: 2048, mcpFrom: "memory"},
+		{name: "128 MiB", nofile: 1 << 20, mem: 128 * mib, mcp: 1365, mcpFrom: "memory"},
 		{name: "tiny", nofile: 1 << 20, mem: 1 * mib, mcp: minAutoConns, mcpFrom: "memory"},
 		{name: "descriptors tighter", nofile: 4096, mem: 512 * mib, mcp: 4096 - 409 - 460, mcpFrom: "nofile"},
 		{name: "plenty", nofile: 1 << 20, mem: 64 << 30, mcp: maxAutoConnsMCP, mcpFrom: "nofile"},
