@@ -80,3 +80,34 @@ func TestReadTimeouts(t *testing.T) {
 		t.Errorf("admin read timeout = %v, want 11s (10s + 64 KiB at 64 KiB/s)", got)
 	}
 }
+
+// TestPreflightMemoryCap checks that preflight derives the agent cap from
+// the system's memory ceiling (GOMEMLIMIT or the cgroup's memory.max, which
+// osSystem reads), and that a configured cap still wins.
+func TestPreflightMemoryCap(t *testing.T) {
+	for _, tt := range []struct {
+		name, extra string
+		mcp         int
+		from        string
+	}{
+		{name: "derived", mcp: 128 << 20 / connMemShare / connBytes, from: "memory"},
+		{name: "configured", extra: ", max_conns_mcp: 30000", mcp: 30000, from: "config"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeConfig(t, "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0"+tt.extra+" }\nstorage: { path: DB }\n"+principals+"policy: { default: allow }\n")
+			sys := testSystem(nil)
+			sys.nofile, sys.memCeiling = 1<<20, 128<<20
+			cfg, err := config.LoadFile(path, sys.lookupEnv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := preflight(cfg, serveFlags{}, sys, sys.files(cfg))
+			if err != nil {
+				t.Fatalf("preflight: %v", err)
+			}
+			if p.caps.mcp != tt.mcp || p.caps.mcpFrom != tt.from {
+				t.Errorf("caps %+v, want mcp %d from %s", p.caps, tt.mcp, tt.from)
+			}
+		})
+	}
+}
