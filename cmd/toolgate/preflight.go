@@ -13,6 +13,7 @@ import (
 	"toolgate/internal/approval"
 	"toolgate/internal/config"
 	"toolgate/internal/gateway"
+	"toolgate/internal/gctune"
 	"toolgate/internal/privfile"
 	"toolgate/internal/store/sqlstore"
 )
@@ -32,11 +33,15 @@ type system struct {
 	// nofile is the soft RLIMIT_NOFILE (0 when unknown); the Go runtime
 	// raises it to the hard limit at start.
 	nofile uint64
+	// memCeiling is the memory the process is meant to stay under, in
+	// bytes (gctune.MemoryCeiling; 0 when unknown).
+	memCeiling int64
 }
 
 // osSystem returns the real system.
 func osSystem() system {
-	return system{lookupEnv: os.LookupEnv, environ: os.Environ(), readFile: privfile.ReadRegular, euid: os.Geteuid(), nofile: softNofile()}
+	return system{lookupEnv: os.LookupEnv, environ: os.Environ(), readFile: privfile.ReadRegular, euid: os.Geteuid(), nofile: softNofile(),
+		memCeiling: gctune.MemoryCeiling(os.Getenv)}
 }
 
 // files reads, once each, the token and secret files cfg names (see
@@ -139,7 +144,7 @@ func preflight(cfg config.Config, f serveFlags, sys system, files config.Files) 
 		errs = append(errs, err)
 	}
 	p.upstreams, p.dropped = gatewayServers(cfg, envs), dropped
-	p.caps = capsFor(cfg.Listen, sys.nofile)
+	p.caps = capsFor(cfg.Listen, sys.nofile, sys.memCeiling)
 	return p, errors.Join(errs...)
 }
 
@@ -177,7 +182,7 @@ func serveWarnings(cfg config.Config, f serveFlags, sys system, files config.Fil
 	out = append(out, cfg.ShortTokens(sys.lookupEnv, files.ReadFile)...)
 	out = append(out, cfg.ShortNotifySecrets(sys.lookupEnv, files.ReadFile)...)
 	out = append(out, commandWarnings(cfg, sys)...)
-	if w := capsFor(cfg.Listen, sys.nofile).warning; w != "" {
+	if w := capsFor(cfg.Listen, sys.nofile, sys.memCeiling).warning; w != "" {
 		out = append(out, w)
 	}
 	if w := storagePathWarning(cfg.Storage); w != "" {

@@ -181,7 +181,12 @@ func serveWith(ctx context.Context, args []string, sio serveIO) error {
 		return err
 	}
 	for _, l := range lns.list {
-		log.Info("listening", "listener", l.name, "url", l.url, "max_conns", l.opts.MaxConns)
+		attrs := []any{"listener", l.name, "url", l.url, "max_conns", l.opts.MaxConns}
+		if l.name == "mcp" {
+			// config, nofile or memory (caps.go).
+			attrs = append(attrs, "max_conns_from", p.caps.mcpFrom)
+		}
+		log.Info("listening", attrs...)
 	}
 	for _, l := range devLines {
 		fmt.Fprintln(sio.stderr, l)

@@ -7,7 +7,9 @@
 // Every other connection first sends one keep-alive HTTP request
 // (GET /healthz) and then stays idle; the others send nothing. With
 // -one-byte every connection sends one byte of a request line ("G") and
-// then nothing (a stalled request). A
+// then nothing (a stalled request). -kind silent, idle or one-byte makes
+// every connection of that one kind (memory measurements;
+// docs/performance.md, "conn39"). A
 // connection the server closes is not opened again. Once every
 // connection has been tried, testflood prints one line
 // "ready opened=N failed=M" on stdout, and then waits until its stdin is
@@ -23,6 +25,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -34,8 +37,12 @@ func main() {
 	n := flag.Int("n", 1000, "connections to open")
 	parallel := flag.Int("parallel", 256, "connections being opened at once")
 	oneByte := flag.Bool("one-byte", false, "every connection sends one byte of a request line and then nothing")
+	kind := flag.String("kind", "", "every connection: silent, idle (one keep-alive request) or one-byte; default half silent, half idle")
 	flag.Parse()
-	if *addr == "" || *n < 1 || *parallel < 1 {
+	if *oneByte {
+		*kind = "one-byte"
+	}
+	if *addr == "" || *n < 1 || *parallel < 1 || !slices.Contains([]string{"", "silent", "idle", "one-byte"}, *kind) {
 		fmt.Fprintln(os.Stderr, "usage: testflood -addr host:port -n N")
 		os.Exit(2)
 	}
@@ -72,9 +79,9 @@ func main() {
 			conns = append(conns, c)
 			mu.Unlock()
 			switch {
-			case *oneByte:
+			case *kind == "one-byte":
 				_, _ = io.WriteString(c, "G")
-			case i%2 == 0:
+			case *kind == "idle" || *kind == "" && i%2 == 0:
 				_, _ = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: flood\r\n\r\n")
 			}
 			// Read (the answer, if any) until the server closes it.

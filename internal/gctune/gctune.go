@@ -161,6 +161,28 @@ func Apply(getenv func(string) string) Settings {
 	return s
 }
 
+// MemoryCeiling is the memory the process is meant to stay under, in
+// bytes: the smaller of GOMEMLIMIT, when the environment (getenv) sets it
+// (as the runtime parsed it; "off" is none), and the cgroup's memory.max
+// (CgroupMemoryMax); 0 when there is neither. toolgate derives the agent
+// listener's connection cap from it (cmd/toolgate/caps.go). The soft limit
+// Apply sets under a cgroup is not a ceiling of its own: it is below the
+// cgroup's by construction.
+func MemoryCeiling(getenv func(string) string) int64 {
+	return memoryCeiling(getenv("GOMEMLIMIT") != "", debug.SetMemoryLimit(-1), readCgroupMax(CgroupMemoryMax))
+}
+
+// memoryCeiling is MemoryCeiling's rule: envSet says GOMEMLIMIT is set,
+// runtimeLimit is the runtime's soft limit (math.MaxInt64: none) and
+// cgroupMax the cgroup's limit (0: none).
+func memoryCeiling(envSet bool, runtimeLimit, cgroupMax int64) int64 {
+	c := cgroupMax
+	if envSet && runtimeLimit > 0 && runtimeLimit < math.MaxInt64 && (c == 0 || runtimeLimit < c) {
+		c = runtimeLimit
+	}
+	return c
+}
+
 // PercentFor is the GOGC that lets a heap with live bytes of live data grow
 // by Headroom before the next collection while live + Headroom is at most
 // HeldGoal, and up to HeldGoal past it, at most DefaultGCPercent: 400 up

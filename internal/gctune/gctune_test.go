@@ -83,6 +83,30 @@ func TestReadCgroupMax(t *testing.T) {
 	}
 }
 
+func TestMemoryCeiling(t *testing.T) {
+	const mib = 1 << 20
+	tests := []struct {
+		name                    string
+		envSet                  bool
+		runtimeLimit, cgroupMax int64
+		want                    int64
+	}{
+		{name: "neither", runtimeLimit: math.MaxInt64, want: 0},
+		{name: "cgroup", runtimeLimit: 768 * mib, cgroupMax: 1024 * mib, want: 1024 * mib}, // Apply's 3/4 is not a ceiling
+		{name: "env", envSet: true, runtimeLimit: 256 * mib, want: 256 * mib},
+		{name: "env off", envSet: true, runtimeLimit: math.MaxInt64, cgroupMax: 512 * mib, want: 512 * mib},
+		{name: "env under cgroup", envSet: true, runtimeLimit: 256 * mib, cgroupMax: 512 * mib, want: 256 * mib},
+		{name: "env over cgroup", envSet: true, runtimeLimit: 2048 * mib, cgroupMax: 512 * mib, want: 512 * mib},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := memoryCeiling(tt.envSet, tt.runtimeLimit, tt.cgroupMax); got != tt.want {
+				t.Errorf("memoryCeiling = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
 // TestApply checks that the defaults reach the runtime when the
 // environment sets neither variable.
 func TestApply(t *testing.T) {
