@@ -61,7 +61,7 @@ func TestUpdateRequestReadingPolicyRevision(t *testing.T) {
 			if b.driver == DriverPostgres {
 				// One index entry: MAX over the primary key, read backward
 				// (seqscan off stands for a table of many revisions).
-				plan := explainPlan(t, db, `SET LOCAL enable_seqscan = off`, newestRevision)
+				plan := explainPlan(t, db, []string{`SET LOCAL enable_seqscan = off`}, newestRevision)
 				t.Logf("plan: %s", plan)
 				if !strings.Contains(plan, "Index Only Scan Backward using policy_revisions_pkey") || strings.Contains(plan, "Sort") {
 					t.Errorf("the newest revision's read plans %q, want a backward scan of the primary key", plan)
