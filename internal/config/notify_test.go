@@ -179,7 +179,7 @@ func TestNotifySecrets(t *testing.T) {
 		`notify.channels[0] "ops-hook": url_env HOOK_URL: scheme "", want http or https`,
 		`notify.channels[1] "slack": secret_file ` + empty + ` is empty`,
 		`notify.channels[1] "slack": token_env SLACK_TOKEN is empty`,
-		`notify.channels[2] "gone": url_file ` + filepath.Join(dir, "absent") + `: open ` + filepath.Join(dir, "absent") + `: no such file or directory`,
+		`notify.channels[2] "gone": url_file ` + filepath.Join(dir, "absent") + `: open ` + filepath.Join(dir, "absent") + `: no such file or directory` + missingFileFix,
 	}
 	if diff := cmp.Diff(wantLines, lines); diff != "" {
 		t.Errorf("NotifySecrets errors (-want +got):\n%s", diff)
@@ -207,7 +207,7 @@ func TestPrivateFilesCoverNotifySecrets(t *testing.T) {
 	}}}
 	want := []string{
 		`notify.channels[0] "slack": secret_file ` + open + ` has mode 0644; want 0600 (no group or other bits)`,
-		`notify.channels[0] "slack": token_file ` + filepath.Join(dir, "absent") + `: no such file or directory`,
+		`notify.channels[0] "slack": token_file ` + filepath.Join(dir, "absent") + `: no such file or directory` + missingFileFix,
 	}
 	if diff := cmp.Diff(want, Lines(privateProblems(cfg, os.Geteuid()))); diff != "" {
 		t.Errorf("problems (-want +got):\n%s", diff)
@@ -268,8 +268,8 @@ agents:
 	files := cfg.ReadFiles(privfile.Reader{Euid: os.Geteuid()}, os.ReadFile)
 	got := Lines(cfg.EnvProblems(env, files.ReadFile))
 	want := []string{
-		`agents[0] "bot": token_env BOT_TOKN is not set`,
-		`notify.channels[1] "slack": secret_file ` + filepath.Join(dir, "absent.secret") + `: no such file or directory`, // once: the check and the read are one
+		`agents[0] "bot": token_env BOT_TOKN is not set: export it in toolgate's environment or correct the name (a random token: openssl rand -hex 16)`,
+		`notify.channels[1] "slack": secret_file ` + filepath.Join(dir, "absent.secret") + `: no such file or directory` + missingFileFix, // once: the check and the read are one
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("EnvProblems (-want +got):\n%s", diff)
