@@ -86,7 +86,7 @@ func TestNotifyValidate(t *testing.T) {
 		{"env and file both", `url_env: HOOK_URL,`, `url_env: HOOK_URL, url_file: /run/u,`, []string{`"ops-hook": set only one of url_env or url_file`}},
 		{"bad variable name", `url_env: HOOK_URL`, `url_env: "HOOK-URL"`, []string{`"ops-hook".url_env "HOOK-URL": not a variable name`}},
 		{"unknown event", `events: [requested, decided]`, `events: [requested, approved_by_bob]`, []string{`"ops-hook".events[1] "approved_by_bob": want one of requested, reviewed`}},
-		{"unknown server", `servers: [fs]`, `servers: [fs, pay]`, []string{`"ops-hook".servers[1]: server "pay" is not configured`}},
+		{"unknown server", `servers: [fs]`, `servers: [fs, pay]`, []string{`"ops-hook".servers[1]: server "pay" is not configured (servers: fs)`}},
 		{"empty rule", `rules: [writes]`, `rules: [writes, ""]`, []string{`"ops-hook".rules[1]: empty`}},
 		{"negative max_age", `max_age: 30m`, `max_age: -1s`, []string{`"ops-hook".max_age -1s: must be > 0`}},
 		{"slack token and url", `token_env: SLACK_TOKEN, channel: C0OPS`, `token_env: SLACK_TOKEN, url_env: U, channel: C0OPS`, []string{`"slack": set a bot token (token_env or token_file) or an incoming-webhook URL`}},
