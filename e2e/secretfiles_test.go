@@ -56,7 +56,7 @@ policy: { default: allow }
 `)
 	env := map[string]string{"E2E_AGENT_TOKEN": agentToken, "E2E_HOOK_SECRET": strings.Repeat("s", 32)}
 	want := []string{
-		`approvers[0] "alice": token_file ` + missing + `: no such file or directory`,
+		`approvers[0] "alice": token_file ` + missing + `: no such file or directory: correct the path, or create the file holding the secret (mode 0600)`,
 		`approvers[1] "bob": token_file ` + fifo + ` is not a regular file`,
 		`notify.channels[0] "hook": url_file ` + open + ` has mode 0644; want 0600 (no group or other bits)`,
 		`agents[1] "agent-2": token_file ` + agentFIFO + ` is not a regular file`,

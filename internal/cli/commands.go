@@ -176,6 +176,14 @@ func duplicateSummary(a api.Approval, verb string, withTerms bool) string {
 		fmt.Fprintf(&b, "still pending, %d of %d approvals", approvals(a), max(a.RequiredApprovals, 1))
 	case "approved", "denied":
 		fmt.Fprintf(&b, "it is %s (decided by %s)", a.State, clean(a.DecidedBy))
+	case "consumed", "invalidated":
+		if a.Kind == "" {
+			// "approved (decided by …) and dispatched; outcome …", as
+			// the review that decided it was told.
+			b.WriteString("it was " + stateSummary(a))
+			break
+		}
+		fallthrough
 	default:
 		b.WriteString("state " + clean(a.State))
 	}

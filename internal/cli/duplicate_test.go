@@ -35,4 +35,14 @@ func TestRepeatedReviewSaysNothingWasRecorded(t *testing.T) {
 	if want := id2 + ": approve not recorded: you had given this verdict already; the grant terms were not recorded either; it is approved (decided by alice)\n"; code != 0 || out != want {
 		t.Errorf("repeated approve with a grant: exit %d, stdout %q, stderr %q; want %q", code, out, errs, want)
 	}
+
+	// The caller re-sends and the call is dispatched: approving again says
+	// so in words, not "state consumed".
+	if adm := e.call(t, `{"amount":11}`); adm.ApprovalID == "" {
+		t.Fatalf("re-send after the approval: %+v", adm)
+	}
+	code, out, errs = e.run(t, approvalsCmd, "approve", id2)
+	if want := id2 + ": approve not recorded: you had given this verdict already; it was approved (decided by alice) and dispatched; no outcome recorded yet\n"; code != 0 || out != want {
+		t.Errorf("approve of a dispatched call: exit %d, stdout %q, stderr %q; want %q", code, out, errs, want)
+	}
 }

@@ -229,7 +229,7 @@ func (ch NotifyChannel) validate(where string, c Config) []error {
 	}
 	for k, s := range ch.Servers {
 		if _, ok := c.Servers[s]; !ok {
-			add(".servers[%d]: server %q is not configured", k, s)
+			add(".servers[%d]: %s", k, c.unknownServer(s))
 		}
 	}
 	if ch.MaxAge < 0 {

@@ -86,7 +86,7 @@ func TestNotifyValidate(t *testing.T) {
 		{"env and file both", `url_env: HOOK_URL,`, `url_env: HOOK_URL, url_file: /run/u,`, []string{`"ops-hook": set only one of url_env or url_file`}},
 		{"bad variable name", `url_env: HOOK_URL`, `url_env: "HOOK-URL"`, []string{`"ops-hook".url_env "HOOK-URL": not a variable name`}},
 		{"unknown event", `events: [requested, decided]`, `events: [requested, approved_by_bob]`, []string{`"ops-hook".events[1] "approved_by_bob": want one of requested, reviewed`}},
-		{"unknown server", `servers: [fs]`, `servers: [fs, pay]`, []string{`"ops-hook".servers[1]: server "pay" is not configured`}},
+		{"unknown server", `servers: [fs]`, `servers: [fs, pay]`, []string{`"ops-hook".servers[1]: server "pay" is not configured (servers: fs)`}},
 		{"empty rule", `rules: [writes]`, `rules: [writes, ""]`, []string{`"ops-hook".rules[1]: empty`}},
 		{"negative max_age", `max_age: 30m`, `max_age: -1s`, []string{`"ops-hook".max_age -1s: must be > 0`}},
 		{"slack token and url", `token_env: SLACK_TOKEN, channel: C0OPS`, `token_env: SLACK_TOKEN, url_env: U, channel: C0OPS`, []string{`"slack": set a bot token (token_env or token_file) or an incoming-webhook URL`}},
@@ -179,7 +179,7 @@ func TestNotifySecrets(t *testing.T) {
 		`notify.channels[0] "ops-hook": url_env HOOK_URL: scheme "", want http or https`,
 		`notify.channels[1] "slack": secret_file ` + empty + ` is empty`,
 		`notify.channels[1] "slack": token_env SLACK_TOKEN is empty`,
-		`notify.channels[2] "gone": url_file ` + filepath.Join(dir, "absent") + `: open ` + filepath.Join(dir, "absent") + `: no such file or directory`,
+		`notify.channels[2] "gone": url_file ` + filepath.Join(dir, "absent") + `: open ` + filepath.Join(dir, "absent") + `: no such file or directory` + missingFileFix,
 	}
 	if diff := cmp.Diff(wantLines, lines); diff != "" {
 		t.Errorf("NotifySecrets errors (-want +got):\n%s", diff)
@@ -207,7 +207,7 @@ func TestPrivateFilesCoverNotifySecrets(t *testing.T) {
 	}}}
 	want := []string{
 		`notify.channels[0] "slack": secret_file ` + open + ` has mode 0644; want 0600 (no group or other bits)`,
-		`notify.channels[0] "slack": token_file ` + filepath.Join(dir, "absent") + `: no such file or directory`,
+		`notify.channels[0] "slack": token_file ` + filepath.Join(dir, "absent") + `: no such file or directory` + missingFileFix,
 	}
 	if diff := cmp.Diff(want, Lines(privateProblems(cfg, os.Geteuid()))); diff != "" {
 		t.Errorf("problems (-want +got):\n%s", diff)
@@ -268,8 +268,8 @@ agents:
 	files := cfg.ReadFiles(privfile.Reader{Euid: os.Geteuid()}, os.ReadFile)
 	got := Lines(cfg.EnvProblems(env, files.ReadFile))
 	want := []string{
-		`agents[0] "bot": token_env BOT_TOKN is not set`,
-		`notify.channels[1] "slack": secret_file ` + filepath.Join(dir, "absent.secret") + `: no such file or directory`, // once: the check and the read are one
+		`agents[0] "bot": token_env BOT_TOKN is not set: export it in toolgate's environment or correct the name (a random token: openssl rand -hex 16)`,
+		`notify.channels[1] "slack": secret_file ` + filepath.Join(dir, "absent.secret") + `: no such file or directory` + missingFileFix, // once: the check and the read are one
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("EnvProblems (-want +got):\n%s", diff)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 	"unicode/utf8"
 
@@ -130,10 +131,10 @@ func (t Token) resolve(env Env, readFile func(string) ([]byte, error)) (string, 
 	case t.TokenEnv != "" && t.TokenFile == "" && t.TokenSHA256 == "":
 		v, ok := env(t.TokenEnv)
 		if !ok {
-			return "", fmt.Errorf("token_env %s is not set", t.TokenEnv)
+			return "", fmt.Errorf("token_env %s is not set: export it in toolgate's environment or correct the name (a random token: openssl rand -hex 16)", t.TokenEnv)
 		}
 		if v == "" {
-			return "", fmt.Errorf("token_env %s is empty", t.TokenEnv)
+			return "", fmt.Errorf("token_env %s is empty: set it to the token (a random one: openssl rand -hex 16)", t.TokenEnv)
 		}
 		return TokenHash(v), nil
 	case t.TokenFile != "" && t.TokenEnv == "" && t.TokenSHA256 == "":
@@ -146,7 +147,7 @@ func (t Token) resolve(env Env, readFile func(string) ([]byte, error)) (string, 
 		}
 		b = bytes.TrimSpace(b)
 		if len(b) == 0 {
-			return "", fmt.Errorf("token_file %s is empty", t.TokenFile)
+			return "", fmt.Errorf("token_file %s is empty: write the token into it (a random one: openssl rand -hex 16)", t.TokenFile)
 		}
 		return TokenHash(string(b)), nil
 	case t.TokenSHA256 != "" && t.TokenEnv == "" && t.TokenFile == "":
@@ -240,12 +241,22 @@ func (c Config) privateFiles() []string {
 	return append(out, c.notifyFiles()...)
 }
 
+// missingFileFix ends the problem of a secret or token file that does not
+// exist: the fix, for an operator who has not made the file yet.
+const missingFileFix = ": correct the path, or create the file holding the secret (mode 0600)"
+
 // readError is err, from reading the file at path named by the config key
 // key (token_file, secret_file, …), worded with the key and path once: a
-// privfile error already starts with the path.
+// privfile error already starts with the path. A missing file adds the fix.
 func readError(key, path string, err error) error {
+	var out error
 	if pe := (*privfile.Error)(nil); errors.As(err, &pe) {
-		return fmt.Errorf("%s %w", key, err)
+		out = fmt.Errorf("%s %w", key, err)
+	} else {
+		out = fmt.Errorf("%s %s: %w", key, path, err)
 	}
-	return fmt.Errorf("%s %s: %w", key, path, err)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w%s", out, missingFileFix)
+	}
+	return out
 }

@@ -100,6 +100,17 @@ func TestTokensErrors(t *testing.T) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a missing token file does not wrap fs.ErrNotExist")
 	}
+	// Each problem a new user meets first names its fix, not only the fault.
+	for i, fix := range map[int]string{
+		0: "export it in toolgate's environment",
+		1: "set it to the token",
+		2: "correct the path, or create the file holding the secret (mode 0600)",
+		3: "write the token into it",
+	} {
+		if !strings.Contains(lines[i], fix) {
+			t.Errorf("error %d = %q, want the fix %q", i, lines[i], fix)
+		}
+	}
 	if strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("errors leak a token: %v", err)
 	}
@@ -150,7 +161,7 @@ func TestPrivateTokenFiles(t *testing.T) {
 		{name: "other bits", file: worldRead, euid: euid, want: `approvers[0] "bob": token_file ` + worldRead + ` has mode 0604; want 0600 (no group or other bits)`},
 		{name: "symlink to a private file", file: link, euid: euid, want: `approvers[0] "bob": token_file ` + link + ` is a symlink; want a regular file`},
 		{name: "directory", file: dir, euid: euid, want: `approvers[0] "bob": token_file ` + dir + ` is not a regular file`},
-		{name: "missing", file: filepath.Join(dir, "missing"), euid: euid, want: `approvers[0] "bob": token_file ` + filepath.Join(dir, "missing") + `: no such file or directory`},
+		{name: "missing", file: filepath.Join(dir, "missing"), euid: euid, want: `approvers[0] "bob": token_file ` + filepath.Join(dir, "missing") + `: no such file or directory` + missingFileFix},
 		{name: "other owner", file: private, euid: euid + 1, want: fmt.Sprintf(`approvers[0] "bob": token_file %s is owned by uid %d; want %d (the service user)`, private, euid, euid+1)},
 	}
 	for _, tt := range tests {
@@ -188,7 +199,7 @@ func TestPrivateTokenFilesApproversOnly(t *testing.T) {
 	}
 	want := []string{
 		`approvers[1] "h1": token_file ` + bad1 + ` has mode 0644; want 0600 (no group or other bits)`,
-		`approvers[2] "h2": token_file ` + filepath.Join(dir, "absent") + `: no such file or directory`,
+		`approvers[2] "h2": token_file ` + filepath.Join(dir, "absent") + `: no such file or directory` + missingFileFix,
 	}
 	if diff := cmp.Diff(want, Lines(privateProblems(cfg, os.Geteuid()))); diff != "" {
 		t.Errorf("problems (-want +got):\n%s", diff)

@@ -259,10 +259,19 @@ func (c Config) Validate() error {
 			continue
 		}
 		if _, ok := c.Servers[r.Server]; !ok {
-			add("policy.%s: server %q is not configured", ruleLabel(&c.Policy, i), r.Server)
+			add("policy.%s: %s", ruleLabel(&c.Policy, i), c.unknownServer(r.Server))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// unknownServer is the problem of a server name that servers: does not
+// hold, with the names it does hold, sorted (a typo is then plain to see).
+func (c Config) unknownServer(name string) string {
+	if len(c.Servers) == 0 {
+		return fmt.Sprintf("server %q is not configured (servers: is empty)", name)
+	}
+	return fmt.Sprintf("server %q is not configured (servers: %s)", name, strings.Join(slices.Sorted(maps.Keys(c.Servers)), ", "))
 }
 
 func validateServer(name string, s Server) []error {

@@ -137,7 +137,7 @@ func TestValidate(t *testing.T) {
 		{name: "audit keys", old: "stdio: { agent: desktop }", new: "stdio: { agent: desktop }\naudit: { queue_size: 10, poll: 1s, retention: 720h }"},
 		{name: "audit bad keys", old: "stdio: { agent: desktop }", new: "stdio: { agent: desktop }\naudit: { queue_size: 0, poll: 0s, retention: 1m }",
 			want: []string{`audit.queue_size: 0, want 1 to`, `audit.poll: must be positive`, `audit.retention: 1m0s is under an hour`}},
-		{name: "rule for an unconfigured server", old: `server: fs, tools`, new: `server: fs2, tools`, want: []string{`policy.rules[0] "reads": server "fs2" is not configured`}},
+		{name: "rule for an unconfigured server", old: `server: fs, tools`, new: `server: fs2, tools`, want: []string{`policy.rules[0] "reads": server "fs2" is not configured (servers: fs, pay)`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

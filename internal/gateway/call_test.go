@@ -225,7 +225,7 @@ func TestUnknownTool(t *testing.T) {
 	for _, name := range []string{"up__nope", "echo", "up_echo", "other__echo"} {
 		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name})
 		var wire *jsonrpc.Error
-		if !errors.As(err, &wire) || wire.Code != jsonrpc.CodeInvalidParams || wire.Message != "unknown tool: "+name {
+		if !errors.As(err, &wire) || wire.Code != jsonrpc.CodeInvalidParams || wire.Message != "unknown tool: "+name+unknownToolHint {
 			t.Errorf("%s: %+v, %v; want JSON-RPC error %d \"unknown tool: %s\"", name, res, err, jsonrpc.CodeInvalidParams, name)
 		}
 	}

@@ -131,7 +131,7 @@ func newDownFixture(t *testing.T) *downFixture {
 func wantUnknown(t *testing.T, name string, res *mcp.CallToolResult, err error) {
 	t.Helper()
 	var we *jsonrpc.Error
-	if !errors.As(err, &we) || we.Code != jsonrpc.CodeInvalidParams || we.Message != "unknown tool: "+name {
+	if !errors.As(err, &we) || we.Code != jsonrpc.CodeInvalidParams || we.Message != "unknown tool: "+name+unknownToolHint {
 		t.Errorf("%s: %+v %v, want the JSON-RPC error unknown tool", name, res, err)
 	}
 }
@@ -251,7 +251,7 @@ func TestDownUpstreamToolIsUnavailable2026(t *testing.T) {
 		}
 		st, _, b := modernPost(t, f.base, "hidden__x", body, nil)
 		// 400: a 2026-07-28 invalid-params error's status (SEP-2243).
-		if st != http.StatusBadRequest || !bytes.Contains(b, []byte(`"code":-32602,"message":"unknown tool: hidden__x"`)) {
+		if st != http.StatusBadRequest || !bytes.Contains(b, []byte(`"code":-32602,"message":"unknown tool: hidden__x`+unknownToolHint+`"`)) {
 			t.Errorf("hidden__x (task %v): %d %s, want unknown tool", task, st, b)
 		}
 	}

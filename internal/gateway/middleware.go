@@ -429,11 +429,17 @@ func (g *Gateway) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	return dispatched(d, res, err)
 }
 
+// unknownToolHint ends the unknown tool error: where the caller finds the
+// names it may call (toolgate's are usually <server>__<tool>, which a
+// client written for the upstream alone does not send). The same words
+// for every unknown name, so the error tells nothing of hidden tools.
+const unknownToolHint = " (tools/list names the tools you may call)"
+
 // errUnknownTool is the JSON-RPC error of a tools/call naming a tool the
 // caller cannot see: invalid params, as MCP asks (a policy refusal is an
-// isError result instead).
+// isError result instead), "unknown tool: <name>" and [unknownToolHint].
 func errUnknownTool(name string) error {
-	return errInvalidParams("unknown tool: " + name)
+	return errInvalidParams("unknown tool: " + name + unknownToolHint)
 }
 
 func outcome(res mcp.Result, err error) approval.Outcome {

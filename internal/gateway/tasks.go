@@ -222,7 +222,7 @@ func (g *Gateway) callAsTask(ctx context.Context, p approval.Principal, name str
 		if res, down := g.downTool(ctx, p, name, args); down {
 			return completeResult(res), nil
 		}
-		return nil, mcpwire.Errorf(mcpwire.CodeInvalidParams, "unknown tool: %s", name)
+		return nil, mcpwire.Errorf(mcpwire.CodeInvalidParams, "unknown tool: %s%s", name, unknownToolHint)
 	}
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)

@@ -358,7 +358,7 @@ func TestToolListChanged(t *testing.T) {
 	waitTools(t, cs, ev, func(n []string) bool { return !slices.Contains(n, "fs__drop_all") })
 	_, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "fs__drop_all"})
 	var wire *jsonrpc.Error
-	if !errors.As(err, &wire) || wire.Code != jsonrpc.CodeInvalidParams || wire.Message != "unknown tool: fs__drop_all" {
+	if !errors.As(err, &wire) || wire.Code != jsonrpc.CodeInvalidParams || wire.Message != "unknown tool: fs__drop_all"+unknownToolHint {
 		t.Errorf("removed tool: %v, want an unknown tool error", err)
 	}
 }
