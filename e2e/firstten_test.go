@@ -70,7 +70,9 @@ notify:
 // store beside the config file, then logs the new store's absolute path.
 func TestFirstTenServeSaysWhereTheStoreIs(t *testing.T) {
 	wd, cfgDir := t.TempDir(), t.TempDir()
-	writeFile(t, filepath.Join(cfgDir, "toolgate.db"), "")
+	// A store beside the config: the warning reads only its size (an
+	// empty file counts as none since errtext39), so a SQLite header does.
+	writeFile(t, filepath.Join(cfgDir, "toolgate.db"), "SQLite format 3\x00")
 	cfg := writeFile(t, filepath.Join(cfgDir, "quickstart.yaml"), "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: ./toolgate.db }\n"+`agents:
   - { id: agent-1, token_env: E2E_AGENT_TOKEN }
 approvers:
