@@ -177,6 +177,23 @@ func (g *gw) kill(t *testing.T) {
 	g.tr.CloseIdleConnections()
 }
 
+// term sends g's process SIGTERM and waits until it has exited, failing
+// the test (with when, and its stderr) if that takes longer than waitFor;
+// it returns how long the exit took.
+func (g *gw) term(t *testing.T, when string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.exited:
+	case <-time.After(waitFor(t)):
+		t.Fatalf("toolgate serve did not exit within %v of SIGTERM %s\nstderr:\n%s", waitFor(t), when, g.stderr)
+	}
+	return time.Since(start).Round(time.Millisecond)
+}
+
 // exitErr waits until g's process has exited and returns its exit error.
 func (g *gw) exitErr() error {
 	<-g.exited

@@ -126,20 +126,7 @@ func TestServeEarlyReturnLeavesNothing(t *testing.T) {
 func TestServeStopsCleanly(t *testing.T) {
 	path := writeConfig(t, "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\nservers:\n"+testUpstream("up", false)+principals)
 	defer goleak.VerifyNone(t, append(leakOptions, goleak.IgnoreCurrent())...)
-	ctx, cancel := context.WithCancel(t.Context())
-	ready := make(chan map[string]string, 1)
-	done := make(chan error, 1)
-	stderr := new(syncBuffer)
-	go func() {
-		done <- serveWith(ctx, []string{"--config", path}, serveIO{stdin: strings.NewReader(""), stdout: io.Discard, stderr: stderr,
-			sys: testSystem(nil), onReady: func(r map[string]string) { ready <- r }})
-	}()
-	var addrs map[string]string
-	select {
-	case addrs = <-ready:
-	case err := <-done:
-		t.Fatalf("serve = %v before it was ready\nstderr:\n%s", err, stderr)
-	}
+	addrs, stderr, stop := startServe(t, path)
 	tr := &http.Transport{}
 	resp, err := (&http.Client{Transport: tr}).Get(addrs["admin"] + "/healthz")
 	if err != nil {
@@ -151,10 +138,7 @@ func TestServeStopsCleanly(t *testing.T) {
 		t.Errorf("/healthz = %d", resp.StatusCode)
 	}
 	tr.CloseIdleConnections()
-	cancel()
-	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-		t.Fatalf("serve = %v after its context ended\nstderr:\n%s", err, stderr)
-	}
+	stop()
 	// A person who pressed Ctrl-C is told that it stops and when it has.
 	out := stderr.String()
 	stopping := strings.Index(out, `msg="stopping: held calls are answered now (their approvals stay pending), then the upstreams stop"`)
@@ -167,6 +151,35 @@ func TestServeStopsCleanly(t *testing.T) {
 	// (newuser37: a start from another directory made one silently).
 	if !strings.Contains(out, `msg="new, empty store created; schema migrations are applied" driver=sqlite path=/`) {
 		t.Errorf("stderr does not name the store:\n%s", out)
+	}
+}
+
+// startServe runs serve in-process with the config at path (testSystem's
+// environment) until it is ready, failing t if it ends first, and returns
+// its listeners' addresses, its stderr and stop, which ends it and fails
+// t unless it ended cleanly.
+func startServe(t *testing.T, path string) (addrs map[string]string, stderr *syncBuffer, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	ready := make(chan map[string]string, 1)
+	done := make(chan error, 1)
+	stderr = new(syncBuffer)
+	go func() {
+		done <- serveWith(ctx, []string{"--config", path}, serveIO{stdin: strings.NewReader(""), stdout: io.Discard, stderr: stderr,
+			sys: testSystem(nil), onReady: func(r map[string]string) { ready <- r }})
+	}()
+	select {
+	case addrs = <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("serve = %v before it was ready\nstderr:\n%s", err, stderr)
+	}
+	return addrs, stderr, func() {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("serve = %v after its context ended\nstderr:\n%s", err, stderr)
+		}
 	}
 }
 

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,24 +43,8 @@ func TestServeSaysFreshPostgresIsNewStore(t *testing.T) {
 func serveSaysStore(t *testing.T, path string, wants ...string) {
 	t.Helper()
 	for _, want := range wants {
-		ctx, cancel := context.WithCancel(t.Context())
-		ready := make(chan map[string]string, 1)
-		done := make(chan error, 1)
-		stderr := new(syncBuffer)
-		go func() {
-			done <- serveWith(ctx, []string{"--config", path}, serveIO{stdin: strings.NewReader(""), stdout: io.Discard, stderr: stderr,
-				sys: testSystem(nil), onReady: func(r map[string]string) { ready <- r }})
-		}()
-		select {
-		case <-ready:
-		case err := <-done:
-			cancel()
-			t.Fatalf("serve = %v before it was ready\nstderr:\n%s", err, stderr)
-		}
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Fatalf("serve = %v after its context ended\nstderr:\n%s", err, stderr)
-		}
+		_, stderr, stop := startServe(t, path)
+		stop()
 		if out := stderr.String(); !strings.Contains(out, want) {
 			t.Errorf("serve's log does not say %s:\n%s", want, out)
 		}

@@ -29,7 +29,7 @@ import (
 func StdioOutput(f *os.File, others ...*os.File) (w io.WriteCloser, done func()) {
 	plain := func() (io.WriteCloser, func()) { return keepOpen{f}, func() {} }
 	rc, err := f.SyscallConn()
-	if err != nil || sharesFile(f, others) {
+	if err != nil {
 		return plain()
 	}
 	var (
@@ -44,6 +44,9 @@ func StdioOutput(f *os.File, others ...*os.File) (w io.WriteCloser, done func())
 			return
 		}
 		if m := st.Mode & unix.S_IFMT; m != unix.S_IFIFO && m != unix.S_IFSOCK {
+			return
+		}
+		if sameFileAsAny(&st, others) {
 			return
 		}
 		fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
@@ -90,13 +93,9 @@ func StdioOutput(f *os.File, others ...*os.File) (w io.WriteCloser, done func())
 	}
 }
 
-// sharesFile reports whether f is the same file (device and inode) as one
-// of others, or whether that cannot be told (then f is left as it is).
-func sharesFile(f *os.File, others []*os.File) bool {
-	var st unix.Stat_t
-	if fstat(f, &st) != nil {
-		return true
-	}
+// sameFileAsAny reports whether one of others is the file st describes
+// (the same device and inode), or whether that cannot be told.
+func sameFileAsAny(st *unix.Stat_t, others []*os.File) bool {
 	for _, o := range others {
 		if o == nil {
 			continue

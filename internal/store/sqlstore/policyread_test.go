@@ -84,16 +84,8 @@ func TestConsumeWaitsForRevisionInFlight(t *testing.T) {
 
 func consumeWaitsForRevisionInFlight(t *testing.T, reads store.TxReads) {
 	t.Helper()
-	db := openTest(t, postgresConfig(pgtest.Fresh(t)))
+	db, id := approvedUnderRevision1(t)
 	ctx := t.Context()
-	if err := appendTestRevision(ctx, db, 0); err != nil {
-		t.Fatal(err)
-	}
-	id := testID(1)
-	if err := db.CreateRequest(ctx, pendingRequest(id)); err != nil {
-		t.Fatal(err)
-	}
-	approve(t, db, id, t0)
 
 	writer, err := db.asql.BeginTx(ctx, nil)
 	if err != nil {
@@ -151,16 +143,8 @@ func TestRevisionWaitsForConsumeInFlight(t *testing.T) {
 
 func revisionWaitsForConsumeInFlight(t *testing.T, reads store.TxReads) {
 	t.Helper()
-	db := openTest(t, postgresConfig(pgtest.Fresh(t)))
+	db, id := approvedUnderRevision1(t)
 	ctx := t.Context()
-	if err := appendTestRevision(ctx, db, 0); err != nil {
-		t.Fatal(err)
-	}
-	id := testID(1)
-	if err := db.CreateRequest(ctx, pendingRequest(id)); err != nil {
-		t.Fatal(err)
-	}
-	approve(t, db, id, t0)
 
 	var (
 		appendErr error
@@ -198,4 +182,20 @@ func forEachConsumePath(t *testing.T, fn func(t *testing.T, reads store.TxReads)
 	t.Helper()
 	t.Run("pipelined", func(t *testing.T) { fn(t, store.TxReads{PolicyRevision: true}) })
 	t.Run("with chain", func(t *testing.T) { fn(t, store.TxReads{PolicyRevision: true, Chain: true}) })
+}
+
+// approvedUnderRevision1 returns a fresh Postgres store holding policy
+// revision 1 and an approved request, and that request's id.
+func approvedUnderRevision1(t *testing.T) (*DB, approval.ID) {
+	t.Helper()
+	db := openTest(t, postgresConfig(pgtest.Fresh(t)))
+	if err := appendTestRevision(t.Context(), db, 0); err != nil {
+		t.Fatal(err)
+	}
+	id := testID(1)
+	if err := db.CreateRequest(t.Context(), pendingRequest(id)); err != nil {
+		t.Fatal(err)
+	}
+	approve(t, db, id, t0)
+	return db, id
 }
