@@ -71,7 +71,7 @@ func newNotifications(cfg config.Config, secrets []config.ChannelSecrets, s noti
 	}
 	out := notifications{}
 	out.outbox, err = notify.New(s, routes, &notify.Options{
-		Logger: log, Metrics: m, Poll: n.Poll, Timeout: n.Timeout, Backoff: n.Backoff, BackoffMax: n.BackoffMax,
+		Logger: log, Metrics: m, Poll: n.Poll, Timeout: n.Timeout, Backoff: n.Backoff, BackoffMax: n.BackoffMax, Lease: n.Lease,
 	})
 	if err != nil {
 		return notifications{}, err

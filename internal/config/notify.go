@@ -30,7 +30,18 @@ type Notify struct {
 	// from [d/2, d)) up to BackoffMax. Defaults 1s and 5m.
 	Backoff    time.Duration `yaml:"backoff"`
 	BackoffMax time.Duration `yaml:"backoff_max"`
+	// Lease is how long an instance's claim on a delivery lasts unless
+	// renewed; the attempting instance renews it every Lease/4, and
+	// another instance takes over a delivery whose instance died within
+	// about Lease. It must exceed the clock difference between instances
+	// sharing a database. Default 5s, at least 1s.
+	Lease time.Duration `yaml:"lease"`
 }
+
+// MinNotifyLease is the shortest notify.lease accepted: renewals come
+// every Lease/4, and a shorter lease would spend the store on renewals
+// and let a store hiccup hand a delivery to another instance.
+const MinNotifyLease = time.Second
 
 // Notification channel types (NotifyChannel.Type).
 const (
@@ -112,7 +123,7 @@ type NotifyChannel struct {
 
 // defaultNotify is the notify section of Default.
 func defaultNotify() Notify {
-	return Notify{Poll: time.Second, Timeout: 10 * time.Second, Backoff: time.Second, BackoffMax: 5 * time.Minute}
+	return Notify{Poll: time.Second, Timeout: 10 * time.Second, Backoff: time.Second, BackoffMax: 5 * time.Minute, Lease: 5 * time.Second}
 }
 
 var channelNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -137,6 +148,9 @@ func (n Notify) validate(c Config) []error {
 	}
 	if n.BackoffMax < n.Backoff {
 		add("notify.backoff_max %s: must be >= notify.backoff (%s)", n.BackoffMax, n.Backoff)
+	}
+	if n.Lease < MinNotifyLease {
+		add("notify.lease %s: must be at least %s", n.Lease, MinNotifyLease)
 	}
 	names := map[string]int{}
 	for i, ch := range n.Channels {

@@ -40,7 +40,7 @@ func TestNotifyDefaultsAndValid(t *testing.T) {
 		t.Errorf("Warnings = %q, want none", w)
 	}
 	n := cfg.Notify
-	if n.Poll != time.Second || n.Timeout != 10*time.Second || n.Backoff != time.Second || n.BackoffMax != 5*time.Minute {
+	if n.Poll != time.Second || n.Timeout != 10*time.Second || n.Backoff != time.Second || n.BackoffMax != 5*time.Minute || n.Lease != 5*time.Second {
 		t.Errorf("notify defaults = %+v", n)
 	}
 	hook, slack := n.Channels[0], n.Channels[1]
@@ -101,7 +101,8 @@ func TestNotifyValidate(t *testing.T) {
   timeout: -1s
   backoff: 2m
   backoff_max: 1m
-  channels:`, []string{"notify.poll 0s", "notify.timeout -1s", "notify.backoff_max 1m0s: must be >= notify.backoff (2m0s)"}},
+  lease: 500ms
+  channels:`, []string{"notify.poll 0s", "notify.timeout -1s", "notify.backoff_max 1m0s: must be >= notify.backoff (2m0s)", "notify.lease 500ms: must be at least 1s"}},
 		{"slack user id shape", `slack_user_id: U0ALICE`, `slack_user_id: alice`, []string{`approvers[0].slack_user_id "alice": want a Slack user id`}},
 		{"slack user id too short", `slack_user_id: U0ALICE`, `slack_user_id: U1`, []string{`approvers[0].slack_user_id "U1": want a Slack user id: U or W, then at least two upper-case letters or digits`}},
 		{"slack user id twice", `roles: [approver] }`, `roles: [approver], slack_user_id: U0ALICE }`, []string{`approvers[1].slack_user_id "U0ALICE": also used by approvers[0]`}},

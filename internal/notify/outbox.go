@@ -188,8 +188,8 @@ const fanOutBatch = 100
 func (b *Outbox) Run(ctx context.Context) error {
 	var (
 		wg   sync.WaitGroup
-		done = make(chan struct{}, b.o.Parallel) // one per finished attempt
-		busy = 0                                 // attempts under way
+		done = make(chan int64, b.o.Parallel) // the delivery of each finished attempt
+		busy = map[int64]bool{}                // the deliveries of the attempts under way
 	)
 	defer wg.Wait()
 	storeFailing := false
@@ -212,7 +212,7 @@ func (b *Outbox) Run(ctx context.Context) error {
 			}
 		}
 		claimed := 0
-		if free := b.o.Parallel - busy; free > 0 && ctx.Err() == nil {
+		if free := b.o.Parallel - len(busy); free > 0 && ctx.Err() == nil {
 			now := b.o.Now()
 			ds, err := b.store.ClaimDeliveries(ctx, b.o.Owner, now, now.Add(b.lease()), free)
 			if err != nil {
@@ -220,11 +220,18 @@ func (b *Outbox) Run(ctx context.Context) error {
 				failed = true
 			}
 			for _, d := range ds {
-				busy++
+				if busy[d.ID] {
+					// This instance's own attempt is still under way: its
+					// lease lapsed while renewals failed, and the claim
+					// renewed it for the same owner. The attempt under way
+					// keeps it; a second would send the event twice.
+					continue
+				}
+				busy[d.ID] = true
 				claimed++
 				wg.Go(func() {
 					b.attempt(ctx, d)
-					done <- struct{}{}
+					done <- d.ID
 				})
 			}
 		}
@@ -233,7 +240,7 @@ func (b *Outbox) Run(ctx context.Context) error {
 			b.log.InfoContext(ctx, "notifications: store available again")
 		}
 		wait := b.o.Poll
-		if busy < b.o.Parallel && !failed {
+		if len(busy) < b.o.Parallel && !failed {
 			if at, ok, err := b.store.NextDelivery(ctx); err != nil {
 				logStore("next delivery", err)
 			} else if ok {
@@ -251,22 +258,26 @@ func (b *Outbox) Run(ctx context.Context) error {
 			t.Stop()
 			return nil
 		case <-b.wake:
-		case <-done:
-			busy--
+		case id := <-done:
+			delete(busy, id)
 		case <-t.C:
 		}
 		t.Stop()
 		// Collect every other attempt that ended meanwhile.
 		for drained := false; !drained; {
 			select {
-			case <-done:
-				busy--
+			case id := <-done:
+				delete(busy, id)
 			default:
 				drained = true
 			}
 		}
 	}
 }
+
+// errLeaseLost is the cause of an attempt cancelled because another
+// instance took its delivery's lease over (keepLease).
+var errLeaseLost = errors.New("the delivery's lease was taken over by another instance")
 
 // DefaultLease is Options.Lease's default: short, since it is renewed
 // while an attempt is under way; long enough for a few renewals to fail
@@ -281,10 +292,12 @@ func (b *Outbox) lease() time.Duration { return b.o.Lease }
 // the renewer to end. Renewals use their own context, so a shutdown does
 // not let the lease lapse before the attempt's outcome is recorded. When
 // the lease is lost (another instance claimed the delivery after renewals
-// failed for a whole Lease) it stops renewing and logs it: the attempt
-// under way goes on, and the delivery may be sent twice, as the
-// at-least-once contract allows (receivers deduplicate by event id).
-func (b *Outbox) keepLease(ctx context.Context, d store.Delivery, log *slog.Logger) (stop func()) {
+// failed for a whole Lease) it stops renewing, logs it and calls lost,
+// which cancels the attempt under way: the delivery is the other
+// instance's now. An attempt whose request already reached the receiver
+// is delivered twice, as the at-least-once contract allows (receivers
+// deduplicate by event id).
+func (b *Outbox) keepLease(ctx context.Context, d store.Delivery, log *slog.Logger, lost func()) (stop func()) {
 	done := make(chan struct{})
 	ended := make(chan struct{})
 	go func() {
@@ -301,7 +314,8 @@ func (b *Outbox) keepLease(ctx context.Context, d store.Delivery, log *slog.Logg
 			err := b.store.RenewDelivery(rctx, d.ID, b.o.Owner, b.o.Now().Add(b.o.Lease))
 			cancel()
 			if errors.Is(err, store.ErrConflict) {
-				log.WarnContext(ctx, "notification lease lost while attempting it; it may be delivered again", "err", err)
+				log.WarnContext(ctx, "notification lease lost while attempting it; attempt cancelled, another instance delivers it", "err", err)
+				lost()
 				return
 			}
 			if err != nil {
@@ -365,7 +379,10 @@ func (b *Outbox) fanOut(ctx context.Context) (bool, error) {
 func (b *Outbox) attempt(ctx context.Context, d store.Delivery) {
 	rt := b.byName[d.Channel]
 	log := b.log.With("channel", d.Channel, "event", d.EventID, "type", d.Event.Type, "approval", d.Event.RequestID, "attempt", d.Attempts)
-	defer b.keepLease(ctx, d, log)() // until the outcome is recorded
+	// lctx ends the attempt when this instance loses the delivery's lease.
+	lctx, loseLease := context.WithCancelCause(ctx)
+	defer loseLease(nil)
+	defer b.keepLease(ctx, d, log, func() { loseLease(errLeaseLost) })() // until the outcome is recorded
 	finish := func(res store.DeliveryResult) {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
@@ -387,22 +404,27 @@ func (b *Outbox) attempt(ctx context.Context, d store.Delivery) {
 		ref string
 		err error
 	)
-	r, gerr := b.store.GetRequest(ctx, d.Event.RequestID)
+	r, gerr := b.store.GetRequest(lctx, d.Event.RequestID)
 	switch {
 	case errors.Is(gerr, store.ErrNotFound):
 		err = Permanent(errors.New("the request no longer exists"))
 	case gerr != nil:
 		err = fmt.Errorf("read the request: %w", gerr)
 	default:
-		prev, rerr := b.store.MessageRef(ctx, d.Event.RequestID, d.Channel)
+		prev, rerr := b.store.MessageRef(lctx, d.Event.RequestID, d.Channel)
 		switch {
 		case rerr == nil, errors.Is(rerr, store.ErrNotFound):
-			actx, cancel := context.WithTimeout(ctx, b.o.Timeout)
+			actx, cancel := context.WithTimeout(lctx, b.o.Timeout)
 			ref, err = rt.Channel.Deliver(actx, Message{EventID: d.EventID, Event: d.Event, Request: r, Channel: d.Channel, Attempt: d.Attempts, Ref: prev})
 			cancel()
 		default:
 			err = fmt.Errorf("read the channel's message: %w", rerr)
 		}
+	}
+	if errors.Is(context.Cause(lctx), errLeaseLost) && err != nil {
+		// Another instance holds the delivery now and records its outcome;
+		// a finish from here would be refused (store.ErrConflict).
+		return
 	}
 	now := b.o.Now()
 	if err == nil {

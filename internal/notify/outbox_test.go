@@ -534,3 +534,142 @@ func TestLeaseRenewedWhileAttempting(t *testing.T) {
 		}
 	})
 }
+
+// renewDown is a Store whose lease renewals fail while down is set, and
+// whose claims fail too when claimsDown is.
+type renewDown struct {
+	*sqlstore.DB
+	mu               sync.Mutex
+	down, claimsDown bool
+}
+
+func (s *renewDown) set(down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = down
+}
+
+func (s *renewDown) isDown(claim bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.down && (!claim || s.claimsDown)
+}
+
+var errUnreachable = errors.New("store unreachable")
+
+func (s *renewDown) RenewDelivery(ctx context.Context, id int64, owner string, leaseUntil time.Time) error {
+	if s.isDown(false) {
+		return errUnreachable
+	}
+	return s.DB.RenewDelivery(ctx, id, owner, leaseUntil)
+}
+
+func (s *renewDown) ClaimDeliveries(ctx context.Context, owner string, now, leaseUntil time.Time, limit int) ([]store.Delivery, error) {
+	if s.isDown(true) {
+		return nil, errUnreachable
+	}
+	return s.DB.ClaimDeliveries(ctx, owner, now, leaseUntil, limit)
+}
+
+// startDown runs an Outbox with one route over a renewDown store in a
+// synctest bubble, answering with answer; Run ends at the test's end.
+func startDown(t *testing.T, lease time.Duration, answer func(ctx context.Context) (string, error)) (*harness, *renewDown, *recorder) {
+	t.Helper()
+	db := &renewDown{DB: sqlitetest.Open(t)}
+	ch := &recorder{answerCtx: answer}
+	m := &counts{}
+	box, err := New(db, []Route{{Name: "hook", Channel: ch, Events: []string{Requested}, MaxAge: time.Hour}},
+		&Options{Poll: time.Hour, Timeout: time.Hour, Lease: lease, Metrics: m, Jitter: func() float64 { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		_ = box.Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-ended })
+	synctest.Wait()
+	return &harness{db: db.DB, box: box, m: m}, db, ch
+}
+
+// TestLostLeaseCancelsAttempt: when this instance's renewals fail for a
+// whole lease and another instance claims the delivery, the attempt under
+// way is cancelled (the delivery is the other instance's now) and this
+// instance records no outcome over the other's lease. Before, the attempt
+// went on until its timeout and could deliver the event a second time.
+func TestLostLeaseCancelsAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const lease = 2 * time.Second
+		cause := make(chan error, 1)
+		h, db, ch := startDown(t, lease, func(ctx context.Context) (string, error) {
+			<-ctx.Done()
+			cause <- context.Cause(ctx)
+			return "", ctx.Err()
+		})
+		db.claimsDown = true // the store is unreachable from this instance
+		h.request(t, "writes", "fs")
+		synctest.Wait()
+		if n := len(ch.got()); n != 1 {
+			t.Fatalf("attempts under way = %d, want 1", n)
+		}
+		db.set(true)
+		time.Sleep(lease + time.Millisecond) // the lease lapses: no renewal got through
+		synctest.Wait()
+		got, err := db.DB.ClaimDeliveries(t.Context(), "other", time.Now(), time.Now().Add(time.Hour), 0)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("the other instance claimed %+v, %v; want the lapsed delivery", got, err)
+		}
+		db.set(false)
+		select {
+		case c := <-cause:
+			if !errors.Is(c, errLeaseLost) {
+				t.Errorf("attempt ended with cause %v, want %v", c, errLeaseLost)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("the attempt went on after the lease was lost")
+		}
+		synctest.Wait()
+		ds := h.deliveries(t)
+		if len(ds) != 1 || ds[0].LeaseOwner != "other" || ds[0].State != store.DeliveryPending || ds[0].Attempts != 2 {
+			t.Errorf("deliveries = %+v, want one still leased to the other instance, untouched by this one", ds)
+		}
+		if c := h.m.get(); len(c) != 0 {
+			t.Errorf("outcomes counted = %v, want none (the other instance records the outcome)", c)
+		}
+	})
+}
+
+// TestReclaimedOwnDeliveryNotAttemptedTwice: when this instance's renewals
+// failed for a whole lease but its claims get through, it claims its own
+// lapsed delivery again while the first attempt is still under way; the
+// attempt under way keeps it and no second attempt starts. Before, the
+// same instance sent the event twice at once.
+func TestReclaimedOwnDeliveryNotAttemptedTwice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const lease = 2 * time.Second
+		release := make(chan struct{})
+		h, db, ch := startDown(t, lease, func(ctx context.Context) (string, error) {
+			<-release
+			return "", nil
+		})
+		h.request(t, "writes", "fs")
+		synctest.Wait()
+		db.set(true) // renewals fail; claims get through
+		time.Sleep(3 * lease)
+		synctest.Wait()
+		if ds := h.deliveries(t); len(ds) != 1 || ds[0].Attempts < 2 {
+			t.Fatalf("deliveries = %+v, want one claimed again by this instance after its lease lapsed", ds)
+		}
+		db.set(false)
+		close(release)
+		synctest.Wait()
+		if n := len(ch.got()); n != 1 {
+			t.Errorf("sent %d times, want once", n)
+		}
+		if ds := h.deliveries(t); len(ds) != 1 || ds[0].State != store.DeliveryDelivered {
+			t.Errorf("deliveries = %+v, want one delivered", ds)
+		}
+	})
+}
