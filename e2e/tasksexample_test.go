@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -153,5 +154,39 @@ func TestTasksClientExample(t *testing.T) {
 	}
 	if st := showJSON(t, g.Admin, p.ID); st.State != "consumed" || st.DispatchOutcome != "ok" {
 		t.Errorf("approval after the task: state %s, outcome %s; want consumed, ok", st.State, st.DispatchOutcome)
+	}
+}
+
+// TestTasksClientSaysAnHTTP400sError runs examples/tasksclient against a
+// real toolgate for a tool that does not exist, which toolgate answers
+// with HTTP 400 and a JSON-RPC error (invalid params): the program exits 1
+// saying the error's message and code as a person reads them, not the raw
+// JSON-RPC body (ends40: before, it printed `HTTP 400 Bad Request:
+// {"jsonrpc":"2.0",…}`).
+func TestTasksClientSaysAnHTTP400sError(t *testing.T) {
+	dir := t.TempDir()
+	g := startGateway(t, gatewayConfig(filepath.Join(dir, "db.sqlite"), upstreamServer(filepath.Join(dir, "record.log"))+"\npolicy:\n  default: allow\n"), nil)
+	bin, err := tasksExampleBin()
+	if err != nil {
+		t.Fatalf("build examples/tasksclient: %v", err)
+	}
+	cmd := exec.Command(bin, "-url", g.MCP, "-tool", "t__no_such_tool", "-args", `{}`)
+	cmd.Env = append(childEnv(), "TOOLGATE_AGENT_TOKEN="+agentToken)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	var xe *exec.ExitError
+	if !errors.As(err, &xe) || xe.ExitCode() != 1 {
+		t.Errorf("tasksclient exited with %v, want status 1\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	out := stderr.String()
+	t.Logf("tasksclient: %s", strings.TrimSpace(out))
+	for _, want := range []string{"tasksclient: tools/call: ", "t__no_such_tool", "JSON-RPC error -32602", "HTTP 400 Bad Request"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("tasksclient's stderr %q does not say %q", out, want)
+		}
+	}
+	if strings.Contains(out, `"jsonrpc"`) || strings.Contains(out, "{") {
+		t.Errorf("tasksclient's stderr quotes the raw JSON-RPC body: %q", out)
 	}
 }

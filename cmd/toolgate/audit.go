@@ -80,7 +80,7 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	cfg, err := config.LoadFile(*path, os.LookupEnv)
 	if err != nil {
-		fmt.Fprintf(stderr, "toolgate: %s: %v\n", *path, err)
+		fmt.Fprintf(stderr, "toolgate: %v: %v\n", errConfig, err) // err names the file
 		return 2
 	}
 	if cfg.Storage.Driver == sqlstore.DriverPostgres {

@@ -11,28 +11,43 @@ import (
 // TestServeRefusesBadConfigAsConfig: a config serve cannot start with
 // exits 2 (the contract: "usage or invalid config") and says so; it is not
 // labelled a usage error (the flags were right), and no line repeats the
-// file's path.
+// file's path. Every kind of problem (unknown key, bad type, bad value,
+// a missing file, what preflight finds) is told in one form,
+// "toolgate: invalid config: FILE:LINE: problem" (": problem" without a
+// line where none is known; ends40: before, a problem the parser found
+// came after a line "invalid config: load config:" of its own).
 func TestServeRefusesBadConfigAsConfig(t *testing.T) {
+	const listen = "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\npolicy: { default: allow }\n"
 	tests := []struct {
 		name, config string
 		want         string
+		at           string // ":LINE: " where the problem is, or ": "
 	}{
 		{"unknown key", "listen: { mcp: 127.0.0.1:0, amdin: 127.0.0.1:0 }\n" + principals,
-			`unknown key "amdin" in listen`},
-		{"no tokens", "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\npolicy: { default: allow }\n",
-			"no agent tokens configured"},
+			`unknown key "amdin" in listen`, ":1: "},
+		{"bad type", listen + "limits:\n  max_request_bytes: [1]\n" + principals,
+			"want a size such as 64MiB", ":5: "},
+		{"bad value", listen + "limits:\n  stdio_write_timeout: 1ms\n" + principals,
+			"must be at least 100ms", ":5: "},
+		{"no tokens", listen, "no agent tokens configured", ": "},
+		{"unset token variable", listen + "agents:\n  - { id: a, token_env: CMD_TEST_UNSET_EXITCODE }\napprovers:\n  - { id: alice, token_env: CMD_TEST_APPROVER_TOKEN, roles: [admin] }\n",
+			"CMD_TEST_UNSET_EXITCODE is not set", ":5: "},
+		{"missing file", "", "no such file or directory", ": "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeConfig(t, tt.config)
+			if tt.config == "" {
+				path = filepath.Join(filepath.Dir(path), "missing.yaml")
+			}
 			var stdout, stderr bytes.Buffer
 			code := run(t.Context(), []string{"serve", "--config", path}, strings.NewReader(""), &stdout, &stderr)
 			out := stderr.String()
 			if code != 2 {
 				t.Errorf("exit code %d, want 2\nstderr:\n%s", code, out)
 			}
-			if !strings.HasPrefix(out, "toolgate: invalid config: ") || !strings.Contains(out, tt.want) {
-				t.Errorf("stderr = %q, want it to start with %q and name %q", out, "toolgate: invalid config: ", tt.want)
+			if head := "toolgate: invalid config: " + path + tt.at; !strings.HasPrefix(out, head) || !strings.Contains(out, tt.want) {
+				t.Errorf("stderr = %q, want it to start with %q and name %q", out, head, tt.want)
 			}
 			if strings.Contains(out, "usage") {
 				t.Errorf("stderr calls a config problem a usage error: %q", out)

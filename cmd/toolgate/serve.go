@@ -445,6 +445,11 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 		pr := cfg.StdioPrincipal()
 		eg.Go(func() error {
 			out, outDone := stdioOut(sio.stdout, sio.stderr)
+			// The pipe goes back blocking on every way out (outDone runs
+			// once): it is the agent's (or a shell's), shared with whoever
+			// writes to it next. The bound's exit runs it too.
+			defer outDone()
+			watch.beforeExit(outDone)
 			err := c.gw.ServeStdio(ctx, io.NopCloser(sio.stdin), out, pr)
 			outDone()
 			c.gate.Stop()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -23,9 +24,10 @@ const shutdownBound = 15 * time.Second
 // that overran shutdownBound: the step it was at and what was still in
 // flight. The zero value is ready; it is safe for concurrent use.
 type shutdownWatch struct {
-	mu   sync.Mutex
-	step string       // guarded by mu
-	what func() []any // guarded by mu; attributes of what is still in flight
+	mu     sync.Mutex
+	step   string       // guarded by mu
+	what   func() []any // guarded by mu; attributes of what is still in flight
+	undoes []func()     // guarded by mu; run before the bound's exit
 }
 
 // at records the step the shutdown is at.
@@ -40,6 +42,17 @@ func (w *shutdownWatch) at(step string) {
 func (w *shutdownWatch) inFlight(fn func() []any) {
 	w.mu.Lock()
 	w.what = fn
+	w.mu.Unlock()
+}
+
+// beforeExit registers fn to run before the bound's exit: an undo that
+// must not be skipped even when the process exits mid-shutdown, such as
+// giving serve --stdio's stdout pipe back blocking (gateway.StdioOutput's
+// done; ends40). fn must be safe to call again, from any goroutine, and
+// while its owner still runs, and must not block.
+func (w *shutdownWatch) beforeExit(fn func()) {
+	w.mu.Lock()
+	w.undoes = append(w.undoes, fn)
 	w.mu.Unlock()
 }
 
@@ -76,10 +89,10 @@ func (w *shutdownWatch) arm(signalled context.Context, bound time.Duration, log 
 }
 
 // overran logs that the shutdown overran bound, naming its step and what
-// it cuts off, and calls exit(1).
+// it cuts off, runs what beforeExit registered, and calls exit(1).
 func (w *shutdownWatch) overran(bound time.Duration, log *slog.Logger, exit func(int)) {
 	w.mu.Lock()
-	step, what := w.step, w.what
+	step, what, undoes := w.step, w.what, slices.Clone(w.undoes)
 	w.mu.Unlock()
 	attrs := []any{"bound", bound, "step", step}
 	if what != nil {
@@ -87,5 +100,8 @@ func (w *shutdownWatch) overran(bound time.Duration, log *slog.Logger, exit func
 	}
 	attrs = append(attrs, "note", "an approval cut off in dispatch stays consumed without an outcome until a live sweeper (another instance's, or this one's next start) records it unknown once its lease lapses")
 	log.Error("shutdown did not finish within its bound; exiting now, cutting off what was still running", attrs...)
+	for _, undo := range undoes {
+		undo()
+	}
 	exit(1)
 }

@@ -239,8 +239,7 @@ func (c *client) rpc(ctx context.Context, method, name string, params map[string
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode/100 != 2 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("%s: HTTP %s: %s", method, resp.Status, strings.TrimSpace(string(b)))
+		return nil, httpError(method, resp)
 	}
 	msg, err := readResponse(resp, c.id)
 	if err != nil {
@@ -250,6 +249,22 @@ func (c *client) rpc(ctx context.Context, method, name string, params map[string
 		return nil, msg.Error
 	}
 	return msg.Result, nil
+}
+
+// httpError says why a request was answered with a non-2xx status: a
+// JSON-RPC error in the body (toolgate answers an unknown tool, say, with
+// HTTP 400 and one) as the status, its code and its message; any other
+// body as its first 4 KiB of text.
+func httpError(method string, resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var m response
+	if json.Unmarshal(b, &m) == nil && m.Error != nil && m.Error.Message != "" {
+		return fmt.Errorf("%s: HTTP %s, JSON-RPC error %d: %s", method, resp.Status, m.Error.Code, m.Error.Message)
+	}
+	if len(b) > 4096 {
+		b = b[:4096]
+	}
+	return fmt.Errorf("%s: HTTP %s: %s", method, resp.Status, strings.TrimSpace(string(b)))
 }
 
 // response is a JSON-RPC response.

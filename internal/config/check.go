@@ -113,7 +113,7 @@ func (c Config) EnvProblems(env Env, readFile func(string) ([]byte, error)) erro
 
 // Lines flattens err, as returned by Load or Validate, into one line per
 // problem: a joined error is listed one by one, and multi-line messages
-// are split (LoadFile's error gives a "load config:" line first). It returns nil for a nil error.
+// are split. It returns nil for a nil error.
 func Lines(err error) []string {
 	if err == nil {
 		return nil

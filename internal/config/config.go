@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -345,20 +346,34 @@ func Load(r io.Reader, env Env) (Config, error) {
 	return cfg, errors.Join(withLines(root, append(zeroErrors(root), cfg.Validate()))...)
 }
 
-// LoadFile is Load on the file at path; its error says "load config:" and
-// then each problem as "path:12: msg", or "path: msg" when it names no
-// line (see AtFile).
+// LoadFile is Load on the file at path; its error names the file in each
+// problem, one a line, as "path:12: msg", or "path: msg" when it names no
+// line (see AtFile), and a file it cannot open as "path: no such file or
+// directory" (fileOpenError; errors.Is finds fs.ErrNotExist and the like).
+// Every config error a user can hit starts the same way: serve prints it
+// after "invalid config: " (branch ends40; before, a parse error came
+// after a "load config:" line of its own, and preflight's without).
 func LoadFile(path string, env Env) (Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return Config{}, fmt.Errorf("load config: %w", err)
+		return Config{}, fileOpenError(path, err)
 	}
 	defer func() { _ = f.Close() }() // read only: nothing to lose
 	cfg, err := Load(f, env)
 	if err != nil {
-		return cfg, fmt.Errorf("load config:\n%w", AtFile(path, err))
+		return cfg, AtFile(path, err)
 	}
 	return cfg, nil
+}
+
+// fileOpenError is os.Open's err for the config file path, as "path:
+// reason" (the reason wrapped: fs.ErrNotExist and the like still match).
+func fileOpenError(path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", path, pe.Err)
+	}
+	return fmt.Errorf("%s: %w", path, err)
 }
 
 // parse is parseAll with its problems joined (the decoded Config only when

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"errors"
+	"io/fs"
 	"strings"
 	"testing"
 
@@ -314,7 +316,12 @@ func TestLoadFileNamesThePath(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), `storage.driver "x"`) {
 		t.Errorf("LoadFile = %v", err)
 	}
-	if diff := cmp.Diff([]string{"load config:", p + `:1: storage.driver "x": want sqlite or postgres`}, Lines(err)); diff != "" {
+	if diff := cmp.Diff([]string{p + `:1: storage.driver "x": want sqlite or postgres`}, Lines(err)); diff != "" {
 		t.Errorf("Lines(LoadFile error) (-want +got):\n%s", diff)
+	}
+	missing := t.TempDir() + "/missing.yaml"
+	_, err = LoadFile(missing, nil)
+	if err == nil || err.Error() != missing+": no such file or directory" || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("LoadFile(missing) = %v, want %q naming the file once, and fs.ErrNotExist", err, missing+": no such file or directory")
 	}
 }

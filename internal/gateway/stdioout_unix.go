@@ -5,6 +5,7 @@ package gateway
 import (
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -23,9 +24,12 @@ import (
 // writes run in a goroutine each, bounded the same way. So is a pipe that
 // one of others (the process's stderr, the log's writer) is as well
 // (`2>&1`): made non-blocking under the log, a line logged while the agent
-// is slow to read would fail with EAGAIN and be lost. A process that
-// exits without done (the shutdown bound's exit) leaves the pipe
-// non-blocking; its other writers, if any, see EAGAIN on a full pipe.
+// is slow to read would fail with EAGAIN and be lost. done runs once
+// however often it is called, from any goroutine, also while a write is
+// in flight (that write then fails), and does not block: a process must
+// call it on every way out, the shutdown bound's os.Exit included (serve
+// does, ends40), or the pipe stays non-blocking after it and the next
+// program writing to it (the agent's, a shell's) sees EAGAIN.
 func StdioOutput(f *os.File, others ...*os.File) (w io.WriteCloser, done func()) {
 	plain := func() (io.WriteCloser, func()) { return keepOpen{f}, func() {} }
 	rc, err := f.SyscallConn()
@@ -87,9 +91,12 @@ func StdioOutput(f *os.File, others ...*os.File) (w io.WriteCloser, done func())
 		restore()
 		return plain()
 	}
+	var once sync.Once
 	return keepOpen{nf}, func() {
-		_ = nf.Close()
-		restore()
+		once.Do(func() {
+			_ = nf.Close()
+			restore()
+		})
 	}
 }
 

@@ -12,7 +12,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"reflect"
@@ -121,7 +123,7 @@ func (r *Reloader) Reload(ctx context.Context) error {
 		r.metrics.PolicyReloadFailed()
 		r.log.ErrorContext(ctx, "policy reload failed; the current policy stays in force",
 			"revision", curRev, "path", r.path, "err", strings.Join(config.Lines(err), "; "))
-		return fmt.Errorf("load config:\n%w", config.AtFile(r.path, err))
+		return config.AtFile(r.path, err)
 	}
 	next := cfg.Policy // a fresh copy, never modified after Store
 	newRev := policy.Revision(&next)
@@ -149,7 +151,11 @@ func (r *Reloader) Reload(ctx context.Context) error {
 func (r *Reloader) load() (config.Config, error) {
 	b, err := os.ReadFile(r.path)
 	if err != nil {
-		return config.Config{}, fmt.Errorf("reload config: %w", err)
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // Reload names the file (config.AtFile)
+		}
+		return config.Config{}, fmt.Errorf("read: %w", err)
 	}
 	r.seen, r.read = sha256.Sum256(b), true
 	cfg, err := config.Load(bytes.NewReader(b), r.env)

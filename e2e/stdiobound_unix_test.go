@@ -1,0 +1,155 @@
+//go:build unix
+
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestStdioPipeBlockingAfterShutdownBound runs `toolgate serve --stdio`
+// with its stdout a blocking pipe the test made (as an agent or a shell
+// does) and that it never reads, sends requests until their answers fill
+// the pipe, and stops the process with SIGTERM: the session's close waits
+// on the blocked write (limits.stdio_write_timeout, here 10m; the default
+// 30s outlasts the bound too), so the shutdown overruns its bound (15 s)
+// and the process exits with status 1. After it the pipe's flags are what
+// they were before it started: blocking. On the base of ends40 the
+// bound's os.Exit skipped StdioOutput's done and left the pipe O_NONBLOCK,
+// so the next program writing to it saw EAGAIN.
+func TestStdioPipeBlockingAfterShutdownBound(t *testing.T) {
+	dir := t.TempDir()
+	cfg := `
+storage:
+  driver: sqlite
+  path: ` + q(filepath.Join(dir, "db.sqlite")) + `
+limits:
+  stdio_write_timeout: 10m
+` + principalsYAML + upstreamServer(filepath.Join(dir, "record.log")) + `
+policy:
+  default: allow
+`
+	cmd, stderr, _ := gatewayCommand(t, cfg, nil, "--stdio")
+
+	// The agent's pipe, blocking as an agent's is; the test holds both
+	// ends and never reads.
+	var p [2]int
+	if err := unix.Pipe(p[:]); err != nil {
+		t.Fatal(err)
+	}
+	unix.CloseOnExec(p[0])
+	unix.CloseOnExec(p[1])
+	r, w := os.NewFile(uintptr(p[0]), "agent-r"), os.NewFile(uintptr(p[1]), "agent-w")
+	t.Cleanup(func() { _ = w.Close(); _ = r.Close() })
+	before := fileFlags(t, w)
+	if before&unix.O_NONBLOCK != 0 {
+		t.Fatalf("the test's pipe is non-blocking before serve started (flags %#x)", before)
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		stopProcess(t, cmd.Process, exited)
+		checkChildLog(t, "toolgate serve --stdio", stderr)
+	})
+	// Far more answers than the pipe holds; the writes end with the
+	// process (the cleanup's stop).
+	go func() {
+		if _, err := io.WriteString(stdin, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"stall","version":"1"}}}`+"\n"+
+			`{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"); err != nil {
+			return
+		}
+		for i := 1; i <= 5000; i++ {
+			if _, err := fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`+"\n", i); err != nil {
+				return
+			}
+		}
+	}()
+	waitPipeFull(t, p[1], exited)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(waitFor(t)):
+		t.Fatalf("toolgate serve --stdio did not exit within %v of SIGTERM", waitFor(t))
+	}
+	if !strings.Contains(stderr.String(), "shutdown did not finish within its bound") {
+		t.Fatalf("the shutdown did not overrun its bound (this test needs it to)\nstderr:\n%s", stderr)
+	}
+	var xe *exec.ExitError
+	if !errors.As(waitErr, &xe) || xe.ExitCode() != 1 {
+		t.Errorf("toolgate serve --stdio exited with %v after its shutdown overran its bound, want status 1", waitErr)
+	}
+	if after := fileFlags(t, w); after != before {
+		t.Errorf("the agent's stdout pipe has flags %#x after toolgate exited, want %#x as before (O_NONBLOCK is %#x)", after, before, unix.O_NONBLOCK)
+	}
+}
+
+// waitPipeFull waits until serve has made the pipe of write end fd
+// non-blocking (it serves) and the pipe is full: a write of one byte (a
+// newline, blank between the JSON lines nobody reads) fails with EAGAIN.
+// serve then has a write blocked, with more answers behind it.
+func waitPipeFull(t *testing.T, fd int, exited <-chan struct{}) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor(t))
+	for {
+		fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fl&unix.O_NONBLOCK != 0 {
+			if _, err := unix.Write(fd, []byte("\n")); errors.Is(err, unix.EAGAIN) {
+				return
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case <-exited:
+			t.Fatal("toolgate serve --stdio exited before its stdout pipe filled")
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stdout pipe of toolgate serve --stdio was not non-blocking and full after %v (flags %#x)", waitFor(t), fl)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// fileFlags returns f's file status flags (F_GETFL): those of its open
+// file description, which every process holding it shares.
+func fileFlags(t *testing.T, f *os.File) int {
+	t.Helper()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fl int
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { fl, ferr = unix.FcntlInt(fd, unix.F_GETFL, 0) }); err != nil || ferr != nil {
+		t.Fatal(err, ferr)
+	}
+	return fl
+}
