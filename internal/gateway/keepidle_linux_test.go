@@ -161,7 +161,7 @@ func TestKeptAliveIdlePipelinedBytes(t *testing.T) {
 	verifyNoLeaks(t)
 	f := newLeanFixture(t, nil)
 	host, _ := keepIdleFront(t, f, 100, testWait)
-	for _, split := range []int{1, 3, 4, 10} {
+	for _, split := range []int{1, 3, 4, 10, len("GET /healthz HTTP/1.1\r\n")} {
 		c, _ := dialRaw(t, "http://"+host)
 		br := bufio.NewReader(c)
 		next := healthzRequest(host)
