@@ -93,7 +93,7 @@ func (c *conn) readDeadline() time.Time {
 
 // SetDeadline sets both deadlines (SetReadDeadline's count included).
 func (c *conn) SetDeadline(t time.Time) error {
-	return errors.Join(c.SetReadDeadline(t), c.Conn.SetWriteDeadline(t))
+	return errors.Join(c.SetReadDeadline(t), c.SetWriteDeadline(t))
 }
 
 // tryHandoff hands c off (see above) when p is net/http's idle peek with

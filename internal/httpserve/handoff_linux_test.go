@@ -26,7 +26,7 @@ func TestHandoffKeepsTheCapsCount(t *testing.T) {
 	handed := make(chan net.Conn, 1)
 	l.SetHandoff(func(c net.Conn) bool { handed <- c; return true })
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok x") }),
-		ConnState: l.ConnState, IdleTimeout: time.Minute}
+		ConnState: l.ConnState, IdleTimeout: time.Minute, ReadHeaderTimeout: time.Minute}
 	served := make(chan struct{})
 	go func() { defer close(served); _ = srv.Serve(l) }()
 	defer func() { _ = srv.Shutdown(context.Background()); <-served }()
