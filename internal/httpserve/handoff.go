@@ -56,6 +56,7 @@ const (
 	keptNone     = 0 // not idle after a served request
 	keptIdle     = 1 // ConnState(StateIdle) after a served request
 	keptDeadline = 2 // and then one SetReadDeadline: net/http's idle wait
+	keptMore     = 3 // and then more: a request is being read
 )
 
 // SetHandoff sets the hand-off of l's idle kept-alive connections (nil:
@@ -74,7 +75,9 @@ func (l *Listener) SetHandoff(f func(net.Conn) bool) {
 // SetReadDeadline sets the connection's read deadline, counting the
 // one net/http sets before its idle wait (see above).
 func (c *conn) SetReadDeadline(t time.Time) error {
-	c.keptIdle.CompareAndSwap(keptIdle, keptDeadline)
+	if !c.keptIdle.CompareAndSwap(keptIdle, keptDeadline) {
+		c.keptIdle.CompareAndSwap(keptDeadline, keptMore)
+	}
 	var at int64
 	if !t.IsZero() {
 		at = t.UnixNano()
