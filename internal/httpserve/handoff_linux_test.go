@@ -75,3 +75,48 @@ func srvConns(*http.Server) []string {
 	}
 	return out
 }
+
+// TestHandoffNeverMidRequest (idle40): a request whose line came with the
+// previous request (read whole into net/http's reader) and whose headers
+// come later is not handed off while net/http reads it: a read of the
+// reader's whole buffer then is not the idle peek (more than one read
+// deadline since StateIdle). It is answered; the connection is handed
+// off once idle after it.
+func TestHandoffNeverMidRequest(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Limit(ln, 10, nil)
+	l.handoffGrace = 10 * time.Millisecond
+	handed := make(chan net.Conn, 2)
+	l.SetHandoff(func(c net.Conn) bool { handed <- c; return true })
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok "+r.URL.Path[1:]) }),
+		ConnState: l.ConnState, IdleTimeout: time.Minute, ReadHeaderTimeout: time.Minute}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(l) }()
+	defer func() { _ = srv.Shutdown(context.Background()); <-served }()
+
+	c := dial(t, ln.Addr().String())
+	defer func() { _ = c.Close() }()
+	if _, err := io.WriteString(c, "GET /x HTTP/1.1\r\nHost: x\r\n\r\nGET /y HTTP/1.1\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	readOK(t, br, "x")
+	// The headers come well past the grace.
+	time.Sleep(200 * time.Millisecond)
+	if _, err := io.WriteString(c, "Host: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	readOK(t, br, "y")
+	select {
+	case hc := <-handed:
+		_ = hc.Close()
+	case <-time.After(30 * time.Second):
+		t.Fatal("the idle connection was not handed off after the second answer")
+	}
+	if len(handed) != 0 {
+		t.Fatal("handed off twice")
+	}
+}
