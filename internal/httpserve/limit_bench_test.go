@@ -23,6 +23,7 @@ func BenchmarkCappedKeepAliveHandoff(b *testing.B) {
 }
 
 func benchCappedKeepAlive(b *testing.B, handoff func(net.Conn, *http.Server) bool) {
+	b.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
