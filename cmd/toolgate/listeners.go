@@ -139,6 +139,9 @@ func (l *listeners) attach(ctx context.Context, cfg config.Config, f serveFlags,
 			mux.Handle("/v1/", api.NewAgentSessions(c.gate, api.AgentAuthenticator(auth), &api.Options{Logger: log, SessionsChanged: c.gw.SessionsChanged}))
 			x.h = mux
 			x.opts.MaxConns = p.caps.mcp
+			// Kept-alive connections idle after a request net/http answered
+			// wait on the gateway's shared poller (idle40).
+			x.opts.IdleHandoff = c.gw.KeepIdle
 			maxBody := int64(cfg.Limits.MaxRequestBytes) // limits.max_request_bytes
 			if maxBody <= 0 {
 				maxBody = mcpMaxBody

@@ -508,7 +508,7 @@ func (p *parkedResponse) writeTo(w parkedWriter, closing, http10 bool) error {
 // goroutine, until that byte comes (serveIdle, leanparkidle.go); else on
 // net/http's connection goroutine (httpserve.AwaitFirstByte).
 func (f *httpFront) serveRest(conn net.Conn, pending []byte, waiting bool, from *http.Server) {
-	if !waiting && f.serveIdle(conn, from) {
+	if !waiting && f.serveIdle(conn, from, false) {
 		// Idle on the shared poller until the next request (leanparkidle.go).
 		return
 	}

@@ -79,8 +79,9 @@ type idleConn struct {
 // ends it, it idles past its idle timeout, the listener evicts it or the
 // gateway closes (see above). It reports false, having changed nothing,
 // when conn cannot be watched so; serveRest then serves it. The caller
-// holds a count of the gateway's WaitGroup.
-func (f *httpFront) serveIdle(conn net.Conn, from *http.Server) bool {
+// holds a count of the gateway's WaitGroup. handed: conn comes from its
+// listener's hand-off (KeepIdle), which counts it idle already.
+func (f *httpFront) serveIdle(conn net.Conn, from *http.Server, handed bool) bool {
 	g := f.g
 	p := g.parkPoll.Load()
 	if p == nil || g.root.Err() != nil {
@@ -107,10 +108,34 @@ func (f *httpFront) serveIdle(conn net.Conn, from *http.Server) bool {
 	if ic.evict != nil {
 		ic.evict.OnEvict(ic.evicted)
 	}
-	if tell, ok := conn.(connStater); ok {
+	if tell, ok := conn.(connStater); ok && !handed {
 		tell.ConnState(http.StateIdle)
 	}
 	return true
+}
+
+// KeepIdle takes conn, a kept-alive connection of an agent listener idle
+// after a request that from, the listener's server, answered itself
+// (/healthz, the /v1/ agent API, a 401), off net/http: on Linux it waits
+// for the client's next request on the gateway's shared poller, without
+// a goroutine or buffers, as an answered parked call's connection does
+// (serveIdle; issue 13, idle40), and that request is served by serveRest
+// as from would serve it (from's handler, so the same authentication and
+// limits; its header bound and timeouts); from's idle timeout closes it
+// first, and so do an eviction by its capped listener and the gateway's
+// Close. It reports false, having changed nothing, when it cannot take
+// conn (no poller on this platform or any more, a TLS connection, no
+// descriptor, the gateway closing, from without a handler). It is
+// httpserve.Options.IdleHandoff for toolgate serve's agent listener.
+func (g *Gateway) KeepIdle(conn net.Conn, from *http.Server) bool {
+	if from == nil || from.Handler == nil || !g.parkStarts() {
+		return false
+	}
+	defer g.wg.Done()
+	// With from set, serveRest serves from's handler: the front's own
+	// fields are not used.
+	f := &httpFront{g: g}
+	return f.serveIdle(conn, from, true)
 }
 
 // end reports whether the caller is the one end of ic, and if so stops

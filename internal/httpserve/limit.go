@@ -91,6 +91,10 @@ type Listener struct {
 	// Counts since the last log line, and when that was.
 	evicted, refused int
 	logged           time.Time
+	// handoff takes idle kept-alive connections off net/http (SetHandoff,
+	// handoff.go); handoffGrace is how long they idle on net/http first.
+	handoff      func(net.Conn) bool
+	handoffGrace time.Duration
 }
 
 // Limit returns ln capped at maxConns connections (maxConns >= 1).
@@ -103,7 +107,7 @@ func Limit(ln net.Listener, maxConns int, opts *LimitOptions) *Listener {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Listener{Listener: ln, maxConns: maxConns, name: o.Name, log: o.Logger, onShed: o.OnShed,
-		headerGrace: headerGrace, headerStall: headerStall, idleGrace: idleGrace}
+		headerGrace: headerGrace, headerStall: headerStall, idleGrace: idleGrace, handoffGrace: handoffGrace}
 }
 
 // headerGrace and headerStall: see Listener.headerGrace. An HTTP client
@@ -148,6 +152,15 @@ type conn struct {
 	// onEvict, guarded by l.mu, is called before c is closed by an
 	// eviction (OnEvict).
 	onEvict func()
+	// keptIdle tells net/http's idle wait after a served request
+	// (handoff.go); askedRead is the read deadline last set through c
+	// (Unix nanoseconds, 0: none).
+	keptIdle  atomic.Int32
+	askedRead atomic.Int64
+	// owedClose and owedClosed, guarded by l.mu: c was handed off, and
+	// the Close and the StateClosed of the server that let go of it are
+	// still to come (swallowed).
+	owedClose, owedClosed bool
 }
 
 // OnEvict sets f (nil: none) to be called when the Listener evicts c,
@@ -177,6 +190,9 @@ func (c *conn) OnEvict(f func()) {
 // (Listener.stalled) between its socket's read and that note returns
 // net.ErrClosed, not the bytes.
 func (c *conn) Read(p []byte) (int, error) {
+	if c.inIdle.Load() && c.tryHandoff(p) {
+		return 0, errHandedOff
+	}
 	// watched: c may be evicted during this Read (an eviction clears
 	// both flags, so they are read before).
 	watched := c.inIdle.Load() || c.inReading.Load()
@@ -321,6 +337,9 @@ func (c *conn) ConnState(state http.ConnState) { c.l.ConnState(c, state) }
 
 // Close closes the connection and frees its place under the cap.
 func (c *conn) Close() error {
+	if c.swallowClose() {
+		return nil // net/http letting go of c, handed off (handoff.go)
+	}
 	c.l.mu.Lock()
 	c.l.forget(c)
 	c.l.mu.Unlock()
@@ -393,7 +412,7 @@ func (l *Listener) ConnState(nc net.Conn, state http.ConnState) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if c.closed {
+	if c.closed || c.swallowState(state) {
 		return
 	}
 	l.unidle(c)

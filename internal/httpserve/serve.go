@@ -68,6 +68,16 @@ type Options struct {
 	// "refused" (a new connection answered 503 because every other one
 	// carries a request).
 	OnShed func(how string)
+	// IdleHandoff, when set (and MaxConns is), takes a kept-alive
+	// connection idle after a request net/http answered off net/http, so
+	// that it waits for its next request without a goroutine or buffers
+	// (the gateway's shared poller: gateway.Gateway.KeepIdle): it is called
+	// with the connection and the server that served it once the client
+	// sent nothing for a tenth of a second, and reports whether it took
+	// the connection; it then serves the client's next request as from
+	// would (handler, timeouts, header bound) and closes the connection at
+	// its idle timeout at the latest. See handoff.go.
+	IdleHandoff func(c net.Conn, from *http.Server) bool
 
 	// headerGrace, when set, replaces the cap's headerGrace (tests).
 	headerGrace time.Duration
@@ -117,6 +127,9 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, opts *Options) 
 		l := Limit(ln, o.MaxConns, &LimitOptions{Name: o.Name, Logger: o.Logger, OnShed: o.OnShed})
 		if o.headerGrace > 0 {
 			l.headerGrace = o.headerGrace
+		}
+		if o.IdleHandoff != nil {
+			l.SetHandoff(func(c net.Conn) bool { return o.IdleHandoff(c, srv) })
 		}
 		ln = l
 		srv.ConnState = l.ConnState

@@ -57,3 +57,6 @@ func peekDone(fd uintptr) bool {
 	_, e := rawio.Peek(fd, b[:])
 	return e != syscall.EAGAIN
 }
+
+// canPeek: idle connections may be handed off (handoff.go).
+const canPeek = true

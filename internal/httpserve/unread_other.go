@@ -11,3 +11,7 @@ func hasUnread(net.Conn) bool { return false }
 // awaitByte does not wait where the socket is not peeked: the caller
 // reads as usual.
 func awaitByte(net.Conn) error { return errNoPeek }
+
+// canPeek: no hand-off of idle connections where the socket is not
+// peeked (handoff.go).
+const canPeek = false

@@ -1,0 +1,122 @@
+package httpserve
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHandoffKeepsTheCapsCount (idle40): a kept-alive connection idle
+// after a request its server answered is handed off once its client sent
+// nothing for the grace: net/http lets go of it without closing it, and
+// the capped listener still counts it open and idle (evictable) until the
+// one it was handed to closes it.
+func TestHandoffKeepsTheCapsCount(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Limit(ln, 10, nil)
+	handed := make(chan net.Conn, 1)
+	l.SetHandoff(func(c net.Conn) bool { handed <- c; return true })
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok x") }),
+		ConnState: l.ConnState, IdleTimeout: time.Minute, ReadHeaderTimeout: time.Minute}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(l) }()
+	defer func() { _ = srv.Shutdown(context.Background()); <-served }()
+
+	c := dial(t, ln.Addr().String())
+	defer func() { _ = c.Close() }()
+	send(t, c, "/x")
+	br := bufio.NewReader(c)
+	readOK(t, br, "x")
+	var hc net.Conn
+	select {
+	case hc = <-handed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the idle connection was not handed off")
+	}
+	// net/http let go of it: its Close and StateClosed were swallowed.
+	for deadline := time.Now().Add(30 * time.Second); len(srvConns(srv)) != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("net/http still tracks the handed-off connection")
+		}
+	}
+	if l.Open() != 1 || l.Idle() != 1 {
+		t.Fatalf("handed off: open %d idle %d, want 1 and 1", l.Open(), l.Idle())
+	}
+	// Still open: a request written now is waiting in its socket.
+	send(t, c, "/y")
+	buf := make([]byte, 3)
+	if _, err := io.ReadFull(hc, buf); err != nil || string(buf) != "GET" {
+		t.Fatalf("read from the handed-off connection: %q %v", buf, err)
+	}
+	_ = hc.Close()
+	if l.Open() != 0 {
+		t.Fatalf("closed by its new owner: open %d, want 0", l.Open())
+	}
+}
+
+// srvConns is the stacks of net/http's connection goroutines.
+func srvConns(*http.Server) []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "net/http.(*conn).serve") {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// TestHandoffNeverMidRequest (idle40): a request whose line came with the
+// previous request (read whole into net/http's reader) and whose headers
+// come later is not handed off while net/http reads it: a read of the
+// reader's whole buffer then is not the idle peek (more than one read
+// deadline since StateIdle). It is answered; the connection is handed
+// off once idle after it.
+func TestHandoffNeverMidRequest(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Limit(ln, 10, nil)
+	l.handoffGrace = 10 * time.Millisecond
+	handed := make(chan net.Conn, 2)
+	l.SetHandoff(func(c net.Conn) bool { handed <- c; return true })
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok "+r.URL.Path[1:]) }),
+		ConnState: l.ConnState, IdleTimeout: time.Minute, ReadHeaderTimeout: time.Minute}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(l) }()
+	defer func() { _ = srv.Shutdown(context.Background()); <-served }()
+
+	c := dial(t, ln.Addr().String())
+	defer func() { _ = c.Close() }()
+	if _, err := io.WriteString(c, "GET /x HTTP/1.1\r\nHost: x\r\n\r\nGET /y HTTP/1.1\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	readOK(t, br, "x")
+	// The headers come well past the grace.
+	time.Sleep(200 * time.Millisecond)
+	if _, err := io.WriteString(c, "Host: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	readOK(t, br, "y")
+	select {
+	case hc := <-handed:
+		_ = hc.Close()
+	case <-time.After(30 * time.Second):
+		t.Fatal("the idle connection was not handed off after the second answer")
+	}
+	if len(handed) != 0 {
+		t.Fatal("handed off twice")
+	}
+}
