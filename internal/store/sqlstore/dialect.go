@@ -53,10 +53,11 @@ type dialect interface {
 	// Watch sees any commit through PRAGMA data_version.
 	notifications(evs []event) (selects string, args []any)
 	// feedQuery is the query of DB.Feed: the events after the cursor in
-	// feed order, at most limit, selecting eventColumns and then the
-	// transaction order key as text (see store.Cursor). It must never
-	// return an event while one before it in feed order can still commit.
-	feedQuery(after store.Cursor, limit int) (string, []any)
+	// feed order, at most limit, selecting cols (eventColumns, or
+	// watchColumns for the watch) and then the transaction order key as
+	// text (see store.Cursor). It must never return an event while one
+	// before it in feed order can still commit.
+	feedQuery(cols string, after store.Cursor, limit int) (string, []any)
 	// feedEndQuery selects the transaction order key (as text) and seq of
 	// the last event feedQuery could return now; no row for an empty log.
 	feedEndQuery() string

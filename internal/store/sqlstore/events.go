@@ -119,7 +119,7 @@ func (db *DB) Events(ctx context.Context, after int64, limit int) ([]approval.Ev
 // order and the cursor of the last one: see store.Store.Feed. The dialect
 // says what is safe to return (dialect.feedQuery).
 func (db *DB) Feed(ctx context.Context, after store.Cursor, limit int) ([]approval.Event, store.Cursor, error) {
-	q, args := db.d.feedQuery(after, feedLimit(limit))
+	q, args := db.d.feedQuery(eventColumns, after, feedLimit(limit))
 	rows, err := db.query(ctx, q, args...)
 	fevs, err := collectFeed(rows, err)
 	if err != nil {
@@ -133,7 +133,7 @@ func (db *DB) Feed(ctx context.Context, after store.Cursor, limit int) ([]approv
 // reader passes back to resume after it. The live event stream reads it,
 // so every event it sends carries its own resumable position.
 func (db *DB) FeedEntries(ctx context.Context, after store.Cursor, limit int) ([]store.FeedEntry, error) {
-	q, args := db.d.feedQuery(after, feedLimit(limit))
+	q, args := db.d.feedQuery(eventColumns, after, feedLimit(limit))
 	rows, err := db.query(ctx, q, args...)
 	fevs, err := collectFeed(rows, err)
 	if err != nil {

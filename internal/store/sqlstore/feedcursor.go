@@ -83,7 +83,7 @@ func (t *tx) consumeFeed(ctx context.Context, consumer string, limit int, now ti
 		return 0, false, fmt.Errorf("feed position of %s: %w", consumer, err)
 	}
 	limit = feedLimit(limit)
-	q, args := t.d.feedQuery(after, limit)
+	q, args := t.d.feedQuery(eventColumns, after, limit)
 	rows, err := t.query(ctx, q, args...)
 	fevs, err := collectFeed(rows, err)
 	if err != nil {

@@ -198,10 +198,10 @@ func (*postgresDialect) lockKey(ctx context.Context, t *tx, space lockSpace, key
 // an event returned.
 const feedSafe = `xid < pg_snapshot_xmin(pg_current_snapshot())`
 
-func (*postgresDialect) feedQuery(after store.Cursor, limit int) (string, []any) {
+func (*postgresDialect) feedQuery(cols string, after store.Cursor, limit int) (string, []any) {
 	// The text form gets its own name: ORDER BY xid would otherwise sort
 	// by the output column, as text ("1000" < "999").
-	return `SELECT ` + eventColumns + `, xid::text AS xid_text FROM events
+	return `SELECT ` + cols + `, xid::text AS xid_text FROM events
 		WHERE (xid, seq) > (?::xid8, ?) AND ` + feedSafe + `
 		ORDER BY events.xid, events.seq LIMIT ?`, []any{strconv.FormatUint(after.Tx, 10), after.Seq, limit}
 }

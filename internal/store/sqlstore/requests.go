@@ -585,12 +585,24 @@ func (db *DB) updateRequest(ctx context.Context, id approval.ID, actor string, r
 	var (
 		out   approval.Request
 		fnErr error
+		probe = store.TaskProbeFor(ctx, id)
+		task  bool
 	)
+	if _, ok := db.d.(*sqliteDialect); !ok {
+		probe = nil // Postgres reads it in pgLock's pipeline; its chain path leaves it to the caller
+	}
 	err := db.inTx(ctx, func(t *tx) error {
 		fnErr = nil
 		old, err := t.lockedRequest(ctx, id)
 		if err != nil {
 			return err
+		}
+		if probe != nil {
+			// In the writer's transaction: one indexed probe instead of
+			// the caller's GetTask on a reader connection afterwards.
+			if err := t.queryRow(ctx, taskProbeSQL, string(id)).Scan(&task); err != nil {
+				return err
+			}
 		}
 		cur, err := old.decode()
 		if err != nil {
@@ -635,8 +647,15 @@ func (db *DB) updateRequest(ctx context.Context, id approval.ID, actor string, r
 	case err != nil:
 		return approval.Request{}, db.wrap("update request "+string(id), err)
 	}
+	if probe != nil {
+		probe.Read, probe.Task = true, task
+	}
 	return out, nil
 }
+
+// taskProbeSQL reads whether a request holds a task (store.TaskProbe), on
+// SQLite inside the decision's transaction.
+const taskProbeSQL = `SELECT EXISTS (SELECT 1 FROM approval_tasks WHERE request_id = ?)`
 
 // dueQuery lists the requests due as of the bound time (three times, unix
 // ms), most overdue first, at most the bound limit: pending ones past their

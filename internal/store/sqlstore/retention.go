@@ -118,7 +118,7 @@ func (db *DB) pruneEvents(ctx context.Context, cutoff, now time.Time) (int, erro
 		if err != nil {
 			return total, err
 		}
-		q, args := db.d.feedQuery(from, pruneBatch)
+		q, args := db.d.feedQuery(eventColumns, from, pruneBatch)
 		rows, err := db.query(ctx, q, args...)
 		fevs, err := collectFeed(rows, err)
 		if err != nil || len(fevs) == 0 {

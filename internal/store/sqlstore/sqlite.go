@@ -139,8 +139,8 @@ func (*sqliteDialect) lockKey(context.Context, *tx, lockSpace, string) error { r
 
 // feedQuery: one transaction writes at a time, so seq order is commit
 // order and every event with a seq after the cursor's is final.
-func (*sqliteDialect) feedQuery(after store.Cursor, limit int) (string, []any) {
-	return `SELECT ` + eventColumns + `, '0' FROM events WHERE seq > ? ORDER BY seq LIMIT ?`, []any{after.Seq, limit}
+func (*sqliteDialect) feedQuery(cols string, after store.Cursor, limit int) (string, []any) {
+	return `SELECT ` + cols + `, '0' FROM events WHERE seq > ? ORDER BY seq LIMIT ?`, []any{after.Seq, limit}
 }
 
 func (*sqliteDialect) feedEndQuery() string {

@@ -15,8 +15,7 @@ import (
 // in the pipeline that locks the row: still two turns between the store
 // and the server (turnProxy), where the REST API's answer read the task
 // in a third (GetTask). The probe is filled only for its own request and
-// only when the write committed; SQLite leaves it unread (the API then
-// reads the task itself).
+// only when the write committed (SQLite: TestSQLiteDecisionReadsItsTask).
 func TestPostgresDecisionReadsItsTask(t *testing.T) {
 	p := newTurnProxy(t, pgtest.Fresh(t))
 	db := openTest(t, postgresConfig(p.dsn))
@@ -77,22 +76,55 @@ func TestPostgresDecisionReadsItsTask(t *testing.T) {
 	}
 }
 
-// TestSQLiteDecisionLeavesTheTaskProbe: SQLite does not read the task in
-// the decision (a local read costs no round trip): the probe stays unread
-// and the caller reads the task (Gate.HeldAsTask).
-func TestSQLiteDecisionLeavesTheTaskProbe(t *testing.T) {
+// TestSQLiteDecisionReadsItsTask: on SQLite too a decision whose context
+// carries a store.TaskProbe for its request reads whether the request
+// holds a task, in the decision's transaction (branch approve40: the
+// caller's GetTask on a reader connection cost a query per approval); the
+// probe is filled only for its own request and only when the write
+// committed.
+func TestSQLiteDecisionReadsItsTask(t *testing.T) {
 	db := openTest(t, sqliteConfig(filepath.Join(t.TempDir(), "t.db")))
 	ctx := t.Context()
-	if err := db.CreateRequest(ctx, pendingRequest(testID(1))); err != nil {
+	for i := 1; i <= 3; i++ {
+		if err := db.CreateRequest(ctx, pendingRequest(testID(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.CreateTask(ctx, store.Task{RequestID: testID(1), Principal: approval.Principal{ID: "agent-1", Kind: "agent"}, CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	probe := &store.TaskProbe{ID: testID(1)}
-	if _, err := db.UpdateRequest(store.WithTaskProbe(ctx, probe), testID(1), "bob", func(r *approval.Request) error {
-		return r.Review(approval.Reviewer{ID: "bob"}, approval.VerdictApprove, "", "", t0.Add(time.Minute))
-	}); err != nil {
+	decide := func(id approval.ID, probe *store.TaskProbe, v approval.Verdict) error {
+		_, err := db.UpdateRequest(store.WithTaskProbe(ctx, probe), id, "bob", func(r *approval.Request) error {
+			return r.Review(approval.Reviewer{ID: "bob"}, v, "no", "", t0.Add(time.Minute))
+		})
+		return err
+	}
+	for _, c := range []struct {
+		id   approval.ID
+		task bool
+	}{{testID(1), true}, {testID(2), false}} {
+		probe := &store.TaskProbe{ID: c.id}
+		if err := decide(c.id, probe, approval.VerdictApprove); err != nil {
+			t.Fatal(err)
+		}
+		if want := (store.TaskProbe{ID: c.id, Read: true, Task: c.task}); *probe != want {
+			t.Errorf("probe after the decision of %s = %+v, want %+v", c.id, *probe, want)
+		}
+	}
+	other := &store.TaskProbe{ID: testID(1)}
+	if err := decide(testID(3), other, approval.VerdictApprove); err != nil {
 		t.Fatal(err)
 	}
-	if probe.Read {
-		t.Errorf("SQLite filled the probe: %+v", *probe)
+	if other.Read {
+		t.Errorf("a probe for %s was filled by the write of %s: %+v", testID(1), testID(3), *other)
+	}
+	// A write that fails (the request is decided already) commits nothing
+	// and fills nothing.
+	failed := &store.TaskProbe{ID: testID(1)}
+	if err := decide(testID(1), failed, approval.VerdictDeny); err == nil {
+		t.Fatal("a second decision of a decided request succeeded")
+	}
+	if failed.Read {
+		t.Errorf("a failed write filled the probe: %+v", *failed)
 	}
 }

@@ -2,6 +2,9 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
 
 	"toolgate/internal/approval"
 	"toolgate/internal/store"
@@ -50,30 +53,74 @@ func (f *follower) sync(ctx context.Context, w watchFuncs) error {
 		return nil
 	}
 	for {
-		evs, next, err := f.db.Feed(ctx, f.cur, watchPage)
+		n, err := f.page(ctx, w)
 		if err != nil {
 			return err
 		}
-		f.cur = next
-		if len(evs) > 0 {
-			w.appended()
-		}
-		seen := make(map[approval.ID]bool, len(evs))
-		policy := false
-		for _, ev := range evs {
-			policy = policy || ev.Type == store.EventPolicyChanged
-			// A request's creation changes nothing anyone waits on: a
-			// waiter starts from the created request.
-			if ev.RequestID != "" && ev.Type != approval.EventRequested && !seen[ev.RequestID] {
-				seen[ev.RequestID] = true
-				w.changed(ev.RequestID)
-			}
-		}
-		if policy && w.policy != nil {
-			w.policy()
-		}
-		if len(evs) < watchPage {
+		if n < watchPage {
 			return nil
 		}
 	}
+}
+
+// watchColumns are the columns of the feed the follower reads: an event's
+// position, request and type, no more (Feed's eventColumns are decoded
+// whole for every event; the watch uses these three).
+const watchColumns = `seq, COALESCE(request_id, ''), type`
+
+// page reads one page of at most watchPage events after f.cur and makes
+// its calls (see sync); it returns how many events the page had. The
+// position moves only once the whole page was read.
+func (f *follower) page(ctx context.Context, w watchFuncs) (int, error) {
+	q, args := f.db.d.feedQuery(watchColumns, f.cur, watchPage)
+	rows, err := f.db.query(ctx, q, args...)
+	if err != nil {
+		return 0, f.db.wrap("read change feed", err)
+	}
+	defer func() { _ = rows.Close() }()
+	var (
+		n       int
+		next    = f.cur
+		changed []approval.ID // in feed order, each request once
+		seen    = make(map[string]bool)
+		policy  bool
+		// the scan's buffers: valid until the next row, copied only for
+		// a request not seen yet
+		seq        int64
+		id, typ, x sql.RawBytes
+	)
+	for rows.Next() {
+		if err := rows.Scan(&seq, &id, &typ, &x); err != nil {
+			return 0, f.db.wrap("read change feed", err)
+		}
+		n++
+		next.Seq = seq
+		if next.Tx, err = strconv.ParseUint(string(x), 10, 64); err != nil {
+			return 0, f.db.wrap("read change feed", fmt.Errorf("event %d: transaction id %q: %w", seq, x, err))
+		}
+		policy = policy || string(typ) == string(store.EventPolicyChanged)
+		// A request's creation changes nothing anyone waits on: a waiter
+		// starts from the created request.
+		if len(id) > 0 && string(typ) != string(approval.EventRequested) && !seen[string(id)] {
+			seen[string(id)] = true
+			changed = append(changed, approval.ID(id))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, f.db.wrap("read change feed", err)
+	}
+	if err := rows.Close(); err != nil {
+		return 0, f.db.wrap("read change feed", err)
+	}
+	f.cur = next
+	if n > 0 {
+		w.appended()
+	}
+	for _, id := range changed {
+		w.changed(id)
+	}
+	if policy && w.policy != nil {
+		w.policy()
+	}
+	return n, nil
 }
