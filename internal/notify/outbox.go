@@ -189,7 +189,7 @@ func (b *Outbox) Run(ctx context.Context) error {
 	var (
 		wg   sync.WaitGroup
 		done = make(chan int64, b.o.Parallel) // the delivery of each finished attempt
-		busy = map[int64]bool{}                // the deliveries of the attempts under way
+		busy = map[int64]bool{}               // the deliveries of the attempts under way
 	)
 	defer wg.Wait()
 	storeFailing := false
