@@ -33,7 +33,8 @@ type Limits struct {
 	// StdioWriteTimeout bounds each write to the agent of serve --stdio
 	// (its stdout): an agent that stops reading ends the session, and so
 	// the process, with status 1 and a log line, instead of blocking it
-	// for good. Default 30s.
+	// for good. Default 30s. At shutdown a write's wait is cut to the
+	// shutdown grace (3 s) instead, and the stop is a clean one (tail40).
 	StdioWriteTimeout time.Duration `yaml:"stdio_write_timeout"`
 }
 
