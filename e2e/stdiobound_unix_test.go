@@ -41,7 +41,11 @@ func TestStdioShutdownWithAgentNotReading(t *testing.T) {
 	}
 }
 
+// stdioShutdownNotReading is one case of
+// TestStdioShutdownWithAgentNotReading, with limits the config's limits
+// section ("" for the defaults).
 func stdioShutdownNotReading(t *testing.T, limits string) {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := `
 storage:
