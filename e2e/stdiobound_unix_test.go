@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -17,25 +16,42 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestStdioPipeBlockingAfterShutdownBound runs `toolgate serve --stdio`
-// with its stdout a blocking pipe the test made (as an agent or a shell
-// does) and that it never reads, sends requests until their answers fill
-// the pipe, and stops the process with SIGTERM: the session's close waits
-// on the blocked write (limits.stdio_write_timeout, here 10m; the default
-// 30s outlasts the bound too), so the shutdown overruns its bound (15 s)
-// and the process exits with status 1. After it the pipe's flags are what
-// they were before it started: blocking. On the base of ends40 the
-// bound's os.Exit skipped StdioOutput's done and left the pipe O_NONBLOCK,
-// so the next program writing to it saw EAGAIN.
-func TestStdioPipeBlockingAfterShutdownBound(t *testing.T) {
+// TestStdioShutdownWithAgentNotReading runs `toolgate serve --stdio` with
+// its stdout a blocking pipe the test made (as an agent or a shell does)
+// and that it never reads, sends requests until their answers fill the
+// pipe, and stops the process with SIGTERM. At shutdown the blocked write's
+// wait is cut to the shutdown grace (3 s), however long
+// limits.stdio_write_timeout is (here 10m, and the default 30s), so the
+// session closes, the log says the agent stopped reading, and the process
+// stops the normal way with status 0 within its shutdown bound (15 s).
+// After it the pipe's flags are what they were before it started:
+// blocking. On 0c190c69 the blocked write held the session's close until
+// the bound exited the process with status 1 (tail40; with the 10m limit
+// always; with the default 30s only when SIGTERM comes within 15 s of the
+// write blocking, which the test does not control; the bound's exit
+// gives the pipe back blocking too: TestShutdownOverrunUndoesBeforeExit,
+// and ends40's TestStdioPipeBlockingAfterShutdownBound, which this
+// replaces, since this way no longer reaches the bound).
+func TestStdioShutdownWithAgentNotReading(t *testing.T) {
+	for _, tt := range []struct{ name, limits string }{
+		{"stdio_write_timeout 10m", "limits:\n  stdio_write_timeout: 10m\n"},
+		{"default stdio_write_timeout", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) { stdioShutdownNotReading(t, tt.limits) })
+	}
+}
+
+// stdioShutdownNotReading is one case of
+// TestStdioShutdownWithAgentNotReading, with limits the config's limits
+// section ("" for the defaults).
+func stdioShutdownNotReading(t *testing.T, limits string) {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := `
 storage:
   driver: sqlite
   path: ` + q(filepath.Join(dir, "db.sqlite")) + `
-limits:
-  stdio_write_timeout: 10m
-` + principalsYAML + upstreamServer(filepath.Join(dir, "record.log")) + `
+` + limits + principalsYAML + upstreamServer(filepath.Join(dir, "record.log")) + `
 policy:
   default: allow
 `
@@ -95,12 +111,14 @@ policy:
 	case <-time.After(waitFor(t)):
 		t.Fatalf("toolgate serve --stdio did not exit within %v of SIGTERM", waitFor(t))
 	}
-	if !strings.Contains(stderr.String(), "shutdown did not finish within its bound") {
-		t.Fatalf("the shutdown did not overrun its bound (this test needs it to)\nstderr:\n%s", stderr)
+	if waitErr != nil {
+		t.Errorf("toolgate serve --stdio exited with %v after SIGTERM with its agent not reading, want status 0\nstderr:\n%s", waitErr, stderr)
 	}
-	var xe *exec.ExitError
-	if !errors.As(waitErr, &xe) || xe.ExitCode() != 1 {
-		t.Errorf("toolgate serve --stdio exited with %v after its shutdown overran its bound, want status 1", waitErr)
+	if strings.Contains(stderr.String(), "shutdown did not finish within its bound") {
+		t.Errorf("the shutdown overran its bound\nstderr:\n%s", stderr)
+	}
+	if !strings.Contains(stderr.String(), "the agent stopped reading") {
+		t.Errorf("the log does not say the agent stopped reading\nstderr:\n%s", stderr)
 	}
 	if after := fileFlags(t, w); after != before {
 		t.Errorf("the agent's stdout pipe has flags %#x after toolgate exited, want %#x as before (O_NONBLOCK is %#x)", after, before, unix.O_NONBLOCK)

@@ -26,7 +26,7 @@ func TestServeRefusesBadConfigAsConfig(t *testing.T) {
 		{"unknown key", "listen: { mcp: 127.0.0.1:0, amdin: 127.0.0.1:0 }\n" + principals,
 			`unknown key "amdin" in listen`, ":1: "},
 		{"bad type", listen + "limits:\n  max_request_bytes: [1]\n" + principals,
-			"want a size such as 64MiB", ":5: "},
+			"limits.max_request_bytes: want a size such as 64MiB", ":5: "},
 		{"bad value", listen + "limits:\n  stdio_write_timeout: 1ms\n" + principals,
 			"must be at least 100ms", ":5: "},
 		{"no tokens", listen, "no agent tokens configured", ": "},

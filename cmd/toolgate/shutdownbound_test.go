@@ -14,8 +14,9 @@ import (
 // bound, what beforeExit registered (serve --stdio's giving its stdout
 // pipe back blocking) runs before the exit, in the order registered; a
 // shutdown that finished in time (stop) runs neither. On 2551504 the
-// bound exited at once (ends40; the process-level test is e2e's
-// TestStdioPipeBlockingAfterShutdownBound).
+// bound exited at once (ends40; e2e's TestStdioPipeBlockingAfterShutdownBound
+// reached this with an agent that stopped reading, which since tail40 no
+// longer overruns the bound: e2e's TestStdioShutdownWithAgentNotReading).
 func TestShutdownOverrunUndoesBeforeExit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var got []string

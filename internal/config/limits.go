@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -32,7 +33,8 @@ type Limits struct {
 	// StdioWriteTimeout bounds each write to the agent of serve --stdio
 	// (its stdout): an agent that stops reading ends the session, and so
 	// the process, with status 1 and a log line, instead of blocking it
-	// for good. Default 30s.
+	// for good. Default 30s. At shutdown a write's wait is cut to the
+	// shutdown grace (3 s) instead, and the stop is a clean one (tail40).
 	StdioWriteTimeout time.Duration `yaml:"stdio_write_timeout"`
 }
 
@@ -127,14 +129,19 @@ func ParseByteSize(s string) (ByteSize, error) {
 	return ByteSize(n * mult), nil
 }
 
-// UnmarshalYAML reads a ByteSize from a scalar.
+// UnmarshalYAML reads a ByteSize from a scalar. Its error is a
+// *lineError naming n's line but not the key, which the node does not
+// know: Load's checkShape decodes each ByteSize before go-yaml does and
+// puts the key's path after the line (tail40).
 func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: want a size such as 64MiB", n.Line)
+		return &lineError{line: n.Line, err: errors.New("want a size such as 64MiB")}
 	}
 	v, err := ParseByteSize(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		// shown, not ParseByteSize's whole value: a ${VAR} is expanded
+		// by now (see shownMax).
+		return &lineError{line: n.Line, err: fmt.Errorf("%s is not a size: want a number of bytes, optionally with a unit (B, KB, MB, GB, KiB, MiB, GiB), such as 64MiB", shown(n.Value))}
 	}
 	*b = v
 	return nil

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -17,8 +18,9 @@ var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 // mismatch is an error naming the line, the key and what to write (go-yaml
 // would say "cannot unmarshal !!str `x` into []string", with neither the key
 // nor the fix); the caller then drops the node, so go-yaml does not report
-// it again. An empty value (null), a type that decodes itself
-// (yaml.Unmarshaler) and an interface are left alone.
+// it again. A type that decodes itself (yaml.Unmarshaler) is decoded here
+// to name the key in its error (checkUnmarshal). An empty value (null) and
+// an interface are left alone.
 func checkShape(n *yaml.Node, t reflect.Type, path string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -30,7 +32,7 @@ func checkShape(n *yaml.Node, t reflect.Type, path string) error {
 		return nil
 	}
 	if t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
-		return nil
+		return checkUnmarshal(n, t, path)
 	}
 	got := map[yaml.Kind]string{yaml.SequenceNode: "a list", yaml.MappingNode: "a mapping of keys to values"}[n.Kind]
 	switch t.Kind() {
@@ -78,6 +80,24 @@ func checkShape(n *yaml.Node, t reflect.Type, path string) error {
 		}
 	}
 	return nil
+}
+
+// checkUnmarshal decodes node n into a new value of t, a type that decodes
+// itself (yaml.Unmarshaler, such as ByteSize), and returns its error as
+// "line N: path: problem". Left to go-yaml, that error named the line but
+// not the key ("line 5: want a size such as 64MiB"), and, not being a
+// *yaml.TypeError, it ended the decoding, so the file's other problems
+// went unreported (tail40). A *lineError's own line gives way to n's.
+func checkUnmarshal(n *yaml.Node, t reflect.Type, path string) error {
+	err := n.Decode(reflect.New(t).Interface())
+	if err == nil {
+		return nil
+	}
+	var le *lineError
+	if errors.As(err, &le) {
+		err = le.err
+	}
+	return &lineError{line: n.Line, err: fmt.Errorf("%s: %w", path, err)}
 }
 
 // shownMax is the longest value a shape error quotes whole. A value of the

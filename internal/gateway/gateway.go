@@ -668,6 +668,10 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.ReadCloser, out io.Write
 		return fmt.Errorf("serve stdio: %w", err)
 	}
 	stop := context.AfterFunc(ctx, func() {
+		// A write to an agent that stopped reading now fails within the
+		// grace, not stdio_write_timeout, which outlasts serve's shutdown
+		// bound (tail40): the session then closes below, in time.
+		lw.shorten(g.opts.ShutdownGrace)
 		// Close waits for the calls in flight; end them first, and let
 		// their answers be written before it (the SDK drops a response
 		// once Close began).
@@ -683,7 +687,11 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.ReadCloser, out io.Write
 	case <-lw.stuck:
 		// The agent stopped reading: end the session (its calls cancelled;
 		// their answers cannot be written) rather than wait on it.
-		g.log.Error("ending the stdio session: the agent stopped reading its stdin (toolgate's stdout)", "limit", g.opts.StdioWriteTimeout)
+		if lw.shortened() {
+			g.logStoppedReadingAtShutdown()
+		} else {
+			g.log.Error("ending the stdio session: the agent stopped reading its stdin (toolgate's stdout)", "limit", g.opts.StdioWriteTimeout)
+		}
 		g.calls.cancelSession(sid, errAgentNotReading)
 		// Close no longer waits on a write (they fail at once now); the
 		// goroutine above returns with it.
@@ -694,12 +702,23 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.ReadCloser, out io.Write
 		return errAgentNotReading
 	}
 	if ctx.Err() != nil {
+		if lw.failed() {
+			g.logStoppedReadingAtShutdown()
+		}
 		return ctx.Err()
 	}
 	if errors.Is(err, io.EOF) {
 		return nil
 	}
 	return err
+}
+
+// logStoppedReadingAtShutdown says that a stdio session ended at shutdown
+// with a write to its agent cut off at the shutdown grace
+// (lockedWriter.shorten): a warning, as the stop is a clean one all the
+// same (serve exits 0).
+func (g *Gateway) logStoppedReadingAtShutdown() {
+	g.log.Warn("ending the stdio session at shutdown: the agent stopped reading its stdin (toolgate's stdout); a write to it did not complete within the shutdown grace", "grace", g.opts.ShutdownGrace)
 }
 
 // sdkLimitSlack is added to the SDK's own message size limits, which the

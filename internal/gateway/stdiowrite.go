@@ -37,6 +37,11 @@ var errAgentNotReading = errors.New("the stdio agent stopped reading: a write to
 // exits once ServeStdio returned) or when the agent closes the pipe. In
 // both modes the lock is held until the write returns, so nothing is
 // written after the part of a line.
+//
+// At shutdown, shorten caps what is left of every write's wait, the one
+// in flight included, to the shutdown grace (branch tail40): the limit
+// (30 s by default) outlasts serve's shutdown bound (15 s), so an agent
+// that stopped reading made the bound exit the process with status 1.
 type lockedWriter struct {
 	w     io.WriteCloser
 	dl    deadliner     // w's write deadline; nil: none (a write in a goroutine)
@@ -44,11 +49,16 @@ type lockedWriter struct {
 	sem   chan struct{} // the write lock
 	once  sync.Once
 	stuck chan struct{} // closed once a write overran limit
+
+	mu      sync.Mutex
+	capAt   time.Time     // guarded by mu; the latest end of any write (shorten); zero: none
+	writeDL time.Time     // guarded by mu; the deadline last set on dl
+	capped  chan struct{} // closed at capAt
 }
 
 // newLockedWriter returns the bounded writer of w; limit 0 bounds nothing.
 func newLockedWriter(w io.WriteCloser, limit time.Duration) *lockedWriter {
-	l := &lockedWriter{w: w, limit: limit, sem: make(chan struct{}, 1), stuck: make(chan struct{})}
+	l := &lockedWriter{w: w, limit: limit, sem: make(chan struct{}, 1), stuck: make(chan struct{}), capped: make(chan struct{})}
 	if limit > 0 {
 		l.dl = writeDeadline(w)
 	}
@@ -83,6 +93,9 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	case <-t.C:
 		l.fail()
 		return 0, errAgentNotReading
+	case <-l.capped:
+		l.fail()
+		return 0, errAgentNotReading
 	}
 	b := bytes.Clone(p)
 	done := make(chan writeResult, 1)
@@ -97,11 +110,15 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	case <-t.C:
 		l.fail()
 		return 0, errAgentNotReading
+	case <-l.capped:
+		l.fail()
+		return 0, errAgentNotReading
 	}
 }
 
 // writeUnder writes p in the caller's goroutine, under a write deadline
-// of limit from now (the wait for the lock included). The lock is taken
+// of limit from now (the wait for the lock included), or shorten's cap
+// if that comes first. The lock is taken
 // without a timer when it is free, which it is but for the guard's rare
 // error lines (the SDK serialises its own writes).
 func (l *lockedWriter) writeUnder(p []byte) (int, error) {
@@ -119,10 +136,14 @@ func (l *lockedWriter) writeUnder(p []byte) (int, error) {
 		case <-t.C:
 			l.fail()
 			return 0, errAgentNotReading
+		case <-l.capped:
+			t.Stop()
+			l.fail()
+			return 0, errAgentNotReading
 		}
 	}
 	defer func() { <-l.sem }()
-	if err := l.dl.SetWriteDeadline(deadline); err != nil {
+	if err := l.setDeadline(deadline); err != nil {
 		// Not expected of a file that answered the probe; fail closed.
 		l.fail()
 		return 0, fmt.Errorf("%w: setting the write deadline: %w", errAgentNotReading, err)
@@ -133,6 +154,62 @@ func (l *lockedWriter) writeUnder(p []byte) (int, error) {
 		return n, errAgentNotReading
 	}
 	return n, err
+}
+
+// setDeadline sets the write deadline d, or shorten's cap if that is
+// earlier, for the write about to start.
+func (l *lockedWriter) setDeadline(d time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.capAt.IsZero() && l.capAt.Before(d) {
+		d = l.capAt
+	}
+	l.writeDL = d
+	return l.dl.SetWriteDeadline(d)
+}
+
+// shorten caps the wait of every write, the one in flight included, at
+// grace from now, once (a later call does nothing): ServeStdio calls it
+// when its ctx ends (shutdown), so that a write to an agent that stopped
+// reading fails, with errAgentNotReading, within the shutdown grace
+// instead of the longer limit, and the session closes before serve's
+// shutdown bound. Writes to an agent that reads go on as before. A writer
+// without a limit is left alone. The cap's timer is not stopped: it only
+// closes capped.
+func (l *lockedWriter) shorten(grace time.Duration) {
+	if l.limit <= 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.capAt.IsZero() {
+		return
+	}
+	l.capAt = time.Now().Add(grace)
+	time.AfterFunc(grace, func() { close(l.capped) })
+	if l.dl != nil && l.capAt.Before(l.writeDL) {
+		// The write in flight, if any, ends at the cap; setting it when
+		// none is in flight is harmless: the next write sets its own.
+		l.writeDL = l.capAt
+		_ = l.dl.SetWriteDeadline(l.capAt) // a failure leaves the longer limit: the bound still ends the process
+	}
+}
+
+// shortened reports whether shorten was called.
+func (l *lockedWriter) shortened() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.capAt.IsZero()
+}
+
+// failed reports whether a write overran its bound (stuck is closed).
+func (l *lockedWriter) failed() bool {
+	select {
+	case <-l.stuck:
+		return true
+	default:
+		return false
+	}
 }
 
 // fail marks the writer stuck.

@@ -239,3 +239,68 @@ func TestCloseStepNamesClosesProgress(t *testing.T) {
 		t.Errorf("CloseStep after Close: %q, want closed", s)
 	}
 }
+
+// TestStdioWriteShortenedAtShutdown (tail40): shorten, which ServeStdio
+// calls when its ctx ends, caps the wait of a write already blocked on an
+// agent that stopped reading at the grace from then, however long the
+// bound (30 s here, limits.stdio_write_timeout's default, longer than
+// serve's 15 s shutdown bound). In a synctest bubble, with no write
+// deadline (a write in a goroutine).
+func TestStdioWriteShortenedAtShutdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, w := io.Pipe()
+		defer func() { _ = r.Close() }()
+		lw := newLockedWriter(w, 30*time.Second)
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() {
+			_, err := lw.Write([]byte("{}\n"))
+			done <- err
+		}()
+		synctest.Wait() // the write is blocked
+		lw.shorten(3 * time.Second)
+		if err := <-done; !errors.Is(err, errAgentNotReading) {
+			t.Fatalf("the write nobody reads: %v, want %v", err, errAgentNotReading)
+		}
+		if d := time.Since(start); d != 3*time.Second {
+			t.Errorf("the write failed %v after it began, want the grace, 3s, not the bound, 30s", d)
+		}
+		if !lw.failed() {
+			t.Error("the writer is not marked stuck")
+		}
+	})
+}
+
+// TestStdioWriteDeadlineShortenedAtShutdown (tail40): the same with a
+// write deadline (a real pipe the poller watches, as serve's stdout is):
+// shorten moves the deadline of the write in flight. Before, it stayed
+// blocked until the bound, 10m here. Real time; the 20 s is a hang guard.
+func TestStdioWriteDeadlineShortenedAtShutdown(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(); _ = w.Close() })
+	lw := newLockedWriter(keepOpen{w}, 10*time.Minute)
+	if lw.dl == nil {
+		t.Fatal("an os.Pipe took no write deadline")
+	}
+	big := append(bytes.Repeat([]byte("x"), 1<<20), '\n') // > the pipe's 64 KiB
+	done := make(chan error, 1)
+	go func() {
+		_, err := lw.Write(big)
+		done <- err
+	}()
+	lw.shorten(100 * time.Millisecond) // before the write or during it: either way it ends at the cap
+	select {
+	case err := <-done:
+		if !errors.Is(err, errAgentNotReading) {
+			t.Fatalf("the write to a pipe nobody reads: %v, want %v", err, errAgentNotReading)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the write to a pipe nobody reads did not end 20 s after it was shortened to 100ms")
+	}
+	if !lw.failed() {
+		t.Error("the writer is not marked stuck")
+	}
+}
