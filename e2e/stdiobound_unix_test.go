@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"errors"
-	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,43 +74,21 @@ policy:
 		t.Fatal(err)
 	}
 	cmd.Stdout = w
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() {
-		waitErr = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		stopProcess(t, cmd.Process, exited)
-		checkChildLog(t, "toolgate serve --stdio", stderr)
-	})
+	child := startStdioChild(t, cmd, stderr, nil)
 	// Far more answers than the pipe holds; the writes end with the
 	// process (the cleanup's stop).
-	go func() {
-		if _, err := io.WriteString(stdin, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"stall","version":"1"}}}`+"\n"+
-			`{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"); err != nil {
-			return
-		}
-		for i := 1; i <= 5000; i++ {
-			if _, err := fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`+"\n", i); err != nil {
-				return
-			}
-		}
-	}()
-	waitPipeFull(t, p[1], exited)
+	go floodToolsList(stdin, 5000)
+	waitPipeFull(t, p[1], child.exited)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-exited:
+	case <-child.exited:
 	case <-time.After(waitFor(t)):
 		t.Fatalf("toolgate serve --stdio did not exit within %v of SIGTERM", waitFor(t))
 	}
-	if waitErr != nil {
-		t.Errorf("toolgate serve --stdio exited with %v after SIGTERM with its agent not reading, want status 0\nstderr:\n%s", waitErr, stderr)
+	if child.waitErr != nil {
+		t.Errorf("toolgate serve --stdio exited with %v after SIGTERM with its agent not reading, want status 0\nstderr:\n%s", child.waitErr, stderr)
 	}
 	if strings.Contains(stderr.String(), "shutdown did not finish within its bound") {
 		t.Errorf("the shutdown overran its bound\nstderr:\n%s", stderr)

@@ -83,15 +83,7 @@ policy:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() {
-		waitErr = cmd.Wait()
-		close(exited)
-	}()
+	child := startStdioChild(t, cmd, stderr, func() { _ = in.Close() })
 	p := &stdioPeer{t: t, in: in, lines: make(chan string, 16)}
 	go func() {
 		defer close(p.lines)
@@ -101,11 +93,6 @@ policy:
 			p.lines <- sc.Text()
 		}
 	}()
-	t.Cleanup(func() {
-		_ = in.Close()
-		stopProcess(t, cmd.Process, exited)
-		checkChildLog(t, "toolgate serve --stdio", stderr)
-	})
 
 	p.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	if a := p.next(); string(a.ID) != "1" || a.Error != nil {
@@ -140,11 +127,11 @@ policy:
 
 	_ = in.Close()
 	select {
-	case <-exited:
+	case <-child.exited:
 	case <-time.After(waitFor(t)):
 		t.Fatal("toolgate --stdio did not exit after its stdin closed")
 	}
-	if waitErr != nil {
-		t.Errorf("toolgate --stdio exited with %v, want status 0", waitErr)
+	if child.waitErr != nil {
+		t.Errorf("toolgate --stdio exited with %v, want status 0", child.waitErr)
 	}
 }

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"errors"
-	"fmt"
-	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -42,35 +40,13 @@ policy:
 		t.Fatal(err)
 	}
 	_ = stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() {
-		waitErr = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		stopProcess(t, cmd.Process, exited)
-		checkChildLog(t, "toolgate serve --stdio", stderr)
-	})
+	child := startStdioChild(t, cmd, stderr, nil)
 	// Requests are written by a goroutine: once the gateway stops reading
 	// (its session ended), the writes to its stdin fail or block; the
 	// cleanup's stop ends them.
-	go func() {
-		if _, err := io.WriteString(stdin, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"stall","version":"1"}}}`+"\n"+
-			`{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"); err != nil {
-			return
-		}
-		for i := 1; i <= 2000; i++ {
-			if _, err := fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`+"\n", i); err != nil {
-				return
-			}
-		}
-	}()
+	go floodToolsList(stdin, 2000)
 	select {
-	case <-exited:
+	case <-child.exited:
 	case <-time.After(waitFor(t)):
 		t.Fatalf("toolgate serve --stdio did not end within %v with an agent that does not read\nstderr:\n%s", waitFor(t), stderr)
 	}
@@ -78,7 +54,7 @@ policy:
 		t.Errorf("no log line says the agent stopped reading\nstderr:\n%s", stderr)
 	}
 	var xe *exec.ExitError
-	if !errors.As(waitErr, &xe) || xe.ExitCode() != 1 {
-		t.Errorf("toolgate serve --stdio exited with %v, want status 1", waitErr)
+	if !errors.As(child.waitErr, &xe) || xe.ExitCode() != 1 {
+		t.Errorf("toolgate serve --stdio exited with %v, want status 1", child.waitErr)
 	}
 }

@@ -30,7 +30,8 @@ type failingList struct {
 	fail atomic.Bool
 	self atomic.Pointer[string]
 	msg  string
-	// method is the request failed; "" means tools/list.
+	// method is the request failed; "" means tools/list, "*" every
+	// JSON-RPC request (a POST with an id).
 	method string
 }
 
@@ -52,7 +53,7 @@ func (f *failingList) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if method == "" {
 		method = "tools/list"
 	}
-	if json.Unmarshal(body, &msg) != nil || msg.Method != method {
+	if json.Unmarshal(body, &msg) != nil || len(msg.ID) == 0 || method != "*" && msg.Method != method {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		f.next.ServeHTTP(w, r)
 		return
