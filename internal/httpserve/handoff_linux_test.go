@@ -18,20 +18,9 @@ import (
 // the capped listener still counts it open and idle (evictable) until the
 // one it was handed to closes it.
 func TestHandoffKeepsTheCapsCount(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := Limit(ln, 10, nil)
-	handed := make(chan net.Conn, 1)
-	l.SetHandoff(func(c net.Conn) bool { handed <- c; return true })
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok x") }),
-		ConnState: l.ConnState, IdleTimeout: time.Minute, ReadHeaderTimeout: time.Minute}
-	served := make(chan struct{})
-	go func() { defer close(served); _ = srv.Serve(l) }()
-	defer func() { _ = srv.Shutdown(context.Background()); <-served }()
+	l, addr, handed := handoffServer(t, 0)
 
-	c := dial(t, ln.Addr().String())
+	c := dial(t, addr)
 	defer func() { _ = c.Close() }()
 	send(t, c, "/x")
 	br := bufio.NewReader(c)
@@ -43,7 +32,7 @@ func TestHandoffKeepsTheCapsCount(t *testing.T) {
 		t.Fatal("the idle connection was not handed off")
 	}
 	// net/http let go of it: its Close and StateClosed were swallowed.
-	for deadline := time.Now().Add(30 * time.Second); len(srvConns(srv)) != 0; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); len(srvConns()) != 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("net/http still tracks the handed-off connection")
 		}
@@ -64,7 +53,7 @@ func TestHandoffKeepsTheCapsCount(t *testing.T) {
 }
 
 // srvConns is the stacks of net/http's connection goroutines.
-func srvConns(*http.Server) []string {
+func srvConns() []string {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	var out []string
@@ -83,21 +72,9 @@ func srvConns(*http.Server) []string {
 // deadline since StateIdle). It is answered; the connection is handed
 // off once idle after it.
 func TestHandoffNeverMidRequest(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := Limit(ln, 10, nil)
-	l.handoffGrace = 10 * time.Millisecond
-	handed := make(chan net.Conn, 2)
-	l.SetHandoff(func(c net.Conn) bool { handed <- c; return true })
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok "+r.URL.Path[1:]) }),
-		ConnState: l.ConnState, IdleTimeout: time.Minute, ReadHeaderTimeout: time.Minute}
-	served := make(chan struct{})
-	go func() { defer close(served); _ = srv.Serve(l) }()
-	defer func() { _ = srv.Shutdown(context.Background()); <-served }()
+	_, addr, handed := handoffServer(t, 10*time.Millisecond)
 
-	c := dial(t, ln.Addr().String())
+	c := dial(t, addr)
 	defer func() { _ = c.Close() }()
 	if _, err := io.WriteString(c, "GET /x HTTP/1.1\r\nHost: x\r\n\r\nGET /y HTTP/1.1\r\n"); err != nil {
 		t.Fatal(err)
@@ -119,4 +96,28 @@ func TestHandoffNeverMidRequest(t *testing.T) {
 	if len(handed) != 0 {
 		t.Fatal("handed off twice")
 	}
+}
+
+// handoffServer serves "ok <path>" on a capped listener (10 connections)
+// on 127.0.0.1 whose hand-off takes every connection and sends it on
+// handed; grace is the hand-off's grace (0: the default). The server is
+// shut down at the test's end.
+func handoffServer(t *testing.T, grace time.Duration) (*Listener, string, chan net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Limit(ln, 10, nil)
+	if grace > 0 {
+		l.handoffGrace = grace
+	}
+	handed := make(chan net.Conn, 2)
+	l.SetHandoff(func(c net.Conn) bool { handed <- c; return true })
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok "+r.URL.Path[1:]) }),
+		ConnState: l.ConnState, IdleTimeout: time.Minute, ReadHeaderTimeout: time.Minute}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()); <-served })
+	return l, ln.Addr().String(), handed
 }
