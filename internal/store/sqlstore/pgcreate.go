@@ -100,14 +100,12 @@ func (db *DB) pgCreateOnce(ctx context.Context, pg *postgresDialect, r approval.
 	b.Queue(`COMMIT`)
 	br := conn.SendBatch(ctx, &b)
 	err = pgCreateResults(br, b.Len(), len(locks))
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	broken, err := pgCommitted(err, br.Close())
 	if err != nil {
 		pgRollback(ctx, conn)
 		return err
 	}
-	conn.Release()
+	pgReleaseAfterCommit(ctx, conn, broken)
 	return nil
 }
 

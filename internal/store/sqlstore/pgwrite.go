@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -180,14 +181,12 @@ func (db *DB) pgUpdateOnce(ctx context.Context, pg *postgresDialect, id approval
 	b.Queue(`COMMIT`)
 	br := conn.SendBatch(ctx, &b)
 	err = pgCommitBatch(br, b.Len(), p.changed, old.id)
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	broken, err := pgCommitted(err, br.Close())
 	if err != nil {
 		pgRollback(ctx, conn)
 		return approval.Request{}, err
 	}
-	conn.Release()
+	pgReleaseAfterCommit(ctx, conn, broken)
 	if probe != nil {
 		probe.Read, probe.Task = true, *task
 	}
@@ -336,6 +335,35 @@ func pgCommitResult(br pgx.BatchResults) error {
 		return fmt.Errorf("commit: %w", pgx.ErrTxCommitRollback)
 	}
 	return nil
+}
+
+// pgCommitted settles a pipeline that ends in COMMIT: resultsErr is the
+// error of reading its results up to and including COMMIT's, closeErr that
+// of closing the batch (reading on to the ReadyForQuery after it). Once
+// COMMIT has answered, the transaction is durable: an error after that
+// answer (the server ending the connection between COMMIT's CommandComplete
+// and its ReadyForQuery, as a fast shutdown of Postgres does) says only that
+// the connection is gone. The pipeline then succeeded (err nil), and broken
+// says not to pool the connection. Reporting it failed instead would deny a
+// call whose request stands pending, or refuse a decision that was
+// recorded (TestCommitAnsweredThenConnectionLost).
+func pgCommitted(resultsErr, closeErr error) (broken bool, err error) {
+	if resultsErr != nil {
+		return false, resultsErr
+	}
+	return closeErr != nil, nil
+}
+
+// pgReleaseAfterCommit returns conn to its pool after a committed
+// pipeline, or, when broken (pgCommitted), closes it first so that the pool
+// destroys it instead of handing out a connection in an unknown state.
+func pgReleaseAfterCommit(ctx context.Context, conn *pgxpool.Conn, broken bool) {
+	if broken && !conn.Conn().IsClosed() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_ = conn.Conn().Close(cctx)
+		cancel()
+	}
+	conn.Release()
 }
 
 // pgRollback ends conn's transaction and returns conn to its pool; when
