@@ -83,7 +83,7 @@ func (p *commitLoser) relay(client io.Writer, server io.Reader) {
 				e.WriteByte(0)
 			}
 			e.WriteByte(0)
-			msg := binary.BigEndian.AppendUint32([]byte{'E'}, uint32(e.Len()+4))
+			msg := binary.BigEndian.AppendUint32([]byte{'E'}, uint32(e.Len()+4)) //nolint:gosec // G115: a few dozen bytes
 			_, _ = client.Write(append(msg, e.Bytes()...))
 			p.lost.Add(1)
 			return
