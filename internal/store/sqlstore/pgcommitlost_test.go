@@ -56,7 +56,7 @@ func (p *commitLoser) accept() {
 		}
 		conns.Go(func() {
 			defer func() { _ = c.Close(); _ = s.Close() }()
-			go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
+			conns.Go(func() { _, _ = io.Copy(s, c); _ = s.Close() })
 			p.relay(c, s)
 		})
 	}
