@@ -45,10 +45,13 @@ type commitLoser struct {
 	armed  atomic.Int32 // a cutAt; 0: disarmed
 	refuse atomic.Bool
 	lost   atomic.Int32 // connections cut at a COMMIT
-	wg     sync.WaitGroup
+	// turns counts the client's round trips: its simple queries (Q) and
+	// the Syncs (S) that end its extended-protocol messages.
+	turns atomic.Int64
+	wg    sync.WaitGroup
 }
 
-func newCommitLoser(t *testing.T, target string) *commitLoser {
+func newCommitLoser(t testing.TB, target string) *commitLoser {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -127,6 +130,9 @@ func (p *commitLoser) forward(server io.Writer, client io.Reader) {
 		}
 		if head[0] == 'Q' && bytes.HasPrefix(bytes.ToUpper(body), []byte("COMMIT")) && p.fire(cutBeforeServer) {
 			return
+		}
+		if head[0] == 'Q' || head[0] == 'S' {
+			p.turns.Add(1)
 		}
 		if _, err := server.Write(append(head, body...)); err != nil {
 			return
@@ -210,7 +216,7 @@ func TestCommitAnsweredThenConnectionLost(t *testing.T) {
 // openThroughCommitLoser opens a fresh Postgres database through a
 // commitLoser, with at most maxConns connections in the main pool (0: the
 // default).
-func openThroughCommitLoser(t *testing.T, maxConns int) (*DB, *commitLoser) {
+func openThroughCommitLoser(t testing.TB, maxConns int) (*DB, *commitLoser) {
 	t.Helper()
 	u, err := url.Parse(pgtest.Fresh(t))
 	if err != nil {
