@@ -31,7 +31,9 @@ func BenchmarkSessionRequestLifecycle(b *testing.B) {
 		func(r *approval.Request, _ session.Chain) error {
 			return r.Review(approval.Reviewer{ID: "bob"}, approval.VerdictApprove, "", "", t0.Add(time.Minute))
 		},
-		func(r *approval.Request, _ session.Chain) error { return r.Consume(r.Binding(), "", t0.Add(2*time.Minute)) },
+		func(r *approval.Request, _ session.Chain) error {
+			return r.Consume(r.Binding(), "", t0.Add(2*time.Minute))
+		},
 		func(r *approval.Request, _ session.Chain) error { return r.RecordOutcome(approval.OutcomeOK) },
 	}
 	n := 0
