@@ -153,3 +153,43 @@ func (at cutAt) String() string {
 	}
 	return fmt.Sprintf("cutAt(%d)", int32(at))
 }
+
+// TestPipelinedCommitAnswerLost: a pipelined request write
+// (pgUpdateRequest: a decision, the consume of a call without a session)
+// whose COMMIT reached the server and committed, and whose answer was lost
+// with the connection before its CommandComplete, reports success.
+// TestCommitAnsweredThenConnectionLost covers a loss after that answer.
+func TestPipelinedCommitAnswerLost(t *testing.T) {
+	db, proxy := openThroughCommitLoser(t, 0)
+	ctx := t.Context()
+	r := pendingRequest(testID(1))
+	r.CreatedAt, r.ExpiresAt = time.Now(), time.Now().Add(time.Hour)
+	if err := db.CreateRequest(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+
+	proxy.arm(cutBeforeAnswer)
+	got, err := db.UpdateRequest(ctx, r.ID, "bob", func(r *approval.Request) error {
+		return r.Review(approval.Reviewer{ID: "bob"}, approval.VerdictApprove, "", "", time.Now())
+	})
+	if n := proxy.lost.Load(); n != 1 {
+		t.Fatalf("connections cut at COMMIT = %d, want 1 (the decision's)", n)
+	}
+	if err != nil || got.State != approval.StateApproved {
+		t.Errorf("decision whose COMMIT's answer was lost = %s, %v; want approved, nil (it committed)", got.State, err)
+	}
+
+	proxy.arm(cutBeforeAnswer)
+	got, err = db.UpdateRequest(ctx, r.ID, "toolgate", func(r *approval.Request) error {
+		return r.Consume(r.Binding(), "", time.Now())
+	})
+	if n := proxy.lost.Load(); n != 2 {
+		t.Fatalf("connections cut at COMMIT = %d, want 2 (and the consume's)", n)
+	}
+	if err != nil || got.State != approval.StateConsumed {
+		t.Errorf("consume whose COMMIT's answer was lost = %s, %v; want consumed, nil (it committed)", got.State, err)
+	}
+	if cur, err := db.GetRequest(ctx, r.ID); err != nil || cur.State != approval.StateConsumed {
+		t.Fatalf("GetRequest = %s, %v; want consumed", cur.State, err)
+	}
+}
