@@ -51,15 +51,15 @@ type commitLoser struct {
 	wg    sync.WaitGroup
 }
 
-func newCommitLoser(t testing.TB, target string) *commitLoser {
-	t.Helper()
+func newCommitLoser(tb testing.TB, target string) *commitLoser {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	p := &commitLoser{ln: ln, target: target}
 	p.wg.Go(p.accept)
-	t.Cleanup(func() { _ = ln.Close(); p.wg.Wait() })
+	tb.Cleanup(func() { _ = ln.Close(); p.wg.Wait() })
 	return p
 }
 
@@ -216,18 +216,18 @@ func TestCommitAnsweredThenConnectionLost(t *testing.T) {
 // openThroughCommitLoser opens a fresh Postgres database through a
 // commitLoser, with at most maxConns connections in the main pool (0: the
 // default).
-func openThroughCommitLoser(t testing.TB, maxConns int) (*DB, *commitLoser) {
-	t.Helper()
-	u, err := url.Parse(pgtest.Fresh(t))
+func openThroughCommitLoser(tb testing.TB, maxConns int) (*DB, *commitLoser) {
+	tb.Helper()
+	u, err := url.Parse(pgtest.Fresh(tb))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	proxy := newCommitLoser(t, u.Host)
+	proxy := newCommitLoser(tb, u.Host)
 	u.Host = proxy.ln.Addr().String()
 	q := u.Query()
 	q.Set("sslmode", "disable")
 	u.RawQuery = q.Encode()
 	cfg := postgresConfig(u.String())
 	cfg.MaxConns = maxConns
-	return openTest(t, cfg), proxy
+	return openTest(tb, cfg), proxy
 }

@@ -60,19 +60,19 @@ func (db *DB) pgTxOnce(ctx context.Context, on *sql.DB, fn func(*tx) error) erro
 		xid, err = pgBeginXid(ctx, pc)
 		return err
 	}); err != nil {
-		pgEnd(ctx, conn, `ROLLBACK`)
+		_ = pgEnd(ctx, conn, `ROLLBACK`) // a failed ROLLBACK closes the connection
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer func() {
 		// A panicking fn must not keep its connection, and the row locks
 		// its statements took, until ctx ends (which may be never).
 		if p := recover(); p != nil {
-			pgEnd(ctx, conn, `ROLLBACK`)
+			_ = pgEnd(ctx, conn, `ROLLBACK`) // a failed ROLLBACK closes the connection
 			panic(p)
 		}
 	}()
 	if err := fn(&tx{sql: conn, d: db.d, db: db}); err != nil {
-		pgEnd(ctx, conn, `ROLLBACK`)
+		_ = pgEnd(ctx, conn, `ROLLBACK`) // a failed ROLLBACK closes the connection
 		return err
 	}
 	err = pgEnd(ctx, conn, `COMMIT`)
