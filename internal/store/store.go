@@ -22,6 +22,14 @@ var (
 	// ErrUnavailable wraps failures to reach the database (connection refused,
 	// closed pool, I/O errors) so callers can fail closed with a clear message.
 	ErrUnavailable = errors.New("store: unavailable")
+	// ErrInDoubt wraps a write whose COMMIT was sent and whose outcome
+	// could not be learned: the connection ended without its answer and
+	// the database could not say (in time) whether the transaction
+	// committed. It always comes with ErrUnavailable in its chain, so a
+	// caller that fails closed on ErrUnavailable does so here too; a
+	// caller that retries must recognise its own earlier write (the write
+	// may stand). Postgres only (sqlstore's pgSettle).
+	ErrInDoubt = errors.New("store: commit outcome unknown")
 )
 
 // A Lease is a request's state and lease as GetRequest reads them

@@ -16,29 +16,63 @@ import (
 	"toolgate/internal/store/sqlstore/pgtest"
 )
 
+// Where a commitLoser cuts a connection once armed: at the first COMMIT
+// it sees after commitLoser.arm.
+type cutAt int32
+
+const (
+	// cutBeforeReady lets the COMMIT's CommandComplete through and then,
+	// in place of the ReadyForQuery after it, sends the FATAL a fast
+	// shutdown sends (57P01) and closes the connection.
+	cutBeforeReady cutAt = iota + 1
+	// cutBeforeAnswer lets the COMMIT reach the server, which commits,
+	// and closes the connection instead of passing on its
+	// CommandComplete: the client sees the connection end with no answer.
+	cutBeforeAnswer
+	// cutBeforeServer closes the connection instead of passing on the
+	// client's COMMIT (a simple query) to the server, which then rolls
+	// the transaction back: the client sees the same as cutBeforeAnswer.
+	cutBeforeServer
+)
+
 // commitLoser is a TCP proxy in front of a real Postgres server that, once
-// armed, lets the next COMMIT's CommandComplete through and then, in place
-// of the ReadyForQuery after it, sends the FATAL a fast shutdown sends
-// (57P01) and closes the connection: the transaction committed, and the
-// connection died before the pipeline ended.
+// armed, cuts the connection of the next COMMIT at the point its cutAt
+// names; with refuse set it closes every new connection at once (a server
+// that cannot be reached).
 type commitLoser struct {
 	ln     net.Listener
 	target string
-	armed  atomic.Bool
-	lost   atomic.Int32 // connections cut after their COMMIT
-	wg     sync.WaitGroup
+	armed  atomic.Int32 // a cutAt; 0: disarmed
+	refuse atomic.Bool
+	lost   atomic.Int32 // connections cut at a COMMIT
+	// turns counts the client's round trips: its simple queries (Q) and
+	// the Syncs (S) that end its extended-protocol messages.
+	turns atomic.Int64
+	wg    sync.WaitGroup
 }
 
-func newCommitLoser(t *testing.T, target string) *commitLoser {
-	t.Helper()
+func newCommitLoser(tb testing.TB, target string) *commitLoser {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	p := &commitLoser{ln: ln, target: target}
 	p.wg.Go(p.accept)
-	t.Cleanup(func() { _ = ln.Close(); p.wg.Wait() })
+	tb.Cleanup(func() { _ = ln.Close(); p.wg.Wait() })
 	return p
+}
+
+// arm makes the proxy cut the connection of the next COMMIT at at.
+func (p *commitLoser) arm(at cutAt) { p.armed.Store(int32(at)) }
+
+// fire reports whether the proxy is armed with at, disarming it.
+func (p *commitLoser) fire(at cutAt) bool {
+	if p.armed.CompareAndSwap(int32(at), 0) {
+		p.lost.Add(1)
+		return true
+	}
+	return false
 }
 
 func (p *commitLoser) accept() {
@@ -49,6 +83,10 @@ func (p *commitLoser) accept() {
 		if err != nil {
 			return
 		}
+		if p.refuse.Load() {
+			_ = c.Close()
+			continue
+		}
 		s, err := net.Dial("tcp", p.target)
 		if err != nil {
 			_ = c.Close()
@@ -56,27 +94,64 @@ func (p *commitLoser) accept() {
 		}
 		conns.Go(func() {
 			defer func() { _ = c.Close(); _ = s.Close() }()
-			conns.Go(func() { _, _ = io.Copy(s, c); _ = s.Close() })
+			conns.Go(func() { p.forward(s, c); _ = s.Close() })
 			p.relay(c, s)
 		})
 	}
 }
 
-// relay copies the server's messages (type byte, int32 length, body: the
-// v3 protocol after an unencrypted startup) to the client, cutting the
-// connection after a COMMIT when armed.
+// readMessage reads one v3 protocol message (type byte, int32 length,
+// body) into head and returns its body.
+func readMessage(r io.Reader, head []byte) ([]byte, error) {
+	if _, err := io.ReadFull(r, head); err != nil {
+		return nil, err
+	}
+	body := make([]byte, binary.BigEndian.Uint32(head[len(head)-4:])-4)
+	_, err := io.ReadFull(r, body)
+	return body, err
+}
+
+// forward copies the client's messages to the server: first the startup
+// message (no type byte: an unencrypted startup), then typed messages,
+// dropping the connection at a COMMIT when armed with cutBeforeServer.
+func (p *commitLoser) forward(server io.Writer, client io.Reader) {
+	body, err := readMessage(client, make([]byte, 4))
+	if err != nil {
+		return
+	}
+	if _, err := server.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(body)+4)), body...)); err != nil { //nolint:gosec // G115: a startup message
+		return
+	}
+	head := make([]byte, 5)
+	for {
+		body, err := readMessage(client, head)
+		if err != nil {
+			return
+		}
+		if head[0] == 'Q' && bytes.HasPrefix(bytes.ToUpper(body), []byte("COMMIT")) && p.fire(cutBeforeServer) {
+			return
+		}
+		if head[0] == 'Q' || head[0] == 'S' {
+			p.turns.Add(1)
+		}
+		if _, err := server.Write(append(head, body...)); err != nil {
+			return
+		}
+	}
+}
+
+// relay copies the server's messages to the client, cutting the
+// connection at a COMMIT's answer when armed with cutBeforeAnswer or
+// cutBeforeReady.
 func (p *commitLoser) relay(client io.Writer, server io.Reader) {
 	committed := false
 	head := make([]byte, 5)
 	for {
-		if _, err := io.ReadFull(server, head); err != nil {
+		body, err := readMessage(server, head)
+		if err != nil {
 			return
 		}
-		body := make([]byte, binary.BigEndian.Uint32(head[1:])-4)
-		if _, err := io.ReadFull(server, body); err != nil {
-			return
-		}
-		if head[0] == 'Z' && committed && p.armed.CompareAndSwap(true, false) {
+		if head[0] == 'Z' && committed && p.fire(cutBeforeReady) {
 			var e bytes.Buffer
 			for _, f := range []string{"SFATAL", "VFATAL", "C57P01", "Mterminating connection due to administrator command"} {
 				e.WriteString(f)
@@ -85,10 +160,12 @@ func (p *commitLoser) relay(client io.Writer, server io.Reader) {
 			e.WriteByte(0)
 			msg := binary.BigEndian.AppendUint32([]byte{'E'}, uint32(e.Len()+4)) //nolint:gosec // G115: a few dozen bytes
 			_, _ = client.Write(append(msg, e.Bytes()...))
-			p.lost.Add(1)
 			return
 		}
 		committed = head[0] == 'C' && bytes.HasPrefix(body, []byte("COMMIT\x00"))
+		if committed && p.fire(cutBeforeAnswer) {
+			return
+		}
 		if _, err := client.Write(append(head, body...)); err != nil {
 			return
 		}
@@ -103,24 +180,14 @@ func (p *commitLoser) relay(client io.Writer, server io.Reader) {
 // for approvers (TestPostgresOutage's flake in CI), and a recorded
 // approval was reported failed to its approver.
 func TestCommitAnsweredThenConnectionLost(t *testing.T) {
-	dsn := pgtest.Fresh(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := newCommitLoser(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
-	q := u.Query()
-	q.Set("sslmode", "disable")
-	u.RawQuery = q.Encode()
-	db := openTest(t, postgresConfig(u.String()))
+	db, proxy := openThroughCommitLoser(t, 0)
 	ctx := t.Context()
 
 	own := store.Cap{Scope: store.CapPrincipal, Key: "desktop", Limit: 8, Name: "own"}
 	total := store.Cap{Scope: store.CapTotal, Limit: 100, Name: "total"}
 	r := pendingRequest(testID(1))
 	r.CreatedAt, r.ExpiresAt = time.Now(), time.Now().Add(time.Hour)
-	proxy.armed.Store(true)
+	proxy.arm(cutBeforeReady)
 	if err := db.CreateRequest(ctx, r, own, total); err != nil {
 		t.Errorf("CreateRequest after its COMMIT answered = %v, want nil (it committed)", err)
 	}
@@ -131,7 +198,7 @@ func TestCommitAnsweredThenConnectionLost(t *testing.T) {
 		t.Fatalf("GetRequest = %+v, %v; want it pending", got, err)
 	}
 
-	proxy.armed.Store(true)
+	proxy.arm(cutBeforeReady)
 	got, err := db.UpdateRequest(ctx, r.ID, "bob", func(r *approval.Request) error {
 		return r.Review(approval.Reviewer{ID: "bob"}, approval.VerdictApprove, "", "", time.Now())
 	})
@@ -144,4 +211,23 @@ func TestCommitAnsweredThenConnectionLost(t *testing.T) {
 	if got, err := db.GetRequest(ctx, r.ID); err != nil || got.State != approval.StateApproved {
 		t.Fatalf("GetRequest = %v, %v; want approved", got.State, err)
 	}
+}
+
+// openThroughCommitLoser opens a fresh Postgres database through a
+// commitLoser, with at most maxConns connections in the main pool (0: the
+// default).
+func openThroughCommitLoser(tb testing.TB, maxConns int) (*DB, *commitLoser) {
+	tb.Helper()
+	u, err := url.Parse(pgtest.Fresh(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	proxy := newCommitLoser(tb, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	q := u.Query()
+	q.Set("sslmode", "disable")
+	u.RawQuery = q.Encode()
+	cfg := postgresConfig(u.String())
+	cfg.MaxConns = maxConns
+	return openTest(tb, cfg), proxy
 }

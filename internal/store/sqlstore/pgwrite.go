@@ -140,11 +140,12 @@ func (db *DB) pgUpdateOnce(ctx context.Context, pg *postgresDialect, id approval
 	if withRev {
 		rev = &read.PolicyRevision
 	}
-	conn, old, err := pgLock(ctx, pg.pool, id, true, task, rev)
+	var xid int64
+	conn, old, err := pgLock(ctx, pg.pool, id, true, task, rev, &xid)
 	if conn == nil && err != nil && ctx.Err() == nil {
 		// The connection broke before anything was written (a restart or
 		// failover since it was last used): once more, pinged first.
-		conn, old, err = pgLock(ctx, pg.pool, id, false, task, rev)
+		conn, old, err = pgLock(ctx, pg.pool, id, false, task, rev, &xid)
 	}
 	if err != nil {
 		if conn != nil {
@@ -182,11 +183,20 @@ func (db *DB) pgUpdateOnce(ctx context.Context, pg *postgresDialect, id approval
 	br := conn.SendBatch(ctx, &b)
 	err = pgCommitBatch(br, b.Len(), p.changed, old.id)
 	broken, err := pgCommitted(err, br.Close())
-	if err != nil {
+	switch {
+	case err != nil && conn.Conn().IsClosed() && pgLostAnswer(err):
+		// The connection ended before the pipeline's answers: the
+		// COMMIT, sent with them, may have committed (pgSettle).
+		conn.Release()
+		if err = db.pgSettle(ctx, db.sql, xid, err); err != nil {
+			return approval.Request{}, err
+		}
+	case err != nil:
 		pgRollback(ctx, conn)
 		return approval.Request{}, err
+	default:
+		pgReleaseAfterCommit(ctx, conn, broken)
 	}
-	pgReleaseAfterCommit(ctx, conn, broken)
 	if probe != nil {
 		probe.Read, probe.Task = true, *task
 	}
@@ -194,7 +204,8 @@ func (db *DB) pgUpdateOnce(ctx context.Context, pg *postgresDialect, id approval
 }
 
 // pgLock acquires a connection of pool (without its ping when noPing),
-// begins a transaction and reads and locks the row of id in one pipeline
+// begins a transaction, reads its transaction id into *xid (txid_current,
+// for pgSettle) and reads and locks the row of id in one pipeline
 // (pgLockRow). It returns the connection, inside the
 // transaction, with the row, or an error (store.ErrNotFound for a missing
 // row) and the connection to roll back, or nil when it broke (then the
@@ -203,7 +214,7 @@ func (db *DB) pgUpdateOnce(ctx context.Context, pg *postgresDialect, id approval
 // into *task. When rev is not nil it then takes the policy lock shared
 // and reads the newest revision into *rev (tx.sharedRevision's
 // statements).
-func pgLock(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing bool, task *bool, rev *int64) (*pgxpool.Conn, requestRow, error) {
+func pgLock(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing bool, task *bool, rev *int64, xid *int64) (*pgxpool.Conn, requestRow, error) {
 	actx := ctx
 	if noPing {
 		actx = context.WithValue(ctx, skipPing{}, true)
@@ -219,6 +230,7 @@ func pgLock(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing bool
 	// default a take-over stays visible to an older instance's
 	// serializable renewal (docs/performance.md, "attack26").
 	b.Queue(`BEGIN`)
+	b.Queue(`SELECT txid_current()`)
 	if task != nil {
 		b.Queue(pgLockRowTask, string(id))
 	} else {
@@ -234,6 +246,9 @@ func pgLock(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing bool
 		lease sql.NullInt64
 	)
 	_, err = br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(xid)
+	}
 	if err == nil {
 		dest := append(w.dest(), &lease)
 		if task != nil {

@@ -247,7 +247,12 @@ func (db *DB) retry(ctx context.Context, once func() error) error {
 	}
 }
 
+// txOnce is one try of a write transaction of inTx on the pool on. On
+// Postgres it is pgTxOnce, which settles a commit whose answer was lost.
 func (db *DB) txOnce(ctx context.Context, on *sql.DB, fn func(*tx) error) error {
+	if _, ok := db.d.(*postgresDialect); ok {
+		return db.pgTxOnce(ctx, on, fn)
+	}
 	stx, err := on.BeginTx(ctx, db.d.txOptions())
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -273,7 +278,9 @@ func (db *DB) txOnce(ctx context.Context, on *sql.DB, fn func(*tx) error) error 
 // A tx is one transaction of DB.inTx. Its query methods take queries
 // written with ? placeholders and rebind them for the dialect.
 type tx struct {
-	sql *sql.Tx
+	// sql runs the statements: a *sql.Tx (SQLite), or on Postgres the
+	// *sql.Conn whose server-side transaction pgTxOnce began.
+	sql txRunner
 	d   dialect
 	db  *DB
 	// grouped marks a transaction the batcher shares among several
@@ -282,6 +289,14 @@ type tx struct {
 	// transaction when a write is interrupted, and that would fail the
 	// other callers' writes in the group too.
 	grouped bool
+}
+
+// txRunner is what a tx sends its statements through: *sql.Tx and
+// *sql.Conn have it.
+type txRunner interface {
+	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
 }
 
 // context returns the context a statement of t runs under: ctx, or for a
@@ -295,11 +310,12 @@ func (t *tx) context(ctx context.Context) context.Context {
 
 // stmt returns q prepared for t (SQLite's statement cache), or nil.
 func (t *tx) stmt(ctx context.Context, q string) *sql.Stmt {
-	if t.db == nil || t.db.wcache == nil {
+	stx, ok := t.sql.(*sql.Tx)
+	if !ok || t.db == nil || t.db.wcache == nil {
 		return nil
 	}
 	if s := t.db.wcache.get(ctx, q); s != nil {
-		return t.sql.StmtContext(ctx, s)
+		return stx.StmtContext(ctx, s)
 	}
 	return nil
 }
