@@ -130,6 +130,7 @@ func TestPagingSeesALateCommit(t *testing.T) {
 	}
 	in.now = func() time.Time { return now.Add(2 * time.Millisecond) }
 	second := in.create(t, 3) // commits first
+	third := in.create(t, 4)  // so the page of the second is not the last
 
 	f := store.Filter{State: approval.StatePending, Limit: 1}
 	seen := map[approval.ID]bool{}
@@ -147,11 +148,11 @@ func TestPagingSeesALateCommit(t *testing.T) {
 			break
 		}
 		if page > 10 {
-			t.Fatal("more than 10 pages of 3 requests")
+			t.Fatal("more than 10 pages of 4 requests")
 		}
 		f.Cursor = next
 	}
-	for _, id := range []approval.ID{first, lateReq.ID, second} {
+	for _, id := range []approval.ID{first, lateReq.ID, second, third} {
 		if !seen[id] {
 			t.Errorf("request %s (pending, committed before the last page was read) was never listed", id)
 		}
