@@ -37,4 +37,3 @@ func TestListOfAStateReadsItsPage(t *testing.T) {
 		t.Errorf("the list of every state: the plan is %q, want the rows read in list order (requests_list_order), not sorted", p)
 	}
 }
-
