@@ -35,7 +35,7 @@ func TestListCursorRoundTrip(t *testing.T) {
 		t.Errorf(`ParseListCursor("") = %+v, %v; want the start`, p, err)
 	}
 	bad := []string{"nope", "p.", "p.!!", "p.AAAA", strings.Repeat("a", 37),
-		ListPosition{Order: 5, ID: "x", Open: []uint64{6}}.String(), // open above the order
+		ListPosition{Order: 5, ID: "x", Open: []uint64{6}}.String(),    // open above the order
 		ListPosition{Order: 5, ID: "x", Open: []uint64{3, 2}}.String(), // not ascending
 		ListPosition{Order: 5, ID: "x", Open: []uint64{5}}.String(),    // the order itself
 		ListPosition{Order: 5, ID: "x"}.String() + "A",
