@@ -188,7 +188,11 @@ func TestPagingWhileCreating(t *testing.T) {
 						at := in.now().Add(time.Duration(i) * time.Millisecond)
 						r := pendingRequest(idAt(at, w*perWriter+i))
 						r.CreatedAt, r.ExpiresAt = at, at.Add(time.Hour)
-						if err := in.db.CreateRequest(context.Background(), r); err != nil {
+						var caps []store.Cap
+						if w%4 >= 2 { // on Postgres the pipelined creation (pgCreate)
+							caps = []store.Cap{{Scope: store.CapPrincipal, Key: r.RequestedBy, Limit: 1 << 20}, {Scope: store.CapTotal, Limit: 1 << 20}}
+						}
+						if err := in.db.CreateRequest(context.Background(), r, caps...); err != nil {
 							t.Errorf("CreateRequest = %v", err)
 							return
 						}
