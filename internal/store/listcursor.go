@@ -35,8 +35,10 @@ type ListPosition struct {
 }
 
 // MaxOpenTransactions bounds ListPosition.Open (and so the length of a
-// cursor, about 4 characters an entry): a page whose cursor would need
-// more is cut shorter, or the list fails and is tried again.
+// cursor, about 4 characters an entry): a page read while more
+// transactions were running below its end fails (sqlstore: an error,
+// never a page that could skip) and succeeds when read again once they
+// ended.
 const MaxOpenTransactions = 400
 
 // listCursorPrefix marks a cursor as a ListPosition; a cursor without it
