@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"encoding/binary"
+	"slices"
 
 	"sync"
 	"sync/atomic"
@@ -262,6 +263,39 @@ func TestPagingWhileCreating(t *testing.T) {
 				t.Errorf("the last pass listed %d requests, want %d", len(last.seen), writers*perWriter)
 			}
 			t.Logf("%d passes", len(passes))
+		})
+	}
+}
+
+// TestOldCursorStillPages (page41): requests stored before list orders
+// (migration 24 gave them 0) come first, in id order, and a cursor from
+// before (the id of a page's last request) goes on after that id, both
+// ways: oldest first it then lists every newer request, newest first the
+// older ones.
+func TestOldCursorStillPages(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.driver, func(t *testing.T) {
+			db := openTest(t, b.fresh(t))
+			for _, n := range []int{3, 1, 2, 4} {
+				if err := db.CreateRequest(t.Context(), pendingRequest(testID(n))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := db.sql.ExecContext(t.Context(), db.d.rebind(`UPDATE requests SET list_order = '0' WHERE id <> ?`), string(testID(4))); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct {
+				f    store.Filter
+				want []approval.ID
+			}{
+				{store.Filter{}, []approval.ID{testID(1), testID(2), testID(3), testID(4)}},
+				{store.Filter{Cursor: string(testID(1))}, []approval.ID{testID(2), testID(3), testID(4)}},
+				{store.Filter{Cursor: string(testID(3)), Descending: true}, []approval.ID{testID(2), testID(1)}},
+			} {
+				if got, _ := pageOne(t, db, c.f); !slices.Equal(got, c.want) {
+					t.Errorf("ListRequests(%+v) = %v, want %v", c.f, got, c.want)
+				}
+			}
 		})
 	}
 }
