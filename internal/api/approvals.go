@@ -23,7 +23,7 @@ const MaxBodyBytes = 64 << 10
 // Limits on input.
 const (
 	maxLimit     = 1000 // ?limit=
-	maxCursor    = 512  // bytes of ?cursor=
+	maxCursor    = 2048 // bytes of ?cursor= (a list position with store.MaxOpenTransactions open is about 1,700)
 	maxReason    = 2000 // bytes of a review reason
 	idLen        = 36   // canonical UUID text
 	hashPrefix   = "sha256:"
@@ -64,8 +64,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c caller) error {
 	if len(f.Cursor) > maxCursor {
 		return invalid("cursor longer than %d bytes", maxCursor)
 	}
-	if f.Cursor != "" && !isIDText(f.Cursor) {
-		// Cursors are approval ids (the last id of the previous page).
+	if _, err := store.ParseListCursor(f.Cursor); err != nil {
+		// Cursors are opaque list positions (store.ListPosition); the
+		// approval id that was a cursor before them is still one.
 		return invalid("cursor %q is not a cursor this API returned", f.Cursor)
 	}
 	f.IDPrefix = strings.ToLower(q.Get("id_prefix"))

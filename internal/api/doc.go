@@ -57,7 +57,10 @@
 //
 // The list takes the query parameters state (a state name, or "all"; absent
 // means all states), limit (1–1000; absent means the store's default of 100),
-// cursor (the next_cursor of the previous page), id_prefix and id_suffix
+// cursor (the next_cursor of the previous page: opaque, a store.ListPosition;
+// an approval id, the cursor of earlier versions, is still accepted),
+// order (oldest, the default, or newest: the order in which the store
+// created the approvals, see store.Filter), id_prefix and id_suffix
 // (lower-case hex and dashes, at most 36 characters; toolgate's extension
 // for short ids, which may be a unique start or end of an id). A bad value
 // is 422.

@@ -67,10 +67,14 @@ type Filter struct {
 	// Target); Kind approval.KindToolCall also matches the empty kind.
 	Kind   string
 	Target string
-	// Limit caps the page size; 0 means 100. Cursor is the NextCursor of the
-	// previous page ("" for the first). Pages are ordered by id ascending,
-	// which is creation order for UUIDv7 ids, or descending (newest first)
-	// when Descending is set.
+	// Limit caps the page size; 0 means 100. Cursor is the next cursor of
+	// the previous page ("" for the first): opaque, read by
+	// ParseListCursor (a bad one is ErrBadCursor). Pages are in list order
+	// (ListPosition: the order in which the store created the requests,
+	// whatever their ids' clocks say), oldest first, or newest first when
+	// Descending is set. Oldest first, a reader that follows the cursors
+	// to "" sees every matching request created before it read its last
+	// page; newest first, every one created before it read its first.
 	Limit      int
 	Cursor     string
 	Descending bool
@@ -107,7 +111,8 @@ type Store interface {
 	// busy.
 	ViewRequest(ctx context.Context, id approval.ID) (approval.Request, error)
 	// ListRequests returns one page and the cursor of the next ("" at the
-	// end). It lists for people and their tools, like ViewRequest.
+	// end), in list order (see Filter). It lists for people and their
+	// tools, like ViewRequest.
 	ListRequests(ctx context.Context, f Filter) (rs []approval.Request, next string, err error)
 	// EachRequest is ListRequests that hands the page's requests to fn one
 	// at a time, in order, as they are read, instead of collecting them

@@ -29,8 +29,8 @@ type inboxView struct {
 
 func (s *Server) inboxData(r *http.Request, c *session) (*inboxView, error) {
 	cursor := r.URL.Query().Get("cursor")
-	if cursor != "" && !isIDText(cursor) {
-		cursor = ""
+	if _, err := store.ParseListCursor(cursor); err != nil {
+		cursor = "" // not a cursor of this list: the first page
 	}
 	// Each approval becomes its row as the store reads it: the page keeps
 	// 100 rows (a summary cut at summaryLen each), never 100 approvals
@@ -487,7 +487,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, c *session) {
 		}
 		*tf.dst = t.UTC()
 	}
-	if hf.Cursor != "" && isIDText(hf.Cursor) {
+	if _, err := store.ParseListCursor(hf.Cursor); err == nil {
 		f.Cursor = hf.Cursor
 	}
 	if len(problems) > 0 {

@@ -245,4 +245,4 @@ func TestInboxPageBrokenOffIsNotAPage(t *testing.T) {
 }
 
 // regexpMore finds the inbox's link to its next page.
-var regexpMore = regexp.MustCompile(`href="/ui/\?cursor=([0-9a-f-]+)"`)
+var regexpMore = regexp.MustCompile(`href="/ui/\?cursor=([0-9A-Za-z._-]+)"`)

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -34,9 +35,9 @@ func TestEachRequestHoldsNoAdminConnectionWhileFnRuns(t *testing.T) {
 				}
 				all = append(all, testID(i+1))
 			}
-			for _, f := range []store.Filter{{}, {Limit: 1000}, {Limit: 64}, {Limit: 65}, {Limit: 200, Cursor: string(testID(20))},
-				{Limit: 229}, {Limit: 230}, {Limit: 231}, {Limit: 150, Descending: true}, {Limit: 1000, Descending: true, Cursor: string(testID(100))}} {
-				wantIDs, wantNext := pageOf(all, f)
+			for _, f := range []store.Filter{{}, {Limit: 1000}, {Limit: 64}, {Limit: 65}, {Limit: 200, Cursor: listPositionOf(t, db, testID(20)).String()},
+				{Limit: 229}, {Limit: 230}, {Limit: 231}, {Limit: 150, Descending: true}, {Limit: 1000, Descending: true, Cursor: listPositionOf(t, db, testID(100)).String()}} {
+				wantIDs, wantLast := pageOf(t, all, f)
 				var got []approval.ID
 				busy := 0
 				next, err := db.EachRequest(ctx, f, func(r approval.Request) error {
@@ -52,37 +53,58 @@ func TestEachRequestHoldsNoAdminConnectionWhileFnRuns(t *testing.T) {
 				if busy > 0 {
 					t.Errorf("limit %d cursor %q descending %v: fn ran with %d of the admin pool's %d connections in use (the page's read open while the client is written to)", f.Limit, f.Cursor, f.Descending, busy, AdminConns)
 				}
-				if !slices.Equal(got, wantIDs) || next != wantNext {
-					t.Errorf("limit %d cursor %q descending %v: EachRequest %d ids (%v…) next %q; want %d (%v…) next %q", f.Limit, f.Cursor, f.Descending, len(got), got[:min(3, len(got))], next, len(wantIDs), wantIDs[:min(3, len(wantIDs))], wantNext)
+				var gotLast approval.ID
+				if next != "" {
+					p, err := store.ParseListCursor(next)
+					if err != nil {
+						t.Fatal(err)
+					}
+					gotLast = p.ID
+				}
+				if !slices.Equal(got, wantIDs) || gotLast != wantLast {
+					t.Errorf("limit %d cursor %q descending %v: EachRequest %d ids (%v…) next after %q; want %d (%v…) next after %q", f.Limit, f.Cursor, f.Descending, len(got), got[:min(3, len(got))], gotLast, len(wantIDs), wantIDs[:min(3, len(wantIDs))], wantLast)
 				}
 			}
 		})
 	}
 }
 
-// pageOf is the page of f among ids (every request of the store, in id
-// order, all matching f but for its cursor and limit) and its next
-// cursor, as one read by id returns it.
-func pageOf(ids []approval.ID, f store.Filter) (page []approval.ID, next string) {
+// pageOf is the page of f among ids (every request of the store, in list
+// order, all matching f but for its cursor and limit) and the id its next
+// cursor is after ("" for none), as one read returns it.
+func pageOf(t *testing.T, ids []approval.ID, f store.Filter) (page []approval.ID, last approval.ID) {
+	t.Helper()
 	ids = slices.Clone(ids)
 	if f.Descending {
 		slices.Reverse(ids)
 	}
 	if f.Cursor != "" {
-		i := slices.IndexFunc(ids, func(id approval.ID) bool {
-			return (!f.Descending && string(id) > f.Cursor) || (f.Descending && string(id) < f.Cursor)
-		})
-		if i < 0 {
-			i = len(ids)
+		p, err := store.ParseListCursor(f.Cursor)
+		if err != nil {
+			t.Fatal(err)
 		}
-		ids = ids[i:]
+		ids = ids[slices.Index(ids, p.ID)+1:]
 	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = defaultLimit
 	}
 	if len(ids) > limit {
-		return ids[:limit], string(ids[limit-1])
+		return ids[:limit], ids[limit-1]
 	}
 	return ids, ""
+}
+
+// listPositionOf returns the list position of request id (nothing open).
+func listPositionOf(t *testing.T, db *DB, id approval.ID) store.ListPosition {
+	t.Helper()
+	var order string
+	if err := db.sql.QueryRowContext(t.Context(), db.d.rebind(`SELECT CAST(list_order AS TEXT) FROM requests WHERE id = ?`), string(id)).Scan(&order); err != nil {
+		t.Fatal(err)
+	}
+	o, err := strconv.ParseUint(order, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store.ListPosition{Order: o, ID: id}
 }

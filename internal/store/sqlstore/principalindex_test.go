@@ -38,7 +38,7 @@ func TestOnePrincipalIndexForPendingReads(t *testing.T) {
 				}
 			}
 			capped := `SELECT COUNT(*) FROM (SELECT 1 FROM requests WHERE ` + pendingToolCalls
-			history, historyArgs, _ := listQuery(store.Filter{Descending: true, Limit: 50, Decided: true, RequestedBy: "agent-1"})
+			history, historyArgs := listQuery(store.Filter{Descending: true, Limit: 50, Decided: true, RequestedBy: "agent-1"}, store.ListPosition{}, 50, db.Driver() == DriverPostgres)
 			readers := []struct {
 				name string
 				q    string
@@ -57,7 +57,7 @@ func TestOnePrincipalIndexForPendingReads(t *testing.T) {
 					WHERE requested_by = ? AND arguments_hash = ? AND server = ? AND tool = ?
 					AND (state IN ('pending', 'approved') OR (state = 'denied' AND answered_at IS NULL))
 					ORDER BY id LIMIT 100`, []any{"agent-1", "h", "s", "t"}, []string{"requests_identical"}},
-				{"history page", history, historyArgs, []string{"requests_identical", "requests_pkey", "sqlite_autoindex_requests_1", "PRIMARY KEY", "requests_requested_by_state"}},
+				{"history page", history, historyArgs, []string{"requests_identical", "requests_pkey", "sqlite_autoindex_requests_1", "PRIMARY KEY", "requests_requested_by_state", "requests_list_order"}},
 			}
 			if db.Driver() == DriverPostgres {
 				readers = append(readers, struct {

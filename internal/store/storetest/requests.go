@@ -115,7 +115,9 @@ func testList(t *testing.T, s store.Store) {
 		tenant  string
 		verdict approval.Verdict // "" stays pending
 	}
-	// Created out of id order: listing must sort by id.
+	// Created out of id order: listing follows creation (list order,
+	// store.ListPosition), not ids, which come from the creating
+	// instance's clock.
 	fixtures := []fixture{
 		{id(3, 1), "desktop", "acme", ""},
 		{id(1, 2), "desktop", "acme", approval.VerdictApprove},
@@ -132,25 +134,25 @@ func testList(t *testing.T, s store.Store) {
 			mustReview(t, s, f.id, "bob", f.verdict, t0.Add(time.Minute))
 		}
 	}
-	all := []approval.ID{id(1, 1), id(1, 2), id(1, 3), id(2, 1), id(2, 2), id(3, 1)}
+	all := []approval.ID{id(3, 1), id(1, 2), id(2, 2), id(1, 1), id(2, 1), id(1, 3)}
 	tests := []struct {
 		name   string
 		filter store.Filter
 		want   []approval.ID
 	}{
 		{"all", store.Filter{}, all},
-		{"state", store.Filter{State: approval.StatePending}, []approval.ID{id(1, 1), id(1, 3), id(2, 1), id(3, 1)}},
-		{"requested by", store.Filter{RequestedBy: "laptop"}, []approval.ID{id(1, 3), id(2, 2)}},
-		{"tenant", store.Filter{Tenant: "globex"}, []approval.ID{id(2, 1), id(2, 2)}},
-		{"id prefix", store.Filter{IDPrefix: groupPrefix(1)}, []approval.ID{id(1, 1), id(1, 2), id(1, 3)}},
+		{"state", store.Filter{State: approval.StatePending}, []approval.ID{id(3, 1), id(1, 1), id(2, 1), id(1, 3)}},
+		{"requested by", store.Filter{RequestedBy: "laptop"}, []approval.ID{id(2, 2), id(1, 3)}},
+		{"tenant", store.Filter{Tenant: "globex"}, []approval.ID{id(2, 2), id(2, 1)}},
+		{"id prefix", store.Filter{IDPrefix: groupPrefix(1)}, []approval.ID{id(1, 2), id(1, 1), id(1, 3)}},
 		{"whole id as prefix", store.Filter{IDPrefix: string(id(2, 1))}, []approval.ID{id(2, 1)}},
 		{"prefix and state", store.Filter{IDPrefix: groupPrefix(1), State: approval.StateApproved}, []approval.ID{id(1, 2)}},
-		{"tenant and requester", store.Filter{Tenant: "acme", RequestedBy: "desktop"}, []approval.ID{id(1, 1), id(1, 2), id(3, 1)}},
+		{"tenant and requester", store.Filter{Tenant: "acme", RequestedBy: "desktop"}, []approval.ID{id(3, 1), id(1, 2), id(1, 1)}},
 		{"no match", store.Filter{State: approval.StateConsumed}, nil},
 		{"unknown prefix", store.Filter{IDPrefix: "ffff"}, nil},
 		{"limit 2", store.Filter{Limit: 2}, all},
 		{"limit 4", store.Filter{Limit: 4}, all},
-		{"limit 3 pending", store.Filter{Limit: 3, State: approval.StatePending}, []approval.ID{id(1, 1), id(1, 3), id(2, 1), id(3, 1)}},
+		{"limit 3 pending", store.Filter{Limit: 3, State: approval.StatePending}, []approval.ID{id(3, 1), id(1, 1), id(2, 1), id(1, 3)}},
 		{"limit exact", store.Filter{Limit: 6}, all},
 		{"limit above count", store.Filter{Limit: 7}, all},
 	}

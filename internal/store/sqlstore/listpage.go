@@ -1,0 +1,378 @@
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/store"
+)
+
+// The approvals list (ListRequests, EachRequest) pages by list order:
+// (list_order, id), a place the store gives each request when it is
+// created (migration 24; store.ListPosition). Paging by id skipped
+// requests: an id is a UUIDv7 from the creating instance's clock, so a
+// request of an instance whose clock lags, or one created meanwhile on
+// Postgres whose transaction commits after a later id was listed, lands
+// before a cursor already handed out (branch page41).
+//
+// Why the order cannot skip, read oldest first (the default of the API):
+//
+//   - SQLite: list_order is a counter taken inside the creating
+//     transaction, and one transaction writes at a time, so a request
+//     placed before one already listed committed before it, and was
+//     visible to the read that listed that one.
+//   - Postgres: list_order is the creating transaction's id. A page is
+//     read by one statement, which also selects its snapshot
+//     (pg_current_snapshot()). A request placed before the page's last
+//     one, L, and not visible to that statement belongs to a transaction
+//     with an id below L's that was still running then (every id below
+//     the snapshot's xmax is visible unless it is in the snapshot's list
+//     of running transactions, and L is visible, so its id is below
+//     xmax): the cursor carries those ids (ListPosition.Open), and the
+//     next page reads their requests besides the ones after L. Ids of
+//     Open are dropped once a later read sees them ended; their requests,
+//     then visible, come first on that page. A transaction that creates
+//     two requests may show the first of them twice if a page ends
+//     between them, never skip one (CreateRequest creates one a
+//     transaction).
+//
+// Read newest first (the inbox, the CLI) a list starts at the newest
+// request, so one created while it pages is shown by the next read from
+// the top; each request created before the first page was read is shown
+// once, since its place does not move.
+
+// ListRequests returns one page of requests matching f in list order
+// (store.ListPosition: creation order, oldest first; newest first when
+// f.Descending), and the cursor of the next page ("" when this page is
+// the last): a read oldest first that follows the cursors to "" lists
+// every matching request created before it read its last page. It lists
+// for people and their tools (the admin API, the inbox): it reads on the
+// pool reserved for them (AdminConns), never waiting behind the calls'
+// reads and writes in the other pools. A cursor that no list returned is
+// an error wrapping store.ErrBadCursor.
+func (db *DB) ListRequests(ctx context.Context, f store.Filter) ([]approval.Request, string, error) {
+	var rs []approval.Request
+	next, err := db.EachRequest(ctx, f, func(r approval.Request) error {
+		rs = append(rs, r)
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return rs, next, nil
+}
+
+// EachRequest is ListRequests that hands the page's requests to fn one at
+// a time, in order, instead of collecting the page: it reads the page in
+// batches of at most eachBatchRows rows (and about eachBatchBytes of
+// arguments), one statement each, resumed at the batch's position as a
+// next page would be, and hands a batch to fn once its read has ended.
+// What it keeps is one batch, whatever the page's size, and no connection
+// of the admin pool is held while fn runs (attack28: GET /v1/approvals
+// writes to its client from fn, and a client that stopped reading held
+// the read, and with two of them the pool, for the list's 30 s write
+// deadline). A page read in batches is not one snapshot: a row written
+// meanwhile may show as of its batch's read, as across pages. An error of
+// fn ends the page and is returned as is; the store's errors are wrapped
+// as ListRequests wraps them. next is ListRequests' cursor, known only
+// once the page was read: it is "" whenever err is not nil.
+func (db *DB) EachRequest(ctx context.Context, f store.Filter, fn func(approval.Request) error) (next string, err error) {
+	pos, err := store.ParseListCursor(f.Cursor)
+	if err != nil {
+		return "", fmt.Errorf("list requests: %w", err)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	var batch []approval.Request
+	for n := 0; ; {
+		var more bool
+		batch, pos, more, err = db.requestBatch(ctx, f, pos, min(limit-n, eachBatchRows), batch[:0])
+		if err != nil {
+			return "", err
+		}
+		if len(batch) == 0 {
+			return "", nil
+		}
+		for i := range batch {
+			if err := fn(batch[i]); err != nil {
+				return "", err
+			}
+			batch[i] = approval.Request{} // not kept past fn
+		}
+		n += len(batch)
+		if !more {
+			return "", nil
+		}
+		if n == limit {
+			return pos.String(), nil // a row past the page: there is a next page
+		}
+	}
+}
+
+// eachBatchRows and eachBatchBytes bound one read of EachRequest: the rows
+// it decodes and keeps before fn sees them, and (checked after each row)
+// their arguments' bytes.
+const (
+	eachBatchRows  = 64
+	eachBatchBytes = 256 << 10
+)
+
+// requestBatch reads the requests of f after pos (limit at most, fewer
+// once their arguments reach eachBatchBytes) into out, with the read
+// ended (its connection back in the pool) when it returns, and the
+// position after them (pos when out is empty). more reports a row past
+// those returned (or, after a batch cut by its bytes, that one may exist).
+func (db *DB) requestBatch(ctx context.Context, f store.Filter, pos store.ListPosition, limit int, out []approval.Request) (_ []approval.Request, next store.ListPosition, more bool, err error) {
+	_, pg := db.d.(*postgresDialect)
+	snap := pg && !f.Descending // the read needs its snapshot (see above)
+	q, args := listQuery(f, pos, limit, pg)
+	rows, err := db.adminReads().query(ctx, q, args...)
+	if err != nil {
+		return out, pos, false, db.wrap("list requests", err)
+	}
+	defer func() { _ = rows.Close() }() // on early returns; the last Close's error is returned below
+	var (
+		w         requestRow
+		order     string
+		snapshot  string
+		dest      = append(w.dest(), &order)
+		size      int
+		last      store.ListPosition
+		peek      uint64
+		peeked    bool
+		snapTaken string
+	)
+	if snap {
+		dest = append(dest, &snapshot)
+	}
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return out, pos, false, db.wrap("list requests", err)
+		}
+		o, err := strconv.ParseUint(order, 10, 64)
+		if err != nil {
+			return out, pos, false, fmt.Errorf("list requests: list order %q: %w", order, err)
+		}
+		snapTaken = snapshot
+		if len(out) == limit || size >= eachBatchBytes {
+			more, peek, peeked = true, o, true
+			break
+		}
+		r, err := w.decode()
+		if err != nil {
+			return out, pos, false, db.wrap("list requests", err)
+		}
+		out = append(out, r)
+		size += len(r.Arguments)
+		last = store.ListPosition{Order: o, ID: r.ID}
+	}
+	if err := rows.Err(); err != nil {
+		return out, pos, false, db.wrap("list requests", err)
+	}
+	if err := rows.Close(); err != nil {
+		return out, pos, false, db.wrap("list requests", err)
+	}
+	if len(out) == 0 {
+		return out, pos, false, nil
+	}
+	if !snap {
+		return out, last, more, nil
+	}
+	running, err := runningTransactions(snapTaken)
+	if err != nil {
+		return out, pos, false, fmt.Errorf("list requests: %w", err)
+	}
+	next = advance(pos, last, running, peeked, peek)
+	if len(next.Open) > store.MaxOpenTransactions {
+		return out, pos, false, db.wrap("list requests", fmt.Errorf("%d transactions were running below the page's end, more than a cursor holds (%d): %w",
+			len(next.Open), store.MaxOpenTransactions, errTooManyOpen))
+	}
+	return out, next, more, nil
+}
+
+// errTooManyOpen: a page read oldest first on Postgres ended above more
+// running transactions than a cursor holds; reading it again later
+// succeeds once they ended.
+var errTooManyOpen = errors.New("too many running transactions to page past")
+
+// advance returns the position after a page read oldest first on
+// Postgres from pos, whose last request is at last, by a statement whose
+// snapshot had running (ascending) as its running transactions; peek is
+// the list order of the row after last, when peeked (see the comment at
+// the top of this file).
+func advance(pos, last store.ListPosition, running []uint64, peeked bool, peek uint64) store.ListPosition {
+	if pos.Order < last.Order || (pos.Order == last.Order && pos.ID < last.ID) {
+		// The page passed pos: every request of pos.Open that its read
+		// saw came before last and is on it.
+		next := store.ListPosition{Order: last.Order, ID: last.ID}
+		for _, x := range running {
+			if x < last.Order {
+				next.Open = append(next.Open, x)
+			}
+		}
+		return next
+	}
+	// The page ended among the requests of pos.Open (they come before
+	// pos): keep those still running, those not reached, and last's own
+	// transaction when its next request did not fit.
+	next := store.ListPosition{Order: pos.Order, ID: pos.ID}
+	for _, x := range pos.Open {
+		_, isRunning := slices.BinarySearch(running, x)
+		if isRunning || x > last.Order || (x == last.Order && peeked && peek == x) {
+			next.Open = append(next.Open, x)
+		}
+	}
+	return next
+}
+
+// runningTransactions reads the running transactions of a pg_snapshot's
+// text ("xmin:xmax:xip,..."), ascending.
+func runningTransactions(snapshot string) ([]uint64, error) {
+	parts := strings.Split(snapshot, ":")
+	if len(parts) != 3 {
+		return nil, fmt.Errorf("snapshot %q: want xmin:xmax:xip", snapshot)
+	}
+	if parts[2] == "" {
+		return nil, nil
+	}
+	xs := strings.Split(parts[2], ",")
+	out := make([]uint64, len(xs))
+	for i, x := range xs {
+		v, err := strconv.ParseUint(x, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot %q: %w", snapshot, err)
+		}
+		out[i] = v
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// createInsert is CreateRequest's INSERT of a requests row (? placeholders,
+// requestColumns' values): on SQLite it takes the next list order from
+// the counter (migration 24), on Postgres the column's default is the
+// creating transaction's id.
+func createInsert(d dialect) string {
+	if _, ok := d.(*sqliteDialect); ok {
+		return `INSERT INTO requests (` + requestColumns + `, list_order) VALUES (` + placeholders(numRequestColumns) +
+			`, (SELECT last + 1 FROM list_orders WHERE id = 1)) ON CONFLICT (id) DO NOTHING`
+	}
+	return `INSERT INTO requests (` + requestColumns + `) VALUES (` + placeholders(numRequestColumns) + `) ON CONFLICT (id) DO NOTHING`
+}
+
+// listQuery returns the query of one batch of the list for f after pos,
+// at most limit rows plus one more that tells whether a next batch
+// exists (? placeholders), and its arguments. Its rows are
+// requestSelect's, the list order as text, and for a read oldest first on
+// Postgres (pg) the statement's snapshot as text.
+func listQuery(f store.Filter, pos store.ListPosition, limit int, pg bool) (string, []any) {
+	where, args := listFilter(f)
+	orderText, orderArg := `list_order`, `?`
+	var posOrder any = int64(pos.Order) //nolint:gosec // G115: SQLite's counter, far below 2^63
+	if pg {
+		orderText, orderArg, posOrder = `list_order::text`, `?::xid8`, strconv.FormatUint(pos.Order, 10)
+	}
+	cols := requestSelect + `, ` + orderText + ` AS lo`
+	atStart := pos.Order == 0 && pos.ID == ""
+	if f.Descending {
+		if !atStart {
+			where = append(where, `(list_order, id) < (`+orderArg+`, ?)`)
+			args = append(args, posOrder, string(pos.ID))
+		}
+		return `SELECT ` + cols + ` FROM requests` + whereClause(where) + ` ORDER BY list_order DESC, id DESC LIMIT ?`, append(args, limit+1)
+	}
+	after, afterArgs := slices.Clone(where), slices.Clone(args)
+	if !atStart {
+		after = append(after, `(list_order, id) > (`+orderArg+`, ?)`)
+		afterArgs = append(afterArgs, posOrder, string(pos.ID))
+	}
+	if !pg {
+		return `SELECT ` + cols + ` FROM requests` + whereClause(after) + ` ORDER BY list_order, id LIMIT ?`, append(afterArgs, limit+1)
+	}
+	if len(pos.Open) == 0 {
+		return `SELECT ` + cols + `, pg_current_snapshot()::text FROM requests` + whereClause(after) + ` ORDER BY list_order, id LIMIT ?`, append(afterArgs, limit+1)
+	}
+	// The requests of the transactions that were running below pos, then
+	// those after pos, in one statement (one snapshot).
+	open := make([]string, len(pos.Open))
+	for i, x := range pos.Open {
+		open[i] = strconv.FormatUint(x, 10)
+	}
+	opened := append(slices.Clone(where), `list_order = ANY(?::xid8[])`)
+	openArgs := append(slices.Clone(args), `{`+strings.Join(open, `,`)+`}`)
+	q := `SELECT u.*, pg_current_snapshot()::text FROM (
+		(SELECT ` + cols + ` FROM requests` + whereClause(opened) + ` ORDER BY list_order, id LIMIT ?)
+		UNION ALL
+		(SELECT ` + cols + ` FROM requests` + whereClause(after) + ` ORDER BY list_order, id LIMIT ?)
+	) AS u ORDER BY u.lo::xid8, u.id LIMIT ?`
+	all := append(append(openArgs, limit+1), afterArgs...)
+	return q, append(all, limit+1, limit+1)
+}
+
+func whereClause(conds []string) string {
+	if len(conds) == 0 {
+		return ""
+	}
+	return ` WHERE ` + strings.Join(conds, ` AND `)
+}
+
+// listFilter returns the conditions of f (to be joined by AND) and their
+// arguments.
+func listFilter(f store.Filter) (where []string, args []any) {
+	add := func(cond string, vs ...any) {
+		where = append(where, cond)
+		args = append(args, vs...)
+	}
+	switch {
+	case f.State != "":
+		add(`state = ?`, string(f.State))
+	case f.Decided:
+		add(`state <> ?`, string(approval.StatePending))
+	}
+	if f.Server != "" {
+		add(`server = ?`, f.Server)
+	}
+	if f.Tool != "" {
+		add(`tool = ?`, f.Tool)
+	}
+	if !f.CreatedFrom.IsZero() {
+		add(`created_at >= ?`, store.Millis(f.CreatedFrom).UnixMilli())
+	}
+	if !f.CreatedBefore.IsZero() {
+		add(`created_at < ?`, store.Millis(f.CreatedBefore).UnixMilli())
+	}
+	if f.RequestedBy != "" {
+		add(`requested_by = ?`, f.RequestedBy)
+	}
+	if f.Tenant != "" {
+		add(`tenant = ?`, f.Tenant)
+	}
+	switch f.Kind {
+	case "":
+	case approval.KindToolCall:
+		add(`kind IN ('', 'tool_call')`)
+	default:
+		add(`kind = ?`, f.Kind)
+	}
+	if f.Target != "" {
+		add(`target = ?`, f.Target)
+	}
+	if f.IDPrefix != "" {
+		// The range lets the primary key index narrow the scan; substr
+		// makes the match exact.
+		add(`id >= ? AND substr(id, 1, length(CAST(? AS TEXT))) = ?`, f.IDPrefix, f.IDPrefix, f.IDPrefix)
+	}
+	if f.IDSuffix != "" {
+		// No index helps here: this scans the rows the other conditions
+		// leave (short ids are typed by people, rarely).
+		add(`length(id) >= length(CAST(? AS TEXT)) AND substr(id, length(id) - length(CAST(? AS TEXT)) + 1) = ?`, f.IDSuffix, f.IDSuffix, f.IDSuffix)
+	}
+	return where, args
+}
