@@ -103,13 +103,26 @@ func (db *DB) ViewRequest(ctx context.Context, id approval.ID) (approval.Request
 
 // getRequestRow reads the row of id, or store.ErrNotFound; lock is appended
 // to the query (tx.forUpdate, or "").
+// A transaction with its own row to scan into (tx.rows) reads into it and
+// returns a copy.
 func getRequestRow(ctx context.Context, q querier, id approval.ID, lock string) (requestRow, error) {
-	var w requestRow
-	err := q.queryRow(ctx, `SELECT `+requestSelect+` FROM requests WHERE id = ?`+lock, string(id)).Scan(w.dest()...)
+	var s *requestScanner
+	if t, ok := q.(*tx); ok && t.rows != nil {
+		s = t.rows
+	} else {
+		s = new(requestScanner)
+	}
+	if s.dest == nil {
+		s.dest = s.w.dest()
+	}
+	err := q.queryRow(ctx, `SELECT `+requestSelect+` FROM requests WHERE id = ?`+lock, string(id)).Scan(s.dest...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return requestRow{}, store.ErrNotFound
 	}
-	return w, err
+	if err != nil {
+		return requestRow{}, err
+	}
+	return s.w, nil
 }
 
 func scanRequestRow(rows *sql.Rows) (requestRow, error) {

@@ -287,6 +287,11 @@ type tx struct {
 	// for each of its writes, and sql.Tx.StmtContext makes a new
 	// transaction statement (and its dependency entry) on every call.
 	stmts []txStmt
+	// rows, when not nil, is the requests row its reads scan into
+	// (getRequestRow), the batcher's: one row and its 34 Scan
+	// destinations on the heap per read otherwise (≈ 1 KB; a decision
+	// and a consume read one each).
+	rows *requestScanner
 }
 
 // txStmt is one statement of tx.stmts.
