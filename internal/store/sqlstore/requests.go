@@ -173,10 +173,14 @@ func (t *tx) lockedRequest(ctx context.Context, id approval.ID) (requestRow, err
 	if err != nil || t.forUpdate() == "" || !w.leaseUntil.Valid || w.leaseUntil.Int64 != leaseMarker {
 		return w, err
 	}
-	err = t.queryRow(ctx, `SELECT lease_until FROM instance_leases WHERE instance = ? FOR SHARE`, w.heldBy).Scan(&w.holderLease)
+	// Scanned into its own variable: Scan(&w.holderLease) put every
+	// locked read's row on the heap (≈ 1 KB per approval: alloc41).
+	var lease sql.NullInt64
+	err = t.queryRow(ctx, `SELECT lease_until FROM instance_leases WHERE instance = ? FOR SHARE`, w.heldBy).Scan(&lease)
 	if errors.Is(err, sql.ErrNoRows) {
-		w.holderLease, err = sql.NullInt64{}, nil
+		lease, err = sql.NullInt64{}, nil
 	}
+	w.holderLease = lease
 	return w, err
 }
 
