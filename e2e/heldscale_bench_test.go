@@ -87,6 +87,10 @@ import (
 //     approve-retrans: TCP segments sent again (/proc/net/snmp); the
 //     log gives each window's wall-clock bounds (heldnet_bench_test.go);
 //   - approve-gcs: toolgate's garbage collections during approve-all;
+//     approve-B/approval and approve-allocs/approval: the bytes and
+//     allocations toolgate made over it (MemStats TotalAlloc and Mallocs)
+//     per approval, with everything it did meanwhile (keep-alive beats,
+//     the watch, the audit chain, the heap reads around it);
 //     on Postgres approve-autovacuums: autovacuum's runs (vacuum or
 //     analyse, toolgate's tables) that ended meanwhile;
 //
@@ -366,7 +370,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	cpu0 = cpu()
 	procs0 := readApprove(pid, dbPID, load)
 	net2 := readNet()
-	gc0 := readMemSplit(b, g.Admin).numGC
+	mem0 := readMemSplit(b, g.Admin)
 	cpuProfiled := make(chan struct{})
 	if dir := os.Getenv("TOOLGATE_BENCH_PROFILE"); dir != "" {
 		go func() { // the first seconds of approve-all
@@ -390,7 +394,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	took := time.Since(start)
 	phases.next(b) // after
 	net3 := readNet()
-	gc1 := readMemSplit(b, g.Admin).numGC
+	mem1 := readMemSplit(b, g.Admin)
 	oneP := procsW.stop()
 	cpu1 = cpu()
 	procs1 := readApprove(pid, dbPID, load)
@@ -437,7 +441,9 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 	}
 	net0.report(b, "idle", net1)
 	net2.report(b, "approve", net3)
-	b.ReportMetric(float64(gc1-gc0), "approve-gcs") // toolgate's collections during approve-all
+	b.ReportMetric(float64(mem1.numGC-mem0.numGC), "approve-gcs") // toolgate's collections during approve-all
+	b.ReportMetric(float64(mem1.totalAlloc-mem0.totalAlloc)/float64(n), "approve-B/approval")
+	b.ReportMetric(float64(mem1.mallocs-mem0.mallocs)/float64(n), "approve-allocs/approval")
 	if probes != nil {
 		reportProbes(b, probes)
 	}
@@ -490,6 +496,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 type memSplit struct {
 	heapAlloc, heapInuse, heapFree, stack, nextGC uint64
 	numGC                                         uint64 // collections since toolgate started
+	totalAlloc, mallocs                           uint64 // bytes and objects allocated since toolgate started
 	runtime                                       uint64
 	rssAnon, rssFile                              float64 // MB; 0 unless rssSplit read them
 }
@@ -535,13 +542,15 @@ func readMemSplit(tb testing.TB, admin string) memSplit {
 		return v
 	}
 	return memSplit{
-		heapAlloc: field("HeapAlloc"),
-		numGC:     field("NumGC"),
-		heapInuse: field("HeapInuse"),
-		heapFree:  idle - released,
-		stack:     field("Stack"),
-		nextGC:    field("NextGC"),
-		runtime:   sys("MSpan") + sys("MCache") + field("BuckHashSys") + field("GCSys") + field("OtherSys"),
+		heapAlloc:  field("HeapAlloc"),
+		numGC:      field("NumGC"),
+		totalAlloc: field("TotalAlloc"),
+		mallocs:    field("Mallocs"),
+		heapInuse:  field("HeapInuse"),
+		heapFree:   idle - released,
+		stack:      field("Stack"),
+		nextGC:     field("NextGC"),
+		runtime:    sys("MSpan") + sys("MCache") + field("BuckHashSys") + field("GCSys") + field("OtherSys"),
 	}
 }
 

@@ -50,6 +50,10 @@ type batcher struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
+	// rows is the requests row and its Scan destinations that the
+	// groups' locked reads reuse (tx.rows): only loop's goroutine, which
+	// runs every group, uses it.
+	rows requestScanner
 }
 
 func newBatcher(db *DB) *batcher {
@@ -178,7 +182,7 @@ func (b *batcher) commit(group []*writeReq) {
 		fail(fmt.Errorf("begin: %w", err))
 		return
 	}
-	t := &tx{sql: stx, d: b.db.d, db: b.db, grouped: true}
+	t := &tx{sql: stx, d: b.db.d, db: b.db, grouped: true, rows: &b.rows}
 	if len(live) == 1 {
 		// A group of one needs no savepoint: the transaction is its
 		// own, and rolling it back is rolling back to the savepoint.

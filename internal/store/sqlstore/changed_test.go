@@ -29,7 +29,7 @@ func TestUpdateSetsOnlyChangedColumns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, args := changedColumns(old, cur)
+	q, args := changedColumns(&old, &cur)
 	want := `UPDATE requests SET state = ?, reviews = ?, decided_by = ?, decided_at = ?, reason = ? WHERE id = ? AND (state || '') = ?`
 	if q != want {
 		t.Errorf("changedColumns =\n%s\nwant\n%s", q, want)
@@ -41,14 +41,14 @@ func TestUpdateSetsOnlyChangedColumns(t *testing.T) {
 
 // TestColumnDiffsFollowArgs: changing any one column of a row makes
 // changedColumns set that column alone, by its name in requestColumns,
-// to the value requestRow.args gives for it (requestColumnDiffs must
+// to the value requestRow.args gives for it (columnDiff must
 // follow requestColumns' order, field by field).
 func TestColumnDiffsFollowArgs(t *testing.T) {
 	old, err := encodeRequest(pendingRequest(testID(1)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q, args := changedColumns(old, old); len(args) != 0 || q != `UPDATE requests SET  WHERE id = ? AND (state || '') = ?` {
+	if q, args := changedColumns(&old, &old); len(args) != 0 || q != `UPDATE requests SET  WHERE id = ? AND (state || '') = ?` {
 		t.Errorf("unchanged row: %q %v, want no column set", q, args)
 	}
 	for i := range numRequestColumns {
@@ -65,7 +65,7 @@ func TestColumnDiffsFollowArgs(t *testing.T) {
 		default:
 			t.Fatalf("column %d (%s): field type %T not handled by this test", i, requestColumnNames[i], p)
 		}
-		q, args := changedColumns(old, cur)
+		q, args := changedColumns(&old, &cur)
 		want := `UPDATE requests SET ` + requestColumnNames[i] + ` = ? WHERE id = ? AND (state || '') = ?`
 		if q != want || len(args) != 1 || args[0] != cur.args()[i] {
 			t.Errorf("column %d changed: %q %v, want %q [%v]", i, q, args, want, cur.args()[i])

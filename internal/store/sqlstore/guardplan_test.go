@@ -57,7 +57,7 @@ func TestGuardedWritesFindTheirRowByID(t *testing.T) {
 		name     string
 		old, cur requestRow
 	}{{"consume (approved)", approved, consumed}, {"outcome (consumed)", outcome, unknown}} {
-		q, args := changedColumns(w.old, w.cur)
+		q, args := changedColumns(&w.old, &w.cur)
 		assertFindsByID(t, db, "requests", "guarded write: "+w.name, pgGuardedUpdate(dollarPlaceholders(q)),
 			append(args, w.old.id, w.old.state)...)
 	}

@@ -145,7 +145,7 @@ func pgOutcomeOnce(ctx context.Context, pg *postgresDialect, q string, args []an
 	if err == nil {
 		if rows.Next() {
 			done = true
-			err = rows.Scan(append(w.dest(), nil)...)
+			err = rows.Scan(w.destWith(nil)...)
 		}
 		rows.Close()
 		if err == nil {

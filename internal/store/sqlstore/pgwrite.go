@@ -250,9 +250,11 @@ func pgLock(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing bool
 		err = br.QueryRow().Scan(xid)
 	}
 	if err == nil {
-		dest := append(w.dest(), &lease)
+		var dest []any
 		if task != nil {
-			dest = append(dest, task)
+			dest = w.destWith(&lease, task)
+		} else {
+			dest = w.destWith(&lease)
 		}
 		err = br.QueryRow().Scan(dest...)
 	}

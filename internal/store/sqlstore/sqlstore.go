@@ -289,6 +289,22 @@ type tx struct {
 	// transaction when a write is interrupted, and that would fail the
 	// other callers' writes in the group too.
 	grouped bool
+	// stmts are the statements of the cache (stmt) prepared for this
+	// transaction so far, by query: a batch runs the same few statements
+	// for each of its writes, and sql.Tx.StmtContext makes a new
+	// transaction statement (and its dependency entry) on every call.
+	stmts []txStmt
+	// rows, when not nil, is the requests row its reads scan into
+	// (getRequestRow), the batcher's: one row and its 34 Scan
+	// destinations on the heap per read otherwise (≈ 1 KB; a decision
+	// and a consume read one each).
+	rows *requestScanner
+}
+
+// txStmt is one statement of tx.stmts.
+type txStmt struct {
+	q string
+	s *sql.Stmt
 }
 
 // txRunner is what a tx sends its statements through: *sql.Tx and
@@ -308,14 +324,23 @@ func (t *tx) context(ctx context.Context) context.Context {
 	return ctx
 }
 
-// stmt returns q prepared for t (SQLite's statement cache), or nil.
+// stmt returns q prepared for t (SQLite's statement cache), or nil. A
+// statement is made for t once (t.stmts); database/sql closes it when t
+// ends. t's statements run one at a time (its owner's goroutine).
 func (t *tx) stmt(ctx context.Context, q string) *sql.Stmt {
 	stx, ok := t.sql.(*sql.Tx)
 	if !ok || t.db == nil || t.db.wcache == nil {
 		return nil
 	}
+	for _, ts := range t.stmts {
+		if ts.q == q {
+			return ts.s
+		}
+	}
 	if s := t.db.wcache.get(ctx, q); s != nil {
-		return stx.StmtContext(ctx, s)
+		ts := stx.StmtContext(ctx, s)
+		t.stmts = append(t.stmts, txStmt{q: q, s: ts})
+		return ts
 	}
 	return nil
 }
