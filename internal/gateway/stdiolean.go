@@ -45,7 +45,10 @@ import (
 type stdioLean struct {
 	g *Gateway
 	// ctx is the session's context (ServeStdio's, with the principal and
-	// the session id): each call's context derives from it.
+	// the session id) without its cancellation: each call's context
+	// derives from it. As for the SDK's handlers, the end of ServeStdio's
+	// ctx reaches a call through the call registry (ErrShutdown), not as
+	// context.Canceled.
 	ctx  context.Context
 	p    approval.Principal
 	sid  string
@@ -61,7 +64,7 @@ type stdioLean struct {
 }
 
 func newStdioLean(ctx context.Context, g *Gateway, p approval.Principal, sid string, out *lockedWriter, owed *answers) *stdioLean {
-	return &stdioLean{g: g, ctx: ctx, p: p, sid: sid, out: out, owed: owed, calls: map[string]context.CancelCauseFunc{}}
+	return &stdioLean{g: g, ctx: context.WithoutCancel(ctx), p: p, sid: sid, out: out, owed: owed, calls: map[string]context.CancelCauseFunc{}}
 }
 
 // offer takes line, one JSON-RPC message checkMessage passed, when the
