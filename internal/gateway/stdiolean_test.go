@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"regexp"
 	"strings"
@@ -149,8 +150,9 @@ func TestStdioLeanAnswersAsTheSDKPath(t *testing.T) {
 							res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__" + c.tool, Arguments: c.args})
 							done <- answer{res, err}
 						}()
+						var held approval.ID
 						if c.held {
-							approveOnlyPending(t, db, gk, approval.Principal{ID: "carol", Kind: "human"})
+							held = approveOnlyPending(t, db, gk, approval.Principal{ID: "carol", Kind: "human"})
 						}
 						if c.cancel {
 							<-h.started
@@ -161,7 +163,12 @@ func TestStdioLeanAnswersAsTheSDKPath(t *testing.T) {
 						}
 						a := <-done
 						cancel()
-						got[c.name] = outcome{agentView(a.res, a.err), served.Load() - before}
+						view := agentView(a.res, a.err)
+						if c.held {
+							// The audit trail's outcome, as recorded by either path.
+							view += fmt.Sprintf(" (recorded %s)", waitOutcome(t, db, held))
+						}
+						got[c.name] = outcome{view, served.Load() - before}
 					}
 					return got
 				}
