@@ -155,13 +155,13 @@ func TestStdioLeanAnswersAsTheSDKPath(t *testing.T) {
 							held = approveOnlyPending(t, db, gk, approval.Principal{ID: "carol", Kind: "human"})
 						}
 						if c.cancel {
-							<-h.started
+							within(t, h.started, "the sleeping call to start")
 							cancel()
-							if cause := <-h.ended; cause == nil {
+							if cause := within(t, h.ended, "the cancelled call to end"); cause == nil {
 								t.Errorf("%s: the upstream's call ended without a cause", c.name)
 							}
 						}
-						a := <-done
+						a := within(t, done, "the answer")
 						cancel()
 						view := agentView(a.res, a.err)
 						if c.held {
@@ -266,13 +266,13 @@ func TestStdioLeanDuplicateID(t *testing.T) {
 	g := newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}}, allowAll(), nil)
 	a := serveRawStdio(t, g, approval.Principal{ID: "desktop", Kind: "agent"})
 	a.send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"up__sleep","arguments":{}}}`)
-	<-h.started
+	within(t, h.started, "the sleeping call to start")
 	a.send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"up__echo","arguments":{}}}`)
 	if line := a.response(7); !strings.Contains(line, "duplicate in-flight request ID 7") {
 		t.Errorf("the duplicate was answered\n%s", line)
 	}
 	a.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}`)
-	if cause := <-h.ended; cause == nil {
+	if cause := within(t, h.ended, "the cancelled call to end"); cause == nil {
 		t.Error("the sleeping call ended without a cause")
 	}
 	line := a.response(7)
@@ -282,5 +282,18 @@ func TestStdioLeanDuplicateID(t *testing.T) {
 	a.send(`{"jsonrpc":"2.0","id":8,"method":"ping"}`)
 	if line := a.response(8); !strings.Contains(line, `"result":{}`) {
 		t.Errorf("ping after the call: %s", line)
+	}
+}
+
+// within receives from c, failing the test after testWait.
+func within[T any](t *testing.T, c <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(testWait):
+		t.Fatalf("waited %v for %s", testWait, what)
+		var zero T
+		return zero
 	}
 }
