@@ -176,7 +176,7 @@ func TestStdioLeanAnswersAsTheSDKPath(t *testing.T) {
 				lean := run(t, true)
 				for _, c := range cases {
 					s, l := sdk[c.name], lean[c.name]
-				if s.view != l.view {
+					if s.view != l.view {
 						t.Errorf("%s: lean front answered\n%.400s\nthe SDK path\n%.400s", c.name, l.view, s.view)
 					}
 					if s.lean != 0 {
