@@ -25,7 +25,7 @@ policy:
       approval: { timeout: 1m }
     - name: reads
       server: t
-      tools: [big_result, slow]
+      tools: [big_result, slow, ask]
       effect: allow
 `
 
@@ -36,7 +36,8 @@ policy:
 // same calls: allowed with a large result, denied, held then approved
 // through a second process on the same SQLite file, an unknown tool, bad
 // arguments, and a call cancelled by the agent, which must reach the
-// upstream. Both agents see the same answers and the audit trail the same
+// upstream; the 2025 agent also answers an upstream's elicitation during a
+// lean call and during an SDK-path one (a progress token) alike. Both agents see the same answers and the audit trail the same
 // outcomes.
 func TestStdioLeanAnswersLikeTheSDKPath(t *testing.T) {
 	dir := t.TempDir()
@@ -55,7 +56,11 @@ storage:
   path: ` + q(db) + `
 ` + principalsYAML + upstreamServer(record) + stdioLeanPolicy
 		cmd, stderr, _ := gatewayCommand(t, cfg, nil, "--stdio")
-		c := mcp.NewClient(&mcp.Implementation{Name: "e2e-stdio-lean", Version: "1"}, nil)
+		c := mcp.NewClient(&mcp.Implementation{Name: "e2e-stdio-lean", Version: "1"}, &mcp.ClientOptions{
+			ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "yes to " + req.Params.Message}}, nil
+			},
+		})
 		ctx, cancel := context.WithTimeout(t.Context(), waitFor(t))
 		cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, rev.opts)
 		if err != nil {
@@ -91,6 +96,17 @@ storage:
 		views[rev.name] = append(views[rev.name], fmt.Sprintf("recorded: state %s, outcome %s", a.State, a.DispatchOutcome))
 		view("unknown tool", call("t__nope", map[string]any{}))
 		view("bad arguments", call("t__echo_raw", "not an object"))
+
+		if rev.opts != nil {
+			// An upstream's question to a 2025 agent during its call goes
+			// through the SDK's session on both paths: a plain call (the
+			// lean front) and one with a progress token (the SDK's path).
+			lean := call("t__ask", map[string]any{"tag": "a"})
+			sdk := await(t, callAsync(ctx, cs, &mcp.CallToolParams{Name: "t__ask", Arguments: map[string]any{"tag": "a"}, Meta: mcp.Meta{"progressToken": "p1"}}))
+			if lean.err != nil || sdk.err != nil || text(lean.res) != "accept yes to question-a" || text(lean.res) != text(sdk.res) {
+				t.Errorf("elicitation during a call: lean %v %q, SDK path %v %q", lean.err, text(lean.res), sdk.err, text(sdk.res))
+			}
+		}
 
 		cctx, ccancel := context.WithCancel(ctx)
 		slow := callAsync(cctx, cs, &mcp.CallToolParams{Name: "t__slow", Arguments: map[string]any{}})
