@@ -669,7 +669,7 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.ReadCloser, out io.Write
 		lean = newStdioLean(sctx, g, p, sid, lw, owed)
 		defer lean.close(ErrClientGone)
 	}
-	guard := newStdinGuard(in, lw, g.opts.MaxRequestBytes, g.opts.Load.Saw, lean)
+	guard := newStdinGuard(in, lw, g.opts.MaxRequestBytes, g.opts.Load.Saw, lean) //nolint:contextcheck // the lean front's calls derive from sctx (stdioLean.ctx)
 	if lean != nil {
 		guard.end = lean.inputEnded
 	}

@@ -49,7 +49,7 @@ type stdioLean struct {
 	// derives from it. As for the SDK's handlers, the end of ServeStdio's
 	// ctx reaches a call through the call registry (ErrShutdown), not as
 	// context.Canceled.
-	ctx  context.Context
+	ctx  context.Context //nolint:containedctx // the session's, for calls read by the guard, which has no context of its own
 	p    approval.Principal
 	sid  string
 	out  *lockedWriter

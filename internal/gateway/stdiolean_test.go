@@ -109,6 +109,7 @@ func TestStdioLeanAnswersAsTheSDKPath(t *testing.T) {
 		config func(t *testing.T, h *hooks) ServerConfig
 	}{
 		{"http", func(t *testing.T, h *hooks) ServerConfig {
+			t.Helper()
 			return ServerConfig{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}
 		}},
 		{"stdio", func(*testing.T, *hooks) ServerConfig { return rawStdioServer("up") }},
@@ -121,6 +122,7 @@ func TestStdioLeanAnswersAsTheSDKPath(t *testing.T) {
 		for _, rev := range revs {
 			t.Run(up.name+"/"+rev.name, func(t *testing.T) {
 				run := func(t *testing.T, lean bool) map[string]outcome {
+					t.Helper()
 					db, gk := stdioLeanGate(t)
 					h := newHooks()
 					close(h.release) // the progress tool answers at once
@@ -249,7 +251,9 @@ func TestStdioLeanBeforeInitialize(t *testing.T) {
 	t.Cleanup(func() {
 		_ = inW.Close()
 		_ = outR.Close()
-		<-done
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("ServeStdio: %v", err)
+		}
 	})
 	a := &rawAgent{t: t, in: inW, out: bufio.NewReader(outR)}
 	a.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__echo","arguments":{}}}`)
