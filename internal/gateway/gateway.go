@@ -337,6 +337,9 @@ type Gateway struct {
 	// admitted dispatch (answerModern, answerLean): a panic there is a
 	// panic of the dispatch (answerfail.go).
 	dispatchHook func()
+	// noStdioLean, when set (tests) before ServeStdio, keeps every stdio
+	// line on the SDK path (stdiolean.go).
+	noStdioLean bool
 	// noPark, when set (tests) before Handler, keeps the held lean calls
 	// of its front on their connections' goroutines (leanHold.park).
 	noPark bool
@@ -656,16 +659,28 @@ var ErrShutdown = errors.New("gateway shutting down")
 // Only protocol messages are written to out.
 func (g *Gateway) ServeStdio(ctx context.Context, in io.ReadCloser, out io.WriteCloser, p approval.Principal) error {
 	lw := newLockedWriter(out, g.opts.StdioWriteTimeout)
-	guard := newStdinGuard(in, lw, g.opts.MaxRequestBytes, g.opts.Load.Saw)
-	// The guard passes on lines of at most MaxRequestBytes.
 	// The session's answers owed, counted in the gateway's too (answers.go).
 	owed := &answers{parent: &g.answers}
-	t := owingTransport{Transport: &mcp.IOTransport{Reader: readCloser{guard, in}, Writer: lw, MaxLineLength: g.opts.MaxRequestBytes + sdkLimitSlack}, owed: owed}
 	sid := "stdio-" + rand.Text()
 	sctx := context.WithValue(context.WithValue(ctx, principalKey{}, p), stdioSessionKey{}, sid)
+	var lean *stdioLean
+	if !g.noStdioLean {
+		// Plain tools/call lines answered without the SDK (stdiolean.go).
+		lean = newStdioLean(sctx, g, p, sid, lw, owed)
+		defer lean.close(ErrClientGone)
+	}
+	guard := newStdinGuard(in, lw, g.opts.MaxRequestBytes, g.opts.Load.Saw, lean) //nolint:contextcheck // the lean front's calls derive from sctx (stdioLean.ctx)
+	if lean != nil {
+		guard.end = lean.inputEnded
+	}
+	// The guard passes on lines of at most MaxRequestBytes.
+	t := owingTransport{Transport: &mcp.IOTransport{Reader: readCloser{guard, in}, Writer: lw, MaxLineLength: g.opts.MaxRequestBytes + sdkLimitSlack}, owed: owed}
 	ss, err := g.server.Connect(sctx, t, nil)
 	if err != nil {
 		return fmt.Errorf("serve stdio: %w", err)
+	}
+	if lean != nil {
+		lean.ss.Store(ss)
 	}
 	stop := context.AfterFunc(ctx, func() {
 		// A write to an agent that stopped reading now fails within the

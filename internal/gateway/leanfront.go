@@ -181,6 +181,12 @@ func (f *httpFront) note(served bool) {
 // only for a body the scanner read, whose keys are all exact), nil when it
 // has no _meta.
 func (f *httpFront) plainCall(body []byte) (m leanRequest, t Tool, tok json.RawMessage, ok bool) {
+	return f.g.plainCall(body)
+}
+
+// plainCall is httpFront.plainCall; the stdio lean front (stdiolean.go)
+// asks it too.
+func (g *Gateway) plainCall(body []byte) (m leanRequest, t Tool, tok json.RawMessage, ok bool) {
 	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' {
 		return leanRequest{}, Tool{}, nil, false
 	}
@@ -201,12 +207,12 @@ func (f *httpFront) plainCall(body []byte) (m leanRequest, t Tool, tok json.RawM
 		}
 	}
 	stepMark(25)
-	t, ok = f.g.catalog.lookup(m.Params.Name)
+	t, ok = g.catalog.lookup(m.Params.Name)
 	stepMark(26)
 	if !ok {
 		return m, t, nil, false
 	}
-	if u := f.g.ups[t.Server]; u == nil || u.answersRounds() {
+	if u := g.ups[t.Server]; u == nil || u.answersRounds() {
 		return m, t, nil, false
 	}
 	return m, t, tok, true
@@ -381,6 +387,22 @@ func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approv
 		prog.finishOnce(g.routes)
 	}
 	o.lean.stream.close()
+	raw, res, err = g.recordLean(ctx, t, adm, d, raw, res, err)
+	if raw != nil {
+		writeLeanRaw(w, m.ID, raw)
+		return
+	}
+	writeLeanResult(w, m.ID, res, err)
+}
+
+// recordLean records the outcome of the lean call d, admitted as adm and
+// dispatched (dispatchLean) with the answer raw, or res and err, and
+// returns the answer to give the agent: raw, the upstream's result bytes
+// as they came, when it has them; else res or err. A result that is an
+// input round (asksForInput) is answered with an isError result instead
+// and recorded as a tool error.
+func (g *Gateway) recordLean(ctx context.Context, t Tool, adm *gate.Admission, d *dispatch,
+	raw json.RawMessage, res *mcp.CallToolResult, err error) (json.RawMessage, *mcp.CallToolResult, error) {
 	if err == nil && asksForInput(res, raw) {
 		g.log.WarnContext(ctx, "upstream answered a lean call with an input round; refused", "server", t.Server, "tool", t.Tool)
 		raw, res, d.outcome = nil, errorResult(errAskedForInput), approval.OutcomeToolError
@@ -398,17 +420,16 @@ func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approv
 			rec.Result = raw
 		}
 		stepMark(28)
-		adm.FinishOnce(fctx, oc, rec) // once: a panic in it must not make the recovery above write it again
+		adm.FinishOnce(fctx, oc, rec) // once: a panic in it must not make the caller's recovery write it again
 		stepMark(22)
-		writeLeanRaw(w, m.ID, raw)
-		return
+		return raw, nil, nil
 	}
 	oc := d.outcome
 	if oc == approval.OutcomeNone {
 		oc = outcome(res, err)
 	}
 	adm.FinishOnce(fctx, oc, recorded(*adm, res, err))
-	writeLeanResult(w, m.ID, res, err)
+	return nil, res, err
 }
 
 // dispatchLean sends the admitted lean call d upstream, as the tool
@@ -466,21 +487,38 @@ func writeLeanRaw(w http.ResponseWriter, id json.RawMessage, raw json.RawMessage
 	}
 	// The whole event in one buffer (writeLastSSE's frame around the
 	// response), written once.
-	b := make([]byte, 0, len(sseMessagePrefix+sseMessageSuffix)+len(`{"jsonrpc":"2.0","id":,"result":}`)+len(id)+len(raw))
+	b := make([]byte, 0, len(sseMessagePrefix+sseMessageSuffix)+rawResponseSize(id, raw))
 	b = append(b, sseMessagePrefix...)
+	b = appendRawResponse(b, id, raw)
+	b = append(b, sseMessageSuffix...)
+	writeLastEvent(w, b)
+}
+
+// rawResponseSize is the length of appendRawResponse's response.
+func rawResponseSize(id, raw json.RawMessage) int {
+	return len(`{"jsonrpc":"2.0","id":,"result":}`) + len(id) + len(raw)
+}
+
+// appendRawResponse appends the JSON-RPC response to id (trimmed) whose
+// result is raw, as is, to b.
+func appendRawResponse(b []byte, id, raw json.RawMessage) []byte {
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, id...)
 	b = append(b, `,"result":`...)
 	b = append(b, raw...)
-	b = append(b, '}')
-	b = append(b, sseMessageSuffix...)
-	writeLastEvent(w, b)
+	return append(b, '}')
 }
 
 // writeLeanResult writes the answer to id as the SDK writes it on an event
 // stream: one "message" event with the JSON-RPC response (errors as the
 // SDK turns a handler's error into one).
 func writeLeanResult(w http.ResponseWriter, id json.RawMessage, res *mcp.CallToolResult, err error) {
+	writeLastSSE(w, leanResponse(id, res, err))
+}
+
+// leanResponse is the JSON-RPC response to id with res, or err as the SDK
+// turns a handler's error into one, encoded as the SDK encodes it.
+func leanResponse(id json.RawMessage, res *mcp.CallToolResult, err error) []byte {
 	resp := struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
@@ -497,7 +535,7 @@ func writeLeanResult(w http.ResponseWriter, id json.RawMessage, res *mcp.CallToo
 		resp.Result, resp.Error = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "cannot encode the result: " + merr.Error()}
 		b, _ = json.Marshal(resp)
 	}
-	writeLastSSE(w, b)
+	return b
 }
 
 // sseMessagePrefix and sseMessageSuffix frame a JSON-RPC message as one
@@ -602,6 +640,18 @@ func (f *httpFront) cancelLean(w http.ResponseWriter, lb *leanBody, p approval.P
 	if err != nil || !bytes.Contains(body, []byte(`notifications/cancelled`)) {
 		return false
 	}
+	key, ok := cancelledID(body)
+	if !ok || !s.cancel(key, context.Canceled) {
+		return false
+	}
+	w.WriteHeader(http.StatusAccepted)
+	return true
+}
+
+// cancelledID reports whether body is a notifications/cancelled
+// notification naming a request by an id the SDK keeps exactly, and
+// returns that id as canonicalID makes it.
+func cancelledID(body []byte) (key string, ok bool) {
 	var n struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
@@ -611,13 +661,9 @@ func (f *httpFront) cancelLean(w http.ResponseWriter, lb *leanBody, p approval.P
 		} `json:"params"`
 	}
 	if json.Unmarshal(body, &n) != nil || n.Method != "notifications/cancelled" || n.ID != nil || classifyID(n.Params.RequestID) != idOK {
-		return false
+		return "", false
 	}
-	if !s.cancel(canonicalID(n.Params.RequestID), context.Canceled) {
-		return false
-	}
-	w.WriteHeader(http.StatusAccepted)
-	return true
+	return canonicalID(n.Params.RequestID), true
 }
 
 // A leanBody is the body of a POST of a lean session, read at most once

@@ -15,7 +15,10 @@ import (
 // (limits.max_request_bytes) is read to its end without being kept and
 // answered with an error under its id. Each line it reads calls seen (the
 // gateway's Options.Load.Saw: what tells a quiet process from a busy one).
-func newStdinGuard(in io.Reader, out *lockedWriter, max int, seen func()) *lineFilter {
+//
+// lean, when not nil, is offered each line that passes: a line it takes
+// (stdioLean.offer) is not passed on.
+func newStdinGuard(in io.Reader, out *lockedWriter, max int, seen func(), lean *stdioLean) *lineFilter {
 	return newLineFilter(in, max, func(l jsonLine) []byte {
 		seen()
 		if l.over {
@@ -29,6 +32,9 @@ func newStdinGuard(in io.Reader, out *lockedWriter, max int, seen func()) *lineF
 		}
 		if e := checkMessage(line); e != nil {
 			_, _ = out.Write(errorLine(e))
+			return nil
+		}
+		if lean != nil && lean.offer(line) {
 			return nil
 		}
 		return append(line, '\n')

@@ -29,7 +29,7 @@ func TestStdinGuard(t *testing.T) {
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 	}, "\n") + "\n"
 	var out bytes.Buffer
-	g := newStdinGuard(strings.NewReader(in), newLockedWriter(nopCloser{&out}, 0), 64, func() {})
+	g := newStdinGuard(strings.NewReader(in), newLockedWriter(nopCloser{&out}, 0), 64, func() {}, nil)
 	passed, err := io.ReadAll(g)
 	if err != nil {
 		t.Fatal(err)
