@@ -65,6 +65,8 @@ func toAPIError(err error) *apiError {
 		e.Status, e.Code, e.Msg = http.StatusConflict, CodeResolved, "the request is no longer pending"
 	case errors.Is(err, approval.ErrConflict):
 		e.Status, e.Code, e.Msg = http.StatusConflict, CodeConflict, "a conflicting decision was recorded first"
+	case errors.Is(err, store.ErrInDoubt):
+		e.Status, e.Code, e.Msg = http.StatusServiceUnavailable, CodeUnavailable, MsgInDoubt
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		e.Status, e.Code, e.Msg = http.StatusServiceUnavailable, CodeUnavailable, "the approval store is unavailable; try again"
 	default:
@@ -72,6 +74,12 @@ func toAPIError(err error) *apiError {
 	}
 	return e
 }
+
+// MsgInDoubt is the message of a 503 answering a decision (approve, deny,
+// revoke) whose store write may have committed: its COMMIT was sent and
+// its answer lost, and the store could not learn its outcome
+// (store.ErrInDoubt). A blind retry may then meet its own decision.
+const MsgInDoubt = "the decision may have been recorded: read the approval before retrying"
 
 // sessionError maps the errors of session operations: an unknown session
 // is "no such session", and the session sentinels get their statuses; the
@@ -99,6 +107,8 @@ func sessionError(err error) *apiError {
 		e.Status, e.Code, e.Msg = http.StatusNotFound, CodeNotFound, "the session was revoked"
 	case errors.Is(err, store.ErrNotFound):
 		e.Status, e.Code, e.Msg = http.StatusNotFound, CodeNotFound, "no such session"
+	case errors.Is(err, store.ErrInDoubt):
+		e.Status, e.Code, e.Msg = http.StatusServiceUnavailable, CodeUnavailable, "the change may have been recorded: read the session before retrying"
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		e.Status, e.Code, e.Msg = http.StatusServiceUnavailable, CodeUnavailable, "the session store is unavailable; try again"
 	default:

@@ -391,6 +391,8 @@ func grantError(err error) *apiError {
 		e.Status, e.Code, e.Msg = http.StatusConflict, CodeGrantNotEndorsed, publicGrantError(err)
 	case errors.Is(err, store.ErrNotFound):
 		e.Status, e.Code, e.Msg = http.StatusNotFound, CodeNotFound, "no such grant or approval"
+	case errors.Is(err, store.ErrInDoubt):
+		e.Status, e.Code, e.Msg = http.StatusServiceUnavailable, CodeUnavailable, "the change may have been recorded: read the grant before retrying"
 	default:
 		return toAPIError(err)
 	}

@@ -154,6 +154,9 @@ func errorCode(t *testing.T, b []byte) (code, msg string) {
 }
 
 func TestStatuses(t *testing.T) {
+	// A decision whose COMMIT's answer was lost and whose outcome the
+	// store could not learn (sqlstore: pgSettle, pgSettleWritten).
+	inDoubt := fmt.Errorf("commit: %w: %w: unexpected EOF", store.ErrInDoubt, store.ErrUnavailable)
 	tests := []struct {
 		name         string
 		method, path string
@@ -226,6 +229,8 @@ func TestStatuses(t *testing.T) {
 		{name: "cursor too long", method: "GET", path: "/v1/approvals?cursor=" + strings.Repeat("c", 513), token: "viewer-tok", wantStatus: 422, wantCode: api.CodeInvalid},
 		{name: "store unavailable", method: "GET", path: "/v1/approvals", token: "viewer-tok", setup: func(e *env) { e.fake.SetErr(fmt.Errorf("dial: %w", store.ErrUnavailable)) }, wantStatus: 503, wantCode: api.CodeUnavailable},
 		{name: "store unavailable on review", method: "POST", path: "/v1/approvals/" + idPending + "/approve", token: "bob-tok", setup: func(e *env) { e.fake.SetErr(store.ErrUnavailable) }, wantStatus: 503, wantCode: api.CodeUnavailable},
+		{name: "store in doubt on approve", method: "POST", path: "/v1/approvals/" + idPending + "/approve", token: "bob-tok", setup: func(e *env) { e.fake.SetErr(inDoubt) }, wantStatus: 503, wantCode: api.CodeUnavailable, wantMsg: "the decision may have been recorded"},
+		{name: "store in doubt on deny", method: "POST", path: "/v1/approvals/" + idPending + "/deny", token: "bob-tok", body: `{"reason":"no"}`, setup: func(e *env) { e.fake.SetErr(inDoubt) }, wantStatus: 503, wantCode: api.CodeUnavailable, wantMsg: "read the approval before retrying"},
 		{name: "internal error hides its cause", method: "GET", path: "/v1/approvals/" + idPending, token: "viewer-tok", setup: func(e *env) { e.fake.SetErr(errors.New("secret dsn postgres://u:pw@h")) }, wantStatus: 500, wantCode: api.CodeInternal, wantMsg: "internal error"},
 		{name: "healthz", method: "GET", path: "/healthz", wantStatus: 200},
 		{name: "readyz", method: "GET", path: "/readyz", wantStatus: 200},

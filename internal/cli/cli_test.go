@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -617,5 +618,26 @@ func TestShowEscapesLookAlikeSpaces(t *testing.T) {
 	}
 	if _, out, _ := e.run(t, "show", "--json", string(r.ID)); !strings.Contains(out, "rm\u00a0-rf") {
 		t.Errorf("show --json changed the API's text:\n%s", out)
+	}
+}
+
+// TestReviewInDoubt: a decision whose store write may have committed (its
+// COMMIT's answer was lost and its outcome could not be learnt:
+// store.ErrInDoubt) is printed as the server's 503 saying so, and the CLI
+// exits with its failure status (DESIGN "CLI": 1; there is no status of
+// its own for "unavailable").
+func TestReviewInDoubt(t *testing.T) {
+	for _, args := range [][]string{{"approve", idA}, {"deny", idA, "--reason", "no"}} {
+		t.Run(args[0], func(t *testing.T) {
+			e := newEnv(t)
+			e.fake.SetErr(fmt.Errorf("commit: %w: %w: unexpected EOF", store.ErrInDoubt, store.ErrUnavailable))
+			code, _, errs := e.run(t, args...)
+			if code != cli.ExitFailure {
+				t.Errorf("exit %d, want %d; stderr %s", code, cli.ExitFailure, errs)
+			}
+			if w := "toolgate: 503 unavailable: the decision may have been recorded: read the approval before retrying"; !strings.Contains(errs, w) {
+				t.Errorf("stderr lacks %q:\n%s", w, errs)
+			}
+		})
 	}
 }

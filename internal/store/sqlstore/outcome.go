@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 
@@ -93,8 +94,10 @@ func (db *DB) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outc
 // updated no row (and so wrote nothing). It takes a connection without the
 // pool's ping (skipPing) and, when the statement found that connection
 // broken before it wrote anything (pgOutcomeOnce), sends it once more on a
-// pinged one; any other error may follow a commit whose reply was lost,
-// and is returned (the gate's retry recognises its own outcome).
+// pinged one. When the connection ended without the statement's answer,
+// which may follow its commit, pgSettleWritten settles it by what it wrote
+// (pgOutcomeWritten): the row when it stands, the error when it does not,
+// store.ErrInDoubt when that cannot be known.
 func (db *DB) pgRecordOutcome(ctx context.Context, pg *postgresDialect, id approval.ID, o approval.Outcome, rec *store.Result, actor string) (approval.Request, bool, error) {
 	q := pgOutcome
 	args := []any{string(id), string(o), string(approval.EventDispatched), string(approval.StateConsumed), actor,
@@ -108,21 +111,57 @@ func (db *DB) pgRecordOutcome(ctx context.Context, pg *postgresDialect, id appro
 		done bool
 	)
 	err := db.retry(ctx, func() error {
-		var (
-			err   error
-			again bool
-		)
-		w, done, again, err = pgOutcomeOnce(context.WithValue(ctx, skipPing{}, true), pg, q, args)
-		if again && ctx.Err() == nil {
-			w, done, _, err = pgOutcomeOnce(ctx, pg, q, args)
+		t := pgOutcomeOnce(context.WithValue(ctx, skipPing{}, true), pg, q, args)
+		if t.again && ctx.Err() == nil {
+			t = pgOutcomeOnce(ctx, pg, q, args)
 		}
-		return err
+		w, done = t.w, t.done
+		if t.lost {
+			// The statement's answer was lost: it may have committed.
+			done = false
+			t.err = db.pgSettleWritten(ctx, t.pid, t.err, func(ctx context.Context) (bool, error) {
+				var err error
+				w, done, err = db.pgOutcomeWritten(ctx, args)
+				return done, err
+			})
+		}
+		return t.err
 	})
 	if err != nil || !done {
 		return approval.Request{}, false, err
 	}
 	out, err := w.decode()
 	return out, err == nil, err
+}
+
+// pgOutcomeWritten reads the request of RecordOutcome's statement whose
+// arguments are args (pgRecordOutcome's) when that statement's writes
+// stand: the outcome set on its request, and its own "dispatched" event,
+// by its actor at its millisecond. An outcome is set once (the UPDATE's
+// guard), so a request with the outcome but without that event had it
+// set by another writer, and this statement wrote nothing.
+func (db *DB) pgOutcomeWritten(ctx context.Context, args []any) (requestRow, bool, error) {
+	var w requestRow
+	err := db.sql.QueryRowContext(ctx, `SELECT `+requestSelect+` FROM requests
+		WHERE id = $1 AND dispatch_outcome = $2 AND EXISTS (SELECT 1 FROM events
+			WHERE request_id = $1 AND type = $3 AND state = $4 AND actor = $5 AND at = $6)`,
+		args[:6]...).Scan(w.dest()...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return requestRow{}, false, nil
+	}
+	return w, err == nil, err
+}
+
+// outcomeTry is one try of RecordOutcome's statement (pgOutcomeOnce).
+type outcomeTry struct {
+	w    requestRow // the row returned, when done
+	done bool       // a row was returned (and so updated)
+	// again reports an error after which the statement is safe to send
+	// once more; lost one after which it may have committed, on the
+	// connection of server process pid.
+	again, lost bool
+	pid         uint32
+	err         error
 }
 
 // pgOutcomeOnce runs q on a connection of pg's pool and scans the row it
@@ -133,19 +172,21 @@ func (db *DB) pgRecordOutcome(ctx context.Context, pg *postgresDialect, id appro
 // with no row before it. The server sends a statement's row before it
 // commits and its answers in order, so no row before the error means
 // nothing was written: the UPDATE updated nothing, or did not complete
-// and was rolled back. A connection that broke without the server's
-// answer (EOF, a reset) may follow a commit: not again.
-func pgOutcomeOnce(ctx context.Context, pg *postgresDialect, q string, args []any) (w requestRow, done, again bool, err error) {
+// and was rolled back. A connection that broke otherwise, without the
+// server's answer (EOF, a reset) or after the row, may follow a commit:
+// lost (pgLostAnswer), for pgSettleWritten.
+func pgOutcomeOnce(ctx context.Context, pg *postgresDialect, q string, args []any) outcomeTry {
 	conn, err := pg.pool.Acquire(ctx)
 	if err != nil {
-		return requestRow{}, false, false, err
+		return outcomeTry{err: err}
 	}
 	defer conn.Release()
+	var t outcomeTry
 	rows, err := conn.Query(ctx, q, args...)
 	if err == nil {
 		if rows.Next() {
-			done = true
-			err = rows.Scan(w.destWith(nil)...)
+			t.done = true
+			err = rows.Scan(t.w.destWith(nil)...)
 		}
 		rows.Close()
 		if err == nil {
@@ -153,9 +194,10 @@ func pgOutcomeOnce(ctx context.Context, pg *postgresDialect, q string, args []an
 		}
 	}
 	if err == nil {
-		return w, done, false, nil
+		return t
 	}
 	var pgErr *pgconn.PgError
-	again = conn.Conn().IsClosed() && (pgconn.SafeToRetry(err) || (!done && errors.As(err, &pgErr)))
-	return requestRow{}, false, again, err
+	closed := conn.Conn().IsClosed()
+	again := closed && (pgconn.SafeToRetry(err) || (!t.done && errors.As(err, &pgErr)))
+	return outcomeTry{again: again, lost: closed && !again && pgLostAnswer(err), pid: conn.Conn().PgConn().PID(), err: err}
 }

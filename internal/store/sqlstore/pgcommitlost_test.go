@@ -33,6 +33,10 @@ const (
 	// client's COMMIT (a simple query) to the server, which then rolls
 	// the transaction back: the client sees the same as cutBeforeAnswer.
 	cutBeforeServer
+	// cutBeforeExecute closes the connection instead of passing on the
+	// client's next Execute message (of any statement, not only COMMIT):
+	// the server runs nothing of the pipeline or statement it begins.
+	cutBeforeExecute
 )
 
 // commitLoser is a TCP proxy in front of a real Postgres server that, once
@@ -44,7 +48,11 @@ type commitLoser struct {
 	target string
 	armed  atomic.Int32 // a cutAt; 0: disarmed
 	refuse atomic.Bool
-	lost   atomic.Int32 // connections cut at a COMMIT
+	// anyStatement makes cutBeforeAnswer and cutBeforeReady cut at the
+	// answer of any statement, not only a COMMIT's: a statement that
+	// commits on its own (at its Sync, before its answer is sent).
+	anyStatement atomic.Bool
+	lost         atomic.Int32 // connections cut at a COMMIT
 	// turns counts the client's round trips: its simple queries (Q) and
 	// the Syncs (S) that end its extended-protocol messages.
 	turns atomic.Int64
@@ -131,6 +139,9 @@ func (p *commitLoser) forward(server io.Writer, client io.Reader) {
 		if head[0] == 'Q' && bytes.HasPrefix(bytes.ToUpper(body), []byte("COMMIT")) && p.fire(cutBeforeServer) {
 			return
 		}
+		if head[0] == 'E' && p.fire(cutBeforeExecute) {
+			return
+		}
 		if head[0] == 'Q' || head[0] == 'S' {
 			p.turns.Add(1)
 		}
@@ -162,7 +173,7 @@ func (p *commitLoser) relay(client io.Writer, server io.Reader) {
 			_, _ = client.Write(append(msg, e.Bytes()...))
 			return
 		}
-		committed = head[0] == 'C' && bytes.HasPrefix(body, []byte("COMMIT\x00"))
+		committed = head[0] == 'C' && (p.anyStatement.Load() || bytes.HasPrefix(body, []byte("COMMIT\x00")))
 		if committed && p.fire(cutBeforeAnswer) {
 			return
 		}

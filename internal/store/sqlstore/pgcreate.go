@@ -101,12 +101,33 @@ func (db *DB) pgCreateOnce(ctx context.Context, pg *postgresDialect, r approval.
 	br := conn.SendBatch(ctx, &b)
 	err = pgCreateResults(br, b.Len(), len(locks))
 	broken, err := pgCommitted(err, br.Close())
-	if err != nil {
+	switch {
+	case err != nil && conn.Conn().IsClosed() && pgLostAnswer(err):
+		// The connection ended before the pipeline's answers: its COMMIT
+		// may have committed, and the request stands if so.
+		pid := conn.Conn().PgConn().PID()
+		conn.Release()
+		return db.pgSettleWritten(ctx, pid, err, func(ctx context.Context) (bool, error) {
+			return db.pgCreated(ctx, w)
+		})
+	case err != nil:
 		pgRollback(ctx, conn)
 		return err
 	}
 	pgReleaseAfterCommit(ctx, conn, broken)
 	return nil
+}
+
+// pgCreated says whether request w stands as pgCreateOnce wrote it: its id
+// (random, so another creation's only when it is this creation again), with
+// its creator, argument hash and creation time. Its state is not compared:
+// it may have been decided since.
+func (db *DB) pgCreated(ctx context.Context, w requestRow) (bool, error) {
+	var found bool
+	err := db.sql.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM requests
+		WHERE id = $1 AND requested_by = $2 AND arguments_hash = $3 AND created_at = $4)`,
+		w.id, w.requestedBy, w.argumentsHash, w.createdAt).Scan(&found)
+	return found, err
 }
 
 // pgCreateResults reads the n results of pgCreateOnce's pipeline: BEGIN,

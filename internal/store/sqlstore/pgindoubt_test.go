@@ -150,6 +150,8 @@ func (at cutAt) String() string {
 		return "beforeAnswer"
 	case cutBeforeServer:
 		return "beforeServer"
+	case cutBeforeExecute:
+		return "beforeExecute"
 	}
 	return fmt.Sprintf("cutAt(%d)", int32(at))
 }

@@ -186,14 +186,14 @@ func (db *DB) pgSettle(ctx context.Context, on *sql.DB, xid int64, lost error) e
 		case status.String == "aborted":
 			return fmt.Errorf("commit: %w", lost)
 		case status.String != "in progress":
-			return fmt.Errorf("commit: %w: %w: %w (transaction status %q)", store.ErrInDoubt, store.ErrUnavailable, lost, status.String)
+			return inDoubt(lost, fmt.Sprintf("transaction status %q", status.String))
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-sctx.Done():
 			t.Stop()
 			db.log.WarnContext(ctx, "a commit's answer was lost and its transaction is still running", "err", lost)
-			return fmt.Errorf("commit: %w: %w: %w (the transaction is still in progress)", store.ErrInDoubt, store.ErrUnavailable, lost)
+			return inDoubt(lost, "the transaction is still in progress")
 		case <-t.C:
 		}
 		wait = min(2*wait, 100*time.Millisecond)

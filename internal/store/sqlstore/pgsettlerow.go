@@ -1,0 +1,79 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"toolgate/internal/store"
+)
+
+// Two writes on Postgres send their commit in their only round trip:
+// pgCreate's pipeline (BEGIN … COMMIT) and RecordOutcome's one statement
+// (committed at its Sync). A transaction id read in that round trip is lost
+// with its answer, so pgSettle cannot ask txid_status. pgSettleWritten
+// settles them by what they wrote instead (docs/architecture.md, "A commit
+// whose answer was lost").
+
+// pgSettleWritten learns whether a write whose only round trip carried its
+// commit committed, after that round trip's answer was lost with error lost
+// on the connection of server process pid (pgconn.PgConn.PID). written asks
+// a fresh connection of the main pool whether the write's rows stand as it
+// wrote them. It returns nil when they do, lost (wrapped) when they do not
+// and the writer's server process has ended, and an error wrapping
+// store.ErrInDoubt and store.ErrUnavailable when Postgres cannot be asked,
+// or the writer's process still runs after settleTimeout (it asks again
+// from 1 ms doubling to 100 ms).
+//
+// It cannot report a commit that did not happen: a row written by a
+// transaction is visible to another session only once that transaction
+// committed, and written matches only values this write chose (its
+// request id and creation, or its own event's actor and millisecond). It
+// cannot report as failed a write that commits later: a transaction still
+// running, or not yet begun (its messages still unread by the server),
+// belongs to a live server process, and "absent" counts only when the
+// process was gone before the read that did not find the rows (the read's
+// snapshot is taken after the process check, so it sees whatever that
+// process committed). A pid that is not the server's own (a pooler's
+// made-up key) would read as gone: the write is then reported failed
+// although it may stand, as it was before this settling.
+func (db *DB) pgSettleWritten(ctx context.Context, pid uint32, lost error, written func(context.Context) (bool, error)) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	wait := time.Millisecond
+	for {
+		alive := true
+		err := db.sql.QueryRowContext(sctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)`, int64(pid)).Scan(&alive)
+		alive = alive || pid == 0 // no pid: the writer's end cannot be seen
+		var found bool
+		if err == nil {
+			found, err = written(sctx)
+		}
+		switch {
+		case err != nil:
+			db.log.WarnContext(ctx, "a commit's answer was lost and its outcome cannot be read", "err", lost, "read_err", err)
+			return inDoubt(lost, fmt.Sprintf("its outcome cannot be read: %v", err))
+		case found:
+			db.log.InfoContext(ctx, "a commit's answer was lost; its rows stand", "err", lost)
+			return nil
+		case !alive:
+			return fmt.Errorf("commit: %w", lost)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-sctx.Done():
+			t.Stop()
+			db.log.WarnContext(ctx, "a commit's answer was lost and its server process still runs", "err", lost)
+			return inDoubt(lost, "its server process still runs")
+		case <-t.C:
+		}
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// inDoubt is the error of a commit whose answer was lost with error lost
+// and whose outcome is unknown, why: it wraps store.ErrInDoubt,
+// store.ErrUnavailable and lost.
+func inDoubt(lost error, why string) error {
+	return fmt.Errorf("commit: %w: %w: %w (%s)", store.ErrInDoubt, store.ErrUnavailable, lost, why)
+}
