@@ -94,13 +94,19 @@ type tsClient struct {
 // not wait for it, it is killed and reaped on cleanup.
 func startTSClient(t *testing.T, node, script string, args ...string) *tsClient {
 	t.Helper()
+	return startTSClientEnv(t, node, childEnv(), script, args...)
+}
+
+// startTSClientEnv is startTSClient with the environment env.
+func startTSClientEnv(t *testing.T, node string, env []string, script string, args ...string) *tsClient {
+	t.Helper()
 	path, err := filepath.Abs(filepath.Join("tsclient", script))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	c := &tsClient{t: t, cmd: exec.CommandContext(ctx, node, append([]string{path}, args...)...), stderr: new(syncBuffer)}
-	c.cmd.Env = childEnv()
+	c.cmd.Env = env
 	c.cmd.Stderr = c.stderr
 	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
 		cancel()

@@ -123,7 +123,7 @@ func (g *Gateway) callTool(ctx context.Context, method string, req mcp.Request, 
 	}
 	bctx, p, release, err := g.bindRequest(ctx, creq)
 	if err != nil {
-		return ownAnswer(ctx, errorResult(err.Error())), nil
+		return ownAnswer(ctx, req, errorResult(err.Error())), nil
 	}
 	ctx = bctx
 	defer release()
@@ -133,12 +133,12 @@ func (g *Gateway) callTool(ctx context.Context, method string, req mcp.Request, 
 		if !g.policyToolOn(p) {
 			return nil, errUnknownTool(name)
 		}
-		return ownAnswer(ctx, g.callPolicyTool(ctx, p, creq.Params.Arguments)), nil
+		return ownAnswer(ctx, req, g.callPolicyTool(ctx, p, creq.Params.Arguments)), nil
 	}
 	t, ok := g.catalog.lookup(name)
 	if !ok {
 		if res, down := g.downTool(ctx, p, name, creq.Params.Arguments); down {
-			return ownAnswer(ctx, res), nil
+			return ownAnswer(ctx, req, res), nil
 		}
 		return nil, errUnknownTool(name)
 	}
@@ -283,7 +283,7 @@ func (g *Gateway) answerCall(ctx context.Context, method string, req mcp.Request
 		if err != nil {
 			return nil, err
 		}
-		return ownAnswer(ctx, res), nil
+		return ownAnswer(ctx, req, res), nil
 	}
 	if adm.Pending && mrtr {
 		res, err := g.inputRequired(adm)
@@ -293,7 +293,7 @@ func (g *Gateway) answerCall(ctx context.Context, method string, req mcp.Request
 		g.log.WarnContext(ctx, "cannot make a multi round-trip round for a pending approval; answering it as pending", "approval", adm.ApprovalID, "err", err)
 	}
 	if !adm.Allowed {
-		return ownAnswer(ctx, refusalResult(adm)), nil
+		return ownAnswer(ctx, req, refusalResult(adm)), nil
 	}
 	if adm.Arguments != nil {
 		args = adm.Arguments
@@ -312,16 +312,44 @@ func (g *Gateway) answerCall(ctx context.Context, method string, req mcp.Request
 
 // ownAnswer is res, a tools/call result toolgate answers itself without
 // the tool handler (a refusal, the max-hold pending answer, a ledger
-// replay, the policy tool's answer), with resultType "complete" when the
-// request is a 2026-07-28 one: that revision's clients refuse a result
-// without it (the TypeScript SDK v2 fails the call: "missing required
-// resultType"), and the SDK sets it only on its tool handlers' results.
-// A nil res (a JSON-RPC error answer) stays nil.
-func ownAnswer(ctx context.Context, res *mcp.CallToolResult) *mcp.CallToolResult {
-	if res == nil || !isModernRequest(ctx) {
+// replay, the policy tool's answer), with resultType "complete" when req
+// is answered as a 2026-07-28 request (answersModern): that revision's
+// clients refuse a result without it (the TypeScript SDK v2 fails the
+// call: "missing required resultType"), and the SDK sets it only on its
+// tool handlers' results. A nil res (a JSON-RPC error answer) stays nil.
+func ownAnswer(ctx context.Context, req mcp.Request, res *mcp.CallToolResult) *mcp.CallToolResult {
+	if res == nil || !answersModern(ctx, req) {
 		return res
 	}
 	return markComplete(res)
+}
+
+// answersModern reports whether req's result is a 2026-07-28 one, which
+// carries resultType (SEP-2322): a stateless 2026-07-28 HTTP request
+// (isModernRequest), or a request of an MCP session whose revision is
+// 2026-07-28 or later. The latter is a stdio agent's that speaks it: it
+// sends no initialize, and the SDK takes the session's revision from the
+// _meta of its first request (go-sdk v1.8.0, ServerSession.handle). The
+// SDK gives its tool handlers' results their resultType by the same
+// session test (clientSupportsMultiRoundTrip), so what toolgate answers
+// itself on such a session matches what the upstream's results get.
+func answersModern(ctx context.Context, req mcp.Request) bool {
+	if isModernRequest(ctx) {
+		return true
+	}
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	return sessionModern(ss)
+}
+
+// sessionModern reports whether ss's revision, from its initialize
+// params, is 2026-07-28 or later; false for nil or a session not yet
+// initialized.
+func sessionModern(ss *mcp.ServerSession) bool {
+	if ss == nil {
+		return false
+	}
+	ip := ss.InitializeParams()
+	return ip != nil && ip.ProtocolVersion >= modernVersion
 }
 
 // namedApproval is the approval a re-send names in

@@ -99,6 +99,13 @@ func TestDispatchOutcomes(t *testing.T) {
 // approves it through g as approver and returns its id.
 func approveOnlyPending(t *testing.T, db store.Store, g *gate.Gate, approver approval.Principal) approval.ID {
 	t.Helper()
+	return reviewOnlyPending(t, db, g, approver, approval.VerdictApprove)
+}
+
+// reviewOnlyPending waits until db has exactly one pending request,
+// decides it through g as approver with verdict v and returns its id.
+func reviewOnlyPending(t *testing.T, db store.Store, g *gate.Gate, approver approval.Principal, v approval.Verdict) approval.ID {
+	t.Helper()
 	deadline := time.Now().Add(testWait)
 	for {
 		rs, _, err := db.ListRequests(t.Context(), store.Filter{State: approval.StatePending})
@@ -106,7 +113,7 @@ func approveOnlyPending(t *testing.T, db store.Store, g *gate.Gate, approver app
 			t.Fatal(err)
 		}
 		if len(rs) == 1 {
-			if _, err := g.Review(t.Context(), rs[0].ID, approver, approval.VerdictApprove, "", ""); err != nil {
+			if _, err := g.Review(t.Context(), rs[0].ID, approver, v, "", ""); err != nil {
 				t.Fatal(err)
 			}
 			return rs[0].ID

@@ -128,7 +128,7 @@ func (g *Gateway) getPrompt(ctx context.Context, req mcp.Request) (result mcp.Re
 		return nil, err
 	}
 	delete(res.Meta, mcp.MetaKeyServerInfo)
-	if isModernRequest(ctx) {
+	if answersModern(ctx, req) {
 		if res.InputRequests != nil {
 			return markResultType(res, "input_required"), nil
 		}

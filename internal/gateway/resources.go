@@ -162,7 +162,7 @@ func (g *Gateway) readResource(ctx context.Context, req mcp.Request) (result mcp
 		}
 	}
 	delete(res.Meta, mcp.MetaKeyServerInfo)
-	if isModernRequest(ctx) {
+	if answersModern(ctx, req) {
 		return markComplete(res), nil
 	}
 	return res, nil

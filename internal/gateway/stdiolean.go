@@ -88,9 +88,11 @@ func (l *stdioLean) call(line []byte) bool {
 	g := l.g
 	ss := l.ss.Load()
 	// The SDK serves a call once initialize was received (go-sdk v1.8.0,
-	// ServerSession.handle); a session's negotiated revision is a 2025
-	// one (initialize is not part of 2026-07-28).
-	if ss == nil || ss.InitializeParams() == nil || g.root.Err() != nil {
+	// ServerSession.handle). A session whose revision is 2026-07-28 (taken
+	// from a request's _meta, as a 2026-07-28 agent sends no initialize)
+	// stays the SDK's even for a call without _meta: its results carry
+	// resultType (answersModern), which the front's raw answer does not.
+	if ss == nil || ss.InitializeParams() == nil || sessionModern(ss) || g.root.Err() != nil {
 		return false
 	}
 	// The decode keeps parts of its input (the id, the arguments): a copy
