@@ -115,16 +115,7 @@ func testModernCallsDeclareNoClientCapabilities(t *testing.T, sessions string) {
 		t.Fatalf("2025 agent got %q, want the tool to run", got)
 	}
 
-	c := mcp.NewClient(&mcp.Implementation{Name: "agent-2026", Version: "1"}, nil)
-	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp",
-		HTTPClient: &http.Client{Transport: bearer{token: aliceToken, next: http.DefaultTransport}}}, nil)
-	if err != nil {
-		t.Fatalf("connect 2026 agent: %v", err)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
-	if v := cs.InitializeResult().ProtocolVersion; v != modernVersion {
-		t.Fatalf("negotiated %s, want %s", v, modernVersion)
-	}
+	cs := connectModernAgent(t, base)
 	res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__needs_sampling", Arguments: map[string]any{}})
 	var wire *jsonrpc.Error
 	if !errors.As(err, &wire) || wire.Code != mcp.CodeMissingRequiredClientCapabilities {

@@ -101,7 +101,7 @@ func (g *Gateway) getPrompt(ctx context.Context, req mcp.Request) (result mcp.Re
 	o := g.newOrigin(ctx, gr.Session, p, u.name)
 	var upErr error // the upstream request's error, toolgate's verdict marked (requestOutcome)
 	err = g.forward(ctx, u, o, func(ctx context.Context, c *upConn, ac *agentConn) error {
-		params := &mcp.GetPromptParams{Name: pr.Prompt, Arguments: gr.Params.Arguments, Meta: gr.Params.Meta}
+		params := &mcp.GetPromptParams{Name: pr.Prompt, Arguments: gr.Params.Arguments, Meta: upstreamMeta(gr.Params.Meta)}
 		if relay != nil && ac == nil {
 			// A 2026-07-28 upstream may answer input_required: the round
 			// goes over its session for such agents (relay2026.go).
@@ -176,6 +176,7 @@ func (g *Gateway) complete(ctx context.Context, req mcp.Request) (mcp.Result, er
 	u := g.ups[server]
 	params := *cr.Params
 	params.Ref = &ref
+	params.Meta = upstreamMeta(cr.Params.Meta)
 	var res *mcp.CompleteResult
 	o := g.newOrigin(ctx, cr.Session, p, u.name)
 	err := g.forward(ctx, u, o, func(ctx context.Context, c *upConn, _ *agentConn) error {

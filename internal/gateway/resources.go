@@ -146,7 +146,7 @@ func (g *Gateway) readResource(ctx context.Context, req mcp.Request) (result mcp
 	err = g.forward(ctx, u, o, func(ctx context.Context, c *upConn, _ *agentConn) error {
 		var err error
 		cctx := withAnswerCheck(ctx, "resources/read")
-		res, err = c.cs.ReadResource(cctx, &mcp.ReadResourceParams{URI: real, Meta: rr.Params.Meta})
+		res, err = c.cs.ReadResource(cctx, &mcp.ReadResourceParams{URI: real, Meta: upstreamMeta(rr.Params.Meta)})
 		upErr = sdkVerdict(c, slotFrom(cctx), err)
 		return err
 	})

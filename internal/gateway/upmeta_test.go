@@ -1,0 +1,112 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// connectModernAgent connects a 2026-07-28 agent (the Go SDK client, which
+// tries server/discover first) to the gateway at base as alice.
+func connectModernAgent(t *testing.T, base string) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent-2026", Version: "1"}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{token: aliceToken, next: http.DefaultTransport}}}, nil)
+	if err != nil {
+		t.Fatalf("connect 2026 agent: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	if v := cs.InitializeResult().ProtocolVersion; v != modernVersion {
+		t.Fatalf("negotiated %s, want %s", v, modernVersion)
+	}
+	return cs
+}
+
+// TestModernAgentRelaysTo2025Upstream: a 2026-07-28 agent's prompts/get,
+// resources/read and completion/complete reach a 2025-only upstream (a
+// stateful go-sdk HTTP handler), over HTTP and stdio. Their _meta carries
+// the agent's SEP-2575 protocol keys; relayed as they came, the upstream
+// took the request for a 2026-07-28 one and answered -32022 (on 9a1ba441).
+func TestModernAgentRelaysTo2025Upstream(t *testing.T) {
+	g := newGateway(t, []ServerConfig{{Name: "f", URL: httpUpstream(t, newFeatureServer("a", nil))}}, allowAll(), nil)
+	base := serveHTTP(t, g, nil)
+	cs := connectModernAgent(t, base)
+
+	pr, err := cs.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: "f__greet", Arguments: map[string]string{"name": "bo"}})
+	if err != nil {
+		t.Errorf("HTTP prompts/get: %v", err)
+	} else if got := pr.Messages[0].Content.(*mcp.TextContent).Text; got != "a greets bo" {
+		t.Errorf("HTTP prompts/get = %q", got)
+	}
+	rr, err := cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "test://a"})
+	if err != nil {
+		t.Errorf("HTTP resources/read: %v", err)
+	} else if got := rr.Contents[0].Text; got != "a test://a" {
+		t.Errorf("HTTP resources/read = %q", got)
+	}
+	cr, err := cs.Complete(t.Context(), &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "f__greet"}, Argument: mcp.CompleteParamsArgument{Name: "name"}})
+	if err != nil {
+		t.Errorf("HTTP completion/complete: %v", err)
+	} else if got := cr.Completion.Values; len(got) != 1 || got[0] != "a:ref/prompt:greet" {
+		t.Errorf("HTTP completion/complete = %q", got)
+	}
+
+	a := serveModernStdio(t, g)
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}`
+	for i, c := range []struct{ method, params, want string }{
+		{"prompts/get", `"name":"f__greet","arguments":{"name":"bo"}`, "a greets bo"},
+		{"resources/read", `"uri":"test://a"`, "a test://a"},
+		{"completion/complete", `"ref":{"type":"ref/prompt","name":"f__greet"},"argument":{"name":"name","value":""}`, "a:ref/prompt:greet"},
+	} {
+		a.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{%s,%s}}`, i+1, c.method, c.params, meta))
+		if line := a.response(i + 1); strings.Contains(line, `"error"`) || !strings.Contains(line, c.want) {
+			t.Errorf("stdio %s answered %s", c.method, line)
+		}
+	}
+}
+
+// TestRelayedMetaKeepsOtherKeys: what a relayed request's upstream sees of
+// the agent's _meta is all of it but the 2026-07-28 protocol keys: the
+// progress token and a vendor key arrive; protocolVersion, clientInfo,
+// clientCapabilities and logLevel do not.
+func TestRelayedMetaKeepsOtherKeys(t *testing.T) {
+	keys := func(m mcp.Meta) string {
+		var ks []string
+		for k := range m {
+			ks = append(ks, k)
+		}
+		slices.Sort(ks)
+		return strings.Join(ks, " ")
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "meta-upstream", Version: "1"}, &mcp.ServerOptions{
+		CompletionHandler: func(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{keys(req.Params.Meta)}}}, nil
+		},
+	})
+	s.AddPrompt(&mcp.Prompt{Name: "keys"}, func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: keys(req.Params.Meta)}}}}, nil
+	})
+	s.AddResource(&mcp.Resource{URI: "test://keys", Name: "keys"}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: keys(req.Params.Meta)}}}, nil
+	})
+	g := newGateway(t, []ServerConfig{{Name: "m", URL: httpUpstream(t, s)}}, allowAll(), nil)
+	a := serveModernStdio(t, g)
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/logLevel":"debug","progressToken":"p1","example.com/trace":"x"}`
+	const want = "example.com/trace progressToken"
+	for i, c := range []struct{ method, params string }{
+		{"prompts/get", `"name":"m__keys"`},
+		{"resources/read", `"uri":"test://keys"`},
+		{"completion/complete", `"ref":{"type":"ref/prompt","name":"m__keys"},"argument":{"name":"x","value":""}`},
+	} {
+		a.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{%s,%s}}`, i+1, c.method, c.params, meta))
+		if line := a.response(i + 1); !strings.Contains(line, `"`+want+`"`) {
+			t.Errorf("%s: the upstream saw other _meta keys than %q: %s", c.method, want, line)
+		}
+	}
+}
