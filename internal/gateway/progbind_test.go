@@ -60,13 +60,17 @@ func upstreamProgressTokens(g *Gateway) []string {
 }
 
 // connectEra connects an agent to base in the 2025 era or, modern, in
-// 2026-07-28's.
+// 2026-07-28's. A modern agent with no ev has no notification handlers.
 func connectEra(t *testing.T, base, token string, ev *clientEvents, modern bool) *mcp.ClientSession {
 	t.Helper()
 	if !modern {
 		return connectHTTP(t, base, token, ev, nil)
 	}
-	c := mcp.NewClient(&mcp.Implementation{Name: "agent-2026", Version: "1"}, ev.options())
+	var opts *mcp.ClientOptions
+	if ev != nil {
+		opts = ev.options()
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent-2026", Version: "1"}, opts)
 	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp",
 		HTTPClient: &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}}, nil)
 	if err != nil {

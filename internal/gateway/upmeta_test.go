@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -15,17 +14,7 @@ import (
 // tries server/discover first) to the gateway at base as alice.
 func connectModernAgent(t *testing.T, base string) *mcp.ClientSession {
 	t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "agent-2026", Version: "1"}, nil)
-	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp",
-		HTTPClient: &http.Client{Transport: bearer{token: aliceToken, next: http.DefaultTransport}}}, nil)
-	if err != nil {
-		t.Fatalf("connect 2026 agent: %v", err)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
-	if v := cs.InitializeResult().ProtocolVersion; v != modernVersion {
-		t.Fatalf("negotiated %s, want %s", v, modernVersion)
-	}
-	return cs
+	return connectEra(t, base, aliceToken, nil, true)
 }
 
 // TestModernAgentRelaysTo2025Upstream: a 2026-07-28 agent's prompts/get,

@@ -3,9 +3,6 @@ package sqlstore
 import (
 	"context"
 	"fmt"
-	"time"
-
-	"toolgate/internal/store"
 )
 
 // Two writes on Postgres send their commit in their only round trip:
@@ -38,10 +35,7 @@ import (
 // made-up key) would read as gone: the write is then reported failed
 // although it may stand, as it was before this settling.
 func (db *DB) pgSettleWritten(ctx context.Context, pid uint32, lost error, written func(context.Context) (bool, error)) error {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	defer cancel()
-	wait := time.Millisecond
-	for {
+	return db.settle(ctx, lost, "server process still runs", func(sctx context.Context) (bool, error) {
 		alive := true
 		err := db.sql.QueryRowContext(sctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)`, int64(pid)).Scan(&alive)
 		alive = alive || pid == 0 // no pid: the writer's end cannot be seen
@@ -51,29 +45,13 @@ func (db *DB) pgSettleWritten(ctx context.Context, pid uint32, lost error, writt
 		}
 		switch {
 		case err != nil:
-			db.log.WarnContext(ctx, "a commit's answer was lost and its outcome cannot be read", "err", lost, "read_err", err)
-			return inDoubt(lost, fmt.Sprintf("its outcome cannot be read: %v", err))
+			return true, db.unreadable(ctx, lost, err)
 		case found:
 			db.log.InfoContext(ctx, "a commit's answer was lost; its rows stand", "err", lost)
-			return nil
+			return true, nil
 		case !alive:
-			return fmt.Errorf("commit: %w", lost)
+			return true, fmt.Errorf("commit: %w", lost)
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-sctx.Done():
-			t.Stop()
-			db.log.WarnContext(ctx, "a commit's answer was lost and its server process still runs", "err", lost)
-			return inDoubt(lost, "its server process still runs")
-		case <-t.C:
-		}
-		wait = min(2*wait, 100*time.Millisecond)
-	}
-}
-
-// inDoubt is the error of a commit whose answer was lost with error lost
-// and whose outcome is unknown, why: it wraps store.ErrInDoubt,
-// store.ErrUnavailable and lost.
-func inDoubt(lost error, why string) error {
-	return fmt.Errorf("commit: %w: %w: %w (%s)", store.ErrInDoubt, store.ErrUnavailable, lost, why)
+		return false, nil
+	})
 }

@@ -170,32 +170,58 @@ func pgLostAnswer(err error) bool {
 // transaction) after settleTimeout. It asks again, from 1 ms doubling to
 // 100 ms, while the transaction is in progress.
 func (db *DB) pgSettle(ctx context.Context, on *sql.DB, xid int64, lost error) error {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	defer cancel()
-	wait := time.Millisecond
-	for {
+	return db.settle(ctx, lost, "transaction is still running", func(sctx context.Context) (bool, error) {
 		var status sql.NullString
 		err := on.QueryRowContext(sctx, `SELECT txid_status($1)`, xid).Scan(&status)
 		switch {
 		case err != nil:
-			db.log.WarnContext(ctx, "a commit's answer was lost and its outcome cannot be read", "err", lost, "read_err", err)
-			return fmt.Errorf("commit: %w: %w: %w (its outcome cannot be read: %w)", store.ErrInDoubt, store.ErrUnavailable, lost, err)
+			return true, db.unreadable(ctx, lost, err)
 		case status.String == "committed":
 			db.log.InfoContext(ctx, "a commit's answer was lost; the transaction committed", "err", lost)
-			return nil
+			return true, nil
 		case status.String == "aborted":
-			return fmt.Errorf("commit: %w", lost)
+			return true, fmt.Errorf("commit: %w", lost)
 		case status.String != "in progress":
-			return inDoubt(lost, fmt.Sprintf("transaction status %q", status.String))
+			return true, inDoubt(lost, fmt.Sprintf("transaction status %q", status.String))
+		}
+		return false, nil
+	})
+}
+
+// settle asks ask, from 1 ms doubling to 100 ms, about a write whose
+// COMMIT's answer was lost with error lost, until ask says it is settled
+// (done, with the write's result) or settleTimeout has passed: then the
+// result wraps store.ErrInDoubt and store.ErrUnavailable, saying that its
+// still (what keeps the outcome unknown). ask's context is bounded by
+// settleTimeout, whatever is left of ctx (which may have ended: that can
+// be why the answer was lost). pgSettle and pgSettleWritten ask this way.
+func (db *DB) settle(ctx context.Context, lost error, still string, ask func(context.Context) (done bool, err error)) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		if done, err := ask(sctx); done {
+			return err
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-sctx.Done():
 			t.Stop()
-			db.log.WarnContext(ctx, "a commit's answer was lost and its transaction is still running", "err", lost)
-			return inDoubt(lost, "the transaction is still in progress")
+			db.log.WarnContext(ctx, "a commit's answer was lost and its "+still, "err", lost)
+			return inDoubt(lost, "its "+still)
 		case <-t.C:
 		}
-		wait = min(2*wait, 100*time.Millisecond)
 	}
+}
+
+// unreadable is the result of a settling whose question failed with err.
+func (db *DB) unreadable(ctx context.Context, lost, err error) error {
+	db.log.WarnContext(ctx, "a commit's answer was lost and its outcome cannot be read", "err", lost, "read_err", err)
+	return inDoubt(lost, fmt.Sprintf("its outcome cannot be read: %v", err))
+}
+
+// inDoubt is the error of a commit whose answer was lost with error lost
+// and whose outcome is unknown, why: it wraps store.ErrInDoubt,
+// store.ErrUnavailable and lost.
+func inDoubt(lost error, why string) error {
+	return fmt.Errorf("commit: %w: %w: %w (%s)", store.ErrInDoubt, store.ErrUnavailable, lost, why)
 }
