@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"errors"
 	"path/filepath"
 	"testing"
 
@@ -12,6 +13,13 @@ import (
 // scanned into the batcher's row, not into a row and 34 destinations made
 // on the heap for each read (≈ 1 KB per read: alloc41), and each read
 // still returns its own row.
+//
+// The test checks the reuse itself (the transaction's scanner and its
+// destinations stay the same from read to read) rather than comparing
+// allocation counts: the driver's own allocations per query vary by one or
+// two from run to run, as many as the reuse saves (CI on 7fa73730 read 118
+// against 119). The closure may run on the batcher's goroutine, so it
+// reports by its error and t.Error only.
 func TestBatchedReadsReuseTheirRow(t *testing.T) {
 	db := openTest(t, sqliteConfig(filepath.Join(t.TempDir(), "tg.db")))
 	ids := []string{string(testID(1)), string(testID(2))}
@@ -20,28 +28,31 @@ func TestBatchedReadsReuseTheirRow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var inBatch, alone float64
 	err := db.inTx(t.Context(), func(tx *tx) error {
+		if tx.rows == nil {
+			return errors.New("a batched write transaction carries no request scanner")
+		}
 		a, err := getRequestRow(t.Context(), tx, testID(1), "")
 		if err != nil {
 			return err
 		}
+		if len(tx.rows.dest) == 0 {
+			return errors.New("the read did not scan into the transaction's scanner")
+		}
+		scanner, first := tx.rows, &tx.rows.dest[0]
 		b, err := getRequestRow(t.Context(), tx, testID(2), "")
 		if err != nil {
 			return err
 		}
-		if a.id != ids[0] || b.id != ids[1] {
-			t.Errorf("read %s and %s, want %s and %s", a.id, b.id, ids[0], ids[1])
+		if tx.rows != scanner || &tx.rows.dest[0] != first {
+			t.Error("the second read made a new scanner or new destinations")
 		}
-		inBatch = testing.AllocsPerRun(50, func() { _, _ = getRequestRow(t.Context(), tx, testID(1), "") })
-		alone = testing.AllocsPerRun(50, func() { _, _ = getRequestRow(t.Context(), db, testID(1), "") })
+		if a.id != ids[0] || b.id != ids[1] {
+			t.Errorf("read %s and %s, want %s and %s: a read's row is overwritten by the next", a.id, b.id, ids[0], ids[1])
+		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	t.Logf("allocations per read: %v in a batched transaction, %v outside any", inBatch, alone)
-	if inBatch > alone-2 {
-		t.Errorf("a read in a batched transaction made %v allocations, one outside any %v: want at least the row and its destinations fewer", inBatch, alone)
 	}
 }
