@@ -1,0 +1,106 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/gate"
+	"toolgate/internal/policy"
+	"toolgate/internal/seal"
+	"toolgate/internal/store/sqlstore/sqlitetest"
+)
+
+// TestStdioModernRelayedStateSealed (branch mrtr42): a 2026-07-28 stdio
+// agent's round with an upstream that asks (input_required) is relayed
+// as a 2026-07-28 HTTP request's is: the agent gets the upstream's input
+// requests with a requestState toolgate wrapped (never the upstream's
+// own), the next round with that state and the agent's answers reaches
+// the upstream with the upstream's own state, and the wrapped state is
+// single-use and bound to the call: tampered, used for other arguments,
+// the upstream's raw state, or used again, it is refused (-32602) and
+// nothing reaches the upstream. On e3242174 the upstream's raw state
+// reached the agent, and any state the agent sent back was refused.
+func TestStdioModernRelayedStateSealed(t *testing.T) {
+	var asked, answered atomic.Int32
+	s := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "ask", InputSchema: objectSchema}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if r, ok := req.Params.InputResponses["q"].(*mcp.ElicitResult); ok && r != nil {
+			answered.Add(1)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("got %v with %s", r.Content["a"], req.Params.RequestState)}}}, nil
+		}
+		asked.Add(1)
+		return &mcp.CallToolResult{
+			InputRequests: mcp.InputRequestMap{"q": &mcp.ElicitParams{Message: "question", RequestedSchema: json.RawMessage(`{"type":"object"}`)}},
+			RequestState:  "upstream-state",
+		}, nil
+	})
+	// Stateless: the upstream speaks only 2026-07-28.
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(ts.Close)
+	key, err := seal.NewKey(bytes.Repeat([]byte{7}, seal.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gk := gate.New(sqlitetest.Open(t), policy.NewHolder(&policy.Policy{Default: policy.Allow}), &gate.Options{Key: key})
+	g := newGateway(t, []ServerConfig{{Name: "up", URL: ts.URL}}, gk, &Options{MRTR: gk})
+	a := serveModernStdio(t, g)
+
+	id := 0
+	round := func(args, state string) map[string]any {
+		t.Helper()
+		id++
+		extra := ""
+		if state != "" {
+			extra = fmt.Sprintf(`,"requestState":%q,"inputResponses":{"q":{"action":"accept","content":{"a":"yes"}}}`, state)
+		}
+		body := modernCallBody(fmt.Sprint(id), "up__ask", args, "")
+		body = strings.Replace(body, `,"_meta":`, extra+`,"_meta":`, 1)
+		a.send(body)
+		var m map[string]any
+		if err := json.Unmarshal([]byte(a.response(id)), &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	first := round(`{"k":1}`, "")
+	res, _ := first["result"].(map[string]any)
+	state, _ := res["requestState"].(string)
+	if res["resultType"] != "input_required" || state == "" || state == "upstream-state" || res["inputRequests"] == nil {
+		t.Fatalf("first round: %v; want input_required with the upstream's question and a state toolgate wrapped", first)
+	}
+	for name, bad := range map[string][2]string{
+		"tampered":           {`{"k":1}`, state[:len(state)-4] + "AAAA"},
+		"other arguments":    {`{"k":2}`, state},
+		"the upstream's own": {`{"k":1}`, "upstream-state"},
+	} {
+		m := round(bad[0], bad[1])
+		e, _ := m["error"].(map[string]any)
+		if e == nil || e["code"] != float64(-32602) || !strings.Contains(fmt.Sprint(e["message"]), "requestState refused") {
+			t.Errorf("%s state: %v, want -32602 requestState refused", name, m)
+		}
+	}
+	if n := answered.Load(); n != 0 {
+		t.Fatalf("refused rounds reached the upstream: %d", n)
+	}
+	second := round(`{"k":1}`, state)
+	res, _ = second["result"].(map[string]any)
+	if res["resultType"] != "complete" || !strings.Contains(fmt.Sprint(res["content"]), "got yes with upstream-state") {
+		t.Fatalf("second round: %v; want the upstream's answer to the agent's input under its own state", second)
+	}
+	again := round(`{"k":1}`, state)
+	if e, _ := again["error"].(map[string]any); e == nil || !strings.Contains(fmt.Sprint(e["message"]), "used already") {
+		t.Errorf("the state used again: %v, want it refused as used", again)
+	}
+	if n, m := asked.Load(), answered.Load(); n != 1 || m != 1 {
+		t.Errorf("the upstream asked %d and completed %d times, want 1 and 1", n, m)
+	}
+}
