@@ -27,8 +27,9 @@ import (
 // the upstream with the upstream's own state, and the wrapped state is
 // single-use and bound to the call: tampered, used for other arguments,
 // the upstream's raw state, or used again, it is refused (-32602) and
-// nothing reaches the upstream. On e3242174 the upstream's raw state
-// reached the agent, and any state the agent sent back was refused.
+// nothing reaches the upstream. On e3242174 the call went through the
+// 2025 agents' upstream session, whose client (toolgate's) tried to
+// answer the question itself and failed the call.
 func TestStdioModernRelayedStateSealed(t *testing.T) {
 	var asked, answered atomic.Int32
 	s := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
