@@ -20,7 +20,8 @@ import (
 )
 
 // TestStdioModernRelayedStateSealed (branch mrtr42): a 2026-07-28 stdio
-// agent's round with an upstream that asks (input_required) is relayed
+// agent's round (tools/call, then prompts/get) with an upstream that asks
+// (input_required) is relayed
 // as a 2026-07-28 HTTP request's is: the agent gets the upstream's input
 // requests with a requestState toolgate wrapped (never the upstream's
 // own), the next round with that state and the agent's answers reaches
@@ -42,6 +43,15 @@ func TestStdioModernRelayedStateSealed(t *testing.T) {
 		return &mcp.CallToolResult{
 			InputRequests: mcp.InputRequestMap{"q": &mcp.ElicitParams{Message: "question", RequestedSchema: json.RawMessage(`{"type":"object"}`)}},
 			RequestState:  "upstream-state",
+		}, nil
+	})
+	s.AddPrompt(&mcp.Prompt{Name: "askp"}, func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		if r, ok := req.Params.InputResponses["q"].(*mcp.ElicitResult); ok && r != nil {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: fmt.Sprintf("prompt got %v with %s", r.Content["a"], req.Params.RequestState)}}}}, nil
+		}
+		return &mcp.GetPromptResult{
+			InputRequests: mcp.InputRequestMap{"q": &mcp.ElicitParams{Message: "prompt question", RequestedSchema: json.RawMessage(`{"type":"object"}`)}},
+			RequestState:  "upstream-prompt-state",
 		}, nil
 	})
 	// Stateless: the upstream speaks only 2026-07-28.
@@ -103,5 +113,34 @@ func TestStdioModernRelayedStateSealed(t *testing.T) {
 	}
 	if n, m := asked.Load(), answered.Load(); n != 1 || m != 1 {
 		t.Errorf("the upstream asked %d and completed %d times, want 1 and 1", n, m)
+	}
+
+	// prompts/get: the same relay.
+	prompt := func(state string) map[string]any {
+		t.Helper()
+		id++
+		extra := ""
+		if state != "" {
+			extra = fmt.Sprintf(`"requestState":%q,"inputResponses":{"q":{"action":"accept","content":{"a":"yes"}}},`, state)
+		}
+		a.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"prompts/get","params":{"name":"up__askp",%s"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}}}`, id, extra))
+		var m map[string]any
+		if err := json.Unmarshal([]byte(a.response(id)), &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	first = prompt("")
+	res, _ = first["result"].(map[string]any)
+	state, _ = res["requestState"].(string)
+	if res["resultType"] != "input_required" || state == "" || state == "upstream-prompt-state" {
+		t.Fatalf("prompts/get first round: %v; want input_required with a state toolgate wrapped", first)
+	}
+	second = prompt(state)
+	if res, _ = second["result"].(map[string]any); res["resultType"] != "complete" || !strings.Contains(fmt.Sprint(res["messages"]), "prompt got yes with upstream-prompt-state") {
+		t.Fatalf("prompts/get second round: %v; want the upstream's answer under its own state", second)
+	}
+	if e, _ := prompt(state)["error"].(map[string]any); e == nil || !strings.Contains(fmt.Sprint(e["message"]), "used already") {
+		t.Errorf("prompts/get state used again: not refused as used")
 	}
 }
