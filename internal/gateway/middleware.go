@@ -337,8 +337,7 @@ func answersModern(ctx context.Context, req mcp.Request) bool {
 	if isModernRequest(ctx) {
 		return true
 	}
-	ss, _ := req.GetSession().(*mcp.ServerSession)
-	return sessionModern(ss)
+	return sessionModern(agentSession(req))
 }
 
 // sessionModern reports whether ss's revision, from its initialize
@@ -527,7 +526,11 @@ func (g *Gateway) bindRequest(ctx context.Context, req mcp.Request) (_ context.C
 		}
 		sid, _ = ctx.Value(stdioSessionKey{}).(string)
 	}
-	if post != nil && post.modern {
+	if (post != nil && post.modern) || (post == nil && sessionModern(agentSession(req))) {
+		// A 2026-07-28 request: a stateless HTTP one, or one of a stdio
+		// session of that revision, which is served as HTTP serves its
+		// requests (the upstream session for such agents, relayed rounds,
+		// approval rounds: branch mrtr42).
 		ctx = context.WithValue(ctx, modernKey{}, true)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -558,18 +561,31 @@ func (g *Gateway) bindRequest(ctx context.Context, req mcp.Request) (_ context.C
 }
 
 func sessionID(req mcp.Request) string {
-	ss, ok := req.GetSession().(*mcp.ServerSession)
-	if !ok || ss == nil {
+	ss := agentSession(req)
+	if ss == nil {
 		return ""
 	}
 	return ss.ID()
 }
 
-// modernKey marks the context of a 2026-07-28 request (served statelessly:
-// its MCP session lasts one request).
+// agentSession is req's agent session, nil when it has none.
+func agentSession(req mcp.Request) *mcp.ServerSession {
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	return ss
+}
+
+// modernKey marks the context of a 2026-07-28 request (bindRequest): a
+// stateless HTTP request, whose MCP session lasts the request, or a
+// request of a stdio session whose revision is 2026-07-28 (sessionModern),
+// which cannot be asked anything back either (the SDK's Elicit, CreateMessage
+// and ListRoots fail on such a session: SEP-2322 replaced them).
 type modernKey struct{}
 
-// isModernRequest reports whether ctx is a 2026-07-28 request's.
+// isModernRequest reports whether ctx is a 2026-07-28 request's (see
+// modernKey): its tool calls and prompts/get go through the upstream
+// session for such agents (modernconn.go), an upstream's input_required is
+// relayed with its state wrapped (relay2026.go), and a held call may be
+// answered with approval rounds (Gateway.mrtrFor).
 func isModernRequest(ctx context.Context) bool {
 	v, _ := ctx.Value(modernKey{}).(bool)
 	return v

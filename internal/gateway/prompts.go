@@ -75,7 +75,8 @@ func (g *Gateway) getPrompt(ctx context.Context, req mcp.Request) (result mcp.Re
 		}
 	}
 	call := gate.Call{Principal: p, Kind: approval.KindPromptGet, Server: pr.Server, Tool: pr.Prompt, Arguments: args, ToolDigest: pr.Digest}
-	if prog := newRequestProgress(ctx, req, g.log); prog != nil {
+	prog := newRequestProgress(ctx, req, g.log)
+	if prog != nil {
 		call.KeepAlive = prog.keepAlive
 	} else {
 		call.MaxHold = g.opts.MaxHold
@@ -96,6 +97,7 @@ func (g *Gateway) getPrompt(ctx context.Context, req mcp.Request) (result mcp.Re
 		return nil, refusalError(adm)
 	}
 	defer g.recoverAnswer(ctx, pr.Server, pr.Prompt, &adm, &result, &rerr)
+	defer g.relayProgress(prog)()
 	u := g.ups[pr.Server]
 	var res *mcp.GetPromptResult
 	o := g.newOrigin(ctx, gr.Session, p, u.name)
@@ -116,6 +118,7 @@ func (g *Gateway) getPrompt(ctx context.Context, req mcp.Request) (result mcp.Re
 		}
 		var err error
 		cctx := withAnswerCheck(ctx, "prompts/get")
+		cctx, params.Meta = u.sendRelayProgress(cctx, c, prog, params.Meta)
 		res, err = c.cs.GetPrompt(cctx, params)
 		upErr = sdkVerdict(c, slotFrom(cctx), err)
 		return err
@@ -179,6 +182,8 @@ func (g *Gateway) complete(ctx context.Context, req mcp.Request) (mcp.Result, er
 	params.Meta = upstreamMeta(cr.Params.Meta)
 	var res *mcp.CompleteResult
 	o := g.newOrigin(ctx, cr.Session, p, u.name)
+	// No progress is relayed: the SDK gives completion/complete no
+	// progress token (CompleteParams), and upstreamMeta drops the agent's.
 	err := g.forward(ctx, u, o, func(ctx context.Context, c *upConn, _ *agentConn) error {
 		var err error
 		res, err = c.cs.Complete(withAnswerCheck(ctx, "completion/complete"), &params)

@@ -130,7 +130,8 @@ func (g *Gateway) readResource(ctx context.Context, req mcp.Request) (result mcp
 		return nil, err
 	}
 	call := gate.Call{Principal: p, Kind: approval.KindResourceRead, Server: u.name, Tool: real, Arguments: args}
-	if prog := newRequestProgress(ctx, req, g.log); prog != nil {
+	prog := newRequestProgress(ctx, req, g.log)
+	if prog != nil {
 		call.KeepAlive = prog.keepAlive
 	} else {
 		call.MaxHold = g.opts.MaxHold
@@ -140,13 +141,14 @@ func (g *Gateway) readResource(ctx context.Context, req mcp.Request) (result mcp
 		return nil, refusalError(adm)
 	}
 	defer g.recoverAnswer(ctx, u.name, real, &adm, &result, &rerr)
+	defer g.relayProgress(prog)()
 	var res *mcp.ReadResourceResult
 	o := g.newOrigin(ctx, rr.Session, p, u.name)
 	var upErr error // the upstream request's error, toolgate's verdict marked (requestOutcome)
 	err = g.forward(ctx, u, o, func(ctx context.Context, c *upConn, _ *agentConn) error {
 		var err error
-		cctx := withAnswerCheck(ctx, "resources/read")
-		res, err = c.cs.ReadResource(cctx, &mcp.ReadResourceParams{URI: real, Meta: upstreamMeta(rr.Params.Meta)})
+		cctx, meta := u.sendRelayProgress(withAnswerCheck(ctx, "resources/read"), c, prog, upstreamMeta(rr.Params.Meta))
+		res, err = c.cs.ReadResource(cctx, &mcp.ReadResourceParams{URI: real, Meta: meta})
 		upErr = sdkVerdict(c, slotFrom(cctx), err)
 		return err
 	})
