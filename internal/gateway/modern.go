@@ -15,8 +15,9 @@ import (
 	"toolgate/internal/mcpwire"
 )
 
-// privateCache is the cache hint of every list toolgate answers itself:
-// lists differ per principal (policy, agent sessions), so a shared cache
+// privateCache is the cache hint of every list toolgate answers itself and
+// of every resources/read it relays: lists differ per principal (policy,
+// agent sessions) and reads are gated per principal, so a shared cache
 // must not keep them (SEP-2549 cacheScope; ttlMs 0: stale at once).
 var privateCache = mcp.Cacheable{CacheScope: "private"}
 

@@ -164,6 +164,10 @@ func (g *Gateway) readResource(ctx context.Context, req mcp.Request) (result mcp
 		}
 	}
 	delete(res.Meta, mcp.MetaKeyServerInfo)
+	// The read was gated for this principal: no shared cache may keep it,
+	// and the next read goes through the gate again (SEP-2549), whatever
+	// the upstream's hint said.
+	res.Cacheable = privateCache
 	if answersModern(ctx, req) {
 		return markComplete(res), nil
 	}
