@@ -65,7 +65,9 @@
 // created the approvals, see store.Filter), id_prefix and id_suffix
 // (lower-case hex and dashes, at most 36 characters; toolgate's extension
 // for short ids, which may be a unique start or end of an id). A bad value
-// is 422.
+// is 422. A page may hold fewer than limit approvals and still have a
+// next_cursor (on Postgres, cut where its cursor would carry too many
+// running transactions); only a next_cursor of "" ends the list.
 //
 // # Events
 //

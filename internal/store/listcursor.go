@@ -36,10 +36,13 @@ type ListPosition struct {
 }
 
 // MaxOpenTransactions bounds ListPosition.Open (and so the length of a
-// cursor, about 4 characters an entry): a page read while more
-// transactions were running below its end fails (sqlstore: an error,
-// never a page that could skip) and succeeds when read again once they
-// ended.
+// cursor, about 4 characters an entry): a page whose end had more
+// transactions running below it is cut shorter, before the row that
+// would carry one too many (sqlstore; the page keeps fewer rows than its
+// limit and has a next cursor). Transaction ids are the whole Postgres
+// cluster's, so other databases' transactions count too. Only a page
+// that cannot keep even its first row fails (an error, never a page that
+// could skip), and succeeds when read again once they ended.
 const MaxOpenTransactions = 400
 
 // listCursorPrefix marks a cursor as a ListPosition; a cursor without it

@@ -86,10 +86,14 @@ func (db *DB) ListRequests(ctx context.Context, f store.Filter) ([]approval.Requ
 // as ListRequests wraps them. next is ListRequests' cursor, known only
 // once the page was read: it is "" whenever err is not nil.
 func (db *DB) EachRequest(ctx context.Context, f store.Filter, fn func(approval.Request) error) (next string, err error) {
-	var w requestRow
-	l := lister[approval.Request]{db: db, reads: db.adminReads(), what: "list requests", src: requestList(f), row: &w,
-		key: func(r *approval.Request) (approval.ID, int) { return r.ID, len(r.Arguments) }}
+	l := db.requestLister(f)
 	return l.each(ctx, f.Cursor, f.Limit, fn)
+}
+
+// requestLister is the lister of the approvals list for f.
+func (db *DB) requestLister(f store.Filter) *lister[approval.Request] {
+	return &lister[approval.Request]{db: db, reads: db.adminReads(), what: "list requests", src: requestList(f), row: new(requestRow),
+		key: func(r *approval.Request) (approval.ID, int) { return r.ID, len(r.Arguments) }}
 }
 
 // A lister reads one list paged by list order (the approvals list, the
@@ -103,6 +107,9 @@ type lister[T any] struct {
 	// key returns a row's id and the bytes it counts towards
 	// eachBatchBytes.
 	key func(*T) (approval.ID, int)
+	// maxOpen bounds the transactions a cursor carries (0:
+	// store.MaxOpenTransactions; tests lower it).
+	maxOpen int
 }
 
 // A listRow is the row type of a listSource's columns.
@@ -115,7 +122,10 @@ type listRow[T any] interface {
 // 0) after cursor (store.ParseListCursor; a bad one is wrapped
 // store.ErrBadCursor) and hands its rows to fn as EachRequest does, and
 // returns the next page's cursor ("" at the end, and whenever err is not
-// nil).
+// nil). On Postgres, read oldest first, a page is cut shorter where a
+// longer one would end above more running transactions than a cursor
+// holds (store.MaxOpenTransactions); only a page that cannot keep even
+// its first row fails (errTooManyOpen).
 func (l *lister[T]) each(ctx context.Context, cursor string, limit int, fn func(T) error) (next string, err error) {
 	pos, err := store.ParseListCursor(cursor)
 	if err != nil {
@@ -129,8 +139,11 @@ func (l *lister[T]) each(ctx context.Context, cursor string, limit int, fn func(
 		zero  T
 	)
 	for n := 0; ; {
-		var more bool
-		batch, pos, more, err = l.batch(ctx, pos, min(limit-n, eachBatchRows), batch[:0])
+		var more, cut bool
+		batch, pos, more, cut, err = l.batch(ctx, pos, min(limit-n, eachBatchRows), batch[:0])
+		if errors.Is(err, errTooManyOpen) && n > 0 {
+			return pos.String(), nil // the page ends after the rows handed to fn
+		}
 		if err != nil {
 			return "", err
 		}
@@ -147,7 +160,7 @@ func (l *lister[T]) each(ctx context.Context, cursor string, limit int, fn func(
 		if !more {
 			return "", nil
 		}
-		if n == limit {
+		if n == limit || cut {
 			return pos.String(), nil // a row past the page: there is a next page
 		}
 	}
@@ -165,14 +178,18 @@ const (
 // reach eachBatchBytes) into out, with the read ended (its connection
 // back in the pool) when it returns, and the position after them (pos
 // when out is empty). more reports a row past those returned (or, after a
-// batch cut by its bytes, that one may exist).
-func (l *lister[T]) batch(ctx context.Context, pos store.ListPosition, limit int, out []T) (_ []T, next store.ListPosition, more bool, err error) {
+// batch cut by its bytes, that one may exist). cut reports a batch cut
+// shorter because a cursor after a later row would carry more running
+// transactions than it may (l.maxOpen): the page ends after it, and the
+// next page, read from a later snapshot, finds fewer of them running. When
+// not even the first row fits, the error wraps errTooManyOpen.
+func (l *lister[T]) batch(ctx context.Context, pos store.ListPosition, limit int, out []T) (_ []T, next store.ListPosition, more, cut bool, err error) {
 	_, pg := l.db.d.(*postgresDialect)
 	snap := pg && !l.src.desc // the read needs its snapshot (see above)
 	q, args := listQuery(l.src, pos, limit, pg)
 	rows, err := l.reads.query(ctx, q, args...)
 	if err != nil {
-		return out, pos, false, l.db.wrap(l.what, err)
+		return out, pos, false, false, l.db.wrap(l.what, err)
 	}
 	defer func() { _ = rows.Close() }() // on early returns; the last Close's error is returned below
 	var (
@@ -180,6 +197,7 @@ func (l *lister[T]) batch(ctx context.Context, pos store.ListPosition, limit int
 		snapshot  string
 		dest      = append(l.row.dest(), &order)
 		size      int
+		places    []store.ListPosition // of out's rows, when snap
 		last      store.ListPosition
 		peek      uint64
 		peeked    bool
@@ -190,11 +208,11 @@ func (l *lister[T]) batch(ctx context.Context, pos store.ListPosition, limit int
 	}
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
-			return out, pos, false, l.db.wrap(l.what, err)
+			return out, pos, false, false, l.db.wrap(l.what, err)
 		}
 		o, err := strconv.ParseUint(order, 10, 64)
 		if err != nil {
-			return out, pos, false, fmt.Errorf("%s: list order %q: %w", l.what, order, err)
+			return out, pos, false, false, fmt.Errorf("%s: list order %q: %w", l.what, order, err)
 		}
 		snapTaken = snapshot
 		if len(out) == limit || size >= eachBatchBytes {
@@ -203,35 +221,64 @@ func (l *lister[T]) batch(ctx context.Context, pos store.ListPosition, limit int
 		}
 		r, err := l.row.decode()
 		if err != nil {
-			return out, pos, false, l.db.wrap(l.what, err)
+			return out, pos, false, false, l.db.wrap(l.what, err)
 		}
 		out = append(out, r)
 		id, n := l.key(&out[len(out)-1])
 		size += n
 		last = store.ListPosition{Order: o, ID: id}
+		if snap {
+			places = append(places, last)
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return out, pos, false, l.db.wrap(l.what, err)
+		return out, pos, false, false, l.db.wrap(l.what, err)
 	}
 	if err := rows.Close(); err != nil {
-		return out, pos, false, l.db.wrap(l.what, err)
+		return out, pos, false, false, l.db.wrap(l.what, err)
 	}
 	if len(out) == 0 {
-		return out, pos, false, nil
+		return out, pos, false, false, nil
 	}
 	if !snap {
-		return out, last, more, nil
+		return out, last, more, false, nil
 	}
 	running, err := runningTransactions(snapTaken)
 	if err != nil {
-		return out, pos, false, fmt.Errorf("%s: %w", l.what, err)
+		return out, pos, false, false, fmt.Errorf("%s: %w", l.what, err)
 	}
-	next = advance(pos, last, running, peeked, peek)
-	if len(next.Open) > store.MaxOpenTransactions {
-		return out, pos, false, l.db.wrap(l.what, fmt.Errorf("%d transactions were running below the page's end, more than a cursor holds (%d): %w",
-			len(next.Open), store.MaxOpenTransactions, errTooManyOpen))
+	maxOpen := l.maxOpen
+	if maxOpen <= 0 {
+		maxOpen = store.MaxOpenTransactions
 	}
-	return out, next, more, nil
+	k, next := fitOpen(pos, places, running, peeked, peek, maxOpen)
+	if k == 0 {
+		return out, pos, false, false, l.db.wrap(l.what, fmt.Errorf("more transactions were running below the page's first row than a cursor holds (%d): %w",
+			maxOpen, errTooManyOpen))
+	}
+	if k < len(out) {
+		clear(out[k:])
+		return out[:k], next, true, true, nil
+	}
+	return out, next, more, false, nil
+}
+
+// fitOpen returns how many of a page's rows, read oldest first on
+// Postgres from pos, at places (in list order), it keeps so that the
+// cursor after them carries at most maxOpen running transactions, and
+// that cursor (advance's, with running, peeked and peek as the page read
+// them); 0 when not even the first row fits. The transactions a cursor
+// carries are those below its row, so a shorter page carries no more.
+func fitOpen(pos store.ListPosition, places []store.ListPosition, running []uint64, peeked bool, peek uint64, maxOpen int) (int, store.ListPosition) {
+	for k := len(places); k > 0; k-- {
+		if k < len(places) {
+			peeked, peek = true, places[k].Order
+		}
+		if next := advance(pos, places[k-1], running, peeked, peek); len(next.Open) <= maxOpen {
+			return k, next
+		}
+	}
+	return 0, store.ListPosition{}
 }
 
 // errTooManyOpen: a page read oldest first on Postgres ended above more
