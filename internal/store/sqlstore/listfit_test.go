@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strconv"
@@ -97,7 +98,7 @@ func TestPagingCutsShortAboveTooManyOpen(t *testing.T) {
 			return nil
 		})
 		if errors.Is(err, errTooManyOpen) {
-			if foreign := foreignRunning(t, db, ours); len(foreign) > 0 {
+			if foreign := foreignRunning(ctx, t, db, ours); len(foreign) > 0 {
 				t.Skipf("transactions of another database (%v) were running below the page: the cut is not ours to predict", foreign)
 			}
 		}
@@ -130,10 +131,10 @@ func TestPagingCutsShortAboveTooManyOpen(t *testing.T) {
 
 // foreignRunning returns the transactions running now that are not ours
 // (the server is shared; transaction ids are the cluster's).
-func foreignRunning(t *testing.T, db *DB, ours []uint64) []uint64 {
+func foreignRunning(ctx context.Context, t *testing.T, db *DB, ours []uint64) []uint64 {
 	t.Helper()
 	var snap string
-	if err := db.sql.QueryRowContext(t.Context(), `SELECT pg_current_snapshot()::text`).Scan(&snap); err != nil {
+	if err := db.sql.QueryRowContext(ctx, `SELECT pg_current_snapshot()::text`).Scan(&snap); err != nil {
 		t.Fatal(err)
 	}
 	running, err := runningTransactions(snap)
