@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -60,15 +61,11 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c caller) error {
 	default:
 		return invalid("order %q: want oldest (the default) or newest", o)
 	}
-	f.Cursor = q.Get("cursor")
-	if len(f.Cursor) > maxCursor {
-		return invalid("cursor longer than %d bytes", maxCursor)
+	cursor, err := listCursor(q)
+	if err != nil {
+		return err
 	}
-	if _, err := store.ParseListCursor(f.Cursor); err != nil {
-		// Cursors are opaque list positions (store.ListPosition); the
-		// approval id that was a cursor before them is still one.
-		return invalid("cursor %q is not a cursor this API returned", f.Cursor)
-	}
+	f.Cursor = cursor
 	f.IDPrefix = strings.ToLower(q.Get("id_prefix"))
 	if len(f.IDPrefix) > idLen || strings.Trim(f.IDPrefix, "0123456789abcdef-") != "" {
 		return invalid("id_prefix %q: want at most %d hex digits and dashes", f.IDPrefix, idLen)
@@ -383,4 +380,20 @@ func (s *Server) heldAs(ctx context.Context, out *Approval) {
 	if task {
 		out.HeldAs = HeldAsTask
 	}
+}
+
+// listCursor returns the cursor= of a list's query (GET /v1/approvals,
+// GET /v1/grants): "" for the first page, or a cursor the list returned
+// (an opaque store.ListPosition, at most maxCursor bytes; the id that was
+// a cursor before list orders is still one). Anything else is invalid
+// (422).
+func listCursor(q url.Values) (string, error) {
+	c := q.Get("cursor")
+	if len(c) > maxCursor {
+		return "", invalid("cursor longer than %d bytes", maxCursor)
+	}
+	if _, err := store.ParseListCursor(c); err != nil {
+		return "", invalid("cursor %q is not a cursor this API returned", c)
+	}
+	return c, nil
 }

@@ -32,7 +32,9 @@
 //	GET  /v1/events?since=CURSOR&limit=N viewer, approver, admin → [EventPage]
 //	GET  /v1/events/stream              viewer, approver, admin → text/event-stream of [Event]
 //	GET  /v1/grants?state=active|all    viewer, approver, admin → [GrantList]
-//	     (also limit, cursor, id_prefix, id_suffix, as for approvals)
+//	     (also limit, cursor, id_prefix, id_suffix, as for approvals: the
+//	     order the store created the grants in, oldest first; a grant id
+//	     cursor of earlier versions is still accepted)
 //	GET  /v1/grants/{id}                viewer, approver, admin → [Grant] with recent uses
 //	POST /v1/grants/{id}/revoke         approver, admin; body [RevokeBody] → [Grant]
 //
@@ -63,7 +65,9 @@
 // created the approvals, see store.Filter), id_prefix and id_suffix
 // (lower-case hex and dashes, at most 36 characters; toolgate's extension
 // for short ids, which may be a unique start or end of an id). A bad value
-// is 422.
+// is 422. A page may hold fewer than limit approvals and still have a
+// next_cursor (on Postgres, cut where its cursor would carry too many
+// running transactions); only a next_cursor of "" ends the list.
 //
 // # Events
 //

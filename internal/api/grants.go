@@ -151,10 +151,11 @@ func (s *Server) listGrants(w http.ResponseWriter, r *http.Request, c caller) er
 		}
 		f.Limit = n
 	}
-	f.Cursor = q.Get("cursor")
-	if f.Cursor != "" && !isUUID(f.Cursor) {
-		return invalid("cursor %q is not a cursor this API returned", f.Cursor)
+	cursor, err := listCursor(q)
+	if err != nil {
+		return err
 	}
+	f.Cursor = cursor
 	f.IDPrefix = strings.ToLower(q.Get("id_prefix"))
 	if !isIDText(f.IDPrefix) {
 		return invalid("id_prefix %q: want at most %d hex digits and dashes", f.IDPrefix, idLen)

@@ -24,8 +24,13 @@ type GrantFilter struct {
 	// UUIDv7 is random, its start is shared by grants made close together).
 	IDSuffix string
 	// Limit caps the page size; 0 means 100. Cursor is the NextCursor of
-	// the previous page ("" for the first). Pages are ordered by id
-	// ascending, which is creation order for UUIDv7 ids.
+	// the previous page ("" for the first): opaque, read by
+	// ParseListCursor (a bad one is ErrBadCursor; a grant id, the cursor
+	// before list orders, is still one). Pages are in list order
+	// (ListPosition: the order in which the store created the grants,
+	// whatever their ids' clocks say), oldest first: a reader that
+	// follows the cursors to "" sees every matching grant created before
+	// it read its last page.
 	Limit  int
 	Cursor string
 }
@@ -50,7 +55,7 @@ type GrantStore interface {
 	// GetGrant returns the grant, or ErrNotFound.
 	GetGrant(ctx context.Context, id string) (grant.Grant, error)
 	// ListGrants returns one page of grants and the cursor of the next
-	// ("" at the end).
+	// ("" at the end), in list order (see GrantFilter).
 	ListGrants(ctx context.Context, f GrantFilter) (gs []grant.Grant, next string, err error)
 	// UsableGrants returns the grants of principal for exactly (server,
 	// tool) that are usable at now (not revoked, not expired, not used

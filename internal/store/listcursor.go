@@ -11,8 +11,9 @@ import (
 	"toolgate/internal/approval"
 )
 
-// A ListPosition is where a page of ListRequests ended: the list order of
-// its last request, and, for a list read oldest first on a store whose
+// A ListPosition is where a page of ListRequests (or ListGrants, the
+// same way: read "grant" for "request") ended: the list order of its last
+// request, and, for a list read oldest first on a store whose
 // order is not commit order, the transactions that may still add
 // requests before that place. Filter.Cursor carries it as its String
 // (ListCursor), opaque to clients.
@@ -35,10 +36,13 @@ type ListPosition struct {
 }
 
 // MaxOpenTransactions bounds ListPosition.Open (and so the length of a
-// cursor, about 4 characters an entry): a page read while more
-// transactions were running below its end fails (sqlstore: an error,
-// never a page that could skip) and succeeds when read again once they
-// ended.
+// cursor, about 4 characters an entry): a page whose end had more
+// transactions running below it is cut shorter, before the row that
+// would carry one too many (sqlstore; the page keeps fewer rows than its
+// limit and has a next cursor). Transaction ids are the whole Postgres
+// cluster's, so other databases' transactions count too. Only a page
+// that cannot keep even its first row fails (an error, never a page that
+// could skip), and succeeds when read again once they ended.
 const MaxOpenTransactions = 400
 
 // listCursorPrefix marks a cursor as a ListPosition; a cursor without it
@@ -63,10 +67,11 @@ func (p ListPosition) String() string {
 	return listCursorPrefix + base64.RawURLEncoding.EncodeToString(b)
 }
 
-// ParseListCursor reads a Filter.Cursor: the String of a ListPosition, or
-// the id of the last request of a page as cursors were before list orders
-// (hex digits and dashes, at most 36), which is the position of that id
-// among the requests stored before them (Order 0). "" is the zero
+// ParseListCursor reads a Filter.Cursor (or a GrantFilter.Cursor): the
+// String of a ListPosition, or the id of the last request (grant) of a
+// page as cursors were before list orders (hex digits and dashes, at
+// most 36), which is the position of that id among the requests (grants)
+// stored before them (Order 0). "" is the zero
 // position (the start). Anything else is an error wrapping ErrBadCursor.
 func ParseListCursor(s string) (ListPosition, error) {
 	rest, ok := strings.CutPrefix(s, listCursorPrefix)

@@ -98,11 +98,7 @@ func grantsFlash(done string) string {
 
 // showGrants renders the grants page with status, a flash and an error.
 func (s *Server) showGrants(w http.ResponseWriter, r *http.Request, c *session, status int, flashMsg, errMsg string) {
-	cursor := r.URL.Query().Get("cursor")
-	if cursor != "" && !isUUID(cursor) {
-		cursor = ""
-	}
-	l, err := s.backend.ListGrants(r.Context(), c.caller, store.GrantFilter{Limit: grantsLimit, Cursor: cursor})
+	l, err := s.backend.ListGrants(r.Context(), c.caller, store.GrantFilter{Limit: grantsLimit, Cursor: pageCursor(r.URL.Query().Get("cursor"))})
 	if err != nil {
 		s.fail(w, r, c, err)
 		return

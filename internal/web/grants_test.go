@@ -1,12 +1,14 @@
 package web_test
 
 import (
+	"fmt"
 	"html"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"toolgate/internal/approval"
 	"toolgate/internal/grant"
@@ -225,5 +227,45 @@ func TestApproveWithGrantAwaitsTheQuorum(t *testing.T) {
 	}
 	if gs := e.grants(); len(gs) != 1 || len(gs[0].ApprovedBy) != 2 || gs[0].SourceApproval != r.ID {
 		t.Errorf("grants after the quorum: %+v", gs)
+	}
+}
+
+// TestGrantsPageMoreShowsALaggingGrant (grants42): an admin opens
+// /ui/grants (a page of grantsLimit, 200), and before they follow "More"
+// an instance whose clock lags makes a grant, whose UUIDv7 id sorts
+// before every id on the first page. Paged by id, the next page started
+// after the first page's last id and never showed it: a grant the admin
+// never saw to revoke. Paged by list order it is on the next page.
+func TestGrantsPageMoreShowsALaggingGrant(t *testing.T) {
+	e := newEnv(t, nil)
+	mk := func(n int, id string) {
+		t.Helper()
+		r := e.request(n, fmt.Sprintf(`{"amount":%d}`, n))
+		g := grant.Grant{ID: id, Principal: "agent-1", Server: "pay", Tool: "transfer", CreatedAt: e.now, ExpiresAt: e.now.Add(time.Hour),
+			CreatedBy: "bob", Approvals: 1, SourceApproval: r.ID}
+		if _, _, err := e.db.UpdateRequestGranting(t.Context(), r.ID, "bob", func(*approval.Request) (*grant.Grant, error) { return &g, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for n := 1; n <= 201; n++ {
+		mk(n, fmt.Sprintf("0191%04x-0000-7000-8000-%012x", n, n))
+	}
+	b := e.browser()
+	b.signIn(bobTok)
+	first := b.page("/ui/grants")
+	more := regexp.MustCompile(`href="/ui/grants\?cursor=([^"]+)"`).FindStringSubmatch(first)
+	if more == nil {
+		t.Fatalf("the first page of 201 grants has no More link:\n%s", first)
+	}
+	const lagging = "01900001-0000-7000-8000-0000000000ff" // a clock behind every id above
+	mk(202, lagging)
+	next := b.page("/ui/grants?cursor=" + html.UnescapeString(more[1]))
+	for _, id := range []string{fmt.Sprintf("0191%04x-0000-7000-8000-%012x", 201, 201), lagging} {
+		if !strings.Contains(next, `data-grant-id="`+id+`"`) {
+			t.Errorf("the page after More lacks grant %s", id)
+		}
+	}
+	if strings.Contains(next, `href="/ui/grants?cursor=`) {
+		t.Errorf("the second page has a More link, want the last page")
 	}
 }

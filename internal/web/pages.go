@@ -28,10 +28,7 @@ type inboxView struct {
 }
 
 func (s *Server) inboxData(r *http.Request, c *session) (*inboxView, error) {
-	cursor := r.URL.Query().Get("cursor")
-	if _, err := store.ParseListCursor(cursor); err != nil {
-		cursor = "" // not a cursor of this list: the first page
-	}
+	cursor := pageCursor(r.URL.Query().Get("cursor"))
 	// Each approval becomes its row as the store reads it: the page keeps
 	// 100 rows (a summary cut at summaryLen each), never 100 approvals
 	// with their arguments whole. The page is rendered once read, so an
@@ -487,9 +484,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, c *session) {
 		}
 		*tf.dst = t.UTC()
 	}
-	if _, err := store.ParseListCursor(hf.Cursor); err == nil {
-		f.Cursor = hf.Cursor
-	}
+	f.Cursor = pageCursor(hf.Cursor)
 	if len(problems) > 0 {
 		s.render(w, r, "history", http.StatusUnprocessableEntity, view{Title: "History", User: c.user(), CSRF: c.csrf, Since: c.since, History: v,
 			Error: "Check the filters: " + strings.Join(problems, "; ") + "."})
@@ -536,6 +531,15 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(api.ErrorBody{Error: detail})
 	}
+}
+
+// pageCursor returns raw when it is a cursor a list returned
+// (store.ParseListCursor), else "": the first page.
+func pageCursor(raw string) string {
+	if _, err := store.ParseListCursor(raw); err != nil {
+		return ""
+	}
+	return raw
 }
 
 // isUUID reports whether s is lower-case 8-4-4-4-12 hex.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"toolgate/internal/approval"
@@ -154,8 +153,7 @@ func (t *tx) insertGrant(ctx context.Context, g grant.Grant, actor string) (gran
 	if err != nil {
 		return grant.Grant{}, err
 	}
-	res, err := t.exec(ctx, `INSERT INTO grants (`+grantColumns+`) VALUES (`+placeholders(numGrantColumns)+`)
-		ON CONFLICT DO NOTHING`, w.args()...)
+	res, err := t.exec(ctx, orderedInsert(t.d, "grants", grantColumns, numGrantColumns)+` ON CONFLICT DO NOTHING`, w.args()...)
 	if err != nil {
 		return grant.Grant{}, fmt.Errorf("insert grant %s: %w", g.ID, err)
 	}
@@ -184,20 +182,38 @@ func (db *DB) GetGrant(ctx context.Context, id string) (grant.Grant, error) {
 // one parameter (unix milliseconds).
 const usableAt = `revoked_at IS NULL AND expires_at > ? AND (max_uses = 0 OR uses < max_uses)`
 
-// ListGrants returns one page of grants matching f, ordered by id, and the
-// cursor of the next page ("" when this page is the last).
+// ListGrants returns one page of grants matching f in list order (as
+// ListRequests pages requests: the order in which the store created the
+// grants, whatever their ids' clocks say; listpage.go), and the cursor of
+// the next page ("" when this page is the last): a reader that follows
+// the cursors to "" lists every matching grant created before it read its
+// last page. It reads on the pool reserved for people and their tools
+// (AdminConns), as ListRequests does. A cursor that no list returned is
+// an error wrapping store.ErrBadCursor; a grant id (the cursor before
+// list orders) is still one.
 func (db *DB) ListGrants(ctx context.Context, f store.GrantFilter) ([]grant.Grant, string, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = defaultLimit
-	}
 	var (
-		where []string
-		args  []any
+		w  grantRow
+		gs []grant.Grant
 	)
+	l := lister[grant.Grant]{db: db, reads: db.adminReads(), what: "list grants", src: grantList(f), row: &w,
+		key: func(g *grant.Grant) (approval.ID, int) { return approval.ID(g.ID), 0 }}
+	next, err := l.each(ctx, f.Cursor, f.Limit, func(g grant.Grant) error {
+		gs = append(gs, g)
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return gs, next, nil
+}
+
+// grantList is the listSource of the grants list for f.
+func grantList(f store.GrantFilter) listSource {
+	src := listSource{table: "grants", cols: grantColumns}
 	add := func(cond string, vs ...any) {
-		where = append(where, cond)
-		args = append(args, vs...)
+		src.where = append(src.where, cond)
+		src.args = append(src.args, vs...)
 	}
 	for _, c := range []struct{ col, v string }{{"tenant", f.Tenant}, {"principal", f.Principal}, {"server", f.Server}, {"tool", f.Tool}} {
 		if c.v != "" {
@@ -213,26 +229,7 @@ func (db *DB) ListGrants(ctx context.Context, f store.GrantFilter) ([]grant.Gran
 	if f.IDSuffix != "" {
 		add(`length(id) >= length(CAST(? AS TEXT)) AND substr(id, length(id) - length(CAST(? AS TEXT)) + 1) = ?`, f.IDSuffix, f.IDSuffix, f.IDSuffix)
 	}
-	if f.Cursor != "" {
-		add(`id > ?`, f.Cursor)
-	}
-	q := `SELECT ` + grantColumns + ` FROM grants`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, ` AND `)
-	}
-	q += ` ORDER BY id LIMIT ?`
-	args = append(args, limit+1)
-	rows, err := db.query(ctx, q, args...)
-	gs, err := collect(rows, err, scanGrant)
-	if err != nil {
-		return nil, "", db.wrap("list grants", err)
-	}
-	next := ""
-	if len(gs) > limit {
-		gs = gs[:limit]
-		next = gs[limit-1].ID
-	}
-	return gs, next, nil
+	return src
 }
 
 // UsableGrants returns principal's grants for (server, tool) usable at now,

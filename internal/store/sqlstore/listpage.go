@@ -18,7 +18,11 @@ import (
 // requests: an id is a UUIDv7 from the creating instance's clock, so a
 // request of an instance whose clock lags, or one created meanwhile on
 // Postgres whose transaction commits after a later id was listed, lands
-// before a cursor already handed out (branch page41).
+// before a cursor already handed out (branch page41). The grants list
+// (ListGrants) pages the same way, by the same code (a lister), for the
+// same reason: an admin paging through grants to revoke them missed one
+// made on a lagging instance or committed late (migration 25, branch
+// grants42). What follows says "request"; it holds for a grant alike.
 //
 // Why the order cannot skip, read oldest first (the default of the API):
 //
@@ -39,7 +43,7 @@ import (
 //     then visible, come first on that page. A transaction that creates
 //     two requests may show the first of them twice if a page ends
 //     between them, never skip one (CreateRequest creates one a
-//     transaction).
+//     transaction, UpdateRequestGranting one grant).
 //
 // Read newest first (the inbox, the CLI) a list starts at the newest
 // request, so one created while it pages is shown by the next read from
@@ -82,18 +86,64 @@ func (db *DB) ListRequests(ctx context.Context, f store.Filter) ([]approval.Requ
 // as ListRequests wraps them. next is ListRequests' cursor, known only
 // once the page was read: it is "" whenever err is not nil.
 func (db *DB) EachRequest(ctx context.Context, f store.Filter, fn func(approval.Request) error) (next string, err error) {
-	pos, err := store.ParseListCursor(f.Cursor)
+	l := db.requestLister(f)
+	return l.each(ctx, f.Cursor, f.Limit, fn)
+}
+
+// requestLister is the lister of the approvals list for f.
+func (db *DB) requestLister(f store.Filter) *lister[approval.Request] {
+	return &lister[approval.Request]{db: db, reads: db.adminReads(), what: "list requests", src: requestList(f), row: new(requestRow),
+		key: func(r *approval.Request) (approval.ID, int) { return r.ID, len(r.Arguments) }}
+}
+
+// A lister reads one list paged by list order (the approvals list, the
+// grants list) in batches, its rows decoded into T.
+type lister[T any] struct {
+	db    *DB
+	reads querier // the pool it reads on
+	what  string  // the errors' prefix: "list requests"
+	src   listSource
+	row   listRow[T] // scanned into, row after row
+	// key returns a row's id and the bytes it counts towards
+	// eachBatchBytes.
+	key func(*T) (approval.ID, int)
+	// maxOpen bounds the transactions a cursor carries (0:
+	// store.MaxOpenTransactions; tests lower it).
+	maxOpen int
+}
+
+// A listRow is the row type of a listSource's columns.
+type listRow[T any] interface {
+	dest() []any
+	decode() (T, error)
+}
+
+// each reads the page of at most limit rows (defaultLimit when limit <=
+// 0) after cursor (store.ParseListCursor; a bad one is wrapped
+// store.ErrBadCursor) and hands its rows to fn as EachRequest does, and
+// returns the next page's cursor ("" at the end, and whenever err is not
+// nil). On Postgres, read oldest first, a page is cut shorter where a
+// longer one would end above more running transactions than a cursor
+// holds (store.MaxOpenTransactions); only a page that cannot keep even
+// its first row fails (errTooManyOpen).
+func (l *lister[T]) each(ctx context.Context, cursor string, limit int, fn func(T) error) (next string, err error) {
+	pos, err := store.ParseListCursor(cursor)
 	if err != nil {
-		return "", fmt.Errorf("list requests: %w", err)
+		return "", fmt.Errorf("%s: %w", l.what, err)
 	}
-	limit := f.Limit
 	if limit <= 0 {
 		limit = defaultLimit
 	}
-	var batch []approval.Request
+	var (
+		batch []T
+		zero  T
+	)
 	for n := 0; ; {
-		var more bool
-		batch, pos, more, err = db.requestBatch(ctx, f, pos, min(limit-n, eachBatchRows), batch[:0])
+		var more, cut bool
+		batch, pos, more, cut, err = l.batch(ctx, pos, min(limit-n, eachBatchRows), batch[:0])
+		if errors.Is(err, errTooManyOpen) && n > 0 {
+			return pos.String(), nil // the page ends after the rows handed to fn
+		}
 		if err != nil {
 			return "", err
 		}
@@ -104,46 +154,50 @@ func (db *DB) EachRequest(ctx context.Context, f store.Filter, fn func(approval.
 			if err := fn(batch[i]); err != nil {
 				return "", err
 			}
-			batch[i] = approval.Request{} // not kept past fn
+			batch[i] = zero // not kept past fn
 		}
 		n += len(batch)
 		if !more {
 			return "", nil
 		}
-		if n == limit {
+		if n == limit || cut {
 			return pos.String(), nil // a row past the page: there is a next page
 		}
 	}
 }
 
-// eachBatchRows and eachBatchBytes bound one read of EachRequest: the rows
+// eachBatchRows and eachBatchBytes bound one read of a lister: the rows
 // it decodes and keeps before fn sees them, and (checked after each row)
-// their arguments' bytes.
+// their bytes as its key counts them (a request's arguments).
 const (
 	eachBatchRows  = 64
 	eachBatchBytes = 256 << 10
 )
 
-// requestBatch reads the requests of f after pos (limit at most, fewer
-// once their arguments reach eachBatchBytes) into out, with the read
-// ended (its connection back in the pool) when it returns, and the
-// position after them (pos when out is empty). more reports a row past
-// those returned (or, after a batch cut by its bytes, that one may exist).
-func (db *DB) requestBatch(ctx context.Context, f store.Filter, pos store.ListPosition, limit int, out []approval.Request) (_ []approval.Request, next store.ListPosition, more bool, err error) {
-	_, pg := db.d.(*postgresDialect)
-	snap := pg && !f.Descending // the read needs its snapshot (see above)
-	q, args := listQuery(f, pos, limit, pg)
-	rows, err := db.adminReads().query(ctx, q, args...)
+// batch reads the rows after pos (limit at most, fewer once their bytes
+// reach eachBatchBytes) into out, with the read ended (its connection
+// back in the pool) when it returns, and the position after them (pos
+// when out is empty). more reports a row past those returned (or, after a
+// batch cut by its bytes, that one may exist). cut reports a batch cut
+// shorter because a cursor after a later row would carry more running
+// transactions than it may (l.maxOpen): the page ends after it, and the
+// next page, read from a later snapshot, finds fewer of them running. When
+// not even the first row fits, the error wraps errTooManyOpen.
+func (l *lister[T]) batch(ctx context.Context, pos store.ListPosition, limit int, out []T) (_ []T, next store.ListPosition, more, cut bool, err error) {
+	_, pg := l.db.d.(*postgresDialect)
+	snap := pg && !l.src.desc // the read needs its snapshot (see above)
+	q, args := listQuery(l.src, pos, limit, pg)
+	rows, err := l.reads.query(ctx, q, args...)
 	if err != nil {
-		return out, pos, false, db.wrap("list requests", err)
+		return out, pos, false, false, l.db.wrap(l.what, err)
 	}
 	defer func() { _ = rows.Close() }() // on early returns; the last Close's error is returned below
 	var (
-		w         requestRow
 		order     string
 		snapshot  string
-		dest      = append(w.dest(), &order)
+		dest      = append(l.row.dest(), &order)
 		size      int
+		places    []store.ListPosition // of out's rows, when snap
 		last      store.ListPosition
 		peek      uint64
 		peeked    bool
@@ -154,47 +208,77 @@ func (db *DB) requestBatch(ctx context.Context, f store.Filter, pos store.ListPo
 	}
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
-			return out, pos, false, db.wrap("list requests", err)
+			return out, pos, false, false, l.db.wrap(l.what, err)
 		}
 		o, err := strconv.ParseUint(order, 10, 64)
 		if err != nil {
-			return out, pos, false, fmt.Errorf("list requests: list order %q: %w", order, err)
+			return out, pos, false, false, fmt.Errorf("%s: list order %q: %w", l.what, order, err)
 		}
 		snapTaken = snapshot
 		if len(out) == limit || size >= eachBatchBytes {
 			more, peek, peeked = true, o, true
 			break
 		}
-		r, err := w.decode()
+		r, err := l.row.decode()
 		if err != nil {
-			return out, pos, false, db.wrap("list requests", err)
+			return out, pos, false, false, l.db.wrap(l.what, err)
 		}
 		out = append(out, r)
-		size += len(r.Arguments)
-		last = store.ListPosition{Order: o, ID: r.ID}
+		id, n := l.key(&out[len(out)-1])
+		size += n
+		last = store.ListPosition{Order: o, ID: id}
+		if snap {
+			places = append(places, last)
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return out, pos, false, db.wrap("list requests", err)
+		return out, pos, false, false, l.db.wrap(l.what, err)
 	}
 	if err := rows.Close(); err != nil {
-		return out, pos, false, db.wrap("list requests", err)
+		return out, pos, false, false, l.db.wrap(l.what, err)
 	}
 	if len(out) == 0 {
-		return out, pos, false, nil
+		return out, pos, false, false, nil
 	}
 	if !snap {
-		return out, last, more, nil
+		return out, last, more, false, nil
 	}
 	running, err := runningTransactions(snapTaken)
 	if err != nil {
-		return out, pos, false, fmt.Errorf("list requests: %w", err)
+		return out, pos, false, false, fmt.Errorf("%s: %w", l.what, err)
 	}
-	next = advance(pos, last, running, peeked, peek)
-	if len(next.Open) > store.MaxOpenTransactions {
-		return out, pos, false, db.wrap("list requests", fmt.Errorf("%d transactions were running below the page's end, more than a cursor holds (%d): %w",
-			len(next.Open), store.MaxOpenTransactions, errTooManyOpen))
+	maxOpen := l.maxOpen
+	if maxOpen <= 0 {
+		maxOpen = store.MaxOpenTransactions
 	}
-	return out, next, more, nil
+	k, next := fitOpen(pos, places, running, peeked, peek, maxOpen)
+	if k == 0 {
+		return out, pos, false, false, l.db.wrap(l.what, fmt.Errorf("more transactions were running below the page's first row than a cursor holds (%d): %w",
+			maxOpen, errTooManyOpen))
+	}
+	if k < len(out) {
+		clear(out[k:])
+		return out[:k], next, true, true, nil
+	}
+	return out, next, more, false, nil
+}
+
+// fitOpen returns how many of a page's rows, read oldest first on
+// Postgres from pos, at places (in list order), it keeps so that the
+// cursor after them carries at most maxOpen running transactions, and
+// that cursor (advance's, with running, peeked and peek as the page read
+// them); 0 when not even the first row fits. The transactions a cursor
+// carries are those below its row, so a shorter page carries no more.
+func fitOpen(pos store.ListPosition, places []store.ListPosition, running []uint64, peeked bool, peek uint64, maxOpen int) (int, store.ListPosition) {
+	for k := len(places); k > 0; k-- {
+		if k < len(places) {
+			peeked, peek = true, places[k].Order
+		}
+		if next := advance(pos, places[k-1], running, peeked, peek); len(next.Open) <= maxOpen {
+			return k, next
+		}
+	}
+	return 0, store.ListPosition{}
 }
 
 // errTooManyOpen: a page read oldest first on Postgres ended above more
@@ -256,37 +340,61 @@ func runningTransactions(snapshot string) ([]uint64, error) {
 }
 
 // createInsert is CreateRequest's INSERT of a requests row (? placeholders,
-// requestColumns' values): on SQLite it takes the next list order from
-// the counter (migration 24), on Postgres the column's default is the
-// creating transaction's id.
+// requestColumns' values).
 func createInsert(d dialect) string {
-	if _, ok := d.(*sqliteDialect); ok {
-		return `INSERT INTO requests (` + requestColumns + `, list_order) VALUES (` + placeholders(numRequestColumns) +
-			`, (SELECT last + 1 FROM list_orders WHERE id = 1)) ON CONFLICT (id) DO NOTHING`
-	}
-	return `INSERT INTO requests (` + requestColumns + `) VALUES (` + placeholders(numRequestColumns) + `) ON CONFLICT (id) DO NOTHING`
+	return orderedInsert(d, "requests", requestColumns, numRequestColumns) + ` ON CONFLICT (id) DO NOTHING`
 }
 
-// listQuery returns the query of one batch of the list for f after pos,
-// at most limit rows plus one more that tells whether a next batch
-// exists (? placeholders), and its arguments. Its rows are
-// requestSelect's, the list order as text, and for a read oldest first on
-// Postgres (pg) the statement's snapshot as text.
-func listQuery(f store.Filter, pos store.ListPosition, limit int, pg bool) (string, []any) {
+// orderedInsert is the INSERT of one row of a table with a list order
+// (? placeholders for the n columns cols): on SQLite it takes the next
+// list order from the counter (migration 24), on Postgres the column's
+// default is the creating transaction's id.
+func orderedInsert(d dialect, table, cols string, n int) string {
+	if _, ok := d.(*sqliteDialect); ok {
+		return `INSERT INTO ` + table + ` (` + cols + `, list_order) VALUES (` + placeholders(n) +
+			`, (SELECT last + 1 FROM list_orders WHERE id = 1))`
+	}
+	return `INSERT INTO ` + table + ` (` + cols + `) VALUES (` + placeholders(n) + `)`
+}
+
+// A listSource is what a list pages through: a table with list_order and
+// id columns, the select list its rows are read by (FROM the table without
+// an alias), the conditions of its filter (joined by AND; ? placeholders)
+// with their arguments, and its direction.
+type listSource struct {
+	table string
+	cols  string
+	where []string
+	args  []any
+	desc  bool
+}
+
+// requestList is the listSource of the approvals list for f.
+func requestList(f store.Filter) listSource {
 	where, args := listFilter(f)
+	return listSource{table: "requests", cols: requestSelect, where: where, args: args, desc: f.Descending}
+}
+
+// listQuery returns the query of one batch of the list src after pos,
+// at most limit rows plus one more that tells whether a next batch
+// exists (? placeholders), and its arguments. Its rows are src.cols', the
+// list order as text, and for a read oldest first on Postgres (pg) the
+// statement's snapshot as text.
+func listQuery(src listSource, pos store.ListPosition, limit int, pg bool) (string, []any) {
+	where, args := slices.Clone(src.where), slices.Clone(src.args)
 	orderText, orderArg := `list_order`, `?`
 	var posOrder any = int64(pos.Order) //nolint:gosec // G115: SQLite's counter, far below 2^63
 	if pg {
 		orderText, orderArg, posOrder = `list_order::text`, `?::xid8`, strconv.FormatUint(pos.Order, 10)
 	}
-	cols := requestSelect + `, ` + orderText + ` AS lo`
+	cols := src.cols + `, ` + orderText + ` AS lo`
 	atStart := pos.Order == 0 && pos.ID == ""
-	if f.Descending {
+	if src.desc {
 		if !atStart {
 			where = append(where, `(list_order, id) < (`+orderArg+`, ?)`)
 			args = append(args, posOrder, string(pos.ID))
 		}
-		return `SELECT ` + cols + ` FROM requests` + whereClause(where) + ` ORDER BY list_order DESC, id DESC LIMIT ?`, append(args, limit+1)
+		return `SELECT ` + cols + ` FROM ` + src.table + whereClause(where) + ` ORDER BY list_order DESC, id DESC LIMIT ?`, append(args, limit+1)
 	}
 	after, afterArgs := slices.Clone(where), slices.Clone(args)
 	if !atStart {
@@ -294,12 +402,12 @@ func listQuery(f store.Filter, pos store.ListPosition, limit int, pg bool) (stri
 		afterArgs = append(afterArgs, posOrder, string(pos.ID))
 	}
 	if !pg {
-		return `SELECT ` + cols + ` FROM requests` + whereClause(after) + ` ORDER BY list_order, id LIMIT ?`, append(afterArgs, limit+1)
+		return `SELECT ` + cols + ` FROM ` + src.table + whereClause(after) + ` ORDER BY list_order, id LIMIT ?`, append(afterArgs, limit+1)
 	}
 	if len(pos.Open) == 0 {
-		return `SELECT ` + cols + `, pg_current_snapshot()::text FROM requests` + whereClause(after) + ` ORDER BY list_order, id LIMIT ?`, append(afterArgs, limit+1)
+		return `SELECT ` + cols + `, pg_current_snapshot()::text FROM ` + src.table + whereClause(after) + ` ORDER BY list_order, id LIMIT ?`, append(afterArgs, limit+1)
 	}
-	// The requests of the transactions that were running below pos, then
+	// The rows of the transactions that were running below pos, then
 	// those after pos, in one statement (one snapshot).
 	open := make([]string, len(pos.Open))
 	for i, x := range pos.Open {
@@ -308,9 +416,9 @@ func listQuery(f store.Filter, pos store.ListPosition, limit int, pg bool) (stri
 	opened := append(slices.Clone(where), `list_order = ANY(?::xid8[])`)
 	openArgs := append(slices.Clone(args), `{`+strings.Join(open, `,`)+`}`)
 	q := `SELECT u.*, pg_current_snapshot()::text FROM (
-		(SELECT ` + cols + ` FROM requests` + whereClause(opened) + ` ORDER BY list_order, id LIMIT ?)
+		(SELECT ` + cols + ` FROM ` + src.table + whereClause(opened) + ` ORDER BY list_order, id LIMIT ?)
 		UNION ALL
-		(SELECT ` + cols + ` FROM requests` + whereClause(after) + ` ORDER BY list_order, id LIMIT ?)
+		(SELECT ` + cols + ` FROM ` + src.table + whereClause(after) + ` ORDER BY list_order, id LIMIT ?)
 	) AS u ORDER BY u.lo::xid8, u.id LIMIT ?`
 	all := append(append(openArgs, limit+1), afterArgs...)
 	return q, append(all, limit+1, limit+1)

@@ -27,12 +27,12 @@ func TestListOfAStateReadsItsPage(t *testing.T) {
 		{store.Filter{State: approval.StatePending, Limit: 1000}, store.ListPosition{Order: 7, ID: testID(50)}},
 		{store.Filter{State: approval.StateDenied, Descending: true, Limit: 50}, store.ListPosition{}},
 	} {
-		q, args := listQuery(c.f, c.pos, c.f.Limit, false)
+		q, args := listQuery(requestList(c.f), c.pos, c.f.Limit, false)
 		if p := queryPlan(t, db, q, args...); strings.Contains(p, "TEMP B-TREE") || !strings.Contains(p, "requests_state_list_order") {
 			t.Errorf("filter %+v after %+v: the plan is %q, want the rows of the state read in list order (requests_state_list_order), not sorted", c.f, c.pos, p)
 		}
 	}
-	q, args := listQuery(store.Filter{Limit: 100}, store.ListPosition{Order: 7, ID: testID(50)}, 100, false)
+	q, args := listQuery(requestList(store.Filter{Limit: 100}), store.ListPosition{Order: 7, ID: testID(50)}, 100, false)
 	if p := queryPlan(t, db, q, args...); strings.Contains(p, "TEMP B-TREE") || !strings.Contains(p, "requests_list_order") {
 		t.Errorf("the list of every state: the plan is %q, want the rows read in list order (requests_list_order), not sorted", p)
 	}

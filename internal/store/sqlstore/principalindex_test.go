@@ -38,7 +38,7 @@ func TestOnePrincipalIndexForPendingReads(t *testing.T) {
 				}
 			}
 			capped := `SELECT COUNT(*) FROM (SELECT 1 FROM requests WHERE ` + pendingToolCalls
-			history, historyArgs := listQuery(store.Filter{Descending: true, Limit: 50, Decided: true, RequestedBy: "agent-1"}, store.ListPosition{}, 50, db.Driver() == DriverPostgres)
+			history, historyArgs := listQuery(requestList(store.Filter{Descending: true, Limit: 50, Decided: true, RequestedBy: "agent-1"}), store.ListPosition{}, 50, db.Driver() == DriverPostgres)
 			readers := []struct {
 				name string
 				q    string
