@@ -181,9 +181,7 @@ func pgOutcomeOnce(ctx context.Context, pg *postgresDialect, q string, args []an
 	if err == nil {
 		t.done = rows.Next()
 		rows.Close()
-		if err == nil {
-			err = rows.Err()
-		}
+		err = rows.Err()
 	}
 	if err == nil {
 		return t
