@@ -97,8 +97,8 @@ func (db *DB) ChainAudit(ctx context.Context, limit, calls int, build func(store
 	}
 }
 
-// auditRowsPerInsert is the most links one INSERT of appendAudit carries
-// (six parameters each: far below SQLite's 32,766 and Postgres's 65,535).
+// auditRowsPerInsert is the most links one INSERT of insertAudit carries
+// (SQLite; Postgres takes them by COPY, pgCopyAudit) (six parameters each: far below SQLite's 32,766 and Postgres's 65,535).
 // One statement per link made chaining a burst of 10,000 admissions cost
 // a round trip and a statement execution per link on both sides
 // (docs/performance.md, "Idle CPU while holding"). An INSERT carries a
