@@ -324,8 +324,7 @@ func (g *Gate) recordOutcome(ctx context.Context, id approval.ID, o approval.Out
 			// The first attempt: the store checks that the request is
 			// consumed without an outcome itself (on Postgres in the
 			// statement that writes, one round trip).
-			_, err := g.store.RecordOutcome(actx, id, o, rec, "toolgate")
-			return err
+			return g.store.RecordOutcome(actx, id, o, rec, "toolgate")
 		}
 		fn := func(r *approval.Request) error {
 			if again && r.State == approval.StateConsumed && r.DispatchOutcome == o {

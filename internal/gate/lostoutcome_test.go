@@ -46,8 +46,13 @@ func (s *lostOutcome) RecordDispatch(ctx context.Context, r store.Result, actor 
 	return s.lose(s.Store.RecordDispatch(ctx, r, actor, fn))
 }
 
-func (s *lostOutcome) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outcome, rec *store.Result, actor string) (approval.Request, error) {
-	return s.lose(s.Store.RecordOutcome(ctx, id, o, rec, actor))
+func (s *lostOutcome) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outcome, rec *store.Result, actor string) error {
+	// As lose: a write that recorded an outcome (o) is lost once armed.
+	if err := s.Store.RecordOutcome(ctx, id, o, rec, actor); err != nil || !s.armed.CompareAndSwap(true, false) {
+		return err
+	}
+	s.lost.Add(1)
+	return errLostCommit
 }
 
 func (s *lostOutcome) PutResult(ctx context.Context, r store.Result) error {

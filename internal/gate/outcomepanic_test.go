@@ -27,7 +27,7 @@ func (s *panicOutcome) check() {
 	}
 }
 
-func (s *panicOutcome) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outcome, rec *store.Result, actor string) (approval.Request, error) {
+func (s *panicOutcome) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outcome, rec *store.Result, actor string) error {
 	s.check()
 	return s.Store.RecordOutcome(ctx, id, o, rec, actor)
 }

@@ -142,9 +142,9 @@ func (f *faulty) RecordDispatch(ctx context.Context, r store.Result, actor strin
 	return f.Store.RecordDispatch(ctx, r, actor, fn)
 }
 
-func (f *faulty) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outcome, rec *store.Result, actor string) (approval.Request, error) {
+func (f *faulty) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outcome, rec *store.Result, actor string) error {
 	if err := f.call("RecordOutcome"); err != nil {
-		return approval.Request{}, err
+		return err
 	}
 	return f.Store.RecordOutcome(ctx, id, o, rec, actor)
 }

@@ -148,7 +148,7 @@ func (c changeNoting) RecordDispatch(ctx context.Context, r store.Result, actor 
 	return c.Store.RecordDispatch(ctx, r, actor, fn)
 }
 
-func (c changeNoting) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outcome, rec *store.Result, actor string) (approval.Request, error) {
+func (c changeNoting) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outcome, rec *store.Result, actor string) error {
 	defer c.due.noteChange()
 	return c.Store.RecordOutcome(ctx, id, o, rec, actor)
 }

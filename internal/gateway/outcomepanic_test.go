@@ -39,7 +39,7 @@ func (s *panicOutcomeStore) check() {
 	}
 }
 
-func (s *panicOutcomeStore) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outcome, rec *store.Result, actor string) (approval.Request, error) {
+func (s *panicOutcomeStore) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outcome, rec *store.Result, actor string) error {
 	s.check()
 	return s.Store.RecordOutcome(ctx, id, o, rec, actor)
 }

@@ -97,8 +97,8 @@ func (db *DB) ChainAudit(ctx context.Context, limit, calls int, build func(store
 	}
 }
 
-// auditRowsPerInsert is the most links one INSERT of appendAudit carries
-// (six parameters each: far below SQLite's 32,766 and Postgres's 65,535).
+// auditRowsPerInsert is the most links one INSERT of insertAudit carries
+// (SQLite; Postgres takes them by COPY, pgCopyAudit) (six parameters each: far below SQLite's 32,766 and Postgres's 65,535).
 // One statement per link made chaining a burst of 10,000 admissions cost
 // a round trip and a statement execution per link on both sides
 // (docs/performance.md, "Idle CPU while holding"). An INSERT carries a
@@ -107,7 +107,8 @@ func (db *DB) ChainAudit(ctx context.Context, limit, calls int, build func(store
 const auditRowsPerInsert = 128
 
 // appendAudit inserts links, which must follow head, and moves the head to
-// the last, with one INSERT per auditRowsPerInsert links.
+// the last: on Postgres with one COPY (pgCopyAudit), on SQLite with one
+// INSERT per auditRowsPerInsert links (insertAudit).
 func (t *tx) appendAudit(ctx context.Context, head store.AuditHead, links []store.AuditEntry) error {
 	prev, seq := head.Hash, head.Seq
 	for _, l := range links {
@@ -116,6 +117,28 @@ func (t *tx) appendAudit(ctx context.Context, head store.AuditHead, links []stor
 		}
 		prev, seq = l.Hash, l.Seq
 	}
+	if len(links) > 0 {
+		var err error
+		if conn, ok := t.sql.(*sql.Conn); ok && t.d.name() == DriverPostgres {
+			err = pgCopyAudit(t.context(ctx), conn, links)
+		} else {
+			err = t.insertAudit(ctx, links)
+		}
+		if err != nil {
+			return fmt.Errorf("insert audit links %d to %d: %w", links[0].Seq, links[len(links)-1].Seq, err)
+		}
+	}
+	if seq == head.Seq {
+		return nil
+	}
+	if _, err := t.exec(ctx, `UPDATE audit_chain SET seq = ?, hash = ? WHERE id = 1`, seq, prev); err != nil {
+		return fmt.Errorf("move the audit chain head: %w", err)
+	}
+	return nil
+}
+
+// insertAudit inserts links with one INSERT per auditRowsPerInsert links.
+func (t *tx) insertAudit(ctx context.Context, links []store.AuditEntry) error {
 	for rest := links; len(rest) > 0; {
 		n := 1 << (bits.Len(uint(min(len(rest), auditRowsPerInsert))) - 1) // a power of two ≤ len(rest)
 		chunk := rest[:n]
@@ -127,14 +150,8 @@ func (t *tx) appendAudit(ctx context.Context, head store.AuditHead, links []stor
 		q := `INSERT INTO audit_log (seq, at, tenant, record, prev_hash, hash) VALUES ` +
 			strings.TrimSuffix(strings.Repeat(`(?, ?, ?, ?, ?, ?), `, len(chunk)), `, `)
 		if _, err := t.exec(ctx, q, args...); err != nil {
-			return fmt.Errorf("insert audit links %d to %d: %w", chunk[0].Seq, chunk[len(chunk)-1].Seq, err)
+			return fmt.Errorf("links %d to %d: %w", chunk[0].Seq, chunk[len(chunk)-1].Seq, err)
 		}
-	}
-	if seq == head.Seq {
-		return nil
-	}
-	if _, err := t.exec(ctx, `UPDATE audit_chain SET seq = ?, hash = ? WHERE id = 1`, seq, prev); err != nil {
-		return fmt.Errorf("move the audit chain head: %w", err)
 	}
 	return nil
 }

@@ -172,12 +172,44 @@ func dollarPlaceholders(q string) string {
 	if !strings.Contains(q, "?") {
 		return q
 	}
+	return dollarJoin(q)
+}
+
+// dollarJoin is dollarPlaceholders of the concatenation of parts, built
+// in one allocation (the concatenation and then its rewrite were two, for
+// each of a request write's statements: ≈ 1.3 KB per approval). The
+// placeholders are numbered across the parts; a quote or comment must end
+// in the part it begins in.
+func dollarJoin(parts ...string) string {
+	size, marks := 0, 0
+	for _, q := range parts {
+		size += len(q)
+		marks += strings.Count(q, "?")
+	}
 	var (
-		b     strings.Builder
-		n     int
-		quote byte // the quote we are inside, or 0
+		b strings.Builder
+		n int
 	)
-	b.Grow(len(q) + 16)
+	b.Grow(size + marks*digits(marks))
+	for _, q := range parts {
+		appendDollar(&b, q, &n)
+	}
+	return b.String()
+}
+
+// digits is the number of decimal digits of n ≥ 0.
+func digits(n int) int {
+	d := 1
+	for ; n >= 10; n /= 10 {
+		d++
+	}
+	return d
+}
+
+// appendDollar writes q to b with its ? placeholders rewritten as $n+1,
+// $n+2, … (dollarPlaceholders), and adds their number to *n.
+func appendDollar(b *strings.Builder, q string, n *int) {
+	var quote byte // the quote we are inside, or 0
 	for i := 0; i < len(q); i++ {
 		c := q[i]
 		switch {
@@ -196,14 +228,14 @@ func dollarPlaceholders(q string) string {
 			i += end - 1
 			continue
 		case c == '?':
-			n++
+			*n++
+			var d [20]byte
 			b.WriteByte('$')
-			b.WriteString(strconv.Itoa(n))
+			_, _ = b.Write(strconv.AppendInt(d[:0], int64(*n), 10)) // strconv.Itoa allocates from 100 on
 			continue
 		}
 		b.WriteByte(c)
 	}
-	return b.String()
 }
 
 // unindexedState is the column state as an expression no index covers,

@@ -93,7 +93,7 @@ func BenchmarkEventRequestKey(b *testing.B) {
 						b.Error(err)
 						return
 					}
-					if _, err := db.RecordOutcome(b.Context(), id, approval.OutcomeOK, nil, "toolgate"); err != nil {
+					if err := db.RecordOutcome(b.Context(), id, approval.OutcomeOK, nil, "toolgate"); err != nil {
 						b.Error(err)
 						return
 					}

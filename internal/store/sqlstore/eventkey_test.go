@@ -63,7 +63,7 @@ func TestEventsNameOnlyStoredRequests(t *testing.T) {
 				t.Errorf("UpdateRequest of a missing request = %v, want ErrNotFound", err)
 			}
 			step("a decision on a missing request")
-			if _, err := db.RecordOutcome(ctx, missing, approval.OutcomeOK, nil, "toolgate"); !errors.Is(err, store.ErrNotFound) {
+			if err := db.RecordOutcome(ctx, missing, approval.OutcomeOK, nil, "toolgate"); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("RecordOutcome of a missing request = %v, want ErrNotFound", err)
 			}
 			step("an outcome on a missing request")
@@ -95,10 +95,10 @@ func TestEventsNameOnlyStoredRequests(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := db.RecordOutcome(ctx, first.ID, approval.OutcomeOK, nil, "toolgate"); err != nil {
+			if err := db.RecordOutcome(ctx, first.ID, approval.OutcomeOK, nil, "toolgate"); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := db.RecordOutcome(ctx, first.ID, approval.OutcomeToolError, nil, "toolgate"); !errors.Is(err, approval.ErrResolved) {
+			if err := db.RecordOutcome(ctx, first.ID, approval.OutcomeToolError, nil, "toolgate"); !errors.Is(err, approval.ErrResolved) {
 				t.Errorf("a second outcome = %v, want ErrResolved", err)
 			}
 			step("an approval")

@@ -26,10 +26,13 @@ import (
 // approval.Request.RecordOutcome in its WHERE clause ($1 id, $2 outcome).
 // Under READ COMMITTED an UPDATE that waited for the row's lock evaluates
 // its WHERE clause again on the row as committed, so an outcome recorded
-// meanwhile (the sweeper's "unknown") makes it update nothing.
+// meanwhile (the sweeper's "unknown") makes it update nothing. It returns
+// the id only: RecordOutcome returns no request, and the whole row (34
+// columns: pgx's field descriptions, the row's values, a Scan destination
+// each) was ≈ 5 KB allocated per outcome.
 const pgOutcomeUpdate = `UPDATE requests SET dispatch_outcome = $2
 		WHERE id = $1 AND state = 'consumed' AND dispatch_outcome = ''
-		RETURNING ` + requestSelect
+		RETURNING id`
 
 // pgOutcomeEvent writes the outcome's event ($3 type, $4 state, $5 actor,
 // $6 at) for the row upd updated, if any: store.ChangeEvents of a change
@@ -37,9 +40,9 @@ const pgOutcomeUpdate = `UPDATE requests SET dispatch_outcome = $2
 const pgOutcomeEvent = `ev AS (INSERT INTO events (request_id, type, state, actor, at)
 		SELECT id, $3, $4, $5, $6 FROM upd)`
 
-// pgOutcomeSelect returns the updated row, and notifies ($7 channel, $8
-// payload) as eventsStatement does, once per row updated.
-const pgOutcomeSelect = ` SELECT upd.*, pg_notify($7, $8) FROM upd`
+// pgOutcomeSelect returns a row when one was updated, and notifies ($7
+// channel, $8 payload) as eventsStatement does, once per row updated.
+const pgOutcomeSelect = ` SELECT upd.id, pg_notify($7, $8) FROM upd`
 
 // pgOutcome and pgOutcomeLedger are the statements of RecordOutcome on
 // Postgres, without and with the ledger's row ($9–$14, putResultSQL's
@@ -58,36 +61,36 @@ const (
 // (the request is not consumed without an outcome, or does not exist), it
 // wrote nothing, and RecordOutcome runs the general write, which reads the
 // row and answers why (approval.ErrResolved, store.ErrNotFound).
-func (db *DB) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outcome, rec *store.Result, actor string) (approval.Request, error) {
+func (db *DB) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outcome, rec *store.Result, actor string) error {
 	probe := approval.Request{State: approval.StateConsumed}
 	if err := probe.RecordOutcome(o); err != nil {
-		return approval.Request{}, fmt.Errorf("record outcome %s: %w", id, err)
+		return fmt.Errorf("record outcome %s: %w", id, err)
 	}
 	fn := func(r *approval.Request, _ store.TxRead) error { return r.RecordOutcome(o) }
 	var also *statement
 	if rec != nil {
 		if rec.RequestID != id {
-			return approval.Request{}, fmt.Errorf("record outcome %s: a result of request %q", id, rec.RequestID)
+			return fmt.Errorf("record outcome %s: a result of request %q", id, rec.RequestID)
 		}
 		if err := checkResult(*rec); err != nil {
-			return approval.Request{}, fmt.Errorf("record outcome %s: %w", id, err)
+			return fmt.Errorf("record outcome %s: %w", id, err)
 		}
 		r := store.NormalizeResult(*rec)
 		rec = &r
 		also = &statement{putResultSQL, putResultArgs(r)}
 	}
 	pg, ok := db.d.(*postgresDialect)
-	if !ok {
-		return db.updateRequest(ctx, id, actor, store.TxReads{}, fn, also)
+	if ok {
+		done, err := db.pgRecordOutcome(ctx, pg, id, o, rec, actor)
+		switch {
+		case err != nil:
+			return db.wrap("record outcome "+string(id), err)
+		case done:
+			return nil
+		}
 	}
-	out, done, err := db.pgRecordOutcome(ctx, pg, id, o, rec, actor)
-	switch {
-	case err != nil:
-		return approval.Request{}, db.wrap("record outcome "+string(id), err)
-	case done:
-		return out, nil
-	}
-	return db.updateRequest(ctx, id, actor, store.TxReads{}, fn, also)
+	_, err := db.updateRequest(ctx, id, actor, store.TxReads{}, fn, also)
+	return err
 }
 
 // pgRecordOutcome sends RecordOutcome's statement. done is false when it
@@ -98,7 +101,7 @@ func (db *DB) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outc
 // which may follow its commit, pgSettleWritten settles it by what it wrote
 // (pgOutcomeWritten): the row when it stands, the error when it does not,
 // store.ErrInDoubt when that cannot be known.
-func (db *DB) pgRecordOutcome(ctx context.Context, pg *postgresDialect, id approval.ID, o approval.Outcome, rec *store.Result, actor string) (approval.Request, bool, error) {
+func (db *DB) pgRecordOutcome(ctx context.Context, pg *postgresDialect, id approval.ID, o approval.Outcome, rec *store.Result, actor string) (bool, error) {
 	q := pgOutcome
 	args := []any{string(id), string(o), string(approval.EventDispatched), string(approval.StateConsumed), actor,
 		store.Millis(db.now()).UnixMilli(), Channel, string(id) + " " + string(approval.StateConsumed)}
@@ -106,56 +109,48 @@ func (db *DB) pgRecordOutcome(ctx context.Context, pg *postgresDialect, id appro
 		q = pgOutcomeLedger
 		args = append(args, putResultArgs(*rec)[1:]...)
 	}
-	var (
-		w    requestRow
-		done bool
-	)
+	var done bool
 	err := db.retry(ctx, func() error {
 		t := pgOutcomeOnce(context.WithValue(ctx, skipPing{}, true), pg, q, args)
 		if t.again && ctx.Err() == nil {
 			t = pgOutcomeOnce(ctx, pg, q, args)
 		}
-		w, done = t.w, t.done
+		done = t.done
 		if t.lost {
 			// The statement's answer was lost: it may have committed.
 			done = false
 			t.err = db.pgSettleWritten(ctx, t.pid, t.err, func(ctx context.Context) (bool, error) {
 				var err error
-				w, done, err = db.pgOutcomeWritten(ctx, args)
+				done, err = db.pgOutcomeWritten(ctx, args)
 				return done, err
 			})
 		}
 		return t.err
 	})
-	if err != nil || !done {
-		return approval.Request{}, false, err
-	}
-	out, err := w.decode()
-	return out, err == nil, err
+	return done && err == nil, err
 }
 
-// pgOutcomeWritten reads the request of RecordOutcome's statement whose
-// arguments are args (pgRecordOutcome's) when that statement's writes
-// stand: the outcome set on its request, and its own "dispatched" event,
-// by its actor at its millisecond. An outcome is set once (the UPDATE's
-// guard), so a request with the outcome but without that event had it
-// set by another writer, and this statement wrote nothing.
-func (db *DB) pgOutcomeWritten(ctx context.Context, args []any) (requestRow, bool, error) {
-	var w requestRow
-	err := db.sql.QueryRowContext(ctx, `SELECT `+requestSelect+` FROM requests
+// pgOutcomeWritten says whether the writes of RecordOutcome's statement
+// whose arguments are args (pgRecordOutcome's) stand: the outcome set on
+// its request, and its own "dispatched" event, by its actor at its
+// millisecond. An outcome is set once (the UPDATE's guard), so a request
+// with the outcome but without that event had it set by another writer,
+// and this statement wrote nothing.
+func (db *DB) pgOutcomeWritten(ctx context.Context, args []any) (bool, error) {
+	var one int
+	err := db.sql.QueryRowContext(ctx, `SELECT 1 FROM requests
 		WHERE id = $1 AND dispatch_outcome = $2 AND EXISTS (SELECT 1 FROM events
 			WHERE request_id = $1 AND type = $3 AND state = $4 AND actor = $5 AND at = $6)`,
-		args[:6]...).Scan(w.dest()...)
+		args[:6]...).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
-		return requestRow{}, false, nil
+		return false, nil
 	}
-	return w, err == nil, err
+	return err == nil, err
 }
 
 // outcomeTry is one try of RecordOutcome's statement (pgOutcomeOnce).
 type outcomeTry struct {
-	w    requestRow // the row returned, when done
-	done bool       // a row was returned (and so updated)
+	done bool // a row was returned (and so updated)
 	// again reports an error after which the statement is safe to send
 	// once more; lost one after which it may have committed, on the
 	// connection of server process pid.
@@ -164,8 +159,8 @@ type outcomeTry struct {
 	err         error
 }
 
-// pgOutcomeOnce runs q on a connection of pg's pool and scans the row it
-// returns; done is false when it returned none. again reports an error
+// pgOutcomeOnce runs q on a connection of pg's pool; done is true when it
+// returned a row (the statement updated its request). again reports an error
 // after which q is safe to send once more: the connection broke, and
 // either nothing was sent (pgconn.SafeToRetry) or the server's answer was
 // an error (a FATAL one: the server closed the connection, e.g. a restart)
@@ -184,14 +179,9 @@ func pgOutcomeOnce(ctx context.Context, pg *postgresDialect, q string, args []an
 	var t outcomeTry
 	rows, err := conn.Query(ctx, q, args...)
 	if err == nil {
-		if rows.Next() {
-			t.done = true
-			err = rows.Scan(t.w.destWith(nil)...)
-		}
+		t.done = rows.Next()
 		rows.Close()
-		if err == nil {
-			err = rows.Err()
-		}
+		err = rows.Err()
 	}
 	if err == nil {
 		return t

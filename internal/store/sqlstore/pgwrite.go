@@ -69,16 +69,19 @@ func pgGuardedUpdate(update string) string {
 // statement, with their notifications in its select list (the guard's
 // column first). One statement where there were two: the guard's error
 // aborts the statement, the events' INSERT with it, and the transaction.
+// The statement comes with its placeholders as Postgres's ($1, $2, …),
+// built in one allocation (dollarJoin).
 func pgGuardedWrite(pg *postgresDialect, p storePlan) (string, []any) {
 	if len(p.events) == 0 {
-		return pgGuardedUpdate(p.update), p.updateArgs
+		return dollarPlaceholders(pgGuardedUpdate(p.update)), p.updateArgs
 	}
 	ins, insArgs := eventsInsert(p.events)
 	sel, selArgs := pg.notifications(p.events)
-	q := `WITH upd AS (` + p.update + ` RETURNING 1), ins AS (` + ins + `) SELECT 1 / (SELECT count(*) FROM upd)`
+	comma := ""
 	if sel != "" {
-		q += `, ` + sel
+		comma = `, `
 	}
+	q := dollarJoin(`WITH upd AS (`, p.update, ` RETURNING 1), ins AS (`, ins, `) SELECT 1 / (SELECT count(*) FROM upd)`, comma, sel)
 	args := make([]any, 0, len(p.updateArgs)+len(insArgs)+len(selArgs))
 	return q, append(append(append(args, p.updateArgs...), insArgs...), selArgs...)
 }

@@ -141,7 +141,7 @@ func benchApprovalBlocks(b *testing.B, db *DB, kinds [2]string, schema map[strin
 		}); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := db.RecordOutcome(ctx, r.ID, approval.OutcomeOK, nil, "gw-1"); err != nil {
+		if err := db.RecordOutcome(ctx, r.ID, approval.OutcomeOK, nil, "gw-1"); err != nil {
 			b.Fatal(err)
 		}
 		for _, c := range counted {

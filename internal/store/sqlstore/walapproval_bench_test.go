@@ -68,7 +68,7 @@ func BenchmarkApprovalWAL(b *testing.B) {
 		}); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := db.RecordOutcome(ctx, id, approval.OutcomeOK, nil, "toolgate"); err != nil {
+		if err := db.RecordOutcome(ctx, id, approval.OutcomeOK, nil, "toolgate"); err != nil {
 			b.Fatal(err)
 		}
 		if i%16 == 15 {

@@ -487,18 +487,16 @@ func testRecordOutcome(t *testing.T, s store.Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, err = s.RecordOutcome(ctx, a, approval.OutcomeOK, rec, "toolgate"); err != nil {
+		if err = s.RecordOutcome(ctx, a, approval.OutcomeOK, rec, "toolgate"); err != nil {
 			t.Fatalf("RecordOutcome (result %v) = %v", withResult, err)
 		}
+		got = mustGet(t, s, a)
 		if got.DispatchOutcome != approval.OutcomeOK || got.State != approval.StateConsumed {
-			t.Errorf("RecordOutcome returned %s with outcome %q, want consumed, ok", got.State, got.DispatchOutcome)
-		}
-		if diff := cmp.Diff(mustGet(t, s, a), got, cmpRequest); diff != "" {
-			t.Errorf("RecordOutcome returned other than stored (-stored +returned):\n%s", diff)
+			t.Errorf("RecordOutcome stored %s with outcome %q, want consumed, ok", got.State, got.DispatchOutcome)
 		}
 		got.ID, want.ID = "", ""
 		if diff := cmp.Diff(want, got, cmpRequest); diff != "" {
-			t.Errorf("RecordOutcome returned other than RecordDispatch (-dispatch +outcome):\n%s", diff)
+			t.Errorf("RecordOutcome stored other than RecordDispatch returned (-dispatch +outcome):\n%s", diff)
 		}
 		if diff := cmp.Diff(written1(b), written1(a), cmp.AllowUnexported(written{}), cmpRequest); diff != "" {
 			t.Errorf("RecordOutcome wrote other than RecordDispatch (-dispatch +outcome):\n%s", diff)
@@ -511,10 +509,10 @@ func testRecordOutcome(t *testing.T, s store.Store) {
 	consumed(c)
 	mustUpdate(t, s, c, "toolgate", outcome(approval.OutcomeUnknown))
 	before := written1(c)
-	if _, err := s.RecordOutcome(ctx, c, approval.OutcomeOK, res(c, "late"), "toolgate"); !errors.Is(err, approval.ErrResolved) {
+	if err := s.RecordOutcome(ctx, c, approval.OutcomeOK, res(c, "late"), "toolgate"); !errors.Is(err, approval.ErrResolved) {
 		t.Errorf("RecordOutcome after the sweeper's unknown = %v, want ErrResolved", err)
 	}
-	if _, err := s.RecordOutcome(ctx, c, approval.OutcomeOK, nil, "toolgate"); !errors.Is(err, approval.ErrResolved) {
+	if err := s.RecordOutcome(ctx, c, approval.OutcomeOK, nil, "toolgate"); !errors.Is(err, approval.ErrResolved) {
 		t.Errorf("RecordOutcome without a result after the sweeper's unknown = %v, want ErrResolved", err)
 	}
 	if diff := cmp.Diff(before, written1(c), cmp.AllowUnexported(written{}), cmpRequest); diff != "" {
@@ -524,11 +522,11 @@ func testRecordOutcome(t *testing.T, s store.Store) {
 	// Not consumed (approved, pending): refused, nothing written.
 	d := id(6, 11)
 	mustCreate(t, s, pending(d))
-	if _, err := s.RecordOutcome(ctx, d, approval.OutcomeOK, res(d, "never"), "toolgate"); !errors.Is(err, approval.ErrResolved) {
+	if err := s.RecordOutcome(ctx, d, approval.OutcomeOK, res(d, "never"), "toolgate"); !errors.Is(err, approval.ErrResolved) {
 		t.Errorf("RecordOutcome on a pending request = %v, want ErrResolved", err)
 	}
 	mustReview(t, s, d, "alice", approval.VerdictApprove, t0.Add(time.Minute))
-	if _, err := s.RecordOutcome(ctx, d, approval.OutcomeOK, res(d, "never"), "toolgate"); !errors.Is(err, approval.ErrResolved) {
+	if err := s.RecordOutcome(ctx, d, approval.OutcomeOK, res(d, "never"), "toolgate"); !errors.Is(err, approval.ErrResolved) {
 		t.Errorf("RecordOutcome on an approved request = %v, want ErrResolved", err)
 	}
 	if r := mustGet(t, s, d); r.State != approval.StateApproved || r.DispatchOutcome != approval.OutcomeNone || result(d) != "" {
@@ -539,15 +537,15 @@ func testRecordOutcome(t *testing.T, s store.Store) {
 	}
 	// Unknown request: ErrNotFound. Unknown outcome, a result of another
 	// request: refused before anything is written.
-	if _, err := s.RecordOutcome(ctx, id(6, 12), approval.OutcomeOK, nil, "toolgate"); !errors.Is(err, store.ErrNotFound) {
+	if err := s.RecordOutcome(ctx, id(6, 12), approval.OutcomeOK, nil, "toolgate"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("RecordOutcome of an unknown request = %v, want ErrNotFound", err)
 	}
 	e := id(6, 13)
 	consumed(e)
-	if _, err := s.RecordOutcome(ctx, e, "exploded", nil, "toolgate"); err == nil {
+	if err := s.RecordOutcome(ctx, e, "exploded", nil, "toolgate"); err == nil {
 		t.Error("an unknown outcome must be refused")
 	}
-	if _, err := s.RecordOutcome(ctx, e, approval.OutcomeOK, res(d, "other"), "toolgate"); err == nil {
+	if err := s.RecordOutcome(ctx, e, approval.OutcomeOK, res(d, "other"), "toolgate"); err == nil {
 		t.Error("a result of another request must be refused")
 	}
 	if r := mustGet(t, s, e); r.DispatchOutcome != approval.OutcomeNone || result(e) != "" || result(d) != "" {
@@ -557,7 +555,7 @@ func testRecordOutcome(t *testing.T, s store.Store) {
 	if err := s.PutResult(ctx, *res(e, "earlier")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.RecordOutcome(ctx, e, approval.OutcomeToolError, res(e, "later"), "toolgate"); err != nil {
+	if err := s.RecordOutcome(ctx, e, approval.OutcomeToolError, res(e, "later"), "toolgate"); err != nil {
 		t.Fatalf("RecordOutcome with a result already there = %v", err)
 	}
 	if r := mustGet(t, s, e); r.DispatchOutcome != approval.OutcomeToolError || result(e) != string(res(e, "earlier").Result) {
