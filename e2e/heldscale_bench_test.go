@@ -697,7 +697,7 @@ func startLoadTokens(tb testing.TB, mcpURL, tool, tag string, n int, tokens []st
 	if err != nil {
 		tb.Fatalf("build: %v", err)
 	}
-	cmd := exec.Command(b.heldload, append([]string{"-mcp", mcpURL, "-tool", tool, "-tag", tag, "-n", strconv.Itoa(n)}, extra...)...)
+	cmd := exec.Command(b.heldload, append([]string{"-mcp", mcpURL, "-tool", tool, "-tag", tag, "-n", strconv.Itoa(n)}, extra...)...) //nolint:gosec // G702: heldload, built by this test; n is the call count (TOOLGATE_BENCH_N)
 	if s := os.Getenv("TOOLGATE_BENCH_SESSIONS"); s != "" {
 		sessions, err := strconv.Atoi(s)
 		if err != nil || sessions <= 0 {
