@@ -117,12 +117,21 @@ import (
 // 2026-07-28 requests use the shared session (one process).
 // TOOLGATE_BENCH_UPSTREAM_SESSIONS=shared (or per_agent) sets the
 // server's sessions.
+// TOOLGATE_BENCH_N=n runs N=n alone (e.g. 3000, to bisect).
 // docs/performance.md has the numbers. Run it alone, it takes minutes:
 //
 //	go test -run '^$' -bench HeldCalls -benchtime 1x -timeout 60m ./e2e/
 func BenchmarkHeldCalls(b *testing.B) {
+	ns := []int{1000, 5000, 10000}
+	if v := os.Getenv("TOOLGATE_BENCH_N"); v != "" { // another size, e.g. 3000 to bisect
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			b.Fatalf("TOOLGATE_BENCH_N=%q: want a positive number", v)
+		}
+		ns = []int{n}
+	}
 	for _, driver := range []string{"sqlite", "postgres"} {
-		for _, n := range []int{1000, 5000, 10000} {
+		for _, n := range ns {
 			b.Run(fmt.Sprintf("%s/N=%d", driver, n), func(b *testing.B) {
 				for b.Loop() {
 					benchHeldCalls(b, driver, n)
@@ -688,7 +697,7 @@ func startLoadTokens(tb testing.TB, mcpURL, tool, tag string, n int, tokens []st
 	if err != nil {
 		tb.Fatalf("build: %v", err)
 	}
-	cmd := exec.Command(b.heldload, append([]string{"-mcp", mcpURL, "-tool", tool, "-tag", tag, "-n", strconv.Itoa(n)}, extra...)...)
+	cmd := exec.Command(b.heldload, append([]string{"-mcp", mcpURL, "-tool", tool, "-tag", tag, "-n", strconv.Itoa(n)}, extra...)...) //nolint:gosec // G702: heldload, built by this test; n is the call count (TOOLGATE_BENCH_N)
 	if s := os.Getenv("TOOLGATE_BENCH_SESSIONS"); s != "" {
 		sessions, err := strconv.Atoi(s)
 		if err != nil || sessions <= 0 {

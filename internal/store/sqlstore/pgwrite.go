@@ -38,12 +38,15 @@ import (
 // not seen; pgLock then reads it again by pgLockLease, a statement of its
 // own, when the marked row's lease read NULL.
 // pgLockRowTask also reads whether the request holds a task, when the
-// write's context asks (store.TaskProbe).
+// write's context asks (store.TaskProbe). Both end with the transaction's
+// id (txid_current(), for pgSettle), which the row's lock assigns: a
+// column of this statement, where a statement of its own cost every write
+// one more statement's work in Postgres and in pgx (branch pgcost42).
 const (
 	pgLockRow = `WITH r AS MATERIALIZED (SELECT ` + requestSelect + ` FROM requests WHERE id = $1 FOR UPDATE)
-		SELECT r.*, ` + pgLockedLease + ` FROM r`
+		SELECT r.*, ` + pgLockedLease + `, txid_current() FROM r`
 	pgLockRowTask = `WITH r AS MATERIALIZED (SELECT ` + requestSelect + ` FROM requests WHERE id = $1 FOR UPDATE)
-		SELECT r.*, ` + pgLockedLease + `, EXISTS (SELECT 1 FROM approval_tasks t WHERE t.request_id = r.id) FROM r`
+		SELECT r.*, ` + pgLockedLease + `, EXISTS (SELECT 1 FROM approval_tasks t WHERE t.request_id = r.id), txid_current() FROM r`
 	pgLockedLease = `(SELECT l.lease_until FROM instance_leases l
 		WHERE l.instance = r.held_by AND r.lease_until = 253402300799999 FOR SHARE)`
 	// pgLockLease reads the lease of the holder's instance of the row the
@@ -207,8 +210,8 @@ func (db *DB) pgUpdateOnce(ctx context.Context, pg *postgresDialect, id approval
 }
 
 // pgLock acquires a connection of pool (without its ping when noPing),
-// begins a transaction, reads its transaction id into *xid (txid_current,
-// for pgSettle) and reads and locks the row of id in one pipeline
+// begins a transaction and reads and locks the row of id, with the
+// transaction's id into *xid (txid_current, for pgSettle), in one pipeline
 // (pgLockRow). It returns the connection, inside the
 // transaction, with the row, or an error (store.ErrNotFound for a missing
 // row) and the connection to roll back, or nil when it broke (then the
@@ -233,7 +236,6 @@ func pgLock(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing bool
 	// default a take-over stays visible to an older instance's
 	// serializable renewal (docs/performance.md, "attack26").
 	b.Queue(`BEGIN`)
-	b.Queue(`SELECT txid_current()`)
 	if task != nil {
 		b.Queue(pgLockRowTask, string(id))
 	} else {
@@ -250,14 +252,11 @@ func pgLock(ctx context.Context, pool *pgxpool.Pool, id approval.ID, noPing bool
 	)
 	_, err = br.Exec()
 	if err == nil {
-		err = br.QueryRow().Scan(xid)
-	}
-	if err == nil {
 		var dest []any
 		if task != nil {
-			dest = w.destWith(&lease, task)
+			dest = w.destWith(&lease, task, xid)
 		} else {
-			dest = w.destWith(&lease)
+			dest = w.destWith(&lease, xid)
 		}
 		err = br.QueryRow().Scan(dest...)
 	}
