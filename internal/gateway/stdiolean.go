@@ -123,7 +123,8 @@ func (l *stdioLean) serve(ctx context.Context, done func(), ss *mcp.ServerSessio
 	defer l.wg.Done()
 	defer l.owed.done() // after the write below
 	b := l.answer(ctx, ss, m, t)
-	done() // the id is free before the answer leaves (track)
+	// The id is free before the answer leaves (track).
+	done()
 	_, _ = l.out.Write(b) // a failure is the session's (lockedWriter)
 }
 
