@@ -95,7 +95,9 @@ func (g *Gateway) taskTaken(body []byte, hdr http.Header) (mcpwire.Request, mcpw
 	}
 	meta, merr := mcpwire.ParseMeta(req.Params)
 	if merr != nil || (hdr == nil && meta.ProtocolVersion < modernVersion) {
-		return req, meta, false // the SDK answers a malformed request
+		// The SDK answers a malformed request, and over stdio one of an
+		// earlier revision.
+		return req, meta, false
 	}
 	if req.Method == "tools/call" {
 		name := toolName(req.Params)
@@ -126,21 +128,21 @@ func checkNamed(hdr http.Header, method, name string, named bool) *mcpwire.Error
 	return mcpwire.CheckHeaders(hdr, method, name, named)
 }
 
-// taskRPC answers the Tasks front's request req (see taskAnswer): its
-// result or its error; req is one taskTaken took; hdr as there.
+// taskRPC answers the Tasks front's request req, one taskTaken took, for
+// principal p: its result or its error. hdr as in taskTaken.
 func (g *Gateway) taskRPC(ctx context.Context, req mcpwire.Request, meta mcpwire.Meta, p approval.Principal, hdr http.Header) (result any, e *mcpwire.Error) {
 	declared := meta.Capabilities.Has(mcpwire.TasksExtension)
 	if req.Method == "tools/call" && !declared {
-		t, _ := g.catalog.lookup(toolName(req.Params)) // one that runs only as a task (taskTaken)
+		name := toolName(req.Params) // a tool that runs only as a task (taskTaken)
 		// SEP-2663: a tool that runs only as a task cannot be served to a
 		// client without the extension (after the SEP-2243 header checks
 		// the SDK would have made).
 		e = checkVersion(hdr, meta.ProtocolVersion)
 		if e == nil {
-			e = checkNamed(hdr, req.Method, t.Name, true)
+			e = checkNamed(hdr, req.Method, name, true)
 		}
 		if e == nil {
-			e = missingTasks(fmt.Sprintf("tool %s runs only as a task (execution.taskSupport required)", t.Name))
+			e = missingTasks(fmt.Sprintf("tool %s runs only as a task (execution.taskSupport required)", name))
 		}
 		return nil, e
 	}
