@@ -46,6 +46,32 @@ func (p *stdioPeer) next() rpcAnswer {
 	}
 }
 
+// startStdioPeer starts `toolgate serve --stdio` with cfg and a peer on
+// its stdin and stdout.
+func startStdioPeer(t *testing.T, cfg string) (*stdioPeer, *stdioChild) {
+	t.Helper()
+	cmd, stderr, _ := gatewayCommand(t, cfg, nil, "--stdio")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := startStdioChild(t, cmd, stderr, func() { _ = in.Close() })
+	p := &stdioPeer{t: t, in: in, lines: make(chan string, 16)}
+	go func() {
+		defer close(p.lines)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+	}()
+	return p, child
+}
+
 type rpcAnswer struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
@@ -74,25 +100,7 @@ storage:
 policy:
   default: allow
 `
-	cmd, stderr, _ := gatewayCommand(t, cfg, nil, "--stdio")
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	child := startStdioChild(t, cmd, stderr, func() { _ = in.Close() })
-	p := &stdioPeer{t: t, in: in, lines: make(chan string, 16)}
-	go func() {
-		defer close(p.lines)
-		sc := bufio.NewScanner(out)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-	}()
+	p, child := startStdioPeer(t, cfg)
 
 	p.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	if a := p.next(); string(a.ID) != "1" || a.Error != nil {
@@ -125,7 +133,7 @@ policy:
 		t.Errorf("the call after the bad lines: %s", a.raw)
 	}
 
-	_ = in.Close()
+	_ = p.in.Close()
 	select {
 	case <-child.exited:
 	case <-time.After(waitFor(t)):

@@ -337,8 +337,9 @@ type Gateway struct {
 	// admitted dispatch (answerModern, answerLean): a panic there is a
 	// panic of the dispatch (answerfail.go).
 	dispatchHook func()
-	// noStdioLean, when set (tests) before ServeStdio, keeps every stdio
-	// line on the SDK path (stdiolean.go).
+	// noStdioLean, when set (tests) before ServeStdio, keeps every plain
+	// stdio tools/call line on the SDK path (stdiolean.go); the Tasks
+	// front still takes its lines (stdiotasks.go).
 	noStdioLean bool
 	// noPark, when set (tests) before Handler, keeps the held lean calls
 	// of its front on their connections' goroutines (leanHold.park).
@@ -663,25 +664,20 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.ReadCloser, out io.Write
 	owed := &answers{parent: &g.answers}
 	sid := "stdio-" + rand.Text()
 	sctx := context.WithValue(context.WithValue(ctx, principalKey{}, p), stdioSessionKey{}, sid)
-	var lean *stdioLean
-	if !g.noStdioLean {
-		// Plain tools/call lines answered without the SDK (stdiolean.go).
-		lean = newStdioLean(sctx, g, p, sid, lw, owed)
-		defer lean.close(ErrClientGone)
-	}
+	// Plain tools/call lines answered without the SDK (stdiolean.go), and
+	// the Tasks front's lines (stdiotasks.go).
+	lean := newStdioLean(sctx, g, p, sid, lw, owed)
+	lean.noPlain = g.noStdioLean
+	defer lean.close(ErrClientGone)
 	guard := newStdinGuard(in, lw, g.opts.MaxRequestBytes, g.opts.Load.Saw, lean) //nolint:contextcheck // the lean front's calls derive from sctx (stdioLean.ctx)
-	if lean != nil {
-		guard.end = lean.inputEnded
-	}
+	guard.end = lean.inputEnded
 	// The guard passes on lines of at most MaxRequestBytes.
 	t := owingTransport{Transport: &mcp.IOTransport{Reader: readCloser{guard, in}, Writer: lw, MaxLineLength: g.opts.MaxRequestBytes + sdkLimitSlack}, owed: owed}
 	ss, err := g.server.Connect(sctx, t, nil)
 	if err != nil {
 		return fmt.Errorf("serve stdio: %w", err)
 	}
-	if lean != nil {
-		lean.ss.Store(ss)
-	}
+	lean.ss.Store(ss)
 	stop := context.AfterFunc(ctx, func() {
 		// A write to an agent that stopped reading now fails within the
 		// grace, not stdio_write_timeout, which outlasts serve's shutdown

@@ -56,6 +56,9 @@ type stdioLean struct {
 	owed *answers // the session's answers owed (answers.go)
 
 	ss atomic.Pointer[mcp.ServerSession] // set once Connect returned
+	// noPlain: plain calls go to the SDK (Gateway.noStdioLean, tests);
+	// the Tasks front still takes its lines.
+	noPlain bool
 
 	mu    sync.Mutex
 	calls map[string]context.CancelCauseFunc // guarded by mu: lean calls in flight, by canonicalID
@@ -73,8 +76,11 @@ func newStdioLean(ctx context.Context, g *Gateway, p approval.Principal, sid str
 // reports false, having done nothing, for any other line. line is valid
 // only during the call.
 func (l *stdioLean) offer(line []byte) bool {
+	if l.task(line) {
+		return true // the Tasks front's (stdiotasks.go)
+	}
 	if bytes.Contains(line, []byte(`"tools/call"`)) {
-		return l.call(line)
+		return !l.noPlain && l.call(line)
 	}
 	if bytes.Contains(line, []byte(`"notifications/cancelled"`)) {
 		return l.cancel(line)
@@ -103,46 +109,22 @@ func (l *stdioLean) call(line []byte) bool {
 		return false
 	}
 	l.note(true)
-	key := canonicalID(m.ID)
-	ctx, cancel := context.WithCancelCause(l.ctx)
-	l.mu.Lock()
-	if _, dup := l.calls[key]; dup {
-		l.mu.Unlock()
-		cancel(nil)
-		_, _ = l.out.Write(appendLine(leanResponse(m.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
-			Message: "duplicate in-flight request ID " + string(bytes.TrimSpace(m.ID))})))
+	ctx, done, ok := l.track(m.ID)
+	if !ok {
 		return true
 	}
-	l.calls[key] = cancel
-	ended := l.ended
-	l.mu.Unlock()
-	if ended != nil {
-		cancel(ended)
-	}
-	// Tracked as bindRequest tracks the SDK path's calls: Close, shutdown
-	// and an agent that stopped reading cancel it.
-	untrack := g.calls.add(l.sid, l.p.ID, cancel)
-	if g.root.Err() != nil {
-		cancel(ErrShutdown)
-	}
-	l.owed.add()
 	l.wg.Add(1)
-	go l.serve(ctx, cancel, untrack, key, ss, m, t) //nolint:contextcheck // the session's context, as the SDK's handlers get
+	go l.serve(ctx, done, ss, m, t) //nolint:contextcheck // the session's context, as the SDK's handlers get
 	return true
 }
 
 // serve admits, answers and writes the answer of the lean call m.
-func (l *stdioLean) serve(ctx context.Context, cancel context.CancelCauseFunc, untrack func(), key string, ss *mcp.ServerSession, m leanRequest, t Tool) {
+func (l *stdioLean) serve(ctx context.Context, done func(), ss *mcp.ServerSession, m leanRequest, t Tool) {
 	defer l.wg.Done()
 	defer l.owed.done() // after the write below
 	b := l.answer(ctx, ss, m, t)
-	// The id is free before the answer leaves: an agent may send it
-	// again as soon as it has the answer.
-	untrack()
-	l.mu.Lock()
-	delete(l.calls, key)
-	l.mu.Unlock()
-	cancel(nil)
+	// The id is free before the answer leaves (track).
+	done()
 	_, _ = l.out.Write(b) // a failure is the session's (lockedWriter)
 }
 

@@ -62,51 +62,92 @@ type TaskKeeper interface {
 const taskPollInterval = 2 * time.Second
 
 // taskRequest reports whether a 2026-07-28 POST body is one the Tasks
-// front answers, and answers it: tasks/get, tasks/cancel and tasks/update,
-// and tools/call from a client that declares the Tasks extension.
-// Everything else (false) goes to the SDK's stateless handler.
+// front takes (taskTaken), and answers it (taskRPC) as the whole body of
+// the POST. Everything else (false) goes to the SDK's stateless handler.
 func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byte, p approval.Principal) bool {
+	req, meta, ok := g.taskTaken(body, r.Header)
+	if ok {
+		res, e := g.taskRPC(r.Context(), req, meta, p, r.Header)
+		writeRPC(w, req.ID, res, e)
+	}
+	return ok
+}
+
+// taskTaken decodes body, one JSON-RPC message, and reports whether the
+// Tasks front answers it, the same over HTTP (taskRequest) and stdio
+// (stdioLean.task): tasks/get, tasks/cancel and tasks/update, tools/call
+// from a client that declares the Tasks extension (but of the policy
+// tool), and tools/call of a tool that runs only as a task from one that
+// does not (-32021). hdr is the POST's headers; nil over stdio, where a
+// request of a revision before 2026-07-28 is not taken (the SDK's).
+func (g *Gateway) taskTaken(body []byte, hdr http.Header) (mcpwire.Request, mcpwire.Meta, bool) {
 	if g.opts.Tasks == nil {
-		return false
+		return mcpwire.Request{}, mcpwire.Meta{}, false
 	}
 	req, jerr := mcpwire.DecodeRequest(body)
 	if jerr != nil || req.IsNotification() {
-		return false
+		return req, mcpwire.Meta{}, false
 	}
 	switch req.Method {
 	case "tools/call", "tasks/get", "tasks/cancel", "tasks/update":
 	default:
-		return false
+		return req, mcpwire.Meta{}, false
 	}
 	meta, merr := mcpwire.ParseMeta(req.Params)
-	if merr != nil {
-		return false // the SDK answers a malformed request
+	if merr != nil || (hdr == nil && meta.ProtocolVersion < modernVersion) {
+		// The SDK answers a malformed request, and over stdio one of an
+		// earlier revision.
+		return req, meta, false
 	}
+	if req.Method == "tools/call" {
+		name := toolName(req.Params)
+		if !meta.Capabilities.Has(mcpwire.TasksExtension) {
+			t, ok := g.catalog.lookup(name)
+			return req, meta, ok && t.TaskSupport == TaskSupportRequired
+		}
+		// The built-in policy tool is never held: the SDK path serves it.
+		return req, meta, name != PolicyToolName
+	}
+	return req, meta, true
+}
+
+// checkVersion is mcpwire.CheckVersionHeader of hdr; nil without headers
+// (stdio).
+func checkVersion(hdr http.Header, metaVersion string) *mcpwire.Error {
+	if hdr == nil {
+		return nil
+	}
+	return mcpwire.CheckVersionHeader(hdr, metaVersion)
+}
+
+// checkNamed is mcpwire.CheckHeaders of hdr; nil without headers (stdio).
+func checkNamed(hdr http.Header, method, name string, named bool) *mcpwire.Error {
+	if hdr == nil {
+		return nil
+	}
+	return mcpwire.CheckHeaders(hdr, method, name, named)
+}
+
+// taskRPC answers the Tasks front's request req, one taskTaken took, for
+// principal p: its result or its error. hdr as in taskTaken.
+func (g *Gateway) taskRPC(ctx context.Context, req mcpwire.Request, meta mcpwire.Meta, p approval.Principal, hdr http.Header) (result any, e *mcpwire.Error) {
 	declared := meta.Capabilities.Has(mcpwire.TasksExtension)
 	if req.Method == "tools/call" && !declared {
-		t, ok := g.catalog.lookup(toolName(req.Params))
-		if !ok || t.TaskSupport != TaskSupportRequired {
-			return false
-		}
+		name := toolName(req.Params) // a tool that runs only as a task (taskTaken)
 		// SEP-2663: a tool that runs only as a task cannot be served to a
 		// client without the extension (after the SEP-2243 header checks
 		// the SDK would have made).
-		e := mcpwire.CheckVersionHeader(r.Header, meta.ProtocolVersion)
+		e = checkVersion(hdr, meta.ProtocolVersion)
 		if e == nil {
-			e = mcpwire.CheckHeaders(r.Header, req.Method, t.Name, true)
+			e = checkNamed(hdr, req.Method, name, true)
 		}
 		if e == nil {
-			e = missingTasks(fmt.Sprintf("tool %s runs only as a task (execution.taskSupport required)", t.Name))
+			e = missingTasks(fmt.Sprintf("tool %s runs only as a task (execution.taskSupport required)", name))
 		}
-		writeRPC(w, req.ID, nil, e)
-		return true
+		return nil, e
 	}
-	if req.Method == "tools/call" && toolName(req.Params) == PolicyToolName {
-		return false // the built-in policy tool is never held: the SDK path serves it
-	}
-	if e := mcpwire.CheckVersionHeader(r.Header, meta.ProtocolVersion); e != nil {
-		writeRPC(w, req.ID, nil, e)
-		return true
+	if e := checkVersion(hdr, meta.ProtocolVersion); e != nil {
+		return nil, e
 	}
 	var params struct {
 		Name      string          `json:"name"`
@@ -116,51 +157,41 @@ func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byt
 		InputResponses map[string]json.RawMessage `json:"inputResponses"`
 	}
 	if err := json.Unmarshal(req.Params, &params); err != nil {
-		writeRPC(w, req.ID, nil, mcpwire.Errorf(mcpwire.CodeInvalidParams, "invalid params: %v", err))
-		return true
+		return nil, mcpwire.Errorf(mcpwire.CodeInvalidParams, "invalid params: %v", err)
 	}
 	if req.Method == "tools/call" {
-		if e := mcpwire.CheckHeaders(r.Header, req.Method, params.Name, true); e != nil {
-			writeRPC(w, req.ID, nil, e)
-			return true
+		if e := checkNamed(hdr, req.Method, params.Name, true); e != nil {
+			return nil, e
 		}
-		res, e := g.callAsTask(r.Context(), p, params.Name, params.Arguments, meta)
-		writeRPC(w, req.ID, res, e)
-		return true
+		return g.callAsTask(ctx, p, params.Name, params.Arguments, meta)
 	}
 	// SEP-2663 names tasks/* requests by their task id (Mcp-Name); a
 	// request without the header is served (the body decides), one whose
 	// header names another task is refused.
-	if e := mcpwire.CheckHeaders(r.Header, req.Method, params.TaskID, len(r.Header.Values(mcpwire.HeaderName)) > 0); e != nil {
-		writeRPC(w, req.ID, nil, e)
-		return true
+	if e := checkNamed(hdr, req.Method, params.TaskID, len(hdr.Values(mcpwire.HeaderName)) > 0); e != nil {
+		return nil, e
 	}
 	if !declared {
-		writeRPC(w, req.ID, nil, missingTasks(req.Method))
-		return true
+		return nil, missingTasks(req.Method)
 	}
 	if params.TaskID == "" {
-		writeRPC(w, req.ID, nil, mcpwire.Errorf(mcpwire.CodeInvalidParams, "%s needs params.taskId", req.Method))
-		return true
+		return nil, mcpwire.Errorf(mcpwire.CodeInvalidParams, "%s needs params.taskId", req.Method)
 	}
-	ctx := r.Context()
 	switch req.Method {
 	case "tasks/get":
 		ts, err := g.opts.Tasks.Task(ctx, params.TaskID, p)
 		if err != nil {
-			writeRPC(w, req.ID, nil, taskError(err))
-			return true
+			return nil, taskError(err)
 		}
 		g.resumeTask(ctx, ts)
-		writeRPC(w, req.ID, detailedTask(ts), nil)
+		return detailedTask(ts), nil
 	case "tasks/cancel":
 		if _, err := g.opts.Tasks.CancelTask(ctx, params.TaskID, p); err != nil {
-			writeRPC(w, req.ID, nil, taskError(err))
-			return true
+			return nil, taskError(err)
 		}
 		g.stopDirectRunner(params.TaskID)
-		writeRPC(w, req.ID, map[string]any{"resultType": "complete"}, nil)
-	case "tasks/update":
+		return map[string]any{"resultType": "complete"}, nil
+	default: // tasks/update
 		// Answers to a direct task's input requests (its upstream asked:
 		// directtask.go) are taken for the keys it waits for, and only
 		// those; once all are answered this instance sends the next round.
@@ -169,16 +200,13 @@ func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byt
 		// as SEP-2663 requires, and changes nothing.
 		st, round, run, err := g.opts.Tasks.AnswerDirectTask(ctx, params.TaskID, p, params.InputResponses)
 		if err != nil {
-			writeRPC(w, req.ID, nil, taskError(err))
-			return true
+			return nil, taskError(err)
 		}
 		if run && !g.continueDirectTask(ctx, p, st, round) {
-			writeRPC(w, req.ID, nil, mcpwire.Errorf(mcpwire.CodeInternalError, "toolgate is shutting down"))
-			return true
+			return nil, mcpwire.Errorf(mcpwire.CodeInternalError, "toolgate is shutting down")
 		}
-		writeRPC(w, req.ID, map[string]any{"resultType": "complete"}, nil)
+		return map[string]any{"resultType": "complete"}, nil
 	}
-	return true
 }
 
 // missingTasks is the -32021 error (SEP-2575) for what needs the Tasks
@@ -518,18 +546,24 @@ func detailedTask(ts gate.TaskState) any {
 // writeRPC writes one JSON-RPC response as the whole body of a 2026-07-28
 // POST (application/json): result, or e with its HTTP status.
 func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, e *mcpwire.Error) {
+	b, status := encodeRPC(id, result, e)
 	w.Header().Set("Content-Type", "application/json")
-	if e != nil {
-		w.WriteHeader(e.Status())
-		_, _ = w.Write(mcpwire.EncodeError(id, e)) //nolint:gosec // G705: a JSON-RPC body served as application/json, never HTML
-		return
+	if status != http.StatusOK {
+		w.WriteHeader(status)
 	}
-	b, err := json.Marshal(result)
-	if err != nil {
-		e := mcpwire.Errorf(mcpwire.CodeInternalError, "cannot encode the result: %v", err)
-		w.WriteHeader(e.Status())
-		_, _ = w.Write(mcpwire.EncodeError(id, e)) //nolint:gosec // G705: a JSON-RPC body served as application/json, never HTML
-		return
+	_, _ = w.Write(b) //nolint:gosec // G705: a JSON-RPC body served as application/json, never HTML
+}
+
+// encodeRPC is the JSON-RPC response to the request with id (one line of
+// JSON, no line end): result, or e; and its HTTP status (e's, 200 for a
+// result).
+func encodeRPC(id json.RawMessage, result any, e *mcpwire.Error) ([]byte, int) {
+	if e == nil {
+		b, err := json.Marshal(result)
+		if err == nil {
+			return mcpwire.EncodeResult(id, b), http.StatusOK
+		}
+		e = mcpwire.Errorf(mcpwire.CodeInternalError, "cannot encode the result: %v", err)
 	}
-	_, _ = w.Write(mcpwire.EncodeResult(id, b)) //nolint:gosec // G705: a JSON-RPC body served as application/json, never HTML
+	return mcpwire.EncodeError(id, e), e.Status()
 }
