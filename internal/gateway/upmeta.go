@@ -53,8 +53,9 @@ func upstreamMeta(m mcp.Meta) mcp.Meta {
 }
 
 // relayProgress starts relaying the upstream's progress of a relayed
-// request (prompts/get, resources/read, completion/complete) to prog's
-// caller under its own token, as a tool call's is relayed (progress.go):
+// request (prompts/get, resources/read; the SDK gives completion/complete
+// no progress token) to prog's caller under its own token, as a tool
+// call's is relayed (progress.go):
 // the request goes upstream with prog's gateway token (sendRelayProgress),
 // and the upstream's notifications under it reach the caller before the
 // answer. done ends it; with prog nil (the caller sent no token) nothing
