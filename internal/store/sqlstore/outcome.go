@@ -189,5 +189,5 @@ func pgOutcomeOnce(ctx context.Context, pg *postgresDialect, q string, args []an
 	var pgErr *pgconn.PgError
 	closed := conn.Conn().IsClosed()
 	again := closed && (pgconn.SafeToRetry(err) || (!t.done && errors.As(err, &pgErr)))
-	return outcomeTry{again: again, lost: closed && !again && pgLostAnswer(err), pid: conn.Conn().PgConn().PID(), err: err}
+	return outcomeTry{again: again, lost: closed && !again && pgLostAnswer(err), pid: serverPID(conn.Conn().PgConn()), err: err}
 }

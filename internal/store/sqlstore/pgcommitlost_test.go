@@ -37,6 +37,12 @@ const (
 	// client's next Execute message (of any statement, not only COMMIT):
 	// the server runs nothing of the pipeline or statement it begins.
 	cutBeforeExecute
+	// cutAfterSync passes on the client's next Sync that ends messages
+	// with an Execute among them (a pipeline or statement, not a prepare
+	// round) and then closes both sides: the server has the whole request
+	// and runs it to its end, commit included, while the client sees the
+	// connection end with no answer.
+	cutAfterSync
 )
 
 // commitLoser is a TCP proxy in front of a real Postgres server that, once
@@ -53,6 +59,10 @@ type commitLoser struct {
 	// commits on its own (at its Sync, before its answer is sent).
 	anyStatement atomic.Bool
 	lost         atomic.Int32 // connections cut at a COMMIT
+	// madeUpKey replaces the process id of the server's BackendKeyData
+	// with one of the proxy's own, as PgBouncer does (it answers cancel
+	// requests itself): the client's PgConn.PID names no server process.
+	madeUpKey atomic.Bool
 	// turns counts the client's round trips: its simple queries (Q) and
 	// the Syncs (S) that end its extended-protocol messages.
 	turns atomic.Int64
@@ -131,6 +141,7 @@ func (p *commitLoser) forward(server io.Writer, client io.Reader) {
 		return
 	}
 	head := make([]byte, 5)
+	executes := false // an Execute since the last Sync
 	for {
 		body, err := readMessage(client, head)
 		if err != nil {
@@ -147,6 +158,15 @@ func (p *commitLoser) forward(server io.Writer, client io.Reader) {
 		}
 		if _, err := server.Write(append(head, body...)); err != nil {
 			return
+		}
+		switch head[0] {
+		case 'E':
+			executes = true
+		case 'S':
+			if executes && p.fire(cutAfterSync) {
+				return
+			}
+			executes = false
 		}
 	}
 }
@@ -172,6 +192,9 @@ func (p *commitLoser) relay(client io.Writer, server io.Reader) {
 			msg := binary.BigEndian.AppendUint32([]byte{'E'}, uint32(e.Len()+4)) //nolint:gosec // G115: a few dozen bytes
 			_, _ = client.Write(append(msg, e.Bytes()...))
 			return
+		}
+		if head[0] == 'K' && len(body) == 8 && p.madeUpKey.Load() {
+			binary.BigEndian.PutUint32(body, madeUpPID)
 		}
 		committed = head[0] == 'C' && (p.anyStatement.Load() || bytes.HasPrefix(body, []byte("COMMIT\x00")))
 		if committed && p.fire(cutBeforeAnswer) {
@@ -224,16 +247,27 @@ func TestCommitAnsweredThenConnectionLost(t *testing.T) {
 	}
 }
 
+// madeUpPID is the process id a commitLoser with madeUpKey hands its
+// clients: above Linux's largest (pid_max is at most 2^22).
+const madeUpPID = 1<<30 + 7
+
 // openThroughCommitLoser opens a fresh Postgres database through a
 // commitLoser, with at most maxConns connections in the main pool (0: the
 // default).
 func openThroughCommitLoser(tb testing.TB, maxConns int) (*DB, *commitLoser) {
+	return openThroughProxy(tb, maxConns, false)
+}
+
+// openThroughProxy is openThroughCommitLoser with the proxy's madeUpKey
+// set from the first connection on.
+func openThroughProxy(tb testing.TB, maxConns int, madeUpKey bool) (*DB, *commitLoser) {
 	tb.Helper()
 	u, err := url.Parse(pgtest.Fresh(tb))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	proxy := newCommitLoser(tb, u.Host)
+	proxy.madeUpKey.Store(madeUpKey)
 	u.Host = proxy.ln.Addr().String()
 	q := u.Query()
 	q.Set("sslmode", "disable")

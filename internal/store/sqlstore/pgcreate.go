@@ -105,7 +105,7 @@ func (db *DB) pgCreateOnce(ctx context.Context, pg *postgresDialect, r approval.
 	case err != nil && conn.Conn().IsClosed() && pgLostAnswer(err):
 		// The connection ended before the pipeline's answers: its COMMIT
 		// may have committed, and the request stands if so.
-		pid := conn.Conn().PgConn().PID()
+		pid := serverPID(conn.Conn().PgConn())
 		conn.Release()
 		return db.pgSettleWritten(ctx, pid, err, func(ctx context.Context) (bool, error) {
 			return db.pgCreated(ctx, w)

@@ -14,7 +14,7 @@ import (
 
 // pgSettleWritten learns whether a write whose only round trip carried its
 // commit committed, after that round trip's answer was lost with error lost
-// on the connection of server process pid (pgconn.PgConn.PID). written asks
+// on the connection of server process pid (serverPID; 0: unknown). written asks
 // a fresh connection of the main pool whether the write's rows stand as it
 // wrote them. It returns nil when they do, lost (wrapped) when they do not
 // and the writer's server process has ended, and an error wrapping
@@ -31,9 +31,11 @@ import (
 // belongs to a live server process, and "absent" counts only when the
 // process was gone before the read that did not find the rows (the read's
 // snapshot is taken after the process check, so it sees whatever that
-// process committed). A pid that is not the server's own (a pooler's
-// made-up key) would read as gone: the write is then reported failed
-// although it may stand, as it was before this settling.
+// process committed). pid is the id the server answered when the
+// connection was made (serverPID), not the startup's key, which a pooler
+// makes up and which would read as gone; an unknown pid (0) reads as
+// running, so such a write ends in doubt, never reported failed while it
+// may stand.
 func (db *DB) pgSettleWritten(ctx context.Context, pid uint32, lost error, written func(context.Context) (bool, error)) error {
 	return db.settle(ctx, lost, "server process still runs", func(sctx context.Context) (bool, error) {
 		alive := true

@@ -133,10 +133,17 @@ func openPostgres(ctx context.Context, cfg Config) (main, lease, admin *sql.DB, 
 	// "client": options=-c …, a runtime parameter, however the name is
 	// spelled), the role or the database set it; those keep their value
 	// (attack38: the DSN was searched for one spelling only).
+	// The same statement reads the server process's own id, which settling
+	// a lost commit asks about (serverPID).
 	set := fmt.Sprintf(setIdleInTx, idle.Milliseconds())
 	pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		if _, err := c.Exec(ctx, set); err != nil {
+		var pid int64
+		var setTo *string
+		if err := c.QueryRow(ctx, set, pgx.QueryExecModeSimpleProtocol).Scan(&pid, &setTo); err != nil {
 			return fmt.Errorf("set idle_in_transaction_session_timeout: %w", err)
+		}
+		if pid > 0 && pid <= math.MaxUint32 {
+			c.PgConn().CustomData()[serverPIDKey] = uint32(pid)
 		}
 		return nil
 	}
@@ -291,9 +298,27 @@ func (*postgresDialect) unavailable(err error) bool {
 }
 
 // setIdleInTx sets idle_in_transaction_session_timeout for the session to
-// %d milliseconds unless the DSN, the role or the database set it. It has
-// no parameters, so pgx sends it with the simple protocol (no prepared
+// %d milliseconds unless the DSN, the role or the database set it, and
+// answers one row: the session's server process id (pg_backend_pid()) and
+// the value set, or NULL. It is sent with the simple protocol (no prepared
 // statement on each new connection, nothing a pooler must track).
-const setIdleInTx = `SELECT set_config('idle_in_transaction_session_timeout', '%d', false)
+const setIdleInTx = `SELECT pg_backend_pid(), (SELECT set_config('idle_in_transaction_session_timeout', '%d', false)
 FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout'
-AND source NOT IN ('client', 'user', 'database', 'database user')`
+AND source NOT IN ('client', 'user', 'database', 'database user'))`
+
+// serverPIDKey is the pgconn.PgConn.CustomData key under which each
+// connection keeps its server process id, read once connected.
+const serverPIDKey = "toolgate.server_pid"
+
+// serverPID is the id of the server process of c's session, as the server
+// itself answered it when c connected, or 0 when that is unknown (a
+// connection made without AfterConnect). It is not PgConn.PID: that is the
+// key of the startup's BackendKeyData, which a pooler such as PgBouncer
+// makes up (its own cancel key), so pg_stat_activity never lists it and
+// pgSettleWritten read the writer as gone while it still ran. In session
+// pooling (deploy.md: the mode supported) the session keeps one server
+// process, so the id read at connect is the one that runs its writes.
+func serverPID(c *pgconn.PgConn) uint32 {
+	pid, _ := c.CustomData()[serverPIDKey].(uint32)
+	return pid
+}
