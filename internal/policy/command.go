@@ -150,11 +150,17 @@ type parsedCommand struct {
 // isShellLike reports whether name (a base name) is a program or builtin
 // that runs code given to it as a string or file, which the matcher cannot
 // read: an allow rule never allows it and a deny or approve rule treats it
-// as matching.
+// as matching. Besides shells and eval-like builtins, bash builtins that
+// run a string or make a name run another program count: "hash -p /bin/rm
+// ls" makes a later "ls" run rm, "enable -f" loads a builtin from a
+// shared object, "compgen -C", "complete -C", "mapfile -C" and "readarray
+// -C" run a command string (in a non-interactive shell too); sg runs its
+// command string through /bin/sh, as "su -c" does.
 func isShellLike(name string) bool {
 	switch name {
 	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "fish", "csh", "tcsh", "busybox", "rbash",
-		"eval", "source", ".", "trap", "alias", "su", "watch", "script", "parallel":
+		"eval", "source", ".", "trap", "alias", "su", "sg", "watch", "script", "parallel",
+		"hash", "enable", "compgen", "complete", "mapfile", "readarray":
 		return true
 	}
 	return false
@@ -166,7 +172,8 @@ func isShellLike(name string) bool {
 func isWrapper(name string) bool {
 	switch name {
 	case "sudo", "doas", "env", "nice", "nohup", "timeout", "time", "command", "builtin", "exec",
-		"xargs", "find", "stdbuf", "setsid", "ionice", "taskset", "flock", "chrt", "unbuffer", "strace", "ltrace", "chroot":
+		"xargs", "find", "stdbuf", "setsid", "ionice", "taskset", "flock", "chrt", "unbuffer", "strace", "ltrace", "chroot",
+		"runuser", "pkexec", "setpriv", "unshare", "nsenter", "fakeroot", "firejail", "systemd-run", "numactl", "caffeinate":
 		return true
 	}
 	return false
