@@ -45,3 +45,58 @@ func TestCommandDenyBuiltinsThatRunCode(t *testing.T) {
 		t.Errorf("ls -la; git status: effect %s, want allow", d.Effect)
 	}
 }
+
+// TestCommandSubscriptCode (attack43): bash evaluates an array subscript
+// in a string it reads as a variable name or arithmetic expression, command
+// substitutions included, so quoted text given to printf -v, read, test -v,
+// [[ ]], let, declare or $(( )) can run any program (each string below ran
+// rm in bash 5.2). On 812d89d0 an allow rule for "printf *", "read *"
+// and "test *" allowed the first five, although the allow guarantee
+// (docs/policy.md) says the shell runs only the programs the patterns saw,
+// and a deny rule for "rm *" missed every one.
+func TestCommandSubscriptCode(t *testing.T) {
+	plain := []string{
+		"printf -v 'a[$(rm x)]' y",
+		"printf -v 'a[`rm x`]' y",
+		"echo y | read 'a[$(rm x)]'",
+		"read 'a[$(rm x)]' < /dev/null",
+		"test -v 'a[$(rm x)]'",
+		"[ -v 'a[$(rm x)]' ]",
+		"command printf -v 'a[$(rm x)]' y",
+	}
+	allow := mustCompile(t, newPolicy(Approve, commandRule("harmless", Allow, "printf *", "read *", "test *", "echo *", "command *")))
+	for _, c := range plain {
+		if d := eval(t, allow, shellCall(c)); d.Effect == Allow {
+			t.Errorf("%q: allowed, want it held (bash runs the subscript's command)", c)
+		}
+	}
+	deny := mustCompile(t, newPolicy(Allow, commandRule("no rm", Deny, "rm *")))
+	for _, c := range append(plain,
+		"[[ 'a[$(rm x)]' -eq 1 ]]",
+		"let 'a[$(rm x)]'",
+		"declare -i n='a[$(rm x)]'",
+		"declare -n r='a[$(rm x)]'; r=1",
+		"echo $(( 'a[$(rm x)]' ))",
+		"x='a[$(rm x)]'; printf -v \"$x\" y",
+		"x='a[$(rm x)]'; echo ${!x}",
+		"x='a[$(rm x)]'; s=abc; echo ${s:x}",
+		"x='a[$(rm x)]'; [[ $x -eq 1 ]]",
+		"x=$'a[\\x24(rm x)]'; (( x ))",
+		"printf -v \"$(cat name)\" y",
+	) {
+		if d := eval(t, deny, shellCall(c)); d.Effect != Deny {
+			t.Errorf("%q: effect %s, want deny (bash runs rm)", c, d.Effect)
+		}
+	}
+	// Names and arithmetic without a subscript to run stay as they were.
+	for _, c := range []string{"printf -v out '%s' hi", "printf '%s\\n' \"$HOME\"", "read -r line < /dev/null", "test -f 'a[1].txt'", "[[ $n -eq 1 ]]", "echo $((1+2))", "echo 'a[$(x)]'"} {
+		if d := eval(t, deny, shellCall(c)); d.Effect != Allow {
+			t.Errorf("%q: effect %s (unseen %v), want allow", c, d.Effect, d.Unseen)
+		}
+	}
+	for _, c := range []string{"printf -v out '%s' hi", "read -r line < /dev/null", "test -f a.txt", "test -v HOME"} {
+		if d := eval(t, allow, shellCall(c)); d.Effect != Allow {
+			t.Errorf("%q: effect %s, want allow", c, d.Effect)
+		}
+	}
+}

@@ -228,7 +228,10 @@ func parseCommand(src string) parsedCommand {
 	}
 	// Every simple command anywhere, and everything that cannot be
 	// literal, for all rules.
+	var evaluates, mayBeCode bool // commandsubscript.go
 	syntax.Walk(f, func(n syntax.Node) bool {
+		evaluates = evaluates || evaluatesText(n)
+		mayBeCode = mayBeCode || textMayBeCode(n)
 		switch n := n.(type) {
 		case *syntax.CallExpr:
 			if len(n.Assigns) > 0 {
@@ -243,6 +246,7 @@ func parseCommand(src string) parsedCommand {
 			}
 			pc.Simple = append(pc.Simple, words)
 			checkRunner(words, opaque)
+			checkNames(words, n.Args, opaque)
 		case *syntax.CmdSubst:
 			unsafe("a command substitution")
 		case *syntax.ProcSubst:
@@ -262,6 +266,9 @@ func parseCommand(src string) parsedCommand {
 		}
 		return true
 	})
+	if evaluates && mayBeCode {
+		opaque("text bash evaluates as a name or arithmetic expression may hold an array subscript it runs as code")
+	}
 	return pc
 }
 
