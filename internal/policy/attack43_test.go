@@ -48,12 +48,14 @@ func TestCommandDenyBuiltinsThatRunCode(t *testing.T) {
 
 // TestCommandSubscriptCode (attack43): bash evaluates an array subscript
 // in a string it reads as a variable name or arithmetic expression, command
-// substitutions included, so quoted text given to printf -v, read, test -v,
-// [[ ]], let, declare or $(( )) can run any program (each string below ran
-// rm in bash 5.2). On 812d89d0 an allow rule for "printf *", "read *"
-// and "test *" allowed the first five, although the allow guarantee
-// (docs/policy.md) says the shell runs only the programs the patterns saw,
-// and a deny rule for "rm *" missed every one.
+// substitutions included, and a name in arithmetic through its value; with
+// set -x it expands PS4 as a prompt. So quoted text given to printf -v,
+// read, test -v, [[ ]], let, declare or $(( )) can run any program (each
+// plain string below, and the PS4, ${x@P}, (( x )) and read-then-$((x))
+// ones, ran rm in bash 5.2.15, checked by hand). On 812d89d0 an allow rule
+// for "printf *", "read *" and "test *" allowed the plain ones, although
+// the allow guarantee (docs/policy.md) says the shell runs only the
+// programs the patterns saw, and a deny rule for "rm *" missed every one.
 func TestCommandSubscriptCode(t *testing.T) {
 	plain := []string{
 		"printf -v 'a[$(rm x)]' y",
@@ -63,8 +65,14 @@ func TestCommandSubscriptCode(t *testing.T) {
 		"test -v 'a[$(rm x)]'",
 		"[ -v 'a[$(rm x)]' ]",
 		"command printf -v 'a[$(rm x)]' y",
+		// The subscript names a variable whose value, spelled by
+		// printf's escapes, is the code.
+		"printf -v x 'b\\x5b\\x24(rm y)]'; printf -v 'a[x]' z",
+		"printf -v x 'b\\x5b\\x24(rm y)]'; read 'a[x]' < /dev/null",
+		// With set -x, bash expands PS4 before each command it traces.
+		"printf -v PS4 '%s' '$(rm x)'; set -x; true",
 	}
-	allow := mustCompile(t, newPolicy(Approve, commandRule("harmless", Allow, "printf *", "read *", "test *", "echo *", "command *")))
+	allow := mustCompile(t, newPolicy(Approve, commandRule("harmless", Allow, "printf *", "read *", "test *", "echo *", "command *", "set *", "true")))
 	for _, c := range plain {
 		if d := eval(t, allow, shellCall(c)); d.Effect == Allow {
 			t.Errorf("%q: allowed, want it held (bash runs the subscript's command)", c)
@@ -83,13 +91,19 @@ func TestCommandSubscriptCode(t *testing.T) {
 		"x='a[$(rm x)]'; [[ $x -eq 1 ]]",
 		"x=$'a[\\x24(rm x)]'; (( x ))",
 		"printf -v \"$(cat name)\" y",
+		"PS4='$(rm x)'; set -x; true",
+		"x='$(rm y)'; echo ${x@P}",
+		"printf -v x 'b\\x5b\\x24(rm y)]'; (( x ))",
+		"read x < f; echo $((x))",
+		"for v in $(cat f); do (( v )); done",
 	) {
 		if d := eval(t, deny, shellCall(c)); d.Effect != Deny {
 			t.Errorf("%q: effect %s, want deny (bash runs rm)", c, d.Effect)
 		}
 	}
 	// Names and arithmetic without a subscript to run stay as they were.
-	for _, c := range []string{"printf -v out '%s' hi", "printf '%s\\n' \"$HOME\"", "read -r line < /dev/null", "test -f 'a[1].txt'", "[[ $n -eq 1 ]]", "echo $((1+2))", "echo 'a[$(x)]'"} {
+	for _, c := range []string{"printf -v out '%s' hi", "printf '%s\\n' \"$HOME\"", "read -r line < /dev/null", "test -f 'a[1].txt'", "[[ $n -eq 1 ]]", "echo $((1+2))", "echo 'a[$(x)]'",
+		"[ -f x ] && echo $((1+2))", "for i in 1 2 3; do echo $((i*2)); done", "n=5; echo $((n+1))", "printf '%s\\n' 'price[$5]'"} {
 		if d := eval(t, deny, shellCall(c)); d.Effect != Allow {
 			t.Errorf("%q: effect %s (unseen %v), want allow", c, d.Effect, d.Unseen)
 		}

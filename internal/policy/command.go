@@ -228,10 +228,11 @@ func parseCommand(src string) parsedCommand {
 	}
 	// Every simple command anywhere, and everything that cannot be
 	// literal, for all rules.
-	var evaluates, mayBeCode bool // commandsubscript.go
+	var evaluates, sets, prompt bool // commandsubscript.go
 	syntax.Walk(f, func(n syntax.Node) bool {
 		evaluates = evaluates || evaluatesText(n)
-		mayBeCode = mayBeCode || textMayBeCode(n)
+		sets = sets || setsText(n)
+		prompt = prompt || expandsPrompt(n)
 		switch n := n.(type) {
 		case *syntax.CallExpr:
 			if len(n.Assigns) > 0 {
@@ -266,8 +267,11 @@ func parseCommand(src string) parsedCommand {
 		}
 		return true
 	})
-	if evaluates && mayBeCode {
-		opaque("text bash evaluates as a name or arithmetic expression may hold an array subscript it runs as code")
+	switch {
+	case prompt:
+		opaque("PS4 or ${x@P}: bash expands the text as a prompt, command substitutions included")
+	case evaluates && sets:
+		opaque("text bash evaluates as an arithmetic expression or variable name may hold an array subscript it runs as code")
 	}
 	return pc
 }
