@@ -30,6 +30,15 @@ func TestCommandDenyBuiltinsThatRunCode(t *testing.T) {
 		"systemd-run --user rm x",
 		"numactl -N0 rm x",
 		"caffeinate rm x",
+		"setarch x86_64 rm x",
+		"prlimit --nofile=64 rm x",
+		"eatmydata rm x",
+		"faketime '2020-01-01' rm x",
+		"gosu nobody rm x",
+		"su-exec nobody rm x",
+		"valgrind rm x",
+		"tini -- rm x",
+		"toybox rm x",
 	} {
 		if d := eval(t, deny, shellCall(c)); d.Effect != Deny {
 			t.Errorf("%q: effect %s, want deny (it runs rm)", c, d.Effect)

@@ -158,7 +158,7 @@ type parsedCommand struct {
 // command string through /bin/sh, as "su -c" does.
 func isShellLike(name string) bool {
 	switch name {
-	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "fish", "csh", "tcsh", "busybox", "rbash",
+	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "fish", "csh", "tcsh", "busybox", "toybox", "rbash",
 		"eval", "source", ".", "trap", "alias", "su", "sg", "watch", "script", "parallel",
 		"hash", "enable", "compgen", "complete", "mapfile", "readarray":
 		return true
@@ -173,7 +173,9 @@ func isWrapper(name string) bool {
 	switch name {
 	case "sudo", "doas", "env", "nice", "nohup", "timeout", "time", "command", "builtin", "exec",
 		"xargs", "find", "stdbuf", "setsid", "ionice", "taskset", "flock", "chrt", "unbuffer", "strace", "ltrace", "chroot",
-		"runuser", "pkexec", "setpriv", "unshare", "nsenter", "fakeroot", "firejail", "systemd-run", "numactl", "caffeinate":
+		"runuser", "pkexec", "setpriv", "unshare", "nsenter", "fakeroot", "firejail", "systemd-run", "numactl", "caffeinate",
+		"setarch", "linux32", "linux64", "prlimit", "eatmydata", "faketime", "gosu", "su-exec", "chpst", "valgrind", "catchsegv",
+		"tini", "dumb-init":
 		return true
 	}
 	return false
