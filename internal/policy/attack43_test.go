@@ -65,6 +65,8 @@ func TestCommandDenyBuiltinsThatRunCode(t *testing.T) {
 // for "printf *", "read *" and "test *" allowed the plain ones, although
 // the allow guarantee (docs/policy.md) says the shell runs only the
 // programs the patterns saw, and a deny rule for "rm *" missed every one.
+// printf -v PATH /tmp/x; ls (allowed by "printf *" and "ls *" on
+// 812d89d0) ran /tmp/x/ls, an assignment of PATH in another form.
 func TestCommandSubscriptCode(t *testing.T) {
 	plain := []string{
 		"printf -v 'a[$(rm x)]' y",
@@ -81,8 +83,10 @@ func TestCommandSubscriptCode(t *testing.T) {
 		// With set -x, bash expands PS4 before each command it traces.
 		"printf -v PS4 '%s' '$(rm x)'; set -x; true",
 	}
-	allow := mustCompile(t, newPolicy(Approve, commandRule("harmless", Allow, "printf *", "read *", "test *", "echo *", "command *", "set *", "true")))
-	for _, c := range plain {
+	allow := mustCompile(t, newPolicy(Approve, commandRule("harmless", Allow, "printf *", "read *", "test *", "echo *", "command *", "set *", "true", "ls *")))
+	// A variable bash itself reads, set as an assignment would (which an
+	// allow rule refuses): ls runs /tmp/x/ls.
+	for _, c := range append(plain, "printf -v PATH /tmp/x; ls", "read PATH < /dev/null; ls") {
 		if d := eval(t, allow, shellCall(c)); d.Effect == Allow {
 			t.Errorf("%q: allowed, want it held (bash runs the subscript's command)", c)
 		}
@@ -117,7 +121,7 @@ func TestCommandSubscriptCode(t *testing.T) {
 			t.Errorf("%q: effect %s (unseen %v), want allow", c, d.Effect, d.Unseen)
 		}
 	}
-	for _, c := range []string{"printf -v out '%s' hi", "read -r line < /dev/null", "test -f a.txt", "test -v HOME"} {
+	for _, c := range []string{"printf '%s' hi", "printf -- '-v %s' x", "test -f a.txt", "test -v HOME", "ls -l"} {
 		if d := eval(t, allow, shellCall(c)); d.Effect != Allow {
 			t.Errorf("%q: effect %s, want allow", c, d.Effect)
 		}

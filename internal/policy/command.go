@@ -249,7 +249,7 @@ func parseCommand(src string) parsedCommand {
 			}
 			pc.Simple = append(pc.Simple, words)
 			checkRunner(words, opaque)
-			checkNames(words, n.Args, opaque)
+			checkNames(words, n.Args, unsafe, opaque)
 		case *syntax.CmdSubst:
 			unsafe("a command substitution")
 		case *syntax.ProcSubst:

@@ -45,13 +45,19 @@ func codeInSubscript(s string) bool {
 // builtin read), gets a name that may run code: one with a subscript
 // ('a[x]' evaluates x, whose value may be 'b[$(rm y)]'), one that is not
 // literal, or PS4 (see above). The names are printf's and test's -v
-// operand, and every argument of the other names builtins.
-func checkNames(words []cmdWord, args []*syntax.Word, opaque func(string)) {
+// operand, and every argument of the other names builtins. A names
+// builtin that sets a variable (all but test and [; printf only with -v)
+// is also unsafe for an allow rule, as an assignment is: printf -v PATH
+// /tmp/x makes a later ls run /tmp/x/ls.
+func checkNames(words []cmdWord, args []*syntax.Word, unsafe, opaque func(string)) {
 	for k, w := range words {
 		if w.unknown || !namesBuiltin(path.Base(w.lit)) {
 			continue
 		}
 		name := path.Base(w.lit)
+		if name != "printf" && name != "test" && name != "[" {
+			unsafe(name + " sets shell variables (as an assignment does)")
+		}
 		for j := k + 1; j < len(words); j++ {
 			a := words[j]
 			if name == "printf" || name == "test" || name == "[" {
@@ -61,6 +67,9 @@ func checkNames(words []cmdWord, args []*syntax.Word, opaque func(string)) {
 					a = cmdWord{lit: strings.TrimPrefix(a.lit, "-v"), unknown: a.unknown}
 				default:
 					continue
+				}
+				if name == "printf" {
+					unsafe("printf -v sets a shell variable (as an assignment does)")
 				}
 			}
 			if a.unknown || strings.Contains(a.lit, "[") || a.lit == "PS4" || strings.HasPrefix(a.lit, "PS4=") {
