@@ -31,15 +31,6 @@ func namesBuiltin(name string) bool {
 	return false
 }
 
-// codeInSubscript reports whether s (text as written in the command)
-// holds an array subscript with an expansion in it ('a[$(rm x)]',
-// 'a[`rm x`]'), which bash runs when it evaluates s as a name or an
-// arithmetic expression.
-func codeInSubscript(s string) bool {
-	i := strings.IndexByte(s, '[')
-	return i >= 0 && strings.ContainsAny(s[i:], "$`")
-}
-
 // checkNames reports a simple command (words, from args) in which a
 // names builtin, as the command or after a wrapper (command printf,
 // builtin read), gets a name that may run code: one with a subscript
