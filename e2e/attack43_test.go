@@ -32,7 +32,7 @@ policy:
 // command in them is rm: an array subscript in a name printf -v or test -v
 // evaluates, PS4 under set -x, hash -p rebinding ls. On 812d89d0 the
 // allow rule let each one run (the upstream recorded it); each must be
-// denied and never reach the upstream. A harmless printf -v still runs.
+// denied and never reach the upstream. A harmless printf and ls still run.
 func TestShellStringsThatRunHiddenCode(t *testing.T) {
 	dir := t.TempDir()
 	record := filepath.Join(dir, "record")
@@ -57,7 +57,7 @@ func TestShellStringsThatRunHiddenCode(t *testing.T) {
 			t.Errorf("command %q: %q, want a denial", c, msg)
 		}
 	}
-	ok := args("printf -v out '%s' hi")
+	ok := args("printf '%s' hi; ls -l")
 	mustOK(t, await(t, callAsync(t.Context(), cs, toolCall("t__echo_raw", ok))))
 	if got, want := readRecord(t, record), []string{"echo_raw " + ok}; !slices.Equal(got, want) {
 		t.Errorf("executions %q, want %q", got, want)
