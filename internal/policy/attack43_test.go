@@ -127,3 +127,40 @@ func TestCommandSubscriptCode(t *testing.T) {
 		}
 	}
 }
+
+// TestConditionKeysThatFoldTogether (attack43): an upstream that decodes
+// its arguments into a struct with Go's encoding/json matches keys without
+// regard to case and keeps the last, so {"path":"/tmp/work/a",
+// "PATH":"/etc/shadow"} reads /etc/shadow there while a condition reads
+// args.path as /tmp/work/a. On 812d89d0 the allow rule below allowed it;
+// keys equal under simple case folding (also "ſ" against "s", the Kelvin
+// sign against "k", in nested objects too) are now an error of the whole
+// arguments, as repeated keys are: the allow rule does not match, a deny
+// rule's condition does.
+func TestConditionKeysThatFoldTogether(t *testing.T) {
+	allow := mustCompile(t, newPolicy(Approve, Rule{Name: "work dir", Server: "fs", Tools: []string{"write_file"}, Effect: Allow,
+		When: `path.within(args.path, "/tmp/work")`}))
+	deny := mustCompile(t, newPolicy(Allow, Rule{Name: "no secrets", Server: "fs", Tools: []string{"write_file"}, Effect: Deny,
+		When: `has(args.path) && args.path == "/etc/shadow"`}))
+	call := func(args string) Call {
+		return Call{Server: "fs", Tool: "write_file", Arguments: []byte(args), Principal: Principal{ID: "agent-1"}}
+	}
+	for _, args := range []string{
+		`{"path":"/tmp/work/a","PATH":"/etc/shadow"}`,
+		`{"path":"/tmp/work/a","Path":"/etc/shadow"}`,
+		`{"path":"/tmp/work/a","secret":1,"\u017fecret":2}`,
+		`{"path":"/tmp/work/a","opts":{"k":1,"\u212a":2}}`,
+	} {
+		if d := eval(t, allow, call(args)); d.Effect == Allow {
+			t.Errorf("%s: allowed, want it held (keys that differ only in case)", args)
+		}
+		if d := eval(t, deny, call(args)); d.Effect != Deny {
+			t.Errorf("%s: effect %s under the deny rule, want deny", args, d.Effect)
+		}
+	}
+	for _, args := range []string{`{"path":"/tmp/work/a","content":"x"}`, `{"path":"/tmp/work/a","a":{"path":1},"b":{"path":2}}`} {
+		if d := eval(t, allow, call(args)); d.Effect != Allow {
+			t.Errorf("%s: effect %s, want allow", args, d.Effect)
+		}
+	}
+}
