@@ -90,7 +90,7 @@ func decodeValue(dec *json.Decoder) (any, error) {
 		switch t {
 		case '{':
 			m := map[string]any{}
-			var folded map[string]struct{} // FoldKey of m's keys, from its second key on
+			var folded map[string]struct{} // foldsWithKey's index of m's keys
 			for dec.More() {
 				kt, err := dec.Token()
 				if err != nil {
@@ -103,18 +103,8 @@ func decodeValue(dec *json.Decoder) (any, error) {
 				if _, dup := m[k]; dup {
 					return nil, errArgsDupKey
 				}
-				if len(m) > 0 {
-					if folded == nil {
-						folded = make(map[string]struct{}, 4)
-						for prev := range m {
-							folded[FoldKey(prev)] = struct{}{}
-						}
-					}
-					f := FoldKey(k)
-					if _, dup := folded[f]; dup {
-						return nil, errArgsFoldKey
-					}
-					folded[f] = struct{}{}
+				if foldsWithKey(m, &folded, k) {
+					return nil, errArgsFoldKey
 				}
 				v, err := decodeValue(dec)
 				if err != nil {
@@ -195,6 +185,36 @@ func exactDouble(lit string, f float64) bool {
 func argError(err error) any {
 	return types.NewErr("%s", fmt.Sprint(err))
 }
+
+// foldsWithKey reports whether k, a key not in m yet, equals one of m's
+// keys under simple case folding. Up to foldScan keys it compares with
+// strings.EqualFold (no allocation); past them it keeps the FoldKey of
+// every key in *folded.
+func foldsWithKey(m map[string]any, folded *map[string]struct{}, k string) bool {
+	if len(m) < foldScan {
+		for prev := range m {
+			if strings.EqualFold(prev, k) {
+				return true
+			}
+		}
+		return false
+	}
+	if *folded == nil {
+		*folded = make(map[string]struct{}, 2*len(m))
+		for prev := range m {
+			(*folded)[FoldKey(prev)] = struct{}{}
+		}
+	}
+	f := FoldKey(k)
+	if _, dup := (*folded)[f]; dup {
+		return true
+	}
+	(*folded)[f] = struct{}{}
+	return false
+}
+
+// foldScan is how many keys foldsWithKey compares one by one.
+const foldScan = 16
 
 // FoldKey maps s to a canonical form under Unicode simple case folding:
 // each rune becomes the smallest rune of its folding orbit, so two

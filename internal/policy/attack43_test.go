@@ -1,6 +1,11 @@
 package policy
 
-import "testing"
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
 
 // TestCommandDenyBuiltinsThatRunCode (attack43): bash builtins that run a
 // command string or make one name run another program, and wrappers that
@@ -162,5 +167,21 @@ func TestConditionKeysThatFoldTogether(t *testing.T) {
 		if d := eval(t, allow, call(args)); d.Effect != Allow {
 			t.Errorf("%s: effect %s, want allow", args, d.Effect)
 		}
+	}
+}
+
+// TestFoldsWithKeyPastScan checks the index foldsWithKey keeps for an
+// object of more than foldScan keys: a fold pair among many keys is found.
+func TestFoldsWithKeyPastScan(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"path":"/tmp/work/a"`)
+	for i := range 2 * foldScan {
+		fmt.Fprintf(&b, `,"k%d":%d`, i, i)
+	}
+	if _, err := decodeArgs([]byte(b.String() + `}`)); err != nil {
+		t.Fatalf("%d distinct keys: %v", 2*foldScan+1, err)
+	}
+	if _, err := decodeArgs([]byte(b.String() + `,"K7":0}`)); !errors.Is(err, errArgsFoldKey) {
+		t.Errorf("k7 and K7 after %d keys: %v, want errArgsFoldKey", 2*foldScan, err)
 	}
 }
