@@ -9,8 +9,9 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"unicode"
 	"unicode/utf8"
+
+	"toolgate/internal/policy"
 )
 
 // checkKeys checks the object keys of the JSON document data, which is to
@@ -201,34 +202,13 @@ func (w *keyWalker) skip(i int) int {
 func foldDuplicates(keys []string, path string) error {
 	seen := make(map[string]string, len(keys))
 	for _, k := range keys {
-		f := foldKey(k)
+		f := policy.FoldKey(k)
 		if prev, dup := seen[f]; dup {
 			return fmt.Errorf("keys %q and %q%s differ only in case", prev, k, at(path))
 		}
 		seen[f] = k
 	}
 	return nil
-}
-
-// foldKey maps s to a canonical form under Unicode simple case folding:
-// each rune becomes the smallest rune of its folding orbit, so two
-// strings have the same key exactly when strings.EqualFold says they are
-// equal (for valid UTF-8).
-func foldKey(s string) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	for _, r := range s {
-		if r == utf8.RuneError {
-			b.WriteRune(r)
-			continue
-		}
-		lowest := r
-		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-			lowest = min(lowest, f)
-		}
-		b.WriteRune(lowest)
-	}
-	return b.String()
 }
 
 // jsonFields maps the JSON names of struct type t's exported fields to

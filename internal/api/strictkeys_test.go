@@ -40,12 +40,3 @@ func TestCheckKeys(t *testing.T) {
 		})
 	}
 }
-
-func TestFoldKey(t *testing.T) {
-	for _, pair := range [][2]string{{"reason", "REASON"}, {"k", "\u212a"}, {"straße", "STRASSE"}, {"ǅ", "ǆ"}} {
-		same := foldKey(pair[0]) == foldKey(pair[1])
-		if same != strings.EqualFold(pair[0], pair[1]) {
-			t.Errorf("foldKey(%q) == foldKey(%q) is %v; strings.EqualFold says %v", pair[0], pair[1], same, !same)
-		}
-	}
-}

@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"cel.dev/cel-go/common/types"
@@ -19,6 +20,7 @@ var (
 	errArgsNotObject = errors.New("the arguments are not a JSON object")
 	errArgsBadJSON   = errors.New("the arguments are not valid JSON")
 	errArgsDupKey    = errors.New("the arguments repeat an object key")
+	errArgsFoldKey   = errors.New("the arguments hold two object keys that differ only in case, which an upstream decoding with Go's encoding/json reads as one")
 	errArgsUTF8      = errors.New("the arguments are not valid UTF-8")
 )
 
@@ -46,7 +48,11 @@ const (
 // An erroneous number is kept as a CEL error value, so only a condition that
 // reads it fails. Nil or "null" arguments decode to an empty object; other
 // non-objects, invalid JSON or UTF-8, and repeated keys (which upstreams
-// resolve differently) are errors for the whole arguments.
+// resolve differently) are errors for the whole arguments; so are two keys
+// of one object equal under Unicode simple case folding ("path" and
+// "PATH"): an upstream decoding into a struct with Go's encoding/json
+// matches keys case-insensitively and keeps the last, where a condition
+// reads args.path.
 func decodeArgs(raw json.RawMessage) (map[string]any, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -84,6 +90,7 @@ func decodeValue(dec *json.Decoder) (any, error) {
 		switch t {
 		case '{':
 			m := map[string]any{}
+			var folded map[string]struct{} // foldsWithKey's index of m's keys
 			for dec.More() {
 				kt, err := dec.Token()
 				if err != nil {
@@ -95,6 +102,9 @@ func decodeValue(dec *json.Decoder) (any, error) {
 				}
 				if _, dup := m[k]; dup {
 					return nil, errArgsDupKey
+				}
+				if foldsWithKey(m, &folded, k) {
+					return nil, errArgsFoldKey
 				}
 				v, err := decodeValue(dec)
 				if err != nil {
@@ -174,4 +184,56 @@ func exactDouble(lit string, f float64) bool {
 // argError is the CEL value of "args" when the arguments cannot be decoded.
 func argError(err error) any {
 	return types.NewErr("%s", fmt.Sprint(err))
+}
+
+// foldsWithKey reports whether k, a key not in m yet, equals one of m's
+// keys under simple case folding. Up to foldScan keys it compares with
+// strings.EqualFold (no allocation); past them it keeps the FoldKey of
+// every key in *folded.
+func foldsWithKey(m map[string]any, folded *map[string]struct{}, k string) bool {
+	if len(m) < foldScan {
+		for prev := range m {
+			if strings.EqualFold(prev, k) {
+				return true
+			}
+		}
+		return false
+	}
+	if *folded == nil {
+		*folded = make(map[string]struct{}, 2*len(m))
+		for prev := range m {
+			(*folded)[FoldKey(prev)] = struct{}{}
+		}
+	}
+	f := FoldKey(k)
+	if _, dup := (*folded)[f]; dup {
+		return true
+	}
+	(*folded)[f] = struct{}{}
+	return false
+}
+
+// foldScan is how many keys foldsWithKey compares one by one.
+const foldScan = 16
+
+// FoldKey maps s to a canonical form under Unicode simple case folding:
+// each rune becomes the smallest rune of its folding orbit, so two
+// strings have the same key exactly when strings.EqualFold says they are
+// equal (for valid UTF-8). Go's encoding/json matches object keys to
+// struct fields this way.
+func FoldKey(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		if r == utf8.RuneError {
+			b.WriteRune(r)
+			continue
+		}
+		lowest := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			lowest = min(lowest, f)
+		}
+		b.WriteRune(lowest)
+	}
+	return b.String()
 }

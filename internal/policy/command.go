@@ -150,11 +150,17 @@ type parsedCommand struct {
 // isShellLike reports whether name (a base name) is a program or builtin
 // that runs code given to it as a string or file, which the matcher cannot
 // read: an allow rule never allows it and a deny or approve rule treats it
-// as matching.
+// as matching. Besides shells and eval-like builtins, bash builtins that
+// run a string or make a name run another program count: "hash -p /bin/rm
+// ls" makes a later "ls" run rm, "enable -f" loads a builtin from a
+// shared object, "compgen -C", "complete -C", "mapfile -C" and "readarray
+// -C" run a command string (in a non-interactive shell too); sg runs its
+// command string through /bin/sh, as "su -c" does.
 func isShellLike(name string) bool {
 	switch name {
-	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "fish", "csh", "tcsh", "busybox", "rbash",
-		"eval", "source", ".", "trap", "alias", "su", "watch", "script", "parallel":
+	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "fish", "csh", "tcsh", "busybox", "toybox", "rbash",
+		"eval", "source", ".", "trap", "alias", "su", "sg", "watch", "script", "parallel",
+		"hash", "enable", "compgen", "complete", "mapfile", "readarray":
 		return true
 	}
 	return false
@@ -166,7 +172,10 @@ func isShellLike(name string) bool {
 func isWrapper(name string) bool {
 	switch name {
 	case "sudo", "doas", "env", "nice", "nohup", "timeout", "time", "command", "builtin", "exec",
-		"xargs", "find", "stdbuf", "setsid", "ionice", "taskset", "flock", "chrt", "unbuffer", "strace", "ltrace", "chroot":
+		"xargs", "find", "stdbuf", "setsid", "ionice", "taskset", "flock", "chrt", "unbuffer", "strace", "ltrace", "chroot",
+		"runuser", "pkexec", "setpriv", "unshare", "nsenter", "fakeroot", "firejail", "systemd-run", "numactl", "caffeinate",
+		"setarch", "linux32", "linux64", "prlimit", "eatmydata", "faketime", "gosu", "su-exec", "chpst", "valgrind", "catchsegv",
+		"tini", "dumb-init":
 		return true
 	}
 	return false
@@ -221,7 +230,11 @@ func parseCommand(src string) parsedCommand {
 	}
 	// Every simple command anywhere, and everything that cannot be
 	// literal, for all rules.
+	var evaluates, sets, prompt bool // commandsubscript.go
 	syntax.Walk(f, func(n syntax.Node) bool {
+		evaluates = evaluates || evaluatesText(n)
+		sets = sets || setsText(n)
+		prompt = prompt || expandsPrompt(n)
 		switch n := n.(type) {
 		case *syntax.CallExpr:
 			if len(n.Assigns) > 0 {
@@ -236,6 +249,7 @@ func parseCommand(src string) parsedCommand {
 			}
 			pc.Simple = append(pc.Simple, words)
 			checkRunner(words, opaque)
+			checkNames(words, n.Args, unsafe, opaque)
 		case *syntax.CmdSubst:
 			unsafe("a command substitution")
 		case *syntax.ProcSubst:
@@ -255,6 +269,12 @@ func parseCommand(src string) parsedCommand {
 		}
 		return true
 	})
+	switch {
+	case prompt:
+		opaque("PS4 or ${x@P}: bash expands the text as a prompt, command substitutions included")
+	case evaluates && sets:
+		opaque("text bash evaluates as an arithmetic expression or variable name may hold an array subscript it runs as code")
+	}
 	return pc
 }
 
