@@ -99,3 +99,56 @@ func TestLockedReadsMatchTheStoredRows(t *testing.T) {
 		lastXid = xid
 	}
 }
+
+// TestGuardRowKeepsTheLockedRowsValues: the row of a guarded write (the
+// second pipeline's first statement) follows pgLock's locking read on
+// its connection; pgx (v5.12) makes the connection's slice of row values
+// anew for a row over 32 columns narrower than the slice, and again for
+// the next locked read. The statements' widths, as Postgres describes
+// them, must keep every guard row within 32 columns of either locked
+// read and no wider than it (pgGuardPad), so a write allocates no values
+// slice for either.
+func TestGuardRowKeepsTheLockedRowsValues(t *testing.T) {
+	db := openTest(t, postgresConfig(pgtest.Fresh(t)))
+	ctx := t.Context()
+	pg := db.d.(*postgresDialect)
+	old, err := encodeRequest(pendingRequest(testID(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := pendingRequest(testID(1))
+	if err := approveFn(&cur); err != nil {
+		t.Fatal(err)
+	}
+	p, err := planStore(old, cur, "alice", t0.Add(time.Minute))
+	if err != nil || !p.changed || len(p.events) == 0 {
+		t.Fatalf("planStore = changed %v, %d events, %v; want a change with events", p.changed, len(p.events), err)
+	}
+	withEvents, _ := pgGuardedWrite(pg, p)
+	p.events = nil
+	alone, _ := pgGuardedWrite(pg, p)
+	conn, err := pg.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	width := func(q string) int {
+		t.Helper()
+		sd, err := conn.Conn().Prepare(ctx, "", q)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return len(sd.Fields)
+	}
+	for lname, lq := range map[string]string{"pgLockRow": pgLockRow, "pgLockRowTask": pgLockRowTask} {
+		l := width(lq)
+		if lname == "pgLockRowTask" && l != pgLockWidth {
+			t.Errorf("pgLockRowTask answers %d columns, pgLockWidth says %d", l, pgLockWidth)
+		}
+		for gname, gq := range map[string]string{"with its events": withEvents, "alone": alone} {
+			if g := width(gq); g > l || l-g > 32 {
+				t.Errorf("the guarded write %s answers %d columns after %s's %d: pgx makes a values slice for each", gname, g, lname, l)
+			}
+		}
+	}
+}

@@ -65,10 +65,35 @@ const (
 // goes in the same pipeline, before its result is read, and an error in
 // the transaction turns that COMMIT into a rollback. Division by zero is
 // the one error plain SQL can raise on a count (no PL/pgSQL needed);
-// pgUpdateRequest reports it as errChangedUnderLock.
+// pgUpdateRequest reports it as errChangedUnderLock. The guard's column
+// is followed by pgGuardPad.
 func pgGuardedUpdate(update string) string {
-	return `WITH upd AS (` + update + ` RETURNING 1) SELECT 1 / (SELECT count(*) FROM upd)`
+	return `WITH upd AS (` + update + ` RETURNING 1) ` + pgGuard
 }
+
+// pgGuard is the select of a guarded write (pgGuardedUpdate,
+// pgGuardedWrite): the guard's column, then pgGuardPad.
+const pgGuard = `SELECT 1 / (SELECT count(*) FROM upd)` + pgGuardPad
+
+// pgGuardPad pads a guarded write's row to pgGuardWidth columns with
+// NULLs (12 bytes each on the wire), so the connection keeps the values
+// slice of the locked read before it: pgx (v5.12, pgproto3.DataRow.Decode)
+// makes a connection's slice of a row's values anew when a row has more
+// columns than the slice holds or over 32 fewer, so a 2-column guard row
+// after pgLock's 36 made one of 32 and the next locked read one of 36
+// again, ≈ 0.85 KB per write (pgalloc43). TestGuardRowKeepsTheLockedRowsValues
+// holds the widths to that rule.
+const pgGuardPad = `, NULL, NULL, NULL`
+
+// pgGuardWidth is the columns of a guarded write's row before its
+// notifications: the guard's and pgGuardPad's. pgLockWidth − pgGuardWidth
+// must not exceed 32 (see pgGuardPad).
+const pgGuardWidth = 4
+
+// pgLockWidth is the most columns pgLock's locking read answers
+// (pgLockRowTask): the request's, its holder's locked lease, the task's
+// and the transaction id.
+const pgLockWidth = numRequestColumns + 3
 
 // pgGuardedWrite is the first statement of the second pipeline of a write
 // that changed the row: its UPDATE guarded as pgGuardedUpdate, and the
@@ -88,7 +113,7 @@ func pgGuardedWrite(pg *postgresDialect, p storePlan) (string, []any) {
 	if sel != "" {
 		comma = `, `
 	}
-	q := dollarJoin(`WITH upd AS (`, p.update, ` RETURNING 1), ins AS (`, ins, `) SELECT 1 / (SELECT count(*) FROM upd)`, comma, sel)
+	q := dollarJoin(`WITH upd AS (`, p.update, ` RETURNING 1), ins AS (`, ins, `) `+pgGuard, comma, sel)
 	args := make([]any, 0, len(p.updateArgs)+len(insArgs)+len(selArgs))
 	return q, append(append(append(args, p.updateArgs...), insArgs...), selArgs...)
 }
@@ -349,7 +374,7 @@ func pgCommitBatch(br pgx.BatchResults, n int, guarded bool, id string) error {
 }
 
 // pgGuardResult reads the one row of pgGuardedWrite: the guard's column,
-// then the notifications' (void), skipped.
+// then pgGuardPad's and the notifications' (void), skipped.
 func pgGuardResult(br pgx.BatchResults) error {
 	rows, err := br.Query()
 	if err != nil {
