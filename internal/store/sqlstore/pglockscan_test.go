@@ -105,7 +105,8 @@ func TestLockedReadsMatchTheStoredRows(t *testing.T) {
 // its connection; pgx (v5.12) makes the connection's slice of row values
 // anew for a row over 32 columns narrower than the slice, and again for
 // the next locked read. The statements' widths, as Postgres describes
-// them, must keep every guard row within 32 columns of either locked
+// them, must keep every guard row, and the outcome's row (pgOutcome, the
+// next statement after a consume), within 32 columns of either locked
 // read and no wider than it (pgGuardPad), so a write allocates no values
 // slice for either.
 func TestGuardRowKeepsTheLockedRowsValues(t *testing.T) {
@@ -145,9 +146,10 @@ func TestGuardRowKeepsTheLockedRowsValues(t *testing.T) {
 		if lname == "pgLockRowTask" && l != pgLockWidth {
 			t.Errorf("pgLockRowTask answers %d columns, pgLockWidth says %d", l, pgLockWidth)
 		}
-		for gname, gq := range map[string]string{"with its events": withEvents, "alone": alone} {
+		for gname, gq := range map[string]string{"the guarded write with its events": withEvents, "the guarded write alone": alone,
+			"pgOutcome": pgOutcome, "pgOutcomeLedger": pgOutcomeLedger} {
 			if g := width(gq); g > l || l-g > 32 {
-				t.Errorf("the guarded write %s answers %d columns after %s's %d: pgx makes a values slice for each", gname, g, lname, l)
+				t.Errorf("%s answers %d columns after %s's %d: pgx makes a values slice for each", gname, g, lname, l)
 			}
 		}
 	}
