@@ -18,7 +18,7 @@ import (
 // run-to-run spread of one or two allocations at a hundredth of one per
 // row. A row still costs its strings and the driver's work for it, so the
 // bounds sit between the per-row counts on both stores before (812d89d0:
-// feed 15.0, requests 22.05) and after (11.0, 21.05-21.10): two
+// feed 15.0, requests 22.05-22.10) and after (11.0, 21.05-21.11): two
 // allocations a row from the feed's, half of one from the requests'.
 func TestFeedAndAuditReadsScanThroughOneScanner(t *testing.T) {
 	const n = 100
