@@ -255,7 +255,7 @@ func auditSources(ctx context.Context, q querier, evs []approval.Event) ([]store
 }
 
 // auditRequestColumns are the columns of requests an audit record uses
-// (audit.fromEvent), in the order scanAuditRequest reads them; the last
+// (audit.fromEvent), in the order auditRequestScanner reads them; the last
 // two, the arguments and their display warnings, are read only for a
 // batch with a requested event (the one record that carries them).
 const auditRequestColumns = `id, requested_by, on_behalf_of, tenant, kind, server, tool, rule,
@@ -292,7 +292,7 @@ func auditRequests(ctx context.Context, q querier, evs []approval.Event) (map[ap
 	}
 	marks, vals := inList(ids)
 	rows, err := q.query(ctx, `SELECT `+auditRequestColumns+args+` FROM requests WHERE id IN (`+marks+`)`, vals...)
-	rs, err := collect(rows, err, scanAuditRequest)
+	rs, err := collect(rows, err, newAuditRequestScanner().scan)
 	if err != nil {
 		return nil, fmt.Errorf("read the requests of events: %w", err)
 	}
@@ -302,15 +302,31 @@ func auditRequests(ctx context.Context, q querier, evs []approval.Event) (map[ap
 	return out, nil
 }
 
-// scanAuditRequest scans a row of auditRequests' select list.
-func scanAuditRequest(rows *sql.Rows) (*approval.Request, error) {
-	var w requestRow
-	if err := rows.Scan(&w.id, &w.requestedBy, &w.onBehalfOf, &w.tenant, &w.kind, &w.server, &w.tool, &w.rule,
-		&w.argumentsHash, &w.reviews, &w.reason, &w.dispatchOutcome, &w.arguments, &w.displayWarnings); err != nil {
+// An auditRequestScanner scans the rows of auditRequests' select list into
+// one row it keeps, through destinations made once for all the rows of a
+// read (a row and its destinations made for each were ≈ 0.8 KB per
+// approval on Postgres: pgalloc43).
+type auditRequestScanner struct {
+	w    requestRow
+	dest []any
+}
+
+func newAuditRequestScanner() *auditRequestScanner {
+	s := new(auditRequestScanner)
+	w := &s.w
+	s.dest = []any{&w.id, &w.requestedBy, &w.onBehalfOf, &w.tenant, &w.kind, &w.server, &w.tool, &w.rule,
+		&w.argumentsHash, &w.reviews, &w.reason, &w.dispatchOutcome, &w.arguments, &w.displayWarnings}
+	return s
+}
+
+// scan reads the current row of rows and returns its request, decoded as
+// every read decodes one; the columns not read are zero.
+func (s *auditRequestScanner) scan(rows *sql.Rows) (*approval.Request, error) {
+	s.w = requestRow{approvers: "null"} // approvers is not read: decode gives nil
+	if err := rows.Scan(s.dest...); err != nil {
 		return nil, err
 	}
-	w.approvers = "null" // not read: decode gives nil
-	r, err := w.decode()
+	r, err := s.w.decode()
 	if err != nil {
 		return nil, err
 	}

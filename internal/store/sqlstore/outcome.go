@@ -41,8 +41,10 @@ const pgOutcomeEvent = `ev AS (INSERT INTO events (request_id, type, state, acto
 		SELECT id, $3, $4, $5, $6 FROM upd)`
 
 // pgOutcomeSelect returns a row when one was updated, and notifies ($7
-// channel, $8 payload) as eventsStatement does, once per row updated.
-const pgOutcomeSelect = ` SELECT upd.id, pg_notify($7, $8) FROM upd`
+// channel, $8 payload) as eventsStatement does, once per row updated. The
+// row is padded with NULLs to pgGuardWidth columns, as a guarded write's
+// is (pgGuardPad): it follows a consume's locked read on a connection.
+const pgOutcomeSelect = ` SELECT upd.id, pg_notify($7, $8), NULL, NULL FROM upd`
 
 // pgOutcome and pgOutcomeLedger are the statements of RecordOutcome on
 // Postgres, without and with the ledger's row ($9–$14, putResultSQL's

@@ -141,9 +141,10 @@ func TestPostgresOutcomeAfterTheServerDroppedItsConnections(t *testing.T) {
 
 // TestPostgresOutcomeAnswersItsIdOnly: RecordOutcome's statement on
 // Postgres answers, for the row it updated, the id and the notification's
-// void, not the whole row: RecordOutcome returns no request, and pgx
-// allocates for every column of an answer (its description, its value, a
-// Scan destination), ≈ 5 KB per outcome for the 34 of requestSelect.
+// void (and NULLs up to pgGuardWidth, pgOutcomeSelect), not the whole
+// row: RecordOutcome returns no request, and pgx allocates for every
+// column of an answer (its description, its value, a Scan destination),
+// ≈ 5 KB per outcome for the 34 of requestSelect.
 func TestPostgresOutcomeAnswersItsIdOnly(t *testing.T) {
 	db := openTest(t, postgresConfig(pgtest.Fresh(t)))
 	pg := db.d.(*postgresDialect)
@@ -166,8 +167,8 @@ func TestPostgresOutcomeAnswersItsIdOnly(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if n != 1 || len(cols) != 2 || cols[0] != "id" {
-		t.Fatalf("the outcome's statement answered %d rows of the columns %q; want one row of id and the notification", n, cols)
+	if n != 1 || len(cols) != pgGuardWidth || cols[0] != "id" {
+		t.Fatalf("the outcome's statement answered %d rows of the columns %q; want one row of id, the notification and pgGuardWidth's NULLs", n, cols)
 	}
 	if r, err := db.GetRequest(t.Context(), id); err != nil || r.DispatchOutcome != approval.OutcomeOK {
 		t.Fatalf("outcome after the statement = %q, %v; want ok", r.DispatchOutcome, err)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -87,6 +88,8 @@ type postgresDialect struct {
 	// readCommitted is txOptions' answer, kept here so that beginning a
 	// transaction allocates nothing for it.
 	readCommitted sql.TxOptions
+	// locks keeps pgLock's scan targets (*lockedScan) between writes.
+	locks sync.Pool
 }
 
 // openPostgres parses cfg.DSN, builds a pgxpool (nothing is connected yet)
