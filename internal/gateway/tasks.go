@@ -65,7 +65,7 @@ const taskPollInterval = 2 * time.Second
 // front takes (taskTaken), and answers it (taskRPC) as the whole body of
 // the POST. Everything else (false) goes to the SDK's stateless handler.
 func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byte, p approval.Principal) bool {
-	req, meta, ok := g.taskTaken(body, r.Header)
+	req, meta, ok := g.taskTaken(body, r.Header, false)
 	if ok {
 		res, e := g.taskRPC(r.Context(), req, meta, p, r.Header)
 		writeRPC(w, req.ID, res, e)
@@ -79,8 +79,13 @@ func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byt
 // from a client that declares the Tasks extension (but of the policy
 // tool), and tools/call of a tool that runs only as a task from one that
 // does not (-32021). hdr is the POST's headers; nil over stdio, where a
-// request of a revision before 2026-07-28 is not taken (the SDK's).
-func (g *Gateway) taskTaken(body []byte, hdr http.Header) (mcpwire.Request, mcpwire.Meta, bool) {
+// request of a revision before 2026-07-28 is not taken (the SDK's), and
+// where modern tells a session whose revision is 2026-07-28
+// (stdioLean.revisionModern): there a request whose _meta is missing or
+// malformed is of the session's revision and declares nothing, so a tool
+// that runs only as a task is refused to it (-32021) as over HTTP, never
+// run by the SDK path (branch stdio43).
+func (g *Gateway) taskTaken(body []byte, hdr http.Header, modern bool) (mcpwire.Request, mcpwire.Meta, bool) {
 	if g.opts.Tasks == nil {
 		return mcpwire.Request{}, mcpwire.Meta{}, false
 	}
@@ -94,6 +99,9 @@ func (g *Gateway) taskTaken(body []byte, hdr http.Header) (mcpwire.Request, mcpw
 		return req, mcpwire.Meta{}, false
 	}
 	meta, merr := mcpwire.ParseMeta(req.Params)
+	if hdr == nil && modern && merr != nil {
+		meta, merr = mcpwire.Meta{ProtocolVersion: modernVersion}, nil
+	}
 	if merr != nil || (hdr == nil && meta.ProtocolVersion < modernVersion) {
 		// The SDK answers a malformed request, and over stdio one of an
 		// earlier revision.
