@@ -12,9 +12,11 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"toolgate/internal/approval"
 	"toolgate/internal/gate"
 	"toolgate/internal/policy"
 	"toolgate/internal/seal"
@@ -55,7 +57,7 @@ func taskSupportHandler(h http.Handler, support map[string]string) http.Handler 
 	})
 }
 
-// taskGapsUpstream is a stateless (2026-07-28 only) HTTP upstream for the
+// taskGapsUpstream is an HTTP upstream (stateless: 2026-07-28 only) for the
 // stdio Tasks front's gaps (branch stdio43): solo runs only as a task,
 // ask (a task tool) asks its caller once (input_required) and then
 // answers with what it got, slow blocks until its call is cancelled, and
@@ -68,11 +70,12 @@ type taskGapsUpstream struct {
 	answered      atomic.Int32
 	slowStarted   chan struct{}
 	slowCancelled chan struct{}
+	closed        chan struct{} // closed when the test ends
 }
 
-func newTaskGapsUpstream(t *testing.T) *taskGapsUpstream {
+func newTaskGapsUpstream(t *testing.T, stateless bool) *taskGapsUpstream {
 	t.Helper()
-	up := &taskGapsUpstream{slowStarted: make(chan struct{}, 8), slowCancelled: make(chan struct{}, 8)}
+	up := &taskGapsUpstream{slowStarted: make(chan struct{}, 8), slowCancelled: make(chan struct{}, 8), closed: make(chan struct{})}
 	s := mcp.NewServer(&mcp.Implementation{Name: "gaps", Version: "1"}, nil)
 	text := func(s string) *mcp.CallToolResult {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
@@ -100,13 +103,18 @@ func newTaskGapsUpstream(t *testing.T) *taskGapsUpstream {
 	s.AddTool(&mcp.Tool{Name: "slow", InputSchema: objectSchema}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		up.runs.Add(1)
 		up.slowStarted <- struct{}{}
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-up.closed: // the test ended (failed)
+			return text("slow ended by the test's end"), nil
+		}
 		up.slowCancelled <- struct{}{}
 		return nil, ctx.Err()
 	})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: stateless})
 	ts := httptest.NewServer(taskSupportHandler(h, map[string]string{"solo": TaskSupportRequired, "ask": TaskSupportOptional}))
 	t.Cleanup(ts.Close)
+	t.Cleanup(func() { close(up.closed) }) // before ts.Close
 	up.url = ts.URL
 	return up
 }
@@ -141,7 +149,6 @@ func (a *rawAgent) answers(ids ...int) map[int]rpcAnswer {
 		if err != nil {
 			a.t.Fatalf("read: %v (have %v of %v)", err, got, ids)
 		}
-		a.t.Logf("line: %s", line)
 		var m struct{ ID json.RawMessage }
 		if json.Unmarshal([]byte(line), &m) != nil {
 			continue
@@ -171,7 +178,7 @@ func isMissingTasks(a rpcAnswer) bool {
 // 812d89d0 each ran the tool through the SDK path: taskTaken needed the
 // version in the line's own _meta, spelled plainly.
 func TestStdioModernCallWithoutMetaRunsOnlyAsTask(t *testing.T) {
-	up := newTaskGapsUpstream(t)
+	up := newTaskGapsUpstream(t, true)
 	g := taskGapsGateway(t, up)
 
 	a := serveModernStdio(t, g)
@@ -210,4 +217,179 @@ func TestStdioModernCallWithoutMetaRunsOnlyAsTask(t *testing.T) {
 	if n := up.runs.Load(); n != 1 {
 		t.Errorf("the upstream ran %d calls, want 1 (the allowed echo)", n)
 	}
+}
+
+// tasksCaps is the _meta of a 2026-07-28 request of a client that declares
+// the Tasks extension and form elicitation.
+const tasksCaps = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
+
+// taskStatus polls tasks/get of task (ids from *id on) until its status
+// is want, and returns that answer's result.
+func (a *rawAgent) taskStatus(id *int, task, want string) map[string]any {
+	a.t.Helper()
+	deadline := time.Now().Add(testWait)
+	for {
+		*id++
+		a.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tasks/get","params":{"taskId":%q,%s}}`, *id, task, tasksCaps))
+		got := a.answers(*id)[*id]
+		if got.Error != nil {
+			a.t.Fatalf("tasks/get %s: %+v", task, got)
+		}
+		if got.Result["status"] == want {
+			return got.Result
+		}
+		if time.Now().After(deadline) {
+			a.t.Fatalf("task %s is %v, want %s", task, got.Result["status"], want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestStdioDirectTaskInputRounds (branch stdio43, gap 3): over stdio, a
+// direct task whose upstream asks its caller (input_required) shows the
+// upstream's question in tasks/get, tasks/update carrying the answer
+// continues it, and the task completes with the upstream's answer to the
+// next round, which carries the answer and the upstream's own state; each
+// round ran once. The same path over HTTP is e2e's
+// TestDirectTaskWaitsForItsUpstreamsInput.
+func TestStdioDirectTaskInputRounds(t *testing.T) {
+	up := newTaskGapsUpstream(t, true)
+	g := taskGapsGateway(t, up)
+	a := serveModernStdio(t, g)
+
+	a.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__ask","arguments":{"k":1},` + tasksCaps + `}}`)
+	created := a.answers(1)[1]
+	task, _ := created.Result["taskId"].(string)
+	if created.Error != nil || created.Result["resultType"] != "task" || task == "" {
+		t.Fatalf("call of a task tool: %+v, want a task", created)
+	}
+	id := 1
+	waiting := a.taskStatus(&id, task, "input_required")
+	if reqs, _ := waiting["inputRequests"].(map[string]any); reqs["q"] == nil {
+		t.Fatalf("input_required task: %v, want the upstream's question under q", waiting)
+	}
+	id++
+	a.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tasks/update","params":{"taskId":%q,"inputResponses":{"q":{"action":"accept","content":{"a":"yes"}}},%s}}`, id, task, tasksCaps))
+	if ack := a.answers(id)[id]; ack.Error != nil || ack.Result["resultType"] != "complete" {
+		t.Fatalf("tasks/update: %+v, want the ack", ack)
+	}
+	done := a.taskStatus(&id, task, "completed")
+	if res := fmt.Sprint(done["result"]); !strings.Contains(res, "got yes with upstream-state") {
+		t.Errorf("completed task's result %s, want the upstream's answer to the next round under its own state", res)
+	}
+	if n, m := up.asked.Load(), up.answered.Load(); n != 1 || m != 1 {
+		t.Errorf("the upstream asked %d and answered %d times, want 1 and 1", n, m)
+	}
+}
+
+// TestStdioTasksCallCancelled (branch stdio43, gap 3): a
+// notifications/cancelled naming a Tasks client's tools/call in flight
+// over stdio (a tool without task support, which runs at once on the
+// Tasks front's runner) cancels the upstream call, as it cancels any call
+// of the SDK path or the lean front; the call is answered, as cancelled.
+// On 812d89d0 the runner outlived the request: the agent got "request
+// ended" at once and the upstream call ran on until it finished by itself.
+func TestStdioTasksCallCancelled(t *testing.T) {
+	// Stateful: the upstream's cancellation reaches its handler (a
+	// stateless one gets notifications/cancelled in a new session).
+	up := newTaskGapsUpstream(t, false)
+	g := taskGapsGateway(t, up)
+	a := serveModernStdio(t, g)
+	for i, method := range []string{"notifications/cancelled", `notifications\/cancelled`} {
+		id := i + 1
+		a.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"up__slow","arguments":{},%s}}`, id, tasksCaps))
+		select {
+		case <-up.slowStarted:
+		case <-time.After(testWait):
+			t.Fatal("the slow call never reached the upstream")
+		}
+		a.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"%s","params":{"requestId":%d,"reason":"changed my mind"}}`, method, id))
+		select {
+		case <-up.slowCancelled:
+		case <-time.After(testWait):
+			t.Fatalf("%s: the upstream call was not cancelled", method)
+		}
+		if got := a.answers(id)[id]; got.Error == nil && got.Result["isError"] != true {
+			t.Errorf("%s: the cancelled call's answer %+v, want an error", method, got)
+		}
+	}
+}
+
+// TestStdioEscapedMethods (branch stdio43, gap 4): a method spelled with
+// JSON escapes ("tasks\/get") is the method the SDK reads, so each stdio
+// front takes it as it takes the plain spelling. The Tasks front: a
+// Tasks client's tools/call is a task, tasks/get, tasks/update and
+// tasks/cancel are answered as the plain ones are (on 812d89d0 the
+// byte checks missed them: the call ran on the SDK path without a task,
+// tasks/* went to the SDK, which refused them as unknown methods). The
+// lean front (a 2025-11-25 session): a denied call is refused with the
+// plain call's answer, an allowed one answered with its result, and a
+// notifications/cancelled naming a lean call in flight cancels it (on
+// 812d89d0 the SDK got it, did not know the call, and the upstream call
+// ran on).
+func TestStdioEscapedMethods(t *testing.T) {
+	t.Run("tasks", func(t *testing.T) {
+		up := newTaskGapsUpstream(t, true)
+		g := taskGapsGateway(t, up)
+		a := serveModernStdio(t, g)
+		a.send(`{"jsonrpc":"2.0","id":1,"method":"tools\/call","params":{"name":"up__solo","arguments":{},` + tasksCaps + `}}`)
+		created := a.answers(1)[1]
+		task, _ := created.Result["taskId"].(string)
+		if created.Error != nil || created.Result["resultType"] != "task" || task == "" {
+			t.Fatalf("escaped tools/call of a Tasks client: %+v, want a task", created)
+		}
+		id := 1
+		a.taskStatus(&id, task, "completed")
+		for _, method := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
+			line := fmt.Sprintf(`{"jsonrpc":"2.0","id":%%d,"method":%%q,"params":{"taskId":%q,"inputResponses":{},%s}}`, task, tasksCaps)
+			escaped := strings.ReplaceAll(fmt.Sprintf(line, 100, method), `/`, `\/`)
+			a.send(fmt.Sprintf(line, 101, method))
+			a.send(escaped)
+			got := a.answers(100, 101)
+			if got[100].Error != nil || fmt.Sprint(got[100]) != fmt.Sprint(got[101]) {
+				t.Errorf("%s escaped: %+v; plain: %+v; want the same answer", method, got[100], got[101])
+			}
+		}
+		if n := up.runs.Load(); n != 1 {
+			t.Errorf("the upstream ran %d calls, want 1", n)
+		}
+	})
+	t.Run("lean", func(t *testing.T) {
+		h := newHooks()
+		gk := gate.New(sqlitetest.Open(t), policy.NewHolder(&policy.Policy{Default: policy.Allow,
+			Rules: []policy.Rule{{Name: "no-numbers", Tools: []string{"numbers"}, Effect: policy.Deny}}}), nil)
+		g := newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}}, gk, nil)
+		var served atomic.Int32
+		g.leanHook = func(ok bool) {
+			if ok {
+				served.Add(1)
+			}
+		}
+		a := serveRawStdio(t, g, approval.Principal{ID: "desktop", Kind: "agent"})
+		call := `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{"k":1}}}`
+		for _, tool := range []string{"up__numbers", "up__echo"} {
+			a.send(fmt.Sprintf(call, 1, tool))
+			plain := a.answers(1)[1]
+			a.send(strings.Replace(fmt.Sprintf(call, 1, tool), "tools/call", `tools\/call`, 1))
+			escaped := a.answers(1)[1]
+			if fmt.Sprint(plain) != fmt.Sprint(escaped) || plain.Error != nil {
+				t.Errorf("%s escaped: %+v; plain: %+v; want the same answer", tool, escaped, plain)
+			}
+		}
+		if n := served.Load(); n != 4 {
+			t.Errorf("the lean front served %d of the 4 calls", n)
+		}
+		a.send(fmt.Sprintf(call, 2, "up__sleep"))
+		select {
+		case <-h.started:
+		case <-time.After(testWait):
+			t.Fatal("the sleep call never reached the upstream")
+		}
+		a.send(`{"jsonrpc":"2.0","method":"notifications\/cancelled","params":{"requestId":2}}`)
+		select {
+		case <-h.ended:
+		case <-time.After(testWait):
+			t.Fatal("the escaped notifications/cancelled did not cancel the lean call")
+		}
+	})
 }
