@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -393,3 +394,63 @@ func TestStdioEscapedMethods(t *testing.T) {
 		}
 	})
 }
+
+// TestStdioModernAgentOneUpstreamSession (branch stdio43, gap 2): every
+// request a 2026-07-28 stdio agent sends upstream — tools/call,
+// resources/read, prompts/get, completion/complete — reaches one upstream
+// session, the one for 2026-07-28 agents, also on a per_agent server (the
+// default of a command server, one process each): what its tool calls
+// change, its reads see. On 812d89d0 a tools/call went to that session,
+// resources/read and prompts/get to the shared one and completion/complete
+// opened a per-agent session (for a command server: three processes, three
+// separate in-memory states, for one agent).
+func TestStdioModernAgentOneUpstreamSession(t *testing.T) {
+	who := func(req mcp.Request) string { return req.GetSession().ID() }
+	s := mcp.NewServer(&mcp.Implementation{Name: "who", Version: "1"}, &mcp.ServerOptions{
+		CompletionHandler: func(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{"session=" + who(req)}}}, nil
+		},
+	})
+	s.AddTool(&mcp.Tool{Name: "who", InputSchema: objectSchema}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "session=" + who(req)}}}, nil
+	})
+	s.AddPrompt(&mcp.Prompt{Name: "who"}, func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "session=" + who(req)}}}}, nil
+	})
+	s.AddResource(&mcp.Resource{URI: "test://who", Name: "who"}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "session=" + who(req)}}}, nil
+	})
+	g := newGateway(t, []ServerConfig{{Name: "m", URL: httpUpstream(t, s), Sessions: SessionsPerAgent}}, allowAll(), nil)
+	a := serveModernStdio(t, g)
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}`
+	sessions := map[string]string{}
+	for i, c := range []struct{ method, params string }{
+		{"tools/call", `"name":"m__who","arguments":{}`},
+		{"resources/read", `"uri":"test://who"`},
+		{"prompts/get", `"name":"m__who"`},
+		{"completion/complete", `"ref":{"type":"ref/prompt","name":"m__who"},"argument":{"name":"x","value":""}`},
+	} {
+		a.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{%s,%s}}`, i+1, c.method, c.params, meta))
+		line := a.response(i + 1)
+		m := regexpSession.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("%s: no upstream session in %s", c.method, line)
+		}
+		sessions[c.method] = m[1]
+	}
+	first := sessions["tools/call"]
+	for method, id := range sessions {
+		if id != first {
+			t.Errorf("upstream sessions %v: %s went to another session than tools/call", sessions, method)
+		}
+	}
+	u := g.ups["m"]
+	u.agentsMu.Lock()
+	n := len(u.agents)
+	u.agentsMu.Unlock()
+	if n != 0 {
+		t.Errorf("%d per-agent upstream sessions opened for a 2026-07-28 agent, want none", n)
+	}
+}
+
+var regexpSession = regexp.MustCompile(`session=([A-Za-z0-9_-]+)`)
