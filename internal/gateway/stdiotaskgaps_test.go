@@ -388,7 +388,8 @@ func TestStdioEscapedMethods(t *testing.T) {
 		}
 		a.send(`{"jsonrpc":"2.0","method":"notifications\/cancelled","params":{"requestId":2}}`)
 		select {
-		case <-h.ended:
+		case cause := <-h.ended:
+			t.Logf("the lean call's upstream call ended: %v", cause)
 		case <-time.After(testWait):
 			t.Fatal("the escaped notifications/cancelled did not cancel the lean call")
 		}
