@@ -80,3 +80,25 @@ func BenchmarkServeStdioCall2026(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkStdioTaskLook is the Tasks front's look at one 2026-07-28
+// stdio tools/call line it does not take (an agent without the Tasks
+// extension calling a tool without task support): the decode
+// BenchmarkServeStdioCall2026 pays before the SDK decodes the line again
+// (gap 5: its share of a call).
+func BenchmarkStdioTaskLook(b *testing.B) {
+	p := &policy.Policy{Default: policy.Deny, Rules: []policy.Rule{{Name: "all", Server: "up", Effect: policy.Allow}}}
+	gk := gate.New(nil, policy.NewHolder(p), nil)
+	g, err := New(b.Context(), []ServerConfig{{Name: "up", URL: benchUpstream(b)}}, gk, &Options{Tasks: gk})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = g.Close() })
+	line := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"up__echo","arguments":{"to":"acct-1","amount":5},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"}}}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, taken := g.taskTaken(bytes.Clone(line), nil, true); taken {
+			b.Fatal("taken")
+		}
+	}
+}
