@@ -63,7 +63,8 @@ type agentConn struct {
 func (u *upstream) agentConnFor(o *origin) (*agentConn, error) {
 	if !u.cfg.perAgent() || o == nil || o.modern {
 		// A 2026-07-28 request's MCP session lasts one request: it uses the
-		// shared upstream session (it cannot be asked anything back).
+		// upstream session for such agents (forward, modernconn.go; it
+		// cannot be asked anything back).
 		return nil, nil
 	}
 	if o.ss == nil {

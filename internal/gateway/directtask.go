@@ -159,9 +159,10 @@ func (g *Gateway) continueDirectTask(ctx context.Context, p approval.Principal, 
 		return true
 	}
 	call := gate.Call{Principal: p, Server: t.Server, Tool: t.Tool, Arguments: round.Arguments, ToolDigest: t.Digest}
-	return g.goTask(ctx, func(ctx context.Context) {
+	_, ok = g.goTask(ctx, func(ctx context.Context) {
 		g.directRound(ctx, t, call, nil, st, rr)
 	})
+	return ok
 }
 
 func mustJSON(v any) json.RawMessage {

@@ -342,23 +342,60 @@ func invalidMessage(id json.RawMessage, format string, args ...any) *messageErro
 // request, notification or response, not a batch) that the go-sdk decodes
 // and answers under the same id, and otherwise why not.
 func checkMessage(line []byte) *messageError {
+	_, e := checkMethod(line)
+	return e
+}
+
+// checkMethod is checkMessage that also returns the message's method as
+// the SDK reads it: its JSON escapes decoded ("tools\/call" is
+// "tools/call"), nil for a response or a refused line. The stdio fronts
+// pick their lines by it, so a method spelled with escapes reaches the
+// front its plain spelling reaches (branch stdio43).
+func checkMethod(line []byte) (method []byte, _ *messageError) {
 	if !json.Valid(line) {
-		return &messageError{Code: jsonrpc.CodeParseError, Message: "parse error: the line is not valid JSON"}
+		return nil, &messageError{Code: jsonrpc.CodeParseError, Message: "parse error: the line is not valid JSON"}
 	}
 	if jsonDepth(line) > maxJSONDepth {
-		return invalidMessage(nil, "the message nests objects and arrays deeper than %d levels", maxJSONDepth)
+		return nil, invalidMessage(nil, "the message nests objects and arrays deeper than %d levels", maxJSONDepth)
 	}
 	switch bytes.TrimSpace(line)[0] {
 	case '{':
 	case '[':
-		return invalidMessage(nil, "JSON-RPC batches are not supported")
+		return nil, invalidMessage(nil, "JSON-RPC batches are not supported")
 	default:
-		return invalidMessage(nil, "not a JSON-RPC message object")
+		return nil, invalidMessage(nil, "not a JSON-RPC message object")
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(line, &m); err != nil {
-		return invalidMessage(nil, "not a JSON-RPC message object")
+		return nil, invalidMessage(nil, "not a JSON-RPC message object")
 	}
+	if e := checkMembers(line, m); e != nil {
+		return nil, e
+	}
+	return methodName(m["method"]), nil
+}
+
+// methodName is the string the JSON string raw holds (a checked method
+// member), nil when raw is none. Without escapes it is raw's own bytes
+// between the quotes.
+func methodName(raw json.RawMessage) []byte {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) < 2 {
+		return nil
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return raw[1 : len(raw)-1]
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return nil
+	}
+	return []byte(s)
+}
+
+// checkMembers is checkMessage's look at the members m of the message
+// object line.
+func checkMembers(line []byte, m map[string]json.RawMessage) *messageError {
 	id, hasID := m["id"]
 	if string(bytes.TrimSpace(m["jsonrpc"])) != `"2.0"` {
 		return invalidMessage(id, `not a JSON-RPC 2.0 message ("jsonrpc": "2.0" is required)`)

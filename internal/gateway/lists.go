@@ -244,7 +244,8 @@ func (u *upstream) setLoggingLevel(ctx context.Context, c *upConn, level func() 
 }
 
 // forward runs f on the upstream session of u that serves o's agent (its
-// own on a per-agent server, the shared one otherwise), with o in f's
+// own on a per-agent server, the one for 2026-07-28 agents for a
+// 2026-07-28 request, the shared one otherwise), with o in f's
 // context, and delivers o's log messages before it returns. Transport
 // failures are JSON-RPC errors with CodeUpstreamUnavailable; JSON-RPC
 // errors of the upstream pass through.
@@ -260,6 +261,13 @@ func (g *Gateway) forward(ctx context.Context, u *upstream, o *origin, f func(ct
 			return err
 		}
 		defer ac.track(o)()
+	} else if o != nil && o.modern {
+		// A 2026-07-28 request goes to the upstream session of such
+		// agents, where its tool calls go (modernconn.go): one agent's
+		// requests meet one upstream state (branch stdio43).
+		if c, err = u.modernSession(ctx); err != nil {
+			return &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: u.errText(err)}
+		}
 	} else if c, err = u.session(); err != nil {
 		return &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: u.errText(err)}
 	}

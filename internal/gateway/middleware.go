@@ -574,6 +574,17 @@ func agentSession(req mcp.Request) *mcp.ServerSession {
 	return ss
 }
 
+// requestModern reports whether req is a 2026-07-28 request, as
+// bindRequest marks one: a stateless HTTP request (its POST's carrier), or
+// one of a stdio session of that revision (sessionModern).
+func (g *Gateway) requestModern(req mcp.Request) bool {
+	if ex := req.GetExtra(); ex != nil && ex.Header != nil {
+		post := g.carriers.get(ex.Header.Get(carrierHeader))
+		return post != nil && post.modern
+	}
+	return sessionModern(agentSession(req))
+}
+
 // modernKey marks the context of a 2026-07-28 request (bindRequest): a
 // stateless HTTP request, whose MCP session lasts the request, or a
 // request of a stdio session whose revision is 2026-07-28 (sessionModern),

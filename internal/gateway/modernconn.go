@@ -10,7 +10,9 @@ import (
 	"toolgate/internal/approval"
 )
 
-// The upstream session of 2026-07-28 agents' tool calls (and prompts/get).
+// The upstream session of 2026-07-28 agents' requests: tool calls, and
+// since branch stdio43 prompts/get, resources/read and completion/complete
+// too (forward), so one such agent's requests meet one upstream state.
 //
 // A 2026-07-28 request declares its client capabilities itself
 // (_meta["io.modelcontextprotocol/clientCapabilities"]). The shared session
@@ -31,7 +33,7 @@ import (
 //     as it is (with HTTP 400 from the stateless handler); its server→client
 //     requests cannot reach a 2026 agent (not relayed as input_required).
 //
-// It costs nothing until a 2026 agent calls a tool of the upstream; for a
+// It costs nothing until a 2026 agent sends the upstream a request; for a
 // stdio server it is one more process, whose in-memory state is its own (as
 // a per-agent session's is), and whose list changes the catalog, listed from
 // the shared session, does not follow.

@@ -39,7 +39,8 @@ type origin struct {
 	// question sent with it goes on the agent session's standalone stream.
 	standalone context.Context
 	// modern marks a 2026-07-28 request's origin: its agent session lasts
-	// the request, so it is served by the shared upstream session.
+	// the request, so it is served by the upstream session for such
+	// agents (forward, modernconn.go), never a per-agent one.
 	modern bool
 	reg    *origins
 	log    *slog.Logger

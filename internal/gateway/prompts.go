@@ -104,17 +104,10 @@ func (g *Gateway) getPrompt(ctx context.Context, req mcp.Request) (result mcp.Re
 	var upErr error // the upstream request's error, toolgate's verdict marked (requestOutcome)
 	err = g.forward(ctx, u, o, func(ctx context.Context, c *upConn, ac *agentConn) error {
 		params := &mcp.GetPromptParams{Name: pr.Prompt, Arguments: gr.Params.Arguments, Meta: upstreamMeta(gr.Params.Meta)}
-		if relay != nil && ac == nil {
+		if relay != nil && ac == nil && c.modernEra() {
 			// A 2026-07-28 upstream may answer input_required: the round
-			// goes over its session for such agents (relay2026.go).
-			mc, err := u.modernSession(ctx)
-			if err != nil {
-				return err
-			}
-			if mc.modernEra() {
-				c = mc
-				relay.applyPrompt(params)
-			}
+			// goes over its session for such agents (forward; relay2026.go).
+			relay.applyPrompt(params)
 		}
 		var err error
 		cctx := withAnswerCheck(ctx, "prompts/get")
@@ -175,6 +168,13 @@ func (g *Gateway) complete(ctx context.Context, req mcp.Request) (mcp.Result, er
 		server, ref.URI = u.name, real
 	default:
 		return nil, errInvalidParams(fmt.Sprintf("unknown ref type %q", ref.Type))
+	}
+	if g.requestModern(req) {
+		// Not gated, so not bound (bindRequest): a 2026-07-28 request's
+		// completion goes where its other requests go (forward), never
+		// to a per-agent session opened for a session that lasts one
+		// request (branch stdio43).
+		ctx = context.WithValue(ctx, modernKey{}, true)
 	}
 	u := g.ups[server]
 	params := *cr.Params

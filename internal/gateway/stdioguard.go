@@ -16,8 +16,8 @@ import (
 // answered with an error under its id. Each line it reads calls seen (the
 // gateway's Options.Load.Saw: what tells a quiet process from a busy one).
 //
-// lean, when not nil, is offered each line that passes: a line it takes
-// (stdioLean.offer) is not passed on.
+// lean, when not nil, is offered each line that passes, with its method
+// (checkMethod): a line it takes (stdioLean.offer) is not passed on.
 func newStdinGuard(in io.Reader, out *lockedWriter, max int, seen func(), lean *stdioLean) *lineFilter {
 	return newLineFilter(in, max, func(l jsonLine) []byte {
 		seen()
@@ -30,11 +30,12 @@ func newStdinGuard(in io.Reader, out *lockedWriter, max int, seen func(), lean *
 		if len(line) == 0 {
 			return nil
 		}
-		if e := checkMessage(line); e != nil {
+		method, e := checkMethod(line)
+		if e != nil {
 			_, _ = out.Write(errorLine(e))
 			return nil
 		}
-		if lean != nil && lean.offer(line) {
+		if lean != nil && lean.offer(line, method) {
 			return nil
 		}
 		return append(line, '\n')

@@ -60,6 +60,11 @@ type stdioLean struct {
 	// the Tasks front still takes its lines.
 	noPlain bool
 
+	// modern: a line read so far set the session's revision to
+	// 2026-07-28 (revisionModern); only the stdin guard's reads touch it,
+	// one at a time.
+	modern bool
+
 	mu    sync.Mutex
 	calls map[string]context.CancelCauseFunc // guarded by mu: lean calls in flight, by canonicalID
 	ended error                              // guarded by mu: the read's error once the input ended
@@ -70,19 +75,20 @@ func newStdioLean(ctx context.Context, g *Gateway, p approval.Principal, sid str
 	return &stdioLean{g: g, ctx: context.WithoutCancel(ctx), p: p, sid: sid, out: out, owed: owed, calls: map[string]context.CancelCauseFunc{}}
 }
 
-// offer takes line, one JSON-RPC message checkMessage passed, when the
-// front serves it: a plain tools/call (answered later, by a goroutine of
+// offer takes line, one JSON-RPC message checkMethod passed with method
+// (its method as the SDK reads it, escapes decoded), when the front
+// serves it: a plain tools/call (answered later, by a goroutine of
 // its own), or a notifications/cancelled naming a lean call in flight. It
 // reports false, having done nothing, for any other line. line is valid
 // only during the call.
-func (l *stdioLean) offer(line []byte) bool {
-	if l.task(line) {
+func (l *stdioLean) offer(line, method []byte) bool {
+	if l.task(line, method, l.revisionModern(line, method)) {
 		return true // the Tasks front's (stdiotasks.go)
 	}
-	if bytes.Contains(line, []byte(`"tools/call"`)) {
+	switch string(method) {
+	case "tools/call":
 		return !l.noPlain && l.call(line)
-	}
-	if bytes.Contains(line, []byte(`"notifications/cancelled"`)) {
+	case "notifications/cancelled":
 		return l.cancel(line)
 	}
 	return false

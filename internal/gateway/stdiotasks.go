@@ -20,25 +20,34 @@ import (
 // a tool that runs only as a task is refused (-32021) to an agent that does
 // not declare it. A taken line is answered on a goroutine of its own
 // (its store lookups and the call's admission do not stall the reader)
-// with one Write of the session's lockedWriter. A line whose method or
-// version is spelled with JSON escapes is not recognised and goes to the
-// SDK, which serves it as a plain call or refuses the unknown method.
+// with one Write of the session's lockedWriter. Lines are picked by their
+// method as the SDK reads it (checkMethod: "tasks\/get" is tasks/get), and
+// a session's revision is the one the SDK takes from its lines
+// (revisionModern), so a request of a 2026-07-28 session without _meta is
+// the front's as one with it is (branch stdio43).
 
-// task takes line when the Tasks front answers it (taskTaken): the answer
-// is written later, by a goroutine of its own. It reports false, having
-// done nothing, for any other line. line is valid only during the call.
-func (l *stdioLean) task(line []byte) bool {
+// task takes line, a message with method (checkMethod), when the Tasks
+// front answers it (taskTaken): the answer is written later, by a
+// goroutine of its own. modern is the session's revision
+// (revisionModern). It reports false, having done nothing, for any other
+// line. line is valid only during the call.
+func (l *stdioLean) task(line, method []byte, modern bool) bool {
 	g := l.g
 	if g.opts.Tasks == nil || g.root.Err() != nil {
 		return false
 	}
-	// Only a 2026-07-28 request is the front's, and only these methods:
-	// a cheap look before the decode keeps it off other lines.
-	if !bytes.Contains(line, []byte(`"tasks/`)) &&
-		(!bytes.Contains(line, []byte(`"tools/call"`)) || !bytes.Contains(line, []byte(modernVersion))) {
+	switch string(method) {
+	case "tasks/get", "tasks/cancel", "tasks/update":
+	case "tools/call":
+		// Only a 2026-07-28 request is the front's: a cheap look before
+		// the decode keeps it off a 2025 session's calls.
+		if !modern && !bytes.Contains(line, []byte(modernVersion)) {
+			return false
+		}
+	default:
 		return false
 	}
-	req, meta, ok := g.taskTaken(bytes.Clone(line), nil)
+	req, meta, ok := g.taskTaken(bytes.Clone(line), nil, modern)
 	if !ok {
 		return false
 	}

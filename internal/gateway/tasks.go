@@ -65,7 +65,7 @@ const taskPollInterval = 2 * time.Second
 // front takes (taskTaken), and answers it (taskRPC) as the whole body of
 // the POST. Everything else (false) goes to the SDK's stateless handler.
 func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byte, p approval.Principal) bool {
-	req, meta, ok := g.taskTaken(body, r.Header)
+	req, meta, ok := g.taskTaken(body, r.Header, false)
 	if ok {
 		res, e := g.taskRPC(r.Context(), req, meta, p, r.Header)
 		writeRPC(w, req.ID, res, e)
@@ -79,8 +79,13 @@ func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byt
 // from a client that declares the Tasks extension (but of the policy
 // tool), and tools/call of a tool that runs only as a task from one that
 // does not (-32021). hdr is the POST's headers; nil over stdio, where a
-// request of a revision before 2026-07-28 is not taken (the SDK's).
-func (g *Gateway) taskTaken(body []byte, hdr http.Header) (mcpwire.Request, mcpwire.Meta, bool) {
+// request of a revision before 2026-07-28 is not taken (the SDK's), and
+// where modern tells a session whose revision is 2026-07-28
+// (stdioLean.revisionModern): there a request whose _meta is missing or
+// malformed is of the session's revision and declares nothing, so a tool
+// that runs only as a task is refused to it (-32021) as over HTTP, never
+// run by the SDK path (branch stdio43).
+func (g *Gateway) taskTaken(body []byte, hdr http.Header, modern bool) (mcpwire.Request, mcpwire.Meta, bool) {
 	if g.opts.Tasks == nil {
 		return mcpwire.Request{}, mcpwire.Meta{}, false
 	}
@@ -94,6 +99,9 @@ func (g *Gateway) taskTaken(body []byte, hdr http.Header) (mcpwire.Request, mcpw
 		return req, mcpwire.Meta{}, false
 	}
 	meta, merr := mcpwire.ParseMeta(req.Params)
+	if hdr == nil && modern && merr != nil {
+		meta, merr = mcpwire.Meta{ProtocolVersion: modernVersion}, nil
+	}
 	if merr != nil || (hdr == nil && meta.ProtocolVersion < modernVersion) {
 		// The SDK answers a malformed request, and over stdio one of an
 		// earlier revision.
@@ -277,7 +285,8 @@ func (g *Gateway) callAsTask(ctx context.Context, p approval.Principal, name str
 		// sent without (its outcome is its result, with no rounds).
 		ctx = context.WithValue(ctx, directCapsKey{}, meta.Capabilities.Raw)
 	}
-	if !g.runTask(ctx, t, call, done, started) {
+	stop, ok := g.runTask(ctx, t, call, done, started)
+	if !ok {
 		return nil, mcpwire.Errorf(mcpwire.CodeInternalError, "toolgate is shutting down")
 	}
 	select {
@@ -286,19 +295,44 @@ func (g *Gateway) callAsTask(ctx context.Context, p approval.Principal, name str
 	case st := <-started:
 		return directTaskResult(st), nil
 	case o := <-done:
-		select {
-		case st := <-started:
-			// A direct task that finished at once is still answered as the
-			// task it is (deterministically; tasks/get has its result).
-			return directTaskResult(st), nil
-		default:
-		}
-		return outcomeResult(o)
+		return g.taskOrOutcome(started, o)
 	case <-ctx.Done():
-		// The caller went away; the runner goes on (a recorded task can
-		// still be followed with tasks/get).
-		return nil, mcpwire.Errorf(mcpwire.CodeInternalError, "request ended")
 	}
+	// The request ended (its caller cancelled it, or went away) before
+	// the call became a task: nobody can follow it, so it ends too, as a
+	// call of the SDK path does, and is answered as it ended (branch
+	// stdio43: before, the runner outlived the request and the upstream
+	// call ran on). A task recorded meanwhile runs on: it can be followed
+	// with tasks/get, and is answered.
+	select {
+	case r := <-held:
+		return g.createTaskResult(r, p), nil
+	case st := <-started:
+		return directTaskResult(st), nil
+	default:
+	}
+	stop(context.Cause(ctx))
+	select {
+	case r := <-held:
+		return g.createTaskResult(r, p), nil
+	case st := <-started:
+		return directTaskResult(st), nil
+	case o := <-done:
+		return g.taskOrOutcome(started, o)
+	}
+}
+
+// taskOrOutcome is the answer of a call whose runner gave o: the direct
+// task it is when one was started (a direct task that finished at once is
+// still answered as the task it is, deterministically; tasks/get has its
+// result), else o.
+func (g *Gateway) taskOrOutcome(started <-chan gate.StartedTask, o taskOutcome) (any, *mcpwire.Error) {
+	select {
+	case st := <-started:
+		return directTaskResult(st), nil
+	default:
+	}
+	return outcomeResult(o)
 }
 
 // runTask admits call on a goroutine of the gateway and, if admitted,
@@ -307,8 +341,9 @@ func (g *Gateway) callAsTask(ctx context.Context, p approval.Principal, name str
 // allows outright runs as a direct task (directtask.go): started gets the
 // task once it is recorded. The goroutine outlives ctx (the request that
 // made the task), keeping its values, and ends with the gateway (Close).
-// It reports false when the gateway is closing.
-func (g *Gateway) runTask(ctx context.Context, t Tool, call gate.Call, done chan<- taskOutcome, started chan<- gate.StartedTask) bool {
+// It reports false when the gateway is closing; stop ends the goroutine's
+// context with a cause.
+func (g *Gateway) runTask(ctx context.Context, t Tool, call gate.Call, done chan<- taskOutcome, started chan<- gate.StartedTask) (stop context.CancelCauseFunc, ok bool) {
 	return g.goTask(ctx, func(ctx context.Context) {
 		var (
 			adm gate.Admission
@@ -355,24 +390,24 @@ func (g *Gateway) runTask(ctx context.Context, t Tool, call gate.Call, done chan
 
 // goTask runs fn on a goroutine of the gateway with a context that keeps
 // ctx's values (marked as a 2026-07-28 request) but outlives it, and ends
-// with the gateway (Close waits for fn). It reports false, running
-// nothing, when the gateway is closing.
-func (g *Gateway) goTask(ctx context.Context, fn func(ctx context.Context)) bool {
+// with the gateway (Close waits for fn), or with stop. It reports false,
+// running nothing, when the gateway is closing.
+func (g *Gateway) goTask(ctx context.Context, fn func(ctx context.Context)) (stop context.CancelCauseFunc, ok bool) {
 	g.closeMux.Lock()
 	defer g.closeMux.Unlock()
 	if g.closed || g.root.Err() != nil {
-		return false
+		return nil, false
 	}
-	ctx, cancel := context.WithCancel(context.WithValue(context.WithoutCancel(ctx), modernKey{}, true))
-	stop := context.AfterFunc(g.root, cancel) //nolint:contextcheck // the gateway's lifecycle root ends the runner on Close
+	ctx, cancel := context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), modernKey{}, true))
+	unroot := context.AfterFunc(g.root, func() { cancel(nil) }) //nolint:contextcheck // the gateway's lifecycle root ends the runner on Close
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		defer cancel()
-		defer stop()
+		defer cancel(nil)
+		defer unroot()
 		fn(ctx)
 	}()
-	return true
+	return cancel, true
 }
 
 // dispatchTask sends an admitted task's call upstream on the shared
@@ -417,7 +452,7 @@ func (g *Gateway) resumeTask(ctx context.Context, ts gate.TaskState) {
 	}
 	call.ToolDigest = t.Digest
 	done := make(chan taskOutcome, 1)
-	if !g.runTask(ctx, t, call, done, nil) {
+	if _, ok := g.runTask(ctx, t, call, done, nil); !ok {
 		g.taskRunners.Delete(r.ID)
 		return
 	}

@@ -1,0 +1,65 @@
+package gateway
+
+import (
+	"encoding/json"
+)
+
+// The revision of a stdio session as its fronts see it (branch stdio43).
+// A 2026-07-28 agent sends no initialize: the SDK takes the session's
+// revision from the _meta of the first request that carries one
+// (go-sdk v1.8.0, ServerSession.handle), and keeps it. The SDK handles a
+// line after the stdin guard read it, so the guard, reading ahead, cannot
+// ask the SDK's session about the lines before the SDK handled them: a
+// request without _meta read right after the first 2026-07-28 request
+// would be taken for one of a session of no revision, while the SDK serves
+// it as one of a 2026-07-28 session. revisionModern therefore notes the
+// revision itself, in the order the agent sent its lines, until the SDK's
+// session has one.
+
+// revisionModern reports whether the session's revision is 2026-07-28 or
+// later once the SDK handled line, a message with method (checkMethod),
+// and the lines before it: the SDK's, once its session has one
+// (sessionModern); before that, whether this line or an earlier one is a
+// request or notification the SDK takes a revision from whose _meta names
+// 2026-07-28 or later. It errs towards 2026-07-28 (an earlier initialize
+// the SDK has not handled yet, a version the SDK refuses), which only
+// ever refuses more (taskTaken), never runs more. Only the stdin guard
+// calls it, one line at a time.
+func (l *stdioLean) revisionModern(line, method []byte) bool {
+	if ss := l.ss.Load(); ss != nil && ss.InitializeParams() != nil {
+		return sessionModern(ss)
+	}
+	if !l.modern && takesRevision(method) && lineVersion(line) >= modernVersion {
+		l.modern = true
+	}
+	return l.modern
+}
+
+// takesRevision reports whether the SDK takes the session's revision from
+// the _meta of a message with method: not from a response, nor from the
+// methods 2026-07-28 removed or made its own (go-sdk v1.8.0,
+// ServerSession.handle).
+func takesRevision(method []byte) bool {
+	switch string(method) {
+	case "", "initialize", "ping", "notifications/initialized", "notifications/roots/list_changed",
+		"logging/setLevel", "resources/subscribe", "resources/unsubscribe", "server/discover":
+		return false
+	}
+	return true
+}
+
+// lineVersion is the protocol version in the _meta of the message line
+// ("" when it names none or the line does not decode).
+func lineVersion(line []byte) string {
+	var m struct {
+		Params struct {
+			Meta struct {
+				Version string `json:"io.modelcontextprotocol/protocolVersion"`
+			} `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(line, &m) != nil {
+		return ""
+	}
+	return m.Params.Meta.Version
+}
