@@ -23,6 +23,10 @@ type migration struct {
 	version int
 	name    string
 	sql     string
+	// steps, when not nil, are the statements of a Postgres migration
+	// marked noTxMarker, applied one by one outside a transaction
+	// (pgmigrate.go); nil for every other migration.
+	steps []indexStep
 }
 
 // migrations returns the embedded migrations of the dialect named driver in
@@ -44,7 +48,16 @@ func migrations(driver string) ([]migration, error) {
 		if err != nil {
 			return nil, err
 		}
-		ms = append(ms, migration{version: v, name: base, sql: string(b)})
+		m := migration{version: v, name: base, sql: string(b)}
+		if strings.HasPrefix(m.sql, noTxMarker+"\n") {
+			if driver != DriverPostgres {
+				return nil, fmt.Errorf("migration %s: %s is for Postgres migrations only", n, noTxMarker)
+			}
+			if m.steps, err = parseNoTx(m.sql); err != nil {
+				return nil, fmt.Errorf("migration %s: %w", n, err)
+			}
+		}
+		ms = append(ms, m)
 	}
 	if len(ms) == 0 {
 		return nil, fmt.Errorf("no %s migrations embedded", driver)
@@ -58,15 +71,22 @@ func migrations(driver string) ([]migration, error) {
 	return ms, nil
 }
 
-// migrate applies the migrations not yet recorded in schema_migrations, all
-// in one transaction (SQLite: IMMEDIATE; Postgres: holding the migrations
-// advisory lock), so processes or instances starting together apply each
-// migration once: the others wait, then see the recorded versions. A
+// migrate applies the migrations not yet recorded in schema_migrations, so
+// that processes or instances starting together apply each migration once:
+// the others wait, then see the recorded versions. On SQLite all of them
+// run in one IMMEDIATE transaction; on Postgres see pgMigrate (a session
+// advisory lock, transactions between the migrations marked noTxMarker). A
 // database whose schema is newer than this binary knows is an error.
 func (db *DB) migrate(ctx context.Context) error {
 	ms, err := migrations(db.d.name())
 	if err != nil {
 		return fmt.Errorf("read migrations: %w", err)
+	}
+	if _, ok := db.d.(*postgresDialect); ok {
+		if err := db.pgMigrate(ctx, ms); err != nil {
+			return db.wrap("migrate", err)
+		}
+		return nil
 	}
 	err = db.inTx(ctx, func(t *tx) error {
 		if err := t.lock(ctx, lockMigrate); err != nil {
