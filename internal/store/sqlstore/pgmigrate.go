@@ -84,11 +84,16 @@ const migrateLockPoll = time.Second
 // from the version check to the last recorded migration, so instances
 // starting together apply each migration once, as do older binaries, whose
 // transaction-level lock of the same key waits for it. The pending
-// migrations run in order: each run of consecutive transactional ones in
-// one READ COMMITTED transaction that records them; each noTxMarker one
-// statement by statement outside a transaction (pgApplyNoTx), then
-// recorded. A crash in between leaves the versions recorded so far, and
-// the next start goes on from there. The connection is closed at the end,
+// migrations run in order, each transactional one in a READ COMMITTED
+// transaction that records it, and each noTxMarker one statement by
+// statement outside a transaction (pgApplyNoTx), then recorded. On an
+// existing database every transactional migration has a transaction of its
+// own, so the locks one takes (an ALTER TABLE's ACCESS EXCLUSIVE, which
+// every write to that table waits for) are not held while the next waits
+// for its table's lock; on a new one (no version recorded: empty tables) a
+// run of them shares one, which a failed first start leaves empty. A crash
+// in between leaves the versions recorded so far, and the next start goes
+// on from there. The connection is closed at the end,
 // whatever happened: no session state (the lock) goes back to the pool, or
 // through a session-mode pooler to its next client.
 func (db *DB) pgMigrate(ctx context.Context, ms []migration) error {
@@ -121,7 +126,7 @@ func (db *DB) pgMigrate(ctx context.Context, ms []migration) error {
 			continue
 		}
 		n := 1
-		for n < len(pending) && pending[n].steps == nil {
+		for db.created && n < len(pending) && pending[n].steps == nil {
 			n++
 		}
 		if err := db.pgApplyInTx(ctx, conn, pending[:n]); err != nil {

@@ -240,38 +240,7 @@ func TestIndexMigrationDoesNotBlockWrites(t *testing.T) {
 	}()
 	waitConcurrentBuild(t, raw, func() bool { return len(opened) > 0 })
 
-	w, err := raw.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = w.Close() }()
-	var pid int
-	if err := w.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
-	inserted := make(chan error, 1)
-	go func() {
-		_, err := w.ExecContext(ctx, v2RequestInsert("r2"))
-		inserted <- err
-	}()
-	for wrote := false; !wrote; {
-		select {
-		case err := <-inserted:
-			if err != nil {
-				t.Fatalf("insert during the build: %v", err)
-			}
-			wrote = true
-		default:
-			var blocked bool
-			if err := raw.QueryRowContext(ctx, `SELECT COALESCE(bool_or(wait_event_type = 'Lock'), false)
-				FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&blocked); err != nil {
-				t.Fatal(err)
-			}
-			if blocked {
-				t.Fatal("the insert into requests waits for a lock while the index is built")
-			}
-		}
-	}
+	w := writeWithoutWaiting(t, raw, v2RequestInsert("r2"))
 	if len(opened) > 0 {
 		t.Fatalf("Open finished (%v) before the snapshot it waits for ended", <-opened)
 	}
@@ -310,6 +279,104 @@ func TestIndexMigrationDoesNotBlockWrites(t *testing.T) {
 	}
 	if !cmp.Equal(ids, []string{"r1", "r2"}) {
 		t.Errorf("requests in list order = %q, want r1, r2", ids)
+	}
+}
+
+// writeWithoutWaiting runs stmt on a new connection of raw, which it
+// returns (closed when the test ends), and fails the test if the
+// statement waits for a lock (pg_stat_activity) or fails.
+func writeWithoutWaiting(t *testing.T, raw *sql.DB, stmt string) *sql.Conn {
+	t.Helper()
+	ctx := t.Context()
+	w, err := raw.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close() })
+	var pid int
+	if err := w.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.ExecContext(ctx, stmt)
+		done <- err
+	}()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("the write: %v", err)
+			}
+			return w
+		default:
+		}
+		var blocked bool
+		if err := raw.QueryRowContext(ctx, `SELECT COALESCE(bool_or(wait_event_type = 'Lock'), false)
+			FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&blocked); err != nil {
+			t.Fatal(err)
+		}
+		if blocked {
+			t.Fatal("the write waits for a lock the migration holds")
+		}
+	}
+}
+
+// waitLockOn returns once a backend waits for a lock on table (pg_locks),
+// or fails the test when finished reports first.
+func waitLockOn(t *testing.T, raw *sql.DB, table string, finished func() bool) {
+	t.Helper()
+	for {
+		if finished() {
+			t.Fatalf("Open finished before a statement waited for a lock on %s", table)
+		}
+		var n int
+		if err := raw.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_locks
+			WHERE NOT granted AND relation = to_regclass($1)`, table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+	}
+}
+
+// TestMigrationWaitHoldsNoOtherTable: a database at version 23 is opened
+// while a transaction that wrote to grants is still open (held here by
+// LOCK TABLE … ROW EXCLUSIVE, the lock an INSERT takes). Migration 25's
+// ALTER TABLE grants waits for it, and meanwhile a request is inserted
+// without waiting: migration 24, which altered requests, committed in a
+// transaction of its own. At 812d89d0 24 and 25 shared one transaction,
+// and the insert waited for 24's locks on requests (the ALTER's ACCESS
+// EXCLUSIVE, the index build's SHARE) until grants was free.
+func TestMigrationWaitHoldsNoOtherTable(t *testing.T) {
+	ctx := t.Context()
+	cfg := oldDatabase(t, postgresBackend(t), 23, v2RequestInsert("r1"))
+	raw := openRaw(t, cfg)
+	defer func() { _ = raw.Close() }()
+	g, err := raw.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = g.Rollback() }()
+	if _, err := g.ExecContext(ctx, `LOCK TABLE grants IN ROW EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan error, 1)
+	go func() {
+		db, err := Open(ctx, cfg)
+		if err == nil {
+			err = db.Close()
+		}
+		opened <- err
+	}()
+	waitLockOn(t, raw, "grants", func() bool { return len(opened) > 0 })
+	writeWithoutWaiting(t, raw, v2RequestInsert("r2"))
+	if err := g.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-opened; err != nil {
+		t.Fatalf("Open = %v", err)
 	}
 }
 
