@@ -93,8 +93,10 @@ const migrateLockPoll = time.Second
 // for its table's lock; on a new one (no version recorded: empty tables) a
 // run of them shares one, which a failed first start leaves empty. A crash
 // in between leaves the versions recorded so far, and the next start goes
-// on from there. The connection is closed at the end,
-// whatever happened: no session state (the lock) goes back to the pool, or
+// on from there. The lock is held outside any transaction, so
+// idle_in_transaction_session_timeout never ends the migrating session
+// between two steps. The connection is closed at the end, whatever
+// happened: no session state (the lock) goes back to the pool, or
 // through a session-mode pooler to its next client.
 func (db *DB) pgMigrate(ctx context.Context, ms []migration) error {
 	conn, err := db.sql.Conn(ctx)
@@ -157,7 +159,7 @@ func pendingAfter(ms []migration, current int) []migration {
 // deadlock and fails one of them). Between tries conn holds no snapshot.
 func (db *DB) pgLockMigrations(ctx context.Context, conn *sql.Conn) error {
 	wait := 10 * time.Millisecond
-	for {
+	for logged := false; ; logged = true {
 		var ok bool
 		if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, int64(lockMigrate)).Scan(&ok); err != nil {
 			return fmt.Errorf("lock %s: %w", lockMigrate, err)
@@ -165,7 +167,7 @@ func (db *DB) pgLockMigrations(ctx context.Context, conn *sql.Conn) error {
 		if ok {
 			return nil
 		}
-		if wait == 10*time.Millisecond {
+		if !logged {
 			db.log.InfoContext(ctx, "waiting for another instance's schema migration", "driver", DriverPostgres)
 		}
 		t := time.NewTimer(wait)
