@@ -95,15 +95,16 @@ const migrateLockPoll = time.Second
 // in between leaves the versions recorded so far, and the next start goes
 // on from there. The lock is held outside any transaction, so
 // idle_in_transaction_session_timeout never ends the migrating session
-// between two steps. The connection is closed at the end, whatever
-// happened: no session state (the lock) goes back to the pool, or
-// through a session-mode pooler to its next client.
+// between two steps. At the end, whatever happened, the lock is released
+// and the connection given back to the pool, or closed if that fails: the
+// lock never stays with the pool's connection, or through a session-mode
+// pooler with the pooler's next client.
 func (db *DB) pgMigrate(ctx context.Context, ms []migration) error {
 	conn, err := db.sql.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
-	defer pgDiscard(ctx, conn)
+	defer pgRelease(ctx, conn)
 	if err := db.pgLockMigrations(ctx, conn); err != nil {
 		return err
 	}
@@ -181,13 +182,20 @@ func (db *DB) pgLockMigrations(ctx context.Context, conn *sql.Conn) error {
 	}
 }
 
-// pgDiscard releases the migrations lock and closes conn's connection, so
-// that the pool makes a new one instead of reusing it.
-func pgDiscard(ctx context.Context, conn *sql.Conn) {
+// pgRelease releases the session's advisory locks (the migrations lock, if
+// taken) on conn and gives the connection back to the pool. One whose
+// release failed, or that is inside a transaction, is closed first, so that
+// the pool makes a new one: no lock or transaction stays with it.
+func pgRelease(ctx context.Context, conn *sql.Conn) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	_, _ = conn.ExecContext(cctx, `SELECT pg_advisory_unlock_all()`)
-	_ = pgRaw(conn, func(pc *pgconn.PgConn) error { return pc.Close(cctx) })
+	_, err := conn.ExecContext(cctx, `SELECT pg_advisory_unlock_all()`)
+	_ = pgRaw(conn, func(pc *pgconn.PgConn) error {
+		if err != nil || pc.TxStatus() != 'I' {
+			return pc.Close(cctx)
+		}
+		return nil
+	})
 	_ = conn.Close()
 }
 

@@ -498,3 +498,23 @@ func TestInvalidIndexIsRebuilt(t *testing.T) {
 		t.Errorf("%d warnings of the dropped index, want 1", warned.Load())
 	}
 }
+
+// TestMigrationLockReleasedAfterOpen: once Open returned, the migrations
+// lock is free for another instance although the store keeps its pool
+// (the migrating connection went back to it without the lock).
+func TestMigrationLockReleasedAfterOpen(t *testing.T) {
+	cfg := postgresBackend(t).fresh(t)
+	db := openTest(t, cfg)
+	if err := db.Ping(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	raw := openRaw(t, cfg)
+	defer func() { _ = raw.Close() }()
+	var got bool
+	if err := raw.QueryRowContext(t.Context(), `SELECT pg_try_advisory_lock($1)`, int64(lockMigrate)).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if !got {
+		t.Error("the migrations lock is still held after Open")
+	}
+}
