@@ -92,16 +92,9 @@ func (db *DB) migrate(ctx context.Context) error {
 		if err := t.lock(ctx, lockMigrate); err != nil {
 			return err
 		}
-		if _, err := t.exec(ctx, db.d.schemaMigrationsDDL()); err != nil {
-			return fmt.Errorf("create schema_migrations: %w", err)
-		}
-		var current int
-		if err := t.queryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
-			return fmt.Errorf("read schema version: %w", err)
-		}
-		db.created = current == 0
-		if latest := ms[len(ms)-1].version; current > latest {
-			return fmt.Errorf("database schema version %d is newer than this binary's %d", current, latest)
+		current, err := db.schemaVersion(t.context(ctx), t.sql, ms)
+		if err != nil {
+			return err
 		}
 		for _, m := range ms {
 			if m.version <= current {
@@ -125,6 +118,25 @@ func (db *DB) migrate(ctx context.Context) error {
 		return db.wrap("migrate", err)
 	}
 	return nil
+}
+
+// schemaVersion creates schema_migrations if it is missing and returns the
+// newest version recorded in it (0: none), through on, which holds the
+// migrations lock; it sets db.created. A version newer than the newest of
+// ms (this binary's) is an error.
+func (db *DB) schemaVersion(ctx context.Context, on txRunner, ms []migration) (int, error) {
+	if _, err := on.ExecContext(ctx, db.d.schemaMigrationsDDL()); err != nil {
+		return 0, fmt.Errorf("create schema_migrations: %w", err)
+	}
+	var current int
+	if err := on.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	db.created = current == 0
+	if latest := ms[len(ms)-1].version; current > latest {
+		return 0, fmt.Errorf("database schema version %d is newer than this binary's %d", current, latest)
+	}
+	return current, nil
 }
 
 // Created reports whether Open found the database without a schema: no

@@ -108,16 +108,9 @@ func (db *DB) pgMigrate(ctx context.Context, ms []migration) error {
 	if err := db.pgLockMigrations(ctx, conn); err != nil {
 		return err
 	}
-	if _, err := conn.ExecContext(ctx, db.d.schemaMigrationsDDL()); err != nil {
-		return fmt.Errorf("create schema_migrations: %w", err)
-	}
-	var current int
-	if err := conn.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
-	}
-	db.created = current == 0
-	if latest := ms[len(ms)-1].version; current > latest {
-		return fmt.Errorf("database schema version %d is newer than this binary's %d", current, latest)
+	current, err := db.schemaVersion(ctx, conn, ms)
+	if err != nil {
+		return err
 	}
 	pending := pendingAfter(ms, current)
 	for len(pending) > 0 {

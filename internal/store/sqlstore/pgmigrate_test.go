@@ -199,14 +199,21 @@ func holdSnapshot(t *testing.T, raw *sql.DB) *sql.Tx {
 // test when finished reports first (Open ended without such a build).
 func waitConcurrentBuild(t *testing.T, raw *sql.DB, finished func() bool) {
 	t.Helper()
+	waitCount(t, raw, "a concurrent index build waited for the open transaction", finished, `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE 'CREATE INDEX CONCURRENTLY%'`)
+}
+
+// waitCount returns once query (a count, with args) reads more than 0 on
+// raw, or fails the test when finished reports first (Open ended before
+// what says).
+func waitCount(t *testing.T, raw *sql.DB, what string, finished func() bool, query string, args ...any) {
+	t.Helper()
 	for {
 		if finished() {
-			t.Fatal("Open finished without a concurrent index build waiting for the open transaction")
+			t.Fatalf("Open finished before %s", what)
 		}
 		var n int
-		if err := raw.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'
-			AND query ILIKE 'CREATE INDEX CONCURRENTLY%'`).Scan(&n); err != nil {
+		if err := raw.QueryRowContext(t.Context(), query, args...).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n > 0 {
@@ -322,25 +329,6 @@ func writeWithoutWaiting(t *testing.T, raw *sql.DB, stmt string) *sql.Conn {
 	}
 }
 
-// waitLockOn returns once a backend waits for a lock on table (pg_locks),
-// or fails the test when finished reports first.
-func waitLockOn(t *testing.T, raw *sql.DB, table string, finished func() bool) {
-	t.Helper()
-	for {
-		if finished() {
-			t.Fatalf("Open finished before a statement waited for a lock on %s", table)
-		}
-		var n int
-		if err := raw.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_locks
-			WHERE NOT granted AND relation = to_regclass($1)`, table).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			return
-		}
-	}
-}
-
 // TestMigrationWaitHoldsNoOtherTable: a database at version 23 is opened
 // while a transaction that wrote to grants is still open (held here by
 // LOCK TABLE … ROW EXCLUSIVE, the lock an INSERT takes). Migration 25's
@@ -370,7 +358,8 @@ func TestMigrationWaitHoldsNoOtherTable(t *testing.T) {
 		}
 		opened <- err
 	}()
-	waitLockOn(t, raw, "grants", func() bool { return len(opened) > 0 })
+	waitCount(t, raw, "a statement waited for a lock on grants", func() bool { return len(opened) > 0 },
+		`SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'grants'::regclass`)
 	writeWithoutWaiting(t, raw, v2RequestInsert("r2"))
 	if err := g.Commit(); err != nil {
 		t.Fatal(err)
