@@ -238,13 +238,7 @@ func TestIndexMigrationDoesNotBlockWrites(t *testing.T) {
 	snap := holdSnapshot(t, raw)
 
 	opened := make(chan error, 1)
-	go func() {
-		db, err := Open(ctx, cfg)
-		if err == nil {
-			err = db.Close()
-		}
-		opened <- err
-	}()
+	openAsync(ctx, cfg, opened)
 	waitConcurrentBuild(t, raw, func() bool { return len(opened) > 0 })
 
 	w := writeWithoutWaiting(t, raw, v2RequestInsert("r2"))
@@ -351,13 +345,7 @@ func TestMigrationWaitHoldsNoOtherTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	opened := make(chan error, 1)
-	go func() {
-		db, err := Open(ctx, cfg)
-		if err == nil {
-			err = db.Close()
-		}
-		opened <- err
-	}()
+	openAsync(ctx, cfg, opened)
 	waitCount(t, raw, "a statement waited for a lock on grants", func() bool { return len(opened) > 0 },
 		`SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'grants'::regclass`)
 	writeWithoutWaiting(t, raw, v2RequestInsert("r2"))
@@ -367,6 +355,18 @@ func TestMigrationWaitHoldsNoOtherTable(t *testing.T) {
 	if err := <-opened; err != nil {
 		t.Fatalf("Open = %v", err)
 	}
+}
+
+// openAsync opens cfg and closes it in a goroutine, then sends the error
+// (nil) to opened; the caller receives it before the test ends.
+func openAsync(ctx context.Context, cfg Config, opened chan<- error) {
+	go func() {
+		db, err := Open(ctx, cfg)
+		if err == nil {
+			err = db.Close()
+		}
+		opened <- err
+	}()
 }
 
 // messageCount is a slog handler counting the records whose message is msg.
@@ -405,13 +405,7 @@ func TestIndexMigrationAppliesOnceAcrossOpeners(t *testing.T) {
 	for range openers {
 		c := cfg
 		c.Logger = slog.New(messageCount{msg: "waiting for another instance's schema migration", n: &waiting})
-		go func() {
-			db, err := Open(ctx, c)
-			if err == nil {
-				err = db.Close()
-			}
-			opened <- err
-		}()
+		openAsync(ctx, c, opened)
 	}
 	waitConcurrentBuild(t, raw, func() bool { return len(opened) > 0 })
 	// The three others have found the lock taken: they logged it, or they
