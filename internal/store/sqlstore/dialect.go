@@ -92,7 +92,7 @@ type lockName int64
 
 const (
 	lockKeyBase lockName = 0x746f6f6c67617465
-	lockMigrate          = lockKeyBase // held by the migrating transaction
+	lockMigrate          = lockKeyBase // held by the migrating connection (Postgres: at session level, pgMigrate; older binaries: by their migrating transaction)
 	// lockEvents was held by each transaction that wrote events, up to
 	// the release that added the change feed's transaction ids; it is
 	// no longer taken.

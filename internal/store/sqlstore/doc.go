@@ -31,4 +31,7 @@
 // version table (schema_migrations) and the numbering are those of the
 // earlier per-database packages (internal/store/sqlite and
 // internal/store/postgres), so their databases open and migrate unchanged.
+// A Postgres index build on a table that can be large is a migration of
+// its own marked to run outside a transaction (noTxMarker, pgmigrate.go:
+// CREATE INDEX CONCURRENTLY, which holds no write back).
 package sqlstore

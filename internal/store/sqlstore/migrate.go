@@ -23,6 +23,10 @@ type migration struct {
 	version int
 	name    string
 	sql     string
+	// steps, when not nil, are the statements of a Postgres migration
+	// marked noTxMarker, applied one by one outside a transaction
+	// (pgmigrate.go); nil for every other migration.
+	steps []indexStep
 }
 
 // migrations returns the embedded migrations of the dialect named driver in
@@ -44,7 +48,16 @@ func migrations(driver string) ([]migration, error) {
 		if err != nil {
 			return nil, err
 		}
-		ms = append(ms, migration{version: v, name: base, sql: string(b)})
+		m := migration{version: v, name: base, sql: string(b)}
+		if strings.HasPrefix(m.sql, noTxMarker+"\n") {
+			if driver != DriverPostgres {
+				return nil, fmt.Errorf("migration %s: %s is for Postgres migrations only", n, noTxMarker)
+			}
+			if m.steps, err = parseNoTx(m.sql); err != nil {
+				return nil, fmt.Errorf("migration %s: %w", n, err)
+			}
+		}
+		ms = append(ms, m)
 	}
 	if len(ms) == 0 {
 		return nil, fmt.Errorf("no %s migrations embedded", driver)
@@ -58,30 +71,30 @@ func migrations(driver string) ([]migration, error) {
 	return ms, nil
 }
 
-// migrate applies the migrations not yet recorded in schema_migrations, all
-// in one transaction (SQLite: IMMEDIATE; Postgres: holding the migrations
-// advisory lock), so processes or instances starting together apply each
-// migration once: the others wait, then see the recorded versions. A
+// migrate applies the migrations not yet recorded in schema_migrations, so
+// that processes or instances starting together apply each migration once:
+// the others wait, then see the recorded versions. On SQLite all of them
+// run in one IMMEDIATE transaction; on Postgres see pgMigrate (a session
+// advisory lock, transactions between the migrations marked noTxMarker). A
 // database whose schema is newer than this binary knows is an error.
 func (db *DB) migrate(ctx context.Context) error {
 	ms, err := migrations(db.d.name())
 	if err != nil {
 		return fmt.Errorf("read migrations: %w", err)
 	}
+	if _, ok := db.d.(*postgresDialect); ok {
+		if err := db.pgMigrate(ctx, ms); err != nil {
+			return db.wrap("migrate", err)
+		}
+		return nil
+	}
 	err = db.inTx(ctx, func(t *tx) error {
 		if err := t.lock(ctx, lockMigrate); err != nil {
 			return err
 		}
-		if _, err := t.exec(ctx, db.d.schemaMigrationsDDL()); err != nil {
-			return fmt.Errorf("create schema_migrations: %w", err)
-		}
-		var current int
-		if err := t.queryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
-			return fmt.Errorf("read schema version: %w", err)
-		}
-		db.created = current == 0
-		if latest := ms[len(ms)-1].version; current > latest {
-			return fmt.Errorf("database schema version %d is newer than this binary's %d", current, latest)
+		current, err := db.schemaVersion(t.context(ctx), t.sql, ms)
+		if err != nil {
+			return err
 		}
 		for _, m := range ms {
 			if m.version <= current {
@@ -105,6 +118,25 @@ func (db *DB) migrate(ctx context.Context) error {
 		return db.wrap("migrate", err)
 	}
 	return nil
+}
+
+// schemaVersion creates schema_migrations if it is missing and returns the
+// newest version recorded in it (0: none), through on, which holds the
+// migrations lock; it sets db.created. A version newer than the newest of
+// ms (this binary's) is an error.
+func (db *DB) schemaVersion(ctx context.Context, on txRunner, ms []migration) (int, error) {
+	if _, err := on.ExecContext(ctx, db.d.schemaMigrationsDDL()); err != nil {
+		return 0, fmt.Errorf("create schema_migrations: %w", err)
+	}
+	var current int
+	if err := on.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	db.created = current == 0
+	if latest := ms[len(ms)-1].version; current > latest {
+		return 0, fmt.Errorf("database schema version %d is newer than this binary's %d", current, latest)
+	}
+	return current, nil
 }
 
 // Created reports whether Open found the database without a schema: no

@@ -95,7 +95,7 @@ func oldDatabase(t *testing.T, b backend, upTo int, rows string) Config {
 		if m.version > upTo {
 			break
 		}
-		if _, err := raw.ExecContext(ctx, m.sql); err != nil {
+		if err := applyRaw(ctx, raw, m); err != nil {
 			t.Fatalf("apply %s: %v", m.name, err)
 		}
 		if _, err := raw.ExecContext(ctx, d.rebind(`INSERT INTO schema_migrations VALUES (?, ?, 0)`), m.version, m.name); err != nil {
@@ -108,6 +108,21 @@ func oldDatabase(t *testing.T, b backend, upTo int, rows string) Config {
 		}
 	}
 	return cfg
+}
+
+// applyRaw runs migration m on raw as written: in one call, or a
+// noTxMarker one statement by statement.
+func applyRaw(ctx context.Context, raw *sql.DB, m migration) error {
+	if m.steps == nil {
+		_, err := raw.ExecContext(ctx, m.sql)
+		return err
+	}
+	for _, s := range m.steps {
+		if _, err := raw.ExecContext(ctx, s.stmt); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // openRaw opens cfg's database without the store (no migrations).

@@ -105,9 +105,11 @@ type DB struct {
 	created bool
 }
 
-// Open opens the database cfg names and applies pending migrations, in one
-// transaction, so that processes or instances starting together apply each
-// once (Postgres: under an advisory lock). A database whose schema is newer
+// Open opens the database cfg names and applies pending migrations so that
+// processes or instances starting together apply each once (SQLite: in one
+// transaction; Postgres: under a session advisory lock, see pgMigrate and
+// noTxMarker for the index builds that run outside a transaction). A
+// database whose schema is newer
 // than this binary knows is refused. A bad Config (unknown driver, invalid
 // path, malformed DSN) is an error that does not wrap store.ErrUnavailable;
 // failing to reach or use the database is one that does.

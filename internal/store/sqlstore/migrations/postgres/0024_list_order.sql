@@ -12,9 +12,12 @@
 -- below every real transaction id, so they come first, in id order (the
 -- order cursors had before, which stay valid as the position of that id
 -- among them). The constant default keeps ADD COLUMN from rewriting the
--- table; the index gives the list's order and its reads of open
--- transactions' requests. The column never changes, so it costs no HOT
--- update.
+-- table; the index requests_list_order (list_order, id) gives the
+-- list's order and its reads of open transactions' requests. The column
+-- never changes, so it costs no HOT update. The index is built by
+-- migration 26, concurrently: built here, inside the migrations'
+-- transaction, it held every write to requests back until it was done
+-- (branch migconc43; a database that applied this file before holds the
+-- same index, which 26 keeps).
 ALTER TABLE requests ADD COLUMN list_order xid8 NOT NULL DEFAULT '0';
 ALTER TABLE requests ALTER COLUMN list_order SET DEFAULT pg_current_xact_id();
-CREATE INDEX requests_list_order ON requests (list_order, id);

@@ -10,7 +10,7 @@
 -- through grants to revoke them never saw it (branch grants42). Grants
 -- stored before this migration get 0 and come first, in id order, so a
 -- cursor from before (a grant id) stays valid. The constant default
--- keeps ADD COLUMN from rewriting the table.
+-- keeps ADD COLUMN from rewriting the table. The index grants_list_order
+-- (list_order, id) is built by migration 26, concurrently, as 24's is.
 ALTER TABLE grants ADD COLUMN list_order xid8 NOT NULL DEFAULT '0';
 ALTER TABLE grants ALTER COLUMN list_order SET DEFAULT pg_current_xact_id();
-CREATE INDEX grants_list_order ON grants (list_order, id);

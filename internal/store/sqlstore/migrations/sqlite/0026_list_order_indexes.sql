@@ -1,0 +1,4 @@
+-- Nothing: the Postgres migration of the same number builds the indexes
+-- of the list order concurrently, which SQLite's 24 and 25 build in
+-- their transaction (one writer at a time, so a build holds writes back
+-- whatever way it is made). The dialects keep the same numbering.
