@@ -255,6 +255,7 @@ const madeUpPID = 1<<30 + 7
 // commitLoser, with at most maxConns connections in the main pool (0: the
 // default).
 func openThroughCommitLoser(tb testing.TB, maxConns int) (*DB, *commitLoser) {
+	tb.Helper()
 	return openThroughProxy(tb, maxConns, false)
 }
 

@@ -27,6 +27,7 @@ func TestSettleBehindAPooler(t *testing.T) {
 	}{
 		// The creation's pipeline waits at its first cap's advisory lock.
 		{"create", func(t *testing.T, db *DB) (string, []any, func(context.Context) error, func() bool) {
+			t.Helper()
 			r := freshRequest(1)
 			locks, err := capLocks(createCaps)
 			if err != nil {
@@ -42,6 +43,7 @@ func TestSettleBehindAPooler(t *testing.T) {
 		}},
 		// The outcome's UPDATE waits for its request's row.
 		{"outcome", func(t *testing.T, db *DB) (string, []any, func(context.Context) error, func() bool) {
+			t.Helper()
 			id := testID(1)
 			consumedRequest(t, db, id)
 			return `SELECT 1 FROM requests WHERE id = $1 FOR UPDATE`, []any{string(id)},
