@@ -82,10 +82,11 @@ func TestSettleBehindAPooler(t *testing.T) {
 			if !errors.Is(werr, store.ErrInDoubt) || !errors.Is(werr, store.ErrUnavailable) {
 				t.Errorf("the write whose transaction still ran when its connection ended = %v; want in doubt and unavailable (it may yet commit)", werr)
 			}
+			writer := lockWaiter(t, db.sql)
 			if err := lock.Commit(); err != nil {
 				t.Fatal(err)
 			}
-			waitNoWaiters(t, db.sql)
+			waitGone(t, db.sql, writer)
 			if !stands() {
 				t.Errorf("the write does not stand after its transaction ended")
 			}
@@ -93,21 +94,45 @@ func TestSettleBehindAPooler(t *testing.T) {
 	}
 }
 
-// waitNoWaiters waits until no server process waits for a lock: the cut
-// write's transaction has ended one way or the other.
-func waitNoWaiters(t *testing.T, q *sql.DB) {
+// lockWaiter is the server process of the database that waits for a
+// lock: the cut write's, whose settling found it running.
+func lockWaiter(t *testing.T, q *sql.DB) int64 {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		var n int
-		if err := q.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM pg_locks l
-			JOIN pg_stat_activity a ON a.pid = l.pid WHERE NOT l.granted AND a.datname = current_database()`).Scan(&n); err != nil {
+	var pids []int64
+	rows, err := q.QueryContext(t.Context(), `SELECT l.pid FROM pg_locks l
+		JOIN pg_stat_activity a ON a.pid = l.pid WHERE NOT l.granted AND a.datname = current_database()`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+		var pid int64
+		if err := rows.Scan(&pid); err != nil {
 			t.Fatal(err)
 		}
-		if n == 0 {
+		pids = append(pids, pid)
+	}
+	if err := rows.Err(); err != nil || len(pids) != 1 {
+		t.Fatalf("server processes waiting for a lock = %v, %v; want the cut write's only", pids, err)
+	}
+	return pids[0]
+}
+
+// waitGone waits until server process pid has ended: the cut write's,
+// whose connection is closed, ends once its transaction has (it commits
+// the pipeline it holds, then finds the connection closed).
+func waitGone(t *testing.T, q *sql.DB, pid int64) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var alive bool
+		if err := q.QueryRowContext(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)`, pid).Scan(&alive); err != nil {
+			t.Fatal(err)
+		}
+		if !alive {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d server processes still wait for a lock after 30s", n)
+			t.Fatalf("the cut write's server process %d still runs after 30s", pid)
 		}
 		time.Sleep(time.Millisecond)
 	}
