@@ -88,7 +88,9 @@ const migrateLockPoll = time.Second
 // transaction that records it, and each noTxMarker one statement by
 // statement outside a transaction (pgApplyNoTx), then recorded. On an
 // existing database every transactional migration has a transaction of its
-// own, so the locks one takes (an ALTER TABLE's ACCESS EXCLUSIVE, which
+// own, whose statements wait for a lock at most a short lock_timeout and are
+// tried again (pgApplyWaiting), so that an ALTER TABLE waiting behind a
+// long transaction does not hold up every write queued behind it; and the locks one takes (an ALTER TABLE's ACCESS EXCLUSIVE, which
 // every write to that table waits for) are not held while the next waits
 // for its table's lock; on a new one (no version recorded: empty tables) a
 // run of them shares one, which a failed first start leaves empty. A crash
@@ -125,7 +127,7 @@ func (db *DB) pgMigrate(ctx context.Context, ms []migration) error {
 		for db.created && n < len(pending) && pending[n].steps == nil {
 			n++
 		}
-		if err := db.pgApplyInTx(ctx, conn, pending[:n]); err != nil {
+		if err := db.pgApplyWaiting(ctx, conn, pending[:n]); err != nil {
 			return err
 		}
 		pending = pending[n:]
@@ -193,13 +195,17 @@ func pgRelease(ctx context.Context, conn *sql.Conn) {
 }
 
 // pgApplyInTx applies ms, transactional migrations, and records them in one
-// transaction on conn.
-func (db *DB) pgApplyInTx(ctx context.Context, conn *sql.Conn, ms []migration) error {
+// transaction on conn, whose statements wait at most lockTimeout for a
+// lock (SQLSTATE 55P03 after that; see pgApplyWaiting).
+func (db *DB) pgApplyInTx(ctx context.Context, conn *sql.Conn, ms []migration, lockTimeout time.Duration) error {
 	stx, err := conn.BeginTx(ctx, db.d.txOptions())
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer func() { _ = stx.Rollback() }()
+	if _, err := stx.ExecContext(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d`, max(lockTimeout.Milliseconds(), 1))); err != nil {
+		return fmt.Errorf("set lock_timeout: %w", err)
+	}
 	for _, m := range ms {
 		// No arguments: the file's statements run as written (pgx then
 		// uses the simple protocol, which runs several statements in one
