@@ -141,3 +141,33 @@ func TestDDLLockWaitFailsNamingBlocker(t *testing.T) {
 		t.Errorf("schema version %d after the failed start, want 23", v)
 	}
 }
+
+// TestFirstStartIsOneTransaction: a new database's first start does not
+// wait for another transaction's snapshot (its index builds are plain, in
+// the one transaction of all migrations), and reports Created. At 804731b2
+// the first start committed versions 1–25, then built migration 26's
+// indexes concurrently, waiting for the snapshot; a start that failed
+// there (here: its context's bound of a minute) left 25 versions, and the
+// next start was not Created.
+func TestFirstStartIsOneTransaction(t *testing.T) {
+	cfg := postgresBackend(t).fresh(t)
+	raw := openRaw(t, cfg)
+	defer func() { _ = raw.Close() }()
+	snap := holdSnapshot(t, raw)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	db, err := Open(ctx, cfg)
+	if err != nil {
+		_ = snap.Commit()
+		again := openTest(t, cfg)
+		t.Fatalf("first start = %v; the next start's Created() = %v", err, again.Created())
+	}
+	defer func() { _ = db.Close() }()
+	if !db.Created() {
+		t.Error("first start: Created() = false")
+	}
+	checkMigrations(t, db)
+	if got := inTxForm("CREATE UNIQUE INDEX\tconcurrently IF NOT EXISTS a ON a (b) WHERE c = ' CONCURRENTLY '"); got != "CREATE UNIQUE INDEX IF NOT EXISTS a ON a (b) WHERE c = ' CONCURRENTLY '" {
+		t.Errorf("inTxForm = %q", got)
+	}
+}
