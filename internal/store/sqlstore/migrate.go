@@ -141,8 +141,9 @@ func (db *DB) schemaVersion(ctx context.Context, on txRunner, ms []migration) (i
 
 // Created reports whether Open found the database without a schema: no
 // migration recorded in schema_migrations, so it applied all of them to a
-// new, empty store. That holds for a SQLite file that did not exist and
-// for one a failed earlier start left empty; it is false for a store
+// new, empty store. That holds for a SQLite file or Postgres database that
+// did not exist and for one a failed earlier start left empty (a first
+// start applies every migration in one transaction on both); it is false for a store
 // another start had already migrated, whether or not it holds anything.
 func (db *DB) Created() bool {
 	return db.created

@@ -84,14 +84,20 @@ const migrateLockPoll = time.Second
 // from the version check to the last recorded migration, so instances
 // starting together apply each migration once, as do older binaries, whose
 // transaction-level lock of the same key waits for it. The pending
-// migrations run in order, each transactional one in a READ COMMITTED
-// transaction that records it, and each noTxMarker one statement by
-// statement outside a transaction (pgApplyNoTx), then recorded. On an
-// existing database every transactional migration has a transaction of its
-// own, so the locks one takes (an ALTER TABLE's ACCESS EXCLUSIVE, which
-// every write to that table waits for) are not held while the next waits
-// for its table's lock; on a new one (no version recorded: empty tables) a
-// run of them shares one, which a failed first start leaves empty. A crash
+// migrations run in order. On an existing database each transactional one
+// runs in a READ COMMITTED transaction of its own that records it, so the
+// locks one takes (an ALTER TABLE's ACCESS EXCLUSIVE, which every write to
+// that table waits for) are not held while the next waits for its table's
+// lock; its statements wait for a lock at most a short lock_timeout and
+// are tried again (pgApplyWaiting), so an ALTER TABLE queued behind a long
+// transaction does not hold up the writes queued behind it. Each
+// noTxMarker one runs statement by statement outside a transaction
+// (pgApplyNoTx), then is recorded. On a new database (no version
+// recorded: empty tables) all of them share one transaction, the
+// noTxMarker ones' index builds without CONCURRENTLY (inTxForm: a build on
+// an empty table holds nothing back and waits for no other transaction's
+// snapshot), so a failed first start leaves the database empty and the
+// next one is Created. A crash on an existing database
 // in between leaves the versions recorded so far, and the next start goes
 // on from there. The lock is held outside any transaction, so
 // idle_in_transaction_session_timeout never ends the migrating session
@@ -113,6 +119,11 @@ func (db *DB) pgMigrate(ctx context.Context, ms []migration) error {
 		return err
 	}
 	pending := pendingAfter(ms, current)
+	if db.created {
+		// A new database: every migration in one transaction, so that a
+		// failed first start leaves it empty (and the next one Created).
+		return db.pgApplyWaiting(ctx, conn, pending)
+	}
 	for len(pending) > 0 {
 		if pending[0].steps != nil {
 			if err := db.pgApplyNoTx(ctx, conn, pending[0]); err != nil {
@@ -121,14 +132,10 @@ func (db *DB) pgMigrate(ctx context.Context, ms []migration) error {
 			pending = pending[1:]
 			continue
 		}
-		n := 1
-		for db.created && n < len(pending) && pending[n].steps == nil {
-			n++
-		}
-		if err := db.pgApplyInTx(ctx, conn, pending[:n]); err != nil {
+		if err := db.pgApplyWaiting(ctx, conn, pending[:1]); err != nil {
 			return err
 		}
-		pending = pending[n:]
+		pending = pending[1:]
 	}
 	return nil
 }
@@ -192,20 +199,33 @@ func pgRelease(ctx context.Context, conn *sql.Conn) {
 	_ = conn.Close()
 }
 
-// pgApplyInTx applies ms, transactional migrations, and records them in one
-// transaction on conn.
-func (db *DB) pgApplyInTx(ctx context.Context, conn *sql.Conn, ms []migration) error {
+// pgApplyInTx applies ms and records them in one transaction on conn (a
+// noTxMarker migration's steps in their inTxForm, for a new database only), whose statements wait at most lockTimeout for a
+// lock (SQLSTATE 55P03 after that; see pgApplyWaiting).
+func (db *DB) pgApplyInTx(ctx context.Context, conn *sql.Conn, ms []migration, lockTimeout time.Duration) error {
 	stx, err := conn.BeginTx(ctx, db.d.txOptions())
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer func() { _ = stx.Rollback() }()
+	if _, err := stx.ExecContext(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d`, max(lockTimeout.Milliseconds(), 1))); err != nil {
+		return fmt.Errorf("set lock_timeout: %w", err)
+	}
 	for _, m := range ms {
 		// No arguments: the file's statements run as written (pgx then
 		// uses the simple protocol, which runs several statements in one
 		// call).
-		if _, err := stx.ExecContext(ctx, m.sql); err != nil {
-			return fmt.Errorf("apply migration %s: %w", m.name, err)
+		stmts := []string{m.sql}
+		if m.steps != nil {
+			stmts = stmts[:0]
+			for _, st := range m.steps {
+				stmts = append(stmts, inTxForm(st.stmt))
+			}
+		}
+		for _, q := range stmts {
+			if _, err := stx.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("apply migration %s: %w", m.name, err)
+			}
 		}
 		if err := db.pgRecord(ctx, stx, m); err != nil {
 			return err
@@ -215,6 +235,20 @@ func (db *DB) pgApplyInTx(ctx context.Context, conn *sql.Conn, ms []migration) e
 		return fmt.Errorf("commit migrations: %w", err)
 	}
 	return nil
+}
+
+// concurrently is the keyword of an indexStep that inTxForm removes.
+var concurrently = regexp.MustCompile(`(?i)\sCONCURRENTLY\s`)
+
+// inTxForm returns stmt, an indexStep's statement, without its first
+// CONCURRENTLY: the form PostgreSQL accepts in a transaction, for a new
+// database's empty tables (pgMigrate).
+func inTxForm(stmt string) string {
+	loc := concurrently.FindStringIndex(stmt)
+	if loc == nil {
+		return stmt
+	}
+	return stmt[:loc[0]] + " " + stmt[loc[1]:]
 }
 
 // pgApplyNoTx applies m, a noTxMarker migration, one statement at a time

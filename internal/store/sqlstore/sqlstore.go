@@ -74,6 +74,9 @@ type Config struct {
 	// (see store.ChangeEvents) and for schema_migrations; nil means
 	// time.Now.
 	Now func() time.Time
+	// ddl bounds a Postgres migration's waits for its tables' locks; the
+	// zero value is the defaults (ddlWait). Tests set it.
+	ddl ddlWait
 }
 
 // A DB is a store.Store on SQLite or Postgres, safe for concurrent use by
@@ -103,6 +106,8 @@ type DB struct {
 	// created: Open found no migration recorded (Created). Set once by
 	// migrate, before Open returns.
 	created bool
+	// ddl: Config.ddl (Postgres migrations).
+	ddl ddlWait
 }
 
 // Open opens the database cfg names and applies pending migrations so that
@@ -117,7 +122,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if cfg.MaxConns < 0 || cfg.Poll < 0 || cfg.WatchInterval < 0 {
 		return nil, fmt.Errorf("open %s: negative MaxConns %d, Poll %v or WatchInterval %v", cfg.Driver, cfg.MaxConns, cfg.Poll, cfg.WatchInterval)
 	}
-	db := &DB{log: cfg.Logger, now: cfg.Now, done: make(chan struct{})}
+	db := &DB{log: cfg.Logger, now: cfg.Now, ddl: cfg.ddl, done: make(chan struct{})}
 	if db.log == nil {
 		db.log = slog.New(slog.DiscardHandler)
 	}
