@@ -400,13 +400,6 @@ func checkMembers(line []byte, m map[string]json.RawMessage) *messageError {
 	if string(bytes.TrimSpace(m["jsonrpc"])) != `"2.0"` {
 		return invalidMessage(id, `not a JSON-RPC 2.0 message ("jsonrpc": "2.0" is required)`)
 	}
-	for k := range m {
-		if n := foldedName(k, rpcMemberNames); n != "" {
-			// The SDK reads the exact key only; toolgate's decodes fold
-			// (taskfold.go): refused rather than read two ways.
-			return invalidMessage(id, "the member %q differs from %q only in case (members are read by their exact keys)", k, n)
-		}
-	}
 	kind := classifyID(id)
 	switch kind {
 	case idInvalid:

@@ -16,9 +16,10 @@ import (
 // read one way by the front and another by the SDK: a line the SDK reads
 // as tasks/get ran a tool as a task, an answer went out under an id the
 // SDK does not read, a call of a tool that runs only as a task ran without
-// the Tasks extension. The front refuses such a message (foldedKey)
-// instead of guessing which reading is meant; checkMembers refuses one
-// whose top-level keys fold for every stdio line and HTTP body.
+// the Tasks extension. The front refuses such a message (foldedKey,
+// taskTaken) instead of guessing which reading is meant. Other lines keep
+// passing the stdin guard (checkMessage: the SDK ignores such a key; the
+// lean front's scanner leaves a line with one to the SDK).
 
 // The member names the Tasks front reads, by level.
 var (

@@ -90,7 +90,7 @@ func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byt
 // run by the SDK path (branch stdio43). A message with a key that differs
 // only in case from a member the front reads is taken and refused: the
 // refusal is returned, with req's id the one the SDK reads (foldedKey,
-// branch attack43b).
+// branch attack43b); one the SDK reads as a notification is not taken.
 func (g *Gateway) taskTaken(body []byte, hdr http.Header, modern bool) (_ mcpwire.Request, _ mcpwire.Meta, refused *mcpwire.Error, ok bool) {
 	if g.opts.Tasks == nil {
 		return mcpwire.Request{}, mcpwire.Meta{}, nil, false
@@ -105,7 +105,11 @@ func (g *Gateway) taskTaken(body []byte, hdr http.Header, modern bool) (_ mcpwir
 		return req, mcpwire.Meta{}, nil, false
 	}
 	if e := foldedKey(body); e != nil {
-		req.ID = exactID(body)
+		// Answered under the id the SDK reads; one it reads as a
+		// notification is left to it (it runs nothing).
+		if req.ID = exactID(body); req.ID == nil {
+			return req, mcpwire.Meta{}, nil, false
+		}
 		return req, mcpwire.Meta{}, e, true
 	}
 	meta, merr := mcpwire.ParseMeta(req.Params)
