@@ -97,7 +97,7 @@ func BenchmarkStdioTaskLook(b *testing.B) {
 	line := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"up__echo","arguments":{"to":"acct-1","amount":5},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"}}}}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, taken := g.taskTaken(bytes.Clone(line), nil, true); taken {
+		if _, _, _, taken := g.taskTaken(bytes.Clone(line), nil, true); taken {
 			b.Fatal("taken")
 		}
 	}

@@ -47,9 +47,14 @@ func (l *stdioLean) task(line, method []byte, modern bool) bool {
 	default:
 		return false
 	}
-	req, meta, ok := g.taskTaken(bytes.Clone(line), nil, modern)
+	req, meta, refused, ok := g.taskTaken(bytes.Clone(line), nil, modern)
 	if !ok {
 		return false
+	}
+	if refused != nil {
+		b, _ := encodeRPC(req.ID, nil, refused)
+		_, _ = l.out.Write(appendLine(b))
+		return true
 	}
 	ctx, done, ok := l.track(req.ID)
 	if !ok {

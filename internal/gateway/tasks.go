@@ -65,9 +65,12 @@ const taskPollInterval = 2 * time.Second
 // front takes (taskTaken), and answers it (taskRPC) as the whole body of
 // the POST. Everything else (false) goes to the SDK's stateless handler.
 func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byte, p approval.Principal) bool {
-	req, meta, ok := g.taskTaken(body, r.Header, false)
+	req, meta, refused, ok := g.taskTaken(body, r.Header, false)
 	if ok {
-		res, e := g.taskRPC(r.Context(), req, meta, p, r.Header)
+		res, e := any(nil), refused
+		if refused == nil {
+			res, e = g.taskRPC(r.Context(), req, meta, p, r.Header)
+		}
 		writeRPC(w, req.ID, res, e)
 	}
 	return ok
@@ -84,19 +87,30 @@ func (g *Gateway) taskRequest(w http.ResponseWriter, r *http.Request, body []byt
 // (stdioLean.revisionModern): there a request whose _meta is missing or
 // malformed is of the session's revision and declares nothing, so a tool
 // that runs only as a task is refused to it (-32021) as over HTTP, never
-// run by the SDK path (branch stdio43).
-func (g *Gateway) taskTaken(body []byte, hdr http.Header, modern bool) (mcpwire.Request, mcpwire.Meta, bool) {
+// run by the SDK path (branch stdio43). A message with a key that differs
+// only in case from a member the front reads is taken and refused: the
+// refusal is returned, with req's id the one the SDK reads (foldedKey,
+// branch attack43b); one the SDK reads as a notification is not taken.
+func (g *Gateway) taskTaken(body []byte, hdr http.Header, modern bool) (_ mcpwire.Request, _ mcpwire.Meta, refused *mcpwire.Error, ok bool) {
 	if g.opts.Tasks == nil {
-		return mcpwire.Request{}, mcpwire.Meta{}, false
+		return mcpwire.Request{}, mcpwire.Meta{}, nil, false
 	}
 	req, jerr := mcpwire.DecodeRequest(body)
 	if jerr != nil || req.IsNotification() {
-		return req, mcpwire.Meta{}, false
+		return req, mcpwire.Meta{}, nil, false
 	}
 	switch req.Method {
 	case "tools/call", "tasks/get", "tasks/cancel", "tasks/update":
 	default:
-		return req, mcpwire.Meta{}, false
+		return req, mcpwire.Meta{}, nil, false
+	}
+	if e := foldedKey(body); e != nil {
+		// Answered under the id the SDK reads; one it reads as a
+		// notification is left to it (it runs nothing).
+		if req.ID = exactID(body); req.ID == nil {
+			return req, mcpwire.Meta{}, nil, false
+		}
+		return req, mcpwire.Meta{}, e, true
 	}
 	meta, merr := mcpwire.ParseMeta(req.Params)
 	if hdr == nil && modern && merr != nil {
@@ -105,18 +119,18 @@ func (g *Gateway) taskTaken(body []byte, hdr http.Header, modern bool) (mcpwire.
 	if merr != nil || (hdr == nil && meta.ProtocolVersion < modernVersion) {
 		// The SDK answers a malformed request, and over stdio one of an
 		// earlier revision.
-		return req, meta, false
+		return req, meta, nil, false
 	}
 	if req.Method == "tools/call" {
 		name := toolName(req.Params)
 		if !meta.Capabilities.Has(mcpwire.TasksExtension) {
 			t, ok := g.catalog.lookup(name)
-			return req, meta, ok && t.TaskSupport == TaskSupportRequired
+			return req, meta, nil, ok && t.TaskSupport == TaskSupportRequired
 		}
 		// The built-in policy tool is never held: the SDK path serves it.
-		return req, meta, name != PolicyToolName
+		return req, meta, nil, name != PolicyToolName
 	}
-	return req, meta, true
+	return req, meta, nil, true
 }
 
 // checkVersion is mcpwire.CheckVersionHeader of hdr; nil without headers
