@@ -129,17 +129,20 @@ func TestPagingCutsShortAboveTooManyOpen(t *testing.T) {
 }
 
 // noForeignBelow waits until no transaction but ours (the ids in ours)
-// that got its id before this call is running on db's server, failing t
-// after 30s. A transaction that gets its id later gets a higher one (ids
-// are handed out in order, server-wide), so once this returns, only ours
-// run below every row written before the call.
+// that got its id before this call is running on db's server. A
+// transaction that gets its id later gets a higher one (ids are handed
+// out in order, server-wide), so once this returns, only ours run below
+// every row written before the call. Ours stay open meanwhile and hold
+// back the change feed of every other test on the server, so after 10s
+// (a bound, not a timing assertion) it skips t: the cut is not ours to
+// predict while another test keeps a transaction open that long.
 func noForeignBelow(ctx context.Context, t *testing.T, db *DB, ours []uint64) {
 	t.Helper()
 	var mark uint64
 	if err := db.sql.QueryRowContext(ctx, `SELECT pg_current_xact_id()::text::bigint`).Scan(&mark); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var snap string
 		if err := db.sql.QueryRowContext(ctx, `SELECT pg_current_snapshot()::text`).Scan(&snap); err != nil {
@@ -154,7 +157,7 @@ func noForeignBelow(ctx context.Context, t *testing.T, db *DB, ours []uint64) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("transactions of other databases (%v) still run below the page after 30s", foreign)
+			t.Skipf("transactions of other databases (%v) still run below the page after 10s: the cut is not ours to predict", foreign)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
