@@ -4,16 +4,21 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"toolgate/internal/store/sqlstore/pgtest"
 )
 
+// holdTurn is how long each of holdForeignXids' transactions stays open:
+// the cadence of the interference it makes, not a wait for an event.
+const holdTurn = time.Second
+
 // holdForeignXids keeps a transaction with an id open in a database of its
 // own on the test server from when it returns until t ends: two
 // connections take turns, each beginning a transaction and taking an id
-// before the other commits its, so one is always open and none for long.
+// before the other commits its, so one is always open, each for holdTurn.
 // Every event committed meanwhile has a running transaction below it and
 // enters the change feed only once that one ends, as in CI, where the
 // packages' tests share the server (feedSafe): a test that reads the feed
@@ -47,8 +52,20 @@ func holdForeignXids(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
+		// A turn every holdTurn: a transaction lives that long, so it spans
+		// a test's write and its read of the feed, as a long one of another
+		// package's test does (an id taken a millisecond apart would end
+		// before most reads and interfere with almost none).
+		tick := time.NewTicker(holdTurn)
+		defer tick.Stop()
 		open, i := first, 1
 		for {
+			select {
+			case <-ctx.Done():
+				done <- nil
+				return
+			case <-tick.C:
+			}
 			next, err := begin(conns[i])
 			if err == nil {
 				err = open.Commit(ctx)
