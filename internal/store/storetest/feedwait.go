@@ -17,32 +17,32 @@ type FeedLog interface {
 }
 
 // FeedShowsAll waits until s's change feed shows every event of its log
-// (up to 10000), failing t after feedSettles (30s: a hang guard, not a
+// (up to 10000), failing tb after feedSettles (30s: a hang guard, not a
 // timing assertion). On Postgres an event enters the feed only once every
 // transaction that was running anywhere on the server when it committed
 // has ended (docs/deploy.md), and other tests' databases share the server,
 // so a test that reads the feed, prunes, fans out or chains right after
 // writing waits here first.
-func FeedShowsAll(t testing.TB, s FeedLog) {
-	t.Helper()
+func FeedShowsAll(tb testing.TB, s FeedLog) {
+	tb.Helper()
 	deadline := time.Now().Add(feedSettles)
 	for {
-		evs, err := s.Events(t.Context(), 0, 10000)
+		evs, err := s.Events(tb.Context(), 0, 10000)
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 		n := 0
-		if _, err := store.FollowFeed(t.Context(), s, store.Cursor{}, 1000, func(page []approval.Event) error {
+		if _, err := store.FollowFeed(tb.Context(), s, store.Cursor{}, 1000, func(page []approval.Event) error {
 			n += len(page)
 			return nil
 		}); err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 		if n >= len(evs) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the change feed shows %d of the log's %d events after %v", n, len(evs), feedSettles)
+			tb.Fatalf("the change feed shows %d of the log's %d events after %v", n, len(evs), feedSettles)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
