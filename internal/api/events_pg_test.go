@@ -12,9 +12,9 @@ import (
 	"toolgate/internal/api"
 	"toolgate/internal/gate"
 	"toolgate/internal/policy"
-	"toolgate/internal/store"
 	"toolgate/internal/store/sqlstore"
 	"toolgate/internal/store/sqlstore/pgtest"
+	"toolgate/internal/store/storetest"
 )
 
 // TestEventStreamDeliversALateCommit is the regression test for a stream
@@ -36,7 +36,7 @@ func TestEventStreamDeliversALateCommit(t *testing.T) {
 	if err := db.CreateRequest(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	pgFeedShows(t, ctx, db, 1) // else the stream may start before the creation and send it first
+	storetest.FeedShowsAll(t, db) // else the stream may start before the creation and send it first
 	resp, stream := openStream(t, ctx, srv, "/v1/events/stream", "admin-tok")
 	defer resp.Body.Close()
 
@@ -72,7 +72,7 @@ func TestEventStreamDeliversALateCommit(t *testing.T) {
 	if err := early.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	pgFeedShows(t, ctx, db, 2) // the one read on Notify must see it: the poll is an hour
+	storetest.FeedShowsAll(t, db) // the one read on Notify must see it: the poll is an hour
 	bc.Notify()
 	first, ok := stream.next()
 	if !ok || first.data.Actor != "early" {
@@ -81,7 +81,7 @@ func TestEventStreamDeliversALateCommit(t *testing.T) {
 	if err := late.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	pgFeedShows(t, ctx, db, 3)
+	storetest.FeedShowsAll(t, db)
 	bc.Notify()
 	second, ok := stream.next()
 	if !ok || second.data.Actor != "late" {
@@ -126,26 +126,4 @@ func pgEventsAdmin(t *testing.T, ctx context.Context, dsn string, changed func()
 	t.Cleanup(srv.Close)
 	t.Cleanup(admin.EndStreams)
 	return pgAdmin{db: db, g: g, admin: admin, srv: srv}
-}
-
-// pgFeedShows waits until db's change feed shows at least n events. On
-// Postgres an event enters the feed only once every older transaction on
-// the server has ended, and other packages' tests share the server: a read
-// right after a commit may not see it yet (sqlstore's feedShowsAll).
-func pgFeedShows(t *testing.T, ctx context.Context, db *sqlstore.DB, n int) {
-	t.Helper()
-	for {
-		evs, _, err := db.Feed(ctx, store.Cursor{}, 0)
-		if err != nil {
-			t.Fatalf("feed shows %d of %d events: %v", len(evs), n, err)
-		}
-		if len(evs) >= n {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the change feed shows %d of %d events: %v", len(evs), n, ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
 }

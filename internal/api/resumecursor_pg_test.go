@@ -11,6 +11,7 @@ import (
 	"toolgate/internal/approval"
 	"toolgate/internal/store"
 	"toolgate/internal/store/sqlstore/pgtest"
+	"toolgate/internal/store/storetest"
 )
 
 // TestEventStreamRefusesAForeignCursorOnPostgres: on Postgres the stream
@@ -37,7 +38,7 @@ func TestEventStreamRefusesAForeignCursorOnPostgres(t *testing.T) {
 			}
 		}
 	}
-	pgFeedShows(t, ctx, db, 3) // the creations and the decision
+	storetest.FeedShowsAll(t, db) // the creations and the decision
 	es, err := db.FeedEntries(ctx, store.Cursor{}, 10)
 	if err != nil || len(es) < 3 {
 		t.Fatalf("feed: %d entries, %v", len(es), err)

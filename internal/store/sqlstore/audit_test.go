@@ -9,6 +9,7 @@ import (
 
 	"toolgate/internal/store"
 	"toolgate/internal/store/sqlstore/pgtest"
+	"toolgate/internal/store/storetest"
 )
 
 // testLinks is a ChainAudit build function for the store's tests: one link
@@ -130,7 +131,7 @@ func TestChainAuditBuildsAgainWhenTheChainMoved(t *testing.T) {
 				// On Postgres the event enters the feed only once older
 				// transactions on the shared server have ended: the first
 				// build was given none (a package running beside it).
-				feedShowsAll(t, db)
+				storetest.FeedShowsAll(t, db)
 				var builds []int // events each build was given
 				n, _, err := db.ChainAudit(ctx, 0, 1, func(head store.AuditHead, src []store.AuditSource) ([]store.AuditEntry, error) {
 					builds = append(builds, len(src))
@@ -179,7 +180,7 @@ func TestChainAuditAppendsLargeBatches(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			feedShowsAll(t, db) // else ChainAudit may see more of the feed than Feed just did
+			storetest.FeedShowsAll(t, db) // else ChainAudit may see more of the feed than Feed just did
 			evs, _, err := db.Feed(ctx, store.Cursor{}, 1000)
 			if err != nil {
 				t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"toolgate/internal/approval"
 	"toolgate/internal/session"
 	"toolgate/internal/store"
+	"toolgate/internal/store/storetest"
 )
 
 // everyRequested announces "requested" events on channels a and b, and
@@ -45,36 +46,6 @@ func approve(t *testing.T, db *DB, id approval.ID, at time.Time) {
 	}
 }
 
-// feedShowsAll waits until db's change feed shows every event of its log.
-// On Postgres an event enters the feed only once every transaction on the
-// server that is older than it has ended (feedSafe), and the tests of other
-// packages share the server: a fan-out right after a commit may not see it
-// yet (seen when packages ran in parallel).
-func feedShowsAll(t *testing.T, db *DB) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		evs, err := db.Events(t.Context(), 0, 10000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		if _, err := store.FollowFeed(t.Context(), db, store.Cursor{}, 1000, func(page []approval.Event) error {
-			n += len(page)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if n >= len(evs) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the change feed shows %d of the log's %d events after 30s", n, len(evs))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestFanOut(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.driver, func(t *testing.T) {
@@ -93,7 +64,7 @@ func TestFanOut(t *testing.T) {
 			if err := db.CreateSession(ctx, s, "host"); err != nil {
 				t.Fatal(err)
 			}
-			feedShowsAll(t, db)
+			storetest.FeedShowsAll(t, db)
 			var seen []approval.State
 			res, err := db.FanOut(ctx, 2, t0, func(ev approval.Event, r approval.Request) []string {
 				seen = append(seen, r.State)
@@ -171,7 +142,7 @@ func TestFanOutStartsAtTheNewestEvent(t *testing.T) {
 			if err := db.CreateRequest(t.Context(), pendingRequest(testID(99))); err != nil {
 				t.Fatal(err)
 			}
-			feedShowsAll(t, db)
+			storetest.FeedShowsAll(t, db)
 			if res, err := db.FanOut(t.Context(), 0, t0, all, seqIDs()); err != nil || res.Deliveries != 1 {
 				t.Errorf("FanOut after a new request = %+v, %v; want its one delivery", res, err)
 			}
@@ -192,7 +163,7 @@ func TestClaimAndFinish(t *testing.T) {
 			onA := func(ev approval.Event, r approval.Request) []string {
 				return slices.DeleteFunc(everyRequested(ev, r), func(c string) bool { return c != "a" })
 			}
-			feedShowsAll(t, db)
+			storetest.FeedShowsAll(t, db)
 			if _, err := db.FanOut(ctx, 0, t0, onA, seqIDs()); err != nil {
 				t.Fatal(err)
 			}
@@ -351,7 +322,7 @@ func TestTwoHandlesDeliverEachOnce(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			feedShowsAll(t, dbs[0])
+			storetest.FeedShowsAll(t, dbs[0])
 			stop.Store(true)
 			wg.Wait()
 			if len(dupes) > 0 {

@@ -7,6 +7,7 @@ import (
 
 	"toolgate/internal/approval"
 	"toolgate/internal/store"
+	"toolgate/internal/store/storetest"
 )
 
 // orphanEvents counts the events that name a request the store does not
@@ -120,7 +121,7 @@ func TestEventsNameOnlyStoredRequests(t *testing.T) {
 			// the feed holds an event back until every transaction that was
 			// running anywhere in the cluster when it committed has ended
 			// (another test package's, in CI): wait for it to show them all.
-			feedShowsAll(t, db)
+			storetest.FeedShowsAll(t, db)
 			pruned, err := db.Prune(ctx, store.Retention{Events: time.Hour, Requests: time.Hour}, time.Now().Add(24*time.Hour))
 			if err != nil {
 				t.Fatal(err)

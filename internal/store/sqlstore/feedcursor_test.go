@@ -8,6 +8,7 @@ import (
 
 	"toolgate/internal/approval"
 	"toolgate/internal/store"
+	"toolgate/internal/store/storetest"
 )
 
 // TestPruneKeepsWhatAConsumerHasNotRead: events the notification outbox
@@ -47,7 +48,7 @@ func TestPruneKeepsWhatAConsumerHasNotRead(t *testing.T) {
 				t.Fatalf("Prune before the outbox read = %+v, %v; want nothing deleted", p, err)
 			}
 			none := func(approval.Event, approval.Request) []string { return nil }
-			feedShowsAll(t, db)
+			storetest.FeedShowsAll(t, db)
 			res, err := db.FanOut(ctx, 0, now, none, seqIDs())
 			if err != nil || res.Events != len(all) {
 				t.Fatalf("FanOut = %+v, %v; want %d events read", res, err, len(all))
@@ -80,7 +81,7 @@ func TestPruneKeepsWhatAConsumerHasNotRead(t *testing.T) {
 			// Prune deletes only what the change feed shows; on Postgres
 			// that is once older transactions on the shared server ended
 			// (else 0 deleted at 2 hours).
-			feedShowsAll(t, db)
+			storetest.FeedShowsAll(t, db)
 			if p, err := db.Prune(ctx, store.Retention{Events: time.Hour}, now.Add(30*time.Minute)); err != nil || p.Events != 0 {
 				t.Errorf("Prune with the outbox still for 30 minutes of an hour = %+v, %v; want nothing deleted", p, err)
 			}
@@ -134,7 +135,7 @@ func TestFeedEntries(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			feedShowsAll(t, db) // Postgres: once older transactions on the shared server ended
+			storetest.FeedShowsAll(t, db) // Postgres: once older transactions on the shared server ended
 			all, err := db.FeedEntries(ctx, store.Cursor{}, 0)
 			if err != nil || len(all) != 4 {
 				t.Fatalf("FeedEntries = %d entries, %v; want 4", len(all), err)

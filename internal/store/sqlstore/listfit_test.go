@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strconv"
 	"testing"
@@ -97,16 +96,16 @@ func TestPagingCutsShortAboveTooManyOpen(t *testing.T) {
 			seen = append(seen, string(r.ID))
 			return nil
 		})
-		if errors.Is(err, errTooManyOpen) {
-			if foreign := foreignRunning(ctx, t, db, ours); len(foreign) > 0 {
-				t.Skipf("transactions of another database (%v) were running below the page: the cut is not ours to predict", foreign)
-			}
-		}
 		if err != nil {
 			t.Fatalf("page after %q = %v", cursor, err)
 		}
 		return next
 	}
+	// Transactions of other databases on the shared server that got their
+	// ids before ours are running below the page too and would cut it
+	// shorter; those that start from now on get higher ids than every
+	// request here. So wait (bounded) until the earlier ones ended.
+	noForeignBelow(ctx, t, db, ours)
 	next := page("")
 	if len(seen) != 3 || next == "" {
 		t.Fatalf("the first page = %v (next %q), want the 3 committed requests before the third running transaction and a cursor", seen, next)
@@ -129,17 +128,37 @@ func TestPagingCutsShortAboveTooManyOpen(t *testing.T) {
 	}
 }
 
-// foreignRunning returns the transactions running now that are not ours
-// (the server is shared; transaction ids are the cluster's).
-func foreignRunning(ctx context.Context, t *testing.T, db *DB, ours []uint64) []uint64 {
+// noForeignBelow waits until no transaction but ours (the ids in ours)
+// that got its id before this call is running on db's server. A
+// transaction that gets its id later gets a higher one (ids are handed
+// out in order, server-wide), so once this returns, only ours run below
+// every row written before the call. Ours stay open meanwhile and hold
+// back the change feed of every other test on the server, so after 10s
+// (a bound, not a timing assertion) it skips t: the cut is not ours to
+// predict while another test keeps a transaction open that long.
+func noForeignBelow(ctx context.Context, t *testing.T, db *DB, ours []uint64) {
 	t.Helper()
-	var snap string
-	if err := db.sql.QueryRowContext(ctx, `SELECT pg_current_snapshot()::text`).Scan(&snap); err != nil {
+	var mark uint64
+	if err := db.sql.QueryRowContext(ctx, `SELECT pg_current_xact_id()::text::bigint`).Scan(&mark); err != nil {
 		t.Fatal(err)
 	}
-	running, err := runningTransactions(snap)
-	if err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var snap string
+		if err := db.sql.QueryRowContext(ctx, `SELECT pg_current_snapshot()::text`).Scan(&snap); err != nil {
+			t.Fatal(err)
+		}
+		running, err := runningTransactions(snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		foreign := slices.DeleteFunc(running, func(x uint64) bool { return x >= mark || slices.Contains(ours, x) })
+		if len(foreign) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Skipf("transactions of other databases (%v) still run below the page after 10s: the cut is not ours to predict", foreign)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return slices.DeleteFunc(running, func(x uint64) bool { return slices.Contains(ours, x) })
 }

@@ -13,6 +13,7 @@ import (
 
 	"toolgate/internal/approval"
 	"toolgate/internal/store/sqlstore/pgtest"
+	"toolgate/internal/store/storetest"
 )
 
 // watcher runs db.Watch until the test ends and hands its calls over a
@@ -203,7 +204,7 @@ func TestWatchReconnects(t *testing.T) {
 		// only once older transactions on the server have ended (other
 		// packages' tests share it): read before that, it missed the
 		// write and, the poll being an hour, nothing called changed.
-		feedShowsAll(t, b)
+		storetest.FeedShowsAll(t, b)
 		var ok bool
 		if err := b.sql.QueryRowContext(t.Context(), `SELECT pg_terminate_backend($1)`, old).Scan(&ok); err != nil || !ok {
 			t.Fatalf("pg_terminate_backend(%d) = %v, %v", old, ok, err)

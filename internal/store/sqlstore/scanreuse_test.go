@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"toolgate/internal/store"
+	"toolgate/internal/store/storetest"
 )
 
 // TestFeedAndAuditReadsScanThroughOneScanner: the change feed (Feed,
@@ -31,6 +32,7 @@ func TestFeedAndAuditReadsScanThroughOneScanner(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			storetest.FeedShowsAll(t, db) // Postgres: once older transactions on the server ended
 			evs, _, err := db.Feed(ctx, store.Cursor{}, 2*n)
 			if err != nil || len(evs) != 2*n {
 				t.Fatalf("Feed = %d events, %v; want %d", len(evs), err, 2*n)
