@@ -100,7 +100,9 @@ func testRecordDispatch(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	consumed := func(rid approval.ID) {
 		t.Helper()
-		mustCreate(t, s, pending(rid))
+		if err := s.CreateRequest(ctx, pending(rid)); err != nil {
+			t.Fatalf("CreateRequest(%s) = %v", rid, err)
+		}
 		if _, err := s.UpdateRequest(ctx, rid, "test", func(r *approval.Request) error { r.State = approval.StateConsumed; return nil }); err != nil {
 			t.Fatal(err)
 		}
