@@ -58,26 +58,7 @@ func BenchmarkServeStdioCall(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = g.Close() })
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() {
-		served <- g.ServeStdio(b.Context(), inR, outW, approval.Principal{ID: "desktop", Kind: "agent"})
-	}()
-	b.Cleanup(func() {
-		_ = inW.Close()
-		if err := <-served; err != nil && !errors.Is(err, context.Canceled) {
-			b.Errorf("ServeStdio: %v", err)
-		}
-		_ = outR.Close()
-	})
-	out := bufio.NewReaderSize(outR, 64<<10)
+	inW, out := benchServeStdio(b, g)
 	send := func(line string) {
 		if _, err := io.WriteString(inW, line+"\n"); err != nil {
 			b.Fatal(err)
@@ -109,4 +90,31 @@ func BenchmarkServeStdioCall(b *testing.B) {
 		call(i)
 		i++
 	}
+}
+
+// benchServeStdio serves a stdio agent on g over two real pipes for the
+// benchmark's length and returns the agent's ends: where it writes its
+// lines and where it reads g's.
+func benchServeStdio(b *testing.B, g *Gateway) (io.Writer, *bufio.Reader) {
+	b.Helper()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() {
+		served <- g.ServeStdio(b.Context(), inR, outW, approval.Principal{ID: "desktop", Kind: "agent"})
+	}()
+	b.Cleanup(func() {
+		_ = inW.Close()
+		if err := <-served; err != nil && !errors.Is(err, context.Canceled) {
+			b.Errorf("ServeStdio: %v", err)
+		}
+		_ = outR.Close()
+	})
+	return inW, bufio.NewReaderSize(outR, 64<<10)
 }

@@ -1,17 +1,12 @@
 package gateway
 
 import (
-	"bufio"
 	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"testing"
 	"time"
 
-	"toolgate/internal/approval"
 	"toolgate/internal/gate"
 	"toolgate/internal/policy"
 	"toolgate/internal/seal"
@@ -36,26 +31,7 @@ func BenchmarkServeStdioCall2026(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = g.Close() })
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() {
-		served <- g.ServeStdio(b.Context(), inR, outW, approval.Principal{ID: "desktop", Kind: "agent"})
-	}()
-	b.Cleanup(func() {
-		_ = inW.Close()
-		if err := <-served; err != nil && !errors.Is(err, context.Canceled) {
-			b.Errorf("ServeStdio: %v", err)
-		}
-		_ = outR.Close()
-	})
-	out := bufio.NewReaderSize(outR, 64<<10)
+	inW, out := benchServeStdio(b, g)
 	call := func(i int) {
 		line := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"up__echo","arguments":{"to":"acct-1","amount":5},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"}}}}`, i)
 		if _, err := io.WriteString(inW, line+"\n"); err != nil {
