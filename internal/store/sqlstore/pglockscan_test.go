@@ -113,18 +113,7 @@ func TestGuardRowKeepsTheLockedRowsValues(t *testing.T) {
 	db := openTest(t, postgresConfig(pgtest.Fresh(t)))
 	ctx := t.Context()
 	pg := db.d.(*postgresDialect)
-	old, err := encodeRequest(pendingRequest(testID(1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur := pendingRequest(testID(1))
-	if err := approveFn(&cur); err != nil {
-		t.Fatal(err)
-	}
-	p, err := planStore(old, cur, "alice", t0.Add(time.Minute))
-	if err != nil || !p.changed || len(p.events) == 0 {
-		t.Fatalf("planStore = changed %v, %d events, %v; want a change with events", p.changed, len(p.events), err)
-	}
+	p := approvalPlan(t)
 	withEvents, _ := pgGuardedWrite(pg, p)
 	p.events = nil
 	alone, _ := pgGuardedWrite(pg, p)

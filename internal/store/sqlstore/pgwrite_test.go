@@ -181,6 +181,23 @@ func TestPipelinedWriteAfterTheServerDroppedItsConnections(t *testing.T) {
 // statement, ≈ 1.3 KB per approval).
 func TestGuardedWriteInPostgresForm(t *testing.T) {
 	pg := &postgresDialect{}
+	p := approvalPlan(t)
+	q, args := pgGuardedWrite(pg, p)
+	ins, _ := eventsInsert(p.events)
+	sel, _ := pg.notifications(p.events)
+	want := dollarPlaceholders(`WITH upd AS (` + p.update + ` RETURNING 1), ins AS (` + ins + `) SELECT 1 / (SELECT count(*) FROM upd), NULL, NULL, NULL, ` + sel)
+	if q != want {
+		t.Errorf("pgGuardedWrite =\n%s\nwant\n%s", q, want)
+	}
+	if strings.Contains(q, "?") || strings.Count(q, "$") != len(args) {
+		t.Errorf("pgGuardedWrite's statement has %d ? and %d $ for %d arguments; want no ? and one $ each", strings.Count(q, "?"), strings.Count(q, "$"), len(args))
+	}
+}
+
+// approvalPlan is the write plan of request 1's approval by alice: a
+// change with events, the guarded write's usual shape.
+func approvalPlan(t *testing.T) storePlan {
+	t.Helper()
 	old, err := encodeRequest(pendingRequest(testID(1)))
 	if err != nil {
 		t.Fatal(err)
@@ -193,14 +210,5 @@ func TestGuardedWriteInPostgresForm(t *testing.T) {
 	if err != nil || !p.changed || len(p.events) == 0 {
 		t.Fatalf("planStore = changed %v, %d events, %v; want a change with events", p.changed, len(p.events), err)
 	}
-	q, args := pgGuardedWrite(pg, p)
-	ins, _ := eventsInsert(p.events)
-	sel, _ := pg.notifications(p.events)
-	want := dollarPlaceholders(`WITH upd AS (` + p.update + ` RETURNING 1), ins AS (` + ins + `) SELECT 1 / (SELECT count(*) FROM upd), NULL, NULL, NULL, ` + sel)
-	if q != want {
-		t.Errorf("pgGuardedWrite =\n%s\nwant\n%s", q, want)
-	}
-	if strings.Contains(q, "?") || strings.Count(q, "$") != len(args) {
-		t.Errorf("pgGuardedWrite's statement has %d ? and %d $ for %d arguments; want no ? and one $ each", strings.Count(q, "?"), strings.Count(q, "$"), len(args))
-	}
+	return p
 }
