@@ -29,6 +29,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -234,10 +235,19 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 					"-note", fmt.Sprintf("round=%d", r), "-concurrency", strconv.Itoa(c),
 					"-duration", o.duration.String(), "-warmup", o.warmup.String(),
 					"-payload-bytes", strconv.Itoa(o.payloadBytes))
-				cmd.Stdout = f
+				var out bytes.Buffer
+				cmd.Stdout = &out
 				cmd.Stderr = os.Stderr
+				before := cpuSnapshot(t.pids)
 				if err := cmd.Run(); err != nil {
 					return fmt.Errorf("loadgen %s round %d C=%d: %w", t.label, r, c, err)
+				}
+				line, err := withProcessSplit(bytes.TrimSpace(out.Bytes()), before, cpuSnapshot(t.pids))
+				if err != nil {
+					return fmt.Errorf("loadgen %s round %d C=%d: %w", t.label, r, c, err)
+				}
+				if _, err := f.Write(append(line, '\n')); err != nil {
+					return err
 				}
 			}
 		}
@@ -348,6 +358,10 @@ type result struct {
 	CallsPerS   float64 `json:"calls_per_s"`
 	P50us       float64 `json:"p50_us"`
 	CPUPerCall  float64 `json:"proc_cpu_us_per_call"`
+	// CPUEach splits CPUPerCall by process, in the row's pid order
+	// (toolgate, then its HTTP upstream); empty for a line without it.
+	CPUEach   []float64 `json:"proc_cpu_us_per_call_each"`
+	ClientCPU float64   `json:"client_cpu_s"` // loadgen's own CPU in the measured phase
 }
 
 func readResults(path string) ([]result, error) {
