@@ -21,10 +21,15 @@
 // and loadgen share perfpair's.
 //
 // The loadgen JSON lines go to DIR/results.jsonl (one per target, round and
-// concurrency); the summary on stdout gives per row the medians of calls/s,
-// p50 and server CPU per call, and per round each row's calls/s as a
-// multiple of direct-http's in the same round, and each binary's calls/s
-// and CPU per call against the first binary's.
+// concurrency), each with "proc_cpu_us_per_call_each" added: the server
+// CPU per call split between the row's processes (toolgate, then its HTTP
+// upstream) by their /proc/PID/stat CPU over the loadgen run. The summary
+// on stdout gives per row the medians of calls/s, p50 and server CPU per
+// call, and per round each row's calls/s as a multiple of direct-http's in
+// the same round, and each binary's calls/s and CPU per call against the
+// first binary's; then the medians of CPU per call by process: the
+// server, its upstream, and loadgen itself (its client_cpu_s over its
+// calls).
 package main
 
 import (
