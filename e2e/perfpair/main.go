@@ -21,14 +21,20 @@
 // and loadgen share perfpair's.
 //
 // The loadgen JSON lines go to DIR/results.jsonl (one per target, round and
-// concurrency); the summary on stdout gives per row the medians of calls/s,
-// p50 and server CPU per call, and per round each row's calls/s as a
-// multiple of direct-http's in the same round, and each binary's calls/s
-// and CPU per call against the first binary's.
+// concurrency), each with "proc_cpu_us_per_call_each" added: the server
+// CPU per call split between the row's processes (toolgate, then its HTTP
+// upstream) by their /proc/PID/stat CPU over the loadgen run. The summary
+// on stdout gives per row the medians of calls/s, p50 and server CPU per
+// call, and per round each row's calls/s as a multiple of direct-http's in
+// the same round, and each binary's calls/s and CPU per call against the
+// first binary's; then the medians of CPU per call by process: the
+// server, its upstream, and loadgen itself (its client_cpu_s over its
+// calls).
 package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -234,10 +240,19 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 					"-note", fmt.Sprintf("round=%d", r), "-concurrency", strconv.Itoa(c),
 					"-duration", o.duration.String(), "-warmup", o.warmup.String(),
 					"-payload-bytes", strconv.Itoa(o.payloadBytes))
-				cmd.Stdout = f
+				var out bytes.Buffer
+				cmd.Stdout = &out
 				cmd.Stderr = os.Stderr
+				before := cpuSnapshot(t.pids)
 				if err := cmd.Run(); err != nil {
 					return fmt.Errorf("loadgen %s round %d C=%d: %w", t.label, r, c, err)
+				}
+				line, err := withProcessSplit(bytes.TrimSpace(out.Bytes()), before, cpuSnapshot(t.pids))
+				if err != nil {
+					return fmt.Errorf("loadgen %s round %d C=%d: %w", t.label, r, c, err)
+				}
+				if _, err := f.Write(append(line, '\n')); err != nil {
+					return err
 				}
 			}
 		}
@@ -348,6 +363,10 @@ type result struct {
 	CallsPerS   float64 `json:"calls_per_s"`
 	P50us       float64 `json:"p50_us"`
 	CPUPerCall  float64 `json:"proc_cpu_us_per_call"`
+	// CPUEach splits CPUPerCall by process, in the row's pid order
+	// (toolgate, then its HTTP upstream); empty for a line without it.
+	CPUEach   []float64 `json:"proc_cpu_us_per_call_each"`
+	ClientCPU float64   `json:"client_cpu_s"` // loadgen's own CPU in the measured phase
 }
 
 func readResults(path string) ([]result, error) {

@@ -77,8 +77,51 @@ func summarise(w io.Writer, rows []result, labels []string, conc []int) error {
 				first = m
 			}
 		}
+		processTable(w, byLabel, labels, rounds)
 	}
 	return nil
+}
+
+// processTable writes the medians over the rounds of the CPU per call of
+// each of a row's processes (the first, toolgate or direct-http's
+// echoserver; the second, a toolgate's HTTP upstream) and of loadgen itself
+// (its own CPU in the measured phase over the calls made). Nothing is
+// written when no row has the per-process split.
+func processTable(w io.Writer, byLabel map[string]map[string]result, labels, rounds []string) {
+	lines := make([]string, 0, len(labels))
+	for _, l := range labels {
+		var proxy, up, lg []float64
+		for _, n := range rounds {
+			r, ok := byLabel[l][n]
+			if !ok {
+				continue
+			}
+			if len(r.CPUEach) > 0 {
+				proxy = append(proxy, r.CPUEach[0])
+			}
+			if len(r.CPUEach) > 1 {
+				up = append(up, r.CPUEach[1])
+			}
+			if r.Calls > 0 && r.ClientCPU > 0 {
+				lg = append(lg, r.ClientCPU*1e6/float64(r.Calls))
+			}
+		}
+		if len(proxy) == 0 {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("| %s | %s | %s | %s |", l,
+			fmtMedian(proxy, "%.0f"), fmtMedian(up, "%.0f"), fmtMedian(lg, "%.0f")))
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nCPU µs per call by process (medians over the rounds)")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| row | server (toolgate, or direct's echoserver) | its upstream | loadgen |")
+	fmt.Fprintln(w, "|---|--:|--:|--:|")
+	for _, s := range lines {
+		fmt.Fprintln(w, s)
+	}
 }
 
 func ratios(v []float64) string {

@@ -100,11 +100,15 @@ func (c *conn) SetDeadline(t time.Time) error {
 }
 
 // tryHandoff hands c off (see above) when p is net/http's idle peek with
-// nothing buffered and the client sends nothing for handoffGrace; true
-// when it did (the Read fails with errHandedOff).
-func (c *conn) tryHandoff(p []byte) bool {
+// nothing buffered and the client sends nothing for handoffGrace;
+// handedOff when it did (the Read fails with errHandedOff). seen reports
+// that the grace's wait found a byte of the client's next request (or
+// the connection's end) in the socket, where it stays until read: Read
+// need not peek for it again (one system call less per kept-alive
+// request; docs/performance.md, "httpcpu44").
+func (c *conn) tryHandoff(p []byte) (handedOff, seen bool) {
 	if len(p) != netHTTPReadBuffer || !c.keptIdle.CompareAndSwap(keptDeadline, keptNone) || !canPeek {
-		return false
+		return false, false
 	}
 	l := c.l
 	l.mu.Lock()
@@ -113,45 +117,52 @@ func (c *conn) tryHandoff(p []byte) bool {
 	ok := f != nil && !c.closed && c.elem != nil
 	l.mu.Unlock()
 	if !ok {
-		return false
+		return false, false
 	}
-	if grace > 0 && !c.quietFor(grace) || hasUnread(c.Conn) {
-		return false
+	if grace > 0 {
+		quiet, seen := c.quietFor(grace)
+		if !quiet {
+			return false, seen
+		}
+	}
+	if hasUnread(c.Conn) {
+		return false, true
 	}
 	l.mu.Lock()
 	if c.closed || c.elem == nil {
 		l.mu.Unlock()
-		return false
+		return false, false
 	}
 	c.owedClose, c.owedClosed = true, true
 	l.mu.Unlock()
 	if f(c) {
-		return true
+		return true, false
 	}
 	l.mu.Lock()
 	c.owedClose, c.owedClosed = false, false
 	l.mu.Unlock()
-	return false
+	return false, false
 }
 
 // quietFor waits up to d (within the read deadline net/http set) for a
-// byte of the client's next request; true when none came and the socket
-// holds nothing.
-func (c *conn) quietFor(d time.Duration) bool {
+// byte of the client's next request; quiet when none came and the socket
+// holds nothing, seen when the wait ended on a byte or the connection's
+// end (awaitByte) and net/http's deadline is back in force.
+func (c *conn) quietFor(d time.Duration) (quiet, seen bool) {
 	asked := c.readDeadline()
 	until := time.Now().Add(d)
 	if !asked.IsZero() && asked.Before(until) {
-		return false // the idle timeout comes first: net/http closes it
+		return false, false // the idle timeout comes first: net/http closes it
 	}
 	if c.Conn.SetReadDeadline(until) != nil {
-		return false
+		return false, false
 	}
 	err := awaitByte(c.Conn)
 	if c.Conn.SetReadDeadline(asked) != nil {
-		return false
+		return false, false
 	}
 	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
+	return errors.As(err, &ne) && ne.Timeout(), err == nil
 }
 
 // swallowClose reports whether c's Close is the one owed after a

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -108,6 +110,12 @@ func handoffServer(t *testing.T, grace time.Duration) (*Listener, string, chan n
 	if err != nil {
 		t.Fatal(err)
 	}
+	return handoffServerOn(t, ln, grace)
+}
+
+// handoffServerOn is handoffServer on the listener ln.
+func handoffServerOn(t *testing.T, ln net.Listener, grace time.Duration) (*Listener, string, chan net.Conn) {
+	t.Helper()
 	l := Limit(ln, 10, nil)
 	if grace > 0 {
 		l.handoffGrace = grace
@@ -120,4 +128,78 @@ func handoffServer(t *testing.T, grace time.Duration) (*Listener, string, chan n
 	go func() { defer close(served); _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()); <-served })
 	return l, ln.Addr().String(), handed
+}
+
+// TestHandoffGraceByteNotPeekedAgain (httpcpu44): when the hand-off's
+// grace wait sees the next request's first byte, Read takes the
+// connection out of the idle list without waiting for that byte again:
+// one wait on the socket (awaitByte: a peek, a system call) per
+// kept-alive request, not two. The accepted connections count the waits
+// on their descriptor (RawConn.Read); the grace is long, so the
+// connection is never handed off.
+func TestHandoffGraceByteNotPeekedAgain(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &countingListener{Listener: ln}
+	_, addr, handed := handoffServerOn(t, cl, 30*time.Second)
+
+	c := dial(t, addr)
+	br := bufio.NewReader(c)
+	send(t, c, "/x")
+	readOK(t, br, "x")
+	// Waits are counted as they end: the one for the first request's
+	// byte has; the grace's wait after its answer has not.
+	if got := cl.waits.Load(); got != 1 {
+		t.Fatalf("after the first request: %d waits ended, want 1", got)
+	}
+	send(t, c, "/y")
+	readOK(t, br, "y")
+	if got := cl.waits.Load() - 1; got != 1 {
+		t.Errorf("the kept-alive request's first byte was waited for %d times on the socket, want 1 (the grace's wait)", got)
+	}
+	select {
+	case <-handed:
+		t.Fatal("handed off within the grace")
+	default:
+	}
+}
+
+// A countingListener's connections count the waits on their descriptor
+// that ended (RawConn.Read calls that returned) in waits.
+type countingListener struct {
+	net.Listener
+	waits atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: c, waits: &l.waits}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	waits *atomic.Int64
+}
+
+func (c *countingConn) SyscallConn() (syscall.RawConn, error) {
+	rc, err := c.Conn.(syscall.Conn).SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	return &countingRawConn{RawConn: rc, waits: c.waits}, nil
+}
+
+type countingRawConn struct {
+	syscall.RawConn
+	waits *atomic.Int64
+}
+
+func (rc *countingRawConn) Read(f func(uintptr) bool) error {
+	defer rc.waits.Add(1)
+	return rc.RawConn.Read(f)
 }

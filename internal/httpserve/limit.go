@@ -178,7 +178,8 @@ func (c *conn) OnEvict(f func()) {
 // Read reads from the connection; the first bytes read while c counts as
 // idle are a request's: c is no longer evicted (http.Server calls it
 // active only once the request's headers are read). While c counts as
-// idle, Read first waits for a byte without consuming it (awaitByte) and
+// idle, Read first waits for a byte without consuming it (awaitByte, or
+// the hand-off's grace wait when that saw one: tryHandoff) and
 // takes c out of the idle list before it reads: an eviction, which looks
 // at the list under the same lock, either closed c before any byte left
 // its socket (Read fails, nothing of the request was read) or finds c
@@ -190,13 +191,17 @@ func (c *conn) OnEvict(f func()) {
 // (Listener.stalled) between its socket's read and that note returns
 // net.ErrClosed, not the bytes.
 func (c *conn) Read(p []byte) (int, error) {
-	if c.inIdle.Load() && c.tryHandoff(p) {
-		return 0, errHandedOff
+	seen := false
+	if c.inIdle.Load() {
+		var handedOff bool
+		if handedOff, seen = c.tryHandoff(p); handedOff {
+			return 0, errHandedOff
+		}
 	}
 	// watched: c may be evicted during this Read (an eviction clears
 	// both flags, so they are read before).
 	watched := c.inIdle.Load() || c.inReading.Load()
-	if c.inIdle.Load() && awaitByte(c.Conn) == nil {
+	if c.inIdle.Load() && (seen || awaitByte(c.Conn) == nil) {
 		c.l.mu.Lock()
 		evicted := c.closed
 		c.l.startReading(c)
