@@ -213,8 +213,13 @@ func (c *pgCluster) Stop(tb testing.TB) {
 	c.cmd = nil
 	if v := os.Getenv("TOOLGATE_BENCH_PG_LOGCOPY"); v != "" {
 		// the server's log kept past cleanup (with TOOLGATE_BENCH_PG_OPTS)
-		b, _ := os.ReadFile(filepath.Join(c.dir, "server.log"))
-		_ = os.WriteFile(v, b, 0o644)
+		b, err := os.ReadFile(filepath.Join(c.dir, "server.log"))
+		if err == nil {
+			err = os.WriteFile(v, b, 0o600)
+		}
+		if err != nil {
+			tb.Errorf("TOOLGATE_BENCH_PG_LOGCOPY: %v", err)
+		}
 	}
 }
 
