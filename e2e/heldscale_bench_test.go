@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -61,7 +62,9 @@ import (
 //     average (/proc/stat, other users' processes included);
 //     approve-one-p-%: the share of toolgate's GOMAXPROCS samples (every
 //     250 ms, its /metrics) that read one P (procs.Follow); with
-//     TOOLGATE_BENCH_PROFILE also a 2 s execution trace of toolgate
+//     TOOLGATE_BENCH_PROFILE a CPU profile of approve-all's first 5 s
+//     (TOOLGATE_BENCH_APPROVE_PROFILE_S sets another length; under the
+//     admin listener's write timeout) and a 2 s execution trace of toolgate
 //     (…-approve-trace.out; go tool trace -pprof=sync and the like) and
 //     the allocations approve-all made (…-approve-allocs.pprof, against
 //     …-idle-allocs-1.pprof as -base); the approvers keep their
@@ -385,7 +388,7 @@ func benchHeldCalls(b *testing.B, driver string, n int) {
 		go func() { // the first seconds of approve-all
 			defer close(cpuProfiled)
 			prefix := filepath.Join(dir, fmt.Sprintf("%s-%d-approve", driver, n))
-			saveProfile(b, g.Admin, "/debug/pprof/profile?seconds=5", prefix+"-cpu.pprof")
+			saveProfile(b, g.Admin, "/debug/pprof/profile?seconds="+cmp.Or(os.Getenv("TOOLGATE_BENCH_APPROVE_PROFILE_S"), "5"), prefix+"-cpu.pprof")
 			saveProfile(b, g.Admin, "/debug/pprof/goroutine?debug=1", prefix+"-goroutine.txt")
 			// where goroutines wait (go tool trace -pprof=sync|net|syscall|sched)
 			saveProfile(b, g.Admin, "/debug/pprof/trace?seconds=2", prefix+"-trace.out")

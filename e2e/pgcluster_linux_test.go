@@ -154,6 +154,14 @@ func (c *pgCluster) start(tb testing.TB) error {
 		cmd.Args = append(cmd.Args, "-c", "shared_preload_libraries=pg_stat_statements",
 			"-c", "pg_stat_statements.track=all", "-c", "pg_stat_statements.track_utility=on")
 	}
+	if v := os.Getenv("TOOLGATE_BENCH_PG_OPTS"); v != "" {
+		// more server settings, space-separated name=value: e.g.
+		// shared_preload_libraries=auto_explain auto_explain.log_min_duration=3
+		// log_lock_waits=on deadlock_timeout=2ms (what waits, and on whom)
+		for _, o := range strings.Fields(v) {
+			cmd.Args = append(cmd.Args, "-c", o)
+		}
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return err
@@ -203,6 +211,16 @@ func (c *pgCluster) Stop(tb testing.TB) {
 		<-c.exited
 	}
 	c.cmd = nil
+	if v := os.Getenv("TOOLGATE_BENCH_PG_LOGCOPY"); v != "" {
+		// the server's log kept past cleanup (with TOOLGATE_BENCH_PG_OPTS)
+		b, err := os.ReadFile(filepath.Join(c.dir, "server.log"))
+		if err == nil {
+			err = os.WriteFile(v, b, 0o600)
+		}
+		if err != nil {
+			tb.Errorf("TOOLGATE_BENCH_PG_LOGCOPY: %v", err)
+		}
+	}
 }
 
 // logTail returns the last lines of the server's log.

@@ -44,6 +44,8 @@ import (
 // TOOLGATE_TEST_POSTGRES is set. TOOLGATE_BENCH_ALLOCS=DIR samples every
 // allocation and writes the profiles before and after approve-all there
 // (saveAllocs); the B/approval of such a run includes the profiler's own.
+// TOOLGATE_BENCH_CPU=DIR writes a CPU profile of each round's approve-all
+// there (startCPU): where an approval's CPU goes, without the admission.
 //
 //	go test -run '^$' -bench ApproveAllocs -benchtime 1x ./internal/api/
 func BenchmarkApproveAllocs(b *testing.B) {
@@ -124,6 +126,7 @@ func benchApproveAllocs(b *testing.B, db *sqlstore.DB, n int) {
 			b.Fatal(err)
 		}
 		saveAllocs(b, "before")
+		stopCPU := startCPU(b)
 		var m0, m1 runtime.MemStats
 		runtime.ReadMemStats(&m0)
 		start := time.Now()
@@ -158,6 +161,7 @@ func benchApproveAllocs(b *testing.B, db *sqlstore.DB, n int) {
 		}
 		took := time.Since(start)
 		runtime.ReadMemStats(&m1)
+		stopCPU()
 		saveAllocs(b, "after")
 		if k := allowed.Load(); k != int64(n) {
 			b.Fatalf("%d of %d calls admitted", k, n)
@@ -186,6 +190,32 @@ func saveAllocs(b *testing.B, when string) {
 	defer func() { _ = f.Close() }()
 	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// startCPU starts a CPU profile of approve-all when TOOLGATE_BENCH_CPU
+// names a directory: $TOOLGATE_BENCH_CPU/<benchmark>-<round>.pprof, one a
+// round (go tool pprof merges several). It returns the function that
+// stops it.
+func startCPU(b *testing.B) func() {
+	b.Helper()
+	dir := os.Getenv("TOOLGATE_BENCH_CPU")
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.CreateTemp(dir, strings.ReplaceAll(b.Name(), "/", "_")+"-*.pprof")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
+		}
 	}
 }
 

@@ -63,7 +63,7 @@ func newStderrTail(env map[string]string) *stderrTail {
 // tail). Its methods are safe for concurrent use.
 type envRedactor struct {
 	hide     []envShape       // the child's environment as it may be printed, longest first
-	patterns []*regexp.Regexp // approval.DefaultRedaction's, compiled once (each call compiles them)
+	patterns []*regexp.Regexp // approval.DefaultRedaction's, compiled once per process
 
 	// starts[i] is the failure function of hide[i] without its last byte
 	// (trimCut), made at the first cut line: 4 bytes a byte of the shapes.
