@@ -127,6 +127,12 @@ func DefaultRedaction() Redaction {
 //     that has one gets a warning per distinct character, such as
 //     `$.to: contains U+200B ZERO WIDTH SPACE`.
 //
+// Two keys of one object that are equal under simple case folding
+// (policy.FoldKey: "path" and "PATH", "s" and "ſ") get a warning naming
+// both as shown: an upstream decoding with Go's encoding/json reads them
+// as one field, the last, and policy conditions read neither (the
+// arguments are an error there; docs/policy.md).
+//
 // Locations are JSONPath-like: $ is the root, .name or ["name"] a member and
 // [i] an array element. Warnings are in document order, without repeats,
 // and never nil. Empty or nil raw displays as {}. Errors wrap ErrInvalidJSON
@@ -180,7 +186,7 @@ func HashDisplayCanonical(raw json.RawMessage, rd Redaction) (ShownArguments, er
 // display writes the display copy of the parsed t (size: the length of
 // its source, a capacity hint).
 func display(t *tree, size int, rd Redaction) (json.RawMessage, []string) {
-	d := displayer{t: t, rd: &rd, warnings: []string{}}
+	d := displayer{t: t, rd: &rd, warnings: []string{}, folds: true}
 	d.write(size)
 	return json.RawMessage(d.buf), d.warnings
 }
@@ -215,6 +221,10 @@ type displayer struct {
 	// a string as shown, a redacted value as its marker.
 	rewrite bool
 	depth   int // the copy's deepest nesting of arrays and objects
+	// folds makes the display warn about keys of one object that fold
+	// together (warnFolds): for the approver's copy (display), not the
+	// audit record of every allowed call (HashDisplayCanonical).
+	folds bool
 	// ix is the patterns' prefix index (index), made for the first key
 	// or long string; held by value: the displayer stays on the stack.
 	ix     prefixIndex
@@ -283,11 +293,18 @@ func (d *displayer) value(i uint32, path []pathStep) {
 		d.deeper(path)
 		d.buf = append(d.buf, '{')
 		var hidden hiddenKeys // the keys hidden so far in this object
+		var shown []string    // the keys as shown, for warnFolds
+		folds := d.folds && n.b > 1
 		for k := range n.b {
 			if k > 0 {
 				d.buf = append(d.buf, ',')
 			}
-			d.member(n, n.a+2*k, &hidden, path)
+			if key := d.member(n, n.a+2*k, &hidden, path); folds {
+				shown = append(shown, key)
+			}
+		}
+		if folds {
+			d.warnFolds(n, shown, path)
 		}
 		if d.rewrite {
 			// After the loop: keyShown compares each shown key with the
@@ -320,9 +337,10 @@ type hiddenKeys struct {
 }
 
 // member writes the member of obj whose key is t.nodes[i] and value
-// t.nodes[i+1], at path (obj's). A key that a pattern matches is shown
-// with its matches hidden by a marker (keyShown), added to hidden.
-func (d *displayer) member(obj node, i uint32, hidden *hiddenKeys, path []pathStep) {
+// t.nodes[i+1], at path (obj's), and returns the key as shown. A key that
+// a pattern matches is shown with its matches hidden by a marker
+// (keyShown), added to hidden.
+func (d *displayer) member(obj node, i uint32, hidden *hiddenKeys, path []pathStep) string {
 	key := d.t.text(d.t.nodes[i])
 	what, hide := d.keyPattern(key)
 	shown := key
@@ -346,6 +364,7 @@ func (d *displayer) member(obj node, i uint32, hidden *hiddenKeys, path []pathSt
 	}
 	d.buf = append(d.buf, ':')
 	d.memberValue(i, key, path)
+	return shown
 }
 
 // index is the patterns' prefix index, made on the first call.
