@@ -55,7 +55,9 @@ func TestDisplayWarnsKeysThatFold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(got, func(w string) bool { return strings.Contains(w, "differ only in case") && !strings.Contains(w, token[4:]) }) ||
+	if !slices.ContainsFunc(got, func(w string) bool {
+		return strings.Contains(w, "differ only in case") && !strings.Contains(w, token[4:])
+	}) ||
 		slices.ContainsFunc(got, func(w string) bool { return strings.Contains(w, token[4:]) }) {
 		t.Errorf("hidden keys that fold: warnings %q; want a fold warning that does not show the key", got)
 	}
