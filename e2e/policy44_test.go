@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// policy44Policy allows echo_raw for a few ssh, python3 and awk commands,
+// policy44Policy allows echo_raw for ssh to prod, python3, awk and echo,
 // denies it when the command runs rm, and denies everything else.
 const policy44Policy = `
 policy:
@@ -18,7 +18,7 @@ policy:
     - name: reads
       server: t
       tools: [echo_raw]
-      command: {argument: command, match: ["ssh prod uptime", "python3 *", "awk *", "echo *"]}
+      command: {argument: command, match: ["ssh prod *", "python3 *", "awk *", "echo *"]}
       effect: allow
     - name: no rm
       server: t
@@ -32,8 +32,9 @@ policy:
 // ssh's remote command, an interpreter's inline code, text ${x@E} spells
 // evaluated as arithmetic. On 8308deeb the allow rule let the ssh,
 // python3 and awk ones run (the upstream recorded them), and the deny rule
-// missed the last; each must be denied and never reach the upstream.
-// ssh prod uptime and a plain awk still run.
+// missed the last (the default denied it); the rule "no rm" must deny
+// each, and none reach the upstream. ssh prod uptime and a plain awk
+// still run.
 func TestShellStringsRemoteAndInlineCode(t *testing.T) {
 	dir := t.TempDir()
 	record := filepath.Join(dir, "record")
@@ -53,8 +54,8 @@ func TestShellStringsRemoteAndInlineCode(t *testing.T) {
 		`x='b\x5b\x24(rm -rf ~)]'; echo $(( ${x@E} ))`,
 	} {
 		msg := mustIsError(t, await(t, callAsync(t.Context(), cs, toolCall("t__echo_raw", args(c)))))
-		if !strings.Contains(msg, "denied") {
-			t.Errorf("command %q: %q, want a denial", c, msg)
+		if !strings.Contains(msg, `denied by policy rule "no rm"`) {
+			t.Errorf("command %q: %q, want a denial by the rule \"no rm\"", c, msg)
 		}
 	}
 	var want []string

@@ -10,7 +10,7 @@ import (
 // warnFolds warns about each key of the object obj (at path; shown: its
 // keys as the copy shows them, in order) that equals an earlier key under
 // simple case folding, naming the two as shown (a hidden key by its
-// marker). Conditions see such arguments as an error (policy's decodeArgs)
+// marker), non-ASCII runes as \u escapes (the Kelvin sign is not K). Conditions see such arguments as an error (policy's decodeArgs)
 // while an upstream decoding with Go's encoding/json reads the last key's
 // value for both: the approver should know which value the tool gets.
 // Up to foldScan keys it compares pairs (strings.EqualFold, which
@@ -38,7 +38,7 @@ func (d *displayer) warnFolds(obj node, shown []string, path []pathStep) {
 	}
 	for k := range shown {
 		if j := earlier(k); j >= 0 {
-			d.warn(fmt.Sprintf("%s: keys %q and %q differ only in case; an upstream decoding with Go's encoding/json reads them as one field (the last), and policy conditions read neither",
+			d.warn(fmt.Sprintf("%s: keys %+q and %+q differ only in case; an upstream decoding with Go's encoding/json reads them as one field (the last), and policy conditions read neither",
 				location(path), shown[j], shown[k]))
 		}
 	}
