@@ -179,7 +179,7 @@ func isWrapper(name string) bool {
 		"xargs", "find", "stdbuf", "setsid", "ionice", "taskset", "flock", "chrt", "unbuffer", "strace", "ltrace", "chroot",
 		"runuser", "pkexec", "setpriv", "unshare", "nsenter", "fakeroot", "firejail", "systemd-run", "numactl", "caffeinate",
 		"setarch", "linux32", "linux64", "prlimit", "eatmydata", "faketime", "gosu", "su-exec", "chpst", "valgrind", "catchsegv",
-		"tini", "dumb-init":
+		"tini", "dumb-init", "sshpass":
 		return true
 	}
 	return false

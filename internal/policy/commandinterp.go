@@ -77,6 +77,13 @@ func inlineCode(words []cmdWord) string {
 	if ip == nil {
 		return ""
 	}
+	for _, w := range words[1:] {
+		if strings.Contains(w.lit, "data:") {
+			// node --import 'data:text/javascript,…', php -d
+			// auto_prepend_file=data://…: code in a URL.
+			return fmt.Sprintf("%q gets code in a data: URL", name)
+		}
+	}
 	exits := false
 	for i := 1; i < len(words); i++ {
 		w := words[i]
@@ -286,10 +293,10 @@ func sedCode(name string, words []cmdWord) string {
 	if !given && len(operands) > 0 {
 		scripts = append(scripts, operands[0])
 	}
-	for _, s := range scripts {
-		if sedRuns(s) {
-			return fmt.Sprintf("%q runs a script that may run commands (the e command or flag, or one the matcher does not know)", name)
-		}
+	// GNU sed joins the -e scripts with newlines (a\ in one, its text in
+	// the next).
+	if sedRuns(strings.Join(scripts, "\n")) {
+		return fmt.Sprintf("%q runs a script that may run commands (the e command or flag, or one the matcher does not know)", name)
 	}
 	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"unicode"
 )
 
 // A command ssh runs on the remote host is shell code: ssh joins its
@@ -149,9 +150,12 @@ func sshOptionRuns(c byte, val string) string {
 	case 'F':
 		return "ssh -F reads a configuration file that may run commands"
 	case 'o':
-		key, _, _ := strings.Cut(strings.TrimSpace(val), "=")
-		key, _, _ = strings.Cut(key, " ")
-		key = strings.ToLower(strings.TrimSpace(key))
+		// "Key=Value", "Key Value", "Key\tValue" (ssh_config syntax).
+		fields := strings.FieldsFunc(val, func(r rune) bool { return r == '=' || unicode.IsSpace(r) })
+		key := ""
+		if len(fields) > 0 {
+			key = strings.ToLower(fields[0])
+		}
 		if strings.HasSuffix(key, "command") || key == "include" || key == "match" {
 			return fmt.Sprintf("ssh -o %s runs a command the matcher cannot read", key)
 		}

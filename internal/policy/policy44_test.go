@@ -63,6 +63,8 @@ func TestCommandSSHRemote(t *testing.T) {
 			"echo 'rm x' | ssh prod",
 			"ssh prod \"$CMD\"",
 			"ssh prod ssh a ssh b ssh c ssh d ssh e ls",
+			"ssh -o 'ProxyCommand\trm x' prod ls",
+			"sshpass -p pw ssh prod rm x",
 		},
 		[]string{"ssh prod uptime", "ssh -p 22 prod ls -la", "ssh -N -L 8080:localhost:80 prod", "ssh -V", "ssh prod 'git log -1 | head -3'"},
 		[]string{
@@ -105,6 +107,7 @@ func TestCommandInlineInterpreters(t *testing.T) {
 			`node -e 'x'`,
 			`node --eval='x'`,
 			`node -p x`,
+			`node --import 'data:text/javascript,import "child_process"' app.js`,
 			`php -r 'unlink("x");'`,
 			`lua -e 'os.remove("x")'`,
 			`awk 'BEGIN{system("rm x")}'`,
