@@ -398,8 +398,10 @@ func sedRuns(s string) bool {
 			}
 			d := s[i]
 			i++
-			if !delimited(d) || !delimited(d) {
-				return true
+			for range 2 { // the pattern, then the replacement
+				if !delimited(d) {
+					return true
+				}
 			}
 			if c == 's' {
 				for i < len(s) && strings.IndexByte("gpiImM0123456789", s[i]) >= 0 {
