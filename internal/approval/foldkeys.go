@@ -16,28 +16,28 @@ import (
 // Up to foldScan keys it compares pairs (strings.EqualFold, which
 // policy.FoldKey agrees with); past them it indexes policy.FoldKey.
 func (d *displayer) warnFolds(obj node, shown []string, path []pathStep) {
-	key := func(k int) string { return d.t.text(d.t.nodes[obj.a+2*uint32(k)]) }
-	earlier := func(k int) int {
+	key := func(k uint32) string { return d.t.text(d.t.nodes[obj.a+2*k]) }
+	earlier := func(k uint32) (uint32, bool) {
 		for j := range k {
 			if strings.EqualFold(key(j), key(k)) {
-				return j
+				return j, true
 			}
 		}
-		return -1
+		return 0, false
 	}
-	if len(shown) > foldScan {
-		first := make(map[string]int, len(shown))
-		earlier = func(k int) int {
+	if obj.b > foldScan {
+		first := make(map[string]uint32, obj.b)
+		earlier = func(k uint32) (uint32, bool) {
 			f := policy.FoldKey(key(k))
 			if j, dup := first[f]; dup {
-				return j
+				return j, true
 			}
 			first[f] = k
-			return -1
+			return 0, false
 		}
 	}
-	for k := range shown {
-		if j := earlier(k); j >= 0 {
+	for k := range obj.b {
+		if j, ok := earlier(k); ok {
 			d.warn(fmt.Sprintf("%s: keys %+q and %+q differ only in case; an upstream decoding with Go's encoding/json reads them as one field (the last), and policy conditions read neither",
 				location(path), shown[j], shown[k]))
 		}
