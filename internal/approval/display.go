@@ -293,18 +293,14 @@ func (d *displayer) value(i uint32, path []pathStep) {
 		d.deeper(path)
 		d.buf = append(d.buf, '{')
 		var hidden hiddenKeys // the keys hidden so far in this object
-		var shown []string    // the keys as shown, for warnFolds
-		folds := d.folds && n.b > 1
 		for k := range n.b {
 			if k > 0 {
 				d.buf = append(d.buf, ',')
 			}
-			if key := d.member(n, n.a+2*k, &hidden, path); folds {
-				shown = append(shown, key)
-			}
+			d.member(n, n.a+2*k, &hidden, path)
 		}
-		if folds {
-			d.warnFolds(n, shown, path)
+		if d.folds && n.b > 1 {
+			d.warnFolds(n, &hidden, path)
 		}
 		if d.rewrite {
 			// After the loop: keyShown compares each shown key with the
@@ -337,10 +333,9 @@ type hiddenKeys struct {
 }
 
 // member writes the member of obj whose key is t.nodes[i] and value
-// t.nodes[i+1], at path (obj's), and returns the key as shown. A key that
-// a pattern matches is shown with its matches hidden by a marker
-// (keyShown), added to hidden.
-func (d *displayer) member(obj node, i uint32, hidden *hiddenKeys, path []pathStep) string {
+// t.nodes[i+1], at path (obj's). A key that a pattern matches is shown
+// with its matches hidden by a marker (keyShown), added to hidden.
+func (d *displayer) member(obj node, i uint32, hidden *hiddenKeys, path []pathStep) {
 	key := d.t.text(d.t.nodes[i])
 	what, hide := d.keyPattern(key)
 	shown := key
@@ -364,7 +359,6 @@ func (d *displayer) member(obj node, i uint32, hidden *hiddenKeys, path []pathSt
 	}
 	d.buf = append(d.buf, ':')
 	d.memberValue(i, key, path)
-	return shown
 }
 
 // index is the patterns' prefix index, made on the first call.

@@ -7,16 +7,26 @@ import (
 	"toolgate/internal/policy"
 )
 
-// warnFolds warns about each key of the object obj (at path; shown: its
-// keys as the copy shows them, in order) that equals an earlier key under
+// warnFolds warns about each key of the object obj (at path; hidden: its
+// keys the copy shows as a marker) that equals an earlier key under
 // simple case folding, naming the two as shown (a hidden key by its
-// marker), non-ASCII runes as \u escapes (the Kelvin sign is not K). Conditions see such arguments as an error (policy's decodeArgs)
-// while an upstream decoding with Go's encoding/json reads the last key's
-// value for both: the approver should know which value the tool gets.
-// Up to foldScan keys it compares pairs (strings.EqualFold, which
-// policy.FoldKey agrees with); past them it indexes policy.FoldKey.
-func (d *displayer) warnFolds(obj node, shown []string, path []pathStep) {
+// marker), non-ASCII runes as \u escapes (the Kelvin sign is not K).
+// Conditions see such arguments as an error (policy's decodeArgs) while
+// an upstream decoding with Go's encoding/json reads the last key's value
+// for both: the approver should know which value the tool gets. Up to
+// foldScan keys it compares pairs (strings.EqualFold, which
+// policy.FoldKey agrees with) and allocates nothing; past them it indexes
+// policy.FoldKey.
+func (d *displayer) warnFolds(obj node, hidden *hiddenKeys, path []pathStep) {
 	key := func(k uint32) string { return d.t.text(d.t.nodes[obj.a+2*k]) }
+	shown := func(k uint32) string {
+		for _, h := range hidden.keys {
+			if h.i == obj.a+2*k {
+				return h.marker
+			}
+		}
+		return key(k)
+	}
 	earlier := func(k uint32) (uint32, bool) {
 		for j := range k {
 			if strings.EqualFold(key(j), key(k)) {
@@ -39,7 +49,7 @@ func (d *displayer) warnFolds(obj node, shown []string, path []pathStep) {
 	for k := range obj.b {
 		if j, ok := earlier(k); ok {
 			d.warn(fmt.Sprintf("%s: keys %+q and %+q differ only in case; an upstream decoding with Go's encoding/json reads them as one field (the last), and policy conditions read neither",
-				location(path), shown[j], shown[k]))
+				location(path), shown(j), shown(k)))
 		}
 	}
 }
