@@ -141,6 +141,12 @@ var defaultPatterns = sync.OnceValue(func() []*regexp.Regexp {
 //     that has one gets a warning per distinct character, such as
 //     `$.to: contains U+200B ZERO WIDTH SPACE`.
 //
+// Two keys of one object that are equal under simple case folding
+// (policy.FoldKey: "path" and "PATH", "s" and "ſ") get a warning naming
+// both as shown: an upstream decoding with Go's encoding/json reads them
+// as one field, the last, and policy conditions read neither (the
+// arguments are an error there; docs/policy.md).
+//
 // Locations are JSONPath-like: $ is the root, .name or ["name"] a member and
 // [i] an array element. Warnings are in document order, without repeats,
 // and never nil. Empty or nil raw displays as {}. Errors wrap ErrInvalidJSON
@@ -194,7 +200,7 @@ func HashDisplayCanonical(raw json.RawMessage, rd Redaction) (ShownArguments, er
 // display writes the display copy of the parsed t (size: the length of
 // its source, a capacity hint).
 func display(t *tree, size int, rd Redaction) (json.RawMessage, []string) {
-	d := displayer{t: t, rd: &rd, warnings: []string{}}
+	d := displayer{t: t, rd: &rd, warnings: []string{}, folds: true}
 	d.write(size)
 	return json.RawMessage(d.buf), d.warnings
 }
@@ -229,6 +235,10 @@ type displayer struct {
 	// a string as shown, a redacted value as its marker.
 	rewrite bool
 	depth   int // the copy's deepest nesting of arrays and objects
+	// folds makes the display warn about keys of one object that fold
+	// together (warnFolds): for the approver's copy (display), not the
+	// audit record of every allowed call (HashDisplayCanonical).
+	folds bool
 	// ix is the patterns' prefix index (index), made for the first key
 	// or long string; held by value: the displayer stays on the stack.
 	ix     prefixIndex
@@ -302,6 +312,9 @@ func (d *displayer) value(i uint32, path []pathStep) {
 				d.buf = append(d.buf, ',')
 			}
 			d.member(n, n.a+2*k, &hidden, path)
+		}
+		if d.folds && n.b > 1 {
+			d.warnFolds(n, &hidden, path)
 		}
 		if d.rewrite {
 			// After the loop: keyShown compares each shown key with the

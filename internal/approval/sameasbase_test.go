@@ -95,6 +95,7 @@ func sameAsBase(t *testing.T, raw []byte, rd Redaction, want baseAnswer) {
 		t.Fatalf("%q: Canonicalize %q (%s) %v, base %s %s", show, c, digest(c), err, want.Canonical, want.CanonicalErr)
 	}
 	d, w, err := Display(raw, rd)
+	w = withoutFolds(w)
 	if digest(d) != want.Display || !slices.Equal(w, want.Warnings) || errText(err) != want.DisplayErr {
 		t.Fatalf("%q: Display %q %q %v, base %s %q %s", show, d, w, err, want.Display, want.Warnings, want.DisplayErr)
 	}
@@ -105,6 +106,7 @@ func sameAsBase(t *testing.T, raw []byte, rd Redaction, want baseAnswer) {
 		}
 	} else {
 		pd, pw := p.Display(rd)
+		pw = withoutFolds(pw)
 		if ph := p.Hash(); ph != want.Hash || digest(pd) != want.Display || !slices.Equal(pw, want.Warnings) {
 			t.Fatalf("%q: Parsed's Display %q %q and Hash %s, base %s %q %s", show, pd, pw, ph, want.Display, want.Warnings, want.Hash)
 		}
@@ -115,6 +117,12 @@ func sameAsBase(t *testing.T, raw []byte, rd Redaction, want baseAnswer) {
 		got.Canonical != want.All.Canonical || got.Depth != want.All.Depth || got.Err != want.All.Err {
 		t.Fatalf("%q: HashDisplayCanonical %+v, base %+v", show, got, want.All)
 	}
+}
+
+// withoutFolds is w without the warnings about keys that fold together
+// (policy44), which the base did not give.
+func withoutFolds(w []string) []string {
+	return slices.DeleteFunc(slices.Clone(w), func(s string) bool { return strings.Contains(s, " differ only in case; ") })
 }
 
 // trickyArguments are documents where reading strings in runs, keeping

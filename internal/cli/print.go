@@ -226,7 +226,7 @@ func printApproval(out io.Writer, a api.Approval, now time.Time) error {
 		}
 	}
 	if len(warnings) > 0 || escaped > 0 {
-		head.WriteString("WARNING: the arguments are not shown exactly as a terminal would render them:\n")
+		head.WriteString("WARNING: the arguments are not shown exactly as a terminal would render them, or the tool may read them otherwise:\n")
 		for _, w := range warnings {
 			fmt.Fprintf(&head, "  ! %s\n", clean(w))
 		}

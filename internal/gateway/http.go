@@ -337,7 +337,7 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 				answerBodyError(out, err)
 				return
 			}
-			if refuseNotMessage(out, body) {
+			if refuseNotMessage(out, body) || refuseNotJSON(out, body) {
 				return
 			}
 			lb.restore()
@@ -446,9 +446,17 @@ func refuseUnfaithful(w http.ResponseWriter, body []byte) bool {
 	if e == nil {
 		return false
 	}
+	if e.Code == jsonrpc.CodeParseError {
+		e.Message = bodyParseError // checkMessage words it for a stdio line
+	}
 	writeRPCError(w, http.StatusBadRequest, e.ID, &jsonrpc.Error{Code: e.Code, Message: e.Message})
 	return true
 }
+
+// bodyParseError is the message of the parse error (-32700) the HTTP front
+// answers a POST body that is not valid JSON with; the stdio fronts say
+// "the line" (checkMethod).
+const bodyParseError = "parse error: the body is not valid JSON"
 
 // refuseNotMessage answers a POST body that does not start with '{' and
 // is not a batch of objects with a JSON-RPC error (400, application/json,
@@ -463,8 +471,7 @@ func refuseNotMessage(w http.ResponseWriter, body []byte) bool {
 	if len(b) > 0 && b[0] == '{' {
 		return false
 	}
-	if !json.Valid(b) {
-		writeRPCError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: the body is not valid JSON"})
+	if refuseNotJSON(w, b) {
 		return true
 	}
 	if b[0] == '[' {
@@ -477,6 +484,19 @@ func refuseNotMessage(w http.ResponseWriter, body []byte) bool {
 		}
 	}
 	writeRPCError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: the body is not a JSON-RPC message (an object) nor a batch of them"})
+	return true
+}
+
+// refuseNotJSON answers a POST body that is not valid JSON (empty
+// included) with a parse error (-32700, 400, id null) that does not quote
+// it, and reports whether it answered. The SDK answered one starting with
+// '{' on a session the lean front does not serve with a text/plain 400
+// ("malformed payload: …").
+func refuseNotJSON(w http.ResponseWriter, body []byte) bool {
+	if json.Valid(body) {
+		return false
+	}
+	writeRPCError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: bodyParseError})
 	return true
 }
 

@@ -14,7 +14,9 @@ import (
 // not quote the body, on every front: without a session (the SDK path and
 // a 2026-07-28 request), on a session the lean front serves, and on one
 // only the SDK serves (DisableLeanCalls). On 31ac484 the SDK answered 400
-// text/plain "malformed payload: … invalid token: <the body>".
+// text/plain "malformed payload: … invalid token: <the body>". A parse
+// error names the body, not "the line" as on stdio: on 8308deeb a body
+// starting with '{' got the stdio wording (policy44).
 func TestBodyNotAMessageIsNotQuoted(t *testing.T) {
 	const secret = "SECRET-4f1c"
 	bodies := []struct {
@@ -25,6 +27,7 @@ func TestBodyNotAMessageIsNotQuoted(t *testing.T) {
 		{"[" + secret + "]", -32700},
 		{"  \x00" + secret, -32700},
 		{"", -32700},
+		{`{"jsonrpc":"2.0","id":1,"method":"` + secret, -32700},
 		{`"` + secret + `"`, -32600},
 		{`["` + secret + `"]`, -32600},
 		{`12345`, -32600},
@@ -55,14 +58,16 @@ func TestBodyNotAMessageIsNotQuoted(t *testing.T) {
 					JSONRPC string          `json:"jsonrpc"`
 					ID      json.RawMessage `json:"id"`
 					Error   struct {
-						Code int `json:"code"`
+						Code    int    `json:"code"`
+						Message string `json:"message"`
 					} `json:"error"`
 				}
 				err := json.Unmarshal(got, &msg)
 				if ex.StatusCode != http.StatusBadRequest || ex.Header.Get("Content-Type") != "application/json" || err != nil ||
-					msg.JSONRPC != "2.0" || string(msg.ID) != "null" || msg.Error.Code != bb.code || strings.Contains(string(got), secret) {
-					t.Errorf("lean %v, %s, body %q: %d %q %q; want 400 application/json, a JSON-RPC error %d with id null, not quoting the body",
-						lean, front.name, bb.body, ex.StatusCode, ex.Header.Get("Content-Type"), got, bb.code)
+					msg.JSONRPC != "2.0" || string(msg.ID) != "null" || msg.Error.Code != bb.code || strings.Contains(string(got), secret) ||
+					bb.code == -32700 && msg.Error.Message != bodyParseError {
+					t.Errorf("lean %v, %s, body %q: %d %q %q; want 400 application/json, a JSON-RPC error %d with id null, not quoting the body (a parse error saying %q)",
+						lean, front.name, bb.body, ex.StatusCode, ex.Header.Get("Content-Type"), got, bb.code, bodyParseError)
 				}
 			}
 		}

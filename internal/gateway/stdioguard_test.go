@@ -106,7 +106,7 @@ func TestCheckMessage(t *testing.T) {
 		{name: "params not structured", line: `{"jsonrpc":"2.0","id":4,"method":"ping","params":"x"}`, code: -32600, id: "4", msg: "params must be"},
 		{name: "wrong version", line: `{"jsonrpc":"1.0","id":4,"method":"ping"}`, code: -32600, id: "4", msg: `"jsonrpc": "2.0" is required`},
 		{name: "case-folded key is not the key", line: `{"jsonrpc":"2.0","ID":4,"method":"ping"}`},
-		{name: "garbage", line: `garbage`, code: -32700, id: "null"},
+		{name: "garbage", line: `garbage`, code: -32700, id: "null", msg: "parse error: the line is not valid JSON"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := checkMessage([]byte(tt.line))

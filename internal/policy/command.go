@@ -145,6 +145,10 @@ type parsedCommand struct {
 	// (a shell, eval, a non-literal command name, a parse error); "" when
 	// every command it can run is in Simple.
 	Opaque string
+	// allowed, when not nil, is what an allow rule matches instead of
+	// Simple: an ssh invocation there is its remote simple commands after
+	// ssh's words (commandremote.go).
+	allowed [][]cmdWord
 }
 
 // isShellLike reports whether name (a base name) is a program or builtin
@@ -175,7 +179,7 @@ func isWrapper(name string) bool {
 		"xargs", "find", "stdbuf", "setsid", "ionice", "taskset", "flock", "chrt", "unbuffer", "strace", "ltrace", "chroot",
 		"runuser", "pkexec", "setpriv", "unshare", "nsenter", "fakeroot", "firejail", "systemd-run", "numactl", "caffeinate",
 		"setarch", "linux32", "linux64", "prlimit", "eatmydata", "faketime", "gosu", "su-exec", "chpst", "valgrind", "catchsegv",
-		"tini", "dumb-init":
+		"tini", "dumb-init", "sshpass":
 		return true
 	}
 	return false
@@ -201,6 +205,12 @@ func isWrapper(name string) bool {
 // parse, a command name is not literal, or an isShellLike command appears
 // anywhere (also as the command a wrapper such as sudo or xargs runs).
 func parseCommand(src string) parsedCommand {
+	return parseCommandDepth(src, 0)
+}
+
+// parseCommandDepth is parseCommand for a string found depth levels deep
+// in ssh's remote commands (commandremote.go).
+func parseCommandDepth(src string, depth int) parsedCommand {
 	var pc parsedCommand
 	if len(src) > MaxCommandLength {
 		pc.Unsafe = fmt.Sprintf("the command is longer than %d bytes", MaxCommandLength)
@@ -247,7 +257,11 @@ func parseCommand(src string) parsedCommand {
 			for i, w := range n.Args {
 				words[i] = literalWord(w, unsafe)
 			}
-			pc.Simple = append(pc.Simple, words)
+			if k := sshAt(words); k >= 0 {
+				pc.addSSH(words, k, depth, unsafe, opaque)
+			} else {
+				pc.appendSimple(words)
+			}
 			checkRunner(words, opaque)
 			checkNames(words, n.Args, unsafe, opaque)
 		case *syntax.CmdSubst:
@@ -353,10 +367,15 @@ func checkRunner(words []cmdWord, opaque func(string)) {
 		opaque(fmt.Sprintf("%q runs code the matcher cannot read", base))
 		return
 	}
+	if why := inlineCode(words); why != "" {
+		opaque(why)
+		return
+	}
 	if !isWrapper(base) {
 		return
 	}
-	for _, w := range words[1:] {
+	for i := 1; i < len(words); i++ {
+		w := words[i]
 		if base == "env" && (strings.HasPrefix(w.lit, "-S") || strings.HasPrefix(w.lit, "--split-string")) {
 			opaque(`"env -S" runs a command line the matcher cannot read`)
 			return
@@ -367,6 +386,10 @@ func checkRunner(words []cmdWord, opaque func(string)) {
 		}
 		if b := path.Base(w.lit); isShellLike(b) {
 			opaque(fmt.Sprintf("%q runs %q, which runs code the matcher cannot read", base, b))
+			return
+		}
+		if why := inlineCode(words[i:]); why != "" {
+			opaque(fmt.Sprintf("%q runs %s", base, why))
 			return
 		}
 	}
@@ -548,15 +571,16 @@ func (m *commandMatcher) allows(pc *parsedCommand) verdict {
 	if pc.Unsafe != "" {
 		return verdict{why: "never allowed by a command rule: " + pc.Unsafe}
 	}
-	if len(pc.Simple) == 0 {
+	list := pc.allowList()
+	if len(list) == 0 {
 		return verdict{why: "the command has no simple command"}
 	}
-	for _, words := range pc.Simple {
+	for _, words := range list {
 		if m.first(words, false) < 0 {
 			return verdict{why: fmt.Sprintf("simple command %q matches no pattern", joinWords(words))}
 		}
 	}
-	return verdict{match: true, why: fmt.Sprintf("each of its %d simple command(s) matches a pattern", len(pc.Simple))}
+	return verdict{match: true, why: fmt.Sprintf("each of its %d simple command(s) matches a pattern", len(list))}
 }
 
 // catches reports whether a deny or approve rule's selector holds for pc:

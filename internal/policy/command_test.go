@@ -224,11 +224,12 @@ func TestCommandPatterns(t *testing.T) {
 // it is deterministic, and that a command an allow rule allows is one a
 // deny rule with the same patterns catches.
 func FuzzCommand(f *testing.F) {
-	for _, s := range []string{"git status", "git log -1 && git status", "git log $(x)", "a | b; c & d", "cat <<'E'\n$(x)\nE", "x=1 y", "f() { :; }", "$'\\x41'", "{a,b}", "`", "((", "[[ -f x ]]", "case x in y) ;; esac", "sudo rm -rf /", "coproc x", "echo ${a:-$(b)}"} {
+	for _, s := range []string{"git status", "git log -1 && git status", "git log $(x)", "a | b; c & d", "cat <<'E'\n$(x)\nE", "x=1 y", "f() { :; }", "$'\\x41'", "{a,b}", "`", "((", "[[ -f x ]]", "case x in y) ;; esac", "sudo rm -rf /", "coproc x", "echo ${a:-$(b)}",
+		"ssh -p 22 h 'ls; git status'", "ssh h -- git log '$(x)'", "awk -F, '{print $1}' f", "sed -n '1,3{p;q}' f", "python3 -Ic x", "node --eval=x"} {
 		f.Add(s)
 	}
 	allow := &commandMatcher{argument: "command"}
-	for _, s := range []string{"git status", "git log *", "ls *"} {
+	for _, s := range []string{"git status", "git log *", "ls *", "ssh h *", "awk *", "sed *", "python3 *"} {
 		p, err := compileCommandPattern(s)
 		if err != nil {
 			f.Fatal(err)

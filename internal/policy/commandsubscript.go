@@ -101,7 +101,7 @@ func evaluatesText(n syntax.Node) bool {
 func expandsPrompt(n syntax.Node) bool {
 	switch n := n.(type) {
 	case *syntax.ParamExp:
-		return n.Exp != nil && n.Exp.Op == syntax.OtherParamOps && n.Exp.Word != nil && n.Exp.Word.Lit() == "P"
+		return paramOp(n, "P")
 	case *syntax.Assign:
 		return n.Name != nil && n.Name.Value == "PS4"
 	case *syntax.Lit:
@@ -110,13 +110,24 @@ func expandsPrompt(n syntax.Node) bool {
 	return false
 }
 
+// paramOp reports whether n is the transformation ${x@op}.
+func paramOp(n *syntax.ParamExp, op string) bool {
+	return n.Exp != nil && n.Exp.Op == syntax.OtherParamOps && n.Exp.Word != nil && n.Exp.Word.Lit() == op
+}
+
 // setsText reports whether n is text that may become a variable's value
-// and hold a subscript bash runs (see above): literal or quoted text with
-// a '[' in it, a $'...' string (whose escapes may spell one), or a value
-// the string computes (an assignment or for loop over an expansion, a
-// names builtin such as printf -v or read as a command).
+// or an arithmetic expression and hold a subscript bash runs (see above):
+// literal or quoted text with a '[' in it, a $'...' string or ${x@E}
+// (whose escapes may spell one), a command substitution (printf '%b'
+// spells one: [[ $(printf '%b' 'a\x5b\x24(rm y)]') -eq 1 ]] runs rm), or
+// a value the string computes (an assignment or for loop over an
+// expansion, a names builtin such as printf -v or read as a command).
 func setsText(n syntax.Node) bool {
 	switch n := n.(type) {
+	case *syntax.CmdSubst:
+		return true
+	case *syntax.ParamExp:
+		return paramOp(n, "E")
 	case *syntax.Lit:
 		return n.Value != "[" && strings.Contains(n.Value, "[")
 	case *syntax.SglQuoted:

@@ -555,3 +555,22 @@ func TestLargeArgumentsAsText(t *testing.T) {
 		t.Error("small arguments not shown as a tree")
 	}
 }
+
+// TestFoldedKeysWarned (policy44): arguments with two keys that differ
+// only in case ({"path":…,"PATH":…}, which an upstream decoding with Go's
+// encoding/json reads as one field, the last) get a display warning the
+// detail page heads and the inbox row counts. On 8308deeb neither showed
+// anything.
+func TestFoldedKeysWarned(t *testing.T) {
+	e := newEnv(t, nil)
+	r := e.request(1, `{"path":"/tmp/work/a","PATH":"/etc/shadow"}`)
+	b := e.browser()
+	b.signIn(bobTok)
+	detail := b.page("/ui/approvals/" + string(r.ID))
+	if !strings.Contains(detail, `class="warnings"`) || !strings.Contains(detail, `$: keys &#34;path&#34; and &#34;PATH&#34; differ only in case`) {
+		t.Errorf("detail page does not head with the folded keys' warning:\n%s", detail)
+	}
+	if inbox := b.page("/ui/"); !strings.Contains(inbox, `⚠ 1 warning`) {
+		t.Errorf("inbox row does not flag the folded keys' warning")
+	}
+}
