@@ -185,9 +185,10 @@ func (l *stdioLean) answer(ctx context.Context, ss *mcp.ServerSession, m leanReq
 }
 
 // cancel serves a notifications/cancelled line naming a lean call in
-// flight (see offer).
+// flight (see offer), read as the SDK reads it (cancelledID); one that
+// carries an id still goes on to the SDK, which answers it.
 func (l *stdioLean) cancel(line []byte) bool {
-	key, ok := cancelledID(line)
+	key, call, ok := cancelledID(line)
 	if !ok {
 		return false
 	}
@@ -198,7 +199,8 @@ func (l *stdioLean) cancel(line []byte) bool {
 		return false
 	}
 	c(context.Canceled)
-	return true
+	// A line with an id is answered by the SDK, as without the front.
+	return !call
 }
 
 // inputEnded cancels the lean calls in flight with err, the read's error

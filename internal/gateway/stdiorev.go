@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"encoding/json"
+
+	"toolgate/internal/mcpwire"
 )
 
 // The revision of a stdio session as its fronts see it (branch stdio43).
@@ -49,17 +51,35 @@ func takesRevision(method []byte) bool {
 }
 
 // lineVersion is the protocol version in the _meta of the message line
-// ("" when it names none or the line does not decode).
+// ("" when it names none or the line does not decode), read as the SDK
+// reads it (go-sdk v1.8.0, DecodeMessage and extractRequestMeta): members
+// by their exact keys, the last of two params, two _meta objects of the
+// params merged (a null one clears them), the version only when it is a
+// string. encoding/json's struct decode folds case ("Params", "_META"),
+// which read a version the SDK does not, or missed the one it reads
+// (branch attack44).
 func lineVersion(line []byte) string {
-	var m struct {
-		Params struct {
-			Meta struct {
-				Version string `json:"io.modelcontextprotocol/protocolVersion"`
-			} `json:"_meta"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(line, &m) != nil {
+	var params json.RawMessage
+	if !eachMember(line, func(k string, v json.RawMessage) bool {
+		if k == "params" {
+			params = v
+		}
+		return true
+	}) {
 		return ""
 	}
-	return m.Params.Meta.Version
+	var meta map[string]json.RawMessage
+	failed := false
+	eachMember(params, func(k string, v json.RawMessage) bool {
+		if k == "_meta" && json.Unmarshal(v, &meta) != nil {
+			failed = true // the SDK reads no _meta from params it cannot decode
+			return false
+		}
+		return true
+	})
+	var v string
+	if failed || json.Unmarshal(meta[mcpwire.MetaProtocolVersion], &v) != nil {
+		return ""
+	}
+	return v
 }

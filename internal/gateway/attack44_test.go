@@ -1,0 +1,155 @@
+package gateway
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"toolgate/internal/approval"
+)
+
+// TestStdioCancelReadAsTheSDK (branch attack44): a notifications/cancelled
+// line naming a lean call in flight cancels it whenever the SDK would
+// cancel a call of its own by that line. The SDK reads the line's members
+// by their exact keys, takes a null id for a notification's, cancels on a
+// "notifications/cancelled" that carries an id too (its preempter does
+// not look at the id), and turns a numeric requestId into an integer
+// (float64, then int64: 2.0 is 2). On 8308deeb the lean front decoded the
+// line with encoding/json, which folds case and keeps the last of two
+// folded keys: a line with "ID" beside no id, a folded "Method" or
+// "PARAMS" or "RequestId" after the exact one, a null id, an id, or
+// requestId 2.0 left the lean call running (the SDK, which does not know
+// it, did nothing).
+func TestStdioCancelReadAsTheSDK(t *testing.T) {
+	h := newHooks()
+	g := newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}}, allowAll(), nil)
+	var served int
+	g.leanHook = func(ok bool) {
+		if ok {
+			served++ // the guard's reads are one at a time
+		}
+	}
+	a := serveRawStdio(t, g, approval.Principal{ID: "desktop", Kind: "agent"})
+	for i, tc := range []struct {
+		name, line string
+		answered   bool // the SDK answers the line (it has an id)
+	}{
+		{name: "folded ID beside no id", line: `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d},"ID":9}`},
+		{name: "null id", line: `{"jsonrpc":"2.0","id":null,"method":"notifications/cancelled","params":{"requestId":%d}}`},
+		{name: "folded Method after method", line: `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d},"Method":"ping"}`},
+		{name: "folded PARAMS after params", line: `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d},"PARAMS":{"requestId":999}}`},
+		{name: "folded RequestId after requestId", line: `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d,"RequestId":999}}`},
+		{name: "requestId with a fraction", line: `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d.0}}`},
+		{name: "an id", line: `{"jsonrpc":"2.0","id":"c","method":"notifications/cancelled","params":{"requestId":%d}}`, answered: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := 10 + i
+			a.t = t
+			a.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"up__sleep","arguments":{}}}`, id))
+			select {
+			case <-h.started:
+			case <-time.After(testWait):
+				t.Fatal("the sleep call never reached the upstream")
+			}
+			if served != i+1 {
+				t.Fatalf("the lean front served %d of %d calls", served, i+1)
+			}
+			a.send(fmt.Sprintf(tc.line, id))
+			select {
+			case cause := <-h.ended:
+				t.Logf("the lean call's upstream call ended: %v", cause)
+			case <-time.After(testWait):
+				t.Fatalf("%s did not cancel the lean call %d", tc.line, id)
+			}
+			if tc.answered {
+				// Still answered by the SDK, as without the lean front.
+				if under, got := a.answerOf(`"c"`); got.Error == nil {
+					t.Errorf("answered under %s with %+v, want the SDK's error", under, got)
+				}
+			}
+		})
+	}
+}
+
+// TestStdioRevisionReadAsTheSDK (branch attack44): the stdin guard notes
+// a session's revision from a request's _meta read by its exact keys, as
+// the SDK reads it (go-sdk's internal/json: no case folding). On 8308deeb
+// lineVersion decoded with encoding/json, which folds "Params", "_META" and
+// "IO.MODELCONTEXTPROTOCOL/PROTOCOLVERSION" into the members it reads and
+// keeps the last: a first request the SDK serves as a 2026-07-28 one was
+// noted as of no revision, so a call right behind it without _meta (before
+// the SDK handled the first) ran a tool that runs only as a task on the SDK
+// path instead of being refused (-32021).
+func TestStdioRevisionReadAsTheSDK(t *testing.T) {
+	const exact = `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{` + exact + `,"IO.MODELCONTEXTPROTOCOL/PROTOCOLVERSION":"2025-06-18"}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{` + exact + `}},"Params":{"_meta":{"io.modelcontextprotocol/protocolVersion":""}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{` + exact + `},"_META":{"io.modelcontextprotocol/protocolVersion":""}}}`,
+	} {
+		l := &stdioLean{}
+		if !l.revisionModern([]byte(line), []byte("tools/list")) {
+			t.Errorf("a line the SDK reads as a 2026-07-28 request was not noted as one: %s", line)
+		}
+	}
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_META":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list","Params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+	} {
+		if v := lineVersion([]byte(line)); v != "" {
+			t.Errorf("lineVersion read %q from %s, where the SDK reads no version", v, line)
+		}
+	}
+
+	up := newTaskGapsUpstream(t, true)
+	g := taskGapsGateway(t, up)
+	a := serveModernStdio(t, g)
+	// The first request sets the session's revision for the SDK; the
+	// next follows in the same write, read by the guard before the SDK
+	// has handled the first.
+	a.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__echo","arguments":{},"_meta":{` + exact + `,"IO.MODELCONTEXTPROTOCOL/PROTOCOLVERSION":"2025-06-18"}}}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"up__solo","arguments":{}}}`)
+	got := a.answers(1, 2)
+	if got[1].Error != nil || got[1].Result["resultType"] != "complete" {
+		t.Fatalf("the first (allowed) call: %+v", got[1])
+	}
+	if !isMissingTasks(got[2]) {
+		t.Errorf("call without _meta sent behind the first: %+v, want -32021", got[2])
+	}
+	if n := up.runs.Load(); n != 1 {
+		t.Errorf("the upstream ran %d calls, want 1 (the allowed echo)", n)
+	}
+}
+
+// TestStdioRepeatedMembersFoldedRefused (branch attack44): a key that
+// folds to a member the Tasks front reads is refused (foldedKey) in every
+// copy of a repeated object, not only the last. encoding/json (the front's
+// ParseMeta, ParseClientCapabilities) and the SDK's decoder both merge
+// two "_meta" objects of one params, or two "sampling" objects, into one;
+// foldedKey looked at the last copy only. On 8308deeb a call of up__solo
+// (it runs only as a task) whose first _meta declared the Tasks extension
+// under "Extensions", followed by a second "_meta", ran as a task, where
+// the SDK's reading (no extension) is refused with -32021.
+func TestStdioRepeatedMembersFoldedRefused(t *testing.T) {
+	caps := `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":`
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__solo","arguments":{},"_meta":{` + caps + `{"Extensions":{"io.modelcontextprotocol/tasks":{}}}},"_meta":{"x":1}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__solo","arguments":{},"_meta":{` + caps + `{"sampling":{"TOOLS":{}},"sampling":{}}}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__solo","arguments":{},"_meta":{` + caps + `{"extensions":{}},"io.modelcontextprotocol/clientCapabilities":{"elicitation":{"URL":{}},"elicitation":{}}}}}`,
+	} {
+		if foldedKey([]byte(line)) == nil {
+			t.Errorf("foldedKey passed %s", line)
+		}
+	}
+
+	up := newTaskGapsUpstream(t, true)
+	g := taskGapsGateway(t, up)
+	a := serveModernStdio(t, g)
+	a.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__solo","arguments":{},"_meta":{` + caps + `{"Extensions":{"io.modelcontextprotocol/tasks":{}}}},"_meta":{"x":1}}}`)
+	if got := a.answers(1)[1]; got.Error == nil || got.Result != nil {
+		t.Errorf("a task-only call whose Tasks extension the SDK does not read: %+v, want an error", got)
+	}
+	if n := up.runs.Load(); n != 0 {
+		t.Errorf("the upstream ran %d calls, want none", n)
+	}
+}
