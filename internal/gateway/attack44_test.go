@@ -30,6 +30,13 @@ func TestStdioCancelReadAsTheSDK(t *testing.T) {
 		}
 	}
 	a := serveRawStdio(t, g, approval.Principal{ID: "desktop", Kind: "agent"})
+	t.Cleanup(func() {
+		// Where a cancel was lost, a plain one ends the call, so the
+		// upstream's server can close.
+		for id := 10; id < 17; id++ {
+			_, _ = fmt.Fprintf(a.in, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d}}`+"\n", id)
+		}
+	})
 	for i, tc := range []struct {
 		name, line string
 		answered   bool // the SDK answers the line (it has an id)
@@ -148,6 +155,41 @@ func TestStdioRepeatedMembersFoldedRefused(t *testing.T) {
 	a.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__solo","arguments":{},"_meta":{` + caps + `{"Extensions":{"io.modelcontextprotocol/tasks":{}}}},"_meta":{"x":1}}}`)
 	if got := a.answers(1)[1]; got.Error == nil || got.Result != nil {
 		t.Errorf("a task-only call whose Tasks extension the SDK does not read: %+v, want an error", got)
+	}
+	if n := up.runs.Load(); n != 0 {
+		t.Errorf("the upstream ran %d calls, want none", n)
+	}
+}
+
+// TestStdioDiscoverSetsRevision (branch attack44): server/discover with a
+// 2026-07-28 _meta makes the SDK's stdio session one of that revision, also
+// one initialized as 2025-11-25 before (go-sdk v1.8.0, Server.discover
+// sets InitializeParams whenever the transport serves 2026-07-28). The
+// stdin guard reads ahead of the SDK: a tools/call right behind the
+// discover, without _meta, is served by the SDK as one of a 2026-07-28
+// session. On 8308deeb the guard took no revision from server/discover and,
+// once the SDK's session had one, went by it alone, so that call of
+// up__solo (it runs only as a task) ran, on the lean front or the SDK
+// path, where it is refused with -32021.
+func TestStdioDiscoverSetsRevision(t *testing.T) {
+	discover := `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	if l := (&stdioLean{}); !l.revisionModern([]byte(discover), []byte("server/discover")) {
+		t.Errorf("server/discover of 2026-07-28 did not set the session's revision")
+	}
+	up := newTaskGapsUpstream(t, true)
+	g := taskGapsGateway(t, up)
+	for name, a := range map[string]*rawAgent{
+		"new session":        serveModernStdio(t, g),
+		"2025-11-25 session": serveRawStdio(t, g, approval.Principal{ID: "desktop", Kind: "agent"}),
+	} {
+		a.send(discover + "\n" + `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"up__solo","arguments":{}}}`)
+		got := a.answers(1, 2)
+		if got[1].Error != nil {
+			t.Fatalf("%s: server/discover: %+v", name, got[1])
+		}
+		if !isMissingTasks(got[2]) {
+			t.Errorf("%s: a call without _meta behind server/discover: %+v, want -32021", name, got[2])
+		}
 	}
 	if n := up.runs.Load(); n != 0 {
 		t.Errorf("the upstream ran %d calls, want none", n)

@@ -60,7 +60,7 @@ type stdioLean struct {
 	// the Tasks front still takes its lines.
 	noPlain bool
 
-	// modern: a line read so far set the session's revision to
+	// modern: a line read so far may set the session's revision to
 	// 2026-07-28 (revisionModern); only the stdin guard's reads touch it,
 	// one at a time.
 	modern bool
@@ -103,8 +103,10 @@ func (l *stdioLean) call(line []byte) bool {
 	// ServerSession.handle). A session whose revision is 2026-07-28 (taken
 	// from a request's _meta, as a 2026-07-28 agent sends no initialize)
 	// stays the SDK's even for a call without _meta: its results carry
-	// resultType (answersModern), which the front's raw answer does not.
-	if ss == nil || ss.InitializeParams() == nil || sessionModern(ss) || g.root.Err() != nil {
+	// resultType (answersModern), which the front's raw answer does not;
+	// so does one the guard noted as such, which the SDK has not handled
+	// yet (revisionModern: server/discover names 2026-07-28).
+	if ss == nil || ss.InitializeParams() == nil || sessionModern(ss) || l.modern || g.root.Err() != nil {
 		return false
 	}
 	// The decode keeps parts of its input (the id, the arguments): a copy

@@ -20,31 +20,33 @@ import (
 
 // revisionModern reports whether the session's revision is 2026-07-28 or
 // later once the SDK handled line, a message with method (checkMethod),
-// and the lines before it: the SDK's, once its session has one
-// (sessionModern); before that, whether this line or an earlier one is a
-// request or notification the SDK takes a revision from whose _meta names
-// 2026-07-28 or later. It errs towards 2026-07-28 (an earlier initialize
-// the SDK has not handled yet, a version the SDK refuses), which only
-// ever refuses more (taskTaken), never runs more. Only the stdin guard
+// and the lines before it: whether the SDK's session is of that revision
+// now (sessionModern), or this line or an earlier one is a request or
+// notification the SDK may take a revision from whose _meta names
+// 2026-07-28 or later. The SDK's session may change its revision after it
+// has one: server/discover sets it whenever it names 2026-07-28 (go-sdk
+// v1.8.0, Server.discover), so a line noted as such counts even once the
+// SDK's session has a revision (branch attack44). It errs towards
+// 2026-07-28 (an earlier initialize the SDK has not handled yet, a version
+// the SDK refuses, a request of that revision on a session of an earlier
+// one), which only ever refuses more (taskTaken) and leaves plain calls to
+// the SDK path (stdioLean.call), never runs more. Only the stdin guard
 // calls it, one line at a time.
 func (l *stdioLean) revisionModern(line, method []byte) bool {
-	if ss := l.ss.Load(); ss != nil && ss.InitializeParams() != nil {
-		return sessionModern(ss)
-	}
 	if !l.modern && takesRevision(method) && lineVersion(line) >= modernVersion {
 		l.modern = true
 	}
-	return l.modern
+	return l.modern || sessionModern(l.ss.Load())
 }
 
 // takesRevision reports whether the SDK takes the session's revision from
 // the _meta of a message with method: not from a response, nor from the
-// methods 2026-07-28 removed or made its own (go-sdk v1.8.0,
-// ServerSession.handle).
+// methods 2026-07-28 removed (go-sdk v1.8.0, ServerSession.handle);
+// server/discover's handler takes it (Server.discover).
 func takesRevision(method []byte) bool {
 	switch string(method) {
 	case "", "initialize", "ping", "notifications/initialized", "notifications/roots/list_changed",
-		"logging/setLevel", "resources/subscribe", "resources/unsubscribe", "server/discover":
+		"logging/setLevel", "resources/subscribe", "resources/unsubscribe":
 		return false
 	}
 	return true
