@@ -1,7 +1,10 @@
 package gateway
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,5 +196,124 @@ func TestStdioDiscoverSetsRevision(t *testing.T) {
 	}
 	if n := up.runs.Load(); n != 0 {
 		t.Errorf("the upstream ran %d calls, want none", n)
+	}
+}
+
+// TestStdioTaskIDsAttacked (branch attack44): tasks/get, tasks/cancel and
+// tasks/update over stdio with task ids that are not the caller's (another
+// principal's valid id, one with a changed character or case) or not task
+// ids at all (empty, 64 KiB long, a number, null, an object, absent) are
+// answered with an error, nothing else, and leave the owner's task as it
+// was. This held on 8308deeb (the MAC binds the principal; the params
+// decode refuses what is not a string).
+func TestStdioTaskIDsAttacked(t *testing.T) {
+	up := newTaskGapsUpstream(t, true)
+	g := taskGapsGateway(t, up)
+	owner := serveModernStdio(t, g)
+	owner.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__solo","arguments":{},` + tasksCaps + `}}`)
+	task, _ := owner.answers(1)[1].Result["taskId"].(string)
+	if task == "" {
+		t.Fatal("no task")
+	}
+	id := 1
+	owner.taskStatus(&id, task, "completed")
+
+	other := serveRawStdio(t, g, approval.Principal{ID: "intruder", Kind: "agent"})
+	flip := []byte(task)
+	flip[len(flip)-2] ^= 1
+	q := func(s string) string { return fmt.Sprintf("%q", s) }
+	ids := []string{
+		q(task), q(string(flip)), q(strings.ToUpper(task)), q(""), q(strings.Repeat("A", 64<<10)),
+		`12345`, `null`, `{"id":` + q(task) + `}`, `[` + q(task) + `]`,
+	}
+	n := 100
+	for _, a := range []*rawAgent{other, owner} {
+		for _, method := range []string{"tasks/get", "tasks/cancel", "tasks/update"} {
+			for i, tid := range append(ids, "") {
+				if a == owner && i == 0 {
+					continue // the owner's own task
+				}
+				member := `"taskId":` + tid + `,`
+				if tid == "" {
+					member = ""
+				}
+				n++
+				a.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{%s"inputResponses":{},%s}}`, n, method, member, tasksCaps))
+				if got := a.answers(n)[n]; got.Error == nil || got.Result != nil {
+					t.Errorf("%s with taskId %.80s: %+v, want an error", method, tid, got)
+				}
+			}
+		}
+	}
+	if got := owner.taskStatus(&id, task, "completed"); got["taskId"] != task {
+		t.Errorf("the owner's task after the attempts: %+v", got)
+	}
+	if n := up.runs.Load(); n != 1 {
+		t.Errorf("the upstream ran %d calls, want 1", n)
+	}
+}
+
+// TestStdioLineFramingAttacked (branch attack44): the stdin guard's
+// framing against odd bytes. A UTF-8 byte order mark before a message, a
+// lone CR between two messages, bytes after the object, and a NUL after it
+// make the line no JSON: each is answered with one parse error (id null)
+// and nothing of it runs; a CRLF line end, blank lines, a message written
+// a byte at a time and invalid UTF-8 inside a string are served. The
+// session goes on throughout. This held on 8308deeb.
+func TestStdioLineFramingAttacked(t *testing.T) {
+	g := newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(nil))}}, allowAll(), nil)
+	a := serveRawStdio(t, g, approval.Principal{ID: "desktop", Kind: "agent"})
+	ping := func(id int) string { return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, id) }
+	lines := make(chan string, 64) // read while writing: the pipes hold nothing
+	go func() {
+		defer close(lines)
+		for {
+			line, err := a.out.ReadString('\n')
+			if err != nil {
+				return
+			}
+			lines <- line
+		}
+	}()
+	write := func(s string) {
+		if _, err := io.WriteString(a.in, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("\xEF\xBB\xBF" + ping(1) + "\n")
+	write(ping(2) + "\r\n")
+	write(ping(3) + "\r" + ping(4) + "\n")
+	write(ping(5) + ` {"x":1}` + "\n")
+	write(ping(6) + "\x00\n")
+	write("\n\r\n \t \n")
+	for _, c := range []byte(ping(7) + "\n") {
+		write(string(c))
+	}
+	write(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"up__echo","arguments":{"s":"a` + "\xff\xfe" + `b"}}}` + "\n")
+	write(ping(9) + "\n")
+	answered, parseErrors := map[string]bool{}, 0
+	for !answered["9"] || !answered["8"] { // the call (8) may be answered after the ping (9)
+		line, ok := <-lines
+		if !ok {
+			t.Fatal("the output ended")
+		}
+		var m struct {
+			ID    json.RawMessage
+			Error *struct{ Code int }
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("an answer line that is no JSON: %q", line)
+		}
+		if string(m.ID) == "null" && m.Error != nil && m.Error.Code == -32700 {
+			parseErrors++
+			continue
+		}
+		answered[string(m.ID)] = true
+	}
+	if want := map[string]bool{"2": true, "7": true, "8": true, "9": true}; fmt.Sprint(answered) != fmt.Sprint(want) {
+		t.Errorf("answered %v, want %v", answered, want)
+	}
+	if parseErrors != 4 {
+		t.Errorf("%d parse errors, want 4 (BOM, lone CR, trailing bytes, NUL)", parseErrors)
 	}
 }
