@@ -26,17 +26,23 @@ import (
 // 2026-07-28 or later. The SDK's session may change its revision after it
 // has one: server/discover sets it whenever it names 2026-07-28 (go-sdk
 // v1.8.0, Server.discover), so a line noted as such counts even once the
-// SDK's session has a revision (branch attack44). It errs towards
-// 2026-07-28 (an earlier initialize the SDK has not handled yet, a version
-// the SDK refuses, a request of that revision on a session of an earlier
-// one), which only ever refuses more (taskTaken) and leaves plain calls to
-// the SDK path (stdioLean.call), never runs more. Only the stdin guard
-// calls it, one line at a time.
+// SDK's session has a revision (branch attack44); once it has one, only
+// server/discover lines are decoded for it. It errs towards 2026-07-28
+// (an earlier initialize the SDK has not handled yet, a version the SDK
+// refuses), which only ever refuses more (taskTaken) and leaves plain
+// calls to the SDK path (stdioLean.call), never runs more. Only the stdin
+// guard calls it, one line at a time.
 func (l *stdioLean) revisionModern(line, method []byte) bool {
+	ss := l.ss.Load()
+	if ss != nil && ss.InitializeParams() != nil && string(method) != "server/discover" {
+		// The SDK's session has a revision, which only server/discover
+		// changes: no need to decode the line (the lean front's calls).
+		return l.modern || sessionModern(ss)
+	}
 	if !l.modern && takesRevision(method) && lineVersion(line) >= modernVersion {
 		l.modern = true
 	}
-	return l.modern || sessionModern(l.ss.Load())
+	return l.modern || sessionModern(ss)
 }
 
 // takesRevision reports whether the SDK takes the session's revision from
