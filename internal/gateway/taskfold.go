@@ -67,11 +67,12 @@ func eachMember(raw json.RawMessage, fn func(key string, val json.RawMessage) bo
 
 // foldedIn reports a key of the JSON object raw that names does not hold
 // but that encoding/json would match to one of them (foldedName), and the
-// name. Where the key is one of into's, fn also looks at every copy of its
-// value (a key given twice: both decoders merge two objects given for one
-// member, so a folded key in the first copy is read as well).
+// name. Where the key is one of into's, into also looks at its value: at
+// every copy of it when a key is given twice (both decoders merge two
+// objects given for one member, so a folded key in the first copy is read
+// as well). Without a repeated key (memberCount) raw is decoded once.
 func foldedIn(raw json.RawMessage, names []string, into func(key string, val json.RawMessage) (string, string)) (key, name string) {
-	eachMember(raw, func(k string, v json.RawMessage) bool {
+	visit := func(k string, v json.RawMessage) bool {
 		if n := foldedName(k, names); n != "" {
 			key, name = k, n
 			return false
@@ -80,8 +81,54 @@ func foldedIn(raw json.RawMessage, names []string, into func(key string, val jso
 			key, name = into(k, v)
 		}
 		return key == ""
-	})
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return "", ""
+	}
+	if memberCount(raw) != len(m) {
+		eachMember(raw, visit)
+		return key, name
+	}
+	for k, v := range m {
+		if !visit(k, v) {
+			break
+		}
+	}
 	return key, name
+}
+
+// memberCount is the number of members of raw, valid JSON, when it is an
+// object (a key given twice counts twice): the colons at its top level.
+func memberCount(raw []byte) int {
+	n, depth := 0, 0
+	inString, escaped := false, false
+	for _, c := range raw {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+		case ':':
+			if depth == 1 {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // foldedKey reports a key of the message body, of its params, of their
