@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -315,5 +316,44 @@ func TestStdioLineFramingAttacked(t *testing.T) {
 	}
 	if parseErrors != 4 {
 		t.Errorf("%d parse errors, want 4 (BOM, lone CR, trailing bytes, NUL)", parseErrors)
+	}
+}
+
+// TestLeanHTTPCancelReadAsTheSDK (branch attack44): over HTTP, a lean
+// call's notifications/cancelled whose method is spelled with escapes, or
+// with a folded "ID" beside no id, cancels the call, as the SDK reads such
+// a POST. On 8308deeb the front's byte check missed the escaped method
+// (and encoding/json read "ID" as the id): the POST went to the SDK, which
+// does not know the call, and the upstream call ran on.
+func TestLeanHTTPCancelReadAsTheSDK(t *testing.T) {
+	f := newLeanFixture(t, &HTTPOptions{DropGrace: time.Hour})
+	cs := connectHTTP(t, f.base, aliceToken, nil, nil)
+	sid, version := cs.ID(), cs.InitializeResult().ProtocolVersion
+	waitInitialized(t, f.g, sid)
+	for i, cancel := range []string{
+		`{"jsonrpc":"2.0","method":"notifications\/cancelled","params":{"requestId":%d}}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d},"ID":3}`,
+	} {
+		id := 40 + i
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			resp := sessionRequest(t, http.MethodPost, f.base, aliceToken, sid, version,
+				strings.NewReader(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"up__sleep","arguments":{}}}`, id)))
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+		}()
+		select {
+		case <-f.h.started:
+		case <-time.After(testWait):
+			t.Fatal("the sleep call never reached the upstream")
+		}
+		sessionExchange(t, http.MethodPost, f.base, aliceToken, sid, version, strings.NewReader(fmt.Sprintf(cancel, id)))
+		select {
+		case <-f.h.ended:
+		case <-time.After(testWait):
+			t.Fatalf("%s did not cancel the lean call", cancel)
+		}
+		<-done
 	}
 }

@@ -637,7 +637,9 @@ func (f *httpFront) cancelLean(w http.ResponseWriter, lb *leanBody, p approval.P
 		return false
 	}
 	body, err := lb.get()
-	if err != nil || !bytes.Contains(body, []byte(`notifications/cancelled`)) {
+	// A method spelled with escapes ("notifications\/cancelled") is the
+	// SDK's notifications/cancelled too: a body with a backslash is read.
+	if err != nil || (!bytes.Contains(body, []byte(`notifications/cancelled`)) && bytes.IndexByte(body, '\\') < 0) {
 		return false
 	}
 	key, call, ok := cancelledID(body)
