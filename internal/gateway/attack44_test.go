@@ -350,7 +350,8 @@ func TestLeanHTTPCancelReadAsTheSDK(t *testing.T) {
 		}
 		sessionExchange(t, http.MethodPost, f.base, aliceToken, sid, version, strings.NewReader(fmt.Sprintf(cancel, id)))
 		select {
-		case <-f.h.ended:
+		case cause := <-f.h.ended:
+			t.Logf("the lean call's upstream call ended: %v", cause)
 		case <-time.After(testWait):
 			t.Fatalf("%s did not cancel the lean call", cancel)
 		}
