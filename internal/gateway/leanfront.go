@@ -637,33 +637,67 @@ func (f *httpFront) cancelLean(w http.ResponseWriter, lb *leanBody, p approval.P
 		return false
 	}
 	body, err := lb.get()
-	if err != nil || !bytes.Contains(body, []byte(`notifications/cancelled`)) {
+	// A method spelled with escapes ("notifications\/cancelled") is the
+	// SDK's notifications/cancelled too: a body with a backslash is read.
+	if err != nil || (!bytes.Contains(body, []byte(`notifications/cancelled`)) && bytes.IndexByte(body, '\\') < 0) {
 		return false
 	}
-	key, ok := cancelledID(body)
-	if !ok || !s.cancel(key, context.Canceled) {
+	key, call, ok := cancelledID(body)
+	if !ok || call || !s.cancel(key, context.Canceled) {
 		return false
 	}
 	w.WriteHeader(http.StatusAccepted)
 	return true
 }
 
-// cancelledID reports whether body is a notifications/cancelled
-// notification naming a request by an id the SDK keeps exactly, and
-// returns that id as canonicalID makes it.
-func cancelledID(body []byte) (key string, ok bool) {
-	var n struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Method  string          `json:"method"`
-		Params  struct {
-			RequestID json.RawMessage `json:"requestId"`
-		} `json:"params"`
+// cancelledID reads body, one JSON-RPC message, as the SDK's canceller
+// reads a notifications/cancelled (go-sdk v1.8.0, canceller.Preempt):
+// members by their exact keys, the last of two winning, the method's
+// escapes decoded, a numeric requestId as a float64 made an integer
+// (2.0 is 2). ok: the SDK cancels the request whose canonicalID is key on
+// it. call: body carries an id (not null), so the SDK answers it as well
+// (its canceller cancels whatever the id). encoding/json's struct decode
+// folded "ID", "Method", "PARAMS" or "RequestId" into the members read
+// and refused a null id or requestId 2.0, so a cancel the SDK reads did
+// not reach a lean call, or named another (branch attack44).
+func cancelledID(body []byte) (key string, call, ok bool) {
+	var id, method, params, requestID json.RawMessage
+	if !eachMember(body, func(k string, v json.RawMessage) bool {
+		switch k {
+		case "id":
+			id = v
+		case "method":
+			method = v
+		case "params":
+			params = v
+		}
+		return true
+	}) {
+		return "", false, false
 	}
-	if json.Unmarshal(body, &n) != nil || n.Method != "notifications/cancelled" || n.ID != nil || classifyID(n.Params.RequestID) != idOK {
-		return "", false
+	var name string
+	if json.Unmarshal(method, &name) != nil || name != "notifications/cancelled" {
+		return "", false, false
 	}
-	return canonicalID(n.Params.RequestID), true
+	eachMember(params, func(k string, v json.RawMessage) bool {
+		if k == "requestId" {
+			requestID = v
+		}
+		return true
+	})
+	var rid any
+	if json.Unmarshal(requestID, &rid) != nil {
+		return "", false, false
+	}
+	switch v := rid.(type) {
+	case string:
+		key = "s:" + v
+	case float64:
+		key = "n:" + strconv.FormatInt(int64(v), 10)
+	default:
+		return "", false, false
+	}
+	return key, classifyID(id) != idNone, true
 }
 
 // A leanBody is the body of a POST of a lean session, read at most once

@@ -60,7 +60,7 @@ type stdioLean struct {
 	// the Tasks front still takes its lines.
 	noPlain bool
 
-	// modern: a line read so far set the session's revision to
+	// modern: a line read so far may set the session's revision to
 	// 2026-07-28 (revisionModern); only the stdin guard's reads touch it,
 	// one at a time.
 	modern bool
@@ -103,8 +103,10 @@ func (l *stdioLean) call(line []byte) bool {
 	// ServerSession.handle). A session whose revision is 2026-07-28 (taken
 	// from a request's _meta, as a 2026-07-28 agent sends no initialize)
 	// stays the SDK's even for a call without _meta: its results carry
-	// resultType (answersModern), which the front's raw answer does not.
-	if ss == nil || ss.InitializeParams() == nil || sessionModern(ss) || g.root.Err() != nil {
+	// resultType (answersModern), which the front's raw answer does not;
+	// so does one the guard noted as such, which the SDK has not handled
+	// yet (revisionModern: server/discover names 2026-07-28).
+	if ss == nil || ss.InitializeParams() == nil || sessionModern(ss) || l.modern || g.root.Err() != nil {
 		return false
 	}
 	// The decode keeps parts of its input (the id, the arguments): a copy
@@ -185,9 +187,10 @@ func (l *stdioLean) answer(ctx context.Context, ss *mcp.ServerSession, m leanReq
 }
 
 // cancel serves a notifications/cancelled line naming a lean call in
-// flight (see offer).
+// flight (see offer), read as the SDK reads it (cancelledID); one that
+// carries an id still goes on to the SDK, which answers it.
 func (l *stdioLean) cancel(line []byte) bool {
-	key, ok := cancelledID(line)
+	key, call, ok := cancelledID(line)
 	if !ok {
 		return false
 	}
@@ -198,7 +201,8 @@ func (l *stdioLean) cancel(line []byte) bool {
 		return false
 	}
 	c(context.Canceled)
-	return true
+	// A line with an id is answered by the SDK, as without the front.
+	return !call
 }
 
 // inputEnded cancels the lean calls in flight with err, the read's error

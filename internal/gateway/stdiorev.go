@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"encoding/json"
+
+	"toolgate/internal/mcpwire"
 )
 
 // The revision of a stdio session as its fronts see it (branch stdio43).
@@ -18,48 +20,74 @@ import (
 
 // revisionModern reports whether the session's revision is 2026-07-28 or
 // later once the SDK handled line, a message with method (checkMethod),
-// and the lines before it: the SDK's, once its session has one
-// (sessionModern); before that, whether this line or an earlier one is a
-// request or notification the SDK takes a revision from whose _meta names
-// 2026-07-28 or later. It errs towards 2026-07-28 (an earlier initialize
-// the SDK has not handled yet, a version the SDK refuses), which only
-// ever refuses more (taskTaken), never runs more. Only the stdin guard
-// calls it, one line at a time.
+// and the lines before it: whether the SDK's session is of that revision
+// now (sessionModern), or this line or an earlier one is a request or
+// notification the SDK may take a revision from whose _meta names
+// 2026-07-28 or later. The SDK's session may change its revision after it
+// has one: server/discover sets it whenever it names 2026-07-28 (go-sdk
+// v1.8.0, Server.discover), so a line noted as such counts even once the
+// SDK's session has a revision (branch attack44); once it has one, only
+// server/discover lines are decoded for it. It errs towards 2026-07-28
+// (an earlier initialize the SDK has not handled yet, a version the SDK
+// refuses), which only ever refuses more (taskTaken) and leaves plain
+// calls to the SDK path (stdioLean.call), never runs more. Only the stdin
+// guard calls it, one line at a time.
 func (l *stdioLean) revisionModern(line, method []byte) bool {
-	if ss := l.ss.Load(); ss != nil && ss.InitializeParams() != nil {
-		return sessionModern(ss)
+	ss := l.ss.Load()
+	if ss != nil && ss.InitializeParams() != nil && string(method) != "server/discover" {
+		// The SDK's session has a revision, which only server/discover
+		// changes: no need to decode the line (the lean front's calls).
+		return l.modern || sessionModern(ss)
 	}
 	if !l.modern && takesRevision(method) && lineVersion(line) >= modernVersion {
 		l.modern = true
 	}
-	return l.modern
+	return l.modern || sessionModern(ss)
 }
 
 // takesRevision reports whether the SDK takes the session's revision from
 // the _meta of a message with method: not from a response, nor from the
-// methods 2026-07-28 removed or made its own (go-sdk v1.8.0,
-// ServerSession.handle).
+// methods 2026-07-28 removed (go-sdk v1.8.0, ServerSession.handle);
+// server/discover's handler takes it (Server.discover).
 func takesRevision(method []byte) bool {
 	switch string(method) {
 	case "", "initialize", "ping", "notifications/initialized", "notifications/roots/list_changed",
-		"logging/setLevel", "resources/subscribe", "resources/unsubscribe", "server/discover":
+		"logging/setLevel", "resources/subscribe", "resources/unsubscribe":
 		return false
 	}
 	return true
 }
 
 // lineVersion is the protocol version in the _meta of the message line
-// ("" when it names none or the line does not decode).
+// ("" when it names none or the line does not decode), read as the SDK
+// reads it (go-sdk v1.8.0, DecodeMessage and extractRequestMeta): members
+// by their exact keys, the last of two params, two _meta objects of the
+// params merged (a null one clears them), the version only when it is a
+// string. encoding/json's struct decode folds case ("Params", "_META"),
+// which read a version the SDK does not, or missed the one it reads
+// (branch attack44).
 func lineVersion(line []byte) string {
-	var m struct {
-		Params struct {
-			Meta struct {
-				Version string `json:"io.modelcontextprotocol/protocolVersion"`
-			} `json:"_meta"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(line, &m) != nil {
+	var params json.RawMessage
+	if !eachMember(line, func(k string, v json.RawMessage) bool {
+		if k == "params" {
+			params = v
+		}
+		return true
+	}) {
 		return ""
 	}
-	return m.Params.Meta.Version
+	var meta map[string]json.RawMessage
+	failed := false
+	eachMember(params, func(k string, v json.RawMessage) bool {
+		if k == "_meta" && json.Unmarshal(v, &meta) != nil {
+			failed = true // the SDK reads no _meta from params it cannot decode
+			return false
+		}
+		return true
+	})
+	var v string
+	if failed || json.Unmarshal(meta[mcpwire.MetaProtocolVersion], &v) != nil {
+		return ""
+	}
+	return v
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 
@@ -41,41 +42,127 @@ func foldedName(key string, names []string) string {
 	return ""
 }
 
-// foldedIn is foldedName for the keys of the JSON object raw (nothing
-// when raw is no object): the key and the name it folds to.
-func foldedIn(raw json.RawMessage, names []string) (m map[string]json.RawMessage, key, name string) {
-	if json.Unmarshal(raw, &m) != nil {
-		return nil, "", ""
+// eachMember calls fn with each member of the JSON object raw in order,
+// its key unescaped, a key that occurs twice once for each occurrence,
+// until fn returns false. It reports false when raw is no JSON object
+// (nothing, null, another value, or invalid JSON).
+func eachMember(raw json.RawMessage, fn func(key string, val json.RawMessage) bool) bool {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return false
 	}
-	for k := range m {
-		if n := foldedName(k, names); n != "" {
-			return m, k, n
+	for dec.More() {
+		t, err := dec.Token()
+		key, isKey := t.(string)
+		var val json.RawMessage
+		if err != nil || !isKey || dec.Decode(&val) != nil {
+			return false
+		}
+		if !fn(key, val) {
+			return true
 		}
 	}
-	return m, "", ""
+	return true
+}
+
+// foldedIn reports a key of the JSON object raw that names does not hold
+// but that encoding/json would match to one of them (foldedName), and the
+// name. Where the key is one of into's, into also looks at its value: at
+// every copy of it when a key is given twice (both decoders merge two
+// objects given for one member, so a folded key in the first copy is read
+// as well). Without a repeated key (memberCount) raw is decoded once.
+func foldedIn(raw json.RawMessage, names []string, into func(key string, val json.RawMessage) (string, string)) (key, name string) {
+	visit := func(k string, v json.RawMessage) bool {
+		if n := foldedName(k, names); n != "" {
+			key, name = k, n
+			return false
+		}
+		if into != nil {
+			key, name = into(k, v)
+		}
+		return key == ""
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return "", ""
+	}
+	if memberCount(raw) != len(m) {
+		eachMember(raw, visit)
+		return key, name
+	}
+	for k, v := range m {
+		if !visit(k, v) {
+			break
+		}
+	}
+	return key, name
+}
+
+// memberCount is the number of members of raw, valid JSON, when it is an
+// object (a key given twice counts twice): the colons at its top level.
+func memberCount(raw []byte) int {
+	n, depth := 0, 0
+	inString, escaped := false, false
+	for _, c := range raw {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+		case ':':
+			if depth == 1 {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // foldedKey reports a key of the message body, of its params, of their
 // _meta's client capabilities or of those capabilities' sampling and
 // elicitation that differs only in case from a member the Tasks front
 // reads there: the refusal to answer it with (invalid request; nil when
-// there is none).
+// there is none). Every copy of a repeated params, _meta, capabilities,
+// sampling or elicitation is looked at (branch attack44).
 func foldedKey(body []byte) *mcpwire.Error {
-	top, k, n := foldedIn(body, rpcMemberNames)
-	if k == "" {
-		var params map[string]json.RawMessage
-		params, k, n = foldedIn(top["params"], taskParamsNames)
-		if k == "" {
-			var meta, caps map[string]json.RawMessage
-			_ = json.Unmarshal(params["_meta"], &meta)
-			caps, k, n = foldedIn(meta[mcpwire.MetaClientCapabilities], clientCapsNames)
-			for _, sub := range []string{"sampling", "elicitation"} {
-				if k == "" {
-					_, k, n = foldedIn(caps[sub], capsSubfieldNames)
-				}
-			}
+	subfields := func(k string, v json.RawMessage) (string, string) {
+		if k == "sampling" || k == "elicitation" {
+			return foldedIn(v, capsSubfieldNames, nil)
 		}
+		return "", ""
 	}
+	caps := func(k string, v json.RawMessage) (string, string) {
+		if k == mcpwire.MetaClientCapabilities {
+			return foldedIn(v, clientCapsNames, subfields)
+		}
+		return "", ""
+	}
+	meta := func(k string, v json.RawMessage) (string, string) {
+		if k == "_meta" {
+			return foldedIn(v, nil, caps)
+		}
+		return "", ""
+	}
+	params := func(k string, v json.RawMessage) (string, string) {
+		if k == "params" {
+			return foldedIn(v, taskParamsNames, meta)
+		}
+		return "", ""
+	}
+	k, n := foldedIn(body, rpcMemberNames, params)
 	if k == "" {
 		return nil
 	}
