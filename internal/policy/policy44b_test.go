@@ -1,0 +1,137 @@
+package policy
+
+import "testing"
+
+// TestCommandEnvInjectsCode (policy44b): an environment variable that
+// makes the program it reaches load or run code (NODE_OPTIONS, PERL5OPT,
+// RUBYOPT, BASH_ENV, ENV, LD_PRELOAD, LD_AUDIT, git's configuration in
+// the environment), set as a prefix, by env or sudo, by export or declare,
+// or by a bare assignment (an inherited variable stays exported), makes the
+// command opaque; one that holds a command line a program runs
+// (GIT_SSH_COMMAND, GIT_EXTERNAL_DIFF, PAGER, EDITOR, LESSOPEN, …) is parsed
+// as a command. On 70feee3f a deny rule for "rm *" missed every string in
+// the first list but the PS4 one.
+func TestCommandEnvInjectsCode(t *testing.T) {
+	checkCommands(t, []string{"node *", "git *", "env *", "ls *"},
+		[]string{
+			`NODE_OPTIONS='--import=data:text/javascript,import "child_process"' node x.js`,
+			`NODE_OPTIONS='--require ./x.js' npm test`,
+			`PERL5OPT='-Mstrict;unlink q(x)' perl a.pl`,
+			`RUBYOPT=-rx ruby a.rb`,
+			`BASH_ENV='$(rm x)' ./script.sh`,
+			`ENV='$(rm x)' ./script.sh`,
+			`LD_PRELOAD=./x.so ls`,
+			`LD_AUDIT=./x.so ls`,
+			`JAVA_TOOL_OPTIONS='-XX:OnOutOfMemoryError=rm x' java -jar a.jar`,
+			`GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.pager GIT_CONFIG_VALUE_0='rm x' git log`,
+			`GIT_SSH_COMMAND='rm x' git fetch`,
+			`GIT_SSH_COMMAND='ssh -o ProxyCommand="rm x"' git fetch`,
+			`GIT_EXTERNAL_DIFF='rm -rf' git diff`,
+			`PAGER='rm x' git log`,
+			`GIT_PAGER='sh -c "rm x"' git log`,
+			`EDITOR='rm x' git commit`,
+			`LESSOPEN='|rm x %s' less f`,
+			`BROWSER='ls:rm x' python3 -m webbrowser u`,
+			`env NODE_OPTIONS=--import=./x.mjs node a.js`,
+			`env -i PAGER='rm x' git log`,
+			`sudo LD_PRELOAD=./x.so ls`,
+			`export NODE_OPTIONS='-r ./x.js'; node a.js`,
+			`NODE_OPTIONS='-r ./x.js'; node a.js`,
+			`declare -x 'PERL5OPT=-Mx'; perl a.pl`,
+			`export PAGER='rm x'; git log`,
+			`export EDITOR="$X"; git commit`,
+			`read NODE_OPTIONS < f; node a.js`,
+			`printf -v PAGER 'rm x'; git log`,
+			`local -n r=NODE_OPTIONS`,
+			`PAGER+=' x' git log`,
+			`ssh prod "NODE_OPTIONS='-r ./x.js' node a.js"`,
+		},
+		[]string{
+			`NODE_OPTIONS=--max-old-space-size=4096 npm run build`,
+			`PAGER=cat git log`,
+			`GIT_PAGER=cat git log -1`,
+			`EDITOR=true git commit --amend`,
+			`GIT_SSH_COMMAND='ssh -i key -o StrictHostKeyChecking=no' git fetch`,
+			`PYTHONPATH=src python3 -m pytest`,
+			`export PATH=/usr/local/bin:/usr/bin; ls`,
+			`env FOO=1 ls`,
+		},
+		[]string{`PAGER=cat git log`, `env PAGER='rm x' git log`, `env NODE_OPTIONS=-r./x node a.js`},
+		[]string{`git log`, `node a.js`, `env ls`},
+	)
+}
+
+// TestCommandOtherCodeRunners (policy44b): options and programs that run
+// a command line or inline code the matcher did not read on 70feee3f,
+// where a deny rule for "rm *" missed every string in the first list (and
+// an allow rule for "git *", "rsync *", "scp *" allowed the git, rsync and
+// scp ones).
+func TestCommandOtherCodeRunners(t *testing.T) {
+	checkCommands(t, []string{"git *", "rsync *", "scp *", "deno *", "bun *", "ssh"},
+		[]string{
+			`rsync -e 'sh -c "rm x"' a h:b`,
+			`rsync -e 'rm -rf' a h:b`,
+			`rsync -avze 'rm x' a h:b`,
+			`rsync --rsh='rm x' a h:b`,
+			`rsync --rsync-path='rm x; rsync' a h:b`,
+			`rsync -M--rsync-path=x a h:b`,
+			`rsync -e 'ssh -o ProxyCommand="rm x"' a h:b`,
+			`git -c core.sshCommand='rm x' fetch`,
+			`git -c alias.x='!rm y' x`,
+			`git -c core.pager='rm x' log`,
+			`git --config-env=core.pager=P log`,
+			`git -C repo -c core.fsmonitor='rm x' status`,
+			`git rebase --exec 'rm x' HEAD~3`,
+			`git rebase -x 'rm x' main`,
+			`git submodule foreach 'rm x'`,
+			`git bisect run rm x`,
+			`git fetch --upload-pack='rm x' ./repo`,
+			`git clone -u 'rm x' ./a b`,
+			`git clone -c core.fsmonitor='rm x' ./a b`,
+			`git difftool --extcmd='rm x'`,
+			`git filter-branch --tree-filter 'rm x'`,
+			`scp -o ProxyCommand='rm x' a h:b`,
+			`scp -S ./x a h:b`,
+			`scp -F cfg a h:b`,
+			`sftp -o 'ProxyCommand rm x' h`,
+			`echo '!rm x' | sftp h`,
+			`sftp -b - h`,
+			`mosh h -- rm x`,
+			`deno eval 'Deno.removeSync("x")'`,
+			`deno`,
+			`deno run 'data:text/javascript,Deno.removeSync("x")'`,
+			`bun -e 'require("fs").rmSync("x")'`,
+			`bun --print=1`,
+			`bun exec 'rm x'`,
+			`Rscript -e 'unlink("x")'`,
+			`R -e 'unlink("x")'`,
+			`echo 'exec rm x' | tclsh`,
+			`expect -c 'spawn rm x'`,
+			`osascript -e 'do shell script "rm x"'`,
+			`osascript -l JavaScript -e 'x'`,
+			`pwsh -c 'Remove-Item x'`,
+			`powershell.exe -Command x`,
+			`python3 -i a.py`,
+			`sudo git -c core.pager='rm x' log`,
+		},
+		[]string{
+			`rsync -avz -e ssh a h:b`,
+			`rsync -e 'ssh -p 2222' -a a h:b`,
+			`git -c user.name=x -c color.ui=always log`,
+			`git -C repo status`,
+			`git rebase -i main`,
+			`git clone https://example.com/r.git`,
+			`scp -P 2222 -i key a h:b`,
+			`sftp -b cmds.txt h`,
+			`deno run -A main.ts`,
+			`deno --version`,
+			`bun run build`,
+			`bun test`,
+			`Rscript analysis.R`,
+			`tclsh build.tcl`,
+			`osascript script.scpt`,
+		},
+		[]string{`rsync -e 'ssh; rm x' a h:b`, `rsync -e 'rm x' a h:b`, `git -c core.pager=less log`, `git rebase -x 'rm x' main`, `scp -o ProxyCommand=x a h:b`, `deno eval x`, `bun -e x`},
+		[]string{`git log -1`, `rsync -a a h:b`, `rsync -e ssh -a a h:b`, `git -c color.ui=always log`, `scp a h:b`, `deno run main.ts`},
+	)
+}
