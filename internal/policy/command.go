@@ -271,6 +271,10 @@ func parseCommandDepth(src string, depth int) parsedCommand {
 			checkNames(words, n.Args, unsafe, opaque)
 		case *syntax.Assign:
 			pc.checkAssign(n, depth, unsafe, opaque)
+		case *syntax.WordIter:
+			if envVar(n.Name.Value) != envPlain {
+				opaque(fmt.Sprintf("a loop sets %s, which may make a program run code", n.Name.Value))
+			}
 		case *syntax.CmdSubst:
 			unsafe("a command substitution")
 		case *syntax.ProcSubst:

@@ -63,7 +63,7 @@ func checkNames(words []cmdWord, args []*syntax.Word, unsafe, opaque func(string
 					unsafe("printf -v sets a shell variable (as an assignment does)")
 				}
 			}
-			if v, _, _ := strings.Cut(a.lit, "="); a.unknown || strings.Contains(a.lit, "[") || envVar(v) != envPlain {
+			if v, _, _ := strings.Cut(a.lit, "="); a.unknown || strings.Contains(a.lit, "[") || envVar(v) != envPlain && name != "unset" {
 				opaque("a variable name given to " + name + " may make bash or a program run code (an array subscript, PS4, NODE_OPTIONS, PAGER, ...)")
 				return
 			}

@@ -44,6 +44,7 @@ func TestCommandEnvInjectsCode(t *testing.T) {
 			`printf -v PAGER 'rm x'; git log`,
 			`local -n r=NODE_OPTIONS`,
 			`PAGER+=' x' git log`,
+			`for PAGER in 'rm x'; do git log; done`,
 			`ssh prod "NODE_OPTIONS='-r ./x.js' node a.js"`,
 		},
 		[]string{
@@ -55,6 +56,7 @@ func TestCommandEnvInjectsCode(t *testing.T) {
 			`PYTHONPATH=src python3 -m pytest`,
 			`export PATH=/usr/local/bin:/usr/bin; ls`,
 			`env FOO=1 ls`,
+			`unset NODE_OPTIONS; node a.js`,
 		},
 		[]string{`PAGER=cat git log`, `env PAGER='rm x' git log`, `env NODE_OPTIONS=-r./x node a.js`},
 		[]string{`git log`, `node a.js`, `env ls`},
