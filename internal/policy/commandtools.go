@@ -162,17 +162,18 @@ func gitSubcommandCode(sub string, args []cmdWord) string {
 		switch {
 		case opt == "--upload-pack" || opt == "--receive-pack" || opt == "--exec" || opt == "--extcmd":
 			return runs(opt)
-		case sub == "clone" && (a.lit == "-u" || a.lit == "-c" || opt == "--config"):
-			if a.lit == "-u" {
-				return runs("-u")
+		case sub == "clone" && a.lit == "-u":
+			return runs("-u")
+		case sub == "clone" && (a.lit == "-c" || a.lit == "--config" || opt == "--config" || strings.HasPrefix(a.lit, "-c")):
+			kv := strings.TrimPrefix(strings.TrimPrefix(a.lit, "--config="), "-c")
+			if a.lit == "-c" || a.lit == "--config" {
+				if k+1 >= len(args) || args[k+1].unknown {
+					return runs(a.lit + " (a configuration that is not literal)")
+				}
+				kv = args[k+1].lit
 			}
-			if k+1 < len(args) && opt == a.lit {
-				opt = args[k+1].lit
-			} else {
-				_, opt, _ = strings.Cut(a.lit, "=")
-			}
-			if k+1 < len(args) && args[k+1].unknown || !gitKeySafe(strings.ToLower(strings.SplitN(opt, "=", 2)[0])) {
-				return runs("-c (a configuration that may run a command)")
+			if key, _, _ := strings.Cut(kv, "="); !gitKeySafe(strings.ToLower(key)) {
+				return runs(fmt.Sprintf("-c %s (a configuration that may run a command)", key))
 			}
 		case (sub == "rebase" || sub == "difftool") && strings.HasPrefix(a.lit, "-") && !strings.HasPrefix(a.lit, "--") && strings.Contains(a.lit, "x"):
 			return runs("-x")
