@@ -164,7 +164,8 @@ func isShellLike(name string) bool {
 	switch name {
 	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "fish", "csh", "tcsh", "busybox", "toybox", "rbash",
 		"eval", "source", ".", "trap", "alias", "su", "sg", "watch", "script", "parallel",
-		"hash", "enable", "compgen", "complete", "mapfile", "readarray":
+		"hash", "enable", "compgen", "complete", "mapfile", "readarray",
+		"pwsh", "powershell", "pwsh.exe", "powershell.exe", "cmd.exe", "nu", "xonsh", "elvish", "osh", "ysh", "mosh":
 		return true
 	}
 	return false
@@ -262,8 +263,18 @@ func parseCommandDepth(src string, depth int) parsedCommand {
 			} else {
 				pc.appendSimple(words)
 			}
+			pc.checkEnvWords(words, depth, unsafe, opaque)
+			if k := commandAt(words, "rsync"); k >= 0 {
+				pc.addRsync(words[k:], depth, unsafe, opaque)
+			}
 			checkRunner(words, opaque)
 			checkNames(words, n.Args, unsafe, opaque)
+		case *syntax.Assign:
+			pc.checkAssign(n, depth, unsafe, opaque)
+		case *syntax.WordIter:
+			if envVar(n.Name.Value) != envPlain {
+				opaque(fmt.Sprintf("a loop sets %s, which may make a program run code", n.Name.Value))
+			}
 		case *syntax.CmdSubst:
 			unsafe("a command substitution")
 		case *syntax.ProcSubst:

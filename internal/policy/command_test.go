@@ -225,11 +225,14 @@ func TestCommandPatterns(t *testing.T) {
 // deny rule with the same patterns catches.
 func FuzzCommand(f *testing.F) {
 	for _, s := range []string{"git status", "git log -1 && git status", "git log $(x)", "a | b; c & d", "cat <<'E'\n$(x)\nE", "x=1 y", "f() { :; }", "$'\\x41'", "{a,b}", "`", "((", "[[ -f x ]]", "case x in y) ;; esac", "sudo rm -rf /", "coproc x", "echo ${a:-$(b)}",
-		"ssh -p 22 h 'ls; git status'", "ssh h -- git log '$(x)'", "awk -F, '{print $1}' f", "sed -n '1,3{p;q}' f", "python3 -Ic x", "node --eval=x"} {
+		"ssh -p 22 h 'ls; git status'", "ssh h -- git log '$(x)'", "awk -F, '{print $1}' f", "sed -n '1,3{p;q}' f", "python3 -Ic x", "node --eval=x",
+		"NODE_OPTIONS=-r./x node a", "env PAGER='ls; rm x' git log", "export GIT_SSH_COMMAND='ssh -p 2'; git fetch", "declare -x 'EDITOR=vi'", "LESSOPEN='|x %s' less f",
+		"rsync -avze 'ssh -p 22' a h:b", "rsync --rsh='ssh h ls' a h:", "git -c core.pager=less -C r log", "git rebase -x t main", "scp -o ProxyCommand=x a h:b",
+		"sftp -b f h", "deno run -A x.ts", "bun -e x", "Rscript -e x", "for PAGER in a; do :; done"} {
 		f.Add(s)
 	}
 	allow := &commandMatcher{argument: "command"}
-	for _, s := range []string{"git status", "git log *", "ls *", "ssh h *", "awk *", "sed *", "python3 *"} {
+	for _, s := range []string{"git status", "git log *", "ls *", "ssh h *", "awk *", "sed *", "python3 *", "rsync *", "ssh *", "env *", "node *"} {
 		p, err := compileCommandPattern(s)
 		if err != nil {
 			f.Fatal(err)

@@ -41,12 +41,22 @@ func interpreterFor(name string) *inlineInterp {
 		return &interpreters[4]
 	case versioned(name, "lua"), name == "luajit":
 		return &interpreters[5]
+	case name == "Rscript":
+		return &interpreters[6]
+	case name == "R":
+		return &interpreters[7]
+	case versioned(name, "tclsh"), versioned(name, "wish"):
+		return &interpreters[8]
+	case name == "expect":
+		return &interpreters[9]
+	case name == "osascript":
+		return &interpreters[10]
 	}
 	return nil
 }
 
 var interpreters = [...]inlineInterp{
-	{inline: "c", args: "WX", module: "m", exits: "hV?", longArgs: []string{"--check-hash-based-pycs"}},
+	{inline: "ci", args: "WX", module: "m", exits: "hV?", longArgs: []string{"--check-hash-based-pycs"}},
 	// perl -M'strict;system q(rm x)' and -d:... run code too.
 	{inline: "eEMmd", args: "I", exits: "hvV"},
 	{inline: "e", args: "IrCE", exits: "hv"},
@@ -54,6 +64,11 @@ var interpreters = [...]inlineInterp{
 		longArgs: []string{"--require", "--import", "--loader", "--experimental-loader", "--conditions", "--input-type", "--title"}},
 	{inline: "rRBEF", args: "cdz", exits: "hvim"},
 	{inline: "e", args: "l", exits: "v"},
+	{inline: "e"},              // Rscript
+	{inline: "e", module: "f"}, // R -f file
+	{},                         // tclsh, wish: a script, or commands from the input
+	{inline: "ci", module: "f"},
+	{inline: "e", args: "ls"}, // osascript -l JavaScript -e
 }
 
 // versioned reports whether name is base or base followed by a version
@@ -72,6 +87,12 @@ func inlineCode(words []cmdWord) string {
 		return awkCode(name, words)
 	case "sed", "gsed":
 		return sedCode(name, words)
+	case "git":
+		return gitCode(words)
+	case "scp", "sftp":
+		return scpCode(name, words)
+	case "deno", "bun":
+		return denoBunCode(name, words)
 	}
 	ip := interpreterFor(name)
 	if ip == nil {

@@ -48,18 +48,25 @@ type sshCommand struct {
 // sshAt returns the index of the ssh that words run: words[0], or a later
 // word after a wrapper (sudo ssh, timeout 5 ssh); -1 when there is none.
 func sshAt(words []cmdWord) int {
+	return commandAt(words, "ssh")
+}
+
+// commandAt returns the index of the program named name (a base name)
+// that words run: words[0], or a later word after a wrapper; -1 when
+// there is none.
+func commandAt(words []cmdWord, name string) int {
 	if words[0].unknown {
 		return -1
 	}
 	base := path.Base(words[0].lit)
-	if base == "ssh" {
+	if base == name {
 		return 0
 	}
 	if !isWrapper(base) {
 		return -1
 	}
 	for i := 1; i < len(words); i++ {
-		if !words[i].unknown && path.Base(words[i].lit) == "ssh" {
+		if !words[i].unknown && path.Base(words[i].lit) == name {
 			return i
 		}
 	}

@@ -63,8 +63,8 @@ func checkNames(words []cmdWord, args []*syntax.Word, unsafe, opaque func(string
 					unsafe("printf -v sets a shell variable (as an assignment does)")
 				}
 			}
-			if a.unknown || strings.Contains(a.lit, "[") || a.lit == "PS4" || strings.HasPrefix(a.lit, "PS4=") {
-				opaque("a variable name given to " + name + " may make bash run code (an array subscript, or PS4)")
+			if v, _, _ := strings.Cut(a.lit, "="); a.unknown || strings.Contains(a.lit, "[") || envVar(v) != envPlain && name != "unset" {
+				opaque("a variable name given to " + name + " may make bash or a program run code (an array subscript, PS4, NODE_OPTIONS, PAGER, ...)")
 				return
 			}
 		}

@@ -1,0 +1,175 @@
+package policy
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// An environment variable can make the program it reaches run code the
+// matcher cannot see: NODE_OPTIONS=--import=data:… node x.js, PERL5OPT=-M…,
+// LD_PRELOAD=./x.so ls, BASH_ENV='$(rm x)' ./script.sh, or a command line
+// a program runs (GIT_SSH_COMMAND, PAGER, EDITOR, …). The matcher reads
+// such a variable wherever the command sets it: an assignment prefix
+// (X=… cmd), a bare assignment (a variable already in the environment
+// stays exported), export/declare/local/readonly, env or another
+// wrapper's NAME=value word, and the names read, printf -v and kin set.
+// A variable whose value is code or loads code (envCode) makes the
+// command opaque; one whose value is a command line (envCommand) is parsed
+// as a command, whose simple commands deny and approve rules then match
+// (PAGER='rm x' git log matches rm *) and whose opaque code makes the
+// command opaque. Variables naming a directory to load modules from
+// (PYTHONPATH, NODE_PATH, LD_LIBRARY_PATH, PATH) or a file
+// (PYTHONSTARTUP, GIT_CONFIG_GLOBAL) are not read: like ./build.sh, the
+// matcher cannot read a file. An allow rule already refuses every
+// assignment.
+
+// envKind says what a program does with an environment variable's value.
+type envKind int
+
+const (
+	envPlain   envKind = iota
+	envCode            // code, options that load code, or a library loaded into the program
+	envCommand         // a command line a program runs
+)
+
+// envVar classifies the environment variable name.
+func envVar(name string) envKind {
+	switch name {
+	case "NODE_OPTIONS", "PERL5OPT", "PERL5DB", "RUBYOPT", "PYTHONINSPECT", "BASH_ENV", "ENV",
+		"LD_PRELOAD", "LD_AUDIT", "DYLD_INSERT_LIBRARIES", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS",
+		"TAR_OPTIONS", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "PS4":
+		return envCode
+	case "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF", "GIT_PAGER", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR",
+		"GIT_ASKPASS", "GIT_PROXY_COMMAND", "SSH_ASKPASS", "SUDO_ASKPASS", "RSYNC_RSH", "PAGER", "MANPAGER",
+		"SYSTEMD_PAGER", "EDITOR", "VISUAL", "BROWSER", "LESSOPEN", "LESSCLOSE", "PROMPT_COMMAND":
+		return envCommand
+	}
+	if strings.HasPrefix(name, "BASH_FUNC_") || strings.HasPrefix(name, "GIT_CONFIG_KEY_") || strings.HasPrefix(name, "GIT_CONFIG_VALUE_") {
+		return envCode // an exported function; git configuration (core.pager=…)
+	}
+	return envPlain
+}
+
+// nodeOptionsSafe reports whether a NODE_OPTIONS value holds only options
+// that load no code: every field starts with one of these (memory limits,
+// warnings, source maps), so NODE_OPTIONS=--max-old-space-size=4096 stays
+// plain.
+func nodeOptionsSafe(val string) bool {
+	for _, f := range strings.Fields(val) {
+		if !strings.HasPrefix(f, "--max-old-space-size=") && !strings.HasPrefix(f, "--max-semi-space-size=") &&
+			!strings.HasPrefix(f, "--stack-trace-limit=") && !strings.HasPrefix(f, "--unhandled-rejections=") &&
+			!strings.HasPrefix(f, "--dns-result-order=") &&
+			!contains([]string{"--enable-source-maps", "--no-warnings", "--no-deprecation", "--openssl-legacy-provider",
+				"--trace-warnings", "--trace-deprecation", "--trace-uncaught", "--experimental-vm-modules"}, f) {
+			return false
+		}
+	}
+	return true
+}
+
+// setEnv judges the variable name set to val (known says val is literal):
+// an envCode variable makes the command opaque (NODE_OPTIONS only unless
+// nodeOptionsSafe), an envCommand one has its value parsed as a command
+// (addEmbedded), or made opaque when the value is not literal.
+func (pc *parsedCommand) setEnv(name, val string, known bool, depth int, unsafe, opaque func(string)) {
+	switch envVar(name) {
+	case envCode:
+		if name == "NODE_OPTIONS" && known && nodeOptionsSafe(val) {
+			return
+		}
+		opaque(fmt.Sprintf("%s makes a program load or run code the matcher cannot read", name))
+	case envCommand:
+		if !known {
+			opaque(fmt.Sprintf("%s holds a command line that is not literal", name))
+			return
+		}
+		what := "the command line in " + name
+		if name == "BROWSER" { // a list of commands separated by ':'
+			for _, c := range strings.Split(val, ":") {
+				pc.addEmbedded(c, depth, what, unsafe, opaque)
+			}
+			return
+		}
+		pc.addEmbedded(strings.TrimLeft(val, "|-"), depth, what, unsafe, opaque) // LESSOPEN='|cmd %s'
+	}
+}
+
+// checkAssign judges an assignment (X=… cmd, X=…, export X=…, declare -x
+// 'X=…', local -n r=X).
+func (pc *parsedCommand) checkAssign(a *syntax.Assign, depth int, unsafe, opaque func(string)) {
+	if a.Name == nil {
+		// declare 'X=…' or declare "$v": the name is in the value.
+		v, ok := plainLiteral(a.Value)
+		if !ok {
+			if a.Value != nil {
+				opaque("declare and kin get a name that is not literal, which may make a program run code")
+			}
+			return
+		}
+		name, val, _ := strings.Cut(v, "=")
+		pc.setEnv(name, val, true, depth, unsafe, opaque)
+		return
+	}
+	if a.Naked || a.Array != nil || a.Index != nil {
+		if envVar(a.Name.Value) != envPlain {
+			opaque(fmt.Sprintf("%s is exported or set in a way the matcher does not read", a.Name.Value))
+		}
+		return
+	}
+	val, known := "", true
+	if a.Value != nil {
+		val, known = plainLiteral(a.Value)
+	}
+	if a.Append && envVar(a.Name.Value) != envPlain {
+		known = false // += adds to a value the matcher does not know
+	}
+	pc.setEnv(a.Name.Value, val, known, depth, unsafe, opaque)
+	if envVar(val) != envPlain {
+		opaque(fmt.Sprintf("a name reference to %s may make a program run code", val)) // local -n r=NODE_OPTIONS
+	}
+}
+
+// checkEnvWords judges the NAME=value words of a wrapper (env X=… cmd,
+// sudo X=… cmd).
+func (pc *parsedCommand) checkEnvWords(words []cmdWord, depth int, unsafe, opaque func(string)) {
+	if words[0].unknown || !isWrapper(path.Base(words[0].lit)) {
+		return
+	}
+	for _, w := range words[1:] {
+		if w.unknown {
+			continue // checkRunner makes a wrapper with such a word opaque
+		}
+		if name, val, ok := strings.Cut(w.lit, "="); ok && name != "" && !strings.HasPrefix(name, "-") {
+			pc.setEnv(name, val, true, depth, unsafe, opaque)
+		}
+	}
+}
+
+// addEmbedded parses src, a command line a program runs (a variable's
+// value, rsync -e), as a command: its simple commands join pc's (deny and
+// approve rules match them; an allow rule must match them too), what it
+// refuses or cannot read makes pc unsafe or opaque.
+func (pc *parsedCommand) addEmbedded(src string, depth int, what string, unsafe, opaque func(string)) {
+	if depth >= maxRemoteDepth {
+		opaque(fmt.Sprintf("%s nests deeper than %d levels", what, maxRemoteDepth))
+		return
+	}
+	rc := parseCommandDepth(src, depth+1)
+	if rc.Opaque != "" {
+		opaque(what + ": " + rc.Opaque)
+	}
+	if rc.Unsafe != "" {
+		unsafe(what + ": " + rc.Unsafe)
+	}
+	if pc.allowed == nil && rc.allowed != nil {
+		pc.allowed = slices.Clone(pc.Simple)
+	}
+	pc.Simple = append(pc.Simple, rc.Simple...)
+	if pc.allowed != nil {
+		pc.allowed = append(pc.allowed, rc.allowList()...)
+	}
+}

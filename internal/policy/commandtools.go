@@ -1,0 +1,276 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Programs that run a command line or code given in an option, which the
+// matcher reads here: rsync's -e (parsed as a command, addRsync) and
+// --rsync-path or -M (opaque); git's -c and --config-env for a key that
+// may run a command (core.pager, core.sshCommand, alias.x='!sh', …: every
+// key outside gitKeySafe), and its subcommands that run a command given as
+// an argument (rebase --exec, submodule foreach, bisect run, difftool
+// --extcmd, filter-branch, --upload-pack, --receive-pack, clone -u,
+// archive --exec); scp and sftp with an ssh option that runs a command
+// (-o ProxyCommand=…, -F) or a program given as an option (-S, -D, sftp
+// -s), and sftp reading its commands (whose ! runs a shell) from its
+// input; deno eval, deno repl, deno with no subcommand and bun -e, bun -p,
+// bun exec. Each of these is opaque: deny and approve rules match it, an
+// allow rule never allows it.
+
+// addRsync reads rsync's words (words[0] is rsync): the -e/--rsh value is
+// a command line (addEmbedded); --rsync-path and -M/--remote-option make
+// the remote shell run what they say; a word that is not literal may be
+// any of these.
+func (pc *parsedCommand) addRsync(words []cmdWord, depth int, unsafe, opaque func(string)) {
+	for i := 1; i < len(words); i++ {
+		w := words[i]
+		if w.unknown {
+			opaque("rsync gets a word that is not literal, which may be an option that runs a command")
+			return
+		}
+		if w.lit == "--" {
+			return
+		}
+		opt, val, hasVal := strings.Cut(w.lit, "=")
+		switch {
+		case opt == "--rsh":
+			if !hasVal && i+1 < len(words) {
+				i++
+				val = words[i].lit
+				if words[i].unknown {
+					opaque("rsync -e gets a command that is not literal")
+					return
+				}
+			}
+			pc.addEmbedded(val, depth, "rsync's -e command", unsafe, opaque)
+		case opt == "--rsync-path" || opt == "--remote-option":
+			opaque(fmt.Sprintf("rsync %s runs a command line on the remote host the matcher does not read", opt))
+			return
+		case strings.HasPrefix(w.lit, "--") || !strings.HasPrefix(w.lit, "-"):
+		default:
+			for j := 1; j < len(w.lit); j++ {
+				c := w.lit[j]
+				if c == 'M' {
+					opaque("rsync -M runs a command line on the remote host the matcher does not read")
+					return
+				}
+				if strings.IndexByte("eBfT@", c) < 0 {
+					continue
+				}
+				v := w.lit[j+1:]
+				if v == "" && i+1 < len(words) {
+					i++
+					if words[i].unknown {
+						opaque("rsync gets an option value that is not literal")
+						return
+					}
+					v = words[i].lit
+				}
+				if c == 'e' {
+					pc.addEmbedded(v, depth, "rsync's -e command", unsafe, opaque)
+				}
+				break
+			}
+		}
+	}
+}
+
+// gitKeySafe reports whether git configuration key (lower case) runs no
+// command: keys of the sections below, and some core keys. Every other key
+// may (core.pager, core.sshCommand, core.fsmonitor, alias.*,
+// diff.*.textconv, filter.*.smudge, credential.helper, …), and the list
+// fails closed.
+func gitKeySafe(key string) bool {
+	section, _, _ := strings.Cut(key, ".")
+	switch section {
+	case "user", "color", "advice", "init", "i18n", "column", "log", "status", "help", "pull", "push", "fetch", "safe", "commit", "tag", "gc":
+		return true
+	}
+	return contains([]string{"core.quotepath", "core.autocrlf", "core.safecrlf", "core.abbrev", "core.filemode", "core.ignorecase",
+		"core.longpaths", "core.symlinks", "core.eol", "core.whitespace", "core.precomposeunicode"}, key)
+}
+
+// gitCode says why git's words run a command the matcher cannot read.
+func gitCode(words []cmdWord) string {
+	i := 1
+	key := func(kv string) string {
+		k, _, _ := strings.Cut(kv, "=")
+		if !gitKeySafe(strings.ToLower(k)) {
+			return fmt.Sprintf("git configuration %q may run a command the matcher cannot read", k)
+		}
+		return ""
+	}
+	next := func() (string, bool) {
+		if i+1 >= len(words) {
+			return "", true
+		}
+		i++
+		return words[i].lit, !words[i].unknown
+	}
+	for ; i < len(words); i++ {
+		w := words[i]
+		if w.unknown {
+			return "git gets a word that is not literal"
+		}
+		opt, val, hasVal := strings.Cut(w.lit, "=")
+		switch {
+		case w.lit == "-c" || opt == "--config-env" && !hasVal:
+			v, ok := next()
+			if !ok {
+				return "git gets a configuration that is not literal"
+			}
+			if why := key(v); why != "" {
+				return why
+			}
+		case strings.HasPrefix(w.lit, "-c"):
+			if why := key(w.lit[2:]); why != "" {
+				return why
+			}
+		case opt == "--config-env":
+			if why := key(val); why != "" {
+				return why
+			}
+		case contains([]string{"-C", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--attr-source"}, w.lit):
+			if _, ok := next(); !ok {
+				return "git gets a word that is not literal"
+			}
+		case strings.HasPrefix(w.lit, "-"):
+		default:
+			return gitSubcommandCode(w.lit, words[i+1:])
+		}
+	}
+	return ""
+}
+
+// gitSubcommandCode says why git subcommand sub with args runs a command
+// given as an argument.
+func gitSubcommandCode(sub string, args []cmdWord) string {
+	runs := func(what string) string {
+		return fmt.Sprintf("git %s %s runs a command the matcher cannot read", sub, what)
+	}
+	if sub == "filter-branch" {
+		return runs("(its filters)")
+	}
+	for k, a := range args {
+		if a.unknown {
+			return "git gets a word that is not literal"
+		}
+		opt, _, _ := strings.Cut(a.lit, "=")
+		switch {
+		case opt == "--upload-pack" || opt == "--receive-pack" || opt == "--exec" || opt == "--extcmd":
+			return runs(opt)
+		case sub == "clone" && a.lit == "-u":
+			return runs("-u")
+		case sub == "clone" && (a.lit == "-c" || a.lit == "--config" || opt == "--config" || strings.HasPrefix(a.lit, "-c")):
+			kv := strings.TrimPrefix(strings.TrimPrefix(a.lit, "--config="), "-c")
+			if a.lit == "-c" || a.lit == "--config" {
+				if k+1 >= len(args) || args[k+1].unknown {
+					return runs(a.lit + " (a configuration that is not literal)")
+				}
+				kv = args[k+1].lit
+			}
+			if key, _, _ := strings.Cut(kv, "="); !gitKeySafe(strings.ToLower(key)) {
+				return runs(fmt.Sprintf("-c %s (a configuration that may run a command)", key))
+			}
+		case (sub == "rebase" || sub == "difftool") && strings.HasPrefix(a.lit, "-") && !strings.HasPrefix(a.lit, "--") && strings.Contains(a.lit, "x"):
+			return runs("-x")
+		case sub == "submodule" && a.lit == "foreach", sub == "bisect" && a.lit == "run":
+			return runs(a.lit)
+		}
+	}
+	return ""
+}
+
+// scpCode says why scp or sftp (name) runs a command the matcher cannot
+// read: an option that runs one (sshOptionRuns; -S names the program to
+// connect with, -D a local server program, sftp -s a remote subsystem or
+// command), an option it does not have, a word that is not literal, or
+// (sftp) commands read from its input, where "!cmd" runs a shell.
+func scpCode(name string, words []cmdWord) string {
+	flags, argFlags := "346ABCOpqRrTv", "cDFiJloPSX"
+	if name == "sftp" {
+		flags, argFlags = "46AaCfNpqrv", "BbcDFiJloPRSsX"
+	}
+	batch := ""
+	for i := 1; i < len(words); i++ {
+		w := words[i]
+		if w.unknown {
+			return fmt.Sprintf("%s gets a word that is not literal", name)
+		}
+		if w.lit == "--" {
+			break
+		}
+		if !strings.HasPrefix(w.lit, "-") || w.lit == "-" {
+			continue
+		}
+		for j := 1; j < len(w.lit); j++ {
+			c := w.lit[j]
+			if strings.IndexByte(flags, c) >= 0 {
+				continue
+			}
+			if strings.IndexByte(argFlags, c) < 0 {
+				return fmt.Sprintf("%s gets an option it does not have (-%c)", name, c)
+			}
+			val := w.lit[j+1:]
+			if val == "" && i+1 < len(words) {
+				i++
+				if words[i].unknown {
+					return fmt.Sprintf("%s gets an option value that is not literal", name)
+				}
+				val = words[i].lit
+			}
+			switch c {
+			case 'S', 'D', 's':
+				return fmt.Sprintf("%s -%c runs a program the matcher cannot read", name, c)
+			case 'b':
+				batch = val
+			}
+			if why := sshOptionRuns(c, val); why != "" {
+				return strings.Replace(why, "ssh", name, 1)
+			}
+			break
+		}
+	}
+	if name == "sftp" && (batch == "" || scriptFile(name, cmdWord{lit: batch}) != "") {
+		return "sftp reads its commands from its input, where ! runs a shell"
+	}
+	return ""
+}
+
+// denoBunCode says why deno or bun (name) runs code given inline: deno
+// eval, deno repl, deno with no subcommand (a REPL reading its input),
+// deno run -; bun -e/--eval, -p/--print, bun exec (a shell command line);
+// a data: URL or a word that is not literal for either.
+func denoBunCode(name string, words []cmdWord) string {
+	sub := ""
+	for _, w := range words[1:] {
+		if w.unknown {
+			return fmt.Sprintf("%q gets a word that is not literal", name)
+		}
+		opt, _, _ := strings.Cut(w.lit, "=")
+		switch {
+		case strings.Contains(w.lit, "data:"):
+			return fmt.Sprintf("%q gets code in a data: URL", name)
+		case name == "bun" && contains([]string{"-e", "--eval", "-p", "--print"}, opt):
+			return fmt.Sprintf("bun %s runs code the matcher cannot read", opt)
+		case name == "deno" && sub == "run" && w.lit == "-":
+			return readsInput(name)
+		case sub == "" && !strings.HasPrefix(w.lit, "-"):
+			sub = w.lit
+		}
+	}
+	switch {
+	case name == "deno" && (sub == "eval" || sub == "repl"):
+		return fmt.Sprintf("deno %s runs code the matcher cannot read", sub)
+	case name == "deno" && sub == "" && !slices.ContainsFunc(words[1:], func(w cmdWord) bool {
+		return contains([]string{"-h", "--help", "-V", "--version"}, w.lit)
+	}):
+		return readsInput(name)
+	case name == "bun" && sub == "exec":
+		return "bun exec runs a shell command line the matcher cannot read"
+	}
+	return ""
+}
