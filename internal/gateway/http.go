@@ -506,22 +506,35 @@ const modernVersion = "2026-07-28"
 // isModern reports whether a POST without a session is a 2026-07-28-era
 // request: its MCP-Protocol-Version header names that era, its body's
 // _meta carries io.modelcontextprotocol/protocolVersion, or it is
-// server/discover (SEP-2575). Such requests are served statelessly.
+// server/discover (SEP-2575). Such requests are served statelessly. The
+// body is read as the SDK reads it (exactMethod, lineVersion): on
+// 70feee3f a folded "METHOD" or "_META" sent a request the SDK reads as a
+// 2025-era tools/list to the stateless handler (branch attack44b).
 func isModern(h http.Header, body []byte) bool {
 	if v := h.Get("Mcp-Protocol-Version"); v >= modernVersion {
 		return true
 	}
-	var one struct {
-		Method string `json:"method"`
-		Params struct {
-			Meta map[string]json.RawMessage `json:"_meta"`
-		} `json:"params"`
+	return lineVersion(body) != "" || exactMethod(body) == "server/discover"
+}
+
+// exactMethod is the method of the JSON-RPC message body read as the SDK
+// reads it (go-sdk v1.8.0): by its exact key, the last of two, escapes
+// decoded; "" when body is no object or its method is no string.
+func exactMethod(body []byte) string {
+	var method json.RawMessage
+	if !eachMember(body, func(k string, v json.RawMessage) bool {
+		if k == "method" {
+			method = v
+		}
+		return true
+	}) {
+		return ""
 	}
-	if json.Unmarshal(body, &one) != nil {
-		return false
+	var m string
+	if json.Unmarshal(method, &m) != nil {
+		return ""
 	}
-	_, ok := one.Params.Meta["io.modelcontextprotocol/protocolVersion"]
-	return ok || one.Method == "server/discover"
+	return m
 }
 
 // withPrincipal is r with p in its context, where the SDK path's
@@ -727,28 +740,20 @@ func (s *sessionCalls) count() int {
 }
 
 // isInitialize reports whether a JSON-RPC message (or batch) is an
-// initialize request. Anything unparsable (an object with bytes after it:
+// initialize request, its method read as the SDK reads it (exactMethod:
+// on 70feee3f a folded "METHOD":"initialize" sent a tools/call to the
+// session handler). Anything unparsable (an object with bytes after it:
 // refuseNotMessage refused the rest) reports true, for refuseUnfaithful to
 // answer.
 func isInitialize(body []byte) bool {
-	var one struct {
-		Method string `json:"method"`
+	if !json.Valid(body) {
+		return true
 	}
-	if json.Unmarshal(body, &one) == nil {
-		return one.Method == "initialize"
+	var batch []json.RawMessage
+	if json.Unmarshal(body, &batch) != nil {
+		return exactMethod(body) == "initialize"
 	}
-	var batch []struct {
-		Method string `json:"method"`
-	}
-	if json.Unmarshal(body, &batch) == nil {
-		for _, m := range batch {
-			if m.Method == "initialize" {
-				return true
-			}
-		}
-		return false
-	}
-	return true
+	return slices.ContainsFunc(batch, func(m json.RawMessage) bool { return exactMethod(m) == "initialize" })
 }
 
 // allowedOrigin reports whether a browser Origin may call the gateway: a
