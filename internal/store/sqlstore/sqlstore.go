@@ -144,6 +144,9 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		op = "open postgres"
 		db.sql, db.lsql, db.asql, db.d, err = openPostgres(ctx, cfg)
 		db.wsql = db.sql
+		if pg, ok := db.d.(*postgresDialect); ok {
+			pg.notes.log = db.log
+		}
 	default:
 		return nil, fmt.Errorf("open store: driver %q: want %s or %s", cfg.Driver, DriverSQLite, DriverPostgres)
 	}
@@ -306,6 +309,9 @@ type tx struct {
 	// destinations on the heap per read otherwise (≈ 1 KB; a decision
 	// and a consume read one each).
 	rows *requestScanner
+	// notes are the notifications of the transaction's changes, sent once
+	// it committed (Postgres: pgTxOnce, pgNotifier); none on SQLite.
+	notes []notice
 }
 
 // txStmt is one statement of tx.stmts.
@@ -492,8 +498,8 @@ func (db *DB) wrap(op string, err error) error {
 //     than its "requested" event (nobody waits on a request before it
 //     exists), read from the feed: on SQLite when PRAGMA data_version moved (another
 //     connection committed; read every Config.WatchInterval on one
-//     dedicated connection); on Postgres at once from the NOTIFY of the
-//     committing transaction, and from the feed after every reconnect and
+//     dedicated connection); on Postgres at once from the NOTIFY sent
+//     once the change committed (pgNotifier), and from the feed after every reconnect and
 //     every Config.Poll (the safety poll), so a notification missed while
 //     the listening connection was down is caught up, not lost.
 //
