@@ -55,10 +55,10 @@ type notice struct{ channel, payload string }
 type pgNotifier struct {
 	pool *pgxpool.Pool // NotifyConns connections; closed by close
 	log  *slog.Logger
-	// send sends one batch; pgNotifier.exec unless a test replaces it.
-	send func(ctx context.Context, batch []notice) error
-
-	mu      sync.Mutex
+	mu   sync.Mutex
+	// send sends one batch; pgNotifier.exec unless a test replaces it
+	// (under mu).
+	send    func(ctx context.Context, batch []notice) error
 	pending []notice
 	busy    bool // the sending goroutine runs
 	closed  bool
@@ -94,7 +94,7 @@ func (n *pgNotifier) notify(ns []notice) {
 func (n *pgNotifier) run() {
 	for {
 		n.mu.Lock()
-		batch := n.pending
+		batch, send := n.pending, n.send
 		n.pending = nil
 		if len(batch) == 0 {
 			n.busy = false
@@ -105,7 +105,7 @@ func (n *pgNotifier) run() {
 		for len(batch) > 0 {
 			k := min(len(batch), notifyBatch)
 			ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
-			err := n.send(ctx, batch[:k])
+			err := send(ctx, batch[:k])
 			cancel()
 			if err != nil {
 				// The payloads are request ids and states, no arguments.
