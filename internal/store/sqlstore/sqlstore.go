@@ -51,8 +51,9 @@ type Config struct {
 	// MaxConns caps the Postgres pool; 0 keeps pgxpool's default (the DSN's
 	// pool_max_conns, else max(4, number of CPUs)). Outside the pool, a DB
 	// opens LeaseConns (1) more, reserved for RenewLeases, AdminConns (2)
-	// more, reserved for the admin API's reads, and each Watch one more of
-	// its own: MaxConns + 4 in all with one Watch, as toolgate serve runs.
+	// more, reserved for the admin API's reads, NotifyConns (1) more for the
+	// notifications sent after commits (pgNotifier), and each Watch one more
+	// of its own: MaxConns + 5 in all with one Watch, as toolgate serve runs.
 	// SQLite ignores it.
 	MaxConns int
 	// Poll is the interval of Watch's safety poll on Postgres; 0 means
