@@ -105,12 +105,11 @@ func (n *pgNotifier) run() {
 		for len(batch) > 0 {
 			k := min(len(batch), notifyBatch)
 			ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
-			err := send(ctx, batch[:k])
-			cancel()
-			if err != nil {
+			if err := send(ctx, batch[:k]); err != nil {
 				// The payloads are request ids and states, no arguments.
-				n.log.Warn("postgres notify failed; other instances read the change at their next safety poll", "notices", k, "err", err)
+				n.log.WarnContext(ctx, "postgres notify failed; other instances read the change at their next safety poll", "notices", k, "err", err)
 			}
+			cancel()
 			batch = batch[k:]
 		}
 	}
