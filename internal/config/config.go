@@ -113,8 +113,8 @@ type Storage struct {
 	// ${DATABASE_URL} rather than inline.
 	DSN string `yaml:"dsn,omitempty"`
 	// MaxConns caps the Postgres connection pool; at least 1. Each
-	// instance opens 2 more outside it (LISTEN, lease renewals; see
-	// sqlstore.Config.MaxConns).
+	// instance opens 5 more outside it (LISTEN, lease renewals, two for
+	// admin reads, notifications; see sqlstore.Config.MaxConns).
 	MaxConns int `yaml:"max_conns"`
 	// Poll is the safety poll of cross-instance wake-ups (postgres): the
 	// change feed is read at least this often, so a missed notification

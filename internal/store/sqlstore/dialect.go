@@ -45,13 +45,11 @@ type dialect interface {
 	// lock, not for other shared holders (Postgres: a shared
 	// transaction-scoped advisory lock); nothing on SQLite.
 	lockShared(ctx context.Context, t *tx, l lockName) error
-	// notifications returns the select list (with ? placeholders) and its
-	// arguments that tell other instances about the changes whose event
-	// rows evs are (sent when the transaction commits): Postgres's
-	// pg_notify calls, which writeEvents runs in the statement that
-	// inserts the rows, one round trip for both; "" on SQLite, where
-	// Watch sees any commit through PRAGMA data_version.
-	notifications(evs []event) (selects string, args []any)
+	// notices returns the notifications that tell other instances about
+	// the changes whose event rows evs are, sent once the transaction
+	// committed (pgNotifier): Postgres's; none on SQLite, where Watch sees
+	// any commit through PRAGMA data_version.
+	notices(evs []event) []notice
 	// feedQuery is the query of DB.Feed: the events after the cursor in
 	// feed order, at most limit, selecting cols (eventColumns, or
 	// watchColumns for the watch) and then the transaction order key as

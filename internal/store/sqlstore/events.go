@@ -33,8 +33,9 @@ func eventRows(evs ...approval.Event) []event {
 }
 
 // writeEvents appends evs to the event log inside t; every event of the
-// store is written here, in the transaction of the change it records, and
-// notifies other instances in the same statement (dialect.notifications). It takes no lock: on
+// store is written here, in the transaction of the change it records. Their
+// notifications to other instances (dialect.notices) go to t.notes, sent
+// once t committed. It takes no lock: on
 // Postgres, where transactions commit in any order, each row records its
 // transaction's id (a column default) and Feed orders by it (see Feed). No
 // events, nothing done.
@@ -42,31 +43,17 @@ func (t *tx) writeEvents(ctx context.Context, evs []event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	stmt, args := eventsStatement(t.d, evs)
-	if _, err := t.exec(ctx, stmt, args...); err != nil {
-		return fmt.Errorf("insert %d events: %w", len(evs), err)
-	}
-	return nil
-}
-
-// eventsStatement is the statement (with ? placeholders) and arguments of
-// writeEvents: one INSERT of all of evs, which must not be empty, and on
-// Postgres their notifications in the same statement.
-func eventsStatement(d dialect, evs []event) (string, []any) {
 	// One statement for all of them (a decision writes two: reviewed and
 	// approved): one round trip on Postgres, one statement step on SQLite.
 	stmt, args := eventsInsert(evs)
-	// On Postgres the notifications go in the same statement: a
-	// data-modifying WITH runs to completion whether or not it is read.
-	if sel, nargs := d.notifications(evs); sel != "" {
-		stmt = `WITH ins AS (` + stmt + `) SELECT ` + sel
-		args = append(args, nargs...)
+	if _, err := t.exec(ctx, stmt, args...); err != nil {
+		return fmt.Errorf("insert %d events: %w", len(evs), err)
 	}
-	return stmt, args
+	t.notes = append(t.notes, t.d.notices(evs)...)
+	return nil
 }
 
-// eventsInsert is the INSERT of evs (? placeholders) and its arguments,
-// without their notifications (eventsStatement).
+// eventsInsert is the INSERT of evs (? placeholders) and its arguments.
 func eventsInsert(evs []event) (string, []any) {
 	var q strings.Builder
 	q.WriteString(`INSERT INTO events (request_id, session_id, policy_revision, grant_id, type, state, actor, at) VALUES `)

@@ -18,7 +18,7 @@ import (
 // Postgres. The outcome's check (consumed, no outcome yet) needs nothing
 // the row's read gives that SQL cannot test itself, so on Postgres
 // RecordOutcome is one statement: the UPDATE guarded in its WHERE clause,
-// its "dispatched" event (with the notification) and the ledger row in
+// its "dispatched" event and the ledger row in
 // data-modifying WITHs that write only when the UPDATE did. One round trip,
 // no explicit transaction (a statement commits on its own, all or nothing).
 
@@ -40,20 +40,20 @@ const pgOutcomeUpdate = `UPDATE requests SET dispatch_outcome = $2
 const pgOutcomeEvent = `ev AS (INSERT INTO events (request_id, type, state, actor, at)
 		SELECT id, $3, $4, $5, $6 FROM upd)`
 
-// pgOutcomeSelect returns a row when one was updated, and notifies ($7
-// channel, $8 payload) as eventsStatement does, once per row updated. The
+// pgOutcomeSelect returns a row when one was updated (the notification is
+// sent after the statement committed: pgRecordOutcome, pgNotifier). The
 // row is padded with NULLs to pgGuardWidth columns, as a guarded write's
 // is (pgGuardPad): it follows a consume's locked read on a connection.
-const pgOutcomeSelect = ` SELECT upd.id, pg_notify($7, $8), NULL, NULL FROM upd`
+const pgOutcomeSelect = ` SELECT upd.id, NULL, NULL, NULL FROM upd`
 
 // pgOutcome and pgOutcomeLedger are the statements of RecordOutcome on
-// Postgres, without and with the ledger's row ($9–$14, putResultSQL's
+// Postgres, without and with the ledger's row ($7–$12, putResultSQL's
 // values after the request id; a result already recorded is kept).
 const (
 	pgOutcome       = `WITH upd AS (` + pgOutcomeUpdate + `), ` + pgOutcomeEvent + pgOutcomeSelect
 	pgOutcomeLedger = `WITH upd AS (` + pgOutcomeUpdate + `), ` + pgOutcomeEvent + `,
 		led AS (INSERT INTO approval_results (request_id, result, error, truncated, size, recorded_at, expires_at)
-		SELECT id, $9, $10, $11, $12, $13, $14 FROM upd ON CONFLICT (request_id) DO NOTHING)` + pgOutcomeSelect
+		SELECT id, $7, $8, $9, $10, $11, $12 FROM upd ON CONFLICT (request_id) DO NOTHING)` + pgOutcomeSelect
 )
 
 // RecordOutcome records outcome o on consumed request id and rec, when not
@@ -106,7 +106,7 @@ func (db *DB) RecordOutcome(ctx context.Context, id approval.ID, o approval.Outc
 func (db *DB) pgRecordOutcome(ctx context.Context, pg *postgresDialect, id approval.ID, o approval.Outcome, rec *store.Result, actor string) (bool, error) {
 	q := pgOutcome
 	args := []any{string(id), string(o), string(approval.EventDispatched), string(approval.StateConsumed), actor,
-		store.Millis(db.now()).UnixMilli(), Channel, string(id) + " " + string(approval.StateConsumed)}
+		store.Millis(db.now()).UnixMilli()}
 	if rec != nil {
 		q = pgOutcomeLedger
 		args = append(args, putResultArgs(*rec)[1:]...)
@@ -129,6 +129,12 @@ func (db *DB) pgRecordOutcome(ctx context.Context, pg *postgresDialect, id appro
 		}
 		return t.err
 	})
+	if done && err == nil {
+		// The payload an older instance sent ("<id> consumed"): a change
+		// of the request (parseNotification). Tasks results read on
+		// another instance and the outbox wake on it.
+		db.pgNotify([]notice{{Channel, string(id) + " " + string(approval.StateConsumed)}})
+	}
 	return done && err == nil, err
 }
 

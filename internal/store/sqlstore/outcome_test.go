@@ -140,8 +140,8 @@ func TestPostgresOutcomeAfterTheServerDroppedItsConnections(t *testing.T) {
 }
 
 // TestPostgresOutcomeAnswersItsIdOnly: RecordOutcome's statement on
-// Postgres answers, for the row it updated, the id and the notification's
-// void (and NULLs up to pgGuardWidth, pgOutcomeSelect), not the whole
+// Postgres answers, for the row it updated, the id (and NULLs up to
+// pgGuardWidth, pgOutcomeSelect), not the whole
 // row: RecordOutcome returns no request, and pgx allocates for every
 // column of an answer (its description, its value, a Scan destination),
 // ≈ 5 KB per outcome for the 34 of requestSelect.
@@ -151,7 +151,7 @@ func TestPostgresOutcomeAnswersItsIdOnly(t *testing.T) {
 	id := testID(1)
 	consumedRequest(t, db, id)
 	rows, err := pg.pool.Query(t.Context(), pgOutcome, string(id), string(approval.OutcomeOK), string(approval.EventDispatched),
-		string(approval.StateConsumed), "toolgate", t0.UnixMilli(), Channel, string(id)+" consumed")
+		string(approval.StateConsumed), "toolgate", t0.UnixMilli())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestPostgresOutcomeAnswersItsIdOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n != 1 || len(cols) != pgGuardWidth || cols[0] != "id" {
-		t.Fatalf("the outcome's statement answered %d rows of the columns %q; want one row of id, the notification and pgGuardWidth's NULLs", n, cols)
+		t.Fatalf("the outcome's statement answered %d rows of the columns %q; want one row of id and pgGuardWidth's NULLs", n, cols)
 	}
 	if r, err := db.GetRequest(t.Context(), id); err != nil || r.DispatchOutcome != approval.OutcomeOK {
 		t.Fatalf("outcome after the statement = %q, %v; want ok", r.DispatchOutcome, err)

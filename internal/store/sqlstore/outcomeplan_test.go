@@ -35,7 +35,7 @@ func TestOutcomeFindsItsRowByID(t *testing.T) {
 		consumed_at = 2, lease_until = 3 WHERE id <= 'r-00300'`); err != nil {
 		t.Fatalf("consume requests: %v", err)
 	}
-	args := []any{"r-00150", "ok", "dispatched", "consumed", "alice", int64(4), Channel, "r-00150 consumed"}
+	args := []any{"r-00150", "ok", "dispatched", "consumed", "alice", int64(4)}
 	ledger := append(append([]any{}, args...), "{}", nil, 0, int64(2), int64(4), int64(5))
 	assertFindsByID(t, db, "requests", "pgOutcome", pgOutcome, args...)
 	assertFindsByID(t, db, "requests", "pgOutcomeLedger", pgOutcomeLedger, ledger...)

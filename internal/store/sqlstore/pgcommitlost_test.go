@@ -221,6 +221,7 @@ func TestCommitAnsweredThenConnectionLost(t *testing.T) {
 	total := store.Cap{Scope: store.CapTotal, Limit: 100, Name: "total"}
 	r := pendingRequest(testID(1))
 	r.CreatedAt, r.ExpiresAt = time.Now(), time.Now().Add(time.Hour)
+	notesSent(db) // no notification of an earlier write is sent through the armed proxy
 	proxy.arm(cutBeforeReady)
 	if err := db.CreateRequest(ctx, r, own, total); err != nil {
 		t.Errorf("CreateRequest after its COMMIT answered = %v, want nil (it committed)", err)
@@ -232,6 +233,7 @@ func TestCommitAnsweredThenConnectionLost(t *testing.T) {
 		t.Fatalf("GetRequest = %+v, %v; want it pending", got, err)
 	}
 
+	notesSent(db) // no notification of an earlier write is sent through the armed proxy
 	proxy.arm(cutBeforeReady)
 	got, err := db.UpdateRequest(ctx, r.ID, "bob", func(r *approval.Request) error {
 		return r.Review(approval.Reviewer{ID: "bob"}, approval.VerdictApprove, "", "", time.Now())

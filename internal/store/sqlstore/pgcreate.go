@@ -69,7 +69,7 @@ func pgCreatable(r approval.Request, caps []store.Cap) (own, total store.Cap, ok
 // pgCreate is CreateRequest's transaction in one pipeline (see above),
 // when pgCreatable says it applies: BEGIN READ COMMITTED; the caps'
 // advisory locks in capLocks' order; pgCreateGuard; pgCreateInsert; the
-// "requested" event with its notification (eventsStatement); COMMIT. An
+// "requested" event; COMMIT; then the event's notification (pgNotifier). An
 // error anywhere commits nothing (the COMMIT after an error is a
 // rollback). It returns errPGCreateRefused when the guard or the insert
 // refused r; other errors as they are. Conflicts are retried as inTx
@@ -95,7 +95,8 @@ func (db *DB) pgCreateOnce(ctx context.Context, pg *postgresDialect, r approval.
 	}
 	b.Queue(pgCreateGuard, r.RequestedBy, int64(own.Limit), int64(total.Limit))
 	b.Queue(pgCreateInsert, w.args()...)
-	q, args := eventsStatement(pg, eventRows(store.RequestedEvent(r)))
+	evs := eventRows(store.RequestedEvent(r))
+	q, args := eventsInsert(evs)
 	b.Queue(dollarPlaceholders(q), args...)
 	b.Queue(`COMMIT`)
 	br := conn.SendBatch(ctx, &b)
@@ -107,14 +108,18 @@ func (db *DB) pgCreateOnce(ctx context.Context, pg *postgresDialect, r approval.
 		// may have committed, and the request stands if so.
 		pid := serverPID(conn.Conn().PgConn())
 		conn.Release()
-		return db.pgSettleWritten(ctx, pid, err, func(ctx context.Context) (bool, error) {
+		if err := db.pgSettleWritten(ctx, pid, err, func(ctx context.Context) (bool, error) {
 			return db.pgCreated(ctx, w)
-		})
+		}); err != nil {
+			return err
+		}
 	case err != nil:
 		pgRollback(ctx, conn)
 		return err
+	default:
+		pgReleaseAfterCommit(ctx, conn, broken)
 	}
-	pgReleaseAfterCommit(ctx, conn, broken)
+	db.pgNotify(pg.notices(evs))
 	return nil
 }
 

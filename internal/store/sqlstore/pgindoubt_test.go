@@ -65,6 +65,7 @@ func TestInTxCommitAnswerLost(t *testing.T) {
 			ctx := t.Context()
 
 			id := approvedSessionRequest(t, db, 1)
+			notesSent(db) // no notification of an earlier write is sent through the armed proxy
 			proxy.arm(at)
 			got, err := consumeWithChain(ctx, db, id)
 			if n := proxy.lost.Load(); n != 1 {
@@ -77,6 +78,7 @@ func TestInTxCommitAnswerLost(t *testing.T) {
 				t.Fatalf("GetRequest = %s, %v; want consumed", cur.State, err)
 			}
 
+			notesSent(db) // no notification of an earlier write is sent through the armed proxy
 			proxy.arm(at)
 			rev, err := db.AppendPolicy(ctx, 0, store.PolicyRevision{Policy: "default: deny\n", Digest: "sha256:01", CreatedAt: t0}, "ops-admin")
 			if n := proxy.lost.Load(); n != 2 {
@@ -102,6 +104,7 @@ func TestInTxCommitNeverReached(t *testing.T) {
 	ctx := t.Context()
 
 	id := approvedSessionRequest(t, db, 1)
+	notesSent(db) // no notification of an earlier write is sent through the armed proxy
 	proxy.arm(cutBeforeServer)
 	_, err := consumeWithChain(ctx, db, id)
 	if n := proxy.lost.Load(); n != 1 {
@@ -128,6 +131,7 @@ func TestInTxCommitInDoubt(t *testing.T) {
 
 	id := approvedSessionRequest(t, db, 1)
 	proxy.refuse.Store(true)
+	notesSent(db) // no notification of an earlier write is sent through the armed proxy
 	proxy.arm(cutBeforeAnswer)
 	_, err := consumeWithChain(ctx, db, id)
 	proxy.refuse.Store(false)
@@ -170,6 +174,7 @@ func TestPipelinedCommitAnswerLost(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	notesSent(db) // no notification of an earlier write is sent through the armed proxy
 	proxy.arm(cutBeforeAnswer)
 	got, err := db.UpdateRequest(ctx, r.ID, "bob", func(r *approval.Request) error {
 		return r.Review(approval.Reviewer{ID: "bob"}, approval.VerdictApprove, "", "", time.Now())
@@ -181,6 +186,7 @@ func TestPipelinedCommitAnswerLost(t *testing.T) {
 		t.Errorf("decision whose COMMIT's answer was lost = %s, %v; want approved, nil (it committed)", got.State, err)
 	}
 
+	notesSent(db) // no notification of an earlier write is sent through the armed proxy
 	proxy.arm(cutBeforeAnswer)
 	got, err = db.UpdateRequest(ctx, r.ID, "toolgate", func(r *approval.Request) error {
 		return r.Consume(r.Binding(), "", time.Now())

@@ -33,6 +33,7 @@ func TestPGCreateCommitAnswerLost(t *testing.T) {
 	db, proxy := openThroughCommitLoser(t, 0)
 	ctx := t.Context()
 	r := freshRequest(1)
+	notesSent(db) // no notification of an earlier write is sent through the armed proxy
 	proxy.arm(cutBeforeAnswer)
 	err := db.CreateRequest(ctx, r, createCaps...)
 	if n := proxy.lost.Load(); n != 1 {
@@ -54,6 +55,7 @@ func TestPGCreateNeverRan(t *testing.T) {
 	db, proxy := openThroughCommitLoser(t, 0)
 	ctx := t.Context()
 	r := freshRequest(1)
+	notesSent(db) // no notification of an earlier write is sent through the armed proxy
 	proxy.arm(cutBeforeExecute)
 	err := db.CreateRequest(ctx, r, createCaps...)
 	if n := proxy.lost.Load(); n != 1 {
@@ -78,6 +80,7 @@ func TestPGCreateCommitInDoubt(t *testing.T) {
 	ctx := t.Context()
 	r := freshRequest(1)
 	proxy.refuse.Store(true)
+	notesSent(db) // no notification of an earlier write is sent through the armed proxy
 	proxy.arm(cutBeforeAnswer)
 	err := db.CreateRequest(ctx, r, createCaps...)
 	proxy.refuse.Store(false)
@@ -105,6 +108,7 @@ func TestPGOutcomeAnswerLost(t *testing.T) {
 			id := testID(1)
 			consumedRequest(t, db, id)
 			proxy.anyStatement.Store(true)
+			notesSent(db) // no notification of an earlier write is sent through the armed proxy
 			proxy.arm(at)
 			err := db.RecordOutcome(ctx, id, approval.OutcomeOK, nil, "toolgate")
 			if n := proxy.lost.Load(); n != 1 {
@@ -128,6 +132,7 @@ func TestPGOutcomeNeverRan(t *testing.T) {
 	ctx := t.Context()
 	id := testID(1)
 	consumedRequest(t, db, id)
+	notesSent(db) // no notification of an earlier write is sent through the armed proxy
 	proxy.arm(cutBeforeExecute)
 	err := db.RecordOutcome(ctx, id, approval.OutcomeOK, nil, "toolgate")
 	if n := proxy.lost.Load(); n != 1 {
@@ -157,6 +162,7 @@ func TestPGOutcomeInDoubt(t *testing.T) {
 	consumedRequest(t, db, id)
 	proxy.anyStatement.Store(true)
 	proxy.refuse.Store(true)
+	notesSent(db) // no notification of an earlier write is sent through the armed proxy
 	proxy.arm(cutBeforeAnswer)
 	err := db.RecordOutcome(ctx, id, approval.OutcomeOK, nil, "toolgate")
 	proxy.refuse.Store(false)

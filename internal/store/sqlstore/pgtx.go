@@ -71,12 +71,14 @@ func (db *DB) pgTxOnce(ctx context.Context, on *sql.DB, fn func(*tx) error) erro
 			panic(p)
 		}
 	}()
-	if err := fn(&tx{sql: conn, d: db.d, db: db}); err != nil {
+	t := &tx{sql: conn, d: db.d, db: db}
+	if err := fn(t); err != nil {
 		_ = pgEnd(ctx, conn, `ROLLBACK`) // a failed ROLLBACK closes the connection
 		return err
 	}
 	err = pgEnd(ctx, conn, `COMMIT`)
 	if err == nil {
+		db.pgNotify(t.notes)
 		return nil
 	}
 	if !pgLostAnswer(err) {
@@ -85,7 +87,20 @@ func (db *DB) pgTxOnce(ctx context.Context, on *sql.DB, fn func(*tx) error) erro
 	// The connection was closed by pgEnd; give it back before asking the
 	// pool for another (the lease pool has one).
 	release()
-	return db.pgSettle(ctx, on, xid, err)
+	if err := db.pgSettle(ctx, on, xid, err); err != nil {
+		return err
+	}
+	db.pgNotify(t.notes)
+	return nil
+}
+
+// pgNotify hands ns, the notifications of a transaction that committed,
+// to the store's notifier (pgNotifier), which sends them after the
+// commit, never in it. Nothing on SQLite.
+func (db *DB) pgNotify(ns []notice) {
+	if pg, ok := db.d.(*postgresDialect); ok && len(ns) > 0 {
+		pg.notes.notify(ns)
+	}
 }
 
 // pgRaw runs f on the pgx connection under conn.

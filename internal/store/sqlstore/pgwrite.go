@@ -18,8 +18,7 @@ import (
 // request writes"). Through database/sql a request's write takes a round
 // trip per statement: the pool's liveness ping, BEGIN, SELECT … FOR
 // UPDATE, the holder's lease FOR SHARE when the request takes its lease
-// from its instance, the UPDATE, the events' INSERT with their
-// pg_notify, the ledger's INSERT (RecordDispatch), COMMIT. pgUpdateRequest
+// from its instance, the UPDATE, the events' INSERT, the ledger's INSERT (RecordDispatch), COMMIT. pgUpdateRequest
 // sends the same statements as two pgx pipelines on a connection of the
 // same pool: the reads that lock, then, after fn decided, the writes and
 // the COMMIT.
@@ -98,8 +97,8 @@ const pgLockWidth = numRequestColumns + 3
 // pgGuardedWrite is the first statement of the second pipeline of a write
 // that changed the row: its UPDATE guarded as pgGuardedUpdate, and the
 // events of the change inserted in a data-modifying WITH of the same
-// statement, with their notifications in its select list (the guard's
-// column first). One statement where there were two: the guard's error
+// statement (their notifications are sent after the commit: pgNotifier).
+// One statement where there were two: the guard's error
 // aborts the statement, the events' INSERT with it, and the transaction.
 // The statement comes with its placeholders as Postgres's ($1, $2, …),
 // built in one allocation (dollarJoin).
@@ -108,14 +107,9 @@ func pgGuardedWrite(pg *postgresDialect, p storePlan) (string, []any) {
 		return dollarPlaceholders(pgGuardedUpdate(p.update)), p.updateArgs
 	}
 	ins, insArgs := eventsInsert(p.events)
-	sel, selArgs := pg.notifications(p.events)
-	comma := ""
-	if sel != "" {
-		comma = `, `
-	}
-	q := dollarJoin(`WITH upd AS (`, p.update, ` RETURNING 1), ins AS (`, ins, `) `+pgGuard, comma, sel)
-	args := make([]any, 0, len(p.updateArgs)+len(insArgs)+len(selArgs))
-	return q, append(append(append(args, p.updateArgs...), insArgs...), selArgs...)
+	q := dollarJoin(`WITH upd AS (`, p.update, ` RETURNING 1), ins AS (`, ins, `) `+pgGuard)
+	args := make([]any, 0, len(p.updateArgs)+len(insArgs))
+	return q, append(append(args, p.updateArgs...), insArgs...)
 }
 
 // skipPing in an Acquire's context tells the pool's ShouldPing not to
@@ -132,8 +126,7 @@ type skipPing struct{}
 // policy lock taken shared and the newest revision read after it
 // (sharedRevision's statements, each its own snapshot), passed to fn in
 // store.TxRead; fn runs on the request read; the second
-// is the guarded UPDATE (pgGuardedUpdate), the events' INSERT with their
-// notifications, also, and COMMIT, and commits nothing when any of them
+// is the guarded UPDATE (pgGuardedUpdate), the events' INSERT, also, and COMMIT, and commits nothing when any of them
 // fails. When fn fails, or nothing changed and there is no also, the
 // transaction is rolled back (a third round trip, writing nothing).
 // Conflicts are retried as inTx retries them (db.retry), so fn may run
@@ -207,9 +200,6 @@ func (db *DB) pgUpdateOnce(ctx context.Context, pg *postgresDialect, id approval
 	if p.changed {
 		q, args := pgGuardedWrite(pg, p)
 		b.Queue(dollarPlaceholders(q), args...)
-		if q, args := releaseNotice(pg, p); q != "" {
-			b.Queue(dollarPlaceholders(q), args...)
-		}
 	}
 	if also != nil {
 		b.Queue(dollarPlaceholders(also.q), also.args...)
@@ -231,6 +221,9 @@ func (db *DB) pgUpdateOnce(ctx context.Context, pg *postgresDialect, id approval
 		return approval.Request{}, err
 	default:
 		pgReleaseAfterCommit(ctx, conn, broken)
+	}
+	if p.changed {
+		db.pgNotify(append(releaseNotice(pg, p), pg.notices(p.events)...))
 	}
 	if probe != nil {
 		probe.Read, probe.Task = true, *task
@@ -374,7 +367,7 @@ func pgCommitBatch(br pgx.BatchResults, n int, guarded bool, id string) error {
 }
 
 // pgGuardResult reads the one row of pgGuardedWrite: the guard's column,
-// then pgGuardPad's and the notifications' (void), skipped.
+// then pgGuardPad's, skipped.
 func pgGuardResult(br pgx.BatchResults) error {
 	rows, err := br.Query()
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"math"
 	"net"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -83,6 +82,7 @@ type postgresDialect struct {
 	pool   *pgxpool.Pool   // behind the *sql.DB; closed by close
 	lease  *pgxpool.Pool   // LeaseConns connections reserved for RenewLeases; closed by close
 	admin  *pgxpool.Pool   // AdminConns connections reserved for the admin API's reads; closed by close
+	notes  *pgNotifier     // sends the notices of committed writes; closed by close
 	listen *pgx.ConnConfig // template of Watch's dedicated connection
 	poll   time.Duration   // Watch's safety poll
 	// readCommitted is txOptions' answer, kept here so that beginning a
@@ -173,6 +173,17 @@ func openPostgres(ctx context.Context, cfg Config) (main, lease, admin *sql.DB, 
 		d.lease.Close()
 		return nil, nil, nil, nil, err
 	}
+	ncfg := pcfg.Copy()
+	ncfg.MaxConns, ncfg.MinConns, ncfg.MinIdleConns = NotifyConns, 0, 0
+	ncfg.ConnConfig.RuntimeParams["application_name"] = NotifyApplicationName
+	npool, err := pgxpool.NewWithConfig(ctx, ncfg)
+	if err != nil {
+		d.pool.Close()
+		d.lease.Close()
+		d.admin.Close()
+		return nil, nil, nil, nil, err
+	}
+	d.notes = newPGNotifier(npool)
 	// The *sql.DBs keep no idle connections of their own: the pools do.
 	// Reads and writes share the main pool (row locks order the writers).
 	return stdlib.OpenDBFromPool(d.pool), stdlib.OpenDBFromPool(d.lease), stdlib.OpenDBFromPool(d.admin), d, nil
@@ -183,7 +194,12 @@ func (*postgresDialect) rebind(q string) string { return dollarPlaceholders(q) }
 func (*postgresDialect) forUpdate() string      { return " FOR UPDATE" }
 
 func (d *postgresDialect) txOptions() *sql.TxOptions { return &d.readCommitted }
-func (d *postgresDialect) close()                    { d.pool.Close(); d.lease.Close(); d.admin.Close() }
+func (d *postgresDialect) close() {
+	d.notes.close()
+	d.pool.Close()
+	d.lease.Close()
+	d.admin.Close()
+}
 
 func (*postgresDialect) lock(ctx context.Context, t *tx, l lockName) error {
 	_, err := t.exec(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(l))
@@ -220,37 +236,26 @@ func (*postgresDialect) feedEndQuery() string {
 	return `SELECT xid::text AS xid_text, seq FROM events WHERE ` + feedSafe + ` ORDER BY events.xid DESC, events.seq DESC LIMIT 1`
 }
 
-// notifications are, for each request with events in evs, a pg_notify of
+// notices are, for each request with events in evs, a notice of
 // "<id> <state> <type>" on Channel (the state and type of its last event:
 // the state as committed; Watch reads the type to tell a request's
 // creation, which wakes nobody, from a change), and for each policy
 // revision one of its number on PolicyChannel. Session events send
 // nothing: no request changed, so there is no holder to wake.
-func (*postgresDialect) notifications(evs []event) (string, []any) {
-	var (
-		q    strings.Builder
-		args []any
-	)
+func (*postgresDialect) notices(evs []event) []notice {
+	var out []notice
 	for i, ev := range evs {
-		channel, payload := "", ""
 		switch {
 		case ev.RequestID != "":
 			if i+1 < len(evs) && evs[i+1].RequestID == ev.RequestID {
 				continue // the last event of a run carries the state as committed
 			}
-			channel, payload = Channel, string(ev.RequestID)+" "+string(ev.State)+" "+string(ev.Type)
+			out = append(out, notice{Channel, string(ev.RequestID) + " " + string(ev.State) + " " + string(ev.Type)})
 		case ev.PolicyRevision != 0:
-			channel, payload = PolicyChannel, strconv.FormatInt(ev.PolicyRevision, 10)
-		default:
-			continue
+			out = append(out, notice{PolicyChannel, strconv.FormatInt(ev.PolicyRevision, 10)})
 		}
-		if len(args) > 0 {
-			q.WriteString(`, `)
-		}
-		q.WriteString(`pg_notify(?, ?)`)
-		args = append(args, channel, payload)
 	}
-	return q.String(), args
+	return out
 }
 
 func (*postgresDialect) schemaMigrationsDDL() string {

@@ -215,7 +215,7 @@ const policyNotice approval.ID = "policy revision"
 const policyListening approval.ID = "policy listening"
 
 // parseNotification reads a payload on Channel, "<id> <state> <type>"
-// (postgresDialect.notifications): the request's id, and whether the
+// (postgresDialect.notices): the request's id, and whether the
 // notification is of its creation alone (type "requested"). A creation
 // changes nothing a waiter waits on: a held call subscribes and then reads
 // its request after creating it, so waking it on its own creation only

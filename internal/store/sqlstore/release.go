@@ -29,23 +29,19 @@ func isRelease(before, after approval.Request) bool {
 		after.LeaseUntil.Before(before.LeaseUntil)
 }
 
-// releaseNotice is the statement (with ? placeholders) that notifies
-// other instances of a release planned in p, or "" when there is none or
-// the dialect sends no notifications (SQLite: its watch sees every
+// releaseNotice is the notification to other instances of a release
+// planned in p, sent once its transaction committed, or none when there is
+// none or the dialect sends no notifications (SQLite: its watch sees every
 // commit, DB.WatchLogTouched). The notification is
 // "<id> <state> released" on Channel; the watch reports it as a change
 // of the request (changed, not appended: the log did not grow), which
 // wakes an identical re-send waiting on that lease in another instance
 // at once instead of when the lease would have ended.
-func releaseNotice(d dialect, p storePlan) (string, []any) {
+func releaseNotice(d dialect, p storePlan) []notice {
 	if !p.released {
-		return "", nil
+		return nil
 	}
-	sel, args := d.notifications([]event{{Event: approval.Event{RequestID: p.out.ID, Type: eventReleased, State: p.out.State}}})
-	if sel == "" {
-		return "", nil
-	}
-	return `SELECT ` + sel, args
+	return d.notices([]event{{Event: approval.Event{RequestID: p.out.ID, Type: eventReleased, State: p.out.State}}})
 }
 
 // parseRelease reports whether payload, a notification on Channel, is a

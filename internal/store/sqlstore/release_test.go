@@ -26,6 +26,7 @@ func TestWatchPostgresReportsARelease(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	notesSent(b) // the creations' notifications come before the watch listens
 	ctx, cancel := context.WithCancel(t.Context())
 	calls, appended := make(chan approval.ID, 64), make(chan struct{}, 64)
 	done := make(chan struct{})

@@ -190,11 +190,7 @@ func (t *tx) storeRequest(ctx context.Context, old requestRow, cur approval.Requ
 	} else if n != 1 {
 		return approval.Request{}, errChangedUnderLock(old.id, n)
 	}
-	if q, args := releaseNotice(t.d, p); q != "" {
-		if _, err := t.exec(ctx, q, args...); err != nil {
-			return approval.Request{}, fmt.Errorf("notify the release of %s: %w", old.id, err)
-		}
-	}
+	t.notes = append(t.notes, releaseNotice(t.d, p)...)
 	return p.out, t.writeEvents(ctx, p.events)
 }
 

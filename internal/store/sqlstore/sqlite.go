@@ -146,7 +146,7 @@ func (*sqliteDialect) feedQuery(cols string, after store.Cursor, limit int) (str
 func (*sqliteDialect) feedEndQuery() string {
 	return `SELECT '0', seq FROM events ORDER BY seq DESC LIMIT 1`
 }
-func (*sqliteDialect) notifications([]event) (string, []any) { return "", nil }
+func (*sqliteDialect) notices([]event) []notice { return nil }
 
 func (*sqliteDialect) schemaMigrationsDDL() string {
 	return `CREATE TABLE IF NOT EXISTS schema_migrations (

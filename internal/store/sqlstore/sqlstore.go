@@ -51,8 +51,9 @@ type Config struct {
 	// MaxConns caps the Postgres pool; 0 keeps pgxpool's default (the DSN's
 	// pool_max_conns, else max(4, number of CPUs)). Outside the pool, a DB
 	// opens LeaseConns (1) more, reserved for RenewLeases, AdminConns (2)
-	// more, reserved for the admin API's reads, and each Watch one more of
-	// its own: MaxConns + 4 in all with one Watch, as toolgate serve runs.
+	// more, reserved for the admin API's reads, NotifyConns (1) more for the
+	// notifications sent after commits (pgNotifier), and each Watch one more
+	// of its own: MaxConns + 5 in all with one Watch, as toolgate serve runs.
 	// SQLite ignores it.
 	MaxConns int
 	// Poll is the interval of Watch's safety poll on Postgres; 0 means
@@ -144,6 +145,9 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		op = "open postgres"
 		db.sql, db.lsql, db.asql, db.d, err = openPostgres(ctx, cfg)
 		db.wsql = db.sql
+		if pg, ok := db.d.(*postgresDialect); ok {
+			pg.notes.log = db.log
+		}
 	default:
 		return nil, fmt.Errorf("open store: driver %q: want %s or %s", cfg.Driver, DriverSQLite, DriverPostgres)
 	}
@@ -306,6 +310,9 @@ type tx struct {
 	// destinations on the heap per read otherwise (≈ 1 KB; a decision
 	// and a consume read one each).
 	rows *requestScanner
+	// notes are the notifications of the transaction's changes, sent once
+	// it committed (Postgres: pgTxOnce, pgNotifier); none on SQLite.
+	notes []notice
 }
 
 // txStmt is one statement of tx.stmts.
@@ -492,8 +499,8 @@ func (db *DB) wrap(op string, err error) error {
 //     than its "requested" event (nobody waits on a request before it
 //     exists), read from the feed: on SQLite when PRAGMA data_version moved (another
 //     connection committed; read every Config.WatchInterval on one
-//     dedicated connection); on Postgres at once from the NOTIFY of the
-//     committing transaction, and from the feed after every reconnect and
+//     dedicated connection); on Postgres at once from the NOTIFY sent
+//     once the change committed (pgNotifier), and from the feed after every reconnect and
 //     every Config.Poll (the safety poll), so a notification missed while
 //     the listening connection was down is caught up, not lost.
 //
