@@ -156,17 +156,24 @@ func (p *commitLoser) forward(server io.Writer, client io.Reader) {
 		if head[0] == 'Q' || head[0] == 'S' {
 			p.turns.Add(1)
 		}
-		if _, err := server.Write(append(head, body...)); err != nil {
-			return
-		}
+		// Whether to cut after a Sync is settled before it is passed on:
+		// once the server has it, its answer may reach the client, which
+		// may arm the proxy for its next statement before this goroutine
+		// looks, and the cut would hit this earlier request's connection
+		// (a lock's holder, in TestSettleBehindAPooler).
+		cut := false
 		switch head[0] {
 		case 'E':
 			executes = true
 		case 'S':
-			if executes && p.fire(cutAfterSync) {
-				return
-			}
+			cut = executes && p.fire(cutAfterSync)
 			executes = false
+		}
+		if _, err := server.Write(append(head, body...)); err != nil {
+			return
+		}
+		if cut {
+			return
 		}
 	}
 }
