@@ -335,26 +335,36 @@ func TestLeanHTTPCancelReadAsTheSDK(t *testing.T) {
 		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d},"ID":3}`,
 	} {
 		id := 40 + i
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			resp := sessionRequest(t, http.MethodPost, f.base, aliceToken, sid, version,
-				strings.NewReader(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"up__sleep","arguments":{}}}`, id)))
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-		}()
-		select {
-		case <-f.h.started:
-		case <-time.After(testWait):
-			t.Fatal("the sleep call never reached the upstream")
-		}
-		sessionExchange(t, http.MethodPost, f.base, aliceToken, sid, version, strings.NewReader(fmt.Sprintf(cancel, id)))
-		select {
-		case cause := <-f.h.ended:
-			t.Logf("the lean call's upstream call ended: %v", cause)
-		case <-time.After(testWait):
-			t.Fatalf("%s did not cancel the lean call", cancel)
-		}
-		<-done
+		cancelLeanSleep(t, f, sid, version, id, cancel, strings.NewReader(fmt.Sprintf(cancel, id)))
 	}
+}
+
+// cancelLeanSleep starts a lean up__sleep call with id on session sid,
+// waits until it reached the upstream, POSTs body (a cancel, named name in
+// failures) and fails the test unless the upstream call ended; it returns
+// the cancel's answer once the call's own POST has returned.
+func cancelLeanSleep(t *testing.T, f *leanFixture, sid, version string, id int, name string, body io.Reader) exchange {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp := sessionRequest(t, http.MethodPost, f.base, aliceToken, sid, version,
+			strings.NewReader(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"up__sleep","arguments":{}}}`, id)))
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}()
+	select {
+	case <-f.h.started:
+	case <-time.After(testWait):
+		t.Fatal("the sleep call never reached the upstream")
+	}
+	ex, _ := sessionExchange(t, http.MethodPost, f.base, aliceToken, sid, version, body)
+	select {
+	case cause := <-f.h.ended:
+		t.Logf("the lean call's upstream call ended: %v", cause)
+	case <-time.After(testWait):
+		t.Fatalf("%s did not cancel the lean call", name)
+	}
+	<-done
+	return ex
 }

@@ -38,29 +38,8 @@ func TestLeanHTTPCancelEveryBody(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			id := 60 + i
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				resp := sessionRequest(t, http.MethodPost, f.base, aliceToken, sid, version,
-					strings.NewReader(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"up__sleep","arguments":{}}}`, id)))
-				_, _ = io.Copy(io.Discard, resp.Body)
-				_ = resp.Body.Close()
-			}()
-			select {
-			case <-f.h.started:
-			case <-time.After(testWait):
-				t.Fatal("the sleep call never reached the upstream")
-			}
-			ex, _ := sessionExchange(t, http.MethodPost, f.base, aliceToken, sid, version, c.body(id))
+			ex := cancelLeanSleep(t, f, sid, version, 60+i, "the cancel "+c.name, c.body(60+i))
 			t.Logf("the cancel was answered %+v", ex)
-			select {
-			case cause := <-f.h.ended:
-				t.Logf("the lean call's upstream call ended: %v", cause)
-			case <-time.After(testWait):
-				t.Fatal("the cancel did not cancel the lean call")
-			}
-			<-done
 		})
 	}
 }
