@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -171,5 +172,70 @@ func (pc *parsedCommand) addEmbedded(src string, depth int, what string, unsafe,
 	pc.Simple = append(pc.Simple, rc.Simple...)
 	if pc.allowed != nil {
 		pc.allowed = append(pc.allowed, rc.allowList()...)
+	}
+}
+
+// checkEnvArgs judges the call's other top-level arguments (all but the
+// command argument named command) as environments the upstream may give
+// the command: an object's keys with their values ({"env": {"PAGER":
+// "rm x"}}), an array's "NAME=value" strings (["LD_PRELOAD=./x.so"]) or
+// objects with "name" and "value" ([{"name": "PATH", "value": …}]). A
+// variable envVar classifies is judged as in the command (setEnv, which
+// parses a command line and makes code opaque; names compared in upper
+// case, as Windows does); PATH and every LD_* and DYLD_* variable make
+// the command unsafe, as an assignment in it would: an allow rule never
+// allows it (PATH=/tmp/x makes "ls" run /tmp/x/ls). Other keys, and
+// arguments that are strings or numbers, are not read.
+func (pc *parsedCommand) checkEnvArgs(args map[string]any, command string) {
+	unsafe := func(why string) {
+		if pc.Unsafe == "" {
+			pc.Unsafe = why
+		}
+	}
+	opaque := func(why string) {
+		if pc.Opaque == "" {
+			pc.Opaque = why
+		}
+		unsafe(why)
+	}
+	one := func(arg, name string, val any) {
+		up := strings.ToUpper(name)
+		if up == "PATH" || strings.HasPrefix(up, "LD_") || strings.HasPrefix(up, "DYLD_") {
+			unsafe(fmt.Sprintf("argument %q sets %s in the command's environment", arg, name))
+		}
+		if envVar(up) == envPlain {
+			return
+		}
+		s, known := val.(string)
+		before := pc.Opaque
+		pc.setEnv(up, s, known, 0, unsafe, opaque)
+		if pc.Opaque != before {
+			pc.Opaque = fmt.Sprintf("argument %q sets %s: %s", arg, name, pc.Opaque)
+			pc.Unsafe = pc.Opaque
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(args)) {
+		if k == command {
+			continue
+		}
+		switch v := args[k].(type) {
+		case map[string]any:
+			for _, name := range slices.Sorted(maps.Keys(v)) {
+				one(k, name, v[name])
+			}
+		case []any:
+			for _, e := range v {
+				switch e := e.(type) {
+				case string:
+					if name, val, ok := strings.Cut(e, "="); ok {
+						one(k, name, val)
+					}
+				case map[string]any:
+					if name, ok := e["name"].(string); ok {
+						one(k, name, e["value"])
+					}
+				}
+			}
+		}
 	}
 }
