@@ -127,10 +127,12 @@ func compileCommand(m *CommandMatch) (*commandMatcher, []error) {
 }
 
 // cmdWord is one word of a simple command: its literal value after quote
-// removal, or unknown when it holds an expansion.
+// removal, or unknown when it holds an expansion; then tail is the literal
+// text after the last expansion ("/.bashrc" of "$HOME/.bashrc").
 type cmdWord struct {
 	lit     string
 	unknown bool
+	tail    string
 }
 
 // parsedCommand is what the matcher learned from one command string.
@@ -467,6 +469,7 @@ func plainLiteral(w *syntax.Word) (string, bool) {
 func literalWord(w *syntax.Word, unsafe func(string)) cmdWord {
 	var b strings.Builder
 	unknown := false
+	tail := 0 // where the text after the last expansion starts in b
 	for _, part := range w.Parts {
 		switch p := part.(type) {
 		case *syntax.Lit:
@@ -476,26 +479,26 @@ func literalWord(w *syntax.Word, unsafe func(string)) cmdWord {
 			}
 			b.WriteString(v)
 		case *syntax.SglQuoted:
+			b.WriteString(p.Value)
 			if p.Dollar {
 				unsafe("a $'...' string")
-				unknown = true
+				unknown, tail = true, b.Len()
 			}
-			b.WriteString(p.Value)
 		case *syntax.DblQuoted:
 			if p.Dollar {
 				unsafe(`a $"..." string`)
-				unknown = true
+				unknown, tail = true, b.Len()
 			}
 			for _, q := range p.Parts {
 				l, ok := q.(*syntax.Lit)
 				if !ok {
-					unknown = true // an expansion; the walk reports it
+					unknown, tail = true, b.Len() // an expansion; the walk reports it
 					continue
 				}
 				b.WriteString(quotedLiteral(l.Value))
 			}
 		default:
-			unknown = true // an expansion; the walk reports it
+			unknown, tail = true, b.Len() // an expansion; the walk reports it
 		}
 	}
 	if hasBraceExpansion(w) {
@@ -503,7 +506,7 @@ func literalWord(w *syntax.Word, unsafe func(string)) cmdWord {
 		unknown = true
 	}
 	if unknown {
-		return cmdWord{unknown: true}
+		return cmdWord{unknown: true, tail: b.String()[tail:]}
 	}
 	return cmdWord{lit: b.String()}
 }

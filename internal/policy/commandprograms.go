@@ -213,9 +213,18 @@ func emacsCode(words []cmdWord) string {
 	return ""
 }
 
+// debuggerSafe lists the gdb and lldb commands given inline that run
+// nothing and write nothing: backtraces and listings. Any other (shell,
+// !, pipe, python, run, call system(…), print f(…), source, …) may run a
+// command, also in the program debugged.
+var debuggerSafe = []string{"bt", "bt full", "backtrace", "backtrace full", "where", "thread apply all bt",
+	"thread apply all bt full", "thread apply all backtrace", "info registers", "info threads", "info sharedlibrary",
+	"info frame", "quit", "q", "bt all", "thread backtrace", "thread backtrace all", "register read", "image list", "thread list"}
+
 // debuggerCode says why gdb or lldb (name) runs debugger commands the
 // matcher cannot read: one given inline (gdb -ex, -iex, --eval-command;
-// lldb -o, -O, -k), a command file read from input, or no batch mode (the
+// lldb -o, -O, -k) outside debuggerSafe, a command file read from input,
+// or no batch mode (the
 // debugger then reads commands from its input, where "shell rm x" runs
 // one). A command file (-x file, lldb -s file) is not read.
 func debuggerCode(name string, words []cmdWord) string {
@@ -241,7 +250,10 @@ func debuggerCode(name string, words []cmdWord) string {
 		case w.lit == "--" || opt == "args":
 			i = len(words) // the program to debug and its arguments
 		case contains(inline, opt):
-			return runsOption(name, w.lit)
+			v, ok := optionValue(words, &i, val, hasVal)
+			if !ok || !contains(debuggerSafe, strings.Join(strings.Fields(v), " ")) {
+				return runsOption(name, w.lit)
+			}
 		case contains(files, opt):
 			v, ok := optionValue(words, &i, val, hasVal)
 			if why := scriptFile(name, cmdWord{lit: v, unknown: !ok}); why != "" {
@@ -365,9 +377,12 @@ func psqlCode(words []cmdWord) string {
 		}
 		return ""
 	}
-	long := map[string]byte{"--command": 'c', "--file": 'f', "--output": 'o', "--set": 'v', "--variable": 'v',
-		"--dbname": 'd', "--host": 'h', "--port": 'p', "--username": 'U', "--log-file": 'L', "--field-separator": 'F',
-		"--record-separator": 'R', "--pset": 'P', "--table-attr": 'T'}
+	long := []struct {
+		name string
+		c    byte
+	}{{"--command", 'c'}, {"--file", 'f'}, {"--output", 'o'}, {"--set", 'v'}, {"--variable", 'v'},
+		{"--dbname", 'd'}, {"--host", 'h'}, {"--port", 'p'}, {"--username", 'U'}, {"--log-file", 'L'},
+		{"--field-separator", 'F'}, {"--record-separator", 'R'}, {"--pset", 'P'}, {"--table-attr", 'T'}}
 	for i := 1; i < len(words); i++ {
 		w := words[i]
 		if w.unknown {
@@ -379,10 +394,10 @@ func psqlCode(words []cmdWord) string {
 			if longOption(opt, "--list", "--version", "--help") {
 				given = true
 			}
-			for name, c := range long {
-				if longOption(opt, name) {
+			for _, l := range long {
+				if longOption(opt, l.name) {
 					v, ok := optionValue(words, &i, val, hasVal)
-					if why := check(c, v, ok); why != "" {
+					if why := check(l.c, v, ok); why != "" {
 						return why
 					}
 					break
@@ -466,15 +481,20 @@ func mysqlCode(name string, words []cmdWord) string {
 func replCode(name string, words []cmdWord) string {
 	var pos []string
 	var opts []string
-	for _, w := range words[1:] {
+	for i := 1; i < len(words); i++ {
+		w := words[i]
 		if w.unknown {
 			return notLiteral(name)
 		}
-		if strings.HasPrefix(w.lit, "-") && w.lit != "-" {
-			o, _, _ := strings.Cut(w.lit, "=")
-			opts = append(opts, o)
-		} else {
+		o, _, hasVal := strings.Cut(w.lit, "=")
+		switch {
+		case !strings.HasPrefix(w.lit, "-") || w.lit == "-":
 			pos = append(pos, w.lit)
+		case name == "jshell" && !hasVal && contains([]string{"--class-path", "--module-path", "--add-modules", "--add-exports",
+			"--startup", "--feedback", "--execution", "-R", "-J", "-C"}, o):
+			i++ // the option's value
+		default:
+			opts = append(opts, o)
 		}
 	}
 	has := func(list ...string) bool {
@@ -502,7 +522,7 @@ func replCode(name string, words []cmdWord) string {
 		if has("-e", "--expression") {
 			return runsOption(name, "-e")
 		}
-		if len(pos) > 0 && !contains(pos, "-") {
+		if name == "dc" && has("-f", "--file") || len(pos) > 0 && !contains(pos, "-") {
 			return ""
 		}
 	case "jshell", "lftp":

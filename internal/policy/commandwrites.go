@@ -16,9 +16,10 @@ import (
 // Makefile && make") or in a later call, which the matcher cannot tie to
 // this one. So the write itself is opaque: a redirection to such a file
 // (> >> >| &> &>> <>), tee or sponge naming one, the destination of cp, mv,
-// install, ln or rsync, dd of=, sed -i on one, curl -o and wget -O; and
+// install, ln or rsync, dd of=, sed -i on one, curl -o and -O, wget; and
 // git config setting a key that may run a command (gitConfigCode). A
-// target that is an expansion ("> $f") is not read.
+// target that is an expansion is read by the text after the expansion
+// ("> $HOME/.bashrc" as /.bashrc; "> $f" names no such file).
 
 // codeFileNames are base names of files a program runs as code.
 var codeFileNames = []string{
@@ -71,23 +72,50 @@ func redirectWritesCode(r *syntax.Redirect) string {
 	default:
 		return ""
 	}
-	if target, ok := plainLiteral(r.Word); ok && codeFile(target) {
+	if r.Word == nil {
+		return ""
+	}
+	if target := fileOf(literalWord(r.Word, func(string) {})); codeFile(target) {
 		return writesFile("a redirection", target)
 	}
 	return ""
 }
 
+// fileOf returns the path w names as far as the matcher knows it: its
+// text, or for a word with an expansion the text after the last one
+// ("$HOME/.bashrc" as "/.bashrc").
+func fileOf(w cmdWord) string {
+	if w.unknown {
+		return w.tail
+	}
+	return w.lit
+}
+
+// valueWord returns the value of the option words[*i]: attached (text
+// after '=' or the option letter) when hasAttached, else the next word,
+// advancing *i.
+func valueWord(words []cmdWord, i *int, attached string, hasAttached bool) cmdWord {
+	if hasAttached && attached != "" {
+		return cmdWord{lit: attached}
+	}
+	if *i+1 >= len(words) {
+		return cmdWord{}
+	}
+	*i++
+	return words[*i]
+}
+
 // writesCode says why the writer name (a base name) with words writes a
 // file a program runs as code: tee's and sponge's files, the destination
 // of cp, mv, install, ln and rsync (the -t value, else the last operand),
-// dd's of=, curl's -o and wget's -O values.
+// dd's of=, and what curl and wget download to (downloadFiles).
 func writesCode(name string, words []cmdWord) string {
 	var files []string
 	switch name {
 	case "tee", "sponge":
 		for _, w := range words[1:] {
 			if !strings.HasPrefix(w.lit, "-") {
-				files = append(files, w.lit)
+				files = append(files, fileOf(w))
 			}
 		}
 	case "cp", "mv", "install", "ln", "rsync":
@@ -98,17 +126,15 @@ func writesCode(name string, words []cmdWord) string {
 			switch {
 			case w.lit == "--":
 				if len(words) > i+1 {
-					last = words[len(words)-1].lit
+					last = fileOf(words[len(words)-1])
 				}
 				i = len(words)
 			case longOption(opt, "--target-directory"):
-				v, _ := optionValue(words, &i, val, hasVal)
-				files = append(files, v+"/x")
+				files = append(files, fileOf(valueWord(words, &i, val, hasVal))+"/x")
 			case strings.HasPrefix(w.lit, "-") && !strings.HasPrefix(w.lit, "--") && strings.HasSuffix(w.lit, "t") && name != "rsync":
-				v, _ := optionValue(words, &i, "", false)
-				files = append(files, v+"/x")
+				files = append(files, fileOf(valueWord(words, &i, "", false))+"/x")
 			case !strings.HasPrefix(w.lit, "-"):
-				last = w.lit
+				last = fileOf(w)
 			}
 		}
 		files = append(files, last)
@@ -119,26 +145,7 @@ func writesCode(name string, words []cmdWord) string {
 			}
 		}
 	case "curl", "wget":
-		short, long := "o", "--output"
-		if name == "wget" {
-			short, long = "O", "--output-document"
-		}
-		for i := 1; i < len(words); i++ {
-			w := words[i]
-			opt, val, hasVal := strings.Cut(w.lit, "=")
-			switch {
-			case strings.HasPrefix(w.lit, "--"):
-				if longOption(opt, long) {
-					v, _ := optionValue(words, &i, val, hasVal)
-					files = append(files, v)
-				}
-			case strings.HasPrefix(w.lit, "-"):
-				if k := strings.Index(w.lit, short); k > 0 {
-					v, _ := optionValue(words, &i, w.lit[k+1:], true)
-					files = append(files, v)
-				}
-			}
-		}
+		files = downloadFiles(name, words)
 	}
 	for _, f := range files {
 		if codeFile(f) {
@@ -146,6 +153,48 @@ func writesCode(name string, words []cmdWord) string {
 		}
 	}
 	return ""
+}
+
+// downloadFiles returns the files curl or wget (name) writes: curl's -o
+// values, and the URLs' base names with -O or --remote-name; wget's -O
+// value, else the URLs' base names.
+func downloadFiles(name string, words []cmdWord) []string {
+	var files, urls []string
+	short, long, remote := "o", "--output", false
+	if name == "wget" {
+		short, long, remote = "O", "--output-document", true
+	}
+	for i := 1; i < len(words); i++ {
+		w := words[i]
+		opt, val, hasVal := strings.Cut(w.lit, "=")
+		switch {
+		case strings.HasPrefix(w.lit, "--"):
+			if longOption(opt, long) {
+				files = append(files, fileOf(valueWord(words, &i, val, hasVal)))
+				remote = false
+			}
+			if name == "curl" && longOption(opt, "--remote-name", "--remote-name-all") {
+				remote = true
+			}
+		case strings.HasPrefix(w.lit, "-"):
+			if name == "curl" && strings.Contains(w.lit, "O") {
+				remote = true
+			}
+			if k := strings.Index(w.lit, short); k > 0 {
+				files = append(files, fileOf(valueWord(words, &i, w.lit[k+1:], true)))
+				remote = remote && name == "curl"
+			}
+		default:
+			urls = append(urls, fileOf(w))
+		}
+	}
+	if remote {
+		for _, u := range urls {
+			u, _, _ = strings.Cut(u, "?")
+			files = append(files, path.Base(u))
+		}
+	}
+	return files
 }
 
 // gitConfigCode says why git config with args (after "config") sets a
