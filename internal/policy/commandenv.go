@@ -42,7 +42,7 @@ func envVar(name string) envKind {
 	switch name {
 	case "NODE_OPTIONS", "PERL5OPT", "PERL5DB", "RUBYOPT", "PYTHONINSPECT", "BASH_ENV", "ENV",
 		"LD_PRELOAD", "LD_AUDIT", "DYLD_INSERT_LIBRARIES", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS",
-		"TAR_OPTIONS", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "PS4":
+		"TAR_OPTIONS", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "PS4", "MAKEFLAGS", "GNUMAKEFLAGS", "MFLAGS":
 		return envCode
 	case "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF", "GIT_PAGER", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR",
 		"GIT_ASKPASS", "GIT_PROXY_COMMAND", "SSH_ASKPASS", "SUDO_ASKPASS", "RSYNC_RSH", "PAGER", "MANPAGER",
@@ -72,6 +72,37 @@ func nodeOptionsSafe(val string) bool {
 	return true
 }
 
+// makeFlagsSafe reports whether a MAKEFLAGS value holds only flags that
+// run nothing the makefile does not say: each field is -jN, -lN,
+// --jobs=N, --load-average=N, --no-print-directory, --print-directory,
+// --keep-going, --silent, or a cluster of the letters of -k, -s, -w,
+// -B, -i, -n, -q, -r, -R, -t (with or without its dash, as make writes
+// MAKEFLAGS). MAKEFLAGS=--eval=… or -E … is not.
+func makeFlagsSafe(val string) bool {
+	for _, f := range strings.Fields(val) {
+		if contains([]string{"--no-print-directory", "--print-directory", "--keep-going", "--silent"}, f) {
+			continue
+		}
+		if n, ok := strings.CutPrefix(f, "--jobs="); ok && isDigits(n) {
+			continue
+		}
+		if n, ok := strings.CutPrefix(f, "--load-average="); ok && isDigits(n) {
+			continue
+		}
+		f = strings.TrimPrefix(f, "-")
+		if f == "" {
+			return false
+		}
+		if (f[0] == 'j' || f[0] == 'l') && (len(f) == 1 || isDigits(f[1:])) {
+			continue
+		}
+		if strings.Trim(f, "kswBinqrRt") != "" {
+			return false
+		}
+	}
+	return true
+}
+
 // setEnv judges the variable name set to val (known says val is literal):
 // an envCode variable makes the command opaque (NODE_OPTIONS only unless
 // nodeOptionsSafe), an envCommand one has its value parsed as a command
@@ -79,7 +110,7 @@ func nodeOptionsSafe(val string) bool {
 func (pc *parsedCommand) setEnv(name, val string, known bool, depth int, unsafe, opaque func(string)) {
 	switch envVar(name) {
 	case envCode:
-		if name == "NODE_OPTIONS" && known && nodeOptionsSafe(val) {
+		if name == "NODE_OPTIONS" && known && nodeOptionsSafe(val) || contains([]string{"MAKEFLAGS", "GNUMAKEFLAGS", "MFLAGS"}, name) && known && makeFlagsSafe(val) {
 			return
 		}
 		opaque(fmt.Sprintf("%s makes a program load or run code the matcher cannot read", name))
