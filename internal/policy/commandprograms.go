@@ -292,11 +292,17 @@ func sqliteRuns(s string) bool {
 	if strings.Contains(l, "load_extension") || strings.Contains(l, "writefile") {
 		return true
 	}
-	for k := strings.Index(l, "edit"); k >= 0; k = strings.Index(l, "edit") {
-		l = l[k+4:]
-		if strings.HasPrefix(strings.TrimLeft(l, " \t\r\n"), "(") {
+	ident := func(c byte) bool { return c == '_' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+	for i := strings.Index(l, "edit"); i >= 0; {
+		// edit as a word ("edit"(…), edit /**/ (…)) with a '(' after it.
+		if (i == 0 || !ident(l[i-1])) && (i+4 == len(l) || !ident(l[i+4])) && strings.Contains(l[i:], "(") {
 			return true
 		}
+		k := strings.Index(l[i+4:], "edit")
+		if k < 0 {
+			break
+		}
+		i += 4 + k
 	}
 	return false
 }
@@ -565,16 +571,24 @@ func wrapperShellCode(name string, words []cmdWord) string {
 			if w.lit == "-c" || longOption(opt, "--command") {
 				return runsOption(name, "-c")
 			}
+			if !hasVal && longOption(opt, "--timeout", "--wait", "--conflict-exit-code") {
+				i++ // the option's value
+			}
 		case "strace":
-			if strings.HasPrefix(w.lit, "-o") || longOption(opt, "--output") {
-				v := strings.TrimPrefix(w.lit, "-o")
-				if strings.HasPrefix(w.lit, "--") {
-					v = val
+			v, output := "", false
+			if strings.HasPrefix(w.lit, "--") {
+				if longOption(opt, "--output") {
+					v, _ = optionValue(words, &i, val, hasVal)
+					output = true
 				}
-				v, _ = optionValue(words, &i, v, v != "" || hasVal)
-				if strings.HasPrefix(v, "|") || strings.HasPrefix(v, "!") {
-					return runsOption(name, "-o")
-				}
+			} else if k := strings.IndexAny(w.lit[1:], "o"+argOptions) + 1; k > 0 && w.lit[k] == 'o' {
+				v, _ = optionValue(words, &i, w.lit[k+1:], true) // -o FILE, -fo FILE, -o|cmd
+				output = true
+			}
+			if strings.HasPrefix(v, "|") || strings.HasPrefix(v, "!") {
+				return runsOption(name, "-o")
+			}
+			if output {
 				continue
 			}
 		case "doas":
