@@ -245,6 +245,16 @@ func (pc *parsedCommand) checkEnvArgs(args map[string]any, command string) {
 			pc.Unsafe = pc.Opaque
 		}
 	}
+	nested := false
+	for k, v := range args {
+		switch v.(type) {
+		case map[string]any, []any:
+			nested = nested || k != command
+		}
+	}
+	if !nested {
+		return // the usual call: strings and numbers only, nothing to sort
+	}
 	for _, k := range slices.Sorted(maps.Keys(args)) {
 		if k == command {
 			continue
