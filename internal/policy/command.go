@@ -402,7 +402,7 @@ func checkRunner(words []cmdWord, opaque func(string)) {
 			opaque(fmt.Sprintf("%q runs a command that is not literal", base))
 			return
 		}
-		if b := path.Base(w.lit); isShellLike(b) && !(b == "." && runsPrograms(base)) {
+		if b := path.Base(w.lit); isShellLike(b) && (b != "." || !runsPrograms(base)) {
 			opaque(fmt.Sprintf("%q runs %q, which runs code the matcher cannot read", base, b))
 			return
 		}
