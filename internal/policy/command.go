@@ -127,10 +127,12 @@ func compileCommand(m *CommandMatch) (*commandMatcher, []error) {
 }
 
 // cmdWord is one word of a simple command: its literal value after quote
-// removal, or unknown when it holds an expansion.
+// removal, or unknown when it holds an expansion; then tail is the literal
+// text after the last expansion ("/.bashrc" of "$HOME/.bashrc").
 type cmdWord struct {
 	lit     string
 	unknown bool
+	tail    string
 }
 
 // parsedCommand is what the matcher learned from one command string.
@@ -159,12 +161,13 @@ type parsedCommand struct {
 // ls" makes a later "ls" run rm, "enable -f" loads a builtin from a
 // shared object, "compgen -C", "complete -C", "mapfile -C" and "readarray
 // -C" run a command string (in a non-interactive shell too); sg runs its
-// command string through /bin/sh, as "su -c" does.
+// command string through /bin/sh, as "su -c" and "runuser -c" do (and su
+// and runuser without a command run a shell reading their input).
 func isShellLike(name string) bool {
 	switch name {
 	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "fish", "csh", "tcsh", "busybox", "toybox", "rbash",
 		"eval", "source", ".", "trap", "alias", "su", "sg", "watch", "script", "parallel",
-		"hash", "enable", "compgen", "complete", "mapfile", "readarray",
+		"hash", "enable", "compgen", "complete", "mapfile", "readarray", "runuser",
 		"pwsh", "powershell", "pwsh.exe", "powershell.exe", "cmd.exe", "nu", "xonsh", "elvish", "osh", "ysh", "mosh":
 		return true
 	}
@@ -262,6 +265,7 @@ func parseCommandDepth(src string, depth int) parsedCommand {
 				pc.addSSH(words, k, depth, unsafe, opaque)
 			} else {
 				pc.appendSimple(words)
+				pc.addRunInner(words)
 			}
 			pc.checkEnvWords(words, depth, unsafe, opaque)
 			if k := commandAt(words, "rsync"); k >= 0 {
@@ -286,6 +290,9 @@ func parseCommandDepth(src string, depth int) parsedCommand {
 		case *syntax.ExtGlob:
 			unsafe("an extended glob")
 		case *syntax.Redirect:
+			if why := redirectWritesCode(n); why != "" {
+				opaque(why)
+			}
 			if n.Hdoc != nil || n.Op == syntax.Hdoc || n.Op == syntax.DashHdoc || n.Op == syntax.WordHdoc {
 				unsafe("a here-document")
 			} else if !harmlessRedirect(n) {
@@ -395,7 +402,7 @@ func checkRunner(words []cmdWord, opaque func(string)) {
 			opaque(fmt.Sprintf("%q runs a command that is not literal", base))
 			return
 		}
-		if b := path.Base(w.lit); isShellLike(b) {
+		if b := path.Base(w.lit); isShellLike(b) && (b != "." || !runsPrograms(base)) {
 			opaque(fmt.Sprintf("%q runs %q, which runs code the matcher cannot read", base, b))
 			return
 		}
@@ -404,6 +411,14 @@ func checkRunner(words []cmdWord, opaque func(string)) {
 			return
 		}
 	}
+}
+
+// runsPrograms reports whether the wrapper name (a base name) runs only
+// programs, never a shell builtin: "." among its words (find . -name x)
+// is then a directory, not bash's "." builtin. command, builtin and exec
+// run builtins too.
+func runsPrograms(name string) bool {
+	return name != "command" && name != "builtin" && name != "exec"
 }
 
 // harmlessRedirect reports whether r neither reads nor writes a file: a
@@ -454,6 +469,7 @@ func plainLiteral(w *syntax.Word) (string, bool) {
 func literalWord(w *syntax.Word, unsafe func(string)) cmdWord {
 	var b strings.Builder
 	unknown := false
+	tail := 0 // where the text after the last expansion starts in b
 	for _, part := range w.Parts {
 		switch p := part.(type) {
 		case *syntax.Lit:
@@ -463,26 +479,26 @@ func literalWord(w *syntax.Word, unsafe func(string)) cmdWord {
 			}
 			b.WriteString(v)
 		case *syntax.SglQuoted:
+			b.WriteString(p.Value)
 			if p.Dollar {
 				unsafe("a $'...' string")
-				unknown = true
+				unknown, tail = true, b.Len()
 			}
-			b.WriteString(p.Value)
 		case *syntax.DblQuoted:
 			if p.Dollar {
 				unsafe(`a $"..." string`)
-				unknown = true
+				unknown, tail = true, b.Len()
 			}
 			for _, q := range p.Parts {
 				l, ok := q.(*syntax.Lit)
 				if !ok {
-					unknown = true // an expansion; the walk reports it
+					unknown, tail = true, b.Len() // an expansion; the walk reports it
 					continue
 				}
 				b.WriteString(quotedLiteral(l.Value))
 			}
 		default:
-			unknown = true // an expansion; the walk reports it
+			unknown, tail = true, b.Len() // an expansion; the walk reports it
 		}
 	}
 	if hasBraceExpansion(w) {
@@ -490,7 +506,7 @@ func literalWord(w *syntax.Word, unsafe func(string)) cmdWord {
 		unknown = true
 	}
 	if unknown {
-		return cmdWord{unknown: true}
+		return cmdWord{unknown: true, tail: b.String()[tail:]}
 	}
 	return cmdWord{lit: b.String()}
 }

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -41,7 +42,7 @@ func envVar(name string) envKind {
 	switch name {
 	case "NODE_OPTIONS", "PERL5OPT", "PERL5DB", "RUBYOPT", "PYTHONINSPECT", "BASH_ENV", "ENV",
 		"LD_PRELOAD", "LD_AUDIT", "DYLD_INSERT_LIBRARIES", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS",
-		"TAR_OPTIONS", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "PS4":
+		"TAR_OPTIONS", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "PS4", "MAKEFLAGS", "GNUMAKEFLAGS", "MFLAGS":
 		return envCode
 	case "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF", "GIT_PAGER", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR",
 		"GIT_ASKPASS", "GIT_PROXY_COMMAND", "SSH_ASKPASS", "SUDO_ASKPASS", "RSYNC_RSH", "PAGER", "MANPAGER",
@@ -71,6 +72,37 @@ func nodeOptionsSafe(val string) bool {
 	return true
 }
 
+// makeFlagsSafe reports whether a MAKEFLAGS value holds only flags that
+// run nothing the makefile does not say: each field is -jN, -lN,
+// --jobs=N, --load-average=N, --no-print-directory, --print-directory,
+// --keep-going, --silent, or a cluster of the letters of -k, -s, -w,
+// -B, -i, -n, -q, -r, -R, -t (with or without its dash, as make writes
+// MAKEFLAGS). MAKEFLAGS=--eval=… or -E … is not.
+func makeFlagsSafe(val string) bool {
+	for _, f := range strings.Fields(val) {
+		if contains([]string{"--no-print-directory", "--print-directory", "--keep-going", "--silent"}, f) {
+			continue
+		}
+		if n, ok := strings.CutPrefix(f, "--jobs="); ok && isDigits(n) {
+			continue
+		}
+		if n, ok := strings.CutPrefix(f, "--load-average="); ok && isDigits(n) {
+			continue
+		}
+		f = strings.TrimPrefix(f, "-")
+		if f == "" {
+			return false
+		}
+		if (f[0] == 'j' || f[0] == 'l') && (len(f) == 1 || isDigits(f[1:])) {
+			continue
+		}
+		if strings.Trim(f, "kswBinqrRt") != "" {
+			return false
+		}
+	}
+	return true
+}
+
 // setEnv judges the variable name set to val (known says val is literal):
 // an envCode variable makes the command opaque (NODE_OPTIONS only unless
 // nodeOptionsSafe), an envCommand one has its value parsed as a command
@@ -78,7 +110,7 @@ func nodeOptionsSafe(val string) bool {
 func (pc *parsedCommand) setEnv(name, val string, known bool, depth int, unsafe, opaque func(string)) {
 	switch envVar(name) {
 	case envCode:
-		if name == "NODE_OPTIONS" && known && nodeOptionsSafe(val) {
+		if name == "NODE_OPTIONS" && known && nodeOptionsSafe(val) || contains([]string{"MAKEFLAGS", "GNUMAKEFLAGS", "MFLAGS"}, name) && known && makeFlagsSafe(val) {
 			return
 		}
 		opaque(fmt.Sprintf("%s makes a program load or run code the matcher cannot read", name))
@@ -171,5 +203,80 @@ func (pc *parsedCommand) addEmbedded(src string, depth int, what string, unsafe,
 	pc.Simple = append(pc.Simple, rc.Simple...)
 	if pc.allowed != nil {
 		pc.allowed = append(pc.allowed, rc.allowList()...)
+	}
+}
+
+// checkEnvArgs judges the call's other top-level arguments (all but the
+// command argument named command) as environments the upstream may give
+// the command: an object's keys with their values ({"env": {"PAGER":
+// "rm x"}}), an array's "NAME=value" strings (["LD_PRELOAD=./x.so"]) or
+// objects with "name" and "value" ([{"name": "PATH", "value": …}]). A
+// variable envVar classifies is judged as in the command (setEnv, which
+// parses a command line and makes code opaque; names compared in upper
+// case, as Windows does); PATH and every LD_* and DYLD_* variable make
+// the command unsafe, as an assignment in it would: an allow rule never
+// allows it (PATH=/tmp/x makes "ls" run /tmp/x/ls). Other keys, and
+// arguments that are strings or numbers, are not read.
+func (pc *parsedCommand) checkEnvArgs(args map[string]any, command string) {
+	unsafe := func(why string) {
+		if pc.Unsafe == "" {
+			pc.Unsafe = why
+		}
+	}
+	opaque := func(why string) {
+		if pc.Opaque == "" {
+			pc.Opaque = why
+		}
+		unsafe(why)
+	}
+	one := func(arg, name string, val any) {
+		up := strings.ToUpper(name)
+		if up == "PATH" || strings.HasPrefix(up, "LD_") || strings.HasPrefix(up, "DYLD_") {
+			unsafe(fmt.Sprintf("argument %q sets %s in the command's environment", arg, name))
+		}
+		if envVar(up) == envPlain {
+			return
+		}
+		s, known := val.(string)
+		before := pc.Opaque
+		pc.setEnv(up, s, known, 0, unsafe, opaque)
+		if pc.Opaque != before {
+			pc.Opaque = fmt.Sprintf("argument %q sets %s: %s", arg, name, pc.Opaque)
+			pc.Unsafe = pc.Opaque
+		}
+	}
+	nested := false
+	for k, v := range args {
+		switch v.(type) {
+		case map[string]any, []any:
+			nested = nested || k != command
+		}
+	}
+	if !nested {
+		return // the usual call: strings and numbers only, nothing to sort
+	}
+	for _, k := range slices.Sorted(maps.Keys(args)) {
+		if k == command {
+			continue
+		}
+		switch v := args[k].(type) {
+		case map[string]any:
+			for _, name := range slices.Sorted(maps.Keys(v)) {
+				one(k, name, v[name])
+			}
+		case []any:
+			for _, e := range v {
+				switch e := e.(type) {
+				case string:
+					if name, val, ok := strings.Cut(e, "="); ok {
+						one(k, name, val)
+					}
+				case map[string]any:
+					if name, ok := e["name"].(string); ok {
+						one(k, name, e["value"])
+					}
+				}
+			}
+		}
 	}
 }

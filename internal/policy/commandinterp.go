@@ -7,12 +7,13 @@ import (
 )
 
 // Interpreters that run code given inline: python3 -c, perl -e, ruby -e,
-// node -e, php -r, lua -e, an awk program that calls system() or opens a
+// node -e, php -r, lua -e, julia -e, an awk program that calls system() or opens a
 // pipe, a sed script with the e command or flag. The matcher does not read
 // those languages, so such a command is opaque (as sh -c is): a deny or
 // approve rule matches it and an allow rule never allows it, whatever its
-// patterns say. So is one that reads its program from its input (python3
-// with no script, perl < x.pl, a script named /dev/stdin or /proc/...).
+// patterns say. So is one that reads its program from its input (python3,
+// irb or julia with no script, perl < x.pl, a script named /dev/stdin or
+// /proc/...).
 // A program named as a file (python3 build.py, awk -f prog.awk) is not:
 // the matcher cannot read a file, as it cannot read what ./build.sh does.
 
@@ -51,6 +52,10 @@ func interpreterFor(name string) *inlineInterp {
 		return &interpreters[9]
 	case name == "osascript":
 		return &interpreters[10]
+	case name == "julia":
+		return &interpreters[11]
+	case name == "irb":
+		return &interpreters[12]
 	}
 	return nil
 }
@@ -69,6 +74,9 @@ var interpreters = [...]inlineInterp{
 	{},                         // tclsh, wish: a script, or commands from the input
 	{inline: "ci", module: "f"},
 	{inline: "e", args: "ls"}, // osascript -l JavaScript -e
+	{inline: "eEi", args: "JpHtCL", exits: "hv", longInline: []string{"--eval", "--print"},
+		longArgs: []string{"--sysimage", "--home", "--threads", "--procs", "--load", "--machine-file", "--cpu-target"}},
+	{args: "Ir", exits: "hv"}, // irb: a script, or code from its input
 }
 
 // versioned reports whether name is base or base followed by a version
@@ -93,6 +101,9 @@ func inlineCode(words []cmdWord) string {
 		return scpCode(name, words)
 	case "deno", "bun":
 		return denoBunCode(name, words)
+	}
+	if why := programCode(name, words); why != "" {
+		return why
 	}
 	ip := interpreterFor(name)
 	if ip == nil {
@@ -247,12 +258,15 @@ func awkCode(name string, words []cmdWord) string {
 
 // sedCode says why a sed command may run commands: a script (the first
 // operand, or an -e/--expression value) uses GNU sed's e command or the e
-// flag of s (sedRuns), a word is not literal, or a script file is read
-// from input. With --sandbox sed refuses e, r and w.
+// flag of s (sedRuns), a word is not literal, a script file is read from
+// input, or -i writes a file a program runs as code (codeFile: sed -i
+// '1i rm x' ~/.bashrc). With --sandbox sed refuses e, r and w.
 func sedCode(name string, words []cmdWord) string {
 	var scripts []string
 	given := false // a script was given by -e or -f
 	var operands []string
+	inPlace := false // -i, --in-place: the operands are written
+	sandbox := false
 	for i := 1; i < len(words); i++ {
 		w := words[i]
 		if w.unknown {
@@ -261,7 +275,11 @@ func sedCode(name string, words []cmdWord) string {
 		kind, val := byte(0), ""
 		switch opt, v, ok := strings.Cut(w.lit, "="); {
 		case w.lit == "--sandbox":
-			return ""
+			sandbox = true
+			continue
+		case opt == "--in-place":
+			inPlace = true
+			continue
 		case w.lit == "--":
 			for _, o := range words[i+1:] {
 				if o.unknown {
@@ -284,6 +302,7 @@ func sedCode(name string, words []cmdWord) string {
 				case 'e', 'f', 'l':
 					kind, val = c, w.lit[j+1:]
 				case 'i':
+					inPlace = true
 					j = len(w.lit) // -i[SUFFIX]
 				}
 			}
@@ -312,11 +331,16 @@ func sedCode(name string, words []cmdWord) string {
 		}
 	}
 	if !given && len(operands) > 0 {
-		scripts = append(scripts, operands[0])
+		scripts, operands = append(scripts, operands[0]), operands[1:]
+	}
+	for _, f := range operands {
+		if inPlace && codeFile(f) {
+			return writesFile(name+" -i", f)
+		}
 	}
 	// GNU sed joins the -e scripts with newlines (a\ in one, its text in
 	// the next).
-	if sedRuns(strings.Join(scripts, "\n")) {
+	if !sandbox && sedRuns(strings.Join(scripts, "\n")) {
 		return fmt.Sprintf("%q runs a script that may run commands (the e command or flag, or one the matcher does not know)", name)
 	}
 	return ""

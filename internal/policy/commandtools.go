@@ -154,6 +154,9 @@ func gitSubcommandCode(sub string, args []cmdWord) string {
 	if sub == "filter-branch" {
 		return runs("(its filters)")
 	}
+	if sub == "config" {
+		return gitConfigCode(args)
+	}
 	for k, a := range args {
 		if a.unknown {
 			return "git gets a word that is not literal"

@@ -445,6 +445,7 @@ func (st *callState) command(name string) (*parsedCommand, error) {
 		return nil, st.cmdErr
 	}
 	pc := parseCommand(s)
+	pc.checkEnvArgs(m, name)
 	st.cmd = &pc
 	return st.cmd, nil
 }

@@ -1,0 +1,236 @@
+package policy
+
+import (
+	"fmt"
+	"path"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// Files written now and run later (branch policy45). A command that
+// writes a file some program later runs as code (a shell's startup file,
+// git's configuration or hooks, a Makefile, a debugger's or database
+// client's startup file, a crontab) plants code the matcher cannot read,
+// whether the program then runs in the same command string ("… >
+// Makefile && make") or in a later call, which the matcher cannot tie to
+// this one. So the write itself is opaque: a redirection to such a file
+// (> >> >| &> &>> <>), tee or sponge naming one, the destination of cp, mv,
+// install, ln or rsync, dd of=, sed -i on one, curl -o and -O, wget; and
+// git config setting a key that may run a command (gitConfigCode). A
+// target that is an expansion is read by the text after the expansion
+// ("> $HOME/.bashrc" as /.bashrc; "> $f" names no such file).
+
+// codeFileNames are base names of files a program runs as code.
+var codeFileNames = []string{
+	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin",
+	".zlogout", ".kshrc", ".mkshrc", ".cshrc", ".tcshrc", ".login", ".logout", ".gitconfig", ".vimrc", ".exrc", ".gvimrc",
+	".gdbinit", ".lldbinit", ".sqliterc", ".psqlrc", ".envrc", ".npmrc", ".yarnrc", ".pythonrc", "sitecustomize.py",
+	"usercustomize.py", "Makefile", "makefile", "GNUmakefile", "crontab",
+}
+
+// codeFileDirs are path parts (each between slashes, the path given a
+// slash at both ends) of files a program runs as code: git hooks and
+// configuration, ssh's configuration and rc, system startup files, cron,
+// ld.so.preload, editor and desktop startup directories.
+var codeFileDirs = []string{
+	"/.git/hooks/", "/.husky/", "/.git/config/", "/git/config/", "/.ssh/config/", "/.ssh/rc/", "/etc/profile/",
+	"/etc/profile.d/", "/etc/bash.bashrc/", "/etc/zsh/", "/etc/environment/", "/etc/rc.local/", "/etc/ld.so.preload/",
+	"/etc/sudoers", "/etc/cron", "/spool/cron/", "/etc/systemd/", "/.config/systemd/", "/.config/autostart/",
+	"/.config/fish/", "/.config/nvim/",
+}
+
+// codeFile reports whether p (a path as written, ~ kept) names a file a
+// program runs as code, or a directory of such files (.git/hooks).
+func codeFile(p string) bool {
+	if p == "" {
+		return false
+	}
+	c := path.Clean(p)
+	base := path.Base(c)
+	if contains(codeFileNames, base) || strings.HasSuffix(base, ".mk") {
+		return true
+	}
+	s := "/" + c + "/"
+	for _, d := range codeFileDirs {
+		if strings.Contains(s, d) {
+			return true
+		}
+	}
+	return false
+}
+
+func writesFile(name, file string) string {
+	return fmt.Sprintf("%s writes %q, which a program may later run as code the matcher cannot read", name, file)
+}
+
+// redirectWritesCode says why redirection r writes a file a program runs
+// as code, or "".
+func redirectWritesCode(r *syntax.Redirect) string {
+	switch r.Op {
+	case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.RdrAll, syntax.AppAll, syntax.RdrInOut, syntax.DplOut:
+	default:
+		return ""
+	}
+	if r.Word == nil {
+		return ""
+	}
+	if target := fileOf(literalWord(r.Word, func(string) {})); codeFile(target) {
+		return writesFile("a redirection", target)
+	}
+	return ""
+}
+
+// fileOf returns the path w names as far as the matcher knows it: its
+// text, or for a word with an expansion the text after the last one
+// ("$HOME/.bashrc" as "/.bashrc").
+func fileOf(w cmdWord) string {
+	if w.unknown {
+		return w.tail
+	}
+	return w.lit
+}
+
+// valueWord returns the value of the option words[*i]: attached (text
+// after '=' or the option letter) when hasAttached, else the next word,
+// advancing *i.
+func valueWord(words []cmdWord, i *int, attached string, hasAttached bool) cmdWord {
+	if hasAttached && attached != "" {
+		return cmdWord{lit: attached}
+	}
+	if *i+1 >= len(words) {
+		return cmdWord{}
+	}
+	*i++
+	return words[*i]
+}
+
+// writesCode says why the writer name (a base name) with words writes a
+// file a program runs as code: tee's and sponge's files, the destination
+// of cp, mv, install, ln and rsync (the -t value, else the last operand),
+// dd's of=, and what curl and wget download to (downloadFiles).
+func writesCode(name string, words []cmdWord) string {
+	var files []string
+	switch name {
+	case "tee", "sponge":
+		for _, w := range words[1:] {
+			if !strings.HasPrefix(w.lit, "-") {
+				files = append(files, fileOf(w))
+			}
+		}
+	case "cp", "mv", "install", "ln", "rsync":
+		last := ""
+		for i := 1; i < len(words); i++ {
+			w := words[i]
+			opt, val, hasVal := strings.Cut(w.lit, "=")
+			switch {
+			case w.lit == "--":
+				if len(words) > i+1 {
+					last = fileOf(words[len(words)-1])
+				}
+				i = len(words)
+			case longOption(opt, "--target-directory"):
+				files = append(files, fileOf(valueWord(words, &i, val, hasVal))+"/x")
+			case strings.HasPrefix(w.lit, "-") && !strings.HasPrefix(w.lit, "--") && strings.HasSuffix(w.lit, "t") && name != "rsync":
+				files = append(files, fileOf(valueWord(words, &i, "", false))+"/x")
+			case !strings.HasPrefix(w.lit, "-"):
+				last = fileOf(w)
+			}
+		}
+		files = append(files, last)
+	case "dd":
+		for _, w := range words[1:] {
+			if v, ok := strings.CutPrefix(w.lit, "of="); ok {
+				files = append(files, v)
+			}
+		}
+	case "curl", "wget":
+		files = downloadFiles(name, words)
+	}
+	for _, f := range files {
+		if codeFile(f) {
+			return writesFile(name, strings.TrimSuffix(f, "/x"))
+		}
+	}
+	return ""
+}
+
+// downloadFiles returns the files curl or wget (name) writes: curl's -o
+// values, and the URLs' base names with -O or --remote-name; wget's -O
+// value, else the URLs' base names.
+func downloadFiles(name string, words []cmdWord) []string {
+	var files, urls []string
+	short, long, remote := "o", "--output", false
+	if name == "wget" {
+		short, long, remote = "O", "--output-document", true
+	}
+	for i := 1; i < len(words); i++ {
+		w := words[i]
+		opt, val, hasVal := strings.Cut(w.lit, "=")
+		switch {
+		case strings.HasPrefix(w.lit, "--"):
+			if longOption(opt, long) {
+				files = append(files, fileOf(valueWord(words, &i, val, hasVal)))
+				remote = false
+			}
+			if name == "curl" && longOption(opt, "--remote-name", "--remote-name-all") {
+				remote = true
+			}
+		case strings.HasPrefix(w.lit, "-"):
+			if name == "curl" && strings.Contains(w.lit, "O") {
+				remote = true
+			}
+			if k := strings.Index(w.lit, short); k > 0 {
+				files = append(files, fileOf(valueWord(words, &i, w.lit[k+1:], true)))
+				remote = remote && name == "curl"
+			}
+		default:
+			urls = append(urls, fileOf(w))
+		}
+	}
+	if remote {
+		for _, u := range urls {
+			u, _, _ = strings.Cut(u, "?")
+			files = append(files, path.Base(u))
+		}
+	}
+	return files
+}
+
+// gitConfigCode says why git config with args (after "config") sets a
+// key that may run a command (gitKeySafe): core.pager, alias.x '!cmd',
+// include.path, core.hooksPath, … run later, in this command string or a
+// later call. Reads (--get, --list, get, list) and removals are not.
+func gitConfigCode(args []cmdWord) string {
+	var pos []string
+	read := false
+	for k := 0; k < len(args); k++ {
+		a := args[k]
+		if a.unknown {
+			return "git gets a word that is not literal"
+		}
+		opt, _, hasVal := strings.Cut(a.lit, "=")
+		switch {
+		case strings.HasPrefix(a.lit, "-"):
+			if contains([]string{"--get", "--get-all", "--get-regexp", "--get-urlmatch", "--get-color", "--get-colorbool",
+				"-l", "--list", "--unset", "--unset-all", "--remove-section", "--rename-section"}, opt) {
+				read = true
+			}
+			if !hasVal && contains([]string{"-f", "--file", "--blob", "--type", "-t", "--default", "--comment", "--value", "--url"}, opt) {
+				k++
+			}
+		default:
+			pos = append(pos, a.lit)
+		}
+	}
+	if len(pos) > 0 && contains([]string{"get", "list", "unset", "remove-section", "rename-section", "edit"}, pos[0]) {
+		return ""
+	}
+	if len(pos) > 0 && pos[0] == "set" {
+		pos = pos[1:]
+	}
+	if read || len(pos) < 2 || gitKeySafe(strings.ToLower(pos[0])) {
+		return ""
+	}
+	return fmt.Sprintf("git config sets %q, which may run a command later that the matcher cannot read", pos[0])
+}
