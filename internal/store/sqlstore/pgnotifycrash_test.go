@@ -26,11 +26,11 @@ func TestCrashBeforeNotifyDispatchesOnce(t *testing.T) {
 	dsn := pgtest.Fresh(t)
 	dbA := openTest(t, Config{Driver: DriverPostgres, DSN: dsn, Poll: 50 * time.Millisecond})
 	dbB := openTest(t, noPoll(dsn))
-	var dropped atomic.Int32
+	var dropped atomic.Int64
 	notes := dbB.d.(*postgresDialect).notes
 	notes.mu.Lock()
 	notes.send = func(_ context.Context, batch []notice) error {
-		dropped.Add(int32(len(batch))) // B ended before sending: nothing reaches the wire
+		dropped.Add(int64(len(batch))) // B ended before sending: nothing reaches the wire
 		return nil
 	}
 	notes.mu.Unlock()
