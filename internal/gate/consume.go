@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"toolgate/internal/approval"
 	"toolgate/internal/policy"
@@ -183,13 +184,14 @@ func (k *consumeCheck) reads() store.TxReads {
 // store's transaction that holds r's row; chain is the requesting
 // session's chain read in that transaction (nil for a call without a
 // session). A consumed request is then held by this process for its
-// dispatch, and carries k's token.
+// dispatch (holdForDispatch), and carries k's token.
 //
 // A request already consumed with k's token and no outcome
 // (approval.Request.ConsumedWith) is this call's own consume, committed by
 // an earlier attempt that saw an error: apply accepts it as consumed,
-// renewing its lease in this transaction (so no sweeper calls its outcome
-// unknown before the dispatch lease is held), and checks nothing again:
+// holding its lease in this transaction (holdForDispatch: so no sweeper
+// calls its outcome unknown before the dispatch lease is held), and
+// checks nothing again:
 // the checks ran in the transaction that consumed it.
 //
 // With Options.Policies, read.PolicyRevision is the store's newest
@@ -198,7 +200,7 @@ func (k *consumeCheck) reads() store.TxReads {
 // the caller catches up and checks again).
 func (k *consumeCheck) apply(r *approval.Request, read store.TxRead) error {
 	if r.ConsumedWith(k.token) {
-		r.Renew(k.g.instance, k.g.now().Add(k.g.opts.Lease))
+		k.g.holdForDispatch(r, k.g.now())
 		return nil
 	}
 	if k.g.opts.Policies != nil && read.PolicyRevision != k.rev {
@@ -221,9 +223,32 @@ func (k *consumeCheck) apply(r *approval.Request, read store.TxRead) error {
 	}
 	if r.State == approval.StateConsumed {
 		r.ConsumeToken = k.token
-		r.Renew(k.g.instance, now.Add(k.g.opts.Lease))
+		k.g.holdForDispatch(r, now)
 	}
 	return nil
+}
+
+// holdForDispatch makes this process the holder of r, consumed in the
+// transaction being written, for its dispatch: it renews r's lease to
+// now+Lease (approval.Request.Renew) unless this process holds r already
+// with at least Lease/2 left, which it then keeps. A held call's request
+// is renewed every Lease/3 with the others this process holds (its id
+// stays in the batch from hold to dispatch: leaseHold, then
+// leaseDispatch), so the kept lease is extended before it runs out; and
+// on sqlstore a kept lease keeps the request taking its lease from this
+// instance's row (leaseMarker), so the next renewal has nothing to write
+// on its row. Renewed, the row got a lease of its own that the renewal
+// wrote back to the marker, holding the row's lock while it waited for
+// the instance row that every decision in flight holds shared: the
+// outcome's write waited for that renewal (docs/performance.md,
+// "pglease45"). A lease with less than Lease/2 left (renewals failing or
+// late) is renewed here as before, so a dispatch starts with at least
+// Lease/2 of lease whichever way.
+func (g *Gate) holdForDispatch(r *approval.Request, now time.Time) {
+	if r.HeldBy == g.instance && r.LeaseUntil.Sub(now) >= g.opts.Lease/2 {
+		return
+	}
+	r.Renew(g.instance, now.Add(g.opts.Lease))
 }
 
 // afterConsume turns the consume of id (r as written, or err) into c's

@@ -30,7 +30,16 @@ import (
 // the id only: RecordOutcome returns no request, and the whole row (34
 // columns: pgx's field descriptions, the row's values, a Scan destination
 // each) was ≈ 5 KB allocated per outcome.
-const pgOutcomeUpdate = `UPDATE requests SET dispatch_outcome = $2
+//
+// The outcome settles the request (it no longer needs a holder): a row
+// that took its lease from its holder's instance (leaseMarker) gets that
+// lease as a concrete one, read without a lock (a settled request's lease
+// decides nothing; planStore does the same on the general path), so the
+// holder's next renewal has no row of it to write (renew.go, step 2).
+const pgOutcomeUpdate = `UPDATE requests SET dispatch_outcome = $2,
+		lease_until = CASE WHEN lease_until = 253402300799999
+			THEN COALESCE((SELECT l.lease_until FROM instance_leases l WHERE l.instance = requests.held_by), 0)
+			ELSE lease_until END
 		WHERE id = $1 AND state = 'consumed' AND dispatch_outcome = ''
 		RETURNING id`
 

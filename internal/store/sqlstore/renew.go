@@ -35,7 +35,9 @@ const heldRowsQuery = `SELECT id, CASE WHEN ` + liveLease + ` THEN 1 ELSE 0 END 
 //  1. reads the requests marked for holder (index requests_instance_held,
 //     which holds only marked rows);
 //  2. gives those no longer needing a holder (in one UPDATE of them all,
-//     when there is any), and those not in ids, a concrete lease again:
+//     when there is any: a settling write gives its row a concrete lease
+//     itself, planStore and RecordOutcome, so these are rows an older
+//     binary settled), and those not in ids, a concrete lease again:
 //     the instance's lease before this renewal, so they lapse when they
 //     would have lapsed had they been renewed per request (0, lapsed,
 //     when the instance has no row);

@@ -24,7 +24,8 @@ import (
 //     with held_by = holder): encodeRequest refuses the marker, and
 //     planStore keeps it only while held_by stays (requests.go). Every
 //     other write removes a row from the marked set (a take-over, a
-//     release, a consume: a concrete lease; Prune: the row) or settles it
+//     release, a consume that renewed the lease, a settlement: a concrete
+//     lease; Prune: the row) or, written by an older binary, settles it
 //     (the marker kept, the row no longer live). The set marked for
 //     holder only shrinks between its renewals.
 //   - After a committed renewal of ids, the set marked for holder is a

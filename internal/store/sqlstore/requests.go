@@ -194,6 +194,18 @@ func (t *tx) storeRequest(ctx context.Context, old requestRow, cur approval.Requ
 	return p.out, t.writeEvents(ctx, p.events)
 }
 
+// rowLive is liveLease of a row: it still needs a holder (pending,
+// approved, or consumed without a dispatch outcome).
+func rowLive(w *requestRow) bool {
+	switch approval.State(w.state) {
+	case approval.StatePending, approval.StateApproved:
+		return true
+	case approval.StateConsumed:
+		return w.dispatchOutcome == ""
+	}
+	return false
+}
+
 // errChangedUnderLock is the error of a request's UPDATE that did not
 // update exactly its one row although the row was locked: it cannot
 // happen while the locks hold, and nothing is committed when it does.
@@ -229,10 +241,16 @@ func planStore(old requestRow, cur approval.Request, actor string, now time.Time
 		return storePlan{}, err
 	}
 	// A request that takes its lease from its holder's instance keeps
-	// doing so while neither its holder nor its effective lease changed;
-	// any other lease written is a concrete time (a take-over, a release,
-	// a consume's renewal), which the holder's next renewal marks again.
-	if old.leaseUntil.Valid && old.leaseUntil.Int64 == leaseMarker && w.heldBy == old.heldBy && w.leaseUntil == old.holderLease {
+	// doing so while neither its holder nor its effective lease changed
+	// and it still needs a holder; any other lease written is a concrete
+	// time (a take-over, a release, a consume's renewal), which the
+	// holder's next renewal marks again. A write that settles a marked
+	// request (it no longer needs a holder: rowLive) gives it its
+	// effective lease as a concrete one, in the same UPDATE, as the
+	// renewal's step 2 would have (renew.go): the renewal then writes no
+	// row of the requests settled since the last one (docs/performance.md,
+	// "pglease45").
+	if old.leaseUntil.Valid && old.leaseUntil.Int64 == leaseMarker && w.heldBy == old.heldBy && w.leaseUntil == old.holderLease && rowLive(&w) {
 		w.leaseUntil = old.leaseUntil
 	}
 	w.holderLease = old.holderLease
