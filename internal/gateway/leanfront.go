@@ -691,7 +691,9 @@ func cancelledID(body []byte) (key string, call, ok bool) {
 		return true
 	})
 	var rid any
-	if json.Unmarshal(requestID, &rid) != nil {
+	if json.Unmarshal(requestID, &rid) != nil || !exactRequestID(requestID) {
+		// One that names another request than the SDK would cancel
+		// (exactRequestID) is refused whole (checkMessage).
 		return "", false, false
 	}
 	switch v := rid.(type) {
