@@ -89,6 +89,7 @@ func TestLeanFallbackReadsAsTheSDK(t *testing.T) {
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__die","Name":"up__echo","arguments":{}}}`,
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__die","Name":"up__echo","arguments":{},`+meta+`}}`, []string{"1"},
 			func(t *testing.T, front string, status int, b []byte) {
+				t.Helper()
 				if n := f.h.count("echo"); n != 0 {
 					t.Fatalf("%s: up__echo ran (%d) for a call the SDK reads as up__die: %s", front, n, b)
 				}
@@ -107,6 +108,7 @@ func TestLeanFallbackReadsAsTheSDK(t *testing.T) {
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__echo","arguments":{"secret":1}},"params":{"name":"up__echo"}}`,
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__echo","arguments":{"secret":1},`+meta+`},"params":{"name":"up__echo",`+meta+`}}`, []string{"1"},
 			func(t *testing.T, front string, _ int, b []byte) {
+				t.Helper()
 				select {
 				case args := <-f.h.args:
 					if strings.Contains(string(args), "secret") {
@@ -139,6 +141,7 @@ func TestIDsThatDecodeWithAReplacementRefused(t *testing.T) {
 			// as sent; the SDK answered under "a\ufffd".
 			ids := []string{"null", id, `"a\ufffd"`, "\"a\ufffd\""}
 			attack45Fronts(t, f, call, modern, ids, func(t *testing.T, front string, status int, b []byte) {
+				t.Helper()
 				if n := f.h.count("echo"); n != 0 {
 					t.Fatalf("%s: the call with id %q ran; answered %s", front, id, b)
 				}
@@ -192,7 +195,8 @@ func TestCancelOfAnIDThatDecodesWithAReplacementRefused(t *testing.T) {
 			ended := func(t *testing.T) {
 				t.Helper()
 				select {
-				case <-f.h.ended:
+				case cause := <-f.h.ended:
+					t.Logf("the call ended: %v", cause)
 				case <-time.After(testWait):
 					t.Fatalf("the cancel naming %s did not end the call", c.id)
 				}
