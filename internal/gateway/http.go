@@ -327,7 +327,8 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 		if lb != nil && !lb.read {
 			// Not read by the lean front (no lean session, or not a call
 			// it serves): the SDK would answer a body that is no message
-			// with a text quoting it.
+			// with a text quoting it, and one it does not serve faithfully
+			// (an id it answers under another) as it does on a lean session.
 			out := w
 			if hb != nil {
 				out = hb
@@ -337,7 +338,7 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 				answerBodyError(out, err)
 				return
 			}
-			if refuseNotMessage(out, body) || refuseNotJSON(out, body) {
+			if refuseUnfaithful(out, body) {
 				return
 			}
 			lb.restore()

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -283,7 +285,7 @@ type idKind int
 const (
 	idNone    idKind = iota // absent or null
 	idOK                    // a string, or an integer the go-sdk keeps exactly
-	idMangled               // a number the go-sdk would answer under another id
+	idMangled               // a number, or a string, the go-sdk would answer under another id
 	idInvalid               // not a string, number or null
 )
 
@@ -297,6 +299,9 @@ func classifyID(raw json.RawMessage) idKind {
 		var s string
 		if json.Unmarshal(raw, &s) != nil {
 			return idInvalid
+		}
+		if !exactString(raw) {
+			return idMangled
 		}
 		return idOK
 	case c == '-' || (c >= '0' && c <= '9'):
@@ -312,13 +317,79 @@ func classifyID(raw json.RawMessage) idKind {
 	return idInvalid
 }
 
+// exactString reports whether the JSON string raw (valid, with its quotes)
+// decodes without a replacement: no byte that is not UTF-8 and no \u
+// escape of a surrogate that is not half of a pair. The decoders (the
+// SDK's, encoding/json) read each such byte or escape as U+FFFD, so ids
+// "a\xff" and "a\xfe" (or "a\ud800") would be one id "a\ufffd" to them:
+// the SDK answered both under it, and a cancel naming one reached the
+// other's call (branch attack45).
+func exactString(raw []byte) bool {
+	s := raw[1 : len(raw)-1]
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '\\':
+			if s[i+1] != 'u' {
+				i += 2
+				continue
+			}
+			r := hex4(s[i+2 : i+6])
+			i += 6
+			switch {
+			case r >= 0xdc00 && r <= 0xdfff:
+				return false // a second half alone
+			case r >= 0xd800 && r <= 0xdbff:
+				if i+6 > len(s) || s[i] != '\\' || s[i+1] != 'u' {
+					return false
+				}
+				if lo := hex4(s[i+2 : i+6]); lo < 0xdc00 || lo > 0xdfff {
+					return false
+				}
+				i += 6
+			}
+		case c < utf8.RuneSelf:
+			i++
+		default:
+			r, n := utf8.DecodeRune(s[i:])
+			if r == utf8.RuneError && n == 1 {
+				return false
+			}
+			i += n
+		}
+	}
+	return true
+}
+
+// hex4 is the value of the four hex digits h (checked by the JSON's
+// validation).
+func hex4(h []byte) rune {
+	var r rune
+	for _, c := range h {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		default:
+			c -= 'A' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}
+
 // answerID is the id an error answer about a message with id raw carries:
 // the id as sent when it is a string or a number (so the sender can match
-// it, even when it could not be served), else null.
+// it, even when it could not be served), else null. An id with bytes that
+// are not UTF-8 is answered null: JSON text is UTF-8, and a reader that
+// decodes it strictly would fail on the whole answer.
 func answerID(raw json.RawMessage) json.RawMessage {
 	switch classifyID(raw) {
 	case idOK, idMangled:
-		return bytes.TrimSpace(raw)
+		if raw = bytes.TrimSpace(raw); utf8.Valid(raw) {
+			return raw
+		}
 	}
 	return nil
 }
@@ -405,6 +476,9 @@ func checkMembers(line []byte, m map[string]json.RawMessage) *messageError {
 	case idInvalid:
 		return invalidMessage(nil, "the id must be a string, an integer or null")
 	case idMangled:
+		if isJSONString(id) {
+			return invalidMessage(id, "the id is a string that cannot be kept exactly (bytes that are not UTF-8, or half of a surrogate pair); use a string of UTF-8 text, or an integer")
+		}
 		return invalidMessage(id, "the id %s cannot be kept exactly; use a string, or an integer from -%d to %d", bytes.TrimSpace(id), int64(maxSafeID), int64(maxSafeID))
 	}
 	_, hasResult := m["result"]
@@ -418,6 +492,9 @@ func checkMembers(line []byte, m map[string]json.RawMessage) *messageError {
 		}
 		if p, ok := m["params"]; ok && !isJSONStructured(p) {
 			return invalidMessage(id, "params must be an object or an array")
+		}
+		if !exactCancelTarget(method, m["params"]) {
+			return invalidMessage(id, "the requestId of notifications/cancelled cannot be kept exactly (a string with bytes that are not UTF-8 or half of a surrogate pair, or a number that is not an integer from -%d to %d): it would cancel another request", int64(maxSafeID), int64(maxSafeID))
 		}
 		// A request (an id member) must be answered, but the SDK takes one
 		// with a null id for a notification: on stdio nothing answers it.
@@ -439,6 +516,45 @@ func checkMembers(line []byte, m map[string]json.RawMessage) *messageError {
 		return invalidMessage(id, "the message cannot be decoded")
 	}
 	return nil
+}
+
+// exactCancelTarget reports whether a message with method (a JSON string)
+// and params names, when it is a notifications/cancelled, a requestId the
+// SDK's canceller reads as the request it names (go-sdk v1.8.0: the last
+// "requestId" member, a string decoded with U+FFFD for each byte that is
+// not UTF-8 and each lone surrogate, a number made a float64 and then an
+// int64). A string that decodes with a replacement, or a number that is
+// not an integer within ±maxSafeID (1.5 is read as 1), would cancel another
+// request than the one named: false. Anything else is true (the SDK ignores
+// a cancel without a string or number requestId).
+func exactCancelTarget(method, params json.RawMessage) bool {
+	if string(methodName(method)) != "notifications/cancelled" || len(params) == 0 {
+		return true
+	}
+	var rid json.RawMessage
+	eachMember(params, func(k string, v json.RawMessage) bool {
+		if k == "requestId" {
+			rid = v
+		}
+		return true
+	})
+	return exactRequestID(rid)
+}
+
+// exactRequestID is exactCancelTarget's look at a requestId's value.
+func exactRequestID(rid json.RawMessage) bool {
+	rid = bytes.TrimSpace(rid)
+	if len(rid) == 0 {
+		return true
+	}
+	switch c := rid[0]; {
+	case c == '"':
+		return !json.Valid(rid) || exactString(rid)
+	case c == '-' || (c >= '0' && c <= '9'):
+		f, err := strconv.ParseFloat(string(rid), 64)
+		return err == nil && f == math.Trunc(f) && f <= maxSafeID && f >= -maxSafeID
+	}
+	return true
 }
 
 // isNotification reports whether method (a JSON string) names an MCP

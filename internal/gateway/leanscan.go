@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -20,13 +22,68 @@ func decodeLeanRequest(body []byte) (leanRequest, error) {
 // scanner read body: then every key of it was exact (none that
 // encoding/json folds, where the SDK's decoder does not), which is what a
 // _meta the lean front takes needs (leanProgressToken).
+//
+// A body the scanner does not read is decoded by json.Unmarshal, which
+// folds keys ("Name", "nAme" and "NAME" are read as name, "Params" as
+// params, the last winning) and merges a repeated params object into the
+// first, where the SDK reads exact keys and only the last params (go-sdk
+// v1.8.0: the message's params are kept raw, then decoded). Such a body
+// (a key of leanTopKeys or leanParamsKeys folded or repeated) is an error
+// here, so the lean fronts leave it to the SDK path, which reads it as the
+// upstream will receive it: on ca0a3f75 {"name":"read","Name":"write"} ran
+// write on the lean front and read on the SDK path (branch attack45).
 func decodeLeanRequestScanned(body []byte) (leanRequest, bool, error) {
 	if m, ok := scanLeanRequest(body); ok {
 		return m, true, nil
 	}
 	var m leanRequest
-	err := json.Unmarshal(body, &m)
-	return m, false, err
+	if err := json.Unmarshal(body, &m); err != nil {
+		return m, false, err
+	}
+	if k := leanKeyNotExact(body); k != "" {
+		return leanRequest{}, false, fmt.Errorf("the member %q is repeated or read under another name by a decode that folds case", k)
+	}
+	return m, false, nil
+}
+
+// leanKeyNotExact is the first key of body (a JSON object json.Unmarshal
+// decoded) or of its params that names a member the lean fronts read
+// (leanTopKeys, leanParamsKeys) and is repeated or not exactly its name,
+// "" when there is none.
+func leanKeyNotExact(body []byte) string {
+	return keyNotExact(body, leanTopKeys, func(k string, v json.RawMessage) string {
+		if k == "params" {
+			return keyNotExact(v, leanParamsKeys, nil)
+		}
+		return ""
+	})
+}
+
+// keyNotExact is leanKeyNotExact's look at one object, raw: into is asked
+// about each member named exactly one of names.
+func keyNotExact(raw json.RawMessage, names []string, into func(k string, v json.RawMessage) string) string {
+	var seen [8]bool
+	bad := ""
+	eachMember(raw, func(k string, v json.RawMessage) bool {
+		if foldedName(k, names) != "" {
+			bad = k
+			return false
+		}
+		i := slices.Index(names, k)
+		if i < 0 {
+			return true
+		}
+		if seen[i] {
+			bad = k
+			return false
+		}
+		seen[i] = true
+		if into != nil {
+			bad = into(k, v)
+		}
+		return bad == ""
+	})
+	return bad
 }
 
 // The member names of leanRequest and of its params.
