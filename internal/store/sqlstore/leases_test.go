@@ -73,19 +73,7 @@ func TestEachRequestAsListRequests(t *testing.T) {
 				}
 			}
 			for _, f := range []store.Filter{{}, {Limit: 10}, {Limit: 10, Cursor: string(testID(20))}, {Limit: 25}, {Limit: 24, Descending: true}} {
-				want, wantNext, err := db.ListRequests(ctx, f)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var got []approval.ID
-				next, err := db.EachRequest(ctx, f, func(r approval.Request) error { got = append(got, r.ID); return nil })
-				if err != nil {
-					t.Fatal(err)
-				}
-				wantIDs := make([]approval.ID, len(want))
-				for i, r := range want {
-					wantIDs[i] = r.ID
-				}
+				wantIDs, wantNext, got, next := listAndEach(t, db, f)
 				if !slices.Equal(got, wantIDs) || next != wantNext {
 					t.Errorf("%+v: EachRequest %v next %q; ListRequests %v next %q", f, got, next, wantIDs, wantNext)
 				}
@@ -103,6 +91,45 @@ func TestEachRequestAsListRequests(t *testing.T) {
 			}
 		})
 	}
+}
+
+// listAndEach returns the ids and cursor of ListRequests(f) and of
+// EachRequest(f), read one after the other while ListRequests' page stays
+// what it was. On Postgres a cursor carries the transactions of the whole
+// server (other packages' tests share it) that were running below the
+// page's last request when it was read (store.ListPosition.Open): one
+// ending between the two reads changes the cursor. No transaction starts
+// below a request already written (ids are given in order), so that set
+// only shrinks: when ListRequests reads the same just after EachRequest as
+// just before it, EachRequest saw the same set. Otherwise the three reads
+// are made again, at most once per transaction that ended.
+func listAndEach(t *testing.T, db *DB, f store.Filter) (wantIDs []approval.ID, wantNext string, got []approval.ID, next string) {
+	t.Helper()
+	list := func() ([]approval.ID, string) {
+		rs, next, err := db.ListRequests(t.Context(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := make([]approval.ID, len(rs))
+		for i, r := range rs {
+			ids[i] = r.ID
+		}
+		return ids, next
+	}
+	for range store.MaxOpenTransactions + 1 {
+		wantIDs, wantNext = list()
+		got = nil
+		var err error
+		next, err = db.EachRequest(t.Context(), f, func(r approval.Request) error { got = append(got, r.ID); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if afterIDs, afterNext := list(); slices.Equal(afterIDs, wantIDs) && afterNext == wantNext {
+			return wantIDs, wantNext, got, next
+		}
+	}
+	t.Fatalf("%+v: ListRequests read differently before and after each EachRequest", f)
+	return nil, "", nil, ""
 }
 
 // BenchmarkEachLease: the batched read of Touched with 10,000 take-overs
