@@ -94,42 +94,42 @@ func TestEachRequestAsListRequests(t *testing.T) {
 }
 
 // listAndEach returns the ids and cursor of ListRequests(f) and of
-// EachRequest(f), read one after the other while ListRequests' page stays
-// what it was. On Postgres a cursor carries the transactions of the whole
-// server (other packages' tests share it) that were running below the
-// page's last request when it was read (store.ListPosition.Open): one
-// ending between the two reads changes the cursor. No transaction starts
-// below a request already written (ids are given in order), so that set
-// only shrinks: when ListRequests reads the same just after EachRequest as
-// just before it, EachRequest saw the same set. Otherwise the three reads
-// are made again, at most once per transaction that ended.
+// EachRequest(f), read one after the other, each cursor without the
+// running transactions it carries (cursorWithoutOpen).
 func listAndEach(t *testing.T, db *DB, f store.Filter) (wantIDs []approval.ID, wantNext string, got []approval.ID, next string) {
 	t.Helper()
-	list := func() ([]approval.ID, string) {
-		rs, next, err := db.ListRequests(t.Context(), f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids := make([]approval.ID, len(rs))
-		for i, r := range rs {
-			ids[i] = r.ID
-		}
-		return ids, next
+	rs, wantNext, err := db.ListRequests(t.Context(), f)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for range store.MaxOpenTransactions + 1 {
-		wantIDs, wantNext = list()
-		got = nil
-		var err error
-		next, err = db.EachRequest(t.Context(), f, func(r approval.Request) error { got = append(got, r.ID); return nil })
-		if err != nil {
-			t.Fatal(err)
-		}
-		if afterIDs, afterNext := list(); slices.Equal(afterIDs, wantIDs) && afterNext == wantNext {
-			return wantIDs, wantNext, got, next
-		}
+	for _, r := range rs {
+		wantIDs = append(wantIDs, r.ID)
 	}
-	t.Fatalf("%+v: ListRequests read differently before and after each EachRequest", f)
-	return nil, "", nil, ""
+	next, err = db.EachRequest(t.Context(), f, func(r approval.Request) error { got = append(got, r.ID); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wantIDs, cursorWithoutOpen(t, wantNext), got, cursorWithoutOpen(t, next)
+}
+
+// cursorWithoutOpen returns the list cursor c ("" for none) without the
+// running transactions it carries (store.ListPosition.Open). On Postgres
+// they are the transactions of the whole server (other packages' tests
+// share it) running below the page's last request when it was read: two
+// reads of one page, one after the other, may carry different ones (CI
+// under load, internal/api's TestListBodyAsBefore). The cursor's place
+// in the list is kept.
+func cursorWithoutOpen(t *testing.T, c string) string {
+	t.Helper()
+	if c == "" {
+		return ""
+	}
+	p, err := store.ParseListCursor(c)
+	if err != nil {
+		t.Fatalf("cursor %q: %v", c, err)
+	}
+	p.Open = nil
+	return p.String()
 }
 
 // BenchmarkEachLease: the batched read of Touched with 10,000 take-overs
