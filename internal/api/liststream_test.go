@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -153,15 +154,10 @@ func TestListBodyAsBefore(t *testing.T) {
 			{"erin", "limit=1000", store.Filter{Limit: 1000}},
 			{"erin", "limit=3&id_prefix=01900000-0000-7000-8000-00000000001", store.Filter{Limit: 3, IDPrefix: "01900000-0000-7000-8000-00000000001"}},
 		} {
-			want := wholeList(t, s, g, c.token, c.f)
-			req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/v1/approvals?"+c.query, nil)
-			req.Header.Set("Authorization", "Bearer "+c.token)
-			got := httptest.NewRecorder()
-			s.ServeHTTP(got, req)
-			if got.Code != want.Code || !bytes.Equal(got.Body.Bytes(), want.Body.Bytes()) {
-				t.Errorf("%s ?%s: streamed %d, %d bytes; whole %d, %d bytes; first difference at byte %d:\n got …%s…\nwant …%s…",
-					c.token, c.query, got.Code, got.Body.Len(), want.Code, want.Body.Len(), firstDiff(got.Body.Bytes(), want.Body.Bytes()),
-					around(got.Body.Bytes(), firstDiff(got.Body.Bytes(), want.Body.Bytes())), around(want.Body.Bytes(), firstDiff(got.Body.Bytes(), want.Body.Bytes())))
+			want, got := wholeAndStreamed(t, s, g, c.token, c.query, c.f)
+			if gb, wb := withoutOpen(t, got.Body.Bytes()), withoutOpen(t, want.Body.Bytes()); got.Code != want.Code || !bytes.Equal(gb, wb) {
+				t.Errorf("%s ?%s: streamed %d, %d bytes; whole %d, %d bytes (next cursors without their running transactions); first difference at byte %d:\n got …%s…\nwant …%s…",
+					c.token, c.query, got.Code, len(gb), want.Code, len(wb), firstDiff(gb, wb), around(gb, firstDiff(gb, wb)), around(wb, firstDiff(gb, wb)))
 			}
 			for _, h := range []string{"Content-Type", "Cache-Control", "X-Content-Type-Options"} {
 				if got.Header().Get(h) != want.Header().Get(h) {
@@ -172,6 +168,44 @@ func TestListBodyAsBefore(t *testing.T) {
 				t.Errorf("the whole page is %d bytes (want more than %d: sent in pieces) and has no escaped U+202E", got.Body.Len(), 3*listFlushAt)
 			}
 		}
+	})
+}
+
+// wholeAndStreamed returns the page of f as wholeList writes it and as
+// GET /v1/approvals?query streams it.
+func wholeAndStreamed(t *testing.T, s *Server, g *gate.Gate, token, query string, f store.Filter) (want, got *httptest.ResponseRecorder) {
+	t.Helper()
+	want = wholeList(t, s, g, token, f)
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/v1/approvals?"+query, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	got = httptest.NewRecorder()
+	s.ServeHTTP(got, req)
+	return want, got
+}
+
+// nextCursor is a list body's next_cursor member.
+var nextCursor = regexp.MustCompile(`"next_cursor":"([^"]+)"`)
+
+// withoutOpen returns body with the running transactions its next cursor
+// carries (store.ListPosition.Open) left out. On Postgres they are the
+// transactions of the whole server (other packages' tests share it)
+// running below the page's last request when the store read it: two
+// reads of one page, one after the other, may carry different ones (CI
+// under load: the whole page's cursor carried one, the streamed one's
+// none; reading the whole page again after the streamed one, and
+// comparing only when the two whole reads agreed, still failed 1 in 15).
+// The cursor's place in the list is kept, and so compared.
+func withoutOpen(t *testing.T, body []byte) []byte {
+	t.Helper()
+	return nextCursor.ReplaceAllFunc(body, func(m []byte) []byte {
+		c := string(nextCursor.FindSubmatch(m)[1])
+		p, err := store.ParseListCursor(c)
+		if err != nil {
+			t.Errorf("next_cursor %q: %v", c, err)
+			return m
+		}
+		p.Open = nil
+		return []byte(`"next_cursor":"` + p.String() + `"`)
 	})
 }
 

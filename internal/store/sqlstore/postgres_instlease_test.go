@@ -10,9 +10,14 @@ import (
 	"toolgate/internal/store/sqlstore/pgtest"
 )
 
-// waitBlocked returns once a backend of db's cluster other than the
-// caller's waits for a lock, or fails the test if done closes first (the
-// operation that should have waited did not).
+// waitBlocked returns once a backend of db's database other than the
+// caller's and the notifier's waits for a lock, or fails the test if done
+// closes first (the operation that should have waited did not). The
+// notifier's connection is left out: its send of an earlier write's
+// notifications waits, at its commit, for the cluster-wide lock every
+// notifying commit takes (PreCommit_Notify), held by another database's
+// commit when other tests share the server, and waitBlocked would return
+// before the operation it waits for had begun.
 func waitBlocked(t *testing.T, db *DB, done <-chan struct{}) {
 	t.Helper()
 	if err := blockedOrDone(t.Context(), db, done); err != nil {
@@ -31,7 +36,8 @@ func blockedOrDone(ctx context.Context, db *DB, done <-chan struct{}) error {
 		}
 		var n int
 		if err := db.asql.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+			WHERE wait_event_type = 'Lock' AND datname = current_database() AND pid <> pg_backend_pid()
+			AND application_name <> $1`, NotifyApplicationName).Scan(&n); err != nil {
 			return err
 		}
 		if n > 0 {
