@@ -167,10 +167,11 @@ func TestTakeOverBetweenDecisionAndConsume(t *testing.T) {
 				if a.Allowed == bb.Allowed {
 					t.Fatalf("gw-a admitted %v, gw-b admitted %v: want exactly one (gw-a: %s; gw-b: %s)", a.Allowed, bb.Allowed, a.Message, bb.Message)
 				}
-				winner, adm := "gw-a", a
+				winner, adm, loser := "gw-a", a, bb
 				if bb.Allowed {
-					winner, adm = "gw-b", bb
+					winner, adm, loser = "gw-b", bb, a
 				}
+				t.Logf("admitted on %s; the other answered %q", winner, loser.Message)
 				h, lu := leaseOf(t, dbA, id)
 				if now := clock.Now(); h != winner || lu.Sub(now) < keptLease/2 {
 					t.Errorf("consumed: held by %q until %v (%v left), want %s with at least Lease/2", h, lu, lu.Sub(now), winner)
