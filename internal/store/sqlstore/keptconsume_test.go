@@ -53,7 +53,7 @@ func holdOn(t *testing.T, ctx context.Context, g *gate.Gate, db *DB, holder stri
 	admitted := make(chan gate.Admission, 1)
 	go func() { admitted <- g.Admit(ctx, keptCall) }()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		rs, _, err := db.ListRequests(t.Context(), store.Filter{State: approval.StatePending})
+		rs, _, err := db.ListRequests(ctx, store.Filter{State: approval.StatePending})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -33,6 +33,7 @@ func TestSettleRacingRenewal(t *testing.T) {
 		{"cancel", func(r *approval.Request) error { return r.Cancel(t0.Add(2 * time.Minute)) }, func(*testing.T, *DB, approval.ID) {}},
 		{"outcome after a kept consume", func(r *approval.Request) error { return r.RecordOutcome(approval.OutcomeOK) },
 			func(t *testing.T, db *DB, id approval.ID) {
+				t.Helper()
 				if _, err := db.UpdateRequest(t.Context(), id, "bob", approveFn); err != nil {
 					t.Fatal(err)
 				}
