@@ -27,7 +27,7 @@ func TestLongDispatchAfterKeptConsume(t *testing.T) {
 		t.Run(b.driver, func(t *testing.T) {
 			cfg := b.fresh(t)
 			dbA, dbB := openTest(t, cfg), openTest(t, cfg)
-			const lease = 1500 * time.Millisecond // renewed every 500 ms: a loaded CI machine stays well inside it
+			const lease = 3 * time.Second // renewed every second: a renewal stalled up to 2 s on a loaded CI machine (-race, both cores busy) still keeps it live
 			pol := &policy.Policy{
 				Default:  policy.Approve,
 				Approval: policy.Approval{Timeout: time.Hour, Mode: "hold", Approvals: 1, ValidFor: 10 * time.Minute},
