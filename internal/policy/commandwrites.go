@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -41,14 +42,16 @@ var codeFileDirs = []string{
 }
 
 // codeFile reports whether p (a path as written, ~ kept) names a file a
-// program runs as code, or a directory of such files (.git/hooks).
+// program runs as code, or a directory of such files (.git/hooks). Case
+// is ignored: on macOS's and Windows's usual file systems ~/.BASHRC is
+// ~/.bashrc and .GIT/HOOKS is .git/hooks (branch policy45b).
 func codeFile(p string) bool {
 	if p == "" {
 		return false
 	}
-	c := path.Clean(p)
+	c := strings.ToLower(path.Clean(p))
 	base := path.Base(c)
-	if contains(codeFileNames, base) || strings.HasSuffix(base, ".mk") {
+	if slices.ContainsFunc(codeFileNames, func(n string) bool { return strings.EqualFold(n, base) }) || strings.HasSuffix(base, ".mk") {
 		return true
 	}
 	s := "/" + c + "/"
@@ -131,8 +134,9 @@ func writesCode(name string, words []cmdWord) string {
 				i = len(words)
 			case longOption(opt, "--target-directory"):
 				files = append(files, fileOf(valueWord(words, &i, val, hasVal))+"/x")
-			case strings.HasPrefix(w.lit, "-") && !strings.HasPrefix(w.lit, "--") && strings.HasSuffix(w.lit, "t") && name != "rsync":
-				files = append(files, fileOf(valueWord(words, &i, "", false))+"/x")
+			case strings.HasPrefix(w.lit, "-") && !strings.HasPrefix(w.lit, "--") && name != "rsync" && shortTarget(name, w.lit) >= 0:
+				k := shortTarget(name, w.lit)
+				files = append(files, fileOf(valueWord(words, &i, w.lit[k+1:], true))+"/x") // -t DIR, -vtDIR
 			case !strings.HasPrefix(w.lit, "-"):
 				last = fileOf(w)
 			}
@@ -233,4 +237,21 @@ func gitConfigCode(args []cmdWord) string {
 		return ""
 	}
 	return fmt.Sprintf("git config sets %q, which may run a command later that the matcher cannot read", pos[0])
+}
+
+// shortTarget returns the index of the -t letter in opt, a cluster of
+// name's short options (-vt DIR, -t.git/hooks), or -1: the letters before
+// it take no value (install's -m, -o, -g, -S and ln's -S, cp's and mv's
+// -S take one, so a t after them is part of that value).
+func shortTarget(name, opt string) int {
+	takes := map[string]string{"install": "mogS", "cp": "S", "mv": "S", "ln": "S"}[name]
+	for j := 1; j < len(opt); j++ {
+		switch {
+		case opt[j] == 't':
+			return j
+		case strings.IndexByte(takes, opt[j]) >= 0:
+			return -1
+		}
+	}
+	return -1
 }
