@@ -340,7 +340,16 @@ func sedCode(name string, words []cmdWord) string {
 	}
 	// GNU sed joins the -e scripts with newlines (a\ in one, its text in
 	// the next).
-	if !sandbox && sedRuns(strings.Join(scripts, "\n")) {
+	written := ""
+	runs := sedRuns(strings.Join(scripts, "\n"), func(f string) {
+		if written == "" && codeFile(f) {
+			written = f
+		}
+	})
+	if !sandbox && written != "" {
+		return writesFile(name+" w", written) // sed 'w .git/hooks/pre-commit'
+	}
+	if !sandbox && runs {
 		return fmt.Sprintf("%q runs a script that may run commands (the e command or flag, or one the matcher does not know)", name)
 	}
 	return ""
@@ -349,8 +358,9 @@ func sedCode(name string, words []cmdWord) string {
 // sedRuns reports whether a sed script may run a command: GNU sed's e
 // command or the e flag of s. It reads the script as GNU sed does and
 // fails closed: a command it does not know, or text after a command where
-// the next one should begin, counts as running one.
-func sedRuns(s string) bool {
+// the next one should begin, counts as running one. It calls wrote with
+// the file each w and W command and s///w flag writes.
+func sedRuns(s string, wrote func(string)) bool {
 	i := 0
 	skip := func(set string) {
 		for i < len(s) && strings.IndexByte(set, s[i]) >= 0 {
@@ -423,7 +433,11 @@ func sedRuns(s string) bool {
 		case 'q', 'Q', 'l', 'L':
 			skip(" \t0123456789")
 		case '#', 'r', 'R', 'w', 'W':
+			start := i
 			toEOL() // a comment or a file name
+			if c == 'w' || c == 'W' {
+				wrote(strings.TrimLeft(s[start:i], " \t"))
+			}
 			continue
 		case 'a', 'i', 'c':
 			// Text to the end of the line; a line ending in a backslash
@@ -453,7 +467,9 @@ func sedRuns(s string) bool {
 					i++
 				}
 				if i < len(s) && s[i] == 'w' {
+					start := i + 1
 					toEOL()
+					wrote(strings.TrimLeft(s[start:i], " \t"))
 					continue
 				}
 			}

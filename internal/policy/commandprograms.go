@@ -378,6 +378,8 @@ func psqlCode(words []cmdWord) string {
 			return scriptFile("psql", cmdWord{lit: v})
 		case c == 'o' && strings.HasPrefix(strings.TrimSpace(v), "|"):
 			return runsOption("psql", "-o")
+		case (c == 'o' || c == 'L') && codeFile(v):
+			return writesFile("psql -"+string(c), v) // psql -At -c "select 'rm x'" -o ~/.bashrc
 		case c == 'v' && strings.Contains(v, "`"):
 			return runsOption("psql", "-v")
 		}

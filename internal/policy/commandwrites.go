@@ -111,7 +111,8 @@ func valueWord(words []cmdWord, i *int, attached string, hasAttached bool) cmdWo
 // writesCode says why the writer name (a base name) with words writes a
 // file a program runs as code: tee's and sponge's files, the destination
 // of cp, mv, install, ln and rsync (the -t value, else the last operand),
-// dd's of=, and what curl and wget download to (downloadFiles).
+// dd's of=, what curl and wget download to (downloadFiles), and find's
+// -fprint, -fprint0, -fprintf and -fls files.
 func writesCode(name string, words []cmdWord) string {
 	var files []string
 	switch name {
@@ -150,6 +151,14 @@ func writesCode(name string, words []cmdWord) string {
 		}
 	case "curl", "wget":
 		files = downloadFiles(name, words)
+	case "find":
+		// -fprint, -fprint0, -fprintf and -fls write their file
+		// (find . -maxdepth 0 -fprintf ~/.bashrc 'rm x\n').
+		for i := 1; i+1 < len(words); i++ {
+			if contains([]string{"-fprint", "-fprint0", "-fprintf", "-fls"}, words[i].lit) {
+				files = append(files, fileOf(words[i+1]))
+			}
+		}
 	}
 	for _, f := range files {
 		if codeFile(f) {
