@@ -89,7 +89,7 @@ func versioned(name, base string) bool {
 // inlineCode says why words (words[0] is the program, literal) run code
 // the matcher cannot read, or "" when they do not (or are no interpreter).
 func inlineCode(words []cmdWord) string {
-	name := path.Base(words[0].lit)
+	name := programName(path.Base(words[0].lit))
 	switch name {
 	case "awk", "gawk", "mawk", "nawk":
 		return awkCode(name, words)
@@ -105,7 +105,10 @@ func inlineCode(words []cmdWord) string {
 	if why := programCode(name, words); why != "" {
 		return why
 	}
-	ip := interpreterFor(name)
+	ip := interpreterFor(path.Base(words[0].lit))
+	if ip == nil {
+		ip = interpreterFor(name)
+	}
 	if ip == nil {
 		return ""
 	}
@@ -481,4 +484,18 @@ func sedRuns(s string, wrote func(string)) bool {
 			return true // the e flag, or text sed would refuse
 		}
 	}
+}
+
+// programName returns base (a command's base name) as the program it
+// runs where the spelling does not matter: in lower case, as macOS's and
+// Windows's usual file systems find TAR as tar, and without a ".exe"
+// suffix (tar.exe in Git Bash); Debian's vim.basic, vim.tiny and kin as
+// vim (branch policy45b).
+func programName(base string) string {
+	n := strings.ToLower(base)
+	n = strings.TrimSuffix(n, ".exe")
+	if v, _, ok := strings.Cut(n, "."); ok && isVim(v) {
+		return v
+	}
+	return n
 }
