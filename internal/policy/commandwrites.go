@@ -123,26 +123,7 @@ func writesCode(name string, words []cmdWord) string {
 			}
 		}
 	case "cp", "mv", "install", "ln", "rsync":
-		last := ""
-		for i := 1; i < len(words); i++ {
-			w := words[i]
-			opt, val, hasVal := strings.Cut(w.lit, "=")
-			switch {
-			case w.lit == "--":
-				if len(words) > i+1 {
-					last = fileOf(words[len(words)-1])
-				}
-				i = len(words)
-			case longOption(opt, "--target-directory"):
-				files = append(files, fileOf(valueWord(words, &i, val, hasVal))+"/x")
-			case strings.HasPrefix(w.lit, "-") && !strings.HasPrefix(w.lit, "--") && name != "rsync" && shortTarget(name, w.lit) >= 0:
-				k := shortTarget(name, w.lit)
-				files = append(files, fileOf(valueWord(words, &i, w.lit[k+1:], true))+"/x") // -t DIR, -vtDIR
-			case !strings.HasPrefix(w.lit, "-"):
-				last = fileOf(w)
-			}
-		}
-		files = append(files, last)
+		files = copyDestinations(name, words)
 	case "dd":
 		for _, w := range words[1:] {
 			if v, ok := strings.CutPrefix(w.lit, "of="); ok {
@@ -263,4 +244,83 @@ func shortTarget(name, opt string) int {
 		}
 	}
 	return -1
+}
+
+// copyDestinations returns the paths cp, mv, install, ln or rsync (name)
+// may write: the destination (the -t directory, with "/x" appended, else
+// the last operand), each source's base name under it where that is
+// surely a directory (cp x/.bashrc ~ writes ~/.bashrc; cp -r hooks .git/
+// writes .git/hooks/…; a -t directory, a trailing slash, . or .., a
+// codeDir, several sources), and, for a
+// tree copied (-r, -R, -a, --recursive, --archive; mv and rsync always)
+// into a directory that holds startup files (codeDir: a home directory,
+// .git, .ssh, .config, /etc), that directory with "/.bashrc" appended.
+func copyDestinations(name string, words []cmdWord) []string {
+	var operands []string
+	target := ""
+	hasTarget := false
+	tree := name == "mv" || name == "rsync"
+	for i := 1; i < len(words); i++ {
+		w := words[i]
+		opt, val, hasVal := strings.Cut(w.lit, "=")
+		switch {
+		case w.lit == "--":
+			for _, o := range words[i+1:] {
+				operands = append(operands, fileOf(o))
+			}
+			i = len(words)
+		case strings.HasPrefix(w.lit, "--"):
+			if longOption(opt, "--target-directory") {
+				target, hasTarget = fileOf(valueWord(words, &i, val, hasVal)), true
+			}
+			tree = tree || longOption(opt, "--recursive", "--archive")
+		case strings.HasPrefix(w.lit, "-") && w.lit != "-":
+			if name != "rsync" && shortTarget(name, w.lit) >= 0 {
+				k := shortTarget(name, w.lit)
+				target, hasTarget = fileOf(valueWord(words, &i, w.lit[k+1:], true)), true // -t DIR, -vtDIR
+			}
+			tree = tree || name == "cp" && strings.ContainsAny(w.lit[1:], "rRa")
+		default:
+			operands = append(operands, fileOf(w))
+		}
+	}
+	var files []string
+	sources := operands
+	if hasTarget {
+		files = append(files, target+"/x")
+	} else if len(operands) > 0 {
+		target, sources = operands[len(operands)-1], operands[:len(operands)-1]
+		files = append(files, target)
+	}
+	if target == "" {
+		return files
+	}
+	// Where the destination is surely a directory, each source lands in
+	// it under its base name; "cp ~/.bashrc /tmp/b" is read as /tmp/b.
+	if hasTarget || strings.HasSuffix(target, "/") || contains([]string{".", ".."}, path.Base(target)) ||
+		codeDir(target) || len(sources) > 1 {
+		for _, src := range sources {
+			b := path.Base(strings.TrimRight(src, "/"))
+			files = append(files, target+"/"+b, target+"/"+b+"/x")
+		}
+	}
+	if tree && len(sources) > 0 && codeDir(target) {
+		files = append(files, target+"/.bashrc")
+	}
+	return files
+}
+
+// codeDir reports whether p names a directory whose direct entries
+// include files a program runs as code: a home directory (~, ~user,
+// /root, /home/NAME, /Users/NAME), .git, .ssh, .config or /etc.
+func codeDir(p string) bool {
+	c := strings.ToLower(path.Clean(p))
+	parts := strings.Split(strings.TrimPrefix(c, "/"), "/")
+	switch {
+	case strings.HasPrefix(c, "~") && !strings.Contains(c, "/"), c == "/root", c == "/etc":
+		return true
+	case len(parts) == 2 && (parts[0] == "home" || parts[0] == "users") && strings.HasPrefix(c, "/"):
+		return true
+	}
+	return contains([]string{".git", ".ssh", ".config"}, path.Base(c))
 }
