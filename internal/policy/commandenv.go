@@ -302,6 +302,18 @@ func (pc *parsedCommand) checkEnvArgs(args map[string]any, command string) {
 			}
 		}
 	}
+	read := false
+	for k, v := range args {
+		switch v := v.(type) {
+		case map[string]any, []any:
+			read = read || k != command
+		case string:
+			read = read || k != command && strings.Contains(v, "=")
+		}
+	}
+	if !read {
+		return // the usual call: nothing that could set a variable, nothing to sort
+	}
 	for _, k := range slices.Sorted(maps.Keys(args)) {
 		if k != command {
 			walk(k, args[k], 0)
