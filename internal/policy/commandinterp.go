@@ -280,7 +280,7 @@ func sedCode(name string, words []cmdWord) string {
 		case w.lit == "--sandbox":
 			sandbox = true
 			continue
-		case opt == "--in-place":
+		case sedLong(opt, "--in-place"):
 			inPlace = true
 			continue
 		case w.lit == "--":
@@ -292,8 +292,8 @@ func sedCode(name string, words []cmdWord) string {
 			}
 			i = len(words)
 			continue
-		case opt == "--expression" || opt == "--file" || opt == "--line-length":
-			kind, val = opt[2], v
+		case sedLong(opt, "--expression") || sedLong(opt, "--file") || sedLong(opt, "--line-length"):
+			kind, val = opt[2], v // also abbreviated, as getopt_long takes them: --exp, --in
 			if !ok {
 				val = ""
 			}
@@ -498,4 +498,12 @@ func programName(base string) string {
 		return v
 	}
 	return n
+}
+
+// sedLong reports whether opt (a word's text before '=') is sed's long
+// option name or an abbreviation of it ("--in" for "--in-place", "--exp"
+// for "--expression"); an ambiguous one ("--f" for --file or
+// --follow-symlinks) counts, which at worst reads a word as a script.
+func sedLong(opt, name string) bool {
+	return len(opt) >= 3 && strings.HasPrefix(name, opt)
 }

@@ -53,7 +53,8 @@ func TestCommandPolicy45bRunners(t *testing.T) {
 // there under its own name (cp x/.bashrc ~, mv x/Makefile ., cp -r hooks
 // .git), a tree copied into a home directory, cp -t with the directory
 // attached, paths in other case (the same file on macOS and Windows),
-// sed's w command and s///w flag, find -fprintf, psql -o and mysql --tee.
+// sed's w command and s///w flag, sed's long options abbreviated (--in,
+// --exp), find -fprintf, psql -o and mysql --tee.
 // A deny rule for "rm *" allowed each, and an allow rule for the writer
 // allowed each.
 func TestCommandPolicy45bWrites(t *testing.T) {
@@ -77,6 +78,10 @@ func TestCommandPolicy45bWrites(t *testing.T) {
 		`sed -n 'w .git/hooks/pre-commit' x`,
 		`sed 's/^/rm x;/w Makefile' f`,
 		`sed -e '1W /home/a/.profile' f`,
+		`sed --in 1d ~/.bashrc`,
+		`sed --in-pl=.bak 's/^/rm x;/' ~/.profile`,
+		`sed --exp 's/a/b/' --exp 'e rm x' f`,
+		`sed --exp=1d --exp='w Makefile' f`,
 		`find . -maxdepth 0 -fprintf ~/.bashrc 'rm x\n'`,
 		`find . -fprint .git/hooks/pre-commit`,
 		`psql -At -c "select 'rm x'" -o ~/.bashrc`,
@@ -93,6 +98,7 @@ func TestCommandPolicy45bWrites(t *testing.T) {
 			`mv src/a.go src/b.go`,
 			`rsync -av src/ dst/`,
 			`sed -n 'w out.txt' f`,
+			`sed --in 's/a/b/' main.go`,
 			`find . -fprint list.txt`,
 			`psql -c 'select 1' -o out.txt`,
 		},
