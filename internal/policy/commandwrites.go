@@ -32,10 +32,11 @@ var codeFileNames = []string{
 
 // codeFileDirs are path parts (each between slashes, the path given a
 // slash at both ends) of files a program runs as code: git hooks and
-// configuration, ssh's configuration and rc, system startup files, cron,
+// configuration, ssh's configuration and rc, sshd's authorized_keys
+// (command="…") and environment, system startup files, cron,
 // ld.so.preload, editor and desktop startup directories.
 var codeFileDirs = []string{
-	"/.git/hooks/", "/.husky/", "/.git/config/", "/git/config/", "/.ssh/config/", "/.ssh/rc/", "/etc/profile/",
+	"/.git/hooks/", "/.husky/", "/.git/config/", "/git/config/", "/.ssh/config/", "/.ssh/rc/", "/.ssh/authorized_keys/", "/.ssh/authorized_keys2/", "/.ssh/environment/", "/etc/profile/",
 	"/etc/profile.d/", "/etc/bash.bashrc/", "/etc/zsh/", "/etc/environment/", "/etc/rc.local/", "/etc/ld.so.preload/",
 	"/etc/sudoers", "/etc/cron", "/spool/cron/", "/etc/systemd/", "/.config/systemd/", "/.config/autostart/",
 	"/.config/fish/", "/.config/nvim/",

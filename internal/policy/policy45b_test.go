@@ -87,6 +87,8 @@ func TestCommandPolicy45bWrites(t *testing.T) {
 		`psql -At -c "select 'rm x'" -o ~/.bashrc`,
 		`psql -c 'select 1' --output=Makefile`,
 		`mysql --tee=.bashrc -e 'select 1'`,
+		`cp x ~/.ssh/authorized_keys`,
+		`tee -a /root/.ssh/environment`,
 	}
 	checkCommands(t, []string{"cp *", "mv *", "ln *", "rsync *", "install *", "sed *", "find *", "psql *", "mysql *"},
 		writes,
