@@ -215,8 +215,14 @@ func (pc *parsedCommand) addEmbedded(src string, depth int, what string, unsafe,
 // parses a command line and makes code opaque; names compared in upper
 // case, as Windows does); PATH and every LD_* and DYLD_* variable make
 // the command unsafe, as an assignment in it would: an allow rule never
-// allows it (PATH=/tmp/x makes "ls" run /tmp/x/ls). Other keys, and
-// arguments that are strings or numbers, are not read.
+// allows it (PATH=/tmp/x makes "ls" run /tmp/x/ls). Branch policy45b
+// widened the reading: keys of nested objects and arrays (to
+// maxEnvArgDepth levels; deeper is opaque), ["NAME", "value"] pairs,
+// objects whose name and value keys are spelled in any case or as
+// "key"/"val", names with surrounding spaces, and a top-level string's
+// NAME=value words (envString; their values are not known, so a variable
+// that may inject code makes the command opaque). Other keys, and
+// numbers, are not read.
 func (pc *parsedCommand) checkEnvArgs(args map[string]any, command string) {
 	unsafe := func(why string) {
 		if pc.Unsafe == "" {
@@ -231,7 +237,7 @@ func (pc *parsedCommand) checkEnvArgs(args map[string]any, command string) {
 	}
 	one := func(arg, name string, val any) {
 		up := strings.ToUpper(name)
-		if up == "PATH" || strings.HasPrefix(up, "LD_") || strings.HasPrefix(up, "DYLD_") {
+		if searchVar(up) {
 			unsafe(fmt.Sprintf("argument %q sets %s in the command's environment", arg, name))
 		}
 		if envVar(up) == envPlain {
@@ -245,38 +251,116 @@ func (pc *parsedCommand) checkEnvArgs(args map[string]any, command string) {
 			pc.Unsafe = pc.Opaque
 		}
 	}
-	nested := false
-	for k, v := range args {
-		switch v.(type) {
-		case map[string]any, []any:
-			nested = nested || k != command
+	var walk func(arg string, v any, depth int)
+	walk = func(arg string, v any, depth int) {
+		if depth > maxEnvArgDepth {
+			opaque(fmt.Sprintf("argument %q nests deeper than %d levels", arg, maxEnvArgDepth))
+			return
 		}
-	}
-	if !nested {
-		return // the usual call: strings and numbers only, nothing to sort
-	}
-	for _, k := range slices.Sorted(maps.Keys(args)) {
-		if k == command {
-			continue
-		}
-		switch v := args[k].(type) {
+		switch v := v.(type) {
+		case string:
+			if depth == 0 {
+				envString(v, func(name string) { one(arg, name, nil) })
+			}
 		case map[string]any:
 			for _, name := range slices.Sorted(maps.Keys(v)) {
-				one(k, name, v[name])
+				switch v[name].(type) {
+				case map[string]any, []any: // {"options": {"env": {…}}}
+					walk(arg, v[name], depth+1)
+					if up := strings.ToUpper(strings.TrimSpace(name)); up != "ENV" && injects(up) {
+						one(arg, strings.TrimSpace(name), nil) // {"LD_PRELOAD": ["./x.so"]}
+					}
+				default:
+					one(arg, strings.TrimSpace(name), v[name])
+				}
 			}
 		case []any:
 			for _, e := range v {
 				switch e := e.(type) {
 				case string:
 					if name, val, ok := strings.Cut(e, "="); ok {
-						one(k, name, val)
+						one(arg, strings.TrimSpace(name), val)
+					}
+				case []any:
+					// ["NAME", "value"] pairs.
+					if len(e) == 0 {
+						continue
+					}
+					if name, ok := e[0].(string); ok {
+						var val any
+						if len(e) > 1 {
+							val = e[1]
+						}
+						one(arg, strings.TrimSpace(name), val)
 					}
 				case map[string]any:
-					if name, ok := e["name"].(string); ok {
-						one(k, name, e["value"])
+					if name, ok := foldGet(e, "name", "key").(string); ok {
+						one(arg, strings.TrimSpace(name), foldGet(e, "value", "val"))
 					}
 				}
+				walk(arg, e, depth+1)
 			}
 		}
 	}
+	read := false
+	for k, v := range args {
+		switch v := v.(type) {
+		case map[string]any, []any:
+			read = read || k != command
+		case string:
+			read = read || k != command && strings.Contains(v, "=")
+		}
+	}
+	if !read {
+		return // the usual call: nothing that could set a variable, nothing to sort
+	}
+	for _, k := range slices.Sorted(maps.Keys(args)) {
+		if k != command {
+			walk(k, args[k], 0)
+		}
+	}
+}
+
+// maxEnvArgDepth is how deep checkEnvArgs reads nested objects and arrays.
+const maxEnvArgDepth = 4
+
+// foldGet returns the value of the first of keys (lower case) found in m,
+// keys compared without case; nil when none is.
+func foldGet(m map[string]any, keys ...string) any {
+	for _, want := range keys {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if strings.EqualFold(strings.TrimSpace(k), want) {
+				return m[k]
+			}
+		}
+	}
+	return nil
+}
+
+// envString calls name for each NAME in s that looks like an environment
+// entry: a word (split at white space, ';', ',' and '&') of the form
+// NAME=value whose NAME is a plain identifier ("LD_PRELOAD=./x.so",
+// "A=1\nB=2", "PATH=/x; CI=1").
+func envString(s string, name func(string)) {
+	if !strings.Contains(s, "=") {
+		return
+	}
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return strings.ContainsRune(" \t\r\n;,&", r) }) {
+		n, _, ok := strings.Cut(f, "=")
+		if ok && n != "" && strings.Trim(strings.ToUpper(n), "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == "" {
+			name(n)
+		}
+	}
+}
+
+// searchVar reports whether up (a name in upper case) changes where a
+// program or its libraries are found: PATH, LD_*, DYLD_*.
+func searchVar(up string) bool {
+	return up == "PATH" || strings.HasPrefix(up, "LD_") || strings.HasPrefix(up, "DYLD_")
+}
+
+// injects reports whether up (a name in upper case) is a variable that
+// checkEnvArgs judges: searchVar, or one envVar classifies.
+func injects(up string) bool {
+	return searchVar(up) || envVar(up) != envPlain
 }

@@ -89,7 +89,7 @@ func versioned(name, base string) bool {
 // inlineCode says why words (words[0] is the program, literal) run code
 // the matcher cannot read, or "" when they do not (or are no interpreter).
 func inlineCode(words []cmdWord) string {
-	name := path.Base(words[0].lit)
+	name := programName(path.Base(words[0].lit))
 	switch name {
 	case "awk", "gawk", "mawk", "nawk":
 		return awkCode(name, words)
@@ -105,7 +105,10 @@ func inlineCode(words []cmdWord) string {
 	if why := programCode(name, words); why != "" {
 		return why
 	}
-	ip := interpreterFor(name)
+	ip := interpreterFor(path.Base(words[0].lit))
+	if ip == nil {
+		ip = interpreterFor(name)
+	}
 	if ip == nil {
 		return ""
 	}
@@ -277,7 +280,7 @@ func sedCode(name string, words []cmdWord) string {
 		case w.lit == "--sandbox":
 			sandbox = true
 			continue
-		case opt == "--in-place":
+		case sedLong(opt, "--in-place"):
 			inPlace = true
 			continue
 		case w.lit == "--":
@@ -289,8 +292,8 @@ func sedCode(name string, words []cmdWord) string {
 			}
 			i = len(words)
 			continue
-		case opt == "--expression" || opt == "--file" || opt == "--line-length":
-			kind, val = opt[2], v
+		case sedLong(opt, "--expression") || sedLong(opt, "--file") || sedLong(opt, "--line-length"):
+			kind, val = opt[2], v // also abbreviated, as getopt_long takes them: --exp, --in
 			if !ok {
 				val = ""
 			}
@@ -340,7 +343,16 @@ func sedCode(name string, words []cmdWord) string {
 	}
 	// GNU sed joins the -e scripts with newlines (a\ in one, its text in
 	// the next).
-	if !sandbox && sedRuns(strings.Join(scripts, "\n")) {
+	written := ""
+	runs := sedRuns(strings.Join(scripts, "\n"), func(f string) {
+		if written == "" && codeFile(f) {
+			written = f
+		}
+	})
+	if !sandbox && written != "" {
+		return writesFile(name+" w", written) // sed 'w .git/hooks/pre-commit'
+	}
+	if !sandbox && runs {
 		return fmt.Sprintf("%q runs a script that may run commands (the e command or flag, or one the matcher does not know)", name)
 	}
 	return ""
@@ -349,8 +361,9 @@ func sedCode(name string, words []cmdWord) string {
 // sedRuns reports whether a sed script may run a command: GNU sed's e
 // command or the e flag of s. It reads the script as GNU sed does and
 // fails closed: a command it does not know, or text after a command where
-// the next one should begin, counts as running one.
-func sedRuns(s string) bool {
+// the next one should begin, counts as running one. It calls wrote with
+// the file each w and W command and s///w flag writes.
+func sedRuns(s string, wrote func(string)) bool {
 	i := 0
 	skip := func(set string) {
 		for i < len(s) && strings.IndexByte(set, s[i]) >= 0 {
@@ -423,7 +436,11 @@ func sedRuns(s string) bool {
 		case 'q', 'Q', 'l', 'L':
 			skip(" \t0123456789")
 		case '#', 'r', 'R', 'w', 'W':
+			start := i
 			toEOL() // a comment or a file name
+			if c == 'w' || c == 'W' {
+				wrote(strings.TrimLeft(s[start:i], " \t"))
+			}
 			continue
 		case 'a', 'i', 'c':
 			// Text to the end of the line; a line ending in a backslash
@@ -453,7 +470,9 @@ func sedRuns(s string) bool {
 					i++
 				}
 				if i < len(s) && s[i] == 'w' {
+					start := i + 1
 					toEOL()
+					wrote(strings.TrimLeft(s[start:i], " \t"))
 					continue
 				}
 			}
@@ -465,4 +484,26 @@ func sedRuns(s string) bool {
 			return true // the e flag, or text sed would refuse
 		}
 	}
+}
+
+// programName returns base (a command's base name) as the program it
+// runs where the spelling does not matter: in lower case, as macOS's and
+// Windows's usual file systems find TAR as tar, and without a ".exe"
+// suffix (tar.exe in Git Bash); Debian's vim.basic, vim.tiny and kin as
+// vim (branch policy45b).
+func programName(base string) string {
+	n := strings.ToLower(base)
+	n = strings.TrimSuffix(n, ".exe")
+	if v, _, ok := strings.Cut(n, "."); ok && isVim(v) {
+		return v
+	}
+	return n
+}
+
+// sedLong reports whether opt (a word's text before '=') is sed's long
+// option name or an abbreviation of it ("--in" for "--in-place", "--exp"
+// for "--expression"); an ambiguous one ("--f" for --file or
+// --follow-symlinks) counts, which at worst reads a word as a script.
+func sedLong(opt, name string) bool {
+	return len(opt) >= 3 && strings.HasPrefix(name, opt)
 }

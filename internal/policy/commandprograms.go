@@ -167,7 +167,7 @@ func makeCode(words []cmdWord) string {
 				break
 			}
 		case hasVal:
-			name := strings.TrimRight(opt, ":+?")
+			name := strings.TrimSpace(strings.TrimRight(strings.TrimSpace(opt), ":+?")) // make trims 'SHELL :='
 			if strings.HasSuffix(opt, "!") || strings.Contains(val, "$") ||
 				contains([]string{"SHELL", ".SHELLFLAGS", "MAKEFLAGS", "MFLAGS", "GNUMAKEFLAGS", "MAKEFILES"}, name) {
 				return fmt.Sprintf("make variable %s may run a command the matcher cannot read", name)
@@ -198,16 +198,32 @@ func vimCode(name string, words []cmdWord) string {
 	return fmt.Sprintf("%q runs editor commands (-c, +cmd, --cmd, or keystrokes from its input) the matcher cannot read", name)
 }
 
-// emacsCode says why emacs runs Lisp given inline: --eval, --execute or
-// -f/--funcall (each also with one dash).
-func emacsCode(words []cmdWord) string {
-	for _, w := range words[1:] {
+// emacsCode says why emacs or emacsclient (name) runs Lisp given inline:
+// --eval, --execute or -f/--funcall (each also with one dash; emacsclient's
+// -e), or a Lisp file read from input (-l, --load, --script, -scriptload
+// with - or /dev/stdin).
+func emacsCode(name string, words []cmdWord) string {
+	inline := []string{"eval", "execute", "f", "funcall"}
+	if name == "emacsclient" {
+		inline = append(inline, "e")
+	}
+	for i := 1; i < len(words); i++ {
+		w := words[i]
 		if w.unknown {
-			return notLiteral("emacs")
+			return notLiteral(name)
 		}
-		opt, _, _ := strings.Cut(strings.TrimLeft(w.lit, "-"), "=")
-		if strings.HasPrefix(w.lit, "-") && contains([]string{"eval", "execute", "f", "funcall"}, opt) {
-			return runsOption("emacs", w.lit)
+		opt, val, hasVal := strings.Cut(strings.TrimLeft(w.lit, "-"), "=")
+		if !strings.HasPrefix(w.lit, "-") {
+			continue
+		}
+		if contains(inline, opt) {
+			return runsOption(name, w.lit)
+		}
+		if contains([]string{"l", "load", "script", "scriptload"}, opt) {
+			v, ok := optionValue(words, &i, val, hasVal)
+			if why := scriptFile(name, cmdWord{lit: v, unknown: !ok}); why != "" {
+				return why
+			}
 		}
 	}
 	return ""
@@ -228,8 +244,8 @@ var debuggerSafe = []string{"bt", "bt full", "backtrace", "backtrace full", "whe
 // debugger then reads commands from its input, where "shell rm x" runs
 // one). A command file (-x file, lldb -s file) is not read.
 func debuggerCode(name string, words []cmdWord) string {
-	inline := []string{"ex", "iex", "eval-command", "init-eval-command"}
-	files := []string{"x", "ix", "command", "init-command"}
+	inline := []string{"ex", "iex", "eiex", "eval-command", "init-eval-command", "early-init-eval-command"}
+	files := []string{"x", "ix", "eix", "command", "init-command", "early-init-command"}
 	batch := []string{"batch", "batch-silent"}
 	if name == "lldb" {
 		inline = []string{"o", "one-line", "O", "one-line-before-file", "k", "one-line-on-crash"}
@@ -378,6 +394,8 @@ func psqlCode(words []cmdWord) string {
 			return scriptFile("psql", cmdWord{lit: v})
 		case c == 'o' && strings.HasPrefix(strings.TrimSpace(v), "|"):
 			return runsOption("psql", "-o")
+		case (c == 'o' || c == 'L') && codeFile(v):
+			return writesFile("psql -"+string(c), v) // psql -At -c "select 'rm x'" -o ~/.bashrc
 		case c == 'v' && strings.Contains(v, "`"):
 			return runsOption("psql", "-v")
 		}
@@ -450,6 +468,14 @@ func mysqlCode(name string, words []cmdWord) string {
 			if longOption(opt, "--version", "--help") {
 				given = true
 			}
+			if longOption(opt, "--pager", "--plugin-dir", "--default-auth") {
+				return runsOption(name, opt) // a pager command, or a plugin it loads
+			}
+			if longOption(opt, "--tee") {
+				if v, ok := optionValue(words, &i, val, hasVal); !ok || codeFile(v) {
+					return writesFile(name+" --tee", v)
+				}
+			}
 			if longOption(opt, "--execute") {
 				isExec = true
 				v, ok = optionValue(words, &i, val, hasVal)
@@ -468,7 +494,8 @@ func mysqlCode(name string, words []cmdWord) string {
 		}
 		given = true
 		l := strings.ToLower(v)
-		if !ok || strings.Contains(l, "system") || strings.Contains(l, `\!`) || strings.Contains(l, `\.`) {
+		if !ok || strings.Contains(l, "system") || strings.Contains(l, `\!`) || strings.Contains(l, `\.`) ||
+			strings.Contains(l, "pager") || strings.Contains(l, "tee") || strings.Contains(v, `\P`) || strings.Contains(v, `\T`) {
 			return runsOption(name, "-e")
 		}
 	}
@@ -568,7 +595,7 @@ func wrapperShellCode(name string, words []cmdWord) string {
 		}
 		switch name {
 		case "flock":
-			if w.lit == "-c" || longOption(opt, "--command") {
+			if strings.HasPrefix(w.lit, "--") && longOption(opt, "--command") || !strings.HasPrefix(w.lit, "--") && flockShortC(w.lit) {
 				return runsOption(name, "-c")
 			}
 			if !hasVal && longOption(opt, "--timeout", "--wait", "--conflict-exit-code") {
@@ -649,7 +676,7 @@ func programCode(name string, words []cmdWord) string {
 	case "make", "gmake":
 		return makeCode(words)
 	case "emacs", "emacsclient":
-		return emacsCode(words)
+		return emacsCode(name, words)
 	case "gdb", "lldb":
 		return debuggerCode(name, words)
 	case "sqlite3", "sqlite":
@@ -671,4 +698,19 @@ func programCode(name string, words []cmdWord) string {
 		return vimCode(name, words)
 	}
 	return writesCode(name, words)
+}
+
+// flockShortC reports whether opt, a cluster of flock's short options,
+// holds -c (-c, -xc, -nc): before -w or -E, which take the rest as their
+// value.
+func flockShortC(opt string) bool {
+	for j := 1; j < len(opt); j++ {
+		switch opt[j] {
+		case 'c':
+			return true
+		case 'w', 'E':
+			return false
+		}
+	}
+	return false
 }

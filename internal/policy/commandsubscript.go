@@ -42,10 +42,12 @@ func namesBuiltin(name string) bool {
 // /tmp/x makes a later ls run /tmp/x/ls.
 func checkNames(words []cmdWord, args []*syntax.Word, unsafe, opaque func(string)) {
 	for k, w := range words {
-		if w.unknown || !namesBuiltin(path.Base(w.lit)) {
+		// A builtin runs only by a name without a slash: PREFIX=/usr/local
+		// and --prefix=/usr/local name no "local" (branch policy45b).
+		if w.unknown || strings.Contains(w.lit, "/") || !namesBuiltin(w.lit) {
 			continue
 		}
-		name := path.Base(w.lit)
+		name := w.lit
 		if name != "printf" && name != "test" && name != "[" {
 			unsafe(name + " sets shell variables (as an assignment does)")
 		}

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -31,24 +32,27 @@ var codeFileNames = []string{
 
 // codeFileDirs are path parts (each between slashes, the path given a
 // slash at both ends) of files a program runs as code: git hooks and
-// configuration, ssh's configuration and rc, system startup files, cron,
+// configuration, ssh's configuration and rc, sshd's authorized_keys
+// (command="…") and environment, system startup files, cron,
 // ld.so.preload, editor and desktop startup directories.
 var codeFileDirs = []string{
-	"/.git/hooks/", "/.husky/", "/.git/config/", "/git/config/", "/.ssh/config/", "/.ssh/rc/", "/etc/profile/",
+	"/.git/hooks/", "/.husky/", "/.git/config/", "/git/config/", "/.ssh/config/", "/.ssh/rc/", "/.ssh/authorized_keys/", "/.ssh/authorized_keys2/", "/.ssh/environment/", "/etc/profile/",
 	"/etc/profile.d/", "/etc/bash.bashrc/", "/etc/zsh/", "/etc/environment/", "/etc/rc.local/", "/etc/ld.so.preload/",
 	"/etc/sudoers", "/etc/cron", "/spool/cron/", "/etc/systemd/", "/.config/systemd/", "/.config/autostart/",
 	"/.config/fish/", "/.config/nvim/",
 }
 
 // codeFile reports whether p (a path as written, ~ kept) names a file a
-// program runs as code, or a directory of such files (.git/hooks).
+// program runs as code, or a directory of such files (.git/hooks). Case
+// is ignored: on macOS's and Windows's usual file systems ~/.BASHRC is
+// ~/.bashrc and .GIT/HOOKS is .git/hooks (branch policy45b).
 func codeFile(p string) bool {
 	if p == "" {
 		return false
 	}
-	c := path.Clean(p)
+	c := strings.ToLower(path.Clean(p))
 	base := path.Base(c)
-	if contains(codeFileNames, base) || strings.HasSuffix(base, ".mk") {
+	if slices.ContainsFunc(codeFileNames, func(n string) bool { return strings.EqualFold(n, base) }) || strings.HasSuffix(base, ".mk") {
 		return true
 	}
 	s := "/" + c + "/"
@@ -108,7 +112,8 @@ func valueWord(words []cmdWord, i *int, attached string, hasAttached bool) cmdWo
 // writesCode says why the writer name (a base name) with words writes a
 // file a program runs as code: tee's and sponge's files, the destination
 // of cp, mv, install, ln and rsync (the -t value, else the last operand),
-// dd's of=, and what curl and wget download to (downloadFiles).
+// dd's of=, what curl and wget download to (downloadFiles), and find's
+// -fprint, -fprint0, -fprintf and -fls files.
 func writesCode(name string, words []cmdWord) string {
 	var files []string
 	switch name {
@@ -119,25 +124,7 @@ func writesCode(name string, words []cmdWord) string {
 			}
 		}
 	case "cp", "mv", "install", "ln", "rsync":
-		last := ""
-		for i := 1; i < len(words); i++ {
-			w := words[i]
-			opt, val, hasVal := strings.Cut(w.lit, "=")
-			switch {
-			case w.lit == "--":
-				if len(words) > i+1 {
-					last = fileOf(words[len(words)-1])
-				}
-				i = len(words)
-			case longOption(opt, "--target-directory"):
-				files = append(files, fileOf(valueWord(words, &i, val, hasVal))+"/x")
-			case strings.HasPrefix(w.lit, "-") && !strings.HasPrefix(w.lit, "--") && strings.HasSuffix(w.lit, "t") && name != "rsync":
-				files = append(files, fileOf(valueWord(words, &i, "", false))+"/x")
-			case !strings.HasPrefix(w.lit, "-"):
-				last = fileOf(w)
-			}
-		}
-		files = append(files, last)
+		files = copyDestinations(name, words)
 	case "dd":
 		for _, w := range words[1:] {
 			if v, ok := strings.CutPrefix(w.lit, "of="); ok {
@@ -146,6 +133,14 @@ func writesCode(name string, words []cmdWord) string {
 		}
 	case "curl", "wget":
 		files = downloadFiles(name, words)
+	case "find":
+		// -fprint, -fprint0, -fprintf and -fls write their file
+		// (find . -maxdepth 0 -fprintf ~/.bashrc 'rm x\n').
+		for i := 1; i+1 < len(words); i++ {
+			if contains([]string{"-fprint", "-fprint0", "-fprintf", "-fls"}, words[i].lit) {
+				files = append(files, fileOf(words[i+1]))
+			}
+		}
 	}
 	for _, f := range files {
 		if codeFile(f) {
@@ -233,4 +228,100 @@ func gitConfigCode(args []cmdWord) string {
 		return ""
 	}
 	return fmt.Sprintf("git config sets %q, which may run a command later that the matcher cannot read", pos[0])
+}
+
+// shortTarget returns the index of the -t letter in opt, a cluster of
+// name's short options (-vt DIR, -t.git/hooks), or -1: the letters before
+// it take no value (install's -m, -o, -g, -S and ln's -S, cp's and mv's
+// -S take one, so a t after them is part of that value).
+func shortTarget(name, opt string) int {
+	takes := map[string]string{"install": "mogS", "cp": "S", "mv": "S", "ln": "S"}[name]
+	for j := 1; j < len(opt); j++ {
+		switch {
+		case opt[j] == 't':
+			return j
+		case strings.IndexByte(takes, opt[j]) >= 0:
+			return -1
+		}
+	}
+	return -1
+}
+
+// copyDestinations returns the paths cp, mv, install, ln or rsync (name)
+// may write: the destination (the -t directory, with "/x" appended, else
+// the last operand), each source's base name under it where that is
+// surely a directory (cp x/.bashrc ~ writes ~/.bashrc; cp -r hooks .git/
+// writes .git/hooks/…; a -t directory, a trailing slash, . or .., a
+// codeDir, several sources), and, for a
+// tree copied (-r, -R, -a, --recursive, --archive; mv and rsync always)
+// into a directory that holds startup files (codeDir: a home directory,
+// .git, .ssh, .config, /etc), that directory with "/.bashrc" appended.
+func copyDestinations(name string, words []cmdWord) []string {
+	var operands []string
+	target := ""
+	hasTarget := false
+	tree := name == "mv" || name == "rsync"
+	for i := 1; i < len(words); i++ {
+		w := words[i]
+		opt, val, hasVal := strings.Cut(w.lit, "=")
+		switch {
+		case w.lit == "--":
+			for _, o := range words[i+1:] {
+				operands = append(operands, fileOf(o))
+			}
+			i = len(words)
+		case strings.HasPrefix(w.lit, "--"):
+			if longOption(opt, "--target-directory") {
+				target, hasTarget = fileOf(valueWord(words, &i, val, hasVal)), true
+			}
+			tree = tree || longOption(opt, "--recursive", "--archive")
+		case strings.HasPrefix(w.lit, "-") && w.lit != "-":
+			if name != "rsync" && shortTarget(name, w.lit) >= 0 {
+				k := shortTarget(name, w.lit)
+				target, hasTarget = fileOf(valueWord(words, &i, w.lit[k+1:], true)), true // -t DIR, -vtDIR
+			}
+			tree = tree || name == "cp" && strings.ContainsAny(w.lit[1:], "rRa")
+		default:
+			operands = append(operands, fileOf(w))
+		}
+	}
+	var files []string
+	sources := operands
+	if hasTarget {
+		files = append(files, target+"/x")
+	} else if len(operands) > 0 {
+		target, sources = operands[len(operands)-1], operands[:len(operands)-1]
+		files = append(files, target)
+	}
+	if target == "" {
+		return files
+	}
+	// Where the destination is surely a directory, each source lands in
+	// it under its base name; "cp ~/.bashrc /tmp/b" is read as /tmp/b.
+	if hasTarget || strings.HasSuffix(target, "/") || contains([]string{".", ".."}, path.Base(target)) ||
+		codeDir(target) || len(sources) > 1 {
+		for _, src := range sources {
+			b := path.Base(strings.TrimRight(src, "/"))
+			files = append(files, target+"/"+b, target+"/"+b+"/x")
+		}
+	}
+	if tree && len(sources) > 0 && codeDir(target) {
+		files = append(files, target+"/.bashrc")
+	}
+	return files
+}
+
+// codeDir reports whether p names a directory whose direct entries
+// include files a program runs as code: a home directory (~, ~user,
+// /root, /home/NAME, /Users/NAME), .git, .ssh, .config or /etc.
+func codeDir(p string) bool {
+	c := strings.ToLower(path.Clean(p))
+	parts := strings.Split(strings.TrimPrefix(c, "/"), "/")
+	switch {
+	case strings.HasPrefix(c, "~") && !strings.Contains(c, "/"), c == "/root", c == "/etc":
+		return true
+	case len(parts) == 2 && (parts[0] == "home" || parts[0] == "users") && strings.HasPrefix(c, "/"):
+		return true
+	}
+	return contains([]string{".git", ".ssh", ".config"}, path.Base(c))
 }
