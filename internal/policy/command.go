@@ -392,15 +392,24 @@ func checkRunner(words []cmdWord, opaque func(string)) {
 	if !isWrapper(base) {
 		return
 	}
+	envOptions := base == "env" // env's own options: up to its command
 	for i := 1; i < len(words); i++ {
 		w := words[i]
-		if base == "env" && (strings.HasPrefix(w.lit, "-S") || strings.HasPrefix(w.lit, "--split-string")) {
+		if envOptions && envSplit(w.lit) {
 			opaque(`"env -S" runs a command line the matcher cannot read`)
 			return
 		}
 		if w.unknown {
 			opaque(fmt.Sprintf("%q runs a command that is not literal", base))
 			return
+		}
+		switch {
+		case !envOptions:
+		case w.lit == "-u" || w.lit == "-C" || w.lit == "--unset" || w.lit == "--chdir":
+			i++ // its value
+			continue
+		case !strings.HasPrefix(w.lit, "-") && !strings.Contains(w.lit, "="):
+			envOptions = false
 		}
 		if b := path.Base(w.lit); isShellLike(b) && (b != "." || !runsPrograms(base)) {
 			opaque(fmt.Sprintf("%q runs %q, which runs code the matcher cannot read", base, b))
@@ -411,6 +420,20 @@ func checkRunner(words []cmdWord, opaque func(string)) {
 			return
 		}
 	}
+}
+
+// envSplit reports whether w is env's -S/--split-string: alone, in a
+// cluster of short options (-iS 'rm x', before a letter that takes the
+// rest as its value) or abbreviated as getopt_long takes it (--s).
+func envSplit(w string) bool {
+	opt, _, _ := strings.Cut(w, "=")
+	if strings.HasPrefix(w, "--") {
+		return longOption(opt, "--split-string")
+	}
+	if k := strings.IndexAny(w, "SCu"); strings.HasPrefix(w, "-") && k > 0 {
+		return w[k] == 'S'
+	}
+	return false
 }
 
 // runsPrograms reports whether the wrapper name (a base name) runs only

@@ -207,16 +207,10 @@ func awkCode(name string, words []cmdWord) string {
 		}
 		kind, val := byte(0), ""
 		if opt, v, ok := strings.Cut(w.lit, "="); strings.HasPrefix(opt, "--") {
-			switch opt {
-			case "--assign", "--field-separator":
-				kind, val = 'v', v
-			case "--file", "--exec", "--include", "--load":
-				kind, val = 'f', v
-			case "--source":
-				kind, val = 'e', v
-			default:
+			if kind = awkLong(opt[2:]); kind == 0 {
 				continue
 			}
+			val = v
 			if !ok {
 				val = "" // the next word
 			}
@@ -246,8 +240,30 @@ func awkCode(name string, words []cmdWord) string {
 			}
 			continue
 		case 'W':
+			// gawk reads -W name[=value] as --name[=value] (getopt's
+			// "W;"), abbreviated too: -W so='BEGIN{…}', -W fi=/dev/stdin.
+			opt, v, ok := strings.Cut(val, "=")
 			if strings.HasPrefix(val, "e") {
 				return fmt.Sprintf("%q -W exec reads a program the matcher does not check", name)
+			}
+			if k := awkLong(opt); k != 0 {
+				if !ok && i+1 < len(words) {
+					i++
+					if words[i].unknown {
+						return fmt.Sprintf("%q gets an option value that is not literal", name)
+					}
+					v = words[i].lit
+				}
+				if k == 'f' {
+					if why := scriptFile(name, cmdWord{lit: v}); why != "" {
+						return why
+					}
+					continue
+				}
+				if k == 'v' {
+					continue
+				}
+				val = v
 			}
 		case 0:
 			val = w.lit
@@ -257,6 +273,24 @@ func awkCode(name string, words []cmdWord) string {
 		}
 	}
 	return ""
+}
+
+// awkLong returns the kind of gawk's long option opt (without dashes),
+// also abbreviated as getopt_long takes it: 'e' for --source (a
+// program), 'f' for --file, --exec, --include and --load (a file), 'v'
+// for --assign and --field-separator (data), else 0. gawk's table is not
+// read here: an ambiguous prefix (--s, --f) counts as the first kind it
+// may name, which at worst reads a word as a program or a file.
+func awkLong(opt string) byte {
+	switch {
+	case longPrefix(opt, "source"):
+		return 'e'
+	case longPrefix(opt, "file", "exec", "include", "load"):
+		return 'f'
+	case longPrefix(opt, "assign", "field-separator"):
+		return 'v'
+	}
+	return 0
 }
 
 // sedCode says why a sed command may run commands: a script (the first

@@ -27,11 +27,30 @@ import (
 // match it, an allow rule never allows it.
 
 // longOption reports whether opt (a word's text before '=') names one of
-// names: exactly, or as an abbreviation getopt_long accepts (a prefix of
-// at least four bytes, "--to" for "--to-command").
+// names: exactly, or as an abbreviation getopt_long accepts ("--t" for
+// "--to-command"). getopt_long takes any prefix that names one option of
+// the program's table; the table is not read here, so any prefix of at
+// least one letter after "--" counts, also one the program finds
+// ambiguous (it then exits with an error and runs nothing). Where names
+// run code, that fails closed; callers that make a word safe by it
+// (--version, --help) read only what the program rejects or exits on.
 func longOption(opt string, names ...string) bool {
 	for _, n := range names {
-		if opt == n || len(opt) >= 4 && strings.HasPrefix(n, opt) {
+		if opt == n || len(opt) >= 3 && strings.HasPrefix(n, opt) {
+			return true
+		}
+	}
+	return false
+}
+
+// longPrefix reports whether opt, a word's text without its dashes and
+// before '=', is one of names or a non-empty prefix of one: an
+// abbreviation a parser that takes unique prefixes (getopt_long_only,
+// emacs's own, gawk's -W) may read as it, whatever else the program's
+// table holds.
+func longPrefix(opt string, names ...string) bool {
+	for _, n := range names {
+		if opt != "" && strings.HasPrefix(n, opt) {
 			return true
 		}
 	}
@@ -216,10 +235,19 @@ func emacsCode(name string, words []cmdWord) string {
 		if !strings.HasPrefix(w.lit, "-") {
 			continue
 		}
-		if contains(inline, opt) {
+		// Both emacs (command-line-1 completes a "--" word against its
+		// long options) and emacsclient (getopt_long) take a prefix of a
+		// long option: --ev, --fun, --lo; emacsclient's short options
+		// cluster (-ne) and -a/--alternate-editor names a program it runs
+		// when no server answers.
+		dashes := strings.HasPrefix(w.lit, "--")
+		if contains(inline, opt) || dashes && longPrefix(opt, "eval", "execute", "funcall") {
 			return runsOption(name, w.lit)
 		}
-		if contains([]string{"l", "load", "script", "scriptload"}, opt) {
+		if name == "emacsclient" && (dashes && longPrefix(opt, "alternate-editor") || !dashes && emacsclientShort(w.lit)) {
+			return runsOption(name, w.lit)
+		}
+		if contains([]string{"l", "load", "script", "scriptload", "x"}, opt) || dashes && longPrefix(opt, "load", "script") {
 			v, ok := optionValue(words, &i, val, hasVal)
 			if why := scriptFile(name, cmdWord{lit: v, unknown: !ok}); why != "" {
 				return why
@@ -227,6 +255,21 @@ func emacsCode(name string, words []cmdWord) string {
 		}
 	}
 	return ""
+}
+
+// emacsclientShort reports whether w, a cluster of emacsclient's short
+// options, holds -e (--eval) or -a (--alternate-editor) before a letter
+// that takes the rest as its value.
+func emacsclientShort(w string) bool {
+	for j := 1; j < len(w); j++ {
+		switch c := w[j]; {
+		case c == 'e' || c == 'a':
+			return true
+		case strings.IndexByte("sfdFTwPr", c) >= 0:
+			return false
+		}
+	}
+	return false
 }
 
 // debuggerSafe lists the gdb and lldb commands given inline that run
@@ -252,6 +295,14 @@ func debuggerCode(name string, words []cmdWord) string {
 		files = []string{"s", "source", "S", "source-before-file", "K", "source-on-crash"}
 		batch = []string{"b", "batch"}
 	}
+	// gdb reads its options with getopt_long_only: -ev, --eval-c and
+	// -init-e are abbreviations of eval-command and init-eval-command.
+	// Its table is not read here, so any prefix of such a name counts
+	// but the exact names -e (exec), -i (interpreter) and -c (core).
+	// lldb (LLVM's option table) takes no abbreviation.
+	is := func(opt string, list []string) bool {
+		return contains(list, opt) || name == "gdb" && !contains([]string{"e", "i", "c"}, opt) && longPrefix(opt, list...)
+	}
 	exits, batched := false, false
 	for i := 1; i < len(words); i++ {
 		w := words[i]
@@ -265,12 +316,12 @@ func debuggerCode(name string, words []cmdWord) string {
 		switch {
 		case w.lit == "--" || opt == "args":
 			i = len(words) // the program to debug and its arguments
-		case contains(inline, opt):
+		case is(opt, inline):
 			v, ok := optionValue(words, &i, val, hasVal)
 			if !ok || !contains(debuggerSafe, strings.Join(strings.Fields(v), " ")) {
 				return runsOption(name, w.lit)
 			}
-		case contains(files, opt):
+		case is(opt, files):
 			v, ok := optionValue(words, &i, val, hasVal)
 			if why := scriptFile(name, cmdWord{lit: v, unknown: !ok}); why != "" {
 				return why
@@ -465,6 +516,9 @@ func mysqlCode(name string, words []cmdWord) string {
 		v, ok, isExec := "", true, false
 		switch {
 		case strings.HasPrefix(w.lit, "--"):
+			// my_getopt takes '_' for '-', a "loose-" prefix and an
+			// unambiguous prefix: --loose-pager, --plugin_dir, --ex.
+			opt = "--" + strings.TrimPrefix(strings.ReplaceAll(opt[2:], "_", "-"), "loose-")
 			if longOption(opt, "--version", "--help") {
 				given = true
 			}
@@ -552,14 +606,21 @@ func replCode(name string, words []cmdWord) string {
 		}
 		return "crontab installs commands that run later, which the matcher cannot read"
 	case "dc", "gnuplot":
-		if has("-e", "--expression") {
+		// dc (getopt_long) takes -e with its value attached (-e'!rm x')
+		// and --expression abbreviated (--e).
+		if has("-e", "--expression") || slices.ContainsFunc(opts, func(o string) bool {
+			return !strings.HasPrefix(o, "--") && strings.HasPrefix(o, "-e") || strings.HasPrefix(o, "--") && longOption(o, "--expression")
+		}) {
 			return runsOption(name, "-e")
 		}
 		if name == "dc" && has("-f", "--file") || len(pos) > 0 && !contains(pos, "-") {
 			return ""
 		}
 	case "jshell", "lftp":
-		if has("-c", "-e") {
+		// lftp (getopt) clusters its short options: -dc 'cmd'.
+		if has("-c", "-e") || name == "lftp" && slices.ContainsFunc(opts, func(o string) bool {
+			return !strings.HasPrefix(o, "--") && strings.ContainsAny(o, "ce")
+		}) {
 			return runsOption(name, "-c")
 		}
 		if has("-f") || len(pos) > 0 && name == "jshell" && !contains(pos, "-") {

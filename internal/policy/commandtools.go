@@ -36,7 +36,12 @@ func (pc *parsedCommand) addRsync(words []cmdWord, depth int, unsafe, opaque fun
 		}
 		opt, val, hasVal := strings.Cut(w.lit, "=")
 		switch {
-		case opt == "--rsh":
+		case longOption(opt, "--rsync-path", "--remote-option"):
+			// An abbreviation, too (--rsync-p): popt's table is not read
+			// here, and one that may name either runs a command.
+			opaque(fmt.Sprintf("rsync %s runs a command line on the remote host the matcher does not read", opt))
+			return
+		case longOption(opt, "--rsh"):
 			if !hasVal && i+1 < len(words) {
 				i++
 				val = words[i].lit
@@ -46,9 +51,6 @@ func (pc *parsedCommand) addRsync(words []cmdWord, depth int, unsafe, opaque fun
 				}
 			}
 			pc.addEmbedded(val, depth, "rsync's -e command", unsafe, opaque)
-		case opt == "--rsync-path" || opt == "--remote-option":
-			opaque(fmt.Sprintf("rsync %s runs a command line on the remote host the matcher does not read", opt))
-			return
 		case strings.HasPrefix(w.lit, "--") || !strings.HasPrefix(w.lit, "-"):
 		default:
 			for j := 1; j < len(w.lit); j++ {
@@ -161,15 +163,24 @@ func gitSubcommandCode(sub string, args []cmdWord) string {
 		if a.unknown {
 			return "git gets a word that is not literal"
 		}
-		opt, _, _ := strings.Cut(a.lit, "=")
+		opt, val, hasVal := strings.Cut(a.lit, "=")
+		long := strings.HasPrefix(a.lit, "--")
+		// parse-options takes an unambiguous prefix of a long option
+		// (--upload-p, --exe, --con); the subcommand's table is not read
+		// here, so any prefix counts. clone's short options cluster
+		// (-qu cmd, -qc key=value).
 		switch {
-		case opt == "--upload-pack" || opt == "--receive-pack" || opt == "--exec" || opt == "--extcmd":
+		case long && longOption(opt, "--upload-pack", "--receive-pack", "--exec", "--extcmd"):
 			return runs(opt)
-		case sub == "clone" && a.lit == "-u":
+		case sub == "clone" && !long && strings.HasPrefix(a.lit, "-") && cloneShort(a.lit) == 'u':
 			return runs("-u")
-		case sub == "clone" && (a.lit == "-c" || a.lit == "--config" || opt == "--config" || strings.HasPrefix(a.lit, "-c")):
-			kv := strings.TrimPrefix(strings.TrimPrefix(a.lit, "--config="), "-c")
-			if a.lit == "-c" || a.lit == "--config" {
+		case sub == "clone" && (long && longOption(opt, "--config") || !long && strings.HasPrefix(a.lit, "-") && cloneShort(a.lit) == 'c'):
+			kv, given := val, long && hasVal
+			if !long {
+				kv = a.lit[strings.IndexByte(a.lit, 'c')+1:]
+				given = kv != ""
+			}
+			if !given {
 				if k+1 >= len(args) || args[k+1].unknown {
 					return runs(a.lit + " (a configuration that is not literal)")
 				}
@@ -185,6 +196,15 @@ func gitSubcommandCode(sub string, args []cmdWord) string {
 		}
 	}
 	return ""
+}
+
+// cloneShort returns the first letter of w, a cluster of git clone's
+// short options, that takes a value (u, c, o, b, j), or 0.
+func cloneShort(w string) byte {
+	if k := strings.IndexAny(w[1:], "ucobj"); k >= 0 {
+		return w[1+k]
+	}
+	return 0
 }
 
 // scpCode says why scp or sftp (name) runs a command the matcher cannot

@@ -152,26 +152,42 @@ func writesCode(name string, words []cmdWord) string {
 
 // downloadFiles returns the files curl or wget (name) writes: curl's -o
 // values, and the URLs' base names with -O or --remote-name; wget's -O
-// value, else the URLs' base names.
+// value, else the URLs' base names; each also under the directory of
+// curl's --output-dir or wget's -P/--directory-prefix.
 func downloadFiles(name string, words []cmdWord) []string {
 	var files, urls []string
 	short, long, remote := "o", "--output", false
+	dirLong, dirShort, dir := "--output-dir", "", "" // curl --output-dir D, wget -P D: where the files land
 	if name == "wget" {
 		short, long, remote = "O", "--output-document", true
+		dirLong, dirShort = "--directory-prefix", "P"
 	}
 	for i := 1; i < len(words); i++ {
 		w := words[i]
 		opt, val, hasVal := strings.Cut(w.lit, "=")
 		switch {
 		case strings.HasPrefix(w.lit, "--"):
-			if longOption(opt, long) {
-				files = append(files, fileOf(valueWord(words, &i, val, hasVal)))
-				remote = false
+			// curl's --outp may name --output or --output-dir: its value
+			// is read as both.
+			out, isDir := longOption(opt, long), opt != long && longOption(opt, dirLong)
+			if out || isDir {
+				v := fileOf(valueWord(words, &i, val, hasVal))
+				if out {
+					files = append(files, v)
+					remote = false
+				}
+				if isDir {
+					dir = v
+				}
 			}
 			if name == "curl" && longOption(opt, "--remote-name", "--remote-name-all") {
 				remote = true
 			}
 		case strings.HasPrefix(w.lit, "-"):
+			if k := strings.Index(w.lit, dirShort); dirShort != "" && k > 0 {
+				dir = fileOf(valueWord(words, &i, w.lit[k+1:], true))
+				continue
+			}
 			if name == "curl" && strings.Contains(w.lit, "O") {
 				remote = true
 			}
@@ -187,6 +203,11 @@ func downloadFiles(name string, words []cmdWord) []string {
 		for _, u := range urls {
 			u, _, _ = strings.Cut(u, "?")
 			files = append(files, path.Base(u))
+		}
+	}
+	if dir != "" {
+		for _, f := range files {
+			files = append(files, dir+"/"+f) // both, where -o is absolute or not under the directory
 		}
 	}
 	return files
