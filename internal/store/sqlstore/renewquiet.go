@@ -39,8 +39,7 @@ import (
 //
 // The count follows the write of the instance row in the same
 // transaction (the full renewal's second read follows its commit,
-// renewedAfter, which sees no less: a rolled-back quiet renewal must not
-// commit its instance row before it knows its count): on Postgres a
+// renewedAfter, and sees no less): on Postgres a
 // take-over that read the instance's old lease under its share lock
 // (lockedRequest) committed before the write and is counted, one that
 // comes later waits for this renewal and sees the new lease; SQLite's
