@@ -45,16 +45,18 @@ const heldRowsQuery = `SELECT id, CASE WHEN ` + liveLease + ` THEN 1 ELSE 0 END 
 //     held, taken over, or consumed since the last renewal: each is
 //     written once, not at every renewal), and those only;
 //  4. sets the instance's lease to until; and
-//  5. on Postgres counts the live requests still marked for holder, and
-//     reads again which of ids they are only when the count falls short
-//     of those steps 1–3 found held (a take-over or a settlement since
-//     step 1; the set only shrinks, renewquiet.go). This follows the
-//     instance row's lock (step 4), so a take-over that read the old
-//     lease under its share lock (lockedRequest) committed before it and
-//     is seen here, and a take-over that comes later waits for this
-//     renewal and sees the new lease: two instances never both believe
-//     they hold a request. SQLite's IMMEDIATE transaction lets nothing in
-//     between, so steps 2 and 3 already answer.
+//  5. on Postgres, after the commit (renewedAfter), counts the live
+//     requests still marked for holder, and reads again which of ids
+//     they are only when the count falls short of those steps 1–3 found
+//     held (a take-over or a settlement since step 1; the set only
+//     shrinks, renewquiet.go). This follows the instance row's lock
+//     (step 4) and the commit, so a take-over that read the old lease
+//     under its share lock (lockedRequest) committed before it and is
+//     seen here, and a take-over that comes later waits for this renewal
+//     and sees the new lease: two instances never both believe they hold
+//     a request. The instance row is held exclusively only from the
+//     upsert to the commit. SQLite's IMMEDIATE transaction lets nothing
+//     in between, so steps 2 and 3 already answer.
 //
 // When ids are those of holder's last committed renewal, a quiet renewal
 // runs first (renewQuiet): it writes the instance row and counts the live
@@ -104,8 +106,10 @@ func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID,
 		}
 		return nil
 	}
+	recount := false // Postgres, ids named: step 5 runs after the commit
 	err := db.inLeaseTx(ctx, func(t *tx) error {
 		clear(held)
+		recount = false
 		var (
 			settled bool  // a marked row no longer needs a holder
 			unmark  []any // live, marked, not in ids: rare (a lease dropped while its request still needs one)
@@ -173,26 +177,12 @@ func (db *DB) RenewLeases(ctx context.Context, holder string, ids []approval.ID,
 		if _, err := t.exec(ctx, upsertInstanceLease, holder, until.UnixMilli()); err != nil {
 			return err
 		}
-		if t.forUpdate() == "" {
-			return nil
-		}
-		// Step 5, counted first: the rows marked for holder now are a
-		// subset of those held (only this transaction marked any since
-		// step 1; see renewquiet.go), so as many live ones as held are
-		// the same ones, and only a count that falls short (a take-over or
-		// a settlement since step 1) needs the rows.
-		var marked int64
-		if err := t.queryRow(ctx, quietCountQuery, holder).Scan(&marked); err != nil {
-			return err
-		}
-		if marked == int64(countTrue(held)) {
-			return nil
-		}
-		clear(held)
-		rows, err = t.query(ctx, `SELECT id FROM requests
-			WHERE held_by = ? AND lease_until = 253402300799999 AND `+liveLease, holder)
-		return eachRow(rows, err, hold)
+		recount = t.forUpdate() != ""
+		return nil
 	})
+	if err == nil && recount {
+		err = db.renewedAfter(ctx, holder, sorted, held)
+	}
 	db.renewed.commit(holder, sorted, err)
 	if err != nil {
 		return nil, db.wrap("renew leases", err)
@@ -262,6 +252,55 @@ func countTrue(held []bool) int {
 		}
 	}
 	return n
+}
+
+// renewedAfter is RenewLeases' step 5 on Postgres, run after the
+// renewal committed, outside its transaction (on the lease pool): it
+// counts the live requests still marked for holder and, only when the
+// count falls short of those held (steps 1–3 found; a take-over,
+// settlement, release or renewing consume since), clears held and reads
+// again which of sorted they are. The rows marked for holder are a subset
+// of held (only a renewal of holder marks a row; renewquiet.go), so an
+// equal count means the same rows.
+//
+// After the commit, not before it: the renewal then holds the instance
+// row exclusively for the upsert's round trip only, not through a count
+// and a read of every marked row while the decisions in flight wait for
+// their FOR SHARE (approve-all's count always fell short; branch
+// pglease45c, docs/performance.md). The read sees at least what a read
+// under the lock saw: a take-over that read the instance's old lease
+// under its share lock committed before the upsert took the row, so
+// before the commit, and a statement begun after the commit sees it
+// (each autocommit statement has its own snapshot, whatever the
+// database's default isolation); a take-over that comes later sees the
+// new lease and takes nothing over until it lapses. Rows that leave the
+// marked set in between were settled, released or consumed by their
+// holder: reporting them not renewed only wakes their waiters to re-read.
+func (db *DB) renewedAfter(ctx context.Context, holder string, sorted []approval.ID, held []bool) error {
+	pool := db.lsql
+	if pool == nil {
+		pool = db.sql
+	}
+	var marked int64
+	if err := pool.QueryRowContext(ctx, db.d.rebind(quietCountQuery), holder).Scan(&marked); err != nil {
+		return err
+	}
+	if marked == int64(countTrue(held)) {
+		return nil
+	}
+	clear(held)
+	var raw sql.RawBytes
+	rows, err := pool.QueryContext(ctx, db.d.rebind(`SELECT id FROM requests
+		WHERE held_by = ? AND lease_until = 253402300799999 AND `+liveLease), holder)
+	return eachRow(rows, err, func(rows *sql.Rows) error {
+		if err := rows.Scan(&raw); err != nil {
+			return err
+		}
+		if i, ok := searchID(sorted, raw); ok {
+			held[i] = true
+		}
+		return nil
+	})
 }
 
 // eachRow calls fn on each row of rows (a query's result, or its error)

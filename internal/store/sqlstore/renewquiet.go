@@ -38,7 +38,8 @@ import (
 //     nothing and answer ids.
 //
 // The count follows the write of the instance row in the same
-// transaction, as the full renewal's second read does: on Postgres a
+// transaction (the full renewal's second read follows its commit,
+// renewedAfter, and sees no less): on Postgres a
 // take-over that read the instance's old lease under its share lock
 // (lockedRequest) committed before the write and is counted, one that
 // comes later waits for this renewal and sees the new lease; SQLite's
