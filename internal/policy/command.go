@@ -153,6 +153,23 @@ type parsedCommand struct {
 	allowed [][]cmdWord
 }
 
+// markUnsafe records why an allow rule may not allow the command, unless
+// a reason is recorded already (the first one found is kept).
+func (pc *parsedCommand) markUnsafe(why string) {
+	if pc.Unsafe == "" {
+		pc.Unsafe = why
+	}
+}
+
+// markOpaque records why the command runs code the matcher cannot read
+// (the first reason found is kept); an opaque command is unsafe too.
+func (pc *parsedCommand) markOpaque(why string) {
+	if pc.Opaque == "" {
+		pc.Opaque = why
+	}
+	pc.markUnsafe(why)
+}
+
 // isShellLike reports whether name (a base name) is a program or builtin
 // that runs code given to it as a string or file, which the matcher cannot
 // read: an allow rule never allows it and a deny or approve rule treats it
@@ -227,17 +244,7 @@ func parseCommandDepth(src string, depth int) parsedCommand {
 		pc.Opaque = pc.Unsafe
 		return pc
 	}
-	unsafe := func(why string) {
-		if pc.Unsafe == "" {
-			pc.Unsafe = why
-		}
-	}
-	opaque := func(why string) {
-		if pc.Opaque == "" {
-			pc.Opaque = why
-		}
-		unsafe(why)
-	}
+	unsafe, opaque := pc.markUnsafe, pc.markOpaque
 	// The structure an allow rule accepts: lists of simple commands.
 	for _, st := range f.Stmts {
 		checkStmt(st, unsafe)

@@ -224,17 +224,7 @@ func (pc *parsedCommand) addEmbedded(src string, depth int, what string, unsafe,
 // that may inject code makes the command opaque). Other keys, and
 // numbers, are not read.
 func (pc *parsedCommand) checkEnvArgs(args map[string]any, command string) {
-	unsafe := func(why string) {
-		if pc.Unsafe == "" {
-			pc.Unsafe = why
-		}
-	}
-	opaque := func(why string) {
-		if pc.Opaque == "" {
-			pc.Opaque = why
-		}
-		unsafe(why)
-	}
+	unsafe, opaque := pc.markUnsafe, pc.markOpaque
 	one := func(arg, name string, val any) {
 		up := strings.ToUpper(name)
 		if searchVar(up) {

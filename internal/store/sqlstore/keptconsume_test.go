@@ -77,6 +77,23 @@ func admission(t *testing.T, who string, ch chan gate.Admission) gate.Admission 
 	}
 }
 
+// consumedEvents returns how many consumed events of request id db's
+// change feed holds (among its first 1,000 events).
+func consumedEvents(t *testing.T, db *DB, id approval.ID) int {
+	t.Helper()
+	evs, err := db.Events(t.Context(), 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, ev := range evs {
+		if ev.RequestID == id && ev.Type == approval.EventConsumed {
+			n++
+		}
+	}
+	return n
+}
+
 // TestConsumeAtTheHalfLeaseBoundary (lease45b): the consume of a request
 // its process holds through the instance lease (marked) keeps that lease
 // when exactly Lease/2 of it is left at the consume (the row stays
@@ -177,16 +194,7 @@ func TestTakeOverBetweenDecisionAndConsume(t *testing.T) {
 					t.Errorf("consumed: held by %q until %v (%v left), want %s with at least Lease/2", h, lu, lu.Sub(now), winner)
 				}
 				adm.Finish(t.Context(), approval.OutcomeOK)
-				evs, err := dbA.Events(t.Context(), 0, 1000)
-				if err != nil {
-					t.Fatal(err)
-				}
-				consumed := 0
-				for _, ev := range evs {
-					if ev.RequestID == id && ev.Type == approval.EventConsumed {
-						consumed++
-					}
-				}
+				consumed := consumedEvents(t, dbA, id)
 				r, err := dbA.GetRequest(t.Context(), id)
 				if err != nil || consumed != 1 || r.DispatchOutcome != approval.OutcomeOK {
 					t.Errorf("consumed %d times, outcome %q (%v); want once, ok", consumed, r.DispatchOutcome, err)

@@ -80,12 +80,7 @@ func TestCrashBeforeNotifyDispatchesOnce(t *testing.T) {
 		t.Fatal("the decision handed B's notifier nothing to drop")
 	}
 
-	var a gate.Admission
-	select {
-	case a = <-admitted:
-	case <-time.After(30 * time.Second):
-		t.Fatal("A's held call was not answered within 30 s of a decision whose notification was lost")
-	}
+	a := admission(t, "A (a decision whose notification was lost)", admitted)
 	if !a.Allowed || a.ApprovalID != id {
 		t.Fatalf("A's held call: %+v, want allowed through %s", a, id)
 	}
@@ -98,17 +93,7 @@ func TestCrashBeforeNotifyDispatchesOnce(t *testing.T) {
 	if err != nil || r.State != approval.StateConsumed || r.DispatchOutcome != approval.OutcomeOK {
 		t.Fatalf("request %s: %s %q (%v), want consumed, ok", id, r.State, r.DispatchOutcome, err)
 	}
-	evs, err := dbB.Events(t.Context(), 0, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	consumed := 0
-	for _, ev := range evs {
-		if ev.RequestID == id && ev.Type == approval.EventConsumed {
-			consumed++
-		}
-	}
-	if consumed != 1 {
+	if consumed := consumedEvents(t, dbB, id); consumed != 1 {
 		t.Errorf("%s consumed %d times, want once", id, consumed)
 	}
 }
