@@ -132,6 +132,9 @@ func writesCode(name string, words []cmdWord) string {
 			}
 		}
 	case "curl", "wget":
+		if why := curlOptionsCode(name, words); why != "" {
+			return why
+		}
 		files = downloadFiles(name, words)
 	case "find":
 		// -fprint, -fprint0, -fprintf and -fls write their file
@@ -145,6 +148,49 @@ func writesCode(name string, words []cmdWord) string {
 	for _, f := range files {
 		if codeFile(f) {
 			return writesFile(name, strings.TrimSuffix(f, "/x"))
+		}
+	}
+	return ""
+}
+
+// curlOptionsCode says why curl's words (name is curl) hold options the
+// matcher cannot read: -K/--config reading its input (-K -, also in a
+// cluster: -sK-, or /dev/stdin), whose lines may set output = ~/.bashrc;
+// --expand-output, --expand-output-dir or --expand-config (curl 8.3 and
+// later), whose value curl builds from its --variable values
+// ('{{f:64dec}}' spells .git/hooks/pre-commit in base64).
+func curlOptionsCode(name string, words []cmdWord) string {
+	if name != "curl" {
+		return ""
+	}
+	for i := 1; i < len(words); i++ {
+		w := words[i]
+		opt, val, hasVal := strings.Cut(w.lit, "=")
+		var config cmdWord
+		switch {
+		case w.lit == "--":
+			return ""
+		case strings.HasPrefix(w.lit, "--expand-"):
+			if longOption("--"+strings.TrimPrefix(opt, "--expand-"), "--output", "--output-dir", "--config") {
+				return fmt.Sprintf("curl %s names a file by curl's variables, which the matcher cannot read", opt)
+			}
+			continue
+		case strings.HasPrefix(w.lit, "--"):
+			if !longOption(opt, "--config") {
+				continue
+			}
+			config = valueWord(words, &i, val, hasVal)
+		case strings.HasPrefix(w.lit, "-"):
+			k := strings.IndexByte(w.lit, 'K')
+			if k < 0 {
+				continue
+			}
+			config = valueWord(words, &i, w.lit[k+1:], true)
+		default:
+			continue
+		}
+		if scriptFile(name, config) != "" {
+			return "curl -K reads options from its input (output = FILE among them), which the matcher cannot read"
 		}
 	}
 	return ""

