@@ -96,6 +96,8 @@ func gitKeySafe(key string) bool {
 }
 
 // gitCode says why git's words run a command the matcher cannot read.
+// git's top-level options (git.c's handle_options) are exact names, no
+// abbreviation; those listed below take the next word as their value.
 func gitCode(words []cmdWord) string {
 	i := 1
 	key := func(kv string) string {
@@ -135,7 +137,12 @@ func gitCode(words []cmdWord) string {
 			if why := key(val); why != "" {
 				return why
 			}
-		case contains([]string{"-C", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--attr-source"}, w.lit):
+		case strings.HasPrefix(w.lit, "--exec-path="):
+			// git runs its programs from there, and puts it first in the
+			// PATH of every program it starts (ssh, remote helpers, hooks'
+			// commands): "git --exec-path=. push" runs ./ssh.
+			return "git --exec-path= runs programs from a directory the matcher cannot read"
+		case contains([]string{"-C", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--attr-source", "--shallow-file"}, w.lit):
 			if _, ok := next(); !ok {
 				return "git gets a word that is not literal"
 			}
