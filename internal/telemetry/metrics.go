@@ -5,7 +5,9 @@ package telemetry
 
 import (
 	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -27,6 +29,15 @@ type Metrics struct {
 	connectionsShed   *prometheus.CounterVec
 	storeErrors       *prometheus.CounterVec
 	leasesTakenOver   *prometheus.CounterVec
+
+	// toolCallSeries keeps toolCalls' counter per label pair (at most
+	// maxCachedToolCalls), so that counting a call is a map read: the
+	// vec's WithLabelValues checked, hashed and looked its labels up
+	// under a read lock on every decided call (branch stdio46). Copied on write under toolCallMu, read
+	// without a lock. The vec's series are never deleted, so a kept
+	// counter is always the exported one.
+	toolCallSeries atomic.Pointer[map[toolCallKey]prometheus.Counter]
+	toolCallMu     sync.Mutex
 }
 
 // Store operations whose failures toolgate_store_errors_total counts (its
@@ -133,9 +144,48 @@ const EffectGrant = "grant"
 // ToolCall counts one tools/call decided with effect (a policy effect or
 // EffectGrant).
 func (m *Metrics) ToolCall(server, effect string) {
-	if m != nil {
-		m.toolCalls.WithLabelValues(server, effect).Inc()
+	if m == nil {
+		return
 	}
+	k := toolCallKey{server, effect}
+	if s := m.toolCallSeries.Load(); s != nil {
+		if c, ok := (*s)[k]; ok {
+			c.Inc()
+			return
+		}
+	}
+	c := m.toolCalls.WithLabelValues(server, effect)
+	c.Inc()
+	m.keepToolCallSeries(k, c)
+}
+
+// A toolCallKey is the labels of a toolgate_tool_calls_total series.
+type toolCallKey struct{ server, effect string }
+
+// maxCachedToolCalls bounds Metrics.toolCallSeries (servers are the
+// configured upstreams, effects four: a few dozen pairs in practice).
+// Pairs beyond it are counted through the vec as before.
+const maxCachedToolCalls = 256
+
+// keepToolCallSeries adds c, the counter of the labels k, to
+// toolCallSeries (a copy with it), unless it is there or full.
+func (m *Metrics) keepToolCallSeries(k toolCallKey, c prometheus.Counter) {
+	m.toolCallMu.Lock()
+	defer m.toolCallMu.Unlock()
+	var old map[toolCallKey]prometheus.Counter
+	if s := m.toolCallSeries.Load(); s != nil {
+		old = *s
+	}
+	if _, ok := old[k]; ok || len(old) >= maxCachedToolCalls {
+		return
+	}
+	s := make(map[toolCallKey]prometheus.Counter, len(old)+1)
+	for kk, v := range old {
+		s[kk] = v
+	}
+	// Own copies: the caller's strings may be parts of a larger text.
+	s[toolCallKey{strings.Clone(k.server), strings.Clone(k.effect)}] = c
+	m.toolCallSeries.Store(&s)
 }
 
 // ApprovalRequested counts one created request.
