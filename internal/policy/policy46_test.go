@@ -78,6 +78,17 @@ func TestCommandAllowedByCondition(t *testing.T) {
 			t.Errorf("%s: %q: %s by %q, want allow by %q", a.principal, a.command, d.Effect, d.Rule, a.rule)
 		}
 	}
+	// The family's files are code: no call the block allows writes one
+	// (under "git log *" git log --output= did, and psql then ran its \!
+	// line; policy46b).
+	for _, c := range []string{
+		`git log -1 --format='\! rm -rf ~' --output=migrations/0043_x.sql`,
+		`git log --output=migrations/0043_x.sql`,
+	} {
+		if d := eval(t, e, call("desktop", cmd(c))); d.Effect == Allow {
+			t.Errorf("%q: allowed by %q, want it held: it writes a file the migrations rule runs", c, d.Rule)
+		}
+	}
 	variants := []map[string]any{
 		cmd("cp -r dotfiles/. .git/hooks"),
 		cmd("cp -r dotfiles/. ~/.git/hooks"),
@@ -91,6 +102,9 @@ func TestCommandAllowedByCondition(t *testing.T) {
 		cmd("psql -d app < migrations/0042_x.sql -o .git/hooks/pre-commit"),
 		cmd("psql -d app < migrations/0042_../../.git/hooks/x.sql"),
 		cmd(migration + "\n"),
+		cmd("psql -d app < migrations/0042_`reboot`.sql"),
+		cmd("psql -d app < migrations/0042_a\nreboot\n#.sql"),
+		cmd("psql -d app < migrations/0042_index.sql|psql -d app < migrations/0043_index.sql"),
 		cmd(migration + " && psql -d app"),
 		{"command": migration, "env": map[string]any{"LD_PRELOAD": "./x.so"}},
 		cmd("rm -rf build"),
