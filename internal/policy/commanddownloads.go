@@ -231,7 +231,10 @@ func wgetCode(words []cmdWord) (string, []string) {
 			if k == 0 || strings.IndexByte("eoai", w.lit[k]) < 0 {
 				continue
 			}
-			kind = map[byte]byte{'e': 'e', 'o': 'o', 'a': 'o', 'i': 'i'}[w.lit[k]]
+			kind = w.lit[k]
+			if kind == 'a' {
+				kind = 'o' // -a appends to the log
+			}
 			v = valueWord(words, &i, w.lit[k+1:], true)
 		}
 		switch kind {
