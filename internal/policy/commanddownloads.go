@@ -15,12 +15,13 @@ import (
 // options in curlExpandSafe; or a file name the command does not spell:
 // -O with --expand-url, -J (the server's Content-Disposition names it),
 // or a URL glob with -O or an -o holding #N (curl -O 'https://x/{.bashrc,a}',
-// -o '#1'), unless -g/--globoff.
+// -o '#1'), unless -g/--globoff (and no --next, after which -g no longer
+// holds).
 func curlOptionsCode(name string, words []cmdWord) string {
 	if name != "curl" {
 		return ""
 	}
-	expandURL, remote, headerName, glob, hashOut, globOff := false, false, false, false, false, false
+	expandURL, remote, headerName, glob, hashOut, globOff, next := false, false, false, false, false, false, false
 	for i := 1; i < len(words); i++ {
 		w := words[i]
 		opt, val, hasVal := strings.Cut(w.lit, "=")
@@ -49,6 +50,8 @@ func curlOptionsCode(name string, words []cmdWord) string {
 				headerName = true
 			case opt == "--globoff":
 				globOff = true
+			case opt == "--next":
+				next = true // -g counts only up to it: not read per part
 			case longOption(opt, "--config"):
 				config = valueWord(words, &i, val, hasVal)
 			case longOption(opt, "--write-out"):
@@ -69,6 +72,7 @@ func curlOptionsCode(name string, words []cmdWord) string {
 				flags = flags[:v]
 			}
 			globOff = globOff || strings.Contains(flags, "g")
+			next = next || strings.Contains(flags, ":")
 			switch k := 1 + strings.IndexAny(w.lit[1:], "Kwo"); {
 			case k == 0:
 			case w.lit[k] == 'K':
@@ -98,7 +102,7 @@ func curlOptionsCode(name string, words []cmdWord) string {
 		return "curl --expand-url with -O names the file by curl's variables, which the matcher cannot read"
 	case remote && headerName:
 		return "curl -J writes the file the server names, which the matcher cannot read"
-	case glob && !globOff && (remote || hashOut):
+	case glob && (!globOff || next) && (remote || hashOut):
 		return "curl's URL glob names the files it writes, which the matcher cannot read"
 	}
 	return ""
@@ -185,7 +189,8 @@ const wgetValueLetters = "eoaiBtOTwQlARDIXPUnY"
 // run what it cannot read, and returns the files it writes besides its
 // downloads (downloadFiles): the log of -o/--output-file and
 // -a/--append-output (it quotes the server's Location header),
-// --save-cookies, --rejected-log and --hsts-file. Opaque: -e/--execute
+// --save-cookies, --rejected-log and --hsts-file, and --default-page (the
+// name of a URL ending in /). Opaque: -e/--execute
 // (a .wgetrc command: output_document = ~/.bashrc) but for proxy and
 // robots settings, --config or -i/--input-file reading the input, and the
 // options with which the server names the files: -r, -m, -p, -x and
@@ -212,7 +217,8 @@ func wgetCode(words []cmdWord) (string, []string) {
 				return "wget --use-askpass runs a command the matcher cannot read", nil
 			case longOption(opt, "--execute"):
 				kind = 'e'
-			case longOption(opt, "--output-file", "--append-output", "--save-cookies", "--rejected-log", "--hsts-file"):
+			case longOption(opt, "--output-file", "--append-output", "--save-cookies", "--rejected-log", "--hsts-file",
+				"--default-page"):
 				kind = 'o'
 			case longOption(opt, "--input-file", "--config"):
 				kind = 'i'
