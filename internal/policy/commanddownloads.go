@@ -50,7 +50,7 @@ func curlOptionsCode(name string, words []cmdWord) string {
 				headerName = true
 			case opt == "--globoff":
 				globOff = true
-			case opt == "--next":
+			case longOption(opt, "--next"):
 				next = true // -g counts only up to it: not read per part
 			case longOption(opt, "--config"):
 				config = valueWord(words, &i, val, hasVal)
@@ -265,5 +265,5 @@ func wgetCode(words []cmdWord) (string, []string) {
 func wgetCommandSafe(cmd string) bool {
 	name, _, _ := strings.Cut(cmd, "=")
 	name = strings.NewReplacer("_", "", "-", "", " ", "", "\t", "").Replace(strings.ToLower(name))
-	return strings.Contains(cmd, "=") && contains([]string{"robots", "httpproxy", "httpsproxy", "ftpproxy", "noproxy", "useproxy"}, name)
+	return strings.Contains(cmd, "=") && !strings.ContainsAny(cmd, "\n\r") && contains([]string{"robots", "httpproxy", "httpsproxy", "ftpproxy", "noproxy", "useproxy"}, name)
 }
