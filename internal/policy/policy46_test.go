@@ -120,6 +120,28 @@ func TestCommandAllowedByCondition(t *testing.T) {
 		t.Errorf("ci: %q: %s by %q, want approve by the default", dotfiles, d.Effect, d.Rule)
 	}
 
+	// Under default allow the exception lets every caller's same call
+	// through, unless it names the allow rule's principal (policy46b).
+	open := *p
+	open.Default = Allow
+	if d := eval(t, mustCompile(t, &open), call("ci", cmd(dotfiles))); d.Effect != Allow {
+		t.Fatalf("default allow: ci: %q: %s by %q; the doc says the default allows it", dotfiles, d.Effect, d.Rule)
+	}
+	open.Rules = append([]Rule(nil), p.Rules...)
+	for i := range open.Rules {
+		if open.Rules[i].Name == "no rm" {
+			open.Rules[i].When = `!(principal.id == "desktop" && args == {"command": "cp -r dotfiles/. ~"}) &&
+				!(size(args) == 1 && args.command.matches("^psql -d app < migrations/[0-9]{4}_[a-z_]+[.]sql$"))`
+		}
+	}
+	oe := mustCompile(t, &open)
+	if d := eval(t, oe, call("ci", cmd(dotfiles))); d.Effect != Deny {
+		t.Errorf("default allow, exception with the principal: ci: %q: %s by %q, want deny", dotfiles, d.Effect, d.Rule)
+	}
+	if d := eval(t, oe, call("desktop", cmd(dotfiles))); d.Effect != Allow {
+		t.Errorf("default allow, exception with the principal: desktop: %q: %s by %q, want allow", dotfiles, d.Effect, d.Rule)
+	}
+
 	// Without the deny rule the default holds every variant.
 	held := *p
 	held.Rules = slicesWithout(p.Rules, "no rm")
