@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"net/url"
 	"path"
 	"slices"
 	"strings"
@@ -215,8 +216,7 @@ func downloadFiles(name string, words []cmdWord) []string {
 	}
 	if remote {
 		for _, u := range urls {
-			u, _, _ = strings.Cut(u, "?")
-			files = append(files, path.Base(u))
+			files = append(files, remoteName(u)...)
 		}
 	}
 	if dir != "" {
@@ -225,6 +225,21 @@ func downloadFiles(name string, words []cmdWord) []string {
 		}
 	}
 	return files
+}
+
+// remoteName returns the names a download of URL u may take: its last
+// path part without the query or fragment (curl -O 'https://x/.bashrc#a'
+// writes .bashrc), also after a backslash (curl on Windows) and with its
+// %XX escapes decoded (wget saves https://x/%2ebashrc as .bashrc).
+func remoteName(u string) []string {
+	u, _, _ = strings.Cut(u, "?")
+	u, _, _ = strings.Cut(u, "#")
+	b := u[strings.LastIndexAny(u, `/\`)+1:]
+	names := []string{path.Base(u), b}
+	if d, err := url.PathUnescape(b); err == nil && d != b {
+		names = append(names, d, d[strings.LastIndexAny(d, `/\`)+1:])
+	}
+	return names
 }
 
 // gitConfigCode says why git config with args (after "config") sets a
