@@ -188,6 +188,11 @@ func gitSubcommandCode(sub string, args []cmdWord) string {
 			return runs(opt)
 		case (sub == "clone" || sub == "init") && long && longOption(opt, "--template"):
 			return runs(opt + " (it installs that directory's hooks)")
+		case sub == "clone" && !strings.HasPrefix(a.lit, "-") && (codeFile(a.lit) || codeFile(a.lit+"/x")):
+			// The repository's files land there: git clone URL .husky,
+			// ~/.config/autostart. Every operand is read as the
+			// directory (a value of an option too: fails closed).
+			return fmt.Sprintf("git clone writes a repository into %q, whose files a program may run as code", a.lit)
 		case sub == "clone" && !long && strings.HasPrefix(a.lit, "-") && cloneShort(a.lit) == 'u':
 			return runs("-u")
 		case sub == "clone" && (long && longOption(opt, "--config") || !long && strings.HasPrefix(a.lit, "-") && cloneShort(a.lit) == 'c'):

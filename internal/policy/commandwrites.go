@@ -128,6 +128,8 @@ func writesCode(name string, words []cmdWord) string {
 		}
 	case "cp", "mv", "install", "ln", "rsync":
 		files = copyDestinations(name, words)
+	case "scp":
+		files = copyDestinations("cp", scpOperands(words))
 	case "dd":
 		for _, w := range words[1:] {
 			if v, ok := strings.CutPrefix(w.lit, "of="); ok {
@@ -225,6 +227,37 @@ func downloadFiles(name string, words []cmdWord) []string {
 		}
 	}
 	return files
+}
+
+// scpOperands returns scp's words as cp's: "cp", "-r" when scp copies a
+// tree, and scp's operands without its options and their values (the
+// letters of scpCode's argFlags take one). scp h:x ~/.bashrc writes
+// ~/.bashrc as cp does; a remote destination (h:.bashrc) is read as a
+// local one (fails closed, as rsync's).
+func scpOperands(words []cmdWord) []cmdWord {
+	out := []cmdWord{{lit: "cp"}}
+	for i := 1; i < len(words); i++ {
+		w := words[i]
+		if w.lit == "--" {
+			return append(out, words[i+1:]...)
+		}
+		if !strings.HasPrefix(w.lit, "-") || w.lit == "-" {
+			out = append(out, w)
+			continue
+		}
+		for j := 1; j < len(w.lit); j++ {
+			if w.lit[j] == 'r' {
+				out = append(out, cmdWord{lit: "-r"})
+			}
+			if strings.IndexByte("cDFiJloPSX", w.lit[j]) >= 0 {
+				if j+1 == len(w.lit) {
+					i++ // the value is the next word
+				}
+				break
+			}
+		}
+	}
+	return out
 }
 
 // remoteName returns the names a download of URL u may take: its last
