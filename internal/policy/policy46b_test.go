@@ -57,7 +57,8 @@ func TestCommandPolicy46bParsers(t *testing.T) {
 				`curl -H 'Accept: c' -D headers.txt https://x`, `curl -sw '%{http_code}' -o /dev/null https://x`,
 				`curl --variable %TOKEN --expand-header 'Authorization: Bearer {{TOKEN}}' https://x`,
 				`curl --variable %HOST --expand-url 'https://{{HOST}}/a' -o a.json`, `curl -O https://x/a.tgz`,
-				`curl -g -O 'https://x/a[1].tgz'`, `curl -o 'a#1.txt' https://x/a`, `curl -w '%output{stats.txt}%{time_total}' https://x`}},
+				`curl -g -O 'https://x/a[1].tgz'`, `curl -X POST -H 'Content-Type: application/json' -d '{"a":1}' -o out.json https://x`,
+				`curl -LO https://x/releases/download/v1/b.tar.gz`, `curl --fail --location --output b.tgz https://x`, `curl -o 'a#1.txt' https://x/a`, `curl -w '%output{stats.txt}%{time_total}' https://x`}},
 		{"wget", []string{"wget *", "echo *"},
 			[]string{
 				`wget -e output_document=.bashrc https://x/p`,
@@ -81,7 +82,8 @@ func TestCommandPolicy46bParsers(t *testing.T) {
 				`echo 'output_document = .bashrc' > ~/.wgetrc`,
 			},
 			[]string{`wget -q https://x/a.tgz`, `wget -O- https://x`, `wget -nv -np -nc https://x/a.tgz`, `wget -c https://x/a.tgz`,
-				`wget -e robots=off https://x/a.tgz`, `wget https://x/a%20b.tgz`, `wget -o wget.log https://x/a.tgz`, `wget -P downloads https://x/a.tgz`}},
+				`wget -e robots=off https://x/a.tgz`, `wget --no-check-certificate --tries=3 --progress=bar --continue https://x/a.tgz`,
+				`wget --header='Authorization: x' --inet4-only --max-redirect=3 --post-data=a=1 --compression=auto https://x/a`, `wget https://x/a%20b.tgz`, `wget -o wget.log https://x/a.tgz`, `wget -P downloads https://x/a.tgz`}},
 		{"scp", []string{"scp *"},
 			[]string{`scp h:x ~/.bashrc`, `scp -P 22 h:x .git/hooks/pre-commit`, `scp -i key h:hooks/pre-commit .git/hooks`,
 				`scp -r h:dots/. ~`, `scp -- h:x .zshrc`},
@@ -97,7 +99,7 @@ func TestCommandPolicy46bParsers(t *testing.T) {
 				`git clone https://x/r .husky`,
 				`git clone -q https://x/r ~/.config/autostart`,
 			},
-			[]string{`git -C repo log`, `git -C repo --no-pager log -1`, `git clone https://x/r`, `git init`,
+			[]string{`git clone --depth 1 https://x/b.git`, `git clone https://x/r.git src/r`, `git -C repo log`, `git -C repo --no-pager log -1`, `git clone https://x/r`, `git init`,
 				`git -c init.defaultBranch=main init`, `git -c user.name=x commit -m y`}},
 	}
 	for _, tc := range tests {
