@@ -98,7 +98,10 @@ func inlineCode(words []cmdWord) string {
 	case "git":
 		return gitCode(words)
 	case "scp", "sftp":
-		return scpCode(name, words)
+		if why := scpCode(name, words); why != "" || name == "sftp" {
+			return why
+		}
+		return writesCode(name, words) // scp h:x ~/.bashrc
 	case "deno", "bun":
 		return denoBunCode(name, words)
 	}

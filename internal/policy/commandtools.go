@@ -87,6 +87,13 @@ func (pc *parsedCommand) addRsync(words []cmdWord, depth int, unsafe, opaque fun
 // fails closed.
 func gitKeySafe(key string) bool {
 	section, _, _ := strings.Cut(key, ".")
+	switch key {
+	case "init.templatedir", "help.autocorrect":
+		// init.templateDir installs that directory's hooks (clone runs
+		// post-checkout); help.autocorrect=immediate runs the subcommand
+		// a misspelled one is taken for (git rebse -x 'rm y' runs rebase -x).
+		return false
+	}
 	switch section {
 	case "user", "color", "advice", "init", "i18n", "column", "log", "status", "help", "pull", "push", "fetch", "safe", "commit", "tag", "gc":
 		return true
@@ -179,6 +186,13 @@ func gitSubcommandCode(sub string, args []cmdWord) string {
 		switch {
 		case long && longOption(opt, "--upload-pack", "--receive-pack", "--exec", "--extcmd"):
 			return runs(opt)
+		case (sub == "clone" || sub == "init") && long && longOption(opt, "--template"):
+			return runs(opt + " (it installs that directory's hooks)")
+		case sub == "clone" && !strings.HasPrefix(a.lit, "-") && (codeFile(a.lit) || codeFile(a.lit+"/x")):
+			// The repository's files land there: git clone URL .husky,
+			// ~/.config/autostart. Every operand is read as the
+			// directory (a value of an option too: fails closed).
+			return fmt.Sprintf("git clone writes a repository into %q, whose files a program may run as code", a.lit)
 		case sub == "clone" && !long && strings.HasPrefix(a.lit, "-") && cloneShort(a.lit) == 'u':
 			return runs("-u")
 		case sub == "clone" && (long && longOption(opt, "--config") || !long && strings.HasPrefix(a.lit, "-") && cloneShort(a.lit) == 'c'):

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"net/url"
 	"path"
 	"slices"
 	"strings"
@@ -26,6 +27,7 @@ import (
 var codeFileNames = []string{
 	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin",
 	".zlogout", ".kshrc", ".mkshrc", ".cshrc", ".tcshrc", ".login", ".logout", ".gitconfig", ".vimrc", ".exrc", ".gvimrc",
+	".curlrc", "_curlrc", ".wgetrc", // read at start: output = ~/.bashrc, -w %output{…}
 	".gdbinit", ".lldbinit", ".sqliterc", ".psqlrc", ".envrc", ".npmrc", ".yarnrc", ".pythonrc", "sitecustomize.py",
 	"usercustomize.py", "Makefile", "makefile", "GNUmakefile", "crontab",
 }
@@ -112,8 +114,8 @@ func valueWord(words []cmdWord, i *int, attached string, hasAttached bool) cmdWo
 // writesCode says why the writer name (a base name) with words writes a
 // file a program runs as code: tee's and sponge's files, the destination
 // of cp, mv, install, ln and rsync (the -t value, else the last operand),
-// dd's of=, what curl and wget download to (downloadFiles) and curl's
-// other files (curlFiles), and find's
+// dd's of=, what curl and wget download to (downloadFiles) and their
+// other files (curlFiles, wgetCode), and find's
 // -fprint, -fprint0, -fprintf and -fls files.
 func writesCode(name string, words []cmdWord) string {
 	var files []string
@@ -126,20 +128,25 @@ func writesCode(name string, words []cmdWord) string {
 		}
 	case "cp", "mv", "install", "ln", "rsync":
 		files = copyDestinations(name, words)
+	case "scp":
+		files = copyDestinations("cp", scpOperands(words))
 	case "dd":
 		for _, w := range words[1:] {
 			if v, ok := strings.CutPrefix(w.lit, "of="); ok {
 				files = append(files, v)
 			}
 		}
-	case "curl", "wget":
+	case "curl":
 		if why := curlOptionsCode(name, words); why != "" {
 			return why
 		}
-		files = downloadFiles(name, words)
-		if name == "curl" {
-			files = append(files, curlFiles(words)...)
+		files = append(downloadFiles(name, words), curlFiles(words)...)
+	case "wget":
+		why, logs := wgetCode(words)
+		if why != "" {
+			return why
 		}
+		files = append(downloadFiles(name, words), logs...)
 	case "find":
 		// -fprint, -fprint0, -fprintf and -fls write their file
 		// (find . -maxdepth 0 -fprintf ~/.bashrc 'rm x\n').
@@ -155,92 +162,6 @@ func writesCode(name string, words []cmdWord) string {
 		}
 	}
 	return ""
-}
-
-// curlOptionsCode says why curl's words (name is curl) hold options the
-// matcher cannot read: -K/--config reading its input (-K -, also in a
-// cluster: -sK-, or /dev/stdin), whose lines may set output = ~/.bashrc;
-// --expand-output, --expand-output-dir or --expand-config (curl 8.3 and
-// later), whose value curl builds from its --variable values
-// ('{{f:64dec}}' spells .git/hooks/pre-commit in base64).
-func curlOptionsCode(name string, words []cmdWord) string {
-	if name != "curl" {
-		return ""
-	}
-	for i := 1; i < len(words); i++ {
-		w := words[i]
-		opt, val, hasVal := strings.Cut(w.lit, "=")
-		var config cmdWord
-		switch {
-		case w.lit == "--":
-			return ""
-		case strings.HasPrefix(w.lit, "--expand-"):
-			if longOption("--"+strings.TrimPrefix(opt, "--expand-"), "--output", "--output-dir", "--config") {
-				return fmt.Sprintf("curl %s names a file by curl's variables, which the matcher cannot read", opt)
-			}
-			continue
-		case strings.HasPrefix(w.lit, "--"):
-			if !longOption(opt, "--config") {
-				continue
-			}
-			config = valueWord(words, &i, val, hasVal)
-		case strings.HasPrefix(w.lit, "-"):
-			k := strings.IndexByte(w.lit, 'K')
-			if k < 0 {
-				continue
-			}
-			config = valueWord(words, &i, w.lit[k+1:], true)
-		default:
-			continue
-		}
-		if scriptFile(name, config) != "" {
-			return "curl -K reads options from its input (output = FILE among them), which the matcher cannot read"
-		}
-	}
-	return ""
-}
-
-// curlFiles returns the files curl writes besides what it downloads:
-// -D/--dump-header, --trace, --trace-ascii, --stderr, -c/--cookie-jar,
-// --libcurl, --etag-save, --hsts, --alt-svc, and -w's %output{FILE}
-// (%output{>>FILE} appends). Their text is partly the server's (a header
-// name may hold backquotes, a cookie value $(…)), so a startup file
-// named there runs it.
-func curlFiles(words []cmdWord) []string {
-	var files []string
-	for i := 1; i < len(words); i++ {
-		w := words[i]
-		opt, val, hasVal := strings.Cut(w.lit, "=")
-		var v cmdWord
-		switch {
-		case w.lit == "--":
-			return files
-		case strings.HasPrefix(w.lit, "--"):
-			switch {
-			case longOption(opt, "--dump-header", "--trace", "--trace-ascii", "--stderr", "--cookie-jar", "--libcurl", "--etag-save",
-				"--hsts", "--alt-svc"):
-				files = append(files, fileOf(valueWord(words, &i, val, hasVal)))
-			case longOption(opt, "--write-out"):
-				v = valueWord(words, &i, val, hasVal)
-			}
-		case strings.HasPrefix(w.lit, "-"):
-			if k := strings.IndexAny(w.lit, "Dc"); k > 0 {
-				files = append(files, fileOf(valueWord(words, &i, w.lit[k+1:], true)))
-			} else if k := strings.IndexByte(w.lit, 'w'); k > 0 {
-				v = valueWord(words, &i, w.lit[k+1:], true)
-			}
-		}
-		for rest := fileOf(v); ; {
-			_, after, ok := strings.Cut(rest, "%output{")
-			if !ok {
-				break
-			}
-			f, _, _ := strings.Cut(after, "}")
-			files = append(files, strings.TrimPrefix(f, ">>"))
-			rest = after
-		}
-	}
-	return files
 }
 
 // downloadFiles returns the files curl or wget (name) writes: curl's -o
@@ -276,6 +197,9 @@ func downloadFiles(name string, words []cmdWord) []string {
 			if name == "curl" && longOption(opt, "--remote-name", "--remote-name-all") {
 				remote = true
 			}
+			if name == "curl" && hasVal && longOption(opt, "--url") {
+				urls = append(urls, val) // --url=https://x/.bashrc -O; a separate value is read below
+			}
 		case strings.HasPrefix(w.lit, "-"):
 			if k := strings.Index(w.lit, dirShort); dirShort != "" && k > 0 {
 				dir = fileOf(valueWord(words, &i, w.lit[k+1:], true))
@@ -294,8 +218,7 @@ func downloadFiles(name string, words []cmdWord) []string {
 	}
 	if remote {
 		for _, u := range urls {
-			u, _, _ = strings.Cut(u, "?")
-			files = append(files, path.Base(u))
+			files = append(files, remoteName(u)...)
 		}
 	}
 	if dir != "" {
@@ -304,6 +227,52 @@ func downloadFiles(name string, words []cmdWord) []string {
 		}
 	}
 	return files
+}
+
+// scpOperands returns scp's words as cp's: "cp", "-r" when scp copies a
+// tree, and scp's operands without its options and their values (the
+// letters of scpCode's argFlags take one). scp h:x ~/.bashrc writes
+// ~/.bashrc as cp does; a remote destination (h:.bashrc) is read as a
+// local one (fails closed, as rsync's).
+func scpOperands(words []cmdWord) []cmdWord {
+	out := []cmdWord{{lit: "cp"}}
+	for i := 1; i < len(words); i++ {
+		w := words[i]
+		if w.lit == "--" {
+			return append(out, words[i+1:]...)
+		}
+		if !strings.HasPrefix(w.lit, "-") || w.lit == "-" {
+			out = append(out, w)
+			continue
+		}
+		for j := 1; j < len(w.lit); j++ {
+			if w.lit[j] == 'r' {
+				out = append(out, cmdWord{lit: "-r"})
+			}
+			if strings.IndexByte("cDFiJloPSX", w.lit[j]) >= 0 {
+				if j+1 == len(w.lit) {
+					i++ // the value is the next word
+				}
+				break
+			}
+		}
+	}
+	return out
+}
+
+// remoteName returns the names a download of URL u may take: its last
+// path part without the query or fragment (curl -O 'https://x/.bashrc#a'
+// writes .bashrc), also after a backslash (curl on Windows) and with its
+// %XX escapes decoded (wget saves https://x/%2ebashrc as .bashrc).
+func remoteName(u string) []string {
+	u, _, _ = strings.Cut(u, "?")
+	u, _, _ = strings.Cut(u, "#")
+	b := u[strings.LastIndexAny(u, `/\`)+1:]
+	names := []string{path.Base(u), b}
+	if d, err := url.PathUnescape(b); err == nil && d != b {
+		names = append(names, d, d[strings.LastIndexAny(d, `/\`)+1:])
+	}
+	return names
 }
 
 // gitConfigCode says why git config with args (after "config") sets a

@@ -78,6 +78,17 @@ func TestCommandAllowedByCondition(t *testing.T) {
 			t.Errorf("%s: %q: %s by %q, want allow by %q", a.principal, a.command, d.Effect, d.Rule, a.rule)
 		}
 	}
+	// The family's files are code: no call the block allows writes one
+	// (under "git log *" git log --output= did, and psql then ran its \!
+	// line; policy46b).
+	for _, c := range []string{
+		`git log -1 --format='\! rm -rf ~' --output=migrations/0043_x.sql`,
+		`git log --output=migrations/0043_x.sql`,
+	} {
+		if d := eval(t, e, call("desktop", cmd(c))); d.Effect == Allow {
+			t.Errorf("%q: allowed by %q, want it held: it writes a file the migrations rule runs", c, d.Rule)
+		}
+	}
 	variants := []map[string]any{
 		cmd("cp -r dotfiles/. .git/hooks"),
 		cmd("cp -r dotfiles/. ~/.git/hooks"),
@@ -91,6 +102,9 @@ func TestCommandAllowedByCondition(t *testing.T) {
 		cmd("psql -d app < migrations/0042_x.sql -o .git/hooks/pre-commit"),
 		cmd("psql -d app < migrations/0042_../../.git/hooks/x.sql"),
 		cmd(migration + "\n"),
+		cmd("psql -d app < migrations/0042_`reboot`.sql"),
+		cmd("psql -d app < migrations/0042_a\nreboot\n#.sql"),
+		cmd("psql -d app < migrations/0042_index.sql|psql -d app < migrations/0043_index.sql"),
 		cmd(migration + " && psql -d app"),
 		{"command": migration, "env": map[string]any{"LD_PRELOAD": "./x.so"}},
 		cmd("rm -rf build"),
@@ -104,6 +118,28 @@ func TestCommandAllowedByCondition(t *testing.T) {
 	// leaves the call to the default.
 	if d := eval(t, e, call("ci", cmd(dotfiles))); d.Effect != Approve || d.Rule != DefaultRule {
 		t.Errorf("ci: %q: %s by %q, want approve by the default", dotfiles, d.Effect, d.Rule)
+	}
+
+	// Under default allow the exception lets every caller's same call
+	// through, unless it names the allow rule's principal (policy46b).
+	open := *p
+	open.Default = Allow
+	if d := eval(t, mustCompile(t, &open), call("ci", cmd(dotfiles))); d.Effect != Allow {
+		t.Fatalf("default allow: ci: %q: %s by %q; the doc says the default allows it", dotfiles, d.Effect, d.Rule)
+	}
+	open.Rules = append([]Rule(nil), p.Rules...)
+	for i := range open.Rules {
+		if open.Rules[i].Name == "no rm" {
+			open.Rules[i].When = `!(principal.id == "desktop" && args == {"command": "cp -r dotfiles/. ~"}) &&
+				!(size(args) == 1 && args.command.matches("^psql -d app < migrations/[0-9]{4}_[a-z_]+[.]sql$"))`
+		}
+	}
+	oe := mustCompile(t, &open)
+	if d := eval(t, oe, call("ci", cmd(dotfiles))); d.Effect != Deny {
+		t.Errorf("default allow, exception with the principal: ci: %q: %s by %q, want deny", dotfiles, d.Effect, d.Rule)
+	}
+	if d := eval(t, oe, call("desktop", cmd(dotfiles))); d.Effect != Allow {
+		t.Errorf("default allow, exception with the principal: desktop: %q: %s by %q, want allow", dotfiles, d.Effect, d.Rule)
 	}
 
 	// Without the deny rule the default holds every variant.
