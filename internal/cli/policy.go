@@ -29,8 +29,8 @@ Commands:
         never decide a call (an allow rule an approve or deny rule covers)
         and conditions testing a path by string prefix (startsWith("/...")).
         --tools (the JSON of a server's tools/list) also warns about when
-        conditions reading argument fields the tools' input schemas do not
-        declare.
+        conditions reading argument fields, and command rules naming an
+        argument, that the tools' input schemas do not declare.
   explain (--config FILE | --addr A) --server S --tool T [--args JSON] [--principal P]
         How the policy decides one call, rule by rule (see "policy explain --help").
   test CASES.yaml [--config FILE | --addr A] [-v]
