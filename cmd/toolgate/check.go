@@ -87,6 +87,9 @@ func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 		for _, w := range config.ShadowedRules(path, cfg) {
 			fmt.Fprintf(stderr, "warning: %s\n", w)
 		}
+		for _, w := range config.OverruledExactCalls(path, cfg) {
+			fmt.Fprintf(stderr, "warning: %s\n", w)
+		}
 		var prefixes []error
 		for _, err := range cfg.Policy.PathPrefixes() {
 			prefixes = append(prefixes, fmt.Errorf("policy.%w", err))
