@@ -25,8 +25,9 @@ import (
 // an approve or deny rule covers: config.ShadowedRules) and about when
 // conditions testing a path by string prefix (policy.PathPrefixes). With --tools (the
 // tools/list of a configured server), it also warns about when conditions
-// that read an argument field the input schema of no tool their rule
-// matches declares (a typo never matches).
+// that read an argument field, and command selectors whose argument, the
+// input schema of no tool their rule matches declares (a typo never
+// matches, or for a deny rule always does).
 func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 	var f serveFlags
 	var tools toolsFlag
@@ -43,7 +44,7 @@ func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 		files = append(files, v)
 		return nil
 	})
-	fs.Var(&tools, "tools", "SERVER=FILE: the JSON of the server's tools/list; warn about when conditions reading argument fields its tools' input schemas do not declare (repeatable)")
+	fs.Var(&tools, "tools", "SERVER=FILE: the JSON of the server's tools/list; warn about when conditions reading argument fields, and command rules naming an argument, that its tools' input schemas do not declare (repeatable)")
 	usage := func(w io.Writer) {
 		fmt.Fprintln(w, "usage: toolgate policy check [--dev] [--stdio] [--insecure-no-auth] [--tools SERVER=FILE]... FILE | --config FILE")
 		fs.SetOutput(w)
@@ -84,6 +85,9 @@ func checkCmd(args []string, stdout, stderr io.Writer, sys system) int {
 			fmt.Fprintf(stderr, "warning: %s: %s\n", path, w)
 		}
 		for _, w := range config.ShadowedRules(path, cfg) {
+			fmt.Fprintf(stderr, "warning: %s\n", w)
+		}
+		for _, w := range config.OverruledExactCalls(path, cfg) {
 			fmt.Fprintf(stderr, "warning: %s\n", w)
 		}
 		var prefixes []error

@@ -67,3 +67,41 @@ policy:
 		}
 	}
 }
+
+// TestCheckWarnsAboutAnOverruledExactCall (newuser46): docs/policy.md's
+// "Allowing a call no command rule allows" with the exception left out of
+// the deny rule passed policy check, and the one call the allow rule names
+// was denied. Check warns, naming both rules with their lines and what to
+// add; the docs' block as written draws nothing.
+func TestCheckWarnsAboutAnOverruledExactCall(t *testing.T) {
+	head := "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\n" + principals + `servers:
+  shell: { url: "http://127.0.0.1:9/mcp" }
+policy:
+  default: approve
+  rules:
+    - name: restore dotfiles
+      server: shell
+      tools: [run]
+      principals: [agent-1]
+      when: 'args == {"command": "cp -r dotfiles/. ~"}'
+      effect: allow
+    - name: no rm
+      server: shell
+      tools: [run]
+      command: { argument: command, match: ["rm *"] }
+      effect: deny
+`
+	path := writeConfig(t, head)
+	var stdout, stderr strings.Builder
+	code := checkCmd([]string{path}, &stdout, &stderr, testSystem(nil))
+	want := `warning: ` + path + `:13: policy.rules[0] "restore dotfiles" (allow) never allows the one call its when names from "agent-1": policy.rules[1] "no rm" (deny, ` + path + `:19) matches it too, and deny beats allow; a command rule matches every call it cannot read: add the same exception to its when`
+	if code != 0 || !strings.Contains(stderr.String(), want) {
+		t.Errorf("policy check exited %d\nstderr:\n%s\nwant exit 0 and\n%s", code, stderr.String(), want)
+	}
+
+	path = writeConfig(t, head+"      when: 'args != {\"command\": \"cp -r dotfiles/. ~\"}'\n")
+	stderr.Reset()
+	if code := checkCmd([]string{path}, &stdout, &stderr, testSystem(nil)); code != 0 || strings.Contains(stderr.String(), "warning") {
+		t.Errorf("with the exception: exit %d\n%s", code, stderr.String())
+	}
+}

@@ -130,3 +130,32 @@ policy:
   rules:
 `+rules)
 }
+
+// TestCheckToolsWarnsAboutACommandArgumentTypo (newuser46): a command
+// selector whose argument the tool's input schema does not declare reads
+// nothing from any call: a deny rule then denies every call of the tool,
+// an allow rule never allows. With --tools, policy check says so, at the
+// key's line; the argument the schema declares draws nothing.
+func TestCheckToolsWarnsAboutACommandArgumentTypo(t *testing.T) {
+	path := payPolicyConfig(t, `    - name: no rm
+      server: pay
+      tools: [run]
+      command: { argument: cmd, match: ["rm *"] }
+      effect: deny
+    - name: git reads
+      server: pay
+      tools: [run]
+      command: { argument: command, match: ["git status"] }
+      effect: allow
+`)
+	file := filepath.Join(t.TempDir(), "tools.json")
+	if err := os.WriteFile(file, []byte(`{"tools":[{"name":"run","inputSchema":{"type":"object","properties":{"command":{"type":"string"}}}}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	code := checkCmd([]string{path, "--tools", "pay=" + file}, &strings.Builder{}, &stderr, testSystem(nil))
+	want := `warning: ` + path + `:16: policy.rules[0] "no rm": command.argument is "cmd", but the input schema of pay/run does not declare it (it declares: command); so the command is missing from every call, which counts as a match: this deny rule decides every call of those tools`
+	if code != 0 || !strings.Contains(stderr.String(), want) || strings.Contains(stderr.String(), `"git reads"`) {
+		t.Errorf("policy check exited %d\nstderr:\n%s\nwant exit 0 and\n%s", code, stderr.String(), want)
+	}
+}

@@ -414,7 +414,7 @@ func TestFailures(t *testing.T) {
 		{name: "viewer approves", vars: map[string]string{cli.EnvToken: "viewer-tok"}, args: []string{"approve", idA}, wantCode: 1, wantErr: []string{"toolgate: 403 forbidden:"}},
 		{name: "bad token", vars: map[string]string{cli.EnvToken: "nope"}, args: []string{"list"}, wantCode: 1, wantErr: []string{"toolgate: 401 unauthorized:"}},
 		{name: "hash mismatch", args: []string{"approve", idA, "--hash", hashB}, wantCode: 1, wantErr: []string{"toolgate: 409 hash_mismatch:", hashA}},
-		{name: "malformed hash", args: []string{"approve", idA, "--hash", "abc"}, wantCode: 1, wantErr: []string{"toolgate: 422 invalid_request:"}},
+		{name: "malformed hash", args: []string{"approve", idA, "--hash", "abc"}, wantCode: 2, wantErr: []string{`toolgate: approve --hash "abc": want "sha256:" and 64 lower-case hex digits`}}, // newuser46: checked before the request; the API's 422 is internal/api's TestStatuses
 		{name: "bad state", args: []string{"list", "--state", "waiting"}, wantCode: 2, wantErr: []string{`list --state "waiting"`}},
 	}
 	for _, tt := range tests {

@@ -26,11 +26,13 @@ Commands:
         directory, secrets kept from upstreams): prints every problem
         (FILE:LINE: where it has a line) and exits 2 if serve would refuse
         to start. Run it where serve runs. Warns (exit 0) about rules that
-        never decide a call (an allow rule an approve or deny rule covers)
-        and conditions testing a path by string prefix (startsWith("/...")).
+        never decide a call (an allow rule an approve or deny rule covers),
+        an allow rule for one exact call (when: args == {...}) that a deny
+        or approve rule also matches, and conditions testing a path by
+        string prefix (startsWith("/...")).
         --tools (the JSON of a server's tools/list) also warns about when
-        conditions reading argument fields the tools' input schemas do not
-        declare.
+        conditions reading argument fields, and command rules naming an
+        argument, that the tools' input schemas do not declare.
   explain (--config FILE | --addr A) --server S --tool T [--args JSON] [--principal P]
         How the policy decides one call, rule by rule (see "policy explain --help").
   test CASES.yaml [--config FILE | --addr A] [-v]

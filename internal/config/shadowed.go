@@ -21,21 +21,7 @@ import (
 // A rule whose line the file does not have (or a file that cannot be read
 // again) is named without one.
 func ShadowedRules(path string, cfg Config) []string {
-	var root *yaml.Node
-	if data, err := os.ReadFile(path); err == nil {
-		var doc yaml.Node
-		if yaml.Unmarshal(data, &doc) == nil && len(doc.Content) == 1 {
-			root = doc.Content[0]
-		}
-	}
-	at := func(i int) string {
-		if root != nil {
-			if line := lineAt(root, fmt.Sprintf("policy.rules[%d]", i)); line > 0 {
-				return fmt.Sprintf("%s:%d", path, line)
-			}
-		}
-		return path
-	}
+	at := ruleLines(path)
 	p := &cfg.Policy
 	var out []string
 	for _, s := range p.Shadowed() {
@@ -48,6 +34,61 @@ func ShadowedRules(path string, cfg Config) []string {
 			at(s.Rule), ruleLabel(p, s.Rule), a.Effect, ruleLabel(p, s.By), b.Effect, at(s.By), b.Effect, a.Effect, hint))
 	}
 	return out
+}
+
+// OverruledExactCalls returns one warning per allow rule of the policy of
+// cfg that names exactly one call (`when: args == {…}`) which a deny or
+// approve rule also matches, so it never allows it
+// (policy.Policy.OverruledExactCalls), with the file's lines, as
+// ShadowedRules does. A principal the rule names is evaluated with the
+// groups, tenant and on-behalf-of of cfg's agent of that id.
+func OverruledExactCalls(path string, cfg Config) []string {
+	at := ruleLines(path)
+	agent := func(id string) policy.Principal {
+		for _, a := range cfg.Agents {
+			if a.ID == id {
+				return policy.Principal{ID: id, Groups: a.Groups, Tenant: a.Tenant, OnBehalfOf: a.OnBehalfOf}
+			}
+		}
+		return policy.Principal{ID: id}
+	}
+	p := &cfg.Policy
+	var out []string
+	for _, o := range p.OverruledExactCalls(agent) {
+		b := &p.Rules[o.By]
+		who := ""
+		if o.Principal != "" {
+			who = fmt.Sprintf(" from %q", o.Principal)
+		}
+		hint := ""
+		if b.Command != nil {
+			hint = "; a command rule matches every call it cannot read: add the same exception to its when (docs/policy.md \"Allowing a call no command rule allows\")"
+		}
+		out = append(out, fmt.Sprintf("%s: policy.%s (allow) never allows the one call its when names%s: policy.%s (%s, %s) matches it too, and %s beats allow%s",
+			at(o.Rule), ruleLabel(p, o.Rule), who, ruleLabel(p, o.By), b.Effect, at(o.By), b.Effect, hint))
+	}
+	return out
+}
+
+// ruleLines returns a func naming rule i of the config file at path as
+// "path:LINE" (read again from the file), or "path" when the file or the
+// line cannot be had.
+func ruleLines(path string) func(i int) string {
+	var root *yaml.Node
+	if data, err := os.ReadFile(path); err == nil {
+		var doc yaml.Node
+		if yaml.Unmarshal(data, &doc) == nil && len(doc.Content) == 1 {
+			root = doc.Content[0]
+		}
+	}
+	return func(i int) string {
+		if root != nil {
+			if line := lineAt(root, fmt.Sprintf("policy.rules[%d]", i)); line > 0 {
+				return fmt.Sprintf("%s:%d", path, line)
+			}
+		}
+		return path
+	}
 }
 
 // A ShadowLog logs, at WARN, the rules of each policy put in force that

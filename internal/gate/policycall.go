@@ -49,7 +49,7 @@ func erredNote(dec policy.Decision) string {
 		return " (its condition could not be evaluated for these arguments, which never allows)"
 	}
 	if dec.Unseen {
-		return " (the command does not parse as shell, or runs code the policy cannot read: a shell, eval or a command name that is not literal; such a command matches every deny rule on commands)"
+		return " (the command does not parse as shell, or runs code the policy cannot read, such as a shell, eval, an interpreter's inline code or a file written for a program to run later; such a command matches every deny rule on commands)"
 	}
 	return ""
 }

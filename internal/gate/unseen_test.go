@@ -29,4 +29,12 @@ func TestDenialSaysTheCommandWasUnseen(t *testing.T) {
 	if a := call(`rm -rf build`); a.Allowed || a.Message != `denied by policy rule "no rm": shell__run is not allowed` {
 		t.Errorf("rm: %q, want the plain denial", a.Message)
 	}
+	// newuser46: a command the matcher cannot read in full that also runs
+	// rm is denied for the rm it saw, and says so plainly.
+	if a := call(`cp -r dotfiles/. ~ && rm -rf /`); a.Allowed || a.Message != `denied by policy rule "no rm": shell__run is not allowed` {
+		t.Errorf("cp into ~ and rm: %q, want the plain denial", a.Message)
+	}
+	if a := call(`cp -r dotfiles/. ~`); a.Allowed || !strings.Contains(a.Message, `a file written for a program to run later`) {
+		t.Errorf("cp into ~: %q, want the denial to name files a program runs later among what cannot be read", a.Message)
+	}
 }

@@ -73,22 +73,24 @@ type ToolArgs struct {
 }
 
 // UnknownArgFields reports each When condition of p that reads an
-// argument field (see [ArgFields]) that no tool of tools the rule can
-// match declares: most likely a typo, since the condition then never sees
-// the value (reading a missing field is an evaluation error, which never
-// allows). A rule that matches none of tools is not checked (its tools are
+// argument field (see [ArgFields]), and each Command selector whose
+// Argument names a field, that no tool of tools the rule can match
+// declares: most likely a typo, since the rule then never sees the value
+// (reading a missing field is an evaluation error, which never allows: an
+// allow rule does not match, a deny or approve rule matches every such
+// call). A rule that matches none of tools is not checked (its tools are
 // unknown), and neither is a field when one of the tools the rule matches
-// has an Open schema. Each error is a *[FieldError] with Key "when"; p
-// must be valid.
+// has an Open schema. Each error is a *[FieldError] with Key "when" or
+// "command.argument"; p must be valid.
 func (p *Policy) UnknownArgFields(tools []ToolArgs) []error {
 	var errs []error
 	for i := range p.Rules {
 		r := &p.Rules[i]
-		if r.When == "" {
-			continue
+		var fields []string
+		if r.When != "" {
+			fields, _ = ArgFields(r.When)
 		}
-		fields, err := ArgFields(r.When)
-		if err != nil || len(fields) == 0 {
+		if len(fields) == 0 && r.Command == nil {
 			continue
 		}
 		var matched []*ToolArgs
@@ -100,20 +102,24 @@ func (p *Policy) UnknownArgFields(tools []ToolArgs) []error {
 		if len(matched) == 0 || slices.ContainsFunc(matched, func(t *ToolArgs) bool { return t.Open }) {
 			continue
 		}
-		for _, f := range fields {
+		undeclared := func(f string) string {
 			if slices.ContainsFunc(matched, func(t *ToolArgs) bool { return slices.Contains(t.Properties, f) }) {
-				continue
+				return ""
 			}
-			var what string
 			if len(matched) == 1 {
 				t := matched[0]
-				what = fmt.Sprintf("the input schema of %s/%s does not declare it (it declares: %s)", t.Server, t.Tool, declared(t.Properties))
-			} else {
-				names := make([]string, 0, len(matched))
-				for _, t := range matched {
-					names = append(names, t.Server+"/"+t.Tool)
-				}
-				what = fmt.Sprintf("none of the %d tools the rule matches declares it (%s)", len(matched), strings.Join(names, ", "))
+				return fmt.Sprintf("the input schema of %s/%s does not declare it (it declares: %s)", t.Server, t.Tool, declared(t.Properties))
+			}
+			names := make([]string, 0, len(matched))
+			for _, t := range matched {
+				names = append(names, t.Server+"/"+t.Tool)
+			}
+			return fmt.Sprintf("none of the %d tools the rule matches declares it (%s)", len(matched), strings.Join(names, ", "))
+		}
+		for _, f := range fields {
+			what := undeclared(f)
+			if what == "" {
+				continue
 			}
 			outcome := "so the condition errors where it reads it and this allow rule does not match those calls"
 			if r.Effect != Allow {
@@ -121,6 +127,16 @@ func (p *Policy) UnknownArgFields(tools []ToolArgs) []error {
 			}
 			errs = append(errs, &FieldError{Rule: i, Key: "when",
 				Err: fmt.Errorf("%s: when reads args.%s, but %s; %s", ruleLabel(p, i), f, what, outcome)})
+		}
+		if r.Command != nil {
+			if what := undeclared(r.Command.Argument); what != "" {
+				outcome := "so the command is missing from every call and this allow rule never matches"
+				if r.Effect != Allow {
+					outcome = fmt.Sprintf("so the command is missing from every call, which counts as a match: this %s rule decides every call of those tools", r.Effect)
+				}
+				errs = append(errs, &FieldError{Rule: i, Key: "command.argument",
+					Err: fmt.Errorf("%s: command.argument is %q, but %s; %s", ruleLabel(p, i), r.Command.Argument, what, outcome)})
+			}
 		}
 	}
 	return errs

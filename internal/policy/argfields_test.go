@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -72,5 +73,44 @@ func TestUnknownArgFields(t *testing.T) {
 	var fe *FieldError
 	if !errors.As(errs[0], &fe) || fe.Path() != "rules[0].when" {
 		t.Errorf("FieldError %+v, want path rules[0].when", fe)
+	}
+}
+
+// TestUnknownCommandArgument (newuser46): a command selector naming an
+// argument no matched tool declares is reported with key
+// command.argument, for allow and deny rules alike; a declared one, an
+// open schema and a rule matching no known tool are not.
+func TestUnknownCommandArgument(t *testing.T) {
+	cmd := func(arg string) *CommandMatch { return &CommandMatch{Argument: arg, Match: []string{"rm *"}} }
+	p := &Policy{
+		Default:  Approve,
+		Approval: Approval{Timeout: time.Minute, Mode: ModeHold, Approvals: 1, ValidFor: time.Minute},
+		Rules: []Rule{
+			{Name: "no rm", Server: "shell", Tools: []string{"run"}, Command: cmd("cmd"), Effect: Deny},
+			{Name: "reads", Server: "shell", Tools: []string{"run"}, Command: cmd("comand"), Effect: Allow},
+			{Name: "fine", Server: "shell", Tools: []string{"run"}, Command: cmd("command"), Effect: Deny},
+			{Name: "open", Server: "open", Command: cmd("x"), Effect: Deny},
+			{Name: "unknown", Server: "fs", Command: cmd("x"), Effect: Deny},
+		},
+	}
+	if errs := p.Validate(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	errs := p.UnknownArgFields([]ToolArgs{
+		{Server: "shell", Tool: "run", Properties: []string{"command"}},
+		{Server: "open", Tool: "run", Properties: []string{"command"}, Open: true},
+	})
+	want := []string{
+		`rules[0] "no rm": command.argument is "cmd", but the input schema of shell/run does not declare it (it declares: command); so the command is missing from every call, which counts as a match: this deny rule decides every call of those tools`,
+		`rules[1] "reads": command.argument is "comand", but the input schema of shell/run does not declare it (it declares: command); so the command is missing from every call and this allow rule never matches`,
+	}
+	if len(errs) != len(want) {
+		t.Fatalf("UnknownArgFields = %q, want %q", errs, want)
+	}
+	for i, err := range errs {
+		var fe *FieldError
+		if err.Error() != want[i] || !errors.As(err, &fe) || fe.Path() != fmt.Sprintf("rules[%d].command.argument", i) {
+			t.Errorf("error %d = %v (%+v), want %q at rules[%d].command.argument", i, err, fe, want[i], i)
+		}
 	}
 }

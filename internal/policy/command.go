@@ -620,6 +620,10 @@ type verdict struct {
 	match bool
 	// why says, for explain, what decided.
 	why string
+	// unseen is set on a match that holds only because the matcher cannot
+	// read the whole command (parsedCommand.Opaque): no simple command it
+	// read matches a pattern.
+	unseen bool
 }
 
 // allows reports whether an allow rule's selector holds for pc: nothing
@@ -641,12 +645,11 @@ func (m *commandMatcher) allows(pc *parsedCommand) verdict {
 }
 
 // catches reports whether a deny or approve rule's selector holds for pc:
-// the command is opaque, or some simple command (or the command a wrapper
-// runs) matches a pattern.
+// some simple command (or the command a wrapper runs) matches a pattern,
+// or the command is opaque. A simple command that matches is named first,
+// also in an opaque command, so that explain and the agent's denial name
+// what was seen (`cp -r x/. ~ && rm -rf /` matches "rm *"; newuser46).
 func (m *commandMatcher) catches(pc *parsedCommand) verdict {
-	if pc.Opaque != "" {
-		return verdict{match: true, why: "the matcher cannot see every command it runs: " + pc.Opaque}
-	}
 	for _, words := range pc.Simple {
 		if k := m.first(words, true); k >= 0 {
 			return verdict{match: true, why: fmt.Sprintf("simple command %q matches pattern %q", joinWords(words), m.patterns[k].src)}
@@ -658,6 +661,9 @@ func (m *commandMatcher) catches(pc *parsedCommand) verdict {
 				}
 			}
 		}
+	}
+	if pc.Opaque != "" {
+		return verdict{match: true, unseen: true, why: "the matcher cannot see every command it runs: " + pc.Opaque}
 	}
 	return verdict{why: "no simple command matches a pattern"}
 }

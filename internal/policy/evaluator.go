@@ -481,10 +481,12 @@ func (r *crule) matches(c *Call, ls *lazyState) (ok, tainted, unseen bool, err e
 			err, tainted = cerr, true
 		case !strict && !r.command.allows(pc).match:
 			return false, false, false, nil
-		case strict && !r.command.catches(pc).match:
-			return false, false, false, nil
 		case strict:
-			unseen = pc.Opaque != ""
+			v := r.command.catches(pc)
+			if !v.match {
+				return false, false, false, nil
+			}
+			unseen = v.unseen
 		}
 	}
 	if r.when != nil {

@@ -286,10 +286,12 @@ type Decision struct {
 	// match for deny and approve rules and as no match for allow rules).
 	// Their text may quote argument values: do not log it.
 	Errors []RuleError
-	// Unseen is true when the deciding rule's command selector matched a
-	// command it cannot read in full (it does not parse, or runs code
-	// through a shell, eval or a command name that is not literal), which
-	// deny and approve rules count as a match. It quotes nothing.
+	// Unseen is true when the deciding rule's command selector matched
+	// only because it cannot read the command in full (it does not parse,
+	// or runs code the matcher cannot read: a shell, an interpreter's
+	// inline code, a file a program later runs, ...), which deny and
+	// approve rules count as a match; false when one of the simple
+	// commands it read matches a pattern. It quotes nothing.
 	Unseen bool
 	// Revision is the revision of the evaluated policy when it was compiled
 	// with one ([Compile]); "" otherwise.

@@ -14,7 +14,8 @@ import (
 var yamlBlockRE = regexp.MustCompile("(?s)```ya?ml\n(.*?)```")
 
 // TestShadowedRepoPolicies: no policy in the repo's examples and docs has
-// a rule Shadowed reports or a condition PathPrefixes reports (each would
+// a rule Shadowed reports, an exact call OverruledExactCalls reports
+// (newuser46) or a condition PathPrefixes reports (each would
 // be a false warning of policy check, or a documented policy with a dead
 // rule or a path tested by prefix). A block that is not a whole
 // policy document (a fragment) is skipped; enough of them must be read.
@@ -65,6 +66,9 @@ func TestShadowedRepoPolicies(t *testing.T) {
 		}
 		for _, err := range p.PathPrefixes() {
 			t.Errorf("%s: %v", name, err)
+		}
+		for _, o := range p.OverruledExactCalls(func(id string) Principal { return Principal{ID: id} }) {
+			t.Errorf("%s: %s never allows the one call its when names: %s matches it too", name, ruleLabel(p, o.Rule), ruleLabel(p, o.By))
 		}
 	}
 	if read < 3 {
