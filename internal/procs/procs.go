@@ -1,18 +1,23 @@
-// Package procs runs the Go scheduler with one P while toolgate serves at
-// most one call at a time, and with the runtime's default otherwise
-// (issue 13, branch hotpath7). With two Ps, every goroutine a running
-// goroutine wakes also wakes an idle thread to look for work, which at
-// one call at a time finds none and sleeps again: at C=1 that was most of
-// toolgate's thread sleeps per call (docs/performance.md). With one P there
-// is no idle P to start; with many calls in flight the default's second P
-// is worth having (GOMAXPROCS=1 cost C=16 a quarter of its calls/s).
+// Package procs runs the Go scheduler with one P while toolgate uses
+// little of a CPU, and with the runtime's default otherwise (issue 13,
+// branches hotpath7 and procs46). With two Ps, every goroutine a running
+// goroutine wakes also wakes an idle thread to look for work, which
+// mostly finds none and sleeps again: at C=1 that was most of toolgate's
+// thread sleeps per call, and at C=16 with an HTTP upstream the idle
+// search and the wake-ups were a tenth of toolgate's CPU per call
+// (docs/performance.md). With one P there is no idle P to start; when
+// the work needs more than one P can give, the default's second P is
+// worth having.
 //
-// [Follow] looks at the most calls in flight since its last look, and at
-// the process's CPU time, every [Every]: after [Calm] looks in a row with
-// at most one call and less than [Busy] of a CPU used it sets one P; at
-// the first look with more calls, or with more CPU used (work the front
-// does not count: approving held calls, the audit trail, a burst of
-// anything), it sets the default back. Each change stops the
+// [Follow] looks at the process's CPU time every [Every]: after [Calm]
+// looks in a row with less than [Busy] of a CPU used it sets one P, and
+// at the first look with more (many calls at once, approving held calls,
+// the audit trail, a burst of anything) it sets the default back. How
+// many calls are in flight does not decide where the CPU time is
+// measured (branch procs46: at C=16 and C=64 one P served as many calls
+// or more, with less CPU, as long as the process stayed under Busy);
+// where it is not (cpu nil), the calls in flight stand in for it: a look
+// that saw two or more in flight counts as busy. Each change stops the
 // world briefly, so it happens at most once per Calm×Every going down.
 // When the environment sets GOMAXPROCS, or the default is one P already,
 // Follow does nothing.
@@ -33,8 +38,9 @@ const (
 	Busy = 0.7
 )
 
-// Load counts the calls in flight and the most since the last look, and
-// the requests seen so far (for execpages.WhenQuiet: a process that saw
+// Load counts the calls in flight and the most since the last look (for
+// Follow where the process's CPU time is not measured), and the requests
+// seen so far (for execpages.WhenQuiet: a process that saw
 // none for a while is quiet). Its methods are safe for concurrent use; a
 // nil *Load counts nothing.
 type Load struct {
@@ -90,26 +96,31 @@ func (l *Load) InFlight() (now, most int64) { return l.cur.Load(), l.peak.Load()
 // second looker (a test) shares Follow's looks.
 func (l *Load) Look() int64 { return l.peak.Swap(l.cur.Load()) }
 
-// Follow sets the number of Ps with set from l until ctx ends, and then
-// sets def back. def is the default number (runtime.GOMAXPROCS(0) at
-// start, when the environment does not set it); with def ≤ 1 it returns
-// at once. set(1) is to run one P, set(def) the runtime's default (serve:
-// runtime.GOMAXPROCS(1) and runtime.SetDefaultGOMAXPROCS, which also
-// resumes the runtime's updates of it from a changed CPU limit).
+// Follow sets the number of Ps with set from the process's CPU time
+// (cpu) until ctx ends, and then sets def back. def is the default number
+// (runtime.GOMAXPROCS(0) at start, when the environment does not set it);
+// with def ≤ 1 it returns at once. set(1) is to run one P, set(def) the
+// runtime's default (serve: runtime.GOMAXPROCS(1) and
+// runtime.SetDefaultGOMAXPROCS, which also resumes the runtime's updates
+// of it from a changed CPU limit).
 //
 // cpu returns the process's CPU time so far (user and system; serve:
-// getrusage); nil counts none.
+// getrusage). A look is busy when the process used more than Busy of a
+// CPU since the last one, whatever the calls in flight in l. With cpu nil
+// (not measured on this platform) a look is busy when l saw two or more
+// calls in flight since the last one. Follow looks at l every Every
+// either way (Load.Look).
 func Follow(ctx context.Context, l *Load, def int, set func(int), cpu func() time.Duration) {
 	if def <= 1 {
 		return
 	}
-	if cpu == nil {
-		cpu = func() time.Duration { return 0 }
-	}
 	t := time.NewTicker(Every)
 	defer t.Stop()
 	cur, calm := def, 0
-	used := cpu()
+	var used time.Duration
+	if cpu != nil {
+		used = cpu()
+	}
 	defer func() {
 		if cur != def {
 			set(def)
@@ -121,10 +132,16 @@ func Follow(ctx context.Context, l *Load, def int, set func(int), cpu func() tim
 			return
 		case <-t.C:
 		}
-		now := cpu()
-		busy := float64(now-used) > Busy*float64(Every)
-		used = now
-		if l.Look() > 1 || busy {
+		most := l.Look()
+		var busy bool
+		if cpu != nil {
+			now := cpu()
+			busy = float64(now-used) > Busy*float64(Every)
+			used = now
+		} else {
+			busy = most > 1
+		}
+		if busy {
 			calm = 0
 			if cur != def {
 				set(def)
