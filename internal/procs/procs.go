@@ -10,17 +10,20 @@
 // worth having.
 //
 // [Follow] looks at the process's CPU time every [Every]: after [Calm]
-// looks in a row with less than [Busy] of a CPU used it sets one P, and
-// at the first look with more (many calls at once, approving held calls,
-// the audit trail, a burst of anything) it sets the default back. How
-// many calls are in flight does not decide where the CPU time is
-// measured (branch procs46: at C=16 and C=64 one P served as many calls
-// or more, with less CPU, as long as the process stayed under Busy);
-// where it is not (cpu nil), the calls in flight stand in for it: a look
-// that saw two or more in flight counts as busy. Each change stops the
-// world briefly, so it happens at most once per Calm×Every going down.
-// When the environment sets GOMAXPROCS, or the default is one P already,
-// Follow does nothing.
+// looks in a row that were not busy it sets one P, and at the first busy
+// look it sets the default back. A look is busy on two bars: over [Busy]
+// of a CPU used whatever the calls in flight (approving held calls, the
+// audit trail, a burst of anything), or over [Crowded] with two or more
+// calls in flight since the last look. Under Crowded the calls in flight
+// do not count (branch procs46: at C=16 and C=64 one P served as many
+// calls or more, with less CPU, while toolgate used about a quarter of a
+// CPU); between the bars they do (branch procs46b: approve-all, whose
+// approved calls come back into the calls in flight, runs at 0.4–0.65 of
+// a CPU and was slower on one P). Where the CPU time is not measured (cpu
+// nil) the calls in flight alone decide: a look that saw two or more in
+// flight is busy. Each change stops the world briefly, so it happens at
+// most once per Calm×Every going down. When the environment sets
+// GOMAXPROCS, or the default is one P already, Follow does nothing.
 package procs
 
 import (
@@ -34,8 +37,13 @@ const (
 	Every = 100 * time.Millisecond
 	Calm  = 10
 	// Busy is the share of one CPU (of the time between two looks) the
-	// process may use and still run on one P.
+	// process may use and still run on one P, whatever the calls in
+	// flight.
 	Busy = 0.7
+	// Crowded is the share of one CPU under which the process runs on
+	// one P however many calls are in flight; over it, a look that saw
+	// two or more calls in flight is busy.
+	Crowded = 0.4
 )
 
 // Load counts the calls in flight and the most since the last look (for
@@ -106,7 +114,8 @@ func (l *Load) Look() int64 { return l.peak.Swap(l.cur.Load()) }
 //
 // cpu returns the process's CPU time so far (user and system; serve:
 // getrusage). A look is busy when the process used more than Busy of a
-// CPU since the last one, whatever the calls in flight in l. With cpu nil
+// CPU since the last one, or more than Crowded with two or more calls in
+// flight in l since the last one. With cpu nil
 // (not measured on this platform) a look is busy when l saw two or more
 // calls in flight since the last one. Follow looks at l every Every
 // either way (Load.Look).
@@ -136,7 +145,8 @@ func Follow(ctx context.Context, l *Load, def int, set func(int), cpu func() tim
 		var busy bool
 		if cpu != nil {
 			now := cpu()
-			busy = float64(now-used) > Busy*float64(Every)
+			share := float64(now-used) / float64(Every)
+			busy = share > Busy || share > Crowded && most > 1
 			used = now
 		} else {
 			busy = most > 1

@@ -40,10 +40,12 @@ func (r *recorder) expect(t *testing.T, d time.Duration, what string, want ...in
 }
 
 // TestFollow: one P after Calm quiet looks; with the process's CPU
-// measured the calls in flight do not count (sixteen at once stay on one
-// P while under Busy of a CPU); the default back at the first look with
-// the process busy; one P again after Calm quiet looks, and the default
-// set back when Follow ends on one P.
+// measured, sixteen calls in flight under Crowded stay on one P (the
+// calls in flight do not count there), one call between the bars stays
+// too, but two or more calls in flight over Crowded set the default back
+// (approve-all's share of a CPU; the rule of branch procs46 stayed on one
+// P), and so does any look over Busy; one P again after Calm quiet looks,
+// and the default set back when Follow ends on one P.
 func TestFollow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := &recorder{}
@@ -55,30 +57,39 @@ func TestFollow(t *testing.T) {
 			Follow(ctx, l, 2, r.set, func() time.Duration { return time.Duration(cpu.Load()) })
 			close(done)
 		}()
+		// share uses f of a CPU over the next look.
+		share := func(f float64) { cpu.Add(int64(f * float64(Every))) }
 
 		l.Begin() // one call at a time: calm
 		r.expect(t, Every*(Calm-1)+Every/2, "before Calm quiet looks")
 		r.expect(t, Every, "after Calm quiet looks", 1)
-		// Sixteen calls in flight using half of a CPU: still calm.
+		// One call using more than Crowded and less than Busy: calm.
+		share(0.6)
+		r.expect(t, Every, "one call between the bars", 1)
+		// Sixteen calls in flight using under Crowded: still calm.
 		for range 15 {
 			l.Begin()
 		}
 		for range 3 {
-			cpu.Add(int64(Every / 2))
-			r.expect(t, Every, "sixteen calls under Busy", 1)
+			share(0.3)
+			r.expect(t, Every, "sixteen calls under Crowded", 1)
 		}
+		// Two or more calls in flight over Crowded: busy.
+		share(0.5)
+		r.expect(t, Every, "sixteen calls over Crowded", 1, 2)
 		for range 15 {
 			l.End()
 		}
-		// The process used most of a CPU since the last look.
-		cpu.Add(int64(Every * 9 / 10))
-		r.expect(t, Every, "after a busy look", 1, 2)
 		r.expect(t, Every*(Calm-1), "before Calm quiet looks again", 1, 2)
 		r.expect(t, Every, "calm again", 1, 2, 1)
+		// One call, most of a CPU used since the last look: busy.
+		share(0.9)
+		r.expect(t, Every, "one call over Busy", 1, 2, 1, 2)
+		r.expect(t, Every*Calm, "calm once more", 1, 2, 1, 2, 1)
 		cancel()
 		<-done
-		if s := r.sets(); !slices.Equal(s, []int{1, 2, 1, 2}) {
-			t.Fatalf("after Follow: set %v, want [1 2 1 2] (the default back)", s)
+		if s := r.sets(); !slices.Equal(s, []int{1, 2, 1, 2, 1, 2}) {
+			t.Fatalf("after Follow: set %v, want [1 2 1 2 1 2] (the default back)", s)
 		}
 	})
 }
