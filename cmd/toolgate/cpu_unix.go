@@ -16,3 +16,7 @@ func processCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// followCPU is procs.Follow's view of the process's CPU time:
+// processCPU.
+func followCPU() func() time.Duration { return processCPU }

@@ -93,7 +93,7 @@ type serveIO struct {
 	sys            system
 	onReady        func(ready map[string]string)
 	gc             *gctune.Settings // what serve applied; nil in tests
-	procs          bool             // follow the calls in flight with GOMAXPROCS (procs.Follow); false in tests
+	procs          bool             // follow the process's CPU with GOMAXPROCS (procs.Follow); false in tests
 	// exit ends the process when a shutdown overruns shutdownBound
 	// (shutdownWatch); nil in tests, which arm no bound.
 	exit func(code int)
@@ -420,7 +420,7 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 		})
 	}
 	if sio.procs {
-		eg.Go(func() error { procs.Follow(ctx, c.load, runtime.GOMAXPROCS(0), setProcs, processCPU); return nil })
+		eg.Go(func() error { procs.Follow(ctx, c.load, runtime.GOMAXPROCS(0), setProcs, followCPU()); return nil })
 	}
 	eg.Go(func() error {
 		return reloadPolicy(ctx, f.config, cfg, c.holder, hup, f.watch, f.dev, log, c.metrics, c.tokens, sio.sys.files)

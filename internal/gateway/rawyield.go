@@ -7,9 +7,10 @@ import "runtime"
 // 13, stdio calls at C=1). It is called only when that call was the only
 // one waiting: nothing else of the session waits for an answer, so the
 // reader's next read of the child's stdout would find nothing (EAGAIN)
-// and park. On one P (procs.Follow at one call in flight) the woken call
-// is next on the P but runs only once the reader parks, so that empty
-// read and the reader's park came before the call's answer to its agent;
+// and park. On one P (procs.Follow while the process uses little CPU)
+// the woken call is next on the P but runs only once the reader parks,
+// so that empty read and the reader's park came before the call's answer
+// to its agent;
 // yielded, the call answers first and the reader reads after. Nothing is
 // yielded while f holds more of stdout (another line is there to hand
 // on at once), and a call that is not alone never waits for the reader.

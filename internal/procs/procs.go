@@ -1,21 +1,29 @@
-// Package procs runs the Go scheduler with one P while toolgate serves at
-// most one call at a time, and with the runtime's default otherwise
-// (issue 13, branch hotpath7). With two Ps, every goroutine a running
-// goroutine wakes also wakes an idle thread to look for work, which at
-// one call at a time finds none and sleeps again: at C=1 that was most of
-// toolgate's thread sleeps per call (docs/performance.md). With one P there
-// is no idle P to start; with many calls in flight the default's second P
-// is worth having (GOMAXPROCS=1 cost C=16 a quarter of its calls/s).
+// Package procs runs the Go scheduler with one P while toolgate uses
+// little of a CPU, and with the runtime's default otherwise (issue 13,
+// branches hotpath7 and procs46). With two Ps, every goroutine a running
+// goroutine wakes also wakes an idle thread to look for work, which
+// mostly finds none and sleeps again: at C=1 that was most of toolgate's
+// thread sleeps per call, and at C=16 with an HTTP upstream the idle
+// search and the wake-ups were a tenth of toolgate's CPU per call
+// (docs/performance.md). With one P there is no idle P to start; when
+// the work needs more than one P can give, the default's second P is
+// worth having.
 //
-// [Follow] looks at the most calls in flight since its last look, and at
-// the process's CPU time, every [Every]: after [Calm] looks in a row with
-// at most one call and less than [Busy] of a CPU used it sets one P; at
-// the first look with more calls, or with more CPU used (work the front
-// does not count: approving held calls, the audit trail, a burst of
-// anything), it sets the default back. Each change stops the
-// world briefly, so it happens at most once per Calm×Every going down.
-// When the environment sets GOMAXPROCS, or the default is one P already,
-// Follow does nothing.
+// [Follow] looks at the process's CPU time every [Every]: after [Calm]
+// looks in a row that were not busy it sets one P, and at the first busy
+// look it sets the default back. A look is busy on two bars: over [Busy]
+// of a CPU used whatever the calls in flight (approving held calls, the
+// audit trail, a burst of anything), or over [Crowded] with two or more
+// calls in flight since the last look. Under Crowded the calls in flight
+// do not count (branch procs46: at C=16 and C=64 one P served as many
+// calls or more, with less CPU, while toolgate used about a quarter of a
+// CPU); between the bars they do (branch procs46b: approve-all, whose
+// approved calls come back into the calls in flight, runs at 0.4–0.65 of
+// a CPU and was slower on one P). Where the CPU time is not measured (cpu
+// nil) the calls in flight alone decide: a look that saw two or more in
+// flight is busy. Each change stops the world briefly, so it happens at
+// most once per Calm×Every going down. When the environment sets
+// GOMAXPROCS, or the default is one P already, Follow does nothing.
 package procs
 
 import (
@@ -29,12 +37,18 @@ const (
 	Every = 100 * time.Millisecond
 	Calm  = 10
 	// Busy is the share of one CPU (of the time between two looks) the
-	// process may use and still run on one P.
+	// process may use and still run on one P, whatever the calls in
+	// flight.
 	Busy = 0.7
+	// Crowded is the share of one CPU under which the process runs on
+	// one P however many calls are in flight; over it, a look that saw
+	// two or more calls in flight is busy.
+	Crowded = 0.4
 )
 
-// Load counts the calls in flight and the most since the last look, and
-// the requests seen so far (for execpages.WhenQuiet: a process that saw
+// Load counts the calls in flight and the most since the last look (for
+// Follow where the process's CPU time is not measured), and the requests
+// seen so far (for execpages.WhenQuiet: a process that saw
 // none for a while is quiet). Its methods are safe for concurrent use; a
 // nil *Load counts nothing.
 type Load struct {
@@ -90,26 +104,32 @@ func (l *Load) InFlight() (now, most int64) { return l.cur.Load(), l.peak.Load()
 // second looker (a test) shares Follow's looks.
 func (l *Load) Look() int64 { return l.peak.Swap(l.cur.Load()) }
 
-// Follow sets the number of Ps with set from l until ctx ends, and then
-// sets def back. def is the default number (runtime.GOMAXPROCS(0) at
-// start, when the environment does not set it); with def ≤ 1 it returns
-// at once. set(1) is to run one P, set(def) the runtime's default (serve:
-// runtime.GOMAXPROCS(1) and runtime.SetDefaultGOMAXPROCS, which also
-// resumes the runtime's updates of it from a changed CPU limit).
+// Follow sets the number of Ps with set from the process's CPU time
+// (cpu) until ctx ends, and then sets def back. def is the default number
+// (runtime.GOMAXPROCS(0) at start, when the environment does not set it);
+// with def ≤ 1 it returns at once. set(1) is to run one P, set(def) the
+// runtime's default (serve: runtime.GOMAXPROCS(1) and
+// runtime.SetDefaultGOMAXPROCS, which also resumes the runtime's updates
+// of it from a changed CPU limit).
 //
 // cpu returns the process's CPU time so far (user and system; serve:
-// getrusage); nil counts none.
+// getrusage). A look is busy when the process used more than Busy of a
+// CPU since the last one, or more than Crowded with two or more calls in
+// flight in l since the last one. With cpu nil
+// (not measured on this platform) a look is busy when l saw two or more
+// calls in flight since the last one. Follow looks at l every Every
+// either way (Load.Look).
 func Follow(ctx context.Context, l *Load, def int, set func(int), cpu func() time.Duration) {
 	if def <= 1 {
 		return
 	}
-	if cpu == nil {
-		cpu = func() time.Duration { return 0 }
-	}
 	t := time.NewTicker(Every)
 	defer t.Stop()
 	cur, calm := def, 0
-	used := cpu()
+	var used time.Duration
+	if cpu != nil {
+		used = cpu()
+	}
 	defer func() {
 		if cur != def {
 			set(def)
@@ -121,10 +141,17 @@ func Follow(ctx context.Context, l *Load, def int, set func(int), cpu func() tim
 			return
 		case <-t.C:
 		}
-		now := cpu()
-		busy := float64(now-used) > Busy*float64(Every)
-		used = now
-		if l.Look() > 1 || busy {
+		most := l.Look()
+		var busy bool
+		if cpu != nil {
+			now := cpu()
+			share := float64(now-used) / float64(Every)
+			busy = share > Busy || share > Crowded && most > 1
+			used = now
+		} else {
+			busy = most > 1
+		}
+		if busy {
 			calm = 0
 			if cur != def {
 				set(def)

@@ -2,6 +2,7 @@ package procs
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -9,69 +10,119 @@ import (
 	"time"
 )
 
-// TestFollow: one P after Calm quiet looks, the default back at the first
-// look that saw two calls in flight (even ones that ended before it) or
-// the process busy, and nothing more when Follow ends on the default.
+// recorder is Follow's set, recording each number of Ps it is given.
+type recorder struct {
+	mu  sync.Mutex
+	got []int
+}
+
+func (r *recorder) set(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, n)
+}
+
+func (r *recorder) sets() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]int(nil), r.got...)
+}
+
+// expect waits d (in the bubble) and for Follow to act, then checks the
+// numbers set so far.
+func (r *recorder) expect(t *testing.T, d time.Duration, what string, want ...int) {
+	t.Helper()
+	time.Sleep(d)
+	synctest.Wait()
+	if s := r.sets(); !slices.Equal(s, want) {
+		t.Fatalf("%s: set %v, want %v", what, s, want)
+	}
+}
+
+// TestFollow: one P after Calm quiet looks; with the process's CPU
+// measured, sixteen calls in flight under Crowded stay on one P (the
+// calls in flight do not count there), one call between the bars stays
+// too, but two or more calls in flight over Crowded set the default back
+// (approve-all's share of a CPU; the rule of branch procs46 stayed on one
+// P), and so does any look over Busy; one P again after Calm quiet looks,
+// and the default set back when Follow ends on one P.
 func TestFollow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var (
-			mu  sync.Mutex
-			got []int
-		)
-		set := func(n int) {
-			mu.Lock()
-			defer mu.Unlock()
-			got = append(got, n)
-		}
-		sets := func() []int {
-			mu.Lock()
-			defer mu.Unlock()
-			return append([]int(nil), got...)
-		}
+		r := &recorder{}
 		l := &Load{}
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		var cpu atomic.Int64 // the process's CPU time, ns
 		go func() {
-			Follow(ctx, l, 2, set, func() time.Duration { return time.Duration(cpu.Load()) })
+			Follow(ctx, l, 2, r.set, func() time.Duration { return time.Duration(cpu.Load()) })
+			close(done)
+		}()
+		// share uses f of a CPU over the next look.
+		share := func(f float64) { cpu.Add(int64(f * float64(Every))) }
+
+		l.Begin() // one call at a time: calm
+		r.expect(t, Every*(Calm-1)+Every/2, "before Calm quiet looks")
+		r.expect(t, Every, "after Calm quiet looks", 1)
+		// One call using more than Crowded and less than Busy: calm.
+		share(0.6)
+		r.expect(t, Every, "one call between the bars", 1)
+		// Sixteen calls in flight using under Crowded: still calm.
+		for range 15 {
+			l.Begin()
+		}
+		for range 3 {
+			share(0.3)
+			r.expect(t, Every, "sixteen calls under Crowded", 1)
+		}
+		// Two or more calls in flight over Crowded: busy.
+		share(0.5)
+		r.expect(t, Every, "sixteen calls over Crowded", 1, 2)
+		for range 15 {
+			l.End()
+		}
+		r.expect(t, Every*(Calm-1), "before Calm quiet looks again", 1, 2)
+		r.expect(t, Every, "calm again", 1, 2, 1)
+		// One call, most of a CPU used since the last look: busy.
+		share(0.9)
+		r.expect(t, Every, "one call over Busy", 1, 2, 1, 2)
+		r.expect(t, Every*Calm, "calm once more", 1, 2, 1, 2, 1)
+		cancel()
+		<-done
+		if s := r.sets(); !slices.Equal(s, []int{1, 2, 1, 2, 1, 2}) {
+			t.Fatalf("after Follow: set %v, want [1 2 1 2 1 2] (the default back)", s)
+		}
+	})
+}
+
+// TestFollowNoCPU: with the process's CPU not measured (cpu nil), the
+// calls in flight stand in for it: one P after Calm looks with at most
+// one call, the default back at the first look that saw two (even ones
+// that ended before it), and nothing more when Follow ends on the default.
+func TestFollowNoCPU(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &recorder{}
+		l := &Load{}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			Follow(ctx, l, 2, r.set, nil)
 			close(done)
 		}()
 
 		l.Begin() // one call at a time: calm
-		time.Sleep(Every*(Calm-1) + Every/2)
-		synctest.Wait()
-		if s := sets(); len(s) != 0 {
-			t.Fatalf("set %v before %d calm looks", s, Calm)
-		}
-		time.Sleep(Every)
-		synctest.Wait()
-		if s := sets(); len(s) != 1 || s[0] != 1 {
-			t.Fatalf("after %d calm looks: set %v, want [1]", Calm, s)
-		}
+		r.expect(t, Every*(Calm-1)+Every/2, "before Calm calm looks")
+		r.expect(t, Every, "after Calm calm looks", 1)
 		l.Begin() // a second call in flight, over before the next look
 		l.End()
-		time.Sleep(Every)
-		synctest.Wait()
-		if s := sets(); len(s) != 2 || s[1] != 2 {
-			t.Fatalf("after a look that saw two calls: set %v, want [1 2]", s)
-		}
+		r.expect(t, Every, "after a look that saw two calls", 1, 2)
 		l.End()
-		time.Sleep(Every * Calm)
-		synctest.Wait()
-		if s := sets(); len(s) != 3 || s[2] != 1 {
-			t.Fatalf("calm again: set %v, want [1 2 1]", s)
-		}
-		// One call in flight, but the process used most of a CPU since
-		// the last look (work the front does not count).
-		cpu.Add(int64(Every * 9 / 10))
-		time.Sleep(Every)
-		synctest.Wait()
-		if s := sets(); len(s) != 4 || s[3] != 2 {
-			t.Fatalf("after a busy look: set %v, want [1 2 1 2]", s)
-		}
+		r.expect(t, Every*Calm, "calm again", 1, 2, 1)
+		l.Begin()
+		l.Begin()
+		r.expect(t, Every, "two calls in flight", 1, 2, 1, 2)
 		cancel()
 		<-done
-		if s := sets(); len(s) != 4 {
+		if s := r.sets(); !slices.Equal(s, []int{1, 2, 1, 2}) {
 			t.Fatalf("after Follow: set %v, want [1 2 1 2] (the default was in effect)", s)
 		}
 	})
