@@ -101,7 +101,7 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, c caller) error
 	if err := decodeBody(w, r, &body); err != nil {
 		return err
 	}
-	if h := body.ArgumentsHash; h != "" && !isHash(h) {
+	if h := body.ArgumentsHash; h != "" && !IsArgumentsHash(h) {
 		return invalid("arguments_hash %q: want %q and %d lower-case hex digits", h, hashPrefix, hashHexchars)
 	}
 	if body.Grant != nil {
@@ -266,7 +266,10 @@ func isUUID(s string) bool {
 	return true
 }
 
-func isHash(h string) bool {
+// IsArgumentsHash reports whether h has the form of an arguments hash:
+// "sha256:" and 64 lower-case hex digits (approval.Hash's form; what the
+// approve and grant endpoints accept as arguments_hash).
+func IsArgumentsHash(h string) bool {
 	hex, ok := strings.CutPrefix(h, hashPrefix)
 	if !ok || len(hex) != hashHexchars {
 		return false

@@ -121,7 +121,7 @@ func (s *Server) Review(ctx context.Context, c Caller, id approval.ID, v approva
 	if v == approval.VerdictDeny && isBlank(reason) {
 		return Approval{}, invalid(`a deny needs a "reason": the agent reads it`)
 	}
-	if pinnedHash != "" && !isHash(pinnedHash) {
+	if pinnedHash != "" && !IsArgumentsHash(pinnedHash) {
 		return Approval{}, invalid("arguments_hash %q: want %q and %d lower-case hex digits", pinnedHash, hashPrefix, hashHexchars)
 	}
 	got, dup, err := s.decide(ctx, c.inner(), id, v, reason, pinnedHash)

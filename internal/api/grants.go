@@ -314,7 +314,7 @@ func (s *Server) ApproveWithGrant(ctx context.Context, c Caller, id approval.ID,
 	if !c.CanReview() {
 		return Approval{}, forbidden(reviewRoles)
 	}
-	if pinnedHash != "" && !isHash(pinnedHash) {
+	if pinnedHash != "" && !IsArgumentsHash(pinnedHash) {
 		return Approval{}, invalid("arguments_hash %q: want %q and %d lower-case hex digits", pinnedHash, hashPrefix, hashHexchars)
 	}
 	return s.grantApprove(ctx, c.inner(), id, reason, pinnedHash, &b)

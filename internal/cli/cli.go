@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"toolgate/internal/api"
 	"toolgate/internal/store"
 )
 
@@ -265,7 +266,7 @@ func parse(args []string, stdout io.Writer, env func(string) string) (command, *
 			return command{}, nil, nil, usagef("approve --grant %s: want a positive duration such as 1h", o.grant)
 		case o.grantUses < 0:
 			return command{}, nil, nil, usagef("approve --grant-uses %d: want 1 or more (omit it for no cap)", o.grantUses)
-		case o.grantSet["hash"] && !isArgumentsHash(o.hash):
+		case o.grantSet["hash"] && !api.IsArgumentsHash(o.hash):
 			return command{}, nil, nil, usagef("approve --hash %q: want \"sha256:\" and 64 lower-case hex digits, as show prints it (Arguments hash:)", o.hash)
 		}
 	}
@@ -385,20 +386,4 @@ func takesValue(a string, sets ...*flag.FlagSet) bool {
 		return true
 	}
 	return false
-}
-
-// isArgumentsHash reports whether h has the form of an arguments hash:
-// "sha256:" and 64 lower-case hex digits (what the API accepts for
-// --hash; anything else it answers 422).
-func isArgumentsHash(h string) bool {
-	hex, ok := strings.CutPrefix(h, "sha256:")
-	if !ok || len(hex) != 64 {
-		return false
-	}
-	for i := 0; i < len(hex); i++ {
-		if c := hex[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }

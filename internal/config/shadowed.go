@@ -45,12 +45,8 @@ func ShadowedRules(path string, cfg Config) []string {
 func OverruledExactCalls(path string, cfg Config) []string {
 	at := ruleLines(path)
 	agent := func(id string) policy.Principal {
-		for _, a := range cfg.Agents {
-			if a.ID == id {
-				return policy.Principal{ID: id, Groups: a.Groups, Tenant: a.Tenant, OnBehalfOf: a.OnBehalfOf}
-			}
-		}
-		return policy.Principal{ID: id}
+		p, _ := cfg.PolicyPrincipal(id)
+		return p
 	}
 	p := &cfg.Policy
 	var out []string

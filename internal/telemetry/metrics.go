@@ -4,6 +4,7 @@
 package telemetry
 
 import (
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -33,9 +34,9 @@ type Metrics struct {
 	// toolCallSeries keeps toolCalls' counter per label pair (at most
 	// maxCachedToolCalls), so that counting a call is a map read: the
 	// vec's WithLabelValues checked, hashed and looked its labels up
-	// under a read lock on every decided call (branch stdio46). Copied on write under toolCallMu, read
-	// without a lock. The vec's series are never deleted, so a kept
-	// counter is always the exported one.
+	// under a read lock on every decided call (branch stdio46). Copied
+	// on write under toolCallMu, read without a lock. The vec's series
+	// are never deleted, so a kept counter is always the exported one.
 	toolCallSeries atomic.Pointer[map[toolCallKey]prometheus.Counter]
 	toolCallMu     sync.Mutex
 }
@@ -180,9 +181,7 @@ func (m *Metrics) keepToolCallSeries(k toolCallKey, c prometheus.Counter) {
 		return
 	}
 	s := make(map[toolCallKey]prometheus.Counter, len(old)+1)
-	for kk, v := range old {
-		s[kk] = v
-	}
+	maps.Copy(s, old)
 	// Own copies: the caller's strings may be parts of a larger text.
 	s[toolCallKey{strings.Clone(k.server), strings.Clone(k.effect)}] = c
 	m.toolCallSeries.Store(&s)
