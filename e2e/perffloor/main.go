@@ -58,9 +58,14 @@ func main() {
 		<-ctx.Done()
 		_ = ln.Close()
 	}()
+	// The mode comes from the executable's name; say which one runs, so a
+	// build under the wrong name is seen in the server's log, not in the
+	// numbers.
 	if strings.HasSuffix(filepath.Base(os.Args[0]), "-tcp") {
+		fmt.Fprintf(os.Stderr, "perffloor: TCP byte relay on %s to %s (the executable's name ends in -tcp)\n", listen, upstream.Host)
 		err = relayTCP(ln, upstream.Host)
 	} else {
+		fmt.Fprintf(os.Stderr, "perffloor: httputil.ReverseProxy on %s to %s (build as …-tcp for the byte relay)\n", listen, upstream)
 		err = reverseProxy(ln, upstream)
 	}
 	if err != nil && ctx.Err() == nil {
