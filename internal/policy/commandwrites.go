@@ -31,6 +31,7 @@ var codeFileNames = []string{
 	".gdbinit", ".lldbinit", ".sqliterc", ".psqlrc", ".envrc", ".npmrc", ".yarnrc", ".pythonrc", "sitecustomize.py",
 	"usercustomize.py", "Makefile", "makefile", "GNUmakefile", "crontab",
 	".yarnrc.yml", ".pnpmfile.cjs", "pip.conf", "pip.ini", // yarnPath, a pnpm hook file, pip's index (branch policy47)
+	"bunfig.toml", ".bunfig.toml", // preload scripts bun runs first (branch policy47)
 }
 
 // codeFileDirs are path parts (each between slashes, the path given a
@@ -42,7 +43,7 @@ var codeFileDirs = []string{
 	"/.git/hooks/", "/.husky/", "/.git/config/", "/git/config/", "/.ssh/config/", "/.ssh/rc/", "/.ssh/authorized_keys/", "/.ssh/authorized_keys2/", "/.ssh/environment/", "/etc/profile/",
 	"/etc/profile.d/", "/etc/bash.bashrc/", "/etc/zsh/", "/etc/environment/", "/etc/rc.local/", "/etc/ld.so.preload/",
 	"/etc/sudoers", "/etc/cron", "/spool/cron/", "/etc/systemd/", "/.config/systemd/", "/.config/autostart/",
-	"/.config/fish/", "/.config/nvim/", "/go/env/",
+	"/.config/fish/", "/.config/nvim/", "/go/env/", "/.cargo/config/", "/.cargo/config.toml/", // cargo's runner, rustc-wrapper
 }
 
 // codeFile reports whether p (a path as written, ~ kept) names a file a

@@ -44,6 +44,8 @@ func TestCommandPolicy47Settings(t *testing.T) {
 				`echo 'yarnPath: x.js' > .yarnrc.yml`,
 				`echo 'module.exports = {}' > .pnpmfile.cjs`,
 				`echo 'script-shell=./x.sh' > .npmrc`,
+				`echo 'preload = ["./x.ts"]' > bunfig.toml`,
+				`printf '[build]\nrustc-wrapper = "./x.sh"\n' > .cargo/config.toml`,
 			},
 			[]string{`npm install`, `npm ci`, `npm run build`, `npm test`, `npm config get registry`, `npm config list`,
 				`npm config set fund false`, `npm config set //registry.npmjs.org/:_authToken abc`, `npm config set ignore-scripts true`,
