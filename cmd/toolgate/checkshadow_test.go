@@ -105,3 +105,40 @@ policy:
 		t.Errorf("with the exception: exit %d\n%s", code, stderr.String())
 	}
 }
+
+// TestCheckWarnsAboutAnOverruledFamily (policy47): the documented family
+// form (size(args) == 1 && args.command.matches('^…$')) with the
+// exception left out of the deny rule passed policy check, and every call
+// of the family was denied. Check warns, quoting a call the pattern
+// admits; with the exception it says nothing.
+func TestCheckWarnsAboutAnOverruledFamily(t *testing.T) {
+	head := "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { path: DB }\n" + principals + `servers:
+  shell: { url: "http://127.0.0.1:9/mcp" }
+policy:
+  default: approve
+  rules:
+    - name: migrations
+      server: shell
+      tools: [run]
+      when: 'size(args) == 1 && args.command.matches("^psql -d app < migrations/[0-9]{4}_[a-z_]+[.]sql$")'
+      effect: allow
+    - name: no rm
+      server: shell
+      tools: [run]
+      command: { argument: command, match: ["rm *"] }
+      effect: deny
+`
+	path := writeConfig(t, head)
+	var stdout, stderr strings.Builder
+	code := checkCmd([]string{path}, &stdout, &stderr, testSystem(nil))
+	want := `warning: ` + path + `:13: policy.rules[0] "migrations" (allow) never allows "psql -d app < migrations/0000__.sql", a call its when admits: policy.rules[1] "no rm" (deny, ` + path + `:18) matches it too, and deny beats allow; a command rule matches every call it cannot read: add the same exception to its when`
+	if code != 0 || !strings.Contains(stderr.String(), want) {
+		t.Errorf("policy check exited %d\nstderr:\n%s\nwant exit 0 and\n%s", code, stderr.String(), want)
+	}
+
+	path = writeConfig(t, head+"      when: '!(size(args) == 1 && args.command.matches(\"^psql -d app < migrations/[0-9]{4}_[a-z_]+[.]sql$\"))'\n")
+	stderr.Reset()
+	if code := checkCmd([]string{path}, &stdout, &stderr, testSystem(nil)); code != 0 || strings.Contains(stderr.String(), "warning") {
+		t.Errorf("with the exception: exit %d\n%s", code, stderr.String())
+	}
+}

@@ -37,8 +37,10 @@ func ShadowedRules(path string, cfg Config) []string {
 }
 
 // OverruledExactCalls returns one warning per allow rule of the policy of
-// cfg that names exactly one call (`when: args == {…}`) which a deny or
-// approve rule also matches, so it never allows it
+// cfg that names exactly one call (`when: args == {…}`), or a family of
+// them (`size(args) == 1 && args.command.matches(…)`: a call built from
+// the pattern, quoted in the warning), which a deny or approve rule also
+// matches, so it never allows it
 // (policy.Policy.OverruledExactCalls), with the file's lines, as
 // ShadowedRules does. A principal the rule names is evaluated with the
 // groups, tenant and on-behalf-of of cfg's agent of that id.
@@ -60,8 +62,12 @@ func OverruledExactCalls(path string, cfg Config) []string {
 		if b.Command != nil {
 			hint = "; a command rule matches every call it cannot read: add the same exception to its when (docs/policy.md \"Allowing a call no command rule allows\")"
 		}
-		out = append(out, fmt.Sprintf("%s: policy.%s (allow) never allows the one call its when names%s: policy.%s (%s, %s) matches it too, and %s beats allow%s",
-			at(o.Rule), ruleLabel(p, o.Rule), who, ruleLabel(p, o.By), b.Effect, at(o.By), b.Effect, hint))
+		what := "the one call its when names"
+		if o.Example != "" {
+			what = fmt.Sprintf("%q, a call its when admits", o.Example)
+		}
+		out = append(out, fmt.Sprintf("%s: policy.%s (allow) never allows %s%s: policy.%s (%s, %s) matches it too, and %s beats allow%s",
+			at(o.Rule), ruleLabel(p, o.Rule), what, who, ruleLabel(p, o.By), b.Effect, at(o.By), b.Effect, hint))
 	}
 	return out
 }

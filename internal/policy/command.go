@@ -273,6 +273,12 @@ func parseCommandDepth(src string, depth int) parsedCommand {
 			} else {
 				pc.appendSimple(words)
 				pc.addRunInner(words)
+				if k, s := runnerAt(words); s > 0 {
+					pc.addRunner(words[k:], s-k, depth, unsafe, opaque)
+				}
+				if k := commandAt(words, "go"); k >= 0 {
+					pc.addGoCommands(words[k:], depth, unsafe, opaque)
+				}
 			}
 			pc.checkEnvWords(words, depth, unsafe, opaque)
 			if k := commandAt(words, "rsync"); k >= 0 {
@@ -396,11 +402,12 @@ func checkRunner(words []cmdWord, opaque func(string)) {
 		opaque(why)
 		return
 	}
-	if !isWrapper(base) {
+	start := wrapperStart(words)
+	if start == 0 {
 		return
 	}
 	envOptions := base == "env" // env's own options: up to its command
-	for i := 1; i < len(words); i++ {
+	for i := start; i < len(words); i++ {
 		w := words[i]
 		if envOptions && envSplit(w.lit) {
 			opaque(`"env -S" runs a command line the matcher cannot read`)
@@ -427,6 +434,20 @@ func checkRunner(words []cmdWord, opaque func(string)) {
 			return
 		}
 	}
+}
+
+// wrapperStart returns the index in words from which a wrapper's
+// arguments may be the command it runs: 1 for isWrapper, after the
+// subcommand for a package runner (npx, npm exec: runnerStart); 0 for any
+// other command.
+func wrapperStart(words []cmdWord) int {
+	if words[0].unknown {
+		return 0
+	}
+	if isWrapper(path.Base(words[0].lit)) {
+		return 1
+	}
+	return runnerStart(words)
 }
 
 // envSplit reports whether w is env's -S/--split-string: alone, in a
@@ -654,8 +675,8 @@ func (m *commandMatcher) catches(pc *parsedCommand) verdict {
 		if k := m.first(words, true); k >= 0 {
 			return verdict{match: true, why: fmt.Sprintf("simple command %q matches pattern %q", joinWords(words), m.patterns[k].src)}
 		}
-		if isWrapper(path.Base(words[0].lit)) {
-			for i := 1; i < len(words); i++ {
+		if s := wrapperStart(words); s > 0 {
+			for i := s; i < len(words); i++ {
 				if k := m.first(words[i:], true); k >= 0 {
 					return verdict{match: true, why: fmt.Sprintf("%q runs %q, which matches pattern %q", words[0].lit, joinWords(words[i:]), m.patterns[k].src)}
 				}

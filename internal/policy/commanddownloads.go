@@ -6,10 +6,11 @@ import (
 )
 
 // curlOptionsCode says why curl's words (name is curl) hold options the
-// matcher cannot read: -K/--config reading its input (-K -, also in a
-// cluster: -sK-, or /dev/stdin), whose lines may set output = ~/.bashrc;
-// -w/--write-out @- (the format, %output{FILE} among it, read from the
-// input) or a format that is not literal; an --expand-X option (curl 8.3
+// matcher cannot read: -K/--config reading a file or its input (-K -,
+// -sK-, -K opts.txt; branch policy47: a file too), whose lines may set
+// output = ~/.bashrc or the URL; -w/--write-out @FILE or @- (the format,
+// %output{FILE} among it, read from a file or the input) or a format that
+// is not literal; an --expand-X option (curl 8.3
 // and later) whose value curl builds from its --variable values
 // ('{{f:64dec}}' spells .git/hooks/pre-commit in base64), but for the
 // options in curlExpandSafe; or a file name the command does not spell:
@@ -87,14 +88,14 @@ func curlOptionsCode(name string, words []cmdWord) string {
 			continue
 		}
 		hashOut = hashOut || strings.Contains(fileOf(out), "#")
-		if scriptFile(name, config) != "" { // "" for none
-			return "curl -K reads options from its input (output = FILE among them), which the matcher cannot read"
+		if config.unknown || config.lit != "" {
+			return "curl -K reads options from a file or its input (output = FILE, url = … among them), which the matcher cannot read"
 		}
 		if format.unknown {
 			return "curl -w gets a format that is not literal (%output{FILE} may be among it)"
 		}
-		if f, ok := strings.CutPrefix(format.lit, "@"); ok && scriptFile(name, cmdWord{lit: f}) != "" {
-			return "curl -w @- reads its format from its input (%output{FILE} among it), which the matcher cannot read"
+		if strings.HasPrefix(format.lit, "@") {
+			return "curl -w @FILE reads its format from a file or its input (%output{FILE} among it), which the matcher cannot read"
 		}
 	}
 	switch {
@@ -192,7 +193,8 @@ const wgetValueLetters = "eoaiBtOTwQlARDIXPUnY"
 // --save-cookies, --rejected-log and --hsts-file, and --default-page (the
 // name of a URL ending in /). Opaque: -e/--execute
 // (a .wgetrc command: output_document = ~/.bashrc) but for proxy and
-// robots settings, --config or -i/--input-file reading the input, and the
+// robots settings, --config or -i/--input-file (a file or the input;
+// branch policy47: a file too, whose URLs name the files), and the
 // options with which the server names the files: -r, -m, -p, -x and
 // their long forms, --content-disposition, --trust-server-names.
 // --use-askpass runs a command.
@@ -251,8 +253,10 @@ func wgetCode(words []cmdWord) (string, []string) {
 		case 'o':
 			files = append(files, fileOf(v))
 		case 'i':
-			if why := scriptFile("wget", v); why != "" {
-				return why, nil
+			// wget -i FILE and --config=FILE: URLs (whose names become the
+			// files written) or .wgetrc commands from a file or the input.
+			if v.unknown || v.lit != "" {
+				return "wget -i or --config reads URLs or .wgetrc commands from a file or its input, which the matcher cannot read", nil
 			}
 		}
 	}

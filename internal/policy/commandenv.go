@@ -43,12 +43,22 @@ func envVar(name string) envKind {
 	case "NODE_OPTIONS", "PERL5OPT", "PERL5DB", "RUBYOPT", "PYTHONINSPECT", "BASH_ENV", "ENV",
 		"LD_PRELOAD", "LD_AUDIT", "DYLD_INSERT_LIBRARIES", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS",
 		"TAR_OPTIONS", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "PS4", "MAKEFLAGS", "GNUMAKEFLAGS", "MFLAGS",
-		"GIT_EXEC_PATH", "GIT_TEMPLATE_DIR": // git --exec-path=DIR (runs ./ssh, ./less), clone --template=DIR (installs hooks)
+		"GIT_EXEC_PATH", "GIT_TEMPLATE_DIR", // git --exec-path=DIR (runs ./ssh, ./less), clone --template=DIR (installs hooks)
+		// A configuration file the program reads and the matcher does not
+		// guard (branch policy47): git's core.pager, .wgetrc's
+		// output_document, .curlrc's output, go's GOFLAGS, npm's
+		// script-shell, pip's index. GOFLAGS: -toolexec=cmd.
+		"GIT_DIR", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG", "WGETRC", "CURL_HOME", "GOENV", "GOFLAGS",
+		"PIP_CONFIG_FILE", "YARN_RC_FILENAME", "YARN_YARN_PATH", "YARN_PLUGINS":
 		return envCode
-	case "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF", "GIT_PAGER", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR",
+	case "CC", "CXX", // go build (cgo) and make run them (branch policy47)
+		"GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF", "GIT_PAGER", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR",
 		"GIT_ASKPASS", "GIT_PROXY_COMMAND", "WGET_ASKPASS", "SSH_ASKPASS", "SUDO_ASKPASS", "RSYNC_RSH", "PAGER", "MANPAGER",
 		"SYSTEMD_PAGER", "EDITOR", "VISUAL", "BROWSER", "LESSOPEN", "LESSCLOSE", "PROMPT_COMMAND":
 		return envCommand
+	}
+	if npmConfigVar(name) {
+		return envCode // npm_config_script_shell=… npm test
 	}
 	if strings.HasPrefix(name, "BASH_FUNC_") || strings.HasPrefix(name, "GIT_CONFIG_KEY_") || strings.HasPrefix(name, "GIT_CONFIG_VALUE_") {
 		return envCode // an exported function; git configuration (core.pager=…)
@@ -111,7 +121,8 @@ func makeFlagsSafe(val string) bool {
 func (pc *parsedCommand) setEnv(name, val string, known bool, depth int, unsafe, opaque func(string)) {
 	switch envVar(name) {
 	case envCode:
-		if name == "NODE_OPTIONS" && known && nodeOptionsSafe(val) || contains([]string{"MAKEFLAGS", "GNUMAKEFLAGS", "MFLAGS"}, name) && known && makeFlagsSafe(val) {
+		if name == "NODE_OPTIONS" && known && nodeOptionsSafe(val) || contains([]string{"MAKEFLAGS", "GNUMAKEFLAGS", "MFLAGS"}, name) && known && makeFlagsSafe(val) ||
+			name == "GOFLAGS" && known && goFlagsSafe(val) || name == "GIT_DIR" && known && dotGitDir(val) {
 			return
 		}
 		opaque(fmt.Sprintf("%s makes a program load or run code the matcher cannot read", name))

@@ -104,6 +104,13 @@ func inlineCode(words []cmdWord) string {
 		return writesCode(name, words) // scp h:x ~/.bashrc
 	case "deno", "bun":
 		return denoBunCode(name, words)
+	case "npm", "pnpm", "yarn", "npx", "pnpx":
+		return packageManagerCode(name, words)
+	case "go":
+		return goCode(words)
+	}
+	if versioned(name, "pip") {
+		return pipCode(words)
 	}
 	if why := programCode(name, words); why != "" {
 		return why
@@ -150,7 +157,13 @@ func inlineCode(words []cmdWord) string {
 				case strings.IndexByte(ip.inline, c) >= 0:
 					return fmt.Sprintf("%q -%c runs code the matcher cannot read", name, c)
 				case strings.IndexByte(ip.module, c) >= 0:
-					return "" // runs a named module
+					// Runs a named module; python3 -m pip is pip (branch
+					// policy47: pip config set).
+					m := valueWord(words, &i, w.lit[j+1:], true)
+					if c == 'm' && versioned(name, "python") && m.lit == "pip" {
+						return pipCode(append([]cmdWord{{lit: "pip"}}, words[i+1:]...))
+					}
+					return ""
 				case strings.IndexByte(ip.exits, c) >= 0:
 					exits = true
 				case strings.IndexByte(ip.args, c) >= 0:

@@ -143,12 +143,16 @@ func zipCode(words []cmdWord) string {
 }
 
 // makeCode says why make's words run code the matcher cannot read:
-// --eval/-E, a makefile read from input (-f -, -f /dev/stdin), a
+// --eval/-E, a makefile read from input (-f -, -f /dev/stdin) or, with
+// -f/--file, from a file whose name the matcher does not guard as a
+// makefile (codeFile: Makefile, makefile.*, *.mk; branch policy47: a
+// file written as notes.txt runs as make -f notes.txt), a
 // command-line variable that sets SHELL, .SHELLFLAGS, MAKEFLAGS, MFLAGS,
 // GNUMAKEFLAGS or MAKEFILES, uses != (a shell assignment) or whose value
 // holds a $ (make expands $(shell …) where the variable is used), or a
-// word that is not literal. A makefile read from a file is not: like
-// ./build.sh, the matcher cannot read a file.
+// word that is not literal. A makefile the matcher guards is not: like
+// ./build.sh, the matcher cannot read a file, and a write to one is
+// opaque (commandwrites.go).
 func makeCode(words []cmdWord) string {
 	for i := 1; i < len(words); i++ {
 		w := words[i]
@@ -164,7 +168,7 @@ func makeCode(words []cmdWord) string {
 			}
 			if longOption(opt, "--file", "--makefile") {
 				v, ok := optionValue(words, &i, val, hasVal)
-				if why := scriptFile("make", cmdWord{lit: v, unknown: !ok}); why != "" {
+				if why := makefileCode(v, ok); why != "" {
 					return why
 				}
 			}
@@ -179,7 +183,7 @@ func makeCode(words []cmdWord) string {
 				}
 				v, ok := optionValue(words, &i, w.lit[j+1:], true)
 				if c == 'f' {
-					if why := scriptFile("make", cmdWord{lit: v, unknown: !ok}); why != "" {
+					if why := makefileCode(v, ok); why != "" {
 						return why
 					}
 				}
@@ -192,6 +196,19 @@ func makeCode(words []cmdWord) string {
 				return fmt.Sprintf("make variable %s may run a command the matcher cannot read", name)
 			}
 		}
+	}
+	return ""
+}
+
+// makefileCode says why make -f v (ok: v is literal) reads a makefile
+// the matcher cannot read: from the input, or from a file whose writes it
+// does not guard (codeFile).
+func makefileCode(v string, ok bool) string {
+	if why := scriptFile("make", cmdWord{lit: v, unknown: !ok}); why != "" {
+		return why
+	}
+	if !codeFile(v) {
+		return fmt.Sprintf("make -f %s reads a makefile the matcher does not guard as one (Makefile, makefile.*, *.mk)", v)
 	}
 	return ""
 }

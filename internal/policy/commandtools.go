@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 )
@@ -149,7 +150,19 @@ func gitCode(words []cmdWord) string {
 			// PATH of every program it starts (ssh, remote helpers, hooks'
 			// commands): "git --exec-path=. push" runs ./ssh.
 			return "git --exec-path= runs programs from a directory the matcher cannot read"
-		case contains([]string{"-C", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--attr-source", "--shallow-file"}, w.lit):
+		case w.lit == "--git-dir" || opt == "--git-dir" && hasVal:
+			// A repository's config (core.pager, alias.*, hooks) is read
+			// from that directory; the matcher guards writes to .git/config
+			// only, so any other directory (a bare repository x/config
+			// planted earlier) is read as code (branch policy47).
+			dir, ok := val, true
+			if !hasVal {
+				dir, ok = next()
+			}
+			if !ok || !dotGitDir(dir) {
+				return "git --git-dir reads a repository's configuration (core.pager, aliases, hooks) from a directory the matcher does not guard"
+			}
+		case contains([]string{"-C", "--work-tree", "--namespace", "--super-prefix", "--attr-source", "--shallow-file"}, w.lit):
 			if _, ok := next(); !ok {
 				return "git gets a word that is not literal"
 			}
@@ -217,6 +230,12 @@ func gitSubcommandCode(sub string, args []cmdWord) string {
 		}
 	}
 	return ""
+}
+
+// dotGitDir reports whether dir names a work tree's .git directory
+// (.git, ../x/.git), whose config the matcher guards as a code file.
+func dotGitDir(dir string) bool {
+	return strings.EqualFold(path.Base(path.Clean(dir)), ".git")
 }
 
 // cloneShort returns the first letter of w, a cluster of git clone's

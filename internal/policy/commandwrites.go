@@ -30,6 +30,8 @@ var codeFileNames = []string{
 	".curlrc", "_curlrc", ".wgetrc", // read at start: output = ~/.bashrc, -w %output{…}
 	".gdbinit", ".lldbinit", ".sqliterc", ".psqlrc", ".envrc", ".npmrc", ".yarnrc", ".pythonrc", "sitecustomize.py",
 	"usercustomize.py", "Makefile", "makefile", "GNUmakefile", "crontab",
+	".yarnrc.yml", ".pnpmfile.cjs", "pip.conf", "pip.ini", // yarnPath, a pnpm hook file, pip's index (branch policy47)
+	"bunfig.toml", ".bunfig.toml", // preload scripts bun runs first (branch policy47)
 }
 
 // codeFileDirs are path parts (each between slashes, the path given a
@@ -41,7 +43,7 @@ var codeFileDirs = []string{
 	"/.git/hooks/", "/.husky/", "/.git/config/", "/git/config/", "/.ssh/config/", "/.ssh/rc/", "/.ssh/authorized_keys/", "/.ssh/authorized_keys2/", "/.ssh/environment/", "/etc/profile/",
 	"/etc/profile.d/", "/etc/bash.bashrc/", "/etc/zsh/", "/etc/environment/", "/etc/rc.local/", "/etc/ld.so.preload/",
 	"/etc/sudoers", "/etc/cron", "/spool/cron/", "/etc/systemd/", "/.config/systemd/", "/.config/autostart/",
-	"/.config/fish/", "/.config/nvim/",
+	"/.config/fish/", "/.config/nvim/", "/go/env/", "/.cargo/config/", "/.cargo/config.toml/", // cargo's runner, rustc-wrapper
 }
 
 // codeFile reports whether p (a path as written, ~ kept) names a file a
@@ -54,7 +56,8 @@ func codeFile(p string) bool {
 	}
 	c := strings.ToLower(path.Clean(p))
 	base := path.Base(c)
-	if slices.ContainsFunc(codeFileNames, func(n string) bool { return strings.EqualFold(n, base) }) || strings.HasSuffix(base, ".mk") {
+	if slices.ContainsFunc(codeFileNames, func(n string) bool { return strings.EqualFold(n, base) }) || strings.HasSuffix(base, ".mk") ||
+		strings.HasPrefix(base, "makefile.") || strings.HasPrefix(base, "gnumakefile.") {
 		return true
 	}
 	s := "/" + c + "/"

@@ -22,6 +22,10 @@ type Overruled struct {
 	// Principal is the caller the call was evaluated for ("" when the
 	// allow rule names none).
 	Principal string
+	// Example is, for an allow rule that names a family of calls
+	// (familyArgs), the string of the one argument the overruled call
+	// holds; "" for an exact call.
+	Example string
 }
 
 // OverruledExactCalls evaluates the one call each enforced allow rule of
@@ -34,7 +38,10 @@ type Overruled struct {
 // of an agent id as the config declares it, or one with only the id. A
 // deciding rule that selects annotations (unknown here) is not reported,
 // nor is a principal given as a group, so a report is never a false
-// alarm. p must be valid.
+// alarm. Since branch policy47 an allow rule of the form "size(args) ==
+// 1 && args.K.matches(RE)" counts too: a few strings RE admits
+// (familyArgs) are evaluated, and the first that another rule decides
+// is reported with Example set. p must be valid.
 func (p *Policy) OverruledExactCalls(agent func(id string) Principal) []Overruled {
 	var out []Overruled
 	var e *Evaluator
@@ -45,8 +52,11 @@ func (p *Policy) OverruledExactCalls(agent func(id string) Principal) []Overrule
 			!literalName(r.Server) || !literalName(r.Tools[0]) {
 			continue
 		}
-		args, ok := exactArgs(r.When)
-		if !ok {
+		var calls []json.RawMessage
+		var examples []string
+		if args, ok := exactArgs(r.When); ok {
+			calls, examples = []json.RawMessage{args}, []string{""}
+		} else if calls, examples, ok = familyArgs(r.When); !ok {
 			continue
 		}
 		principals := []Principal{{}}
@@ -64,6 +74,19 @@ func (p *Policy) OverruledExactCalls(agent func(id string) Principal) []Overrule
 				return nil
 			}
 		}
+		if o, ok := overruled(p, e, r, i, principals, calls, examples); ok {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// overruled evaluates calls (the allow rule r, at index i, names each;
+// examples[k] is calls[k]'s family string) for each of principals and
+// returns the first that an enforced deny or approve rule decides while
+// r matches it too.
+func overruled(p *Policy, e *Evaluator, r *Rule, i int, principals []Principal, calls []json.RawMessage, examples []string) (Overruled, bool) {
+	for k, args := range calls {
 		for _, pr := range principals {
 			d, err := e.Evaluate(Call{Server: r.Server, Tool: r.Tools[0], Arguments: args, Principal: pr})
 			if err != nil || d.Effect == Allow || d.Rule == DefaultRule {
@@ -73,11 +96,10 @@ func (p *Policy) OverruledExactCalls(agent func(id string) Principal) []Overrule
 			if by < 0 || p.Rules[by].Annotations != nil || !slices.Contains(d.Matched, r.Name) {
 				continue
 			}
-			out = append(out, Overruled{Rule: i, By: by, Principal: pr.ID})
-			break
+			return Overruled{Rule: i, By: by, Principal: pr.ID, Example: examples[k]}, true
 		}
 	}
-	return out
+	return Overruled{}, false
 }
 
 // ruleIndex is the index of the first enforced rule named name with

@@ -254,7 +254,7 @@ func TestCommandPolicy46Parsers(t *testing.T) {
 				`curl -v --stderr ~/.bashrc https://x/p`,
 				`curl --libcurl Makefile https://x/p`,
 			},
-			[]string{`curl -K curl.cfg https://x`, `curl --variable %TOKEN --expand-header 'Authorization: Bearer {{TOKEN}}' https://x`,
+			[]string{`curl --variable %TOKEN --expand-header 'Authorization: Bearer {{TOKEN}}' https://x`,
 				`curl -o a.tgz https://x/a.tgz`, `curl --output=a.tgz https://x/a.tgz`, `curl -sSf https://x | grep y`,
 				`curl -D headers.txt https://x`, `curl -c cookies.txt -b cookies.txt https://x`, `curl -w '%{http_code}' https://x`,
 				`curl --trace-ascii trace.log https://x`, `curl -w '%output{stats.txt}%{time_total}' https://x`},

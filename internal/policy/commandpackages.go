@@ -1,0 +1,449 @@
+package policy
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
+
+// Package managers and build tools (branch policy47). Two ways they run
+// code a command's words do not show:
+//
+//   - a setting written now that a later call runs by: npm, pnpm and yarn
+//     config set (script-shell, node-options, registry, yarnPath, …),
+//     npm set and npm pkg set scripts.*, yarn set version FILE, go env -w
+//     (GOFLAGS=-toolexec=…, CC, GOTOOLCHAIN, GOPROXY), pip config set and
+//     edit; the same settings given on the command line (npm
+//     --script-shell=…, npm_config_script_shell=…); each is opaque, a
+//     write to a file a program later runs as code, as git config
+//     core.pager is;
+//   - a command named in the words that the tool runs: npx, pnpx, bunx,
+//     npm exec and x, pnpm dlx and exec, yarn dlx and exec, bun x (the
+//     command after the runner's options, its first word read as shell
+//     text, as npm hands it to a shell; -c/--call's value), and go's
+//     -exec and -toolexec values: each is parsed as a command
+//     (addEmbedded), so a deny rule matches it as any simple command and
+//     an allow rule must match it too; a runner with no command (an
+//     interactive shell) is opaque; go generate, which runs the command
+//     lines of //go:generate comments in .go files the matcher does not
+//     guard, is opaque.
+
+// npmRunsKeys are npm, pnpm and yarn settings whose value is a program,
+// a command line or code the tool runs, or a file of such settings.
+var npmRunsKeys = []string{"script-shell", "shell", "node-options", "userconfig", "globalconfig", "editor", "git", "browser",
+	"viewer", "init-module", "onload-script", "pnpmfile", "global-pnpmfile", "python", "node-gyp", "yarn-path"}
+
+// npmSafeKeys are settings npm, pnpm and yarn config set may write: none
+// names a program, code, a registry or a file of settings. Compared in
+// lower case without '-' and '_' (yarn berry's nodeLinker is node-linker).
+var npmSafeKeys = []string{"fund", "audit", "progress", "loglevel", "color", "updatenotifier", "saveexact", "saveprefix",
+	"save", "initauthorname", "initauthoremail", "initauthorurl", "initlicense", "initversion", "enginestrict",
+	"fetchretries", "fetchretrymintimeout", "fetchretrymaxtimeout", "fetchtimeout", "maxsockets", "packagelock",
+	"prefix", "cache", "legacypeerdeps", "strictpeerdependencies", "autoinstallpeers", "storedir", "shamefullyhoist",
+	"nodelinker", "lockfile", "enabletelemetry", "enableglobalcache", "compressionlevel", "enableprogressbars",
+	"enablecolors", "cachefolder", "defaultsemverrangeprefix", "preferinteractive", "telemetry"}
+
+// npmKey returns key (a setting's name) in lower case without '-' and '_'.
+func npmKey(key string) string {
+	return strings.NewReplacer("-", "", "_", "").Replace(strings.ToLower(key))
+}
+
+// npmKeyRuns reports whether key names a setting of npmRunsKeys.
+func npmKeyRuns(key string) bool {
+	k := npmKey(key)
+	return slices.ContainsFunc(npmRunsKeys, func(n string) bool { return npmKey(n) == k })
+}
+
+// npmConfigVar reports whether name is an environment variable npm or
+// pnpm reads as a setting of npmRunsKeys (npm_config_script_shell, in any
+// case).
+func npmConfigVar(name string) bool {
+	for _, p := range []string{"npm_config_", "pnpm_config_"} {
+		if len(name) > len(p) && strings.EqualFold(name[:len(p)], p) {
+			return npmKeyRuns(name[len(p):])
+		}
+	}
+	return false
+}
+
+// npmFlagRuns reports whether opt (a "--" word's text before '=') sets a
+// setting of npmRunsKeys: npm's and pnpm's option parser (nopt) takes
+// any unambiguous prefix (--script-sh), so every prefix of at least one
+// letter counts, but --global, which is an option of its own.
+func npmFlagRuns(opt string) bool {
+	if !strings.HasPrefix(opt, "--") || opt == "--global" {
+		return false
+	}
+	k := npmKey(opt[2:])
+	return k != "" && slices.ContainsFunc(npmRunsKeys, func(n string) bool { return strings.HasPrefix(npmKey(n), k) })
+}
+
+// pmSub returns the index in words (words[0] is the program) of the
+// subcommand when it is one of subs, else -1. A word after an option
+// that may take it as its value (--prefix x, -C x) may be that value, so
+// the scan goes on past it: "npm --loglevel silly config set …" finds
+// config (fails closed).
+func pmSub(words []cmdWord, subs ...string) int {
+	for i := 1; i < len(words); i++ {
+		w := words[i]
+		if w.unknown || w.lit == "--" {
+			return -1
+		}
+		if strings.HasPrefix(w.lit, "-") {
+			continue
+		}
+		if contains(subs, w.lit) {
+			return i
+		}
+		p := words[i-1].lit
+		if i == 1 || !strings.HasPrefix(p, "-") || strings.Contains(p, "=") {
+			return -1
+		}
+	}
+	return -1
+}
+
+// positionals returns the literal words of words that are no option,
+// the values of the options in valued (given as the next word) skipped.
+func positionals(words []cmdWord, valued ...string) []string {
+	var out []string
+	for i := 0; i < len(words); i++ {
+		w := words[i].lit
+		switch {
+		case contains(valued, w):
+			i++
+		case !strings.HasPrefix(w, "-") || w == "-":
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// packageManagerCode says why npm, pnpm or yarn (name) with words writes
+// or gives a setting the tool runs code by: an option of npmRunsKeys
+// (before "--", after which the words are a script's), config set (or
+// npm set) with a key outside npmSafeKeys (ignore-scripts only as true),
+// config edit, npm pkg set of scripts or bin, yarn set version with a
+// file or URL; or a word that is not literal.
+func packageManagerCode(name string, words []cmdWord) string {
+	for _, w := range words[1:] {
+		if w.unknown {
+			return notLiteral(name)
+		}
+		if w.lit == "--" {
+			break
+		}
+		if opt, _, _ := strings.Cut(w.lit, "="); npmFlagRuns(opt) {
+			return fmt.Sprintf("%s %s sets a program or code %s runs, which the matcher cannot read", name, opt, name)
+		}
+	}
+	k := pmSub(words, "config", "c", "set", "pkg")
+	if k < 0 {
+		return ""
+	}
+	args := positionals(words[k+1:], "--location", "--workspace", "-w")
+	sub := words[k].lit
+	switch {
+	case sub == "set" && name == "yarn":
+		// yarn set version FILE or URL runs that file as yarn from now on.
+		if len(args) >= 2 && args[0] == "version" && !strings.ContainsAny(args[1], `/\:`) {
+			return ""
+		}
+		return "yarn set writes a yarn release or setting the matcher cannot read, which yarn later runs"
+	case sub == "pkg":
+		if len(args) == 0 || args[0] != "set" {
+			return ""
+		}
+		for _, a := range args[1:] {
+			key := strings.ToLower(strings.TrimLeft(a, ".["))
+			if strings.HasPrefix(key, "scripts") || strings.HasPrefix(key, "bin") || !strings.Contains(a, "=") || a == "" {
+				return fmt.Sprintf("%s pkg set writes package.json's scripts, which %s later runs", name, name)
+			}
+		}
+		return ""
+	case sub == "set":
+	case len(args) == 0:
+		return ""
+	case args[0] == "edit":
+		return fmt.Sprintf("%s config edit writes %s's settings, some of which run programs", name, name)
+	case args[0] != "set":
+		return "" // get, list, delete, unset
+	default:
+		args = args[1:]
+	}
+	for i := 0; i < len(args); i++ {
+		key, val, hasVal := strings.Cut(args[i], "=")
+		if !hasVal && i+1 < len(args) {
+			i++
+			val = args[i]
+		}
+		k := npmKey(key)
+		if k == "ignorescripts" && val == "true" || contains(npmSafeKeys, k) || npmCredential(key) {
+			continue
+		}
+		return fmt.Sprintf("%s config set %s writes a setting %s may run code by (script-shell, node-options, a registry), which the matcher cannot read", name, key, name)
+	}
+	return ""
+}
+
+// npmCredential reports whether key is a registry's credential
+// (//registry.npmjs.org/:_authToken), which runs nothing.
+func npmCredential(key string) bool {
+	k := strings.ToLower(key)
+	return strings.HasPrefix(k, "//") && slices.ContainsFunc([]string{":_authtoken", ":_auth", ":_password", ":username", ":email"},
+		func(s string) bool { return strings.HasSuffix(k, s) })
+}
+
+// goEnvSafe lists the go env -w keys that name no program, code, module
+// source or file.
+var goEnvSafe = []string{"GOOS", "GOARCH", "GOAMD64", "GOARM", "GOARM64", "GO386", "GOWASM", "GOMIPS", "GOMIPS64",
+	"GOPPC64", "GORISCV64", "CGO_ENABLED", "GO111MODULE", "GOTELEMETRY"}
+
+// goFlagsSafe reports whether a GOFLAGS value holds only flags that run
+// nothing (-mod=, -trimpath, -tags=, -count=, …); -toolexec=, -exec=,
+// -ldflags= (-extld=) and -modfile= do not count.
+func goFlagsSafe(val string) bool {
+	for _, f := range strings.Fields(val) {
+		name, _, _ := strings.Cut(strings.TrimLeft(f, "-"), "=")
+		if !contains([]string{"mod", "modcacherw", "buildvcs", "trimpath", "tags", "count", "v", "x", "n", "race",
+			"p", "short", "failfast", "timeout", "json", "cover", "covermode"}, name) {
+			return false
+		}
+	}
+	return true
+}
+
+// goCode says why go's words run code the matcher cannot read: go env -w
+// with a key outside goEnvSafe (GOFLAGS only unless goFlagsSafe), and go
+// generate, which runs the command lines of //go:generate comments in
+// .go files; or a word that is not literal. go's -exec and -toolexec
+// values are commands (addGoCommands).
+func goCode(words []cmdWord) string {
+	for _, w := range words[1:] {
+		if w.unknown {
+			return notLiteral("go")
+		}
+	}
+	k := pmSub(words, "env", "generate")
+	switch {
+	case k < 0:
+		return ""
+	case words[k].lit == "generate":
+		return "go generate runs the commands of //go:generate comments in files the matcher cannot read"
+	}
+	write := false
+	for _, w := range words[k+1:] {
+		if f := strings.TrimLeft(w.lit, "-"); strings.HasPrefix(w.lit, "-") && (f == "w" || strings.HasPrefix(f, "w=")) {
+			write = true // -w, --w, -w=true
+			continue
+		}
+		key, val, ok := strings.Cut(w.lit, "=")
+		if !write || !ok || contains(goEnvSafe, key) || key == "GOFLAGS" && goFlagsSafe(val) {
+			continue
+		}
+		return fmt.Sprintf("go env -w %s writes a setting go later runs a program or code by, which the matcher cannot read", key)
+	}
+	return ""
+}
+
+// pipCode says why pip's words (words[0] is pip) write pip's
+// configuration: config set (but for pipSafeKeys) or config edit (also
+// an editor it runs); the index it names serves the code a later pip
+// install runs.
+func pipCode(words []cmdWord) string {
+	k := pmSub(words, "config")
+	if k < 0 {
+		return ""
+	}
+	args := positionals(words[k+1:], "--editor")
+	switch {
+	case len(args) == 0:
+		return ""
+	case args[0] == "edit":
+		return "pip config edit writes pip's configuration with an editor the matcher cannot read"
+	case args[0] == "set" && (len(args) < 2 || !pipKeySafe(args[1])):
+		return "pip config set writes pip's configuration (an index whose packages a later pip install runs), which the matcher cannot read"
+	}
+	return ""
+}
+
+// pipKeySafe reports whether a pip config key (global.timeout) names a
+// setting that runs nothing and names no package source.
+func pipKeySafe(key string) bool {
+	_, name, _ := strings.Cut(strings.ToLower(key), ".")
+	return contains([]string{"timeout", "retries", "disable-pip-version-check", "no-cache-dir", "progress-bar", "no-color",
+		"quiet", "verbose", "no-input", "root-user-action"}, name)
+}
+
+// runnerSubs lists a package manager's subcommands that run a command
+// named in their words.
+func runnerSubs(name string) []string {
+	switch name {
+	case "npm":
+		return []string{"exec", "x"}
+	case "pnpm":
+		return []string{"dlx", "exec"}
+	case "yarn":
+		return []string{"dlx", "exec"}
+	case "bun":
+		return []string{"x"}
+	}
+	return nil
+}
+
+// runnerAt returns the index of a package runner in words (words[0], or
+// a word after a wrapper) and its runnerStart there; 0, 0 for none.
+func runnerAt(words []cmdWord) (int, int) {
+	if words[0].unknown {
+		return 0, 0
+	}
+	if s := runnerStart(words); s > 0 {
+		return 0, s
+	}
+	if !isWrapper(path.Base(words[0].lit)) {
+		return 0, 0
+	}
+	for k := 1; k < len(words); k++ {
+		if words[k].unknown {
+			return 0, 0
+		}
+		if s := runnerStart(words[k:]); s > 0 {
+			return k, k + s
+		}
+	}
+	return 0, 0
+}
+
+// runnerStart returns the index in words (words[0] is a literal program
+// name) from which a package runner's words hold the command it runs:
+// 1 for npx, pnpx and bunx, the subcommand's index plus one for npm exec
+// and kin (runnerSubs), the index of pnpm's first word when that is none
+// of pnpm's commands; 0 for any other program.
+func runnerStart(words []cmdWord) int {
+	switch name := programName(path.Base(words[0].lit)); name {
+	case "npx", "pnpx", "bunx":
+		return 1
+	case "pnpm":
+		// pnpm runs a word that is not one of its commands as a script
+		// or, failing that, as a shell command (pnpm curl x): from that
+		// word on (pnpm 6.6.1 and later).
+		if k := pmSub(words, runnerSubs(name)...); k > 0 {
+			return k + 1
+		}
+		for i := 1; i < len(words); i++ {
+			if contains([]string{"--filter", "-F", "--filter-prod", "-C", "--dir", "--reporter", "--loglevel"}, words[i].lit) {
+				i++ // the option's value (pnpm --filter app build)
+				continue
+			}
+			if w := words[i].lit; !strings.HasPrefix(w, "-") {
+				if words[i].unknown || contains(pnpmCommands, w) {
+					return 0
+				}
+				return i
+			}
+		}
+	case "npm", "yarn", "bun":
+		return pmSub(words, runnerSubs(name)...) + 1
+	}
+	return 0
+}
+
+// pnpmCommands are pnpm's own commands and their aliases; pnpm runs any
+// other first word as a script or a shell command.
+var pnpmCommands = []string{"add", "install", "i", "update", "up", "upgrade", "remove", "rm", "uninstall", "un", "uni",
+	"link", "ln", "unlink", "import", "rebuild", "rb", "prune", "fetch", "install-test", "it", "patch", "patch-commit",
+	"patch-remove", "audit", "list", "ls", "la", "ll", "outdated", "why", "licenses", "run", "run-script", "test", "t",
+	"tst", "exec", "dlx", "create", "start", "stop", "restart", "store", "root", "bin", "setup", "init", "deploy", "doctor",
+	"config", "c", "get", "set", "env", "publish", "pack", "server", "recursive", "multi", "m", "dedupe", "approve-builds",
+	"ignored-builds", "cat-file", "cat-index", "find-hash", "self-update", "help", "login", "logout", "adduser", "whoami",
+	"owner", "view", "info", "show", "search", "version", "docs", "home", "bugs", "repo", "ping", "sbom", "completion",
+	"unpublish", "deprecate", "undeprecate", "dist-tag", "access", "token", "team", "profile", "star", "unstar", "stars",
+	"edit", "explore", "fund", "hook", "org", "prefix", "query", "shrinkwrap", "catalog", "pkg"}
+
+// addRunner reads the command a package runner in words runs (words[0]
+// literal; runnerStart > 0): -c/--call's value and the first word after
+// the runner's options (after "--" if given) as shell text, the rest
+// quoted, parsed as a command (addEmbedded); opaque without either (an
+// interactive shell reading the input) or with a word that is not
+// literal.
+func (pc *parsedCommand) addRunner(words []cmdWord, start, depth int, unsafe, opaque func(string)) {
+	what := fmt.Sprintf("the command %s runs", words[0].lit)
+	found := false
+	for i := start; i < len(words); i++ {
+		w := words[i]
+		if w.unknown {
+			opaque(what + " is not literal")
+			return
+		}
+		opt, val, hasVal := strings.Cut(w.lit, "=")
+		switch {
+		case w.lit == "-c" || strings.HasPrefix(w.lit, "--") && longOption(opt, "--call"):
+			// nopt takes --call abbreviated (--cal); -c's value is the
+			// next word, --call's the text after '=' or the next word.
+			v := val
+			if !hasVal || w.lit == "-c" {
+				if i+1 >= len(words) || words[i+1].unknown {
+					opaque(what + " is not literal")
+					return
+				}
+				i++
+				v = words[i].lit
+			}
+			pc.addEmbedded(v, depth, what, unsafe, opaque)
+			found = true
+		case strings.HasPrefix(w.lit, "-c") && !strings.HasPrefix(w.lit, "--"):
+			opaque(fmt.Sprintf("%s %s may run a command the matcher cannot read", words[0].lit, w.lit))
+			return
+		case contains([]string{"--version", "-v", "--help", "-h"}, w.lit):
+			found = true
+		case contains([]string{"-p", "--package", "-w", "--workspace", "--registry", "--prefix", "-C", "--dir", "--cwd"}, w.lit):
+			i++ // the option's value
+		case w.lit == "--":
+			i++
+			fallthrough
+		case !strings.HasPrefix(w.lit, "-"):
+			if i < len(words) {
+				pc.addEmbedded(runnerLine(words[i:]), depth, what, unsafe, opaque)
+				return
+			}
+		}
+	}
+	if !found {
+		opaque(fmt.Sprintf("%s without a command runs a shell reading its input", words[0].lit))
+	}
+}
+
+// runnerLine returns the command line a package runner hands its shell
+// for words: the first as written, the rest quoted.
+func runnerLine(words []cmdWord) string {
+	var b strings.Builder
+	b.WriteString(words[0].lit)
+	for _, w := range words[1:] {
+		b.WriteString(" '")
+		b.WriteString(strings.ReplaceAll(w.lit, "'", `'\''`))
+		b.WriteByte('\'')
+	}
+	return b.String()
+}
+
+// addGoCommands parses the values of go's -exec and -toolexec options in
+// words (words[0] is go) as commands: go runs the program (go run, go
+// test) or each compiler tool through them.
+func (pc *parsedCommand) addGoCommands(words []cmdWord, depth int, unsafe, opaque func(string)) {
+	for i := 1; i < len(words); i++ {
+		opt, val, hasVal := strings.Cut(words[i].lit, "=")
+		if opt != "-exec" && opt != "--exec" && opt != "-toolexec" && opt != "--toolexec" {
+			continue
+		}
+		v := cmdWord{lit: val}
+		if !hasVal {
+			v = valueWord(words, &i, "", false)
+		}
+		if v.unknown {
+			opaque("go " + opt + " gets a command that is not literal")
+			return
+		}
+		pc.addEmbedded(v.lit, depth, "go "+opt+"'s command", unsafe, opaque)
+	}
+}
