@@ -2,6 +2,7 @@ package procs
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -54,7 +55,7 @@ func TestFollow(t *testing.T) {
 		done := make(chan struct{})
 		var cpu atomic.Int64 // the process's CPU time, ns
 		go func() {
-			Follow(ctx, l, 2, r.set, func() time.Duration { return time.Duration(cpu.Load()) })
+			Follow(ctx, l, 2, r.set, func() (time.Duration, error) { return time.Duration(cpu.Load()), nil })
 			close(done)
 		}()
 		// share uses f of a CPU over the next look.
@@ -91,6 +92,68 @@ func TestFollow(t *testing.T) {
 		if s := r.sets(); !slices.Equal(s, []int{1, 2, 1, 2, 1, 2}) {
 			t.Fatalf("after Follow: set %v, want [1 2 1 2 1 2] (the default back)", s)
 		}
+	})
+}
+
+// TestFollowCPUFails: a look whose CPU reading fails is busy (the
+// default Ps back from one P, and kept however long the readings fail and
+// the process is idle), and so is the first look after one, which has no
+// reading to measure from; one P again after Calm quiet looks once the
+// readings come back. Where a failed reading read as zero CPU, the
+// process looked idle and stayed on one P at any load.
+func TestFollowCPUFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &recorder{}
+		l := &Load{}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		var fail atomic.Bool
+		errRead := errors.New("getrusage: no reading")
+		const used = time.Hour // the CPU so far: constant, an idle process
+		go func() {
+			Follow(ctx, l, 2, r.set, func() (time.Duration, error) {
+				if fail.Load() {
+					return 0, errRead
+				}
+				return used, nil
+			})
+			close(done)
+		}()
+
+		r.expect(t, Every*Calm+Every/2, "idle", 1)
+		fail.Store(true)
+		r.expect(t, Every, "a failed reading", 1, 2)
+		r.expect(t, Every*2*Calm, "readings failing, the process idle", 1, 2)
+		fail.Store(false)
+		r.expect(t, Every, "the first reading back (nothing to measure from)", 1, 2)
+		r.expect(t, Every*(Calm-1), "before Calm quiet looks after it", 1, 2)
+		r.expect(t, Every, "Calm quiet looks after it", 1, 2, 1)
+		cancel()
+		<-done
+	})
+}
+
+// TestFollowCPUFailsAtStart: with no first reading, the first look is busy
+// however little the process uses; one P after Calm quiet looks after it.
+func TestFollowCPUFailsAtStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &recorder{}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		var reads atomic.Int64
+		go func() {
+			Follow(ctx, &Load{}, 2, r.set, func() (time.Duration, error) {
+				if reads.Add(1) == 1 {
+					return 0, errors.New("getrusage: no reading")
+				}
+				return time.Hour, nil
+			})
+			close(done)
+		}()
+		r.expect(t, Every*Calm+Every/2, "Calm looks after the first, busy one")
+		r.expect(t, Every, "Calm quiet looks", 1)
+		cancel()
+		<-done
 	})
 }
 
