@@ -3,6 +3,7 @@ package procs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -93,6 +94,67 @@ func TestFollow(t *testing.T) {
 			t.Fatalf("after Follow: set %v, want [1 2 1 2 1 2] (the default back)", s)
 		}
 	})
+}
+
+// TestFollowBurst: how long after a burst (sixteen calls that start at
+// once from one P, then using u of a CPU) Follow sets the default. The
+// first look after the burst measures the share over its whole interval,
+// the quiet part before the burst included: with the burst at f·Every
+// after a look, the first look is busy when u·(1−f) is over Crowded, else
+// the second is, (2−f)·Every after the burst when u is over Crowded.
+func TestFollowBurst(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		f, u  float64 // the burst's offset in its look (of Every), its share of a CPU
+		looks int     // the look after the burst that sets the default; 0: none
+	}{
+		{"early, over Crowded", 0.2, 0.6, 1},
+		{"late, over Crowded", 0.5, 0.6, 2},
+		{"late, most of a CPU", 0.7, 0.9, 2},
+		{"early, over Busy", 0.1, 0.9, 1},
+		{"under Crowded", 0.1, 0.35, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := &recorder{}
+				l := &Load{}
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan struct{})
+				start := time.Now()
+				var burst atomic.Int64 // the burst's start, ns after start; 0: none yet
+				go func() {
+					Follow(ctx, l, 2, r.set, func() (time.Duration, error) {
+						b := burst.Load()
+						if b == 0 {
+							return 0, nil
+						}
+						return time.Duration(tc.u * float64(time.Since(start)-time.Duration(b))), nil
+					})
+					close(done)
+				}()
+				r.expect(t, Every*Calm+Every/2, "idle", 1)
+				// Half an Every past a look; move to f·Every past one.
+				time.Sleep(Every/2 + time.Duration(tc.f*float64(Every)))
+				burst.Store(int64(time.Since(start)))
+				for range 16 {
+					l.Begin()
+				}
+				want := []int{1}
+				for look := 1; look <= 3; look++ {
+					if look == tc.looks {
+						want = append(want, 2)
+					}
+					d := Every
+					if look == 1 {
+						d = time.Duration((1 - tc.f) * float64(Every))
+					}
+					r.expect(t, d, fmt.Sprintf("look %d after the burst", look), want...)
+				}
+				cancel()
+				<-done
+			})
+		})
+	}
 }
 
 // TestFollowCPUFails: a look whose CPU reading fails is busy (the
