@@ -37,7 +37,9 @@
 // toolgate also gets an admin listener, and each of its lines
 // "one_p_share", the share of samples of its number of Ps (/metrics every
 // 100 ms after the warm-up) that read one (procs.Follow); the summary adds
-// the medians of both per row.
+// the medians of both per row. Each read of /metrics costs toolgate about
+// 1.5 ms of CPU, ≈ 0.014 of a CPU at that rate, counted in its share and
+// CPU per call.
 package main
 
 import (

@@ -24,9 +24,13 @@
 // the default is the runtime's own setting (branch sched47; a failed
 // reading read as zero kept the process on one P at any load). Where the
 // CPU time is not measured (cpu nil) the calls in flight alone decide: a
-// look that saw two or more in flight is busy. Each change stops the
-// world briefly, so it happens at most once per Calm×Every going down. When the environment sets
-// GOMAXPROCS, or the default is one P already, Follow does nothing.
+// look that saw two or more in flight is busy. A burst from one P counts
+// at the first or second look after it (within 2×Every): the share of the
+// first is over the whole Every, the quiet part before the burst
+// included (branch sched47 measured 98–261 ms and no calls lost at C=16).
+// Each change stops the world briefly, so it happens at most once per
+// Calm×Every going down. When the environment sets GOMAXPROCS, or the
+// default is one P already, Follow does nothing.
 package procs
 
 import (
