@@ -3,20 +3,28 @@
 package main
 
 import (
+	"fmt"
 	"syscall"
 	"time"
 )
 
-// processCPU is the process's user and system CPU time so far (zero if
-// getrusage fails), for procs.Follow.
-func processCPU() time.Duration {
+// readCPU is the process's user and system CPU time so far, or
+// getrusage's error.
+func readCPU() (time.Duration, error) {
 	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, fmt.Errorf("getrusage: %w", err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }
 
-// followCPU is procs.Follow's view of the process's CPU time:
-// processCPU.
-func followCPU() func() time.Duration { return processCPU }
+// processCPU is readCPU's time (zero if getrusage fails), for
+// execpages.WhenQuiet.
+func processCPU() time.Duration {
+	d, _ := readCPU()
+	return d
+}
+
+// followCPU is procs.Follow's view of the process's CPU time: readCPU (a
+// failed reading is a busy look there, not an idle one).
+func followCPU() func() (time.Duration, error) { return readCPU }

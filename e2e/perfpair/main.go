@@ -30,12 +30,24 @@
 // first binary's; then the medians of CPU per call by process: the
 // server, its upstream, and loadgen itself (its client_cpu_s over its
 // calls).
+//
+// Each line also gets "proc_cpu_share_each", each of the row's processes'
+// CPU over the loadgen run (warm-up included) as a share of one CPU
+// (toolgate alone first: a stdio child is not in it). With -procs every
+// toolgate also gets an admin listener, and each of its lines
+// "one_p_share", the share of samples of its number of Ps (/metrics every
+// 100 ms after the warm-up) that read one (procs.Follow); the summary adds
+// the medians of both per row. Each read of /metrics costs toolgate about
+// 1.5 ms of CPU, ≈ 0.014 of a CPU at that rate, counted in its share and
+// CPU per call.
 package main
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -77,6 +89,7 @@ type target struct {
 	label string
 	bin   string // toolgate binary; empty for the baseline
 	port  int
+	admin int // its admin listener's port (-procs), 0 for none
 	pids  []int
 }
 
@@ -86,6 +99,7 @@ type options struct {
 	upstream     string
 	shared       bool
 	setsid       bool
+	procs        bool
 	rounds       int
 	conc         []int
 	duration     time.Duration
@@ -102,6 +116,7 @@ func main() {
 	flag.StringVar(&o.upstream, "upstream", "stdio", "toolgate's upstream: stdio (a child echoserver) or http (an echoserver -http per binary)")
 	flag.BoolVar(&o.shared, "shared", false, "stdio: one child for all agent sessions (sessions: shared)")
 	flag.BoolVar(&o.setsid, "setsid", false, "start every server in a session of its own, as ../shared/perf/run.sh does (its own scheduling group under autogroup)")
+	flag.BoolVar(&o.procs, "procs", false, "give every toolgate an admin listener and sample its number of Ps during each measurement (one_p_share)")
 	flag.IntVar(&o.rounds, "rounds", 6, "rounds; the target order is reversed every other round")
 	flag.StringVar(&conc, "c", "16,1", "comma-separated concurrencies, each measured in every round")
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "measured time per target, round and concurrency")
@@ -201,6 +216,11 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		if t.port, err = freePort(); err != nil {
 			return err
 		}
+		if o.procs {
+			if t.admin, err = freePort(); err != nil {
+				return err
+			}
+		}
 		conf, err := writeConfig(o.out, t, o.upstream, upstream, echo, o.shared)
 		if err != nil {
 			return err
@@ -243,11 +263,24 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 				var out bytes.Buffer
 				cmd.Stdout = &out
 				cmd.Stderr = os.Stderr
-				before := cpuSnapshot(t.pids)
-				if err := cmd.Run(); err != nil {
+				var watch *onePWatch
+				if t.admin != 0 {
+					watch = watchOneP(ctx, t.admin, o.warmup)
+				}
+				before, began := cpuSnapshot(t.pids), time.Now()
+				err := cmd.Run()
+				after, wall := cpuSnapshot(t.pids), time.Since(began)
+				oneP, samples := 0.0, 0
+				if watch != nil {
+					oneP, samples = watch.stop()
+				}
+				if err != nil {
 					return fmt.Errorf("loadgen %s round %d C=%d: %w", t.label, r, c, err)
 				}
-				line, err := withProcessSplit(bytes.TrimSpace(out.Bytes()), before, cpuSnapshot(t.pids))
+				line, err := withProcessSplit(bytes.TrimSpace(out.Bytes()), before, after)
+				if err == nil {
+					line, err = withShares(line, before, after, wall, oneP, samples)
+				}
 				if err != nil {
 					return fmt.Errorf("loadgen %s round %d C=%d: %w", t.label, r, c, err)
 				}
@@ -309,7 +342,16 @@ func writeConfig(dir string, t target, kind, upstreamURL, echo string, shared bo
 		return "", err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "listen: {mcp: \"127.0.0.1:%d\", admin: \"\"}\n", t.port)
+	admin := ""
+	if t.admin != 0 {
+		admin = fmt.Sprintf("127.0.0.1:%d", t.admin)
+	}
+	fmt.Fprintf(&b, "listen: {mcp: \"127.0.0.1:%d\", admin: %q}\n", t.port, admin)
+	if admin != "" {
+		// An admin listener needs an approver; /metrics asks for none.
+		sum := sha256.Sum256([]byte("perfpair"))
+		fmt.Fprintf(&b, "approvers: [{id: perfpair, token_sha256: %q, roles: [viewer]}]\n", hex.EncodeToString(sum[:]))
+	}
 	fmt.Fprintf(&b, "storage: {driver: sqlite, path: %q}\n", filepath.Join(d, "data", "toolgate.db"))
 	b.WriteString("servers:\n  echo:\n")
 	if kind == "http" {
@@ -367,6 +409,11 @@ type result struct {
 	// (toolgate, then its HTTP upstream); empty for a line without it.
 	CPUEach   []float64 `json:"proc_cpu_us_per_call_each"`
 	ClientCPU float64   `json:"client_cpu_s"` // loadgen's own CPU in the measured phase
+	// Share is each process's share of one CPU over the run, in pid order.
+	Share []float64 `json:"proc_cpu_share_each"`
+	// OneP is the share of the run's samples on one P (-procs); nil
+	// without.
+	OneP *float64 `json:"one_p_share"`
 }
 
 func readResults(path string) ([]result, error) {

@@ -78,6 +78,7 @@ func summarise(w io.Writer, rows []result, labels []string, conc []int) error {
 			}
 		}
 		processTable(w, byLabel, labels, rounds)
+		shareTable(w, byLabel, labels, rounds)
 	}
 	return nil
 }
@@ -151,4 +152,42 @@ func median(v []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// shareTable writes the medians over the rounds of each row's first
+// process's share of one CPU (toolgate alone, or direct's echoserver) and,
+// where measured (-procs), of its time on one P. Nothing is written when
+// no row has the shares.
+func shareTable(w io.Writer, byLabel map[string]map[string]result, labels, rounds []string) {
+	lines := make([]string, 0, len(labels))
+	for _, l := range labels {
+		var share, oneP []float64
+		for _, n := range rounds {
+			r, ok := byLabel[l][n]
+			if !ok {
+				continue
+			}
+			if len(r.Share) > 0 && r.Share[0] >= 0 {
+				share = append(share, r.Share[0])
+			}
+			if r.OneP != nil {
+				oneP = append(oneP, 100**r.OneP)
+			}
+		}
+		if len(share) == 0 {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("| %s | %s | %s | %s |", l,
+			fmtMedian(share, "%.2f"), ratios(share), fmtMedian(oneP, "%.0f")))
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nShare of one CPU of the row's first process over the loadgen run, and time on one P (medians over the rounds)")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| row | share of a CPU | per round | one P % |")
+	fmt.Fprintln(w, "|---|--:|---|--:|")
+	for _, s := range lines {
+		fmt.Fprintln(w, s)
+	}
 }

@@ -19,11 +19,18 @@
 // calls or more, with less CPU, while toolgate used about a quarter of a
 // CPU); between the bars they do (branch procs46b: approve-all, whose
 // approved calls come back into the calls in flight, runs at 0.4–0.65 of
-// a CPU and was slower on one P). Where the CPU time is not measured (cpu
-// nil) the calls in flight alone decide: a look that saw two or more in
-// flight is busy. Each change stops the world briefly, so it happens at
-// most once per Calm×Every going down. When the environment sets
-// GOMAXPROCS, or the default is one P already, Follow does nothing.
+// a CPU and was slower on one P). A look whose CPU reading failed, or
+// whose last one did, is busy: what the process used is not known, and
+// the default is the runtime's own setting (branch sched47; a failed
+// reading read as zero kept the process on one P at any load). Where the
+// CPU time is not measured (cpu nil) the calls in flight alone decide: a
+// look that saw two or more in flight is busy. A burst from one P counts
+// at the first or second look after it (within 2×Every): the share of the
+// first is over the whole Every, the quiet part before the burst
+// included (branch sched47 measured 98–261 ms and no calls lost at C=16).
+// Each change stops the world briefly, so it happens at most once per
+// Calm×Every going down. When the environment sets GOMAXPROCS, or the
+// default is one P already, Follow does nothing.
 package procs
 
 import (
@@ -113,22 +120,26 @@ func (l *Load) Look() int64 { return l.peak.Swap(l.cur.Load()) }
 // of it from a changed CPU limit).
 //
 // cpu returns the process's CPU time so far (user and system; serve:
-// getrusage). A look is busy when the process used more than Busy of a
-// CPU since the last one, or more than Crowded with two or more calls in
-// flight in l since the last one. With cpu nil
+// getrusage), or an error when it cannot read it. A look is busy when the
+// process used more than Busy of a CPU since the last one, or more than
+// Crowded with two or more calls in flight in l since the last one; and
+// when cpu failed at this look or at the one before it (at the start, for
+// the first look), since then the share is not known. With cpu nil
 // (not measured on this platform) a look is busy when l saw two or more
 // calls in flight since the last one. Follow looks at l every Every
 // either way (Load.Look).
-func Follow(ctx context.Context, l *Load, def int, set func(int), cpu func() time.Duration) {
+func Follow(ctx context.Context, l *Load, def int, set func(int), cpu func() (time.Duration, error)) {
 	if def <= 1 {
 		return
 	}
 	t := time.NewTicker(Every)
 	defer t.Stop()
 	cur, calm := def, 0
-	var used time.Duration
+	var used time.Duration // the last reading, when read is true
+	read := false
 	if cpu != nil {
-		used = cpu()
+		u, err := cpu()
+		used, read = u, err == nil
 	}
 	defer func() {
 		if cur != def {
@@ -144,10 +155,13 @@ func Follow(ctx context.Context, l *Load, def int, set func(int), cpu func() tim
 		most := l.Look()
 		var busy bool
 		if cpu != nil {
-			now := cpu()
-			share := float64(now-used) / float64(Every)
-			busy = share > Busy || share > Crowded && most > 1
-			used = now
+			now, err := cpu()
+			busy = true // a reading missing at either end: not known
+			if err == nil && read {
+				share := float64(now-used) / float64(Every)
+				busy = share > Busy || share > Crowded && most > 1
+			}
+			used, read = now, err == nil
 		} else {
 			busy = most > 1
 		}
