@@ -99,7 +99,10 @@ func waitRoute(ctx context.Context, url string, within time.Duration) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not served after %s (last status %d, error %v)", url, within, status, err)
+			if err != nil {
+				return fmt.Errorf("%s not served after %s: %w", url, within, err)
+			}
+			return fmt.Errorf("%s not served after %s: status %d", url, within, status)
 		}
 		select {
 		case <-ctx.Done():
