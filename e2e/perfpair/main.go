@@ -1,11 +1,13 @@
-// Command perfpair measures toolgate binaries against direct-http in paired
-// rounds: every server is up at once, each target is loaded for the same
-// short time in turn, and the order of the targets is reversed every round,
-// so a change in what else runs on the machine falls on all rows alike.
+// Command perfpair measures toolgate binaries against direct-http, and
+// optionally against a peer proxy, in paired rounds: every server is up at
+// once, each target is loaded for the same short time in turn, and the
+// order of the targets is reversed every round, so a change in what else
+// runs on the machine falls on all rows alike.
 //
 //	perfpair -perf-bin DIR -bin LABEL=PATH [-bin LABEL=PATH ...]
-//	         [-upstream stdio|http] [-shared] [-setsid] [-rounds 6] [-c 16,1]
-//	         [-duration 3s] [-warmup 1s] [-payload-bytes 100] [-out DIR]
+//	         [-peer tbxark=PATH] [-upstream stdio|http] [-shared] [-setsid]
+//	         [-rounds 6] [-c 16,1] [-duration 3s] [-warmup 1s]
+//	         [-payload-bytes 100] [-out DIR]
 //
 // DIR holds the binaries of ../shared/perf (`loadgen`, `echoserver`), as its
 // setup.sh builds them into $PERF_WORK/bin. Each toolgate binary gets the
@@ -15,6 +17,13 @@
 // proxy). With -upstream http every toolgate binary gets its own
 // `echoserver -http` upstream, and the server CPU counted is toolgate's and
 // its upstream's; with stdio, loadgen counts toolgate and the child it spawns.
+// -peer tbxark=PATH adds a row for TBXark/mcp-proxy (issue 13's fastest
+// plain proxy) built at PATH, configured as ../shared/perf/run.sh's
+// tbxark-stdio and tbxark-http rows configure it: it spawns one stdio
+// echoserver for all sessions, or with -upstream http it gets an
+// `echoserver -http` of its own, and its CPU is counted as a toolgate's
+// (with its child, or with its HTTP upstream). It is loaded at
+// http://127.0.0.1:PORT/echo/.
 // With -setsid every server starts in a session of its own, as run.sh starts
 // them: with the kernel's autogroup scheduling each is then a scheduling
 // group of its own (docs/performance.md, "stdio29"); without, all of them
@@ -29,7 +38,9 @@
 // the same round, and each binary's calls/s and CPU per call against the
 // first binary's; then the medians of CPU per call by process: the
 // server, its upstream, and loadgen itself (its client_cpu_s over its
-// calls).
+// calls); and with -peer, each toolgate binary against each peer, round
+// by round (calls/s and CPU per call over the peer's), with both sides'
+// medians of p50, p99 and PSS.
 //
 // Each line also gets "proc_cpu_share_each", each of the row's processes'
 // CPU over the loadgen run (warm-up included) as a share of one CPU
@@ -87,15 +98,25 @@ const directLabel = "direct"
 // target is one row: a server listening on port whose processes are pids.
 type target struct {
 	label string
-	bin   string // toolgate binary; empty for the baseline
+	bin   string // toolgate or peer binary; empty for the baseline
+	peer  bool   // bin is a peer proxy (-peer), not a toolgate
 	port  int
 	admin int // its admin listener's port (-procs), 0 for none
 	pids  []int
 }
 
+// path is the URL path at which t serves MCP.
+func (t target) path() string {
+	if t.peer {
+		return tbxarkPath
+	}
+	return "/mcp"
+}
+
 type options struct {
 	perfBin      string
 	bins         binFlag
+	peers        peerFlag
 	upstream     string
 	shared       bool
 	setsid       bool
@@ -113,6 +134,7 @@ func main() {
 	var conc string
 	flag.StringVar(&o.perfBin, "perf-bin", os.Getenv("PERF_WORK")+"/bin", "directory with ../shared/perf's loadgen and echoserver")
 	flag.Var(&o.bins, "bin", "LABEL=PATH of a toolgate binary (repeatable; the first is the reference)")
+	flag.Var(&o.peers, "peer", "NAME=PATH of a peer proxy measured in the same rounds (repeatable; NAME: tbxark, TBXark/mcp-proxy)")
 	flag.StringVar(&o.upstream, "upstream", "stdio", "toolgate's upstream: stdio (a child echoserver) or http (an echoserver -http per binary)")
 	flag.BoolVar(&o.shared, "shared", false, "stdio: one child for all agent sessions (sessions: shared)")
 	flag.BoolVar(&o.setsid, "setsid", false, "start every server in a session of its own, as ../shared/perf/run.sh does (its own scheduling group under autogroup)")
@@ -133,6 +155,13 @@ func main() {
 	}
 	if len(o.bins) == 0 {
 		fatalf("at least one -bin LABEL=PATH is needed")
+	}
+	seen := map[string]bool{}
+	for _, t := range append(append([]target(nil), o.bins...), o.peers...) {
+		if seen[t.label] {
+			fatalf("label %q given twice", t.label)
+		}
+		seen[t.label] = true
 	}
 	if o.upstream != "stdio" && o.upstream != "http" {
 		fatalf("-upstream: want stdio or http, got %q", o.upstream)
@@ -188,7 +217,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		return cmd, nil
 	}
 	echo := filepath.Join(o.perfBin, "echoserver")
-	targets := make([]target, 0, len(o.bins)+1)
+	targets := make([]target, 0, len(o.bins)+len(o.peers)+1)
 	port, err := freePort()
 	if err != nil {
 		return err
@@ -198,7 +227,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		return err
 	}
 	targets = append(targets, target{label: directLabel, port: port, pids: []int{d.Process.Pid}})
-	for _, b := range o.bins {
+	for _, b := range append(append([]target(nil), o.bins...), o.peers...) {
 		t := b
 		upstream := ""
 		if o.upstream == "http" {
@@ -216,18 +245,28 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		if t.port, err = freePort(); err != nil {
 			return err
 		}
-		if o.procs {
-			if t.admin, err = freePort(); err != nil {
+		var g *exec.Cmd
+		if t.peer {
+			conf, err := writeTBXarkConfig(o.out, t.port, o.upstream, upstream, echo)
+			if err != nil {
 				return err
 			}
-		}
-		conf, err := writeConfig(o.out, t, o.upstream, upstream, echo, o.shared)
-		if err != nil {
-			return err
-		}
-		g, err := start(t.bin, "serve", "--config", conf, "--insecure-no-auth", "--log-level", "warn")
-		if err != nil {
-			return err
+			if g, err = start(t.bin, "-config", conf); err != nil {
+				return err
+			}
+		} else {
+			if o.procs {
+				if t.admin, err = freePort(); err != nil {
+					return err
+				}
+			}
+			conf, err := writeConfig(o.out, t, o.upstream, upstream, echo, o.shared)
+			if err != nil {
+				return err
+			}
+			if g, err = start(t.bin, "serve", "--config", conf, "--insecure-no-auth", "--log-level", "warn"); err != nil {
+				return err
+			}
 		}
 		t.pids = append([]int{g.Process.Pid}, t.pids...)
 		targets = append(targets, t)
@@ -235,6 +274,11 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	for _, t := range targets {
 		if err := waitListening(ctx, t.port, 15*time.Second); err != nil {
 			return fmt.Errorf("%s: %w", t.label, err)
+		}
+		if t.peer {
+			if err := waitRoute(ctx, fmt.Sprintf("http://127.0.0.1:%d%s", t.port, t.path()), 15*time.Second); err != nil {
+				return fmt.Errorf("%s: %w", t.label, err)
+			}
 		}
 	}
 	results := filepath.Join(o.out, "results.jsonl")
@@ -255,7 +299,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 					pids[i] = strconv.Itoa(p)
 				}
 				cmd := exec.CommandContext(ctx, loadgen,
-					"-url", fmt.Sprintf("http://127.0.0.1:%d/mcp", t.port),
+					"-url", fmt.Sprintf("http://127.0.0.1:%d%s", t.port, t.path()),
 					"-pid", strings.Join(pids, ","), "-label", t.label,
 					"-note", fmt.Sprintf("round=%d", r), "-concurrency", strconv.Itoa(c),
 					"-duration", o.duration.String(), "-warmup", o.warmup.String(),
@@ -299,10 +343,14 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "results: %s\n", results)
 	labels := make([]string, 0, len(targets))
+	var peers []string
 	for _, t := range targets {
 		labels = append(labels, t.label)
+		if t.peer {
+			peers = append(peers, t.label)
+		}
 	}
-	return summarise(stdout, rows, labels, o.conc)
+	return summarise(stdout, rows, labels, peers, o.conc)
 }
 
 // serverCommand is the command that starts a server (direct-http's
@@ -404,6 +452,8 @@ type result struct {
 	Errors      int     `json:"errors"`
 	CallsPerS   float64 `json:"calls_per_s"`
 	P50us       float64 `json:"p50_us"`
+	P99us       float64 `json:"p99_us"`
+	PSSTreeKB   float64 `json:"pss_tree_kb"` // PSS of the row's processes and their children at the end
 	CPUPerCall  float64 `json:"proc_cpu_us_per_call"`
 	// CPUEach splits CPUPerCall by process, in the row's pid order
 	// (toolgate, then its HTTP upstream); empty for a line without it.

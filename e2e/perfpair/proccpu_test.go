@@ -73,7 +73,7 @@ func TestSummariseProcessTable(t *testing.T) {
 		{Label: "new", Concurrency: 1, Note: "round=1", Calls: 800, CallsPerS: 800, CPUPerCall: 700, CPUEach: []float64{420, 280}, ClientCPU: 0.24},
 	}
 	var b strings.Builder
-	if err := summarise(&b, rows, []string{"direct", "new"}, []int{1}); err != nil {
+	if err := summarise(&b, rows, []string{"direct", "new"}, nil, []int{1}); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
@@ -88,7 +88,7 @@ func TestSummariseProcessTable(t *testing.T) {
 	}
 	b.Reset()
 	rows[0].CPUEach, rows[1].CPUEach = nil, nil
-	if err := summarise(&b, rows, []string{"direct", "new"}, []int{1}); err != nil {
+	if err := summarise(&b, rows, []string{"direct", "new"}, nil, []int{1}); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(b.String(), "by process") {

@@ -12,9 +12,12 @@ import (
 // server CPU per call, each round's calls/s as a multiple of direct-http's
 // in the same round with their median, the median p50 over direct-http's,
 // and, for every binary after the first, each round's calls/s and CPU per
-// call as a multiple of the first binary's. A round in which a row lacks a
+// call as a multiple of the first binary's (the first label that is
+// neither direct-http nor one of peers). A round in which a row lacks a
 // measurement, or its baseline does, is left out of that row's ratios.
-func summarise(w io.Writer, rows []result, labels []string, conc []int) error {
+// With peers (labels of peer proxies, also in labels) a third table
+// follows the by-process one: each toolgate binary over each peer.
+func summarise(w io.Writer, rows []result, labels, peers []string, conc []int) error {
 	errs := 0
 	for _, r := range rows {
 		errs += r.Errors
@@ -73,19 +76,20 @@ func summarise(w io.Writer, rows []result, labels []string, conc []int) error {
 			fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f | %s | %s | %s | %s | %s |\n", l,
 				median(cps), median(p50), median(cpu), ratios(x), fmtMedian(x, "%.2f"),
 				fmtMedian(over, "%+.0f"), cmpCalls, cmpCPU)
-			if l != directLabel && first == nil && i > 0 {
+			if l != directLabel && first == nil && i > 0 && !slices.Contains(peers, l) {
 				first = m
 			}
 		}
 		processTable(w, byLabel, labels, rounds)
 		shareTable(w, byLabel, labels, rounds)
+		peerTable(w, byLabel, labels, peers, rounds)
 	}
 	return nil
 }
 
 // processTable writes the medians over the rounds of the CPU per call of
-// each of a row's processes (the first, toolgate or direct-http's
-// echoserver; the second, a toolgate's HTTP upstream) and of loadgen itself
+// each of a row's processes (the first, toolgate, a peer or direct-http's
+// echoserver; the second, a toolgate's or a peer's HTTP upstream) and of loadgen itself
 // (its own CPU in the measured phase over the calls made). Nothing is
 // written when no row has the per-process split.
 func processTable(w io.Writer, byLabel map[string]map[string]result, labels, rounds []string) {
@@ -118,8 +122,66 @@ func processTable(w io.Writer, byLabel map[string]map[string]result, labels, rou
 	}
 	fmt.Fprintln(w, "\nCPU µs per call by process (medians over the rounds)")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| row | server (toolgate, or direct's echoserver) | its upstream | loadgen |")
+	fmt.Fprintln(w, "| row | server (toolgate or peer, or direct's echoserver) | its upstream | loadgen |")
 	fmt.Fprintln(w, "|---|--:|--:|--:|")
+	for _, s := range lines {
+		fmt.Fprintln(w, s)
+	}
+}
+
+// peerTable writes, for every toolgate binary (a label that is neither
+// direct-http nor a peer) and every peer, one line: the binary's calls/s
+// and server CPU per call over the peer's in each round both were
+// measured in, with their medians, then the medians of p50 and p99 (µs)
+// and of PSS (MB, the process tree at the end of a run), binary / peer.
+// Nothing is written without peers.
+func peerTable(w io.Writer, byLabel map[string]map[string]result, labels, peers, rounds []string) {
+	var lines []string
+	for _, p := range peers {
+		pm := byLabel[p]
+		if pm == nil {
+			continue
+		}
+		for _, l := range labels {
+			m := byLabel[l]
+			if l == directLabel || slices.Contains(peers, l) || m == nil {
+				continue
+			}
+			var x, cpu, p50, pp50, p99, pp99, pss, ppss []float64
+			for _, n := range rounds {
+				r, ok1 := m[n]
+				q, ok2 := pm[n]
+				if !ok1 || !ok2 {
+					continue
+				}
+				p50, pp50 = append(p50, r.P50us), append(pp50, q.P50us)
+				p99, pp99 = append(p99, r.P99us), append(pp99, q.P99us)
+				if r.PSSTreeKB > 0 && q.PSSTreeKB > 0 {
+					pss, ppss = append(pss, r.PSSTreeKB/1024), append(ppss, q.PSSTreeKB/1024)
+				}
+				if q.CallsPerS > 0 {
+					x = append(x, r.CallsPerS/q.CallsPerS)
+				}
+				if q.CPUPerCall > 0 && r.CPUPerCall > 0 {
+					cpu = append(cpu, r.CPUPerCall/q.CPUPerCall)
+				}
+			}
+			if len(p50) == 0 {
+				continue
+			}
+			lines = append(lines, fmt.Sprintf("| %s ÷ %s | %s | %s | %s | %s | %s / %s | %s / %s | %s / %s |",
+				l, p, ratios(x), fmtMedian(x, "%.2f"), ratios(cpu), fmtMedian(cpu, "%.2f"),
+				fmtMedian(p50, "%.0f"), fmtMedian(pp50, "%.0f"), fmtMedian(p99, "%.0f"), fmtMedian(pp99, "%.0f"),
+				fmtMedian(pss, "%.1f"), fmtMedian(ppss, "%.1f")))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nEach binary against the peer, per round")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| binary ÷ peer | calls/s per round | median | CPU/call per round | median | p50 µs | p99 µs | PSS MB |")
+	fmt.Fprintln(w, "|---|---|--:|---|--:|--:|--:|--:|")
 	for _, s := range lines {
 		fmt.Fprintln(w, s)
 	}

@@ -39,7 +39,7 @@ func TestSummariseRatiosPerRound(t *testing.T) {
 		{Label: "direct", Concurrency: 16, Note: "round=1", CallsPerS: 3000, Errors: 2},
 	}
 	var b strings.Builder
-	if err := summarise(&b, rows, []string{"direct", "main", "new"}, []int{1, 16}); err != nil {
+	if err := summarise(&b, rows, []string{"direct", "main", "new"}, nil, []int{1, 16}); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
