@@ -122,12 +122,28 @@ func (u *upstream) relayRequest(ctx context.Context, method string, req mcp.Requ
 	cs, _ := req.GetSession().(*mcp.ClientSession)
 	o := u.routeOf(cs, req.GetParams(), owner)
 	if o == nil || o.ss == nil {
-		u.log.WarnContext(ctx, "server→client request refused: it cannot be tied to an agent request", "method", method)
-		return nil, &jsonrpc.Error{Code: codeNotSupported, Message: fmt.Sprintf(
-			"toolgate cannot tell which agent %s is for: upstream %q shares one session among agents and the request did not arrive while serving an agent's request that can be told apart (use servers.%s.sessions: per_agent)",
-			method, u.name, u.name)}
+		msg := u.unroutedMessage(method)
+		u.log.WarnContext(ctx, "server→client request refused: it cannot be tied to an agent request", "method", method, "why", msg)
+		return nil, &jsonrpc.Error{Code: codeNotSupported, Message: msg}
 	}
 	return o.ask(ctx, method, req.GetParams(), func(id string) { u.g.elicitations.put(u.name, id, o.ss) })
+}
+
+// unroutedMessage says why a server→client request of method that no
+// agent's request can be told apart for is refused. On a per-agent server
+// such a request came on toolgate's own session with it (the one that
+// lists its tools, prompts and resources), outside any agent's request:
+// the server asks there at start (roots/list, as the everything and
+// filesystem servers do), and no setting changes that; agents' requests go
+// to sessions of their own. Before branch newuser47 it said to set
+// servers.<name>.sessions: per_agent, which such a server already had.
+func (u *upstream) unroutedMessage(method string) string {
+	if u.cfg.perAgent() {
+		return fmt.Sprintf("toolgate cannot tell which agent %s is for: upstream %q sent it on toolgate's own session with it (the one that lists its tools), outside any agent's request; each agent session has its own session with the server, where such requests reach the agent",
+			method, u.name)
+	}
+	return fmt.Sprintf("toolgate cannot tell which agent %s is for: upstream %q shares one session among agents and the request did not arrive while serving an agent's request that can be told apart (use servers.%s.sessions: per_agent)",
+		method, u.name, u.name)
 }
 
 // ask puts one server→client request (sampling, elicitation or roots, by
