@@ -17,10 +17,10 @@ func TestUnroutedRequestRemedy(t *testing.T) {
 		cfg       ServerConfig
 		want, not string
 	}{
-		{"stdio default", ServerConfig{Name: "ev", Command: "x"}, "toolgate's own session", "sessions: per_agent"},
-		{"explicit per_agent", ServerConfig{Name: "ev", URL: "http://x", Sessions: SessionsPerAgent}, "toolgate's own session", "sessions: per_agent"},
-		{"shared stdio", ServerConfig{Name: "ev", Command: "x", Sessions: SessionsShared}, "use servers.ev.sessions: per_agent", "own session"},
-		{"http default", ServerConfig{Name: "ev", URL: "http://x"}, "use servers.ev.sessions: per_agent", "own session"},
+		{"stdio default", ServerConfig{Name: "ev", Command: "x"}, "a session toolgate keeps for itself", "sessions: per_agent"},
+		{"explicit per_agent", ServerConfig{Name: "ev", URL: "http://x", Sessions: SessionsPerAgent}, "a session toolgate keeps for itself", "sessions: per_agent"},
+		{"shared stdio", ServerConfig{Name: "ev", Command: "x", Sessions: SessionsShared}, "use servers.ev.sessions: per_agent", "keeps for itself"},
+		{"http default", ServerConfig{Name: "ev", URL: "http://x"}, "use servers.ev.sessions: per_agent", "keeps for itself"},
 	} {
 		u := &upstream{name: c.cfg.Name, cfg: c.cfg}
 		got := u.unroutedMessage("roots/list")
