@@ -16,6 +16,7 @@ import (
 // restarting does), then answers tasks/get with the completed task; with
 // drops < 0 it drops every tasks/get.
 func restartingGateway(t *testing.T, drops int) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
 	var gets atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
