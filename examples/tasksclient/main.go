@@ -13,6 +13,9 @@
 //	export TOOLGATE_AGENT_TOKEN=tg_dev_…   # the agent token `serve --dev` printed
 //	go run ./examples/tasksclient -tool fs__write_file -args '{"path":"task.txt","content":"hi\n"}'
 //
+// While toolgate cannot be reached (an instance restarting), it polls the
+// task again for up to a minute: the task lives in toolgate's store.
+//
 // Exit status: 0 when the call completed without isError, 1 when it failed,
 // was cancelled or answered isError (or toolgate could not be reached), 2 on
 // a usage error.
@@ -28,6 +31,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -82,6 +86,20 @@ type client struct {
 	url, token string
 	http       *http.Client
 	id         int
+	// retryFor is how long tasks/get is tried again while toolgate
+	// cannot be reached; 0 means defaultRetryFor.
+	retryFor time.Duration
+}
+
+// defaultRetryFor is how long the client keeps polling a task while
+// toolgate cannot be reached (a restart takes seconds).
+const defaultRetryFor = time.Minute
+
+func (c *client) unreachable() time.Duration {
+	if c.retryFor > 0 {
+		return c.retryFor
+	}
+	return defaultRetryFor
 }
 
 // rpcError is a JSON-RPC error object.
@@ -129,6 +147,7 @@ func (c *client) callAndWait(ctx context.Context, out io.Writer, tool string, ar
 		fmt.Fprintf(out, "approval %s: decide it with `toolgate approvals approve %s` (or deny)\n", t.Meta.Approval.ID, t.Meta.Approval.ID)
 	}
 	shown := ""
+	var failing time.Time // since when tasks/get could not reach toolgate
 	for {
 		if t.StatusMessage != shown {
 			fmt.Fprintf(out, "status: %s\n", t.StatusMessage)
@@ -159,9 +178,22 @@ func (c *client) callAndWait(ctx context.Context, out io.Writer, tool string, ar
 		if ctx.Err() != nil {
 			return c.cancel(ctx, id, out)
 		}
+		var ue *neturl.Error
+		if errors.As(err, &ue) {
+			// toolgate could not be reached (an instance restarting): the
+			// task lives in its store, so poll again, on any instance.
+			if failing.IsZero() {
+				failing = time.Now()
+				fmt.Fprintf(out, "tasks/get: %v; trying again for up to %s (the task lives in toolgate's store)\n", err, c.unreachable())
+			}
+			if time.Since(failing) < c.unreachable() {
+				continue
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("tasks/get %s: %w", id, err)
 		}
+		failing = time.Time{}
 		t = task{}
 		if err := json.Unmarshal(raw, &t); err != nil {
 			return fmt.Errorf("tasks/get answer: %w", err)

@@ -403,7 +403,7 @@ func TestFailures(t *testing.T) {
 		{name: "addr with an empty port", args: []string{"list", "--addr", "localhost:"}, wantCode: 2, wantErr: []string{"has no port"}},
 		{name: "relative unix socket", args: []string{"list", "--addr", "unix://rel.sock"}, wantCode: 2, wantErr: []string{"absolute"}},
 		{name: "short prefix", args: []string{"show", "01900"}, wantCode: 2, wantErr: []string{"at least 6"}},
-		{name: "not an id", args: []string{"show", "xyz123"}, wantCode: 2, wantErr: []string{"invalid approval id"}},
+		{name: "not an id", args: []string{"show", "xyz123"}, wantCode: 2, wantErr: []string{`invalid approval id "xyz123": ids are UUIDs (hex digits and dashes, 36 characters); give a whole id, or at least 6 of its first or last characters`}},
 		{name: "ambiguous prefix", args: []string{"approve", "019000"}, wantCode: 1, wantErr: []string{"ambiguous", idA, idB, idC, "pay · refund"}},
 		{name: "no match", args: []string{"show", "0bbbbb"}, wantCode: 1, wantErr: []string{`no approval id starts or ends with "0bbbbb"`}},
 		{name: "unknown full id", args: []string{"show", "01900000-0000-7000-8000-0000000000ff"}, wantCode: 1, wantErr: []string{"toolgate: 404 not_found:"}},

@@ -138,7 +138,7 @@ func (g group[O]) run(ctx context.Context, args []string, stdout io.Writer, env 
 func resolveShortID(ctx context.Context, c *client, what, path, arg string, list func(ctx context.Context, u string) (ids, lines []string, more bool, err error)) (string, error) {
 	id := strings.ToLower(arg)
 	if strings.Trim(id, "0123456789abcdef-") != "" || len(id) > 36 {
-		return "", usagef("invalid %s id %q: want a full id, or a part of its start or end", what, arg)
+		return "", usagef("invalid %s id %q: ids are UUIDs (hex digits and dashes, 36 characters); give a whole id, or at least %d of its first or last characters", what, arg, minPrefix)
 	}
 	if isUUID(id) {
 		return id, nil

@@ -122,12 +122,29 @@ func (u *upstream) relayRequest(ctx context.Context, method string, req mcp.Requ
 	cs, _ := req.GetSession().(*mcp.ClientSession)
 	o := u.routeOf(cs, req.GetParams(), owner)
 	if o == nil || o.ss == nil {
-		u.log.WarnContext(ctx, "server→client request refused: it cannot be tied to an agent request", "method", method)
-		return nil, &jsonrpc.Error{Code: codeNotSupported, Message: fmt.Sprintf(
-			"toolgate cannot tell which agent %s is for: upstream %q shares one session among agents and the request did not arrive while serving an agent's request that can be told apart (use servers.%s.sessions: per_agent)",
-			method, u.name, u.name)}
+		msg := u.unroutedMessage(method)
+		u.log.WarnContext(ctx, "server→client request refused: it cannot be tied to an agent request", "method", method, "why", msg)
+		return nil, &jsonrpc.Error{Code: codeNotSupported, Message: msg}
 	}
 	return o.ask(ctx, method, req.GetParams(), func(id string) { u.g.elicitations.put(u.name, id, o.ss) })
+}
+
+// unroutedMessage says why a server→client request of method that no
+// agent's request can be told apart for is refused. On a per-agent server
+// such a request came on a session toolgate keeps for itself (the shared
+// one that lists its tools, prompts and resources, also serving 2026-07-28
+// requests), outside any agent's request it can tell apart: the server
+// asks there at start (roots/list, as the everything and filesystem
+// servers do), and no setting changes that; 2025 agents' requests go to
+// sessions of their own. Before branch newuser47 it said to set
+// servers.<name>.sessions: per_agent, which such a server already had.
+func (u *upstream) unroutedMessage(method string) string {
+	if u.cfg.perAgent() {
+		return fmt.Sprintf("toolgate cannot tell which agent %s is for: upstream %q sent it on a session toolgate keeps for itself (the one that lists its tools, or the one serving 2026-07-28 requests), not while serving an agent's request that can be told apart; on each 2025 agent session's own session with the server such requests reach that agent",
+			method, u.name)
+	}
+	return fmt.Sprintf("toolgate cannot tell which agent %s is for: upstream %q shares one session among agents and the request did not arrive while serving an agent's request that can be told apart (use servers.%s.sessions: per_agent)",
+		method, u.name, u.name)
 }
 
 // ask puts one server→client request (sampling, elicitation or roots, by

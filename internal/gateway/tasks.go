@@ -116,6 +116,12 @@ func (g *Gateway) taskTaken(body []byte, hdr http.Header, modern bool) (_ mcpwir
 	if hdr == nil && modern && merr != nil {
 		meta, merr = mcpwire.Meta{ProtocolVersion: modernVersion}, nil
 	}
+	if merr != nil && hdr != nil && req.Method != "tools/call" {
+		// A 2026-07-28 POST of tasks/* that the SDK does not serve: it
+		// would answer "JSON RPC not handled: \"tasks/get\" unsupported",
+		// not saying that the _meta is what is wrong (branch newuser47).
+		return req, meta, merr, true
+	}
 	if merr != nil || (hdr == nil && meta.ProtocolVersion < modernVersion) {
 		// The SDK answers a malformed request, and over stdio one of an
 		// earlier revision.
