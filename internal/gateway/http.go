@@ -186,6 +186,19 @@ func isLoopbackAddr(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// addrLoopback is byString(a.String()) without the string when a is a
+// *net.TCPAddr without a zone (a listener's local address): for those the
+// two rules here, isLoopbackAddr and sdkLoopback, read a.IP.IsLoopback
+// (a nil or malformed IP is no loopback address by either). Formatting
+// the address was two allocations on every call (docs/performance.md,
+// "http47").
+func addrLoopback(a net.Addr, byString func(string) bool) bool {
+	if ta, ok := a.(*net.TCPAddr); ok && ta != nil && ta.Zone == "" {
+		return ta.IP.IsLoopback()
+	}
+	return a != nil && byString(a.String())
+}
+
 // httpFront authenticates, registers each POST as a carrier, cancels a
 // session's calls on DELETE, and hands over to the SDK.
 type httpFront struct {
@@ -546,7 +559,7 @@ func withPrincipal(r *http.Request, p approval.Principal) *http.Request {
 
 func (f *httpFront) authenticate(w http.ResponseWriter, r *http.Request) (approval.Principal, bool) {
 	if f.opts.InsecureNoAuth {
-		if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && !isLoopbackAddr(la.String()) {
+		if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && !addrLoopback(la, isLoopbackAddr) {
 			http.Error(w, "unauthenticated access is only served on loopback", http.StatusForbidden)
 			return approval.Principal{}, false
 		}

@@ -142,7 +142,7 @@ func leanModernBase(r *http.Request) context.Context {
 // Mcp-Method (tools/call) and one Mcp-Name (checked against the body in
 // plainModern) and no Mcp-Param-* headers (SEP-2243).
 func modernLeanHeaders(r *http.Request) bool {
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && sdkLoopback(la.String()) && !sdkLoopback(r.Host) {
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && addrLoopback(la, sdkLoopback) && !sdkLoopback(r.Host) {
 		return false
 	}
 	h := r.Header

@@ -456,7 +456,10 @@ func (u *upstream) readRawStream(ctx context.Context, c *upConn, body io.Reader,
 	}()
 	r := sb.r
 	max := u.g.opts.MaxResultBytes + sdkLimitSlack
-	quoted := strconv.Quote(id)
+	// The id as JSON, on the stack for the usual short id (a string was
+	// an allocation per call; docs/performance.md, "http47").
+	var quotedBuf [64]byte
+	quoted := strconv.AppendQuote(quotedBuf[:0], id)
 	for {
 		line, err := r.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -498,7 +501,7 @@ func (u *upstream) readRawStream(ctx context.Context, c *upConn, body io.Reader,
 		if mid, method, ok := scanEventHead(msg); ok && !method {
 			// A response, read by the scanner (as the decode below
 			// would read it): the call's answer, or not ours.
-			if string(mid) == quoted {
+			if bytes.Equal(mid, quoted) {
 				return u.rawAnswer(msg)
 			}
 			continue
@@ -510,7 +513,7 @@ func (u *upstream) readRawStream(ctx context.Context, c *upConn, body io.Reader,
 			return nil, brokenAnswerError("an event that is not a JSON-RPC message")
 		}
 		switch {
-		case m.Method == "" && string(bytes.TrimSpace(m.ID)) == quoted:
+		case m.Method == "" && bytes.Equal(bytes.TrimSpace(m.ID), quoted):
 			// Its id was read with the event: decoded once more, not twice.
 			return u.rawAnswer(msg)
 		case m.Method == "":
