@@ -48,7 +48,7 @@ func envVar(name string) envKind {
 		// guard (branch policy47): git's core.pager, .wgetrc's
 		// output_document, .curlrc's output, go's GOFLAGS, npm's
 		// script-shell, pip's index. GOFLAGS: -toolexec=cmd.
-		"GIT_DIR", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG", "WGETRC", "CURL_HOME", "GOENV", "GOFLAGS",
+		"GIT_DIR", "GIT_COMMON_DIR", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG", "WGETRC", "CURL_HOME", "GOENV", "GOFLAGS",
 		"PIP_CONFIG_FILE", "YARN_RC_FILENAME", "YARN_YARN_PATH", "YARN_PLUGINS":
 		return envCode
 	case "CC", "CXX", // go build (cgo) and make run them (branch policy47)
@@ -122,7 +122,7 @@ func (pc *parsedCommand) setEnv(name, val string, known bool, depth int, unsafe,
 	switch envVar(name) {
 	case envCode:
 		if name == "NODE_OPTIONS" && known && nodeOptionsSafe(val) || contains([]string{"MAKEFLAGS", "GNUMAKEFLAGS", "MFLAGS"}, name) && known && makeFlagsSafe(val) ||
-			name == "GOFLAGS" && known && goFlagsSafe(val) || name == "GIT_DIR" && known && dotGitDir(val) {
+			name == "GOFLAGS" && known && goFlagsSafe(val) || (name == "GIT_DIR" || name == "GIT_COMMON_DIR") && known && dotGitDir(val) {
 			return
 		}
 		opaque(fmt.Sprintf("%s makes a program load or run code the matcher cannot read", name))

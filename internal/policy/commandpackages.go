@@ -84,7 +84,12 @@ func npmFlagRuns(opt string) bool {
 // that may take it as its value (--prefix x, -C x) may be that value, so
 // the scan goes on past it: "npm --loglevel silly config set …" finds
 // config (fails closed).
+//
+// npm takes a command abbreviated or by an alias (npm conf set, npm exe,
+// npm pk set: npmCommand), so for npm a word counts as the subcommand it
+// may stand for.
 func pmSub(words []cmdWord, subs ...string) int {
+	npm := programName(path.Base(words[0].lit)) == "npm"
 	for i := 1; i < len(words); i++ {
 		w := words[i]
 		if w.unknown || w.lit == "--" {
@@ -93,7 +98,7 @@ func pmSub(words []cmdWord, subs ...string) int {
 		if strings.HasPrefix(w.lit, "-") {
 			continue
 		}
-		if contains(subs, w.lit) {
+		if contains(subs, w.lit) || npm && contains(subs, npmCommand(w.lit)) {
 			return i
 		}
 		p := words[i-1].lit
@@ -102,6 +107,32 @@ func pmSub(words []cmdWord, subs ...string) int {
 		}
 	}
 	return -1
+}
+
+// npmCommand returns the command of npm's that the word w may stand for
+// among those the matcher reads (config, exec, pkg, explore, edit), else
+// w: npm's deref (lib/utils/cmd-list.js, npm 7 to 11) takes an alias (c,
+// x) and any unique prefix of a command's or an alias's name (conf,
+// confi, exe, pk, explo, ed), so npm conf set script-shell ./x.sh writes
+// that setting and npm exe rm x runs rm (checked with npm 11.19.1). A
+// prefix of two or more letters counts even where npm finds it ambiguous
+// (ex, co: npm then exits with an error and runs nothing; fails closed);
+// set counts only whole (se is search).
+func npmCommand(w string) string {
+	switch w {
+	case "c":
+		return "config"
+	case "x":
+		return "exec"
+	}
+	if len(w) >= 2 {
+		for _, c := range []string{"config", "exec", "explore", "edit", "pkg"} {
+			if strings.HasPrefix(c, w) {
+				return c
+			}
+		}
+	}
+	return w
 }
 
 // positionals returns the literal words of words that are no option,
@@ -138,13 +169,32 @@ func packageManagerCode(name string, words []cmdWord) string {
 			return fmt.Sprintf("%s %s sets a program or code %s runs, which the matcher cannot read", name, opt, name)
 		}
 	}
-	k := pmSub(words, "config", "c", "set", "pkg")
+	k := pmSub(words, "config", "c", "set", "pkg", "explore", "edit", "plugin")
 	if k < 0 {
 		return ""
 	}
 	args := positionals(words[k+1:], "--location", "--workspace", "-w")
 	sub := words[k].lit
+	if name == "npm" {
+		sub = npmCommand(sub)
+	}
 	switch {
+	case sub == "explore" && name == "npm":
+		// npm explore PKG -- CMD joins CMD's words with spaces and runs
+		// the result in a shell (script-shell) in the package's
+		// directory; without CMD a shell reading the input.
+		return "npm explore runs a shell or a command line in a package's directory, which the matcher does not read"
+	case sub == "edit" && name == "npm":
+		return "npm edit runs an editor (the editor setting, vi by default) that reads its commands from the input"
+	case sub == "plugin" && name == "yarn":
+		// yarn plugin import FILE|URL (or from sources) installs code
+		// every later yarn command loads, as yarn set version FILE does.
+		if len(args) == 0 || args[0] != "import" || len(args) == 2 && !strings.ContainsAny(args[1], `/\:.`) {
+			return ""
+		}
+		return "yarn plugin import installs a plugin the matcher cannot read, which every later yarn command runs"
+	case sub == "explore" || sub == "edit" || sub == "plugin":
+		return ""
 	case sub == "set" && name == "yarn":
 		// yarn set version FILE or URL runs that file as yarn from now on.
 		if len(args) >= 2 && args[0] == "version" && !strings.ContainsAny(args[1], `/\:`) {

@@ -162,6 +162,12 @@ func gitCode(words []cmdWord) string {
 			if !ok || !dotGitDir(dir) {
 				return "git --git-dir reads a repository's configuration (core.pager, aliases, hooks) from a directory the matcher does not guard"
 			}
+		case w.lit == "--bare":
+			// git --bare takes the working directory as the git directory
+			// and reads its config (aliases, core.pager) from ./config, a
+			// name the matcher does not guard: opaque as --git-dir=. is
+			// (checked with git 2.39: an alias in ./config ran).
+			return "git --bare reads a repository's configuration (core.pager, aliases, hooks) from the working directory, which the matcher does not guard"
 		case contains([]string{"-C", "--work-tree", "--namespace", "--super-prefix", "--attr-source", "--shallow-file"}, w.lit):
 			if _, ok := next(); !ok {
 				return "git gets a word that is not literal"
