@@ -72,3 +72,72 @@ func TestCommandAttack47EnvArguments(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandAttack47CodeFiles (attack47): a write to a file whose
+// command lines a plain-looking call runs: package.json's scripts (npm
+// test), deno.json's tasks, a justfile, a Taskfile, pnpm's project
+// settings, the yarn release and plugins .yarnrc.yml names; npm 7 and
+// 8's set-script, which writes package.json's scripts as npm pkg set
+// scripts.* does (opaque since policy47). On 04eea9d3 a deny rule for
+// "rm *" allowed each; an allow rule held the redirections already (a
+// redirection to a file is refused) but allowed npm set-script and cp.
+func TestCommandAttack47CodeFiles(t *testing.T) {
+	allow := []string{"npm *", "cp *", "echo *", "just *"}
+	bypass := []string{
+		`echo '{"scripts":{"test":"rm -rf ~"}}' > package.json && npm test`,
+		`cp evil.json package.json`,
+		`cp evil.json app/PACKAGE.JSON`,
+		`echo '{"tasks":{"x":"rm -rf ~"}}' > deno.json`,
+		`printf 'x:\n\trm -rf ~\n' > justfile && just x`,
+		`echo x > Taskfile.yml`,
+		`echo x > pnpm-workspace.yaml`,
+		`cp evil.cjs .yarn/releases/yarn-4.1.0.cjs`,
+		`cp evil.cjs .yarn/plugins/@yarnpkg/plugin-typescript.cjs`,
+		`npm set-script test 'rm -rf ~'`,
+		`npm set-s test 'rm -rf ~'`,
+	}
+	fine := []string{`cp package.json.bak notes.txt`, `npm test`, `echo ok`, `just build`, `npm set fund false`}
+	checkCommands(t, allow, bypass, fine, bypass, fine)
+}
+
+// TestCommandAttack47Compilers (attack47): gcc's -wrapper runs each
+// subprogram under the command it names (gcc -wrapper 'sh,-c,touch F'
+// ran touch with gcc 12); cgo passes CGO_CFLAGS and kin to gcc
+// unchecked (CGO_CFLAGS="-wrapper 'sh,-c,touch F'" go build ran touch);
+// an @FILE word reads options from a file; GCCGO and PKG_CONFIG name
+// programs go runs, read as command lines as CC is. On 04eea9d3 a deny
+// rule for "rm *" allowed each, an allow rule for gcc allowed the gcc
+// lines.
+func TestCommandAttack47Compilers(t *testing.T) {
+	allow := []string{"gcc *", "cc *", "go *", "x86_64-linux-gnu-gcc-12 *"}
+	bypass := []string{
+		`gcc -wrapper 'sh,-c,rm -rf ~' -c a.c`,
+		`cc -c a.c -wrapper sh,-c,rm`,
+		`x86_64-linux-gnu-gcc-12 -c a.c -wrapper sh,-c,rm`,
+		`gcc @opts.txt -c a.c`,
+		`CGO_CFLAGS="-wrapper 'sh,-c,rm -rf ~'" go build ./...`,
+		`CGO_LDFLAGS='-wrapper sh,-c,x' go build`,
+		`env CGO_CPPFLAGS=@opts go build`,
+		`GCCGO='rm -rf ~' go build -compiler=gccgo .`,
+		`PKG_CONFIG=rm go build .`,
+	}
+	fine := []string{`gcc -O2 -Wall -c a.c -o a.o`, `cc -I include -DX=1 a.c`, `go build ./...`}
+	checkCommands(t, allow, bypass, fine, bypass, fine)
+	deny := mustCompile(t, newPolicy(Allow, commandRule("no rm", Deny, "rm *")))
+	for _, c := range []string{`CGO_CFLAGS='-O2 -g -I/usr/include/x' go build`, `CGO_LDFLAGS='-L/opt/x/lib -lx -Wl,-rpath,/opt/x' go build`} {
+		if d := eval(t, deny, shellCall(c)); d.Effect != Allow {
+			t.Errorf("%q: effect %s, want allow", c, d.Effect)
+		}
+	}
+	// GOROOT names the directory go runs its compiler and linker from
+	// (GOROOT=DIR go build ran DIR/pkg/tool/…/compile): refused by allow
+	// rules as PATH is, also as an environment argument.
+	allowGo := mustCompile(t, newPolicy(Approve, commandRule("go", Allow, "go *")))
+	raw, err := json.Marshal(map[string]any{"command": "go build ./...", "env": map[string]string{"GOROOT": "/tmp/x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := eval(t, allowGo, Call{Server: "shell", Tool: "run", Arguments: raw, Principal: Principal{ID: "agent-1"}}); d.Effect == Allow {
+		t.Errorf("go build with GOROOT=/tmp/x in the environment argument: allowed, want it held")
+	}
+}

@@ -125,6 +125,9 @@ func npmCommand(w string) string {
 	case "x":
 		return "exec"
 	}
+	if len(w) >= 4 && strings.HasPrefix("set-script", w) {
+		return "set-script" // npm 7 and 8 (set-s…)
+	}
 	if len(w) >= 2 {
 		for _, c := range []string{"config", "exec", "explore", "edit", "pkg"} {
 			if strings.HasPrefix(c, w) {
@@ -169,7 +172,7 @@ func packageManagerCode(name string, words []cmdWord) string {
 			return fmt.Sprintf("%s %s sets a program or code %s runs, which the matcher cannot read", name, opt, name)
 		}
 	}
-	k := pmSub(words, "config", "c", "set", "pkg", "explore", "edit", "plugin")
+	k := pmSub(words, "config", "c", "set", "pkg", "explore", "edit", "plugin", "set-script")
 	if k < 0 {
 		return ""
 	}
@@ -184,6 +187,8 @@ func packageManagerCode(name string, words []cmdWord) string {
 		// the result in a shell (script-shell) in the package's
 		// directory; without CMD a shell reading the input.
 		return "npm explore runs a shell or a command line in a package's directory, which the matcher does not read"
+	case sub == "set-script" && name == "npm":
+		return "npm set-script writes a script into package.json, which npm later runs"
 	case sub == "edit" && name == "npm":
 		return "npm edit runs an editor (the editor setting, vi by default) that reads its commands from the input"
 	case sub == "plugin" && name == "yarn":
@@ -193,7 +198,7 @@ func packageManagerCode(name string, words []cmdWord) string {
 			return ""
 		}
 		return "yarn plugin import installs a plugin the matcher cannot read, which every later yarn command runs"
-	case sub == "explore" || sub == "edit" || sub == "plugin":
+	case sub == "explore" || sub == "edit" || sub == "plugin" || sub == "set-script":
 		return ""
 	case sub == "set" && name == "yarn":
 		// yarn set version FILE or URL runs that file as yarn from now on.

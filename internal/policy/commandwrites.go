@@ -32,6 +32,10 @@ var codeFileNames = []string{
 	"usercustomize.py", "Makefile", "makefile", "GNUmakefile", "crontab",
 	".yarnrc.yml", ".pnpmfile.cjs", "pip.conf", "pip.ini", // yarnPath, a pnpm hook file, pip's index (branch policy47)
 	"bunfig.toml", ".bunfig.toml", // preload scripts bun runs first (branch policy47)
+	// Command lines a plain-looking call runs (npm test, deno task, just,
+	// task) and pnpm's project settings (branch attack47).
+	"package.json", "deno.json", "deno.jsonc", "justfile", ".justfile", "Taskfile.yml", "Taskfile.yaml", "Taskfile.dist.yml",
+	"Taskfile.dist.yaml", "pnpm-workspace.yaml",
 }
 
 // codeFileDirs are path parts (each between slashes, the path given a
@@ -44,6 +48,7 @@ var codeFileDirs = []string{
 	"/etc/profile.d/", "/etc/bash.bashrc/", "/etc/zsh/", "/etc/environment/", "/etc/rc.local/", "/etc/ld.so.preload/",
 	"/etc/sudoers", "/etc/cron", "/spool/cron/", "/etc/systemd/", "/.config/systemd/", "/.config/autostart/",
 	"/.config/fish/", "/.config/nvim/", "/go/env/", "/.cargo/config/", "/.cargo/config.toml/", // cargo's runner, rustc-wrapper
+	"/.yarn/releases/", "/.yarn/plugins/", // the yarn release (yarnPath) and plugins .yarnrc.yml names (branch attack47)
 }
 
 // codeFile reports whether p (a path as written, ~ kept) names a file a
