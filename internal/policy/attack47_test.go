@@ -141,3 +141,22 @@ func TestCommandAttack47Compilers(t *testing.T) {
 		t.Errorf("go build with GOROOT=/tmp/x in the environment argument: allowed, want it held")
 	}
 }
+
+// TestCommandAttack47GitFiles (attack47): git reads a repository's
+// config from the directory .git/commondir names and from the directory
+// a .git file (gitdir: DIR) names (an alias there ran with git 2.39 for
+// each), so a write to either plants what a write to .git/config does.
+// On 04eea9d3 a deny rule for "rm *" allowed each and an allow rule for
+// cp allowed the copies.
+func TestCommandAttack47GitFiles(t *testing.T) {
+	allow := []string{"cp *", "echo *", "git *"}
+	bypass := []string{
+		`echo /tmp/evil > .git/commondir && git zz`,
+		`echo 'gitdir: /tmp/evil' > .git && git zz`,
+		`echo 'gitdir: /tmp/evil' > sub/.git && git -C sub zz`,
+		`cp evil.txt .git/commondir`,
+		`cp evil.txt sub/.GIT`,
+	}
+	fine := []string{`cp a.txt .github/x.txt`, `cp a.txt .gitignore.bak`, `git status`}
+	checkCommands(t, allow, bypass, fine, bypass, fine)
+}

@@ -44,7 +44,10 @@ var codeFileNames = []string{
 // (command="…") and environment, system startup files, cron,
 // ld.so.preload, editor and desktop startup directories.
 var codeFileDirs = []string{
-	"/.git/hooks/", "/.husky/", "/.git/config/", "/git/config/", "/.ssh/config/", "/.ssh/rc/", "/.ssh/authorized_keys/", "/.ssh/authorized_keys2/", "/.ssh/environment/", "/etc/profile/",
+	// Anything in a .git directory, and a .git file (gitdir: DIR): git
+	// reads config from .git/commondir's directory and from the gitfile's
+	// (branch attack47), besides .git/config and .git/hooks.
+	"/.git/", "/.husky/", "/git/config/", "/.ssh/config/", "/.ssh/rc/", "/.ssh/authorized_keys/", "/.ssh/authorized_keys2/", "/.ssh/environment/", "/etc/profile/",
 	"/etc/profile.d/", "/etc/bash.bashrc/", "/etc/zsh/", "/etc/environment/", "/etc/rc.local/", "/etc/ld.so.preload/",
 	"/etc/sudoers", "/etc/cron", "/spool/cron/", "/etc/systemd/", "/.config/systemd/", "/.config/autostart/",
 	"/.config/fish/", "/.config/nvim/", "/go/env/", "/.cargo/config/", "/.cargo/config.toml/", // cargo's runner, rustc-wrapper
