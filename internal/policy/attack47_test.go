@@ -160,3 +160,26 @@ func TestCommandAttack47GitFiles(t *testing.T) {
 	fine := []string{`cp a.txt .github/x.txt`, `cp a.txt .gitignore.bak`, `git status`}
 	checkCommands(t, allow, bypass, fine, bypass, fine)
 }
+
+// TestCommandAttack47YarnWorkspaces (attack47): yarn berry runs the
+// words after yarn workspace NAME and yarn workspaces foreach [options]
+// as a yarn command in the workspaces (yarn exec, yarn dlx, yarn config
+// set, yarn plugin import among them), and yarn node ARGS runs node ARGS.
+// On 04eea9d3 a deny rule for "rm *" and an allow rule for yarn allowed
+// each.
+func TestCommandAttack47YarnWorkspaces(t *testing.T) {
+	allow := []string{"yarn *", "eslint *", "node *"}
+	bypass := []string{
+		`yarn workspaces foreach exec rm x`,
+		`yarn workspaces foreach -A --jobs 4 --include 'pkg-*' exec rm x`,
+		`yarn workspaces foreach -Ap dlx rm x`,
+		`yarn workspace app exec rm -rf dist`,
+		`yarn workspace app config set yarnPath ./x.js`,
+		`yarn node -e 'require("child_process").execSync("rm x")'`,
+		`yarn node`,
+		`yarn workspaces foreach -A node -e x`,
+	}
+	fine := []string{`yarn workspaces foreach -A run build`, `yarn workspace app add lodash`, `yarn workspace app exec eslint .`,
+		`yarn workspaces list`, `yarn node build.js`, `yarn install`}
+	checkCommands(t, allow, bypass, fine, bypass, fine)
+}

@@ -172,6 +172,11 @@ func packageManagerCode(name string, words []cmdWord) string {
 			return fmt.Sprintf("%s %s sets a program or code %s runs, which the matcher cannot read", name, opt, name)
 		}
 	}
+	if name == "yarn" {
+		if j := yarnInner(words); j > 0 {
+			return packageManagerCode(name, append([]cmdWord{words[0]}, words[j:]...))
+		}
+	}
 	k := pmSub(words, "config", "c", "set", "pkg", "explore", "edit", "plugin", "set-script")
 	if k < 0 {
 		return ""
@@ -398,8 +403,53 @@ func runnerStart(words []cmdWord) int {
 				return i
 			}
 		}
-	case "npm", "yarn", "bun":
+	case "yarn":
+		if j := yarnInner(words); j > 0 {
+			if s := runnerStart(append([]cmdWord{words[0]}, words[j:]...)); s > 0 {
+				return j + s - 1
+			}
+			return 0
+		}
+		// yarn node ARGS runs node ARGS (yarn berry): from node on.
+		if k := pmSub(words, "dlx", "exec", "node"); k > 0 && words[k].lit == "node" {
+			return k
+		}
 		return pmSub(words, runnerSubs(name)...) + 1
+	case "npm", "bun":
+		return pmSub(words, runnerSubs(name)...) + 1
+	}
+	return 0
+}
+
+// yarnInner returns the index in words (words[0] is yarn) of the first
+// word of the yarn command that yarn workspace NAME … and yarn workspaces
+// foreach [options] … run in workspaces (yarn berry runs it as a yarn
+// command there: yarn workspaces foreach -A exec rm x runs yarn exec rm
+// x); 0 for none. The values of foreach's -j, --jobs, --include,
+// --exclude and --from are skipped.
+func yarnInner(words []cmdWord) int {
+	k := pmSub(words, "workspace", "workspaces")
+	if k < 0 {
+		return 0
+	}
+	if words[k].lit == "workspace" {
+		for i := k + 1; i < len(words)-1; i++ {
+			if !strings.HasPrefix(words[i].lit, "-") {
+				return i + 1 // after NAME
+			}
+		}
+		return 0
+	}
+	if k+1 >= len(words) || words[k+1].lit != "foreach" {
+		return 0
+	}
+	for i := k + 2; i < len(words); i++ {
+		switch w := words[i].lit; {
+		case contains([]string{"-j", "--jobs", "--include", "--exclude", "--from"}, w):
+			i++
+		case !strings.HasPrefix(w, "-"):
+			return i
+		}
 	}
 	return 0
 }
