@@ -183,3 +183,36 @@ func TestCommandAttack47YarnWorkspaces(t *testing.T) {
 		`yarn workspaces list`, `yarn node build.js`, `yarn install`}
 	checkCommands(t, allow, bypass, fine, bypass, fine)
 }
+
+// TestCommandAttack47StartupFiles (attack47): startup and settings files
+// the listed programs read under other names than the ones guarded
+// before: npm's global npmrc and ~/.npm-init.js (npm init runs it),
+// pnpm's global rc, a .pth file in site-packages (python runs its import
+// lines at every start), curl's $XDG_CONFIG_HOME/curlrc, /etc/wgetrc,
+// gdb's ~/.config/gdb/gdbinit, psql's versioned ~/.psqlrc-16, vim's
+// ~/.vim/vimrc, Debian's ~/.bash_aliases, ssh's Include directory and
+// /etc/ssh, R's .Rprofile (Rscript x.R runs it), conda's channels. On
+// 04eea9d3 a deny rule for "rm *" and an allow rule for cp allowed each.
+func TestCommandAttack47StartupFiles(t *testing.T) {
+	allow := []string{"cp *", "tee *"}
+	bypass := []string{
+		`cp x ~/.npm-global/etc/npmrc`,
+		`cp x ~/.npm-init.js`,
+		`cp x ~/.config/pnpm/rc`,
+		`cp x ~/.local/lib/python3.11/site-packages/evil.pth`,
+		`cp x ~/.config/curlrc`,
+		`tee /etc/wgetrc < x`,
+		`cp x ~/.config/gdb/gdbinit`,
+		`cp x ~/.psqlrc-16`,
+		`cp x ~/.vim/vimrc`,
+		`cp x ~/.vim/plugin/x.vim`,
+		`cp x ~/.bash_aliases`,
+		`cp x ~/.bashrc.d/x.sh`,
+		`cp x ~/.ssh/config.d/x`,
+		`cp x /etc/ssh/ssh_config`,
+		`cp x .Rprofile`,
+		`cp x ~/.condarc`,
+	}
+	fine := []string{`cp x notes.txt`, `cp x ~/.ssh/known_hosts`, `cp a.py pth.py`, `cp x ~/.config/app/settings.json`}
+	checkCommands(t, allow, bypass, fine, bypass, fine)
+}

@@ -36,6 +36,14 @@ var codeFileNames = []string{
 	// task) and pnpm's project settings (branch attack47).
 	"package.json", "deno.json", "deno.jsonc", "justfile", ".justfile", "Taskfile.yml", "Taskfile.yaml", "Taskfile.dist.yml",
 	"Taskfile.dist.yaml", "pnpm-workspace.yaml",
+	// The same programs' other startup files (branch attack47): npm's
+	// global npmrc ($PREFIX/etc/npmrc) and init module, curl's and wget's
+	// files without a dot ($XDG_CONFIG_HOME/curlrc, /etc/wgetrc), gdb's
+	// ~/.config/gdb/gdbinit and early init, vim's ~/.vim/vimrc, the
+	// aliases Debian's .bashrc sources, R's, irb's, pry's and direnv's
+	// startup files, conda's channels.
+	"npmrc", ".npm-init.js", "curlrc", "wgetrc", "gdbinit", ".gdbearlyinit", "vimrc", "_vimrc", ".bash_aliases",
+	".Rprofile", "Rprofile.site", ".irbrc", ".pryrc", "direnvrc", ".condarc",
 }
 
 // codeFileDirs are path parts (each between slashes, the path given a
@@ -52,6 +60,7 @@ var codeFileDirs = []string{
 	"/etc/sudoers", "/etc/cron", "/spool/cron/", "/etc/systemd/", "/.config/systemd/", "/.config/autostart/",
 	"/.config/fish/", "/.config/nvim/", "/go/env/", "/.cargo/config/", "/.cargo/config.toml/", // cargo's runner, rustc-wrapper
 	"/.yarn/releases/", "/.yarn/plugins/", // the yarn release (yarnPath) and plugins .yarnrc.yml names (branch attack47)
+	"/pnpm/rc/", "/.vim/", "/.ssh/config.d/", "/etc/ssh/", "/.bashrc.d/", "/environment.d/", // (branch attack47)
 }
 
 // codeFile reports whether p (a path as written, ~ kept) names a file a
@@ -65,7 +74,8 @@ func codeFile(p string) bool {
 	c := strings.ToLower(path.Clean(p))
 	base := path.Base(c)
 	if slices.ContainsFunc(codeFileNames, func(n string) bool { return strings.EqualFold(n, base) }) || strings.HasSuffix(base, ".mk") ||
-		strings.HasPrefix(base, "makefile.") || strings.HasPrefix(base, "gnumakefile.") {
+		strings.HasPrefix(base, "makefile.") || strings.HasPrefix(base, "gnumakefile.") ||
+		strings.HasSuffix(base, ".pth") || strings.HasPrefix(base, ".psqlrc-") { // python's site runs a .pth's import lines; psql's versioned rc
 		return true
 	}
 	s := "/" + c + "/"
