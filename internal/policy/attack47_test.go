@@ -216,3 +216,35 @@ func TestCommandAttack47StartupFiles(t *testing.T) {
 	fine := []string{`cp x notes.txt`, `cp x ~/.ssh/known_hosts`, `cp a.py pth.py`, `cp x ~/.config/app/settings.json`}
 	checkCommands(t, allow, bypass, fine, bypass, fine)
 }
+
+// TestCommandAttack47Runners (attack47): more package runners run a
+// program on the PATH named in their words, as npx does: corepack PM …
+// runs that package manager (corepack pnpm dlx rm x), uv run, uv tool
+// run, uvx, pipx run, poetry run, pipenv run, pdm run, hatch run; their
+// shell subcommand starts a shell reading the input; go vet's -vettool
+// names a program go runs, as -toolexec does. On 04eea9d3 a deny rule for
+// "rm *" allowed each.
+func TestCommandAttack47Runners(t *testing.T) {
+	allow := []string{"corepack *", "pnpm *", "uv *", "uvx *", "pipx *", "poetry *", "pipenv *", "pdm *", "hatch *", "go *",
+		"pytest *", "black *"}
+	bypass := []string{
+		`corepack pnpm dlx rm x`,
+		`corepack yarn@4.1.0 dlx rm x`,
+		`corepack npm exe rm x`,
+		`uv run rm -rf /`,
+		`uv run -- rm x`,
+		`uv tool run rm x`,
+		`uvx rm x`,
+		`pipx run rm x`,
+		`poetry run rm x`,
+		`pipenv run rm x`,
+		`pdm run rm x`,
+		`hatch run rm x`,
+		`pipenv shell`,
+		`poetry shell`,
+		`go vet -vettool=rm .`,
+	}
+	fine := []string{`uv run pytest -q`, `uvx black .`, `poetry run pytest`, `pipenv install`, `pipx install black`,
+		`corepack enable`, `uv sync`, `go vet ./...`, `pdm install`}
+	checkCommands(t, allow, bypass, fine, bypass, fine)
+}

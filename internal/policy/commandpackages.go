@@ -382,8 +382,30 @@ func runnerAt(words []cmdWord) (int, int) {
 // of pnpm's commands; 0 for any other program.
 func runnerStart(words []cmdWord) int {
 	switch name := programName(path.Base(words[0].lit)); name {
-	case "npx", "pnpx", "bunx":
+	case "npx", "pnpx", "bunx", "uvx":
 		return 1
+	case "pipx":
+		return pmSub(words, "run") + 1
+	case "corepack":
+		// corepack PM[@VERSION] ARGS runs that package manager (branch
+		// attack47): its words are a command (corepack pnpm dlx rm x).
+		if len(words) > 1 && contains([]string{"npm", "pnpm", "yarn", "npx", "pnpx"}, strings.SplitN(words[1].lit, "@", 2)[0]) {
+			return 1
+		}
+	case "uv":
+		// uv run CMD and uv tool run CMD run a program on the PATH
+		// inside an environment (branch attack47).
+		if k := pmSub(words, "run", "tool"); k > 0 && words[k].lit == "run" {
+			return k + 1
+		} else if k > 0 && k+1 < len(words) && words[k+1].lit == "run" {
+			return k + 2
+		}
+	case "poetry", "pipenv", "pdm", "hatch", "rye":
+		// … run CMD runs a program on the PATH inside the project's
+		// environment (a script's name too); … shell starts a shell,
+		// which reads the input: read as a runner without a command
+		// (opaque; branch attack47).
+		return pmSub(words, "run", "shell") + 1
 	case "pnpm":
 		// pnpm runs a word that is not one of its commands as a script
 		// or, failing that, as a shell command (pnpm curl x): from that
@@ -538,7 +560,7 @@ func runnerLine(words []cmdWord) string {
 func (pc *parsedCommand) addGoCommands(words []cmdWord, depth int, unsafe, opaque func(string)) {
 	for i := 1; i < len(words); i++ {
 		opt, val, hasVal := strings.Cut(words[i].lit, "=")
-		if opt != "-exec" && opt != "--exec" && opt != "-toolexec" && opt != "--toolexec" {
+		if !contains([]string{"-exec", "--exec", "-toolexec", "--toolexec", "-vettool", "--vettool"}, opt) {
 			continue
 		}
 		v := cmdWord{lit: val}
