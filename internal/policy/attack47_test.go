@@ -10,7 +10,8 @@ import (
 //
 //   - npm takes a command by any unique prefix or alias (npm 11.19.1 ran
 //     npm exe, wrote script-shell with npm conf set and scripts.test with
-//     npm pk set), so npm exe rm x runs rm;
+//     npm pk set), so npm exe rm x runs rm; and after "--" (npm -- exe
+//     touch F ran touch);
 //   - npm explore PKG -- CMD runs CMD's words joined as a shell command
 //     line in the package's directory, and without CMD a shell reading
 //     the input (both ran a command); npm edit runs an editor reading its
@@ -30,6 +31,9 @@ func TestCommandAttack47Bypasses(t *testing.T) {
 		`npm confi set node-options=--require=./x.js`,
 		`npm pk set 'scripts.test=rm -rf ~'`,
 		`npm --loglevel silly exe rm x`,
+		`npm -- exe rm x`,
+		`npm -- conf set script-shell ./x.sh`,
+		`yarn -- exec rm x`,
 		`npm explore lodash -- rm -rf /`,
 		`npm explo lodash -- rm -rf /`,
 		`npm explore lodash`,
@@ -48,7 +52,7 @@ func TestCommandAttack47Bypasses(t *testing.T) {
 	}
 	fine := []string{`npm exec -- eslint .`, `npm x eslint .`, `npm config get registry`, `npm conf get registry`,
 		`npm conf set fund false`, `npm pkg get scripts`, `npm pk set version=1.2.3`, `npm run build`, `npm install`,
-		`npm test`, `npm ci`, `npm explain lodash`, `yarn plugin import typescript`, `yarn plugin list`, `git log -1`,
+		`npm test`, `npm ci`, `npm explain lodash`, `npm run build -- exec x`, `yarn plugin import typescript`, `yarn plugin list`, `git log -1`,
 		`git --no-pager log`, `curl --url https://x/a -O`, `curl -O https://x/a`, `wget https://x/a`}
 	checkCommands(t, allow, bypass, fine, bypass, fine)
 }

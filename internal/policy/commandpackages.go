@@ -92,7 +92,15 @@ func pmSub(words []cmdWord, subs ...string) int {
 	npm := programName(path.Base(words[0].lit)) == "npm"
 	for i := 1; i < len(words); i++ {
 		w := words[i]
-		if w.unknown || w.lit == "--" {
+		if w.unknown {
+			return -1
+		}
+		if w.lit == "--" {
+			// Options end; the next word is the command (npm -- exe rm
+			// x ran rm with npm 11; branch attack47).
+			if i+1 < len(words) && (contains(subs, words[i+1].lit) || npm && contains(subs, npmCommand(words[i+1].lit))) {
+				return i + 1
+			}
 			return -1
 		}
 		if strings.HasPrefix(w.lit, "-") {
