@@ -252,3 +252,21 @@ func TestCommandAttack47Runners(t *testing.T) {
 		`corepack enable`, `uv sync`, `go vet ./...`, `pdm install`}
 	checkCommands(t, allow, bypass, fine, bypass, fine)
 }
+
+// TestCommandAttack47GitExt (attack47): git's ext:: transport runs its
+// URL as a command line; git refuses it by default, but
+// GIT_ALLOW_PROTOCOL=ext admits it (GIT_ALLOW_PROTOCOL=ext git ls-remote
+// 'ext::sh -c touch% F' ran touch with git 2.39), as may a configuration
+// the matcher does not see. On 04eea9d3 a deny rule for "rm *" allowed
+// each and an allow rule for git allowed the ones without the variable.
+func TestCommandAttack47GitExt(t *testing.T) {
+	allow := []string{"git *"}
+	bypass := []string{
+		`GIT_ALLOW_PROTOCOL=ext git clone 'ext::sh -c rm% -rf% ~' d`,
+		`git ls-remote 'ext::sh -c rm% x'`,
+		`git fetch 'ext::rm x'`,
+		`git archive --remote='ext::rm x' HEAD`,
+	}
+	fine := []string{`git clone https://example.com/r.git d`, `git fetch origin`, `git ls-remote origin`}
+	checkCommands(t, allow, bypass, fine, bypass, fine)
+}

@@ -49,7 +49,8 @@ func envVar(name string) envKind {
 		// output_document, .curlrc's output, go's GOFLAGS, npm's
 		// script-shell, pip's index. GOFLAGS: -toolexec=cmd.
 		"GIT_DIR", "GIT_COMMON_DIR", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG", "WGETRC", "CURL_HOME", "GOENV", "GOFLAGS",
-		"PIP_CONFIG_FILE", "YARN_RC_FILENAME", "YARN_YARN_PATH", "YARN_PLUGINS":
+		"PIP_CONFIG_FILE", "YARN_RC_FILENAME", "YARN_YARN_PATH", "YARN_PLUGINS",
+		"GIT_ALLOW_PROTOCOL": // admits ext::, whose URL is a command (branch attack47)
 		return envCode
 	case "CC", "CXX", // go build (cgo) and make run them (branch policy47)
 		"GCCGO", "PKG_CONFIG", // go build -compiler=gccgo, cgo's #cgo pkg-config: lines (branch attack47)

@@ -107,6 +107,14 @@ func gitKeySafe(key string) bool {
 // git's top-level options (git.c's handle_options) are exact names, no
 // abbreviation; those listed below take the next word as their value.
 func gitCode(words []cmdWord) string {
+	for _, w := range words[1:] {
+		if strings.Contains(w.lit, "ext::") {
+			// git's ext:: transport runs the rest as a command line where
+			// protocol.ext.allow or GIT_ALLOW_PROTOCOL admits it (git ls-remote
+			// 'ext::sh -c touch% F' ran touch; branch attack47).
+			return "git's ext:: transport runs a command the matcher cannot read"
+		}
+	}
 	i := 1
 	key := func(kv string) string {
 		k, _, _ := strings.Cut(kv, "=")
