@@ -270,3 +270,28 @@ func TestCommandAttack47GitExt(t *testing.T) {
 	fine := []string{`git clone https://example.com/r.git d`, `git fetch origin`, `git ls-remote origin`}
 	checkCommands(t, allow, bypass, fine, bypass, fine)
 }
+
+// TestCommandAttack47OutputOptions (attack47): a program's output option
+// naming a file run as code writes it as cp would: go build -o
+// .git/hooks/pre-commit plants a hook built from files the agent wrote,
+// gcc -o likewise, sort -o ~/.bashrc, git archive -o, git diff --output,
+// patch -o, openssl -out, gpg -o. On 04eea9d3 a deny rule for "rm *"
+// allowed each, and an allow rule for the program allowed each.
+func TestCommandAttack47OutputOptions(t *testing.T) {
+	allow := []string{"go *", "gcc *", "sort *", "git *", "patch *", "openssl *", "gpg *"}
+	bypass := []string{
+		`go build -o .git/hooks/pre-commit ./cmd/x`,
+		`gcc -o.git/hooks/pre-commit a.c`,
+		`sort -o ~/.bashrc x`,
+		`sort --output=.git/hooks/pre-commit x`,
+		`git archive -o ~/.bashrc HEAD x`,
+		`git diff --output=.git/hooks/pre-commit`,
+		`git log -1 --output=package.json`,
+		`patch -o ~/.bashrc x y`,
+		`openssl enc -d -in x -out ~/.bashrc`,
+		`gpg -o ~/.bashrc -d x.gpg`,
+	}
+	fine := []string{`go build -o bin/x ./cmd/x`, `gcc -o a.out a.c`, `sort -o sorted.txt x`, `git archive -o r.tar HEAD`,
+		`git diff --output=d.patch`, `openssl enc -in x -out y`, `git log -1`}
+	checkCommands(t, allow, bypass, fine, bypass, fine)
+}

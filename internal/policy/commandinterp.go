@@ -96,7 +96,10 @@ func inlineCode(words []cmdWord) string {
 	case "sed", "gsed":
 		return sedCode(name, words)
 	case "git":
-		return gitCode(words)
+		if why := gitCode(words); why != "" {
+			return why
+		}
+		return writesCode(name, words) // git archive -o, git diff --output (branch attack47)
 	case "scp", "sftp":
 		if why := scpCode(name, words); why != "" || name == "sftp" {
 			return why
@@ -107,7 +110,10 @@ func inlineCode(words []cmdWord) string {
 	case "npm", "pnpm", "yarn", "npx", "pnpx":
 		return packageManagerCode(name, words)
 	case "go":
-		return goCode(words)
+		if why := goCode(words); why != "" {
+			return why
+		}
+		return writesCode(name, words) // go build -o (branch attack47)
 	}
 	if versioned(name, "pip") {
 		return pipCode(words)

@@ -176,6 +176,8 @@ func writesCode(name string, words []cmdWord) string {
 				files = append(files, fileOf(words[i+1]))
 			}
 		}
+	default:
+		files = outputFiles(words)
 	}
 	for _, f := range files {
 		if codeFile(f) {
@@ -183,6 +185,31 @@ func writesCode(name string, words []cmdWord) string {
 		}
 	}
 	return ""
+}
+
+// outputFiles returns the values of another program's output options
+// in words (branch attack47): -o FILE, -oFILE, -o=FILE, --output[…][=]FILE,
+// --outfile, --out-file, --out, -out, -output: go build -o, gcc -o, sort
+// -o, git archive -o, git diff --output, patch -o, openssl -out, gpg -o
+// each write that file (go build -o .git/hooks/pre-commit plants a
+// hook). A -o that takes no value (git commit -o, grep -o) reads the next
+// word as one (fails closed).
+func outputFiles(words []cmdWord) []string {
+	var files []string
+	for i := 1; i < len(words); i++ {
+		w := words[i].lit
+		if w == "--" {
+			break
+		}
+		opt, val, hasVal := strings.Cut(w, "=")
+		switch {
+		case contains([]string{"-o", "-out", "--out", "-output", "--outfile", "--out-file"}, opt) || strings.HasPrefix(opt, "--output"):
+			files = append(files, fileOf(valueWord(words, &i, val, hasVal)))
+		case strings.HasPrefix(w, "-o") && !strings.HasPrefix(w, "--") && len(w) > 2:
+			files = append(files, w[2:])
+		}
+	}
+	return files
 }
 
 // downloadFiles returns the files curl or wget (name) writes: curl's -o
