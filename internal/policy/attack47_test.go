@@ -12,6 +12,7 @@ import (
 //     npm exe, wrote script-shell with npm conf set and scripts.test with
 //     npm pk set), so npm exe rm x runs rm; and after "--" (npm -- exe
 //     touch F ran touch);
+//   - npx.cmd and npm.cmd (Node's Windows shims) are npx and npm;
 //   - npm explore PKG -- CMD runs CMD's words joined as a shell command
 //     line in the package's directory, and without CMD a shell reading
 //     the input (both ran a command); npm edit runs an editor reading its
@@ -32,6 +33,8 @@ func TestCommandAttack47Bypasses(t *testing.T) {
 		`npm pk set 'scripts.test=rm -rf ~'`,
 		`npm --loglevel silly exe rm x`,
 		`npm -- exe rm x`,
+		`npx.cmd rm x`,
+		`npm.cmd exe rm x`,
 		`npm -- conf set script-shell ./x.sh`,
 		`yarn -- exec rm x`,
 		`npm explore lodash -- rm -rf /`,
