@@ -55,6 +55,13 @@ func curlOptionsCode(name string, words []cmdWord) string {
 				next = true // -g counts only up to it: not read per part
 			case longOption(opt, "--config"):
 				config = valueWord(words, &i, val, hasVal)
+			case longOption(opt, "--url"):
+				// curl 8.13 and later read URLs from the file after '@'
+				// (--url @FILE, one a line): with -O their last parts
+				// name the files written, which the matcher cannot read.
+				if u := valueWord(words, &i, val, hasVal); u.unknown || strings.HasPrefix(u.lit, "@") {
+					return "curl --url @FILE reads URLs (whose names -O writes) from a file the matcher cannot read"
+				}
 			case longOption(opt, "--write-out"):
 				format = valueWord(words, &i, val, hasVal)
 			case longOption(opt, "--output"):
@@ -222,6 +229,10 @@ func wgetCode(words []cmdWord) (string, []string) {
 			case longOption(opt, "--output-file", "--append-output", "--save-cookies", "--rejected-log", "--hsts-file",
 				"--default-page"):
 				kind = 'o'
+			case longOption(opt, "--input-metalink", "--metalink-over-http", "--metalink-index"):
+				// A metalink file or the server's metalink headers name
+				// the files written.
+				return fmt.Sprintf("wget %s writes files a metalink names, which the matcher cannot read", opt), nil
 			case longOption(opt, "--input-file", "--config"):
 				kind = 'i'
 			default:

@@ -48,10 +48,12 @@ func envVar(name string) envKind {
 		// guard (branch policy47): git's core.pager, .wgetrc's
 		// output_document, .curlrc's output, go's GOFLAGS, npm's
 		// script-shell, pip's index. GOFLAGS: -toolexec=cmd.
-		"GIT_DIR", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG", "WGETRC", "CURL_HOME", "GOENV", "GOFLAGS",
-		"PIP_CONFIG_FILE", "YARN_RC_FILENAME", "YARN_YARN_PATH", "YARN_PLUGINS":
+		"GIT_DIR", "GIT_COMMON_DIR", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG", "WGETRC", "CURL_HOME", "GOENV", "GOFLAGS",
+		"PIP_CONFIG_FILE", "YARN_RC_FILENAME", "YARN_YARN_PATH", "YARN_PLUGINS",
+		"GIT_ALLOW_PROTOCOL": // admits ext::, whose URL is a command (branch attack47)
 		return envCode
 	case "CC", "CXX", // go build (cgo) and make run them (branch policy47)
+		"GCCGO", "PKG_CONFIG", // go build -compiler=gccgo, cgo's #cgo pkg-config: lines (branch attack47)
 		"GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF", "GIT_PAGER", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR",
 		"GIT_ASKPASS", "GIT_PROXY_COMMAND", "WGET_ASKPASS", "SSH_ASKPASS", "SUDO_ASKPASS", "RSYNC_RSH", "PAGER", "MANPAGER",
 		"SYSTEMD_PAGER", "EDITOR", "VISUAL", "BROWSER", "LESSOPEN", "LESSCLOSE", "PROMPT_COMMAND":
@@ -59,6 +61,9 @@ func envVar(name string) envKind {
 	}
 	if npmConfigVar(name) {
 		return envCode // npm_config_script_shell=… npm test
+	}
+	if cgoFlagVar(name) {
+		return envCode // CGO_CFLAGS="-wrapper 'sh,-c,…'" (branch attack47)
 	}
 	if strings.HasPrefix(name, "BASH_FUNC_") || strings.HasPrefix(name, "GIT_CONFIG_KEY_") || strings.HasPrefix(name, "GIT_CONFIG_VALUE_") {
 		return envCode // an exported function; git configuration (core.pager=…)
@@ -122,7 +127,7 @@ func (pc *parsedCommand) setEnv(name, val string, known bool, depth int, unsafe,
 	switch envVar(name) {
 	case envCode:
 		if name == "NODE_OPTIONS" && known && nodeOptionsSafe(val) || contains([]string{"MAKEFLAGS", "GNUMAKEFLAGS", "MFLAGS"}, name) && known && makeFlagsSafe(val) ||
-			name == "GOFLAGS" && known && goFlagsSafe(val) || name == "GIT_DIR" && known && dotGitDir(val) {
+			name == "GOFLAGS" && known && goFlagsSafe(val) || (name == "GIT_DIR" || name == "GIT_COMMON_DIR") && known && dotGitDir(val) || cgoFlagVar(name) && known && cgoFlagsSafe(val) {
 			return
 		}
 		opaque(fmt.Sprintf("%s makes a program load or run code the matcher cannot read", name))
@@ -356,9 +361,10 @@ func envString(s string, name func(string)) {
 }
 
 // searchVar reports whether up (a name in upper case) changes where a
-// program or its libraries are found: PATH, LD_*, DYLD_*.
+// program or its libraries are found: PATH, LD_*, DYLD_*, GOROOT (go
+// runs the compiler and linker from GOROOT/pkg/tool; branch attack47).
 func searchVar(up string) bool {
-	return up == "PATH" || strings.HasPrefix(up, "LD_") || strings.HasPrefix(up, "DYLD_")
+	return up == "PATH" || up == "GOROOT" || strings.HasPrefix(up, "LD_") || strings.HasPrefix(up, "DYLD_")
 }
 
 // injects reports whether up (a name in upper case) is a variable that

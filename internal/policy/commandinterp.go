@@ -96,7 +96,10 @@ func inlineCode(words []cmdWord) string {
 	case "sed", "gsed":
 		return sedCode(name, words)
 	case "git":
-		return gitCode(words)
+		if why := gitCode(words); why != "" {
+			return why
+		}
+		return writesCode(name, words) // git archive -o, git diff --output (branch attack47)
 	case "scp", "sftp":
 		if why := scpCode(name, words); why != "" || name == "sftp" {
 			return why
@@ -107,7 +110,10 @@ func inlineCode(words []cmdWord) string {
 	case "npm", "pnpm", "yarn", "npx", "pnpx":
 		return packageManagerCode(name, words)
 	case "go":
-		return goCode(words)
+		if why := goCode(words); why != "" {
+			return why
+		}
+		return writesCode(name, words) // go build -o (branch attack47)
 	}
 	if versioned(name, "pip") {
 		return pipCode(words)
@@ -539,11 +545,12 @@ func sedRuns(s string, wrote func(string)) bool {
 // programName returns base (a command's base name) as the program it
 // runs where the spelling does not matter: in lower case, as macOS's and
 // Windows's usual file systems find TAR as tar, and without a ".exe"
-// suffix (tar.exe in Git Bash); Debian's vim.basic, vim.tiny and kin as
-// vim (branch policy45b).
+// suffix (tar.exe in Git Bash) or a ".cmd" or ".bat" one (npm.cmd,
+// npx.cmd: Node's Windows shims; branch attack47); Debian's vim.basic,
+// vim.tiny and kin as vim (branch policy45b).
 func programName(base string) string {
 	n := strings.ToLower(base)
-	n = strings.TrimSuffix(n, ".exe")
+	n = strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(n, ".exe"), ".cmd"), ".bat")
 	if v, _, ok := strings.Cut(n, "."); ok && isVim(v) {
 		return v
 	}

@@ -84,16 +84,29 @@ func npmFlagRuns(opt string) bool {
 // that may take it as its value (--prefix x, -C x) may be that value, so
 // the scan goes on past it: "npm --loglevel silly config set …" finds
 // config (fails closed).
+//
+// npm takes a command abbreviated or by an alias (npm conf set, npm exe,
+// npm pk set: npmCommand), so for npm a word counts as the subcommand it
+// may stand for.
 func pmSub(words []cmdWord, subs ...string) int {
+	npm := programName(path.Base(words[0].lit)) == "npm"
 	for i := 1; i < len(words); i++ {
 		w := words[i]
-		if w.unknown || w.lit == "--" {
+		if w.unknown {
+			return -1
+		}
+		if w.lit == "--" {
+			// Options end; the next word is the command (npm -- exe rm
+			// x ran rm with npm 11; branch attack47).
+			if i+1 < len(words) && (contains(subs, words[i+1].lit) || npm && contains(subs, npmCommand(words[i+1].lit))) {
+				return i + 1
+			}
 			return -1
 		}
 		if strings.HasPrefix(w.lit, "-") {
 			continue
 		}
-		if contains(subs, w.lit) {
+		if contains(subs, w.lit) || npm && contains(subs, npmCommand(w.lit)) {
 			return i
 		}
 		p := words[i-1].lit
@@ -102,6 +115,35 @@ func pmSub(words []cmdWord, subs ...string) int {
 		}
 	}
 	return -1
+}
+
+// npmCommand returns the command of npm's that the word w may stand for
+// among those the matcher reads (config, exec, pkg, explore, edit), else
+// w: npm's deref (lib/utils/cmd-list.js, npm 7 to 11) takes an alias (c,
+// x) and any unique prefix of a command's or an alias's name (conf,
+// confi, exe, pk, explo, ed), so npm conf set script-shell ./x.sh writes
+// that setting and npm exe rm x runs rm (checked with npm 11.19.1). A
+// prefix of two or more letters counts even where npm finds it ambiguous
+// (ex, co: npm then exits with an error and runs nothing; fails closed);
+// set counts only whole (se is search).
+func npmCommand(w string) string {
+	switch w {
+	case "c":
+		return "config"
+	case "x":
+		return "exec"
+	}
+	if len(w) >= 4 && strings.HasPrefix("set-script", w) {
+		return "set-script" // npm 7 and 8 (set-s…)
+	}
+	if len(w) >= 2 {
+		for _, c := range []string{"config", "exec", "explore", "edit", "pkg"} {
+			if strings.HasPrefix(c, w) {
+				return c
+			}
+		}
+	}
+	return w
 }
 
 // positionals returns the literal words of words that are no option,
@@ -138,13 +180,39 @@ func packageManagerCode(name string, words []cmdWord) string {
 			return fmt.Sprintf("%s %s sets a program or code %s runs, which the matcher cannot read", name, opt, name)
 		}
 	}
-	k := pmSub(words, "config", "c", "set", "pkg")
+	if name == "yarn" {
+		if j := yarnInner(words); j > 0 {
+			return packageManagerCode(name, append([]cmdWord{words[0]}, words[j:]...))
+		}
+	}
+	k := pmSub(words, "config", "c", "set", "pkg", "explore", "edit", "plugin", "set-script")
 	if k < 0 {
 		return ""
 	}
 	args := positionals(words[k+1:], "--location", "--workspace", "-w")
 	sub := words[k].lit
+	if name == "npm" {
+		sub = npmCommand(sub)
+	}
 	switch {
+	case sub == "explore" && name == "npm":
+		// npm explore PKG -- CMD joins CMD's words with spaces and runs
+		// the result in a shell (script-shell) in the package's
+		// directory; without CMD a shell reading the input.
+		return "npm explore runs a shell or a command line in a package's directory, which the matcher does not read"
+	case sub == "set-script" && name == "npm":
+		return "npm set-script writes a script into package.json, which npm later runs"
+	case sub == "edit" && name == "npm":
+		return "npm edit runs an editor (the editor setting, vi by default) that reads its commands from the input"
+	case sub == "plugin" && name == "yarn":
+		// yarn plugin import FILE|URL (or from sources) installs code
+		// every later yarn command loads, as yarn set version FILE does.
+		if len(args) == 0 || args[0] != "import" || len(args) == 2 && !strings.ContainsAny(args[1], `/\:.`) {
+			return ""
+		}
+		return "yarn plugin import installs a plugin the matcher cannot read, which every later yarn command runs"
+	case sub == "explore" || sub == "edit" || sub == "plugin" || sub == "set-script":
+		return ""
 	case sub == "set" && name == "yarn":
 		// yarn set version FILE or URL runs that file as yarn from now on.
 		if len(args) >= 2 && args[0] == "version" && !strings.ContainsAny(args[1], `/\:`) {
@@ -322,8 +390,30 @@ func runnerAt(words []cmdWord) (int, int) {
 // of pnpm's commands; 0 for any other program.
 func runnerStart(words []cmdWord) int {
 	switch name := programName(path.Base(words[0].lit)); name {
-	case "npx", "pnpx", "bunx":
+	case "npx", "pnpx", "bunx", "uvx":
 		return 1
+	case "pipx":
+		return pmSub(words, "run") + 1
+	case "corepack":
+		// corepack PM[@VERSION] ARGS runs that package manager (branch
+		// attack47): its words are a command (corepack pnpm dlx rm x).
+		if len(words) > 1 && contains([]string{"npm", "pnpm", "yarn", "npx", "pnpx"}, strings.SplitN(words[1].lit, "@", 2)[0]) {
+			return 1
+		}
+	case "uv":
+		// uv run CMD and uv tool run CMD run a program on the PATH
+		// inside an environment (branch attack47).
+		if k := pmSub(words, "run", "tool"); k > 0 && words[k].lit == "run" {
+			return k + 1
+		} else if k > 0 && k+1 < len(words) && words[k+1].lit == "run" {
+			return k + 2
+		}
+	case "poetry", "pipenv", "pdm", "hatch", "rye":
+		// … run CMD runs a program on the PATH inside the project's
+		// environment (a script's name too); … shell starts a shell,
+		// which reads the input: read as a runner without a command
+		// (opaque; branch attack47).
+		return pmSub(words, "run", "shell") + 1
 	case "pnpm":
 		// pnpm runs a word that is not one of its commands as a script
 		// or, failing that, as a shell command (pnpm curl x): from that
@@ -343,8 +433,53 @@ func runnerStart(words []cmdWord) int {
 				return i
 			}
 		}
-	case "npm", "yarn", "bun":
+	case "yarn":
+		if j := yarnInner(words); j > 0 {
+			if s := runnerStart(append([]cmdWord{words[0]}, words[j:]...)); s > 0 {
+				return j + s - 1
+			}
+			return 0
+		}
+		// yarn node ARGS runs node ARGS (yarn berry): from node on.
+		if k := pmSub(words, "dlx", "exec", "node"); k > 0 && words[k].lit == "node" {
+			return k
+		}
 		return pmSub(words, runnerSubs(name)...) + 1
+	case "npm", "bun":
+		return pmSub(words, runnerSubs(name)...) + 1
+	}
+	return 0
+}
+
+// yarnInner returns the index in words (words[0] is yarn) of the first
+// word of the yarn command that yarn workspace NAME … and yarn workspaces
+// foreach [options] … run in workspaces (yarn berry runs it as a yarn
+// command there: yarn workspaces foreach -A exec rm x runs yarn exec rm
+// x); 0 for none. The values of foreach's -j, --jobs, --include,
+// --exclude and --from are skipped.
+func yarnInner(words []cmdWord) int {
+	k := pmSub(words, "workspace", "workspaces")
+	if k < 0 {
+		return 0
+	}
+	if words[k].lit == "workspace" {
+		for i := k + 1; i < len(words)-1; i++ {
+			if !strings.HasPrefix(words[i].lit, "-") {
+				return i + 1 // after NAME
+			}
+		}
+		return 0
+	}
+	if k+1 >= len(words) || words[k+1].lit != "foreach" {
+		return 0
+	}
+	for i := k + 2; i < len(words); i++ {
+		switch w := words[i].lit; {
+		case contains([]string{"-j", "--jobs", "--include", "--exclude", "--from"}, w):
+			i++
+		case !strings.HasPrefix(w, "-"):
+			return i
+		}
 	}
 	return 0
 }
@@ -433,7 +568,7 @@ func runnerLine(words []cmdWord) string {
 func (pc *parsedCommand) addGoCommands(words []cmdWord, depth int, unsafe, opaque func(string)) {
 	for i := 1; i < len(words); i++ {
 		opt, val, hasVal := strings.Cut(words[i].lit, "=")
-		if opt != "-exec" && opt != "--exec" && opt != "-toolexec" && opt != "--toolexec" {
+		if !contains([]string{"-exec", "--exec", "-toolexec", "--toolexec", "-vettool", "--vettool"}, opt) {
 			continue
 		}
 		v := cmdWord{lit: val}

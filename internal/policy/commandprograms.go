@@ -709,6 +709,11 @@ func programCode(name string, words []cmdWord) string {
 	if isVim(name) {
 		return vimCode(name, words)
 	}
+	if gccFamily(name) {
+		if why := gccCode(name, words); why != "" {
+			return why
+		}
+	}
 	return writesCode(name, words)
 }
 

@@ -107,6 +107,14 @@ func gitKeySafe(key string) bool {
 // git's top-level options (git.c's handle_options) are exact names, no
 // abbreviation; those listed below take the next word as their value.
 func gitCode(words []cmdWord) string {
+	for _, w := range words[1:] {
+		if strings.Contains(w.lit, "ext::") {
+			// git's ext:: transport runs the rest as a command line where
+			// protocol.ext.allow or GIT_ALLOW_PROTOCOL admits it (git ls-remote
+			// 'ext::sh -c touch% F' ran touch; branch attack47).
+			return "git's ext:: transport runs a command the matcher cannot read"
+		}
+	}
 	i := 1
 	key := func(kv string) string {
 		k, _, _ := strings.Cut(kv, "=")
@@ -162,6 +170,12 @@ func gitCode(words []cmdWord) string {
 			if !ok || !dotGitDir(dir) {
 				return "git --git-dir reads a repository's configuration (core.pager, aliases, hooks) from a directory the matcher does not guard"
 			}
+		case w.lit == "--bare":
+			// git --bare takes the working directory as the git directory
+			// and reads its config (aliases, core.pager) from ./config, a
+			// name the matcher does not guard: opaque as --git-dir=. is
+			// (checked with git 2.39: an alias in ./config ran).
+			return "git --bare reads a repository's configuration (core.pager, aliases, hooks) from the working directory, which the matcher does not guard"
 		case contains([]string{"-C", "--work-tree", "--namespace", "--super-prefix", "--attr-source", "--shallow-file"}, w.lit):
 			if _, ok := next(); !ok {
 				return "git gets a word that is not literal"

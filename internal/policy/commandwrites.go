@@ -32,6 +32,18 @@ var codeFileNames = []string{
 	"usercustomize.py", "Makefile", "makefile", "GNUmakefile", "crontab",
 	".yarnrc.yml", ".pnpmfile.cjs", "pip.conf", "pip.ini", // yarnPath, a pnpm hook file, pip's index (branch policy47)
 	"bunfig.toml", ".bunfig.toml", // preload scripts bun runs first (branch policy47)
+	// Command lines a plain-looking call runs (npm test, deno task, just,
+	// task) and pnpm's project settings (branch attack47).
+	"package.json", "deno.json", "deno.jsonc", "justfile", ".justfile", "Taskfile.yml", "Taskfile.yaml", "Taskfile.dist.yml",
+	"Taskfile.dist.yaml", "pnpm-workspace.yaml",
+	// The same programs' other startup files (branch attack47): npm's
+	// global npmrc ($PREFIX/etc/npmrc) and init module, curl's and wget's
+	// files without a dot ($XDG_CONFIG_HOME/curlrc, /etc/wgetrc), gdb's
+	// ~/.config/gdb/gdbinit and early init, vim's ~/.vim/vimrc, the
+	// aliases Debian's .bashrc sources, R's, irb's, pry's and direnv's
+	// startup files, conda's channels.
+	"npmrc", ".npm-init.js", "curlrc", "wgetrc", "gdbinit", ".gdbearlyinit", "vimrc", "_vimrc", ".bash_aliases",
+	".Rprofile", "Rprofile.site", ".irbrc", ".pryrc", "direnvrc", ".condarc",
 }
 
 // codeFileDirs are path parts (each between slashes, the path given a
@@ -40,10 +52,15 @@ var codeFileNames = []string{
 // (command="…") and environment, system startup files, cron,
 // ld.so.preload, editor and desktop startup directories.
 var codeFileDirs = []string{
-	"/.git/hooks/", "/.husky/", "/.git/config/", "/git/config/", "/.ssh/config/", "/.ssh/rc/", "/.ssh/authorized_keys/", "/.ssh/authorized_keys2/", "/.ssh/environment/", "/etc/profile/",
+	// Anything in a .git directory, and a .git file (gitdir: DIR): git
+	// reads config from .git/commondir's directory and from the gitfile's
+	// (branch attack47), besides .git/config and .git/hooks.
+	"/.git/", "/.husky/", "/git/config/", "/.ssh/config/", "/.ssh/rc/", "/.ssh/authorized_keys/", "/.ssh/authorized_keys2/", "/.ssh/environment/", "/etc/profile/",
 	"/etc/profile.d/", "/etc/bash.bashrc/", "/etc/zsh/", "/etc/environment/", "/etc/rc.local/", "/etc/ld.so.preload/",
 	"/etc/sudoers", "/etc/cron", "/spool/cron/", "/etc/systemd/", "/.config/systemd/", "/.config/autostart/",
 	"/.config/fish/", "/.config/nvim/", "/go/env/", "/.cargo/config/", "/.cargo/config.toml/", // cargo's runner, rustc-wrapper
+	"/.yarn/releases/", "/.yarn/plugins/", // the yarn release (yarnPath) and plugins .yarnrc.yml names (branch attack47)
+	"/pnpm/rc/", "/.vim/", "/.ssh/config.d/", "/etc/ssh/", "/.bashrc.d/", "/environment.d/", // (branch attack47)
 }
 
 // codeFile reports whether p (a path as written, ~ kept) names a file a
@@ -57,7 +74,8 @@ func codeFile(p string) bool {
 	c := strings.ToLower(path.Clean(p))
 	base := path.Base(c)
 	if slices.ContainsFunc(codeFileNames, func(n string) bool { return strings.EqualFold(n, base) }) || strings.HasSuffix(base, ".mk") ||
-		strings.HasPrefix(base, "makefile.") || strings.HasPrefix(base, "gnumakefile.") {
+		strings.HasPrefix(base, "makefile.") || strings.HasPrefix(base, "gnumakefile.") ||
+		strings.HasSuffix(base, ".pth") || strings.HasPrefix(base, ".psqlrc-") { // python's site runs a .pth's import lines; psql's versioned rc
 		return true
 	}
 	s := "/" + c + "/"
@@ -158,6 +176,8 @@ func writesCode(name string, words []cmdWord) string {
 				files = append(files, fileOf(words[i+1]))
 			}
 		}
+	default:
+		files = outputFiles(words)
 	}
 	for _, f := range files {
 		if codeFile(f) {
@@ -165,6 +185,31 @@ func writesCode(name string, words []cmdWord) string {
 		}
 	}
 	return ""
+}
+
+// outputFiles returns the values of another program's output options
+// in words (branch attack47): -o FILE, -oFILE, -o=FILE, --output[…][=]FILE,
+// --outfile, --out-file, --out, -out, -output: go build -o, gcc -o, sort
+// -o, git archive -o, git diff --output, patch -o, openssl -out, gpg -o
+// each write that file (go build -o .git/hooks/pre-commit plants a
+// hook). A -o that takes no value (git commit -o, grep -o) reads the next
+// word as one (fails closed).
+func outputFiles(words []cmdWord) []string {
+	var files []string
+	for i := 1; i < len(words); i++ {
+		w := words[i].lit
+		if w == "--" {
+			break
+		}
+		opt, val, hasVal := strings.Cut(w, "=")
+		switch {
+		case contains([]string{"-o", "-out", "--out", "-output", "--outfile", "--out-file"}, opt) || strings.HasPrefix(opt, "--output"):
+			files = append(files, fileOf(valueWord(words, &i, val, hasVal)))
+		case strings.HasPrefix(w, "-o") && !strings.HasPrefix(w, "--") && len(w) > 2:
+			files = append(files, w[2:])
+		}
+	}
+	return files
 }
 
 // downloadFiles returns the files curl or wget (name) writes: curl's -o
