@@ -211,7 +211,7 @@ func (g *Gateway) taskRPC(ctx context.Context, req mcpwire.Request, meta mcpwire
 		if err != nil {
 			return nil, taskError(err)
 		}
-		g.resumeTask(ctx, ts)
+		g.resumeTask(ctx, ts, "tasks/get")
 		return detailedTask(ts), nil
 	case "tasks/cancel":
 		if _, err := g.opts.Tasks.CancelTask(ctx, params.TaskID, p); err != nil {
@@ -449,8 +449,9 @@ func (g *Gateway) dispatchTask(ctx context.Context, t Tool, p approval.Principal
 // resumeTask runs a task whose runner is gone (the instance that held it
 // stopped and its lease lapsed) on this instance, once: the gate resumes
 // the approval (waits for the decision, runs it once approved, or answers
-// from the ledger).
-func (g *Gateway) resumeTask(ctx context.Context, ts gate.TaskState) {
+// from the ledger). by says what found it ("tasks/get", "sweep"), for the
+// log.
+func (g *Gateway) resumeTask(ctx context.Context, ts gate.TaskState, by string) {
 	r := ts.Request
 	if !ts.Runnable || (r.State != approval.StatePending && r.State != approval.StateApproved) || !r.LeaseLapsed(time.Now()) {
 		return
@@ -476,7 +477,7 @@ func (g *Gateway) resumeTask(ctx context.Context, ts gate.TaskState) {
 		g.taskRunners.Delete(r.ID)
 		return
 	}
-	g.log.Info("resuming a task whose runner is gone", "approval", r.ID)
+	g.log.Info("resuming a task whose runner is gone", "approval", r.ID, "state", r.State, "found_by", by)
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
