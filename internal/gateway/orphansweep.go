@@ -28,6 +28,11 @@ const orphanSweepLimit = 100
 func (g *Gateway) sweepOrphanedTasks(ctx context.Context, l orphanLister, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	// cannot holds the tasks this instance could not run (their call
+	// unreadable here, their tool gone from the catalog): not tried, nor
+	// logged, again while they stay listed; the agent's tasks/get still
+	// tries.
+	cannot := map[approval.ID]bool{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -38,8 +43,19 @@ func (g *Gateway) sweepOrphanedTasks(ctx context.Context, l orphanLister, interv
 		if err != nil && ctx.Err() == nil {
 			g.log.Warn("cannot look for approved tasks whose runner is gone; trying again", "err", err, "in", interval)
 		}
+		listed := make(map[approval.ID]bool, len(rs))
 		for _, r := range rs {
-			g.resumeTask(ctx, gate.TaskState{Request: r, Runnable: true}, "sweep")
+			listed[r.ID] = true
+			if !cannot[r.ID] && g.resumeTask(ctx, gate.TaskState{Request: r, Runnable: true}, "sweep") {
+				cannot[r.ID] = true
+			}
+		}
+		if err == nil {
+			for id := range cannot {
+				if !listed[id] {
+					delete(cannot, id)
+				}
+			}
 		}
 	}
 }
