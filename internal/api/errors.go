@@ -64,7 +64,7 @@ func toAPIError(err error) *apiError {
 	case errors.Is(err, approval.ErrResolved):
 		e.Status, e.Code, e.Msg = http.StatusConflict, CodeResolved, "the request is no longer pending"
 	case errors.Is(err, approval.ErrConflict):
-		e.Status, e.Code, e.Msg = http.StatusConflict, CodeConflict, "a conflicting decision was recorded first"
+		e.Status, e.Code, e.Msg = http.StatusConflict, CodeConflict, "you already gave the other verdict on this request, and it stands"
 	case errors.Is(err, store.ErrInDoubt):
 		e.Status, e.Code, e.Msg = http.StatusServiceUnavailable, CodeUnavailable, MsgInDoubt
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):

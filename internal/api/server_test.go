@@ -203,7 +203,7 @@ func TestStatuses(t *testing.T) {
 		{name: "approve resolved", method: "POST", path: "/v1/approvals/" + idApproved + "/approve", token: "bob-tok", wantStatus: 409, wantCode: api.CodeResolved, wantMsg: "(state: approved, decided by "},
 		{name: "deny resolved", method: "POST", path: "/v1/approvals/" + idApproved + "/deny", token: "bob-tok", body: `{"reason":"late"}`, wantStatus: 409, wantCode: api.CodeResolved},
 		{name: "approve past deadline", method: "POST", path: "/v1/approvals/" + idExpired + "/approve", token: "bob-tok", wantStatus: 409, wantCode: api.CodeExpired},
-		{name: "conflicting verdict", method: "POST", path: "/v1/approvals/" + idApproved + "/deny", token: "alice-tok", body: `{"reason":"changed my mind"}`, wantStatus: 409, wantCode: api.CodeConflict, wantMsg: "(state: approved, decided by alice): nothing was recorded"},
+		{name: "conflicting verdict", method: "POST", path: "/v1/approvals/" + idApproved + "/deny", token: "alice-tok", body: `{"reason":"changed my mind"}`, wantStatus: 409, wantCode: api.CodeConflict, wantMsg: "you already gave the other verdict on this request, and it stands (state: approved, decided by alice): nothing was recorded"},
 		{name: "hash mismatch", method: "POST", path: "/v1/approvals/" + idPending + "/approve", token: "bob-tok", body: `{"arguments_hash":"` + hashB + `"}`, wantStatus: 409, wantCode: api.CodeHashMismatch, wantMsg: hashA},
 		{name: "hash pinned and matching", method: "POST", path: "/v1/approvals/" + idPending + "/approve", token: "bob-tok", body: `{"arguments_hash":"` + hashA + `"}`, wantStatus: 200},
 		{name: "same verdict again", method: "POST", path: "/v1/approvals/" + idApproved + "/approve", token: "alice-tok", wantStatus: 200},

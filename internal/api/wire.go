@@ -149,7 +149,7 @@ const (
 	CodeStale        = "stale_revision"        // 409: If-Match is not the session's revision
 	CodePrecondition = "precondition_required" // 428: If-Match missing
 	CodeExpired      = "expired"               // 409
-	CodeConflict     = "conflict"              // 409: a conflicting decision won
+	CodeConflict     = "conflict"              // 409: the reviewer already gave the other verdict
 	CodeHashMismatch = "hash_mismatch"         // 409
 	CodeTooLarge     = "too_large"             // 413
 	CodeInvalid      = "invalid_request"       // 422 (400 for an unreadable body)

@@ -546,6 +546,9 @@ func New(ctx context.Context, servers []ServerConfig, gk Gatekeeper, opts *Optio
 		}
 		g.wg.Go(func() { f.u.run(root, f.conn) })
 	}
+	if l, ok := o.Tasks.(orphanLister); ok && o.Tasks.LeaseInterval() > 0 {
+		g.wg.Go(func() { g.sweepOrphanedTasks(root, l, o.Tasks.LeaseInterval()) })
+	}
 	return g, nil
 }
 

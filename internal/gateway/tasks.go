@@ -211,7 +211,7 @@ func (g *Gateway) taskRPC(ctx context.Context, req mcpwire.Request, meta mcpwire
 		if err != nil {
 			return nil, taskError(err)
 		}
-		g.resumeTask(ctx, ts)
+		g.resumeTask(ctx, ts, "tasks/get")
 		return detailedTask(ts), nil
 	case "tasks/cancel":
 		if _, err := g.opts.Tasks.CancelTask(ctx, params.TaskID, p); err != nil {
@@ -449,40 +449,44 @@ func (g *Gateway) dispatchTask(ctx context.Context, t Tool, p approval.Principal
 // resumeTask runs a task whose runner is gone (the instance that held it
 // stopped and its lease lapsed) on this instance, once: the gate resumes
 // the approval (waits for the decision, runs it once approved, or answers
-// from the ledger).
-func (g *Gateway) resumeTask(ctx context.Context, ts gate.TaskState) {
+// from the ledger). by says what found it ("tasks/get", "sweep"), for the
+// log. It reports cannot when the task cannot run here (its call cannot be
+// read, or its tool is not in the catalog; logged at WARN), so the sweep
+// does not try (and log) it again.
+func (g *Gateway) resumeTask(ctx context.Context, ts gate.TaskState, by string) (cannot bool) {
 	r := ts.Request
 	if !ts.Runnable || (r.State != approval.StatePending && r.State != approval.StateApproved) || !r.LeaseLapsed(time.Now()) {
-		return
+		return false
 	}
 	if _, busy := g.taskRunners.LoadOrStore(r.ID, true); busy {
-		return
+		return false
 	}
 	call, err := g.opts.Tasks.TaskCall(ctx, r.ID)
 	if err != nil {
 		g.taskRunners.Delete(r.ID)
 		g.log.Warn("cannot resume a task whose runner is gone", "approval", r.ID, "err", err)
-		return
+		return true
 	}
 	t, ok := g.catalog.byReal(call.Server, call.Tool)
 	if !ok {
 		g.taskRunners.Delete(r.ID)
 		g.log.Warn("cannot resume a task: its tool is not in the catalog now", "approval", r.ID, "server", call.Server, "tool", call.Tool)
-		return
+		return true
 	}
 	call.ToolDigest = t.Digest
 	done := make(chan taskOutcome, 1)
 	if _, ok := g.runTask(ctx, t, call, done, nil); !ok {
 		g.taskRunners.Delete(r.ID)
-		return
+		return false // closing
 	}
-	g.log.Info("resuming a task whose runner is gone", "approval", r.ID)
+	g.log.Info("resuming a task whose runner is gone", "approval", r.ID, "state", r.State, "found_by", by)
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
 		<-done
 		g.taskRunners.Delete(r.ID)
 	}()
+	return false
 }
 
 // outcomeResult is the answer of a task call decided without holding.

@@ -93,6 +93,9 @@ type Outbox struct {
 	m      Metrics
 	o      Options
 	wake   chan struct{} // capacity 1: a pending wake-up
+
+	refusedMu sync.Mutex
+	refusedAt map[string]time.Time // channel -> when its refusal was last logged at WARN
 }
 
 // New returns an Outbox delivering on routes (at least one; names unique).
@@ -455,7 +458,26 @@ func (b *Outbox) attempt(ctx context.Context, d store.Delivery) {
 	}
 	finish(store.DeliveryResult{State: store.DeliveryPending, NextAt: next, At: now, Error: err.Error(), Ref: ref})
 	b.count(d.Channel, OutcomeRetried)
+	if IsRefused(err) && b.warnRefused(d.Channel, now) {
+		log.WarnContext(ctx, "notification refused by its receiver (check the channel's secret or token); will retry", "err", err, "retry_in", next.Sub(now).Round(time.Millisecond), "next_warning_after", RefusedWarnEvery)
+		return
+	}
 	log.InfoContext(ctx, "notification attempt failed; will retry", "err", err, "retry_in", next.Sub(now).Round(time.Millisecond))
+}
+
+// warnRefused reports whether a refusal on channel at now is to be logged
+// at WARN: the first one, then once per RefusedWarnEvery.
+func (b *Outbox) warnRefused(channel string, now time.Time) bool {
+	b.refusedMu.Lock()
+	defer b.refusedMu.Unlock()
+	if last, ok := b.refusedAt[channel]; ok && now.Sub(last) < RefusedWarnEvery {
+		return false
+	}
+	if b.refusedAt == nil {
+		b.refusedAt = make(map[string]time.Time)
+	}
+	b.refusedAt[channel] = now
+	return true
 }
 
 // backoff returns the wait after the attempt-th failed attempt: a wait of

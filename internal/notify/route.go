@@ -180,6 +180,29 @@ func RetryAfterOf(err error) (time.Duration, bool) {
 	return 0, false
 }
 
+// Refused wraps err to say that the receiver refused the sender itself
+// (an HTTP 401 or 403: a wrong secret or token, a configuration error
+// rather than an outage). It is retried like any failed attempt; the
+// outbox logs it at WARN, once per channel per [RefusedWarnEvery], where
+// other retries are INFO.
+func Refused(err error) error { return &refusedError{err} }
+
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string { return e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
+
+// IsRefused reports whether err's chain holds a [Refused] error.
+func IsRefused(err error) bool {
+	var r *refusedError
+	return errors.As(err, &r)
+}
+
+// RefusedWarnEvery is how often, at most, the outbox logs at WARN that a
+// channel's receiver refused it (Refused); the attempts in between are
+// logged at INFO.
+const RefusedWarnEvery = 10 * time.Minute
+
 // IsPermanent reports whether err's chain holds a [Permanent] error.
 func IsPermanent(err error) bool {
 	var p *permanentError

@@ -148,7 +148,8 @@ func Encode(m notify.Message, publicURL string) ([]byte, error) {
 // Deliver POSTs m. A 2xx answer delivers it. Any other answer, or no
 // answer, is an error saying only the status or the kind of failure (never
 // the URL or the response body); a 429 or 503 with Retry-After asks the
-// outbox to wait that long.
+// outbox to wait that long; a 401 or 403 is a refusal (notify.Refused:
+// retried, logged at WARN).
 func (w *Webhook) Deliver(ctx context.Context, m notify.Message) (string, error) {
 	body, err := Encode(m, w.o.PublicURL)
 	if err != nil {
@@ -174,6 +175,9 @@ func (w *Webhook) Deliver(ctx context.Context, m notify.Message) (string, error)
 		return "", nil
 	}
 	err = fmt.Errorf("receiver answered %d", resp.StatusCode)
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		return "", notify.Refused(err) // its secret differs: a configuration error, retried but logged at WARN
+	}
 	if after, ok := RetryAfter(resp); ok {
 		return "", notify.RetryAfter(err, after)
 	}

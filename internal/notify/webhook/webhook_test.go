@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -152,8 +153,19 @@ func TestDeliverFailures(t *testing.T) {
 	rc.status = http.StatusInternalServerError
 	_, err = w.Deliver(t.Context(), message())
 	check("500", err, "receiver answered 500")
-	if _, ok := notify.RetryAfterOf(err); ok || notify.IsPermanent(err) {
-		t.Errorf("500: %v asks for a wait or is permanent", err)
+	if _, ok := notify.RetryAfterOf(err); ok || notify.IsPermanent(err) || notify.IsRefused(err) {
+		t.Errorf("500: %v asks for a wait, is permanent or a refusal", err)
+	}
+
+	// 401 and 403 (a secret the receiver does not share) are refusals:
+	// retried, but logged at WARN (branch tasks47).
+	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden} {
+		rc.status = status
+		_, err = w.Deliver(t.Context(), message())
+		check(strconv.Itoa(status), err, "receiver answered "+strconv.Itoa(status))
+		if !notify.IsRefused(err) || notify.IsPermanent(err) {
+			t.Errorf("%d: %v is not a (retried) refusal", status, err)
+		}
 	}
 
 	rc.status, rc.header = http.StatusTooManyRequests, http.Header{"Retry-After": {"30"}}
