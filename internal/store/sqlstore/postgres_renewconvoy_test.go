@@ -118,12 +118,18 @@ func TestRenewalDoesNotHoldAKeptConsume(t *testing.T) {
 			// Kept, b's outcome committed before the renewal went on: b
 			// needs no holder. Renewed, the renewal marked b before its
 			// outcome could be written.
-			want := []approval.ID{a}
-			if !tc.keep {
-				want = ids
-			}
-			if got := <-renewed; !slices.Equal(got, want) {
-				t.Errorf("renewal renewed %v, want %v", got, want)
+			//
+			// Renewed, b may still be reported not renewed: the renewal's
+			// step 5 (renewedAfter) counts the marked rows after its commit,
+			// which also lets b's outcome go on, and an outcome that commits
+			// before that count takes b out of the marked set (CI saw it
+			// once). The convoy itself is what waitLockWaiters asserted.
+			got := <-renewed
+			switch {
+			case tc.keep && !slices.Equal(got, []approval.ID{a}):
+				t.Errorf("renewal renewed %v, want [%s]", got, a)
+			case !tc.keep && !slices.Equal(got, ids) && !slices.Equal(got, []approval.ID{a}):
+				t.Errorf("renewal renewed %v, want %v (or [%s] when b's outcome committed before step 5's count)", got, ids, a)
 			}
 			if !tc.keep {
 				if err := <-recorded; err != nil {
