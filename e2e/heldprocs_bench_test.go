@@ -1,11 +1,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"net/http"
-	"strconv"
 	"time"
+
+	"toolgate/e2e/internal/schedmetric"
 )
 
 // procsWatch samples toolgate's GOMAXPROCS (go_sched_gomaxprocs_threads on
@@ -38,7 +38,7 @@ func watchProcs(ctx context.Context, admin string) *procsWatch {
 			if err != nil || status != http.StatusOK {
 				continue
 			}
-			if p, ok := gomaxprocs(body); ok {
+			if p, ok := schedmetric.Gomaxprocs(body); ok {
 				w.total++
 				if p == 1 {
 					w.onP++
@@ -47,24 +47,6 @@ func watchProcs(ctx context.Context, admin string) *procsWatch {
 		}
 	}()
 	return w
-}
-
-// gomaxprocs reads go_sched_gomaxprocs_threads from a /metrics body.
-func gomaxprocs(body []byte) (int, bool) {
-	const name = "\ngo_sched_gomaxprocs_threads "
-	i := bytes.Index(body, []byte(name))
-	if i < 0 {
-		return 0, false
-	}
-	rest := body[i+len(name):]
-	if j := bytes.IndexByte(rest, '\n'); j >= 0 {
-		rest = rest[:j]
-	}
-	v, err := strconv.ParseFloat(string(bytes.TrimSpace(rest)), 64)
-	if err != nil {
-		return 0, false
-	}
-	return int(v), true
 }
 
 // stop ends the sampling and returns the share of samples (%) that read

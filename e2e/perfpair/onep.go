@@ -1,14 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"time"
+
+	"toolgate/e2e/internal/schedmetric"
 )
 
 // onePEvery is how often -procs reads a toolgate's number of Ps.
@@ -83,25 +83,7 @@ func readProcs(ctx context.Context, url string) (int, bool) {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return 0, false
 	}
-	return gomaxprocs(body)
-}
-
-// gomaxprocs reads go_sched_gomaxprocs_threads from a /metrics body.
-func gomaxprocs(body []byte) (int, bool) {
-	const name = "\ngo_sched_gomaxprocs_threads "
-	i := bytes.Index(body, []byte(name))
-	if i < 0 {
-		return 0, false
-	}
-	rest := body[i+len(name):]
-	if j := bytes.IndexByte(rest, '\n'); j >= 0 {
-		rest = rest[:j]
-	}
-	v, err := strconv.ParseFloat(string(bytes.TrimSpace(rest)), 64)
-	if err != nil {
-		return 0, false
-	}
-	return int(v), true
+	return schedmetric.Gomaxprocs(body)
 }
 
 // userHZ is the unit of /proc/PID/stat's CPU times: clock ticks per

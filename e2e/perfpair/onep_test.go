@@ -7,18 +7,6 @@ import (
 	"time"
 )
 
-func TestGomaxprocs(t *testing.T) {
-	body := []byte("# HELP go_sched_gomaxprocs_threads x\n# TYPE go_sched_gomaxprocs_threads gauge\ngo_sched_gomaxprocs_threads 2\ngo_threads 9\n")
-	if p, ok := gomaxprocs(body); !ok || p != 2 {
-		t.Errorf("gomaxprocs = %d, %v, want 2, true", p, ok)
-	}
-	for _, b := range []string{"go_threads 9\n", "\ngo_sched_gomaxprocs_threads x\n"} {
-		if p, ok := gomaxprocs([]byte(b)); ok {
-			t.Errorf("%q: gomaxprocs = %d, true; want no value", b, p)
-		}
-	}
-}
-
 func TestWithShares(t *testing.T) {
 	line := []byte(`{"label":"new","calls":100}`)
 	// 150 and 40 ticks (1/100 s) over 3 s; the third process not read.

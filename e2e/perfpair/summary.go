@@ -117,16 +117,7 @@ func processTable(w io.Writer, byLabel map[string]map[string]result, labels, rou
 		lines = append(lines, fmt.Sprintf("| %s | %s | %s | %s |", l,
 			fmtMedian(proxy, "%.0f"), fmtMedian(up, "%.0f"), fmtMedian(lg, "%.0f")))
 	}
-	if len(lines) == 0 {
-		return
-	}
-	fmt.Fprintln(w, "\nCPU µs per call by process (medians over the rounds)")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| row | server (toolgate or peer, or direct's echoserver) | its upstream | loadgen |")
-	fmt.Fprintln(w, "|---|--:|--:|--:|")
-	for _, s := range lines {
-		fmt.Fprintln(w, s)
-	}
+	writeTable(w, "CPU µs per call by process (medians over the rounds)", "| row | server (toolgate or peer, or direct's echoserver) | its upstream | loadgen |", "|---|--:|--:|--:|", lines)
 }
 
 // peerTable writes, for every toolgate binary (a label that is neither
@@ -175,16 +166,7 @@ func peerTable(w io.Writer, byLabel map[string]map[string]result, labels, peers,
 				fmtMedian(pss, "%.1f"), fmtMedian(ppss, "%.1f")))
 		}
 	}
-	if len(lines) == 0 {
-		return
-	}
-	fmt.Fprintln(w, "\nEach binary against the peer, per round")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| binary ÷ peer | calls/s per round | median | CPU/call per round | median | p50 µs | p99 µs | PSS MB |")
-	fmt.Fprintln(w, "|---|---|--:|---|--:|--:|--:|--:|")
-	for _, s := range lines {
-		fmt.Fprintln(w, s)
-	}
+	writeTable(w, "Each binary against the peer, per round", "| binary ÷ peer | calls/s per round | median | CPU/call per round | median | p50 µs | p99 µs | PSS MB |", "|---|---|--:|---|--:|--:|--:|--:|", lines)
 }
 
 func ratios(v []float64) string {
@@ -242,13 +224,17 @@ func shareTable(w io.Writer, byLabel map[string]map[string]result, labels, round
 		lines = append(lines, fmt.Sprintf("| %s | %s | %s | %s |", l,
 			fmtMedian(share, "%.2f"), ratios(share), fmtMedian(oneP, "%.0f")))
 	}
+	writeTable(w, "Share of one CPU of the row's first process over the loadgen run, and time on one P (medians over the rounds)", "| row | share of a CPU | per round | one P % |", "|---|--:|---|--:|", lines)
+}
+
+// writeTable writes a Markdown table to w after a blank line and its
+// title: the header and alignment rows, then lines (each a row); nothing
+// when lines is empty.
+func writeTable(w io.Writer, title, header, align string, lines []string) {
 	if len(lines) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\nShare of one CPU of the row's first process over the loadgen run, and time on one P (medians over the rounds)")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| row | share of a CPU | per round | one P % |")
-	fmt.Fprintln(w, "|---|--:|---|--:|")
+	fmt.Fprintf(w, "\n%s\n\n%s\n%s\n", title, header, align)
 	for _, s := range lines {
 		fmt.Fprintln(w, s)
 	}
