@@ -298,3 +298,40 @@ func TestCommandAttack47OutputOptions(t *testing.T) {
 		`git diff --output=d.patch`, `openssl enc -in x -out y`, `git log -1`}
 	checkCommands(t, allow, bypass, fine, bypass, fine)
 }
+
+// TestCommandCompilerProgramOptions (the review after attack47): gcc's
+// and clang's other options that run or load a program the matcher
+// cannot read, the same kind as -wrapper: -B (cc1, as and ld from a
+// directory), -fplugin, clang's -fpass-plugin and -Xclang -load, a specs
+// file, a linker by path (--ld-path, -fuse-ld=/path) and an ld plugin
+// (-Wl,-plugin, -Xlinker -plugin); in CGO_*FLAGS too, where -f and -W
+// were allowed prefixes. On the tree before it a deny rule for "rm *"
+// allowed each, an allow rule for the compiler allowed the compiler
+// lines.
+func TestCommandCompilerProgramOptions(t *testing.T) {
+	allow := []string{"gcc *", "clang *", "go *"}
+	bypass := []string{
+		`gcc -B /tmp/x -c a.c`,
+		`gcc -B/tmp/x -c a.c`,
+		`gcc -fplugin=/tmp/x.so -c a.c`,
+		`gcc -specs=/tmp/x.specs a.c`,
+		`gcc --specs=/tmp/x.specs a.c`,
+		`gcc -fuse-ld=/tmp/ld a.o`,
+		`gcc -Wl,-plugin,/tmp/x.so a.o`,
+		`gcc -Xlinker -plugin -Xlinker /tmp/x.so a.o`,
+		`clang -fpass-plugin=/tmp/x.so -c a.c`,
+		`clang -Xclang -load -Xclang /tmp/x.so -c a.c`,
+		`clang --ld-path=/tmp/ld a.o`,
+		`CGO_CFLAGS='-fplugin=/tmp/x.so' go build`,
+		`CGO_LDFLAGS='-Wl,-plugin=/tmp/x.so' go build`,
+		`CGO_LDFLAGS='-fuse-ld=/tmp/ld' go build`,
+	}
+	fine := []string{`gcc -O2 -Wall -c a.c -o a.o`, `clang -fuse-ld=lld -Wl,-rpath,/opt/x a.o -o a.out`, `go build ./...`}
+	checkCommands(t, allow, bypass, fine, bypass, fine)
+	deny := mustCompile(t, newPolicy(Allow, commandRule("no rm", Deny, "rm *")))
+	for _, c := range []string{`CGO_LDFLAGS='-fuse-ld=gold -Wl,-rpath,/opt/x -lx' go build`, `CGO_CFLAGS='-fPIC -O2' go build`} {
+		if d := eval(t, deny, shellCall(c)); d.Effect != Allow {
+			t.Errorf("%q: effect %s, want allow", c, d.Effect)
+		}
+	}
+}

@@ -14,7 +14,7 @@ import (
 
 // gccFamily reports whether name (a program's base name in lower case)
 // is gcc or a driver that takes its options: cc, c++, gcc, g++,
-// gfortran, gccgo, with a version suffix (gcc-12) or a target prefix
+// gfortran, gccgo, and clang and clang++ (which take them too), with a version suffix (gcc-12) or a target prefix
 // (x86_64-linux-gnu-gcc).
 func gccFamily(name string) bool {
 	if i := strings.LastIndexByte(name, '-'); i > 0 && strings.Trim(name[i+1:], "0123456789.") == "" {
@@ -23,22 +23,52 @@ func gccFamily(name string) bool {
 	if i := strings.LastIndexByte(name, '-'); i >= 0 {
 		name = name[i+1:] // x86_64-linux-gnu-gcc
 	}
-	return contains([]string{"cc", "c++", "gcc", "g++", "gfortran", "gccgo"}, name)
+	return contains([]string{"cc", "c++", "gcc", "g++", "gfortran", "gccgo", "clang", "clang++"}, name)
 }
 
 // gccCode says why a gcc-family command's words run a program the
-// matcher cannot read: -wrapper (any number of dashes, attached value
-// or not) or an @FILE response file; or a word that is not literal.
+// matcher cannot read (gccProgramOption, and -Xlinker before a word that
+// names a linker plugin), or a word that is not literal.
 func gccCode(name string, words []cmdWord) string {
-	for _, w := range words[1:] {
-		switch {
-		case w.unknown:
+	for i, w := range words[1:] {
+		if w.unknown {
 			return notLiteral(name)
-		case strings.HasPrefix(w.lit, "@"):
-			return name + " " + w.lit + " reads options (-wrapper among them) from a file the matcher cannot read"
-		case strings.HasPrefix(w.lit, "-") && strings.HasPrefix(strings.TrimLeft(w.lit, "-"), "wrapper"):
-			return name + " -wrapper runs a program the matcher cannot read"
 		}
+		if why := gccProgramOption(w.lit); why != "" {
+			return name + " " + why
+		}
+		if w.lit == "-Xlinker" && i+2 < len(words) && strings.Contains(words[i+2].lit, "plugin") {
+			return name + " -Xlinker " + words[i+2].lit + " makes the linker load a plugin the matcher cannot read"
+		}
+	}
+	return ""
+}
+
+// gccProgramOption says why one option word of a gcc or clang driver (a
+// word of its command line, or a field of CGO_*FLAGS) makes it run or
+// load a program the matcher cannot read, or "": -wrapper (runs every
+// subprogram under the program it names), -B (cc1, as and ld from a
+// directory), -fplugin, -fpass-plugin, -Xclang (-load), -specs (a specs
+// file can name the programs to run), --ld-path and a -fuse-ld= path
+// (the linker), -Wl, or -Wa, naming a plugin (ld -plugin), and an @FILE
+// response file (more options, any of these among them). Any number of
+// leading dashes, value attached or not (branch attack47; the -B,
+// plugin, specs and linker options in the review after it).
+func gccProgramOption(w string) string {
+	if !strings.HasPrefix(w, "-") {
+		if strings.HasPrefix(w, "@") {
+			return w + " reads options (-wrapper among them) from a file the matcher cannot read"
+		}
+		return ""
+	}
+	opt := "-" + strings.TrimLeft(w, "-")
+	switch {
+	case strings.HasPrefix(opt, "-wrapper"):
+		return "-wrapper runs a program the matcher cannot read"
+	case hasAnyPrefix(opt, "-B", "-fplugin", "-fpass-plugin", "-Xclang", "-specs", "-ld-path"),
+		strings.HasPrefix(opt, "-fuse-ld=") && strings.ContainsRune(opt, '/'),
+		hasAnyPrefix(opt, "-Wl,", "-Wa,") && strings.Contains(opt, "plugin"):
+		return w + " makes the compiler run or load a program the matcher cannot read"
 	}
 	return ""
 }
@@ -52,19 +82,19 @@ func cgoFlagVar(name string) bool {
 // cgoFlagsSafe reports whether a CGO_*FLAGS value holds only flags that
 // run no program: each field is an operand (a directory, a library, a
 // macro's value: no leading '-', '@' or a quote) or an option starting
-// -O, -g, -I, -D, -U, -L, -l, -W (but -Wp,), -f (but -fplugin), -m,
-// -std=, -isystem, -pthread, -static, -shared, -s, -rdynamic or
-// -framework. -wrapper, -B, -specs=, @FILE and quoted words are not.
+// -O, -g, -I, -D, -U, -L, -l, -W (but -Wp,), -f, -m, -std=, -isystem,
+// -pthread, -static, -shared, -s, -rdynamic or -framework, and none that
+// gccProgramOption names (-fplugin, -Wl,-plugin, -fuse-ld=/path, @FILE).
+// -wrapper, -B, -specs= and quoted words are not.
 func cgoFlagsSafe(val string) bool {
 	for _, f := range strings.Fields(val) {
 		switch {
+		case gccProgramOption(f) != "":
+			return false // -fplugin=x.so, -Wl,-plugin=x.so, -fuse-ld=/x: allowed prefixes below
 		case strings.ContainsAny(f, `'"\`):
 			return false // go splits the value with quotes (cmd/internal/quoted)
-		case !strings.HasPrefix(f, "-"):
-			if strings.HasPrefix(f, "@") {
-				return false
-			}
-		case strings.HasPrefix(f, "-Wp,"), strings.HasPrefix(f, "-fplugin"):
+		case !strings.HasPrefix(f, "-"): // an operand (@FILE is refused above)
+		case strings.HasPrefix(f, "-Wp,"):
 			return false
 		case contains([]string{"-pthread", "-static", "-shared", "-s", "-rdynamic", "-framework", "-isystem"}, f):
 		case !hasAnyPrefix(f, "-O", "-g", "-I", "-D", "-U", "-L", "-l", "-W", "-f", "-m", "-std="):
