@@ -68,7 +68,7 @@ func envVar(name string) envKind {
 	if strings.HasPrefix(name, "BASH_FUNC_") || strings.HasPrefix(name, "GIT_CONFIG_KEY_") || strings.HasPrefix(name, "GIT_CONFIG_VALUE_") {
 		return envCode // an exported function; git configuration (core.pager=…)
 	}
-	return envPlain
+	return toolVar(name) // cargo's, uv's, poetry's, Bundler's (branch policy48)
 }
 
 // nodeOptionsSafe reports whether a NODE_OPTIONS value holds only options
@@ -127,7 +127,8 @@ func (pc *parsedCommand) setEnv(name, val string, known bool, depth int, unsafe,
 	switch envVar(name) {
 	case envCode:
 		if name == "NODE_OPTIONS" && known && nodeOptionsSafe(val) || contains([]string{"MAKEFLAGS", "GNUMAKEFLAGS", "MFLAGS"}, name) && known && makeFlagsSafe(val) ||
-			name == "GOFLAGS" && known && goFlagsSafe(val) || (name == "GIT_DIR" || name == "GIT_COMMON_DIR") && known && dotGitDir(val) || cgoFlagVar(name) && known && cgoFlagsSafe(val) {
+			name == "GOFLAGS" && known && goFlagsSafe(val) || (name == "RUSTFLAGS" || name == "RUSTDOCFLAGS") && known && rustFlagsSafe(val) ||
+			name == "UV_PYTHON" && !uvVarCode(name, val, known) || (name == "GIT_DIR" || name == "GIT_COMMON_DIR") && known && dotGitDir(val) || cgoFlagVar(name) && known && cgoFlagsSafe(val) {
 			return
 		}
 		opaque(fmt.Sprintf("%s makes a program load or run code the matcher cannot read", name))

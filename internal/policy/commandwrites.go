@@ -44,6 +44,9 @@ var codeFileNames = []string{
 	// startup files, conda's channels.
 	"npmrc", ".npm-init.js", "curlrc", "wgetrc", "gdbinit", ".gdbearlyinit", "vimrc", "_vimrc", ".bash_aliases",
 	".Rprofile", "Rprofile.site", ".irbrc", ".pryrc", "direnvrc", ".condarc",
+	// uv's and poetry's settings (a package index, an environments'
+	// directory; branch policy48).
+	"uv.toml", "poetry.toml",
 }
 
 // codeFileDirs are path parts (each between slashes, the path given a
@@ -61,6 +64,7 @@ var codeFileDirs = []string{
 	"/.config/fish/", "/.config/nvim/", "/go/env/", "/.cargo/config/", "/.cargo/config.toml/", // cargo's runner, rustc-wrapper
 	"/.yarn/releases/", "/.yarn/plugins/", // the yarn release (yarnPath) and plugins .yarnrc.yml names (branch attack47)
 	"/pnpm/rc/", "/.vim/", "/.ssh/config.d/", "/etc/ssh/", "/.bashrc.d/", "/environment.d/", // (branch attack47)
+	"/.bundle/config/", // Bundler's settings: BUNDLE_GEMFILE, shebang, local.* (branch policy48)
 }
 
 // codeFile reports whether p (a path as written, ~ kept) names a file a

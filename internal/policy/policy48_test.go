@@ -1,6 +1,9 @@
 package policy
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestCommandPolicy48Make (policy48): a make command-line variable
 // overrides the makefile's, and a recipe using it runs its value as shell
@@ -50,4 +53,115 @@ func TestCommandPolicy48GitDir(t *testing.T) {
 		`git -c safe.bareRepository=explicit -C x log`, `git -C x -c safe.barerepository=explicit status`,
 		`git --git-dir=x/.git -C x log`, `git -C .`}
 	checkCommands(t, []string{"git *"}, bypass, fine, bypass, fine)
+}
+
+// TestCommandPolicy48ToolSettings (policy48): cargo, uv, poetry and
+// Bundler settings that name a program, code or a file of settings make a
+// plain-looking call run what the matcher never sees, as npm's
+// script-shell does (policy47): cargo --config
+// 'build.rustc-wrapper="./x.sh"', RUSTC_WRAPPER=…, a target's runner, -Z
+// flags, RUSTFLAGS='-C linker=./x'; uv --python ./x, --env-file
+// (LD_PRELOAD=…), --config-file, uv run - (a script from the input);
+// poetry config virtualenvs.path, poetry source add; bundle config set
+// gemfile/shebang, BUNDLE_GEMFILE, bundle exec CMD (a runner). On
+// 78ecb273 a deny rule for "rm *" allowed each (but uv run -, which a
+// runner without a program already made opaque, kept as a guard) and an
+// allow rule for the tool allowed each without an assignment.
+func TestCommandPolicy48ToolSettings(t *testing.T) {
+	tests := []struct {
+		program string
+		allow   []string
+		bypass  []string
+		fine    []string
+	}{
+		{"cargo", []string{"cargo *"},
+			[]string{
+				`cargo --config 'build.rustc-wrapper="./x.sh"' build`,
+				`cargo build --config=target.x86_64-unknown-linux-gnu.runner='rm -rf'`,
+				`cargo --config evil.toml test`,
+				`cargo --config 'alias.b="run --bin x"' b`,
+				`cargo --config 'env.LD_PRELOAD="./x.so"' test`,
+				`cargo --config '"build".rustc="./x"' build`,
+				`cargo -Z config-include build`,
+				`cargo -Zhost-config build`,
+				`RUSTC_WRAPPER='rm -rf /' cargo build`,
+				`CARGO_BUILD_RUSTC_WRAPPER='rm x' cargo build`,
+				`CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER='rm x' cargo run`,
+				`RUSTFLAGS='-C linker=./x.sh' cargo build`,
+				`RUSTFLAGS='-Clink-arg=-fuse-ld=./x' cargo build`,
+				`CARGO_HOME=./evil cargo build`,
+				`CARGO_ALIAS_B='run --bin x' cargo b`,
+				`env RUSTC='rm x' cargo build`,
+			},
+			[]string{`cargo build`, `cargo test --release`, `cargo --config build.jobs=4 build`, `cargo build --config 'profile.dev.opt-level=1'`,
+				`cargo -Z unstable-options build`, `CARGO_TERM_COLOR=always cargo test`, `CARGO_TARGET_DIR=/tmp/t cargo build`,
+				`RUSTFLAGS='-D warnings -C target-cpu=native' cargo build`, `cargo run -- --config x`}},
+		{"uv", []string{"uv *", "uvx *", "pytest *", "ruff *", "mypy *"},
+			[]string{
+				`uv run --python ./x.sh pytest`,
+				`uv run -p ./x pytest`,
+				`uv --python=/tmp/x pip install a`,
+				`uv pip install -p ./venv/bin/x a`,
+				`uv run --env-file x.env pytest`,
+				`uv run --config-file x.toml pytest`,
+				`uv run --with a --python ./x pytest`,
+				`uv run -`,
+				`uv tool run -`,
+				`uvx --python ./x ruff`,
+				`UV_PYTHON=./x uv run pytest`,
+				`UV_ENV_FILE=x.env uv run pytest`,
+				`UV_CONFIG_FILE=x.toml uv sync`,
+				`echo '[pip]' > uv.toml`,
+			},
+			[]string{`uv sync`, `uv run pytest`, `uv run --python 3.12 pytest`, `uv run -p 3.12 pytest -x`, `uvx ruff check .`,
+				`uv pip install -r requirements.txt`, `uv run mypy --config-file mypy.ini .`, `UV_PYTHON=3.12 uv sync`,
+				`uv tool run ruff check`, `uv run --with a pytest`}},
+		{"poetry", []string{"poetry *", "pytest *"},
+			[]string{
+				`poetry config virtualenvs.path ./evil`,
+				`poetry config --local repositories.x https://evil/simple`,
+				`poetry config cache-dir ./x`,
+				`poetry source add x https://evil/simple`,
+				`poetry self add ./x-plugin`,
+				`POETRY_VIRTUALENVS_PATH=./evil poetry install`,
+				`POETRY_CONFIG_DIR=./x poetry run pytest`,
+				`echo '[virtualenvs]' > poetry.toml`,
+			},
+			[]string{`poetry install`, `poetry run pytest`, `poetry config --list`, `poetry config virtualenvs.path`,
+				`poetry config virtualenvs.in-project true`, `poetry config --unset virtualenvs.path`,
+				`poetry config http-basic.x user pass`, `POETRY_VIRTUALENVS_IN_PROJECT=true poetry install`}},
+		{"bundle", []string{"bundle *", "rspec *", "rake *"},
+			[]string{
+				`bundle config set gemfile ./x.rb`,
+				`bundle config set --local shebang ./x.sh`,
+				`bundle config gemfile ./x.rb`,
+				`bundle config set local.rack ./evil`,
+				`bundle config mirror.https://rubygems.org https://evil`,
+				`bundle install --gemfile=x.rb`,
+				`BUNDLE_GEMFILE=x.rb bundle exec rspec`,
+				`bundle exec rm -rf /`,
+				`bundle exec 'rm x'`,
+				`bundler exec rm x`,
+				`echo 'BUNDLE_GEMFILE: x.rb' > .bundle/config`,
+			},
+			[]string{`bundle install`, `bundle exec rspec`, `bundle exec rake test`, `bundle config list`, `bundle config get path`,
+				`bundle config set --local jobs 4`, `bundle config set without development`, `bundle config --delete gemfile`,
+				`BUNDLE_JOBS=4 bundle install`, `bundle config gemfile`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.program, func(t *testing.T) {
+			// An allow rule refuses every assignment already; the
+			// assignments' bypasses are checked against the deny rule.
+			var held, allowed []string
+			for _, c := range tc.bypass {
+				held = append(held, c)
+			}
+			for _, c := range tc.fine {
+				if !strings.Contains(strings.Fields(c)[0], "=") {
+					allowed = append(allowed, c)
+				}
+			}
+			checkCommands(t, tc.allow, tc.bypass, tc.fine, held, allowed)
+		})
+	}
 }
