@@ -707,7 +707,10 @@ func hasCommandAfter(words []cmdWord) bool {
 func programCode(name string, words []cmdWord) string {
 	switch name {
 	case "tar", "gtar", "bsdtar":
-		return tarCode(words)
+		if why := tarCode(words); why != "" {
+			return why
+		}
+		return writesCode(name, words) // tar -x -C ~ (branch policy48)
 	case "zip":
 		return zipCode(words)
 	case "make", "gmake":

@@ -165,3 +165,72 @@ func TestCommandPolicy48ToolSettings(t *testing.T) {
 		})
 	}
 }
+
+// TestCommandPolicy48PositionalWriters (policy48): writers whose
+// destination is an operand or a directory, not an output option, wrote a
+// file a program runs as code unseen: uniq IN OUT, xxd (-r) IN OUT,
+// split's prefix (split -a1 -l1 x ~/.bashr writes ~/.bashrc), csplit's,
+// unzip -d DIR and tar -x -C DIR into a home or .git directory, gcc's
+// dependency file (-MF, -Wp,-MD,FILE) and the linker's map (-Wl,-Map=).
+// On 78ecb273 a deny rule for "rm *" allowed each and an allow rule for
+// the writer allowed each.
+func TestCommandPolicy48PositionalWriters(t *testing.T) {
+	allow := []string{"uniq *", "xxd *", "split *", "csplit *", "unzip *", "tar *", "gcc *", "cc *", "clang *"}
+	bypass := []string{
+		`uniq x ~/.bashrc`,
+		`uniq -f 1 x .git/hooks/pre-commit`,
+		`uniq -- x Makefile`,
+		`xxd -r x.hex .git/hooks/pre-commit`,
+		`xxd -r -p x.hex ~/.bashrc`,
+		`xxd -c 16 x .bashrc`,
+		`split -a1 -l1 x ~/.bashr`,
+		`split -l 1 x .git/hooks/pre-`,
+		`split -l 1 x ~/`,
+		`split -l1 --additional-suffix=.mk x rules`,
+		`split -n 2 x Makefil`,
+		`csplit -f ~/.bashr x 2`,
+		`csplit -b '%d.mk' x 2`,
+		`unzip x.zip -d ~`,
+		`unzip -o x.zip -d .git/hooks`,
+		`unzip -qd ~/.ssh x.zip`,
+		`tar -xf x.tar -C ~`,
+		`tar -C .git -xzf x.tgz`,
+		`tar xfC x.tar .git`,
+		`tar --extract --file=x.tar --directory=/root`,
+		`tar -xf x.tar --directory ~/.config`,
+		`gcc -MD -MF .git/hooks/pre-commit -c a.c`,
+		`gcc -M -MF Makefile a.c`,
+		`gcc -Wp,-MD,.git/hooks/post-checkout -c a.c`,
+		`cc -Wl,-Map=.bashrc a.o`,
+		`clang -MF~/.bashrc -M a.c`,
+	}
+	fine := []string{`uniq x`, `uniq x out.txt`, `uniq -c x y`, `xxd x`, `xxd -r x.hex out.bin`, `split -l 1000 big.csv part-`,
+		`split big.csv`, `csplit x 2`, `unzip x.zip`, `unzip x.zip -d out`, `tar -xf x.tar -C build`, `tar -cf x.tar -C ~ notes`,
+		`tar -xzf x.tgz`, `gcc -MD -MF build/a.d -c a.c`, `gcc -Wp,-MD,build/.a.o.d -c a.c`, `cc -Wl,-Map=out.map a.o`}
+	checkCommands(t, allow, bypass, fine, bypass, fine)
+}
+
+// TestCommandPolicy48ProgramChoosers (policy48): a write into
+// node_modules (npm test, npx X and ./node_modules/.bin/X run what is
+// there), to .tool-versions or mise's files (a path: version, tasks and
+// hooks) or to rustup's rust-toolchain(.toml) (path = …) makes a later
+// plain call run a program the matcher never sees. On 78ecb273 a deny
+// rule for "rm *" allowed each and an allow rule for the writer allowed
+// each.
+func TestCommandPolicy48ProgramChoosers(t *testing.T) {
+	allow := []string{"echo *", "cp *", "ln *", "tee *"}
+	bypass := []string{
+		`cp x.sh node_modules/.bin/eslint`,
+		`ln -sf /bin/sh ./node_modules/.bin/jest`,
+		`echo 'rm -rf ~' > node_modules/.bin/tsc`,
+		`cp x.js node_modules/eslint/bin/eslint.js`,
+		`echo 'nodejs path:/tmp/x' > .tool-versions`,
+		`echo '[tasks.test]' >> .mise.toml`,
+		`echo '[hooks]' | tee mise.toml`,
+		`cp x.toml ~/.config/mise/config.toml`,
+		`echo '[toolchain]' > rust-toolchain.toml`,
+		`echo x > rust-toolchain`,
+	}
+	fine := []string{`cp x.sh bin/eslint`, `cp x notes.txt`, `tee tools.txt`, `cp node_modules/x/a.js vendor/`}
+	checkCommands(t, allow, bypass, fine, bypass, fine)
+}
