@@ -363,9 +363,10 @@ func envString(s string, name func(string)) {
 
 // searchVar reports whether up (a name in upper case) changes where a
 // program or its libraries are found: PATH, LD_*, DYLD_*, GOROOT (go
-// runs the compiler and linker from GOROOT/pkg/tool; branch attack47).
+// runs the compiler and linker from GOROOT/pkg/tool; branch attack47), a
+// tool's home or environments' directory (toolDirVar; branch policy48).
 func searchVar(up string) bool {
-	return up == "PATH" || up == "GOROOT" || strings.HasPrefix(up, "LD_") || strings.HasPrefix(up, "DYLD_")
+	return up == "PATH" || up == "GOROOT" || strings.HasPrefix(up, "LD_") || strings.HasPrefix(up, "DYLD_") || toolDirVar(up)
 }
 
 // injects reports whether up (a name in upper case) is a variable that

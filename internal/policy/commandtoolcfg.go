@@ -113,8 +113,8 @@ func rustFlagsSafe(val string) bool {
 // cargoVar classifies a cargo or rustc environment variable (name in
 // upper case): the programs cargo runs (RUSTC, RUSTC_WRAPPER, RUSTDOC,
 // their CARGO_BUILD_ spellings, a target's RUNNER and LINKER) are command
-// lines; RUSTFLAGS and kin, CARGO_HOME (its config.toml), RUSTUP_* and
-// every other CARGO_ variable outside a safe list (cargo reads any
+// lines; RUSTFLAGS and kin and every other CARGO_ variable (CARGO_HOME is
+// a toolDirVar) outside a safe list (cargo reads any
 // configuration key from CARGO_KEY: CARGO_ALIAS_*, CARGO_ENV_*,
 // CARGO_REGISTRIES_*_CREDENTIAL_PROVIDER) are code; envPlain otherwise.
 func cargoVar(name string) envKind {
@@ -123,8 +123,10 @@ func cargoVar(name string) envKind {
 		"CARGO_BUILD_RUSTC_WORKSPACE_WRAPPER", "CARGO_BUILD_RUSTDOC", "CARGO_HOST_LINKER":
 		return envCommand
 	case "RUSTFLAGS", "RUSTDOCFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_ENCODED_RUSTDOCFLAGS", "CARGO_BUILD_RUSTFLAGS",
-		"CARGO_BUILD_RUSTDOCFLAGS", "RUSTUP_TOOLCHAIN", "RUSTUP_HOME", "CARGO_HOME":
+		"CARGO_BUILD_RUSTDOCFLAGS":
 		return envCode
+	case "CARGO_HOME":
+		return envPlain // toolDirVar
 	}
 	rest, ok := strings.CutPrefix(name, "CARGO_")
 	if !ok {
@@ -225,7 +227,7 @@ func uvVarCode(name, val string, known bool) bool {
 var poetrySafeKeys = []string{"virtualenvs.create", "virtualenvs.in-project", "virtualenvs.options.always-copy",
 	"virtualenvs.options.no-pip", "virtualenvs.options.system-site-packages", "virtualenvs.prompt", "installer.parallel",
 	"installer.max-workers", "installer.modern-installation", "installer.no-binary", "installer.only-binary",
-	"installer.re-resolve", "keyring.enabled", "solver.lazy-wheel", "requests.max-retries"}
+	"installer.re-resolve", "keyring.enabled", "solver.lazy-wheel", "requests.max-retries", "no-interaction"}
 
 // poetryKeySafe reports whether key is one of poetrySafeKeys or a
 // credential (http-basic.NAME, pypi-token.NAME).
@@ -343,16 +345,32 @@ func toolConfigCode(name string, words []cmdWord) string {
 	return ""
 }
 
+// toolDirVar reports whether up (a name in upper case) names a tool's
+// home, configuration or environments' directory, or rustup's toolchain:
+// CARGO_HOME, RUSTUP_HOME, RUSTUP_TOOLCHAIN, POETRY_HOME,
+// POETRY_CONFIG_DIR, POETRY_CACHE_DIR, POETRY_DATA_DIR,
+// POETRY_VIRTUALENVS_PATH, BUNDLE_PATH, BUNDLE_APP_CONFIG,
+// BUNDLE_USER_HOME. Like PATH and GOROOT they choose the programs and
+// code a call runs and are often set in a whole environment (Docker's
+// rust, ruby and poetry images), so allow rules refuse them (searchVar)
+// and deny rules do not treat them as code.
+func toolDirVar(up string) bool {
+	return contains([]string{"CARGO_HOME", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN", "POETRY_HOME", "POETRY_CONFIG_DIR", "POETRY_CACHE_DIR",
+		"POETRY_DATA_DIR", "POETRY_VIRTUALENVS_PATH", "BUNDLE_PATH", "BUNDLE_APP_CONFIG", "BUNDLE_USER_HOME"}, up)
+}
+
 // toolVar classifies the environment variables of cargo and rustc
 // (cargoVar), uv (UV_CONFIG_FILE, UV_ENV_FILE, UV_PYTHON), poetry
-// (POETRY_KEY for any key outside poetryKeySafe, POETRY_HOME,
-// POETRY_CONFIG_DIR) and Bundler (BUNDLE_KEY outside bundleKeySafe,
-// BUNDLE_GEMFILE): envPlain for any other name.
+// (POETRY_KEY for any key outside poetryKeySafe) and Bundler (BUNDLE_KEY
+// outside bundleKeySafe: BUNDLE_GEMFILE); envPlain for a toolDirVar and
+// any other name.
 func toolVar(name string) envKind {
 	if k := cargoVar(name); k != envPlain {
 		return k
 	}
 	switch {
+	case toolDirVar(name):
+		return envPlain
 	case name == "UV_CONFIG_FILE" || name == "UV_ENV_FILE" || name == "UV_PYTHON":
 		return envCode
 	case strings.HasPrefix(name, "POETRY_"):

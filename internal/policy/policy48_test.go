@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -89,7 +90,6 @@ func TestCommandPolicy48ToolSettings(t *testing.T) {
 				`CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER='rm x' cargo run`,
 				`RUSTFLAGS='-C linker=./x.sh' cargo build`,
 				`RUSTFLAGS='-Clink-arg=-fuse-ld=./x' cargo build`,
-				`CARGO_HOME=./evil cargo build`,
 				`CARGO_ALIAS_B='run --bin x' cargo b`,
 				`env RUSTC='rm x' cargo build`,
 			},
@@ -123,8 +123,6 @@ func TestCommandPolicy48ToolSettings(t *testing.T) {
 				`poetry config cache-dir ./x`,
 				`poetry source add x https://evil/simple`,
 				`poetry self add ./x-plugin`,
-				`POETRY_VIRTUALENVS_PATH=./evil poetry install`,
-				`POETRY_CONFIG_DIR=./x poetry run pytest`,
 				`echo '[virtualenvs]' > poetry.toml`,
 			},
 			[]string{`poetry install`, `poetry run pytest`, `poetry config --list`, `poetry config virtualenvs.path`,
@@ -152,16 +150,13 @@ func TestCommandPolicy48ToolSettings(t *testing.T) {
 		t.Run(tc.program, func(t *testing.T) {
 			// An allow rule refuses every assignment already; the
 			// assignments' bypasses are checked against the deny rule.
-			var held, allowed []string
-			for _, c := range tc.bypass {
-				held = append(held, c)
-			}
+			var allowed []string
 			for _, c := range tc.fine {
 				if !strings.Contains(strings.Fields(c)[0], "=") {
 					allowed = append(allowed, c)
 				}
 			}
-			checkCommands(t, tc.allow, tc.bypass, tc.fine, held, allowed)
+			checkCommands(t, tc.allow, tc.bypass, tc.fine, tc.bypass, allowed)
 		})
 	}
 }
@@ -233,4 +228,44 @@ func TestCommandPolicy48ProgramChoosers(t *testing.T) {
 	}
 	fine := []string{`cp x.sh bin/eslint`, `cp x notes.txt`, `tee tools.txt`, `cp node_modules/x/a.js vendor/`}
 	checkCommands(t, allow, bypass, fine, bypass, fine)
+}
+
+// TestCommandPolicy48EnvArguments (policy48): the tools' variables in a
+// call's environment argument. A setting that names a program or a file
+// of settings (RUSTC_WRAPPER, BUNDLE_GEMFILE, UV_CONFIG_FILE) is read as
+// in the command; a tool's home or environments' directory (CARGO_HOME,
+// BUNDLE_PATH, POETRY_HOME), often in a whole environment (Docker's rust,
+// ruby and poetry images), is refused by allow rules as PATH is, and a
+// deny rule does not match it; harmless settings are fine. On 78ecb273 the
+// first three were allowed by both rules.
+func TestCommandPolicy48EnvArguments(t *testing.T) {
+	deny := mustCompile(t, newPolicy(Allow, commandRule("no rm", Deny, "rm *")))
+	allow := mustCompile(t, newPolicy(Approve, commandRule("tools", Allow, "cargo *", "bundle *", "uv *", "ls *")))
+	for _, tc := range []struct {
+		command   string
+		env       map[string]any
+		denied    bool // by the deny rule for rm *
+		allowedBy bool // by the allow rule
+	}{
+		{"cargo build", map[string]any{"RUSTC_WRAPPER": "rm -rf /"}, true, false},
+		{"bundle exec rspec", map[string]any{"BUNDLE_GEMFILE": "x.rb"}, true, false},
+		{"uv sync", map[string]any{"UV_CONFIG_FILE": "x.toml"}, true, false},
+		{"cargo build", map[string]any{"CARGO_HOME": "./evil"}, false, false},
+		{"ls", map[string]any{"CARGO_HOME": "/usr/local/cargo", "RUSTUP_HOME": "/usr/local/rustup", "BUNDLE_PATH": "/usr/local/bundle",
+			"BUNDLE_APP_CONFIG": "/usr/local/bundle", "POETRY_HOME": "/opt/poetry", "POETRY_NO_INTERACTION": "1"}, false, false},
+		{"cargo build", map[string]any{"CARGO_TERM_COLOR": "always", "BUNDLE_JOBS": "4", "POETRY_VIRTUALENVS_IN_PROJECT": "true",
+			"UV_PYTHON": "3.12"}, false, true},
+	} {
+		raw, err := json.Marshal(map[string]any{"command": tc.command, "env": tc.env})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := Call{Server: "shell", Tool: "run", Arguments: raw, Principal: Principal{ID: "agent-1"}}
+		if d := eval(t, deny, c); (d.Effect == Deny) != tc.denied {
+			t.Errorf("%q with %v: %s under a deny rule for rm *, want denied %v", tc.command, tc.env, d.Effect, tc.denied)
+		}
+		if d := eval(t, allow, c); (d.Effect == Allow) != tc.allowedBy {
+			t.Errorf("%q with %v: %s under an allow rule, want allowed %v", tc.command, tc.env, d.Effect, tc.allowedBy)
+		}
+	}
 }
