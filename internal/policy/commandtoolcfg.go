@@ -208,7 +208,7 @@ var uvValued = []string{"--with", "--with-editable", "--with-requirements", "-w"
 	"--directory", "--project", "--cache-dir", "--color", "--python-preference", "--index-strategy", "--keyring-provider",
 	"--resolution", "--prerelease", "--exclude-newer", "--link-mode", "--refresh-package", "--reinstall-package",
 	"--upgrade-package", "-P", "--no-binary-package", "--no-build-package", "--config-setting", "-C", "--allow-insecure-host",
-	"--script", "--module", "-m", "--env", "--requirements", "-r", "--constraints", "-c", "--overrides", "--target", "--prefix"}
+	"--env", "--requirements", "-r", "--constraints", "-c", "--overrides", "--target", "--prefix"}
 
 // uvVarCode reports whether the uv variable name (upper case) with val makes
 // uv read a file of settings or variables, or run an interpreter by path.

@@ -193,7 +193,7 @@ func writesCode(name string, words []cmdWord) string {
 		files = append(outputFiles(words), positionalWrites(name, words)...) // uniq IN OUT, unzip -d (branch policy48)
 	}
 	for _, f := range files {
-		if dir, entries := strings.CutSuffix(f, "/*"); codeFile(f) || entries && codeDir(dir) {
+		if dir, entries := strings.CutSuffix(f, "/*"); codeFile(f) || entries && (codeDir(dir) || aboveCodeDirs(dir)) {
 			return writesFile(name, strings.TrimSuffix(dir, "/x"))
 		}
 	}
@@ -468,4 +468,12 @@ func codeDir(p string) bool {
 		return true
 	}
 	return contains([]string{".git", ".ssh", ".config"}, path.Base(c))
+}
+
+// aboveCodeDirs reports whether p names a directory above home
+// directories or system startup files (/, /home, /Users, /var,
+// /var/spool), where an archive's entries (root/.bashrc,
+// etc/profile.d/x) land in guarded places (branch policy48).
+func aboveCodeDirs(p string) bool {
+	return contains([]string{"/", "/home", "/users", "/var", "/var/spool"}, strings.ToLower(path.Clean(p)))
 }

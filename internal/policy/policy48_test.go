@@ -115,7 +115,7 @@ func TestCommandPolicy48ToolSettings(t *testing.T) {
 			},
 			[]string{`uv sync`, `uv run pytest`, `uv run --python 3.12 pytest`, `uv run -p 3.12 pytest -x`, `uvx ruff check .`,
 				`uv pip install -r requirements.txt`, `uv run mypy --config-file mypy.ini .`, `UV_PYTHON=3.12 uv sync`,
-				`uv tool run ruff check`, `uv run --with a pytest`}},
+				`uv tool run ruff check`, `uv run --with a pytest`, `uv run -m pytest`}},
 		{"poetry", []string{"poetry *", "pytest *"},
 			[]string{
 				`poetry config virtualenvs.path ./evil`,
@@ -193,6 +193,8 @@ func TestCommandPolicy48PositionalWriters(t *testing.T) {
 		`tar xfC x.tar .git`,
 		`tar --extract --file=x.tar --directory=/root`,
 		`tar -xf x.tar --directory ~/.config`,
+		`tar -C / -xf x.tar`,
+		`unzip x.zip -d /home`,
 		`gcc -MD -MF .git/hooks/pre-commit -c a.c`,
 		`gcc -M -MF Makefile a.c`,
 		`gcc -Wp,-MD,.git/hooks/post-checkout -c a.c`,
