@@ -125,15 +125,16 @@ func splitPrefixes(name string, words []cmdWord) []string {
 
 // splitPrefixGuarded returns a guarded file whose name begins with
 // prefix, or "": one in the guarded directory the prefix is in
-// (.git/hooks/pre-), .bashrc for a prefix that is empty or names a
-// directory (ends in /), or the guarded name its base name begins
-// (~/.bashr: ~/.bashrc; Makefil: Makefile).
+// (.git/hooks/pre-, .git/hooks/), or the guarded name its base name
+// begins (~/.bashr: ~/.bashrc; Makefil: Makefile). A prefix that is
+// empty or ends in / writes names of suffix letters alone (aa, ab, …),
+// which reach no guarded name before millions of files.
 func splitPrefixGuarded(prefix string) string {
 	switch {
-	case prefix == "" || strings.HasSuffix(prefix, "/"):
-		return prefix + ".bashrc"
 	case codeFile(prefix + "x"):
 		return prefix + "x"
+	case prefix == "" || strings.HasSuffix(prefix, "/"):
+		return ""
 	}
 	base := strings.ToLower(path.Base(prefix))
 	for _, n := range codeFileNames {

@@ -62,7 +62,7 @@ func cargoCode(words []cmdWord) string {
 			if !ok || !isKV || strings.ContainsAny(key, `"'[`) || !cargoKeySafe(key) {
 				return fmt.Sprintf("cargo --config %s sets a program or code cargo runs (build.rustc-wrapper, target.*.runner, a file of settings), which the matcher cannot read", v)
 			}
-		case w.lit == "-Z" || strings.HasPrefix(w.lit, "-Z"):
+		case strings.HasPrefix(w.lit, "-Z"):
 			v, ok := optionValue(words, &i, w.lit[2:], true)
 			flag, _, _ := strings.Cut(v, "=")
 			if !ok || !contains(cargoUnstableSafe, flag) {

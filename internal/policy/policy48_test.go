@@ -180,7 +180,7 @@ func TestCommandPolicy48PositionalWriters(t *testing.T) {
 		`xxd -c 16 x .bashrc`,
 		`split -a1 -l1 x ~/.bashr`,
 		`split -l 1 x .git/hooks/pre-`,
-		`split -l 1 x ~/`,
+		`split -l 1 x .git/hooks/`,
 		`split -l1 --additional-suffix=.mk x rules`,
 		`split -n 2 x Makefil`,
 		`csplit -f ~/.bashr x 2`,
@@ -201,7 +201,7 @@ func TestCommandPolicy48PositionalWriters(t *testing.T) {
 		`cc -Wl,-Map=.bashrc a.o`,
 		`clang -MF~/.bashrc -M a.c`,
 	}
-	fine := []string{`uniq x`, `uniq x out.txt`, `uniq -c x y`, `xxd x`, `xxd -r x.hex out.bin`, `split -l 1000 big.csv part-`,
+	fine := []string{`uniq x`, `uniq x out.txt`, `split -l 1000 big.csv out/`, `split -l 1 x ~/`, `uniq -c x y`, `xxd x`, `xxd -r x.hex out.bin`, `split -l 1000 big.csv part-`,
 		`split big.csv`, `csplit x 2`, `unzip x.zip`, `unzip x.zip -d out`, `tar -xf x.tar -C build`, `tar -cf x.tar -C ~ notes`,
 		`tar -xzf x.tgz`, `gcc -MD -MF build/a.d -c a.c`, `gcc -Wp,-MD,build/.a.o.d -c a.c`, `cc -Wl,-Map=out.map a.o`}
 	checkCommands(t, allow, bypass, fine, bypass, fine)
