@@ -68,7 +68,7 @@ func envVar(name string) envKind {
 	if strings.HasPrefix(name, "BASH_FUNC_") || strings.HasPrefix(name, "GIT_CONFIG_KEY_") || strings.HasPrefix(name, "GIT_CONFIG_VALUE_") {
 		return envCode // an exported function; git configuration (core.pager=…)
 	}
-	return envPlain
+	return toolVar(name) // cargo's, uv's, poetry's, Bundler's (branch policy48)
 }
 
 // nodeOptionsSafe reports whether a NODE_OPTIONS value holds only options
@@ -127,7 +127,8 @@ func (pc *parsedCommand) setEnv(name, val string, known bool, depth int, unsafe,
 	switch envVar(name) {
 	case envCode:
 		if name == "NODE_OPTIONS" && known && nodeOptionsSafe(val) || contains([]string{"MAKEFLAGS", "GNUMAKEFLAGS", "MFLAGS"}, name) && known && makeFlagsSafe(val) ||
-			name == "GOFLAGS" && known && goFlagsSafe(val) || (name == "GIT_DIR" || name == "GIT_COMMON_DIR") && known && dotGitDir(val) || cgoFlagVar(name) && known && cgoFlagsSafe(val) {
+			name == "GOFLAGS" && known && goFlagsSafe(val) || (name == "RUSTFLAGS" || name == "RUSTDOCFLAGS") && known && rustFlagsSafe(val) ||
+			name == "UV_PYTHON" && !uvVarCode(name, val, known) || (name == "GIT_DIR" || name == "GIT_COMMON_DIR") && known && dotGitDir(val) || cgoFlagVar(name) && known && cgoFlagsSafe(val) {
 			return
 		}
 		opaque(fmt.Sprintf("%s makes a program load or run code the matcher cannot read", name))
@@ -362,9 +363,10 @@ func envString(s string, name func(string)) {
 
 // searchVar reports whether up (a name in upper case) changes where a
 // program or its libraries are found: PATH, LD_*, DYLD_*, GOROOT (go
-// runs the compiler and linker from GOROOT/pkg/tool; branch attack47).
+// runs the compiler and linker from GOROOT/pkg/tool; branch attack47), a
+// tool's home or environments' directory (toolDirVar; branch policy48).
 func searchVar(up string) bool {
-	return up == "PATH" || up == "GOROOT" || strings.HasPrefix(up, "LD_") || strings.HasPrefix(up, "DYLD_")
+	return up == "PATH" || up == "GOROOT" || strings.HasPrefix(up, "LD_") || strings.HasPrefix(up, "DYLD_") || toolDirVar(up)
 }
 
 // injects reports whether up (a name in upper case) is a variable that

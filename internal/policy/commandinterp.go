@@ -118,6 +118,9 @@ func inlineCode(words []cmdWord) string {
 	if versioned(name, "pip") {
 		return pipCode(words)
 	}
+	if why := toolConfigCode(name, words); why != "" {
+		return why
+	}
 	if why := programCode(name, words); why != "" {
 		return why
 	}

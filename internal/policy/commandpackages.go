@@ -408,6 +408,10 @@ func runnerStart(words []cmdWord) int {
 		} else if k > 0 && k+1 < len(words) && words[k+1].lit == "run" {
 			return k + 2
 		}
+	case "bundle", "bundler":
+		// bundle exec CMD runs CMD with the bundle's gems (branch
+		// policy48).
+		return pmSub(words, "exec") + 1
 	case "poetry", "pipenv", "pdm", "hatch", "rye":
 		// … run CMD runs a program on the PATH inside the project's
 		// environment (a script's name too); … shell starts a shell,
@@ -505,6 +509,7 @@ var pnpmCommands = []string{"add", "install", "i", "update", "up", "upgrade", "r
 func (pc *parsedCommand) addRunner(words []cmdWord, start, depth int, unsafe, opaque func(string)) {
 	what := fmt.Sprintf("the command %s runs", words[0].lit)
 	found := false
+	uv := contains([]string{"uv", "uvx"}, programName(path.Base(words[0].lit)))
 	for i := start; i < len(words); i++ {
 		w := words[i]
 		if w.unknown {
@@ -532,7 +537,8 @@ func (pc *parsedCommand) addRunner(words []cmdWord, start, depth int, unsafe, op
 			return
 		case contains([]string{"--version", "-v", "--help", "-h"}, w.lit):
 			found = true
-		case contains([]string{"-p", "--package", "-w", "--workspace", "--registry", "--prefix", "-C", "--dir", "--cwd"}, w.lit):
+		case contains([]string{"-p", "--package", "-w", "--workspace", "--registry", "--prefix", "-C", "--dir", "--cwd"}, w.lit),
+			uv && (contains(uvValued, w.lit) || w.lit == "--python"):
 			i++ // the option's value
 		case w.lit == "--":
 			i++

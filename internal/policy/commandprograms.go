@@ -149,7 +149,9 @@ func zipCode(words []cmdWord) string {
 // file written as notes.txt runs as make -f notes.txt), a
 // command-line variable that sets SHELL, .SHELLFLAGS, MAKEFLAGS, MFLAGS,
 // GNUMAKEFLAGS or MAKEFILES, uses != (a shell assignment) or whose value
-// holds a $ (make expands $(shell …) where the variable is used), or a
+// holds a $ (make expands $(shell …) where the variable is used) or is
+// not one plain word (make CC='rm x': a recipe runs it; branch
+// policy48), or a
 // word that is not literal. A makefile the matcher guards is not: like
 // ./build.sh, the matcher cannot read a file, and a write to one is
 // opaque (commandwrites.go).
@@ -195,9 +197,32 @@ func makeCode(words []cmdWord) string {
 				contains([]string{"SHELL", ".SHELLFLAGS", "MAKEFLAGS", "MFLAGS", "GNUMAKEFLAGS", "MAKEFILES"}, name) {
 				return fmt.Sprintf("make variable %s may run a command the matcher cannot read", name)
 			}
+			if !makeValuePlain(val) {
+				// A command-line variable overrides the makefile's, and a
+				// recipe that uses it runs its value as shell text: make
+				// CC='rm x' runs "rm x -c a.c" for $(CC) -c a.c (branch
+				// policy48).
+				return fmt.Sprintf("make variable %s's value may be run as a recipe command the matcher cannot read", name)
+			}
 		}
 	}
 	return ""
+}
+
+// makeValuePlain reports whether v, a make command-line variable's
+// value, is one plain word a recipe's shell reads as itself: letters,
+// digits and _ - . / : , + = @ % ^ ~ only (no space, quote, glob, shell
+// operator or backslash), so a recipe using it runs at most a program of
+// that name, with the makefile's arguments.
+func makeValuePlain(v string) bool {
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("_-./:,+=@%^~", c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return true
 }
 
 // makefileCode says why make -f v (ok: v is literal) reads a makefile
@@ -682,7 +707,10 @@ func hasCommandAfter(words []cmdWord) bool {
 func programCode(name string, words []cmdWord) string {
 	switch name {
 	case "tar", "gtar", "bsdtar":
-		return tarCode(words)
+		if why := tarCode(words); why != "" {
+			return why
+		}
+		return writesCode(name, words) // tar -x -C ~ (branch policy48)
 	case "zip":
 		return zipCode(words)
 	case "make", "gmake":

@@ -115,7 +115,7 @@ func gitCode(words []cmdWord) string {
 			return "git's ext:: transport runs a command the matcher cannot read"
 		}
 	}
-	i := 1
+	i, bareDir := 1, false
 	key := func(kv string) string {
 		k, _, _ := strings.Cut(kv, "=")
 		if !gitKeySafe(strings.ToLower(k)) {
@@ -176,16 +176,58 @@ func gitCode(words []cmdWord) string {
 			// name the matcher does not guard: opaque as --git-dir=. is
 			// (checked with git 2.39: an alias in ./config ran).
 			return "git --bare reads a repository's configuration (core.pager, aliases, hooks) from the working directory, which the matcher does not guard"
-		case contains([]string{"-C", "--work-tree", "--namespace", "--super-prefix", "--attr-source", "--shallow-file"}, w.lit):
+		case w.lit == "-C":
+			// git -C DIR finds its repository from DIR as from the working
+			// directory: DIR/.git (whose writes the matcher guards), or DIR
+			// itself when it looks like a bare repository (HEAD, objects/,
+			// refs/), whose DIR/config (aliases, core.pager, hooks) a file
+			// write or a checked-out tree may have planted under a name the
+			// matcher does not guard (branch policy48). So DIR must be the
+			// working directory or a .git directory, or bare discovery must
+			// be off (-c safe.bareRepository=explicit, a protected setting).
+			dir, ok := next()
+			if !ok {
+				return "git gets a word that is not literal"
+			}
+			if path.Clean(dir) != "." && !dotGitDir(dir) {
+				bareDir = true
+			}
+		case contains([]string{"--work-tree", "--namespace", "--super-prefix", "--attr-source", "--shallow-file"}, w.lit):
 			if _, ok := next(); !ok {
 				return "git gets a word that is not literal"
 			}
 		case strings.HasPrefix(w.lit, "-"):
 		default:
+			if why := gitBareDirCode(words[1:i], bareDir); why != "" {
+				return why
+			}
 			return gitSubcommandCode(w.lit, words[i+1:])
 		}
 	}
-	return ""
+	return gitBareDirCode(words[1:], bareDir)
+}
+
+// gitBareDirCode says why git's top-level options opts, with a -C
+// directory that is neither the working directory nor a .git directory
+// (bareDir), may read a bare repository's configuration: unless they name
+// the git directory (--git-dir, checked by gitCode) or turn bare
+// discovery off (-c safe.bareRepository=explicit; git reads that setting
+// from the command line, never from the repository).
+func gitBareDirCode(opts []cmdWord, bareDir bool) string {
+	if !bareDir {
+		return ""
+	}
+	for k, w := range opts {
+		kv, ok := strings.CutPrefix(w.lit, "-c")
+		if w.lit == "-c" && k+1 < len(opts) {
+			kv, ok = opts[k+1].lit, true
+		}
+		key, val, _ := strings.Cut(kv, "=")
+		if ok && strings.EqualFold(key, "safe.bareRepository") && val == "explicit" || w.lit == "--git-dir" || strings.HasPrefix(w.lit, "--git-dir=") {
+			return ""
+		}
+	}
+	return "git -C DIR may read a bare repository's configuration (core.pager, aliases, hooks) from a directory the matcher does not guard"
 }
 
 // gitSubcommandCode says why git subcommand sub with args runs a command

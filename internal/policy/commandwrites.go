@@ -44,6 +44,14 @@ var codeFileNames = []string{
 	// startup files, conda's channels.
 	"npmrc", ".npm-init.js", "curlrc", "wgetrc", "gdbinit", ".gdbearlyinit", "vimrc", "_vimrc", ".bash_aliases",
 	".Rprofile", "Rprofile.site", ".irbrc", ".pryrc", "direnvrc", ".condarc",
+	// uv's and poetry's settings (a package index, an environments'
+	// directory; branch policy48).
+	"uv.toml", "poetry.toml",
+	// Files that choose the program a plain call runs: asdf's and
+	// mise's versions (a path: or ref: version, mise's tasks, hooks and
+	// env._.source), rustup's toolchain (path = …; branch policy48).
+	".tool-versions", ".mise.toml", "mise.toml", ".mise.local.toml", "mise.local.toml", ".rtx.toml", "rust-toolchain",
+	"rust-toolchain.toml",
 }
 
 // codeFileDirs are path parts (each between slashes, the path given a
@@ -61,6 +69,11 @@ var codeFileDirs = []string{
 	"/.config/fish/", "/.config/nvim/", "/go/env/", "/.cargo/config/", "/.cargo/config.toml/", // cargo's runner, rustc-wrapper
 	"/.yarn/releases/", "/.yarn/plugins/", // the yarn release (yarnPath) and plugins .yarnrc.yml names (branch attack47)
 	"/pnpm/rc/", "/.vim/", "/.ssh/config.d/", "/etc/ssh/", "/.bashrc.d/", "/environment.d/", // (branch attack47)
+	"/.bundle/config/", // Bundler's settings: BUNDLE_GEMFILE, shebang, local.* (branch policy48)
+	// Package code a later npm test, npx X or ./node_modules/.bin/X runs
+	// (the .bin entries link into the packages), and mise's other
+	// configuration files (branch policy48).
+	"/node_modules/", "/.mise/", "/.config/mise/",
 }
 
 // codeFile reports whether p (a path as written, ~ kept) names a file a
@@ -177,11 +190,11 @@ func writesCode(name string, words []cmdWord) string {
 			}
 		}
 	default:
-		files = outputFiles(words)
+		files = append(outputFiles(words), positionalWrites(name, words)...) // uniq IN OUT, unzip -d (branch policy48)
 	}
 	for _, f := range files {
-		if codeFile(f) {
-			return writesFile(name, strings.TrimSuffix(f, "/x"))
+		if dir, entries := strings.CutSuffix(f, "/*"); codeFile(f) || entries && (codeDir(dir) || aboveCodeDirs(dir)) {
+			return writesFile(name, strings.TrimSuffix(dir, "/x"))
 		}
 	}
 	return ""
@@ -455,4 +468,12 @@ func codeDir(p string) bool {
 		return true
 	}
 	return contains([]string{".git", ".ssh", ".config"}, path.Base(c))
+}
+
+// aboveCodeDirs reports whether p names a directory above home
+// directories or system startup files (/, /home, /Users, /var,
+// /var/spool), where an archive's entries (root/.bashrc,
+// etc/profile.d/x) land in guarded places (branch policy48).
+func aboveCodeDirs(p string) bool {
+	return contains([]string{"/", "/home", "/users", "/var", "/var/spool"}, strings.ToLower(path.Clean(p)))
 }

@@ -122,7 +122,7 @@ func TestCommandOtherCodeRunners(t *testing.T) {
 			`rsync -avz -e ssh a h:b`,
 			`rsync -e 'ssh -p 2222' -a a h:b`,
 			`git -c user.name=x -c color.ui=always log`,
-			`git -C repo status`,
+			`git -c safe.bareRepository=explicit -C repo status`,
 			`git rebase -i main`,
 			`git clone https://example.com/r.git`,
 			`git clone -c user.name=x ./a b`,

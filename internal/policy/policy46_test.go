@@ -230,7 +230,7 @@ func TestCommandPolicy46Parsers(t *testing.T) {
 				`git --exec-path=. push origin main`,
 				`git --exec-path=/tmp/x fetch origin`,
 			},
-			[]string{`git --no-pager log -1`, `git -C sub status`, `git --exec-path`, `git --shallow-file f log -1`,
+			[]string{`git --no-pager log -1`, `git -C .git status`, `git -c safe.barerepository=explicit -C sub status`, `git --exec-path`, `git --shallow-file f log -1`,
 				`git --git-dir .git --work-tree . status`, `git --literal-pathspecs log -- a`},
 			[]string{`git -c core.pager='rm x' log`, `git --git-dir x config core.pager 'rm x'`}},
 		{"curl", []string{"curl *", "echo *", "printf *", "grep *"},

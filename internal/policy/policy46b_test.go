@@ -99,7 +99,7 @@ func TestCommandPolicy46bParsers(t *testing.T) {
 				`git clone https://x/r .husky`,
 				`git clone -q https://x/r ~/.config/autostart`,
 			},
-			[]string{`git clone --depth 1 https://x/b.git`, `git clone https://x/r.git src/r`, `git -C repo log`, `git -C repo --no-pager log -1`, `git clone https://x/r`, `git init`,
+			[]string{`git clone --depth 1 https://x/b.git`, `git clone https://x/r.git src/r`, `git --git-dir=repo/.git -C repo log`, `git -c safe.bareRepository=explicit -C repo --no-pager log -1`, `git clone https://x/r`, `git init`,
 				`git -c init.defaultBranch=main init`, `git -c user.name=x commit -m y`}},
 	}
 	for _, tc := range tests {

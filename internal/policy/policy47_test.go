@@ -172,7 +172,7 @@ func TestCommandPolicy47Files(t *testing.T) {
 		`env GIT_CONFIG_SYSTEM=x.cfg git log`,
 	}
 	fine := []string{`curl -sSfL https://x -o a.tgz`, `wget -q https://x/a.tgz`, `curl -w '%{http_code}' https://x`,
-		`git --git-dir=.git log -1`, `git --git-dir ../r/.git status`, `git -C repo log`, `wget -O- https://x`}
+		`git --git-dir=.git log -1`, `git --git-dir ../r/.git status`, `git -c safe.bareRepository=explicit -C repo log`, `wget -O- https://x`}
 	checkCommands(t, allow, bypass, fine, bypass, fine)
 }
 

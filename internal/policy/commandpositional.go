@@ -1,0 +1,257 @@
+package policy
+
+import (
+	"path"
+	"strings"
+)
+
+// Writers whose destination is an operand or a directory rather than an
+// output option (branch policy48): uniq IN OUT, xxd IN OUT (xxd -r too),
+// split's and csplit's prefix (split -a1 x ~/.bashr writes ~/.bashrc),
+// unzip -d DIR and tar -x -C DIR (an archive's entries land there), and a
+// C compiler's dependency and map files (-MF FILE, -Wp,-MD,FILE,
+// -Wl,-Map=FILE, -Wl,-o,FILE). positionalWrites returns the files each
+// writes, a directory an archive unpacks into as DIR/* (any entry: the
+// caller checks DIR as a home, .git, .ssh, .config or /etc directory, and
+// codeFile the path as one in a guarded directory). An archive unpacked
+// elsewhere (tar -xf a.tar in the working directory, holding a Makefile)
+// is not read.
+
+// positionalWrites returns the files the program name (a base name) with
+// words writes through its operands or a directory option; nil for any
+// other program.
+func positionalWrites(name string, words []cmdWord) []string {
+	switch name {
+	case "uniq":
+		return operandAt(words, 1, "-f", "-s", "-w")
+	case "xxd":
+		return operandAt(words, 1, "-c", "-cols", "-g", "-groupsize", "-l", "-len", "-o", "-offset", "-s", "-seek", "-n", "-name", "-R")
+	case "split", "csplit":
+		return splitPrefixes(name, words)
+	case "unzip":
+		return unzipDirs(words)
+	case "tar", "gtar", "bsdtar":
+		return tarExtractDirs(words)
+	}
+	if gccFamily(name) {
+		return gccDepFiles(words)
+	}
+	return nil
+}
+
+// operandAt returns the k-th operand (from 0) of words as a file: the
+// words that are no option and no value of one of valued (each taking
+// the next word unless its value is attached), all words after "--".
+func operandAt(words []cmdWord, k int, valued ...string) []string {
+	n := 0
+	opts := true
+	for i := 1; i < len(words); i++ {
+		w := words[i].lit
+		switch {
+		case opts && w == "--":
+			opts = false
+			continue
+		case opts && contains(valued, w):
+			i++
+			continue
+		case opts && strings.HasPrefix(w, "-") && w != "-":
+			continue
+		}
+		if n == k {
+			return []string{fileOf(words[i])}
+		}
+		n++
+	}
+	return nil
+}
+
+// splitPrefixes returns what split or csplit (name) writes, read through
+// its prefix (split's second operand, csplit's -f/--prefix; default x
+// and xx) and suffix (split's --additional-suffix, csplit's
+// -b/--suffix-format, whose %d conversion is dropped): a prefix whose
+// base name begins a guarded file's name (.bashr, then the suffix c), is
+// empty or names a directory, or a name of prefix, "aa" and the suffix
+// that is guarded (xaa.mk), is returned as a guarded file.
+func splitPrefixes(name string, words []cmdWord) []string {
+	prefix, suffix := "x", ""
+	if name == "csplit" {
+		prefix = "xx"
+	}
+	var operands []string
+	for i := 1; i < len(words); i++ {
+		w := words[i].lit
+		opt, val, hasVal := strings.Cut(w, "=")
+		switch {
+		case strings.HasPrefix(w, "--") && longOption(opt, "--additional-suffix", "--suffix-format"):
+			suffix = fileOf(valueWord(words, &i, val, hasVal))
+		case name == "csplit" && strings.HasPrefix(w, "--") && longOption(opt, "--prefix"):
+			prefix = fileOf(valueWord(words, &i, val, hasVal))
+		case strings.HasPrefix(w, "--"):
+			if !hasVal && contains([]string{"--bytes", "--lines", "--line-bytes", "--number", "--suffix-length",
+				"--separator", "--filter", "--digits"}, w) {
+				i++
+			}
+		case name == "csplit" && (strings.HasPrefix(w, "-b") || strings.HasPrefix(w, "-f")):
+			v := fileOf(valueWord(words, &i, w[2:], true))
+			if w[1] == 'b' {
+				suffix = v
+			} else {
+				prefix = v
+			}
+		case strings.HasPrefix(w, "-") && w != "-":
+			if len(w) == 2 && strings.IndexByte("abClnt", w[1]) >= 0 {
+				i++ // the option's value (split -l 1000, csplit -n 3)
+			}
+		default:
+			operands = append(operands, fileOf(words[i]))
+		}
+	}
+	if name == "split" && len(operands) >= 2 {
+		prefix = operands[1]
+	}
+	if k := strings.IndexByte(suffix, '%'); k >= 0 {
+		if e := strings.IndexAny(suffix[k+1:], "diouxX"); e >= 0 {
+			suffix = suffix[:k] + "00" + suffix[k+1+e+1:]
+		}
+	}
+	if f := splitPrefixGuarded(prefix); f != "" {
+		return []string{f}
+	}
+	if suffix != "" {
+		return []string{prefix + "aa" + suffix}
+	}
+	return nil
+}
+
+// splitPrefixGuarded returns a guarded file whose name begins with
+// prefix, or "": one in the guarded directory the prefix is in
+// (.git/hooks/pre-, .git/hooks/), or the guarded name its base name
+// begins (~/.bashr: ~/.bashrc; Makefil: Makefile). A prefix that is
+// empty or ends in / writes names of suffix letters alone (aa, ab, …),
+// which reach no guarded name before millions of files.
+func splitPrefixGuarded(prefix string) string {
+	switch {
+	case codeFile(prefix + "x"):
+		return prefix + "x"
+	case prefix == "" || strings.HasSuffix(prefix, "/"):
+		return ""
+	}
+	base := strings.ToLower(path.Base(prefix))
+	for _, n := range codeFileNames {
+		if strings.HasPrefix(strings.ToLower(n), base) {
+			return path.Join(path.Dir(prefix), n)
+		}
+	}
+	return ""
+}
+
+// unzipDirs returns DIR/* for each directory unzip extracts into: -d
+// DIR, also attached (-dDIR) or ending a cluster (-qd DIR), anywhere
+// among the words (unzip a.zip -d DIR).
+func unzipDirs(words []cmdWord) []string {
+	var out []string
+	for i := 1; i < len(words); i++ {
+		w := words[i].lit
+		if strings.HasPrefix(w, "--") || !strings.HasPrefix(w, "-") {
+			continue
+		}
+		if k := strings.IndexByte(w, 'd'); k > 0 {
+			out = append(out, fileOf(valueWord(words, &i, w[k+1:], true))+"/*")
+		}
+	}
+	return out
+}
+
+// tarExtractDirs returns DIR/* for each directory tar extracts into
+// (-C DIR, -CDIR, --directory[=]DIR, C in a cluster or an old-style
+// first word) when it extracts (-x, --extract, --get, x in a cluster or
+// the first word); nil otherwise.
+func tarExtractDirs(words []cmdWord) []string {
+	extract := false
+	var dirs []string
+	for i := 1; i < len(words); i++ {
+		w := words[i].lit
+		opt, val, hasVal := strings.Cut(w, "=")
+		switch {
+		case w == "--":
+			i = len(words)
+		case strings.HasPrefix(w, "--"):
+			if longOption(opt, "--extract", "--get") {
+				extract = true
+			}
+			if longOption(opt, "--directory") {
+				dirs = append(dirs, fileOf(valueWord(words, &i, val, hasVal))+"/*")
+			}
+		case strings.HasPrefix(w, "-") || i == 1:
+			// A cluster (-xzf a.tar, -xC dir) or the old style (xfC a.tar
+			// dir): a letter that takes a value takes the rest of a dashed
+			// word, or the next word in the letters' order.
+			letters, old := w, !strings.HasPrefix(w, "-")
+			if !old {
+				letters = w[1:]
+			}
+			next := i
+			for j := 0; j < len(letters); j++ {
+				c := letters[j]
+				if c == 'x' {
+					extract = true
+				}
+				if strings.IndexByte("bCfgHKLNTVX", c) < 0 {
+					continue
+				}
+				v := ""
+				switch {
+				case !old && j+1 < len(letters):
+					v = letters[j+1:]
+					j = len(letters)
+				case next+1 < len(words):
+					next++
+					v = fileOf(words[next])
+				}
+				if c == 'C' {
+					dirs = append(dirs, v+"/*")
+				}
+			}
+			i = next
+		}
+	}
+	if !extract {
+		return nil
+	}
+	return dirs
+}
+
+// gccDepFiles returns the dependency and map files a gcc-family command
+// writes: -MF FILE (or -MFFILE), -Wp,-MD,FILE and -Wp,-MMD,FILE (and
+// -Wp,-MF,FILE), -Wl,-Map=FILE or -Wl,-Map,FILE, -Wl,-o,FILE and
+// -Xlinker's -Map=FILE.
+func gccDepFiles(words []cmdWord) []string {
+	var out []string
+	for i := 1; i < len(words); i++ {
+		w := words[i].lit
+		switch {
+		case w == "-MF":
+			out = append(out, fileOf(valueWord(words, &i, "", false)))
+		case strings.HasPrefix(w, "-MF"):
+			out = append(out, w[3:])
+		case strings.HasPrefix(w, "-Wp,") || strings.HasPrefix(w, "-Wl,"):
+			parts := strings.Split(w[4:], ",")
+			for k, p := range parts {
+				if v, ok := strings.CutPrefix(p, "-Map="); ok {
+					out = append(out, v)
+				}
+				if contains([]string{"-MD", "-MMD", "-MF", "-Map", "-o", "--output"}, p) && k+1 < len(parts) {
+					out = append(out, parts[k+1])
+				}
+				if v, ok := strings.CutPrefix(p, "--output="); ok {
+					out = append(out, v)
+				}
+			}
+		case w == "-Xlinker" && i+1 < len(words):
+			if v, ok := strings.CutPrefix(words[i+1].lit, "-Map="); ok {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
