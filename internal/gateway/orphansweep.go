@@ -39,52 +39,72 @@ const orphanSweepPages = 10
 func (g *Gateway) sweepOrphanedTasks(ctx context.Context, l orphanLister, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	// cannot holds the tasks this instance could not run (their call
-	// unreadable here, their tool gone from the catalog): not tried, nor
-	// logged, again while they stay listed; the agent's tasks/get still
-	// tries. seen holds the tasks listed since the list's beginning was
-	// last read: at its end, those of cannot no longer listed are dropped.
-	cannot := map[approval.ID]bool{}
-	seen := map[approval.ID]bool{}
-	var after approval.ID
+	s := newOrphanSweep()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		started := 0
-		for range orphanSweepPages {
-			rs, next, err := l.OrphanedTasks(ctx, after, orphanSweepLimit)
-			if err != nil {
-				if ctx.Err() == nil {
-					g.log.Warn("cannot look for approved tasks whose runner is gone; trying again", "err", err, "in", interval)
-				}
-				break
-			}
-			for _, r := range rs {
-				seen[r.ID] = true
-				if cannot[r.ID] {
-					continue
-				}
-				started++
-				if g.resumeTask(ctx, gate.TaskState{Request: r, Runnable: true}, "sweep") {
-					cannot[r.ID] = true
-				}
-			}
-			after = next
-			if next == "" {
-				for id := range cannot {
-					if !seen[id] {
-						delete(cannot, id)
-					}
-				}
-				clear(seen)
-				break
-			}
-			if started >= orphanSweepLimit {
-				break
-			}
+		if err := g.sweepOrphansOnce(ctx, l, s, orphanSweepLimit, orphanSweepPages); err != nil && ctx.Err() == nil {
+			g.log.Warn("cannot look for approved tasks whose runner is gone; trying again", "err", err, "in", interval)
 		}
 	}
+}
+
+// orphanSweep is what one sweep of approved tasks whose runner is gone
+// leaves to the next; it belongs to the sweep's goroutine.
+type orphanSweep struct {
+	// cannot holds the tasks this instance could not run (their call
+	// unreadable here, their tool gone from the catalog): not tried, nor
+	// logged, again while they stay listed; the agent's tasks/get still
+	// tries.
+	cannot map[approval.ID]bool
+	// seen holds the tasks listed since the list's beginning was last
+	// read: at its end, those of cannot no longer listed are dropped.
+	seen map[approval.ID]bool
+	// after is where the next read of the list starts ("" its beginning).
+	after approval.ID
+}
+
+func newOrphanSweep() *orphanSweep {
+	return &orphanSweep{cannot: map[approval.ID]bool{}, seen: map[approval.ID]bool{}}
+}
+
+// sweepOrphansOnce is one sweep: it reads pages of page tasks from
+// s.after and takes each up (resumeTask) but those in s.cannot, until the
+// list ends, page tasks were taken up or pages pages were read. An error
+// is the list's: the next sweep reads that page again.
+func (g *Gateway) sweepOrphansOnce(ctx context.Context, l orphanLister, s *orphanSweep, page, pages int) error {
+	started := 0
+	for range pages {
+		rs, next, err := l.OrphanedTasks(ctx, s.after, page)
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			s.seen[r.ID] = true
+			if s.cannot[r.ID] {
+				continue
+			}
+			started++
+			if g.resumeTask(ctx, gate.TaskState{Request: r, Runnable: true}, "sweep") {
+				s.cannot[r.ID] = true
+			}
+		}
+		s.after = next
+		if next == "" {
+			for id := range s.cannot {
+				if !s.seen[id] {
+					delete(s.cannot, id)
+				}
+			}
+			clear(s.seen)
+			return nil
+		}
+		if started >= page {
+			return nil
+		}
+	}
+	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"toolgate/internal/seal"
 	"toolgate/internal/store/sqlstore"
 	"toolgate/internal/store/sqlstore/eachstore"
+	"toolgate/internal/store/sqlstore/sqlitetest"
 	"toolgate/internal/telemetry"
 )
 
@@ -224,4 +225,131 @@ func resumedCount(t *testing.T, reg *prometheus.Registry, foundBy, result string
 	}
 	t.Fatalf("no toolgate_tasks_resumed_total{found_by=%q,result=%q}", foundBy, result)
 	return 0
+}
+
+// noSweep is the gate as a TaskKeeper that is no orphanLister: the
+// gateway starts no sweep of its own, and the test runs sweeps itself.
+type noSweep struct{ TaskKeeper }
+
+// TestSweepPagesPastTasksItCannotRun (branch tasks48): with pages of 2,
+// four approved tasks this instance cannot run (their tool is not in its
+// catalog) ahead of the others: each sweep tries at most a page of
+// tasks, going on from where the last stopped, so the task behind them
+// runs on the third; once they are known, one sweep reads past them
+// (three pages) to a task approved later, without trying or logging them
+// again; each task runs once.
+func TestSweepPagesPastTasksItCannotRun(t *testing.T) {
+	db := sqlitetest.Open(t)
+	key, err := seal.NewKey(bytes.Repeat([]byte{5}, seal.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := policy.NewHolder(&policy.Policy{
+		Default:  policy.Approve,
+		Approval: policy.Approval{Timeout: time.Hour, Mode: policy.ModeHold, Approvals: 1, ValidFor: time.Hour},
+	})
+	live := gate.New(db, pol, &gate.Options{Instance: "live", Lease: time.Minute, Key: key})
+	defer live.Stop()
+	h := newHooks()
+	var logs logBuffer
+	g := newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(h))}}, live,
+		&Options{Tasks: noSweep{live}, Logger: logs.logger()})
+	waitUpstream(t, g, "up", nil)
+	echo, _ := g.catalog.byReal("up", "echo")
+	agent := approval.Principal{ID: "desktop", Kind: "agent"}
+	// orphans records tasks through an instance that then stops, and
+	// approves them; it returns their ids in order.
+	orphans := func(name string, calls ...[2]string) []approval.ID {
+		t.Helper()
+		stopped := gate.New(db, pol, &gate.Options{Instance: name, Lease: time.Minute, Key: key})
+		ctx, stop := context.WithCancelCause(t.Context())
+		held := make(chan approval.Request, 1)
+		done := make(chan struct{}, len(calls))
+		var ids []approval.ID
+		for _, c := range calls {
+			call := gate.Call{Principal: agent, Server: c[0], Tool: "echo", ToolDigest: echo.Digest, Arguments: json.RawMessage(c[1]),
+				Task: true, OnHold: func(r approval.Request) { held <- r }}
+			go func() {
+				defer func() { done <- struct{}{} }()
+				stopped.Admit(ctx, call)
+			}()
+			select {
+			case r := <-held:
+				ids = append(ids, r.ID)
+			case <-time.After(testWait):
+				t.Fatal("the task was not held")
+			}
+		}
+		stopped.Stop()
+		stop(errors.New("the holding instance stops"))
+		for range calls {
+			<-done
+		}
+		for _, id := range ids {
+			if _, err := live.Review(t.Context(), id, approval.Principal{ID: "carol", Kind: "human"}, approval.VerdictApprove, "", ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Listed once the stopped instance's claims ended.
+		deadline := time.Now().Add(testWait)
+		for {
+			rs, _, err := live.OrphanedTasks(t.Context(), "", 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			listed := map[approval.ID]bool{}
+			for _, r := range rs {
+				listed[r.ID] = true
+			}
+			all := true
+			for _, id := range ids {
+				all = all && listed[id]
+			}
+			if all {
+				return ids
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%v not all listed: %v", ids, rs)
+			}
+			time.Sleep(10 * time.Millisecond) // the stopped instance's claims lapse
+		}
+	}
+	ids := orphans("stopped-1", [2]string{"gone", `{"n":1}`}, [2]string{"gone", `{"n":2}`}, [2]string{"gone", `{"n":3}`},
+		[2]string{"gone", `{"n":4}`}, [2]string{"up", `{"run":1}`})
+	first := ids[4]
+	s := newOrphanSweep()
+	sweep := func() {
+		t.Helper()
+		if err := g.sweepOrphansOnce(t.Context(), live, s, 2, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cannotLogged := func() int {
+		return countLines(logs.String(), "cannot resume a task: its tool is not in the catalog now")
+	}
+	sweep()
+	sweep()
+	if n, ran := cannotLogged(), h.count("echo"); n != 4 || ran != 0 {
+		t.Fatalf("after two sweeps: %d tasks found it cannot run, %d ran; want 4 and 0", n, ran)
+	}
+	sweep()
+	if o := waitOutcome(t, db, first); o != approval.OutcomeOK {
+		t.Fatalf("the first runnable task's outcome %s", o)
+	}
+	later := orphans("stopped-2", [2]string{"up", `{"run":2}`})[0]
+	sweep() // three pages: two of tasks it cannot run, then the later task
+	if o := waitOutcome(t, db, later); o != approval.OutcomeOK {
+		t.Fatalf("the later task's outcome %s", o)
+	}
+	for range 3 {
+		sweep()
+	}
+	if n, ran := cannotLogged(), h.count("echo"); n != 4 || ran != 2 {
+		t.Errorf("in the end: tasks it cannot run logged %d times, %d calls ran; want 4 and 2:\n%s", n, ran, logs.String())
+	}
+	for _, id := range []approval.ID{first, later} {
+		if n := countLines(logs.String(), "resuming a task whose runner is gone", string(id)); n != 1 {
+			t.Errorf("task %s taken up %d times, want 1", id, n)
+		}
+	}
 }
