@@ -19,7 +19,6 @@ import (
 // past its validity. More approved non-task requests than a page ahead
 // of a task do not hide it.
 func testUnheldApprovedTasks(t *testing.T, s store.Store) {
-	ctx := t.Context()
 	now := t0.Add(5 * time.Minute)
 	task := func(rid approval.ID) store.Task {
 		return store.Task{RequestID: rid, Principal: approval.Principal{ID: "desktop", Kind: "agent", Tenant: "acme"},
@@ -31,7 +30,7 @@ func testUnheldApprovedTasks(t *testing.T, s store.Store) {
 		t.Helper()
 		mustCreate(t, s, pending(rid))
 		if withTask {
-			if err := s.CreateTask(ctx, task(rid)); err != nil {
+			if err := s.CreateTask(t.Context(), task(rid)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -51,7 +50,7 @@ func testUnheldApprovedTasks(t *testing.T, s store.Store) {
 	make(free, true, true, nil)
 	make(dead, true, true, func(r *approval.Request) { r.Renew("gw-dead", t0.Add(2*time.Minute)) })
 	make(inst, true, true, func(r *approval.Request) { r.Renew("gw-inst", t0.Add(time.Minute)) })
-	if _, err := s.RenewLeases(ctx, "gw-inst", []approval.ID{inst}, t0.Add(10*time.Minute)); err != nil {
+	if _, err := s.RenewLeases(t.Context(), "gw-inst", []approval.ID{inst}, t0.Add(10*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	make(id(7, 204), true, false, nil) // pending
@@ -60,7 +59,7 @@ func testUnheldApprovedTasks(t *testing.T, s store.Store) {
 		r.State, r.ConsumedAt = approval.StateConsumed, t0.Add(2*time.Minute)
 	})
 	make(id(7, 207), true, true, nil)
-	if err := s.DropTaskArguments(ctx, id(7, 207)); err != nil {
+	if err := s.DropTaskArguments(t.Context(), id(7, 207)); err != nil {
 		t.Fatal(err)
 	}
 	make(id(7, 208), true, true, func(r *approval.Request) { r.ValidFor = 90 * time.Second }) // valid until t0+2m30s
@@ -68,13 +67,13 @@ func testUnheldApprovedTasks(t *testing.T, s store.Store) {
 	mustReview(t, s, id(7, 209), "alice", approval.VerdictApprove, t0.Add(time.Minute))
 	direct := task(id(7, 209))
 	direct.Arguments, direct.State, direct.LeaseUntil = nil, store.TaskWorking, t0.Add(time.Minute)
-	if err := s.CreateTask(ctx, direct); err != nil {
+	if err := s.CreateTask(t.Context(), direct); err != nil {
 		t.Fatal(err)
 	}
 
 	list := func(at time.Time, after approval.ID, limit int) []approval.ID {
 		t.Helper()
-		got, err := s.UnheldApprovedTasks(ctx, at, after, limit)
+		got, err := s.UnheldApprovedTasks(t.Context(), at, after, limit)
 		if err != nil {
 			t.Fatalf("UnheldApprovedTasks(%v, %q, %d) = %v", at, after, limit, err)
 		}
