@@ -51,7 +51,7 @@ var storeMethods = map[string]string{
 	"EachLease": read, "EachRequest": read, "Events": read, "Feed": read, "FeedEnd": read, "GetGrant": read, "GetPolicy": read, "GetRequest": read,
 	"GetResult": read, "GetSession": read, "GetTask": read, "GetWebSession": read, "GrantUses": read,
 	"ListGrants": read, "ListRequests": read, "OpenIdentical": read, "Ping": read, "SessionByToken": read,
-	"UsableGrants": read, "ViewRequest": read,
+	"UnheldApprovedTasks": read, "UsableGrants": read, "ViewRequest": read,
 }
 
 const (

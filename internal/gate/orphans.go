@@ -2,47 +2,51 @@ package gate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"toolgate/internal/approval"
-	"toolgate/internal/store"
 )
 
-// OrphanedTasks returns up to limit approved requests held as MCP tasks
+// OrphanedTasks returns a page of the approved requests held as MCP tasks
 // whose runner is gone (branch tasks47): nobody holds them (their
 // holder's lease, or its instance's, lapsed: the instance that answered
 // with the task stopped or died) and their sealed arguments are still
 // kept, so any instance can run them through the same take-over as a
 // tasks/get (gateway.resumeTask), once: the take-over of the lease and the
-// consume are compare-and-sets in the store. Oldest first. It reads one
-// page of approved requests (limit, at most 1,000) and each lapsed one's
-// task row; an error means the store could not be read.
-func (g *Gate) OrphanedTasks(ctx context.Context, limit int) ([]approval.Request, error) {
+// consume are compare-and-sets in the store. The store lists only those
+// (store.LedgerStore.UnheldApprovedTasks, one read with their task rows;
+// branch tasks48), so approved calls that are no task never fill a page
+// ahead of one. Ids after after ("" for the first page), in id order, at
+// most limit (at most 1,000; 0 means 1,000); next is the id to pass as
+// after for the following page, "" when this page was the last. A task
+// whose row names another principal than its request is left out. An
+// error means the store could not be read.
+func (g *Gate) OrphanedTasks(ctx context.Context, after approval.ID, limit int) (rs []approval.Request, next approval.ID, err error) {
 	if limit <= 0 || limit > 1000 {
 		limit = 1000
 	}
-	rs, _, err := g.store.ListRequests(ctx, store.Filter{State: approval.StateApproved, Limit: limit})
-	if err != nil {
-		return nil, fmt.Errorf("list approved requests: %w", err)
-	}
 	now := g.now()
-	var out []approval.Request
-	for _, r := range rs {
-		if !r.LeaseLapsed(now) || !r.ConsumedAt.IsZero() {
-			continue
-		}
-		t, err := g.store.GetTask(ctx, r.ID)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			continue // a held call of a connection, not a task: its re-send takes it over
-		case err != nil:
-			return out, fmt.Errorf("read task %s: %w", r.ID, err)
-		}
-		if t.State != "" || t.Arguments == nil || t.Principal.ID != r.RequestedBy {
-			continue
-		}
-		out = append(out, r)
+	page, err := g.store.UnheldApprovedTasks(ctx, now, after, limit)
+	if err != nil {
+		return nil, "", fmt.Errorf("list approved tasks nobody holds: %w", err)
 	}
-	return out, nil
+	for _, at := range page {
+		r := at.Request
+		if !r.LeaseLapsed(now) || !r.ConsumedAt.IsZero() || at.Task.Principal.ID != r.RequestedBy {
+			continue
+		}
+		rs = append(rs, r)
+	}
+	if len(page) == limit {
+		next = page[len(page)-1].Request.ID
+	}
+	return rs, next, nil
+}
+
+// TaskResumed counts, in toolgate_tasks_resumed_total, a task whose runner
+// was gone that foundBy (sweep, tasks_get) started running here (started)
+// or could not run here (its call unreadable, its tool not in the
+// catalog).
+func (g *Gate) TaskResumed(foundBy string, started bool) {
+	g.metrics.TaskResumed(foundBy, started)
 }

@@ -33,14 +33,14 @@ func TestOrphanedTasks(t *testing.T) {
 		if _, err := db.GetTask(t.Context(), rTask.ID); err != nil {
 			rTask, rPlain = rPlain, rTask
 		}
-		if got, err := b.OrphanedTasks(t.Context(), 0); err != nil || len(got) != 0 {
+		if got, _, err := b.OrphanedTasks(t.Context(), "", 0); err != nil || len(got) != 0 {
 			t.Fatalf("pending, held: OrphanedTasks = %v, %v; want none", got, err)
 		}
 		f.gate.Stop()
 		stop(errors.New("instance a shuts down"))
 		recv(t, chTask)
 		recv(t, chPlain)
-		if got, err := b.OrphanedTasks(t.Context(), 0); err != nil || len(got) != 0 {
+		if got, _, err := b.OrphanedTasks(t.Context(), "", 0); err != nil || len(got) != 0 {
 			t.Fatalf("pending, holder gone: OrphanedTasks = %v, %v; want none", got, err)
 		}
 		mustReview(t, b, rTask.ID, approval.VerdictApprove)
@@ -49,7 +49,7 @@ func TestOrphanedTasks(t *testing.T) {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			var err error
-			if got, err = b.OrphanedTasks(t.Context(), 0); err != nil {
+			if got, _, err = b.OrphanedTasks(t.Context(), "", 0); err != nil {
 				t.Fatal(err)
 			}
 			if len(got) > 0 || time.Now().After(deadline) {
@@ -70,7 +70,7 @@ func TestOrphanedTasks(t *testing.T) {
 			t.Fatalf("take-over: %+v", a)
 		}
 		a.FinishWith(t.Context(), approval.OutcomeOK, Recorded{Result: json.RawMessage(`{"content":[]}`)})
-		if got, err := b.OrphanedTasks(t.Context(), 0); err != nil || len(got) != 0 {
+		if got, _, err := b.OrphanedTasks(t.Context(), "", 0); err != nil || len(got) != 0 {
 			t.Fatalf("consumed: OrphanedTasks = %v, %v; want none", got, err)
 		}
 	})

@@ -465,12 +465,14 @@ func (g *Gateway) resumeTask(ctx context.Context, ts gate.TaskState, by string) 
 	if err != nil {
 		g.taskRunners.Delete(r.ID)
 		g.log.Warn("cannot resume a task whose runner is gone", "approval", r.ID, "err", err)
+		g.countResumed(by, false)
 		return true
 	}
 	t, ok := g.catalog.byReal(call.Server, call.Tool)
 	if !ok {
 		g.taskRunners.Delete(r.ID)
 		g.log.Warn("cannot resume a task: its tool is not in the catalog now", "approval", r.ID, "server", call.Server, "tool", call.Tool)
+		g.countResumed(by, false)
 		return true
 	}
 	call.ToolDigest = t.Digest
@@ -480,6 +482,7 @@ func (g *Gateway) resumeTask(ctx context.Context, ts gate.TaskState, by string) 
 		return false // closing
 	}
 	g.log.Info("resuming a task whose runner is gone", "approval", r.ID, "state", r.State, "found_by", by)
+	g.countResumed(by, true)
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
@@ -487,6 +490,25 @@ func (g *Gateway) resumeTask(ctx context.Context, ts gate.TaskState, by string) 
 		g.taskRunners.Delete(r.ID)
 	}()
 	return false
+}
+
+// A resumeCounter counts the tasks resumeTask took up
+// (*gate.Gate.TaskResumed: toolgate_tasks_resumed_total).
+type resumeCounter interface {
+	TaskResumed(foundBy string, started bool)
+}
+
+// countResumed counts a task whose runner was gone that by ("sweep",
+// "tasks/get") took up here, started or not, when the TaskKeeper counts.
+func (g *Gateway) countResumed(by string, started bool) {
+	c, ok := g.opts.Tasks.(resumeCounter)
+	if !ok {
+		return
+	}
+	if by == "tasks/get" {
+		by = "tasks_get" // a metric label
+	}
+	c.TaskResumed(by, started)
 }
 
 // outcomeResult is the answer of a task call decided without holding.

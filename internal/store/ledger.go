@@ -57,6 +57,13 @@ type Task struct {
 	LeaseUntil time.Time
 }
 
+// An ApprovedTask is an approved request held as an MCP task and its
+// task row (LedgerStore.UnheldApprovedTasks).
+type ApprovedTask struct {
+	Request approval.Request
+	Task    Task
+}
+
 // States of a direct task (Task.State). Completed and failed are not
 // states: they are the result recorded in the ledger.
 const (
@@ -107,6 +114,20 @@ type LedgerStore interface {
 	CreateTask(ctx context.Context, t Task) error
 	// GetTask returns the task of request id, or ErrNotFound.
 	GetTask(ctx context.Context, id approval.ID) (Task, error)
+	// UnheldApprovedTasks returns, in one read, the approved requests held
+	// as MCP tasks that nobody holds as of now and that can still run: state
+	// approved, not consumed, within their validity (ValidFor 0, or
+	// DecidedAt+ValidFor after now), no holder or a holder whose lease
+	// (its instance's, for a request that carries the instance marker)
+	// ended at or before now, and an approval's task row (State "") that
+	// still keeps its sealed arguments. Each comes with that task row. A
+	// held call that is no task, a direct task, a pending request and one
+	// a live instance holds are never returned. Ids greater than after
+	// only ("" for the first), in id order, at most limit (0 means 100):
+	// the caller pages by passing the last id it got. It lists for the
+	// gateway's sweep of approved tasks whose holder stopped (branch
+	// tasks48; gate.Gate.OrphanedTasks).
+	UnheldApprovedTasks(ctx context.Context, now time.Time, after approval.ID, limit int) ([]ApprovedTask, error)
 	// RenewTask extends the lease of direct task id to until while it is
 	// working, and returns its state as it is now (TaskCancelled tells the
 	// runner to stop), or ErrNotFound.

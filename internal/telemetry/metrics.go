@@ -30,6 +30,7 @@ type Metrics struct {
 	connectionsShed   *prometheus.CounterVec
 	storeErrors       *prometheus.CounterVec
 	leasesTakenOver   *prometheus.CounterVec
+	tasksResumed      *prometheus.CounterVec
 
 	// toolCallSeries keeps toolCalls' counter per label pair (at most
 	// maxCachedToolCalls), so that counting a call is a map read: the
@@ -65,6 +66,15 @@ const (
 	// of a call another instance consumed as unknown, that instance's
 	// dispatch lease having lapsed (it stopped before the upstream answered).
 	TakenOverOutcomeUnknown = "outcome_unknown"
+)
+
+// Who found a task whose runner was gone (TaskResumed's foundBy).
+const (
+	// FoundBySweep: the sweep every instance runs every approvals.lease/3
+	// for approved tasks nobody holds.
+	FoundBySweep = "sweep"
+	// FoundByTasksGet: the agent's tasks/get.
+	FoundByTasksGet = "tasks_get"
 )
 
 // NewMetrics creates the metrics and registers them (and the Go and process
@@ -118,6 +128,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "toolgate_leases_taken_over_total",
 		Help: "Claims of another instance this instance took over after they lapsed or were let go (it died, lost the store for approvals.lease, or its caller left), by how: resend (an identical re-send or a resume held the call here), outcome_unknown (the sweeper recorded the outcome of a call it was dispatching as unknown).",
 	}, []string{"how"})
+	m.tasksResumed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolgate_tasks_resumed_total",
+		Help: "Approved MCP tasks whose runner was gone (the instance that answered with the task stopped or died) that this instance took up, by found_by (sweep: its own sweep for them; tasks_get: the agent's tasks/get) and result (started: it ran the call; cannot_run: its call could not be read here or its tool is not in this instance's catalog, so it did not).",
+	}, []string{"found_by", "result"})
+	for _, by := range []string{FoundBySweep, FoundByTasksGet} {
+		m.tasksResumed.WithLabelValues(by, "started")
+		m.tasksResumed.WithLabelValues(by, "cannot_run")
+	}
 	for _, how := range []string{TakenOverResend, TakenOverOutcomeUnknown} {
 		m.leasesTakenOver.WithLabelValues(how)
 	}
@@ -129,6 +147,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.toolCalls, m.approvalRequests, m.approvalDecisions, m.approvalWait, m.approvalsPending, m.dispatchRefusals,
 		m.policyReloads, m.policyReloadFails, m.policyMonitored, m.connectionsShed, m.storeErrors, m.leasesTakenOver,
+		m.tasksResumed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -268,6 +287,20 @@ func (m *Metrics) LeaseTakenOver(how string) {
 	if m != nil {
 		m.leasesTakenOver.WithLabelValues(how).Inc()
 	}
+}
+
+// TaskResumed counts one approved task whose runner was gone that
+// foundBy (FoundBy…) took up here: started (the call ran) or not (it
+// cannot run here).
+func (m *Metrics) TaskResumed(foundBy string, started bool) {
+	if m == nil {
+		return
+	}
+	result := "cannot_run"
+	if started {
+		result = "started"
+	}
+	m.tasksResumed.WithLabelValues(foundBy, result).Inc()
 }
 
 // StoreError counts one failed store operation op (StoreOp…).

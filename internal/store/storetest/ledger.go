@@ -29,6 +29,7 @@ var ledgerTests = []struct {
 	{"RequestStateSingleUse", testRequestStateSingleUse},
 	{"SecretFirstWins", testSecretFirstWins},
 	{"PruneLedger", testPruneLedger},
+	{"UnheldApprovedTasks", testUnheldApprovedTasks},
 }
 
 func testResultWrittenOnce(t *testing.T, s store.Store) {
