@@ -238,28 +238,9 @@ func PercentForScan(live, scan uint64) int {
 	if live == 0 {
 		return DefaultGCPercent
 	}
-	most := uint64(DefaultGCPercent)
-	if live < SmallLive {
-		most = SmallGCPercent
-	}
 	p := 100 * (GoalFor(live) - live) / (live + scan)
-	return int(max(min(p, most), MinScanPercent))
+	return int(max(min(p, DefaultGCPercent), MinScanPercent))
 }
-
-// A proxy serving allowed calls keeps a small live heap (3–4 MiB at 3,000
-// calls/s) and allocates about 10 KB per call. Under GOGC=400 the runtime's
-// heap goal is at least 16 MiB (its 4 MiB minimum heap scales with GOGC),
-// 5× that live heap, and the heap's resident pages follow the goal: ≈ 23 MiB
-// of a 50–55 MB PSS under load (docs/performance.md, "mem48").
-const (
-	// SmallLive is the live heap (bytes) under which PercentForScan sets at
-	// most SmallGCPercent instead of DefaultGCPercent.
-	SmallLive = 8 << 20
-	// SmallGCPercent is the most GOGC PercentForScan sets while the live
-	// heap is under SmallLive: a goal of about 3× the live heap (at least
-	// 8 MiB, the runtime's minimum heap at this GOGC).
-	SmallGCPercent = 200
-)
 
 // Release policy: when to hand the heap's free pages back to the OS.
 const (

@@ -140,10 +140,7 @@ func TestApply(t *testing.T) {
 func TestPercentFor(t *testing.T) {
 	for live, want := range map[uint64]int{
 		0:         400, // before the first collection
-		1 << 20:   200, // a small live heap: SmallGCPercent, a goal of 3 MiB (the runtime's least at 200: 8 MiB)
-		4 << 20:   200, // allowed calls at 3,000/s: a goal of 12 MiB, not 20 (the runtime's least at 400: 16 MiB)
-		7 << 20:   200,
-		8 << 20:   400, // SmallLive: the cap again, for a burst of held calls as before
+		1 << 20:   400,
 		16 << 20:  400,
 		32 << 20:  200,
 		40 << 20:  140, // the goal stays at HeldGoal (96 MiB) past 32 MiB live
@@ -260,18 +257,17 @@ func TestTune(t *testing.T) {
 			func() Stats { return Stats{Live: live.Load()} }, rt,
 			func(tick func()) {
 				for _, l := range []uint64{
-					4 << 20,   // 200: under SmallLive
-					16 << 20,  // 400
+					4 << 20,   // 400 already
 					32 << 20,  // 200
 					32 << 20,  // unchanged
 					256 << 20, // 43: 1.5 × live − HeldTrim
-					2 << 20,   // 200 again
+					2 << 20,   // 400 again
 				} {
 					live.Store(l)
 					tick()
 				}
 			})
-		if want := []int{200, 400, 200, 43, 200}; !slices.Equal(rt.percents, want) {
+		if want := []int{200, 43, 400}; !slices.Equal(rt.percents, want) {
 			t.Errorf("GOGC set to %v, want %v", rt.percents, want)
 		}
 		if len(rt.releases) != 0 {

@@ -19,8 +19,7 @@ func TestPercentForScan(t *testing.T) {
 		want       int
 	}{
 		{0, 56 * mb, 400},       // before the first collection
-		{4 * mb, 1 * mb, 200},   // a small heap: SmallGCPercent, as without stacks
-		{8 * mb, 1 * mb, 400},   // SmallLive: DefaultGCPercent
+		{4 * mb, 1 * mb, 400},   // a small heap: the cap, as without stacks
 		{40 * mb, 0, 140},       // PercentFor's
 		{40 * mb, 56 * mb, 58},  // a burst's stacks: 40 + 96 × 0.58 ≈ HeldGoal
 		{48 * mb, 56 * mb, 46},  // 48 + 104 × 0.46 ≈ HeldGoal
@@ -43,11 +42,7 @@ func TestPercentForScan(t *testing.T) {
 		for _, scan := range []uint64{mb, 16 * mb, 64 * mb, 256 * mb} {
 			p := PercentForScan(live, scan)
 			g := runtimeGoal(Stats{Live: live, Stacks: scan}, p)
-			most := DefaultGCPercent
-			if live < SmallLive {
-				most = SmallGCPercent
-			}
-			if p > MinScanPercent && p < most && (g > GoalFor(live) || g+(live+scan)/100 < GoalFor(live)) {
+			if p > MinScanPercent && p < DefaultGCPercent && (g > GoalFor(live) || g+(live+scan)/100 < GoalFor(live)) {
 				t.Errorf("%d MiB live, %d MiB scanned: GOGC %d, the runtime's goal %d MiB, want GoalFor %d MiB (within GOGC's whole percent)",
 					live/mb, scan/mb, p, g/mb, GoalFor(live)/mb)
 			}
