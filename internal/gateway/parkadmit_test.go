@@ -59,11 +59,18 @@ func (b *blockingAdmits) Unadmitted(ctx context.Context, c *gate.Call, reason st
 // waitRefused waits until n more calls were reported never admitted.
 func (b *blockingAdmits) waitRefused(t *testing.T, n int, what string) {
 	t.Helper()
+	waitTold(t, b.refused, n, what, "calls reported never admitted")
+}
+
+// waitTold waits for n more sends on ch (each one of what the test counts,
+// named by counted), failing the test after testWait.
+func waitTold(t *testing.T, ch <-chan struct{}, n int, what, counted string) {
+	t.Helper()
 	for i := range n {
 		select {
-		case <-b.refused:
+		case <-ch:
 		case <-time.After(testWait):
-			t.Fatalf("%s: %d of %d calls reported never admitted in %v", what, i, n, testWait)
+			t.Fatalf("%s: %d of %d %s in %v", what, i, n, counted, testWait)
 		}
 	}
 }
@@ -117,13 +124,7 @@ func (b *blockingAdmits) unadmittedCalls() []string {
 // waitEntered waits until n more admissions entered AdmitOrHold.
 func (b *blockingAdmits) waitEntered(t *testing.T, n int, what string) {
 	t.Helper()
-	for i := range n {
-		select {
-		case <-b.entered:
-		case <-time.After(testWait):
-			t.Fatalf("%s: %d of %d admissions entered the gate in %v", what, i, n, testWait)
-		}
-	}
+	waitTold(t, b.entered, n, what, "admissions entered the gate")
 }
 
 func (b *blockingAdmits) AdmitOrHold(ctx context.Context, c *gate.Call, adm *gate.Admission) (context.Context, bool) {
