@@ -18,13 +18,7 @@ func readCPU() (time.Duration, error) {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }
 
-// processCPU is readCPU's time (zero if getrusage fails), for
-// execpages.WhenQuiet.
-func processCPU() time.Duration {
-	d, _ := readCPU()
-	return d
-}
-
-// followCPU is procs.Follow's view of the process's CPU time: readCPU (a
-// failed reading is a busy look there, not an idle one).
-func followCPU() func() (time.Duration, error) { return readCPU }
+// processCPU is the process's CPU time for procs.Follow and
+// execpages.WhenQuiet: readCPU (a failed reading is a busy look to both,
+// not an idle one: cpuuse.Meter).
+func processCPU() func() (time.Duration, error) { return readCPU }

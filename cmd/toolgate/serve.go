@@ -408,7 +408,7 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 		eg.Go(func() error { gctune.Tune(ctx, *gc); return nil })
 	}
 	if sio.releaseExec {
-		act := execpages.Activity{Seen: c.load.Seen, CPU: processCPU, Collections: gcCycles()}
+		act := execpages.Activity{Seen: c.load.Seen, CPU: processCPU(), Collections: gcCycles()}
 		if gc := sio.gc; gc != nil && gc.GCPercentSource == "default" {
 			// The heap too, unless the operator manages the collector
 			// (GOGC set), as gctune does.
@@ -420,7 +420,7 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 		})
 	}
 	if sio.procs {
-		eg.Go(func() error { procs.Follow(ctx, c.load, runtime.GOMAXPROCS(0), setProcs, followCPU()); return nil })
+		eg.Go(func() error { procs.Follow(ctx, c.load, runtime.GOMAXPROCS(0), setProcs, processCPU()); return nil })
 	}
 	eg.Go(func() error {
 		return reloadPolicy(ctx, f.config, cfg, c.holder, hup, f.watch, f.dev, log, c.metrics, c.tokens, sio.sys.files)

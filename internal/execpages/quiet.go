@@ -3,6 +3,8 @@ package execpages
 import (
 	"context"
 	"time"
+
+	"toolgate/internal/cpuuse"
 )
 
 // When a process counts as quiet (WhenQuiet).
@@ -41,8 +43,11 @@ type Activity struct {
 	// Seen returns how many requests the process has seen so far
 	// (procs.Load.Seen); only its changes count. Nil: none.
 	Seen func() uint64
-	// CPU returns the process's CPU time so far. Nil: not watched.
-	CPU func() time.Duration
+	// CPU returns the process's CPU time so far (user and system), or an
+	// error when it cannot read it. A look whose reading failed, or whose
+	// last one did, is busy: what the process used is not known
+	// (cpuuse.Meter). Nil: not watched.
+	CPU func() (time.Duration, error)
 	// Collect, when not nil, collects the heap and returns its free pages
 	// to the OS (debug.FreeOSMemory): WhenQuiet calls it once per quiet
 	// period, CollectBefore before the release. Its own CPU is not
@@ -59,10 +64,11 @@ type Activity struct {
 
 // WhenQuiet calls release first after it is called (the start-up's tail,
 // StartupTail), and then again each time the process turns quiet: after
-// it was busy (a request seen, or more than QuietCPU of a CPU used, at a
-// look), QuietAfter with no request seen and no more than QuietCPU of a
-// CPU used at each look, looking every QuietLook. So it releases at most
-// once per quiet period, and never while requests come. With
+// it was busy (a request seen, or more than QuietCPU of a CPU used, or the
+// CPU used not known, at a look), QuietAfter with no request seen and no
+// more than QuietCPU of a CPU used at each look, looking every QuietLook.
+// So it releases at most once per quiet period, and never while requests
+// come. With
 // act.Collect, it also has the heap collected once per quiet period,
 // CollectBefore before that release; with act.Collections, while the
 // process stays quiet, it releases again CollectBefore after each look
@@ -75,7 +81,7 @@ func WhenQuiet(ctx context.Context, first time.Duration, act Activity, release f
 		seen = func() uint64 { return 0 }
 	}
 	if cpu == nil {
-		cpu = func() time.Duration { return 0 }
+		cpu = func() (time.Duration, error) { return 0, nil }
 	}
 	if gcs == nil {
 		gcs = func() uint64 { return 0 }
@@ -91,7 +97,7 @@ func WhenQuiet(ctx context.Context, first time.Duration, act Activity, release f
 
 	tick := time.NewTicker(QuietLook)
 	defer tick.Stop()
-	lastSeen, lastCPU := seen(), cpu()
+	lastSeen, meter := seen(), cpuuse.NewMeter(cpu)
 	released, lastGC := gcs(), gcs() // collections as of the last release, and the last look
 	busy := false                    // busy since the last release
 	collected := false               // Collect called in this quiet period
@@ -103,9 +109,10 @@ func WhenQuiet(ctx context.Context, first time.Duration, act Activity, release f
 			return
 		case <-tick.C:
 		}
-		s, c, g := seen(), cpu(), gcs()
+		s, g := seen(), gcs()
+		used, known := meter.Since()
 		switch {
-		case s != lastSeen || c-lastCPU > budget:
+		case s != lastSeen || !known || used > budget:
 			busy, calm, collected = true, 0, false
 		case busy:
 			calm += QuietLook
@@ -114,11 +121,11 @@ func WhenQuiet(ctx context.Context, first time.Duration, act Activity, release f
 		case g != released:
 			calm += QuietLook
 		}
-		lastSeen, lastCPU, lastGC = s, c, g
+		lastSeen, lastGC = s, g
 		if busy && !collected && act.Collect != nil && calm >= QuietAfter-CollectBefore {
 			act.Collect()
 			collected = true
-			lastCPU = cpu() // the collection's own CPU is not the process's activity
+			meter.Since() // the collection's own CPU is not the process's activity
 		}
 		switch {
 		case busy && calm >= QuietAfter:

@@ -2,6 +2,7 @@ package execpages
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -9,18 +10,24 @@ import (
 )
 
 // quietProcess is a process for WhenQuiet: its requests seen, its CPU
-// time and the releases WhenQuiet made, each an atomic the test changes
-// or reads between synctest.Wait calls.
+// time (and whether reading it fails) and the releases WhenQuiet made,
+// each an atomic the test changes or reads between synctest.Wait calls.
 type quietProcess struct {
 	seen     atomic.Uint64
 	cpu      atomic.Int64 // ns
+	cpuFails atomic.Bool
 	releases atomic.Int64
 }
 
 func (p *quietProcess) activity() Activity {
 	return Activity{
 		Seen: p.seen.Load,
-		CPU:  func() time.Duration { return time.Duration(p.cpu.Load()) },
+		CPU: func() (time.Duration, error) {
+			if p.cpuFails.Load() {
+				return 0, errors.New("getrusage: no reading")
+			}
+			return time.Duration(p.cpu.Load()), nil
+		},
 	}
 }
 
@@ -95,6 +102,37 @@ func TestWhenQuietWaitsOutBusyCPU(t *testing.T) {
 		}
 		p.cpu.Add(int64(idle))
 		p.after(t, QuietLook, 2, "QuietAfter after the work")
+	})
+}
+
+// TestWhenQuietCPUFails: a look whose CPU reading failed, and the first
+// look after one, are busy (what the process used is not known), not
+// quiet: after a call, no release while the readings fail, however long,
+// and one QuietAfter after the first look that could measure again;
+// readings that fail while the process is idle make it busy the same way
+// (one release after they come back). Before, a failed reading was zero
+// CPU: the busy process was released QuietAfter after its call.
+func TestWhenQuietCPUFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &quietProcess{}
+		p.start(t, StartupTail)
+		p.after(t, StartupTail, 1, "at the start-up's tail")
+
+		p.seen.Add(1) // one call, then the readings fail
+		p.cpuFails.Store(true)
+		p.after(t, QuietLook, 1, "at the look that saw the call")
+		p.after(t, 10*QuietAfter, 1, "while the readings fail")
+		p.cpuFails.Store(false)
+		p.after(t, QuietLook, 1, "the first reading back (nothing to measure from)")
+		p.after(t, QuietAfter-QuietLook, 1, "QuietAfter less one look after it")
+		p.after(t, QuietLook, 2, "QuietAfter after the first look that measured")
+
+		p.cpuFails.Store(true) // idle, but not known to be
+		p.after(t, 3*QuietLook, 2, "failed readings while idle")
+		p.cpuFails.Store(false)
+		p.after(t, QuietAfter, 2, "QuietAfter after the readings came back (the first look measures from nothing)")
+		p.after(t, QuietLook, 3, "QuietAfter after the first look that measured")
+		p.after(t, 10*QuietAfter, 3, "idle, measured")
 	})
 }
 

@@ -21,12 +21,14 @@ import (
 // blockingAdmits is the gate with its AdmitOrHold (a call's admission)
 // held until release is closed (open), counting the admissions in flight
 // and the arguments of each call it was asked to admit, and keeping the
-// arguments of each call the gateway reported never admitted.
+// arguments of each call the gateway reported never admitted (each also
+// told on refused, when it is not nil).
 type blockingAdmits struct {
 	*gate.Gate
 	release    chan struct{}
 	opened     sync.Once
 	entered    chan struct{}
+	refused    chan struct{}
 	inFlight   atomic.Int64
 	most       atomic.Int64
 	mu         sync.Mutex
@@ -35,7 +37,7 @@ type blockingAdmits struct {
 }
 
 func newBlockingAdmits() *blockingAdmits {
-	return &blockingAdmits{release: make(chan struct{}), entered: make(chan struct{}, 64)}
+	return &blockingAdmits{release: make(chan struct{}), entered: make(chan struct{}, 64), refused: make(chan struct{}, 64)}
 }
 
 // open lets the admissions held and to come through. A test registers it
@@ -49,6 +51,67 @@ func (b *blockingAdmits) Unadmitted(ctx context.Context, c *gate.Call, reason st
 	b.unadmitted = append(b.unadmitted, string(c.Arguments)+" "+reason)
 	b.mu.Unlock()
 	b.Gate.Unadmitted(ctx, c, reason)
+	if b.refused != nil {
+		b.refused <- struct{}{}
+	}
+}
+
+// waitRefused waits until n more calls were reported never admitted.
+func (b *blockingAdmits) waitRefused(t *testing.T, n int, what string) {
+	t.Helper()
+	waitTold(t, b.refused, n, what, "calls reported never admitted")
+}
+
+// waitTold waits for n more sends on ch (each one of what the test counts,
+// named by counted), failing the test after testWait.
+func waitTold(t *testing.T, ch <-chan struct{}, n int, what, counted string) {
+	t.Helper()
+	for i := range n {
+		select {
+		case <-ch:
+		case <-time.After(testWait):
+			t.Fatalf("%s: %d of %d %s in %v", what, i, n, counted, testWait)
+		}
+	}
+}
+
+// waitQueued waits until n calls wait in q for their admission. The
+// front tells of a parked call (parkedFront's count) just before it adds
+// the call to the queue, so a test that counts on the queue's order or
+// length waits for the queue itself.
+func waitQueued(t *testing.T, q *parkQueue, n int) {
+	t.Helper()
+	waiting := func() int {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.waiting)
+	}
+	for deadline := time.Now().Add(testWait); waiting() != n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls wait in the admission queue, want %d", waiting(), n)
+		}
+	}
+}
+
+// waitQueueEnded waits until q has no admitting goroutine and no waiting
+// call: a goroutine takes the next call, or ends, only after its call's
+// admission returned.
+func waitQueueEnded(t *testing.T, q *parkQueue) {
+	t.Helper()
+	left := func() (running, waiting int) {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.slots), len(q.waiting)
+	}
+	for deadline := time.Now().Add(testWait); ; time.Sleep(time.Millisecond) {
+		running, waiting := left()
+		if running == 0 && waiting == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the queue has %d admitting goroutines and %d calls left, want none", running, waiting)
+		}
+	}
 }
 
 // unadmittedCalls is what Unadmitted was told so far.
@@ -61,13 +124,7 @@ func (b *blockingAdmits) unadmittedCalls() []string {
 // waitEntered waits until n more admissions entered AdmitOrHold.
 func (b *blockingAdmits) waitEntered(t *testing.T, n int, what string) {
 	t.Helper()
-	for i := range n {
-		select {
-		case <-b.entered:
-		case <-time.After(testWait):
-			t.Fatalf("%s: %d of %d admissions entered the gate in %v", what, i, n, testWait)
-		}
-	}
+	waitTold(t, b.entered, n, what, "admissions entered the gate")
 }
 
 func (b *blockingAdmits) AdmitOrHold(ctx context.Context, c *gate.Call, adm *gate.Admission) (context.Context, bool) {
@@ -104,6 +161,7 @@ func TestParkedCallsAdmittedBounded(t *testing.T) {
 	<-f.h.args
 
 	const calls, dropped = 5, 3 // call 3 (the second one queued) drops its connection
+	q := f.g.parkQ
 	conns := make([]net.Conn, calls)
 	for i := range calls {
 		c, host := dialRaw(t, base)
@@ -111,12 +169,15 @@ func TestParkedCallsAdmittedBounded(t *testing.T) {
 		if _, err := io.WriteString(c, rawModernRequest(host, fmt.Sprint(10+i), "up__big", fmt.Sprintf(`{"n":%d}`, 10+i))); err != nil {
 			t.Fatal(err)
 		}
-		waitParkedCount(t, parked, int64(i+1)) // one at a time: the queue's order is the calls'
+		waitParkedCount(t, parked, int64(i+1))
+		// One at a time, each admitted or queued before the next is sent:
+		// the queue's order is the calls'.
 		if i < 2 {
 			ba.waitEntered(t, 1, fmt.Sprintf("call %d while %d admissions ran", i, i))
+		} else {
+			waitQueued(t, q, i-1)
 		}
 	}
-	q := f.g.parkQ
 	queued := func() []*leanHold {
 		q.mu.Lock()
 		defer q.mu.Unlock()
@@ -133,6 +194,10 @@ func TestParkedCallsAdmittedBounded(t *testing.T) {
 	}
 	ba.open()
 	ba.waitEntered(t, calls-3, "the queued calls still there, once the first admissions ended")
+	// The dropped call is refused on the goroutine that took it from the
+	// queue, which may be after the other goroutine took (and admitted)
+	// the call behind it.
+	ba.waitRefused(t, 1, "the dropped call")
 	f.waitState(t, approval.StatePending, calls-1)
 	if m := ba.most.Load(); m != 2 {
 		t.Errorf("at most %d admissions ran at once, want 2", m)
@@ -171,10 +236,5 @@ func TestParkedCallsAdmittedBounded(t *testing.T) {
 	if n := f.h.count("big"); n != calls-1 {
 		t.Errorf("the approved calls ran %d times, want %d", n, calls-1)
 	}
-	q.mu.Lock()
-	running, waiting := len(q.slots), len(q.waiting)
-	q.mu.Unlock()
-	if running != 0 || waiting != 0 {
-		t.Errorf("the queue has %d admitting goroutines and %d calls left, want none", running, waiting)
-	}
+	waitQueueEnded(t, q)
 }

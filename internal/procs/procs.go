@@ -37,6 +37,8 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"toolgate/internal/cpuuse"
 )
 
 // Defaults of Follow.
@@ -135,11 +137,9 @@ func Follow(ctx context.Context, l *Load, def int, set func(int), cpu func() (ti
 	t := time.NewTicker(Every)
 	defer t.Stop()
 	cur, calm := def, 0
-	var used time.Duration // the last reading, when read is true
-	read := false
+	var meter *cpuuse.Meter
 	if cpu != nil {
-		u, err := cpu()
-		used, read = u, err == nil
+		meter = cpuuse.NewMeter(cpu)
 	}
 	defer func() {
 		if cur != def {
@@ -154,14 +154,10 @@ func Follow(ctx context.Context, l *Load, def int, set func(int), cpu func() (ti
 		}
 		most := l.Look()
 		var busy bool
-		if cpu != nil {
-			now, err := cpu()
-			busy = true // a reading missing at either end: not known
-			if err == nil && read {
-				share := float64(now-used) / float64(Every)
-				busy = share > Busy || share > Crowded && most > 1
-			}
-			used, read = now, err == nil
+		if meter != nil {
+			used, known := meter.Since()
+			share := float64(used) / float64(Every)
+			busy = !known || share > Busy || share > Crowded && most > 1
 		} else {
 			busy = most > 1
 		}
