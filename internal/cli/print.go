@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -278,8 +279,14 @@ const sessionRule = "session require_approval"
 // review it: the proposer of a deployment policy change is among the
 // admins listed), and says so when nobody else is listed.
 func approversText(a api.Approval) string {
+	// The person the call acts for never reviews it, also when a group
+	// (or "anyone") includes them: said, since it can leave a quorum short.
+	except := ""
+	if a.OnBehalfOf != "" && !slices.Contains(a.Approvers, a.OnBehalfOf) {
+		except = fmt.Sprintf("; never %s, whom it acts for", a.OnBehalfOf)
+	}
 	if len(a.Approvers) == 0 {
-		return "anyone with the approver role"
+		return "anyone with the approver role" + except
 	}
 	names := make([]string, len(a.Approvers))
 	others := false
@@ -295,7 +302,7 @@ func approversText(a api.Approval) string {
 	if !others {
 		text += "; nobody else may review it"
 	}
-	return text
+	return text + except
 }
 
 func ruleText(a api.Approval) string {

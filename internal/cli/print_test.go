@@ -147,3 +147,28 @@ func TestShowDeploymentPolicyChange(t *testing.T) {
 		t.Errorf("a hidden character is not escaped and warned about:\n%s", out.String())
 	}
 }
+
+// TestShowSaysWhomTheCallActsFor (newuser48): a call by an agent acting
+// for alice, under a rule whose approvers are a group alice is in, showed
+// "Approvers: group:finance", though alice may never review it (which can
+// leave the quorum short).
+func TestShowSaysWhomTheCallActsFor(t *testing.T) {
+	for _, tc := range []struct {
+		approvers []string
+		want      string
+	}{
+		{[]string{"group:finance"}, "Approvers:          group:finance; never alice, whom it acts for\n"},
+		{nil, "Approvers:          anyone with the approver role; never alice, whom it acts for\n"},
+		{[]string{"alice", "bob"}, "Approvers:          alice (requested it: may not review), bob\n"},
+	} {
+		var out bytes.Buffer
+		a := api.Approval{ID: "01a22c51-0000-7000-8000-000000000005", State: "pending", Server: "pay", Tool: "transfer",
+			RequestedBy: "desktop", OnBehalfOf: "alice", Approvers: tc.approvers, Arguments: json.RawMessage(`{}`)}
+		if err := printApproval(&out, a, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("approvers %v: show output lacks %q:\n%s", tc.approvers, tc.want, out.String())
+		}
+	}
+}
