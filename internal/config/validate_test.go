@@ -227,6 +227,16 @@ func TestWarnings(t *testing.T) {
 				`policy.rules[1] "pay".approval: needs 2 approvals but only 1 configured approver(s) are eligible`}},
 		{name: "a third approver makes the quorum", edits: [][2]string{{`on_behalf_of: erin`, `on_behalf_of: alice`},
 			{"approvals: { redact", "  - { id: carol, token_file: /run/carol, roles: [approver], groups: [ops] }\napprovals: { redact"}}, want: nil},
+		// policy.approval decides nothing here (the default does not
+		// approve, and every approve rule sets its own): no warning for it.
+		{name: "unused policy.approval", edits: [][2]string{{`on_behalf_of: erin`, `on_behalf_of: bob`},
+			{"policy:\n", "policy:\n  default: deny\n  approval: { timeout: 1m, mode: hold, approvals: 1, valid_for: 1m, approvers: [bob] }\n"},
+			{`server: pay, effect: approve`, `server: pay, principals: [billing], effect: approve`}}, want: nil},
+		{name: "policy.approval of an inheriting rule", edits: [][2]string{{`on_behalf_of: erin`, `on_behalf_of: bob`},
+			{"policy:\n", "policy:\n  default: deny\n  approval: { timeout: 1m, mode: hold, approvals: 1, valid_for: 1m, approvers: [bob] }\n"},
+			{`- { name: reads, server: fs, tools: ["read_*"], effect: allow }`, `- { name: reads, server: fs, tools: ["read_*"], principals: [desktop], effect: approve }`},
+			{`server: pay, effect: approve`, `server: pay, principals: [billing], effect: approve`}},
+			want: []string{`policy.approval: needs 1 approvals but agents[0] "desktop" acts for "bob", who may not review its calls: only 0 of the 1`}},
 		{name: "rule for other principals", edits: [][2]string{{`on_behalf_of: erin`, `on_behalf_of: alice`},
 			{`server: pay, effect: approve`, `server: pay, principals: [billing], effect: approve`}}, want: nil},
 	}

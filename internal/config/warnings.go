@@ -140,18 +140,37 @@ func (c Config) Warnings() []string {
 		}
 		return ids
 	}
-	check := func(where string, a policy.Approval, principals []string) {
+	// check checks one approval; agents is whether its calls can come from
+	// the configured agents principals selects (nil: any), so that an
+	// agent acting for one of its approvers is checked too.
+	check := func(where string, a policy.Approval, agents bool, principals []string) {
 		ids := eligible(where, a.Approvers)
 		switch {
 		case len(ids) == 0 && len(a.Approvers) > 0:
 			warn("%s: nobody configured can review these approvals", where)
 		case len(ids) < a.Approvals:
 			warn("%s: needs %d approvals but only %d configured approver(s) are eligible", where, a.Approvals, len(ids))
-		default:
+		case agents:
 			c.selfReviewWarnings(where, a.Approvals, ids, principals, warn)
 		}
 	}
-	check("policy.approval", p.Approval, nil)
+	// policy.approval decides the default's approvals and those of approve
+	// rules that set no approvals or approvers of their own: the callers
+	// are anyone's when the default approves or such a rule names no
+	// principals, else those rules' principals.
+	inherited, anyone := false, p.Default == policy.Approve
+	var inheritors []string
+	for _, r := range p.Rules {
+		if r.Effect == policy.Approve && (r.Approval == nil || (r.Approval.Approvals == 0 && len(r.Approval.Approvers) == 0)) {
+			inherited = true
+			anyone = anyone || len(r.Principals) == 0
+			inheritors = append(inheritors, r.Principals...)
+		}
+	}
+	if anyone {
+		inheritors = nil
+	}
+	check("policy.approval", p.Approval, anyone || inherited, inheritors)
 	for i := range p.Rules {
 		r := &p.Rules[i]
 		if r.Effect != policy.Approve {
@@ -168,7 +187,7 @@ func (c Config) Warnings() []string {
 		if len(o.Approvers) > 0 {
 			a.Approvers = o.Approvers
 		}
-		check(fmt.Sprintf("policy.%s.approval", ruleLabel(p, i)), a, r.Principals)
+		check(fmt.Sprintf("policy.%s.approval", ruleLabel(p, i)), a, true, r.Principals)
 	}
 	return warns
 }
