@@ -2,10 +2,15 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"toolgate/internal/store/sqlstore"
 )
 
 // TestAuditVerifyWithoutAStore: audit verify on a config whose SQLite file
@@ -40,5 +45,31 @@ func TestAuditVerifyRefusesADSNThatDoesNotParse(t *testing.T) {
 	}
 	if strings.Contains(stderr.String(), "pg-s3cret-91") {
 		t.Errorf("stderr shows the password: %q", stderr.String())
+	}
+}
+
+// TestAuditVerifyJSONNames: `audit verify --json` names its fields in
+// snake_case, as docs/audit.md shows and the rest of the API does (it
+// printed Go's field names, "OK", "BrokenSeq", …).
+func TestAuditVerifyJSONNames(t *testing.T) {
+	path := writeConfig(t, "storage: { path: DB }\n")
+	db, err := sqlstore.Open(t.Context(), sqlstore.Config{Driver: sqlstore.DriverSQLite, Path: filepath.Join(filepath.Dir(path), "toolgate.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(t.Context(), []string{"audit", "verify", "--json", "--config", path}, strings.NewReader(""), &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+	var got map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("%v in %q", err, stdout.String())
+	}
+	want := []string{"anchor", "anchor_hash", "broken_seq", "head", "head_hash", "links", "ok", "problem"}
+	if keys := slices.Sorted(maps.Keys(got)); !slices.Equal(keys, want) || got["ok"] != true {
+		t.Errorf("verify --json = %s; want the keys %q and ok true", stdout.String(), want)
 	}
 }

@@ -87,7 +87,7 @@ approvers:
 			name: "env value contains the Postgres password",
 			cfg: "listen: { mcp: 127.0.0.1:0, admin: 127.0.0.1:0 }\nstorage: { driver: postgres, dsn: \"postgres://tg:hunter2-hunter2-hunter2@127.0.0.1:1/tg\" }\n" +
 				stdio("    env: { PGURL: \"postgres://other:hunter2-hunter2-hunter2@db/x\" }\n") + principals,
-			want: `servers.up.env.PGURL: the value is the password in storage.dsn`,
+			want: `servers.up.env.PGURL: the value holds the password in storage.dsn`,
 		},
 		{
 			// pgx's own error would show this password (it redacts

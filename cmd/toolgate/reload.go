@@ -37,8 +37,10 @@ func notifyHUP() chan os.Signal {
 // (system.files).
 func reloadPolicy(ctx context.Context, path string, cfg config.Config, h *policy.Holder, hup <-chan os.Signal, watch, dev bool, log *slog.Logger, metrics *telemetry.Metrics,
 	tokens map[string]config.Credential, files func(config.Config) config.Files) error {
-	log.Info("policy in force", "source", policySource(cfg), "revision", policy.Revision(h.Load()))
 	if policySource(cfg) != policy.SourceFile {
+		// A store's revisions are numbered (logged with their digest by
+		// the follower); "revision" here would name the digest.
+		log.Info("policy in force", "source", policySource(cfg), "digest", policy.Revision(h.Load()))
 		for {
 			select {
 			case <-ctx.Done():
@@ -48,6 +50,7 @@ func reloadPolicy(ctx context.Context, path string, cfg config.Config, h *policy
 			}
 		}
 	}
+	log.Info("policy in force", "source", policySource(cfg), "revision", policy.Revision(h.Load()))
 	var devApprovers []config.Approver
 	if dev {
 		devApprovers = append(devApprovers, config.Approver{ID: "dev-approver", Roles: []string{config.RoleAdmin}})

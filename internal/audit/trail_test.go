@@ -219,8 +219,8 @@ func TestVerifyNamesTheFirstBrokenLink(t *testing.T) {
 		broken int64
 		says   string
 	}{
-		{"edited record", `UPDATE audit_log SET record = replace(record, '"alice"', '"mallory"') WHERE seq = 7`, nil, 7, "does not match"},
-		{"edited record with its hash recomputed", "", nil, 8, "prev_hash"},
+		{"edited record", `UPDATE audit_log SET record = replace(record, '"alice"', '"mallory"') WHERE seq = 7`, nil, 7, "is not the hash of its prev_hash and record"},
+		{"edited record with its hash recomputed", "", nil, 8, "link 7 was edited and its hash recomputed"},
 		{"deleted link", `DELETE FROM audit_log WHERE seq = 5`, nil, 5, "missing"},
 		{"edited time column", `UPDATE audit_log SET at = at + 1000 WHERE seq = 3`, nil, 3, "at"},
 		{"truncated tail", `DELETE FROM audit_log WHERE seq = 15`, nil, 15, "head"},

@@ -18,24 +18,25 @@ type Reader interface {
 	AuditLog(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error)
 }
 
-// Result is what Verify found.
+// Result is what Verify found. Its JSON (`toolgate audit verify --json`)
+// uses the snake_case names of the tags, as the rest of the API does.
 type Result struct {
 	// OK: every link from the anchor to the head verifies.
-	OK bool
+	OK bool `json:"ok"`
 	// Links is how many links were checked.
-	Links int64
+	Links int64 `json:"links"`
 	// Anchor and AnchorHash: where the kept chain starts (the last pruned
 	// link; 0 and "" when nothing was pruned).
-	Anchor     int64
-	AnchorHash string
+	Anchor     int64  `json:"anchor"`
+	AnchorHash string `json:"anchor_hash"`
 	// Head and HeadHash: the head as recorded, the value to keep elsewhere
 	// (docs/audit.md: anchoring the tail).
-	Head     int64
-	HeadHash string
+	Head     int64  `json:"head"`
+	HeadHash string `json:"head_hash"`
 	// BrokenSeq is the first sequence number at which the chain does not
 	// verify (0 when OK), and Problem says why.
-	BrokenSeq int64
-	Problem   string
+	BrokenSeq int64  `json:"broken_seq"`
+	Problem   string `json:"problem"`
 }
 
 // verifyPage is how many links Verify reads at a time.
@@ -73,13 +74,13 @@ func Verify(ctx context.Context, r Reader) (Result, error) {
 				return broken(want, "link %d is missing (the next link is %d)", want, l.Seq)
 			}
 			if l.PrevHash != prev {
-				return broken(l.Seq, "prev_hash %s is not the hash of link %d (%s)", l.PrevHash, l.Seq-1, prev)
+				return broken(l.Seq, "prev_hash %s is not the hash of link %d (%s): link %d was edited and its hash recomputed, or this link was replaced", l.PrevHash, l.Seq-1, prev, l.Seq-1)
 			}
 			if problem := checkRecord(l); problem != "" {
 				return broken(l.Seq, "%s", problem)
 			}
 			if h := LinkHash(l.PrevHash, l.Record); h != l.Hash {
-				return broken(l.Seq, "hash %s does not match its content (%s)", l.Hash, h)
+				return broken(l.Seq, "the stored hash %s is not the hash of its prev_hash and record (%s): the record or the hash was edited", l.Hash, h)
 			}
 			prev, want, after = l.Hash, want+1, l.Seq
 			res.Links++

@@ -224,7 +224,7 @@ Mode:               hold
 Created:            2026-01-02T03:03:05Z
 Expires:            2026-01-02T03:09:05Z
 Required approvals: 1 (0 so far)
-Approvers:          anyone with the approver role
+Approvers:          anyone with the approver role; never carol, whom it acts for
 Arguments hash:     ` + hashA + `
 Arguments:
   {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -144,16 +145,21 @@ func printApproval(out io.Writer, a api.Approval, now time.Time) error {
 	} else {
 		body.WriteString("Arguments:\n")
 	}
-	var pretty bytes.Buffer
-	if err := json.Indent(&pretty, a.Arguments, "  ", "  "); err != nil {
-		pretty.Reset()
-		pretty.Write(a.Arguments)
+	if text, n, ok := proposalText(a); ok {
+		body.WriteString(text)
+		escaped += n
+	} else {
+		var pretty bytes.Buffer
+		if err := json.Indent(&pretty, a.Arguments, "  ", "  "); err != nil {
+			pretty.Reset()
+			pretty.Write(a.Arguments)
+		}
+		args := api.EscapeJSONShown(pretty.Bytes())
+		if !bytes.Equal(args, pretty.Bytes()) {
+			escaped++
+		}
+		fmt.Fprintf(&body, "  %s\n", args)
 	}
-	args := api.EscapeJSONShown(pretty.Bytes())
-	if !bytes.Equal(args, pretty.Bytes()) {
-		escaped++
-	}
-	fmt.Fprintf(&body, "  %s\n", args)
 	if len(a.Reviews) == 0 {
 		field("Reviews", "none")
 	} else {
@@ -273,8 +279,14 @@ const sessionRule = "session require_approval"
 // review it: the proposer of a deployment policy change is among the
 // admins listed), and says so when nobody else is listed.
 func approversText(a api.Approval) string {
+	// The person the call acts for never reviews it, also when a group
+	// (or "anyone") includes them: said, since it can leave a quorum short.
+	except := ""
+	if a.OnBehalfOf != "" && !slices.Contains(a.Approvers, a.OnBehalfOf) {
+		except = fmt.Sprintf("; never %s, whom it acts for", a.OnBehalfOf)
+	}
 	if len(a.Approvers) == 0 {
-		return "anyone with the approver role"
+		return "anyone with the approver role" + except
 	}
 	names := make([]string, len(a.Approvers))
 	others := false
@@ -290,7 +302,7 @@ func approversText(a api.Approval) string {
 	if !others {
 		text += "; nobody else may review it"
 	}
-	return text
+	return text + except
 }
 
 func ruleText(a api.Approval) string {
@@ -304,4 +316,47 @@ func ruleText(a api.Approval) string {
 		return a.Rule + fmt.Sprintf(" (the first matching approve rule; the timeout came from rule %q; the approvals and valid_for are the strictest of all the matching approve rules: policy explain names them)", a.TimeoutRule)
 	}
 	return a.Rule + " (the first matching approve rule; the timeout, approvals and valid_for are the strictest of all the matching approve rules: policy explain names them)"
+}
+
+// proposalText is the arguments of a deployment policy change (kind
+// policy_change: {"base_revision", "policy", "digest", "diff", "widens"})
+// as a reviewer reads them: what it widens, the changes, and the proposed
+// policy as YAML lines, each indented and cleaned, with the number of
+// characters escaped. ok is false for any other kind or shape, which is
+// shown as JSON. As JSON, the policy was one string of "\n"s, and "<" and
+// ">" of its conditions read \u003c and \u003e.
+func proposalText(a api.Approval) (text string, escaped int, ok bool) {
+	if a.Kind != "policy_change" {
+		return "", 0, false
+	}
+	var p struct {
+		BaseRevision int64    `json:"base_revision"`
+		Policy       string   `json:"policy"`
+		Diff         []string `json:"diff"`
+		Widens       []string `json:"widens"`
+	}
+	if err := json.Unmarshal(a.Arguments, &p); err != nil || p.Policy == "" {
+		return "", 0, false
+	}
+	var b strings.Builder
+	line := func(indent, s string) {
+		v, n := cleanCount(s)
+		escaped += n
+		b.WriteString(indent + v + "\n")
+	}
+	if len(p.Widens) > 0 {
+		b.WriteString("  Widens (approving allows this):\n")
+		for _, w := range p.Widens {
+			line("    - ", w)
+		}
+	}
+	fmt.Fprintf(&b, "  Changes from revision %d:\n", p.BaseRevision)
+	for _, d := range p.Diff {
+		line("    - ", d)
+	}
+	fmt.Fprintf(&b, "  Policy (revision %d once applied):\n", p.BaseRevision+1)
+	for _, l := range strings.Split(strings.TrimRight(p.Policy, "\n"), "\n") {
+		line("    ", l)
+	}
+	return b.String(), escaped, true
 }

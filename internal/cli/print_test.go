@@ -97,3 +97,78 @@ func TestShowMarksTheRequesterAmongApprovers(t *testing.T) {
 		}
 	}
 }
+
+// TestShowDeploymentPolicyChange (newuser48): show printed a deployment
+// policy change as JSON, the proposed policy one string of "\n"s whose
+// conditions read "args.amount \u003c= 1000000". It now prints what it
+// widens, the changes and the policy as YAML lines.
+func TestShowDeploymentPolicyChange(t *testing.T) {
+	args, err := json.Marshal(map[string]any{
+		"base_revision": 1,
+		"policy":        "default: approve\nrules:\n    - name: transfers run\n      when: args.amount <= 1000000\n      effect: allow\n",
+		"digest":        "sha256:e39d",
+		"diff":          []string{`rule "transfers run" added (allow when "args.amount <= 1000000")`},
+		"widens":        []string{`rule "transfers run" added (allow when "args.amount <= 1000000"): adding an allow rule counts as widening`},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	a := api.Approval{ID: "01a22c51-0000-7000-8000-000000000009", State: "pending", Kind: "policy_change",
+		Target: "deployment", BaseRevision: 1, Arguments: args}
+	if err := printApproval(&out, a, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	want := `Proposed change:
+  Widens (approving allows this):
+    - rule "transfers run" added (allow when "args.amount <= 1000000"): adding an allow rule counts as widening
+  Changes from revision 1:
+    - rule "transfers run" added (allow when "args.amount <= 1000000")
+  Policy (revision 2 once applied):
+    default: approve
+    rules:
+        - name: transfers run
+          when: args.amount <= 1000000
+          effect: allow
+`
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("show output lacks\n%s\nin\n%s", want, out.String())
+	}
+	if strings.Contains(out.String(), `\u003c`) || strings.Contains(out.String(), "WARNING") {
+		t.Errorf("show output escapes or warns:\n%s", out.String())
+	}
+	// A hidden character in the proposed policy is still shown escaped.
+	a.Arguments = json.RawMessage(`{"base_revision":1,"policy":"default: allow # \u202e\n","diff":[],"widens":[]}`)
+	out.Reset()
+	if err := printApproval(&out, a, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `default: allow # \u202E`) || !strings.Contains(out.String(), "hidden or control characters") {
+		t.Errorf("a hidden character is not escaped and warned about:\n%s", out.String())
+	}
+}
+
+// TestShowSaysWhomTheCallActsFor (newuser48): a call by an agent acting
+// for alice, under a rule whose approvers are a group alice is in, showed
+// "Approvers: group:finance", though alice may never review it (which can
+// leave the quorum short).
+func TestShowSaysWhomTheCallActsFor(t *testing.T) {
+	for _, tc := range []struct {
+		approvers []string
+		want      string
+	}{
+		{[]string{"group:finance"}, "Approvers:          group:finance; never alice, whom it acts for\n"},
+		{nil, "Approvers:          anyone with the approver role; never alice, whom it acts for\n"},
+		{[]string{"alice", "bob"}, "Approvers:          alice (requested it: may not review), bob\n"},
+	} {
+		var out bytes.Buffer
+		a := api.Approval{ID: "01a22c51-0000-7000-8000-000000000005", State: "pending", Server: "pay", Tool: "transfer",
+			RequestedBy: "desktop", OnBehalfOf: "alice", Approvers: tc.approvers, Arguments: json.RawMessage(`{}`)}
+		if err := printApproval(&out, a, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("approvers %v: show output lacks %q:\n%s", tc.approvers, tc.want, out.String())
+		}
+	}
+}

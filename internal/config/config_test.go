@@ -206,8 +206,11 @@ func TestDesignExample(t *testing.T) {
 	if diff := cmp.Diff(want, d); diff != "" {
 		t.Errorf("pay.transfer (-want +got):\n%s", diff)
 	}
-	// One reviewer in ops cannot give two approvals.
-	if diff := cmp.Diff([]string{`policy.rules[2] "payments need two".approval: needs 2 approvals but only 1 configured approver(s) are eligible`}, cfg.Warnings()); diff != "" {
+	// One reviewer in ops cannot give two approvals; and desktop acts for
+	// alice, the only approver, so nobody may review its held calls.
+	if diff := cmp.Diff([]string{
+		`policy.approval: needs 1 approvals but agents[0] "desktop" acts for "alice", who may not review its calls: only 0 of the 1 eligible approver(s) can, so its requests can only expire or be denied`,
+		`policy.rules[2] "payments need two".approval: needs 2 approvals but only 1 configured approver(s) are eligible`}, cfg.Warnings()); diff != "" {
 		t.Errorf("Warnings (-want +got):\n%s", diff)
 	}
 	if _, err := LoadFile("testdata/design.yaml", nil); err == nil || !strings.Contains(err.Error(), "${DATABASE_URL} is not set") {

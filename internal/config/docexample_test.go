@@ -37,3 +37,24 @@ func TestNotificationsDocExample(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyExampleQuorum: every approval of examples/policy.yaml can be
+// reached by the approvers who may review it. Before, desktop acted for
+// alice and "big transfers need two" wanted two of alice and bob, so
+// desktop's big transfers could only expire.
+func TestPolicyExampleQuorum(t *testing.T) {
+	env := MapEnv(map[string]string{
+		"TOOLGATE_AGENT_TOKEN": "agent-token-0123456789", "TOOLGATE_BILLING_TOKEN": "billing-token-0123456789",
+		"TOOLGATE_ALICE_TOKEN": "alice-token-0123456789", "TOOLGATE_BOB_TOKEN": "bob-token-0123456789",
+		"TOOLGATE_CAROL_TOKEN": "carol-token-0123456789",
+	})
+	c, err := LoadFile("../../examples/policy.yaml", env)
+	if err != nil {
+		t.Fatalf("examples/policy.yaml does not load: %v", err)
+	}
+	for _, w := range c.Warnings() {
+		if strings.Contains(w, "review") || strings.Contains(w, "eligible") {
+			t.Errorf("examples/policy.yaml: %s", w)
+		}
+	}
+}

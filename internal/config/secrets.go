@@ -68,6 +68,15 @@ func (s *Secrets) Match(v string) (what string, ok bool) {
 	return "", false
 }
 
+// isOrHolds says how v, which Match found, relates to the secret: "is"
+// when it is the secret, "holds" when it contains one ("Bearer <token>").
+func (s *Secrets) isOrHolds(v string) string {
+	if _, ok := s.values[v]; ok {
+		return "is"
+	}
+	return "holds"
+}
+
 // Name reports whether the variable name holds a secret, and which.
 func (s *Secrets) Name(name string) (what string, ok bool) {
 	if s == nil {

@@ -75,14 +75,14 @@ func (c Config) UpstreamEnvs(environ []string, s *Secrets) (envs map[string]map[
 				continue
 			}
 			if what, secret := s.Match(v); secret {
-				errs = append(errs, fmt.Errorf("%s.env_passthrough: the value of %s is %s; toolgate never passes its secrets to an upstream", where, k, what))
+				errs = append(errs, fmt.Errorf("%s.env_passthrough: the value of %s %s %s; toolgate never passes its secrets to an upstream", where, k, s.isOrHolds(v), what))
 				continue
 			}
 			env[k] = v
 		}
 		for _, k := range slices.Sorted(maps.Keys(srv.Env)) {
 			if what, secret := s.Match(srv.Env[k]); secret {
-				errs = append(errs, fmt.Errorf("%s.env.%s: the value is %s; toolgate never passes its secrets to an upstream", where, k, what))
+				errs = append(errs, fmt.Errorf("%s.env.%s: the value %s %s; toolgate never passes its secrets to an upstream", where, k, s.isOrHolds(srv.Env[k]), what))
 				continue
 			}
 			env[k] = srv.Env[k]

@@ -117,7 +117,12 @@ func TestUpstreamEnvsRefusesSecrets(t *testing.T) {
 		{name: "env equals a token file", old: "GREETING: hello", new: "GREETING: alice-file-token-0123456789",
 			want: `servers.sh.env.GREETING: the value is the token of approvers[0] "alice"`},
 		{name: "env contains a header credential", old: "GREETING: hello", new: `GREETING: "token pay-token-0123456789abcdef"`,
-			want: `servers.sh.env.GREETING: the value is`},
+			want: `servers.sh.env.GREETING: the value holds the value of PAY_TOKEN`},
+		// newuser48: "Bearer <token>" was reported as "the value is the token".
+		{name: "env contains a token", old: "GREETING: hello", new: `GREETING: "Bearer agent-token-abcdef0123456789"`,
+			want: `servers.sh.env.GREETING: the value holds the token of agents[0] "desktop"`},
+		{name: "passthrough value contains a token", env: map[string]string{"EDITOR": "Bearer agent-token-abcdef0123456789"},
+			want: `servers.sh.env_passthrough: the value of EDITOR holds the token of agents[0] "desktop"`},
 		{name: "env equals the DSN", old: "GREETING: hello", new: `GREETING: "postgres://tg:pg-password-xyz@db.internal/toolgate"`,
 			want: `servers.sh.env.GREETING: the value is`},
 		{name: "env equals the DSN password", old: "GREETING: hello", new: "GREETING: pg-password-xyz",

@@ -20,7 +20,7 @@ servers:
   fs: { command: npx, args: [a], env: { K: V }, call_timeout: 60s }
   pay: { url: "https://pay.example/mcp", headers: { Authorization: x } }
 agents:
-  - { id: desktop, token_env: AGENT_TOKEN, on_behalf_of: alice }
+  - { id: desktop, token_env: AGENT_TOKEN, on_behalf_of: erin }
 approvers:
   - { id: alice, token_sha256: ` + sha + `, roles: [approver], groups: [ops] }
   - { id: bob, token_file: /run/bob, roles: [admin, viewer], groups: [ops] }
@@ -218,6 +218,27 @@ func TestWarnings(t *testing.T) {
 		{name: "no reviewers at all", edits: [][2]string{{`roles: [approver]`, `roles: [viewer]`}, {`roles: [admin, viewer]`, `roles: [host]`}},
 			want: []string{"no approver has role approver or admin"}},
 		{name: "glob matching a server", edits: [][2]string{{`server: "g*"`, `server: "p*"`}}, want: nil},
+		// An agent acting for one of the two ops approvers leaves one who
+		// may review its payments: its requests can only expire.
+		{name: "agent acts for a needed approver", edits: [][2]string{{`on_behalf_of: erin`, `on_behalf_of: alice`}},
+			want: []string{`policy.rules[1] "pay".approval: needs 2 approvals but agents[0] "desktop" acts for "alice", who may not review its calls: only 1 of the 2 eligible approver(s) can`}},
+		{name: "agent acts for the only approver", edits: [][2]string{{`on_behalf_of: erin`, `on_behalf_of: alice`}, {`roles: [admin, viewer]`, `roles: [viewer]`}},
+			want: []string{`policy.approval: needs 1 approvals but agents[0] "desktop" acts for "alice", who may not review its calls: only 0 of the 1`,
+				`policy.rules[1] "pay".approval: needs 2 approvals but only 1 configured approver(s) are eligible`}},
+		{name: "a third approver makes the quorum", edits: [][2]string{{`on_behalf_of: erin`, `on_behalf_of: alice`},
+			{"approvals: { redact", "  - { id: carol, token_file: /run/carol, roles: [approver], groups: [ops] }\napprovals: { redact"}}, want: nil},
+		// policy.approval decides nothing here (the default does not
+		// approve, and every approve rule sets its own): no warning for it.
+		{name: "unused policy.approval", edits: [][2]string{{`on_behalf_of: erin`, `on_behalf_of: bob`},
+			{"policy:\n", "policy:\n  default: deny\n  approval: { timeout: 1m, mode: hold, approvals: 1, valid_for: 1m, approvers: [bob] }\n"},
+			{`server: pay, effect: approve`, `server: pay, principals: [billing], effect: approve`}}, want: nil},
+		{name: "policy.approval of an inheriting rule", edits: [][2]string{{`on_behalf_of: erin`, `on_behalf_of: bob`},
+			{"policy:\n", "policy:\n  default: deny\n  approval: { timeout: 1m, mode: hold, approvals: 1, valid_for: 1m, approvers: [bob] }\n"},
+			{`- { name: reads, server: fs, tools: ["read_*"], effect: allow }`, `- { name: reads, server: fs, tools: ["read_*"], principals: [desktop], effect: approve }`},
+			{`server: pay, effect: approve`, `server: pay, principals: [billing], effect: approve`}},
+			want: []string{`policy.approval: needs 1 approvals but agents[0] "desktop" acts for "bob", who may not review its calls: only 0 of the 1`}},
+		{name: "rule for other principals", edits: [][2]string{{`on_behalf_of: erin`, `on_behalf_of: alice`},
+			{`server: pay, effect: approve`, `server: pay, principals: [billing], effect: approve`}}, want: nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -25,7 +25,9 @@ import (
 //     "group:<name>" that no configured approver with role approver or
 //     admin has;
 //   - an approval needing more approvals than there are distinct configured
-//     approvers it could come from;
+//     approvers it could come from, also once a configured agent's own id
+//     and the person it acts for (on_behalf_of), who may not review its
+//     calls, are left out (selfReviewWarnings);
 //   - anything in monitor mode (policy.enforce: false, monitor: true): calls
 //     it would deny or hold proceed;
 //   - a rule selecting annotations of a named server that is not marked
@@ -138,16 +140,37 @@ func (c Config) Warnings() []string {
 		}
 		return ids
 	}
-	check := func(where string, a policy.Approval) {
+	// check checks one approval; agents is whether its calls can come from
+	// the configured agents principals selects (nil: any), so that an
+	// agent acting for one of its approvers is checked too.
+	check := func(where string, a policy.Approval, agents bool, principals []string) {
 		ids := eligible(where, a.Approvers)
 		switch {
 		case len(ids) == 0 && len(a.Approvers) > 0:
 			warn("%s: nobody configured can review these approvals", where)
 		case len(ids) < a.Approvals:
 			warn("%s: needs %d approvals but only %d configured approver(s) are eligible", where, a.Approvals, len(ids))
+		case agents:
+			c.selfReviewWarnings(where, a.Approvals, ids, principals, warn)
 		}
 	}
-	check("policy.approval", p.Approval)
+	// policy.approval decides the default's approvals and those of approve
+	// rules that set no approvals or approvers of their own: the callers
+	// are anyone's when the default approves or such a rule names no
+	// principals, else those rules' principals.
+	inherited, anyone := false, p.Default == policy.Approve
+	var inheritors []string
+	for _, r := range p.Rules {
+		if r.Effect == policy.Approve && (r.Approval == nil || (r.Approval.Approvals == 0 && len(r.Approval.Approvers) == 0)) {
+			inherited = true
+			anyone = anyone || len(r.Principals) == 0
+			inheritors = append(inheritors, r.Principals...)
+		}
+	}
+	if anyone {
+		inheritors = nil
+	}
+	check("policy.approval", p.Approval, anyone || inherited, inheritors)
 	for i := range p.Rules {
 		r := &p.Rules[i]
 		if r.Effect != policy.Approve {
@@ -164,9 +187,44 @@ func (c Config) Warnings() []string {
 		if len(o.Approvers) > 0 {
 			a.Approvers = o.Approvers
 		}
-		check(fmt.Sprintf("policy.%s.approval", ruleLabel(p, i)), a)
+		check(fmt.Sprintf("policy.%s.approval", ruleLabel(p, i)), a, true, r.Principals)
 	}
 	return warns
+}
+
+// selfReviewWarnings warns, for an approval needing need approvals from the
+// reviewers ids, about each configured agent the approval may apply to
+// (principals: the rule's principals, nil for any) that is itself one of
+// ids or acts for one of them (on_behalf_of): neither may review the
+// agent's calls, so when that leaves fewer than need, the agent's requests
+// can only expire or be denied. Sessions created at run time with an
+// on_behalf_of are not known here.
+func (c Config) selfReviewWarnings(where string, need int, ids, principals []string, warn func(string, ...any)) {
+	for i, ag := range c.Agents {
+		if !principalsAdmit(principals, ag) {
+			continue
+		}
+		left := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == ag.ID || id == ag.OnBehalfOf })
+		if len(left) >= need {
+			continue
+		}
+		warn("%s: needs %d approvals but agents[%d] %q acts for %q, who may not review its calls: only %d of the %d eligible approver(s) can, so its requests can only expire or be denied",
+			where, need, i, ag.ID, ag.OnBehalfOf, len(left), len(ids))
+	}
+}
+
+// principalsAdmit reports whether a rule's principals list (ids and
+// "group:<name>"; empty: anyone) selects the agent ag.
+func principalsAdmit(principals []string, ag Agent) bool {
+	if len(principals) == 0 {
+		return true
+	}
+	for _, p := range principals {
+		if g, isGroup := strings.CutPrefix(p, policy.GroupPrefix); isGroup && slices.Contains(ag.Groups, g) || !isGroup && p == ag.ID {
+			return true
+		}
+	}
+	return false
 }
 
 // Unreviewable lists the approvals of the policy (the default, when it is

@@ -155,7 +155,8 @@ func CheckTerms(t approval.GrantTerms, maxTTL time.Duration) error {
 // every approving review that attached the same terms ([approval.GrantTerms.Same])
 // approves the grant; if they are fewer than r's quorum
 // (RequiredApprovals, at least 1) the result is an error wrapping
-// ErrNotEndorsed that names who approved without those terms. The grant
+// ErrNotEndorsed that names who approved without terms and who attached
+// other terms. The grant
 // starts at r.DecidedAt and lasts the terms' TTL.
 func FromApproval(id string, r approval.Request) (g Grant, ok bool, err error) {
 	if r.State != approval.StateApproved || r.DecidedBy == "" {
@@ -172,21 +173,30 @@ func FromApproval(id string, r approval.Request) (g Grant, ok bool, err error) {
 		return Grant{}, false, nil
 	}
 	var (
-		by      []Approver
-		without []string
+		by             []Approver
+		without, other []string
 	)
 	for _, rv := range r.Reviews {
 		switch {
 		case rv.Verdict != approval.VerdictApprove || slices.ContainsFunc(by, func(a Approver) bool { return a.ID == rv.By }):
 		case rv.Grant != nil && rv.Grant.Same(*terms):
 			by = append(by, Approver{ID: rv.By, Groups: slices.Clone(rv.Grant.ReviewerGroups)})
+		case rv.Grant != nil:
+			other = append(other, rv.By)
 		default:
 			without = append(without, rv.By)
 		}
 	}
 	if need := max(r.RequiredApprovals, 1); len(by) < need {
-		return Grant{}, false, fmt.Errorf("%w: approval %s needs %d approvals, and a grant on it must be attached with the same terms by as many; %s approved without them",
-			ErrNotEndorsed, r.ID, need, strings.Join(without, ", "))
+		var who []string
+		if len(without) > 0 {
+			who = append(who, strings.Join(without, ", ")+" approved without them")
+		}
+		if len(other) > 0 {
+			who = append(who, strings.Join(other, ", ")+" attached other terms (duration, uses or condition)")
+		}
+		return Grant{}, false, fmt.Errorf("%w: approval %s needs %d approvals, and a grant on it must be attached with the same terms by as many; %s",
+			ErrNotEndorsed, r.ID, need, strings.Join(who, "; "))
 	}
 	return Grant{
 		ID:             id,

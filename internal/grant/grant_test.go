@@ -62,7 +62,8 @@ func TestFromApprovalQuorum(t *testing.T) {
 	}{
 		{"both attach the same terms", &hour, &hour, true, nil, ""},
 		{"the first approved without them", nil, &hour, false, ErrNotEndorsed, "alice approved without them"},
-		{"the first attached other terms", &approval.GrantTerms{TTL: 2 * time.Hour}, &hour, false, ErrNotEndorsed, "alice"},
+		// newuser48: this said "alice approved without them".
+		{"the first attached other terms", &approval.GrantTerms{TTL: 2 * time.Hour}, &hour, false, ErrNotEndorsed, "; alice attached other terms (duration, uses or condition)"},
 		{"the settling approver attaches none", &hour, nil, false, nil, ""},
 	}
 	for _, tc := range cases {

@@ -145,6 +145,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, reason := range []string{"invalidated", "not_approved", "store_error", "policy_moved"} {
 		m.dispatchRefusals.WithLabelValues(reason)
 	}
+	// A dashboard's rate of denials or expiries, and an alert on shed
+	// connections, need their series before the first one (newuser48:
+	// they appeared only then).
+	for _, decision := range []string{"approved", "denied", "expired", "cancelled"} {
+		m.approvalDecisions.WithLabelValues(decision)
+	}
+	for _, listener := range []string{"mcp", "admin"} {
+		m.connectionsShed.WithLabelValues(listener, "evicted")
+		m.connectionsShed.WithLabelValues(listener, "refused")
+	}
 	reg.MustRegister(m.toolCalls, m.approvalRequests, m.approvalDecisions, m.approvalWait, m.approvalsPending, m.dispatchRefusals,
 		m.policyReloads, m.policyReloadFails, m.policyMonitored, m.connectionsShed, m.storeErrors, m.leasesTakenOver,
 		m.tasksResumed,

@@ -33,6 +33,14 @@ func TestAlertSeriesExportedAtZero(t *testing.T) {
 		"toolgate_store_errors_total op=lease_renewal",
 		"toolgate_store_errors_total op=sweep",
 		"toolgate_store_errors_total op=call",
+		"toolgate_approval_decisions_total decision=approved",
+		"toolgate_approval_decisions_total decision=denied",
+		"toolgate_approval_decisions_total decision=expired",
+		"toolgate_approval_decisions_total decision=cancelled",
+		"toolgate_http_connections_shed_total listener=mcp",
+		"toolgate_http_connections_shed_total listener=admin",
+		"toolgate_http_connections_shed_total how=evicted",
+		"toolgate_http_connections_shed_total how=refused",
 	} {
 		if zero, ok := got[want]; !ok || !zero {
 			t.Errorf("%s: present %v at 0 %v, want present at 0", want, ok, zero)
