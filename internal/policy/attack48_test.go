@@ -67,3 +67,38 @@ func TestCommandAttack48Writers(t *testing.T) {
 		`unzip a.zip -d out`, `gunzip a.gz`, `gzip -dc .git/hooks/pre-commit.gz`, `gzip ~/.bashrc`, `xz -d a.xz`, `zstd -d a.zst`}
 	checkCommands(t, allow, bypass, fine, bypass, fine)
 }
+
+// TestCommandAttack48BuildTools (attack48): build tools other than make
+// run a build file as make runs a Makefile, and take options that run a
+// file by another name, a program or a command line. On 8bd1f455 a deny
+// rule for "rm *" and an allow rule for the tool allowed each string
+// below: a write of the build file (then a plain cmake ., rake, tox,
+// gradle build runs it) or an option that runs code.
+func TestCommandAttack48BuildTools(t *testing.T) {
+	allow := []string{"cmake *", "meson *", "ninja *", "bazel *", "gradle *", "mvn *", "rake *", "tox *", "nox *", "pre-commit *",
+		"just *", "task *", "tee *", "cp *"}
+	bypass := []string{
+		`tee CMakeLists.txt`, `cp x src/tools.cmake`, `tee meson.build`, `tee build.ninja`, `tee .bazelrc`, `tee BUILD.bazel`,
+		`tee defs.bzl`, `tee build.gradle`, `tee settings.gradle.kts`, `tee ~/.gradle/init.d/x.gradle`, `tee pom.xml`,
+		`tee .mvn/maven.config`, `tee Rakefile`, `tee lib/tasks/x.rake`, `tee tox.ini`, `tee noxfile.py`,
+		`tee .pre-commit-config.yaml`, `tee pyproject.toml`, `tee Gemfile`, `tee mise/config.toml`,
+		`cmake -E rm -rf x`, `cmake -E env PATH=x make`, `cmake -E time rm x`, `cmake -P notes.txt`,
+		`cmake -DCMAKE_C_COMPILER=./evil .`, `cmake -D CMAKE_C_COMPILER_LAUNCHER=rm .`, `cmake -DPython_EXECUTABLE=./evil .`,
+		`cmake -DCMAKE_PROJECT_INCLUDE=x.txt .`, `cmake --build build -- CC=rm`, `cmake --toolchain x.txt .`,
+		`meson setup --native-file x.ini build`, `meson test --wrapper='rm x'`, `meson devenv`, `meson subprojects foreach rm x`,
+		`ninja -f x.txt`, `bazel --bazelrc=x build //...`, `bazel test --run_under='rm x' //...`,
+		`bazel build --action_env=PATH=/tmp/x //...`, `bazel build --workspace_status_command=./x.sh //...`,
+		`gradle --init-script x.txt build`, `gradle -I x.gradle build`, `gradle -Dorg.gradle.java.home=/tmp/x build`,
+		`gradle -b x.txt build`, `mvn exec:exec -Dexec.executable=rm`, `mvn com.evil:plugin:1.0:run`,
+		`mvn -Dmaven.ext.class.path=x.jar package`, `mvn -s x.xml package`, `mvn -f x.txt package`,
+		`rake -e 'system("rm x")'`, `rake -f x.rb`, `rake -r ./x.rb test`, `tox exec -e py -- rm x`, `tox -c x.txt`,
+		`nox -f x.py`, `pre-commit try-repo ./x`, `pre-commit run -c x.yaml`, `just --justfile x.txt`, `just -f x.txt`,
+		`just --shell rm x`, `just --command 'rm x'`, `just --dotenv-path x.env build`, `task -t x.yml`, `task --taskfile x.yml`,
+	}
+	fine := []string{`cmake -E echo hi`, `cmake -P x.cmake`, `cmake -DCMAKE_BUILD_TYPE=Release -S . -B build`,
+		`cmake -DENABLE_TESTS=ON -B build`, `cmake --build build -j4`, `meson setup build`, `meson compile -C build`, `ninja -C build`,
+		`bazel build --config=ci //...`, `bazel build -c opt //...`, `gradle build --info`, `mvn -DskipTests package`,
+		`mvn -q dependency:tree`, `rake test`, `rake -T`, `tox -e py311`, `nox -s tests`, `pre-commit run --all-files`, `just build`,
+		`just -f justfile build`, `task build`, `task -t Taskfile.yml build`, `tee out.txt`, `cp a.txt b.txt`}
+	checkCommands(t, allow, bypass, fine, bypass, fine)
+}

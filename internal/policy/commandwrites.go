@@ -52,6 +52,15 @@ var codeFileNames = []string{
 	// env._.source), rustup's toolchain (path = …; branch policy48).
 	".tool-versions", ".mise.toml", "mise.toml", ".mise.local.toml", "mise.local.toml", ".rtx.toml", "rust-toolchain",
 	"rust-toolchain.toml",
+	// Build files other build tools run as make runs a Makefile (branch
+	// attack48): cmake, meson, ninja, Bazel, Gradle, Maven, rake, tox,
+	// nox, pre-commit, and the project scripts of pdm, hatch and poetry.
+	"CMakeLists.txt", "CMakePresets.json", "CMakeUserPresets.json", "meson.build", "meson_options.txt", "meson.options",
+	"build.ninja", ".bazelrc", "bazel.bazelrc", "BUILD", "BUILD.bazel", "WORKSPACE", "WORKSPACE.bazel", "WORKSPACE.bzlmod",
+	"MODULE.bazel", ".bazelversion", "build.gradle", "build.gradle.kts", "settings.gradle", "settings.gradle.kts",
+	"gradle.properties", "gradle-wrapper.properties", "gradlew", "gradlew.bat", "pom.xml", "mvnw", "mvnw.cmd", "Rakefile",
+	"rakefile", "Rakefile.rb", "rakefile.rb", "Gemfile", "gems.rb", "tox.ini", "noxfile.py", ".pre-commit-config.yaml",
+	".pre-commit-config.yml", "pyproject.toml",
 }
 
 // codeFileDirs are path parts (each between slashes, the path given a
@@ -74,6 +83,7 @@ var codeFileDirs = []string{
 	// (the .bin entries link into the packages), and mise's other
 	// configuration files (branch policy48).
 	"/node_modules/", "/.mise/", "/.config/mise/",
+	"/mise/config.toml/", "/.mvn/", "/.gradle/init.d/", "/.gradle/init.gradle/", // (branch attack48)
 }
 
 // codeFile reports whether p (a path as written, ~ kept) names a file a
@@ -88,7 +98,10 @@ func codeFile(p string) bool {
 	base := path.Base(c)
 	if slices.ContainsFunc(codeFileNames, func(n string) bool { return strings.EqualFold(n, base) }) || strings.HasSuffix(base, ".mk") ||
 		strings.HasPrefix(base, "makefile.") || strings.HasPrefix(base, "gnumakefile.") ||
-		strings.HasSuffix(base, ".pth") || strings.HasPrefix(base, ".psqlrc-") { // python's site runs a .pth's import lines; psql's versioned rc
+		strings.HasSuffix(base, ".pth") || strings.HasPrefix(base, ".psqlrc-") || // python's site runs a .pth's import lines; psql's versioned rc
+		slices.ContainsFunc([]string{".cmake", ".ninja", ".bzl", ".bazel", ".gradle", ".gradle.kts", ".rake"}, func(x string) bool {
+			return strings.HasSuffix(base, x) // build files by suffix (branch attack48)
+		}) {
 		return true
 	}
 	s := "/" + c + "/"
