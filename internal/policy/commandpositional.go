@@ -33,6 +33,8 @@ func positionalWrites(name string, words []cmdWord) []string {
 			return []string{"//*"} // -: keeps ../ in entry names: anywhere (branch attack48)
 		}
 		return unzipDirs(words)
+	case "cpio", "pax", "patch":
+		return miscWrites(name, words)
 	case "tar", "gtar", "bsdtar":
 		if tarAbsolute(words) {
 			return []string{"//*"} // -P: entries keep their absolute names (branch attack48)
@@ -241,7 +243,7 @@ func gccDepFiles(words []cmdWord) []string {
 	for i := 1; i < len(words); i++ {
 		w := words[i].lit
 		switch {
-		case w == "-MF":
+		case w == "-MF" || w == "-aux-info": // -aux-info FILE (branch attack48)
 			out = append(out, fileOf(valueWord(words, &i, "", false)))
 		case strings.HasPrefix(w, "-MF"):
 			out = append(out, w[3:])

@@ -242,6 +242,14 @@ func gitSubcommandCode(sub string, args []cmdWord) string {
 	if sub == "config" {
 		return gitConfigCode(args)
 	}
+	if sub == "mv" {
+		// git mv SRC DEST writes DEST as mv does (branch attack48).
+		for _, f := range copyDestinations("mv", append([]cmdWord{{lit: "mv"}}, args...)) {
+			if codeFile(f) {
+				return writesFile("git mv", f)
+			}
+		}
+	}
 	for k, a := range args {
 		if a.unknown {
 			return "git gets a word that is not literal"
