@@ -19,6 +19,8 @@ func TestCommandAttack48Make(t *testing.T) {
 		`make RM=rm`,
 		`make MAKE=rm`,
 		`sudo make LD=rm`,
+		`MAKE CC=rm`,
+		`env FOO=1 make.exe CC=rm`,
 		`make CC=python3 CFLAGS=x.py`,
 		`make X=python3 Y=x.py`,
 		`make X=bash Y=x.sh`,
@@ -26,9 +28,16 @@ func TestCommandAttack48Make(t *testing.T) {
 		`make BASH_ENV=./x.sh`,
 		`make GIT_DIR=x`,
 		`make NODE_OPTIONS=--require=./x.js test`,
+		`make CFLAGS=-wrapper CPPFLAGS=sh,-c,rm`,
+		`make CFLAGS=-fplugin=./x.so`,
+		`make LDFLAGS=-B/tmp/x`,
+		`make LDFLAGS=-Wl,-o,.git/hooks/pre-commit`,
+		`make CFLAGS=-o LDFLAGS=.git/hooks/pre-commit`,
+		`make OUT=.git/hooks/pre-commit`,
 	}
 	held := append([]string{`make PATH=/tmp/x`, `make CC=gcc`}, bypass...)
-	fine := []string{`make`, `make test`, `make PREFIX=/usr/local install`, `make V=1 -j4`, `make CFLAGS=-O2`, `make DESTDIR=out install`}
+	fine := []string{`make`, `make test`, `make PREFIX=/usr/local install`, `make V=1 -j4`, `make CFLAGS=-O2`, `make DESTDIR=out install`,
+		`make CFLAGS=-O2 LDFLAGS=-Wl,--as-needed`}
 	// A value of any other variable is matched by deny rules as a
 	// program (a makefile may run $(TOOL)), not by allow rules.
 	checkCommands(t, allow, append(bypass, `make TOOL=rm`), fine, held, append(fine, `make TOOL=rm`))

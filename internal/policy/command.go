@@ -281,9 +281,7 @@ func parseCommandDepth(src string, depth int) parsedCommand {
 				}
 			}
 			pc.checkEnvWords(words, depth, unsafe, opaque)
-			if k := commandAt(words, "make"); k >= 0 {
-				pc.addMakeVars(words[k:], depth, unsafe, opaque)
-			} else if k := commandAt(words, "gmake"); k >= 0 {
+			if k := makeAt(words); k >= 0 {
 				pc.addMakeVars(words[k:], depth, unsafe, opaque)
 			}
 			if k := commandAt(words, "rsync"); k >= 0 {

@@ -27,7 +27,9 @@ var makeProgramVars = []string{"AR", "AS", "CC", "CXX", "CPP", "FC", "M2C", "PC"
 // rule must match it too). Any other one-word value is matched by deny
 // and approve rules as a command of that name (a makefile may run
 // $(TOOL)), not by allow rules (make PREFIX=/usr/local stays allowed).
-// makeCode already makes a value that is not one plain word opaque.
+// A compiler option that runs a program or writes a guarded file, and a
+// guarded file, are opaque (makeValueCode). makeCode already makes a
+// value that is not one plain word opaque.
 func (pc *parsedCommand) addMakeVars(words []cmdWord, depth int, unsafe, opaque func(string)) {
 	for _, w := range words[1:] {
 		if w.unknown {
@@ -44,6 +46,10 @@ func (pc *parsedCommand) addMakeVars(words []cmdWord, depth int, unsafe, opaque 
 		}
 		kind := envVar(name)
 		pc.setEnv(name, val, true, depth, unsafe, opaque)
+		if why := makeValueCode(name, val); why != "" {
+			opaque(why)
+			continue
+		}
 		if val == "" || strings.HasPrefix(val, "-") || kind == envCommand {
 			continue
 		}
@@ -58,4 +64,45 @@ func (pc *parsedCommand) addMakeVars(words []cmdWord, depth int, unsafe, opaque 
 		}
 		pc.Simple = append(pc.Simple, []cmdWord{{lit: val}})
 	}
+}
+
+// makeValueCode says why the make command-line variable name's value
+// val runs or writes what the matcher cannot read: a compiler option
+// that runs a program or writes a file (make CFLAGS=-wrapper
+// CPPFLAGS=sh,-c,rm runs rm for $(CC) $(CFLAGS) $(CPPFLAGS) -c a.c;
+// LDFLAGS=-Wl,-o,.git/hooks/pre-commit writes a hook): an option
+// cgoFlagsSafe refuses, or one writing a guarded file; or a guarded file
+// itself (make OUT=.git/hooks/pre-commit, for a recipe's -o $(OUT)).
+func makeValueCode(name, val string) string {
+	if strings.HasPrefix(val, "-") && !cgoFlagsSafe(val) {
+		return fmt.Sprintf("make variable %s holds a compiler option that may run a program", name)
+	}
+	files := gccDepFiles([]cmdWord{{lit: "cc"}, {lit: val}})
+	if codeFile(val) {
+		files = append(files, val)
+	}
+	for _, f := range files {
+		if codeFile(f) {
+			return fmt.Sprintf("make variable %s names %q, which a recipe may write", name, f)
+		}
+	}
+	return ""
+}
+
+// makeAt returns the index of make (or gmake, in any case, with .exe)
+// in words: 0, or after a wrapper (sudo make, env make); -1 if none.
+func makeAt(words []cmdWord) int {
+	for i, w := range words {
+		if w.unknown {
+			return -1
+		}
+		name := programName(path.Base(w.lit))
+		if name == "make" || name == "gmake" {
+			return i
+		}
+		if i == 0 && !isWrapper(name) {
+			return -1
+		}
+	}
+	return -1
 }
