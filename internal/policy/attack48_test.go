@@ -140,3 +140,19 @@ func TestCommandAttack48Runners(t *testing.T) {
 		`gcc -c a.c -o a.o`, `git mv x.txt docs/y.txt`}
 	checkCommands(t, allow, bypass, fine, bypass, fine)
 }
+
+// TestCommandAttack48GitBare (attack48): git takes the last
+// safe.bareRepository setting, so a later -c safe.bareRepository=all (or
+// --config-env, whose value the matcher does not know) turns bare
+// discovery back on and git -C x reads x/config. On 8bd1f455 a deny rule
+// for "rm *" and an allow rule for "git *" allowed both.
+func TestCommandAttack48GitBare(t *testing.T) {
+	bypass := []string{
+		`git -c safe.bareRepository=explicit -c safe.bareRepository=all -C x log`,
+		`git -c safe.bareRepository=explicit --config-env=safe.bareRepository=V -C x log`,
+		`git -c safe.bareRepository=explicit -C x -c safe.bareRepository=all log`,
+	}
+	fine := []string{`git -c safe.bareRepository=explicit -C x log`, `git -c safe.bareRepository=all -c safe.bareRepository=explicit -C x log`,
+		`git -C .git log`, `git -C x --git-dir=.git log`}
+	checkCommands(t, []string{"git *"}, bypass, fine, bypass, fine)
+}

@@ -217,15 +217,32 @@ func gitBareDirCode(opts []cmdWord, bareDir bool) string {
 	if !bareDir {
 		return ""
 	}
+	// The last setting counts: git -c safe.bareRepository=explicit -c
+	// safe.bareRepository=all -C x reads x/config (branch attack48); a
+	// --config-env setting's value is not known.
+	explicit := false
 	for k, w := range opts {
 		kv, ok := strings.CutPrefix(w.lit, "-c")
 		if w.lit == "-c" && k+1 < len(opts) {
 			kv, ok = opts[k+1].lit, true
 		}
+		if v, env := strings.CutPrefix(w.lit, "--config-env"); env {
+			kv, ok = strings.TrimPrefix(v, "="), true
+			if w.lit == "--config-env" && k+1 < len(opts) {
+				kv = opts[k+1].lit
+			}
+			kv += "\x00" // a value from the environment: not "explicit"
+		}
 		key, val, _ := strings.Cut(kv, "=")
-		if ok && strings.EqualFold(key, "safe.bareRepository") && val == "explicit" || w.lit == "--git-dir" || strings.HasPrefix(w.lit, "--git-dir=") {
+		if ok && strings.EqualFold(strings.TrimSpace(key), "safe.bareRepository") {
+			explicit = val == "explicit"
+		}
+		if w.lit == "--git-dir" || strings.HasPrefix(w.lit, "--git-dir=") {
 			return ""
 		}
+	}
+	if explicit {
+		return ""
 	}
 	return "git -C DIR may read a bare repository's configuration (core.pager, aliases, hooks) from a directory the matcher does not guard"
 }
