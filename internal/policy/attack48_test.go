@@ -156,3 +156,17 @@ func TestCommandAttack48GitBare(t *testing.T) {
 		`git -C .git log`, `git -C x --git-dir=.git log`}
 	checkCommands(t, []string{"git *"}, bypass, fine, bypass, fine)
 }
+
+// TestCommandAttack48ProgramChoosers (attack48): files that choose the
+// program or environment a plain call runs, or that a program runs at
+// start. On 8bd1f455 a deny rule for "rm *" and an allow rule for "cp *"
+// and "tee *" allowed writing each: .env (a Makefile's "include .env"
+// reads it as make code; just's dotenv-load and pipenv run set PATH from
+// it), .python-version (uv takes an interpreter's path
+// there), .hg/hgrc (hooks), .pdbrc, .ghci, lefthook.yml (git hooks).
+func TestCommandAttack48ProgramChoosers(t *testing.T) {
+	bypass := []string{`tee .env`, `cp .env.example .env`, `cp x .python-version`, `tee .ruby-version`, `tee .nvmrc`, `tee .hg/hgrc`, `tee ~/.hgrc`,
+		`tee .pdbrc`, `tee .ghci`, `tee ~/.julia/config/startup.jl`, `tee lefthook.yml`, `tee ~/.tmux.conf`, `tee ~/.gemrc`}
+	fine := []string{`tee env.txt`, `cp .env.example env.sample`, `tee version.txt`}
+	checkCommands(t, []string{"cp *", "tee *"}, bypass, fine, bypass, fine)
+}

@@ -61,6 +61,16 @@ var codeFileNames = []string{
 	"gradle.properties", "gradle-wrapper.properties", "gradlew", "gradlew.bat", "pom.xml", "mvnw", "mvnw.cmd", "Rakefile",
 	"rakefile", "Rakefile.rb", "rakefile.rb", "Gemfile", "gems.rb", "tox.ini", "noxfile.py", ".pre-commit-config.yaml",
 	".pre-commit-config.yml", "pyproject.toml",
+	// Files that choose the program or environment a plain call runs
+	// (branch attack48): .env (just's dotenv-load, pipenv run, docker
+	// compose: PATH=…), version files naming an interpreter (uv reads a
+	// path in .python-version), and startup files of pdb, ghci, julia,
+	// mongosh, tmux, screen, Mercurial (hooks), gem and lefthook's git
+	// hooks.
+	".env", ".python-version", ".python-versions", ".ruby-version", ".node-version", ".nvmrc", ".java-version", ".sdkmanrc",
+	".go-version", ".pdbrc", ".ghci", "startup.jl", ".mongoshrc.js", ".mongorc.js", ".tmux.conf", "tmux.conf", ".screenrc",
+	".hgrc", "hgrc", ".gemrc", "lefthook.yml", "lefthook.yaml", ".lefthook.yml", ".lefthook.yaml", "lefthook-local.yml",
+	".overcommit.yml",
 }
 
 // codeFileDirs are path parts (each between slashes, the path given a
@@ -83,7 +93,7 @@ var codeFileDirs = []string{
 	// (the .bin entries link into the packages), and mise's other
 	// configuration files (branch policy48).
 	"/node_modules/", "/.mise/", "/.config/mise/",
-	"/mise/config.toml/", "/.mvn/", "/.gradle/init.d/", "/.gradle/init.gradle/", // (branch attack48)
+	"/mise/config.toml/", "/.mvn/", "/.gradle/init.d/", "/.gradle/init.gradle/", "/.hg/", "/.ghci.d/", // (branch attack48)
 }
 
 // codeFile reports whether p (a path as written, ~ kept) names a file a

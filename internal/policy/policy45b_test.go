@@ -96,7 +96,9 @@ func TestCommandPolicy45bWrites(t *testing.T) {
 			`cp ~/.bashrc /tmp/b`,
 			`cp -r src dst`,
 			`cp a.go b.go src/`,
-			`cp .env.example .env`,
+			// cp .env.example .env writes .env, guarded since branch
+			// attack48 (a Makefile's "include .env" runs it as make code).
+			`cp .env.example env.local`,
 			`mv src/a.go src/b.go`,
 			`rsync -av src/ dst/`,
 			`sed -n 'w out.txt' f`,
