@@ -170,3 +170,19 @@ func TestCommandAttack48ProgramChoosers(t *testing.T) {
 	fine := []string{`tee env.txt`, `cp .env.example env.sample`, `tee version.txt`}
 	checkCommands(t, []string{"cp *", "tee *"}, bypass, fine, bypass, fine)
 }
+
+// TestCommandAttack48SearchDirs (attack48): a program written into a
+// directory on PATH (~/.local/bin and ~/bin come first with Ubuntu's
+// .profile; /usr/local/bin before /usr/bin), a tool's bin or shims
+// directory, or a virtual environment's bin runs for a later plain call
+// (git status, uv run pytest) under its name. On 8bd1f455 a deny rule for
+// "rm *" and an allow rule for the writer allowed each, as
+// node_modules/.bin already was not.
+func TestCommandAttack48SearchDirs(t *testing.T) {
+	bypass := []string{`cp evil ~/.local/bin/git`, `cp evil /usr/local/bin/git`, `cp evil ~/bin/ls`,
+		`install -m755 evil ~/.local/bin/ls`, `go build -o ~/go/bin/git ./cmd/x`, `ln -s /tmp/evil ~/.local/bin/python3`,
+		`cp evil .venv/bin/python`, `cp evil venv/bin/pytest`, `cp evil ~/.cargo/bin/cargo`, `cp evil /home/u/bin/ls`,
+		`cp evil ~/.pyenv/shims/python`, `tee /opt/homebrew/bin/git`}
+	fine := []string{`cp evil ./bin/rails`, `go build -o bin/server ./cmd/server`, `cp x dist/x`, `tee ~/notes/bin.txt`}
+	checkCommands(t, []string{"cp *", "install *", "go *", "ln *", "tee *"}, bypass, fine, bypass, fine)
+}

@@ -115,6 +115,9 @@ func codeFile(p string) bool {
 		return true
 	}
 	s := "/" + c + "/"
+	if searchDir(c, s) {
+		return true
+	}
 	for _, d := range codeFileDirs {
 		if strings.Contains(s, d) {
 			return true
@@ -499,4 +502,38 @@ func codeDir(p string) bool {
 // etc/profile.d/x) land in guarded places (branch policy48).
 func aboveCodeDirs(p string) bool {
 	return contains([]string{"/", "/home", "/users", "/var", "/var/spool"}, strings.ToLower(path.Clean(p)))
+}
+
+// searchDir reports whether c (a cleaned path in lower case; s is
+// "/"+c+"/") is in a directory where a later plain call finds its
+// program (branch attack48): a system or home bin directory (/usr/bin,
+// /usr/local/bin, /opt/homebrew/bin, ~/bin, ~/.local/bin: Ubuntu's
+// .profile puts the home ones first on PATH, so ~/.local/bin/git runs for
+// git status), a tool's bin or shims directory (~/.cargo/bin, ~/go/bin,
+// ~/.bun/bin, pyenv's, rbenv's, asdf's and mise's shims, nvm's
+// versions), or a virtual environment's bin (.venv/bin/pytest runs for
+// uv run pytest, poetry run pytest). A project's bin/ (go build -o
+// bin/server) is not: a call runs it by its path (bin/server), which an
+// allow rule names as written.
+func searchDir(c, s string) bool {
+	for _, p := range []string{"/bin/", "/sbin/", "/usr/bin/", "/usr/sbin/", "/usr/local/bin/", "/usr/local/sbin/",
+		"/opt/homebrew/bin/", "/opt/homebrew/sbin/", "/opt/local/bin/", "/root/bin/", "/root/.local/bin/"} {
+		if strings.HasPrefix(c+"/", p) {
+			return true
+		}
+	}
+	if parts := strings.Split(c, "/"); len(parts) > 3 && parts[0] == "" && (parts[1] == "home" || parts[1] == "users") && parts[3] == "bin" {
+		return true // /home/u/bin/x
+	}
+	if strings.HasPrefix(c, "~") && strings.Contains(c, "/") && strings.HasPrefix(c[strings.IndexByte(c, '/'):]+"/", "/bin/") {
+		return true // ~/bin/x, ~u/bin/x
+	}
+	for _, d := range []string{"/.local/bin/", "/.cargo/bin/", "/go/bin/", "/.npm-global/bin/", "/.deno/bin/", "/.bun/bin/",
+		"/.volta/bin/", "/shims/", "/.nvm/versions/", "/.venv/bin/", "/venv/bin/", "/.venv/scripts/", "/venv/scripts/",
+		"/.local/share/mise/installs/", "/.asdf/installs/", "/.pyenv/versions/", "/.rbenv/versions/", "/.tox/"} {
+		if strings.Contains(s, d) {
+			return true
+		}
+	}
+	return false
 }
