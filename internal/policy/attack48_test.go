@@ -186,3 +186,31 @@ func TestCommandAttack48SearchDirs(t *testing.T) {
 	fine := []string{`cp evil ./bin/rails`, `go build -o bin/server ./cmd/server`, `cp x dist/x`, `tee ~/notes/bin.txt`}
 	checkCommands(t, []string{"cp *", "install *", "go *", "ln *", "tee *"}, bypass, fine, bypass, fine)
 }
+
+// TestCommandAttack48Wrappers (attack48): programs that run the command
+// in their words (wrappers such as xvfb-run and torsocks; version and
+// environment managers' exec and run: mise exec, asdf exec, conda run,
+// op run; hatch env run), or their words as a shell command line
+// (hyperfine, concurrently, watchexec, sem, nix-shell), and settings
+// that choose an interpreter or tool by path (uv python pin PATH, pdm
+// use PATH, asdf's and mise's path: and ref: versions, mise set PATH=…).
+// On 8bd1f455 a deny rule for "rm *" allowed each, and an allow rule for
+// the program allowed the settings.
+func TestCommandAttack48Wrappers(t *testing.T) {
+	runs := []string{`xvfb-run -a rm x`, `torsocks rm x`, `proxychains4 -q rm x`, `entr rm x`, `chronic rm x`, `ifne rm x`,
+		`dbus-run-session rm x`, `ssh-agent rm x`, `mpirun -n 2 rm x`, `srun rm x`, `env-cmd rm x`, `cross-env FOO=1 rm x`,
+		`dotenv -- rm x`, `mise exec -- rm x`, `mise x node@20 -- rm x`, `asdf exec rm x`, `asdf env node rm x`,
+		`nvm exec 20 rm x`, `fnm exec --using 20 rm x`, `nodenv exec rm x`, `rbenv exec rm x`, `pyenv exec rm x`,
+		`direnv exec . rm x`, `volta run rm x`, `conda run -n base rm x`, `micromamba run -n base rm x`, `pixi run rm x`,
+		`pixi exec rm x`, `devbox run rm x`, `aws-vault exec prof -- rm x`, `op run -- rm x`, `doppler run -- rm x`,
+		`nix develop -c rm x`, `nix shell nixpkgs#x -c rm x`, `nix-shell --run 'rm x'`, `hatch env run -- rm x`,
+		`hyperfine 'rm x'`, `concurrently 'rm x'`, `watchexec rm x`, `sem rm x`, `nodemon --exec 'rm x'`}
+	settings := []string{`uv python pin /tmp/x/python`, `pyenv local /tmp/x`, `pdm use /tmp/x/python`,
+		`pipenv --python /tmp/x/python`, `asdf local nodejs path:/tmp/x`, `asdf set nodejs path:/tmp/x`,
+		`mise use node@path:/tmp/x`, `mise use -g node@ref:evil`, `mise set PATH=/tmp/x`, `rye pin /tmp/x/python`,
+		`corepack enable --install-directory ~/.local/bin`}
+	fine := []string{`uv python pin 3.12`, `pdm use 3.12`, `asdf set nodejs 20.1.0`, `mise use node@20`, `corepack enable`,
+		`nodemon app.js`}
+	checkCommands(t, []string{"uv *", "pyenv *", "pdm *", "pipenv *", "asdf *", "mise *", "rye *", "corepack *", "nodemon *"},
+		append(runs, settings...), fine, settings, fine)
+}

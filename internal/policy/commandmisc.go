@@ -1,6 +1,9 @@
 package policy
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Programs that run a command line or program named in an option, and
 // writers whose destination the matcher read nowhere else (branch
@@ -88,6 +91,37 @@ func miscCode(name string, words []cmdWord) string {
 	case "screen":
 		if !has("lvQ", "--version", "-list", "-ls") {
 			return "screen runs a command or a shell reading its input"
+		}
+	case "nodemon":
+		if has("x", "--exec") {
+			return runsOption(name, "--exec")
+		}
+	case "uv", "pdm", "rye", "pipenv", "pyenv", "asdf", "mise", "rtx", "corepack":
+		// An interpreter or tool chosen by path (uv python pin
+		// /tmp/x/python writes it to .python-version; asdf's and mise's
+		// path: and ref: versions), mise set PATH=…, corepack's shims
+		// placed in a directory (branch attack48).
+		p := pos()
+		for _, w := range words[1:] {
+			v := w.lit
+			if _, after, ok := strings.Cut(v, "="); ok && strings.HasPrefix(v, "--") {
+				v = after
+			}
+			if strings.Contains(v, "path:") || strings.Contains(v, "ref:") || len(p) > 0 && w.lit == p[0] {
+				if strings.Contains(v, "path:") || strings.Contains(v, "ref:") {
+					return fmt.Sprintf("%s chooses a tool by %q, a program the matcher cannot read", name, v)
+				}
+				continue
+			}
+			if strings.ContainsAny(v, `/\`) && !strings.HasPrefix(w.lit, "-") && pinsInterpreter(name, p) {
+				return fmt.Sprintf("%s chooses the interpreter %q, a program the matcher cannot read", name, v)
+			}
+		}
+		if name == "pipenv" && has("", "--python") {
+			return "pipenv --python chooses the interpreter the environment runs"
+		}
+		if (name == "mise" || name == "rtx") && len(p) > 0 && p[0] == "set" || name == "corepack" && has("", "--install-directory") {
+			return fmt.Sprintf("%s sets the environment or directory later calls find their programs by", name)
 		}
 	case "rename", "prename", "file-rename", "perl-rename":
 		return "rename chooses its files' new names by an expression (Perl code for prename) the matcher cannot read"
@@ -207,4 +241,28 @@ func miscWrites(name string, words []cmdWord) []string {
 		out = append(out, pos[len(pos)-1]+"/*")
 	}
 	return out
+}
+
+// pinsInterpreter reports whether name's positional words p (its
+// subcommand first) choose an interpreter or tool: uv python pin, pdm
+// use, rye pin, pyenv local/global/shell, asdf local/global/set/shell,
+// mise and rtx use, pipenv --python (read by the caller).
+func pinsInterpreter(name string, p []string) bool {
+	first := ""
+	if len(p) > 0 {
+		first = p[0]
+	}
+	switch name {
+	case "uv":
+		return first == "python" && len(p) > 1 && p[1] == "pin" || first == "venv"
+	case "pdm":
+		return first == "use"
+	case "rye":
+		return first == "pin"
+	case "pyenv", "asdf":
+		return contains([]string{"local", "global", "shell", "set"}, first)
+	case "mise", "rtx":
+		return contains([]string{"use", "u", "local", "global", "shell"}, first)
+	}
+	return false
 }
