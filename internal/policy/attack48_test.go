@@ -214,3 +214,22 @@ func TestCommandAttack48Wrappers(t *testing.T) {
 	checkCommands(t, []string{"uv *", "pyenv *", "pdm *", "pipenv *", "asdf *", "mise *", "rye *", "corepack *", "nodemon *"},
 		append(runs, settings...), fine, settings, fine)
 }
+
+// TestCommandAttack48Environment (attack48): environment variables the
+// build tools read options, code or programs from. On 8bd1f455 a deny
+// rule for "rm *" allowed each: JVM options (-javaagent) for gradle and
+// mvn, MAVEN_ARGS and RAKEOPT (options that run code), MAKEFILES (extra
+// makefiles), CMake's launcher and toolchain, pytest's options and
+// plugins, make's built-in program variables (RM='rm -rf /' make clean
+// overrides the default rm -f), and meson's compiler arguments.
+func TestCommandAttack48Environment(t *testing.T) {
+	bypass := []string{`GRADLE_OPTS=-javaagent:x.jar gradle build`, `MAVEN_OPTS=-javaagent:x.jar mvn package`,
+		`MAVEN_ARGS='exec:exec -Dexec.executable=rm' mvn`, `CMAKE_C_COMPILER_LAUNCHER=rm cmake .`,
+		`CMAKE_TOOLCHAIN_FILE=x.txt cmake .`, `RAKEOPT='-e system("rm")' rake`, `PYTEST_ADDOPTS='-p evil' pytest`,
+		`PYTEST_PLUGINS=evil pytest`, `MAKEFILES=x make`, `RM=rm make clean`, `env LD=rm make`, `JUST_CHOOSER=rm just --choose`,
+		`meson configure -Dc_args=-wrapper,sh,-c,rm build`}
+	fine := []string{`make clean`, `gradle build`, `CMAKE_BUILD_TYPE=Release cmake .`, `meson configure -Dc_args=-O2 build`,
+		`meson setup -Dbuildtype=release build`}
+	checkCommands(t, []string{"make *", "gradle *", "mvn *", "cmake *", "rake *", "pytest *", "just *", "meson *"},
+		bypass, fine, bypass, fine[3:])
+}

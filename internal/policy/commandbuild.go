@@ -174,6 +174,11 @@ func propertyCode(name, opt, kv string) string {
 			bad = bad || strings.Contains(up, s)
 		}
 	}
+	if name == "meson" && opt == "-D" {
+		// meson's compiler and linker arguments (c_args, cpp_link_args)
+		// reach the compiler: -wrapper runs a program (branch attack48).
+		bad = strings.HasSuffix(key, "_args") && !cgoFlagsSafe(strings.ReplaceAll(val, ",", " ")) || strings.Contains(key, "env")
+	}
 	if bad {
 		return fmt.Sprintf("%s %s%s may name a program or code the matcher cannot read", name, opt, key)
 	}
