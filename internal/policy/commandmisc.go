@@ -174,7 +174,9 @@ func awkPrintRedirect(prog string) bool {
 			case c == ';' || c == '}' || c == '\n':
 				break scan
 			case c == '>' && depth <= 0:
-				return true
+				if !awkStdTarget(prog[j+1:]) {
+					return true
+				}
 			}
 		}
 		k := strings.Index(prog[i+1:], "print")
@@ -263,6 +265,19 @@ func pinsInterpreter(name string, p []string) bool {
 		return contains([]string{"local", "global", "shell", "set"}, first)
 	case "mise", "rtx":
 		return contains([]string{"use", "u", "local", "global", "shell"}, first)
+	}
+	return false
+}
+
+// awkStdTarget reports whether rest, awk text after a print's >, names
+// standard output, standard error or /dev/null as a string literal
+// (print > "/dev/stderr").
+func awkStdTarget(rest string) bool {
+	rest = strings.TrimLeft(strings.TrimPrefix(rest, ">"), " \t")
+	for _, t := range []string{`"/dev/stderr"`, `"/dev/stdout"`, `"/dev/null"`, `"/dev/fd/1"`, `"/dev/fd/2"`} {
+		if strings.HasPrefix(rest, t) {
+			return true
+		}
 	}
 	return false
 }

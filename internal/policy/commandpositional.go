@@ -29,7 +29,9 @@ func positionalWrites(name string, words []cmdWord) []string {
 		return operandAt(words, 1, "-c", "-cols", "-g", "-groupsize", "-l", "-len", "-o", "-offset", "-s", "-seek", "-n", "-name", "-R",
 			"--c", "--cols", "--g", "--groupsize", "--l", "--len", "--o", "--offset", "--s", "--seek", "--n", "--name", "--R")
 	case "unzip":
-		if slices.ContainsFunc(words[1:], func(w cmdWord) bool { return w.lit == "-:" || w.lit == "-:d" }) {
+		if slices.ContainsFunc(words[1:], func(w cmdWord) bool {
+			return strings.HasPrefix(w.lit, "-") && !strings.HasPrefix(w.lit, "--") && strings.Contains(w.lit, ":")
+		}) {
 			return []string{"//*"} // -: keeps ../ in entry names: anywhere (branch attack48)
 		}
 		return unzipDirs(words)
@@ -309,9 +311,10 @@ var decompressors = map[string]bool{"gunzip": true, "unxz": true, "unlzma": true
 
 // decompressed returns the files a decompressor (gunzip, gzip -d, xz -d,
 // zstd -d, …: name, words) writes: each operand without its last
-// extension (gunzip ~/.bashrc.gz writes ~/.bashrc; branch attack48), and
-// the operand itself with the extension kept, as a decompressor given
-// -S SUFFIX or a name it does not know strips whatever SUFFIX says.
+// extension (gunzip ~/.bashrc.gz writes ~/.bashrc; branch attack48), the
+// operand without a -S/--suffix SUFFIX, the operand itself, and with -r
+// each file under a directory operand (DIR/*); with -N/--name (the name
+// stored in the file) anywhere.
 // nil when it does not decompress or writes to standard output (-c,
 // --stdout, -t, -l).
 func decompressed(name string, words []cmdWord) []string {
@@ -319,7 +322,7 @@ func decompressed(name string, words []cmdWord) []string {
 	if !ok {
 		return nil
 	}
-	decompress := always
+	decompress, suffix, anywhere, recursive := always, "", false, false
 	var files []string
 	opts := true
 	for i := 1; i < len(words); i++ {
@@ -328,13 +331,19 @@ func decompressed(name string, words []cmdWord) []string {
 		case opts && w == "--":
 			opts = false
 		case opts && strings.HasPrefix(w, "--"):
-			opt, _, hasVal := strings.Cut(w, "=")
+			opt, val, hasVal := strings.Cut(w, "=")
 			switch {
 			case longOption(opt, "--decompress", "--uncompress"):
 				decompress = true
 			case longOption(opt, "--stdout", "--to-stdout", "--test", "--list"):
 				return nil
-			case !hasVal && longOption(opt, "--suffix", "--format", "--threads", "--memlimit", "--memory", "--output"):
+			case longOption(opt, "--suffix"):
+				suffix = fileOf(valueWord(words, &i, val, hasVal))
+			case longOption(opt, "--name"):
+				anywhere = true
+			case longOption(opt, "--recursive"):
+				recursive = true
+			case !hasVal && longOption(opt, "--format", "--threads", "--memlimit", "--memory", "--output"):
 				i++
 			}
 		case opts && strings.HasPrefix(w, "-") && w != "-":
@@ -345,8 +354,16 @@ func decompressed(name string, words []cmdWord) []string {
 					decompress = true
 				case 'c', 't', 'l':
 					return nil
+				case 'N':
+					anywhere = true // the name stored in the file
+				case 'r':
+					recursive = true
 				}
-				if strings.IndexByte("SFTMo", w[j]) >= 0 {
+				if w[j] == 'S' {
+					suffix = fileOf(valueWord(words, &i, w[j+1:], true))
+					break letters
+				}
+				if strings.IndexByte("FTMo", w[j]) >= 0 {
 					if j+1 == len(w) {
 						i++
 					}
@@ -355,11 +372,24 @@ func decompressed(name string, words []cmdWord) []string {
 			}
 		default:
 			f := fileOf(words[i])
-			files = append(files, f, strings.TrimSuffix(f, path.Ext(f)))
+			files = append(files, f, strings.TrimSuffix(f, path.Ext(f)), f+"/*")
 		}
 	}
 	if !decompress {
 		return nil
 	}
-	return files
+	if anywhere {
+		return []string{"//*"} // -N: the name the file stores, anywhere (read as /)
+	}
+	var out []string
+	for _, f := range files {
+		switch {
+		case strings.HasSuffix(f, "/*") && !recursive: // -r: each file under a directory operand
+		case suffix != "" && strings.HasSuffix(f, suffix):
+			out = append(out, f, strings.TrimSuffix(f, suffix))
+		default:
+			out = append(out, f)
+		}
+	}
+	return out
 }
