@@ -238,3 +238,19 @@ func TestCommandAttack48Environment(t *testing.T) {
 	checkCommands(t, []string{"make *", "gradle *", "mvn *", "cmake *", "rake *", "pytest *", "just *", "meson *"},
 		bypass, fine, bypass, fine[3:])
 }
+
+// TestCommandAttack48Backups (attack48): a backup suffix names the file
+// a writer keeps the old destination as: cp -b -S rc NEW ~/.bash moves
+// the old ~/.bash (written first, unguarded) to ~/.bashrc; sed -irc
+// keeps ~/.bash as ~/.bashrc; rsync --backup-dir puts replaced files in
+// a home directory. On 8bd1f455 a deny rule for "rm *" and an allow rule
+// for the writer allowed each.
+func TestCommandAttack48Backups(t *testing.T) {
+	bypass := []string{`cp -b -S rc y ~/.bash`, `cp --backup --suffix=rc y ~/.bash`, `cp -bSrc y ~/.bash`,
+		`mv -b -S rc y ~/.bash`, `ln -sfb -S rc y ~/.bash`, `install -b -S rc y ~/.bash`, `SIMPLE_BACKUP_SUFFIX=rc cp -b y ~/.bash`,
+		`rsync -b --suffix=rc y ~/.bash`, `rsync -b --backup-dir=/home/u y x`, `sed -irc 's/a/a/' ~/.bash`,
+		`sed -i.mk 's/a/a/' x`, `sed --in-place=rc 's/a/a/' ~/.bash`, `sed -i'*rc' 's/a/a/' ~/.bash`,
+		`sed -i'.git/hooks/*' 's/a/a/' pre-commit`}
+	fine := []string{`cp -b y x`, `cp -b -S .orig y x`, `sed -i.bak 's/a/b/' x`, `mv -b a b`}
+	checkCommands(t, []string{"cp *", "mv *", "ln *", "install *", "rsync *", "sed *"}, bypass, fine, bypass, fine)
+}

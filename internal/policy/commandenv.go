@@ -57,7 +57,8 @@ func envVar(name string) envKind {
 		// (branch attack48).
 		"GRADLE_OPTS", "JAVA_OPTS", "MAVEN_OPTS", "MAVEN_ARGS", "SBT_OPTS", "ANT_OPTS", "RAKEOPT", "MAKEFILES",
 		"CMAKE_TOOLCHAIN_FILE", "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "JUST_JUSTFILE", "JUST_DOTENV_PATH",
-		"JUST_DOTENV_FILENAME", "JUST_CHOOSER":
+		"JUST_DOTENV_FILENAME", "JUST_CHOOSER",
+		"SIMPLE_BACKUP_SUFFIX": // the backup names of cp -b and kin (~/.bash kept as ~/.bashrc)
 		return envCode
 	case "AR", "AS", "LD", "CPP", "FC", "M2C", "PC", "LEX", "YACC", "LINT", "MAKEINFO", "TEX", "TEXI2DVI", "WEAVE", "CWEAVE",
 		"TANGLE", "CTANGLE", "RM", "OBJC", "OBJCXX", "CUDACXX", "HIPCXX", "SWIFTC", "ASM":

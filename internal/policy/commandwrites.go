@@ -188,6 +188,7 @@ func writesCode(name string, words []cmdWord) string {
 		}
 	case "cp", "mv", "install", "ln", "rsync":
 		files = copyDestinations(name, words)
+		files = append(files, backups(name, words, files)...) // cp -b -S rc x ~/.bash (branch attack48)
 	case "scp":
 		files = copyDestinations("cp", scpOperands(words))
 	case "dd":
@@ -536,4 +537,39 @@ func searchDir(c, s string) bool {
 		}
 	}
 	return false
+}
+
+// backups returns the backup files cp, mv, install, ln or rsync (name)
+// makes of the files it writes (dests) given a suffix (-S SUFFIX, -SSUFFIX
+// in a cluster, --suffix[=]SUFFIX: cp -b -S rc x ~/.bash moves the old
+// ~/.bash to ~/.bashrc), and rsync's --backup-dir as DIR/*.
+func backups(name string, words []cmdWord, dests []string) []string {
+	var out []string
+	suffix := ""
+	for i := 1; i < len(words); i++ {
+		w := words[i].lit
+		if w == "--" {
+			break
+		}
+		opt, val, hasVal := strings.Cut(w, "=")
+		switch {
+		case strings.HasPrefix(w, "--"):
+			if longOption(opt, "--suffix") {
+				suffix = fileOf(valueWord(words, &i, val, hasVal))
+			}
+			if name == "rsync" && longOption(opt, "--backup-dir") {
+				out = append(out, fileOf(valueWord(words, &i, val, hasVal))+"/*")
+			}
+		case strings.HasPrefix(w, "-") && name != "rsync":
+			if k := strings.IndexByte(w, 'S'); k > 0 && shortTarget(name, w[:k]) < 0 {
+				suffix = fileOf(valueWord(words, &i, w[k+1:], true))
+			}
+		}
+	}
+	if suffix != "" {
+		for _, d := range dests {
+			out = append(out, d+suffix)
+		}
+	}
+	return out
 }
