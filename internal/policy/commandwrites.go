@@ -191,6 +191,22 @@ func writesCode(name string, words []cmdWord) string {
 		files = append(files, backups(name, words, files)...) // cp -b -S rc x ~/.bash (branch attack48)
 	case "scp":
 		files = copyDestinations("cp", scpOperands(words))
+	case "aws", "gsutil", "gcloud", "rclone", "azcopy", "docker", "podman", "kubectl", "oc", "b2", "gh", "s3cmd", "mc":
+		// Cloud and container copies (aws s3 cp s3://b/x ~/.bashrc,
+		// docker cp, rclone copyto, gh release download -O): every
+		// operand is read as a destination file and directory, as the
+		// matcher does not know each one's options (branch attack48).
+		for i := 1; i < len(words); i++ {
+			w := words[i].lit
+			opt, val, hasVal := strings.Cut(w, "=")
+			switch {
+			case name == "gh" && (contains([]string{"-O", "--output", "-D", "--dir"}, opt)):
+				v := fileOf(valueWord(words, &i, val, hasVal))
+				files = append(files, v, v+"/*")
+			case !strings.HasPrefix(w, "-"):
+				files = append(files, fileOf(words[i]), fileOf(words[i])+"/*")
+			}
+		}
 	case "dd":
 		for _, w := range words[1:] {
 			if v, ok := strings.CutPrefix(w.lit, "of="); ok {
