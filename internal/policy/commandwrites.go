@@ -55,8 +55,11 @@ var codeFileNames = []string{
 	// Build files other build tools run as make runs a Makefile (branch
 	// attack48): cmake, meson, ninja, Bazel, Gradle, Maven, rake, tox,
 	// nox, pre-commit, and the project scripts of pdm, hatch and poetry.
+	// Bazel's BUILD and WORKSPACE without a suffix are not: names are
+	// compared in any case, and build/ and workspace/ are everyday
+	// directories.
 	"CMakeLists.txt", "CMakePresets.json", "CMakeUserPresets.json", "meson.build", "meson_options.txt", "meson.options",
-	"build.ninja", ".bazelrc", "bazel.bazelrc", "BUILD", "BUILD.bazel", "WORKSPACE", "WORKSPACE.bazel", "WORKSPACE.bzlmod",
+	"build.ninja", ".bazelrc", "bazel.bazelrc", "BUILD.bazel", "WORKSPACE.bazel", "WORKSPACE.bzlmod",
 	"MODULE.bazel", ".bazelversion", "build.gradle", "build.gradle.kts", "settings.gradle", "settings.gradle.kts",
 	"gradle.properties", "gradle-wrapper.properties", "gradlew", "gradlew.bat", "pom.xml", "mvnw", "mvnw.cmd", "Rakefile",
 	"rakefile", "Rakefile.rb", "rakefile.rb", "Gemfile", "gems.rb", "tox.ini", "noxfile.py", ".pre-commit-config.yaml",
