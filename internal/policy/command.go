@@ -185,7 +185,11 @@ func isShellLike(name string) bool {
 	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "fish", "csh", "tcsh", "busybox", "toybox", "rbash",
 		"eval", "source", ".", "trap", "alias", "su", "sg", "watch", "script", "parallel",
 		"hash", "enable", "compgen", "complete", "mapfile", "readarray", "runuser",
-		"pwsh", "powershell", "pwsh.exe", "powershell.exe", "cmd.exe", "nu", "xonsh", "elvish", "osh", "ysh", "mosh":
+		"pwsh", "powershell", "pwsh.exe", "powershell.exe", "cmd.exe", "nu", "xonsh", "elvish", "osh", "ysh", "mosh",
+		// Programs that run their words as a shell command line (branch
+		// attack48): parallel's sem, hyperfine, concurrently, watchexec,
+		// nix-shell (--run, or a shell reading the input).
+		"sem", "hyperfine", "concurrently", "watchexec", "nix-shell":
 		return true
 	}
 	return false
@@ -200,7 +204,11 @@ func isWrapper(name string) bool {
 		"xargs", "find", "stdbuf", "setsid", "ionice", "taskset", "flock", "chrt", "unbuffer", "strace", "ltrace", "chroot",
 		"runuser", "pkexec", "setpriv", "unshare", "nsenter", "fakeroot", "firejail", "systemd-run", "numactl", "caffeinate",
 		"setarch", "linux32", "linux64", "prlimit", "eatmydata", "faketime", "gosu", "su-exec", "chpst", "valgrind", "catchsegv",
-		"tini", "dumb-init", "sshpass":
+		"tini", "dumb-init", "sshpass",
+		// (branch attack48)
+		"entr", "chronic", "ifne", "torsocks", "proxychains", "proxychains4", "xvfb-run", "dbus-run-session", "ssh-agent",
+		"mpirun", "mpiexec", "srun", "retry", "env-cmd", "cross-env", "dotenv", "with-contenv", "s6-setuidgid", "authbind",
+		"trickle", "nocache", "rlwrap", "unbuffer-run", "daemonize", "start-stop-daemon", "sudo-rs", "run0":
 		return true
 	}
 	return false
@@ -281,6 +289,9 @@ func parseCommandDepth(src string, depth int) parsedCommand {
 				}
 			}
 			pc.checkEnvWords(words, depth, unsafe, opaque)
+			if k := makeAt(words); k >= 0 {
+				pc.addMakeVars(words[k:], depth, unsafe, opaque)
+			}
 			if k := commandAt(words, "rsync"); k >= 0 {
 				pc.addRsync(words[k:], depth, unsafe, opaque)
 			}

@@ -50,8 +50,22 @@ func envVar(name string) envKind {
 		// script-shell, pip's index. GOFLAGS: -toolexec=cmd.
 		"GIT_DIR", "GIT_COMMON_DIR", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG", "WGETRC", "CURL_HOME", "GOENV", "GOFLAGS",
 		"PIP_CONFIG_FILE", "YARN_RC_FILENAME", "YARN_YARN_PATH", "YARN_PLUGINS",
-		"GIT_ALLOW_PROTOCOL": // admits ext::, whose URL is a command (branch attack47)
+		"GIT_ALLOW_PROTOCOL", // admits ext::, whose URL is a command (branch attack47)
+		// JVM options (-javaagent:x.jar) and build tools' options from the
+		// environment, extra makefiles, a CMake toolchain script, pytest's
+		// options and plugins, just's justfile, dotenv file and chooser
+		// (branch attack48).
+		"GRADLE_OPTS", "JAVA_OPTS", "MAVEN_OPTS", "MAVEN_ARGS", "SBT_OPTS", "ANT_OPTS", "RAKEOPT", "MAKEFILES",
+		"CMAKE_TOOLCHAIN_FILE", "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "JUST_JUSTFILE", "JUST_DOTENV_PATH",
+		"JUST_DOTENV_FILENAME", "JUST_CHOOSER",
+		"SIMPLE_BACKUP_SUFFIX": // the backup names of cp -b and kin (~/.bash kept as ~/.bashrc)
 		return envCode
+	case "AR", "AS", "LD", "CPP", "FC", "M2C", "PC", "LEX", "YACC", "LINT", "MAKEINFO", "TEX", "TEXI2DVI", "WEAVE", "CWEAVE",
+		"TANGLE", "CTANGLE", "RM", "OBJC", "OBJCXX", "CUDACXX", "HIPCXX", "SWIFTC", "ASM":
+		// make's built-in program variables take the environment's value
+		// over their defaults (RM='rm -rf /' make clean), as cmake takes a
+		// compiler from it (branch attack48).
+		return envCommand
 	case "CC", "CXX", // go build (cgo) and make run them (branch policy47)
 		"GCCGO", "PKG_CONFIG", // go build -compiler=gccgo, cgo's #cgo pkg-config: lines (branch attack47)
 		"GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF", "GIT_PAGER", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR",
@@ -64,6 +78,9 @@ func envVar(name string) envKind {
 	}
 	if cgoFlagVar(name) {
 		return envCode // CGO_CFLAGS="-wrapper 'sh,-c,…'" (branch attack47)
+	}
+	if strings.HasPrefix(name, "CMAKE_") && (strings.HasSuffix(name, "_COMPILER_LAUNCHER") || strings.HasSuffix(name, "_LINKER_LAUNCHER")) {
+		return envCommand // cmake reads CMAKE_C_COMPILER_LAUNCHER from the environment (branch attack48)
 	}
 	if strings.HasPrefix(name, "BASH_FUNC_") || strings.HasPrefix(name, "GIT_CONFIG_KEY_") || strings.HasPrefix(name, "GIT_CONFIG_VALUE_") {
 		return envCode // an exported function; git configuration (core.pager=…)

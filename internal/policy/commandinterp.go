@@ -293,7 +293,7 @@ func awkCode(name string, words []cmdWord) string {
 		case 0:
 			val = w.lit
 		}
-		if strings.Contains(val, "system") || strings.ContainsAny(val, "|@") || strings.Contains(val, "\\\n") {
+		if strings.Contains(val, "system") || strings.ContainsAny(val, "|@") || strings.Contains(val, "\\\n") || awkPrintRedirect(val) {
 			return fmt.Sprintf("%q runs a program that may run commands (system, a pipe or @)", name)
 		}
 	}
@@ -328,6 +328,7 @@ func sedCode(name string, words []cmdWord) string {
 	given := false // a script was given by -e or -f
 	var operands []string
 	inPlace := false // -i, --in-place: the operands are written
+	suffix := ""     // -iSUFFIX, --in-place=SUFFIX: a backup of each (branch attack48)
 	sandbox := false
 	for i := 1; i < len(words); i++ {
 		w := words[i]
@@ -340,7 +341,7 @@ func sedCode(name string, words []cmdWord) string {
 			sandbox = true
 			continue
 		case sedLong(opt, "--in-place"):
-			inPlace = true
+			inPlace, suffix = true, v
 			continue
 		case w.lit == "--":
 			for _, o := range words[i+1:] {
@@ -364,7 +365,7 @@ func sedCode(name string, words []cmdWord) string {
 				case 'e', 'f', 'l':
 					kind, val = c, w.lit[j+1:]
 				case 'i':
-					inPlace = true
+					inPlace, suffix = true, w.lit[j+1:]
 					j = len(w.lit) // -i[SUFFIX]
 				}
 			}
@@ -398,6 +399,9 @@ func sedCode(name string, words []cmdWord) string {
 	for _, f := range operands {
 		if inPlace && codeFile(f) {
 			return writesFile(name+" -i", f)
+		}
+		if b := backupName(f, suffix); inPlace && suffix != "" && codeFile(b) {
+			return writesFile(name+" -i", b) // sed -irc … ~/.bash keeps ~/.bash as ~/.bashrc
 		}
 	}
 	// GNU sed joins the -e scripts with newlines (a\ in one, its text in
@@ -566,4 +570,19 @@ func programName(base string) string {
 // --follow-symlinks) counts, which at worst reads a word as a script.
 func sedLong(opt, name string) bool {
 	return len(opt) >= 3 && strings.HasPrefix(name, opt)
+}
+
+// backupName returns the backup sed -i, cp -b and kin make of f with
+// suffix: f+suffix, or, when suffix holds a *, suffix with each *
+// replaced by f's base name, in f's directory unless it is absolute (GNU
+// sed's -i'bak/*').
+func backupName(f, suffix string) string {
+	if !strings.Contains(suffix, "*") {
+		return f + suffix
+	}
+	b := strings.ReplaceAll(suffix, "*", path.Base(f))
+	if strings.HasPrefix(b, "/") || strings.HasPrefix(b, "~") {
+		return b
+	}
+	return path.Join(path.Dir(f), b)
 }

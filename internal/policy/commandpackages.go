@@ -417,6 +417,9 @@ func runnerStart(words []cmdWord) int {
 		// environment (a script's name too); … shell starts a shell,
 		// which reads the input: read as a runner without a command
 		// (opaque; branch attack47).
+		if k := pmSub(words, "env"); name == "hatch" && k > 0 && k+1 < len(words) && words[k+1].lit == "run" {
+			return k + 2 // hatch env run -- CMD (branch attack48)
+		}
 		return pmSub(words, "run", "shell") + 1
 	case "pnpm":
 		// pnpm runs a word that is not one of its commands as a script
@@ -451,6 +454,17 @@ func runnerStart(words []cmdWord) int {
 		return pmSub(words, runnerSubs(name)...) + 1
 	case "npm", "bun":
 		return pmSub(words, runnerSubs(name)...) + 1
+	case "mise", "rtx", "asdf", "nvm", "fnm", "nodenv", "rbenv", "pyenv", "goenv", "jenv", "plenv", "direnv", "volta", "conda",
+		"mamba", "micromamba", "pixi", "devbox", "proto", "aws-vault", "op", "doppler", "nix":
+		// Version managers, environment managers and secret injectors
+		// that run the command in their words (branch attack48): mise
+		// exec node@20 -- rm x, asdf exec rm x, conda run -n base rm x,
+		// op run -- rm x, nix develop -c rm x. Their tool or
+		// environment word is read as the command's first word (held
+		// under an allow rule; deny rules match the suffix).
+		if k := pmSub(words, "exec", "x", "run", "env", "develop", "shell", "en"); k > 0 {
+			return k + 1
+		}
 	}
 	return 0
 }

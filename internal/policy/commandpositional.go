@@ -2,6 +2,7 @@ package policy
 
 import (
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -23,15 +24,29 @@ import (
 func positionalWrites(name string, words []cmdWord) []string {
 	switch name {
 	case "uniq":
-		return operandAt(words, 1, "-f", "-s", "-w")
+		return operandAt(words, 1, "-f", "-s", "-w", "--skip-fields", "--skip-chars", "--check-chars")
 	case "xxd":
-		return operandAt(words, 1, "-c", "-cols", "-g", "-groupsize", "-l", "-len", "-o", "-offset", "-s", "-seek", "-n", "-name", "-R")
+		return operandAt(words, 1, "-c", "-cols", "-g", "-groupsize", "-l", "-len", "-o", "-offset", "-s", "-seek", "-n", "-name", "-R",
+			"--c", "--cols", "--g", "--groupsize", "--l", "--len", "--o", "--offset", "--s", "--seek", "--n", "--name", "--R")
+	case "unzip":
+		if slices.ContainsFunc(words[1:], func(w cmdWord) bool {
+			return strings.HasPrefix(w.lit, "-") && !strings.HasPrefix(w.lit, "--") && strings.Contains(w.lit, ":")
+		}) {
+			return []string{"//*"} // -: keeps ../ in entry names: anywhere (branch attack48)
+		}
+		return unzipDirs(words)
+	case "cpio", "pax", "patch":
+		return miscWrites(name, words)
+	case "tar", "gtar", "bsdtar":
+		if tarAbsolute(words) {
+			return []string{"//*"} // -P: entries keep their absolute names (branch attack48)
+		}
+		return tarExtractDirs(words)
 	case "split", "csplit":
 		return splitPrefixes(name, words)
-	case "unzip":
-		return unzipDirs(words)
-	case "tar", "gtar", "bsdtar":
-		return tarExtractDirs(words)
+	}
+	if d := decompressed(name, words); d != nil {
+		return d
 	}
 	if gccFamily(name) {
 		return gccDepFiles(words)
@@ -230,7 +245,7 @@ func gccDepFiles(words []cmdWord) []string {
 	for i := 1; i < len(words); i++ {
 		w := words[i].lit
 		switch {
-		case w == "-MF":
+		case w == "-MF" || w == "-aux-info": // -aux-info FILE (branch attack48)
 			out = append(out, fileOf(valueWord(words, &i, "", false)))
 		case strings.HasPrefix(w, "-MF"):
 			out = append(out, w[3:])
@@ -251,6 +266,129 @@ func gccDepFiles(words []cmdWord) []string {
 			if v, ok := strings.CutPrefix(words[i+1].lit, "-Map="); ok {
 				out = append(out, v)
 			}
+		}
+	}
+	return out
+}
+
+// tarAbsolute reports whether tar's words keep absolute names or let
+// entries leave the directory: -P or --absolute-names (alone or in a
+// cluster: -xPf, xPf), --one-top-level=DIR (entries land under DIR),
+// --transform/--xform/-s (names rewritten; bsdtar's -s), which the
+// matcher reads as writing anywhere.
+func tarAbsolute(words []cmdWord) bool {
+	for i := 1; i < len(words); i++ {
+		w := words[i].lit
+		opt, _, _ := strings.Cut(w, "=")
+		switch {
+		case w == "--":
+			return false
+		case strings.HasPrefix(w, "--"):
+			if longOption(opt, "--absolute-names", "--one-top-level", "--transform", "--xform") {
+				return true
+			}
+		case strings.HasPrefix(w, "-") || i == 1:
+			letters := strings.TrimPrefix(w, "-")
+			for j := 0; j < len(letters); j++ {
+				if letters[j] == 'P' || letters[j] == 's' && strings.HasPrefix(w, "-") {
+					return true
+				}
+				if strings.HasPrefix(w, "-") && strings.IndexByte("bCfgHKLNTVX", letters[j]) >= 0 {
+					break // the rest is the option's value
+				}
+			}
+		}
+	}
+	return false
+}
+
+// decompressors are programs that write FILE for FILE.gz (and kin)
+// given as an operand, unless writing to standard output.
+var decompressors = map[string]bool{"gunzip": true, "unxz": true, "unlzma": true, "bunzip2": true, "unzstd": true, "zstdmt": false,
+	"unlz4": true, "lunzip": true, "unpigz": true, "brotli": false, "gzip": false, "xz": false, "lzma": false, "bzip2": false,
+	"zstd": false, "lz4": false, "lzip": false, "pigz": false, "pbzip2": false, "lbzip2": false, "plzip": false, "uncompress": true,
+	"compress": false, "lzop": false}
+
+// decompressed returns the files a decompressor (gunzip, gzip -d, xz -d,
+// zstd -d, …: name, words) writes: each operand without its last
+// extension (gunzip ~/.bashrc.gz writes ~/.bashrc; branch attack48), the
+// operand without a -S/--suffix SUFFIX, the operand itself, and with -r
+// each file under a directory operand (DIR/*); with -N/--name (the name
+// stored in the file) anywhere.
+// nil when it does not decompress or writes to standard output (-c,
+// --stdout, -t, -l).
+func decompressed(name string, words []cmdWord) []string {
+	always, ok := decompressors[name]
+	if !ok {
+		return nil
+	}
+	decompress, suffix, anywhere, recursive := always, "", false, false
+	var files []string
+	opts := true
+	for i := 1; i < len(words); i++ {
+		w := words[i].lit
+		switch {
+		case opts && w == "--":
+			opts = false
+		case opts && strings.HasPrefix(w, "--"):
+			opt, val, hasVal := strings.Cut(w, "=")
+			switch {
+			case longOption(opt, "--decompress", "--uncompress"):
+				decompress = true
+			case longOption(opt, "--stdout", "--to-stdout", "--test", "--list"):
+				return nil
+			case longOption(opt, "--suffix"):
+				suffix = fileOf(valueWord(words, &i, val, hasVal))
+			case longOption(opt, "--name"):
+				anywhere = true
+			case longOption(opt, "--recursive"):
+				recursive = true
+			case !hasVal && longOption(opt, "--format", "--threads", "--memlimit", "--memory", "--output"):
+				i++
+			}
+		case opts && strings.HasPrefix(w, "-") && w != "-":
+		letters:
+			for j := 1; j < len(w); j++ {
+				switch w[j] {
+				case 'd':
+					decompress = true
+				case 'c', 't', 'l':
+					return nil
+				case 'N':
+					anywhere = true // the name stored in the file
+				case 'r':
+					recursive = true
+				}
+				if w[j] == 'S' {
+					suffix = fileOf(valueWord(words, &i, w[j+1:], true))
+					break letters
+				}
+				if strings.IndexByte("FTMo", w[j]) >= 0 {
+					if j+1 == len(w) {
+						i++
+					}
+					break letters
+				}
+			}
+		default:
+			f := fileOf(words[i])
+			files = append(files, f, strings.TrimSuffix(f, path.Ext(f)), f+"/*")
+		}
+	}
+	if !decompress {
+		return nil
+	}
+	if anywhere {
+		return []string{"//*"} // -N: the name the file stores, anywhere (read as /)
+	}
+	var out []string
+	for _, f := range files {
+		switch {
+		case strings.HasSuffix(f, "/*") && !recursive: // -r: each file under a directory operand
+		case suffix != "" && strings.HasSuffix(f, suffix):
+			out = append(out, f, strings.TrimSuffix(f, suffix))
+		default:
+			out = append(out, f)
 		}
 	}
 	return out

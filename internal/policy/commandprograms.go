@@ -742,6 +742,9 @@ func programCode(name string, words []cmdWord) string {
 			return why
 		}
 	}
+	if why := miscCode(name, words); why != "" {
+		return why
+	}
 	return writesCode(name, words)
 }
 

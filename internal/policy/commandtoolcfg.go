@@ -342,7 +342,7 @@ func toolConfigCode(name string, words []cmdWord) string {
 	case "bundle", "bundler":
 		return bundleCode(words)
 	}
-	return ""
+	return buildToolCode(name, words) // just, rake, cmake, mvn, … (branch attack48)
 }
 
 // toolDirVar reports whether up (a name in upper case) names a tool's

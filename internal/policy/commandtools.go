@@ -217,15 +217,32 @@ func gitBareDirCode(opts []cmdWord, bareDir bool) string {
 	if !bareDir {
 		return ""
 	}
+	// The last setting counts: git -c safe.bareRepository=explicit -c
+	// safe.bareRepository=all -C x reads x/config (branch attack48); a
+	// --config-env setting's value is not known.
+	explicit := false
 	for k, w := range opts {
 		kv, ok := strings.CutPrefix(w.lit, "-c")
 		if w.lit == "-c" && k+1 < len(opts) {
 			kv, ok = opts[k+1].lit, true
 		}
+		if v, env := strings.CutPrefix(w.lit, "--config-env"); env {
+			kv, ok = strings.TrimPrefix(v, "="), true
+			if w.lit == "--config-env" && k+1 < len(opts) {
+				kv = opts[k+1].lit
+			}
+			kv += "\x00" // a value from the environment: not "explicit"
+		}
 		key, val, _ := strings.Cut(kv, "=")
-		if ok && strings.EqualFold(key, "safe.bareRepository") && val == "explicit" || w.lit == "--git-dir" || strings.HasPrefix(w.lit, "--git-dir=") {
+		if ok && strings.EqualFold(strings.TrimSpace(key), "safe.bareRepository") {
+			explicit = val == "explicit"
+		}
+		if w.lit == "--git-dir" || strings.HasPrefix(w.lit, "--git-dir=") {
 			return ""
 		}
+	}
+	if explicit {
+		return ""
 	}
 	return "git -C DIR may read a bare repository's configuration (core.pager, aliases, hooks) from a directory the matcher does not guard"
 }
@@ -241,6 +258,30 @@ func gitSubcommandCode(sub string, args []cmdWord) string {
 	}
 	if sub == "config" {
 		return gitConfigCode(args)
+	}
+	if sub == "submodule" || sub == "worktree" || sub == "subtree" {
+		// git submodule add URL .husky, git worktree add .husky, git
+		// subtree add --prefix=.husky: a repository's files land there,
+		// as with git clone (branch attack48).
+		for k, a := range args {
+			v := a.lit
+			if p, ok := strings.CutPrefix(v, "--prefix="); ok {
+				v = p
+			} else if (v == "--prefix" || v == "-P") && k+1 < len(args) {
+				v = args[k+1].lit
+			}
+			if !strings.HasPrefix(v, "-") && (codeFile(v) || codeFile(v+"/x") || codeDir(v)) {
+				return fmt.Sprintf("git %s writes a repository's files into %q, whose files a program may run as code", sub, v)
+			}
+		}
+	}
+	if sub == "mv" {
+		// git mv SRC DEST writes DEST as mv does (branch attack48).
+		for _, f := range copyDestinations("mv", append([]cmdWord{{lit: "mv"}}, args...)) {
+			if codeFile(f) {
+				return writesFile("git mv", f)
+			}
+		}
 	}
 	for k, a := range args {
 		if a.unknown {

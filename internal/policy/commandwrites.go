@@ -52,6 +52,28 @@ var codeFileNames = []string{
 	// env._.source), rustup's toolchain (path = …; branch policy48).
 	".tool-versions", ".mise.toml", "mise.toml", ".mise.local.toml", "mise.local.toml", ".rtx.toml", "rust-toolchain",
 	"rust-toolchain.toml",
+	// Build files other build tools run as make runs a Makefile (branch
+	// attack48): cmake, meson, ninja, Bazel, Gradle, Maven, rake, tox,
+	// nox, pre-commit, and the project scripts of pdm, hatch and poetry.
+	// Bazel's BUILD and WORKSPACE without a suffix are not: names are
+	// compared in any case, and build/ and workspace/ are everyday
+	// directories.
+	"CMakeLists.txt", "CMakePresets.json", "CMakeUserPresets.json", "meson.build", "meson_options.txt", "meson.options",
+	"build.ninja", ".bazelrc", "bazel.bazelrc", "BUILD.bazel", "WORKSPACE.bazel", "WORKSPACE.bzlmod",
+	"MODULE.bazel", ".bazelversion", "build.gradle", "build.gradle.kts", "settings.gradle", "settings.gradle.kts",
+	"gradle.properties", "gradle-wrapper.properties", "gradlew", "gradlew.bat", "pom.xml", "mvnw", "mvnw.cmd", "Rakefile",
+	"rakefile", "Rakefile.rb", "rakefile.rb", "Gemfile", "gems.rb", "tox.ini", "noxfile.py", ".pre-commit-config.yaml",
+	".pre-commit-config.yml", "pyproject.toml",
+	// Files that choose the program or environment a plain call runs
+	// (branch attack48): .env (just's dotenv-load, pipenv run, docker
+	// compose: PATH=…), version files naming an interpreter (uv reads a
+	// path in .python-version), and startup files of pdb, ghci, julia,
+	// mongosh, tmux, screen, Mercurial (hooks), gem and lefthook's git
+	// hooks.
+	".env", ".python-version", ".python-versions", ".ruby-version", ".node-version", ".nvmrc", ".java-version", ".sdkmanrc",
+	".go-version", ".pdbrc", ".ghci", "startup.jl", ".mongoshrc.js", ".mongorc.js", ".tmux.conf", "tmux.conf", ".screenrc",
+	".hgrc", "hgrc", ".gemrc", "lefthook.yml", "lefthook.yaml", ".lefthook.yml", ".lefthook.yaml", "lefthook-local.yml",
+	".overcommit.yml",
 }
 
 // codeFileDirs are path parts (each between slashes, the path given a
@@ -74,6 +96,7 @@ var codeFileDirs = []string{
 	// (the .bin entries link into the packages), and mise's other
 	// configuration files (branch policy48).
 	"/node_modules/", "/.mise/", "/.config/mise/",
+	"/mise/config.toml/", "/.mvn/", "/.gradle/init.d/", "/.gradle/init.gradle/", "/.hg/", "/.ghci.d/", // (branch attack48)
 }
 
 // codeFile reports whether p (a path as written, ~ kept) names a file a
@@ -88,10 +111,16 @@ func codeFile(p string) bool {
 	base := path.Base(c)
 	if slices.ContainsFunc(codeFileNames, func(n string) bool { return strings.EqualFold(n, base) }) || strings.HasSuffix(base, ".mk") ||
 		strings.HasPrefix(base, "makefile.") || strings.HasPrefix(base, "gnumakefile.") ||
-		strings.HasSuffix(base, ".pth") || strings.HasPrefix(base, ".psqlrc-") { // python's site runs a .pth's import lines; psql's versioned rc
+		strings.HasSuffix(base, ".pth") || strings.HasPrefix(base, ".psqlrc-") || // python's site runs a .pth's import lines; psql's versioned rc
+		slices.ContainsFunc([]string{".cmake", ".ninja", ".bzl", ".bazel", ".gradle", ".gradle.kts", ".rake"}, func(x string) bool {
+			return strings.HasSuffix(base, x) // build files by suffix (branch attack48)
+		}) {
 		return true
 	}
 	s := "/" + c + "/"
+	if searchDir(c, s) {
+		return true
+	}
 	for _, d := range codeFileDirs {
 		if strings.Contains(s, d) {
 			return true
@@ -162,8 +191,25 @@ func writesCode(name string, words []cmdWord) string {
 		}
 	case "cp", "mv", "install", "ln", "rsync":
 		files = copyDestinations(name, words)
+		files = append(files, backups(name, words, files)...) // cp -b -S rc x ~/.bash (branch attack48)
 	case "scp":
 		files = copyDestinations("cp", scpOperands(words))
+	case "aws", "gsutil", "gcloud", "rclone", "azcopy", "docker", "podman", "kubectl", "oc", "b2", "gh", "s3cmd", "mc":
+		// Cloud and container copies (aws s3 cp s3://b/x ~/.bashrc,
+		// docker cp, rclone copyto, gh release download -O): every
+		// operand is read as a destination file and directory, as the
+		// matcher does not know each one's options (branch attack48).
+		for i := 1; i < len(words); i++ {
+			w := words[i].lit
+			opt, val, hasVal := strings.Cut(w, "=")
+			switch {
+			case name == "gh" && (contains([]string{"-O", "--output", "-D", "--dir"}, opt)):
+				v := fileOf(valueWord(words, &i, val, hasVal))
+				files = append(files, v, v+"/*")
+			case !strings.HasPrefix(w, "-"):
+				files = append(files, fileOf(words[i]), fileOf(words[i])+"/*")
+			}
+		}
 	case "dd":
 		for _, w := range words[1:] {
 			if v, ok := strings.CutPrefix(w.lit, "of="); ok {
@@ -476,4 +522,73 @@ func codeDir(p string) bool {
 // etc/profile.d/x) land in guarded places (branch policy48).
 func aboveCodeDirs(p string) bool {
 	return contains([]string{"/", "/home", "/users", "/var", "/var/spool"}, strings.ToLower(path.Clean(p)))
+}
+
+// searchDir reports whether c (a cleaned path in lower case; s is
+// "/"+c+"/") is in a directory where a later plain call finds its
+// program (branch attack48): a system or home bin directory (/usr/bin,
+// /usr/local/bin, /opt/homebrew/bin, ~/bin, ~/.local/bin: Ubuntu's
+// .profile puts the home ones first on PATH, so ~/.local/bin/git runs for
+// git status), a tool's bin or shims directory (~/.cargo/bin, ~/go/bin,
+// ~/.bun/bin, pyenv's, rbenv's, asdf's and mise's shims, nvm's
+// versions), or a virtual environment's bin (.venv/bin/pytest runs for
+// uv run pytest, poetry run pytest). A project's bin/ (go build -o
+// bin/server) is not: a call runs it by its path (bin/server), which an
+// allow rule names as written.
+func searchDir(c, s string) bool {
+	for _, p := range []string{"/bin/", "/sbin/", "/usr/bin/", "/usr/sbin/", "/usr/local/bin/", "/usr/local/sbin/",
+		"/opt/homebrew/bin/", "/opt/homebrew/sbin/", "/opt/local/bin/", "/root/bin/", "/root/.local/bin/"} {
+		if strings.HasPrefix(c+"/", p) {
+			return true
+		}
+	}
+	if parts := strings.Split(c, "/"); len(parts) > 3 && parts[0] == "" && (parts[1] == "home" || parts[1] == "users") && parts[3] == "bin" {
+		return true // /home/u/bin/x
+	}
+	if strings.HasPrefix(c, "~") && strings.Contains(c, "/") && strings.HasPrefix(c[strings.IndexByte(c, '/'):]+"/", "/bin/") {
+		return true // ~/bin/x, ~u/bin/x
+	}
+	for _, d := range []string{"/.local/bin/", "/.cargo/bin/", "/go/bin/", "/.npm-global/bin/", "/.deno/bin/", "/.bun/bin/",
+		"/.volta/bin/", "/shims/", "/.nvm/versions/", "/.venv/bin/", "/venv/bin/", "/.venv/scripts/", "/venv/scripts/",
+		"/.local/share/mise/installs/", "/.asdf/installs/", "/.pyenv/versions/", "/.rbenv/versions/", "/.tox/"} {
+		if strings.Contains(s, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// backups returns the backup files cp, mv, install, ln or rsync (name)
+// makes of the files it writes (dests) given a suffix (-S SUFFIX, -SSUFFIX
+// in a cluster, --suffix[=]SUFFIX: cp -b -S rc x ~/.bash moves the old
+// ~/.bash to ~/.bashrc), and rsync's --backup-dir as DIR/*.
+func backups(name string, words []cmdWord, dests []string) []string {
+	var out []string
+	suffix := ""
+	for i := 1; i < len(words); i++ {
+		w := words[i].lit
+		if w == "--" {
+			break
+		}
+		opt, val, hasVal := strings.Cut(w, "=")
+		switch {
+		case strings.HasPrefix(w, "--"):
+			if longOption(opt, "--suffix") {
+				suffix = fileOf(valueWord(words, &i, val, hasVal))
+			}
+			if name == "rsync" && longOption(opt, "--backup-dir") {
+				out = append(out, fileOf(valueWord(words, &i, val, hasVal))+"/*")
+			}
+		case strings.HasPrefix(w, "-") && name != "rsync":
+			if k := strings.IndexByte(w, 'S'); k > 0 && shortTarget(name, w[:k]) < 0 {
+				suffix = fileOf(valueWord(words, &i, w[k+1:], true))
+			}
+		}
+	}
+	if suffix != "" {
+		for _, d := range dests {
+			out = append(out, d+suffix)
+		}
+	}
+	return out
 }

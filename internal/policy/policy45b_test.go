@@ -96,7 +96,9 @@ func TestCommandPolicy45bWrites(t *testing.T) {
 			`cp ~/.bashrc /tmp/b`,
 			`cp -r src dst`,
 			`cp a.go b.go src/`,
-			`cp .env.example .env`,
+			// cp .env.example .env writes .env, guarded since branch
+			// attack48 (a Makefile's "include .env" runs it as make code).
+			`cp .env.example env.local`,
 			`mv src/a.go src/b.go`,
 			`rsync -av src/ dst/`,
 			`sed -n 'w out.txt' f`,
@@ -108,7 +110,10 @@ func TestCommandPolicy45bWrites(t *testing.T) {
 		[]string{
 			`cp ~/.bashrc /tmp/b`, `cp -r src dst`, `cp -a src/. dst/`, `mv a b`, `ln -sf target link`, `rsync -av src/ dst/`,
 			`sed -i 's/a/b/' main.go`, `sed -n 'w out.txt' f`, `find . -name '*.go'`, `psql -c 'select 1' -o out.txt`,
-			`install -m 755 bin/x /usr/local/bin/x`,
+			// install … /usr/local/bin/x writes a directory on PATH, guarded
+			// since branch attack48 (install evil /usr/local/bin/git runs
+			// for a later git status).
+			`install -m 755 bin/x dist/x`,
 		},
 	)
 }

@@ -23,9 +23,12 @@ func TestCommandPolicy48Make(t *testing.T) {
 		`make CC='/bin/r?'`,
 		`gmake 'LD=x|y'`,
 	}
-	fine := []string{`make`, `make test`, `make CC=clang`, `make -j4 PREFIX=/usr/local install`, `make V=1 DESTDIR=build/out`,
+	// make CC=clang runs clang: since branch attack48 an allow rule must
+	// match it too ("clang *").
+	fine := []string{`make`, `make test`, `make -j4 PREFIX=/usr/local install`, `make V=1 DESTDIR=build/out`,
 		`make CFLAGS=-O2`, `make GOFLAGS=-mod=mod test`, `make VERSION=1.2.3+dev`}
-	checkCommands(t, []string{"make *", "gmake *", "sudo make *"}, bypass, fine, bypass, fine)
+	checkCommands(t, []string{"make *", "gmake *", "sudo make *", "clang *"}, bypass, append(fine, `make CC=clang`), bypass,
+		append(fine, `make CC=clang`))
 }
 
 // TestCommandPolicy48GitDir (policy48): git -C DIR discovers the
