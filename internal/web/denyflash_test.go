@@ -42,7 +42,7 @@ func TestDenyFlashSaysWhenTheAgentGetsTheReason(t *testing.T) {
 		{"live holder", live, "the agent, still waiting on the call, gets your reason now."},
 		{"claim ended", ended, "the claim of the instance that held it ended): the agent gets your reason only if it re-sends the call."},
 		{"retry mode", retry, "(retry mode, or the claim of the instance that held it ended): the agent gets your reason only if it re-sends the call."},
-		{"task", task, "the agent gets your reason when it next asks about the task (tasks/get or tasks/result)."},
+		{"task", task, "the agent gets your reason when it next asks about the task (tasks/get)."},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a := b.review(c.r, "deny", url.Values{"arguments_hash": {c.r.ArgumentsHash}, "reason": {"not today"}})

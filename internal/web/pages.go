@@ -195,7 +195,7 @@ func flash(done string) string {
 	case denyWaiting:
 		return "Your denial was recorded; the agent, still waiting on the call, gets your reason now."
 	case denyTask:
-		return "Your denial was recorded; the call was made as an MCP task: the agent gets your reason when it next asks about the task (tasks/get or tasks/result)."
+		return "Your denial was recorded; the call was made as an MCP task: the agent gets your reason when it next asks about the task (tasks/get)."
 	case denyResend:
 		return "Your denial was recorded; nobody waits on the call now (retry mode, or the claim of the instance that held it ended): the agent gets your reason only if it re-sends the call."
 	case "grant":
@@ -348,12 +348,12 @@ const (
 // deniedTo says when the agent gets the reason of a denial, from the
 // review's answer a (read in the review's own transaction, before the
 // call's holder could learn of it and let its claim go): a done= value for
-// flash. A call made as an MCP task answers the agent's next tasks/get or
-// tasks/result; a held call whose holder's claim is still ahead of now
-// answers its waiting caller now; a retry-mode call, or a held call whose
-// claim ended (its holder died or its caller went away), answers only an
-// identical re-send. A policy request, or an answer that is not a
-// denial (a duplicate vote), gets "deny": nothing said about an agent.
+// flash. A call made as an MCP task answers the agent's next tasks/get
+// (the gateway serves no tasks/result); a held call whose holder's claim
+// is still ahead of now answers its waiting caller now; a retry-mode call,
+// or a held call whose claim ended (its holder died or its caller went
+// away), answers only an identical re-send. A policy request, or an answer
+// whose state is not denied, gets "deny": nothing said about an agent.
 func deniedTo(a api.Approval, now time.Time) string {
 	switch {
 	case a.State != string(approval.StateDenied) || (a.Kind != "" && a.Kind != approval.KindToolCall && a.Kind != approval.KindResourceRead && a.Kind != approval.KindPromptGet):
