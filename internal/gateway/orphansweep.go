@@ -15,7 +15,8 @@ type orphanLister interface {
 }
 
 // orphanSweepLimit is the size of a page of the sweep's list, and caps
-// the tasks one sweep starts; the rest wait for the next sweep.
+// the tasks one sweep takes up (not those it finds it cannot run); the
+// rest wait for the next sweep.
 const orphanSweepLimit = 100
 
 // orphanSweepPages caps the pages one sweep reads: the tasks it cannot
@@ -33,7 +34,7 @@ const orphanSweepPages = 10
 // The result is kept in the ledger for the agent's later tasks/get.
 // Each sweep reads pages of the list (only tasks the store says nobody
 // holds: branch tasks48) from where the last one stopped, until the list
-// ends, orphanSweepLimit tasks were started or orphanSweepPages pages
+// ends, orphanSweepLimit tasks were taken up or orphanSweepPages pages
 // were read; after the list's end the next sweep starts from its
 // beginning.
 func (g *Gateway) sweepOrphanedTasks(ctx context.Context, l orphanLister, interval time.Duration) {
@@ -73,7 +74,8 @@ func newOrphanSweep() *orphanSweep {
 
 // sweepOrphansOnce is one sweep: it reads pages of page tasks from
 // s.after and takes each up (resumeTask) but those in s.cannot, until the
-// list ends, page tasks were taken up or pages pages were read. An error
+// list ends, page tasks were taken up (a task found unrunnable on this
+// try joins s.cannot and does not count) or pages pages were read. An error
 // is the list's: the next sweep reads that page again.
 func (g *Gateway) sweepOrphansOnce(ctx context.Context, l orphanLister, s *orphanSweep, page, pages int) error {
 	started := 0
@@ -87,9 +89,16 @@ func (g *Gateway) sweepOrphansOnce(ctx context.Context, l orphanLister, s *orpha
 			if s.cannot[r.ID] {
 				continue
 			}
-			started++
-			if g.resumeTask(ctx, gate.TaskState{Request: r, Runnable: true}, "sweep") {
+			// Only a task taken up counts against the round's
+			// budget: one found unrunnable on this try is read past
+			// like those found before (polish48); pages bounds the
+			// reading.
+			took, cannot := g.resumeTask(ctx, gate.TaskState{Request: r, Runnable: true}, "sweep")
+			if cannot {
 				s.cannot[r.ID] = true
+			}
+			if took {
+				started++
 			}
 		}
 		s.after = next

@@ -231,13 +231,16 @@ func resumedCount(t *testing.T, reg *prometheus.Registry, foundBy, result string
 // gateway starts no sweep of its own, and the test runs sweeps itself.
 type noSweep struct{ TaskKeeper }
 
-// TestSweepPagesPastTasksItCannotRun (branch tasks48): with pages of 2,
-// four approved tasks this instance cannot run (their tool is not in its
-// catalog) ahead of the others: each sweep tries at most a page of
-// tasks, going on from where the last stopped, so the task behind them
-// runs on the third; once they are known, one sweep reads past them
-// (three pages) to a task approved later, without trying or logging them
-// again; each task runs once.
+// TestSweepPagesPastTasksItCannotRun (branch tasks48, polish48): with
+// pages of 2, four approved tasks this instance cannot run (their tool is
+// not in its catalog) ahead of the others. A sweep of one page finds the
+// first two and stops (the page bound); the next goes on from there and,
+// since a task found unrunnable on this try does not count against the
+// sweep's budget (polish48: it did, so this sweep stopped after the
+// second page), reads past the other two to the task behind them and runs
+// it; once they are known, one sweep reads past them (three pages) to a
+// task approved later, without trying or logging them again; each task
+// runs once.
 func TestSweepPagesPastTasksItCannotRun(t *testing.T) {
 	db := sqlitetest.Open(t)
 	key, err := seal.NewKey(bytes.Repeat([]byte{5}, seal.KeySize))
@@ -327,12 +330,19 @@ func TestSweepPagesPastTasksItCannotRun(t *testing.T) {
 	cannotLogged := func() int {
 		return countLines(logs.String(), "cannot resume a task: its tool is not in the catalog now")
 	}
-	sweep()
-	sweep()
-	if n, ran := cannotLogged(), h.count("echo"); n != 4 || ran != 0 {
-		t.Fatalf("after two sweeps: %d tasks found it cannot run, %d ran; want 4 and 0", n, ran)
+	if err := g.sweepOrphansOnce(t.Context(), live, s, 2, 1); err != nil {
+		t.Fatal(err)
 	}
-	sweep()
+	if n, ran := cannotLogged(), h.count("echo"); n != 2 || ran != 0 {
+		t.Fatalf("after a sweep of one page: %d tasks found it cannot run, %d ran; want 2 and 0", n, ran)
+	}
+	sweep() // two pages more: two tasks it cannot run, then the first it can
+	if n := cannotLogged(); n != 4 {
+		t.Fatalf("after the second sweep: %d tasks found it cannot run, want 4", n)
+	}
+	if n := countLines(logs.String(), "resuming a task whose runner is gone", string(first)); n != 1 {
+		t.Fatalf("the second sweep took the first runnable task up %d times, want 1 (it stopped at the tasks it cannot run):\n%s", n, logs.String())
+	}
 	if o := waitOutcome(t, db, first); o != approval.OutcomeOK {
 		t.Fatalf("the first runnable task's outcome %s", o)
 	}

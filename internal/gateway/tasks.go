@@ -211,7 +211,7 @@ func (g *Gateway) taskRPC(ctx context.Context, req mcpwire.Request, meta mcpwire
 		if err != nil {
 			return nil, taskError(err)
 		}
-		g.resumeTask(ctx, ts, "tasks/get")
+		g.resumeTask(ctx, ts, "tasks/get") // started or not, the answer is the task as read
 		return detailedTask(ts), nil
 	case "tasks/cancel":
 		if _, err := g.opts.Tasks.CancelTask(ctx, params.TaskID, p); err != nil {
@@ -450,36 +450,38 @@ func (g *Gateway) dispatchTask(ctx context.Context, t Tool, p approval.Principal
 // stopped and its lease lapsed) on this instance, once: the gate resumes
 // the approval (waits for the decision, runs it once approved, or answers
 // from the ledger). by says what found it ("tasks/get", "sweep"), for the
-// log. It reports cannot when the task cannot run here (its call cannot be
-// read, or its tool is not in the catalog; logged at WARN), so the sweep
-// does not try (and log) it again.
-func (g *Gateway) resumeTask(ctx context.Context, ts gate.TaskState, by string) (cannot bool) {
+// log. It reports started when it took the task up here, and cannot when
+// the task cannot run here (its call cannot be read, or its tool is not in
+// the catalog; logged at WARN), so the sweep does not try (and log) it
+// again; neither when there was nothing to take up (not runnable, held,
+// already running here) or the gateway is closing.
+func (g *Gateway) resumeTask(ctx context.Context, ts gate.TaskState, by string) (started, cannot bool) {
 	r := ts.Request
 	if !ts.Runnable || (r.State != approval.StatePending && r.State != approval.StateApproved) || !r.LeaseLapsed(time.Now()) {
-		return false
+		return false, false
 	}
 	if _, busy := g.taskRunners.LoadOrStore(r.ID, true); busy {
-		return false
+		return false, false
 	}
 	call, err := g.opts.Tasks.TaskCall(ctx, r.ID)
 	if err != nil {
 		g.taskRunners.Delete(r.ID)
 		g.log.Warn("cannot resume a task whose runner is gone", "approval", r.ID, "err", err)
 		g.countResumed(by, false)
-		return true
+		return false, true
 	}
 	t, ok := g.catalog.byReal(call.Server, call.Tool)
 	if !ok {
 		g.taskRunners.Delete(r.ID)
 		g.log.Warn("cannot resume a task: its tool is not in the catalog now", "approval", r.ID, "server", call.Server, "tool", call.Tool)
 		g.countResumed(by, false)
-		return true
+		return false, true
 	}
 	call.ToolDigest = t.Digest
 	done := make(chan taskOutcome, 1)
 	if _, ok := g.runTask(ctx, t, call, done, nil); !ok {
 		g.taskRunners.Delete(r.ID)
-		return false // closing
+		return false, false // closing
 	}
 	g.log.Info("resuming a task whose runner is gone", "approval", r.ID, "state", r.State, "found_by", by)
 	g.countResumed(by, true)
@@ -489,7 +491,7 @@ func (g *Gateway) resumeTask(ctx context.Context, ts gate.TaskState, by string) 
 		<-done
 		g.taskRunners.Delete(r.ID)
 	}()
-	return false
+	return true, false
 }
 
 // A resumeCounter counts the tasks resumeTask took up

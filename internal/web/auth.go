@@ -188,28 +188,50 @@ func sameSecret(got, want string) bool {
 // request passes only when the browser itself attests it came from this
 // origin with Sec-Fetch-Site: same-origin, a header pages cannot set. A
 // request with neither a matching Origin nor that attestation (a missing
-// Origin, another site, a sandboxed frame) is refused: fail closed.
+// Origin, another site, a sandboxed frame) is refused: fail closed. The
+// refusal says what to do when a script is the likely sender (no Origin
+// and no Sec-Fetch-Site, as curl sends) or the Origin names another
+// origin (a script's guess, or a proxy that changes Host): send this
+// inbox's origin, or use the REST API with an approver token.
 func (s *Server) checkOrigin(r *http.Request) string {
 	const msg = "This request did not come from the inbox's own pages; nothing was changed."
 	site := r.Header.Get("Sec-Fetch-Site")
 	if site != "" && site != "same-origin" {
 		return msg
 	}
-	origin := r.Header.Get("Origin")
-	switch {
-	case origin == "null" && site == "same-origin":
-		return ""
-	case origin == "" || origin == "null":
-		return msg
-	}
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	if strings.EqualFold(origin, scheme+"://"+r.Host) || (s.public != "" && strings.EqualFold(origin, s.public)) {
+	own := scheme + "://" + r.Host
+	origin := r.Header.Get("Origin")
+	switch {
+	case origin == "null" && site == "same-origin":
+		return ""
+	case origin == "" && site == "":
+		return "This request has no Origin header (a browser sends one; a script such as curl does not); nothing was changed. " +
+			"The inbox takes its forms only from its own pages: a script that signs in or reviews here sends the inbox's origin in an Origin header (" +
+			s.origin(own) + "), with the form's csrf field and its cookie; simpler, it uses the REST API on this listener " +
+			"with an approver token (Authorization: Bearer <token>; POST /v1/approvals/{id}/approve or /deny: docs/operations.md, \"Approvals over REST\")."
+	case origin == "" || origin == "null":
+		return msg
+	}
+	if strings.EqualFold(origin, own) || (s.public != "" && strings.EqualFold(origin, s.public)) {
 		return ""
 	}
-	return msg
+	return "This request's Origin header names another origin than this inbox's (" + s.origin(own) + "); nothing was changed. " +
+		"A script sends the inbox's origin, or uses the REST API with an approver token (docs/operations.md, \"Approvals over REST\"); " +
+		"behind a proxy that changes Host, set approvals.public_url to the address browsers use."
+}
+
+// origin names the origins this inbox accepts in an Origin header, own
+// being the request's (scheme://Host): the public URL's first when one
+// is set.
+func (s *Server) origin(own string) string {
+	if s.public != "" && !strings.EqualFold(s.public, own) {
+		return s.public + " or " + visible(own)
+	}
+	return visible(own)
 }
 
 // originOf returns the origin (scheme://host[:port]) of an absolute URL and

@@ -191,7 +191,13 @@ func flash(done string) string {
 	case "approve":
 		return "Your approval was recorded."
 	case "deny":
-		return "Your denial was recorded; the agent gets your reason."
+		return "Your denial was recorded, with your reason."
+	case denyWaiting:
+		return "Your denial was recorded; the agent, still waiting on the call, gets your reason now."
+	case denyTask:
+		return "Your denial was recorded; the call was made as an MCP task: the agent gets your reason when it next asks about the task (tasks/get)."
+	case denyResend:
+		return "Your denial was recorded; nobody waits on the call now (retry mode, or the claim of the instance that held it ended): the agent gets your reason only if it re-sends the call."
 	case "grant":
 		return "Your approval was recorded and remembered as a grant: see Grants."
 	case "grant-pending":
@@ -319,11 +325,45 @@ func (s *Server) review(w http.ResponseWriter, r *http.Request, c *session, v ap
 			"You filled in grant terms but pressed Approve; nothing was recorded. Press \"Approve and remember\" to make the grant, or clear its fields to approve only this call.", gf)
 		return
 	}
-	if _, err := s.backend.Review(r.Context(), c.caller, id, v, reason, hash); err != nil {
+	got, err := s.backend.Review(r.Context(), c.caller, id, v, reason, hash)
+	if err != nil {
 		s.reviewFailed(w, r, c, id, err, gf)
 		return
 	}
-	http.Redirect(w, r, "/ui/approvals/"+string(id)+"?done="+string(v), http.StatusSeeOther) //nolint:gosec // G710: id is a checked UUID, v a verdict constant
+	done := string(v)
+	if v == approval.VerdictDeny {
+		done = deniedTo(got, s.now())
+	}
+	http.Redirect(w, r, "/ui/approvals/"+string(id)+"?done="+done, http.StatusSeeOther) //nolint:gosec // G710: id is a checked UUID, done a constant
+}
+
+// The done= values of a denial, by when the agent gets its reason
+// (deniedTo): the flash says which.
+const (
+	denyWaiting = "deny-waiting"
+	denyTask    = "deny-task"
+	denyResend  = "deny-resend"
+)
+
+// deniedTo says when the agent gets the reason of a denial, from the
+// review's answer a (read in the review's own transaction, before the
+// call's holder could learn of it and let its claim go): a done= value for
+// flash. A call made as an MCP task answers the agent's next tasks/get
+// (the gateway serves no tasks/result); a held call whose holder's claim
+// is still ahead of now answers its waiting caller now; a retry-mode call,
+// or a held call whose claim ended (its holder died or its caller went
+// away), answers only an identical re-send. A policy request, or an answer
+// whose state is not denied, gets "deny": nothing said about an agent.
+func deniedTo(a api.Approval, now time.Time) string {
+	switch {
+	case a.State != string(approval.StateDenied) || (a.Kind != "" && a.Kind != approval.KindToolCall && a.Kind != approval.KindResourceRead && a.Kind != approval.KindPromptGet):
+		return string(approval.VerdictDeny)
+	case a.HeldAs == api.HeldAsTask:
+		return denyTask
+	case a.Mode == "hold" && a.HeldBy != "" && a.HeldUntil.After(now):
+		return denyWaiting
+	}
+	return denyResend
 }
 
 // reviewFailed answers a refused review: a server error is an error page;
