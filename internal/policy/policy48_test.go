@@ -271,3 +271,30 @@ func TestCommandPolicy48EnvArguments(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandPolicy48GitDirOptionValues (review48): what turns bare
+// discovery off for git -C DIR is the options git reads, not any word
+// that looks like one: a word another option takes as its value
+// (--namespace --git-dir, -C -csafe.bareRepository=explicit, a directory
+// of that name) names no git directory and sets nothing, and a later
+// -c safe.bareRepository=all (git's last setting wins) or --config-env
+// undoes an earlier =explicit. On e7e10cfd a deny rule for "rm *" and an
+// allow rule for "git *" allowed each bypass.
+func TestCommandPolicy48GitDirOptionValues(t *testing.T) {
+	bypass := []string{
+		`git --namespace --git-dir -C x log`,
+		`git --namespace=n --shallow-file --git-dir=.git -C x log`,
+		`git --namespace -csafe.bareRepository=explicit -C x log`,
+		`git --attr-source -c -C x safe.bareRepository=explicit`,
+		`git -C -csafe.bareRepository=explicit log`,
+		`git -C --git-dir log`,
+		`git -C --git-dir=.git log`,
+		`git -c safe.bareRepository=explicit -c safe.bareRepository=all -C x log`,
+		`git -c safe.bareRepository=explicit --config-env=safe.bareRepository=V -C x log`,
+		`git -c safe.bareRepository=explicit --config-env safe.bareRepository=V -C x log`,
+	}
+	fine := []string{`git -c safe.bareRepository=all -c safe.bareRepository=explicit -C x log`,
+		`git -csafe.bareRepository=explicit -C x log`, `git --namespace n -c safe.bareRepository=explicit -C x log`,
+		`git --git-dir .git -C x log`}
+	checkCommands(t, []string{"git *"}, bypass, fine, bypass, fine)
+}
