@@ -17,6 +17,10 @@ import (
 // elsewhere (tar -xf a.tar in the working directory, holding a Makefile)
 // is not read.
 
+// anywhere is what an archive unpacked with its entries' paths kept
+// whole (tar -P, unzip -:) writes: entries of / (DIR/* with DIR /).
+const anywhere = "/" + "/*"
+
 // positionalWrites returns the files the program name (a base name) with
 // words writes through its operands or a directory option; nil for any
 // other program.
@@ -147,7 +151,8 @@ func splitPrefixGuarded(prefix string) string {
 
 // unzipDirs returns DIR/* for each directory unzip extracts into: -d
 // DIR, also attached (-dDIR) or ending a cluster (-qd DIR), anywhere
-// among the words (unzip a.zip -d DIR).
+// among the words (unzip a.zip -d DIR); and /* with -: (entries' ../
+// kept: they land anywhere; review48).
 func unzipDirs(words []cmdWord) []string {
 	var out []string
 	for i := 1; i < len(words); i++ {
@@ -155,7 +160,11 @@ func unzipDirs(words []cmdWord) []string {
 		if strings.HasPrefix(w, "--") || !strings.HasPrefix(w, "-") {
 			continue
 		}
-		if k := strings.IndexByte(w, 'd'); k > 0 {
+		k := strings.IndexByte(w, 'd')
+		if c := strings.IndexByte(w, ':'); c > 0 && (k < 0 || c < k) {
+			out = append(out, anywhere)
+		}
+		if k > 0 {
 			out = append(out, fileOf(valueWord(words, &i, w[k+1:], true))+"/*")
 		}
 	}
@@ -164,8 +173,9 @@ func unzipDirs(words []cmdWord) []string {
 
 // tarExtractDirs returns DIR/* for each directory tar extracts into
 // (-C DIR, -CDIR, --directory[=]DIR, C in a cluster or an old-style
-// first word) when it extracts (-x, --extract, --get, x in a cluster or
-// the first word); nil otherwise.
+// first word), and /* with -P or --absolute-names (entries' leading /
+// and .. kept: they land anywhere; review48), when it extracts (-x,
+// --extract, --get, x in a cluster or the first word); nil otherwise.
 func tarExtractDirs(words []cmdWord) []string {
 	extract := false
 	var dirs []string
@@ -182,6 +192,9 @@ func tarExtractDirs(words []cmdWord) []string {
 			if longOption(opt, "--directory") {
 				dirs = append(dirs, fileOf(valueWord(words, &i, val, hasVal))+"/*")
 			}
+			if longOption(opt, "--absolute-names") {
+				dirs = append(dirs, anywhere)
+			}
 		case strings.HasPrefix(w, "-") || i == 1:
 			// A cluster (-xzf a.tar, -xC dir) or the old style (xfC a.tar
 			// dir): a letter that takes a value takes the rest of a dashed
@@ -193,8 +206,11 @@ func tarExtractDirs(words []cmdWord) []string {
 			next := i
 			for j := 0; j < len(letters); j++ {
 				c := letters[j]
-				if c == 'x' {
+				switch c {
+				case 'x':
 					extract = true
+				case 'P':
+					dirs = append(dirs, anywhere)
 				}
 				if strings.IndexByte("bCfgHKLNTVX", c) < 0 {
 					continue

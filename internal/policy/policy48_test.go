@@ -298,3 +298,25 @@ func TestCommandPolicy48GitDirOptionValues(t *testing.T) {
 		`git --git-dir .git -C x log`}
 	checkCommands(t, []string{"git *"}, bypass, fine, bypass, fine)
 }
+
+// TestCommandPolicy48ArchivePathsAnywhere (review48): tar -P
+// (--absolute-names) keeps an entry's leading / (and its ..), and unzip
+// -: keeps its ../, so the archive's entries land anywhere (/root/.bashrc,
+// ../../home/u/.bashrc) whatever the directory it unpacks in: read as
+// unpacking into /, as tar -x -C / is. On e7e10cfd a deny rule for
+// "rm *" and an allow rule for the unpacker allowed each.
+func TestCommandPolicy48ArchivePathsAnywhere(t *testing.T) {
+	allow := []string{"tar *", "unzip *"}
+	bypass := []string{
+		`tar -xPf x.tar`,
+		`tar xPf x.tar`,
+		`tar -x -P -f x.tar`,
+		`tar --extract --absolute-names --file=x.tar`,
+		`tar -xf x.tar --absolute-names -C build`,
+		`unzip -: x.zip`,
+		`unzip -o: x.zip -d build`,
+		`unzip x.zip -:`,
+	}
+	fine := []string{`tar -xf x.tar`, `tar -cPf x.tar /etc/hosts`, `tar -xfP x.tar`, `unzip x.zip -d build`, `unzip -o x.zip`}
+	checkCommands(t, allow, bypass, fine, bypass, fine)
+}
