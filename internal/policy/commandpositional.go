@@ -27,7 +27,7 @@ const anywhere = "/" + "/*"
 func positionalWrites(name string, words []cmdWord) []string {
 	switch name {
 	case "uniq":
-		return operandAt(words, 1, "-f", "-s", "-w")
+		return operandAt(words, 1, "-f", "-s", "-w", "--skip-fields", "--skip-chars", "--check-chars")
 	case "xxd":
 		return operandAt(words, 1, "-c", "-cols", "-g", "-groupsize", "-l", "-len", "-o", "-offset", "-s", "-seek", "-n", "-name", "-R")
 	case "split", "csplit":
@@ -45,7 +45,8 @@ func positionalWrites(name string, words []cmdWord) []string {
 
 // operandAt returns the k-th operand (from 0) of words as a file: the
 // words that are no option and no value of one of valued (each taking
-// the next word unless its value is attached), all words after "--".
+// the next word unless its value is attached; a long one, --name, also
+// as an abbreviation: longOption), all words after "--".
 func operandAt(words []cmdWord, k int, valued ...string) []string {
 	n := 0
 	opts := true
@@ -55,7 +56,7 @@ func operandAt(words []cmdWord, k int, valued ...string) []string {
 		case opts && w == "--":
 			opts = false
 			continue
-		case opts && contains(valued, w):
+		case opts && (contains(valued, w) || strings.HasPrefix(w, "--") && !strings.Contains(w, "=") && longOption(w, valued...)):
 			i++
 			continue
 		case opts && strings.HasPrefix(w, "-") && w != "-":

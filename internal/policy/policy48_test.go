@@ -320,3 +320,20 @@ func TestCommandPolicy48ArchivePathsAnywhere(t *testing.T) {
 	fine := []string{`tar -xf x.tar`, `tar -cPf x.tar /etc/hosts`, `tar -xfP x.tar`, `unzip x.zip -d build`, `unzip -o x.zip`}
 	checkCommands(t, allow, bypass, fine, bypass, fine)
 }
+
+// TestCommandPolicy48UniqLongOptions (review48): uniq's long options
+// that take a value take the next word too (--skip-fields 1, and their
+// abbreviations), so OUT is the operand after IN past that value. On
+// e7e10cfd the value was read as IN and IN as OUT: a deny rule for
+// "rm *" and an allow rule for "uniq *" allowed each bypass.
+func TestCommandPolicy48UniqLongOptions(t *testing.T) {
+	bypass := []string{
+		`uniq --skip-fields 1 x ~/.bashrc`,
+		`uniq --skip-chars 2 x .git/hooks/pre-commit`,
+		`uniq --check-chars 2 x Makefile`,
+		`uniq --skip-f 1 x ~/.bashrc`,
+		`uniq -c --skip-fields=1 x Makefile`,
+	}
+	fine := []string{`uniq --skip-fields 1 x out.txt`, `uniq --skip-fields=1 Makefile out.txt`, `uniq --count Makefile out.txt`}
+	checkCommands(t, []string{"uniq *"}, bypass, fine, bypass, fine)
+}
