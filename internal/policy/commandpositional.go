@@ -92,8 +92,8 @@ func splitPrefixes(name string, words []cmdWord) []string {
 		case name == "csplit" && strings.HasPrefix(w, "--") && longOption(opt, "--prefix"):
 			prefix = fileOf(valueWord(words, &i, val, hasVal))
 		case strings.HasPrefix(w, "--"):
-			if !hasVal && contains([]string{"--bytes", "--lines", "--line-bytes", "--number", "--suffix-length",
-				"--separator", "--filter", "--digits"}, w) {
+			if !hasVal && longOption(opt, "--bytes", "--lines", "--line-bytes", "--number", "--suffix-length",
+				"--separator", "--filter", "--digits") {
 				i++
 			}
 		case name == "csplit" && (strings.HasPrefix(w, "-b") || strings.HasPrefix(w, "-f")):
@@ -126,6 +126,25 @@ func splitPrefixes(name string, words []cmdWord) []string {
 		return []string{prefix + "aa" + suffix}
 	}
 	return nil
+}
+
+// splitCode says why split's words run a command the matcher cannot
+// read: --filter=COMMAND (also abbreviated) runs COMMAND with $SHELL -c
+// for each piece (review48), or a word that is not literal (an
+// expansion may hold --filter).
+func splitCode(words []cmdWord) string {
+	for _, w := range words[1:] {
+		if w.unknown {
+			return notLiteral("split")
+		}
+		if w.lit == "--" {
+			return ""
+		}
+		if opt, _, _ := strings.Cut(w.lit, "="); strings.HasPrefix(opt, "--") && longOption(opt, "--filter") {
+			return runsOption("split", "--filter")
+		}
+	}
+	return ""
 }
 
 // splitPrefixGuarded returns a guarded file whose name begins with

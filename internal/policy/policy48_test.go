@@ -337,3 +337,21 @@ func TestCommandPolicy48UniqLongOptions(t *testing.T) {
 	fine := []string{`uniq --skip-fields 1 x out.txt`, `uniq --skip-fields=1 Makefile out.txt`, `uniq --count Makefile out.txt`}
 	checkCommands(t, []string{"uniq *"}, bypass, fine, bypass, fine)
 }
+
+// TestCommandPolicy48SplitFilter (review48): split --filter=COMMAND runs
+// COMMAND with the shell for each piece, and split's valued long options
+// are read abbreviated too (--by 1 is --bytes 1), so the prefix is the
+// operand after the input past that value. On e7e10cfd a deny rule for
+// "rm *" and an allow rule for "split *" allowed each bypass.
+func TestCommandPolicy48SplitFilter(t *testing.T) {
+	bypass := []string{
+		`split --filter='rm x' y`,
+		`split --filter 'rm x' y`,
+		`split --fil 'rm x' y`,
+		`split -l 1 --filter='cat > $FILE' y`,
+		`split --by 1 x ~/.bashr`,
+		`split "$f"`,
+	}
+	fine := []string{`split -l 1000 big.csv part-`, `split --bytes 1M big.bin out/`, `split --lines=10 x`, `split -- --filter`}
+	checkCommands(t, []string{"split *"}, bypass, fine, bypass, fine)
+}
