@@ -192,8 +192,8 @@ func unzipDirs(words []cmdWord) []string {
 }
 
 // tarExtractDirs returns DIR/* for each directory tar extracts into
-// (-C DIR, -CDIR, --directory[=]DIR, C in a cluster or an old-style
-// first word), and /* with -P or --absolute-names (entries' leading /
+// (-C DIR, -CDIR, --directory[=]DIR, --one-top-level=DIR, C in a
+// cluster or an old-style first word), and /* with -P or --absolute-names (entries' leading /
 // and .. kept: they land anywhere; review48), when it extracts (-x,
 // --extract, --get, x in a cluster or the first word); nil otherwise.
 func tarExtractDirs(words []cmdWord) []string {
@@ -214,6 +214,9 @@ func tarExtractDirs(words []cmdWord) []string {
 			}
 			if longOption(opt, "--absolute-names") {
 				dirs = append(dirs, anywhere)
+			}
+			if longOption(opt, "--one-top-level") && hasVal {
+				dirs = append(dirs, val+"/*") // its value is attached only
 			}
 		case strings.HasPrefix(w, "-") || i == 1:
 			// A cluster (-xzf a.tar, -xC dir) or the old style (xfC a.tar

@@ -300,7 +300,8 @@ func TestCommandPolicy48GitDirOptionValues(t *testing.T) {
 }
 
 // TestCommandPolicy48ArchivePathsAnywhere (review48): tar -P
-// (--absolute-names) keeps an entry's leading / (and its ..), and unzip
+// (--absolute-names) keeps an entry's leading / (and its ..), tar
+// --one-top-level=DIR unpacks into DIR as -C DIR does, and unzip
 // -: keeps its ../, so the archive's entries land anywhere (/root/.bashrc,
 // ../../home/u/.bashrc) whatever the directory it unpacks in: read as
 // unpacking into /, as tar -x -C / is. On e7e10cfd a deny rule for
@@ -313,11 +314,13 @@ func TestCommandPolicy48ArchivePathsAnywhere(t *testing.T) {
 		`tar -x -P -f x.tar`,
 		`tar --extract --absolute-names --file=x.tar`,
 		`tar -xf x.tar --absolute-names -C build`,
+		`tar -xf x.tar --one-top-level=/root`,
+		`tar -xf x.tar --one-top=.git/hooks`,
 		`unzip -: x.zip`,
 		`unzip -o: x.zip -d build`,
 		`unzip x.zip -:`,
 	}
-	fine := []string{`tar -xf x.tar`, `tar -cPf x.tar /etc/hosts`, `tar -xfP x.tar`, `unzip x.zip -d build`, `unzip -o x.zip`}
+	fine := []string{`tar -xf x.tar`, `tar -xf x.tar --one-top-level=build`, `tar -xf x.tar --one-top-level`, `tar -cPf x.tar /etc/hosts`, `tar -xfP x.tar`, `unzip x.zip -d build`, `unzip -o x.zip`}
 	checkCommands(t, allow, bypass, fine, bypass, fine)
 }
 
