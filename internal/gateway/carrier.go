@@ -40,20 +40,4 @@ type carrier struct {
 }
 
 // carriers is the registry of POSTs in flight, keyed by carrierHeader.
-type carriers struct {
-	m sync.Map // string → *carrier
-}
-
-func (c *carriers) put(id string, v *carrier) { c.m.Store(id, v) }
-func (c *carriers) delete(id string)          { c.m.Delete(id) }
-
-func (c *carriers) get(id string) *carrier {
-	if id == "" {
-		return nil
-	}
-	v, ok := c.m.Load(id)
-	if !ok {
-		return nil
-	}
-	return v.(*carrier)
-}
+type carriers = registry[carrier]

@@ -130,23 +130,7 @@ func (o *origin) finish() {
 
 // origins maps route tokens to the origins in flight. Its methods are
 // safe for concurrent use.
-type origins struct {
-	m sync.Map // string → *origin
-}
-
-func (r *origins) put(tok string, o *origin) { r.m.Store(tok, o) }
-func (r *origins) delete(tok string)         { r.m.Delete(tok) }
-
-func (r *origins) get(tok string) *origin {
-	if tok == "" {
-		return nil
-	}
-	v, ok := r.m.Load(tok)
-	if !ok {
-		return nil
-	}
-	return v.(*origin)
-}
+type origins = registry[origin]
 
 // An orderedSender runs pushed functions one at a time, in push order, on
 // a goroutine it starts only when there is work, so pushing never blocks

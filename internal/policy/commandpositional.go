@@ -18,6 +18,10 @@ import (
 // elsewhere (tar -xf a.tar in the working directory, holding a Makefile)
 // is not read.
 
+// anywhere is what an archive unpacked with its entries' paths kept
+// whole (tar -P, unzip -:) writes: entries of / (DIR/* with DIR /).
+const anywhere = "/" + "/*"
+
 // positionalWrites returns the files the program name (a base name) with
 // words writes through its operands or a directory option; nil for any
 // other program.
@@ -56,7 +60,8 @@ func positionalWrites(name string, words []cmdWord) []string {
 
 // operandAt returns the k-th operand (from 0) of words as a file: the
 // words that are no option and no value of one of valued (each taking
-// the next word unless its value is attached), all words after "--".
+// the next word unless its value is attached; a long one, --name, also
+// as an abbreviation: longOption), all words after "--".
 func operandAt(words []cmdWord, k int, valued ...string) []string {
 	n := 0
 	opts := true
@@ -66,7 +71,7 @@ func operandAt(words []cmdWord, k int, valued ...string) []string {
 		case opts && w == "--":
 			opts = false
 			continue
-		case opts && contains(valued, w):
+		case opts && (contains(valued, w) || strings.HasPrefix(w, "--") && !strings.Contains(w, "=") && longOption(w, valued...)):
 			i++
 			continue
 		case opts && strings.HasPrefix(w, "-") && w != "-":
@@ -102,8 +107,8 @@ func splitPrefixes(name string, words []cmdWord) []string {
 		case name == "csplit" && strings.HasPrefix(w, "--") && longOption(opt, "--prefix"):
 			prefix = fileOf(valueWord(words, &i, val, hasVal))
 		case strings.HasPrefix(w, "--"):
-			if !hasVal && contains([]string{"--bytes", "--lines", "--line-bytes", "--number", "--suffix-length",
-				"--separator", "--filter", "--digits"}, w) {
+			if !hasVal && longOption(opt, "--bytes", "--lines", "--line-bytes", "--number", "--suffix-length",
+				"--separator", "--filter", "--digits") {
 				i++
 			}
 		case name == "csplit" && (strings.HasPrefix(w, "-b") || strings.HasPrefix(w, "-f")):
@@ -138,6 +143,25 @@ func splitPrefixes(name string, words []cmdWord) []string {
 	return nil
 }
 
+// splitCode says why split's words run a command the matcher cannot
+// read: --filter=COMMAND (also abbreviated) runs COMMAND with $SHELL -c
+// for each piece (review48), or a word that is not literal (an
+// expansion may hold --filter).
+func splitCode(words []cmdWord) string {
+	for _, w := range words[1:] {
+		if w.unknown {
+			return notLiteral("split")
+		}
+		if w.lit == "--" {
+			return ""
+		}
+		if opt, _, _ := strings.Cut(w.lit, "="); strings.HasPrefix(opt, "--") && longOption(opt, "--filter") {
+			return runsOption("split", "--filter")
+		}
+	}
+	return ""
+}
+
 // splitPrefixGuarded returns a guarded file whose name begins with
 // prefix, or "": one in the guarded directory the prefix is in
 // (.git/hooks/pre-, .git/hooks/), or the guarded name its base name
@@ -162,7 +186,8 @@ func splitPrefixGuarded(prefix string) string {
 
 // unzipDirs returns DIR/* for each directory unzip extracts into: -d
 // DIR, also attached (-dDIR) or ending a cluster (-qd DIR), anywhere
-// among the words (unzip a.zip -d DIR).
+// among the words (unzip a.zip -d DIR); and /* with -: (entries' ../
+// kept: they land anywhere; review48).
 func unzipDirs(words []cmdWord) []string {
 	var out []string
 	for i := 1; i < len(words); i++ {
@@ -170,7 +195,11 @@ func unzipDirs(words []cmdWord) []string {
 		if strings.HasPrefix(w, "--") || !strings.HasPrefix(w, "-") {
 			continue
 		}
-		if k := strings.IndexByte(w, 'd'); k > 0 {
+		k := strings.IndexByte(w, 'd')
+		if c := strings.IndexByte(w, ':'); c > 0 && (k < 0 || c < k) {
+			out = append(out, anywhere)
+		}
+		if k > 0 {
 			out = append(out, fileOf(valueWord(words, &i, w[k+1:], true))+"/*")
 		}
 	}
@@ -178,9 +207,10 @@ func unzipDirs(words []cmdWord) []string {
 }
 
 // tarExtractDirs returns DIR/* for each directory tar extracts into
-// (-C DIR, -CDIR, --directory[=]DIR, C in a cluster or an old-style
-// first word) when it extracts (-x, --extract, --get, x in a cluster or
-// the first word); nil otherwise.
+// (-C DIR, -CDIR, --directory[=]DIR, --one-top-level=DIR, C in a
+// cluster or an old-style first word), and /* with -P or --absolute-names (entries' leading /
+// and .. kept: they land anywhere; review48), when it extracts (-x,
+// --extract, --get, x in a cluster or the first word); nil otherwise.
 func tarExtractDirs(words []cmdWord) []string {
 	extract := false
 	var dirs []string
@@ -197,6 +227,12 @@ func tarExtractDirs(words []cmdWord) []string {
 			if longOption(opt, "--directory") {
 				dirs = append(dirs, fileOf(valueWord(words, &i, val, hasVal))+"/*")
 			}
+			if longOption(opt, "--absolute-names") {
+				dirs = append(dirs, anywhere)
+			}
+			if longOption(opt, "--one-top-level") && hasVal {
+				dirs = append(dirs, val+"/*") // its value is attached only
+			}
 		case strings.HasPrefix(w, "-") || i == 1:
 			// A cluster (-xzf a.tar, -xC dir) or the old style (xfC a.tar
 			// dir): a letter that takes a value takes the rest of a dashed
@@ -208,8 +244,11 @@ func tarExtractDirs(words []cmdWord) []string {
 			next := i
 			for j := 0; j < len(letters); j++ {
 				c := letters[j]
-				if c == 'x' {
+				switch c {
+				case 'x':
 					extract = true
+				case 'P':
+					dirs = append(dirs, anywhere)
 				}
 				if strings.IndexByte("bCfgHKLNTVX", c) < 0 {
 					continue

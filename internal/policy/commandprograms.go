@@ -713,6 +713,10 @@ func programCode(name string, words []cmdWord) string {
 		return writesCode(name, words) // tar -x -C ~ (branch policy48)
 	case "zip":
 		return zipCode(words)
+	case "split":
+		if why := splitCode(words); why != "" {
+			return why
+		}
 	case "make", "gmake":
 		return makeCode(words)
 	case "emacs", "emacsclient":

@@ -115,7 +115,12 @@ func gitCode(words []cmdWord) string {
 			return "git's ext:: transport runs a command the matcher cannot read"
 		}
 	}
-	i, bareDir := 1, false
+	// bareDir: a -C directory that is neither the working directory nor a
+	// .git directory; bareOff: the last setting of safe.bareRepository
+	// git reads is -c safe.bareRepository=explicit; gitDir: --git-dir
+	// names the git directory (branch policy48; review48: only options git
+	// reads count, not a word another option takes as its value).
+	i, bareDir, bareOff, gitDir := 1, false, false, false
 	key := func(kv string) string {
 		k, _, _ := strings.Cut(kv, "=")
 		if !gitKeySafe(strings.ToLower(k)) {
@@ -145,14 +150,17 @@ func gitCode(words []cmdWord) string {
 			if why := key(v); why != "" {
 				return why
 			}
+			bareOff = gitBareOff(v, w.lit == "-c", bareOff)
 		case strings.HasPrefix(w.lit, "-c"):
 			if why := key(w.lit[2:]); why != "" {
 				return why
 			}
+			bareOff = gitBareOff(w.lit[2:], true, bareOff)
 		case opt == "--config-env":
 			if why := key(val); why != "" {
 				return why
 			}
+			bareOff = gitBareOff(val, false, bareOff)
 		case strings.HasPrefix(w.lit, "--exec-path="):
 			// git runs its programs from there, and puts it first in the
 			// PATH of every program it starts (ssh, remote helpers, hooks'
@@ -170,6 +178,7 @@ func gitCode(words []cmdWord) string {
 			if !ok || !dotGitDir(dir) {
 				return "git --git-dir reads a repository's configuration (core.pager, aliases, hooks) from a directory the matcher does not guard"
 			}
+			gitDir = true
 		case w.lit == "--bare":
 			// git --bare takes the working directory as the git directory
 			// and reads its config (aliases, core.pager) from ./config, a
@@ -198,53 +207,35 @@ func gitCode(words []cmdWord) string {
 			}
 		case strings.HasPrefix(w.lit, "-"):
 		default:
-			if why := gitBareDirCode(words[1:i], bareDir); why != "" {
-				return why
+			if bareDir && !bareOff && !gitDir {
+				return gitBareDirWhy
 			}
 			return gitSubcommandCode(w.lit, words[i+1:])
 		}
 	}
-	return gitBareDirCode(words[1:], bareDir)
+	if bareDir && !bareOff && !gitDir {
+		return gitBareDirWhy
+	}
+	return ""
 }
 
-// gitBareDirCode says why git's top-level options opts, with a -C
-// directory that is neither the working directory nor a .git directory
-// (bareDir), may read a bare repository's configuration: unless they name
-// the git directory (--git-dir, checked by gitCode) or turn bare
-// discovery off (-c safe.bareRepository=explicit; git reads that setting
-// from the command line, never from the repository).
-func gitBareDirCode(opts []cmdWord, bareDir bool) string {
-	if !bareDir {
-		return ""
+// gitBareDirWhy is why git -C DIR, DIR neither the working directory nor
+// a .git directory, with no --git-dir and bare discovery not turned off,
+// is opaque (gitCode).
+const gitBareDirWhy = "git -C DIR may read a bare repository's configuration (core.pager, aliases, hooks) from a directory the matcher does not guard"
+
+// gitBareOff returns whether bare discovery is off after git reads the
+// setting kv (KEY=VALUE of -c when literal, KEY=ENVVAR of --config-env
+// otherwise), off before: a setting of safe.bareRepository turns it off
+// only as the literal explicit (git reads that setting from the command
+// line, never from the repository, and its last setting wins); any other
+// key leaves off as it was.
+func gitBareOff(kv string, literal, off bool) bool {
+	key, val, _ := strings.Cut(kv, "=")
+	if !strings.EqualFold(key, "safe.bareRepository") {
+		return off
 	}
-	// The last setting counts: git -c safe.bareRepository=explicit -c
-	// safe.bareRepository=all -C x reads x/config (branch attack48); a
-	// --config-env setting's value is not known.
-	explicit := false
-	for k, w := range opts {
-		kv, ok := strings.CutPrefix(w.lit, "-c")
-		if w.lit == "-c" && k+1 < len(opts) {
-			kv, ok = opts[k+1].lit, true
-		}
-		if v, env := strings.CutPrefix(w.lit, "--config-env"); env {
-			kv, ok = strings.TrimPrefix(v, "="), true
-			if w.lit == "--config-env" && k+1 < len(opts) {
-				kv = opts[k+1].lit
-			}
-			kv += "\x00" // a value from the environment: not "explicit"
-		}
-		key, val, _ := strings.Cut(kv, "=")
-		if ok && strings.EqualFold(strings.TrimSpace(key), "safe.bareRepository") {
-			explicit = val == "explicit"
-		}
-		if w.lit == "--git-dir" || strings.HasPrefix(w.lit, "--git-dir=") {
-			return ""
-		}
-	}
-	if explicit {
-		return ""
-	}
-	return "git -C DIR may read a bare repository's configuration (core.pager, aliases, hooks) from a directory the matcher does not guard"
+	return literal && val == "explicit"
 }
 
 // gitSubcommandCode says why git subcommand sub with args runs a command

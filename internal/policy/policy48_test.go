@@ -274,3 +274,93 @@ func TestCommandPolicy48EnvArguments(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandPolicy48GitDirOptionValues (review48): what turns bare
+// discovery off for git -C DIR is the options git reads, not any word
+// that looks like one: a word another option takes as its value
+// (--namespace --git-dir, -C -csafe.bareRepository=explicit, a directory
+// of that name) names no git directory and sets nothing, and a later
+// -c safe.bareRepository=all (git's last setting wins) or --config-env
+// undoes an earlier =explicit. On e7e10cfd a deny rule for "rm *" and an
+// allow rule for "git *" allowed each bypass.
+func TestCommandPolicy48GitDirOptionValues(t *testing.T) {
+	bypass := []string{
+		`git --namespace --git-dir -C x log`,
+		`git --namespace=n --shallow-file --git-dir=.git -C x log`,
+		`git --namespace -csafe.bareRepository=explicit -C x log`,
+		`git --attr-source -c -C x safe.bareRepository=explicit`,
+		`git -C -csafe.bareRepository=explicit log`,
+		`git -C --git-dir log`,
+		`git -C --git-dir=.git log`,
+		`git -c safe.bareRepository=explicit -c safe.bareRepository=all -C x log`,
+		`git -c safe.bareRepository=explicit --config-env=safe.bareRepository=V -C x log`,
+		`git -c safe.bareRepository=explicit --config-env safe.bareRepository=V -C x log`,
+	}
+	fine := []string{`git -c safe.bareRepository=all -c safe.bareRepository=explicit -C x log`,
+		`git -csafe.bareRepository=explicit -C x log`, `git --namespace n -c safe.bareRepository=explicit -C x log`,
+		`git --git-dir .git -C x log`}
+	checkCommands(t, []string{"git *"}, bypass, fine, bypass, fine)
+}
+
+// TestCommandPolicy48ArchivePathsAnywhere (review48): tar -P
+// (--absolute-names) keeps an entry's leading / (and its ..), tar
+// --one-top-level=DIR unpacks into DIR as -C DIR does, and unzip
+// -: keeps its ../, so the archive's entries land anywhere (/root/.bashrc,
+// ../../home/u/.bashrc) whatever the directory it unpacks in: read as
+// unpacking into /, as tar -x -C / is. On e7e10cfd a deny rule for
+// "rm *" and an allow rule for the unpacker allowed each.
+func TestCommandPolicy48ArchivePathsAnywhere(t *testing.T) {
+	allow := []string{"tar *", "unzip *"}
+	bypass := []string{
+		`tar -xPf x.tar`,
+		`tar xPf x.tar`,
+		`tar -x -P -f x.tar`,
+		`tar --extract --absolute-names --file=x.tar`,
+		`tar -xf x.tar --absolute-names -C build`,
+		`tar -xf x.tar --one-top-level=/root`,
+		`tar -xf x.tar --one-top=.git/hooks`,
+		`unzip -: x.zip`,
+		`unzip -o: x.zip -d build`,
+		`unzip x.zip -:`,
+	}
+	// attack48's tarAbsolute reads any -P, --one-top-level or --transform as
+	// writing anywhere (create included): `tar -xf x.tar --one-top-level=build`
+	// and `tar -cPf x.tar /etc/hosts` are accepted wrong refusals (docs/policy.md).
+	fine := []string{`tar -xf x.tar`, `tar -xfP x.tar`, `unzip x.zip -d build`, `unzip -o x.zip`}
+	checkCommands(t, allow, bypass, fine, bypass, fine)
+}
+
+// TestCommandPolicy48UniqLongOptions (review48): uniq's long options
+// that take a value take the next word too (--skip-fields 1, and their
+// abbreviations), so OUT is the operand after IN past that value. On
+// e7e10cfd the value was read as IN and IN as OUT: a deny rule for
+// "rm *" and an allow rule for "uniq *" allowed each bypass.
+func TestCommandPolicy48UniqLongOptions(t *testing.T) {
+	bypass := []string{
+		`uniq --skip-fields 1 x ~/.bashrc`,
+		`uniq --skip-chars 2 x .git/hooks/pre-commit`,
+		`uniq --check-chars 2 x Makefile`,
+		`uniq --skip-f 1 x ~/.bashrc`,
+		`uniq -c --skip-fields=1 x Makefile`,
+	}
+	fine := []string{`uniq --skip-fields 1 x out.txt`, `uniq --skip-fields=1 Makefile out.txt`, `uniq --count Makefile out.txt`}
+	checkCommands(t, []string{"uniq *"}, bypass, fine, bypass, fine)
+}
+
+// TestCommandPolicy48SplitFilter (review48): split --filter=COMMAND runs
+// COMMAND with the shell for each piece, and split's valued long options
+// are read abbreviated too (--by 1 is --bytes 1), so the prefix is the
+// operand after the input past that value. On e7e10cfd a deny rule for
+// "rm *" and an allow rule for "split *" allowed each bypass.
+func TestCommandPolicy48SplitFilter(t *testing.T) {
+	bypass := []string{
+		`split --filter='rm x' y`,
+		`split --filter 'rm x' y`,
+		`split --fil 'rm x' y`,
+		`split -l 1 --filter='cat > $FILE' y`,
+		`split --by 1 x ~/.bashr`,
+		`split "$f"`,
+	}
+	fine := []string{`split -l 1000 big.csv part-`, `split --bytes 1M big.bin out/`, `split --lines=10 x`, `split -- --filter`}
+	checkCommands(t, []string{"split *"}, bypass, fine, bypass, fine)
+}
