@@ -70,27 +70,36 @@ func miscCode(name string, words []cmdWord) string {
 			return runsOption(name, "-P")
 		}
 	case "socat":
-		for _, w := range words[1:] {
-			up := strings.ToUpper(w.lit)
-			if strings.Contains(up, "EXEC:") || strings.Contains(up, "SYSTEM:") || strings.Contains(up, "EXEC,") ||
-				strings.Contains(up, "SYSTEM,") {
-				return "socat with an EXEC: or SYSTEM: address runs a command the matcher cannot read"
-			}
-		}
+		return socatCode(words)
 	case "nc", "ncat", "netcat", "nc.openbsd", "nc.traditional":
 		if has("ec", "--exec", "--sh-exec", "--lua-exec") {
 			return runsOption(name, "-e")
 		}
 	case "tmux":
-		p := pos()
-		if len(p) == 0 || !contains([]string{"ls", "list-sessions", "list-windows", "lsw", "list-panes", "lsp", "has-session", "has",
-			"kill-session", "kill-server", "kill-window", "kill-pane", "capture-pane", "capturep", "list-clients", "lsc",
-			"list-buffers", "lsb", "show-buffer", "showb"}, p[0]) {
-			return "tmux runs shell command lines (new-session, send-keys, run-shell) the matcher cannot read"
-		}
+		return tmuxCode(words)
 	case "screen":
-		if !has("lvQ", "--version", "-list", "-ls") {
+		// Only these leave screen without running a command: -l alone
+		// (login mode) runs one, as -L, -d -m, -S and the rest do
+		// (review48b: screen -l rm x).
+		if len(words) < 2 || len(words) > 3 || !contains([]string{"-ls", "-list", "-v", "--version", "-wipe"}, words[1].lit) {
 			return "screen runs a command or a shell reading its input"
+		}
+	case "entr":
+		// entr -s runs its first argument with $SHELL (review48b).
+		for _, w := range words[1:] {
+			if !strings.HasPrefix(w.lit, "-") || w.lit == "--" {
+				break
+			}
+			if !strings.HasPrefix(w.lit, "--") && strings.Contains(w.lit, "s") {
+				return runsOption(name, "-s")
+			}
+		}
+	case "env-cmd", "dotenv":
+		// env-cmd --use-shell runs its command with a shell; env-cmd
+		// -f/-r and dotenv -e set the environment from a file the
+		// matcher does not read (PATH, NODE_OPTIONS; review48b).
+		if name == "env-cmd" && has("fr", "--use-shell", "--file", "--rc-file") || name == "dotenv" && has("e") {
+			return fmt.Sprintf("%s runs its command with a shell or an environment from a file the matcher cannot read", name)
 		}
 	case "nodemon":
 		if has("x", "--exec") {
@@ -280,4 +289,75 @@ func awkStdTarget(rest string) bool {
 		}
 	}
 	return false
+}
+
+// tmuxCommands are tmux's commands that neither run a shell command line
+// nor start a shell: listing, showing and killing.
+var tmuxCommands = []string{"ls", "list-sessions", "list-windows", "lsw", "list-panes", "lsp", "has-session", "has",
+	"kill-session", "kill-server", "kill-window", "kill-pane", "capture-pane", "capturep", "list-clients", "lsc",
+	"list-buffers", "lsb", "show-buffer", "showb"}
+
+// tmuxCode says why tmux's words run a shell command line, or "": any
+// command but tmuxCommands (new-session, send-keys, run-shell), -c (a
+// shell command) and -f (a configuration file of commands) before it, a
+// second command after a ";" (also an argument ending in one), and a
+// format's #(…), which runs a command. -L, -S and -T take a value
+// (tmux -L ls new 'rm x' runs rm; review48b).
+func tmuxCode(words []cmdWord) string {
+	const why = "tmux runs shell command lines (new-session, send-keys, run-shell) the matcher cannot read"
+	cmd := ""
+	for i := 1; i < len(words); i++ {
+		w := words[i].lit
+		if strings.HasSuffix(w, ";") || strings.Contains(w, "#(") {
+			return why
+		}
+		switch {
+		case cmd != "":
+		case strings.HasPrefix(w, "-") && strings.ContainsAny(w[1:], "cf"):
+			return why
+		case strings.HasPrefix(w, "-") && strings.ContainsAny(w[len(w)-1:], "LST"):
+			i++ // the option's value
+		case strings.HasPrefix(w, "-"):
+		default:
+			cmd = w
+		}
+	}
+	if !contains(tmuxCommands, cmd) {
+		return why
+	}
+	return ""
+}
+
+// socatCode says why socat's words (addresses, joined by !! for two
+// ways) run a command or write a guarded file, or "": an EXEC, SYSTEM or
+// SHELL address (socat 1.8's SHELL: review48b), or a file address (OPEN,
+// CREATE, GOPEN, a bare path with a /) naming a guarded file.
+func socatCode(words []cmdWord) string {
+	for _, w := range words[1:] {
+		if w.unknown {
+			return notLiteral("socat")
+		}
+		up := strings.ToUpper(w.lit)
+		for _, k := range []string{"EXEC:", "SYSTEM:", "SHELL:", "EXEC,", "SYSTEM,", "SHELL,"} {
+			if strings.Contains(up, k) {
+				return "socat with an EXEC:, SYSTEM: or SHELL: address runs a command the matcher cannot read"
+			}
+		}
+		for _, a := range strings.Split(w.lit, "!!") {
+			first, _, _ := strings.Cut(a, ",")
+			kind, rest, typed := strings.Cut(first, ":")
+			switch up := strings.ToUpper(kind); {
+			case up == "EXEC" || up == "SYSTEM" || up == "SHELL":
+				return "socat with an EXEC:, SYSTEM: or SHELL: address runs a command the matcher cannot read"
+			case typed && (up == "OPEN" || up == "CREATE" || up == "CREAT" || up == "GOPEN"):
+				first = rest
+			case typed || !strings.Contains(first, "/"):
+				continue
+			}
+			if codeFile(first) {
+				return writesFile("socat", first)
+			}
+		}
+	}
+	return ""
 }

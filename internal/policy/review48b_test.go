@@ -1,0 +1,24 @@
+package policy
+
+import "testing"
+
+// TestCommandReview48bRunners (review48b): the runners branch attack48
+// read let these through. screen -l is login mode, not -ls, and runs its
+// command; tmux's -L, -S and -f take a value (tmux -L ls new … is not
+// tmux ls), a ";" starts a second command and a format's #(…) runs one;
+// entr -s and env-cmd --use-shell run a shell command line; env-cmd -f
+// and dotenv -e read the environment from a file; socat 1.8's SHELL:
+// address runs a command and OPEN:/CREATE:/GOPEN: (or a bare path)
+// writes a file. On 70591636 a deny rule for "rm *" and an allow rule for
+// the program allowed each.
+func TestCommandReview48bRunners(t *testing.T) {
+	bypass := []string{`screen -l rm x`, `screen -dmS s -l rm x`, `screen -ls -X stuff x`,
+		`tmux -L ls new 'rm x'`, `tmux -S ls new 'rm x'`, `tmux -f ls new 'rm x'`, `tmux -c 'rm x'`, `tmux ls \; new 'rm x'`,
+		`tmux ls ';' new 'rm x'`, `tmux 'ls;' new 'rm x'`, `tmux ls -F '#(rm x)'`,
+		`entr -s 'rm x'`, `entr -ps 'rm x'`, `env-cmd --use-shell 'rm x'`, `env-cmd -f x.env git status`, `dotenv -e x.env -- git status`,
+		`socat - SHELL:'rm x'`, `socat - shell:'rm x'`, `socat - OPEN:.git/hooks/pre-commit,creat`, `socat - CREATE:Makefile`,
+		`socat TCP-L:1 ./.git/hooks/pre-commit`, `socat - 'TCP:h:1!!GOPEN:~/.bashrc'`}
+	fine := []string{`screen -ls`, `screen -list`, `tmux ls`, `tmux -L work ls`, `tmux kill-session -t x`, `tmux -u list-windows -F '#{window_name}'`,
+		`entr -c make`, `env-cmd make`, `dotenv -- make`, `socat - TCP:h:1`, `socat - OPEN:out.txt,creat`, `socat - ./out.txt`}
+	checkCommands(t, []string{"screen *", "tmux *", "entr *", "env-cmd *", "dotenv *", "socat *", "make *"}, bypass, fine, bypass, fine)
+}
