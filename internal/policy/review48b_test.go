@@ -22,3 +22,11 @@ func TestCommandReview48bRunners(t *testing.T) {
 		`entr -c make`, `env-cmd make`, `dotenv -- make`, `socat - TCP:h:1`, `socat - OPEN:out.txt,creat`, `socat - ./out.txt`}
 	checkCommands(t, []string{"screen *", "tmux *", "entr *", "env-cmd *", "dotenv *", "socat *", "make *"}, bypass, fine, bypass, fine)
 }
+
+// TestCommandReview48bMakeShell (review48b): GNU make on Windows takes
+// its recipes' shell from MAKESHELL before SHELL; on 70591636 an allow
+// rule for "make *" allowed make MAKESHELL=./evil.exe.
+func TestCommandReview48bMakeShell(t *testing.T) {
+	checkCommands(t, []string{"make *"}, []string{`make MAKESHELL=rm`}, []string{`make PREFIX=/usr`},
+		[]string{`make MAKESHELL=./evil.exe`, `make MAKESHELL=C:/x/sh.exe all`}, []string{`make PREFIX=/usr`})
+}
