@@ -74,6 +74,8 @@ var codeFileNames = []string{
 	".go-version", ".pdbrc", ".ghci", "startup.jl", ".mongoshrc.js", ".mongorc.js", ".tmux.conf", "tmux.conf", ".screenrc",
 	".hgrc", "hgrc", ".gemrc", "lefthook.yml", "lefthook.yaml", ".lefthook.yml", ".lefthook.yaml", "lefthook-local.yml",
 	".overcommit.yml",
+	// env-cmd -e ENV reads its environments from these (review48b).
+	".env-cmdrc", ".env-cmdrc.js", ".env-cmdrc.json",
 }
 
 // codeFileDirs are path parts (each between slashes, the path given a

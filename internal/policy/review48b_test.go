@@ -7,7 +7,8 @@ import "testing"
 // command; tmux's -L, -S and -f take a value (tmux -L ls new … is not
 // tmux ls), a ";" starts a second command and a format's #(…) runs one;
 // entr -s and env-cmd --use-shell run a shell command line; env-cmd -f
-// and dotenv -e read the environment from a file; socat 1.8's SHELL:
+// and dotenv -e read the environment from a file (env-cmd -e ENV from
+// .env-cmdrc, now guarded); socat 1.8's SHELL:
 // address runs a command and OPEN:/CREATE:/GOPEN: (or a bare path)
 // writes a file. On 70591636 a deny rule for "rm *" and an allow rule for
 // the program allowed each.
@@ -16,11 +17,12 @@ func TestCommandReview48bRunners(t *testing.T) {
 		`tmux -L ls new 'rm x'`, `tmux -S ls new 'rm x'`, `tmux -f ls new 'rm x'`, `tmux -c 'rm x'`, `tmux ls \; new 'rm x'`,
 		`tmux ls ';' new 'rm x'`, `tmux 'ls;' new 'rm x'`, `tmux ls -F '#(rm x)'`,
 		`entr -s 'rm x'`, `entr -ps 'rm x'`, `env-cmd --use-shell 'rm x'`, `env-cmd -f x.env git status`, `dotenv -e x.env -- git status`,
+		`tee .env-cmdrc`, `cp x .env-cmdrc.json`,
 		`socat - SHELL:'rm x'`, `socat - shell:'rm x'`, `socat - OPEN:.git/hooks/pre-commit,creat`, `socat - CREATE:Makefile`,
 		`socat TCP-L:1 ./.git/hooks/pre-commit`, `socat - 'TCP:h:1!!GOPEN:~/.bashrc'`}
 	fine := []string{`screen -ls`, `screen -list`, `tmux ls`, `tmux -L work ls`, `tmux kill-session -t x`, `tmux -u list-windows -F '#{window_name}'`,
 		`entr -c make`, `env-cmd make`, `dotenv -- make`, `socat - TCP:h:1`, `socat - OPEN:out.txt,creat`, `socat - ./out.txt`}
-	checkCommands(t, []string{"screen *", "tmux *", "entr *", "env-cmd *", "dotenv *", "socat *", "make *"}, bypass, fine, bypass, fine)
+	checkCommands(t, []string{"screen *", "tmux *", "entr *", "env-cmd *", "dotenv *", "socat *", "make *", "tee *", "cp *"}, bypass, fine, bypass, fine)
 }
 
 // TestCommandReview48bMakeShell (review48b): GNU make on Windows takes
