@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"path"
 	"strings"
 )
 
@@ -199,7 +200,8 @@ func awkPrintRedirect(prog string) bool {
 
 // miscWrites returns the files cpio, pax and patch (name, words) write: cpio -p
 // DEST and -D DIR as DIR/*, pax -r -w's last operand as DIR/*, patch's
-// first operand (ORIGFILE) and -d DIR as DIR/*.
+// first operand (ORIGFILE), -d DIR as DIR/*, and the directory its
+// backup prefix -B/--prefix or -Y/--basename-prefix puts backups in.
 func miscWrites(name string, words []cmdWord) []string {
 	var out, pos []string
 	pass, read, write := false, false, false
@@ -213,6 +215,10 @@ func miscWrites(name string, words []cmdWord) []string {
 			}
 			if name == "cpio" && longOption(opt, "--pass-through") {
 				pass = true
+			}
+			if name == "patch" && longOption(opt, "--prefix", "--basename-prefix") {
+				out = append(out, backupPrefixDir(fileOf(valueWord(words, &i, val, hasVal))))
+				continue
 			}
 			if name == "patch" && !hasVal && longOption(opt, "--input", "--strip", "--reject-file", "--output", "--suffix",
 				"--prefix", "--basename-prefix", "--fuzz", "--backup-if-mismatch", "--quoting-style", "--read-only", "--get") {
@@ -228,6 +234,10 @@ func miscWrites(name string, words []cmdWord) []string {
 					write = true
 				case (name == "cpio" || name == "patch") && c == 'D' || name == "patch" && c == 'd':
 					out = append(out, fileOf(valueWord(words, &i, w[j+1:], true))+"/*")
+					j = len(w)
+				case name == "patch" && (c == 'B' || c == 'Y'):
+					// -B/-Y PREFIX: backups go to PREFIX+name (review48b).
+					out = append(out, backupPrefixDir(fileOf(valueWord(words, &i, w[j+1:], true))))
 					j = len(w)
 				case name == "patch" && strings.IndexByte("iopBrVYzFgD", c) >= 0,
 					name == "cpio" && strings.IndexByte("EFHIMORs", c) >= 0,
@@ -360,4 +370,11 @@ func socatCode(words []cmdWord) string {
 		}
 	}
 	return ""
+}
+
+// backupPrefixDir returns the files a backup prefix p writes (patch -B
+// .git/hooks/ keeps pre-commit's old text as .git/hooks/pre-commit; -B
+// ~/.bash keeps rc as ~/.bashrc): every file of p's directory, DIR/*.
+func backupPrefixDir(p string) string {
+	return path.Dir(p+"x") + "/*"
 }

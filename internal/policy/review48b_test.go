@@ -32,3 +32,15 @@ func TestCommandReview48bMakeShell(t *testing.T) {
 	checkCommands(t, []string{"make *"}, []string{`make MAKESHELL=rm`}, []string{`make PREFIX=/usr`},
 		[]string{`make MAKESHELL=./evil.exe`, `make MAKESHELL=C:/x/sh.exe all`}, []string{`make PREFIX=/usr`})
 }
+
+// TestCommandReview48bPatchBackups (review48b): patch -B PREFIX (and -Y,
+// --prefix, --basename-prefix) keeps each patched file's old text as
+// PREFIX+name, as cp -S does with a suffix (branch attack48 read cp's).
+// On 70591636 a deny rule for "rm *" and an allow rule for "patch *"
+// allowed each.
+func TestCommandReview48bPatchBackups(t *testing.T) {
+	bypass := []string{`patch -b -B .git/hooks/ -p0 -i d.diff`, `patch -bB.git/hooks/ -i d.diff`, `patch -b --prefix=~/.bash -i d.diff`,
+		`patch -b -Y .husky/ -i d.diff`, `patch -b --basename-prefix .git/hooks/ -i d.diff`}
+	fine := []string{`patch -b -B backup/ -p1 -i d.diff`, `patch -p1 -i d.diff`, `patch -b -z .orig -p1 -i d.diff`}
+	checkCommands(t, []string{"patch *"}, bypass, fine, bypass, fine)
+}
