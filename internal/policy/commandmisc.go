@@ -198,13 +198,15 @@ func awkPrintRedirect(prog string) bool {
 	return false
 }
 
-// miscWrites returns the files cpio, pax and patch (name, words) write: cpio -p
-// DEST and -D DIR as DIR/*, pax -r -w's last operand as DIR/*, patch's
+// miscWrites returns the files cpio, pax and patch (name, words) write:
+// anywhere ("//*") for cpio -i without --no-absolute-filenames, pax -r
+// without -w and pax -s; cpio -p DEST and -D DIR as DIR/*, pax -r -w's last operand as DIR/*, patch's
 // first operand (ORIGFILE), -d DIR as DIR/*, and the directory its
 // backup prefix -B/--prefix or -Y/--basename-prefix puts backups in.
 func miscWrites(name string, words []cmdWord) []string {
 	var out, pos []string
 	pass, read, write := false, false, false
+	copyIn, relative, rename := false, false, false // cpio -i, --no-absolute-filenames; pax -s
 	for i := 1; i < len(words); i++ {
 		w := words[i].lit
 		opt, val, hasVal := strings.Cut(w, "=")
@@ -216,6 +218,8 @@ func miscWrites(name string, words []cmdWord) []string {
 			if name == "cpio" && longOption(opt, "--pass-through") {
 				pass = true
 			}
+			copyIn = copyIn || name == "cpio" && longOption(opt, "--extract")
+			relative = relative || name == "cpio" && longOption(opt, "--no-absolute-filenames")
 			if name == "patch" && longOption(opt, "--prefix", "--basename-prefix") {
 				out = append(out, backupPrefixDir(fileOf(valueWord(words, &i, val, hasVal))))
 				continue
@@ -227,6 +231,8 @@ func miscWrites(name string, words []cmdWord) []string {
 		case strings.HasPrefix(w, "-") && len(w) > 1:
 			for j := 1; j < len(w); j++ {
 				c := w[j]
+				copyIn = copyIn || name == "cpio" && c == 'i'
+				rename = rename || name == "pax" && c == 's'
 				switch {
 				case name == "cpio" && c == 'p', name == "pax" && c == 'r' && !write:
 					pass, read = pass || name == "cpio", true
@@ -254,6 +260,12 @@ func miscWrites(name string, words []cmdWord) []string {
 		default:
 			pos = append(pos, fileOf(words[i]))
 		}
+	}
+	// GNU cpio -i keeps an entry's absolute name (/home/u/.bashrc) unless
+	// --no-absolute-filenames; pax -r keeps it too, and pax -s renames
+	// entries: written anywhere, read as / (review48b).
+	if copyIn && !pass && !relative || name == "pax" && (read && !write || rename) {
+		return []string{"//*"}
 	}
 	switch {
 	case name == "patch" && len(pos) > 0:

@@ -44,3 +44,16 @@ func TestCommandReview48bPatchBackups(t *testing.T) {
 	fine := []string{`patch -b -B backup/ -p1 -i d.diff`, `patch -p1 -i d.diff`, `patch -b -z .orig -p1 -i d.diff`}
 	checkCommands(t, []string{"patch *"}, bypass, fine, bypass, fine)
 }
+
+// TestCommandReview48bArchiveNames (review48b): GNU cpio -i extracts an
+// entry's absolute name as it is unless --no-absolute-filenames, pax -r
+// too, and pax -s rewrites the names, as tar -P and --transform do
+// (branch attack48 read tar's). On 70591636 a deny rule for "rm *" and an
+// allow rule for the program allowed each.
+func TestCommandReview48bArchiveNames(t *testing.T) {
+	bypass := []string{`cpio -id < a.cpio`, `cpio --extract < a.cpio`, `pax -r -f a.pax`, `pax -r < a.pax`,
+		`pax -rw -s ',^,.git/hooks/,' src out`}
+	fine := []string{`cpio -id --no-absolute-filenames -F a.cpio`, `cpio -pdm out`, `pax -w -f a.pax src`, `pax -rw src out`}
+	// Allow rules hold a redirection of their own (< a.cpio): deny only.
+	checkCommands(t, []string{"cpio *", "pax *"}, bypass, append(fine, `cpio -id --no-absolute-filenames < a.cpio`), bypass, fine)
+}
