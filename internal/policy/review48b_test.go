@@ -57,3 +57,15 @@ func TestCommandReview48bArchiveNames(t *testing.T) {
 	// Allow rules hold a redirection of their own (< a.cpio): deny only.
 	checkCommands(t, []string{"cpio *", "pax *"}, bypass, append(fine, `cpio -id --no-absolute-filenames < a.cpio`), bypass, fine)
 }
+
+// TestCommandReview48bSearchDirs (review48b): more directories on a
+// usual PATH than branch attack48 listed: Ubuntu's /usr/games,
+// /usr/local/games and /snap/bin (after /usr/bin: a name not there runs
+// from them), and yarn's, nix's, dotnet tools', pnpm's and pixi's bin
+// directories. On 70591636 an allow rule for "cp *" allowed each.
+func TestCommandReview48bSearchDirs(t *testing.T) {
+	bypass := []string{`cp evil /snap/bin/kubectl`, `cp evil /usr/games/git`, `cp evil ~/.yarn/bin/tsc`, `cp evil ~/.nix-profile/bin/git`,
+		`cp evil ~/.dotnet/tools/dotnet-ef`, `cp evil ~/.local/share/pnpm/tsc`, `cp evil ~/Library/pnpm/tsc`, `cp evil ~/.pixi/bin/python`}
+	fine := []string{`cp x snap/bin.txt`, `cp x games/`, `cp x yarn/bin/x`}
+	checkCommands(t, []string{"cp *"}, bypass, fine, bypass, fine)
+}
