@@ -8,9 +8,10 @@ import (
 )
 
 // makeProgramVars are the variables GNU make's built-in rules run as
-// programs (AR, CC, RM, …), and MAKE and INSTALL, which makefiles run in
-// recipes: a command-line value of one is the program a recipe runs.
-var makeProgramVars = []string{"AR", "AS", "CC", "CXX", "CPP", "FC", "M2C", "PC", "CO", "GET", "LEX", "YACC", "LINT",
+// programs (AR, CC, RM, …), MAKE and INSTALL, which makefiles run in
+// recipes, and MAKESHELL, the shell of GNU make on Windows and MS-DOS
+// (review48b): a command-line value of one is the program a recipe runs.
+var makeProgramVars = []string{"MAKESHELL", "AR", "AS", "CC", "CXX", "CPP", "FC", "M2C", "PC", "CO", "GET", "LEX", "YACC", "LINT",
 	"MAKEINFO", "TEX", "TEXI2DVI", "WEAVE", "CWEAVE", "TANGLE", "CTANGLE", "RM", "LD", "MAKE", "INSTALL", "OBJCOPY",
 	"STRIP", "RANLIB", "NM", "PYTHON", "PERL", "SH"}
 

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"path"
 	"strings"
 )
 
@@ -70,27 +71,36 @@ func miscCode(name string, words []cmdWord) string {
 			return runsOption(name, "-P")
 		}
 	case "socat":
-		for _, w := range words[1:] {
-			up := strings.ToUpper(w.lit)
-			if strings.Contains(up, "EXEC:") || strings.Contains(up, "SYSTEM:") || strings.Contains(up, "EXEC,") ||
-				strings.Contains(up, "SYSTEM,") {
-				return "socat with an EXEC: or SYSTEM: address runs a command the matcher cannot read"
-			}
-		}
+		return socatCode(words)
 	case "nc", "ncat", "netcat", "nc.openbsd", "nc.traditional":
 		if has("ec", "--exec", "--sh-exec", "--lua-exec") {
 			return runsOption(name, "-e")
 		}
 	case "tmux":
-		p := pos()
-		if len(p) == 0 || !contains([]string{"ls", "list-sessions", "list-windows", "lsw", "list-panes", "lsp", "has-session", "has",
-			"kill-session", "kill-server", "kill-window", "kill-pane", "capture-pane", "capturep", "list-clients", "lsc",
-			"list-buffers", "lsb", "show-buffer", "showb"}, p[0]) {
-			return "tmux runs shell command lines (new-session, send-keys, run-shell) the matcher cannot read"
-		}
+		return tmuxCode(words)
 	case "screen":
-		if !has("lvQ", "--version", "-list", "-ls") {
+		// Only these leave screen without running a command: -l alone
+		// (login mode) runs one, as -L, -d -m, -S and the rest do
+		// (review48b: screen -l rm x).
+		if len(words) < 2 || len(words) > 3 || !contains([]string{"-ls", "-list", "-v", "--version", "-wipe"}, words[1].lit) {
 			return "screen runs a command or a shell reading its input"
+		}
+	case "entr":
+		// entr -s runs its first argument with $SHELL (review48b).
+		for _, w := range words[1:] {
+			if !strings.HasPrefix(w.lit, "-") || w.lit == "--" {
+				break
+			}
+			if !strings.HasPrefix(w.lit, "--") && strings.Contains(w.lit, "s") {
+				return runsOption(name, "-s")
+			}
+		}
+	case "env-cmd", "dotenv":
+		// env-cmd --use-shell runs its command with a shell; env-cmd
+		// -f/-r and dotenv -e set the environment from a file the
+		// matcher does not read (PATH, NODE_OPTIONS; review48b).
+		if name == "env-cmd" && has("fr", "--use-shell", "--file", "--rc-file") || name == "dotenv" && has("e") {
+			return fmt.Sprintf("%s runs its command with a shell or an environment from a file the matcher cannot read", name)
 		}
 	case "nodemon":
 		if has("x", "--exec") {
@@ -188,12 +198,15 @@ func awkPrintRedirect(prog string) bool {
 	return false
 }
 
-// miscWrites returns the files cpio, pax and patch (name, words) write: cpio -p
-// DEST and -D DIR as DIR/*, pax -r -w's last operand as DIR/*, patch's
-// first operand (ORIGFILE) and -d DIR as DIR/*.
+// miscWrites returns the files cpio, pax and patch (name, words) write:
+// anywhere ("//*") for cpio -i without --no-absolute-filenames, pax -r
+// without -w and pax -s; cpio -p DEST and -D DIR as DIR/*, pax -r -w's last operand as DIR/*, patch's
+// first operand (ORIGFILE), -d DIR as DIR/*, and the directory its
+// backup prefix -B/--prefix or -Y/--basename-prefix puts backups in.
 func miscWrites(name string, words []cmdWord) []string {
 	var out, pos []string
 	pass, read, write := false, false, false
+	copyIn, relative, rename := false, false, false // cpio -i, --no-absolute-filenames; pax -s
 	for i := 1; i < len(words); i++ {
 		w := words[i].lit
 		opt, val, hasVal := strings.Cut(w, "=")
@@ -205,6 +218,12 @@ func miscWrites(name string, words []cmdWord) []string {
 			if name == "cpio" && longOption(opt, "--pass-through") {
 				pass = true
 			}
+			copyIn = copyIn || name == "cpio" && longOption(opt, "--extract")
+			relative = relative || name == "cpio" && longOption(opt, "--no-absolute-filenames")
+			if name == "patch" && longOption(opt, "--prefix", "--basename-prefix") {
+				out = append(out, backupPrefixDir(fileOf(valueWord(words, &i, val, hasVal))))
+				continue
+			}
 			if name == "patch" && !hasVal && longOption(opt, "--input", "--strip", "--reject-file", "--output", "--suffix",
 				"--prefix", "--basename-prefix", "--fuzz", "--backup-if-mismatch", "--quoting-style", "--read-only", "--get") {
 				i++
@@ -212,6 +231,8 @@ func miscWrites(name string, words []cmdWord) []string {
 		case strings.HasPrefix(w, "-") && len(w) > 1:
 			for j := 1; j < len(w); j++ {
 				c := w[j]
+				copyIn = copyIn || name == "cpio" && c == 'i'
+				rename = rename || name == "pax" && c == 's'
 				switch {
 				case name == "cpio" && c == 'p', name == "pax" && c == 'r' && !write:
 					pass, read = pass || name == "cpio", true
@@ -219,6 +240,10 @@ func miscWrites(name string, words []cmdWord) []string {
 					write = true
 				case (name == "cpio" || name == "patch") && c == 'D' || name == "patch" && c == 'd':
 					out = append(out, fileOf(valueWord(words, &i, w[j+1:], true))+"/*")
+					j = len(w)
+				case name == "patch" && (c == 'B' || c == 'Y'):
+					// -B/-Y PREFIX: backups go to PREFIX+name (review48b).
+					out = append(out, backupPrefixDir(fileOf(valueWord(words, &i, w[j+1:], true))))
 					j = len(w)
 				case name == "patch" && strings.IndexByte("iopBrVYzFgD", c) >= 0,
 					name == "cpio" && strings.IndexByte("EFHIMORs", c) >= 0,
@@ -235,6 +260,12 @@ func miscWrites(name string, words []cmdWord) []string {
 		default:
 			pos = append(pos, fileOf(words[i]))
 		}
+	}
+	// GNU cpio -i keeps an entry's absolute name (/home/u/.bashrc) unless
+	// --no-absolute-filenames; pax -r keeps it too, and pax -s renames
+	// entries: written anywhere, read as / (review48b).
+	if copyIn && !pass && !relative || name == "pax" && (read && !write || rename) {
+		return []string{"//*"}
 	}
 	switch {
 	case name == "patch" && len(pos) > 0:
@@ -280,4 +311,82 @@ func awkStdTarget(rest string) bool {
 		}
 	}
 	return false
+}
+
+// tmuxCommands are tmux's commands that neither run a shell command line
+// nor start a shell: listing, showing and killing.
+var tmuxCommands = []string{"ls", "list-sessions", "list-windows", "lsw", "list-panes", "lsp", "has-session", "has",
+	"kill-session", "kill-server", "kill-window", "kill-pane", "capture-pane", "capturep", "list-clients", "lsc",
+	"list-buffers", "lsb", "show-buffer", "showb"}
+
+// tmuxCode says why tmux's words run a shell command line, or "": any
+// command but tmuxCommands (new-session, send-keys, run-shell), -c (a
+// shell command) and -f (a configuration file of commands) before it, a
+// second command after a ";" (also an argument ending in one), and a
+// format's #(…), which runs a command. -L, -S and -T take a value
+// (tmux -L ls new 'rm x' runs rm; review48b).
+func tmuxCode(words []cmdWord) string {
+	const why = "tmux runs shell command lines (new-session, send-keys, run-shell) the matcher cannot read"
+	cmd := ""
+	for i := 1; i < len(words); i++ {
+		w := words[i].lit
+		if strings.HasSuffix(w, ";") || strings.Contains(w, "#(") {
+			return why
+		}
+		switch {
+		case cmd != "":
+		case strings.HasPrefix(w, "-") && strings.ContainsAny(w[1:], "cf"):
+			return why
+		case strings.HasPrefix(w, "-") && strings.ContainsAny(w[len(w)-1:], "LST"):
+			i++ // the option's value
+		case strings.HasPrefix(w, "-"):
+		default:
+			cmd = w
+		}
+	}
+	if !contains(tmuxCommands, cmd) {
+		return why
+	}
+	return ""
+}
+
+// socatCode says why socat's words (addresses, joined by !! for two
+// ways) run a command or write a guarded file, or "": an EXEC, SYSTEM or
+// SHELL address (socat 1.8's SHELL: review48b), or a file address (OPEN,
+// CREATE, GOPEN, a bare path with a /) naming a guarded file.
+func socatCode(words []cmdWord) string {
+	for _, w := range words[1:] {
+		if w.unknown {
+			return notLiteral("socat")
+		}
+		up := strings.ToUpper(w.lit)
+		for _, k := range []string{"EXEC:", "SYSTEM:", "SHELL:", "EXEC,", "SYSTEM,", "SHELL,"} {
+			if strings.Contains(up, k) {
+				return "socat with an EXEC:, SYSTEM: or SHELL: address runs a command the matcher cannot read"
+			}
+		}
+		for _, a := range strings.Split(w.lit, "!!") {
+			first, _, _ := strings.Cut(a, ",")
+			kind, rest, typed := strings.Cut(first, ":")
+			switch up := strings.ToUpper(kind); {
+			case up == "EXEC" || up == "SYSTEM" || up == "SHELL":
+				return "socat with an EXEC:, SYSTEM: or SHELL: address runs a command the matcher cannot read"
+			case typed && (up == "OPEN" || up == "CREATE" || up == "CREAT" || up == "GOPEN"):
+				first = rest
+			case typed || !strings.Contains(first, "/"):
+				continue
+			}
+			if codeFile(first) {
+				return writesFile("socat", first)
+			}
+		}
+	}
+	return ""
+}
+
+// backupPrefixDir returns the files a backup prefix p writes (patch -B
+// .git/hooks/ keeps pre-commit's old text as .git/hooks/pre-commit; -B
+// ~/.bash keeps rc as ~/.bashrc): every file of p's directory, DIR/*.
+func backupPrefixDir(p string) string {
+	return path.Dir(p+"x") + "/*"
 }

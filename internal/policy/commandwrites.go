@@ -74,6 +74,8 @@ var codeFileNames = []string{
 	".go-version", ".pdbrc", ".ghci", "startup.jl", ".mongoshrc.js", ".mongorc.js", ".tmux.conf", "tmux.conf", ".screenrc",
 	".hgrc", "hgrc", ".gemrc", "lefthook.yml", "lefthook.yaml", ".lefthook.yml", ".lefthook.yaml", "lefthook-local.yml",
 	".overcommit.yml",
+	// env-cmd -e ENV reads its environments from these (review48b).
+	".env-cmdrc", ".env-cmdrc.js", ".env-cmdrc.json",
 }
 
 // codeFileDirs are path parts (each between slashes, the path given a
@@ -537,7 +539,8 @@ func aboveCodeDirs(p string) bool {
 // allow rule names as written.
 func searchDir(c, s string) bool {
 	for _, p := range []string{"/bin/", "/sbin/", "/usr/bin/", "/usr/sbin/", "/usr/local/bin/", "/usr/local/sbin/",
-		"/opt/homebrew/bin/", "/opt/homebrew/sbin/", "/opt/local/bin/", "/root/bin/", "/root/.local/bin/"} {
+		"/opt/homebrew/bin/", "/opt/homebrew/sbin/", "/opt/local/bin/", "/root/bin/", "/root/.local/bin/",
+		"/usr/games/", "/usr/local/games/", "/snap/bin/"} { // (the last three: Ubuntu's PATH; review48b)
 		if strings.HasPrefix(c+"/", p) {
 			return true
 		}
@@ -550,7 +553,9 @@ func searchDir(c, s string) bool {
 	}
 	for _, d := range []string{"/.local/bin/", "/.cargo/bin/", "/go/bin/", "/.npm-global/bin/", "/.deno/bin/", "/.bun/bin/",
 		"/.volta/bin/", "/shims/", "/.nvm/versions/", "/.venv/bin/", "/venv/bin/", "/.venv/scripts/", "/venv/scripts/",
-		"/.local/share/mise/installs/", "/.asdf/installs/", "/.pyenv/versions/", "/.rbenv/versions/", "/.tox/"} {
+		"/.local/share/mise/installs/", "/.asdf/installs/", "/.pyenv/versions/", "/.rbenv/versions/", "/.tox/",
+		// (review48b) yarn's, nix's, dotnet tools', pnpm's and pixi's bin directories
+		"/.yarn/bin/", "/.nix-profile/bin/", "/.dotnet/tools/", "/.local/share/pnpm/", "/library/pnpm/", "/.pixi/bin/"} {
 		if strings.Contains(s, d) {
 			return true
 		}
