@@ -49,7 +49,7 @@ func TestRepeatedVerdictSaysNothingWasRecorded(t *testing.T) {
 	})
 	t.Run("deny twice", func(t *testing.T) {
 		r := e.request(2, `{"a":2}`, func(r *approval.Request) {
-			r.HeldBy, r.LeaseUntil = "gw-live-2", e.now.Add(6 * time.Hour)
+			r.HeldBy, r.LeaseUntil = "gw-live-2", e.now.Add(6*time.Hour)
 		})
 		if page := pageAfter(t, bob.review(r, "deny", approve(r, "no"))); !strings.Contains(page, "Your denial was recorded") {
 			t.Fatalf("the first denial's page does not say it was recorded")
