@@ -105,6 +105,10 @@ type detailView struct {
 	// policy approval); Grant is what the approver typed for it.
 	CanGrant bool
 	Grant    grantForm
+	// PolicyMoved: pending, and the deployment policy in force here is
+	// not the revision that asked for it (the call is checked against
+	// the one in force when it runs: gate.consumeCheck).
+	PolicyMoved bool
 }
 
 type reviewView struct {
@@ -139,6 +143,10 @@ func (s *Server) detailData(r *http.Request, c *session, id approval.ID) (*detai
 	}
 	d.Expired = a.State == string(approval.StateExpired) || (d.Pending && !now.Before(a.ExpiresAt))
 	d.Policy = a.Kind == approval.KindSessionPolicy || a.Kind == approval.KindPolicyChange
+	if d.Pending && !d.Policy && a.PolicyRevision != "" {
+		cur := s.backend.PolicyRevision()
+		d.PolicyMoved = cur != "" && cur != a.PolicyRevision
+	}
 	d.CanGrant = !d.Policy
 	switch n, err := parseTree(a.Arguments, maxTreeNodes); {
 	case err == nil:
