@@ -134,6 +134,17 @@ func (s *Server) Review(ctx context.Context, c Caller, id approval.ID, v approva
 	return out, nil
 }
 
+// PolicyRevision returns the revision of the deployment policy in force,
+// as an approval's policy_revision records the one that asked for it, when
+// the Approvals served tell it (*gate.Gate does); "" otherwise. It needs
+// no role: it names no rule.
+func (s *Server) PolicyRevision() string {
+	if r, ok := s.approvals.(interface{ PolicyRevision() string }); ok {
+		return r.PolicyRevision()
+	}
+	return ""
+}
+
 // PublicError returns the HTTP status and the public code and message of an
 // error from the methods above, as the REST API would answer it; the cause
 // itself is never in the message.

@@ -130,6 +130,9 @@ type Server struct {
 	upstreams func() map[string]UpstreamState
 	now       func() time.Time
 	mux       *http.ServeMux
+	// agentSide is set on the server behind AgentSessions: its refusals
+	// are the agent listener's, not the admin API's, in the log.
+	agentSide bool
 
 	events        EventLog
 	eventsChanged func() <-chan struct{}
@@ -323,7 +326,17 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, e *apiError)
 	if e.Err != nil {
 		attrs = append(attrs, keyErr, e.Err)
 	}
-	s.log.Log(r.Context(), level, "admin request failed", attrs...)
+	msg := "admin request failed"
+	if s.agentSide {
+		// The agent listener's /v1/ routes (AgentSessions): a refusal
+		// there is an agent's request refused, not an admin's.
+		msg = "agent listener request refused"
+		if e.Status >= 500 {
+			msg = "agent listener request failed"
+		}
+		attrs = append(attrs, "listener", "agent")
+	}
+	s.log.Log(r.Context(), level, msg, attrs...)
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="toolgate"`)
 	}

@@ -304,6 +304,7 @@ func NewAgentSessions(ss Sessions, auth AgentAuthenticator, opts *Options) *Agen
 	}
 	o.Sessions = ss
 	a := &AgentSessions{srv: newBare(nil, nil, &o), auth: auth, mux: http.NewServeMux()}
+	a.srv.agentSide = true
 	a.mux.Handle("POST /v1/sessions", a.srv.handle(a.createChild))
 	a.mux.Handle("POST /v1/sessions/{id}/policy-requests", a.srv.handle(a.requestPolicy))
 	return a

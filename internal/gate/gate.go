@@ -42,6 +42,17 @@ type Evaluator interface {
 // in force.
 type revisioned interface{ Revision() string }
 
+// PolicyRevision returns the revision of the deployment policy in force,
+// as a request's approval.Request.PolicyRevision records the one that
+// asked for it (policy.Decision.Revision); "" when the Evaluator has no
+// revision (a plain *policy.Policy).
+func (g *Gate) PolicyRevision() string {
+	if r, ok := g.policy.(revisioned); ok {
+		return r.Revision()
+	}
+	return ""
+}
+
 // lister is the optional part of an Evaluator that decides tools/list.
 type lister interface{ Listed(c policy.Call) bool }
 

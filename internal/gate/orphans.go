@@ -5,6 +5,19 @@ import (
 	"fmt"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/telemetry"
+)
+
+// Who found a task whose runner was gone: TaskResumed's foundBy, the
+// found_by label of toolgate_tasks_resumed_total and of the gateway's log
+// line "resuming a task whose runner is gone". The gateway, which finds
+// them, names them by these (it does not import telemetry: the gate owns
+// the metrics).
+const (
+	// FoundBySweep is the sweep every instance runs every approvals.lease/3.
+	FoundBySweep = telemetry.FoundBySweep
+	// FoundByTasksGet is the agent's tasks/get.
+	FoundByTasksGet = telemetry.FoundByTasksGet
 )
 
 // OrphanedTasks returns a page of the approved requests held as MCP tasks
@@ -44,7 +57,7 @@ func (g *Gate) OrphanedTasks(ctx context.Context, after approval.ID, limit int) 
 }
 
 // TaskResumed counts, in toolgate_tasks_resumed_total, a task whose runner
-// was gone that foundBy (sweep, tasks_get) started running here (started)
+// was gone that foundBy (FoundBySweep, FoundByTasksGet) started running here (started)
 // or could not run here (its call unreadable, its tool not in the
 // catalog).
 func (g *Gate) TaskResumed(foundBy string, started bool) {

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolgate/internal/approval"
 )
 
 // The agents' MCP sessions (Streamable HTTP, Mcp-Session-Id) cost memory
@@ -155,6 +158,9 @@ func (g *Gateway) liveSessionSet() map[*mcp.ServerSession]bool {
 // its POST reserved among the session limits to the session it opened.
 func (g *Gateway) initialize(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	res, err := next(ctx, method, req)
+	if err == nil {
+		g.logStarted(ctx, req, res)
+	}
 	if ex := req.GetExtra(); ex != nil && ex.Header != nil {
 		post := g.carriers.get(ex.Header.Get(carrierHeader))
 		ss, ok := req.GetSession().(*mcp.ServerSession)
@@ -177,6 +183,47 @@ func (g *Gateway) initialize(ctx context.Context, method string, req mcp.Request
 		}
 	}
 	return res, err
+}
+
+// logStarted logs the one INFO line of an agent session's start (the
+// go-sdk's own lines are DEBUG: sdkLogger): its session id, principal,
+// negotiated protocol version and the client's name and version as the
+// client gave them (cut to maxClientInfo bytes each). Nothing of the
+// token.
+func (g *Gateway) logStarted(ctx context.Context, req mcp.Request, res mcp.Result) {
+	var (
+		p   approval.Principal
+		sid string
+	)
+	if ex := req.GetExtra(); ex != nil && ex.Header != nil {
+		if post := g.carriers.get(ex.Header.Get(carrierHeader)); post != nil {
+			p = post.principal
+		}
+		sid = sessionID(req)
+	} else {
+		p, _ = ctx.Value(principalKey{}).(approval.Principal)
+		sid, _ = ctx.Value(stdioSessionKey{}).(string)
+	}
+	attrs := []any{"session_id", sid, "principal", p.ID}
+	if ir, ok := res.(*mcp.InitializeResult); ok && ir != nil {
+		attrs = append(attrs, "protocol_version", ir.ProtocolVersion)
+	}
+	if ip, ok := req.GetParams().(*mcp.InitializeParams); ok && ip != nil && ip.ClientInfo != nil {
+		attrs = append(attrs, "client", clientText(ip.ClientInfo.Name), "client_version", clientText(ip.ClientInfo.Version))
+	}
+	g.log.InfoContext(ctx, "agent session started", attrs...)
+}
+
+// maxClientInfo bounds the client name and version logStarted logs.
+const maxClientInfo = 64
+
+// clientText is s, a client's own words, as valid UTF-8 of at most
+// maxClientInfo bytes.
+func clientText(s string) string {
+	if len(s) > maxClientInfo {
+		s = s[:maxClientInfo]
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // initialized tells the lean front that session ss finished its

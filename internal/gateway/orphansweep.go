@@ -93,7 +93,7 @@ func (g *Gateway) sweepOrphansOnce(ctx context.Context, l orphanLister, s *orpha
 			// budget: one found unrunnable on this try is read past
 			// like those found before (polish48); pages bounds the
 			// reading.
-			took, cannot := g.resumeTask(ctx, gate.TaskState{Request: r, Runnable: true}, "sweep")
+			took, cannot := g.resumeTask(ctx, gate.TaskState{Request: r, Runnable: true}, gate.FoundBySweep)
 			if cannot {
 				s.cannot[r.ID] = true
 			}

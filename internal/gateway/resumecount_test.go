@@ -28,7 +28,8 @@ type countingNoSweep struct {
 	resumeCounter
 }
 
-// TestTasksGetTakeOverCountsOnce (polish48): on SQLite and on Postgres, an
+// TestTasksGetTakeOverCountsOnce (polish48; fixes49: the log line's found_by
+// is the metric's label, tasks_get, one source in gate): on SQLite and on Postgres, an
 // approved task whose holding instance stopped is taken up by the agent's
 // tasks/get on a live instance that runs no sweep:
 // toolgate_tasks_resumed_total{found_by="tasks_get",result="started"}
@@ -111,7 +112,7 @@ func TestTasksGetTakeOverCountsOnce(t *testing.T) {
 		if n := h.count("echo"); n != 1 {
 			t.Errorf("upstream ran echo %d times, want 1", n)
 		}
-		if n := countLines(logs.String(), "resuming a task whose runner is gone", string(id), "found_by=tasks/get"); n != 1 {
+		if n := countLines(logs.String(), "resuming a task whose runner is gone", string(id), "found_by=tasks_get"); n != 1 {
 			t.Errorf("tasks/get took the task up %d times, want 1:\n%s", n, logs.String())
 		}
 		for _, c := range []struct {

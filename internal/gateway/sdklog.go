@@ -16,6 +16,13 @@ import (
 // transports: the GET stream is optional), so such a record is logged at
 // DEBUG instead. Before, every per-agent session's connect logged one
 // WARN per session without a GET stream.
+//
+// The SDK's INFO records of a session's life ("server connecting",
+// "server session connected", "session initialized", "server session
+// disconnected", …: sdkRoutine) are DEBUG too: they came three or four
+// per agent session (per request of a 2026-07-28 agent), two of them
+// without a session id. The gateway's own INFO "agent session started"
+// (Gateway.initialize) says who connected, tagged.
 func sdkLogger(l *slog.Logger) *slog.Logger {
 	if l == nil {
 		return nil
@@ -26,12 +33,12 @@ func sdkLogger(l *slog.Logger) *slog.Logger {
 type sdkLogHandler struct{ h slog.Handler }
 
 func (s sdkLogHandler) Enabled(ctx context.Context, level slog.Level) bool {
-	// A WARN may become a DEBUG: ask again in Handle.
-	return s.h.Enabled(ctx, level) || level == slog.LevelWarn
+	// A WARN or INFO may become a DEBUG: ask again in Handle.
+	return s.h.Enabled(ctx, level) || level == slog.LevelWarn || level == slog.LevelInfo
 }
 
 func (s sdkLogHandler) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level == slog.LevelWarn && undeliveredNotification(r.Message) {
+	if (r.Level == slog.LevelWarn && undeliveredNotification(r.Message)) || (r.Level == slog.LevelInfo && sdkRoutine(r.Message)) {
 		r.Level = slog.LevelDebug
 		if !s.h.Enabled(ctx, slog.LevelDebug) {
 			return nil
@@ -56,4 +63,16 @@ func (s sdkLogHandler) WithGroup(name string) slog.Handler {
 // transport").
 func undeliveredNotification(msg string) bool {
 	return strings.HasPrefix(msg, "calling notifications/") && strings.Contains(msg, "rejected by transport")
+}
+
+// sdkRoutine reports whether msg is one of the go-sdk's (v1.8.0,
+// mcp/server.go) INFO records of a session's life, which toolgate logs at
+// DEBUG.
+func sdkRoutine(msg string) bool {
+	switch msg {
+	case "server run start", "server connecting", "server session connected", "session initialized",
+		"server session disconnected", "server session ended":
+		return true
+	}
+	return false
 }

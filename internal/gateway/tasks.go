@@ -211,7 +211,7 @@ func (g *Gateway) taskRPC(ctx context.Context, req mcpwire.Request, meta mcpwire
 		if err != nil {
 			return nil, taskError(err)
 		}
-		g.resumeTask(ctx, ts, "tasks/get") // started or not, the answer is the task as read
+		g.resumeTask(ctx, ts, gate.FoundByTasksGet) // started or not, the answer is the task as read
 		return detailedTask(ts), nil
 	case "tasks/cancel":
 		if _, err := g.opts.Tasks.CancelTask(ctx, params.TaskID, p); err != nil {
@@ -449,8 +449,8 @@ func (g *Gateway) dispatchTask(ctx context.Context, t Tool, p approval.Principal
 // resumeTask runs a task whose runner is gone (the instance that held it
 // stopped and its lease lapsed) on this instance, once: the gate resumes
 // the approval (waits for the decision, runs it once approved, or answers
-// from the ledger). by says what found it ("tasks/get", "sweep"), for the
-// log. It reports started when it took the task up here, and cannot when
+// from the ledger). by says what found it (gate.FoundByTasksGet,
+// gate.FoundBySweep), for the log and toolgate_tasks_resumed_total. It reports started when it took the task up here, and cannot when
 // the task cannot run here (its call cannot be read, or its tool is not in
 // the catalog; logged at WARN), so the sweep does not try (and log) it
 // again; neither when there was nothing to take up (not runnable, held,
@@ -500,17 +500,13 @@ type resumeCounter interface {
 	TaskResumed(foundBy string, started bool)
 }
 
-// countResumed counts a task whose runner was gone that by ("sweep",
-// "tasks/get") took up here, started or not, when the TaskKeeper counts.
+// countResumed counts a task whose runner was gone that by
+// (gate.FoundBySweep, gate.FoundByTasksGet: the metric's label as is) took
+// up here, started or not, when the TaskKeeper counts.
 func (g *Gateway) countResumed(by string, started bool) {
-	c, ok := g.opts.Tasks.(resumeCounter)
-	if !ok {
-		return
+	if c, ok := g.opts.Tasks.(resumeCounter); ok {
+		c.TaskResumed(by, started)
 	}
-	if by == "tasks/get" {
-		by = "tasks_get" // a metric label
-	}
-	c.TaskResumed(by, started)
 }
 
 // outcomeResult is the answer of a task call decided without holding.

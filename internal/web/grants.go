@@ -182,7 +182,10 @@ func (s *Server) approveWithGrant(w http.ResponseWriter, r *http.Request, c *ses
 		return
 	}
 	done := "grant"
-	if got.Grant == nil {
+	switch {
+	case got.Duplicate:
+		done = againApprove // the earlier approval stands; these terms were not kept
+	case got.Grant == nil:
 		done = "grant-pending"
 	}
 	http.Redirect(w, r, "/ui/approvals/"+string(id)+"?done="+done, http.StatusSeeOther) //nolint:gosec // G710: id is a checked UUID, done a constant

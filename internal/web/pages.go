@@ -105,6 +105,10 @@ type detailView struct {
 	// policy approval); Grant is what the approver typed for it.
 	CanGrant bool
 	Grant    grantForm
+	// PolicyMoved: pending, and the deployment policy in force here is
+	// not the revision that asked for it (the call is checked against
+	// the one in force when it runs: gate.consumeCheck).
+	PolicyMoved bool
 }
 
 type reviewView struct {
@@ -139,6 +143,10 @@ func (s *Server) detailData(r *http.Request, c *session, id approval.ID) (*detai
 	}
 	d.Expired = a.State == string(approval.StateExpired) || (d.Pending && !now.Before(a.ExpiresAt))
 	d.Policy = a.Kind == approval.KindSessionPolicy || a.Kind == approval.KindPolicyChange
+	if d.Pending && !d.Policy && a.PolicyRevision != "" {
+		cur := s.backend.PolicyRevision()
+		d.PolicyMoved = cur != "" && cur != a.PolicyRevision
+	}
 	d.CanGrant = !d.Policy
 	switch n, err := parseTree(a.Arguments, maxTreeNodes); {
 	case err == nil:
@@ -182,12 +190,36 @@ func (s *Server) detail(w http.ResponseWriter, r *http.Request, c *session) {
 		s.resolveShort(w, r, c, raw)
 		return
 	}
-	s.showDetail(w, r, c, approval.ID(raw), http.StatusOK, flash(r.URL.Query().Get("done")), "")
+	id := approval.ID(raw)
+	d, err := s.detailData(r, c, id)
+	if err != nil {
+		s.fail(w, r, c, err)
+		return
+	}
+	s.render(w, r, "detail", http.StatusOK, view{Title: d.Subject, User: c.user(), CSRF: c.csrf, Since: c.since, Detail: d, Flash: flash(r.URL.Query().Get("done"), d)})
 }
 
-// flash is the message after a review redirected back to the page.
-func flash(done string) string {
+// The done= values of a review that repeated the reviewer's earlier
+// verdict (the API's duplicate answer): nothing was recorded.
+const (
+	againApprove = "again-approve"
+	againDeny    = "again-deny"
+)
+
+// flash is the message after a review redirected back to the page showing
+// d, the request as it is now.
+func flash(done string, d *detailView) string {
 	switch done {
+	case againApprove, againDeny:
+		verdict := "approved"
+		if done == againDeny {
+			verdict = "denied"
+		}
+		msg := "You had already " + verdict + " this request: your earlier review stands and nothing new was recorded (a new reason or grant terms are not kept). It is " + d.State
+		if d.DecidedBy != "" {
+			msg += ", decided by " + d.DecidedBy
+		}
+		return msg + "."
 	case "approve":
 		return "Your approval was recorded."
 	case "deny":
@@ -331,7 +363,12 @@ func (s *Server) review(w http.ResponseWriter, r *http.Request, c *session, v ap
 		return
 	}
 	done := string(v)
-	if v == approval.VerdictDeny {
+	switch {
+	case got.Duplicate && v == approval.VerdictDeny:
+		done = againDeny
+	case got.Duplicate:
+		done = againApprove
+	case v == approval.VerdictDeny:
 		done = deniedTo(got, s.now())
 	}
 	http.Redirect(w, r, "/ui/approvals/"+string(id)+"?done="+done, http.StatusSeeOther) //nolint:gosec // G710: id is a checked UUID, done a constant

@@ -37,6 +37,10 @@ type Backend interface {
 	// the events after it, so none is missed between the page and the
 	// stream.
 	EventsEnd(ctx context.Context) (string, error)
+	// PolicyRevision is the revision of the deployment policy in force
+	// ("" when unknown), compared with a pending approval's
+	// PolicyRevision: the detail page says when the policy changed since.
+	PolicyRevision() string
 	// ApproveWithGrant, ListGrants and RevokeGrant are the remembered
 	// grants (issue 12), with the rules of /v1/grants and of an approve
 	// carrying a "grant" object.
