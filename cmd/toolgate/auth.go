@@ -83,3 +83,24 @@ func approverAuth(creds map[string]config.Credential) api.Authenticator {
 		return c.Principal, slices.Clone(c.Roles), true
 	}
 }
+
+// reviewers lists who can review requests for the gate's quorum check
+// (gate.Options.Reviewers): the people among creds (the tokens the admin
+// API accepts, serve --dev's included) with role approver or admin. With
+// approvals.allow_no_approvers it is nil, "not known": the operator has
+// said reviewers may be missing here (configured in another process
+// sharing the store), so calls are held as before.
+func reviewers(cfg config.Config, creds map[string]config.Credential) []gate.Reviewer {
+	if cfg.Approvals.AllowNoApprovers {
+		return nil
+	}
+	out := []gate.Reviewer{}
+	for _, c := range creds {
+		if c.Principal.Kind != config.KindHuman ||
+			!(slices.Contains(c.Roles, config.RoleApprover) || slices.Contains(c.Roles, config.RoleAdmin)) {
+			continue
+		}
+		out = append(out, gate.Reviewer{ID: c.Principal.ID, Groups: slices.Clone(c.Principal.Groups), Tenant: c.Principal.Tenant})
+	}
+	return out
+}
