@@ -3,10 +3,12 @@ package gate
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"toolgate/internal/approval"
 	"toolgate/internal/policy"
+	"toolgate/internal/session"
 )
 
 // CodeQuorumUnreachable is the reason code (Admission.Code, the audit
@@ -24,24 +26,28 @@ type Reviewer struct {
 	Tenant string
 }
 
-// quorumRefusal returns the refusal of c, and true, when the approval ap
-// that rule would hold c for can never reach its quorum: fewer of
-// Options.Reviewers may review c's request (in c's tenant, admitted by
-// ap.Approvers, and neither c's principal nor the person it acts for: the
-// checks of approval.Request.Eligible) than ap.Approvals. With no
-// Options.Reviewers (nil: the set of reviewers is not known to this
-// process) it returns false, and the call is held as before.
-func (g *Gate) quorumRefusal(ctx context.Context, c Call, rule string, ap policy.Approval) (Admission, bool) {
+// quorumGap is what quorumOf found for one approval of one principal.
+type quorumGap struct {
+	need    int // the quorum, at least 1
+	may     int // distinct reviewers who may review the principal's request
+	members int // distinct reviewers the approvers list admits (may, plus the excluded)
+}
+
+// quorumOf counts, of Options.Reviewers, those who may review p's request
+// for approval ap: in p's tenant (or of none), admitted by ap.Approvers
+// (empty: anyone), and neither p nor the person it acts for (the checks of
+// approval.Request.Eligible). known is false with no Options.Reviewers
+// (nil: the reviewers are not known to this process).
+func (g *Gate) quorumOf(p approval.Principal, ap policy.Approval) (q quorumGap, known bool) {
 	roster := g.opts.Reviewers
 	if roster == nil {
-		return Admission{}, false
+		return quorumGap{}, false
 	}
-	need := max(ap.Approvals, 1)
 	listed := approval.Request{Approvers: ap.Approvers} // who the rule admits, before self-review
-	own := approval.Request{Approvers: ap.Approvers, RequestedBy: c.Principal.ID, OnBehalfOf: c.Principal.OnBehalfOf}
+	own := approval.Request{Approvers: ap.Approvers, RequestedBy: p.ID, OnBehalfOf: p.OnBehalfOf}
 	members, may := map[string]bool{}, map[string]bool{}
 	for _, r := range roster {
-		if r.Tenant != "" && r.Tenant != c.Principal.Tenant {
+		if r.Tenant != "" && r.Tenant != p.Tenant {
 			continue // the admin API does not show them this tenant's requests
 		}
 		rv := approval.Reviewer{ID: r.ID, Groups: r.Groups}
@@ -53,23 +59,96 @@ func (g *Gate) quorumRefusal(ctx context.Context, c Call, rule string, ap policy
 			may[r.ID] = true
 		}
 	}
-	if len(may) >= need {
-		return Admission{}, false
-	}
+	return quorumGap{need: max(ap.Approvals, 1), may: len(may), members: len(members)}, true
+}
+
+// unreachable says, for rule's approval ap, why p's requests cannot reach
+// their quorum ("rule R needs 3 approvals from group:finance; only 2 of
+// its 3 configured approver(s) may review a request by A acting for B").
+func (q quorumGap) unreachable(rule string, ap policy.Approval, p approval.Principal) string {
 	from := "any approver"
 	if len(ap.Approvers) > 0 {
 		from = strings.Join(ap.Approvers, ", ")
 	}
-	by := "by " + c.Principal.ID
-	if c.Principal.OnBehalfOf != "" {
-		by += " acting for " + c.Principal.OnBehalfOf
+	by := "by " + p.ID
+	if p.OnBehalfOf != "" {
+		by += " acting for " + p.OnBehalfOf
 	}
-	msg := fmt.Sprintf("denied: rule %q needs %s from %s; only %d of its %d configured approver(s) may review a request %s (neither the caller nor the person it acts for may review it), so it could only expire; nothing was held or run",
-		rule, plural(need, "approval"), from, len(may), len(members), by)
+	return fmt.Sprintf("rule %q needs %s from %s; only %d of its %d configured approver(s) may review a request %s (neither the caller nor the person it acts for may review it)",
+		rule, plural(q.need, "approval"), from, q.may, q.members, by)
+}
+
+// quorumRefusal returns the refusal of c, and true, when the approval ap
+// that rule would hold c for can never reach its quorum (quorumOf: fewer
+// of Options.Reviewers may review it than ap.Approvals). With no
+// Options.Reviewers it returns false, and the call is held as before.
+func (g *Gate) quorumRefusal(ctx context.Context, c Call, rule string, ap policy.Approval) (Admission, bool) {
+	q, known := g.quorumOf(c.Principal, ap)
+	if !known || q.may >= q.need {
+		return Admission{}, false
+	}
 	g.log.WarnContext(ctx, "approval quorum unreachable; denying", "server", c.Server, "tool", c.Tool, "kind", c.Kind,
 		"principal", c.Principal.ID, "on_behalf_of", c.Principal.OnBehalfOf, "rule", rule,
-		"approvals", need, "eligible", len(may), "approvers", len(members))
+		"approvals", q.need, "eligible", q.may, "approvers", q.members)
+	msg := "denied: " + q.unreachable(rule, ap, c.Principal) + ", so it could only expire; nothing was held or run"
 	return Admission{Message: msg, Code: CodeQuorumUnreachable}, true
+}
+
+// loader is the optional part of an Evaluator that hands out the policy
+// in force (policy.Holder has it).
+type loader interface{ Load() *policy.Policy }
+
+// SessionWarnings lists, for session s, each approval of the policy in
+// force that may hold its calls (the default when it approves, approve
+// rules not in monitor mode whose principals admit s, and its own
+// require_approval's) and whose quorum s's requests can never reach:
+// the reviewers of Options.Reviewers, less s and the person it acts for
+// (on_behalf_of), are too few. Such calls are refused when made
+// (CodeQuorumUnreachable); the session itself is not: it may never make
+// them, and the policy may change. nil when the reviewers or the policy
+// are not known here, or every quorum is reachable. Rules are not
+// narrowed by the session's tools: a warning may name a rule the
+// session cannot call.
+func (g *Gate) SessionWarnings(s session.Session) []string {
+	l, ok := g.policy.(loader)
+	if !ok || g.opts.Reviewers == nil {
+		return nil
+	}
+	p := l.Load()
+	if p == nil {
+		return nil
+	}
+	who := approval.Principal{ID: s.Principal, OnBehalfOf: s.OnBehalfOf, Tenant: s.Tenant}
+	var out []string
+	check := func(rule string, ap policy.Approval) {
+		if q, _ := g.quorumOf(who, ap); q.may < q.need {
+			out = append(out, q.unreachable(rule, ap, who)+": such calls are refused")
+		}
+	}
+	if p.Default == policy.Approve && p.Enforced() {
+		check(policy.DefaultRule, p.Approval)
+	}
+	for i := range p.Rules {
+		r := &p.Rules[i]
+		if r.Effect != policy.Approve || (r.Monitor != nil && *r.Monitor) || (r.Monitor == nil && !p.Enforced()) ||
+			(len(r.Principals) > 0 && !slices.Contains(r.Principals, s.Principal)) {
+			continue
+		}
+		ap := p.Approval
+		if o := r.Approval; o != nil {
+			if o.Approvals != 0 {
+				ap.Approvals = o.Approvals
+			}
+			if len(o.Approvers) > 0 {
+				ap.Approvers = o.Approvers
+			}
+		}
+		check(p.RuleName(i), ap)
+	}
+	if len(s.RequireApproval) > 0 {
+		check(SessionRule, g.sessionApproval().Approval)
+	}
+	return out
 }
 
 // plural is "1 approval" or "n approvals".

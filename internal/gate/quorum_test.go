@@ -9,6 +9,8 @@ import (
 
 	"toolgate/internal/approval"
 	"toolgate/internal/policy"
+	"toolgate/internal/session"
+	"toolgate/internal/store/sqlstore/sqlitetest"
 )
 
 // financePolicy holds pay's transfer for approvals approvals of
@@ -98,6 +100,45 @@ func TestUnreachableQuorumIsRefused(t *testing.T) {
 			got := rec.take()
 			if len(got) != 1 || got[0].Allowed || got[0].Code != CodeQuorumUnreachable || got[0].Reason != a.Message || got[0].Rule == "" {
 				t.Errorf("recorded %+v, want one refusal with code %q, the agent's reason and the rule", got, CodeQuorumUnreachable)
+			}
+		})
+	}
+}
+
+// TestSessionWarningsNameUnreachableQuorums (quorum49): a session created
+// for a member of group:finance is warned about the finance rule its
+// requests can never get 3 approvals for (and about nothing the others
+// reach); one for someone else, or with the reviewers unknown, is not.
+// The session is created all the same.
+func TestSessionWarningsNameUnreachableQuorums(t *testing.T) {
+	host := approval.Principal{ID: "host-app", Kind: "human"}
+	for _, tt := range []struct {
+		name     string
+		roster   []Reviewer
+		behalfOf string
+		want     []string
+	}{
+		{name: "acting for a member", roster: financeTeam, behalfOf: "alice",
+			want: []string{`rule "finance" needs 3 approvals from group:finance; only 2 of its 3 configured approver(s) may review a request by session:`}},
+		{name: "acting for someone else", roster: financeTeam, behalfOf: "dave"},
+		{name: "acting for nobody", roster: financeTeam},
+		{name: "reviewers unknown", behalfOf: "alice"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			db := sqlitetest.Open(t)
+			g := New(db, policy.NewHolder(financePolicy(3)), &Options{Reviewers: tt.roster})
+			s, _, err := g.CreateSession(t.Context(), host, session.NewSession{OnBehalfOf: tt.behalfOf})
+			if err != nil {
+				t.Fatalf("CreateSession: %v (a session is warned about, never refused)", err)
+			}
+			got := g.SessionWarnings(s)
+			if len(got) != len(tt.want) {
+				t.Fatalf("warnings %q, want %d like %q", got, len(tt.want), tt.want)
+			}
+			for i, w := range tt.want {
+				if !strings.HasPrefix(got[i], w) || !strings.Contains(got[i], " acting for "+tt.behalfOf+" ") {
+					t.Errorf("warning %q, want it to start %q and name %s", got[i], w, tt.behalfOf)
+				}
 			}
 		})
 	}
