@@ -99,7 +99,7 @@ func (g *Gate) quorumRefusal(ctx context.Context, c Call, rule string, ap policy
 type loader interface{ Load() *policy.Policy }
 
 // SessionWarnings lists, for session s, each approval of the policy in
-// force that may hold its calls (the default when it approves, approve
+// force (the Evaluator's, when it is a *policy.Policy or has Load) that may hold its calls (the default when it approves, approve
 // rules not in monitor mode whose principals admit s, and its own
 // require_approval's) and whose quorum s's requests can never reach:
 // the reviewers of Options.Reviewers, less s and the person it acts for
@@ -110,12 +110,14 @@ type loader interface{ Load() *policy.Policy }
 // narrowed by the session's tools: a warning may name a rule the
 // session cannot call.
 func (g *Gate) SessionWarnings(s session.Session) []string {
-	l, ok := g.policy.(loader)
-	if !ok || g.opts.Reviewers == nil {
-		return nil
+	var p *policy.Policy
+	switch e := g.policy.(type) {
+	case loader:
+		p = e.Load()
+	case *policy.Policy:
+		p = e
 	}
-	p := l.Load()
-	if p == nil {
+	if p == nil || g.opts.Reviewers == nil {
 		return nil
 	}
 	who := approval.Principal{ID: s.Principal, OnBehalfOf: s.OnBehalfOf, Tenant: s.Tenant}
