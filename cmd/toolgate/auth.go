@@ -102,8 +102,8 @@ func reviewers(cfg config.Config, creds map[string]config.Credential, dev bool) 
 		out = append(out, gate.Reviewer{ID: devApproverID})
 	}
 	for _, c := range creds {
-		if c.Principal.Kind != config.KindHuman ||
-			!(slices.Contains(c.Roles, config.RoleApprover) || slices.Contains(c.Roles, config.RoleAdmin)) {
+		reviews := slices.Contains(c.Roles, config.RoleApprover) || slices.Contains(c.Roles, config.RoleAdmin)
+		if c.Principal.Kind != config.KindHuman || !reviews {
 			continue
 		}
 		out = append(out, gate.Reviewer{ID: c.Principal.ID, Groups: slices.Clone(c.Principal.Groups), Tenant: c.Principal.Tenant})
