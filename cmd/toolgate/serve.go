@@ -329,6 +329,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 		PublicURL:            cfg.PublicURL(),
 		Annotations:          cat.annotations(cfg),
 		Recorder:             c.trail,
+		Reviewers:            reviewers(cfg, p.creds, f.dev),
 		Retention:            store.Retention(cfg.Retention),
 		GrantMaxTTL:          cfg.Grants.MaxTTL,
 		Policies:             policies,

@@ -59,6 +59,17 @@ type CreatedSession struct {
 	ID      string  `json:"id"`
 	Token   string  `json:"token"`
 	Session Session `json:"session"`
+	// Warnings name approvals of the policy in force whose quorum the
+	// session's requests can never reach (its on_behalf_of may not review
+	// them, and too few others may): such calls are refused when made.
+	// Absent when there is none or Sessions cannot tell.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// sessionWarner is the optional part of Sessions that warns about a new
+// session (*gate.Gate has it: SessionWarnings).
+type sessionWarner interface {
+	SessionWarnings(s session.Session) []string
 }
 
 // Session is the JSON form of a session: its own settings, its effective
@@ -178,7 +189,11 @@ func createSession(ctx context.Context, ss Sessions, actor approval.Principal, b
 	if err != nil {
 		return sessionError(err)
 	}
-	write(http.StatusCreated, CreatedSession{ID: string(created.ID), Token: token, Session: fromChain(chain)})
+	out := CreatedSession{ID: string(created.ID), Token: token, Session: fromChain(chain)}
+	if w, ok := ss.(sessionWarner); ok {
+		out.Warnings = w.SessionWarnings(created)
+	}
+	write(http.StatusCreated, out)
 	return nil
 }
 

@@ -58,6 +58,7 @@ func (r Record) canonicalPlain() ([]byte, bool) {
 	}
 	ok = ok && w.str("arguments_hash", r.ArgumentsHash, false) &&
 		w.str("at", r.At, true) &&
+		w.str("code", r.Code, false) &&
 		w.strs("display_warnings", r.DisplayWarnings)
 	w.int("event_seq", r.EventSeq, false)
 	ok = ok && w.str("grant_id", r.GrantID, false) &&
@@ -94,7 +95,7 @@ func (r Record) plainSize(n int) int {
 	size := 2 + len(`"arguments":,`) + n
 	for _, m := range [...]struct{ k, v string }{
 		{"actor", r.Actor}, {"approval_id", r.ApprovalID}, {"arguments_hash", r.ArgumentsHash},
-		{"at", r.At}, {"grant_id", r.GrantID}, {"kind", r.Kind}, {"on_behalf_of", r.OnBehalfOf},
+		{"at", r.At}, {"code", r.Code}, {"grant_id", r.GrantID}, {"kind", r.Kind}, {"on_behalf_of", r.OnBehalfOf},
 		{"outcome", r.Outcome}, {"policy", r.Policy}, {"principal", r.Principal}, {"reason", r.Reason},
 		{"rule", r.Rule}, {"server", r.Server}, {"session_id", r.SessionID}, {"state", r.State},
 		{"tenant", r.Tenant}, {"tool", r.Tool}, {"type", r.Type}, {"verdict", r.Verdict},

@@ -68,6 +68,9 @@ type Record struct {
 	// Reason: why a call was refused, a request denied, invalidated or
 	// cancelled.
 	Reason string `json:"reason,omitempty"`
+	// Code is a refused call's reason code where its refusal has one
+	// (quorum_unreachable: gate.CodeQuorumUnreachable); "" otherwise.
+	Code string `json:"code,omitempty"`
 	// Outcome is a dispatched event's dispatch outcome.
 	Outcome string `json:"outcome,omitempty"`
 

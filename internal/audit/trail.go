@@ -288,7 +288,7 @@ func (t *Trail) callRecord(d gate.Decided) Record {
 	case d.ApprovalID != "":
 		r.Type = TypeMonitored
 	case !d.Allowed:
-		r.Type, r.Reason = TypeRefused, d.Reason
+		r.Type, r.Reason, r.Code = TypeRefused, d.Reason, d.Code
 	}
 	if d.Monitor.Verdict != "" {
 		m := d.Monitor

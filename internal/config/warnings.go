@@ -198,7 +198,9 @@ func (c Config) Warnings() []string {
 // ids or acts for one of them (on_behalf_of): neither may review the
 // agent's calls, so when that leaves fewer than need, the agent's requests
 // can only expire or be denied. Sessions created at run time with an
-// on_behalf_of are not known here.
+// on_behalf_of are not known here: the gate warns about them when they
+// are created (gate.Gate.SessionWarnings), and refuses such a call when
+// it is made (code quorum_unreachable).
 func (c Config) selfReviewWarnings(where string, need int, ids, principals []string, warn func(string, ...any)) {
 	for i, ag := range c.Agents {
 		if !principalsAdmit(principals, ag) {

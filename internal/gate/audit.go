@@ -32,6 +32,9 @@ type Decided struct {
 	// the agent got.
 	Allowed bool
 	Reason  string
+	// Code is the refusal's reason code (Admission.Code), "" when it has
+	// none.
+	Code string
 	// Rule is the deciding policy rule; "" when the call was refused
 	// before the policy decided (a session's exclusion or revocation, an
 	// evaluation error).
@@ -61,7 +64,7 @@ func (g *Gate) record(ctx context.Context, c Call, dec *policy.Decision, adm Adm
 	d := Decided{Principal: c.Principal, Kind: c.Kind, Server: c.Server, Tool: c.Tool, Arguments: c.Arguments,
 		Allowed: adm.Allowed, Grant: adm.Grant, ApprovalID: adm.ApprovalID}
 	if !adm.Allowed {
-		d.Reason = adm.Message
+		d.Reason, d.Code = adm.Message, adm.Code
 	}
 	if dec != nil {
 		d.Rule, d.PolicyRevision, d.Monitor = dec.Rule, dec.Revision, dec.Monitor

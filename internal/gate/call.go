@@ -97,8 +97,11 @@ type Call struct {
 // must not be dispatched; Message is the text of the isError result the agent
 // gets, and Meta holds _meta entries for it (may be nil).
 type Admission struct {
-	Allowed    bool
-	Message    string
+	Allowed bool
+	Message string
+	// Code names the kind of a refusal whose reason has one (e.g.
+	// CodeQuorumUnreachable); "" otherwise. The audit trail records it.
+	Code       string
 	Meta       map[string]any
 	ApprovalID approval.ID // set when the call runs (or was refused) through an approval
 	// Timeout is true when the refusal is a hold that timed out.

@@ -207,6 +207,14 @@ type Options struct {
 	// approval (config grants.max_ttl); a longer one is refused, never
 	// shortened. Default DefaultGrantMaxTTL.
 	GrantMaxTTL time.Duration
+	// Reviewers, when not nil, is everyone who can review requests (the
+	// configured approvers with role approver or admin, and serve --dev's
+	// approver): a call whose approval fewer of them may review than its
+	// quorum is refused at once instead of held until it expires
+	// (CodeQuorumUnreachable). nil: the reviewers are not known to this
+	// process (approvals.allow_no_approvers; they may be configured in
+	// another process sharing the store), and such calls are held.
+	Reviewers []Reviewer
 	// Recorder, when set, is told of every call decided without an
 	// approval request and of monitor-mode verdicts (the audit trail);
 	// calls through an approval are recorded by their events.

@@ -92,6 +92,9 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 			return adm
 		}
 	}
+	if adm, ok := g.quorumRefusal(ctx, c, dec.Rule, dec.Approval); ok {
+		return adm // nothing was created; the lock on identical calls is released
+	}
 	if args == nil {
 		if args, err = approval.Parse(c.Arguments); err != nil {
 			return refuse(fmt.Sprintf("invalid arguments: %v", err))

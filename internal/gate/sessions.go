@@ -106,6 +106,11 @@ func (g *Gate) CreateSession(ctx context.Context, actor approval.Principal, req 
 		return session.Session{}, "", err
 	}
 	g.log.InfoContext(ctx, "session created", "session", s.ID, "parent", s.ParentID, "mode", s.Mode, "by", actor.ID)
+	for _, w := range g.SessionWarnings(s) {
+		// Warned, not refused: the call that needs the approval is
+		// refused when made (quorumRefusal); the session may never make it.
+		g.log.WarnContext(ctx, "session created whose approvals cannot all be reviewed", "session", s.ID, "on_behalf_of", s.OnBehalfOf, "warning", w)
+	}
 	return store.NormalizeSession(s), token, nil
 }
 
