@@ -90,6 +90,11 @@ type Trail struct {
 	// per batch it was ≈ 1.6 KB of garbage per approval on Postgres
 	// (docs/performance.md, "pglease45"). Guarded by mu.
 	recs []Record
+	// callRecs is Flush's list of a batch's call records, kept from one
+	// batch to the next and cleared after each, as recs is: made anew per
+	// batch it was a Record (≈ 400 bytes) of garbage per call at one call
+	// per batch (issue 13, alloc49). Guarded by mu.
+	callRecs []Record
 }
 
 var _ gate.Recorder = (*Trail)(nil)
@@ -236,14 +241,20 @@ func (t *Trail) Flush(ctx context.Context) error {
 		batch := t.pending[:min(len(t.pending), t.opts.Batch)]
 		// Sized once: a Record is ≈ 400 bytes, and growing the list by
 		// appends copied a batch of 256 calls over and over (≈ 1 KB of
-		// garbage per call, issue 13).
-		calls := make([]Record, 0, len(batch))
+		// garbage per call, issue 13); and kept (t.callRecs), cleared once
+		// the batch is chained or failed, so that no record outlives it.
+		calls := t.callRecs[:0]
+		if cap(calls) < len(batch) {
+			calls = make([]Record, 0, len(batch))
+		}
 		for _, d := range batch {
 			calls = append(calls, t.callRecord(d))
 		}
 		n, more, err := t.s.ChainAudit(ctx, t.opts.Batch, len(calls), func(head store.AuditHead, src []store.AuditSource) ([]store.AuditEntry, error) {
 			return link(head, src, calls, &t.recs)
 		})
+		clear(calls)
+		t.callRecs = calls[:0]
 		if err != nil {
 			return err
 		}

@@ -120,8 +120,11 @@ type Admission struct {
 	// passed, or Defer): nothing ran, and the request stays open.
 	Pending bool
 	// Held is the request a Pending call waits on, or the one an admitted
-	// or refused call was decided through (when there is one).
-	Held approval.Request
+	// or refused call was decided through; nil when there is none (a call
+	// the policy allowed or denied at once). A copy: the gate does not
+	// change it after the Admission is returned. (A pointer, not a value:
+	// the request is 584 bytes an allowed call never uses; issue 13.)
+	Held *approval.Request
 	// Replay is the recorded result of the approval a Resume call named,
 	// which was consumed already: the caller gets it instead of a second
 	// run. nil otherwise.
@@ -130,6 +133,9 @@ type Admission struct {
 	finish func(ctx context.Context, o approval.Outcome, d Recorded)
 	held   *heldCall // set by hold and holdTaken: Admit waits for the decision
 }
+
+// heldCopy returns a copy of r for Admission.Held.
+func heldCopy(r approval.Request) *approval.Request { return &r }
 
 // Recorded is what dispatching an admitted call gave: its result, or the
 // JSON-RPC error object it failed with. It is what the result ledger keeps

@@ -295,7 +295,7 @@ func (g *Gate) afterConsume(ctx context.Context, c Call, id approval.ID, r appro
 	if c.Task {
 		g.dropTaskArguments(ctx, id)
 	}
-	return Admission{Allowed: true, ApprovalID: id, Arguments: k.out, Held: r, finish: func(ctx context.Context, o approval.Outcome, d Recorded) {
+	return Admission{Allowed: true, ApprovalID: id, Arguments: k.out, Held: heldCopy(r), finish: func(ctx context.Context, o approval.Outcome, d Recorded) {
 		g.finishConsumed(ctx, id, o, d)
 	}}
 }

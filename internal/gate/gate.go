@@ -519,15 +519,19 @@ func (g *Gate) decide(ctx context.Context, c Call, chain session.Chain, dec poli
 	// decode of its arguments, args29); no kept decision holds it.
 	decoded := dec.Decoded
 	dec.Decoded = nil
-	c.admitted = &dec // consume reuses it while the revision stays
 	// The hand-off has served (evaluate): a held call does not keep it,
 	// and the decision it carries, while it waits.
 	c.Prior = nil
 	adm := g.admitDecided(ctx, c, chain, dec, decoded)
 	g.metrics.ToolCall(c.Server, countedEffect(c, chain, dec, adm))
 	if adm.held != nil {
-		// Admit waits for the decision; the admission is recorded after it.
-		adm.held.dec = &dec
+		// Admit waits for the decision; the admission is recorded after it,
+		// with the copy the held call keeps (admitDecided), one per call.
+		if hc := adm.held.c; hc != nil && hc.admitted != nil {
+			adm.held.dec = hc.admitted
+		} else {
+			adm.held.dec = keptDecision(dec)
+		}
 		return adm
 	}
 	adm.Monitor = dec.Monitor
@@ -541,6 +545,7 @@ func (g *Gate) admitDecided(ctx context.Context, c Call, chain session.Chain, de
 	switch dec.Effect {
 	case policy.Allow:
 		if chain.RequiresApprovalItem(c.item()) {
+			c.admitted = keptDecision(dec) // consume reuses it while the revision stays
 			sd := g.sessionApproval()
 			sd.Revision = dec.Revision
 			return g.hold(ctx, c, chain, sd, g.sessionGrants(sd), decoded)
@@ -549,12 +554,19 @@ func (g *Gate) admitDecided(ctx context.Context, c Call, chain session.Chain, de
 	case policy.Deny:
 		return denied(c, dec)
 	case policy.Approve:
+		c.admitted = keptDecision(dec) // consume reuses it while the revision stays
 		return g.hold(ctx, c, chain, dec, g.evalPolicy, decoded)
 	default:
 		g.log.ErrorContext(ctx, "policy returned an unknown effect; denying", "effect", dec.Effect)
 		return refuse("denied: policy returned an unknown effect")
 	}
 }
+
+// keptDecision returns a copy of dec that a held call keeps (Call.admitted,
+// heldCall.dec). Only a call that may be held gets one: taking dec's
+// address in decide put every call's decision on the heap (≈ 200 bytes
+// per allowed call; issue 13).
+func keptDecision(dec policy.Decision) *policy.Decision { return &dec }
 
 func refuse(msg string) Admission { return Admission{Message: msg} }
 

@@ -294,10 +294,10 @@ func TestRequestState(t *testing.T) {
 	c := writeCall("/m")
 	c.Defer = true
 	a := f.gate.Admit(t.Context(), c)
-	if !a.Pending || a.Held.Mode != "retry" {
+	if !a.Pending || a.Held == nil || a.Held.Mode != "retry" {
 		t.Fatalf("deferred call %+v, want Pending at once with a retry-mode request", a)
 	}
-	st, err := f.gate.RequestState(a.Held)
+	st, err := f.gate.RequestState(*a.Held)
 	if err != nil {
 		t.Fatal(err)
 	}

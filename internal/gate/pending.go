@@ -31,7 +31,7 @@ func (g *Gate) pendingAnswer(r approval.Request) Admission {
 	return Admission{
 		ApprovalID: r.ID,
 		Pending:    true,
-		Held:       r,
+		Held:       heldCopy(r),
 		Meta:       meta,
 		Message: fmt.Sprintf("approval %s is pending (%s, rule %q)%s. Nothing was run yet. "+
 			"Re-send the identical call to continue: it waits for the decision and runs once approved. The request expires at %s.",

@@ -726,7 +726,7 @@ func TestMaxHoldThroughOutageStaysPending(t *testing.T) {
 	// The answer was made from what the hold kept of the request (heldReq),
 	// not from a read: it has what the pending answer and a requestState
 	// (MRTR) read, as stored (the store keeps milliseconds).
-	h := a.Held
+	h := *a.Held
 	if h.ID != r.ID || h.State != r.State || h.Server != r.Server || h.Tool != r.Tool || h.Kind != r.Kind ||
 		h.ArgumentsHash != r.ArgumentsHash || h.RequestedBy != r.RequestedBy || h.Rule != r.Rule || h.Mode != r.Mode ||
 		h.ExpiresAt.Sub(r.ExpiresAt).Abs() >= time.Millisecond || h.ValidFor != r.ValidFor || h.RequiredApprovals != r.RequiredApprovals ||

@@ -37,7 +37,7 @@ func TestRelayState(t *testing.T) {
 	if !a.Pending {
 		t.Fatalf("deferred call %+v, want Pending", a)
 	}
-	ast, err := f.gate.RequestState(a.Held)
+	ast, err := f.gate.RequestState(*a.Held)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func (g *Gate) resumeRound(ctx context.Context, c Call, hash string, deadline ti
 		rec, err := g.store.GetResult(ctx, id)
 		if err == nil {
 			g.log.InfoContext(ctx, "re-send of a consumed approval answered from the result ledger", "approval", id)
-			return Admission{ApprovalID: id, Held: r, Meta: g.approvalMeta(r), Replay: &Recorded{Result: rec.Result, Error: rec.Error, Truncated: rec.Truncated}}, false
+			return Admission{ApprovalID: id, Held: heldCopy(r), Meta: g.approvalMeta(r), Replay: &Recorded{Result: rec.Result, Error: rec.Error, Truncated: rec.Truncated}}, false
 		}
 		if !errors.Is(err, store.ErrNotFound) {
 			return refuse("refused: the approval store is unavailable; nothing was run"), false
@@ -98,7 +98,7 @@ func (g *Gate) resumeRound(ctx context.Context, c Call, hash string, deadline ti
 		if r.DispatchOutcome == approval.OutcomeNone && !r.LeaseLapsed(now) {
 			break // still being dispatched: wait for its result
 		}
-		return Admission{ApprovalID: id, Held: r, Meta: g.approvalMeta(r), Message: usedMessage(r)}, false
+		return Admission{ApprovalID: id, Held: heldCopy(r), Meta: g.approvalMeta(r), Message: usedMessage(r)}, false
 	case approval.StatePending, approval.StateApproved:
 		if !g.leases.holding(id) && (r.LeaseLapsed(now) || r.HeldBy == g.instance) {
 			// Nobody holds it, or this process's own call did and went

@@ -136,7 +136,7 @@ func (g *Gate) heldElsewhereAnswer(r approval.Request) Admission {
 	return Admission{
 		ApprovalID: r.ID,
 		Pending:    true,
-		Held:       r,
+		Held:       heldCopy(r),
 		Meta:       g.approvalMeta(r),
 		Message: fmt.Sprintf("approval %s was approved by %s (rule %q), but another identical call holds it until %s: that call runs it, or lets it go if it went away. "+
 			"Nothing was run by this call. Re-send the identical call to continue: it runs once the approval is free (if the other call has run it by then, the re-send needs a new approval); %s.",

@@ -305,7 +305,7 @@ func (g *Gateway) answerModern(ctx context.Context, p approval.Principal, t Tool
 	}
 	u := g.ups[t.Server]
 	o := g.newOrigin(ctx, nil, p, t.Server)
-	d := &dispatch{tool: t, args: args, origin: o, relay: relay, call: *call, progress: prog}
+	d := &dispatch{tool: t, args: args, origin: o, relay: relay, call: call, progress: prog}
 	if prog != nil {
 		g.routes.start(prog)
 		defer prog.finishOnce(g.routes) // a panic of the dispatch: its relay still stops
@@ -337,7 +337,7 @@ func (g *Gateway) answerModern(ctx context.Context, p approval.Principal, t Tool
 		prog.finishOnce(g.routes)
 	}
 	if err == nil {
-		res, err = g.relayResult(d.call, res)
+		res, err = g.relayResult(*d.call, res)
 	}
 	res, err = dispatched(d, res, err)
 	oc := d.outcome

@@ -369,7 +369,7 @@ func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approv
 	parts.log = leanLog{w: w, levels: g.levels, ss: s.ss, stream: &parts.stream}
 	o.lean = &parts.log
 	d := &parts.dispatch
-	d.tool, d.args, d.origin, d.call, d.progress = t, args, o, *call, prog
+	d.tool, d.args, d.origin, d.call, d.progress = t, args, o, call, prog
 	stepMark(14)
 	if g.dispatchHook != nil {
 		g.dispatchHook()

@@ -50,8 +50,10 @@ type dispatch struct {
 	// relay is what a 2026-07-28 round forwards upstream (relay2026.go);
 	// nil for other requests.
 	relay *relayRound
-	// call is the admitted call (its wrapped requestState binds it).
-	call gate.Call
+	// call is the admitted call (its wrapped requestState binds it); the
+	// caller's, not changed while the dispatch runs (a pointer: a copy
+	// was 288 bytes per call; issue 13).
+	call *gate.Call
 }
 
 type dispatchKey struct{}
@@ -298,7 +300,7 @@ func (g *Gateway) answerCall(ctx context.Context, method string, req mcp.Request
 	if adm.Arguments != nil {
 		args = adm.Arguments
 	}
-	d := &dispatch{tool: t, progress: prog, args: args, origin: g.newOrigin(ctx, creq.Session, call.Principal, t.Server), relay: relay, call: *call}
+	d := &dispatch{tool: t, progress: prog, args: args, origin: g.newOrigin(ctx, creq.Session, call.Principal, t.Server), relay: relay, call: call}
 	res, err = next(context.WithValue(ctx, dispatchKey{}, d), method, req)
 	fctx, cancel := finishContext(ctx, &adm)
 	defer cancel()
@@ -451,7 +453,7 @@ func (g *Gateway) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	}
 	res, err := u.call(withRelayRound(withOrigin(ctx, d.origin), relay), d.tool.Tool, d.args, d.progress)
 	if err == nil && d.relay != nil {
-		res, err = g.relayResult(d.call, res)
+		res, err = g.relayResult(*d.call, res)
 	}
 	return dispatched(d, res, err)
 }

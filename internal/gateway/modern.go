@@ -99,7 +99,12 @@ func (g *Gateway) mrtrFor(ctx context.Context, req *mcp.CallToolRequest) bool {
 // to the elicitation is never taken as the approval: each round asks the
 // store whether an approver decided.
 func (g *Gateway) inputRequired(adm gate.Admission) (*mcp.CallToolResult, error) {
-	r := adm.Held
+	if adm.Held == nil {
+		// Only a held (Pending) call gets a round; without its request
+		// there is nothing to bind the round to.
+		return nil, errors.New("no approval request to wait on")
+	}
+	r := *adm.Held
 	link := g.opts.MRTR.InboxLink(r.ID)
 	if link == "" {
 		return nil, errors.New("no public URL for the approval's inbox page")

@@ -80,7 +80,7 @@ func (g *Gateway) dispatchModernRaw(ctx context.Context, u *upstream, d *dispatc
 		res, err = dispatched(d, nil, u.notCallResult(ctx, d.tool.Tool, err))
 		return modernAnswer{res: res, err: err}, nil, true
 	}
-	res, err = g.relayResult(d.call, res)
+	res, err = g.relayResult(*d.call, res)
 	return modernAnswer{res: res, err: err}, nil, true
 }
 

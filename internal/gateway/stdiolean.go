@@ -163,7 +163,7 @@ func (l *stdioLean) answer(ctx context.Context, ss *mcp.ServerSession, m leanReq
 		args = adm.Arguments
 	}
 	o := g.newOrigin(ctx, ss, l.p, t.Server)
-	d := &dispatch{tool: t, args: args, origin: o, call: call}
+	d := &dispatch{tool: t, args: args, origin: o, call: &call}
 	if g.dispatchHook != nil {
 		g.dispatchHook()
 	}
