@@ -3,7 +3,9 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -275,5 +277,57 @@ func TestExampleEnforcementPolicy(t *testing.T) {
 	out := mustToolgate(t, "", "", "policy", "test", cases, "-v")
 	if !strings.Contains(out, "PASS:") || strings.Contains(out, "FAIL") {
 		t.Errorf("examples/policy-cases.yaml:\n%s", out)
+	}
+}
+
+// TestExampleBuildAgentPolicy keeps the recipe of docs/policy.md ("A policy
+// for an agent that builds software") true: policy check finds nothing in
+// examples/build-agent.yaml (an exception missing from a deny or approve
+// command rule is a warning) and its test table passes, each as a separate
+// process.
+func TestExampleBuildAgentPolicy(t *testing.T) {
+	cfg, err := filepath.Abs("../examples/build-agent.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, err := filepath.Abs("../examples/build-agent-cases.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"TOOLGATE_AGENT_TOKEN": strings.Repeat("a", 32),
+		"TOOLGATE_ALICE_TOKEN": strings.Repeat("b", 32),
+		"TOOLGATE_BOB_TOKEN":   strings.Repeat("c", 32),
+	}
+	r := runToolgateEnv(t, env, "policy", "check", cfg)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "build-agent.yaml: ok") {
+		t.Errorf("policy check: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	// The shell server is a placeholder the user replaces: its missing
+	// binary is the one warning expected.
+	for _, line := range strings.Split(strings.TrimSpace(r.Stderr), "\n") {
+		if line != "" && !strings.Contains(line, `servers.shell.command "./bin/shell-mcp" does not exist`) {
+			t.Errorf("policy check warns: %s", line)
+		}
+	}
+
+	out := mustToolgate(t, "", "", "policy", "test", cases, "-v")
+	m := regexp.MustCompile(`(?m)^PASS: (\d+) cases$`).FindStringSubmatch(out)
+	if m == nil || strings.Contains(out, "FAIL") {
+		t.Fatalf("examples/build-agent-cases.yaml:\n%s", out)
+	}
+	if n, _ := strconv.Atoi(m[1]); n < 40 {
+		t.Errorf("examples/build-agent-cases.yaml has %d cases, want at least 40", n)
+	}
+	// Each effect is tested: the calls that run, the ones a human sees
+	// and the ones that never run.
+	b, err := os.ReadFile(cases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, effect := range []string{"expect: allow", "expect: approve", "expect: deny"} {
+		if c := strings.Count(string(b), effect); c < 10 {
+			t.Errorf("examples/build-agent-cases.yaml: %d cases %q, want at least 10", c, effect)
+		}
 	}
 }
