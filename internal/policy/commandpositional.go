@@ -48,6 +48,8 @@ func positionalWrites(name string, words []cmdWord) []string {
 		return tarExtractDirs(words)
 	case "split", "csplit":
 		return splitPrefixes(name, words)
+	case "zip", "ar", "jar", "7z", "7za", "7zr", "7zz":
+		return archiveFiles(name, words) // zip ~/.bashrc x (branch policy49)
 	}
 	if d := decompressed(name, words); d != nil {
 		return d
@@ -211,9 +213,14 @@ func unzipDirs(words []cmdWord) []string {
 // cluster or an old-style first word), and /* with -P or --absolute-names (entries' leading /
 // and .. kept: they land anywhere; review48), when it extracts (-x,
 // --extract, --get, x in a cluster or the first word); nil otherwise.
+// In a mode that writes the archive (-c, -r, -u, -A, --create,
+// --append, --update, --concatenate, --catenate, --delete, c r u A in a
+// cluster or the first word) it returns the archive files instead (-f
+// FILE, -fFILE, --file[=]FILE; branch policy49): tar -cf ~/.bashrc x
+// writes ~/.bashrc as cp x ~/.bashrc does.
 func tarExtractDirs(words []cmdWord) []string {
-	extract := false
-	var dirs []string
+	extract, create := false, false
+	var dirs, archives []string
 	for i := 1; i < len(words); i++ {
 		w := words[i].lit
 		opt, val, hasVal := strings.Cut(w, "=")
@@ -223,6 +230,10 @@ func tarExtractDirs(words []cmdWord) []string {
 		case strings.HasPrefix(w, "--"):
 			if longOption(opt, "--extract", "--get") {
 				extract = true
+			}
+			create = create || longOption(opt, "--create", "--append", "--update", "--concatenate", "--catenate", "--delete")
+			if longOption(opt, "--file") {
+				archives = append(archives, fileOf(valueWord(words, &i, val, hasVal)))
 			}
 			if longOption(opt, "--directory") {
 				dirs = append(dirs, fileOf(valueWord(words, &i, val, hasVal))+"/*")
@@ -247,6 +258,8 @@ func tarExtractDirs(words []cmdWord) []string {
 				switch c {
 				case 'x':
 					extract = true
+				case 'c', 'r', 'u', 'A':
+					create = true
 				case 'P':
 					dirs = append(dirs, anywhere)
 				}
@@ -262,12 +275,18 @@ func tarExtractDirs(words []cmdWord) []string {
 					next++
 					v = fileOf(words[next])
 				}
-				if c == 'C' {
+				switch c {
+				case 'C':
 					dirs = append(dirs, v+"/*")
+				case 'f':
+					archives = append(archives, v)
 				}
 			}
 			i = next
 		}
+	}
+	if create {
+		return archives
 	}
 	if !extract {
 		return nil
