@@ -1,0 +1,103 @@
+package policy
+
+import "strings"
+
+// Read-only tools that run a program named in an option (branch
+// policy49): a search or viewing tool an allow rule admits as harmless
+// (rg *, git grep *) runs what these name on every file or on its
+// output, out of the matcher's sight:
+//
+//   - rg --pre CMD (a preprocessor run on each file searched) and
+//     --hostname-bin CMD (ripgrep 14: run to get the host name for
+//     hyperlinks); --pre-glob is a glob and -z/--search-zip runs
+//     decompressors found on PATH (PATH and its directories are guarded
+//     elsewhere), so neither is; a word that is not literal may be
+//     either option;
+//   - ugrep and ug --filter (commands per file), --pager and --view
+//     (with a value), --config and ---FILE (options read from a file);
+//   - ag and ack --pager, ack --ackrc (options from a file);
+//   - bat --pager; sdiff and diff3 --diff-program; pandoc -F/--filter
+//     and -L/--lua-filter; fzf --preview, --bind (execute and become
+//     actions), --with-shell and --listen (commands over HTTP);
+//   - git grep -O CMD / --open-files-in-pager=CMD (gitSubcommandCode):
+//     git runs CMD with the shell on the matching files; a bare -O
+//     opens the default pager, which comes from settings the matcher
+//     guards (core.pager, GIT_PAGER, PAGER).
+//
+// Each is opaque: deny and approve rules match it, an allow rule never
+// allows it.
+
+// searchToolCode says why the program name (a base name) with words runs
+// a program named in an option; "" when it does not or is none of the
+// tools above.
+func searchToolCode(name string, words []cmdWord) string {
+	var long []string
+	short := ""
+	switch name {
+	case "rg":
+		long = []string{"--pre", "--hostname-bin"}
+	case "ugrep", "ug", "ugrep-indexer":
+		long = []string{"--filter", "--pager", "--view", "--config"}
+	case "ag":
+		long = []string{"--pager"}
+	case "ack", "ack-grep":
+		long = []string{"--pager", "--ackrc"}
+	case "bat", "batcat":
+		long = []string{"--pager"}
+	case "sdiff", "diff3":
+		long = []string{"--diff-program"}
+	case "pandoc":
+		long, short = []string{"--filter", "--lua-filter"}, "FL"
+	case "fzf", "fzf-tmux":
+		long = []string{"--preview", "--preview-window", "--bind", "--with-shell", "--listen", "--listen-unsafe"}
+	default:
+		return ""
+	}
+	for _, w := range words[1:] {
+		if w.unknown {
+			return notLiteral(name)
+		}
+		if w.lit == "--" {
+			return ""
+		}
+		opt, _, _ := strings.Cut(w.lit, "=")
+		switch {
+		case strings.HasPrefix(opt, "---") && (name == "ugrep" || name == "ug"):
+			return runsOption(name, "---FILE")
+		case strings.HasPrefix(opt, "--") && contains(long, opt):
+			if opt == "--preview-window" {
+				continue // a layout, not a command (listed so --preview is matched whole)
+			}
+			return runsOption(name, opt)
+		case short != "" && len(w.lit) > 1 && w.lit[0] == '-' && w.lit[1] != '-' && strings.IndexByte(short, w.lit[1]) >= 0:
+			return runsOption(name, w.lit[:2])
+		}
+	}
+	return ""
+}
+
+// gitGrepCode says why git grep's args (after "grep") run a command:
+// -O or --open-files-in-pager with a value (attached only: -OCMD,
+// -O'rm x', -nOCMD, --open-files-in-pager=CMD; parse-options also takes
+// an unambiguous prefix such as --open=CMD). A word after -e is a
+// pattern.
+func gitGrepCode(args []cmdWord) string {
+	for k := 0; k < len(args); k++ {
+		a := args[k].lit
+		switch {
+		case a == "--":
+			return ""
+		case a == "-e" || a == "-f":
+			k++
+		case strings.HasPrefix(a, "--"):
+			if opt, _, hasVal := strings.Cut(a, "="); hasVal && len(opt) >= 4 && strings.HasPrefix("--open-files-in-pager", opt) {
+				return runsOption("git grep", "--open-files-in-pager")
+			}
+		case strings.HasPrefix(a, "-"):
+			if j := strings.IndexByte(a, 'O'); j > 0 && j < len(a)-1 && !strings.ContainsAny(a[1:j], "efABCm") {
+				return runsOption("git grep", "-O")
+			}
+		}
+	}
+	return ""
+}

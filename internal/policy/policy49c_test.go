@@ -1,0 +1,53 @@
+package policy
+
+import "testing"
+
+// TestCommandPolicy49Pagers (policy49): read-only tools that run a
+// program named in an option: git grep -O CMD (git runs CMD with the
+// shell on the matching files), rg --pre and --hostname-bin, and their
+// siblings in ugrep, ag, ack, bat, sdiff, pandoc and fzf. On 0939e27a a
+// deny rule for "rm *" and an allow rule for the tool allowed each.
+func TestCommandPolicy49Pagers(t *testing.T) {
+	bypass := []string{
+		`git grep -O'rm -rf ~' x`,
+		`git grep --open-files-in-pager=CMD x`,
+		`git grep -OCMD x`,
+		`git grep -nO'rm x' foo`,
+		`git grep --open-files='rm x' foo`,
+		`git -C . grep -Ox foo`,
+		`rg --pre CMD x`,
+		`rg --pre=CMD x`,
+		`rg -n --pre ./x.sh foo`,
+		`rg --hostname-bin=CMD x`,
+		`rg --hostname-bin CMD x`,
+		`ugrep --filter='*:rm x' foo`,
+		`ug --pager=x foo`,
+		`ag --pager x foo`,
+		`ack --pager='rm x' foo`,
+		`bat --pager=x f`,
+		`sdiff --diff-program=x a b`,
+		`pandoc --filter ./x a.md`,
+		`pandoc -F./x a.md`,
+		`fzf --preview 'rm {}'`,
+		`fzf --bind 'enter:execute(rm {})'`,
+	}
+	fine := []string{
+		`git grep -n foo`,
+		`git grep -O foo`,
+		`git grep --open-files-in-pager foo`,
+		`git grep -e -Ox foo`,
+		`rg -n foo`,
+		`rg -z foo`,
+		`rg --pre-glob '*.gz' foo`,
+		`rg -uu --hidden foo`,
+		`ugrep -n foo`,
+		`ag foo`,
+		`ack foo`,
+		`bat -n f`,
+		`sdiff a b`,
+		`pandoc -o out.html a.md`,
+		`fzf --filter x`,
+	}
+	checkCommands(t, []string{"git grep *", "git -C . grep *", "rg *", "ugrep *", "ug *", "ag *", "ack *", "bat *", "sdiff *",
+		"pandoc *", "fzf *"}, bypass, fine, bypass, fine)
+}
