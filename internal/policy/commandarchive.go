@@ -7,8 +7,8 @@ import "strings"
 // and 7z a .git/hooks/pre-commit x each plant a file a program may later
 // run (its content is the archive's, which an archive of chosen bytes
 // makes a script: a shell runs a file whose first line it can read).
-// archiveFiles returns the archive files of zip, ar, 7z and jar (name, a
-// base name) with words; tar's -f in a writing mode is tarExtractDirs's.
+// archiveFiles returns the archive files of zip, ar, 7z, rar, jar, cpio
+// (-O, -F) and pax (-f) (name, a base name) with words; tar's -f in a writing mode is tarExtractDirs's.
 // A word that may be an option's value is read as the archive too (fails
 // closed).
 func archiveFiles(name string, words []cmdWord) []string {
@@ -48,7 +48,28 @@ func archiveFiles(name string, words []cmdWord) []string {
 			}
 		}
 		return files
-	case "7z", "7za", "7zr", "7zz":
+	case "cpio", "pax":
+		// cpio -o's -O FILE, -F FILE, --file[=]FILE (read as written in
+		// any mode: -F names the input of -i) and pax -w's -f FILE.
+		var files []string
+		for i := 1; i < len(words); i++ {
+			w := words[i].lit
+			opt, val, hasVal := strings.Cut(w, "=")
+			switch {
+			case name == "cpio" && strings.HasPrefix(w, "--") && longOption(opt, "--file"):
+				files = append(files, fileOf(valueWord(words, &i, val, hasVal)))
+			case strings.HasPrefix(w, "-") && !strings.HasPrefix(w, "--") && len(w) > 1:
+				letters := "OF"
+				if name == "pax" {
+					letters = "f"
+				}
+				if k := strings.IndexAny(w, letters); k > 0 {
+					files = append(files, fileOf(valueWord(words, &i, w[k+1:], true)))
+				}
+			}
+		}
+		return files
+	case "7z", "7za", "7zr", "7zz", "rar":
 		// 7z COMMAND [switches] ARCHIVE files: every word that is no
 		// switch after the command (a, u, d, rn, x -o…: extraction's
 		// -oDIR is read by outputFiles).

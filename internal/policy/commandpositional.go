@@ -40,7 +40,7 @@ func positionalWrites(name string, words []cmdWord) []string {
 		}
 		return unzipDirs(words)
 	case "cpio", "pax", "patch":
-		return miscWrites(name, words)
+		return append(miscWrites(name, words), archiveFiles(name, words)...)
 	case "tar", "gtar", "bsdtar":
 		if tarAbsolute(words) {
 			return []string{"//*"} // -P: entries keep their absolute names (branch attack48)
@@ -48,7 +48,7 @@ func positionalWrites(name string, words []cmdWord) []string {
 		return tarExtractDirs(words)
 	case "split", "csplit":
 		return splitPrefixes(name, words)
-	case "zip", "ar", "jar", "7z", "7za", "7zr", "7zz":
+	case "zip", "ar", "jar", "7z", "7za", "7zr", "7zz", "rar":
 		return archiveFiles(name, words) // zip ~/.bashrc x (branch policy49)
 	}
 	if d := decompressed(name, words); d != nil {
@@ -373,8 +373,8 @@ var decompressors = map[string]bool{"gunzip": true, "unxz": true, "unlzma": true
 // operand without a -S/--suffix SUFFIX, the operand itself, and with -r
 // each file under a directory operand (DIR/*); with -N/--name (the name
 // stored in the file) anywhere.
-// nil when it does not decompress or writes to standard output (-c,
-// --stdout, -t, -l).
+// nil when it writes to standard output (-c, --stdout, -t, -l); when it
+// compresses, compressed's files.
 func decompressed(name string, words []cmdWord) []string {
 	always, ok := decompressors[name]
 	if !ok {
@@ -434,7 +434,7 @@ func decompressed(name string, words []cmdWord) []string {
 		}
 	}
 	if !decompress {
-		return nil
+		return compressed(name, files, suffix, recursive)
 	}
 	if anywhere {
 		return []string{"//*"} // -N: the name the file stores, anywhere (read as /)
@@ -447,6 +447,29 @@ func decompressed(name string, words []cmdWord) []string {
 			out = append(out, f, strings.TrimSuffix(f, suffix))
 		default:
 			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// compressed returns the files a compressor (name) writes besides
+// OPERAND.gz and its kin (branch policy49): with -S/--suffix SUFFIX each
+// operand with SUFFIX appended (gzip -S rc ~/.bash writes ~/.bashrc; with
+// -r each file under a directory operand, DIR/*), and lz4's second
+// operand (lz4 IN OUT). files holds each operand, it without its
+// extension and it with "/*" appended (decompressed's).
+func compressed(name string, files []string, suffix string, recursive bool) []string {
+	var out []string
+	for k := 0; k+2 < len(files); k += 3 {
+		f := files[k]
+		if suffix != "" {
+			out = append(out, f+suffix)
+			if recursive {
+				out = append(out, f+"/*")
+			}
+		}
+		if name == "lz4" && k == 3 {
+			out = append(out, f) // lz4 IN OUT (-m takes every operand as input: read as OUT anyway)
 		}
 	}
 	return out
