@@ -16,6 +16,8 @@ import "strings"
 //   - ugrep and ug --filter (commands per file), --pager and --view
 //     (with a value), --config and ---FILE (options read from a file);
 //   - ag and ack --pager, ack --ackrc (options from a file);
+//   - fd/fdfind -x/--exec and -X/--exec-batch (a command per found
+//     path, as find -exec; fd is not read as a wrapper);
 //   - bat --pager; sdiff and diff3 --diff-program; pandoc -F/--filter
 //     and -L/--lua-filter; fzf --preview, --bind (execute and become
 //     actions), --with-shell and --listen (commands over HTTP);
@@ -48,6 +50,11 @@ func searchToolCode(name string, words []cmdWord) string {
 		long = []string{"--diff-program"}
 	case "pandoc":
 		long, short = []string{"--filter", "--lua-filter"}, "FL"
+	case "fd", "fdfind":
+		// fd -x/--exec CMD and -X/--exec-batch CMD run CMD on each found
+		// path, as find -exec does, but fd is no wrapper the matcher
+		// reads: opaque (deny rules match it).
+		long, short = []string{"--exec", "--exec-batch"}, "xX"
 	case "fzf", "fzf-tmux":
 		long = []string{"--preview", "--preview-window", "--bind", "--with-shell", "--listen", "--listen-unsafe"}
 	default:
@@ -71,6 +78,9 @@ func searchToolCode(name string, words []cmdWord) string {
 			return runsOption(name, opt)
 		case short != "" && len(w.lit) > 1 && w.lit[0] == '-' && w.lit[1] != '-' && strings.IndexByte(short, w.lit[1]) >= 0:
 			return runsOption(name, w.lit[:2])
+		case (name == "fd" || name == "fdfind") && len(w.lit) > 1 && w.lit[0] == '-' && w.lit[1] != '-' && strings.ContainsAny(w.lit, short):
+			return runsOption(name, "-x") // in a cluster: -Hx
+
 		}
 	}
 	return ""

@@ -5,8 +5,11 @@ import "testing"
 // TestCommandPolicy49Pagers (policy49): read-only tools that run a
 // program named in an option: git grep -O CMD (git runs CMD with the
 // shell on the matching files), rg --pre and --hostname-bin, and their
-// siblings in ugrep, ag, ack, bat, sdiff, pandoc and fzf. On 0939e27a a
-// deny rule for "rm *" and an allow rule for the tool allowed each.
+// siblings in ugrep, ag, ack, bat, sdiff, pandoc, fzf and fd (-x runs a
+// command per found path, as find -exec), and their settings in the
+// environment (RIPGREP_CONFIG_PATH, ACK_PAGER, FZF_DEFAULT_COMMAND, …)
+// or in .ackrc and .ugrep. On 0939e27a a deny rule for "rm *" and an
+// allow rule for the tool allowed each.
 func TestCommandPolicy49Pagers(t *testing.T) {
 	bypass := []string{
 		`git grep -O'rm -rf ~' x`,
@@ -30,6 +33,16 @@ func TestCommandPolicy49Pagers(t *testing.T) {
 		`pandoc -F./x a.md`,
 		`fzf --preview 'rm {}'`,
 		`fzf --bind 'enter:execute(rm {})'`,
+		`fd -e go -x rm {}`,
+		`fd -HX rm`,
+		`fdfind --exec rm {} x`,
+		`fd --exec-batch rm`,
+		// Their settings in the environment and in files.
+		`RIPGREP_CONFIG_PATH=./x rg foo`,
+		`env ACK_PAGER='rm x' ack foo`,
+		`FZF_DEFAULT_COMMAND='rm x' fzf`,
+		`echo '--pager=rm x' > .ackrc`,
+		`cp x ~/.ugrep`,
 	}
 	fine := []string{
 		`git grep -n foo`,
@@ -47,7 +60,9 @@ func TestCommandPolicy49Pagers(t *testing.T) {
 		`sdiff a b`,
 		`pandoc -o out.html a.md`,
 		`fzf --filter x`,
+		`fd -e go`,
+		`fd -H -t f foo src`,
 	}
 	checkCommands(t, []string{"git grep *", "git -C . grep *", "rg *", "ugrep *", "ug *", "ag *", "ack *", "bat *", "sdiff *",
-		"pandoc *", "fzf *"}, bypass, fine, bypass, fine)
+		"pandoc *", "fzf *", "fd *", "fdfind *", "env *", "echo *", "cp *"}, bypass, fine, bypass, fine)
 }
