@@ -62,7 +62,8 @@ func envVar(name string) envKind {
 		// Options or settings files of search tools that may name a
 		// program (rg's --pre, ack's --pager, fzf's --bind execute;
 		// branch policy49).
-		"RIPGREP_CONFIG_PATH", "ACKRC", "ACK_OPTIONS", "FZF_DEFAULT_OPTS", "FZF_DEFAULT_OPTS_FILE", "BAT_CONFIG_PATH":
+		"RIPGREP_CONFIG_PATH", "ACKRC", "ACK_OPTIONS", "FZF_DEFAULT_OPTS", "FZF_DEFAULT_OPTS_FILE", "BAT_CONFIG_PATH",
+		"LESS", "LESSKEY", "LESSKEY_SRC", "LESSKEYIN", "LESSKEY_CONTENT", "LESSEDIT":
 		return envCode
 	case "AR", "AS", "LD", "CPP", "FC", "M2C", "PC", "LEX", "YACC", "LINT", "MAKEINFO", "TEX", "TEXI2DVI", "WEAVE", "CWEAVE",
 		"TANGLE", "CTANGLE", "RM", "OBJC", "OBJCXX", "CUDACXX", "HIPCXX", "SWIFTC", "ASM":
@@ -149,7 +150,7 @@ func (pc *parsedCommand) setEnv(name, val string, known bool, depth int, unsafe,
 	switch envVar(name) {
 	case envCode:
 		if name == "NODE_OPTIONS" && known && nodeOptionsSafe(val) || contains([]string{"MAKEFLAGS", "GNUMAKEFLAGS", "MFLAGS"}, name) && known && makeFlagsSafe(val) ||
-			name == "GOFLAGS" && known && goFlagsSafe(val) || (name == "RUSTFLAGS" || name == "RUSTDOCFLAGS") && known && rustFlagsSafe(val) ||
+			name == "GOFLAGS" && known && goFlagsSafe(val) || name == "LESS" && known && lessEnvSafe(val) || (name == "RUSTFLAGS" || name == "RUSTDOCFLAGS") && known && rustFlagsSafe(val) ||
 			name == "UV_PYTHON" && !uvVarCode(name, val, known) || (name == "GIT_DIR" || name == "GIT_COMMON_DIR") && known && dotGitDir(val) || cgoFlagVar(name) && known && cgoFlagsSafe(val) {
 			return
 		}

@@ -18,6 +18,13 @@ import "strings"
 //   - ag and ack --pager, ack --ackrc (options from a file);
 //   - fd/fdfind -x/--exec and -X/--exec-batch (a command per found
 //     path, as find -exec; fd is not read as a wrapper);
+//   - less with a +cmd or ++cmd other than +NUM, +G, +g or +F (its
+//     commands run as if typed: +!cmd runs a shell, v an editor, |
+//     a pipe), -k/--lesskey-file/--lesskey-src/--lesskey-content (key
+//     bindings that may set LESSOPEN), or a log file (-o, -O,
+//     --log-file, --LOG-FILE) that is guarded; LESS with a + or k, and
+//     LESSKEY, LESSKEY_SRC, LESSKEYIN, LESSKEY_CONTENT and LESSEDIT in
+//     the environment (commandenv.go);
 //   - bat --pager; sdiff and diff3 --diff-program; pandoc -F/--filter
 //     and -L/--lua-filter; fzf --preview, --bind (execute and become
 //     actions), --with-shell and --listen (commands over HTTP);
@@ -50,6 +57,8 @@ func searchToolCode(name string, words []cmdWord) string {
 		long = []string{"--diff-program"}
 	case "pandoc":
 		long, short = []string{"--filter", "--lua-filter"}, "FL"
+	case "less":
+		return lessCode(words)
 	case "fd", "fdfind":
 		// fd -x/--exec CMD and -X/--exec-batch CMD run CMD on each found
 		// path, as find -exec does, but fd is no wrapper the matcher
@@ -110,4 +119,50 @@ func gitGrepCode(args []cmdWord) string {
 		}
 	}
 	return ""
+}
+
+// lessCode says why less's words run a command or write a guarded file:
+// see searchToolCode.
+func lessCode(words []cmdWord) string {
+	for i := 1; i < len(words); i++ {
+		w := words[i]
+		if w.unknown {
+			return notLiteral("less")
+		}
+		opt, val, hasVal := strings.Cut(w.lit, "=")
+		switch {
+		case w.lit == "--":
+			return ""
+		case strings.HasPrefix(w.lit, "+"):
+			if c := strings.TrimLeft(w.lit, "+"); !isDigits(c) && !contains([]string{"G", "g", "F"}, c) {
+				return runsOption("less", "+cmd")
+			}
+		case strings.HasPrefix(w.lit, "--"):
+			if strings.HasPrefix(strings.ToLower(opt), "--lesskey") {
+				return runsOption("less", opt)
+			}
+			if strings.EqualFold(opt, "--log-file") {
+				if f := fileOf(valueWord(words, &i, val, hasVal)); codeFile(f) {
+					return writesFile("less", f)
+				}
+			}
+		case strings.HasPrefix(w.lit, "-") && len(w.lit) > 1:
+			if strings.ContainsAny(w.lit, "k+") && w.lit[1] != '+' {
+				return runsOption("less", "-k")
+			}
+			if k := strings.IndexAny(w.lit, "oO"); k > 0 {
+				if f := fileOf(valueWord(words, &i, w.lit[k+1:], true)); codeFile(f) {
+					return writesFile("less", f)
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// lessEnvSafe reports whether a LESS value holds no + command and no
+// lesskey option (k, --lesskey-…), which would run commands (see
+// searchToolCode).
+func lessEnvSafe(val string) bool {
+	return !strings.ContainsAny(val, "+k")
 }

@@ -43,6 +43,17 @@ func TestCommandPolicy49Pagers(t *testing.T) {
 		`FZF_DEFAULT_COMMAND='rm x' fzf`,
 		`echo '--pager=rm x' > .ackrc`,
 		`cp x ~/.ugrep`,
+		// less's +cmd runs as if typed (! a shell, v an editor, | a pipe).
+		`less '+!rm x' f`,
+		`less ++v f`,
+		`less '+|rm x' f`,
+		`less -k keys f`,
+		`less --lesskey-src=k f`,
+		`less -o .git/hooks/pre-commit`,
+		`less --log-file=Makefile`,
+		`LESS='+!rm x' git log`,
+		`LESSKEY=./k git log`,
+		`env LESSEDIT='rm x' less f`,
 	}
 	fine := []string{
 		`git grep -n foo`,
@@ -62,7 +73,12 @@ func TestCommandPolicy49Pagers(t *testing.T) {
 		`fzf --filter x`,
 		`fd -e go`,
 		`fd -H -t f foo src`,
+		`less f`,
+		`less -R f`,
+		`less +G f`,
+		`less +100 -N f`,
 	}
 	checkCommands(t, []string{"git grep *", "git -C . grep *", "rg *", "ugrep *", "ug *", "ag *", "ack *", "bat *", "sdiff *",
-		"pandoc *", "fzf *", "fd *", "fdfind *", "env *", "echo *", "cp *"}, bypass, fine, bypass, fine)
+		"pandoc *", "fzf *", "fd *", "fdfind *", "env *", "echo *", "cp *", "less *", "git log"}, bypass,
+		append(fine, `LESS=-R git log`, `LESS=-FRX less f`), bypass, fine)
 }
