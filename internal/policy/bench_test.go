@@ -202,3 +202,23 @@ func BenchmarkCompileCondition(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEvaluateCommandFind measures a command rule on find -exec and
+// xargs, whose commands are read again with found paths as guarded ones
+// (branch policy49).
+func BenchmarkEvaluateCommandFind(b *testing.B) {
+	p := newPolicy(Approve, Rule{Name: "finds", Server: "shell", Tools: []string{"run"}, Effect: Allow,
+		Command: &CommandMatch{Argument: "command", Match: []string{"find *", "gofmt *", "xargs *", "grep *"}}})
+	e, err := Compile(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := Call{Server: "shell", Tool: "run", Arguments: json.RawMessage(
+		`{"command":"find . -name '*.go' -exec gofmt -l {} + && find . -name '*.go' | xargs grep -l foo"}`)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if d, _ := e.Evaluate(c); d.Effect != Allow {
+			b.Fatalf("effect %s", d.Effect)
+		}
+	}
+}

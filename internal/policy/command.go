@@ -296,6 +296,7 @@ func parseCommandDepth(src string, depth int) parsedCommand {
 				pc.addRsync(words[k:], depth, unsafe, opaque)
 			}
 			checkRunner(words, opaque)
+			checkRunInner(words, opaque)
 			checkNames(words, n.Args, unsafe, opaque)
 		case *syntax.Assign:
 			pc.checkAssign(n, depth, unsafe, opaque)

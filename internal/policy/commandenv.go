@@ -58,7 +58,12 @@ func envVar(name string) envKind {
 		"GRADLE_OPTS", "JAVA_OPTS", "MAVEN_OPTS", "MAVEN_ARGS", "SBT_OPTS", "ANT_OPTS", "RAKEOPT", "MAKEFILES",
 		"CMAKE_TOOLCHAIN_FILE", "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "JUST_JUSTFILE", "JUST_DOTENV_PATH",
 		"JUST_DOTENV_FILENAME", "JUST_CHOOSER",
-		"SIMPLE_BACKUP_SUFFIX": // the backup names of cp -b and kin (~/.bash kept as ~/.bashrc)
+		"SIMPLE_BACKUP_SUFFIX", // the backup names of cp -b and kin (~/.bash kept as ~/.bashrc)
+		// Options or settings files of search tools that may name a
+		// program (rg's --pre, ack's --pager, fzf's --bind execute;
+		// branch policy49).
+		"RIPGREP_CONFIG_PATH", "ACKRC", "ACK_OPTIONS", "FZF_DEFAULT_OPTS", "FZF_DEFAULT_OPTS_FILE", "BAT_CONFIG_PATH",
+		"LESS", "LESSKEY", "LESSKEY_SRC", "LESSKEYIN", "LESSKEY_CONTENT", "LESSEDIT":
 		return envCode
 	case "AR", "AS", "LD", "CPP", "FC", "M2C", "PC", "LEX", "YACC", "LINT", "MAKEINFO", "TEX", "TEXI2DVI", "WEAVE", "CWEAVE",
 		"TANGLE", "CTANGLE", "RM", "OBJC", "OBJCXX", "CUDACXX", "HIPCXX", "SWIFTC", "ASM":
@@ -70,7 +75,8 @@ func envVar(name string) envKind {
 		"GCCGO", "PKG_CONFIG", // go build -compiler=gccgo, cgo's #cgo pkg-config: lines (branch attack47)
 		"GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF", "GIT_PAGER", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR",
 		"GIT_ASKPASS", "GIT_PROXY_COMMAND", "WGET_ASKPASS", "SSH_ASKPASS", "SUDO_ASKPASS", "RSYNC_RSH", "PAGER", "MANPAGER",
-		"SYSTEMD_PAGER", "EDITOR", "VISUAL", "BROWSER", "LESSOPEN", "LESSCLOSE", "PROMPT_COMMAND":
+		"SYSTEMD_PAGER", "EDITOR", "VISUAL", "BROWSER", "LESSOPEN", "LESSCLOSE", "PROMPT_COMMAND",
+		"ACK_PAGER", "ACK_PAGER_COLOR", "BAT_PAGER", "DELTA_PAGER", "FZF_DEFAULT_COMMAND": // (branch policy49)
 		return envCommand
 	}
 	if npmConfigVar(name) {
@@ -144,7 +150,7 @@ func (pc *parsedCommand) setEnv(name, val string, known bool, depth int, unsafe,
 	switch envVar(name) {
 	case envCode:
 		if name == "NODE_OPTIONS" && known && nodeOptionsSafe(val) || contains([]string{"MAKEFLAGS", "GNUMAKEFLAGS", "MFLAGS"}, name) && known && makeFlagsSafe(val) ||
-			name == "GOFLAGS" && known && goFlagsSafe(val) || (name == "RUSTFLAGS" || name == "RUSTDOCFLAGS") && known && rustFlagsSafe(val) ||
+			name == "GOFLAGS" && known && goFlagsSafe(val) || name == "LESS" && known && lessEnvSafe(val) || (name == "RUSTFLAGS" || name == "RUSTDOCFLAGS") && known && rustFlagsSafe(val) ||
 			name == "UV_PYTHON" && !uvVarCode(name, val, known) || (name == "GIT_DIR" || name == "GIT_COMMON_DIR") && known && dotGitDir(val) || cgoFlagVar(name) && known && cgoFlagsSafe(val) {
 			return
 		}

@@ -57,6 +57,9 @@ func miscCode(name string, words []cmdWord) string {
 		}
 		return out
 	}
+	if why := searchToolCode(name, words); why != "" {
+		return why // rg --pre, ugrep --filter, … (branch policy49)
+	}
 	switch name {
 	case "split":
 		if has("", "--filter") {

@@ -40,7 +40,7 @@ func positionalWrites(name string, words []cmdWord) []string {
 		}
 		return unzipDirs(words)
 	case "cpio", "pax", "patch":
-		return miscWrites(name, words)
+		return append(miscWrites(name, words), archiveFiles(name, words)...)
 	case "tar", "gtar", "bsdtar":
 		if tarAbsolute(words) {
 			return []string{"//*"} // -P: entries keep their absolute names (branch attack48)
@@ -48,6 +48,8 @@ func positionalWrites(name string, words []cmdWord) []string {
 		return tarExtractDirs(words)
 	case "split", "csplit":
 		return splitPrefixes(name, words)
+	case "zip", "ar", "jar", "7z", "7za", "7zr", "7zz", "rar":
+		return archiveFiles(name, words) // zip ~/.bashrc x (branch policy49)
 	}
 	if d := decompressed(name, words); d != nil {
 		return d
@@ -211,9 +213,14 @@ func unzipDirs(words []cmdWord) []string {
 // cluster or an old-style first word), and /* with -P or --absolute-names (entries' leading /
 // and .. kept: they land anywhere; review48), when it extracts (-x,
 // --extract, --get, x in a cluster or the first word); nil otherwise.
+// In a mode that writes the archive (-c, -r, -u, -A, --create,
+// --append, --update, --concatenate, --catenate, --delete, c r u A in a
+// cluster or the first word) it returns the archive files instead (-f
+// FILE, -fFILE, --file[=]FILE; branch policy49): tar -cf ~/.bashrc x
+// writes ~/.bashrc as cp x ~/.bashrc does.
 func tarExtractDirs(words []cmdWord) []string {
-	extract := false
-	var dirs []string
+	extract, create := false, false
+	var dirs, archives []string
 	for i := 1; i < len(words); i++ {
 		w := words[i].lit
 		opt, val, hasVal := strings.Cut(w, "=")
@@ -223,6 +230,10 @@ func tarExtractDirs(words []cmdWord) []string {
 		case strings.HasPrefix(w, "--"):
 			if longOption(opt, "--extract", "--get") {
 				extract = true
+			}
+			create = create || longOption(opt, "--create", "--append", "--update", "--concatenate", "--catenate", "--delete")
+			if longOption(opt, "--file") {
+				archives = append(archives, fileOf(valueWord(words, &i, val, hasVal)))
 			}
 			if longOption(opt, "--directory") {
 				dirs = append(dirs, fileOf(valueWord(words, &i, val, hasVal))+"/*")
@@ -247,6 +258,8 @@ func tarExtractDirs(words []cmdWord) []string {
 				switch c {
 				case 'x':
 					extract = true
+				case 'c', 'r', 'u', 'A':
+					create = true
 				case 'P':
 					dirs = append(dirs, anywhere)
 				}
@@ -262,12 +275,18 @@ func tarExtractDirs(words []cmdWord) []string {
 					next++
 					v = fileOf(words[next])
 				}
-				if c == 'C' {
+				switch c {
+				case 'C':
 					dirs = append(dirs, v+"/*")
+				case 'f':
+					archives = append(archives, v)
 				}
 			}
 			i = next
 		}
+	}
+	if create {
+		return archives
 	}
 	if !extract {
 		return nil
@@ -354,8 +373,8 @@ var decompressors = map[string]bool{"gunzip": true, "unxz": true, "unlzma": true
 // operand without a -S/--suffix SUFFIX, the operand itself, and with -r
 // each file under a directory operand (DIR/*); with -N/--name (the name
 // stored in the file) anywhere.
-// nil when it does not decompress or writes to standard output (-c,
-// --stdout, -t, -l).
+// nil when it writes to standard output (-c, --stdout, -t, -l); when it
+// compresses, compressed's files.
 func decompressed(name string, words []cmdWord) []string {
 	always, ok := decompressors[name]
 	if !ok {
@@ -415,7 +434,7 @@ func decompressed(name string, words []cmdWord) []string {
 		}
 	}
 	if !decompress {
-		return nil
+		return compressed(name, files, suffix, recursive)
 	}
 	if anywhere {
 		return []string{"//*"} // -N: the name the file stores, anywhere (read as /)
@@ -428,6 +447,29 @@ func decompressed(name string, words []cmdWord) []string {
 			out = append(out, f, strings.TrimSuffix(f, suffix))
 		default:
 			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// compressed returns the files a compressor (name) writes besides
+// OPERAND.gz and its kin (branch policy49): with -S/--suffix SUFFIX each
+// operand with SUFFIX appended (gzip -S rc ~/.bash writes ~/.bashrc; with
+// -r each file under a directory operand, DIR/*), and lz4's second
+// operand (lz4 IN OUT). files holds each operand, it without its
+// extension and it with "/*" appended (decompressed's).
+func compressed(name string, files []string, suffix string, recursive bool) []string {
+	var out []string
+	for k := 0; k+2 < len(files); k += 3 {
+		f := files[k]
+		if suffix != "" {
+			out = append(out, f+suffix)
+			if recursive {
+				out = append(out, f+"/*")
+			}
+		}
+		if name == "lz4" && k == 3 {
+			out = append(out, f) // lz4 IN OUT (-m takes every operand as input: read as OUT anyway)
 		}
 	}
 	return out

@@ -712,7 +712,10 @@ func programCode(name string, words []cmdWord) string {
 		}
 		return writesCode(name, words) // tar -x -C ~ (branch policy48)
 	case "zip":
-		return zipCode(words)
+		if why := zipCode(words); why != "" {
+			return why
+		}
+		return writesCode(name, words) // zip ~/.bashrc x (branch policy49)
 	case "split":
 		if why := splitCode(words); why != "" {
 			return why

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"path"
 	"slices"
 	"strings"
 )
@@ -24,8 +25,8 @@ const xargsArgOptions = "adEILnPs"
 // (as words[0] or after a wrapper) runs.
 func (pc *parsedCommand) addRunInner(words []cmdWord) {
 	if k := commandAt(words, "find"); k >= 0 {
-		for _, inner := range findCommands(words[k:]) {
-			pc.appendAllowOnly(inner)
+		for _, a := range findActions(words[k:]) {
+			pc.appendAllowOnly(a.words)
 		}
 	}
 	if k := commandAt(words, "xargs"); k >= 0 {
@@ -41,27 +42,6 @@ func (pc *parsedCommand) appendAllowOnly(words []cmdWord) {
 		pc.allowed = slices.Clone(pc.Simple)
 	}
 	pc.allowed = append(pc.allowed, words)
-}
-
-// findCommands returns the commands of find's words (words[0] is find)
-// that its -exec, -execdir, -ok and -okdir actions run.
-func findCommands(words []cmdWord) [][]cmdWord {
-	var out [][]cmdWord
-	for i := 1; i < len(words); i++ {
-		if !contains([]string{"-exec", "-execdir", "-ok", "-okdir"}, words[i].lit) {
-			continue
-		}
-		start := i + 1
-		for i = start; i < len(words); i++ {
-			if words[i].lit == ";" || words[i].lit == "+" && words[i-1].lit == "{}" {
-				break
-			}
-		}
-		if i > start {
-			out = append(out, words[start:i])
-		}
-	}
-	return out
 }
 
 // xargsCommand returns the command xargs's words (words[0] is xargs)
@@ -113,4 +93,201 @@ func xargsInner(words []cmdWord, replace bool) []cmdWord {
 		return words
 	}
 	return append(slices.Clip(words), cmdWord{lit: "{}"})
+}
+
+// What find's {} and xargs's arguments read from input may be (branch
+// policy49): any path, so the command they run is checked again with
+// each such word read as a path in a guarded directory. find . -name x
+// -exec cp {} .git/hooks/pre-commit ';' was read only through the
+// suffixes of find's words, where ';' is cp's last operand (its
+// destination), and find .git/hooks -exec cp x {} ';' wrote a found path
+// the matcher read as "{}". Now -exec, -execdir, -ok and -okdir's command
+// (up to ";" or "{} +") is checked as a command of its own (checkRunner:
+// writes, options that run programs, shells), once as written and once
+// with each {} (also inside a word: GNU find replaces it there) read as
+// START/.git/hooks/pre-commit for each start point; -execdir and -okdir
+// run it in the found file's directory, any directory under the start
+// points, so there every relative word but the program is also read
+// under .git/hooks/. xargs's command is checked with its replacement
+// string (-I R, -i, --replace) or the words it appends read as
+// .git/hooks/pre-commit. A write to a found path is thus always opaque,
+// whatever the start point: any directory may hold a Makefile or a .git.
+const foundPath = ".git/hooks/pre-commit"
+
+// checkRunInner reports, through opaque, a command find or xargs in words
+// (as words[0] or after a wrapper) runs that writes a guarded file or
+// runs code the matcher cannot read, reading found paths and input
+// arguments as foundPath.
+func checkRunInner(words []cmdWord, opaque func(string)) {
+	checkRunInnerDepth(words, 0, opaque)
+}
+
+// maxRunDepth bounds find and xargs nested in each other's commands
+// (find . -exec xargs find …): deeper ones are opaque.
+const maxRunDepth = 3
+
+func checkRunInnerDepth(words []cmdWord, depth int, opaque func(string)) {
+	inner := func(what string, variant []cmdWord) {
+		if len(variant) == 0 {
+			return
+		}
+		checkRunner(variant, func(why string) { opaque(what + ": " + why) })
+		if commandAt(variant, "find") < 0 && commandAt(variant, "xargs") < 0 {
+			return
+		}
+		if depth+1 >= maxRunDepth {
+			opaque(what + " runs find or xargs nested too deep to read")
+			return
+		}
+		checkRunInnerDepth(variant, depth+1, opaque)
+	}
+	if k := commandAt(words, "find"); k >= 0 {
+		starts := findStarts(words[k:])
+		for _, a := range findActions(words[k:]) {
+			inner("find "+a.action, a.words)
+			for _, s := range starts {
+				inner("find "+a.action, replaceWords(a.words, "{}", s+"/"+foundPath))
+			}
+			if a.action == "-execdir" || a.action == "-okdir" {
+				inner("find "+a.action, underDir(a.words, path.Dir(foundPath)))
+			}
+		}
+	}
+	if k := commandAt(words, "xargs"); k >= 0 {
+		if cmd := xargsCommand(words[k:]); cmd != nil {
+			inner("xargs", replaceWords(cmd, xargsReplace(words[k:]), foundPath))
+		}
+	}
+}
+
+// findAction is a command find runs: the action (-exec, -execdir, -ok,
+// -okdir) and its words up to ";" or "{} +".
+type findAction struct {
+	action string
+	words  []cmdWord
+}
+
+// findActions returns the commands find's words (words[0] is find) run.
+func findActions(words []cmdWord) []findAction {
+	var out []findAction
+	for i := 1; i < len(words); i++ {
+		if !contains([]string{"-exec", "-execdir", "-ok", "-okdir"}, words[i].lit) {
+			continue
+		}
+		action, start := words[i].lit, i+1
+		for i = start; i < len(words); i++ {
+			if words[i].lit == ";" || words[i].lit == "+" && words[i-1].lit == "{}" {
+				break
+			}
+		}
+		if i > start {
+			out = append(out, findAction{action: action, words: words[start:i]})
+		}
+	}
+	return out
+}
+
+// findStarts returns find's start points (words[0] is find): the words
+// after its options -H, -L, -P, -D LIST and -O LEVEL up to the first
+// that begins with "-", "(" or "!"; "." when there is none.
+func findStarts(words []cmdWord) []string {
+	var starts []string
+	i := 1
+	for ; i < len(words); i++ {
+		w := words[i].lit
+		if w == "-D" {
+			i++
+			continue
+		}
+		if w == "-H" || w == "-L" || w == "-P" || strings.HasPrefix(w, "-O") {
+			continue
+		}
+		break
+	}
+	for ; i < len(words); i++ {
+		w := words[i].lit
+		if strings.HasPrefix(w, "-") || w == "(" || w == "!" || w == "," {
+			break
+		}
+		starts = append(starts, strings.TrimRight(fileOf(words[i]), "/"))
+	}
+	if len(starts) == 0 {
+		return []string{"."}
+	}
+	return starts
+}
+
+// replaceWords returns a copy of words with each occurrence of old in a
+// literal word replaced by repl; nil when no word holds old.
+func replaceWords(words []cmdWord, old, repl string) []cmdWord {
+	if old == "" || !slices.ContainsFunc(words, func(w cmdWord) bool { return strings.Contains(w.lit, old) }) {
+		return nil
+	}
+	out := slices.Clone(words)
+	for i := range out {
+		if !out[i].unknown {
+			out[i].lit = strings.ReplaceAll(out[i].lit, old, repl)
+		}
+	}
+	return out
+}
+
+// underDir returns a copy of words with every relative word after the
+// program that is no option read under dir (a command -execdir runs in
+// a directory the matcher does not know); nil when there is none.
+func underDir(words []cmdWord, dir string) []cmdWord {
+	var out []cmdWord
+	for i, w := range words {
+		if i == 0 || w.unknown || w.lit == "" || strings.HasPrefix(w.lit, "-") || strings.HasPrefix(w.lit, "/") || strings.HasPrefix(w.lit, "~") {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(words)
+		}
+		out[i].lit = dir + "/" + w.lit
+	}
+	return out
+}
+
+// xargsReplace returns the replacement string of xargs's words (words[0]
+// is xargs): -I R, -IR, -iR, --replace=R, "{}" for -i or --replace
+// without one and for the arguments xargsCommand appends.
+func xargsReplace(words []cmdWord) string {
+	for i := 1; i < len(words); i++ {
+		w := words[i].lit
+		opt, val, hasVal := strings.Cut(w, "=")
+		switch {
+		case w == "--" || !strings.HasPrefix(w, "-") || w == "-":
+			return "{}"
+		case strings.HasPrefix(w, "--"):
+			if longOption(opt, "--replace") {
+				if hasVal && val != "" {
+					return val
+				}
+				return "{}"
+			}
+			if !hasVal && longOption(opt, "--arg-file", "--delimiter", "--max-args", "--max-procs", "--max-chars", "--process-slot-var") {
+				i++
+			}
+		default:
+			for j := 1; j < len(w); j++ {
+				c := w[j]
+				switch {
+				case c == 'I':
+					return fileOf(valueWord(words, &i, w[j+1:], true))
+				case c == 'i':
+					if j+1 < len(w) {
+						return w[j+1:]
+					}
+					return "{}"
+				case strings.IndexByte(xargsArgOptions+"el", c) >= 0:
+					if j == len(w)-1 && strings.IndexByte(xargsArgOptions, c) >= 0 {
+						i++
+					}
+					j = len(w)
+				}
+			}
+		}
+	}
+	return "{}"
 }

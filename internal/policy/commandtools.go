@@ -250,6 +250,9 @@ func gitSubcommandCode(sub string, args []cmdWord) string {
 	if sub == "config" {
 		return gitConfigCode(args)
 	}
+	if sub == "grep" {
+		return gitGrepCode(args) // git grep -O'rm x' (branch policy49)
+	}
 	if sub == "submodule" || sub == "worktree" || sub == "subtree" {
 		// git submodule add URL .husky, git worktree add .husky, git
 		// subtree add --prefix=.husky: a repository's files land there,

@@ -76,6 +76,9 @@ var codeFileNames = []string{
 	".overcommit.yml",
 	// env-cmd -e ENV reads its environments from these (review48b).
 	".env-cmdrc", ".env-cmdrc.js", ".env-cmdrc.json",
+	// Options ack and ug read from the working or home directory
+	// (--pager, --filter; branch policy49).
+	".ackrc", ".ugrep",
 }
 
 // codeFileDirs are path parts (each between slashes, the path given a
