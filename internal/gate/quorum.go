@@ -147,19 +147,9 @@ func (g *Gate) SessionWarnings(s session.Session) []string {
 		check(policy.DefaultRule, p.Approval)
 	}
 	for i := range p.Rules {
-		r := &p.Rules[i]
-		if r.Effect != policy.Approve || (r.Monitor != nil && *r.Monitor) || (r.Monitor == nil && !p.Enforced()) ||
-			(len(r.Principals) > 0 && !slices.Contains(r.Principals, s.Principal)) {
+		ap, holds := p.Holds(i)
+		if pr := p.Rules[i].Principals; !holds || (len(pr) > 0 && !slices.Contains(pr, s.Principal)) {
 			continue
-		}
-		ap := p.Approval
-		if o := r.Approval; o != nil {
-			if o.Approvals != 0 {
-				ap.Approvals = o.Approvals
-			}
-			if len(o.Approvers) > 0 {
-				ap.Approvers = o.Approvers
-			}
 		}
 		check(p.RuleName(i), ap)
 	}
