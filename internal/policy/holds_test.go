@@ -12,7 +12,7 @@ import (
 func TestHolds(t *testing.T) {
 	yes, no := true, false
 	p := &Policy{
-		Default:  Deny,
+		Default: Deny,
 		Rules: []Rule{
 			{Name: "own", Tools: []string{"a"}, Effect: Approve, Approval: &Approval{Approvals: 2, Approvers: []string{"group:ops"}}},
 			{Name: "inherits", Tools: []string{"b"}, Effect: Approve},
