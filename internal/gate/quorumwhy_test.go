@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"toolgate/internal/approval"
+	"toolgate/internal/session"
 )
 
 // TestQuorumRefusalSaysWhy (review49): the refusal of an unreachable
@@ -47,6 +48,46 @@ func TestQuorumRefusalSaysWhy(t *testing.T) {
 			a := recv(t, admitAsync(t.Context(), f.gate, tt.call))
 			if a.Allowed || a.Code != CodeQuorumUnreachable || !strings.Contains(a.Message, tt.want) {
 				t.Fatalf("admission %q (code %q), want refused with %q", a.Message, a.Code, tt.want)
+			}
+		})
+	}
+}
+
+// TestSessionRequireApprovalQuorum (review49): a session's own
+// require_approval hold (SessionRule, the session approval parameters)
+// is counted as the policy's are: a session acting for carol, the only
+// configured approver, is refused at once with the code and no request;
+// with a second approver its call is held.
+func TestSessionRequireApprovalQuorum(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		roster  []Reviewer
+		refused bool
+	}{
+		{"only the person it acts for", []Reviewer{{ID: "Carol"}}, true},
+		{"another approver", []Reviewer{{ID: "carol"}, {ID: "alice"}}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, time.Minute, &Options{ServerExists: knownServers, SessionApproval: allowAll().Approval, Reviewers: tt.roster})
+			f.pol.p.Store(allowAll())
+			_, p := mustSession(t, f.gate, host, session.NewSession{
+				Tools:           []string{"fs"},
+				RequireApproval: map[string]session.Requirement{"fs": {Tools: []string{"write_file"}}},
+			})
+			ch := admitAsync(t.Context(), f.gate, sessionCall(p, "fs", "write_file"))
+			if !tt.refused {
+				if r := waitPending(t, f.db, 1)[0]; r.Rule != SessionRule {
+					t.Errorf("held under rule %q, want %q", r.Rule, SessionRule)
+				}
+				return
+			}
+			a := recv(t, ch)
+			want := `rule "` + SessionRule + `" needs 1 approval from any approver; only 0 of its 1 configured approver(s) may review a request by ` + p.ID + ` acting for carol`
+			if a.Allowed || a.Code != CodeQuorumUnreachable || !strings.Contains(a.Message, want) {
+				t.Fatalf("admission %q (code %q), want refused with %q", a.Message, a.Code, want)
+			}
+			if n, err := f.db.CountPending(t.Context(), ""); err != nil || n != 0 {
+				t.Errorf("pending after the refusal: %d (%v)", n, err)
 			}
 		})
 	}
