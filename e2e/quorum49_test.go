@@ -27,10 +27,9 @@ policy:
 `)
 	const args = `{"secret_marker":"q49-7f3a"}`
 	start := time.Now()
+	// Refused at once, not held: a held call (10m timeout) would not be
+	// answered within await's wait, and nothing is pending below.
 	got := mustIsError(t, await(t, callAsync(t.Context(), g.connectAs(t, agent2Token), toolCall("t__echo_raw", args))))
-	if took := time.Since(start); took > waitFor(t)/2 {
-		t.Errorf("the refusal took %v: it waited instead of refusing at once", took)
-	}
 	want := `denied: rule "three from ops" needs 3 approvals from group:ops; only 2 of its 3 configured approver(s) may review a request by agent-2 acting for alice`
 	if !strings.HasPrefix(got, want) || !strings.Contains(got, "nothing was held or run") {
 		t.Fatalf("the agent got %q, want it to start %q and say nothing was held", got, want)

@@ -64,7 +64,8 @@ func (g *Gate) quorumOf(p approval.Principal, ap policy.Approval) (q quorumGap, 
 
 // unreachable says, for rule's approval ap, why p's requests cannot reach
 // their quorum ("rule R needs 3 approvals from group:finance; only 2 of
-// its 3 configured approver(s) may review a request by A acting for B").
+// its 3 configured approver(s) may review a request by A acting for B
+// (neither the caller nor …)"), with the cause in brackets (why).
 func (q quorumGap) unreachable(rule string, ap policy.Approval, p approval.Principal) string {
 	from := "any approver"
 	if len(ap.Approvers) > 0 {
@@ -74,8 +75,23 @@ func (q quorumGap) unreachable(rule string, ap policy.Approval, p approval.Princ
 	if p.OnBehalfOf != "" {
 		by += " acting for " + p.OnBehalfOf
 	}
-	return fmt.Sprintf("rule %q needs %s from %s; only %d of its %d configured approver(s) may review a request %s (neither the caller nor the person it acts for may review it)",
-		rule, plural(q.need, "approval"), from, q.may, q.members, by)
+	return fmt.Sprintf("rule %q needs %s from %s; only %d of its %d configured approver(s) may review a request %s (%s)",
+		rule, plural(q.need, "approval"), from, q.may, q.members, by, q.why(p))
+}
+
+// why names the cause of a gap: fewer approvers configured (of p's
+// tenant) than the quorum, which no caller reaches; else the caller and
+// the person it acts for, who may not review their own request.
+func (q quorumGap) why(p approval.Principal) string {
+	switch {
+	case q.members < q.need && p.Tenant != "":
+		return fmt.Sprintf("fewer approvers who review tenant %q are configured for it than its quorum, whoever calls", p.Tenant)
+	case q.members < q.need:
+		return "fewer approvers are configured for it than its quorum, whoever calls"
+	case p.OnBehalfOf == "":
+		return "the caller may not review its own request"
+	}
+	return "neither the caller nor the person it acts for may review it"
 }
 
 // quorumRefusal returns the refusal of c, and true, when the approval ap
@@ -131,19 +147,9 @@ func (g *Gate) SessionWarnings(s session.Session) []string {
 		check(policy.DefaultRule, p.Approval)
 	}
 	for i := range p.Rules {
-		r := &p.Rules[i]
-		if r.Effect != policy.Approve || (r.Monitor != nil && *r.Monitor) || (r.Monitor == nil && !p.Enforced()) ||
-			(len(r.Principals) > 0 && !slices.Contains(r.Principals, s.Principal)) {
+		ap, holds := p.Holds(i)
+		if pr := p.Rules[i].Principals; !holds || (len(pr) > 0 && !slices.Contains(pr, s.Principal)) {
 			continue
-		}
-		ap := p.Approval
-		if o := r.Approval; o != nil {
-			if o.Approvals != 0 {
-				ap.Approvals = o.Approvals
-			}
-			if len(o.Approvers) > 0 {
-				ap.Approvers = o.Approvers
-			}
 		}
 		check(p.RuleName(i), ap)
 	}

@@ -352,6 +352,19 @@ func (p *Policy) Evaluate(c Call) (Decision, error) {
 	return e.Evaluate(c)
 }
 
+// Holds reports whether rule i of p can hold a call on its own: an
+// approve rule not in monitor mode (its monitor, else policy.enforce).
+// It returns the approval parameters such a call gets from it alone
+// (its zero fields from p.Approval, as Evaluate takes them); several
+// approve rules that match one call combine further (see Evaluate).
+func (p *Policy) Holds(i int) (Approval, bool) {
+	r := &p.Rules[i]
+	if r.Effect != Approve || p.monitored(r) {
+		return Approval{}, false
+	}
+	return p.effective(r), true
+}
+
 // effective returns the rule's approval parameters with zero fields taken
 // from the policy defaults.
 func (p *Policy) effective(r *Rule) Approval {

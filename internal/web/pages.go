@@ -109,7 +109,15 @@ type detailView struct {
 	// not the revision that asked for it (the call is checked against
 	// the one in force when it runs: gate.consumeCheck).
 	PolicyMoved bool
+	// SessionHold: the request is a session's require_approval hold
+	// (sessionRule), which a policy that allows the call does not lift.
+	SessionHold bool
 }
+
+// sessionRule is gate.SessionRule, the rule of a session's
+// require_approval hold (web does not import gate; a test checks them
+// equal).
+const sessionRule = "session require_approval"
 
 type reviewView struct {
 	By, Verdict, Reason, At string
@@ -146,6 +154,7 @@ func (s *Server) detailData(r *http.Request, c *session, id approval.ID) (*detai
 	if d.Pending && !d.Policy && a.PolicyRevision != "" {
 		cur := s.backend.PolicyRevision()
 		d.PolicyMoved = cur != "" && cur != a.PolicyRevision
+		d.SessionHold = a.Rule == sessionRule
 	}
 	d.CanGrant = !d.Policy
 	switch n, err := parseTree(a.Arguments, maxTreeNodes); {
