@@ -102,3 +102,66 @@ func TestCommandPolicy49bEditorInput(t *testing.T) {
 			`git commit --amend`, `git add -p`, `git diff | git apply`, `echo x | git tag -a v1 -m x`,
 			`echo x | git merge --no-edit main`, `echo x | git rebase main`, `git commit -m x | cat`, `echo x | svn commit -m y`})
 }
+
+// TestCommandPolicy49bLinks (policy49b): the matcher judges a write by
+// its name, so a link to a guarded path or outside the working directory
+// let a later write land there under a harmless name: "ln -s .git/hooks h
+// && cp evil h/pre-commit" (recipe49). Making such a link is read as a
+// write to its target now. On f97895b4 a deny rule for "rm *" allowed
+// each bypass and an allow rule for "ln *" and "cp *" allowed each.
+func TestCommandPolicy49bLinks(t *testing.T) {
+	bypass := []string{
+		`ln -s .git/hooks h && cp evil h/pre-commit`,
+		`ln -s .git/hooks h`,
+		`ln -sf .git/hooks h`,
+		`ln -s -- .git/hooks h`,
+		`ln --symbolic .git/hooks h`,
+		`ln -sr .git/hooks sub/h`,
+		`ln -s ../.git/hooks sub/h`,
+		`ln -s ../../x sub/h`,
+		`ln -s .. up`,
+		`ln -s ~ home`,
+		`ln -s ~/.config c`,
+		`ln -s /etc/profile.d p`,
+		`ln -s /home/u/.ssh s`,
+		`ln -s / root`,
+		`ln -s .git g`,
+		`ln .git/config c`,
+		`ln /etc/passwd p`,
+		`ln -t links .git/hooks`,
+		`ln --target-directory=links .git/config`,
+		`ln -s a .git/hooks x dir`,
+		`sudo ln -s .git/hooks h`,
+		`ln -s "$HOME" h`,
+		`cp -s .git/config c && cp evil c`,
+		`cp -s ../home/.bashrc rc && cp evil rc`,
+		`cp -s .git/config c`,
+		`cp -rs ~/.ssh s`,
+		`cp --symbolic-link .git/config c`,
+		`cp -l .git/config c`,
+		`cp -al .git g`,
+		`cp --link /etc/profile p`,
+		`link .git/config c`,
+		`link /etc/passwd p`,
+		`mklink /D h 'C:\repo\.git\hooks'`,
+		`mklink h '..\x'`,
+		`mklink /H c '.git\config'`,
+	}
+	fine := []string{
+		`ln -s ../lib vendor/lib`,
+		`ln -s lib/libx.so.1 libx.so`,
+		`ln -sf build/out current`,
+		`ln -s ../../include a/b/inc`,
+		`ln a.txt b.txt`,
+		`ln -sr lib/x vendor/x`,
+		`cp -r src dst`,
+		`cp a.txt b.txt`,
+		`cp -a src dst`,
+		`cp -s src/a.txt a.txt`,
+		`cp -rl src dst`,
+		`cp -L link copy`,
+		`link a b`,
+		`mklink /D h 'lib\x'`,
+	}
+	checkCommands(t, []string{"ln *", "cp *", "sudo *", "link *", "mklink *"}, bypass, fine, bypass, fine)
+}
