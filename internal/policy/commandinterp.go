@@ -93,6 +93,9 @@ func inlineCode(words []cmdWord) string {
 	if why := linkCode(name, words); why != "" { // ln -s .git/hooks h (commandlinks.go)
 		return why
 	}
+	if why := ctestNinjaCode(name, words); why != "" { // ctest --test-command, ninja -t msvc (commandctest.go)
+		return why
+	}
 	switch name {
 	case "awk", "gawk", "mawk", "nawk":
 		return awkCode(name, words)

@@ -165,3 +165,57 @@ func TestCommandPolicy49bLinks(t *testing.T) {
 	}
 	checkCommands(t, []string{"ln *", "cp *", "sudo *", "link *", "mklink *"}, bypass, fine, bypass, fine)
 }
+
+// TestCommandPolicy49bCtestNinja (policy49b): ctest --build-and-test runs
+// the program after --test-command (recipe49: "… --test-command rm -rf
+// ~" ran rm), a make program it is given, and its dashboard and script
+// modes run commands and CMake code the matcher cannot read; ninja -t
+// msvc runs the command after "--". Each is opaque now. On f97895b4 a
+// deny rule for "rm *" allowed each bypass and an allow rule for "ctest
+// *" and "ninja *" allowed each.
+func TestCommandPolicy49bCtestNinja(t *testing.T) {
+	bypass := []string{
+		`ctest --build-and-test . build --build-generator Ninja --test-command rm -rf ~`,
+		`ctest --build-and-test . build --build-generator Ninja --build-makeprogram ./x`,
+		`ctest --build-and-test src out --build-generator 'Unix Makefiles'`,
+		`ctest -S dash.cmake`,
+		`ctest -SP dash.cmake`,
+		`ctest -SR dash.cmake`,
+		`ctest -Sdash.cmake`,
+		`ctest -D Experimental`,
+		`ctest -DExperimentalBuild`,
+		`ctest -D CTEST_BUILD_COMMAND=./x -S s.cmake`,
+		`ctest --dashboard Nightly`,
+		`ctest -M Experimental -T Build`,
+		`ctest -T Configure --source-dir . --build-dir build`,
+		`ctest --test-action MemCheck`,
+		`ctest --overwrite MakeCommand=./x -T Build`,
+		`ctest --launch --target-name x --build-dir b -- rm -rf ~`,
+		`ctest --test-dir build -O ~/.bashrc`,
+		`ctest $OPTS`,
+		`ninja -t msvc -- rm -rf ~`,
+		`ninja -t msvc -e env.txt -- cl.exe x.c`,
+		`ninja -tmsvc -- rm x`,
+		`ninja -nt msvc -- rm x`,
+		`ninja -C build -t msvc -- rm x`,
+		`ninja-build -t msvc -- rm x`,
+		`sudo ninja -t msvc -- rm x`,
+		`ninja -t $T -- rm x`,
+	}
+	fine := []string{
+		`ctest --test-dir build`,
+		`ctest --test-dir build --output-on-failure`,
+		`ctest -C Release -j4 -R unit -E slow`,
+		`ctest -L fast -V`,
+		`ctest --test-dir build -O build/test.log`,
+		`ctest --rerun-failed --output-on-failure`,
+		`ninja -C build`,
+		`ninja -C build -j8 all`,
+		`ninja -t targets`,
+		`ninja -t compdb > compile_commands.json`,
+		`ninja -C build -t clean`,
+		`ninja -k 0 test`,
+	}
+	checkCommands(t, []string{"ctest *", "ninja *", "ninja-build *", "sudo *"}, bypass, fine, bypass,
+		[]string{`ctest --test-dir build`, `ctest -C Release -j4 -R unit -E slow`, `ninja -C build`, `ninja -t targets`, `ninja -k 0 test`})
+}
