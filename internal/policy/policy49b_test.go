@@ -63,6 +63,12 @@ func TestCommandPolicy49bEditorInput(t *testing.T) {
 		`printf ':!rm x\n' | svn commit`,
 		`printf ':!rm x\n' | hg commit`,
 		`printf ':!rm x\n' | git commit $X`,
+		// Guards: an editor named by the environment is read as a command,
+		// git's core.editor is opaque (so on f97895b4 too).
+		`VISUAL="rm x" git commit`,
+		`env GIT_EDITOR="rm x" git commit -m x`,
+		`GIT_SEQUENCE_EDITOR="rm x" git rebase -i`,
+		`git -c core.editor=x commit`,
 	}
 	fine := []string{
 		`git commit -m "x"`,
