@@ -25,10 +25,30 @@ import (
 
 // checkFedEditors marks opaque each simple command of f whose input is fed
 // by the command string (a pipe or a redirection) and that may start an
-// editor reading it (editorCode), also as the command a wrapper runs.
+// editor reading it (editorCode), also as the command a wrapper runs. A
+// function's body, a coprocess and a >(…) substitution count as fed:
+// their input is what the call, or the shell's writes, give them.
 func checkFedEditors(f *syntax.File, opaque func(string)) {
 	all := false // exec < file feeds every later command
 	syntax.Walk(f, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.CoprocClause:
+			// The shell writes to a coprocess's input (>&"${COPROC[1]}").
+			checkEditorsIn(n.Stmt, opaque)
+			return false
+		case *syntax.ProcSubst:
+			if n.Op == syntax.CmdOut { // >(cmd): the outer command writes its input
+				for _, st := range n.Stmts {
+					checkEditorsIn(st, opaque)
+				}
+				return false
+			}
+		case *syntax.FuncDecl:
+			// A function's body runs with the input of the call naming it
+			// (printf … | f): read as fed wherever it is called.
+			checkEditorsIn(n.Body, opaque)
+			return false
+		}
 		st, ok := n.(*syntax.Stmt)
 		if !ok {
 			return true
@@ -259,8 +279,7 @@ var gitEditors = map[string]gitEditor{
 	"tag": {message: true, msgShort: "mFldv", msgLong: []string{"--message", "--file", "--list", "--delete", "--verify"},
 		forceShort: "e", forceLong: []string{"--edit"}, valued: "mFu",
 		valuedLong: []string{"--message", "--file", "--local-user", "--cleanup", "--contains", "--points-at", "--sort", "--format"}},
-	"merge": {message: true, msgShort: "mF", msgLong: []string{"--message", "--file", "--no-edit", "--ff-only", "--abort", "--quit",
-		"--no-commit", "--squash"}, forceShort: "e", forceLong: []string{"--edit", "--continue"}, valued: "mFsX",
+	"merge": {message: true, msgLong: []string{"--no-edit", "--ff-only", "--abort", "--quit", "--no-commit", "--squash"}, forceShort: "e", forceLong: []string{"--edit", "--continue"}, valued: "mFsX",
 		valuedLong: []string{"--message", "--file", "--strategy", "--strategy-option", "--cleanup", "--into-name"}},
 	"pull": {message: true, msgLong: []string{"--no-edit", "--ff-only", "--no-commit", "--squash"},
 		forceShort: "e", forceLong: []string{"--edit", "--rebase", "--interactive"}, valued: "sX",

@@ -63,6 +63,11 @@ func TestCommandPolicy49bEditorInput(t *testing.T) {
 		`printf ':!rm x\n' | svn commit`,
 		`printf ':!rm x\n' | hg commit`,
 		`printf ':!rm x\n' | git commit $X`,
+		`f() { git commit; }; printf ':!rm x\n' | f`,
+		`coproc git commit; printf ':!rm x\n' >&"${COPROC[1]}"`,
+		`printf ':!rm x\n' > >(git commit)`,
+		`printf ':!rm x\n' | tee >(git commit)`,
+		`printf ':!rm x\n' | git merge -m x main`,
 		// Guards: an editor named by the environment is read as a command,
 		// git's core.editor is opaque (so on f97895b4 too).
 		`VISUAL="rm x" git commit`,
