@@ -28,7 +28,14 @@ import (
 // editor reading it (editorCode), also as the command a wrapper runs. A
 // function's body, a coprocess and a >(…) substitution count as fed:
 // their input is what the call, or the shell's writes, give them.
-func checkFedEditors(f *syntax.File, opaque func(string)) {
+//
+// src is the command's text: one without '|', '<', '(', "coproc" or
+// "function" has no pipe, input redirection, substitution, coprocess or
+// function, and is not walked (no allocation on the common path).
+func checkFedEditors(src string, f *syntax.File, opaque func(string)) {
+	if !strings.ContainsAny(src, "|<(") && !strings.Contains(src, "coproc") && !strings.Contains(src, "function") {
+		return
+	}
 	all := false // exec < file feeds every later command
 	syntax.Walk(f, func(n syntax.Node) bool {
 		switch n := n.(type) {
