@@ -37,57 +37,40 @@ func checkFedEditors(src string, f *syntax.File, opaque func(string)) {
 		return
 	}
 	all := false // exec < file feeds every later command
-	syntax.Walk(f, func(n syntax.Node) bool {
-		switch n := n.(type) {
-		case *syntax.CoprocClause:
-			// The shell writes to a coprocess's input (>&"${COPROC[1]}").
-			checkEditorsIn(n.Stmt, opaque)
-			return false
-		case *syntax.ProcSubst:
-			if n.Op == syntax.CmdOut { // >(cmd): the outer command writes its input
-				for _, st := range n.Stmts {
-					checkEditorsIn(st, opaque)
-				}
-				return false
-			}
-		case *syntax.FuncDecl:
-			// A function's body runs with the input of the call naming it
-			// (printf … | f): read as fed wherever it is called.
-			checkEditorsIn(n.Body, opaque)
-			return false
-		}
-		st, ok := n.(*syntax.Stmt)
-		if !ok {
-			return true
-		}
-		if call, ok := st.Cmd.(*syntax.CallExpr); ok && fedRedirect(st) && (len(call.Args) == 0 ||
-			len(call.Args) == 1 && call.Args[0].Lit() == "exec") {
-			all = true
-		}
-		if st.Cmd == nil && fedRedirect(st) {
-			all = true
-		}
-		if all || fedRedirect(st) {
-			checkEditorsIn(st, opaque)
-			return false
-		}
-		if b, ok := st.Cmd.(*syntax.BinaryCmd); ok && (b.Op == syntax.Pipe || b.Op == syntax.PipeAll) {
-			syntax.Walk(b.X, func(m syntax.Node) bool { return visitFed(m, &all, opaque) })
-			checkEditorsIn(b.Y, opaque)
-			return false
-		}
-		return true
-	})
+	syntax.Walk(f, func(n syntax.Node) bool { return visitFed(n, &all, opaque) })
 }
 
-// visitFed continues checkFedEditors's walk inside the left side of a
-// pipe, where a nested pipe or redirection may feed a command too.
+// visitFed is checkFedEditors's walk: it checks what a node feeds and
+// reports whether to walk into it. all is set from an exec < file on.
 func visitFed(n syntax.Node, all *bool, opaque func(string)) bool {
+	switch n := n.(type) {
+	case *syntax.CoprocClause:
+		// The shell writes to a coprocess's input (>&"${COPROC[1]}").
+		checkEditorsIn(n.Stmt, opaque)
+		return false
+	case *syntax.ProcSubst:
+		if n.Op == syntax.CmdOut { // >(cmd): the outer command writes its input
+			for _, st := range n.Stmts {
+				checkEditorsIn(st, opaque)
+			}
+			return false
+		}
+	case *syntax.FuncDecl:
+		// A function's body runs with the input of the call naming it
+		// (printf … | f): read as fed wherever it is called.
+		checkEditorsIn(n.Body, opaque)
+		return false
+	}
 	st, ok := n.(*syntax.Stmt)
 	if !ok {
 		return true
 	}
-	if *all || fedRedirect(st) {
+	fed := fedRedirect(st)
+	if call, ok := st.Cmd.(*syntax.CallExpr); fed && (st.Cmd == nil || ok && (len(call.Args) == 0 ||
+		len(call.Args) == 1 && call.Args[0].Lit() == "exec")) {
+		*all = true
+	}
+	if *all || fed {
 		checkEditorsIn(st, opaque)
 		return false
 	}

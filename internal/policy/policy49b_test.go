@@ -64,6 +64,8 @@ func TestCommandPolicy49bEditorInput(t *testing.T) {
 		`printf ':!rm x\n' | hg commit`,
 		`printf ':!rm x\n' | git commit $X`,
 		`f() { git commit; }; printf ':!rm x\n' | f`,
+		`(f() { git commit; }; printf ':!rm x\n' | f) | cat`,
+		`echo | (exec < keys.txt; git commit)`,
 		`coproc git commit; printf ':!rm x\n' >&"${COPROC[1]}"`,
 		`printf ':!rm x\n' > >(git commit)`,
 		`printf ':!rm x\n' | tee >(git commit)`,
