@@ -301,6 +301,19 @@ var gitEditors = map[string]gitEditor{
 	"sparse-checkout": {},
 }
 
+// gitNoEditor lists git's subcommands that start no editor whatever
+// their options (those of gitEditors aside); with its input fed, any other
+// word after git may be an alias of one that does.
+var gitNoEditor = []string{"apply", "archive", "blame", "bundle", "cat-file", "check-attr", "check-ignore", "check-mailmap",
+	"check-ref-format", "cherry", "clean", "clone", "commit-tree", "count-objects", "credential", "describe", "diff",
+	"diff-files", "diff-index", "diff-tree", "fast-export", "fast-import", "fetch", "for-each-ref", "format-patch", "fsck",
+	"gc", "grep", "hash-object", "index-pack", "init", "interpret-trailers", "log", "ls-files", "ls-remote", "ls-tree",
+	"mailinfo", "mailsplit", "merge-base", "merge-file", "mktag", "mktree", "mv", "name-rev", "pack-objects", "patch-id",
+	"push", "range-diff", "read-tree", "reflog", "remote", "repack", "rev-list", "rev-parse", "rm", "shortlog", "show",
+	"show-ref", "status", "stripspace", "switch", "symbolic-ref", "unpack-objects", "update-index", "update-ref", "var",
+	"verify-pack", "version", "whatchanged", "worktree", "write-tree", "sparse-checkout", "maintenance", "bisect",
+	"submodule", "init-db", "show-branch", "verify-commit", "verify-tag", "annotate"}
+
 // gitEditorCode says why git's words may start an editor: a subcommand of
 // gitEditors without its message, or with an option that forces one.
 func gitEditorCode(words []cmdWord) string {
@@ -324,6 +337,10 @@ func gitEditorCode(words []cmdWord) string {
 	}
 	spec, ok := gitEditors[sub]
 	if !ok {
+		if sub != "" && !contains(gitNoEditor, sub) {
+			// An alias (ci = commit in ~/.gitconfig) is not seen.
+			return fmt.Sprintf("git %s is not a subcommand the matcher knows: an alias may start an editor", sub)
+		}
 		return ""
 	}
 	o := readOptions(words[k+1:], spec.valued, spec.valuedLong...)

@@ -66,6 +66,7 @@ func TestCommandPolicy49bEditorInput(t *testing.T) {
 		`f() { git commit; }; printf ':!rm x\n' | f`,
 		`(f() { git commit; }; printf ':!rm x\n' | f) | cat`,
 		`echo | (exec < keys.txt; git commit)`,
+		`printf ':!rm x\n' | git ci`,
 		`coproc git commit; printf ':!rm x\n' >&"${COPROC[1]}"`,
 		`printf ':!rm x\n' > >(git commit)`,
 		`printf ':!rm x\n' | tee >(git commit)`,
