@@ -45,6 +45,12 @@ func ctestCode(words []cmdWord) string {
 		if w.lit == "--" {
 			return "" // the test program's options (ctest 4: -- ARGS)
 		}
+		if opt == "--build-config" {
+			if !hasVal {
+				i++ // -C's long form, not a --build-and-test option
+			}
+			continue
+		}
 		for _, p := range []string{"-D", "-M", "-T", "-S", "--build-", "--test-command", "--dashboard", "--test-action",
 			"--test-model", "--script", "--overwrite", "--launch", "--extra-submit"} {
 			if strings.HasPrefix(opt, p) {

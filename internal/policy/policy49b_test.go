@@ -223,6 +223,8 @@ func TestCommandPolicy49bCtestNinja(t *testing.T) {
 		`ctest -L fast -V`,
 		`ctest --test-dir build -O build/test.log`,
 		`ctest --rerun-failed --output-on-failure`,
+		`ctest --build-config Release --test-dir build`,
+		`ctest --build-config=Release -R unit`,
 		`ninja -C build`,
 		`ninja -C build -j8 all`,
 		`ninja -t targets`,
