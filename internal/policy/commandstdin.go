@@ -119,18 +119,38 @@ func checkEditorsIn(n syntax.Node, opaque func(string)) {
 		for i, w := range call.Args {
 			words[i] = literalWord(w, func(string) {})
 		}
-		start := wrapperStart(words)
-		for i := range words {
-			if i > 0 && (start == 0 || i < start) {
-				continue
-			}
-			if why := editorCode(words[i:]); why != "" {
-				opaque(why + ", and its input comes from the command string (a pipe or a redirection): an editor reads it as keystrokes the matcher cannot read")
-				return false
+		if why := fedEditor(words); why != "" {
+			opaque(why + ", and its input comes from the command string (a pipe or a redirection): an editor reads it as keystrokes the matcher cannot read")
+			return false
+		}
+		if k := sshAt(words); k >= 0 {
+			// ssh passes its input to the remote command.
+			if sc := parseSSH(words[k:], 0); sc.remote != nil {
+				for _, r := range sc.remote.Simple {
+					if why := fedEditor(r); why != "" {
+						opaque("ssh's remote " + why + ", and ssh's input comes from the command string: an editor reads it as keystrokes the matcher cannot read")
+						return false
+					}
+				}
 			}
 		}
 		return true
 	})
+}
+
+// fedEditor says why words may start an editor (editorCode), by name or
+// as the command a wrapper runs, or "".
+func fedEditor(words []cmdWord) string {
+	start := wrapperStart(words)
+	for i := range words {
+		if i > 0 && (start == 0 || i < start) {
+			continue
+		}
+		if why := editorCode(words[i:]); why != "" {
+			return why
+		}
+	}
+	return ""
 }
 
 // editorCode says why the program words[0] may start an interactive

@@ -67,6 +67,8 @@ func TestCommandPolicy49bEditorInput(t *testing.T) {
 		`(f() { git commit; }; printf ':!rm x\n' | f) | cat`,
 		`echo | (exec < keys.txt; git commit)`,
 		`printf ':!rm x\n' | git ci`,
+		`printf ':!rm x\n' | ssh prod git commit`,
+		`printf ':!rm x\n' | ssh prod 'cd r && git commit'`,
 		`coproc git commit; printf ':!rm x\n' >&"${COPROC[1]}"`,
 		`printf ':!rm x\n' > >(git commit)`,
 		`printf ':!rm x\n' | tee >(git commit)`,
@@ -109,9 +111,10 @@ func TestCommandPolicy49bEditorInput(t *testing.T) {
 		`echo x | hg commit -m y`,
 		`echo x | crontab -l`,
 		`echo x | systemctl status x`,
+		`echo x | ssh prod git commit -m y`,
 	}
 	checkCommands(t, []string{"printf *", "echo *", "cat *", "git *", "exec *", "sudo *", "timeout *", "crontab *",
-		"visudo", "sudoedit *", "systemctl *", "kubectl *", "svn *", "hg *"}, bypass, fine, bypass,
+		"visudo", "sudoedit *", "systemctl *", "kubectl *", "svn *", "hg *", "ssh prod git *", "ssh prod cd *"}, bypass, fine, bypass,
 		[]string{`git commit -m "x"`, `git commit -F msg.txt`, `echo x | git commit -F -`, `echo x | git commit -m y`,
 			`git commit --amend`, `git add -p`, `git diff | git apply`, `echo x | git tag -a v1 -m x`,
 			`echo x | git merge --no-edit main`, `echo x | git rebase main`, `git commit -m x | cat`, `echo x | svn commit -m y`})
