@@ -326,6 +326,7 @@ func parseCommandDepth(src string, depth int) parsedCommand {
 		}
 		return true
 	})
+	checkFedEditors(src, f, opaque) // commandstdin.go
 	switch {
 	case prompt:
 		opaque("PS4 or ${x@P}: bash expands the text as a prompt, command substitutions included")

@@ -90,6 +90,12 @@ func versioned(name, base string) bool {
 // the matcher cannot read, or "" when they do not (or are no interpreter).
 func inlineCode(words []cmdWord) string {
 	name := programName(path.Base(words[0].lit))
+	if why := linkCode(name, words); why != "" { // ln -s .git/hooks h (commandlinks.go)
+		return why
+	}
+	if why := ctestNinjaCode(name, words); why != "" { // ctest --test-command, ninja -t msvc (commandctest.go)
+		return why
+	}
 	switch name {
 	case "awk", "gawk", "mawk", "nawk":
 		return awkCode(name, words)
