@@ -133,11 +133,12 @@ func TestList(t *testing.T) {
 	// the display copy on one line, escaped as show escapes it, cut with
 	// "…", and marked "!" when show has display warnings. Newest first, as
 	// the web inbox.
-	want := `ID                                    STATE    SERVER  TOOL        REQUESTED BY       EXPIRES IN  ARGUMENTS
-0fedcba0-2222-7000-8000-000000000002  pending  shell   run         desktop for carol  5m0s        ! {"command":"rm -rf ~ \u001B[2K\u001B[1Gls -la","path":"/srv…
-0abcdef0-1111-7000-8000-000000000001  pending  fs      write_file  desktop for carol  5m0s        {"to":"acct-1","amount":5}
-01900000-0000-7000-8000-00000000000b  pending  pay     refund      desktop            1m30s       {"to":"acct-1","amount":5}
-01900000-0000-7000-8000-00000000000a  pending  pay     transfer    desktop for carol  5m0s        {"to":"acct-1","amount":5}
+	// A request needing two approvals shows its progress (newuser49).
+	want := `ID                                    STATE        SERVER  TOOL        REQUESTED BY       EXPIRES IN  ARGUMENTS
+0fedcba0-2222-7000-8000-000000000002  pending      shell   run         desktop for carol  5m0s        ! {"command":"rm -rf ~ \u001B[2K\u001B[1Gls -la","path":"/srv…
+0abcdef0-1111-7000-8000-000000000001  pending      fs      write_file  desktop for carol  5m0s        {"to":"acct-1","amount":5}
+01900000-0000-7000-8000-00000000000b  pending 0/2  pay     refund      desktop            1m30s       {"to":"acct-1","amount":5}
+01900000-0000-7000-8000-00000000000a  pending      pay     transfer    desktop for carol  5m0s        {"to":"acct-1","amount":5}
 `
 	if diff := cmp.Diff(want, out); diff != "" {
 		t.Errorf("list output (-want +got):\n%s", diff)

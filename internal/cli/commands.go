@@ -52,12 +52,28 @@ func runList(ctx context.Context, c *client, o *options, _ []string, out io.Writ
 			by += " for " + a.OnBehalfOf
 		}
 		server, tool := subject(a)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", clean(a.ID), clean(a.State), clean(server), clean(tool), clean(by), expiresIn(a, resp.now), listArgs(a))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", clean(a.ID), listState(a), clean(server), clean(tool), clean(by), expiresIn(a, resp.now), listArgs(a))
 	}
 	if l.NextCursor != "" {
 		fmt.Fprintf(tw, "\nmore: toolgate approvals list --state %s --limit %d%s --cursor %s\n", clean(o.state), o.limit, more, clean(l.NextCursor))
 	}
 	return tw.Flush()
+}
+
+// listState is the list's state column: the state, and for a pending
+// request needing more than one approval its progress, "pending 1/2"
+// (approving reviews of required_approvals), which the list did not show.
+func listState(a api.Approval) string {
+	if a.State != "pending" || a.RequiredApprovals <= 1 {
+		return clean(a.State)
+	}
+	n := 0
+	for _, rv := range a.Reviews {
+		if rv.Verdict == "approve" {
+			n++
+		}
+	}
+	return fmt.Sprintf("%s %d/%d", clean(a.State), n, a.RequiredApprovals)
 }
 
 // listArgsWidth is how many characters of the arguments a list line shows.

@@ -209,7 +209,7 @@ func TestDesignExample(t *testing.T) {
 	// One reviewer in ops cannot give two approvals; and desktop acts for
 	// alice, the only approver, so nobody may review its held calls.
 	if diff := cmp.Diff([]string{
-		`policy.approval: needs 1 approvals but agents[0] "desktop" acts for "alice", who may not review its calls: only 0 of the 1 eligible approver(s) can, so its requests can only expire or be denied`,
+		`policy.approval: needs 1 approvals but agents[0] "desktop" acts for "alice", who may not review its calls: only 0 of the 1 eligible approver(s) can, so each call it would hold is refused at once (code quorum_unreachable; nothing is held or run): add an approver it does not act for, or lower approvals`,
 		`policy.rules[2] "payments need two".approval: needs 2 approvals but only 1 configured approver(s) are eligible`}, cfg.Warnings()); diff != "" {
 		t.Errorf("Warnings (-want +got):\n%s", diff)
 	}

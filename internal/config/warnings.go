@@ -196,8 +196,8 @@ func (c Config) Warnings() []string {
 // reviewers ids, about each configured agent the approval may apply to
 // (principals: the rule's principals, nil for any) that is itself one of
 // ids or acts for one of them (on_behalf_of): neither may review the
-// agent's calls, so when that leaves fewer than need, the agent's requests
-// can only expire or be denied. Sessions created at run time with an
+// agent's calls, so when that leaves fewer than need, the gate refuses
+// each call of the agent the approval would hold. Sessions created at run time with an
 // on_behalf_of are not known here: the gate warns about them when they
 // are created (gate.Gate.SessionWarnings), and refuses such a call when
 // it is made (code quorum_unreachable).
@@ -210,7 +210,7 @@ func (c Config) selfReviewWarnings(where string, need int, ids, principals []str
 		if len(left) >= need {
 			continue
 		}
-		warn("%s: needs %d approvals but agents[%d] %q acts for %q, who may not review its calls: only %d of the %d eligible approver(s) can, so its requests can only expire or be denied",
+		warn("%s: needs %d approvals but agents[%d] %q acts for %q, who may not review its calls: only %d of the %d eligible approver(s) can, so each call it would hold is refused at once (code quorum_unreachable; nothing is held or run): add an approver it does not act for, or lower approvals",
 			where, need, i, ag.ID, ag.OnBehalfOf, len(left), len(ids))
 	}
 }

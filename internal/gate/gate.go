@@ -570,7 +570,10 @@ func keptDecision(dec policy.Decision) *policy.Decision { return &dec }
 
 func refuse(msg string) Admission { return Admission{Message: msg} }
 
-// denied is the refusal of a call the policy decision dec denies.
+// denied is the refusal of a call the policy decision dec denies. It says
+// "this call to" the tool: a rule with a when or a command condition denies
+// some calls of a tool, and "shell__run is not allowed" read to agents
+// (newuser49) as if the whole tool were, so they stopped using it.
 func denied(c Call, dec policy.Decision) Admission {
-	return refuse(fmt.Sprintf("denied by policy rule %q%s: %s is not allowed", dec.Rule, erredNote(dec), c.label()))
+	return refuse(fmt.Sprintf("denied by policy rule %q%s: this call to %s is not allowed", dec.Rule, erredNote(dec), c.label()))
 }

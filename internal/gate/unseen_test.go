@@ -26,12 +26,12 @@ func TestDenialSaysTheCommandWasUnseen(t *testing.T) {
 	if a := call(`echo "unterminated`); a.Allowed || !strings.Contains(a.Message, `denied by policy rule "no rm" (the command does not parse as shell, or runs code the policy cannot read`) {
 		t.Errorf("unparsable command: %q, want the denial to say the command could not be read", a.Message)
 	}
-	if a := call(`rm -rf build`); a.Allowed || a.Message != `denied by policy rule "no rm": shell__run is not allowed` {
+	if a := call(`rm -rf build`); a.Allowed || a.Message != `denied by policy rule "no rm": this call to shell__run is not allowed` {
 		t.Errorf("rm: %q, want the plain denial", a.Message)
 	}
 	// newuser46: a command the matcher cannot read in full that also runs
 	// rm is denied for the rm it saw, and says so plainly.
-	if a := call(`cp -r dotfiles/. ~ && rm -rf /`); a.Allowed || a.Message != `denied by policy rule "no rm": shell__run is not allowed` {
+	if a := call(`cp -r dotfiles/. ~ && rm -rf /`); a.Allowed || a.Message != `denied by policy rule "no rm": this call to shell__run is not allowed` {
 		t.Errorf("cp into ~ and rm: %q, want the plain denial", a.Message)
 	}
 	if a := call(`cp -r dotfiles/. ~`); a.Allowed || !strings.Contains(a.Message, `a file written for a program to run later`) {
