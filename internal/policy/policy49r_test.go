@@ -1,0 +1,39 @@
+package policy
+
+import "testing"
+
+// TestCommandReview49bOptionPrefixes (review49b): ag, ack, sdiff, diff3,
+// pandoc and less read a unique prefix of a long option as the option
+// (getopt_long, Getopt::Long, GetOpt, less's own table), and ugrep+ and
+// ug+ are ugrep. On 28089b9d each below ran a program named in an option,
+// or wrote a guarded file, that a deny rule for "rm *" did not see and an
+// allow rule for the tool allowed.
+func TestCommandReview49bOptionPrefixes(t *testing.T) {
+	bypass := []string{
+		`ag --pag='rm -rf x' foo`,
+		`ag --pag 'rm -rf x' foo`,
+		`ack --pag='rm -rf x' foo`,
+		`ack --ackr=evilrc foo`,
+		`sdiff --diff-prog=./evil a b`,
+		`diff3 --diff=./evil a b c`,
+		`pandoc --filt ./evil in.md`,
+		`pandoc --lua-f=./evil.lua in.md`,
+		`less --log-f=.git/hooks/pre-commit x`,
+		`less --LOG-F .git/hooks/pre-commit x`,
+		`ugrep+ --filter='txt:rm -rf x' foo`,
+		`ug+ --pager='rm -rf x' foo`,
+	}
+	fine := []string{
+		`ag foo src`,
+		`ag --literal -G '\.go$' foo`,
+		`ack --type=go foo`,
+		`sdiff a b`,
+		`diff3 a b c`,
+		`pandoc --from markdown -o out.html in.md`,
+		`less --line-numbers log.txt`,
+		`less --log-file=/tmp/less.log log.txt`,
+		`ugrep+ -r foo src`,
+	}
+	checkCommands(t, []string{"ag *", "ack *", "sdiff *", "diff3 *", "pandoc *", "less *", "ugrep+ *", "ug+ *"},
+		bypass, fine, bypass, fine)
+}
