@@ -1,0 +1,29 @@
+package policy
+
+import "testing"
+
+// TestCommandReview49bArchiveOrder (review49b): 7z reads its switches
+// anywhere, so the archive is the second word that is no switch (7z -y a
+// ARCHIVE), and jar's f, m and e take their words in the order of the
+// letters (jar cmf MANIFEST FILE). On 28089b9d the archive written below
+// was read as "a" or the manifest, and .git/hooks/pre-commit was missed.
+func TestCommandReview49bArchiveOrder(t *testing.T) {
+	bypass := []string{
+		`7z -y a .git/hooks/pre-commit x`,
+		`7z -tzip a .git/hooks/pre-commit x`,
+		`7za -mx9 u .git/hooks/pre-commit x`,
+		`jar cmf m.txt .git/hooks/pre-commit x`,
+		`jar -c -m m.txt -f .git/hooks/pre-commit x`,
+		`jar cef Main .git/hooks/pre-commit x`,
+	}
+	fine := []string{
+		`7z a out.7z src`,
+		`7z -y a out.7z src`,
+		`7z x -y in.7z -oout`,
+		`jar cf app.jar -C build .`,
+		`jar cmf manifest.txt app.jar -C build .`,
+		`jar cfe app.jar Main -C build .`,
+		`jar -c -m manifest.txt -f app.jar -C build .`,
+	}
+	checkCommands(t, []string{"7z *", "7za *", "jar *"}, bypass, fine, bypass, fine)
+}
