@@ -27,3 +27,21 @@ func TestCommandReview49bArchiveOrder(t *testing.T) {
 	}
 	checkCommands(t, []string{"7z *", "7za *", "jar *"}, bypass, fine, bypass, fine)
 }
+
+// TestCommandReview49bArchiveEnv (review49b): tar -c writes the archive
+// TAPE names when it has no -f, and zip reads options (-O FILE) from
+// ZIPOPT. On 28089b9d a deny rule for "rm *" let each write
+// .git/hooks/pre-commit, which it matches as opaque when written with -f
+// or -O.
+func TestCommandReview49bArchiveEnv(t *testing.T) {
+	bypass := []string{
+		`TAPE=.git/hooks/pre-commit tar -c x`,
+		`export TAPE=.git/hooks/pre-commit; tar -c x`,
+		`ZIPOPT='-O .git/hooks/pre-commit' zip out.zip x`,
+	}
+	fine := []string{
+		`tar -cf out.tar src`,
+		`zip -r out.zip src`,
+	}
+	checkCommands(t, []string{"tar *", "zip *", "export *"}, bypass, fine, bypass, fine)
+}
