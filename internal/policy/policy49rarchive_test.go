@@ -45,3 +45,22 @@ func TestCommandReview49bArchiveEnv(t *testing.T) {
 	}
 	checkCommands(t, []string{"tar *", "zip *", "export *"}, bypass, fine, bypass, fine)
 }
+
+// TestCommandReview49bNinjaNames (review49b): ninja-build and samu read
+// -f FILE as ninja does, a build file that is code: policy49b read them
+// as ninja for -t msvc, but on 28089b9d samu -f notes.txt ran a file
+// whose writes the matcher does not guard as a build file (ninja -f
+// notes.txt was refused).
+func TestCommandReview49bNinjaNames(t *testing.T) {
+	bypass := []string{
+		`samu -f notes.txt`,
+		`ninja-build -f notes.txt`,
+		`samu -fnotes.txt`,
+	}
+	fine := []string{
+		`samu -C build`,
+		`ninja-build -C build test`,
+		`samu -f build/build.ninja`,
+	}
+	checkCommands(t, []string{"samu *", "ninja-build *"}, bypass, fine, bypass, fine)
+}
