@@ -37,3 +37,25 @@ func TestCommandReview49bOptionPrefixes(t *testing.T) {
 	checkCommands(t, []string{"ag *", "ack *", "sdiff *", "diff3 *", "pandoc *", "less *", "ugrep+ *", "ug+ *"},
 		bypass, fine, bypass, fine)
 }
+
+// TestCommandReview49bFindNames (review49b): gfind and gxargs (GNU find
+// and xargs beside BSD's) and bfs take find's -exec, -execdir, -ok, -okdir
+// and -fprint and xargs's command. On 28089b9d a deny rule for "rm *"
+// missed each below, and the found-path reading of policy49 did not apply.
+func TestCommandReview49bFindNames(t *testing.T) {
+	bypass := []string{
+		`gfind . -exec rm x ';'`,
+		`bfs . -name x -exec rm {} +`,
+		`echo x | gxargs rm`,
+		`gfind . -name x -exec cp {} .git/hooks/pre-commit ';'`,
+		`bfs .git/hooks -exec cp x {} ';'`,
+		`echo .git/hooks/pre-commit | gxargs cp x`,
+		`gfind . -maxdepth 0 -fprintf .git/hooks/pre-commit 'rm x'`,
+	}
+	fine := []string{
+		`gfind . -name '*.go'`,
+		`bfs . -name '*.go' -exec gofmt -l {} +`,
+		`gfind . -name '*.go' -print0 | gxargs -0 gofmt -l`,
+	}
+	checkCommands(t, []string{"gfind *", "bfs *", "gxargs *", "cp *", "gofmt *", "echo *"}, bypass, fine, bypass, fine)
+}
