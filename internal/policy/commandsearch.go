@@ -93,9 +93,8 @@ func searchToolCode(name string, words []cmdWord) string {
 			return runsOption(name, opt)
 		case short != "" && len(w.lit) > 1 && w.lit[0] == '-' && w.lit[1] != '-' && strings.IndexByte(short, w.lit[1]) >= 0:
 			return runsOption(name, w.lit[:2])
-		case (name == "fd" || name == "fdfind") && len(w.lit) > 1 && w.lit[0] == '-' && w.lit[1] != '-' && strings.ContainsAny(w.lit, short):
+		case (name == "fd" || name == "fdfind") && len(w.lit) > 1 && w.lit[0] == '-' && w.lit[1] != '-' && fdClusterRuns(w.lit):
 			return runsOption(name, "-x") // in a cluster: -Hx
-
 		}
 	}
 	return ""
@@ -171,4 +170,19 @@ func lessCode(words []cmdWord) string {
 // searchToolCode).
 func lessEnvSafe(val string) bool {
 	return !strings.ContainsAny(val, "+k")
+}
+
+// fdClusterRuns reports whether fd's cluster of short options w (-Hx)
+// holds -x or -X before a letter that takes the rest of w as its value
+// (-tx is --type x, -ex --extension x; review49b).
+func fdClusterRuns(w string) bool {
+	for _, c := range w[1:] {
+		switch {
+		case c == 'x' || c == 'X':
+			return true
+		case strings.ContainsRune("tedEScjo", c):
+			return false
+		}
+	}
+	return false
 }

@@ -59,3 +59,13 @@ func TestCommandReview49bFindNames(t *testing.T) {
 	}
 	checkCommands(t, []string{"gfind *", "bfs *", "gxargs *", "cp *", "gofmt *", "echo *"}, bypass, fine, bypass, fine)
 }
+
+// TestCommandReview49bFdValues (review49b): fd's -tx is --type x and -ex
+// --extension x (a letter that takes a value takes the rest of the
+// word), not -x: on 28089b9d "fd -tx" (find executables) was refused as
+// running a command; -Hx and -x still are.
+func TestCommandReview49bFdValues(t *testing.T) {
+	bypass := []string{`fd -Hx rm`, `fd -x rm`, `fd -HX rm`, `fd -tf -x rm`}
+	fine := []string{`fd -tx`, `fd -tx -H build`, `fd -ex src`, `fd -Hex`, `fd -t f -e go`}
+	checkCommands(t, []string{"fd *"}, bypass, fine, bypass, fine)
+}
