@@ -208,7 +208,8 @@ func isWrapper(name string) bool {
 		// (branch attack48)
 		"entr", "chronic", "ifne", "torsocks", "proxychains", "proxychains4", "xvfb-run", "dbus-run-session", "ssh-agent",
 		"mpirun", "mpiexec", "srun", "retry", "env-cmd", "cross-env", "dotenv", "with-contenv", "s6-setuidgid", "authbind",
-		"trickle", "nocache", "rlwrap", "unbuffer-run", "daemonize", "start-stop-daemon", "sudo-rs", "run0":
+		"trickle", "nocache", "rlwrap", "unbuffer-run", "daemonize", "start-stop-daemon", "sudo-rs", "run0",
+		"gfind", "bfs", "gxargs": // find and xargs by other names (commandAliases; review49b)
 		return true
 	}
 	return false

@@ -28,15 +28,23 @@ func archiveFiles(name string, words []cmdWord) []string {
 		// ar KEY[mods] [relpos] [count] ARCHIVE files: the archive is
 		// the first word after the key that is no option; every word up
 		// to it is read as the archive too (a, b, i take a member name
-		// first, N a count). jar cf FILE: the word after the key.
+		// first, N a count). jar cf FILE: the word after the key; its
+		// f, m (manifest), e (entry point) and i (index) each take the
+		// next word that is no option, in the order of the letters (jar
+		// cmf MANIFEST FILE, jar -c -m MANIFEST -f FILE; review49b):
+		// every one of those words is read as the archive.
 		var files []string
+		jarValues := 1
+		if name == "jar" {
+			jarValues = max(1, jarValueCount(words))
+		}
 		for i := 2; i < len(words); i++ {
 			w := words[i].lit
 			if strings.HasPrefix(w, "-") && name == "jar" {
 				continue
 			}
 			files = append(files, fileOf(words[i]))
-			if name == "jar" || !strings.ContainsAny(words[1].lit, "abiN") || len(files) > 2 {
+			if name == "jar" && len(files) >= jarValues || name == "ar" && (!strings.ContainsAny(words[1].lit, "abiN") || len(files) > 2) {
 				break
 			}
 		}
@@ -70,17 +78,43 @@ func archiveFiles(name string, words []cmdWord) []string {
 		}
 		return files
 	case "7z", "7za", "7zr", "7zz", "rar":
-		// 7z COMMAND [switches] ARCHIVE files: every word that is no
-		// switch after the command (a, u, d, rn, x -o…: extraction's
-		// -oDIR is read by outputFiles).
+		// 7z COMMAND [switches] ARCHIVE files: the second word that is
+		// no switch (a, u, d, rn, x -o…: extraction's -oDIR is read by
+		// outputFiles). Switches may come before the command too (7z -y a
+		// ARCHIVE; review49b); after "--" every word is no switch.
 		var files []string
-		for _, w := range words[2:] {
-			if !strings.HasPrefix(w.lit, "-") {
-				files = append(files, fileOf(w))
-				break
+		nonSwitch, ended := 0, false
+		for _, w := range words[1:] {
+			if !ended && w.lit == "--" {
+				ended = true
+				continue
+			}
+			if ended || !strings.HasPrefix(w.lit, "-") {
+				if nonSwitch++; nonSwitch == 2 {
+					files = append(files, fileOf(w))
+					break
+				}
 			}
 		}
 		return files
 	}
 	return nil
+}
+
+// jarValueCount counts the letters f, m, e and i in jar's key (words[1],
+// with or without its dash) and its other short options: the words each
+// takes, in order, from the words that are no option.
+func jarValueCount(words []cmdWord) int {
+	n := 0
+	for i, w := range words[1:] {
+		if strings.HasPrefix(w.lit, "--") || i > 0 && !strings.HasPrefix(w.lit, "-") {
+			continue
+		}
+		for _, c := range strings.TrimPrefix(w.lit, "-") {
+			if strings.ContainsRune("fmei", c) {
+				n++
+			}
+		}
+	}
+	return n
 }

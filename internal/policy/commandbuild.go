@@ -68,7 +68,7 @@ func buildToolCode(name string, words []cmdWord) string {
 		files, longFiles = []string{"-f"}, []string{"--noxfile"}
 	case "tox":
 		files, longFiles = []string{"-c"}, []string{"--conf"}
-	case "ninja":
+	case "ninja", "ninja-build", "samu": // ninja's other names, as ctestNinjaCode reads them (review49b)
 		files = []string{"-f"}
 	case "pre-commit":
 		files, longFiles = []string{"-c"}, []string{"--config"}

@@ -63,7 +63,10 @@ func envVar(name string) envKind {
 		// program (rg's --pre, ack's --pager, fzf's --bind execute;
 		// branch policy49).
 		"RIPGREP_CONFIG_PATH", "ACKRC", "ACK_OPTIONS", "FZF_DEFAULT_OPTS", "FZF_DEFAULT_OPTS_FILE", "BAT_CONFIG_PATH",
-		"LESS", "LESSKEY", "LESSKEY_SRC", "LESSKEYIN", "LESSKEY_CONTENT", "LESSEDIT":
+		"LESS", "LESSKEY", "LESSKEY_SRC", "LESSKEYIN", "LESSKEY_CONTENT", "LESSEDIT",
+		// The archive tar -c writes without -f, and zip's options (-O
+		// FILE): policy49's archive files by another spelling (review49b).
+		"TAPE", "ZIPOPT":
 		return envCode
 	case "AR", "AS", "LD", "CPP", "FC", "M2C", "PC", "LEX", "YACC", "LINT", "MAKEINFO", "TEX", "TEXI2DVI", "WEAVE", "CWEAVE",
 		"TANGLE", "CTANGLE", "RM", "OBJC", "OBJCXX", "CUDACXX", "HIPCXX", "SWIFTC", "ASM":

@@ -53,24 +53,37 @@ func sshAt(words []cmdWord) int {
 
 // commandAt returns the index of the program named name (a base name)
 // that words run: words[0], or a later word after a wrapper; -1 when
-// there is none.
+// there is none. A program that is name under another name
+// (commandAliases) counts.
 func commandAt(words []cmdWord, name string) int {
 	if words[0].unknown {
 		return -1
 	}
 	base := path.Base(words[0].lit)
-	if base == name {
+	if isCommand(base, name) {
 		return 0
 	}
 	if !isWrapper(base) {
 		return -1
 	}
 	for i := 1; i < len(words); i++ {
-		if !words[i].unknown && path.Base(words[i].lit) == name {
+		if !words[i].unknown && isCommand(path.Base(words[i].lit), name) {
 			return i
 		}
 	}
 	return -1
+}
+
+// commandAliases are other names of programs commandAt looks for that
+// take the same options (review49b): GNU find and xargs as installed
+// beside BSD's (gfind, gxargs), and bfs, a find with find's -exec,
+// -execdir, -ok and -okdir.
+var commandAliases = map[string]string{"gfind": "find", "bfs": "find", "gxargs": "xargs"}
+
+// isCommand reports whether base (a base name) is the program name or
+// one of its commandAliases.
+func isCommand(base, name string) bool {
+	return base == name || commandAliases[base] == name
 }
 
 // parseSSH reads ssh's words (words[0] is ssh) as OpenSSH does: options

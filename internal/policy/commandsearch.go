@@ -33,6 +33,11 @@ import "strings"
 //     opens the default pager, which comes from settings the matcher
 //     guards (core.pager, GIT_PAGER, PAGER).
 //
+// ag, ack, sdiff, diff3, pandoc and less take a unique prefix of a long
+// option as the option (ag --pag=CMD, pandoc --filt F, less --log-f=F;
+// review49b), so a prefix of one above is read as it; rg, ugrep, fd, bat
+// and fzf take only whole names. ugrep+ and ug+ are ugrep.
+//
 // Each is opaque: deny and approve rules match it, an allow rule never
 // allows it.
 
@@ -42,21 +47,22 @@ import "strings"
 func searchToolCode(name string, words []cmdWord) string {
 	var long []string
 	short := ""
+	abbrev := false // getopt_long, Getopt::Long, Haskell's GetOpt: a unique prefix is the option
 	switch name {
 	case "rg":
 		long = []string{"--pre", "--hostname-bin"}
-	case "ugrep", "ug", "ugrep-indexer":
+	case "ugrep", "ug", "ugrep+", "ug+", "ugrep-indexer":
 		long = []string{"--filter", "--pager", "--view", "--config"}
 	case "ag":
-		long = []string{"--pager"}
+		long, abbrev = []string{"--pager"}, true
 	case "ack", "ack-grep":
-		long = []string{"--pager", "--ackrc"}
+		long, abbrev = []string{"--pager", "--ackrc"}, true
 	case "bat", "batcat":
 		long = []string{"--pager"}
 	case "sdiff", "diff3":
-		long = []string{"--diff-program"}
+		long, abbrev = []string{"--diff-program"}, true
 	case "pandoc":
-		long, short = []string{"--filter", "--lua-filter"}, "FL"
+		long, short, abbrev = []string{"--filter", "--lua-filter"}, "FL", true
 	case "less":
 		return lessCode(words)
 	case "fd", "fdfind":
@@ -78,18 +84,17 @@ func searchToolCode(name string, words []cmdWord) string {
 		}
 		opt, _, _ := strings.Cut(w.lit, "=")
 		switch {
-		case strings.HasPrefix(opt, "---") && (name == "ugrep" || name == "ug"):
+		case strings.HasPrefix(opt, "---") && strings.HasPrefix(name, "ug"):
 			return runsOption(name, "---FILE")
-		case strings.HasPrefix(opt, "--") && contains(long, opt):
+		case strings.HasPrefix(opt, "--") && (contains(long, opt) || abbrev && longOption(opt, long...)):
 			if opt == "--preview-window" {
 				continue // a layout, not a command (listed so --preview is matched whole)
 			}
 			return runsOption(name, opt)
 		case short != "" && len(w.lit) > 1 && w.lit[0] == '-' && w.lit[1] != '-' && strings.IndexByte(short, w.lit[1]) >= 0:
 			return runsOption(name, w.lit[:2])
-		case (name == "fd" || name == "fdfind") && len(w.lit) > 1 && w.lit[0] == '-' && w.lit[1] != '-' && strings.ContainsAny(w.lit, short):
+		case (name == "fd" || name == "fdfind") && len(w.lit) > 1 && w.lit[0] == '-' && w.lit[1] != '-' && fdClusterRuns(w.lit):
 			return runsOption(name, "-x") // in a cluster: -Hx
-
 		}
 	}
 	return ""
@@ -141,7 +146,7 @@ func lessCode(words []cmdWord) string {
 			if strings.HasPrefix(strings.ToLower(opt), "--lesskey") {
 				return runsOption("less", opt)
 			}
-			if strings.EqualFold(opt, "--log-file") {
+			if longOption(strings.ToLower(opt), "--log-file") { // less takes a unique prefix: --log-f
 				if f := fileOf(valueWord(words, &i, val, hasVal)); codeFile(f) {
 					return writesFile("less", f)
 				}
@@ -165,4 +170,19 @@ func lessCode(words []cmdWord) string {
 // searchToolCode).
 func lessEnvSafe(val string) bool {
 	return !strings.ContainsAny(val, "+k")
+}
+
+// fdClusterRuns reports whether fd's cluster of short options w (-Hx)
+// holds -x or -X before a letter that takes the rest of w as its value
+// (-tx is --type x, -ex --extension x; review49b).
+func fdClusterRuns(w string) bool {
+	for _, c := range w[1:] {
+		switch {
+		case c == 'x' || c == 'X':
+			return true
+		case strings.ContainsRune("tedEScjo", c):
+			return false
+		}
+	}
+	return false
 }

@@ -232,7 +232,7 @@ func writesCode(name string, words []cmdWord) string {
 			return why
 		}
 		files = append(downloadFiles(name, words), logs...)
-	case "find":
+	case "find", "gfind", "bfs":
 		// -fprint, -fprint0, -fprintf and -fls write their file
 		// (find . -maxdepth 0 -fprintf ~/.bashrc 'rm x\n').
 		for i := 1; i+1 < len(words); i++ {
