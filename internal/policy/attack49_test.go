@@ -77,3 +77,33 @@ func TestCommandAttack49Files(t *testing.T) {
 		`cp lock.txt build/lock.txt`}
 	checkCommands(t, allow, bypass, fine, bypass, fine)
 }
+
+// TestCommandAttack49Secrets (attack49): programs that print the shell
+// server's environment (its tokens). On 28089b9d an allow rule for each
+// program and a deny rule for "rm *" allowed them.
+func TestCommandAttack49Secrets(t *testing.T) {
+	allow := []string{"jq *", "make", "make *", "npm run *", "pnpm run *", "cmake *", "cat *", "grep *"}
+	bypass := []string{
+		`jq -n env`,
+		`jq -n '[env.HOME]'`,
+		`jq -n 'env|keys'`,
+		`jq -f x.jq a.json`,
+		`jq -L . 'import "x" as x; x::f' a.json`,
+		`make -p`,
+		`make -pn`,
+		`make -np`,
+		`make --print-data-base`,
+		`make --print-d`,
+		`make -f Makefile -p`,
+		`npm run env`,
+		`npm run --silent env`,
+		`pnpm run env`,
+		`cmake -E environment`,
+		`cat /proc/self/environ`,
+		`cat /proc/self/envir''on`,
+		`grep -a TOKEN /proc/1/environ`,
+	}
+	fine := []string{`jq .env x.json`, `jq '.a.env' x.json`, `jq -r '.name' package.json`, `make`, `make -j4`, `make -C build test`,
+		`make -k`, `npm run build`, `npm run test -- --env=x`, `cmake -E echo hi`, `cat .env.example`, `grep -r env src`}
+	checkCommands(t, allow, bypass, fine, bypass, fine)
+}

@@ -23,6 +23,9 @@ import (
 // name) run a program or code the matcher cannot read, send data out,
 // or write a file a program later runs as code; "" when they do not.
 func attack49Code(name string, words []cmdWord) string {
+	if why := secretsCode(name, words); why != "" { // commandsecrets.go
+		return why
+	}
 	switch {
 	case name == "pytest" || name == "py.test":
 		return pytestCode(name, words[1:])
