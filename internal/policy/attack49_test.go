@@ -10,7 +10,7 @@ import "testing"
 // x.sed runs x.sed's e command: both checked by hand).
 func TestCommandAttack49BuildOptions(t *testing.T) {
 	allow := []string{"pytest *", "python3 -m pytest *", "uv run pytest *", "mypy *", "cargo build *", "go build *", "go test *",
-		"sed *", "gcc *", "clang *"}
+		"sed *", "gcc *", "clang *", "tsc *", "npx tsc *"}
 	bypass := []string{
 		`pytest --junitxml=.git/hooks/pre-commit`,
 		`pytest --junit-xml .git/hooks/pre-commit`,
@@ -39,6 +39,11 @@ func TestCommandAttack49BuildOptions(t *testing.T) {
 		`sed --file=x.sed a`,
 		`sed --fi x.sed a`,
 		`gcc --config=x.cfg a.c`,
+		`npx tsc --outFile .git/hooks/pre-commit`,
+		`tsc --outDir .git/hooks`,
+		`tsc -outdir=.git/hooks`,
+		`tsc --generateTrace .git`,
+		`tsc --tsBuildInfoFile Makefile`,
 		`clang --config=x.cfg a.c`,
 		`clang --config x.cfg a.c`,
 	}
@@ -46,7 +51,8 @@ func TestCommandAttack49BuildOptions(t *testing.T) {
 		`python3 -m pytest -k foo`, `uv run pytest -x`, `mypy --strict src`, `mypy --cache-dir build/mypy .`,
 		`cargo build --release`, `cargo build --target-dir target/x`, `go build -ldflags=-s ./...`, `go build -ldflags='-s -w' ./...`,
 		`sed -n 1,5p a`, `sed -e s/a/b/ a`, `sed -E 's/f/g/' a`,
-		`gcc -O2 -c a.c`, `clang -o build/a a.c`}
+		`gcc -O2 -c a.c`, `clang -o build/a a.c`,
+		`tsc --outDir dist`, `npx tsc -p tsconfig.json --noEmit`}
 	checkCommands(t, allow, bypass, fine, bypass, fine)
 }
 

@@ -15,7 +15,8 @@ import (
 // build --target-dir/--artifact-dir .git/hooks (a binary named after the
 // crate), mypy --python-executable ./x (runs x) and --install-types
 // (packages from the index), go build -ldflags=-extld=./x (the external
-// linker is x), clang --config=x.cfg (options from a file the matcher
+// linker is x), tsc --outFile .git/hooks/pre-commit (an existing hook
+// keeps its mode; tsc keeps a #! line), clang --config=x.cfg (options from a file the matcher
 // cannot read: -fplugin=…), and sed -f x.sed (its e and w
 // commands).
 
@@ -39,6 +40,8 @@ func attack49Code(name string, words []cmdWord) string {
 		return mypyCode(name, words[1:])
 	case name == "cargo":
 		return writtenDirs(name, optionValues(words[1:], "--target-dir", "--artifact-dir", "--out-dir"))
+	case name == "tsc":
+		return writtenDirs(name, tscOutputs(words[1:]))
 	case name == "go":
 		for _, w := range words[1:] {
 			if strings.Contains(w.lit, "extld") || strings.Contains(w.lit, "gccgoflags") {
@@ -214,4 +217,23 @@ func buildAgentFile(c string) bool {
 		}
 	}
 	return false
+}
+
+// tscOutputs returns what tsc's output options write (names in any
+// case, as tsc reads them): --outFile and --out a file (tsc keeps a
+// #! line, and an existing hook keeps its mode), --outDir,
+// --declarationDir and --generateTrace a directory's entries,
+// --tsBuildInfoFile a file.
+func tscOutputs(args []cmdWord) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		opt, val, hasVal := strings.Cut(args[i].lit, "=")
+		switch strings.ToLower(strings.TrimLeft(opt, "-")) {
+		case "outfile", "out", "tsbuildinfofile":
+			out = append(out, fileOf(valueWord(args, &i, val, hasVal)))
+		case "outdir", "declarationdir", "generatetrace":
+			out = append(out, fileOf(valueWord(args, &i, val, hasVal))+"/*")
+		}
+	}
+	return out
 }
