@@ -202,15 +202,14 @@ var buildAgentFileNames = []string{".devcontainer.json", "package-lock.json", "n
 // configurations, the devcontainer's lifecycle commands.
 var buildAgentFileDirs = []string{"/.vscode/", "/.devcontainer/", "/.idea/"}
 
-// buildAgentFile reports whether c (a cleaned path in lower case) is one
-// of buildAgentFileNames (or requirements*.txt) or in one of
-// buildAgentFileDirs.
-func buildAgentFile(c string) bool {
+// buildAgentFile reports whether c (a cleaned path in lower case; s is
+// "/"+c+"/") is one of buildAgentFileNames (or requirements*.txt) or in
+// one of buildAgentFileDirs.
+func buildAgentFile(c, s string) bool {
 	base := path.Base(c)
 	if contains(buildAgentFileNames, base) || strings.HasPrefix(base, "requirements") && strings.HasSuffix(base, ".txt") {
 		return true
 	}
-	s := "/" + c + "/"
 	for _, d := range buildAgentFileDirs {
 		if strings.Contains(s, d) {
 			return true

@@ -33,7 +33,7 @@ func secretsCode(name string, words []cmdWord) string {
 			return fmt.Sprintf("%s reads %q, a process's environment, which holds credentials", name, w.lit)
 		}
 	}
-	dump := fmt.Sprintf("%s prints the environment, which holds credentials", name)
+	dump := func() string { return fmt.Sprintf("%s prints the environment, which holds credentials", name) }
 	switch name {
 	case "jq", "gojq", "jaq":
 		for _, w := range words[1:] {
@@ -41,7 +41,7 @@ func secretsCode(name string, words []cmdWord) string {
 				return fmt.Sprintf("%s %s reads a program (env prints the environment) the matcher cannot read", name, w.lit)
 			}
 			if !strings.HasPrefix(w.lit, "-") && (jqEnv.MatchString(w.lit) || strings.Contains(w.lit, "import") || strings.Contains(w.lit, "include")) {
-				return dump
+				return dump()
 			}
 		}
 	case "make", "gmake":
@@ -50,14 +50,14 @@ func secretsCode(name string, words []cmdWord) string {
 				break
 			}
 			if opt, _, _ := strings.Cut(w.lit, "="); strings.HasPrefix(opt, "--") && longOption(opt, "--print-data-base") {
-				return dump
+				return dump()
 			}
 			if !strings.HasPrefix(w.lit, "-") || strings.HasPrefix(w.lit, "--") {
 				continue
 			}
 			for j := 1; j < len(w.lit); j++ {
 				if w.lit[j] == 'p' {
-					return dump
+					return dump()
 				}
 				if strings.IndexByte("CfIoWEjlO", w.lit[j]) >= 0 {
 					break // the rest is its value
@@ -70,7 +70,7 @@ func secretsCode(name string, words []cmdWord) string {
 				for _, a := range words[i+1:] {
 					if !strings.HasPrefix(a.lit, "-") {
 						if a.lit == "env" {
-							return dump
+							return dump()
 						}
 						return ""
 					}
@@ -80,7 +80,7 @@ func secretsCode(name string, words []cmdWord) string {
 	case "cmake":
 		for i := 1; i+1 < len(words); i++ {
 			if words[i].lit == "-E" && words[i+1].lit == "environment" {
-				return dump
+				return dump()
 			}
 		}
 	}
