@@ -10,7 +10,8 @@ import "testing"
 // x.sed runs x.sed's e command: both checked by hand).
 func TestCommandAttack49BuildOptions(t *testing.T) {
 	allow := []string{"pytest *", "python3 -m pytest *", "uv run pytest *", "mypy *", "cargo build *", "go build *", "go test *",
-		"sed *", "gcc *", "clang *", "tsc *", "npx tsc *"}
+		"sed *", "gcc *", "clang *", "tsc *", "npx tsc *", "gofmt *", "staticcheck *",
+		"golangci-lint *"}
 	bypass := []string{
 		`pytest --junitxml=.git/hooks/pre-commit`,
 		`pytest --junit-xml .git/hooks/pre-commit`,
@@ -40,6 +41,12 @@ func TestCommandAttack49BuildOptions(t *testing.T) {
 		`sed --fi x.sed a`,
 		`gcc --config=x.cfg a.c`,
 		`npx tsc --outFile .git/hooks/pre-commit`,
+		`go test -coverprofile=Makefile ./...`,
+		`go test -cpuprofile .git/hooks/pre-commit ./x`,
+		`go test -outputdir .git/hooks ./x`,
+		`gofmt -cpuprofile .git/hooks/pre-commit x.go`,
+		`staticcheck -debug.memprofile=Makefile ./...`,
+		`golangci-lint run --cpu-profile-path .git/hooks/pre-commit`,
 		`tsc --outDir .git/hooks`,
 		`tsc -outdir=.git/hooks`,
 		`tsc --generateTrace .git`,
@@ -52,7 +59,8 @@ func TestCommandAttack49BuildOptions(t *testing.T) {
 		`cargo build --release`, `cargo build --target-dir target/x`, `go build -ldflags=-s ./...`, `go build -ldflags='-s -w' ./...`,
 		`sed -n 1,5p a`, `sed -e s/a/b/ a`, `sed -E 's/f/g/' a`,
 		`gcc -O2 -c a.c`, `clang -o build/a a.c`,
-		`tsc --outDir dist`, `npx tsc -p tsconfig.json --noEmit`}
+		`tsc --outDir dist`, `go test -coverprofile=cover.out ./...`, `gofmt -l .`, `staticcheck ./...`,
+		`golangci-lint run ./...`, `npx tsc -p tsconfig.json --noEmit`}
 	checkCommands(t, allow, bypass, fine, bypass, fine)
 }
 

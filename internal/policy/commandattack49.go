@@ -20,6 +20,9 @@ import (
 // cannot read: -fplugin=…), and sed -f x.sed (its e and w
 // commands).
 
+// Profiles too: go test -coverprofile=Makefile, staticcheck
+// -debug.cpuprofile=.git/hooks/pre-commit.
+
 // attack49Code says why words (words[0] is the program, name its base
 // name) run a program or code the matcher cannot read, send data out,
 // or write a file a program later runs as code; "" when they do not.
@@ -40,9 +43,14 @@ func attack49Code(name string, words []cmdWord) string {
 		return mypyCode(name, words[1:])
 	case name == "cargo":
 		return writtenDirs(name, optionValues(words[1:], "--target-dir", "--artifact-dir", "--out-dir"))
+	case name == "gofmt" || name == "staticcheck" || name == "golangci-lint":
+		return writtenDirs(name, goProfileFiles(words[1:]))
 	case name == "tsc":
 		return writtenDirs(name, tscOutputs(words[1:]))
 	case name == "go":
+		if why := writtenDirs(name, goProfileFiles(words[1:])); why != "" {
+			return why
+		}
 		for _, w := range words[1:] {
 			if strings.Contains(w.lit, "extld") || strings.Contains(w.lit, "gccgoflags") {
 				return fmt.Sprintf("go %s names the external linker or gccgo's flags (-extld=PROGRAM, -wrapper), a program the matcher cannot read", w.lit)
@@ -231,6 +239,30 @@ func tscOutputs(args []cmdWord) []string {
 		case "outfile", "out", "tsbuildinfofile":
 			out = append(out, fileOf(valueWord(args, &i, val, hasVal)))
 		case "outdir", "declarationdir", "generatetrace":
+			out = append(out, fileOf(valueWord(args, &i, val, hasVal))+"/*")
+		}
+	}
+	return out
+}
+
+// goProfileFiles returns the files the profile and trace options of go
+// test, gofmt, staticcheck and golangci-lint write (-cpuprofile,
+// -coverprofile, -test.memprofile, -debug.cpuprofile, --cpu-profile-path,
+// -trace, -debug.trace), and -outputdir's entries.
+func goProfileFiles(args []cmdWord) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		w := args[i].lit
+		if w == "--" {
+			break
+		}
+		opt, val, hasVal := strings.Cut(w, "=")
+		n := strings.ToLower(strings.TrimLeft(opt, "-"))
+		switch {
+		case !strings.HasPrefix(w, "-"):
+		case strings.HasSuffix(n, "profile") || strings.HasSuffix(n, "profile-path") || n == "trace" || strings.HasSuffix(n, ".trace"):
+			out = append(out, fileOf(valueWord(args, &i, val, hasVal)))
+		case n == "outputdir" || n == "test.outputdir":
 			out = append(out, fileOf(valueWord(args, &i, val, hasVal))+"/*")
 		}
 	}
