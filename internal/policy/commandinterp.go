@@ -96,6 +96,9 @@ func inlineCode(words []cmdWord) string {
 	if why := ctestNinjaCode(name, words); why != "" { // ctest --test-command, ninja -t msvc (commandctest.go)
 		return why
 	}
+	if why := attack49Code(name, words); why != "" { // pytest --junitxml, go -ldflags=-extld, sed -f (commandattack49.go)
+		return why
+	}
 	switch name {
 	case "awk", "gawk", "mawk", "nawk":
 		return awkCode(name, words)
