@@ -84,9 +84,8 @@ func pytestCode(name string, args []cmdWord) string {
 		switch {
 		case !strings.HasPrefix(w, "--"):
 			if w == "-o" || strings.HasPrefix(w, "-o") && len(w) > 2 && !strings.HasPrefix(w, "-o-") {
-				v := valueWord(args, &i, strings.TrimPrefix(w, "-o"), len(w) > 2)
-				if k, d, ok := strings.Cut(v.lit, "="); ok && strings.TrimSpace(k) == "cache_dir" {
-					files = append(files, strings.TrimSpace(d)+"/*")
+				if d, ok := iniCacheDir(valueWord(args, &i, strings.TrimPrefix(w, "-o"), len(w) > 2)); ok {
+					files = append(files, d)
 				}
 			}
 		case longOption(opt, "--pastebin"):
@@ -103,13 +102,22 @@ func pytestCode(name string, args []cmdWord) string {
 				files = append(files, p, p+"/*")
 			}
 		case longOption(opt, "--override-ini"):
-			v := valueWord(args, &i, val, hasVal)
-			if k, d, ok := strings.Cut(v.lit, "="); ok && strings.TrimSpace(k) == "cache_dir" {
-				files = append(files, strings.TrimSpace(d)+"/*")
+			if d, ok := iniCacheDir(valueWord(args, &i, val, hasVal)); ok {
+				files = append(files, d)
 			}
 		}
 	}
 	return writtenDirs(name, files)
+}
+
+// iniCacheDir is the directory pytest writes under for an ini override
+// v (-o / --override-ini "cache_dir=DIR"), as the pattern "DIR/*".
+func iniCacheDir(v cmdWord) (string, bool) {
+	k, d, ok := strings.Cut(v.lit, "=")
+	if !ok || strings.TrimSpace(k) != "cache_dir" {
+		return "", false
+	}
+	return strings.TrimSpace(d) + "/*", true
 }
 
 // mypyCode reads mypy's arguments: --python-executable runs that
