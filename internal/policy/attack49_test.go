@@ -21,6 +21,8 @@ func TestCommandAttack49BuildOptions(t *testing.T) {
 		`pytest --past=failed`,
 		`pytest --cov-report=xml:.git/hooks/pre-commit`,
 		`pytest -o cache_dir=.git/hooks`,
+		`pytest --override-ini cache_dir=.git/hooks`,
+		`pytest --override-ini=cache_dir=.git/hooks`,
 		`python3 -m pytest --junitxml=.git/hooks/pre-commit`,
 		`uv run pytest --junitxml=.git/hooks/pre-commit`,
 		`mypy --python-executable ./x .`,
