@@ -33,8 +33,11 @@ func sdkLogger(l *slog.Logger) *slog.Logger {
 type sdkLogHandler struct{ h slog.Handler }
 
 func (s sdkLogHandler) Enabled(ctx context.Context, level slog.Level) bool {
-	// A WARN or INFO may become a DEBUG: ask again in Handle.
-	return s.h.Enabled(ctx, level) || level == slog.LevelWarn || level == slog.LevelInfo
+	// Handle only lowers a record's level (WARN or INFO to DEBUG), so a
+	// record the handler below drops at its own level it drops at DEBUG
+	// too: no need to build it (the SDK logs INFO on every request of a
+	// 2026-07-28 agent). Handle asks again for a lowered one.
+	return s.h.Enabled(ctx, level)
 }
 
 func (s sdkLogHandler) Handle(ctx context.Context, r slog.Record) error {
