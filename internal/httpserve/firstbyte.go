@@ -52,47 +52,79 @@ func (l *firstByteListener) Accept() (net.Conn, error) {
 // asked for and waitUntil, and once a byte was read the one asked for
 // (net/http's read-header deadline) is moved to run from that moment, as
 // long as it had run from when it was asked for.
+//
+// It also hands a read deadline to the connection below only when a read
+// is to wait under it (lazy.go): net/http and the cap set it about nine
+// times per kept-alive request, most of them replaced before any read
+// (docs/performance.md, "front49").
 type firstByteConn struct {
 	net.Conn
 	waitUntil time.Time
 
-	mu      sync.Mutex
-	started bool          // a byte was read; deadlines pass through from then on
-	asked   time.Duration // the read deadline asked for before, as a duration from when it was asked; 0: none
+	mu           sync.Mutex
+	started      bool          // a byte was read; deadlines pass through from then on
+	asked        time.Duration // the read deadline asked for before, as a duration from when it was asked; 0: none
+	lazyDeadline               // guarded by mu
+	raw          lazyRawConn   // SyscallConn's; raw.rc set at its first call, guarded by mu
 }
 
 func (c *firstByteConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if n > 0 {
-		c.mu.Lock()
-		if !c.started {
-			c.started = true
-			if c.asked > 0 {
-				_ = c.Conn.SetReadDeadline(time.Now().Add(c.asked))
-			}
-		}
-		c.mu.Unlock()
+	if err := c.beginRead(); err != nil {
+		return 0, err
 	}
+	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	c.reading--
+	if n > 0 && !c.started {
+		c.started = true
+		if c.asked > 0 {
+			_ = c.setLocked(time.Now().Add(c.asked))
+		}
+	}
+	c.mu.Unlock()
 	return n, err
+}
+
+// beginRead hands the read deadline in force to the connection below and
+// counts a read in flight (the caller ends it: reading--).
+func (c *firstByteConn) beginRead() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.flushLocked(c.Conn); err != nil {
+		return err
+	}
+	c.reading++
+	return nil
 }
 
 func (c *firstByteConn) SetReadDeadline(t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.started {
-		return c.Conn.SetReadDeadline(t)
+		return c.setLocked(t)
 	}
 	c.asked = 0
 	now := time.Now()
 	if t.IsZero() || !t.After(now) {
 		// None, or one in the past (an abort of a pending read): at once.
-		return c.Conn.SetReadDeadline(t)
+		return c.setLocked(t)
 	}
 	c.asked = t.Sub(now)
 	if t.Before(c.waitUntil) {
 		t = c.waitUntil
 	}
-	return c.Conn.SetReadDeadline(t)
+	return c.setLocked(t)
+}
+
+// setLocked makes t the read deadline in force: at once when a read is in
+// flight (it must reach that read: net/http's abort of its background
+// read), else at the next read. c.mu is held.
+func (c *firstByteConn) setLocked(t time.Time) error {
+	c.want = t
+	if c.reading > 0 {
+		return c.flushLocked(c.Conn)
+	}
+	return nil
 }
 
 func (c *firstByteConn) SetDeadline(t time.Time) error {
@@ -100,11 +132,42 @@ func (c *firstByteConn) SetDeadline(t time.Time) error {
 }
 
 // SyscallConn is the underlying connection's (syscall.Conn), as
-// conn.SyscallConn says.
+// conn.SyscallConn says, whose Read waits under c's read deadline.
 func (c *firstByteConn) SyscallConn() (syscall.RawConn, error) {
-	sc, ok := c.Conn.(syscall.Conn)
-	if !ok {
-		return nil, errors.New("httpserve: the connection has no descriptor")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.raw.rc == nil {
+		sc, ok := c.Conn.(syscall.Conn)
+		if !ok {
+			return nil, errors.New("httpserve: the connection has no descriptor")
+		}
+		rc, err := sc.SyscallConn()
+		if err != nil {
+			return nil, err
+		}
+		c.raw = lazyRawConn{c: c, rc: rc}
 	}
-	return sc.SyscallConn()
+	return &c.raw, nil
+}
+
+// A lazyRawConn is a firstByteConn's descriptor: its Read waits under the
+// connection's read deadline (handed below first, as Read does).
+type lazyRawConn struct {
+	c  *firstByteConn
+	rc syscall.RawConn
+}
+
+func (r *lazyRawConn) Control(f func(fd uintptr)) error { return r.rc.Control(f) }
+
+func (r *lazyRawConn) Write(f func(fd uintptr) bool) error { return r.rc.Write(f) }
+
+func (r *lazyRawConn) Read(f func(fd uintptr) bool) error {
+	if err := r.c.beginRead(); err != nil {
+		return err
+	}
+	err := r.rc.Read(f)
+	r.c.mu.Lock()
+	r.c.reading--
+	r.c.mu.Unlock()
+	return err
 }
