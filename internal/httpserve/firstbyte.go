@@ -54,9 +54,11 @@ func (l *firstByteListener) Accept() (net.Conn, error) {
 // long as it had run from when it was asked for.
 //
 // It also hands a read deadline to the connection below only when a read
-// is to wait under it (lazy.go): net/http and the cap set it about nine
+// (Read, or its descriptor's RawConn.Read) is to wait under it, or at once
+// when one is in flight (lazy.go): net/http and the cap set it about nine
 // times per kept-alive request, most of them replaced before any read
-// (docs/performance.md, "front49").
+// (docs/performance.md, "front49"). SetReadDeadline then returns nil; an
+// error setting it below is the read's.
 type firstByteConn struct {
 	net.Conn
 	waitUntil time.Time
@@ -106,7 +108,8 @@ func (c *firstByteConn) SetReadDeadline(t time.Time) error {
 	c.asked = 0
 	now := time.Now()
 	if t.IsZero() || !t.After(now) {
-		// None, or one in the past (an abort of a pending read): at once.
+		// None, or one in the past (an abort of a pending read): as
+		// asked, not deferred to waitUntil.
 		return c.setLocked(t)
 	}
 	c.asked = t.Sub(now)
