@@ -16,23 +16,23 @@ import (
 
 // tcpPair returns both ends of a loopback TCP connection, closed at the
 // test's end.
-func tcpPair(t testing.TB) (client, server net.Conn) {
-	t.Helper()
+func tcpPair(tb testing.TB) (client, server net.Conn) {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	defer func() { _ = ln.Close() }()
 	client, err = net.Dial("tcp", ln.Addr().String())
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	server, err = ln.Accept()
 	if err != nil {
 		_ = client.Close()
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { _ = client.Close(); _ = server.Close() })
+	tb.Cleanup(func() { _ = client.Close(); _ = server.Close() })
 	return client, server
 }
 
