@@ -37,6 +37,11 @@ func TestCommandCmd50Formatters(t *testing.T) {
 		`shfmt -l -w .`,
 		`terraform fmt .git/hooks`,
 		`yapf -i .git/hooks/x`,
+		`ruff --config ruff.toml check --fix .git/hooks/x`,
+		`terraform -chdir=infra fmt ../.git/hooks`,
+		`./node_modules/.bin/prettier -w .git/hooks/pre-commit`,
+		`uv run ruff format .git/hooks/x`,
+		`pnpm exec prettier -w .git/hooks/pre-commit`,
 		`autopep8 --in-place /etc/profile`,
 	}
 	fine := []string{
@@ -67,9 +72,12 @@ func TestCommandCmd50Formatters(t *testing.T) {
 		`shfmt -d .`,
 		`terraform fmt`,
 		`terraform fmt -recursive .`,
+		`uv run ruff format src`,
+		`pnpm exec prettier -w src/a.ts`,
+		`ruff --config ruff.toml check --fix src`,
 	}
 	checkCommands(t, []string{"prettier *", "npx *", "gofmt *", "goimports *", "black *", "python3 *", "ruff *", "rustfmt *",
-		"clang-format *", "eslint *", "cargo *", "isort *", "shfmt *", "terraform *", "yapf *", "autopep8 *"},
+		"clang-format *", "eslint *", "cargo *", "isort *", "shfmt *", "terraform *", "yapf *", "autopep8 *", "uv *", "pnpm *", "./node_modules/.bin/prettier *"},
 		bypass, fine, bypass, fine)
 }
 
@@ -111,6 +119,7 @@ func TestCommandCmd50Plugins(t *testing.T) {
 		`npx --package ./x eslint`,
 		`npx -p ./x eslint src`,
 		`npm exec --package=./x -- eslint`,
+		`npm --prefix app exec --package=./x -- eslint`,
 		`cargo run --manifest-path ~/x/Cargo.toml`,
 		`cargo build --manifest-path=/srv/x/Cargo.toml`,
 	}

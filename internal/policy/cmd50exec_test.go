@@ -39,3 +39,16 @@ EOF`,
 	checkCommands(t, []string{"printf *", "echo *", "docker *", "podman *", "kubectl *", "sudo *", "lxc *"},
 		bypass, fine, bypass, fine)
 }
+
+// TestCommandCmd50FedExecGlobalOptions (cmd50): a global option's value
+// before the subcommand (kubectl -n ns, docker --context x) does not hide
+// it.
+func TestCommandCmd50FedExecGlobalOptions(t *testing.T) {
+	bypass := []string{
+		`echo 'rm x' | kubectl -n prod exec -i pod -- sh`,
+		`echo 'rm x' | docker --context remote exec -i c sh`,
+		`echo 'rm x' | docker -H tcp://h:2375 run -i alpine sh`,
+	}
+	fine := []string{`kubectl -n prod get pods`, `echo x | kubectl -n prod exec pod -- ls`}
+	checkCommands(t, []string{"echo *", "docker *", "kubectl *"}, bypass, fine, bypass, fine)
+}

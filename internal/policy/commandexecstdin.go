@@ -25,39 +25,33 @@ func fedExecCode(words []cmdWord) string {
 		return ""
 	}
 	name := programName(path.Base(words[0].lit))
-	k := firstOperand(words[1:])
+	var subs []string
+	switch name {
+	case "docker", "podman", "nerdctl":
+		subs = []string{"exec", "run", "start", "attach", "compose", "container"}
+	case "kubectl", "oc":
+		subs = []string{"exec", "run", "attach"}
+	case "lxc", "incus":
+		subs = []string{"exec"}
+	default:
+		return ""
+	}
+	k := subcommandAt(words[1:], subs...)
 	if k < 0 {
 		return ""
 	}
-	sub := words[1+k].lit
-	rest := words[2+k:]
-	always := false
-	switch name {
-	case "docker", "podman", "nerdctl":
-		if sub == "container" || sub == "compose" {
-			if j := firstOperand(rest); j >= 0 {
-				always = sub == "compose"
-				sub, rest = rest[j].lit, rest[j+1:]
-			}
-		}
-		switch sub {
-		case "attach":
-			always = !hasWord(rest, "--no-stdin")
-		case "exec", "run", "start":
-		default:
+	sub, rest := words[1+k].lit, words[2+k:]
+	always := name == "lxc" || name == "incus"
+	if sub == "container" || sub == "compose" {
+		j := subcommandAt(rest, "exec", "run", "start", "attach")
+		if j < 0 {
 			return ""
 		}
-	case "kubectl", "oc":
-		if sub != "exec" && sub != "run" && sub != "attach" {
-			return ""
-		}
-	case "lxc", "incus":
-		if sub != "exec" {
-			return ""
-		}
-		always = true
-	default:
-		return ""
+		always = sub == "compose"
+		sub, rest = rest[j].lit, rest[j+1:]
+	}
+	if sub == "attach" {
+		always = !hasWord(rest, "--no-stdin")
 	}
 	if always || interactiveFlag(rest) {
 		return fmt.Sprintf("%s %s passes its input, which the command string feeds, to a program that may read it as commands the matcher cannot read", name, sub)

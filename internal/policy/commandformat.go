@@ -90,8 +90,8 @@ func formatterCode(name string, words []cmdWord) string {
 	}
 	args := words[1:]
 	if len(f.subcommands) > 0 {
-		k := firstOperand(args)
-		if k < 0 || !contains(f.subcommands, args[k].lit) {
+		k := subcommandAt(args, f.subcommands...)
+		if k < 0 {
 			return ""
 		}
 		args = args[k+1:]
@@ -162,14 +162,14 @@ func outsideTree(p string) bool {
 		strings.Contains(p, `\`) || len(p) >= 2 && p[1] == ':'
 }
 
-// firstOperand returns the index of the first word of args that is not
-// an option (the subcommand), or -1.
-func firstOperand(args []cmdWord) int {
+// subcommandAt returns the index of the first word of args that is one
+// of subs, or -1. Any such word counts, not only the first operand: a
+// global option's value may come first (ruff --config x check, kubectl
+// -n ns exec), and reading a later operand as the subcommand at worst
+// refuses a call (fails closed).
+func subcommandAt(args []cmdWord, subs ...string) int {
 	for k, w := range args {
-		if w.unknown {
-			return -1
-		}
-		if !strings.HasPrefix(w.lit, "-") && !strings.HasPrefix(w.lit, "+") { // cargo +nightly fmt
+		if !w.unknown && contains(subs, w.lit) {
 			return k
 		}
 	}

@@ -79,12 +79,12 @@ func cmd50Code(name string, words []cmdWord) string {
 			}
 		}
 	case name == "golangci-lint":
-		if k := firstOperand(words[1:]); k >= 0 && words[1+k].lit == "custom" {
+		if subcommandAt(words[1:], "custom") >= 0 {
 			return "golangci-lint custom builds and runs a binary with the plugins its .custom-gcl.yml names"
 		}
 	case name == "npm":
 		// npm exec --package ./x and npm x: npx's options.
-		if k := firstOperand(words[1:]); k >= 0 && (words[1+k].lit == "exec" || words[1+k].lit == "x") {
+		if k := subcommandAt(words[1:], "exec", "x"); k >= 0 {
 			return pluginCode("npx", words[1+k:])
 		}
 	}
