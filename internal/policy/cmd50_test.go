@@ -118,6 +118,8 @@ func TestCommandCmd50Plugins(t *testing.T) {
 		`node --import=./x.mjs app.js`,
 		`npx --package ./x eslint`,
 		`npx -p ./x eslint src`,
+		`npx -yp ./x eslint src`,
+		`mocha -br ./x.js`,
 		`npm exec --package=./x -- eslint`,
 		`npm --prefix app exec --package=./x -- eslint`,
 		`cargo run --manifest-path ~/x/Cargo.toml`,

@@ -110,7 +110,12 @@ func pluginCode(name string, words []cmdWord) string {
 		}
 		opt, val, hasVal := strings.Cut(w.lit, "=")
 		if !strings.HasPrefix(opt, "--") && len(opt) > 2 && !hasVal {
-			opt, val, hasVal = opt[:2], opt[2:], true // -pfoo, -r./x.js
+			if last := "-" + opt[len(opt)-1:]; !contains(po.any, opt[:2]) && !contains(po.paths, opt[:2]) &&
+				(contains(po.any, last) || contains(po.paths, last)) {
+				opt = last // a cluster whose last letter takes the next word: npx -yp ./x
+			} else {
+				opt, val, hasVal = opt[:2], opt[2:], true // -pfoo, -r./x.js
+			}
 		}
 		switch {
 		case contains(po.any, opt):
