@@ -23,10 +23,9 @@ import (
 // as a command, whose simple commands deny and approve rules then match
 // (PAGER='rm x' git log matches rm *) and whose opaque code makes the
 // command opaque. Variables naming a directory to load modules from
-// (PYTHONPATH, NODE_PATH, LD_LIBRARY_PATH, PATH) or a file
-// (PYTHONSTARTUP, GIT_CONFIG_GLOBAL) are not read: like ./build.sh, the
-// matcher cannot read a file. An allow rule already refuses every
-// assignment.
+// (PYTHONPATH, NODE_PATH, LD_LIBRARY_PATH, PATH) are not read: like
+// ./build.sh, the matcher cannot read a file. An allow rule already
+// refuses every assignment.
 
 // envKind says what a program does with an environment variable's value.
 type envKind int
@@ -66,7 +65,11 @@ func envVar(name string) envKind {
 		"LESS", "LESSKEY", "LESSKEY_SRC", "LESSKEYIN", "LESSKEY_CONTENT", "LESSEDIT",
 		// The archive tar -c writes without -f, and zip's options (-O
 		// FILE): policy49's archive files by another spelling (review49b).
-		"TAPE", "ZIPOPT":
+		"TAPE", "ZIPOPT",
+		// Compressors' options from the environment (xz -S SUFFIX, gzip
+		// -S: the name of the file written), and the file python runs
+		// first when it starts interactive (branch cmd50).
+		"XZ_OPT", "XZ_DEFAULTS", "GZIP", "BZIP2", "BZIP", "PYTHONSTARTUP":
 		return envCode
 	case "AR", "AS", "LD", "CPP", "FC", "M2C", "PC", "LEX", "YACC", "LINT", "MAKEINFO", "TEX", "TEXI2DVI", "WEAVE", "CWEAVE",
 		"TANGLE", "CTANGLE", "RM", "OBJC", "OBJCXX", "CUDACXX", "HIPCXX", "SWIFTC", "ASM":

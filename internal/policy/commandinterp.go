@@ -99,6 +99,9 @@ func inlineCode(words []cmdWord) string {
 	if why := attack49Code(name, words); why != "" { // pytest --junitxml, go -ldflags=-extld, sed -f (commandattack49.go)
 		return why
 	}
+	if why := cmd50Code(name, words); why != "" { // prettier --write .git/config, eslint -f ./x.js (commandformat.go, commandplugins.go)
+		return why
+	}
 	switch name {
 	case "awk", "gawk", "mawk", "nawk":
 		return awkCode(name, words)

@@ -123,6 +123,10 @@ func checkEditorsIn(n syntax.Node, opaque func(string)) {
 			opaque(why + ", and its input comes from the command string (a pipe or a redirection): an editor reads it as keystrokes the matcher cannot read")
 			return false
 		}
+		if why := fedExec(words); why != "" { // docker exec -i (commandexecstdin.go)
+			opaque(why)
+			return false
+		}
 		if k := sshAt(words); k >= 0 {
 			// ssh passes its input to the remote command.
 			if sc := parseSSH(words[k:], 0); sc.remote != nil {
