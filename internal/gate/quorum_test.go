@@ -168,7 +168,7 @@ func BenchmarkQuorumOf(b *testing.B) {
 			g := New(nil, &swappable{}, &Options{Reviewers: tt.roster})
 			b.ReportAllocs()
 			for b.Loop() {
-				if q, _ := g.quorumOf(p, tt.ap); q.need != 3 {
+				if q, _ := quorumOf(g.opts.Reviewers, p, tt.ap); q.need != 3 {
 					b.Fatal(q)
 				}
 			}
