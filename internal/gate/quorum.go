@@ -113,10 +113,14 @@ func ReviewersOf(people []approval.Principal) []Reviewer {
 }
 
 // unreachable says, for rule's approval ap, why p's requests cannot reach
-// their quorum ("rule R needs 3 approvals from group:finance; only 2 of
+// their quorum (the default's is "the policy's default needs …"; "rule R needs 3 approvals from group:finance; only 2 of
 // its 3 configured approver(s) may review a request by A acting for B
 // (neither the caller nor …)"), with the cause in brackets (why).
 func (q quorumGap) unreachable(rule string, ap policy.Approval, p approval.Principal) string {
+	name := fmt.Sprintf("rule %q", rule)
+	if rule == policy.DefaultRule {
+		name = "the policy's default" // not a rule named "default" (docs/policy.md)
+	}
 	from := "any approver"
 	if len(ap.Approvers) > 0 {
 		from = strings.Join(ap.Approvers, ", ")
@@ -125,8 +129,8 @@ func (q quorumGap) unreachable(rule string, ap policy.Approval, p approval.Princ
 	if p.OnBehalfOf != "" {
 		by += " acting for " + p.OnBehalfOf
 	}
-	return fmt.Sprintf("rule %q needs %s from %s; only %d of its %d configured approver(s) may review a request %s (%s)",
-		rule, plural(q.need, "approval"), from, q.may, q.members, by, q.why(p))
+	return fmt.Sprintf("%s needs %s from %s; only %d of its %d configured approver(s) may review a request %s (%s)",
+		name, plural(q.need, "approval"), from, q.may, q.members, by, q.why(p))
 }
 
 // why names the cause of a gap: fewer approvers configured (of p's
@@ -154,14 +158,18 @@ func (q quorumGap) refusal(rule string, ap policy.Approval, p approval.Principal
 // that rule would hold c for can never reach its quorum (quorumOf: fewer
 // of Options.Reviewers may review it than ap.Approvals). With no
 // Options.Reviewers it returns false, and the call is held as before.
+// The refusal is logged at WARN the first time per (rule, principal),
+// then at most once a minute with a count (refusalLog).
 func (g *Gate) quorumRefusal(ctx context.Context, c Call, rule string, ap policy.Approval) (Admission, bool) {
 	q, known := quorumOf(g.opts.Reviewers, c.Principal, ap)
 	if !known || q.may >= q.need {
 		return Admission{}, false
 	}
-	g.log.WarnContext(ctx, "approval quorum unreachable; denying", "server", c.Server, "tool", c.Tool, "kind", c.Kind,
-		"principal", c.Principal.ID, "on_behalf_of", c.Principal.OnBehalfOf, "rule", rule,
-		"approvals", q.need, "eligible", q.may, "approvers", q.members)
+	if n, ok := g.quorumLog.due(rule, c.Principal.ID, g.now()); ok {
+		g.log.WarnContext(ctx, "approval quorum unreachable; denying", "server", c.Server, "tool", c.Tool, "kind", c.Kind,
+			"principal", c.Principal.ID, "on_behalf_of", c.Principal.OnBehalfOf, "rule", rule,
+			"approvals", q.need, "eligible", q.may, "approvers", q.members, "refused", n)
+	}
 	return Admission{Message: q.refusal(rule, ap, c.Principal), Code: CodeQuorumUnreachable}, true
 }
 
