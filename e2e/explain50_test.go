@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -101,5 +102,67 @@ func TestPolicyExplainSaysQuorumRefusal(t *testing.T) {
 	}
 	if q := jsonQuorum(explain("", "", "--config", open, "--principal", "agent-2", "--json")); q.Known || q.Refused {
 		t.Errorf("--json quorum with allow_no_approvers %+v, want not known", q)
+	}
+}
+
+// TestQuorumCompletingApproveSaysTheRecheck (explain50): the approver
+// whose approval completes a 2-of-2 quorum, after a reload made the
+// policy deny the call, is told (by `toolgate approvals approve`, a
+// separate process) that the request is approved 2 of 2 and that the call
+// runs when its holder re-checks it against the policy in force, not that
+// it runs; the holder's re-check then invalidates it, the agent is told
+// so, nothing ran, and `toolgate approvals show` says what happened
+// (invalidated: policy now denies the call) with no "Next:" line. On
+// 3eefbceb approve printed "now approved (decided by dave); the call runs
+// only if its caller is still waiting, or re-sends it".
+func TestQuorumCompletingApproveSaysTheRecheck(t *testing.T) {
+	dir := t.TempDir()
+	record := filepath.Join(dir, "record.log")
+	rules := `
+policy:
+  default: deny
+  rules:
+    - name: two from ops
+      server: t
+      tools: [echo_raw]
+      effect: approve
+      approval: { timeout: 10m, approvals: 2, approvers: ["group:ops"] }
+`
+	base := teamConfig(filepath.Join(dir, "toolgate.db"), upstreamServer(record))
+	g := startGateway(t, base+rules, teamEnv)
+	ch := callAsync(t.Context(), g.connect(t, nil, nil), toolCall("t__echo_raw", `{"n":"recheck50"}`))
+	p := awaitPendingArgs(t, g.Admin, `{"n":"recheck50"}`)
+	if out := mustToolgate(t, g.Admin, carolToken, "approvals", "approve", p.ID); !strings.Contains(out, "still pending, 1 of 2 approvals") {
+		t.Fatalf("carol's approve printed %q, want still pending 1 of 2", out)
+	}
+	if out := mustToolgate(t, g.Admin, carolToken, "approvals", "show", p.ID); strings.Contains(out, "Next:") {
+		t.Errorf("show of a pending request has a Next line:\n%s", out)
+	}
+
+	g.writeConfig(t, base+strings.Replace(rules, "  rules:\n", "  rules:\n    - { name: no echo now, server: t, tools: [echo_raw], effect: deny }\n", 1))
+	if err := g.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	g.waitLog(t, "policy reloaded", "no echo now")
+
+	out := mustToolgate(t, g.Admin, daveToken, "approvals", "approve", p.ID)
+	want := "now approved (2 of 2, decided by dave); the call runs when its holder re-checks it against the policy in force, if its caller is still waiting or re-sends it; approvals show says what became of it"
+	if !strings.Contains(out, want) {
+		t.Errorf("dave's approve printed %q, want %q", out, want)
+	}
+	if msg := mustIsError(t, await(t, ch)); !strings.Contains(msg, "invalidated") || !strings.Contains(msg, "policy now denies") {
+		t.Fatalf("the held call got %q, want its invalidation by the policy", msg)
+	}
+	if got := readRecord(t, record); len(got) != 0 {
+		t.Errorf("the upstream ran %q, want nothing", got)
+	}
+	show := mustToolgate(t, g.Admin, carolToken, "approvals", "show", p.ID)
+	for _, w := range []string{"invalidated", `policy now denies the call (rule "no echo now")`, "approved by dave"} {
+		if !strings.Contains(show, w) {
+			t.Errorf("show after the invalidation lacks %q:\n%s", w, show)
+		}
+	}
+	if strings.Contains(show, "Next:") {
+		t.Errorf("show of an invalidated request says what comes next:\n%s", show)
 	}
 }
