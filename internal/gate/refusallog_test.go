@@ -97,3 +97,16 @@ func TestSessionWarningNamesThePolicysDefault(t *testing.T) {
 		t.Errorf("warnings %q, want one starting %q and none naming rule \"default\"", got, want)
 	}
 }
+
+// BenchmarkRefusalLogDue is what thinning adds to a quorum refusal: one
+// (rule, principal) refused over and over (its line suppressed), as by
+// an agent retrying in a loop.
+func BenchmarkRefusalLogDue(b *testing.B) {
+	var l refusalLog
+	now := time.Unix(0, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		now = now.Add(time.Millisecond)
+		l.due("finance", "agent-1", now)
+	}
+}
