@@ -53,8 +53,8 @@ policy:
 	p := waitPending(t, first.Admin, 1)[0]
 	si.waitCall(t, "chat.postMessage", p.ID)
 	out := mustCLI(t, first.Admin, "approve", p.ID)
-	if !strings.Contains(out, "; the call runs only if its caller is still waiting") {
-		t.Errorf("approve printed %q, want that the call runs only if its caller is still waiting", out)
+	if !strings.Contains(out, "; the call runs when its holder re-checks it against the policy in force, if its caller is still waiting") {
+		t.Errorf("approve printed %q, want that the call runs when its holder re-checks it, if its caller is still waiting", out)
 	}
 	waitRecord(t, record, "slow started "+args)
 	si.waitCall(t, "chat.update", p.ID, "Approved by")

@@ -85,28 +85,20 @@ func approverAuth(creds map[string]config.Credential) api.Authenticator {
 }
 
 // reviewers lists who can review requests for the gate's quorum check
-// (gate.Options.Reviewers): the people among creds (the tokens the admin
-// API accepts) with role approver or admin, and with dev serve --dev's
+// (gate.Options.Reviewers), by config.Config.Reviewers (the rule `policy
+// explain` uses too): the people among creds (the tokens the admin API
+// accepts) with role approver or admin, and with dev serve --dev's
 // approver, whether or not this process minted its token (as preflight
 // counts it: a stdio process's decisions may come from another --dev
-// process sharing the store). With
-// approvals.allow_no_approvers it is nil, "not known": the operator has
-// said reviewers may be missing here (configured in another process
-// sharing the store), so calls are held as before.
+// process sharing the store). With approvals.allow_no_approvers it is
+// nil, "not known", and calls are held as before.
 func reviewers(cfg config.Config, creds map[string]config.Credential, dev bool) []gate.Reviewer {
-	if cfg.Approvals.AllowNoApprovers {
-		return nil
-	}
-	out := []gate.Reviewer{}
+	people := make([]config.Credential, 0, len(creds)+1)
 	if dev {
-		out = append(out, gate.Reviewer{ID: devApproverID})
+		people = append(people, config.Credential{Principal: approval.Principal{ID: devApproverID, Kind: config.KindHuman}, Roles: []string{config.RoleAdmin}})
 	}
 	for _, c := range creds {
-		reviews := slices.Contains(c.Roles, config.RoleApprover) || slices.Contains(c.Roles, config.RoleAdmin)
-		if c.Principal.Kind != config.KindHuman || !reviews {
-			continue
-		}
-		out = append(out, gate.Reviewer{ID: c.Principal.ID, Groups: slices.Clone(c.Principal.Groups), Tenant: c.Principal.Tenant})
+		people = append(people, c)
 	}
-	return out
+	return gate.ReviewersOf(cfg.Reviewers(people))
 }

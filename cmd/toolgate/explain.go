@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"toolgate/internal/api"
+	"toolgate/internal/approval"
 	"toolgate/internal/config"
 	"toolgate/internal/policy"
 )
@@ -49,6 +50,9 @@ type liveExplainer struct {
 	holder *policy.Holder
 	cfg    config.Config
 	ann    func(server, tool string) *policy.Annotations
+	// quorum adds the gate's quorum check to an explanation
+	// (gate.Gate.ExplainQuorum); nil adds none.
+	quorum func(x *policy.Explanation, p approval.Principal)
 }
 
 func (x *liveExplainer) Explain(_ context.Context, b api.ExplainBody) (policy.Explanation, error) {
@@ -60,5 +64,9 @@ func (x *liveExplainer) Explain(_ context.Context, b api.ExplainBody) (policy.Ex
 	if b.Tenant != "" && call.Principal.Tenant != b.Tenant {
 		call.Principal = policy.Principal{ID: b.Principal}
 	}
-	return x.holder.Explain(call)
+	ex, err := x.holder.Explain(call)
+	if err == nil && x.quorum != nil {
+		x.quorum(&ex, approval.Principal{ID: call.Principal.ID, Tenant: call.Principal.Tenant, OnBehalfOf: call.Principal.OnBehalfOf})
+	}
+	return ex, err
 }

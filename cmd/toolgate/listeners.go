@@ -150,7 +150,7 @@ func (l *listeners) attach(ctx context.Context, cfg config.Config, f serveFlags,
 		case "admin":
 			adminAPI := api.New(c.gate, approverAuth(p.creds), &api.Options{
 				Logger: log, Metrics: telemetry.Handler(c.reg), Sessions: c.gate, SessionsChanged: c.gw.SessionsChanged, Policies: policiesAPI(c.policies),
-				Explain:       &liveExplainer{holder: c.holder, cfg: cfg, ann: c.cat.annotations(cfg)},
+				Explain:       &liveExplainer{holder: c.holder, cfg: cfg, ann: c.cat.annotations(cfg), quorum: c.gate.ExplainQuorum},
 				Profiling:     true,
 				Ready:         c.gate.Ready,
 				Upstreams:     upstreamStates(c.gw),

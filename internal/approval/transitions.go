@@ -53,6 +53,13 @@ const (
 	reasonPolicyDeniesFmt = "policy now denies the call (rule %q)"
 )
 
+// RecheckWords say what an approved call still goes through before it
+// runs, for people (after "the call runs when its holder "): the dispatch
+// re-check (Consume), which invalidates the approval instead when the
+// policy in force no longer holds the call for it or the approval lapsed.
+// The CLI, the web inbox and the Slack notifier tell approvers so.
+const RecheckWords = "re-checks it against the policy in force"
+
 // Reviewer is the authenticated principal reviewing a request.
 type Reviewer struct {
 	ID     string

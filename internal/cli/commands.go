@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"toolgate/internal/api"
+	"toolgate/internal/approval"
 )
 
 // minPrefix is the shortest id prefix accepted (DESIGN "CLI").
@@ -207,30 +208,34 @@ func duplicateSummary(a api.Approval, verb string, withTerms bool) string {
 }
 
 // stateSummary says where a request stands after a review, as the API
-// answered it, and no more: an approved call runs only if its caller is
-// still there to take it (hold) or re-sends it (retry), which the answer
-// cannot tell, except a call held as an MCP task (held_as "task"), which
-// runs whether or not its agent is still connected; a consume in the review's own transaction shows as
-// consumed (dispatched; for a deployment policy change, applied) or
-// invalidated (not run).
+// answered it, and no more. An approved call has not run: it runs only if
+// its holder's re-check against the policy in force admits it (the
+// policy may deny it since, the approval may lapse), and only if its
+// caller is still there to take it (hold) or re-sends it (retry), which
+// the answer cannot tell, except a call held as an MCP task (held_as
+// "task"), which runs whether or not its agent is still connected;
+// `approvals show` later says what became of it. A consume in the
+// review's own transaction shows as consumed (dispatched; for a
+// deployment policy change, applied) or invalidated (not run).
 func stateSummary(a api.Approval) string {
 	by := clean(a.DecidedBy)
 	switch a.State {
 	case "pending":
 		return fmt.Sprintf("still pending, %d of %d approvals", approvals(a), max(a.RequiredApprovals, 1))
 	case "approved":
+		approved := fmt.Sprintf("now approved (%d of %d, decided by %s)", approvals(a), max(a.RequiredApprovals, 1), by)
 		switch {
 		case a.Kind != "":
-			return fmt.Sprintf("now approved (decided by %s)", by)
+			return approved
 		case a.Mode == "retry":
-			return fmt.Sprintf("now approved (decided by %s); the call runs only if its caller re-sends it", by)
+			return approved + "; the call runs when its caller re-sends it, if the re-check against the policy in force admits it" + showLater
 		case a.HeldAs == api.HeldAsTask:
-			return fmt.Sprintf("now approved (decided by %s); held as an MCP task, the call runs whether or not the agent is still connected (the agent reads the result with tasks/get)", by)
+			return approved + "; held as an MCP task, the call runs when its holder " + approval.RecheckWords + ", whether or not the agent is still connected (the agent reads the result with tasks/get)" + showLater
 		}
 		// A caller that went away can still take it up: an identical
 		// re-send from the same principal picks up an approved request
 		// whose holder is gone (until valid_for ends).
-		return fmt.Sprintf("now approved (decided by %s); the call runs only if its caller is still waiting, or re-sends it", by)
+		return approved + "; the call runs when its holder " + approval.RecheckWords + ", if its caller is still waiting or re-sends it" + showLater
 	case "denied":
 		return fmt.Sprintf("now denied (decided by %s)", by)
 	case "consumed":
@@ -249,6 +254,9 @@ func stateSummary(a api.Approval) string {
 	}
 	return "state " + clean(a.State)
 }
+
+// showLater points from an approve's answer to where its outcome is told.
+const showLater = "; approvals show says what became of it"
 
 func approvals(a api.Approval) int {
 	n := 0

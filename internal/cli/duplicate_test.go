@@ -28,7 +28,7 @@ func TestRepeatedReviewSaysNothingWasRecorded(t *testing.T) {
 	}
 
 	id2 := string(e.call(t, `{"amount":11}`).ApprovalID)
-	if code, out, errs := e.run(t, approvalsCmd, "approve", id2); code != 0 || out != id2+": approve recorded; now approved (decided by alice); the call runs only if its caller re-sends it\n" {
+	if code, out, errs := e.run(t, approvalsCmd, "approve", id2); code != 0 || out != id2+": approve recorded; now approved (1 of 1, decided by alice); the call runs when its caller re-sends it, if the re-check against the policy in force admits it; approvals show says what became of it\n" {
 		t.Fatalf("first approve: exit %d\n%s%s", code, out, errs)
 	}
 	code, out, errs = e.run(t, approvalsCmd, "approve", id2, "--grant", "1h")

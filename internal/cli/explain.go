@@ -13,7 +13,9 @@ import (
 	"strings"
 
 	"toolgate/internal/api"
+	"toolgate/internal/approval"
 	"toolgate/internal/config"
+	"toolgate/internal/gate"
 	"toolgate/internal/policy"
 )
 
@@ -25,7 +27,10 @@ const explainUsageText = `Usage:
 Prints how the policy decides one call: the effect, every rule in file
 order with each of its checks and whether it matched (and rules that only
 nearly matched, such as get_* against get-env), the winner, monitor-mode
-verdicts and the approval parameters.
+verdicts and the approval parameters; for a call held for approval, whether
+the gate refuses it at once because too few configured approvers may review
+it (code quorum_unreachable; JSON field quorum), or that the approvers are
+not known (approvals.allow_no_approvers, or a config without approvers).
 
   --config FILE     evaluate the policy of this config file
   --addr A          or ask the live gateway's admin API (POST /v1/policy/explain;
@@ -263,7 +268,16 @@ func (x *explainer) explain(ctx context.Context, b api.ExplainBody) (policy.Expl
 	if err != nil {
 		return policy.Explanation{}, usagef("%v", err)
 	}
-	return e.Explain(x.cfg.PolicyCall(b.Server, b.Tool, b.Arguments, b.Principal, b.Annotations)), nil
+	call := x.cfg.PolicyCall(b.Server, b.Tool, b.Arguments, b.Principal, b.Annotations)
+	out := e.Explain(call)
+	// The gate's quorum check, with the roster serve makes of this config
+	// (without serve --dev's approver): none known without approvers.
+	var roster []gate.Reviewer
+	if people := x.cfg.ApproverCredentials(); len(people) > 0 {
+		roster = gate.ReviewersOf(x.cfg.Reviewers(people))
+	}
+	gate.ExplainQuorum(&out, roster, approval.Principal{ID: call.Principal.ID, Tenant: call.Principal.Tenant, OnBehalfOf: call.Principal.OnBehalfOf})
+	return out, nil
 }
 
 // printExplanation prints x for people. Everything from the server passes
@@ -308,6 +322,15 @@ func printExplanation(out io.Writer, x policy.Explanation) {
 	}
 	if x.NoEligibleApprovers {
 		p("             the matching approve rules have no approver in common: nobody can approve, so the call is refused")
+	}
+	switch q := x.Quorum; {
+	case q == nil:
+	case q.Refused:
+		p("gate:        refuses it at once (code %s); the agent is told: %s", q.Code, q.Message)
+	case !q.Known:
+		p("quorum:      not checked: the approvers are not known here (approvals.allow_no_approvers, or no approvers in the config); the gate refuses the call at once if too few of them may review it")
+	default:
+		p("quorum:      reachable: enough configured approvers may review the request; the gate holds the call")
 	}
 	if x.Revision != "" {
 		p("revision:    %s", x.Revision)

@@ -68,7 +68,7 @@ func TestGrantCommands(t *testing.T) {
 		t.Fatalf("approve --grant: exit %d: %s", code, errs)
 	}
 	m := grantLine.FindStringSubmatch(out)
-	if m == nil || !strings.Contains(out, "now approved (decided by alice)") {
+	if m == nil || !strings.Contains(out, "now approved (1 of 1, decided by alice)") {
 		t.Fatalf("approve --grant printed %q", out)
 	}
 	id := m[1]

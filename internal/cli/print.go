@@ -188,6 +188,11 @@ func printApproval(out io.Writer, a api.Approval, now time.Time) error {
 	if a.Reason != "" {
 		field("Reason", a.Reason)
 	}
+	if a.State == "approved" && a.Kind != "session_policy" && a.Kind != "policy_change" {
+		// Approved is not run (explain50): the dispatch re-check may
+		// still invalidate it.
+		field("Next", "not run yet: the call runs when its holder "+approval.RecheckWords+" (invalidated instead if that policy no longer holds it for this approval; expired if not taken up within valid_for)")
+	}
 	switch {
 	case a.ConsumedAt.IsZero():
 	case a.Kind == "policy_change" && a.State == "consumed":

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -75,15 +76,56 @@ func (c Config) Tokens(env Env, readFile func(string) ([]byte, error)) (map[stri
 		}})
 	}
 	for i, a := range c.Approvers {
-		add(fmt.Sprintf("approvers[%d] %q", i, a.ID), a.Token, Credential{
-			Principal: approval.Principal{ID: a.ID, Kind: KindHuman, Tenant: a.Tenant, Groups: a.Groups},
-			Roles:     a.Roles,
-		})
+		add(fmt.Sprintf("approvers[%d] %q", i, a.ID), a.Token, a.credential())
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return out, nil
+}
+
+// credential is what a's token authenticates as.
+func (a Approver) credential() Credential {
+	return Credential{
+		Principal: approval.Principal{ID: a.ID, Kind: KindHuman, Tenant: a.Tenant, Groups: a.Groups},
+		Roles:     a.Roles,
+	}
+}
+
+// ApproverCredentials returns what each of c's approvers' tokens
+// authenticates as (the values Tokens maps their tokens to), without
+// reading a token: for `policy explain`, which has no tokens. nil when c
+// has no approvers.
+func (c Config) ApproverCredentials() []Credential {
+	var out []Credential
+	for _, a := range c.Approvers {
+		out = append(out, a.credential())
+	}
+	return out
+}
+
+// Reviewers returns the roster of the gate's quorum check
+// (gate.Options.Reviewers, through gate.ReviewersOf): of people (the
+// credentials the admin API accepts: Tokens' values, plus serve --dev's
+// approver; or ApproverCredentials), the humans with role approver or
+// admin, as principals (id, groups, tenant), in people's order. It is nil,
+// "not known", with approvals.allow_no_approvers (the operator has said
+// reviewers may be missing here: configured in another process sharing
+// the store); the gate then holds such calls as before. Otherwise it is
+// not nil, empty when nobody in people reviews.
+func (c Config) Reviewers(people []Credential) []approval.Principal {
+	if c.Approvals.AllowNoApprovers {
+		return nil
+	}
+	out := []approval.Principal{}
+	for _, p := range people {
+		reviews := slices.Contains(p.Roles, RoleApprover) || slices.Contains(p.Roles, RoleAdmin)
+		if p.Principal.Kind != KindHuman || !reviews {
+			continue
+		}
+		out = append(out, p.Principal)
+	}
+	return out
 }
 
 // MinTokenChars is the length under which ShortTokens warns about a

@@ -241,6 +241,7 @@ type Gate struct {
 	stopping atomic.Bool
 
 	identical identicalLocks // retry-mode look-up and creation, per call (identical.go)
+	quorumLog refusalLog     // thins the log lines of quorum refusals (refusallog.go)
 
 	lastPrune time.Time         // owned by Run's goroutine (sweep): the ledger's last prune
 	due       sweepDue          // when the sweeper next has work (sweepdue.go)

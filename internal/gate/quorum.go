@@ -33,13 +33,12 @@ type quorumGap struct {
 	members int // distinct reviewers the approvers list admits (may, plus the excluded)
 }
 
-// quorumOf counts, of Options.Reviewers, those who may review p's request
-// for approval ap: in p's tenant (or of none), admitted by ap.Approvers
+// quorumOf counts, of roster, those who may review p's request for
+// approval ap: in p's tenant (or of none), admitted by ap.Approvers
 // (empty: anyone), and neither p nor the person it acts for (the checks of
-// approval.Request.Eligible). known is false with no Options.Reviewers
-// (nil: the reviewers are not known to this process).
-func (g *Gate) quorumOf(p approval.Principal, ap policy.Approval) (q quorumGap, known bool) {
-	roster := g.opts.Reviewers
+// approval.Request.Eligible). known is false with a nil roster (the
+// reviewers are not known to this process).
+func quorumOf(roster []Reviewer, p approval.Principal, ap policy.Approval) (q quorumGap, known bool) {
 	if roster == nil {
 		return quorumGap{}, false
 	}
@@ -62,11 +61,66 @@ func (g *Gate) quorumOf(p approval.Principal, ap policy.Approval) (q quorumGap, 
 	return quorumGap{need: max(ap.Approvals, 1), may: len(may), members: len(members)}, true
 }
 
+// QuorumRefusal is the gate's quorum check of one call that rule would
+// hold for approval ap, made by p, against roster (Options.Reviewers; nil:
+// not known). refused is true when fewer of roster may review p's request
+// than ap.Approvals; message is then the words the gate refuses the call
+// with (Admission.Message, code CodeQuorumUnreachable). known is false
+// for a nil roster: nothing was checked, and the gate holds the call.
+// `policy explain` tells with it what the gate does (ExplainQuorum).
+func QuorumRefusal(roster []Reviewer, p approval.Principal, rule string, ap policy.Approval) (message string, refused, known bool) {
+	q, known := quorumOf(roster, p, ap)
+	if !known || q.may >= q.need {
+		return "", false, known
+	}
+	return q.refusal(rule, ap, p), true, true
+}
+
+// ExplainQuorum sets x.Quorum, for an explanation whose effect is approve
+// (and some approver eligible), to what the gate's quorum check
+// (QuorumRefusal) says of the call by p against roster (nil: not known,
+// Quorum.Known false). Other explanations are left as they are.
+func ExplainQuorum(x *policy.Explanation, roster []Reviewer, p approval.Principal) {
+	if x.Effect != policy.Approve || x.Approval == nil || x.NoEligibleApprovers {
+		return
+	}
+	ap := policy.Approval{Approvals: x.Approval.Approvals, Approvers: x.Approval.Approvers}
+	msg, refused, known := QuorumRefusal(roster, p, x.Rule, ap)
+	x.Quorum = &policy.QuorumCheck{Known: known, Refused: refused}
+	if refused {
+		x.Quorum.Code, x.Quorum.Message = CodeQuorumUnreachable, msg
+	}
+}
+
+// ExplainQuorum is the package's ExplainQuorum with this gate's roster
+// (Options.Reviewers): the admin API's explain says what this gate does.
+func (g *Gate) ExplainQuorum(x *policy.Explanation, p approval.Principal) {
+	ExplainQuorum(x, g.opts.Reviewers, p)
+}
+
+// ReviewersOf turns the people who can review requests (config.Config's
+// Reviewers: ids, groups, tenants) into a roster for Options.Reviewers,
+// keeping nil (not known) nil.
+func ReviewersOf(people []approval.Principal) []Reviewer {
+	if people == nil {
+		return nil
+	}
+	out := make([]Reviewer, 0, len(people))
+	for _, p := range people {
+		out = append(out, Reviewer{ID: p.ID, Groups: slices.Clone(p.Groups), Tenant: p.Tenant})
+	}
+	return out
+}
+
 // unreachable says, for rule's approval ap, why p's requests cannot reach
-// their quorum ("rule R needs 3 approvals from group:finance; only 2 of
+// their quorum (the default's is "the policy's default needs …"; "rule R needs 3 approvals from group:finance; only 2 of
 // its 3 configured approver(s) may review a request by A acting for B
 // (neither the caller nor …)"), with the cause in brackets (why).
 func (q quorumGap) unreachable(rule string, ap policy.Approval, p approval.Principal) string {
+	name := fmt.Sprintf("rule %q", rule)
+	if rule == policy.DefaultRule {
+		name = "the policy's default" // not a rule named "default" (docs/policy.md)
+	}
 	from := "any approver"
 	if len(ap.Approvers) > 0 {
 		from = strings.Join(ap.Approvers, ", ")
@@ -75,8 +129,8 @@ func (q quorumGap) unreachable(rule string, ap policy.Approval, p approval.Princ
 	if p.OnBehalfOf != "" {
 		by += " acting for " + p.OnBehalfOf
 	}
-	return fmt.Sprintf("rule %q needs %s from %s; only %d of its %d configured approver(s) may review a request %s (%s)",
-		rule, plural(q.need, "approval"), from, q.may, q.members, by, q.why(p))
+	return fmt.Sprintf("%s needs %s from %s; only %d of its %d configured approver(s) may review a request %s (%s)",
+		name, plural(q.need, "approval"), from, q.may, q.members, by, q.why(p))
 }
 
 // why names the cause of a gap: fewer approvers configured (of p's
@@ -94,20 +148,29 @@ func (q quorumGap) why(p approval.Principal) string {
 	return "neither the caller nor the person it acts for may review it"
 }
 
+// refusal is the message of the refusal of p's call that rule would hold
+// for ap (the gap q): the agent's words, and `policy explain`'s.
+func (q quorumGap) refusal(rule string, ap policy.Approval, p approval.Principal) string {
+	return "denied: " + q.unreachable(rule, ap, p) + ", so it could only expire; nothing was held or run"
+}
+
 // quorumRefusal returns the refusal of c, and true, when the approval ap
 // that rule would hold c for can never reach its quorum (quorumOf: fewer
 // of Options.Reviewers may review it than ap.Approvals). With no
 // Options.Reviewers it returns false, and the call is held as before.
+// The refusal is logged at WARN the first time per (rule, principal),
+// then at most once a minute with a count (refusalLog).
 func (g *Gate) quorumRefusal(ctx context.Context, c Call, rule string, ap policy.Approval) (Admission, bool) {
-	q, known := g.quorumOf(c.Principal, ap)
+	q, known := quorumOf(g.opts.Reviewers, c.Principal, ap)
 	if !known || q.may >= q.need {
 		return Admission{}, false
 	}
-	g.log.WarnContext(ctx, "approval quorum unreachable; denying", "server", c.Server, "tool", c.Tool, "kind", c.Kind,
-		"principal", c.Principal.ID, "on_behalf_of", c.Principal.OnBehalfOf, "rule", rule,
-		"approvals", q.need, "eligible", q.may, "approvers", q.members)
-	msg := "denied: " + q.unreachable(rule, ap, c.Principal) + ", so it could only expire; nothing was held or run"
-	return Admission{Message: msg, Code: CodeQuorumUnreachable}, true
+	if n, ok := g.quorumLog.due(rule, c.Principal.ID, g.now()); ok {
+		g.log.WarnContext(ctx, "approval quorum unreachable; denying", "server", c.Server, "tool", c.Tool, "kind", c.Kind,
+			"principal", c.Principal.ID, "on_behalf_of", c.Principal.OnBehalfOf, "rule", rule,
+			"approvals", q.need, "eligible", q.may, "approvers", q.members, "refused", n)
+	}
+	return Admission{Message: q.refusal(rule, ap, c.Principal), Code: CodeQuorumUnreachable}, true
 }
 
 // loader is the optional part of an Evaluator that hands out the policy
@@ -139,7 +202,7 @@ func (g *Gate) SessionWarnings(s session.Session) []string {
 	who := approval.Principal{ID: s.Principal, OnBehalfOf: s.OnBehalfOf, Tenant: s.Tenant}
 	var out []string
 	check := func(rule string, ap policy.Approval) {
-		if q, _ := g.quorumOf(who, ap); q.may < q.need {
+		if q, _ := quorumOf(g.opts.Reviewers, who, ap); q.may < q.need {
 			out = append(out, q.unreachable(rule, ap, who)+": such calls are refused")
 		}
 	}

@@ -64,7 +64,7 @@ func TestUnreachableQuorumIsRefused(t *testing.T) {
 			want:   `needs 2 approvals from group:finance; only 1 of its 1 configured approver(s) may review`},
 		{name: "any approver, only the one it acts for", roster: []Reviewer{{ID: "alice"}},
 			call: Call{Principal: forAlice, Server: "fs", Tool: "write_file", Arguments: []byte(`{}`)},
-			want: `denied: rule "default" needs 1 approval from any approver; only 0 of its 1 configured approver(s) may review a request by agent-1 acting for alice`},
+			want: `denied: the policy's default needs 1 approval from any approver; only 0 of its 1 configured approver(s) may review a request by agent-1 acting for alice`},
 		{name: "acting for someone outside the group", roster: financeTeam, approvals: 3,
 			call: transfer(approval.Principal{ID: "agent-1", OnBehalfOf: "dave"})},
 		{name: "a quorum the others reach", roster: financeTeam, approvals: 2, call: transfer(forAlice)},
@@ -168,7 +168,7 @@ func BenchmarkQuorumOf(b *testing.B) {
 			g := New(nil, &swappable{}, &Options{Reviewers: tt.roster})
 			b.ReportAllocs()
 			for b.Loop() {
-				if q, _ := g.quorumOf(p, tt.ap); q.need != 3 {
+				if q, _ := quorumOf(g.opts.Reviewers, p, tt.ap); q.need != 3 {
 					b.Fatal(q)
 				}
 			}

@@ -34,6 +34,28 @@ type Explanation struct {
 	Rules            []RuleTrace `json:"rules"`
 	// Notes explain outcomes the rule traces alone do not.
 	Notes []string `json:"notes,omitempty"`
+	// Quorum is what the gate's quorum check says of a call the policy
+	// holds for approval (Effect approve, some approver eligible): set by
+	// the gate's ExplainQuorum (policy explain, the admin API's explain),
+	// nil otherwise.
+	Quorum *QuorumCheck `json:"quorum,omitempty"`
+}
+
+// QuorumCheck is the gate's quorum check of an explained call: whether
+// the approvers who may review the caller's request (those the config
+// gives the admin API, less the caller and the person it acts for) can
+// reach the approval's quorum.
+type QuorumCheck struct {
+	// Known is false when the approvers are not known where the call was
+	// explained (approvals.allow_no_approvers, or a config with no
+	// approvers): nothing was checked, and the gate holds the call.
+	Known bool `json:"known"`
+	// Refused is true when the gate refuses the call at once instead of
+	// holding it; Code (quorum_unreachable) and Message (the words the
+	// agent gets) are then set.
+	Refused bool   `json:"refused"`
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // ApprovalText is an Approval with durations written as Go durations

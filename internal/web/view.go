@@ -120,6 +120,9 @@ func outcome(a api.Approval) string {
 	case "pending":
 		return ""
 	case "approved":
+		if a.Kind != approval.KindSessionPolicy && a.Kind != approval.KindPolicyChange {
+			return "approved by " + visible(a.DecidedBy) + ", not yet run: the call runs when its holder " + approval.RecheckWords
+		}
 		return "approved by " + visible(a.DecidedBy) + ", not yet dispatched"
 	case "consumed":
 		o := a.DispatchOutcome

@@ -255,13 +255,14 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case got.State == approval.StateApproved && call && got.Mode == "retry":
 		// The decision is recorded before the call is dispatched (or
 		// checked and invalidated): say no more than that.
-		note += "; the call runs only if its caller re-sends it"
+		note += fmt.Sprintf(" (%d of %d approvals); the call runs when its caller re-sends it, if the re-check against the policy in force admits it", approvals(got), max(got.RequiredApprovals, 1))
 	case got.State == approval.StateApproved && call && h.heldAsTask(r.Context(), got):
-		note += "; held as an MCP task, the call runs whether or not the agent is still connected"
+		note += fmt.Sprintf(" (%d of %d approvals); held as an MCP task, the call runs when its holder %s, whether or not the agent is still connected", approvals(got), max(got.RequiredApprovals, 1), approval.RecheckWords)
 	case got.State == approval.StateApproved && call:
 		// As the CLI says it (newuser19): a caller that went away can
-		// still take it up by re-sending the identical call.
-		note += "; the call runs only if its caller is still waiting, or re-sends it"
+		// still take it up by re-sending the identical call; and the
+		// dispatch re-check may still invalidate it (explain50).
+		note += fmt.Sprintf(" (%d of %d approvals); the call runs when its holder %s, if its caller is still waiting or re-sends it", approvals(got), max(got.RequiredApprovals, 1), approval.RecheckWords)
 	}
 	h.feedback(r.Context(), app, p, note+".")
 	h.o.Logger.InfoContext(r.Context(), "approval reviewed from Slack", "approval", id, "slack_user", p.User.ID, "verdict", verdict, "state", got.State)

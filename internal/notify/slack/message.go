@@ -127,6 +127,9 @@ func statusText(r approval.Request) string {
 	case approval.StateCancelled:
 		return "Cancelled"
 	case approval.StateInvalidated:
+		if r.Reason != "" { // what the dispatch re-check found: "policy now denies the call (rule …)"
+			return "Approved by " + r.DecidedBy + ", then invalidated (" + r.Reason + "): it did not run"
+		}
 		return "Approved by " + r.DecidedBy + ", then invalidated: it did not run"
 	}
 	return string(r.State)

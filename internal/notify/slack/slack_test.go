@@ -155,6 +155,12 @@ func TestRender(t *testing.T) {
 			t.Errorf("statusText(%s) = %q, want %q", c.state, got, c.want)
 		}
 	}
+	// explain50: what the dispatch re-check found, as the store records it.
+	x := r
+	x.State, x.DecidedBy, x.Reason = approval.StateInvalidated, "bob", `policy now denies the call (rule "no transfers")`
+	if got, want := statusText(x), `Approved by bob, then invalidated (policy now denies the call (rule "no transfers")): it did not run`; got != want {
+		t.Errorf("statusText(invalidated with its reason) = %q, want %q", got, want)
+	}
 }
 
 func equalMaps(a, b map[string]string) bool {
