@@ -122,7 +122,7 @@ func TestUntrustedAnnotationsNeverRelax(t *testing.T) {
 	g.waitLog(t, "selects annotations of server", "not marked trust_annotations")
 	cs := g.connect(t, nil, nil)
 	msg := mustIsError(t, await(t, callAsync(t.Context(), cs, toolCall("t__echo_raw", `{"x":1}`))))
-	if !strings.Contains(msg, `denied by policy rule "default"`) {
+	if !strings.Contains(msg, `denied by the policy's default (no rule allows or holds this call`) {
 		t.Errorf("echo_raw: %q, want the default's denial", msg)
 	}
 	if got := readRecord(t, record); len(got) != 0 {

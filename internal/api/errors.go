@@ -20,6 +20,9 @@ type apiError struct {
 	Code   string
 	Msg    string
 	Err    error
+	// Principal is the authenticated caller's id, for the log line
+	// (Server.require sets it); empty before authentication.
+	Principal string
 }
 
 func (e *apiError) Error() string {

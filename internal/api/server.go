@@ -286,7 +286,16 @@ func (s *Server) require(roles []string, h func(w http.ResponseWriter, r *http.R
 		if !slices.ContainsFunc(have, func(role string) bool { return slices.Contains(roles, role) }) {
 			return &apiError{Status: http.StatusForbidden, Code: CodeForbidden, Msg: needsRoles(roles)}
 		}
-		return h(w, r, caller{principal: p, roles: have})
+		if err := h(w, r, caller{principal: p, roles: have}); err != nil {
+			// The refusal's log line names who was refused (newuser50:
+			// "self_review" without the approver's id told a security
+			// lead that someone tried to approve their own agent's call,
+			// not who).
+			e := toAPIError(err)
+			e.Principal = p.ID
+			return e
+		}
+		return nil
 	}
 }
 
@@ -323,6 +332,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, e *apiError)
 		level = slog.LevelWarn
 	}
 	attrs := []any{keyMethod, r.Method, keyPath, r.URL.Path, keyStatus, e.Status, keyCode, e.Code}
+	if e.Principal != "" {
+		attrs = append(attrs, keyPrincipal, e.Principal)
+	}
 	if e.Err != nil {
 		attrs = append(attrs, keyErr, e.Err)
 	}

@@ -575,6 +575,16 @@ func refuse(msg string) Admission { return Admission{Message: msg} }
 // "this call to" the tool: a rule with a when or a command condition denies
 // some calls of a tool, and "shell__run is not allowed" read to agents
 // (newuser49) as if the whole tool were, so they stopped using it.
+//
+// A call no rule allows or holds is refused by policy.default, which is no
+// rule: it is named as the default, and when some rule could not be
+// decided for the call (a condition reading `"amount": "50"` as a number)
+// the agent is told so, since that is what it can change (newuser50: the
+// agent read `denied by policy rule "default"` for a string amount and
+// could tell its customer nothing).
 func denied(c Call, dec policy.Decision) Admission {
+	if dec.Rule == policy.DefaultRule {
+		return refuse(fmt.Sprintf("denied by the policy's default (%s): this call to %s is not allowed", defaultNote(dec), c.label()))
+	}
 	return refuse(fmt.Sprintf("denied by policy rule %q%s: this call to %s is not allowed", dec.Rule, erredNote(dec), c.label()))
 }

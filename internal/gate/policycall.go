@@ -54,6 +54,16 @@ func erredNote(dec policy.Decision) string {
 	return ""
 }
 
+// defaultNote says why policy.default decided dec: no rule allows or holds
+// the call, and, when a rule's selector erred on it, that this never
+// allows. It never quotes the error, which may quote argument values.
+func defaultNote(dec policy.Decision) string {
+	if len(dec.Errors) > 0 {
+		return "no rule allows or holds this call; a rule's condition could not be evaluated for these arguments (such as a value of another type than it expects), which never allows"
+	}
+	return "no rule allows or holds this call"
+}
+
 // consumeDecision is the policy decision checked when an approved call is
 // consumed: the admission's, while the policy revision in force is the one
 // it was decided under; else a fresh evaluation of the bytes about to be
