@@ -261,6 +261,7 @@ func parseCommandDepth(src string, depth int) parsedCommand {
 	// Every simple command anywhere, and everything that cannot be
 	// literal, for all rules.
 	var evaluates, sets, prompt bool // commandsubscript.go
+	var fedFound map[*syntax.CallExpr][]string
 	syntax.Walk(f, func(n syntax.Node) bool {
 		evaluates = evaluates || evaluatesText(n)
 		sets = sets || setsText(n)
@@ -297,8 +298,10 @@ func parseCommandDepth(src string, depth int) parsedCommand {
 				pc.addRsync(words[k:], depth, unsafe, opaque)
 			}
 			checkRunner(words, opaque)
-			checkRunInner(words, opaque)
+			checkRunInnerDepth(words, 0, fedFound[n], opaque) // fedFound: find -print0 | xargs -0 (commandfindnames.go)
 			checkNames(words, n.Args, unsafe, opaque)
+		case *syntax.BinaryCmd:
+			fedFound = xargsFedFound(n, fedFound)
 		case *syntax.Assign:
 			pc.checkAssign(n, depth, unsafe, opaque)
 		case *syntax.WordIter:

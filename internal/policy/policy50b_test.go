@@ -1,6 +1,9 @@
 package policy
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestCommandCmd50bLinkCopies (cmd50b): a link arrives by a move or a
 // copy that keeps links as well as by ln. Moving (mv) or copying with
@@ -78,4 +81,99 @@ func TestCommandCmd50bLinkCopies(t *testing.T) {
 		`tar -xf a.tar`,
 	}
 	checkCommands(t, []string{"mv *", "gmv *", "cp *", "rsync *", "ln *", "install *", "tar *", "sudo *"}, bypass, fine, bypass, fine)
+}
+
+// TestCommandCmd50bFindNames (cmd50b): a found path is read as a guarded
+// one unless find's filters say what it is. A plain conjunction before
+// the action holding -name or -iname '*.EXT' of a source file's
+// extension no guarded name has, over start points inside the tree that
+// are not guarded, makes each found path START/x.EXT (and a directory of
+// that name); find … -print0 | xargs -0 likewise. docker's and podman's
+// subcommands that name containers (stop, rm, logs, …) write no file.
+// On 3eefbceb each fine row was held; the neighbours stay held.
+func TestCommandCmd50bFindNames(t *testing.T) {
+	neighbours := []string{
+		`find . -name 'pre-*' -path '*/hooks/*' -exec sed -i s/a/b/ {} +`,
+		`find . -exec sed -i s/a/b/ {} +`,
+		`find .git -name '*' -exec sed -i s/a/b/ {} +`,
+		`find .git -name '*.go' -exec sed -i s/a/b/ {} +`,
+		`find .husky -name '*.go' -exec sed -i s/a/b/ {} +`,
+		`find ~ -name '*.go' -exec sed -i s/a/b/ {} +`,
+		`find / -name '*.go' -exec sed -i s/a/b/ {} +`,
+		`find ../x -name '*.go' -exec sed -i s/a/b/ {} +`,
+		`find -L . -name '*.go' -exec sed -i s/a/b/ {} +`,
+		`find . -follow -name '*.go' -exec sed -i s/a/b/ {} +`,
+		`find . -name '*.go' -o -name Makefile -exec sed -i s/a/b/ {} +`,
+		`find . ! -name '*.go' -exec sed -i s/a/b/ {} +`,
+		`find . -not -name '*.go' -exec sed -i s/a/b/ {} +`,
+		`find . \( -name '*.go' \) -exec sed -i s/a/b/ {} +`,
+		`find . -exec sed -i s/a/b/ {} + -name '*.go'`,
+		`find . -name '*.go*' -exec sed -i s/a/b/ {} +`,
+		`find . -name '*.py' -exec sed -i s/a/b/ {} +`,   // sitecustomize.py, noxfile.py
+		`find . -name '*.txt' -exec sed -i s/a/b/ {} +`,  // CMakeLists.txt
+		`find . -name '*.js' -exec sed -i s/a/b/ {} +`,   // node_modules, .mongoshrc.js
+		`find . -name '*.ts' -exec sed -i s/a/b/ {} +`,   // node_modules
+		`find . -name '*.kts' -exec sed -i s/a/b/ {} +`,  // build.gradle.kts
+		`find . -name '*.toml' -exec sed -i s/a/b/ {} +`, // pyproject.toml
+		`find . -name '*.json' -exec sed -i s/a/b/ {} +`, // package.json
+		`find . -name '*.sh' -exec sed -i s/a/b/ {} +`,   // .husky/_/husky.sh
+		`find . -iname '*.MK' -exec sed -i s/a/b/ {} +`,
+		`find . -name '*.go' -exec cp Makefile {} ';'`,
+		`find . -name '*.go' -exec cp evil {}/../Makefile ';'`,
+		`find . -name '*.go' -exec cp evil ../{} ';'`,
+		`find . -name '*.go' -exec mv {} {}.mk ';'`,
+		`find . -name '*.go' -execdir cp x pre-commit ';'`,
+		`find . -name '*.go' -exec cp x .git/hooks/pre-commit ';'`,
+		`find . -name '*.go' -exec sh -c 'x' ';'`,
+		`find src -name '*.go' | xargs sed -i s/a/b/`,
+		`find src -name '*.ts' | xargs sed -i s/a/b/`,
+		`find src -name '*.go' -print0 | xargs sed -i s/a/b/`,
+		`find src -name '*.go' -print0 | xargs -0 -a list sed -i s/a/b/`,
+		`find src -name '*.go' -print0 -print | xargs -0 sed -i s/a/b/`,
+		`find src -print0 | xargs -0 sed -i s/a/b/`,
+		`find src -name '*.py' -print0 | xargs -0 sed -i s/a/b/`,
+		`find .git -name '*.go' -print0 | xargs -0 sed -i s/a/b/`,
+		`find src -name '*.go' -print0 | xargs -0 -I F cp Makefile F`,
+		`grep -rl x src | xargs sed -i s/a/b/`,
+		`grep -rlZ x src | xargs -0 sed -i s/a/b/`,
+		`docker cp c:/x .git/hooks/pre-commit`,
+		`docker container cp c:/x Makefile`,
+		`docker save -o Makefile img`,
+		`docker ps -q | xargs docker cp c:/x`,
+	}
+	fine := []string{
+		`find . -name '*.go' -exec sed -i 's/a/b/' {} +`,
+		`find src -name '*.go' -type f -exec sed -i s/a/b/ {} ';'`,
+		`find . -type f -name '*.go' -exec gofmt -w {} +`,
+		`find ./cmd internal -iname '*.GO' -exec sed -i s/a/b/ {} +`,
+		`find . -maxdepth 3 -name '*.md' -exec sed -i s/a/b/ {} +`,
+		`find src -name 'x.rs' -exec sed -i s/a/b/ {} +`,
+		`find . -name '*.go' -exec mv {} {}.orig ';'`,
+		`find . -name '*.go' -exec cp {} /tmp/backup/ ';'`,
+		`find src -name '*.go' -print0 | xargs -0 sed -i s/a/b/`,
+		`find src -type f -name '*.c' -print0 | xargs --null -n 10 sed -i s/a/b/`,
+		`find src -name '*.go' -print0 | xargs -0 -I F cp F F.bak`,
+		`docker ps -q | xargs docker stop`,
+		`docker ps -aq | xargs docker kill`,
+		`docker ps -q | xargs docker container kill`,
+		`docker stop web`,
+	}
+	checkCommands(t, []string{"find *", "xargs *", "sed *", "gofmt *", "cp *", "mv *", "grep *", "docker *", "sh *"},
+		neighbours, fine, neighbours, fine)
+}
+
+// TestCmd50bSafeFoundExts: no guarded name ends with an extension find's
+// filters are trusted with, so a later guard list grown by such a name
+// fails here instead of opening find -name '*.EXT' -exec sed -i.
+func TestCmd50bSafeFoundExts(t *testing.T) {
+	for _, ext := range safeFoundExts {
+		if codeFile("x." + ext) {
+			t.Errorf("x.%s is guarded, but find -name '*.%s' is read as finding no guarded file", ext, ext)
+		}
+		for _, n := range codeFileNames {
+			if strings.HasSuffix(strings.ToLower(n), "."+ext) {
+				t.Errorf("guarded name %q ends with .%s, an extension of safeFoundExts", n, ext)
+			}
+		}
+	}
 }
