@@ -207,9 +207,12 @@ func xargsFedFound(b *syntax.BinaryCmd, fed map[*syntax.CallExpr][]string) map[*
 	if r, ok := plainLiteral(right.Args[0]); !ok || programName(path.Base(r)) != "xargs" {
 		return fed
 	}
-	lw, lok := literalArgs(left)
-	rw, rok := literalArgs(right)
-	if !lok || !rok || !xargsNull(rw) {
+	rw, ok := literalArgs(right)
+	if !ok || !xargsNull(rw) {
+		return fed
+	}
+	lw, ok := literalArgs(left)
+	if !ok {
 		return fed
 	}
 	actions, print0 := findFoundNames(lw)
