@@ -72,6 +72,8 @@ func findFoundNames(words []cmdWord) (actions [][]string, print0 []string) {
 			}
 		case w.lit == "-print0":
 			print0 = foundAt(starts, ext, ok)
+		case contains(findValueTests, w.lit) && i+1 < len(words) && contains([]string{"-exec", "-execdir", "-ok", "-okdir"}, words[i+1].lit):
+			return nil, nil // -name -exec: findActions would read an action there, and the two lists would not line up
 		case w.lit == "-name" || w.lit == "-iname":
 			if i+1 < len(words) {
 				i++

@@ -187,6 +187,10 @@ type findAction struct {
 func findActions(words []cmdWord) []findAction {
 	var out []findAction
 	for i := 1; i < len(words); i++ {
+		if contains(findValueTests, words[i].lit) {
+			i++ // -name -exec names a file "-exec" (branch cmd50b)
+			continue
+		}
 		if !contains([]string{"-exec", "-execdir", "-ok", "-okdir"}, words[i].lit) {
 			continue
 		}

@@ -136,6 +136,11 @@ func TestCommandCmd50bFindNames(t *testing.T) {
 		`find src -name '*.go' -print0 | xargs -0 -I F cp Makefile F`,
 		`grep -rl x src | xargs sed -i s/a/b/`,
 		`grep -rlZ x src | xargs -0 sed -i s/a/b/`,
+		// A test's value that looks like an action (-name -exec names a
+		// file "-exec"): the action after it was read as -exec's words'
+		// tail and its write went unread on 3eefbceb.
+		`find . -name -exec -name '*.go' -exec cp x .git/hooks/pre-commit ';'`,
+		`find . -path -ok -name '*.go' -exec sed -i s/a/b/ {} ';' -exec cp {} Makefile ';'`,
 		`docker cp c:/x .git/hooks/pre-commit`,
 		`docker container cp c:/x Makefile`,
 		`docker save -o Makefile img`,
