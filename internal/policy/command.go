@@ -260,11 +260,16 @@ func parseCommandDepth(src string, depth int) parsedCommand {
 	}
 	// Every simple command anywhere, and everything that cannot be
 	// literal, for all rules.
-	var evaluates, sets, prompt bool // commandsubscript.go
+	// What the walk learns, in one variable: the closure below moves
+	// each variable it assigns to the heap, one allocation apiece.
+	var seen struct {
+		evaluates, sets, prompt bool                          // commandsubscript.go
+		fedFound                map[*syntax.CallExpr][]string // find -print0 | xargs -0 (commandfindnames.go)
+	}
 	syntax.Walk(f, func(n syntax.Node) bool {
-		evaluates = evaluates || evaluatesText(n)
-		sets = sets || setsText(n)
-		prompt = prompt || expandsPrompt(n)
+		seen.evaluates = seen.evaluates || evaluatesText(n)
+		seen.sets = seen.sets || setsText(n)
+		seen.prompt = seen.prompt || expandsPrompt(n)
 		switch n := n.(type) {
 		case *syntax.CallExpr:
 			if len(n.Assigns) > 0 {
@@ -297,8 +302,10 @@ func parseCommandDepth(src string, depth int) parsedCommand {
 				pc.addRsync(words[k:], depth, unsafe, opaque)
 			}
 			checkRunner(words, opaque)
-			checkRunInner(words, opaque)
+			checkRunInnerDepth(words, 0, seen.fedFound[n], opaque)
 			checkNames(words, n.Args, unsafe, opaque)
+		case *syntax.BinaryCmd:
+			seen.fedFound = xargsFedFound(n, seen.fedFound)
 		case *syntax.Assign:
 			pc.checkAssign(n, depth, unsafe, opaque)
 		case *syntax.WordIter:
@@ -329,9 +336,9 @@ func parseCommandDepth(src string, depth int) parsedCommand {
 	})
 	checkFedEditors(src, f, opaque) // commandstdin.go
 	switch {
-	case prompt:
+	case seen.prompt:
 		opaque("PS4 or ${x@P}: bash expands the text as a prompt, command substitutions included")
-	case evaluates && sets:
+	case seen.evaluates && seen.sets:
 		opaque("text bash evaluates as an arithmetic expression or variable name may hold an array subscript it runs as code")
 	}
 	return pc

@@ -24,6 +24,9 @@ import (
 // linkCode says why name (a base name) with words creates a link to a
 // guarded path or outside the working directory, or "".
 func linkCode(name string, words []cmdWord) string {
+	if why := linkCopyCode(name, words); why != "" { // mv /tmp/x ., cp -a /etc/x . (commandlinkcopy.go)
+		return why
+	}
 	var links []linkOp
 	switch name {
 	case "ln", "gln":
@@ -78,6 +81,10 @@ func (l linkOp) code(prog string) string {
 		return fmt.Sprintf("%s makes a link to a target that is not literal, which may be a guarded path a later write reaches through the link", prog)
 	}
 	t := l.target.lit
+	if l.symbolic && (relocatableLink(t, path.Dir(l.name), l.relative) || l.relative && relocatableLink(t, l.name, true)) {
+		return fmt.Sprintf("%s makes %q a link to %q, which climbs out with \"..\": moved up later (mv), it leads outside the working directory, which the matcher cannot see", // commandlinkcopy.go
+			prog, l.name, t)
+	}
 	resolved := []string{t}
 	if l.symbolic && !l.relative && !path.IsAbs(t) {
 		resolved = []string{path.Join(path.Dir(l.name), t), path.Join(l.name, t)}

@@ -114,19 +114,18 @@ func xargsInner(words []cmdWord, replace bool) []cmdWord {
 // whatever the start point: any directory may hold a Makefile or a .git.
 const foundPath = ".git/hooks/pre-commit"
 
-// checkRunInner reports, through opaque, a command find or xargs in words
-// (as words[0] or after a wrapper) runs that writes a guarded file or
-// runs code the matcher cannot read, reading found paths and input
-// arguments as foundPath.
-func checkRunInner(words []cmdWord, opaque func(string)) {
-	checkRunInnerDepth(words, 0, opaque)
-}
-
 // maxRunDepth bounds find and xargs nested in each other's commands
 // (find . -exec xargs find …): deeper ones are opaque.
 const maxRunDepth = 3
 
-func checkRunInnerDepth(words []cmdWord, depth int, opaque func(string)) {
+// checkRunInnerDepth reports, through opaque, a command find or xargs in
+// words (as words[0] or after a wrapper) runs that writes a guarded file
+// or runs code the matcher cannot read, reading found paths and input
+// arguments as foundPath (or as the names find's filters allow,
+// commandfindnames.go), depth levels of find and xargs deep. fed, when
+// not nil, holds the paths xargs's input arguments are read as
+// (find … -print0 | xargs -0, commandfindnames.go).
+func checkRunInnerDepth(words []cmdWord, depth int, fed []string, opaque func(string)) {
 	inner := func(what string, variant []cmdWord) {
 		if len(variant) == 0 {
 			return
@@ -139,14 +138,24 @@ func checkRunInnerDepth(words []cmdWord, depth int, opaque func(string)) {
 			opaque(what + " runs find or xargs nested too deep to read")
 			return
 		}
-		checkRunInnerDepth(variant, depth+1, opaque)
+		checkRunInnerDepth(variant, depth+1, nil, opaque)
 	}
 	if k := commandAt(words, "find"); k >= 0 {
 		starts := findStarts(words[k:])
-		for _, a := range findActions(words[k:]) {
+		var found [][]string
+		if slices.ContainsFunc(words[k:], func(w cmdWord) bool { return w.lit == "-name" || w.lit == "-iname" }) {
+			found, _ = findFoundNames(words[k:]) // find . -name '*.go' -exec sed -i … (commandfindnames.go)
+		}
+		for ai, a := range findActions(words[k:]) {
 			inner("find "+a.action, a.words)
-			for _, s := range starts {
-				inner("find "+a.action, replaceWords(a.words, "{}", s+"/"+foundPath))
+			if ai < len(found) && found[ai] != nil && foundWordsPlain(a.words, "{}") {
+				for _, v := range foundVariants(a.words, "{}", found[ai]) {
+					inner("find "+a.action, v)
+				}
+			} else {
+				for _, s := range starts {
+					inner("find "+a.action, replaceWords(a.words, "{}", s+"/"+foundPath))
+				}
 			}
 			if a.action == "-execdir" || a.action == "-okdir" {
 				inner("find "+a.action, underDir(a.words, path.Dir(foundPath)))
@@ -155,7 +164,14 @@ func checkRunInnerDepth(words []cmdWord, depth int, opaque func(string)) {
 	}
 	if k := commandAt(words, "xargs"); k >= 0 {
 		if cmd := xargsCommand(words[k:]); cmd != nil {
-			inner("xargs", replaceWords(cmd, xargsReplace(words[k:]), foundPath))
+			repl := xargsReplace(words[k:])
+			if fed != nil && k == 0 && foundWordsPlain(cmd, repl) {
+				for _, v := range foundVariants(cmd, repl, fed) {
+					inner("xargs", v)
+				}
+			} else {
+				inner("xargs", replaceWords(cmd, repl, foundPath))
+			}
 		}
 	}
 }
@@ -171,6 +187,10 @@ type findAction struct {
 func findActions(words []cmdWord) []findAction {
 	var out []findAction
 	for i := 1; i < len(words); i++ {
+		if contains(findValueTests, words[i].lit) {
+			i++ // -name -exec names a file "-exec" (branch cmd50b)
+			continue
+		}
 		if !contains([]string{"-exec", "-execdir", "-ok", "-okdir"}, words[i].lit) {
 			continue
 		}

@@ -204,6 +204,9 @@ func writesCode(name string, words []cmdWord) string {
 		// docker cp, rclone copyto, gh release download -O): every
 		// operand is read as a destination file and directory, as the
 		// matcher does not know each one's options (branch attack48).
+		if containerNoFiles(name, words) { // docker stop ID (commandfindnames.go)
+			break
+		}
 		for i := 1; i < len(words); i++ {
 			w := words[i].lit
 			opt, val, hasVal := strings.Cut(w, "=")

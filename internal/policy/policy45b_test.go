@@ -142,7 +142,7 @@ func TestCommandPolicy45bEverydayAllowed(t *testing.T) {
 		// (TestCommandPolicy49FindExec).
 		`grep -rl x src | xargs grep -n y`,
 		`sed -i 's/a/b/' main.go`, `sed -i.bak -e 's/a/b/' src/x.go`,
-		`cp -r src dst`, `cp config.example.toml config.toml`, `mv src/a.go src/b.go`, `ln -s ../a sub/b`, // ln -s ../a b links outside the working directory (policy49b)
+		`cp -r src dst`, `cp config.example.toml config.toml`, `mv src/a.go src/b.go`, `ln -s a sub/b`, // ln -s ../a b links outside the working directory (policy49b), ln -s ../a sub/b once moved up (cmd50b)
 		`env CI=1 npm test`, `env GOOS=linux go build ./...`, `nice -n 10 go test ./...`, `timeout 60 go test ./...`,
 	} {
 		if d := eval(t, allow, shellCall(c)); d.Effect != Allow {

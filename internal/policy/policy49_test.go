@@ -27,10 +27,10 @@ func TestCommandPolicy49FindExec(t *testing.T) {
 		`find . -name hooks -okdir cp x pre-commit ';'`,
 		`find . -name hooks -execdir cp x hooks/pre-commit ';'`,
 		`find . -name x -exec tar -cf {} src ';'`,
-		// A write to a found path is opaque whatever find's tests say:
-		// the matcher does not evaluate -name, and grep -r searches .git
-		// too (policy45b held the last one as an everyday call).
-		`find . -name '*.go' -exec sed -i 's/a/b/' {} +`,
+		// A write to a found path is opaque whatever find's tests say,
+		// grep -r searches .git too (policy45b held it as an everyday
+		// call); since cmd50b -name '*.go' is read (TestCommandCmd50bFindNames).
+		`find . -name '*' -exec sed -i 's/a/b/' {} +`,
 		`grep -rl x . | xargs sed -i 's/a/b/g'`,
 		`sudo find .git -exec cp x {} ';'`,
 		`find . -exec find {} -exec cp x {} ';' ';'`,

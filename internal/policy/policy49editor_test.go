@@ -163,14 +163,16 @@ func TestCommandPolicy49bLinks(t *testing.T) {
 		`mklink /D h 'C:\repo\.git\hooks'`,
 		`mklink h '..\x'`,
 		`mklink /H c '.git\config'`,
+		// A stored target that climbs out with ".." leads outside the
+		// working directory once the link is moved up (cmd50b).
+		`ln -s ../lib vendor/lib`,
+		`ln -s ../../include a/b/inc`,
+		`ln -sr lib/x vendor/x`,
 	}
 	fine := []string{
-		`ln -s ../lib vendor/lib`,
 		`ln -s lib/libx.so.1 libx.so`,
 		`ln -sf build/out current`,
-		`ln -s ../../include a/b/inc`,
 		`ln a.txt b.txt`,
-		`ln -sr lib/x vendor/x`,
 		`cp -r src dst`,
 		`cp a.txt b.txt`,
 		`cp -a src dst`,
