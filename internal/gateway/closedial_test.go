@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -95,73 +96,118 @@ func (h msgHandler) Handle(_ context.Context, r slog.Record) error {
 }
 
 // TestCloseEndsTheUpstreamSessionItWasOpening (branch flake50): Close
-// begins while the upstream session for 2026-07-28 agents is being opened
-// for a call, after the upstream served its initialize (the session exists
-// there) and before its answer arrived. Close must not cut that connect
-// (the gateway would never learn the session's id, and the session would
-// stay open upstream: on 3eefbceb, for good on this SDK upstream without
-// an idle timeout, its reader goroutine left behind, as in
-// TestLeanParkedCallsApprovedDuringClose's rare failures); it lets the
-// answer arrive and ends the session (DELETE) before it returns. The
-// upstream has no session left once Close returned.
+// begins while an upstream session is being opened, after the upstream
+// served its initialize (the session exists there) and before its answer
+// arrived: the session for 2026-07-28 agents opened for a call, a per-agent
+// session opened for an agent's call, the shared session opened again
+// after the upstream ended it. Close must not cut that connect (the
+// gateway would never learn the session's id, and the session would stay
+// open upstream: on 3eefbceb, for good on this SDK upstream without an
+// idle timeout, its reader goroutine left behind, as in
+// TestLeanParkedCallsApprovedDuringClose's rare failures; a per-agent
+// connect was not cut but not waited for either, and ran on for its 30 s
+// connect timeout); it lets the answer arrive and ends the session (DELETE)
+// before it returns. The upstream has no session left once Close returned.
 func TestCloseEndsTheUpstreamSessionItWasOpening(t *testing.T) {
-	verifyNoLeaks(t)
-	up := newUpstreamServer(newHooks())
-	hi := &heldInitialize{next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil),
-		held: make(chan struct{}), release: make(chan struct{}), gone: make(chan struct{})}
-	ts := httptest.NewServer(hi)
-	t.Cleanup(ts.Close)
-	waiting := msgHandler{msg: msgWaitModernDial, once: new(sync.Once), seen: make(chan struct{})}
-	g := newGateway(t, []ServerConfig{{Name: "up", URL: ts.URL}}, allowAll(), &Options{Logger: slog.New(waiting)})
-	base := serveHTTP(t, g, nil)
-	if n := countSessions(up); n != 1 {
-		t.Fatalf("the upstream has %d sessions before the call, want 1 (the shared one)", n)
+	cases := []struct {
+		name     string
+		sessions string
+		// open starts what opens the session; it returns when that ended.
+		open func(t *testing.T, base string, up *mcp.Server) (ended <-chan struct{})
+	}{
+		{"2026 session for a call", SessionsShared, func(t *testing.T, base string, _ *mcp.Server) <-chan struct{} {
+			return modernCallInBackground(t, base)
+		}},
+		{"per-agent session for a call", SessionsPerAgent, func(t *testing.T, base string, _ *mcp.Server) <-chan struct{} {
+			cs := connectAgent(t, base, aliceToken, nil, nil)
+			ended := make(chan struct{})
+			go func() {
+				defer close(ended)
+				_, _ = cs.CallTool(context.WithoutCancel(t.Context()), &mcp.CallToolParams{Name: "up__echo", Arguments: map[string]any{}})
+			}()
+			return ended
+		}},
+		{"shared session opened again", SessionsShared, func(t *testing.T, _ string, up *mcp.Server) <-chan struct{} {
+			// The upstream ends the shared session; the gateway opens
+			// another.
+			for ss := range up.Sessions() {
+				_ = ss.Close()
+			}
+			ended := make(chan struct{})
+			close(ended)
+			return ended
+		}},
 	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			verifyNoLeaks(t)
+			up := newUpstreamServer(newHooks())
+			hi := &heldInitialize{next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil),
+				held: make(chan struct{}), release: make(chan struct{}), gone: make(chan struct{})}
+			ts := httptest.NewServer(hi)
+			t.Cleanup(ts.Close)
+			atClose := msgHandler{msg: msgDialAtClose, once: new(sync.Once), seen: make(chan struct{})}
+			g := newGateway(t, []ServerConfig{{Name: "up", URL: ts.URL, Sessions: tc.sessions}}, allowAll(),
+				&Options{Logger: slog.New(atClose), RestartMin: time.Millisecond})
+			base := serveHTTP(t, g, nil)
+			if n := countSessions(up); n != 1 {
+				t.Fatalf("the upstream has %d sessions before, want 1 (the shared one)", n)
+			}
 
-	hi.armed.Store(true)
-	answered := make(chan int, 1)
+			hi.armed.Store(true)
+			ended := tc.open(t, base, up)
+			<-hi.held // the upstream served initialize; its answer waits
+
+			closed := make(chan error, 1)
+			go func() { closed <- g.Close() }()
+			select {
+			case <-atClose.seen:
+				// Close lets the connect end: the answer may go.
+				close(hi.release)
+			case <-hi.gone:
+				t.Error("Close cut the connect of an upstream session after the upstream had served its initialize")
+			case err := <-closed:
+				close(hi.release)
+				t.Errorf("Close returned (%v) while an upstream session's connect was in flight", err)
+				closed <- err
+			}
+			if err := <-closed; err != nil {
+				t.Fatal(err)
+			}
+			if n := countSessions(up); n != 0 {
+				t.Errorf("the upstream has %d sessions once Close returned, want 0 (every session the gateway opened ended)", n)
+			}
+			<-ended
+		})
+	}
+}
+
+// modernCallInBackground sends a 2026-07-28 call of up__echo to base; the
+// channel is closed once it was answered.
+func modernCallInBackground(t *testing.T, base string) <-chan struct{} {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.WithoutCancel(t.Context()), http.MethodPost, base+"/mcp",
+		strings.NewReader(modernCallBody("1", "up__echo", `{}`, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+aliceToken)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", modernVersion)
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "up__echo")
+	ended := make(chan struct{})
 	go func() {
-		req, err := http.NewRequestWithContext(context.WithoutCancel(t.Context()), http.MethodPost, base+"/mcp",
-			strings.NewReader(modernCallBody("1", "up__echo", `{}`, "")))
-		if err != nil {
-			answered <- -1
-			return
-		}
-		req.Header.Set("Authorization", "Bearer "+aliceToken)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("MCP-Protocol-Version", modernVersion)
-		req.Header.Set("Mcp-Method", "tools/call")
-		req.Header.Set("Mcp-Name", "up__echo")
+		defer close(ended)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			answered <- -1
 			return
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		_ = resp.Body.Close()
-		answered <- resp.StatusCode
 	}()
-	<-hi.held // the upstream served initialize; its answer waits
-
-	closed := make(chan error, 1)
-	go func() { closed <- g.Close() }()
-	select {
-	case <-waiting.seen:
-		// Close waits for the connect: the answer may go.
-		close(hi.release)
-	case <-hi.gone:
-		t.Error("Close cut the connect of the upstream session after the upstream had served its initialize")
-	}
-	if err := <-closed; err != nil {
-		t.Fatal(err)
-	}
-	if n := countSessions(up); n != 0 {
-		t.Errorf("the upstream has %d sessions once Close returned, want 0 (every session the gateway opened ended)", n)
-	}
-	if code := <-answered; code != http.StatusOK {
-		t.Errorf("the call at Close: status %d, want 200 (an error result)", code)
-	}
+	return ended
 }
 
 // countSessions counts s's open sessions.

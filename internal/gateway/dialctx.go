@@ -20,6 +20,7 @@ import (
 func (g *Gateway) dialContext(parent context.Context, d time.Duration) (ctx context.Context, cancel context.CancelFunc) {
 	ctx, end := context.WithTimeout(context.WithoutCancel(parent), d)
 	stop := context.AfterFunc(g.root, func() {
+		g.log.Debug(msgDialAtClose, "grace", g.opts.ShutdownGrace)
 		t := time.NewTimer(g.opts.ShutdownGrace)
 		defer t.Stop()
 		select {
@@ -33,3 +34,7 @@ func (g *Gateway) dialContext(parent context.Context, d time.Duration) (ctx cont
 		end()
 	}
 }
+
+// msgDialAtClose is the log line (debug) of a connect in flight when Close
+// began.
+const msgDialAtClose = "closing: an upstream session's connect is in flight; letting it end within the shutdown grace, to close the session it opens"

@@ -168,11 +168,6 @@ func (u *upstream) closeModern() {
 		c.close()
 	}
 	if dialing != nil {
-		u.log.Debug(msgWaitModernDial)
 		<-dialing
 	}
 }
-
-// msgWaitModernDial is closeModern's log line (debug) while it waits for
-// the 2026 session being opened.
-const msgWaitModernDial = "closing: waiting for the upstream session for 2026-07-28 agents being opened, to end it"
