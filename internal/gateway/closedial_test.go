@@ -116,9 +116,11 @@ func TestCloseEndsTheUpstreamSessionItWasOpening(t *testing.T) {
 		open func(t *testing.T, base string, up *mcp.Server) (ended <-chan struct{})
 	}{
 		{"2026 session for a call", SessionsShared, func(t *testing.T, base string, _ *mcp.Server) <-chan struct{} {
+			t.Helper()
 			return modernCallInBackground(t, base)
 		}},
 		{"per-agent session for a call", SessionsPerAgent, func(t *testing.T, base string, _ *mcp.Server) <-chan struct{} {
+			t.Helper()
 			cs := connectAgent(t, base, aliceToken, nil, nil)
 			ended := make(chan struct{})
 			go func() {
@@ -128,6 +130,7 @@ func TestCloseEndsTheUpstreamSessionItWasOpening(t *testing.T) {
 			return ended
 		}},
 		{"shared session opened again", SessionsShared, func(t *testing.T, _ string, up *mcp.Server) <-chan struct{} {
+			t.Helper()
 			// The upstream ends the shared session; the gateway opens
 			// another.
 			for ss := range up.Sessions() {
