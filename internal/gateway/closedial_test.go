@@ -221,3 +221,36 @@ func countSessions(s *mcp.Server) int {
 	}
 	return n
 }
+
+// TestInitializeAfterCloseOpensNoSession (branch flake50): an agent's
+// initialize that reaches the HTTP front once Close began is refused (503)
+// and opens no session: on 3eefbceb the SDK opened one that Close's sweep
+// of the sessions had missed and nobody closed, its reader left behind.
+func TestInitializeAfterCloseOpensNoSession(t *testing.T) {
+	verifyNoLeaks(t)
+	g := newGateway(t, []ServerConfig{{Name: "up", URL: httpUpstream(t, newUpstreamServer(newHooks()))}}, allowAll(), nil)
+	base := serveHTTP(t, g, nil)
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+aliceToken)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Mcp-Session-Id") != "" {
+		t.Errorf("initialize after Close: %d, session %q, %s; want 503 and no session", resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), b)
+	}
+	if n := countSessions(g.server); n != 0 {
+		t.Errorf("the gateway's SDK server has %d sessions after Close, want 0", n)
+	}
+}
