@@ -126,22 +126,35 @@ func (ac *agentConn) session(ctx context.Context) (*upConn, error) {
 				return nil, context.Cause(ctx)
 			}
 		}
+		if ac.u.g.root.Err() != nil {
+			// Close began: no new session.
+			ac.mu.Unlock()
+			return nil, ErrShutdown
+		}
 		ch := make(chan struct{})
 		ac.dialing = ch
 		ac.mu.Unlock()
 
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ac.u.connectTimeout())
+		// Not the request's context: the session outlives it. Not cut at
+		// once by Close either (dialContext): an initialize the upstream
+		// served is answered, so the session is closed below.
+		cctx, cancel := ac.u.g.dialContext(ctx, ac.u.connectTimeout())
 		c, err := ac.u.connectWith(cctx, ac.client, ac)
 		cancel()
 
 		ac.mu.Lock()
 		ac.dialing = nil
-		close(ch)
-		if err == nil && ac.closed {
+		if ac.closed {
 			ac.mu.Unlock()
-			c.close()
+			// Ended (for stdio, its process stopped) before close, waiting
+			// on ch, returns.
+			if err == nil {
+				c.close()
+			}
+			close(ch)
 			continue
 		}
+		close(ch)
 		if err != nil {
 			ac.mu.Unlock()
 			ac.u.log.WarnContext(ctx, "per-agent upstream session not connected", "principal", ac.principal.ID, "err", ac.u.errText(err))
@@ -275,14 +288,22 @@ func (ac *agentConn) rootsChanged() {
 
 // close ends ac's upstream session (for stdio, its process) and refuses
 // later requests.
+//
+// A session being opened is ended too before it returns: its connect runs
+// to its end (at most Options.ShutdownGrace once Close began: dialContext)
+// and closes what it opened.
 func (ac *agentConn) close() {
 	ac.mu.Lock()
 	ac.closed = true
 	c := ac.conn
 	ac.conn = nil
+	dialing := ac.dialing
 	ac.mu.Unlock()
 	if c != nil {
 		c.close()
+	}
+	if dialing != nil {
+		<-dialing
 	}
 	ac.logs.close()
 }

@@ -357,6 +357,12 @@ func (f *httpFront) serve(w http.ResponseWriter, r *http.Request) (held *leanHol
 					}
 				}
 			case isInitialize(body):
+				if f.g.root.Err() != nil {
+					// Close began: its sweep of the sessions would miss
+					// this one, which the SDK would keep (branch flake50).
+					http.Error(w, "the gateway is shutting down", http.StatusServiceUnavailable)
+					return
+				}
 				var status int
 				var msg string
 				if slot, status, msg = f.limits.reserve(p.ID); slot == nil {

@@ -53,7 +53,9 @@ func (u *upstream) modernSession(ctx context.Context) (*upConn, error) {
 	for {
 		m.mu.Lock()
 		switch {
-		case m.closed:
+		case m.closed || u.g.root.Err() != nil:
+			// Close began: no new session (closeModern ends the one
+			// being opened).
 			m.mu.Unlock()
 			return nil, ErrShutdown
 		case m.conn != nil:
@@ -80,19 +82,26 @@ func (u *upstream) modernSession(ctx context.Context) (*upConn, error) {
 		m.mu.Unlock()
 
 		// Not ctx: its values belong to the agent's 2026-07-28 request (the
-		// SDK would take its protocol version for this session's).
-		cctx, cancel := context.WithTimeout(u.g.root, u.connectTimeout())
+		// SDK would take its protocol version for this session's). Not cut
+		// at once by Close either (dialContext): an initialize the upstream
+		// served must be answered for its session to be closed below.
+		cctx, cancel := u.g.dialContext(u.g.root, u.connectTimeout())
 		c, err := u.connectAt(cctx, client, nil, false, modernVersion) //nolint:contextcheck // the session outlives the call that opened it: the gateway's root, not the request's values
 		cancel()
 
 		m.mu.Lock()
 		m.dialing = nil
-		close(ch)
-		if err == nil && m.closed {
+		if m.closed {
 			m.mu.Unlock()
-			c.close()
+			// Ended (DELETE sent) before closeModern, waiting on ch,
+			// returns.
+			if err == nil {
+				c.close()
+			}
+			close(ch)
 			return nil, ErrShutdown
 		}
+		close(ch)
 		if err != nil {
 			m.mu.Unlock()
 			u.log.WarnContext(ctx, "upstream session for 2026-07-28 agents not connected", "err", err)
@@ -144,14 +153,21 @@ func (u *upstream) watchModern(c *upConn) {
 	u.dropModern(c)
 }
 
-// closeModern ends u's 2026 session, for good.
+// closeModern ends u's 2026 session, for good. A session being opened is
+// ended too before it returns: its connect runs to its end (at most
+// Options.ShutdownGrace once Close began: dialContext) and closes what it
+// opened.
 func (u *upstream) closeModern() {
 	u.modern.mu.Lock()
 	u.modern.closed = true
 	c := u.modern.conn
 	u.modern.conn = nil
+	dialing := u.modern.dialing
 	u.modern.mu.Unlock()
 	if c != nil {
 		c.close()
+	}
+	if dialing != nil {
+		<-dialing
 	}
 }

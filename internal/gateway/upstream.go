@@ -355,7 +355,9 @@ func (u *upstream) run(ctx context.Context, first *upConn) {
 	c := first
 	for {
 		if c == nil {
-			cctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
+			// Not cut at once by Close (dialContext): an initialize the
+			// upstream served is answered, so the session is closed below.
+			cctx, cancel := u.g.dialContext(ctx, u.connectTimeout())
 			var err error
 			c, err = u.connect(cctx)
 			cancel()
