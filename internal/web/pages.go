@@ -156,7 +156,7 @@ func (s *Server) detailData(r *http.Request, c *session, id approval.ID) (*detai
 		d.PolicyMoved = cur != "" && cur != a.PolicyRevision
 		d.SessionHold = a.Rule == sessionRule
 	}
-	d.CanGrant = !d.Policy
+	d.CanGrant = !d.Policy && !a.GrantsForbidden // the decision said grants: false
 	switch n, err := parseTree(a.Arguments, maxTreeNodes); {
 	case err == nil:
 		d.Args, d.ArgsOK = n, true
@@ -246,6 +246,8 @@ func flash(done string, d *detailView) string {
 		return "Your denial was recorded; nobody waits on the call now (retry mode, or the claim of the instance that held it ended): the agent gets your reason only if it re-sends the call."
 	case "grant":
 		return "Your approval was recorded and remembered as a grant: see Grants."
+	case "grant-any":
+		return "Your approval was recorded and remembered as a grant with no condition: it admits any arguments to this tool from this caller until it expires or is revoked; see Grants."
 	case "grant-pending":
 		return "Your approval and its grant terms were recorded; the grant is made when enough approvers attach the same terms."
 	}
