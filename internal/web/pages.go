@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -428,11 +429,27 @@ func (s *Server) reviewFailed(w http.ResponseWriter, r *http.Request, c *session
 		s.fail(w, r, c, err)
 		return
 	}
+	// A refused review is no state change, so no event (DESIGN: events are
+	// written with a state change): the log says who tried, as the admin
+	// API's "admin request failed" line does (newuser50, grants50).
+	s.logRefusedReview(r, c, id, status, detail.Code)
 	msg := detail.Message
 	if detail.Code == api.CodeHashMismatch {
 		msg = "The request changed since this page showed it (" + detail.Message + "); nothing was recorded. Review it again below."
 	}
 	s.showDetailForm(w, r, c, id, status, "", msg, f)
+}
+
+// logRefusedReview logs a review of approval id that the API refused
+// (a 4xx status with its code) with who tried: Warn for 403 (self_review,
+// not_eligible, a role that may not review), Info otherwise. No
+// arguments are logged.
+func (s *Server) logRefusedReview(r *http.Request, c *session, id approval.ID, status int, code string) {
+	level := slog.LevelInfo
+	if status == http.StatusForbidden {
+		level = slog.LevelWarn
+	}
+	s.log.Log(r.Context(), level, "inbox review refused", "approval", id, "principal", c.caller.Principal.ID, "status", status, "code", code)
 }
 
 // bulkView is the answer of a bulk approval.
@@ -508,6 +525,8 @@ func (s *Server) bulkApprove(w http.ResponseWriter, r *http.Request, c *session)
 			status, detail := api.PublicError(err)
 			if status >= 500 {
 				s.log.ErrorContext(r.Context(), "bulk approve", "approval", idText, "err", err)
+			} else {
+				s.logRefusedReview(r, c, approval.ID(idText), status, detail.Code)
 			}
 			item.Why = detail.Message
 			if cur, gerr := s.backend.GetApproval(r.Context(), c.caller, approval.ID(idText)); gerr == nil {
