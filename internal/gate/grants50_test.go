@@ -34,6 +34,7 @@ func noGrantsPolicy() *policy.Policy {
 // a plain approve works. SQLite file and Postgres.
 func TestGrantsForbiddenByRule(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		f := newFixtureOn(t, db, time.Hour, &Options{RetryWait: time.Nanosecond, GrantMaxTTL: 2 * time.Hour})
 		f.pol.p.Store(retryPolicy(time.Hour))
 		g := grantVia(t, f, writeArgs("/tmp/a"), alice, approval.GrantTerms{TTL: time.Hour})
@@ -82,6 +83,7 @@ func TestGrantsForbiddenByRule(t *testing.T) {
 // approve with grant terms, recording nothing.
 func TestGrantsDisabledByConfig(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		f := newFixtureOn(t, db, time.Hour, &Options{RetryWait: time.Nanosecond, GrantMaxTTL: 2 * time.Hour})
 		f.pol.p.Store(retryPolicy(time.Hour))
 		g := grantVia(t, f, writeArgs("/tmp/a"), alice, approval.GrantTerms{TTL: time.Hour})
