@@ -121,4 +121,17 @@ func TestGrantsDisabledCLI(t *testing.T) {
 	if x.Code != 0 || !strings.Contains(x.Stdout, "grants:      forbidden by the config (grants.enabled: false)") {
 		t.Errorf("policy explain with grants.enabled: false: exit %d\n%s%s", x.Code, x.Stdout, x.Stderr)
 	}
+
+	// policy check accepts the keys, and refuses a value that is not a
+	// boolean (fail closed), naming the line and the key.
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	writeFile(t, good, gatewayConfig(filepath.Join(dir, "x.db"), upstreamServer(record)+noGrantsPolicy))
+	writeFile(t, bad, gatewayConfig(filepath.Join(dir, "x.db"), upstreamServer(record)+strings.Replace(noGrantsPolicy, "grants: false", "grants: never", 1)))
+	if res := runToolgateEnv(t, tokenEnv, "policy", "check", good); res.Code != 0 {
+		t.Errorf("policy check of approval.grants: false: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+	}
+	if res := runToolgateEnv(t, tokenEnv, "policy", "check", bad); res.Code != 2 || !strings.Contains(res.Stderr, `policy.rules[1].approval.grants: "never" is not true or false`) {
+		t.Errorf("policy check of approval.grants: never: exit %d, want 2 naming the key\n%s%s", res.Code, res.Stdout, res.Stderr)
+	}
 }
