@@ -57,6 +57,9 @@ func TestGrantsForbiddenByRuleCLI(t *testing.T) {
 	c.ok(`{"n":2}`) // through the grant
 
 	big := c.required(`{"n":50000}`, "approval required")
+	if show := mustCLI(t, g.Admin, "show", big); !strings.Contains(show, "Grants:             forbidden (its rule says grants: false)") {
+		t.Errorf("approvals show of a call whose rule says grants: false:\n%s", show)
+	}
 	res := cli(t, g.Admin, "approve", big, "--grant", "1h")
 	if res.Code != 1 || !strings.Contains(res.Stderr, "grants: false") {
 		t.Fatalf("approve --grant of a call whose rule says grants: false: exit %d\nstdout:\n%s\nstderr:\n%s", res.Code, res.Stdout, res.Stderr)
