@@ -332,6 +332,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 		Reviewers:            reviewers(cfg, p.creds, f.dev),
 		Retention:            store.Retention(cfg.Retention),
 		GrantMaxTTL:          cfg.Grants.MaxTTL,
+		GrantsDisabled:       !cfg.Grants.Enabled,
 		Policies:             policies,
 	})
 	// The id approvals show prints as "Held by" for the calls this process

@@ -47,7 +47,8 @@
 // grants"); the answer carries the grant once it is made. A grant longer
 // than grants.max_ttl, a bad predicate or a grant on a policy approval is
 // 422; terms fewer approvers than the quorum attached are 409
-// grant_not_endorsed.
+// grant_not_endorsed; terms on a call for which grants are turned off
+// (approval.grants: false, grants.enabled: false) are 409 grants_forbidden.
 // Approving a policy_change approval applies it in the same request (see
 // [Policies]); the answer shows it consumed, or invalidated when the
 // policy moved past its base revision. [AgentSessions] serves
@@ -142,7 +143,7 @@
 // asking for more than its parent; the message names the ref); 404 not_found
 // (also unknown routes, unknown or revoked sessions); 405 method_not_allowed;
 // 409 resolved, expired, conflict, hash_mismatch (the message names the
-// current state, or the request's hash), grant_not_endorsed, stale_revision (If-Match),
+// current state, or the request's hash), grant_not_endorsed, grants_forbidden, stale_revision (If-Match),
 // policy_moved (a proposal's base is no longer the current revision),
 // not_approved (applying a proposal that is not approved);
 // 413 too_large; 422 invalid_request (also unknown servers and bad refs);

@@ -20,7 +20,8 @@ type Grants interface {
 	// ApproveWithGrant approves id as reviewer with grant terms attached
 	// and returns the request after the change and the grant it made (nil
 	// when none was made yet). Errors: those of Approvals.Review,
-	// grant.ErrInvalid, grant.ErrNotEndorsed, approval.ErrGrantKind.
+	// grant.ErrInvalid, grant.ErrNotEndorsed, grant.ErrForbidden,
+	// approval.ErrGrantKind.
 	ApproveWithGrant(ctx context.Context, id approval.ID, reviewer approval.Principal, reason, pinnedHash string, terms approval.GrantTerms) (approval.Request, *grant.Grant, error)
 	// ListGrants returns one page of grants and the next cursor.
 	ListGrants(ctx context.Context, f store.GrantFilter) ([]grant.Grant, string, error)
@@ -37,6 +38,11 @@ type Grants interface {
 // CodeGrantNotEndorsed is the 409 code of an approve whose grant terms
 // fewer approvers than the approval's quorum attached.
 const CodeGrantNotEndorsed = "grant_not_endorsed"
+
+// CodeGrantsForbidden is the 409 code of an approve with grant terms on a
+// call for which grants are turned off (grant.ErrForbidden: a rule's
+// approval.grants: false, or the config's grants.enabled: false).
+const CodeGrantsForbidden = "grants_forbidden"
 
 // maxPredicate bounds a grant's when, in bytes (the policy's limit on
 // expressions is in characters; this keeps bodies small before parsing).
@@ -390,6 +396,8 @@ func grantError(err error) *apiError {
 		e.Status, e.Code, e.Msg = http.StatusUnprocessableEntity, CodeInvalid, publicGrantError(err)
 	case errors.Is(err, grant.ErrNotEndorsed):
 		e.Status, e.Code, e.Msg = http.StatusConflict, CodeGrantNotEndorsed, publicGrantError(err)
+	case errors.Is(err, grant.ErrForbidden):
+		e.Status, e.Code, e.Msg = http.StatusConflict, CodeGrantsForbidden, publicGrantError(err)
 	case errors.Is(err, store.ErrNotFound):
 		e.Status, e.Code, e.Msg = http.StatusNotFound, CodeNotFound, "no such grant or approval"
 	case errors.Is(err, store.ErrInDoubt):
@@ -404,7 +412,7 @@ func grantError(err error) *apiError {
 // prefixes ("approve <id> with a grant: "): from the sentinel's text on.
 func publicGrantError(err error) string {
 	msg := err.Error()
-	for _, s := range []error{grant.ErrInvalid, grant.ErrNotEndorsed, approval.ErrGrantKind} {
+	for _, s := range []error{grant.ErrInvalid, grant.ErrNotEndorsed, grant.ErrForbidden, approval.ErrGrantKind} {
 		if i := strings.Index(msg, s.Error()); i >= 0 {
 			return strings.TrimPrefix(msg[i:], "grant: ")
 		}

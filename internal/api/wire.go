@@ -58,6 +58,10 @@ type Approval struct {
 	// TimeoutRule names the rule whose timeout the request took, when it
 	// is known and differs from Rule (several approve rules matched).
 	TimeoutRule string `json:"timeout_rule,omitempty"`
+	// GrantsForbidden is set when the decision that held the call forbids
+	// grants (approval.grants: false): an approve with grant terms is
+	// refused (409 grants_forbidden).
+	GrantsForbidden bool `json:"grants_forbidden,omitempty"`
 	// HeldBy names the gateway instance whose caller waits on the call
 	// (or that last held it: the one that ran it), HeldUntil when that
 	// instance's claim lapses unless renewed (a past time: it let go, or
@@ -195,6 +199,7 @@ func fromRequest(r approval.Request) Approval {
 	if r.TimeoutRule != r.Rule {
 		a.TimeoutRule = r.TimeoutRule
 	}
+	a.GrantsForbidden = r.NoGrants
 	if r.HeldBy != "" {
 		a.HeldUntil = utc(r.LeaseUntil)
 	}

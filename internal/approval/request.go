@@ -170,6 +170,11 @@ type Request struct {
 	// the strictest timeout may be another's than Rule's. Empty when
 	// unknown (requests made before migration 17, policy requests).
 	TimeoutRule string `json:"timeout_rule,omitempty"`
+	// NoGrants is set when the policy decision that held the call forbids
+	// grants (policy.Approval.GrantsAllowed false: a matching approve rule
+	// or the policy's approval says grants: false): an approve with grant
+	// terms is refused. false for requests made before migration 27.
+	NoGrants bool `json:"no_grants,omitempty"`
 }
 
 // Binding is what an approval is bound to; consume compares it with the call

@@ -277,6 +277,7 @@ func (x *explainer) explain(ctx context.Context, b api.ExplainBody) (policy.Expl
 		roster = gate.ReviewersOf(x.cfg.Reviewers(people))
 	}
 	gate.ExplainQuorum(&out, roster, approval.Principal{ID: call.Principal.ID, Tenant: call.Principal.Tenant, OnBehalfOf: call.Principal.OnBehalfOf})
+	gate.ExplainGrants(&out, !x.cfg.Grants.Enabled)
 	return out, nil
 }
 
@@ -319,6 +320,14 @@ func printExplanation(out io.Writer, x policy.Explanation) {
 			timeout += fmt.Sprintf(" (from rule %q)", a.TimeoutRule)
 		}
 		p("approval:    %d approval(s) from %s, timeout %s, valid_for %s, mode %s", a.Approvals, approvers, timeout, a.ValidFor, a.Mode)
+		switch {
+		case a.Grants:
+			p("grants:      allowed: an approver may remember an approval of this call as a grant, and a grant may admit it")
+		case a.GrantsDisabled:
+			p("grants:      forbidden by the config (grants.enabled: false): no grant is made and none admits a call; every such call needs its own approval")
+		default:
+			p("grants:      forbidden (grants: false): no grant is made for this call and none admits it; every such call needs its own approval")
+		}
 	}
 	if x.NoEligibleApprovers {
 		p("             the matching approve rules have no approver in common: nobody can approve, so the call is refused")

@@ -201,6 +201,10 @@ func runGrantRevoke(ctx context.Context, c *client, o *grantOptions, args []stri
 // "server · tool" as every other surface does (list, show, watch, the
 // inbox, Slack), never the agent-facing "<server>__<tool>" alias.
 func grantSummary(g api.Grant) string {
+	if g.When == "" {
+		// No predicate: say what that admits (newuser50's 50,000 EUR refund).
+		return fmt.Sprintf("%s may call %s · %s with any arguments until %s%s", clean(g.Principal), clean(g.Server), clean(g.Tool), stamp(g.ExpiresAt), termsText(g.MaxUses, ""))
+	}
 	return fmt.Sprintf("%s may call %s · %s until %s%s", clean(g.Principal), clean(g.Server), clean(g.Tool), stamp(g.ExpiresAt), termsText(g.MaxUses, g.When))
 }
 

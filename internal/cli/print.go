@@ -139,6 +139,9 @@ func printApproval(out io.Writer, a api.Approval, now time.Time) error {
 	field("Expires", expires)
 	field("Required approvals", fmt.Sprintf("%d (%d so far)", max(a.RequiredApprovals, 1), approvals(a)))
 	field("Approvers", approversText(a))
+	if a.GrantsForbidden {
+		field("Grants", "forbidden (its rule says grants: false): approve it without --grant; no grant admits such a call")
+	}
 	field("Arguments hash", a.ArgumentsHash)
 	if a.Kind == "session_policy" || a.Kind == "policy_change" {
 		body.WriteString("Proposed change:\n")

@@ -172,3 +172,21 @@ func TestShowSaysWhomTheCallActsFor(t *testing.T) {
 		}
 	}
 }
+
+// TestShowSaysGrantsForbidden (grants50): show of a call whose rule says
+// grants: false says so, so the approver knows --grant will be refused;
+// other calls show no Grants line.
+func TestShowSaysGrantsForbidden(t *testing.T) {
+	for _, forbidden := range []bool{true, false} {
+		var out bytes.Buffer
+		a := api.Approval{ID: "01a22c51-0000-7000-8000-000000000009", State: "pending", Server: "pay", Tool: "refund",
+			RequestedBy: "support-a", Arguments: json.RawMessage(`{"amount":50000}`), GrantsForbidden: forbidden}
+		if err := printApproval(&out, a, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		const want = "Grants:             forbidden (its rule says grants: false): approve it without --grant"
+		if got := strings.Contains(out.String(), want); got != forbidden {
+			t.Errorf("grants forbidden %v: show output has %q: %v\n%s", forbidden, want, got, out.String())
+		}
+	}
+}

@@ -12,10 +12,17 @@ type Grants struct {
 	// MaxTTL is the longest duration D of a grant. A longer one is refused
 	// (the admin API answers 422), never shortened. Default 24h.
 	MaxTTL time.Duration `yaml:"max_ttl"`
+	// Enabled is whether grants may be made and used at all (default
+	// true). false turns them off for the whole deployment: an approve
+	// with grant terms is refused (409 grants_forbidden) and no grant,
+	// even one made before, admits a call. A rule's approval.grants: false
+	// turns them off for the calls it decides. Read at start (a reload
+	// does not change it).
+	Enabled bool `yaml:"enabled"`
 }
 
 // defaultGrants is the grants section of Default.
-func defaultGrants() Grants { return Grants{MaxTTL: 24 * time.Hour} }
+func defaultGrants() Grants { return Grants{MaxTTL: 24 * time.Hour, Enabled: true} }
 
 // validate checks the grants section: a positive max_ttl.
 func (g Grants) validate() []error {

@@ -207,6 +207,11 @@ type Options struct {
 	// approval (config grants.max_ttl); a longer one is refused, never
 	// shortened. Default DefaultGrantMaxTTL.
 	GrantMaxTTL time.Duration
+	// GrantsDisabled turns grants off for the whole deployment (config
+	// grants.enabled: false): ApproveWithGrant refuses with
+	// grant.ErrForbidden and no grant, even one made before, admits a
+	// call.
+	GrantsDisabled bool
 	// Reviewers, when not nil, is everyone who can review requests (the
 	// configured approvers with role approver or admin, and serve --dev's
 	// approver): a call whose approval fewer of them may review than its

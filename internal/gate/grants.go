@@ -43,6 +43,11 @@ func (g *Gate) withGrants(ctx context.Context, c Call, dec policy.Decision, hash
 	if c.Kind != "" && c.Kind != approval.KindToolCall {
 		return dec // grants remember tool calls only (the policy checks it too)
 	}
+	if g.opts.GrantsDisabled || !dec.Approval.GrantsAllowed() {
+		// Grants are off for this call (config, or the decision's
+		// grants: false; the policy checks the latter too): not even read.
+		return dec
+	}
 	now := g.now()
 	gs, err := g.store.UsableGrants(ctx, c.Principal.ID, c.Server, c.Tool, now)
 	if err != nil {
@@ -131,8 +136,13 @@ func policyGrants(gs []grant.Grant) []policy.Grant {
 // use cap; a predicate that does not compile); approval.ErrGrantKind for
 // an approval that is not of a tool call; grant.ErrNotEndorsed when this
 // review settles the approval but fewer approvers than its quorum attached
-// these terms (nothing is recorded).
+// these terms (nothing is recorded); grant.ErrForbidden when grants are
+// off for the approval (Options.GrantsDisabled, or the request's NoGrants:
+// the decision that held it said grants: false; nothing is recorded).
 func (g *Gate) ApproveWithGrant(ctx context.Context, id approval.ID, reviewer approval.Principal, reason, pinnedHash string, terms approval.GrantTerms) (approval.Request, *grant.Grant, error) {
+	if g.opts.GrantsDisabled {
+		return approval.Request{}, nil, fmt.Errorf("%w: the deployment turns grants off (grants.enabled: false); approve without grant terms", grant.ErrForbidden)
+	}
 	if err := grant.CheckTerms(terms, g.opts.GrantMaxTTL); err != nil {
 		return approval.Request{}, nil, err
 	}
@@ -146,6 +156,9 @@ func (g *Gate) ApproveWithGrant(ctx context.Context, id approval.ID, reviewer ap
 	r, made, err := g.store.UpdateRequestGranting(ctx, id, reviewer.ID, func(r *approval.Request) (*grant.Grant, error) {
 		if reviewer.Tenant != "" && r.Tenant != reviewer.Tenant {
 			return nil, store.ErrNotFound
+		}
+		if r.NoGrants {
+			return nil, fmt.Errorf("%w: rule %q (or another matching approve rule) says grants: false, so every such call needs its own approval; approve without grant terms", grant.ErrForbidden, r.Rule)
 		}
 		rv := approval.Reviewer{ID: reviewer.ID, Groups: reviewer.Groups}
 		if err := r.ApproveWithGrant(rv, reason, pinnedHash, terms, g.now()); err != nil {

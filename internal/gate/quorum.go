@@ -96,6 +96,15 @@ func ExplainQuorum(x *policy.Explanation, roster []Reviewer, p approval.Principa
 // (Options.Reviewers): the admin API's explain says what this gate does.
 func (g *Gate) ExplainQuorum(x *policy.Explanation, p approval.Principal) {
 	ExplainQuorum(x, g.opts.Reviewers, p)
+	ExplainGrants(x, g.opts.GrantsDisabled)
+}
+
+// ExplainGrants marks the approval of explanation x (if any) as taking no
+// grants when disabled (the deployment's grants.enabled: false).
+func ExplainGrants(x *policy.Explanation, disabled bool) {
+	if disabled && x.Approval != nil {
+		x.Approval.Grants, x.Approval.GrantsDisabled = false, true
+	}
 }
 
 // ReviewersOf turns the people who can review requests (config.Config's

@@ -30,6 +30,11 @@ var (
 	// terms that fewer approvers than the approval's quorum attached: a
 	// grant on a rule needing N approvals must be approved by N.
 	ErrNotEndorsed = errors.New("grant: not attached by enough approvers")
+	// ErrForbidden means grants are turned off for the approval's call:
+	// the deployment's grants.enabled is false, or the policy decision
+	// that held it says grants: false (approval.Request.NoGrants). Nothing
+	// is recorded.
+	ErrForbidden = errors.New("grant: grants are forbidden for this call")
 	// ErrSpent means a grant can no longer be used: revoked, expired or
 	// used up (the store's conditional use lost).
 	ErrSpent = errors.New("grant: no longer usable")

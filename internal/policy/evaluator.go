@@ -626,7 +626,7 @@ func (e *Evaluator) pick(matched, skip []int32, all bool) (Effect, string) {
 
 // combine merges the approval parameters of the matching enforced approve
 // rules in file order: the largest Approvals, the shortest Timeout and
-// ValidFor, the first Mode, and the intersection of the non-empty
+// ValidFor, the first Mode, Grants false when any rule's is, and the intersection of the non-empty
 // Approvers lists (an empty intersection sets the second result). The
 // third is the name of the rule whose Timeout applies (the first with the
 // shortest).
@@ -652,6 +652,9 @@ func (e *Evaluator) combine(matched []int32) (Approval, bool, string) {
 			out.Timeout, timeoutRule = a.Timeout, r.name
 		}
 		out.ValidFor = min(out.ValidFor, a.ValidFor)
+		if !a.GrantsAllowed() {
+			out.Grants = a.Grants // any rule that forbids grants forbids them
+		}
 		switch {
 		case len(a.Approvers) == 0:
 			// anyone: does not narrow

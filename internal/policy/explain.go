@@ -68,10 +68,19 @@ type ApprovalText struct {
 	ValidFor  string   `json:"valid_for"`
 	// TimeoutRule names the rule the timeout comes from (Decision.TimeoutRule).
 	TimeoutRule string `json:"timeout_rule,omitempty"`
+	// Grants is whether an approval of the call may be remembered as a
+	// grant and a grant may stand in for it (Approval.GrantsAllowed; false
+	// when any matching approve rule, or the policy's approval, says
+	// grants: false). The config's grants.enabled is not part of it.
+	Grants bool `json:"grants"`
+	// GrantsDisabled is set (with Grants false) when the deployment turns
+	// grants off (config grants.enabled: false), which the gate or the
+	// CLI adds to the explanation.
+	GrantsDisabled bool `json:"grants_disabled,omitempty"`
 }
 
 func explainApproval(a Approval, timeoutRule string) *ApprovalText {
-	return &ApprovalText{Timeout: a.Timeout.String(), Mode: a.Mode, Approvals: a.Approvals, Approvers: nonNil(a.Approvers), ValidFor: a.ValidFor.String(), TimeoutRule: timeoutRule}
+	return &ApprovalText{Timeout: a.Timeout.String(), Mode: a.Mode, Approvals: a.Approvals, Approvers: nonNil(a.Approvers), ValidFor: a.ValidFor.String(), TimeoutRule: timeoutRule, Grants: a.GrantsAllowed()}
 }
 
 // RuleTrace is one rule's part of an Explanation.

@@ -142,7 +142,10 @@ func GrantErrorRule(id string) string { return "grant " + id }
 //     approved by one person never stands in for a rule needing two, and a
 //     policy that changed who may approve excludes approvers it no longer
 //     names;
-//   - its When, if any, evaluates to true on c (an error never matches).
+//   - its When, if any, evaluates to true on c (an error never matches);
+//   - need allows grants (need.GrantsAllowed: no matching approve rule,
+//     nor the policy's approval, says grants: false); otherwise no grant
+//     matches, however it was made.
 //
 // MatchGrant does not look at the policy's rules: the caller asks only
 // when the decision is approve ([Evaluator.Evaluate] does so itself for
@@ -184,6 +187,8 @@ func (e *Evaluator) matchGrant(c *Call, ls *lazyState, need Approval) (string, [
 // approval with parameters need of c (see MatchGrant).
 func (g *Grant) covers(c *Call, need Approval) bool {
 	switch {
+	case !need.GrantsAllowed(): // the policy forbids grants for this call
+		return false
 	case c.Kind != "" && c.Kind != KindTool: // grants remember tool calls only
 		return false
 	case g.ID == "", g.Revoked, c.Now.IsZero(), !c.Now.Before(g.ExpiresAt):

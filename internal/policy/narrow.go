@@ -267,6 +267,9 @@ func addedRule(o, n *Policy, j int) change {
 			if a.ValidFor != 0 && a.ValidFor > d.ValidFor {
 				why = append(why, fmt.Sprintf("with default approve, its valid_for %s is longer than the default's %s", a.ValidFor, d.ValidFor))
 			}
+			if a.GrantsAllowed() && a.Grants != nil && !d.GrantsAllowed() {
+				why = append(why, "with default approve, it allows grants, which the default forbids")
+			}
 		}
 	}
 	// The mode of a call that several approve rules match is the first
@@ -293,7 +296,8 @@ func addedRule(o, n *Policy, j int) change {
 }
 
 // compareApproval compares two sets of approval parameters: raising
-// approvals and shortening timeout or valid_for narrow; the opposite, and
+// approvals, shortening timeout or valid_for and turning grants off narrow;
+// the opposite, and
 // any change of mode or approvers, widen.
 func compareApproval(label string, o, n Approval) []change {
 	var out []change
@@ -315,6 +319,12 @@ func compareApproval(label string, o, n Approval) []change {
 	dur("valid_for", o.ValidFor, n.ValidFor)
 	if o.Mode != n.Mode {
 		out = append(out, change{text: fmt.Sprintf("%s.mode changed from %s to %s", label, o.Mode, n.Mode), widens: true, why: "any change of the waiting mode counts as widening"})
+	}
+	switch og, ng := o.GrantsAllowed(), n.GrantsAllowed(); {
+	case og && !ng:
+		out = append(out, change{text: fmt.Sprintf("%s.grants turned off", label)})
+	case !og && ng:
+		out = append(out, change{text: fmt.Sprintf("%s.grants turned on", label), widens: true, why: "allowing grants counts as widening"})
 	}
 	if !sameSet(o.Approvers, n.Approvers) {
 		out = append(out, change{text: fmt.Sprintf("%s.approvers changed from %s to %s", label, approversText(o.Approvers), approversText(n.Approvers)), widens: true, why: "any change of who may approve counts as widening"})
@@ -453,6 +463,9 @@ func approvalText(a *Approval) string {
 	if len(a.Approvers) > 0 {
 		parts = append(parts, "approvers "+approversText(a.Approvers))
 	}
+	if a.Grants != nil {
+		parts = append(parts, fmt.Sprintf("grants %t", *a.Grants))
+	}
 	if len(parts) == 0 {
 		return ""
 	}
@@ -487,6 +500,8 @@ func Revision(p *Policy) string {
 		Approvals int      `json:"approvals"`
 		Approvers []string `json:"approvers"`
 		ValidFor  int64    `json:"valid_for_ns"`
+		// Grants (added later) is omitted when unset.
+		Grants *bool `json:"grants,omitempty"`
 	}
 	// Fields added after the first release are omitted when unset, so a
 	// policy that does not use them keeps its revision.
@@ -514,9 +529,12 @@ func Revision(p *Policy) string {
 		ListDenied bool          `json:"list_denied,omitempty"`
 	}
 	ap := func(a Approval) *wireApproval {
-		return &wireApproval{Timeout: int64(a.Timeout), Mode: a.Mode, Approvals: a.Approvals, Approvers: nonNil(a.Approvers), ValidFor: int64(a.ValidFor)}
+		return &wireApproval{Timeout: int64(a.Timeout), Mode: a.Mode, Approvals: a.Approvals, Approvers: nonNil(a.Approvers), ValidFor: int64(a.ValidFor), Grants: a.Grants}
 	}
 	w := wirePolicy{Default: string(p.Default), Approval: ap(p.Approval), Rules: []wireRule{}, ListDenied: p.ListDenied}
+	if p.Approval.GrantsAllowed() {
+		w.Approval.Grants = nil // grants: true is the default's own value
+	}
 	if !p.Enforced() {
 		w.Enforce = p.Enforce
 	}
@@ -528,7 +546,7 @@ func Revision(p *Policy) string {
 		if r.Annotations != nil && !r.Annotations.empty() {
 			wr.Annotations = r.Annotations
 		}
-		if a := r.Approval; a != nil && (a.Timeout != 0 || a.Mode != "" || a.Approvals != 0 || len(a.Approvers) > 0 || a.ValidFor != 0) {
+		if a := r.Approval; a != nil && (a.Timeout != 0 || a.Mode != "" || a.Approvals != 0 || len(a.Approvers) > 0 || a.ValidFor != 0 || a.Grants != nil) {
 			wr.Approval = ap(*a)
 		}
 		w.Rules = append(w.Rules, wr)

@@ -52,7 +52,18 @@ type Approval struct {
 	// ValidFor is how long an approved request stays usable before it is
 	// consumed.
 	ValidFor time.Duration `yaml:"valid_for,omitempty"`
+	// Grants says whether approvers may remember an approval of the call as
+	// a grant (docs/policy.md "Remembered grants"): nil inherits (true in
+	// Policy.Approval, which keeps grants allowed), false forbids them. A
+	// decision whose Grants is false makes no grant and is never admitted
+	// by one; several matching approve rules forbid grants when any does.
+	Grants *bool `yaml:"grants,omitempty"`
 }
+
+// GrantsAllowed reports whether a decision with approval parameters a lets
+// a grant be made for its call or stand in for its approval: false only
+// when Grants is set to false.
+func (a Approval) GrantsAllowed() bool { return a.Grants == nil || *a.Grants }
 
 // Rule matches calls and yields an Effect. A rule matches a call when its
 // server and tools match the call's real names and every selector it sets
@@ -331,7 +342,8 @@ func (p *Policy) Normalize() {
 // decides. Rules in monitor mode do not take part in that decision; see
 // [Decision.Monitor]. Matching approve rules combine as follows (each
 // rule's zero fields first inherit p.Approval): the largest Approvals, the
-// shortest Timeout and ValidFor, the Mode of the first in file order, and
+// shortest Timeout and ValidFor, the Mode of the first in file order, Grants false when any rule forbids
+// grants, and
 // the intersection of the non-empty Approvers lists as literal entries (an
 // empty list means anyone and does not narrow; "group:ops" and "alice" have
 // nothing in common even if alice is in ops). An empty intersection sets
@@ -384,6 +396,9 @@ func (p *Policy) effective(r *Rule) Approval {
 		}
 		if o.ValidFor != 0 {
 			a.ValidFor = o.ValidFor
+		}
+		if o.Grants != nil {
+			a.Grants = o.Grants
 		}
 	}
 	a.Approvers = slices.Clone(a.Approvers)

@@ -187,6 +187,8 @@ func (s *Server) approveWithGrant(w http.ResponseWriter, r *http.Request, c *ses
 		done = againApprove // the earlier approval stands; these terms were not kept
 	case got.Grant == nil:
 		done = "grant-pending"
+	case got.Grant.When == "":
+		done = "grant-any" // no predicate: say that it admits any arguments
 	}
 	http.Redirect(w, r, "/ui/approvals/"+string(id)+"?done="+done, http.StatusSeeOther) //nolint:gosec // G710: id is a checked UUID, done a constant
 }

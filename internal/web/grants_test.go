@@ -222,8 +222,12 @@ func TestApproveWithGrantAwaitsTheQuorum(t *testing.T) {
 	// The second approver attaches the same terms: the grant is made.
 	c := e.browser()
 	c.signIn(aliceTok)
-	if a := c.post("/ui/approvals/"+string(r.ID)+"/approve", grantForm(r, "1h", "", "")); a.header.Get("Location") != "/ui/approvals/"+string(r.ID)+"?done=grant" {
+	// No condition: the flash says that the grant admits any arguments.
+	if a := c.post("/ui/approvals/"+string(r.ID)+"/approve", grantForm(r, "1h", "", "")); a.header.Get("Location") != "/ui/approvals/"+string(r.ID)+"?done=grant-any" {
 		t.Fatalf("second approve with a grant: %d %q\n%s", a.status, a.header.Get("Location"), a.body)
+	}
+	if page := c.page("/ui/approvals/" + string(r.ID) + "?done=grant-any"); !strings.Contains(page, "it admits any arguments to this tool") {
+		t.Errorf("no flash saying the grant admits any arguments:\n%s", page)
 	}
 	if gs := e.grants(); len(gs) != 1 || len(gs[0].ApprovedBy) != 2 || gs[0].SourceApproval != r.ID {
 		t.Errorf("grants after the quorum: %+v", gs)
@@ -267,5 +271,35 @@ func TestGrantsPageMoreShowsALaggingGrant(t *testing.T) {
 	}
 	if strings.Contains(next, `href="/ui/grants?cursor=`) {
 		t.Errorf("the second page has a More link, want the last page")
+	}
+}
+
+// TestApproveAndRememberForbidden (grants50): the detail page of a call
+// whose decision said grants: false offers no "Approve and remember" (a
+// plain Approve stays), and a forged approve with grant terms is refused
+// (409) with nothing recorded. Elsewhere the grant terms warn that an
+// empty condition admits any arguments.
+func TestApproveAndRememberForbidden(t *testing.T) {
+	e := newEnv(t, nil)
+	plain := e.request(1, `{"to":"acct-1","amount":5}`)
+	r := e.request(2, `{"to":"acct-2","amount":50000}`, func(r *approval.Request) { r.NoGrants = true })
+	b := e.browser()
+	b.signIn(bobTok)
+	if page := b.page("/ui/approvals/" + string(plain.ID)); !strings.Contains(page, "An empty condition admits any arguments") {
+		t.Errorf("the grant terms do not warn that an empty condition admits any arguments:\n%s", page)
+	}
+	page := b.page("/ui/approvals/" + string(r.ID))
+	if strings.Contains(page, `data-action="approve-grant"`) || strings.Contains(page, `name="grant_when"`) || !strings.Contains(page, `data-action="approve"`) {
+		t.Errorf("detail of a call that forbids grants offers to remember it, or no approve:\n%s", page)
+	}
+	a := b.post("/ui/approvals/"+string(r.ID)+"/approve", grantForm(r, "1h", "", ""))
+	if a.status != http.StatusConflict || !strings.Contains(a.body, "grants: false") {
+		t.Fatalf("forged approve with a grant: status %d, want 409 naming grants: false:\n%s", a.status, a.body)
+	}
+	if got := e.state(r.ID); got.State != approval.StatePending || len(got.Reviews) != 0 {
+		t.Errorf("a refused approve-with-grant changed the request: %s %+v", got.State, got.Reviews)
+	}
+	if n := len(e.grants()); n != 0 {
+		t.Errorf("%d grants after a refusal", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -156,7 +157,7 @@ func (s *Server) detailData(r *http.Request, c *session, id approval.ID) (*detai
 		d.PolicyMoved = cur != "" && cur != a.PolicyRevision
 		d.SessionHold = a.Rule == sessionRule
 	}
-	d.CanGrant = !d.Policy
+	d.CanGrant = !d.Policy && !a.GrantsForbidden // the decision said grants: false
 	switch n, err := parseTree(a.Arguments, maxTreeNodes); {
 	case err == nil:
 		d.Args, d.ArgsOK = n, true
@@ -246,6 +247,8 @@ func flash(done string, d *detailView) string {
 		return "Your denial was recorded; nobody waits on the call now (retry mode, or the claim of the instance that held it ended): the agent gets your reason only if it re-sends the call."
 	case "grant":
 		return "Your approval was recorded and remembered as a grant: see Grants."
+	case "grant-any":
+		return "Your approval was recorded and remembered as a grant with no condition: it admits any arguments to this tool from this caller until it expires or is revoked; see Grants."
 	case "grant-pending":
 		return "Your approval and its grant terms were recorded; the grant is made when enough approvers attach the same terms."
 	}
@@ -426,11 +429,27 @@ func (s *Server) reviewFailed(w http.ResponseWriter, r *http.Request, c *session
 		s.fail(w, r, c, err)
 		return
 	}
+	// A refused review is no state change, so no event (DESIGN: events are
+	// written with a state change): the log says who tried, as the admin
+	// API's "admin request failed" line does (newuser50, grants50).
+	s.logRefusedReview(r, c, id, status, detail.Code)
 	msg := detail.Message
 	if detail.Code == api.CodeHashMismatch {
 		msg = "The request changed since this page showed it (" + detail.Message + "); nothing was recorded. Review it again below."
 	}
 	s.showDetailForm(w, r, c, id, status, "", msg, f)
+}
+
+// logRefusedReview logs a review of approval id that the API refused
+// (a 4xx status with its code) with who tried: Warn for 403 (self_review,
+// not_eligible, a role that may not review), Info otherwise. No
+// arguments are logged.
+func (s *Server) logRefusedReview(r *http.Request, c *session, id approval.ID, status int, code string) {
+	level := slog.LevelInfo
+	if status == http.StatusForbidden {
+		level = slog.LevelWarn
+	}
+	s.log.Log(r.Context(), level, "inbox review refused", "approval", id, "principal", c.caller.Principal.ID, "status", status, "code", code)
 }
 
 // bulkView is the answer of a bulk approval.
@@ -506,6 +525,8 @@ func (s *Server) bulkApprove(w http.ResponseWriter, r *http.Request, c *session)
 			status, detail := api.PublicError(err)
 			if status >= 500 {
 				s.log.ErrorContext(r.Context(), "bulk approve", "approval", idText, "err", err)
+			} else {
+				s.logRefusedReview(r, c, approval.ID(idText), status, detail.Code)
 			}
 			item.Why = detail.Message
 			if cur, gerr := s.backend.GetApproval(r.Context(), c.caller, approval.ID(idText)); gerr == nil {

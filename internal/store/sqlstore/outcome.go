@@ -53,7 +53,7 @@ const pgOutcomeEvent = `ev AS (INSERT INTO events (request_id, type, state, acto
 // sent after the statement committed: pgRecordOutcome, pgNotifier). The
 // row is padded with NULLs to pgGuardWidth columns, as a guarded write's
 // is (pgGuardPad): it follows a consume's locked read on a connection.
-const pgOutcomeSelect = ` SELECT upd.id, NULL, NULL, NULL FROM upd`
+const pgOutcomeSelect = ` SELECT upd.id, NULL, NULL, NULL, NULL FROM upd`
 
 // pgOutcome and pgOutcomeLedger are the statements of RecordOutcome on
 // Postgres, without and with the ledger's row ($7–$12, putResultSQL's

@@ -80,14 +80,15 @@ const pgGuard = `SELECT 1 / (SELECT count(*) FROM upd)` + pgGuardPad
 // makes a connection's slice of a row's values anew when a row has more
 // columns than the slice holds or over 32 fewer, so a 2-column guard row
 // after pgLock's 36 made one of 32 and the next locked read one of 36
-// again, ≈ 0.85 KB per write (pgalloc43). TestGuardRowKeepsTheLockedRowsValues
+// again, ≈ 0.85 KB per write (pgalloc43); pgLock's 37 since migration 27
+// (requests.no_grants) take a fifth column. TestGuardRowKeepsTheLockedRowsValues
 // holds the widths to that rule.
-const pgGuardPad = `, NULL, NULL, NULL`
+const pgGuardPad = `, NULL, NULL, NULL, NULL`
 
 // pgGuardWidth is the columns of a guarded write's row before its
 // notifications: the guard's and pgGuardPad's. pgLockWidth − pgGuardWidth
 // must not exceed 32 (see pgGuardPad).
-const pgGuardWidth = 4
+const pgGuardWidth = 5
 
 // pgLockWidth is the most columns pgLock's locking read answers
 // (pgLockRowTask): the request's, its holder's locked lease, the task's

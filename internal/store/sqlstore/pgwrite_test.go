@@ -184,7 +184,7 @@ func TestGuardedWriteInPostgresForm(t *testing.T) {
 	p := approvalPlan(t)
 	q, args := pgGuardedWrite(pg, p)
 	ins, _ := eventsInsert(p.events)
-	want := dollarPlaceholders(`WITH upd AS (` + p.update + ` RETURNING 1), ins AS (` + ins + `) SELECT 1 / (SELECT count(*) FROM upd), NULL, NULL, NULL`)
+	want := dollarPlaceholders(`WITH upd AS (` + p.update + ` RETURNING 1), ins AS (` + ins + `) SELECT 1 / (SELECT count(*) FROM upd), NULL, NULL, NULL, NULL`)
 	if q != want {
 		t.Errorf("pgGuardedWrite =\n%s\nwant\n%s", q, want)
 	}

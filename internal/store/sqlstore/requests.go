@@ -390,6 +390,8 @@ func columnDiff(i int, old, cur *requestRow) (v any, changed bool) {
 		return diff(old.consumeToken, cur.consumeToken)
 	case 32:
 		return diff(old.timeoutRule, cur.timeoutRule)
+	case 33:
+		return diff(old.noGrants, cur.noGrants)
 	}
 	panic(fmt.Sprintf("sqlstore: no column %d", i))
 }

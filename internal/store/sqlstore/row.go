@@ -24,10 +24,10 @@ const requestColumns = `id, state, server, tool, arguments, arguments_hash, disp
 	tool_digest, rule, mode, requested_by, on_behalf_of, tenant, created_at, expires_at,
 	required_approvals, approvers, valid_for_ms, reviews, decided_by, decided_at, reason,
 	consumed_at, dispatch_outcome, held_by, lease_until, answered_at, kind, target, base_revision,
-	policy_revision, consume_token, timeout_rule`
+	policy_revision, consume_token, timeout_rule, no_grants`
 
 // numRequestColumns is the number of names in requestColumns.
-const numRequestColumns = 33
+const numRequestColumns = 34
 
 // leaseMarker is the value of requests.lease_until that says "the lease
 // of my holder's instance" (migration 14, docs/architecture.md "Instance
@@ -79,6 +79,7 @@ type requestRow struct {
 	policyRevision          string
 	consumeToken            string
 	timeoutRule             string
+	noGrants                int64 // 1: approval.Request.NoGrants
 	// holderLease is read, not stored: the lease of the holder's
 	// instance when leaseUntil is leaseMarker (see requestSelect).
 	holderLease sql.NullInt64
@@ -123,21 +124,21 @@ func (w *requestRow) args() []any {
 		w.toolDigest, w.rule, w.mode, w.requestedBy, w.onBehalfOf, w.tenant, w.createdAt, w.expiresAt,
 		w.requiredApprovals, w.approvers, w.validForMS, w.reviews, w.decidedBy, w.decidedAt, w.reason,
 		w.consumedAt, w.dispatchOutcome, w.heldBy, w.leaseUntil, w.answeredAt, w.kind, w.target, w.baseRevision,
-		w.policyRevision, w.consumeToken, w.timeoutRule}
+		w.policyRevision, w.consumeToken, w.timeoutRule, w.noGrants}
 }
 
 // dest returns pointers to the fields of the row in requestSelect order, for Scan.
 func (w *requestRow) dest() []any { return w.destWith() }
 
 // destWith is dest followed by more destinations, in one slice: appending
-// them to dest's made a second, larger copy of its 34 (≈ 1 KB per
+// them to dest's made a second, larger copy of its 35 (≈ 1 KB per
 // Postgres decision, consume or outcome: alloc41).
 func (w *requestRow) destWith(more ...any) []any {
-	d := append(make([]any, 0, 34+len(more)), &w.id, &w.state, &w.server, &w.tool, &w.arguments, &w.argumentsHash, &w.displayWarnings,
+	d := append(make([]any, 0, 35+len(more)), &w.id, &w.state, &w.server, &w.tool, &w.arguments, &w.argumentsHash, &w.displayWarnings,
 		&w.toolDigest, &w.rule, &w.mode, &w.requestedBy, &w.onBehalfOf, &w.tenant, &w.createdAt, &w.expiresAt,
 		&w.requiredApprovals, &w.approvers, &w.validForMS, &w.reviews, &w.decidedBy, &w.decidedAt, &w.reason,
 		&w.consumedAt, &w.dispatchOutcome, &w.heldBy, &w.leaseUntil, &w.answeredAt, &w.kind, &w.target, &w.baseRevision,
-		&w.policyRevision, &w.consumeToken, &w.timeoutRule, &w.holderLease)
+		&w.policyRevision, &w.consumeToken, &w.timeoutRule, &w.noGrants, &w.holderLease)
 	return append(d, more...)
 }
 
@@ -155,6 +156,9 @@ func encodeRequest(r approval.Request) (requestRow, error) {
 		heldBy: r.HeldBy, leaseUntil: nullMillis(r.LeaseUntil), answeredAt: nullMillis(r.AnsweredAt),
 		kind: r.Kind, target: r.Target, baseRevision: r.BaseRevision, policyRevision: r.PolicyRevision,
 		consumeToken: r.ConsumeToken, timeoutRule: r.TimeoutRule,
+	}
+	if r.NoGrants {
+		w.noGrants = 1
 	}
 	if w.leaseUntil.Int64 == leaseMarker {
 		return requestRow{}, fmt.Errorf("lease_until %v is reserved", r.LeaseUntil)
@@ -194,7 +198,7 @@ func (w *requestRow) decode() (approval.Request, error) {
 		ConsumedAt: fromNullMillis(w.consumedAt), DispatchOutcome: approval.Outcome(w.dispatchOutcome),
 		HeldBy: w.heldBy, LeaseUntil: fromNullMillis(w.leaseUntil), AnsweredAt: fromNullMillis(w.answeredAt),
 		Kind: w.kind, Target: w.target, BaseRevision: w.baseRevision, PolicyRevision: w.policyRevision,
-		ConsumeToken: w.consumeToken, TimeoutRule: w.timeoutRule,
+		ConsumeToken: w.consumeToken, TimeoutRule: w.timeoutRule, NoGrants: w.noGrants != 0,
 	}
 	if w.leaseUntil.Valid && w.leaseUntil.Int64 == leaseMarker {
 		r.LeaseUntil = fromNullMillis(w.holderLease)

@@ -60,14 +60,15 @@ func TestUpgradeOfHeldAndDecidedRows(t *testing.T) {
 			// The rows as a version-16 binary wrote them: every column but
 			// timeout_rule, the held ones carrying the instance lease marker.
 			raw := openRaw(t, cfg)
-			cols := strings.TrimSuffix(requestColumns, ", timeout_rule")
+			// (and no_grants, migration 27, which came later).
+			cols := strings.TrimSuffix(requestColumns, ", timeout_rule, no_grants")
 			for _, r := range rs {
 				w, err := encodeRequest(r)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := raw.ExecContext(ctx, d.rebind(`INSERT INTO requests (`+cols+`) VALUES (`+placeholders(numRequestColumns-1)+`)`),
-					w.args()[:numRequestColumns-1]...); err != nil {
+				if _, err := raw.ExecContext(ctx, d.rebind(`INSERT INTO requests (`+cols+`) VALUES (`+placeholders(numRequestColumns-2)+`)`),
+					w.args()[:numRequestColumns-2]...); err != nil {
 					t.Fatalf("insert %s at version 16: %v", r.ID, err)
 				}
 			}

@@ -56,6 +56,7 @@ func testCreateGet(t *testing.T, s store.Store) {
 	want.PolicyRevision = "sha256:5e1f"
 	want.ConsumeToken = "K4ZQ7T2XWJ3M5N6P8R9S2T3V4W"
 	want.TimeoutRule = "strictest"
+	want.NoGrants = true
 	requireAllSet(t, want)
 	got := mustUpdate(t, s, r.ID, "alice", func(cur *approval.Request) error {
 		*cur = want
