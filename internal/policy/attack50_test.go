@@ -1,0 +1,56 @@
+package policy
+
+import "testing"
+
+// TestCommandAttack50FixerImports (attack50): isort -a and ruff check's
+// required imports add a line of the caller's choosing to every Python
+// file they rewrite; a walk of "." reaches the guarded noxfile.py, which
+// nox (run later by a human) then runs. On 7daf4d7c an allow rule naming
+// the tool allowed each bypass below and a deny rule for "rm *" missed
+// it; writing the configuration files those tools read import lines
+// from was allowed too.
+func TestCommandAttack50FixerImports(t *testing.T) {
+	bypass := []string{
+		`isort -a 'import evil' .`,
+		`isort --add-import 'import evil' .`,
+		`isort --add-import='import evil' .`,
+		`isort --add 'import evil' .`,
+		`isort -a'import evil' src`,
+		`isort -ca 'import evil' .`,
+		`python3 -m isort -a 'import evil' .`,
+		`isort --settings-path x.cfg .`,
+		`isort --sp=conf/x.ini .`,
+		`isort --settings-file x.toml .`,
+		`ruff check --fix --select I002 --config 'lint.isort.required-imports=["import evil"]' .`,
+		`ruff check --config 'lint.isort.required-imports=["import evil"]' .`,
+		`ruff --config 'lint.isort.required-imports=["import evil"]' check --fix .`,
+		`ruff check --fix --config=x.toml .`,
+		`uv run ruff check --fix --config x.toml .`,
+		`python3 -m ruff check --config x.toml .`,
+		`printf 'fix = true\n' > ruff.toml`,
+		`echo '[lint.isort]' > .ruff.toml`,
+		`echo 'add_imports=import evil' > .isort.cfg`,
+		`printf '[isort]\nadd_imports=import evil\n' > setup.cfg`,
+		`echo x | tee sub/.editorconfig`,
+		`cp x.cfg .isort.cfg`,
+	}
+	fine := []string{
+		`isort .`,
+		`isort src`,
+		`isort --check-only -a 'import evil' .`,
+		`isort --diff -a 'import evil' .`,
+		`isort --sp . src`,
+		`isort --profile black .`,
+		`ruff check .`,
+		`ruff check --fix src`,
+		`ruff --config ruff.toml check --fix src`,
+		`ruff --config pyproject.toml check --fix .`,
+		`ruff check --no-fix --config 'lint.isort.required-imports=["import x"]' .`,
+		`ruff check --diff --config x.toml .`,
+		`ruff format --config 'line-length=100' .`,
+		`cat ruff.toml setup.cfg .isort.cfg`,
+		`black .`,
+	}
+	checkCommands(t, []string{"isort *", "python3 *", "ruff *", "uv *", "black *", "printf *", "echo *", "tee *", "cp *", "cat *"},
+		bypass, fine, bypass, fine)
+}
