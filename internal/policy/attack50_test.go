@@ -54,3 +54,35 @@ func TestCommandAttack50FixerImports(t *testing.T) {
 	checkCommands(t, []string{"isort *", "python3 *", "ruff *", "uv *", "black *", "printf *", "echo *", "tee *", "cp *", "cat *"},
 		bypass, fine, bypass, fine)
 }
+
+// TestCommandAttack50GoChdir (attack50): go's -C DIR moves every output
+// under DIR; go build -C .git/hooks -o pre-commit ../../evil.go wrote an
+// executable hook the next git commit ran (checked in a throwaway
+// repository). On 7daf4d7c an allow rule "go *" allowed each bypass below
+// and a deny rule for "rm *" missed it.
+func TestCommandAttack50GoChdir(t *testing.T) {
+	bypass := []string{
+		`go build -C .git/hooks -o pre-commit ../../evil.go`,
+		`go build -C .git -o hooks/pre-commit /w/evil.go`,
+		`go build -C=.git/hooks -o pre-commit /w/evil.go`,
+		`go build --C .git/hooks -o pre-commit /w/evil.go`,
+		`go build -C ~/.local/bin -o git /w/evil.go`,
+		`go build -C /usr/local/bin -o git /w/evil.go`,
+		`go test -C ~/.local/bin -c -o git /w/x_test.go`,
+		`go build -C .husky ../x`,
+		`go build -C ~ -o .local/bin/git ./x`,
+		`go build -C .venv/bin -o pytest /w/x.go`,
+		`go test -C src -coverprofile=../.git/hooks/pre-commit ./...`,
+		`go test -C src -outputdir=../.git/hooks ./...`,
+		`go build -C src -o ../.husky/pre-commit .`,
+	}
+	fine := []string{
+		`go build -C src ./...`,
+		`go test -C src ./...`,
+		`go build -C src -o bin/app .`,
+		`go test -C src -coverprofile=cover.out ./...`,
+		`go build -o bin/app ./cmd/app`,
+		`go run ./cmd/a -v`,
+	}
+	checkCommands(t, []string{"go *"}, bypass, fine, bypass, fine)
+}
