@@ -86,3 +86,37 @@ func TestCommandAttack50GoChdir(t *testing.T) {
 	}
 	checkCommands(t, []string{"go *"}, bypass, fine, bypass, fine)
 }
+
+// TestCommandAttack50TscProject (attack50): tsc reads where it writes
+// (outDir, outFile, tsBuildInfoFile) from its project file; a
+// tsconfig.json written by cp with "outDir": ".vscode" made tsc write
+// .vscode/tasks.json and "tsBuildInfoFile": ".git/hooks/pre-commit" a
+// hook (checked with TypeScript 5 in a throwaway repository). On
+// 7daf4d7c an allow rule naming cp and tsc allowed each bypass below
+// and a deny rule for "rm *" missed it.
+func TestCommandAttack50TscProject(t *testing.T) {
+	bypass := []string{
+		`cp notes.txt tsconfig.json`,
+		`cp a.json tsconfig.build.json`,
+		`cp a.json web/jsconfig.json`,
+		`mv a.json TSCONFIG.JSON`,
+		`tsc -p x.json`,
+		`tsc --project=x.json`,
+		`tsc -p sub`,
+		`npx tsc -p conf/x`,
+		`tsc -b sub`,
+		`tsc --build a/tsconfig.json b`,
+	}
+	fine := []string{
+		`tsc`,
+		`tsc -p .`,
+		`tsc -p tsconfig.build.json`,
+		`tsc -p ./tsconfig.json`,
+		`tsc -b`,
+		`tsc -b packages/a/tsconfig.json`,
+		`npx tsc --noEmit`,
+		`tsc src/a.ts`,
+		`cat tsconfig.json`,
+	}
+	checkCommands(t, []string{"cp *", "mv *", "tsc *", "npx *", "cat *"}, bypass, fine, bypass, fine)
+}
