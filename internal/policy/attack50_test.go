@@ -120,3 +120,23 @@ func TestCommandAttack50TscProject(t *testing.T) {
 	}
 	checkCommands(t, []string{"cp *", "mv *", "tsc *", "npx *", "cat *"}, bypass, fine, bypass, fine)
 }
+
+// TestCommandAttack50FoundSuffix (attack50): find -name '*.go' reads a
+// found file as x.go, but {}.json names tsconfig.go.json for a found
+// tsconfig.go, a project tsc -p accepts (a guarded name). On 7daf4d7c
+// (where tsconfig names were not guarded) and before this fix each
+// bypass below wrote one unseen.
+func TestCommandAttack50FoundSuffix(t *testing.T) {
+	bypass := []string{
+		`find . -name '*.go' -exec cp x {}.json ';'`,
+		`find src -iname '*.GO' -exec cp x {}.JSON ';'`,
+		`find . -name '*.md' -print0 | xargs -0 -I{} cp x {}.json`,
+	}
+	fine := []string{
+		`find . -name '*.go' -exec cp x {} ';'`,
+		`find . -name '*.go' -exec cp {} {}.orig ';'`,
+		`find . -name '*.md' -exec mv {} {}.bak ';'`,
+		`find . -name '*.go' -exec sed -i s/a/b/ {} +`,
+	}
+	checkCommands(t, []string{"find *", "xargs *", "cp *", "mv *", "sed *"}, bypass, fine, bypass, fine)
+}
