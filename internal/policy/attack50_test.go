@@ -140,3 +140,24 @@ func TestCommandAttack50FoundSuffix(t *testing.T) {
 	}
 	checkCommands(t, []string{"find *", "xargs *", "cp *", "mv *", "sed *"}, bypass, fine, bypass, fine)
 }
+
+// TestCommandAttack50PnpmConfigFlag (attack50): pnpm takes any setting
+// as --config.KEY=VALUE; pnpm test --config.script-shell=./x.sh ran
+// ./x.sh as the scripts' shell (checked with pnpm 9). On 7daf4d7c an
+// allow rule "pnpm *" allowed each bypass below and a deny rule for
+// "rm *" missed it.
+func TestCommandAttack50PnpmConfigFlag(t *testing.T) {
+	bypass := []string{
+		`pnpm test --config.script-shell=./x.sh`,
+		`pnpm run build --config.node-options=--require=./x.js`,
+		`pnpm test --CONFIG.SCRIPT_SHELL=./x`,
+		`pnpm --config.userconfig=./x.npmrc install`,
+		`npm test --config.script-shell=./x`,
+	}
+	fine := []string{
+		`pnpm test`,
+		`pnpm test --config.shell-emulator=true`,
+		`pnpm run build --filter web`,
+	}
+	checkCommands(t, []string{"pnpm *", "npm *"}, bypass, fine, bypass, fine)
+}
