@@ -161,3 +161,38 @@ func TestCommandAttack50PnpmConfigFlag(t *testing.T) {
 	}
 	checkCommands(t, []string{"pnpm *", "npm *"}, bypass, fine, bypass, fine)
 }
+
+// TestCommandAttack50Reports (attack50): report, cache and profile
+// options write a file or directory (vitest empties its coverage
+// directory first), and pytest -o addopts=… passes options the matcher
+// does not read. On 7daf4d7c an allow rule naming the tool allowed each
+// bypass below and a deny rule for "rm *" missed it.
+func TestCommandAttack50Reports(t *testing.T) {
+	bypass := []string{
+		`jest --coverageDirectory=.git/hooks`,
+		`npx jest --coverage-directory .husky`,
+		`jest --cacheDirectory ~/.config/autostart`,
+		`vitest --coverage.reportsDirectory=.git`,
+		`npx vitest run --coverage.enabled --coverage.reportsDirectory .git`,
+		`tsc --generateCpuProfile .git/hooks/pre-commit`,
+		`golangci-lint run --out-format=json:.git/hooks/x`,
+		`golangci-lint run --out-format=colored-line-number,json:Makefile`,
+		`eslint --cache --cache-location .git/hooks/pre-commit src`,
+		`prettier --check --cache --cache-location=.envrc src`,
+		`pytest -o addopts='--pastebin=all'`,
+		`pytest --override-ini=addopts=-pevil`,
+		`python3 -m pytest -o 'addopts=--basetemp=.git'`,
+		`uv run pytest -oaddopts=-pevil`,
+	}
+	fine := []string{
+		`pytest -o cache_dir=.cache`,
+		`pytest -q -x`,
+		`jest --coverageDirectory=coverage`,
+		`vitest run --coverage.reportsDirectory=coverage`,
+		`eslint --cache --cache-location .eslintcache src`,
+		`golangci-lint run --out-format=json:report.json`,
+		`tsc --generateCpuProfile prof.cpuprofile`,
+	}
+	checkCommands(t, []string{"jest *", "npx *", "vitest *", "tsc *", "golangci-lint *", "eslint *", "prettier *", "pytest *",
+		"python3 *", "uv *"}, bypass, fine, bypass, fine)
+}

@@ -61,6 +61,9 @@ func cmd50Code(name string, words []cmdWord) string {
 	if why := formatterCode(name, words); why != "" {
 		return why
 	}
+	if why := reportFilesCode(name, words); why != "" { // commandreports.go
+		return why
+	}
 	switch {
 	case name == "pytest" || name == "py.test":
 		return pytestPluginCode(name, words[1:])
