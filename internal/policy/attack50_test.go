@@ -196,3 +196,20 @@ func TestCommandAttack50Reports(t *testing.T) {
 	checkCommands(t, []string{"jest *", "npx *", "vitest *", "tsc *", "golangci-lint *", "eslint *", "prettier *", "pytest *",
 		"python3 *", "uv *"}, bypass, fine, bypass, fine)
 }
+
+// TestCommandAttack50VitestPrograms (attack50): vitest runs the program
+// --typecheck.checker names and loads a coverage reporter module from a
+// path, as --reporter ./x.js (refused since cmd50). On 7daf4d7c an allow
+// rule "vitest *" allowed each bypass below.
+func TestCommandAttack50VitestPrograms(t *testing.T) {
+	bypass := []string{
+		`vitest run --typecheck.checker=./x`,
+		`vitest --typecheck --typecheck.checker ./bin/x.sh`,
+		`vitest run --coverage.enabled --coverage.reporter=./r.js`,
+	}
+	fine := []string{
+		`vitest run --typecheck.checker=vue-tsc`,
+		`vitest run --coverage.enabled --coverage.reporter=lcov`,
+	}
+	checkCommands(t, []string{"vitest *"}, bypass, fine, bypass, fine)
+}
