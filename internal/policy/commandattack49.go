@@ -46,6 +46,9 @@ func attack49Code(name string, words []cmdWord) string {
 	case name == "gofmt" || name == "staticcheck" || name == "golangci-lint":
 		return writtenDirs(name, goProfileFiles(words[1:]))
 	case name == "tsc":
+		if why := tscProjectCode(words[1:]); why != "" { // tsc -p x.json (commandtsc.go)
+			return why
+		}
 		return writtenDirs(name, tscOutputs(words[1:]))
 	case name == "go":
 		if why := writtenDirs(name, goProfileFiles(words[1:])); why != "" {

@@ -181,6 +181,7 @@ func foundWordsPlain(words []cmdWord, repl string) bool {
 // foundVariants returns words with repl read as each found path and as
 // a directory of that name.
 func foundVariants(words []cmdWord, repl string, found []string) [][]cmdWord {
+	found = append(found[:len(found):len(found)], prefixedFound(words, repl, found)...) // {}.json (commandfoundprefix.go)
 	out := make([][]cmdWord, 0, 2*len(found))
 	for _, f := range found {
 		out = append(out, replaceWords(words, repl, f), replaceWords(words, repl, f+"/"))

@@ -119,6 +119,9 @@ func formatterCode(name string, words []cmdWord) string {
 	if !writes {
 		return ""
 	}
+	if why := fixerAddsCode(name, words[1:]); why != "" { // isort -a, ruff --config (commandfixers.go)
+		return why
+	}
 	for _, w := range args {
 		if w.unknown {
 			return fmt.Sprintf("%s rewrites a file that is not literal, which may be one a program later runs as code", name)

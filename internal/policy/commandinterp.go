@@ -122,6 +122,9 @@ func inlineCode(words []cmdWord) string {
 	case "npm", "pnpm", "yarn", "npx", "pnpx":
 		return packageManagerCode(name, words)
 	case "go":
+		if why := goChdirCode(words); why != "" { // go build -C .git/hooks -o pre-commit (commandgochdir.go)
+			return why
+		}
 		if why := goCode(words); why != "" {
 			return why
 		}

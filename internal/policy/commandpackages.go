@@ -75,7 +75,12 @@ func npmFlagRuns(opt string) bool {
 	if !strings.HasPrefix(opt, "--") || opt == "--global" {
 		return false
 	}
+	// pnpm also takes any setting as --config.KEY=VALUE: pnpm test
+	// --config.script-shell=./x.sh ran ./x.sh (branch attack50).
 	k := npmKey(opt[2:])
+	if c := npmKey("config."); strings.HasPrefix(k, c) && len(k) > len(c) {
+		k = k[len(c):]
+	}
 	return k != "" && slices.ContainsFunc(npmRunsKeys, func(n string) bool { return strings.HasPrefix(npmKey(n), k) })
 }
 

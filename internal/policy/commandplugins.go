@@ -34,7 +34,8 @@ var pluginOptions = map[string]pluginOpts{
 		paths: []string{"-f", "--format", "--plugin", "--parser"}},
 	"prettier": {any: []string{"--plugin-search-dir", "--config"}, paths: []string{"--plugin"}},
 	"vitest": {any: []string{"-c", "--config", "--setupFiles", "--globalSetup", "--workspace"},
-		paths: []string{"--reporter", "--environment", "--pool", "--coverage.provider", "--coverage.customProviderModule", "--browser.provider"},
+		paths: []string{"--reporter", "--environment", "--pool", "--coverage.provider", "--coverage.customProviderModule", "--browser.provider",
+			"--typecheck.checker", "--coverage.reporter"}, // a checker program, a reporter module (attack50)
 		builtins: []string{"default", "basic", "verbose", "dot", "json", "junit", "tap", "tap-flat", "hanging-process",
 			"github-actions", "blob", "html", "tree", "node", "jsdom", "happy-dom", "edge-runtime", "threads", "forks",
 			"vmThreads", "vmForks", "v8", "istanbul"}},
@@ -59,6 +60,9 @@ var pluginOptions = map[string]pluginOpts{
 // tree (cargo --manifest-path); "" when they do not.
 func cmd50Code(name string, words []cmdWord) string {
 	if why := formatterCode(name, words); why != "" {
+		return why
+	}
+	if why := reportFilesCode(name, words); why != "" { // commandreports.go
 		return why
 	}
 	switch {

@@ -123,7 +123,7 @@ func codeFile(p string) bool {
 		return true
 	}
 	s := "/" + c + "/"
-	if searchDir(c, s) || buildAgentFile(c, s) { // buildAgentFile: commandattack49.go
+	if searchDir(c, s) || buildAgentFile(c, s) || fixerConfigFile(base) || tsConfigFile(base) { // buildAgentFile: commandattack49.go; fixerConfigFile: commandfixers.go; tsConfigFile: commandtsc.go
 		return true
 	}
 	for _, d := range codeFileDirs {
