@@ -179,6 +179,15 @@ func (g *Gate) quorumRefusal(ctx context.Context, c Call, rule string, ap policy
 	return Admission{Message: q.refusal(rule, ap, c.Principal), Code: CodeQuorumUnreachable}, true
 }
 
+// logUnloggedRefusals writes, when Run ends, one line for the quorum
+// refusals counted since their pair's last line (refusalLog): without it
+// a shutdown loses up to a minute's count of each pair.
+func (g *Gate) logUnloggedRefusals(ctx context.Context) {
+	if pairs, n := g.quorumLog.unlogged(); n > 0 {
+		g.log.WarnContext(ctx, "approval quorum unreachable; refusals not logged before shutdown", "refused", n, "pairs", pairs)
+	}
+}
+
 // loader is the optional part of an Evaluator that hands out the policy
 // in force (policy.Holder has it).
 type loader interface{ Load() *policy.Policy }

@@ -75,3 +75,22 @@ func (l *refusalLog) due(rule, principal string, now time.Time) (n int, ok, pool
 	n, c.n, c.logged = c.n, 0, now
 	return n, true, pooled
 }
+
+// unlogged returns, and forgets, the refusals counted but not yet logged
+// (n) and how many (rule, principal) pairs they are of, the pool counting
+// as one: what a shutdown would otherwise lose.
+func (l *refusalLog) unlogged() (pairs, n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.seen {
+		if c.n > 0 {
+			pairs, n = pairs+1, n+c.n
+			c.n = 0
+		}
+	}
+	if l.pool.n > 0 {
+		pairs, n = pairs+1, n+l.pool.n
+		l.pool.n = 0
+	}
+	return pairs, n
+}

@@ -1,9 +1,14 @@
 package gate
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
+
+	"toolgate/internal/approval"
 )
 
 // TestRefusalLogStaysBounded (review50): refusalLog holds at most
@@ -53,5 +58,30 @@ func TestRefusalLogStaysBounded(t *testing.T) {
 	}
 	if want := 999 + 1; l.pool.n != want {
 		t.Errorf("the pool holds %d unlogged refusals, want %d (999 pooled, 1 of a forgotten pair)", l.pool.n, want)
+	}
+}
+
+// TestRefusalLogCountsSurviveShutdown (review50): the quorum refusals
+// counted but not yet logged (the line comes at most once a minute) are
+// logged in one line when the gate's Run ends, not lost. On 0c9d0562
+// the four refusals after agent-1's first line were never logged.
+func TestRefusalLogCountsSurviveShutdown(t *testing.T) {
+	var logs syncLog
+	f := newFixture(t, time.Hour, &Options{Reviewers: financeTeam, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	f.pol.p.Store(financePolicy(3))
+	c := Call{Principal: approval.Principal{ID: "agent-1", Kind: "agent", OnBehalfOf: "alice"}, Server: "pay", Tool: "transfer", Arguments: []byte(`{"amount":10}`), ToolDigest: "sha256:d1"}
+	for range 5 {
+		if a := f.gate.Admit(t.Context(), c); a.Code != CodeQuorumUnreachable {
+			t.Fatalf("admission %+v, want refused with %q", a, CodeQuorumUnreachable)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := f.gate.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const want = `msg="approval quorum unreachable; refusals not logged before shutdown" refused=4 pairs=1`
+	if !strings.Contains(logs.String(), want) {
+		t.Errorf("the log after Run ended lacks %q:\n%s", want, logs.String())
 	}
 }
