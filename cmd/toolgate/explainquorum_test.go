@@ -103,6 +103,16 @@ policy:
 				if err != nil {
 					t.Fatal(err)
 				}
+				// The words say what the gate did: held (review50: with
+				// allow_no_approvers they said it refuses the call at once
+				// if too few approvers may review it; it never checks).
+				out.Reset()
+				if code := cli.RunExplain(context.Background(), args[:len(args)-1], &out, &errOut, nil); code != 0 {
+					t.Fatalf("%s: policy explain exit %d: %s", name, code, errOut.String())
+				}
+				if text := out.String(); file.Quorum != nil && !refused && strings.Contains(text, "refuses") {
+					t.Errorf("%s: the gate held the call, policy explain says:\n%s", name, text)
+				}
 				for where, x := range map[string]policy.Explanation{"--config": file, "admin API": api} {
 					q := x.Quorum
 					switch {
