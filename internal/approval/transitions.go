@@ -56,7 +56,9 @@ const (
 // RecheckWords say what an approved call still goes through before it
 // runs, for people (after "the call runs when its holder "): the dispatch
 // re-check (Consume), which invalidates the approval instead when the
-// policy in force no longer holds the call for it or the approval lapsed.
+// policy in force denies the call or the approval lapsed. A policy that
+// now holds the call for another approval (more approvals, other
+// approvers) or allows it outright does not: the approved call runs.
 // The CLI, the web inbox and the Slack notifier tell approvers so.
 const RecheckWords = "re-checks it against the policy in force"
 

@@ -337,7 +337,9 @@ func printExplanation(out io.Writer, x policy.Explanation) {
 	case q.Refused:
 		p("gate:        refuses it at once (code %s); the agent is told: %s", q.Code, q.Message)
 	case !q.Known:
-		p("quorum:      not checked: the approvers are not known here (approvals.allow_no_approvers, or no approvers in the config); the gate refuses the call at once if too few of them may review it")
+		// Not "the gate refuses …": with allow_no_approvers the gate has
+		// no roster either and holds the call (review50).
+		p("quorum:      not checked: the approvers are not known here; with approvals.allow_no_approvers the gate does not check it either and holds the call; a config without approvers serves only under serve --dev, whose approver the gate counts (ask the live gateway: --addr)")
 	default:
 		p("quorum:      reachable: enough configured approvers may review the request; the gate holds the call")
 	}

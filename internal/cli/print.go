@@ -194,7 +194,11 @@ func printApproval(out io.Writer, a api.Approval, now time.Time) error {
 	if a.State == "approved" && a.Kind != "session_policy" && a.Kind != "policy_change" {
 		// Approved is not run (explain50): the dispatch re-check may
 		// still invalidate it.
-		field("Next", "not run yet: the call runs when its holder "+approval.RecheckWords+" (invalidated instead if that policy no longer holds it for this approval; expired if not taken up within valid_for)")
+		runs := "the call runs when its holder " + approval.RecheckWords
+		if a.Mode == "retry" { // nothing holds it until its caller re-sends it (review50)
+			runs = "the call runs when its caller re-sends it and the re-check against the policy in force admits it"
+		}
+		field("Next", "not run yet: "+runs+" (invalidated instead if that policy denies it; expired if not taken up within valid_for)")
 	}
 	switch {
 	case a.ConsumedAt.IsZero():

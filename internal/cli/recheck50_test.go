@@ -17,7 +17,8 @@ func TestShowSaysAnApprovedCallHasNotRun(t *testing.T) {
 	if code, out, errs := e.run(t, approvalsCmd, "approve", id); code != 0 || !strings.Contains(out, "now approved (1 of 1, decided by alice)") {
 		t.Fatalf("approve: exit %d\n%s%s", code, out, errs)
 	}
-	const next = "Next:               not run yet: the call runs when its holder re-checks it against the policy in force"
+	// The call is held in retry mode: it runs when re-sent (review50).
+	const next = "Next:               not run yet: the call runs when its caller re-sends it and the re-check against the policy in force admits it"
 	if code, out, errs := e.run(t, approvalsCmd, "show", id); code != 0 || !strings.Contains(out, next) {
 		t.Errorf("show of the approved call: exit %d, want %q\n%s%s", code, next, out, errs)
 	}

@@ -168,18 +168,33 @@ func (q quorumGap) refusal(rule string, ap policy.Approval, p approval.Principal
 // of Options.Reviewers may review it than ap.Approvals). With no
 // Options.Reviewers it returns false, and the call is held as before.
 // The refusal is logged at WARN the first time per (rule, principal),
-// then at most once a minute with a count (refusalLog).
+// then at most once a minute with a count (refusalLog; past its bound,
+// pooled=true: the count is of the pairs it had no room for).
 func (g *Gate) quorumRefusal(ctx context.Context, c Call, rule string, ap policy.Approval) (Admission, bool) {
 	q, known := quorumOf(g.opts.Reviewers, c.Principal, ap)
 	if !known || q.may >= q.need {
 		return Admission{}, false
 	}
-	if n, ok := g.quorumLog.due(rule, c.Principal.ID, g.now()); ok {
-		g.log.WarnContext(ctx, "approval quorum unreachable; denying", "server", c.Server, "tool", c.Tool, "kind", c.Kind,
+	if n, ok, pooled := g.quorumLog.due(rule, c.Principal.ID, g.now()); ok {
+		attrs := []any{"server", c.Server, "tool", c.Tool, "kind", c.Kind,
 			"principal", c.Principal.ID, "on_behalf_of", c.Principal.OnBehalfOf, "rule", rule,
-			"approvals", q.need, "eligible", q.may, "approvers", q.members, "refused", n)
+			"approvals", q.need, "eligible", q.may, "approvers", q.members, "refused", n}
+		if pooled {
+			// n counts the refusals of every pair refusalLog had no room for.
+			attrs = append(attrs, "pooled", true)
+		}
+		g.log.WarnContext(ctx, "approval quorum unreachable; denying", attrs...)
 	}
 	return Admission{Message: q.refusal(rule, ap, c.Principal), Code: CodeQuorumUnreachable}, true
+}
+
+// logUnloggedRefusals writes, when Run ends, one line for the quorum
+// refusals counted since their pair's last line (refusalLog): without it
+// a shutdown loses up to a minute's count of each pair.
+func (g *Gate) logUnloggedRefusals(ctx context.Context) {
+	if pairs, n := g.quorumLog.unlogged(); n > 0 {
+		g.log.WarnContext(ctx, "approval quorum unreachable; refusals not logged before shutdown", "refused", n, "pairs", pairs)
+	}
 }
 
 // loader is the optional part of an Evaluator that hands out the policy

@@ -224,6 +224,7 @@ func (g *Gate) Run(ctx context.Context) error {
 			g.drainOutcomes()
 			g.releases.stop() // no release begins from here on (releaseLater)
 			g.releases.Wait() // each bounded by attemptTimeout
+			g.logUnloggedRefusals(ctx)
 			return nil
 		case <-t.C:
 		}

@@ -234,7 +234,7 @@ func flash(done string, d *detailView) string {
 		if d.State == string(approval.StateApproved) && !d.Policy {
 			// The decision is recorded before the call is dispatched: the
 			// dispatch re-check may still invalidate it (explain50).
-			return fmt.Sprintf("Your approval was recorded; it is approved (%d of %d). The call runs when its holder %s: this page shows what became of it.", d.Approved, d.Required, approval.RecheckWords)
+			return fmt.Sprintf("Your approval was recorded; it is approved (%d of %d). The call %s: this page shows what became of it.", d.Approved, d.Required, runsWhen(d.Mode))
 		}
 		return "Your approval was recorded."
 	case "deny":

@@ -114,6 +114,16 @@ func notEligible(err error) string {
 	return "you cannot review it"
 }
 
+// runsWhen says when an approved call runs, after "the call ": a call in retry mode only once its caller re-sends it (no
+// one holds it meanwhile; review50), any other when its holder
+// re-checks it against the policy in force.
+func runsWhen(mode string) string {
+	if mode == "retry" {
+		return "runs when its caller re-sends it, if the re-check against the policy in force admits it"
+	}
+	return "runs when its holder " + approval.RecheckWords
+}
+
 // outcome says what became of a decided request.
 func outcome(a api.Approval) string {
 	switch a.State {
@@ -121,7 +131,7 @@ func outcome(a api.Approval) string {
 		return ""
 	case "approved":
 		if a.Kind != approval.KindSessionPolicy && a.Kind != approval.KindPolicyChange {
-			return "approved by " + visible(a.DecidedBy) + ", not yet run: the call runs when its holder " + approval.RecheckWords
+			return "approved by " + visible(a.DecidedBy) + ", not yet run: the call " + runsWhen(a.Mode)
 		}
 		return "approved by " + visible(a.DecidedBy) + ", not yet dispatched"
 	case "consumed":
