@@ -2,11 +2,14 @@ package gate
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"toolgate/internal/approval"
 	"toolgate/internal/grant"
+	"toolgate/internal/policy"
+	"toolgate/internal/session"
 	"toolgate/internal/store"
 	"toolgate/internal/store/sqlstore"
 )
@@ -46,4 +49,48 @@ func TestGrantsDisabledMarksTheRequest(t *testing.T) {
 			t.Errorf("grants after the refused approve: %d (%v), want none", len(gs), err)
 		}
 	})
+}
+
+// TestSessionHoldTakesNoGrantWhenThePolicyForbidsThem (review50b): the
+// approval a session's require_approval asks for is the policy's
+// approval; once that says grants: false (a reload), a grant made before
+// no longer stands in for it, and the request records NoGrants. No test
+// covered the session path of grants: false.
+func TestSessionHoldTakesNoGrantWhenThePolicyForbidsThem(t *testing.T) {
+	clk := newClock()
+	holder := policy.NewHolder(allowAll())
+	db := newFixture(t, time.Minute, nil).db
+	var sessAp atomic.Pointer[policy.Approval]
+	ap := allowAll().Approval
+	ap.Mode = policy.ModeRetry
+	sessAp.Store(&ap)
+	g := New(db, holder, &Options{Now: clk.now, ServerExists: knownServers, RetryWait: time.Nanosecond,
+		SessionApprovalFunc: func() policy.Approval { return *sessAp.Load() }})
+	f := &fixture{db: db, gate: g}
+	_, p := mustSession(t, g, host, session.NewSession{
+		Tools:           []string{"fs"},
+		RequireApproval: map[string]session.Requirement{"fs": {Tools: []string{"write_file"}}},
+	})
+	c := sessionCall(p, "fs", "write_file")
+	gr := grantVia(t, f, c, alice, approval.GrantTerms{TTL: time.Hour})
+	c2 := c
+	c2.Arguments = []byte(`{"path":"/b"}`)
+	if a := g.Admit(t.Context(), c2); !a.Allowed || a.Grant != gr.ID {
+		t.Fatalf("session call under the grant: %+v", a)
+	}
+
+	no := false
+	off := ap
+	off.Grants = &no
+	sessAp.Store(&off)
+	a := g.Admit(t.Context(), c2)
+	if a.Allowed || a.Grant != "" || a.ApprovalID == "" {
+		t.Fatalf("session call with the policy's grants: false: %+v, want approval required", a)
+	}
+	if got := grantNow(t, db, gr.ID); got.Uses != 1 {
+		t.Errorf("grant uses = %d, want 1 (none after grants: false)", got.Uses)
+	}
+	if r, err := db.GetRequest(t.Context(), a.ApprovalID); err != nil || !r.NoGrants {
+		t.Errorf("session-held request NoGrants = %v (%v), want true", r.NoGrants, err)
+	}
 }
