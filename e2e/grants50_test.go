@@ -57,7 +57,7 @@ func TestGrantsForbiddenByRuleCLI(t *testing.T) {
 	c.ok(`{"n":2}`) // through the grant
 
 	big := c.required(`{"n":50000}`, "approval required")
-	if show := mustCLI(t, g.Admin, "show", big); !strings.Contains(show, "Grants:             forbidden (its rule says grants: false)") {
+	if show := mustCLI(t, g.Admin, "show", big); !strings.Contains(show, "Grants:             forbidden (its rule says grants: false, or the config grants.enabled: false)") {
 		t.Errorf("approvals show of a call whose rule says grants: false:\n%s", show)
 	}
 	res := cli(t, g.Admin, "approve", big, "--grant", "1h")

@@ -59,7 +59,8 @@ type Approval struct {
 	// is known and differs from Rule (several approve rules matched).
 	TimeoutRule string `json:"timeout_rule,omitempty"`
 	// GrantsForbidden is set when the decision that held the call forbids
-	// grants (approval.grants: false): an approve with grant terms is
+	// grants (approval.grants: false), or the config of the instance that
+	// held it does (grants.enabled: false): an approve with grant terms is
 	// refused (409 grants_forbidden).
 	GrantsForbidden bool `json:"grants_forbidden,omitempty"`
 	// HeldBy names the gateway instance whose caller waits on the call

@@ -172,8 +172,10 @@ type Request struct {
 	TimeoutRule string `json:"timeout_rule,omitempty"`
 	// NoGrants is set when the policy decision that held the call forbids
 	// grants (policy.Approval.GrantsAllowed false: a matching approve rule
-	// or the policy's approval says grants: false): an approve with grant
-	// terms is refused. false for requests made before migration 27.
+	// or the policy's approval says grants: false) or the instance that
+	// held it has grants turned off (config grants.enabled: false): an
+	// approve with grant terms is refused. false for requests made before
+	// migration 27.
 	NoGrants bool `json:"no_grants,omitempty"`
 }
 

@@ -140,7 +140,7 @@ func printApproval(out io.Writer, a api.Approval, now time.Time) error {
 	field("Required approvals", fmt.Sprintf("%d (%d so far)", max(a.RequiredApprovals, 1), approvals(a)))
 	field("Approvers", approversText(a))
 	if a.GrantsForbidden {
-		field("Grants", "forbidden (its rule says grants: false): approve it without --grant; no grant admits such a call")
+		field("Grants", "forbidden (its rule says grants: false, or the config grants.enabled: false): approve it without --grant; no grant admits such a call")
 	}
 	field("Arguments hash", a.ArgumentsHash)
 	if a.Kind == "session_policy" || a.Kind == "policy_change" {

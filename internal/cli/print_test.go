@@ -184,7 +184,7 @@ func TestShowSaysGrantsForbidden(t *testing.T) {
 		if err := printApproval(&out, a, time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		const want = "Grants:             forbidden (its rule says grants: false): approve it without --grant"
+		const want = "Grants:             forbidden (its rule says grants: false, or the config grants.enabled: false): approve it without --grant"
 		if got := strings.Contains(out.String(), want); got != forbidden {
 			t.Errorf("grants forbidden %v: show output has %q: %v\n%s", forbidden, want, got, out.String())
 		}

@@ -138,7 +138,8 @@ func policyGrants(gs []grant.Grant) []policy.Grant {
 // review settles the approval but fewer approvers than its quorum attached
 // these terms (nothing is recorded); grant.ErrForbidden when grants are
 // off for the approval (Options.GrantsDisabled, or the request's NoGrants:
-// the decision that held it said grants: false; nothing is recorded).
+// the decision that held it said grants: false, or the instance that held
+// it had Options.GrantsDisabled; nothing is recorded).
 func (g *Gate) ApproveWithGrant(ctx context.Context, id approval.ID, reviewer approval.Principal, reason, pinnedHash string, terms approval.GrantTerms) (approval.Request, *grant.Grant, error) {
 	if g.opts.GrantsDisabled {
 		return approval.Request{}, nil, fmt.Errorf("%w: the deployment turns grants off (grants.enabled: false); approve without grant terms", grant.ErrForbidden)
@@ -158,7 +159,7 @@ func (g *Gate) ApproveWithGrant(ctx context.Context, id approval.ID, reviewer ap
 			return nil, store.ErrNotFound
 		}
 		if r.NoGrants {
-			return nil, fmt.Errorf("%w: rule %q (or another matching approve rule) says grants: false, so every such call needs its own approval; approve without grant terms", grant.ErrForbidden, r.Rule)
+			return nil, fmt.Errorf("%w: rule %q (or another matching approve rule) says grants: false, or grants.enabled: false where the call was held, so every such call needs its own approval; approve without grant terms", grant.ErrForbidden, r.Rule)
 		}
 		rv := approval.Reviewer{ID: reviewer.ID, Groups: reviewer.Groups}
 		if err := r.ApproveWithGrant(rv, reason, pinnedHash, terms, g.now()); err != nil {
