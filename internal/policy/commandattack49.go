@@ -23,6 +23,23 @@ import (
 // Profiles too: go test -coverprofile=Makefile, staticcheck
 // -debug.cpuprofile=.git/hooks/pre-commit.
 
+// pytestWords returns the name and arguments of pytest when words
+// (words[0] is the program, name its base name) run it, directly or as
+// `python -m pytest`; ok is false when they do not.
+func pytestWords(name string, words []cmdWord) (pname string, args []cmdWord, ok bool) {
+	if name == "pytest" || name == "py.test" {
+		return name, words[1:], true
+	}
+	if versioned(name, "python") {
+		for i := 1; i+1 < len(words); i++ {
+			if words[i].lit == "-m" && (words[i+1].lit == "pytest" || words[i+1].lit == "py.test") {
+				return "pytest", words[i+2:], true
+			}
+		}
+	}
+	return "", nil, false
+}
+
 // attack49Code says why words (words[0] is the program, name its base
 // name) run a program or code the matcher cannot read, send data out,
 // or write a file a program later runs as code; "" when they do not.
@@ -30,15 +47,10 @@ func attack49Code(name string, words []cmdWord) string {
 	if why := secretsCode(name, words); why != "" { // commandsecrets.go
 		return why
 	}
+	if pname, args, ok := pytestWords(name, words); ok {
+		return pytestCode(pname, args)
+	}
 	switch {
-	case name == "pytest" || name == "py.test":
-		return pytestCode(name, words[1:])
-	case versioned(name, "python"):
-		for i := 1; i+1 < len(words); i++ {
-			if words[i].lit == "-m" && (words[i+1].lit == "pytest" || words[i+1].lit == "py.test") {
-				return pytestCode("pytest", words[i+2:])
-			}
-		}
 	case name == "mypy" || name == "dmypy":
 		return mypyCode(name, words[1:])
 	case name == "cargo":

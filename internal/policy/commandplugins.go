@@ -65,15 +65,10 @@ func cmd50Code(name string, words []cmdWord) string {
 	if why := reportFilesCode(name, words); why != "" { // commandreports.go
 		return why
 	}
+	if pname, args, ok := pytestWords(name, words); ok { // commandattack49.go
+		return pytestPluginCode(pname, args)
+	}
 	switch {
-	case name == "pytest" || name == "py.test":
-		return pytestPluginCode(name, words[1:])
-	case versioned(name, "python"):
-		for i := 1; i+1 < len(words); i++ {
-			if words[i].lit == "-m" && (words[i+1].lit == "pytest" || words[i+1].lit == "py.test") {
-				return pytestPluginCode("pytest", words[i+2:])
-			}
-		}
 	case name == "cargo":
 		for i := 1; i < len(words); i++ {
 			if opt, val, hasVal := strings.Cut(words[i].lit, "="); opt == "--manifest-path" {
