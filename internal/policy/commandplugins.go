@@ -68,8 +68,8 @@ func cmd50Code(name string, words []cmdWord) string {
 	if pname, args, ok := pytestWords(name, words); ok { // commandattack49.go
 		return pytestPluginCode(pname, args)
 	}
-	switch {
-	case name == "cargo":
+	switch name {
+	case "cargo":
 		for i := 1; i < len(words); i++ {
 			if opt, val, hasVal := strings.Cut(words[i].lit, "="); opt == "--manifest-path" {
 				if v := valueWord(words, &i, val, hasVal); v.unknown || outsideTree(v.lit) {
@@ -77,11 +77,11 @@ func cmd50Code(name string, words []cmdWord) string {
 				}
 			}
 		}
-	case name == "golangci-lint":
+	case "golangci-lint":
 		if subcommandAt(words[1:], "custom") >= 0 {
 			return "golangci-lint custom builds and runs a binary with the plugins its .custom-gcl.yml names"
 		}
-	case name == "npm":
+	case "npm":
 		// npm exec --package ./x and npm x: npx's options.
 		if k := subcommandAt(words[1:], "exec", "x"); k >= 0 {
 			return pluginCode("npx", words[1+k:])
