@@ -29,11 +29,12 @@ func TestWatchPostgresReportsARelease(t *testing.T) {
 	}
 	notesSent(b) // the creations' notifications come before the watch listens
 	// The connection's catch-up past its horizon (catchUpPast) reads the
-	// feed once, at a time of its own: under load (it failed once at load 8.7 on 2026-12-07)
-	// after the decision below committed, whose event it then reported as
-	// a second appended(). It also reports the creations' events with an
-	// appended() when an older transaction elsewhere on the server hid
-	// them from the connection's first read. The steps start once it read.
+	// feed once, at a time of its own: under load (load 8.7, 2026-12-07)
+	// it read after the decision below committed, and reported that
+	// decision's event with a second appended(). It also reports the
+	// creations' events with an appended() when an older transaction
+	// elsewhere on the server hid them from the connection's first read.
+	// The steps start once it read (branch flake51).
 	caughtUp := make(chan struct{})
 	a.d.(*postgresDialect).caughtUpPast = sync.OnceFunc(func() { close(caughtUp) })
 	ctx, cancel := context.WithCancel(t.Context())
