@@ -5,6 +5,7 @@
 package diskcheck
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,7 +43,7 @@ func checkDisk(t *testing.T, path string, args ...string) (stderr string, ok boo
 	var errb strings.Builder
 	cmd.Stderr = &errb
 	err = cmd.Run()
-	if _, isExit := err.(*exec.ExitError); err != nil && !isExit {
+	if _, isExit := errors.AsType[*exec.ExitError](err); err != nil && !isExit {
 		t.Fatal(err)
 	}
 	return errb.String(), err == nil
