@@ -77,3 +77,64 @@ tg_free_port() {
 	tg_log "no free port found on 127.0.0.1"
 	return 1
 }
+
+# tg_free_kb DIR prints the space free for unprivileged writes (df's "Available", in KiB) on the
+# file system holding DIR, or holding its nearest existing parent when DIR does not exist yet.
+tg_free_kb() {
+	local dir="$1"
+	while [[ ! -e "$dir" && "$dir" != / && "$dir" != . ]]; do
+		dir="$(dirname "$dir")"
+	done
+	df -Pk "$dir" | awk 'NR == 2 { print $4 }'
+}
+
+# tg_mount_of DIR prints the mount point of the file system holding DIR (or its nearest existing
+# parent).
+tg_mount_of() {
+	local dir="$1"
+	while [[ ! -e "$dir" && "$dir" != / && "$dir" != . ]]; do
+		dir="$(dirname "$dir")"
+	done
+	df -Pk "$dir" | awk 'NR == 2 { print $6 }'
+}
+
+# tg_check_disk MIN_GB LABEL=DIR... (an empty DIR is skipped) fails (status 1) with a message naming the directory, the
+# free space and how to free it when a file system holding one of the DIRs has less than MIN_GB
+# GiB free. Each file system is checked once; MIN_GB 0 checks nothing. A full disk otherwise
+# fails a test run in confusing ways ("could not extend file", linker errors: 2026-12-06).
+tg_check_disk() {
+	local min_gb="$1" arg label dir kb mount seen=" " short=0
+	shift
+	if [[ ! "$min_gb" =~ ^[0-9]+$ ]]; then
+		tg_log "TOOLGATE_MIN_FREE_GB=$min_gb is not a whole number of GiB"
+		return 1
+	fi
+	if ((min_gb == 0)); then
+		return 0
+	fi
+	for arg in "$@"; do
+		label="${arg%%=*}"
+		dir="${arg#*=}"
+		if [[ -z "$dir" ]]; then
+			continue
+		fi
+		kb="$(tg_free_kb "$dir")"
+		mount="$(tg_mount_of "$dir")"
+		if [[ ! "$kb" =~ ^[0-9]+$ ]]; then
+			tg_log "cannot read the free space of $dir (df); not checked"
+			continue
+		fi
+		if [[ "$seen" == *" $mount "* ]]; then
+			continue
+		fi
+		seen+="$mount "
+		if ((kb < min_gb * 1024 * 1024)); then
+			tg_log "$(awk -v k="$kb" 'BEGIN { printf "%.1f", k / 1048576 }') GiB free on $mount, which holds $dir ($label); a run needs $min_gb GiB (TOOLGATE_MIN_FREE_GB=$min_gb; 0 skips this check)"
+			short=1
+		fi
+	done
+	if ((short)); then
+		tg_log "free space first, e.g. 'go clean -cache' (empties the Go build cache, $(go env GOCACHE 2>/dev/null || echo GOCACHE)), or trim its entries unused for 2 days: find \"\$(go env GOCACHE)\" -type f -mtime +2 -delete; also look for old /tmp/go-build* and /tmp/toolgate-* directories"
+		return 1
+	fi
+}

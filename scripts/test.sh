@@ -21,6 +21,9 @@
 #                                ${XDG_CACHE_HOME:-$HOME/.cache}/toolgate/tools); installing is
 #                                skipped when the pinned version is there already
 #   TOOLGATE_CHROMIUM=PATH       use this Chromium for the browser tests instead of finding or installing one
+#   TOOLGATE_MIN_FREE_GB=N       fail at once unless the file systems of the Go build cache
+#                                (GOCACHE) and of the temporary files (GOTMPDIR, TMPDIR, /tmp)
+#                                have N GiB free each (default 10; 0 skips the check)
 #
 # Exported to go test:
 #   TOOLGATE_TEST_POSTGRES      DSN of the throwaway Postgres (database toolgate_test, trust auth)
@@ -289,6 +292,17 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # ---- steps ----------------------------------------------------------------------------------
+
+# A full disk fails a run in confusing ways ("could not extend file", linker errors): the Go
+# build cache had grown to 57 GB (2026-12-06). 10 GiB: a full run's peak use of its temporary
+# directories plus a cold build cache's growth (docs/performance.md, branch flake51).
+step_begin "disk space"
+tg_check_disk "${TOOLGATE_MIN_FREE_GB:-10}" \
+	"the Go build cache=$(go env GOCACHE)" \
+	"go's temporary files=$(go env GOTMPDIR)" \
+	"TMPDIR=${TMPDIR:-/tmp}" \
+	"Postgres and test temporary files=/tmp"
+step_end
 
 step_begin "npm deps"
 tg_ensure_npm

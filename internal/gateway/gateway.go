@@ -337,6 +337,10 @@ type Gateway struct {
 	// admitted dispatch (answerModern, answerLean): a panic there is a
 	// panic of the dispatch (answerfail.go).
 	dispatchHook func()
+	// initHook, when set (tests), is called as an HTTP agent's
+	// initialize reaches the gateway's middleware, before its session
+	// is registered (mcpsessions.go).
+	initHook func()
 	// noStdioLean, when set (tests) before ServeStdio, keeps every plain
 	// stdio tools/call line on the SDK path (stdiolean.go); the Tasks
 	// front still takes its lines (stdiotasks.go).

@@ -156,30 +156,48 @@ func (g *Gateway) liveSessionSet() map[*mcp.ServerSession]bool {
 
 // initialize serves an initialize request and, on HTTP, binds the place
 // its POST reserved among the session limits to the session it opened.
+//
+// An HTTP agent session is watched (watchSession) before its initialize is
+// served, so that Close's sweep (closeWatched) closes it, with or without
+// the lean front. Once Close began the initialize is refused (ErrShutdown)
+// without being served: the SDK closes a session whose initialize left no
+// parameters when its POST ends. The HTTP front refuses an initialize that
+// arrives after Close began too (503), but one that passed that check just
+// before is decided here, under the lock Close's sweep takes: on a2628f8c
+// it opened a session nobody closed (branch flake51).
 func (g *Gateway) initialize(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	var post *carrier
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	if ex := req.GetExtra(); ex != nil && ex.Header != nil {
+		post = g.carriers.get(ex.Header.Get(carrierHeader))
+	}
+	if post != nil && ss != nil {
+		if g.initHook != nil {
+			g.initHook()
+		}
+		if !g.watchSession(ss) {
+			return nil, ErrShutdown
+		}
+	}
 	res, err := next(ctx, method, req)
 	if err == nil {
 		g.logStarted(ctx, req, res)
 	}
-	if ex := req.GetExtra(); ex != nil && ex.Header != nil {
-		post := g.carriers.get(ex.Header.Get(carrierHeader))
-		ss, ok := req.GetSession().(*mcp.ServerSession)
-		if post != nil && ok && ss != nil {
-			if post.slot != nil && err == nil {
-				post.slot.bind(ss)
+	if post != nil && ss != nil {
+		if post.slot != nil && err == nil {
+			post.slot.bind(ss)
+		}
+		// A session whose initialize failed but that the SDK keeps (it
+		// closes only those without initialize parameters) is registered
+		// too, without a version: the lean front never serves it, but
+		// its idle timer, which replaces the SDK's, closes it.
+		if post.lean != nil && (err == nil || ss.InitializeParams() != nil) {
+			version := ""
+			if ir, _ := res.(*mcp.InitializeResult); err == nil && ir != nil {
+				version = ir.ProtocolVersion
 			}
-			// A session whose initialize failed but that the SDK keeps (it
-			// closes only those without initialize params) is registered
-			// too, without a version: the lean front never serves it, but
-			// its idle timer, which replaces the SDK's, closes it.
-			if post.lean != nil && (err == nil || ss.InitializeParams() != nil) && g.watchSession(ss) {
-				version := ""
-				if ir, _ := res.(*mcp.InitializeResult); err == nil && ir != nil {
-					version = ir.ProtocolVersion
-				}
-				post.lean.add(ss, post.principal.ID, version)
-				g.leanRegs.Store(post.lean, true)
-			}
+			post.lean.add(ss, post.principal.ID, version)
+			g.leanRegs.Store(post.lean, true)
 		}
 	}
 	return res, err

@@ -90,6 +90,10 @@ type postgresDialect struct {
 	readCommitted sql.TxOptions
 	// locks keeps pgLock's scan targets (*lockedScan) between writes.
 	locks sync.Pool
+	// caughtUpPast, when set (tests, before Watch), is called when a
+	// connection's catchUpPast read the feed: no catch-up runs after it
+	// until the next reconnection or safety poll.
+	caughtUpPast func()
 }
 
 // openPostgres parses cfg.DSN, builds a pgxpool (nothing is connected yet)

@@ -189,6 +189,9 @@ func (d *postgresDialect) catchUpPast(ctx context.Context, db *DB, horizon strin
 		var past bool
 		err := db.sql.QueryRowContext(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::xid8`, horizon).Scan(&past)
 		if err == nil && past && catchUp() == nil {
+			if d.caughtUpPast != nil {
+				d.caughtUpPast()
+			}
 			return
 		}
 		if err != nil && ctx.Err() == nil {

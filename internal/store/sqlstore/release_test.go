@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +28,15 @@ func TestWatchPostgresReportsARelease(t *testing.T) {
 		}
 	}
 	notesSent(b) // the creations' notifications come before the watch listens
+	// The connection's catch-up past its horizon (catchUpPast) reads the
+	// feed once, at a time of its own: under load (load 8.7, 2026-12-07)
+	// it read after the decision below committed, and reported that
+	// decision's event with a second appended(). It also reports the
+	// creations' events with an appended() when an older transaction
+	// elsewhere on the server hid them from the connection's first read.
+	// The steps start once it read (branch flake51).
+	caughtUp := make(chan struct{})
+	a.d.(*postgresDialect).caughtUpPast = sync.OnceFunc(func() { close(caughtUp) })
 	ctx, cancel := context.WithCancel(t.Context())
 	calls, appended := make(chan approval.ID, 64), make(chan struct{}, 64)
 	done := make(chan struct{})
@@ -37,6 +47,14 @@ func TestWatchPostgresReportsARelease(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	w := &watcher{calls: calls, done: done}
 	w.expect(t, "after connecting", "")
+	select {
+	case <-caughtUp:
+	case <-time.After(30 * time.Second): // a hang guard
+		t.Fatal("the watch's catch-up past its horizon did not read the feed")
+	}
+	for len(appended) > 0 { // the creations', if hidden from the first read
+		<-appended
+	}
 
 	// A renewal sends nothing: the next call is the release's.
 	if _, err := b.UpdateRequest(t.Context(), released, "toolgate", func(r *approval.Request) error {
