@@ -55,12 +55,13 @@ const (
 
 // RecheckWords say what an approved call still goes through before it
 // runs, for people (after "the call runs when its holder "): the dispatch
-// re-check (Consume), which invalidates the approval instead when the
-// policy in force denies the call or the approval lapsed. A policy that
-// now holds the call for another approval (more approvals, other
-// approvers) or allows it outright does not: the approved call runs.
+// re-check (ConsumeQuorum), which invalidates the approval instead when
+// the policy in force denies the call, when its approvals no longer meet
+// the quorum that policy requires (more approvals, other approvers, an
+// approver no longer eligible), or when the approval lapsed. A policy
+// that now allows the call outright does not: the approved call runs.
 // The CLI, the web inbox and the Slack notifier tell approvers so.
-const RecheckWords = "re-checks it against the policy in force"
+const RecheckWords = "re-checks it against the policy in force and its approval quorum"
 
 // Reviewer is the authenticated principal reviewing a request.
 type Reviewer struct {
@@ -268,6 +269,16 @@ func (r *Request) ValidUntil() time.Time {
 // failed and returns nil, so the store records it; callers check r.State.
 // Success moves r to consumed with ConsumedAt = now.
 func (r *Request) Consume(b Binding, deniedBy string, now time.Time) error {
+	return r.ConsumeQuorum(b, deniedBy, nil, now)
+}
+
+// ConsumeQuorum is Consume with one more check, made last: short, when not
+// nil, is asked about r (approved, every other check passed) and returns
+// "" when r's approvals still meet the quorum the policy in force requires
+// of the call, else the reason r is invalidated with (the approvals that
+// still qualify are fewer than that quorum: it was raised, or who may
+// approve changed, after r was approved).
+func (r *Request) ConsumeQuorum(b Binding, deniedBy string, short func(*Request) string, now time.Time) error {
 	if r.State != StateApproved {
 		return fmt.Errorf("consume in state %s: %w", r.State, ErrNotApproved)
 	}
@@ -288,6 +299,8 @@ func (r *Request) Consume(b Binding, deniedBy string, now time.Time) error {
 		why = ReasonToolDefinition
 	case deniedBy != "":
 		why = fmt.Sprintf(reasonPolicyDeniesFmt, deniedBy)
+	case short != nil:
+		why = short(r)
 	}
 	if why != "" {
 		r.State = StateInvalidated
