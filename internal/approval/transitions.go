@@ -269,16 +269,15 @@ func (r *Request) ValidUntil() time.Time {
 // failed and returns nil, so the store records it; callers check r.State.
 // Success moves r to consumed with ConsumedAt = now.
 func (r *Request) Consume(b Binding, deniedBy string, now time.Time) error {
-	return r.ConsumeQuorum(b, deniedBy, nil, now)
+	return r.ConsumeQuorum(b, deniedBy, "", now)
 }
 
-// ConsumeQuorum is Consume with one more check, made last: short, when not
-// nil, is asked about r (approved, every other check passed) and returns
-// "" when r's approvals still meet the quorum the policy in force requires
-// of the call, else the reason r is invalidated with (the approvals that
-// still qualify are fewer than that quorum: it was raised, or who may
-// approve changed, after r was approved).
-func (r *Request) ConsumeQuorum(b Binding, deniedBy string, short func(*Request) string, now time.Time) error {
+// ConsumeQuorum is Consume with one more check, made last: short, when
+// not "", says why r's approvals no longer meet the quorum the policy in
+// force requires of the call (raised, or who may approve changed, after r
+// was approved), and is the reason r is invalidated with when every other
+// check passed.
+func (r *Request) ConsumeQuorum(b Binding, deniedBy, short string, now time.Time) error {
 	if r.State != StateApproved {
 		return fmt.Errorf("consume in state %s: %w", r.State, ErrNotApproved)
 	}
@@ -299,8 +298,8 @@ func (r *Request) ConsumeQuorum(b Binding, deniedBy string, short func(*Request)
 		why = ReasonToolDefinition
 	case deniedBy != "":
 		why = fmt.Sprintf(reasonPolicyDeniesFmt, deniedBy)
-	case short != nil:
-		why = short(r)
+	case short != "":
+		why = short
 	}
 	if why != "" {
 		r.State = StateInvalidated

@@ -231,7 +231,11 @@ func (k *consumeCheck) apply(r *approval.Request, read store.TxRead) error {
 		}
 	}
 	now := k.g.now()
-	if err := r.ConsumeQuorum(k.b, why, k.quorumShort(read), now); err != nil {
+	short := ""
+	if why == "" && r.State == approval.StateApproved {
+		short = k.quorumShort(r, read)
+	}
+	if err := r.ConsumeQuorum(k.b, why, short, now); err != nil {
 		return err
 	}
 	if r.State == approval.StateConsumed {

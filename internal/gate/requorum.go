@@ -19,32 +19,29 @@ type consumeQuorum struct {
 	ap   policy.Approval
 }
 
-// quorumShort returns the check ConsumeQuorum makes last on r, approved and
-// about to be consumed (nil: nothing to check, the policy in force allows
-// the call outright): the quorum the policy in force requires of the call
+// quorumShort says why r, approved and about to be consumed, may not
+// be: the approvals stored on r that still qualify (qualifyingApprovals)
+// are fewer than the quorum the policy in force requires of the call
 // (k.need; for a call only its session's require_approval holds, the
 // session approval's, while the session read in the transaction still
-// requires it), against the approvals stored on r that still qualify under
-// it (qualifyingApprovals). The check returns "" when they meet it, else
-// the reason r is invalidated with. It reads nothing from the store: r's
-// reviews are in the row the consume's transaction holds.
-func (k *consumeCheck) quorumShort(read store.TxRead) func(*approval.Request) string {
-	return func(r *approval.Request) string {
-		need := k.need
-		if !need.set && r.Rule == SessionRule && read.Chain != nil && read.Chain.RequiresApprovalItem(k.c.item()) {
-			sd := k.g.sessionApproval()
-			need = consumeQuorum{set: true, rule: sd.Rule, ap: sd.Approval}
-		}
-		if !need.set {
-			return ""
-		}
-		want := max(need.ap.Approvals, 1)
-		got := qualifyingApprovals(k.g.opts.Reviewers, r, need.ap.Approvers)
-		if got >= want {
-			return ""
-		}
-		return quorumReason(need.rule, need.ap, want, got)
+// requires it). "" when they meet it, or when the policy in force allows
+// the call outright. It reads nothing from the store: r's reviews are in
+// the row the consume's transaction holds.
+func (k *consumeCheck) quorumShort(r *approval.Request, read store.TxRead) string {
+	need := k.need
+	if !need.set && r.Rule == SessionRule && read.Chain != nil && read.Chain.RequiresApprovalItem(k.c.item()) {
+		sd := k.g.sessionApproval()
+		need = consumeQuorum{set: true, rule: sd.Rule, ap: sd.Approval}
 	}
+	if !need.set {
+		return ""
+	}
+	want := max(need.ap.Approvals, 1)
+	got := qualifyingApprovals(k.g.opts.Reviewers, r, need.ap.Approvers)
+	if got >= want {
+		return ""
+	}
+	return quorumReason(need.rule, need.ap, want, got)
 }
 
 // qualifyingApprovals counts the distinct people whose approving reviews
@@ -60,7 +57,8 @@ func (k *consumeCheck) quorumShort(read store.TxRead) func(*approval.Request) st
 func qualifyingApprovals(roster []Reviewer, r *approval.Request, approvers []string) int {
 	under := approval.Request{Approvers: approvers, RequestedBy: r.RequestedBy, OnBehalfOf: r.OnBehalfOf}
 	sameList := slices.Equal(approvers, r.Approvers)
-	var counted []string
+	var room [4]string // most quorums are small: no allocation
+	counted := room[:0]
 	for _, rv := range r.Reviews {
 		if rv.Verdict != approval.VerdictApprove || slices.Contains(counted, rv.By) {
 			continue
