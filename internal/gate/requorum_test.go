@@ -73,6 +73,7 @@ const raisedReason = `policy now requires 2 approvals from any approver (rule "w
 // reason, in the event log. On a2628f8c the call ran on the old approval.
 func TestRaisedQuorumInvalidatesTheHeldCall(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		f := newFixtureOn(t, db, time.Minute, nil)
 		f.pol.p.Store(quorumPolicy(1, policy.ModeHold))
 		ch := admitAsync(t.Context(), f.gate, writeCall("/raised"))
@@ -92,6 +93,7 @@ func TestRaisedQuorumInvalidatesTheHeldCall(t *testing.T) {
 // transaction (Gate.ReviewIf's joined consume).
 func TestRaisedQuorumInvalidatesInTheDecision(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		f := newFixtureOn(t, db, time.Minute, nil)
 		f.pol.p.Store(quorumPolicy(1, policy.ModeHold))
 		offers := signalOffers(f.gate)
@@ -111,6 +113,7 @@ func TestRaisedQuorumInvalidatesInTheDecision(t *testing.T) {
 // asks for a new approval under the raised quorum.
 func TestRaisedQuorumInvalidatesARetrySend(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		f := newFixtureOn(t, db, time.Minute, nil)
 		f.pol.p.Store(quorumPolicy(1, policy.ModeRetry))
 		c := writeCall("/retry")
@@ -141,6 +144,7 @@ var (
 // approval is invalidated, none of its approvals qualifying.
 func TestApproverNoLongerNamedInvalidates(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		roster := []Reviewer{{ID: "alice", Groups: []string{"ops"}}, {ID: "carol", Groups: []string{"ops"}}, {ID: "fred", Groups: []string{"finance"}}}
 		f := newFixtureOn(t, db, time.Minute, &Options{Reviewers: roster})
 		f.pol.p.Store(quorumPolicy(1, policy.ModeHold, "group:ops"))
@@ -159,6 +163,7 @@ func TestApproverNoLongerNamedInvalidates(t *testing.T) {
 // whose roster still lists them (the control).
 func TestApproverNoLongerEligibleInvalidates(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		before := []Reviewer{{ID: "alice", Groups: []string{"ops"}}, {ID: "carol", Groups: []string{"ops"}}}
 		after := []Reviewer{{ID: "carol", Groups: []string{"ops"}, Tenant: "other"}}
 		f := newFixtureOn(t, db, time.Minute, &Options{Instance: "a", Reviewers: before})
@@ -201,6 +206,7 @@ func TestApproverNoLongerEligibleInvalidates(t *testing.T) {
 // both approvals qualify, and a re-send after it ran asks again.
 func TestUnchangedQuorumStillRunsOnce(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		roster := []Reviewer{{ID: "alice", Groups: []string{"ops"}}, {ID: "carol", Groups: []string{"ops"}}}
 		f := newFixtureOn(t, db, time.Minute, &Options{Reviewers: roster})
 		f.pol.p.Store(quorumPolicy(2, policy.ModeHold, "group:ops"))
@@ -238,6 +244,7 @@ func TestUnchangedQuorumStillRunsOnce(t *testing.T) {
 // raised to two, is not run: the task ends with the invalidation's reason.
 func TestRaisedQuorumInvalidatesATask(t *testing.T) {
 	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
 		f := newFixtureOn(t, db, time.Minute, keyed(t, nil))
 		f.pol.p.Store(quorumPolicy(1, policy.ModeHold))
 		held := make(chan approval.Request, 1)
