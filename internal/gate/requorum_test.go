@@ -2,11 +2,13 @@ package gate
 
 import (
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"toolgate/internal/approval"
 	"toolgate/internal/policy"
+	"toolgate/internal/session"
 	"toolgate/internal/store/sqlstore"
 )
 
@@ -268,5 +270,33 @@ func TestRaisedQuorumInvalidatesATask(t *testing.T) {
 		if ts.Request.State != approval.StateInvalidated || !strings.Contains(ts.Status, raisedReason) {
 			t.Fatalf("task %+v, want invalidated with the reason", ts)
 		}
+	})
+}
+
+// A call only its session's require_approval holds is held for the
+// session approval (the policy's default approval): raised from one to
+// two after the approval, the re-send is not run. On a2628f8c it ran.
+func TestRaisedSessionQuorumInvalidates(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		need := atomic.Int64{}
+		need.Store(1)
+		sessAp := allowAll().Approval
+		sessAp.Mode = policy.ModeRetry
+		g := New(db, policy.NewHolder(allowAll()), &Options{ServerExists: knownServers, RetryWait: time.Nanosecond,
+			SessionApprovalFunc: func() policy.Approval { ap := sessAp; ap.Approvals = int(need.Load()); return ap }})
+		_, p := mustSession(t, g, host, session.NewSession{
+			Tools:           []string{"fs"},
+			RequireApproval: map[string]session.Requirement{"fs": {Tools: []string{"write_file"}}},
+		})
+		c := sessionCall(p, "fs", "write_file")
+		a := g.Admit(t.Context(), c)
+		if a.Allowed || a.ApprovalID == "" {
+			t.Fatalf("first send: %+v, want held", a)
+		}
+		mustReview(t, g, a.ApprovalID, approval.VerdictApprove)
+		need.Store(2)
+		mustInvalidated(t, db, g.Admit(t.Context(), c), a.ApprovalID,
+			`policy now requires 2 approvals from any approver (rule "`+SessionRule+`"); 1 of its approvals qualifies`)
 	})
 }
