@@ -109,7 +109,7 @@ func TestPolicyExplainSaysQuorumRefusal(t *testing.T) {
 // whose approval completes a 2-of-2 quorum, after a reload made the
 // policy deny the call, is told (by `toolgate approvals approve`, a
 // separate process) that the request is approved 2 of 2 and that the call
-// runs when its holder re-checks it against the policy in force, not that
+// runs when its holder re-checks it against the policy in force and its approval quorum, not that
 // it runs; the holder's re-check then invalidates it, the agent is told
 // so, nothing ran, and `toolgate approvals show` says what happened
 // (invalidated: policy now denies the call) with no "Next:" line. On
@@ -146,7 +146,7 @@ policy:
 	g.waitLog(t, "policy reloaded", "no echo now")
 
 	out := mustToolgate(t, g.Admin, daveToken, "approvals", "approve", p.ID)
-	want := "now approved (2 of 2, decided by dave); the call runs when its holder re-checks it against the policy in force, if its caller is still waiting or re-sends it; approvals show says what became of it"
+	want := "now approved (2 of 2, decided by dave); the call runs when its holder re-checks it against the policy in force and its approval quorum, if its caller is still waiting or re-sends it; approvals show says what became of it"
 	if !strings.Contains(out, want) {
 		t.Errorf("dave's approve printed %q, want %q", out, want)
 	}

@@ -39,7 +39,7 @@ notify:
 	// The approve's answer is written before the waiter consumes (and
 	// here invalidates) the call: the CLI must not say more than the
 	// answer knows.
-	if out := mustCLI(t, g.Admin, "approve", p.ID); !strings.Contains(out, "now approved (1 of 1, decided by bob); the call runs when its holder re-checks it against the policy in force, if its caller is still waiting") {
+	if out := mustCLI(t, g.Admin, "approve", p.ID); !strings.Contains(out, "now approved (1 of 1, decided by bob); the call runs when its holder re-checks it against the policy in force and its approval quorum, if its caller is still waiting") {
 		t.Errorf("approve printed %q, want that the call runs when its holder re-checks it, if its caller is still waiting", out)
 	}
 	if msg := mustIsError(t, await(t, ch)); !strings.Contains(msg, "invalidated") {

@@ -53,7 +53,7 @@ policy:
 	p := waitPending(t, first.Admin, 1)[0]
 	si.waitCall(t, "chat.postMessage", p.ID)
 	out := mustCLI(t, first.Admin, "approve", p.ID)
-	if !strings.Contains(out, "; the call runs when its holder re-checks it against the policy in force, if its caller is still waiting") {
+	if !strings.Contains(out, "; the call runs when its holder re-checks it against the policy in force and its approval quorum, if its caller is still waiting") {
 		t.Errorf("approve printed %q, want that the call runs when its holder re-checks it, if its caller is still waiting", out)
 	}
 	waitRecord(t, record, "slow started "+args)

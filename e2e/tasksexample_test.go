@@ -126,7 +126,7 @@ func TestTasksClientExample(t *testing.T) {
 		t.Errorf("the inbox's detail view says %q, want that the task runs whether or not the agent is still connected", got)
 	}
 	approved := mustCLI(t, g.Admin, "approve", p.ID)
-	if !strings.Contains(approved, "held as an MCP task, the call runs when its holder re-checks it against the policy in force, whether or not the agent is still connected") || strings.Contains(approved, "still waiting") {
+	if !strings.Contains(approved, "held as an MCP task, the call runs when its holder re-checks it against the policy in force and its approval quorum, whether or not the agent is still connected") || strings.Contains(approved, "still waiting") {
 		t.Errorf("approve printed %q, want that the task runs whether or not the agent is still connected", approved)
 	}
 	for _, ok := next(); ok; _, ok = next() {

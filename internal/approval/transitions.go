@@ -55,12 +55,13 @@ const (
 
 // RecheckWords say what an approved call still goes through before it
 // runs, for people (after "the call runs when its holder "): the dispatch
-// re-check (Consume), which invalidates the approval instead when the
-// policy in force denies the call or the approval lapsed. A policy that
-// now holds the call for another approval (more approvals, other
-// approvers) or allows it outright does not: the approved call runs.
+// re-check (ConsumeQuorum), which invalidates the approval instead when
+// the policy in force denies the call, when its approvals no longer meet
+// the quorum that policy requires (more approvals, other approvers, an
+// approver no longer eligible), or when the approval lapsed. A policy
+// that now allows the call outright does not: the approved call runs.
 // The CLI, the web inbox and the Slack notifier tell approvers so.
-const RecheckWords = "re-checks it against the policy in force"
+const RecheckWords = "re-checks it against the policy in force and its approval quorum"
 
 // Reviewer is the authenticated principal reviewing a request.
 type Reviewer struct {
@@ -268,6 +269,15 @@ func (r *Request) ValidUntil() time.Time {
 // failed and returns nil, so the store records it; callers check r.State.
 // Success moves r to consumed with ConsumedAt = now.
 func (r *Request) Consume(b Binding, deniedBy string, now time.Time) error {
+	return r.ConsumeQuorum(b, deniedBy, "", now)
+}
+
+// ConsumeQuorum is Consume with one more check, made last: short, when
+// not "", says why r's approvals no longer meet the quorum the policy in
+// force requires of the call (raised, or who may approve changed, after r
+// was approved), and is the reason r is invalidated with when every other
+// check passed.
+func (r *Request) ConsumeQuorum(b Binding, deniedBy, short string, now time.Time) error {
 	if r.State != StateApproved {
 		return fmt.Errorf("consume in state %s: %w", r.State, ErrNotApproved)
 	}
@@ -288,6 +298,8 @@ func (r *Request) Consume(b Binding, deniedBy string, now time.Time) error {
 		why = ReasonToolDefinition
 	case deniedBy != "":
 		why = fmt.Sprintf(reasonPolicyDeniesFmt, deniedBy)
+	case short != "":
+		why = short
 	}
 	if why != "" {
 		r.State = StateInvalidated

@@ -333,7 +333,7 @@ func TestReview(t *testing.T) {
 		wantReason string
 		wantOut    string
 	}{
-		{name: "approve", args: []string{"approve", idA}, id: idA, wantState: approval.StateApproved, wantOut: idA + ": approve recorded; now approved (1 of 1, decided by alice); the call runs when its holder re-checks it against the policy in force, if its caller is still waiting or re-sends it; approvals show says what became of it\n"},
+		{name: "approve", args: []string{"approve", idA}, id: idA, wantState: approval.StateApproved, wantOut: idA + ": approve recorded; now approved (1 of 1, decided by alice); the call runs when its holder re-checks it against the policy in force and its approval quorum, if its caller is still waiting or re-sends it; approvals show says what became of it\n"},
 		{name: "flags after id", args: []string{"approve", idA, "--reason", "looks right"}, id: idA, wantState: approval.StateApproved, wantReason: "looks right"},
 		{name: "flag with equals", args: []string{"approve", "--reason=ok then", idA}, id: idA, wantState: approval.StateApproved, wantReason: "ok then"},
 		{name: "single dash flag", args: []string{"approve", idA, "-reason", "single"}, id: idA, wantState: approval.StateApproved, wantReason: "single"},
@@ -519,7 +519,7 @@ func TestUnixSocket(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	if want := idU + ": approve recorded; now approved (1 of 1, decided by alice); the call runs when its holder re-checks it against the policy in force, if its caller is still waiting or re-sends it; approvals show says what became of it\n"; out != want {
+	if want := idU + ": approve recorded; now approved (1 of 1, decided by alice); the call runs when its holder re-checks it against the policy in force and its approval quorum, if its caller is still waiting or re-sends it; approvals show says what became of it\n"; out != want {
 		t.Errorf("output %q, want %q", out, want)
 	}
 	code, out, _ = e.run(t, "show", idU)

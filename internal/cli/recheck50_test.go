@@ -7,7 +7,7 @@ import (
 
 // TestShowSaysAnApprovedCallHasNotRun (explain50): `approvals show` of an
 // approved call that has not run yet says that it runs when its holder
-// re-checks it against the policy in force (which may still invalidate
+// re-checks it against the policy in force and its approval quorum (which may still invalidate
 // it); once the call was dispatched the line is gone (real gate and
 // SQLite store behind the admin API). On 3eefbceb show said only
 // "State: approved" and the decision.

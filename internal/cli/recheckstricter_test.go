@@ -18,10 +18,10 @@ import (
 // Next line of an approved call says what the dispatch re-check does. A
 // policy put in force after the approval that holds the call for another
 // approval (three approvals from group:finance, not one from anyone)
-// does not invalidate it: the re-sent call runs. One that denies it
-// does. On 0c9d0562 Next said the call is "invalidated instead if that
-// policy no longer holds it for this approval", which the first case
-// contradicts.
+// invalidates it (quorum51: the re-check re-applies the quorum; on
+// a2628f8c the re-sent call ran on the one approval), and so does one
+// that denies it. On 0c9d0562 Next said the call is "invalidated instead
+// if that policy no longer holds it for this approval".
 func TestShowsNextSaysWhatTheRecheckDoes(t *testing.T) {
 	held := policy.Approval{Timeout: time.Hour, Mode: policy.ModeRetry, Approvals: 1, ValidFor: time.Hour}
 	stricter := &policy.Policy{Default: policy.Deny, Approval: held, Rules: []policy.Rule{{Name: "finance", Server: "pay", Tools: []string{"transfer"}, Effect: policy.Approve,
@@ -32,7 +32,7 @@ func TestShowsNextSaysWhatTheRecheckDoes(t *testing.T) {
 		later *policy.Policy
 		runs  bool
 	}{
-		{"a policy holding it for another approval", stricter, true},
+		{"a policy holding it for another approval", stricter, false},
 		{"a policy denying it", denies, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,7 +46,7 @@ func TestShowsNextSaysWhatTheRecheckDoes(t *testing.T) {
 				t.Fatalf("approve: exit %d\n%s%s", code, out, errs)
 			}
 			holder.Store(tt.later)
-			const next = "(invalidated instead if that policy denies it; expired if not taken up within valid_for)"
+			const next = "(invalidated instead if that policy denies it or requires approvals it no longer has; expired if not taken up within valid_for)"
 			if code, out, errs := e.run(t, approvalsCmd, "show", id); code != 0 || !strings.Contains(out, next) {
 				t.Errorf("show: exit %d, want Next: ending %q\n%s%s", code, next, out, errs)
 			}

@@ -64,10 +64,10 @@ func TestApproveTaskHeldCall(t *testing.T) {
 	if out := run("show", "--json", taskID); !strings.Contains(out, `"held_as":"task"`) {
 		t.Errorf("show --json of the task-held call lacks held_as: %s", out)
 	}
-	if out, want := run("approve", taskID), taskID+": approve recorded; now approved (1 of 1, decided by alice); held as an MCP task, the call runs when its holder re-checks it against the policy in force, whether or not the agent is still connected (the agent reads the result with tasks/get); approvals show says what became of it\n"; out != want {
+	if out, want := run("approve", taskID), taskID+": approve recorded; now approved (1 of 1, decided by alice); held as an MCP task, the call runs when its holder re-checks it against the policy in force and its approval quorum, whether or not the agent is still connected (the agent reads the result with tasks/get); approvals show says what became of it\n"; out != want {
 		t.Errorf("approve of the task-held call printed\n%q, want\n%q", out, want)
 	}
-	if out, want := run("approve", holdID), holdID+": approve recorded; now approved (1 of 1, decided by alice); the call runs when its holder re-checks it against the policy in force, if its caller is still waiting or re-sends it; approvals show says what became of it\n"; out != want {
+	if out, want := run("approve", holdID), holdID+": approve recorded; now approved (1 of 1, decided by alice); the call runs when its holder re-checks it against the policy in force and its approval quorum, if its caller is still waiting or re-sends it; approvals show says what became of it\n"; out != want {
 		t.Errorf("approve of a 2025 hold printed\n%q, want\n%q", out, want)
 	}
 }

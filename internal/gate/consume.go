@@ -18,7 +18,8 @@ import (
 
 // consume moves an approved request to consumed in one compare-and-set that
 // also revalidates the binding against the bytes about to be sent, the
-// current policy, and the requesting session (revocation and exclusion,
+// current policy (its verdict, and the quorum it requires against the
+// approvals that still qualify), and the requesting session (revocation and exclusion,
 // read inside the same transaction, so a revocation that answered before
 // is always seen); any failure records invalidated with a reason and
 // refuses the call. A store that cannot be used right now is retried while
@@ -103,6 +104,10 @@ type consumeCheck struct {
 	out      json.RawMessage // the arguments about to be sent
 	b        approval.Binding
 	deniedBy string // the rule that denies the call now, or why it cannot be evaluated; "" allows
+	// need is the approval the policy in force holds the call for, when
+	// it does (decided with deniedBy): apply invalidates an approval whose
+	// approvals no longer meet its quorum (quorumShort).
+	need consumeQuorum
 	// rev is the policy revision in force (Options.Policies.Installed)
 	// when deniedBy was decided, read before the evaluation: the policy
 	// evaluated is that revision's or a newer one. The consume commits
@@ -148,13 +153,19 @@ func (k *consumeCheck) decide() {
 		k.rev = p.Installed()
 	}
 	dec, err := k.g.consumeDecision(k.c, k.out)
+	k.need = consumeQuorum{}
 	switch {
 	case err != nil:
 		k.deniedBy = "policy evaluation failed"
 	case dec.Effect == policy.Deny:
 		k.deniedBy = dec.Rule
-	default:
+	case dec.Effect == policy.Approve:
 		k.deniedBy = ""
+		k.need = consumeQuorum{set: true, rule: dec.Rule, ap: dec.Approval}
+	case dec.Effect == policy.Allow:
+		k.deniedBy = ""
+	default:
+		k.deniedBy = fmt.Sprintf("the policy returned an unknown effect %q", dec.Effect)
 	}
 }
 
@@ -180,7 +191,9 @@ func (k *consumeCheck) reads() store.TxReads {
 }
 
 // apply consumes r, which must be approved (else approval.ErrNotApproved),
-// or invalidates it with a reason (approval.Request.Consume), inside the
+// or invalidates it with a reason (approval.Request.ConsumeQuorum: last,
+// when the approvals stored on r no longer meet the quorum the policy in
+// force requires of the call, quorumShort), inside the
 // store's transaction that holds r's row; chain is the requesting
 // session's chain read in that transaction (nil for a call without a
 // session). A consumed request is then held by this process for its
@@ -218,7 +231,11 @@ func (k *consumeCheck) apply(r *approval.Request, read store.TxRead) error {
 		}
 	}
 	now := k.g.now()
-	if err := r.Consume(k.b, why, now); err != nil {
+	short := ""
+	if why == "" && r.State == approval.StateApproved {
+		short = k.quorumShort(r, read)
+	}
+	if err := r.ConsumeQuorum(k.b, why, short, now); err != nil {
 		return err
 	}
 	if r.State == approval.StateConsumed {

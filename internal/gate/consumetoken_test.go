@@ -220,7 +220,8 @@ func TestConsumeTokenIsTheHoldersOnly(t *testing.T) {
 	}
 	approved := func() *approval.Request {
 		return &approval.Request{ID: "r1", State: approval.StateApproved, RequestedBy: agent.ID, Server: c.Server, Tool: c.Tool,
-			ArgumentsHash: hash, ToolDigest: c.ToolDigest, ExpiresAt: g.now().Add(time.Hour)}
+			ArgumentsHash: hash, ToolDigest: c.ToolDigest, ExpiresAt: g.now().Add(time.Hour),
+			Reviews: []approval.Review{{By: "alice", Verdict: approval.VerdictApprove}}} // as Review leaves it
 	}
 	r := approved()
 	if err := mine.apply(r, store.TxRead{}); err != nil || r.State != approval.StateConsumed || r.ConsumeToken != mine.token || r.HeldBy != g.instance {

@@ -43,7 +43,8 @@ func TestConsumeKeepsAHeldLease(t *testing.T) {
 				k := g.consumeCheck(c)
 				now := g.now()
 				r := &approval.Request{ID: "r1", State: approval.StateApproved, RequestedBy: agent.ID, Server: c.Server, Tool: c.Tool,
-					ArgumentsHash: hash, ToolDigest: c.ToolDigest, ExpiresAt: now.Add(time.Hour)}
+					ArgumentsHash: hash, ToolDigest: c.ToolDigest, ExpiresAt: now.Add(time.Hour),
+					Reviews: []approval.Review{{By: "alice", Verdict: approval.VerdictApprove}}} // as Review leaves it
 				if readBack {
 					// the consume committed by an earlier attempt: consumed
 					// with k's token

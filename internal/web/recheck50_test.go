@@ -12,7 +12,7 @@ import (
 // TestApprovalCompletingQuorumSaysTheRecheck (explain50): the approver
 // whose approval completes a 2-of-2 quorum in the inbox is told that the
 // request is approved (2 of 2) and that the call runs when its holder
-// re-checks it against the policy in force, not that it runs; the page's
+// re-checks it against the policy in force and its approval quorum, not that it runs; the page's
 // outcome says it has not run yet. Once the dispatch re-check invalidated
 // it (the policy now denies it; a real SQLite store), the page says that
 // instead. On 3eefbceb the flash was "Your approval was recorded." and the
@@ -21,7 +21,7 @@ func TestApprovalCompletingQuorumSaysTheRecheck(t *testing.T) {
 	e := newEnv(t, nil)
 	r := e.request(1, `{"to":"acct-1","amount":5}`, func(r *approval.Request) { r.RequiredApprovals = 2 })
 	hash := url.Values{"arguments_hash": {r.ArgumentsHash}}
-	const recheck = "The call runs when its holder re-checks it against the policy in force"
+	const recheck = "The call runs when its holder re-checks it against the policy in force and its approval quorum"
 
 	alice := e.browser()
 	alice.signIn(aliceTok)
@@ -40,7 +40,7 @@ func TestApprovalCompletingQuorumSaysTheRecheck(t *testing.T) {
 		t.Fatalf("bob's approve: %d\n%s", a.status, a.body)
 	}
 	page := bob.page(a.header.Get("Location"))
-	for _, w := range []string{"it is approved (2 of 2). " + recheck, "approved by bob, not yet run: the call runs when its holder re-checks it against the policy in force"} {
+	for _, w := range []string{"it is approved (2 of 2). " + recheck, "approved by bob, not yet run: the call runs when its holder re-checks it against the policy in force and its approval quorum"} {
 		if !strings.Contains(page, w) {
 			t.Errorf("the page after the approval completing the quorum lacks %q:\n%s", w, page)
 		}

@@ -116,7 +116,7 @@ func notEligible(err error) string {
 
 // runsWhen says when an approved call runs, after "the call ": a call in retry mode only once its caller re-sends it (no
 // one holds it meanwhile; review50), any other when its holder
-// re-checks it against the policy in force.
+// re-checks it against the policy in force and its approval quorum.
 func runsWhen(mode string) string {
 	if mode == "retry" {
 		return "runs when its caller re-sends it, if the re-check against the policy in force admits it"

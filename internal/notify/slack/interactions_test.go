@@ -185,7 +185,7 @@ func TestInteractionQuorum(t *testing.T) {
 	}
 	for _, want := range []string{
 		"C0OPS/U0ALICE: Your approval of fs · write_file was recorded; the request is pending (1 of 2 approvals).",
-		"C0OPS/U0BOB: Your approval of fs · write_file was recorded; the request is approved (2 of 2 approvals); the call runs when its holder re-checks it against the policy in force, if its caller is still waiting or re-sends it.",
+		"C0OPS/U0BOB: Your approval of fs · write_file was recorded; the request is approved (2 of 2 approvals); the call runs when its holder re-checks it against the policy in force and its approval quorum, if its caller is still waiting or re-sends it.",
 	} {
 		select {
 		case got := <-w.notes:

@@ -23,7 +23,7 @@ func TestInteractionTaskHeldSaysItRuns(t *testing.T) {
 	if status, body := w.post(t, click{user: "U0BOB", value: value(r)}); status != http.StatusOK {
 		t.Fatalf("approve = %d %s", status, body)
 	}
-	want := "C0OPS/U0BOB: Your approval of fs · write_file was recorded; the request is approved (1 of 1 approvals); held as an MCP task, the call runs when its holder re-checks it against the policy in force, whether or not the agent is still connected."
+	want := "C0OPS/U0BOB: Your approval of fs · write_file was recorded; the request is approved (1 of 1 approvals); held as an MCP task, the call runs when its holder re-checks it against the policy in force and its approval quorum, whether or not the agent is still connected."
 	select {
 	case got := <-w.notes:
 		if got != want {

@@ -1,0 +1,66 @@
+package e2e
+
+import (
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestReloadRaisingTheQuorumInvalidatesTheApproval (quorum51): a rule
+// raised from one approver to two by a config reload (SIGHUP) takes
+// effect for the call already held: carol's approval settles the request
+// (it was made needing one), but the dispatch re-check counts it against
+// the quorum in force, so the call is not run, the agent is told why and
+// that a re-send asks again, and `approvals show` prints the reason. The
+// re-send makes a request needing two. On a2628f8c the upstream ran on
+// carol's approval alone.
+func TestReloadRaisingTheQuorumInvalidatesTheApproval(t *testing.T) {
+	dir := t.TempDir()
+	record := filepath.Join(dir, "record.log")
+	rules := `
+policy:
+  default: deny
+  rules:
+    - name: ops approve
+      server: t
+      tools: [echo_raw]
+      effect: approve
+      approval: { timeout: 10m, approvals: 1, approvers: ["group:ops"] }
+`
+	base := teamConfig(filepath.Join(dir, "toolgate.db"), upstreamServer(record))
+	g := startGateway(t, base+rules, teamEnv)
+	agent := g.connect(t, nil, nil)
+	ch := callAsync(t.Context(), agent, toolCall("t__echo_raw", `{"n":"quorum51"}`))
+	p := awaitPendingArgs(t, g.Admin, `{"n":"quorum51"}`)
+
+	g.writeConfig(t, base+strings.Replace(rules, "approvals: 1,", "approvals: 2,", 1))
+	if err := g.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	g.waitLog(t, "policy reloaded")
+
+	if out := mustToolgate(t, g.Admin, carolToken, "approvals", "approve", p.ID); !strings.Contains(out, "now approved (1 of 1, decided by carol)") {
+		t.Fatalf("carol's approve printed %q, want approved 1 of 1 (the request's own quorum)", out)
+	}
+	const reason = `policy now requires 2 approvals from group:ops (rule "ops approve"); 1 of its approvals qualifies`
+	if msg := mustIsError(t, await(t, ch)); !strings.Contains(msg, "approval invalidated: "+reason) || !strings.Contains(msg, "Re-send to request a new approval") {
+		t.Fatalf("the held call got %q, want its invalidation by the raised quorum", msg)
+	}
+	if got := readRecord(t, record); len(got) != 0 {
+		t.Errorf("the upstream ran %q, want nothing", got)
+	}
+	show := mustToolgate(t, g.Admin, carolToken, "approvals", "show", p.ID)
+	for _, w := range []string{"invalidated", reason} {
+		if !strings.Contains(show, w) {
+			t.Errorf("show after the invalidation lacks %q:\n%s", w, show)
+		}
+	}
+
+	ch = callAsync(t.Context(), agent, toolCall("t__echo_raw", `{"n":"quorum51"}`))
+	again := awaitPendingArgs(t, g.Admin, `{"n":"quorum51"}`)
+	if again.ID == p.ID || again.RequiredApprovals != 2 {
+		t.Fatalf("the re-send's request %s needs %d approvals, want a new one needing 2", again.ID, again.RequiredApprovals)
+	}
+	_ = ch
+}

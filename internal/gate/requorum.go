@@ -1,0 +1,102 @@
+package gate
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"toolgate/internal/approval"
+	"toolgate/internal/policy"
+	"toolgate/internal/store"
+)
+
+// A consumeQuorum is the approval the policy in force requires of a call
+// when it is consumed (consumeCheck.decide): the decision's when the
+// policy holds the call for approval.
+type consumeQuorum struct {
+	set  bool
+	rule string
+	ap   policy.Approval
+}
+
+// quorumShort says why r, approved and about to be consumed, may not
+// be: the approvals stored on r that still qualify (qualifyingApprovals)
+// are fewer than the quorum the policy in force requires of the call
+// (k.need; for a call only its session's require_approval holds, the
+// session approval's, while the session read in the transaction still
+// requires it). "" when they meet it, or when the policy in force allows
+// the call outright. It reads nothing from the store: r's reviews are in
+// the row the consume's transaction holds.
+func (k *consumeCheck) quorumShort(r *approval.Request, read store.TxRead) string {
+	need := k.need
+	if !need.set && r.Rule == SessionRule && read.Chain != nil && read.Chain.RequiresApprovalItem(k.c.item()) {
+		sd := k.g.sessionApproval()
+		need = consumeQuorum{set: true, rule: sd.Rule, ap: sd.Approval}
+	}
+	if !need.set {
+		return ""
+	}
+	want := max(need.ap.Approvals, 1)
+	got := qualifyingApprovals(k.g.opts.Reviewers, r, need.ap.Approvers)
+	if got >= want {
+		return ""
+	}
+	return quorumReason(need.rule, need.ap, want, got)
+}
+
+// qualifyingApprovals counts the distinct people whose approving reviews
+// of r still qualify under approvers (the approvers list the policy in
+// force names for the call; empty: anyone): never r's requester or the
+// person it acts for; with a roster (Options.Reviewers), only people it
+// lists now (an approver or admin), of r's tenant or of none, named in
+// approvers by id or by one of the groups the roster gives them now.
+// Without a roster (nil: not known here) a reviewer's groups are not
+// known: an approval qualifies when approvers is the list r was reviewed
+// under (r.Approvers, which the review checked), or names the reviewer by
+// id.
+func qualifyingApprovals(roster []Reviewer, r *approval.Request, approvers []string) int {
+	under := approval.Request{Approvers: approvers, RequestedBy: r.RequestedBy, OnBehalfOf: r.OnBehalfOf}
+	sameList := slices.Equal(approvers, r.Approvers)
+	var room [4]string // most quorums are small: no allocation
+	counted := room[:0]
+	for _, rv := range r.Reviews {
+		if rv.Verdict != approval.VerdictApprove || slices.Contains(counted, rv.By) {
+			continue
+		}
+		who := approval.Reviewer{ID: rv.By}
+		if roster != nil {
+			i := slices.IndexFunc(roster, func(p Reviewer) bool { return p.ID == rv.By })
+			if i < 0 || (roster[i].Tenant != "" && roster[i].Tenant != r.Tenant) {
+				continue // no longer a reviewer, or not of r's tenant
+			}
+			who.Groups = roster[i].Groups
+		} else if sameList && !approval.IsRequester(rv.By, r.RequestedBy, r.OnBehalfOf) {
+			counted = append(counted, rv.By)
+			continue
+		}
+		if under.Eligible(who) == nil {
+			counted = append(counted, rv.By)
+		}
+	}
+	return len(counted)
+}
+
+// quorumReason is the reason an approval is invalidated with when got of
+// its approvals qualify under the approval ap that rule of the policy in
+// force requires (want, at least 1): `policy now requires 2 approvals from
+// group:finance (rule "refunds"); 1 of its approvals qualifies`.
+func quorumReason(rule string, ap policy.Approval, want, got int) string {
+	name := fmt.Sprintf("rule %q", rule)
+	if rule == policy.DefaultRule {
+		name = "the policy's default"
+	}
+	from := "any approver"
+	if len(ap.Approvers) > 0 {
+		from = strings.Join(ap.Approvers, ", ")
+	}
+	verb := "qualify"
+	if got == 1 {
+		verb = "qualifies"
+	}
+	return fmt.Sprintf("policy now requires %s from %s (%s); %d of its approvals %s", plural(want, "approval"), from, name, got, verb)
+}
