@@ -68,3 +68,19 @@ func TestGrantsForbiddenWithoutArguments(t *testing.T) {
 		t.Error("a resource: forbidden, want false (grants remember tool calls only)")
 	}
 }
+
+// TestGrantAdmitsAnyArguments (grants51): `--grant-when true` admits any
+// arguments and is described so, like no predicate; a predicate reading
+// the call does not.
+func TestGrantAdmitsAnyArguments(t *testing.T) {
+	for src, want := range map[string]bool{
+		"": true, "  ": true, "true": true, "(true)": true, "1 == 1": true, `"a" == "a"`: true,
+		"args.n > 10 || true": true, "true || args.n > 10": true,
+		"false": false, "args.n < 10": false, "args.n > 10 && true": false, "true && args.path != ''": false,
+		"args.n <": false, "1": false,
+	} {
+		if got := GrantAdmitsAnyArguments(src); got != want {
+			t.Errorf("GrantAdmitsAnyArguments(%q) = %v, want %v", src, got, want)
+		}
+	}
+}

@@ -1,5 +1,13 @@
 package policy
 
+import (
+	"strings"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/types"
+)
+
 // GrantsForbidden reports whether the policy forbids grants for calls like
 // c, decided without c's arguments: the question asked when an approver
 // attaches grant terms to a request held earlier, whose raw arguments are
@@ -60,4 +68,41 @@ func (p *Policy) GrantsForbidden(c Call, rule string) (bool, string) {
 		return true, DefaultRule
 	}
 	return e.GrantsForbidden(c, rule)
+}
+
+// GrantAdmitsAnyArguments reports whether a grant with predicate src
+// admits its tool's calls whatever their arguments: src is empty, or it
+// folds to the constant true (`true`, `1 == 1`, `args.n > 10 || true`;
+// CEL's constant folding). Such a grant is described as admitting "any
+// arguments" (CLI, inbox), like one with no predicate. A predicate that
+// does not compile, or depends on the call, reports false.
+func GrantAdmitsAnyArguments(src string) bool {
+	if strings.TrimSpace(src) == "" {
+		return true
+	}
+	if len([]rune(src)) > MaxExpressionLength {
+		return false
+	}
+	env, err := newCELEnv()
+	if err != nil {
+		return false
+	}
+	a, iss := env.Compile(src)
+	if iss != nil && iss.Err() != nil {
+		return false
+	}
+	folder, err := cel.NewConstantFoldingOptimizer()
+	if err != nil {
+		return false
+	}
+	opt, err := cel.NewStaticOptimizer(folder)
+	if err != nil {
+		return false
+	}
+	folded, iss := opt.Optimize(env, a)
+	if iss != nil && iss.Err() != nil {
+		return false
+	}
+	e := folded.NativeRep().Expr()
+	return e.Kind() == ast.LiteralKind && e.AsLiteral() == types.True
 }
