@@ -336,6 +336,11 @@ func printExplanation(out io.Writer, x policy.Explanation) {
 	case q == nil:
 	case q.Refused:
 		p("gate:        refuses it at once (code %s); the agent is told: %s", q.Code, q.Message)
+		if x.Approval != nil && x.Approval.Grants {
+			// The gate reads the caller's grants before it checks the
+			// quorum: a standing grant still admits the call (grants51).
+			p("             unless a standing grant of the caller admits it: the gate checks grants before the quorum (explain does not read grants)")
+		}
 	case !q.Known:
 		// Not "the gate refuses …": with allow_no_approvers the gate has
 		// no roster either and holds the call (review50).
