@@ -55,7 +55,7 @@ func reloadPolicy(ctx context.Context, path string, cfg config.Config, h *policy
 	log.Info("policy in force", "source", policySource(cfg), "revision", policy.Revision(h.Load()))
 	var devApprovers []config.Approver
 	if dev {
-		devApprovers = append(devApprovers, config.Approver{ID: "dev-approver", Roles: []string{config.RoleAdmin}})
+		devApprovers = append(devApprovers, config.Approver{ID: config.DevApproverID, Roles: []string{config.RoleAdmin}})
 	}
 	check := func(c config.Config) error {
 		for _, w := range c.Warnings() {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -26,5 +27,32 @@ func TestExplainSaysAGrantComesBeforeTheQuorum(t *testing.T) {
 		if !strings.Contains(out.String(), "gate:        refuses it at once (code quorum_unreachable); the agent is told: denied: rule needs 3 approvals") {
 			t.Errorf("grants %v: no refusal line:\n%s", grants, out.String())
 		}
+	}
+}
+
+// TestExplainDevCountsTheDevApprover (grants51): `policy explain --config
+// --dev` counts serve --dev's approver (dev-approver, role admin) in the
+// quorum check, as serve --dev does: "finance only" needs 2 approvals and
+// the config has one approver (alice), so without --dev the gate refuses
+// the call and with it (alice and dev-approver) holds it. --dev without
+// --config is a usage error. On a2628f8c --dev was an unknown flag.
+func TestExplainDevCountsTheDevApprover(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"toolgate.yaml": testConfig})
+	run := func(extra ...string) (int, string) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		args := append([]string{"--config", filepath.Join(dir, "toolgate.yaml"), "--server", "pay", "--tool", "refund", "--principal", "desktop"}, extra...)
+		code := RunExplain(t.Context(), args, &out, &errb, nil)
+		return code, out.String() + errb.String()
+	}
+	if code, out := run(); code != ExitOK || !strings.Contains(out, "refuses it at once (code quorum_unreachable)") {
+		t.Errorf("without --dev: exit %d, want the quorum refusal:\n%s", code, out)
+	}
+	if code, out := run("--dev"); code != ExitOK || !strings.Contains(out, "quorum:      reachable") || strings.Contains(out, "refuses it at once") {
+		t.Errorf("with --dev: exit %d, want the quorum reachable:\n%s", code, out)
+	}
+	var out, errb bytes.Buffer
+	if code := RunExplain(t.Context(), []string{"--addr", "http://127.0.0.1:9", "--token", "x", "--dev", "--server", "pay", "--tool", "refund"}, &out, &errb, nil); code != ExitUsage {
+		t.Errorf("--dev with --addr: exit %d, want 2\n%s", code, errb.String())
 	}
 }
