@@ -9,6 +9,7 @@ import (
 	"toolgate/internal/approval"
 	"toolgate/internal/grant"
 	"toolgate/internal/policy"
+	"toolgate/internal/session"
 	"toolgate/internal/store"
 	"toolgate/internal/store/sqlstore"
 )
@@ -144,4 +145,37 @@ func TestGrantsDisabledFollowsTheFunc(t *testing.T) {
 			t.Errorf("grants turned on again: %+v, want allowed by grant %s", a, gr.ID)
 		}
 	})
+}
+
+// TestSessionHoldTakesNoGrantTermsOnceTheApprovalForbidsThem (grants51): a
+// call a session's require_approval held while the session approval (the
+// policy's approval) allowed grants takes no grant terms once it says
+// grants: false, though the policy's revision did not move (the session
+// approval comes from Options.SessionApprovalFunc).
+func TestSessionHoldTakesNoGrantTermsOnceTheApprovalForbidsThem(t *testing.T) {
+	clk := newClock()
+	holder := policy.NewHolder(allowAll())
+	db := newFixture(t, time.Minute, nil).db
+	var sessAp atomic.Pointer[policy.Approval]
+	ap := allowAll().Approval
+	ap.Mode = policy.ModeRetry
+	sessAp.Store(&ap)
+	g := New(db, holder, &Options{Now: clk.now, ServerExists: knownServers, RetryWait: time.Nanosecond, GrantMaxTTL: 2 * time.Hour,
+		SessionApprovalFunc: func() policy.Approval { return *sessAp.Load() }})
+	_, p := mustSession(t, g, host, session.NewSession{
+		Tools:           []string{"fs"},
+		RequireApproval: map[string]session.Requirement{"fs": {Tools: []string{"write_file"}}},
+	})
+	a := g.Admit(t.Context(), sessionCall(p, "fs", "write_file"))
+	if a.Allowed || a.ApprovalID == "" {
+		t.Fatalf("session call: %+v, want approval required", a)
+	}
+	if r, err := db.GetRequest(t.Context(), a.ApprovalID); err != nil || r.NoGrants || r.Rule != SessionRule {
+		t.Fatalf("held: NoGrants %v, rule %q (%v); want false, %q", r.NoGrants, r.Rule, err, SessionRule)
+	}
+	no := false
+	off := ap
+	off.Grants = &no
+	sessAp.Store(&off)
+	refusedWithNothingRecorded(t, g, db, a.ApprovalID, 0)
 }
