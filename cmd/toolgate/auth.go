@@ -95,7 +95,7 @@ func approverAuth(creds map[string]config.Credential) api.Authenticator {
 func reviewers(cfg config.Config, creds map[string]config.Credential, dev bool) []gate.Reviewer {
 	people := make([]config.Credential, 0, len(creds)+1)
 	if dev {
-		people = append(people, config.Credential{Principal: approval.Principal{ID: devApproverID, Kind: config.KindHuman}, Roles: []string{config.RoleAdmin}})
+		people = append(people, config.DevApprover())
 	}
 	for _, c := range creds {
 		people = append(people, c)

@@ -195,7 +195,7 @@ func serveWarnings(cfg config.Config, f serveFlags, sys system, files config.Fil
 }
 
 // devApproverID is the id of the approver --dev mints.
-const devApproverID = "dev-approver"
+const devApproverID = config.DevApproverID
 
 func isLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)

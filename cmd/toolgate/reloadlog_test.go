@@ -25,7 +25,7 @@ func TestPolicyInForceLogNamesTheDigest(t *testing.T) {
 		var buf bytes.Buffer
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel() // the store's loop returns at once; the file's after its first log
-		_ = reloadPolicy(ctx, "", cfg, policy.NewHolder(&cfg.Policy), nil, false, false, slog.New(slog.NewTextHandler(&buf, nil)), nil, nil, nil)
+		_ = reloadPolicy(ctx, "", cfg, policy.NewHolder(&cfg.Policy), nil, false, false, slog.New(slog.NewTextHandler(&buf, nil)), nil, nil, nil, nil)
 		if !strings.Contains(buf.String(), `msg="policy in force" `+tc.want) {
 			t.Errorf("source %s logged:\n%s\nwant %q", tc.source, buf.String(), tc.want)
 		}

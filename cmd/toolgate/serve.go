@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -246,6 +247,9 @@ type core struct {
 	// tokens are the config's tokens in force (plan.configured), which a
 	// policy reload compares the file's with.
 	tokens map[string]config.Credential
+	// grantsOff is grants.enabled: false of the config in force (at start,
+	// then each reload's), read by the gate on every use.
+	grantsOff atomic.Bool
 	// notes are the notification outbox and Slack interactions (zero when
 	// notify.channels is empty).
 	notes notifications
@@ -289,6 +293,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 	c.cat = cat
 	startPolicy := cfg.Policy
 	c.holder = policy.NewHolder(&startPolicy) // swapped by reloadPolicy
+	c.grantsOff.Store(!cfg.Grants.Enabled)    // and so is this
 	// With policy.source: store, the store's current revision replaces it.
 	if c.policies, err = startPolicyStore(ctx, db, cfg, c.holder, f.dev, log); err != nil {
 		return nil, err
@@ -332,7 +337,7 @@ func startCore(ctx context.Context, cfg config.Config, f serveFlags, p plan, log
 		Reviewers:            reviewers(cfg, p.creds, f.dev),
 		Retention:            store.Retention(cfg.Retention),
 		GrantMaxTTL:          cfg.Grants.MaxTTL,
-		GrantsDisabled:       !cfg.Grants.Enabled,
+		GrantsDisabledFunc:   c.grantsOff.Load, // follows a reload (reloadPolicy)
 		Policies:             policies,
 	})
 	// The id approvals show prints as "Held by" for the calls this process
@@ -425,7 +430,8 @@ func runServe(ctx context.Context, cfg config.Config, f serveFlags, c *core, lns
 		eg.Go(func() error { procs.Follow(ctx, c.load, runtime.GOMAXPROCS(0), setProcs, processCPU()); return nil })
 	}
 	eg.Go(func() error {
-		return reloadPolicy(ctx, f.config, cfg, c.holder, hup, f.watch, f.dev, log, c.metrics, c.tokens, sio.sys.files)
+		return reloadPolicy(ctx, f.config, cfg, c.holder, hup, f.watch, f.dev, log, c.metrics, c.tokens, sio.sys.files,
+			func(g config.Grants) { c.grantsOff.Store(!g.Enabled) })
 	})
 	eg.Go(func() error {
 		c.watch(ctx, c.gate, func() {

@@ -22,7 +22,7 @@ import (
 const explainUsageText = `Usage:
   toolgate policy explain (--config FILE | --addr A [--token T])
                           --server S --tool T [--args JSON] [--principal P]
-                          [--annotations read_only,destructive,...] [--json]
+                          [--annotations read_only,destructive,...] [--dev] [--json]
 
 Prints how the policy decides one call: the effect, every rule in file
 order with each of its checks and whether it matched (and rules that only
@@ -45,6 +45,8 @@ not known (approvals.allow_no_approvers, or a config without approvers).
                     (read_only, destructive, idempotent, open_world; "none" for
                     all false); used only for a server with trust_annotations.
                     With --addr the live tool's own hints are used by default.
+  --dev             with --config: count serve --dev's approver (dev-approver,
+                    role admin) in the quorum check, as serve --dev does
   --json            print the explanation as JSON
 
 Exit status: 0 ok (whatever the effect), 1 failure, 2 usage or invalid config.
@@ -58,6 +60,7 @@ type explainOptions struct {
 	principal           string
 	annotations         string
 	json, verbose       bool
+	dev                 bool // --config: count serve --dev's approver
 }
 
 // RunExplain runs `toolgate policy explain` with args (the words after
@@ -77,6 +80,7 @@ func RunExplain(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	fs.StringVar(&o.principal, "principal", "", "agent id")
 	fs.StringVar(&o.annotations, "annotations", "", "true annotation hints")
 	fs.BoolVar(&o.json, "json", false, "print JSON")
+	fs.BoolVar(&o.dev, "dev", false, "count serve --dev's approver")
 	err := fs.Parse(args)
 	if err == nil && o.config == "" && o.addr == "" {
 		o.addr = envAddr(lookup) // as the other commands that ask the admin API
@@ -93,6 +97,8 @@ func RunExplain(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		return usageExit(stderr, "explain", "give exactly one of --config FILE or --addr A (or set $"+EnvAddr+")")
 	case o.server == "" || o.tool == "":
 		return usageExit(stderr, "explain", "--server and --tool are required")
+	case o.dev && o.config == "":
+		return usageExit(stderr, "explain", "--dev goes with --config (the live gateway counts its own approvers)")
 	}
 	req, err := explainBody(o.server, o.tool, o.args, o.principal, o.annotations)
 	if err != nil {
@@ -185,6 +191,7 @@ func parseAnnotations(s string) (*policy.Annotations, error) {
 // explainer explains calls against a config file or the live gateway.
 type explainer struct {
 	cfg    *config.Config // file mode
+	dev    bool           // file mode: count serve --dev's approver
 	client *client        // live mode
 }
 
@@ -217,7 +224,7 @@ func newExplainer(o explainOptions, lookup config.Env, stderr io.Writer) (*expla
 	if err != nil {
 		return nil, err
 	}
-	return &explainer{cfg: &cfg}, nil
+	return &explainer{cfg: &cfg, dev: o.dev}, nil
 }
 
 // loadPolicyConfig loads a config file for explaining its policy. Unset
@@ -271,9 +278,14 @@ func (x *explainer) explain(ctx context.Context, b api.ExplainBody) (policy.Expl
 	call := x.cfg.PolicyCall(b.Server, b.Tool, b.Arguments, b.Principal, b.Annotations)
 	out := e.Explain(call)
 	// The gate's quorum check, with the roster serve makes of this config
-	// (without serve --dev's approver): none known without approvers.
+	// (with serve --dev's approver under --dev): none known without
+	// approvers.
 	var roster []gate.Reviewer
-	if people := x.cfg.ApproverCredentials(); len(people) > 0 {
+	people := x.cfg.ApproverCredentials()
+	if x.dev {
+		people = append([]config.Credential{config.DevApprover()}, people...)
+	}
+	if len(people) > 0 {
 		roster = gate.ReviewersOf(x.cfg.Reviewers(people))
 	}
 	gate.ExplainQuorum(&out, roster, approval.Principal{ID: call.Principal.ID, Tenant: call.Principal.Tenant, OnBehalfOf: call.Principal.OnBehalfOf})
@@ -336,10 +348,15 @@ func printExplanation(out io.Writer, x policy.Explanation) {
 	case q == nil:
 	case q.Refused:
 		p("gate:        refuses it at once (code %s); the agent is told: %s", q.Code, q.Message)
+		if x.Approval != nil && x.Approval.Grants {
+			// The gate reads the caller's grants before it checks the
+			// quorum: a standing grant still admits the call (grants51).
+			p("             unless a standing grant of the caller admits it: the gate checks grants before the quorum (explain does not read grants)")
+		}
 	case !q.Known:
 		// Not "the gate refuses …": with allow_no_approvers the gate has
 		// no roster either and holds the call (review50).
-		p("quorum:      not checked: the approvers are not known here; with approvals.allow_no_approvers the gate does not check it either and holds the call; a config without approvers serves only under serve --dev, whose approver the gate counts (ask the live gateway: --addr)")
+		p("quorum:      not checked: the approvers are not known here; with approvals.allow_no_approvers the gate does not check it either and holds the call; a config without approvers serves only under serve --dev, whose approver the gate counts (pass --dev, or ask the live gateway: --addr)")
 	default:
 		p("quorum:      reachable: enough configured approvers may review the request; the gate holds the call")
 	}

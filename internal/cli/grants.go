@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"toolgate/internal/api"
+	"toolgate/internal/policy"
 )
 
 const grantsUsageText = `Usage: toolgate grants <command> [flags]
@@ -132,12 +133,8 @@ func runGrantList(ctx context.Context, c *client, o *grantOptions, _ []string, o
 	// As in approvals list, a failed write of the table shows at Flush.
 	_, _ = fmt.Fprintln(tw, "ID\tSTATE\tPRINCIPAL\tSERVER\tTOOL\tUSES\tEXPIRES IN\tWHEN")
 	for _, g := range l.Grants {
-		when := g.When
-		if when == "" {
-			when = "(any arguments)"
-		}
 		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", clean(g.ID), clean(g.State), clean(g.Principal), clean(g.Server), clean(g.Tool),
-			usesText(g), grantExpiresIn(g, resp.now), clean(when))
+			usesText(g), grantExpiresIn(g, resp.now), clean(whenText(g.When)))
 	}
 	if l.NextCursor != "" {
 		_, _ = fmt.Fprintf(tw, "\nmore: toolgate grants list --limit %d --cursor %s\n", o.limit, clean(l.NextCursor))
@@ -201,11 +198,25 @@ func runGrantRevoke(ctx context.Context, c *client, o *grantOptions, args []stri
 // "server · tool" as every other surface does (list, show, watch, the
 // inbox, Slack), never the agent-facing "<server>__<tool>" alias.
 func grantSummary(g api.Grant) string {
-	if g.When == "" {
-		// No predicate: say what that admits (newuser50's 50,000 EUR refund).
-		return fmt.Sprintf("%s may call %s · %s with any arguments until %s%s", clean(g.Principal), clean(g.Server), clean(g.Tool), stamp(g.ExpiresAt), termsText(g.MaxUses, ""))
+	if policy.GrantAdmitsAnyArguments(g.When) {
+		// No predicate, or one always true (--grant-when true): say what
+		// that admits (newuser50's 50,000 EUR refund).
+		return fmt.Sprintf("%s may call %s · %s with any arguments until %s%s", clean(g.Principal), clean(g.Server), clean(g.Tool), stamp(g.ExpiresAt), termsText(g.MaxUses, g.When))
 	}
 	return fmt.Sprintf("%s may call %s · %s until %s%s", clean(g.Principal), clean(g.Server), clean(g.Tool), stamp(g.ExpiresAt), termsText(g.MaxUses, g.When))
+}
+
+// whenText is a grant's predicate as list and show print it: "(any
+// arguments)" for none, and the predicate followed by "(any arguments)"
+// for one that is always true.
+func whenText(when string) string {
+	switch {
+	case when == "":
+		return "(any arguments)"
+	case policy.GrantAdmitsAnyArguments(when):
+		return when + " (any arguments)"
+	}
+	return when
 }
 
 // termsText is the use cap and predicate of grant terms, as a suffix.
@@ -234,11 +245,7 @@ func printGrant(out io.Writer, g api.Grant) error {
 	}
 	field("Server", g.Server)
 	field("Tool", g.Tool)
-	when := g.When
-	if when == "" {
-		when = "(any arguments)"
-	}
-	field("When", when)
+	field("When", whenText(g.When))
 	field("Created", stamp(g.CreatedAt))
 	field("Expires", stamp(g.ExpiresAt))
 	max := "no cap"

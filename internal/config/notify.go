@@ -69,11 +69,14 @@ var notifyEvents = []string{"requested", "reviewed", "approved", "denied", "deci
 func NotifyEvents() []string { return slices.Clone(notifyEvents) }
 
 // DefaultNotifyEvents are the events of a channel that lists none: a new
-// request, every way a pending one ends, an approval invalidated at
-// dispatch (the human said yes and nothing ran: they must hear it), and a
-// dispatch whose outcome is not ok (it failed, or toolgate cannot say
-// whether it ran: the instance died mid-dispatch).
-var DefaultNotifyEvents = []string{"requested", "decided", "expired", "cancelled", "invalidated", "dispatch_failed"}
+// request, a review that leaves it pending (the other approvers of a
+// request needing two hear that one approved; a review that settles it is
+// announced by its approved or denied event only, package notify), every
+// way a pending one ends, an approval invalidated at dispatch (the human
+// said yes and nothing ran: they must hear it), and a dispatch whose
+// outcome is not ok (it failed, or toolgate cannot say whether it ran: the
+// instance died mid-dispatch).
+var DefaultNotifyEvents = []string{"requested", "reviewed", "decided", "expired", "cancelled", "invalidated", "dispatch_failed"}
 
 // NotifyChannel is one receiver of notifications. Its secrets (a webhook's
 // URL and signing secret, a Slack bot token, incoming-webhook URL or

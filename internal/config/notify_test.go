@@ -47,7 +47,7 @@ func TestNotifyDefaultsAndValid(t *testing.T) {
 	if hook.EffectiveMaxAge() != 30*time.Minute || slack.EffectiveMaxAge() != time.Hour {
 		t.Errorf("max_age = %v and %v, want 30m and the default 1h", hook.EffectiveMaxAge(), slack.EffectiveMaxAge())
 	}
-	if diff := cmp.Diff([]string{"requested", "decided", "expired", "cancelled", "invalidated", "dispatch_failed"}, slack.EffectiveEvents()); diff != "" {
+	if diff := cmp.Diff([]string{"requested", "reviewed", "decided", "expired", "cancelled", "invalidated", "dispatch_failed"}, slack.EffectiveEvents()); diff != "" {
 		t.Errorf("default events (-want +got):\n%s", diff)
 	}
 	if got := slack.EffectiveAPIURL(); got != "http://127.0.0.1:9/api" {

@@ -92,6 +92,15 @@ func (a Approver) credential() Credential {
 	}
 }
 
+// DevApproverID is the id of the approver serve --dev mints (role admin).
+const DevApproverID = "dev-approver"
+
+// DevApprover is the credential of serve --dev's approver, without its
+// token: a human with role admin, id DevApproverID.
+func DevApprover() Credential {
+	return Credential{Principal: approval.Principal{ID: DevApproverID, Kind: KindHuman}, Roles: []string{RoleAdmin}}
+}
+
 // ApproverCredentials returns what each of c's approvers' tokens
 // authenticates as (the values Tokens maps their tokens to), without
 // reading a token: for `policy explain`, which has no tokens. nil when c

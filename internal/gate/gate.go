@@ -212,6 +212,11 @@ type Options struct {
 	// grant.ErrForbidden and no grant, even one made before, admits a
 	// call.
 	GrantsDisabled bool
+	// GrantsDisabledFunc, when set, is read instead of GrantsDisabled each
+	// time the gate needs it, so that the setting follows a config reload
+	// (cmd passes one that reads the grants.enabled of the config last
+	// loaded).
+	GrantsDisabledFunc func() bool
 	// Reviewers, when not nil, is everyone who can review requests (the
 	// configured approvers with role approver or admin, and serve --dev's
 	// approver): a call whose approval fewer of them may review than its

@@ -43,7 +43,7 @@ func (g *Gate) withGrants(ctx context.Context, c Call, dec policy.Decision, hash
 	if c.Kind != "" && c.Kind != approval.KindToolCall {
 		return dec // grants remember tool calls only (the policy checks it too)
 	}
-	if g.opts.GrantsDisabled || !dec.Approval.GrantsAllowed() {
+	if g.grantsDisabled() || !dec.Approval.GrantsAllowed() {
 		// Grants are off for this call (config, or the decision's
 		// grants: false; the policy checks the latter too): not even read.
 		return dec
@@ -137,11 +137,13 @@ func policyGrants(gs []grant.Grant) []policy.Grant {
 // an approval that is not of a tool call; grant.ErrNotEndorsed when this
 // review settles the approval but fewer approvers than its quorum attached
 // these terms (nothing is recorded); grant.ErrForbidden when grants are
-// off for the approval (Options.GrantsDisabled, or the request's NoGrants:
-// the decision that held it said grants: false, or the instance that held
-// it had Options.GrantsDisabled; nothing is recorded).
+// off for the approval (nothing is recorded): Options.GrantsDisabled now,
+// or the request's NoGrants (the decision that held it said grants: false,
+// or the instance that held it had grants disabled), or, for a request
+// held under another policy revision, the policy in force forbids grants
+// for calls like it ([Gate.grantsForbiddenNow]).
 func (g *Gate) ApproveWithGrant(ctx context.Context, id approval.ID, reviewer approval.Principal, reason, pinnedHash string, terms approval.GrantTerms) (approval.Request, *grant.Grant, error) {
-	if g.opts.GrantsDisabled {
+	if g.grantsDisabled() {
 		return approval.Request{}, nil, fmt.Errorf("%w: the deployment turns grants off (grants.enabled: false); approve without grant terms", grant.ErrForbidden)
 	}
 	if err := grant.CheckTerms(terms, g.opts.GrantMaxTTL); err != nil {
@@ -160,6 +162,9 @@ func (g *Gate) ApproveWithGrant(ctx context.Context, id approval.ID, reviewer ap
 		}
 		if r.NoGrants {
 			return nil, fmt.Errorf("%w: rule %q (or another matching approve rule) says grants: false, or grants.enabled: false where the call was held, so every such call needs its own approval; approve without grant terms", grant.ErrForbidden, r.Rule)
+		}
+		if no, rule := g.grantsForbiddenNow(*r); no {
+			return nil, fmt.Errorf("%w: the policy in force says grants: false (rule %q) for calls of %s · %s, so every such call needs its own approval; approve without grant terms", grant.ErrForbidden, rule, r.Server, r.Tool)
 		}
 		rv := approval.Reviewer{ID: reviewer.ID, Groups: reviewer.Groups}
 		if err := r.ApproveWithGrant(rv, reason, pinnedHash, terms, g.now()); err != nil {
@@ -232,4 +237,46 @@ func (g *Gate) RevokeGrant(ctx context.Context, actor approval.Principal, id, re
 		g.log.InfoContext(ctx, "grant revoked", "grant", id, "by", actor.ID, "uses", gr.Uses)
 	}
 	return gr, nil
+}
+
+// grantsForbidder is the optional part of an Evaluator that says, without
+// a call's arguments, whether the policy in force forbids grants for calls
+// like it (policy.Holder, policy.Evaluator and *policy.Policy have it).
+type grantsForbidder interface {
+	GrantsForbidden(c policy.Call, rule string) (bool, string)
+}
+
+// grantsForbiddenNow reports whether the policy in force forbids grants
+// for request r, and the rule that does: r.NoGrants says what the policy
+// said when r was held, with r's arguments; a policy changed since (a
+// reload, a governed change) is asked here without them
+// (policy.Evaluator.GrantsForbidden, which fails closed on
+// argument-dependent rules). When the revision in force is the one that
+// held r (and is known), r.NoGrants is the answer and nothing is asked.
+// A request held by a session's require_approval is also refused when the
+// session approval in force (the policy's approval) says grants: false.
+// An Evaluator that cannot answer (neither method) forbids nothing here.
+func (g *Gate) grantsForbiddenNow(r approval.Request) (bool, string) {
+	if r.Rule == SessionRule && !g.sessionApproval().Approval.GrantsAllowed() {
+		return true, SessionRule
+	}
+	f, ok := g.policy.(grantsForbidder)
+	if !ok {
+		return false, ""
+	}
+	if cur := g.PolicyRevision(); cur != "" && cur == r.PolicyRevision {
+		return false, ""
+	}
+	return f.GrantsForbidden(policy.Call{Kind: policy.KindTool, Server: r.Server, Tool: r.Tool,
+		Principal: policy.Principal{ID: r.RequestedBy, Tenant: r.Tenant, OnBehalfOf: r.OnBehalfOf}}, r.Rule)
+}
+
+// grantsDisabled reports whether the deployment turns grants off now:
+// Options.GrantsDisabledFunc when set (serve's, which follows a config
+// reload), else Options.GrantsDisabled.
+func (g *Gate) grantsDisabled() bool {
+	if f := g.opts.GrantsDisabledFunc; f != nil {
+		return f()
+	}
+	return g.opts.GrantsDisabled
 }

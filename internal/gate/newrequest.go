@@ -128,7 +128,7 @@ func (g *Gate) hold(ctx context.Context, c Call, chain session.Chain, dec policy
 		ValidFor:          ap.ValidFor,
 		PolicyRevision:    dec.Revision,
 		TimeoutRule:       dec.TimeoutRule,
-		NoGrants:          !ap.GrantsAllowed() || g.opts.GrantsDisabled,
+		NoGrants:          !ap.GrantsAllowed() || g.grantsDisabled(),
 	}
 	if c.Kind != approval.KindToolCall {
 		r.Kind = c.Kind // tool calls keep the empty kind, as before issue 10

@@ -96,7 +96,7 @@ func ExplainQuorum(x *policy.Explanation, roster []Reviewer, p approval.Principa
 // (Options.Reviewers): the admin API's explain says what this gate does.
 func (g *Gate) ExplainQuorum(x *policy.Explanation, p approval.Principal) {
 	ExplainQuorum(x, g.opts.Reviewers, p)
-	ExplainGrants(x, g.opts.GrantsDisabled)
+	ExplainGrants(x, g.grantsDisabled())
 }
 
 // ExplainGrants marks the approval of explanation x (if any) as taking no

@@ -397,6 +397,14 @@ func TestRoutesSelect(t *testing.T) {
 		{"defaults: outcome ok", defaults, ev(approval.EventDispatched), approval.OutcomeOK, false},
 		{"defaults: invalidated", defaults, ev(approval.EventInvalidated), "", true},
 		{"dispatched covers ok", Route{Events: []string{DispatchFailed, Dispatched}}, ev(approval.EventDispatched), approval.OutcomeOK, true},
+		// grants51: a review leaving the request pending is announced by
+		// the defaults; one that settled it only by its approved or denied
+		// event, when the route announces that.
+		{"defaults: review pending", defaults, approval.Event{Type: approval.EventReviewed, State: approval.StatePending}, "", true},
+		{"defaults: review that approved", defaults, approval.Event{Type: approval.EventReviewed, State: approval.StateApproved}, "", false},
+		{"defaults: review that denied", defaults, approval.Event{Type: approval.EventReviewed, State: approval.StateDenied}, "", false},
+		{"reviewed alone: review that approved", Route{Events: []string{Reviewed}}, approval.Event{Type: approval.EventReviewed, State: approval.StateApproved}, "", true},
+		{"reviewed and denied: review that approved", Route{Events: []string{Reviewed, Denied}}, approval.Event{Type: approval.EventReviewed, State: approval.StateApproved}, "", true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

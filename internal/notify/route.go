@@ -146,8 +146,18 @@ func newRoute(r Route) (route, error) {
 // is the request as stored when the event is fanned out; a dispatched
 // event is written in the transaction that records the outcome, which
 // never changes after, so r's outcome is the event's.
+//
+// A reviewed event that settled its request (its State is approved or
+// denied: the review that reached the quorum, or a deny) is not announced
+// by a route that announces the approved or denied event it came with:
+// that event says the same, and the route sends one message, not two.
+// Reviews that leave the request pending (1 of 2 approvals) are announced.
 func (rt *route) selects(ev approval.Event, r approval.Request) bool {
 	if rt.failedOnly && ev.Type == approval.EventDispatched && r.DispatchOutcome == approval.OutcomeOK {
+		return false
+	}
+	if ev.Type == approval.EventReviewed && (ev.State == approval.StateApproved && slices.Contains(rt.types, approval.EventApproved) ||
+		ev.State == approval.StateDenied && slices.Contains(rt.types, approval.EventDenied)) {
 		return false
 	}
 	return slices.Contains(rt.types, ev.Type) &&

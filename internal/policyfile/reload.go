@@ -3,9 +3,10 @@
 // when the file's content changes (serve --watch), the file is read and
 // validated again; a valid policy is swapped into the [policy.Holder] the
 // gate evaluates, and an invalid file leaves the old policy in force, is
-// logged and is counted. Only the policy section is applied; every other
-// key, and every agent or approver token (read from its variable or file
-// at start), needs a restart (a warning says so when they differ).
+// logged and is counted. Only the policy section and grants.enabled
+// (through Options.Grants) are applied; every other key, and every agent
+// or approver token (read from its variable or file at start), needs a
+// restart (a warning says so when they differ).
 package policyfile
 
 import (
@@ -53,6 +54,12 @@ type Options struct {
 	// nil reads approvers' files with privfile for os.Geteuid and agents'
 	// with privfile.ReadRegular.
 	ReadFiles func(config.Config) config.Files
+	// Grants, when set, is called with the grants section of each config
+	// a reload puts in force, after its policy, so that grants.enabled
+	// follows the file (serve stores it for the gate). A changed
+	// grants.enabled is then applied, not reported as needing a restart;
+	// grants.max_ttl still needs one.
+	Grants func(config.Grants)
 }
 
 // A Reloader re-reads the config file at a path and swaps its policy into a
@@ -67,10 +74,12 @@ type Reloader struct {
 	env     config.Env
 	check   func(config.Config) error
 	files   func(config.Config) config.Files
+	grants  func(config.Grants)
 
-	mu   sync.Mutex
-	seen [sha256.Size]byte // guarded by mu: digest of the content last read by Reload or Changed
-	read bool              // guarded by mu: seen is set
+	mu      sync.Mutex
+	seen    [sha256.Size]byte // guarded by mu: digest of the content last read by Reload or Changed
+	read    bool              // guarded by mu: seen is set
+	enabled bool              // guarded by mu: grants.enabled in force (with grants)
 }
 
 // New returns a Reloader for the config file at path. running is the
@@ -90,7 +99,8 @@ func New(path string, running config.Config, h *policy.Holder, opts *Options) *R
 			return c.ReadFiles(privfile.Reader{Euid: os.Geteuid()}, privfile.ReadRegular)
 		}
 	}
-	r := &Reloader{path: path, running: running, holder: h, log: o.Logger, metrics: o.Metrics, env: o.Env, check: o.Check, files: o.ReadFiles}
+	r := &Reloader{path: path, running: running, holder: h, log: o.Logger, metrics: o.Metrics, env: o.Env, check: o.Check, files: o.ReadFiles, grants: o.Grants}
+	r.enabled = running.Grants.Enabled
 	if o.Tokens != nil {
 		r.tokens = principals(o.Tokens)
 	} else {
@@ -136,7 +146,16 @@ func (r *Reloader) Reload(ctx context.Context) error {
 	r.holder.Store(&next)
 	r.metrics.PolicyReloaded()
 	r.log.InfoContext(ctx, "policy reloaded", "old_revision", curRev, "revision", newRev, "changes", strings.Join(changes, "; "))
-	if keys := changedOutsidePolicy(r.running, cfg); len(keys) > 0 {
+	applied := cfg
+	if r.grants != nil {
+		r.grants(cfg.Grants)
+		if cfg.Grants.Enabled != r.enabled {
+			r.log.InfoContext(ctx, "grants.enabled reloaded", "enabled", cfg.Grants.Enabled)
+			r.enabled = cfg.Grants.Enabled
+		}
+		applied.Grants.Enabled = r.running.Grants.Enabled // applied, not a restart's
+	}
+	if keys := changedOutsidePolicy(r.running, applied); len(keys) > 0 {
 		r.log.WarnContext(ctx, "config keys outside policy changed; they take effect only after a restart",
 			"path", r.path, "keys", strings.Join(keys, ","))
 	}

@@ -11,6 +11,7 @@ import (
 
 	"toolgate/internal/api"
 	"toolgate/internal/approval"
+	"toolgate/internal/policy"
 	"toolgate/internal/store"
 )
 
@@ -37,6 +38,7 @@ type grantRow struct {
 	Tenant         string
 	Server, Tool   string
 	When           string // "" means any arguments
+	AnyArguments   bool   // When is "" or always true (policy.GrantAdmitsAnyArguments)
 	Uses           int64
 	MaxUses        int64 // 0: no cap
 	ExpiresAt      string
@@ -58,7 +60,7 @@ func (s *Server) newGrantRow(g api.Grant) grantRow {
 	r := grantRow{
 		ID: g.ID, ShortID: shortID(g.ID), State: g.State, Active: g.State == "active",
 		Principal: visible(g.Principal), OnBehalfOf: visible(g.OnBehalfOf), Tenant: visible(g.Tenant),
-		Server: visible(g.Server), Tool: visible(g.Tool), When: visible(g.When),
+		Server: visible(g.Server), Tool: visible(g.Tool), When: visible(g.When), AnyArguments: policy.GrantAdmitsAnyArguments(g.When),
 		Uses: g.Uses, MaxUses: g.MaxUses, ExpiresAt: stamp(g.ExpiresAt), Expires: human(g.ExpiresAt),
 		Created: human(g.CreatedAt), CreatedBy: visible(g.CreatedBy), Reason: visible(g.Reason),
 		SourceApproval: g.SourceApproval, SourceShort: shortID(g.SourceApproval), RevokeReason: visible(g.RevokeReason),
@@ -187,8 +189,8 @@ func (s *Server) approveWithGrant(w http.ResponseWriter, r *http.Request, c *ses
 		done = againApprove // the earlier approval stands; these terms were not kept
 	case got.Grant == nil:
 		done = "grant-pending"
-	case got.Grant.When == "":
-		done = "grant-any" // no predicate: say that it admits any arguments
+	case policy.GrantAdmitsAnyArguments(got.Grant.When):
+		done = "grant-any" // no predicate, or one always true: say that it admits any arguments
 	}
 	http.Redirect(w, r, "/ui/approvals/"+string(id)+"?done="+done, http.StatusSeeOther) //nolint:gosec // G710: id is a checked UUID, done a constant
 }

@@ -285,7 +285,7 @@ func TestApproveAndRememberForbidden(t *testing.T) {
 	r := e.request(2, `{"to":"acct-2","amount":50000}`, func(r *approval.Request) { r.NoGrants = true })
 	b := e.browser()
 	b.signIn(bobTok)
-	if page := b.page("/ui/approvals/" + string(plain.ID)); !strings.Contains(page, "An empty condition admits any arguments") {
+	if page := b.page("/ui/approvals/" + string(plain.ID)); !strings.Contains(page, "An empty condition (or one always true, such as <code>true</code>) admits any arguments") {
 		t.Errorf("the grant terms do not warn that an empty condition admits any arguments:\n%s", page)
 	}
 	page := b.page("/ui/approvals/" + string(r.ID))

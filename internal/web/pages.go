@@ -248,7 +248,7 @@ func flash(done string, d *detailView) string {
 	case "grant":
 		return "Your approval was recorded and remembered as a grant: see Grants."
 	case "grant-any":
-		return "Your approval was recorded and remembered as a grant with no condition: it admits any arguments to this tool from this caller until it expires or is revoked; see Grants."
+		return "Your approval was recorded and remembered as a grant with no condition (or one always true): it admits any arguments to this tool from this caller until it expires or is revoked; see Grants."
 	case "grant-pending":
 		return "Your approval and its grant terms were recorded; the grant is made when enough approvers attach the same terms."
 	}
