@@ -78,24 +78,17 @@ tg_free_port() {
 	return 1
 }
 
-# tg_free_kb DIR prints the space free for unprivileged writes (df's "Available", in KiB) on the
-# file system holding DIR, or holding its nearest existing parent when DIR does not exist yet.
-tg_free_kb() {
+# tg_df DIR prints the space free for unprivileged writes (df's "Available", in KiB) and the
+# mount point of the file system holding DIR, or holding its nearest existing parent when DIR does
+# not exist yet (a fresh machine's GOCACHE), separated by a space. It prints nothing usable, and
+# succeeds, when df cannot read it: callers run under set -euo pipefail, where a failing df in a
+# command substitution would end the caller unexplained.
+tg_df() {
 	local dir="$1"
 	while [[ ! -e "$dir" && "$dir" != / && "$dir" != . ]]; do
 		dir="$(dirname "$dir")"
 	done
-	df -Pk "$dir" | awk 'NR == 2 { print $4 }'
-}
-
-# tg_mount_of DIR prints the mount point of the file system holding DIR (or its nearest existing
-# parent).
-tg_mount_of() {
-	local dir="$1"
-	while [[ ! -e "$dir" && "$dir" != / && "$dir" != . ]]; do
-		dir="$(dirname "$dir")"
-	done
-	df -Pk "$dir" | awk 'NR == 2 { print $6 }'
+	{ df -Pk "$dir" 2>/dev/null || true; } | awk 'NR == 2 { m = $6; for (i = 7; i <= NF; i++) m = m " " $i; print $4, m }'
 }
 
 # tg_check_disk MIN_GB LABEL=DIR... (an empty DIR is skipped) fails (status 1) with a message naming the directory, the
@@ -109,6 +102,7 @@ tg_check_disk() {
 		tg_log "TOOLGATE_MIN_FREE_GB=$min_gb is not a whole number of GiB"
 		return 1
 	fi
+	min_gb=$((10#$min_gb)) # decimal: 08 is 8, not an octal error
 	if ((min_gb == 0)); then
 		return 0
 	fi
@@ -118,8 +112,7 @@ tg_check_disk() {
 		if [[ -z "$dir" ]]; then
 			continue
 		fi
-		kb="$(tg_free_kb "$dir")"
-		mount="$(tg_mount_of "$dir")"
+		read -r kb mount < <(tg_df "$dir") || true
 		if [[ ! "$kb" =~ ^[0-9]+$ ]]; then
 			tg_log "cannot read the free space of $dir (df); not checked"
 			continue

@@ -198,7 +198,7 @@ func printApproval(out io.Writer, a api.Approval, now time.Time) error {
 		if a.Mode == "retry" { // nothing holds it until its caller re-sends it (review50)
 			runs = "the call runs when its caller re-sends it and the re-check against the policy in force admits it"
 		}
-		field("Next", "not run yet: "+runs+" (invalidated instead if that policy denies it or requires approvals it no longer has; expired if not taken up within valid_for)")
+		field("Next", "not run yet: "+runs+" (invalidated instead if that policy denies it or requires more or other approvals than it has; expired if not taken up within valid_for)")
 	}
 	switch {
 	case a.ConsumedAt.IsZero():

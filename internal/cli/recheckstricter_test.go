@@ -21,7 +21,9 @@ import (
 // invalidates it (quorum51: the re-check re-applies the quorum; on
 // a2628f8c the re-sent call ran on the one approval), and so does one
 // that denies it. On 0c9d0562 Next said the call is "invalidated instead
-// if that policy no longer holds it for this approval".
+// if that policy no longer holds it for this approval"; on a11358f8 "if
+// that policy ... requires approvals it no longer has", which a raised
+// quorum's approval never had (review51).
 func TestShowsNextSaysWhatTheRecheckDoes(t *testing.T) {
 	held := policy.Approval{Timeout: time.Hour, Mode: policy.ModeRetry, Approvals: 1, ValidFor: time.Hour}
 	stricter := &policy.Policy{Default: policy.Deny, Approval: held, Rules: []policy.Rule{{Name: "finance", Server: "pay", Tools: []string{"transfer"}, Effect: policy.Approve,
@@ -46,7 +48,7 @@ func TestShowsNextSaysWhatTheRecheckDoes(t *testing.T) {
 				t.Fatalf("approve: exit %d\n%s%s", code, out, errs)
 			}
 			holder.Store(tt.later)
-			const next = "(invalidated instead if that policy denies it or requires approvals it no longer has; expired if not taken up within valid_for)"
+			const next = "(invalidated instead if that policy denies it or requires more or other approvals than it has; expired if not taken up within valid_for)"
 			if code, out, errs := e.run(t, approvalsCmd, "show", id); code != 0 || !strings.Contains(out, next) {
 				t.Errorf("show: exit %d, want Next: ending %q\n%s%s", code, next, out, errs)
 			}

@@ -101,11 +101,34 @@ func TestCheckDisk(t *testing.T) {
 		{"9 GiB", "9437184", "10", false, "9.0 GiB free on /fake"},
 		{"check off", "0", "0", true, ""},
 		{"not a number", "52428800", "ten", false, "TOOLGATE_MIN_FREE_GB=ten is not a whole number of GiB"},
+		// Decimal, not octal: 08 is 8 GiB (on a11358f8 bash's arithmetic
+		// failed on it and the check passed whatever was free).
+		{"leading zero", "7340032", "08", false, "7.0 GiB free on /fake"},
+		{"leading zero, enough", "9437184", "08", true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stderr, ok := checkDisk(t, fakeDF(t, tc.kb, "/fake"), tc.minGB, "TMPDIR="+tmp+"/not/yet", "empty=")
 			if ok != tc.ok || !strings.Contains(stderr, tc.say) {
 				t.Errorf("tg_check_disk %s with %s KiB free: ok %v, stderr %q; want ok %v, saying %q", tc.minGB, tc.kb, ok, stderr, tc.ok, tc.say)
+			}
+		})
+	}
+	// A df that cannot read a file system (it fails, or prints no
+	// number) leaves that directory unchecked, says so, and lets the run
+	// go on: it does not stop the run under test.sh's set -euo pipefail
+	// (on a11358f8 the failing df's pipeline ended the run, unexplained).
+	for _, tc := range []struct{ name, script string }{
+		{"df fails", "#!/bin/sh\necho 'df: cannot read' >&2\nexit 1\n"},
+		{"df prints no number", "#!/bin/sh\necho 'Filesystem 1024-blocks Used Available Capacity Mounted on'\necho '/dev/fake - - - - /fake'\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "df"), []byte(tc.script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			stderr, ok := checkDisk(t, dir+string(os.PathListSeparator)+os.Getenv("PATH"), "10", "TMPDIR="+tmp)
+			if !ok || !strings.Contains(stderr, "cannot read the free space of "+tmp+" (df); not checked") {
+				t.Errorf("tg_check_disk with %s: ok %v, stderr %q; want ok, saying it was not checked", tc.name, ok, stderr)
 			}
 		})
 	}
