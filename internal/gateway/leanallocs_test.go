@@ -130,4 +130,3 @@ func readJSONAnswer(br *bufio.Reader, buf []byte) ([]byte, error) {
 type answerError struct{ line string }
 
 func (e *answerError) Error() string { return "unexpected answer: " + e.line }
-
