@@ -21,14 +21,14 @@ import (
 // its allocations are not counted), the answer. The agent here is a bare
 // TCP connection with one request's bytes written again and again and the
 // answer read into a fixed buffer, so that the count is the server's
-// alone. 59 when measured (2026-12-08, branch alloc51, go1.26.8; 63 on
+// alone. 60 when measured (2026-12-08, branch alloc51, go1.26.8; 63 on
 // 6b864b1e, before the heartbeat's header values came with the writer,
-// the answer's event buffer from a pool, the raw call's line from a
-// value rather than a closure and the decision with the call's parts):
-// about 25 are net/http's reading of the request and writing of the
-// answer (the header map and its clone, the request's context and URL),
-// the rest the front's session lookup, the gate's admission and
-// decision, the raw call's line and the heartbeat's timer. AllocsPerRun counts the whole process, so
+// the answer's event buffer from a pool and the raw call's line from a
+// value rather than a closure): about 25 are net/http's
+// reading of the request and writing of the answer (the header map and
+// its clone, the request's context and URL), the rest the front's
+// session lookup, the gate's admission and decision, the raw call's line
+// and the heartbeat's timer. AllocsPerRun counts the whole process, so
 // the exact count holds only while nothing else in it allocates; the
 // upstream session's and the agent session's goroutines idle here. It
 // guards the path of every allowed call of a 2025-era agent against new
@@ -92,8 +92,8 @@ func TestLeanAllowedCallAllocations(t *testing.T) {
 		t.Fatal(failed)
 	}
 	t.Logf("%.1f allocations per allowed lean call", allocs)
-	if allocs > 59 {
-		t.Errorf("an allowed tools/call on the lean front allocated %.1f times, want at most 59", allocs)
+	if allocs > 60 {
+		t.Errorf("an allowed tools/call on the lean front allocated %.1f times, want at most 60", allocs)
 	}
 }
 

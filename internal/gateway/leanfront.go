@@ -123,10 +123,7 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody,
 		})
 	}
 	call := f.g.toolCall(p, t, m.Params.Arguments, prog)
-	// The decision, and what answerLean keeps for an allowed call's
-	// dispatch, in one allocation (issue 13: two).
-	parts := new(leanCallParts)
-	adm := &parts.adm
+	adm := new(gate.Admission)
 	stepMark(10)
 	// Decided unless held; an agent session's call after its session's
 	// policy is read (admitbound.go), with the watch on the POST's end
@@ -160,7 +157,7 @@ func (f *httpFront) serveLean(w *heartbeatWriter, r *http.Request, lb *leanBody,
 		return true, nil, &leanHold{f: f, ctx: ctx, w: w, p: p, s: s, m: m, t: t, call: &call, prog: prog}
 	}
 	stepMark(12)
-	f.answerLean(ctx, w, p, s, m, t, &call, adm, prog, &watch, parts) //nolint:contextcheck // as above
+	f.answerLean(ctx, w, p, s, m, t, &call, adm, prog, &watch) //nolint:contextcheck // as above
 	later.stop = watch.stop
 	// A JSON answer leaves now, its id free first; the other cleanups
 	// after it (leanflush.go).
@@ -324,11 +321,8 @@ func startLeanStream(w http.ResponseWriter) {
 // dispatched call arms them once it can wait (leansent.go), and watch
 // says on return whether they were (its stop). With nil, the heartbeats
 // are armed before the dispatch.
-//
-// parts, when not nil, is where the call's dispatch is kept (adm may be
-// its own); with nil, answerLean allocates it.
 func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approval.Principal,
-	s *leanSession, m leanRequest, t Tool, call *gate.Call, adm *gate.Admission, prog *callProgress, watch *leanWatch, parts *leanCallParts) {
+	s *leanSession, m leanRequest, t Tool, call *gate.Call, adm *gate.Admission, prog *callProgress, watch *leanWatch) {
 	g := f.g
 	defer func() {
 		// A panic of the answer fails closed, as on the 2026-07-28 path
@@ -350,11 +344,8 @@ func (f *httpFront) answerLean(ctx context.Context, w *heartbeatWriter, p approv
 		return
 	}
 	// The call's origin, log writer, stream, dispatch and watches, in one
-	// allocation (issue 13: they were five, with the level's closure),
-	// with the decision when serveLean took it.
-	if parts == nil {
-		parts = new(leanCallParts)
-	}
+	// allocation (issue 13: they were five, with the level's closure).
+	parts := new(leanCallParts)
 	if watch != nil {
 		// Heartbeats while it runs, as bindRequest arms them for the SDK
 		// path, from when it can wait (leansent.go).
@@ -717,10 +708,8 @@ type leanLog struct {
 	stream *leanStream
 }
 
-// leanCallParts is what answerLean keeps for one dispatched call, and
-// the gate's decision on a call serveLean answers at once.
+// leanCallParts is what answerLean keeps for one dispatched call.
 type leanCallParts struct {
-	adm      gate.Admission
 	origin   origin
 	log      leanLog
 	stream   leanStream

@@ -227,5 +227,5 @@ func (l *leanHold) answer() {
 		writeModernAnswer(w, l.f.g.impl, l.m.ID, l.f.g.answerModernSafe(l.ctx, l.p, l.t, l.call, l.adm, l.relay, l.prog))
 		return
 	}
-	l.f.answerLean(l.ctx, l.w, l.p, l.s, l.m, l.t, l.call, l.adm, l.prog, nil, nil)
+	l.f.answerLean(l.ctx, l.w, l.p, l.s, l.m, l.t, l.call, l.adm, l.prog, nil)
 }
