@@ -48,6 +48,11 @@ type heartbeatWriter struct {
 	// application/json (answerJSON): sendJSON may send it before the
 	// handler returns. Guarded by mu.
 	json bool
+	// jsonHeader holds answerJSON's three header values (Cache-Control,
+	// Content-Type, Content-Length), which the response's header map
+	// refers to: they come with the writer, no allocation of their own
+	// (issue 13).
+	jsonHeader [3]string
 }
 
 func newHeartbeatWriter(w http.ResponseWriter, first, every time.Duration) *heartbeatWriter {
@@ -187,8 +192,8 @@ func (h *heartbeatWriter) answerJSON(msg []byte) bool {
 	}
 	h.undecided = false
 	// As Header.Set sets them (the keys are canonical), the three values
-	// in one allocation (issue 13: Set makes a list per value).
-	v := make([]string, 3)
+	// in the writer's own array (issue 13: Set makes a list per value).
+	v := h.jsonHeader[:]
 	v[0], v[1], v[2] = "no-cache, no-transform", "application/json", strconv.Itoa(len(msg))
 	hd := h.w.Header()
 	hd["Cache-Control"], hd["Content-Type"], hd["Content-Length"] = v[0:1:1], v[1:2:2], v[2:3:3]

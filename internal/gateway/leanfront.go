@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -485,12 +486,21 @@ func writeLeanRaw(w http.ResponseWriter, id json.RawMessage, raw json.RawMessage
 		}
 	}
 	// The whole event in one buffer (writeLastSSE's frame around the
-	// response), written once.
-	b := make([]byte, 0, len(sseMessagePrefix+sseMessageSuffix)+rawResponseSize(id, raw))
+	// response), written once, from eventBufs: a ResponseWriter keeps
+	// none of what it is given (io.Writer's rule), so the buffer is free
+	// again once written (issue 13: one allocation of the result's size
+	// per call before).
+	bp, _ := eventBufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	b := slices.Grow((*bp)[:0], len(sseMessagePrefix+sseMessageSuffix)+rawResponseSize(id, raw))
 	b = append(b, sseMessagePrefix...)
 	b = appendRawResponse(b, id, raw)
 	b = append(b, sseMessageSuffix...)
 	writeLastEvent(w, b)
+	*bp = b
+	putEventBuf(bp)
 }
 
 // rawResponseSize is the length of appendRawResponse's response.

@@ -185,7 +185,8 @@ func writeEventErr(w http.ResponseWriter, ev []byte) error {
 // itself: integers encoding/json writes as their decimal digits.
 const maxSafeProgress = 1 << 53
 
-// eventBufs are the buffers appendKeepAliveEvent frames a keep-alive in.
+// eventBufs are the buffers appendKeepAliveEvent frames a keep-alive in,
+// and writeLeanRaw a call's answer.
 var eventBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
 // maxPooledEvent is the largest event buffer put back into eventBufs.

@@ -157,13 +157,13 @@ func (u *upstream) modernMeta(c *upConn, r *relayRound, tok string) ([]byte, err
 
 // rawOnceMeta is rawOnce with meta as the call's _meta.
 func (u *upstream) rawOnceMeta(ctx context.Context, c *upConn, tool string, args json.RawMessage, meta []byte) (json.RawMessage, error) {
-	mk, err := rawRequestMeta(rawIDPrefix, tool, args, meta)
+	l, err := rawRequestMeta(rawIDPrefix, tool, args, meta)
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: " + err.Error()}
 	}
 	cctx, done := u.callContext(ctx)
 	defer done()
-	raw, err := c.raw.send(cctx, mk, originFrom(ctx))
+	raw, err := c.raw.send(cctx, l.line, originFrom(ctx))
 	if err != nil {
 		return nil, u.callError(ctx, context.Cause(cctx), c, tool, err)
 	}

@@ -218,12 +218,12 @@ func (r *rawCalls) call(ctx context.Context, tool string, args json.RawMessage, 
 // cancelled or timed-out context gives: context.Canceled,
 // context.DeadlineExceeded).
 func (r *rawCalls) callBounded(ctx context.Context, b rawBounds, tool string, args json.RawMessage, progressToken string, o *origin) (json.RawMessage, error) {
-	mk, err := rawRequestLine(tool, args, progressToken)
+	l, err := rawRequestLine(tool, args, progressToken)
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: " + err.Error()}
 	}
 	stepMark(18)
-	return r.sendBounded(ctx, b, mk, o, false)
+	return r.sendBounded(ctx, b, l.line, o, false)
 }
 
 // send is call with the request line mk writes for an id.
@@ -554,17 +554,17 @@ func parseRawAnswerDecoded(line []byte) (a rawAnswer, why string) {
 	return rawAnswer{result: m.Result}, ""
 }
 
-// rawRequestLine checks args and returns a function that writes the
+// rawRequestLine checks args and returns the rawLine whose line writes the
 // tools/call line of the raw call with id n: one line, ending in "\n",
 // with _meta.progressToken unless progressToken is """.
 // Arguments that span lines are compacted; arguments that are not a JSON
 // object are refused (nothing is sent).
-func rawRequestLine(tool string, args json.RawMessage, progressToken string) (func(n uint64) []byte, error) {
+func rawRequestLine(tool string, args json.RawMessage, progressToken string) (rawLine, error) {
 	return rawRequest(rawIDPrefix, tool, args, progressToken)
 }
 
 // rawRequest is rawRequestLine with the ids "<prefix><n>".
-func rawRequest(prefix, tool string, args json.RawMessage, progressToken string) (func(n uint64) []byte, error) {
+func rawRequest(prefix, tool string, args json.RawMessage, progressToken string) (rawLine, error) {
 	var meta []byte
 	if progressToken != "" {
 		meta = appendJSONString([]byte(`{"progressToken":`), progressToken)
@@ -575,39 +575,55 @@ func rawRequest(prefix, tool string, args json.RawMessage, progressToken string)
 
 // rawRequestMeta is rawRequest with meta (a compact JSON object, or nil:
 // none) as the call's _meta.
-func rawRequestMeta(prefix, tool string, args json.RawMessage, meta []byte) (func(n uint64) []byte, error) {
+func rawRequestMeta(prefix, tool string, args json.RawMessage, meta []byte) (rawLine, error) {
 	args = bytes.TrimSpace(args)
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
 	}
 	if args[0] != '{' || !json.Valid(args) {
-		return nil, errors.New("the arguments are not a JSON object; nothing was sent")
+		return rawLine{}, errors.New("the arguments are not a JSON object; nothing was sent")
 	}
 	if bytes.ContainsAny(args, "\r\n") {
 		var b bytes.Buffer
 		if err := json.Compact(&b, args); err != nil {
-			return nil, err
+			return rawLine{}, err
 		}
 		args = b.Bytes()
 	}
-	return func(n uint64) []byte {
-		// The line's fixed text is 103 bytes with the longest id and the
-		// name's quotes, plus `,"_meta":` with meta: sized so that no
-		// append below grows it (an escaped name aside).
-		b := make([]byte, 0, 112+len(prefix)+len(tool)+len(args)+len(meta))
-		b = append(b, `{"jsonrpc":"2.0","id":"`...)
-		b = append(b, prefix...)
-		b = strconv.AppendUint(b, n, 10)
-		b = append(b, `","method":"tools/call","params":{"name":`...)
-		b = appendJSONString(b, tool)
-		b = append(b, `,"arguments":`...)
-		b = append(b, args...)
-		if meta != nil {
-			b = append(b, `,"_meta":`...)
-			b = append(b, meta...)
-		}
-		return append(b, "}}\n"...)
-	}, nil
+	return rawLine{prefix: prefix, tool: tool, args: args, meta: meta}, nil
+}
+
+// A rawLine is what the tools/call request line of one raw call is made
+// of (rawRequestMeta): the id's prefix, the tool's name, the compact
+// arguments object and the _meta object (nil: none). A value, not a
+// closure over them: its line method, passed on as a method value, stays
+// on the caller's stack (issue 13: the closure was one allocation per
+// call).
+type rawLine struct {
+	prefix, tool string
+	args         json.RawMessage
+	meta         []byte
+}
+
+// line is the request line with the id "<prefix><n>", ending in '\n', in
+// one allocation.
+func (l rawLine) line(n uint64) []byte {
+	// The line's fixed text is 103 bytes with the longest id and the
+	// name's quotes, plus `,"_meta":` with meta: sized so that no append
+	// below grows it (an escaped name aside).
+	b := make([]byte, 0, 112+len(l.prefix)+len(l.tool)+len(l.args)+len(l.meta))
+	b = append(b, `{"jsonrpc":"2.0","id":"`...)
+	b = append(b, l.prefix...)
+	b = strconv.AppendUint(b, n, 10)
+	b = append(b, `","method":"tools/call","params":{"name":`...)
+	b = appendJSONString(b, l.tool)
+	b = append(b, `,"arguments":`...)
+	b = append(b, l.args...)
+	if l.meta != nil {
+		b = append(b, `,"_meta":`...)
+		b = append(b, l.meta...)
+	}
+	return append(b, "}}\n"...)
 }
 
 // appendJSONString appends s as a JSON string.

@@ -465,7 +465,7 @@ func TestRawRequestLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := mk(7)
+	line := mk.line(7)
 	want := `{"jsonrpc":"2.0","id":"tg-7","method":"tools/call","params":{"name":"a\"tool\n","arguments":{"x":[1,2]},"_meta":{"progressToken":"toolgate-3"}}}` + "\n"
 	if string(line) != want {
 		t.Errorf("line = %q, want %q", line, want)

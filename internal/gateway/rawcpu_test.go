@@ -125,10 +125,10 @@ func TestRawRequestLineAllocatesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := uint64(1<<64 - 1) // the longest id
-	if allocs := testing.AllocsPerRun(100, func() { _ = mk(id) }); allocs > 1 {
+	if allocs := testing.AllocsPerRun(100, func() { _ = mk.line(id) }); allocs > 1 {
 		t.Errorf("%v allocations per tools/call line, want 1", allocs)
 	}
-	if line := string(mk(id)); !strings.HasPrefix(line, `{"jsonrpc":"2.0","id":"tg-18446744073709551615","method":"tools/call","params":{"name":"echo","arguments":{"message":"xx`) ||
+	if line := string(mk.line(id)); !strings.HasPrefix(line, `{"jsonrpc":"2.0","id":"tg-18446744073709551615","method":"tools/call","params":{"name":"echo","arguments":{"message":"xx`) ||
 		!strings.HasSuffix(line, `"}}}`+"\n") {
 		t.Errorf("line %q", line)
 	}

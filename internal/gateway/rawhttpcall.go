@@ -77,7 +77,7 @@ func rawHTTPApplies(ctx context.Context, c *upConn) bool {
 // caller falls back to upstream.call, which re-initialises). The errors
 // are those of callOnce (callError).
 func (u *upstream) rawHTTPOnce(ctx context.Context, c *upConn, tool string, args json.RawMessage, progressToken string) (raw json.RawMessage, sent bool, err error) {
-	mk, err := rawRequest(rawHTTPIDPrefix, tool, args, progressToken)
+	l, err := rawRequest(rawHTTPIDPrefix, tool, args, progressToken)
 	if err != nil {
 		return nil, true, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: " + err.Error()}
 	}
@@ -85,7 +85,7 @@ func (u *upstream) rawHTTPOnce(ctx context.Context, c *upConn, tool string, args
 	defer done()
 	n := u.rawHTTPSeq.Add(1)
 	id := rawHTTPIDPrefix + strconv.FormatUint(n, 10)
-	body := mk(n)
+	body := l.line(n)
 	raw, err = u.postRawCall(cctx, c, id, body)
 	switch {
 	case errors.Is(err, errSessionMissing404) && ctx.Err() == nil:

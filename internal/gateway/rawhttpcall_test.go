@@ -449,7 +449,7 @@ func TestRawHTTPBodyID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := string(mk(7))
+	got := string(mk.line(7))
 	want := `{"jsonrpc":"2.0","id":"tg-h7","method":"tools/call","params":{"name":"t","arguments":{"a":1}}}` + "\n"
 	if got != want {
 		t.Errorf("body %q, want %q", got, want)
