@@ -5,6 +5,7 @@ import (
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/cost"
 	"cel.dev/cel-go/common/types"
 )
 
@@ -75,7 +76,11 @@ func (p *Policy) GrantsForbidden(c Call, rule string) (bool, string) {
 // folds to the constant true (`true`, `1 == 1`, `args.n > 10 || true`;
 // CEL's constant folding). Such a grant is described as admitting "any
 // arguments" (CLI, inbox), like one with no predicate. A predicate that
-// does not compile, or depends on the call, reports false.
+// does not compile, depends on the call, or may cost more than CostLimit
+// to evaluate reports false: such a predicate can stop with an error at
+// use, which admits nothing, and folding it would run it without a bound
+// (a predicate of nested comprehensions over constant lists, shown in a
+// grants list, would take minutes).
 func GrantAdmitsAnyArguments(src string) bool {
 	if strings.TrimSpace(src) == "" {
 		return true
@@ -89,6 +94,10 @@ func GrantAdmitsAnyArguments(src string) bool {
 	}
 	a, iss := env.Compile(src)
 	if iss != nil && iss.Err() != nil {
+		return false
+	}
+	// The estimate bounds both the use's evaluation and the folding below.
+	if est, err := env.EstimateCost(a, noCostHints{}); err != nil || est.Max > CostLimit {
 		return false
 	}
 	folder, err := cel.NewConstantFoldingOptimizer()
@@ -105,4 +114,15 @@ func GrantAdmitsAnyArguments(src string) bool {
 	}
 	e := folded.NativeRep().Expr()
 	return e.Kind() == ast.LiteralKind && e.AsLiteral() == types.True
+}
+
+// noCostHints is the cost estimator that knows nothing more than CEL's
+// defaults: the sizes of constant lists, maps and strings are exact, those
+// of args unbounded.
+type noCostHints struct{}
+
+func (noCostHints) EstimateSize(cost.AstNode) *cost.SizeEstimate { return nil }
+
+func (noCostHints) EstimateCallCost(string, string, *cost.AstNode, []cost.AstNode) *cost.CallEstimate {
+	return nil
 }

@@ -1,0 +1,45 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestGrantAdmitsAnyArgumentsOnlyWithinTheCostLimit (review51b): a
+// predicate that folds to true but costs more than CostLimit to evaluate
+// admits nothing at use (the evaluation stops with an error), so it is not
+// described as admitting "any arguments"; and the check does not run it
+// (folding it had no bound: a few nested comprehensions over constant
+// lists took seconds per grants list row, more nesting hours).
+func TestGrantAdmitsAnyArgumentsOnlyWithinTheCostLimit(t *testing.T) {
+	list := "[" + strings.Repeat("0,", 49) + "0]" // 50 elements: 50³ iterations > CostLimit
+	src := list + ".all(a, " + list + ".all(b, " + list + ".all(c, true)))"
+	if err := CheckGrantPredicate(src); err != nil {
+		t.Fatalf("CheckGrantPredicate: %v (the predicate is valid)", err)
+	}
+	e, err := Compile(&Policy{Default: Approve})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_000, 0)
+	c := Call{Server: "pay", Tool: "refund", Principal: Principal{ID: "agent"}, Now: now, Arguments: []byte(`{"n":1}`),
+		Grants: []Grant{{ID: "g1", Principal: "agent", Server: "pay", Tool: "refund", When: src, ExpiresAt: now.Add(time.Hour),
+			ApprovedBy: []GrantApprover{{ID: "alice"}}}}}
+	id, errs := e.MatchGrant(c, Approval{})
+	if id != "" || len(errs) != 1 || !strings.Contains(errs[0].Err.Error(), "cost limit") {
+		t.Fatalf("MatchGrant = %q, %v; want no grant and the cost limit's error", id, errs)
+	}
+	if GrantAdmitsAnyArguments(src) {
+		t.Errorf("GrantAdmitsAnyArguments = true for a predicate that admits no call (cost over the limit)")
+	}
+	// Within the limit, and for the argument-dependent side of an or, the
+	// folding still says so; an unbounded comprehension over args does
+	// not (a large list stops it at use).
+	small := "[0, 1].all(a, [0, 1].all(b, true))"
+	for src, want := range map[string]bool{small: true, "args.n > 10 || " + small: true, "args.items.all(x, x > 0) || true": false} {
+		if got := GrantAdmitsAnyArguments(src); got != want {
+			t.Errorf("GrantAdmitsAnyArguments(%q) = %v, want %v", src, got, want)
+		}
+	}
+}
