@@ -26,7 +26,9 @@ import (
 //     request does not keep the caller's groups). This fails closed: a
 //     rule that forbids grants for some arguments of the tool (refunds
 //     over 100) refuses grant terms on any held call of that tool;
-//   - or rule is [DefaultRule], the default is an enforced approve and
+//   - or rule is [DefaultRule], or names no enforced approve rule that
+//     may select c (removed, renamed or changed since c was held: c may
+//     now fall to the default), the default is an enforced approve and
 //     the policy's approval says grants: false.
 //
 // It returns false and "" otherwise, and for calls that are not tool calls
@@ -35,16 +37,18 @@ func (e *Evaluator) GrantsForbidden(c Call, rule string) (bool, string) {
 	if c.Kind != "" && c.Kind != KindTool {
 		return false, ""
 	}
+	held := false // rule names an enforced approve rule that may select c
 	for _, i := range e.byName(KindTool, c.Server, c.Tool) {
 		r := &e.rules[i]
-		if r.effect != Approve || r.monitored || r.approval.GrantsAllowed() {
+		if r.effect != Approve || r.monitored || (len(r.groups) == 0 && !r.principalMatches(&c.Principal)) {
 			continue
 		}
-		if len(r.groups) > 0 || r.principalMatches(&c.Principal) {
+		if !r.approval.GrantsAllowed() {
 			return true, r.name
 		}
+		held = held || r.name == rule
 	}
-	if rule == DefaultRule && e.p.Default == Approve && e.p.Enforced() && !e.p.Approval.GrantsAllowed() {
+	if (rule == DefaultRule || !held) && e.p.Default == Approve && e.p.Enforced() && !e.p.Approval.GrantsAllowed() {
 		return true, DefaultRule
 	}
 	return false, ""

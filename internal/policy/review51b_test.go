@@ -43,3 +43,42 @@ func TestGrantAdmitsAnyArgumentsOnlyWithinTheCostLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestGrantsForbiddenByTheDefaultOnceTheHoldingRuleIsGone (review51b): a
+// request held by a rule that allowed grants, under a policy whose
+// approval says grants: false, asks again after a reload that removed (or
+// renamed) that rule: the call now falls to the default, which forbids
+// grants, so grant terms are refused. On 89d66645 only a request held by
+// the default itself was checked against the default, and the grant was
+// made (inert at use, live again if grants came back).
+func TestGrantsForbiddenByTheDefaultOnceTheHoldingRuleIsGone(t *testing.T) {
+	call := Call{Principal: Principal{ID: "agent"}, Server: "pay", Tool: "refund"}
+	held := base()
+	held.Approval.Grants = ptr(false)
+	held.Rules[2].Approval.Grants = ptr(true) // rule "pay" allows grants
+	if no, rule := mustCompile(t, held).GrantsForbidden(call, "pay"); no {
+		t.Fatalf("under the policy that held it: forbidden by %q, want allowed", rule)
+	}
+	for name, change := range map[string]func(p *Policy){
+		"removed":          func(p *Policy) { p.Rules = p.Rules[:2] },
+		"renamed":          func(p *Policy) { p.Rules[2].Name = "pay-v2" },
+		"monitored":        func(p *Policy) { p.Rules[2].Monitor = ptr(true) },
+		"another caller's": func(p *Policy) { p.Rules[2].Principals = []string{"other"} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := base()
+			p.Approval.Grants = ptr(false)
+			p.Rules[2].Approval.Grants = ptr(true)
+			change(p)
+			if no, rule := mustCompile(t, p).GrantsForbidden(call, "pay"); !no || rule != DefaultRule {
+				t.Errorf("GrantsForbidden = %v, %q; want true, %q (the call falls to the default)", no, rule, DefaultRule)
+			}
+		})
+	}
+	// A default that allows grants, or does not approve, forbids nothing.
+	p := base()
+	p.Rules = p.Rules[:2]
+	if no, rule := mustCompile(t, p).GrantsForbidden(call, "pay"); no {
+		t.Errorf("default allows grants: forbidden by %q", rule)
+	}
+}
