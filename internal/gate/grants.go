@@ -180,7 +180,7 @@ func (g *Gate) ApproveWithGrant(ctx context.Context, id approval.ID, reviewer ap
 			return nil, fmt.Errorf("%w: rule %q (or another matching approve rule) says grants: false, or grants.enabled: false where the call was held, so every such call needs its own approval; approve without grant terms", grant.ErrForbidden, r.Rule)
 		}
 		if no, rule := g.grantsForbiddenNow(*r); no {
-			return nil, fmt.Errorf("%w: the policy in force says grants: false (rule %q) for calls of %s · %s, so every such call needs its own approval; approve without grant terms", grant.ErrForbidden, rule, r.Server, r.Tool)
+			return nil, fmt.Errorf("%w: the policy in force says grants: false (%s) for calls of %s · %s, so every such call needs its own approval; approve without grant terms", grant.ErrForbidden, forbiddingRule(rule), r.Server, r.Tool)
 		}
 		rv := approval.Reviewer{ID: reviewer.ID, Groups: reviewer.Groups}
 		if err := r.ApproveWithGrant(rv, reason, pinnedHash, terms, g.now()); err != nil {
@@ -295,4 +295,17 @@ func (g *Gate) grantsDisabled() bool {
 		return f()
 	}
 	return g.opts.GrantsDisabled
+}
+
+// forbiddingRule names the rule grantsForbiddenNow returned as a refusal
+// says it: `rule "big refunds"`, or the policy's approval for the default
+// and a session's require_approval (not a rule named "default").
+func forbiddingRule(rule string) string {
+	switch rule {
+	case policy.DefaultRule:
+		return "policy.approval, for calls the policy's default holds"
+	case SessionRule:
+		return "policy.approval, for calls a session's require_approval holds"
+	}
+	return fmt.Sprintf("rule %q", rule)
 }

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -49,5 +50,40 @@ func TestGrantApproverNoLongerEligibleAdmitsNothing(t *testing.T) {
 			t.Fatalf("instance a (both approvers eligible): %+v, want allowed by grant %s", a, made.ID)
 		}
 		a.Finish(t.Context(), approval.OutcomeOK)
+	})
+}
+
+// TestGrantTermsRefusedOnceTheHoldingRuleIsGone (review51b): a call held
+// by a rule saying grants: true, under a policy whose approval says
+// grants: false; a reload removes that rule, so the call now falls to the
+// default, which forbids grants: grant terms are refused, nothing
+// recorded, and the refusal names the policy's approval, not a rule
+// "default". On 89d66645 the grant was made.
+func TestGrantTermsRefusedOnceTheHoldingRuleIsGone(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		yes, no := true, false
+		p := writesPolicy(false)
+		p.Approval.Grants = &no
+		p.Rules[len(p.Rules)-1].Approval = &policy.Approval{Grants: &yes} // "writes" allows grants
+		h := policy.NewHolder(p)
+		g := New(db, h, &Options{RetryWait: time.Nanosecond, GrantMaxTTL: 2 * time.Hour})
+		watch(t, db, g)
+		a := g.Admit(t.Context(), writeArgs("/tmp/a"))
+		if a.Allowed || a.ApprovalID == "" {
+			t.Fatalf("%+v, want approval required", a)
+		}
+		if r, err := db.GetRequest(t.Context(), a.ApprovalID); err != nil || r.NoGrants || r.Rule != "writes" {
+			t.Fatalf("held: rule %q NoGrants %v (%v), want rule writes taking grants", r.Rule, r.NoGrants, err)
+		}
+		gone := writesPolicy(false)
+		gone.Approval.Grants = &no
+		gone.Rules = gone.Rules[:len(gone.Rules)-1]
+		h.Store(gone)
+		_, _, err := g.ApproveWithGrant(t.Context(), a.ApprovalID, bobApprover, "ok", "", approval.GrantTerms{TTL: time.Hour})
+		if err == nil || !strings.Contains(err.Error(), "policy.approval, for calls the policy's default holds") || strings.Contains(err.Error(), `rule "default"`) {
+			t.Errorf("refusal %v, want one naming policy.approval for the default", err)
+		}
+		refusedWithNothingRecorded(t, g, db, a.ApprovalID, 0)
 	})
 }
