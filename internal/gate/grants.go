@@ -61,7 +61,7 @@ func (g *Gate) withGrants(ctx context.Context, c Call, dec policy.Decision, hash
 	pc.Now = now
 	pc.Decoded = decoded // the admission's decode of the arguments, if any
 	for len(gs) > 0 {
-		pc.Grants = policyGrants(gs)
+		pc.Grants = policyGrants(gs, g.opts.Reviewers)
 		d, err := decide(pc)
 		if err != nil {
 			return dec
@@ -108,13 +108,29 @@ func (g *Gate) sessionGrants(sd policy.Decision) func(policy.Call) (policy.Decis
 	}
 }
 
-// policyGrants is what the policy sees of gs.
-func policyGrants(gs []grant.Grant) []policy.Grant {
+// policyGrants is what the policy sees of gs. With a roster
+// (Options.Reviewers, not nil) a grant's approvers are counted as the
+// consume's quorum re-check counts an approval's reviewers
+// (qualifyingApprovals): one the roster no longer lists, or lists for
+// another tenant than the grant's, is left out, and the others carry the
+// groups the roster gives them now, not those recorded when the grant was
+// made; so an approver removed or moved out of a group stops standing
+// behind their grants as behind their approvals (review51b). Without a
+// roster the recorded groups are all there is.
+func policyGrants(gs []grant.Grant, roster []Reviewer) []policy.Grant {
 	out := make([]policy.Grant, len(gs))
 	for i, gr := range gs {
-		by := make([]policy.GrantApprover, len(gr.ApprovedBy))
-		for k, a := range gr.ApprovedBy {
-			by[k] = policy.GrantApprover{ID: a.ID, Groups: a.Groups}
+		by := make([]policy.GrantApprover, 0, len(gr.ApprovedBy))
+		for _, a := range gr.ApprovedBy {
+			groups := a.Groups
+			if roster != nil {
+				k := slices.IndexFunc(roster, func(p Reviewer) bool { return p.ID == a.ID })
+				if k < 0 || (roster[k].Tenant != "" && roster[k].Tenant != gr.Tenant) {
+					continue // no longer a reviewer, or not of the grant's tenant
+				}
+				groups = roster[k].Groups
+			}
+			by = append(by, policy.GrantApprover{ID: a.ID, Groups: groups})
 		}
 		out[i] = policy.Grant{
 			ID: gr.ID, Principal: gr.Principal, Tenant: gr.Tenant, Server: gr.Server, Tool: gr.Tool, When: gr.When,
@@ -164,7 +180,7 @@ func (g *Gate) ApproveWithGrant(ctx context.Context, id approval.ID, reviewer ap
 			return nil, fmt.Errorf("%w: rule %q (or another matching approve rule) says grants: false, or grants.enabled: false where the call was held, so every such call needs its own approval; approve without grant terms", grant.ErrForbidden, r.Rule)
 		}
 		if no, rule := g.grantsForbiddenNow(*r); no {
-			return nil, fmt.Errorf("%w: the policy in force says grants: false (rule %q) for calls of %s · %s, so every such call needs its own approval; approve without grant terms", grant.ErrForbidden, rule, r.Server, r.Tool)
+			return nil, fmt.Errorf("%w: the policy in force says grants: false (%s) for calls of %s · %s, so every such call needs its own approval; approve without grant terms", grant.ErrForbidden, forbiddingRule(rule), r.Server, r.Tool)
 		}
 		rv := approval.Reviewer{ID: reviewer.ID, Groups: reviewer.Groups}
 		if err := r.ApproveWithGrant(rv, reason, pinnedHash, terms, g.now()); err != nil {
@@ -279,4 +295,17 @@ func (g *Gate) grantsDisabled() bool {
 		return f()
 	}
 	return g.opts.GrantsDisabled
+}
+
+// forbiddingRule names the rule grantsForbiddenNow returned as a refusal
+// says it: `rule "big refunds"`, or the policy's approval for the default
+// and a session's require_approval (not a rule named "default").
+func forbiddingRule(rule string) string {
+	switch rule {
+	case policy.DefaultRule:
+		return "policy.approval, for calls the policy's default holds"
+	case SessionRule:
+		return "policy.approval, for calls a session's require_approval holds"
+	}
+	return fmt.Sprintf("rule %q", rule)
 }

@@ -5,6 +5,7 @@ import (
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/cost"
 	"cel.dev/cel-go/common/types"
 )
 
@@ -25,7 +26,9 @@ import (
 //     request does not keep the caller's groups). This fails closed: a
 //     rule that forbids grants for some arguments of the tool (refunds
 //     over 100) refuses grant terms on any held call of that tool;
-//   - or rule is [DefaultRule], the default is an enforced approve and
+//   - or rule is [DefaultRule], or names no enforced approve rule that
+//     may select c (removed, renamed or changed since c was held: c may
+//     now fall to the default), the default is an enforced approve and
 //     the policy's approval says grants: false.
 //
 // It returns false and "" otherwise, and for calls that are not tool calls
@@ -34,16 +37,18 @@ func (e *Evaluator) GrantsForbidden(c Call, rule string) (bool, string) {
 	if c.Kind != "" && c.Kind != KindTool {
 		return false, ""
 	}
+	held := false // rule names an enforced approve rule that may select c
 	for _, i := range e.byName(KindTool, c.Server, c.Tool) {
 		r := &e.rules[i]
-		if r.effect != Approve || r.monitored || r.approval.GrantsAllowed() {
+		if r.effect != Approve || r.monitored || (len(r.groups) == 0 && !r.principalMatches(&c.Principal)) {
 			continue
 		}
-		if len(r.groups) > 0 || r.principalMatches(&c.Principal) {
+		if !r.approval.GrantsAllowed() {
 			return true, r.name
 		}
+		held = held || r.name == rule
 	}
-	if rule == DefaultRule && e.p.Default == Approve && e.p.Enforced() && !e.p.Approval.GrantsAllowed() {
+	if (rule == DefaultRule || !held) && e.p.Default == Approve && e.p.Enforced() && !e.p.Approval.GrantsAllowed() {
 		return true, DefaultRule
 	}
 	return false, ""
@@ -75,7 +80,11 @@ func (p *Policy) GrantsForbidden(c Call, rule string) (bool, string) {
 // folds to the constant true (`true`, `1 == 1`, `args.n > 10 || true`;
 // CEL's constant folding). Such a grant is described as admitting "any
 // arguments" (CLI, inbox), like one with no predicate. A predicate that
-// does not compile, or depends on the call, reports false.
+// does not compile, depends on the call, or may cost more than CostLimit
+// to evaluate reports false: such a predicate can stop with an error at
+// use, which admits nothing, and folding it would run it without a bound
+// (a predicate of nested comprehensions over constant lists, shown in a
+// grants list, would take minutes).
 func GrantAdmitsAnyArguments(src string) bool {
 	if strings.TrimSpace(src) == "" {
 		return true
@@ -89,6 +98,10 @@ func GrantAdmitsAnyArguments(src string) bool {
 	}
 	a, iss := env.Compile(src)
 	if iss != nil && iss.Err() != nil {
+		return false
+	}
+	// The estimate bounds both the use's evaluation and the folding below.
+	if est, err := env.EstimateCost(a, noCostHints{}); err != nil || est.Max > CostLimit {
 		return false
 	}
 	folder, err := cel.NewConstantFoldingOptimizer()
@@ -105,4 +118,15 @@ func GrantAdmitsAnyArguments(src string) bool {
 	}
 	e := folded.NativeRep().Expr()
 	return e.Kind() == ast.LiteralKind && e.AsLiteral() == types.True
+}
+
+// noCostHints is the cost estimator that knows nothing more than CEL's
+// defaults: the sizes of constant lists, maps and strings are exact, those
+// of args unbounded.
+type noCostHints struct{}
+
+func (noCostHints) EstimateSize(cost.AstNode) *cost.SizeEstimate { return nil }
+
+func (noCostHints) EstimateCallCost(string, string, *cost.AstNode, []cost.AstNode) *cost.CallEstimate {
+	return nil
 }

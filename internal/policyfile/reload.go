@@ -55,10 +55,10 @@ type Options struct {
 	// with privfile.ReadRegular.
 	ReadFiles func(config.Config) config.Files
 	// Grants, when set, is called with the grants section of each config
-	// a reload puts in force, after its policy, so that grants.enabled
-	// follows the file (serve stores it for the gate). A changed
-	// grants.enabled is then applied, not reported as needing a restart;
-	// grants.max_ttl still needs one.
+	// a reload puts in force (before its policy when it turns grants off,
+	// after it otherwise), so that grants.enabled follows the file (serve
+	// stores it for the gate). A changed grants.enabled is then applied,
+	// not reported as needing a restart; grants.max_ttl still needs one.
 	Grants func(config.Grants)
 }
 
@@ -143,12 +143,23 @@ func (r *Reloader) Reload(ctx context.Context) error {
 			changes = d
 		}
 	}
+	// grants.enabled: false is handed over before the new policy is put in
+	// force, true after it: the moment between the two then has grants
+	// off, never the new policy with the old grants.enabled: true (a file
+	// that lifts a rule's grants: false and turns grants off in the same
+	// edit would otherwise let a grant admit a call the old and the new
+	// config both refuse to let grants admit).
+	if r.grants != nil && !cfg.Grants.Enabled {
+		r.grants(cfg.Grants)
+	}
 	r.holder.Store(&next)
 	r.metrics.PolicyReloaded()
 	r.log.InfoContext(ctx, "policy reloaded", "old_revision", curRev, "revision", newRev, "changes", strings.Join(changes, "; "))
 	applied := cfg
 	if r.grants != nil {
-		r.grants(cfg.Grants)
+		if cfg.Grants.Enabled {
+			r.grants(cfg.Grants)
+		}
 		if cfg.Grants.Enabled != r.enabled {
 			r.log.InfoContext(ctx, "grants.enabled reloaded", "enabled", cfg.Grants.Enabled)
 			r.enabled = cfg.Grants.Enabled
