@@ -1,6 +1,8 @@
 package gate
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -208,4 +210,44 @@ func TestReorderedApproversKeepTheApprovalWithoutARoster(t *testing.T) {
 			})
 		})
 	}
+}
+
+// An approver who may also create sessions (role admin, or host and
+// approver) makes a root session, calls through its token (the requester
+// is session:<id>, acting for whomever the creator named) and approves
+// the call: the review admitted it, the creator being neither the session
+// principal nor the person it acts for, and the call ran. The review, with
+// or without grant terms, now refuses it as self-review (a child
+// session's call too); an approval recorded without that check (an
+// instance of an earlier release) does not count at the consume, which
+// reads the chain. Control: another approver's approval runs the call.
+func TestSessionCreatorsOwnApprovalDoesNotQualify(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *sqlstore.DB) {
+		t.Helper()
+		roster := []Reviewer{{ID: "adam"}, {ID: "alice"}}
+		f := newFixtureOn(t, db, time.Minute, &Options{Reviewers: roster, ServerExists: knownServers, RetryWait: time.Nanosecond})
+		f.pol.p.Store(quorumPolicy(1, policy.ModeRetry))
+		adam := approval.Principal{ID: "adam", Kind: "human"}
+		_, p := mustSession(t, f.gate, adam, session.NewSession{Tools: []string{"fs"}, OnBehalfOf: "carol"})
+		_, child := mustSession(t, f.gate, p, session.NewSession{})
+		for i, who := range []approval.Principal{p, child} {
+			c := writeCall(fmt.Sprintf("/own-session-%d", i))
+			c.Principal = who
+			if a := f.gate.Admit(t.Context(), c); a.Allowed || a.ApprovalID == "" {
+				t.Fatalf("first send: %+v, want pending", a)
+			}
+			r := waitPending(t, db, 1)[0]
+			if _, err := f.gate.Review(t.Context(), r.ID, approval.Principal{ID: "ADAM", Kind: "human"}, approval.VerdictApprove, "mine", ""); !errors.Is(err, approval.ErrSelfReview) {
+				t.Fatalf("the creator's review of %s's call: %v, want self-review", who.ID, err)
+			}
+			if _, _, err := f.gate.ApproveWithGrant(t.Context(), r.ID, adam, "mine", "", approval.GrantTerms{TTL: time.Minute}); !errors.Is(err, approval.ErrSelfReview) {
+				t.Fatalf("the creator's review with grant terms: %v, want self-review", err)
+			}
+			reviewBehind(t, db, r.ID, adam) // as an instance without the check
+			mustInvalidated(t, db, f.gate.Admit(t.Context(), c), r.ID, `policy now requires 1 approval from any approver (rule "writes"); 0 of its approvals qualify`)
+
+			ok := approveRetry(t, f.gate, db, c, alice)
+			mustRun(t, f.gate.Admit(t.Context(), c), ok.ID)
+		}
+	})
 }

@@ -7,6 +7,7 @@ import (
 
 	"toolgate/internal/approval"
 	"toolgate/internal/policy"
+	"toolgate/internal/session"
 	"toolgate/internal/store"
 )
 
@@ -45,7 +46,7 @@ func (k *consumeCheck) quorumShort(r *approval.Request, read store.TxRead) strin
 		return fmt.Sprintf("policy now leaves no approver eligible to review the call (rule %q: its approvers lists have no one in common)", need.rule)
 	}
 	want := max(need.ap.Approvals, 1)
-	got := qualifyingApprovals(k.g.opts.Reviewers, r, k.c.Principal, need.ap.Approvers)
+	got := qualifyingApprovals(k.g.opts.Reviewers, r, k.c.Principal, read.Chain, need.ap.Approvers)
 	if got >= want {
 		return ""
 	}
@@ -57,7 +58,9 @@ func (k *consumeCheck) quorumShort(r *approval.Request, read store.TxRead) strin
 // approvers (the approvers list the policy in force names for the call;
 // empty: anyone): never r's requester or the person it acts for, nor p
 // or the person p acts for now (its config may have changed since r was
-// made: a review by whom the caller now acts for is self-review); with a
+// made: a review by whom the caller now acts for is self-review), nor
+// whoever created a session of chain (p's session chain, read by the
+// consume's transaction; nil for no session: createdIn); with a
 // roster (Options.Reviewers), only people it lists now (an approver or
 // admin), of r's tenant and p's or of none, named in approvers by id or
 // by one of the groups the roster gives them now. Without a roster (nil:
@@ -65,13 +68,13 @@ func (k *consumeCheck) quorumShort(r *approval.Request, read store.TxRead) strin
 // qualifies when approvers has every entry of the list r was reviewed
 // under (r.Approvers, which the review checked: the same list in any
 // order, or a wider one), or names the reviewer by id.
-func qualifyingApprovals(roster []Reviewer, r *approval.Request, p approval.Principal, approvers []string) int {
+func qualifyingApprovals(roster []Reviewer, r *approval.Request, p approval.Principal, chain session.Chain, approvers []string) int {
 	under := approval.Request{Approvers: approvers, RequestedBy: r.RequestedBy, OnBehalfOf: r.OnBehalfOf}
 	kept := listsAll(approvers, r.Approvers)
 	var room [4]string // most quorums are small: no allocation
 	counted := room[:0]
 	for _, rv := range r.Reviews {
-		if rv.Verdict != approval.VerdictApprove || slices.Contains(counted, rv.By) || approval.IsRequester(rv.By, p.ID, p.OnBehalfOf) {
+		if rv.Verdict != approval.VerdictApprove || slices.Contains(counted, rv.By) || approval.IsRequester(rv.By, p.ID, p.OnBehalfOf) || createdIn(chain, rv.By) {
 			continue
 		}
 		who := approval.Reviewer{ID: rv.By}
