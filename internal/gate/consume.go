@@ -161,7 +161,7 @@ func (k *consumeCheck) decide() {
 		k.deniedBy = dec.Rule
 	case dec.Effect == policy.Approve:
 		k.deniedBy = ""
-		k.need = consumeQuorum{set: true, rule: dec.Rule, ap: dec.Approval}
+		k.need = consumeQuorum{set: true, rule: dec.Rule, ap: dec.Approval, none: dec.NoEligibleApprovers}
 	case dec.Effect == policy.Allow:
 		k.deniedBy = ""
 	default:
@@ -221,9 +221,9 @@ func (k *consumeCheck) apply(r *approval.Request, read store.TxRead) error {
 	}
 	why := k.deniedBy
 	if why == "" && k.c.Principal.SessionID != "" {
-		// Sessions: only revocation and exclusion are re-checked; a
-		// changed require_approval does not touch a call already
-		// evaluated.
+		// Sessions: revocation and exclusion are re-checked here; the
+		// session's require_approval counts in the quorum (quorumShort)
+		// when the policy in force allows the call.
 		if read.Chain == nil {
 			why = sessionRefusal(nil, store.ErrNotFound, k.c)
 		} else {

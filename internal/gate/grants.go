@@ -172,25 +172,17 @@ func (g *Gate) ApproveWithGrant(ctx context.Context, id approval.ID, reviewer ap
 	if err != nil {
 		return approval.Request{}, nil, fmt.Errorf("grant id: %w", err)
 	}
-	r, made, err := g.store.UpdateRequestGranting(ctx, id, reviewer.ID, func(r *approval.Request) (*grant.Grant, error) {
-		if reviewer.Tenant != "" && r.Tenant != reviewer.Tenant {
-			return nil, store.ErrNotFound
-		}
-		if r.NoGrants {
-			return nil, fmt.Errorf("%w: rule %q (or another matching approve rule) says grants: false, or grants.enabled: false where the call was held, so every such call needs its own approval; approve without grant terms", grant.ErrForbidden, r.Rule)
-		}
-		if no, rule := g.grantsForbiddenNow(*r); no {
-			return nil, fmt.Errorf("%w: the policy in force says grants: false (%s) for calls of %s · %s, so every such call needs its own approval; approve without grant terms", grant.ErrForbidden, forbiddingRule(rule), r.Server, r.Tool)
-		}
-		rv := approval.Reviewer{ID: reviewer.ID, Groups: reviewer.Groups}
-		if err := r.ApproveWithGrant(rv, reason, pinnedHash, terms, g.now()); err != nil {
-			return nil, err
-		}
-		gr, ok, err := grant.FromApproval(string(gid), *r)
-		if err != nil || !ok {
-			return nil, err
-		}
-		return &gr, nil
+	var (
+		r    approval.Request
+		made *grant.Grant
+	)
+	cr := creatorReview{g: g, reviewer: reviewer.ID}
+	err = cr.run(ctx, func() error {
+		var werr error
+		r, made, werr = g.store.UpdateRequestGranting(ctx, id, reviewer.ID, func(r *approval.Request) (*grant.Grant, error) {
+			return g.grantingReview(r, &cr, reviewer, reason, pinnedHash, terms, gid)
+		})
+		return werr
 	})
 	if errors.Is(err, approval.ErrDuplicate) {
 		cur, gerr := g.store.GetRequest(ctx, id)
@@ -308,4 +300,33 @@ func forbiddingRule(rule string) string {
 		return "policy.approval, for calls a session's require_approval holds"
 	}
 	return fmt.Sprintf("rule %q", rule)
+}
+
+// grantingReview is ApproveWithGrant's change of r inside the store's
+// transaction: reviewer's approval of r with terms, and the grant gid it
+// makes when the approval settles r (nil otherwise). cr refuses the
+// creator of r's session (creatorReview; it never read the chain in this
+// transaction).
+func (g *Gate) grantingReview(r *approval.Request, cr *creatorReview, reviewer approval.Principal, reason, pinnedHash string, terms approval.GrantTerms, gid approval.ID) (*grant.Grant, error) {
+	if reviewer.Tenant != "" && r.Tenant != reviewer.Tenant {
+		return nil, store.ErrNotFound
+	}
+	if err := cr.check(r, nil); err != nil {
+		return nil, err
+	}
+	if r.NoGrants {
+		return nil, fmt.Errorf("%w: rule %q (or another matching approve rule) says grants: false, or grants.enabled: false where the call was held, so every such call needs its own approval; approve without grant terms", grant.ErrForbidden, r.Rule)
+	}
+	if no, rule := g.grantsForbiddenNow(*r); no {
+		return nil, fmt.Errorf("%w: the policy in force says grants: false (%s) for calls of %s · %s, so every such call needs its own approval; approve without grant terms", grant.ErrForbidden, forbiddingRule(rule), r.Server, r.Tool)
+	}
+	rv := approval.Reviewer{ID: reviewer.ID, Groups: reviewer.Groups}
+	if err := r.ApproveWithGrant(rv, reason, pinnedHash, terms, g.now()); err != nil {
+		return nil, err
+	}
+	gr, ok, err := grant.FromApproval(string(gid), *r)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &gr, nil
 }

@@ -7,37 +7,46 @@ import (
 
 	"toolgate/internal/approval"
 	"toolgate/internal/policy"
+	"toolgate/internal/session"
 	"toolgate/internal/store"
 )
 
 // A consumeQuorum is the approval the policy in force requires of a call
 // when it is consumed (consumeCheck.decide): the decision's when the
-// policy holds the call for approval.
+// policy holds the call for approval. none is the decision's
+// NoEligibleApprovers: the matching rules' approvers lists have no one in
+// common (ap.Approvers is then nil, which is not "anyone").
 type consumeQuorum struct {
 	set  bool
+	none bool
 	rule string
 	ap   policy.Approval
 }
 
-// quorumShort says why r, approved and about to be consumed, may not
-// be: the approvals stored on r that still qualify (qualifyingApprovals)
-// are fewer than the quorum the policy in force requires of the call
-// (k.need; for a call only its session's require_approval holds, the
-// session approval's, while the session read in the transaction still
-// requires it). "" when they meet it, or when the policy in force allows
-// the call outright. It reads nothing from the store: r's reviews are in
-// the row the consume's transaction holds.
+// quorumShort says why r, approved and about to be consumed by the call
+// k checks, may not be: the approvals stored on r that still qualify for
+// that call (qualifyingApprovals) are fewer than the quorum the policy in
+// force requires of it (k.need; for a call the policy allows but its
+// session's require_approval holds, read in the transaction, the session
+// approval's, whatever rule r was made under), or that policy leaves no
+// approver eligible (k.need.none, which a new call is refused for). ""
+// when they meet it, or when the policy in force allows the call outright.
+// It reads nothing from the store: r's reviews are in the row the
+// consume's transaction holds.
 func (k *consumeCheck) quorumShort(r *approval.Request, read store.TxRead) string {
 	need := k.need
-	if !need.set && r.Rule == SessionRule && read.Chain != nil && read.Chain.RequiresApprovalItem(k.c.item()) {
+	if !need.set && read.Chain != nil && read.Chain.RequiresApprovalItem(k.c.item()) {
 		sd := k.g.sessionApproval()
 		need = consumeQuorum{set: true, rule: sd.Rule, ap: sd.Approval}
 	}
-	if !need.set {
+	switch {
+	case !need.set:
 		return ""
+	case need.none:
+		return fmt.Sprintf("policy now leaves no approver eligible to review the call (rule %q: its approvers lists have no one in common)", need.rule)
 	}
 	want := max(need.ap.Approvals, 1)
-	got := qualifyingApprovals(k.g.opts.Reviewers, r, need.ap.Approvers)
+	got := qualifyingApprovals(k.g.opts.Reviewers, r, k.c.Principal, read.Chain, need.ap.Approvers)
 	if got >= want {
 		return ""
 	}
@@ -45,32 +54,37 @@ func (k *consumeCheck) quorumShort(r *approval.Request, read store.TxRead) strin
 }
 
 // qualifyingApprovals counts the distinct people whose approving reviews
-// of r still qualify under approvers (the approvers list the policy in
-// force names for the call; empty: anyone): never r's requester or the
-// person it acts for; with a roster (Options.Reviewers), only people it
-// lists now (an approver or admin), of r's tenant or of none, named in
-// approvers by id or by one of the groups the roster gives them now.
-// Without a roster (nil: not known here) a reviewer's groups are not
-// known: an approval qualifies when approvers is the list r was reviewed
-// under (r.Approvers, which the review checked), or names the reviewer by
-// id.
-func qualifyingApprovals(roster []Reviewer, r *approval.Request, approvers []string) int {
+// of r still qualify, for the call of p about to run on it, under
+// approvers (the approvers list the policy in force names for the call;
+// empty: anyone): never r's requester or the person it acts for, nor p
+// or the person p acts for now (its config may have changed since r was
+// made: a review by whom the caller now acts for is self-review), nor
+// whoever created a session of chain (p's session chain, read by the
+// consume's transaction; nil for no session: createdIn); with a
+// roster (Options.Reviewers), only people it lists now (an approver or
+// admin), of r's tenant and p's or of none, named in approvers by id or
+// by one of the groups the roster gives them now. Without a roster (nil:
+// not known here) a reviewer's groups are not known: an approval
+// qualifies when approvers has every entry of the list r was reviewed
+// under (r.Approvers, which the review checked: the same list in any
+// order, or a wider one), or names the reviewer by id.
+func qualifyingApprovals(roster []Reviewer, r *approval.Request, p approval.Principal, chain session.Chain, approvers []string) int {
 	under := approval.Request{Approvers: approvers, RequestedBy: r.RequestedBy, OnBehalfOf: r.OnBehalfOf}
-	sameList := slices.Equal(approvers, r.Approvers)
+	kept := listsAll(approvers, r.Approvers)
 	var room [4]string // most quorums are small: no allocation
 	counted := room[:0]
 	for _, rv := range r.Reviews {
-		if rv.Verdict != approval.VerdictApprove || slices.Contains(counted, rv.By) {
+		if rv.Verdict != approval.VerdictApprove || slices.Contains(counted, rv.By) || approval.IsRequester(rv.By, p.ID, p.OnBehalfOf) || createdIn(chain, rv.By) {
 			continue
 		}
 		who := approval.Reviewer{ID: rv.By}
 		if roster != nil {
-			i := slices.IndexFunc(roster, func(p Reviewer) bool { return p.ID == rv.By })
-			if i < 0 || (roster[i].Tenant != "" && roster[i].Tenant != r.Tenant) {
-				continue // no longer a reviewer, or not of r's tenant
+			i := slices.IndexFunc(roster, func(q Reviewer) bool { return q.ID == rv.By })
+			if i < 0 || (roster[i].Tenant != "" && (roster[i].Tenant != r.Tenant || roster[i].Tenant != p.Tenant)) {
+				continue // no longer a reviewer, or not of r's tenant or p's
 			}
 			who.Groups = roster[i].Groups
-		} else if sameList && !approval.IsRequester(rv.By, r.RequestedBy, r.OnBehalfOf) {
+		} else if kept && !approval.IsRequester(rv.By, r.RequestedBy, r.OnBehalfOf) {
 			counted = append(counted, rv.By)
 			continue
 		}
@@ -79,6 +93,24 @@ func qualifyingApprovals(roster []Reviewer, r *approval.Request, approvers []str
 		}
 	}
 	return len(counted)
+}
+
+// listsAll reports whether approvers list now admits everyone list then
+// did: now is empty (anyone), or then is not empty and each of its
+// entries is in now (in any order).
+func listsAll(now, then []string) bool {
+	if len(now) == 0 {
+		return true
+	}
+	if len(then) == 0 {
+		return false
+	}
+	for _, a := range then {
+		if !slices.Contains(now, a) {
+			return false
+		}
+	}
+	return true
 }
 
 // quorumReason is the reason an approval is invalidated with when got of

@@ -55,10 +55,14 @@ func (g *Gate) ReviewIf(ctx context.Context, id approval.ID, reviewer approval.P
 	defer func() { done(decided) }()
 	j := g.joinConsume(ctx, id, v)
 	var shown approval.Request // the request as the decision left it, before a joined consume
+	cr := creatorReview{g: g, reviewer: reviewer.ID}
 	fn := func(r *approval.Request, read store.TxRead) error {
 		j.used = false
 		if reviewer.Tenant != "" && r.Tenant != reviewer.Tenant {
 			return store.ErrNotFound
+		}
+		if err := cr.check(r, read.Chain); err != nil {
+			return err
 		}
 		if allow != nil {
 			if err := allow(*r); err != nil {
@@ -92,16 +96,20 @@ func (g *Gate) ReviewIf(ctx context.Context, id approval.ID, reviewer approval.P
 		r   approval.Request
 		err error
 	)
-	switch reads := j.reads(); {
-	case reads.PolicyRevision:
-		r, err = g.store.UpdateRequestReading(ctx, id, reviewer.ID, reads, fn)
-	case reads.Chain:
-		r, err = g.store.UpdateRequestWithChain(ctx, id, reviewer.ID, func(r *approval.Request, chain session.Chain) error {
-			return fn(r, store.TxRead{Chain: chain})
-		})
-	default:
-		r, err = g.store.UpdateRequest(ctx, id, reviewer.ID, func(r *approval.Request) error { return fn(r, store.TxRead{}) })
-	}
+	err = cr.run(ctx, func() error {
+		var werr error
+		switch reads := j.reads(); {
+		case reads.PolicyRevision:
+			r, werr = g.store.UpdateRequestReading(ctx, id, reviewer.ID, reads, fn)
+		case reads.Chain:
+			r, werr = g.store.UpdateRequestWithChain(ctx, id, reviewer.ID, func(r *approval.Request, chain session.Chain) error {
+				return fn(r, store.TxRead{Chain: chain})
+			})
+		default:
+			r, werr = g.store.UpdateRequest(ctx, id, reviewer.ID, func(r *approval.Request) error { return fn(r, store.TxRead{}) })
+		}
+		return werr
+	})
 	j.end(r, err == nil && j.used)
 	if errors.Is(err, approval.ErrDuplicate) {
 		cur, gerr := g.store.GetRequest(ctx, id)
