@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"maps"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -17,6 +18,15 @@ import (
 // re-send makes a request needing two. On a2628f8c the upstream ran on
 // carol's approval alone.
 func TestReloadRaisingTheQuorumInvalidatesTheApproval(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { reloadRaisingTheQuorum(t, "") })
+	t.Run("postgres", func(t *testing.T) {
+		reloadRaisingTheQuorum(t, freshPGDatabase(t, pgTestDSN(t)))
+	})
+}
+
+// reloadRaisingTheQuorum is TestReloadRaisingTheQuorumInvalidatesTheApproval
+// on a SQLite file (dsn "") or on the Postgres database dsn.
+func reloadRaisingTheQuorum(t *testing.T, dsn string) {
 	dir := t.TempDir()
 	record := filepath.Join(dir, "record.log")
 	rules := `
@@ -29,8 +39,19 @@ policy:
       effect: approve
       approval: { timeout: 10m, approvals: 1, approvers: ["group:ops"] }
 `
-	base := teamConfig(filepath.Join(dir, "toolgate.db"), upstreamServer(record))
-	g := startGateway(t, base+rules, teamEnv)
+	db := filepath.Join(dir, "toolgate.db")
+	base := teamConfig(db, upstreamServer(record))
+	env := maps.Clone(teamEnv)
+	if dsn != "" {
+		base = strings.Replace(base, "driver: sqlite\n  path: "+q(db), `driver: postgres
+  dsn: "${DATABASE_URL}"
+  max_conns: 4`, 1)
+		env["DATABASE_URL"] = dsn
+		if !strings.Contains(base, "driver: postgres") {
+			t.Fatal("the team config's storage was not replaced by Postgres")
+		}
+	}
+	g := startGateway(t, base+rules, env)
 	agent := g.connect(t, nil, nil)
 	ch := callAsync(t.Context(), agent, toolCall("t__echo_raw", `{"n":"quorum51"}`))
 	p := awaitPendingArgs(t, g.Admin, `{"n":"quorum51"}`)
