@@ -27,6 +27,7 @@ func TestReloadRaisingTheQuorumInvalidatesTheApproval(t *testing.T) {
 // reloadRaisingTheQuorum is TestReloadRaisingTheQuorumInvalidatesTheApproval
 // on a SQLite file (dsn "") or on the Postgres database dsn.
 func reloadRaisingTheQuorum(t *testing.T, dsn string) {
+	t.Helper()
 	dir := t.TempDir()
 	record := filepath.Join(dir, "record.log")
 	rules := `
