@@ -33,7 +33,10 @@ func (g *Gate) EachRequest(ctx context.Context, f store.Filter, fn func(approval
 }
 
 // Review records reviewer's verdict on id and wakes the held call. It returns
-// the request after the change. When the same reviewer repeats the same
+// the request after the change: for an approval that consumed the call held
+// in this process in the same transaction, approved (the call is being
+// dispatched) or, when that consume's re-check refused the call,
+// invalidated with the reason (nothing ran). When the same reviewer repeats the same
 // verdict it returns the current request together with approval.ErrDuplicate.
 // Other errors: store.ErrNotFound, approval.ErrResolved, ErrExpired,
 // ErrConflict, ErrHashMismatch, ErrSelfReview, ErrNotEligible.
@@ -126,9 +129,13 @@ func (g *Gate) ReviewIf(ctx context.Context, id approval.ID, reviewer approval.P
 		g.metrics.ApprovalDecided(string(shown.State))
 	}
 	g.log.InfoContext(ctx, "approval reviewed", "approval", id, "by", reviewer.ID, "verdict", v, "state", shown.State)
-	if j.used {
+	if j.used && r.State != approval.StateInvalidated {
 		// The call's consume is its holder's to report (afterConsume); the
-		// reviewer is answered with the decision.
+		// reviewer is answered with the decision. A consume that
+		// invalidated the call (the policy in force denies it, or its
+		// quorum is no longer met) is answered as it is: invalidated,
+		// with the reason, nothing run; reporting it (audit,
+		// notification) is still the holder's alone.
 		return store.Normalize(shown), nil
 	}
 	return r, nil

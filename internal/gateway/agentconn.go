@@ -355,23 +355,39 @@ var errAgentSessionEnded = errors.New("the agent session ended")
 
 // watchSession arranges for the end of agent session ss to close what the
 // gateway holds for it (per-agent upstream sessions, subscriptions, its
-// logging level). It reports false once the gateway is closing.
+// logging level). It reports false once the gateway is closing, or while
+// ss ended and is being released (watch says which).
 func (g *Gateway) watchSession(ss *mcp.ServerSession) bool {
+	return g.watch(ss) == nil
+}
+
+// watch is watchSession that says why it refused: ErrShutdown once the
+// gateway is closing, errSessionReleasing while ss ended and what the
+// gateway held for it is being released (sessionEnded).
+func (g *Gateway) watch(ss *mcp.ServerSession) error {
 	g.watchMu.Lock()
 	defer g.watchMu.Unlock()
 	if g.watchClosed {
-		return false
+		return ErrShutdown
 	}
 	if live, ok := g.watched[ss]; ok {
-		return live // false: sessionEnded is releasing it
+		if !live {
+			return errSessionReleasing
+		}
+		return nil
 	}
 	g.watched[ss] = true
 	g.wg.Go(func() {
 		_ = ss.Wait()
 		g.sessionEnded(ss)
 	})
-	return true
+	return nil
 }
+
+// errSessionReleasing is why a request on an agent session that ended,
+// and whose per-agent state is being released, is refused: the session
+// is being closed; the agent starts a new one. The gateway itself goes on.
+var errSessionReleasing = errors.New("this MCP session has ended and is being closed; start a new session (initialize without an Mcp-Session-Id)")
 
 // sessionEnded releases what the gateway held for agent session ss.
 func (g *Gateway) sessionEnded(ss *mcp.ServerSession) {

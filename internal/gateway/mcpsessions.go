@@ -161,7 +161,9 @@ func (g *Gateway) liveSessionSet() map[*mcp.ServerSession]bool {
 // served, so that Close's sweep (closeWatched) closes it, with or without
 // the lean front. Once Close began the initialize is refused (ErrShutdown)
 // without being served: the SDK closes a session whose initialize left no
-// parameters when its POST ends. The HTTP front refuses an initialize that
+// parameters when its POST ends. An initialize re-sent on a session that
+// ended and is being released is refused too, saying so
+// (errSessionReleasing: start a new session); the gateway goes on. The HTTP front refuses an initialize that
 // arrives after Close began too (503), but one that passed that check just
 // before is decided here, under the lock Close's sweep takes: on a2628f8c
 // it opened a session nobody closed (branch flake51).
@@ -175,8 +177,10 @@ func (g *Gateway) initialize(ctx context.Context, method string, req mcp.Request
 		if g.initHook != nil {
 			g.initHook()
 		}
-		if !g.watchSession(ss) {
-			return nil, ErrShutdown
+		if err := g.watch(ss); err != nil {
+			// ErrShutdown, or the session ended and is being
+			// released (errSessionReleasing): the gateway goes on.
+			return nil, err
 		}
 	}
 	res, err := next(ctx, method, req)

@@ -226,8 +226,12 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	if !use(approval.KindResourceRead, u.name, real) {
 		return &jsonrpc.Error{Code: CodeRefused, Message: fmt.Sprintf("denied: resource %s (server %s) is not allowed for %s", real, u.name, p.ID)}
 	}
-	if !g.watchSession(req.Session) {
-		return &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: "the gateway is shutting down"}
+	if err := g.watch(req.Session); err != nil {
+		msg := "the gateway is shutting down"
+		if errors.Is(err, errSessionReleasing) {
+			msg = errSessionReleasing.Error()
+		}
+		return &jsonrpc.Error{Code: CodeUpstreamUnavailable, Message: msg}
 	}
 	o := g.newOrigin(ctx, req.Session, p, u.name)
 	return g.forward(ctx, u, o, func(ctx context.Context, c *upConn, ac *agentConn) error {

@@ -236,6 +236,12 @@ func flash(done string, d *detailView) string {
 			// dispatch re-check may still invalidate it (explain50).
 			return fmt.Sprintf("Your approval was recorded; it is approved (%d of %d). The call %s: this page shows what became of it.", d.Approved, d.Required, runsWhen(d.Mode))
 		}
+		if d.State == string(approval.StateInvalidated) {
+			// The call's re-check (in the approval's own transaction
+			// when this process held it) refused it: say so, not
+			// "approved".
+			return "Your approval was recorded, but the call did not run: the re-check against the policy in force and its approval quorum invalidated the request (" + d.ReasonText + ")."
+		}
 		return "Your approval was recorded."
 	case "deny":
 		return "Your denial was recorded, with your reason."
@@ -538,6 +544,11 @@ func (s *Server) bulkApprove(w http.ResponseWriter, r *http.Request, c *session)
 		}
 		_, item.Subject = subject(a)
 		item.State = a.State
+		if a.State == string(approval.StateInvalidated) {
+			// Recorded, but the approval's own consume of the held
+			// call invalidated it: nothing ran.
+			item.Why = "the call did not run: " + outcome(a)
+		}
 		v.Approved = append(v.Approved, item)
 	}
 	status := http.StatusOK

@@ -252,6 +252,10 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case got.State == approval.StatePending:
 		note += fmt.Sprintf(" (%d of %d approvals)", approvals(got), max(got.RequiredApprovals, 1))
+	case got.State == approval.StateInvalidated:
+		// The approval's own transaction consumed the call held here,
+		// and the re-check refused it (Gate.ReviewIf).
+		note += ": the call did not run (" + got.Reason + ")"
 	case got.State == approval.StateApproved && call && got.Mode == "retry":
 		// The decision is recorded before the call is dispatched (or
 		// checked and invalidated): say no more than that.

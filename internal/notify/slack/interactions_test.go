@@ -32,6 +32,13 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	return newWorldWith(t, nil)
+}
+
+// newWorldWith is newWorld whose Reviewer is wrap(the gate) when wrap is
+// not nil.
+func newWorldWith(t *testing.T, wrap func(*sqlstore.DB, Reviewer) Reviewer) *world {
+	t.Helper()
 	w := &world{db: sqlitetest.Open(t), now: time.Now().UTC().Truncate(time.Second), notes: make(chan string, 100)}
 	pol := &policy.Policy{Default: policy.Deny, Approval: policy.Approval{Timeout: time.Hour, Mode: policy.ModeHold, Approvals: 1, ValidFor: time.Hour},
 		Rules: []policy.Rule{
@@ -40,6 +47,10 @@ func newWorld(t *testing.T) *world {
 		}}
 	holder := policy.NewHolder(pol)
 	g := gate.New(w.db, holder, &gate.Options{Now: func() time.Time { return w.now }})
+	var rv Reviewer = g
+	if wrap != nil {
+		rv = wrap(w.db, g)
+	}
 	human := func(id, tenant string, groups ...string) approval.Principal {
 		return approval.Principal{ID: id, Kind: "human", Tenant: tenant, Groups: groups}
 	}
@@ -55,7 +66,7 @@ func newWorld(t *testing.T) *world {
 			"U0TED":   {Principal: human("ted", "other-tenant"), Roles: []string{"approver"}},
 		},
 		ChatApproval: func(r approval.Request) bool { return holder.Load().ChatApproval(r.Rule) },
-		Reviewer:     g,
+		Reviewer:     rv,
 		Now:          func() time.Time { return w.now },
 	})
 	if err != nil {
