@@ -36,11 +36,12 @@ notify:
 		t.Fatal(err)
 	}
 	g.waitLog(t, "policy reloaded", "no echo now")
-	// The approve's answer is written before the waiter consumes (and
-	// here invalidates) the call: the CLI must not say more than the
-	// answer knows.
-	if out := mustCLI(t, g.Admin, "approve", p.ID); !strings.Contains(out, "now approved (1 of 1, decided by bob); the call runs when its holder re-checks it against the policy in force and its approval quorum, if its caller is still waiting") {
-		t.Errorf("approve printed %q, want that the call runs when its holder re-checks it, if its caller is still waiting", out)
+	// The approval's own transaction consumes the call held in serve and
+	// invalidates it: bob is told so (truth51; before, the CLI printed
+	// "now approved (1 of 1, decided by bob); the call runs when its holder
+	// re-checks it …", which was untrue: nothing was going to run).
+	if out := mustCLI(t, g.Admin, "approve", p.ID); !strings.Contains(out, `approve recorded; approved (decided by bob), then invalidated: the call did not run (policy now denies the call (rule "no echo now"))`) || strings.Contains(out, "now approved") {
+		t.Errorf("approve printed %q, want that the request was invalidated and the call did not run", out)
 	}
 	if msg := mustIsError(t, await(t, ch)); !strings.Contains(msg, "invalidated") {
 		t.Fatalf("the held call got %q, want the invalidation", msg)
