@@ -124,11 +124,11 @@ func policyGrants(gs []grant.Grant, roster []Reviewer) []policy.Grant {
 		for _, a := range gr.ApprovedBy {
 			groups := a.Groups
 			if roster != nil {
-				k := slices.IndexFunc(roster, func(p Reviewer) bool { return p.ID == a.ID })
-				if k < 0 || (roster[k].Tenant != "" && roster[k].Tenant != gr.Tenant) {
+				now, ok := rosterGroups(roster, a.ID, gr.Tenant)
+				if !ok {
 					continue // no longer a reviewer, or not of the grant's tenant
 				}
-				groups = roster[k].Groups
+				groups = now
 			}
 			by = append(by, policy.GrantApprover{ID: a.ID, Groups: groups})
 		}

@@ -79,11 +79,11 @@ func qualifyingApprovals(roster []Reviewer, r *approval.Request, p approval.Prin
 		}
 		who := approval.Reviewer{ID: rv.By}
 		if roster != nil {
-			i := slices.IndexFunc(roster, func(q Reviewer) bool { return q.ID == rv.By })
-			if i < 0 || (roster[i].Tenant != "" && (roster[i].Tenant != r.Tenant || roster[i].Tenant != p.Tenant)) {
+			groups, ok := rosterGroups(roster, rv.By, r.Tenant, p.Tenant)
+			if !ok {
 				continue // no longer a reviewer, or not of r's tenant or p's
 			}
-			who.Groups = roster[i].Groups
+			who.Groups = groups
 		} else if kept && !approval.IsRequester(rv.By, r.RequestedBy, r.OnBehalfOf) {
 			counted = append(counted, rv.By)
 			continue
@@ -93,6 +93,26 @@ func qualifyingApprovals(roster []Reviewer, r *approval.Request, p approval.Prin
 		}
 	}
 	return len(counted)
+}
+
+// rosterGroups returns the groups roster gives id now, and whether id is
+// in roster for every one of tenants: a roster entry bound to a tenant
+// (Reviewer.Tenant) counts only where each of tenants is that one; an
+// entry of no tenant counts everywhere. Used alike for an approval's
+// reviewers (qualifyingApprovals) and a grant's approvers (policyGrants).
+func rosterGroups(roster []Reviewer, id string, tenants ...string) ([]string, bool) {
+	i := slices.IndexFunc(roster, func(q Reviewer) bool { return q.ID == id })
+	if i < 0 {
+		return nil, false
+	}
+	if t := roster[i].Tenant; t != "" {
+		for _, want := range tenants {
+			if want != t {
+				return nil, false
+			}
+		}
+	}
+	return roster[i].Groups, true
 }
 
 // listsAll reports whether approvers list now admits everyone list then
